@@ -1,0 +1,283 @@
+//===- ArtifactWriter.cpp - exec module -> .llmc FlatBuffer ---------------===//
+//
+// A direct transcription of the exec IR: buffers and instructions keep their
+// order, attributes keep their names. The content hash is patched in last
+// (see runtime/ArtifactFormat.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/ArtifactWriter.h"
+
+#include "dialects/Exec/ExecDialect.h"
+#include "dialects/LLM/LLMDialect.h"
+#include "runtime/ArtifactFormat.h"
+#include "runtime/schema/artifact_generated.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace fb = llmc::fb;
+
+namespace llmc {
+namespace {
+
+FailureOr<fb::DType> dtypeOf(Location loc, Type element) {
+  if (element.isF32()) return fb::DType::F32;
+  if (element.isBF16()) return fb::DType::BF16;
+  if (element.isF16()) return fb::DType::F16;
+  if (element.isF64()) return fb::DType::F64;
+  if (element.isInteger(32)) return fb::DType::I32;
+  if (element.isInteger(64)) return fb::DType::I64;
+  if (element.isInteger(8)) return fb::DType::U8;
+  return emitError(loc) << "artifact: unsupported element type " << element;
+}
+
+std::string locationString(Location loc) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  loc.print(os);
+  return text;
+}
+
+class Writer {
+public:
+  explicit Writer(ModuleOp module) : module(module) { fbb.ForceDefaults(true); }
+
+  FailureOr<std::vector<uint8_t>> write(const std::map<std::string, std::string> &metadata);
+
+private:
+  FailureOr<flatbuffers::Offset<fb::Program>> program(exec::ProgramOp op);
+  FailureOr<flatbuffers::Offset<fb::Instruction>>
+  instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index);
+
+  ModuleOp module;
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
+  llvm::StringSet<> seenParameters;
+};
+
+FailureOr<flatbuffers::Offset<fb::Instruction>>
+Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index) {
+  auto buffers = [&](ValueRange values) {
+    std::vector<uint32_t> out;
+    for (Value v : values)
+      out.push_back(index.lookup(v));
+    return fbb.CreateVector(out);
+  };
+  std::vector<flatbuffers::Offset<fb::IntAttr>> ints;
+  std::vector<flatbuffers::Offset<fb::FloatAttr>> floats;
+  std::vector<flatbuffers::Offset<fb::IntsAttr>> arrays;
+  auto location = fbb.CreateString(locationString(op->getLoc()));
+
+  if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
+    for (NamedAttribute attr : kernel->getDiscardableAttrs()) {
+      auto name = fbb.CreateString(attr.getName().getValue().str());
+      if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
+        ints.push_back(fb::CreateIntAttr(fbb, name, i.getInt()));
+      else if (auto f = dyn_cast<FloatAttr>(attr.getValue()))
+        floats.push_back(fb::CreateFloatAttr(fbb, name, f.getValueAsDouble()));
+      else if (auto a = dyn_cast<DenseI64ArrayAttr>(attr.getValue()))
+        arrays.push_back(fb::CreateIntsAttr(
+            fbb, name, fbb.CreateVector(std::vector<int64_t>(a.asArrayRef()))));
+      else
+        return kernel.emitOpError("attribute '")
+               << attr.getName().getValue() << "' cannot be serialized";
+    }
+    auto ins = buffers(kernel.getInputs()), outs = buffers(kernel.getOutputs());
+    auto callee = fbb.CreateString(kernel.getCallee().str());
+    auto intsV = fbb.CreateVector(ints);
+    auto floatsV = fbb.CreateVector(floats);
+    auto arraysV = fbb.CreateVector(arrays);
+    fb::InstructionBuilder b(fbb);
+    b.add_kind(fb::OpKind::Kernel);
+    b.add_kernel(callee);
+    b.add_inputs(ins);
+    b.add_outputs(outs);
+    b.add_ints(intsV);
+    b.add_floats(floatsV);
+    b.add_arrays(arraysV);
+    b.add_stream(kernel.getStream());
+    b.add_location(location);
+    return b.Finish();
+  }
+
+  auto collective = [&](auto c, fb::OpKind kind) -> flatbuffers::Offset<fb::Instruction> {
+    std::vector<flatbuffers::Offset<flatbuffers::String>> group;
+    for (Attribute axis : c.getGroup())
+      group.push_back(fbb.CreateString(cast<StringAttr>(axis).getValue().str()));
+    auto groupV = fbb.CreateVector(group);
+    auto ins = buffers(c->getOperand(0)), outs = buffers(c->getOperand(1));
+    auto reduction = fbb.CreateString(c.getReduction().str());
+    fb::InstructionBuilder b(fbb);
+    b.add_kind(kind);
+    b.add_inputs(ins);
+    b.add_outputs(outs);
+    b.add_group(groupV);
+    b.add_reduction(reduction);
+    b.add_root(c.getRoot());
+    b.add_stream(c.getStream());
+    b.add_location(location);
+    return b.Finish();
+  };
+  auto p2p = [&](auto c, fb::OpKind kind) -> flatbuffers::Offset<fb::Instruction> {
+    auto buf = buffers(c->getOperand(0));
+    auto axis = fbb.CreateString(c.getAxis().str());
+    fb::InstructionBuilder b(fbb);
+    b.add_kind(kind);
+    b.add_inputs(buf);
+    b.add_axis(axis);
+    b.add_shift(c.getShift());
+    b.add_tag(c.getTag());
+    b.add_stream(c.getStream());
+    b.add_location(location);
+    return b.Finish();
+  };
+  auto event = [&](auto e, fb::OpKind kind) -> flatbuffers::Offset<fb::Instruction> {
+    fb::InstructionBuilder b(fbb);
+    b.add_kind(kind);
+    b.add_event(e.getEvent());
+    b.add_stream(e.getStream());
+    b.add_location(location);
+    return b.Finish();
+  };
+  return TypeSwitch<Operation *, FailureOr<flatbuffers::Offset<fb::Instruction>>>(op)
+      .Case([&](exec::AllReduceOp c) { return collective(c, fb::OpKind::AllReduce); })
+      .Case([&](exec::AllGatherOp c) { return collective(c, fb::OpKind::AllGather); })
+      .Case([&](exec::ReduceScatterOp c) { return collective(c, fb::OpKind::ReduceScatter); })
+      .Case([&](exec::BroadcastOp c) { return collective(c, fb::OpKind::Broadcast); })
+      .Case([&](exec::ReduceOp c) { return collective(c, fb::OpKind::Reduce); })
+      .Case([&](exec::AllToAllOp c) { return collective(c, fb::OpKind::AllToAll); })
+      .Case([&](exec::SendOp c) { return p2p(c, fb::OpKind::Send); })
+      .Case([&](exec::RecvOp c) { return p2p(c, fb::OpKind::Recv); })
+      .Case([&](exec::RecordEventOp e) { return event(e, fb::OpKind::RecordEvent); })
+      .Case([&](exec::WaitEventOp e) { return event(e, fb::OpKind::WaitEvent); })
+      .Default([&](Operation *other) -> FailureOr<flatbuffers::Offset<fb::Instruction>> {
+        return other->emitOpError("cannot be serialized into an artifact");
+      });
+}
+
+FailureOr<flatbuffers::Offset<fb::Program>> Writer::program(exec::ProgramOp op) {
+  llvm::DenseMap<Value, uint32_t> index;
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
+  for (Operation &inner : op.getBody().front()) {
+    if (auto buffer = dyn_cast<exec::BufferOp>(inner)) {
+      MemRefType type = buffer.getType();
+      FailureOr<fb::DType> dtype = dtypeOf(buffer.getLoc(), type.getElementType());
+      if (failed(dtype))
+        return failure();
+      std::vector<int64_t> shape(type.getShape());
+      std::string name = buffer.getName() ? buffer.getName()->str() : "";
+      // The parameter table: every named parameter buffer, once.
+      if (auto param = buffer->getAttrOfType<llm::ParamAttr>(llm::kParamAttrName))
+        if (!name.empty() && seenParameters.insert(name).second)
+          parameters.push_back(fb::CreateParameter(
+              fbb, fbb.CreateString(name), fbb.CreateVector(shape), *dtype,
+              buffer.getOffset(), fbb.CreateString(param.getInit().str()),
+              param.getScale().convertToDouble(), param.getTrainable()));
+      index[buffer.getResult()] = buffers.size();
+      buffers.push_back(fb::CreateBuffer(fbb, fbb.CreateString(name),
+                                         fbb.CreateString(buffer.getCategory().str()),
+                                         buffer.getOffset(), *dtype,
+                                         fbb.CreateVector(shape)));
+      continue;
+    }
+    FailureOr<flatbuffers::Offset<fb::Instruction>> inst = instruction(&inner, index);
+    if (failed(inst))
+      return failure();
+    instructions.push_back(*inst);
+  }
+  uint64_t peak = 0;
+  if (auto plan = module->getAttrOfType<DictionaryAttr>("exec.memory_plan"))
+    if (auto programs = plan.getAs<DictionaryAttr>("programs"))
+      if (auto mine = programs.getAs<DictionaryAttr>(op.getSymName()))
+        if (auto p = mine.getAs<IntegerAttr>("peak"))
+          peak = p.getInt();
+  return fb::CreateProgram(fbb, fbb.CreateString(op.getSymName().str()),
+                           fbb.CreateVector(buffers), fbb.CreateVector(instructions), peak);
+}
+
+FailureOr<std::vector<uint8_t>>
+Writer::write(const std::map<std::string, std::string> &metadata) {
+  auto arena = module->getAttrOfType<IntegerAttr>(exec::kArenaBytesAttr);
+  auto plan = module->getAttrOfType<DictionaryAttr>("exec.memory_plan");
+  if (!arena || !plan)
+    return module.emitError("artifact: module is not lowered (no exec.arena_bytes / "
+                            "exec.memory_plan); run llmc-lower-to-exec first");
+  std::vector<flatbuffers::Offset<fb::Program>> programs;
+  for (auto op : module.getOps<exec::ProgramOp>()) {
+    FailureOr<flatbuffers::Offset<fb::Program>> p = program(op);
+    if (failed(p))
+      return failure();
+    programs.push_back(*p);
+  }
+
+  // Memory plan: persistent state plus the largest program's peak breakdown.
+  auto get = [&](DictionaryAttr d, StringRef key) -> uint64_t {
+    auto v = d ? d.getAs<IntegerAttr>(key) : IntegerAttr();
+    return v ? v.getInt() : 0;
+  };
+  std::map<std::string, uint64_t> breakdown{{"params", get(plan, "params")},
+                                            {"optimizer_state", get(plan, "optimizer_state")}};
+  DictionaryAttr worst;
+  if (auto progs = plan.getAs<DictionaryAttr>("programs"))
+    for (NamedAttribute entry : progs)
+      if (auto d = dyn_cast<DictionaryAttr>(entry.getValue()))
+        if (!worst || get(d, "peak") > get(worst, "peak"))
+          worst = d;
+  if (worst)
+    for (NamedAttribute entry : worst)
+      if (entry.getName() != "peak")
+        breakdown[entry.getName().str() == "activation" ? "activations"
+                  : entry.getName().str() == "grad"     ? "gradients"
+                  : entry.getName().str() == "input"    ? "inputs"
+                  : entry.getName().str() == "output"   ? "outputs"
+                                                        : entry.getName().str()] +=
+            cast<IntegerAttr>(entry.getValue()).getInt();
+  std::vector<flatbuffers::Offset<fb::MemoryCategory>> categories;
+  for (auto &[name, bytes] : breakdown)
+    categories.push_back(fb::CreateMemoryCategory(fbb, fbb.CreateString(name), bytes));
+  auto memory = fb::CreateMemoryPlan(fbb, arena.getInt(), get(plan, "persistent"),
+                                     arena.getInt(), fbb.CreateVector(categories));
+
+  auto role = fb::CreateRole(fbb, fbb.CreateVector(std::vector<int32_t>{0}),
+                             fbb.CreateVector(programs), fbb.CreateVector(parameters),
+                             memory);
+  std::vector<flatbuffers::Offset<fb::KeyValue>> kvs;
+  for (auto &[key, value] : metadata)
+    kvs.push_back(fb::CreateKeyValue(fbb, fbb.CreateString(key), fbb.CreateString(value)));
+  std::vector<flatbuffers::Offset<fb::MeshAxis>> mesh;
+  int32_t world = 1;
+  if (auto meshAttr = module->getAttrOfType<DictionaryAttr>(exec::kMeshAttr))
+    for (NamedAttribute axis : meshAttr) {
+      int32_t size = cast<IntegerAttr>(axis.getValue()).getInt();
+      mesh.push_back(fb::CreateMeshAxis(fbb, fbb.CreateString(axis.getName().str()), size));
+      world *= size;
+    }
+  std::string backend = "cpu";
+  if (auto b = module->getAttrOfType<StringAttr>("exec.backend"))
+    backend = b.getValue().str();
+  auto artifact = fb::CreateArtifact(
+      fbb, kArtifactSchemaVersion, /*content_hash=*/0, fbb.CreateString("llmc"),
+      fbb.CreateString(backend), fbb.CreateVector(mesh), world,
+      fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Role>>{role}),
+      fbb.CreateVector(kvs));
+  fb::FinishArtifactBuffer(fbb, artifact);
+
+  std::vector<uint8_t> bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  uint64_t hash = fnv1a64(bytes.data(), bytes.size());
+  if (!fb::GetMutableArtifact(bytes.data())->mutate_content_hash(hash))
+    return module.emitError("artifact: content hash field missing");
+  return bytes;
+}
+
+} // namespace
+
+FailureOr<std::vector<uint8_t>>
+writeArtifact(ModuleOp module, const std::map<std::string, std::string> &metadata) {
+  return Writer(module).write(metadata);
+}
+
+} // namespace llmc

@@ -1,0 +1,174 @@
+//===- Compiler.cpp - the staged llmc driver ------------------------------===//
+
+#include "compiler/Compiler.h"
+
+#include "compiler/ArtifactWriter.h"
+#include "dialects/Registration.h"
+#include "models/Models.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <sstream>
+
+using namespace mlir;
+
+namespace llmc {
+
+void prepareContext(MLIRContext &context) {
+  DialectRegistry registry;
+  registerDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+}
+
+OwningOpRef<ModuleOp> loadModel(MLIRContext &context, const ModelSource &source,
+                                ModelConfig *configOut) {
+  OwningOpRef<ModuleOp> module;
+  if (!source.inputFile.empty()) {
+    std::string error;
+    auto file = openInputFile(source.inputFile, &error);
+    if (!file) {
+      emitError(UnknownLoc::get(&context)) << "cannot open '" << source.inputFile
+                                           << "': " << error;
+      return nullptr;
+    }
+    auto sourceMgr = std::make_shared<llvm::SourceMgr>();
+    sourceMgr->AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!module)
+      return nullptr;
+  } else {
+    llvm::Expected<ModelConfig> config = presetConfig(source.family, source.preset);
+    if (!config) {
+      emitError(UnknownLoc::get(&context)) << llvm::toString(config.takeError());
+      return nullptr;
+    }
+    if (!source.configJson.empty())
+      if (llvm::Error e = applyConfigJson(*config, source.configJson)) {
+        emitError(UnknownLoc::get(&context)) << llvm::toString(std::move(e));
+        return nullptr;
+      }
+    for (const std::string &assignment : source.overrides)
+      if (llvm::Error e = applyOverride(*config, assignment)) {
+        emitError(UnknownLoc::get(&context)) << llvm::toString(std::move(e));
+        return nullptr;
+      }
+    if (llvm::Error e = config->validate()) {
+      emitError(UnknownLoc::get(&context)) << "invalid " << source.family << " config: "
+                                           << llvm::toString(std::move(e));
+      return nullptr;
+    }
+    module = buildModel(&context, *config);
+    if (configOut)
+      *configOut = *config;
+  }
+  if (failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+
+namespace {
+
+/// The artifact's metadata: everything llmc-run needs beyond the programs.
+std::map<std::string, std::string> collectMetadata(ModuleOp module,
+                                                   const CompileOptions &options) {
+  std::map<std::string, std::string> meta;
+  auto put = [&](const std::string &key, auto value) {
+    std::ostringstream os;
+    os << value;
+    meta[key] = os.str();
+  };
+  if (auto model = module->getAttrOfType<DictionaryAttr>("llmc.model"))
+    for (NamedAttribute entry : model) {
+      if (auto s = dyn_cast<StringAttr>(entry.getValue()))
+        put("model." + entry.getName().str(), s.getValue().str());
+      else if (auto i = dyn_cast<IntegerAttr>(entry.getValue()))
+        put("model." + entry.getName().str(), i.getInt());
+    }
+  const TrainingPipelineOptions &p = options.pipeline;
+  put("precision", p.precision);
+  put("microbatches", p.microbatches);
+  put("optimizer", "adamw");
+  put("optimizer.beta1", p.beta1);
+  put("optimizer.beta2", p.beta2);
+  put("optimizer.epsilon", p.epsilon);
+  put("optimizer.weight_decay", p.weightDecay);
+  put("optimizer.max_grad_norm", p.maxGradNorm);
+  const ScheduleDefaults &s = options.schedule;
+  put("schedule.lr", s.lr);
+  put("schedule.min_lr", s.minLr);
+  put("schedule.warmup", s.warmupSteps);
+  put("schedule.steps", s.totalSteps);
+  put("schedule.kind", s.kind);
+  put("seed", s.seed);
+  return meta;
+}
+
+int reportFailure(llvm::StringRef tool, const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), tool) << message << "\n";
+  return 1;
+}
+
+} // namespace
+
+int compile(const CompileOptions &options, llvm::StringRef tool) {
+  static const char *stages[] = {"graph", "train", "exec", "artifact"};
+  if (!llvm::is_contained(stages, options.emit))
+    return reportFailure(tool, "unknown --emit '" + options.emit +
+                                   "' (expected graph, train, exec or artifact)");
+  if (options.pipeline.precision != "fp32" && options.pipeline.precision != "bf16")
+    return reportFailure(tool, "unknown --precision '" + options.pipeline.precision +
+                                   "' (expected fp32 or bf16)");
+  if (options.pipeline.microbatches < 1)
+    return reportFailure(tool, "--microbatches must be >= 1");
+
+  MLIRContext context;
+  prepareContext(context);
+  OwningOpRef<ModuleOp> module = loadModel(context, options.source);
+  if (!module)
+    return 1;
+
+  TrainingPipelineOptions pipeline = options.pipeline;
+  pipeline.emit = options.emit == "artifact" ? "exec" : options.emit;
+  PassManager pm(&context);
+  pm.enableVerifier(true);
+  buildTrainingPipeline(pm, pipeline);
+  if (failed(pm.run(*module)))
+    return 1;
+
+  if (options.emit != "artifact") {
+    std::string error;
+    auto out = openOutputFile(options.output, &error);
+    if (!out)
+      return reportFailure(tool, "cannot write '" + options.output + "': " + error);
+    module->print(out->os());
+    out->os() << "\n";
+    out->keep();
+    return 0;
+  }
+  FailureOr<std::vector<uint8_t>> bytes =
+      writeArtifact(*module, collectMetadata(*module, options));
+  if (failed(bytes))
+    return 1;
+  if (options.output == "-")
+    return reportFailure(tool, "an artifact is binary: give -o <file>.llmc");
+  // writeToOutput writes a temporary file and renames it over the target,
+  // so an existing artifact survives a failed write.
+  if (llvm::Error e = llvm::writeToOutput(options.output, [&](llvm::raw_ostream &os) {
+        os.write(reinterpret_cast<const char *>(bytes->data()), bytes->size());
+        return llvm::Error::success();
+      }))
+    return reportFailure(tool, "cannot write '" + options.output +
+                                   "': " + llvm::toString(std::move(e)));
+  return 0;
+}
+
+} // namespace llmc

@@ -1,0 +1,63 @@
+//===- Compiler.h - the staged llmc driver ----------------------*- C++ -*-===//
+//
+// Loads a forward graph (a .mlir file or a model builder), runs the training
+// pipeline up to the requested stage and writes that stage: the `llm` graph,
+// the training IR, the exec IR, or the artifact.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_COMPILER_COMPILER_H
+#define LLMC_COMPILER_COMPILER_H
+
+#include "models/ModelConfig.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+/// Where the forward graph comes from.
+struct ModelSource {
+  std::string inputFile;          ///< a .mlir file, or empty
+  std::string family, preset;     ///< a built-in model
+  std::string configJson;         ///< HF-style config.json applied to the preset
+  std::vector<std::string> overrides; ///< key=value
+};
+
+/// Training defaults recorded in the artifact (llmc-run may override them).
+struct ScheduleDefaults {
+  double lr = 1e-3, minLr = 1e-4;
+  int64_t warmupSteps = 10, totalSteps = 300;
+  std::string kind = "cosine";
+  uint64_t seed = 1337;
+};
+
+struct CompileOptions {
+  ModelSource source;
+  TrainingPipelineOptions pipeline;
+  ScheduleDefaults schedule;
+  std::string emit = "artifact"; ///< graph | train | exec | artifact
+  std::string output = "-";
+};
+
+/// Registers every dialect the compiler needs into `context`.
+void prepareContext(mlir::MLIRContext &context);
+
+/// Builds or parses the forward graph and verifies it. Errors are reported
+/// through the context's diagnostic handler; `config` is filled for built-in
+/// models.
+mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
+                                            const ModelSource &source,
+                                            ModelConfig *config = nullptr);
+
+/// The whole `llmc compile`; returns a process exit code and prints errors
+/// to stderr prefixed with `tool`.
+int compile(const CompileOptions &options, llvm::StringRef tool);
+
+} // namespace llmc
+
+#endif

@@ -1,0 +1,184 @@
+//===- ExecDialect.cpp - exec dialect registration and verifiers ----------===//
+
+#include "dialects/Exec/ExecDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace llmc::exec;
+
+#include "dialects/Exec/ExecOpsDialect.cpp.inc"
+
+void ExecDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Exec/ExecOps.cpp.inc"
+      >();
+}
+
+int64_t llmc::exec::bufferBytes(MemRefType type) {
+  int64_t bits = type.getElementTypeBitWidth();
+  return type.getNumElements() * ((bits + 7) / 8);
+}
+
+namespace {
+
+/// The mesh (axis → size) of the module enclosing `op`, or null.
+DictionaryAttr meshOf(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  return module ? module->getAttrOfType<DictionaryAttr>(kMeshAttr) : nullptr;
+}
+
+/// Size of the named mesh axis, or an error naming the axis.
+FailureOr<int64_t> axisSize(Operation *op, StringRef axis) {
+  DictionaryAttr mesh = meshOf(op);
+  if (!mesh)
+    return op->emitOpError("needs a module attribute '")
+           << kMeshAttr << "' to resolve axis '" << axis << "'";
+  auto size = mesh.getAs<IntegerAttr>(axis);
+  if (!size)
+    return op->emitOpError("mesh has no axis '") << axis << "'";
+  return size.getInt();
+}
+
+} // namespace
+
+LogicalResult ProgramOp::verify() {
+  if (getKind().empty())
+    return emitOpError("needs a non-empty kind");
+  llvm::DenseSet<int64_t> recorded;
+  for (Operation &op : getBody().front()) {
+    if (auto record = dyn_cast<RecordEventOp>(op))
+      recorded.insert(record.getEvent());
+    if (auto wait = dyn_cast<WaitEventOp>(op))
+      if (!recorded.contains(wait.getEvent()))
+        return wait.emitOpError("waits for event ")
+               << wait.getEvent() << " before any record_event of it";
+  }
+  return success();
+}
+
+LogicalResult BufferOp::verify() {
+  static const llvm::StringSet<> categories = {
+      "param", "grad", "optim", "activation", "input", "output", "workspace"};
+  if (!categories.contains(getCategory()))
+    return emitOpError("unknown category '") << getCategory() << "'";
+  MemRefType type = getType();
+  if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+    return emitOpError("buffer must be a static, identity-layout memref");
+  int64_t offset = getOffsetAttr().getInt();
+  if (offset < 0)
+    return emitOpError("offset must be >= 0");
+  int64_t elementBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  if (offset % elementBytes != 0)
+    return emitOpError("offset ") << offset << " is not aligned to the "
+                                  << elementBytes << "-byte element size";
+  if (auto module = (*this)->getParentOfType<ModuleOp>())
+    if (auto arena = module->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
+      if (offset + bufferBytes(type) > arena.getInt())
+        return emitOpError("bytes [") << offset << ", "
+                                      << offset + bufferBytes(type)
+                                      << ") exceed the arena of " << arena.getInt()
+                                      << " bytes";
+  if (getName() && getName()->empty())
+    return emitOpError("name must not be empty");
+  return success();
+}
+
+LogicalResult KernelOp::verify() {
+  if (getCallee().empty())
+    return emitOpError("needs a kernel name");
+  if (getOutputs().empty() && getCallee() != "noop")
+    return emitOpError("kernel '") << getCallee() << "' writes no output";
+  if (getStreamAttr().getInt() < 0)
+    return emitOpError("stream must be >= 0");
+  for (NamedAttribute attr : (*this)->getDiscardableAttrs()) {
+    Attribute value = attr.getValue();
+    bool ok = isa<IntegerAttr, FloatAttr, DenseI64ArrayAttr>(value);
+    if (auto array = dyn_cast<ArrayAttr>(value))
+      ok = llvm::all_of(array, [](Attribute a) { return isa<IntegerAttr>(a); });
+    if (!ok)
+      return emitOpError("attribute '") << attr.getName().getValue()
+                                        << "' must be an integer, float or integer array";
+  }
+  return success();
+}
+
+/// Shared checks for every collective: group axes exist and are distinct,
+/// the reduction is known, root is a group member, shapes agree.
+template <typename OpT>
+static LogicalResult verifyCollective(OpT op, StringRef shapeRule) {
+  if (op.getGroup().empty())
+    return op.emitOpError("group must name at least one mesh axis");
+  int64_t groupSize = 1;
+  llvm::StringSet<> seen;
+  for (Attribute axis : op.getGroup()) {
+    auto name = dyn_cast<StringAttr>(axis);
+    if (!name)
+      return op.emitOpError("group entries must be axis names");
+    if (!seen.insert(name.getValue()).second)
+      return op.emitOpError("axis '") << name.getValue() << "' appears twice in the group";
+    FailureOr<int64_t> size = axisSize(op, name.getValue());
+    if (failed(size))
+      return failure();
+    groupSize *= *size;
+  }
+  StringRef reduction = op.getReduction();
+  if (reduction != "sum" && reduction != "max" && reduction != "mean")
+    return op.emitOpError("unknown reduction '") << reduction << "'";
+  int64_t root = op.getRootAttr().getInt();
+  if (root < 0 || root >= groupSize)
+    return op.emitOpError("root ") << root << " is outside the group of "
+                                   << groupSize;
+  MemRefType in = op.getInput().getType(), out = op.getOutput().getType();
+  if (in.getElementType() != out.getElementType())
+    return op.emitOpError("input and output element types differ");
+  if (shapeRule == "same") {
+    if (in.getShape() != out.getShape())
+      return op.emitOpError("input and output shapes must match");
+    return success();
+  }
+  if (in.getRank() < 1 || in.getRank() != out.getRank() ||
+      in.getShape().drop_front() != out.getShape().drop_front())
+    return op.emitOpError("input and output may differ only in dimension 0");
+  int64_t inRows = in.getDimSize(0), outRows = out.getDimSize(0);
+  if (shapeRule == "gather" && outRows != inRows * groupSize)
+    return op.emitOpError("output dim 0 must be ") << inRows * groupSize
+                                                   << " (input × group size "
+                                                   << groupSize << "), got " << outRows;
+  if (shapeRule == "scatter" && inRows != outRows * groupSize)
+    return op.emitOpError("input dim 0 must be ") << outRows * groupSize
+                                                  << " (output × group size "
+                                                  << groupSize << "), got " << inRows;
+  if (shapeRule == "all_to_all" && (inRows != outRows || inRows % groupSize != 0))
+    return op.emitOpError("dim 0 (") << inRows << ") must be equal on both sides and "
+                                     << "divisible by the group size " << groupSize;
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() { return verifyCollective(*this, "same"); }
+LogicalResult BroadcastOp::verify() { return verifyCollective(*this, "same"); }
+LogicalResult ReduceOp::verify() { return verifyCollective(*this, "same"); }
+LogicalResult AllGatherOp::verify() { return verifyCollective(*this, "gather"); }
+LogicalResult ReduceScatterOp::verify() { return verifyCollective(*this, "scatter"); }
+LogicalResult AllToAllOp::verify() { return verifyCollective(*this, "all_to_all"); }
+
+template <typename OpT> static LogicalResult verifyPointToPoint(OpT op) {
+  FailureOr<int64_t> size = axisSize(op, op.getAxis());
+  if (failed(size))
+    return failure();
+  int64_t shift = op.getShiftAttr().getInt();
+  if (shift == 0 || std::abs(shift) >= *size)
+    return op.emitOpError("shift ") << shift << " must be non-zero and smaller "
+                                    << "than the size of axis '" << op.getAxis()
+                                    << "' (" << *size << ")";
+  return success();
+}
+
+LogicalResult SendOp::verify() { return verifyPointToPoint(*this); }
+LogicalResult RecvOp::verify() { return verifyPointToPoint(*this); }
+
+#define GET_OP_CLASSES
+#include "dialects/Exec/ExecOps.cpp.inc"

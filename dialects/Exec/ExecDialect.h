@@ -1,0 +1,33 @@
+//===- ExecDialect.h - the exec dialect -------------------------*- C++ -*-===//
+//
+// A rank's static program. See ExecOps.td and Rationale.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_DIALECTS_EXEC_EXECDIALECT_H
+#define LLMC_DIALECTS_EXEC_EXECDIALECT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/Exec/ExecOpsDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Exec/ExecOps.h.inc"
+
+namespace llmc::exec {
+
+/// Module attributes that describe the rank the program runs on.
+inline constexpr llvm::StringLiteral kArenaBytesAttr = "exec.arena_bytes";
+inline constexpr llvm::StringLiteral kMeshAttr = "exec.mesh";
+
+/// Bytes a buffer of this memref type occupies.
+int64_t bufferBytes(mlir::MemRefType type);
+
+} // namespace llmc::exec
+
+#endif

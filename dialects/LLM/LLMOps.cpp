@@ -1,0 +1,515 @@
+//===- LLMOps.cpp - llm op shape inference and verifiers ------------------===//
+//
+// Every shape rule lives in the op's inferReturnTypes, so builders get result
+// types for free and the verifier reports the same rule with the op's
+// location when a written type disagrees.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/LLM/LLMDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace llmc::llm;
+
+namespace {
+
+RankedTensorType tensorOf(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// `4x64x128`, the way MLIR spells a shape.
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text;
+  for (auto [i, dim] : llvm::enumerate(shape))
+    text += (i ? "x" : "") + std::to_string(dim);
+  return shape.empty() ? "scalar" : text;
+}
+
+bool isSuffix(ArrayRef<int64_t> suffix, ArrayRef<int64_t> shape) {
+  return suffix.size() <= shape.size() &&
+         shape.take_back(suffix.size()) == suffix;
+}
+
+LogicalResult sameElementType(std::optional<Location> loc, Value a, Value b,
+                              StringRef aName, StringRef bName) {
+  if (tensorOf(a).getElementType() != tensorOf(b).getElementType())
+    return emitOptionalError(loc, aName, " and ", bName,
+                             " must have the same element type, got ",
+                             tensorOf(a).getElementType(), " and ",
+                             tensorOf(b).getElementType());
+  return success();
+}
+
+/// Checks that a per-feature vector (gamma, beta) matches x's last dimension.
+LogicalResult checkFeatureVector(std::optional<Location> loc, Value x,
+                                 Value vec, StringRef name) {
+  RankedTensorType xt = tensorOf(x), vt = tensorOf(vec);
+  if (xt.getRank() < 1)
+    return emitOptionalError(loc, "input must have rank >= 1");
+  if (vt.getRank() != 1 || vt.getDimSize(0) != xt.getShape().back())
+    return emitOptionalError(loc, name, " must be [", xt.getShape().back(),
+                             "] to match the last dimension of the input, got ",
+                             shapeString(vt.getShape()));
+  return success();
+}
+
+LogicalResult checkAttention(std::optional<Location> loc, Value q, Value k,
+                             Value segmentIds) {
+  RankedTensorType qt = tensorOf(q), kt = tensorOf(k);
+  if (qt.getRank() != 4 || kt.getRank() != 4)
+    return emitOptionalError(loc, "q and k must be [B, T, heads, head_dim], got ",
+                             shapeString(qt.getShape()), " and ",
+                             shapeString(kt.getShape()));
+  if (failed(sameElementType(loc, q, k, "q", "k")))
+    return failure();
+  ArrayRef<int64_t> qs = qt.getShape(), ks = kt.getShape();
+  if (qs[0] != ks[0])
+    return emitOptionalError(loc, "q batch ", qs[0], " differs from k batch ", ks[0]);
+  if (qs[3] != ks[3])
+    return emitOptionalError(loc, "q head_dim ", qs[3], " differs from k head_dim ", ks[3]);
+  if (ks[2] < 1 || qs[2] % ks[2] != 0)
+    return emitOptionalError(loc, "query heads (", qs[2],
+                             ") must be a multiple of kv heads (", ks[2], ")");
+  if (segmentIds) {
+    ArrayRef<int64_t> ss = tensorOf(segmentIds).getShape();
+    if (ss.size() != 2 || ss[0] != qs[0] || ss[1] != qs[1] || qs[1] != ks[1])
+      return emitOptionalError(loc, "segment_ids must be [", qs[0], ", ", qs[1],
+                               "] with equal q and k lengths, got ",
+                               shapeString(ss));
+  }
+  return success();
+}
+
+/// Attribute-dependent attention rules (run by the verifier, once attributes
+/// are known).
+LogicalResult checkAttentionAttrs(Operation *op, Value q, Value k, bool causal,
+                                  APFloat scale) {
+  int64_t t = tensorOf(q).getDimSize(1), s = tensorOf(k).getDimSize(1);
+  if (causal && t != s)
+    return op->emitOpError("causal attention needs equal q and k lengths, got ")
+           << t << " and " << s;
+  if (!(scale.convertToDouble() > 0))
+    return op->emitOpError("scale must be > 0");
+  return success();
+}
+
+LogicalResult checkEpsilon(Operation *op, APFloat epsilon) {
+  if (!(epsilon.convertToDouble() >= 0))
+    return op->emitOpError("epsilon must be >= 0");
+  return success();
+}
+
+RankedTensorType lseType(RankedTensorType q) {
+  ArrayRef<int64_t> s = q.getShape();
+  return RankedTensorType::get({s[0], s[2], s[1]}, Float32Type::get(q.getContext()));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Structure
+//===----------------------------------------------------------------------===//
+
+LogicalResult BlockOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty name");
+  auto yield = dyn_cast<YieldOp>(getBody().front().getTerminator());
+  if (!yield)
+    return emitOpError("body must end with llm.yield");
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yields ") << yield.getValues().size()
+                                  << " value(s) whose types do not match its "
+                                  << getNumResults() << " result type(s)";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  RankedTensorType a = tensorOf(adaptor.getA()), b = tensorOf(adaptor.getB());
+  if (a.getRank() < 2)
+    return emitOptionalError(loc, "operand a must have rank >= 2, got ",
+                             shapeString(a.getShape()));
+  if (b.getRank() != 2 && b.getRank() != a.getRank())
+    return emitOptionalError(loc, "operand b must be a matrix or have a's rank (",
+                             a.getRank(), "), got ", shapeString(b.getShape()));
+  if (failed(sameElementType(loc, adaptor.getA(), adaptor.getB(), "a", "b")))
+    return failure();
+  int64_t ar = a.getRank(), br = b.getRank();
+  int64_t m = a.getDimSize(ar - (adaptor.getTransposeA() ? 1 : 2));
+  int64_t ka = a.getDimSize(ar - (adaptor.getTransposeA() ? 2 : 1));
+  int64_t kb = b.getDimSize(br - (adaptor.getTransposeB() ? 1 : 2));
+  int64_t n = b.getDimSize(br - (adaptor.getTransposeB() ? 2 : 1));
+  if (ka != kb)
+    return emitOptionalError(loc, "contraction sizes differ: a has ", ka,
+                             ", b has ", kb);
+  if (br == ar && br > 2 &&
+      a.getShape().drop_back(2) != b.getShape().drop_back(2))
+    return emitOptionalError(loc, "batch dimensions differ: ",
+                             shapeString(a.getShape().drop_back(2)), " vs ",
+                             shapeString(b.getShape().drop_back(2)));
+  SmallVector<int64_t> shape(a.getShape().drop_back(2));
+  shape.append({m, n});
+  types.push_back(RankedTensorType::get(shape, a.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferBroadcast(std::optional<Location> loc, Value lhs,
+                                    Value rhs, SmallVectorImpl<Type> &types) {
+  if (failed(sameElementType(loc, lhs, rhs, "lhs", "rhs")))
+    return failure();
+  if (!isSuffix(tensorOf(rhs).getShape(), tensorOf(lhs).getShape()))
+    return emitOptionalError(loc, "rhs shape ", shapeString(tensorOf(rhs).getShape()),
+                             " is not a suffix of lhs shape ",
+                             shapeString(tensorOf(lhs).getShape()));
+  types.push_back(lhs.getType());
+  return success();
+}
+
+LogicalResult AddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferBroadcast(loc, adaptor.getLhs(), adaptor.getRhs(), types);
+}
+
+LogicalResult MulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferBroadcast(loc, adaptor.getLhs(), adaptor.getRhs(), types);
+}
+
+#define LLMC_SAME_AS_OPERAND(OpClass, getter)                                 \
+  LogicalResult OpClass::inferReturnTypes(MLIRContext *,                      \
+                                          std::optional<Location>,            \
+                                          Adaptor adaptor,                    \
+                                          SmallVectorImpl<Type> &types) {     \
+    types.push_back(adaptor.getter().getType());                              \
+    return success();                                                         \
+  }
+
+LLMC_SAME_AS_OPERAND(GeluOp, getX)
+LLMC_SAME_AS_OPERAND(SiluOp, getX)
+LLMC_SAME_AS_OPERAND(ScaleOp, getX)
+LLMC_SAME_AS_OPERAND(SwigluOp, getGate)
+LLMC_SAME_AS_OPERAND(GeluGradOp, getX)
+LLMC_SAME_AS_OPERAND(SiluGradOp, getX)
+
+LLMC_SAME_AS_OPERAND(DropoutOp, getX)
+
+LogicalResult DropoutOp::verify() {
+  double rate = getRate().convertToDouble();
+  if (!(rate >= 0.0 && rate < 1.0))
+    return emitOpError("rate must be in [0, 1), got ") << rate;
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  if (getX().getType().getShape() != getResult().getType().getShape())
+    return emitOpError("cannot change the shape: ")
+           << getX().getType() << " to " << getResult().getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization, embedding, position
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(checkFeatureVector(loc, adaptor.getX(), adaptor.getGamma(), "gamma")))
+    return failure();
+  types.push_back(adaptor.getX().getType());
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() { return checkEpsilon(*this, getEpsilon()); }
+
+LogicalResult RMSNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(checkFeatureVector(loc, adaptor.getX(), adaptor.getGamma(), "gamma")))
+    return failure();
+  types.push_back(adaptor.getX().getType());
+  return success();
+}
+
+LogicalResult RMSNormOp::verify() { return checkEpsilon(*this, getEpsilon()); }
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType table = tensorOf(adaptor.getTable());
+  if (table.getRank() != 2)
+    return emitOptionalError(loc, "table must be [vocab, dim], got ",
+                             shapeString(table.getShape()));
+  SmallVector<int64_t> shape(tensorOf(adaptor.getIds()).getShape());
+  shape.push_back(table.getDimSize(1));
+  types.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+LogicalResult RopeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType x = tensorOf(adaptor.getX());
+  if (x.getRank() != 4 || x.getDimSize(3) % 2 != 0)
+    return emitOptionalError(loc, "rope input must be [B, T, heads, head_dim] with "
+                                  "even head_dim, got ",
+                             shapeString(x.getShape()));
+  types.push_back(x);
+  return success();
+}
+
+LogicalResult RopeOp::verify() {
+  if (!(getTheta().convertToDouble() > 0))
+    return emitOpError("theta must be > 0");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and loss
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(),
+                            adaptor.getSegmentIds())))
+    return failure();
+  types.push_back(adaptor.getQ().getType());
+  types.push_back(lseType(tensorOf(adaptor.getQ())));
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return checkAttentionAttrs(*this, getQ(), getK(), getCausal(), getScale());
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(),
+                            adaptor.getSegmentIds())))
+    return failure();
+  RankedTensorType expectedLse = lseType(tensorOf(adaptor.getQ()));
+  if (adaptor.getLse().getType() != expectedLse)
+    return emitOptionalError(loc, "lse must be ", expectedLse, ", got ",
+                             adaptor.getLse().getType());
+  types.push_back(adaptor.getQ().getType());
+  types.push_back(adaptor.getK().getType());
+  types.push_back(adaptor.getK().getType());
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  return checkAttentionAttrs(*this, getQ(), getK(), getCausal(), getScale());
+}
+
+static LogicalResult checkLossShapes(std::optional<Location> loc, Value logits,
+                                     Value targets) {
+  RankedTensorType lt = tensorOf(logits);
+  if (lt.getRank() < 1)
+    return emitOptionalError(loc, "logits must have a vocabulary dimension");
+  if (tensorOf(targets).getShape() != lt.getShape().drop_back())
+    return emitOptionalError(loc, "targets must be ",
+                             shapeString(lt.getShape().drop_back()),
+                             " to match logits ", shapeString(lt.getShape()),
+                             ", got ", shapeString(tensorOf(targets).getShape()));
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return checkLossShapes(getLoc(), getLogits(), getTargets());
+}
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
+                                                   std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &types) {
+  if (failed(checkLossShapes(loc, adaptor.getLogits(), adaptor.getTargets())))
+    return failure();
+  types.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType in = getX().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("cannot change the element type: ")
+           << in.getElementType() << " to " << out.getElementType();
+  if (!in.hasStaticShape() || !out.hasStaticShape() ||
+      in.getNumElements() != out.getNumElements())
+    return emitOpError("element count differs: ")
+           << shapeString(in.getShape()) << " to " << shapeString(out.getShape());
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getX().getType() == getType())
+    return getX();
+  if (auto producer = getX().getDefiningOp<ReshapeOp>()) {
+    getXMutable().assign(producer.getX());
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult TransposeOp::verify() {
+  RankedTensorType x = getX().getType(), out = getResult().getType();
+  ArrayRef<int64_t> perm = getPermutation();
+  if (static_cast<int64_t>(perm.size()) != x.getRank())
+    return emitOpError("permutation has ") << perm.size() << " entries for a rank-"
+                                           << x.getRank() << " input";
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.getRank() || seen[p])
+      return emitOpError("permutation is not a permutation of 0..") << x.getRank() - 1;
+    seen[p] = true;
+    shape.push_back(x.getDimSize(p));
+  }
+  auto expected = RankedTensorType::get(shape, x.getElementType());
+  if (expected != out)
+    return emitOpError("result type must be ") << expected << ", got " << out;
+  return success();
+}
+
+/// A box `inner` at `offsets` must lie inside `outer`.
+static LogicalResult checkBox(Operation *op, RankedTensorType inner,
+                              RankedTensorType outer, ArrayRef<int64_t> offsets) {
+  if (inner.getElementType() != outer.getElementType())
+    return op->emitOpError("cannot change the element type");
+  if (inner.getRank() != outer.getRank() ||
+      static_cast<int64_t>(offsets.size()) != outer.getRank())
+    return op->emitOpError("offsets, input and result must have the same rank");
+  for (int64_t d = 0; d < outer.getRank(); ++d)
+    if (offsets[d] < 0 || offsets[d] + inner.getDimSize(d) > outer.getDimSize(d))
+      return op->emitOpError("box of size ") << inner.getDimSize(d) << " at offset "
+                                             << offsets[d] << " exceeds dimension "
+                                             << d << " of size " << outer.getDimSize(d);
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  return checkBox(*this, getResult().getType(), getX().getType(), getOffsets());
+}
+
+LogicalResult PadOp::verify() {
+  return checkBox(*this, getX().getType(), getResult().getType(), getOffsets());
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  RankedTensorType first = tensorOf(getInputs().front());
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= first.getRank())
+    return emitOpError("dim ") << dim << " out of range for rank " << first.getRank();
+  SmallVector<int64_t> shape(first.getShape());
+  for (Value input : getInputs().drop_front()) {
+    RankedTensorType t = tensorOf(input);
+    if (t.getElementType() != first.getElementType() || t.getRank() != first.getRank())
+      return emitOpError("inputs must share element type and rank");
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != dim && t.getDimSize(d) != first.getDimSize(d))
+        return emitOpError("inputs differ in dimension ")
+               << d << ", which is not the concatenation dimension";
+    shape[dim] += t.getDimSize(dim);
+  }
+  auto expected = RankedTensorType::get(shape, first.getElementType());
+  if (expected != getResult().getType())
+    return emitOpError("result type must be ") << expected << ", got "
+                                               << getResult().getType();
+  return success();
+}
+
+LogicalResult ReduceSumOp::verify() {
+  RankedTensorType in = getX().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("cannot change the element type");
+  if (!isSuffix(out.getShape(), in.getShape()))
+    return emitOpError("result shape ") << shapeString(out.getShape())
+                                        << " is not a suffix of input shape "
+                                        << shapeString(in.getShape());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType dy = getDy().getType(), out = getResult().getType();
+  if (dy.getShape().drop_back() != getIds().getType().getShape())
+    return emitOpError("dy must be ids' shape plus a feature dimension");
+  if (out.getRank() != 2 || out.getDimSize(1) != dy.getShape().back())
+    return emitOpError("result must be [vocab, ") << dy.getShape().back() << "]";
+  if (out.getElementType() != dy.getElementType())
+    return emitOpError("result and dy must share an element type");
+  return success();
+}
+
+LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  if (failed(checkFeatureVector(loc, adaptor.getX(), adaptor.getGamma(), "gamma")))
+    return failure();
+  types.append({adaptor.getX().getType(), adaptor.getGamma().getType(),
+                adaptor.getGamma().getType()});
+  return success();
+}
+
+LogicalResult RMSNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  if (failed(checkFeatureVector(loc, adaptor.getX(), adaptor.getGamma(), "gamma")))
+    return failure();
+  types.append({adaptor.getX().getType(), adaptor.getGamma().getType()});
+  return success();
+}
+
+LogicalResult SwigluGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  types.append({adaptor.getGate().getType(), adaptor.getGate().getType()});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+LogicalResult GlobalNormOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  return success();
+}
+
+LogicalResult AdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  types.append(3, adaptor.getParam().getType());
+  return success();
+}
+
+LogicalResult AdamWOp::verify() {
+  double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
+  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
+    return emitOpError("beta1 and beta2 must be in [0, 1), got ") << b1 << " and " << b2;
+  if (!(getEpsilon().convertToDouble() > 0))
+    return emitOpError("epsilon must be > 0");
+  if (getWeightDecay().convertToDouble() < 0 || getMaxGradNorm().convertToDouble() < 0)
+    return emitOpError("weight_decay and max_grad_norm must be >= 0");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/LLM/LLMOps.cpp.inc"

@@ -1,0 +1,550 @@
+//===- LLMOps.td - llm dialect ops -------------------------*- tablegen -*-===//
+//
+// Forward ops are what models are written in. Backward ops (`*_grad`,
+// `reduce_sum`, `pad`) are what the autodiff pass emits; they are ordinary ops
+// so every later pass (sharding, recompute, lowering) treats both alike.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LLMC_LLM_OPS
+#define LLMC_LLM_OPS
+
+include "dialects/LLM/LLMDialect.td"
+include "dialects/LLM/LLMAttrs.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+class LLM_PureOp<string mnemonic, list<Trait> traits = []>
+    : LLM_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)>;
+
+//===----------------------------------------------------------------------===//
+// Structure
+//===----------------------------------------------------------------------===//
+
+def LLM_BlockOp : LLM_Op<"block", [SingleBlock, RecursiveMemoryEffects]> {
+  let summary = "A transformer layer: the unit of sharding, staging and recompute";
+  let description = [{
+    Groups the ops of one layer. The region may use any value defined above
+    it (the layer's parameters are function arguments); it yields the layer's
+    outputs. FSDP gathers a block's parameters together, the pipeline pass
+    assigns whole blocks to stages, and recomputation replays a block.
+
+    ```mlir
+    %h1 = llm.block "h.0" -> tensor<4x64x128xf32> {
+      %y = llm.gelu %h0 : tensor<4x64x128xf32>
+      llm.yield %y : tensor<4x64x128xf32>
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$name attr-dict-with-keyword (`->` type($results)^)? $body";
+  let hasVerifier = 1;
+}
+
+def LLM_YieldOp : LLM_Op<"yield", [Pure, Terminator, HasParent<"BlockOp">,
+                                   ReturnLike]> {
+  let summary = "Ends an llm.block, giving its results";
+  let description = [{
+    ```mlir
+    llm.yield %y : tensor<4x64x128xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+}
+
+def LLM_FillOp : LLM_Op<"fill", [Pure]> {
+  let summary = "A tensor with every element equal to one value";
+  let description = [{
+    ```mlir
+    %zeros = llm.fill 0.0 : tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins F64Attr:$value);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def LLM_MatmulOp : LLM_PureOp<"matmul"> {
+  let summary = "Matrix product over the last two dimensions";
+  let description = [{
+    `a` is `[..., M, K]` (`[..., K, M]` with `transpose_a`); `b` is either a
+    matrix `[K, N]` (`[N, K]` with `transpose_b`) applied to every leading
+    index of `a`, or has the same leading dimensions as `a`. The result is
+    `[..., M, N]` in `a`'s element type; accumulation is always fp32 or wider.
+
+    ```mlir
+    %y = llm.matmul %x, %w : tensor<4x64x128xf32>, tensor<128x512xf32> -> tensor<4x64x512xf32>
+    %s = llm.matmul %a, %b {transpose_b} : tensor<8x16x32xf32>, tensor<8x16x32xf32> -> tensor<8x16x16xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$a, LLM_FloatTensor:$b,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$a `,` $b attr-dict `:` type($a) `,` type($b) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class LLM_BroadcastBinaryOp<string mnemonic, string what> : LLM_PureOp<mnemonic> {
+  let summary = "Elementwise " # what # " with trailing broadcast of rhs";
+  let description = [{
+    `rhs` has the shape of `lhs` or of a suffix of it (a bias `[N]` against
+    `[B, T, N]`); it is repeated over the leading dimensions. The result has
+    `lhs`'s type.
+
+    ```mlir
+    %y = llm.}] # mnemonic # [{ %x, %b : tensor<4x64x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$lhs, LLM_FloatTensor:$rhs);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
+def LLM_AddOp : LLM_BroadcastBinaryOp<"add", "sum">;
+def LLM_MulOp : LLM_BroadcastBinaryOp<"mul", "product">;
+
+class LLM_UnaryOp<string mnemonic, string sum, string example> : LLM_PureOp<mnemonic> {
+  let summary = sum;
+  let description = [{
+    ```mlir
+    }] # example # [{
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def LLM_GeluOp : LLM_UnaryOp<"gelu",
+  "GELU, tanh approximation (as GPT-2): 0.5x(1+tanh(√(2/π)(x+0.044715x³)))",
+  "%y = llm.gelu %x : tensor<4x64x512xf32>">;
+def LLM_SiluOp : LLM_UnaryOp<"silu", "SiLU: x·sigmoid(x)",
+  "%y = llm.silu %x : tensor<4x64x512xf32>">;
+
+def LLM_ScaleOp : LLM_PureOp<"scale"> {
+  let summary = "Multiplies every element by a constant";
+  let description = [{
+    ```mlir
+    %y = llm.scale %x {factor = 0.5 : f64} : tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, F64Attr:$factor);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def LLM_SwigluOp : LLM_PureOp<"swiglu", [AllTypesMatch<["gate", "up"]>]> {
+  let summary = "SwiGLU gate: silu(gate) · up";
+  let description = [{
+    ```mlir
+    %h = llm.swiglu %gate, %up : tensor<4x64x344xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$gate, LLM_FloatTensor:$up);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($gate)";
+}
+
+def LLM_DropoutOp : LLM_PureOp<"dropout"> {
+  let summary = "Seeded inverted dropout";
+  let description = [{
+    Zeroes each element with probability `rate` and scales the rest by
+    1/(1-rate). The mask is a pure function of (`seed`, training step,
+    element index), so applying the same op to the upstream gradient is its
+    backward. `rate = 0` is the identity.
+
+    ```mlir
+    %y = llm.dropout %x {rate = 0.1 : f64, seed = 7 : i64} : tensor<4x64x128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, F64Attr:$rate, I64Attr:$seed);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def LLM_CastOp : LLM_Op<"cast", [Pure]> {
+  let summary = "Converts element type (fp32 ↔ bf16 ↔ f16), same shape";
+  let description = [{
+    ```mlir
+    %h = llm.cast %x : tensor<4x64xf32> to tensor<4x64xbf16>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization, embedding, position
+//===----------------------------------------------------------------------===//
+
+def LLM_LayerNormOp : LLM_PureOp<"layernorm", [AllTypesMatch<["gamma", "beta"]>]> {
+  let summary = "Layer normalization over the last dimension";
+  let description = [{
+    y = (x − mean) / √(var + ε) · gamma + beta, statistics over the last
+    dimension (biased variance), computed in fp32.
+
+    ```mlir
+    %y = llm.layernorm %x, %g, %b {epsilon = 1.0e-5 : f64} : tensor<4x64x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$gamma,
+                       LLM_FloatTensor:$beta, F64Attr:$epsilon);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $gamma `,` $beta attr-dict `:` type($x) `,` type($gamma)";
+  let hasVerifier = 1;
+}
+
+def LLM_RMSNormOp : LLM_PureOp<"rmsnorm"> {
+  let summary = "RMS normalization over the last dimension";
+  let description = [{
+    y = x / √(mean(x²) + ε) · gamma.
+
+    ```mlir
+    %y = llm.rmsnorm %x, %g {epsilon = 1.0e-5 : f64} : tensor<4x64x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$gamma, F64Attr:$epsilon);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $gamma attr-dict `:` type($x) `,` type($gamma)";
+  let hasVerifier = 1;
+}
+
+def LLM_EmbeddingOp : LLM_PureOp<"embedding"> {
+  let summary = "Looks up rows of a table by integer id";
+  let description = [{
+    `table` is `[V, D]`; `ids` has any shape `S` with values in [0, V); the
+    result is `S × [D]`.
+
+    ```mlir
+    %e = llm.embedding %wte, %tokens : tensor<256x128xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$table, LLM_IndexTensor:$ids);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$table `,` $ids attr-dict `:` type($table) `,` type($ids)";
+}
+
+def LLM_RopeOp : LLM_PureOp<"rope"> {
+  let summary = "Rotary position embedding (half-split convention)";
+  let description = [{
+    `x` is `[B, T, H, D]` with even D. Position t rotates the pair
+    (x[i], x[i + D/2]) by the angle t·theta^(−2i/D), as in the Hugging Face
+    Llama code (`rotate_half`). `inverse` rotates by the negative angle,
+    which is the backward.
+
+    ```mlir
+    %qr = llm.rope %q {theta = 10000.0 : f64} : tensor<4x64x8x16xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, F64Attr:$theta, UnitAttr:$inverse);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and loss
+//===----------------------------------------------------------------------===//
+
+def LLM_AttentionOp : LLM_PureOp<"attention", [AllTypesMatch<["k", "v"]>]> {
+  let summary = "Scaled dot-product attention with GQA/MQA and packing";
+  let description = [{
+    `q` is `[B, T, H, D]`; `k` and `v` are `[B, T, KV, D]` with H divisible
+    by KV (KV = H: multi-head, 1: multi-query, else grouped-query; query head
+    h reads kv head h / (H / KV)). `causal` masks future positions.
+    The optional `segment_ids` `[B, T]` confines attention to equal ids
+    (packed sequences). Results: the output `[B, T, H, D]` and the per-row
+    log-sum-exp `[B, H, T]` in fp32, which the backward reuses.
+
+    ```mlir
+    %o, %lse = llm.attention %q, %k, %v {causal, scale = 0.25 : f64}
+        : tensor<4x64x8x16xf32>, tensor<4x64x8x16xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$q, LLM_FloatTensor:$k, LLM_FloatTensor:$v,
+                       Optional<LLM_IndexTensor>:$segment_ids,
+                       F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs LLM_FloatTensor:$out, LLM_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict
+    `:` type($q) `,` type($k)
+  }];
+  let hasVerifier = 1;
+}
+
+def LLM_CrossEntropyOp : LLM_Op<"cross_entropy", [Pure]> {
+  let summary = "Softmax cross-entropy, mean over non-ignored targets";
+  let description = [{
+    `logits` is `S × [V]`, `targets` is `S` with values in [0, V) or equal to
+    `ignore_index`. The result is the fp32 mean negative log-likelihood over
+    the targets that are not ignored (0 if all are).
+
+    ```mlir
+    %loss = llm.cross_entropy %logits, %targets {ignore_index = -1 : i64}
+        : tensor<4x64x256xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$logits, LLM_IndexTensor:$targets,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs LLM_F32Scalar:$loss);
+  let assemblyFormat = "$logits `,` $targets attr-dict `:` type($logits) `,` type($targets)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape
+//===----------------------------------------------------------------------===//
+
+def LLM_ReshapeOp : LLM_Op<"reshape", [Pure]> {
+  let summary = "Same elements, row-major, new static shape";
+  let description = [{
+    ```mlir
+    %q4 = llm.reshape %q : tensor<4x64x128xf32> to tensor<4x64x8x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def LLM_TransposeOp : LLM_Op<"transpose", [Pure]> {
+  let summary = "Permutes dimensions: result dim i is input dim permutation[i]";
+  let description = [{
+    ```mlir
+    %t = llm.transpose %x {permutation = array<i64: 0, 2, 1, 3>} : tensor<4x64x8x16xf32> to tensor<4x8x64x16xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, DenseI64ArrayAttr:$permutation);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def LLM_SliceOp : LLM_Op<"slice", [Pure]> {
+  let summary = "A static box of the input: start offsets, result shape";
+  let description = [{
+    ```mlir
+    %q = llm.slice %qkv {offsets = array<i64: 0, 0, 0>} : tensor<4x64x384xf32> to tensor<4x64x128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, DenseI64ArrayAttr:$offsets);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def LLM_PadOp : LLM_Op<"pad", [Pure]> {
+  let summary = "Places the input at offsets inside a zero tensor (slice's backward)";
+  let description = [{
+    ```mlir
+    %g = llm.pad %dq {offsets = array<i64: 0, 0, 0>} : tensor<4x64x128xf32> to tensor<4x64x384xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, DenseI64ArrayAttr:$offsets);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def LLM_ConcatOp : LLM_Op<"concat", [Pure]> {
+  let summary = "Joins tensors along one dimension";
+  let description = [{
+    ```mlir
+    %qkv = llm.concat %q, %k, %v {dim = 2 : i64} : tensor<4x64x128xf32>, tensor<4x64x128xf32>, tensor<4x64x128xf32> -> tensor<4x64x384xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<LLM_FloatTensor>:$inputs, I64Attr:$dim);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def LLM_ReduceSumOp : LLM_Op<"reduce_sum", [Pure]> {
+  let summary = "Sums over leading dimensions down to a suffix shape (broadcast's backward)";
+  let description = [{
+    ```mlir
+    %db = llm.reduce_sum %dy : tensor<4x64x128xf32> to tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops (emitted by autodiff)
+//===----------------------------------------------------------------------===//
+
+def LLM_EmbeddingGradOp : LLM_Op<"embedding_grad", [Pure]> {
+  let summary = "Scatter-adds output gradients into a table-shaped gradient";
+  let description = [{
+    ```mlir
+    %dwte = llm.embedding_grad %tokens, %de : tensor<4x64xi32>, tensor<4x64x128xf32> to tensor<256x128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_IndexTensor:$ids, LLM_FloatTensor:$dy);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$ids `,` $dy attr-dict `:` type($ids) `,` type($dy) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def LLM_LayerNormGradOp : LLM_PureOp<"layernorm_grad", [AllTypesMatch<["x", "dy"]>]> {
+  let summary = "Backward of layernorm: dx, dgamma, dbeta";
+  let description = [{
+    Recomputes the row statistics from `x` (cheaper than storing them).
+
+    ```mlir
+    %dx, %dg, %db = llm.layernorm_grad %x, %g, %dy {epsilon = 1.0e-5 : f64} : tensor<4x64x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$gamma,
+                       LLM_FloatTensor:$dy, F64Attr:$epsilon);
+  let results = (outs LLM_FloatTensor:$dx, LLM_FloatTensor:$dgamma,
+                      LLM_FloatTensor:$dbeta);
+  let assemblyFormat = "$x `,` $gamma `,` $dy attr-dict `:` type($x) `,` type($gamma)";
+}
+
+def LLM_RMSNormGradOp : LLM_PureOp<"rmsnorm_grad", [AllTypesMatch<["x", "dy"]>]> {
+  let summary = "Backward of rmsnorm: dx, dgamma";
+  let description = [{
+    ```mlir
+    %dx, %dg = llm.rmsnorm_grad %x, %g, %dy {epsilon = 1.0e-5 : f64} : tensor<4x64x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$gamma,
+                       LLM_FloatTensor:$dy, F64Attr:$epsilon);
+  let results = (outs LLM_FloatTensor:$dx, LLM_FloatTensor:$dgamma);
+  let assemblyFormat = "$x `,` $gamma `,` $dy attr-dict `:` type($x) `,` type($gamma)";
+}
+
+class LLM_UnaryGradOp<string mnemonic, string of>
+    : LLM_PureOp<mnemonic, [AllTypesMatch<["x", "dy"]>]> {
+  let summary = "Backward of " # of # ": dy · " # of # "'(x)";
+  let description = [{
+    ```mlir
+    %dx = llm.}] # mnemonic # [{ %x, %dy : tensor<4x64x512xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$dy);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($x)";
+}
+
+def LLM_GeluGradOp : LLM_UnaryGradOp<"gelu_grad", "gelu">;
+def LLM_SiluGradOp : LLM_UnaryGradOp<"silu_grad", "silu">;
+
+def LLM_SwigluGradOp : LLM_PureOp<"swiglu_grad", [AllTypesMatch<["gate", "up", "dy"]>]> {
+  let summary = "Backward of swiglu: dgate, dup";
+  let description = [{
+    ```mlir
+    %dgate, %dup = llm.swiglu_grad %gate, %up, %dy : tensor<4x64x344xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$gate, LLM_FloatTensor:$up, LLM_FloatTensor:$dy);
+  let results = (outs LLM_FloatTensor:$dgate, LLM_FloatTensor:$dup);
+  let assemblyFormat = "$gate `,` $up `,` $dy attr-dict `:` type($gate)";
+}
+
+def LLM_AttentionGradOp : LLM_PureOp<"attention_grad", [AllTypesMatch<["k", "v"]>, AllTypesMatch<["q", "out", "dout"]>]> {
+  let summary = "Backward of attention: dq, dk, dv";
+  let description = [{
+    Takes the forward inputs, output and log-sum-exp and the output
+    gradient. For GQA/MQA, dk and dv sum over the query heads sharing a kv
+    head.
+
+    ```mlir
+    %dq, %dk, %dv = llm.attention_grad %q, %k, %v, %o, %lse, %do {causal, scale = 0.25 : f64}
+        : tensor<4x64x8x16xf32>, tensor<4x64x8x16xf32>, tensor<4x8x64xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$q, LLM_FloatTensor:$k, LLM_FloatTensor:$v,
+                       LLM_FloatTensor:$out, LLM_FloatTensor:$lse, LLM_FloatTensor:$dout,
+                       Optional<LLM_IndexTensor>:$segment_ids,
+                       F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs LLM_FloatTensor:$dq, LLM_FloatTensor:$dk, LLM_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $dout
+    (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict `:` type($q) `,` type($k) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+def LLM_CrossEntropyGradOp : LLM_PureOp<"cross_entropy_grad"> {
+  let summary = "Backward of cross_entropy: (softmax − onehot) · dloss / count";
+  let description = [{
+    ```mlir
+    %dlogits = llm.cross_entropy_grad %logits, %targets, %dloss {ignore_index = -1 : i64}
+        : tensor<4x64x256xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$logits, LLM_IndexTensor:$targets,
+                       LLM_F32Scalar:$dloss,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $targets `,` $dloss attr-dict `:` type($logits) `,` type($targets)";
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def LLM_GlobalNormOp : LLM_Op<"global_norm", [Pure]> {
+  let summary = "L2 norm over all elements of all inputs, in fp32";
+  let description = [{
+    ```mlir
+    %n = llm.global_norm %g0, %g1 : tensor<256x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<LLM_FloatTensor>:$inputs);
+  let results = (outs LLM_F32Scalar:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+def LLM_AdamWOp : LLM_PureOp<"adamw", [AllTypesMatch<["param", "grad", "m", "v"]>]> {
+  let summary = "One AdamW update of a parameter and its moments";
+  let description = [{
+    With g' = g · min(1, max_grad_norm / (grad_norm + 1e-6)) when
+    `grad_norm` is given and `max_grad_norm` > 0 (else g' = g), t = step:
+    m' = β1 m + (1−β1) g'; v' = β2 v + (1−β2) g'²;
+    p' = p − lr (m'/(1−β1^t) / (√(v'/(1−β2^t)) + ε) + weight_decay · p).
+    `lr` and `step` are runtime scalars.
+
+    ```mlir
+    %p1, %m1, %v1 = llm.adamw %p, %g, %m, %v, %lr, %step norm %n
+        {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64,
+         weight_decay = 0.1 : f64, max_grad_norm = 1.0 : f64} : tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$param, LLM_FloatTensor:$grad,
+                       LLM_FloatTensor:$m, LLM_FloatTensor:$v,
+                       LLM_F32Scalar:$lr, LLM_F32Scalar:$step,
+                       Optional<LLM_F32Scalar>:$grad_norm,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                       F64Attr:$weight_decay, F64Attr:$max_grad_norm);
+  let results = (outs LLM_FloatTensor:$new_param, LLM_FloatTensor:$new_m,
+                      LLM_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step (`norm` $grad_norm^)? attr-dict `:` type($param)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // LLMC_LLM_OPS

@@ -1,0 +1,212 @@
+//===- Common.h - helpers shared by the CPU kernels (private) -------------===//
+//
+// What every CPU kernel file needs and nothing more:
+//  - `bf16`, a storage-only element type, and load/store that widen to and
+//    narrow from fp32 so one template body serves both float dtypes;
+//  - `Validator`, which turns a bad binding into the one-line error the
+//    registry contract asks for ("layernorm: gamma must be f32[128], got
+//    f32[64]");
+//  - per-thread scratch sized at bind time (run() never allocates);
+//  - expFast, a vectorisable exp (Cephes polynomial, ~1 ulp) for the
+//    softmax-heavy kernels, since libm's expf does not vectorise without
+//    -ffast-math.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CPU_COMMON_H
+#define LLMC_KERNELS_CPU_COMMON_H
+
+#include "kernels/Kernel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llmc::cpu {
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+/// bfloat16 storage; arithmetic always happens in fp32.
+struct bf16 {
+  uint16_t bits;
+};
+
+inline float load(const float *p, int64_t i) { return p[i]; }
+inline float load(const bf16 *p, int64_t i) { return bf16ToFloat(p[i].bits); }
+inline void store(float *p, int64_t i, float v) { p[i] = v; }
+inline void store(bf16 *p, int64_t i, float v) { p[i].bits = floatToBf16(v); }
+
+/// The DType of a storage type.
+template <typename T> constexpr DType dtypeOf();
+template <> constexpr DType dtypeOf<float>() { return DType::F32; }
+template <> constexpr DType dtypeOf<bf16>() { return DType::BF16; }
+
+/// Instantiates `Kernel<float>` or `Kernel<bf16>` for a float dtype.
+template <template <typename> class K, typename... Args>
+std::unique_ptr<Kernel> makeFloatKernel(DType dtype, Args &&...args) {
+  if (dtype == DType::BF16) return std::make_unique<K<bf16>>(std::forward<Args>(args)...);
+  return std::make_unique<K<float>>(std::forward<Args>(args)...);
+}
+
+/// The row `r` of x as fp32: x itself for f32, else widened into `scratch`.
+template <typename T>
+const float *rowAsFloat(const T *x, int64_t r, int64_t c, float *scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x + r * c;
+  } else {
+    const T *row = x + r * c;
+#pragma omp simd
+    for (int64_t i = 0; i < c; ++i) scratch[i] = load(row, i);
+    return scratch;
+  }
+}
+
+/// Widens n elements to fp32 (serial: used for parameter vectors).
+template <typename T> void widenVector(const T *in, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = load(in, i);
+}
+
+/// i32 or i64 ids, read as int64.
+struct IdView {
+  const void *data = nullptr;
+  bool wide = false;
+
+  IdView() = default;
+  explicit IdView(const TensorView &t) : data(t.data), wide(t.dtype == DType::I64) {}
+  int64_t operator[](int64_t i) const {
+    return wide ? static_cast<const int64_t *>(data)[i] : static_cast<const int32_t *>(data)[i];
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Binding-time validation
+//===----------------------------------------------------------------------===//
+
+std::string describeType(DType dtype, const std::vector<int64_t> &shape);
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end);
+inline int64_t product(const std::vector<int64_t> &shape) { return product(shape, 0, shape.size()); }
+
+/// Checks a KernelArgs against a kernel's contract. Every check returns
+/// false after writing "<kernel>: <reason>" to the error string.
+class Validator {
+public:
+  Validator(const char *kernel, const KernelArgs &args, std::string &error)
+      : kernel_(kernel), args_(args), error_(error) {}
+
+  const TensorView &in(size_t i) const { return args_.inputs[i]; }
+  const TensorView &out(size_t i) const { return args_.outputs[i]; }
+  const KernelAttrs &attrs() const { return args_.attrs; }
+
+  bool fail(const std::string &reason);
+  /// fail() for a factory's return statement.
+  std::unique_ptr<Kernel> reject(const std::string &reason) {
+    fail(reason);
+    return nullptr;
+  }
+
+  /// Exactly `outputs` outputs and between `minInputs` and `maxInputs` inputs.
+  bool arity(size_t minInputs, size_t maxInputs, size_t outputs);
+  bool arity(size_t inputs, size_t outputs) { return arity(inputs, inputs, outputs); }
+
+  /// f32 or bf16.
+  bool isFloat(const TensorView &t, const char *what);
+  /// i32 or i64.
+  bool isIndex(const TensorView &t, const char *what);
+  bool hasDType(const TensorView &t, const char *what, DType dtype);
+  bool hasRank(const TensorView &t, const char *what, int rank);
+  /// Exactly `dtype[shape]`.
+  bool hasType(const TensorView &t, const char *what, DType dtype,
+               const std::vector<int64_t> &shape);
+  /// An f32 scalar (rank 0 or one element).
+  bool isF32Scalar(const TensorView &t, const char *what);
+  /// Every dimension fits a BLAS int.
+  bool fitsInt(const TensorView &t, const char *what);
+
+  /// A required float attribute (an int attribute is accepted and widened).
+  bool floatAttr(const char *name, double *value);
+  /// An optional int attribute.
+  bool intAttr(const char *name, int64_t *value, int64_t fallback);
+  /// An optional 0/1 attribute; absent means false.
+  bool flagAttr(const char *name, bool *value);
+  /// A required int-array attribute.
+  bool intsAttr(const char *name, std::vector<int64_t> *value);
+
+private:
+  const char *kernel_;
+  const KernelArgs &args_;
+  std::string &error_;
+};
+
+//===----------------------------------------------------------------------===//
+// Threads and scratch
+//===----------------------------------------------------------------------===//
+
+/// The thread count a kernel binds its per-thread scratch to; run() opens
+/// parallel regions with exactly this many threads so omp_get_thread_num()
+/// indexes the scratch.
+inline int bindThreads() { return std::max(1, omp_get_max_threads()); }
+
+/// `threads` slices of `perThread` floats, 64-byte aligned each.
+class ThreadScratch {
+public:
+  ThreadScratch() = default;
+  ThreadScratch(int threads, size_t perThread)
+      : stride_((perThread + 15) / 16 * 16), data_(new float[stride_ * threads + 16]) {}
+  float *at(int thread) const {
+    uintptr_t base = reinterpret_cast<uintptr_t>(data_.get());
+    float *aligned = reinterpret_cast<float *>((base + 63) & ~uintptr_t(63));
+    return aligned + stride_ * thread;
+  }
+
+private:
+  size_t stride_ = 0;
+  std::unique_ptr<float[]> data_;
+};
+
+/// Below this many elements a kernel runs on one thread: the fork/join costs
+/// more than the work.
+constexpr int64_t kParallelGrain = 1 << 15;
+
+//===----------------------------------------------------------------------===//
+// Math
+//===----------------------------------------------------------------------===//
+
+/// exp(x) in fp32, vectorisable: 2^n · p(r) with n = round(x/ln2), Cephes'
+/// degree-6 polynomial on |r| <= ln2/2 (max error ~1 ulp). Saturates at
+/// exp(88) above and returns 0 below −87 (so exp(−inf) = 0); NaN stays NaN.
+inline float expFast(float x) {
+  float xc = x < -87.0f ? -87.0f : x;
+  xc = xc > 88.0f ? 88.0f : xc;
+  // Round to nearest by the 1.5·2^23 trick (no libm call, so it vectorises).
+  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float pow2;
+  std::memcpy(&pow2, &bits, sizeof(pow2));
+  return x < -87.0f ? 0.0f : y * pow2;
+}
+
+inline float sigmoidFast(float x) { return 1.0f / (1.0f + expFast(-x)); }
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+} // namespace llmc::cpu
+
+#endif

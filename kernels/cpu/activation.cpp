@@ -1,0 +1,141 @@
+//===- activation.cpp - gelu, silu, swiglu and their gradients ------------===//
+//
+// Pointwise nonlinearities in fp32 with vectorised exp. GELU is the tanh
+// approximation, rewritten through 1 + tanh(u) = 2·σ(2u):
+//   gelu(x)  = x · σ(2u),                 u = √(2/π)(x + 0.044715x³)
+//   gelu'(x) = σ(2u) + 2x·σ(2u)(1 − σ(2u))·u'(x)
+// which avoids the cancellation of 1 + tanh(u) for negative x and needs a
+// single exp. SiLU is x·σ(x); SwiGLU is silu(gate)·up.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+constexpr float kGeluC = 0.7978845608028654f; // √(2/π)
+constexpr float kGeluA = 0.044715f;
+
+enum class Act { Gelu, GeluGrad, Silu, SiluGrad, Swiglu, SwigluGrad };
+
+/// One elementwise kernel for all six ops: up to three inputs, two outputs,
+/// all of one shape and dtype.
+template <typename T> class ActivationKernel final : public Kernel {
+public:
+  ActivationKernel(const KernelArgs &args, Act act) : act_(act), n_(args.inputs[0].numel()) {
+    for (size_t i = 0; i < args.inputs.size(); ++i) in_[i] = args.inputs[i].as<T>();
+    for (size_t i = 0; i < args.outputs.size(); ++i) out_[i] = args.outputs[i].as<T>();
+  }
+
+  void run(const StepContext &) override {
+    const T *a = in_[0], *b = in_[1], *c = in_[2];
+    T *o0 = out_[0], *o1 = out_[1];
+    int64_t n = n_;
+    switch (act_) {
+    case Act::Gelu:
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) {
+        float x = load(a, i);
+        float u = kGeluC * (x + kGeluA * x * x * x);
+        store(o0, i, x * sigmoidFast(2.0f * u));
+      }
+      break;
+    case Act::GeluGrad:
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) {
+        float x = load(a, i);
+        float u = kGeluC * (x + kGeluA * x * x * x);
+        float du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+        float s = sigmoidFast(2.0f * u);
+        store(o0, i, load(b, i) * (s + 2.0f * x * s * (1.0f - s) * du));
+      }
+      break;
+    case Act::Silu:
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) {
+        float x = load(a, i);
+        store(o0, i, x * sigmoidFast(x));
+      }
+      break;
+    case Act::SiluGrad:
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) {
+        float x = load(a, i), s = sigmoidFast(x);
+        store(o0, i, load(b, i) * s * (1.0f + x * (1.0f - s)));
+      }
+      break;
+    case Act::Swiglu:
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) {
+        float g = load(a, i);
+        store(o0, i, g * sigmoidFast(g) * load(b, i));
+      }
+      break;
+    case Act::SwigluGrad:
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) {
+        float g = load(a, i), up = load(b, i), dy = load(c, i), s = sigmoidFast(g);
+        store(o0, i, dy * up * s * (1.0f + g * (1.0f - s)));
+        store(o1, i, dy * g * s);
+      }
+      break;
+    }
+  }
+
+private:
+  Act act_;
+  int64_t n_;
+  const T *in_[3] = {};
+  T *out_[2] = {};
+};
+
+/// `inputNames` operands of one float dtype and shape; `outputs` results of
+/// the same type.
+std::unique_ptr<Kernel> makeActivation(const char *name, Act act,
+                                       std::initializer_list<const char *> inputNames,
+                                       std::initializer_list<const char *> outputNames,
+                                       const KernelArgs &args, std::string &error) {
+  Validator v(name, args, error);
+  if (!v.arity(inputNames.size(), outputNames.size())) return nullptr;
+  const TensorView &first = v.in(0);
+  if (!v.isFloat(first, *inputNames.begin())) return nullptr;
+  size_t i = 0;
+  for (const char *what : inputNames)
+    if (!v.hasType(v.in(i++), what, first.dtype, first.shape)) return nullptr;
+  i = 0;
+  for (const char *what : outputNames)
+    if (!v.hasType(v.out(i++), what, first.dtype, first.shape)) return nullptr;
+  return makeFloatKernel<ActivationKernel>(first.dtype, args, act);
+}
+
+std::unique_ptr<Kernel> makeGelu(const KernelArgs &args, std::string &error) {
+  return makeActivation("gelu", Act::Gelu, {"x"}, {"out"}, args, error);
+}
+std::unique_ptr<Kernel> makeGeluGrad(const KernelArgs &args, std::string &error) {
+  return makeActivation("gelu_grad", Act::GeluGrad, {"x", "dy"}, {"dx"}, args, error);
+}
+std::unique_ptr<Kernel> makeSilu(const KernelArgs &args, std::string &error) {
+  return makeActivation("silu", Act::Silu, {"x"}, {"out"}, args, error);
+}
+std::unique_ptr<Kernel> makeSiluGrad(const KernelArgs &args, std::string &error) {
+  return makeActivation("silu_grad", Act::SiluGrad, {"x", "dy"}, {"dx"}, args, error);
+}
+std::unique_ptr<Kernel> makeSwiglu(const KernelArgs &args, std::string &error) {
+  return makeActivation("swiglu", Act::Swiglu, {"gate", "up"}, {"out"}, args, error);
+}
+std::unique_ptr<Kernel> makeSwigluGrad(const KernelArgs &args, std::string &error) {
+  return makeActivation("swiglu_grad", Act::SwigluGrad, {"gate", "up", "dy"}, {"dgate", "dup"},
+                        args, error);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "gelu", makeGelu);
+LLMC_REGISTER_KERNEL(CPU, "gelu_grad", makeGeluGrad);
+LLMC_REGISTER_KERNEL(CPU, "silu", makeSilu);
+LLMC_REGISTER_KERNEL(CPU, "silu_grad", makeSiluGrad);
+LLMC_REGISTER_KERNEL(CPU, "swiglu", makeSwiglu);
+LLMC_REGISTER_KERNEL(CPU, "swiglu_grad", makeSwigluGrad);
+
+} // namespace llmc::cpu

@@ -1,0 +1,162 @@
+//===- cross_entropy.cpp - softmax cross-entropy and its gradient ---------===//
+//
+// logits [..., V], targets [...] (i32/i64). Per row, a stable log-sum-exp
+// (max, then Σ exp(x − max) with the vectorised exp) gives
+//   loss_row = lse − logits[target],
+// and the loss is the mean over rows whose target is not `ignore_index`
+// (0 when every target is ignored). Rows are independent and run in
+// parallel; the row losses land in bind-time scratch and are summed in row
+// order in double, so the loss does not depend on the thread count.
+//
+// The gradient is (softmax − onehot)·dloss/count per non-ignored row and 0
+// for ignored rows; count is recounted from the targets (cheap) so the
+// kernel needs nothing from the forward. A target outside [0, V) that is not
+// ignored makes its row NaN (never an out-of-bounds read): the runtime
+// reports bad data, the kernel only keeps it visible.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+/// max and log Σ exp of one row of V logits; `row` is fp32 scratch or data.
+inline float rowLogSumExp(const float *row, int64_t vocab, float *maxOut) {
+  float m = kNegInf;
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < vocab; ++j) m = std::max(m, row[j]);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < vocab; ++j) sum += expFast(row[j] - m);
+  *maxOut = m;
+  return m + std::log(sum);
+}
+
+template <typename T> class CrossEntropyKernel final : public Kernel {
+public:
+  CrossEntropyKernel(const KernelArgs &args, int64_t ignoreIndex)
+      : logits_(args.inputs[0].as<T>()), targets_(args.inputs[1]),
+        loss_(args.outputs[0].as<float>()), vocab_(args.inputs[0].dim(-1)),
+        rows_(args.inputs[1].numel()), ignoreIndex_(ignoreIndex), threads_(bindThreads()),
+        rowLoss_(rows_), rowScratch_(threads_, vocab_) {}
+
+  void run(const StepContext &) override {
+#pragma omp parallel num_threads(threads_) if (rows_ * vocab_ > kParallelGrain)
+    {
+      float *scratch = rowScratch_.at(omp_get_thread_num());
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows_; ++r) {
+        int64_t target = targets_[r];
+        if (target == ignoreIndex_) {
+          rowLoss_[r] = 0.0;
+          continue;
+        }
+        if (target < 0 || target >= vocab_) {
+          rowLoss_[r] = kNaN;
+          continue;
+        }
+        const float *row = rowAsFloat(logits_, r, vocab_, scratch);
+        float m;
+        rowLoss_[r] = static_cast<double>(rowLogSumExp(row, vocab_, &m) - row[target]);
+      }
+    }
+    double total = 0.0;
+    int64_t count = 0;
+    for (int64_t r = 0; r < rows_; ++r) {
+      total += rowLoss_[r];
+      count += targets_[r] != ignoreIndex_;
+    }
+    *loss_ = count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+  }
+
+private:
+  const T *logits_;
+  IdView targets_;
+  float *loss_;
+  int64_t vocab_, rows_, ignoreIndex_;
+  int threads_;
+  std::vector<double> rowLoss_;
+  ThreadScratch rowScratch_;
+};
+
+template <typename T> class CrossEntropyGradKernel final : public Kernel {
+public:
+  CrossEntropyGradKernel(const KernelArgs &args, int64_t ignoreIndex)
+      : logits_(args.inputs[0].as<T>()), targets_(args.inputs[1]),
+        dloss_(args.inputs[2].as<float>()), dlogits_(args.outputs[0].as<T>()),
+        vocab_(args.inputs[0].dim(-1)), rows_(args.inputs[1].numel()), ignoreIndex_(ignoreIndex),
+        threads_(bindThreads()), rowScratch_(threads_, vocab_) {}
+
+  void run(const StepContext &) override {
+    int64_t count = 0;
+    for (int64_t r = 0; r < rows_; ++r) count += targets_[r] != ignoreIndex_;
+    const float factor = count ? *dloss_ / static_cast<float>(count) : 0.0f;
+    const int64_t vocab = vocab_;
+#pragma omp parallel num_threads(threads_) if (rows_ * vocab > kParallelGrain)
+    {
+      float *scratch = rowScratch_.at(omp_get_thread_num());
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows_; ++r) {
+        int64_t target = targets_[r];
+        T *out = dlogits_ + r * vocab;
+        if (target == ignoreIndex_ || target < 0 || target >= vocab) {
+          float fillValue = target == ignoreIndex_ ? 0.0f : kNaN;
+#pragma omp simd
+          for (int64_t j = 0; j < vocab; ++j) store(out, j, fillValue);
+          continue;
+        }
+        const float *row = rowAsFloat(logits_, r, vocab, scratch);
+        float m, lse = rowLogSumExp(row, vocab, &m);
+#pragma omp simd
+        for (int64_t j = 0; j < vocab; ++j) store(out, j, expFast(row[j] - lse) * factor);
+        store(out, target, (expFast(row[target] - lse) - 1.0f) * factor);
+      }
+    }
+  }
+
+private:
+  const T *logits_;
+  IdView targets_;
+  const float *dloss_;
+  T *dlogits_;
+  int64_t vocab_, rows_, ignoreIndex_;
+  int threads_;
+  ThreadScratch rowScratch_;
+};
+
+/// logits [..., V] float and targets [...] of ids; fills the ignore index.
+bool checkLogits(Validator &v, int64_t *ignoreIndex) {
+  if (!v.intAttr("ignore_index", ignoreIndex, -1)) return false;
+  const TensorView &logits = v.in(0), &targets = v.in(1);
+  if (!v.isFloat(logits, "logits")) return false;
+  if (logits.rank() < 1) return v.fail("logits must have rank >= 1, got " + logits.describe());
+  std::vector<int64_t> rows(logits.shape.begin(), logits.shape.end() - 1);
+  if (!v.isIndex(targets, "targets") || !v.hasType(targets, "targets", targets.dtype, rows))
+    return false;
+  return true;
+}
+
+std::unique_ptr<Kernel> makeCrossEntropy(const KernelArgs &args, std::string &error) {
+  Validator v("cross_entropy", args, error);
+  int64_t ignoreIndex;
+  if (!v.arity(2, 1) || !checkLogits(v, &ignoreIndex) || !v.isF32Scalar(v.out(0), "loss"))
+    return nullptr;
+  return makeFloatKernel<CrossEntropyKernel>(v.in(0).dtype, args, ignoreIndex);
+}
+
+std::unique_ptr<Kernel> makeCrossEntropyGrad(const KernelArgs &args, std::string &error) {
+  Validator v("cross_entropy_grad", args, error);
+  int64_t ignoreIndex;
+  if (!v.arity(3, 1) || !checkLogits(v, &ignoreIndex) || !v.isF32Scalar(v.in(2), "dloss") ||
+      !v.hasType(v.out(0), "dlogits", v.in(0).dtype, v.in(0).shape))
+    return nullptr;
+  return makeFloatKernel<CrossEntropyGradKernel>(v.in(0).dtype, args, ignoreIndex);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "cross_entropy", makeCrossEntropy);
+LLMC_REGISTER_KERNEL(CPU, "cross_entropy_grad", makeCrossEntropyGrad);
+
+} // namespace llmc::cpu

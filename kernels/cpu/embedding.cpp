@@ -1,0 +1,134 @@
+//===- embedding.cpp - row lookup and its scatter-add backward ------------===//
+//
+// Forward copies table rows by id, one output row per OpenMP iteration.
+//
+// The backward must add every dy row into the row of its id, and ids repeat
+// (common tokens). Instead of atomics or a per-thread copy of the table, a
+// counting sort groups the positions of each id (stable, so rows are added
+// in position order and the result is deterministic); then each table row is
+// owned by one thread, summed in fp32 and written once — zero for ids that do
+// not occur. The sort's arrays are sized at bind time.
+//
+// Ids outside [0, V) are the runtime's to report; here they are never used
+// as addresses: the forward writes NaN rows (so the loss shows it) and the
+// backward skips them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+template <typename T> class EmbeddingKernel final : public Kernel {
+public:
+  explicit EmbeddingKernel(const KernelArgs &args)
+      : table_(args.inputs[0].as<T>()), ids_(args.inputs[1]), out_(args.outputs[0].as<T>()),
+        vocab_(args.inputs[0].dim(0)), c_(args.inputs[0].dim(1)), n_(args.inputs[1].numel()) {}
+
+  void run(const StepContext &) override {
+#pragma omp parallel for schedule(static) if (n_ * c_ > kParallelGrain)
+    for (int64_t n = 0; n < n_; ++n) {
+      int64_t id = ids_[n];
+      T *out = out_ + n * c_;
+      if (id >= 0 && id < vocab_) {
+        std::memcpy(out, table_ + id * c_, c_ * sizeof(T));
+      } else {
+        for (int64_t i = 0; i < c_; ++i) store(out, i, kNaN);
+      }
+    }
+  }
+
+private:
+  const T *table_;
+  IdView ids_;
+  T *out_;
+  int64_t vocab_, c_, n_;
+};
+
+template <typename T> class EmbeddingGradKernel final : public Kernel {
+public:
+  explicit EmbeddingGradKernel(const KernelArgs &args)
+      : ids_(args.inputs[0]), dy_(args.inputs[1].as<T>()), dtable_(args.outputs[0].as<T>()),
+        vocab_(args.outputs[0].dim(0)), c_(args.outputs[0].dim(1)), n_(args.inputs[0].numel()),
+        threads_(bindThreads()), start_(vocab_ + 1), cursor_(vocab_), order_(n_),
+        acc_(threads_, c_) {}
+
+  void run(const StepContext &) override {
+    // Counting sort of positions by id.
+    std::fill(start_.begin(), start_.end(), 0);
+    for (int64_t n = 0; n < n_; ++n) {
+      int64_t id = ids_[n];
+      if (id >= 0 && id < vocab_) ++start_[id + 1];
+    }
+    for (int64_t v = 0; v < vocab_; ++v) start_[v + 1] += start_[v];
+    std::copy(start_.begin(), start_.end() - 1, cursor_.begin());
+    for (int64_t n = 0; n < n_; ++n) {
+      int64_t id = ids_[n];
+      if (id >= 0 && id < vocab_) order_[cursor_[id]++] = n;
+    }
+
+    const int64_t c = c_;
+#pragma omp parallel num_threads(threads_) if (vocab_ * c > kParallelGrain)
+    {
+      float *acc = acc_.at(omp_get_thread_num());
+#pragma omp for schedule(dynamic, 16)
+      for (int64_t v = 0; v < vocab_; ++v) {
+        T *row = dtable_ + v * c;
+        if (start_[v] == start_[v + 1]) {
+          std::memset(static_cast<void *>(row), 0, c * sizeof(T));
+          continue;
+        }
+        std::fill(acc, acc + c, 0.0f);
+        for (int64_t k = start_[v]; k < start_[v + 1]; ++k) {
+          const T *dy = dy_ + order_[k] * c;
+#pragma omp simd
+          for (int64_t i = 0; i < c; ++i) acc[i] += load(dy, i);
+        }
+#pragma omp simd
+        for (int64_t i = 0; i < c; ++i) store(row, i, acc[i]);
+      }
+    }
+  }
+
+private:
+  IdView ids_;
+  const T *dy_;
+  T *dtable_;
+  int64_t vocab_, c_, n_;
+  int threads_;
+  std::vector<int64_t> start_, cursor_, order_;
+  ThreadScratch acc_;
+};
+
+std::unique_ptr<Kernel> makeEmbedding(const KernelArgs &args, std::string &error) {
+  Validator v("embedding", args, error);
+  if (!v.arity(2, 1)) return nullptr;
+  const TensorView &table = v.in(0), &ids = v.in(1);
+  if (!v.isFloat(table, "table") || !v.hasRank(table, "table", 2) || !v.isIndex(ids, "ids"))
+    return nullptr;
+  std::vector<int64_t> shape = ids.shape;
+  shape.push_back(table.dim(1));
+  if (!v.hasType(v.out(0), "out", table.dtype, shape)) return nullptr;
+  return makeFloatKernel<EmbeddingKernel>(table.dtype, args);
+}
+
+std::unique_ptr<Kernel> makeEmbeddingGrad(const KernelArgs &args, std::string &error) {
+  Validator v("embedding_grad", args, error);
+  if (!v.arity(2, 1)) return nullptr;
+  const TensorView &ids = v.in(0), &dy = v.in(1), &dtable = v.out(0);
+  if (!v.isIndex(ids, "ids") || !v.isFloat(dy, "dy") || !v.hasDType(dtable, "dtable", dy.dtype) ||
+      !v.hasRank(dtable, "dtable", 2))
+    return nullptr;
+  std::vector<int64_t> shape = ids.shape;
+  shape.push_back(dtable.dim(1));
+  if (!v.hasType(dy, "dy", dtable.dtype, shape)) return nullptr;
+  return makeFloatKernel<EmbeddingGradKernel>(dy.dtype, args);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "embedding", makeEmbedding);
+LLMC_REGISTER_KERNEL(CPU, "embedding_grad", makeEmbeddingGrad);
+
+} // namespace llmc::cpu

@@ -1,0 +1,80 @@
+//===- global_norm.cpp - L2 norm over every element of many tensors -------===//
+//
+// √(Σ x²) over all inputs (gradient clipping). Every input is cut into
+// fixed chunks at bind time; chunks are squared-and-summed in parallel in
+// double into their own scratch slot, then the slots are added in order, so
+// the norm is identical whatever the thread count. Inputs may mix f32 and
+// bf16; the result is an f32 scalar.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+class GlobalNormKernel final : public Kernel {
+public:
+  static constexpr int64_t kChunk = 1 << 16;
+
+  explicit GlobalNormKernel(const KernelArgs &args) : out_(args.outputs[0].as<float>()) {
+    for (const TensorView &x : args.inputs)
+      for (int64_t begin = 0; begin < x.numel(); begin += kChunk)
+        chunks_.push_back({x.data, x.dtype == DType::BF16, begin,
+                           std::min(kChunk, x.numel() - begin)});
+    partial_.resize(chunks_.size());
+  }
+
+  void run(const StepContext &) override {
+    int64_t count = static_cast<int64_t>(chunks_.size());
+#pragma omp parallel for schedule(dynamic, 4) if (count > 1)
+    for (int64_t c = 0; c < count; ++c) {
+      const Chunk &chunk = chunks_[c];
+      double sum = 0.0;
+      if (chunk.bf16) {
+        const bf16 *x = static_cast<const bf16 *>(chunk.data) + chunk.begin;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t i = 0; i < chunk.size; ++i) {
+          double v = load(x, i);
+          sum += v * v;
+        }
+      } else {
+        const float *x = static_cast<const float *>(chunk.data) + chunk.begin;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t i = 0; i < chunk.size; ++i) {
+          double v = x[i];
+          sum += v * v;
+        }
+      }
+      partial_[c] = sum;
+    }
+    double total = 0.0;
+    for (double p : partial_) total += p;
+    *out_ = static_cast<float>(std::sqrt(total));
+  }
+
+private:
+  struct Chunk {
+    const void *data;
+    bool bf16;
+    int64_t begin, size;
+  };
+  float *out_;
+  std::vector<Chunk> chunks_;
+  std::vector<double> partial_;
+};
+
+std::unique_ptr<Kernel> makeGlobalNorm(const KernelArgs &args, std::string &error) {
+  Validator v("global_norm", args, error);
+  if (!v.arity(1, SIZE_MAX, 1)) return nullptr;
+  for (size_t i = 0; i < args.inputs.size(); ++i)
+    if (!v.isFloat(v.in(i), ("input " + std::to_string(i)).c_str())) return nullptr;
+  if (!v.isF32Scalar(v.out(0), "norm")) return nullptr;
+  return std::make_unique<GlobalNormKernel>(args);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "global_norm", makeGlobalNorm);
+
+} // namespace llmc::cpu

@@ -1,0 +1,172 @@
+//===- layernorm.cpp - layer normalization and its backward ---------------===//
+//
+// Forward: per row of C, mean and biased variance (two passes over a row
+// already in L1, which is more accurate than E[x²] − E[x]²), then
+// (x − μ)·rstd·γ + β. Rows are independent: one OpenMP loop over rows.
+//
+// Backward recomputes the statistics from x (cheaper than storing them):
+//   x̂ = (x − μ)·rstd,  g = dy·γ
+//   dx = rstd · (g − mean(g) − x̂·mean(g·x̂)),  dγ = Σ_rows dy·x̂,  dβ = Σ_rows dy
+// dγ and dβ are reductions across rows: each thread accumulates its rows
+// into its own bind-time scratch, then the partials are summed per column
+// in thread order, so results do not depend on scheduling.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+/// mean and 1/√(var + ε) of one row.
+inline void rowStats(const float *x, int64_t c, float eps, float *mean, float *rstd) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < c; ++i) sum += x[i];
+  float mu = sum / static_cast<float>(c), var = 0.0f;
+#pragma omp simd reduction(+ : var)
+  for (int64_t i = 0; i < c; ++i) var += (x[i] - mu) * (x[i] - mu);
+  *mean = mu;
+  *rstd = 1.0f / std::sqrt(var / static_cast<float>(c) + eps);
+}
+
+template <typename T> class LayerNormKernel final : public Kernel {
+public:
+  LayerNormKernel(const KernelArgs &args, float eps)
+      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()),
+        beta_(args.inputs[2].as<T>()), out_(args.outputs[0].as<T>()),
+        c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps),
+        threads_(bindThreads()), params_(2 * c_), rowScratch_(threads_, c_) {}
+
+  void run(const StepContext &) override {
+    float *gamma = params_.data(), *beta = params_.data() + c_;
+    widenVector(gamma_, gamma, c_);
+    widenVector(beta_, beta, c_);
+    const int64_t c = c_;
+#pragma omp parallel num_threads(threads_) if (rows_ * c > kParallelGrain)
+    {
+      float *scratch = rowScratch_.at(omp_get_thread_num());
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows_; ++r) {
+        const float *x = rowAsFloat(x_, r, c, scratch);
+        float mean, rstd;
+        rowStats(x, c, eps_, &mean, &rstd);
+        T *out = out_ + r * c;
+#pragma omp simd
+        for (int64_t i = 0; i < c; ++i) store(out, i, (x[i] - mean) * rstd * gamma[i] + beta[i]);
+      }
+    }
+  }
+
+private:
+  const T *x_, *gamma_, *beta_;
+  T *out_;
+  int64_t c_, rows_;
+  float eps_;
+  int threads_;
+  std::vector<float> params_; // γ, β as fp32
+  ThreadScratch rowScratch_;
+};
+
+template <typename T> class LayerNormGradKernel final : public Kernel {
+public:
+  LayerNormGradKernel(const KernelArgs &args, float eps)
+      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), dy_(args.inputs[2].as<T>()),
+        dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()),
+        dbeta_(args.outputs[2].as<T>()), c_(args.inputs[0].dim(-1)),
+        rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), threads_(bindThreads()),
+        gammaWide_(c_), scratch_(threads_, 4 * c_) {}
+
+  void run(const StepContext &) override {
+    widenVector(gamma_, gammaWide_.data(), c_);
+    const float *g = gammaWide_.data();
+    const int64_t c = c_;
+    const float invC = 1.0f / static_cast<float>(c);
+#pragma omp parallel num_threads(threads_) if (rows_ * c > kParallelGrain)
+    {
+      int threads = omp_get_num_threads();
+      float *xRow = scratch_.at(omp_get_thread_num()), *dyRow = xRow + c;
+      float *dgammaPart = xRow + 2 * c, *dbetaPart = xRow + 3 * c;
+      std::fill(dgammaPart, dgammaPart + 2 * c, 0.0f);
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows_; ++r) {
+        const float *x = rowAsFloat(x_, r, c, xRow);
+        const float *dy = rowAsFloat(dy_, r, c, dyRow);
+        float mean, rstd;
+        rowStats(x, c, eps_, &mean, &rstd);
+        float sumG = 0.0f, sumGX = 0.0f;
+#pragma omp simd reduction(+ : sumG, sumGX)
+        for (int64_t i = 0; i < c; ++i) {
+          float xhat = (x[i] - mean) * rstd, gi = dy[i] * g[i];
+          sumG += gi;
+          sumGX += gi * xhat;
+          dgammaPart[i] += dy[i] * xhat;
+          dbetaPart[i] += dy[i];
+        }
+        float meanG = sumG * invC, meanGX = sumGX * invC;
+        T *dx = dx_ + r * c;
+#pragma omp simd
+        for (int64_t i = 0; i < c; ++i) {
+          float xhat = (x[i] - mean) * rstd;
+          store(dx, i, rstd * (dy[i] * g[i] - meanG - xhat * meanGX));
+        }
+      }
+      // The implicit barrier above makes every partial complete.
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < c; ++i) {
+        float dgamma = 0.0f, dbeta = 0.0f;
+        for (int t = 0; t < threads; ++t) {
+          dgamma += scratch_.at(t)[2 * c + i];
+          dbeta += scratch_.at(t)[3 * c + i];
+        }
+        store(dgamma_, i, dgamma);
+        store(dbeta_, i, dbeta);
+      }
+    }
+  }
+
+private:
+  const T *x_, *gamma_, *dy_;
+  T *dx_, *dgamma_, *dbeta_;
+  int64_t c_, rows_;
+  float eps_;
+  int threads_;
+  std::vector<float> gammaWide_;
+  ThreadScratch scratch_; // per thread: x row, dy row, dγ and dβ partials
+};
+
+std::unique_ptr<Kernel> makeLayerNorm(const KernelArgs &args, std::string &error) {
+  Validator v("layernorm", args, error);
+  double eps;
+  if (!v.arity(3, 1) || !v.floatAttr("epsilon", &eps)) return nullptr;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, "x")) return nullptr;
+  if (x.rank() < 1) return v.reject("x must have rank >= 1, got " + x.describe());
+  if (!v.hasType(v.in(1), "gamma", x.dtype, {x.dim(-1)}) ||
+      !v.hasType(v.in(2), "beta", x.dtype, {x.dim(-1)}) ||
+      !v.hasType(v.out(0), "out", x.dtype, x.shape))
+    return nullptr;
+  return makeFloatKernel<LayerNormKernel>(x.dtype, args, static_cast<float>(eps));
+}
+
+std::unique_ptr<Kernel> makeLayerNormGrad(const KernelArgs &args, std::string &error) {
+  Validator v("layernorm_grad", args, error);
+  double eps;
+  if (!v.arity(3, 3) || !v.floatAttr("epsilon", &eps)) return nullptr;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, "x")) return nullptr;
+  if (x.rank() < 1) return v.reject("x must have rank >= 1, got " + x.describe());
+  std::vector<int64_t> c{x.dim(-1)};
+  if (!v.hasType(v.in(1), "gamma", x.dtype, c) || !v.hasType(v.in(2), "dy", x.dtype, x.shape) ||
+      !v.hasType(v.out(0), "dx", x.dtype, x.shape) ||
+      !v.hasType(v.out(1), "dgamma", x.dtype, c) || !v.hasType(v.out(2), "dbeta", x.dtype, c))
+    return nullptr;
+  return makeFloatKernel<LayerNormGradKernel>(x.dtype, args, static_cast<float>(eps));
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "layernorm", makeLayerNorm);
+LLMC_REGISTER_KERNEL(CPU, "layernorm_grad", makeLayerNormGrad);
+
+} // namespace llmc::cpu

@@ -1,0 +1,136 @@
+//===- matmul.cpp - batched matrix product through OpenBLAS ---------------===//
+//
+// c[...] (+)= op(a[...]) · op(b[...]) where op optionally swaps the last two
+// dims. Everything goes to cblas_sgemm: when b is a shared 2-D matrix and a
+// is not transposed, a's leading dims fold into M and the whole product is
+// one GEMM (the common x·W case); otherwise one GEMM per leading index.
+// `accumulate` maps to beta = 1, which is how gradient accumulation adds
+// into an existing buffer without a separate add.
+//
+// bf16 is storage only: operands are widened into fp32 scratch allocated at
+// bind time, multiplied with sgemm, and the result rounded back once. (The
+// OpenBLAS 0.3.21 sbgemm has no fast path on CPUs without AVX512-BF16 and
+// would still need an fp32 C, so it buys nothing here.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Common.h"
+
+#include <cblas.h>
+
+#include <climits>
+
+namespace llmc::cpu {
+namespace {
+
+struct MatmulDims {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transposeA = false, transposeB = false, sharedB = false, accumulate = false;
+};
+
+void widen(const bf16 *in, float *out, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = load(in, i);
+}
+
+void narrow(const float *in, bf16 *out, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) store(out, i, in[i]);
+}
+
+/// C = op(A)·op(B) + beta·C over every leading index, all fp32.
+void gemm(const MatmulDims &d, const float *a, const float *b, float *c, float beta) {
+  CBLAS_TRANSPOSE ta = d.transposeA ? CblasTrans : CblasNoTrans;
+  CBLAS_TRANSPOSE tb = d.transposeB ? CblasTrans : CblasNoTrans;
+  int lda = static_cast<int>(d.transposeA ? d.m : d.k);
+  int ldb = static_cast<int>(d.transposeB ? d.k : d.n);
+  int n = static_cast<int>(d.n), k = static_cast<int>(d.k);
+  if (d.sharedB && !d.transposeA) {
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(d.batch * d.m), n, k, 1.0f, a, lda, b,
+                ldb, beta, c, n);
+    return;
+  }
+  for (int64_t t = 0; t < d.batch; ++t)
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(d.m), n, k, 1.0f, a + t * d.m * d.k, lda,
+                b + (d.sharedB ? 0 : t * d.k * d.n), ldb, beta, c + t * d.m * d.n, n);
+}
+
+template <typename T> class MatmulKernel final : public Kernel {
+public:
+  MatmulKernel(const KernelArgs &args, const MatmulDims &dims)
+      : d_(dims), a_(args.inputs[0].data), b_(args.inputs[1].data), c_(args.outputs[0].data),
+        aSize_(args.inputs[0].numel()), bSize_(args.inputs[1].numel()),
+        cSize_(args.outputs[0].numel()) {
+    if constexpr (std::is_same_v<T, bf16>) {
+      aWide_.resize(aSize_);
+      bWide_.resize(bSize_);
+      cWide_.resize(cSize_);
+    }
+  }
+
+  void run(const StepContext &) override {
+    if (cSize_ == 0) return;
+    if (d_.k == 0) { // an empty sum: c = 0, or unchanged when accumulating
+      if (!d_.accumulate) std::memset(c_, 0, cSize_ * sizeof(T));
+      return;
+    }
+    float beta = d_.accumulate ? 1.0f : 0.0f;
+    if constexpr (std::is_same_v<T, float>) {
+      gemm(d_, static_cast<const float *>(a_), static_cast<const float *>(b_),
+           static_cast<float *>(c_), beta);
+    } else {
+      widen(static_cast<const bf16 *>(a_), aWide_.data(), aSize_);
+      widen(static_cast<const bf16 *>(b_), bWide_.data(), bSize_);
+      if (d_.accumulate) widen(static_cast<const bf16 *>(c_), cWide_.data(), cSize_);
+      gemm(d_, aWide_.data(), bWide_.data(), cWide_.data(), beta);
+      narrow(cWide_.data(), static_cast<bf16 *>(c_), cSize_);
+    }
+  }
+
+private:
+  MatmulDims d_;
+  const void *a_, *b_;
+  void *c_;
+  int64_t aSize_, bSize_, cSize_;
+  std::vector<float> aWide_, bWide_, cWide_; // bf16 only: fp32 copies
+};
+
+std::unique_ptr<Kernel> makeMatmul(const KernelArgs &args, std::string &error) {
+  Validator v("matmul", args, error);
+  MatmulDims d;
+  if (!v.arity(2, 1) || !v.flagAttr("transpose_a", &d.transposeA) ||
+      !v.flagAttr("transpose_b", &d.transposeB) || !v.flagAttr("accumulate", &d.accumulate))
+    return nullptr;
+  const TensorView &a = v.in(0), &b = v.in(1), &c = v.out(0);
+  if (!v.isFloat(a, "a") || !v.hasDType(b, "b", a.dtype) || !v.hasDType(c, "c", a.dtype))
+    return nullptr;
+  if (a.rank() < 2) return v.reject("a must have rank >= 2, got " + a.describe());
+  if (b.rank() != 2 && b.rank() != a.rank())
+    return v.reject("b must be 2-D or have a's rank, got " + b.describe());
+  d.sharedB = b.rank() == 2;
+  if (!d.sharedB && !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()))
+    return v.reject("batched b must have a's leading dims: a is " + a.describe() + ", b is " +
+                  b.describe());
+  d.m = d.transposeA ? a.dim(-1) : a.dim(-2);
+  d.k = d.transposeA ? a.dim(-2) : a.dim(-1);
+  int64_t kb = d.transposeB ? b.dim(-1) : b.dim(-2);
+  d.n = d.transposeB ? b.dim(-2) : b.dim(-1);
+  if (kb != d.k)
+    return v.reject("contraction dims differ: a " + a.describe() + " has K = " +
+                  std::to_string(d.k) + ", b " + b.describe() + " has K = " + std::to_string(kb));
+  std::vector<int64_t> shape(a.shape.begin(), a.shape.end() - 2);
+  d.batch = product(shape);
+  shape.push_back(d.m);
+  shape.push_back(d.n);
+  if (!v.hasType(c, "c", a.dtype, shape) || !v.fitsInt(a, "a") || !v.fitsInt(b, "b"))
+    return nullptr;
+  if (d.sharedB && !d.transposeA && d.batch * d.m > INT_MAX)
+    return v.reject("a is too large for BLAS: " + a.describe());
+  return makeFloatKernel<MatmulKernel>(a.dtype, args, d);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "matmul", makeMatmul);
+
+} // namespace llmc::cpu

@@ -1,0 +1,146 @@
+//===- rmsnorm.cpp - RMS normalization and its backward -------------------===//
+//
+// Forward: y = x·rstd·γ with rstd = 1/√(mean(x²) + ε), one row per
+// iteration of an OpenMP loop. Backward, with x̂ = x·rstd and g = dy·γ:
+//   dx = rstd · (g − x̂·mean(g·x̂)),  dγ = Σ_rows dy·x̂
+// dγ is accumulated per thread in bind-time scratch and summed in thread
+// order (deterministic for a given thread count), as in layernorm.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+inline float rowRstd(const float *x, int64_t c, float eps) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < c; ++i) sum += x[i] * x[i];
+  return 1.0f / std::sqrt(sum / static_cast<float>(c) + eps);
+}
+
+template <typename T> class RmsNormKernel final : public Kernel {
+public:
+  RmsNormKernel(const KernelArgs &args, float eps)
+      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()),
+        out_(args.outputs[0].as<T>()), c_(args.inputs[0].dim(-1)),
+        rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), threads_(bindThreads()),
+        gammaWide_(c_), rowScratch_(threads_, c_) {}
+
+  void run(const StepContext &) override {
+    widenVector(gamma_, gammaWide_.data(), c_);
+    const float *gamma = gammaWide_.data();
+    const int64_t c = c_;
+#pragma omp parallel num_threads(threads_) if (rows_ * c > kParallelGrain)
+    {
+      float *scratch = rowScratch_.at(omp_get_thread_num());
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows_; ++r) {
+        const float *x = rowAsFloat(x_, r, c, scratch);
+        float rstd = rowRstd(x, c, eps_);
+        T *out = out_ + r * c;
+#pragma omp simd
+        for (int64_t i = 0; i < c; ++i) store(out, i, x[i] * rstd * gamma[i]);
+      }
+    }
+  }
+
+private:
+  const T *x_, *gamma_;
+  T *out_;
+  int64_t c_, rows_;
+  float eps_;
+  int threads_;
+  std::vector<float> gammaWide_;
+  ThreadScratch rowScratch_;
+};
+
+template <typename T> class RmsNormGradKernel final : public Kernel {
+public:
+  RmsNormGradKernel(const KernelArgs &args, float eps)
+      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), dy_(args.inputs[2].as<T>()),
+        dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()),
+        c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps),
+        threads_(bindThreads()), gammaWide_(c_), scratch_(threads_, 3 * c_) {}
+
+  void run(const StepContext &) override {
+    widenVector(gamma_, gammaWide_.data(), c_);
+    const float *g = gammaWide_.data();
+    const int64_t c = c_;
+    const float invC = 1.0f / static_cast<float>(c);
+#pragma omp parallel num_threads(threads_) if (rows_ * c > kParallelGrain)
+    {
+      int threads = omp_get_num_threads();
+      float *xRow = scratch_.at(omp_get_thread_num()), *dyRow = xRow + c;
+      float *dgammaPart = xRow + 2 * c;
+      std::fill(dgammaPart, dgammaPart + c, 0.0f);
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows_; ++r) {
+        const float *x = rowAsFloat(x_, r, c, xRow);
+        const float *dy = rowAsFloat(dy_, r, c, dyRow);
+        float rstd = rowRstd(x, c, eps_);
+        float sumGX = 0.0f;
+#pragma omp simd reduction(+ : sumGX)
+        for (int64_t i = 0; i < c; ++i) {
+          float xhat = x[i] * rstd;
+          sumGX += dy[i] * g[i] * xhat;
+          dgammaPart[i] += dy[i] * xhat;
+        }
+        float meanGX = sumGX * invC;
+        T *dx = dx_ + r * c;
+#pragma omp simd
+        for (int64_t i = 0; i < c; ++i) store(dx, i, rstd * (dy[i] * g[i] - x[i] * rstd * meanGX));
+      }
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < c; ++i) {
+        float dgamma = 0.0f;
+        for (int t = 0; t < threads; ++t) dgamma += scratch_.at(t)[2 * c + i];
+        store(dgamma_, i, dgamma);
+      }
+    }
+  }
+
+private:
+  const T *x_, *gamma_, *dy_;
+  T *dx_, *dgamma_;
+  int64_t c_, rows_;
+  float eps_;
+  int threads_;
+  std::vector<float> gammaWide_;
+  ThreadScratch scratch_; // per thread: x row, dy row, dγ partial
+};
+
+std::unique_ptr<Kernel> makeRmsNorm(const KernelArgs &args, std::string &error) {
+  Validator v("rmsnorm", args, error);
+  double eps;
+  if (!v.arity(2, 1) || !v.floatAttr("epsilon", &eps)) return nullptr;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, "x")) return nullptr;
+  if (x.rank() < 1) return v.reject("x must have rank >= 1, got " + x.describe());
+  if (!v.hasType(v.in(1), "gamma", x.dtype, {x.dim(-1)}) ||
+      !v.hasType(v.out(0), "out", x.dtype, x.shape))
+    return nullptr;
+  return makeFloatKernel<RmsNormKernel>(x.dtype, args, static_cast<float>(eps));
+}
+
+std::unique_ptr<Kernel> makeRmsNormGrad(const KernelArgs &args, std::string &error) {
+  Validator v("rmsnorm_grad", args, error);
+  double eps;
+  if (!v.arity(3, 2) || !v.floatAttr("epsilon", &eps)) return nullptr;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, "x")) return nullptr;
+  if (x.rank() < 1) return v.reject("x must have rank >= 1, got " + x.describe());
+  std::vector<int64_t> c{x.dim(-1)};
+  if (!v.hasType(v.in(1), "gamma", x.dtype, c) || !v.hasType(v.in(2), "dy", x.dtype, x.shape) ||
+      !v.hasType(v.out(0), "dx", x.dtype, x.shape) || !v.hasType(v.out(1), "dgamma", x.dtype, c))
+    return nullptr;
+  return makeFloatKernel<RmsNormGradKernel>(x.dtype, args, static_cast<float>(eps));
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "rmsnorm", makeRmsNorm);
+LLMC_REGISTER_KERNEL(CPU, "rmsnorm_grad", makeRmsNormGrad);
+
+} // namespace llmc::cpu

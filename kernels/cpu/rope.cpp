@@ -1,0 +1,75 @@
+//===- rope.cpp - rotary position embedding -------------------------------===//
+//
+// x [B, T, H, D]: at position t (dim 1) the pair (x[i], x[i + D/2]) is
+// rotated by t·θ^(−2i/D) (the Hugging Face "rotate_half" layout); `inverse`
+// rotates by the negative angle, which is exactly the backward. The angles
+// depend only on (t, i), so their cos/sin are computed once at bind time in
+// double and the run is a streaming multiply-add. Each pair is read before
+// it is written, so out may alias x.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+template <typename T> class RopeKernel final : public Kernel {
+public:
+  RopeKernel(const KernelArgs &args, double theta, bool inverse)
+      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()), b_(args.inputs[0].dim(0)),
+        t_(args.inputs[0].dim(1)), h_(args.inputs[0].dim(2)), d_(args.inputs[0].dim(3)),
+        half_(d_ / 2), cos_(t_ * half_), sin_(t_ * half_) {
+    for (int64_t t = 0; t < t_; ++t)
+      for (int64_t i = 0; i < half_; ++i) {
+        double angle = static_cast<double>(t) * std::pow(theta, -2.0 * i / d_);
+        cos_[t * half_ + i] = static_cast<float>(std::cos(angle));
+        sin_[t * half_ + i] = static_cast<float>(inverse ? -std::sin(angle) : std::sin(angle));
+      }
+  }
+
+  void run(const StepContext &) override {
+    const int64_t half = half_, d = d_;
+#pragma omp parallel for schedule(static) if (b_ * t_ * h_ * d > kParallelGrain)
+    for (int64_t bt = 0; bt < b_ * t_; ++bt) {
+      int64_t t = bt % t_;
+      const float *cs = cos_.data() + t * half, *sn = sin_.data() + t * half;
+      for (int64_t h = 0; h < h_; ++h) {
+        const T *x = x_ + (bt * h_ + h) * d;
+        T *out = out_ + (bt * h_ + h) * d;
+#pragma omp simd
+        for (int64_t i = 0; i < half; ++i) {
+          float lo = load(x, i), hi = load(x, i + half);
+          store(out, i, lo * cs[i] - hi * sn[i]);
+          store(out, i + half, hi * cs[i] + lo * sn[i]);
+        }
+      }
+    }
+  }
+
+private:
+  const T *x_;
+  T *out_;
+  int64_t b_, t_, h_, d_, half_;
+  std::vector<float> cos_, sin_; // [T, D/2]; sin negated when inverse
+};
+
+std::unique_ptr<Kernel> makeRope(const KernelArgs &args, std::string &error) {
+  Validator v("rope", args, error);
+  double theta;
+  bool inverse;
+  if (!v.arity(1, 1) || !v.floatAttr("theta", &theta) || !v.flagAttr("inverse", &inverse))
+    return nullptr;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, "x") || !v.hasRank(x, "x", 4)) return nullptr;
+  if (x.dim(3) % 2 != 0) return v.reject("x head dim D must be even, got " + x.describe());
+  if (!(theta > 0.0)) return v.reject("attribute 'theta' must be positive");
+  if (!v.hasType(v.out(0), "out", x.dtype, x.shape)) return nullptr;
+  return makeFloatKernel<RopeKernel>(x.dtype, args, theta, inverse);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "rope", makeRope);
+
+} // namespace llmc::cpu

@@ -1,0 +1,427 @@
+//===- shape.cpp - transpose, slice, pad, concat, reduce_sum, fill, copy --===//
+//
+// Data movement, mostly type-blind: transpose, slice, pad, concat and copy
+// move elements of any dtype by size. Each is reduced at bind time to
+// "copy a strided box": dims that are contiguous in both source and
+// destination are merged (so [B,T,H,D] → [B,H,T,D] moves whole D rows with
+// memcpy), and run() walks the box rows in parallel.
+//
+// reduce_sum (the backward of broadcasting) sums the leading dims down to a
+// suffix shape. The rows are split into a fixed number of chunks chosen from
+// the shape alone; each (chunk, column block) task sums in double into
+// scratch, then chunks are added in order — deterministic whatever the
+// thread count, and parallel even when the suffix is small.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Strided box copy
+//===----------------------------------------------------------------------===//
+
+/// A box of `sizes` elements read at src strides and written at dst strides,
+/// in bytes, with the innermost dim contiguous on at least the dst side.
+struct Box {
+  std::vector<int64_t> sizes, srcStrides, dstStrides; // outer dims; element strides
+  int64_t inner = 1;                                  // elements per innermost run
+  int64_t innerSrcStride = 1;                         // source stride of that run
+  int64_t srcBase = 0, dstBase = 0;                   // element offsets
+  size_t elementSize = 4;
+};
+
+/// Builds a Box from per-dim sizes and strides (dst contiguous row-major is
+/// not required), dropping unit dims and merging dims contiguous on both
+/// sides.
+Box makeBox(std::vector<int64_t> sizes, std::vector<int64_t> srcStrides,
+            std::vector<int64_t> dstStrides, size_t elementSize) {
+  Box box;
+  box.elementSize = elementSize;
+  std::vector<int64_t> s, ss, ds;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 1) continue;
+    if (!s.empty() && ss.back() == sizes[i] * srcStrides[i] &&
+        ds.back() == sizes[i] * dstStrides[i]) {
+      s.back() *= sizes[i];
+      ss.back() = srcStrides[i];
+      ds.back() = dstStrides[i];
+      continue;
+    }
+    s.push_back(sizes[i]);
+    ss.push_back(srcStrides[i]);
+    ds.push_back(dstStrides[i]);
+  }
+  if (!s.empty() && ds.back() == 1) { // the innermost dim is a dst-contiguous run
+    box.inner = s.back();
+    box.innerSrcStride = ss.back();
+    s.pop_back(), ss.pop_back(), ds.pop_back();
+  }
+  box.sizes = s, box.srcStrides = ss, box.dstStrides = ds;
+  return box;
+}
+
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+/// Copies a Box. Element types are by size so one instantiation serves every
+/// dtype of that width.
+template <typename E> void copyBox(const Box &box, const void *src, void *dst) {
+  const E *in = static_cast<const E *>(src) + box.srcBase;
+  E *out = static_cast<E *>(dst) + box.dstBase;
+  int64_t rows = product(box.sizes), inner = box.inner, stride = box.innerSrcStride;
+  size_t rank = box.sizes.size();
+#pragma omp parallel for schedule(static) if (rows * inner > kParallelGrain)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t srcOffset = 0, dstOffset = 0, rest = row;
+    for (size_t d = rank; d-- > 0;) {
+      int64_t i = rest % box.sizes[d];
+      rest /= box.sizes[d];
+      srcOffset += i * box.srcStrides[d];
+      dstOffset += i * box.dstStrides[d];
+    }
+    if (stride == 1) {
+      std::memcpy(out + dstOffset, in + srcOffset, inner * sizeof(E));
+    } else {
+      const E *s = in + srcOffset;
+      E *o = out + dstOffset;
+      for (int64_t j = 0; j < inner; ++j) o[j] = s[j * stride];
+    }
+  }
+}
+
+void copyBox(const Box &box, const void *src, void *dst) {
+  switch (box.elementSize) {
+  case 1: return copyBox<uint8_t>(box, src, dst);
+  case 2: return copyBox<uint16_t>(box, src, dst);
+  case 8: return copyBox<uint64_t>(box, src, dst);
+  default: return copyBox<uint32_t>(box, src, dst);
+  }
+}
+
+/// Zeroes `bytes` bytes in parallel chunks.
+void zeroBytes(void *dst, size_t bytes) {
+  constexpr size_t kChunk = size_t(1) << 20;
+  int64_t chunks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    size_t begin = c * kChunk;
+    std::memset(static_cast<char *>(dst) + begin, 0, std::min(kChunk, bytes - begin));
+  }
+}
+
+/// Copies `bytes` bytes in parallel chunks.
+void copyBytes(void *dst, const void *src, size_t bytes) {
+  constexpr size_t kChunk = size_t(1) << 20;
+  int64_t chunks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    size_t begin = c * kChunk;
+    std::memcpy(static_cast<char *>(dst) + begin, static_cast<const char *>(src) + begin,
+                std::min(kChunk, bytes - begin));
+  }
+}
+
+/// transpose, slice and copy: one box copy.
+class BoxKernel final : public Kernel {
+public:
+  BoxKernel(Box box, const void *src, void *dst) : box_(std::move(box)), src_(src), dst_(dst) {}
+  void run(const StepContext &) override { copyBox(box_, src_, dst_); }
+
+private:
+  Box box_;
+  const void *src_;
+  void *dst_;
+};
+
+/// pad: zero the output, then one box copy.
+class PadKernel final : public Kernel {
+public:
+  PadKernel(Box box, const void *src, void *dst, size_t bytes)
+      : box_(std::move(box)), src_(src), dst_(dst), bytes_(bytes) {}
+  void run(const StepContext &) override {
+    zeroBytes(dst_, bytes_);
+    copyBox(box_, src_, dst_);
+  }
+
+private:
+  Box box_;
+  const void *src_;
+  void *dst_;
+  size_t bytes_;
+};
+
+bool sameDTypeAsX(Validator &v) {
+  if (v.out(0).dtype != v.in(0).dtype)
+    return v.fail("out must have x's dtype " + std::string(dtypeName(v.in(0).dtype)) + ", got " +
+                  v.out(0).describe());
+  return true;
+}
+
+std::unique_ptr<Kernel> makeTranspose(const KernelArgs &args, std::string &error) {
+  Validator v("transpose", args, error);
+  std::vector<int64_t> perm;
+  if (!v.arity(1, 1) || !v.intsAttr("permutation", &perm) || !sameDTypeAsX(v)) return nullptr;
+  const TensorView &x = v.in(0), &out = v.out(0);
+  size_t rank = x.shape.size();
+  std::vector<bool> seen(rank, false);
+  bool valid = perm.size() == rank;
+  for (size_t i = 0; valid && i < rank; ++i) {
+    valid = perm[i] >= 0 && perm[i] < static_cast<int64_t>(rank) && !seen[perm[i]];
+    if (valid) seen[perm[i]] = true;
+  }
+  if (!valid) {
+    std::string text;
+    for (int64_t p : perm) text += (text.empty() ? "" : ", ") + std::to_string(p);
+    return v.reject("attribute 'permutation' [" + text + "] is not a permutation of rank " +
+                    std::to_string(rank));
+  }
+  std::vector<int64_t> shape(rank), srcStrides(rank);
+  std::vector<int64_t> xStrides = rowMajorStrides(x.shape);
+  for (size_t i = 0; i < rank; ++i) {
+    shape[i] = x.shape[perm[i]];
+    srcStrides[i] = xStrides[perm[i]];
+  }
+  if (!v.hasType(out, "out", x.dtype, shape)) return nullptr;
+  return std::make_unique<BoxKernel>(
+      makeBox(shape, srcStrides, rowMajorStrides(shape), dtypeSize(x.dtype)), x.data, out.data);
+}
+
+std::unique_ptr<Kernel> makeSlice(const KernelArgs &args, std::string &error) {
+  Validator v("slice", args, error);
+  std::vector<int64_t> offsets;
+  if (!v.arity(1, 1) || !v.intsAttr("offsets", &offsets) || !sameDTypeAsX(v)) return nullptr;
+  const TensorView &x = v.in(0), &out = v.out(0);
+  if (out.rank() != x.rank() || offsets.size() != x.shape.size())
+    return v.reject("x " + x.describe() + ", out " + out.describe() + " and " +
+                    std::to_string(offsets.size()) + " offsets must have one rank");
+  for (int i = 0; i < x.rank(); ++i)
+    if (offsets[i] < 0 || offsets[i] + out.shape[i] > x.shape[i])
+      return v.reject("out " + out.describe() + " at offset " + std::to_string(offsets[i]) +
+                      " in dim " + std::to_string(i) + " lies outside x " + x.describe());
+  Box box = makeBox(out.shape, rowMajorStrides(x.shape), rowMajorStrides(out.shape),
+                    dtypeSize(x.dtype));
+  std::vector<int64_t> xStrides = rowMajorStrides(x.shape);
+  for (int i = 0; i < x.rank(); ++i) box.srcBase += offsets[i] * xStrides[i];
+  return std::make_unique<BoxKernel>(std::move(box), x.data, out.data);
+}
+
+std::unique_ptr<Kernel> makePad(const KernelArgs &args, std::string &error) {
+  Validator v("pad", args, error);
+  std::vector<int64_t> offsets;
+  if (!v.arity(1, 1) || !v.intsAttr("offsets", &offsets) || !sameDTypeAsX(v)) return nullptr;
+  const TensorView &x = v.in(0), &out = v.out(0);
+  if (out.rank() != x.rank() || offsets.size() != x.shape.size())
+    return v.reject("x " + x.describe() + ", out " + out.describe() + " and " +
+                    std::to_string(offsets.size()) + " offsets must have one rank");
+  for (int i = 0; i < x.rank(); ++i)
+    if (offsets[i] < 0 || offsets[i] + x.shape[i] > out.shape[i])
+      return v.reject("x " + x.describe() + " at offset " + std::to_string(offsets[i]) +
+                      " in dim " + std::to_string(i) + " does not fit in out " + out.describe());
+  Box box = makeBox(x.shape, rowMajorStrides(x.shape), rowMajorStrides(out.shape),
+                    dtypeSize(x.dtype));
+  std::vector<int64_t> outStrides = rowMajorStrides(out.shape);
+  for (int i = 0; i < x.rank(); ++i) box.dstBase += offsets[i] * outStrides[i];
+  return std::make_unique<PadKernel>(std::move(box), x.data, out.data, out.bytes());
+}
+
+/// concat: for each outer index, each input's contiguous chunk in turn.
+class ConcatKernel final : public Kernel {
+public:
+  ConcatKernel(const KernelArgs &args, int64_t dim) : out_(args.outputs[0].data) {
+    const TensorView &out = args.outputs[0];
+    size_t elementSize = dtypeSize(out.dtype);
+    outer_ = product(out.shape, 0, dim);
+    rowBytes_ = product(out.shape, dim, out.shape.size()) * elementSize;
+    for (const TensorView &x : args.inputs) {
+      inputs_.push_back(x.data);
+      chunkBytes_.push_back(product(x.shape, dim, x.shape.size()) * elementSize);
+    }
+  }
+
+  void run(const StepContext &) override {
+    if (outer_ == 1) { // joining along dim 0 (or after unit dims): whole inputs
+      size_t at = 0;
+      for (size_t i = 0; i < inputs_.size(); ++i) {
+        copyBytes(static_cast<char *>(out_) + at, inputs_[i], chunkBytes_[i]);
+        at += chunkBytes_[i];
+      }
+      return;
+    }
+#pragma omp parallel for schedule(static) if (outer_ * rowBytes_ > 4 * kParallelGrain)
+    for (int64_t o = 0; o < outer_; ++o) {
+      char *dst = static_cast<char *>(out_) + o * rowBytes_;
+      for (size_t i = 0; i < inputs_.size(); ++i) {
+        std::memcpy(dst, static_cast<const char *>(inputs_[i]) + o * chunkBytes_[i],
+                    chunkBytes_[i]);
+        dst += chunkBytes_[i];
+      }
+    }
+  }
+
+private:
+  void *out_;
+  int64_t outer_ = 1;
+  size_t rowBytes_ = 0;
+  std::vector<const void *> inputs_;
+  std::vector<size_t> chunkBytes_;
+};
+
+std::unique_ptr<Kernel> makeConcat(const KernelArgs &args, std::string &error) {
+  Validator v("concat", args, error);
+  int64_t dim;
+  if (!v.arity(1, SIZE_MAX, 1)) return nullptr;
+  if (!args.attrs.hasInt("dim")) return v.reject("missing int attribute 'dim'");
+  if (!v.intAttr("dim", &dim, 0)) return nullptr;
+  const TensorView &first = v.in(0), &out = v.out(0);
+  int64_t rank = first.rank();
+  if (dim < -rank || dim >= rank)
+    return v.reject("attribute 'dim' = " + std::to_string(dim) + " is out of range for rank " +
+                    std::to_string(rank));
+  if (dim < 0) dim += rank;
+  std::vector<int64_t> shape = first.shape;
+  shape[dim] = 0;
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    const TensorView &x = v.in(i);
+    std::string what = "input " + std::to_string(i);
+    bool matches = x.dtype == first.dtype && x.rank() == rank;
+    for (int64_t d = 0; matches && d < rank; ++d) matches = d == dim || x.shape[d] == first.shape[d];
+    if (!matches)
+      return v.reject(what + " " + x.describe() + " does not match input 0 " + first.describe() +
+                      " outside dim " + std::to_string(dim));
+    shape[dim] += x.shape[dim];
+  }
+  if (!v.hasType(out, "out", first.dtype, shape)) return nullptr;
+  return std::make_unique<ConcatKernel>(args, dim);
+}
+
+std::unique_ptr<Kernel> makeCopy(const KernelArgs &args, std::string &error) {
+  Validator v("copy", args, error);
+  if (!v.arity(1, 1) || !sameDTypeAsX(v)) return nullptr;
+  const TensorView &x = v.in(0), &out = v.out(0);
+  if (out.numel() != x.numel())
+    return v.reject("out " + out.describe() + " must have as many elements as x " +
+                    x.describe());
+  class CopyKernel final : public Kernel {
+  public:
+    CopyKernel(const void *src, void *dst, size_t bytes) : src_(src), dst_(dst), bytes_(bytes) {}
+    void run(const StepContext &) override {
+      if (src_ != dst_) copyBytes(dst_, src_, bytes_);
+    }
+
+  private:
+    const void *src_;
+    void *dst_;
+    size_t bytes_;
+  };
+  return std::make_unique<CopyKernel>(x.data, out.data, x.bytes());
+}
+
+//===----------------------------------------------------------------------===//
+// fill, reduce_sum
+//===----------------------------------------------------------------------===//
+
+template <typename T> class FillKernel final : public Kernel {
+public:
+  FillKernel(const KernelArgs &args, float value)
+      : out_(args.outputs[0].as<T>()), n_(args.outputs[0].numel()), value_(value) {}
+
+  void run(const StepContext &) override {
+    T *out = out_;
+    float value = value_;
+#pragma omp parallel for simd schedule(static) if (n_ > kParallelGrain)
+    for (int64_t i = 0; i < n_; ++i) store(out, i, value);
+  }
+
+private:
+  T *out_;
+  int64_t n_;
+  float value_;
+};
+
+std::unique_ptr<Kernel> makeFill(const KernelArgs &args, std::string &error) {
+  Validator v("fill", args, error);
+  double value;
+  if (!v.arity(0, 1) || !v.floatAttr("value", &value) || !v.isFloat(v.out(0), "out"))
+    return nullptr;
+  return makeFloatKernel<FillKernel>(v.out(0).dtype, args, static_cast<float>(value));
+}
+
+template <typename T> class ReduceSumKernel final : public Kernel {
+public:
+  static constexpr int64_t kColumnBlock = 256;
+
+  explicit ReduceSumKernel(const KernelArgs &args)
+      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()),
+        inner_(args.outputs[0].numel()), outer_(inner_ ? args.inputs[0].numel() / inner_ : 0) {
+    // Row chunks depend only on the shape: a wide suffix has enough column
+    // parallelism on its own; a narrow one splits the rows.
+    chunks_ = inner_ >= 4096 ? 1 : std::clamp<int64_t>(outer_ / 256, 1, 64);
+    if (chunks_ > 1) partial_.resize(chunks_ * inner_);
+  }
+
+  void run(const StepContext &) override {
+    int64_t blocks = (inner_ + kColumnBlock - 1) / kColumnBlock;
+    int64_t rowsPerChunk = (outer_ + chunks_ - 1) / chunks_;
+#pragma omp parallel for collapse(2) schedule(static) if (outer_ * inner_ > kParallelGrain)
+    for (int64_t chunk = 0; chunk < chunks_; ++chunk)
+      for (int64_t block = 0; block < blocks; ++block) {
+        int64_t j0 = block * kColumnBlock, cols = std::min(kColumnBlock, inner_ - j0);
+        int64_t r0 = chunk * rowsPerChunk, r1 = std::min(outer_, r0 + rowsPerChunk);
+        double acc[kColumnBlock] = {};
+        for (int64_t r = r0; r < r1; ++r) {
+          const T *row = x_ + r * inner_ + j0;
+#pragma omp simd
+          for (int64_t j = 0; j < cols; ++j) acc[j] += load(row, j);
+        }
+        if (chunks_ == 1) {
+          for (int64_t j = 0; j < cols; ++j) store(out_, j0 + j, static_cast<float>(acc[j]));
+        } else {
+          std::copy(acc, acc + cols, partial_.data() + chunk * inner_ + j0);
+        }
+      }
+    if (chunks_ == 1) return;
+#pragma omp parallel for schedule(static) if (inner_ * chunks_ > kParallelGrain)
+    for (int64_t j = 0; j < inner_; ++j) {
+      double sum = 0.0;
+      for (int64_t chunk = 0; chunk < chunks_; ++chunk) sum += partial_[chunk * inner_ + j];
+      store(out_, j, static_cast<float>(sum));
+    }
+  }
+
+private:
+  const T *x_;
+  T *out_;
+  int64_t inner_, outer_, chunks_ = 1;
+  std::vector<double> partial_; // [chunks, inner]
+};
+
+std::unique_ptr<Kernel> makeReduceSum(const KernelArgs &args, std::string &error) {
+  Validator v("reduce_sum", args, error);
+  if (!v.arity(1, 1)) return nullptr;
+  const TensorView &x = v.in(0), &out = v.out(0);
+  if (!v.isFloat(x, "x") || !v.hasDType(out, "out", x.dtype)) return nullptr;
+  if (out.rank() > x.rank() ||
+      !std::equal(out.shape.begin(), out.shape.end(), x.shape.end() - out.rank()))
+    return v.reject("out shape must be a suffix of x's shape: x " + x.describe() + ", out " +
+                    out.describe());
+  return makeFloatKernel<ReduceSumKernel>(x.dtype, args);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "transpose", makeTranspose);
+LLMC_REGISTER_KERNEL(CPU, "slice", makeSlice);
+LLMC_REGISTER_KERNEL(CPU, "pad", makePad);
+LLMC_REGISTER_KERNEL(CPU, "concat", makeConcat);
+LLMC_REGISTER_KERNEL(CPU, "copy", makeCopy);
+LLMC_REGISTER_KERNEL(CPU, "fill", makeFill);
+LLMC_REGISTER_KERNEL(CPU, "reduce_sum", makeReduceSum);
+
+} // namespace llmc::cpu

@@ -1,0 +1,118 @@
+//===- Reference.h - naive double-precision kernel references -------------===//
+//
+// The oracle: one textbook function per kernel of docs/kernels.md, in
+// double, written for obviousness rather than speed (attention materialises
+// the full score matrix, softmax is a plain stable log-sum-exp). The kernel
+// tests compare every backend against these, and the compiler's IR
+// interpreter evaluates llm ops with them (finite-difference checks of the
+// autodiff pass).
+//
+// No dependency beyond the standard library: no OpenMP, BLAS or MLIR.
+// Integer tensors (ids, targets, segment ids) are held as doubles with
+// integral values. Arguments are assumed verified (the llm op verifiers);
+// an inconsistent call prints the reason and aborts, because the compiler
+// links this without exceptions.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_REFERENCE_REFERENCE_H
+#define LLMC_KERNELS_REFERENCE_REFERENCE_H
+
+#include <cstdint>
+#include <vector>
+
+namespace llmc::ref {
+
+/// A dense row-major tensor of doubles.
+struct RefTensor {
+  std::vector<int64_t> shape;
+  std::vector<double> data;
+
+  /// A zero tensor of `shape`.
+  static RefTensor zeros(std::vector<int64_t> shape);
+
+  int64_t numel() const;
+};
+
+/// c = a·b over the last two dims; a 2-D b is shared by every leading index
+/// of a, otherwise b has a's leading dims. `transposeX` swaps the last two
+/// dims of that operand.
+RefTensor matmul(const RefTensor &a, const RefTensor &b, bool transposeA, bool transposeB);
+/// lhs + broadcast(rhs); rhs's shape is a suffix of lhs's.
+RefTensor add(const RefTensor &lhs, const RefTensor &rhs);
+/// lhs · broadcast(rhs); rhs's shape is a suffix of lhs's.
+RefTensor mul(const RefTensor &lhs, const RefTensor &rhs);
+RefTensor scale(const RefTensor &x, double factor);
+
+/// GELU, tanh approximation (GPT-2).
+RefTensor gelu(const RefTensor &x);
+RefTensor geluGrad(const RefTensor &x, const RefTensor &dy);
+RefTensor silu(const RefTensor &x);
+RefTensor siluGrad(const RefTensor &x, const RefTensor &dy);
+/// silu(gate) · up.
+RefTensor swiglu(const RefTensor &gate, const RefTensor &up);
+/// {dgate, dup}.
+std::vector<RefTensor> swigluGrad(const RefTensor &gate, const RefTensor &up, const RefTensor &dy);
+
+/// Inverted dropout with the mask of kernels/DropoutHash.h.
+RefTensor dropout(const RefTensor &x, double rate, int64_t seed, int64_t step);
+
+RefTensor layernorm(const RefTensor &x, const RefTensor &gamma, const RefTensor &beta, double eps);
+/// {dx, dgamma, dbeta}.
+std::vector<RefTensor> layernormGrad(const RefTensor &x, const RefTensor &gamma,
+                                     const RefTensor &dy, double eps);
+RefTensor rmsnorm(const RefTensor &x, const RefTensor &gamma, double eps);
+/// {dx, dgamma}.
+std::vector<RefTensor> rmsnormGrad(const RefTensor &x, const RefTensor &gamma,
+                                   const RefTensor &dy, double eps);
+
+/// Rows of table [V, C] picked by ids (any shape S): S × [C].
+RefTensor embedding(const RefTensor &table, const RefTensor &ids);
+/// dtable [vocab, C]: zeros, then the rows of dy scatter-added at ids.
+RefTensor embeddingGrad(const RefTensor &ids, const RefTensor &dy, int64_t vocab);
+
+/// Rotary embedding of x [B, T, H, D], half-split pairs (i, i + D/2) rotated
+/// by t·theta^(−2i/D); `inverse` negates the angle.
+RefTensor rope(const RefTensor &x, double theta, bool inverse);
+
+/// softmax(scale·q·kᵀ + mask)·v with q [B,T,H,D], k, v [B,S,KV,D]; query head
+/// h reads kv head h/(H/KV). Returns {out [B,T,H,D], lse [B,H,T]}.
+/// `segmentIds` [B,T] (may be null) restricts keys to equal ids; `causal`
+/// to keys j <= i.
+std::vector<RefTensor> attention(const RefTensor &q, const RefTensor &k, const RefTensor &v,
+                                 const RefTensor *segmentIds, double scale, bool causal);
+/// {dq, dk, dv}, using the given forward `out` and `lse` as the kernels do:
+/// P = exp(scale·q·kᵀ − lse), dS = P ∘ (dout·vᵀ − rowsum(dout ∘ out)).
+std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, const RefTensor &v,
+                                     const RefTensor &out, const RefTensor &lse,
+                                     const RefTensor &dout, const RefTensor *segmentIds,
+                                     double scale, bool causal);
+
+/// Mean −log softmax(logits)[target] over targets != ignoreIndex (0 if none);
+/// shape {}.
+RefTensor crossEntropy(const RefTensor &logits, const RefTensor &targets, int64_t ignoreIndex);
+RefTensor crossEntropyGrad(const RefTensor &logits, const RefTensor &targets, double dloss,
+                           int64_t ignoreIndex);
+
+/// out dim i = x dim permutation[i].
+RefTensor transpose(const RefTensor &x, const std::vector<int64_t> &permutation);
+RefTensor slice(const RefTensor &x, const std::vector<int64_t> &offsets,
+                const std::vector<int64_t> &sizes);
+/// Zeros of `shape` with x placed at `offsets`.
+RefTensor pad(const RefTensor &x, const std::vector<int64_t> &offsets,
+              const std::vector<int64_t> &shape);
+/// Joined along `dim` (negative counts from the back).
+RefTensor concat(const std::vector<RefTensor> &xs, int64_t dim);
+/// Sum over the leading dims of x down to the suffix `shape`.
+RefTensor reduceSum(const RefTensor &x, const std::vector<int64_t> &shape);
+/// √(Σ x²) over every element of every input; shape {}.
+RefTensor globalNorm(const std::vector<RefTensor> &xs);
+
+/// One AdamW step (see llm.adamw); `gradNorm` may be null. {p', m', v'}.
+std::vector<RefTensor> adamw(const RefTensor &p, const RefTensor &g, const RefTensor &m,
+                             const RefTensor &v, double lr, double step, const double *gradNorm,
+                             double beta1, double beta2, double eps, double weightDecay,
+                             double maxGradNorm);
+
+} // namespace llmc::ref
+
+#endif

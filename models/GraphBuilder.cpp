@@ -1,0 +1,132 @@
+//===- GraphBuilder.cpp - a small DSL for writing llm graphs --------------===//
+
+#include "models/GraphBuilder.h"
+#include "passes/Utils.h"
+
+using namespace mlir;
+
+namespace llmc {
+
+GraphBuilder::GraphBuilder(MLIRContext *context, StringRef modelName)
+    : context(context), builder(context), modelName(modelName.str()) {
+  context->loadDialect<llm::LLMDialect, func::FuncDialect>();
+  module = ModuleOp::create(builder.getUnknownLoc());
+  builder.setInsertionPointToEnd(module->getBody());
+  func = func::FuncOp::create(builder, loc("forward"), "forward",
+                              builder.getFunctionType({}, {}));
+  Block *entry = func.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+}
+
+Location GraphBuilder::loc(StringRef what) {
+  std::string name = modelName;
+  if (!currentBlock.empty())
+    name += "." + currentBlock;
+  return NameLoc::get(builder.getStringAttr(name + "." + what));
+}
+
+RankedTensorType GraphBuilder::type(ArrayRef<int64_t> shape, Type element) {
+  return RankedTensorType::get(shape, element);
+}
+
+Value GraphBuilder::param(StringRef name, ArrayRef<int64_t> shape, StringRef init,
+                          double scale) {
+  auto t = type(shape, builder.getF32Type());
+  auto attr = llm::ParamAttr::get(context, name, init, APFloat(scale), true);
+  auto attrs = builder.getDictionaryAttr(builder.getNamedAttr(llm::kParamAttrName, attr));
+  (void)func.insertArgument(paramCount, t, attrs, loc(name));
+  return func.getArgument(paramCount++);
+}
+
+Value GraphBuilder::input(StringRef name, ArrayRef<int64_t> shape) {
+  unsigned index = func.getNumArguments();
+  auto t = type(shape, builder.getI32Type());
+  auto attrs = builder.getDictionaryAttr(
+      builder.getNamedAttr(kNameAttr, builder.getStringAttr(name)));
+  (void)func.insertArgument(index, t, attrs, loc(name));
+  return func.getArgument(index);
+}
+
+Value GraphBuilder::matmul(Value a, Value b, bool transposeB) {
+  return llm::MatmulOp::create(builder, loc("matmul"), a, b, false, transposeB);
+}
+
+Value GraphBuilder::add(Value a, Value b) {
+  return llm::AddOp::create(builder, loc("add"), a, b);
+}
+
+Value GraphBuilder::gelu(Value x) { return llm::GeluOp::create(builder, loc("gelu"), x); }
+
+Value GraphBuilder::swiglu(Value gate, Value up) {
+  return llm::SwigluOp::create(builder, loc("swiglu"), gate, up);
+}
+
+Value GraphBuilder::dropout(Value x, double rate) {
+  if (rate == 0.0)
+    return x;
+  return llm::DropoutOp::create(builder, loc("dropout"), x, APFloat(rate),
+                                static_cast<int64_t>(1000 + dropoutSites++));
+}
+
+Value GraphBuilder::layernorm(Value x, Value gamma, Value beta, double eps) {
+  return llm::LayerNormOp::create(builder, loc("layernorm"), x, gamma, beta, APFloat(eps));
+}
+
+Value GraphBuilder::rmsnorm(Value x, Value gamma, double eps) {
+  return llm::RMSNormOp::create(builder, loc("rmsnorm"), x, gamma, APFloat(eps));
+}
+
+Value GraphBuilder::embedding(Value table, Value ids) {
+  return llm::EmbeddingOp::create(builder, loc("embedding"), table, ids);
+}
+
+Value GraphBuilder::rope(Value x, double theta) {
+  return llm::RopeOp::create(builder, loc("rope"), x, APFloat(theta), false);
+}
+
+Value GraphBuilder::attention(Value q, Value k, Value v, double scale) {
+  auto op = llm::AttentionOp::create(builder, loc("attention"), q, k, v, Value(),
+                                     APFloat(scale), true);
+  return op.getOut();
+}
+
+Value GraphBuilder::crossEntropy(Value logits, Value targets) {
+  return llm::CrossEntropyOp::create(builder, loc("cross_entropy"), logits, targets, -1);
+}
+
+Value GraphBuilder::reshape(Value x, ArrayRef<int64_t> shape) {
+  auto element = cast<RankedTensorType>(x.getType()).getElementType();
+  return llm::ReshapeOp::create(builder, loc("reshape"), type(shape, element), x);
+}
+
+Value GraphBuilder::slice(Value x, ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes) {
+  auto element = cast<RankedTensorType>(x.getType()).getElementType();
+  return llm::SliceOp::create(builder, loc("slice"), type(sizes, element), x, offsets);
+}
+
+Value GraphBuilder::block(StringRef name, const std::function<Value()> &body) {
+  auto op = llm::BlockOp::create(builder, loc(name), TypeRange{}, name);
+  Block *inner = new Block();
+  op.getBody().push_back(inner);
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(inner);
+  currentBlock = name.str();
+  Value result = body();
+  llm::YieldOp::create(builder, loc("yield"), result);
+  currentBlock.clear();
+  // Results are known only now: rebuild the op with them.
+  builder.setInsertionPoint(op);
+  auto typed = llm::BlockOp::create(builder, op.getLoc(), TypeRange{result.getType()}, name);
+  typed.getBody().takeBody(op.getBody());
+  op.erase();
+  return typed.getResult(0);
+}
+
+OwningOpRef<ModuleOp> GraphBuilder::finish(Value loss) {
+  func::ReturnOp::create(builder, loc("return"), loss);
+  func.setFunctionType(builder.getFunctionType(func.getBody().front().getArgumentTypes(),
+                                               {loss.getType()}));
+  return std::move(module);
+}
+
+} // namespace llmc

@@ -1,0 +1,68 @@
+//===- GraphBuilder.h - a small DSL for writing llm graphs ------*- C++ -*-===//
+//
+// Model builders read like the model: `b.matmul(h, w)`, `b.layernorm(...)`.
+// The builder declares parameters as @forward arguments, computes the result
+// types the ops that need explicit ones, and wraps layers in llm.block.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_MODELS_GRAPHBUILDER_H
+#define LLMC_MODELS_GRAPHBUILDER_H
+
+#include "dialects/LLM/LLMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <functional>
+#include <string>
+
+namespace llmc {
+
+class GraphBuilder {
+public:
+  /// Starts `func.func @forward` in a new module.
+  GraphBuilder(mlir::MLIRContext *context, llvm::StringRef modelName);
+
+  /// Declares a parameter argument (appended before the batch arguments).
+  mlir::Value param(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
+                    llvm::StringRef init, double scale = 0.0);
+  /// Declares a batch argument (i32), e.g. "tokens".
+  mlir::Value input(llvm::StringRef name, llvm::ArrayRef<int64_t> shape);
+
+  mlir::Value matmul(mlir::Value a, mlir::Value b, bool transposeB = false);
+  mlir::Value add(mlir::Value a, mlir::Value b);
+  mlir::Value gelu(mlir::Value x);
+  mlir::Value swiglu(mlir::Value gate, mlir::Value up);
+  mlir::Value dropout(mlir::Value x, double rate);
+  mlir::Value layernorm(mlir::Value x, mlir::Value gamma, mlir::Value beta, double eps);
+  mlir::Value rmsnorm(mlir::Value x, mlir::Value gamma, double eps);
+  mlir::Value embedding(mlir::Value table, mlir::Value ids);
+  mlir::Value rope(mlir::Value x, double theta);
+  mlir::Value attention(mlir::Value q, mlir::Value k, mlir::Value v, double scale);
+  mlir::Value crossEntropy(mlir::Value logits, mlir::Value targets);
+  mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape);
+  mlir::Value slice(mlir::Value x, llvm::ArrayRef<int64_t> offsets,
+                    llvm::ArrayRef<int64_t> sizes);
+
+  /// Emits `body` inside `llm.block "name"`, returning what it returns.
+  mlir::Value block(llvm::StringRef name, const std::function<mlir::Value()> &body);
+
+  /// Finishes @forward returning `loss`; the module is verified by the caller.
+  mlir::OwningOpRef<mlir::ModuleOp> finish(mlir::Value loss);
+
+private:
+  mlir::Location loc(llvm::StringRef what);
+  mlir::RankedTensorType type(llvm::ArrayRef<int64_t> shape, mlir::Type element);
+
+  mlir::MLIRContext *context;
+  mlir::OpBuilder builder;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlir::func::FuncOp func;
+  std::string modelName;
+  unsigned paramCount = 0;
+  int64_t dropoutSites = 0;
+  std::string currentBlock;
+};
+
+} // namespace llmc
+
+#endif

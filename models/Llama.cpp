@@ -1,0 +1,101 @@
+//===- Llama.cpp - Llama-style models as an llm graph ---------------------===//
+//
+// Llama 2/3 as in the Hugging Face implementation: RMSNorm pre-norm blocks,
+// separate q/k/v projections with grouped-query attention (n_kv_head kv
+// heads; 1 = multi-query), rotary embeddings (half-split convention), SwiGLU
+// MLP, no biases, optional tied output head. Linear weights are [out, in]
+// (y = x·Wᵀ) with HF names without the "model." prefix.
+//
+//===----------------------------------------------------------------------===//
+
+#include "models/GraphBuilder.h"
+#include "models/Models.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace llmc {
+
+OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
+  GraphBuilder b(context, "llama");
+  const int64_t B = c.batchSize, T = c.seqLen, C = c.nEmbd, V = c.vocabSize;
+  const int64_t H = c.nHead, KV = c.nKvHead, D = c.headDim(), F = c.ffnHidden;
+  const double std = c.initStd;
+
+  Value embed = b.param("embed_tokens.weight", {V, C}, "normal", std);
+  struct Layer { Value inNorm, q, k, v, o, postNorm, gate, up, down; };
+  std::vector<Layer> layers;
+  for (int64_t l = 0; l < c.nLayer; ++l) {
+    std::string p = "layers." + std::to_string(l) + ".";
+    Layer L;
+    L.inNorm = b.param(p + "input_layernorm.weight", {C}, "ones");
+    L.q = b.param(p + "self_attn.q_proj.weight", {H * D, C}, "normal", std);
+    L.k = b.param(p + "self_attn.k_proj.weight", {KV * D, C}, "normal", std);
+    L.v = b.param(p + "self_attn.v_proj.weight", {KV * D, C}, "normal", std);
+    L.o = b.param(p + "self_attn.o_proj.weight", {C, H * D}, "normal", std);
+    L.postNorm = b.param(p + "post_attention_layernorm.weight", {C}, "ones");
+    L.gate = b.param(p + "mlp.gate_proj.weight", {F, C}, "normal", std);
+    L.up = b.param(p + "mlp.up_proj.weight", {F, C}, "normal", std);
+    L.down = b.param(p + "mlp.down_proj.weight", {C, F}, "normal", std);
+    layers.push_back(L);
+  }
+  Value norm = b.param("norm.weight", {C}, "ones");
+  Value head = c.tieEmbeddings ? embed : b.param("lm_head.weight", {V, C}, "normal", std);
+
+  Value tokens = b.input("tokens", {B, T});
+  Value targets = b.input("targets", {B, T});
+
+  Value x = b.embedding(embed, tokens);
+  for (int64_t l = 0; l < c.nLayer; ++l) {
+    const Layer &L = layers[l];
+    x = b.block("layers." + std::to_string(l), [&] {
+      Value h = b.rmsnorm(x, L.inNorm, c.normEps);
+      Value q = b.rope(b.reshape(b.matmul(h, L.q, true), {B, T, H, D}), c.ropeTheta);
+      Value k = b.rope(b.reshape(b.matmul(h, L.k, true), {B, T, KV, D}), c.ropeTheta);
+      Value v = b.reshape(b.matmul(h, L.v, true), {B, T, KV, D});
+      Value att = b.attention(q, k, v, 1.0 / std::sqrt(double(D)));
+      Value r = b.add(x, b.dropout(b.matmul(b.reshape(att, {B, T, H * D}), L.o, true),
+                                   c.dropout));
+      Value h2 = b.rmsnorm(r, L.postNorm, c.normEps);
+      Value act = b.swiglu(b.matmul(h2, L.gate, true), b.matmul(h2, L.up, true));
+      return b.add(r, b.dropout(b.matmul(act, L.down, true), c.dropout));
+    });
+  }
+  x = b.rmsnorm(x, norm, c.normEps);
+  Value logits = b.matmul(x, head, /*transposeB=*/true);
+  return b.finish(b.crossEntropy(logits, targets));
+}
+
+OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config) {
+  OwningOpRef<ModuleOp> module = config.family == "gpt2" ? buildGPT2(context, config)
+                                                         : buildLlama(context, config);
+  OpBuilder b(context);
+  (*module)->setAttr("llmc.model", b.getDictionaryAttr({
+      b.getNamedAttr("family", b.getStringAttr(config.family)),
+      b.getNamedAttr("vocab_size", b.getI64IntegerAttr(config.vocabSize)),
+      b.getNamedAttr("n_layer", b.getI64IntegerAttr(config.nLayer)),
+      b.getNamedAttr("n_head", b.getI64IntegerAttr(config.nHead)),
+      b.getNamedAttr("n_embd", b.getI64IntegerAttr(config.nEmbd)),
+      b.getNamedAttr("seq_len", b.getI64IntegerAttr(config.seqLen)),
+  }));
+  return module;
+}
+
+ParamStats countParameters(ModuleOp module) {
+  ParamStats stats;
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return stats;
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+    if (llm::ParamAttr p = llm::getParamAttr(forward, i)) {
+      int64_t n = cast<RankedTensorType>(forward.getArgument(i).getType()).getNumElements();
+      stats.total += n;
+      stats.tensors += 1;
+      if (p.getTrainable())
+        stats.trainable += n;
+    }
+  return stats;
+}
+
+} // namespace llmc

@@ -1,0 +1,222 @@
+//===- ModelConfig.cpp - presets, overrides, config.json ------------------===//
+
+#include "models/ModelConfig.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <functional>
+
+using namespace llvm;
+
+namespace llmc {
+namespace {
+
+Error fail(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+/// A settable field: our name, HF aliases, and how to parse it.
+struct Field {
+  const char *name;
+  std::vector<const char *> aliases;
+  const char *help;
+  std::function<bool(ModelConfig &, StringRef)> set;
+};
+
+template <typename T> std::function<bool(ModelConfig &, StringRef)> intField(T ModelConfig::*member) {
+  return [member](ModelConfig &c, StringRef v) {
+    int64_t parsed;
+    if (v.getAsInteger(10, parsed))
+      return false;
+    c.*member = parsed;
+    return true;
+  };
+}
+
+std::function<bool(ModelConfig &, StringRef)> floatField(double ModelConfig::*member) {
+  return [member](ModelConfig &c, StringRef v) {
+    double parsed;
+    if (v.getAsDouble(parsed))
+      return false;
+    c.*member = parsed;
+    return true;
+  };
+}
+
+std::function<bool(ModelConfig &, StringRef)> boolField(bool ModelConfig::*member) {
+  return [member](ModelConfig &c, StringRef v) {
+    if (v == "true" || v == "1") c.*member = true;
+    else if (v == "false" || v == "0") c.*member = false;
+    else return false;
+    return true;
+  };
+}
+
+const std::vector<Field> &fields() {
+  static const std::vector<Field> table = {
+      {"vocab_size", {}, "vocabulary size", intField(&ModelConfig::vocabSize)},
+      {"n_layer", {"num_hidden_layers"}, "transformer blocks", intField(&ModelConfig::nLayer)},
+      {"n_head", {"num_attention_heads"}, "query heads", intField(&ModelConfig::nHead)},
+      {"n_kv_head", {"num_key_value_heads"}, "key/value heads (GQA/MQA)", intField(&ModelConfig::nKvHead)},
+      {"n_embd", {"hidden_size"}, "model width", intField(&ModelConfig::nEmbd)},
+      {"ffn_hidden", {"intermediate_size", "n_inner"}, "MLP inner width", intField(&ModelConfig::ffnHidden)},
+      {"max_positions", {"n_positions", "max_position_embeddings"}, "position table rows (gpt2)", intField(&ModelConfig::maxPositions)},
+      {"seq_len", {"block_size"}, "sequence length T of the compiled graph", intField(&ModelConfig::seqLen)},
+      {"batch_size", {}, "batch size B of the compiled graph (per microbatch)", intField(&ModelConfig::batchSize)},
+      {"norm_eps", {"layer_norm_epsilon", "rms_norm_eps"}, "normalization epsilon", floatField(&ModelConfig::normEps)},
+      {"rope_theta", {}, "RoPE base (llama)", floatField(&ModelConfig::ropeTheta)},
+      {"tie_embeddings", {"tie_word_embeddings"}, "share the embedding table with the output head", boolField(&ModelConfig::tieEmbeddings)},
+      {"dropout", {"resid_pdrop"}, "dropout rate", floatField(&ModelConfig::dropout)},
+      {"init_std", {"initializer_range"}, "standard deviation of weight init", floatField(&ModelConfig::initStd)},
+  };
+  return table;
+}
+
+const Field *findField(StringRef key) {
+  for (const Field &f : fields()) {
+    if (key == f.name)
+      return &f;
+    for (const char *alias : f.aliases)
+      if (key == alias)
+        return &f;
+  }
+  return nullptr;
+}
+
+} // namespace
+
+std::string describeKeys() {
+  std::string text;
+  for (const Field &f : fields()) {
+    text += "  " + std::string(f.name);
+    for (const char *alias : f.aliases)
+      text += std::string(" | ") + alias;
+    text += ": " + std::string(f.help) + "\n";
+  }
+  return text;
+}
+
+std::vector<std::string> presetNames(const std::string &family) {
+  if (family == "gpt2")
+    return {"tiny", "124M", "350M", "774M", "1.5B"};
+  if (family == "llama")
+    return {"tiny", "1B"};
+  return {};
+}
+
+Expected<ModelConfig> presetConfig(const std::string &family, const std::string &preset) {
+  ModelConfig c;
+  c.family = family;
+  if (family == "gpt2") {
+    struct GPT2 { const char *name; int64_t layers, heads, width; };
+    const GPT2 sizes[] = {{"124M", 12, 12, 768}, {"350M", 24, 16, 1024},
+                          {"774M", 36, 20, 1280}, {"1.5B", 48, 25, 1600}};
+    if (preset == "tiny") {
+      c.vocabSize = 256; c.nLayer = 4; c.nHead = 4; c.nEmbd = 128;
+      c.maxPositions = 128; c.seqLen = 128; c.batchSize = 8;
+    } else {
+      const GPT2 *found = nullptr;
+      for (const GPT2 &s : sizes)
+        if (preset == s.name)
+          found = &s;
+      if (!found)
+        return fail("unknown preset '" + preset + "' for gpt2 (expected one of: tiny, 124M, 350M, 774M, 1.5B)");
+      c.vocabSize = 50257; c.nLayer = found->layers; c.nHead = found->heads;
+      c.nEmbd = found->width; c.maxPositions = 1024; c.seqLen = 1024; c.batchSize = 4;
+    }
+    c.nKvHead = c.nHead;
+    c.ffnHidden = 4 * c.nEmbd;
+    c.tieEmbeddings = true;
+    return c;
+  }
+  if (family == "llama") {
+    if (preset == "tiny") {
+      c.vocabSize = 256; c.nLayer = 4; c.nHead = 4; c.nKvHead = 2; c.nEmbd = 128;
+      c.ffnHidden = 352; c.seqLen = 128; c.batchSize = 8; c.tieEmbeddings = false;
+    } else if (preset == "1B") {
+      // Llama 3.2 1B.
+      c.vocabSize = 128256; c.nLayer = 16; c.nHead = 32; c.nKvHead = 8; c.nEmbd = 2048;
+      c.ffnHidden = 8192; c.seqLen = 2048; c.batchSize = 1; c.ropeTheta = 500000.0;
+      c.tieEmbeddings = true;
+    } else {
+      return fail("unknown preset '" + preset + "' for llama (expected one of: tiny, 1B)");
+    }
+    c.maxPositions = c.seqLen;
+    return c;
+  }
+  return fail("unknown model family '" + family + "' (expected gpt2 or llama)");
+}
+
+Error applyOverride(ModelConfig &config, StringRef assignment) {
+  auto [key, value] = assignment.split('=');
+  key = key.trim();
+  value = value.trim();
+  if (!assignment.contains('=') || key.empty())
+    return fail("bad override '" + assignment + "': expected key=value");
+  const Field *field = findField(key);
+  if (!field)
+    return fail("unknown config key '" + key + "'; known keys:\n" + describeKeys());
+  if (!field->set(config, value))
+    return fail("bad value '" + value + "' for config key '" + key + "'");
+  return Error::success();
+}
+
+Error applyConfigJson(ModelConfig &config, StringRef path) {
+  auto buffer = MemoryBuffer::getFile(path);
+  if (!buffer)
+    return fail("cannot read config '" + path + "': " + buffer.getError().message());
+  Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    return fail("config '" + path + "' is not valid JSON: " + toString(parsed.takeError()));
+  const json::Object *object = parsed->getAsObject();
+  if (!object)
+    return fail("config '" + path + "' must be a JSON object");
+  for (const auto &[key, value] : *object) {
+    const Field *field = findField(key);
+    if (!field)
+      continue; // HF configs carry many keys we do not model (architectures, ...)
+    std::string text;
+    if (auto i = value.getAsInteger()) text = std::to_string(*i);
+    else if (auto d = value.getAsNumber()) text = std::to_string(*d);
+    else if (auto b = value.getAsBoolean()) text = *b ? "true" : "false";
+    else return fail("config '" + path + "': key '" + key.str() + "' must be a number or boolean");
+    if (!field->set(config, text))
+      return fail("config '" + path + "': bad value for '" + key.str() + "'");
+  }
+  if (auto maxPos = object->getInteger("max_position_embeddings"))
+    config.seqLen = std::min<int64_t>(config.seqLen, *maxPos);
+  return Error::success();
+}
+
+Error ModelConfig::validate() const {
+  auto positive = [](int64_t v, const char *name) -> Error {
+    if (v < 1)
+      return fail(Twine(name) + " must be >= 1, got " + Twine(v));
+    return Error::success();
+  };
+  for (auto [v, name] : {std::pair{vocabSize, "vocab_size"}, {nLayer, "n_layer"},
+                         {nHead, "n_head"}, {nKvHead, "n_kv_head"}, {nEmbd, "n_embd"},
+                         {ffnHidden, "ffn_hidden"}, {seqLen, "seq_len"},
+                         {batchSize, "batch_size"}, {maxPositions, "max_positions"}})
+    if (Error e = positive(v, name))
+      return e;
+  if (nEmbd % nHead != 0)
+    return fail("n_embd (" + Twine(nEmbd) + ") must be divisible by n_head (" + Twine(nHead) + ")");
+  if (nHead % nKvHead != 0)
+    return fail("n_head (" + Twine(nHead) + ") must be divisible by n_kv_head (" + Twine(nKvHead) + ")");
+  if (family == "gpt2" && seqLen > maxPositions)
+    return fail("seq_len (" + Twine(seqLen) + ") exceeds max_positions (" + Twine(maxPositions) + ")");
+  if (family == "gpt2" && nKvHead != nHead)
+    return fail("gpt2 has no grouped-query attention: n_kv_head must equal n_head");
+  if (family == "llama" && headDim() % 2 != 0)
+    return fail("llama needs an even head dim for RoPE, got " + Twine(headDim()));
+  if (!(dropout >= 0 && dropout < 1))
+    return fail("dropout must be in [0, 1), got " + Twine(dropout));
+  if (!(normEps > 0) || !(initStd > 0) || !(ropeTheta > 0))
+    return fail("norm_eps, init_std and rope_theta must be > 0");
+  return Error::success();
+}
+
+} // namespace llmc

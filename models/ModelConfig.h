@@ -1,0 +1,55 @@
+//===- ModelConfig.h - transformer hyperparameters --------------*- C++ -*-===//
+//
+// One configuration struct for every family the builders know; a preset
+// fills it, `key=value` overrides and Hugging Face config.json files adjust
+// it (HF key names are accepted as aliases).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_MODELS_MODELCONFIG_H
+#define LLMC_MODELS_MODELCONFIG_H
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+struct ModelConfig {
+  std::string family;        ///< gpt2 | llama
+  int64_t vocabSize = 256;
+  int64_t nLayer = 2;
+  int64_t nHead = 4;
+  int64_t nKvHead = 4;       ///< llama: grouped-query heads
+  int64_t nEmbd = 128;
+  int64_t ffnHidden = 512;   ///< MLP inner width
+  int64_t maxPositions = 128;///< gpt2: rows of the position table
+  int64_t seqLen = 64;       ///< T of the compiled graph
+  int64_t batchSize = 4;     ///< B of the compiled graph (per microbatch)
+  double normEps = 1e-5;
+  double ropeTheta = 10000.0;
+  bool tieEmbeddings = true;
+  double dropout = 0.0;
+  double initStd = 0.02;
+
+  int64_t headDim() const { return nEmbd / nHead; }
+  /// Checks the combination (divisibility, ranges); the message names the key.
+  llvm::Error validate() const;
+};
+
+/// The preset names of a family ("tiny", "124M", ...).
+std::vector<std::string> presetNames(const std::string &family);
+/// Fills a config from a family and preset, or fails naming both.
+llvm::Expected<ModelConfig> presetConfig(const std::string &family,
+                                         const std::string &preset);
+/// Applies `key=value` (our names or HF aliases).
+llvm::Error applyOverride(ModelConfig &config, llvm::StringRef assignment);
+/// Applies every known key of a Hugging Face style config.json.
+llvm::Error applyConfigJson(ModelConfig &config, llvm::StringRef path);
+/// One line per field, for --help and error messages.
+std::string describeKeys();
+
+} // namespace llmc
+
+#endif

@@ -1,0 +1,141 @@
+//===- Autodiff.cpp - reverse-mode differentiation of @forward ------------===//
+//
+// Clones @forward into @grad, flattens its blocks, and appends the backward
+// pass: gradients flow from the loss (seeded with 1) through the ops in
+// reverse order, one VJP rule per op (VJPRules.cpp), summed where a value has
+// several uses. Activity analysis keeps the backward to what reaches a
+// trainable parameter: frozen parameters and the batch get no gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/Utils.h"
+#include "passes/VJPRules.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace llmc {
+#define GEN_PASS_DEF_AUTODIFF
+#include "passes/Passes.h.inc"
+} // namespace llmc
+
+using namespace mlir;
+using namespace llmc;
+
+namespace {
+
+struct AutodiffPass : llmc::impl::AutodiffBase<AutodiffPass> {
+  using AutodiffBase::AutodiffBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp forward = lookupFunc(module, forwardName);
+    if (!forward) {
+      module.emitError() << "autodiff: no function @" << forwardName << " to differentiate";
+      return signalPassFailure();
+    }
+    if (lookupFunc(module, gradName)) {
+      module.emitError() << "autodiff: @" << gradName << " already exists";
+      return signalPassFailure();
+    }
+    auto resultTypes = forward.getFunctionType().getResults();
+    auto scalar = resultTypes.size() == 1 ? dyn_cast<RankedTensorType>(resultTypes[0])
+                                          : RankedTensorType();
+    if (!scalar || scalar.getRank() != 0 || !scalar.getElementType().isF32()) {
+      forward.emitError() << "autodiff: @" << forwardName
+                          << " must return exactly one tensor<f32> loss";
+      return signalPassFailure();
+    }
+
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointAfter(forward);
+    auto grad = cast<func::FuncOp>(builder.clone(*forward));
+    grad.setSymName(gradName);
+    flattenBlocks(grad);
+    if (failed(inlineCalls(module, grad)) || failed(differentiate(grad)))
+      return signalPassFailure();
+  }
+
+  LogicalResult differentiate(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    Value loss = ret.getOperand(0);
+
+    SmallVector<BlockArgument> params;
+    llvm::DenseSet<Value> varied;
+    for (BlockArgument arg : func.getArguments()) {
+      llm::ParamAttr param = llm::getParamAttr(func, arg.getArgNumber());
+      if (param && param.getTrainable()) {
+        params.push_back(arg);
+        varied.insert(arg);
+      }
+    }
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : body.without_terminator()) {
+      forwardOps.push_back(&op);
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return varied.contains(v); }))
+        varied.insert(op.getResults().begin(), op.getResults().end());
+    }
+
+    OpBuilder builder(ret);
+    llvm::DenseMap<Value, Value> grads;
+    grads[loss] = llm::FillOp::create(builder, loss.getLoc(), loss.getType(), APFloat(1.0));
+
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value result : op->getResults()) {
+        resultGrads.push_back(grads.lookup(result));
+        any |= static_cast<bool>(resultGrads.back());
+      }
+      SmallVector<bool> needsGrad;
+      for (Value operand : op->getOperands())
+        needsGrad.push_back(varied.contains(operand));
+      if (!any || llvm::none_of(needsGrad, [](bool b) { return b; }))
+        continue;
+
+      Operation *last = ret->getPrevNode();
+      FailureOr<SmallVector<Value>> operandGrads =
+          emitVJP(builder, op, resultGrads, needsGrad);
+      if (failed(operandGrads))
+        return failure();
+      // Backward ops belong to the same layer as the op they differentiate.
+      if (auto blockName = op->getAttr(kBlockNameAttr))
+        for (Operation *it = last->getNextNode(); it != ret; it = it->getNextNode())
+          it->setAttr(kBlockNameAttr, blockName);
+
+      for (auto [operand, operandGrad, need] :
+           llvm::zip(op->getOperands(), *operandGrads, needsGrad)) {
+        if (!need || !operandGrad)
+          continue;
+        Value &slot = grads[operand];
+        slot = slot ? llm::AddOp::create(builder, op->getLoc(), slot, operandGrad)
+                          .getResult()
+                    : operandGrad;
+      }
+    }
+
+    SmallVector<Value> results{loss};
+    for (BlockArgument param : params) {
+      Value g = grads.lookup(param);
+      if (!g)
+        g = llm::FillOp::create(builder, param.getLoc(), param.getType(), APFloat(0.0));
+      results.push_back(g);
+    }
+    func::ReturnOp::create(builder, ret.getLoc(), results);
+    ret.erase();
+
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    func.setFunctionType(builder.getFunctionType(func.getArgumentTypes(), types));
+    for (auto [i, param] : llvm::enumerate(params))
+      func.setResultAttr(i + 1, kGradOfAttr,
+                         builder.getStringAttr(
+                             llm::getParamAttr(func, param.getArgNumber()).getName()));
+    return success();
+  }
+};
+
+} // namespace

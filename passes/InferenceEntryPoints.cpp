@@ -1,0 +1,80 @@
+//===- InferenceEntryPoints.cpp - @logits from @forward -------------------===//
+//
+// Generation and sampling need the model's logits, not its loss. Rather
+// than asking model authors for a second function, derive it: the logits are
+// whatever feeds the loss's cross_entropy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/Utils.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
+
+namespace llmc {
+#define GEN_PASS_DEF_INFERENCEENTRYPOINTS
+#include "passes/Passes.h.inc"
+} // namespace llmc
+
+using namespace mlir;
+using namespace llmc;
+
+namespace {
+
+/// Erases side-effect-free ops whose results are unused, last to first.
+void eraseDeadOps(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+    if (!op.hasTrait<OpTrait::IsTerminator>() && op.use_empty() && isPure(&op))
+      op.erase();
+}
+
+struct InferenceEntryPointsPass
+    : llmc::impl::InferenceEntryPointsBase<InferenceEntryPointsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp forward = lookupFunc(module, "forward");
+    if (!forward) {
+      module.emitError("inference-entry-points: no @forward");
+      return signalPassFailure();
+    }
+    if (lookupFunc(module, "logits"))
+      return;
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(forward);
+    auto logits = cast<func::FuncOp>(b.clone(*forward));
+    logits.setSymName("logits");
+    flattenBlocks(logits);
+
+    SmallVector<llm::CrossEntropyOp> losses;
+    logits.walk([&](llm::CrossEntropyOp op) { losses.push_back(op); });
+    if (losses.size() != 1) {
+      forward.emitError() << "inference-entry-points: expected exactly one "
+                             "llm.cross_entropy in @forward, found "
+                          << losses.size();
+      logits.erase();
+      return signalPassFailure();
+    }
+    Block &body = logits.getBody().front();
+    Operation *ret = body.getTerminator();
+    Value result = losses[0].getLogits();
+    b.setInsertionPoint(ret);
+    func::ReturnOp::create(b, ret->getLoc(), result);
+    ret->erase();
+    eraseDeadOps(body);
+
+    // Drop arguments nothing reads any more (the targets).
+    llvm::BitVector unused(logits.getNumArguments());
+    for (BlockArgument arg : logits.getArguments())
+      if (arg.use_empty() && !llm::getParamAttr(logits, arg.getArgNumber()))
+        unused.set(arg.getArgNumber());
+    if (failed(logits.eraseArguments(unused)))
+      return signalPassFailure();
+    logits.setFunctionType(
+        b.getFunctionType(logits.getArgumentTypes(), {result.getType()}));
+    logits.setResultAttr(0, kRoleAttr, b.getStringAttr("output"));
+    logits.setResultAttr(0, kNameAttr, b.getStringAttr("logits"));
+  }
+};
+
+} // namespace

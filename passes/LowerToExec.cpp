@@ -1,0 +1,486 @@
+//===- LowerToExec.cpp - tensors to a static per-rank program -------------===//
+//
+// Decides where every tensor lives. Persistent state (parameters, optimizer
+// moments) is laid out once under stable names shared by all programs; each
+// program's other values get arena buffers by liveness:
+//
+//  1. Alias classes: a reshape, or a slice that is a contiguous byte range,
+//     is a view of its operand; an elementwise op whose first operand dies
+//     there (add, scale) writes in place. Views and in-place results join the
+//     operand's class.
+//  2. Each class lives from its first definition to its last use (program
+//     inputs from the start, outputs to the end) and is placed first-fit at
+//     a 64-byte aligned offset above the persistent region.
+//
+// Each remaining llm op becomes an exec.kernel of the same name.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/Utils.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <deque>
+#include <map>
+
+namespace llmc {
+#define GEN_PASS_DEF_LOWERTOEXEC
+#include "passes/Passes.h.inc"
+} // namespace llmc
+
+using namespace mlir;
+using namespace llmc;
+
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+int64_t alignUp(int64_t value) { return (value + kAlignment - 1) / kAlignment * kAlignment; }
+
+MemRefType memrefOf(Type tensorType) {
+  auto t = cast<RankedTensorType>(tensorType);
+  return MemRefType::get(t.getShape(), t.getElementType());
+}
+
+int64_t bytesOf(Type tensorType) { return exec::bufferBytes(memrefOf(tensorType)); }
+
+/// A persistent buffer shared by every program (parameter or optimizer state).
+struct Persistent {
+  std::string name, category;
+  Type type;
+  int64_t offset = 0;
+  Attribute param; ///< #llm.param for parameters
+};
+
+/// Persistent layout: stable names, assigned in order of first appearance.
+struct PersistentLayout {
+  std::deque<Persistent> buffers; // stable addresses
+  llvm::StringMap<Persistent *> byName;
+  int64_t bytes = 0;
+
+  /// Registers (or finds) the buffer for a state argument; fails on a type
+  /// clash between programs.
+  FailureOr<Persistent *> get(Location loc, StringRef role, StringRef name, Type type,
+                              Attribute param) {
+    std::string key = role == "param" ? name.str() : (role + "/" + name).str();
+    if (Persistent *existing = byName.lookup(key)) {
+      if (existing->type != type)
+        return emitError(loc) << "persistent buffer '" << key << "' has type "
+                              << existing->type << " in one program and " << type
+                              << " in another";
+      return existing;
+    }
+    buffers.push_back({key, role == "param" ? "param" : "optim", type, bytes, param});
+    bytes = alignUp(bytes + bytesOf(type));
+    byName[key] = &buffers.back();
+    return &buffers.back();
+  }
+};
+
+/// Where one SSA value lives.
+struct Placement {
+  Value root;         ///< the class's root value (owns the bytes)
+  int64_t offset = 0; ///< byte offset from the root's start (views)
+};
+
+/// Per-program liveness, classes and offsets.
+class ProgramLowering {
+public:
+  ProgramLowering(func::FuncOp func, PersistentLayout &persistent)
+      : func(func), persistent(persistent) {}
+
+  /// Registers persistent state, assigns classes and transient offsets.
+  LogicalResult prepare() { return failure(failed(placeValues()) || failed(allocate())); }
+  /// Emits the exec.program (after every program is prepared, so the
+  /// persistent region's size is final).
+  LogicalResult emit(OpBuilder &builder, StringRef programName, StringRef kind);
+
+  int64_t transientPeak = 0;
+  std::map<std::string, int64_t> peakBreakdown;
+
+private:
+  LogicalResult placeValues();
+  LogicalResult allocate();
+  bool isPersistentArg(Value v) const { return persistentArgs.count(v); }
+
+  func::FuncOp func;
+  PersistentLayout &persistent;
+  llvm::DenseMap<Value, Persistent *> persistentArgs;
+  llvm::DenseMap<Value, Placement> placement;
+  llvm::DenseMap<Operation *, int64_t> index;
+  llvm::DenseMap<Value, int64_t> lastUse;
+  // Per class root: [start, end], byte size, assigned offset, name, category.
+  struct ClassInfo {
+    int64_t start = 0, end = 0, bytes = 0, offset = -1;
+    std::string name, category = "activation";
+  };
+  llvm::MapVector<Value, ClassInfo> classes;
+  llvm::DenseSet<Value> gradValues;
+  llvm::DenseSet<Operation *> viewOps;
+  int64_t numOps = 0;
+};
+
+/// Byte offset of a slice if it reads one contiguous range of its input.
+std::optional<int64_t> contiguousSliceOffset(llm::SliceOp slice) {
+  auto in = slice.getX().getType();
+  auto out = slice.getResult().getType();
+  ArrayRef<int64_t> offsets = slice.getOffsets();
+  // After the first dimension that is cut, every later dimension must be whole
+  // and every earlier one of size 1 in the result.
+  int64_t rank = in.getRank(), firstCut = rank;
+  for (int64_t d = 0; d < rank; ++d)
+    if (out.getDimSize(d) != in.getDimSize(d)) {
+      firstCut = d;
+      break;
+    }
+  for (int64_t d = 0; d < firstCut; ++d)
+    if (out.getDimSize(d) != 1 && in.getDimSize(d) != 1)
+      return std::nullopt;
+  for (int64_t d = firstCut + 1; d < rank; ++d)
+    if (out.getDimSize(d) != in.getDimSize(d))
+      return std::nullopt;
+  int64_t linear = 0, stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    linear += offsets[d] * stride;
+    stride *= in.getDimSize(d);
+  }
+  return linear * std::max<int64_t>(1, in.getElementTypeBitWidth() / 8);
+}
+
+LogicalResult ProgramLowering::placeValues() {
+  Block &body = func.getBody().front();
+  for (Operation &op : body)
+    index[&op] = numOps++;
+  for (Operation &op : body)
+    for (Value operand : op.getOperands())
+      lastUse[operand] = std::max(lastUse.lookup(operand), index[&op]);
+
+  // Gradients (for the memory plan): what reaches an optimizer update or a
+  // gradient output, through the accumulation adds and scales.
+  SmallVector<Value> worklist;
+  for (Operation &op : body)
+    if (auto adamw = dyn_cast<llm::AdamWOp>(op))
+      worklist.push_back(adamw.getGrad());
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+    if (func.getResultAttr(i, kGradOfAttr))
+      worklist.push_back(v);
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    if (!gradValues.insert(v).second)
+      continue;
+    if (Operation *def = v.getDefiningOp(); def && isa<llm::AddOp, llm::ScaleOp>(def))
+      for (Value operand : def->getOperands())
+        worklist.push_back(operand);
+  }
+
+  auto newClass = [&](Value v, int64_t start) {
+    placement[v] = {v, 0};
+    ClassInfo info;
+    info.start = start;
+    info.end = std::max(start, lastUse.lookup(v));
+    info.bytes = bytesOf(v.getType());
+    classes.insert({v, info});
+  };
+
+  // Arguments: persistent state, or program inputs live from the start.
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto role = func.getArgAttrOfType<StringAttr>(i, kRoleAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttr);
+    llm::ParamAttr param = llm::getParamAttr(func, i);
+    if (param || (role && role.getValue() != "input")) {
+      StringRef r = role ? role.getValue() : StringRef("param");
+      StringRef n = name ? name.getValue() : param.getName();
+      FailureOr<Persistent *> p = persistent.get(arg.getLoc(), r, n, arg.getType(), param);
+      if (failed(p))
+        return failure();
+      persistentArgs[arg] = *p;
+      continue;
+    }
+    newClass(arg, 0);
+    classes[arg].category = "input";
+    classes[arg].name = name ? name.getValue().str() : ("input" + Twine(i)).str();
+  }
+
+  // Results tied to state arguments are written straight into that state.
+  llvm::DenseMap<Value, Value> tiedTo;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+    if (auto tied = func.getResultAttrOfType<IntegerAttr>(i, kTiedToAttr)) {
+      Value arg = func.getArgument(tied.getInt());
+      for (OpOperand &use : arg.getUses())
+        if (v.getDefiningOp() && index[use.getOwner()] > index[v.getDefiningOp()])
+          return v.getDefiningOp()->emitOpError(
+              "updates state that is still read after it; cannot update in place");
+      tiedTo[v] = arg;
+    }
+
+  auto rootOf = [&](Value v) { return placement.lookup(v).root; };
+  for (Operation &op : body.without_terminator()) {
+    int64_t at = index[&op];
+    for (Value result : op.getResults()) {
+      if (Value arg = tiedTo.lookup(result)) {
+        persistentArgs[result] = persistentArgs.lookup(arg);
+        continue;
+      }
+      Value source;
+      int64_t viewOffset = 0;
+      if (auto reshape = dyn_cast<llm::ReshapeOp>(op)) {
+        source = reshape.getX();
+      } else if (auto slice = dyn_cast<llm::SliceOp>(op)) {
+        if (auto offset = contiguousSliceOffset(slice)) {
+          source = slice.getX();
+          viewOffset = *offset;
+        }
+      }
+      if (source) {
+        viewOps.insert(&op);
+        if (isPersistentArg(source)) {
+          persistentArgs[result] = persistentArgs.lookup(source);
+          if (viewOffset)
+            return op.emitOpError("views into persistent state are not supported");
+          continue;
+        }
+        Placement p = placement.lookup(source);
+        placement[result] = {p.root, p.offset + viewOffset};
+        ClassInfo &info = classes[p.root];
+        info.end = std::max(info.end, lastUse.lookup(result));
+        continue;
+      }
+      // In place: the first operand's class ends here and has the same size.
+      if (isa<llm::AddOp, llm::ScaleOp>(op) && result.getType() == op.getOperand(0).getType()) {
+        Value lhs = op.getOperand(0);
+        if (!isPersistentArg(lhs) && placement.count(lhs)) {
+          Value root = rootOf(lhs);
+          ClassInfo &info = classes[root];
+          Placement p = placement.lookup(lhs);
+          if (info.end == at && info.category == "activation" && p.offset == 0 &&
+              info.bytes == bytesOf(result.getType())) {
+            placement[result] = p;
+            info.end = std::max(at, lastUse.lookup(result));
+            continue;
+          }
+        }
+      }
+      newClass(result, at);
+    }
+  }
+
+  // Outputs live to the end of the program and carry their names.
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    if (tiedTo.count(v))
+      continue;
+    if (isPersistentArg(v) || !placement.count(v))
+      return ret.emitOpError("result ") << i << " must be computed by the program";
+    Value root = rootOf(v);
+    ClassInfo &info = classes[root];
+    if (placement.lookup(v).offset != 0 || bytesOf(v.getType()) != info.bytes ||
+        !info.name.empty()) {
+      // Shares bytes with something else: give the output its own copy.
+      return ret.emitOpError("result ") << i << " is a view of another value; "
+                                        << "outputs must own their buffer";
+    }
+    info.end = numOps;
+    info.category = "output";
+    if (auto gradOf = func.getResultAttrOfType<StringAttr>(i, kGradOfAttr))
+      info.name = ("grad/" + gradOf.getValue()).str();
+    else if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttr))
+      info.name = name.getValue().str();
+    else
+      info.name = ("output" + Twine(i)).str();
+  }
+  for (auto &[root, info] : classes)
+    if (info.category == "activation" && gradValues.contains(root))
+      info.category = "grad";
+  return success();
+}
+
+LogicalResult ProgramLowering::allocate() {
+  // First-fit over classes ordered by start.
+  SmallVector<Value> order;
+  for (auto &entry : classes)
+    order.push_back(entry.first);
+  llvm::stable_sort(order, [&](Value a, Value b) {
+    return classes[a].start < classes[b].start;
+  });
+  struct Live { int64_t offset, bytes, end; Value root; };
+  std::vector<Live> live;
+  for (Value root : order) {
+    ClassInfo &info = classes[root];
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [&](const Live &l) { return l.end < info.start; }),
+               live.end());
+    std::sort(live.begin(), live.end(),
+              [](const Live &a, const Live &b) { return a.offset < b.offset; });
+    int64_t candidate = 0, size = alignUp(std::max<int64_t>(info.bytes, 1));
+    for (const Live &l : live) {
+      if (candidate + size <= l.offset)
+        break;
+      candidate = std::max(candidate, alignUp(l.offset + l.bytes));
+    }
+    info.offset = candidate;
+    live.push_back({candidate, size, info.end, root});
+    int64_t top = candidate + size;
+    if (top > transientPeak) {
+      transientPeak = top;
+      peakBreakdown.clear();
+      for (const Live &l : live)
+        peakBreakdown[classes[l.root].category] += l.bytes;
+    }
+  }
+  return success();
+}
+
+LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringRef kind) {
+  Location loc = func.getLoc();
+  auto program = exec::ProgramOp::create(b, loc, programName, kind);
+  Block *block = new Block();
+  program.getBody().push_back(block);
+  OpBuilder pb = OpBuilder::atBlockEnd(block);
+  int64_t base = persistent.bytes;
+
+  llvm::DenseMap<Value, Value> buffers;
+  llvm::StringMap<Value> persistentBuffers;
+  auto bufferFor = [&](Value v) -> Value {
+    if (Value existing = buffers.lookup(v))
+      return existing;
+    MemRefType type = memrefOf(v.getType());
+    Value buffer;
+    if (Persistent *p = persistentArgs.lookup(v)) {
+      Value &shared = persistentBuffers[p->name];
+      if (!shared || shared.getType() != type) {
+        auto op = exec::BufferOp::create(pb, v.getLoc(), type, p->offset,
+                                         pb.getStringAttr(p->name), p->category);
+        if (p->param)
+          op->setAttr(llm::kParamAttrName, p->param);
+        shared = op;
+      }
+      buffer = shared;
+    } else {
+      Placement place = placement.lookup(v);
+      ClassInfo &info = classes[place.root];
+      bool owner = place.root == v;
+      StringAttr name = owner && !info.name.empty() ? pb.getStringAttr(info.name) : nullptr;
+      buffer = exec::BufferOp::create(pb, v.getLoc(), type, base + info.offset + place.offset,
+                                      name, info.category);
+    }
+    buffers[v] = buffer;
+    return buffer;
+  };
+
+  // Declare inputs first so the runtime sees them even if unused.
+  for (BlockArgument arg : func.getArguments())
+    bufferFor(arg);
+
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (viewOps.contains(&op)) {
+      bufferFor(op.getResult(0));
+      continue;
+    }
+    if (op.getDialect()->getNamespace() != "llm")
+      return op.emitOpError("cannot be lowered to exec (not an llm op)");
+    SmallVector<Value> ins, outs;
+    for (Value operand : op.getOperands())
+      ins.push_back(bufferFor(operand));
+    for (Value result : op.getResults())
+      outs.push_back(bufferFor(result));
+    StringRef callee = op.getName().stripDialect();
+    auto kernel = exec::KernelOp::create(pb, op.getLoc(), callee, ins, outs);
+    for (NamedAttribute attr : op.getAttrDictionary()) {
+      StringRef name = attr.getName().getValue();
+      if (name == "operandSegmentSizes" || name.contains('.'))
+        continue;
+      Attribute value = attr.getValue();
+      if (isa<UnitAttr>(value))
+        value = pb.getI64IntegerAttr(1);
+      else if (auto b = dyn_cast<BoolAttr>(value))
+        value = pb.getI64IntegerAttr(b.getValue());
+      else if (auto i = dyn_cast<IntegerAttr>(value))
+        value = pb.getI64IntegerAttr(i.getInt());
+      else if (auto f = dyn_cast<FloatAttr>(value))
+        value = pb.getF64FloatAttr(f.getValueAsDouble());
+      else if (!isa<DenseI64ArrayAttr>(value))
+        return op.emitOpError("attribute '") << name << "' has no kernel encoding";
+      kernel->setAttr(name, value);
+    }
+  }
+  // Outputs that are views of nothing computed here (none today) would need
+  // a copy; make sure every output has its buffer declared.
+  for (Value v : func.getBody().front().getTerminator()->getOperands())
+    bufferFor(v);
+  return success();
+}
+
+struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    // Entry points in a fixed order: function name → program name.
+    const std::pair<StringRef, StringRef> entries[] = {
+        {"train_step", "train_step"}, {"forward", "eval"}, {"logits", "logits"},
+        {"grad", "grad"}};
+    SmallVector<std::pair<func::FuncOp, StringRef>> todo;
+    for (auto [funcName, programName] : entries)
+      if (func::FuncOp f = lookupFunc(module, funcName))
+        todo.push_back({f, programName});
+    if (todo.empty()) {
+      module.emitError("lower-to-exec: no entry point (@train_step, @forward, "
+                       "@logits or @grad)");
+      return signalPassFailure();
+    }
+
+    PersistentLayout persistent;
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToEnd(module.getBody());
+    std::vector<std::unique_ptr<ProgramLowering>> lowerings;
+    int64_t transient = 0;
+    std::map<std::string, Attribute> programPlans;
+    for (auto [f, programName] : todo) {
+      flattenBlocks(f);
+      if (failed(inlineCalls(module, f)))
+        return signalPassFailure();
+    }
+    for (auto [f, programName] : todo) {
+      lowerings.push_back(std::make_unique<ProgramLowering>(f, persistent));
+      if (failed(lowerings.back()->prepare()))
+        return signalPassFailure();
+    }
+    for (auto [i, entry] : llvm::enumerate(todo)) {
+      auto &[f, programName] = entry;
+      ProgramLowering *lowering = lowerings[i].get();
+      if (failed(lowering->emit(b, programName, programName)))
+        return signalPassFailure();
+      transient = std::max(transient, lowering->transientPeak);
+      SmallVector<NamedAttribute> plan{
+          b.getNamedAttr("peak", b.getI64IntegerAttr(lowering->transientPeak))};
+      for (auto &[category, bytes] : lowering->peakBreakdown)
+        plan.push_back(b.getNamedAttr(category, b.getI64IntegerAttr(bytes)));
+      programPlans[programName.str()] = b.getDictionaryAttr(plan);
+    }
+    int64_t params = 0, optim = 0;
+    for (const Persistent &p : persistent.buffers)
+      (p.category == "param" ? params : optim) += bytesOf(p.type);
+
+    for (auto [f, programName] : todo)
+      f.erase();
+
+    SmallVector<NamedAttribute> programsAttr;
+    for (auto &[name, attr] : programPlans)
+      programsAttr.push_back(b.getNamedAttr(name, attr));
+    int64_t arena = persistent.bytes + transient;
+    module->setAttr(exec::kArenaBytesAttr, b.getI64IntegerAttr(arena));
+    module->setAttr("exec.memory_plan",
+                    b.getDictionaryAttr({
+                        b.getNamedAttr("arena", b.getI64IntegerAttr(arena)),
+                        b.getNamedAttr("persistent", b.getI64IntegerAttr(persistent.bytes)),
+                        b.getNamedAttr("params", b.getI64IntegerAttr(params)),
+                        b.getNamedAttr("optimizer_state", b.getI64IntegerAttr(optim)),
+                        b.getNamedAttr("programs", b.getDictionaryAttr(programsAttr)),
+                    }));
+  }
+};
+
+} // namespace

@@ -1,0 +1,241 @@
+//===- Optimizer.cpp - @train_step: accumulation, clipping, AdamW ---------===//
+//
+// The training step is ordinary tensor IR, so later passes (sharding, ZeRO,
+// lowering) see the optimizer like any other op. The microbatch loop is
+// unrolled: the step is static, and lowering reuses activation memory across
+// microbatches through liveness alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/Utils.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace llmc {
+#define GEN_PASS_DEF_OPTIMIZER
+#include "passes/Passes.h.inc"
+} // namespace llmc
+
+using namespace mlir;
+using namespace llmc;
+
+namespace {
+
+/// How a parameter is used, for the no-decay rule.
+bool usedAs(Value param, StringRef kind) {
+  for (OpOperand &use : param.getUses()) {
+    Operation *user = use.getOwner();
+    if (kind == "norm" && isa<llm::LayerNormOp, llm::RMSNormOp>(user) &&
+        use.getOperandNumber() > 0)
+      return true;
+    if (kind == "bias" && isa<llm::AddOp>(user) && use.getOperandNumber() == 1 &&
+        cast<RankedTensorType>(param.getType()).getRank() == 1)
+      return true;
+    if (kind == "embedding" && isa<llm::EmbeddingOp>(user) && use.getOperandNumber() == 0)
+      return true;
+  }
+  return false;
+}
+
+struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
+  using OptimizerBase::OptimizerBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp grad = lookupFunc(module, "grad");
+    func::FuncOp forward = lookupFunc(module, "forward");
+    if (!grad || !forward) {
+      module.emitError("optimizer: needs @forward and @grad (run llmc-autodiff first)");
+      return signalPassFailure();
+    }
+    if (microbatches < 1) {
+      module.emitError() << "optimizer: microbatches must be >= 1, got " << microbatches;
+      return signalPassFailure();
+    }
+    llvm::StringSet<> noDecayKinds;
+    for (StringRef kind : llvm::split(StringRef(noDecay), ',')) {
+      kind = kind.trim();
+      if (kind.empty() || kind == "none")
+        continue;
+      if (kind != "norm" && kind != "bias" && kind != "embedding") {
+        module.emitError() << "optimizer: unknown no-decay kind '" << kind
+                           << "' (expected norm, bias, embedding or none)";
+        return signalPassFailure();
+      }
+      noDecayKinds.insert(kind);
+    }
+    if (failed(build(module, forward, grad, noDecayKinds)))
+      return signalPassFailure();
+  }
+
+  LogicalResult build(ModuleOp module, func::FuncOp forward, func::FuncOp grad,
+                      const llvm::StringSet<> &noDecayKinds) {
+    MLIRContext *ctx = module.getContext();
+    OpBuilder b(ctx);
+    Location loc = grad.getLoc();
+    auto scalar = RankedTensorType::get({}, Float32Type::get(ctx));
+    int64_t M = microbatches;
+
+    // Classify @grad's arguments: parameters (trainable or frozen) and batch.
+    SmallVector<unsigned> paramArgs, trainableArgs, batchArgs;
+    for (unsigned i = 0; i < grad.getNumArguments(); ++i) {
+      llm::ParamAttr p = llm::getParamAttr(grad, i);
+      if (!p) {
+        batchArgs.push_back(i);
+        continue;
+      }
+      paramArgs.push_back(i);
+      if (p.getTrainable())
+        trainableArgs.push_back(i);
+    }
+    if (grad.getNumResults() != trainableArgs.size() + 1)
+      return grad.emitError("optimizer: @grad must return the loss and one "
+                            "gradient per trainable parameter");
+
+    // Signature of @train_step.
+    SmallVector<Type> argTypes;
+    SmallVector<DictionaryAttr> argAttrs;
+    auto attrs = [&](StringRef role, StringRef name, Attribute param = {}) {
+      SmallVector<NamedAttribute> list{b.getNamedAttr(kRoleAttr, b.getStringAttr(role)),
+                                       b.getNamedAttr(kNameAttr, b.getStringAttr(name))};
+      if (param)
+        list.push_back(b.getNamedAttr(llm::kParamAttrName, param));
+      return b.getDictionaryAttr(list);
+    };
+    auto paramName = [&](unsigned arg) { return llm::getParamAttr(grad, arg).getName(); };
+    for (unsigned i : paramArgs) {
+      argTypes.push_back(grad.getArgument(i).getType());
+      argAttrs.push_back(attrs("param", paramName(i), llm::getParamAttr(grad, i)));
+    }
+    for (StringRef role : {"adam_m", "adam_v"})
+      for (unsigned i : trainableArgs) {
+        argTypes.push_back(grad.getArgument(i).getType());
+        argAttrs.push_back(attrs(role, paramName(i)));
+      }
+    for (unsigned i : batchArgs) {
+      auto t = cast<RankedTensorType>(grad.getArgument(i).getType());
+      SmallVector<int64_t> shape{M};
+      shape.append(t.getShape().begin(), t.getShape().end());
+      argTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
+      auto name = grad.getArgAttrOfType<StringAttr>(i, kNameAttr);
+      argAttrs.push_back(attrs("input", name ? name.getValue()
+                                             : ("batch" + Twine(i)).str()));
+    }
+    argTypes.append({scalar, scalar});
+    argAttrs.push_back(attrs("input", "lr"));
+    argAttrs.push_back(attrs("input", "step"));
+
+    b.setInsertionPointToEnd(module.getBody());
+    auto step = func::FuncOp::create(b, loc, "train_step",
+                                     b.getFunctionType(argTypes, {}));
+    step.setAllArgAttrs(argAttrs);
+    Block *body = step.addEntryBlock();
+    b.setInsertionPointToStart(body);
+
+    size_t nParams = paramArgs.size(), nTrain = trainableArgs.size();
+    auto stepArg = [&](size_t i) { return body->getArgument(i); };
+    size_t mBase = nParams, vBase = nParams + nTrain, batchBase = nParams + 2 * nTrain;
+    Value lr = stepArg(batchBase + batchArgs.size());
+    Value stepNo = stepArg(batchBase + batchArgs.size() + 1);
+
+    // Microbatches: slice the batch, inline @grad, sum loss and gradients.
+    Value lossSum;
+    SmallVector<Value> gradSums(nTrain);
+    auto accumulate = [&](Value &sum, Value v) {
+      sum = sum ? llm::AddOp::create(b, loc, sum, v).getResult() : v;
+    };
+    Block &gradBody = grad.getBody().front();
+    for (int64_t mb = 0; mb < M; ++mb) {
+      IRMapping mapping;
+      for (auto [k, i] : llvm::enumerate(paramArgs))
+        mapping.map(grad.getArgument(i), stepArg(k));
+      for (auto [k, i] : llvm::enumerate(batchArgs)) {
+        Value whole = stepArg(batchBase + k);
+        auto wholeType = cast<RankedTensorType>(whole.getType());
+        auto t = cast<RankedTensorType>(grad.getArgument(i).getType());
+        SmallVector<int64_t> one(wholeType.getShape());
+        one[0] = 1;
+        SmallVector<int64_t> offsets(wholeType.getRank(), 0);
+        offsets[0] = mb;
+        Value part = whole;
+        if (M > 1)
+          part = llm::SliceOp::create(b, loc, RankedTensorType::get(one, t.getElementType()),
+                                      whole, offsets);
+        mapping.map(grad.getArgument(i), llm::ReshapeOp::create(b, loc, t, part));
+      }
+      for (Operation &op : gradBody.without_terminator()) {
+        Operation *clone = b.clone(op, mapping);
+        // A different dropout mask per microbatch.
+        if (auto dropout = dyn_cast<llm::DropoutOp>(clone); dropout && mb > 0)
+          dropout.setSeed(dropout.getSeed() ^
+                          static_cast<int64_t>((mb + 1) * 0x9E3779B97F4A7C15ull));
+      }
+      auto ret = cast<func::ReturnOp>(gradBody.getTerminator());
+      accumulate(lossSum, mapping.lookup(ret.getOperand(0)));
+      for (size_t t = 0; t < nTrain; ++t)
+        accumulate(gradSums[t], mapping.lookup(ret.getOperand(t + 1)));
+    }
+    Value loss = lossSum;
+    if (M > 1) {
+      APFloat inv(1.0 / static_cast<double>(M));
+      loss = llm::ScaleOp::create(b, loc, lossSum, inv);
+      for (Value &g : gradSums)
+        g = llm::ScaleOp::create(b, loc, g, inv);
+    }
+    // The global norm is always reported; it clips only when enabled.
+    Value norm;
+    if (nTrain > 0)
+      norm = llm::GlobalNormOp::create(b, loc, gradSums);
+    Value clipNorm = maxGradNorm > 0 ? norm : Value();
+
+    SmallVector<Value> results{loss}, newParams, newM, newV;
+    for (size_t t = 0; t < nTrain; ++t) {
+      unsigned arg = trainableArgs[t];
+      Value param = grad.getArgument(arg);
+      bool decay = llvm::none_of(noDecayKinds.keys(), [&](StringRef kind) {
+        return usedAs(forward.getArgument(arg), kind);
+      });
+      size_t paramIndex = llvm::find(paramArgs, arg) - paramArgs.begin();
+      auto update = llm::AdamWOp::create(
+          b, param.getLoc(), stepArg(paramIndex), gradSums[t], stepArg(mBase + t),
+          stepArg(vBase + t), lr, stepNo, clipNorm, APFloat(beta1.getValue()),
+          APFloat(beta2.getValue()), APFloat(epsilon.getValue()),
+          APFloat(decay ? weightDecay.getValue() : 0.0),
+          APFloat(maxGradNorm.getValue()));
+      newParams.push_back(update.getNewParam());
+      newM.push_back(update.getNewM());
+      newV.push_back(update.getNewV());
+    }
+    results.append(newParams);
+    results.append(newM);
+    results.append(newV);
+    if (norm)
+      results.push_back(norm);
+    func::ReturnOp::create(b, loc, results);
+
+    SmallVector<Type> resultTypes;
+    for (Value v : results)
+      resultTypes.push_back(v.getType());
+    step.setFunctionType(b.getFunctionType(argTypes, resultTypes));
+    step.setResultAttr(0, kRoleAttr, b.getStringAttr("output"));
+    step.setResultAttr(0, kNameAttr, b.getStringAttr("loss"));
+    if (norm) {
+      step.setResultAttr(results.size() - 1, kRoleAttr, b.getStringAttr("output"));
+      step.setResultAttr(results.size() - 1, kNameAttr, b.getStringAttr("grad_norm"));
+    }
+    for (size_t t = 0; t < nTrain; ++t) {
+      size_t paramIndex = llvm::find(paramArgs, trainableArgs[t]) - paramArgs.begin();
+      int64_t tied[3] = {static_cast<int64_t>(paramIndex),
+                         static_cast<int64_t>(mBase + t), static_cast<int64_t>(vBase + t)};
+      for (int k = 0; k < 3; ++k)
+        step.setResultAttr(1 + k * nTrain + t, kTiedToAttr, b.getI64IntegerAttr(tied[k]));
+    }
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,44 @@
+//===- Passes.h - llmc passes and pipelines ---------------------*- C++ -*-===//
+#ifndef LLMC_PASSES_PASSES_H
+#define LLMC_PASSES_PASSES_H
+
+#include "dialects/Exec/ExecDialect.h"
+#include "dialects/LLM/LLMDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <string>
+
+namespace llmc {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+/// Everything the training pipeline is configured by (the `llmc compile`
+/// flags map onto this one to one).
+struct TrainingPipelineOptions {
+  std::string precision = "fp32"; ///< fp32 | bf16
+  int64_t microbatches = 1;
+  double beta1 = 0.9, beta2 = 0.95, epsilon = 1e-8, weightDecay = 0.1;
+  std::string noDecay = "norm,bias";
+  double maxGradNorm = 1.0;
+  /// Stop after this stage: graph | train | exec.
+  std::string emit = "exec";
+};
+
+/// forward graph → (precision) → autodiff → optimizer → inference entry
+/// points → lower-to-exec, with verifiers between phases.
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const TrainingPipelineOptions &options);
+
+/// Registers every pass and the `llmc-train-pipeline` pipeline.
+void registerPasses();
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+} // namespace llmc
+
+#endif

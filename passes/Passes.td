@@ -1,0 +1,108 @@
+//===- Passes.td - every llmc pass -------------------------*- tablegen -*-===//
+//
+// One declaration per pass; the implementation lives in <PassName>.cpp and
+// the lit test in test/passes/<pass-flag>.mlir.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LLMC_PASSES
+#define LLMC_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def FlattenBlocks : Pass<"llmc-flatten-blocks", "mlir::func::FuncOp"> {
+  let summary = "Inlines llm.block regions, tagging each op with its block";
+  let description = [{
+    Moves the ops of every `llm.block` into the enclosing function and sets
+    the discardable attribute `llm.block_name` on each, so later passes
+    (FSDP, recompute, pipeline) still see the layer structure while
+    autodiff and lowering work on straight-line code.
+  }];
+  let dependentDialects = ["::llmc::llm::LLMDialect"];
+}
+
+def Autodiff : Pass<"llmc-autodiff", "mlir::ModuleOp"> {
+  let summary = "Derives the gradient function from @forward";
+  let description = [{
+    Creates `@grad` with the arguments of `@forward`, returning the loss
+    followed by the gradient of every trainable parameter (in argument
+    order; each result carries `llmc.grad_of = "<param name>"`). Reverse-mode:
+    one VJP rule per op (passes/VJPRules.cpp); only values that depend on a
+    trainable parameter get gradients. Backward ops carry the location and
+    `llm.block_name` of the forward op they differentiate.
+  }];
+  let options = [
+    Option<"forwardName", "forward", "std::string", "\"forward\"",
+           "Function to differentiate">,
+    Option<"gradName", "grad", "std::string", "\"grad\"",
+           "Name of the generated gradient function">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect"];
+}
+
+def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
+  let summary = "Builds @train_step: microbatch accumulation, clipping, AdamW";
+  let description = [{
+    From `@grad` creates `@train_step(params, adam m, adam v, tokens[M,B,T],
+    targets[M,B,T], lr, step) -> (loss, params', m', v', grad_norm)`: runs the gradient
+    function once per microbatch, averages loss and gradients, optionally
+    clips by global norm and applies one AdamW update per trainable
+    parameter. Weight decay skips the parameter kinds listed in `no-decay`
+    (norm gains, biases, embedding tables, recognised by how the graph uses
+    them). Arguments and results carry `llmc.role`/`llmc.name`; updated
+    state results carry `llmc.tied_to` (the argument they overwrite).
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", "1", "Microbatches per step">,
+    Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", "0.95", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double", "1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.1", "Decoupled weight decay">,
+    Option<"noDecay", "no-decay", "std::string", "\"norm,bias\"",
+           "Parameter kinds without weight decay: any of norm, bias, embedding">,
+    Option<"maxGradNorm", "max-grad-norm", "double", "1.0",
+           "Global gradient-norm clip (0 disables)">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect"];
+}
+
+def InferenceEntryPoints : Pass<"llmc-inference-entry-points", "mlir::ModuleOp"> {
+  let summary = "Derives @logits from @forward";
+  let description = [{
+    Clones `@forward` into `@logits(params, tokens) -> logits`, returning the
+    logits operand of the final `llm.cross_entropy` (used by evaluation
+    sampling and generation).
+  }];
+  let dependentDialects = ["::llmc::llm::LLMDialect"];
+}
+
+def Precision : Pass<"llmc-precision", "mlir::ModuleOp"> {
+  let summary = "Mixed precision: bf16 compute with fp32 master weights";
+  let description = [{
+    Rewrites `@forward` so every parameter is cast to the compute type where
+    it is used and activations flow in that type; normalization statistics,
+    softmax, the loss and the optimizer stay fp32. Runs before autodiff, so
+    gradients come out in fp32 through the casts' VJPs.
+  }];
+  let options = [
+    Option<"computeType", "compute-type", "std::string", "\"bf16\"",
+           "Compute element type: bf16, f16 or f32 (no-op)">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect"];
+}
+
+def LowerToExec : Pass<"llmc-lower-to-exec", "mlir::ModuleOp"> {
+  let summary = "Kernel selection, buffer liveness and static arena offsets";
+  let description = [{
+    Lowers `@train_step`, `@forward` and `@logits` (whichever exist) into
+    `exec.program`s. Persistent state (parameters, optimizer moments, inputs,
+    outputs) is laid out first under stable names; every other value gets a
+    buffer whose lifetime is its first definition to last use, packed by a
+    first-fit allocator so nothing is allocated during a step. Reshapes and
+    contiguous slices become views. The module receives `exec.arena_bytes`
+    and the memory-plan attribute `exec.memory_plan`.
+  }];
+  let dependentDialects = ["::llmc::exec::ExecDialect"];
+}
+
+#endif // LLMC_PASSES

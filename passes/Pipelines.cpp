@@ -1,0 +1,75 @@
+//===- Pipelines.cpp - the training pipeline, built and registered --------===//
+//
+// `llmc compile` and `llmc-opt --llmc-train-pipeline` run exactly the same
+// pass list, so every lit test of the pipeline tests what users run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void llmc::buildTrainingPipeline(OpPassManager &pm,
+                                 const TrainingPipelineOptions &options) {
+  if (options.precision != "fp32") {
+    PrecisionOptions precision;
+    precision.computeType = options.precision;
+    pm.addPass(createPrecision(precision));
+  }
+  if (options.emit == "graph")
+    return;
+  pm.addPass(createAutodiff());
+  OptimizerOptions optimizer;
+  optimizer.microbatches = options.microbatches;
+  optimizer.beta1 = options.beta1;
+  optimizer.beta2 = options.beta2;
+  optimizer.epsilon = options.epsilon;
+  optimizer.weightDecay = options.weightDecay;
+  optimizer.noDecay = options.noDecay;
+  optimizer.maxGradNorm = options.maxGradNorm;
+  pm.addPass(createOptimizer(optimizer));
+  pm.addPass(createInferenceEntryPoints());
+  pm.addPass(createCSEPass());
+  if (options.emit == "train")
+    return;
+  pm.addPass(createLowerToExec());
+}
+
+namespace {
+struct TrainingPipelineCLOptions
+    : public PassPipelineOptions<TrainingPipelineCLOptions> {
+  Option<std::string> precision{*this, "precision",
+                                llvm::cl::desc("fp32 | bf16 | f16"),
+                                llvm::cl::init("fp32")};
+  Option<int64_t> microbatches{*this, "microbatches",
+                               llvm::cl::desc("Microbatches per step"),
+                               llvm::cl::init(1)};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("AdamW weight decay"),
+                             llvm::cl::init(0.1)};
+  Option<double> maxGradNorm{*this, "max-grad-norm",
+                             llvm::cl::desc("Gradient clip (0 disables)"),
+                             llvm::cl::init(1.0)};
+  Option<std::string> emit{*this, "emit", llvm::cl::desc("graph | train | exec"),
+                           llvm::cl::init("exec")};
+};
+} // namespace
+
+void llmc::registerPasses() {
+  registerLLMCPasses();
+  PassPipelineRegistration<TrainingPipelineCLOptions>(
+      "llmc-train-pipeline",
+      "Forward graph to per-rank exec programs (what `llmc compile` runs)",
+      [](OpPassManager &pm, const TrainingPipelineCLOptions &cl) {
+        llmc::TrainingPipelineOptions options;
+        options.precision = cl.precision;
+        options.microbatches = cl.microbatches;
+        options.weightDecay = cl.weightDecay;
+        options.maxGradNorm = cl.maxGradNorm;
+        options.emit = cl.emit;
+        llmc::buildTrainingPipeline(pm, options);
+      });
+}

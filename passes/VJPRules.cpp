@@ -1,0 +1,197 @@
+//===- VJPRules.cpp - one VJP rule per differentiable op ------------------===//
+//
+// The whole of llmc's differentiation knowledge: for each op, how the
+// gradient of its results becomes the gradient of its operands. Rules emit
+// ordinary llm ops (backward kernels are ops too), so everything after
+// autodiff — sharding, recompute, lowering — treats forward and backward
+// alike. Every rule is checked against central finite differences in
+// float64 by test/unit/compiler/VJPTest.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/VJPRules.h"
+
+#include "dialects/LLM/LLMDialect.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace llmc;
+using namespace llmc::llm;
+
+namespace {
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Sums `grad` down to `target`'s shape when `target` was broadcast.
+Value unbroadcast(OpBuilder &b, Location loc, Value grad, Value target) {
+  if (grad.getType() == target.getType())
+    return grad;
+  return ReduceSumOp::create(b, loc, target.getType(), grad);
+}
+
+Value reshapeTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, tensorType(v).getElementType());
+  if (type == v.getType())
+    return v;
+  return ReshapeOp::create(b, loc, type, v);
+}
+
+using Grads = SmallVector<Value>;
+
+FailureOr<Grads> matmulVJP(OpBuilder &b, MatmulOp op, Value dc, ArrayRef<bool> need) {
+  Location loc = op.getLoc();
+  Value a = op.getA(), bm = op.getB();
+  bool ta = op.getTransposeA(), tb = op.getTransposeB();
+  RankedTensorType at = tensorType(a), bt = tensorType(bm);
+  bool sharedB = bt.getRank() == 2 && at.getRank() > 2;
+  Grads grads(2);
+  if (need[0]) {
+    if (!ta) {
+      // dA = dC·Bᵀ, and Bᵀ is b itself when b was transposed.
+      grads[0] = MatmulOp::create(b, loc, dc, bm, false, !tb);
+    } else if (!sharedB) {
+      // a = Aᵀ: da = (dC·Bᵀ)ᵀ = B·dCᵀ.
+      grads[0] = MatmulOp::create(b, loc, bm, dc, tb, true);
+    } else {
+      return op.emitOpError("has no VJP for transpose_a with a shared 2-D b");
+    }
+  }
+  if (need[1]) {
+    Value lhs = a, rhs = dc;
+    if (sharedB) {
+      // Fold the leading dimensions into rows: dB = Σ over rows of Aᵀ·dC.
+      if (ta)
+        return op.emitOpError("has no VJP for transpose_a with a shared 2-D b");
+      int64_t k = at.getShape().back(), n = tensorType(dc).getShape().back();
+      lhs = reshapeTo(b, loc, a, {at.getNumElements() / k, k});
+      rhs = reshapeTo(b, loc, dc, {tensorType(dc).getNumElements() / n, n});
+    }
+    if (!tb)
+      grads[1] = MatmulOp::create(b, loc, lhs, rhs, !ta, false); // Aᵀ·dC
+    else
+      grads[1] = MatmulOp::create(b, loc, rhs, lhs, true, ta); // dCᵀ·A
+  }
+  return grads;
+}
+
+FailureOr<Grads> attentionVJP(OpBuilder &b, AttentionOp op, ArrayRef<Value> dys,
+                              ArrayRef<bool> need) {
+  if (dys[1])
+    return op.emitOpError("has no VJP through its lse result");
+  auto grad = AttentionGradOp::create(
+      b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getOut(), op.getLse(),
+      dys[0], op.getSegmentIds(), op.getScale(), op.getCausal());
+  Grads grads{grad.getDq(), grad.getDk(), grad.getDv()};
+  if (op.getSegmentIds())
+    grads.push_back(Value());
+  return grads;
+}
+
+FailureOr<Grads> concatVJP(OpBuilder &b, ConcatOp op, Value dy, ArrayRef<bool> need) {
+  Grads grads;
+  int64_t offset = 0, dim = op.getDim();
+  for (auto [i, input] : llvm::enumerate(op.getInputs())) {
+    RankedTensorType t = tensorType(input);
+    SmallVector<int64_t> offsets(t.getRank(), 0);
+    offsets[dim] = offset;
+    offset += t.getDimSize(dim);
+    grads.push_back(need[i] ? Value(SliceOp::create(b, op.getLoc(), t, dy, offsets))
+                            : Value());
+  }
+  return grads;
+}
+
+} // namespace
+
+FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
+                                            ArrayRef<Value> dys,
+                                            ArrayRef<bool> need) {
+  Location loc = op->getLoc();
+  Value dy = dys.empty() ? Value() : dys[0];
+  return TypeSwitch<Operation *, FailureOr<Grads>>(op)
+      .Case([&](MatmulOp m) { return matmulVJP(b, m, dy, need); })
+      .Case([&](AddOp add) -> FailureOr<Grads> {
+        return Grads{dy, need[1] ? unbroadcast(b, loc, dy, add.getRhs()) : Value()};
+      })
+      .Case([&](MulOp mul) -> FailureOr<Grads> {
+        Grads grads(2);
+        if (need[0])
+          grads[0] = MulOp::create(b, loc, dy, mul.getRhs());
+        if (need[1])
+          grads[1] = unbroadcast(b, loc, MulOp::create(b, loc, dy, mul.getLhs()),
+                                 mul.getRhs());
+        return grads;
+      })
+      .Case([&](ScaleOp s) -> FailureOr<Grads> {
+        return Grads{ScaleOp::create(b, loc, dy, s.getFactor())};
+      })
+      .Case([&](GeluOp g) -> FailureOr<Grads> {
+        return Grads{GeluGradOp::create(b, loc, g.getX(), dy)};
+      })
+      .Case([&](SiluOp s) -> FailureOr<Grads> {
+        return Grads{SiluGradOp::create(b, loc, s.getX(), dy)};
+      })
+      .Case([&](SwigluOp s) -> FailureOr<Grads> {
+        auto g = SwigluGradOp::create(b, loc, s.getGate(), s.getUp(), dy);
+        return Grads{g.getDgate(), g.getDup()};
+      })
+      .Case([&](DropoutOp d) -> FailureOr<Grads> {
+        // The mask depends only on (seed, step, index): same op, same mask.
+        return Grads{DropoutOp::create(b, loc, dy, d.getRate(), d.getSeed())};
+      })
+      .Case([&](CastOp c) -> FailureOr<Grads> {
+        return Grads{CastOp::create(b, loc, c.getX().getType(), dy)};
+      })
+      .Case([&](LayerNormOp ln) -> FailureOr<Grads> {
+        auto g = LayerNormGradOp::create(b, loc, ln.getX(), ln.getGamma(), dy,
+                                         ln.getEpsilon());
+        return Grads{g.getDx(), g.getDgamma(), g.getDbeta()};
+      })
+      .Case([&](RMSNormOp rn) -> FailureOr<Grads> {
+        auto g = RMSNormGradOp::create(b, loc, rn.getX(), rn.getGamma(), dy,
+                                       rn.getEpsilon());
+        return Grads{g.getDx(), g.getDgamma()};
+      })
+      .Case([&](EmbeddingOp e) -> FailureOr<Grads> {
+        return Grads{EmbeddingGradOp::create(b, loc, e.getTable().getType(),
+                                             e.getIds(), dy),
+                     Value()};
+      })
+      .Case([&](RopeOp r) -> FailureOr<Grads> {
+        // A rotation's transpose is the opposite rotation.
+        return Grads{RopeOp::create(b, loc, dy, r.getTheta(), !r.getInverse())};
+      })
+      .Case([&](AttentionOp a) { return attentionVJP(b, a, dys, need); })
+      .Case([&](CrossEntropyOp ce) -> FailureOr<Grads> {
+        return Grads{CrossEntropyGradOp::create(b, loc, ce.getLogits(),
+                                                ce.getTargets(), dy,
+                                                ce.getIgnoreIndex()),
+                     Value()};
+      })
+      .Case([&](ReshapeOp r) -> FailureOr<Grads> {
+        return Grads{ReshapeOp::create(b, loc, r.getX().getType(), dy)};
+      })
+      .Case([&](TransposeOp t) -> FailureOr<Grads> {
+        ArrayRef<int64_t> perm = t.getPermutation();
+        SmallVector<int64_t> inverse(perm.size());
+        for (auto [i, p] : llvm::enumerate(perm))
+          inverse[p] = i;
+        return Grads{TransposeOp::create(b, loc, t.getX().getType(), dy, inverse)};
+      })
+      .Case([&](SliceOp s) -> FailureOr<Grads> {
+        return Grads{PadOp::create(b, loc, s.getX().getType(), dy, s.getOffsets())};
+      })
+      .Case([&](PadOp p) -> FailureOr<Grads> {
+        return Grads{SliceOp::create(b, loc, p.getX().getType(), dy, p.getOffsets())};
+      })
+      .Case([&](ConcatOp c) { return concatVJP(b, c, dy, need); })
+      .Case([&](ReduceSumOp r) -> FailureOr<Grads> {
+        // Broadcast back: zeros of the input's shape plus dy (add broadcasts).
+        Value zeros = FillOp::create(b, loc, r.getX().getType(), APFloat(0.0));
+        return Grads{AddOp::create(b, loc, zeros, dy)};
+      })
+      .Case([&](FillOp) -> FailureOr<Grads> { return Grads{}; })
+      .Default([&](Operation *other) -> FailureOr<Grads> {
+        return other->emitOpError("has no VJP rule; autodiff cannot differentiate it");
+      });
+}

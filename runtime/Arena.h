@@ -1,0 +1,33 @@
+//===- Arena.h - the one allocation of a run --------------------*- C++ -*-===//
+//
+// The compiler planned every byte; the runtime allocates the arena once and
+// never again during training.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_ARENA_H
+#define LLMC_RUNTIME_ARENA_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace llmc {
+
+class Arena {
+public:
+  explicit Arena(size_t bytes);
+  ~Arena();
+  Arena(const Arena &) = delete;
+  Arena &operator=(const Arena &) = delete;
+
+  uint8_t *base() const { return base_; }
+  size_t size() const { return size_; }
+
+private:
+  uint8_t *base_ = nullptr;
+  size_t size_ = 0;
+};
+
+} // namespace llmc
+
+#endif

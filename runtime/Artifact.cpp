@@ -1,0 +1,233 @@
+//===- Artifact.cpp - load and verify a .llmc artifact --------------------===//
+
+#include "runtime/Artifact.h"
+
+#include "runtime/ArtifactFormat.h"
+#include "runtime/schema/artifact_generated.h"
+#include "runtime/support/Error.h"
+
+#include <fstream>
+#include <iterator>
+
+namespace llmc {
+
+size_t BufferInfo::bytes() const {
+  size_t n = dtypeSize(dtype);
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+int64_t ParameterInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+const char *instructionKindName(InstructionKind kind) {
+  static const char *names[] = {"kernel", "all_reduce", "all_gather", "reduce_scatter",
+                                "broadcast", "reduce", "all_to_all", "send", "recv",
+                                "record_event", "wait_event"};
+  return names[static_cast<int>(kind)];
+}
+
+int ProgramInfo::findBuffer(const std::string &bufferName) const {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name == bufferName)
+      return static_cast<int>(i);
+  return -1;
+}
+
+const ProgramInfo *Artifact::program(const std::string &programName) const {
+  for (const ProgramInfo &p : programs)
+    if (p.name == programName)
+      return &p;
+  return nullptr;
+}
+
+std::string Artifact::meta(const std::string &key, const std::string &fallback) const {
+  auto it = metadata.find(key);
+  return it == metadata.end() ? fallback : it->second;
+}
+
+double Artifact::metaNumber(const std::string &key, double fallback) const {
+  auto it = metadata.find(key);
+  if (it == metadata.end())
+    return fallback;
+  try {
+    return std::stod(it->second);
+  } catch (const std::exception &) {
+    fail(path, ": metadata '", key, "' is not a number: '", it->second, "'");
+  }
+}
+
+namespace {
+
+std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
+
+template <typename T> std::vector<T> vec(const flatbuffers::Vector<T> *v) {
+  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
+}
+
+DType dtypeOf(fb::DType d, const std::string &where) {
+  if (static_cast<int>(d) > static_cast<int>(DType::F64))
+    fail(where, ": unknown dtype ", static_cast<int>(d));
+  return static_cast<DType>(d);
+}
+
+ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
+                          uint64_t arenaBytes) {
+  ProgramInfo program;
+  program.name = str(p->name());
+  program.peakBytes = p->peak_bytes();
+  std::string where = file + ": program '" + program.name + "'";
+  if (p->buffers())
+    for (size_t i = 0; i < p->buffers()->size(); ++i) {
+      const fb::Buffer *b = p->buffers()->Get(i);
+      std::string bufWhere = where + " buffer " + std::to_string(i);
+      BufferInfo info;
+      info.name = str(b->name());
+      info.category = str(b->category());
+      info.offset = b->offset();
+      info.dtype = dtypeOf(b->dtype(), bufWhere);
+      info.shape = vec(b->shape());
+      for (int64_t d : info.shape)
+        if (d < 0)
+          fail(bufWhere, ": negative dimension ", d);
+      if (info.offset + info.bytes() > arenaBytes)
+        fail(bufWhere, " ('", info.name, "'): bytes [", info.offset, ", ",
+             info.offset + info.bytes(), ") lie outside the arena of ", arenaBytes, " bytes");
+      program.buffers.push_back(std::move(info));
+    }
+  if (p->instructions())
+    for (size_t i = 0; i < p->instructions()->size(); ++i) {
+      const fb::Instruction *in = p->instructions()->Get(i);
+      std::string instWhere = where + " instruction " + std::to_string(i);
+      InstructionInfo info;
+      if (static_cast<int>(in->kind()) > static_cast<int>(fb::OpKind::WaitEvent))
+        fail(instWhere, ": unknown kind ", static_cast<int>(in->kind()));
+      info.kind = static_cast<InstructionKind>(in->kind());
+      info.kernel = str(in->kernel());
+      info.inputs = vec(in->inputs());
+      info.outputs = vec(in->outputs());
+      for (uint32_t index : info.inputs)
+        if (index >= program.buffers.size())
+          fail(instWhere, ": input buffer index ", index, " out of range (",
+               program.buffers.size(), " buffers)");
+      for (uint32_t index : info.outputs)
+        if (index >= program.buffers.size())
+          fail(instWhere, ": output buffer index ", index, " out of range (",
+               program.buffers.size(), " buffers)");
+      if (in->ints())
+        for (const fb::IntAttr *a : *in->ints()) info.attrs.setInt(a->name()->str(), a->value());
+      if (in->floats())
+        for (const fb::FloatAttr *a : *in->floats())
+          info.attrs.setFloat(a->name()->str(), a->value());
+      if (in->arrays())
+        for (const fb::IntsAttr *a : *in->arrays())
+          info.attrs.setInts(a->name()->str(), vec(a->values()));
+      if (in->group())
+        for (const flatbuffers::String *g : *in->group()) info.group.push_back(g->str());
+      info.reduction = str(in->reduction());
+      info.root = in->root();
+      info.axis = str(in->axis());
+      info.shift = in->shift();
+      info.tag = in->tag();
+      info.event = in->event();
+      info.stream = in->stream();
+      info.location = str(in->location());
+      if (info.kind == InstructionKind::Kernel && info.kernel.empty())
+        fail(instWhere, ": kernel instruction without a kernel name");
+      program.instructions.push_back(std::move(info));
+    }
+  return program;
+}
+
+} // namespace
+
+Artifact loadArtifact(const std::string &path, int rank) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    fail("cannot open artifact '", path, "'");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
+                             std::istreambuf_iterator<char>());
+  if (bytes.size() < 8 || !fb::ArtifactBufferHasIdentifier(bytes.data()))
+    fail(path, ": not an llmc artifact (missing the 'LLMC' file identifier)");
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  if (!fb::VerifyArtifactBuffer(verifier))
+    fail(path, ": corrupt artifact (FlatBuffers verification failed)");
+
+  const fb::Artifact *root = fb::GetArtifact(bytes.data());
+  Artifact artifact;
+  artifact.path = path;
+  artifact.schemaVersion = root->schema_version();
+  if (artifact.schemaVersion / 100 != kArtifactSchemaVersion / 100)
+    fail(path, ": schema_version ", artifact.schemaVersion,
+         " is not compatible with this runtime (", kArtifactSchemaVersion, ")");
+  artifact.contentHash = root->content_hash();
+  {
+    std::vector<uint8_t> copy = bytes;
+    fb::GetMutableArtifact(copy.data())->mutate_content_hash(0);
+    uint64_t actual = fnv1a64(copy.data(), copy.size());
+    if (actual != artifact.contentHash)
+      fail(path, ": content_hash mismatch (stored ", artifact.contentHash, ", computed ",
+           actual, "): the file was modified or truncated");
+  }
+  artifact.producer = str(root->producer());
+  artifact.backend = str(root->backend());
+  if (artifact.backend != "cpu" && artifact.backend != "cuda")
+    fail(path, ": unknown backend '", artifact.backend, "'");
+  if (root->mesh())
+    for (const fb::MeshAxis *axis : *root->mesh())
+      artifact.mesh.push_back({axis->name()->str(), axis->size()});
+  artifact.worldSize = root->world_size();
+  if (artifact.worldSize < 1)
+    fail(path, ": world_size must be >= 1, got ", artifact.worldSize);
+  if (root->metadata())
+    for (const fb::KeyValue *kv : *root->metadata())
+      artifact.metadata[kv->key()->str()] = str(kv->value());
+
+  const fb::Role *role = nullptr;
+  if (root->roles())
+    for (const fb::Role *candidate : *root->roles()) {
+      std::vector<int> ranks = vec(candidate->ranks());
+      for (int r : ranks)
+        if (r == rank)
+          role = candidate;
+    }
+  if (!role)
+    fail(path, ": no role for rank ", rank, " (world size ", artifact.worldSize, ")");
+  artifact.ranks = vec(role->ranks());
+  if (!role->memory())
+    fail(path, ": role of rank ", rank, " has no memory plan");
+  const fb::MemoryPlan *plan = role->memory();
+  artifact.memory.arenaBytes = plan->arena_bytes();
+  artifact.memory.persistentBytes = plan->persistent_bytes();
+  artifact.memory.peakBytes = plan->peak_bytes();
+  if (plan->breakdown())
+    for (const fb::MemoryCategory *c : *plan->breakdown())
+      artifact.memory.breakdown.push_back({c->name()->str(), c->bytes()});
+  if (!role->programs() || role->programs()->size() == 0)
+    fail(path, ": role of rank ", rank, " has no programs");
+  for (const fb::Program *p : *role->programs())
+    artifact.programs.push_back(decodeProgram(p, path, artifact.memory.arenaBytes));
+  if (role->parameters())
+    for (const fb::Parameter *p : *role->parameters()) {
+      ParameterInfo info;
+      info.name = p->name()->str();
+      info.shape = vec(p->shape());
+      info.dtype = dtypeOf(p->dtype(), path + ": parameter '" + info.name + "'");
+      info.offset = p->offset();
+      info.init = str(p->init());
+      info.scale = p->scale();
+      info.trainable = p->trainable();
+      if (info.offset + info.numel() * dtypeSize(info.dtype) > artifact.memory.arenaBytes)
+        fail(path, ": parameter '", info.name, "' lies outside the arena");
+      if (info.init != "normal" && info.init != "uniform" && info.init != "zeros" &&
+          info.init != "ones")
+        fail(path, ": parameter '", info.name, "' has unknown init '", info.init, "'");
+      artifact.parameters.push_back(std::move(info));
+    }
+  return artifact;
+}
+
+} // namespace llmc

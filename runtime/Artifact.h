@@ -1,0 +1,98 @@
+//===- Artifact.h - a loaded, verified .llmc artifact -----------*- C++ -*-===//
+//
+// loadArtifact() runs the FlatBuffers verifier, checks the schema version and
+// content hash, then decodes the rank's role into plain structs and checks
+// their semantics (every buffer inside the arena, every instruction operand a
+// valid buffer index, parameters consistent with their buffers). Errors throw
+// RuntimeError naming the file, program, instruction index and field.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_ARTIFACT_H
+#define LLMC_RUNTIME_ARTIFACT_H
+
+#include "kernels/Kernel.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+struct BufferInfo {
+  std::string name, category;
+  uint64_t offset = 0;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  size_t bytes() const;
+};
+
+enum class InstructionKind : uint8_t {
+  Kernel, AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll,
+  Send, Recv, RecordEvent, WaitEvent
+};
+const char *instructionKindName(InstructionKind kind);
+
+struct InstructionInfo {
+  InstructionKind kind = InstructionKind::Kernel;
+  std::string kernel;
+  std::vector<uint32_t> inputs, outputs;
+  KernelAttrs attrs;
+  std::vector<std::string> group;
+  std::string reduction;
+  int64_t root = 0, shift = 0, tag = 0, event = 0;
+  int32_t stream = 0;
+  std::string location;
+};
+
+struct ProgramInfo {
+  std::string name;
+  std::vector<BufferInfo> buffers;
+  std::vector<InstructionInfo> instructions;
+  uint64_t peakBytes = 0;
+  /// Index of the buffer with this name, or -1.
+  int findBuffer(const std::string &name) const;
+};
+
+struct ParameterInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  uint64_t offset = 0;
+  std::string init;
+  double scale = 0;
+  bool trainable = true;
+  int64_t numel() const;
+};
+
+struct MemoryPlanInfo {
+  uint64_t arenaBytes = 0, persistentBytes = 0, peakBytes = 0;
+  std::vector<std::pair<std::string, uint64_t>> breakdown;
+};
+
+struct Artifact {
+  std::string path;
+  uint32_t schemaVersion = 0;
+  uint64_t contentHash = 0;
+  std::string producer, backend;
+  std::vector<std::pair<std::string, int>> mesh;
+  int worldSize = 1;
+  std::vector<int> ranks; ///< ranks that run this role
+  std::vector<ProgramInfo> programs;
+  std::vector<ParameterInfo> parameters;
+  MemoryPlanInfo memory;
+  std::map<std::string, std::string> metadata;
+
+  /// The program with this name, or null.
+  const ProgramInfo *program(const std::string &name) const;
+  /// Metadata as text / number, with a fallback when absent.
+  std::string meta(const std::string &key, const std::string &fallback = "") const;
+  double metaNumber(const std::string &key, double fallback) const;
+};
+
+/// Loads the role of `rank` from `path`.
+Artifact loadArtifact(const std::string &path, int rank = 0);
+
+} // namespace llmc
+
+#endif

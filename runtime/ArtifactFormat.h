@@ -1,0 +1,31 @@
+//===- ArtifactFormat.h - constants shared by writer and reader -*- C++ -*-===//
+//
+// The artifact is a FlatBuffer (schema/artifact.fbs) whose `content_hash`
+// is the FNV-1a 64 hash of the whole buffer computed while the field holds 0
+// (the writer builds with force-defaults so the field is always present,
+// then patches it in place).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_ARTIFACTFORMAT_H
+#define LLMC_RUNTIME_ARTIFACTFORMAT_H
+
+#include <cstddef>
+#include <cstdint>
+
+namespace llmc {
+
+/// major * 100 + minor. The runtime accepts the same major version.
+inline constexpr uint32_t kArtifactSchemaVersion = 100;
+
+inline uint64_t fnv1a64(const uint8_t *data, size_t size) {
+  uint64_t hash = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) {
+    hash ^= data[i];
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+} // namespace llmc
+
+#endif

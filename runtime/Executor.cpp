@@ -1,0 +1,156 @@
+//===- Executor.cpp - a program bound to an arena and kernels -------------===//
+
+#include "runtime/Executor.h"
+#include "runtime/support/Error.h"
+
+#include <chrono>
+#include <cstring>
+
+namespace llmc {
+
+TensorView BoundProgram::viewOf(uint32_t index) const {
+  const BufferInfo &b = program_.buffers[index];
+  TensorView view;
+  view.data = arena_.base() + b.offset;
+  view.dtype = b.dtype;
+  view.shape = b.shape;
+  return view;
+}
+
+BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backend backend,
+                           Communicator &comm, int rank)
+    : program_(program), arena_(arena) {
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const InstructionInfo &inst = program.instructions[i];
+    auto where = [&] {
+      return "rank " + std::to_string(rank) + ", program '" + program.name +
+             "', instruction " + std::to_string(i) + " (" +
+             (inst.kind == InstructionKind::Kernel ? "kernel '" + inst.kernel + "'"
+                                                    : std::string(instructionKindName(inst.kind))) +
+             (inst.location.empty() ? "" : " at " + inst.location) + ")";
+    };
+    switch (inst.kind) {
+    case InstructionKind::Kernel: {
+      KernelFactory factory = findKernel(backend, inst.kernel);
+      if (!factory)
+        fail(where(), ": the ", backendName(backend), " backend has no kernel named '",
+             inst.kernel, "'");
+      KernelArgs args;
+      for (uint32_t index : inst.inputs) args.inputs.push_back(viewOf(index));
+      for (uint32_t index : inst.outputs) args.outputs.push_back(viewOf(index));
+      args.attrs = inst.attrs;
+      std::string error;
+      std::unique_ptr<Kernel> kernel = factory(args, error);
+      if (!kernel)
+        fail(where(), ": ", error.empty() ? "kernel rejected its arguments" : error);
+      Kernel *k = kernel.get();
+      kernels_.push_back(std::move(kernel));
+      steps_.push_back([k](const StepContext &ctx) { k->run(ctx); });
+      break;
+    }
+    case InstructionKind::AllReduce:
+    case InstructionKind::AllGather:
+    case InstructionKind::ReduceScatter:
+    case InstructionKind::Broadcast:
+    case InstructionKind::Reduce:
+    case InstructionKind::AllToAll: {
+      if (inst.inputs.size() != 1 || inst.outputs.size() != 1)
+        fail(where(), ": a collective needs exactly one input and one output buffer");
+      CommGroup &group = comm.group(inst.group);
+      TensorView in = viewOf(inst.inputs[0]), out = viewOf(inst.outputs[0]);
+      if (in.dtype != out.dtype)
+        fail(where(), ": input and output dtypes differ");
+      Reduction op = parseReduction(inst.reduction.empty() ? "sum" : inst.reduction);
+      size_t n = static_cast<size_t>(in.numel());
+      int root = static_cast<int>(inst.root);
+      switch (inst.kind) {
+      case InstructionKind::AllReduce:
+        steps_.push_back([&group, in, out, n, op](const StepContext &) {
+          group.allReduce(in.data, out.data, n, in.dtype, op);
+        });
+        break;
+      case InstructionKind::AllGather:
+        steps_.push_back([&group, in, out, n](const StepContext &) {
+          group.allGather(in.data, out.data, n, in.dtype);
+        });
+        break;
+      case InstructionKind::ReduceScatter: {
+        size_t per = static_cast<size_t>(out.numel());
+        steps_.push_back([&group, in, out, per, op](const StepContext &) {
+          group.reduceScatter(in.data, out.data, per, in.dtype, op);
+        });
+        break;
+      }
+      case InstructionKind::Broadcast:
+        steps_.push_back([&group, in, out, n, root](const StepContext &) {
+          if (in.data != out.data)
+            std::memmove(out.data, in.data, n * dtypeSize(in.dtype));
+          group.broadcast(out.data, n, in.dtype, root);
+        });
+        break;
+      case InstructionKind::Reduce:
+        steps_.push_back([&group, in, out, n, op, root](const StepContext &) {
+          group.reduce(in.data, out.data, n, in.dtype, op, root);
+        });
+        break;
+      default: {
+        size_t per = n / static_cast<size_t>(group.size());
+        steps_.push_back([&group, in, out, per](const StepContext &) {
+          group.allToAll(in.data, out.data, per, in.dtype);
+        });
+      }
+      }
+      break;
+    }
+    case InstructionKind::Send:
+    case InstructionKind::Recv: {
+      if (inst.inputs.size() != 1)
+        fail(where(), ": send/recv needs exactly one buffer");
+      TensorView buf = viewOf(inst.inputs[0]);
+      std::string axis = inst.axis;
+      int shift = static_cast<int>(inst.shift), tag = static_cast<int>(inst.tag);
+      bool isSend = inst.kind == InstructionKind::Send;
+      steps_.push_back([&comm, buf, axis, shift, tag, isSend](const StepContext &) {
+        if (isSend)
+          comm.send(buf.data, buf.bytes(), axis, shift, tag);
+        else
+          comm.recv(buf.data, buf.bytes(), axis, shift, tag);
+      });
+      break;
+    }
+    case InstructionKind::RecordEvent:
+    case InstructionKind::WaitEvent:
+      // The CPU backend runs one stream in program order: events are already
+      // satisfied. (CUDA binds them to cudaEvents.)
+      steps_.push_back([](const StepContext &) {});
+      break;
+    }
+  }
+  micros_.assign(steps_.size(), 0.0);
+}
+
+void BoundProgram::run(const StepContext &ctx) {
+  if (!profiling_) {
+    for (auto &step : steps_) step(ctx);
+    return;
+  }
+  using clock = std::chrono::steady_clock;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    auto start = clock::now();
+    steps_[i](ctx);
+    micros_[i] = std::chrono::duration<double, std::micro>(clock::now() - start).count();
+  }
+}
+
+bool BoundProgram::has(const std::string &bufferName) const {
+  return program_.findBuffer(bufferName) >= 0;
+}
+
+TensorView BoundProgram::view(const std::string &bufferName) const {
+  int index = program_.findBuffer(bufferName);
+  if (index < 0)
+    fail("program '", program_.name, "' has no buffer named '", bufferName, "'");
+  return viewOf(static_cast<uint32_t>(index));
+}
+
+} // namespace llmc

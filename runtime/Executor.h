@@ -1,0 +1,55 @@
+//===- Executor.h - a program bound to an arena and kernels -----*- C++ -*-===//
+//
+// Binding happens once: every kernel instruction is looked up in the
+// backend's registry and bound to its arena tensors (the kernel factory
+// checks shapes and attributes), every collective to its communicator group.
+// run() then executes the instructions in order without allocating.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_EXECUTOR_H
+#define LLMC_RUNTIME_EXECUTOR_H
+
+#include "kernels/Kernel.h"
+#include "runtime/Arena.h"
+#include "runtime/Artifact.h"
+#include "runtime/comm/Communicator.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+class BoundProgram {
+public:
+  /// Binds `program`; throws RuntimeError naming the instruction index,
+  /// kernel and source location of the first instruction that cannot bind.
+  BoundProgram(const ProgramInfo &program, const Arena &arena, Backend backend,
+               Communicator &comm, int rank);
+
+  void run(const StepContext &ctx);
+
+  /// The arena tensor of the named buffer (inputs, outputs, state).
+  TensorView view(const std::string &bufferName) const;
+  bool has(const std::string &bufferName) const;
+  const ProgramInfo &info() const { return program_; }
+
+  /// When enabled, run() records each instruction's duration (µs).
+  void setProfiling(bool on) { profiling_ = on; }
+  const std::vector<double> &instructionMicros() const { return micros_; }
+
+private:
+  TensorView viewOf(uint32_t index) const;
+
+  const ProgramInfo &program_;
+  const Arena &arena_;
+  std::vector<std::function<void(const StepContext &)>> steps_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+  bool profiling_ = false;
+  std::vector<double> micros_;
+};
+
+} // namespace llmc
+
+#endif

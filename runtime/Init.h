@@ -1,0 +1,30 @@
+//===- Init.h - deterministic parameter initialisation ----------*- C++ -*-===//
+//
+// Element i of parameter p gets a value that depends only on (seed, p's name,
+// i): any layout that shards p initialises its shard to exactly the values
+// one rank would have, which the parity tests rely on.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_INIT_H
+#define LLMC_RUNTIME_INIT_H
+
+#include "runtime/Artifact.h"
+#include "runtime/Arena.h"
+
+#include <cstdint>
+
+namespace llmc {
+
+/// Initialises every parameter of `artifact` in `arena` and zeroes all
+/// optimizer state.
+void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed);
+
+/// The value of element `index` of a `normal(0, 1)` stream keyed by
+/// (seed, name) — exposed for tests and for reference implementations.
+double initNormal(uint64_t seed, const std::string &name, uint64_t index);
+/// Uniform in [-1, 1), same keying.
+double initUniform(uint64_t seed, const std::string &name, uint64_t index);
+
+} // namespace llmc
+
+#endif

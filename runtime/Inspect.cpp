@@ -1,0 +1,88 @@
+//===- Inspect.cpp - human-readable artifact summary ----------------------===//
+
+#include "runtime/Inspect.h"
+
+#include "runtime/Artifact.h"
+
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+namespace llmc {
+
+std::string formatBytes(uint64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(unit ? 2 : 0) << value << " " << units[unit];
+  return os.str();
+}
+
+bool inspectArtifact(const std::string &path, std::ostream &os, std::string &error) {
+  Artifact a;
+  try {
+    a = loadArtifact(path);
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
+  }
+  os << "artifact:   " << path << "\n"
+     << "format:     schema " << a.schemaVersion / 100 << "." << a.schemaVersion % 100
+     << ", content hash 0x" << std::hex << a.contentHash << std::dec << ", producer "
+     << a.producer << "\n"
+     << "backend:    " << a.backend << ", world size " << a.worldSize;
+  if (!a.mesh.empty()) {
+    os << ", mesh";
+    for (auto &[axis, size] : a.mesh) os << " " << axis << "=" << size;
+  }
+  os << "\n";
+  os << "model:      " << a.meta("model.family", "(from .mlir)");
+  for (const char *key : {"vocab_size", "n_layer", "n_head", "n_embd", "seq_len"}) {
+    std::string v = a.meta(std::string("model.") + key);
+    if (!v.empty()) os << " " << key << "=" << v;
+  }
+  os << "\n";
+  os << "training:   precision " << a.meta("precision") << ", microbatches "
+     << a.meta("microbatches") << ", optimizer " << a.meta("optimizer") << " (beta1 "
+     << a.meta("optimizer.beta1") << ", beta2 " << a.meta("optimizer.beta2")
+     << ", weight decay " << a.meta("optimizer.weight_decay") << ", clip "
+     << a.meta("optimizer.max_grad_norm") << ")\n";
+  os << "schedule:   lr " << a.meta("schedule.lr") << " -> " << a.meta("schedule.min_lr")
+     << ", " << a.meta("schedule.kind") << ", warmup " << a.meta("schedule.warmup")
+     << ", steps " << a.meta("schedule.steps") << ", seed " << a.meta("seed") << "\n";
+
+  int64_t total = 0, trainable = 0;
+  for (const ParameterInfo &p : a.parameters) {
+    total += p.numel();
+    if (p.trainable) trainable += p.numel();
+  }
+  os << "parameters: " << total << " in " << a.parameters.size() << " tensors ("
+     << trainable << " trainable)\n";
+
+  os << "memory plan (rank " << (a.ranks.empty() ? 0 : a.ranks.front()) << "):\n"
+     << "  arena          " << std::setw(12) << formatBytes(a.memory.arenaBytes)
+     << "  (planned peak; nothing else is allocated during a step)\n"
+     << "  persistent     " << std::setw(12) << formatBytes(a.memory.persistentBytes) << "\n";
+  for (auto &[name, bytes] : a.memory.breakdown)
+    os << "  " << std::left << std::setw(15) << name << std::right << std::setw(12)
+       << formatBytes(bytes) << "\n";
+
+  os << "programs:\n";
+  for (const ProgramInfo &p : a.programs) {
+    std::map<std::string, int> kinds;
+    for (const InstructionInfo &inst : p.instructions)
+      kinds[inst.kind == InstructionKind::Kernel ? "kernels" : "communication"]++;
+    os << "  " << std::left << std::setw(12) << p.name << std::right << std::setw(6)
+       << p.instructions.size() << " instructions (" << kinds["kernels"] << " kernels, "
+       << kinds["communication"] << " communication), " << p.buffers.size()
+       << " buffers, transient peak " << formatBytes(p.peakBytes) << "\n";
+  }
+  return true;
+}
+
+} // namespace llmc

@@ -1,0 +1,59 @@
+//===- Communicator.h - collectives over mesh-axis groups -------*- C++ -*-===//
+//
+// One interface for every transport (single rank, MPI, NCCL). Programs name
+// groups by mesh axes; the communicator turns a set of axes into a CommGroup
+// once at bind time, so a step only calls into ready groups.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_COMM_COMMUNICATOR_H
+#define LLMC_RUNTIME_COMM_COMMUNICATOR_H
+
+#include "kernels/Tensor.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+enum class Reduction { Sum, Max, Mean };
+/// Parses "sum" | "max" | "mean"; throws RuntimeError otherwise.
+Reduction parseReduction(const std::string &name);
+
+/// The ranks that differ only in some mesh axes.
+class CommGroup {
+public:
+  virtual ~CommGroup() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0; ///< this rank's index inside the group
+  virtual void allReduce(const void *in, void *out, size_t count, DType dtype, Reduction op) = 0;
+  virtual void allGather(const void *in, void *out, size_t countPerRank, DType dtype) = 0;
+  virtual void reduceScatter(const void *in, void *out, size_t countPerRank, DType dtype,
+                             Reduction op) = 0;
+  virtual void broadcast(void *buffer, size_t count, DType dtype, int root) = 0;
+  virtual void reduce(const void *in, void *out, size_t count, DType dtype, Reduction op,
+                      int root) = 0;
+  virtual void allToAll(const void *in, void *out, size_t countPerRank, DType dtype) = 0;
+};
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// The group spanning `axes` that contains this rank (owned by the
+  /// communicator).
+  virtual CommGroup &group(const std::vector<std::string> &axes) = 0;
+  /// Point to point with the rank `shift` positions along `axis`.
+  virtual void send(const void *data, size_t bytes, const std::string &axis, int shift,
+                    int tag) = 0;
+  virtual void recv(void *data, size_t bytes, const std::string &axis, int shift,
+                    int tag) = 0;
+};
+
+/// The communicator of a one-rank run: every group has size 1.
+std::unique_ptr<Communicator> makeSingleRankCommunicator();
+
+} // namespace llmc
+
+#endif

@@ -1,0 +1,396 @@
+//===- Trainer.cpp - the training loop of llmc-run ------------------------===//
+//
+// Everything decided at compile time lives in the artifact; this loop only
+// feeds data, computes the learning rate, runs the train_step program and
+// reports. Step k (1-based) always consumes global batch k−1 and the
+// schedule's lr(k), so a resumed run repeats exactly what an uninterrupted
+// one does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/Trainer.h"
+
+#include "runtime/Artifact.h"
+#include "runtime/Executor.h"
+#include "runtime/Init.h"
+#include "runtime/Inspect.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/data/ByteTokenizer.h"
+#include "runtime/data/DataLoader.h"
+#include "runtime/data/Dataset.h"
+#include "runtime/support/Error.h"
+#include "runtime/train/LRSchedule.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <unistd.h>
+
+namespace llmc {
+namespace {
+
+std::atomic<bool> interrupted{false};
+void onInterrupt(int) { interrupted = true; }
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Entropy (nats) of the token frequencies: what a model that ignores context
+/// can reach at best.
+double unigramEntropy(const std::vector<uint16_t> &tokens) {
+  std::vector<double> counts(65536, 0.0);
+  for (uint16_t t : tokens) counts[t] += 1;
+  double h = 0, n = static_cast<double>(tokens.size());
+  for (double c : counts)
+    if (c > 0) h -= (c / n) * std::log(c / n);
+  return h;
+}
+
+/// Splits one token stream into train and validation (last 10%, at least
+/// one window of T+1 tokens) when no separate validation data is given.
+void splitHoldout(std::vector<uint16_t> &train, std::vector<uint16_t> &val, int64_t T) {
+  size_t holdout = std::max<size_t>(train.size() / 10, static_cast<size_t>(T + 1));
+  if (train.size() < holdout + static_cast<size_t>(T + 1))
+    fail("data has ", train.size(), " tokens: too few to hold out a validation split for T=",
+         T, " (give --val-data)");
+  val.assign(train.end() - holdout, train.end());
+  train.resize(train.size() - holdout);
+}
+
+struct Input {
+  TensorView tokens, targets;
+  int64_t rows = 0, T = 0;
+};
+
+/// The (tokens, targets) inputs of a program, viewed as [rows, T].
+Input batchInput(const BoundProgram &program, bool needTargets) {
+  Input in;
+  in.tokens = program.view("tokens");
+  if (in.tokens.dtype != DType::I32 || in.tokens.rank() < 2)
+    fail("program '", program.info().name, "': input 'tokens' must be i32 [..., T], got ",
+         in.tokens.describe());
+  in.T = in.tokens.dim(-1);
+  in.rows = in.tokens.numel() / in.T;
+  if (needTargets) {
+    in.targets = program.view("targets");
+    if (in.targets.shape != in.tokens.shape || in.targets.dtype != DType::I32)
+      fail("program '", program.info().name, "': 'targets' must match 'tokens'");
+  }
+  return in;
+}
+
+float scalar(const BoundProgram &program, const std::string &name) {
+  TensorView v = program.view(name);
+  if (v.dtype != DType::F32 || v.numel() != 1)
+    fail("program '", program.info().name, "': '", name, "' must be an f32 scalar");
+  return *v.as<float>();
+}
+
+void setScalar(const BoundProgram &program, const std::string &name, float value) {
+  TensorView v = program.view(name);
+  if (v.dtype != DType::F32 || v.numel() != 1)
+    fail("program '", program.info().name, "': input '", name, "' must be an f32 scalar");
+  *v.as<float>() = value;
+}
+
+class Trainer {
+public:
+  explicit Trainer(const TrainOptions &options) : opt(options) {}
+  int run();
+
+private:
+  void setup();
+  double evaluate();
+  std::string sample();
+  void save(int64_t step, double loss);
+  void log(int64_t step, double loss, double lr, double norm, double ms);
+
+  TrainOptions opt;
+  Artifact artifact;
+  std::unique_ptr<Arena> arena;
+  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<BoundProgram> train, eval, logits, grad;
+  std::vector<uint16_t> trainTokens, valTokens;
+  std::unique_ptr<DataLoader> trainLoader, valLoader;
+  LRSchedule schedule;
+  uint64_t seed = 0;
+  int64_t totalSteps = 0, vocab = 0;
+  std::ofstream metrics;
+  bool tty = false;
+};
+
+void Trainer::setup() {
+  artifact = loadArtifact(opt.artifact);
+  if (artifact.backend != "cpu")
+    fail(opt.artifact, ": compiled for backend '", artifact.backend,
+         "', which this build of llmc-run cannot run on this machine");
+  if (artifact.worldSize != 1)
+    fail(opt.artifact, ": compiled for ", artifact.worldSize,
+         " ranks; launch it with mpirun -np ", artifact.worldSize);
+  comm = makeSingleRankCommunicator();
+  arena = std::make_unique<Arena>(artifact.memory.arenaBytes);
+  auto bind = [&](const char *name) -> std::unique_ptr<BoundProgram> {
+    const ProgramInfo *p = artifact.program(name);
+    return p ? std::make_unique<BoundProgram>(*p, *arena, Backend::CPU, *comm, 0) : nullptr;
+  };
+  train = bind("train_step");
+  eval = bind("eval");
+  logits = bind("logits");
+  grad = bind("grad");
+  if (!train)
+    fail(opt.artifact, ": has no train_step program");
+
+  seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed)
+                       : static_cast<uint64_t>(artifact.metaNumber("seed", 1337));
+  totalSteps = opt.steps >= 0 ? opt.steps
+                              : static_cast<int64_t>(artifact.metaNumber("schedule.steps", 100));
+  schedule.maxLr = opt.lr >= 0 ? opt.lr : artifact.metaNumber("schedule.lr", 1e-3);
+  schedule.minLr = opt.minLr >= 0 ? opt.minLr : artifact.metaNumber("schedule.min_lr", 0.0);
+  schedule.warmupSteps = opt.warmup >= 0
+                             ? opt.warmup
+                             : static_cast<int64_t>(artifact.metaNumber("schedule.warmup", 0));
+  schedule.totalSteps = std::max<int64_t>(totalSteps, 1);
+  schedule.kind = !opt.schedule.empty() ? opt.schedule : artifact.meta("schedule.kind", "cosine");
+  if (schedule.kind != "cosine" && schedule.kind != "linear" && schedule.kind != "constant")
+    fail("unknown schedule '", schedule.kind, "' (expected cosine, linear or constant)");
+
+  Input in = batchInput(*train, true);
+  vocab = static_cast<int64_t>(artifact.metaNumber("model.vocab_size", 0));
+  if (!vocab && logits)
+    vocab = logits->view("logits").dim(-1);
+
+  trainTokens = loadTokens(opt.data);
+  if (opt.valData.empty())
+    splitHoldout(trainTokens, valTokens, in.T);
+  else
+    valTokens = loadTokens(opt.valData);
+  if (vocab) {
+    validateTokens(trainTokens, vocab, opt.data);
+    validateTokens(valTokens, vocab, opt.valData.empty() ? opt.data : opt.valData);
+  }
+  trainLoader = std::make_unique<DataLoader>(trainTokens, in.T, seed);
+  valLoader = std::make_unique<DataLoader>(valTokens, in.T, seed + 1);
+  tty = isatty(STDERR_FILENO) && !opt.quiet;
+}
+
+double Trainer::evaluate() {
+  if (!eval)
+    return NAN;
+  Input in = batchInput(*eval, true);
+  double sum = 0;
+  for (int64_t b = 0; b < opt.evalBatches; ++b) {
+    valLoader->fill(b, in.rows, 0, in.rows, in.tokens.as<int32_t>(), in.targets.as<int32_t>());
+    eval->run(StepContext{});
+    sum += scalar(*eval, "loss");
+  }
+  return sum / static_cast<double>(opt.evalBatches);
+}
+
+std::string Trainer::sample() {
+  if (!logits)
+    return "";
+  Input in = batchInput(*logits, false);
+  TensorView out = logits->view("logits");
+  int64_t V = out.dim(-1);
+  std::vector<uint16_t> context = ByteTokenizer::encode(opt.prompt);
+  std::vector<uint16_t> generated;
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<float, int>> ranked(V);
+  for (int64_t n = 0; n < opt.sampleTokens; ++n) {
+    // Row 0 holds the last T tokens; causal attention makes padding after
+    // them irrelevant to the logits we read.
+    size_t start = context.size() > static_cast<size_t>(in.T) ? context.size() - in.T : 0;
+    int64_t len = static_cast<int64_t>(context.size() - start);
+    int32_t *tok = in.tokens.as<int32_t>();
+    std::fill(tok, tok + in.rows * in.T, 0);
+    for (int64_t t = 0; t < len; ++t) tok[t] = context[start + t];
+    logits->run(StepContext{});
+    const float *row = nullptr;
+    std::vector<float> converted;
+    if (out.dtype == DType::F32) {
+      row = out.as<float>() + (len - 1) * V;
+    } else {
+      converted.resize(V);
+      const uint16_t *src = out.as<uint16_t>() + (len - 1) * V;
+      for (int64_t v = 0; v < V; ++v) converted[v] = bf16ToFloat(src[v]);
+      row = converted.data();
+    }
+    for (int64_t v = 0; v < V; ++v) ranked[v] = {row[v], static_cast<int>(v)};
+    int64_t k = std::clamp<int64_t>(opt.topK, 1, V);
+    std::partial_sort(ranked.begin(), ranked.begin() + k, ranked.end(),
+                      [](auto &a, auto &b) { return a.first > b.first; });
+    int next = ranked[0].second;
+    if (opt.temperature > 0 && k > 1) {
+      std::vector<double> weights(k);
+      for (int64_t i = 0; i < k; ++i)
+        weights[i] = std::exp((ranked[i].first - ranked[0].first) / opt.temperature);
+      std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
+      next = ranked[pick(rng)].second;
+    }
+    context.push_back(static_cast<uint16_t>(next));
+    generated.push_back(static_cast<uint16_t>(next));
+  }
+  return ByteTokenizer::decode(generated);
+}
+
+void Trainer::save(int64_t step, double loss) {
+  if (opt.ckptDir.empty())
+    return;
+  TrainState state;
+  state.step = step;
+  state.seed = seed;
+  state.loss = loss;
+  saveCheckpoint(opt.ckptDir, artifact, *arena, state);
+  if (!opt.quiet)
+    std::cout << "checkpoint: step " << step << " saved to " << opt.ckptDir << "\n";
+}
+
+void Trainer::log(int64_t step, double loss, double lr, double norm, double ms) {
+  int64_t tokensPerStep = batchInput(*train, false).rows * batchInput(*train, false).T;
+  double tps = tokensPerStep / (ms / 1000.0);
+  if (metrics.is_open())
+    metrics << "{\"step\": " << step << ", \"loss\": " << std::setprecision(9) << loss
+            << ", \"lr\": " << lr << ", \"grad_norm\": " << norm
+            << ", \"tokens_per_s\": " << std::setprecision(6) << tps << ", \"ms\": " << ms
+            << "}\n"
+            << std::flush;
+  if (opt.quiet || (step % opt.logEvery != 0 && step != totalSteps))
+    return;
+  if (tty)
+    std::cerr << "\r\033[K";
+  std::ostringstream line;
+  line << "step " << std::setw(5) << step << "/" << totalSteps << " | loss " << std::fixed
+       << std::setprecision(4) << loss << " | lr " << std::scientific << std::setprecision(2)
+       << lr << " | norm " << std::fixed << std::setprecision(3) << norm << " | "
+       << std::setprecision(0) << tps << " tok/s | " << std::setprecision(1) << ms << " ms";
+  std::cout << line.str() << std::endl;
+}
+
+int Trainer::run() {
+  setup();
+  int64_t start = 0;
+  if (opt.resume) {
+    if (opt.ckptDir.empty())
+      fail("--resume needs --ckpt-dir");
+    TrainState state = loadCheckpoint(opt.ckptDir, artifact, *arena);
+    start = state.step;
+    if (state.seed != seed)
+      fail("checkpoint was trained with seed ", state.seed, " but this run uses ", seed);
+    if (!opt.quiet)
+      std::cout << "resumed from step " << start << " (" << opt.ckptDir << ")\n";
+  } else {
+    initializeParameters(artifact, *arena, seed);
+  }
+  if (!opt.metrics.empty()) {
+    metrics.open(opt.metrics, start > 0 ? std::ios::app : std::ios::trunc);
+    if (!metrics)
+      fail("cannot write metrics file '", opt.metrics, "'");
+  }
+
+  if (!opt.dumpGrads.empty()) {
+    if (!grad)
+      fail(opt.artifact, ": has no grad program to dump gradients from");
+    Input in = batchInput(*grad, true);
+    trainLoader->fill(start, in.rows, 0, in.rows, in.tokens.as<int32_t>(),
+                      in.targets.as<int32_t>());
+    grad->run(StepContext{start + 1});
+    dumpGradients(opt.dumpGrads, artifact, *arena, *grad);
+    if (!opt.quiet)
+      std::cout << "gradients of batch " << start << " (loss " << scalar(*grad, "loss")
+                << ") written to " << opt.dumpGrads << "\n";
+  }
+
+  if (!opt.quiet) {
+    Input in = batchInput(*train, false);
+    std::cout << "llmc-run: " << opt.artifact << " | " << artifact.meta("model.family", "model")
+              << " | arena " << formatBytes(artifact.memory.arenaBytes) << " | "
+              << in.rows << "x" << in.T << " tokens per step | data " << opt.data << " ("
+              << trainTokens.size() << " train / " << valTokens.size()
+              << " validation tokens, unigram entropy " << std::fixed << std::setprecision(3)
+              << unigramEntropy(trainTokens) << " nats)\n";
+  }
+
+  std::signal(SIGINT, onInterrupt);
+  Input in = batchInput(*train, true);
+  bool hasNorm = train->has("grad_norm");
+  double lastLoss = NAN, firstLoss = NAN, trainSeconds = 0;
+  int64_t lastStep = start;
+  for (int64_t step = start + 1; step <= totalSteps; ++step) {
+    double t0 = now();
+    trainLoader->fill(step - 1, in.rows, 0, in.rows, in.tokens.as<int32_t>(),
+                      in.targets.as<int32_t>());
+    double lr = schedule.at(step);
+    setScalar(*train, "lr", static_cast<float>(lr));
+    setScalar(*train, "step", static_cast<float>(step));
+    train->run(StepContext{step});
+    double ms = (now() - t0) * 1000.0;
+    trainSeconds += ms / 1000.0;
+    lastLoss = scalar(*train, "loss");
+    if (std::isnan(firstLoss))
+      firstLoss = lastLoss;
+    if (!std::isfinite(lastLoss))
+      fail("step ", step, ": loss is ", lastLoss, " (diverged); lower --lr or check the data");
+    log(step, lastLoss, lr, hasNorm ? scalar(*train, "grad_norm") : NAN, ms);
+    lastStep = step;
+    if (tty) {
+      int width = 30, done = static_cast<int>(width * step / std::max<int64_t>(totalSteps, 1));
+      std::cerr << "\r[" << std::string(done, '#') << std::string(width - done, '.') << "] "
+                << step << "/" << totalSteps << std::flush;
+    }
+    if (opt.evalEvery > 0 && step % opt.evalEvery == 0 && !opt.quiet)
+      std::cout << "eval  " << std::setw(5) << step << " | val loss " << std::fixed
+                << std::setprecision(4) << evaluate() << "\n";
+    if (opt.ckptEvery > 0 && step % opt.ckptEvery == 0 && step != totalSteps)
+      save(step, lastLoss);
+    if (interrupted) {
+      if (tty) std::cerr << "\r\033[K";
+      std::cout << "interrupted at step " << step << "\n";
+      save(step, lastLoss);
+      return 130;
+    }
+  }
+  if (tty)
+    std::cerr << "\r\033[K";
+  if (lastStep > start)
+    save(lastStep, lastLoss);
+  if (!opt.quiet) {
+    int64_t steps = lastStep - start;
+    double valLoss = evaluate();
+    std::cout << "done: " << steps << " steps in " << std::fixed << std::setprecision(1)
+              << trainSeconds << " s (" << std::setprecision(0)
+              << (steps > 0 ? steps * in.rows * in.T / trainSeconds : 0.0) << " tok/s)";
+    if (steps > 0)
+      std::cout << " | train loss " << std::setprecision(4) << firstLoss << " -> " << lastLoss;
+    if (!std::isnan(valLoss))
+      std::cout << " | val loss " << std::setprecision(4) << valLoss;
+    std::cout << "\n";
+    if (opt.sampleTokens > 0)
+      std::cout << "sample: " << opt.prompt << sample() << "\n";
+  }
+  return 0;
+}
+
+} // namespace
+
+int runTraining(const TrainOptions &options) {
+  try {
+    Trainer trainer(options);
+    return trainer.run();
+  } catch (const std::exception &e) {
+    std::cout << std::flush;
+    std::cerr << "llmc-run: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+} // namespace llmc

@@ -1,0 +1,40 @@
+//===- Trainer.h - the training loop of llmc-run ----------------*- C++ -*-===//
+#ifndef LLMC_RUNTIME_TRAIN_TRAINER_H
+#define LLMC_RUNTIME_TRAIN_TRAINER_H
+
+#include <cstdint>
+#include <string>
+
+namespace llmc {
+
+struct TrainOptions {
+  std::string artifact;
+  std::string data = "bundled";  ///< "bundled", a .bin token shard or a text file
+  std::string valData;           ///< empty: hold out the last 10% of `data`
+  int64_t steps = -1;            ///< -1: the artifact's schedule length
+  double lr = -1, minLr = -1;    ///< -1: the artifact's defaults
+  int64_t warmup = -1;
+  std::string schedule;          ///< empty: the artifact's default
+  int64_t seed = -1;             ///< -1: the artifact's default
+  std::string ckptDir;
+  int64_t ckptEvery = 0;         ///< 0: only at the end (and on Ctrl-C)
+  bool resume = false;
+  std::string metrics;           ///< JSONL path
+  int64_t logEvery = 1;
+  int64_t evalEvery = 0;         ///< 0: only a final evaluation
+  int64_t evalBatches = 8;
+  int64_t sampleTokens = 0;      ///< generate this many tokens at the end
+  std::string prompt = "Once upon a time";
+  double temperature = 0.8;
+  int64_t topK = 40;
+  std::string dumpGrads;         ///< write params + gradients of batch 0 here
+  bool quiet = false;
+};
+
+/// Runs `llmc-run`; returns the process exit code. Errors are printed as one
+/// line on stderr.
+int runTraining(const TrainOptions &options);
+
+} // namespace llmc
+
+#endif

@@ -1,0 +1,496 @@
+// RUN: llmc-opt %s -split-input-file -verify-diagnostics
+// Every llm verifier and shape-inference diagnostic.
+
+// expected-error @+1 {{parameter name must not be empty}}
+func.func @f(%w: tensor<4xf32> {llm.param = #llm.param<name = "", init = "zeros">}) { return }
+
+// -----
+
+// expected-error @+1 {{unknown initializer 'gaussian'}}
+func.func @f(%w: tensor<4xf32> {llm.param = #llm.param<name = "w", init = "gaussian">}) { return }
+
+// -----
+
+// expected-error @+1 {{initializer 'normal' needs scale > 0}}
+func.func @f(%w: tensor<4xf32> {llm.param = #llm.param<name = "w", init = "normal">}) { return }
+
+// -----
+
+// expected-error @+1 {{unknown llm argument attribute 'llm.weight'}}
+func.func @f(%w: tensor<4xf32> {llm.weight = 1 : i64}) { return }
+
+// -----
+
+// expected-error @+1 {{'llm.param' on argument 0 must be a #llm.param attribute}}
+func.func @f(%w: tensor<4xf32> {llm.param = 1 : i64}) { return }
+
+// -----
+
+// expected-error @+1 {{parameter argument 0 must be a statically shaped float tensor, got 'tensor<4xi32>'}}
+func.func @f(%w: tensor<4xi32> {llm.param = #llm.param<name = "w", init = "zeros">}) { return }
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{needs a non-empty name}}
+  %y = llm.block "" -> tensor<4xf32> {
+    llm.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{yields 1 value(s) whose types do not match its 1 result type(s)}}
+  %y = llm.block "b" -> tensor<8xf32> {
+    llm.yield %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xf32>, %b: tensor<4x4xf32>) {
+  // expected-error @+2 {{operand a must have rank >= 2, got 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %c = llm.matmul %a, %b : tensor<4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4x4xf32>, %b: tensor<2x2x4x4xf32>) {
+  // expected-error @+2 {{operand b must be a matrix or have a's rank (3), got 2x2x4x4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %c = llm.matmul %a, %b : tensor<2x4x4xf32>, tensor<2x2x4x4xf32> -> tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x4xf32>, %b: tensor<4x4xbf16>) {
+  // expected-error @+2 {{a and b must have the same element type, got 'f32' and 'bf16'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %c = llm.matmul %a, %b : tensor<4x4xf32>, tensor<4x4xbf16> -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x4xf32>) {
+  // expected-error @+2 {{contraction sizes differ: a has 8, b has 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %c = llm.matmul %a, %b : tensor<4x8xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4x4xf32>, %b: tensor<3x4x4xf32>) {
+  // expected-error @+2 {{batch dimensions differ: 2 vs 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %c = llm.matmul %a, %b : tensor<2x4x4xf32>, tensor<3x4x4xf32> -> tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) {
+  // expected-error @+2 {{'llm.matmul' op inferred type(s) 'tensor<4x4xf32>' are incompatible with return type(s) of operation 'tensor<4x8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %c = llm.matmul %a, %b : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{rhs shape 4 is not a suffix of lhs shape 4x8}}
+  %c = llm.add %a, %b : tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<8xf32>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{lhs and rhs must have the same element type, got 'f32' and 'bf16'}}
+  %c = llm.mul %a, %b : tensor<8xf32>, tensor<8xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<8xf32>) {
+  // expected-error @+1 {{rate must be in [0, 1), got 1.000000e+00}}
+  %c = llm.dropout %a {rate = 1.0 : f64, seed = 1 : i64} : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<8xf32>) {
+  // expected-error @+1 {{cannot change the shape: 'tensor<8xf32>' to 'tensor<4xbf16>'}}
+  %c = llm.cast %a : tensor<8xf32> to tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{gamma must be [8] to match the last dimension of the input, got 4}}
+  %y = llm.layernorm %x, %g, %g {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be >= 0}}
+  %y = llm.layernorm %x, %g, %g {epsilon = -1.0 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>, %g: tensor<1xf32>) {
+  // expected-error @+1 {{input must have rank >= 1}}
+  %y = llm.rmsnorm %x, %g {epsilon = 1.0e-5 : f64} : tensor<f32>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be >= 0}}
+  %y = llm.rmsnorm %x, %g {epsilon = -1.0 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<4x8x2xf32>, %ids: tensor<2xi32>) {
+  // expected-error @+1 {{table must be [vocab, dim], got 4x8x2}}
+  %y = llm.embedding %t, %ids : tensor<4x8x2xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x4x7xf32>) {
+  // expected-error @+1 {{rope input must be [B, T, heads, head_dim] with even head_dim, got 2x8x4x7}}
+  %y = llm.rope %x {theta = 10000.0 : f64} : tensor<2x8x4x7xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x4x8xf32>) {
+  // expected-error @+1 {{theta must be > 0}}
+  %y = llm.rope %x {theta = 0.0 : f64} : tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x32xf32>, %k: tensor<2x8x4x8xf32>) {
+  // expected-error @+1 {{q and k must be [B, T, heads, head_dim], got 2x8x32 and 2x8x4x8}}
+  %o, %l = llm.attention %q, %k, %k {scale = 1.0 : f64} : tensor<2x8x32xf32>, tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>, %k: tensor<2x8x4x8xbf16>) {
+  // expected-error @+1 {{q and k must have the same element type, got 'f32' and 'bf16'}}
+  %o, %l = llm.attention %q, %k, %k {scale = 1.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x4x8xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>, %k: tensor<3x8x4x8xf32>) {
+  // expected-error @+1 {{q batch 2 differs from k batch 3}}
+  %o, %l = llm.attention %q, %k, %k {scale = 1.0 : f64} : tensor<2x8x4x8xf32>, tensor<3x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>, %k: tensor<2x8x4x16xf32>) {
+  // expected-error @+1 {{q head_dim 8 differs from k head_dim 16}}
+  %o, %l = llm.attention %q, %k, %k {scale = 1.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>, %k: tensor<2x8x3x8xf32>) {
+  // expected-error @+1 {{query heads (4) must be a multiple of kv heads (3)}}
+  %o, %l = llm.attention %q, %k, %k {scale = 1.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>, %k: tensor<2x4x4x8xf32>) {
+  // expected-error @+1 {{causal attention needs equal q and k lengths, got 8 and 4}}
+  %o, %l = llm.attention %q, %k, %k {causal, scale = 1.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x4x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>, %s: tensor<2x4xi32>) {
+  // expected-error @+1 {{segment_ids must be [2, 8] with equal q and k lengths, got 2x4}}
+  %o, %l = llm.attention %q, %q, %q segments %s : tensor<2x4xi32> {scale = 1.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>) {
+  // expected-error @+1 {{scale must be > 0}}
+  %o, %l = llm.attention %q, %q, %q {scale = 0.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>, %lse: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{lse must be 'tensor<2x4x8xf32>', got 'tensor<2x8x4xf32>'}}
+  %a, %b, %c = llm.attention_grad %q, %q, %q, %q, %lse, %q {scale = 1.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>, tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>, %lse: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{scale must be > 0}}
+  %a, %b, %c = llm.attention_grad %q, %q, %q, %q, %lse, %q {scale = -1.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<f32>, %t: tensor<i32>) {
+  // expected-error @+1 {{logits must have a vocabulary dimension}}
+  %y = llm.cross_entropy %l, %t : tensor<f32>, tensor<i32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x8x16xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{targets must be 2x8 to match logits 2x8x16, got 2x4}}
+  %y = llm.cross_entropy %l, %t : tensor<2x8x16xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x8x16xf32>, %t: tensor<2x4xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{targets must be 2x8 to match logits 2x8x16, got 2x4}}
+  %y = llm.cross_entropy_grad %l, %t, %d : tensor<2x8x16xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{cannot change the element type: 'f32' to 'bf16'}}
+  %y = llm.reshape %x : tensor<2x8xf32> to tensor<16xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{element count differs: 2x8 to 15}}
+  %y = llm.reshape %x : tensor<2x8xf32> to tensor<15xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{permutation has 3 entries for a rank-2 input}}
+  %y = llm.transpose %x {permutation = array<i64: 0, 1, 2>} : tensor<2x8xf32> to tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{permutation is not a permutation of 0..1}}
+  %y = llm.transpose %x {permutation = array<i64: 1, 1>} : tensor<2x8xf32> to tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{result type must be 'tensor<8x2xf32>', got 'tensor<2x8xf32>'}}
+  %y = llm.transpose %x {permutation = array<i64: 1, 0>} : tensor<2x8xf32> to tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{cannot change the element type}}
+  %y = llm.slice %x {offsets = array<i64: 0, 0>} : tensor<2x8xf32> to tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{offsets, input and result must have the same rank}}
+  %y = llm.slice %x {offsets = array<i64: 0>} : tensor<2x8xf32> to tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{box of size 4 at offset 6 exceeds dimension 1 of size 8}}
+  %y = llm.slice %x {offsets = array<i64: 0, 6>} : tensor<2x8xf32> to tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{box of size 4 at offset 5 exceeds dimension 1 of size 8}}
+  %y = llm.pad %x {offsets = array<i64: 0, 5>} : tensor<2x4xf32> to tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{dim 2 out of range for rank 2}}
+  %y = llm.concat %x, %x {dim = 2 : i64} : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %z: tensor<2x4xbf16>) {
+  // expected-error @+1 {{inputs must share element type and rank}}
+  %y = llm.concat %x, %z {dim = 1 : i64} : tensor<2x4xf32>, tensor<2x4xbf16> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %z: tensor<3x4xf32>) {
+  // expected-error @+1 {{inputs differ in dimension 0, which is not the concatenation dimension}}
+  %y = llm.concat %x, %z {dim = 1 : i64} : tensor<2x4xf32>, tensor<3x4xf32> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{result type must be 'tensor<2x8xf32>', got 'tensor<2x9xf32>'}}
+  %y = llm.concat %x, %x {dim = 1 : i64} : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x9xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{needs at least one input}}
+  %y = "llm.concat"() <{dim = 0 : i64}> : () -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{result shape 2 is not a suffix of input shape 2x4}}
+  %y = llm.reduce_sum %x : tensor<2x4xf32> to tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{cannot change the element type}}
+  %y = llm.reduce_sum %x : tensor<2x4xf32> to tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%ids: tensor<2xi32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{dy must be ids' shape plus a feature dimension}}
+  %y = llm.embedding_grad %ids, %dy : tensor<2xi32>, tensor<3x8xf32> to tensor<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%ids: tensor<2xi32>, %dy: tensor<2x8xf32>) {
+  // expected-error @+1 {{result must be [vocab, 8]}}
+  %y = llm.embedding_grad %ids, %dy : tensor<2xi32>, tensor<2x8xf32> to tensor<16x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%ids: tensor<2xi32>, %dy: tensor<2x8xf32>) {
+  // expected-error @+1 {{result and dy must share an element type}}
+  %y = llm.embedding_grad %ids, %dy : tensor<2xi32>, tensor<2x8xf32> to tensor<16x8xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{gamma must be [8] to match the last dimension of the input, got 4}}
+  %a, %b, %c = llm.layernorm_grad %x, %g, %x {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{gamma must be [8] to match the last dimension of the input, got 4}}
+  %a, %b = llm.rmsnorm_grad %x, %g, %x {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{needs at least one input}}
+  %n = "llm.global_norm"() : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{beta1 and beta2 must be in [0, 1), got 1.000000e+00 and 9.500000e-01}}
+  %a, %b, %c = llm.adamw %p, %p, %p, %p, %s, %s {beta1 = 1.0 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64, max_grad_norm = 0.0 : f64} : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{epsilon must be > 0}}
+  %a, %b, %c = llm.adamw %p, %p, %p, %p, %s, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 0.0 : f64, weight_decay = 0.0 : f64, max_grad_norm = 0.0 : f64} : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{weight_decay and max_grad_norm must be >= 0}}
+  %a, %b, %c = llm.adamw %p, %p, %p, %p, %s, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = -0.1 : f64, max_grad_norm = 0.0 : f64} : tensor<8xf32>
+  return
+}

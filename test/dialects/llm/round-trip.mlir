@@ -1,0 +1,97 @@
+// RUN: llmc-opt %s | llmc-opt | FileCheck %s
+// Every llm op and attribute survives print → parse → print.
+
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: llm.param = #llm.param<name = "wte", init = "normal", scale = 2.000000e-02>
+// CHECK-SAME: llm.param = #llm.param<name = "ln.weight", init = "ones">
+// CHECK-SAME: llm.param = #llm.param<name = "frozen", init = "uniform", scale = 1.000000e-01, trainable = false>
+func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte", init = "normal", scale = 0.02>},
+                   %g: tensor<64xf32> {llm.param = #llm.param<name = "ln.weight", init = "ones">},
+                   %frozen: tensor<64xf32> {llm.param = #llm.param<name = "frozen", init = "uniform", scale = 0.1, trainable = false>},
+                   %tokens: tensor<2x8xi32>, %targets: tensor<2x8xi32>) -> tensor<f32> {
+  // CHECK: llm.embedding %{{.*}}, %{{.*}} : tensor<256x64xf32>, tensor<2x8xi32>
+  %e = llm.embedding %wte, %tokens : tensor<256x64xf32>, tensor<2x8xi32>
+  // CHECK: llm.block "h.0" -> tensor<2x8x64xf32> {
+  %h = llm.block "h.0" -> tensor<2x8x64xf32> {
+    // CHECK: llm.layernorm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+    %n = llm.layernorm %e, %g, %frozen {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+    // CHECK: llm.rmsnorm
+    %r = llm.rmsnorm %n, %g {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+    // CHECK: llm.reshape %{{.*}} : tensor<2x8x64xf32> to tensor<2x8x4x16xf32>
+    %q = llm.reshape %r : tensor<2x8x64xf32> to tensor<2x8x4x16xf32>
+    // CHECK: llm.rope %{{.*}} {theta = 1.000000e+04 : f64} : tensor<2x8x4x16xf32>
+    %qr = llm.rope %q {theta = 10000.0 : f64} : tensor<2x8x4x16xf32>
+    // CHECK: llm.rope %{{.*}} {inverse, theta = 1.000000e+04 : f64}
+    %qi = llm.rope %qr {theta = 10000.0 : f64, inverse} : tensor<2x8x4x16xf32>
+    // CHECK: llm.slice %{{.*}} {offsets = array<i64: 0, 0, 0, 0>} : tensor<2x8x4x16xf32> to tensor<2x8x2x16xf32>
+    %k = llm.slice %qi {offsets = array<i64: 0, 0, 0, 0>} : tensor<2x8x4x16xf32> to tensor<2x8x2x16xf32>
+    // CHECK: llm.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>
+    %o, %lse = llm.attention %qi, %k, %k {causal, scale = 0.25 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>
+    // CHECK: llm.attention %{{.*}}, %{{.*}}, %{{.*}} segments %{{.*}} : tensor<2x8xi32> {scale = 2.500000e-01 : f64}
+    %o2, %lse2 = llm.attention %qi, %k, %k segments %tokens : tensor<2x8xi32> {scale = 0.25 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>
+    // CHECK: llm.attention_grad {{.*}} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x4x8xf32>
+    %dq, %dk, %dv = llm.attention_grad %qi, %k, %k, %o, %lse, %o {causal, scale = 0.25 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x4x8xf32>
+    // CHECK: llm.transpose %{{.*}} {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x8x4x16xf32> to tensor<2x4x8x16xf32>
+    %t = llm.transpose %dq {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x8x4x16xf32> to tensor<2x4x8x16xf32>
+    // CHECK: llm.pad %{{.*}} {offsets = array<i64: 0, 0, 2, 0>} : tensor<2x8x2x16xf32> to tensor<2x8x4x16xf32>
+    %p = llm.pad %dk {offsets = array<i64: 0, 0, 2, 0>} : tensor<2x8x2x16xf32> to tensor<2x8x4x16xf32>
+    // CHECK: llm.concat %{{.*}}, %{{.*}} {dim = 2 : i64} : tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>
+    %c = llm.concat %dk, %dv {dim = 2 : i64} : tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>
+    %sum = llm.add %c, %p : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
+    %o3 = llm.reshape %sum : tensor<2x8x4x16xf32> to tensor<2x8x64xf32>
+    llm.yield %o3 : tensor<2x8x64xf32>
+  }
+  // CHECK: llm.matmul %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>
+  %w = llm.reshape %wte : tensor<256x64xf32> to tensor<4x64x64xf32>
+  %w0 = llm.slice %w {offsets = array<i64: 0, 0, 0>} : tensor<4x64x64xf32> to tensor<1x64x64xf32>
+  %w1 = llm.reshape %w0 : tensor<1x64x64xf32> to tensor<64x64xf32>
+  %m = llm.matmul %h, %w1 : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>
+  // CHECK: llm.matmul %{{.*}}, %{{.*}} {transpose_a, transpose_b} : tensor<2x8x64xf32>, tensor<2x64x8xf32> -> tensor<2x64x64xf32>
+  %bt = llm.transpose %m {permutation = array<i64: 0, 2, 1>} : tensor<2x8x64xf32> to tensor<2x64x8xf32>
+  %mm = llm.matmul %m, %bt {transpose_a, transpose_b} : tensor<2x8x64xf32>, tensor<2x64x8xf32> -> tensor<2x64x64xf32>
+  // CHECK: llm.add %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64xf32>
+  %a = llm.add %m, %g : tensor<2x8x64xf32>, tensor<64xf32>
+  // CHECK: llm.mul %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64xf32>
+  %mu = llm.mul %a, %g : tensor<2x8x64xf32>, tensor<64xf32>
+  // CHECK: llm.scale %{{.*}} {factor = 5.000000e-01 : f64} : tensor<2x8x64xf32>
+  %s = llm.scale %mu {factor = 0.5 : f64} : tensor<2x8x64xf32>
+  // CHECK: llm.gelu
+  %ge = llm.gelu %s : tensor<2x8x64xf32>
+  // CHECK: llm.silu
+  %si = llm.silu %ge : tensor<2x8x64xf32>
+  // CHECK: llm.swiglu %{{.*}}, %{{.*}} : tensor<2x8x64xf32>
+  %sw = llm.swiglu %si, %ge : tensor<2x8x64xf32>
+  // CHECK: llm.dropout %{{.*}} {rate = 1.000000e-01 : f64, seed = 7 : i64}
+  %d = llm.dropout %sw {rate = 0.1 : f64, seed = 7 : i64} : tensor<2x8x64xf32>
+  // CHECK: llm.cast %{{.*}} : tensor<2x8x64xf32> to tensor<2x8x64xbf16>
+  %bf = llm.cast %d : tensor<2x8x64xf32> to tensor<2x8x64xbf16>
+  %back = llm.cast %bf : tensor<2x8x64xbf16> to tensor<2x8x64xf32>
+  // CHECK: llm.gelu_grad %{{.*}}, %{{.*}} : tensor<2x8x64xf32>
+  %gg = llm.gelu_grad %s, %back : tensor<2x8x64xf32>
+  // CHECK: llm.silu_grad
+  %sg = llm.silu_grad %ge, %gg : tensor<2x8x64xf32>
+  // CHECK: llm.swiglu_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x64xf32>
+  %dg, %du = llm.swiglu_grad %si, %ge, %sg : tensor<2x8x64xf32>
+  // CHECK: llm.layernorm_grad
+  %dx, %dgam, %dbet = llm.layernorm_grad %dg, %g, %du {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+  // CHECK: llm.rmsnorm_grad
+  %dx2, %dgam2 = llm.rmsnorm_grad %dx, %g, %du {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+  // CHECK: llm.reduce_sum %{{.*}} : tensor<2x8x64xf32> to tensor<64xf32>
+  %rs = llm.reduce_sum %dx2 : tensor<2x8x64xf32> to tensor<64xf32>
+  // CHECK: llm.embedding_grad %{{.*}}, %{{.*}} : tensor<2x8xi32>, tensor<2x8x64xf32> to tensor<256x64xf32>
+  %de = llm.embedding_grad %tokens, %dx2 : tensor<2x8xi32>, tensor<2x8x64xf32> to tensor<256x64xf32>
+  %logits = llm.matmul %dx2, %wte {transpose_b} : tensor<2x8x64xf32>, tensor<256x64xf32> -> tensor<2x8x256xf32>
+  // CHECK: llm.cross_entropy %{{.*}}, %{{.*}} : tensor<2x8x256xf32>, tensor<2x8xi32>
+  %loss = llm.cross_entropy %logits, %targets : tensor<2x8x256xf32>, tensor<2x8xi32>
+  // CHECK: llm.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = 0 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
+  %dl = llm.cross_entropy_grad %logits, %targets, %loss {ignore_index = 0 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
+  // CHECK: llm.fill 1.000000e+00 : tensor<f32>
+  %one = llm.fill 1.0 : tensor<f32>
+  // CHECK: llm.global_norm %{{.*}}, %{{.*}} : tensor<64xf32>, tensor<256x64xf32>
+  %norm = llm.global_norm %rs, %de : tensor<64xf32>, tensor<256x64xf32>
+  // CHECK: llm.adamw {{.*}} norm %{{.*}} {beta1 = 9.000000e-01 : f64
+  %p1, %m1, %v1 = llm.adamw %g, %rs, %rs, %rs, %one, %one norm %norm {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64, max_grad_norm = 1.0 : f64} : tensor<64xf32>
+  // CHECK: llm.adamw %{{[a-z_0-9]+}}, %{{[0-9]+}}, %{{[a-z_0-9]+}}, %{{[a-z_0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}} {beta1
+  %p2, %m2, %v2 = llm.adamw %p1, %rs, %m1, %v1, %one, %one {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64} : tensor<64xf32>
+  return %loss : tensor<f32>
+}

@@ -1,0 +1,37 @@
+# lit configuration for llmc: dialect and pass tests (FileCheck,
+# -verify-diagnostics) and end-to-end tool tests.
+import os
+import lit.formats
+
+config.name = "llmc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.join(config.llmc_src_root, "test")
+config.test_exec_root = os.path.join(config.llmc_obj_root, "test")
+config.excludes = ["unit", "Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
+
+tools = config.llmc_tools_dir
+# FileCheck and not come from LLVM 22's tool directory.
+llvm_tools = os.path.dirname(config.filecheck)
+config.environment["PATH"] = os.pathsep.join([tools, llvm_tools, config.environment.get("PATH", "")])
+for var in ("HOME", "TMPDIR"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+config.environment["OMP_WAIT_POLICY"] = "PASSIVE"
+
+config.substitutions.append(("%llmc-opt", os.path.join(tools, "llmc-opt")))
+config.substitutions.append(("%llmc-run", os.path.join(tools, "llmc-run")))
+config.substitutions.append(("%llmc", os.path.join(tools, "llmc")))
+config.substitutions.append(("%FileCheck", config.filecheck))
+config.substitutions.append(("%not", config.not_tool))
+config.substitutions.append(("%mpirun", config.mpirun + " --bind-to none"))
+config.substitutions.append(("%torch-python", config.torch_python))
+config.substitutions.append(("%src", config.llmc_src_root))
+
+if config.cuda_enabled:
+    config.available_features.add("cuda")
+if config.mpirun:
+    config.available_features.add("mpi")

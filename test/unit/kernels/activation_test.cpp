@@ -1,0 +1,184 @@
+//===- activation_test.cpp - gelu, silu, swiglu, dropout, cast, fill, copy ===//
+//
+// Forward activations use the elementwise metric (each output is a
+// well-conditioned function of one input). Gradients cross zero (gelu' at
+// x ≈ −0.75), where an elementwise ratio measures nothing useful, so they use
+// the norm metric.
+
+#include "KernelTest.h"
+
+#include "kernels/DropoutHash.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace llmc::test {
+namespace {
+
+const std::vector<std::vector<int64_t>> kShapes = {{7}, {13, 33}, {3, 7, 65}, {64, 1031}};
+
+TEST(ActivationKernels, UnaryForwardAndGradMatchReference) {
+  struct Op {
+    const char *forward, *grad;
+    RefTensor (*ref)(const RefTensor &);
+    RefTensor (*refGrad)(const RefTensor &, const RefTensor &);
+  };
+  const Op ops[] = {{"gelu", "gelu_grad", ref::gelu, ref::geluGrad},
+                    {"silu", "silu_grad", ref::silu, ref::siluGrad}};
+  for (const Op &op : ops)
+    for (DType dtype : kFloatTypes)
+      for (const auto &shape : kShapes) {
+        SCOPED_TRACE(std::string(op.forward) + " " + dtypeName(dtype) + " numel " +
+                     std::to_string(ref::RefTensor::zeros(shape).numel()));
+        RefTensor x = roundTo(randomTensor(shape, 11, 2.5), dtype);
+        RefTensor dy = roundTo(randomTensor(shape, 12), dtype);
+        Buffer xb = Buffer::of(x, dtype), dyb = Buffer::of(dy, dtype), out(dtype, shape);
+        out.poison();
+        ASSERT_TRUE(runKernel(op.forward, {&xb}, {&out}));
+        EXPECT_CLOSE(out.toRef(), op.ref(x), Metric::Elementwise, tolerance(dtype));
+        out.poison();
+        ASSERT_TRUE(runKernel(op.grad, {&xb, &dyb}, {&out}));
+        EXPECT_CLOSE(out.toRef(), op.refGrad(x, dy), Metric::Norm, tolerance(dtype));
+      }
+}
+
+TEST(ActivationKernels, ExtremeInputsStayFinite) {
+  RefTensor x{{8}, {-200.0, -90.0, -30.0, -1e-8, 0.0, 1e-8, 30.0, 200.0}};
+  for (const char *name : {"gelu", "silu"}) {
+    SCOPED_TRACE(name);
+    Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {8});
+    ASSERT_TRUE(runKernel(name, {&xb}, {&out}));
+    RefTensor expected = std::string(name) == "gelu" ? ref::gelu(x) : ref::silu(x);
+    RefTensor got = out.toRef();
+    for (int i = 0; i < 8; ++i) EXPECT_NEAR(got.data[i], expected.data[i], 1e-6 * (1 + std::abs(expected.data[i])));
+  }
+}
+
+TEST(ActivationKernels, SwigluAndGradMatchReference) {
+  for (DType dtype : kFloatTypes)
+    for (const auto &shape : kShapes) {
+      SCOPED_TRACE(dtypeName(dtype));
+      RefTensor gate = roundTo(randomTensor(shape, 21, 2.0), dtype);
+      RefTensor up = roundTo(randomTensor(shape, 22), dtype);
+      RefTensor dy = roundTo(randomTensor(shape, 23), dtype);
+      Buffer g = Buffer::of(gate, dtype), u = Buffer::of(up, dtype), d = Buffer::of(dy, dtype);
+      Buffer out(dtype, shape), dgate(dtype, shape), dup(dtype, shape);
+      out.poison(), dgate.poison(), dup.poison();
+      ASSERT_TRUE(runKernel("swiglu", {&g, &u}, {&out}));
+      EXPECT_CLOSE(out.toRef(), ref::swiglu(gate, up), Metric::Elementwise, tolerance(dtype));
+      ASSERT_TRUE(runKernel("swiglu_grad", {&g, &u, &d}, {&dgate, &dup}));
+      std::vector<RefTensor> expected = ref::swigluGrad(gate, up, dy);
+      EXPECT_CLOSE(dgate.toRef(), expected[0], Metric::Norm, tolerance(dtype));
+      EXPECT_CLOSE(dup.toRef(), expected[1], Metric::Elementwise, tolerance(dtype));
+    }
+}
+
+TEST(DropoutKernel, MatchesReferenceMaskExactly) {
+  for (DType dtype : kFloatTypes)
+    for (double rate : {0.0, 0.1, 0.5}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " rate " + std::to_string(rate));
+      RefTensor x = roundTo(randomTensor({13, 331}, 31), dtype);
+      Buffer xb = Buffer::of(x, dtype), out(dtype, x.shape);
+      out.poison();
+      ASSERT_TRUE(runKernel("dropout", {&xb}, {&out}, attrs({{"rate", rate}}, {{"seed", 7}}), 5));
+      RefTensor expected = ref::dropout(x, rate, 7, 5), got = out.toRef();
+      EXPECT_CLOSE(got, expected, Metric::Elementwise, tolerance(dtype));
+      for (int64_t i = 0; i < x.numel(); ++i)
+        ASSERT_EQ(got.data[i] == 0.0, expected.data[i] == 0.0) << "mask differs at " << i;
+    }
+}
+
+TEST(DropoutKernel, MaskDependsOnSeedAndStepAndHasTheRightRate) {
+  const int64_t n = 1 << 16;
+  RefTensor ones{{n}, std::vector<double>(n, 1.0)};
+  Buffer x = Buffer::of(ones, DType::F32);
+  auto mask = [&](int64_t seed, int64_t step) {
+    Buffer out(DType::F32, {n});
+    EXPECT_TRUE(runKernel("dropout", {&x}, {&out}, attrs({{"rate", 0.25}}, {{"seed", seed}}), step));
+    return out.toRef().data;
+  };
+  std::vector<double> a = mask(1, 1), again = mask(1, 1), otherStep = mask(1, 2),
+                      otherSeed = mask(2, 1);
+  EXPECT_EQ(a, again);
+  EXPECT_NE(a, otherStep);
+  EXPECT_NE(a, otherSeed);
+  int64_t dropped = 0;
+  for (double v : a) {
+    dropped += v == 0.0;
+    if (v != 0.0) {
+      ASSERT_FLOAT_EQ(v, 1.0f / 0.75f);
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / n, 0.25, 0.01);
+}
+
+TEST(DropoutHash, ThresholdIsExact) {
+  EXPECT_EQ(dropoutThreshold(0.0), 0u);
+  EXPECT_EQ(dropoutThreshold(0.5), 1ull << 31);
+  EXPECT_EQ(dropoutThreshold(0.1), 429496730u); // ceil(0.1 · 2^32)
+  EXPECT_TRUE(dropoutKeep(3, 4, 5, 0.0));
+}
+
+float bitsToFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(CastKernel, F32ToBf16RoundsToNearestEven) {
+  // 1 + 2^-8 is halfway between two bf16 values: ties go to the even one (1.0);
+  // 1 + 3·2^-8 ties up to 1 + 2^-6.
+  std::vector<float> values = {1.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -2.5f,
+                               bitsToFloat(0x7fc00001u), 3.0e38f, 1e-40f, -0.0f};
+  Buffer in(DType::F32, {8}), out(DType::BF16, {8});
+  std::memcpy(in.storage.data(), values.data(), 32);
+  ASSERT_TRUE(runKernel("cast", {&in}, {&out}));
+  const uint16_t *bits = out.view().as<uint16_t>();
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(bits[i], floatToBf16(values[i])) << "element " << i;
+  EXPECT_EQ(bits[1], 0x3f80);
+  EXPECT_EQ(bits[2], 0x3f82);
+  EXPECT_TRUE(std::isnan(bf16ToFloat(bits[4])));
+}
+
+TEST(CastKernel, RoundTripsAndF16) {
+  RefTensor x = randomTensor({7, 13}, 41, 100.0);
+  Buffer f32 = Buffer::of(x, DType::F32), b16(DType::BF16, x.shape), h16(DType::F16, x.shape),
+         back(DType::F32, x.shape);
+  ASSERT_TRUE(runKernel("cast", {&f32}, {&b16}));
+  ASSERT_TRUE(runKernel("cast", {&b16}, {&back}));
+  EXPECT_CLOSE(back.toRef(), roundTo(x, DType::BF16), Metric::Elementwise, 0.0);
+  ASSERT_TRUE(runKernel("cast", {&f32}, {&h16}));
+  back.poison();
+  ASSERT_TRUE(runKernel("cast", {&h16}, {&back}));
+  EXPECT_CLOSE(back.toRef(), roundTo(x, DType::F32), Metric::Elementwise, 1.0 / 2048); // f16: 11 bits
+  // Known f16 encodings: 1, -2, 65504 (max), 2^-24 (smallest subnormal), 65520 → inf, ties to even.
+  std::vector<float> values = {1.0f, -2.0f, 65504.0f, 5.9604645e-8f, 65520.0f, 1.0f + 1.0f / 2048,
+                               1.0f + 3.0f / 2048, 0.0f};
+  std::vector<uint16_t> expected = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00, 0x3c00, 0x3c02, 0x0000};
+  Buffer in(DType::F32, {8}), out(DType::F16, {8});
+  std::memcpy(in.storage.data(), values.data(), 32);
+  ASSERT_TRUE(runKernel("cast", {&in}, {&out}));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out.view().as<uint16_t>()[i], expected[i]) << "element " << i;
+}
+
+TEST(FillAndCopyKernels, Work) {
+  for (DType dtype : kFloatTypes) {
+    Buffer out(dtype, {7, 13});
+    out.poison();
+    ASSERT_TRUE(runKernel("fill", {}, {&out}, attrs({{"value", 1.5}})));
+    for (double v : out.toRef().data) ASSERT_EQ(v, 1.5);
+  }
+  RefTensor x = randomTensor({6, 35}, 51);
+  Buffer in = Buffer::of(x, DType::F32), out(DType::F32, {210});
+  out.poison();
+  ASSERT_TRUE(runKernel("copy", {&in}, {&out}));
+  EXPECT_EQ(out.toRef().data, roundTo(x, DType::F32).data);
+  RefTensor ids = randomIds({5, 4}, 52, 0, 1000);
+  Buffer idsIn = Buffer::of(ids, DType::I32), idsOut(DType::I32, {20});
+  ASSERT_TRUE(runKernel("copy", {&idsIn}, {&idsOut}));
+  EXPECT_EQ(idsOut.toRef().data, ids.data);
+}
+
+} // namespace
+} // namespace llmc::test

@@ -1,0 +1,121 @@
+//===- attention_test.cpp - fused attention and its backward --------------===//
+//
+// Norm metric throughout: outputs and gradients are weighted sums of many
+// terms, and lse = m + log l can be near zero (its absolute error is what
+// matters downstream, as exp(s − lse)). Shapes cover multi-head, GQA (H=4, KV=2), MQA
+// (KV=1), causal and not, S != T, several query and key tiles with ragged
+// edges, and packed sequences (segment ids) both contiguous and interleaved.
+
+#include "KernelTest.h"
+
+#include <cmath>
+#include <random>
+
+namespace llmc::test {
+namespace {
+
+enum class Segments { None, Packed, Interleaved };
+
+struct AttentionCase {
+  int64_t b, t, s, h, kv, d;
+  bool causal;
+  Segments segments;
+};
+
+std::string describe(const AttentionCase &c) {
+  return "B" + std::to_string(c.b) + " T" + std::to_string(c.t) + " S" + std::to_string(c.s) +
+         " H" + std::to_string(c.h) + " KV" + std::to_string(c.kv) + " D" + std::to_string(c.d) +
+         (c.causal ? " causal" : "") +
+         (c.segments == Segments::Packed        ? " packed"
+          : c.segments == Segments::Interleaved ? " interleaved"
+                                                : "");
+}
+
+const std::vector<AttentionCase> kCases = {
+    {2, 33, 33, 4, 4, 16, false, Segments::None},
+    {2, 33, 33, 4, 4, 16, true, Segments::None},
+    {1, 70, 70, 4, 2, 32, true, Segments::None},        // GQA, two query tiles
+    {1, 70, 70, 4, 2, 32, false, Segments::None},
+    {2, 13, 13, 3, 1, 8, true, Segments::None},         // MQA
+    {1, 7, 130, 2, 1, 64, false, Segments::None},       // S != T, three key tiles
+    {2, 67, 67, 2, 1, 16, true, Segments::Packed},
+    {2, 67, 67, 4, 2, 16, false, Segments::Packed},
+    {1, 40, 40, 2, 2, 24, false, Segments::Interleaved},
+    {1, 40, 40, 2, 1, 24, true, Segments::Interleaved},
+    {1, 150, 150, 2, 2, 64, true, Segments::None},     // three tiles each way
+};
+
+RefTensor segmentIds(const AttentionCase &c, uint64_t seed) {
+  RefTensor ids = RefTensor::zeros({c.b, c.t});
+  std::mt19937_64 rng(seed);
+  for (int64_t b = 0; b < c.b; ++b) {
+    int64_t id = 0;
+    for (int64_t i = 0; i < c.t; ++i) {
+      if (c.segments == Segments::Packed) {
+        if (i > 0 && rng() % 9 == 0) ++id; // runs of ~9 tokens
+      } else {
+        id = static_cast<int64_t>(rng() % 3);
+      }
+      ids.data[b * c.t + i] = static_cast<double>(id);
+    }
+  }
+  return ids;
+}
+
+TEST(AttentionKernels, ForwardAndBackwardMatchReference) {
+  uint64_t seed = 500;
+  for (DType dtype : kFloatTypes)
+    for (const AttentionCase &c : kCases) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describe(c));
+      double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+      RefTensor q = roundTo(randomTensor({c.b, c.t, c.h, c.d}, ++seed), dtype);
+      RefTensor k = roundTo(randomTensor({c.b, c.s, c.kv, c.d}, ++seed), dtype);
+      RefTensor v = roundTo(randomTensor({c.b, c.s, c.kv, c.d}, ++seed), dtype);
+      RefTensor dout = roundTo(randomTensor({c.b, c.t, c.h, c.d}, ++seed), dtype);
+      bool hasSegments = c.segments != Segments::None;
+      RefTensor seg = hasSegments ? segmentIds(c, ++seed) : RefTensor{};
+      const RefTensor *segPtr = hasSegments ? &seg : nullptr;
+
+      Buffer qb = Buffer::of(q, dtype), kb = Buffer::of(k, dtype), vb = Buffer::of(v, dtype),
+             segb = Buffer::of(hasSegments ? seg : RefTensor::zeros({1}), DType::I32);
+      Buffer out(dtype, q.shape), lse(DType::F32, {c.b, c.h, c.t});
+      out.poison(), lse.poison();
+      KernelAttrs a = attrs({{"scale", scale}}, {{"causal", c.causal}});
+      std::vector<Buffer *> inputs = {&qb, &kb, &vb};
+      if (hasSegments) inputs.push_back(&segb);
+      ASSERT_TRUE(runKernel("attention", inputs, {&out, &lse}, a));
+      std::vector<RefTensor> expected = ref::attention(q, k, v, segPtr, scale, c.causal);
+      EXPECT_CLOSE(out.toRef(), expected[0], Metric::Norm, tolerance(dtype));
+      EXPECT_CLOSE(lse.toRef(), expected[1], Metric::Norm, 1e-5);
+
+      // The backward consumes the forward's out (in storage precision) and lse.
+      RefTensor refOut = roundTo(expected[0], dtype), refLse = roundTo(expected[1], DType::F32);
+      Buffer ob = Buffer::of(refOut, dtype), lb = Buffer::of(refLse, DType::F32),
+             db = Buffer::of(dout, dtype);
+      Buffer dq(dtype, q.shape), dk(dtype, k.shape), dv(dtype, v.shape);
+      dq.poison(), dk.poison(), dv.poison();
+      std::vector<Buffer *> gradInputs = {&qb, &kb, &vb, &ob, &lb, &db};
+      if (hasSegments) gradInputs.push_back(&segb);
+      ASSERT_TRUE(runKernel("attention_grad", gradInputs, {&dq, &dk, &dv}, a));
+      std::vector<RefTensor> grads =
+          ref::attentionGrad(q, k, v, refOut, refLse, dout, segPtr, scale, c.causal);
+      EXPECT_CLOSE(dq.toRef(), grads[0], Metric::Norm, tolerance(dtype));
+      EXPECT_CLOSE(dk.toRef(), grads[1], Metric::Norm, tolerance(dtype));
+      EXPECT_CLOSE(dv.toRef(), grads[2], Metric::Norm, tolerance(dtype));
+    }
+}
+
+TEST(AttentionKernels, SegmentIdsAcceptI64) {
+  AttentionCase c{1, 20, 20, 2, 1, 8, true, Segments::Packed};
+  RefTensor q = randomTensor({1, 20, 2, 8}, 601), k = randomTensor({1, 20, 1, 8}, 602),
+            v = randomTensor({1, 20, 1, 8}, 603), seg = segmentIds(c, 604);
+  Buffer qb = Buffer::of(q, DType::F32), kb = Buffer::of(k, DType::F32),
+         vb = Buffer::of(v, DType::F32), segb = Buffer::of(seg, DType::I64);
+  Buffer out(DType::F32, q.shape), lse(DType::F32, {1, 2, 20});
+  ASSERT_TRUE(runKernel("attention", {&qb, &kb, &vb, &segb}, {&out, &lse},
+                        attrs({{"scale", 0.3}}, {{"causal", 1}})));
+  EXPECT_CLOSE(out.toRef(), ref::attention(q, k, v, &seg, 0.3, true)[0], Metric::Norm, 1e-5);
+}
+
+} // namespace
+} // namespace llmc::test

@@ -1,0 +1,82 @@
+//===- embedding_test.cpp - embedding, embedding_grad, rope ---------------===//
+//
+// embedding copies rows (exact); embedding_grad sums repeated rows (norm
+// metric); rope rotates pairs (elementwise metric: each output is a 2-term
+// combination that can cancel, so norm metric as well).
+
+#include "KernelTest.h"
+
+#include <cmath>
+
+namespace llmc::test {
+namespace {
+
+TEST(EmbeddingKernels, LookupAndScatterAddMatchReference) {
+  const int64_t vocab = 13, c = 33;
+  for (DType dtype : kFloatTypes)
+    for (DType idType : {DType::I32, DType::I64}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " ids " + dtypeName(idType));
+      RefTensor table = roundTo(randomTensor({vocab, c}, 401), dtype);
+      RefTensor ids = randomIds({3, 7}, 402, 0, vocab - 3); // repeats, and unused rows
+      RefTensor dy = roundTo(randomTensor({3, 7, c}, 403), dtype);
+      Buffer tb = Buffer::of(table, dtype), ib = Buffer::of(ids, idType), dyb = Buffer::of(dy, dtype);
+      Buffer out(dtype, {3, 7, c}), dtable(dtype, {vocab, c});
+      out.poison(), dtable.poison();
+      ASSERT_TRUE(runKernel("embedding", {&tb, &ib}, {&out}));
+      EXPECT_CLOSE(out.toRef(), ref::embedding(table, ids), Metric::Elementwise, 0.0);
+      ASSERT_TRUE(runKernel("embedding_grad", {&ib, &dyb}, {&dtable}));
+      EXPECT_CLOSE(dtable.toRef(), ref::embeddingGrad(ids, dy, vocab), Metric::Norm,
+                   tolerance(dtype));
+    }
+}
+
+TEST(EmbeddingKernels, OutOfRangeIdsNeverReadOutOfBounds) {
+  RefTensor table = randomTensor({4, 8}, 411);
+  RefTensor ids{{3}, {1.0, 7.0, -1.0}};
+  Buffer tb = Buffer::of(table, DType::F32), ib = Buffer::of(ids, DType::I32), out(DType::F32, {3, 8});
+  ASSERT_TRUE(runKernel("embedding", {&tb, &ib}, {&out}));
+  RefTensor got = out.toRef();
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_FLOAT_EQ(got.data[i], table.data[8 + i]);
+    EXPECT_TRUE(std::isnan(got.data[8 + i]) && std::isnan(got.data[16 + i]));
+  }
+  RefTensor dy = randomTensor({3, 8}, 412);
+  Buffer dyb = Buffer::of(dy, DType::F32), dtable(DType::F32, {4, 8});
+  dtable.poison();
+  ASSERT_TRUE(runKernel("embedding_grad", {&ib, &dyb}, {&dtable}));
+  RefTensor grad = dtable.toRef();
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(grad.data[i], 0.0);
+    EXPECT_FLOAT_EQ(grad.data[8 + i], dy.data[i]);
+  }
+}
+
+TEST(RopeKernel, ForwardAndInverseMatchReference) {
+  const std::vector<std::vector<int64_t>> shapes = {{2, 7, 3, 16}, {1, 33, 4, 64}, {2, 5, 1, 2}};
+  for (DType dtype : kFloatTypes)
+    for (const auto &shape : shapes)
+      for (int inverse = 0; inverse < 2; ++inverse) {
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " D " + std::to_string(shape[3]) +
+                     (inverse ? " inverse" : ""));
+        RefTensor x = roundTo(randomTensor(shape, 421), dtype);
+        Buffer xb = Buffer::of(x, dtype), out(dtype, shape);
+        out.poison();
+        KernelAttrs a = attrs({{"theta", 10000.0}}, {{"inverse", inverse}});
+        ASSERT_TRUE(runKernel("rope", {&xb}, {&out}, a));
+        EXPECT_CLOSE(out.toRef(), ref::rope(x, 10000.0, inverse), Metric::Norm, tolerance(dtype));
+        // In place gives the same result.
+        ASSERT_TRUE(runKernel("rope", {&xb}, {&xb}, a));
+        EXPECT_CLOSE(xb.toRef(), out.toRef(), Metric::Elementwise, 0.0);
+      }
+}
+
+TEST(RopeKernel, InverseUndoesForward) {
+  RefTensor x = randomTensor({2, 17, 2, 32}, 431);
+  Buffer xb = Buffer::of(x, DType::F32), y(DType::F32, x.shape), back(DType::F32, x.shape);
+  ASSERT_TRUE(runKernel("rope", {&xb}, {&y}, attrs({{"theta", 500.0}})));
+  ASSERT_TRUE(runKernel("rope", {&y}, {&back}, attrs({{"theta", 500.0}}, {{"inverse", 1}})));
+  EXPECT_CLOSE(back.toRef(), x, Metric::Norm, 1e-6);
+}
+
+} // namespace
+} // namespace llmc::test

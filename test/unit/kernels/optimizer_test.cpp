@@ -1,0 +1,83 @@
+//===- optimizer_test.cpp - global_norm and adamw -------------------------===//
+//
+// The norm is one scalar. adamw: p' and v' (a sum of positive terms) use
+// the elementwise metric; m' = β1·m + (1−β1)·g can cancel, so norm metric.
+
+#include "KernelTest.h"
+
+namespace llmc::test {
+namespace {
+
+TEST(GlobalNormKernel, MatchesReferenceOverManyInputs) {
+  for (DType dtype : kFloatTypes) {
+    SCOPED_TRACE(dtypeName(dtype));
+    std::vector<RefTensor> xs = {roundTo(randomTensor({7}, 801), dtype),
+                                 roundTo(randomTensor({13, 33}, 802), dtype),
+                                 roundTo(randomTensor({300, 301}, 803), dtype)};
+    std::vector<Buffer> buffers;
+    for (const RefTensor &x : xs) buffers.push_back(Buffer::of(x, dtype));
+    std::vector<Buffer *> inputs;
+    for (Buffer &b : buffers) inputs.push_back(&b);
+    Buffer norm(DType::F32, {});
+    norm.poison();
+    ASSERT_TRUE(runKernel("global_norm", inputs, {&norm}));
+    EXPECT_CLOSE(norm.toRef(), ref::globalNorm(xs), Metric::Elementwise, 1e-6);
+  }
+}
+
+TEST(GlobalNormKernel, MixedDTypes) {
+  RefTensor a = randomTensor({5}, 811), b = roundTo(randomTensor({9}, 812), DType::BF16);
+  Buffer ab = Buffer::of(a, DType::F32), bb = Buffer::of(b, DType::BF16), norm(DType::F32, {});
+  ASSERT_TRUE(runKernel("global_norm", {&ab, &bb}, {&norm}));
+  EXPECT_CLOSE(norm.toRef(), ref::globalNorm({roundTo(a, DType::F32), b}), Metric::Elementwise,
+               1e-6);
+}
+
+struct AdamWCase {
+  double step, maxGradNorm;
+  bool withNorm, inPlace;
+};
+
+TEST(AdamWKernel, MatchesReferenceWithClippingAndInPlace) {
+  const AdamWCase cases[] = {{1, 1.0, true, false}, {10, 1.0, true, true}, {3, 0.0, true, false},
+                             {7, 1.0, false, true}, {2, 100.0, true, false}};
+  const double lr = 3e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, wd = 0.1;
+  uint64_t seed = 820;
+  for (DType dtype : kFloatTypes)
+    for (const AdamWCase &c : cases) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " step " + std::to_string(c.step) +
+                   (c.withNorm ? " norm" : "") + (c.inPlace ? " in place" : ""));
+      std::vector<int64_t> shape = {33, 7};
+      RefTensor p = roundTo(randomTensor(shape, ++seed), dtype);
+      RefTensor g = roundTo(randomTensor(shape, ++seed, 0.3), dtype);
+      RefTensor m = roundTo(randomTensor(shape, ++seed, 0.1), dtype);
+      RefTensor root = randomTensor(shape, ++seed, 0.1);
+      RefTensor v = roundTo(ref::mul(root, root), dtype); // second moments are >= 0
+      double gradNorm = ref::globalNorm({g}).data[0];
+      Buffer pb = Buffer::of(p, dtype), gb = Buffer::of(g, dtype), mb = Buffer::of(m, dtype),
+             vb = Buffer::of(v, dtype);
+      Buffer lrb = Buffer::of(RefTensor{{}, {lr}}, DType::F32),
+             stepb = Buffer::of(RefTensor{{}, {c.step}}, DType::F32),
+             normb = Buffer::of(RefTensor{{}, {gradNorm}}, DType::F32);
+      Buffer p1(dtype, shape), m1(dtype, shape), v1(dtype, shape);
+      p1.poison(), m1.poison(), v1.poison();
+      std::vector<Buffer *> inputs = {&pb, &gb, &mb, &vb, &lrb, &stepb};
+      if (c.withNorm) inputs.push_back(&normb);
+      std::vector<Buffer *> outputs = c.inPlace ? std::vector<Buffer *>{&pb, &mb, &vb}
+                                                : std::vector<Buffer *>{&p1, &m1, &v1};
+      ASSERT_TRUE(runKernel("adamw", inputs, outputs,
+                            attrs({{"beta1", beta1}, {"beta2", beta2}, {"epsilon", eps},
+                                   {"weight_decay", wd}, {"max_grad_norm", c.maxGradNorm}})));
+      float normF = static_cast<float>(gradNorm); // the kernel sees an f32 scalar
+      double normSeen = normF;
+      std::vector<RefTensor> expected = ref::adamw(p, g, m, v, lr, c.step,
+                                                   c.withNorm ? &normSeen : nullptr, beta1, beta2,
+                                                   eps, wd, c.maxGradNorm);
+      EXPECT_CLOSE(outputs[0]->toRef(), expected[0], Metric::Elementwise, tolerance(dtype));
+      EXPECT_CLOSE(outputs[1]->toRef(), expected[1], Metric::Norm, tolerance(dtype));
+      EXPECT_CLOSE(outputs[2]->toRef(), expected[2], Metric::Elementwise, tolerance(dtype));
+    }
+}
+
+} // namespace
+} // namespace llmc::test

@@ -1,0 +1,132 @@
+//===- llmc-run.cpp - run a compiled artifact -----------------------------===//
+//
+// Plain C++ on top of libllmc_runtime: no MLIR, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/Trainer.h"
+
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+
+namespace {
+
+const char *kUsage = R"(usage: llmc-run <model.llmc> [options]
+
+Trains a compiled artifact (see `llmc compile`).
+
+data
+  --data <bundled|file.bin|file.txt>  training tokens (default: bundled corpus)
+  --val-data <file>                   validation tokens (default: last 10% of --data)
+schedule (defaults come from the artifact)
+  --steps N          optimizer steps        --lr X        peak learning rate
+  --min-lr X         final learning rate    --warmup N    warmup steps
+  --schedule S       cosine | linear | constant
+  --seed N           initialisation and data-order seed
+checkpoints
+  --ckpt-dir D       save checkpoints to D (at the end, every --ckpt-every N, on Ctrl-C)
+  --ckpt-every N     also save every N steps
+  --resume           continue from the latest checkpoint in --ckpt-dir
+reporting
+  --metrics F        append one JSON line per step to F
+  --log-every N      print every N steps (default 1)
+  --eval-every N     validation loss every N steps (always once at the end)
+  --eval-batches N   batches per evaluation (default 8)
+  --sample N         generate N tokens after training
+  --prompt S         prompt for --sample (default "Once upon a time")
+  --temperature X    sampling temperature (0 = greedy; default 0.8)
+  --top-k K          sample from the K most likely tokens (default 40)
+  --dump-grads F     write parameters and gradients of the first batch to F (safetensors)
+  --quiet            print errors only
+  -h, --help         this text
+
+Exit status: 0 success, 1 error, 130 interrupted (a checkpoint was saved when --ckpt-dir is set).
+)";
+
+int usageError(const std::string &message) {
+  std::cerr << "llmc-run: error: " << message << "\n(see llmc-run --help)\n";
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llmc::TrainOptions options;
+  using Setter = std::function<bool(const std::string &)>;
+  auto integer = [](int64_t &out) -> Setter {
+    return [&out](const std::string &v) {
+      char *end = nullptr;
+      long long parsed = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end) return false;
+      out = parsed;
+      return true;
+    };
+  };
+  auto number = [](double &out) -> Setter {
+    return [&out](const std::string &v) {
+      char *end = nullptr;
+      double parsed = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end) return false;
+      out = parsed;
+      return true;
+    };
+  };
+  auto text = [](std::string &out) -> Setter {
+    return [&out](const std::string &v) { out = v; return true; };
+  };
+  std::map<std::string, Setter> valued = {
+      {"--data", text(options.data)},         {"--val-data", text(options.valData)},
+      {"--steps", integer(options.steps)},    {"--lr", number(options.lr)},
+      {"--min-lr", number(options.minLr)},    {"--warmup", integer(options.warmup)},
+      {"--schedule", text(options.schedule)}, {"--seed", integer(options.seed)},
+      {"--ckpt-dir", text(options.ckptDir)},  {"--ckpt-every", integer(options.ckptEvery)},
+      {"--metrics", text(options.metrics)},   {"--log-every", integer(options.logEvery)},
+      {"--eval-every", integer(options.evalEvery)},
+      {"--eval-batches", integer(options.evalBatches)},
+      {"--sample", integer(options.sampleTokens)}, {"--prompt", text(options.prompt)},
+      {"--temperature", number(options.temperature)}, {"--top-k", integer(options.topK)},
+      {"--dump-grads", text(options.dumpGrads)},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (arg == "--resume") { options.resume = true; continue; }
+    if (arg == "--quiet") { options.quiet = true; continue; }
+    std::string value;
+    bool inlineValue = false;
+    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      inlineValue = true;
+    }
+    auto it = valued.find(arg);
+    if (it != valued.end()) {
+      if (!inlineValue) {
+        if (i + 1 >= argc)
+          return usageError("option " + arg + " needs a value");
+        value = argv[++i];
+      }
+      if (!it->second(value))
+        return usageError("bad value '" + value + "' for " + arg);
+      continue;
+    }
+    if (arg.rfind("-", 0) == 0)
+      return usageError("unknown option '" + arg + "'");
+    if (!options.artifact.empty())
+      return usageError("more than one artifact given ('" + options.artifact + "', '" + arg + "')");
+    options.artifact = arg;
+  }
+  if (options.artifact.empty())
+    return usageError("no artifact given");
+  if (options.logEvery < 1 || options.evalBatches < 1)
+    return usageError("--log-every and --eval-batches must be >= 1");
+  if (options.steps < -1 || options.ckptEvery < 0 || options.sampleTokens < 0)
+    return usageError("--steps, --ckpt-every and --sample must be >= 0");
+  return llmc::runTraining(options);
+}

@@ -1,0 +1,185 @@
+//===- llmc.cpp - the llmc driver -----------------------------------------===//
+//
+//   llmc model <family> --preset <name> [--set k=v]... [--config f] [-o f] [--stats]
+//   llmc compile (<graph.mlir> | --model <family> --preset <name>) [options] -o f
+//   llmc inspect <model.llmc>
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Compiler.h"
+#include "models/Models.h"
+#include "runtime/Inspect.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <iostream>
+#include <sstream>
+
+using namespace llvm;
+
+namespace {
+
+cl::SubCommand modelCmd("model", "Print a built-in model's forward graph (llm dialect)");
+cl::SubCommand compileCmd("compile", "Compile a forward graph into a training artifact");
+cl::SubCommand inspectCmd("inspect", "Summarize an artifact: programs, parameters, memory plan");
+
+// --- model -------------------------------------------------------------------
+cl::opt<std::string> modelFamily(cl::Positional, cl::desc("<gpt2|llama>"), cl::Required,
+                                 cl::sub(modelCmd));
+cl::opt<std::string> modelPreset("preset", cl::desc("Preset name (gpt2: tiny, 124M, 350M, "
+                                                    "774M, 1.5B; llama: tiny, 1B)"),
+                                 cl::init("tiny"), cl::sub(modelCmd), cl::sub(compileCmd));
+cl::list<std::string> modelSet("set", cl::desc("Override a config key (key=value)"),
+                               cl::sub(modelCmd), cl::sub(compileCmd));
+cl::opt<std::string> modelConfig("config", cl::desc("Hugging Face style config.json"),
+                                 cl::sub(modelCmd), cl::sub(compileCmd));
+cl::opt<bool> modelStats("stats", cl::desc("Print parameter counts instead of the graph"),
+                         cl::sub(modelCmd));
+cl::opt<std::string> output("o", cl::desc("Output file ('-' for stdout)"), cl::init("-"),
+                            cl::sub(modelCmd), cl::sub(compileCmd));
+
+// --- compile -----------------------------------------------------------------
+cl::opt<std::string> compileInput(cl::Positional, cl::desc("<graph.mlir>"), cl::init(""),
+                                  cl::sub(compileCmd));
+cl::opt<std::string> compileModel("model", cl::desc("Built-in model family instead of a file"),
+                                  cl::sub(compileCmd));
+cl::opt<std::string> emit("emit", cl::desc("Stage to write: graph | train | exec | artifact"),
+                          cl::init("artifact"), cl::sub(compileCmd));
+cl::opt<std::string> precision("precision", cl::desc("fp32 | bf16"), cl::init("fp32"),
+                               cl::sub(compileCmd));
+cl::opt<int64_t> microbatches("microbatches", cl::desc("Gradient-accumulation microbatches"),
+                              cl::init(1), cl::sub(compileCmd));
+cl::opt<double> beta1("beta1", cl::init(0.9), cl::desc("AdamW beta1"), cl::sub(compileCmd));
+cl::opt<double> beta2("beta2", cl::init(0.95), cl::desc("AdamW beta2"), cl::sub(compileCmd));
+cl::opt<double> adamEps("adam-eps", cl::init(1e-8), cl::desc("AdamW epsilon"), cl::sub(compileCmd));
+cl::opt<double> weightDecay("weight-decay", cl::init(0.1), cl::desc("AdamW weight decay"),
+                            cl::sub(compileCmd));
+cl::opt<std::string> noDecay("no-decay", cl::init("norm,bias"),
+                             cl::desc("Parameter kinds without weight decay: norm,bias,embedding or none"),
+                             cl::sub(compileCmd));
+cl::opt<double> maxGradNorm("max-grad-norm", cl::init(1.0),
+                            cl::desc("Clip gradients to this global norm (0 disables)"),
+                            cl::sub(compileCmd));
+cl::opt<double> lr("lr", cl::init(1e-3), cl::desc("Default peak learning rate"), cl::sub(compileCmd));
+cl::opt<double> minLr("min-lr", cl::init(1e-4), cl::desc("Default final learning rate"),
+                      cl::sub(compileCmd));
+cl::opt<int64_t> warmup("warmup", cl::init(10), cl::desc("Default warmup steps"), cl::sub(compileCmd));
+cl::opt<int64_t> steps("steps", cl::init(300), cl::desc("Default schedule length in steps"),
+                       cl::sub(compileCmd));
+cl::opt<std::string> schedule("schedule", cl::init("cosine"),
+                              cl::desc("Default LR decay: cosine | linear | constant"),
+                              cl::sub(compileCmd));
+cl::opt<uint64_t> seed("seed", cl::init(1337), cl::desc("Default seed (init, data order)"),
+                       cl::sub(compileCmd));
+
+// --- inspect -----------------------------------------------------------------
+cl::opt<std::string> inspectInput(cl::Positional, cl::desc("<model.llmc>"), cl::Required,
+                                  cl::sub(inspectCmd));
+
+int fail(StringRef tool, const Twine &message) {
+  WithColor::error(errs(), tool) << message << "\n";
+  return 1;
+}
+
+std::string withCommas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+int runModel() {
+  mlir::MLIRContext context;
+  llmc::prepareContext(context);
+  llmc::ModelSource source{"", modelFamily, modelPreset, modelConfig, modelSet};
+  llmc::ModelConfig config;
+  mlir::OwningOpRef<mlir::ModuleOp> module = llmc::loadModel(context, source, &config);
+  if (!module)
+    return 1;
+  std::string error;
+  auto out = mlir::openOutputFile(output, &error);
+  if (!out)
+    return fail("llmc model", "cannot write '" + output + "': " + error);
+  if (modelStats) {
+    llmc::ParamStats stats = llmc::countParameters(*module);
+    out->os() << "model:      " << modelFamily << " " << modelPreset << "\n"
+              << "parameters: " << withCommas(stats.total) << " in " << stats.tensors
+              << " tensors (" << withCommas(stats.trainable) << " trainable)\n"
+              << "convention: every parameter tensor counted once; "
+              << (config.tieEmbeddings ? "output head tied to the token embedding"
+                                       : "separate output head")
+              << "; vocabulary " << config.vocabSize << " (not padded)\n"
+              << "shape:      n_layer=" << config.nLayer << " n_head=" << config.nHead
+              << " n_kv_head=" << config.nKvHead << " n_embd=" << config.nEmbd
+              << " ffn_hidden=" << config.ffnHidden << " seq_len=" << config.seqLen
+              << " batch_size=" << config.batchSize << "\n";
+  } else {
+    module->print(out->os());
+    out->os() << "\n";
+  }
+  out->keep();
+  return 0;
+}
+
+int runCompile() {
+  llmc::CompileOptions options;
+  if (!compileInput.empty() && !compileModel.empty())
+    return fail("llmc compile", "give either a graph file or --model, not both");
+  if (compileInput.empty() && compileModel.empty())
+    return fail("llmc compile", "no input: give <graph.mlir> or --model <family>");
+  options.source = {compileInput, compileModel, modelPreset, modelConfig, modelSet};
+  options.pipeline.precision = precision;
+  options.pipeline.microbatches = microbatches;
+  options.pipeline.beta1 = beta1;
+  options.pipeline.beta2 = beta2;
+  options.pipeline.epsilon = adamEps;
+  options.pipeline.weightDecay = weightDecay;
+  options.pipeline.noDecay = noDecay;
+  options.pipeline.maxGradNorm = maxGradNorm;
+  options.schedule = {lr, minLr, warmup, steps, schedule, seed};
+  if (schedule != "cosine" && schedule != "linear" && schedule != "constant")
+    return fail("llmc compile", "unknown --schedule '" + schedule +
+                                    "' (expected cosine, linear or constant)");
+  options.emit = emit;
+  options.output = output;
+  return llmc::compile(options, "llmc compile");
+}
+
+int runInspect() {
+  std::ostringstream os;
+  std::string error;
+  if (!llmc::inspectArtifact(inspectInput, os, error))
+    return fail("llmc inspect", error);
+  outs() << os.str();
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions({&modelCmd, &compileCmd, &inspectCmd});
+  if (!cl::ParseCommandLineOptions(argc, argv,
+                                   "llmc: compile transformer training steps\n\n"
+                                   "  llmc model <family> --preset <name>    print a forward graph\n"
+                                   "  llmc compile <graph.mlir> -o m.llmc    compile a training artifact\n"
+                                   "  llmc inspect m.llmc                    summarize an artifact\n",
+                                   &errs()))
+    return 1;
+  if (modelCmd)
+    return runModel();
+  if (compileCmd)
+    return runCompile();
+  if (inspectCmd)
+    return runInspect();
+  return fail("llmc", "missing subcommand (model, compile or inspect); see llmc --help");
+}
