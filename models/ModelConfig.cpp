@@ -213,7 +213,7 @@ Error ModelConfig::validate() const {
   if (family == "llama" && headDim() % 2 != 0)
     return fail("llama needs an even head dim for RoPE, got " + Twine(headDim()));
   if (!(dropout >= 0 && dropout < 1))
-    return fail("dropout must be in [0, 1), got " + Twine(dropout));
+    return fail("dropout must be in [0, 1), got " + std::to_string(dropout));
   if (!(normEps > 0) || !(initStd > 0) || !(ropeTheta > 0))
     return fail("norm_eps, init_std and rope_theta must be > 0");
   return Error::success();

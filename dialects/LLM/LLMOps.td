@@ -343,8 +343,8 @@ def LLM_SliceOp : LLM_Op<"slice", [Pure]> {
     %q = llm.slice %qkv {offsets = array<i64: 0, 0, 0>} : tensor<4x64x384xf32> to tensor<4x64x128xf32>
     ```
   }];
-  let arguments = (ins LLM_FloatTensor:$x, DenseI64ArrayAttr:$offsets);
-  let results = (outs LLM_FloatTensor:$result);
+  let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$offsets);
+  let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
   let hasVerifier = 1;
 }

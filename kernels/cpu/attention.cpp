@@ -8,23 +8,28 @@
 // for the backward.
 //
 // Forward: one task per (b, h, tile of kBr queries). The task walks key
-// tiles of kBc with an online softmax — running max m and sum l per row, the
-// partial output rescaled by exp(m_old − m_new) — so the T×S score matrix
-// never exists; only tiles of it, in per-thread scratch. Causal tasks stop
-// at the diagonal. q is pre-multiplied by `scale` when its tile is loaded.
+// tiles of kBc with an online softmax — running max m and sum l per query,
+// the partial output rescaled by exp(m_old − m_new) — so the T×S score
+// matrix never exists, only one tile of it in per-thread scratch. Causal
+// tasks stop at the diagonal.
 //
 // Backward, with P = exp(scale·q·kᵀ − lse) recomputed per tile and
 // Dᵢ = rowsum(dout ∘ out) precomputed:
 //   dV += Pᵀ·dO,  dS = P ∘ (dO·Vᵀ − D),  dK += scale·dSᵀ·Q,  dQ += scale·dS·K.
 // To avoid atomics (and keep results deterministic) it runs two passes:
-// pass A owns a kv tile per task and loops over every query head of its
-// group and every query tile, accumulating dK and dV in registers' reach;
-// pass B owns a query tile and loops over key tiles for dQ. P and dS are
-// recomputed in both (7 tile GEMMs instead of 5), which costs less than
-// synchronising dQ.
+// pass A owns one kv tile per task and loops over every query head of its
+// group and every query tile, accumulating dK and dV; pass B owns a query
+// tile and loops over key tiles for dQ. P and dS are recomputed in both (7
+// tile GEMMs instead of 5), which costs less than synchronising dQ.
 //
-// Tile GEMMs use TileGemm.h; everything is fp32 inside, for f32 or bf16
-// storage. All scratch is allocated at bind time.
+// Layout: each task transposes its *own* operand once (q/dout tiles for the
+// forward and pass B, k/v tiles for pass A) and reads the operand it
+// iterates over as plain rows, straight from the tensor for f32. Scores are
+// therefore computed key-major (Sᵀ = K·Qᵀ, softmax vectorised across
+// queries) in the forward and pass B, query-major in pass A, and the
+// products that need the other orientation use TileGemm's transposed-A
+// form — no per-tile transposes. Everything is fp32 inside, for f32 or
+// bf16 storage, and all scratch is allocated at bind time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +41,7 @@ namespace {
 
 constexpr int64_t kBr = 64; // query rows per tile (multiple of 4)
 constexpr int64_t kBc = 64; // keys per tile (multiple of 16)
-static_assert(kBr <= kBc, "pass B keeps dQ [kBr x D] in a [kBc x D] buffer");
+static_assert(kBr == kBc, "the backward carves one scratch layout for both passes");
 
 struct AttentionDims {
   int64_t b = 0, t = 0, h = 0, d = 0, s = 0, kv = 0, group = 1;
@@ -45,64 +50,73 @@ struct AttentionDims {
   bool segments = false;
 };
 
+/// Rows of a tile as fp32: straight from the tensor for f32, else widened.
+struct Rows {
+  const float *data;
+  int64_t ld;
+};
+
 /// Tile loading and masking shared by the forward and both backward passes.
 template <typename T> struct AttentionTiles {
   AttentionDims n;
   IdView segmentIds;
 
-  /// rows × D query-shaped rows (q, out, dout) of (b, h) starting at i0,
-  /// multiplied by `factor`, into dst [rows × D].
-  void loadQueryRows(const T *x, int64_t b, int64_t h, int64_t i0, int64_t rows, float factor,
-                     float *dst) const {
-    for (int64_t r = 0; r < rows; ++r) {
-      const T *src = x + ((b * n.t + i0 + r) * n.h + h) * n.d;
-      float *row = dst + r * n.d;
+  /// Offset of query row i of head h (q, out, dout) and key row j of kv head g.
+  int64_t queryAt(int64_t b, int64_t i, int64_t h) const { return ((b * n.t + i) * n.h + h) * n.d; }
+  int64_t keyAt(int64_t b, int64_t j, int64_t g) const { return ((b * n.s + j) * n.kv + g) * n.d; }
+
+  /// `count` rows of D elements `stride` apart, as fp32 rows.
+  Rows rows(const T *x, int64_t stride, int64_t count, float *scratch) const {
+    if constexpr (std::is_same_v<T, float>) {
+      return {x, stride};
+    } else {
+      for (int64_t r = 0; r < count; ++r) {
+        const T *src = x + r * stride;
+        float *dst = scratch + r * n.d;
 #pragma omp simd
-      for (int64_t e = 0; e < n.d; ++e) row[e] = factor * load(src, e);
-    }
-  }
-
-  /// cols key rows of kv head g starting at j0 into dst [cols × D].
-  void loadKeyRows(const T *x, int64_t b, int64_t g, int64_t j0, int64_t cols, float *dst) const {
-    for (int64_t c = 0; c < cols; ++c) {
-      const T *src = x + ((b * n.s + j0 + c) * n.kv + g) * n.d;
-      float *row = dst + c * n.d;
-#pragma omp simd
-      for (int64_t e = 0; e < n.d; ++e) row[e] = load(src, e);
-    }
-  }
-
-  /// The same rows transposed: dst [D × kBc], column c = key j0 + c.
-  void loadKeyColumns(const T *x, int64_t b, int64_t g, int64_t j0, int64_t cols,
-                      float *dst) const {
-    for (int64_t c = 0; c < cols; ++c) {
-      const T *src = x + ((b * n.s + j0 + c) * n.kv + g) * n.d;
-      for (int64_t e = 0; e < n.d; ++e) dst[e * kBc + c] = load(src, e);
-    }
-  }
-
-  /// Whether any key of [j0, j0+cols) can be hidden from a query of
-  /// [i0, i0+rows) by the causal mask.
-  bool tileNeedsCausalMask(int64_t i0, int64_t j0, int64_t cols) const {
-    return n.causal && j0 + cols - 1 > i0;
-  }
-
-  /// Sets hidden scores of the rows × cols tile s (ld kBc) to −inf.
-  void mask(float *s, int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t cols) const {
-    if (tileNeedsCausalMask(i0, j0, cols))
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < cols; ++c)
-          s[r * kBc + c] = kNegInf;
-    if (n.segments)
-      for (int64_t r = 0; r < rows; ++r) {
-        int64_t segment = segmentIds[b * n.t + i0 + r];
-        for (int64_t c = 0; c < cols; ++c)
-          if (segmentIds[b * n.t + j0 + c] != segment) s[r * kBc + c] = kNegInf;
+        for (int64_t e = 0; e < n.d; ++e) dst[e] = load(src, e);
       }
+      return {scratch, n.d};
+    }
+  }
+  Rows queryRows(const T *x, int64_t b, int64_t h, int64_t i0, int64_t count,
+                 float *scratch) const {
+    return rows(x + queryAt(b, i0, h), n.h * n.d, count, scratch);
+  }
+  Rows keyRows(const T *x, int64_t b, int64_t g, int64_t j0, int64_t count, float *scratch) const {
+    return rows(x + keyAt(b, j0, g), n.kv * n.d, count, scratch);
+  }
+
+  /// The same rows transposed and scaled: dst[e·ld + r] = factor·x[r][e].
+  void transposed(const T *x, int64_t stride, int64_t count, float factor, float *dst,
+                  int64_t ld) const {
+    for (int64_t r = 0; r < count; ++r) {
+      const T *src = x + r * stride;
+      for (int64_t e = 0; e < n.d; ++e) dst[e * ld + r] = factor * load(src, e);
+    }
   }
 
   /// Exclusive end of the keys any query of [i0, i0+rows) may see.
   int64_t keyEnd(int64_t i0, int64_t rows) const { return n.causal ? i0 + rows : n.s; }
+
+  /// Sets the hidden scores of a rows × cols tile to −inf; the tile is
+  /// s[r·ld + c], or s[c·ld + r] when `keyMajor`.
+  void mask(float *s, int64_t ld, bool keyMajor, int64_t b, int64_t i0, int64_t rows, int64_t j0,
+            int64_t cols) const {
+    auto at = [&](int64_t r, int64_t c) -> float & {
+      return keyMajor ? s[c * ld + r] : s[r * ld + c];
+    };
+    if (n.causal && j0 + cols - 1 > i0) // the tile reaches past the diagonal
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < cols; ++c) at(r, c) = kNegInf;
+    if (!n.segments) return;
+    int64_t rowSegment[kBr], colSegment[kBc];
+    for (int64_t r = 0; r < rows; ++r) rowSegment[r] = segmentIds[b * n.t + i0 + r];
+    for (int64_t c = 0; c < cols; ++c) colSegment[c] = segmentIds[b * n.t + j0 + c];
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        if (rowSegment[r] != colSegment[c]) at(r, c) = kNegInf;
+  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -114,7 +128,7 @@ public:
   AttentionKernel(const KernelArgs &args, const AttentionDims &dims)
       : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
         out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), threads_(bindThreads()),
-        scratch_(threads_, 2 * kBr * dims.d + 2 * dims.d * kBc + kBr * kBc + 2 * kBr) {
+        scratch_(threads_, 2 * kBr * dims.d + kBc * kBr + 2 * kBc * dims.d + 5 * kBr) {
     tiles_.n = dims;
     if (dims.segments) tiles_.segmentIds = IdView(args.inputs[3]);
   }
@@ -138,10 +152,11 @@ private:
   void forwardTile(int64_t b, int64_t h, int64_t i0, int64_t rows, float *base) const {
     const AttentionDims &n = tiles_.n;
     const int64_t d = n.d, g = h / n.group;
-    float *qs = base, *o = qs + kBr * d, *kt = o + kBr * d, *vb = kt + d * kBc;
-    float *s = vb + kBc * d, *m = s + kBr * kBc, *l = m + kBr;
+    float *qt = base, *o = qt + d * kBr, *st = o + kBr * d, *kw = st + kBc * kBr;
+    float *vw = kw + kBc * d, *m = vw + kBc * d, *l = m + kBr, *mUse = l + kBr;
+    float *alpha = mUse + kBr, *sum = alpha + kBr;
 
-    tiles_.loadQueryRows(q_, b, h, i0, rows, n.scale, qs);
+    tiles_.transposed(q_ + tiles_.queryAt(b, i0, h), n.h * d, rows, n.scale, qt, kBr);
     std::fill(o, o + rows * d, 0.0f);
     std::fill(m, m + rows, kNegInf);
     std::fill(l, l + rows, 0.0f);
@@ -149,42 +164,50 @@ private:
     int64_t keyEnd = tiles_.keyEnd(i0, rows);
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
       int64_t cols = std::min(kBc, keyEnd - j0);
-      tiles_.loadKeyColumns(k_, b, g, j0, cols, kt);
-      tiles_.loadKeyRows(v_, b, g, j0, cols, vb);
-      tileGemm(rows, cols, d, qs, d, kt, kBc, s, kBc, false); // S = (scale·Q)·Kᵀ
-      tiles_.mask(s, b, i0, rows, j0, cols);
+      Rows kr = tiles_.keyRows(k_, b, g, j0, cols, kw);
+      Rows vr = tiles_.keyRows(v_, b, g, j0, cols, vw);
+      tileGemm(cols, rows, d, kr.data, kr.ld, qt, kBr, st, kBr, false); // Sᵀ = K·(scale·Q)ᵀ
+      tiles_.mask(st, kBr, true, b, i0, rows, j0, cols);
 
-      for (int64_t r = 0; r < rows; ++r) { // online softmax, S ← P
-        float *sr = s + r * kBc;
-        float rowMax = kNegInf;
-        for (int64_t c = 0; c < cols; ++c) rowMax = std::max(rowMax, sr[c]);
-        float mNew = std::max(m[r], rowMax);
-        if (mNew == kNegInf) { // nothing visible yet: contributes nothing
-          std::fill(sr, sr + cols, 0.0f);
-          continue;
-        }
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t c = 0; c < cols; ++c) {
-          float p = expFast(sr[c] - mNew);
-          sr[c] = p;
-          sum += p;
-        }
-        float alpha = expFast(m[r] - mNew);
-        l[r] = l[r] * alpha + sum;
-        m[r] = mNew;
-        if (alpha != 1.0f) {
-          float *orow = o + r * d;
+      // Online softmax, vectorised across the queries of the tile: Sᵀ ← Pᵀ.
+      std::fill(mUse, mUse + rows, kNegInf);
+      for (int64_t c = 0; c < cols; ++c) {
+        const float *sc = st + c * kBr;
 #pragma omp simd
-          for (int64_t e = 0; e < d; ++e) orow[e] *= alpha;
+        for (int64_t r = 0; r < rows; ++r) mUse[r] = std::max(mUse[r], sc[r]);
+      }
+#pragma omp simd
+      for (int64_t r = 0; r < rows; ++r) {
+        float mNew = std::max(m[r], mUse[r]);
+        float safe = mNew == kNegInf ? 0.0f : mNew; // nothing visible yet: P = 0, not NaN
+        alpha[r] = expFast(m[r] - safe);
+        m[r] = mNew;
+        mUse[r] = safe;
+        sum[r] = 0.0f;
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        float *sc = st + c * kBr;
+#pragma omp simd
+        for (int64_t r = 0; r < rows; ++r) {
+          float p = expFast(sc[r] - mUse[r]);
+          sc[r] = p;
+          sum[r] += p;
         }
       }
-      tileGemm(rows, d, cols, s, kBc, vb, d, o, d, true); // O += P·V
+      for (int64_t r = 0; r < rows; ++r) {
+        l[r] = l[r] * alpha[r] + sum[r];
+        if (alpha[r] != 1.0f) {
+          float *orow = o + r * d, a = alpha[r];
+#pragma omp simd
+          for (int64_t e = 0; e < d; ++e) orow[e] *= a;
+        }
+      }
+      tileGemm<true>(rows, d, cols, st, kBr, vr.data, vr.ld, o, d, true); // O += P·V
     }
 
     for (int64_t r = 0; r < rows; ++r) {
       float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-      T *dst = out_ + ((b * n.t + i0 + r) * n.h + h) * d;
+      T *dst = out_ + tiles_.queryAt(b, i0 + r, h);
       const float *orow = o + r * d;
 #pragma omp simd
       for (int64_t e = 0; e < d; ++e) store(dst, e, orow[e] * inv);
@@ -197,7 +220,7 @@ private:
   float *lse_;
   AttentionTiles<T> tiles_;
   int threads_;
-  ThreadScratch scratch_; // Q·scale, O, Kᵀ, V, S/P tiles; m, l
+  ThreadScratch scratch_; // (scale·Q)ᵀ, O, Sᵀ, widened K and V tiles; m, l, …
 };
 
 //===----------------------------------------------------------------------===//
@@ -212,8 +235,7 @@ public:
         dout_(args.inputs[5].as<T>()), dq_(args.outputs[0].as<T>()),
         dk_(args.outputs[1].as<T>()), dv_(args.outputs[2].as<T>()), threads_(bindThreads()),
         rowDot_(dims.b * dims.h * dims.t),
-        scratch_(threads_, 2 * kBr * dims.d + 3 * dims.d * kBc + 2 * kBc * dims.d +
-                               2 * kBr * kBc + 2 * kBc * kBr + 2 * kBr) {
+        scratch_(threads_, 6 * kBc * dims.d + 2 * kBr * kBc + 2 * kBr) {
     tiles_.n = dims;
     if (dims.segments) tiles_.segmentIds = IdView(args.inputs[6]);
   }
@@ -238,7 +260,7 @@ public:
 #pragma omp parallel num_threads(threads_)
     {
       float *base = scratch_.at(omp_get_thread_num());
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
       for (int64_t task = 0; task < kvTasks; ++task) {
         int64_t b = task / (n.kv * keyTiles), g = task / keyTiles % n.kv;
         int64_t j0 = task % keyTiles * kBc;
@@ -254,120 +276,96 @@ public:
   }
 
 private:
-  /// Per-thread scratch, carved from one slice.
-  struct Buffers {
-    float *qs, *dO;          // [kBr × D]: scale·Q, dO
-    float *kt, *vt, *kb;     // [D × kBc] Kᵀ, Vᵀ; [kBc × D] K
-    float *accK, *accV;      // [kBc × D] dK, dV (pass A); accK is dQ [kBr × D] in pass B
-    float *p, *ds;           // [kBr × kBc]
-    float *pt, *dst;         // [kBc × kBr]
-    float *lse, *rowDot;     // [kBr]
-  };
-
-  Buffers carve(float *base) const {
-    const int64_t d = tiles_.n.d;
-    Buffers buf;
-    buf.qs = base;
-    buf.dO = buf.qs + kBr * d;
-    buf.kt = buf.dO + kBr * d;
-    buf.vt = buf.kt + d * kBc;
-    buf.kb = buf.vt + d * kBc;
-    buf.accK = buf.kb + d * kBc;
-    buf.accV = buf.accK + kBc * d;
-    buf.p = buf.accV + kBc * d;
-    buf.ds = buf.p + kBr * kBc;
-    buf.pt = buf.ds + kBr * kBc;
-    buf.dst = buf.pt + kBc * kBr;
-    buf.lse = buf.dst + kBc * kBr;
-    buf.rowDot = buf.lse + kBr;
-    return buf;
-  }
-
-  /// Loads the query-side tile of (b, h, i0): scale·Q, dO, lse and D.
-  void loadQueryTile(const Buffers &buf, int64_t b, int64_t h, int64_t i0, int64_t rows) const {
+  /// lse (+inf for a row with no visible key, so its P is 0) and D of the
+  /// queries [i0, i0+rows) of head h.
+  void loadRowStats(int64_t b, int64_t h, int64_t i0, int64_t rows, float *lse,
+                    float *rowDot) const {
     const AttentionDims &n = tiles_.n;
-    tiles_.loadQueryRows(q_, b, h, i0, rows, n.scale, buf.qs);
-    tiles_.loadQueryRows(dout_, b, h, i0, rows, 1.0f, buf.dO);
     for (int64_t r = 0; r < rows; ++r) {
-      float lse = lse_[(b * n.h + h) * n.t + i0 + r];
-      // A row with no visible key (lse = −inf) has P = 0: +inf makes exp(s − lse) = 0.
-      buf.lse[r] = lse == kNegInf ? std::numeric_limits<float>::infinity() : lse;
-      buf.rowDot[r] = rowDot_[(b * n.h + h) * n.t + i0 + r];
+      float value = lse_[(b * n.h + h) * n.t + i0 + r];
+      lse[r] = value == kNegInf ? std::numeric_limits<float>::infinity() : value;
+      rowDot[r] = rowDot_[(b * n.h + h) * n.t + i0 + r];
     }
   }
 
-  /// P and dS of one (query tile, key tile) pair, from loaded Q, dO, Kᵀ, Vᵀ.
-  void probabilities(const Buffers &buf, int64_t b, int64_t i0, int64_t rows, int64_t j0,
-                     int64_t cols) const {
-    const int64_t d = tiles_.n.d;
-    tileGemm(rows, cols, d, buf.qs, d, buf.kt, kBc, buf.p, kBc, false);  // scale·Q·Kᵀ
-    tiles_.mask(buf.p, b, i0, rows, j0, cols);
-    tileGemm(rows, cols, d, buf.dO, d, buf.vt, kBc, buf.ds, kBc, false); // dP = dO·Vᵀ
-    for (int64_t r = 0; r < rows; ++r) {
-      float *pr = buf.p + r * kBc, *dsr = buf.ds + r * kBc;
-      float lse = buf.lse[r], rowDot = buf.rowDot[r];
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) {
-        float p = expFast(pr[c] - lse);
-        pr[c] = p;
-        dsr[c] = p * (dsr[c] - rowDot);
-      }
-    }
-  }
-
-  /// Pass A: dK, dV of kv head g, keys [j0, j0+cols), over all its query heads.
+  /// Pass A: dK, dV of kv head g, keys [j0, j0+cols), over all its query
+  /// heads. Scores are query-major here: S = Q·(scale·K)ᵀ, dP = dO·Vᵀ.
   void keyValueTile(int64_t b, int64_t g, int64_t j0, int64_t cols, float *base) const {
     const AttentionDims &n = tiles_.n;
     const int64_t d = n.d;
-    Buffers buf = carve(base);
-    tiles_.loadKeyColumns(k_, b, g, j0, cols, buf.kt);
-    tiles_.loadKeyColumns(v_, b, g, j0, cols, buf.vt);
-    std::fill(buf.accK, buf.accK + cols * d, 0.0f);
-    std::fill(buf.accV, buf.accV + cols * d, 0.0f);
+    float *kt = base, *vt = kt + d * kBc, *accK = vt + d * kBc, *accV = accK + kBc * d;
+    float *qw = accV + kBc * d, *dow = qw + kBr * d, *s = dow + kBr * d, *dp = s + kBr * kBc;
+    float *lse = dp + kBr * kBc, *rowDot = lse + kBr;
+
+    tiles_.transposed(k_ + tiles_.keyAt(b, j0, g), n.kv * d, cols, n.scale, kt, kBc);
+    tiles_.transposed(v_ + tiles_.keyAt(b, j0, g), n.kv * d, cols, 1.0f, vt, kBc);
+    std::fill(accK, accK + cols * d, 0.0f);
+    std::fill(accV, accV + cols * d, 0.0f);
     int64_t firstQuery = n.causal ? j0 / kBr * kBr : 0; // earlier queries see none of these keys
     for (int64_t h = g * n.group; h < (g + 1) * n.group; ++h)
       for (int64_t i0 = firstQuery; i0 < n.t; i0 += kBr) {
         int64_t rows = std::min(kBr, n.t - i0);
-        loadQueryTile(buf, b, h, i0, rows);
-        probabilities(buf, b, i0, rows, j0, cols);
-        for (int64_t r = 0; r < rows; ++r)
+        Rows qr = tiles_.queryRows(q_, b, h, i0, rows, qw);
+        Rows dor = tiles_.queryRows(dout_, b, h, i0, rows, dow);
+        loadRowStats(b, h, i0, rows, lse, rowDot);
+        tileGemm(rows, cols, d, qr.data, qr.ld, kt, kBc, s, kBc, false);   // S
+        tiles_.mask(s, kBc, false, b, i0, rows, j0, cols);
+        tileGemm(rows, cols, d, dor.data, dor.ld, vt, kBc, dp, kBc, false); // dP
+        for (int64_t r = 0; r < rows; ++r) {
+          float *sr = s + r * kBc, *dpr = dp + r * kBc, l = lse[r], dot = rowDot[r];
+#pragma omp simd
           for (int64_t c = 0; c < cols; ++c) {
-            buf.pt[c * kBr + r] = buf.p[r * kBc + c];
-            buf.dst[c * kBr + r] = buf.ds[r * kBc + c];
+            float p = expFast(sr[c] - l);
+            sr[c] = p;
+            dpr[c] = p * (dpr[c] - dot); // dS
           }
-        tileGemm(cols, d, rows, buf.pt, kBr, buf.dO, d, buf.accV, d, true);  // dV += Pᵀ·dO
-        tileGemm(cols, d, rows, buf.dst, kBr, buf.qs, d, buf.accK, d, true); // dK += dSᵀ·(scale·Q)
+        }
+        tileGemm<true>(cols, d, rows, s, kBc, dor.data, dor.ld, accV, d, true); // dV += Pᵀ·dO
+        tileGemm<true>(cols, d, rows, dp, kBc, qr.data, qr.ld, accK, d, true);  // dK += dSᵀ·Q
       }
     for (int64_t c = 0; c < cols; ++c) {
-      T *dk = dk_ + ((b * n.s + j0 + c) * n.kv + g) * d;
-      T *dv = dv_ + ((b * n.s + j0 + c) * n.kv + g) * d;
+      T *dk = dk_ + tiles_.keyAt(b, j0 + c, g), *dv = dv_ + tiles_.keyAt(b, j0 + c, g);
 #pragma omp simd
       for (int64_t e = 0; e < d; ++e) {
-        store(dk, e, buf.accK[c * d + e]);
-        store(dv, e, buf.accV[c * d + e]);
+        store(dk, e, n.scale * accK[c * d + e]);
+        store(dv, e, accV[c * d + e]);
       }
     }
   }
 
-  /// Pass B: dQ of head h, queries [i0, i0+rows), over the visible key tiles.
+  /// Pass B: dQ of head h, queries [i0, i0+rows), over the visible key
+  /// tiles. Scores are key-major here: Sᵀ = K·(scale·Q)ᵀ, dPᵀ = V·dOᵀ.
   void queryTile(int64_t b, int64_t h, int64_t i0, int64_t rows, float *base) const {
     const AttentionDims &n = tiles_.n;
     const int64_t d = n.d, g = h / n.group;
-    Buffers buf = carve(base);
-    float *dq = buf.accK;
-    loadQueryTile(buf, b, h, i0, rows);
+    float *qt = base, *dot = qt + d * kBr, *dq = dot + d * kBr, *kw = dq + kBr * d;
+    float *vw = kw + kBc * d, *st = vw + kBc * d, *dpt = st + kBc * kBr;
+    float *lse = dpt + kBc * kBr, *rowDot = lse + kBr;
+
+    tiles_.transposed(q_ + tiles_.queryAt(b, i0, h), n.h * d, rows, n.scale, qt, kBr);
+    tiles_.transposed(dout_ + tiles_.queryAt(b, i0, h), n.h * d, rows, 1.0f, dot, kBr);
+    loadRowStats(b, h, i0, rows, lse, rowDot);
     std::fill(dq, dq + rows * d, 0.0f);
     int64_t keyEnd = tiles_.keyEnd(i0, rows);
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
       int64_t cols = std::min(kBc, keyEnd - j0);
-      tiles_.loadKeyColumns(k_, b, g, j0, cols, buf.kt);
-      tiles_.loadKeyColumns(v_, b, g, j0, cols, buf.vt);
-      tiles_.loadKeyRows(k_, b, g, j0, cols, buf.kb);
-      probabilities(buf, b, i0, rows, j0, cols);
-      tileGemm(rows, d, cols, buf.ds, kBc, buf.kb, d, dq, d, true); // dQ += dS·K
+      Rows kr = tiles_.keyRows(k_, b, g, j0, cols, kw);
+      Rows vr = tiles_.keyRows(v_, b, g, j0, cols, vw);
+      tileGemm(cols, rows, d, kr.data, kr.ld, qt, kBr, st, kBr, false);   // Sᵀ
+      tiles_.mask(st, kBr, true, b, i0, rows, j0, cols);
+      tileGemm(cols, rows, d, vr.data, vr.ld, dot, kBr, dpt, kBr, false); // dPᵀ
+      for (int64_t c = 0; c < cols; ++c) {
+        float *sc = st + c * kBr, *dpc = dpt + c * kBr;
+#pragma omp simd
+        for (int64_t r = 0; r < rows; ++r) {
+          float p = expFast(sc[r] - lse[r]);
+          dpc[r] = p * (dpc[r] - rowDot[r]); // dSᵀ
+        }
+      }
+      tileGemm<true>(rows, d, cols, dpt, kBr, kr.data, kr.ld, dq, d, true); // dQ += dS·K
     }
     for (int64_t r = 0; r < rows; ++r) {
-      T *dst = dq_ + ((b * n.t + i0 + r) * n.h + h) * d;
+      T *dst = dq_ + tiles_.queryAt(b, i0 + r, h);
 #pragma omp simd
       for (int64_t e = 0; e < d; ++e) store(dst, e, n.scale * dq[r * d + e]);
     }
@@ -380,7 +378,7 @@ private:
   AttentionTiles<T> tiles_;
   int threads_;
   std::vector<float> rowDot_; // rowsum(dout ∘ out) [B, H, T]
-  ThreadScratch scratch_;
+  ThreadScratch scratch_;     // per pass: transposed own tile, accumulators, score tiles
 };
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,190 @@
+//===- Interpreter.cpp - evaluate llm IR in double precision --------------===//
+
+#include "compiler/Interpreter.h"
+
+#include "dialects/LLM/LLMDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace llmc::llm;
+using llmc::ref::RefTensor;
+
+namespace llmc {
+namespace {
+
+std::vector<int64_t> shapeOf(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return std::vector<int64_t>(t.getShape().begin(), t.getShape().end());
+}
+
+class Interpreter {
+public:
+  explicit Interpreter(int64_t step) : step(step) {}
+
+  LogicalResult runBlock(Block &block);
+  const RefTensor &get(Value v) { return values[v]; }
+  void set(Value v, RefTensor t) { values[v] = std::move(t); }
+
+private:
+  LogicalResult runOp(Operation *op);
+  llvm::DenseMap<Value, RefTensor> values;
+  int64_t step;
+};
+
+LogicalResult Interpreter::runBlock(Block &block) {
+  for (Operation &op : block)
+    if (failed(runOp(&op)))
+      return failure();
+  return success();
+}
+
+LogicalResult Interpreter::runOp(Operation *op) {
+  auto in = [&](unsigned i) -> const RefTensor & { return values[op->getOperand(i)]; };
+  auto out = [&](unsigned i, RefTensor t) { values[op->getResult(i)] = std::move(t); };
+  auto outs = [&](std::vector<RefTensor> ts) {
+    for (unsigned i = 0; i < ts.size(); ++i) out(i, std::move(ts[i]));
+  };
+  auto d = [](APFloat f) { return f.convertToDouble(); };
+  auto vec = [](ArrayRef<int64_t> a) { return std::vector<int64_t>(a.begin(), a.end()); };
+
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](BlockOp b) {
+        if (failed(runBlock(b.getBody().front())))
+          return failure();
+        auto yield = cast<YieldOp>(b.getBody().front().getTerminator());
+        for (auto [r, v] : llvm::zip(b.getResults(), yield.getValues()))
+          values[r] = values[v];
+        return success();
+      })
+      .Case([&](YieldOp) { return success(); })
+      .Case([&](func::ReturnOp) { return success(); })
+      .Case([&](FillOp f) {
+        RefTensor t = RefTensor::zeros(shapeOf(f.getType()));
+        std::fill(t.data.begin(), t.data.end(), d(f.getValue()));
+        out(0, t);
+        return success();
+      })
+      .Case([&](MatmulOp m) {
+        out(0, ref::matmul(in(0), in(1), m.getTransposeA(), m.getTransposeB()));
+        return success();
+      })
+      .Case([&](AddOp) { out(0, ref::add(in(0), in(1))); return success(); })
+      .Case([&](MulOp) { out(0, ref::mul(in(0), in(1))); return success(); })
+      .Case([&](ScaleOp s) { out(0, ref::scale(in(0), d(s.getFactor()))); return success(); })
+      .Case([&](GeluOp) { out(0, ref::gelu(in(0))); return success(); })
+      .Case([&](SiluOp) { out(0, ref::silu(in(0))); return success(); })
+      .Case([&](SwigluOp) { out(0, ref::swiglu(in(0), in(1))); return success(); })
+      .Case([&](GeluGradOp) { out(0, ref::geluGrad(in(0), in(1))); return success(); })
+      .Case([&](SiluGradOp) { out(0, ref::siluGrad(in(0), in(1))); return success(); })
+      .Case([&](SwigluGradOp) { outs(ref::swigluGrad(in(0), in(1), in(2))); return success(); })
+      .Case([&](DropoutOp o) {
+        out(0, ref::dropout(in(0), d(o.getRate()), o.getSeed(), step));
+        return success();
+      })
+      .Case([&](CastOp) { out(0, in(0)); return success(); })
+      .Case([&](LayerNormOp o) {
+        out(0, ref::layernorm(in(0), in(1), in(2), d(o.getEpsilon())));
+        return success();
+      })
+      .Case([&](LayerNormGradOp o) {
+        outs(ref::layernormGrad(in(0), in(1), in(2), d(o.getEpsilon())));
+        return success();
+      })
+      .Case([&](RMSNormOp o) {
+        out(0, ref::rmsnorm(in(0), in(1), d(o.getEpsilon())));
+        return success();
+      })
+      .Case([&](RMSNormGradOp o) {
+        outs(ref::rmsnormGrad(in(0), in(1), in(2), d(o.getEpsilon())));
+        return success();
+      })
+      .Case([&](EmbeddingOp) { out(0, ref::embedding(in(0), in(1))); return success(); })
+      .Case([&](EmbeddingGradOp o) {
+        out(0, ref::embeddingGrad(in(0), in(1), o.getType().getDimSize(0)));
+        return success();
+      })
+      .Case([&](RopeOp o) {
+        out(0, ref::rope(in(0), d(o.getTheta()), o.getInverse()));
+        return success();
+      })
+      .Case([&](AttentionOp o) {
+        const RefTensor *seg = o.getSegmentIds() ? &values[o.getSegmentIds()] : nullptr;
+        outs(ref::attention(in(0), in(1), in(2), seg, d(o.getScale()), o.getCausal()));
+        return success();
+      })
+      .Case([&](AttentionGradOp o) {
+        const RefTensor *seg = o.getSegmentIds() ? &values[o.getSegmentIds()] : nullptr;
+        outs(ref::attentionGrad(in(0), in(1), in(2), in(3), in(4), in(5), seg,
+                                d(o.getScale()), o.getCausal()));
+        return success();
+      })
+      .Case([&](CrossEntropyOp o) {
+        out(0, ref::crossEntropy(in(0), in(1), o.getIgnoreIndex()));
+        return success();
+      })
+      .Case([&](CrossEntropyGradOp o) {
+        out(0, ref::crossEntropyGrad(in(0), in(1), in(2).data.at(0), o.getIgnoreIndex()));
+        return success();
+      })
+      .Case([&](ReshapeOp r) {
+        RefTensor t = in(0);
+        t.shape = shapeOf(r.getType());
+        out(0, t);
+        return success();
+      })
+      .Case([&](TransposeOp t) { out(0, ref::transpose(in(0), vec(t.getPermutation()))); return success(); })
+      .Case([&](SliceOp s) {
+        out(0, ref::slice(in(0), vec(s.getOffsets()), shapeOf(s.getType())));
+        return success();
+      })
+      .Case([&](PadOp p) {
+        out(0, ref::pad(in(0), vec(p.getOffsets()), shapeOf(p.getType())));
+        return success();
+      })
+      .Case([&](ConcatOp c) {
+        std::vector<RefTensor> xs;
+        for (Value v : c.getInputs()) xs.push_back(values[v]);
+        out(0, ref::concat(xs, c.getDim()));
+        return success();
+      })
+      .Case([&](ReduceSumOp r) { out(0, ref::reduceSum(in(0), shapeOf(r.getType()))); return success(); })
+      .Case([&](GlobalNormOp g) {
+        std::vector<RefTensor> xs;
+        for (Value v : g.getInputs()) xs.push_back(values[v]);
+        out(0, ref::globalNorm(xs));
+        return success();
+      })
+      .Case([&](AdamWOp a) {
+        double norm = a.getGradNorm() ? values[a.getGradNorm()].data.at(0) : 0.0;
+        outs(ref::adamw(in(0), in(1), in(2), in(3), in(4).data.at(0), in(5).data.at(0),
+                        a.getGradNorm() ? &norm : nullptr, d(a.getBeta1()), d(a.getBeta2()),
+                        d(a.getEpsilon()), d(a.getWeightDecay()), d(a.getMaxGradNorm())));
+        return success();
+      })
+      .Default([&](Operation *other) {
+        return other->emitOpError("is not supported by the reference interpreter");
+      });
+}
+
+} // namespace
+
+FailureOr<std::vector<RefTensor>> interpret(func::FuncOp func,
+                                            const std::vector<RefTensor> &args,
+                                            int64_t step) {
+  if (args.size() != func.getNumArguments())
+    return func.emitError() << "interpreter: " << args.size() << " arguments for "
+                            << func.getNumArguments() << " parameters";
+  Interpreter interp(step);
+  for (auto [arg, value] : llvm::zip(func.getArguments(), args))
+    interp.set(arg, value);
+  Block &body = func.getBody().front();
+  if (failed(interp.runBlock(body)))
+    return failure();
+  std::vector<RefTensor> results;
+  for (Value v : body.getTerminator()->getOperands())
+    results.push_back(interp.get(v));
+  return results;
+}
+
+} // namespace llmc
