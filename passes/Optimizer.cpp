@@ -53,7 +53,8 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       return signalPassFailure();
     }
     if (microbatches < 1) {
-      module.emitError() << "optimizer: microbatches must be >= 1, got " << microbatches;
+      module.emitError() << "optimizer: microbatches must be >= 1, got "
+                         << static_cast<int64_t>(microbatches);
       return signalPassFailure();
     }
     llvm::StringSet<> noDecayKinds;

@@ -62,6 +62,9 @@ inline void tileGemm4x16(int64_t k, const float *a, int64_t lda, const float *b,
   }
   for (int64_t p = 0; p < k; ++p) {
     __m256 b0 = _mm256_loadu_ps(b + p * ldb), b1 = _mm256_loadu_ps(b + p * ldb + 8);
+    // Keep b0/b1 in registers: GCC otherwise re-reads them as memory operands
+    // of every FMA, which makes the loop load-bound.
+    __asm__("" : "+x"(b0), "+x"(b1));
     __m256 a0 = _mm256_broadcast_ss(aAt<TransA>(a, lda, 0, p));
     c00 = _mm256_fmadd_ps(a0, b0, c00);
     c01 = _mm256_fmadd_ps(a0, b1, c01);

@@ -23,8 +23,8 @@
 // tile GEMMs instead of 5), which costs less than synchronising dQ.
 //
 // Layout: each task transposes its *own* operand once (q/dout tiles for the
-// forward and pass B, k/v tiles for pass A) and reads the operand it
-// iterates over as plain rows, straight from the tensor for f32. Scores are
+// forward and pass B, k/v tiles for pass A) and copies the tiles it iterates
+// over as plain contiguous rows. Scores are
 // therefore computed key-major (Sᵀ = K·Qᵀ, softmax vectorised across
 // queries) in the forward and pass B, query-major in pass A, and the
 // products that need the other orientation use TileGemm's transposed-A
@@ -50,12 +50,6 @@ struct AttentionDims {
   bool segments = false;
 };
 
-/// Rows of a tile as fp32: straight from the tensor for f32, else widened.
-struct Rows {
-  const float *data;
-  int64_t ld;
-};
-
 /// Tile loading and masking shared by the forward and both backward passes.
 template <typename T> struct AttentionTiles {
   AttentionDims n;
@@ -65,26 +59,25 @@ template <typename T> struct AttentionTiles {
   int64_t queryAt(int64_t b, int64_t i, int64_t h) const { return ((b * n.t + i) * n.h + h) * n.d; }
   int64_t keyAt(int64_t b, int64_t j, int64_t g) const { return ((b * n.s + j) * n.kv + g) * n.d; }
 
-  /// `count` rows of D elements `stride` apart, as fp32 rows.
-  Rows rows(const T *x, int64_t stride, int64_t count, float *scratch) const {
-    if constexpr (std::is_same_v<T, float>) {
-      return {x, stride};
-    } else {
-      for (int64_t r = 0; r < count; ++r) {
-        const T *src = x + r * stride;
-        float *dst = scratch + r * n.d;
+  /// `count` rows of D elements `stride` apart, copied to dst [count × D]
+  /// in fp32. Even for f32 the contiguous copy pays for itself: the rows sit
+  /// H·D apart in the tensor, and the tile GEMMs then stream from L1.
+  const float *rows(const T *x, int64_t stride, int64_t count, float *dst) const {
+    for (int64_t r = 0; r < count; ++r) {
+      const T *src = x + r * stride;
+      float *row = dst + r * n.d;
 #pragma omp simd
-        for (int64_t e = 0; e < n.d; ++e) dst[e] = load(src, e);
-      }
-      return {scratch, n.d};
+      for (int64_t e = 0; e < n.d; ++e) row[e] = load(src, e);
     }
+    return dst;
   }
-  Rows queryRows(const T *x, int64_t b, int64_t h, int64_t i0, int64_t count,
-                 float *scratch) const {
-    return rows(x + queryAt(b, i0, h), n.h * n.d, count, scratch);
+  const float *queryRows(const T *x, int64_t b, int64_t h, int64_t i0, int64_t count,
+                         float *dst) const {
+    return rows(x + queryAt(b, i0, h), n.h * n.d, count, dst);
   }
-  Rows keyRows(const T *x, int64_t b, int64_t g, int64_t j0, int64_t count, float *scratch) const {
-    return rows(x + keyAt(b, j0, g), n.kv * n.d, count, scratch);
+  const float *keyRows(const T *x, int64_t b, int64_t g, int64_t j0, int64_t count,
+                       float *dst) const {
+    return rows(x + keyAt(b, j0, g), n.kv * n.d, count, dst);
   }
 
   /// The same rows transposed and scaled: dst[e·ld + r] = factor·x[r][e].
@@ -164,9 +157,9 @@ private:
     int64_t keyEnd = tiles_.keyEnd(i0, rows);
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
       int64_t cols = std::min(kBc, keyEnd - j0);
-      Rows kr = tiles_.keyRows(k_, b, g, j0, cols, kw);
-      Rows vr = tiles_.keyRows(v_, b, g, j0, cols, vw);
-      tileGemm(cols, rows, d, kr.data, kr.ld, qt, kBr, st, kBr, false); // Sᵀ = K·(scale·Q)ᵀ
+      const float *kr = tiles_.keyRows(k_, b, g, j0, cols, kw);
+      const float *vr = tiles_.keyRows(v_, b, g, j0, cols, vw);
+      tileGemm(cols, rows, d, kr, d, qt, kBr, st, kBr, false); // Sᵀ = K·(scale·Q)ᵀ
       tiles_.mask(st, kBr, true, b, i0, rows, j0, cols);
 
       // Online softmax, vectorised across the queries of the tile: Sᵀ ← Pᵀ.
@@ -202,7 +195,7 @@ private:
           for (int64_t e = 0; e < d; ++e) orow[e] *= a;
         }
       }
-      tileGemm<true>(rows, d, cols, st, kBr, vr.data, vr.ld, o, d, true); // O += P·V
+      tileGemm<true>(rows, d, cols, st, kBr, vr, d, o, d, true); // O += P·V
     }
 
     for (int64_t r = 0; r < rows; ++r) {
@@ -305,12 +298,12 @@ private:
     for (int64_t h = g * n.group; h < (g + 1) * n.group; ++h)
       for (int64_t i0 = firstQuery; i0 < n.t; i0 += kBr) {
         int64_t rows = std::min(kBr, n.t - i0);
-        Rows qr = tiles_.queryRows(q_, b, h, i0, rows, qw);
-        Rows dor = tiles_.queryRows(dout_, b, h, i0, rows, dow);
+        const float *qr = tiles_.queryRows(q_, b, h, i0, rows, qw);
+        const float *dor = tiles_.queryRows(dout_, b, h, i0, rows, dow);
         loadRowStats(b, h, i0, rows, lse, rowDot);
-        tileGemm(rows, cols, d, qr.data, qr.ld, kt, kBc, s, kBc, false);   // S
+        tileGemm(rows, cols, d, qr, d, kt, kBc, s, kBc, false);   // S
         tiles_.mask(s, kBc, false, b, i0, rows, j0, cols);
-        tileGemm(rows, cols, d, dor.data, dor.ld, vt, kBc, dp, kBc, false); // dP
+        tileGemm(rows, cols, d, dor, d, vt, kBc, dp, kBc, false); // dP
         for (int64_t r = 0; r < rows; ++r) {
           float *sr = s + r * kBc, *dpr = dp + r * kBc, l = lse[r], dot = rowDot[r];
 #pragma omp simd
@@ -320,8 +313,8 @@ private:
             dpr[c] = p * (dpr[c] - dot); // dS
           }
         }
-        tileGemm<true>(cols, d, rows, s, kBc, dor.data, dor.ld, accV, d, true); // dV += Pᵀ·dO
-        tileGemm<true>(cols, d, rows, dp, kBc, qr.data, qr.ld, accK, d, true);  // dK += dSᵀ·Q
+        tileGemm<true>(cols, d, rows, s, kBc, dor, d, accV, d, true); // dV += Pᵀ·dO
+        tileGemm<true>(cols, d, rows, dp, kBc, qr, d, accK, d, true);  // dK += dSᵀ·Q
       }
     for (int64_t c = 0; c < cols; ++c) {
       T *dk = dk_ + tiles_.keyAt(b, j0 + c, g), *dv = dv_ + tiles_.keyAt(b, j0 + c, g);
@@ -349,11 +342,11 @@ private:
     int64_t keyEnd = tiles_.keyEnd(i0, rows);
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
       int64_t cols = std::min(kBc, keyEnd - j0);
-      Rows kr = tiles_.keyRows(k_, b, g, j0, cols, kw);
-      Rows vr = tiles_.keyRows(v_, b, g, j0, cols, vw);
-      tileGemm(cols, rows, d, kr.data, kr.ld, qt, kBr, st, kBr, false);   // Sᵀ
+      const float *kr = tiles_.keyRows(k_, b, g, j0, cols, kw);
+      const float *vr = tiles_.keyRows(v_, b, g, j0, cols, vw);
+      tileGemm(cols, rows, d, kr, d, qt, kBr, st, kBr, false);   // Sᵀ
       tiles_.mask(st, kBr, true, b, i0, rows, j0, cols);
-      tileGemm(cols, rows, d, vr.data, vr.ld, dot, kBr, dpt, kBr, false); // dPᵀ
+      tileGemm(cols, rows, d, vr, d, dot, kBr, dpt, kBr, false); // dPᵀ
       for (int64_t c = 0; c < cols; ++c) {
         float *sc = st + c * kBr, *dpc = dpt + c * kBr;
 #pragma omp simd
@@ -362,7 +355,7 @@ private:
           dpc[r] = p * (dpc[r] - rowDot[r]); // dSᵀ
         }
       }
-      tileGemm<true>(rows, d, cols, dpt, kBr, kr.data, kr.ld, dq, d, true); // dQ += dS·K
+      tileGemm<true>(rows, d, cols, dpt, kBr, kr, d, dq, d, true); // dQ += dS·K
     }
     for (int64_t r = 0; r < rows; ++r) {
       T *dst = dq_ + tiles_.queryAt(b, i0 + r, h);

@@ -1,0 +1,53 @@
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-lower-to-exec | FileCheck %s
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-lower-to-exec --verify-each | llmc-opt | FileCheck %s --check-prefix=ROUNDTRIP
+// RUN: not llmc-opt %s --llmc-lower-to-exec 2>&1 | FileCheck %s --check-prefix=EMPTY
+
+// The arena is the persistent state (4 parameters: 832 B padded to 896;
+// their AdamW moments) plus the largest program's transient peak; the plan
+// records each program's peak by category.
+// CHECK: module attributes {exec.arena_bytes = 5760 : i64, exec.memory_plan = {arena = 5760 : i64, optimizer_state = 1664 : i64, params = 832 : i64, persistent = 2688 : i64, programs = {eval = {{{.*}}peak = 896 : i64}, grad = {{{.*}}}, train_step = {activation = 1792 : i64, grad = 512 : i64, input = 192 : i64, output = 64 : i64, peak = 3072 : i64}}}}
+
+// Persistent state first, 64-byte aligned, under names every program shares.
+// CHECK-LABEL: exec.program @train_step kind "train_step"
+// CHECK: %[[WTE:.*]] = exec.buffer offset 0 name "wte" category "param" {llm.param = {{.*}}} : memref<16x8xf32>
+// CHECK: exec.buffer offset 512 name "ln.weight" category "param"
+// CHECK: %[[W:.*]] = exec.buffer offset 640 name "h.0.mlp.weight" category "param"
+// CHECK: %[[M:.*]] = exec.buffer offset 896 name "adam_m/wte" category "optim" : memref<16x8xf32>
+// CHECK: %[[V:.*]] = exec.buffer offset 1792 name "adam_v/wte" category "optim" : memref<16x8xf32>
+// Inputs live from the start of the program; the microbatch reshape is a view.
+// CHECK: %[[TOK:.*]] = exec.buffer offset 2688 name "tokens" category "input" : memref<1x2x4xi32>
+// CHECK: %[[LR:.*]] = exec.buffer offset 2816 name "lr" category "input" : memref<f32>
+// CHECK: %[[TOKV:.*]] = exec.buffer offset 2688 category "input" : memref<2x4xi32>
+// CHECK: %[[X:.*]] = exec.buffer offset 2944 : memref<2x4x8xf32>
+// CHECK-NEXT: exec.kernel "embedding"(%[[WTE]], %[[TOKV]] : memref<16x8xf32>, memref<2x4xi32>) -> (%[[X]] : memref<2x4x8xf32>)
+// Unit attributes become 0/1 integers, floats stay f64.
+// CHECK: exec.kernel "matmul"(%{{.*}}, %[[WTE]] : {{.*}}) -> ({{.*}}) {transpose_b = 1 : i64}
+// CHECK: %[[LOSS:.*]] = exec.buffer offset {{[0-9]+}} name "loss" category "output" : memref<f32>
+// A buffer is reused once its value is dead: the logits gradient's matmul
+// writes where the head's logits were.
+// CHECK: exec.kernel "cross_entropy_grad"
+// CHECK-NEXT: %[[DH:.*]] = exec.buffer offset 4224 : memref<2x4x8xf32>
+// The residual gradient accumulates in place.
+// CHECK: %[[DSUM:.*]] = exec.buffer offset 4224 : memref<2x4x8xf32>
+// CHECK-NEXT: exec.kernel "add"(%[[DH]], %{{.*}} : memref<2x4x8xf32>, memref<2x4x8xf32>) -> (%[[DSUM]] : memref<2x4x8xf32>)
+// CHECK: exec.kernel "embedding_grad"
+// CHECK-NEXT: %[[G:.*]] = exec.buffer offset {{[0-9]+}} category "grad" : memref<16x8xf32>
+// CHECK-NEXT: exec.kernel "add"
+// CHECK: %[[NORM:.*]] = exec.buffer offset {{[0-9]+}} name "grad_norm" category "output" : memref<f32>
+// The update writes the parameter and its moments in place.
+// CHECK: exec.kernel "adamw"(%[[WTE]], %[[G]], %[[M]], %[[V]], %[[LR]], %{{.*}}, %[[NORM]] : {{.*}}) -> (%[[WTE]], %[[M]], %[[V]] : memref<16x8xf32>, memref<16x8xf32>, memref<16x8xf32>)
+
+// Evaluation reuses the same parameter buffers.
+// CHECK-LABEL: exec.program @eval kind "eval"
+// CHECK: exec.buffer offset 0 name "wte" category "param"
+// CHECK: exec.buffer offset 2688 name "tokens" category "input" : memref<2x4xi32>
+// CHECK-LABEL: exec.program @grad kind "grad"
+// CHECK: name "grad/wte" category "output" : memref<16x8xf32>
+
+// ROUNDTRIP: exec.program @train_step
+// ROUNDTRIP: exec.program @grad
+
+// EMPTY: error: lower-to-exec: no entry point (@train_step, @forward, @logits or @grad)
+func.func @helper() {
+  return
+}

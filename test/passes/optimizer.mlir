@@ -1,0 +1,44 @@
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="microbatches=2 no-decay=norm,bias,embedding" | FileCheck %s
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="max-grad-norm=0" | FileCheck %s --check-prefix=NOCLIP
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="no-decay=weights" 2>&1 | FileCheck %s --check-prefix=BADKIND
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-optimizer 2>&1 | FileCheck %s --check-prefix=NOGRAD
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="microbatches=0" 2>&1 | FileCheck %s --check-prefix=ZERO
+
+// Signature: params, adam m, adam v, batch [M, B, T], lr, step; results are
+// the loss, the updated state tied to the arguments it overwrites, and the
+// gradient norm.
+// CHECK-LABEL: func.func @train_step(
+// CHECK-SAME: %arg0: tensor<16x8xf32> {llm.param = {{.*}}, llmc.name = "wte", llmc.role = "param"}
+// CHECK-SAME: %arg4: tensor<16x8xf32> {llmc.name = "wte", llmc.role = "adam_m"}
+// CHECK-SAME: %arg8: tensor<16x8xf32> {llmc.name = "wte", llmc.role = "adam_v"}
+// CHECK-SAME: %arg12: tensor<2x2x4xi32> {llmc.name = "tokens", llmc.role = "input"}
+// CHECK-SAME: %arg14: tensor<f32> {llmc.name = "lr", llmc.role = "input"}
+// CHECK-SAME: %arg15: tensor<f32> {llmc.name = "step", llmc.role = "input"}
+// CHECK-SAME: -> (tensor<f32> {llmc.name = "loss", llmc.role = "output"}, tensor<16x8xf32> {llmc.tied_to = 0 : i64}
+// CHECK-SAME: tensor<f32> {llmc.name = "grad_norm", llmc.role = "output"})
+// Two microbatches, each a slice of the batch.
+// CHECK: llm.slice %arg12 {offsets = array<i64: 0, 0, 0>} : tensor<2x2x4xi32> to tensor<1x2x4xi32>
+// CHECK: %[[L0:.*]] = llm.cross_entropy
+// CHECK: llm.slice %arg12 {offsets = array<i64: 1, 0, 0>} : tensor<2x2x4xi32> to tensor<1x2x4xi32>
+// CHECK: %[[L1:.*]] = llm.cross_entropy
+// Averaged loss and gradients, one global norm, one AdamW per parameter.
+// CHECK: %[[SUM:.*]] = llm.add %[[L0]], %[[L1]] : tensor<f32>, tensor<f32>
+// CHECK: %[[LOSS:.*]] = llm.scale %[[SUM]] {factor = 5.000000e-01 : f64}
+// CHECK: %[[G:.*]] = llm.scale %{{.*}} {factor = 5.000000e-01 : f64} : tensor<16x8xf32>
+// CHECK: %[[NORM:.*]] = llm.global_norm
+// No decay for the tied embedding, the norm gain and the bias…
+// CHECK: llm.adamw %arg0, %[[G]], %arg4, %arg8, %arg14, %arg15 norm %[[NORM]] {{{.*}}max_grad_norm = 1.000000e+00 : f64, weight_decay = 0.000000e+00 : f64}
+// CHECK: llm.adamw %arg1, {{.*}}weight_decay = 0.000000e+00
+// CHECK: llm.adamw %arg2, {{.*}}weight_decay = 0.000000e+00
+// … decay for the matrix.
+// CHECK: llm.adamw %arg3, {{.*}}weight_decay = 1.000000e-01
+// CHECK: return %[[LOSS]], {{.*}}, %[[NORM]] :
+
+// Clipping off: the norm is still reported but not passed to AdamW.
+// NOCLIP: %[[N:.*]] = llm.global_norm
+// NOCLIP-NOT: norm %
+// NOCLIP: return {{.*}}, %[[N]] :
+
+// BADKIND: error: optimizer: unknown no-decay kind 'weights' (expected norm, bias, embedding or none)
+// NOGRAD: error: optimizer: needs @forward and @grad (run llmc-autodiff first)
+// ZERO: error: optimizer: microbatches must be >= 1, got 0
