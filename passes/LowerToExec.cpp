@@ -290,6 +290,8 @@ LogicalResult ProgramLowering::placeValues() {
       info.name = ("grad/" + gradOf.getValue()).str();
     else if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttr))
       info.name = name.getValue().str();
+    else if (func.getName() == "forward" || func.getName() == "grad")
+      info.name = i == 0 ? "loss" : ("output" + Twine(i)).str(); // by definition
     else
       info.name = ("output" + Twine(i)).str();
   }

@@ -39,7 +39,7 @@ struct InstructionInfo {
   std::vector<uint32_t> inputs, outputs;
   KernelAttrs attrs;
   std::vector<std::string> group;
-  std::string reduction;
+  std::string reduction, axis;
   int64_t root = 0, shift = 0, tag = 0, event = 0;
   int32_t stream = 0;
   std::string location;

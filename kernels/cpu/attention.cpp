@@ -50,6 +50,12 @@ struct AttentionDims {
   bool segments = false;
 };
 
+/// Under a causal mask later query tiles see more keys: handing them out
+/// first balances the dynamic schedule.
+inline int64_t lastTilesFirst(int64_t tile, int64_t tiles, bool causal) {
+  return causal ? tiles - 1 - tile : tile;
+}
+
 /// Tile loading and masking shared by the forward and both backward passes.
 template <typename T> struct AttentionTiles {
   AttentionDims n;
@@ -135,7 +141,7 @@ public:
 #pragma omp for schedule(dynamic, 1)
       for (int64_t task = 0; task < tasks; ++task) {
         int64_t b = task / (n.h * queryTiles), h = task / queryTiles % n.h;
-        int64_t i0 = task % queryTiles * kBr;
+        int64_t i0 = lastTilesFirst(task % queryTiles, queryTiles, n.causal) * kBr;
         forwardTile(b, h, i0, std::min(kBr, n.t - i0), base);
       }
     }
@@ -262,7 +268,7 @@ public:
 #pragma omp for schedule(dynamic, 1)
       for (int64_t task = 0; task < qTasks; ++task) {
         int64_t b = task / (n.h * queryTiles), h = task / queryTiles % n.h;
-        int64_t i0 = task % queryTiles * kBr;
+        int64_t i0 = lastTilesFirst(task % queryTiles, queryTiles, n.causal) * kBr;
         queryTile(b, h, i0, std::min(kBr, n.t - i0), base);
       }
     }

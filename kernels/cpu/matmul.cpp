@@ -1,9 +1,10 @@
 //===- matmul.cpp - batched matrix product through OpenBLAS ---------------===//
 //
 // c[...] (+)= op(a[...]) · op(b[...]) where op optionally swaps the last two
-// dims. Everything goes to cblas_sgemm: when b is a shared 2-D matrix and a
-// is not transposed, a's leading dims fold into M and the whole product is
-// one GEMM (the common x·W case); otherwise one GEMM per leading index.
+// dims. Everything goes to OpenBLAS's sgemm (loaded by blas.cpp): when b
+// is a shared 2-D matrix and a is not transposed, a's leading dims fold
+// into M and the whole product is one GEMM (the common x·W case); otherwise
+// one GEMM per leading index.
 // `accumulate` maps to beta = 1, which is how gradient accumulation adds
 // into an existing buffer without a separate add.
 //
@@ -14,9 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/cpu/Blas.h"
 #include "kernels/cpu/Common.h"
-
-#include <cblas.h>
 
 #include <climits>
 
@@ -26,6 +26,7 @@ namespace {
 struct MatmulDims {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool transposeA = false, transposeB = false, sharedB = false, accumulate = false;
+  SgemmFn sgemm = nullptr;
 };
 
 void widen(const bf16 *in, float *out, int64_t n) {
@@ -46,13 +47,13 @@ void gemm(const MatmulDims &d, const float *a, const float *b, float *c, float b
   int ldb = static_cast<int>(d.transposeB ? d.k : d.n);
   int n = static_cast<int>(d.n), k = static_cast<int>(d.k);
   if (d.sharedB && !d.transposeA) {
-    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(d.batch * d.m), n, k, 1.0f, a, lda, b,
-                ldb, beta, c, n);
+    d.sgemm(CblasRowMajor, ta, tb, static_cast<int>(d.batch * d.m), n, k, 1.0f, a, lda, b, ldb,
+            beta, c, n);
     return;
   }
   for (int64_t t = 0; t < d.batch; ++t)
-    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(d.m), n, k, 1.0f, a + t * d.m * d.k, lda,
-                b + (d.sharedB ? 0 : t * d.k * d.n), ldb, beta, c + t * d.m * d.n, n);
+    d.sgemm(CblasRowMajor, ta, tb, static_cast<int>(d.m), n, k, 1.0f, a + t * d.m * d.k, lda,
+            b + (d.sharedB ? 0 : t * d.k * d.n), ldb, beta, c + t * d.m * d.n, n);
 }
 
 template <typename T> class MatmulKernel final : public Kernel {
@@ -126,6 +127,9 @@ std::unique_ptr<Kernel> makeMatmul(const KernelArgs &args, std::string &error) {
     return nullptr;
   if (d.sharedB && !d.transposeA && d.batch * d.m > INT_MAX)
     return v.reject("a is too large for BLAS: " + a.describe());
+  std::string blasError;
+  d.sgemm = blasSgemm(blasError);
+  if (!d.sgemm) return v.reject(blasError);
   return makeFloatKernel<MatmulKernel>(a.dtype, args, d);
 }
 

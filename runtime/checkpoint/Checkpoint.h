@@ -15,6 +15,7 @@
 #include "runtime/Arena.h"
 #include "runtime/Artifact.h"
 #include "runtime/Executor.h"
+#include "runtime/checkpoint/Safetensors.h"
 
 #include <cstdint>
 #include <string>
@@ -36,10 +37,12 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
 TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
                           const Arena &arena);
 
-/// Writes the parameters and the `grad/<name>` outputs of a grad program
-/// (plus its loss as metadata) to one safetensors file.
+/// Writes the parameters, the batch it ran on (`tokens`, `targets`: copies
+/// taken before the run, since a program reuses its input buffers) and the
+/// `grad/<name>` outputs of a grad program (plus its loss as metadata) to one
+/// safetensors file.
 void dumpGradients(const std::string &path, const Artifact &artifact, const Arena &arena,
-                   const BoundProgram &grad);
+                   const BoundProgram &grad, const std::vector<SafeTensor> &batch);
 
 } // namespace llmc
 

@@ -303,8 +303,14 @@ int Trainer::run() {
     Input in = batchInput(*grad, true);
     trainLoader->fill(start, in.rows, 0, in.rows, in.tokens.as<int32_t>(),
                       in.targets.as<int32_t>());
+    std::vector<int32_t> tokens(in.tokens.as<int32_t>(), in.tokens.as<int32_t>() + in.tokens.numel());
+    std::vector<int32_t> targets(in.targets.as<int32_t>(),
+                                 in.targets.as<int32_t>() + in.targets.numel());
     grad->run(StepContext{start + 1});
-    dumpGradients(opt.dumpGrads, artifact, *arena, *grad);
+    std::vector<SafeTensor> batch = {
+        {"tokens", DType::I32, in.tokens.shape, tokens.data(), tokens.size() * 4},
+        {"targets", DType::I32, in.targets.shape, targets.data(), targets.size() * 4}};
+    dumpGradients(opt.dumpGrads, artifact, *arena, *grad, batch);
     if (!opt.quiet)
       std::cout << "gradients of batch " << start << " (loss " << scalar(*grad, "loss")
                 << ") written to " << opt.dumpGrads << "\n";

@@ -25,62 +25,64 @@ using namespace llvm;
 
 namespace {
 
+cl::OptionCategory llmcCategory("llmc options");
+
 cl::SubCommand modelCmd("model", "Print a built-in model's forward graph (llm dialect)");
 cl::SubCommand compileCmd("compile", "Compile a forward graph into a training artifact");
 cl::SubCommand inspectCmd("inspect", "Summarize an artifact: programs, parameters, memory plan");
 
 // --- model -------------------------------------------------------------------
 cl::opt<std::string> modelFamily(cl::Positional, cl::desc("<gpt2|llama>"), cl::Required,
-                                 cl::sub(modelCmd));
+                                 cl::sub(modelCmd), cl::cat(llmcCategory));
 cl::opt<std::string> modelPreset("preset", cl::desc("Preset name (gpt2: tiny, 124M, 350M, "
                                                     "774M, 1.5B; llama: tiny, 1B)"),
                                  cl::init("tiny"), cl::sub(modelCmd), cl::sub(compileCmd));
 cl::list<std::string> modelSet("set", cl::desc("Override a config key (key=value)"),
-                               cl::sub(modelCmd), cl::sub(compileCmd));
+                               cl::sub(modelCmd), cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> modelConfig("config", cl::desc("Hugging Face style config.json"),
-                                 cl::sub(modelCmd), cl::sub(compileCmd));
+                                 cl::sub(modelCmd), cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<bool> modelStats("stats", cl::desc("Print parameter counts instead of the graph"),
-                         cl::sub(modelCmd));
+                         cl::sub(modelCmd), cl::cat(llmcCategory));
 cl::opt<std::string> output("o", cl::desc("Output file ('-' for stdout)"), cl::init("-"),
-                            cl::sub(modelCmd), cl::sub(compileCmd));
+                            cl::sub(modelCmd), cl::sub(compileCmd), cl::cat(llmcCategory));
 
 // --- compile -----------------------------------------------------------------
 cl::opt<std::string> compileInput(cl::Positional, cl::desc("<graph.mlir>"), cl::init(""),
-                                  cl::sub(compileCmd));
+                                  cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> compileModel("model", cl::desc("Built-in model family instead of a file"),
-                                  cl::sub(compileCmd));
+                                  cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> emit("emit", cl::desc("Stage to write: graph | train | exec | artifact"),
-                          cl::init("artifact"), cl::sub(compileCmd));
+                          cl::init("artifact"), cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> precision("precision", cl::desc("fp32 | bf16"), cl::init("fp32"),
-                               cl::sub(compileCmd));
+                               cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<int64_t> microbatches("microbatches", cl::desc("Gradient-accumulation microbatches"),
-                              cl::init(1), cl::sub(compileCmd));
-cl::opt<double> beta1("beta1", cl::init(0.9), cl::desc("AdamW beta1"), cl::sub(compileCmd));
-cl::opt<double> beta2("beta2", cl::init(0.95), cl::desc("AdamW beta2"), cl::sub(compileCmd));
-cl::opt<double> adamEps("adam-eps", cl::init(1e-8), cl::desc("AdamW epsilon"), cl::sub(compileCmd));
+                              cl::init(1), cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<double> beta1("beta1", cl::init(0.9), cl::desc("AdamW beta1"), cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<double> beta2("beta2", cl::init(0.95), cl::desc("AdamW beta2"), cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<double> adamEps("adam-eps", cl::init(1e-8), cl::desc("AdamW epsilon"), cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<double> weightDecay("weight-decay", cl::init(0.1), cl::desc("AdamW weight decay"),
-                            cl::sub(compileCmd));
+                            cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> noDecay("no-decay", cl::init("norm,bias"),
                              cl::desc("Parameter kinds without weight decay: norm,bias,embedding or none"),
-                             cl::sub(compileCmd));
+                             cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<double> maxGradNorm("max-grad-norm", cl::init(1.0),
                             cl::desc("Clip gradients to this global norm (0 disables)"),
-                            cl::sub(compileCmd));
-cl::opt<double> lr("lr", cl::init(1e-3), cl::desc("Default peak learning rate"), cl::sub(compileCmd));
+                            cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<double> lr("lr", cl::init(1e-3), cl::desc("Default peak learning rate"), cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<double> minLr("min-lr", cl::init(1e-4), cl::desc("Default final learning rate"),
-                      cl::sub(compileCmd));
-cl::opt<int64_t> warmup("warmup", cl::init(10), cl::desc("Default warmup steps"), cl::sub(compileCmd));
+                      cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<int64_t> warmup("warmup", cl::init(10), cl::desc("Default warmup steps"), cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<int64_t> steps("steps", cl::init(300), cl::desc("Default schedule length in steps"),
-                       cl::sub(compileCmd));
+                       cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> schedule("schedule", cl::init("cosine"),
                               cl::desc("Default LR decay: cosine | linear | constant"),
-                              cl::sub(compileCmd));
+                              cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<uint64_t> seed("seed", cl::init(1337), cl::desc("Default seed (init, data order)"),
-                       cl::sub(compileCmd));
+                       cl::sub(compileCmd), cl::cat(llmcCategory));
 
 // --- inspect -----------------------------------------------------------------
 cl::opt<std::string> inspectInput(cl::Positional, cl::desc("<model.llmc>"), cl::Required,
-                                  cl::sub(inspectCmd));
+                                  cl::sub(inspectCmd), cl::cat(llmcCategory));
 
 int fail(StringRef tool, const Twine &message) {
   WithColor::error(errs(), tool) << message << "\n";
@@ -167,7 +169,7 @@ int runInspect() {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&modelCmd, &compileCmd, &inspectCmd});
+  cl::HideUnrelatedOptions(llmcCategory);
   if (!cl::ParseCommandLineOptions(argc, argv,
                                    "llmc: compile transformer training steps\n\n"
                                    "  llmc model <family> --preset <name>    print a forward graph\n"

@@ -119,3 +119,28 @@ TEST(AttentionKernels, SegmentIdsAcceptI64) {
 
 } // namespace
 } // namespace llmc::test
+
+namespace llmc::test {
+namespace {
+
+/// Reductions are ordered by construction (no atomics): binding twice and
+/// running gives bit-identical gradients.
+TEST(AttentionKernels, BackwardIsDeterministic) {
+  RefTensor q = randomTensor({2, 100, 4, 16}, 611), k = randomTensor({2, 100, 2, 16}, 612),
+            v = randomTensor({2, 100, 2, 16}, 613), dout = randomTensor({2, 100, 4, 16}, 614);
+  std::vector<RefTensor> fwd = ref::attention(q, k, v, nullptr, 0.25, true);
+  Buffer qb = Buffer::of(q, DType::F32), kb = Buffer::of(k, DType::F32),
+         vb = Buffer::of(v, DType::F32), ob = Buffer::of(fwd[0], DType::F32),
+         lb = Buffer::of(fwd[1], DType::F32), db = Buffer::of(dout, DType::F32);
+  std::vector<std::vector<uint64_t>> first;
+  for (int run = 0; run < 2; ++run) {
+    Buffer dq(DType::F32, q.shape), dk(DType::F32, k.shape), dv(DType::F32, v.shape);
+    ASSERT_TRUE(runKernel("attention_grad", {&qb, &kb, &vb, &ob, &lb, &db}, {&dq, &dk, &dv},
+                          attrs({{"scale", 0.25}}, {{"causal", 1}})));
+    if (run == 0) first = {dq.storage, dk.storage, dv.storage};
+    else EXPECT_TRUE(first == std::vector<std::vector<uint64_t>>({dq.storage, dk.storage, dv.storage}));
+  }
+}
+
+} // namespace
+} // namespace llmc::test

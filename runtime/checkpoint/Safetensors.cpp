@@ -1,0 +1,140 @@
+//===- Safetensors.cpp - the safetensors tensor file format ---------------===//
+
+#include "runtime/checkpoint/Safetensors.h"
+
+#include "runtime/support/AtomicFile.h"
+#include "runtime/support/Error.h"
+#include "runtime/support/Json.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+namespace llmc {
+
+const char *safetensorsDType(DType dtype) {
+  switch (dtype) {
+  case DType::F32: return "F32";
+  case DType::BF16: return "BF16";
+  case DType::F16: return "F16";
+  case DType::I32: return "I32";
+  case DType::I64: return "I64";
+  case DType::U8: return "U8";
+  case DType::F64: return "F64";
+  }
+  return "?";
+}
+
+namespace {
+bool parseSafetensorsDType(const std::string &name, DType *out) {
+  for (DType d : {DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64, DType::U8,
+                  DType::F64})
+    if (name == safetensorsDType(d)) {
+      *out = d;
+      return true;
+    }
+  return false;
+}
+} // namespace
+
+void writeSafetensors(const std::string &path, const std::vector<SafeTensor> &tensors,
+                      const std::map<std::string, std::string> &metadata) {
+  json::Value header = json::Value::object();
+  if (!metadata.empty()) {
+    json::Value meta = json::Value::object();
+    for (auto &[k, v] : metadata) meta.set(k, json::Value(v));
+    header.set("__metadata__", meta);
+  }
+  uint64_t offset = 0;
+  for (const SafeTensor &t : tensors) {
+    json::Value entry = json::Value::object();
+    entry.set("dtype", json::Value(safetensorsDType(t.dtype)));
+    json::Value shape = json::Value::array();
+    for (int64_t d : t.shape) shape.push(json::Value(d));
+    entry.set("shape", shape);
+    json::Value offsets = json::Value::array();
+    offsets.push(json::Value(offset));
+    offsets.push(json::Value(offset + t.bytes));
+    entry.set("data_offsets", offsets);
+    header.set(t.name, entry);
+    offset += t.bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint64_t n = text.size();
+  uint8_t size[8];
+  for (int i = 0; i < 8; ++i) size[i] = static_cast<uint8_t>(n >> (8 * i));
+  AtomicFile file(path);
+  file.write(size, 8);
+  file.write(text.data(), text.size());
+  for (const SafeTensor &t : tensors) file.write(t.data, t.bytes);
+  file.commit();
+}
+
+SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail("cannot open '", path, "'");
+  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (bytes_.size() < 8)
+    fail(path, ": too short for a safetensors file (", bytes_.size(), " bytes)");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(bytes_[i]) << (8 * i);
+  if (n > bytes_.size() - 8)
+    fail(path, ": header length ", n, " runs past the end of the file (", bytes_.size(),
+         " bytes)");
+  std::string text(bytes_.begin() + 8, bytes_.begin() + 8 + static_cast<long>(n));
+  json::Value header = json::parse(text, path + " header");
+  if (header.kind() != json::Value::Kind::Object)
+    fail(path, ": header must be a JSON object");
+  uint64_t dataSize = bytes_.size() - 8 - n;
+  const uint8_t *data = bytes_.data() + 8 + n;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto &[name, entry] : header.members()) {
+    if (name == "__metadata__") {
+      for (const auto &[k, v] : entry.members())
+        metadata_[k] = v.asString(path + ": metadata '" + k + "'");
+      continue;
+    }
+    std::string where = path + ": tensor '" + name + "'";
+    SafeTensor t;
+    t.name = name;
+    const std::string &dtype = entry.at("dtype").asString(where + " dtype");
+    if (!parseSafetensorsDType(dtype, &t.dtype))
+      fail(where, ": unknown dtype '", dtype, "'");
+    size_t count = 1;
+    for (const json::Value &d : entry.at("shape").asArray(where + " shape")) {
+      int64_t dim = d.asInt(where + " shape");
+      if (dim < 0) fail(where, ": negative dimension ", dim);
+      t.shape.push_back(dim);
+      count *= static_cast<size_t>(dim);
+    }
+    const auto &offsets = entry.at("data_offsets").asArray(where + " data_offsets");
+    if (offsets.size() != 2)
+      fail(where, ": data_offsets must have two entries");
+    int64_t begin = offsets[0].asInt(where + " data_offsets"),
+            end = offsets[1].asInt(where + " data_offsets");
+    if (begin < 0 || end < begin || static_cast<uint64_t>(end) > dataSize)
+      fail(where, ": data_offsets [", begin, ", ", end, ") outside the ", dataSize,
+           "-byte data section");
+    t.bytes = static_cast<size_t>(end - begin);
+    if (t.bytes != count * dtypeSize(t.dtype))
+      fail(where, ": ", t.bytes, " bytes do not hold shape ", TensorView{nullptr, t.dtype, t.shape}.describe(),
+           " (", count * dtypeSize(t.dtype), " bytes)");
+    t.data = data + begin;
+    ranges.push_back({static_cast<uint64_t>(begin), static_cast<uint64_t>(end)});
+    tensors_.push_back(std::move(t));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second)
+      fail(path, ": tensor data ranges overlap");
+}
+
+const SafeTensor *SafetensorsFile::find(const std::string &name) const {
+  for (const SafeTensor &t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+} // namespace llmc

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every Debian package llmc needs, then configures the build.
+# Idempotent and quick when everything is already there.
+#
+#   scripts/setup.sh            # packages + configure build/
+#   BUILD_DIR=out scripts/setup.sh
+set -euo pipefail
+
+PACKAGES=(
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools   # compiler
+  ninja-build ccache cmake g++                              # build
+  flatbuffers-compiler libflatbuffers-dev                   # artifact format
+  libgtest-dev libgmock-dev                                 # unit tests
+  libopenmpi-dev openmpi-bin                                # multi-rank CPU runs
+  libopenblas-dev                                           # CPU GEMM
+  python3-torch python3-numpy                               # reference tests
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+if [[ ! -f $BUILD_DIR/build.ninja ]]; then
+  cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+fi
