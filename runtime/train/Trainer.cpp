@@ -331,7 +331,8 @@ int Trainer::run() {
   bool hasNorm = train->has("grad_norm");
   double lastLoss = NAN, firstLoss = NAN, trainSeconds = 0;
   int64_t lastStep = start;
-  for (int64_t step = start + 1; step <= totalSteps; ++step) {
+  int64_t lastToRun = opt.stopAt >= 0 ? std::min(opt.stopAt, totalSteps) : totalSteps;
+  for (int64_t step = start + 1; step <= lastToRun; ++step) {
     double t0 = now();
     trainLoader->fill(step - 1, in.rows, 0, in.rows, in.tokens.as<int32_t>(),
                       in.targets.as<int32_t>());
@@ -356,7 +357,7 @@ int Trainer::run() {
     if (opt.evalEvery > 0 && step % opt.evalEvery == 0 && !opt.quiet)
       std::cout << "eval  " << std::setw(5) << step << " | val loss " << std::fixed
                 << std::setprecision(4) << evaluate() << "\n";
-    if (opt.ckptEvery > 0 && step % opt.ckptEvery == 0 && step != totalSteps)
+    if (opt.ckptEvery > 0 && step % opt.ckptEvery == 0 && step != lastToRun)
       save(step, lastLoss);
     if (interrupted) {
       if (tty) std::cerr << "\r\033[K";

@@ -11,7 +11,8 @@ struct TrainOptions {
   std::string artifact;
   std::string data = "bundled";  ///< "bundled", a .bin token shard or a text file
   std::string valData;           ///< empty: hold out the last 10% of `data`
-  int64_t steps = -1;            ///< -1: the artifact's schedule length
+  int64_t steps = -1;            ///< run length (and LR schedule); -1: the artifact's
+  int64_t stopAt = -1;           ///< stop (and checkpoint) after this step; -1: at `steps`
   double lr = -1, minLr = -1;    ///< -1: the artifact's defaults
   int64_t warmup = -1;
   std::string schedule;          ///< empty: the artifact's default

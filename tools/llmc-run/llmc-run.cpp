@@ -22,7 +22,9 @@ data
   --data <bundled|file.bin|file.txt>  training tokens (default: bundled corpus)
   --val-data <file>                   validation tokens (default: last 10% of --data)
 schedule (defaults come from the artifact)
-  --steps N          optimizer steps        --lr X        peak learning rate
+  --steps N          run length in optimizer steps (the LR schedule spans it)
+  --stop-at K        stop after step K (checkpointing); --resume continues to --steps
+  --lr X             peak learning rate
   --min-lr X         final learning rate    --warmup N    warmup steps
   --schedule S       cosine | linear | constant
   --seed N           initialisation and data-order seed
@@ -80,6 +82,7 @@ int main(int argc, char **argv) {
   std::map<std::string, Setter> valued = {
       {"--data", text(options.data)},         {"--val-data", text(options.valData)},
       {"--steps", integer(options.steps)},    {"--lr", number(options.lr)},
+      {"--stop-at", integer(options.stopAt)},
       {"--min-lr", number(options.minLr)},    {"--warmup", integer(options.warmup)},
       {"--schedule", text(options.schedule)}, {"--seed", integer(options.seed)},
       {"--ckpt-dir", text(options.ckptDir)},  {"--ckpt-every", integer(options.ckptEvery)},

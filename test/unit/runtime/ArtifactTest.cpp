@@ -1,0 +1,175 @@
+//===- ArtifactTest.cpp - loading, verifying and binding artifacts --------===//
+
+#include "TestUtil.h"
+#include "runtime/Artifact.h"
+#include "runtime/ArtifactFormat.h"
+#include "runtime/Executor.h"
+#include "runtime/Init.h"
+#include "runtime/schema/artifact_generated.h"
+#include "runtime/support/Error.h"
+
+#include <cstring>
+
+#include <cmath>
+
+using namespace llmc;
+
+namespace {
+
+struct Spec {
+  std::string kernel = "fill";
+  uint64_t bufferOffset = 0;
+  uint32_t outputIndex = 0;
+  uint64_t arena = 1024;
+  uint32_t version = kArtifactSchemaVersion;
+};
+
+/// A one-program artifact: `kernel` writes buffer 0 (f32[4x8]).
+std::string build(const Spec &spec) {
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.ForceDefaults(true);
+  auto buffer = fb::CreateBuffer(fbb, fbb.CreateString("out"), fbb.CreateString("output"),
+                                 spec.bufferOffset, fb::DType::F32,
+                                 fbb.CreateVector(std::vector<int64_t>{4, 8}));
+  auto param = fb::CreateBuffer(fbb, fbb.CreateString("w"), fbb.CreateString("param"), 512,
+                                fb::DType::F32, fbb.CreateVector(std::vector<int64_t>{16}));
+  std::vector<flatbuffers::Offset<fb::FloatAttr>> floats = {
+      fb::CreateFloatAttr(fbb, fbb.CreateString("value"), 2.5)};
+  auto inst = fb::CreateInstruction(
+      fbb, fb::OpKind::Kernel, fbb.CreateString(spec.kernel), fbb.CreateVector(std::vector<uint32_t>{}),
+      fbb.CreateVector(std::vector<uint32_t>{spec.outputIndex}), 0, fbb.CreateVector(floats), 0, 0, 0,
+      0, 0, 0, 0, 0, 0, fbb.CreateString("model.mlir:3:5"));
+  auto program = fb::CreateProgram(fbb, fbb.CreateString("train_step"),
+                                   fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Buffer>>{buffer, param}),
+                                   fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Instruction>>{inst}), 128);
+  auto parameter = fb::CreateParameter(fbb, fbb.CreateString("w"),
+                                       fbb.CreateVector(std::vector<int64_t>{16}), fb::DType::F32, 512,
+                                       fbb.CreateString("normal"), 0.5, true);
+  auto memory = fb::CreateMemoryPlan(fbb, spec.arena, 0, spec.arena);
+  auto role = fb::CreateRole(fbb, fbb.CreateVector(std::vector<int32_t>{0}),
+                             fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Program>>{program}),
+                             fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Parameter>>{parameter}),
+                             memory);
+  std::vector<flatbuffers::Offset<fb::KeyValue>> kv = {
+      fb::CreateKeyValue(fbb, fbb.CreateString("seed"), fbb.CreateString("99"))};
+  auto artifact = fb::CreateArtifact(fbb, spec.version, 0, fbb.CreateString("test"),
+                                     fbb.CreateString("cpu"), 0, 1,
+                                     fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Role>>{role}),
+                                     fbb.CreateVector(kv));
+  fb::FinishArtifactBuffer(fbb, artifact);
+  std::string bytes(reinterpret_cast<const char *>(fbb.GetBufferPointer()), fbb.GetSize());
+  uint64_t hash = fnv1a64(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+  fb::GetMutableArtifact(bytes.data())->mutate_content_hash(hash);
+  return bytes;
+}
+
+} // namespace
+
+TEST(Artifact, LoadsBindsAndRuns) {
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  test::writeBytes(path, build({}));
+  Artifact a = loadArtifact(path);
+  EXPECT_EQ(a.backend, "cpu");
+  EXPECT_EQ(a.metaNumber("seed", 0), 99);
+  ASSERT_TRUE(a.program("train_step"));
+  EXPECT_EQ(a.program("train_step")->instructions[0].attrs.getFloat("value"), 2.5);
+  Arena arena(a.memory.arenaBytes);
+  auto comm = makeSingleRankCommunicator();
+  BoundProgram p(*a.program("train_step"), arena, Backend::CPU, *comm, 0);
+  p.run(StepContext{1});
+  TensorView out = p.view("out");
+  for (int64_t i = 0; i < out.numel(); ++i) EXPECT_EQ(out.as<float>()[i], 2.5f);
+  EXPECT_RUNTIME_ERROR(p.view("nope"), "has no buffer named 'nope'");
+}
+
+TEST(Artifact, CorruptionIsDetected) {
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  std::string good = build({});
+
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x01;
+  test::writeBytes(path, flipped);
+  EXPECT_THROW(loadArtifact(path), RuntimeError);
+
+  test::writeBytes(path, good.substr(0, good.size() / 2));
+  EXPECT_THROW(loadArtifact(path), RuntimeError);
+
+  test::writeBytes(path, "not an artifact at all");
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "missing the 'LLMC' file identifier");
+
+  EXPECT_RUNTIME_ERROR(loadArtifact(dir.file("absent.llmc")), "cannot open artifact");
+}
+
+TEST(Artifact, HashMismatchNamesBothHashes) {
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  std::string bytes = build({});
+  // Change a metadata value in place: still a valid FlatBuffer, wrong hash.
+  size_t at = bytes.find("99");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = '7';
+  test::writeBytes(path, bytes);
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "content_hash mismatch");
+}
+
+TEST(Artifact, SemanticChecksNameTheField) {
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  test::writeBytes(path, build({.bufferOffset = 2048}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "program 'train_step' buffer 0 ('out'): bytes [2048, 2176) lie outside the arena of 1024 bytes");
+  test::writeBytes(path, build({.outputIndex = 9}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "instruction 0: output buffer index 9 out of range (2 buffers)");
+  test::writeBytes(path, build({.version = 999}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "schema_version 999 is not compatible");
+}
+
+TEST(Artifact, BindingErrorsNameInstructionKernelAndLocation) {
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  test::writeBytes(path, build({.kernel = "frobnicate"}));
+  Artifact a = loadArtifact(path);
+  Arena arena(a.memory.arenaBytes);
+  auto comm = makeSingleRankCommunicator();
+  EXPECT_RUNTIME_ERROR(BoundProgram(*a.program("train_step"), arena, Backend::CPU, *comm, 3),
+                       "rank 3, program 'train_step', instruction 0 (kernel 'frobnicate' at "
+                       "model.mlir:3:5): the cpu backend has no kernel named 'frobnicate'");
+  test::writeBytes(path, build({.kernel = "gelu"}));
+  a = loadArtifact(path);
+  EXPECT_RUNTIME_ERROR(BoundProgram(*a.program("train_step"), arena, Backend::CPU, *comm, 0),
+                       "instruction 0 (kernel 'gelu' at model.mlir:3:5): ");
+}
+
+TEST(Init, ValuesDependOnlyOnSeedNameAndIndex) {
+  EXPECT_EQ(initNormal(1, "w", 17), initNormal(1, "w", 17));
+  EXPECT_NE(initNormal(1, "w", 17), initNormal(2, "w", 17));
+  EXPECT_NE(initNormal(1, "w", 17), initNormal(1, "v", 17));
+  double sum = 0, sq = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    double x = initNormal(5, "stats", i);
+    sum += x;
+    sq += x * x;
+  }
+  EXPECT_NEAR(sum / n, 0.0, 0.01);
+  EXPECT_NEAR(std::sqrt(sq / n), 1.0, 0.01);
+  for (int i = 0; i < 1000; ++i) {
+    double u = initUniform(5, "u", i);
+    EXPECT_GE(u, -1.0);
+    EXPECT_LT(u, 1.0);
+  }
+}
+
+TEST(Init, InitializesParametersAndZeroesState) {
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  test::writeBytes(path, build({}));
+  Artifact a = loadArtifact(path);
+  Arena arena(a.memory.arenaBytes);
+  std::memset(arena.base(), 0xff, arena.size());
+  initializeParameters(a, arena, 3);
+  const float *w = reinterpret_cast<const float *>(arena.base() + 512);
+  for (int i = 0; i < 16; ++i)
+    EXPECT_FLOAT_EQ(w[i], static_cast<float>(0.5 * initNormal(3, "w", i)));
+}
