@@ -30,8 +30,28 @@ void prepareContext(MLIRContext &context) {
   context.loadAllAvailableDialects();
 }
 
+struct ToolDiagnostics::Impl {
+  Impl(MLIRContext &context, llvm::SourceMgr &sourceMgr, StringRef tool)
+      : files(sourceMgr, &context),
+        plain(&context, [tool = tool.str()](Diagnostic &diag) -> LogicalResult {
+          if (isa<FileLineColLoc>(diag.getLocation()))
+            return failure(); // the SourceMgr handler quotes the line
+          llvm::WithColor::error(llvm::errs(), tool) << diag.str() << "\n";
+          for (Diagnostic &note : diag.getNotes())
+            llvm::WithColor::note(llvm::errs(), tool) << note.str() << "\n";
+          return success();
+        }) {}
+  SourceMgrDiagnosticHandler files;
+  ScopedDiagnosticHandler plain;
+};
+
+ToolDiagnostics::ToolDiagnostics(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                                 StringRef tool)
+    : impl(std::make_unique<Impl>(context, sourceMgr, tool)) {}
+ToolDiagnostics::~ToolDiagnostics() = default;
+
 OwningOpRef<ModuleOp> loadModel(MLIRContext &context, const ModelSource &source,
-                                ModelConfig *configOut) {
+                                llvm::SourceMgr &sourceMgr, ModelConfig *configOut) {
   OwningOpRef<ModuleOp> module;
   if (!source.inputFile.empty()) {
     std::string error;
@@ -41,8 +61,7 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, const ModelSource &source,
                                            << "': " << error;
       return nullptr;
     }
-    auto sourceMgr = std::make_shared<llvm::SourceMgr>();
-    sourceMgr->AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
     if (!module)
       return nullptr;
@@ -133,7 +152,9 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
 
   MLIRContext context;
   prepareContext(context);
-  OwningOpRef<ModuleOp> module = loadModel(context, options.source);
+  llvm::SourceMgr sourceMgr;
+  ToolDiagnostics diagnostics(context, sourceMgr, tool);
+  OwningOpRef<ModuleOp> module = loadModel(context, options.source, sourceMgr);
   if (!module)
     return 1;
 

@@ -13,6 +13,9 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <memory>
 
 #include <map>
 #include <string>
@@ -48,11 +51,26 @@ struct CompileOptions {
 void prepareContext(mlir::MLIRContext &context);
 
 /// Builds or parses the forward graph and verifies it. Errors are reported
-/// through the context's diagnostic handler; `config` is filled for built-in
+/// through the context's diagnostic handler (a parsed file is added to
+/// `sourceMgr` so diagnostics can quote it); `config` is filled for built-in
 /// models.
 mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
                                             const ModelSource &source,
+                                            llvm::SourceMgr &sourceMgr,
                                             ModelConfig *config = nullptr);
+
+/// Prints diagnostics as `file:line:col: error: ...` with the source line
+/// when the location is in a file, else as `<tool>: error: ...`.
+class ToolDiagnostics {
+public:
+  ToolDiagnostics(mlir::MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                  llvm::StringRef tool);
+  ~ToolDiagnostics();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
 
 /// The whole `llmc compile`; returns a process exit code and prints errors
 /// to stderr prefixed with `tool`.

@@ -22,6 +22,8 @@ config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
 config.environment["OMP_WAIT_POLICY"] = "PASSIVE"
 
+config.substitutions.append(("%llmc_lib", os.path.join(config.llmc_obj_root, "lib")))
+config.substitutions.append(("%llmc_bin", tools))
 config.substitutions.append(("%llmc-opt", os.path.join(tools, "llmc-opt")))
 config.substitutions.append(("%llmc-run", os.path.join(tools, "llmc-run")))
 config.substitutions.append(("%llmc", os.path.join(tools, "llmc")))
@@ -30,6 +32,7 @@ config.substitutions.append(("%not", config.not_tool))
 config.substitutions.append(("%mpirun", config.mpirun + " --bind-to none"))
 config.substitutions.append(("%torch-python", config.torch_python))
 config.substitutions.append(("%src", config.llmc_src_root))
+config.substitutions.append(("%python", config.torch_python or "python3"))
 
 if config.cuda_enabled:
     config.available_features.add("cuda")

@@ -57,8 +57,7 @@ std::unique_ptr<Kernel> makeFloatKernel(DType dtype, Args &&...args) {
 }
 
 /// The row `r` of x as fp32: x itself for f32, else widened into `scratch`.
-template <typename T>
-const float *rowAsFloat(const T *x, int64_t r, int64_t c, float *scratch) {
+template <typename T> const float *rowAsFloat(const T *x, int64_t r, int64_t c, float *scratch) {
   if constexpr (std::is_same_v<T, float>) {
     return x + r * c;
   } else {
@@ -92,7 +91,9 @@ struct IdView {
 
 std::string describeType(DType dtype, const std::vector<int64_t> &shape);
 int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end);
-inline int64_t product(const std::vector<int64_t> &shape) { return product(shape, 0, shape.size()); }
+inline int64_t product(const std::vector<int64_t> &shape) {
+  return product(shape, 0, shape.size());
+}
 
 /// Checks a KernelArgs against a kernel's contract. Every check returns
 /// false after writing "<kernel>: <reason>" to the error string.

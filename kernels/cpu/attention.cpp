@@ -231,9 +231,8 @@ public:
   AttentionGradKernel(const KernelArgs &args, const AttentionDims &dims)
       : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
         out_(args.inputs[3].as<T>()), lse_(args.inputs[4].as<float>()),
-        dout_(args.inputs[5].as<T>()), dq_(args.outputs[0].as<T>()),
-        dk_(args.outputs[1].as<T>()), dv_(args.outputs[2].as<T>()), threads_(bindThreads()),
-        rowDot_(dims.b * dims.h * dims.t),
+        dout_(args.inputs[5].as<T>()), dq_(args.outputs[0].as<T>()), dk_(args.outputs[1].as<T>()),
+        dv_(args.outputs[2].as<T>()), threads_(bindThreads()), rowDot_(dims.b * dims.h * dims.t),
         scratch_(threads_, 6 * kBc * dims.d + 2 * kBr * kBc + 2 * kBr) {
     tiles_.n = dims;
     if (dims.segments) tiles_.segmentIds = IdView(args.inputs[6]);
@@ -307,7 +306,7 @@ private:
         const float *qr = tiles_.queryRows(q_, b, h, i0, rows, qw);
         const float *dor = tiles_.queryRows(dout_, b, h, i0, rows, dow);
         loadRowStats(b, h, i0, rows, lse, rowDot);
-        tileGemm(rows, cols, d, qr, d, kt, kBc, s, kBc, false);   // S
+        tileGemm(rows, cols, d, qr, d, kt, kBc, s, kBc, false); // S
         tiles_.mask(s, kBc, false, b, i0, rows, j0, cols);
         tileGemm(rows, cols, d, dor, d, vt, kBc, dp, kBc, false); // dP
         for (int64_t r = 0; r < rows; ++r) {
@@ -320,7 +319,7 @@ private:
           }
         }
         tileGemm<true>(cols, d, rows, s, kBc, dor, d, accV, d, true); // dV += Pᵀ·dO
-        tileGemm<true>(cols, d, rows, dp, kBc, qr, d, accK, d, true);  // dK += dSᵀ·Q
+        tileGemm<true>(cols, d, rows, dp, kBc, qr, d, accK, d, true); // dK += dSᵀ·Q
       }
     for (int64_t c = 0; c < cols; ++c) {
       T *dk = dk_ + tiles_.keyAt(b, j0 + c, g), *dv = dv_ + tiles_.keyAt(b, j0 + c, g);
@@ -350,7 +349,7 @@ private:
       int64_t cols = std::min(kBc, keyEnd - j0);
       const float *kr = tiles_.keyRows(k_, b, g, j0, cols, kw);
       const float *vr = tiles_.keyRows(v_, b, g, j0, cols, vw);
-      tileGemm(cols, rows, d, kr, d, qt, kBr, st, kBr, false);   // Sᵀ
+      tileGemm(cols, rows, d, kr, d, qt, kBr, st, kBr, false); // Sᵀ
       tiles_.mask(st, kBr, true, b, i0, rows, j0, cols);
       tileGemm(cols, rows, d, vr, d, dot, kBr, dpt, kBr, false); // dPᵀ
       for (int64_t c = 0; c < cols; ++c) {
@@ -403,14 +402,12 @@ bool checkAttention(Validator &v, AttentionDims *dims) {
                   " must be a multiple of kv heads KV = " + std::to_string(dims->kv));
   dims->group = dims->h / dims->kv;
   if (dims->causal && dims->s != dims->t)
-    return v.fail("causal attention needs S == T: q is " + q.describe() + ", k is " +
-                  k.describe());
+    return v.fail("causal attention needs S == T: q is " + q.describe() + ", k is " + k.describe());
   return true;
 }
 
 /// Checks the optional segment ids, input `segmentIndex` when present.
-bool checkSegments(Validator &v, const KernelArgs &args, size_t segmentIndex,
-                   AttentionDims *dims) {
+bool checkSegments(Validator &v, const KernelArgs &args, size_t segmentIndex, AttentionDims *dims) {
   dims->segments = args.inputs.size() > segmentIndex;
   if (!dims->segments) return true;
   const TensorView &segments = v.in(segmentIndex);
@@ -418,8 +415,8 @@ bool checkSegments(Validator &v, const KernelArgs &args, size_t segmentIndex,
       !v.hasType(segments, "segment_ids", segments.dtype, {dims->b, dims->t}))
     return false;
   if (dims->s != dims->t)
-    return v.fail("segment ids need S == T, got T = " + std::to_string(dims->t) + ", S = " +
-                  std::to_string(dims->s));
+    return v.fail("segment ids need S == T, got T = " + std::to_string(dims->t) +
+                  ", S = " + std::to_string(dims->s));
   return true;
 }
 

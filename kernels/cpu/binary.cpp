@@ -25,8 +25,10 @@ public:
         rows_(inner_ ? args.inputs[0].numel() / inner_ : 0) {}
 
   void run(const StepContext &) override {
-    if (op_ == BinaryOp::Add) apply([](float a, float b) { return a + b; });
-    else apply([](float a, float b) { return a * b; });
+    if (op_ == BinaryOp::Add)
+      apply([](float a, float b) { return a + b; });
+    else
+      apply([](float a, float b) { return a * b; });
   }
 
 private:

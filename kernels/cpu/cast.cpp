@@ -65,8 +65,7 @@ inline void store(f16 *p, int64_t i, float value) {
 template <typename From, typename To> class CastKernel final : public Kernel {
 public:
   explicit CastKernel(const KernelArgs &args)
-      : x_(args.inputs[0].as<From>()), out_(args.outputs[0].as<To>()),
-        n_(args.inputs[0].numel()) {}
+      : x_(args.inputs[0].as<From>()), out_(args.outputs[0].as<To>()), n_(args.inputs[0].numel()) {}
 
   void run(const StepContext &) override {
     const From *x = x_;
@@ -81,12 +80,14 @@ private:
   int64_t n_;
 };
 
-template <typename From>
-std::unique_ptr<Kernel> makeCastFrom(DType to, const KernelArgs &args) {
+template <typename From> std::unique_ptr<Kernel> makeCastFrom(DType to, const KernelArgs &args) {
   switch (to) {
-  case DType::F32: return std::make_unique<CastKernel<From, float>>(args);
-  case DType::BF16: return std::make_unique<CastKernel<From, bf16>>(args);
-  default: return std::make_unique<CastKernel<From, f16>>(args);
+  case DType::F32:
+    return std::make_unique<CastKernel<From, float>>(args);
+  case DType::BF16:
+    return std::make_unique<CastKernel<From, bf16>>(args);
+  default:
+    return std::make_unique<CastKernel<From, f16>>(args);
   }
 }
 
@@ -102,9 +103,12 @@ std::unique_ptr<Kernel> makeCast(const KernelArgs &args, std::string &error) {
   if (out.shape != x.shape)
     return v.reject("out must have x's shape " + x.describe() + ", got " + out.describe());
   switch (x.dtype) {
-  case DType::F32: return makeCastFrom<float>(out.dtype, args);
-  case DType::BF16: return makeCastFrom<bf16>(out.dtype, args);
-  default: return makeCastFrom<f16>(out.dtype, args);
+  case DType::F32:
+    return makeCastFrom<float>(out.dtype, args);
+  case DType::BF16:
+    return makeCastFrom<bf16>(out.dtype, args);
+  default:
+    return makeCastFrom<f16>(out.dtype, args);
   }
 }
 

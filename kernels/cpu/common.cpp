@@ -31,15 +31,19 @@ bool Validator::fail(const std::string &reason) {
 }
 
 bool Validator::arity(size_t minInputs, size_t maxInputs, size_t outputs) {
+  auto count = [](size_t n, const char *noun) {
+    return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+  };
   size_t n = args_.inputs.size();
   if (n < minInputs || n > maxInputs) {
-    std::string expected = std::to_string(minInputs);
-    if (maxInputs != minInputs)
-      expected += maxInputs == SIZE_MAX ? " or more" : " to " + std::to_string(maxInputs);
-    return fail("expected " + expected + " inputs, got " + std::to_string(n));
+    std::string expected = maxInputs == minInputs ? count(minInputs, "input")
+                           : maxInputs == SIZE_MAX
+                               ? std::to_string(minInputs) + " or more inputs"
+                               : std::to_string(minInputs) + " to " + count(maxInputs, "input");
+    return fail("expected " + expected + ", got " + std::to_string(n));
   }
   if (args_.outputs.size() != outputs)
-    return fail("expected " + std::to_string(outputs) + " outputs, got " +
+    return fail("expected " + count(outputs, "output") + ", got " +
                 std::to_string(args_.outputs.size()));
   return true;
 }
@@ -85,11 +89,13 @@ bool Validator::fitsInt(const TensorView &t, const char *what) {
 
 bool Validator::floatAttr(const char *name, double *value) {
   const KernelAttrs &a = args_.attrs;
-  if (a.hasFloat(name)) *value = a.getFloat(name);
-  else if (a.hasInt(name)) *value = static_cast<double>(a.getInt(name));
-  else return fail(std::string("missing float attribute '") + name + "'");
-  if (!std::isfinite(*value))
-    return fail(std::string("attribute '") + name + "' must be finite");
+  if (a.hasFloat(name))
+    *value = a.getFloat(name);
+  else if (a.hasInt(name))
+    *value = static_cast<double>(a.getInt(name));
+  else
+    return fail(std::string("missing float attribute '") + name + "'");
+  if (!std::isfinite(*value)) return fail(std::string("attribute '") + name + "' must be finite");
   return true;
 }
 

@@ -20,8 +20,8 @@ public:
   explicit GlobalNormKernel(const KernelArgs &args) : out_(args.outputs[0].as<float>()) {
     for (const TensorView &x : args.inputs)
       for (int64_t begin = 0; begin < x.numel(); begin += kChunk)
-        chunks_.push_back({x.data, x.dtype == DType::BF16, begin,
-                           std::min(kChunk, x.numel() - begin)});
+        chunks_.push_back(
+            {x.data, x.dtype == DType::BF16, begin, std::min(kChunk, x.numel() - begin)});
     partial_.resize(chunks_.size());
   }
 

@@ -33,10 +33,10 @@ inline void rowStats(const float *x, int64_t c, float eps, float *mean, float *r
 template <typename T> class LayerNormKernel final : public Kernel {
 public:
   LayerNormKernel(const KernelArgs &args, float eps)
-      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()),
-        beta_(args.inputs[2].as<T>()), out_(args.outputs[0].as<T>()),
-        c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps),
-        threads_(bindThreads()), params_(2 * c_), rowScratch_(threads_, c_) {}
+      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), beta_(args.inputs[2].as<T>()),
+        out_(args.outputs[0].as<T>()), c_(args.inputs[0].dim(-1)),
+        rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), threads_(bindThreads()),
+        params_(2 * c_), rowScratch_(threads_, c_) {}
 
   void run(const StepContext &) override {
     float *gamma = params_.data(), *beta = params_.data() + c_;
@@ -158,8 +158,8 @@ std::unique_ptr<Kernel> makeLayerNormGrad(const KernelArgs &args, std::string &e
   if (x.rank() < 1) return v.reject("x must have rank >= 1, got " + x.describe());
   std::vector<int64_t> c{x.dim(-1)};
   if (!v.hasType(v.in(1), "gamma", x.dtype, c) || !v.hasType(v.in(2), "dy", x.dtype, x.shape) ||
-      !v.hasType(v.out(0), "dx", x.dtype, x.shape) ||
-      !v.hasType(v.out(1), "dgamma", x.dtype, c) || !v.hasType(v.out(2), "dbeta", x.dtype, c))
+      !v.hasType(v.out(0), "dx", x.dtype, x.shape) || !v.hasType(v.out(1), "dgamma", x.dtype, c) ||
+      !v.hasType(v.out(2), "dbeta", x.dtype, c))
     return nullptr;
   return makeFloatKernel<LayerNormGradKernel>(x.dtype, args, static_cast<float>(eps));
 }

@@ -111,14 +111,14 @@ std::unique_ptr<Kernel> makeMatmul(const KernelArgs &args, std::string &error) {
   d.sharedB = b.rank() == 2;
   if (!d.sharedB && !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()))
     return v.reject("batched b must have a's leading dims: a is " + a.describe() + ", b is " +
-                  b.describe());
+                    b.describe());
   d.m = d.transposeA ? a.dim(-1) : a.dim(-2);
   d.k = d.transposeA ? a.dim(-2) : a.dim(-1);
   int64_t kb = d.transposeB ? b.dim(-1) : b.dim(-2);
   d.n = d.transposeB ? b.dim(-2) : b.dim(-1);
   if (kb != d.k)
     return v.reject("contraction dims differ: a " + a.describe() + " has K = " +
-                  std::to_string(d.k) + ", b " + b.describe() + " has K = " + std::to_string(kb));
+                    std::to_string(d.k) + ", b " + b.describe() + " has K = " + std::to_string(kb));
   std::vector<int64_t> shape(a.shape.begin(), a.shape.end() - 2);
   d.batch = product(shape);
   shape.push_back(d.m);

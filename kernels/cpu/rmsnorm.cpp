@@ -23,10 +23,9 @@ inline float rowRstd(const float *x, int64_t c, float eps) {
 template <typename T> class RmsNormKernel final : public Kernel {
 public:
   RmsNormKernel(const KernelArgs &args, float eps)
-      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()),
-        out_(args.outputs[0].as<T>()), c_(args.inputs[0].dim(-1)),
-        rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), threads_(bindThreads()),
-        gammaWide_(c_), rowScratch_(threads_, c_) {}
+      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), out_(args.outputs[0].as<T>()),
+        c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps),
+        threads_(bindThreads()), gammaWide_(c_), rowScratch_(threads_, c_) {}
 
   void run(const StepContext &) override {
     widenVector(gamma_, gammaWide_.data(), c_);
@@ -60,9 +59,9 @@ template <typename T> class RmsNormGradKernel final : public Kernel {
 public:
   RmsNormGradKernel(const KernelArgs &args, float eps)
       : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), dy_(args.inputs[2].as<T>()),
-        dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()),
-        c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps),
-        threads_(bindThreads()), gammaWide_(c_), scratch_(threads_, 3 * c_) {}
+        dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
+        rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), threads_(bindThreads()),
+        gammaWide_(c_), scratch_(threads_, 3 * c_) {}
 
   void run(const StepContext &) override {
     widenVector(gamma_, gammaWide_.data(), c_);

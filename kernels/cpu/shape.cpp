@@ -98,10 +98,14 @@ template <typename E> void copyBox(const Box &box, const void *src, void *dst) {
 
 void copyBox(const Box &box, const void *src, void *dst) {
   switch (box.elementSize) {
-  case 1: return copyBox<uint8_t>(box, src, dst);
-  case 2: return copyBox<uint16_t>(box, src, dst);
-  case 8: return copyBox<uint64_t>(box, src, dst);
-  default: return copyBox<uint32_t>(box, src, dst);
+  case 1:
+    return copyBox<uint8_t>(box, src, dst);
+  case 2:
+    return copyBox<uint16_t>(box, src, dst);
+  case 8:
+    return copyBox<uint64_t>(box, src, dst);
+  default:
+    return copyBox<uint32_t>(box, src, dst);
   }
 }
 
@@ -205,8 +209,8 @@ std::unique_ptr<Kernel> makeSlice(const KernelArgs &args, std::string &error) {
     if (offsets[i] < 0 || offsets[i] + out.shape[i] > x.shape[i])
       return v.reject("out " + out.describe() + " at offset " + std::to_string(offsets[i]) +
                       " in dim " + std::to_string(i) + " lies outside x " + x.describe());
-  Box box = makeBox(out.shape, rowMajorStrides(x.shape), rowMajorStrides(out.shape),
-                    dtypeSize(x.dtype));
+  Box box =
+      makeBox(out.shape, rowMajorStrides(x.shape), rowMajorStrides(out.shape), dtypeSize(x.dtype));
   std::vector<int64_t> xStrides = rowMajorStrides(x.shape);
   for (int i = 0; i < x.rank(); ++i) box.srcBase += offsets[i] * xStrides[i];
   return std::make_unique<BoxKernel>(std::move(box), x.data, out.data);
@@ -224,8 +228,8 @@ std::unique_ptr<Kernel> makePad(const KernelArgs &args, std::string &error) {
     if (offsets[i] < 0 || offsets[i] + x.shape[i] > out.shape[i])
       return v.reject("x " + x.describe() + " at offset " + std::to_string(offsets[i]) +
                       " in dim " + std::to_string(i) + " does not fit in out " + out.describe());
-  Box box = makeBox(x.shape, rowMajorStrides(x.shape), rowMajorStrides(out.shape),
-                    dtypeSize(x.dtype));
+  Box box =
+      makeBox(x.shape, rowMajorStrides(x.shape), rowMajorStrides(out.shape), dtypeSize(x.dtype));
   std::vector<int64_t> outStrides = rowMajorStrides(out.shape);
   for (int i = 0; i < x.rank(); ++i) box.dstBase += offsets[i] * outStrides[i];
   return std::make_unique<PadKernel>(std::move(box), x.data, out.data, out.bytes());
@@ -291,7 +295,8 @@ std::unique_ptr<Kernel> makeConcat(const KernelArgs &args, std::string &error) {
     const TensorView &x = v.in(i);
     std::string what = "input " + std::to_string(i);
     bool matches = x.dtype == first.dtype && x.rank() == rank;
-    for (int64_t d = 0; matches && d < rank; ++d) matches = d == dim || x.shape[d] == first.shape[d];
+    for (int64_t d = 0; matches && d < rank; ++d)
+      matches = d == dim || x.shape[d] == first.shape[d];
     if (!matches)
       return v.reject(what + " " + x.describe() + " does not match input 0 " + first.describe() +
                       " outside dim " + std::to_string(dim));
@@ -306,8 +311,7 @@ std::unique_ptr<Kernel> makeCopy(const KernelArgs &args, std::string &error) {
   if (!v.arity(1, 1) || !sameDTypeAsX(v)) return nullptr;
   const TensorView &x = v.in(0), &out = v.out(0);
   if (out.numel() != x.numel())
-    return v.reject("out " + out.describe() + " must have as many elements as x " +
-                    x.describe());
+    return v.reject("out " + out.describe() + " must have as many elements as x " + x.describe());
   class CopyKernel final : public Kernel {
   public:
     CopyKernel(const void *src, void *dst, size_t bytes) : src_(src), dst_(dst), bytes_(bytes) {}
@@ -358,8 +362,8 @@ public:
   static constexpr int64_t kColumnBlock = 256;
 
   explicit ReduceSumKernel(const KernelArgs &args)
-      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()),
-        inner_(args.outputs[0].numel()), outer_(inner_ ? args.inputs[0].numel() / inner_ : 0) {
+      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()), inner_(args.outputs[0].numel()),
+        outer_(inner_ ? args.inputs[0].numel() / inner_ : 0) {
     // Row chunks depend only on the shape: a wide suffix has enough column
     // parallelism on its own; a narrow one splits the rows.
     chunks_ = inner_ >= 4096 ? 1 : std::clamp<int64_t>(outer_ / 256, 1, 64);

@@ -292,8 +292,8 @@ RefTensor rmsnorm(const RefTensor &x, const RefTensor &gamma, double eps) {
   return out;
 }
 
-std::vector<RefTensor> rmsnormGrad(const RefTensor &x, const RefTensor &gamma,
-                                   const RefTensor &dy, double eps) {
+std::vector<RefTensor> rmsnormGrad(const RefTensor &x, const RefTensor &gamma, const RefTensor &dy,
+                                   double eps) {
   require(!x.shape.empty() && x.shape == dy.shape, "rmsnormGrad", "x and dy shapes differ");
   int64_t c = x.shape.back(), rows = x.numel() / std::max<int64_t>(c, 1);
   require(gamma.numel() == c, "rmsnormGrad", "gamma must be [C]");
@@ -379,7 +379,8 @@ AttentionDims attentionDims(const RefTensor &q, const RefTensor &k, const RefTen
   require(k.shape[0] == dims.b && k.shape[3] == dims.d, fn, "k/v batch or head dim differ from q");
   require(dims.kv > 0 && dims.h % dims.kv == 0, fn, "H must be a multiple of KV");
   require(!causal || dims.s == dims.t, fn, "causal attention needs S == T");
-  require(!segmentIds || (dims.s == dims.t && segmentIds->shape == std::vector<int64_t>{dims.b, dims.t}),
+  require(!segmentIds ||
+              (dims.s == dims.t && segmentIds->shape == std::vector<int64_t>{dims.b, dims.t}),
           fn, "segment ids must be [B, T] with S == T");
   dims.group = dims.h / dims.kv;
   return dims;
@@ -399,7 +400,9 @@ std::vector<RefTensor> attention(const RefTensor &q, const RefTensor &k, const R
                                  const RefTensor *segmentIds, double scale, bool causal) {
   AttentionDims n = attentionDims(q, k, v, segmentIds, causal, "attention");
   RefTensor out = like(q), lse = RefTensor::zeros({n.b, n.h, n.t});
-  auto qAt = [&](int64_t b, int64_t i, int64_t h) { return &q.data[((b * n.t + i) * n.h + h) * n.d]; };
+  auto qAt = [&](int64_t b, int64_t i, int64_t h) {
+    return &q.data[((b * n.t + i) * n.h + h) * n.d];
+  };
   auto kvAt = [&](const RefTensor &x, int64_t b, int64_t j, int64_t g) {
     return &x.data[((b * n.s + j) * n.kv + g) * n.d];
   };
@@ -539,8 +542,7 @@ RefTensor transpose(const RefTensor &x, const std::vector<int64_t> &permutation)
   std::vector<int64_t> shape(rank);
   for (size_t i = 0; i < rank; ++i) {
     int64_t p = permutation[i];
-    require(p >= 0 && p < static_cast<int64_t>(rank) && !seen[p], "transpose",
-            "not a permutation");
+    require(p >= 0 && p < static_cast<int64_t>(rank) && !seen[p], "transpose", "not a permutation");
     seen[p] = true;
     shape[i] = x.shape[p];
   }

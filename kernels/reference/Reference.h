@@ -62,8 +62,8 @@ std::vector<RefTensor> layernormGrad(const RefTensor &x, const RefTensor &gamma,
                                      const RefTensor &dy, double eps);
 RefTensor rmsnorm(const RefTensor &x, const RefTensor &gamma, double eps);
 /// {dx, dgamma}.
-std::vector<RefTensor> rmsnormGrad(const RefTensor &x, const RefTensor &gamma,
-                                   const RefTensor &dy, double eps);
+std::vector<RefTensor> rmsnormGrad(const RefTensor &x, const RefTensor &gamma, const RefTensor &dy,
+                                   double eps);
 
 /// Rows of table [V, C] picked by ids (any shape S): S × [C].
 RefTensor embedding(const RefTensor &table, const RefTensor &ids);

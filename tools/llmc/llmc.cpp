@@ -104,7 +104,9 @@ int runModel() {
   llmc::prepareContext(context);
   llmc::ModelSource source{"", modelFamily, modelPreset, modelConfig, modelSet};
   llmc::ModelConfig config;
-  mlir::OwningOpRef<mlir::ModuleOp> module = llmc::loadModel(context, source, &config);
+  llvm::SourceMgr sourceMgr;
+  llmc::ToolDiagnostics diagnostics(context, sourceMgr, "llmc model");
+  mlir::OwningOpRef<mlir::ModuleOp> module = llmc::loadModel(context, source, sourceMgr, &config);
   if (!module)
     return 1;
   std::string error;

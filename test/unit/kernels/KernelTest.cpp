@@ -45,23 +45,41 @@ namespace {
 
 double loadElement(const TensorView &v, int64_t i) {
   switch (v.dtype) {
-  case DType::F32: return v.as<float>()[i];
-  case DType::BF16: return bf16ToFloat(v.as<uint16_t>()[i]);
-  case DType::F64: return v.as<double>()[i];
-  case DType::I32: return v.as<int32_t>()[i];
-  case DType::I64: return static_cast<double>(v.as<int64_t>()[i]);
-  default: ADD_FAILURE() << "unsupported dtype " << dtypeName(v.dtype); return 0.0;
+  case DType::F32:
+    return v.as<float>()[i];
+  case DType::BF16:
+    return bf16ToFloat(v.as<uint16_t>()[i]);
+  case DType::F64:
+    return v.as<double>()[i];
+  case DType::I32:
+    return v.as<int32_t>()[i];
+  case DType::I64:
+    return static_cast<double>(v.as<int64_t>()[i]);
+  default:
+    ADD_FAILURE() << "unsupported dtype " << dtypeName(v.dtype);
+    return 0.0;
   }
 }
 
 void storeElement(const TensorView &v, int64_t i, double x) {
   switch (v.dtype) {
-  case DType::F32: v.as<float>()[i] = static_cast<float>(x); break;
-  case DType::BF16: v.as<uint16_t>()[i] = floatToBf16(static_cast<float>(x)); break;
-  case DType::F64: v.as<double>()[i] = x; break;
-  case DType::I32: v.as<int32_t>()[i] = static_cast<int32_t>(x); break;
-  case DType::I64: v.as<int64_t>()[i] = static_cast<int64_t>(x); break;
-  default: ADD_FAILURE() << "unsupported dtype " << dtypeName(v.dtype);
+  case DType::F32:
+    v.as<float>()[i] = static_cast<float>(x);
+    break;
+  case DType::BF16:
+    v.as<uint16_t>()[i] = floatToBf16(static_cast<float>(x));
+    break;
+  case DType::F64:
+    v.as<double>()[i] = x;
+    break;
+  case DType::I32:
+    v.as<int32_t>()[i] = static_cast<int32_t>(x);
+    break;
+  case DType::I64:
+    v.as<int64_t>()[i] = static_cast<int64_t>(x);
+    break;
+  default:
+    ADD_FAILURE() << "unsupported dtype " << dtypeName(v.dtype);
   }
 }
 
@@ -89,7 +107,9 @@ void Buffer::poison() {
   for (int64_t i = 0; i < v.numel(); ++i) storeElement(v, i, fill);
 }
 
-RefTensor roundTo(const RefTensor &values, DType dtype) { return Buffer::of(values, dtype).toRef(); }
+RefTensor roundTo(const RefTensor &values, DType dtype) {
+  return Buffer::of(values, dtype).toRef();
+}
 
 bool runKernel(const std::string &name, const std::vector<Buffer *> &inputs,
                const std::vector<Buffer *> &outputs, const KernelAttrs &attrs, int64_t step) {
@@ -148,12 +168,10 @@ double tolerance(DType dtype) { return dtype == DType::BF16 ? 1e-2 : 1e-5; }
     diffNorm += (out.data[i] - ref.data[i]) * (out.data[i] - ref.data[i]);
   }
   if (metric == Metric::Norm) {
-    if (getenv("VERB")) { double e = refNorm > 0.0 ? std::sqrt(diffNorm / refNorm) : std::sqrt(diffNorm); fprintf(stderr, "ERR norm %.3g tol %.1g ratio %.3f\n", e, tol, e/tol); }
     double err = refNorm > 0.0 ? std::sqrt(diffNorm / refNorm) : std::sqrt(diffNorm);
     if (err <= tol) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure()
-           << "norm-relative error " << err << " > " << tol << " over " << ref.numel()
-           << " elements";
+    return ::testing::AssertionFailure() << "norm-relative error " << err << " > " << tol
+                                         << " over " << ref.numel() << " elements";
   }
   double floor = std::max(1e-3 * maxRef, std::numeric_limits<double>::min());
   double worst = 0.0;
@@ -162,7 +180,6 @@ double tolerance(DType dtype) { return dtype == DType::BF16 ? 1e-2 : 1e-5; }
     double err = std::abs(out.data[i] - ref.data[i]) / std::max(std::abs(ref.data[i]), floor);
     if (!(err <= worst)) worst = err, worstAt = i;
   }
-  if (getenv("VERB")) fprintf(stderr, "ERR elem %.3g tol %.1g ratio %.3f\n", worst, tol, tol > 0 ? worst/tol : worst);
   if (worst <= tol) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << "elementwise relative error " << worst << " > " << tol << " at element " << worstAt

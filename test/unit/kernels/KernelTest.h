@@ -82,7 +82,8 @@ enum class Metric { Elementwise, Norm };
                                    double tol);
 
 /// Shorthand: EXPECT_TRUE(closeTo(...)) with a trace of what was compared.
-#define EXPECT_CLOSE(out, ref, metric, tol) EXPECT_TRUE(::llmc::test::closeTo(out, ref, metric, tol))
+#define EXPECT_CLOSE(out, ref, metric, tol)                                                        \
+  EXPECT_TRUE(::llmc::test::closeTo(out, ref, metric, tol))
 
 /// Attributes from initializer lists.
 KernelAttrs attrs(std::initializer_list<std::pair<const char *, double>> floats = {},

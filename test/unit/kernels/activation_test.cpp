@@ -50,7 +50,8 @@ TEST(ActivationKernels, ExtremeInputsStayFinite) {
     ASSERT_TRUE(runKernel(name, {&xb}, {&out}));
     RefTensor expected = std::string(name) == "gelu" ? ref::gelu(x) : ref::silu(x);
     RefTensor got = out.toRef();
-    for (int i = 0; i < 8; ++i) EXPECT_NEAR(got.data[i], expected.data[i], 1e-6 * (1 + std::abs(expected.data[i])));
+    for (int i = 0; i < 8; ++i)
+      EXPECT_NEAR(got.data[i], expected.data[i], 1e-6 * (1 + std::abs(expected.data[i])));
   }
 }
 
@@ -94,7 +95,8 @@ TEST(DropoutKernel, MaskDependsOnSeedAndStepAndHasTheRightRate) {
   Buffer x = Buffer::of(ones, DType::F32);
   auto mask = [&](int64_t seed, int64_t step) {
     Buffer out(DType::F32, {n});
-    EXPECT_TRUE(runKernel("dropout", {&x}, {&out}, attrs({{"rate", 0.25}}, {{"seed", seed}}), step));
+    EXPECT_TRUE(
+        runKernel("dropout", {&x}, {&out}, attrs({{"rate", 0.25}}, {{"seed", seed}}), step));
     return out.toRef().data;
   };
   std::vector<double> a = mask(1, 1), again = mask(1, 1), otherStep = mask(1, 2),
@@ -128,14 +130,14 @@ float bitsToFloat(uint32_t u) {
 TEST(CastKernel, F32ToBf16RoundsToNearestEven) {
   // 1 + 2^-8 is halfway between two bf16 values: ties go to the even one (1.0);
   // 1 + 3·2^-8 ties up to 1 + 2^-6.
-  std::vector<float> values = {1.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -2.5f,
-                               bitsToFloat(0x7fc00001u), 3.0e38f, 1e-40f, -0.0f};
+  std::vector<float> values = {
+      1.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -2.5f, bitsToFloat(0x7fc00001u), 3.0e38f, 1e-40f,
+      -0.0f};
   Buffer in(DType::F32, {8}), out(DType::BF16, {8});
   std::memcpy(in.storage.data(), values.data(), 32);
   ASSERT_TRUE(runKernel("cast", {&in}, {&out}));
   const uint16_t *bits = out.view().as<uint16_t>();
-  for (int i = 0; i < 8; ++i)
-    EXPECT_EQ(bits[i], floatToBf16(values[i])) << "element " << i;
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(bits[i], floatToBf16(values[i])) << "element " << i;
   EXPECT_EQ(bits[1], 0x3f80);
   EXPECT_EQ(bits[2], 0x3f82);
   EXPECT_TRUE(std::isnan(bf16ToFloat(bits[4])));
@@ -151,15 +153,17 @@ TEST(CastKernel, RoundTripsAndF16) {
   ASSERT_TRUE(runKernel("cast", {&f32}, {&h16}));
   back.poison();
   ASSERT_TRUE(runKernel("cast", {&h16}, {&back}));
-  EXPECT_CLOSE(back.toRef(), roundTo(x, DType::F32), Metric::Elementwise, 1.0 / 2048); // f16: 11 bits
+  EXPECT_CLOSE(back.toRef(), roundTo(x, DType::F32), Metric::Elementwise,
+               1.0 / 2048); // f16: 11 bits
   // Known f16 encodings: 1, -2, 65504 (max), 2^-24 (smallest subnormal), 65520 → inf, ties to even.
-  std::vector<float> values = {1.0f, -2.0f, 65504.0f, 5.9604645e-8f, 65520.0f, 1.0f + 1.0f / 2048,
-                               1.0f + 3.0f / 2048, 0.0f};
+  std::vector<float> values = {
+      1.0f, -2.0f, 65504.0f, 5.9604645e-8f, 65520.0f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 0.0f};
   std::vector<uint16_t> expected = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00, 0x3c00, 0x3c02, 0x0000};
   Buffer in(DType::F32, {8}), out(DType::F16, {8});
   std::memcpy(in.storage.data(), values.data(), 32);
   ASSERT_TRUE(runKernel("cast", {&in}, {&out}));
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(out.view().as<uint16_t>()[i], expected[i]) << "element " << i;
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(out.view().as<uint16_t>()[i], expected[i]) << "element " << i;
 }
 
 TEST(FillAndCopyKernels, Work) {

@@ -34,15 +34,15 @@ std::string describe(const AttentionCase &c) {
 const std::vector<AttentionCase> kCases = {
     {2, 33, 33, 4, 4, 16, false, Segments::None},
     {2, 33, 33, 4, 4, 16, true, Segments::None},
-    {1, 70, 70, 4, 2, 32, true, Segments::None},        // GQA, two query tiles
+    {1, 70, 70, 4, 2, 32, true, Segments::None}, // GQA, two query tiles
     {1, 70, 70, 4, 2, 32, false, Segments::None},
-    {2, 13, 13, 3, 1, 8, true, Segments::None},         // MQA
-    {1, 7, 130, 2, 1, 64, false, Segments::None},       // S != T, three key tiles
+    {2, 13, 13, 3, 1, 8, true, Segments::None},   // MQA
+    {1, 7, 130, 2, 1, 64, false, Segments::None}, // S != T, three key tiles
     {2, 67, 67, 2, 1, 16, true, Segments::Packed},
     {2, 67, 67, 4, 2, 16, false, Segments::Packed},
     {1, 40, 40, 2, 2, 24, false, Segments::Interleaved},
     {1, 40, 40, 2, 1, 24, true, Segments::Interleaved},
-    {1, 150, 150, 2, 2, 64, true, Segments::None},     // three tiles each way
+    {1, 150, 150, 2, 2, 64, true, Segments::None}, // three tiles each way
 };
 
 RefTensor segmentIds(const AttentionCase &c, uint64_t seed) {
@@ -137,8 +137,11 @@ TEST(AttentionKernels, BackwardIsDeterministic) {
     Buffer dq(DType::F32, q.shape), dk(DType::F32, k.shape), dv(DType::F32, v.shape);
     ASSERT_TRUE(runKernel("attention_grad", {&qb, &kb, &vb, &ob, &lb, &db}, {&dq, &dk, &dv},
                           attrs({{"scale", 0.25}}, {{"causal", 1}})));
-    if (run == 0) first = {dq.storage, dk.storage, dv.storage};
-    else EXPECT_TRUE(first == std::vector<std::vector<uint64_t>>({dq.storage, dk.storage, dv.storage}));
+    if (run == 0)
+      first = {dq.storage, dk.storage, dv.storage};
+    else
+      EXPECT_TRUE(first ==
+                  std::vector<std::vector<uint64_t>>({dq.storage, dk.storage, dv.storage}));
   }
 }
 

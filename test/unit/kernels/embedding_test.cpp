@@ -19,7 +19,8 @@ TEST(EmbeddingKernels, LookupAndScatterAddMatchReference) {
       RefTensor table = roundTo(randomTensor({vocab, c}, 401), dtype);
       RefTensor ids = randomIds({3, 7}, 402, 0, vocab - 3); // repeats, and unused rows
       RefTensor dy = roundTo(randomTensor({3, 7, c}, 403), dtype);
-      Buffer tb = Buffer::of(table, dtype), ib = Buffer::of(ids, idType), dyb = Buffer::of(dy, dtype);
+      Buffer tb = Buffer::of(table, dtype), ib = Buffer::of(ids, idType),
+             dyb = Buffer::of(dy, dtype);
       Buffer out(dtype, {3, 7, c}), dtable(dtype, {vocab, c});
       out.poison(), dtable.poison();
       ASSERT_TRUE(runKernel("embedding", {&tb, &ib}, {&out}));
@@ -33,7 +34,8 @@ TEST(EmbeddingKernels, LookupAndScatterAddMatchReference) {
 TEST(EmbeddingKernels, OutOfRangeIdsNeverReadOutOfBounds) {
   RefTensor table = randomTensor({4, 8}, 411);
   RefTensor ids{{3}, {1.0, 7.0, -1.0}};
-  Buffer tb = Buffer::of(table, DType::F32), ib = Buffer::of(ids, DType::I32), out(DType::F32, {3, 8});
+  Buffer tb = Buffer::of(table, DType::F32), ib = Buffer::of(ids, DType::I32),
+         out(DType::F32, {3, 8});
   ASSERT_TRUE(runKernel("embedding", {&tb, &ib}, {&out}));
   RefTensor got = out.toRef();
   for (int i = 0; i < 8; ++i) {

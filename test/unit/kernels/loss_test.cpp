@@ -17,15 +17,18 @@ struct LossCase {
 };
 
 const std::vector<LossCase> kCases = {
-    {{7}, 13, -1, 0}, {{3, 7}, 33, -1, 3}, {{2, 5}, 1031, -100, 2}, {{64}, 257, 5, 0},
+    {{7}, 13, -1, 0},
+    {{3, 7}, 33, -1, 3},
+    {{2, 5}, 1031, -100, 2},
+    {{64}, 257, 5, 0},
 };
 
 TEST(CrossEntropyKernels, LossAndGradMatchReference) {
   uint64_t seed = 700;
   for (DType dtype : kFloatTypes)
     for (const LossCase &c : kCases) {
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + " V " + std::to_string(c.vocab) +
-                   " ignore " + std::to_string(c.ignoreIndex));
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " V " + std::to_string(c.vocab) + " ignore " +
+                   std::to_string(c.ignoreIndex));
       std::vector<int64_t> shape = c.rows;
       shape.push_back(c.vocab);
       RefTensor logits = roundTo(randomTensor(shape, ++seed, 3.0), dtype);

@@ -15,8 +15,8 @@ struct MatmulCase {
 };
 
 const std::vector<MatmulCase> kCases = {
-    {{}, 7, 13, 33, false},       {{2, 3}, 7, 13, 5, false}, {{3}, 7, 13, 9, true},
-    {{2, 2}, 33, 17, 13, true},   {{4}, 65, 128, 70, false}, {{}, 1, 1, 1, false},
+    {{}, 7, 13, 33, false},     {{2, 3}, 7, 13, 5, false}, {{3}, 7, 13, 9, true},
+    {{2, 2}, 33, 17, 13, true}, {{4}, 65, 128, 70, false}, {{}, 1, 1, 1, false},
 };
 
 std::vector<int64_t> shapeOf(const std::vector<int64_t> &lead, int64_t rows, int64_t cols) {
@@ -36,11 +36,11 @@ TEST(MatmulKernel, MatchesReferenceForEveryTransposeAndBatching) {
                        std::to_string(c.k) + " n" + std::to_string(c.n) + " batchedB " +
                        std::to_string(c.batchedB) + " ta " + std::to_string(ta) + " tb " +
                        std::to_string(tb));
-          RefTensor a = roundTo(
-              randomTensor(shapeOf(c.lead, ta ? c.k : c.m, ta ? c.m : c.k), ++seed), dtype);
+          RefTensor a =
+              roundTo(randomTensor(shapeOf(c.lead, ta ? c.k : c.m, ta ? c.m : c.k), ++seed), dtype);
           std::vector<int64_t> bLead = c.batchedB ? c.lead : std::vector<int64_t>{};
-          RefTensor b = roundTo(
-              randomTensor(shapeOf(bLead, tb ? c.n : c.k, tb ? c.k : c.n), ++seed), dtype);
+          RefTensor b =
+              roundTo(randomTensor(shapeOf(bLead, tb ? c.n : c.k, tb ? c.k : c.n), ++seed), dtype);
           Buffer ab = Buffer::of(a, dtype), bb = Buffer::of(b, dtype),
                  out(dtype, shapeOf(c.lead, c.m, c.n));
           out.poison();
@@ -55,10 +55,10 @@ TEST(MatmulKernel, AccumulateAddsIntoC) {
     for (bool batchedB : {false, true}) {
       SCOPED_TRACE(std::string(dtypeName(dtype)) + (batchedB ? " batched" : " shared"));
       RefTensor a = roundTo(randomTensor({3, 7, 13}, 201), dtype);
-      RefTensor b = roundTo(randomTensor(batchedB ? std::vector<int64_t>{3, 33, 13}
-                                                  : std::vector<int64_t>{33, 13},
-                                         202),
-                            dtype);
+      RefTensor b = roundTo(
+          randomTensor(batchedB ? std::vector<int64_t>{3, 33, 13} : std::vector<int64_t>{33, 13},
+                       202),
+          dtype);
       RefTensor c0 = roundTo(randomTensor({3, 7, 33}, 203), dtype);
       Buffer ab = Buffer::of(a, dtype), bb = Buffer::of(b, dtype), c = Buffer::of(c0, dtype);
       ASSERT_TRUE(runKernel("matmul", {&ab, &bb}, {&c},

@@ -39,8 +39,11 @@ struct AdamWCase {
 };
 
 TEST(AdamWKernel, MatchesReferenceWithClippingAndInPlace) {
-  const AdamWCase cases[] = {{1, 1.0, true, false}, {10, 1.0, true, true}, {3, 0.0, true, false},
-                             {7, 1.0, false, true}, {2, 100.0, true, false}};
+  const AdamWCase cases[] = {{1, 1.0, true, false},
+                             {10, 1.0, true, true},
+                             {3, 0.0, true, false},
+                             {7, 1.0, false, true},
+                             {2, 100.0, true, false}};
   const double lr = 3e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, wd = 0.1;
   uint64_t seed = 820;
   for (DType dtype : kFloatTypes)
@@ -63,16 +66,19 @@ TEST(AdamWKernel, MatchesReferenceWithClippingAndInPlace) {
       p1.poison(), m1.poison(), v1.poison();
       std::vector<Buffer *> inputs = {&pb, &gb, &mb, &vb, &lrb, &stepb};
       if (c.withNorm) inputs.push_back(&normb);
-      std::vector<Buffer *> outputs = c.inPlace ? std::vector<Buffer *>{&pb, &mb, &vb}
-                                                : std::vector<Buffer *>{&p1, &m1, &v1};
+      std::vector<Buffer *> outputs =
+          c.inPlace ? std::vector<Buffer *>{&pb, &mb, &vb} : std::vector<Buffer *>{&p1, &m1, &v1};
       ASSERT_TRUE(runKernel("adamw", inputs, outputs,
-                            attrs({{"beta1", beta1}, {"beta2", beta2}, {"epsilon", eps},
-                                   {"weight_decay", wd}, {"max_grad_norm", c.maxGradNorm}})));
+                            attrs({{"beta1", beta1},
+                                   {"beta2", beta2},
+                                   {"epsilon", eps},
+                                   {"weight_decay", wd},
+                                   {"max_grad_norm", c.maxGradNorm}})));
       float normF = static_cast<float>(gradNorm); // the kernel sees an f32 scalar
       double normSeen = normF;
-      std::vector<RefTensor> expected = ref::adamw(p, g, m, v, lr, c.step,
-                                                   c.withNorm ? &normSeen : nullptr, beta1, beta2,
-                                                   eps, wd, c.maxGradNorm);
+      std::vector<RefTensor> expected =
+          ref::adamw(p, g, m, v, lr, c.step, c.withNorm ? &normSeen : nullptr, beta1, beta2, eps,
+                     wd, c.maxGradNorm);
       EXPECT_CLOSE(outputs[0]->toRef(), expected[0], Metric::Elementwise, tolerance(dtype));
       EXPECT_CLOSE(outputs[1]->toRef(), expected[1], Metric::Norm, tolerance(dtype));
       EXPECT_CLOSE(outputs[2]->toRef(), expected[2], Metric::Elementwise, tolerance(dtype));

@@ -21,15 +21,18 @@ TEST(ReferenceGradients, LayerNorm) {
   RefTensor x = randomTensor({3, 7}, 1001, 1.5, 0.3), gamma = randomTensor({7}, 1002, 0.5, 1.0),
             beta = randomTensor({7}, 1003), w = randomTensor({3, 7}, 1004);
   std::vector<RefTensor> grads = ref::layernormGrad(x, gamma, w, eps);
-  EXPECT_LT(finiteDifferenceError(x, grads[0], [&](const RefTensor &t) {
-              return dot(ref::layernorm(t, gamma, beta, eps), w);
-            }), kFdTolerance);
-  EXPECT_LT(finiteDifferenceError(gamma, grads[1], [&](const RefTensor &t) {
-              return dot(ref::layernorm(x, t, beta, eps), w);
-            }), kFdTolerance);
-  EXPECT_LT(finiteDifferenceError(beta, grads[2], [&](const RefTensor &t) {
-              return dot(ref::layernorm(x, gamma, t, eps), w);
-            }), kFdTolerance);
+  EXPECT_LT(finiteDifferenceError(
+                x, grads[0],
+                [&](const RefTensor &t) { return dot(ref::layernorm(t, gamma, beta, eps), w); }),
+            kFdTolerance);
+  EXPECT_LT(finiteDifferenceError(
+                gamma, grads[1],
+                [&](const RefTensor &t) { return dot(ref::layernorm(x, t, beta, eps), w); }),
+            kFdTolerance);
+  EXPECT_LT(finiteDifferenceError(
+                beta, grads[2],
+                [&](const RefTensor &t) { return dot(ref::layernorm(x, gamma, t, eps), w); }),
+            kFdTolerance);
 }
 
 TEST(ReferenceGradients, RmsNorm) {
@@ -37,12 +40,14 @@ TEST(ReferenceGradients, RmsNorm) {
   RefTensor x = randomTensor({3, 13}, 1011), gamma = randomTensor({13}, 1012, 0.5, 1.0),
             w = randomTensor({3, 13}, 1013);
   std::vector<RefTensor> grads = ref::rmsnormGrad(x, gamma, w, eps);
-  EXPECT_LT(finiteDifferenceError(x, grads[0], [&](const RefTensor &t) {
-              return dot(ref::rmsnorm(t, gamma, eps), w);
-            }), kFdTolerance);
-  EXPECT_LT(finiteDifferenceError(gamma, grads[1], [&](const RefTensor &t) {
-              return dot(ref::rmsnorm(x, t, eps), w);
-            }), kFdTolerance);
+  EXPECT_LT(
+      finiteDifferenceError(
+          x, grads[0], [&](const RefTensor &t) { return dot(ref::rmsnorm(t, gamma, eps), w); }),
+      kFdTolerance);
+  EXPECT_LT(
+      finiteDifferenceError(gamma, grads[1],
+                            [&](const RefTensor &t) { return dot(ref::rmsnorm(x, t, eps), w); }),
+      kFdTolerance);
 }
 
 TEST(ReferenceGradients, Activations) {
@@ -55,19 +60,20 @@ TEST(ReferenceGradients, Activations) {
                                   [&](const RefTensor &t) { return dot(ref::silu(t), w); }),
             kFdTolerance);
   std::vector<RefTensor> grads = ref::swigluGrad(x, up, w);
-  EXPECT_LT(finiteDifferenceError(x, grads[0], [&](const RefTensor &t) {
-              return dot(ref::swiglu(t, up), w);
-            }), kFdTolerance);
-  EXPECT_LT(finiteDifferenceError(up, grads[1], [&](const RefTensor &t) {
-              return dot(ref::swiglu(x, t), w);
-            }), kFdTolerance);
+  EXPECT_LT(finiteDifferenceError(x, grads[0],
+                                  [&](const RefTensor &t) { return dot(ref::swiglu(t, up), w); }),
+            kFdTolerance);
+  EXPECT_LT(finiteDifferenceError(up, grads[1],
+                                  [&](const RefTensor &t) { return dot(ref::swiglu(x, t), w); }),
+            kFdTolerance);
 }
 
 TEST(ReferenceGradients, RopeInverseIsTheBackward) {
   RefTensor x = randomTensor({2, 5, 3, 8}, 1031), w = randomTensor({2, 5, 3, 8}, 1032);
-  EXPECT_LT(finiteDifferenceError(x, ref::rope(w, 100.0, true), [&](const RefTensor &t) {
-              return dot(ref::rope(t, 100.0, false), w);
-            }), kFdTolerance);
+  EXPECT_LT(
+      finiteDifferenceError(x, ref::rope(w, 100.0, true),
+                            [&](const RefTensor &t) { return dot(ref::rope(t, 100.0, false), w); }),
+      kFdTolerance);
 }
 
 struct FdAttentionCase {
@@ -123,9 +129,10 @@ TEST(ReferenceGradients, CrossEntropy) {
 TEST(ReferenceGradients, Embedding) {
   RefTensor table = randomTensor({6, 5}, 1061), ids{{2, 3}, {1, 4, 1, 0, 4, 4}},
             w = randomTensor({2, 3, 5}, 1062);
-  EXPECT_LT(finiteDifferenceError(table, ref::embeddingGrad(ids, w, 6), [&](const RefTensor &t) {
-              return dot(ref::embedding(t, ids), w);
-            }), kFdTolerance);
+  EXPECT_LT(
+      finiteDifferenceError(table, ref::embeddingGrad(ids, w, 6),
+                            [&](const RefTensor &t) { return dot(ref::embedding(t, ids), w); }),
+      kFdTolerance);
 }
 
 TEST(ReferenceGradients, MatmulThroughTransposedMatmulsAndReduceSum) {
@@ -159,24 +166,28 @@ TEST(ReferenceGradients, MatmulThroughTransposedMatmulsAndReduceSum) {
 TEST(ReferenceGradients, BroadcastSliceTransposeAndNorm) {
   RefTensor lhs = randomTensor({3, 4, 5}, 1081), rhs = randomTensor({4, 5}, 1082),
             w = randomTensor({3, 4, 5}, 1083);
-  EXPECT_LT(finiteDifferenceError(rhs, ref::reduceSum(w, rhs.shape), [&](const RefTensor &t) {
-              return dot(ref::add(lhs, t), w);
-            }), kFdTolerance);
+  EXPECT_LT(finiteDifferenceError(rhs, ref::reduceSum(w, rhs.shape),
+                                  [&](const RefTensor &t) { return dot(ref::add(lhs, t), w); }),
+            kFdTolerance);
   EXPECT_LT(finiteDifferenceError(rhs, ref::reduceSum(ref::mul(w, lhs), rhs.shape),
                                   [&](const RefTensor &t) { return dot(ref::mul(lhs, t), w); }),
             kFdTolerance);
   RefTensor ws = randomTensor({2, 2, 3}, 1084);
-  EXPECT_LT(finiteDifferenceError(lhs, ref::pad(ws, {1, 1, 2}, lhs.shape), [&](const RefTensor &t) {
-              return dot(ref::slice(t, {1, 1, 2}, {2, 2, 3}), ws);
-            }), kFdTolerance);
+  EXPECT_LT(finiteDifferenceError(lhs, ref::pad(ws, {1, 1, 2}, lhs.shape),
+                                  [&](const RefTensor &t) {
+                                    return dot(ref::slice(t, {1, 1, 2}, {2, 2, 3}), ws);
+                                  }),
+            kFdTolerance);
   RefTensor wt = randomTensor({5, 3, 4}, 1085);
-  EXPECT_LT(finiteDifferenceError(lhs, ref::transpose(wt, {1, 2, 0}), [&](const RefTensor &t) {
-              return dot(ref::transpose(t, {2, 0, 1}), wt);
-            }), kFdTolerance);
+  EXPECT_LT(finiteDifferenceError(lhs, ref::transpose(wt, {1, 2, 0}),
+                                  [&](const RefTensor &t) {
+                                    return dot(ref::transpose(t, {2, 0, 1}), wt);
+                                  }),
+            kFdTolerance);
   double norm = ref::globalNorm({lhs}).data[0];
-  EXPECT_LT(finiteDifferenceError(lhs, ref::scale(lhs, 1.0 / norm), [&](const RefTensor &t) {
-              return ref::globalNorm({t}).data[0];
-            }), kFdTolerance);
+  EXPECT_LT(finiteDifferenceError(lhs, ref::scale(lhs, 1.0 / norm),
+                                  [&](const RefTensor &t) { return ref::globalNorm({t}).data[0]; }),
+            kFdTolerance);
 }
 
 } // namespace

@@ -19,9 +19,9 @@ TEST(ShapeKernels, TransposeMatchesReference) {
   struct Case {
     std::vector<int64_t> shape, perm;
   };
-  const Case cases[] = {{{2, 7, 3, 13}, {0, 2, 1, 3}}, {{2, 7, 3, 13}, {3, 1, 0, 2}},
-                        {{33, 65}, {1, 0}},            {{7}, {0}},
-                        {{1, 5, 1, 3}, {2, 3, 0, 1}},  {{4, 1, 6}, {0, 2, 1}}};
+  const Case cases[] = {
+      {{2, 7, 3, 13}, {0, 2, 1, 3}}, {{2, 7, 3, 13}, {3, 1, 0, 2}}, {{33, 65}, {1, 0}}, {{7}, {0}},
+      {{1, 5, 1, 3}, {2, 3, 0, 1}},  {{4, 1, 6}, {0, 2, 1}}};
   for (DType dtype : kAllTypes)
     for (const Case &c : cases) {
       SCOPED_TRACE(std::string(dtypeName(dtype)) + " rank " + std::to_string(c.shape.size()));
@@ -86,8 +86,8 @@ TEST(ShapeKernels, ReduceSumMatchesReference) {
   struct Case {
     std::vector<int64_t> shape, suffix;
   };
-  const Case cases[] = {{{3, 7, 13}, {13}},   {{3, 7, 13}, {7, 13}}, {{3, 7, 13}, {3, 7, 13}},
-                        {{3, 7, 13}, {}},     {{5000, 3}, {3}},      {{600, 5000}, {5000}},
+  const Case cases[] = {{{3, 7, 13}, {13}}, {{3, 7, 13}, {7, 13}}, {{3, 7, 13}, {3, 7, 13}},
+                        {{3, 7, 13}, {}},   {{5000, 3}, {3}},      {{600, 5000}, {5000}},
                         {{70000}, {}}};
   for (DType dtype : kFloatTypes)
     for (const Case &c : cases) {

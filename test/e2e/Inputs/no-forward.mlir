@@ -1,0 +1,4 @@
+// No @forward to train.
+func.func @main() {
+  return
+}

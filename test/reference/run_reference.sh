@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# PyTorch reference test: compiles a small GPT-2 and a small Llama, dumps
+# llmc's loss and gradients for one batch, trains 10 AdamW steps, and checks
+# both against test/reference/torch_reference.py. Exit 77 (ctest: skipped)
+# when python3-torch is missing.
+set -euo pipefail
+BIN=$1; PYTHON=$2; SRC=$3; WORK=$4
+if ! "$PYTHON" -c "import torch, numpy" 2>/dev/null; then
+  echo "SKIP: python3-torch is not installed (scripts/setup.sh installs it)"
+  exit 77
+fi
+rm -rf "$WORK" && mkdir -p "$WORK"
+DATA="$SRC/data/tinytales.txt"
+export OMP_WAIT_POLICY=PASSIVE
+
+check() { # family, config json, extra compile flags...
+  local family=$1 config=$2; shift 2
+  local m="$WORK/$family.llmc"
+  "$BIN/llmc" compile --model "$family" --preset tiny --set n_layer=2 --set batch_size=4 \
+    --set seq_len=32 --warmup 0 --schedule constant --lr 1e-3 "$@" -o "$m"
+  "$BIN/llmc-run" "$m" --steps 0 --dump-grads "$WORK/$family.grads" --data "$DATA" --quiet
+  "$BIN/llmc-run" "$m" --steps 10 --metrics "$WORK/$family.jsonl" --data "$DATA" --quiet
+  "$PYTHON" "$SRC/test/reference/torch_reference.py" --family "$family" --config "$config" \
+    --dump "$WORK/$family.grads" --metrics "$WORK/$family.jsonl" --data "$DATA" \
+    --seq-len 32 --rows 4
+}
+
+check gpt2 '{"n_layer": 2, "n_head": 4, "n_kv_head": 4, "n_embd": 128, "eps": 1e-5}'
+check llama '{"n_layer": 2, "n_head": 4, "n_kv_head": 2, "n_embd": 128, "eps": 1e-5, "theta": 10000.0}'
