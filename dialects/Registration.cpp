@@ -2,25 +2,16 @@
 
 #include "dialects/Registration.h"
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
-#ifdef LLMC_HAVE_Dist
-#include "dialects/Dist/DistDialect.h"
-#endif
-#ifdef LLMC_HAVE_QAT
 #include "dialects/QAT/QATDialect.h"
-#endif
 #include "mlir/Dialect/Func/Extensions/AllExtensions.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 
 void llmc::registerDialects(mlir::DialectRegistry &registry) {
-  registry.insert<llm::LLMDialect, exec::ExecDialect, mlir::func::FuncDialect>();
-#ifdef LLMC_HAVE_Dist
-  registry.insert<dist::DistDialect>();
-#endif
-#ifdef LLMC_HAVE_QAT
-  registry.insert<qat::QATDialect>();
-#endif
+  registry.insert<llm::LLMDialect, dist::DistDialect, qat::QATDialect, exec::ExecDialect,
+                  mlir::func::FuncDialect>();
   mlir::func::registerAllExtensions(registry);
 }
