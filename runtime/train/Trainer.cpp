@@ -30,6 +30,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <unistd.h>
@@ -101,6 +102,21 @@ void setScalar(const BoundProgram &program, const std::string &name, float value
   if (v.dtype != DType::F32 || v.numel() != 1)
     fail("program '", program.info().name, "': input '", name, "' must be an f32 scalar");
   *v.as<float>() = value;
+}
+
+void printProfile(const std::map<std::string, std::pair<double, int64_t>> &profile) {
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(profile.begin(),
+                                                                      profile.end());
+  std::sort(rows.begin(), rows.end(),
+            [](auto &a, auto &b) { return a.second.first > b.second.first; });
+  double total = 0;
+  for (auto &r : rows) total += r.second.first;
+  std::cout << "profile (train_step, all steps after the first):\n";
+  for (auto &[name, entry] : rows)
+    std::cout << "  " << std::left << std::setw(20) << name << std::right << std::fixed
+              << std::setprecision(1) << std::setw(10) << entry.first / 1000.0 << " ms "
+              << std::setw(6) << 100.0 * entry.first / total << " %  " << entry.second
+              << " calls\n";
 }
 
 class Trainer {
@@ -326,6 +342,8 @@ int Trainer::run() {
               << unigramEntropy(trainTokens) << " nats)\n";
   }
 
+  train->setProfiling(opt.profile);
+  std::map<std::string, std::pair<double, int64_t>> profile; // kernel -> (µs, calls)
   std::signal(SIGINT, onInterrupt);
   Input in = batchInput(*train, true);
   bool hasNorm = train->has("grad_norm");
@@ -341,6 +359,14 @@ int Trainer::run() {
     setScalar(*train, "step", static_cast<float>(step));
     train->run(StepContext{step});
     double ms = (now() - t0) * 1000.0;
+    if (opt.profile && step > start + 1) // the first step pays one-time costs
+      for (size_t i = 0; i < train->instructionMicros().size(); ++i) {
+        const InstructionInfo &inst = train->info().instructions[i];
+        auto &entry = profile[inst.kind == InstructionKind::Kernel ? inst.kernel
+                                                                   : instructionKindName(inst.kind)];
+        entry.first += train->instructionMicros()[i];
+        entry.second += 1;
+      }
     trainSeconds += ms / 1000.0;
     lastLoss = scalar(*train, "loss");
     if (std::isnan(firstLoss))
@@ -383,6 +409,8 @@ int Trainer::run() {
     std::cout << "\n";
     if (opt.sampleTokens > 0)
       std::cout << "sample: " << opt.prompt << sample() << "\n";
+    if (opt.profile)
+      printProfile(profile);
   }
   return 0;
 }

@@ -29,6 +29,7 @@ struct TrainOptions {
   double temperature = 0.8;
   int64_t topK = 40;
   std::string dumpGrads;         ///< write params + gradients of batch 0 here
+  bool profile = false;          ///< time every instruction; print a table at the end
   bool quiet = false;
 };
 

@@ -42,6 +42,7 @@ reporting
   --temperature X    sampling temperature (0 = greedy; default 0.8)
   --top-k K          sample from the K most likely tokens (default 40)
   --dump-grads F     write parameters and gradients of the first batch to F (safetensors)
+  --profile          time every instruction; print time per kernel at the end
   --quiet            print errors only
   -h, --help         this text
 
@@ -101,6 +102,7 @@ int main(int argc, char **argv) {
     }
     if (arg == "--resume") { options.resume = true; continue; }
     if (arg == "--quiet") { options.quiet = true; continue; }
+    if (arg == "--profile") { options.profile = true; continue; }
     std::string value;
     bool inlineValue = false;
     if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
