@@ -4,19 +4,7 @@
 #define LLMC_LLM_ATTRS
 
 include "dialects/LLM/LLMDialect.td"
-
-// An fp64 attribute parameter written as a plain number (`scale = 0.02`).
-class LLM_F64Parameter<string desc> : AttrOrTypeParameter<"::llvm::APFloat", desc> {
-  let comparator = "$_lhs.bitwiseIsEqual($_rhs)";
-  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
-    double value;
-    if ($_parser.parseFloat(value))
-      return ::mlir::failure();
-    return ::llvm::APFloat(value);
-  }() }];
-  let printer = [{ $_printer << $_self.convertToDouble(); }];
-  let defaultValue = "::llvm::APFloat(0.0)";
-}
+include "dialects/Common.td"
 
 def LLM_ParamAttr : AttrDef<LLM_Dialect, "Param"> {
   let mnemonic = "param";
@@ -36,7 +24,7 @@ def LLM_ParamAttr : AttrDef<LLM_Dialect, "Param"> {
   let parameters = (ins
     StringRefParameter<"checkpoint name">:$name,
     StringRefParameter<"initializer kind">:$init,
-    LLM_F64Parameter<"initializer scale">:$scale,
+    LLMC_F64Parameter<"initializer scale">:$scale,
     DefaultValuedParameter<"bool", "true">:$trainable
   );
   let assemblyFormat = "`<` struct(params) `>`";

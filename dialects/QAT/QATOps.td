@@ -5,6 +5,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
+include "dialects/Common.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def QAT_Dialect : Dialect {
@@ -19,18 +20,6 @@ def QAT_Dialect : Dialect {
     autodiff, sharding and recomputation like any other.
   }];
   let useDefaultAttributePrinterParser = 1;
-}
-
-class QAT_F64Parameter<string desc, string default> : AttrOrTypeParameter<"::llvm::APFloat", desc> {
-  let comparator = "$_lhs.bitwiseIsEqual($_rhs)";
-  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
-    double value;
-    if ($_parser.parseFloat(value))
-      return ::mlir::failure();
-    return ::llvm::APFloat(value);
-  }() }];
-  let printer = [{ $_printer << $_self.convertToDouble(); }];
-  let defaultValue = "::llvm::APFloat(" # default # ")";
 }
 
 def QAT_SchemeAttr : AttrDef<QAT_Dialect, "Scheme"> {
@@ -62,7 +51,7 @@ def QAT_SchemeAttr : AttrDef<QAT_Dialect, "Scheme"> {
     DefaultValuedParameter<"int64_t", "0">:$block,
     DefaultValuedParameter<"bool", "true">:$symmetric,
     StringRefParameter<"range observer", "\"minmax\"">:$observer,
-    QAT_F64Parameter<"EMA momentum", "0.99">:$momentum
+    LLMC_F64Parameter<"EMA momentum", "0.99">:$momentum
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
