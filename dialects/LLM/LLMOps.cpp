@@ -117,6 +117,8 @@ RankedTensorType lseType(RankedTensorType q) {
 LogicalResult BlockOp::verify() {
   if (getName().empty())
     return emitOpError("needs a non-empty name");
+  // Runs before the nested ops are verified, so the terminator may still be
+  // a foreign one.
   auto yield = dyn_cast<YieldOp>(getBody().front().getTerminator());
   if (!yield)
     return emitOpError("body must end with llm.yield");

@@ -42,6 +42,16 @@ func.func @f(%x: tensor<4xf32>) {
 // -----
 
 func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{body must end with llm.yield}}
+  %y = llm.block "b" -> tensor<4xf32> {
+    "func.return"() : () -> ()
+  }
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
   // expected-error @+1 {{yields 1 value(s) whose types do not match its 1 result type(s)}}
   %y = llm.block "b" -> tensor<8xf32> {
     llm.yield %x : tensor<4xf32>
