@@ -149,6 +149,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
       .Case([&](exec::BroadcastOp c) { return collective(c, fb::OpKind::Broadcast); })
       .Case([&](exec::ReduceOp c) { return collective(c, fb::OpKind::Reduce); })
       .Case([&](exec::AllToAllOp c) { return collective(c, fb::OpKind::AllToAll); })
+      .Case([&](exec::AllSliceOp c) { return collective(c, fb::OpKind::AllSlice); })
       .Case([&](exec::SendOp c) { return p2p(c, fb::OpKind::Send); })
       .Case([&](exec::RecvOp c) { return p2p(c, fb::OpKind::Recv); })
       .Case([&](exec::RecordEventOp e) { return event(e, fb::OpKind::RecordEvent); })
@@ -242,20 +243,26 @@ Writer::write(const std::map<std::string, std::string> &metadata) {
   auto memory = fb::CreateMemoryPlan(fbb, arena.getInt(), get(plan, "persistent"),
                                      arena.getInt(), fbb.CreateVector(categories));
 
-  auto role = fb::CreateRole(fbb, fbb.CreateVector(std::vector<int32_t>{0}),
+  std::vector<flatbuffers::Offset<fb::MeshAxis>> mesh;
+  int32_t world = 1;
+  auto meshAttr = module->getAttrOfType<DictionaryAttr>(exec::kMeshAttr);
+  auto order = module->getAttrOfType<ArrayAttr>(exec::kMeshAxesAttr);
+  if (meshAttr && order)
+    for (StringRef axis : order.getAsValueRange<StringAttr>()) {
+      int32_t size = meshAttr.getAs<IntegerAttr>(axis).getInt();
+      mesh.push_back(fb::CreateMeshAxis(fbb, fbb.CreateString(axis.str()), size));
+      world *= size;
+    }
+  // SPMD: every rank runs the same role.
+  std::vector<int32_t> ranks(world);
+  for (int32_t r = 0; r < world; ++r)
+    ranks[r] = r;
+  auto role = fb::CreateRole(fbb, fbb.CreateVector(ranks),
                              fbb.CreateVector(programs), fbb.CreateVector(parameters),
                              memory);
   std::vector<flatbuffers::Offset<fb::KeyValue>> kvs;
   for (auto &[key, value] : metadata)
     kvs.push_back(fb::CreateKeyValue(fbb, fbb.CreateString(key), fbb.CreateString(value)));
-  std::vector<flatbuffers::Offset<fb::MeshAxis>> mesh;
-  int32_t world = 1;
-  if (auto meshAttr = module->getAttrOfType<DictionaryAttr>(exec::kMeshAttr))
-    for (NamedAttribute axis : meshAttr) {
-      int32_t size = cast<IntegerAttr>(axis.getValue()).getInt();
-      mesh.push_back(fb::CreateMeshAxis(fbb, fbb.CreateString(axis.getName().str()), size));
-      world *= size;
-    }
   std::string backend = "cpu";
   if (auto b = module->getAttrOfType<StringAttr>("exec.backend"))
     backend = b.getValue().str();

@@ -36,7 +36,11 @@ struct ToolDiagnostics::Impl {
         plain(&context, [tool = tool.str()](Diagnostic &diag) -> LogicalResult {
           if (isa<FileLineColLoc>(diag.getLocation()))
             return failure(); // the SourceMgr handler quotes the line
-          llvm::WithColor::error(llvm::errs(), tool) << diag.str() << "\n";
+          // Ops of built-in models carry names ("gpt2.h.0.attention").
+          std::string where;
+          if (auto name = dyn_cast<NameLoc>(diag.getLocation()))
+            where = name.getName().str() + ": ";
+          llvm::WithColor::error(llvm::errs(), tool) << where << diag.str() << "\n";
           for (Diagnostic &note : diag.getNotes())
             llvm::WithColor::note(llvm::errs(), tool) << note.str() << "\n";
           return success();
@@ -113,6 +117,15 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
       else if (auto i = dyn_cast<IntegerAttr>(entry.getValue()))
         put("model." + entry.getName().str(), i.getInt());
     }
+  if (auto layout = module->getAttrOfType<DictionaryAttr>("llmc.layout")) {
+    std::string axes;
+    if (auto batch = layout.getAs<ArrayAttr>("batch_axes"))
+      for (StringRef axis : batch.getAsValueRange<StringAttr>())
+        axes += (axes.empty() ? "" : ",") + axis.str();
+    put("data_parallel_axes", axes);
+    if (auto zero = layout.getAs<IntegerAttr>("zero"))
+      put("zero", zero.getInt());
+  }
   const TrainingPipelineOptions &p = options.pipeline;
   put("precision", p.precision);
   put("microbatches", p.microbatches);

@@ -6,6 +6,8 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace llmc::llm;
 using llmc::ref::RefTensor;
@@ -152,7 +154,16 @@ LogicalResult Interpreter::runOp(Operation *op) {
       .Case([&](GlobalNormOp g) {
         std::vector<RefTensor> xs;
         for (Value v : g.getInputs()) xs.push_back(values[v]);
-        out(0, ref::globalNorm(xs));
+        RefTensor n = ref::globalNorm(xs);
+        if (g.getSquared())
+          n.data[0] *= n.data[0];
+        out(0, n);
+        return success();
+      })
+      .Case([&](SqrtOp) {
+        RefTensor t = in(0);
+        for (double &v : t.data) v = std::sqrt(v);
+        out(0, t);
         return success();
       })
       .Case([&](AdamWOp a) {

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Layout.h"
 #include "passes/Passes.h"
 #include "passes/Utils.h"
 
@@ -252,7 +253,8 @@ LogicalResult ProgramLowering::placeValues() {
         continue;
       }
       // In place: the first operand's class ends here and has the same size.
-      if (isa<llm::AddOp, llm::ScaleOp>(op) && result.getType() == op.getOperand(0).getType()) {
+      if (isa<llm::AddOp, llm::ScaleOp, dist::AllReduceOp, dist::BroadcastOp>(op) &&
+          result.getType() == op.getOperand(0).getType()) {
         Value lhs = op.getOperand(0);
         if (!isPersistentArg(lhs) && placement.count(lhs)) {
           Value root = rootOf(lhs);
@@ -337,6 +339,49 @@ LogicalResult ProgramLowering::allocate() {
   return success();
 }
 
+/// dist collectives become exec collectives over the same mesh axes; exec
+/// moves whole buffers, so gathers and scatters must work on dimension 0.
+template <typename BufferFor>
+static LogicalResult emitCollective(OpBuilder &pb, Operation *op, BufferFor &bufferFor) {
+  auto dim0 = [&](IntegerAttr dim) -> LogicalResult {
+    if (dim.getInt() != 0)
+      return op->emitOpError("gathers or scatters dimension ")
+             << dim.getInt() << "; the exec lowering supports dimension 0 only";
+    return success();
+  };
+  Location loc = op->getLoc();
+  auto inOut = [&]() { return std::make_pair(bufferFor(op->getOperand(0)), bufferFor(op->getResult(0))); };
+  if (auto c = dyn_cast<dist::AllReduceOp>(op)) {
+    auto [in, out] = inOut();
+    exec::AllReduceOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(), 0, 1);
+  } else if (auto c = dyn_cast<dist::ReduceScatterOp>(op)) {
+    if (failed(dim0(c.getDimAttr())))
+      return failure();
+    auto [in, out] = inOut();
+    exec::ReduceScatterOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(), 0, 1);
+  } else if (auto c = dyn_cast<dist::AllGatherOp>(op)) {
+    if (failed(dim0(c.getDimAttr())))
+      return failure();
+    auto [in, out] = inOut();
+    exec::AllGatherOp::create(pb, loc, in, out, c.getAxes(), "sum", 0, 1);
+  } else if (auto c = dyn_cast<dist::AllSliceOp>(op)) {
+    if (failed(dim0(c.getDimAttr())))
+      return failure();
+    auto [in, out] = inOut();
+    exec::AllSliceOp::create(pb, loc, in, out, c.getAxes(), "sum", 0, 1);
+  } else if (auto c = dyn_cast<dist::ReduceOp>(op)) {
+    auto [in, out] = inOut();
+    exec::ReduceOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(),
+                           c.getRootAttr().getInt(), 1);
+  } else if (auto c = dyn_cast<dist::BroadcastOp>(op)) {
+    auto [in, out] = inOut();
+    exec::BroadcastOp::create(pb, loc, in, out, c.getAxes(), "sum", c.getRootAttr().getInt(), 1);
+  } else {
+    return op->emitOpError("has no exec lowering yet");
+  }
+  return success();
+}
+
 LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringRef kind) {
   Location loc = func.getLoc();
   auto program = exec::ProgramOp::create(b, loc, programName, kind);
@@ -383,8 +428,13 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
       bufferFor(op.getResult(0));
       continue;
     }
+    if (op.getDialect()->getNamespace() == "dist") {
+      if (failed(emitCollective(pb, &op, bufferFor)))
+        return failure();
+      continue;
+    }
     if (op.getDialect()->getNamespace() != "llm")
-      return op.emitOpError("cannot be lowered to exec (not an llm op)");
+      return op.emitOpError("cannot be lowered to exec (not an llm or dist op)");
     SmallVector<Value> ins, outs;
     for (Value operand : op.getOperands())
       ins.push_back(bufferFor(operand));
@@ -474,6 +524,14 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
       programsAttr.push_back(b.getNamedAttr(name, attr));
     int64_t arena = persistent.bytes + transient;
     module->setAttr(exec::kArenaBytesAttr, b.getI64IntegerAttr(arena));
+    if (auto mesh = module.lookupSymbol<dist::MeshOp>(kMeshName)) {
+      SmallVector<NamedAttribute> axes;
+      for (auto [name, size] : llvm::zip(mesh.getAxes().getAsValueRange<StringAttr>(),
+                                         mesh.getShape()))
+        axes.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(size)));
+      module->setAttr(exec::kMeshAttr, b.getDictionaryAttr(axes));
+      module->setAttr(exec::kMeshAxesAttr, mesh.getAxes());
+    }
     module->setAttr("exec.memory_plan",
                     b.getDictionaryAttr({
                         b.getNamedAttr("arena", b.getI64IntegerAttr(arena)),

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Layout.h"
 #include "passes/Passes.h"
 #include "passes/Utils.h"
 
@@ -40,6 +41,91 @@ bool usedAs(Value param, StringRef kind) {
   }
   return false;
 }
+
+/// The collectives a layout needs around the optimizer (none on one rank).
+class Sync {
+public:
+  Sync(OpBuilder &b, const std::optional<Layout> &layout) : b(b), layout(layout) {
+    if (!layout)
+      return;
+    for (const std::string &axis : layout->batchAxes)
+      if (!llvm::is_contained(layout->zeroAxes, axis))
+        otherAxes.push_back(axis);
+  }
+
+  int64_t zero() const { return layout ? layout->zero : 0; }
+
+  /// ZeRO shards a parameter's state along dimension 0 when it divides.
+  bool canShard(Type type) const {
+    if (zero() == 0)
+      return false;
+    auto t = cast<RankedTensorType>(type);
+    return t.getRank() >= 1 && t.getDimSize(0) % layout->size(layout->zeroAxes) == 0;
+  }
+  RankedTensorType shardType(Type type) const {
+    auto t = cast<RankedTensorType>(type);
+    SmallVector<int64_t> shape(t.getShape());
+    shape[0] /= layout->size(layout->zeroAxes);
+    return RankedTensorType::get(shape, t.getElementType());
+  }
+
+  /// Mean over all batch axes (all_reduce, or reduce + broadcast for the
+  /// parameter-server option).
+  Value average(Value v, Location loc) { return averageOver(v, layout ? layout->batchAxes : std::vector<std::string>{}, loc); }
+  /// Mean over the batch axes ZeRO does not shard over (hybrid sharding).
+  Value averageOutsideZero(Value v, Location loc) { return averageOver(v, otherAxes, loc); }
+
+  Value reduceScatter(Value v, Location loc) {
+    return dist::ReduceScatterOp::create(b, loc, shardType(v.getType()), v, meshRef(),
+                                         zeroAxes(), b.getI64IntegerAttr(0),
+                                         b.getStringAttr("mean"));
+  }
+  Value slice(Value v, Location loc) {
+    return dist::AllSliceOp::create(b, loc, shardType(v.getType()), v, meshRef(), zeroAxes(),
+                                    b.getI64IntegerAttr(0));
+  }
+  Value gather(Value shard, Location loc) {
+    auto t = cast<RankedTensorType>(shard.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    shape[0] *= layout->size(layout->zeroAxes);
+    return dist::AllGatherOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()),
+                                     shard, meshRef(), zeroAxes(), b.getI64IntegerAttr(0));
+  }
+
+  /// √(Σ‖full‖² + Σ over ZeRO ranks of Σ‖shard‖²).
+  Value globalNorm(ArrayRef<Value> full, ArrayRef<Value> shards, Location loc) {
+    if (shards.empty())
+      return llm::GlobalNormOp::create(b, loc, ValueRange(full), false);
+    Value sq = llm::GlobalNormOp::create(b, loc, ValueRange(shards), /*squared=*/true);
+    sq = dist::AllReduceOp::create(b, loc, sq.getType(), sq, meshRef(), zeroAxes(),
+                                   b.getStringAttr("sum"));
+    if (!full.empty())
+      sq = llm::AddOp::create(b, loc, sq,
+                              llm::GlobalNormOp::create(b, loc, ValueRange(full), /*squared=*/true));
+    return llm::SqrtOp::create(b, loc, sq);
+  }
+
+private:
+  Value averageOver(Value v, const std::vector<std::string> &axes, Location loc) {
+    if (!layout || layout->size(axes) == 1)
+      return v;
+    ArrayAttr group = layout->axesAttr(b.getContext(), axes);
+    if (layout->gradSync == "ps") {
+      Value reduced = dist::ReduceOp::create(b, loc, v.getType(), v, meshRef(), group,
+                                             b.getI64IntegerAttr(0), b.getStringAttr("mean"));
+      return dist::BroadcastOp::create(b, loc, v.getType(), reduced, meshRef(), group,
+                                       b.getI64IntegerAttr(0));
+    }
+    return dist::AllReduceOp::create(b, loc, v.getType(), v, meshRef(), group,
+                                     b.getStringAttr("mean"));
+  }
+  FlatSymbolRefAttr meshRef() { return FlatSymbolRefAttr::get(b.getContext(), kMeshName); }
+  ArrayAttr zeroAxes() { return layout->axesAttr(b.getContext(), layout->zeroAxes); }
+
+  OpBuilder &b;
+  const std::optional<Layout> &layout;
+  std::vector<std::string> otherAxes;
+};
 
 struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
@@ -80,6 +166,8 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     Location loc = grad.getLoc();
     auto scalar = RankedTensorType::get({}, Float32Type::get(ctx));
     int64_t M = microbatches;
+    std::optional<Layout> layout = readLayout(module);
+    Sync sync(b, layout);
 
     // Classify @grad's arguments: parameters (trainable or frozen) and batch.
     SmallVector<unsigned> paramArgs, trainableArgs, batchArgs;
@@ -96,6 +184,11 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     if (grad.getNumResults() != trainableArgs.size() + 1)
       return grad.emitError("optimizer: @grad must return the loss and one "
                             "gradient per trainable parameter");
+    size_t nParams = paramArgs.size(), nTrain = trainableArgs.size();
+    // ZeRO: which parameters' optimizer state (and gradients) are sharded.
+    SmallVector<bool> sharded(nTrain, false);
+    for (size_t t = 0; t < nTrain; ++t)
+      sharded[t] = sync.canShard(grad.getArgument(trainableArgs[t]).getType());
 
     // Signature of @train_step.
     SmallVector<Type> argTypes;
@@ -113,9 +206,10 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       argAttrs.push_back(attrs("param", paramName(i), llm::getParamAttr(grad, i)));
     }
     for (StringRef role : {"adam_m", "adam_v"})
-      for (unsigned i : trainableArgs) {
-        argTypes.push_back(grad.getArgument(i).getType());
-        argAttrs.push_back(attrs(role, paramName(i)));
+      for (size_t t = 0; t < nTrain; ++t) {
+        Type type = grad.getArgument(trainableArgs[t]).getType();
+        argTypes.push_back(sharded[t] ? sync.shardType(type) : type);
+        argAttrs.push_back(attrs(role, paramName(trainableArgs[t])));
       }
     for (unsigned i : batchArgs) {
       auto t = cast<RankedTensorType>(grad.getArgument(i).getType());
@@ -137,18 +231,21 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     Block *body = step.addEntryBlock();
     b.setInsertionPointToStart(body);
 
-    size_t nParams = paramArgs.size(), nTrain = trainableArgs.size();
     auto stepArg = [&](size_t i) { return body->getArgument(i); };
     size_t mBase = nParams, vBase = nParams + nTrain, batchBase = nParams + 2 * nTrain;
     Value lr = stepArg(batchBase + batchArgs.size());
     Value stepNo = stepArg(batchBase + batchArgs.size() + 1);
 
     // Microbatches: slice the batch, inline @grad, sum loss and gradients.
+    // Each gradient is finished (averaged over microbatches, synchronised
+    // over the batch axes) right where the last microbatch's backward
+    // produces it, so its communication can overlap the rest of backward.
     Value lossSum;
-    SmallVector<Value> gradSums(nTrain);
+    SmallVector<Value> gradSums(nTrain), finalGrads(nTrain);
     auto accumulate = [&](Value &sum, Value v) {
       sum = sum ? llm::AddOp::create(b, loc, sum, v).getResult() : v;
     };
+    APFloat inv(1.0 / static_cast<double>(M));
     Block &gradBody = grad.getBody().front();
     for (int64_t mb = 0; mb < M; ++mb) {
       IRMapping mapping;
@@ -177,20 +274,42 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       }
       auto ret = cast<func::ReturnOp>(gradBody.getTerminator());
       accumulate(lossSum, mapping.lookup(ret.getOperand(0)));
-      for (size_t t = 0; t < nTrain; ++t)
-        accumulate(gradSums[t], mapping.lookup(ret.getOperand(t + 1)));
+      bool last = mb == M - 1;
+      for (size_t t = 0; t < nTrain; ++t) {
+        Value g = mapping.lookup(ret.getOperand(t + 1));
+        OpBuilder::InsertionGuard guard(b);
+        if (last && g.getDefiningOp())
+          b.setInsertionPointAfter(g.getDefiningOp());
+        // ZeRO-2 keeps only a shard of each microbatch's gradient.
+        if (sharded[t] && sync.zero() >= 2)
+          g = sync.reduceScatter(g, g.getLoc());
+        accumulate(gradSums[t], g);
+        if (!last)
+          continue;
+        Value f = gradSums[t];
+        if (M > 1)
+          f = llm::ScaleOp::create(b, f.getLoc(), f, inv);
+        if (sharded[t] && sync.zero() == 1)
+          f = sync.reduceScatter(f, f.getLoc());
+        finalGrads[t] = sharded[t] ? sync.averageOutsideZero(f, f.getLoc())
+                                   : sync.average(f, f.getLoc());
+      }
     }
     Value loss = lossSum;
-    if (M > 1) {
-      APFloat inv(1.0 / static_cast<double>(M));
+    if (M > 1)
       loss = llm::ScaleOp::create(b, loc, lossSum, inv);
-      for (Value &g : gradSums)
-        g = llm::ScaleOp::create(b, loc, g, inv);
-    }
-    // The global norm is always reported; it clips only when enabled.
+    loss = sync.average(loss, loc);
+
+    // The global norm is always reported; it clips only when enabled. With
+    // sharded gradients each rank's sum of squares over its shards is
+    // completed by a sum over the ZeRO axes.
     Value norm;
-    if (nTrain > 0)
-      norm = llm::GlobalNormOp::create(b, loc, gradSums);
+    if (nTrain > 0) {
+      SmallVector<Value> full, shards;
+      for (size_t t = 0; t < nTrain; ++t)
+        (sharded[t] ? shards : full).push_back(finalGrads[t]);
+      norm = sync.globalNorm(full, shards, loc);
+    }
     Value clipNorm = maxGradNorm > 0 ? norm : Value();
 
     SmallVector<Value> results{loss}, newParams, newM, newV;
@@ -201,13 +320,21 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
         return usedAs(forward.getArgument(arg), kind);
       });
       size_t paramIndex = llvm::find(paramArgs, arg) - paramArgs.begin();
+      Value p = stepArg(paramIndex);
+      // ZeRO: each rank updates its shard of the parameter, then the shards
+      // are gathered back into the full (replicated) parameter.
+      if (sharded[t])
+        p = sync.slice(p, param.getLoc());
       auto update = llm::AdamWOp::create(
-          b, param.getLoc(), stepArg(paramIndex), gradSums[t], stepArg(mBase + t),
+          b, param.getLoc(), p, finalGrads[t], stepArg(mBase + t),
           stepArg(vBase + t), lr, stepNo, clipNorm, APFloat(beta1.getValue()),
           APFloat(beta2.getValue()), APFloat(epsilon.getValue()),
           APFloat(decay ? weightDecay.getValue() : 0.0),
           APFloat(maxGradNorm.getValue()));
-      newParams.push_back(update.getNewParam());
+      Value newParam = update.getNewParam();
+      if (sharded[t])
+        newParam = sync.gather(newParam, param.getLoc());
+      newParams.push_back(newParam);
       newM.push_back(update.getNewM());
       newV.push_back(update.getNewV());
     }

@@ -2,6 +2,7 @@
 #ifndef LLMC_PASSES_PASSES_H
 #define LLMC_PASSES_PASSES_H
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,6 +25,9 @@ struct TrainingPipelineOptions {
   double beta1 = 0.9, beta2 = 0.95, epsilon = 1e-8, weightDecay = 0.1;
   std::string noDecay = "norm,bias";
   double maxGradNorm = 1.0;
+  std::string mesh;              ///< "dp=2,tp=2"; empty: one rank
+  int64_t zero = 0;              ///< ZeRO stage
+  std::string gradSync = "allreduce";
   /// Stop after this stage: graph | train | exec.
   std::string emit = "exec";
 };

@@ -91,6 +91,28 @@ def Precision : Pass<"llmc-precision", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }
 
+def Shard : Pass<"llmc-shard", "mlir::ModuleOp"> {
+  let summary = "Spreads @forward over a device mesh (data parallel today)";
+  let description = [{
+    Declares `dist.mesh @mesh` from `mesh` ("dp=2,tp=2": axis names and
+    sizes, row-major, last axis fastest) and records the layout in the module
+    attribute `llmc.layout`. Data parallelism: the batch axes (`dp`, and
+    `fsdp` for hybrid sharding) split dimension 0 of every batch-derived
+    value, so @forward computes one rank's share of the batch; each rank's
+    loss is the mean over its rows, and the optimizer pass averages
+    gradients and losses over the batch axes. Ops whose semantics would mix
+    batch rows (a transpose moving dimension 0, a slice or concat along it)
+    are errors naming the op.
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"\"", "Mesh axes and sizes, e.g. dp=2,tp=2">,
+    Option<"zero", "zero", "int64_t", "0", "ZeRO stage over the sharding axis (0-3)">,
+    Option<"gradSync", "grad-sync", "std::string", "\"allreduce\"",
+           "Data-parallel gradient sync: allreduce | ps (reduce to rank 0 + broadcast)">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
+}
+
 def LowerToExec : Pass<"llmc-lower-to-exec", "mlir::ModuleOp"> {
   let summary = "Kernel selection, buffer liveness and static arena offsets";
   let description = [{

@@ -20,6 +20,13 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
     precision.computeType = options.precision;
     pm.addPass(createPrecision(precision));
   }
+  if (!options.mesh.empty()) {
+    ShardOptions shard;
+    shard.mesh = options.mesh;
+    shard.zero = options.zero;
+    shard.gradSync = options.gradSync;
+    pm.addPass(createShard(shard));
+  }
   if (options.emit == "graph")
     return;
   pm.addPass(createAutodiff());
@@ -55,6 +62,9 @@ struct TrainingPipelineCLOptions
                              llvm::cl::init(1.0)};
   Option<std::string> emit{*this, "emit", llvm::cl::desc("graph | train | exec"),
                            llvm::cl::init("exec")};
+  Option<std::string> mesh{*this, "mesh", llvm::cl::desc("Mesh, e.g. dp=2,tp=2"),
+                           llvm::cl::init("")};
+  Option<int64_t> zero{*this, "zero", llvm::cl::desc("ZeRO stage"), llvm::cl::init(0)};
 };
 } // namespace
 
@@ -70,6 +80,8 @@ void llmc::registerPasses() {
         options.weightDecay = cl.weightDecay;
         options.maxGradNorm = cl.maxGradNorm;
         options.emit = cl.emit;
+        options.mesh = cl.mesh;
+        options.zero = cl.zero;
         llmc::buildTrainingPipeline(pm, options);
       });
 }

@@ -26,7 +26,7 @@ int64_t ParameterInfo::numel() const {
 const char *instructionKindName(InstructionKind kind) {
   static const char *names[] = {"kernel", "all_reduce", "all_gather", "reduce_scatter",
                                 "broadcast", "reduce", "all_to_all", "send", "recv",
-                                "record_event", "wait_event"};
+                                "record_event", "wait_event", "all_slice"};
   return names[static_cast<int>(kind)];
 }
 
@@ -103,7 +103,7 @@ ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
       const fb::Instruction *in = p->instructions()->Get(i);
       std::string instWhere = where + " instruction " + std::to_string(i);
       InstructionInfo info;
-      if (static_cast<int>(in->kind()) > static_cast<int>(fb::OpKind::WaitEvent))
+      if (static_cast<int>(in->kind()) > static_cast<int>(fb::OpKind::AllSlice))
         fail(instWhere, ": unknown kind ", static_cast<int>(in->kind()));
       info.kind = static_cast<InstructionKind>(in->kind());
       info.kernel = str(in->kernel());

@@ -29,7 +29,7 @@ struct BufferInfo {
 
 enum class InstructionKind : uint8_t {
   Kernel, AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll,
-  Send, Recv, RecordEvent, WaitEvent
+  Send, Recv, RecordEvent, WaitEvent, AllSlice
 };
 const char *instructionKindName(InstructionKind kind);
 

@@ -53,7 +53,8 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
     case InstructionKind::ReduceScatter:
     case InstructionKind::Broadcast:
     case InstructionKind::Reduce:
-    case InstructionKind::AllToAll: {
+    case InstructionKind::AllToAll:
+    case InstructionKind::AllSlice: {
       if (inst.inputs.size() != 1 || inst.outputs.size() != 1)
         fail(where(), ": a collective needs exactly one input and one output buffer");
       CommGroup &group = comm.group(inst.group);
@@ -93,6 +94,19 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
           group.reduce(in.data, out.data, n, in.dtype, op, root);
         });
         break;
+      case InstructionKind::AllSlice: {
+        // This rank's chunk; the group position is fixed, so the source
+        // address is resolved here, once.
+        size_t bytes = out.bytes();
+        const uint8_t *src = static_cast<const uint8_t *>(in.data) + bytes * group.rank();
+        if (bytes * group.size() != in.bytes())
+          fail(where(), ": all_slice input ", in.describe(), " is not ", group.size(),
+               " chunks of ", out.describe());
+        steps_.push_back([src, out, bytes](const StepContext &) {
+          std::memmove(out.data, src, bytes);
+        });
+        break;
+      }
       default: {
         size_t per = n / static_cast<size_t>(group.size());
         steps_.push_back([&group, in, out, per](const StepContext &) {

@@ -231,6 +231,18 @@ LogicalResult ReduceScatterOp::verify() {
   return checkResult(*this, withDim(in, dim, in.getDimSize(dim) / group), getType());
 }
 
+LogicalResult AllSliceOp::verify() {
+  auto p = prepare(*this);
+  if (failed(p))
+    return failure();
+  auto [group, in] = *p;
+  int64_t dim = getDimAttr().getInt();
+  if (failed(checkDim(*this, dim, in.getRank(), "dim")) ||
+      failed(checkDivisible(*this, in, dim, group)))
+    return failure();
+  return checkResult(*this, withDim(in, dim, in.getDimSize(dim) / group), getType());
+}
+
 template <typename OpT> static LogicalResult verifyRooted(OpT op) {
   auto p = prepare(op);
   if (failed(p))

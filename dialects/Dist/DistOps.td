@@ -134,6 +134,19 @@ def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter", "Reduce-scatter",
   }];
 }
 
+def Dist_AllSliceOp : Dist_CollectiveOp<"all_slice", "Takes this rank's chunk",
+    (ins I64Attr:$dim), "`dim` $dim"> {
+  let description = [{
+    Splits `dim` into group-size chunks and keeps the chunk of this rank's
+    position in the group — no communication (the inverse of all_gather).
+    ZeRO uses it to find the parameter shard a rank updates.
+
+    ```mlir
+    %s = dist.all_slice %x on @world axes ["dp"] dim 0 : tensor<8x8xf32> -> tensor<4x8xf32>
+    ```
+  }];
+}
+
 def Dist_BroadcastOp : Dist_CollectiveOp<"broadcast", "Broadcast from `root`",
     (ins I64Attr:$root), "`root` $root"> {
   let description = [{

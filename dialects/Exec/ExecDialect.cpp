@@ -163,6 +163,7 @@ LogicalResult BroadcastOp::verify() { return verifyCollective(*this, "same"); }
 LogicalResult ReduceOp::verify() { return verifyCollective(*this, "same"); }
 LogicalResult AllGatherOp::verify() { return verifyCollective(*this, "gather"); }
 LogicalResult ReduceScatterOp::verify() { return verifyCollective(*this, "scatter"); }
+LogicalResult AllSliceOp::verify() { return verifyCollective(*this, "scatter"); }
 LogicalResult AllToAllOp::verify() { return verifyCollective(*this, "all_to_all"); }
 
 template <typename OpT> static LogicalResult verifyPointToPoint(OpT op) {

@@ -24,6 +24,8 @@ namespace llmc::exec {
 /// Module attributes that describe the rank the program runs on.
 inline constexpr llvm::StringLiteral kArenaBytesAttr = "exec.arena_bytes";
 inline constexpr llvm::StringLiteral kMeshAttr = "exec.mesh";
+/// Mesh axis names in rank order (dictionaries sort their keys).
+inline constexpr llvm::StringLiteral kMeshAxesAttr = "exec.mesh_axes";
 
 /// Bytes a buffer of this memref type occupies.
 int64_t bufferBytes(mlir::MemRefType type);

@@ -136,6 +136,15 @@ def Exec_ReduceScatterOp : Exec_CollectiveOp<"reduce_scatter", "Reduce-scatter a
     ```
   }];
 }
+def Exec_AllSliceOp : Exec_CollectiveOp<"all_slice", "Keep this rank's chunk of dim 0"> {
+  let description = [{
+    No communication: output = chunk `group rank` of the input's dim 0.
+
+    ```mlir
+    exec.all_slice %f -> %s group ["dp"] : memref<64xf32> -> memref<32xf32>
+    ```
+  }];
+}
 def Exec_BroadcastOp : Exec_CollectiveOp<"broadcast", "Broadcast from `root`"> {
   let description = [{
     ```mlir

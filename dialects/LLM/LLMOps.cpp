@@ -201,6 +201,7 @@ LogicalResult MulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
 
 LLMC_SAME_AS_OPERAND(GeluOp, getX)
 LLMC_SAME_AS_OPERAND(SiluOp, getX)
+LLMC_SAME_AS_OPERAND(SqrtOp, getX)
 LLMC_SAME_AS_OPERAND(ScaleOp, getX)
 LLMC_SAME_AS_OPERAND(SwigluOp, getGate)
 LLMC_SAME_AS_OPERAND(GeluGradOp, getX)

@@ -506,17 +506,24 @@ def LLM_CrossEntropyGradOp : LLM_PureOp<"cross_entropy_grad"> {
 //===----------------------------------------------------------------------===//
 
 def LLM_GlobalNormOp : LLM_Op<"global_norm", [Pure]> {
-  let summary = "L2 norm over all elements of all inputs, in fp32";
+  let summary = "L2 norm (or, with `squared`, its square) over all inputs, in fp32";
   let description = [{
+    `squared` returns Σx² instead of √(Σx²), so norms of shards on different
+    ranks can be summed before the square root.
+
     ```mlir
     %n = llm.global_norm %g0, %g1 : tensor<256x128xf32>, tensor<128xf32>
+    %s = llm.global_norm %g0 {squared} : tensor<256x128xf32>
     ```
   }];
-  let arguments = (ins Variadic<LLM_FloatTensor>:$inputs);
+  let arguments = (ins Variadic<LLM_FloatTensor>:$inputs, UnitAttr:$squared);
   let results = (outs LLM_F32Scalar:$result);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
   let hasVerifier = 1;
 }
+
+def LLM_SqrtOp : LLM_UnaryOp<"sqrt", "Elementwise square root",
+  "%n = llm.sqrt %s : tensor<f32>">;
 
 def LLM_AdamWOp : LLM_PureOp<"adamw", [AllTypesMatch<["param", "grad", "m", "v"]>]> {
   let summary = "One AdamW update of a parameter and its moments";

@@ -1,6 +1,7 @@
 //===- global_norm.cpp - L2 norm over every element of many tensors -------===//
 //
-// √(Σ x²) over all inputs (gradient clipping). Every input is cut into
+// √(Σ x²) over all inputs (gradient clipping), or Σ x² with `squared` (so
+// shards on different ranks can be combined before the root). Every input is cut into
 // fixed chunks at bind time; chunks are squared-and-summed in parallel in
 // double into their own scratch slot, then the slots are added in order, so
 // the norm is identical whatever the thread count. Inputs may mix f32 and
@@ -17,7 +18,8 @@ class GlobalNormKernel final : public Kernel {
 public:
   static constexpr int64_t kChunk = 1 << 16;
 
-  explicit GlobalNormKernel(const KernelArgs &args) : out_(args.outputs[0].as<float>()) {
+  explicit GlobalNormKernel(const KernelArgs &args)
+      : out_(args.outputs[0].as<float>()), squared_(args.attrs.getInt("squared") != 0) {
     for (const TensorView &x : args.inputs)
       for (int64_t begin = 0; begin < x.numel(); begin += kChunk)
         chunks_.push_back(
@@ -50,7 +52,7 @@ public:
     }
     double total = 0.0;
     for (double p : partial_) total += p;
-    *out_ = static_cast<float>(std::sqrt(total));
+    *out_ = static_cast<float>(squared_ ? total : std::sqrt(total));
   }
 
 private:
@@ -60,6 +62,7 @@ private:
     int64_t begin, size;
   };
   float *out_;
+  bool squared_;
   std::vector<Chunk> chunks_;
   std::vector<double> partial_;
 };
@@ -73,8 +76,36 @@ std::unique_ptr<Kernel> makeGlobalNorm(const KernelArgs &args, std::string &erro
   return std::make_unique<GlobalNormKernel>(args);
 }
 
+/// Elementwise square root of an f32 tensor (in place allowed).
+class SqrtKernel final : public Kernel {
+public:
+  SqrtKernel(const TensorView &x, const TensorView &y)
+      : x_(x.as<float>()), y_(y.as<float>()), n_(x.numel()) {}
+  void run(const StepContext &) override {
+    for (int64_t i = 0; i < n_; ++i) y_[i] = std::sqrt(x_[i]);
+  }
+
+private:
+  const float *x_;
+  float *y_;
+  int64_t n_;
+};
+
+std::unique_ptr<Kernel> makeSqrt(const KernelArgs &args, std::string &error) {
+  Validator v("sqrt", args, error);
+  if (!v.arity(1, 1)) return nullptr;
+  if (args.inputs[0].dtype != DType::F32 || args.outputs[0].dtype != DType::F32 ||
+      args.inputs[0].shape != args.outputs[0].shape) {
+    error = "sqrt: x and out must be f32 of one shape, got " + args.inputs[0].describe() +
+            " and " + args.outputs[0].describe();
+    return nullptr;
+  }
+  return std::make_unique<SqrtKernel>(args.inputs[0], args.outputs[0]);
+}
+
 } // namespace
 
 LLMC_REGISTER_KERNEL(CPU, "global_norm", makeGlobalNorm);
+LLMC_REGISTER_KERNEL(CPU, "sqrt", makeSqrt);
 
 } // namespace llmc::cpu

@@ -15,6 +15,7 @@
 #include "runtime/Init.h"
 #include "runtime/Inspect.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/comm/MpiCommunicator.h"
 #include "runtime/data/ByteTokenizer.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/data/Dataset.h"
@@ -129,12 +130,17 @@ private:
   double evaluate();
   std::string sample();
   void save(int64_t step, double loss);
+  void fillBatch(DataLoader &loader, int64_t batchIndex, const Input &in);
   void log(int64_t step, double loss, double lr, double norm, double ms);
 
   TrainOptions opt;
   Artifact artifact;
   std::unique_ptr<Arena> arena;
   std::unique_ptr<Communicator> comm;
+  int rank = 0;
+  int64_t dataIndex = 0, dataReplicas = 1; ///< this rank's data-parallel slice
+  std::vector<std::string> dataAxes;
+  bool lead = true;                         ///< rank 0: logs, metrics
   std::unique_ptr<BoundProgram> train, eval, logits, grad;
   std::vector<uint16_t> trainTokens, valTokens;
   std::unique_ptr<DataLoader> trainLoader, valLoader;
@@ -146,14 +152,41 @@ private:
 };
 
 void Trainer::setup() {
-  artifact = loadArtifact(opt.artifact);
+  // Under mpirun every rank loads its own role; alone, a multi-rank
+  // artifact is an error rather than a silent single-rank run.
+  bool mpi = launchedByMpi();
+  rank = mpi ? mpiWorldRank() : 0;
+  if (!mpi && (std::getenv("WORLD_SIZE") || std::getenv("SLURM_NTASKS")) &&
+      std::string(std::getenv("WORLD_SIZE") ? std::getenv("WORLD_SIZE") : "1") != "1")
+    fail("WORLD_SIZE/SLURM_NTASKS is set but llmc-run was not started by an MPI launcher: "
+         "llmc-run communicates over MPI, launch it with mpirun -np N (or srun --mpi=pmix)");
+  artifact = loadArtifact(opt.artifact, rank);
   if (artifact.backend != "cpu")
     fail(opt.artifact, ": compiled for backend '", artifact.backend,
          "', which this build of llmc-run cannot run on this machine");
-  if (artifact.worldSize != 1)
+  if (!mpi && artifact.worldSize != 1)
     fail(opt.artifact, ": compiled for ", artifact.worldSize,
          " ranks; launch it with mpirun -np ", artifact.worldSize);
-  comm = makeSingleRankCommunicator();
+  if (mpi) {
+    CommOptions commOptions;
+    commOptions.timeoutSeconds = opt.commTimeout;
+    commOptions.debugMaxDelayMs = opt.debugCollectiveDelayMs;
+    comm = makeMpiCommunicator(artifact.mesh, commOptions);
+  } else {
+    comm = makeSingleRankCommunicator();
+  }
+  // This rank's place among the data-parallel replicas.
+  std::vector<int> coords = meshCoordinates(artifact.mesh, rank);
+  std::string dpAxes = artifact.meta("data_parallel_axes");
+  for (size_t i = 0; i < artifact.mesh.size(); ++i)
+    if (("," + dpAxes + ",").find("," + artifact.mesh[i].first + ",") != std::string::npos) {
+      dataIndex = dataIndex * artifact.mesh[i].second + coords[i];
+      dataReplicas *= artifact.mesh[i].second;
+      dataAxes.push_back(artifact.mesh[i].first);
+    }
+  lead = rank == 0;
+  if (!lead)
+    opt.quiet = true;
   arena = std::make_unique<Arena>(artifact.memory.arenaBytes);
   auto bind = [&](const char *name) -> std::unique_ptr<BoundProgram> {
     const ProgramInfo *p = artifact.program(name);
@@ -199,17 +232,32 @@ void Trainer::setup() {
   tty = isatty(STDERR_FILENO) && !opt.quiet;
 }
 
+void Trainer::fillBatch(DataLoader &loader, int64_t batchIndex, const Input &in) {
+  // [M, rows, T] or [rows, T]: M microbatches of this rank's rows.
+  int64_t M = in.tokens.rank() == 3 ? in.tokens.dim(0) : 1;
+  int64_t local = in.rows / M, global = local * dataReplicas;
+  for (int64_t m = 0; m < M; ++m)
+    loader.fill(batchIndex, M * global, m * global + dataIndex * local, local,
+                in.tokens.as<int32_t>() + m * local * in.T,
+                in.targets.as<int32_t>() + m * local * in.T);
+}
+
 double Trainer::evaluate() {
   if (!eval)
     return NAN;
   Input in = batchInput(*eval, true);
   double sum = 0;
   for (int64_t b = 0; b < opt.evalBatches; ++b) {
-    valLoader->fill(b, in.rows, 0, in.rows, in.tokens.as<int32_t>(), in.targets.as<int32_t>());
+    fillBatch(*valLoader, b, in);
     eval->run(StepContext{});
     sum += scalar(*eval, "loss");
   }
-  return sum / static_cast<double>(opt.evalBatches);
+  // Each replica evaluated its own rows; the mean over replicas is the loss
+  // of the whole batch.
+  float mean = static_cast<float>(sum / static_cast<double>(opt.evalBatches));
+  if (dataReplicas > 1)
+    comm->group(dataAxes).allReduce(&mean, &mean, 1, DType::F32, Reduction::Mean);
+  return mean;
 }
 
 std::string Trainer::sample() {
@@ -260,7 +308,9 @@ std::string Trainer::sample() {
 }
 
 void Trainer::save(int64_t step, double loss) {
-  if (opt.ckptDir.empty())
+  // Replicated state: the first rank writes it. (Sharded optimizer state is
+  // saved per rank; see Checkpoint.h.)
+  if (opt.ckptDir.empty() || !lead)
     return;
   TrainState state;
   state.step = step;
@@ -272,7 +322,8 @@ void Trainer::save(int64_t step, double loss) {
 }
 
 void Trainer::log(int64_t step, double loss, double lr, double norm, double ms) {
-  int64_t tokensPerStep = batchInput(*train, false).rows * batchInput(*train, false).T;
+  int64_t tokensPerStep =
+      batchInput(*train, false).rows * batchInput(*train, false).T * dataReplicas;
   double tps = tokensPerStep / (ms / 1000.0);
   if (metrics.is_open())
     metrics << "{\"step\": " << step << ", \"loss\": " << std::setprecision(9) << loss
@@ -307,7 +358,7 @@ int Trainer::run() {
   } else {
     initializeParameters(artifact, *arena, seed);
   }
-  if (!opt.metrics.empty()) {
+  if (!opt.metrics.empty() && lead) {
     metrics.open(opt.metrics, start > 0 ? std::ios::app : std::ios::trunc);
     if (!metrics)
       fail("cannot write metrics file '", opt.metrics, "'");
@@ -317,8 +368,9 @@ int Trainer::run() {
     if (!grad)
       fail(opt.artifact, ": has no grad program to dump gradients from");
     Input in = batchInput(*grad, true);
-    trainLoader->fill(start, in.rows, 0, in.rows, in.tokens.as<int32_t>(),
-                      in.targets.as<int32_t>());
+    if (artifact.worldSize != 1)
+      fail("--dump-grads needs a single-rank artifact");
+    fillBatch(*trainLoader, start, in);
     std::vector<int32_t> tokens(in.tokens.as<int32_t>(), in.tokens.as<int32_t>() + in.tokens.numel());
     std::vector<int32_t> targets(in.targets.as<int32_t>(),
                                  in.targets.as<int32_t>() + in.targets.numel());
@@ -336,7 +388,10 @@ int Trainer::run() {
     Input in = batchInput(*train, false);
     std::cout << "llmc-run: " << opt.artifact << " | " << artifact.meta("model.family", "model")
               << " | arena " << formatBytes(artifact.memory.arenaBytes) << " | "
-              << in.rows << "x" << in.T << " tokens per step | data " << opt.data << " ("
+              << in.rows * dataReplicas << "x" << in.T << " tokens per step";
+    if (artifact.worldSize > 1)
+      std::cout << " on " << artifact.worldSize << " ranks";
+    std::cout << " | data " << opt.data << " ("
               << trainTokens.size() << " train / " << valTokens.size()
               << " validation tokens, unigram entropy " << std::fixed << std::setprecision(3)
               << unigramEntropy(trainTokens) << " nats)\n";
@@ -352,8 +407,7 @@ int Trainer::run() {
   int64_t lastToRun = opt.stopAt >= 0 ? std::min(opt.stopAt, totalSteps) : totalSteps;
   for (int64_t step = start + 1; step <= lastToRun; ++step) {
     double t0 = now();
-    trainLoader->fill(step - 1, in.rows, 0, in.rows, in.tokens.as<int32_t>(),
-                      in.targets.as<int32_t>());
+    fillBatch(*trainLoader, step - 1, in);
     double lr = schedule.at(step);
     setScalar(*train, "lr", static_cast<float>(lr));
     setScalar(*train, "step", static_cast<float>(step));
@@ -401,7 +455,8 @@ int Trainer::run() {
     double valLoss = evaluate();
     std::cout << "done: " << steps << " steps in " << std::fixed << std::setprecision(1)
               << trainSeconds << " s (" << std::setprecision(0)
-              << (steps > 0 ? steps * in.rows * in.T / trainSeconds : 0.0) << " tok/s)";
+              << (steps > 0 ? steps * in.rows * dataReplicas * in.T / trainSeconds : 0.0)
+              << " tok/s)";
     if (steps > 0)
       std::cout << " | train loss " << std::setprecision(4) << firstLoss << " -> " << lastLoss;
     if (!std::isnan(valLoss))

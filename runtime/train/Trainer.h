@@ -29,6 +29,8 @@ struct TrainOptions {
   double temperature = 0.8;
   int64_t topK = 40;
   std::string dumpGrads;         ///< write params + gradients of batch 0 here
+  double commTimeout = 300;      ///< seconds before a stuck collective aborts the job
+  int debugCollectiveDelayMs = 0;///< random 0..N ms before each collective (testing)
   bool profile = false;          ///< time every instruction; print a table at the end
   bool quiet = false;
 };

@@ -21,10 +21,12 @@
 // CHECK: %[[L0:.*]] = llm.cross_entropy
 // CHECK: llm.slice %arg12 {offsets = array<i64: 1, 0, 0>} : tensor<2x2x4xi32> to tensor<1x2x4xi32>
 // CHECK: %[[L1:.*]] = llm.cross_entropy
-// Averaged loss and gradients, one global norm, one AdamW per parameter.
+// Each gradient is averaged where the last microbatch's backward produces
+// it (so a data-parallel sync can overlap the rest of backward); then the
+// averaged loss, one global norm, one AdamW per parameter.
+// CHECK: %[[G:.*]] = llm.scale %{{.*}} {factor = 5.000000e-01 : f64} : tensor<16x8xf32>
 // CHECK: %[[SUM:.*]] = llm.add %[[L0]], %[[L1]] : tensor<f32>, tensor<f32>
 // CHECK: %[[LOSS:.*]] = llm.scale %[[SUM]] {factor = 5.000000e-01 : f64}
-// CHECK: %[[G:.*]] = llm.scale %{{.*}} {factor = 5.000000e-01 : f64} : tensor<16x8xf32>
 // CHECK: %[[NORM:.*]] = llm.global_norm
 // No decay for the tied embedding, the norm gain and the bias…
 // CHECK: llm.adamw %arg0, %[[G]], %arg4, %arg8, %arg14, %arg15 norm %[[NORM]] {{{.*}}max_grad_norm = 1.000000e+00 : f64, weight_decay = 0.000000e+00 : f64}

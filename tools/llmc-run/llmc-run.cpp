@@ -43,6 +43,9 @@ reporting
   --top-k K          sample from the K most likely tokens (default 40)
   --dump-grads F     write parameters and gradients of the first batch to F (safetensors)
   --profile          time every instruction; print time per kernel at the end
+multi-rank (mpirun -np N llmc-run ...)
+  --comm-timeout S   abort the job when a collective takes longer than S seconds (default 300)
+  --debug-collective-delay-ms N   sleep a random 0..N ms before each collective (testing)
   --quiet            print errors only
   -h, --help         this text
 
@@ -93,6 +96,13 @@ int main(int argc, char **argv) {
       {"--sample", integer(options.sampleTokens)}, {"--prompt", text(options.prompt)},
       {"--temperature", number(options.temperature)}, {"--top-k", integer(options.topK)},
       {"--dump-grads", text(options.dumpGrads)},
+      {"--comm-timeout", number(options.commTimeout)},
+      {"--debug-collective-delay-ms", [&](const std::string &v) {
+         int64_t n = 0;
+         if (!integer(n)(v) || n < 0) return false;
+         options.debugCollectiveDelayMs = static_cast<int>(n);
+         return true;
+       }},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];

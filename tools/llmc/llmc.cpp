@@ -80,6 +80,18 @@ cl::opt<std::string> schedule("schedule", cl::init("cosine"),
 cl::opt<uint64_t> seed("seed", cl::init(1337), cl::desc("Default seed (init, data order)"),
                        cl::sub(compileCmd), cl::cat(llmcCategory));
 
+cl::opt<std::string> mesh("mesh", cl::desc("Device mesh, e.g. dp=2 or dp=2,fsdp=2 (axes row-major, "
+                                          "last fastest); empty: one rank"),
+                          cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<int64_t> zero("zero", cl::init(0),
+                      cl::desc("ZeRO stage over dp (or fsdp): 1 optimizer state, 2 + gradients, "
+                               "3 + parameters"),
+                      cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<std::string> gradSync("grad-sync", cl::init("allreduce"),
+                              cl::desc("Data-parallel gradient sync: allreduce | ps (reduce to "
+                                       "rank 0 + broadcast)"),
+                              cl::sub(compileCmd), cl::cat(llmcCategory));
+
 // --- inspect -----------------------------------------------------------------
 cl::opt<std::string> inspectInput(cl::Positional, cl::desc("<model.llmc>"), cl::Required,
                                   cl::sub(inspectCmd), cl::cat(llmcCategory));
@@ -149,6 +161,9 @@ int runCompile() {
   options.pipeline.weightDecay = weightDecay;
   options.pipeline.noDecay = noDecay;
   options.pipeline.maxGradNorm = maxGradNorm;
+  options.pipeline.mesh = mesh;
+  options.pipeline.zero = zero;
+  options.pipeline.gradSync = gradSync;
   options.schedule = {lr, minLr, warmup, steps, schedule, seed};
   if (schedule != "cosine" && schedule != "linear" && schedule != "constant")
     return fail("llmc compile", "unknown --schedule '" + schedule +

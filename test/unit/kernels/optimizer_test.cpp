@@ -33,6 +33,20 @@ TEST(GlobalNormKernel, MixedDTypes) {
                1e-6);
 }
 
+TEST(GlobalNormKernel, SquaredAndSqrtCombineShards) {
+  // Σ‖shard‖² over two "ranks", then √: the norm of the whole.
+  RefTensor a = randomTensor({64}, 821), b = randomTensor({64}, 822);
+  Buffer ab = Buffer::of(a, DType::F32), bb = Buffer::of(b, DType::F32);
+  Buffer sa(DType::F32, {}), sb(DType::F32, {}), root(DType::F32, {});
+  KernelAttrs squared;
+  squared.setInt("squared", 1);
+  ASSERT_TRUE(runKernel("global_norm", {&ab}, {&sa}, squared));
+  ASSERT_TRUE(runKernel("global_norm", {&bb}, {&sb}, squared));
+  Buffer total = Buffer::of(RefTensor{{}, {sa.toRef().data[0] + sb.toRef().data[0]}}, DType::F32);
+  ASSERT_TRUE(runKernel("sqrt", {&total}, {&root}));
+  EXPECT_CLOSE(root.toRef(), ref::globalNorm({a, b}), Metric::Elementwise, 1e-6);
+}
+
 struct AdamWCase {
   double step, maxGradNorm;
   bool withNorm, inPlace;

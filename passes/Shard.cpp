@@ -1,0 +1,274 @@
+//===- Shard.cpp - spread @forward over a device mesh ---------------------===//
+//
+// Data parallelism as a rewrite of the forward graph: the batch arguments
+// are split along dimension 0 over the batch axes, and every value computed
+// from them gets its local shape. Autodiff then derives the local backward,
+// and the optimizer pass adds the gradient synchronisation the layout needs.
+// Parameters stay replicated here; ZeRO stages shard their optimizer state,
+// gradients and (stage 3) storage in the training step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Layout.h"
+#include "passes/Passes.h"
+#include "passes/Utils.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace llmc {
+#define GEN_PASS_DEF_SHARD
+#include "passes/Passes.h.inc"
+} // namespace llmc
+
+using namespace mlir;
+using namespace llmc;
+
+int64_t Layout::size(ArrayRef<std::string> axes) const {
+  int64_t n = 1;
+  for (const std::string &axis : axes)
+    n *= std::max<int64_t>(1, dist::MeshOp(mesh).axisSize(axis));
+  return n;
+}
+
+ArrayAttr Layout::axesAttr(MLIRContext *context, ArrayRef<std::string> axes) const {
+  SmallVector<Attribute> names;
+  for (const std::string &axis : axes)
+    names.push_back(StringAttr::get(context, axis));
+  return ArrayAttr::get(context, names);
+}
+
+std::optional<Layout> llmc::readLayout(ModuleOp module) {
+  auto attr = module->getAttrOfType<DictionaryAttr>(kLayoutAttr);
+  auto mesh = module.lookupSymbol<dist::MeshOp>(kMeshName);
+  if (!attr || !mesh)
+    return std::nullopt;
+  Layout layout;
+  layout.mesh = mesh;
+  auto strings = [&](StringRef key) {
+    std::vector<std::string> out;
+    if (auto array = attr.getAs<ArrayAttr>(key))
+      for (StringRef s : array.getAsValueRange<StringAttr>())
+        out.push_back(s.str());
+    return out;
+  };
+  layout.batchAxes = strings("batch_axes");
+  layout.zeroAxes = strings("zero_axes");
+  if (auto zero = attr.getAs<IntegerAttr>("zero"))
+    layout.zero = zero.getInt();
+  if (auto sync = attr.getAs<StringAttr>("grad_sync"))
+    layout.gradSync = sync.getValue().str();
+  return layout;
+}
+
+namespace {
+
+RankedTensorType splitDim0(Type type, int64_t parts) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[0] /= parts;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+struct ShardPass : llmc::impl::ShardBase<ShardPass> {
+  using ShardBase::ShardBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<std::vector<std::pair<std::string, int64_t>>> axes = parseMesh(module);
+    if (failed(axes))
+      return signalPassFailure();
+    if (module.lookupSymbol(kMeshName)) {
+      module.emitError("shard: the module already has a @mesh");
+      return signalPassFailure();
+    }
+    if (zero < 0 || zero > 3) {
+      module.emitError() << "shard: ZeRO stage must be 0, 1, 2 or 3, got "
+                         << static_cast<int64_t>(zero);
+      return signalPassFailure();
+    }
+    if (gradSync != "allreduce" && gradSync != "ps") {
+      module.emitError() << "shard: unknown grad-sync '" << gradSync
+                         << "' (expected allreduce or ps)";
+      return signalPassFailure();
+    }
+
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToStart(module.getBody());
+    SmallVector<StringRef> names;
+    SmallVector<int64_t> sizes;
+    for (auto &[name, size] : *axes) {
+      names.push_back(name);
+      sizes.push_back(size);
+    }
+    auto mesh = dist::MeshOp::create(b, module.getLoc(), kMeshName, b.getStrArrayAttr(names),
+                                     b.getDenseI64ArrayAttr(sizes));
+    Layout layout;
+    layout.mesh = mesh;
+    for (auto &[name, size] : *axes)
+      if (name == "dp" || name == "fsdp")
+        layout.batchAxes.push_back(name);
+    // ZeRO shards over `fsdp` when present (hybrid: replicate over dp),
+    // else over `dp`.
+    if (zero > 0) {
+      bool hasFsdp = llvm::is_contained(layout.batchAxes, "fsdp");
+      layout.zeroAxes.push_back(hasFsdp ? "fsdp" : "dp");
+      if (!llvm::is_contained(layout.batchAxes, layout.zeroAxes[0])) {
+        module.emitError("shard: ZeRO needs a dp or fsdp axis in the mesh");
+        return signalPassFailure();
+      }
+    }
+    module->setAttr(kLayoutAttr,
+                    b.getDictionaryAttr({
+                        b.getNamedAttr("batch_axes", layout.axesAttr(b.getContext(), layout.batchAxes)),
+                        b.getNamedAttr("zero_axes", layout.axesAttr(b.getContext(), layout.zeroAxes)),
+                        b.getNamedAttr("zero", b.getI64IntegerAttr(zero)),
+                        b.getNamedAttr("grad_sync", b.getStringAttr(gradSync)),
+                    }));
+    for (auto &[name, size] : *axes)
+      if (name != "dp" && name != "fsdp" && size > 1) {
+        module.emitError() << "shard: axis '" << name
+                           << "' is not supported yet (data-parallel axes: dp, fsdp)";
+        return signalPassFailure();
+      }
+
+    func::FuncOp forward = lookupFunc(module, "forward");
+    if (!forward) {
+      module.emitError("shard: no @forward");
+      return signalPassFailure();
+    }
+    if (layout.batchSize() > 1 && failed(splitBatch(forward, layout.batchSize())))
+      return signalPassFailure();
+  }
+
+  FailureOr<std::vector<std::pair<std::string, int64_t>>> parseMesh(ModuleOp module) {
+    std::vector<std::pair<std::string, int64_t>> axes;
+    llvm::StringSet<> seen;
+    for (StringRef item : llvm::split(StringRef(mesh), ',')) {
+      item = item.trim();
+      auto [name, value] = item.split('=');
+      int64_t size;
+      if (name.empty() || value.trim().getAsInteger(10, size) || size < 1) {
+        module.emitError() << "shard: bad mesh entry '" << item
+                           << "' (expected axis=size with size >= 1, e.g. dp=2,tp=2)";
+        return failure();
+      }
+      if (!seen.insert(name.trim()).second) {
+        module.emitError() << "shard: mesh axis '" << name.trim() << "' appears twice";
+        return failure();
+      }
+      axes.push_back({name.trim().str(), size});
+    }
+    if (axes.empty()) {
+      module.emitError("shard: empty mesh");
+      return failure();
+    }
+    return axes;
+  }
+
+  /// Divides dimension 0 of the batch arguments and everything computed
+  /// from them by `parts`.
+  LogicalResult splitBatch(func::FuncOp func, int64_t parts) {
+    llvm::DenseSet<Value> batched;
+    SmallVector<Type> argTypes(func.getArgumentTypes());
+    for (BlockArgument arg : func.getArguments()) {
+      if (llm::getParamAttr(func, arg.getArgNumber()))
+        continue;
+      auto t = cast<RankedTensorType>(arg.getType());
+      if (t.getRank() < 1 || t.getDimSize(0) % parts != 0)
+        return emitError(arg.getLoc())
+               << "shard: batch argument " << arg.getArgNumber() << " of type " << t
+               << " cannot be split " << parts << " ways along dimension 0";
+      arg.setType(splitDim0(t, parts));
+      argTypes[arg.getArgNumber()] = arg.getType();
+      batched.insert(arg);
+    }
+    func.setFunctionType(FunctionType::get(func.getContext(), argTypes,
+                                           func.getResultTypes()));
+    WalkResult result = func.walk<WalkOrder::PostOrder>([&](Operation *op) {
+      if (auto block = dyn_cast<llm::BlockOp>(op)) {
+        auto yield = cast<llm::YieldOp>(block.getBody().front().getTerminator());
+        for (auto [r, v] : llvm::zip(block.getResults(), yield.getValues())) {
+          r.setType(v.getType());
+          if (batched.contains(v))
+            batched.insert(r);
+        }
+        return WalkResult::advance();
+      }
+      if (isa<func::ReturnOp, llm::YieldOp>(op) ||
+          llvm::none_of(op->getOperands(), [&](Value v) { return batched.contains(v); }))
+        return WalkResult::advance();
+      if (failed(splitOp(op, parts, batched)))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    return failure(result.wasInterrupted());
+  }
+
+  LogicalResult splitOp(Operation *op, int64_t parts, llvm::DenseSet<Value> &batched) {
+    auto batchedOperand = [&](unsigned i) { return batched.contains(op->getOperand(i)); };
+    // Ops that would mix rows of different ranks.
+    if (auto t = dyn_cast<llm::TransposeOp>(op); t && t.getPermutation()[0] != 0)
+      return op->emitOpError("moves the batch dimension; it cannot be split over ranks");
+    if (auto c = dyn_cast<llm::ConcatOp>(op); c && c.getDim() == 0)
+      return op->emitOpError("concatenates along the batch dimension; it cannot be split");
+    if (isa<llm::SliceOp, llm::PadOp>(op)) {
+      auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+      auto out = cast<RankedTensorType>(op->getResult(0).getType());
+      ArrayRef<int64_t> offsets = isa<llm::SliceOp>(op) ? cast<llm::SliceOp>(op).getOffsets()
+                                                        : cast<llm::PadOp>(op).getOffsets();
+      // The operand is already local; the result still has the full shape.
+      if (offsets[0] != 0 || in.getDimSize(0) * parts != out.getDimSize(0))
+        return op->emitOpError("cuts the batch dimension; it cannot be split over ranks");
+    }
+    if (auto e = dyn_cast<llm::EmbeddingOp>(op); e && batchedOperand(0))
+      return op->emitOpError("uses a batch-derived value as its table");
+    if (auto m = dyn_cast<llm::MatmulOp>(op)) {
+      bool a = batchedOperand(0), bb = batchedOperand(1);
+      auto bt = cast<RankedTensorType>(m.getB().getType());
+      if (m.getTransposeA() && cast<RankedTensorType>(m.getA().getType()).getRank() == 2)
+        return op->emitOpError("contracts over the batch dimension; it cannot be split");
+      if (bb && !a)
+        return op->emitOpError("multiplies a replicated value by a batch-derived one");
+      if (bb && bt.getRank() == 2)
+        return op->emitOpError("uses a batch-derived matrix as a shared weight");
+    }
+    if (auto r = dyn_cast<llm::ReshapeOp>(op)) {
+      auto in = r.getX().getType(), out = r.getType();
+      if (in.getRank() == 0 || out.getRank() == 0 || out.getDimSize(0) % in.getDimSize(0) != 0)
+        return op->emitOpError("reshapes the batch dimension away (")
+               << in << " to " << out << "); it cannot be split";
+    }
+    if (isa<llm::ReduceSumOp, llm::GlobalNormOp, llm::AdamWOp>(op))
+      return op->emitOpError("reduces over the batch dimension in @forward; it cannot be split");
+
+    // New result types: inferred from the new operands where the op can, else
+    // dimension 0 divided.
+    SmallVector<Type> types;
+    if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+      if (failed(infer.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                        op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                        op->getRegions(), types)))
+        return op->emitOpError("cannot infer its local shape after splitting the batch");
+    } else {
+      for (Type t : op->getResultTypes()) {
+        auto tensor = cast<RankedTensorType>(t);
+        if (tensor.getRank() == 0 || tensor.getDimSize(0) % parts != 0)
+          return op->emitOpError("result ") << t << " cannot be split " << parts
+                                            << " ways along dimension 0";
+        types.push_back(splitDim0(t, parts));
+      }
+    }
+    for (auto [result, type] : llvm::zip(op->getResults(), types)) {
+      result.setType(type);
+      if (cast<RankedTensorType>(type).getRank() > 0)
+        batched.insert(result);
+    }
+    return success();
+  }
+};
+
+} // namespace

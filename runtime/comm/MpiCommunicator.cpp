@@ -1,0 +1,343 @@
+//===- MpiCommunicator.cpp - collectives over MPI ranks -------------------===//
+
+#include "runtime/comm/MpiCommunicator.h"
+
+#include "runtime/support/Error.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace llmc {
+
+bool launchedByMpi() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK"})
+    if (std::getenv(var))
+      return true;
+  return false;
+}
+
+static void initMpi() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  }
+}
+
+int mpiWorldRank() {
+  initMpi();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+std::vector<int> meshCoordinates(const std::vector<std::pair<std::string, int>> &mesh, int rank) {
+  std::vector<int> coords(mesh.size());
+  for (int i = static_cast<int>(mesh.size()) - 1; i >= 0; --i) {
+    coords[i] = rank % mesh[i].second;
+    rank /= mesh[i].second;
+  }
+  return coords;
+}
+
+namespace {
+
+// bf16 reductions: MPI has no bf16 type, so bf16 buffers travel as uint16
+// with user-defined operators that add (or max) in fp32.
+float bf16(uint16_t v) {
+  uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t toBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+void bf16Sum(void *in, void *inout, int *len, MPI_Datatype *) {
+  auto *a = static_cast<uint16_t *>(in), *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = toBf16(bf16(a[i]) + bf16(b[i]));
+}
+void bf16Max(void *in, void *inout, int *len, MPI_Datatype *) {
+  auto *a = static_cast<uint16_t *>(in), *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = toBf16(std::max(bf16(a[i]), bf16(b[i])));
+}
+
+MPI_Datatype mpiType(DType t) {
+  switch (t) {
+  case DType::F32: return MPI_FLOAT;
+  case DType::F64: return MPI_DOUBLE;
+  case DType::I32: return MPI_INT32_T;
+  case DType::I64: return MPI_INT64_T;
+  case DType::U8: return MPI_UINT8_T;
+  case DType::BF16:
+  case DType::F16: return MPI_UINT16_T;
+  }
+  return MPI_BYTE;
+}
+
+/// Tracks the collective in flight for the watchdog.
+struct InFlight {
+  std::atomic<int64_t> startMs{-1};
+  std::mutex mutex;
+  std::string what;
+};
+
+int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+class MpiGroup;
+
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator(std::vector<std::pair<std::string, int>> mesh, CommOptions options);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  CommGroup &group(const std::vector<std::string> &axes) override;
+  void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
+  void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
+
+  /// Runs `body` as the named collective: optional debug delay, watchdog.
+  template <typename F> void guarded(const std::string &what, F &&body);
+  MPI_Op op(Reduction r, DType t) const;
+
+private:
+  int axisIndex(const std::string &axis) const;
+
+  std::vector<std::pair<std::string, int>> mesh_;
+  CommOptions options_;
+  int rank_ = 0, size_ = 1;
+  std::vector<int> coords_;
+  std::map<std::string, std::unique_ptr<MpiGroup>> groups_;
+  MPI_Op bf16Sum_ = MPI_OP_NULL, bf16Max_ = MPI_OP_NULL;
+  InFlight inFlight_;
+  std::atomic<bool> stop_{false};
+  std::thread watchdog_;
+  std::mt19937 rng_;
+};
+
+class MpiGroup final : public CommGroup {
+public:
+  MpiGroup(MpiCommunicator &owner, MPI_Comm comm, std::string name)
+      : owner_(owner), comm_(comm), name_(std::move(name)) {
+    MPI_Comm_size(comm_, &size_);
+    MPI_Comm_rank(comm_, &rank_);
+  }
+  ~MpiGroup() override { MPI_Comm_free(&comm_); }
+
+  int size() const override { return size_; }
+  int rank() const override { return rank_; }
+
+  void allReduce(const void *in, void *out, size_t n, DType t, Reduction r) override {
+    owner_.guarded("all_reduce over " + name_, [&] {
+      check(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, static_cast<int>(n), mpiType(t),
+                          owner_.op(r, t), comm_));
+    });
+    if (r == Reduction::Mean) divide(out, n, t);
+  }
+  void allGather(const void *in, void *out, size_t n, DType t) override {
+    owner_.guarded("all_gather over " + name_, [&] {
+      check(MPI_Allgather(in, static_cast<int>(n), mpiType(t), out, static_cast<int>(n),
+                          mpiType(t), comm_));
+    });
+  }
+  void reduceScatter(const void *in, void *out, size_t n, DType t, Reduction r) override {
+    owner_.guarded("reduce_scatter over " + name_, [&] {
+      check(MPI_Reduce_scatter_block(in, out, static_cast<int>(n), mpiType(t), owner_.op(r, t),
+                                     comm_));
+    });
+    if (r == Reduction::Mean) divide(out, n, t);
+  }
+  void broadcast(void *buffer, size_t n, DType t, int root) override {
+    owner_.guarded("broadcast over " + name_, [&] {
+      check(MPI_Bcast(buffer, static_cast<int>(n), mpiType(t), root, comm_));
+    });
+  }
+  void reduce(const void *in, void *out, size_t n, DType t, Reduction r, int root) override {
+    owner_.guarded("reduce over " + name_, [&] {
+      bool inPlace = in == out && rank_ == root;
+      check(MPI_Reduce(inPlace ? MPI_IN_PLACE : in, out, static_cast<int>(n), mpiType(t),
+                       owner_.op(r, t), root, comm_));
+    });
+    if (r == Reduction::Mean && rank_ == root) divide(out, n, t);
+  }
+  void allToAll(const void *in, void *out, size_t n, DType t) override {
+    owner_.guarded("all_to_all over " + name_, [&] {
+      check(MPI_Alltoall(in, static_cast<int>(n), mpiType(t), out, static_cast<int>(n),
+                         mpiType(t), comm_));
+    });
+  }
+
+private:
+  void check(int status) {
+    if (status != MPI_SUCCESS)
+      fail("rank ", owner_.rank(), ": MPI error ", status, " in a collective over ", name_);
+  }
+  void divide(void *data, size_t n, DType t) {
+    if (t == DType::F32)
+      for (size_t i = 0; i < n; ++i) static_cast<float *>(data)[i] /= static_cast<float>(size_);
+    else if (t == DType::F64)
+      for (size_t i = 0; i < n; ++i) static_cast<double *>(data)[i] /= size_;
+    else if (t == DType::BF16)
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t &v = static_cast<uint16_t *>(data)[i];
+        v = toBf16(bf16(v) / static_cast<float>(size_));
+      }
+    else
+      fail("mean reduction of ", dtypeName(t), " is not supported");
+  }
+
+  MpiCommunicator &owner_;
+  MPI_Comm comm_;
+  std::string name_;
+  int size_ = 1, rank_ = 0;
+};
+
+MpiCommunicator::MpiCommunicator(std::vector<std::pair<std::string, int>> mesh,
+                                 CommOptions options)
+    : mesh_(std::move(mesh)), options_(options) {
+  initMpi();
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  int expected = 1;
+  for (auto &axis : mesh_) expected *= axis.second;
+  if (expected != size_) {
+    std::string layout;
+    for (auto &axis : mesh_) layout += (layout.empty() ? "" : ",") + axis.first + "=" + std::to_string(axis.second);
+    fail("the artifact was compiled for ", expected, " ranks (mesh ", layout.empty() ? "1" : layout,
+         ") but ", size_, " were launched; run mpirun -np ", expected);
+  }
+  coords_ = meshCoordinates(mesh_, rank_);
+  MPI_Op_create(bf16Sum, 1, &bf16Sum_);
+  MPI_Op_create(bf16Max, 1, &bf16Max_);
+  rng_.seed(static_cast<unsigned>(rank_ * 7919 + 17));
+  watchdog_ = std::thread([this] {
+    while (!stop_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      int64_t start = inFlight_.startMs.load();
+      if (start >= 0 && nowMs() - start > options_.timeoutSeconds * 1000) {
+        std::lock_guard<std::mutex> lock(inFlight_.mutex);
+        std::fprintf(stderr,
+                     "llmc-run: error: rank %d: %s has not completed after %.0f s: a peer rank "
+                     "died or stopped answering; aborting\n",
+                     rank_, inFlight_.what.c_str(), options_.timeoutSeconds);
+        std::fflush(stderr);
+        std::_Exit(1); // mpirun sees the failed rank and stops the job
+      }
+    }
+  });
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  stop_ = true;
+  if (watchdog_.joinable()) watchdog_.join();
+  groups_.clear();
+  MPI_Op_free(&bf16Sum_);
+  MPI_Op_free(&bf16Max_);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+MPI_Op MpiCommunicator::op(Reduction r, DType t) const {
+  if (t == DType::BF16)
+    return r == Reduction::Max ? bf16Max_ : bf16Sum_;
+  return r == Reduction::Max ? MPI_MAX : MPI_SUM;
+}
+
+template <typename F> void MpiCommunicator::guarded(const std::string &what, F &&body) {
+  if (options_.debugMaxDelayMs > 0) {
+    std::uniform_int_distribution<int> pick(0, options_.debugMaxDelayMs);
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(rng_)));
+  }
+  {
+    std::lock_guard<std::mutex> lock(inFlight_.mutex);
+    inFlight_.what = what;
+  }
+  inFlight_.startMs = nowMs();
+  body();
+  inFlight_.startMs = -1;
+}
+
+int MpiCommunicator::axisIndex(const std::string &axis) const {
+  for (size_t i = 0; i < mesh_.size(); ++i)
+    if (mesh_[i].first == axis) return static_cast<int>(i);
+  fail("rank ", rank_, ": the mesh has no axis '", axis, "'");
+}
+
+CommGroup &MpiCommunicator::group(const std::vector<std::string> &axes) {
+  std::vector<bool> in(mesh_.size(), false);
+  for (const std::string &axis : axes) in[axisIndex(axis)] = true;
+  std::string key, name = "[";
+  for (size_t i = 0; i < mesh_.size(); ++i)
+    if (in[i]) {
+      key += mesh_[i].first + ",";
+      name += (name.size() > 1 ? ", " : "") + mesh_[i].first;
+    }
+  name += "]";
+  auto it = groups_.find(key);
+  if (it != groups_.end()) return *it->second;
+  // color: my coordinates outside the group; key: inside, in mesh order.
+  int color = 0, order = 0;
+  for (size_t i = 0; i < mesh_.size(); ++i) {
+    if (in[i]) order = order * mesh_[i].second + coords_[i];
+    else color = color * mesh_[i].second + coords_[i];
+  }
+  MPI_Comm comm;
+  MPI_Comm_split(MPI_COMM_WORLD, color, order, &comm);
+  auto group = std::make_unique<MpiGroup>(*this, comm, name);
+  CommGroup &ref = *group;
+  groups_[key] = std::move(group);
+  return ref;
+}
+
+void MpiCommunicator::send(const void *data, size_t bytes, const std::string &axis, int shift,
+                           int tag) {
+  int i = axisIndex(axis);
+  std::vector<int> peer = coords_;
+  peer[i] = ((peer[i] + shift) % mesh_[i].second + mesh_[i].second) % mesh_[i].second;
+  int dest = 0;
+  for (size_t d = 0; d < mesh_.size(); ++d) dest = dest * mesh_[d].second + peer[d];
+  guarded("send to rank " + std::to_string(dest), [&] {
+    MPI_Send(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, MPI_COMM_WORLD);
+  });
+}
+
+void MpiCommunicator::recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) {
+  int i = axisIndex(axis);
+  std::vector<int> peer = coords_;
+  peer[i] = ((peer[i] + shift) % mesh_[i].second + mesh_[i].second) % mesh_[i].second;
+  int src = 0;
+  for (size_t d = 0; d < mesh_.size(); ++d) src = src * mesh_[d].second + peer[d];
+  guarded("recv from rank " + std::to_string(src), [&] {
+    MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  });
+}
+
+} // namespace
+
+std::unique_ptr<Communicator>
+makeMpiCommunicator(const std::vector<std::pair<std::string, int>> &mesh,
+                    const CommOptions &options) {
+  return std::make_unique<MpiCommunicator>(mesh, options);
+}
+
+} // namespace llmc

@@ -1,0 +1,49 @@
+//===- MpiCommunicator.h - collectives over MPI ranks -----------*- C++ -*-===//
+//
+// Ranks are laid out on the artifact's mesh row-major, last axis fastest
+// (rank = Σ coord[i]·stride[i]). A group over axes S is the set of ranks
+// whose coordinates agree outside S; members are ordered by their
+// coordinates inside S, in mesh order, which is the order all_gather
+// concatenates in. One MPI communicator per distinct S, created on first use.
+//
+// A watchdog thread turns a collective that does not complete within the
+// timeout (a peer died or stopped answering) into an error naming this rank,
+// the collective and its group, and exits the process so mpirun tears the
+// job down instead of hanging.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_COMM_MPICOMMUNICATOR_H
+#define LLMC_RUNTIME_COMM_MPICOMMUNICATOR_H
+
+#include "runtime/comm/Communicator.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace llmc {
+
+struct CommOptions {
+  double timeoutSeconds = 300;  ///< a collective slower than this aborts the job
+  int debugMaxDelayMs = 0;      ///< > 0: sleep a random 0..N ms before each collective
+};
+
+/// True when the process was started by mpirun/srun (or another PMI launcher).
+bool launchedByMpi();
+
+/// Initialises MPI if needed and returns this process's world rank.
+int mpiWorldRank();
+
+/// Initialises MPI (once) and returns the communicator for `mesh`; throws
+/// when the world size differs from the mesh's rank count.
+std::unique_ptr<Communicator>
+makeMpiCommunicator(const std::vector<std::pair<std::string, int>> &mesh,
+                    const CommOptions &options);
+
+/// Coordinates of `rank` on `mesh` (last axis fastest).
+std::vector<int> meshCoordinates(const std::vector<std::pair<std::string, int>> &mesh, int rank);
+
+} // namespace llmc
+
+#endif
