@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The parity matrix: every parallel layout trains the tiny GPT-2 and the tiny
+# Llama with the same per-step losses as one rank (fp32, 20 steps, relative
+# difference <= 1e-5). Each layout runs twice on the 2-core machine budget:
+# plainly, and with random delays before every collective (a rank that runs
+# ahead must still meet its peers in the same order).
+#
+#   run_parity.sh <bin dir> <work dir> [family ...]
+set -euo pipefail
+BIN=$1; WORK=$2; shift 2
+FAMILIES=${*:-gpt2 llama}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+STEPS=20
+rm -rf "$WORK" && mkdir -p "$WORK"
+
+# name | ranks | llmc compile flags
+LAYOUTS=(
+  "dp2|2|--mesh dp=2"
+  "dp4|4|--mesh dp=4"
+  "dp2-ps|2|--mesh dp=2 --grad-sync ps"
+  "zero1-dp2|2|--mesh dp=2 --zero 1"
+  "zero2-dp2|2|--mesh dp=2 --zero 2"
+  "zero2-dp4-micro2|4|--mesh dp=4 --zero 2 --microbatches 2 --set batch_size=4"
+)
+
+fail=0
+for family in $FAMILIES; do
+  common=(--model "$family" --preset tiny --set n_layer=2 --set batch_size=8 --set seq_len=32)
+  "$BIN/llmc" compile "${common[@]}" -o "$WORK/$family-1.llmc"
+  "$BIN/llmc-run" "$WORK/$family-1.llmc" --steps $STEPS --metrics "$WORK/$family-1.jsonl" --quiet
+  for layout in "${LAYOUTS[@]}"; do
+    IFS='|' read -r name ranks flags <<< "$layout"
+    # shellcheck disable=SC2086
+    "$BIN/llmc" compile "${common[@]}" $flags -o "$WORK/$family-$name.llmc"
+    for delay in 0 3; do
+      out="$WORK/$family-$name-delay$delay.jsonl"
+      mpirun -np "$ranks" --bind-to none "$BIN/llmc-run" "$WORK/$family-$name.llmc" \
+        --steps $STEPS --metrics "$out" --quiet --debug-collective-delay-ms $delay
+      if result=$(python3 "$HERE/../e2e/Inputs/compare_losses.py" "$WORK/$family-1.jsonl" "$out" 1e-5); then
+        echo "PASS $family $name (delay ${delay} ms): $result"
+      else
+        echo "FAIL $family $name (delay ${delay} ms): $result"
+        fail=1
+      fi
+    done
+  done
+done
+exit $fail
