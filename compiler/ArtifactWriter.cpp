@@ -171,18 +171,31 @@ FailureOr<flatbuffers::Offset<fb::Program>> Writer::program(exec::ProgramOp op) 
         return failure();
       std::vector<int64_t> shape(type.getShape());
       std::string name = buffer.getName() ? buffer.getName()->str() : "";
+      // ZeRO-sharded state: which chunk of which global tensor.
+      std::vector<int64_t> globalShape;
+      std::vector<flatbuffers::Offset<flatbuffers::String>> shardAxes;
+      int32_t shardDim = 0;
+      if (auto shard = buffer->getAttrOfType<DictionaryAttr>("llmc.shard")) {
+        globalShape = std::vector<int64_t>(
+            shard.getAs<DenseI64ArrayAttr>("global_shape").asArrayRef());
+        for (StringRef axis : shard.getAs<ArrayAttr>("axes").getAsValueRange<StringAttr>())
+          shardAxes.push_back(fbb.CreateString(axis.str()));
+        shardDim = shard.getAs<IntegerAttr>("dim").getInt();
+      }
       // The parameter table: every named parameter buffer, once.
       if (auto param = buffer->getAttrOfType<llm::ParamAttr>(llm::kParamAttrName))
         if (!name.empty() && seenParameters.insert(name).second)
           parameters.push_back(fb::CreateParameter(
               fbb, fbb.CreateString(name), fbb.CreateVector(shape), *dtype,
               buffer.getOffset(), fbb.CreateString(param.getInit().str()),
-              param.getScale().convertToDouble(), param.getTrainable()));
+              param.getScale().convertToDouble(), param.getTrainable(),
+              fbb.CreateVector(globalShape), fbb.CreateVector(shardAxes), shardDim));
       index[buffer.getResult()] = buffers.size();
       buffers.push_back(fb::CreateBuffer(fbb, fbb.CreateString(name),
                                          fbb.CreateString(buffer.getCategory().str()),
-                                         buffer.getOffset(), *dtype,
-                                         fbb.CreateVector(shape)));
+                                         buffer.getOffset(), *dtype, fbb.CreateVector(shape),
+                                         fbb.CreateVector(globalShape),
+                                         fbb.CreateVector(shardAxes), shardDim));
       continue;
     }
     FailureOr<flatbuffers::Offset<fb::Instruction>> inst = instruction(&inner, index);

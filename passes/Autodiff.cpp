@@ -81,6 +81,7 @@ struct AutodiffPass : llmc::impl::AutodiffBase<AutodiffPass> {
     OpBuilder builder(ret);
     llvm::DenseMap<Value, Value> grads;
     grads[loss] = llm::FillOp::create(builder, loss.getLoc(), loss.getType(), APFloat(1.0));
+    grads[loss].getDefiningOp()->setAttr(kBackwardAttr, builder.getUnitAttr());
 
     for (Operation *op : llvm::reverse(forwardOps)) {
       SmallVector<Value> resultGrads;
@@ -101,9 +102,12 @@ struct AutodiffPass : llmc::impl::AutodiffBase<AutodiffPass> {
       if (failed(operandGrads))
         return failure();
       // Backward ops belong to the same layer as the op they differentiate.
-      if (auto blockName = op->getAttr(kBlockNameAttr))
-        for (Operation *it = last->getNextNode(); it != ret; it = it->getNextNode())
+      auto blockName = op->getAttr(kBlockNameAttr);
+      for (Operation *it = last->getNextNode(); it != ret; it = it->getNextNode()) {
+        if (blockName)
           it->setAttr(kBlockNameAttr, blockName);
+        it->setAttr(kBackwardAttr, builder.getUnitAttr());
+      }
 
       for (auto [operand, operandGrad, need] :
            llvm::zip(op->getOperands(), *operandGrads, needsGrad)) {

@@ -55,6 +55,7 @@ struct Persistent {
   Type type;
   int64_t offset = 0;
   Attribute param; ///< #llm.param for parameters
+  DictionaryAttr shard; ///< llmc.shard for ZeRO-sharded state
 };
 
 /// Persistent layout: stable names, assigned in order of first appearance.
@@ -66,7 +67,7 @@ struct PersistentLayout {
   /// Registers (or finds) the buffer for a state argument; fails on a type
   /// clash between programs.
   FailureOr<Persistent *> get(Location loc, StringRef role, StringRef name, Type type,
-                              Attribute param) {
+                              Attribute param, DictionaryAttr shard) {
     std::string key = role == "param" ? name.str() : (role + "/" + name).str();
     if (Persistent *existing = byName.lookup(key)) {
       if (existing->type != type)
@@ -75,7 +76,7 @@ struct PersistentLayout {
                               << " in another";
       return existing;
     }
-    buffers.push_back({key, role == "param" ? "param" : "optim", type, bytes, param});
+    buffers.push_back({key, role == "param" ? "param" : "optim", type, bytes, param, shard});
     bytes = alignUp(bytes + bytesOf(type));
     byName[key] = &buffers.back();
     return &buffers.back();
@@ -197,7 +198,8 @@ LogicalResult ProgramLowering::placeValues() {
     if (param || (role && role.getValue() != "input")) {
       StringRef r = role ? role.getValue() : StringRef("param");
       StringRef n = name ? name.getValue() : param.getName();
-      FailureOr<Persistent *> p = persistent.get(arg.getLoc(), r, n, arg.getType(), param);
+      FailureOr<Persistent *> p = persistent.get(arg.getLoc(), r, n, arg.getType(), param,
+                                                 func.getArgAttrOfType<DictionaryAttr>(i, kShardAttr));
       if (failed(p))
         return failure();
       persistentArgs[arg] = *p;
@@ -404,6 +406,8 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
                                          pb.getStringAttr(p->name), p->category);
         if (p->param)
           op->setAttr(llm::kParamAttrName, p->param);
+        if (p->shard)
+          op->setAttr(kShardAttr, p->shard);
         shared = op;
       }
       buffer = shared;

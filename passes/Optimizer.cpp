@@ -75,6 +75,15 @@ public:
   /// Mean over the batch axes ZeRO does not shard over (hybrid sharding).
   Value averageOutsideZero(Value v, Location loc) { return averageOver(v, otherAxes, loc); }
 
+  /// {axes, dim = 0, global_shape}: how a ZeRO-sharded state tensor maps
+  /// to the full one (initialisation and checkpoints use it).
+  DictionaryAttr shardAttr(Type fullType) {
+    auto t = cast<RankedTensorType>(fullType);
+    return b.getDictionaryAttr({b.getNamedAttr("axes", zeroAxes()),
+                                b.getNamedAttr("dim", b.getI64IntegerAttr(0)),
+                                b.getNamedAttr("global_shape", b.getDenseI64ArrayAttr(t.getShape()))});
+  }
+
   Value reduceScatter(Value v, Location loc) {
     return dist::ReduceScatterOp::create(b, loc, shardType(v.getType()), v, meshRef(),
                                          zeroAxes(), b.getI64IntegerAttr(0),
@@ -209,7 +218,13 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       for (size_t t = 0; t < nTrain; ++t) {
         Type type = grad.getArgument(trainableArgs[t]).getType();
         argTypes.push_back(sharded[t] ? sync.shardType(type) : type);
-        argAttrs.push_back(attrs(role, paramName(trainableArgs[t])));
+        DictionaryAttr a = attrs(role, paramName(trainableArgs[t]));
+        if (sharded[t]) {
+          NamedAttrList list(a);
+          list.set(kShardAttr, sync.shardAttr(type));
+          a = list.getDictionary(ctx);
+        }
+        argAttrs.push_back(a);
       }
     for (unsigned i : batchArgs) {
       auto t = cast<RankedTensorType>(grad.getArgument(i).getType());
@@ -267,6 +282,8 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       }
       for (Operation &op : gradBody.without_terminator()) {
         Operation *clone = b.clone(op, mapping);
+        if (sync.zero() == 3)
+          clone->setAttr(kMicrobatchAttr, b.getI64IntegerAttr(mb));
         // A different dropout mask per microbatch.
         if (auto dropout = dyn_cast<llm::DropoutOp>(clone); dropout && mb > 0)
           dropout.setSeed(dropout.getSeed() ^

@@ -28,6 +28,8 @@ struct TrainingPipelineOptions {
   std::string mesh;              ///< "dp=2,tp=2"; empty: one rank
   int64_t zero = 0;              ///< ZeRO stage
   std::string gradSync = "allreduce";
+  bool fsdpReshardAfterForward = true;
+  int64_t fsdpPrefetch = 1;
   /// Stop after this stage: graph | train | exec.
   std::string emit = "exec";
 };

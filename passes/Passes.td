@@ -113,6 +113,25 @@ def Shard : Pass<"llmc-shard", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
 }
 
+def FSDP : Pass<"llmc-fsdp", "mlir::ModuleOp"> {
+  let summary = "ZeRO-3: keep only parameter shards; gather per block before use";
+  let description = [{
+    Runs after llmc-optimizer on a ZeRO-3 layout. Each shardable parameter
+    becomes a shard argument updated in place; every forward and backward
+    use reads an all_gather issued once per (microbatch, block, phase),
+    `prefetch` blocks ahead of its use. With `reshard-after-forward=false`
+    the forward's gather is kept alive for the backward instead of gathering
+    again.
+  }];
+  let options = [
+    Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
+           "Free gathered parameters after forward and gather again for backward">,
+    Option<"prefetch", "prefetch", "int64_t", "1",
+           "Issue a block's gather this many blocks before its first use">,
+  ];
+  let dependentDialects = ["::llmc::dist::DistDialect"];
+}
+
 def LowerToExec : Pass<"llmc-lower-to-exec", "mlir::ModuleOp"> {
   let summary = "Kernel selection, buffer liveness and static arena offsets";
   let description = [{

@@ -41,6 +41,13 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createOptimizer(optimizer));
   pm.addPass(createInferenceEntryPoints());
   pm.addPass(createCSEPass());
+  // After CSE, which would merge the deliberately repeated gathers.
+  if (options.zero == 3) {
+    FSDPOptions fsdp;
+    fsdp.reshardAfterForward = options.fsdpReshardAfterForward;
+    fsdp.prefetch = options.fsdpPrefetch;
+    pm.addPass(createFSDP(fsdp));
+  }
   if (options.emit == "train")
     return;
   pm.addPass(createLowerToExec());

@@ -15,6 +15,13 @@ inline constexpr llvm::StringLiteral kRoleAttr = "llmc.role";
 inline constexpr llvm::StringLiteral kNameAttr = "llmc.name";
 inline constexpr llvm::StringLiteral kTiedToAttr = "llmc.tied_to";
 inline constexpr llvm::StringLiteral kGradOfAttr = "llmc.grad_of";
+/// Marks ops autodiff emitted (the backward pass).
+inline constexpr llvm::StringLiteral kBackwardAttr = "llm.backward";
+/// The microbatch a cloned op of @train_step belongs to (ZeRO-3 only).
+inline constexpr llvm::StringLiteral kMicrobatchAttr = "llm.microbatch";
+/// How a persistent argument is sharded: {axes = [...], dim = 0,
+/// global_shape = [...]}.
+inline constexpr llvm::StringLiteral kShardAttr = "llmc.shard";
 
 /// Inlines every llm.block of `func` into its parent block, tagging the moved
 /// ops with kBlockNameAttr.

@@ -68,6 +68,21 @@ template <typename T> std::vector<T> vec(const flatbuffers::Vector<T> *v) {
   return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
 }
 
+template <typename Table> ShardInfo shardOf(const Table *t, const std::vector<int64_t> &shape,
+                                            const std::string &where) {
+  ShardInfo info;
+  info.globalShape = vec(t->global_shape());
+  if (t->shard_axes())
+    for (const flatbuffers::String *axis : *t->shard_axes()) info.axes.push_back(axis->str());
+  info.dim = t->shard_dim();
+  if (info.sharded() &&
+      (info.globalShape.size() != shape.size() || info.dim < 0 ||
+       info.dim >= static_cast<int>(shape.size())))
+    fail(where, ": shard_dim ", info.dim, " and global_shape do not fit shape of rank ",
+         shape.size());
+  return info;
+}
+
 DType dtypeOf(fb::DType d, const std::string &where) {
   if (static_cast<int>(d) > static_cast<int>(DType::F64))
     fail(where, ": unknown dtype ", static_cast<int>(d));
@@ -90,6 +105,7 @@ ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
       info.offset = b->offset();
       info.dtype = dtypeOf(b->dtype(), bufWhere);
       info.shape = vec(b->shape());
+      info.shard = shardOf(b, info.shape, bufWhere);
       for (int64_t d : info.shape)
         if (d < 0)
           fail(bufWhere, ": negative dimension ", d);
@@ -220,6 +236,7 @@ Artifact loadArtifact(const std::string &path, int rank) {
       info.init = str(p->init());
       info.scale = p->scale();
       info.trainable = p->trainable();
+      info.shard = shardOf(p, info.shape, path + ": parameter '" + info.name + "'");
       if (info.offset + info.numel() * dtypeSize(info.dtype) > artifact.memory.arenaBytes)
         fail(path, ": parameter '", info.name, "' lies outside the arena");
       if (info.init != "normal" && info.init != "uniform" && info.init != "zeros" &&

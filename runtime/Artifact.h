@@ -19,11 +19,22 @@
 
 namespace llmc {
 
+/// How persistent state is split over mesh axes (ZeRO): this rank holds
+/// chunk <its position in the group over `axes`> of a tensor of
+/// `globalShape`, cut along `dim`. Empty `axes`: the whole tensor.
+struct ShardInfo {
+  std::vector<int64_t> globalShape;
+  std::vector<std::string> axes;
+  int dim = 0;
+  bool sharded() const { return !axes.empty(); }
+};
+
 struct BufferInfo {
   std::string name, category;
   uint64_t offset = 0;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
+  ShardInfo shard;
   size_t bytes() const;
 };
 
@@ -62,6 +73,7 @@ struct ParameterInfo {
   std::string init;
   double scale = 0;
   bool trainable = true;
+  ShardInfo shard;
   int64_t numel() const;
 };
 

@@ -3,6 +3,7 @@
 #include "runtime/Init.h"
 
 #include "runtime/ArtifactFormat.h"
+#include "runtime/Mesh.h"
 #include "runtime/support/Error.h"
 
 #include <cmath>
@@ -52,7 +53,24 @@ double initUniform(uint64_t seed, const std::string &name, uint64_t index) {
   return 2.0 * unit(streamKey(seed, name), index) - 1.0;
 }
 
-void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed) {
+int64_t globalIndex(const std::vector<int64_t> &localShape, const ShardInfo &shard,
+                    int position, int64_t i) {
+  if (!shard.sharded())
+    return i;
+  int64_t global = 0, stride = 1;
+  for (int d = static_cast<int>(localShape.size()) - 1; d >= 0; --d) {
+    int64_t c = i % localShape[d];
+    i /= localShape[d];
+    if (d == shard.dim)
+      c += static_cast<int64_t>(position) * localShape[d];
+    global += c * stride;
+    stride *= shard.globalShape[d];
+  }
+  return global;
+}
+
+void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed,
+                          int rank) {
   // Optimizer state (and everything else persistent) starts at zero.
   std::memset(arena.base(), 0, artifact.memory.persistentBytes);
   for (const ParameterInfo &p : artifact.parameters) {
@@ -61,16 +79,20 @@ void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t
     void *data = arena.base() + p.offset;
     int64_t n = p.numel();
     uint64_t key = streamKey(seed, p.name);
+    int position = p.shard.sharded() ? groupPosition(artifact.mesh, rank, p.shard.axes).first : 0;
     if (p.init == "zeros" || p.init == "ones") {
       double v = p.init == "ones" ? 1.0 : 0.0;
       for (int64_t i = 0; i < n; ++i) store(data, p.dtype, i, v);
     } else if (p.init == "normal") {
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) store(data, p.dtype, i, p.scale * normalAt(key, i));
+      for (int64_t i = 0; i < n; ++i)
+        store(data, p.dtype, i,
+              p.scale * normalAt(key, globalIndex(p.shape, p.shard, position, i)));
     } else {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i)
-        store(data, p.dtype, i, p.scale * (2.0 * unit(key, i) - 1.0));
+        store(data, p.dtype, i,
+              p.scale * (2.0 * unit(key, globalIndex(p.shape, p.shard, position, i)) - 1.0));
     }
   }
 }

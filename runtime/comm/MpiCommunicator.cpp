@@ -41,15 +41,6 @@ int mpiWorldRank() {
   return rank;
 }
 
-std::vector<int> meshCoordinates(const std::vector<std::pair<std::string, int>> &mesh, int rank) {
-  std::vector<int> coords(mesh.size());
-  for (int i = static_cast<int>(mesh.size()) - 1; i >= 0; --i) {
-    coords[i] = rank % mesh[i].second;
-    rank /= mesh[i].second;
-  }
-  return coords;
-}
-
 namespace {
 
 // bf16 reductions: MPI has no bf16 type, so bf16 buffers travel as uint16

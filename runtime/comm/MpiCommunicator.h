@@ -15,6 +15,7 @@
 #ifndef LLMC_RUNTIME_COMM_MPICOMMUNICATOR_H
 #define LLMC_RUNTIME_COMM_MPICOMMUNICATOR_H
 
+#include "runtime/Mesh.h"
 #include "runtime/comm/Communicator.h"
 
 #include <memory>
@@ -41,8 +42,6 @@ std::unique_ptr<Communicator>
 makeMpiCommunicator(const std::vector<std::pair<std::string, int>> &mesh,
                     const CommOptions &options);
 
-/// Coordinates of `rank` on `mesh` (last axis fastest).
-std::vector<int> meshCoordinates(const std::vector<std::pair<std::string, int>> &mesh, int rank);
 
 } // namespace llmc
 

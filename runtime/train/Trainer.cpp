@@ -356,7 +356,7 @@ int Trainer::run() {
     if (!opt.quiet)
       std::cout << "resumed from step " << start << " (" << opt.ckptDir << ")\n";
   } else {
-    initializeParameters(artifact, *arena, seed);
+    initializeParameters(artifact, *arena, seed, rank);
   }
   if (!opt.metrics.empty() && lead) {
     metrics.open(opt.metrics, start > 0 ? std::ios::app : std::ios::trunc);

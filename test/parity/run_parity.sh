@@ -23,6 +23,9 @@ LAYOUTS=(
   "zero1-dp2|2|--mesh dp=2 --zero 1"
   "zero2-dp2|2|--mesh dp=2 --zero 2"
   "zero2-dp4-micro2|4|--mesh dp=4 --zero 2 --microbatches 2 --set batch_size=4"
+  "zero3-dp4|4|--mesh dp=4 --zero 3"
+  "zero3-dp2-keep|2|--mesh dp=2 --zero 3 --fsdp-reshard-after-forward=false --fsdp-prefetch 0"
+  "hybrid-dp2-fsdp2|4|--mesh dp=2,fsdp=2 --zero 3"
 )
 
 fail=0

@@ -92,6 +92,15 @@ cl::opt<std::string> gradSync("grad-sync", cl::init("allreduce"),
                                        "rank 0 + broadcast)"),
                               cl::sub(compileCmd), cl::cat(llmcCategory));
 
+cl::opt<bool> fsdpReshard("fsdp-reshard-after-forward", cl::init(true),
+                          cl::desc("ZeRO-3: free gathered parameters after forward and gather "
+                                   "again for backward (true) or keep them (false)"),
+                          cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<int64_t> fsdpPrefetch("fsdp-prefetch", cl::init(1),
+                              cl::desc("ZeRO-3: gather a block's parameters this many blocks "
+                                       "ahead (bounds gathered blocks alive at once to 1+N)"),
+                              cl::sub(compileCmd), cl::cat(llmcCategory));
+
 // --- inspect -----------------------------------------------------------------
 cl::opt<std::string> inspectInput(cl::Positional, cl::desc("<model.llmc>"), cl::Required,
                                   cl::sub(inspectCmd), cl::cat(llmcCategory));
@@ -164,6 +173,8 @@ int runCompile() {
   options.pipeline.mesh = mesh;
   options.pipeline.zero = zero;
   options.pipeline.gradSync = gradSync;
+  options.pipeline.fsdpReshardAfterForward = fsdpReshard;
+  options.pipeline.fsdpPrefetch = fsdpPrefetch;
   options.schedule = {lr, minLr, warmup, steps, schedule, seed};
   if (schedule != "cosine" && schedule != "linear" && schedule != "constant")
     return fail("llmc compile", "unknown --schedule '" + schedule +

@@ -1,0 +1,178 @@
+//===- FSDP.cpp - ZeRO-3: parameters stored as shards ---------------------===//
+//
+// After the optimizer pass built a ZeRO-2 step (sharded gradients and
+// optimizer state, each rank updating its shard of a replicated parameter),
+// this pass removes the replicated parameter: each rank keeps only its shard
+// between steps, the update writes the shard in place, and every use of the
+// full parameter reads an all_gather placed
+//
+//  - once per microbatch, llm.block and phase (forward, backward): the
+//    gathered block is freed (by liveness) as soon as its last use is done,
+//    and re-gathered for backward unless reshard-after-forward is off, in
+//    which case the forward's gather stays alive for the backward;
+//  - `prefetch` groups ahead of its first use, so the gather of the next
+//    block is issued before the current block computes. That also bounds
+//    how many gathered blocks are alive at once: 1 + prefetch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Layout.h"
+#include "passes/Passes.h"
+#include "passes/Utils.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <map>
+#include <tuple>
+
+namespace llmc {
+#define GEN_PASS_DEF_FSDP
+#include "passes/Passes.h.inc"
+} // namespace llmc
+
+using namespace mlir;
+using namespace llmc;
+
+namespace {
+
+struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
+  using FSDPBase::FSDPBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<Layout> layout = readLayout(module);
+    func::FuncOp step = lookupFunc(module, "train_step");
+    if (!layout || layout->zero != 3 || !step)
+      return; // nothing to do: parameters stay replicated
+    if (prefetch < 0) {
+      module.emitError() << "fsdp: prefetch must be >= 0, got " << static_cast<int64_t>(prefetch);
+      return signalPassFailure();
+    }
+    OpBuilder b(module.getContext());
+    ArrayAttr axes = layout->axesAttr(b.getContext(), layout->zeroAxes);
+
+    // In @train_step a parameter is sharded when the optimizer updates a
+    // shard of it (an all_slice feeds its AdamW, an all_gather of the update
+    // is its new value). Keep the shard instead.
+    llvm::StringMap<DictionaryAttr> shardedParams;
+    Block &body = step.getBody().front();
+    SmallVector<Operation *> updates;
+    for (BlockArgument param : step.getArguments()) {
+      dist::AllSliceOp slice;
+      for (Operation *user : param.getUsers())
+        if (auto s = dyn_cast<dist::AllSliceOp>(user))
+          slice = s;
+      if (!slice)
+        continue;
+      auto fullType = cast<RankedTensorType>(param.getType());
+      auto update = cast<llm::AdamWOp>(*slice->getUsers().begin());
+      auto regather = cast<dist::AllGatherOp>(*update.getNewParam().getUsers().begin());
+      param.setType(slice.getType());
+      slice.replaceAllUsesWith(Value(param));
+      regather.replaceAllUsesWith(update.getNewParam());
+      regather.erase();
+      slice.erase();
+      DictionaryAttr shard = b.getDictionaryAttr(
+          {b.getNamedAttr("axes", axes), b.getNamedAttr("dim", b.getI64IntegerAttr(0)),
+           b.getNamedAttr("global_shape", b.getDenseI64ArrayAttr(fullType.getShape()))});
+      step.setArgAttr(param.getArgNumber(), kShardAttr, shard);
+      shardedParams[llm::getParamAttr(step, param.getArgNumber()).getName()] = shard;
+      updates.push_back(update);
+    }
+    gatherUses(step, shardedParams, axes, updates);
+    step.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
+                                           body.getTerminator()->getOperandTypes()));
+
+    // Every other entry point reads the same stored shards.
+    for (StringRef name : {"forward", "logits", "grad"})
+      if (func::FuncOp f = lookupFunc(module, name)) {
+        gatherUses(f, shardedParams, axes, {});
+        f.setFunctionType(b.getFunctionType(f.getBody().front().getArgumentTypes(),
+                                            f.getResultTypes()));
+      }
+  }
+
+  using Unit = std::tuple<int64_t, bool, std::string>; // microbatch, backward, block
+
+  /// Makes each sharded parameter argument of `func` a shard and feeds its
+  /// uses (except `skip`) from all_gathers, one per unit, `prefetch` units
+  /// ahead of the unit's first op.
+  void gatherUses(func::FuncOp func, const llvm::StringMap<DictionaryAttr> &sharded,
+                  ArrayAttr axes, ArrayRef<Operation *> skip) {
+    OpBuilder b(func.getContext());
+    auto mesh = FlatSymbolRefAttr::get(b.getContext(), kMeshName);
+    Block &body = func.getBody().front();
+    llvm::DenseMap<Operation *, int64_t> order;
+    int64_t position = 0;
+    for (Operation &op : body)
+      order[&op] = position++;
+
+    struct Gather {
+      Value param;
+      RankedTensorType fullType;
+      SmallVector<OpOperand *> uses;
+    };
+    std::map<std::pair<unsigned, Unit>, Gather> gathers;
+    std::map<Unit, Operation *> unitFirst;
+    for (BlockArgument param : func.getArguments()) {
+      llm::ParamAttr p = llm::getParamAttr(func, param.getArgNumber());
+      if (!p || !sharded.count(p.getName()))
+        continue;
+      DictionaryAttr shard = sharded.lookup(p.getName());
+      auto fullType = RankedTensorType::get(
+          shard.getAs<DenseI64ArrayAttr>("global_shape").asArrayRef(),
+          cast<RankedTensorType>(param.getType()).getElementType());
+      for (OpOperand &use : param.getUses()) {
+        Operation *user = use.getOwner();
+        if (llvm::is_contained(skip, user))
+          continue;
+        auto mb = user->getAttrOfType<IntegerAttr>(kMicrobatchAttr);
+        auto block = user->getAttrOfType<StringAttr>(kBlockNameAttr);
+        bool backward = reshardAfterForward && user->hasAttr(kBackwardAttr);
+        Unit unit{mb ? mb.getInt() : 0, backward, block ? block.getValue().str() : ""};
+        Gather &g = gathers[{param.getArgNumber(), unit}];
+        g.param = param;
+        g.fullType = fullType;
+        g.uses.push_back(&use);
+        Operation *&first = unitFirst[unit];
+        if (!first || order[user] < order[first])
+          first = user;
+      }
+      func.setArgAttr(param.getArgNumber(), kShardAttr, shard);
+    }
+    // Shard types for the arguments (in @train_step already done).
+    for (auto &[key, g] : gathers) {
+      auto t = cast<RankedTensorType>(g.param.getType());
+      if (t == g.fullType) {
+        SmallVector<int64_t> shape(t.getShape());
+        int64_t parts = 1;
+        for (Attribute a : axes)
+          parts *= lookupMesh(func).axisSize(cast<StringAttr>(a).getValue());
+        shape[0] /= parts;
+        g.param.setType(RankedTensorType::get(shape, t.getElementType()));
+      }
+    }
+    SmallVector<Unit> units;
+    for (auto &[unit, first] : unitFirst)
+      units.push_back(unit);
+    llvm::sort(units, [&](const Unit &x, const Unit &y) {
+      return order[unitFirst[x]] < order[unitFirst[y]];
+    });
+    for (auto &[key, g] : gathers) {
+      int64_t index = llvm::find(units, key.second) - units.begin();
+      Operation *anchor = unitFirst[units[std::max<int64_t>(0, index - prefetch)]];
+      b.setInsertionPoint(anchor);
+      Value full = dist::AllGatherOp::create(b, unitFirst[key.second]->getLoc(), g.fullType,
+                                             g.param, mesh, axes, b.getI64IntegerAttr(0));
+      for (OpOperand *use : g.uses)
+        use->set(full);
+    }
+  }
+
+  dist::MeshOp lookupMesh(func::FuncOp func) {
+    return func->getParentOfType<ModuleOp>().lookupSymbol<dist::MeshOp>(kMeshName);
+  }
+};
+
+} // namespace
