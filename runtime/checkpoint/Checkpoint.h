@@ -1,12 +1,19 @@
 //===- Checkpoint.h - save and resume training state ------------*- C++ -*-===//
 //
-// A checkpoint directory holds one subdirectory per saved step
-// (`step_00000100/`: model.safetensors with the parameters,
-// optimizer.safetensors with the AdamW moments, state.json with the step,
-// seed, loss, data position and the artifact's content hash) and a `latest`
-// file naming the newest one. Every file is written atomically and `latest`
-// is replaced last, so an interrupted save never damages the previous
-// checkpoint.
+// A checkpoint directory holds one subdirectory per saved step and a
+// `latest` file naming the newest one. A step directory (`step_00000100/`)
+// has
+//   model-rank00003.safetensors      parameters this rank holds,
+//   optimizer-rank00003.safetensors  AdamW moments this rank holds,
+//   index.json                       every tensor's global shape and which
+//                                    file holds which rows of it,
+//   state.json                       step, seed, loss, data position, mesh.
+// A rank writes a tensor when it holds a shard of it, or for a replicated
+// tensor when it is the first of its replicas; loading reads each rank's
+// rows from whichever files hold them, so a checkpoint saved under one
+// layout (dp2 with ZeRO-3, say) loads under any other (one rank, dp4, ...).
+// Files are written atomically; `latest` is replaced last (after every rank
+// finished), so an interrupted save never damages the previous checkpoint.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_CHECKPOINT_CHECKPOINT_H
@@ -15,6 +22,7 @@
 #include "runtime/Arena.h"
 #include "runtime/Artifact.h"
 #include "runtime/Executor.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/checkpoint/Safetensors.h"
 
 #include <cstdint>
@@ -28,14 +36,16 @@ struct TrainState {
   double loss = 0;        ///< training loss of the last step
 };
 
-/// Saves parameters, optimizer state and `state` under `dir`.
+/// Saves this rank's part of parameters and optimizer state, and (rank 0)
+/// the index and `state`, under `dir`. Every rank calls it.
 void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Arena &arena,
-                    const TrainState &state);
+                    const TrainState &state, int rank, Communicator &comm);
 
-/// Restores the newest checkpoint under `dir` into `arena`; checks that every
-/// persistent buffer is present with the right dtype and shape.
+/// Restores the newest checkpoint under `dir` into this rank's `arena`;
+/// checks that every persistent tensor is present with the right dtype and
+/// global shape.
 TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
-                          const Arena &arena);
+                          const Arena &arena, int rank);
 
 /// Writes the parameters, the batch it ran on (`tokens`, `targets`: copies
 /// taken before the run, since a program reuses its input buffers) and the

@@ -49,6 +49,8 @@ public:
                     int tag) = 0;
   virtual void recv(void *data, size_t bytes, const std::string &axis, int shift,
                     int tag) = 0;
+  /// Waits until every rank got here.
+  virtual void barrier() = 0;
 };
 
 /// The communicator of a one-rank run: every group has size 1.

@@ -105,6 +105,9 @@ public:
   CommGroup &group(const std::vector<std::string> &axes) override;
   void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
   void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
+  void barrier() override {
+    guarded("barrier", [] { MPI_Barrier(MPI_COMM_WORLD); });
+  }
 
   /// Runs `body` as the named collective: optional debug delay, watchdog.
   template <typename F> void guarded(const std::string &what, F &&body);

@@ -308,15 +308,13 @@ std::string Trainer::sample() {
 }
 
 void Trainer::save(int64_t step, double loss) {
-  // Replicated state: the first rank writes it. (Sharded optimizer state is
-  // saved per rank; see Checkpoint.h.)
-  if (opt.ckptDir.empty() || !lead)
+  if (opt.ckptDir.empty())
     return;
   TrainState state;
   state.step = step;
   state.seed = seed;
   state.loss = loss;
-  saveCheckpoint(opt.ckptDir, artifact, *arena, state);
+  saveCheckpoint(opt.ckptDir, artifact, *arena, state, rank, *comm);
   if (!opt.quiet)
     std::cout << "checkpoint: step " << step << " saved to " << opt.ckptDir << "\n";
 }
@@ -349,7 +347,7 @@ int Trainer::run() {
   if (opt.resume) {
     if (opt.ckptDir.empty())
       fail("--resume needs --ckpt-dir");
-    TrainState state = loadCheckpoint(opt.ckptDir, artifact, *arena);
+    TrainState state = loadCheckpoint(opt.ckptDir, artifact, *arena, rank);
     start = state.step;
     if (state.seed != seed)
       fail("checkpoint was trained with seed ", state.seed, " but this run uses ", seed);

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Checkpoints move between layouts: a run saved at step 6 under one layout
+# resumes under another and continues with the losses of an uninterrupted
+# single-rank run (relative difference <= 1e-5), for every pair below.
+#
+#   run_reshard.sh <bin dir> <work dir>
+set -euo pipefail
+BIN=$1; WORK=$2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+rm -rf "$WORK" && mkdir -p "$WORK"
+common=(--model gpt2 --preset tiny --set n_layer=2 --set batch_size=8 --set seq_len=32)
+
+# layout name | ranks | flags
+declare -A RANKS FLAGS
+add() { RANKS[$1]=$2; FLAGS[$1]=$3; }
+add one 1 ""
+add dp2 2 "--mesh dp=2"
+add zero1-dp2 2 "--mesh dp=2 --zero 1"
+add zero3-dp2 2 "--mesh dp=2 --zero 3"
+add zero3-dp4 4 "--mesh dp=4 --zero 3"
+add hybrid 4 "--mesh dp=2,fsdp=2 --zero 3"
+for name in "${!RANKS[@]}"; do
+  # shellcheck disable=SC2086
+  "$BIN/llmc" compile "${common[@]}" ${FLAGS[$name]} -o "$WORK/$name.llmc"
+done
+run() { # layout, extra llmc-run args...
+  local name=$1; shift
+  if [[ ${RANKS[$name]} == 1 ]]; then "$BIN/llmc-run" "$WORK/$name.llmc" "$@"
+  else mpirun -np "${RANKS[$name]}" --bind-to none "$BIN/llmc-run" "$WORK/$name.llmc" "$@"; fi
+}
+run one --steps 12 --metrics "$WORK/reference.jsonl" --quiet
+
+fail=0
+for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-dp4" \
+            "zero1-dp2:hybrid" "dp2:zero3-dp4" "zero3-dp2:zero3-dp2"; do
+  from=${pair%%:*}; to=${pair##*:}
+  ck="$WORK/ck-$from-$to"
+  run "$from" --steps 12 --stop-at 6 --ckpt-dir "$ck" --quiet
+  run "$to" --steps 12 --resume --ckpt-dir "$ck" --metrics "$WORK/$from-$to.jsonl" --quiet
+  tail -n 6 "$WORK/reference.jsonl" > "$WORK/reference-tail.jsonl"
+  if result=$(python3 "$HERE/../e2e/Inputs/compare_losses.py" "$WORK/reference-tail.jsonl" "$WORK/$from-$to.jsonl" 1e-5); then
+    echo "PASS $from -> $to: $result"
+  else
+    echo "FAIL $from -> $to: $result"; fail=1
+  fi
+done
+exit $fail
