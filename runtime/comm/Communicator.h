@@ -51,6 +51,8 @@ public:
                     int tag) = 0;
   /// Waits until every rank got here.
   virtual void barrier() = 0;
+  /// Every rank's `value`, in rank order.
+  virtual std::vector<uint64_t> allGatherWorld(uint64_t value) = 0;
 };
 
 /// The communicator of a one-rank run: every group has size 1.

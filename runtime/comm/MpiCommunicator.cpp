@@ -108,6 +108,13 @@ public:
   void barrier() override {
     guarded("barrier", [] { MPI_Barrier(MPI_COMM_WORLD); });
   }
+  std::vector<uint64_t> allGatherWorld(uint64_t value) override {
+    std::vector<uint64_t> all(static_cast<size_t>(size_));
+    guarded("start-up exchange", [&] {
+      MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    });
+    return all;
+  }
 
   /// Runs `body` as the named collective: optional debug delay, watchdog.
   template <typename F> void guarded(const std::string &what, F &&body);

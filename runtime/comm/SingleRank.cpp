@@ -51,6 +51,7 @@ public:
     fail("recv along axis '", axis, "' in a single-rank run");
   }
   void barrier() override {}
+  std::vector<uint64_t> allGatherWorld(uint64_t value) override { return {value}; }
 
 private:
   SingleGroup group_;

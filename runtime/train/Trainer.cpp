@@ -15,6 +15,7 @@
 #include "runtime/Init.h"
 #include "runtime/Inspect.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/comm/CollectiveCheck.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/data/ByteTokenizer.h"
 #include "runtime/data/DataLoader.h"
@@ -139,8 +140,9 @@ private:
   std::unique_ptr<Communicator> comm;
   int rank = 0;
   int64_t dataIndex = 0, dataReplicas = 1; ///< this rank's data-parallel slice
-  std::vector<std::string> dataAxes;
-  bool lead = true;                         ///< rank 0: logs, metrics
+  std::vector<std::string> dataAxes, allAxes;
+  bool lead = true;                         ///< rank 0: metrics
+  bool chatty = true;                       ///< lead and not --quiet: prints
   std::unique_ptr<BoundProgram> train, eval, logits, grad;
   std::vector<uint16_t> trainTokens, valTokens;
   std::unique_ptr<DataLoader> trainLoader, valLoader;
@@ -175,6 +177,7 @@ void Trainer::setup() {
   } else {
     comm = makeSingleRankCommunicator();
   }
+  checkCollectiveSequences(artifact, rank, *comm);
   // This rank's place among the data-parallel replicas.
   std::vector<int> coords = meshCoordinates(artifact.mesh, rank);
   std::string dpAxes = artifact.meta("data_parallel_axes");
@@ -184,9 +187,12 @@ void Trainer::setup() {
       dataReplicas *= artifact.mesh[i].second;
       dataAxes.push_back(artifact.mesh[i].first);
     }
+  for (auto &[axis, size] : artifact.mesh)
+    allAxes.push_back(axis);
   lead = rank == 0;
-  if (!lead)
-    opt.quiet = true;
+  // Every rank takes the same decisions (collectives must match); only the
+  // first one talks.
+  chatty = lead && !opt.quiet;
   arena = std::make_unique<Arena>(artifact.memory.arenaBytes);
   auto bind = [&](const char *name) -> std::unique_ptr<BoundProgram> {
     const ProgramInfo *p = artifact.program(name);
@@ -229,7 +235,7 @@ void Trainer::setup() {
   }
   trainLoader = std::make_unique<DataLoader>(trainTokens, in.T, seed);
   valLoader = std::make_unique<DataLoader>(valTokens, in.T, seed + 1);
-  tty = isatty(STDERR_FILENO) && !opt.quiet;
+  tty = isatty(STDERR_FILENO) && chatty;
 }
 
 void Trainer::fillBatch(DataLoader &loader, int64_t batchIndex, const Input &in) {
@@ -315,7 +321,7 @@ void Trainer::save(int64_t step, double loss) {
   state.seed = seed;
   state.loss = loss;
   saveCheckpoint(opt.ckptDir, artifact, *arena, state, rank, *comm);
-  if (!opt.quiet)
+  if (chatty)
     std::cout << "checkpoint: step " << step << " saved to " << opt.ckptDir << "\n";
 }
 
@@ -329,7 +335,7 @@ void Trainer::log(int64_t step, double loss, double lr, double norm, double ms) 
             << ", \"tokens_per_s\": " << std::setprecision(6) << tps << ", \"ms\": " << ms
             << "}\n"
             << std::flush;
-  if (opt.quiet || (step % opt.logEvery != 0 && step != totalSteps))
+  if (!chatty || (step % opt.logEvery != 0 && step != totalSteps))
     return;
   if (tty)
     std::cerr << "\r\033[K";
@@ -351,7 +357,7 @@ int Trainer::run() {
     start = state.step;
     if (state.seed != seed)
       fail("checkpoint was trained with seed ", state.seed, " but this run uses ", seed);
-    if (!opt.quiet)
+    if (chatty)
       std::cout << "resumed from step " << start << " (" << opt.ckptDir << ")\n";
   } else {
     initializeParameters(artifact, *arena, seed, rank);
@@ -377,12 +383,12 @@ int Trainer::run() {
         {"tokens", DType::I32, in.tokens.shape, tokens.data(), tokens.size() * 4},
         {"targets", DType::I32, in.targets.shape, targets.data(), targets.size() * 4}};
     dumpGradients(opt.dumpGrads, artifact, *arena, *grad, batch);
-    if (!opt.quiet)
+    if (chatty)
       std::cout << "gradients of batch " << start << " (loss " << scalar(*grad, "loss")
                 << ") written to " << opt.dumpGrads << "\n";
   }
 
-  if (!opt.quiet) {
+  if (chatty) {
     Input in = batchInput(*train, false);
     std::cout << "llmc-run: " << opt.artifact << " | " << artifact.meta("model.family", "model")
               << " | arena " << formatBytes(artifact.memory.arenaBytes) << " | "
@@ -432,14 +438,26 @@ int Trainer::run() {
       std::cerr << "\r[" << std::string(done, '#') << std::string(width - done, '.') << "] "
                 << step << "/" << totalSteps << std::flush;
     }
-    if (opt.evalEvery > 0 && step % opt.evalEvery == 0 && !opt.quiet)
-      std::cout << "eval  " << std::setw(5) << step << " | val loss " << std::fixed
-                << std::setprecision(4) << evaluate() << "\n";
+    if (opt.evalEvery > 0 && step % opt.evalEvery == 0 && !opt.quiet) {
+      double val = evaluate(); // collective: every rank evaluates
+      if (chatty)
+        std::cout << "eval  " << std::setw(5) << step << " | val loss " << std::fixed
+                  << std::setprecision(4) << val << "\n";
+    }
     if (opt.ckptEvery > 0 && step % opt.ckptEvery == 0 && step != lastToRun)
       save(step, lastLoss);
-    if (interrupted) {
+    // Ranks stop together: a signal reaches them at slightly different
+    // moments, so they agree on it after every step.
+    bool stop = interrupted;
+    if (artifact.worldSize > 1) {
+      float flag = stop ? 1.0f : 0.0f;
+      comm->group(allAxes).allReduce(&flag, &flag, 1, DType::F32, Reduction::Max);
+      stop = flag > 0;
+    }
+    if (stop) {
       if (tty) std::cerr << "\r\033[K";
-      std::cout << "interrupted at step " << step << "\n";
+      if (lead)
+        std::cout << "interrupted at step " << step << "\n";
       save(step, lastLoss);
       return 130;
     }
@@ -450,7 +468,10 @@ int Trainer::run() {
     save(lastStep, lastLoss);
   if (!opt.quiet) {
     int64_t steps = lastStep - start;
-    double valLoss = evaluate();
+    double valLoss = evaluate();           // collective
+    std::string text = opt.sampleTokens > 0 ? sample() : ""; // collective under ZeRO-3
+    if (!chatty)
+      return 0;
     std::cout << "done: " << steps << " steps in " << std::fixed << std::setprecision(1)
               << trainSeconds << " s (" << std::setprecision(0)
               << (steps > 0 ? steps * in.rows * dataReplicas * in.T / trainSeconds : 0.0)
@@ -461,7 +482,7 @@ int Trainer::run() {
       std::cout << " | val loss " << std::setprecision(4) << valLoss;
     std::cout << "\n";
     if (opt.sampleTokens > 0)
-      std::cout << "sample: " << opt.prompt << sample() << "\n";
+      std::cout << "sample: " << opt.prompt << text << "\n";
     if (opt.profile)
       printProfile(profile);
   }
