@@ -20,6 +20,8 @@ for var in ("HOME", "TMPDIR"):
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+# More ranks than cores: idle ranks yield instead of busy-polling.
+config.environment["OMPI_MCA_mpi_yield_when_idle"] = "1"
 config.environment["OMP_WAIT_POLICY"] = "PASSIVE"
 
 config.substitutions.append(("%llmc_lib", os.path.join(config.llmc_obj_root, "lib")))

@@ -35,6 +35,8 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <omp.h>
+#include <thread>
 #include <unistd.h>
 
 namespace llmc {
@@ -121,6 +123,22 @@ void printProfile(const std::map<std::string, std::pair<double, int64_t>> &profi
               << " calls\n";
 }
 
+/// Several ranks on one host share its cores: unless the user chose thread
+/// counts, give each rank cores/local-ranks threads for OpenMP and OpenBLAS
+/// (which reads its variable when the first GEMM loads it), instead of every
+/// rank spinning up one thread per core.
+void shareCores() {
+  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local)
+    local = std::getenv("MPI_LOCALNRANKS");
+  int ranks = local ? std::max(1, std::atoi(local)) : 1;
+  int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
+  if (!std::getenv("OMP_NUM_THREADS"))
+    omp_set_num_threads(threads);
+  if (!std::getenv("OPENBLAS_NUM_THREADS"))
+    setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 0);
+}
+
 class Trainer {
 public:
   explicit Trainer(const TrainOptions &options) : opt(options) {}
@@ -162,6 +180,8 @@ void Trainer::setup() {
       std::string(std::getenv("WORLD_SIZE") ? std::getenv("WORLD_SIZE") : "1") != "1")
     fail("WORLD_SIZE/SLURM_NTASKS is set but llmc-run was not started by an MPI launcher: "
          "llmc-run communicates over MPI, launch it with mpirun -np N (or srun --mpi=pmix)");
+  if (mpi)
+    shareCores();
   artifact = loadArtifact(opt.artifact, rank);
   if (artifact.backend != "cpu")
     fail(opt.artifact, ": compiled for backend '", artifact.backend,

@@ -10,7 +10,7 @@ set -euo pipefail
 BIN=$1; WORK=$2; shift 2
 FAMILIES=${*:-gpt2 llama}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 STEPS=20
 rm -rf "$WORK" && mkdir -p "$WORK"

@@ -16,9 +16,10 @@ done
 sleep 1
 victim=$(pgrep -P "$job" | sort -n | tail -1)
 kill -"$signal" "$victim"
-( sleep 60; kill -9 $job 2>/dev/null ) & guard=$!
+# A guard against a hang; it must not hold our stdout open.
+( sleep 60; kill -9 $job ) > /dev/null 2>&1 & guard=$!
 wait $job; status=$?
-kill $guard 2>/dev/null
+pkill -P $guard 2>/dev/null; kill $guard 2>/dev/null
 kill -CONT "$victim" 2>/dev/null; kill -9 "$victim" 2>/dev/null
 elapsed=$(( $(date +%s) - start ))
 echo "exit=$status elapsed_ok=$([[ $elapsed -lt 45 ]] && echo yes || echo no)"
