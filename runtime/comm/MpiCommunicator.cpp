@@ -41,6 +41,25 @@ int mpiWorldRank() {
   return rank;
 }
 
+int mpiWorldSize() {
+  initMpi();
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+std::string worldSizeMismatch(const Mesh &mesh, int launched) {
+  int expected = 1;
+  std::string layout;
+  for (auto &axis : mesh) {
+    expected *= axis.second;
+    layout += (layout.empty() ? "" : ",") + axis.first + "=" + std::to_string(axis.second);
+  }
+  return "the artifact was compiled for " + std::to_string(expected) + " ranks (mesh " +
+         (layout.empty() ? "1" : layout) + ") but " + std::to_string(launched) +
+         " were launched; run mpirun -np " + std::to_string(expected);
+}
+
 namespace {
 
 // bf16 reductions: MPI has no bf16 type, so bf16 buffers travel as uint16
@@ -220,12 +239,8 @@ MpiCommunicator::MpiCommunicator(std::vector<std::pair<std::string, int>> mesh,
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   int expected = 1;
   for (auto &axis : mesh_) expected *= axis.second;
-  if (expected != size_) {
-    std::string layout;
-    for (auto &axis : mesh_) layout += (layout.empty() ? "" : ",") + axis.first + "=" + std::to_string(axis.second);
-    fail("the artifact was compiled for ", expected, " ranks (mesh ", layout.empty() ? "1" : layout,
-         ") but ", size_, " were launched; run mpirun -np ", expected);
-  }
+  if (expected != size_)
+    fail(worldSizeMismatch(mesh_, size_));
   coords_ = meshCoordinates(mesh_, rank_);
   MPI_Op_create(bf16Sum, 1, &bf16Sum_);
   MPI_Op_create(bf16Max, 1, &bf16Max_);

@@ -33,8 +33,13 @@ struct CommOptions {
 /// True when the process was started by mpirun/srun (or another PMI launcher).
 bool launchedByMpi();
 
-/// Initialises MPI if needed and returns this process's world rank.
+/// Initialises MPI if needed and returns this process's world rank / the
+/// number of ranks.
 int mpiWorldRank();
+int mpiWorldSize();
+
+/// "the artifact was compiled for N ranks (mesh ...) but M were launched ...".
+std::string worldSizeMismatch(const Mesh &mesh, int launched);
 
 /// Initialises MPI (once) and returns the communicator for `mesh`; throws
 /// when the world size differs from the mesh's rank count.

@@ -182,6 +182,13 @@ void Trainer::setup() {
          "llmc-run communicates over MPI, launch it with mpirun -np N (or srun --mpi=pmix)");
   if (mpi)
     shareCores();
+  if (mpi) {
+    // Every rank checks the launch size before looking for its role, so an
+    // extra rank reports the same error as the others.
+    Artifact first = loadArtifact(opt.artifact, 0);
+    if (first.worldSize != mpiWorldSize())
+      fail(worldSizeMismatch(first.mesh, mpiWorldSize()));
+  }
   artifact = loadArtifact(opt.artifact, rank);
   if (artifact.backend != "cpu")
     fail(opt.artifact, ": compiled for backend '", artifact.backend,
