@@ -171,16 +171,21 @@ FailureOr<flatbuffers::Offset<fb::Program>> Writer::program(exec::ProgramOp op) 
         return failure();
       std::vector<int64_t> shape(type.getShape());
       std::string name = buffer.getName() ? buffer.getName()->str() : "";
-      // ZeRO-sharded state: which chunk of which global tensor.
+      // Sharded state: this rank's piece of which global tensor.
       std::vector<int64_t> globalShape;
-      std::vector<flatbuffers::Offset<flatbuffers::String>> shardAxes;
-      int32_t shardDim = 0;
+      std::vector<flatbuffers::Offset<fb::ShardLevel>> levels;
       if (auto shard = buffer->getAttrOfType<DictionaryAttr>("llmc.shard")) {
         globalShape = std::vector<int64_t>(
             shard.getAs<DenseI64ArrayAttr>("global_shape").asArrayRef());
-        for (StringRef axis : shard.getAs<ArrayAttr>("axes").getAsValueRange<StringAttr>())
-          shardAxes.push_back(fbb.CreateString(axis.str()));
-        shardDim = shard.getAs<IntegerAttr>("dim").getInt();
+        for (Attribute a : shard.getAs<ArrayAttr>("levels")) {
+          auto level = cast<DictionaryAttr>(a);
+          std::vector<flatbuffers::Offset<flatbuffers::String>> axes;
+          for (StringRef axis : level.getAs<ArrayAttr>("axes").getAsValueRange<StringAttr>())
+            axes.push_back(fbb.CreateString(axis.str()));
+          levels.push_back(fb::CreateShardLevel(fbb, fbb.CreateVector(axes),
+                                                level.getAs<IntegerAttr>("dim").getInt(),
+                                                level.getAs<IntegerAttr>("blocks").getInt()));
+        }
       }
       // The parameter table: every named parameter buffer, once.
       if (auto param = buffer->getAttrOfType<llm::ParamAttr>(llm::kParamAttrName))
@@ -189,13 +194,13 @@ FailureOr<flatbuffers::Offset<fb::Program>> Writer::program(exec::ProgramOp op) 
               fbb, fbb.CreateString(name), fbb.CreateVector(shape), *dtype,
               buffer.getOffset(), fbb.CreateString(param.getInit().str()),
               param.getScale().convertToDouble(), param.getTrainable(),
-              fbb.CreateVector(globalShape), fbb.CreateVector(shardAxes), shardDim));
+              fbb.CreateVector(globalShape), fbb.CreateVector(levels)));
       index[buffer.getResult()] = buffers.size();
       buffers.push_back(fb::CreateBuffer(fbb, fbb.CreateString(name),
                                          fbb.CreateString(buffer.getCategory().str()),
                                          buffer.getOffset(), *dtype, fbb.CreateVector(shape),
                                          fbb.CreateVector(globalShape),
-                                         fbb.CreateVector(shardAxes), shardDim));
+                                         fbb.CreateVector(levels)));
       continue;
     }
     FailureOr<flatbuffers::Offset<fb::Instruction>> inst = instruction(&inner, index);

@@ -28,6 +28,9 @@ void prepareContext(MLIRContext &context) {
   registerDialects(registry);
   context.appendDialectRegistry(registry);
   context.loadAllAvailableDialects();
+  // Errors name the op and its location; a dump of the op's generic form
+  // adds noise, not information, for users.
+  context.printOpOnDiagnostic(false);
 }
 
 struct ToolDiagnostics::Impl {

@@ -73,11 +73,12 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
       regather.replaceAllUsesWith(update.getNewParam());
       regather.erase();
       slice.erase();
-      DictionaryAttr shard = b.getDictionaryAttr(
-          {b.getNamedAttr("axes", axes), b.getNamedAttr("dim", b.getI64IntegerAttr(0)),
-           b.getNamedAttr("global_shape", b.getDenseI64ArrayAttr(fullType.getShape()))});
+      DictionaryAttr shard = addShardLevel(
+          b.getContext(), step.getArgAttrOfType<DictionaryAttr>(param.getArgNumber(), kShardAttr),
+          fullType, axes, 0);
       step.setArgAttr(param.getArgNumber(), kShardAttr, shard);
       shardedParams[llm::getParamAttr(step, param.getArgNumber()).getName()] = shard;
+      gatheredTypes[llm::getParamAttr(step, param.getArgNumber()).getName()] = fullType;
       updates.push_back(update);
     }
     gatherUses(step, shardedParams, axes, updates);
@@ -120,9 +121,7 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
       if (!p || !sharded.count(p.getName()))
         continue;
       DictionaryAttr shard = sharded.lookup(p.getName());
-      auto fullType = RankedTensorType::get(
-          shard.getAs<DenseI64ArrayAttr>("global_shape").asArrayRef(),
-          cast<RankedTensorType>(param.getType()).getElementType());
+      RankedTensorType fullType = gatheredTypes.lookup(p.getName());
       for (OpOperand &use : param.getUses()) {
         Operation *user = use.getOwner();
         if (llvm::is_contained(skip, user))
@@ -169,6 +168,8 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
         use->set(full);
     }
   }
+
+  llvm::StringMap<RankedTensorType> gatheredTypes; // per parameter, before ZeRO
 
   dist::MeshOp lookupMesh(func::FuncOp func) {
     return func->getParentOfType<ModuleOp>().lookupSymbol<dist::MeshOp>(kMeshName);

@@ -38,6 +38,24 @@ void llmc::flattenBlocks(func::FuncOp func) {
   }
 }
 
+DictionaryAttr llmc::addShardLevel(MLIRContext *context, DictionaryAttr existing,
+                                   RankedTensorType current, ArrayAttr axes, int64_t dim,
+                                   int64_t blocks) {
+  Builder b(context);
+  SmallVector<Attribute> levels;
+  Attribute global = b.getDenseI64ArrayAttr(current.getShape());
+  if (existing) {
+    global = existing.get("global_shape");
+    if (auto old = existing.getAs<ArrayAttr>("levels"))
+      levels.append(old.begin(), old.end());
+  }
+  levels.push_back(b.getDictionaryAttr({b.getNamedAttr("axes", axes),
+                                        b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
+                                        b.getNamedAttr("blocks", b.getI64IntegerAttr(blocks))}));
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("global_shape", global), b.getNamedAttr("levels", b.getArrayAttr(levels))});
+}
+
 func::FuncOp llmc::lookupFunc(ModuleOp module, StringRef name) {
   return module.lookupSymbol<func::FuncOp>(name);
 }

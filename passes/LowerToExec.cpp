@@ -234,6 +234,8 @@ LogicalResult ProgramLowering::placeValues() {
       int64_t viewOffset = 0;
       if (auto reshape = dyn_cast<llm::ReshapeOp>(op)) {
         source = reshape.getX();
+      } else if (auto replicate = dyn_cast<dist::ReplicateOp>(op)) {
+        source = replicate.getInput(); // identity forward
       } else if (auto slice = dyn_cast<llm::SliceOp>(op)) {
         if (auto offset = contiguousSliceOffset(slice)) {
           source = slice.getX();

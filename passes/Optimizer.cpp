@@ -16,6 +16,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <map>
+
 namespace llmc {
 #define GEN_PASS_DEF_OPTIMIZER
 #include "passes/Passes.h.inc"
@@ -75,13 +77,11 @@ public:
   /// Mean over the batch axes ZeRO does not shard over (hybrid sharding).
   Value averageOutsideZero(Value v, Location loc) { return averageOver(v, otherAxes, loc); }
 
-  /// {axes, dim = 0, global_shape}: how a ZeRO-sharded state tensor maps
-  /// to the full one (initialisation and checkpoints use it).
-  DictionaryAttr shardAttr(Type fullType) {
-    auto t = cast<RankedTensorType>(fullType);
-    return b.getDictionaryAttr({b.getNamedAttr("axes", zeroAxes()),
-                                b.getNamedAttr("dim", b.getI64IntegerAttr(0)),
-                                b.getNamedAttr("global_shape", b.getDenseI64ArrayAttr(t.getShape()))});
+  /// The sharding of a ZeRO-sharded state tensor: whatever sharding the
+  /// parameter had (tensor parallelism), then dim 0 over the ZeRO axes.
+  DictionaryAttr shardAttr(DictionaryAttr paramShard, Type localType) {
+    return addShardLevel(b.getContext(), paramShard, cast<RankedTensorType>(localType),
+                         zeroAxes(), 0);
   }
 
   Value reduceScatter(Value v, Location loc) {
@@ -101,17 +101,27 @@ public:
                                      shard, meshRef(), zeroAxes(), b.getI64IntegerAttr(0));
   }
 
-  /// √(Σ‖full‖² + Σ over ZeRO ranks of Σ‖shard‖²).
-  Value globalNorm(ArrayRef<Value> full, ArrayRef<Value> shards, Location loc) {
-    if (shards.empty())
-      return llm::GlobalNormOp::create(b, loc, ValueRange(full), false);
-    Value sq = llm::GlobalNormOp::create(b, loc, ValueRange(shards), /*squared=*/true);
-    sq = dist::AllReduceOp::create(b, loc, sq.getType(), sq, meshRef(), zeroAxes(),
-                                   b.getStringAttr("sum"));
-    if (!full.empty())
-      sq = llm::AddOp::create(b, loc, sq,
-                              llm::GlobalNormOp::create(b, loc, ValueRange(full), /*squared=*/true));
-    return llm::SqrtOp::create(b, loc, sq);
+  /// √(Σ over gradients of ‖g‖², each sharded gradient's squares summed
+  /// over the ranks holding its pieces). `axes[i]` are the mesh axes
+  /// gradient i is split over (empty: replicated).
+  Value globalNorm(ArrayRef<Value> grads, ArrayRef<SmallVector<std::string>> axes,
+                   Location loc) {
+    std::map<SmallVector<std::string>, SmallVector<Value>> groups;
+    for (auto [g, a] : llvm::zip(grads, axes))
+      groups[a].push_back(g);
+    if (groups.size() == 1 && groups.begin()->first.empty())
+      return llm::GlobalNormOp::create(b, loc, ValueRange(grads), false);
+    Value total;
+    for (auto &[group, values] : groups) {
+      Value sq = llm::GlobalNormOp::create(b, loc, ValueRange(values), /*squared=*/true);
+      if (!group.empty()) {
+        SmallVector<StringRef> names(group.begin(), group.end());
+        sq = dist::AllReduceOp::create(b, loc, sq.getType(), sq, meshRef(),
+                                       b.getStrArrayAttr(names), b.getStringAttr("sum"));
+      }
+      total = total ? llm::AddOp::create(b, loc, total, sq).getResult() : sq;
+    }
+    return llm::SqrtOp::create(b, loc, total);
   }
 
 private:
@@ -202,29 +212,32 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     // Signature of @train_step.
     SmallVector<Type> argTypes;
     SmallVector<DictionaryAttr> argAttrs;
-    auto attrs = [&](StringRef role, StringRef name, Attribute param = {}) {
+    auto attrs = [&](StringRef role, StringRef name, Attribute param = {},
+                     Attribute shard = {}) {
       SmallVector<NamedAttribute> list{b.getNamedAttr(kRoleAttr, b.getStringAttr(role)),
                                        b.getNamedAttr(kNameAttr, b.getStringAttr(name))};
       if (param)
         list.push_back(b.getNamedAttr(llm::kParamAttrName, param));
+      if (shard)
+        list.push_back(b.getNamedAttr(kShardAttr, shard));
       return b.getDictionaryAttr(list);
+    };
+    auto paramShard = [&](unsigned arg) {
+      return grad.getArgAttrOfType<DictionaryAttr>(arg, kShardAttr);
     };
     auto paramName = [&](unsigned arg) { return llm::getParamAttr(grad, arg).getName(); };
     for (unsigned i : paramArgs) {
       argTypes.push_back(grad.getArgument(i).getType());
-      argAttrs.push_back(attrs("param", paramName(i), llm::getParamAttr(grad, i)));
+      argAttrs.push_back(attrs("param", paramName(i), llm::getParamAttr(grad, i), paramShard(i)));
     }
     for (StringRef role : {"adam_m", "adam_v"})
       for (size_t t = 0; t < nTrain; ++t) {
         Type type = grad.getArgument(trainableArgs[t]).getType();
         argTypes.push_back(sharded[t] ? sync.shardType(type) : type);
-        DictionaryAttr a = attrs(role, paramName(trainableArgs[t]));
-        if (sharded[t]) {
-          NamedAttrList list(a);
-          list.set(kShardAttr, sync.shardAttr(type));
-          a = list.getDictionary(ctx);
-        }
-        argAttrs.push_back(a);
+        DictionaryAttr shard = paramShard(trainableArgs[t]);
+        if (sharded[t])
+          shard = sync.shardAttr(shard, type);
+        argAttrs.push_back(attrs(role, paramName(trainableArgs[t]), {}, shard));
       }
     for (unsigned i : batchArgs) {
       auto t = cast<RankedTensorType>(grad.getArgument(i).getType());
@@ -322,10 +335,19 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     // completed by a sum over the ZeRO axes.
     Value norm;
     if (nTrain > 0) {
-      SmallVector<Value> full, shards;
-      for (size_t t = 0; t < nTrain; ++t)
-        (sharded[t] ? shards : full).push_back(finalGrads[t]);
-      norm = sync.globalNorm(full, shards, loc);
+      SmallVector<SmallVector<std::string>> axes(nTrain);
+      for (size_t t = 0; t < nTrain; ++t) {
+        if (DictionaryAttr shard = paramShard(trainableArgs[t]))
+          for (Attribute level : shard.getAs<ArrayAttr>("levels"))
+            for (StringRef axis : cast<DictionaryAttr>(level).getAs<ArrayAttr>("axes")
+                                      .getAsValueRange<StringAttr>())
+              axes[t].push_back(axis.str());
+        if (sharded[t])
+          for (const std::string &axis : layout->zeroAxes)
+            axes[t].push_back(axis);
+        llvm::sort(axes[t]);
+      }
+      norm = sync.globalNorm(finalGrads, axes, loc);
     }
     Value clipNorm = maxGradNorm > 0 ? norm : Value();
 

@@ -11,6 +11,7 @@
 
 #include "passes/Layout.h"
 #include "passes/Passes.h"
+#include "passes/TensorParallel.h"
 #include "passes/Utils.h"
 
 #include "mlir/IR/Builders.h"
@@ -129,9 +130,9 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
                         b.getNamedAttr("grad_sync", b.getStringAttr(gradSync)),
                     }));
     for (auto &[name, size] : *axes)
-      if (name != "dp" && name != "fsdp" && size > 1) {
+      if (name != "dp" && name != "fsdp" && name != "tp" && size > 1) {
         module.emitError() << "shard: axis '" << name
-                           << "' is not supported yet (data-parallel axes: dp, fsdp)";
+                           << "' is not supported (data parallel: dp, fsdp; tensor parallel: tp)";
         return signalPassFailure();
       }
 
@@ -141,6 +142,9 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
       return signalPassFailure();
     }
     if (layout.batchSize() > 1 && failed(splitBatch(forward, layout.batchSize())))
+      return signalPassFailure();
+    int64_t tp = mesh.axisSize("tp");
+    if (tp > 1 && failed(applyTensorParallel(forward, "tp", tp)))
       return signalPassFailure();
   }
 

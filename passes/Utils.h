@@ -3,7 +3,9 @@
 #define LLMC_PASSES_UTILS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace llmc {
@@ -19,9 +21,17 @@ inline constexpr llvm::StringLiteral kGradOfAttr = "llmc.grad_of";
 inline constexpr llvm::StringLiteral kBackwardAttr = "llm.backward";
 /// The microbatch a cloned op of @train_step belongs to (ZeRO-3 only).
 inline constexpr llvm::StringLiteral kMicrobatchAttr = "llm.microbatch";
-/// How a persistent argument is sharded: {axes = [...], dim = 0,
-/// global_shape = [...]}.
+/// How a persistent argument is sharded: {global_shape = [...], levels =
+/// [{axes = [...], dim = d, blocks = b}, ...]}: level i splits dimension d of
+/// the previous level's tensor (the global one first) into b equal blocks,
+/// each split over the ranks of `axes`; this rank keeps its piece of each.
 inline constexpr llvm::StringLiteral kShardAttr = "llmc.shard";
+
+/// `existing` (or no sharding) followed by one more split of `current` (the
+/// tensor as sharded so far) along `dim` over `axes`.
+mlir::DictionaryAttr addShardLevel(mlir::MLIRContext *context, mlir::DictionaryAttr existing,
+                                   mlir::RankedTensorType current, mlir::ArrayAttr axes,
+                                   int64_t dim, int64_t blocks = 1);
 
 /// Inlines every llm.block of `func` into its parent block, tagging the moved
 /// ops with kBlockNameAttr.

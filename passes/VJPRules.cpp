@@ -11,6 +11,7 @@
 
 #include "passes/VJPRules.h"
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -191,6 +192,33 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
         return Grads{AddOp::create(b, loc, zeros, dy)};
       })
       .Case([&](FillOp) -> FailureOr<Grads> { return Grads{}; })
+      // Collectives, in the SPMD convention that a replicated value's
+      // gradient is replicated and a sharded computation's contribution to
+      // a replicated input is partial (Megatron's f and g).
+      .Case([&](dist::AllReduceOp c) -> FailureOr<Grads> {
+        if (c.getReduction() != "sum")
+          return c.emitOpError("has a VJP only for reduction \"sum\"");
+        return Grads{dy};
+      })
+      .Case([&](dist::ReplicateOp c) -> FailureOr<Grads> {
+        return Grads{dist::AllReduceOp::create(b, loc, dy.getType(), dy, c.getMeshAttr(),
+                                               c.getAxes(), b.getStringAttr("sum"))};
+      })
+      .Case([&](dist::AllGatherOp c) -> FailureOr<Grads> {
+        return Grads{dist::ReduceScatterOp::create(b, loc, c.getInput().getType(), dy,
+                                                   c.getMeshAttr(), c.getAxes(), c.getDimAttr(),
+                                                   b.getStringAttr("sum"))};
+      })
+      .Case([&](dist::ReduceScatterOp c) -> FailureOr<Grads> {
+        if (c.getReduction() != "sum")
+          return c.emitOpError("has a VJP only for reduction \"sum\"");
+        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy,
+                                               c.getMeshAttr(), c.getAxes(), c.getDimAttr())};
+      })
+      .Case([&](dist::AllSliceOp c) -> FailureOr<Grads> {
+        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy,
+                                               c.getMeshAttr(), c.getAxes(), c.getDimAttr())};
+      })
       .Default([&](Operation *other) -> FailureOr<Grads> {
         return other->emitOpError("has no VJP rule; autodiff cannot differentiate it");
       });

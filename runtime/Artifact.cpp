@@ -72,13 +72,20 @@ template <typename Table> ShardInfo shardOf(const Table *t, const std::vector<in
                                             const std::string &where) {
   ShardInfo info;
   info.globalShape = vec(t->global_shape());
-  if (t->shard_axes())
-    for (const flatbuffers::String *axis : *t->shard_axes()) info.axes.push_back(axis->str());
-  info.dim = t->shard_dim();
-  if (info.sharded() &&
-      (info.globalShape.size() != shape.size() || info.dim < 0 ||
-       info.dim >= static_cast<int>(shape.size())))
-    fail(where, ": shard_dim ", info.dim, " and global_shape do not fit shape of rank ",
+  if (t->shard_levels())
+    for (const fb::ShardLevel *l : *t->shard_levels()) {
+      ShardLevel level;
+      if (l->axes())
+        for (const flatbuffers::String *axis : *l->axes()) level.axes.push_back(axis->str());
+      level.dim = l->dim();
+      level.blocks = l->blocks();
+      if (level.dim < 0 || level.dim >= static_cast<int>(shape.size()) || level.blocks < 1 ||
+          level.axes.empty())
+        fail(where, ": bad shard level (dim ", level.dim, ", blocks ", level.blocks, ")");
+      info.levels.push_back(std::move(level));
+    }
+  if (info.sharded() && info.globalShape.size() != shape.size())
+    fail(where, ": global_shape has rank ", info.globalShape.size(), " but the buffer ",
          shape.size());
   return info;
 }

@@ -19,14 +19,20 @@
 
 namespace llmc {
 
-/// How persistent state is split over mesh axes (ZeRO): this rank holds
-/// chunk <its position in the group over `axes`> of a tensor of
-/// `globalShape`, cut along `dim`. Empty `axes`: the whole tensor.
-struct ShardInfo {
-  std::vector<int64_t> globalShape;
+/// How persistent state is split over mesh axes (tensor parallelism, ZeRO):
+/// starting from a tensor of `globalShape`, each level cuts dimension `dim`
+/// into `blocks` equal blocks and splits each block over the ranks of
+/// `axes`; this rank keeps its piece of every block. No levels: the whole
+/// tensor.
+struct ShardLevel {
   std::vector<std::string> axes;
   int dim = 0;
-  bool sharded() const { return !axes.empty(); }
+  int blocks = 1;
+};
+struct ShardInfo {
+  std::vector<int64_t> globalShape;
+  std::vector<ShardLevel> levels;
+  bool sharded() const { return !levels.empty(); }
 };
 
 struct BufferInfo {

@@ -4,6 +4,7 @@
 
 #include "runtime/ArtifactFormat.h"
 #include "runtime/Mesh.h"
+#include "runtime/Sharding.h"
 #include "runtime/support/Error.h"
 
 #include <cmath>
@@ -53,22 +54,6 @@ double initUniform(uint64_t seed, const std::string &name, uint64_t index) {
   return 2.0 * unit(streamKey(seed, name), index) - 1.0;
 }
 
-int64_t globalIndex(const std::vector<int64_t> &localShape, const ShardInfo &shard,
-                    int position, int64_t i) {
-  if (!shard.sharded())
-    return i;
-  int64_t global = 0, stride = 1;
-  for (int d = static_cast<int>(localShape.size()) - 1; d >= 0; --d) {
-    int64_t c = i % localShape[d];
-    i /= localShape[d];
-    if (d == shard.dim)
-      c += static_cast<int64_t>(position) * localShape[d];
-    global += c * stride;
-    stride *= shard.globalShape[d];
-  }
-  return global;
-}
-
 void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed,
                           int rank) {
   // Optimizer state (and everything else persistent) starts at zero.
@@ -79,7 +64,8 @@ void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t
     void *data = arena.base() + p.offset;
     int64_t n = p.numel();
     uint64_t key = streamKey(seed, p.name);
-    int position = p.shard.sharded() ? groupPosition(artifact.mesh, rank, p.shard.axes).first : 0;
+    ShardMap map(p.shard, p.shape, artifact.mesh);
+    std::vector<int> positions = map.positions(rank);
     if (p.init == "zeros" || p.init == "ones") {
       double v = p.init == "ones" ? 1.0 : 0.0;
       for (int64_t i = 0; i < n; ++i) store(data, p.dtype, i, v);
@@ -87,12 +73,12 @@ void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i)
         store(data, p.dtype, i,
-              p.scale * normalAt(key, globalIndex(p.shape, p.shard, position, i)));
+              p.scale * normalAt(key, map.toGlobal(positions, i)));
     } else {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i)
         store(data, p.dtype, i,
-              p.scale * (2.0 * unit(key, globalIndex(p.shape, p.shard, position, i)) - 1.0));
+              p.scale * (2.0 * unit(key, map.toGlobal(positions, i)) - 1.0));
     }
   }
 }

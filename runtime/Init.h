@@ -21,10 +21,6 @@ namespace llmc {
 void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed,
                           int rank = 0);
 
-/// Global flat index of local element `i` of a chunk: the chunk is number
-/// `position` along `shard.dim` of `shard.globalShape`.
-int64_t globalIndex(const std::vector<int64_t> &localShape, const ShardInfo &shard,
-                    int position, int64_t i);
 
 /// The value of element `index` of a `normal(0, 1)` stream keyed by
 /// (seed, name) — exposed for tests and for reference implementations.

@@ -276,6 +276,13 @@ LogicalResult AllToAllOp::verify() {
   return checkResult(*this, out, getType());
 }
 
+LogicalResult ReplicateOp::verify() {
+  FailureOr<MeshOp> mesh = lookupMesh(*this, getMeshAttr());
+  if (failed(mesh))
+    return failure();
+  return failure(failed(groupSize(*this, *mesh, getAxes())));
+}
+
 //===----------------------------------------------------------------------===//
 // Point to point
 //===----------------------------------------------------------------------===//

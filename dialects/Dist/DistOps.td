@@ -182,6 +182,24 @@ def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all", "All-to-all",
   }];
 }
 
+def Dist_ReplicateOp : Dist_Op<"replicate", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Marks a replicated value entering a sharded computation";
+  let description = [{
+    Forward it is the identity; its VJP all-reduces (sums) the gradient over
+    `axes`, because each rank's sharded computation contributes a partial
+    gradient for the replicated input (Megatron's f operator; all_reduce is
+    its g: sum forward, identity backward).
+
+    ```mlir
+    %h2 = dist.replicate %h on @world axes ["tp"] : tensor<4x64x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input `on` $mesh `axes` $axes attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def Dist_SendOp : Dist_Op<"send"> {
   let summary = "Sends a tensor `shift` positions along one mesh axis";
   let description = [{

@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 
 #include "runtime/Mesh.h"
+#include "runtime/Sharding.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/support/AtomicFile.h"
 #include "runtime/support/Error.h"
@@ -39,22 +40,17 @@ std::vector<int64_t> globalShapeOf(const BufferInfo &b) {
   return b.shard.sharded() ? b.shard.globalShape : b.shape;
 }
 
-/// Rows [offset, offset + length) of dimension 0 that `rank` holds.
-std::pair<int64_t, int64_t> rowsOf(const BufferInfo &b, const Mesh &mesh, int rank) {
-  if (!b.shard.sharded())
-    return {0, b.shape.empty() ? 1 : b.shape[0]};
-  int position = groupPosition(mesh, rank, b.shard.axes).first;
-  return {position * b.shape[0], b.shape[0]};
-}
-
-/// A rank writes a buffer when its coordinates outside the shard axes are
-/// all 0 (the first replica of its shard).
+/// A rank writes a buffer when its coordinates on every axis the buffer is
+/// not split over are 0 (the first replica of its piece).
 bool writes(const BufferInfo &b, const Mesh &mesh, int rank) {
   std::vector<int> coords = meshCoordinates(mesh, rank);
-  for (size_t i = 0; i < mesh.size(); ++i)
-    if (coords[i] != 0 &&
-        std::find(b.shard.axes.begin(), b.shard.axes.end(), mesh[i].first) == b.shard.axes.end())
+  for (size_t i = 0; i < mesh.size(); ++i) {
+    bool split = false;
+    for (const ShardLevel &level : b.shard.levels)
+      split |= std::find(level.axes.begin(), level.axes.end(), mesh[i].first) != level.axes.end();
+    if (!split && coords[i] != 0)
       return false;
+  }
   return true;
 }
 
@@ -73,11 +69,6 @@ std::string readText(const std::string &path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-size_t rowBytes(const BufferInfo &b) {
-  size_t n = dtypeSize(b.dtype);
-  for (size_t d = 1; d < b.shape.size(); ++d) n *= static_cast<size_t>(b.shape[d]);
-  return n;
-}
 
 } // namespace
 
@@ -98,25 +89,34 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
   }
   comm.barrier(); // every rank's files are on disk
   if (rank == 0) {
-    // The index follows from the artifact alone: which rank wrote which rows.
+    // The index follows from the artifact alone: every tensor's global
+    // shape, how it is split, and which file holds which piece.
     json::Value tensors = json::Value::object();
     for (const char *category : {"param", "optim"})
       for (const BufferInfo *b : persistentBuffers(artifact, category)) {
+        ShardMap map(b->shard, b->shape, artifact.mesh);
         json::Value entry = json::Value::object();
         entry.set("dtype", json::Value(dtypeName(b->dtype)));
         json::Value shape = json::Value::array();
         for (int64_t d : globalShapeOf(*b)) shape.push(json::Value(d));
         entry.set("shape", shape);
+        json::Value levels = json::Value::array();
+        for (size_t k = 0; k < b->shard.levels.size(); ++k) {
+          json::Value level = json::Value::object();
+          level.set("dim", json::Value(b->shard.levels[k].dim));
+          level.set("blocks", json::Value(b->shard.levels[k].blocks));
+          level.set("parts", json::Value(map.parts()[k]));
+          levels.push(level);
+        }
+        entry.set("levels", levels);
         json::Value shards = json::Value::array();
         for (int r = 0; r < artifact.worldSize; ++r)
           if (writes(*b, artifact.mesh, r)) {
-            auto [offset, length] = rowsOf(*b, artifact.mesh, r);
             json::Value shard = json::Value::object();
             shard.set("file", json::Value(rankFile(fileKind(*b), r)));
-            json::Value rows = json::Value::array();
-            rows.push(json::Value(offset));
-            rows.push(json::Value(offset + length));
-            shard.set("rows", rows);
+            json::Value positions = json::Value::array();
+            for (int p : map.positions(r)) positions.push(json::Value(p));
+            shard.set("positions", positions);
             shards.push(shard);
           }
         entry.set("shards", shards);
@@ -150,6 +150,66 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
   comm.barrier(); // nobody moves on before `latest` names this checkpoint
 }
 
+/// Fills this rank's piece of `b` from the saved pieces described by
+/// `entry` (any layout): each local element's global index, then which saved
+/// piece holds it and where.
+static void restoreTensor(const BufferInfo &b, const json::Value &entry, const std::string &stepDir,
+                          const std::string &indexPath, const Artifact &artifact,
+                          const Arena &arena, int rank,
+                          std::map<std::string, std::unique_ptr<SafetensorsFile>> &files) {
+  // The saved layout, rebuilt from the index as a one-axis-per-level mesh.
+  ShardInfo saved;
+  saved.globalShape = globalShapeOf(b);
+  Mesh savedMesh;
+  const auto &levels = entry.at("levels").asArray(indexPath + ": levels");
+  std::vector<int64_t> savedLocal = saved.globalShape;
+  for (size_t k = 0; k < levels.size(); ++k) {
+    ShardLevel level;
+    level.dim = static_cast<int>(levels[k].at("dim").asInt("dim"));
+    level.blocks = static_cast<int>(levels[k].at("blocks").asInt("blocks"));
+    int parts = static_cast<int>(levels[k].at("parts").asInt("parts"));
+    level.axes = {"level" + std::to_string(k)};
+    savedMesh.push_back({level.axes[0], parts});
+    if (level.dim < 0 || level.dim >= static_cast<int>(savedLocal.size()) || parts < 1 ||
+        savedLocal[level.dim] % parts != 0)
+      fail(indexPath, ": tensor '", b.name, "' has a bad shard level");
+    savedLocal[level.dim] /= parts;
+    saved.levels.push_back(level);
+  }
+  ShardMap savedMap(saved, savedLocal, savedMesh);
+  std::map<std::vector<int>, const uint8_t *> pieces;
+  for (const json::Value &shard : entry.at("shards").asArray()) {
+    std::vector<int> positions;
+    for (const json::Value &p : shard.at("positions").asArray()) positions.push_back(static_cast<int>(p.asInt()));
+    std::string file = shard.at("file").asString(indexPath + ": shard file");
+    if (file.find('/') != std::string::npos)
+      fail(indexPath, ": shard file '", file, "' must be a plain file name");
+    auto &handle = files[file];
+    if (!handle)
+      handle = std::make_unique<SafetensorsFile>(stepDir + "/" + file);
+    const SafeTensor *t = handle->find(b.name);
+    if (!t || t->bytes != static_cast<size_t>(savedMap.localNumel()) * dtypeSize(b.dtype))
+      fail(stepDir, "/", file, ": missing or mis-sized tensor '", b.name, "'");
+    pieces[positions] = static_cast<const uint8_t *>(t->data);
+  }
+  ShardMap mine(b.shard, b.shape, artifact.mesh);
+  std::vector<int> myPositions = mine.positions(rank), owner;
+  size_t element = dtypeSize(b.dtype);
+  uint8_t *out = arena.base() + b.offset;
+  // Whole rows move at once when neither layout splits the last dimension.
+  int64_t run = (mine.lastDimWhole() && savedMap.lastDimWhole() && !b.shape.empty())
+                    ? b.shape.back() : 1;
+  for (int64_t i = 0; i < mine.localNumel(); i += run) {
+    int64_t local;
+    savedMap.fromGlobal(mine.toGlobal(myPositions, i), owner, local);
+    auto it = pieces.find(owner);
+    if (it == pieces.end())
+      fail(indexPath, ": no saved piece of '", b.name, "' holds element ", i,
+           " of rank ", rank, "'s piece");
+    std::memcpy(out + i * element, it->second + local * element, run * element);
+  }
+}
+
 TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
                           const Arena &arena, int rank) {
   std::string latest = readText(dir + "/latest");
@@ -180,33 +240,7 @@ TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
              TensorView{nullptr, DType::F32, shape}.describe().substr(3), " ",
              entry->at("dtype").asString(), " but the model needs ",
              TensorView{nullptr, b->dtype, globalShapeOf(*b)}.describe());
-      // Copy the rows this rank holds from every shard that has some.
-      auto [want, count] = rowsOf(*b, artifact.mesh, rank);
-      size_t row = rowBytes(*b);
-      int64_t covered = 0;
-      for (const json::Value &shard : entry->at("shards").asArray()) {
-        const auto &rows = shard.at("rows").asArray();
-        int64_t begin = rows[0].asInt(), end = rows[1].asInt();
-        int64_t lo = std::max(begin, want), hi = std::min(end, want + count);
-        if (lo >= hi)
-          continue;
-        std::string file = shard.at("file").asString(indexPath + ": shard file");
-        if (file.find('/') != std::string::npos)
-          fail(indexPath, ": shard file '", file, "' must be a plain file name");
-        auto &handle = files[file];
-        if (!handle)
-          handle = std::make_unique<SafetensorsFile>(stepDir + "/" + file);
-        const SafeTensor *t = handle->find(b->name);
-        if (!t || t->bytes != static_cast<size_t>(end - begin) * row)
-          fail(stepDir, "/", file, ": missing or mis-sized tensor '", b->name, "'");
-        std::memcpy(arena.base() + b->offset + (lo - want) * row,
-                    static_cast<const uint8_t *>(t->data) + (lo - begin) * row,
-                    static_cast<size_t>(hi - lo) * row);
-        covered += hi - lo;
-      }
-      if (covered != count)
-        fail(indexPath, ": the shards of '", b->name, "' cover ", covered, " of the ", count,
-             " rows rank ", rank, " needs");
+      restoreTensor(*b, *entry, stepDir, indexPath, artifact, arena, rank, files);
     }
   return state;
 }

@@ -15,7 +15,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 STEPS=20
 rm -rf "$WORK" && mkdir -p "$WORK"
 
-# name | ranks | llmc compile flags
+# name | ranks | llmc compile flags | families (empty: all)
 LAYOUTS=(
   "dp2|2|--mesh dp=2"
   "dp4|4|--mesh dp=4"
@@ -26,6 +26,11 @@ LAYOUTS=(
   "zero3-dp4|4|--mesh dp=4 --zero 3"
   "zero3-dp2-keep|2|--mesh dp=2 --zero 3 --fsdp-reshard-after-forward=false --fsdp-prefetch 0"
   "hybrid-dp2-fsdp2|4|--mesh dp=2,fsdp=2 --zero 3"
+  "tp2|2|--mesh tp=2"
+  "tp4|4|--mesh tp=4|gpt2"
+  "dp2-tp2|4|--mesh dp=2,tp=2"
+  "zero1-dp2-tp2|4|--mesh dp=2,tp=2 --zero 1"
+  "zero3-dp2-tp2|4|--mesh dp=2,tp=2 --zero 3"
 )
 
 fail=0
@@ -34,7 +39,8 @@ for family in $FAMILIES; do
   "$BIN/llmc" compile "${common[@]}" -o "$WORK/$family-1.llmc"
   "$BIN/llmc-run" "$WORK/$family-1.llmc" --steps $STEPS --metrics "$WORK/$family-1.jsonl" --quiet
   for layout in "${LAYOUTS[@]}"; do
-    IFS='|' read -r name ranks flags <<< "$layout"
+    IFS='|' read -r name ranks flags only <<< "$layout"
+    [[ -n $only && " $only " != *" $family "* ]] && continue
     # shellcheck disable=SC2086
     "$BIN/llmc" compile "${common[@]}" $flags -o "$WORK/$family-$name.llmc"
     for delay in 0 3; do

@@ -21,6 +21,10 @@ add zero1-dp2 2 "--mesh dp=2 --zero 1"
 add zero3-dp2 2 "--mesh dp=2 --zero 3"
 add zero3-dp4 4 "--mesh dp=4 --zero 3"
 add hybrid 4 "--mesh dp=2,fsdp=2 --zero 3"
+add dp2-tp2 4 "--mesh dp=2,tp=2 --zero 1"
+add tp4 4 "--mesh tp=4"
+add tp2 2 "--mesh tp=2 --zero 0"
+add dp4 4 "--mesh dp=4"
 for name in "${!RANKS[@]}"; do
   # shellcheck disable=SC2086
   "$BIN/llmc" compile "${common[@]}" ${FLAGS[$name]} -o "$WORK/$name.llmc"
@@ -34,7 +38,8 @@ run one --steps 12 --metrics "$WORK/reference.jsonl" --quiet
 
 fail=0
 for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-dp4" \
-            "zero1-dp2:hybrid" "dp2:zero3-dp4" "zero3-dp2:zero3-dp2"; do
+            "zero1-dp2:hybrid" "dp2:zero3-dp4" "zero3-dp2:zero3-dp2" \
+            "dp2-tp2:tp4" "dp2-tp2:dp4" "dp2-tp2:one" "tp4:zero3-dp2" "zero3-dp4:tp2"; do
   from=${pair%%:*}; to=${pair##*:}
   ck="$WORK/ck-$from-$to"
   run "$from" --steps 12 --stop-at 6 --ckpt-dir "$ck" --quiet

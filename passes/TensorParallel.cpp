@@ -1,0 +1,319 @@
+//===- TensorParallel.cpp - Megatron tensor parallelism on @forward -------===//
+//
+// Within each llm.block the attention heads and the MLP's inner dimension
+// are split over the tensor-parallel axis, found from the graph's structure
+// rather than from parameter names:
+//
+//  - every llm.attention splits its heads (kv heads too: GQA/MQA need
+//    kv_heads % tp == 0). Walking back from q, k, v through rope, reshape,
+//    the QKV split (a slice of a fused projection, whose columns become
+//    blocks split per rank), bias adds, reaches the projection matmuls:
+//    column-parallel, their weight (and bias) split along the output
+//    dimension;
+//  - every activation (gelu, silu, swiglu) fed by such matmuls splits the
+//    MLP's inner dimension, back to its (column-parallel) up-projections;
+//  - the matmul consuming the split heads or activation is row-parallel: its
+//    weight is split along the contraction dimension and its result is a
+//    partial sum, completed by an all_reduce (Megatron's g);
+//  - the replicated input of the column-parallel matmuls goes through one
+//    dist.replicate per block half (Megatron's f), whose backward all-reduces
+//    the input gradient.
+//
+// So each layer communicates 2 all-reduces of b·s·h forward and 2 backward.
+// Split parameters record their split as a `llmc.shard` level so the runtime
+// initialises and checkpoints exactly the global tensor's pieces.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/TensorParallel.h"
+
+#include "passes/Utils.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "llvm/ADT/DenseMap.h"
+
+using namespace mlir;
+
+namespace llmc {
+namespace {
+
+/// How a value is split: along `dim`, which consists of `blocks` equal
+/// blocks each split over the tensor-parallel ranks.
+struct Split {
+  int64_t dim;
+  int64_t blocks;
+  bool operator==(const Split &o) const { return dim == o.dim && blocks == o.blocks; }
+};
+
+class TensorParallel {
+public:
+  TensorParallel(func::FuncOp func, StringRef axis, int64_t tp)
+      : func(func), builder(func.getContext()), axis(axis.str()), tp(tp) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult shardBlock(llm::BlockOp block);
+  /// `v` must become split as `split`: walk back to column-parallel matmuls.
+  LogicalResult splitProducer(Value v, Split split);
+  /// The row-parallel consumer of split value `v` (through reshapes).
+  LogicalResult rowParallel(Value v);
+  LogicalResult splitParam(Value param, Split split, Operation *user);
+  RankedTensorType localType(Type t, Split split);
+  Value replicated(Value h, Operation *before);
+  LogicalResult retype();
+
+  func::FuncOp func;
+  OpBuilder builder;
+  std::string axis;
+  int64_t tp;
+  llvm::DenseMap<Value, Split> split;          // values (and params) now local
+  llvm::DenseMap<Operation *, Type> explicitTypes; // reshapes / slices
+  llvm::DenseMap<Value, Value> replicas;       // f operator per replicated input
+  llvm::DenseSet<Operation *> rowDone;
+};
+
+RankedTensorType TensorParallel::localType(Type t, Split s) {
+  auto tensor = cast<RankedTensorType>(t);
+  SmallVector<int64_t> shape(tensor.getShape());
+  shape[s.dim] /= tp;
+  return RankedTensorType::get(shape, tensor.getElementType());
+}
+
+Value TensorParallel::replicated(Value h, Operation *before) {
+  Value &r = replicas[h];
+  if (r)
+    return r;
+  OpBuilder::InsertionGuard guard(builder);
+  if (Operation *def = h.getDefiningOp())
+    builder.setInsertionPointAfter(def);
+  else
+    builder.setInsertionPoint(before);
+  auto op = dist::ReplicateOp::create(builder, before->getLoc(), h.getType(), h,
+                                      FlatSymbolRefAttr::get(builder.getContext(), "mesh"),
+                                      builder.getStrArrayAttr({axis}));
+  if (auto name = before->getAttr(kBlockNameAttr))
+    op->setAttr(kBlockNameAttr, name);
+  r = op;
+  return r;
+}
+
+LogicalResult TensorParallel::splitParam(Value param, Split s, Operation *user) {
+  auto arg = dyn_cast<BlockArgument>(param);
+  if (!arg || !llm::getParamAttr(func, arg.getArgNumber()))
+    return user->emitOpError("tensor parallelism: expected a parameter as the weight");
+  auto type = cast<RankedTensorType>(param.getType());
+  if (type.getDimSize(s.dim) % (s.blocks * tp) != 0)
+    return user->emitOpError("tensor parallelism: dimension ")
+           << s.dim << " of parameter '" << llm::getParamAttr(func, arg.getArgNumber()).getName()
+           << "' (" << type.getDimSize(s.dim) << ") is not divisible into " << s.blocks
+           << " block(s) over " << tp << " ranks";
+  if (auto it = split.find(param); it != split.end()) {
+    if (!(it->second == s))
+      return user->emitOpError("tensor parallelism: parameter '")
+             << llm::getParamAttr(func, arg.getArgNumber()).getName()
+             << "' would be split two different ways";
+    return success();
+  }
+  if (!param.hasOneUse())
+    return user->emitOpError("tensor parallelism: parameter '")
+           << llm::getParamAttr(func, arg.getArgNumber()).getName()
+           << "' is also used outside its parallel layer";
+  split[param] = s;
+  func.setArgAttr(arg.getArgNumber(), kShardAttr,
+                  addShardLevel(func.getContext(),
+                                func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kShardAttr),
+                                type, builder.getStrArrayAttr({axis}), s.dim, s.blocks));
+  arg.setType(localType(type, s));
+  return success();
+}
+
+LogicalResult TensorParallel::splitProducer(Value v, Split s) {
+  if (auto it = split.find(v); it != split.end()) {
+    if (!(it->second == s))
+      return emitError(v.getLoc(), "tensor parallelism: a value would be split two ways");
+    return success();
+  }
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getDimSize(s.dim) % (s.blocks * tp) != 0)
+    return emitError(v.getLoc(), "tensor parallelism: dimension ")
+           << s.dim << " (" << type.getDimSize(s.dim) << ") does not split into " << s.blocks
+           << " block(s) over " << tp << " ranks";
+  split[v] = s;
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return emitError(v.getLoc(), "tensor parallelism: cannot split a function argument");
+  int64_t last = type.getRank() - 1;
+  if (auto rope = dyn_cast<llm::RopeOp>(def))
+    return splitProducer(rope.getX(), s);
+  if (auto reshape = dyn_cast<llm::ReshapeOp>(def)) {
+    // [B, T, H·D] -> [B, T, H, D] split on heads: the input's last dim.
+    auto in = reshape.getX().getType();
+    if (!(s.dim == 2 && type.getRank() == 4 && in.getRank() == 3 && s.blocks == 1))
+      return def->emitOpError("tensor parallelism: cannot split through this reshape");
+    explicitTypes[def] = localType(type, s);
+    return splitProducer(reshape.getX(), Split{2, 1});
+  }
+  if (auto slice = dyn_cast<llm::SliceOp>(def)) {
+    // One of equal parts of a fused projection along the last dim.
+    auto in = slice.getX().getType();
+    int64_t size = type.getDimSize(last), full = in.getDimSize(last);
+    ArrayRef<int64_t> offsets = slice.getOffsets();
+    if (s.dim != last || s.blocks != 1 || full % size != 0 || offsets[last] % size != 0 ||
+        in.getShape().drop_back() != type.getShape().drop_back())
+      return def->emitOpError("tensor parallelism: only equal splits of a fused projection "
+                              "along the last dimension can be parallelised");
+    SmallVector<int64_t> local(offsets);
+    local[last] /= tp;
+    slice.setOffsets(local);
+    explicitTypes[def] = localType(type, s);
+    return splitProducer(slice.getX(), Split{last, full / size});
+  }
+  if (auto add = dyn_cast<llm::AddOp>(def)) {
+    if (failed(splitProducer(add.getLhs(), s)))
+      return failure();
+    auto rhs = cast<RankedTensorType>(add.getRhs().getType());
+    if (rhs.getRank() != 1 || s.dim != last)
+      return def->emitOpError("tensor parallelism: expected a bias add");
+    return splitParam(add.getRhs(), Split{0, s.blocks}, def);
+  }
+  if (auto matmul = dyn_cast<llm::MatmulOp>(def)) {
+    auto w = cast<RankedTensorType>(matmul.getB().getType());
+    if (s.dim != last || matmul.getTransposeA() || w.getRank() != 2)
+      return def->emitOpError("tensor parallelism: expected a projection x·W");
+    // Column-parallel: W split along its output dimension; the input stays
+    // replicated and enters through the f operator.
+    if (failed(splitParam(matmul.getB(), Split{matmul.getTransposeB() ? 0 : 1, s.blocks}, def)))
+      return failure();
+    matmul.getAMutable().assign(replicated(matmul.getA(), def));
+    return success();
+  }
+  return def->emitOpError("tensor parallelism: cannot split the value this op produces");
+}
+
+LogicalResult TensorParallel::rowParallel(Value v) {
+  for (Operation *user : llvm::make_early_inc_range(v.getUsers())) {
+    if (auto reshape = dyn_cast<llm::ReshapeOp>(user)) {
+      // [B, T, H, D] -> [B, T, H·D]: the split moves to the last dim.
+      auto out = reshape.getType();
+      split[reshape.getResult()] = Split{out.getRank() - 1, 1};
+      explicitTypes[user] = localType(out, Split{out.getRank() - 1, 1});
+      if (failed(rowParallel(reshape.getResult())))
+        return failure();
+      continue;
+    }
+    auto matmul = dyn_cast<llm::MatmulOp>(user);
+    auto w = matmul ? dyn_cast<RankedTensorType>(matmul.getB().getType()) : RankedTensorType();
+    if (!matmul || matmul.getA() != v || matmul.getTransposeA() || w.getRank() != 2)
+      return user->emitOpError("tensor parallelism: a split activation must feed a "
+                               "projection (row-parallel matmul)");
+    if (!rowDone.insert(user).second)
+      continue;
+    // Row-parallel: W split along the contraction; partial sums all-reduced.
+    if (failed(splitParam(matmul.getB(), Split{matmul.getTransposeB() ? 1 : 0, 1}, user)))
+      return failure();
+    builder.setInsertionPointAfter(user);
+    auto reduce = dist::AllReduceOp::create(
+        builder, user->getLoc(), matmul.getType(), matmul.getResult(),
+        FlatSymbolRefAttr::get(builder.getContext(), "mesh"), builder.getStrArrayAttr({axis}),
+        builder.getStringAttr("sum"));
+    if (auto name = user->getAttr(kBlockNameAttr))
+      reduce->setAttr(kBlockNameAttr, name);
+    matmul.getResult().replaceAllUsesExcept(reduce, reduce);
+  }
+  return success();
+}
+
+LogicalResult TensorParallel::shardBlock(llm::BlockOp block) {
+  SmallVector<Operation *> seeds;
+  block.walk([&](Operation *op) {
+    if (isa<llm::AttentionOp, llm::GeluOp, llm::SiluOp, llm::SwigluOp>(op))
+      seeds.push_back(op);
+  });
+  for (Operation *op : seeds) {
+    if (auto att = dyn_cast<llm::AttentionOp>(op)) {
+      int64_t heads = att.getQ().getType().getDimSize(2);
+      int64_t kv = att.getK().getType().getDimSize(2);
+      if (heads % tp != 0 || kv % tp != 0)
+        return op->emitOpError("tensor parallelism: ")
+               << heads << " query and " << kv << " key/value heads do not split over " << tp
+               << " ranks";
+      for (Value x : {att.getQ(), att.getK(), att.getV()})
+        if (failed(splitProducer(x, Split{2, 1})))
+          return failure();
+      if (att.getSegmentIds())
+        return op->emitOpError("tensor parallelism with packed sequences is not supported yet");
+      split[att.getOut()] = Split{2, 1};
+      if (failed(rowParallel(att.getOut())))
+        return failure();
+      continue;
+    }
+    // An MLP activation, unless it is already inside a parallel region.
+    if (split.count(op->getResult(0)))
+      continue;
+    int64_t last = cast<RankedTensorType>(op->getResult(0).getType()).getRank() - 1;
+    for (Value x : op->getOperands())
+      if (failed(splitProducer(x, Split{last, 1})))
+        return failure();
+    split[op->getResult(0)] = Split{last, 1};
+    if (failed(rowParallel(op->getResult(0))))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult TensorParallel::retype() {
+  // Local shapes, in program order: explicit for reshapes and slices,
+  // inferred for everything else.
+  WalkResult result = func.walk<WalkOrder::PostOrder>([&](Operation *op) {
+    if (auto block = dyn_cast<llm::BlockOp>(op)) {
+      auto yield = cast<llm::YieldOp>(block.getBody().front().getTerminator());
+      for (auto [r, v] : llvm::zip(block.getResults(), yield.getValues()))
+        r.setType(v.getType());
+      return WalkResult::advance();
+    }
+    if (auto it = explicitTypes.find(op); it != explicitTypes.end()) {
+      op->getResult(0).setType(it->second);
+      return WalkResult::advance();
+    }
+    auto infer = dyn_cast<InferTypeOpInterface>(op);
+    if (!infer)
+      return WalkResult::advance();
+    SmallVector<Type> types;
+    if (failed(infer.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                      op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                      op->getRegions(), types))) {
+      op->emitOpError("tensor parallelism: cannot infer the local shape");
+      return WalkResult::interrupt();
+    }
+    for (auto [r, t] : llvm::zip(op->getResults(), types))
+      r.setType(t);
+    return WalkResult::advance();
+  });
+  if (result.wasInterrupted())
+    return failure();
+  func.setFunctionType(FunctionType::get(func.getContext(),
+                                         func.getBody().front().getArgumentTypes(),
+                                         func.getResultTypes()));
+  return success();
+}
+
+LogicalResult TensorParallel::run() {
+  SmallVector<llm::BlockOp> blocks;
+  func.walk([&](llm::BlockOp b) { blocks.push_back(b); });
+  if (blocks.empty())
+    return func.emitError("tensor parallelism: @forward has no llm.block to parallelise");
+  for (llm::BlockOp b : blocks)
+    if (failed(shardBlock(b)))
+      return failure();
+  return retype();
+}
+
+} // namespace
+
+LogicalResult applyTensorParallel(func::FuncOp forward, StringRef axis, int64_t tp) {
+  return TensorParallel(forward, axis, tp).run();
+}
+
+} // namespace llmc
