@@ -206,8 +206,9 @@ LogicalResult TensorParallel::rowParallel(Value v) {
     auto matmul = dyn_cast<llm::MatmulOp>(user);
     auto w = matmul ? dyn_cast<RankedTensorType>(matmul.getB().getType()) : RankedTensorType();
     if (!matmul || matmul.getA() != v || matmul.getTransposeA() || w.getRank() != 2)
-      return user->emitOpError("tensor parallelism: a split activation must feed a "
-                               "projection (row-parallel matmul)");
+      return user->emitOpError("tensor parallelism: uses the split result of '")
+             << (v.getDefiningOp() ? v.getDefiningOp()->getName().getStringRef() : "an argument")
+             << "', which must feed a projection (row-parallel matmul)";
     if (!rowDone.insert(user).second)
       continue;
     // Row-parallel: W split along the contraction; partial sums all-reduced.

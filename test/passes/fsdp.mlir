@@ -11,7 +11,7 @@
 // gathered again for its backward.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %arg0: tensor<8x8xf32> {
-// CHECK-SAME: llmc.shard = {axes = ["dp"], dim = 0 : i64, global_shape = array<i64: 16, 8>}
+// CHECK-SAME: llmc.shard = {global_shape = array<i64: 16, 8>, levels = [{axes = ["dp"], blocks = 1 : i64, dim = 0 : i64}]}
 // CHECK-SAME: %arg3: tensor<4x8xf32>
 // The first forward unit's gathers (embedding, then block h.0 prefetched):
 // CHECK: dist.all_gather %arg0 on @mesh axes ["dp"] dim 0 : tensor<8x8xf32> -> tensor<16x8xf32>

@@ -32,7 +32,7 @@
 // ZeRO-1: gradients reduce-scattered, each rank updates its shard of the
 // parameter with its shard of the moments, then the shards are gathered.
 // ZERO1-LABEL: func.func @train_step
-// ZERO1-SAME: %arg4: tensor<8x8xf32> {llmc.name = "wte", llmc.role = "adam_m", llmc.shard = {axes = ["dp"], dim = 0 : i64, global_shape = array<i64: 16, 8>}}
+// ZERO1-SAME: %arg4: tensor<8x8xf32> {llmc.name = "wte", llmc.role = "adam_m", llmc.shard = {global_shape = array<i64: 16, 8>, levels = [{axes = ["dp"], blocks = 1 : i64, dim = 0 : i64}]}}
 // ZERO1: %[[G:.*]] = dist.reduce_scatter %{{.*}} on @mesh axes ["dp"] dim 0 reduction "mean" : tensor<16x8xf32> -> tensor<8x8xf32>
 // ZERO1: %[[SQ:.*]] = llm.global_norm {{.*}} {squared}
 // ZERO1: %[[TOTAL:.*]] = dist.all_reduce %[[SQ]] on @mesh axes ["dp"] reduction "sum"

@@ -1,0 +1,53 @@
+// RUN: llmc model gpt2 --preset tiny --set n_layer=2 --set batch_size=2 --set seq_len=8 --set n_embd=64 -o %t.gpt.mlir
+// RUN: llmc-opt %t.gpt.mlir --llmc-shard="mesh=tp=2" | FileCheck %s
+// RUN: llmc-opt %t.gpt.mlir --llmc-train-pipeline="mesh=tp=2 emit=train" | FileCheck %s --check-prefix=VOLUME
+// RUN: llmc model llama --preset tiny --set n_layer=1 --set batch_size=2 --set seq_len=8 -o %t.llama.mlir
+// RUN: llmc-opt %t.llama.mlir --llmc-shard="mesh=tp=2" | FileCheck %s --check-prefix=LLAMA
+// RUN: not llmc-opt %t.llama.mlir --llmc-shard="mesh=tp=4" 2>&1 | FileCheck %s --check-prefix=HEADS
+// RUN: not llmc-opt %s --llmc-shard="mesh=tp=2" 2>&1 | FileCheck %s --check-prefix=PATTERN
+
+// GPT-2: the fused QKV projection is column-parallel with its columns in
+// three blocks (q, k, v) split per rank; heads are split; the output
+// projection is row-parallel followed by one all-reduce; same for the MLP.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg4: tensor<64x96xf32> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight"{{[^>]*}}>, llmc.shard = {global_shape = array<i64: 64, 192>, levels = [{axes = ["tp"], blocks = 3 : i64, dim = 1 : i64}]}}
+// CHECK-SAME: %arg5: tensor<96xf32> {llm.param = {{[^}]*}}, llmc.shard = {global_shape = array<i64: 192>, levels = [{axes = ["tp"], blocks = 3 : i64, dim = 0 : i64}]}}
+// CHECK-SAME: %arg6: tensor<32x64xf32> {llm.param = {{[^}]*}}, llmc.shard = {global_shape = array<i64: 64, 64>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]}}
+// CHECK-SAME: %arg7: tensor<64xf32> {llm.param = #llm.param<name = "h.0.attn.c_proj.bias"
+// CHECK: llm.block "h.0"
+// CHECK: %[[H:.*]] = dist.replicate %{{.*}} on @mesh axes ["tp"] : tensor<2x8x64xf32>
+// CHECK: llm.matmul %[[H]], %arg4 : tensor<2x8x64xf32>, tensor<64x96xf32> -> tensor<2x8x96xf32>
+// CHECK: llm.slice %{{.*}} {offsets = array<i64: 0, 0, 64>} : tensor<2x8x96xf32> to tensor<2x8x32xf32>
+// CHECK: llm.attention {{.*}} : tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>
+// CHECK: %[[PARTIAL:.*]] = llm.matmul %{{.*}}, %arg6 : tensor<2x8x32xf32>, tensor<32x64xf32> -> tensor<2x8x64xf32>
+// CHECK: %[[SUM:.*]] = dist.all_reduce %[[PARTIAL]] on @mesh axes ["tp"] reduction "sum"
+// CHECK: llm.add %[[SUM]], %arg7
+// CHECK: dist.replicate
+// CHECK: llm.gelu %{{.*}} : tensor<2x8x256xf32>
+// CHECK: dist.all_reduce
+
+// Communication volume (Megatron): per layer 2 all-reduces of b·s·h
+// forward and 2 backward; 2 layers here.
+// VOLUME-LABEL: func.func @grad
+// VOLUME-COUNT-8: dist.all_reduce %{{.*}} on @mesh axes ["tp"] reduction "sum" {{.*}}: tensor<2x8x64xf32> -> tensor<2x8x64xf32>
+// VOLUME-NOT: dist.all_reduce
+// VOLUME: return
+
+// Llama: separate q/k/v projections (transposed weights split on dim 0),
+// grouped-query heads split (4 query / 2 kv heads -> 2 / 1 per rank).
+// LLAMA: %arg2: tensor<64x128xf32> {llm.param = #llm.param<name = "layers.0.self_attn.q_proj.weight"{{.*}}levels = [{axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]
+// LLAMA: llm.attention {{.*}} : tensor<2x8x2x32xf32>, tensor<2x8x1x32xf32>
+// LLAMA: llm.swiglu {{.*}} : tensor<2x8x176xf32>
+
+// HEADS: error: 'llm.attention' op tensor parallelism: 4 query and 2 key/value heads do not split over 4 ranks
+// PATTERN: error: 'llm.yield' op tensor parallelism: uses the split result of 'llm.gelu', which must feed a projection (row-parallel matmul)
+func.func @forward(%w: tensor<8x8xf32> {llm.param = #llm.param<name = "w", init = "normal", scale = 1.0>},
+                   %x: tensor<2x8xf32>, %t: tensor<2xi32>) -> tensor<f32> {
+  %y = llm.block "b" -> tensor<2x8xf32> {
+    %m = llm.matmul %x, %w : tensor<2x8xf32>, tensor<8x8xf32> -> tensor<2x8xf32>
+    %g = llm.gelu %m : tensor<2x8xf32>
+    llm.yield %g : tensor<2x8xf32>
+  }
+  %l = llm.cross_entropy %y, %t : tensor<2x8xf32>, tensor<2xi32>
+  return %l : tensor<f32>
+}
