@@ -8,6 +8,7 @@
 
 #include "compiler/ArtifactWriter.h"
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "runtime/ArtifactFormat.h"
@@ -72,7 +73,20 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
   auto location = fbb.CreateString(locationString(op->getLoc()));
 
   if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
+    std::vector<flatbuffers::Offset<fb::RankOffset>> rankOffsets;
+    if (auto terms = kernel->getAttrOfType<ArrayAttr>(dist::DistDialect::kRankOffsetsAttrName))
+      for (auto term : terms.getAsRange<dist::RankOffsetAttr>()) {
+        std::vector<flatbuffers::Offset<flatbuffers::String>> axes;
+        for (StringRef axis : term.getAxes().getAsValueRange<StringAttr>())
+          axes.push_back(fbb.CreateString(axis.str()));
+        auto attrName = fbb.CreateString(term.getAttr().getValue().str());
+        rankOffsets.push_back(fb::CreateRankOffset(fbb, attrName,
+                                                   static_cast<int32_t>(term.getIndex()),
+                                                   fbb.CreateVector(axes), term.getStride()));
+      }
     for (NamedAttribute attr : kernel->getDiscardableAttrs()) {
+      if (attr.getName() == dist::DistDialect::kRankOffsetsAttrName)
+        continue;
       auto name = fbb.CreateString(attr.getName().getValue().str());
       if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
         ints.push_back(fb::CreateIntAttr(fbb, name, i.getInt()));
@@ -90,6 +104,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     auto intsV = fbb.CreateVector(ints);
     auto floatsV = fbb.CreateVector(floats);
     auto arraysV = fbb.CreateVector(arrays);
+    auto rankOffsetsV = fbb.CreateVector(rankOffsets);
     fb::InstructionBuilder b(fbb);
     b.add_kind(fb::OpKind::Kernel);
     b.add_kernel(callee);
@@ -98,6 +113,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_ints(intsV);
     b.add_floats(floatsV);
     b.add_arrays(arraysV);
+    b.add_rank_offsets(rankOffsetsV);
     b.add_stream(kernel.getStream());
     b.add_location(location);
     return b.Finish();

@@ -81,7 +81,9 @@ LogicalResult Interpreter::runOp(Operation *op) {
       .Case([&](SiluGradOp) { out(0, ref::siluGrad(in(0), in(1))); return success(); })
       .Case([&](SwigluGradOp) { outs(ref::swigluGrad(in(0), in(1), in(2))); return success(); })
       .Case([&](DropoutOp o) {
-        out(0, ref::dropout(in(0), d(o.getRate()), o.getSeed(), step));
+        out(0, ref::dropout(in(0), d(o.getRate()), o.getSeed(), step,
+                            vec(o.getGlobalShape().value_or(ArrayRef<int64_t>{})),
+                            vec(o.getOffsets().value_or(ArrayRef<int64_t>{}))));
         return success();
       })
       .Case([&](CastOp) { out(0, in(0)); return success(); })
@@ -101,9 +103,13 @@ LogicalResult Interpreter::runOp(Operation *op) {
         outs(ref::rmsnormGrad(in(0), in(1), in(2), d(o.getEpsilon())));
         return success();
       })
-      .Case([&](EmbeddingOp) { out(0, ref::embedding(in(0), in(1))); return success(); })
+      .Case([&](EmbeddingOp o) {
+        out(0, ref::embedding(in(0), in(1), o.getRowOffset(), o.getVocabSize()));
+        return success();
+      })
       .Case([&](EmbeddingGradOp o) {
-        out(0, ref::embeddingGrad(in(0), in(1), o.getType().getDimSize(0)));
+        out(0, ref::embeddingGrad(in(0), in(1), o.getType().getDimSize(0), o.getRowOffset(),
+                                  o.getVocabSize()));
         return success();
       })
       .Case([&](RopeOp o) {
@@ -127,6 +133,26 @@ LogicalResult Interpreter::runOp(Operation *op) {
       })
       .Case([&](CrossEntropyGradOp o) {
         out(0, ref::crossEntropyGrad(in(0), in(1), in(2).data.at(0), o.getIgnoreIndex()));
+        return success();
+      })
+      .Case([&](ReduceMaxOp) { out(0, ref::reduceMax(in(0))); return success(); })
+      .Case([&](StopGradientOp) { out(0, in(0)); return success(); })
+      .Case([&](CrossEntropyPartialOp o) {
+        outs(ref::crossEntropyPartial(in(0), in(1), in(2), o.getClassOffset(), o.getNumClasses(),
+                                      o.getIgnoreIndex()));
+        return success();
+      })
+      .Case([&](CrossEntropyPartialGradOp o) {
+        out(0, ref::crossEntropyPartialGrad(in(0), in(1), in(2), in(3), in(4), o.getClassOffset(),
+                                            o.getNumClasses(), o.getIgnoreIndex()));
+        return success();
+      })
+      .Case([&](CrossEntropyFinishOp o) {
+        out(0, ref::crossEntropyFinish(in(0), in(1), in(2), in(3), o.getIgnoreIndex()));
+        return success();
+      })
+      .Case([&](CrossEntropyFinishGradOp o) {
+        outs(ref::crossEntropyFinishGrad(in(0), in(1), in(2).data.at(0), o.getIgnoreIndex()));
         return success();
       })
       .Case([&](ReshapeOp r) {

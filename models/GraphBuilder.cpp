@@ -65,7 +65,7 @@ Value GraphBuilder::dropout(Value x, double rate) {
   if (rate == 0.0)
     return x;
   return llm::DropoutOp::create(builder, loc("dropout"), x, APFloat(rate),
-                                static_cast<int64_t>(1000 + dropoutSites++));
+                                static_cast<int64_t>(1000 + dropoutSites++), nullptr, nullptr);
 }
 
 Value GraphBuilder::layernorm(Value x, Value gamma, Value beta, double eps) {

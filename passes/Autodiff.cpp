@@ -74,6 +74,9 @@ struct AutodiffPass : llmc::impl::AutodiffBase<AutodiffPass> {
     SmallVector<Operation *> forwardOps;
     for (Operation &op : body.without_terminator()) {
       forwardOps.push_back(&op);
+      // stop_gradient's result is a constant as far as the loss is concerned.
+      if (isa<llm::StopGradientOp>(op))
+        continue;
       if (llvm::any_of(op.getOperands(), [&](Value v) { return varied.contains(v); }))
         varied.insert(op.getResults().begin(), op.getResults().end());
     }

@@ -88,6 +88,9 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
     // Every other entry point reads the same stored shards.
     for (StringRef name : {"forward", "logits", "grad"})
       if (func::FuncOp f = lookupFunc(module, name)) {
+        // Gathers are placed by program order: straight-line code, like
+        // @train_step's.
+        flattenBlocks(f);
         gatherUses(f, shardedParams, axes, {});
         f.setFunctionType(b.getFunctionType(f.getBody().front().getArgumentTypes(),
                                             f.getResultTypes()));

@@ -38,51 +38,6 @@ void llmc::flattenBlocks(func::FuncOp func) {
   }
 }
 
-DictionaryAttr llmc::addShardLevel(MLIRContext *context, DictionaryAttr existing,
-                                   RankedTensorType current, ArrayAttr axes, int64_t dim,
-                                   int64_t blocks) {
-  Builder b(context);
-  SmallVector<Attribute> levels;
-  Attribute global = b.getDenseI64ArrayAttr(current.getShape());
-  if (existing) {
-    global = existing.get("global_shape");
-    if (auto old = existing.getAs<ArrayAttr>("levels"))
-      levels.append(old.begin(), old.end());
-  }
-  levels.push_back(b.getDictionaryAttr({b.getNamedAttr("axes", axes),
-                                        b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
-                                        b.getNamedAttr("blocks", b.getI64IntegerAttr(blocks))}));
-  return b.getDictionaryAttr(
-      {b.getNamedAttr("global_shape", global), b.getNamedAttr("levels", b.getArrayAttr(levels))});
-}
-
-func::FuncOp llmc::lookupFunc(ModuleOp module, StringRef name) {
-  return module.lookupSymbol<func::FuncOp>(name);
-}
-
-LogicalResult llmc::inlineCalls(ModuleOp module, func::FuncOp func) {
-  SmallVector<func::CallOp> calls;
-  func.walk([&](func::CallOp call) { calls.push_back(call); });
-  for (func::CallOp call : calls) {
-    func::FuncOp callee = lookupFunc(module, call.getCallee());
-    if (!callee || callee.isExternal())
-      return call.emitOpError("cannot inline call to '")
-             << call.getCallee() << "': no body in this module";
-    IRMapping mapping;
-    for (auto [arg, operand] :
-         llvm::zip(callee.getArguments(), call.getOperands()))
-      mapping.map(arg, operand);
-    OpBuilder builder(call);
-    for (Operation &op : callee.getBody().front().without_terminator())
-      builder.clone(op, mapping);
-    auto ret = cast<func::ReturnOp>(callee.getBody().front().getTerminator());
-    for (auto [result, value] : llvm::zip(call.getResults(), ret.getOperands()))
-      result.replaceAllUsesWith(mapping.lookupOrDefault(value));
-    call.erase();
-  }
-  return success();
-}
-
 namespace {
 struct FlattenBlocksPass : llmc::impl::FlattenBlocksBase<FlattenBlocksPass> {
   void runOnOperation() override { flattenBlocks(getOperation()); }

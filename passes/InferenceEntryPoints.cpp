@@ -46,8 +46,13 @@ struct InferenceEntryPointsPass
     logits.setSymName("logits");
     flattenBlocks(logits);
 
-    SmallVector<llm::CrossEntropyOp> losses;
-    logits.walk([&](llm::CrossEntropyOp op) { losses.push_back(op); });
+    // The loss: a cross_entropy, or the shard of one that tensor parallelism
+    // built (whose logits are this rank's vocabulary columns).
+    SmallVector<Operation *> losses;
+    logits.walk([&](Operation *op) {
+      if (isa<llm::CrossEntropyOp, llm::CrossEntropyPartialOp>(op))
+        losses.push_back(op);
+    });
     if (losses.size() != 1) {
       forward.emitError() << "inference-entry-points: expected exactly one "
                              "llm.cross_entropy in @forward, found "
@@ -57,8 +62,21 @@ struct InferenceEntryPointsPass
     }
     Block &body = logits.getBody().front();
     Operation *ret = body.getTerminator();
-    Value result = losses[0].getLogits();
+    Value result = losses[0]->getOperand(0);
     b.setInsertionPoint(ret);
+    if (auto terms = losses[0]->getAttrOfType<ArrayAttr>(dist::DistDialect::kRankOffsetsAttrName))
+      for (auto term : terms.getAsRange<dist::RankOffsetAttr>()) {
+        // Gather the vocabulary shards back into whole rows.
+        auto local = cast<RankedTensorType>(result.getType());
+        SmallVector<int64_t> shape(local.getShape());
+        int64_t parts = 1;
+        for (StringRef axis : term.getAxes().getAsValueRange<StringAttr>())
+          parts *= module.lookupSymbol<dist::MeshOp>(term.getMesh().getValue()).axisSize(axis);
+        shape.back() *= parts;
+        result = dist::AllGatherOp::create(
+            b, losses[0]->getLoc(), RankedTensorType::get(shape, local.getElementType()), result,
+            term.getMesh(), term.getAxes(), b.getI64IntegerAttr(local.getRank() - 1));
+      }
     func::ReturnOp::create(b, ret->getLoc(), result);
     ret->erase();
     eraseDeadOps(body);

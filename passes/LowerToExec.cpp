@@ -236,6 +236,8 @@ LogicalResult ProgramLowering::placeValues() {
         source = reshape.getX();
       } else if (auto replicate = dyn_cast<dist::ReplicateOp>(op)) {
         source = replicate.getInput(); // identity forward
+      } else if (auto stop = dyn_cast<llm::StopGradientOp>(op)) {
+        source = stop.getX(); // identity forward
       } else if (auto slice = dyn_cast<llm::SliceOp>(op)) {
         if (auto offset = contiguousSliceOffset(slice)) {
           source = slice.getX();
@@ -448,6 +450,14 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
       outs.push_back(bufferFor(result));
     StringRef callee = op.getName().stripDialect();
     auto kernel = exec::KernelOp::create(pb, op.getLoc(), callee, ins, outs);
+    // Rank-dependent terms travel with the kernel; their targets must be
+    // explicit even where the op leaves them at the default (0).
+    if (Attribute terms = op.getAttr(dist::DistDialect::kRankOffsetsAttrName)) {
+      kernel->setAttr(dist::DistDialect::kRankOffsetsAttrName, terms);
+      for (auto term : cast<ArrayAttr>(terms).getAsRange<dist::RankOffsetAttr>())
+        if (!op.getAttr(term.getAttr()))
+          kernel->setAttr(term.getAttr(), pb.getI64IntegerAttr(0));
+    }
     for (NamedAttribute attr : op.getAttrDictionary()) {
       StringRef name = attr.getName().getValue();
       if (name == "operandSegmentSizes" || name.contains('.'))

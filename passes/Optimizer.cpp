@@ -28,10 +28,16 @@ using namespace llmc;
 
 namespace {
 
-/// How a parameter is used, for the no-decay rule.
+/// How a parameter is used, for the no-decay rule. Casts (mixed precision)
+/// and dist.replicate (sharding) pass the parameter on unchanged.
 bool usedAs(Value param, StringRef kind) {
   for (OpOperand &use : param.getUses()) {
     Operation *user = use.getOwner();
+    if (isa<llm::CastOp, dist::ReplicateOp>(user)) {
+      if (usedAs(user->getResult(0), kind))
+        return true;
+      continue;
+    }
     if (kind == "norm" && isa<llm::LayerNormOp, llm::RMSNormOp>(user) &&
         use.getOperandNumber() > 0)
       return true;

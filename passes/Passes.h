@@ -28,6 +28,8 @@ struct TrainingPipelineOptions {
   std::string mesh;              ///< "dp=2,tp=2"; empty: one rank
   int64_t zero = 0;              ///< ZeRO stage
   std::string gradSync = "allreduce";
+  std::string rankOrder;         ///< "dp,tp": slowest to fastest; empty: default
+  bool sequenceParallel = false; ///< Megatron SP over the tp axis
   bool fsdpReshardAfterForward = true;
   int64_t fsdpPrefetch = 1;
   /// Stop after this stage: graph | train | exec.

@@ -92,11 +92,14 @@ def Precision : Pass<"llmc-precision", "mlir::ModuleOp"> {
 }
 
 def Shard : Pass<"llmc-shard", "mlir::ModuleOp"> {
-  let summary = "Spreads @forward over a device mesh (data parallel today)";
+  let summary = "Spreads @forward over a device mesh (data and tensor parallel)";
   let description = [{
     Declares `dist.mesh @mesh` from `mesh` ("dp=2,tp=2": axis names and
-    sizes, row-major, last axis fastest) and records the layout in the module
-    attribute `llmc.layout`. Data parallelism: the batch axes (`dp`, and
+    sizes, in any order) and records the layout in the module attribute
+    `llmc.layout`. Ranks are numbered row-major over the mesh axes in
+    `rank-order` (last fastest); by default pp, dp, fsdp, other axes as
+    written, then tp, so a tensor-parallel group is a run of consecutive
+    ranks (one node). Data parallelism: the batch axes (`dp`, and
     `fsdp` for hybrid sharding) split dimension 0 of every batch-derived
     value, so @forward computes one rank's share of the batch; each rank's
     loss is the mean over its rows, and the optimizer pass averages
@@ -109,6 +112,12 @@ def Shard : Pass<"llmc-shard", "mlir::ModuleOp"> {
     Option<"zero", "zero", "int64_t", "0", "ZeRO stage over the sharding axis (0-3)">,
     Option<"gradSync", "grad-sync", "std::string", "\"allreduce\"",
            "Data-parallel gradient sync: allreduce | ps (reduce to rank 0 + broadcast)">,
+    Option<"rankOrder", "rank-order", "std::string", "\"\"",
+           "Mesh axes from slowest to fastest varying rank coordinate (default: "
+           "pp,dp,fsdp,<others>,tp)">,
+    Option<"sequenceParallel", "sp", "bool", "false",
+           "Megatron sequence parallelism: split the residual stream of every "
+           "llm.block along the sequence over tp">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
 }
@@ -130,6 +139,30 @@ def FSDP : Pass<"llmc-fsdp", "mlir::ModuleOp"> {
            "Issue a block's gather this many blocks before its first use">,
   ];
   let dependentDialects = ["::llmc::dist::DistDialect"];
+}
+
+def DecomposeCollectives : Pass<"llmc-decompose-collectives", "mlir::ModuleOp"> {
+  let summary = "Gathers and scatters along any dimension become dimension-0 ones";
+  let description = [{
+    The runtime's collectives move whole buffers: a gather concatenates the
+    ranks' buffers, a scatter hands out consecutive chunks, i.e. along
+    dimension 0. A `dist.all_gather`, `dist.reduce_scatter` or
+    `dist.all_slice` along dimension d > 0 (a sequence-parallel gather, a
+    vocabulary gather) becomes the dimension-0 collective on a view with the
+    rank chunks outermost, plus one `llm.transpose` that moves the chunk
+    dimension into place. When every dimension before d has size 1 the
+    chunks are already contiguous and only reshapes are needed.
+
+    ```mlir
+    %g = dist.all_gather %x on @mesh axes ["tp"] dim 1 : tensor<2x4x8xf32> -> tensor<2x8x8xf32>
+    // becomes
+    %r = llm.reshape %x : tensor<2x4x8xf32> to tensor<1x2x4x8xf32>
+    %a = dist.all_gather %r on @mesh axes ["tp"] dim 0 : tensor<1x2x4x8xf32> -> tensor<2x2x4x8xf32>
+    %t = llm.transpose %a {permutation = array<i64: 1, 0, 2, 3>} : tensor<2x2x4x8xf32> to tensor<2x2x4x8xf32>
+    %g = llm.reshape %t : tensor<2x2x4x8xf32> to tensor<2x8x8xf32>
+    ```
+  }];
+  let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
 }
 
 def LowerToExec : Pass<"llmc-lower-to-exec", "mlir::ModuleOp"> {

@@ -25,6 +25,8 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
     shard.mesh = options.mesh;
     shard.zero = options.zero;
     shard.gradSync = options.gradSync;
+    shard.rankOrder = options.rankOrder;
+    shard.sequenceParallel = options.sequenceParallel;
     pm.addPass(createShard(shard));
   }
   if (options.emit == "graph")
@@ -50,6 +52,7 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
   }
   if (options.emit == "train")
     return;
+  pm.addPass(createDecomposeCollectives());
   pm.addPass(createLowerToExec());
 }
 
@@ -72,6 +75,19 @@ struct TrainingPipelineCLOptions
   Option<std::string> mesh{*this, "mesh", llvm::cl::desc("Mesh, e.g. dp=2,tp=2"),
                            llvm::cl::init("")};
   Option<int64_t> zero{*this, "zero", llvm::cl::desc("ZeRO stage"), llvm::cl::init(0)};
+  Option<std::string> gradSync{*this, "grad-sync", llvm::cl::desc("allreduce | ps"),
+                               llvm::cl::init("allreduce")};
+  Option<std::string> rankOrder{*this, "rank-order",
+                                llvm::cl::desc("Mesh axes, slowest to fastest"),
+                                llvm::cl::init("")};
+  Option<bool> sp{*this, "sp", llvm::cl::desc("Sequence parallelism over tp"),
+                  llvm::cl::init(false)};
+  Option<bool> fsdpReshardAfterForward{*this, "fsdp-reshard-after-forward",
+                                       llvm::cl::desc("ZeRO-3: gather again for backward"),
+                                       llvm::cl::init(true)};
+  Option<int64_t> fsdpPrefetch{*this, "fsdp-prefetch",
+                               llvm::cl::desc("ZeRO-3: blocks to gather ahead"),
+                               llvm::cl::init(1)};
 };
 } // namespace
 
@@ -89,6 +105,11 @@ void llmc::registerPasses() {
         options.emit = cl.emit;
         options.mesh = cl.mesh;
         options.zero = cl.zero;
+        options.gradSync = cl.gradSync;
+        options.rankOrder = cl.rankOrder;
+        options.sequenceParallel = cl.sp;
+        options.fsdpReshardAfterForward = cl.fsdpReshardAfterForward;
+        options.fsdpPrefetch = cl.fsdpPrefetch;
         llmc::buildTrainingPipeline(pm, options);
       });
 }

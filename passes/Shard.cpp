@@ -19,6 +19,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 
 namespace llmc {
 #define GEN_PASS_DEF_SHARD
@@ -141,10 +142,19 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
       module.emitError("shard: no @forward");
       return signalPassFailure();
     }
-    if (layout.batchSize() > 1 && failed(splitBatch(forward, layout.batchSize())))
+    if (layout.batchSize() > 1 &&
+        failed(splitBatch(forward, layout.batchSize(),
+                          layout.axesAttr(module.getContext(), layout.batchAxes))))
       return signalPassFailure();
     int64_t tp = mesh.axisSize("tp");
+    if (sequenceParallel && tp <= 1) {
+      module.emitError("shard: sequence parallelism (sp) splits over the tensor-parallel axis; "
+                       "the mesh needs tp >= 2");
+      return signalPassFailure();
+    }
     if (tp > 1 && failed(applyTensorParallel(forward, "tp", tp)))
+      return signalPassFailure();
+    if (sequenceParallel && failed(applySequenceParallel(forward, "tp", tp)))
       return signalPassFailure();
   }
 
@@ -170,12 +180,47 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
       module.emitError("shard: empty mesh");
       return failure();
     }
-    return axes;
+    return orderAxes(module, std::move(axes));
+  }
+
+  /// Puts the axes in rank order (slowest first): `rank-order` when given,
+  /// else pp, dp, fsdp, the others as written, tp — so the ranks of a
+  /// tensor-parallel group, which communicate most, are consecutive.
+  FailureOr<std::vector<std::pair<std::string, int64_t>>>
+  orderAxes(ModuleOp module, std::vector<std::pair<std::string, int64_t>> axes) {
+    if (StringRef(rankOrder).trim().empty()) {
+      auto priority = [](StringRef name) {
+        return llvm::StringSwitch<int>(name).Case("pp", 0).Case("dp", 1).Case("fsdp", 2)
+            .Case("tp", 4).Default(3);
+      };
+      std::stable_sort(axes.begin(), axes.end(), [&](const auto &x, const auto &y) {
+        return priority(x.first) < priority(y.first);
+      });
+      return axes;
+    }
+    std::vector<std::pair<std::string, int64_t>> ordered;
+    for (StringRef name : llvm::split(StringRef(rankOrder), ',')) {
+      name = name.trim();
+      auto it = llvm::find_if(axes, [&](const auto &a) { return a.first == name; });
+      if (it == axes.end() || llvm::any_of(ordered, [&](const auto &a) { return a.first == name; })) {
+        module.emitError() << "shard: rank-order '" << rankOrder
+                           << "' must name each mesh axis exactly once; '" << name
+                           << "' is " << (it == axes.end() ? "not a mesh axis" : "repeated");
+        return failure();
+      }
+      ordered.push_back(*it);
+    }
+    if (ordered.size() != axes.size()) {
+      module.emitError() << "shard: rank-order '" << rankOrder
+                         << "' must name each mesh axis exactly once";
+      return failure();
+    }
+    return ordered;
   }
 
   /// Divides dimension 0 of the batch arguments and everything computed
-  /// from them by `parts`.
-  LogicalResult splitBatch(func::FuncOp func, int64_t parts) {
+  /// from them by `parts`, over mesh axes `axes`.
+  LogicalResult splitBatch(func::FuncOp func, int64_t parts, ArrayAttr axes) {
     llvm::DenseSet<Value> batched;
     SmallVector<Type> argTypes(func.getArgumentTypes());
     for (BlockArgument arg : func.getArguments()) {
@@ -205,14 +250,15 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
       if (isa<func::ReturnOp, llm::YieldOp>(op) ||
           llvm::none_of(op->getOperands(), [&](Value v) { return batched.contains(v); }))
         return WalkResult::advance();
-      if (failed(splitOp(op, parts, batched)))
+      if (failed(splitOp(op, parts, axes, batched)))
         return WalkResult::interrupt();
       return WalkResult::advance();
     });
     return failure(result.wasInterrupted());
   }
 
-  LogicalResult splitOp(Operation *op, int64_t parts, llvm::DenseSet<Value> &batched) {
+  LogicalResult splitOp(Operation *op, int64_t parts, ArrayAttr axes,
+                        llvm::DenseSet<Value> &batched) {
     auto batchedOperand = [&](unsigned i) { return batched.contains(op->getOperand(i)); };
     // Ops that would mix rows of different ranks.
     if (auto t = dyn_cast<llm::TransposeOp>(op); t && t.getPermutation()[0] != 0)
@@ -248,6 +294,10 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
     }
     if (isa<llm::ReduceSumOp, llm::GlobalNormOp, llm::AdamWOp>(op))
       return op->emitOpError("reduces over the batch dimension in @forward; it cannot be split");
+
+    // Each rank's dropout mask is its rows of the whole batch's mask.
+    if (isa<llm::DropoutOp>(op))
+      markDropoutPiece(op, cast<RankedTensorType>(op->getResult(0).getType()), 0, axes, parts);
 
     // New result types: inferred from the new operands where the op can, else
     // dimension 0 divided.

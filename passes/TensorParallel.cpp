@@ -20,8 +20,18 @@
 //    the input gradient.
 //
 // So each layer communicates 2 all-reduces of b·s·h forward and 2 backward.
+//
+// The vocabulary is split too when it divides by tp (Megatron's
+// vocabulary-parallel embedding and loss): the token embedding looks up only
+// its rows (others give zeros) and an all_reduce sums the shards; the
+// output head is column-parallel over the vocabulary, and the loss is built
+// from per-row statistics — a max, then Σ exp and the target's logit —
+// combined by three all-reduces of b·s numbers, so no rank ever holds a
+// whole row of logits. A tied embedding/head weight is split once for both.
+//
 // Split parameters record their split as a `llmc.shard` level so the runtime
-// initialises and checkpoints exactly the global tensor's pieces.
+// initialises and checkpoints exactly the global tensor's pieces. Weights
+// may reach their matmul through llm.cast (mixed precision).
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,8 +70,16 @@ private:
   /// The row-parallel consumer of split value `v` (through reshapes).
   LogicalResult rowParallel(Value v);
   LogicalResult splitParam(Value param, Split split, Operation *user);
+  /// Megatron's vocabulary-parallel embedding and cross-entropy.
+  LogicalResult splitVocabulary();
+  LogicalResult vocabParallelEmbedding(llm::EmbeddingOp embedding);
+  LogicalResult vocabParallelLoss(llm::CrossEntropyOp loss);
+  /// Every use of a split parameter must be one this pass rewrote.
+  LogicalResult checkParamUses();
   RankedTensorType localType(Type t, Split split);
   Value replicated(Value h, Operation *before);
+  /// A sum over the tensor-parallel ranks, inserted after `value`'s producer.
+  Value allReduce(Value value, StringRef reduction, Location loc);
   LogicalResult retype();
 
   func::FuncOp func;
@@ -72,6 +90,7 @@ private:
   llvm::DenseMap<Operation *, Type> explicitTypes; // reshapes / slices
   llvm::DenseMap<Value, Value> replicas;       // f operator per replicated input
   llvm::DenseSet<Operation *> rowDone;
+  llvm::DenseSet<Operation *> handled;         // ops that read a split parameter
 };
 
 RankedTensorType TensorParallel::localType(Type t, Split s) {
@@ -100,6 +119,14 @@ Value TensorParallel::replicated(Value h, Operation *before) {
 }
 
 LogicalResult TensorParallel::splitParam(Value param, Split s, Operation *user) {
+  // Mixed precision reads the fp32 master weight through a cast.
+  handled.insert(user);
+  while (auto cast = param.getDefiningOp<llm::CastOp>()) {
+    if (!cast->hasOneUse())
+      return user->emitOpError("tensor parallelism: the cast of this weight has other uses");
+    handled.insert(cast);
+    param = cast.getX();
+  }
   auto arg = dyn_cast<BlockArgument>(param);
   if (!arg || !llm::getParamAttr(func, arg.getArgNumber()))
     return user->emitOpError("tensor parallelism: expected a parameter as the weight");
@@ -116,10 +143,6 @@ LogicalResult TensorParallel::splitParam(Value param, Split s, Operation *user) 
              << "' would be split two different ways";
     return success();
   }
-  if (!param.hasOneUse())
-    return user->emitOpError("tensor parallelism: parameter '")
-           << llm::getParamAttr(func, arg.getArgNumber()).getName()
-           << "' is also used outside its parallel layer";
   split[param] = s;
   func.setArgAttr(arg.getArgNumber(), kShardAttr,
                   addShardLevel(func.getContext(),
@@ -278,6 +301,11 @@ LogicalResult TensorParallel::retype() {
       op->getResult(0).setType(it->second);
       return WalkResult::advance();
     }
+    if (auto cast = dyn_cast<llm::CastOp>(op)) {
+      cast.getResult().setType(RankedTensorType::get(cast.getX().getType().getShape(),
+                                                     cast.getType().getElementType()));
+      return WalkResult::advance();
+    }
     auto infer = dyn_cast<InferTypeOpInterface>(op);
     if (!infer)
       return WalkResult::advance();
@@ -308,7 +336,108 @@ LogicalResult TensorParallel::run() {
   for (llm::BlockOp b : blocks)
     if (failed(shardBlock(b)))
       return failure();
+  if (failed(splitVocabulary()) || failed(checkParamUses()))
+    return failure();
   return retype();
+}
+
+Value TensorParallel::allReduce(Value value, StringRef reduction, Location loc) {
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointAfterValue(value);
+  auto op = dist::AllReduceOp::create(builder, loc, value.getType(), value,
+                                      FlatSymbolRefAttr::get(builder.getContext(), "mesh"),
+                                      builder.getStrArrayAttr({axis}),
+                                      builder.getStringAttr(reduction));
+  if (Operation *def = value.getDefiningOp())
+    if (auto name = def->getAttr(kBlockNameAttr))
+      op->setAttr(kBlockNameAttr, name);
+  return op;
+}
+
+LogicalResult TensorParallel::splitVocabulary() {
+  SmallVector<llm::EmbeddingOp> embeddings;
+  SmallVector<llm::CrossEntropyOp> losses;
+  func.walk([&](llm::EmbeddingOp e) { embeddings.push_back(e); });
+  func.walk([&](llm::CrossEntropyOp l) { losses.push_back(l); });
+  for (llm::EmbeddingOp e : embeddings)
+    if (failed(vocabParallelEmbedding(e)))
+      return failure();
+  for (llm::CrossEntropyOp l : losses)
+    if (failed(vocabParallelLoss(l)))
+      return failure();
+  return success();
+}
+
+/// A table of whole-vocabulary rows split over tp: each rank looks up its
+/// rows (zeros for the others') and an all_reduce sums the pieces.
+LogicalResult TensorParallel::vocabParallelEmbedding(llm::EmbeddingOp embedding) {
+  auto table = dyn_cast<BlockArgument>(embedding.getTable());
+  int64_t vocab = embedding.getTable().getType().getDimSize(0);
+  // Not a parameter, already a shard, or not divisible: stays replicated.
+  if (!table || !llm::getParamAttr(func, table.getArgNumber()) || embedding.getVocabSize() != 0 ||
+      vocab % tp != 0)
+    return success();
+  if (failed(splitParam(table, Split{0, 1}, embedding)))
+    return failure();
+  embedding.setRowOffset(0);
+  embedding.setVocabSize(vocab);
+  addRankOffset(embedding, "row_offset", 0, builder.getStrArrayAttr({axis}), vocab / tp);
+  Value sum = allReduce(embedding.getResult(), "sum", embedding.getLoc());
+  embedding.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
+  return success();
+}
+
+/// logits = x·Wᵀ with W [V, C] (or x·W, W [C, V]) becomes column-parallel
+/// over the vocabulary, and the loss is assembled from per-row statistics.
+LogicalResult TensorParallel::vocabParallelLoss(llm::CrossEntropyOp loss) {
+  auto head = loss.getLogits().getDefiningOp<llm::MatmulOp>();
+  if (!head || head.getTransposeA() || cast<RankedTensorType>(head.getB().getType()).getRank() != 2)
+    return success(); // not a projection: the loss stays replicated
+  auto logitsType = cast<RankedTensorType>(head.getType());
+  int64_t vocab = logitsType.getShape().back(), last = logitsType.getRank() - 1;
+  if (vocab % tp != 0 || !head->hasOneUse())
+    return success();
+  if (failed(splitParam(head.getB(), Split{head.getTransposeB() ? 0 : 1, 1}, head)))
+    return failure();
+  head.getAMutable().assign(replicated(head.getA(), head));
+  auto local = localType(logitsType, Split{last, 1});
+  head.getResult().setType(local);
+  explicitTypes[head] = local;
+
+  // max → (all-reduce max) → shift; Σ exp(x − shift) and the target's logit
+  // per shard → (all-reduce sums) → the loss. The shift only keeps exp in
+  // range: the loss does not depend on it, so no gradient flows through it.
+  Location loc = loss.getLoc();
+  builder.setInsertionPoint(loss);
+  Value logits = head.getResult();
+  auto max = llm::ReduceMaxOp::create(builder, loc, logits);
+  Value shift = llm::StopGradientOp::create(builder, loc, allReduce(max, "max", loc));
+  auto partial = llm::CrossEntropyPartialOp::create(
+      builder, loc, logits, loss.getTargets(), shift, /*class_offset=*/0, vocab,
+      loss.getIgnoreIndex());
+  partial.setClassOffset(0);
+  addRankOffset(partial, "class_offset", 0, builder.getStrArrayAttr({axis}), vocab / tp);
+  Value sumexp = allReduce(partial.getSumexp(), "sum", loc);
+  Value target = allReduce(partial.getTargetLogit(), "sum", loc);
+  auto finish = llm::CrossEntropyFinishOp::create(builder, loc, sumexp, shift, target,
+                                                  loss.getTargets(), loss.getIgnoreIndex());
+  loss.getResult().replaceAllUsesWith(finish.getResult());
+  loss.erase();
+  return success();
+}
+
+LogicalResult TensorParallel::checkParamUses() {
+  for (auto &[value, s] : split) {
+    auto arg = dyn_cast<BlockArgument>(value);
+    if (!arg || !llm::getParamAttr(func, arg.getArgNumber()))
+      continue;
+    for (Operation *user : arg.getUsers())
+      if (!handled.contains(user))
+        return user->emitOpError("tensor parallelism: parameter '")
+               << llm::getParamAttr(func, arg.getArgNumber()).getName()
+               << "' is split for its parallel layer but also used here";
+  }
+  return success();
 }
 
 } // namespace

@@ -14,6 +14,12 @@ namespace llmc {
 mlir::LogicalResult applyTensorParallel(mlir::func::FuncOp forward, llvm::StringRef axis,
                                         int64_t tp);
 
+/// After applyTensorParallel: splits the residual stream (everything outside
+/// the column/row-parallel regions that works position by position) along
+/// the sequence over the same axis (Megatron sequence parallelism).
+mlir::LogicalResult applySequenceParallel(mlir::func::FuncOp forward, llvm::StringRef axis,
+                                          int64_t tp);
+
 } // namespace llmc
 
 #endif

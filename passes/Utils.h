@@ -33,6 +33,17 @@ mlir::DictionaryAttr addShardLevel(mlir::MLIRContext *context, mlir::DictionaryA
                                    mlir::RankedTensorType current, mlir::ArrayAttr axes,
                                    int64_t dim, int64_t blocks = 1);
 
+/// Appends a #dist.rank_offset term (on @mesh) to `op`: element `index` of
+/// its attribute `attr` grows by the rank's position over `axes` × `stride`.
+void addRankOffset(mlir::Operation *op, llvm::StringRef attr, int64_t index,
+                   mlir::ArrayAttr axes, int64_t stride);
+
+/// Records on an llm.dropout that dimension `dim` of its operand, of shape
+/// `before`, was just split into `parts` over `axes`, so the mask stays the
+/// global one (see llm.dropout's global_shape / offsets).
+void markDropoutPiece(mlir::Operation *dropout, mlir::RankedTensorType before, int64_t dim,
+                      mlir::ArrayAttr axes, int64_t parts);
+
 /// Inlines every llm.block of `func` into its parent block, tagging the moved
 /// ops with kBlockNameAttr.
 void flattenBlocks(mlir::func::FuncOp func);

@@ -39,6 +39,39 @@ Value reshapeTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
 
 using Grads = SmallVector<Value>;
 
+/// A backward op that reads the same rank-dependent attributes (row or
+/// class offsets) as its forward op gets the same runtime terms.
+void copyRankOffsets(Operation *from, Operation *to) {
+  if (Attribute terms = from->getAttr(dist::DistDialect::kRankOffsetsAttrName))
+    to->setAttr(dist::DistDialect::kRankOffsetsAttrName, terms);
+}
+
+/// A cross-entropy shard's backward: dlogits from the gradients of its two
+/// row statistics (a missing one is zero). The shift's gradient, −dsumexp ·
+/// sumexp, is returned only when asked for: the model's loss never asks,
+/// since the shift comes through llm.stop_gradient.
+FailureOr<Grads> crossEntropyPartialVJP(OpBuilder &b, CrossEntropyPartialOp op,
+                                        ArrayRef<Value> dys, ArrayRef<bool> need) {
+  Location loc = op.getLoc();
+  auto zerosLike = [&](Value v) {
+    return FillOp::create(b, loc, v.getType(), APFloat(0.0)).getResult();
+  };
+  Value ds = dys[0] ? dys[0] : zerosLike(op.getSumexp());
+  Value dt = dys[1] ? dys[1] : zerosLike(op.getTargetLogit());
+  Grads grads(3);
+  if (need[0]) {
+    auto g = CrossEntropyPartialGradOp::create(b, loc, op.getLogits(), op.getTargets(),
+                                               op.getShift(), ds, dt, op.getClassOffset(),
+                                               op.getNumClasses(), op.getIgnoreIndex());
+    copyRankOffsets(op, g);
+    grads[0] = g;
+  }
+  if (need[2] && dys[0])
+    grads[2] = ScaleOp::create(b, loc, MulOp::create(b, loc, dys[0], op.getSumexp()),
+                               APFloat(-1.0));
+  return grads;
+}
+
 FailureOr<Grads> matmulVJP(OpBuilder &b, MatmulOp op, Value dc, ArrayRef<bool> need) {
   Location loc = op.getLoc();
   Value a = op.getA(), bm = op.getB();
@@ -137,9 +170,19 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
         return Grads{g.getDgate(), g.getDup()};
       })
       .Case([&](DropoutOp d) -> FailureOr<Grads> {
-        // The mask depends only on (seed, step, index): same op, same mask.
-        return Grads{DropoutOp::create(b, loc, dy, d.getRate(), d.getSeed())};
+        // The mask depends only on (seed, step, global index): the same op
+        // (with its rank offsets) draws the same mask.
+        Operation *copy = b.clone(*d);
+        copy->setOperand(0, dy);
+        return Grads{copy->getResult(0)};
       })
+      .Case([&](CrossEntropyPartialOp p) { return crossEntropyPartialVJP(b, p, dys, need); })
+      .Case([&](CrossEntropyFinishOp f) -> FailureOr<Grads> {
+        auto g = CrossEntropyFinishGradOp::create(b, loc, f.getSumexp(), f.getTargets(), dy,
+                                                  f.getIgnoreIndex());
+        return Grads{g.getDsumexp(), g.getDshift(), g.getDtargetLogit(), Value()};
+      })
+      .Case([&](StopGradientOp) -> FailureOr<Grads> { return Grads{Value()}; })
       .Case([&](CastOp c) -> FailureOr<Grads> {
         return Grads{CastOp::create(b, loc, c.getX().getType(), dy)};
       })
@@ -154,9 +197,10 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
         return Grads{g.getDx(), g.getDgamma()};
       })
       .Case([&](EmbeddingOp e) -> FailureOr<Grads> {
-        return Grads{EmbeddingGradOp::create(b, loc, e.getTable().getType(),
-                                             e.getIds(), dy),
-                     Value()};
+        auto g = EmbeddingGradOp::create(b, loc, e.getTable().getType(), e.getIds(), dy,
+                                         e.getRowOffset(), e.getVocabSize());
+        copyRankOffsets(e, g);
+        return Grads{g, Value()};
       })
       .Case([&](RopeOp r) -> FailureOr<Grads> {
         // A rotation's transpose is the opposite rotation.
@@ -205,6 +249,9 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
                                                c.getAxes(), b.getStringAttr("sum"))};
       })
       .Case([&](dist::AllGatherOp c) -> FailureOr<Grads> {
+        if (c.getReplicatedGrad())
+          return Grads{dist::AllSliceOp::create(b, loc, c.getInput().getType(), dy,
+                                                c.getMeshAttr(), c.getAxes(), c.getDimAttr())};
         return Grads{dist::ReduceScatterOp::create(b, loc, c.getInput().getType(), dy,
                                                    c.getMeshAttr(), c.getAxes(), c.getDimAttr(),
                                                    b.getStringAttr("sum"))};

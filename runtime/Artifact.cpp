@@ -148,6 +148,29 @@ ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
       if (in->arrays())
         for (const fb::IntsAttr *a : *in->arrays())
           info.attrs.setInts(a->name()->str(), vec(a->values()));
+      if (in->rank_offsets())
+        for (const fb::RankOffset *r : *in->rank_offsets()) {
+          RankOffsetInfo term;
+          term.attr = r->attr()->str();
+          term.index = r->index();
+          term.stride = r->stride();
+          if (r->axes())
+            for (const flatbuffers::String *axis : *r->axes()) term.axes.push_back(axis->str());
+          int64_t size = info.attrs.hasInt(term.attr)    ? 1
+                         : info.attrs.hasInts(term.attr) ? static_cast<int64_t>(
+                                                               info.attrs.getInts(term.attr).size())
+                                                         : -1;
+          if (size < 0)
+            fail(instWhere, ": rank offset for attribute '", term.attr,
+                 "', which the instruction does not have as an int or int array");
+          if (term.index < 0 || term.index >= size)
+            fail(instWhere, ": rank offset index ", term.index, " out of range for attribute '",
+                 term.attr, "' of ", size, " element(s)");
+          if (term.axes.empty() || term.stride < 0)
+            fail(instWhere, ": rank offset for '", term.attr,
+                 "' needs mesh axes and a stride >= 0");
+          info.rankOffsets.push_back(std::move(term));
+        }
       if (in->group())
         for (const flatbuffers::String *g : *in->group()) info.group.push_back(g->str());
       info.reduction = str(in->reduction());

@@ -50,11 +50,21 @@ enum class InstructionKind : uint8_t {
 };
 const char *instructionKindName(InstructionKind kind);
 
+/// Element `index` of kernel attribute `attr` grows by the rank's position
+/// in the group over `axes` times `stride` (resolved when binding).
+struct RankOffsetInfo {
+  std::string attr;
+  int32_t index = 0;
+  std::vector<std::string> axes;
+  int64_t stride = 0;
+};
+
 struct InstructionInfo {
   InstructionKind kind = InstructionKind::Kernel;
   std::string kernel;
   std::vector<uint32_t> inputs, outputs;
   KernelAttrs attrs;
+  std::vector<RankOffsetInfo> rankOffsets;
   std::vector<std::string> group;
   std::string reduction, axis;
   int64_t root = 0, shift = 0, tag = 0, event = 0;

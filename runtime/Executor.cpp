@@ -39,6 +39,17 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
       for (uint32_t index : inst.inputs) args.inputs.push_back(viewOf(index));
       for (uint32_t index : inst.outputs) args.outputs.push_back(viewOf(index));
       args.attrs = inst.attrs;
+      // Where this rank's piece lies (vocabulary shard, sequence slice, ...).
+      for (const RankOffsetInfo &term : inst.rankOffsets) {
+        int64_t delta = comm.group(term.axes).rank() * term.stride;
+        if (args.attrs.hasInt(term.attr)) {
+          args.attrs.setInt(term.attr, args.attrs.getInt(term.attr) + delta);
+        } else {
+          std::vector<int64_t> values = args.attrs.getInts(term.attr);
+          values[static_cast<size_t>(term.index)] += delta;
+          args.attrs.setInts(term.attr, std::move(values));
+        }
+      }
       std::string error;
       std::unique_ptr<Kernel> kernel = factory(args, error);
       if (!kernel)

@@ -33,6 +33,50 @@ void DistDialect::initialize() {
 }
 
 //===----------------------------------------------------------------------===//
+// dist.rank_offsets on any op
+//===----------------------------------------------------------------------===//
+
+LogicalResult DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() != kRankOffsetsAttrName)
+    return op->emitOpError("unknown dist attribute '") << attr.getName().getValue() << "'";
+  auto terms = dyn_cast<ArrayAttr>(attr.getValue());
+  if (!terms)
+    return op->emitOpError("'") << kRankOffsetsAttrName
+                                << "' must be an array of #dist.rank_offset";
+  for (Attribute a : terms) {
+    auto term = dyn_cast<RankOffsetAttr>(a);
+    if (!term)
+      return op->emitOpError("'") << kRankOffsetsAttrName
+                                  << "' must be an array of #dist.rank_offset, got " << a;
+    auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, term.getMesh());
+    if (!mesh)
+      return op->emitOpError("rank offset refers to ")
+             << term.getMesh() << ", which is not a dist.mesh";
+    for (Attribute axis : term.getAxes()) {
+      auto name = dyn_cast<StringAttr>(axis);
+      if (!name || mesh.axisSize(name.getValue()) < 0)
+        return op->emitOpError("rank offset names axis ")
+               << axis << ", which mesh @" << mesh.getSymName() << " does not have";
+    }
+    if (term.getStride() < 0)
+      return op->emitOpError("rank offset stride must be >= 0, got ") << term.getStride();
+    Attribute target = op->getAttr(term.getAttr());
+    int64_t size = isa_and_nonnull<IntegerAttr>(target) ? 1
+                   : isa_and_nonnull<DenseI64ArrayAttr>(target)
+                       ? cast<DenseI64ArrayAttr>(target).size()
+                       : -1;
+    if (size < 0)
+      return op->emitOpError("rank offset targets attribute '")
+             << term.getAttr().getValue() << "', which is not an integer or integer array here";
+    if (term.getIndex() < 0 || term.getIndex() >= size)
+      return op->emitOpError("rank offset index ")
+             << term.getIndex() << " is out of range for attribute '"
+             << term.getAttr().getValue() << "' of " << size << " element(s)";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Mesh
 //===----------------------------------------------------------------------===//
 

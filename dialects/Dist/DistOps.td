@@ -27,6 +27,11 @@ def Dist_Dialect : Dialect {
     in these axes".
   }];
   let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Discardable attribute: an array of #dist.rank_offset terms.
+    static constexpr ::llvm::StringLiteral kRankOffsetsAttrName = "dist.rank_offsets";
+  }];
 }
 
 class Dist_Op<string mnemonic, list<Trait> traits = []>
@@ -50,6 +55,30 @@ def Dist_ShardingAttr : AttrDef<Dist_Dialect, "Sharding"> {
                         DefaultValuedParameter<"::mlir::ArrayAttr", "::mlir::ArrayAttr()">:$partial);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+}
+
+def Dist_RankOffsetAttr : AttrDef<Dist_Dialect, "RankOffset"> {
+  let mnemonic = "rank_offset";
+  let summary = "A rank-dependent term added to an integer attribute";
+  let description = [{
+    An SPMD program is the same on every rank, yet some ops must know where
+    their local piece sits in the global tensor: a vocabulary shard's first
+    row, a sequence slice's first position, a dropout mask's global element
+    index. Such an op carries `dist.rank_offsets`, a list of these terms:
+    element `index` of its integer (or integer-array) attribute `attr` is
+    increased, on each rank, by the rank's position in the group over
+    `axes` times `stride`. The runtime resolves the terms once, when it
+    binds the program to a rank; on one rank every position is 0.
+
+    ```mlir
+    %e = llm.embedding %w, %ids {row_offset = 0 : i64, dist.rank_offsets = [
+           #dist.rank_offset<mesh = @mesh, attr = "row_offset", index = 0,
+                             axes = ["tp"], stride = 128>]} : ...
+    ```
+  }];
+  let parameters = (ins "::mlir::FlatSymbolRefAttr":$mesh, "::mlir::StringAttr":$attr,
+                        "int64_t":$index, "::mlir::ArrayAttr":$axes, "int64_t":$stride);
+  let assemblyFormat = "`<` struct(params) `>`";
 }
 
 def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
@@ -110,13 +139,21 @@ def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce", "All-reduce",
 }
 
 def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather", "All-gather",
-    (ins I64Attr:$dim), "`dim` $dim"> {
+    (ins I64Attr:$dim, UnitAttr:$replicated_grad), "`dim` $dim"> {
   let description = [{
-    Concatenates every member's tensor along `dim` in group order. Backward:
-    reduce_scatter along the same dim.
+    Concatenates every member's tensor along `dim` in group order.
+
+    Backward, by default: reduce_scatter (sum) along the same dim — the
+    gathered value feeds a sharded computation, so each rank holds a partial
+    gradient of all of it (sequence parallelism's gather before a
+    column-parallel matmul). With `replicated_grad` the gathered value feeds
+    computation that every rank repeats identically, so its gradient is the
+    same everywhere and the backward just keeps this rank's chunk
+    (all_slice).
 
     ```mlir
     %g = dist.all_gather %x on @world axes ["dp"] dim 0 : tensor<4x8xf32> -> tensor<8x8xf32>
+    %r = dist.all_gather %x on @world axes ["tp"] dim 1 {replicated_grad} : tensor<4x8xf32> -> tensor<4x16xf32>
     ```
   }];
 }

@@ -213,6 +213,20 @@ LogicalResult DropoutOp::verify() {
   double rate = getRate().convertToDouble();
   if (!(rate >= 0.0 && rate < 1.0))
     return emitOpError("rate must be in [0, 1), got ") << rate;
+  std::optional<ArrayRef<int64_t>> global = getGlobalShape(), offsets = getOffsets();
+  if (!global && !offsets)
+    return success();
+  if (!global || !offsets)
+    return emitOpError("global_shape and offsets go together");
+  ArrayRef<int64_t> local = getX().getType().getShape();
+  if (global->size() != local.size() || offsets->size() != local.size())
+    return emitOpError("global_shape and offsets must have one entry per dimension (")
+           << local.size() << ")";
+  for (size_t d = 0; d < local.size(); ++d)
+    if ((*offsets)[d] < 0 || (*offsets)[d] + local[d] > (*global)[d])
+      return emitOpError("dimension ") << d << ": a piece of " << local[d] << " at offset "
+                                       << (*offsets)[d] << " does not fit in "
+                                       << (*global)[d];
   return success();
 }
 
@@ -246,6 +260,27 @@ LogicalResult RMSNormOp::inferReturnTypes(MLIRContext *, std::optional<Location>
 }
 
 LogicalResult RMSNormOp::verify() { return checkEpsilon(*this, getEpsilon()); }
+
+/// A vocabulary shard: rows [row_offset, row_offset + rows) of vocab_size.
+static LogicalResult checkVocabShard(Operation *op, int64_t rows, uint64_t rowOffsetAttr,
+                                     uint64_t vocabSizeAttr) {
+  auto rowOffset = static_cast<int64_t>(rowOffsetAttr);
+  auto vocabSize = static_cast<int64_t>(vocabSizeAttr);
+  if (vocabSize == 0) {
+    if (rowOffset != 0)
+      return op->emitOpError("row_offset needs vocab_size (the whole table's rows)");
+    return success();
+  }
+  if (rowOffset < 0 || rowOffset + rows > vocabSize)
+    return op->emitOpError("rows [") << rowOffset << ", " << rowOffset + rows
+                                     << ") do not fit in a vocabulary of " << vocabSize;
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  return checkVocabShard(*this, getTable().getType().getDimSize(0), getRowOffset(),
+                         getVocabSize());
+}
 
 LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
@@ -338,6 +373,82 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
   if (failed(checkLossShapes(loc, adaptor.getLogits(), adaptor.getTargets())))
     return failure();
   types.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType x = tensorOf(adaptor.getX());
+  if (x.getRank() < 1)
+    return emitOptionalError(loc, "input must have rank >= 1");
+  types.push_back(RankedTensorType::get(x.getShape().drop_back(), Float32Type::get(context)));
+  return success();
+}
+
+/// The per-row statistics of a vocabulary-parallel loss are fp32 `rows`.
+static LogicalResult checkRowStats(std::optional<Location> loc, ArrayRef<int64_t> rows,
+                                   Value stat, StringRef name) {
+  if (tensorOf(stat).getShape() != rows)
+    return emitOptionalError(loc, name, " must be ", shapeString(rows), ", got ",
+                             shapeString(tensorOf(stat).getShape()));
+  return success();
+}
+
+LogicalResult CrossEntropyPartialOp::inferReturnTypes(MLIRContext *,
+                                                      std::optional<Location> loc,
+                                                      Adaptor adaptor,
+                                                      SmallVectorImpl<Type> &types) {
+  if (failed(checkLossShapes(loc, adaptor.getLogits(), adaptor.getTargets())))
+    return failure();
+  ArrayRef<int64_t> rows = tensorOf(adaptor.getLogits()).getShape().drop_back();
+  if (failed(checkRowStats(loc, rows, adaptor.getShift(), "shift")))
+    return failure();
+  types.append(2, adaptor.getShift().getType());
+  return success();
+}
+
+LogicalResult CrossEntropyPartialOp::verify() {
+  int64_t classes = getLogits().getType().getShape().back();
+  auto offset = static_cast<int64_t>(getClassOffset());
+  auto total = static_cast<int64_t>(getNumClasses());
+  if (total < 1 || offset < 0 || offset + classes > total)
+    return emitOpError("classes [") << offset << ", " << offset + classes
+                                    << ") do not fit in num_classes = " << total;
+  return success();
+}
+
+LogicalResult CrossEntropyPartialGradOp::inferReturnTypes(MLIRContext *,
+                                                          std::optional<Location> loc,
+                                                          Adaptor adaptor,
+                                                          SmallVectorImpl<Type> &types) {
+  if (failed(checkLossShapes(loc, adaptor.getLogits(), adaptor.getTargets())))
+    return failure();
+  ArrayRef<int64_t> rows = tensorOf(adaptor.getLogits()).getShape().drop_back();
+  // dsumexp and dtarget_logit have shift's type (AllTypesMatch).
+  if (failed(checkRowStats(loc, rows, adaptor.getShift(), "shift")))
+    return failure();
+  types.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+LogicalResult CrossEntropyFinishOp::verify() {
+  ArrayRef<int64_t> rows = getTargets().getType().getShape();
+  for (auto [value, name] : {std::pair<Value, StringRef>{getSumexp(), "sumexp"},
+                             {getShift(), "shift"},
+                             {getTargetLogit(), "target_logit"}})
+    if (failed(checkRowStats(getLoc(), rows, value, name)))
+      return failure();
+  return success();
+}
+
+LogicalResult CrossEntropyFinishGradOp::inferReturnTypes(MLIRContext *,
+                                                         std::optional<Location> loc,
+                                                         Adaptor adaptor,
+                                                         SmallVectorImpl<Type> &types) {
+  if (failed(checkRowStats(loc, tensorOf(adaptor.getTargets()).getShape(),
+                           adaptor.getSumexp(), "sumexp")))
+    return failure();
+  types.append(3, adaptor.getSumexp().getType());
   return success();
 }
 
@@ -459,7 +570,7 @@ LogicalResult EmbeddingGradOp::verify() {
     return emitOpError("result must be [vocab, ") << dy.getShape().back() << "]";
   if (out.getElementType() != dy.getElementType())
     return emitOpError("result and dy must share an element type");
-  return success();
+  return checkVocabShard(*this, out.getDimSize(0), getRowOffset(), getVocabSize());
 }
 
 LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

@@ -164,11 +164,20 @@ def LLM_DropoutOp : LLM_PureOp<"dropout"> {
     element index), so applying the same op to the upstream gradient is its
     backward. `rate = 0` is the identity.
 
+    When `x` is one rank's piece of a larger tensor, `global_shape` and
+    `offsets` (per dimension, where the piece starts) make the element
+    index the global one, so every layout draws the mask a single rank
+    would: `index = Σ_d (i_d + offsets[d]) · stride_d(global_shape)`.
+
     ```mlir
     %y = llm.dropout %x {rate = 0.1 : f64, seed = 7 : i64} : tensor<4x64x128xf32>
+    %z = llm.dropout %x {rate = 0.1 : f64, seed = 7 : i64, global_shape = array<i64: 8, 64, 128>,
+                         offsets = array<i64: 4, 0, 0>} : tensor<4x64x128xf32>
     ```
   }];
-  let arguments = (ins LLM_FloatTensor:$x, F64Attr:$rate, I64Attr:$seed);
+  let arguments = (ins LLM_FloatTensor:$x, F64Attr:$rate, I64Attr:$seed,
+                       OptionalAttr<DenseI64ArrayAttr>:$global_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x)";
   let hasVerifier = 1;
@@ -229,13 +238,24 @@ def LLM_EmbeddingOp : LLM_PureOp<"embedding"> {
     `table` is `[V, D]`; `ids` has any shape `S` with values in [0, V); the
     result is `S × [D]`.
 
+    A vocabulary-parallel shard sets `vocab_size` (rows of the whole table)
+    and `row_offset` (the id of this table's first row): ids of other
+    shards give zero rows, so summing the shards' results over the ranks
+    gives the lookup in the whole table. `vocab_size = 0` means the table is
+    whole.
+
     ```mlir
     %e = llm.embedding %wte, %tokens : tensor<256x128xf32>, tensor<4x64xi32>
+    %p = llm.embedding %shard, %tokens {row_offset = 128 : i64, vocab_size = 256 : i64}
+        : tensor<128x128xf32>, tensor<4x64xi32>
     ```
   }];
-  let arguments = (ins LLM_FloatTensor:$table, LLM_IndexTensor:$ids);
+  let arguments = (ins LLM_FloatTensor:$table, LLM_IndexTensor:$ids,
+                       DefaultValuedAttr<I64Attr, "0">:$row_offset,
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_size);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = "$table `,` $ids attr-dict `:` type($table) `,` type($ids)";
+  let hasVerifier = 1;
 }
 
 def LLM_RopeOp : LLM_PureOp<"rope"> {
@@ -302,6 +322,89 @@ def LLM_CrossEntropyOp : LLM_Op<"cross_entropy", [Pure]> {
                        DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
   let results = (outs LLM_F32Scalar:$loss);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` type($logits) `,` type($targets)";
+  let hasVerifier = 1;
+}
+
+def LLM_ReduceMaxOp : LLM_PureOp<"reduce_max"> {
+  let summary = "Maximum over the last dimension, in fp32";
+  let description = [{
+    `x` is `S × [N]`; the result is `S` (fp32). It has no VJP: it serves as
+    a numerical shift (through `llm.stop_gradient`), never as a value that
+    is differentiated.
+
+    ```mlir
+    %m = llm.reduce_max %logits : tensor<4x64x256xbf16> -> tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def LLM_StopGradientOp : LLM_Op<"stop_gradient", [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "The identity, through which no gradient flows";
+  let description = [{
+    Marks a value that the loss is mathematically invariant to (such as the
+    shift of a log-sum-exp): autodiff treats the result as a constant.
+
+    ```mlir
+    %c = llm.stop_gradient %m : tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def LLM_CrossEntropyPartialOp : LLM_PureOp<"cross_entropy_partial"> {
+  let summary = "One vocabulary shard's share of a softmax cross-entropy";
+  let description = [{
+    `logits` is `S × [V_local]`: classes [`class_offset`, `class_offset` +
+    V_local) of `num_classes`. With `shift` (`S`, fp32; the maximum over all
+    shards, so no exponent overflows) each row gives
+    `sumexp = Σ_j exp(logits[j] − shift)` and `target_logit` =
+    logits[target − class_offset] when the target is one of this shard's
+    classes, else 0 (also for ignored targets). Summed over the shards these
+    complete `llm.cross_entropy_finish`'s inputs (Megatron's
+    vocabulary-parallel cross-entropy).
+
+    ```mlir
+    %s, %t = llm.cross_entropy_partial %logits, %targets, %shift
+        {class_offset = 128 : i64, num_classes = 256 : i64, ignore_index = -1 : i64}
+        : tensor<4x64x128xf32>, tensor<4x64xi32>, tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$logits, LLM_IndexTensor:$targets,
+                       RankedTensorOf<[F32]>:$shift,
+                       DefaultValuedAttr<I64Attr, "0">:$class_offset,
+                       I64Attr:$num_classes,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs RankedTensorOf<[F32]>:$sumexp, RankedTensorOf<[F32]>:$target_logit);
+  let assemblyFormat = "$logits `,` $targets `,` $shift attr-dict `:` type($logits) `,` "
+                       "type($targets) `,` type($shift)";
+  let hasVerifier = 1;
+}
+
+def LLM_CrossEntropyFinishOp : LLM_Op<"cross_entropy_finish",
+    [Pure, AllTypesMatch<["sumexp", "shift", "target_logit"]>]> {
+  let summary = "Softmax cross-entropy from per-row log-sum-exp parts";
+  let description = [{
+    From `sumexp`, `shift` and `target_logit` (all `S`, fp32; the sums over
+    every vocabulary shard of `llm.cross_entropy_partial`), the mean over
+    targets that are not `ignore_index` of `log(sumexp) + shift −
+    target_logit` (0 if all are ignored).
+
+    ```mlir
+    %loss = llm.cross_entropy_finish %s, %shift, %t, %targets {ignore_index = -1 : i64}
+        : tensor<4x64xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$sumexp, RankedTensorOf<[F32]>:$shift,
+                       RankedTensorOf<[F32]>:$target_logit, LLM_IndexTensor:$targets,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs LLM_F32Scalar:$loss);
+  let assemblyFormat = "$sumexp `,` $shift `,` $target_logit `,` $targets attr-dict `:` "
+                       "type($sumexp) `,` type($targets)";
   let hasVerifier = 1;
 }
 
@@ -395,11 +498,16 @@ def LLM_ReduceSumOp : LLM_Op<"reduce_sum", [Pure]> {
 def LLM_EmbeddingGradOp : LLM_Op<"embedding_grad", [Pure]> {
   let summary = "Scatter-adds output gradients into a table-shaped gradient";
   let description = [{
+    `row_offset` and `vocab_size` as in `llm.embedding`: only ids of this
+    shard's rows contribute.
+
     ```mlir
     %dwte = llm.embedding_grad %tokens, %de : tensor<4x64xi32>, tensor<4x64x128xf32> to tensor<256x128xf32>
     ```
   }];
-  let arguments = (ins LLM_IndexTensor:$ids, LLM_FloatTensor:$dy);
+  let arguments = (ins LLM_IndexTensor:$ids, LLM_FloatTensor:$dy,
+                       DefaultValuedAttr<I64Attr, "0">:$row_offset,
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_size);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = "$ids `,` $dy attr-dict `:` type($ids) `,` type($dy) `to` type($result)";
   let hasVerifier = 1;
@@ -499,6 +607,51 @@ def LLM_CrossEntropyGradOp : LLM_PureOp<"cross_entropy_grad"> {
                        DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = "$logits `,` $targets `,` $dloss attr-dict `:` type($logits) `,` type($targets)";
+}
+
+def LLM_CrossEntropyPartialGradOp : LLM_PureOp<"cross_entropy_partial_grad",
+    [AllTypesMatch<["shift", "dsumexp", "dtarget_logit"]>]> {
+  let summary = "Backward of cross_entropy_partial w.r.t. logits";
+  let description = [{
+    `dlogits[j] = dsumexp · exp(logits[j] − shift)`, plus `dtarget_logit` at
+    the target's column when the target is this shard's.
+
+    ```mlir
+    %dl = llm.cross_entropy_partial_grad %logits, %targets, %shift, %ds, %dt
+        {class_offset = 0 : i64, num_classes = 256 : i64, ignore_index = -1 : i64}
+        : tensor<4x64x256xf32>, tensor<4x64xi32>, tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$logits, LLM_IndexTensor:$targets,
+                       RankedTensorOf<[F32]>:$shift, RankedTensorOf<[F32]>:$dsumexp,
+                       RankedTensorOf<[F32]>:$dtarget_logit,
+                       DefaultValuedAttr<I64Attr, "0">:$class_offset,
+                       I64Attr:$num_classes,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $targets `,` $shift `,` $dsumexp `,` $dtarget_logit "
+                       "attr-dict `:` type($logits) `,` type($targets) `,` type($shift)";
+}
+
+def LLM_CrossEntropyFinishGradOp : LLM_PureOp<"cross_entropy_finish_grad"> {
+  let summary = "Backward of cross_entropy_finish: dsumexp, dshift, dtarget_logit";
+  let description = [{
+    With n the number of targets that are not ignored and g = dloss / n, per
+    row that is not ignored: `dsumexp = g / sumexp`, `dshift = g`,
+    `dtarget_logit = −g`; all 0 on ignored rows.
+
+    ```mlir
+    %ds, %dm, %dt = llm.cross_entropy_finish_grad %s, %targets, %dloss {ignore_index = -1 : i64}
+        : tensor<4x64xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$sumexp, LLM_IndexTensor:$targets,
+                       LLM_F32Scalar:$dloss,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs RankedTensorOf<[F32]>:$dsumexp, RankedTensorOf<[F32]>:$dshift,
+                      RankedTensorOf<[F32]>:$dtarget_logit);
+  let assemblyFormat = "$sumexp `,` $targets `,` $dloss attr-dict `:` type($sumexp) `,` "
+                       "type($targets)";
 }
 
 //===----------------------------------------------------------------------===//

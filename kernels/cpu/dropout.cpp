@@ -6,6 +6,12 @@
 // gradient, and the CUDA kernel draws the identical mask. The threshold is
 // an integer computed once, so the hot loop is integer hashing only.
 //
+// With `global_shape` and `offsets` (x is one rank's piece of a larger
+// tensor), the index is the element's index in the global tensor. Pieces
+// are boxes, so each row of the last dimension is a contiguous run of
+// global indices: the kernel computes a row's first global index and counts
+// up from it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/DropoutHash.h"
@@ -14,31 +20,69 @@
 namespace llmc::cpu {
 namespace {
 
+/// Where a piece lies in the global tensor: the global index of the first
+/// element of each local row (a row = the last dimension).
+std::vector<uint64_t> rowStarts(const std::vector<int64_t> &local,
+                                const std::vector<int64_t> &global,
+                                const std::vector<int64_t> &offsets) {
+  size_t rank = local.size();
+  int64_t width = rank ? local.back() : 1, rows = product(local) / std::max<int64_t>(width, 1);
+  std::vector<uint64_t> starts(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rest = r, flat = 0, stride = 1;
+    for (size_t d = rank; d-- > 0;) {
+      int64_t coord = (d + 1 == rank ? 0 : rest % local[d]) + offsets[d];
+      if (d + 1 != rank) rest /= local[d];
+      flat += coord * stride;
+      stride *= global[d];
+    }
+    starts[static_cast<size_t>(r)] = static_cast<uint64_t>(flat);
+  }
+  return starts;
+}
+
 template <typename T> class DropoutKernel final : public Kernel {
 public:
-  DropoutKernel(const KernelArgs &args, double rate, int64_t seed)
+  DropoutKernel(const KernelArgs &args, double rate, int64_t seed, std::vector<uint64_t> starts)
       : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()), n_(args.inputs[0].numel()),
+        width_(args.inputs[0].rank() ? args.inputs[0].dim(-1) : 1),
         seed_(static_cast<uint64_t>(seed)), threshold_(dropoutThreshold(rate)),
-        keepScale_(static_cast<float>(1.0 / (1.0 - rate))) {}
+        keepScale_(static_cast<float>(1.0 / (1.0 - rate))), starts_(std::move(starts)) {}
 
   void run(const StepContext &ctx) override {
     const T *x = x_;
     T *out = out_;
     uint64_t seed = seed_, step = static_cast<uint64_t>(ctx.step), threshold = threshold_;
     float keepScale = keepScale_;
+    if (starts_.empty()) {
 #pragma omp parallel for simd schedule(static) if (n_ > kParallelGrain)
-    for (int64_t i = 0; i < n_; ++i) {
-      bool keep = dropoutHash(seed, step, static_cast<uint64_t>(i)) >= threshold;
-      store(out, i, keep ? load(x, i) * keepScale : 0.0f);
+      for (int64_t i = 0; i < n_; ++i) {
+        bool keep = dropoutHash(seed, step, static_cast<uint64_t>(i)) >= threshold;
+        store(out, i, keep ? load(x, i) * keepScale : 0.0f);
+      }
+      return;
+    }
+    const int64_t rows = static_cast<int64_t>(starts_.size()), width = width_;
+#pragma omp parallel for schedule(static) if (n_ > kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint64_t start = starts_[static_cast<size_t>(r)];
+      const T *xr = x + r * width;
+      T *outr = out + r * width;
+#pragma omp simd
+      for (int64_t i = 0; i < width; ++i) {
+        bool keep = dropoutHash(seed, step, start + static_cast<uint64_t>(i)) >= threshold;
+        store(outr, i, keep ? load(xr, i) * keepScale : 0.0f);
+      }
     }
   }
 
 private:
   const T *x_;
   T *out_;
-  int64_t n_;
+  int64_t n_, width_;
   uint64_t seed_, threshold_;
   float keepScale_;
+  std::vector<uint64_t> starts_; ///< empty: the local index is the index
 };
 
 std::unique_ptr<Kernel> makeDropout(const KernelArgs &args, std::string &error) {
@@ -52,7 +96,22 @@ std::unique_ptr<Kernel> makeDropout(const KernelArgs &args, std::string &error) 
     return v.reject("attribute 'rate' must be in [0, 1), got " + std::to_string(rate));
   if (!v.isFloat(v.in(0), "x") || !v.hasType(v.out(0), "out", v.in(0).dtype, v.in(0).shape))
     return nullptr;
-  return makeFloatKernel<DropoutKernel>(v.in(0).dtype, args, rate, seed);
+  std::vector<uint64_t> starts;
+  if (args.attrs.hasInts("global_shape") || args.attrs.hasInts("offsets")) {
+    std::vector<int64_t> global, offsets;
+    if (!v.intsAttr("global_shape", &global) || !v.intsAttr("offsets", &offsets)) return nullptr;
+    const std::vector<int64_t> &local = v.in(0).shape;
+    if (global.size() != local.size() || offsets.size() != local.size())
+      return v.reject("global_shape and offsets need one entry per dimension of x " +
+                      v.in(0).describe());
+    for (size_t d = 0; d < local.size(); ++d)
+      if (offsets[d] < 0 || offsets[d] + local[d] > global[d])
+        return v.reject("dimension " + std::to_string(d) + ": a piece of " +
+                        std::to_string(local[d]) + " at offset " + std::to_string(offsets[d]) +
+                        " does not fit in " + std::to_string(global[d]));
+    starts = rowStarts(local, global, offsets);
+  }
+  return makeFloatKernel<DropoutKernel>(v.in(0).dtype, args, rate, seed, std::move(starts));
 }
 
 } // namespace

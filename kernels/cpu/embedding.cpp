@@ -13,6 +13,11 @@
 // as addresses: the forward writes NaN rows (so the loss shows it) and the
 // backward skips them.
 //
+// A vocabulary-parallel shard (`vocab_size` > 0) holds rows [row_offset,
+// row_offset + rows) of the whole table: valid ids of other shards give
+// zero rows forward and contribute nothing backward, so the shards' results
+// summed over ranks equal the whole table's.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cpu/Common.h"
@@ -20,21 +25,46 @@
 namespace llmc::cpu {
 namespace {
 
+/// Which rows of the whole vocabulary a table holds.
+struct VocabShard {
+  int64_t rows, offset, vocab; ///< rows [offset, offset + rows) of vocab
+
+  /// The local row of `id`, -1 for another shard's id, -2 for an invalid id.
+  int64_t row(int64_t id) const {
+    if (id < 0 || id >= vocab) return -2;
+    int64_t r = id - offset;
+    return r >= 0 && r < rows ? r : -1;
+  }
+};
+
+/// Reads and checks row_offset / vocab_size for a table of `rows` rows.
+bool vocabShard(Validator &v, int64_t rows, VocabShard *shard) {
+  int64_t offset, vocab;
+  if (!v.intAttr("row_offset", &offset, 0) || !v.intAttr("vocab_size", &vocab, 0)) return false;
+  if (vocab == 0) vocab = rows;
+  if (offset < 0 || offset + rows > vocab)
+    return v.fail("rows [" + std::to_string(offset) + ", " + std::to_string(offset + rows) +
+                  ") do not fit in vocab_size " + std::to_string(vocab));
+  *shard = {rows, offset, vocab};
+  return true;
+}
+
 template <typename T> class EmbeddingKernel final : public Kernel {
 public:
-  explicit EmbeddingKernel(const KernelArgs &args)
+  EmbeddingKernel(const KernelArgs &args, VocabShard shard)
       : table_(args.inputs[0].as<T>()), ids_(args.inputs[1]), out_(args.outputs[0].as<T>()),
-        vocab_(args.inputs[0].dim(0)), c_(args.inputs[0].dim(1)), n_(args.inputs[1].numel()) {}
+        shard_(shard), c_(args.inputs[0].dim(1)), n_(args.inputs[1].numel()) {}
 
   void run(const StepContext &) override {
 #pragma omp parallel for schedule(static) if (n_ * c_ > kParallelGrain)
     for (int64_t n = 0; n < n_; ++n) {
-      int64_t id = ids_[n];
+      int64_t row = shard_.row(ids_[n]);
       T *out = out_ + n * c_;
-      if (id >= 0 && id < vocab_) {
-        std::memcpy(out, table_ + id * c_, c_ * sizeof(T));
+      if (row >= 0) {
+        std::memcpy(out, table_ + row * c_, c_ * sizeof(T));
       } else {
-        for (int64_t i = 0; i < c_; ++i) store(out, i, kNaN);
+        float fillValue = row == -1 ? 0.0f : kNaN;
+        for (int64_t i = 0; i < c_; ++i) store(out, i, fillValue);
       }
     }
   }
@@ -43,29 +73,30 @@ private:
   const T *table_;
   IdView ids_;
   T *out_;
-  int64_t vocab_, c_, n_;
+  VocabShard shard_;
+  int64_t c_, n_;
 };
 
 template <typename T> class EmbeddingGradKernel final : public Kernel {
 public:
-  explicit EmbeddingGradKernel(const KernelArgs &args)
+  EmbeddingGradKernel(const KernelArgs &args, VocabShard shard)
       : ids_(args.inputs[0]), dy_(args.inputs[1].as<T>()), dtable_(args.outputs[0].as<T>()),
-        vocab_(args.outputs[0].dim(0)), c_(args.outputs[0].dim(1)), n_(args.inputs[0].numel()),
-        threads_(bindThreads()), start_(vocab_ + 1), cursor_(vocab_), order_(n_),
-        acc_(threads_, c_) {}
+        shard_(shard), vocab_(shard.rows), c_(args.outputs[0].dim(1)),
+        n_(args.inputs[0].numel()), threads_(bindThreads()), start_(vocab_ + 1),
+        cursor_(vocab_), order_(n_), acc_(threads_, c_) {}
 
   void run(const StepContext &) override {
-    // Counting sort of positions by id.
+    // Counting sort of positions by (local) row.
     std::fill(start_.begin(), start_.end(), 0);
     for (int64_t n = 0; n < n_; ++n) {
-      int64_t id = ids_[n];
-      if (id >= 0 && id < vocab_) ++start_[id + 1];
+      int64_t row = shard_.row(ids_[n]);
+      if (row >= 0) ++start_[row + 1];
     }
     for (int64_t v = 0; v < vocab_; ++v) start_[v + 1] += start_[v];
     std::copy(start_.begin(), start_.end() - 1, cursor_.begin());
     for (int64_t n = 0; n < n_; ++n) {
-      int64_t id = ids_[n];
-      if (id >= 0 && id < vocab_) order_[cursor_[id]++] = n;
+      int64_t row = shard_.row(ids_[n]);
+      if (row >= 0) order_[cursor_[row]++] = n;
     }
 
     const int64_t c = c_;
@@ -95,6 +126,7 @@ private:
   IdView ids_;
   const T *dy_;
   T *dtable_;
+  VocabShard shard_;
   int64_t vocab_, c_, n_;
   int threads_;
   std::vector<int64_t> start_, cursor_, order_;
@@ -109,8 +141,10 @@ std::unique_ptr<Kernel> makeEmbedding(const KernelArgs &args, std::string &error
     return nullptr;
   std::vector<int64_t> shape = ids.shape;
   shape.push_back(table.dim(1));
-  if (!v.hasType(v.out(0), "out", table.dtype, shape)) return nullptr;
-  return makeFloatKernel<EmbeddingKernel>(table.dtype, args);
+  VocabShard shard;
+  if (!v.hasType(v.out(0), "out", table.dtype, shape) || !vocabShard(v, table.dim(0), &shard))
+    return nullptr;
+  return makeFloatKernel<EmbeddingKernel>(table.dtype, args, shard);
 }
 
 std::unique_ptr<Kernel> makeEmbeddingGrad(const KernelArgs &args, std::string &error) {
@@ -122,8 +156,10 @@ std::unique_ptr<Kernel> makeEmbeddingGrad(const KernelArgs &args, std::string &e
     return nullptr;
   std::vector<int64_t> shape = ids.shape;
   shape.push_back(dtable.dim(1));
-  if (!v.hasType(dy, "dy", dtable.dtype, shape)) return nullptr;
-  return makeFloatKernel<EmbeddingGradKernel>(dy.dtype, args);
+  VocabShard shard;
+  if (!v.hasType(dy, "dy", dtable.dtype, shape) || !vocabShard(v, dtable.dim(0), &shard))
+    return nullptr;
+  return makeFloatKernel<EmbeddingGradKernel>(dy.dtype, args, shard);
 }
 
 } // namespace

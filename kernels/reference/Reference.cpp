@@ -211,14 +211,32 @@ std::vector<RefTensor> swigluGrad(const RefTensor &gate, const RefTensor &up, co
   return {dgate, dup};
 }
 
-RefTensor dropout(const RefTensor &x, double rate, int64_t seed, int64_t step) {
+RefTensor dropout(const RefTensor &x, double rate, int64_t seed, int64_t step,
+                  const std::vector<int64_t> &globalShape, const std::vector<int64_t> &offsets) {
   require(rate >= 0.0 && rate < 1.0, "dropout", "rate must be in [0, 1)");
+  bool global = !globalShape.empty();
+  require(!global || (globalShape.size() == x.shape.size() && offsets.size() == x.shape.size()),
+          "dropout", "global_shape and offsets need one entry per dimension");
   RefTensor out = like(x);
-  for (int64_t i = 0; i < x.numel(); ++i)
-    out.data[i] = dropoutKeep(static_cast<uint64_t>(seed), static_cast<uint64_t>(step),
-                              static_cast<uint64_t>(i), rate)
+  size_t rank = x.shape.size();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    // Local multi-index of element i, then its flat index in the global tensor.
+    uint64_t index = static_cast<uint64_t>(i);
+    if (global) {
+      int64_t rest = i, flat = 0, stride = 1;
+      for (size_t d = rank; d-- > 0;) {
+        int64_t coord = rest % x.shape[d] + offsets[d];
+        rest /= x.shape[d];
+        flat += coord * stride;
+        stride *= globalShape[d];
+      }
+      index = static_cast<uint64_t>(flat);
+    }
+    out.data[i] = dropoutKeep(static_cast<uint64_t>(seed), static_cast<uint64_t>(step), index,
+                              rate)
                       ? x.data[i] / (1.0 - rate)
                       : 0.0;
+  }
   return out;
 }
 
@@ -315,28 +333,33 @@ std::vector<RefTensor> rmsnormGrad(const RefTensor &x, const RefTensor &gamma, c
   return {dx, dgamma};
 }
 
-RefTensor embedding(const RefTensor &table, const RefTensor &ids) {
+RefTensor embedding(const RefTensor &table, const RefTensor &ids, int64_t rowOffset,
+                    int64_t vocabSize) {
   require(table.shape.size() == 2, "embedding", "table must be [V, C]");
-  int64_t vocab = table.shape[0], c = table.shape[1];
+  int64_t rows = table.shape[0], c = table.shape[1];
+  int64_t vocab = vocabSize > 0 ? vocabSize : rows;
   std::vector<int64_t> shape = ids.shape;
   shape.push_back(c);
   RefTensor out = RefTensor::zeros(shape);
   for (int64_t n = 0; n < ids.numel(); ++n) {
-    int64_t id = toId(ids.data[n], vocab, "embedding");
-    for (int64_t i = 0; i < c; ++i) out.data[n * c + i] = table.data[id * c + i];
+    int64_t row = toId(ids.data[n], vocab, "embedding") - rowOffset;
+    if (row < 0 || row >= rows) continue; // another shard's row
+    for (int64_t i = 0; i < c; ++i) out.data[n * c + i] = table.data[row * c + i];
   }
   return out;
 }
 
-RefTensor embeddingGrad(const RefTensor &ids, const RefTensor &dy, int64_t vocab) {
+RefTensor embeddingGrad(const RefTensor &ids, const RefTensor &dy, int64_t rows,
+                        int64_t rowOffset, int64_t vocabSize) {
   require(dy.shape.size() == ids.shape.size() + 1 &&
               std::equal(ids.shape.begin(), ids.shape.end(), dy.shape.begin()),
           "embeddingGrad", "dy must be ids.shape x [C]");
-  int64_t c = dy.shape.back();
-  RefTensor dtable = RefTensor::zeros({vocab, c});
+  int64_t c = dy.shape.back(), vocab = vocabSize > 0 ? vocabSize : rows;
+  RefTensor dtable = RefTensor::zeros({rows, c});
   for (int64_t n = 0; n < ids.numel(); ++n) {
-    int64_t id = toId(ids.data[n], vocab, "embeddingGrad");
-    for (int64_t i = 0; i < c; ++i) dtable.data[id * c + i] += dy.data[n * c + i];
+    int64_t row = toId(ids.data[n], vocab, "embeddingGrad") - rowOffset;
+    if (row < 0 || row >= rows) continue;
+    for (int64_t i = 0; i < c; ++i) dtable.data[row * c + i] += dy.data[n * c + i];
   }
   return dtable;
 }
@@ -529,6 +552,88 @@ RefTensor crossEntropyGrad(const RefTensor &logits, const RefTensor &targets, do
           (std::exp(row[j] - m) / sum - (j == target ? 1.0 : 0.0)) * dloss / count;
   }
   return dlogits;
+}
+
+RefTensor reduceMax(const RefTensor &x) {
+  require(!x.shape.empty() && x.shape.back() > 0, "reduceMax", "x must have a last dimension");
+  int64_t n = x.shape.back(), rows = x.numel() / n;
+  RefTensor out = RefTensor::zeros(std::vector<int64_t>(x.shape.begin(), x.shape.end() - 1));
+  for (int64_t r = 0; r < rows; ++r)
+    out.data[r] = *std::max_element(x.data.begin() + r * n, x.data.begin() + (r + 1) * n);
+  return out;
+}
+
+namespace {
+/// The column of `target` in a shard of classes [offset, offset + n), or -1.
+int64_t shardColumn(double target, int64_t ignoreIndex, int64_t offset, int64_t n,
+                    int64_t numClasses, const char *fn) {
+  if (target == static_cast<double>(ignoreIndex)) return -1;
+  int64_t column = toId(target, numClasses, fn) - offset;
+  return column >= 0 && column < n ? column : -1;
+}
+} // namespace
+
+std::vector<RefTensor> crossEntropyPartial(const RefTensor &logits, const RefTensor &targets,
+                                           const RefTensor &shift, int64_t classOffset,
+                                           int64_t numClasses, int64_t ignoreIndex) {
+  int64_t n = logits.shape.back(), rows = targets.numel();
+  require(shift.numel() == rows && logits.numel() == rows * n, "crossEntropyPartial",
+          "logits must be rows x [V], targets and shift rows");
+  RefTensor sumexp = like(shift), target = like(shift);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *row = logits.data.data() + r * n;
+    for (int64_t j = 0; j < n; ++j) sumexp.data[r] += std::exp(row[j] - shift.data[r]);
+    int64_t column = shardColumn(targets.data[r], ignoreIndex, classOffset, n, numClasses,
+                                 "crossEntropyPartial");
+    if (column >= 0) target.data[r] = row[column];
+  }
+  return {sumexp, target};
+}
+
+RefTensor crossEntropyPartialGrad(const RefTensor &logits, const RefTensor &targets,
+                                  const RefTensor &shift, const RefTensor &dsumexp,
+                                  const RefTensor &dtargetLogit, int64_t classOffset,
+                                  int64_t numClasses, int64_t ignoreIndex) {
+  int64_t n = logits.shape.back(), rows = targets.numel();
+  RefTensor dlogits = like(logits);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j)
+      dlogits.data[r * n + j] =
+          dsumexp.data[r] * std::exp(logits.data[r * n + j] - shift.data[r]);
+    int64_t column = shardColumn(targets.data[r], ignoreIndex, classOffset, n, numClasses,
+                                 "crossEntropyPartialGrad");
+    if (column >= 0) dlogits.data[r * n + column] += dtargetLogit.data[r];
+  }
+  return dlogits;
+}
+
+RefTensor crossEntropyFinish(const RefTensor &sumexp, const RefTensor &shift,
+                             const RefTensor &targetLogit, const RefTensor &targets,
+                             int64_t ignoreIndex) {
+  double total = 0.0;
+  int64_t count = 0;
+  for (int64_t r = 0; r < targets.numel(); ++r) {
+    if (targets.data[r] == static_cast<double>(ignoreIndex)) continue;
+    total += std::log(sumexp.data[r]) + shift.data[r] - targetLogit.data[r];
+    ++count;
+  }
+  return RefTensor{{}, {count ? total / count : 0.0}};
+}
+
+std::vector<RefTensor> crossEntropyFinishGrad(const RefTensor &sumexp, const RefTensor &targets,
+                                              double dloss, int64_t ignoreIndex) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < targets.numel(); ++r)
+    count += targets.data[r] != static_cast<double>(ignoreIndex);
+  RefTensor ds = like(sumexp), dshift = like(sumexp), dt = like(sumexp);
+  for (int64_t r = 0; r < targets.numel(); ++r) {
+    if (targets.data[r] == static_cast<double>(ignoreIndex)) continue;
+    double g = dloss / count;
+    ds.data[r] = g / sumexp.data[r];
+    dshift.data[r] = g;
+    dt.data[r] = -g;
+  }
+  return {ds, dshift, dt};
 }
 
 //===----------------------------------------------------------------------===//

@@ -53,8 +53,12 @@ RefTensor swiglu(const RefTensor &gate, const RefTensor &up);
 /// {dgate, dup}.
 std::vector<RefTensor> swigluGrad(const RefTensor &gate, const RefTensor &up, const RefTensor &dy);
 
-/// Inverted dropout with the mask of kernels/DropoutHash.h.
-RefTensor dropout(const RefTensor &x, double rate, int64_t seed, int64_t step);
+/// Inverted dropout with the mask of kernels/DropoutHash.h. With
+/// `globalShape` (and `offsets`, where x starts in it) non-empty, an
+/// element's mask index is its index in the global tensor.
+RefTensor dropout(const RefTensor &x, double rate, int64_t seed, int64_t step,
+                  const std::vector<int64_t> &globalShape = {},
+                  const std::vector<int64_t> &offsets = {});
 
 RefTensor layernorm(const RefTensor &x, const RefTensor &gamma, const RefTensor &beta, double eps);
 /// {dx, dgamma, dbeta}.
@@ -65,10 +69,15 @@ RefTensor rmsnorm(const RefTensor &x, const RefTensor &gamma, double eps);
 std::vector<RefTensor> rmsnormGrad(const RefTensor &x, const RefTensor &gamma, const RefTensor &dy,
                                    double eps);
 
-/// Rows of table [V, C] picked by ids (any shape S): S × [C].
-RefTensor embedding(const RefTensor &table, const RefTensor &ids);
-/// dtable [vocab, C]: zeros, then the rows of dy scatter-added at ids.
-RefTensor embeddingGrad(const RefTensor &ids, const RefTensor &dy, int64_t vocab);
+/// Rows of table [V, C] picked by ids (any shape S): S × [C]. With
+/// `vocabSize` > 0 the table is rows [rowOffset, rowOffset + V) of a
+/// vocabulary of that size and other ids give zero rows.
+RefTensor embedding(const RefTensor &table, const RefTensor &ids, int64_t rowOffset = 0,
+                    int64_t vocabSize = 0);
+/// dtable [rows, C]: zeros, then the rows of dy scatter-added at ids (only
+/// ids of this shard's rows when vocabSize > 0).
+RefTensor embeddingGrad(const RefTensor &ids, const RefTensor &dy, int64_t rows,
+                        int64_t rowOffset = 0, int64_t vocabSize = 0);
 
 /// Rotary embedding of x [B, T, H, D], half-split pairs (i, i + D/2) rotated
 /// by t·theta^(−2i/D); `inverse` negates the angle.
@@ -92,6 +101,26 @@ std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, con
 RefTensor crossEntropy(const RefTensor &logits, const RefTensor &targets, int64_t ignoreIndex);
 RefTensor crossEntropyGrad(const RefTensor &logits, const RefTensor &targets, double dloss,
                            int64_t ignoreIndex);
+
+/// Maximum over the last dimension.
+RefTensor reduceMax(const RefTensor &x);
+/// One vocabulary shard (classes [classOffset, classOffset + V) of
+/// numClasses) of a cross-entropy: {Σ_j exp(logits_j − shift), the
+/// target's logit or 0}, per row.
+std::vector<RefTensor> crossEntropyPartial(const RefTensor &logits, const RefTensor &targets,
+                                           const RefTensor &shift, int64_t classOffset,
+                                           int64_t numClasses, int64_t ignoreIndex);
+RefTensor crossEntropyPartialGrad(const RefTensor &logits, const RefTensor &targets,
+                                  const RefTensor &shift, const RefTensor &dsumexp,
+                                  const RefTensor &dtargetLogit, int64_t classOffset,
+                                  int64_t numClasses, int64_t ignoreIndex);
+/// Mean over non-ignored rows of log(sumexp) + shift − targetLogit; shape {}.
+RefTensor crossEntropyFinish(const RefTensor &sumexp, const RefTensor &shift,
+                             const RefTensor &targetLogit, const RefTensor &targets,
+                             int64_t ignoreIndex);
+/// {dsumexp, dshift, dtargetLogit}.
+std::vector<RefTensor> crossEntropyFinishGrad(const RefTensor &sumexp, const RefTensor &targets,
+                                              double dloss, int64_t ignoreIndex);
 
 /// out dim i = x dim permutation[i].
 RefTensor transpose(const RefTensor &x, const std::vector<int64_t> &permutation);

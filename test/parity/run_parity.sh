@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # The parity matrix: every parallel layout trains the tiny GPT-2 and the tiny
 # Llama with the same per-step losses as one rank (fp32, 20 steps, relative
-# difference <= 1e-5). Each layout runs twice on the 2-core machine budget:
+# difference <= 1e-5); a GPT-2 with dropout checks that sharded layouts draw
+# the single-rank masks. Each layout runs twice on the 2-core machine budget:
 # plainly, and with random delays before every collective (a rank that runs
 # ahead must still meet its peers in the same order).
 #
 #   run_parity.sh <bin dir> <work dir> [family ...]
 set -euo pipefail
 BIN=$1; WORK=$2; shift 2
-FAMILIES=${*:-gpt2 llama}
+FAMILIES=${*:-gpt2 llama gpt2-dropout}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 STEPS=20
 rm -rf "$WORK" && mkdir -p "$WORK"
 
-# name | ranks | llmc compile flags | families (empty: all)
+# name | ranks | llmc compile flags | families (empty: gpt2 llama)
 LAYOUTS=(
   "dp2|2|--mesh dp=2"
   "dp4|4|--mesh dp=4"
@@ -31,16 +32,24 @@ LAYOUTS=(
   "dp2-tp2|4|--mesh dp=2,tp=2"
   "zero1-dp2-tp2|4|--mesh dp=2,tp=2 --zero 1"
   "zero3-dp2-tp2|4|--mesh dp=2,tp=2 --zero 3"
+  "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama gpt2-dropout"
+  "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp"
+  "zero3-dp2-tp2-sp|4|--mesh dp=2,tp=2 --zero 3 --sp"
+  "tp-slowest|4|--mesh dp=2,tp=2 --rank-order tp,dp|gpt2"
+  "dp2-dropout|2|--mesh dp=2|gpt2-dropout"
+  "zero1-dp2-tp2-sp-dropout|4|--mesh dp=2,tp=2 --zero 1 --sp|gpt2-dropout"
 )
 
 fail=0
 for family in $FAMILIES; do
-  common=(--model "$family" --preset tiny --set n_layer=2 --set batch_size=8 --set seq_len=32)
+  # gpt2-dropout: every layout must draw the single-rank dropout masks.
+  common=(--model "${family%-dropout}" --preset tiny --set n_layer=2 --set batch_size=8 --set seq_len=32)
+  [[ $family == *-dropout ]] && common+=(--set dropout=0.1)
   "$BIN/llmc" compile "${common[@]}" -o "$WORK/$family-1.llmc"
   "$BIN/llmc-run" "$WORK/$family-1.llmc" --steps $STEPS --metrics "$WORK/$family-1.jsonl" --quiet
   for layout in "${LAYOUTS[@]}"; do
     IFS='|' read -r name ranks flags only <<< "$layout"
-    [[ -n $only && " $only " != *" $family "* ]] && continue
+    [[ " ${only:-gpt2 llama} " != *" $family "* ]] && continue
     # shellcheck disable=SC2086
     "$BIN/llmc" compile "${common[@]}" $flags -o "$WORK/$family-$name.llmc"
     for delay in 0 3; do

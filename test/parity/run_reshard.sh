@@ -25,6 +25,7 @@ add dp2-tp2 4 "--mesh dp=2,tp=2 --zero 1"
 add tp4 4 "--mesh tp=4"
 add tp2 2 "--mesh tp=2 --zero 0"
 add dp4 4 "--mesh dp=4"
+add zero3-dp2-tp2-sp 4 "--mesh dp=2,tp=2 --zero 3 --sp"
 for name in "${!RANKS[@]}"; do
   # shellcheck disable=SC2086
   "$BIN/llmc" compile "${common[@]}" ${FLAGS[$name]} -o "$WORK/$name.llmc"
@@ -39,7 +40,8 @@ run one --steps 12 --metrics "$WORK/reference.jsonl" --quiet
 fail=0
 for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-dp4" \
             "zero1-dp2:hybrid" "dp2:zero3-dp4" "zero3-dp2:zero3-dp2" \
-            "dp2-tp2:tp4" "dp2-tp2:dp4" "dp2-tp2:one" "tp4:zero3-dp2" "zero3-dp4:tp2"; do
+            "dp2-tp2:tp4" "dp2-tp2:dp4" "dp2-tp2:one" "tp4:zero3-dp2" "zero3-dp4:tp2" \
+            "zero3-dp2-tp2-sp:tp2" "one:zero3-dp2-tp2-sp"; do
   from=${pair%%:*}; to=${pair##*:}
   ck="$WORK/ck-$from-$to"
   run "$from" --steps 12 --stop-at 6 --ckpt-dir "$ck" --quiet

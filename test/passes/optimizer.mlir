@@ -1,5 +1,6 @@
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="microbatches=2 no-decay=norm,bias,embedding" | FileCheck %s
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="max-grad-norm=0" | FileCheck %s --check-prefix=NOCLIP
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-precision --llmc-autodiff --llmc-optimizer | FileCheck %s --check-prefix=BF16
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="no-decay=weights" 2>&1 | FileCheck %s --check-prefix=BADKIND
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-optimizer 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="microbatches=0" 2>&1 | FileCheck %s --check-prefix=ZERO
@@ -44,3 +45,10 @@
 // BADKIND: error: optimizer: unknown no-decay kind 'weights' (expected norm, bias, embedding or none)
 // NOGRAD: error: optimizer: needs @forward and @grad (run llmc-autodiff first)
 // ZERO: error: optimizer: microbatches must be >= 1, got 0
+
+// Under mixed precision (parameters read through casts) norm gains and
+// biases are still recognised and not decayed; the matmul weight is.
+// BF16-LABEL: func.func @train_step
+// BF16: llm.adamw %arg1, {{.*}}weight_decay = 0.000000e+00
+// BF16: llm.adamw %arg2, {{.*}}weight_decay = 0.000000e+00
+// BF16: llm.adamw %arg3, {{.*}}weight_decay = 1.000000e-01

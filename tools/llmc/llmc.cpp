@@ -80,9 +80,17 @@ cl::opt<std::string> schedule("schedule", cl::init("cosine"),
 cl::opt<uint64_t> seed("seed", cl::init(1337), cl::desc("Default seed (init, data order)"),
                        cl::sub(compileCmd), cl::cat(llmcCategory));
 
-cl::opt<std::string> mesh("mesh", cl::desc("Device mesh, e.g. dp=2 or dp=2,fsdp=2 (axes row-major, "
-                                          "last fastest); empty: one rank"),
+cl::opt<std::string> mesh("mesh", cl::desc("Device mesh, e.g. dp=2,tp=2 or dp=2,fsdp=2 (axes in any "
+                                          "order); empty: one rank"),
                           cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<std::string> rankOrder("rank-order",
+                               cl::desc("Mesh axes from slowest to fastest varying rank "
+                                        "coordinate (default pp,dp,fsdp,<others>,tp)"),
+                               cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<bool> sequenceParallel("sp", cl::init(false),
+                               cl::desc("Sequence parallelism: split layernorm, dropout and "
+                                        "residual regions along the sequence over tp"),
+                               cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<int64_t> zero("zero", cl::init(0),
                       cl::desc("ZeRO stage over dp (or fsdp): 1 optimizer state, 2 + gradients, "
                                "3 + parameters"),
@@ -173,6 +181,8 @@ int runCompile() {
   options.pipeline.mesh = mesh;
   options.pipeline.zero = zero;
   options.pipeline.gradSync = gradSync;
+  options.pipeline.rankOrder = rankOrder;
+  options.pipeline.sequenceParallel = sequenceParallel;
   options.pipeline.fsdpReshardAfterForward = fsdpReshard;
   options.pipeline.fsdpPrefetch = fsdpPrefetch;
   options.schedule = {lr, minLr, warmup, steps, schedule, seed};

@@ -220,3 +220,74 @@ func.func @f() {
   %x = dist.recv on @m axis "dp" shift 1 tag 0 : tensor<8xf32>
   return
 }
+
+// -----
+
+dist.mesh @m axes ["tp"] shape [2]
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{unknown dist attribute 'dist.offsets'}}
+  %y = llm.scale %x {factor = 1.0 : f64, dist.offsets = 1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes ["tp"] shape [2]
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.rank_offsets' must be an array of #dist.rank_offset}}
+  %y = llm.scale %x {factor = 1.0 : f64, dist.rank_offsets = 1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes ["tp"] shape [2]
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'dist.rank_offsets' must be an array of #dist.rank_offset, got 1 : i64}}
+  %y = llm.scale %x {factor = 1.0 : f64, dist.rank_offsets = [1 : i64]} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4x2xf32>, %ids: tensor<3xi32>) {
+  // expected-error @+1 {{rank offset refers to @m, which is not a dist.mesh}}
+  %e = llm.embedding %w, %ids {row_offset = 0 : i64, vocab_size = 8 : i64, dist.rank_offsets = [#dist.rank_offset<mesh = @m, attr = "row_offset", index = 0, axes = ["tp"], stride = 4>]} : tensor<4x2xf32>, tensor<3xi32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes ["tp"] shape [2]
+func.func @f(%w: tensor<4x2xf32>, %ids: tensor<3xi32>) {
+  // expected-error @+1 {{rank offset names axis "dp", which mesh @m does not have}}
+  %e = llm.embedding %w, %ids {row_offset = 0 : i64, vocab_size = 8 : i64, dist.rank_offsets = [#dist.rank_offset<mesh = @m, attr = "row_offset", index = 0, axes = ["dp"], stride = 4>]} : tensor<4x2xf32>, tensor<3xi32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes ["tp"] shape [2]
+func.func @f(%w: tensor<4x2xf32>, %ids: tensor<3xi32>) {
+  // expected-error @+1 {{rank offset stride must be >= 0, got -4}}
+  %e = llm.embedding %w, %ids {row_offset = 0 : i64, vocab_size = 8 : i64, dist.rank_offsets = [#dist.rank_offset<mesh = @m, attr = "row_offset", index = 0, axes = ["tp"], stride = -4>]} : tensor<4x2xf32>, tensor<3xi32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes ["tp"] shape [2]
+func.func @f(%w: tensor<4x2xf32>, %ids: tensor<3xi32>) {
+  // expected-error @+1 {{rank offset targets attribute 'offset', which is not an integer or integer array here}}
+  %e = llm.embedding %w, %ids {row_offset = 0 : i64, vocab_size = 8 : i64, dist.rank_offsets = [#dist.rank_offset<mesh = @m, attr = "offset", index = 0, axes = ["tp"], stride = 4>]} : tensor<4x2xf32>, tensor<3xi32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes ["tp"] shape [2]
+func.func @f(%w: tensor<4x2xf32>, %ids: tensor<3xi32>) {
+  // expected-error @+1 {{rank offset index 1 is out of range for attribute 'row_offset' of 1 element(s)}}
+  %e = llm.embedding %w, %ids {row_offset = 0 : i64, vocab_size = 8 : i64, dist.rank_offsets = [#dist.rank_offset<mesh = @m, attr = "row_offset", index = 1, axes = ["tp"], stride = 4>]} : tensor<4x2xf32>, tensor<3xi32>
+  return
+}

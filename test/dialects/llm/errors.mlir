@@ -504,3 +504,101 @@ func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
   %a, %b, %c = llm.adamw %p, %p, %p, %p, %s, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = -0.1 : f64, max_grad_norm = 0.0 : f64} : tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{global_shape and offsets go together}}
+  %y = llm.dropout %x {rate = 0.1 : f64, seed = 1 : i64, global_shape = array<i64: 4, 4>} : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{global_shape and offsets must have one entry per dimension (2)}}
+  %y = llm.dropout %x {rate = 0.1 : f64, seed = 1 : i64, global_shape = array<i64: 4>, offsets = array<i64: 0>} : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{dimension 0: a piece of 2 at offset 3 does not fit in 4}}
+  %y = llm.dropout %x {rate = 0.1 : f64, seed = 1 : i64, global_shape = array<i64: 4, 4>, offsets = array<i64: 3, 0>} : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<8x4xf32>, %ids: tensor<3xi32>) {
+  // expected-error @+1 {{row_offset needs vocab_size (the whole table's rows)}}
+  %e = llm.embedding %w, %ids {row_offset = 8 : i64} : tensor<8x4xf32>, tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<8x4xf32>, %ids: tensor<3xi32>) {
+  // expected-error @+1 {{rows [8, 16) do not fit in a vocabulary of 12}}
+  %e = llm.embedding %w, %ids {row_offset = 8 : i64, vocab_size = 12 : i64} : tensor<8x4xf32>, tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @f(%ids: tensor<3xi32>, %dy: tensor<3x4xf32>) {
+  // expected-error @+1 {{rows [-1, 7) do not fit in a vocabulary of 12}}
+  %g = llm.embedding_grad %ids, %dy {row_offset = -1 : i64, vocab_size = 12 : i64} : tensor<3xi32>, tensor<3x4xf32> to tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>) {
+  // expected-error @+2 {{input must have rank >= 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %m = llm.reduce_max %x : tensor<f32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %t: tensor<2xi32>, %m: tensor<2xf32>) {
+  // expected-error @+1 {{classes [4, 12) do not fit in num_classes = 10}}
+  %s, %tl = llm.cross_entropy_partial %x, %t, %m {class_offset = 4 : i64, num_classes = 10 : i64} : tensor<2x8xf32>, tensor<2xi32>, tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %t: tensor<2xi32>, %m: tensor<3xf32>) {
+  // expected-error @+1 {{shift must be 2, got 3}}
+  %s, %tl = llm.cross_entropy_partial %x, %t, %m {num_classes = 8 : i64} : tensor<2x8xf32>, tensor<2xi32>, tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %t: tensor<2xi32>, %m: tensor<2xf32>, %d: tensor<3xf32>) {
+  // expected-error @+1 {{'llm.cross_entropy_partial_grad' op failed to verify that all of {shift, dsumexp, dtarget_logit} have same type}}
+  %g = "llm.cross_entropy_partial_grad"(%x, %t, %m, %d, %d) {num_classes = 8 : i64} : (tensor<2x8xf32>, tensor<2xi32>, tensor<2xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x8xf32>
+  return
+}
+
+
+// -----
+
+func.func @f(%s: tensor<3xf32>, %t: tensor<2xi32>) {
+  // expected-error @+1 {{sumexp must be 2, got 3}}
+  %l = llm.cross_entropy_finish %s, %s, %s, %t : tensor<3xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<3xf32>, %t: tensor<2xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{sumexp must be 2, got 3}}
+  %a, %b, %c = llm.cross_entropy_finish_grad %s, %t, %d : tensor<3xf32>, tensor<2xi32>
+  return
+}

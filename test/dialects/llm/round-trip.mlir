@@ -85,6 +85,26 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %loss = llm.cross_entropy %logits, %targets : tensor<2x8x256xf32>, tensor<2x8xi32>
   // CHECK: llm.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = 0 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
   %dl = llm.cross_entropy_grad %logits, %targets, %loss {ignore_index = 0 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
+  // Vocabulary-parallel pieces.
+  // CHECK: llm.embedding %{{.*}}, %{{.*}} {row_offset = 128 : i64, vocab_size = 256 : i64} : tensor<128x64xf32>, tensor<2x8xi32>
+  %half = llm.slice %wte {offsets = array<i64: 128, 0>} : tensor<256x64xf32> to tensor<128x64xf32>
+  %pe = llm.embedding %half, %tokens {row_offset = 128 : i64, vocab_size = 256 : i64} : tensor<128x64xf32>, tensor<2x8xi32>
+  // CHECK: llm.embedding_grad %{{.*}}, %{{.*}} {row_offset = 128 : i64, vocab_size = 256 : i64} : tensor<2x8xi32>, tensor<2x8x64xf32> to tensor<128x64xf32>
+  %pde = llm.embedding_grad %tokens, %pe {row_offset = 128 : i64, vocab_size = 256 : i64} : tensor<2x8xi32>, tensor<2x8x64xf32> to tensor<128x64xf32>
+  // CHECK: llm.reduce_max %{{.*}} : tensor<2x8x256xf32> -> tensor<2x8xf32>
+  %mx = llm.reduce_max %logits : tensor<2x8x256xf32> -> tensor<2x8xf32>
+  // CHECK: llm.stop_gradient %{{.*}} : tensor<2x8xf32>
+  %sh = llm.stop_gradient %mx : tensor<2x8xf32>
+  // CHECK: llm.cross_entropy_partial %{{.*}}, %{{.*}}, %{{.*}} {num_classes = 256 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>, tensor<2x8xf32>
+  %se, %tl = llm.cross_entropy_partial %logits, %targets, %sh {class_offset = 0 : i64, num_classes = 256 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>, tensor<2x8xf32>
+  // CHECK: llm.cross_entropy_finish %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8xf32>, tensor<2x8xi32>
+  %pl = llm.cross_entropy_finish %se, %sh, %tl, %targets : tensor<2x8xf32>, tensor<2x8xi32>
+  // CHECK: llm.cross_entropy_finish_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8xf32>, tensor<2x8xi32>
+  %dse, %dsh, %dtl = llm.cross_entropy_finish_grad %se, %targets, %pl : tensor<2x8xf32>, tensor<2x8xi32>
+  // CHECK: llm.cross_entropy_partial_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {num_classes = 256 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>, tensor<2x8xf32>
+  %pdl = llm.cross_entropy_partial_grad %logits, %targets, %sh, %dse, %dtl {num_classes = 256 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>, tensor<2x8xf32>
+  // CHECK: llm.dropout %{{.*}} {global_shape = array<i64: 4, 8, 64>, offsets = array<i64: 2, 0, 0>, rate = 1.000000e-01 : f64, seed = 7 : i64} : tensor<2x8x64xf32>
+  %gd = llm.dropout %pe {rate = 0.1 : f64, seed = 7 : i64, global_shape = array<i64: 4, 8, 64>, offsets = array<i64: 2, 0, 0>} : tensor<2x8x64xf32>
   // CHECK: llm.fill 1.000000e+00 : tensor<f32>
   %one = llm.fill 1.0 : tensor<f32>
   // CHECK: llm.global_norm %{{.*}}, %{{.*}} : tensor<64xf32>, tensor<256x64xf32>

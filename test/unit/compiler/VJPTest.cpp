@@ -173,6 +173,14 @@ TEST(VJP, DropoutAndCast) {
                            "tensor<4x16xf32>"));
 }
 
+TEST(VJP, DropoutOfAPieceUsesGlobalIndices) {
+  checkGradients(projected(param("x", "tensor<2x3x8xf32>"),
+                           "  %y = llm.dropout %x {rate = 0.4 : f64, seed = 5 : i64, "
+                           "global_shape = array<i64: 4, 6, 8>, offsets = array<i64: 2, 3, 0>} "
+                           ": tensor<2x3x8xf32>",
+                           "tensor<2x3x8xf32>"));
+}
+
 TEST(VJP, Norms) {
   checkGradients(projected(param("x", "tensor<2x3x8xf32>") + ", " + param("g", "tensor<8xf32>") +
                                ", " + param("b", "tensor<8xf32>"),
@@ -187,6 +195,14 @@ TEST(VJP, Embedding) {
   checkGradients(projected(param("t", "tensor<11x6xf32>") + ", " + intArg("ids", "tensor<2x5xi32>", 11),
                            "  %y = llm.embedding %t, %ids : tensor<11x6xf32>, tensor<2x5xi32>",
                            "tensor<2x5x6xf32>"));
+}
+
+TEST(VJP, EmbeddingVocabularyShard) {
+  // Rows [4, 9) of an 11-row vocabulary: ids of other rows contribute nothing.
+  checkGradients(projected(param("t", "tensor<5x6xf32>") + ", " + intArg("ids", "tensor<3x7xi32>", 11),
+                           "  %y = llm.embedding %t, %ids {row_offset = 4 : i64, vocab_size = 11 : i64} "
+                           ": tensor<5x6xf32>, tensor<3x7xi32>",
+                           "tensor<3x7x6xf32>"));
 }
 
 TEST(VJP, Rope) {
@@ -230,6 +246,59 @@ TEST(VJP, CrossEntropyIgnoreIndex) {
                  intArg("t", "tensor<4x5xi32>", 3) + ") -> tensor<f32> {\n"
                  "  %l = llm.cross_entropy %x, %t {ignore_index = 2 : i64} : tensor<4x5x3xf32>, tensor<4x5xi32>\n"
                  "  return %l : tensor<f32>\n}");
+}
+
+// The pieces of the vocabulary-parallel loss, each with every operand free.
+TEST(VJP, CrossEntropyPartial) {
+  std::string rows = "tensor<2x3xf32>";
+  checkGradients("func.func @forward(" + param("x", "tensor<2x3x5xf32>") + ", " + param("m", rows) +
+                 ", " + intArg("t", "tensor<2x3xi32>", 12) + ", %r1: " + rows + ", %r2: " + rows +
+                 ") -> tensor<f32> {\n"
+                 "  %s, %tl = llm.cross_entropy_partial %x, %t, %m {class_offset = 3 : i64, "
+                 "num_classes = 12 : i64} : tensor<2x3x5xf32>, tensor<2x3xi32>, " + rows + "\n"
+                 "  %a = llm.mul %s, %r1 : " + rows + ", " + rows + "\n"
+                 "  %b = llm.mul %tl, %r2 : " + rows + ", " + rows + "\n"
+                 "  %c = llm.add %a, %b : " + rows + ", " + rows + "\n"
+                 "  %l = llm.reduce_sum %c : " + rows + " to tensor<f32>\n"
+                 "  return %l : tensor<f32>\n}");
+}
+
+TEST(VJP, CrossEntropyFinish) {
+  // sumexp must be positive: it comes from a partial of free logits.
+  std::string rows = "tensor<2x3xf32>";
+  checkGradients("func.func @forward(" + param("x", "tensor<2x3x4xf32>") + ", " +
+                 param("m0", rows) + ", " + param("m1", rows) + ", " + param("tl", rows) + ", " +
+                 intArg("t", "tensor<2x3xi32>", 3) + ") -> tensor<f32> {\n"
+                 "  %s, %unused = llm.cross_entropy_partial %x, %t, %m0 {num_classes = 4 : i64, "
+                 "ignore_index = 2 : i64} : tensor<2x3x4xf32>, tensor<2x3xi32>, " + rows + "\n"
+                 "  %l = llm.cross_entropy_finish %s, %m1, %tl, %t {ignore_index = 2 : i64} : " +
+                 rows + ", tensor<2x3xi32>\n"
+                 "  return %l : tensor<f32>\n}");
+}
+
+// Composed as the tensor-parallel pass composes them (one shard), the pieces
+// give cross_entropy's value, and gradient through the stop_gradient shift.
+TEST(VJP, VocabularyParallelLossIsCrossEntropy) {
+  std::string body = "func.func @forward(" + param("x", "tensor<2x3x7xf32>") + ", " +
+                     intArg("t", "tensor<2x3xi32>", 7) + ") -> tensor<f32> {\n"
+                     "  %m = llm.reduce_max %x : tensor<2x3x7xf32> -> tensor<2x3xf32>\n"
+                     "  %c = llm.stop_gradient %m : tensor<2x3xf32>\n"
+                     "  %s, %tl = llm.cross_entropy_partial %x, %t, %c {num_classes = 7 : i64} : "
+                     "tensor<2x3x7xf32>, tensor<2x3xi32>, tensor<2x3xf32>\n"
+                     "  %l = llm.cross_entropy_finish %s, %c, %tl, %t : tensor<2x3xf32>, tensor<2x3xi32>\n"
+                     "  return %l : tensor<f32>\n}";
+  checkGradients(body);
+  MLIRContext context;
+  llmc::prepareContext(context);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(body, &context);
+  ASSERT_TRUE(module);
+  RefTensor x = RefTensor::zeros({2, 3, 7});
+  for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = std::sin(1.7 * i) * 3.0;
+  RefTensor t{{2, 3}, {0, 6, 3, 2, 5, 1}};
+  FailureOr<std::vector<RefTensor>> loss =
+      llmc::interpret(module->lookupSymbol<func::FuncOp>("forward"), {x, t});
+  ASSERT_TRUE(succeeded(loss));
+  EXPECT_NEAR((*loss)[0].data[0], llmc::ref::crossEntropy(x, t, -1).data[0], 1e-12);
 }
 
 TEST(VJP, ShapeOps) {

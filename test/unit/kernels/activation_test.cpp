@@ -89,6 +89,45 @@ TEST(DropoutKernel, MatchesReferenceMaskExactly) {
     }
 }
 
+TEST(DropoutKernel, PiecesOfATensorDrawItsGlobalMask) {
+  // The whole tensor's mask, then each box of a 2 x 3 x 2 split along every
+  // dimension, drawn with global_shape/offsets, must be that box of it.
+  const std::vector<int64_t> global = {4, 6, 10}, pieces = {2, 3, 2};
+  RefTensor x = randomTensor(global, 33);
+  for (DType dtype : kFloatTypes) {
+    SCOPED_TRACE(dtypeName(dtype));
+    RefTensor rounded = roundTo(x, dtype);
+    Buffer xb = Buffer::of(rounded, dtype), whole(dtype, global);
+    ASSERT_TRUE(runKernel("dropout", {&xb}, {&whole}, attrs({{"rate", 0.3}}, {{"seed", 9}}), 4));
+    RefTensor expectedWhole = whole.toRef();
+    std::vector<int64_t> local = {global[0] / pieces[0], global[1] / pieces[1],
+                                  global[2] / pieces[2]};
+    for (int64_t a = 0; a < pieces[0]; ++a)
+      for (int64_t b = 0; b < pieces[1]; ++b)
+        for (int64_t c = 0; c < pieces[2]; ++c) {
+          std::vector<int64_t> offsets = {a * local[0], b * local[1], c * local[2]};
+          RefTensor box = ref::slice(rounded, offsets, local);
+          Buffer pb = Buffer::of(box, dtype), out(dtype, local);
+          out.poison();
+          KernelAttrs at = attrs({{"rate", 0.3}}, {{"seed", 9}});
+          at.setInts("global_shape", global);
+          at.setInts("offsets", offsets);
+          ASSERT_TRUE(runKernel("dropout", {&pb}, {&out}, at, 4));
+          EXPECT_CLOSE(out.toRef(), ref::slice(expectedWhole, offsets, local),
+                       Metric::Elementwise, 0.0);
+          EXPECT_CLOSE(out.toRef(), ref::dropout(box, 0.3, 9, 4, global, offsets),
+                       Metric::Elementwise, tolerance(dtype));
+        }
+  }
+  KernelAttrs bad = attrs({{"rate", 0.3}}, {{"seed", 9}});
+  bad.setInts("global_shape", {4, 6, 10});
+  bad.setInts("offsets", {3, 0, 0});
+  EXPECT_NE(bindError("dropout", {typeOnly(DType::F32, {2, 6, 10})},
+                      {typeOnly(DType::F32, {2, 6, 10})}, bad)
+                .find("dimension 0: a piece of 2 at offset 3 does not fit in 4"),
+            std::string::npos);
+}
+
 TEST(DropoutKernel, MaskDependsOnSeedAndStepAndHasTheRightRate) {
   const int64_t n = 1 << 16;
   RefTensor ones{{n}, std::vector<double>(n, 1.0)};

@@ -53,6 +53,45 @@ TEST(EmbeddingKernels, OutOfRangeIdsNeverReadOutOfBounds) {
   }
 }
 
+TEST(EmbeddingKernels, VocabularyShardsSumToTheWholeTable) {
+  const int64_t vocab = 12, c = 9, shards = 3, rows = vocab / shards;
+  RefTensor table = roundTo(randomTensor({vocab, c}, 421), DType::F32);
+  RefTensor ids = randomIds({2, 11}, 422, 0, vocab);
+  RefTensor dy = randomTensor({2, 11, c}, 423);
+  RefTensor whole = ref::embedding(table, ids), wholeGrad = ref::embeddingGrad(ids, dy, vocab);
+  RefTensor sum = RefTensor::zeros(whole.shape);
+  Buffer ib = Buffer::of(ids, DType::I32), dyb = Buffer::of(dy, DType::F32);
+  for (int64_t s = 0; s < shards; ++s) {
+    SCOPED_TRACE("shard " + std::to_string(s));
+    RefTensor piece = ref::slice(table, {s * rows, 0}, {rows, c});
+    Buffer tb = Buffer::of(piece, DType::F32), out(DType::F32, whole.shape),
+           dtable(DType::F32, {rows, c});
+    out.poison(), dtable.poison();
+    KernelAttrs a = attrs({}, {{"row_offset", s * rows}, {"vocab_size", vocab}});
+    ASSERT_TRUE(runKernel("embedding", {&tb, &ib}, {&out}, a));
+    RefTensor got = out.toRef();
+    EXPECT_CLOSE(got, ref::embedding(piece, ids, s * rows, vocab), Metric::Elementwise, 0.0);
+    for (int64_t i = 0; i < got.numel(); ++i) sum.data[i] += got.data[i];
+    ASSERT_TRUE(runKernel("embedding_grad", {&ib, &dyb}, {&dtable}, a));
+    EXPECT_CLOSE(dtable.toRef(), ref::slice(wholeGrad, {s * rows, 0}, {rows, c}), Metric::Norm,
+                 1e-6);
+  }
+  EXPECT_CLOSE(sum, whole, Metric::Elementwise, 0.0);
+  // An id outside the whole vocabulary is still an error (NaN) in a shard.
+  RefTensor bad{{1}, {static_cast<double>(vocab)}};
+  Buffer badIds = Buffer::of(bad, DType::I32), tb = Buffer::of(table, DType::F32),
+         out(DType::F32, {1, c});
+  RefTensor first = ref::slice(table, {0, 0}, {rows, c});
+  Buffer shard0 = Buffer::of(first, DType::F32);
+  ASSERT_TRUE(runKernel("embedding", {&shard0, &badIds}, {&out},
+                        attrs({}, {{"row_offset", 0}, {"vocab_size", vocab}})));
+  for (double v : out.toRef().data) EXPECT_TRUE(std::isnan(v));
+  EXPECT_NE(bindError("embedding", {tb.view(), badIds.view()}, {out.view()},
+                      attrs({}, {{"row_offset", 4}, {"vocab_size", vocab}}))
+                .find("do not fit in vocab_size 12"),
+            std::string::npos);
+}
+
 TEST(RopeKernel, ForwardAndInverseMatchReference) {
   const std::vector<std::vector<int64_t>> shapes = {{2, 7, 3, 16}, {1, 33, 4, 64}, {2, 5, 1, 2}};
   for (DType dtype : kFloatTypes)

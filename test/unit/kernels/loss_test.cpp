@@ -77,5 +77,97 @@ TEST(CrossEntropyKernels, LargeLogitsAreStable) {
   EXPECT_CLOSE(loss.toRef(), ref::crossEntropy(logits, targets, -1), Metric::Elementwise, 1e-5);
 }
 
+// Vocabulary-parallel loss: each shard of the logits goes through
+// reduce_max and cross_entropy_partial; the per-row statistics are combined
+// as the all-reduces would (max, sum, sum) and cross_entropy_finish gives
+// the loss of the whole row. Backward likewise. Both must equal the
+// unsharded cross_entropy.
+TEST(ShardedCrossEntropyKernels, ShardsCombineToTheWholeLossAndGradient) {
+  uint64_t seed = 750;
+  for (DType dtype : kFloatTypes)
+    for (int64_t shards : {1, 3}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " shards " + std::to_string(shards));
+      const std::vector<int64_t> rows = {3, 5};
+      const int64_t width = 11, vocab = width * shards, ignore = -100;
+      RefTensor logits = roundTo(randomTensor({3, 5, vocab}, ++seed, 4.0), dtype);
+      RefTensor targets = randomIds(rows, ++seed, 0, vocab);
+      targets.data[2] = ignore;
+      KernelAttrs lossAttrs = attrs({}, {{"ignore_index", ignore}});
+      Buffer tb = Buffer::of(targets, DType::I32);
+
+      std::vector<RefTensor> pieces;
+      RefTensor shift = RefTensor::zeros(rows);
+      for (double &v : shift.data) v = -INFINITY;
+      for (int64_t s = 0; s < shards; ++s) {
+        pieces.push_back(ref::slice(logits, {0, 0, s * width}, {3, 5, width}));
+        Buffer pb = Buffer::of(pieces.back(), dtype), m(DType::F32, rows);
+        m.poison();
+        ASSERT_TRUE(runKernel("reduce_max", {&pb}, {&m}));
+        EXPECT_CLOSE(m.toRef(), ref::reduceMax(pieces.back()), Metric::Elementwise, 0.0);
+        for (int64_t r = 0; r < shift.numel(); ++r)
+          shift.data[r] = std::max(shift.data[r], m.toRef().data[r]);
+      }
+      Buffer shiftb = Buffer::of(shift, DType::F32);
+      RefTensor sumexp = RefTensor::zeros(rows), target = RefTensor::zeros(rows);
+      auto shardAttrs = [&](int64_t s) {
+        return attrs({}, {{"class_offset", s * width}, {"num_classes", vocab},
+                          {"ignore_index", ignore}});
+      };
+      for (int64_t s = 0; s < shards; ++s) {
+        Buffer pb = Buffer::of(pieces[s], dtype), se(DType::F32, rows), tl(DType::F32, rows);
+        se.poison(), tl.poison();
+        ASSERT_TRUE(runKernel("cross_entropy_partial", {&pb, &tb, &shiftb}, {&se, &tl},
+                              shardAttrs(s)));
+        std::vector<RefTensor> expected =
+            ref::crossEntropyPartial(pieces[s], targets, shift, s * width, vocab, ignore);
+        EXPECT_CLOSE(se.toRef(), expected[0], Metric::Elementwise, 1e-5);
+        EXPECT_CLOSE(tl.toRef(), expected[1], Metric::Elementwise, 0.0);
+        for (int64_t r = 0; r < sumexp.numel(); ++r) {
+          sumexp.data[r] += se.toRef().data[r];
+          target.data[r] += tl.toRef().data[r];
+        }
+      }
+      Buffer seb = Buffer::of(sumexp, DType::F32), tlb = Buffer::of(target, DType::F32),
+             loss(DType::F32, {});
+      loss.poison();
+      ASSERT_TRUE(runKernel("cross_entropy_finish", {&seb, &shiftb, &tlb, &tb}, {&loss},
+                            lossAttrs));
+      EXPECT_CLOSE(loss.toRef(), ref::crossEntropy(logits, targets, ignore), Metric::Elementwise,
+                   1e-5);
+
+      Buffer dloss = Buffer::of(RefTensor{{}, {0.7}}, DType::F32), ds(DType::F32, rows),
+             dm(DType::F32, rows), dt(DType::F32, rows);
+      ds.poison(), dm.poison(), dt.poison();
+      ASSERT_TRUE(runKernel("cross_entropy_finish_grad", {&seb, &tb, &dloss}, {&ds, &dm, &dt},
+                            lossAttrs));
+      std::vector<RefTensor> finishGrad = ref::crossEntropyFinishGrad(sumexp, targets, 0.7, ignore);
+      EXPECT_CLOSE(ds.toRef(), finishGrad[0], Metric::Elementwise, 1e-6);
+      EXPECT_CLOSE(dm.toRef(), finishGrad[1], Metric::Elementwise, 1e-6);
+      EXPECT_CLOSE(dt.toRef(), finishGrad[2], Metric::Elementwise, 1e-6);
+      RefTensor expectedGrad = ref::crossEntropyGrad(logits, targets, 0.7, ignore);
+      for (int64_t s = 0; s < shards; ++s) {
+        Buffer pb = Buffer::of(pieces[s], dtype), dl(dtype, {3, 5, width});
+        dl.poison();
+        ASSERT_TRUE(runKernel("cross_entropy_partial_grad", {&pb, &tb, &shiftb, &ds, &dt},
+                              {&dl}, shardAttrs(s)));
+        EXPECT_CLOSE(dl.toRef(), ref::slice(expectedGrad, {0, 0, s * width}, {3, 5, width}),
+                     Metric::Norm, tolerance(dtype));
+      }
+    }
+}
+
+TEST(ShardedCrossEntropyKernels, BadAttributesAreNamed) {
+  TensorView logits = typeOnly(DType::F32, {4, 8}), targets = typeOnly(DType::I32, {4}),
+             stat = typeOnly(DType::F32, {4});
+  EXPECT_NE(bindError("cross_entropy_partial", {logits, targets, stat}, {stat, stat},
+                      attrs({}, {{"class_offset", 4}}))
+                .find("missing int attribute 'num_classes'"),
+            std::string::npos);
+  EXPECT_NE(bindError("cross_entropy_partial", {logits, targets, stat}, {stat, stat},
+                      attrs({}, {{"class_offset", 4}, {"num_classes", 10}}))
+                .find("classes [4, 12) do not fit in num_classes 10"),
+            std::string::npos);
+}
+
 } // namespace
 } // namespace llmc::test

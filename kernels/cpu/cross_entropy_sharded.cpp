@@ -1,0 +1,305 @@
+//===- cross_entropy_sharded.cpp - vocabulary-parallel cross-entropy ------===//
+//
+// When the output head is split over the vocabulary, no rank holds a whole
+// row of logits. Megatron's decomposition keeps the loss exact with three
+// all-reduces of one number per row:
+//
+//   reduce_max               m_r   = max_j logits[r, j]          (→ max over ranks = shift)
+//   cross_entropy_partial    s_r   = Σ_j exp(logits[r, j] − shift_r),
+//                            t_r   = logits[r, target_r − offset] or 0   (→ sums over ranks)
+//   cross_entropy_finish     loss  = mean_r (log s_r + shift_r − t_r)
+//
+// and the backward of each piece. Every kernel here is row-parallel; the
+// loss, like llm.cross_entropy's, sums per-row values in row order in double
+// so it does not depend on the thread count. The statistics are f32; the
+// logits f32 or bf16.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+/// The classes a logits shard holds: [offset, offset + width) of total.
+struct ClassShard {
+  int64_t width, offset, total, ignoreIndex;
+
+  /// The local column of `target`; -1 for another shard's class or an
+  /// ignored target, -2 for an invalid target.
+  int64_t column(int64_t target) const {
+    if (target == ignoreIndex) return -1;
+    if (target < 0 || target >= total) return -2;
+    int64_t c = target - offset;
+    return c >= 0 && c < width ? c : -1;
+  }
+};
+
+bool classShard(Validator &v, int64_t width, ClassShard *shard) {
+  int64_t offset, total, ignoreIndex;
+  if (!v.intAttr("class_offset", &offset, 0) || !v.intAttr("ignore_index", &ignoreIndex, -1))
+    return false;
+  if (!v.attrs().hasInt("num_classes")) return v.fail("missing int attribute 'num_classes'");
+  if (!v.intAttr("num_classes", &total, 0)) return false;
+  if (offset < 0 || offset + width > total)
+    return v.fail("classes [" + std::to_string(offset) + ", " + std::to_string(offset + width) +
+                  ") do not fit in num_classes " + std::to_string(total));
+  *shard = {width, offset, total, ignoreIndex};
+  return true;
+}
+
+/// f32 `rows` (the shape of the logits without their last dimension).
+bool isRowStat(Validator &v, const TensorView &t, const char *what,
+               const std::vector<int64_t> &rows) {
+  return v.hasType(t, what, DType::F32, rows);
+}
+
+std::vector<int64_t> rowsOf(const TensorView &logits) {
+  return std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1);
+}
+
+//===----------------------------------------------------------------------===//
+// reduce_max
+//===----------------------------------------------------------------------===//
+
+template <typename T> class ReduceMaxKernel final : public Kernel {
+public:
+  explicit ReduceMaxKernel(const KernelArgs &args)
+      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<float>()),
+        width_(args.inputs[0].dim(-1)), rows_(args.outputs[0].numel()) {}
+
+  void run(const StepContext &) override {
+    const int64_t width = width_;
+#pragma omp parallel for schedule(static) if (rows_ * width > kParallelGrain)
+    for (int64_t r = 0; r < rows_; ++r) {
+      const T *row = x_ + r * width;
+      float m = kNegInf;
+#pragma omp simd reduction(max : m)
+      for (int64_t j = 0; j < width; ++j) m = std::max(m, load(row, j));
+      out_[r] = m;
+    }
+  }
+
+private:
+  const T *x_;
+  float *out_;
+  int64_t width_, rows_;
+};
+
+std::unique_ptr<Kernel> makeReduceMax(const KernelArgs &args, std::string &error) {
+  Validator v("reduce_max", args, error);
+  if (!v.arity(1, 1) || !v.isFloat(v.in(0), "x")) return nullptr;
+  if (v.in(0).rank() < 1 || v.in(0).dim(-1) < 1)
+    return v.reject("x must have a non-empty last dimension, got " + v.in(0).describe());
+  if (!isRowStat(v, v.out(0), "out", rowsOf(v.in(0)))) return nullptr;
+  return makeFloatKernel<ReduceMaxKernel>(v.in(0).dtype, args);
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy_partial and its gradient
+//===----------------------------------------------------------------------===//
+
+template <typename T> class CrossEntropyPartialKernel final : public Kernel {
+public:
+  CrossEntropyPartialKernel(const KernelArgs &args, ClassShard shard)
+      : logits_(args.inputs[0].as<T>()), targets_(args.inputs[1]),
+        shift_(args.inputs[2].as<float>()), sumexp_(args.outputs[0].as<float>()),
+        target_(args.outputs[1].as<float>()), shard_(shard), rows_(args.inputs[1].numel()),
+        threads_(bindThreads()), rowScratch_(threads_, shard.width) {}
+
+  void run(const StepContext &) override {
+    const int64_t width = shard_.width;
+#pragma omp parallel num_threads(threads_) if (rows_ * width > kParallelGrain)
+    {
+      float *scratch = rowScratch_.at(omp_get_thread_num());
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows_; ++r) {
+        const float *row = rowAsFloat(logits_, r, width, scratch);
+        const float shift = shift_[r];
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < width; ++j) sum += expFast(row[j] - shift);
+        sumexp_[r] = sum;
+        int64_t column = shard_.column(targets_[r]);
+        target_[r] = column >= 0 ? row[column] : column == -1 ? 0.0f : kNaN;
+      }
+    }
+  }
+
+private:
+  const T *logits_;
+  IdView targets_;
+  const float *shift_;
+  float *sumexp_, *target_;
+  ClassShard shard_;
+  int64_t rows_;
+  int threads_;
+  ThreadScratch rowScratch_;
+};
+
+template <typename T> class CrossEntropyPartialGradKernel final : public Kernel {
+public:
+  CrossEntropyPartialGradKernel(const KernelArgs &args, ClassShard shard)
+      : logits_(args.inputs[0].as<T>()), targets_(args.inputs[1]),
+        shift_(args.inputs[2].as<float>()), dsumexp_(args.inputs[3].as<float>()),
+        dtarget_(args.inputs[4].as<float>()), dlogits_(args.outputs[0].as<T>()), shard_(shard),
+        rows_(args.inputs[1].numel()), threads_(bindThreads()),
+        rowScratch_(threads_, shard.width) {}
+
+  void run(const StepContext &) override {
+    const int64_t width = shard_.width;
+#pragma omp parallel num_threads(threads_) if (rows_ * width > kParallelGrain)
+    {
+      float *scratch = rowScratch_.at(omp_get_thread_num());
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows_; ++r) {
+        const float *row = rowAsFloat(logits_, r, width, scratch);
+        const float shift = shift_[r], ds = dsumexp_[r];
+        T *out = dlogits_ + r * width;
+        int64_t column = shard_.column(targets_[r]);
+        if (column == -2) {
+          for (int64_t j = 0; j < width; ++j) store(out, j, kNaN);
+          continue;
+        }
+#pragma omp simd
+        for (int64_t j = 0; j < width; ++j) store(out, j, ds * expFast(row[j] - shift));
+        if (column >= 0) store(out, column, ds * expFast(row[column] - shift) + dtarget_[r]);
+      }
+    }
+  }
+
+private:
+  const T *logits_;
+  IdView targets_;
+  const float *shift_, *dsumexp_, *dtarget_;
+  T *dlogits_;
+  ClassShard shard_;
+  int64_t rows_;
+  int threads_;
+  ThreadScratch rowScratch_;
+};
+
+/// logits `rows × [V_local]`, targets `rows`, shift `rows`; fills `shard`.
+bool checkPartial(Validator &v, ClassShard *shard) {
+  const TensorView &logits = v.in(0), &targets = v.in(1);
+  if (!v.isFloat(logits, "logits")) return false;
+  if (logits.rank() < 1) return v.fail("logits must have rank >= 1, got " + logits.describe());
+  std::vector<int64_t> rows = rowsOf(logits);
+  return v.isIndex(targets, "targets") && v.hasType(targets, "targets", targets.dtype, rows) &&
+         isRowStat(v, v.in(2), "shift", rows) && classShard(v, logits.dim(-1), shard);
+}
+
+std::unique_ptr<Kernel> makeCrossEntropyPartial(const KernelArgs &args, std::string &error) {
+  Validator v("cross_entropy_partial", args, error);
+  ClassShard shard;
+  if (!v.arity(3, 2) || !checkPartial(v, &shard)) return nullptr;
+  std::vector<int64_t> rows = rowsOf(v.in(0));
+  if (!isRowStat(v, v.out(0), "sumexp", rows) || !isRowStat(v, v.out(1), "target_logit", rows))
+    return nullptr;
+  return makeFloatKernel<CrossEntropyPartialKernel>(v.in(0).dtype, args, shard);
+}
+
+std::unique_ptr<Kernel> makeCrossEntropyPartialGrad(const KernelArgs &args, std::string &error) {
+  Validator v("cross_entropy_partial_grad", args, error);
+  ClassShard shard;
+  if (!v.arity(5, 1) || !checkPartial(v, &shard)) return nullptr;
+  std::vector<int64_t> rows = rowsOf(v.in(0));
+  if (!isRowStat(v, v.in(3), "dsumexp", rows) || !isRowStat(v, v.in(4), "dtarget_logit", rows) ||
+      !v.hasType(v.out(0), "dlogits", v.in(0).dtype, v.in(0).shape))
+    return nullptr;
+  return makeFloatKernel<CrossEntropyPartialGradKernel>(v.in(0).dtype, args, shard);
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy_finish and its gradient
+//===----------------------------------------------------------------------===//
+
+class CrossEntropyFinishKernel final : public Kernel {
+public:
+  CrossEntropyFinishKernel(const KernelArgs &args, int64_t ignoreIndex)
+      : sumexp_(args.inputs[0].as<float>()), shift_(args.inputs[1].as<float>()),
+        target_(args.inputs[2].as<float>()), targets_(args.inputs[3]),
+        loss_(args.outputs[0].as<float>()), rows_(args.inputs[3].numel()),
+        ignoreIndex_(ignoreIndex) {}
+
+  void run(const StepContext &) override {
+    double total = 0.0;
+    int64_t count = 0;
+    for (int64_t r = 0; r < rows_; ++r) {
+      if (targets_[r] == ignoreIndex_) continue;
+      total += static_cast<double>(std::log(sumexp_[r]) + shift_[r] - target_[r]);
+      ++count;
+    }
+    *loss_ = count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+  }
+
+private:
+  const float *sumexp_, *shift_, *target_;
+  IdView targets_;
+  float *loss_;
+  int64_t rows_, ignoreIndex_;
+};
+
+class CrossEntropyFinishGradKernel final : public Kernel {
+public:
+  CrossEntropyFinishGradKernel(const KernelArgs &args, int64_t ignoreIndex)
+      : sumexp_(args.inputs[0].as<float>()), targets_(args.inputs[1]),
+        dloss_(args.inputs[2].as<float>()), dsumexp_(args.outputs[0].as<float>()),
+        dshift_(args.outputs[1].as<float>()), dtarget_(args.outputs[2].as<float>()),
+        rows_(args.inputs[1].numel()), ignoreIndex_(ignoreIndex) {}
+
+  void run(const StepContext &) override {
+    int64_t count = 0;
+    for (int64_t r = 0; r < rows_; ++r) count += targets_[r] != ignoreIndex_;
+    const float g = count ? *dloss_ / static_cast<float>(count) : 0.0f;
+    for (int64_t r = 0; r < rows_; ++r) {
+      bool ignored = targets_[r] == ignoreIndex_;
+      dsumexp_[r] = ignored ? 0.0f : g / sumexp_[r];
+      dshift_[r] = ignored ? 0.0f : g;
+      dtarget_[r] = ignored ? 0.0f : -g;
+    }
+  }
+
+private:
+  const float *sumexp_;
+  IdView targets_;
+  const float *dloss_;
+  float *dsumexp_, *dshift_, *dtarget_;
+  int64_t rows_, ignoreIndex_;
+};
+
+std::unique_ptr<Kernel> makeCrossEntropyFinish(const KernelArgs &args, std::string &error) {
+  Validator v("cross_entropy_finish", args, error);
+  int64_t ignoreIndex;
+  if (!v.arity(4, 1) || !v.intAttr("ignore_index", &ignoreIndex, -1) ||
+      !v.isIndex(v.in(3), "targets"))
+    return nullptr;
+  const std::vector<int64_t> &rows = v.in(3).shape;
+  if (!isRowStat(v, v.in(0), "sumexp", rows) || !isRowStat(v, v.in(1), "shift", rows) ||
+      !isRowStat(v, v.in(2), "target_logit", rows) || !v.isF32Scalar(v.out(0), "loss"))
+    return nullptr;
+  return std::make_unique<CrossEntropyFinishKernel>(args, ignoreIndex);
+}
+
+std::unique_ptr<Kernel> makeCrossEntropyFinishGrad(const KernelArgs &args, std::string &error) {
+  Validator v("cross_entropy_finish_grad", args, error);
+  int64_t ignoreIndex;
+  if (!v.arity(3, 3) || !v.intAttr("ignore_index", &ignoreIndex, -1) ||
+      !v.isIndex(v.in(1), "targets") || !v.isF32Scalar(v.in(2), "dloss"))
+    return nullptr;
+  const std::vector<int64_t> &rows = v.in(1).shape;
+  if (!isRowStat(v, v.in(0), "sumexp", rows) || !isRowStat(v, v.out(0), "dsumexp", rows) ||
+      !isRowStat(v, v.out(1), "dshift", rows) || !isRowStat(v, v.out(2), "dtarget_logit", rows))
+    return nullptr;
+  return std::make_unique<CrossEntropyFinishGradKernel>(args, ignoreIndex);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "reduce_max", makeReduceMax);
+LLMC_REGISTER_KERNEL(CPU, "cross_entropy_partial", makeCrossEntropyPartial);
+LLMC_REGISTER_KERNEL(CPU, "cross_entropy_partial_grad", makeCrossEntropyPartialGrad);
+LLMC_REGISTER_KERNEL(CPU, "cross_entropy_finish", makeCrossEntropyFinish);
+LLMC_REGISTER_KERNEL(CPU, "cross_entropy_finish_grad", makeCrossEntropyFinishGrad);
+
+} // namespace llmc::cpu

@@ -1,0 +1,78 @@
+//===- Utils.cpp - helpers shared by llmc passes --------------------------===//
+
+#include "passes/Utils.h"
+
+#include "dialects/Dist/DistDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+using namespace mlir;
+using namespace llmc;
+
+DictionaryAttr llmc::addShardLevel(MLIRContext *context, DictionaryAttr existing,
+                                   RankedTensorType current, ArrayAttr axes, int64_t dim,
+                                   int64_t blocks) {
+  Builder b(context);
+  SmallVector<Attribute> levels;
+  Attribute global = b.getDenseI64ArrayAttr(current.getShape());
+  if (existing) {
+    global = existing.get("global_shape");
+    if (auto old = existing.getAs<ArrayAttr>("levels"))
+      levels.append(old.begin(), old.end());
+  }
+  levels.push_back(b.getDictionaryAttr({b.getNamedAttr("axes", axes),
+                                        b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
+                                        b.getNamedAttr("blocks", b.getI64IntegerAttr(blocks))}));
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("global_shape", global), b.getNamedAttr("levels", b.getArrayAttr(levels))});
+}
+
+func::FuncOp llmc::lookupFunc(ModuleOp module, StringRef name) {
+  return module.lookupSymbol<func::FuncOp>(name);
+}
+
+LogicalResult llmc::inlineCalls(ModuleOp module, func::FuncOp func) {
+  SmallVector<func::CallOp> calls;
+  func.walk([&](func::CallOp call) { calls.push_back(call); });
+  for (func::CallOp call : calls) {
+    func::FuncOp callee = lookupFunc(module, call.getCallee());
+    if (!callee || callee.isExternal())
+      return call.emitOpError("cannot inline call to '")
+             << call.getCallee() << "': no body in this module";
+    IRMapping mapping;
+    for (auto [arg, operand] :
+         llvm::zip(callee.getArguments(), call.getOperands()))
+      mapping.map(arg, operand);
+    OpBuilder builder(call);
+    for (Operation &op : callee.getBody().front().without_terminator())
+      builder.clone(op, mapping);
+    auto ret = cast<func::ReturnOp>(callee.getBody().front().getTerminator());
+    for (auto [result, value] : llvm::zip(call.getResults(), ret.getOperands()))
+      result.replaceAllUsesWith(mapping.lookupOrDefault(value));
+    call.erase();
+  }
+  return success();
+}
+
+void llmc::addRankOffset(Operation *op, StringRef attr, int64_t index, ArrayAttr axes,
+                         int64_t stride) {
+  MLIRContext *context = op->getContext();
+  SmallVector<Attribute> terms;
+  if (auto existing = op->getAttrOfType<ArrayAttr>(dist::DistDialect::kRankOffsetsAttrName))
+    terms.append(existing.begin(), existing.end());
+  terms.push_back(dist::RankOffsetAttr::get(context, FlatSymbolRefAttr::get(context, "mesh"),
+                                            StringAttr::get(context, attr), index, axes, stride));
+  op->setAttr(dist::DistDialect::kRankOffsetsAttrName, ArrayAttr::get(context, terms));
+}
+
+void llmc::markDropoutPiece(Operation *dropout, RankedTensorType before, int64_t dim,
+                            ArrayAttr axes, int64_t parts) {
+  Builder b(dropout->getContext());
+  if (!dropout->hasAttr("global_shape")) {
+    dropout->setAttr("global_shape", b.getDenseI64ArrayAttr(before.getShape()));
+    dropout->setAttr("offsets",
+                     b.getDenseI64ArrayAttr(SmallVector<int64_t>(before.getRank(), 0)));
+  }
+  addRankOffset(dropout, "offsets", dim, axes, before.getDimSize(dim) / parts);
+}
