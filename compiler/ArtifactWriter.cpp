@@ -243,6 +243,9 @@ Writer::write(const std::map<std::string, std::string> &metadata) {
                             "exec.memory_plan); run llmc-lower-to-exec first");
   std::vector<flatbuffers::Offset<fb::Program>> programs;
   for (auto op : module.getOps<exec::ProgramOp>()) {
+    if (op->hasAttr("exec.ranks"))
+      return op.emitError("artifact: programs for a subset of the ranks (exec.ranks) cannot be "
+                          "written yet; every rank of an artifact runs the same programs");
     FailureOr<flatbuffers::Offset<fb::Program>> p = program(op);
     if (failed(p))
       return failure();

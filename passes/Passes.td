@@ -179,4 +179,22 @@ def LowerToExec : Pass<"llmc-lower-to-exec", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::exec::ExecDialect"];
 }
 
+def VerifyCollectives : Pass<"llmc-verify-collectives", "mlir::ModuleOp"> {
+  let summary = "Proves that the ranks' collectives and point-to-point transfers match";
+  let description = [{
+    Runs on lowered `exec` programs. Every rank runs, for each program
+    kind, the program whose `exec.ranks` attribute lists it (a program
+    without one runs on every rank). For every group of ranks a collective
+    names (the ranks that differ only in its mesh axes), every member must
+    issue the same sequence of collectives on that group — same operation,
+    dtype, element count, reduction and root — or the run would hang or
+    mix unrelated data: the first difference is a compile error naming both
+    ranks, the operation each issues and where it came from. Sends and
+    receives must pair up: each send from rank a to rank b (with its tag and
+    bytes) has the matching receive on b, in the same order, and no transfer
+    leaves the mesh.
+  }];
+  let dependentDialects = ["::llmc::exec::ExecDialect"];
+}
+
 #endif // LLMC_PASSES

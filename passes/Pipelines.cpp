@@ -54,6 +54,7 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
     return;
   pm.addPass(createDecomposeCollectives());
   pm.addPass(createLowerToExec());
+  pm.addPass(createVerifyCollectives());
 }
 
 namespace {

@@ -3,12 +3,14 @@
 // Ranks are laid out on the mesh row-major, last axis fastest. A group over
 // axes S is the ranks whose coordinates agree outside S; a member's position
 // is its coordinate index over S, in mesh order (the order all_gather
-// concatenates and all_slice / reduce_scatter hand out chunks).
+// concatenates and all_slice / reduce_scatter hand out chunks). Header-only:
+// the compiler's collective verifier uses the same mapping.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_MESH_H
 #define LLMC_RUNTIME_MESH_H
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,10 +20,27 @@ namespace llmc {
 using Mesh = std::vector<std::pair<std::string, int>>;
 
 /// Coordinates of `rank` (last axis fastest).
-std::vector<int> meshCoordinates(const Mesh &mesh, int rank);
+inline std::vector<int> meshCoordinates(const Mesh &mesh, int rank) {
+  std::vector<int> coords(mesh.size());
+  for (int i = static_cast<int>(mesh.size()) - 1; i >= 0; --i) {
+    coords[i] = rank % mesh[i].second;
+    rank /= mesh[i].second;
+  }
+  return coords;
+}
 
 /// Position of `rank` inside its group over `axes`, and the group's size.
-std::pair<int, int> groupPosition(const Mesh &mesh, int rank, const std::vector<std::string> &axes);
+inline std::pair<int, int> groupPosition(const Mesh &mesh, int rank,
+                                         const std::vector<std::string> &axes) {
+  std::vector<int> coords = meshCoordinates(mesh, rank);
+  int position = 0, size = 1;
+  for (size_t i = 0; i < mesh.size(); ++i)
+    if (std::find(axes.begin(), axes.end(), mesh[i].first) != axes.end()) {
+      position = position * mesh[i].second + coords[i];
+      size *= mesh[i].second;
+    }
+  return {position, size};
+}
 
 } // namespace llmc
 

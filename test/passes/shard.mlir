@@ -10,6 +10,10 @@
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-shard="mesh=tp=2 zero=1" 2>&1 | FileCheck %s --check-prefix=NODP
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-shard="mesh=dp=2 grad-sync=ring" 2>&1 | FileCheck %s --check-prefix=SYNC
 // RUN: not llmc-opt %s --llmc-shard="mesh=dp=2" 2>&1 | FileCheck %s --check-prefix=MIX
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-shard="mesh=fsdp=1,dp=2" | FileCheck %s --check-prefix=ORDER
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-shard="mesh=fsdp=1,dp=2 rank-order=fsdp,dp" | FileCheck %s --check-prefix=EXPLICIT
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-shard="mesh=fsdp=1,dp=2 rank-order=fsdp,pp" 2>&1 | FileCheck %s --check-prefix=BADORDER
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-shard="mesh=fsdp=1,dp=2 rank-order=dp" 2>&1 | FileCheck %s --check-prefix=SHORTORDER
 
 // The mesh and the layout are recorded once; the batch is split: each rank
 // computes the loss of its rows.
@@ -70,3 +74,10 @@ func.func @forward(%w: tensor<4x4xf32> {llm.param = #llm.param<name = "w", init 
   %l = llm.cross_entropy %s, %t : tensor<4x4xf32>, tensor<4xi32>
   return %l : tensor<f32>
 }
+
+// Axes in any order; ranks are numbered pp, dp, fsdp, ..., tp (last
+// fastest) unless told.
+// ORDER: dist.mesh @mesh axes ["dp", "fsdp"] shape [2, 1]
+// EXPLICIT: dist.mesh @mesh axes ["fsdp", "dp"] shape [1, 2]
+// BADORDER: error: shard: rank-order 'fsdp,pp' must name each mesh axis exactly once; 'pp' is not a mesh axis
+// SHORTORDER: error: shard: rank-order 'dp' must name each mesh axis exactly once

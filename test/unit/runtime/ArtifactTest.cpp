@@ -22,6 +22,8 @@ struct Spec {
   uint32_t outputIndex = 0;
   uint64_t arena = 1024;
   uint32_t version = kArtifactSchemaVersion;
+  std::string rankOffsetAttr; ///< non-empty: a rank offset term on this attribute
+  int32_t rankOffsetIndex = 0;
 };
 
 /// A one-program artifact: `kernel` writes buffer 0 (f32[4x8]).
@@ -35,10 +37,19 @@ std::string build(const Spec &spec) {
                                 fb::DType::F32, fbb.CreateVector(std::vector<int64_t>{16}));
   std::vector<flatbuffers::Offset<fb::FloatAttr>> floats = {
       fb::CreateFloatAttr(fbb, fbb.CreateString("value"), 2.5)};
+  std::vector<flatbuffers::Offset<fb::IntAttr>> ints = {
+      fb::CreateIntAttr(fbb, fbb.CreateString("offset"), 3)};
+  std::vector<flatbuffers::Offset<fb::RankOffset>> terms;
+  if (!spec.rankOffsetAttr.empty())
+    terms.push_back(fb::CreateRankOffset(
+        fbb, fbb.CreateString(spec.rankOffsetAttr), spec.rankOffsetIndex,
+        fbb.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{fbb.CreateString("tp")}),
+        16));
   auto inst = fb::CreateInstruction(
       fbb, fb::OpKind::Kernel, fbb.CreateString(spec.kernel), fbb.CreateVector(std::vector<uint32_t>{}),
-      fbb.CreateVector(std::vector<uint32_t>{spec.outputIndex}), 0, fbb.CreateVector(floats), 0, 0, 0,
-      0, 0, 0, 0, 0, 0, fbb.CreateString("model.mlir:3:5"));
+      fbb.CreateVector(std::vector<uint32_t>{spec.outputIndex}), fbb.CreateVector(ints),
+      fbb.CreateVector(floats), 0, 0, 0, 0, 0, 0, 0, 0, 0, fbb.CreateString("model.mlir:3:5"),
+      fbb.CreateVector(terms));
   auto program = fb::CreateProgram(fbb, fbb.CreateString("train_step"),
                                    fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Buffer>>{buffer, param}),
                                    fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Instruction>>{inst}), 128);
@@ -123,6 +134,23 @@ TEST(Artifact, SemanticChecksNameTheField) {
   EXPECT_RUNTIME_ERROR(loadArtifact(path), "instruction 0: output buffer index 9 out of range (2 buffers)");
   test::writeBytes(path, build({.version = 999}));
   EXPECT_RUNTIME_ERROR(loadArtifact(path), "schema_version 999 is not compatible");
+  test::writeBytes(path, build({.rankOffsetAttr = "value"}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "instruction 0: rank offset for attribute 'value', "
+                                           "which the instruction does not have as an int or int array");
+  test::writeBytes(path, build({.rankOffsetAttr = "offset", .rankOffsetIndex = 1}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "rank offset index 1 out of range for attribute 'offset' of 1 element(s)");
+}
+
+TEST(Artifact, RankOffsetsAreReadWithTheirTerms) {
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  test::writeBytes(path, build({.rankOffsetAttr = "offset"}));
+  Artifact a = loadArtifact(path);
+  const InstructionInfo &inst = a.program("train_step")->instructions[0];
+  ASSERT_EQ(inst.rankOffsets.size(), 1u);
+  EXPECT_EQ(inst.rankOffsets[0].attr, "offset");
+  EXPECT_EQ(inst.rankOffsets[0].axes, std::vector<std::string>{"tp"});
+  EXPECT_EQ(inst.rankOffsets[0].stride, 16);
 }
 
 TEST(Artifact, BindingErrorsNameInstructionKernelAndLocation) {
