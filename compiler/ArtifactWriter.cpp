@@ -265,9 +265,18 @@ Writer::write(const std::map<std::string, std::string> &metadata) {
       if (auto d = dyn_cast<DictionaryAttr>(entry.getValue()))
         if (!worst || get(d, "peak") > get(worst, "peak"))
           worst = d;
+  std::map<std::string, uint64_t> categoryPeaks;
+  if (auto progs = plan.getAs<DictionaryAttr>("programs"))
+    for (NamedAttribute entry : progs)
+      if (auto d = dyn_cast<DictionaryAttr>(entry.getValue()))
+        if (auto peaks = d.getAs<DictionaryAttr>("category_peaks"))
+          for (NamedAttribute peak : peaks) {
+            uint64_t &slot = categoryPeaks[peak.getName().str()];
+            slot = std::max<uint64_t>(slot, cast<IntegerAttr>(peak.getValue()).getInt());
+          }
   if (worst)
     for (NamedAttribute entry : worst)
-      if (entry.getName() != "peak")
+      if (entry.getName() != "peak" && entry.getName() != "category_peaks")
         breakdown[entry.getName().str() == "activation" ? "activations"
                   : entry.getName().str() == "grad"     ? "gradients"
                   : entry.getName().str() == "input"    ? "inputs"
@@ -277,8 +286,12 @@ Writer::write(const std::map<std::string, std::string> &metadata) {
   std::vector<flatbuffers::Offset<fb::MemoryCategory>> categories;
   for (auto &[name, bytes] : breakdown)
     categories.push_back(fb::CreateMemoryCategory(fbb, fbb.CreateString(name), bytes));
+  std::vector<flatbuffers::Offset<fb::MemoryCategory>> peaks;
+  for (auto &[name, bytes] : categoryPeaks)
+    peaks.push_back(fb::CreateMemoryCategory(fbb, fbb.CreateString(name), bytes));
   auto memory = fb::CreateMemoryPlan(fbb, arena.getInt(), get(plan, "persistent"),
-                                     arena.getInt(), fbb.CreateVector(categories));
+                                     arena.getInt(), fbb.CreateVector(categories),
+                                     fbb.CreateVector(peaks));
 
   std::vector<flatbuffers::Offset<fb::MeshAxis>> mesh;
   int32_t world = 1;

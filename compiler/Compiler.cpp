@@ -128,6 +128,11 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
     put("data_parallel_axes", axes);
     if (auto zero = layout.getAs<IntegerAttr>("zero"))
       put("zero", zero.getInt());
+    std::string zeroAxes;
+    if (auto zero = layout.getAs<ArrayAttr>("zero_axes"))
+      for (StringRef axis : zero.getAsValueRange<StringAttr>())
+        zeroAxes += (zeroAxes.empty() ? "" : ",") + axis.str();
+    put("zero_axes", zeroAxes);
   }
   const TrainingPipelineOptions &p = options.pipeline;
   put("precision", p.precision);

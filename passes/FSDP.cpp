@@ -52,34 +52,40 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
     OpBuilder b(module.getContext());
     ArrayAttr axes = layout->axesAttr(b.getContext(), layout->zeroAxes);
 
-    // In @train_step a parameter is sharded when the optimizer updates a
-    // shard of it (an all_slice feeds its AdamW, an all_gather of the update
-    // is its new value). Keep the shard instead.
+    // In @train_step a parameter is sharded when its new value is an
+    // all_gather of shards the optimizer computed (of the parameter itself,
+    // cut by an all_slice, or of a master copy's rounding). Keep the shard
+    // instead: the argument becomes the shard, updated in place.
     llvm::StringMap<DictionaryAttr> shardedParams;
     Block &body = step.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
     SmallVector<Operation *> updates;
-    for (BlockArgument param : step.getArguments()) {
-      dist::AllSliceOp slice;
-      for (Operation *user : param.getUsers())
-        if (auto s = dyn_cast<dist::AllSliceOp>(user))
-          slice = s;
-      if (!slice)
+    for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+      auto tied = step.getResultAttrOfType<IntegerAttr>(index, kTiedToAttr);
+      auto regather = value.getDefiningOp<dist::AllGatherOp>();
+      if (!tied || !regather)
+        continue;
+      BlockArgument param = step.getArgument(tied.getInt());
+      llm::ParamAttr p = llm::getParamAttr(step, param.getArgNumber());
+      if (!p)
         continue;
       auto fullType = cast<RankedTensorType>(param.getType());
-      auto update = cast<llm::AdamWOp>(*slice->getUsers().begin());
-      auto regather = cast<dist::AllGatherOp>(*update.getNewParam().getUsers().begin());
-      param.setType(slice.getType());
-      slice.replaceAllUsesWith(Value(param));
-      regather.replaceAllUsesWith(update.getNewParam());
+      param.setType(regather.getInput().getType());
+      for (Operation *user : llvm::make_early_inc_range(param.getUsers()))
+        if (auto slice = dyn_cast<dist::AllSliceOp>(user)) {
+          for (Operation *sliceUser : slice->getUsers())
+            updates.push_back(sliceUser);
+          slice.replaceAllUsesWith(Value(param));
+          slice.erase();
+        }
+      ret->setOperand(index, regather.getInput());
       regather.erase();
-      slice.erase();
       DictionaryAttr shard = addShardLevel(
           b.getContext(), step.getArgAttrOfType<DictionaryAttr>(param.getArgNumber(), kShardAttr),
           fullType, axes, 0);
       step.setArgAttr(param.getArgNumber(), kShardAttr, shard);
-      shardedParams[llm::getParamAttr(step, param.getArgNumber()).getName()] = shard;
-      gatheredTypes[llm::getParamAttr(step, param.getArgNumber()).getName()] = fullType;
-      updates.push_back(update);
+      shardedParams[p.getName()] = shard;
+      gatheredTypes[p.getName()] = fullType;
     }
     gatherUses(step, shardedParams, axes, updates);
     step.setFunctionType(b.getFunctionType(body.getArgumentTypes(),

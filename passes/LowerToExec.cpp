@@ -103,6 +103,8 @@ public:
 
   int64_t transientPeak = 0;
   std::map<std::string, int64_t> peakBreakdown;
+  /// Per category, the most bytes of it ever live at once.
+  std::map<std::string, int64_t> categoryPeaks;
 
 private:
   LogicalResult placeValues();
@@ -175,9 +177,15 @@ LogicalResult ProgramLowering::placeValues() {
     Value v = worklist.pop_back_val();
     if (!gradValues.insert(v).second)
       continue;
-    if (Operation *def = v.getDefiningOp(); def && isa<llm::AddOp, llm::ScaleOp>(def))
+    // Accumulation (add, scale), widening (cast) and synchronisation keep
+    // it a gradient.
+    Operation *def = v.getDefiningOp();
+    if (def && isa<llm::AddOp, llm::ScaleOp>(def))
       for (Value operand : def->getOperands())
         worklist.push_back(operand);
+    if (def && isa<llm::CastOp, dist::AllReduceOp, dist::ReduceScatterOp, dist::BroadcastOp,
+                   dist::ReduceOp>(def))
+      worklist.push_back(def->getOperand(0));
   }
 
   auto newClass = [&](Value v, int64_t start) {
@@ -334,6 +342,11 @@ LogicalResult ProgramLowering::allocate() {
     }
     info.offset = candidate;
     live.push_back({candidate, size, info.end, root});
+    std::map<std::string, int64_t> now;
+    for (const Live &l : live)
+      now[classes[l.root].category] += l.bytes;
+    for (auto &[category, bytes] : now)
+      categoryPeaks[category] = std::max(categoryPeaks[category], bytes);
     int64_t top = candidate + size;
     if (top > transientPeak) {
       transientPeak = top;
@@ -526,6 +539,10 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
           b.getNamedAttr("peak", b.getI64IntegerAttr(lowering->transientPeak))};
       for (auto &[category, bytes] : lowering->peakBreakdown)
         plan.push_back(b.getNamedAttr(category, b.getI64IntegerAttr(bytes)));
+      SmallVector<NamedAttribute> peaks;
+      for (auto &[category, bytes] : lowering->categoryPeaks)
+        peaks.push_back(b.getNamedAttr(category, b.getI64IntegerAttr(bytes)));
+      plan.push_back(b.getNamedAttr("category_peaks", b.getDictionaryAttr(peaks)));
       programPlans[programName.str()] = b.getDictionaryAttr(plan);
     }
     int64_t params = 0, optim = 0;

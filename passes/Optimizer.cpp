@@ -214,6 +214,20 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     SmallVector<bool> sharded(nTrain, false);
     for (size_t t = 0; t < nTrain; ++t)
       sharded[t] = sync.canShard(grad.getArgument(trainableArgs[t]).getType());
+    // Mixed precision: a parameter stored in a low-precision type gets an
+    // fp32 master copy, kept (and sharded) with the optimizer state; the
+    // update runs on the master and the parameter is its rounded copy.
+    SmallVector<int64_t> masterOf(nTrain, -1);
+    size_t nMasters = 0;
+    for (size_t t = 0; t < nTrain; ++t)
+      if (!cast<RankedTensorType>(grad.getArgument(trainableArgs[t]).getType())
+               .getElementType()
+               .isF32())
+        masterOf[t] = nParams + nMasters++;
+    auto f32Like = [&](Type type) {
+      auto t = cast<RankedTensorType>(type);
+      return RankedTensorType::get(t.getShape(), Float32Type::get(ctx));
+    };
 
     // Signature of @train_step.
     SmallVector<Type> argTypes;
@@ -236,9 +250,19 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       argTypes.push_back(grad.getArgument(i).getType());
       argAttrs.push_back(attrs("param", paramName(i), llm::getParamAttr(grad, i), paramShard(i)));
     }
+    for (size_t t = 0; t < nTrain; ++t) {
+      if (masterOf[t] < 0)
+        continue;
+      Type type = f32Like(grad.getArgument(trainableArgs[t]).getType());
+      argTypes.push_back(sharded[t] ? sync.shardType(type) : type);
+      DictionaryAttr shard = paramShard(trainableArgs[t]);
+      if (sharded[t])
+        shard = sync.shardAttr(shard, type);
+      argAttrs.push_back(attrs("master", paramName(trainableArgs[t]), {}, shard));
+    }
     for (StringRef role : {"adam_m", "adam_v"})
       for (size_t t = 0; t < nTrain; ++t) {
-        Type type = grad.getArgument(trainableArgs[t]).getType();
+        Type type = f32Like(grad.getArgument(trainableArgs[t]).getType());
         argTypes.push_back(sharded[t] ? sync.shardType(type) : type);
         DictionaryAttr shard = paramShard(trainableArgs[t]);
         if (sharded[t])
@@ -266,7 +290,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     b.setInsertionPointToStart(body);
 
     auto stepArg = [&](size_t i) { return body->getArgument(i); };
-    size_t mBase = nParams, vBase = nParams + nTrain, batchBase = nParams + 2 * nTrain;
+    size_t mBase = nParams + nMasters, vBase = mBase + nTrain, batchBase = vBase + nTrain;
     Value lr = stepArg(batchBase + batchArgs.size());
     Value stepNo = stepArg(batchBase + batchArgs.size() + 1);
 
@@ -313,8 +337,11 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       bool last = mb == M - 1;
       for (size_t t = 0; t < nTrain; ++t) {
         Value g = mapping.lookup(ret.getOperand(t + 1));
+        // Right where backward produces it: the microbatch's gradient is
+        // folded into the running sum (or, ZeRO-2, scattered first) and
+        // freed at once, so at most one unreduced gradient is alive.
         OpBuilder::InsertionGuard guard(b);
-        if (last && g.getDefiningOp())
+        if (g.getDefiningOp())
           b.setInsertionPointAfter(g.getDefiningOp());
         // ZeRO-2 keeps only a shard of each microbatch's gradient.
         if (sharded[t] && sync.zero() >= 2)
@@ -357,33 +384,44 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     }
     Value clipNorm = maxGradNorm > 0 ? norm : Value();
 
-    SmallVector<Value> results{loss}, newParams, newM, newV;
+    SmallVector<Value> results{loss}, newParams, newMasters, newM, newV;
     for (size_t t = 0; t < nTrain; ++t) {
       unsigned arg = trainableArgs[t];
       Value param = grad.getArgument(arg);
+      Location ploc = param.getLoc();
       bool decay = llvm::none_of(noDecayKinds.keys(), [&](StringRef kind) {
         return usedAs(forward.getArgument(arg), kind);
       });
       size_t paramIndex = llvm::find(paramArgs, arg) - paramArgs.begin();
-      Value p = stepArg(paramIndex);
-      // ZeRO: each rank updates its shard of the parameter, then the shards
-      // are gathered back into the full (replicated) parameter.
-      if (sharded[t])
-        p = sync.slice(p, param.getLoc());
+      // The fp32 values the update works on: the master copy (already this
+      // rank's shard under ZeRO), or the parameter itself (ZeRO: this
+      // rank's shard of it).
+      Value p = masterOf[t] >= 0 ? stepArg(masterOf[t]) : stepArg(paramIndex);
+      if (masterOf[t] < 0 && sharded[t])
+        p = sync.slice(p, ploc);
+      Value g = finalGrads[t];
+      if (masterOf[t] >= 0)
+        g = llm::CastOp::create(b, ploc, f32Like(g.getType()), g);
       auto update = llm::AdamWOp::create(
-          b, param.getLoc(), p, finalGrads[t], stepArg(mBase + t),
-          stepArg(vBase + t), lr, stepNo, clipNorm, APFloat(beta1.getValue()),
-          APFloat(beta2.getValue()), APFloat(epsilon.getValue()),
-          APFloat(decay ? weightDecay.getValue() : 0.0),
-          APFloat(maxGradNorm.getValue()));
+          b, ploc, p, g, stepArg(mBase + t), stepArg(vBase + t), lr, stepNo, clipNorm,
+          APFloat(beta1.getValue()), APFloat(beta2.getValue()), APFloat(epsilon.getValue()),
+          APFloat(decay ? weightDecay.getValue() : 0.0), APFloat(maxGradNorm.getValue()));
       Value newParam = update.getNewParam();
+      if (masterOf[t] >= 0) {
+        newMasters.push_back(newParam);
+        auto low = cast<RankedTensorType>(stepArg(paramIndex).getType()).getElementType();
+        auto shape = cast<RankedTensorType>(newParam.getType()).getShape();
+        newParam = llm::CastOp::create(b, ploc, RankedTensorType::get(shape, low), newParam);
+      }
+      // ZeRO: the updated shards are gathered into the replicated parameter.
       if (sharded[t])
-        newParam = sync.gather(newParam, param.getLoc());
+        newParam = sync.gather(newParam, ploc);
       newParams.push_back(newParam);
       newM.push_back(update.getNewM());
       newV.push_back(update.getNewV());
     }
     results.append(newParams);
+    results.append(newMasters);
     results.append(newM);
     results.append(newV);
     if (norm)
@@ -400,12 +438,18 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       step.setResultAttr(results.size() - 1, kRoleAttr, b.getStringAttr("output"));
       step.setResultAttr(results.size() - 1, kNameAttr, b.getStringAttr("grad_norm"));
     }
-    for (size_t t = 0; t < nTrain; ++t) {
+    // Results after the loss: parameters, masters, m, v — each tied to the
+    // argument it overwrites.
+    auto tie = [&](size_t result, int64_t arg) {
+      step.setResultAttr(result, kTiedToAttr, b.getI64IntegerAttr(arg));
+    };
+    for (size_t t = 0, master = 0; t < nTrain; ++t) {
       size_t paramIndex = llvm::find(paramArgs, trainableArgs[t]) - paramArgs.begin();
-      int64_t tied[3] = {static_cast<int64_t>(paramIndex),
-                         static_cast<int64_t>(mBase + t), static_cast<int64_t>(vBase + t)};
-      for (int k = 0; k < 3; ++k)
-        step.setResultAttr(1 + k * nTrain + t, kTiedToAttr, b.getI64IntegerAttr(tied[k]));
+      tie(1 + t, paramIndex);
+      if (masterOf[t] >= 0)
+        tie(1 + nTrain + master++, masterOf[t]);
+      tie(1 + nTrain + nMasters + t, mBase + t);
+      tie(1 + 2 * nTrain + nMasters + t, vBase + t);
     }
     return success();
   }

@@ -1,10 +1,13 @@
 //===- Precision.cpp - bf16/f16 compute with fp32 master weights ----------===//
 //
-// Runs on @forward before autodiff: parameters stay fp32 (the optimizer's
-// master copy) and are cast to the compute type where they are read; the
-// casts' VJPs bring gradients back to fp32. Embedding tables are looked up in
-// fp32 and the rows cast afterwards, so their scatter-add gradient stays
-// fp32. Statistics inside kernels (norms, softmax, loss) are always fp32.
+// Runs on @forward before autodiff, with the storage scheme of the ZeRO
+// paper's mixed-precision training: parameters (and so their gradients) are
+// stored in the compute type, and the optimizer pass keeps an fp32 master
+// copy of each trainable one with the AdamW moments, updates the master and
+// rounds it into the parameter. Per parameter that is 2 + 2 bytes of
+// parameter and gradient and 12 bytes of optimizer state (master, m, v) —
+// the 16Ψ that ZeRO then shards. Statistics inside kernels (norms, softmax,
+// loss) are always accumulated in fp32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,34 +62,19 @@ struct PrecisionPass : llmc::impl::PrecisionBase<PrecisionPass> {
     }
 
     OpBuilder b(ctx);
-    Block &entry = forward.getBody().front();
-    b.setInsertionPointToStart(&entry);
+    // Parameters are stored in the compute type; the optimizer pass gives
+    // each trainable one an fp32 master copy.
+    SmallVector<Type> argTypes(forward.getArgumentTypes());
     for (BlockArgument arg : forward.getArguments()) {
       if (!llm::getParamAttr(forward, arg.getArgNumber()) || !isF32Tensor(arg.getType()))
         continue;
-      auto isTableUse = [](OpOperand &use) {
-        return isa<llm::EmbeddingOp>(use.getOwner()) && use.getOperandNumber() == 0;
-      };
-      if (llvm::all_of(arg.getUses(), isTableUse))
-        continue;
-      Value cast = llm::CastOp::create(b, arg.getLoc(), withElement(arg.getType(), compute), arg);
-      arg.replaceUsesWithIf(cast, [&](OpOperand &use) {
-        return use.getOwner() != cast.getDefiningOp() && !isTableUse(use);
-      });
+      arg.setType(withElement(arg.getType(), compute));
+      argTypes[arg.getArgNumber()] = arg.getType();
     }
+    forward.setFunctionType(b.getFunctionType(argTypes, forward.getResultTypes()));
 
     // Propagate the compute type through result types, inner ops first.
     forward.walk<WalkOrder::PostOrder>([&](Operation *op) {
-      if (auto embedding = dyn_cast<llm::EmbeddingOp>(op)) {
-        if (!isF32Tensor(embedding.getType()))
-          return;
-        b.setInsertionPointAfter(embedding);
-        Value cast = llm::CastOp::create(b, embedding.getLoc(),
-                                         withElement(embedding.getType(), compute),
-                                         embedding);
-        embedding.getResult().replaceAllUsesExcept(cast, cast.getDefiningOp());
-        return;
-      }
       if (auto block = dyn_cast<llm::BlockOp>(op)) {
         auto yield = cast<llm::YieldOp>(block.getBody().front().getTerminator());
         for (auto [result, value] : llvm::zip(block.getResults(), yield.getValues()))

@@ -252,6 +252,9 @@ Artifact loadArtifact(const std::string &path, int rank) {
   if (plan->breakdown())
     for (const fb::MemoryCategory *c : *plan->breakdown())
       artifact.memory.breakdown.push_back({c->name()->str(), c->bytes()});
+  if (plan->category_peaks())
+    for (const fb::MemoryCategory *c : *plan->category_peaks())
+      artifact.memory.categoryPeaks[c->name()->str()] = c->bytes();
   if (!role->programs() || role->programs()->size() == 0)
     fail(path, ": role of rank ", rank, " has no programs");
   for (const fb::Program *p : *role->programs())

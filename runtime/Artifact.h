@@ -96,6 +96,8 @@ struct ParameterInfo {
 struct MemoryPlanInfo {
   uint64_t arenaBytes = 0, persistentBytes = 0, peakBytes = 0;
   std::vector<std::pair<std::string, uint64_t>> breakdown;
+  /// Per category of transient bytes, the most ever live at once.
+  std::map<std::string, uint64_t> categoryPeaks;
 };
 
 struct Artifact {

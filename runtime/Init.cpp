@@ -7,6 +7,7 @@
 #include "runtime/Sharding.h"
 #include "runtime/support/Error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -54,33 +55,55 @@ double initUniform(uint64_t seed, const std::string &name, uint64_t index) {
   return 2.0 * unit(streamKey(seed, name), index) - 1.0;
 }
 
+namespace {
+
+/// Fills `n` elements of a tensor holding the piece of parameter `p` that
+/// `map` describes, with the values of p's initializer.
+void fill(const ParameterInfo &p, void *data, DType dtype, const ShardMap &map, uint64_t seed,
+          int rank) {
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F64)
+    fail("parameter '", p.name, "': cannot initialise dtype ", dtypeName(dtype));
+  int64_t n = map.localNumel();
+  uint64_t key = streamKey(seed, p.name);
+  std::vector<int> positions = map.positions(rank);
+  if (p.init == "zeros" || p.init == "ones") {
+    double v = p.init == "ones" ? 1.0 : 0.0;
+    for (int64_t i = 0; i < n; ++i) store(data, dtype, i, v);
+  } else if (p.init == "normal") {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      store(data, dtype, i, p.scale * normalAt(key, map.toGlobal(positions, i)));
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      store(data, dtype, i, p.scale * (2.0 * unit(key, map.toGlobal(positions, i)) - 1.0));
+  }
+}
+
+} // namespace
+
 void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed,
                           int rank) {
   // Optimizer state (and everything else persistent) starts at zero.
   std::memset(arena.base(), 0, artifact.memory.persistentBytes);
-  for (const ParameterInfo &p : artifact.parameters) {
-    if (p.dtype != DType::F32 && p.dtype != DType::BF16 && p.dtype != DType::F64)
-      fail("parameter '", p.name, "': cannot initialise dtype ", dtypeName(p.dtype));
-    void *data = arena.base() + p.offset;
-    int64_t n = p.numel();
-    uint64_t key = streamKey(seed, p.name);
-    ShardMap map(p.shard, p.shape, artifact.mesh);
-    std::vector<int> positions = map.positions(rank);
-    if (p.init == "zeros" || p.init == "ones") {
-      double v = p.init == "ones" ? 1.0 : 0.0;
-      for (int64_t i = 0; i < n; ++i) store(data, p.dtype, i, v);
-    } else if (p.init == "normal") {
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i)
-        store(data, p.dtype, i,
-              p.scale * normalAt(key, map.toGlobal(positions, i)));
-    } else {
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i)
-        store(data, p.dtype, i,
-              p.scale * (2.0 * unit(key, map.toGlobal(positions, i)) - 1.0));
+  for (const ParameterInfo &p : artifact.parameters)
+    fill(p, arena.base() + p.offset, p.dtype, ShardMap(p.shard, p.shape, artifact.mesh), seed,
+         rank);
+  // A mixed-precision master copy ("master/<name>", optimizer state) starts
+  // at its parameter's values in full precision; the parameter is their
+  // rounding, drawn from the same stream.
+  for (const ProgramInfo &program : artifact.programs)
+    for (const BufferInfo &b : program.buffers) {
+      if (b.category != "optim" || b.name.rfind("master/", 0) != 0)
+        continue;
+      std::string name = b.name.substr(7);
+      auto p = std::find_if(artifact.parameters.begin(), artifact.parameters.end(),
+                            [&](const ParameterInfo &q) { return q.name == name; });
+      if (p == artifact.parameters.end())
+        fail("optimizer state '", b.name, "' has no parameter '", name, "'");
+      fill(*p, arena.base() + b.offset, b.dtype, ShardMap(b.shard, b.shape, artifact.mesh),
+           seed, rank);
     }
-  }
 }
 
 } // namespace llmc

@@ -3,6 +3,7 @@
 #include "runtime/Inspect.h"
 
 #include "runtime/Artifact.h"
+#include "runtime/ModelStates.h"
 
 #include <iomanip>
 #include <map>
@@ -58,8 +59,13 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
 
   int64_t total = 0, trainable = 0;
   for (const ParameterInfo &p : a.parameters) {
-    total += p.numel();
-    if (p.trainable) trainable += p.numel();
+    int64_t n = p.numel();
+    if (p.shard.sharded()) {
+      n = 1;
+      for (int64_t d : p.shard.globalShape) n *= d;
+    }
+    total += n;
+    if (p.trainable) trainable += n;
   }
   os << "parameters: " << total << " in " << a.parameters.size() << " tensors ("
      << trainable << " trainable)\n";
@@ -71,6 +77,28 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
   for (auto &[name, bytes] : a.memory.breakdown)
     os << "  " << std::left << std::setw(15) << name << std::right << std::setw(12)
        << formatBytes(bytes) << "\n";
+
+  ModelStates m = modelStates(a);
+  if (m.psi > 0) {
+    auto row = [&](const char *name, uint64_t planned, double formula, const std::string &text) {
+      os << "  " << std::left << std::setw(15) << name << std::right << std::setw(12)
+         << formatBytes(planned) << "   " << std::left << std::setw(12) << text << std::right
+         << std::setw(12) << formatBytes(static_cast<uint64_t>(formula + 0.5)) << "\n";
+    };
+    auto term = [](int bytes, bool sharded) {
+      return std::to_string(bytes) + (sharded ? "Ψ/N" : "Ψ");
+    };
+    os << "model states (ZeRO stage " << m.stage << ", N = " << m.groupSize << ", Ψ = " << m.psi
+       << " trainable parameters per model-parallel rank; p = " << m.paramBytes
+       << ", g = " << m.gradBytes << ", K = " << m.optimizerBytes << " bytes each):\n"
+       << "                      planned   ZeRO paper\n";
+    row("parameters", m.plannedParams, m.formulaParams(), term(m.paramBytes, m.stage >= 3));
+    row("gradients", m.plannedGradients, m.formulaGradients(), term(m.gradBytes, m.stage >= 2));
+    row("optimizer", m.plannedOptimizer, m.formulaOptimizer(),
+        term(m.optimizerBytes, m.stage >= 1));
+    row("total", m.plannedParams + m.plannedGradients + m.plannedOptimizer,
+        m.formulaParams() + m.formulaGradients() + m.formulaOptimizer(), m.formula());
+  }
 
   os << "programs:\n";
   for (const ProgramInfo &p : a.programs) {

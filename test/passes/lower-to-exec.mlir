@@ -4,8 +4,9 @@
 
 // The arena is the persistent state (4 parameters: 832 B padded to 896;
 // their AdamW moments) plus the largest program's transient peak; the plan
-// records each program's peak by category.
-// CHECK: module attributes {exec.arena_bytes = 5760 : i64, exec.memory_plan = {arena = 5760 : i64, optimizer_state = 1664 : i64, params = 832 : i64, persistent = 2688 : i64, programs = {eval = {{{.*}}peak = 896 : i64}, grad = {{{.*}}}, train_step = {activation = 1792 : i64, grad = 512 : i64, input = 192 : i64, output = 64 : i64, peak = 3072 : i64}}}}
+// records each program's peak by category, and the most bytes each
+// category ever holds at once.
+// CHECK: module attributes {exec.arena_bytes = 5760 : i64, exec.memory_plan = {arena = 5760 : i64, optimizer_state = 1664 : i64, params = 832 : i64, persistent = 2688 : i64, programs = {eval = {{{.*}}peak = 896 : i64}, grad = {{{.*}}}, train_step = {activation = 1792 : i64, category_peaks = {activation = 2112 : i64, grad = 1408 : i64, input = 256 : i64, output = 128 : i64}, grad = 512 : i64, input = 192 : i64, output = 64 : i64, peak = 3072 : i64}}}}
 
 // Persistent state first, 64-byte aligned, under names every program shares.
 // CHECK-LABEL: exec.program @train_step kind "train_step"

@@ -53,9 +53,9 @@
 
 // EXEC: module attributes {exec.arena_bytes = {{[0-9]+}} : i64, exec.memory_plan = {{.*}}, exec.mesh = {dp = 2 : i64}, exec.mesh_axes = ["dp"]
 // In place: the gradient buffer is reduced where it lies.
-// EXEC: %[[IN:.*]] = exec.buffer offset [[OFF:[0-9]+]] : memref<8x8xf32>
+// EXEC: %[[IN:.*]] = exec.buffer offset [[OFF:[0-9]+]] category "grad" : memref<8x8xf32>
 // EXEC-NEXT: exec.kernel "matmul"
-// EXEC-NEXT: %[[OUT:.*]] = exec.buffer offset [[OFF]] : memref<8x8xf32>
+// EXEC-NEXT: %[[OUT:.*]] = exec.buffer offset [[OFF]] category "grad" : memref<8x8xf32>
 // EXEC-NEXT: exec.all_reduce %[[IN]] -> %[[OUT]] group ["dp"] {reduction = "mean"} : memref<8x8xf32> -> memref<8x8xf32>
 
 // DIVIDE: error: shard: batch argument 4 of type 'tensor<2x4xi32>' cannot be split 3 ways along dimension 0

@@ -61,9 +61,9 @@
 // VOLUME-NOT: llm.block_name = "h.{{[01]}}"} : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
 // VOLUME: return
 
-// Mixed precision: weights reach their matmuls through casts.
-// BF16: %arg4: tensor<64x96xf32> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight"
-// BF16: llm.cast %arg4 : tensor<64x96xf32> to tensor<64x96xbf16>
+// Mixed precision: the bf16 weights are split the same way.
+// BF16: %arg4: tensor<64x96xbf16> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight"
+// BF16: llm.matmul %{{.*}}, %arg4 : tensor<2x8x64xbf16>, tensor<64x96xbf16> -> tensor<2x8x96xbf16>
 
 // Llama: separate q/k/v projections (transposed weights split on dim 0),
 // grouped-query heads split (4 query / 2 kv heads -> 2 / 1 per rank).

@@ -11,13 +11,15 @@
 // STAGES: IR Dump After Autodiff
 // STAGES: IR Dump After Optimizer
 // STAGES: IR Dump After InferenceEntryPoints
+// STAGES: IR Dump After DecomposeCollectives
 // STAGES: IR Dump After LowerToExec
+// STAGES: IR Dump After VerifyCollectives
 // STAGES: exec.program @train_step
 // STAGES: exec.program @eval
 // STAGES: exec.program @logits
 // STAGES: exec.program @grad
 
 // BF16: exec.program @train_step
-// BF16: exec.buffer offset 0 name "wte" category "param" {{.*}} : memref<16x8xf32>
-// BF16: exec.kernel "cast"
+// BF16: exec.buffer offset 0 name "wte" category "param" {{.*}} : memref<16x8xbf16>
+// BF16: exec.buffer offset {{[0-9]+}} name "master/wte" category "optim" : memref<16x8xf32>
 // BF16: exec.kernel "matmul"({{.*}} : memref<2x4x8xbf16>, memref<8x8xbf16>) -> ({{.*}} : memref<2x4x8xbf16>)
