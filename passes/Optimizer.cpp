@@ -356,6 +356,8 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
           f = sync.reduceScatter(f, f.getLoc());
         finalGrads[t] = sharded[t] ? sync.averageOutsideZero(f, f.getLoc())
                                    : sync.average(f, f.getLoc());
+        if (Operation *syncOp = finalGrads[t].getDefiningOp(); syncOp && syncOp != f.getDefiningOp())
+          syncOp->setAttr(kGradientSyncAttr, b.getUnitAttr());
       }
     }
     Value loss = lossSum;

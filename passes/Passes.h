@@ -30,6 +30,7 @@ struct TrainingPipelineOptions {
   std::string gradSync = "allreduce";
   std::string rankOrder;         ///< "dp,tp": slowest to fastest; empty: default
   bool sequenceParallel = false; ///< Megatron SP over the tp axis
+  int64_t gradBucketBytes = 25 << 20; ///< gradient all-reduce buckets; 0: none
   bool fsdpReshardAfterForward = true;
   int64_t fsdpPrefetch = 1;
   /// Stop after this stage: graph | train | exec.

@@ -141,6 +141,38 @@ def FSDP : Pass<"llmc-fsdp", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::dist::DistDialect"];
 }
 
+def BucketGradients : Pass<"llmc-bucket-gradients", "mlir::ModuleOp"> {
+  let summary = "Fuses gradient all-reduces into buckets, in backward order";
+  let description = [{
+    Each gradient's all-reduce is issued where backward produces it, so
+    communication overlaps the rest of backward; but one collective per
+    tensor pays the latency of each. Like PyTorch DDP, this pass groups the
+    gradient all-reduces of @train_step (those the optimizer pass marked
+    `llmc.gradient_sync`) into buckets of about `bucket-bytes`, in the order
+    backward produces them: the members are flattened and concatenated, one
+    all-reduce runs where the bucket's last gradient is produced, and each
+    member reads its slice back (views; the one copy is the concat).
+    `bucket-bytes=0` keeps one all-reduce per gradient.
+
+    ```mlir
+    %a = dist.all_reduce %ga ... : tensor<8x8xf32>    // two gradients
+    %b = dist.all_reduce %gb ... : tensor<8xf32>
+    // becomes
+    %fa = llm.reshape %ga : tensor<8x8xf32> to tensor<64xf32>
+    %c = llm.concat %fa, %gb {dim = 0 : i64} : ... -> tensor<72xf32>
+    %r = dist.all_reduce %c ... : tensor<72xf32>
+    %sa = llm.slice %r {offsets = array<i64: 0>} : tensor<72xf32> to tensor<64xf32>
+    %a = llm.reshape %sa : tensor<64xf32> to tensor<8x8xf32>
+    %b = llm.slice %r {offsets = array<i64: 64>} : tensor<72xf32> to tensor<8xf32>
+    ```
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
+           "Close a bucket once it holds this many bytes (0: no buckets)">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
+}
+
 def DecomposeCollectives : Pass<"llmc-decompose-collectives", "mlir::ModuleOp"> {
   let summary = "Gathers and scatters along any dimension become dimension-0 ones";
   let description = [{

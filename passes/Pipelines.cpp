@@ -50,6 +50,11 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
     fsdp.prefetch = options.fsdpPrefetch;
     pm.addPass(createFSDP(fsdp));
   }
+  if (!options.mesh.empty()) {
+    BucketGradientsOptions buckets;
+    buckets.bucketBytes = options.gradBucketBytes;
+    pm.addPass(createBucketGradients(buckets));
+  }
   if (options.emit == "train")
     return;
   pm.addPass(createDecomposeCollectives());
@@ -83,6 +88,9 @@ struct TrainingPipelineCLOptions
                                 llvm::cl::init("")};
   Option<bool> sp{*this, "sp", llvm::cl::desc("Sequence parallelism over tp"),
                   llvm::cl::init(false)};
+  Option<int64_t> gradBucketBytes{*this, "grad-bucket-bytes",
+                                  llvm::cl::desc("Gradient all-reduce bucket size (0: none)"),
+                                  llvm::cl::init(25 << 20)};
   Option<bool> fsdpReshardAfterForward{*this, "fsdp-reshard-after-forward",
                                        llvm::cl::desc("ZeRO-3: gather again for backward"),
                                        llvm::cl::init(true)};
@@ -109,6 +117,7 @@ void llmc::registerPasses() {
         options.gradSync = cl.gradSync;
         options.rankOrder = cl.rankOrder;
         options.sequenceParallel = cl.sp;
+        options.gradBucketBytes = cl.gradBucketBytes;
         options.fsdpReshardAfterForward = cl.fsdpReshardAfterForward;
         options.fsdpPrefetch = cl.fsdpPrefetch;
         llmc::buildTrainingPipeline(pm, options);

@@ -17,6 +17,9 @@ inline constexpr llvm::StringLiteral kRoleAttr = "llmc.role";
 inline constexpr llvm::StringLiteral kNameAttr = "llmc.name";
 inline constexpr llvm::StringLiteral kTiedToAttr = "llmc.tied_to";
 inline constexpr llvm::StringLiteral kGradOfAttr = "llmc.grad_of";
+/// Marks the collectives that synchronise gradients over data-parallel
+/// ranks (what llmc-bucket-gradients may fuse).
+inline constexpr llvm::StringLiteral kGradientSyncAttr = "llmc.gradient_sync";
 /// Marks ops autodiff emitted (the backward pass).
 inline constexpr llvm::StringLiteral kBackwardAttr = "llm.backward";
 /// The microbatch a cloned op of @train_step belongs to (ZeRO-3 only).

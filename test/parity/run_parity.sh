@@ -21,6 +21,8 @@ LAYOUTS=(
   "dp2|2|--mesh dp=2"
   "dp4|4|--mesh dp=4"
   "dp2-ps|2|--mesh dp=2 --grad-sync ps"
+  "dp2-small-buckets|2|--mesh dp=2 --grad-bucket-mb 0.05|gpt2"
+  "dp2-no-buckets|2|--mesh dp=2 --grad-bucket-mb 0|gpt2"
   "zero1-dp2|2|--mesh dp=2 --zero 1"
   "zero2-dp2|2|--mesh dp=2 --zero 2"
   "zero2-dp4-micro2|4|--mesh dp=4 --zero 2 --microbatches 2 --set batch_size=4"

@@ -100,6 +100,10 @@ cl::opt<std::string> gradSync("grad-sync", cl::init("allreduce"),
                                        "rank 0 + broadcast)"),
                               cl::sub(compileCmd), cl::cat(llmcCategory));
 
+cl::opt<double> gradBucketMb("grad-bucket-mb", cl::init(25.0),
+                             cl::desc("Fuse gradient all-reduces into buckets of this many MiB, "
+                                      "in backward order (0: one per gradient)"),
+                             cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<bool> fsdpReshard("fsdp-reshard-after-forward", cl::init(true),
                           cl::desc("ZeRO-3: free gathered parameters after forward and gather "
                                    "again for backward (true) or keep them (false)"),
@@ -183,6 +187,9 @@ int runCompile() {
   options.pipeline.gradSync = gradSync;
   options.pipeline.rankOrder = rankOrder;
   options.pipeline.sequenceParallel = sequenceParallel;
+  if (gradBucketMb < 0)
+    return fail("llmc compile", "--grad-bucket-mb must be >= 0");
+  options.pipeline.gradBucketBytes = static_cast<int64_t>(gradBucketMb * (1 << 20));
   options.pipeline.fsdpReshardAfterForward = fsdpReshard;
   options.pipeline.fsdpPrefetch = fsdpPrefetch;
   options.schedule = {lr, minLr, warmup, steps, schedule, seed};
