@@ -394,14 +394,20 @@ static LogicalResult checkRowStats(std::optional<Location> loc, ArrayRef<int64_t
   return success();
 }
 
+/// Logits `rows × [V]`, targets and shift `rows` (a loss shard's inputs).
+static LogicalResult checkPartialOperands(std::optional<Location> loc, Value logits,
+                                          Value targets, Value shift) {
+  if (failed(checkLossShapes(loc, logits, targets)))
+    return failure();
+  return checkRowStats(loc, tensorOf(logits).getShape().drop_back(), shift, "shift");
+}
+
 LogicalResult CrossEntropyPartialOp::inferReturnTypes(MLIRContext *,
                                                       std::optional<Location> loc,
                                                       Adaptor adaptor,
                                                       SmallVectorImpl<Type> &types) {
-  if (failed(checkLossShapes(loc, adaptor.getLogits(), adaptor.getTargets())))
-    return failure();
-  ArrayRef<int64_t> rows = tensorOf(adaptor.getLogits()).getShape().drop_back();
-  if (failed(checkRowStats(loc, rows, adaptor.getShift(), "shift")))
+  if (failed(checkPartialOperands(loc, adaptor.getLogits(), adaptor.getTargets(),
+                                  adaptor.getShift())))
     return failure();
   types.append(2, adaptor.getShift().getType());
   return success();
@@ -421,11 +427,9 @@ LogicalResult CrossEntropyPartialGradOp::inferReturnTypes(MLIRContext *,
                                                           std::optional<Location> loc,
                                                           Adaptor adaptor,
                                                           SmallVectorImpl<Type> &types) {
-  if (failed(checkLossShapes(loc, adaptor.getLogits(), adaptor.getTargets())))
-    return failure();
-  ArrayRef<int64_t> rows = tensorOf(adaptor.getLogits()).getShape().drop_back();
   // dsumexp and dtarget_logit have shift's type (AllTypesMatch).
-  if (failed(checkRowStats(loc, rows, adaptor.getShift(), "shift")))
+  if (failed(checkPartialOperands(loc, adaptor.getLogits(), adaptor.getTargets(),
+                                  adaptor.getShift())))
     return failure();
   types.push_back(adaptor.getLogits().getType());
   return success();
