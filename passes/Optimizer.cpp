@@ -325,8 +325,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       }
       for (Operation &op : gradBody.without_terminator()) {
         Operation *clone = b.clone(op, mapping);
-        if (sync.zero() == 3)
-          clone->setAttr(kMicrobatchAttr, b.getI64IntegerAttr(mb));
+        clone->setAttr(kMicrobatchAttr, b.getI64IntegerAttr(mb));
         // A different dropout mask per microbatch.
         if (auto dropout = dyn_cast<llm::DropoutOp>(clone); dropout && mb > 0)
           dropout.setSeed(dropout.getSeed() ^

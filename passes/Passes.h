@@ -31,6 +31,7 @@ struct TrainingPipelineOptions {
   std::string rankOrder;         ///< "dp,tp": slowest to fastest; empty: default
   bool sequenceParallel = false; ///< Megatron SP over the tp axis
   int64_t gradBucketBytes = 25 << 20; ///< gradient all-reduce buckets; 0: none
+  std::string recompute = "none"; ///< none | full | selective
   bool fsdpReshardAfterForward = true;
   int64_t fsdpPrefetch = 1;
   /// Stop after this stage: graph | train | exec.

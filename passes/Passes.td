@@ -141,6 +141,34 @@ def FSDP : Pass<"llmc-fsdp", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::dist::DistDialect"];
 }
 
+def Recompute : Pass<"llmc-recompute", "mlir::ModuleOp"> {
+  let summary = "Activation recomputation: trade backward FLOPs for activation memory";
+  let description = [{
+    Works on @train_step, per layer (`llm.block`) and microbatch. The forward
+    values a layer's backward reads are normally kept from the forward pass
+    to the backward; this pass recomputes some of them instead, with clones
+    of their forward ops placed just before the layer's backward (marked
+    `llm.backward` and `llm.recomputed`), so the originals die as soon as
+    the forward is done with them.
+
+    - `full`: every value the backward reads is recomputed from the
+      layer's input (only the input stays alive between the passes).
+    - `selective`: only values made by cheap, memory-heavy ops —
+      normalisation, activation functions, dropout, elementwise and shape
+      ops — are recomputed; matmul, attention and collective results are
+      kept (Korthikanti et al.'s selective recomputation; llmc's attention
+      never stores its s×s scores, so what remains to save is these).
+    - `none`: nothing changes.
+
+    Dropout draws the same mask when recomputed (it depends on seed, step
+    and element index only), so recomputation never changes the losses.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"none\"", "none | full | selective">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect"];
+}
+
 def BucketGradients : Pass<"llmc-bucket-gradients", "mlir::ModuleOp"> {
   let summary = "Fuses gradient all-reduces into buckets, in backward order";
   let description = [{

@@ -43,7 +43,13 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createOptimizer(optimizer));
   pm.addPass(createInferenceEntryPoints());
   pm.addPass(createCSEPass());
-  // After CSE, which would merge the deliberately repeated gathers.
+  // After CSE, which would merge the deliberately repeated forward ops and
+  // gathers.
+  if (options.recompute != "none") {
+    RecomputeOptions recompute;
+    recompute.mode = options.recompute;
+    pm.addPass(createRecompute(recompute));
+  }
   if (options.zero == 3) {
     FSDPOptions fsdp;
     fsdp.reshardAfterForward = options.fsdpReshardAfterForward;
@@ -88,6 +94,8 @@ struct TrainingPipelineCLOptions
                                 llvm::cl::init("")};
   Option<bool> sp{*this, "sp", llvm::cl::desc("Sequence parallelism over tp"),
                   llvm::cl::init(false)};
+  Option<std::string> recompute{*this, "recompute", llvm::cl::desc("none | full | selective"),
+                                llvm::cl::init("none")};
   Option<int64_t> gradBucketBytes{*this, "grad-bucket-bytes",
                                   llvm::cl::desc("Gradient all-reduce bucket size (0: none)"),
                                   llvm::cl::init(25 << 20)};
@@ -118,6 +126,7 @@ void llmc::registerPasses() {
         options.rankOrder = cl.rankOrder;
         options.sequenceParallel = cl.sp;
         options.gradBucketBytes = cl.gradBucketBytes;
+        options.recompute = cl.recompute;
         options.fsdpReshardAfterForward = cl.fsdpReshardAfterForward;
         options.fsdpPrefetch = cl.fsdpPrefetch;
         llmc::buildTrainingPipeline(pm, options);

@@ -20,9 +20,11 @@ inline constexpr llvm::StringLiteral kGradOfAttr = "llmc.grad_of";
 /// Marks the collectives that synchronise gradients over data-parallel
 /// ranks (what llmc-bucket-gradients may fuse).
 inline constexpr llvm::StringLiteral kGradientSyncAttr = "llmc.gradient_sync";
+/// Marks forward ops that llmc-recompute cloned into the backward pass.
+inline constexpr llvm::StringLiteral kRecomputedAttr = "llm.recomputed";
 /// Marks ops autodiff emitted (the backward pass).
 inline constexpr llvm::StringLiteral kBackwardAttr = "llm.backward";
-/// The microbatch a cloned op of @train_step belongs to (ZeRO-3 only).
+/// The microbatch a cloned op of @train_step belongs to.
 inline constexpr llvm::StringLiteral kMicrobatchAttr = "llm.microbatch";
 /// How a persistent argument is sharded: {global_shape = [...], levels =
 /// [{axes = [...], dim = d, blocks = b}, ...]}: level i splits dimension d of

@@ -43,8 +43,10 @@ reporting
   --top-k K          sample from the K most likely tokens (default 40)
   --dump-grads F     write parameters and gradients of the first batch to F (safetensors)
   --profile          time every instruction; print time per kernel at the end
-multi-rank (mpirun -np N llmc-run ...)
-  --comm-timeout S   abort the job when a collective takes longer than S seconds (default 300)
+multi-rank (mpirun -np N llmc-run ..., or N processes with RANK, WORLD_SIZE,
+            MASTER_ADDR, MASTER_PORT set: see docs/parallelism.md, "Launching")
+  --comm-timeout S   abort the job when a collective (or, without mpirun, the
+                     start-up) takes longer than S seconds (default 300)
   --debug-collective-delay-ms N   sleep a random 0..N ms before each collective (testing)
   --quiet            print errors only
   -h, --help         this text

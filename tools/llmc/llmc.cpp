@@ -104,6 +104,10 @@ cl::opt<double> gradBucketMb("grad-bucket-mb", cl::init(25.0),
                              cl::desc("Fuse gradient all-reduces into buckets of this many MiB, "
                                       "in backward order (0: one per gradient)"),
                              cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<std::string> recompute("recompute", cl::init("none"),
+                               cl::desc("Activation recomputation per layer: none | full | "
+                                        "selective"),
+                               cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<bool> fsdpReshard("fsdp-reshard-after-forward", cl::init(true),
                           cl::desc("ZeRO-3: free gathered parameters after forward and gather "
                                    "again for backward (true) or keep them (false)"),
@@ -187,6 +191,7 @@ int runCompile() {
   options.pipeline.gradSync = gradSync;
   options.pipeline.rankOrder = rankOrder;
   options.pipeline.sequenceParallel = sequenceParallel;
+  options.pipeline.recompute = recompute;
   if (gradBucketMb < 0)
     return fail("llmc compile", "--grad-bucket-mb must be >= 0");
   options.pipeline.gradBucketBytes = static_cast<int64_t>(gradBucketMb * (1 << 20));

@@ -1,0 +1,132 @@
+//===- Recompute.cpp - activation recomputation per layer -----------------===//
+//
+// In @train_step every op of a layer carries llm.block_name and
+// llm.microbatch, and backward ops llm.backward, so a (microbatch, layer)
+// unit's forward and backward are known. The values its forward produces
+// and its backward reads are what the memory plan keeps alive across the
+// pass; recomputing them clones their producers right before the unit's
+// first backward op. See Passes.td for the modes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/Utils.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
+
+namespace llmc {
+#define GEN_PASS_DEF_RECOMPUTE
+#include "passes/Passes.h.inc"
+} // namespace llmc
+
+using namespace mlir;
+using namespace llmc;
+
+namespace {
+
+/// Cheap to redo, expensive to keep: everything but matmuls, attention and
+/// communication.
+bool cheapToRecompute(Operation *op) {
+  return !isa<llm::MatmulOp, llm::AttentionOp>(op) &&
+         op->getDialect()->getNamespace() != "dist";
+}
+
+struct Unit {
+  SmallVector<Operation *> forward;
+  Operation *firstBackward = nullptr;
+};
+
+struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
+  using RecomputeBase::RecomputeBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (mode != "none" && mode != "full" && mode != "selective") {
+      module.emitError() << "recompute: unknown mode '" << mode
+                         << "' (expected none, full or selective)";
+      return signalPassFailure();
+    }
+    func::FuncOp step = lookupFunc(module, "train_step");
+    if (mode == "none" || !step)
+      return;
+    Block &body = step.getBody().front();
+    llvm::DenseMap<Operation *, int64_t> order;
+    int64_t position = 0;
+    for (Operation &op : body)
+      order[&op] = position++;
+
+    // Units: (microbatch, layer) → its forward ops and first backward op.
+    std::map<std::pair<int64_t, std::string>, Unit> units;
+    for (Operation &op : body) {
+      auto name = op.getAttrOfType<StringAttr>(kBlockNameAttr);
+      if (!name || op.hasAttr(kRecomputedAttr))
+        continue;
+      auto mb = op.getAttrOfType<IntegerAttr>(kMicrobatchAttr);
+      Unit &unit = units[{mb ? mb.getInt() : 0, name.getValue().str()}];
+      if (op.hasAttr(kBackwardAttr)) {
+        if (!unit.firstBackward)
+          unit.firstBackward = &op;
+      } else {
+        unit.forward.push_back(&op);
+      }
+    }
+    bool full = mode == "full";
+    for (auto &[key, unit] : units)
+      if (unit.firstBackward)
+        recompute(unit, order, full);
+  }
+
+  /// Clones the producers of the unit's saved values (those allowed by the
+  /// mode) before its backward and points the backward at the clones.
+  void recompute(const Unit &unit, const llvm::DenseMap<Operation *, int64_t> &order,
+                 bool full) {
+    int64_t backwardStart = order.lookup(unit.firstBackward);
+    llvm::DenseSet<Operation *> inUnit(unit.forward.begin(), unit.forward.end());
+    auto allowed = [&](Operation *op) {
+      return op && inUnit.contains(op) && (full || cheapToRecompute(op));
+    };
+    // Saved values read at or after the backward starts.
+    llvm::SetVector<Operation *> toClone;
+    SmallVector<Operation *> worklist;
+    for (Operation *op : unit.forward)
+      for (Value result : op->getResults())
+        for (Operation *user : result.getUsers())
+          if (order.lookup(user) >= backwardStart && allowed(op))
+            worklist.push_back(op);
+    // And, transitively, the allowed producers they are recomputed from.
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (!toClone.insert(op))
+        continue;
+      for (Value operand : op->getOperands())
+        if (allowed(operand.getDefiningOp()))
+          worklist.push_back(operand.getDefiningOp());
+    }
+    if (toClone.empty())
+      return;
+    SmallVector<Operation *> sorted(toClone.begin(), toClone.end());
+    llvm::sort(sorted, [&](Operation *a, Operation *b) {
+      return order.lookup(a) < order.lookup(b);
+    });
+    OpBuilder b(unit.firstBackward);
+    IRMapping mapping;
+    for (Operation *op : sorted) {
+      Operation *clone = b.clone(*op, mapping);
+      clone->setAttr(kBackwardAttr, b.getUnitAttr());
+      clone->setAttr(kRecomputedAttr, b.getUnitAttr());
+    }
+    for (Operation *op : sorted)
+      for (Value result : op->getResults())
+        result.replaceUsesWithIf(mapping.lookup(result), [&](OpOperand &use) {
+          Operation *user = use.getOwner();
+          return !user->hasAttr(kRecomputedAttr) &&
+                 order.lookup(user) >= backwardStart && order.count(user);
+        });
+  }
+};
+
+} // namespace

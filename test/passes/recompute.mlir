@@ -1,0 +1,34 @@
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-recompute="mode=full" | FileCheck %s --check-prefix=FULL
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-recompute="mode=selective" | FileCheck %s --check-prefix=SELECTIVE
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-recompute="mode=none" | FileCheck %s --check-prefix=NONE
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-recompute="mode=full" --llmc-lower-to-exec | FileCheck %s --check-prefix=PLAN
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-recompute="mode=some" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// Full: the layer's forward is redone from its input (%[[X]], kept) just
+// before its backward; the backward reads the clones, so the forward's
+// layernorm and matmul outputs die after the forward.
+// FULL-LABEL: func.func @train_step
+// FULL: %[[X:.*]] = llm.embedding
+// FULL: %[[N:.*]] = llm.layernorm %[[X]], {{.*}}llm.block_name = "h.0"
+// FULL: %[[M:.*]] = llm.matmul %[[N]], %arg3 {llm.block_name = "h.0"
+// FULL: %[[N2:.*]] = llm.layernorm %[[X]], %arg1, %arg2 {{{.*}}llm.backward, llm.block_name = "h.0", llm.microbatch = 0 : i64, llm.recomputed}
+// FULL-NEXT: %[[M2:.*]] = llm.matmul %[[N2]], %arg3 {llm.backward, llm.block_name = "h.0", llm.microbatch = 0 : i64, llm.recomputed}
+// FULL-NEXT: llm.gelu_grad %[[M2]],
+// FULL: llm.reshape %[[N2]]
+// FULL-NOT: llm.reshape %[[N]] {
+
+// Selective: only the cheap layernorm is redone; the matmul output is kept.
+// SELECTIVE-LABEL: func.func @train_step
+// SELECTIVE: %[[M:.*]] = llm.matmul %{{.*}}, %arg3 {llm.block_name = "h.0"
+// SELECTIVE: %[[N2:.*]] = llm.layernorm {{.*}}llm.recomputed}
+// SELECTIVE-NOT: llm.matmul {{.*}}llm.recomputed
+// SELECTIVE: llm.gelu_grad %[[M]],
+// SELECTIVE: llm.reshape %[[N2]]
+
+// NONE-NOT: llm.recomputed
+
+// PLAN: exec.program @train_step
+// PLAN: exec.kernel "layernorm"
+// PLAN: exec.kernel "layernorm"
+
+// BAD: error: recompute: unknown mode 'some' (expected none, full or selective)
