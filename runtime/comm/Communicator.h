@@ -1,8 +1,8 @@
 //===- Communicator.h - collectives over mesh-axis groups -------*- C++ -*-===//
 //
-// One interface for every transport (single rank, MPI, NCCL). Programs name
-// groups by mesh axes; the communicator turns a set of axes into a CommGroup
-// once at bind time, so a step only calls into ready groups.
+// One interface for every transport (single rank, MPI, TCP, NCCL). Programs
+// name groups by mesh axes; the communicator turns a set of axes into a
+// CommGroup once at bind time, so a step only calls into ready groups.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_COMM_COMMUNICATOR_H

@@ -48,16 +48,20 @@ int mpiWorldSize() {
   return size;
 }
 
-std::string worldSizeMismatch(const Mesh &mesh, int launched) {
+std::string worldSizeMismatch(const Mesh &mesh, int launched, const std::string &variable) {
   int expected = 1;
   std::string layout;
   for (auto &axis : mesh) {
     expected *= axis.second;
     layout += (layout.empty() ? "" : ",") + axis.first + "=" + std::to_string(axis.second);
   }
-  return "the artifact was compiled for " + std::to_string(expected) + " ranks (mesh " +
-         (layout.empty() ? "1" : layout) + ") but " + std::to_string(launched) +
-         " were launched; run mpirun -np " + std::to_string(expected);
+  std::string text = "the artifact was compiled for " + std::to_string(expected) + " ranks (mesh " +
+                     (layout.empty() ? "1" : layout) + ") but " + std::to_string(launched) +
+                     " were launched";
+  if (variable.empty())
+    return text + "; run mpirun -np " + std::to_string(expected);
+  return text + " (" + variable + "=" + std::to_string(launched) + "); start " +
+         std::to_string(expected) + " ranks with " + variable + "=" + std::to_string(expected);
 }
 
 namespace {

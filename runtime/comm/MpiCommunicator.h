@@ -38,8 +38,10 @@ bool launchedByMpi();
 int mpiWorldRank();
 int mpiWorldSize();
 
-/// "the artifact was compiled for N ranks (mesh ...) but M were launched ...".
-std::string worldSizeMismatch(const Mesh &mesh, int launched);
+/// "the artifact was compiled for N ranks (mesh ...) but M were launched ...";
+/// `variable` names where M came from when it was not mpirun (WORLD_SIZE,
+/// SLURM_NTASKS).
+std::string worldSizeMismatch(const Mesh &mesh, int launched, const std::string &variable = "");
 
 /// Initialises MPI (once) and returns the communicator for `mesh`; throws
 /// when the world size differs from the mesh's rank count.

@@ -17,6 +17,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/CollectiveCheck.h"
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/TcpCommunicator.h"
 #include "runtime/data/ByteTokenizer.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/data/Dataset.h"
@@ -126,12 +127,13 @@ void printProfile(const std::map<std::string, std::pair<double, int64_t>> &profi
 /// Several ranks on one host share its cores: unless the user chose thread
 /// counts, give each rank cores/local-ranks threads for OpenMP and OpenBLAS
 /// (which reads its variable when the first GEMM loads it), instead of every
-/// rank spinning up one thread per core.
-void shareCores() {
+/// rank spinning up one thread per core. `localRanks` comes from a launch
+/// without mpirun (LOCAL_WORLD_SIZE, Slurm's tasks per node); 0: ask MPI.
+void shareCores(int localRanks) {
   const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   if (!local)
     local = std::getenv("MPI_LOCALNRANKS");
-  int ranks = local ? std::max(1, std::atoi(local)) : 1;
+  int ranks = localRanks > 0 ? localRanks : local ? std::max(1, std::atoi(local)) : 1;
   int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
   if (!std::getenv("OMP_NUM_THREADS"))
     omp_set_num_threads(threads);
@@ -172,38 +174,41 @@ private:
 };
 
 void Trainer::setup() {
-  // Under mpirun every rank loads its own role; alone, a multi-rank
-  // artifact is an error rather than a silent single-rank run.
+  // Under mpirun every rank loads its own role; without it, torchrun- or
+  // Slurm-style variables (RANK, WORLD_SIZE, MASTER_ADDR, ...) start the
+  // ranks over TCP; alone, a multi-rank artifact is an error rather than a
+  // silent single-rank run.
   bool mpi = launchedByMpi();
-  rank = mpi ? mpiWorldRank() : 0;
-  if (!mpi && (std::getenv("WORLD_SIZE") || std::getenv("SLURM_NTASKS")) &&
-      std::string(std::getenv("WORLD_SIZE") ? std::getenv("WORLD_SIZE") : "1") != "1")
-    fail("WORLD_SIZE/SLURM_NTASKS is set but llmc-run was not started by an MPI launcher: "
-         "llmc-run communicates over MPI, launch it with mpirun -np N (or srun --mpi=pmix)");
-  if (mpi)
-    shareCores();
-  if (mpi) {
+  LaunchEnvironment launch = mpi ? LaunchEnvironment{} : readLaunchEnvironment();
+  bool tcp = !mpi && launch.worldSize > 1;
+  rank = mpi ? mpiWorldRank() : launch.rank;
+  if (mpi || tcp)
+    shareCores(launch.localWorldSize);
+  if (mpi || !launch.sizeVariable.empty()) {
     // Every rank checks the launch size before looking for its role, so an
     // extra rank reports the same error as the others.
+    int launched = mpi ? mpiWorldSize() : launch.worldSize;
     Artifact first = loadArtifact(opt.artifact, 0);
-    if (first.worldSize != mpiWorldSize())
-      fail(worldSizeMismatch(first.mesh, mpiWorldSize()));
+    if (first.worldSize != launched)
+      fail(worldSizeMismatch(first.mesh, launched, launch.sizeVariable));
   }
   artifact = loadArtifact(opt.artifact, rank);
   if (artifact.backend != "cpu")
     fail(opt.artifact, ": compiled for backend '", artifact.backend,
          "', which this build of llmc-run cannot run on this machine");
-  if (!mpi && artifact.worldSize != 1)
+  if (!mpi && !tcp && artifact.worldSize != 1)
     fail(opt.artifact, ": compiled for ", artifact.worldSize,
-         " ranks; launch it with mpirun -np ", artifact.worldSize);
-  if (mpi) {
-    CommOptions commOptions;
-    commOptions.timeoutSeconds = opt.commTimeout;
-    commOptions.debugMaxDelayMs = opt.debugCollectiveDelayMs;
+         " ranks; launch it with mpirun -np ", artifact.worldSize,
+         " (or give each process RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT)");
+  CommOptions commOptions;
+  commOptions.timeoutSeconds = opt.commTimeout;
+  commOptions.debugMaxDelayMs = opt.debugCollectiveDelayMs;
+  if (mpi)
     comm = makeMpiCommunicator(artifact.mesh, commOptions);
-  } else {
+  else if (tcp)
+    comm = makeTcpCommunicator(artifact.mesh, launch, commOptions);
+  else
     comm = makeSingleRankCommunicator();
-  }
   checkCollectiveSequences(artifact, rank, *comm);
   // This rank's place among the data-parallel replicas.
   std::vector<int> coords = meshCoordinates(artifact.mesh, rank);
