@@ -11,6 +11,7 @@
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
+#include "passes/Utils.h"
 #include "runtime/ArtifactFormat.h"
 #include "runtime/schema/artifact_generated.h"
 
@@ -49,13 +50,18 @@ public:
   FailureOr<std::vector<uint8_t>> write(const std::map<std::string, std::string> &metadata);
 
 private:
+  /// One role: the programs, parameter table and memory plan of `roleModule`
+  /// (a pipeline stage, or the whole SPMD module), run by `ranks`.
+  FailureOr<flatbuffers::Offset<fb::Role>> role(ModuleOp roleModule,
+                                                const std::vector<int32_t> &ranks);
   FailureOr<flatbuffers::Offset<fb::Program>> program(exec::ProgramOp op);
   FailureOr<flatbuffers::Offset<fb::Instruction>>
   instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index);
 
   ModuleOp module;
+  ModuleOp current; ///< the role being written
   flatbuffers::FlatBufferBuilder fbb;
-  std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
+  std::vector<flatbuffers::Offset<fb::Parameter>> parameters; ///< of the current role
   llvm::StringSet<> seenParameters;
 };
 
@@ -225,7 +231,7 @@ FailureOr<flatbuffers::Offset<fb::Program>> Writer::program(exec::ProgramOp op) 
     instructions.push_back(*inst);
   }
   uint64_t peak = 0;
-  if (auto plan = module->getAttrOfType<DictionaryAttr>("exec.memory_plan"))
+  if (auto plan = current->getAttrOfType<DictionaryAttr>("exec.memory_plan"))
     if (auto programs = plan.getAs<DictionaryAttr>("programs"))
       if (auto mine = programs.getAs<DictionaryAttr>(op.getSymName()))
         if (auto p = mine.getAs<IntegerAttr>("peak"))
@@ -234,18 +240,18 @@ FailureOr<flatbuffers::Offset<fb::Program>> Writer::program(exec::ProgramOp op) 
                            fbb.CreateVector(buffers), fbb.CreateVector(instructions), peak);
 }
 
-FailureOr<std::vector<uint8_t>>
-Writer::write(const std::map<std::string, std::string> &metadata) {
-  auto arena = module->getAttrOfType<IntegerAttr>(exec::kArenaBytesAttr);
-  auto plan = module->getAttrOfType<DictionaryAttr>("exec.memory_plan");
+FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
+                                                      const std::vector<int32_t> &ranks) {
+  current = roleModule;
+  parameters.clear();
+  seenParameters.clear();
+  auto arena = roleModule->getAttrOfType<IntegerAttr>(exec::kArenaBytesAttr);
+  auto plan = roleModule->getAttrOfType<DictionaryAttr>("exec.memory_plan");
   if (!arena || !plan)
     return module.emitError("artifact: module is not lowered (no exec.arena_bytes / "
                             "exec.memory_plan); run llmc-lower-to-exec first");
   std::vector<flatbuffers::Offset<fb::Program>> programs;
-  for (auto op : module.getOps<exec::ProgramOp>()) {
-    if (op->hasAttr("exec.ranks"))
-      return op.emitError("artifact: programs for a subset of the ranks (exec.ranks) cannot be "
-                          "written yet; every rank of an artifact runs the same programs");
+  for (auto op : roleModule.getOps<exec::ProgramOp>()) {
     FailureOr<flatbuffers::Offset<fb::Program>> p = program(op);
     if (failed(p))
       return failure();
@@ -292,24 +298,39 @@ Writer::write(const std::map<std::string, std::string> &metadata) {
   auto memory = fb::CreateMemoryPlan(fbb, arena.getInt(), get(plan, "persistent"),
                                      arena.getInt(), fbb.CreateVector(categories),
                                      fbb.CreateVector(peaks));
+  return fb::CreateRole(fbb, fbb.CreateVector(ranks), fbb.CreateVector(programs),
+                        fbb.CreateVector(parameters), memory);
+}
 
+FailureOr<std::vector<uint8_t>>
+Writer::write(const std::map<std::string, std::string> &metadata) {
+  SmallVector<ModuleOp> roleModules = programModules(module);
   std::vector<flatbuffers::Offset<fb::MeshAxis>> mesh;
   int32_t world = 1;
-  auto meshAttr = module->getAttrOfType<DictionaryAttr>(exec::kMeshAttr);
-  auto order = module->getAttrOfType<ArrayAttr>(exec::kMeshAxesAttr);
+  auto meshAttr = roleModules.front()->getAttrOfType<DictionaryAttr>(exec::kMeshAttr);
+  auto order = roleModules.front()->getAttrOfType<ArrayAttr>(exec::kMeshAxesAttr);
   if (meshAttr && order)
     for (StringRef axis : order.getAsValueRange<StringAttr>()) {
       int32_t size = meshAttr.getAs<IntegerAttr>(axis).getInt();
       mesh.push_back(fb::CreateMeshAxis(fbb, fbb.CreateString(axis.str()), size));
       world *= size;
     }
-  // SPMD: every rank runs the same role.
-  std::vector<int32_t> ranks(world);
-  for (int32_t r = 0; r < world; ++r)
-    ranks[r] = r;
-  auto role = fb::CreateRole(fbb, fbb.CreateVector(ranks),
-                             fbb.CreateVector(programs), fbb.CreateVector(parameters),
-                             memory);
+  // SPMD: every rank runs the one role; pipeline stages: a role per stage.
+  std::vector<flatbuffers::Offset<fb::Role>> roles;
+  for (ModuleOp roleModule : roleModules) {
+    std::vector<int32_t> ranks;
+    if (auto list = roleModule->getAttrOfType<DenseI64ArrayAttr>(kStageRanksAttr)) {
+      for (int64_t r : list.asArrayRef())
+        ranks.push_back(static_cast<int32_t>(r));
+    } else {
+      for (int32_t r = 0; r < world; ++r)
+        ranks.push_back(r);
+    }
+    FailureOr<flatbuffers::Offset<fb::Role>> r = role(roleModule, ranks);
+    if (failed(r))
+      return failure();
+    roles.push_back(*r);
+  }
   std::vector<flatbuffers::Offset<fb::KeyValue>> kvs;
   for (auto &[key, value] : metadata)
     kvs.push_back(fb::CreateKeyValue(fbb, fbb.CreateString(key), fbb.CreateString(value)));
@@ -318,8 +339,7 @@ Writer::write(const std::map<std::string, std::string> &metadata) {
     backend = b.getValue().str();
   auto artifact = fb::CreateArtifact(
       fbb, kArtifactSchemaVersion, /*content_hash=*/0, fbb.CreateString("llmc"),
-      fbb.CreateString(backend), fbb.CreateVector(mesh), world,
-      fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Role>>{role}),
+      fbb.CreateString(backend), fbb.CreateVector(mesh), world, fbb.CreateVector(roles),
       fbb.CreateVector(kvs));
   fb::FinishArtifactBuffer(fbb, artifact);
 

@@ -117,9 +117,17 @@ struct AutodiffPass : llmc::impl::AutodiffBase<AutodiffPass> {
         if (!need || !operandGrad)
           continue;
         Value &slot = grads[operand];
-        slot = slot ? llm::AddOp::create(builder, op->getLoc(), slot, operandGrad)
-                          .getResult()
-                    : operandGrad;
+        if (!slot) {
+          slot = operandGrad;
+          continue;
+        }
+        // Summing a value's gradient contributions is backward work of the
+        // layer that used it.
+        auto sum = llm::AddOp::create(builder, op->getLoc(), slot, operandGrad);
+        sum->setAttr(kBackwardAttr, builder.getUnitAttr());
+        if (blockName)
+          sum->setAttr(kBlockNameAttr, blockName);
+        slot = sum;
       }
     }
 

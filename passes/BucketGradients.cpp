@@ -43,9 +43,14 @@ struct BucketGradientsPass : llmc::impl::BucketGradientsBase<BucketGradientsPass
                                  << static_cast<int64_t>(bucketBytes);
       return signalPassFailure();
     }
-    func::FuncOp step = lookupFunc(getOperation(), "train_step");
-    if (!step || bucketBytes == 0)
+    if (bucketBytes == 0)
       return;
+    for (ModuleOp module : programModules(getOperation()))
+      if (func::FuncOp step = lookupFunc(module, "train_step"))
+        bucket(step);
+  }
+
+  void bucket(func::FuncOp step) {
     Block &body = step.getBody().front();
     llvm::DenseMap<Operation *, int64_t> order;
     int64_t position = 0;

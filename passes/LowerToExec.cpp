@@ -162,6 +162,11 @@ LogicalResult ProgramLowering::placeValues() {
   for (Operation &op : body)
     for (Value operand : op.getOperands())
       lastUse[operand] = std::max(lastUse.lookup(operand), index[&op]);
+  // A send completes asynchronously (the runtime waits at the program's
+  // end), so its bytes must stay untouched until then.
+  for (Operation &op : body)
+    if (auto send = dyn_cast<dist::SendOp>(op))
+      lastUse[send.getInput()] = numOps;
 
   // Gradients (for the memory plan): what reaches an optimizer update or a
   // gradient output, through the accumulation adds and scales.
@@ -395,6 +400,12 @@ static LogicalResult emitCollective(OpBuilder &pb, Operation *op, BufferFor &buf
   } else if (auto c = dyn_cast<dist::BroadcastOp>(op)) {
     auto [in, out] = inOut();
     exec::BroadcastOp::create(pb, loc, in, out, c.getAxes(), "sum", c.getRootAttr().getInt(), 1);
+  } else if (auto c = dyn_cast<dist::SendOp>(op)) {
+    exec::SendOp::create(pb, loc, bufferFor(c.getInput()), c.getAxis(), c.getShift(), c.getTag(),
+                         1);
+  } else if (auto c = dyn_cast<dist::RecvOp>(op)) {
+    exec::RecvOp::create(pb, loc, bufferFor(c.getResult()), c.getAxis(), c.getShift(),
+                         c.getTag(), 1);
   } else {
     return op->emitOpError("has no exec lowering yet");
   }
@@ -498,7 +509,13 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
 
 struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
+    // Pipeline stages are lowered one by one, each into its own arena.
+    for (ModuleOp module : programModules(getOperation()))
+      if (failed(lower(module)))
+        return signalPassFailure();
+  }
+
+  LogicalResult lower(ModuleOp module) {
     // Entry points in a fixed order: function name → program name.
     const std::pair<StringRef, StringRef> entries[] = {
         {"train_step", "train_step"}, {"forward", "eval"}, {"logits", "logits"},
@@ -510,7 +527,7 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
     if (todo.empty()) {
       module.emitError("lower-to-exec: no entry point (@train_step, @forward, "
                        "@logits or @grad)");
-      return signalPassFailure();
+      return failure();
     }
 
     PersistentLayout persistent;
@@ -522,18 +539,18 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
     for (auto [f, programName] : todo) {
       flattenBlocks(f);
       if (failed(inlineCalls(module, f)))
-        return signalPassFailure();
+        return failure();
     }
     for (auto [f, programName] : todo) {
       lowerings.push_back(std::make_unique<ProgramLowering>(f, persistent));
       if (failed(lowerings.back()->prepare()))
-        return signalPassFailure();
+        return failure();
     }
     for (auto [i, entry] : llvm::enumerate(todo)) {
       auto &[f, programName] = entry;
       ProgramLowering *lowering = lowerings[i].get();
       if (failed(lowering->emit(b, programName, programName)))
-        return signalPassFailure();
+        return failure();
       transient = std::max(transient, lowering->transientPeak);
       SmallVector<NamedAttribute> plan{
           b.getNamedAttr("peak", b.getI64IntegerAttr(lowering->transientPeak))};
@@ -565,6 +582,9 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
       module->setAttr(exec::kMeshAttr, b.getDictionaryAttr(axes));
       module->setAttr(exec::kMeshAxesAttr, mesh.getAxes());
     }
+    if (auto ranks = module->getAttrOfType<DenseI64ArrayAttr>(kStageRanksAttr))
+      for (auto program : module.getOps<exec::ProgramOp>())
+        program->setAttr("exec.ranks", ranks);
     module->setAttr("exec.memory_plan",
                     b.getDictionaryAttr({
                         b.getNamedAttr("arena", b.getI64IntegerAttr(arena)),
@@ -573,6 +593,7 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
                         b.getNamedAttr("optimizer_state", b.getI64IntegerAttr(optim)),
                         b.getNamedAttr("programs", b.getDictionaryAttr(programsAttr)),
                     }));
+    return success();
   }
 };
 

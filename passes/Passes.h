@@ -32,6 +32,9 @@ struct TrainingPipelineOptions {
   bool sequenceParallel = false; ///< Megatron SP over the tp axis
   int64_t gradBucketBytes = 25 << 20; ///< gradient all-reduce buckets; 0: none
   std::string recompute = "none"; ///< none | full | selective
+  std::string pipelineSchedule = "1f1b"; ///< with a pp axis
+  int64_t virtualStages = 1;
+  std::string stageLayout;       ///< layers per model chunk; empty: balanced
   bool fsdpReshardAfterForward = true;
   int64_t fsdpPrefetch = 1;
   /// Stop after this stage: graph | train | exec.

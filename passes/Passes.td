@@ -169,6 +169,34 @@ def Recompute : Pass<"llmc-recompute", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }
 
+def Pipeline : Pass<"llmc-pipeline", "mlir::ModuleOp"> {
+  let summary = "Splits the training step into pipeline stages with a microbatch schedule";
+  let description = [{
+    With a `pp` axis of size p in the mesh: the layers are cut into p·v
+    model chunks (balanced by their FLOPs, or by `stage-layout`, layers per
+    chunk), chunk c running on stage c mod p. Each op of the single-program
+    step goes to its (microbatch, chunk, phase) action; values that cross
+    stages travel by dist.send / dist.recv along `pp`; ops outside
+    microbatches (gradient sync, the optimizer) run on every stage that
+    needs them; the gradient norm is summed over stages and the loss
+    broadcast from the last. Each stage becomes a nested module
+    `@stage<s>` (`llmc.ranks`: the ranks at that pp coordinate) whose
+    programs run the actions in the order of `schedule`. The module gets
+    `llmc.pipeline`: the layout, each stage's action order, the expected
+    bubble fraction (simulated, and the textbook value) and the most
+    microbatches in flight per stage.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "naive | gpipe | 1f1b | interleaved | zero-bubble">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Model chunks per stage (interleaved)">,
+    Option<"stageLayout", "stage-layout", "std::string", "\"\"",
+           "Layers per model chunk, e.g. 3,3,2 (default: balanced by FLOPs)">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
+}
+
 def BucketGradients : Pass<"llmc-bucket-gradients", "mlir::ModuleOp"> {
   let summary = "Fuses gradient all-reduces into buckets, in backward order";
   let description = [{

@@ -57,6 +57,11 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
     pm.addPass(createFSDP(fsdp));
   }
   if (!options.mesh.empty()) {
+    PipelineOptions stages;
+    stages.schedule = options.pipelineSchedule;
+    stages.virtualStages = options.virtualStages;
+    stages.stageLayout = options.stageLayout;
+    pm.addPass(createPipeline(stages));
     BucketGradientsOptions buckets;
     buckets.bucketBytes = options.gradBucketBytes;
     pm.addPass(createBucketGradients(buckets));
@@ -96,6 +101,13 @@ struct TrainingPipelineCLOptions
                   llvm::cl::init(false)};
   Option<std::string> recompute{*this, "recompute", llvm::cl::desc("none | full | selective"),
                                 llvm::cl::init("none")};
+  Option<std::string> pipelineSchedule{*this, "pipeline-schedule",
+                                       llvm::cl::desc("naive | gpipe | 1f1b | interleaved | zero-bubble"),
+                                       llvm::cl::init("1f1b")};
+  Option<int64_t> virtualStages{*this, "virtual-stages", llvm::cl::desc("Model chunks per stage"),
+                                llvm::cl::init(1)};
+  Option<std::string> stageLayout{*this, "stage-layout", llvm::cl::desc("Layers per chunk"),
+                                  llvm::cl::init("")};
   Option<int64_t> gradBucketBytes{*this, "grad-bucket-bytes",
                                   llvm::cl::desc("Gradient all-reduce bucket size (0: none)"),
                                   llvm::cl::init(25 << 20)};
@@ -127,6 +139,9 @@ void llmc::registerPasses() {
         options.sequenceParallel = cl.sp;
         options.gradBucketBytes = cl.gradBucketBytes;
         options.recompute = cl.recompute;
+        options.pipelineSchedule = cl.pipelineSchedule;
+        options.virtualStages = cl.virtualStages;
+        options.stageLayout = cl.stageLayout;
         options.fsdpReshardAfterForward = cl.fsdpReshardAfterForward;
         options.fsdpPrefetch = cl.fsdpPrefetch;
         llmc::buildTrainingPipeline(pm, options);

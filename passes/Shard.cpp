@@ -131,9 +131,10 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
                         b.getNamedAttr("grad_sync", b.getStringAttr(gradSync)),
                     }));
     for (auto &[name, size] : *axes)
-      if (name != "dp" && name != "fsdp" && name != "tp" && size > 1) {
+      if (name != "dp" && name != "fsdp" && name != "tp" && name != "pp" && size > 1) {
         module.emitError() << "shard: axis '" << name
-                           << "' is not supported (data parallel: dp, fsdp; tensor parallel: tp)";
+                           << "' is not supported (data parallel: dp, fsdp; tensor parallel: "
+                              "tp; pipeline: pp)";
         return signalPassFailure();
       }
 

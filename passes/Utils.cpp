@@ -76,3 +76,13 @@ void llmc::markDropoutPiece(Operation *dropout, RankedTensorType before, int64_t
   }
   addRankOffset(dropout, "offsets", dim, axes, before.getDimSize(dim) / parts);
 }
+
+SmallVector<ModuleOp> llmc::programModules(ModuleOp module) {
+  SmallVector<ModuleOp> stages;
+  for (auto nested : module.getOps<ModuleOp>())
+    if (nested->hasAttr(kStageRanksAttr))
+      stages.push_back(nested);
+  if (stages.empty())
+    stages.push_back(module);
+  return stages;
+}

@@ -20,6 +20,10 @@ inline constexpr llvm::StringLiteral kGradOfAttr = "llmc.grad_of";
 /// Marks the collectives that synchronise gradients over data-parallel
 /// ranks (what llmc-bucket-gradients may fuse).
 inline constexpr llvm::StringLiteral kGradientSyncAttr = "llmc.gradient_sync";
+/// On a pipeline stage's nested module: the ranks that run it.
+inline constexpr llvm::StringLiteral kStageRanksAttr = "llmc.ranks";
+/// On the module: the pipeline schedule and what the compiler expects of it.
+inline constexpr llvm::StringLiteral kPipelineAttr = "llmc.pipeline";
 /// Marks forward ops that llmc-recompute cloned into the backward pass.
 inline constexpr llvm::StringLiteral kRecomputedAttr = "llm.recomputed";
 /// Marks ops autodiff emitted (the backward pass).
@@ -55,6 +59,10 @@ void flattenBlocks(mlir::func::FuncOp func);
 
 /// Inlines every func.call in `func` whose callee is defined in `module`.
 mlir::LogicalResult inlineCalls(mlir::ModuleOp module, mlir::func::FuncOp func);
+
+/// The modules holding programs: a pipeline's stage modules (nested, with
+/// kStageRanksAttr) when there are any, else `module` itself.
+llvm::SmallVector<mlir::ModuleOp> programModules(mlir::ModuleOp module);
 
 /// The function named `name` in `module`, or null.
 mlir::func::FuncOp lookupFunc(mlir::ModuleOp module, llvm::StringRef name);

@@ -10,12 +10,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/Utils.h"
 #include "runtime/Mesh.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace llmc {
@@ -50,6 +52,18 @@ struct Call {
   }
 };
 
+/// (from rank, to rank, tag): what a receive matches a send by.
+using TransferKey = std::tuple<int, int, int64_t>;
+
+/// One communication call of a rank, in program order.
+struct Event {
+  enum Kind { Send, Recv, Collective } kind;
+  TransferKey transfer;          ///< send / recv
+  std::vector<std::string> axes; ///< collective: its group
+  int64_t index = 0;             ///< collective: its position among the group's calls
+  Operation *where = nullptr;
+};
+
 /// One point-to-point transfer between two ranks.
 struct Transfer {
   int64_t tag = 0, bytes = 0;
@@ -80,7 +94,10 @@ std::string locationOf(Operation *op) {
 
 struct VerifyCollectivesPass : llmc::impl::VerifyCollectivesBase<VerifyCollectivesPass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
+    // Pipeline stages' programs live in nested modules, each with the
+    // same mesh.
+    SmallVector<ModuleOp> modules = programModules(getOperation());
+    ModuleOp module = modules.front();
     Mesh mesh;
     if (auto sizes = module->getAttrOfType<DictionaryAttr>(exec::kMeshAttr)) {
       auto order = module->getAttrOfType<ArrayAttr>(exec::kMeshAxesAttr);
@@ -100,7 +117,11 @@ struct VerifyCollectivesPass : llmc::impl::VerifyCollectivesBase<VerifyCollectiv
 
     // Per program kind: the program each rank runs.
     std::map<std::string, std::vector<exec::ProgramOp>> byKind;
-    for (auto program : module.getOps<exec::ProgramOp>()) {
+    SmallVector<exec::ProgramOp> all;
+    for (ModuleOp m : modules)
+      for (auto program : m.getOps<exec::ProgramOp>())
+        all.push_back(program);
+    for (exec::ProgramOp program : all) {
       std::vector<exec::ProgramOp> &ranks = byKind[program.getKind().str()];
       ranks.resize(world);
       std::vector<int64_t> runs;
@@ -142,15 +163,25 @@ struct VerifyCollectivesPass : llmc::impl::VerifyCollectivesBase<VerifyCollectiv
     // Each rank's calls, per group (axes in mesh order), and its transfers
     // per (from, to) pair.
     std::vector<std::map<std::vector<std::string>, std::vector<Call>>> calls(world);
-    std::map<std::pair<int, int>, std::vector<Transfer>> sends, recvs;
+    std::map<TransferKey, std::vector<Transfer>> sends, recvs;
+    std::vector<std::vector<Event>> events(world);
     for (int r = 0; r < world; ++r) {
       exec::ProgramOp program = programs[r];
       WalkResult result = program.walk([&](Operation *op) -> WalkResult {
-        if (isa<exec::SendOp, exec::RecvOp>(op))
-          return collectTransfer(op, r, mesh, sends, recvs);
+        if (isa<exec::SendOp, exec::RecvOp>(op)) {
+          std::optional<TransferKey> key = collectTransfer(op, r, mesh, sends, recvs);
+          if (!key)
+            return WalkResult::interrupt();
+          events[r].push_back({isa<exec::SendOp>(op) ? Event::Send : Event::Recv, *key, {}, 0, op});
+          return WalkResult::advance();
+        }
         std::optional<std::pair<std::vector<std::string>, Call>> call = collectiveOf(op, mesh);
-        if (call)
-          calls[r][call->first].push_back(call->second);
+        if (call) {
+          std::vector<Call> &list = calls[r][call->first];
+          events[r].push_back({Event::Collective, {}, call->first,
+                               static_cast<int64_t>(list.size()), op});
+          list.push_back(call->second);
+        }
         return WalkResult::advance();
       });
       if (result.wasInterrupted())
@@ -181,30 +212,98 @@ struct VerifyCollectivesPass : llmc::impl::VerifyCollectivesBase<VerifyCollectiv
         }
       }
 
-    for (auto &[pair, sent] : sends) {
-      const std::vector<Transfer> &received = recvs[pair];
+    for (auto &[key, sent] : sends) {
+      auto [from, to, tag] = key;
+      const std::vector<Transfer> &received = recvs[key];
       size_t n = std::min(sent.size(), received.size());
       for (size_t i = 0; i < n; ++i)
         if (!(sent[i] == received[i]))
           return sent[i].where->emitError()
                  << "verify-collectives: program '" << kind << "': send #" << i << " from rank "
-                 << pair.first << " to rank " << pair.second << " (tag " << sent[i].tag << ", "
-                 << sent[i].bytes << " bytes) meets a receive with tag " << received[i].tag
-                 << " and " << received[i].bytes << " bytes (at "
+                 << from << " to rank " << to << " with tag " << tag << " (" << sent[i].bytes
+                 << " bytes) meets a receive of " << received[i].bytes << " bytes (at "
                  << locationOf(received[i].where) << ")";
       if (sent.size() > n)
         return sent[n].where->emitError()
                << "verify-collectives: program '" << kind << "': send #" << n << " from rank "
-               << pair.first << " to rank " << pair.second << " has no matching receive";
+               << from << " to rank " << to << " with tag " << tag
+               << " has no matching receive";
     }
-    for (auto &[pair, received] : recvs)
-      if (received.size() > sends[pair].size()) {
-        const Transfer &t = received[sends[pair].size()];
+    for (auto &[key, received] : recvs)
+      if (received.size() > sends[key].size()) {
+        auto [from, to, tag] = key;
+        const Transfer &t = received[sends[key].size()];
         return t.where->emitError()
-               << "verify-collectives: program '" << kind << "': rank " << pair.second
-               << " waits to receive from rank " << pair.first << " (tag " << t.tag
+               << "verify-collectives: program '" << kind << "': rank " << to
+               << " waits to receive from rank " << from << " (tag " << tag
                << ") but nothing is sent";
       }
+    return simulate(kind, events, mesh);
+  }
+
+  /// Runs every rank's communication in program order — sends complete at
+  /// once (the runtime sends asynchronously), a receive waits for its send,
+  /// a collective for all its group — and fails if some ranks would wait
+  /// for each other forever.
+  LogicalResult simulate(StringRef kind, const std::vector<std::vector<Event>> &events,
+                         const Mesh &mesh) {
+    int world = static_cast<int>(events.size());
+    std::vector<size_t> pc(world, 0);
+    std::map<TransferKey, int64_t> sent, taken;
+    std::set<std::tuple<std::vector<std::string>, int, int64_t>> completed;
+    auto membersOf = [&](int r, const std::vector<std::string> &axes) {
+      std::vector<int> members;
+      int first = firstMember(mesh, r, axes);
+      for (int q = 0; q < world; ++q)
+        if (firstMember(mesh, q, axes) == first)
+          members.push_back(q);
+      return members;
+    };
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int r = 0; r < world; ++r)
+        while (pc[r] < events[r].size()) {
+          const Event &e = events[r][pc[r]];
+          if (e.kind == Event::Send) {
+            ++sent[e.transfer];
+          } else if (e.kind == Event::Recv) {
+            if (sent[e.transfer] <= taken[e.transfer])
+              break;
+            ++taken[e.transfer];
+          } else {
+            auto instance = std::make_tuple(e.axes, firstMember(mesh, r, e.axes), e.index);
+            if (!completed.count(instance)) {
+              bool all = llvm::all_of(membersOf(r, e.axes), [&](int q) {
+                if (pc[q] >= events[q].size())
+                  return false;
+                const Event &other = events[q][pc[q]];
+                return other.kind == Event::Collective && other.axes == e.axes &&
+                       other.index == e.index;
+              });
+              if (!all)
+                break;
+              completed.insert(instance);
+            }
+          }
+          ++pc[r];
+          progress = true;
+        }
+    }
+    std::string stuck;
+    Operation *first = nullptr;
+    for (int r = 0; r < world; ++r)
+      if (pc[r] < events[r].size()) {
+        const Event &e = events[r][pc[r]];
+        if (!first)
+          first = e.where;
+        stuck += (stuck.empty() ? "" : "; ") + ("rank " + std::to_string(r) + " at " +
+                                                e.where->getName().getStringRef().str() + " (" +
+                                                locationOf(e.where) + ")");
+      }
+    if (!first)
+      return success();
+    return first->emitError() << "verify-collectives: program '" << kind
+                              << "' would hang, its ranks waiting for each other: " << stuck;
     return success();
   }
 
@@ -253,9 +352,10 @@ struct VerifyCollectivesPass : llmc::impl::VerifyCollectivesBase<VerifyCollectiv
     return std::make_pair(axes, call);
   }
 
-  static WalkResult collectTransfer(Operation *op, int rank, const Mesh &mesh,
-                                    std::map<std::pair<int, int>, std::vector<Transfer>> &sends,
-                                    std::map<std::pair<int, int>, std::vector<Transfer>> &recvs) {
+  static std::optional<TransferKey>
+  collectTransfer(Operation *op, int rank, const Mesh &mesh,
+                  std::map<TransferKey, std::vector<Transfer>> &sends,
+                  std::map<TransferKey, std::vector<Transfer>> &recvs) {
     bool isSend = isa<exec::SendOp>(op);
     StringRef axis = isSend ? cast<exec::SendOp>(op).getAxis() : cast<exec::RecvOp>(op).getAxis();
     int64_t shift = isSend ? cast<exec::SendOp>(op).getShift() : cast<exec::RecvOp>(op).getShift();
@@ -274,21 +374,19 @@ struct VerifyCollectivesPass : llmc::impl::VerifyCollectivesBase<VerifyCollectiv
                           << (isSend ? "send to" : "receive from") << " coordinate " << c
                           << " of axis '" << axis << "', outside its " << mesh[i].second
                           << " ranks";
-          return WalkResult::interrupt();
+          return std::nullopt;
         }
       }
       peer = peer * mesh[i].second + c;
     }
     if (!found) {
       op->emitError() << "verify-collectives: the mesh has no axis '" << axis << "'";
-      return WalkResult::interrupt();
+      return std::nullopt;
     }
     Transfer t{tag, type.getNumElements() * type.getElementTypeBitWidth() / 8, op};
-    if (isSend)
-      sends[{rank, peer}].push_back(t);
-    else
-      recvs[{peer, rank}].push_back(t);
-    return WalkResult::advance();
+    TransferKey key = isSend ? TransferKey{rank, peer, tag} : TransferKey{peer, rank, tag};
+    (isSend ? sends : recvs)[key].push_back(t);
+    return key;
   }
 };
 

@@ -6,6 +6,7 @@
 #include "runtime/schema/artifact_generated.h"
 #include "runtime/support/Error.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -239,6 +240,19 @@ Artifact loadArtifact(const std::string &path, int rank) {
       for (int r : ranks)
         if (r == rank)
           role = candidate;
+      // Every role's persistent buffers (pipeline stages hold different
+      // parameters; checkpoints index them all).
+      RoleState state;
+      state.ranks = ranks;
+      uint64_t arena = candidate->memory() ? candidate->memory()->arena_bytes() : 0;
+      if (candidate->programs())
+        for (const fb::Program *p : *candidate->programs())
+          for (BufferInfo &b : decodeProgram(p, path, arena).buffers)
+            if (!b.name.empty() && (b.category == "param" || b.category == "optim") &&
+                std::none_of(state.persistent.begin(), state.persistent.end(),
+                             [&](const BufferInfo &o) { return o.name == b.name; }))
+              state.persistent.push_back(std::move(b));
+      artifact.roles.push_back(std::move(state));
     }
   if (!role)
     fail(path, ": no role for rank ", rank, " (world size ", artifact.worldSize, ")");

@@ -100,6 +100,13 @@ struct MemoryPlanInfo {
   std::map<std::string, uint64_t> categoryPeaks;
 };
 
+/// Another role's persistent state, as checkpoints need it: every rank
+/// must agree on which role's ranks write each tensor.
+struct RoleState {
+  std::vector<int> ranks;
+  std::vector<BufferInfo> persistent; ///< named param / optim buffers, once each
+};
+
 struct Artifact {
   std::string path;
   uint32_t schemaVersion = 0;
@@ -108,6 +115,7 @@ struct Artifact {
   std::vector<std::pair<std::string, int>> mesh;
   int worldSize = 1;
   std::vector<int> ranks; ///< ranks that run this role
+  std::vector<RoleState> roles; ///< every role's persistent state, in order
   std::vector<ProgramInfo> programs;
   std::vector<ParameterInfo> parameters;
   MemoryPlanInfo memory;

@@ -19,7 +19,7 @@ TensorView BoundProgram::viewOf(uint32_t index) const {
 
 BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backend backend,
                            Communicator &comm, int rank)
-    : program_(program), arena_(arena) {
+    : program_(program), arena_(arena), comm_(comm) {
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const InstructionInfo &inst = program.instructions[i];
     auto where = [&] {
@@ -135,6 +135,7 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
       std::string axis = inst.axis;
       int shift = static_cast<int>(inst.shift), tag = static_cast<int>(inst.tag);
       bool isSend = inst.kind == InstructionKind::Send;
+      sends_ |= isSend;
       steps_.push_back([&comm, buf, axis, shift, tag, isSend](const StepContext &) {
         if (isSend)
           comm.send(buf.data, buf.bytes(), axis, shift, tag);
@@ -157,14 +158,17 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
 void BoundProgram::run(const StepContext &ctx) {
   if (!profiling_) {
     for (auto &step : steps_) step(ctx);
-    return;
+  } else {
+    using clock = std::chrono::steady_clock;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      auto start = clock::now();
+      steps_[i](ctx);
+      micros_[i] = std::chrono::duration<double, std::micro>(clock::now() - start).count();
+    }
   }
-  using clock = std::chrono::steady_clock;
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    auto start = clock::now();
-    steps_[i](ctx);
-    micros_[i] = std::chrono::duration<double, std::micro>(clock::now() - start).count();
-  }
+  // The plan keeps sent buffers intact until the program's end.
+  if (sends_)
+    comm_.completeSends();
 }
 
 bool BoundProgram::has(const std::string &bufferName) const {

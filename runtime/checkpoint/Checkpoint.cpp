@@ -40,15 +40,31 @@ std::vector<int64_t> globalShapeOf(const BufferInfo &b) {
   return b.shard.sharded() ? b.shard.globalShape : b.shape;
 }
 
-/// A rank writes a buffer when its coordinates on every axis the buffer is
-/// not split over are 0 (the first replica of its piece).
-bool writes(const BufferInfo &b, const Mesh &mesh, int rank) {
+/// The first role holding a tensor writes it (a pipeline repeats a tied
+/// parameter on several stages); within that role, the rank whose
+/// coordinates are 0 on every axis the role's ranks vary over and the
+/// tensor is not split over (the first replica of its piece).
+bool writes(const Artifact &artifact, const BufferInfo &b, int rank) {
+  const RoleState *owner = nullptr;
+  for (const RoleState &role : artifact.roles)
+    if (std::any_of(role.persistent.begin(), role.persistent.end(),
+                    [&](const BufferInfo &o) { return o.name == b.name; })) {
+      owner = &role;
+      break;
+    }
+  if (owner && std::find(owner->ranks.begin(), owner->ranks.end(), rank) == owner->ranks.end())
+    return false;
+  const Mesh &mesh = artifact.mesh;
   std::vector<int> coords = meshCoordinates(mesh, rank);
   for (size_t i = 0; i < mesh.size(); ++i) {
     bool split = false;
     for (const ShardLevel &level : b.shard.levels)
       split |= std::find(level.axes.begin(), level.axes.end(), mesh[i].first) != level.axes.end();
-    if (!split && coords[i] != 0)
+    bool varies = !owner;
+    if (owner)
+      for (int r : owner->ranks)
+        varies |= meshCoordinates(mesh, r)[i] != coords[i];
+    if (!split && varies && coords[i] != 0)
       return false;
   }
   return true;
@@ -81,7 +97,7 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
   for (const char *category : {"param", "optim"}) {
     std::vector<SafeTensor> mine;
     for (const BufferInfo *b : persistentBuffers(artifact, category))
-      if (writes(*b, artifact.mesh, rank))
+      if (writes(artifact, *b, rank))
         mine.push_back({b->name, b->dtype, b->shape, arena.base() + b->offset, b->bytes()});
     if (!mine.empty())
       writeSafetensors(stepDir + "/" + rankFile(category == std::string("param") ? "model" : "optimizer", rank),
@@ -92,36 +108,41 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
     // The index follows from the artifact alone: every tensor's global
     // shape, how it is split, and which file holds which piece.
     json::Value tensors = json::Value::object();
-    for (const char *category : {"param", "optim"})
-      for (const BufferInfo *b : persistentBuffers(artifact, category)) {
-        ShardMap map(b->shard, b->shape, artifact.mesh);
-        json::Value entry = json::Value::object();
-        entry.set("dtype", json::Value(dtypeName(b->dtype)));
-        json::Value shape = json::Value::array();
-        for (int64_t d : globalShapeOf(*b)) shape.push(json::Value(d));
-        entry.set("shape", shape);
-        json::Value levels = json::Value::array();
-        for (size_t k = 0; k < b->shard.levels.size(); ++k) {
-          json::Value level = json::Value::object();
-          level.set("dim", json::Value(b->shard.levels[k].dim));
-          level.set("blocks", json::Value(b->shard.levels[k].blocks));
-          level.set("parts", json::Value(map.parts()[k]));
-          levels.push(level);
-        }
-        entry.set("levels", levels);
-        json::Value shards = json::Value::array();
-        for (int r = 0; r < artifact.worldSize; ++r)
-          if (writes(*b, artifact.mesh, r)) {
-            json::Value shard = json::Value::object();
-            shard.set("file", json::Value(rankFile(fileKind(*b), r)));
-            json::Value positions = json::Value::array();
-            for (int p : map.positions(r)) positions.push(json::Value(p));
-            shard.set("positions", positions);
-            shards.push(shard);
-          }
-        entry.set("shards", shards);
-        tensors.set(b->name, entry);
+    std::vector<const BufferInfo *> all; // every role's state, each name once
+    for (const RoleState &role : artifact.roles)
+      for (const BufferInfo &b : role.persistent)
+        if (std::none_of(all.begin(), all.end(),
+                         [&](const BufferInfo *o) { return o->name == b.name; }))
+          all.push_back(&b);
+    for (const BufferInfo *b : all) {
+      ShardMap map(b->shard, b->shape, artifact.mesh);
+      json::Value entry = json::Value::object();
+      entry.set("dtype", json::Value(dtypeName(b->dtype)));
+      json::Value shape = json::Value::array();
+      for (int64_t d : globalShapeOf(*b)) shape.push(json::Value(d));
+      entry.set("shape", shape);
+      json::Value levels = json::Value::array();
+      for (size_t k = 0; k < b->shard.levels.size(); ++k) {
+        json::Value level = json::Value::object();
+        level.set("dim", json::Value(b->shard.levels[k].dim));
+        level.set("blocks", json::Value(b->shard.levels[k].blocks));
+        level.set("parts", json::Value(map.parts()[k]));
+        levels.push(level);
       }
+      entry.set("levels", levels);
+      json::Value shards = json::Value::array();
+      for (int r = 0; r < artifact.worldSize; ++r)
+        if (writes(artifact, *b, r)) {
+          json::Value shard = json::Value::object();
+          shard.set("file", json::Value(rankFile(fileKind(*b), r)));
+          json::Value positions = json::Value::array();
+          for (int p : map.positions(r)) positions.push(json::Value(p));
+          shard.set("positions", positions);
+          shards.push(shard);
+        }
+      entry.set("shards", shards);
+      tensors.set(b->name, entry);
+    }
     json::Value index = json::Value::object();
     index.set("format", json::Value("llmc-sharded-1"));
     index.set("tensors", tensors);

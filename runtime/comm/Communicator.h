@@ -51,6 +51,10 @@ public:
                     int tag) = 0;
   /// Waits until every rank got here.
   virtual void barrier() = 0;
+  /// Sends return at once (a pipeline stage must not wait for its peer to
+  /// be ready to receive); this waits until every send this rank started
+  /// has been delivered, after which its buffers may change.
+  virtual void completeSends() {}
   /// Every rank's `value`, in rank order.
   virtual std::vector<uint64_t> allGatherWorld(uint64_t value) = 0;
 };

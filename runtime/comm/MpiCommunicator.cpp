@@ -128,6 +128,7 @@ public:
   CommGroup &group(const std::vector<std::string> &axes) override;
   void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
   void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
+  void completeSends() override;
   void barrier() override {
     guarded("barrier", [] { MPI_Barrier(MPI_COMM_WORLD); });
   }
@@ -150,6 +151,7 @@ private:
   CommOptions options_;
   int rank_ = 0, size_ = 1;
   std::vector<int> coords_;
+  std::vector<MPI_Request> pendingSends_; ///< started, not yet known delivered
   std::map<std::string, std::unique_ptr<MpiGroup>> groups_;
   MPI_Op bf16Sum_ = MPI_OP_NULL, bf16Max_ = MPI_OP_NULL;
   InFlight inFlight_;
@@ -337,8 +339,20 @@ void MpiCommunicator::send(const void *data, size_t bytes, const std::string &ax
   int dest = 0;
   for (size_t d = 0; d < mesh_.size(); ++d) dest = dest * mesh_[d].second + peer[d];
   guarded("send to rank " + std::to_string(dest), [&] {
-    MPI_Send(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, MPI_COMM_WORLD);
+    MPI_Request request;
+    MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &request);
+    pendingSends_.push_back(request);
   });
+}
+
+void MpiCommunicator::completeSends() {
+  if (pendingSends_.empty())
+    return;
+  guarded("completion of " + std::to_string(pendingSends_.size()) + " sends", [&] {
+    MPI_Waitall(static_cast<int>(pendingSends_.size()), pendingSends_.data(),
+                MPI_STATUSES_IGNORE);
+  });
+  pendingSends_.clear();
 }
 
 void MpiCommunicator::recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) {

@@ -17,7 +17,9 @@
 // CHECK: llm.gelu_grad {{.*}} {llm.backward, llm.block_name = "h.0"}
 // CHECK: llm.layernorm_grad {{.*}} {epsilon = {{.*}}, llm.backward, llm.block_name = "h.0"}
 // CHECK: %[[DTABLE:.*]] = llm.embedding_grad
-// CHECK: %[[DWTE:.*]] = llm.add %{{.*}}, %[[DTABLE]] : tensor<16x8xf32>
+// Summing a value's gradient contributions is backward work too (of the
+// layer that used the value, if any).
+// CHECK: %[[DWTE:.*]] = llm.add %{{.*}}, %[[DTABLE]] {llm.backward} : tensor<16x8xf32>
 // CHECK: return %[[LOSS]], %[[DWTE]],
 
 // Frozen parameters and inputs get no gradient: only w's is returned, and

@@ -122,7 +122,7 @@ module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
 module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
   exec.program @first kind "train_step" attributes {exec.ranks = array<i64: 0>} {
     %a = exec.buffer offset 0 : memref<4x8xf32>
-    // expected-error @+1 {{verify-collectives: program 'train_step': send #0 from rank 0 to rank 1 (tag 1, 128 bytes) meets a receive with tag 1 and 64 bytes}}
+    // expected-error @+1 {{verify-collectives: program 'train_step': send #0 from rank 0 to rank 1 with tag 1 (128 bytes) meets a receive of 64 bytes}}
     exec.send %a axis "pp" shift 1 tag 1 : memref<4x8xf32>
   }
   exec.program @last kind "train_step" attributes {exec.ranks = array<i64: 1>} {
@@ -136,7 +136,7 @@ module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
 module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
   exec.program @first kind "train_step" attributes {exec.ranks = array<i64: 0>} {
     %a = exec.buffer offset 0 : memref<4x8xf32>
-    // expected-error @+1 {{send #0 from rank 0 to rank 1 has no matching receive}}
+    // expected-error @+1 {{send #0 from rank 0 to rank 1 with tag 1 has no matching receive}}
     exec.send %a axis "pp" shift 1 tag 1 : memref<4x8xf32>
   }
   exec.program @last kind "train_step" attributes {exec.ranks = array<i64: 1>} {
@@ -162,5 +162,47 @@ module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
     %a = exec.buffer offset 0 : memref<4x8xf32>
     // expected-error @+1 {{verify-collectives: rank 1 would send to coordinate 2 of axis 'pp', outside its 2 ranks}}
     exec.send %a axis "pp" shift 1 tag 1 : memref<4x8xf32>
+  }
+}
+
+// -----
+
+// Each stage waits to receive before it sends what the other waits for.
+module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
+  exec.program @first kind "train_step" attributes {exec.ranks = array<i64: 0>} {
+    %a = exec.buffer offset 0 : memref<4x8xf32>
+    // expected-error @+1 {{verify-collectives: program 'train_step' would hang, its ranks waiting for each other: rank 0 at exec.recv}}
+    exec.recv %a axis "pp" shift 1 tag 2 : memref<4x8xf32>
+    exec.send %a axis "pp" shift 1 tag 1 : memref<4x8xf32>
+  }
+  exec.program @last kind "train_step" attributes {exec.ranks = array<i64: 1>} {
+    %a = exec.buffer offset 0 : memref<4x8xf32>
+    exec.recv %a axis "pp" shift -1 tag 1 : memref<4x8xf32>
+    exec.send %a axis "pp" shift -1 tag 2 : memref<4x8xf32>
+  }
+}
+
+// -----
+
+// Receives may come in another order than the sends (matched by tag); but
+// a collective one rank reaches only after a receive that the other rank
+// sends after the collective is a hang.
+module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
+  exec.program @first kind "train_step" attributes {exec.ranks = array<i64: 0>} {
+    %a = exec.buffer offset 0 : memref<4x8xf32>
+    %n = exec.buffer offset 128 : memref<f32>
+    exec.send %a axis "pp" shift 1 tag 1 : memref<4x8xf32>
+    exec.send %a axis "pp" shift 1 tag 2 : memref<4x8xf32>
+    // expected-error @+1 {{would hang, its ranks waiting for each other: rank 0 at exec.all_reduce}}
+    exec.all_reduce %n -> %n group ["pp"] : memref<f32> -> memref<f32>
+    exec.send %a axis "pp" shift 1 tag 3 : memref<4x8xf32>
+  }
+  exec.program @last kind "train_step" attributes {exec.ranks = array<i64: 1>} {
+    %a = exec.buffer offset 0 : memref<4x8xf32>
+    %n = exec.buffer offset 128 : memref<f32>
+    exec.recv %a axis "pp" shift -1 tag 2 : memref<4x8xf32>
+    exec.recv %a axis "pp" shift -1 tag 1 : memref<4x8xf32>
+    exec.recv %a axis "pp" shift -1 tag 3 : memref<4x8xf32>
+    exec.all_reduce %n -> %n group ["pp"] : memref<f32> -> memref<f32>
   }
 }

@@ -108,6 +108,17 @@ cl::opt<std::string> recompute("recompute", cl::init("none"),
                                cl::desc("Activation recomputation per layer: none | full | "
                                         "selective"),
                                cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<std::string> pipelineSchedule("pipeline-schedule", cl::init("1f1b"),
+                                      cl::desc("With a pp mesh axis: naive | gpipe | 1f1b | "
+                                               "interleaved | zero-bubble"),
+                                      cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<int64_t> virtualStages("virtual-stages", cl::init(1),
+                               cl::desc("Model chunks per pipeline stage (interleaved)"),
+                               cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<std::string> stageLayout("stage-layout",
+                                 cl::desc("Layers per model chunk, e.g. 3,3,2 (default: "
+                                          "balanced by FLOPs)"),
+                                 cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<bool> fsdpReshard("fsdp-reshard-after-forward", cl::init(true),
                           cl::desc("ZeRO-3: free gathered parameters after forward and gather "
                                    "again for backward (true) or keep them (false)"),
@@ -192,6 +203,9 @@ int runCompile() {
   options.pipeline.rankOrder = rankOrder;
   options.pipeline.sequenceParallel = sequenceParallel;
   options.pipeline.recompute = recompute;
+  options.pipeline.pipelineSchedule = pipelineSchedule;
+  options.pipeline.virtualStages = virtualStages;
+  options.pipeline.stageLayout = stageLayout;
   if (gradBucketMb < 0)
     return fail("llmc compile", "--grad-bucket-mb must be >= 0");
   options.pipeline.gradBucketBytes = static_cast<int64_t>(gradBucketMb * (1 << 20));
