@@ -112,8 +112,11 @@ struct ActionKey {
 };
 
 /// ZB-H1 by greedy list scheduling in unit time steps: a free stage runs a
-/// ready B first, else a forward while fewer than p−s are in flight, else a
-/// pending W.
+/// ready B first, else a forward while fewer than p−s microbatches are
+/// between forward and backward (1F1B's bound), else a pending W. W's wait
+/// to fill the gaps, at most p of them, so the activations they keep stay
+/// bounded by the pipeline depth, not the microbatch count. This reaches
+/// the ZB-H1 bubble (p−1)/(3m+p−1) for unit F, B and W.
 std::vector<std::vector<Action>> zeroBubble(const Spec &spec) {
   int p = spec.stages, m = spec.microbatches;
   std::map<Action, int, ActionKey> finish;
@@ -141,6 +144,17 @@ std::vector<std::vector<Action>> zeroBubble(const Spec &spec) {
           ++nextBackward[s], --inFlight[s];
           pendingW[s].push_back(b.microbatch);
         }
+      }
+      if (have || static_cast<int>(pendingW[s].size()) > p) {
+        if (!have) {
+          pick = {pendingW[s].front(), s, Phase::Weight};
+          pendingW[s].erase(pendingW[s].begin());
+          have = true;
+        }
+        order[s].push_back(pick);
+        busyUntil[s] = t + 1;
+        finish[pick] = t + 1;
+        continue;
       }
       if (!have && nextForward[s] < m && inFlight[s] < p - s) {
         Action f = forward(nextForward[s], s);
