@@ -2,14 +2,15 @@
 # The parity matrix: every parallel layout trains the tiny GPT-2 and the tiny
 # Llama with the same per-step losses as one rank (fp32, 20 steps, relative
 # difference <= 1e-5); a GPT-2 with dropout checks that sharded layouts draw
-# the single-rank masks. Each layout runs twice on the 2-core machine budget:
+# the single-rank masks; 4-layer models with 4 microbatches run the pipeline
+# schedules. Each layout runs twice on the 2-core machine budget:
 # plainly, and with random delays before every collective (a rank that runs
 # ahead must still meet its peers in the same order).
 #
 #   run_parity.sh <bin dir> <work dir> [family ...]
 set -euo pipefail
 BIN=$1; WORK=$2; shift 2
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16}
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -45,6 +46,21 @@ LAYOUTS=(
   "zero1-dp2-tp2-sp-dropout|4|--mesh dp=2,tp=2 --zero 1 --sp|gpt2-dropout"
   "zero2-dp2-bf16|2|--mesh dp=2 --zero 2|gpt2-bf16"
   "zero3-dp2-tp2-sp-bf16|4|--mesh dp=2,tp=2 --zero 3 --sp|gpt2-bf16"
+  # Pipelines (4 layers, 4 microbatches): every schedule, with and without
+  # recomputation, alone and with data and tensor parallelism.
+  "pp2|2|--mesh pp=2|gpt2-pp llama-pp"
+  "pp2-gpipe|2|--mesh pp=2 --pipeline-schedule gpipe|gpt2-pp"
+  "pp2-naive|2|--mesh pp=2 --pipeline-schedule naive|gpt2-pp"
+  "pp4|4|--mesh pp=4|gpt2-pp llama-pp"
+  "pp2-dp2|4|--mesh pp=2,dp=2|gpt2-pp llama-pp"
+  "pp2-dp2-tp2|8|--mesh pp=2,dp=2,tp=2 --zero 1|gpt2-pp llama-pp"
+  "pp2-interleaved-v2|2|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2|gpt2-pp llama-pp"
+  "pp2-zero-bubble|2|--mesh pp=2 --pipeline-schedule zero-bubble|gpt2-pp llama-pp"
+  "pp2-recompute-full|2|--mesh pp=2 --recompute full|gpt2-pp llama-pp"
+  "pp2-recompute-selective|2|--mesh pp=2 --recompute selective|gpt2-pp llama-pp"
+  "pp2-interleaved-recompute-full|2|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2 --recompute full|gpt2-pp"
+  "pp2-zero-bubble-recompute-selective|2|--mesh pp=2 --pipeline-schedule zero-bubble --recompute selective|gpt2-pp llama-pp"
+  "pp2-dp2-tp2-sp-recompute-full|8|--mesh pp=2,dp=2,tp=2 --sp --recompute full|gpt2-pp"
 )
 
 fail=0
@@ -52,8 +68,10 @@ for family in $FAMILIES; do
   # gpt2-dropout: every layout must draw the single-rank dropout masks.
   # gpt2-bf16: mixed precision (bf16 parameters, fp32 masters) under ZeRO;
   # reductions in another order round differently, hence the tolerance.
-  model=${family%-dropout}; model=${model%-bf16}; tolerance=1e-5
+  model=${family%%-*}; tolerance=1e-5
   common=(--model "$model" --preset tiny --set n_layer=2 --set batch_size=8 --set seq_len=32)
+  [[ $family == *-pp ]] && common=(--model "$model" --preset tiny --set n_layer=4
+                                   --set batch_size=2 --set seq_len=32 --microbatches 4)
   [[ $family == *-dropout ]] && common+=(--set dropout=0.1)
   [[ $family == *-bf16 ]] && common+=(--precision bf16) && tolerance=1e-3
   "$BIN/llmc" compile "${common[@]}" -o "$WORK/$family-1.llmc"
