@@ -134,6 +134,31 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
         zeroAxes += (zeroAxes.empty() ? "" : ",") + axis.str();
     put("zero_axes", zeroAxes);
   }
+  // The pipeline schedule and what it is expected to cost.
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("llmc.pipeline")) {
+    for (NamedAttribute entry : pipeline) {
+      std::string key = "pipeline." + entry.getName().str();
+      Attribute value = entry.getValue();
+      if (auto text = dyn_cast<StringAttr>(value)) {
+        put(key, text.getValue().str());
+      } else if (auto i = dyn_cast<IntegerAttr>(value)) {
+        put(key, i.getInt());
+      } else if (auto f = dyn_cast<FloatAttr>(value)) {
+        put(key, f.getValueAsDouble());
+      } else if (auto list = dyn_cast<ArrayAttr>(value)) {
+        // Stage lists: "a;b;c".
+        std::string joined;
+        for (Attribute item : list) {
+          joined += joined.empty() ? "" : ";";
+          if (auto t = dyn_cast<StringAttr>(item))
+            joined += t.getValue().str();
+          else if (auto n = dyn_cast<IntegerAttr>(item))
+            joined += std::to_string(n.getInt());
+        }
+        put(key, joined);
+      }
+    }
+  }
   const TrainingPipelineOptions &p = options.pipeline;
   put("precision", p.precision);
   put("microbatches", p.microbatches);

@@ -232,6 +232,7 @@ Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedul
   std::map<Action, double, ActionKey> finish;
   std::vector<size_t> next(p, 0);
   std::vector<double> free(p, 0), busy(p, 0);
+  stats.times.resize(p);
   // Chunk costs are 1/v of a stage's work.
   for (bool progress = true; progress;) {
     progress = false;
@@ -249,6 +250,7 @@ Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedul
           break;
         double c = cost(a.phase, split) / v;
         finish[a] = free[s] = start + c;
+        stats.times[s].push_back({start, start + c});
         busy[s] += c;
         ++next[s];
         progress = true;
@@ -295,6 +297,34 @@ std::string describe(const std::vector<Action> &actions, int virtualStages) {
       os << "." << a.chunk;
   }
   return os.str();
+}
+
+bool parseActions(const std::string &text, int stage, std::vector<Action> &actions,
+                  std::string &error) {
+  std::istringstream in(text);
+  for (std::string token; in >> token;) {
+    // Digits only, non-empty.
+    auto number = [](const std::string &digits, int &value) {
+      if (digits.empty() || digits.size() > 9 ||
+          !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return false;
+      value = std::stoi(digits);
+      return true;
+    };
+    Action a;
+    char kind = token[0];
+    a.phase = kind == 'F' ? Phase::Forward : kind == 'B' ? Phase::Backward : Phase::Weight;
+    size_t dot = token.find('.');
+    std::string mb = token.substr(1, dot == std::string::npos ? std::string::npos : dot - 1);
+    a.chunk = stage;
+    if ((kind != 'F' && kind != 'B' && kind != 'W') || !number(mb, a.microbatch) ||
+        (dot != std::string::npos && !number(token.substr(dot + 1), a.chunk))) {
+      error = "bad pipeline action '" + token + "'";
+      return false;
+    }
+    actions.push_back(a);
+  }
+  return true;
 }
 
 } // namespace llmc::pipeline

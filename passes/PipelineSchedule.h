@@ -54,12 +54,18 @@ struct Stats {
   double analyticBubble = 0; ///< the textbook value for the kind
   std::vector<int> peakInFlight; ///< per stage: most microbatch-chunks whose
                                  ///< forward ran and backward did not yet
+  /// Per stage, per action (in schedule order): start and end time.
+  std::vector<std::vector<std::pair<double, double>>> times;
 };
 
 Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedule);
 
 /// "F0 F1 B0 ..." (chunk shown as F0.1 when v > 1).
 std::string describe(const std::vector<Action> &actions, int virtualStages);
+/// The inverse of describe() for stage `stage`; false with `error` set on
+/// a malformed token.
+bool parseActions(const std::string &text, int stage, std::vector<Action> &actions,
+                  std::string &error);
 
 } // namespace llmc::pipeline
 

@@ -24,10 +24,44 @@ std::string formatBytes(uint64_t bytes) {
   return os.str();
 }
 
+bool artifactMetadata(const std::string &path, std::map<std::string, std::string> &metadata,
+                      std::string &error) {
+  try {
+    metadata = loadArtifact(path).metadata;
+    return true;
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
+  }
+}
+
+namespace {
+
+void printMemoryPlan(const Artifact &a, const std::string &title, std::ostream &os) {
+  os << title << ":\n"
+     << "  arena          " << std::setw(12) << formatBytes(a.memory.arenaBytes)
+     << "  (planned peak; nothing else is allocated during a step)\n"
+     << "  persistent     " << std::setw(12) << formatBytes(a.memory.persistentBytes) << "\n";
+  for (auto &[name, bytes] : a.memory.breakdown)
+    os << "  " << std::left << std::setw(15) << name << std::right << std::setw(12)
+       << formatBytes(bytes) << "\n";
+}
+
+std::string rankList(const std::vector<int> &ranks) {
+  std::string text;
+  for (int r : ranks) text += (text.empty() ? "" : " ") + std::to_string(r);
+  return text;
+}
+
+} // namespace
+
 bool inspectArtifact(const std::string &path, std::ostream &os, std::string &error) {
   Artifact a;
+  std::vector<Artifact> stages; // pipeline: every other role, for its plan
   try {
     a = loadArtifact(path);
+    for (size_t i = 1; i < a.roles.size(); ++i)
+      stages.push_back(loadArtifact(path, a.roles[i].ranks.front()));
   } catch (const std::exception &e) {
     error = e.what();
     return false;
@@ -70,13 +104,29 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
   os << "parameters: " << total << " in " << a.parameters.size() << " tensors ("
      << trainable << " trainable)\n";
 
-  os << "memory plan (rank " << (a.ranks.empty() ? 0 : a.ranks.front()) << "):\n"
-     << "  arena          " << std::setw(12) << formatBytes(a.memory.arenaBytes)
-     << "  (planned peak; nothing else is allocated during a step)\n"
-     << "  persistent     " << std::setw(12) << formatBytes(a.memory.persistentBytes) << "\n";
-  for (auto &[name, bytes] : a.memory.breakdown)
-    os << "  " << std::left << std::setw(15) << name << std::right << std::setw(12)
-       << formatBytes(bytes) << "\n";
+  std::string schedule = a.meta("pipeline.schedule");
+  if (!schedule.empty()) {
+    std::string inFlight = a.meta("pipeline.in_flight");
+    for (char &c : inFlight) if (c == ';') c = ' ';
+    os << "pipeline:   " << schedule << ", " << a.meta("pipeline.stages") << " stages";
+    if (a.meta("pipeline.virtual_stages") != "1")
+      os << " x " << a.meta("pipeline.virtual_stages") << " chunks";
+    os << ", " << a.meta("pipeline.microbatches") << " microbatches, layers "
+       << a.meta("pipeline.layout") << "\n"
+       << "            expected bubble " << std::fixed << std::setprecision(1)
+       << 100.0 * a.metaNumber("pipeline.bubble", 0) << "% (textbook "
+       << 100.0 * a.metaNumber("pipeline.analytic_bubble", 0)
+       << "%), microbatches in flight per stage: " << inFlight << "\n"
+       << std::defaultfloat;
+  }
+  if (stages.empty()) {
+    printMemoryPlan(a, "memory plan (rank " + std::to_string(a.ranks.empty() ? 0 : a.ranks.front()) + ")", os);
+  } else {
+    printMemoryPlan(a, "memory plan (stage 0: ranks " + rankList(a.ranks) + ")", os);
+    for (size_t i = 0; i < stages.size(); ++i)
+      printMemoryPlan(stages[i], "memory plan (stage " + std::to_string(i + 1) + ": ranks " +
+                                     rankList(stages[i].ranks) + ")", os);
+  }
 
   ModelStates m = modelStates(a);
   if (m.psi > 0) {

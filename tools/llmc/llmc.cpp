@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Compiler.h"
+#include "compiler/ScheduleSvg.h"
 #include "models/Models.h"
 #include "runtime/Inspect.h"
 
@@ -44,7 +45,8 @@ cl::opt<std::string> modelConfig("config", cl::desc("Hugging Face style config.j
 cl::opt<bool> modelStats("stats", cl::desc("Print parameter counts instead of the graph"),
                          cl::sub(modelCmd), cl::cat(llmcCategory));
 cl::opt<std::string> output("o", cl::desc("Output file ('-' for stdout)"), cl::init("-"),
-                            cl::sub(modelCmd), cl::sub(compileCmd), cl::cat(llmcCategory));
+                            cl::sub(modelCmd), cl::sub(compileCmd), cl::sub(inspectCmd),
+                            cl::cat(llmcCategory));
 
 // --- compile -----------------------------------------------------------------
 cl::opt<std::string> compileInput(cl::Positional, cl::desc("<graph.mlir>"), cl::init(""),
@@ -131,6 +133,10 @@ cl::opt<int64_t> fsdpPrefetch("fsdp-prefetch", cl::init(1),
 // --- inspect -----------------------------------------------------------------
 cl::opt<std::string> inspectInput(cl::Positional, cl::desc("<model.llmc>"), cl::Required,
                                   cl::sub(inspectCmd), cl::cat(llmcCategory));
+cl::opt<bool> inspectSchedule("schedule",
+                              cl::desc("Draw the pipeline schedule as SVG (to -o) instead of "
+                                       "the summary"),
+                              cl::sub(inspectCmd), cl::cat(llmcCategory));
 
 int fail(StringRef tool, const Twine &message) {
   WithColor::error(errs(), tool) << message << "\n";
@@ -223,9 +229,20 @@ int runCompile() {
 int runInspect() {
   std::ostringstream os;
   std::string error;
-  if (!llmc::inspectArtifact(inspectInput, os, error))
+  if (inspectSchedule) {
+    std::map<std::string, std::string> metadata;
+    if (!llmc::artifactMetadata(inspectInput, metadata, error) ||
+        !llmc::renderScheduleSvg(metadata, os, error))
+      return fail("llmc inspect", error);
+  } else if (!llmc::inspectArtifact(inspectInput, os, error)) {
     return fail("llmc inspect", error);
-  outs() << os.str();
+  }
+  std::string openError;
+  auto out = mlir::openOutputFile(output, &openError);
+  if (!out)
+    return fail("llmc inspect", "cannot write '" + output + "': " + openError);
+  out->os() << os.str();
+  out->keep();
   return 0;
 }
 
