@@ -77,6 +77,8 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
   std::vector<flatbuffers::Offset<fb::FloatAttr>> floats;
   std::vector<flatbuffers::Offset<fb::IntsAttr>> arrays;
   auto location = fbb.CreateString(locationString(op->getLoc()));
+  auto actionAttr = op->getAttrOfType<StringAttr>(exec::kActionAttr);
+  auto action = fbb.CreateString(actionAttr ? actionAttr.getValue().str() : "");
 
   if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
     std::vector<flatbuffers::Offset<fb::RankOffset>> rankOffsets;
@@ -91,7 +93,8 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
                                                    fbb.CreateVector(axes), term.getStride()));
       }
     for (NamedAttribute attr : kernel->getDiscardableAttrs()) {
-      if (attr.getName() == dist::DistDialect::kRankOffsetsAttrName)
+      if (attr.getName() == dist::DistDialect::kRankOffsetsAttrName ||
+          attr.getName() == exec::kActionAttr)
         continue;
       auto name = fbb.CreateString(attr.getName().getValue().str());
       if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
@@ -122,6 +125,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_rank_offsets(rankOffsetsV);
     b.add_stream(kernel.getStream());
     b.add_location(location);
+    b.add_action(action);
     return b.Finish();
   }
 
@@ -141,6 +145,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_root(c.getRoot());
     b.add_stream(c.getStream());
     b.add_location(location);
+    b.add_action(action);
     return b.Finish();
   };
   auto p2p = [&](auto c, fb::OpKind kind) -> flatbuffers::Offset<fb::Instruction> {
@@ -154,6 +159,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_tag(c.getTag());
     b.add_stream(c.getStream());
     b.add_location(location);
+    b.add_action(action);
     return b.Finish();
   };
   auto event = [&](auto e, fb::OpKind kind) -> flatbuffers::Offset<fb::Instruction> {
@@ -162,6 +168,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_event(e.getEvent());
     b.add_stream(e.getStream());
     b.add_location(location);
+    b.add_action(action);
     return b.Finish();
   };
   return TypeSwitch<Operation *, FailureOr<flatbuffers::Offset<fb::Instruction>>>(op)

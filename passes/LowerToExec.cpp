@@ -455,15 +455,15 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
   for (BlockArgument arg : func.getArguments())
     bufferFor(arg);
 
-  for (Operation &op : func.getBody().front().without_terminator()) {
+  auto emitOp = [&](Operation &op) -> LogicalResult {
     if (viewOps.contains(&op)) {
       bufferFor(op.getResult(0));
-      continue;
+      return success();
     }
     if (op.getDialect()->getNamespace() == "dist") {
       if (failed(emitCollective(pb, &op, bufferFor)))
         return failure();
-      continue;
+      return success();
     }
     if (op.getDialect()->getNamespace() != "llm")
       return op.emitOpError("cannot be lowered to exec (not an llm or dist op)");
@@ -499,6 +499,28 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
         return op.emitOpError("attribute '") << name << "' has no kernel encoding";
       kernel->setAttr(name, value);
     }
+    return success();
+  };
+  // Every instruction names the part of the step it belongs to — its
+  // pipeline action, or the microbatch's forward or backward — for traces.
+  auto actionOf = [&](Operation &op) -> StringAttr {
+    if (auto action = op.getAttrOfType<StringAttr>(kActionAttr))
+      return action;
+    auto mb = op.getAttrOfType<IntegerAttr>(kMicrobatchAttr);
+    if (!mb)
+      return {};
+    return pb.getStringAttr((op.hasAttr(kBackwardAttr) ? "B" : "F") + Twine(mb.getInt()));
+  };
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    Operation *last = block->empty() ? nullptr : &block->back();
+    if (failed(emitOp(op)))
+      return failure();
+    StringAttr action = actionOf(op);
+    if (!action)
+      continue;
+    for (Operation *it = last ? last->getNextNode() : &block->front(); it; it = it->getNextNode())
+      if (!isa<exec::BufferOp>(it))
+        it->setAttr(exec::kActionAttr, action);
   }
   // Outputs that are views of nothing computed here (none today) would need
   // a copy; make sure every output has its buffer declared.

@@ -198,7 +198,7 @@ LogicalResult Splitter::classify(bool splitWeightGradients) {
     SmallVector<Operation *> worklist;
     for (Operation *op : ops)
       for (Operation *user : op->getUsers())
-        if (info.count(user) && info[user].phase == Phase::Backward &&
+        if (info.count(user) && user->hasAttr(kBackwardAttr) &&
             info[user].chunk != info[op].chunk)
           worklist.push_back(op);
     llvm::DenseSet<Operation *> inputGradient;
@@ -417,22 +417,30 @@ LogicalResult Splitter::emitStage(int s, ModuleOp into) {
       return it->second;
     return tags[key] = nextTag++;
   };
+  // Ops of an action carry its name (for traces of the executed schedule).
+  StringAttr action;
+  auto label = [&](Operation *op) {
+    if (action)
+      op->setAttr(kActionAttr, action);
+  };
   auto receive = [&](Value x) {
     if (mapping.contains(x))
       return;
     int from = stageOf(x.getDefiningOp());
-    Value got = dist::RecvOp::create(b, x.getLoc(), x.getType(), meshRef, b.getStringAttr(kAxis),
-                                     b.getI64IntegerAttr(from - s),
+    auto recv = dist::RecvOp::create(b, x.getLoc(), x.getType(), meshRef,
+                                     b.getStringAttr(kAxis), b.getI64IntegerAttr(from - s),
                                      b.getI64IntegerAttr(tagOf(x, s)));
-    mapping.map(x, got);
+    label(recv);
+    mapping.map(x, recv.getResult());
   };
   auto sendResults = [&](Operation *op) {
     for (Value r : op->getResults())
       for (int to : consumersOf(r)) {
         if (to == s)
           continue;
-        dist::SendOp::create(b, op->getLoc(), mapping.lookup(r), meshRef, b.getStringAttr(kAxis),
-                             b.getI64IntegerAttr(to - s), b.getI64IntegerAttr(tagOf(r, to)));
+        label(dist::SendOp::create(b, op->getLoc(), mapping.lookup(r), meshRef,
+                                   b.getStringAttr(kAxis), b.getI64IntegerAttr(to - s),
+                                   b.getI64IntegerAttr(tagOf(r, to))));
       }
   };
 
@@ -508,6 +516,7 @@ LogicalResult Splitter::emitStage(int s, ModuleOp into) {
     auto it = actionOps.find({a.microbatch, a.chunk, a.phase});
     if (it == actionOps.end())
       continue;
+    action = b.getStringAttr(pipeline::describe({a}, v));
     for (Operation *op : it->second) {
       for (Value operand : op->getOperands())
         if (received.contains(operand))
@@ -515,10 +524,13 @@ LogicalResult Splitter::emitStage(int s, ModuleOp into) {
       if (!ready(op))
         return op->emitOpError("pipeline: an operand is not available on stage ")
                << s << " when action " << pipeline::describe({a}, v) << " runs";
-      b.clone(*op, mapping);
+      label(b.clone(*op, mapping));
       sendResults(op);
+      action = {};
       emitReady();
+      action = b.getStringAttr(pipeline::describe({a}, v));
     }
+    action = {};
     actionOps.erase(it);
   }
   if (!actionOps.empty()) {

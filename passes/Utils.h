@@ -20,6 +20,8 @@ inline constexpr llvm::StringLiteral kGradOfAttr = "llmc.grad_of";
 /// Marks the collectives that synchronise gradients over data-parallel
 /// ranks (what llmc-bucket-gradients may fuse).
 inline constexpr llvm::StringLiteral kGradientSyncAttr = "llmc.gradient_sync";
+/// The schedule action ("F3", "B0.2", "W1") a pipeline stage's op belongs to.
+inline constexpr llvm::StringLiteral kActionAttr = "llm.action";
 /// On a pipeline stage's nested module: the ranks that run it.
 inline constexpr llvm::StringLiteral kStageRanksAttr = "llmc.ranks";
 /// On the module: the pipeline schedule and what the compiler expects of it.

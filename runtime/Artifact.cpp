@@ -182,6 +182,7 @@ ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
       info.event = in->event();
       info.stream = in->stream();
       info.location = str(in->location());
+      info.action = str(in->action());
       if (info.kind == InstructionKind::Kernel && info.kernel.empty())
         fail(instWhere, ": kernel instruction without a kernel name");
       program.instructions.push_back(std::move(info));

@@ -65,6 +65,7 @@ struct InstructionInfo {
   std::vector<uint32_t> inputs, outputs;
   KernelAttrs attrs;
   std::vector<RankOffsetInfo> rankOffsets;
+  std::string action; ///< the part of the step ("F0", "B1.2"), for traces
   std::vector<std::string> group;
   std::string reduction, axis;
   int64_t root = 0, shift = 0, tag = 0, event = 0;

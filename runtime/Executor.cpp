@@ -153,6 +153,7 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
     }
   }
   micros_.assign(steps_.size(), 0.0);
+  starts_.assign(steps_.size(), 0.0);
 }
 
 void BoundProgram::run(const StepContext &ctx) {
@@ -164,6 +165,7 @@ void BoundProgram::run(const StepContext &ctx) {
       auto start = clock::now();
       steps_[i](ctx);
       micros_[i] = std::chrono::duration<double, std::micro>(clock::now() - start).count();
+      starts_[i] = std::chrono::duration<double, std::micro>(start.time_since_epoch()).count();
     }
   }
   // The plan keeps sent buffers intact until the program's end.

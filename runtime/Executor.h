@@ -35,9 +35,11 @@ public:
   bool has(const std::string &bufferName) const;
   const ProgramInfo &info() const { return program_; }
 
-  /// When enabled, run() records each instruction's duration (µs).
+  /// When enabled, run() records each instruction's duration and start
+  /// (µs; starts on the host's steady clock, comparable between processes).
   void setProfiling(bool on) { profiling_ = on; }
   const std::vector<double> &instructionMicros() const { return micros_; }
+  const std::vector<double> &instructionStarts() const { return starts_; }
 
 private:
   TensorView viewOf(uint32_t index) const;
@@ -49,7 +51,7 @@ private:
   std::vector<std::function<void(const StepContext &)>> steps_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
   bool profiling_ = false;
-  std::vector<double> micros_;
+  std::vector<double> micros_, starts_;
 };
 
 } // namespace llmc

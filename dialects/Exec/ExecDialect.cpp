@@ -95,8 +95,9 @@ LogicalResult KernelOp::verify() {
   if (getStreamAttr().getInt() < 0)
     return emitOpError("stream must be >= 0");
   for (NamedAttribute attr : (*this)->getDiscardableAttrs()) {
-    // Rank-dependent terms are verified by the dist dialect.
-    if (attr.getName().getValue().starts_with("dist."))
+    // Rank-dependent terms are verified by the dist dialect; the action
+    // label is not a kernel attribute.
+    if (attr.getName().getValue().starts_with("dist.") || attr.getName() == kActionAttr)
       continue;
     Attribute value = attr.getValue();
     bool ok = isa<IntegerAttr, FloatAttr, DenseI64ArrayAttr>(value);

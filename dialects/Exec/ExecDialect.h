@@ -26,6 +26,8 @@ inline constexpr llvm::StringLiteral kArenaBytesAttr = "exec.arena_bytes";
 inline constexpr llvm::StringLiteral kMeshAttr = "exec.mesh";
 /// Mesh axis names in rank order (dictionaries sort their keys).
 inline constexpr llvm::StringLiteral kMeshAxesAttr = "exec.mesh_axes";
+/// On any instruction: the part of the step it belongs to ("F0", "B1.2").
+inline constexpr llvm::StringLiteral kActionAttr = "exec.action";
 
 /// Bytes a buffer of this memref type occupies.
 int64_t bufferBytes(mlir::MemRefType type);

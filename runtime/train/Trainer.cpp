@@ -17,6 +17,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/CollectiveCheck.h"
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/train/Trace.h"
 #include "runtime/comm/TcpCommunicator.h"
 #include "runtime/data/ByteTokenizer.h"
 #include "runtime/data/DataLoader.h"
@@ -433,7 +434,17 @@ int Trainer::run() {
               << unigramEntropy(trainTokens) << " nats)\n";
   }
 
-  train->setProfiling(opt.profile);
+  train->setProfiling(opt.profile || !opt.trace.empty());
+  StepTrace trace;
+  auto writeTrace = [&]() {
+    if (opt.trace.empty())
+      return;
+    std::string schedule = artifact.meta("pipeline.schedule");
+    std::string label = "rank " + std::to_string(rank);
+    if (!schedule.empty())
+      label += " (" + schedule + ")";
+    trace.write(opt.trace, rank, artifact.worldSize, label, *comm);
+  };
   std::map<std::string, std::pair<double, int64_t>> profile; // kernel -> (µs, calls)
   std::signal(SIGINT, onInterrupt);
   Input in = batchInput(*train, true);
@@ -449,6 +460,8 @@ int Trainer::run() {
     setScalar(*train, "step", static_cast<float>(step));
     train->run(StepContext{step});
     double ms = (now() - t0) * 1000.0;
+    if (!opt.trace.empty())
+      trace.record(*train, step);
     if (opt.profile && step > start + 1) // the first step pays one-time costs
       for (size_t i = 0; i < train->instructionMicros().size(); ++i) {
         const InstructionInfo &inst = train->info().instructions[i];
@@ -491,6 +504,7 @@ int Trainer::run() {
       if (lead)
         std::cout << "interrupted at step " << step << "\n";
       save(step, lastLoss);
+      writeTrace();
       return 130;
     }
   }
@@ -498,6 +512,7 @@ int Trainer::run() {
     std::cerr << "\r\033[K";
   if (lastStep > start)
     save(lastStep, lastLoss);
+  writeTrace(); // collective
   if (!opt.quiet) {
     int64_t steps = lastStep - start;
     double valLoss = evaluate();           // collective

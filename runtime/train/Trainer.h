@@ -32,6 +32,7 @@ struct TrainOptions {
   double commTimeout = 300;      ///< seconds before a stuck collective aborts the job
   int debugCollectiveDelayMs = 0;///< random 0..N ms before each collective (testing)
   bool profile = false;          ///< time every instruction; print a table at the end
+  std::string trace;             ///< Chrome-trace JSON of every step's timeline
   bool quiet = false;
 };
 

@@ -22,7 +22,8 @@
 // CHECK: %[[X:.*]] = exec.buffer offset 2944 : memref<2x4x8xf32>
 // CHECK-NEXT: exec.kernel "embedding"(%[[WTE]], %[[TOKV]] : memref<16x8xf32>, memref<2x4xi32>) -> (%[[X]] : memref<2x4x8xf32>)
 // Unit attributes become 0/1 integers, floats stay f64.
-// CHECK: exec.kernel "matmul"(%{{.*}}, %[[WTE]] : {{.*}}) -> ({{.*}}) {transpose_b = 1 : i64}
+// The part of the step each instruction belongs to travels with it.
+// CHECK: exec.kernel "matmul"(%{{.*}}, %[[WTE]] : {{.*}}) -> ({{.*}}) {exec.action = "F0", transpose_b = 1 : i64}
 // CHECK: %[[LOSS:.*]] = exec.buffer offset {{[0-9]+}} name "loss" category "output" : memref<f32>
 // A buffer is reused once its value is dead: the logits gradient's matmul
 // writes where the head's logits were.

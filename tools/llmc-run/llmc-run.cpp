@@ -43,6 +43,8 @@ reporting
   --top-k K          sample from the K most likely tokens (default 40)
   --dump-grads F     write parameters and gradients of the first batch to F (safetensors)
   --profile          time every instruction; print time per kernel at the end
+  --trace F          write a Chrome/Perfetto trace of every step to F: one row per
+                     rank, one span per pipeline action or microbatch forward/backward
 multi-rank (mpirun -np N llmc-run ..., or N processes with RANK, WORLD_SIZE,
             MASTER_ADDR, MASTER_PORT set: see docs/parallelism.md, "Launching")
   --comm-timeout S   abort the job when a collective (or, without mpirun, the
@@ -98,6 +100,7 @@ int main(int argc, char **argv) {
       {"--sample", integer(options.sampleTokens)}, {"--prompt", text(options.prompt)},
       {"--temperature", number(options.temperature)}, {"--top-k", integer(options.topK)},
       {"--dump-grads", text(options.dumpGrads)},
+      {"--trace", text(options.trace)},
       {"--comm-timeout", number(options.commTimeout)},
       {"--debug-collective-delay-ms", [&](const std::string &v) {
          int64_t n = 0;
