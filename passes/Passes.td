@@ -144,7 +144,7 @@ def FSDP : Pass<"llmc-fsdp", "mlir::ModuleOp"> {
 def Recompute : Pass<"llmc-recompute", "mlir::ModuleOp"> {
   let summary = "Activation recomputation: trade backward FLOPs for activation memory";
   let description = [{
-    Works on @train_step, per layer (`llm.block`) and microbatch. The forward
+    Works on @train_step (and @grad), per layer (`llm.block`) and microbatch. The forward
     values a layer's backward reads are normally kept from the forward pass
     to the backward; this pass recomputes some of them instead, with clones
     of their forward ops placed just before the layer's backward (marked

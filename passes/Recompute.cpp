@@ -50,9 +50,16 @@ struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
                          << "' (expected none, full or selective)";
       return signalPassFailure();
     }
-    func::FuncOp step = lookupFunc(module, "train_step");
-    if (mode == "none" || !step)
+    if (mode == "none")
       return;
+    // The training step, and @grad (gradients for inspection), which would
+    // otherwise set the arena's size.
+    for (StringRef name : {"train_step", "grad"})
+      if (func::FuncOp f = lookupFunc(module, name))
+        recomputeIn(f);
+  }
+
+  void recomputeIn(func::FuncOp step) {
     Block &body = step.getBody().front();
     llvm::DenseMap<Operation *, int64_t> order;
     int64_t position = 0;

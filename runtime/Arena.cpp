@@ -14,8 +14,14 @@ Arena::Arena(size_t bytes) : size_(bytes) {
   if (!base_)
     fail("cannot allocate the ", bytes, "-byte arena");
   // Touch every page now: the first step should not pay for page faults, and
-  // uninitialised memory must never leak into results.
-  std::memset(base_, 0, rounded);
+  // what the memory held before must never leak into results.
+  std::memset(base_, kPattern, rounded);
+}
+
+size_t Arena::highWaterMark() const {
+  size_t end = size_;
+  while (end > 0 && base_[end - 1] == kPattern) --end;
+  return end;
 }
 
 Arena::~Arena() { std::free(base_); }

@@ -23,6 +23,13 @@ public:
   uint8_t *base() const { return base_; }
   size_t size() const { return size_; }
 
+  /// Every byte starts as this pattern (deterministic, so nothing depends
+  /// on what memory held before; distinct, so written bytes can be found).
+  static constexpr uint8_t kPattern = 0xA5;
+  /// One past the highest byte that differs from the pattern: how much of
+  /// the arena the run has written (measured, to compare with the plan).
+  size_t highWaterMark() const;
+
 private:
   uint8_t *base_ = nullptr;
   size_t size_ = 0;

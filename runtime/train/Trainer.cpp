@@ -530,6 +530,13 @@ int Trainer::run() {
     std::cout << "\n";
     if (opt.sampleTokens > 0)
       std::cout << "sample: " << opt.prompt << text << "\n";
+    // The plan against what the run wrote: the arena's high-water mark.
+    size_t used = arena->highWaterMark(), planned = artifact.memory.arenaBytes;
+    std::cout << "memory: rank " << rank << " wrote " << used << " of its " << planned
+              << " planned arena bytes ("
+              << (used + 64 > planned ? "the plan's peak, to its 64-byte alignment"
+                                      : "the plan reserves more than the run used")
+              << ")\n";
     if (opt.profile)
       printProfile(profile);
   }
