@@ -35,6 +35,7 @@ struct TrainingPipelineOptions {
   std::string pipelineSchedule = "1f1b"; ///< with a pp axis
   int64_t virtualStages = 1;
   std::string stageLayout;       ///< layers per model chunk; empty: balanced
+  int64_t memoryBudget = 0;      ///< per-rank bytes; 0: no limit
   bool fsdpReshardAfterForward = true;
   int64_t fsdpPrefetch = 1;
   /// Stop after this stage: graph | train | exec.

@@ -229,6 +229,20 @@ def BucketGradients : Pass<"llmc-bucket-gradients", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
 }
 
+def MemoryBudget : Pass<"llmc-memory-budget", "mlir::ModuleOp"> {
+  let summary = "Fails compilation when a rank's planned arena exceeds the budget";
+  let description = [{
+    Runs after llmc-lower-to-exec. When any role's (pipeline stage's)
+    planned arena is larger than `bytes`, compilation fails before anything
+    runs, naming the stage, by how much it is over, the largest contributors
+    (parameters, gradients, optimizer state, activations, ...) and the
+    options that shrink each.
+  }];
+  let options = [
+    Option<"bytes", "bytes", "int64_t", "0", "Per-rank memory budget in bytes (0: none)">,
+  ];
+}
+
 def DecomposeCollectives : Pass<"llmc-decompose-collectives", "mlir::ModuleOp"> {
   let summary = "Gathers and scatters along any dimension become dimension-0 ones";
   let description = [{

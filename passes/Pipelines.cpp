@@ -71,6 +71,11 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createDecomposeCollectives());
   pm.addPass(createLowerToExec());
   pm.addPass(createVerifyCollectives());
+  if (options.memoryBudget > 0) {
+    MemoryBudgetOptions budget;
+    budget.bytes = options.memoryBudget;
+    pm.addPass(createMemoryBudget(budget));
+  }
 }
 
 namespace {
@@ -108,6 +113,9 @@ struct TrainingPipelineCLOptions
                                 llvm::cl::init(1)};
   Option<std::string> stageLayout{*this, "stage-layout", llvm::cl::desc("Layers per chunk"),
                                   llvm::cl::init("")};
+  Option<int64_t> memoryBudget{*this, "memory-budget",
+                               llvm::cl::desc("Per-rank memory budget in bytes (0: none)"),
+                               llvm::cl::init(0)};
   Option<int64_t> gradBucketBytes{*this, "grad-bucket-bytes",
                                   llvm::cl::desc("Gradient all-reduce bucket size (0: none)"),
                                   llvm::cl::init(25 << 20)};
@@ -142,6 +150,7 @@ void llmc::registerPasses() {
         options.pipelineSchedule = cl.pipelineSchedule;
         options.virtualStages = cl.virtualStages;
         options.stageLayout = cl.stageLayout;
+        options.memoryBudget = cl.memoryBudget;
         options.fsdpReshardAfterForward = cl.fsdpReshardAfterForward;
         options.fsdpPrefetch = cl.fsdpPrefetch;
         llmc::buildTrainingPipeline(pm, options);

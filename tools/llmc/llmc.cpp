@@ -106,6 +106,10 @@ cl::opt<double> gradBucketMb("grad-bucket-mb", cl::init(25.0),
                              cl::desc("Fuse gradient all-reduces into buckets of this many MiB, "
                                       "in backward order (0: one per gradient)"),
                              cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<std::string> memoryBudget("memory-budget",
+                                  cl::desc("Fail unless every rank's plan fits in this many "
+                                           "bytes (e.g. 24GiB, 512MiB, 1e9)"),
+                                  cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> recompute("recompute", cl::init("none"),
                                cl::desc("Activation recomputation per layer: none | full | "
                                         "selective"),
@@ -151,6 +155,26 @@ std::string withCommas(int64_t n) {
     out += digits[i];
   }
   return out;
+}
+
+/// "24GiB", "512MiB", "100MB", "1e9" → bytes; -1 when malformed.
+int64_t parseBytes(StringRef text) {
+  text = text.trim();
+  static const std::pair<StringRef, double> units[] = {
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"KB", 1e3},     {"MB", 1e6},         {"GB", 1e9},           {"TB", 1e12},
+      {"B", 1.0}};
+  double scale = 1.0;
+  for (auto [suffix, factor] : units)
+    if (text.ends_with(suffix)) {
+      text = text.drop_back(suffix.size()).trim();
+      scale = factor;
+      break;
+    }
+  double value;
+  if (text.empty() || text.getAsDouble(value) || value < 0)
+    return -1;
+  return static_cast<int64_t>(value * scale);
 }
 
 int runModel() {
@@ -209,6 +233,12 @@ int runCompile() {
   options.pipeline.rankOrder = rankOrder;
   options.pipeline.sequenceParallel = sequenceParallel;
   options.pipeline.recompute = recompute;
+  if (!memoryBudget.empty()) {
+    options.pipeline.memoryBudget = parseBytes(memoryBudget);
+    if (options.pipeline.memoryBudget <= 0)
+      return fail("llmc compile", "bad --memory-budget '" + memoryBudget +
+                                      "' (expected a size such as 24GiB, 512MiB or 1e9)");
+  }
   options.pipeline.pipelineSchedule = pipelineSchedule;
   options.pipeline.virtualStages = virtualStages;
   options.pipeline.stageLayout = stageLayout;
