@@ -3,6 +3,7 @@
 #include "compiler/Compiler.h"
 
 #include "compiler/ArtifactWriter.h"
+#include "compiler/RecomputeBudget.h"
 #include "dialects/Registration.h"
 #include "models/Models.h"
 
@@ -161,6 +162,8 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
   }
   const TrainingPipelineOptions &p = options.pipeline;
   put("precision", p.precision);
+  put("recompute", p.recompute);
+  put("recompute.layers", p.recomputeLayers);
   put("microbatches", p.microbatches);
   put("optimizer", "adamw");
   put("optimizer.beta1", p.beta1);
@@ -193,6 +196,10 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
   if (options.pipeline.precision != "fp32" && options.pipeline.precision != "bf16")
     return reportFailure(tool, "unknown --precision '" + options.pipeline.precision +
                                    "' (expected fp32 or bf16)");
+  static const char *recomputeModes[] = {"none", "full", "selective", "budget"};
+  if (!llvm::is_contained(recomputeModes, options.pipeline.recompute))
+    return reportFailure(tool, "unknown --recompute '" + options.pipeline.recompute +
+                                   "' (expected none, full, selective or budget=<bytes>)");
   if (options.pipeline.microbatches < 1)
     return reportFailure(tool, "--microbatches must be >= 1");
 
@@ -205,6 +212,16 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
     return 1;
 
   TrainingPipelineOptions pipeline = options.pipeline;
+  if (pipeline.recompute == "budget") {
+    if (pipeline.memoryBudget <= 0)
+      return reportFailure(tool, "--recompute budget needs a budget: --recompute budget=<bytes> "
+                                 "or --memory-budget <bytes>");
+    FailureOr<std::string> layers = chooseRecompute(*module, pipeline);
+    if (failed(layers))
+      return 1;
+    pipeline.recompute = "none";
+    pipeline.recomputeLayers = *layers;
+  }
   pipeline.emit = options.emit == "artifact" ? "exec" : options.emit;
   PassManager pm(&context);
   pm.enableVerifier(true);
@@ -222,8 +239,10 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
     out->keep();
     return 0;
   }
+  CompileOptions chosen = options;
+  chosen.pipeline.recomputeLayers = pipeline.recomputeLayers;
   FailureOr<std::vector<uint8_t>> bytes =
-      writeArtifact(*module, collectMetadata(*module, options));
+      writeArtifact(*module, collectMetadata(*module, chosen));
   if (failed(bytes))
     return 1;
   if (options.output == "-")

@@ -32,6 +32,7 @@ struct TrainingPipelineOptions {
   bool sequenceParallel = false; ///< Megatron SP over the tp axis
   int64_t gradBucketBytes = 25 << 20; ///< gradient all-reduce buckets; 0: none
   std::string recompute = "none"; ///< none | full | selective
+  std::string recomputeLayers;    ///< per layer: h.0=full,h.1=selective
   std::string pipelineSchedule = "1f1b"; ///< with a pp axis
   int64_t virtualStages = 1;
   std::string stageLayout;       ///< layers per model chunk; empty: balanced

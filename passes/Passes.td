@@ -160,11 +160,14 @@ def Recompute : Pass<"llmc-recompute", "mlir::ModuleOp"> {
       never stores its s×s scores, so what remains to save is these).
     - `none`: nothing changes.
 
-    Dropout draws the same mask when recomputed (it depends on seed, step
+    `layers` sets the mode per layer (what `--recompute budget=<bytes>`
+    chooses). Dropout draws the same mask when recomputed (it depends on seed, step
     and element index only), so recomputation never changes the losses.
   }];
   let options = [
     Option<"mode", "mode", "std::string", "\"none\"", "none | full | selective">,
+    Option<"layerModes", "layers", "std::string", "\"\"",
+           "Per layer, overriding mode: h.0=full,h.1=selective,...">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }

@@ -45,9 +45,10 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   // After CSE, which would merge the deliberately repeated forward ops and
   // gathers.
-  if (options.recompute != "none") {
+  if (options.recompute != "none" || !options.recomputeLayers.empty()) {
     RecomputeOptions recompute;
     recompute.mode = options.recompute;
+    recompute.layerModes = options.recomputeLayers;
     pm.addPass(createRecompute(recompute));
   }
   if (options.zero == 3) {

@@ -15,8 +15,10 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <map>
+#include <set>
 
 namespace llmc {
 #define GEN_PASS_DEF_RECOMPUTE
@@ -45,18 +47,41 @@ struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (mode != "none" && mode != "full" && mode != "selective") {
+    auto known = [](StringRef m) { return m == "none" || m == "full" || m == "selective"; };
+    if (!known(mode)) {
       module.emitError() << "recompute: unknown mode '" << mode
                          << "' (expected none, full or selective)";
       return signalPassFailure();
     }
-    if (mode == "none")
+    for (StringRef item : llvm::split(StringRef(layerModes), ',')) {
+      item = item.trim();
+      if (item.empty())
+        continue;
+      auto [layer, m] = item.split('=');
+      if (layer.trim().empty() || !known(m.trim())) {
+        module.emitError() << "recompute: bad layer mode '" << item
+                           << "' (expected <layer>=none|full|selective)";
+        return signalPassFailure();
+      }
+      perLayer[layer.trim()] = m.trim().str();
+    }
+    if (mode == "none" && perLayer.empty())
       return;
     // The training step, and @grad (gradients for inspection), which would
     // otherwise set the arena's size.
     for (StringRef name : {"train_step", "grad"})
       if (func::FuncOp f = lookupFunc(module, name))
         recomputeIn(f);
+    // A misspelt layer would silently keep its activations.
+    for (auto &entry : perLayer)
+      if (!seenLayers.count(entry.getKey().str())) {
+        std::string known;
+        for (auto &seen : seenLayers)
+          known += (known.empty() ? "" : ", ") + seen;
+        module.emitError() << "recompute: no layer named '" << entry.getKey()
+                           << "' (layers: " << (known.empty() ? "none" : known) << ")";
+        return signalPassFailure();
+      }
   }
 
   void recomputeIn(func::FuncOp step) {
@@ -74,6 +99,7 @@ struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
         continue;
       auto mb = op.getAttrOfType<IntegerAttr>(kMicrobatchAttr);
       Unit &unit = units[{mb ? mb.getInt() : 0, name.getValue().str()}];
+      seenLayers.insert(name.getValue().str());
       if (op.hasAttr(kBackwardAttr)) {
         if (!unit.firstBackward)
           unit.firstBackward = &op;
@@ -81,11 +107,16 @@ struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
         unit.forward.push_back(&op);
       }
     }
-    bool full = mode == "full";
-    for (auto &[key, unit] : units)
-      if (unit.firstBackward)
-        recompute(unit, order, full);
+    for (auto &[key, unit] : units) {
+      auto it = perLayer.find(key.second);
+      StringRef m = it != perLayer.end() ? StringRef(it->second) : StringRef(mode);
+      if (unit.firstBackward && m != "none")
+        recompute(unit, order, m == "full");
+    }
   }
+
+  llvm::StringMap<std::string> perLayer;
+  std::set<std::string> seenLayers; // sorted, for the error message
 
   /// Clones the producers of the unit's saved values (those allowed by the
   /// mode) before its backward and points the backward at the clones.

@@ -87,6 +87,10 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
      << a.meta("optimizer.beta1") << ", beta2 " << a.meta("optimizer.beta2")
      << ", weight decay " << a.meta("optimizer.weight_decay") << ", clip "
      << a.meta("optimizer.max_grad_norm") << ")\n";
+  std::string recompute = a.meta("recompute", "none");
+  std::string layers = a.meta("recompute.layers");
+  if (recompute != "none" || !layers.empty())
+    os << "recompute:  " << recompute << (layers.empty() ? "" : " (" + layers + ")") << "\n";
   os << "schedule:   lr " << a.meta("schedule.lr") << " -> " << a.meta("schedule.min_lr")
      << ", " << a.meta("schedule.kind") << ", warmup " << a.meta("schedule.warmup")
      << ", steps " << a.meta("schedule.steps") << ", seed " << a.meta("seed") << "\n";

@@ -61,6 +61,10 @@ LAYOUTS=(
   "pp2-interleaved-recompute-full|2|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2 --recompute full|gpt2-pp"
   "pp2-zero-bubble-recompute-selective|2|--mesh pp=2 --pipeline-schedule zero-bubble --recompute selective|gpt2-pp llama-pp"
   "pp2-dp2-tp2-sp-recompute-full|8|--mesh pp=2,dp=2,tp=2 --sp --recompute full|gpt2-pp"
+  "pp2-dp2-tp2-recompute-selective|8|--mesh pp=2,dp=2,tp=2 --recompute selective|llama-pp"
+  "pp4-recompute-selective|4|--mesh pp=4 --recompute selective|gpt2-pp llama-pp"
+  "pp2-dp2-recompute-full|4|--mesh pp=2,dp=2 --recompute full|gpt2-pp llama-pp"
+  "pp2-recompute-budget|2|--mesh pp=2 --recompute budget=8.5MiB|gpt2-pp llama-pp"
 )
 
 fail=0

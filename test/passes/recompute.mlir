@@ -3,6 +3,11 @@
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-recompute="mode=none" | FileCheck %s --check-prefix=NONE
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-recompute="mode=full" --llmc-lower-to-exec | FileCheck %s --check-prefix=PLAN
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-recompute="mode=some" 2>&1 | FileCheck %s --check-prefix=BAD
+// A per-layer mode overrides the default one, both ways.
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-recompute="layers=h.0=full" | FileCheck %s --check-prefix=FULL
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-recompute="mode=full layers=h.0=none" | FileCheck %s --check-prefix=NONE
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-recompute="layers=h.0=most" 2>&1 | FileCheck %s --check-prefix=BAD-LAYER-MODE
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-recompute="layers=h.7=full" 2>&1 | FileCheck %s --check-prefix=NO-LAYER
 
 // Full: the layer's forward is redone from its input (%[[X]], kept) just
 // before its backward; the backward reads the clones, so the forward's
@@ -32,3 +37,6 @@
 // PLAN: exec.kernel "layernorm"
 
 // BAD: error: recompute: unknown mode 'some' (expected none, full or selective)
+
+// BAD-LAYER-MODE: error: recompute: bad layer mode 'h.0=most' (expected <layer>=none|full|selective)
+// NO-LAYER: error: recompute: no layer named 'h.7' (layers: h.0)

@@ -112,7 +112,8 @@ cl::opt<std::string> memoryBudget("memory-budget",
                                   cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> recompute("recompute", cl::init("none"),
                                cl::desc("Activation recomputation per layer: none | full | "
-                                        "selective"),
+                                        "selective | budget[=<bytes>] (the least that fits "
+                                        "--memory-budget)"),
                                cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> pipelineSchedule("pipeline-schedule", cl::init("1f1b"),
                                       cl::desc("With a pp mesh axis: naive | gpipe | 1f1b | "
@@ -238,6 +239,19 @@ int runCompile() {
     if (options.pipeline.memoryBudget <= 0)
       return fail("llmc compile", "bad --memory-budget '" + memoryBudget +
                                       "' (expected a size such as 24GiB, 512MiB or 1e9)");
+  }
+  // --recompute budget=<bytes> is --recompute budget --memory-budget <bytes>.
+  if (llvm::StringRef(recompute).starts_with("budget=")) {
+    std::string size = recompute.substr(7);
+    int64_t bytes = parseBytes(size);
+    if (bytes <= 0)
+      return fail("llmc compile", "bad --recompute budget '" + size +
+                                      "' (expected a size such as 24GiB, 512MiB or 1e9)");
+    if (options.pipeline.memoryBudget > 0 && options.pipeline.memoryBudget != bytes)
+      return fail("llmc compile", "--recompute budget=" + size + " and --memory-budget " +
+                                      memoryBudget + " disagree; give one");
+    options.pipeline.recompute = "budget";
+    options.pipeline.memoryBudget = bytes;
   }
   options.pipeline.pipelineSchedule = pipelineSchedule;
   options.pipeline.virtualStages = virtualStages;

@@ -1,0 +1,105 @@
+//===- RecomputeBudget.cpp - the least recomputation that fits ------------===//
+
+#include "compiler/RecomputeBudget.h"
+
+#include "dialects/Exec/ExecDialect.h"
+#include "dialects/LLM/LLMDialect.h"
+#include "passes/Utils.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+
+namespace llmc {
+
+std::vector<std::string> layerNames(ModuleOp forward) {
+  std::vector<std::string> names;
+  forward.walk([&](llm::BlockOp block) {
+    std::string name = block.getName().str();
+    if (!llvm::is_contained(names, name))
+      names.push_back(name);
+  });
+  return names;
+}
+
+std::string recomputeLevel(const std::vector<std::string> &layers, size_t level) {
+  size_t count = layers.size();
+  std::string modes;
+  for (size_t i = 0; i < count; ++i) {
+    const char *mode = level > count && i < level - count ? "full"
+                       : i < level                       ? "selective"
+                                                         : nullptr;
+    if (mode)
+      modes += (modes.empty() ? "" : ",") + layers[i] + "=" + mode;
+  }
+  return modes;
+}
+
+FailureOr<int64_t> plannedArenaBytes(ModuleOp forward, const TrainingPipelineOptions &options) {
+  OwningOpRef<ModuleOp> trial(cast<ModuleOp>(forward->clone()));
+  TrainingPipelineOptions lowered = options;
+  lowered.emit = "exec";
+  lowered.memoryBudget = 0; // measured here, not enforced
+  PassManager pm(forward.getContext());
+  buildTrainingPipeline(pm, lowered);
+  if (failed(pm.run(*trial)))
+    return failure();
+  int64_t largest = 0;
+  for (ModuleOp role : programModules(*trial))
+    if (auto arena = role->getAttrOfType<IntegerAttr>(exec::kArenaBytesAttr))
+      largest = std::max(largest, arena.getInt());
+  return largest;
+}
+
+FailureOr<std::string> chooseRecompute(ModuleOp forward, const TrainingPipelineOptions &options) {
+  std::vector<std::string> layers = layerNames(forward);
+  if (layers.empty()) {
+    forward.emitError("recompute budget: the model has no layers (llm.block) to recompute");
+    return failure();
+  }
+  auto fits = [&](size_t level) -> FailureOr<bool> {
+    TrainingPipelineOptions trial = options;
+    trial.recompute = "none";
+    trial.recomputeLayers = recomputeLevel(layers, level);
+    FailureOr<int64_t> bytes = plannedArenaBytes(forward, trial);
+    if (failed(bytes))
+      return failure();
+    return *bytes <= options.memoryBudget;
+  };
+  // Memory falls as the level rises (each level keeps fewer activations),
+  // so the cheapest fitting level is found by bisection: O(log L) compiles.
+  size_t top = 2 * layers.size();
+  FailureOr<bool> fitsNone = fits(0);
+  if (failed(fitsNone))
+    return failure();
+  if (*fitsNone)
+    return std::string();
+  FailureOr<bool> fitsAll = fits(top);
+  if (failed(fitsAll))
+    return failure();
+  if (!*fitsAll) {
+    // Memory is not quite monotone at the top: recomputing the last layer
+    // in full can cost more than selectively (its clones are live beside
+    // the loss head's gradients), so try the other full-recompute levels.
+    for (size_t level = top - 1; level > layers.size(); --level) {
+      FailureOr<bool> ok = fits(level);
+      if (failed(ok))
+        return failure();
+      if (*ok)
+        return recomputeLevel(layers, level);
+    }
+    return recomputeLevel(layers, top);
+  }
+  size_t low = 0, high = top; // low does not fit, high does
+  while (high - low > 1) {
+    size_t mid = (low + high) / 2;
+    FailureOr<bool> ok = fits(mid);
+    if (failed(ok))
+      return failure();
+    (*ok ? high : low) = mid;
+  }
+  return recomputeLevel(layers, high);
+}
+
+} // namespace llmc
