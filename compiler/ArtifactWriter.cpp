@@ -287,24 +287,34 @@ FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
             uint64_t &slot = categoryPeaks[peak.getName().str()];
             slot = std::max<uint64_t>(slot, cast<IntegerAttr>(peak.getValue()).getInt());
           }
-  if (worst)
+  // The peak's transient categories (integers) and its activations by
+  // microbatch; what each layer keeps, from the training step.
+  std::map<std::string, uint64_t> byMicrobatch, perLayer;
+  auto collect = [](DictionaryAttr d, StringRef key, std::map<std::string, uint64_t> &into) {
+    if (auto entries = d ? d.getAs<DictionaryAttr>(key) : DictionaryAttr())
+      for (NamedAttribute entry : entries)
+        into[entry.getName().str()] = cast<IntegerAttr>(entry.getValue()).getInt();
+  };
+  if (worst) {
     for (NamedAttribute entry : worst)
-      if (entry.getName() != "peak" && entry.getName() != "category_peaks")
-        breakdown[entry.getName().str() == "activation" ? "activations"
-                  : entry.getName().str() == "grad"     ? "gradients"
-                  : entry.getName().str() == "input"    ? "inputs"
-                  : entry.getName().str() == "output"   ? "outputs"
-                                                        : entry.getName().str()] +=
-            cast<IntegerAttr>(entry.getValue()).getInt();
-  std::vector<flatbuffers::Offset<fb::MemoryCategory>> categories;
-  for (auto &[name, bytes] : breakdown)
-    categories.push_back(fb::CreateMemoryCategory(fbb, fbb.CreateString(name), bytes));
-  std::vector<flatbuffers::Offset<fb::MemoryCategory>> peaks;
-  for (auto &[name, bytes] : categoryPeaks)
-    peaks.push_back(fb::CreateMemoryCategory(fbb, fbb.CreateString(name), bytes));
+      if (auto bytes = dyn_cast<IntegerAttr>(entry.getValue()); bytes && entry.getName() != "peak")
+        breakdown[memoryCategoryLabel(entry.getName())] += bytes.getInt();
+    collect(worst, "activations_by_microbatch", byMicrobatch);
+  }
+  if (auto progs = plan.getAs<DictionaryAttr>("programs"))
+    collect(progs.getAs<DictionaryAttr>("train_step"), "saved_per_layer", perLayer);
+  auto categoryVector = [&](const std::map<std::string, uint64_t> &entries) {
+    std::vector<flatbuffers::Offset<fb::MemoryCategory>> out;
+    for (auto &[name, bytes] : entries)
+      out.push_back(fb::CreateMemoryCategory(fbb, fbb.CreateString(name), bytes));
+    return fbb.CreateVector(out);
+  };
+  auto categories = categoryVector(breakdown);
+  auto peaks = categoryVector(categoryPeaks);
+  auto microbatches = categoryVector(byMicrobatch);
+  auto layers = categoryVector(perLayer);
   auto memory = fb::CreateMemoryPlan(fbb, arena.getInt(), get(plan, "persistent"),
-                                     arena.getInt(), fbb.CreateVector(categories),
-                                     fbb.CreateVector(peaks));
+                                     arena.getInt(), categories, peaks, microbatches, layers);
   return fb::CreateRole(fbb, fbb.CreateVector(ranks), fbb.CreateVector(programs),
                         fbb.CreateVector(parameters), memory);
 }

@@ -6,6 +6,7 @@
 #include "compiler/RecomputeBudget.h"
 #include "dialects/Registration.h"
 #include "models/Models.h"
+#include "passes/Utils.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -106,8 +107,23 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, const ModelSource &source,
 namespace {
 
 /// The artifact's metadata: everything llmc-run needs beyond the programs.
+/// Rows of the forward graph's `tokens` input (one microbatch, all
+/// data-parallel ranks together), or 0.
+int64_t globalBatchRows(ModuleOp forward) {
+  func::FuncOp f = lookupFunc(forward, "forward");
+  if (!f)
+    return 0;
+  for (BlockArgument arg : f.getArguments())
+    if (auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "llmc.name");
+        name && name.getValue() == "tokens")
+      if (auto type = dyn_cast<RankedTensorType>(arg.getType()); type && type.getRank() == 2)
+        return type.getDimSize(0);
+  return 0;
+}
+
 std::map<std::string, std::string> collectMetadata(ModuleOp module,
-                                                   const CompileOptions &options) {
+                                                   const CompileOptions &options,
+                                                   int64_t batchRows) {
   std::map<std::string, std::string> meta;
   auto put = [&](const std::string &key, auto value) {
     std::ostringstream os;
@@ -161,6 +177,8 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
     }
   }
   const TrainingPipelineOptions &p = options.pipeline;
+  put("model.batch_size", batchRows);
+  put("sequence_parallel", p.sequenceParallel ? 1 : 0);
   put("precision", p.precision);
   put("recompute", p.recompute);
   put("recompute.layers", p.recomputeLayers);
@@ -211,12 +229,13 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
   if (!module)
     return 1;
 
+  int64_t batchRows = globalBatchRows(*module);
   TrainingPipelineOptions pipeline = options.pipeline;
   if (pipeline.recompute == "budget") {
     if (pipeline.memoryBudget <= 0)
       return reportFailure(tool, "--recompute budget needs a budget: --recompute budget=<bytes> "
                                  "or --memory-budget <bytes>");
-    FailureOr<std::string> layers = chooseRecompute(*module, pipeline);
+    FailureOr<std::string> layers = chooseRecompute(*module, pipeline, tool);
     if (failed(layers))
       return 1;
     pipeline.recompute = "none";
@@ -242,7 +261,7 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
   CompileOptions chosen = options;
   chosen.pipeline.recomputeLayers = pipeline.recomputeLayers;
   FailureOr<std::vector<uint8_t>> bytes =
-      writeArtifact(*module, collectMetadata(*module, chosen));
+      writeArtifact(*module, collectMetadata(*module, chosen, batchRows));
   if (failed(bytes))
     return 1;
   if (options.output == "-")

@@ -8,6 +8,7 @@
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/WithColor.h"
 
 using namespace mlir;
 
@@ -52,12 +53,14 @@ FailureOr<int64_t> plannedArenaBytes(ModuleOp forward, const TrainingPipelineOpt
   return largest;
 }
 
-FailureOr<std::string> chooseRecompute(ModuleOp forward, const TrainingPipelineOptions &options) {
+FailureOr<std::string> chooseRecompute(ModuleOp forward, const TrainingPipelineOptions &options,
+                                       StringRef tool) {
   std::vector<std::string> layers = layerNames(forward);
   if (layers.empty()) {
     forward.emitError("recompute budget: the model has no layers (llm.block) to recompute");
     return failure();
   }
+  int64_t largest = 0; // of the last plan tried
   auto fits = [&](size_t level) -> FailureOr<bool> {
     TrainingPipelineOptions trial = options;
     trial.recompute = "none";
@@ -65,6 +68,7 @@ FailureOr<std::string> chooseRecompute(ModuleOp forward, const TrainingPipelineO
     FailureOr<int64_t> bytes = plannedArenaBytes(forward, trial);
     if (failed(bytes))
       return failure();
+    largest = *bytes;
     return *bytes <= options.memoryBudget;
   };
   // Memory falls as the level rises (each level keeps fewer activations),
@@ -78,6 +82,7 @@ FailureOr<std::string> chooseRecompute(ModuleOp forward, const TrainingPipelineO
   FailureOr<bool> fitsAll = fits(top);
   if (failed(fitsAll))
     return failure();
+  int64_t fullBytes = largest;
   if (!*fitsAll) {
     // Memory is not quite monotone at the top: recomputing the last layer
     // in full can cost more than selectively (its clones are live beside
@@ -89,6 +94,11 @@ FailureOr<std::string> chooseRecompute(ModuleOp forward, const TrainingPipelineO
       if (*ok)
         return recomputeLevel(layers, level);
     }
+    // Compiling this plan fails in llmc-memory-budget, which says what
+    // else to change; say first that recomputation alone is not enough.
+    llvm::WithColor::note(llvm::errs(), tool)
+        << "no recomputation fits " << formatSize(options.memoryBudget)
+        << ": with every layer recomputed in full each rank needs " << formatSize(fullBytes) << "\n";
     return recomputeLevel(layers, top);
   }
   size_t low = 0, high = top; // low does not fit, high does

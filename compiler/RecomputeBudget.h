@@ -39,7 +39,8 @@ mlir::FailureOr<int64_t> plannedArenaBytes(mlir::ModuleOp forward,
 /// no level fits, returns full recomputation of every layer:
 /// compiling it fails in llmc-memory-budget, which says what else to change.
 mlir::FailureOr<std::string> chooseRecompute(mlir::ModuleOp forward,
-                                             const TrainingPipelineOptions &options);
+                                             const TrainingPipelineOptions &options,
+                                             llvm::StringRef tool = "llmc");
 
 } // namespace llmc
 

@@ -128,6 +128,13 @@ struct DecomposeCollectivesPass
         todo.push_back(op);
     });
     for (Operation *op : todo) {
+      // The replacement ops inherit the collective's annotations (layer,
+      // microbatch, forward/backward, pipeline action): the memory plan,
+      // trace and schedule read them.
+      Operation *before = op->getPrevNode();
+      Block *block = op->getBlock();
+      DictionaryAttr annotations = op->getDiscardableAttrDictionary();
+      Operation *after = op->getNextNode();
       if (auto g = dyn_cast<dist::AllGatherOp>(op)) {
         decomposeGather(g);
       } else if (auto r = dyn_cast<dist::ReduceScatterOp>(op)) {
@@ -142,6 +149,10 @@ struct DecomposeCollectivesPass
                                           b.getI64IntegerAttr(0));
         });
       }
+      auto it = before ? std::next(before->getIterator()) : block->begin();
+      for (; it != (after ? after->getIterator() : block->end()); ++it)
+        for (NamedAttribute annotation : annotations)
+          it->setDiscardableAttr(annotation.getName(), annotation.getValue());
     }
   }
 };

@@ -105,6 +105,12 @@ public:
   std::map<std::string, int64_t> peakBreakdown;
   /// Per category, the most bytes of it ever live at once.
   std::map<std::string, int64_t> categoryPeaks;
+  /// The activations live at the peak, by the microbatch whose forward
+  /// produced them (a pipeline stage holds several in flight).
+  std::map<int64_t, int64_t> peakActivationsByMicrobatch;
+  /// Bytes each layer's forward keeps for its backward, for the first
+  /// microbatch (every microbatch keeps the same).
+  std::map<std::string, int64_t> savedPerLayer;
 
 private:
   LogicalResult placeValues();
@@ -121,7 +127,9 @@ private:
   struct ClassInfo {
     int64_t start = 0, end = 0, bytes = 0, offset = -1;
     std::string name, category = "activation";
+    int64_t microbatch = -1; ///< of the producing op, when it has one
   };
+  void classifyTransients();
   llvm::MapVector<Value, ClassInfo> classes;
   llvm::DenseSet<Value> gradValues;
   llvm::DenseSet<Operation *> viewOps;
@@ -319,7 +327,50 @@ LogicalResult ProgramLowering::placeValues() {
   for (auto &[root, info] : classes)
     if (info.category == "activation" && gradValues.contains(root))
       info.category = "grad";
+  classifyTransients();
   return success();
+}
+
+/// Splits the remaining transients into what the memory plan reports
+/// apart: `activation` (a forward value kept for the backward, the term
+/// Korthikanti et al. count), `communication` (a collective's or a
+/// receive's result: gathered parameters and activations, received
+/// stage inputs) and `workspace` (everything else: temporaries that die
+/// within the forward or the backward).
+void ProgramLowering::classifyTransients() {
+  Block &body = func.getBody().front();
+  // Saved: produced by the forward, read by the backward. A saved value
+  // belongs to the layer whose backward reads it first (a layer's input,
+  // produced by the layer before, is its own, as Korthikanti et al. count).
+  llvm::MapVector<Value, StringAttr> saved;
+  for (Operation &op : body) {
+    if (!op.hasAttr(kBackwardAttr))
+      continue;
+    for (Value operand : op.getOperands()) {
+      if (!placement.count(operand))
+        continue;
+      Value root = placement.lookup(operand).root;
+      Operation *def = root.getDefiningOp();
+      if (def && !def->hasAttr(kBackwardAttr) && !saved.count(root))
+        saved[root] = op.getAttrOfType<StringAttr>(kBlockNameAttr);
+    }
+  }
+  for (auto &[root, info] : classes) {
+    Operation *def = root.getDefiningOp();
+    if (!def)
+      continue;
+    if (auto mb = def->getAttrOfType<IntegerAttr>(kMicrobatchAttr))
+      info.microbatch = mb.getInt();
+    bool isSaved = saved.count(root);
+    if (StringAttr layer = isSaved ? saved.lookup(root) : StringAttr(); layer && info.microbatch <= 0)
+      savedPerLayer[layer.getValue().str()] += info.bytes;
+    if (info.category != "activation")
+      continue;
+    if (isa<dist::DistDialect>(def->getDialect()))
+      info.category = "communication";
+    else if (!isSaved)
+      info.category = "workspace";
+  }
 }
 
 LogicalResult ProgramLowering::allocate() {
@@ -356,8 +407,13 @@ LogicalResult ProgramLowering::allocate() {
     if (top > transientPeak) {
       transientPeak = top;
       peakBreakdown.clear();
-      for (const Live &l : live)
-        peakBreakdown[classes[l.root].category] += l.bytes;
+      peakActivationsByMicrobatch.clear();
+      for (const Live &l : live) {
+        const ClassInfo &c = classes[l.root];
+        peakBreakdown[c.category] += l.bytes;
+        if (c.category == "activation")
+          peakActivationsByMicrobatch[std::max<int64_t>(c.microbatch, 0)] += l.bytes;
+      }
     }
   }
   return success();
@@ -582,6 +638,14 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
       for (auto &[category, bytes] : lowering->categoryPeaks)
         peaks.push_back(b.getNamedAttr(category, b.getI64IntegerAttr(bytes)));
       plan.push_back(b.getNamedAttr("category_peaks", b.getDictionaryAttr(peaks)));
+      SmallVector<NamedAttribute> byMicrobatch, perLayer;
+      for (auto &[microbatch, bytes] : lowering->peakActivationsByMicrobatch)
+        byMicrobatch.push_back(
+            b.getNamedAttr(std::to_string(microbatch), b.getI64IntegerAttr(bytes)));
+      for (auto &[layer, bytes] : lowering->savedPerLayer)
+        perLayer.push_back(b.getNamedAttr(layer, b.getI64IntegerAttr(bytes)));
+      plan.push_back(b.getNamedAttr("activations_by_microbatch", b.getDictionaryAttr(byMicrobatch)));
+      plan.push_back(b.getNamedAttr("saved_per_layer", b.getDictionaryAttr(perLayer)));
       programPlans[programName.str()] = b.getDictionaryAttr(plan);
     }
     int64_t params = 0, optim = 0;

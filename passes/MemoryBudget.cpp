@@ -9,7 +9,6 @@
 #include "passes/Passes.h"
 #include "passes/Utils.h"
 
-#include "llvm/Support/Format.h"
 
 #include <map>
 
@@ -23,24 +22,6 @@ using namespace llmc;
 
 namespace {
 
-/// 512 B, 3.5 KiB, 45.7 MiB, 1.2 GiB.
-std::string mib(int64_t bytes) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  double value = static_cast<double>(bytes);
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  if (unit == 0)
-    os << bytes << " B";
-  else
-    os << llvm::format("%.1f ", value) << units[unit];
-  return text;
-}
-
 /// What shrinks each kind of memory.
 const char *remedy(StringRef category) {
   if (category == "activations")
@@ -51,6 +32,11 @@ const char *remedy(StringRef category) {
     return "--zero 1 (shards it over dp), more pp or tp";
   if (category == "gradients")
     return "--zero 2 (shards them over dp), --precision bf16, more pp or tp";
+  if (category == "workspace")
+    return "--precision bf16, fewer rows per microbatch, tensor parallelism (tp)";
+  if (category == "communication buffers")
+    return "with ZeRO-3 --fsdp-prefetch 0 and --fsdp-reshard-after-forward=true (fewer gathered "
+           "parameters live), fewer rows per microbatch";
   if (category == "parameters")
     return "--zero 3 (shards them over dp), --precision bf16, more pp or tp";
   return "more pp or tp";
@@ -94,14 +80,11 @@ struct MemoryBudgetPass : llmc::impl::MemoryBudgetBase<MemoryBudgetPass> {
       if (worst)
         for (NamedAttribute entry : worst) {
           StringRef name = entry.getName().getValue();
-          if (name == "peak" || name == "category_peaks")
+          auto bytes = dyn_cast<IntegerAttr>(entry.getValue());
+          if (name == "peak" || !bytes) // the rest are categories
             continue;
-          std::string label = name == "activation" ? "activations"
-                              : name == "grad"     ? "gradients"
-                              : name == "input"    ? "inputs"
-                              : name == "output"   ? "outputs"
-                                                   : name.str();
-          parts[label] += cast<IntegerAttr>(entry.getValue()).getInt();
+          std::string label = memoryCategoryLabel(name);
+          parts[label] += bytes.getInt();
         }
       SmallVector<std::pair<int64_t, std::string>> sorted;
       for (auto &[name, size] : parts)
@@ -119,10 +102,10 @@ struct MemoryBudgetPass : llmc::impl::MemoryBudgetBase<MemoryBudgetPass> {
         who = "each rank";
       }
       InFlightDiagnostic error = getOperation().emitError();
-      error << "memory budget: " << who << " needs " << mib(arena.getInt()) << ", "
-            << mib(arena.getInt() - bytes) << " over the " << mib(bytes) << " budget; largest: ";
+      error << "memory budget: " << who << " needs " << formatSize(arena.getInt()) << ", "
+            << formatSize(arena.getInt() - bytes) << " over the " << formatSize(bytes) << " budget; largest: ";
       for (size_t i = 0; i < std::min<size_t>(3, sorted.size()); ++i)
-        error << (i ? ", " : "") << sorted[i].second << " " << mib(sorted[i].first);
+        error << (i ? ", " : "") << sorted[i].second << " " << formatSize(sorted[i].first);
       error << ". To shrink " << sorted[0].second << ": " << remedy(sorted[0].second);
       if (sorted.size() > 1)
         error << "; " << sorted[1].second << ": " << remedy(sorted[1].second);

@@ -155,9 +155,12 @@ def Recompute : Pass<"llmc-recompute", "mlir::ModuleOp"> {
       layer's input (only the input stays alive between the passes).
     - `selective`: only values made by cheap, memory-heavy ops —
       normalisation, activation functions, dropout, elementwise and shape
-      ops — are recomputed; matmul, attention and collective results are
-      kept (Korthikanti et al.'s selective recomputation; llmc's attention
-      never stores its s×s scores, so what remains to save is these).
+      ops — are recomputed, as are the tensor-parallel entry (an identity
+      forward) and sequence parallelism's gather of a normalised input (so
+      only its 1/t shard is kept, as Megatron does); matmul, attention and
+      other collective results are kept (Korthikanti et al.'s selective
+      recomputation; llmc's attention never stores its s×s scores, so what
+      remains to save is these).
     - `none`: nothing changes.
 
     `layers` sets the mode per layer (what `--recompute budget=<bytes>`
@@ -279,7 +282,13 @@ def LowerToExec : Pass<"llmc-lower-to-exec", "mlir::ModuleOp"> {
     buffer whose lifetime is its first definition to last use, packed by a
     first-fit allocator so nothing is allocated during a step. Reshapes and
     contiguous slices become views. The module receives `exec.arena_bytes`
-    and the memory-plan attribute `exec.memory_plan`.
+    and the memory-plan attribute `exec.memory_plan`: per program, the peak
+    and the bytes live there by category (activation: forward values the
+    backward reads; communication: collective and receive results;
+    workspace: other temporaries; grad, input, output), the activations at
+    the peak by microbatch, each category's own peak, and the bytes each
+    layer keeps for its backward (a value belongs to the layer whose
+    backward reads it first).
   }];
   let dependentDialects = ["::llmc::exec::ExecDialect"];
 }

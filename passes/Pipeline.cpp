@@ -430,6 +430,11 @@ LogicalResult Splitter::emitStage(int s, ModuleOp into) {
     auto recv = dist::RecvOp::create(b, x.getLoc(), x.getType(), meshRef,
                                      b.getStringAttr(kAxis), b.getI64IntegerAttr(from - s),
                                      b.getI64IntegerAttr(tagOf(x, s)));
+    // The received value is the producer's: same layer, microbatch and
+    // direction (the memory plan tells a kept activation from a gradient).
+    for (StringRef annotation : {kBlockNameAttr, kMicrobatchAttr, kBackwardAttr})
+      if (Attribute value = x.getDefiningOp()->getAttr(annotation))
+        recv->setAttr(annotation, value);
     label(recv);
     mapping.map(x, recv.getResult());
   };

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Dist/DistDialect.h"
 #include "passes/Passes.h"
 #include "passes/Utils.h"
 
@@ -31,8 +32,13 @@ using namespace llmc;
 namespace {
 
 /// Cheap to redo, expensive to keep: everything but matmuls, attention and
-/// communication.
+/// communication other than what Megatron's sequence parallelism redoes
+/// anyway: the all-gather of a normalised input (so only the 1/t shard of
+/// it is kept, as Korthikanti et al. count) and the tensor-parallel entry
+/// (an identity forward).
 bool cheapToRecompute(Operation *op) {
+  if (isa<dist::ReplicateOp, dist::AllGatherOp>(op))
+    return true;
   return !isa<llm::MatmulOp, llm::AttentionOp>(op) &&
          op->getDialect()->getNamespace() != "dist";
 }

@@ -6,6 +6,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace llmc;
@@ -85,4 +87,21 @@ SmallVector<ModuleOp> llmc::programModules(ModuleOp module) {
   if (stages.empty())
     stages.push_back(module);
   return stages;
+}
+
+std::string llmc::formatSize(int64_t bytes) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  double value = static_cast<double>(bytes);
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  if (unit == 0)
+    os << bytes << " B";
+  else
+    os << llvm::format("%.1f ", value) << units[unit];
+  return text;
 }

@@ -66,6 +66,20 @@ mlir::LogicalResult inlineCalls(mlir::ModuleOp module, mlir::func::FuncOp func);
 /// kStageRanksAttr) when there are any, else `module` itself.
 llvm::SmallVector<mlir::ModuleOp> programModules(mlir::ModuleOp module);
 
+/// 512 B, 3.5 KiB, 45.7 MiB, 1.2 GiB.
+std::string formatSize(int64_t bytes);
+
+/// How the memory plan's category names read in reports ("activation" →
+/// "activations", "communication" → "communication buffers").
+inline std::string memoryCategoryLabel(llvm::StringRef category) {
+  if (category == "activation") return "activations";
+  if (category == "grad") return "gradients";
+  if (category == "input") return "inputs";
+  if (category == "output") return "outputs";
+  if (category == "communication") return "communication buffers";
+  return category.str();
+}
+
 /// The function named `name` in `module`, or null.
 mlir::func::FuncOp lookupFunc(mlir::ModuleOp module, llvm::StringRef name);
 

@@ -7,6 +7,8 @@
 #include "runtime/support/Error.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
@@ -64,6 +66,26 @@ double Artifact::metaNumber(const std::string &key, double fallback) const {
 namespace {
 
 std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
+
+/// "h.2" < "h.10": digit runs compare as numbers.
+bool naturalLess(const std::string &a, const std::string &b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) &&
+        std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t ei = i, ej = j;
+      while (ei < a.size() && std::isdigit(static_cast<unsigned char>(a[ei]))) ++ei;
+      while (ej < b.size() && std::isdigit(static_cast<unsigned char>(b[ej]))) ++ej;
+      unsigned long long x = std::stoull(a.substr(i, ei - i)), y = std::stoull(b.substr(j, ej - j));
+      if (x != y) return x < y;
+      i = ei, j = ej;
+      continue;
+    }
+    if (a[i] != b[j]) return a[i] < b[j];
+    ++i, ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
 
 template <typename T> std::vector<T> vec(const flatbuffers::Vector<T> *v) {
   return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
@@ -270,6 +292,15 @@ Artifact loadArtifact(const std::string &path, int rank) {
   if (plan->category_peaks())
     for (const fb::MemoryCategory *c : *plan->category_peaks())
       artifact.memory.categoryPeaks[c->name()->str()] = c->bytes();
+  if (plan->activations_by_microbatch())
+    for (const fb::MemoryCategory *c : *plan->activations_by_microbatch())
+      artifact.memory.activationsByMicrobatch[std::atoll(c->name()->c_str())] = c->bytes();
+  if (plan->saved_per_layer()) {
+    for (const fb::MemoryCategory *c : *plan->saved_per_layer())
+      artifact.memory.savedPerLayer.push_back({c->name()->str(), c->bytes()});
+    std::sort(artifact.memory.savedPerLayer.begin(), artifact.memory.savedPerLayer.end(),
+              [](const auto &a, const auto &b) { return naturalLess(a.first, b.first); });
+  }
   if (!role->programs() || role->programs()->size() == 0)
     fail(path, ": role of rank ", rank, " has no programs");
   for (const fb::Program *p : *role->programs())

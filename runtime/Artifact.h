@@ -99,6 +99,11 @@ struct MemoryPlanInfo {
   std::vector<std::pair<std::string, uint64_t>> breakdown;
   /// Per category of transient bytes, the most ever live at once.
   std::map<std::string, uint64_t> categoryPeaks;
+  /// At the peak, the activations by the microbatch that produced them.
+  std::map<int64_t, uint64_t> activationsByMicrobatch;
+  /// Bytes each layer keeps for its backward, per microbatch, in model
+  /// order (h.2 before h.10).
+  std::vector<std::pair<std::string, uint64_t>> savedPerLayer;
 };
 
 /// Another role's persistent state, as checkpoints need it: every rank

@@ -2,6 +2,7 @@
 
 #include "runtime/Inspect.h"
 
+#include "runtime/ActivationMemory.h"
 #include "runtime/Artifact.h"
 #include "runtime/ModelStates.h"
 
@@ -38,13 +39,67 @@ bool artifactMetadata(const std::string &path, std::map<std::string, std::string
 namespace {
 
 void printMemoryPlan(const Artifact &a, const std::string &title, std::ostream &os) {
-  os << title << ":\n"
-     << "  arena          " << std::setw(12) << formatBytes(a.memory.arenaBytes)
-     << "  (planned peak; nothing else is allocated during a step)\n"
-     << "  persistent     " << std::setw(12) << formatBytes(a.memory.persistentBytes) << "\n";
-  for (auto &[name, bytes] : a.memory.breakdown)
-    os << "  " << std::left << std::setw(15) << name << std::right << std::setw(12)
-       << formatBytes(bytes) << "\n";
+  auto row = [&](const std::string &name, uint64_t bytes) -> std::ostream & {
+    return os << "  " << std::left << std::setw(22) << name << std::right << std::setw(12)
+              << formatBytes(bytes);
+  };
+  os << title << ":\n";
+  row("arena", a.memory.arenaBytes) << "  (planned peak; nothing else is allocated during a step)\n";
+  row("persistent", a.memory.persistentBytes) << "\n";
+  for (auto &[name, bytes] : a.memory.breakdown) {
+    row(name, bytes);
+    // A pipeline stage (or accumulation) holds several microbatches' worth.
+    const auto &byMicrobatch = a.memory.activationsByMicrobatch;
+    if (name == "activations" && byMicrobatch.size() > 1) {
+      os << "  (" << byMicrobatch.size() << " microbatches in flight:";
+      const char *separator = " ";
+      for (auto &[microbatch, part] : byMicrobatch) {
+        os << separator << "#" << microbatch << " " << formatBytes(part);
+        separator = ", ";
+      }
+      os << ")";
+    }
+    os << "\n";
+  }
+}
+
+/// What each layer keeps for its backward, beside Korthikanti et al.'s
+/// count for the same layout (runs of equal layers on one line).
+void printActivationsPerLayer(const Artifact &a, const std::string &title, std::ostream &os) {
+  const auto &layers = a.memory.savedPerLayer;
+  if (layers.empty())
+    return;
+  ActivationShape shape = activationShape(a);
+  std::map<std::string, std::string> modes = recomputeModes(a);
+  bool known = shape.s > 0 && shape.b > 0 && shape.h > 0 && shape.a > 0;
+  os << title;
+  if (known)
+    os << " (s=" << shape.s << " b=" << shape.b << " h=" << shape.h << " a=" << shape.a
+       << " t=" << shape.t << (shape.sequenceParallel ? " sp" : "") << ", "
+       << shape.elementBytes << "-byte activations)";
+  os << ":\n";
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1].second == layers[i].second &&
+           modes[layers[j + 1].first] == modes[layers[i].first])
+      ++j;
+    std::string names = layers[i].first + (j > i ? " .. " + layers[j].first : "");
+    const std::string &mode = modes[layers[i].first];
+    os << "  " << std::left << std::setw(16) << names << std::setw(10) << mode << std::right
+       << std::setw(12) << formatBytes(layers[i].second);
+    if (known) {
+      os << " = " << std::fixed << std::setprecision(2) << layers[i].second / shape.sbh()
+         << " sbh" << std::defaultfloat;
+      if (shape.gptLayer)
+        os << "   Korthikanti " << korthikantiFormula(shape, mode) << " = " << std::fixed
+           << std::setprecision(2) << korthikantiBytes(shape, mode) / shape.sbh() << " sbh = "
+           << std::defaultfloat
+           << formatBytes(static_cast<uint64_t>(korthikantiBytes(shape, mode) + 0.5))
+           << " at 16 bits";
+    }
+    os << "\n";
+    i = j + 1;
+  }
 }
 
 std::string rankList(const std::vector<int> &ranks) {
@@ -125,11 +180,16 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
   }
   if (stages.empty()) {
     printMemoryPlan(a, "memory plan (rank " + std::to_string(a.ranks.empty() ? 0 : a.ranks.front()) + ")", os);
+    printActivationsPerLayer(a, "activations kept per layer and microbatch", os);
   } else {
     printMemoryPlan(a, "memory plan (stage 0: ranks " + rankList(a.ranks) + ")", os);
     for (size_t i = 0; i < stages.size(); ++i)
       printMemoryPlan(stages[i], "memory plan (stage " + std::to_string(i + 1) + ": ranks " +
                                      rankList(stages[i].ranks) + ")", os);
+    printActivationsPerLayer(a, "activations kept per layer and microbatch, stage 0", os);
+    for (size_t i = 0; i < stages.size(); ++i)
+      printActivationsPerLayer(stages[i], "activations kept per layer and microbatch, stage " +
+                                              std::to_string(i + 1), os);
   }
 
   ModelStates m = modelStates(a);

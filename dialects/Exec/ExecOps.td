@@ -55,8 +55,10 @@ def Exec_ProgramOp : Exec_Op<"program", [Symbol, IsolatedFromAbove, NoTerminator
 def Exec_BufferOp : Exec_Op<"buffer", [Pure, HasParent<"ProgramOp">]> {
   let summary = "A tensor at a static byte offset of the rank's arena";
   let description = [{
-    `category` says what the bytes hold (param, grad, optim, activation,
-    input, output, workspace) for the memory plan; persistent buffers
+    `category` says what the bytes hold (param, grad, optim, activation: a
+    forward value kept for the backward, communication: a collective's or
+    receive's result, workspace: other temporaries, input, output) for the
+    memory plan; persistent buffers
     (params, optimizer state, inputs) carry a `name` that the runtime and
     checkpoints use and that every program agrees on.
 

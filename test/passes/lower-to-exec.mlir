@@ -4,9 +4,12 @@
 
 // The arena is the persistent state (4 parameters: 832 B padded to 896;
 // their AdamW moments) plus the largest program's transient peak; the plan
-// records each program's peak by category, and the most bytes each
-// category ever holds at once.
-// CHECK: module attributes {exec.arena_bytes = 5760 : i64, exec.memory_plan = {arena = 5760 : i64, optimizer_state = 1664 : i64, params = 832 : i64, persistent = 2688 : i64, programs = {eval = {{{.*}}peak = 896 : i64}, grad = {{{.*}}}, train_step = {activation = 1792 : i64, category_peaks = {activation = 2112 : i64, grad = 1408 : i64, input = 256 : i64, output = 128 : i64}, grad = 512 : i64, input = 192 : i64, output = 64 : i64, peak = 3072 : i64}}}}
+// records each program's peak by category (activation: forward values kept
+// for the backward; workspace: other temporaries), the activations at the
+// peak by microbatch, the most bytes each category ever holds at once, and
+// what each layer keeps for its backward (h.0: its input and its matmul's
+// output, 2x4x8 and 2x4x16 floats).
+// CHECK: module attributes {exec.arena_bytes = 5760 : i64, exec.memory_plan = {arena = 5760 : i64, optimizer_state = 1664 : i64, params = 832 : i64, persistent = 2688 : i64, programs = {eval = {{{.*}}peak = 896 : i64{{.*}}}, grad = {{{.*}}}, train_step = {activation = 1024 : i64, activations_by_microbatch = {"0" = 1024 : i64}, category_peaks = {activation = 1536 : i64, grad = 1408 : i64, input = 256 : i64, output = 128 : i64, workspace = 768 : i64}, grad = 512 : i64, input = 192 : i64, output = 64 : i64, peak = 3072 : i64, saved_per_layer = {h.0 = 768 : i64}, workspace = 768 : i64}}}}
 
 // Persistent state first, 64-byte aligned, under names every program shares.
 // CHECK-LABEL: exec.program @train_step kind "train_step"
@@ -28,9 +31,9 @@
 // A buffer is reused once its value is dead: the logits gradient's matmul
 // writes where the head's logits were.
 // CHECK: exec.kernel "cross_entropy_grad"
-// CHECK-NEXT: %[[DH:.*]] = exec.buffer offset 4224 : memref<2x4x8xf32>
+// CHECK-NEXT: %[[DH:.*]] = exec.buffer offset 4224 category "workspace" : memref<2x4x8xf32>
 // The residual gradient accumulates in place.
-// CHECK: %[[DSUM:.*]] = exec.buffer offset 4224 : memref<2x4x8xf32>
+// CHECK: %[[DSUM:.*]] = exec.buffer offset 4224 category "workspace" : memref<2x4x8xf32>
 // CHECK-NEXT: exec.kernel "add"(%[[DH]], %{{.*}} : memref<2x4x8xf32>, memref<2x4x8xf32>) -> (%[[DSUM]] : memref<2x4x8xf32>)
 // CHECK: exec.kernel "embedding_grad"
 // CHECK-NEXT: %[[G:.*]] = exec.buffer offset {{[0-9]+}} category "grad" : memref<16x8xf32>

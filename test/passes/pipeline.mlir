@@ -23,7 +23,7 @@
 // CHECK: llm.embedding
 // CHECK: llm.block_name = "h.1", llm.microbatch = 0
 // CHECK: dist.send %{{.*}} on @mesh axis "pp" shift 1 tag [[T0:[0-9]+]] {llm.action = "F0"} : tensor<1x8x32xf32>
-// CHECK: dist.recv on @mesh axis "pp" shift 1 tag {{[0-9]+}} {llm.action = "B0"} : tensor<1x8x32xf32>
+// CHECK: dist.recv on @mesh axis "pp" shift 1 tag {{[0-9]+}} {llm.action = "B0", llm.backward{{.*}}llm.microbatch = 0 : i64} : tensor<1x8x32xf32>
 // The gradient norm: this stage's squares, summed over the stages.
 // CHECK: %[[SQ:.*]] = llm.global_norm {{.*}} {squared}
 // CHECK-NEXT: %[[ALL:.*]] = dist.all_reduce %[[SQ]] on @mesh axes ["pp"] reduction "sum"
@@ -33,7 +33,7 @@
 // Stage 1 (ranks 2 and 3) receives them (shift −1), runs h.2-h.3, the head
 // and the loss, and is the broadcast's root.
 // CHECK: module @stage1 attributes {llmc.ranks = array<i64: 2, 3>}
-// CHECK: dist.recv on @mesh axis "pp" shift -1 tag [[T0]] {llm.action = "F0"} : tensor<1x8x32xf32>
+// CHECK: dist.recv on @mesh axis "pp" shift -1 tag [[T0]] {llm.action = "F0", llm.block_name = "h.1", llm.microbatch = 0 : i64} : tensor<1x8x32xf32>
 // CHECK: llm.block_name = "h.2"
 // CHECK: llm.cross_entropy
 // CHECK: dist.broadcast %{{.*}} on @mesh axes ["pp"] root 1 : tensor<f32>

@@ -1,0 +1,74 @@
+//===- ActivationMemory.cpp - activations per layer vs Korthikanti --------===//
+
+#include "runtime/ActivationMemory.h"
+
+#include <sstream>
+
+namespace llmc {
+
+ActivationShape activationShape(const Artifact &artifact) {
+  ActivationShape shape;
+  shape.s = static_cast<int64_t>(artifact.metaNumber("model.seq_len", 0));
+  shape.h = static_cast<int64_t>(artifact.metaNumber("model.n_embd", 0));
+  shape.a = static_cast<int64_t>(artifact.metaNumber("model.n_head", 0));
+  shape.gptLayer = artifact.meta("model.family") == "gpt2";
+  shape.sequenceParallel = artifact.metaNumber("sequence_parallel", 0) != 0;
+  shape.elementBytes = artifact.meta("precision") == "bf16" ? 2 : 4;
+  // b: the rows one rank runs per microbatch (the forward graph's batch is
+  // one microbatch of every data-parallel rank).
+  int64_t rows = static_cast<int64_t>(artifact.metaNumber("model.batch_size", 0));
+  std::string batchAxes = artifact.meta("data_parallel_axes");
+  int64_t dataParallel = 1;
+  for (auto &[axis, size] : artifact.mesh) {
+    if (axis == "tp")
+      shape.t = size;
+    std::string padded = "," + batchAxes + ",";
+    if (padded.find("," + axis + ",") != std::string::npos)
+      dataParallel *= size;
+  }
+  if (rows > 0 && rows % dataParallel == 0)
+    shape.b = rows / dataParallel;
+  return shape;
+}
+
+double korthikantiBytes(const ActivationShape &x, const std::string &mode) {
+  double sbh = x.sbh(), t = static_cast<double>(x.t);
+  double attention = 5.0 * x.a * x.s / x.h; // the 5as/h term
+  if (mode == "full")
+    return 2 * sbh / (x.sequenceParallel ? t : 1);
+  double core = mode == "selective" ? 0 : 1;
+  if (x.sequenceParallel)
+    return sbh / t * (34 + core * attention);
+  return sbh * (10 + 24 / t + core * attention / t);
+}
+
+std::string korthikantiFormula(const ActivationShape &x, const std::string &mode) {
+  bool tp = x.t > 1;
+  if (mode == "full")
+    return x.sequenceParallel && tp ? "2sbh/t" : "2sbh";
+  bool core = mode != "selective";
+  if (!tp)
+    return core ? "sbh(34 + 5as/h)" : "34sbh";
+  if (x.sequenceParallel)
+    return core ? "sbh/t (34 + 5as/h)" : "34sbh/t";
+  return core ? "sbh(10 + 24/t + 5as/(ht))" : "sbh(10 + 24/t)";
+}
+
+std::map<std::string, std::string> recomputeModes(const Artifact &artifact) {
+  std::map<std::string, std::string> modes;
+  std::string fallback = artifact.meta("recompute", "none");
+  if (fallback == "budget")
+    fallback = "none"; // the search names every layer it recomputes
+  for (auto &[layer, bytes] : artifact.memory.savedPerLayer)
+    modes[layer] = fallback;
+  std::istringstream list(artifact.meta("recompute.layers"));
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    size_t eq = item.find('=');
+    if (eq != std::string::npos)
+      modes[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return modes;
+}
+
+} // namespace llmc
