@@ -599,6 +599,10 @@ private:
   Transfer sendTo(int position, uint64_t tag, const void *data, size_t bytes) const;
   Transfer recvFrom(int position, uint64_t tag, void *data, size_t bytes) const;
   void checkReduction(const std::string &what, DType t, Reduction r) const;
+  /// Checks a reduction's arguments; a one-member group just copies `in`
+  /// to `out` and returns true.
+  bool reducesAlone(const std::string &what, const void *in, void *out, size_t n, DType t,
+                    Reduction r) const;
   std::vector<uint8_t> ringReduceScatter(const std::string &what, uint64_t tag, const void *in,
                                          DType t, Reduction r, const std::vector<size_t> &offset);
   void ringAllGather(const std::string &what, uint64_t tag, uint8_t *out,
@@ -1223,6 +1227,14 @@ void TcpGroup::checkReduction(const std::string &what, DType t, Reduction r) con
          " is not supported");
 }
 
+bool TcpGroup::reducesAlone(const std::string &what, const void *in, void *out, size_t n,
+                            DType t, Reduction r) const {
+  checkReduction(what, t, r);
+  if (size() != 1) return false;
+  if (in != out && n) std::memmove(out, in, n * dtypeSize(t));
+  return true;
+}
+
 /// Ring reduce-scatter over chunks [offset[c], offset[c+1]): at step s member
 /// i passes its partial sum of chunk i-s-1 to member i+1, which adds its own
 /// elements. Chunk c is summed in the fixed order c+1, c+2, ..., c and ends
@@ -1268,11 +1280,7 @@ void TcpGroup::ringAllGather(const std::string &what, uint64_t tag, uint8_t *out
 
 void TcpGroup::allReduce(const void *in, void *out, size_t n, DType t, Reduction r) {
   std::string what = "all_reduce over " + name_;
-  checkReduction(what, t, r);
-  if (size() == 1) {
-    if (in != out && n) std::memmove(out, in, n * dtypeSize(t));
-    return;
-  }
+  if (reducesAlone(what, in, out, n, t, r)) return;
   owner_.debugDelay();
   uint64_t tag = nextTag();
   std::vector<size_t> offset = partition(n, size());
@@ -1295,11 +1303,7 @@ void TcpGroup::allGatherAs(const std::string &what, const void *in, void *out, s
 
 void TcpGroup::reduceScatter(const void *in, void *out, size_t n, DType t, Reduction r) {
   std::string what = "reduce_scatter over " + name_;
-  checkReduction(what, t, r);
-  if (size() == 1) {
-    if (in != out && n) std::memmove(out, in, n * dtypeSize(t));
-    return;
-  }
+  if (reducesAlone(what, in, out, n, t, r)) return;
   owner_.debugDelay();
   std::vector<uint8_t> mine = ringReduceScatter(what, nextTag(), in, t, r, equalChunks(n, size()));
   finish(mine.data(), out, n, t, r, size());
@@ -1307,11 +1311,7 @@ void TcpGroup::reduceScatter(const void *in, void *out, size_t n, DType t, Reduc
 
 void TcpGroup::reduce(const void *in, void *out, size_t n, DType t, Reduction r, int root) {
   std::string what = "reduce over " + name_;
-  checkReduction(what, t, r);
-  if (size() == 1) {
-    if (in != out && n) std::memmove(out, in, n * dtypeSize(t));
-    return;
-  }
+  if (reducesAlone(what, in, out, n, t, r)) return;
   owner_.debugDelay();
   // Reduce-scatter, then the root gathers the chunks: the root's result is
   // bit-identical to an all-reduce of the same data.
