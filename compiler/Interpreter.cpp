@@ -3,6 +3,8 @@
 #include "compiler/Interpreter.h"
 
 #include "dialects/LLM/LLMDialect.h"
+#include "dialects/QAT/QATDialect.h"
+#include "passes/QATScheme.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -197,6 +199,22 @@ LogicalResult Interpreter::runOp(Operation *op) {
         outs(ref::adamw(in(0), in(1), in(2), in(3), in(4).data.at(0), in(5).data.at(0),
                         a.getGradNorm() ? &norm : nullptr, d(a.getBeta1()), d(a.getBeta2()),
                         d(a.getEpsilon()), d(a.getWeightDecay()), d(a.getMaxGradNorm())));
+        return success();
+      })
+      .Case([&](qat::ObserveOp o) {
+        out(0, ref::quantObserve(in(0), kernelScheme(o.getScheme())));
+        return success();
+      })
+      .Case([&](qat::FakeQuantOp o) {
+        out(0, ref::fakeQuant(in(0), in(1), kernelScheme(o.getScheme())));
+        return success();
+      })
+      .Case([&](qat::FakeQuantGradOp o) {
+        out(0, ref::fakeQuantGrad(in(0), in(1), in(2), kernelScheme(o.getScheme())));
+        return success();
+      })
+      .Case([&](qat::EmaOp o) {
+        out(0, ref::quantEma(in(0), in(1), d(o.getMomentum())));
         return success();
       })
       .Default([&](Operation *other) {

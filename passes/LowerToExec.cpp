@@ -18,6 +18,7 @@
 
 #include "passes/Layout.h"
 #include "passes/Passes.h"
+#include "passes/QATScheme.h"
 #include "passes/Utils.h"
 
 #include "mlir/IR/Builders.h"
@@ -521,14 +522,17 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
         return failure();
       return success();
     }
-    if (op.getDialect()->getNamespace() != "llm")
-      return op.emitOpError("cannot be lowered to exec (not an llm or dist op)");
+    StringRef dialect = op.getDialect()->getNamespace();
+    if (dialect != "llm" && dialect != "qat")
+      return op.emitOpError("cannot be lowered to exec (not an llm, qat or dist op)");
     SmallVector<Value> ins, outs;
     for (Value operand : op.getOperands())
       ins.push_back(bufferFor(operand));
     for (Value result : op.getResults())
       outs.push_back(bufferFor(result));
-    StringRef callee = op.getName().stripDialect();
+    // llm ops name their kernel; qat ops are "qat_<op>".
+    std::string callee = dialect == "qat" ? ("qat_" + op.getName().stripDialect()).str()
+                                          : op.getName().stripDialect().str();
     auto kernel = exec::KernelOp::create(pb, op.getLoc(), callee, ins, outs);
     // Rank-dependent terms travel with the kernel; their targets must be
     // explicit even where the op leaves them at the default (0).
@@ -551,7 +555,16 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
         value = pb.getI64IntegerAttr(i.getInt());
       else if (auto f = dyn_cast<FloatAttr>(value))
         value = pb.getF64FloatAttr(f.getValueAsDouble());
-      else if (!isa<DenseI64ArrayAttr>(value))
+      else if (auto scheme = dyn_cast<qat::SchemeAttr>(value)) {
+        // The kernels' integer encoding (kernels/QuantScheme.h).
+        quant::Scheme k = kernelScheme(scheme);
+        kernel->setAttr("format", pb.getI64IntegerAttr(static_cast<int64_t>(k.format)));
+        kernel->setAttr("granularity", pb.getI64IntegerAttr(static_cast<int64_t>(k.granularity)));
+        kernel->setAttr("axis", pb.getI64IntegerAttr(k.axis));
+        kernel->setAttr("block", pb.getI64IntegerAttr(k.block));
+        kernel->setAttr("symmetric", pb.getI64IntegerAttr(k.symmetric));
+        continue;
+      } else if (!isa<DenseI64ArrayAttr>(value))
         return op.emitOpError("attribute '") << name << "' has no kernel encoding";
       kernel->setAttr(name, value);
     }

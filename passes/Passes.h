@@ -5,6 +5,7 @@
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
+#include "dialects/QAT/QATDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -33,6 +34,7 @@ struct TrainingPipelineOptions {
   int64_t gradBucketBytes = 25 << 20; ///< gradient all-reduce buckets; 0: none
   std::string recompute = "none"; ///< none | full | selective
   std::string recomputeLayers;    ///< per layer: h.0=full,h.1=selective
+  std::string qat;               ///< --qat spec; empty: no fake quantization
   std::string pipelineSchedule = "1f1b"; ///< with a pp axis
   int64_t virtualStages = 1;
   std::string stageLayout;       ///< layers per model chunk; empty: balanced

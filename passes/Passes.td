@@ -122,6 +122,43 @@ def Shard : Pass<"llmc-shard", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
 }
 
+def QAT : Pass<"llmc-qat", "mlir::ModuleOp"> {
+  let summary = "Quantization-aware training: fake-quantize the chosen weights and activations";
+  let description = [{
+    Runs on @forward after llmc-shard (so it sees each rank's pieces) and
+    before autodiff. `spec` (the `--qat` flag) names the schemes and sites:
+
+    ```
+    weights=int4:block64:sym, activations=int8:tensor:asym:ema, ops=matmul, skip=embedding,head
+    ```
+
+    - `weights=` / `activations=`: format (int8, int4, fp8_e4m3, fp8_e5m2,
+      nf4), granularity (tensor; channel[<axis>], default a weight's output
+      channel and an activation's last dimension; block<size> along the last
+      dimension), sym | asym, observer minmax | ema[<momentum>].
+    - `ops=`: which ops' operands are quantized: matmul (its weight and its
+      activation input), embedding (its table as a weight).
+    - `skip=`: `head` (the matmul whose result reaches the loss),
+      `embedding`, a layer (`h.3`) or a parameter (`h.0.attn.c_attn.weight`,
+      or any dotted prefix such as `h.0.mlp`). An entry that matches nothing
+      is an error.
+
+    Each site becomes `qat.observe` (the ranges of the current tensor) →
+    [`dist.all_reduce max` over the mesh axes that split a quantization
+    group: the batch axes for an activation, tensor parallelism where it
+    splits a group's elements] → `qat.fake_quant`, so every layout
+    quantizes with the ranges one rank would see. With an `ema` observer
+    the range comes from `qat.ema` over a persistent state argument
+    (`llmc.role = "qat_state"`, named `qat/<site>`), which @forward returns
+    updated (`llmc.tied_to`).
+  }];
+  let options = [
+    Option<"spec", "spec", "std::string", "\"\"",
+           "weights=<scheme>, activations=<scheme>, ops=..., skip=...">,
+  ];
+  let dependentDialects = ["::llmc::qat::QATDialect", "::llmc::dist::DistDialect"];
+}
+
 def FSDP : Pass<"llmc-fsdp", "mlir::ModuleOp"> {
   let summary = "ZeRO-3: keep only parameter shards; gather per block before use";
   let description = [{

@@ -29,6 +29,11 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
     shard.sequenceParallel = options.sequenceParallel;
     pm.addPass(createShard(shard));
   }
+  if (!options.qat.empty()) {
+    QATOptions qat;
+    qat.spec = options.qat;
+    pm.addPass(createQAT(qat));
+  }
   if (options.emit == "graph")
     return;
   pm.addPass(createAutodiff());
@@ -126,6 +131,8 @@ struct TrainingPipelineCLOptions
   Option<int64_t> fsdpPrefetch{*this, "fsdp-prefetch",
                                llvm::cl::desc("ZeRO-3: blocks to gather ahead"),
                                llvm::cl::init(1)};
+  Option<std::string> qat{*this, "qat", llvm::cl::desc("Fake quantization spec (see llmc-qat)"),
+                          llvm::cl::init("")};
 };
 } // namespace
 
@@ -154,6 +161,7 @@ void llmc::registerPasses() {
         options.memoryBudget = cl.memoryBudget;
         options.fsdpReshardAfterForward = cl.fsdpReshardAfterForward;
         options.fsdpPrefetch = cl.fsdpPrefetch;
+        options.qat = cl.qat;
         llmc::buildTrainingPipeline(pm, options);
       });
 }

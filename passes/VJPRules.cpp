@@ -13,6 +13,7 @@
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
+#include "dialects/QAT/QATDialect.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -236,6 +237,15 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
         return Grads{AddOp::create(b, loc, zeros, dy)};
       })
       .Case([&](FillOp) -> FailureOr<Grads> { return Grads{}; })
+      // Fake quantization: the straight-through estimator, zero where x was
+      // clipped; ranges are statistics and get no gradient.
+      .Case([&](qat::FakeQuantOp q) -> FailureOr<Grads> {
+        return Grads{qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy,
+                                                  q.getScheme()),
+                     Value()};
+      })
+      .Case([&](qat::ObserveOp) -> FailureOr<Grads> { return Grads{Value()}; })
+      .Case([&](qat::EmaOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
       // Collectives, in the SPMD convention that a replicated value's
       // gradient is replicated and a sharded computation's contribution to
       // a replicated input is partial (Megatron's f and g).

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -61,30 +62,86 @@ int64_t SchemeAttr::groupCount(ArrayRef<int64_t> shape) const {
   return 1;
 }
 
+namespace {
+
+/// The scheme's group count for a tensor of `type`, or failure (reported
+/// through `emitError`) when the scheme does not fit its shape.
+FailureOr<int64_t> groupsFor(SchemeAttr scheme, RankedTensorType type,
+                             function_ref<InFlightDiagnostic()> emitError) {
+  if (scheme.getGranularity() == "channel" && scheme.getAxis() >= type.getRank()) {
+    emitError() << "channel axis " << scheme.getAxis() << " is out of range for rank "
+                << type.getRank();
+    return failure();
+  }
+  if (scheme.getGranularity() == "block" &&
+      (type.getRank() < 1 || type.getShape().back() % scheme.getBlock() != 0)) {
+    emitError() << "block size " << scheme.getBlock() << " does not divide the last dimension ("
+                << (type.getRank() ? type.getShape().back() : 0) << ")";
+    return failure();
+  }
+  return scheme.groupCount(type.getShape());
+}
+
+RankedTensorType rangeType(MLIRContext *context, int64_t groups) {
+  return RankedTensorType::get({groups, 2}, Float32Type::get(context));
+}
+
+/// x, range and scheme of a fake_quant or its gradient agree.
+LogicalResult verifyRange(Operation *op, Value x, Value range, SchemeAttr scheme) {
+  auto emit = [&]() { return op->emitOpError(); };
+  FailureOr<int64_t> groups = groupsFor(scheme, cast<RankedTensorType>(x.getType()), emit);
+  if (failed(groups))
+    return failure();
+  auto expected = rangeType(op->getContext(), *groups);
+  if (range.getType() != expected)
+    return op->emitOpError("range must be ") << expected << " ([groups, −min/max]), got "
+                                             << range.getType();
+  return success();
+}
+
+} // namespace
+
+LogicalResult ObserveOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                          ObserveOp::Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  auto emit = [&]() { return mlir::emitError(loc ? *loc : UnknownLoc::get(context)); };
+  FailureOr<int64_t> groups =
+      groupsFor(adaptor.getScheme(), cast<RankedTensorType>(adaptor.getX().getType()), emit);
+  if (failed(groups))
+    return failure();
+  types.push_back(rangeType(context, *groups));
+  return success();
+}
+
+LogicalResult FakeQuantOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                            FakeQuantOp::Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getX().getType());
+  return success();
+}
+
 LogicalResult FakeQuantOp::verify() {
-  SchemeAttr scheme = getScheme();
-  auto x = cast<RankedTensorType>(getX().getType());
-  if (getResult().getType() != x)
-    return emitOpError("result type must equal the input type ") << x;
-  if (scheme.getGranularity() == "channel" && scheme.getAxis() >= x.getRank())
-    return emitOpError("channel axis ") << scheme.getAxis() << " is out of range for rank "
-                                        << x.getRank();
-  if (scheme.getGranularity() == "block") {
-    if (x.getRank() < 1 || x.getShape().back() % scheme.getBlock() != 0)
-      return emitOpError("block size ") << scheme.getBlock()
-                                        << " does not divide the last dimension ("
-                                        << (x.getRank() ? x.getShape().back() : 0) << ")";
-  }
-  bool ema = scheme.getObserver() == "ema";
-  if (ema != static_cast<bool>(getState()) || ema != static_cast<bool>(getNewState()))
-    return emitOpError(ema ? "an ema observer needs a state operand and a new_state result"
-                           : "only an ema observer carries state");
-  if (ema) {
-    auto expected = RankedTensorType::get({scheme.groupCount(x.getShape()), 2},
-                                          Float32Type::get(getContext()));
-    if (getState().getType() != expected || getNewState().getType() != expected)
-      return emitOpError("observer state must be ") << expected << " ([groups, min/max])";
-  }
+  return verifyRange(*this, getX(), getRange(), getScheme());
+}
+
+LogicalResult FakeQuantGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                                FakeQuantGradOp::Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getX().getType());
+  return success();
+}
+
+LogicalResult FakeQuantGradOp::verify() {
+  return verifyRange(*this, getX(), getRange(), getScheme());
+}
+
+LogicalResult EmaOp::verify() {
+  auto type = cast<RankedTensorType>(getState().getType());
+  if (type.getRank() != 2 || type.getDimSize(1) != 2)
+    return emitOpError("state must be [groups, 2] (−min, max), got ") << type;
+  double m = getMomentum().convertToDouble();
+  if (!(m >= 0 && m <= 1))
+    return emitOpError("momentum must be in [0, 1], got ") << m;
   return success();
 }
 

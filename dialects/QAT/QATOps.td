@@ -7,6 +7,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "dialects/Common.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 
 def QAT_Dialect : Dialect {
   let name = "qat";
@@ -35,8 +36,9 @@ def QAT_SchemeAttr : AttrDef<QAT_Dialect, "Scheme"> {
     - `symmetric`: absmax scaling around zero, or scale + zero point from
       the min and max (integer formats only).
     - `observer`: `minmax` (ranges from the current tensor) or `ema`
-      (exponential moving average of the ranges with `momentum`; the op then
-      carries the observer state, see qat.fake_quant).
+      (exponential moving average of the ranges with `momentum`, see
+      qat.ema). The llmc-qat pass reads it to build the range; qat.observe
+      and qat.fake_quant ignore it.
 
     ```mlir
     #qat.scheme<format = "int4", granularity = "block", block = 64>
@@ -61,34 +63,86 @@ def QAT_SchemeAttr : AttrDef<QAT_Dialect, "Scheme"> {
   }];
 }
 
-def QAT_FakeQuantOp : Op<QAT_Dialect, "fake_quant", [Pure]> {
-  let summary = "Quantize then dequantize (straight-through backward)";
+def QAT_ObserveOp : Op<QAT_Dialect, "observe",
+                        [Pure, InferTypeOpAdaptor]> {
+  let summary = "The range of each quantization group of a tensor";
   let description = [{
-    Forward: x ↦ dequant(quant(x)) under `scheme`. Backward: the upstream
-    gradient passes where x lies inside the representable range and is zero
-    where x was clipped.
-
-    With an `ema` observer the op takes the observer state — the running
-    [min, max] of each quantization group, `tensor<Gx2xf32>` with G the
-    group count (1 per tensor, the axis size per channel, numel/block per
-    block) — and returns the updated state as a second result, so the state
-    is an ordinary value the optimizer-state machinery checkpoints.
+    Per group of `scheme` (1 per tensor, the axis size per channel,
+    numel/block per block), the pair [−min, max] of x's values in the group:
+    `tensor<Gx2xf32>`. Stored negated-min first so that ranges of pieces of
+    one tensor held by several ranks combine with one elementwise-max
+    all-reduce. Not differentiable: the range is a statistic, and the
+    straight-through estimator passes no gradient to it.
 
     ```mlir
-    %q = qat.fake_quant %w {scheme = #qat.scheme<format = "int4", granularity = "block", block = 32>}
-        : (tensor<64x128xf32>) -> tensor<64x128xf32>
-    %a, %s1 = qat.fake_quant %x state %s {scheme = #qat.scheme<format = "int8", observer = "ema">}
-        : (tensor<4x64x128xf32>, tensor<1x2xf32>) -> (tensor<4x64x128xf32>, tensor<1x2xf32>)
+    %r = qat.observe %w {scheme = #qat.scheme<format = "int4", granularity = "block", block = 32>}
+        : tensor<64x128xf32> -> tensor<256x2xf32>
     ```
   }];
-  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x,
-                       Optional<RankedTensorOf<[F32]>>:$state,
-                       QAT_SchemeAttr:$scheme);
-  let results = (outs RankedTensorOf<[AnyFloat]>:$result,
-                      Optional<RankedTensorOf<[F32]>>:$new_state);
-  let assemblyFormat = [{
-    $x (`state` $state^)? attr-dict `:` functional-type(operands, results)
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, QAT_SchemeAttr:$scheme);
+  let results = (outs RankedTensorOf<[F32]>:$range);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($range)";
+}
+
+def QAT_FakeQuantOp : Op<QAT_Dialect, "fake_quant",
+                         [Pure, InferTypeOpAdaptor]> {
+  let summary = "Quantize then dequantize with given ranges (straight-through backward)";
+  let description = [{
+    Forward: x ↦ dequant(quant(x)) under `scheme`, each group with its range
+    from `range` (`tensor<Gx2xf32>` of [−min, max], from qat.observe of the
+    current tensor or a qat.ema observer). Backward (qat.fake_quant_grad):
+    the upstream gradient passes where x lies inside the representable range
+    and is zero where x was clipped. The arithmetic is specified in
+    kernels/QuantScheme.h.
+
+    ```mlir
+    %q = qat.fake_quant %w range %r {scheme = #qat.scheme<format = "int4", granularity = "block", block = 32>}
+        : tensor<64x128xf32>, tensor<256x2xf32>
+    ```
   }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, RankedTensorOf<[F32]>:$range,
+                       QAT_SchemeAttr:$scheme);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "$x `range` $range attr-dict `:` type($x) `,` type($range)";
+  let hasVerifier = 1;
+}
+
+def QAT_FakeQuantGradOp : Op<QAT_Dialect, "fake_quant_grad",
+                             [Pure, AllTypesMatch<["x", "dy"]>,
+                              InferTypeOpAdaptor]> {
+  let summary = "The straight-through gradient of qat.fake_quant";
+  let description = [{
+    dx = dy where qat.fake_quant with the same x, range and scheme did not
+    clip x, 0 where it did.
+
+    ```mlir
+    %dx = qat.fake_quant_grad %x range %r grad %dy {scheme = #qat.scheme<format = "int8">}
+        : tensor<4x128xf32>, tensor<1x2xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, RankedTensorOf<[F32]>:$range,
+                       RankedTensorOf<[AnyFloat]>:$dy, QAT_SchemeAttr:$scheme);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$dx);
+  let assemblyFormat = "$x `range` $range `grad` $dy attr-dict `:` type($x) `,` type($range)";
+  let hasVerifier = 1;
+}
+
+def QAT_EmaOp : Op<QAT_Dialect, "ema", [Pure, AllTypesMatch<["state", "observed", "result"]>]> {
+  let summary = "An exponential-moving-average range observer";
+  let description = [{
+    Per group: the observed range where the state is (0, 0) (never
+    observed), else momentum · state + (1 − momentum) · observed. The state
+    is persistent (`llmc.role = "qat_state"`): the training step returns the
+    updated one in its place, and checkpoints keep it.
+
+    ```mlir
+    %s1 = qat.ema %s, %r {momentum = 0.99 : f64} : tensor<1x2xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$state, RankedTensorOf<[F32]>:$observed,
+                       F64Attr:$momentum);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = "$state `,` $observed attr-dict `:` type($state)";
   let hasVerifier = 1;
 }
 

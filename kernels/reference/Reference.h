@@ -17,6 +17,8 @@
 #ifndef LLMC_KERNELS_REFERENCE_REFERENCE_H
 #define LLMC_KERNELS_REFERENCE_REFERENCE_H
 
+#include "kernels/QuantScheme.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -141,6 +143,25 @@ std::vector<RefTensor> adamw(const RefTensor &p, const RefTensor &g, const RefTe
                              const RefTensor &v, double lr, double step, const double *gradNorm,
                              double beta1, double beta2, double eps, double weightDecay,
                              double maxGradNorm);
+
+//===----------------------------------------------------------------------===//
+// Quantization-aware training (the contract is kernels/QuantScheme.h)
+//===----------------------------------------------------------------------===//
+
+/// Per group of `s`, [−min, max] over its elements: shape [G, 2]. A group
+/// without elements observes [−inf, −inf] (the identity of the max that
+/// combines ranges).
+RefTensor quantObserve(const RefTensor &x, const quant::Scheme &s);
+/// Quantize-dequantize of x with the per-group ranges `range` [G, 2]; the
+/// grid (scale, zero point, x / scale) is decided in fp32 as the contract
+/// says, so the result is the fp32 value, held in a double.
+RefTensor fakeQuant(const RefTensor &x, const RefTensor &range, const quant::Scheme &s);
+/// dy where x is not clipped, 0 where it is (straight-through estimator).
+RefTensor fakeQuantGrad(const RefTensor &x, const RefTensor &range, const RefTensor &dy,
+                        const quant::Scheme &s);
+/// Per group: observed where state is (0, 0), else
+/// momentum·state + (1 − momentum)·observed. All [G, 2].
+RefTensor quantEma(const RefTensor &state, const RefTensor &observed, double momentum);
 
 } // namespace llmc::ref
 

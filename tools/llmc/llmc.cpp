@@ -115,6 +115,10 @@ cl::opt<std::string> recompute("recompute", cl::init("none"),
                                         "selective | budget[=<bytes>] (the least that fits "
                                         "--memory-budget)"),
                                cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<std::string> qat("qat",
+                         cl::desc("Quantization-aware training, e.g. \"weights=int4:block64, "
+                                  "activations=int8:tensor:asym, skip=head\" (docs/quantization.md)"),
+                         cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> pipelineSchedule("pipeline-schedule", cl::init("1f1b"),
                                       cl::desc("With a pp mesh axis: naive | gpipe | 1f1b | "
                                                "interleaved | zero-bubble"),
@@ -234,6 +238,7 @@ int runCompile() {
   options.pipeline.rankOrder = rankOrder;
   options.pipeline.sequenceParallel = sequenceParallel;
   options.pipeline.recompute = recompute;
+  options.pipeline.qat = qat;
   if (!memoryBudget.empty()) {
     options.pipeline.memoryBudget = parseBytes(memoryBudget);
     if (options.pipeline.memoryBudget <= 0)

@@ -3,7 +3,7 @@
 
 func.func @f(%w: tensor<8x8xf32>) {
   // expected-error @+1 {{unknown format 'int3' (expected int8, int4, fp8_e4m3, fp8_e5m2 or nf4)}}
-  %a = qat.fake_quant %w {scheme = #qat.scheme<format = "int3">} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int3">} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
 
@@ -11,7 +11,7 @@ func.func @f(%w: tensor<8x8xf32>) {
 
 func.func @f(%w: tensor<8x8xf32>) {
   // expected-error @+1 {{unknown granularity 'row' (expected tensor, channel or block)}}
-  %a = qat.fake_quant %w {scheme = #qat.scheme<format = "int8", granularity = "row">} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int8", granularity = "row">} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
 
@@ -19,7 +19,7 @@ func.func @f(%w: tensor<8x8xf32>) {
 
 func.func @f(%w: tensor<8x8xf32>) {
   // expected-error @+1 {{block size 0 is only valid (and then required, >= 1) with block granularity}}
-  %a = qat.fake_quant %w {scheme = #qat.scheme<format = "int4", granularity = "block">} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int4", granularity = "block">} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
 
@@ -27,7 +27,7 @@ func.func @f(%w: tensor<8x8xf32>) {
 
 func.func @f(%w: tensor<8x8xf32>) {
   // expected-error @+1 {{block size 4 is only valid (and then required, >= 1) with block granularity}}
-  %a = qat.fake_quant %w {scheme = #qat.scheme<format = "int4", block = 4>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int4", block = 4>} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
 
@@ -35,7 +35,7 @@ func.func @f(%w: tensor<8x8xf32>) {
 
 func.func @f(%w: tensor<8x8xf32>) {
   // expected-error @+1 {{channel axis must be >= 0, got -1}}
-  %a = qat.fake_quant %w {scheme = #qat.scheme<format = "int8", granularity = "channel", axis = -1>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int8", granularity = "channel", axis = -1>} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
 
@@ -43,7 +43,7 @@ func.func @f(%w: tensor<8x8xf32>) {
 
 func.func @f(%w: tensor<8x8xf32>) {
   // expected-error @+1 {{format 'nf4' is symmetric only}}
-  %a = qat.fake_quant %w {scheme = #qat.scheme<format = "nf4", granularity = "block", block = 8, symmetric = false>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %a = qat.observe %w {scheme = #qat.scheme<format = "nf4", granularity = "block", block = 8, symmetric = false>} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
 
@@ -51,62 +51,80 @@ func.func @f(%w: tensor<8x8xf32>) {
 
 func.func @f(%w: tensor<8x8xf32>) {
   // expected-error @+1 {{unknown observer 'percentile' (expected minmax or ema)}}
-  %a = qat.fake_quant %w {scheme = #qat.scheme<format = "int8", observer = "percentile">} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int8", observer = "percentile">} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
 
 // -----
 
-func.func @f(%w: tensor<8x8xf32>, %s: tensor<1x2xf32>) {
+func.func @f(%w: tensor<8x8xf32>) {
   // expected-error @+1 {{ema momentum must be in (0, 1), got 1.000000e+00}}
-  %a, %b = qat.fake_quant %w state %s {scheme = #qat.scheme<format = "int8", observer = "ema", momentum = 1.0>} : (tensor<8x8xf32>, tensor<1x2xf32>) -> (tensor<8x8xf32>, tensor<1x2xf32>)
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int8", observer = "ema", momentum = 1.0>} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
 
 // -----
 
 func.func @f(%w: tensor<8x8xf32>) {
-  // expected-error @+1 {{result type must equal the input type 'tensor<8x8xf32>'}}
-  %a = qat.fake_quant %w {scheme = #qat.scheme<format = "int8">} : (tensor<8x8xf32>) -> tensor<8x8xbf16>
+  // expected-error @+2 {{channel axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{'qat.observe' op failed to infer returned types}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int8", granularity = "channel", axis = 2>} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
 
 // -----
 
-func.func @f(%w: tensor<8x8xf32>) {
-  // expected-error @+1 {{channel axis 2 is out of range for rank 2}}
-  %a = qat.fake_quant %w {scheme = #qat.scheme<format = "int8", granularity = "channel", axis = 2>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
-  return
-}
-
-// -----
-
-func.func @f(%w: tensor<8x12xf32>) {
+func.func @f(%w: tensor<8x12xf32>, %r: tensor<12x2xf32>) {
   // expected-error @+1 {{block size 8 does not divide the last dimension (12)}}
-  %a = qat.fake_quant %w {scheme = #qat.scheme<format = "int4", granularity = "block", block = 8>} : (tensor<8x12xf32>) -> tensor<8x12xf32>
+  %a = qat.fake_quant %w range %r {scheme = #qat.scheme<format = "int4", granularity = "block", block = 8>} : tensor<8x12xf32>, tensor<12x2xf32>
   return
 }
 
 // -----
 
 func.func @f(%w: tensor<8x8xf32>) {
-  // expected-error @+1 {{an ema observer needs a state operand and a new_state result}}
-  %a = qat.fake_quant %w {scheme = #qat.scheme<format = "int8", observer = "ema">} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  // expected-error @+2 {{'qat.observe' op inferred type(s) 'tensor<8x2xf32>' are incompatible with return type(s) of operation 'tensor<1x2xf32>'}}
+  // expected-error @+1 {{'qat.observe' op failed to infer returned types}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int8", granularity = "channel">} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
 
 // -----
 
-func.func @f(%w: tensor<8x8xf32>, %s: tensor<1x2xf32>) {
-  // expected-error @+1 {{only an ema observer carries state}}
-  %a, %b = qat.fake_quant %w state %s {scheme = #qat.scheme<format = "int8">} : (tensor<8x8xf32>, tensor<1x2xf32>) -> (tensor<8x8xf32>, tensor<1x2xf32>)
+func.func @f(%w: tensor<8x8xf32>, %r: tensor<1x2xf32>) {
+  // expected-error @+1 {{range must be 'tensor<8x2xf32>' ([groups, −min/max]), got 'tensor<1x2xf32>'}}
+  %a = qat.fake_quant %w range %r {scheme = #qat.scheme<format = "int8", granularity = "channel", axis = 1>} : tensor<8x8xf32>, tensor<1x2xf32>
   return
 }
 
 // -----
 
-func.func @f(%w: tensor<8x8xf32>, %s: tensor<1x2xf32>) {
-  // expected-error @+1 {{observer state must be 'tensor<8x2xf32>' ([groups, min/max])}}
-  %a, %b = qat.fake_quant %w state %s {scheme = #qat.scheme<format = "int8", granularity = "channel", observer = "ema">} : (tensor<8x8xf32>, tensor<1x2xf32>) -> (tensor<8x8xf32>, tensor<1x2xf32>)
+func.func @f(%x: tensor<8x8xf32>, %r: tensor<1x2xf32>, %dy: tensor<8x8xbf16>) {
+  // expected-error @+1 {{all of {x, dy} have same type}}
+  %a = "qat.fake_quant_grad"(%x, %r, %dy) {scheme = #qat.scheme<format = "int8">} : (tensor<8x8xf32>, tensor<1x2xf32>, tensor<8x8xbf16>) -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x8xf32>, %r: tensor<2x2xf32>, %dy: tensor<8x8xf32>) {
+  // expected-error @+1 {{range must be 'tensor<1x2xf32>' ([groups, −min/max]), got 'tensor<2x2xf32>'}}
+  %a = qat.fake_quant_grad %x range %r grad %dy {scheme = #qat.scheme<format = "int8">} : tensor<8x8xf32>, tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<4xf32>) {
+  // expected-error @+1 {{state must be [groups, 2] (−min, max), got 'tensor<4xf32>'}}
+  %a = qat.ema %s, %s {momentum = 0.9 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x2xf32>) {
+  // expected-error @+1 {{momentum must be in [0, 1], got 1.500000e+00}}
+  %a = qat.ema %s, %s {momentum = 1.5 : f64} : tensor<1x2xf32>
   return
 }

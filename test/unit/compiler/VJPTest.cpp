@@ -329,6 +329,95 @@ TEST(VJP, BlockWithResidualAndReuse) {
                            "tensor<2x3x4xf32>"));
 }
 
+/// Fake quantization of a parameter x with fixed ranges: the gradient of
+/// loss = Σ fake_quant(x)·r through autodiff and the interpreter.
+struct FakeQuantCase {
+  std::vector<double> grad;    ///< from @grad
+  std::vector<double> numeric; ///< central differences of @forward
+};
+
+FakeQuantCase fakeQuantGradient(const std::string &scheme, std::vector<double> x,
+                                std::vector<double> range, std::vector<double> r) {
+  MLIRContext context;
+  llmc::prepareContext(context);
+  int64_t n = static_cast<int64_t>(x.size()), g = static_cast<int64_t>(range.size()) / 2;
+  std::string xt = "tensor<" + std::to_string(n) + "xf32>";
+  std::string rt = "tensor<" + std::to_string(g) + "x2xf32>";
+  std::string text = "func.func @forward(" + param("x", xt) + ", %range: " + rt + ", %r: " + xt +
+                     ") -> tensor<f32> {\n  %y = qat.fake_quant %x range %range {scheme = " +
+                     scheme + "} : " + xt + ", " + rt + "\n  %p = llm.mul %y, %r : " + xt + ", " +
+                     xt + "\n  %l = llm.reduce_sum %p : " + xt +
+                     " to tensor<f32>\n  return %l : tensor<f32>\n}";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  EXPECT_TRUE(module) << text;
+  PassManager pm(&context);
+  pm.addPass(llmc::createAutodiff());
+  EXPECT_TRUE(succeeded(pm.run(*module)));
+  auto forward = module->lookupSymbol<func::FuncOp>("forward");
+  auto grad = module->lookupSymbol<func::FuncOp>("grad");
+  auto tensor = [](std::vector<int64_t> shape, std::vector<double> data) {
+    RefTensor t = RefTensor::zeros(std::move(shape));
+    t.data = std::move(data);
+    return t;
+  };
+  std::vector<RefTensor> args = {tensor({n}, x), tensor({g, 2}, range), tensor({n}, r)};
+  FakeQuantCase result;
+  result.numeric.resize(x.size());
+  FailureOr<std::vector<RefTensor>> grads = llmc::interpret(grad, args);
+  EXPECT_TRUE(succeeded(grads));
+  if (succeeded(grads))
+    result.grad = (*grads)[1].data;
+  // Central differences of the forward loss itself.
+  const double h = 1e-4;
+  for (int64_t i = 0; i < n; ++i) {
+    auto loss = [&](double xi) {
+      std::vector<RefTensor> a = args;
+      a[0].data[i] = xi;
+      return (*llmc::interpret(forward, a))[0].data.at(0);
+    };
+    result.numeric[i] = (loss(x[i] + h) - loss(x[i] - h)) / (2 * h);
+  }
+  return result;
+}
+
+// The straight-through estimator: the gradient passes unchanged where x is
+// representable and is zero where it was clipped. Where fake_quant is
+// differentiable — outside the clipping range, where it is constant, and
+// away from rounding steps — finite differences agree with it exactly.
+TEST(VJP, FakeQuantIsStraightThroughAndZeroWhereClipped) {
+  // int8 symmetric, range [-1, 1] (scale 1/127): 1.5 and -2 clip.
+  std::vector<double> x = {0.31, -0.52, 1.5, -2.0, 0.004, 0.9};
+  std::vector<double> r = {0.7, -1.3, 2.1, 0.4, -0.9, 1.1};
+  FakeQuantCase c = fakeQuantGradient("#qat.scheme<format = \"int8\">", x, {1.0, 1.0}, r);
+  ASSERT_EQ(c.grad.size(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    bool clipped = std::fabs(x[i]) > 1.0;
+    EXPECT_EQ(c.grad[i], clipped ? 0.0 : r[i]) << "element " << i;
+    if (clipped)
+      EXPECT_NEAR(c.numeric[i], 0.0, 1e-9) << "finite difference of a clipped element " << i;
+  }
+}
+
+// At the boundaries: the range's ends are representable (gradient passes),
+// the next representable steps beyond are clipped. Asymmetric int4 with
+// range [-0.5, 1.0]: scale 1.5/15 = 0.1, zero point −3 → levels −0.5 ... 1.0.
+TEST(VJP, FakeQuantBoundaries) {
+  std::vector<double> x = {-0.5, 1.0, -0.56, 1.06, -0.54, 1.04};
+  std::vector<double> r(x.size(), 1.0);
+  FakeQuantCase c =
+      fakeQuantGradient("#qat.scheme<format = \"int4\", symmetric = false>", x, {0.5, 1.0}, r);
+  // −0.54 and 1.04 round back onto the grid's ends (q within [qmin, qmax]);
+  // −0.56 and 1.06 round one step beyond: clipped.
+  std::vector<double> expected = {1, 1, 0, 0, 1, 1};
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(c.grad[i], expected[i]) << "x = " << x[i];
+  // Per-channel fp8: each group its own range; nf4 clips beyond ±absmax.
+  FakeQuantCase f = fakeQuantGradient(
+      "#qat.scheme<format = \"nf4\", granularity = \"block\", block = 2>", {0.9, -1.2, 3.0, 2.9},
+      {1.0, 1.0, 0.0, 3.0}, {1, 1, 1, 1});
+  EXPECT_EQ(f.grad, (std::vector<double>{1, 0, 1, 1}));
+}
+
 TEST(VJP, UnknownOpIsAnError) {
   MLIRContext context;
   llmc::prepareContext(context);

@@ -1,0 +1,122 @@
+//===- QuantScheme.h - the fake-quantization contract ----------*- C++ -*-===//
+//
+// What `qat.observe`, `qat.fake_quant`, `qat.fake_quant_grad` and `qat.ema`
+// compute, shared by the CPU kernels, the CUDA kernels and the double
+// reference (which decide the grid in fp32 exactly as the kernels do, so a
+// rounding tie is broken the same way everywhere). Standard library only.
+//
+// A scheme quantizes each *group* of a tensor with its own range. Groups:
+//  - tensor:  one group;
+//  - channel: one per index of dimension `axis` (element i of a row-major
+//             tensor is in group (i / inner) % shape[axis], inner = the
+//             product of the dims after `axis`);
+//  - block:   `block` consecutive elements of the last dimension (which
+//             `block` divides): element i is in group i / block.
+//
+// A range is stored per group as the pair [−min, max] (tensor<G×2×f32>),
+// so ranges of pieces of one tensor on several ranks combine by an
+// elementwise max (one all-reduce).
+//
+// Quantize-dequantize of x with range [n, m] (min = −n, max = m), in fp32:
+//  - symmetric: amax = max(n, m); if amax is not > 0, y = 0 and every
+//    nonzero x counts as clipped. Otherwise:
+//      int8 / int4: scale = amax / qmax (127 / 7); q = round(x / scale)
+//                   (ties to even); clipped = |q| > qmax; y = clamp(q) · scale.
+//      fp8_e4m3 / fp8_e5m2: scale = amax / fmax (448 / 57344);
+//                   v = x / scale; clipped = |v| > fmax; y = fp8(clamp(v)) ·
+//                   scale, fp8() rounding to the nearest value of the format
+//                   (subnormals included; ties to the even mantissa).
+//      nf4:         v = x / amax; clipped = |v| > 1; y = the NF4 level
+//                   nearest clamp(v) (ties to the lower level) · amax.
+//  - asymmetric (integer formats only): lo = min(min, 0), hi = max(max, 0);
+//    qmin = −(qmax + 1); if hi − lo is not > 0, as amax = 0 above. Otherwise
+//    scale = (hi − lo) / (qmax − qmin); zp = clamp(round(qmin − lo / scale),
+//    qmin, qmax); q = round(x / scale) + zp; clipped = q ∉ [qmin, qmax];
+//    y = (clamp(q) − zp) · scale.
+// fake_quant_grad: dx = clipped ? 0 : dy (the straight-through estimator,
+// zero where x was clipped).
+// observe: per group [−min(x), max(x)].
+// ema: per group, new = observed if state is (0, 0) (never observed), else
+// momentum · state + (1 − momentum) · observed.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_QUANTSCHEME_H
+#define LLMC_KERNELS_QUANTSCHEME_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llmc::quant {
+
+/// Kernel attribute `format`.
+enum class Format : int64_t { Int8 = 0, Int4 = 1, Fp8E4M3 = 2, Fp8E5M2 = 3, Nf4 = 4 };
+/// Kernel attribute `granularity`.
+enum class Granularity : int64_t { Tensor = 0, Channel = 1, Block = 2 };
+
+struct Scheme {
+  Format format = Format::Int8;
+  Granularity granularity = Granularity::Tensor;
+  int64_t axis = 0;     ///< channel
+  int64_t block = 0;    ///< block
+  bool symmetric = true;
+};
+
+/// The 16 NormalFloat levels of QLoRA (Dettmers et al., 2023), ascending.
+inline constexpr float kNf4Levels[16] = {
+    -1.0f,        -0.6961928f, -0.52507305f, -0.3949175f, -0.28444138f, -0.18477343f,
+    -0.09105004f, 0.0f,        0.0795803f,   0.1609302f,  0.2461123f,   0.33791524f,
+    0.44070983f,  0.562617f,   0.72295684f,  1.0f};
+
+/// Largest integer level of a symmetric integer format (127 / 7).
+inline int64_t integerMax(Format f) { return f == Format::Int8 ? 127 : 7; }
+inline bool isInteger(Format f) { return f == Format::Int8 || f == Format::Int4; }
+/// Largest finite value of an fp8 format.
+inline double fp8Max(Format f) { return f == Format::Fp8E4M3 ? 448.0 : 57344.0; }
+
+inline const char *formatName(Format f) {
+  switch (f) {
+  case Format::Int8: return "int8";
+  case Format::Int4: return "int4";
+  case Format::Fp8E4M3: return "fp8_e4m3";
+  case Format::Fp8E5M2: return "fp8_e5m2";
+  case Format::Nf4: return "nf4";
+  }
+  return "?";
+}
+
+/// Number of groups of a tensor of `shape` (0 when the scheme does not fit
+/// the shape: axis out of range, block not dividing the last dimension).
+inline int64_t groupCount(const Scheme &s, const std::vector<int64_t> &shape) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  switch (s.granularity) {
+  case Granularity::Tensor: return 1;
+  case Granularity::Channel:
+    return s.axis >= 0 && s.axis < static_cast<int64_t>(shape.size()) ? shape[s.axis] : 0;
+  case Granularity::Block:
+    return !shape.empty() && s.block > 0 && shape.back() % s.block == 0 ? numel / s.block : 0;
+  }
+  return 0;
+}
+
+/// Elements after `axis` (the stride of a channel index).
+inline int64_t innerSize(const std::vector<int64_t> &shape, int64_t axis) {
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  return inner;
+}
+
+/// The group of flat element `i`.
+inline int64_t groupOf(const Scheme &s, const std::vector<int64_t> &shape, int64_t i) {
+  switch (s.granularity) {
+  case Granularity::Tensor: return 0;
+  case Granularity::Channel: return (i / innerSize(shape, s.axis)) % shape[s.axis];
+  case Granularity::Block: return i / s.block;
+  }
+  return 0;
+}
+
+} // namespace llmc::quant
+
+#endif

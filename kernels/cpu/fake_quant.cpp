@@ -1,0 +1,572 @@
+//===- fake_quant.cpp - QAT observers and quantize-dequantize -------------===//
+//
+// qat_observe, qat_fake_quant, qat_fake_quant_grad and qat_ema; the math is
+// kernels/QuantScheme.h, in fp32 operation for operation as written there
+// (x / scale, not x · (1/scale)), so the grid a value lands on, and every
+// rounding tie, is the one the reference and the CUDA kernels pick.
+//
+// Every granularity is the same view of x as [outer, G, inner], element i
+// being in group (i / inner) % G: tensor [1, 1, n], channel [dims before
+// axis, shape[axis], dims after], block [1, n / block, block]. A call first
+// turns each group's range into its scale and zero point (once per group,
+// into scratch sized at bind time), then streams x in fixed chunks, each
+// chunk a few runs of one group, so the hot loop has a constant scale.
+// Channels of the last axis (inner = 1) walk the groups element by element
+// instead.
+//
+// fp8 rounding is frexp/ldexp/nearbyint (written on the bits, see
+// roundFp8): |v| ≥ 2^emin keeps mbits bits after its leading bit, smaller
+// values sit on the subnormal grid 2^(emin − mbits); nearbyint's ties to
+// even are ties to the even mantissa code. NF4 picks the level by counting the midpoints below the value
+// (ties go to the lower level), each midpoint held as the largest float not
+// above the exact midpoint, so the comparison stays in fp32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/QuantScheme.h"
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+using quant::Format;
+using quant::Granularity;
+using quant::Scheme;
+
+/// A scheme's groups as the [outer, groups, inner] view of x.
+struct GroupLayout {
+  int64_t outer = 1, groups = 1, inner = 1, numel = 0;
+};
+
+GroupLayout layoutOf(const Scheme &s, const std::vector<int64_t> &shape) {
+  GroupLayout l;
+  l.numel = product(shape);
+  switch (s.granularity) {
+  case Granularity::Tensor:
+    l.inner = l.numel;
+    break;
+  case Granularity::Channel:
+    l.outer = product(shape, 0, static_cast<size_t>(s.axis));
+    l.groups = shape[s.axis];
+    l.inner = product(shape, static_cast<size_t>(s.axis) + 1, shape.size());
+    break;
+  case Granularity::Block:
+    l.groups = l.numel / s.block;
+    l.inner = s.block;
+    break;
+  }
+  if (l.groups == 1) l.outer = 1, l.inner = l.numel; // one group: one run
+  l.inner = std::max<int64_t>(l.inner, 1);
+  return l;
+}
+
+/// Calls fn(begin, end, g, step) for the runs of [begin, end): element j of
+/// a run is in group g + step·(j − begin); step is 0 except for channels of
+/// the last axis.
+template <typename Fn> void forRuns(const GroupLayout &l, int64_t begin, int64_t end, Fn &&fn) {
+  if (l.inner == 1 && l.groups > 1) {
+    for (int64_t i = begin; i < end;) {
+      int64_t g = i % l.groups, stop = std::min(end, i + (l.groups - g));
+      fn(i, stop, g, int64_t(1));
+      i = stop;
+    }
+    return;
+  }
+  for (int64_t i = begin; i < end;) {
+    int64_t run = i / l.inner, stop = std::min(end, (run + 1) * l.inner);
+    fn(i, stop, run % l.groups, int64_t(0));
+    i = stop;
+  }
+}
+
+/// Elements per chunk of the parallel loops.
+constexpr int64_t kChunk = 1 << 13;
+
+/// forRuns over all of x, chunks spread over the threads.
+template <typename Fn> void parallelRuns(const GroupLayout &l, Fn &&fn) {
+  const int64_t chunks = (l.numel + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (l.numel > kParallelGrain)
+  for (int64_t c = 0; c < chunks; ++c)
+    forRuns(l, c * kChunk, std::min(l.numel, (c + 1) * kChunk), fn);
+}
+
+//===----------------------------------------------------------------------===//
+// Binding-time checks shared by the kernels
+//===----------------------------------------------------------------------===//
+
+/// x: float, rank ≥ 1.
+bool checkX(Validator &v, const TensorView &x) {
+  if (!v.isFloat(x, "x")) return false;
+  if (x.rank() < 1) return v.fail("x must have rank 1 or more, got " + x.describe());
+  return true;
+}
+
+/// Reads `granularity`, `axis`, `block` (and, with `withFormat`, the
+/// required `format` and `symmetric`) and checks them against x.
+bool readScheme(Validator &v, const TensorView &x, bool withFormat, Scheme *s) {
+  const KernelAttrs &a = v.attrs();
+  int64_t format = 0, granularity, axis, block, symmetric = 1;
+  if (withFormat) {
+    if (!a.hasInt("format") && !a.hasFloat("format"))
+      return v.fail("missing int attribute 'format'");
+    if (!v.intAttr("format", &format, 0)) return false;
+    if (format < 0 || format > static_cast<int64_t>(Format::Nf4))
+      return v.fail("attribute 'format' = " + std::to_string(format) +
+                    " is not a format (0 int8, 1 int4, 2 fp8_e4m3, 3 fp8_e5m2, 4 nf4)");
+    if (!v.intAttr("symmetric", &symmetric, 1)) return false;
+    if (symmetric != 0 && symmetric != 1)
+      return v.fail("attribute 'symmetric' must be 0 or 1, got " + std::to_string(symmetric));
+  }
+  if (!v.intAttr("granularity", &granularity, 0) || !v.intAttr("axis", &axis, 0) ||
+      !v.intAttr("block", &block, 0))
+    return false;
+  if (granularity < 0 || granularity > static_cast<int64_t>(Granularity::Block))
+    return v.fail("attribute 'granularity' = " + std::to_string(granularity) +
+                  " is not a granularity (0 tensor, 1 channel, 2 block)");
+  s->format = static_cast<Format>(format);
+  s->granularity = static_cast<Granularity>(granularity);
+  s->axis = axis;
+  s->block = block;
+  s->symmetric = symmetric != 0;
+  if (!s->symmetric && !quant::isInteger(s->format))
+    return v.fail(std::string("attribute 'symmetric' = 0 (asymmetric) is for integer formats "
+                              "only, got format ") +
+                  quant::formatName(s->format));
+  if (s->granularity == Granularity::Channel && (axis < 0 || axis >= x.rank()))
+    return v.fail("attribute 'axis' = " + std::to_string(axis) + " is out of range for x " +
+                  x.describe());
+  if (s->granularity == Granularity::Block) {
+    if (block <= 0)
+      return v.fail("attribute 'block' must be positive, got " + std::to_string(block));
+    if (x.dim(-1) % block != 0)
+      return v.fail("attribute 'block' = " + std::to_string(block) +
+                    " does not divide the last dim of x " + x.describe());
+  }
+  return true;
+}
+
+/// range: f32[G, 2] for the scheme's G.
+bool checkRange(Validator &v, const TensorView &range, const char *what, const Scheme &s,
+                const TensorView &x) {
+  return v.hasType(range, what, DType::F32, {quant::groupCount(s, x.shape), 2});
+}
+
+//===----------------------------------------------------------------------===//
+// qat_observe
+//===----------------------------------------------------------------------===//
+
+template <typename T> class ObserveKernel final : public Kernel {
+public:
+  ObserveKernel(const KernelArgs &args, GroupLayout layout)
+      : x_(args.inputs[0].as<T>()), range_(args.outputs[0].as<float>()), l_(layout),
+        threads_(bindThreads()) {
+    // Few groups: per-thread partial ranges of every group, combined after.
+    if (l_.groups < threads_)
+      partial_.resize(static_cast<size_t>(threads_ * l_.groups * 2));
+  }
+
+  void run(const StepContext &) override {
+    if (partial_.empty() || l_.numel <= kParallelGrain)
+      byGroups();
+    else
+      byChunks();
+  }
+
+private:
+  /// Threads own disjoint groups and update the output directly.
+  void byGroups() {
+    const T *x = x_;
+    float *range = range_;
+    const int64_t groups = l_.groups, inner = l_.inner, outer = l_.outer;
+#pragma omp parallel num_threads(threads_) if (l_.numel > kParallelGrain)
+    {
+      int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      int64_t g0 = groups * t / nt, g1 = groups * (t + 1) / nt;
+      std::fill(range + 2 * g0, range + 2 * g1, kNegInf);
+      if (inner == 1) { // channels of the last axis: a row holds one element of each
+        for (int64_t o = 0; o < outer; ++o) {
+          const T *row = x + o * groups;
+          for (int64_t g = g0; g < g1; ++g) {
+            float value = load(row, g);
+            range[2 * g] = std::max(range[2 * g], -value);
+            range[2 * g + 1] = std::max(range[2 * g + 1], value);
+          }
+        }
+      } else {
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t g = g0; g < g1; ++g) {
+            const T *p = x + (o * groups + g) * inner;
+            float negMin = range[2 * g], max = range[2 * g + 1];
+#pragma omp simd reduction(max : negMin, max)
+            for (int64_t k = 0; k < inner; ++k) {
+              float value = load(p, k);
+              negMin = std::max(negMin, -value);
+              max = std::max(max, value);
+            }
+            range[2 * g] = negMin, range[2 * g + 1] = max;
+          }
+      }
+    }
+  }
+
+  /// Fewer groups than threads: every thread reduces chunks of x into its
+  /// own copy of the ranges.
+  void byChunks() {
+    const T *x = x_;
+    const int64_t groups = l_.groups;
+    std::fill(partial_.begin(), partial_.end(), kNegInf);
+    float *partial = partial_.data();
+#pragma omp parallel num_threads(threads_)
+    {
+      float *mine = partial + omp_get_thread_num() * groups * 2;
+      const int64_t chunks = (l_.numel + kChunk - 1) / kChunk;
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < chunks; ++c)
+        forRuns(l_, c * kChunk, std::min(l_.numel, (c + 1) * kChunk),
+                [&](int64_t begin, int64_t end, int64_t g, int64_t step) {
+                  const T *xs = x + begin;
+                  const int64_t n = end - begin;
+                  if (step != 0) {
+                    float *r = mine + 2 * g;
+                    for (int64_t i = 0; i < n; ++i) {
+                      float value = load(xs, i);
+                      r[2 * i] = std::max(r[2 * i], -value);
+                      r[2 * i + 1] = std::max(r[2 * i + 1], value);
+                    }
+                    return;
+                  }
+                  float negMin = mine[2 * g], max = mine[2 * g + 1];
+#pragma omp simd reduction(max : negMin, max)
+                  for (int64_t i = 0; i < n; ++i) {
+                    float value = load(xs, i);
+                    negMin = std::max(negMin, -value);
+                    max = std::max(max, value);
+                  }
+                  mine[2 * g] = negMin, mine[2 * g + 1] = max;
+                });
+    }
+    for (int64_t i = 0; i < 2 * groups; ++i) {
+      float best = kNegInf;
+      for (int t = 0; t < threads_; ++t) best = std::max(best, partial[t * groups * 2 + i]);
+      range_[i] = best;
+    }
+  }
+
+  const T *x_;
+  float *range_;
+  GroupLayout l_;
+  int threads_;
+  std::vector<float> partial_; ///< [threads][groups][2], only when groups < threads
+};
+
+std::unique_ptr<Kernel> makeObserve(const KernelArgs &args, std::string &error) {
+  Validator v("qat_observe", args, error);
+  Scheme s;
+  if (!v.arity(1, 1) || !checkX(v, v.in(0)) || !readScheme(v, v.in(0), false, &s) ||
+      !checkRange(v, v.out(0), "range", s, v.in(0)))
+    return nullptr;
+  return makeFloatKernel<ObserveKernel>(v.in(0).dtype, args, layoutOf(s, v.in(0).shape));
+}
+
+//===----------------------------------------------------------------------===//
+// qat_fake_quant, qat_fake_quant_grad
+//===----------------------------------------------------------------------===//
+
+/// How a format turns x / scale into a level.
+enum class Grid { IntSymmetric, IntAsymmetric, Fp8, Nf4 };
+
+/// The per-call constants of a format.
+struct FormatConsts {
+  float qmin = 0.0f, qmax = 0.0f; ///< integer levels
+  float fmax = 0.0f;              ///< largest finite fp8 value
+  int mbits = 0, emin = 0;        ///< fp8 mantissa bits, least normal exponent
+  float nf4Threshold[15] = {};    ///< largest float ≤ each NF4 midpoint
+};
+
+FormatConsts formatConsts(Format f) {
+  FormatConsts k;
+  if (quant::isInteger(f)) {
+    k.qmax = static_cast<float>(quant::integerMax(f));
+    k.qmin = -(k.qmax + 1.0f);
+  } else if (f == Format::Fp8E4M3 || f == Format::Fp8E5M2) {
+    k.fmax = static_cast<float>(quant::fp8Max(f));
+    k.mbits = f == Format::Fp8E4M3 ? 3 : 2;
+    k.emin = f == Format::Fp8E4M3 ? -6 : -14;
+  }
+  for (int i = 0; i < 15; ++i) {
+    // Two floats of like magnitude: their exact mean is a double.
+    double mid = (static_cast<double>(quant::kNf4Levels[i]) + quant::kNf4Levels[i + 1]) / 2.0;
+    float below = static_cast<float>(mid);
+    if (static_cast<double>(below) > mid) below = std::nextafter(below, kNegInf);
+    k.nf4Threshold[i] = below;
+  }
+  return k;
+}
+
+inline float floatOfBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+/// v rounded to the fp8 format of k (|v| ≤ fmax, so no overflow): with
+/// |v| ∈ [2^e, 2^(e+1)), the step is 2^(max(e, emin) − mbits), and
+///   fp8(v) = ldexp(nearbyint(ldexp(v, −step exponent)), step exponent).
+/// frexp and ldexp are spelled out on the bits so the loop vectorises (libm's
+/// frexpf writes through a pointer): e is the biased exponent field − 127,
+/// exact for normal v; fp32 subnormals and 0 give −127, below every fp8
+/// emin, which is all that matters for them. Both scalings are by powers of
+/// two within fp32's normal range, hence exact, like ldexp.
+inline float roundFp8(float v, const FormatConsts &k) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  int32_t e = static_cast<int32_t>((bits >> 23) & 0xffu) - 127;
+  int32_t step = std::max(e, k.emin) - k.mbits;
+  float down = floatOfBits(static_cast<uint32_t>(127 - step) << 23);
+  float up = floatOfBits(static_cast<uint32_t>(127 + step) << 23);
+  return std::nearbyint(v * down) * up;
+}
+
+/// The NF4 level nearest c ∈ [−1, 1], ties to the lower.
+inline float nearestNf4(float c, const FormatConsts &k) {
+  float level = quant::kNf4Levels[0];
+  for (int i = 0; i < 15; ++i) level = c > k.nf4Threshold[i] ? quant::kNf4Levels[i + 1] : level;
+  return level;
+}
+
+/// y for a live group of `scale` (amax for NF4) and zero point `zp`.
+template <Grid grid>
+inline float quantDequant(float x, float scale, float zp, const FormatConsts &k) {
+  if constexpr (grid == Grid::IntSymmetric) {
+    float q = std::nearbyint(x / scale);
+    return std::clamp(q, -k.qmax, k.qmax) * scale;
+  } else if constexpr (grid == Grid::IntAsymmetric) {
+    float q = std::nearbyint(x / scale) + zp;
+    return (std::clamp(q, k.qmin, k.qmax) - zp) * scale;
+  } else if constexpr (grid == Grid::Fp8) {
+    return roundFp8(std::clamp(x / scale, -k.fmax, k.fmax), k) * scale;
+  } else {
+    return nearestNf4(std::clamp(x / scale, -1.0f, 1.0f), k) * scale;
+  }
+}
+
+/// Whether x is clipped in a live group.
+template <Grid grid> inline bool isClipped(float x, float scale, float zp, const FormatConsts &k) {
+  if constexpr (grid == Grid::IntSymmetric) {
+    return std::fabs(std::nearbyint(x / scale)) > k.qmax;
+  } else if constexpr (grid == Grid::IntAsymmetric) {
+    float q = std::nearbyint(x / scale) + zp;
+    return q < k.qmin || q > k.qmax;
+  } else if constexpr (grid == Grid::Fp8) {
+    return std::fabs(x / scale) > k.fmax;
+  } else {
+    return std::fabs(x / scale) > 1.0f;
+  }
+}
+
+/// Both kernels: `grad` reads dy (input 2) and writes dx = clipped ? 0 : dy.
+template <typename T> class FakeQuantKernel final : public Kernel {
+public:
+  FakeQuantKernel(const KernelArgs &args, Scheme s, GroupLayout layout, bool grad)
+      : x_(args.inputs[0].as<T>()), range_(args.inputs[1].as<float>()),
+        dy_(grad ? args.inputs[2].as<T>() : nullptr), out_(args.outputs[0].as<T>()), grad_(grad),
+        l_(layout),
+        scheme_(s), consts_(formatConsts(s.format)),
+        grid_(quant::isInteger(s.format) ? (s.symmetric ? Grid::IntSymmetric : Grid::IntAsymmetric)
+              : s.format == Format::Nf4  ? Grid::Nf4
+                                         : Grid::Fp8),
+        grids_(static_cast<size_t>(3 * layout.groups)) {}
+
+  void run(const StepContext &) override {
+    computeGrids();
+    switch (grid_) {
+    case Grid::IntSymmetric:
+      return grad_ ? grad<Grid::IntSymmetric>() : forward<Grid::IntSymmetric>();
+    case Grid::IntAsymmetric:
+      return grad_ ? grad<Grid::IntAsymmetric>() : forward<Grid::IntAsymmetric>();
+    case Grid::Fp8: return grad_ ? grad<Grid::Fp8>() : forward<Grid::Fp8>();
+    case Grid::Nf4: return grad_ ? grad<Grid::Nf4>() : forward<Grid::Nf4>();
+    }
+  }
+
+private:
+  /// Scale and zero point of every group (QuantScheme.h, in fp32).
+  void computeGrids() {
+    const float *range = range_;
+    const FormatConsts &k = consts_;
+    const bool symmetric = scheme_.symmetric;
+    const Grid grid = grid_;
+    const float fullScale = grid == Grid::Fp8 ? k.fmax : grid == Grid::Nf4 ? 1.0f : k.qmax;
+    const int64_t n = l_.groups;
+    float *scales = grids_.data(), *zps = scales + n, *live = zps + n;
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+    for (int64_t g = 0; g < n; ++g) {
+      float negMin = range[2 * g], max = range[2 * g + 1];
+      if (symmetric) {
+        float amax = std::max(negMin, max);
+        live[g] = amax > 0.0f ? 1.0f : 0.0f;
+        scales[g] = grid == Grid::Nf4 ? amax : amax / fullScale;
+        zps[g] = 0.0f;
+      } else {
+        float lo = std::min(-negMin, 0.0f), hi = std::max(max, 0.0f);
+        float scale = (hi - lo) / (k.qmax - k.qmin);
+        live[g] = hi - lo > 0.0f ? 1.0f : 0.0f;
+        scales[g] = scale;
+        zps[g] = std::clamp(std::nearbyint(k.qmin - lo / scale), k.qmin, k.qmax);
+      }
+    }
+  }
+
+  template <Grid grid> void forward() {
+    const T *x = x_;
+    T *y = out_;
+    const int64_t groups = l_.groups;
+    const float *scales = grids_.data(), *zps = scales + groups, *live = zps + groups;
+    const FormatConsts &k = consts_;
+    parallelRuns(l_, [&](int64_t begin, int64_t end, int64_t g, int64_t step) {
+      const T *xs = x + begin;
+      T *ys = y + begin;
+      const int64_t n = end - begin;
+      if (step != 0) {
+        // Computed for empty groups too (a harmless x / 0), then selected,
+        // so the loop has no branch and vectorises.
+        const float *scale = scales + g, *zp = zps + g, *on = live + g;
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) {
+          float value = quantDequant<grid>(load(xs, i), scale[i], zp[i], k);
+          store(ys, i, on[i] != 0.0f ? value : 0.0f);
+        }
+        return;
+      }
+      const float scale = scales[g], zp = zps[g];
+      if (live[g] == 0.0f) {
+        for (int64_t i = 0; i < n; ++i) store(ys, i, 0.0f);
+        return;
+      }
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) store(ys, i, quantDequant<grid>(load(xs, i), scale, zp, k));
+    });
+  }
+
+  template <Grid grid> void grad() {
+    const T *x = x_, *dy = dy_;
+    T *dx = out_;
+    const int64_t groups = l_.groups;
+    const float *scales = grids_.data(), *zps = scales + groups, *live = zps + groups;
+    const FormatConsts &k = consts_;
+    parallelRuns(l_, [&](int64_t begin, int64_t end, int64_t g, int64_t step) {
+      const T *xs = x + begin, *dys = dy + begin;
+      T *dxs = dx + begin;
+      const int64_t n = end - begin;
+      if (step != 0) {
+        const float *scale = scales + g, *zp = zps + g, *on = live + g;
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) {
+          float value = load(xs, i);
+          bool clippedIfLive = isClipped<grid>(value, scale[i], zp[i], k);
+          bool clipped = on[i] != 0.0f ? clippedIfLive : value != 0.0f;
+          store(dxs, i, clipped ? 0.0f : load(dys, i));
+        }
+        return;
+      }
+      const float scale = scales[g], zp = zps[g];
+      if (live[g] == 0.0f) { // an empty range: every nonzero x counts as clipped
+        for (int64_t i = 0; i < n; ++i) store(dxs, i, load(xs, i) != 0.0f ? 0.0f : load(dys, i));
+        return;
+      }
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i)
+        store(dxs, i, isClipped<grid>(load(xs, i), scale, zp, k) ? 0.0f : load(dys, i));
+    });
+  }
+
+  const T *x_;
+  const float *range_;
+  const T *dy_; ///< null for the forward
+  T *out_;
+  bool grad_;
+  GroupLayout l_;
+  Scheme scheme_;
+  FormatConsts consts_;
+  Grid grid_;
+  /// Per group, computed each call: scales, then zero points, then 1/0 for
+  /// a live/empty range (y = 0 for every x of an empty one).
+  std::vector<float> grids_;
+};
+
+std::unique_ptr<Kernel> makeFakeQuantKernel(const char *name, bool grad, const KernelArgs &args,
+                                            std::string &error) {
+  Validator v(name, args, error);
+  Scheme s;
+  if (!v.arity(grad ? 3 : 2, 1) || !checkX(v, v.in(0)) || !readScheme(v, v.in(0), true, &s) ||
+      !checkRange(v, v.in(1), "range", s, v.in(0)))
+    return nullptr;
+  const TensorView &x = v.in(0);
+  if (grad && !v.hasType(v.in(2), "dy", x.dtype, x.shape)) return nullptr;
+  if (!v.hasType(v.out(0), grad ? "dx" : "y", x.dtype, x.shape)) return nullptr;
+  return makeFloatKernel<FakeQuantKernel>(x.dtype, args, s, layoutOf(s, x.shape), grad);
+}
+
+std::unique_ptr<Kernel> makeFakeQuant(const KernelArgs &args, std::string &error) {
+  return makeFakeQuantKernel("qat_fake_quant", false, args, error);
+}
+std::unique_ptr<Kernel> makeFakeQuantGrad(const KernelArgs &args, std::string &error) {
+  return makeFakeQuantKernel("qat_fake_quant_grad", true, args, error);
+}
+
+//===----------------------------------------------------------------------===//
+// qat_ema
+//===----------------------------------------------------------------------===//
+
+/// In place (new_state = state) is allowed: a group reads both its entries
+/// before writing them.
+class EmaKernel final : public Kernel {
+public:
+  EmaKernel(const KernelArgs &args, float momentum)
+      : state_(args.inputs[0].as<float>()), observed_(args.inputs[1].as<float>()),
+        out_(args.outputs[0].as<float>()), groups_(args.inputs[0].dim(0)), momentum_(momentum) {}
+
+  void run(const StepContext &) override {
+    const float *state = state_, *observed = observed_;
+    float *out = out_;
+    const float m = momentum_, keep = 1.0f - momentum_;
+#pragma omp parallel for schedule(static) if (groups_ > kParallelGrain)
+    for (int64_t g = 0; g < groups_; ++g) {
+      float s0 = state[2 * g], s1 = state[2 * g + 1], o0 = observed[2 * g],
+            o1 = observed[2 * g + 1];
+      bool fresh = s0 == 0.0f && s1 == 0.0f; // never observed
+      out[2 * g] = fresh ? o0 : m * s0 + keep * o0;
+      out[2 * g + 1] = fresh ? o1 : m * s1 + keep * o1;
+    }
+  }
+
+private:
+  const float *state_, *observed_;
+  float *out_;
+  int64_t groups_;
+  float momentum_;
+};
+
+std::unique_ptr<Kernel> makeEma(const KernelArgs &args, std::string &error) {
+  Validator v("qat_ema", args, error);
+  double momentum;
+  if (!v.arity(2, 1) || !v.floatAttr("momentum", &momentum)) return nullptr;
+  if (!(momentum >= 0.0 && momentum <= 1.0))
+    return v.reject("attribute 'momentum' must be in [0, 1], got " + std::to_string(momentum));
+  const TensorView &state = v.in(0);
+  if (state.dtype != DType::F32 || state.rank() != 2 || state.dim(1) != 2)
+    return v.reject("state must be f32[Gx2], got " + state.describe());
+  if (!v.hasType(v.in(1), "observed", DType::F32, state.shape) ||
+      !v.hasType(v.out(0), "new_state", DType::F32, state.shape))
+    return nullptr;
+  return std::make_unique<EmaKernel>(args, static_cast<float>(momentum));
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "qat_observe", makeObserve);
+LLMC_REGISTER_KERNEL(CPU, "qat_fake_quant", makeFakeQuant);
+LLMC_REGISTER_KERNEL(CPU, "qat_fake_quant_grad", makeFakeQuantGrad);
+LLMC_REGISTER_KERNEL(CPU, "qat_ema", makeEma);
+
+} // namespace llmc::cpu

@@ -1,0 +1,315 @@
+//===- QAT.cpp - fake-quantize the chosen weights and activations ---------===//
+//
+// Quantization-aware training as a rewrite of @forward: every chosen
+// operand x of a chosen op becomes fake_quant(x, range(x)). Autodiff then
+// derives the straight-through backward, and every later pass (sharding of
+// the optimizer, recomputation, pipelining, lowering) treats the new ops
+// like any other.
+//
+// The pass runs on each rank's piece of the graph (after llmc-shard), so a
+// quantization group may be split over ranks: an activation's rows over the
+// batch axes, a weight's rows or columns over tp. Ranges are [−min, max]
+// pairs, so one elementwise-max all-reduce over exactly the axes that cut a
+// group gives every rank the range one rank would see on the whole tensor;
+// axes that only split *between* groups (a column-parallel weight quantized
+// per output channel) need nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Layout.h"
+#include "passes/Passes.h"
+#include "passes/QATScheme.h"
+#include "passes/Utils.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
+
+namespace llmc {
+#define GEN_PASS_DEF_QAT
+#include "passes/Passes.h.inc"
+} // namespace llmc
+
+using namespace mlir;
+using namespace llmc;
+
+namespace {
+
+/// A dimension of a local tensor that is one piece of the global one:
+/// split into `blocks` equal blocks, each over the ranks of `axes`.
+struct SplitDim {
+  int64_t dim;
+  SmallVector<std::string> axes;
+  int64_t blocks = 1;
+  int64_t globalSize = 0; ///< 0: unknown
+};
+
+struct QATPass : llmc::impl::QATBase<QATPass> {
+  using QATBase::QATBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::string error;
+    std::optional<QATSpec> parsed = parseQATSpec(spec, error);
+    if (!parsed) {
+      module.emitError() << "qat: " << error;
+      return signalPassFailure();
+    }
+    qatSpec = *parsed;
+    for (auto *scheme : {&qatSpec.weights, &qatSpec.activations})
+      if (*scheme && (*scheme)->observer == "ema") {
+        module.emitError("qat: the ema observer is not supported yet; use minmax");
+        return signalPassFailure();
+      }
+    forward = lookupFunc(module, "forward");
+    if (!forward) {
+      module.emitError("qat: no @forward");
+      return signalPassFailure();
+    }
+    layout = readLayout(module);
+    markBatchDerived();
+
+    SmallVector<Operation *> sites;
+    forward.walk([&](Operation *op) {
+      if ((isa<llm::MatmulOp>(op) && llvm::is_contained(qatSpec.ops, "matmul")) ||
+          (isa<llm::EmbeddingOp>(op) && llvm::is_contained(qatSpec.ops, "embedding")))
+        sites.push_back(op);
+    });
+    for (Operation *op : sites)
+      if (failed(quantizeSite(op)))
+        return signalPassFailure();
+    for (const std::string &entry : qatSpec.skip)
+      if (!matchedSkips.contains(entry)) {
+        module.emitError() << "qat: skip '" << entry
+                           << "' matches no layer, parameter, head or embedding of @forward";
+        return signalPassFailure();
+      }
+  }
+
+  /// Values computed from the batch (non-parameter arguments).
+  void markBatchDerived() {
+    for (BlockArgument arg : forward.getArguments())
+      if (!llm::getParamAttr(forward, arg.getArgNumber()))
+        batchDerived.insert(arg);
+    // Post-order: a block's body (and its yield) before the block.
+    forward.walk([&](Operation *op) {
+      Operation *from = op;
+      if (auto block = dyn_cast<llm::BlockOp>(op))
+        from = block.getBody().front().getTerminator();
+      if (llvm::any_of(from->getOperands(), [&](Value v) { return batchDerived.contains(v); }))
+        for (Value r : op->getResults())
+          batchDerived.insert(r);
+    });
+  }
+
+  /// The parameter argument `v` reads (through casts), if any.
+  BlockArgument paramOf(Value v) {
+    while (auto cast = v.getDefiningOp<llm::CastOp>())
+      v = cast.getX();
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (arg && arg.getOwner() == &forward.getBody().front() &&
+        llm::getParamAttr(forward, arg.getArgNumber()))
+      return arg;
+    return nullptr;
+  }
+
+  StringRef paramName(BlockArgument arg) {
+    return llm::getParamAttr(forward, arg.getArgNumber()).getName();
+  }
+
+  /// Does `v` (through shape ops, casts, bias adds, collectives) reach the loss?
+  bool feedsLoss(Value v, int depth = 0) {
+    if (depth > 8)
+      return false;
+    for (Operation *user : v.getUsers()) {
+      if (isa<llm::CrossEntropyOp, llm::CrossEntropyPartialOp, llm::ReduceMaxOp>(user))
+        return true;
+      if (isa<llm::ReshapeOp, llm::CastOp, llm::AddOp, dist::AllReduceOp>(user) &&
+          feedsLoss(user->getResult(0), depth + 1))
+        return true;
+    }
+    return false;
+  }
+
+  /// Whether `op` is excluded by `skip=`, recording the entries that match.
+  bool skipped(Operation *op, BlockArgument weight) {
+    bool skip = false;
+    auto match = [&](StringRef entry, bool hit) {
+      if (hit) {
+        matchedSkips.insert(entry);
+        skip = true;
+      }
+    };
+    auto block = op->getParentOfType<llm::BlockOp>();
+    for (const std::string &entry : qatSpec.skip) {
+      StringRef e(entry);
+      match(e, e == "head" && isa<llm::MatmulOp>(op) && feedsLoss(op->getResult(0)));
+      match(e, e == "embedding" && isa<llm::EmbeddingOp>(op));
+      match(e, block && block.getName() == e);
+      if (weight) {
+        StringRef name = paramName(weight);
+        match(e, name == e || (name.starts_with(e) && name.drop_front(e.size()).starts_with(".")));
+      }
+    }
+    return skip;
+  }
+
+  /// How each dimension of parameter `arg` is split (from its llmc.shard).
+  SmallVector<SplitDim> paramSplits(BlockArgument arg) {
+    SmallVector<SplitDim> splits;
+    auto shard = forward.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kShardAttr);
+    if (!shard)
+      return splits;
+    auto global = dyn_cast_or_null<DenseI64ArrayAttr>(shard.get("global_shape"));
+    if (auto levels = shard.getAs<ArrayAttr>("levels"))
+      for (auto level : levels.getAsRange<DictionaryAttr>()) {
+        SplitDim split;
+        split.dim = level.getAs<IntegerAttr>("dim").getInt();
+        split.blocks = level.getAs<IntegerAttr>("blocks").getInt();
+        for (StringRef axis : level.getAs<ArrayAttr>("axes").getAsValueRange<StringAttr>())
+          split.axes.push_back(axis.str());
+        if (global && split.dim < static_cast<int64_t>(global.size()))
+          split.globalSize = global[split.dim];
+        splits.push_back(split);
+      }
+    return splits;
+  }
+
+  LogicalResult quantizeSite(Operation *op) {
+    if (auto embedding = dyn_cast<llm::EmbeddingOp>(op)) {
+      BlockArgument table = paramOf(embedding.getTable());
+      if (!qatSpec.weights || skipped(op, table))
+        return success();
+      if (!table)
+        return op->emitOpError("qat: the embedding table is not a parameter");
+      // Per channel: one range per vocabulary row.
+      return quantizeOperand(op, 0, qatSpec.weights->attr(&getContext(), 0), paramSplits(table),
+                             table);
+    }
+    auto matmul = cast<llm::MatmulOp>(op);
+    BlockArgument weight = paramOf(matmul.getB());
+    if (skipped(op, weight))
+      return success();
+    auto a = cast<RankedTensorType>(matmul.getA().getType());
+    if (weight && qatSpec.weights) {
+      // A weight's output channel: the dimension not contracted.
+      int64_t outputAxis = matmul.getTransposeB() ? 0 : 1;
+      if (failed(quantizeOperand(op, 1, qatSpec.weights->attr(&getContext(), outputAxis),
+                                 paramSplits(weight), weight)))
+        return failure();
+    } else if (!weight && qatSpec.activations) {
+      auto b = cast<RankedTensorType>(matmul.getB().getType());
+      if (failed(quantizeOperand(op, 1, qatSpec.activations->attr(&getContext(), b.getRank() - 1),
+                                 activationSplits(matmul.getB(), {}), nullptr)))
+        return failure();
+    }
+    if (!qatSpec.activations)
+      return success();
+    // A row-parallel matmul's input is split along its last dimension like
+    // the weight's contraction dimension.
+    SmallVector<SplitDim> extra;
+    if (weight) {
+      int64_t contraction = matmul.getTransposeB() ? 1 : 0;
+      for (SplitDim s : paramSplits(weight))
+        if (s.dim == contraction) {
+          s.dim = a.getRank() - 1;
+          extra.push_back(s);
+        }
+    }
+    return quantizeOperand(op, 0, qatSpec.activations->attr(&getContext(), a.getRank() - 1),
+                           activationSplits(matmul.getA(), extra), nullptr);
+  }
+
+  SmallVector<SplitDim> activationSplits(Value v, ArrayRef<SplitDim> extra) {
+    SmallVector<SplitDim> splits(extra.begin(), extra.end());
+    if (layout && batchDerived.contains(v) && layout->batchSize() > 1) {
+      SplitDim batch;
+      batch.dim = 0;
+      batch.axes.assign(layout->batchAxes.begin(), layout->batchAxes.end());
+      splits.push_back(batch);
+    }
+    return splits;
+  }
+
+  /// The mesh axes whose pieces must be combined for every group to see
+  /// all its elements; errors when a block straddles two pieces.
+  FailureOr<SmallVector<std::string>> reductionAxes(Operation *op, qat::SchemeAttr scheme,
+                                                    RankedTensorType type,
+                                                    ArrayRef<SplitDim> splits) {
+    SmallVector<std::string> axes;
+    auto add = [&](ArrayRef<std::string> more) {
+      for (const std::string &axis : more)
+        if (!llvm::is_contained(axes, axis))
+          axes.push_back(axis);
+    };
+    int64_t last = type.getRank() - 1;
+    for (const SplitDim &s : splits) {
+      if (scheme.getGranularity() == "tensor") {
+        add(s.axes);
+      } else if (scheme.getGranularity() == "channel") {
+        if (s.dim != scheme.getAxis())
+          add(s.axes);
+      } else if (s.dim == last && s.globalSize > 0) {
+        // Blocks run along the last dimension: each rank's pieces of it
+        // must hold whole blocks.
+        int64_t ranks = layout ? layout->size(s.axes) : 1;
+        int64_t piece = s.globalSize / s.blocks / std::max<int64_t>(ranks, 1);
+        if (piece % scheme.getBlock() != 0)
+          return op->emitOpError("qat: blocks of ")
+                 << scheme.getBlock() << " do not fit the " << piece
+                 << "-element pieces this layout splits the last dimension into";
+      }
+    }
+    return axes;
+  }
+
+  LogicalResult quantizeOperand(Operation *op, unsigned index, qat::SchemeAttr scheme,
+                                ArrayRef<SplitDim> splits, BlockArgument weight) {
+    Value x = op->getOperand(index);
+    auto type = cast<RankedTensorType>(x.getType());
+    if (scheme.getGranularity() == "block" &&
+        (type.getRank() < 1 || type.getShape().back() % scheme.getBlock() != 0))
+      return op->emitOpError("qat: blocks of ")
+             << scheme.getBlock() << " do not divide the last dimension of "
+             << (weight ? ("'" + paramName(weight) + "' ").str() : std::string("the input "))
+             << type;
+    if (scheme.getGranularity() == "channel" && scheme.getAxis() >= type.getRank())
+      return op->emitOpError("qat: channel axis ")
+             << scheme.getAxis() << " is out of range for " << type;
+    FailureOr<SmallVector<std::string>> axes = reductionAxes(op, scheme, type, splits);
+    if (failed(axes))
+      return failure();
+    // One quantized copy per (value, scheme, region): Q, K and V projections
+    // reading one normalised input share it.
+    auto key = std::make_tuple(x.getAsOpaquePointer(), scheme.getAsOpaquePointer(),
+                               static_cast<const void *>(op->getBlock()));
+    if (auto it = quantized.find(key); it != quantized.end()) {
+      op->setOperand(index, it->second);
+      return success();
+    }
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Value range = qat::ObserveOp::create(b, loc, x, scheme);
+    if (!axes->empty()) {
+      SmallVector<StringRef> names(axes->begin(), axes->end());
+      range = dist::AllReduceOp::create(b, loc, range.getType(), range,
+                                        FlatSymbolRefAttr::get(&getContext(), kMeshName),
+                                        b.getStrArrayAttr(names), b.getStringAttr("max"));
+    }
+    Value q = qat::FakeQuantOp::create(b, loc, x, range, scheme);
+    quantized[key] = q;
+    op->setOperand(index, q);
+    return success();
+  }
+
+  QATSpec qatSpec;
+  func::FuncOp forward;
+  std::optional<Layout> layout;
+  llvm::DenseSet<Value> batchDerived;
+  llvm::StringSet<> matchedSkips;
+  std::map<std::tuple<const void *, const void *, const void *>, Value> quantized;
+};
+
+} // namespace

@@ -1,0 +1,54 @@
+//===- QATScheme.h - qat schemes: the kernel encoding and --qat specs -*- C++ -*-===//
+//
+// A #qat.scheme as the kernels take it (kernels/QuantScheme.h), and the
+// user's `--qat` spec parsed into the schemes and sites the llmc-qat pass
+// quantizes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_PASSES_QATSCHEME_H
+#define LLMC_PASSES_QATSCHEME_H
+
+#include "dialects/QAT/QATDialect.h"
+#include "kernels/QuantScheme.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+/// The kernels' encoding of `scheme`.
+quant::Scheme kernelScheme(qat::SchemeAttr scheme);
+
+/// One side of a --qat spec: a scheme whose channel axis may be left to the
+/// site (a weight's output channel, an activation's last dimension).
+struct QATSchemeSpec {
+  std::string format;
+  std::string granularity = "tensor";
+  std::optional<int64_t> axis; ///< channel: unset = the site's default
+  int64_t block = 0;
+  bool symmetric = true;
+  std::string observer = "minmax";
+  double momentum = 0.99;
+
+  /// The attribute for a site whose default channel axis is `defaultAxis`.
+  qat::SchemeAttr attr(mlir::MLIRContext *context, int64_t defaultAxis) const;
+};
+
+/// `weights=int4:block64:sym, activations=int8:tensor:asym:ema, ops=matmul,
+/// skip=embedding,head`.
+struct QATSpec {
+  std::optional<QATSchemeSpec> weights, activations;
+  std::vector<std::string> ops{"matmul"}; ///< matmul, embedding
+  std::vector<std::string> skip;          ///< head, embedding, layers, parameters
+};
+
+/// Parses a --qat spec; on error returns nullopt with `error` set to a
+/// one-line reason quoting the offending part.
+std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error);
+
+} // namespace llmc
+
+#endif

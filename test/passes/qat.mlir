@@ -1,0 +1,87 @@
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec={weights=int4:block4, activations=int8:asym}" | FileCheck %s
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec={weights=int8:channel, skip=head}" | FileCheck %s --check-prefix=SKIP-HEAD
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec={weights=nf4:block8, ops=matmul,embedding, skip=h.0}" | FileCheck %s --check-prefix=EMBEDDING
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 qat={weights=int8:channel, activations=int8} emit=graph" | FileCheck %s --check-prefix=DP
+// RUN: llmc model gpt2 --preset tiny --set n_layer=1 -o %t.mlir
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=dp=2,tp=2 qat={weights=int8, activations=int8:channel} emit=graph" | FileCheck %s --check-prefix=TP
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 qat={weights=int8:channel} emit=graph" | FileCheck %s --check-prefix=TP-CHANNEL
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 qat={weights=int4:block64} emit=graph" | FileCheck %s --check-prefix=TP-BLOCK
+// RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 qat={weights=int4:block48} emit=graph" 2>&1 | FileCheck %s --check-prefix=TP-BLOCK-SPLIT
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int3" 2>&1 | FileCheck %s --check-prefix=BAD-FORMAT
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8:int4" 2>&1 | FileCheck %s --check-prefix=TWO-FORMATS
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=nf4:asym" 2>&1 | FileCheck %s --check-prefix=ASYM
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8:blocky" 2>&1 | FileCheck %s --check-prefix=BAD-BLOCK
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8:ema2" 2>&1 | FileCheck %s --check-prefix=BAD-EMA
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=bits=8" 2>&1 | FileCheck %s --check-prefix=BAD-KEY
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=ops=matmul" 2>&1 | FileCheck %s --check-prefix=NOTHING
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec={weights=int8, ops=conv}" 2>&1 | FileCheck %s --check-prefix=BAD-OP
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec={weights=int8, skip=h.9}" 2>&1 | FileCheck %s --check-prefix=BAD-SKIP
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8:block3" 2>&1 | FileCheck %s --check-prefix=BLOCK-DIVIDES
+
+// Each site: the current tensor's ranges, then quantize-dequantize; the
+// matmul reads the result. Weights by block along the last dimension,
+// activations asymmetric per tensor.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[N:.*]] = llm.layernorm
+// CHECK-NEXT: %[[WR:.*]] = qat.observe %arg3 {scheme = #qat.scheme<format = "int4", granularity = "block", block = 4>} : tensor<8x8xf32> -> tensor<16x2xf32>
+// CHECK-NEXT: %[[WQ:.*]] = qat.fake_quant %arg3 range %[[WR]]
+// CHECK-NEXT: %[[AR:.*]] = qat.observe %[[N]] {scheme = #qat.scheme<format = "int8", symmetric = false>} : tensor<2x4x8xf32> -> tensor<1x2xf32>
+// CHECK-NEXT: %[[AQ:.*]] = qat.fake_quant %[[N]] range %[[AR]]
+// CHECK-NEXT: llm.matmul %[[AQ]], %[[WQ]]
+// The head too (a transposed weight: blocks along its last dimension).
+// CHECK: qat.observe %arg0 {{.*}} : tensor<16x8xf32> -> tensor<32x2xf32>
+// CHECK: llm.matmul {{.*}} {transpose_b}
+
+// Per output channel: dimension 1 of x·W. skip=head leaves the logits alone.
+// SKIP-HEAD: qat.observe %arg3 {scheme = #qat.scheme<format = "int8", granularity = "channel", axis = 1>} : tensor<8x8xf32> -> tensor<8x2xf32>
+// SKIP-HEAD-NOT: qat.observe %arg0
+// SKIP-HEAD: llm.matmul %{{.*}}, %arg0 {transpose_b}
+
+// ops=embedding quantizes the table per row (vocabulary entry); skip=h.0
+// leaves the layer's matmul alone; the head (a matmul reading the table)
+// gets its own copy.
+// EMBEDDING: %[[ER:.*]] = qat.observe %arg0 {scheme = #qat.scheme<format = "nf4", granularity = "block", block = 8>}
+// EMBEDDING-NEXT: %[[EQ:.*]] = qat.fake_quant %arg0 range %[[ER]]
+// EMBEDDING-NEXT: llm.embedding %[[EQ]], %arg4
+// EMBEDDING-NOT: qat.observe %arg3
+// EMBEDDING: llm.matmul %{{.*}}, %{{.*}} {transpose_b}
+
+// Data parallel: an activation's rows are split over dp, so its per-tensor
+// range is the max over the dp ranks; weights are whole on every rank.
+// DP: qat.observe %arg3 {{.*}} -> tensor<8x2xf32>
+// DP-NEXT: qat.fake_quant %arg3
+// DP-NEXT: %[[R:.*]] = qat.observe %{{.*}} : tensor<1x4x8xf32> -> tensor<1x2xf32>
+// DP-NEXT: %[[G:.*]] = dist.all_reduce %[[R]] on @mesh axes ["dp"] reduction "max" : tensor<1x2xf32> -> tensor<1x2xf32>
+// DP-NEXT: qat.fake_quant %{{.*}} range %[[G]]
+
+// Tensor parallel: a weight's per-tensor range spans its tp pieces; a
+// per-channel activation range spans the dp rows only — the row-parallel
+// input (its last dimension split over tp) keeps its channels local.
+// TP: %[[QKV:.*]] = qat.observe %arg4 {scheme = #qat.scheme<format = "int8">} : tensor<128x192xf32> -> tensor<1x2xf32>
+// TP-NEXT: dist.all_reduce %[[QKV]] on @mesh axes ["tp"] reduction "max"
+// TP: %[[ACT:.*]] = qat.observe %{{.*}} {scheme = #qat.scheme<format = "int8", granularity = "channel", axis = 2>} : tensor<4x128x64xf32> -> tensor<64x2xf32>
+// TP-NEXT: dist.all_reduce %[[ACT]] on @mesh axes ["dp"] reduction "max"
+
+// Per output channel, a column-parallel weight's channels are local: no
+// reduction; a row-parallel weight's channels span the tp ranks.
+// TP-CHANNEL: qat.observe %arg4 {{.*}} : tensor<128x192xf32> -> tensor<192x2xf32>
+// TP-CHANNEL-NEXT: qat.fake_quant %arg4
+// TP-CHANNEL: %[[ROW:.*]] = qat.observe %arg6 {{.*}} : tensor<64x128xf32> -> tensor<128x2xf32>
+// TP-CHANNEL-NEXT: dist.all_reduce %[[ROW]] on @mesh axes ["tp"] reduction "max"
+
+// Blocks along a column-parallel weight's split dimension stay whole
+// (64-column pieces of each of q, k, v); no reduction either way.
+// TP-BLOCK: qat.observe %arg4 {{.*}} : tensor<128x192xf32> -> tensor<384x2xf32>
+// TP-BLOCK-NOT: dist.all_reduce {{.*}} : tensor<{{[0-9]+}}x2xf32>
+// TP-BLOCK-SPLIT: error: 'llm.matmul' op qat: blocks of 48 do not fit the 64-element pieces this layout splits the last dimension into
+
+// BAD-FORMAT: error: qat: bad scheme 'int3': unknown field 'int3' (formats int8 int4 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], block<size>; sym, asym; minmax, ema[<momentum>])
+// TWO-FORMATS: error: qat: bad scheme 'int8:int4': two formats ('int8' and 'int4')
+// ASYM: error: qat: bad scheme 'nf4:asym': format 'nf4' is symmetric only
+// BAD-BLOCK: error: qat: bad scheme 'int8:blocky': block size 'y' (write e.g. block64)
+// BAD-EMA: error: qat: bad scheme 'int8:ema2': ema momentum '2' must be in (0, 1) (write e.g. ema0.99)
+// BAD-KEY: error: qat: unknown --qat key 'bits' (expected weights, activations, ops or skip)
+// NOTHING: error: qat: --qat names neither weights=<scheme> nor activations=<scheme>
+// BAD-OP: error: qat: unknown --qat op 'conv' (expected matmul or embedding)
+// BAD-SKIP: error: qat: skip 'h.9' matches no layer, parameter, head or embedding of @forward
+// BLOCK-DIVIDES: tiny-gpt.mlir:12:10: error: 'llm.matmul' op qat: blocks of 3 do not divide the last dimension of 'h.0.mlp.weight' 'tensor<8x8xf32>'
