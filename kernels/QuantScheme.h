@@ -23,7 +23,8 @@
 //      int8 / int4: scale = amax / qmax (127 / 7); q = round(x / scale)
 //                   (ties to even); clipped = |q| > qmax; y = clamp(q) · scale.
 //      fp8_e4m3 / fp8_e5m2: scale = amax / fmax (448 / 57344);
-//                   v = x / scale; clipped = |v| > fmax; y = fp8(clamp(v)) ·
+//                   v = x / scale; clipped = |x| > amax (not |v| > fmax:
+//                   amax / scale can exceed fmax by an ulp); y = fp8(clamp(v)) ·
 //                   scale, fp8() rounding to the nearest value of the format
 //                   (subnormals included; ties to the even mantissa).
 //      nf4:         v = x / amax; clipped = |v| > 1; y = the NF4 level

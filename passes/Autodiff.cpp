@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "dialects/QAT/QATDialect.h"
 #include "passes/Utils.h"
 #include "passes/VJPRules.h"
 
@@ -138,6 +139,22 @@ struct AutodiffPass : llmc::impl::AutodiffBase<AutodiffPass> {
         g = llm::FillOp::create(builder, param.getLoc(), param.getType(), APFloat(0.0));
       results.push_back(g);
     }
+    // Observer states (llmc.role = "qat_state") come back updated, each
+    // tied to the argument it replaces.
+    SmallVector<std::pair<Value, unsigned>> states;
+    for (BlockArgument arg : func.getArguments()) {
+      auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
+      if (!role || role.getValue() != "qat_state")
+        continue;
+      SmallVector<Operation *> updates(arg.getUsers());
+      if (updates.size() != 1 || !isa<qat::EmaOp>(updates[0]) ||
+          updates[0]->getOperand(0) != arg)
+        return emitError(arg.getLoc()) << "autodiff: observer state argument "
+                                       << arg.getArgNumber()
+                                       << " must be read by exactly one qat.ema";
+      states.push_back({updates[0]->getResult(0), arg.getArgNumber()});
+      results.push_back(updates[0]->getResult(0));
+    }
     func::ReturnOp::create(builder, ret.getLoc(), results);
     ret.erase();
 
@@ -149,6 +166,9 @@ struct AutodiffPass : llmc::impl::AutodiffBase<AutodiffPass> {
       func.setResultAttr(i + 1, kGradOfAttr,
                          builder.getStringAttr(
                              llm::getParamAttr(func, param.getArgNumber()).getName()));
+    for (auto [i, state] : llvm::enumerate(states))
+      func.setResultAttr(1 + params.size() + i, kTiedToAttr,
+                         builder.getI64IntegerAttr(state.second));
     return success();
   }
 };

@@ -2,11 +2,13 @@
 //
 // Generation and sampling need the model's logits, not its loss. Rather
 // than asking model authors for a second function, derive it: the logits are
-// whatever feeds the loss's cross_entropy.
+// whatever feeds the loss's cross_entropy. Both @forward (evaluation) and
+// @logits use fake-quantization observers frozen at their trained ranges.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "dialects/QAT/QATDialect.h"
 #include "passes/Utils.h"
 
 #include "mlir/IR/Builders.h"
@@ -38,6 +40,12 @@ struct InferenceEntryPointsPass
       module.emitError("inference-entry-points: no @forward");
       return signalPassFailure();
     }
+    // Evaluation and generation read the trained observer ranges without
+    // moving them (momentum 1: the state, or the current range while the
+    // state has never observed anything).
+    forward.walk([&](qat::EmaOp ema) {
+      ema.setMomentumAttr(FloatAttr::get(Float64Type::get(&getContext()), 1.0));
+    });
     if (lookupFunc(module, "logits"))
       return;
     OpBuilder b(module.getContext());

@@ -195,9 +195,14 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     Sync sync(b, layout);
 
     // Classify @grad's arguments: parameters (trainable or frozen) and batch.
-    SmallVector<unsigned> paramArgs, trainableArgs, batchArgs;
+    SmallVector<unsigned> paramArgs, trainableArgs, batchArgs, stateArgs;
     for (unsigned i = 0; i < grad.getNumArguments(); ++i) {
       llm::ParamAttr p = llm::getParamAttr(grad, i);
+      auto role = grad.getArgAttrOfType<StringAttr>(i, kRoleAttr);
+      if (role && role.getValue() == "qat_state") {
+        stateArgs.push_back(i);
+        continue;
+      }
       if (!p) {
         batchArgs.push_back(i);
         continue;
@@ -206,10 +211,20 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       if (p.getTrainable())
         trainableArgs.push_back(i);
     }
-    if (grad.getNumResults() != trainableArgs.size() + 1)
-      return grad.emitError("optimizer: @grad must return the loss and one "
-                            "gradient per trainable parameter");
-    size_t nParams = paramArgs.size(), nTrain = trainableArgs.size();
+    if (grad.getNumResults() != trainableArgs.size() + 1 + stateArgs.size())
+      return grad.emitError("optimizer: @grad must return the loss, one gradient per "
+                            "trainable parameter and one update per observer state");
+    size_t nParams = paramArgs.size(), nTrain = trainableArgs.size(), nStates = stateArgs.size();
+    // Which @grad result updates each observer state.
+    SmallVector<unsigned> stateResult(nStates);
+    for (unsigned r = 1 + nTrain; r < grad.getNumResults(); ++r) {
+      auto tied = grad.getResultAttrOfType<IntegerAttr>(r, kTiedToAttr);
+      auto it = tied ? llvm::find(stateArgs, tied.getInt()) : stateArgs.end();
+      if (it == stateArgs.end())
+        return grad.emitError() << "optimizer: @grad result " << r
+                                << " must update an observer state (llmc.tied_to)";
+      stateResult[it - stateArgs.begin()] = r;
+    }
     // ZeRO: which parameters' optimizer state (and gradients) are sharded.
     SmallVector<bool> sharded(nTrain, false);
     for (size_t t = 0; t < nTrain; ++t)
@@ -269,6 +284,11 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
           shard = sync.shardAttr(shard, type);
         argAttrs.push_back(attrs(role, paramName(trainableArgs[t]), {}, shard));
       }
+    for (unsigned i : stateArgs) {
+      argTypes.push_back(grad.getArgument(i).getType());
+      argAttrs.push_back(attrs("qat_state", grad.getArgAttrOfType<StringAttr>(i, kNameAttr),
+                               {}, paramShard(i)));
+    }
     for (unsigned i : batchArgs) {
       auto t = cast<RankedTensorType>(grad.getArgument(i).getType());
       SmallVector<int64_t> shape{M};
@@ -290,7 +310,12 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     b.setInsertionPointToStart(body);
 
     auto stepArg = [&](size_t i) { return body->getArgument(i); };
-    size_t mBase = nParams + nMasters, vBase = mBase + nTrain, batchBase = vBase + nTrain;
+    size_t mBase = nParams + nMasters, vBase = mBase + nTrain, stateBase = vBase + nTrain,
+           batchBase = stateBase + nStates;
+    // Observer states, updated microbatch after microbatch.
+    SmallVector<Value> states;
+    for (size_t k = 0; k < nStates; ++k)
+      states.push_back(stepArg(stateBase + k));
     Value lr = stepArg(batchBase + batchArgs.size());
     Value stepNo = stepArg(batchBase + batchArgs.size() + 1);
 
@@ -309,6 +334,8 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       IRMapping mapping;
       for (auto [k, i] : llvm::enumerate(paramArgs))
         mapping.map(grad.getArgument(i), stepArg(k));
+      for (auto [k, i] : llvm::enumerate(stateArgs))
+        mapping.map(grad.getArgument(i), states[k]);
       for (auto [k, i] : llvm::enumerate(batchArgs)) {
         Value whole = stepArg(batchBase + k);
         auto wholeType = cast<RankedTensorType>(whole.getType());
@@ -333,6 +360,8 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       }
       auto ret = cast<func::ReturnOp>(gradBody.getTerminator());
       accumulate(lossSum, mapping.lookup(ret.getOperand(0)));
+      for (size_t k = 0; k < nStates; ++k)
+        states[k] = mapping.lookup(ret.getOperand(stateResult[k]));
       bool last = mb == M - 1;
       for (size_t t = 0; t < nTrain; ++t) {
         Value g = mapping.lookup(ret.getOperand(t + 1));
@@ -425,6 +454,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     results.append(newMasters);
     results.append(newM);
     results.append(newV);
+    results.append(states);
     if (norm)
       results.push_back(norm);
     func::ReturnOp::create(b, loc, results);
@@ -452,6 +482,8 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       tie(1 + nTrain + nMasters + t, mBase + t);
       tie(1 + 2 * nTrain + nMasters + t, vBase + t);
     }
+    for (size_t k = 0; k < nStates; ++k)
+      tie(1 + 3 * nTrain + nMasters + k, stateBase + k);
     return success();
   }
 };

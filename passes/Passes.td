@@ -71,7 +71,8 @@ def InferenceEntryPoints : Pass<"llmc-inference-entry-points", "mlir::ModuleOp">
   let description = [{
     Clones `@forward` into `@logits(params, tokens) -> logits`, returning the
     logits operand of the final `llm.cross_entropy` (used by evaluation
-    sampling and generation).
+    sampling and generation). In both, `qat.ema` observers are frozen
+    (momentum 1): inference reads the trained ranges without moving them.
   }];
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }

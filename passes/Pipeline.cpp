@@ -326,15 +326,23 @@ void Splitter::planStage(int s, StagePlan &plan) {
 }
 
 void Splitter::recordHomes(llvm::StringMap<uint64_t> &homes) const {
-  for (BlockArgument arg : func.getArguments()) {
-    llm::ParamAttr param = llm::getParamAttr(func, arg.getArgNumber());
-    if (!param)
-      continue;
+  auto usedOn = [&](BlockArgument arg) {
     uint64_t mask = 0;
     for (Operation *user : arg.getUsers())
       if (isStageOp(user))
         mask |= uint64_t(1) << stageOf(user);
-    homes[param.getName()] = mask ? mask : 1;
+    return mask ? mask : 1;
+  };
+  for (BlockArgument arg : func.getArguments())
+    if (llm::ParamAttr param = llm::getParamAttr(func, arg.getArgNumber()))
+      homes[param.getName()] = usedOn(arg);
+  // Other state with a name of its own (fake-quantization observers) lives
+  // where it is used; optimizer state shares its parameter's name and home.
+  for (BlockArgument arg : func.getArguments()) {
+    auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
+    if (role && name && role.getValue() != "input" && !homes.count(name.getValue()))
+      homes[name.getValue()] = usedOn(arg);
   }
 }
 

@@ -58,11 +58,6 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       return signalPassFailure();
     }
     qatSpec = *parsed;
-    for (auto *scheme : {&qatSpec.weights, &qatSpec.activations})
-      if (*scheme && (*scheme)->observer == "ema") {
-        module.emitError("qat: the ema observer is not supported yet; use minmax");
-        return signalPassFailure();
-      }
     forward = lookupFunc(module, "forward");
     if (!forward) {
       module.emitError("qat: no @forward");
@@ -186,7 +181,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
         return op->emitOpError("qat: the embedding table is not a parameter");
       // Per channel: one range per vocabulary row.
       return quantizeOperand(op, 0, qatSpec.weights->attr(&getContext(), 0), paramSplits(table),
-                             table);
+                             table, paramName(table).str() + ".lookup");
     }
     auto matmul = cast<llm::MatmulOp>(op);
     BlockArgument weight = paramOf(matmul.getB());
@@ -197,12 +192,13 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       // A weight's output channel: the dimension not contracted.
       int64_t outputAxis = matmul.getTransposeB() ? 0 : 1;
       if (failed(quantizeOperand(op, 1, qatSpec.weights->attr(&getContext(), outputAxis),
-                                 paramSplits(weight), weight)))
+                                 paramSplits(weight), weight, paramName(weight).str())))
         return failure();
     } else if (!weight && qatSpec.activations) {
       auto b = cast<RankedTensorType>(matmul.getB().getType());
       if (failed(quantizeOperand(op, 1, qatSpec.activations->attr(&getContext(), b.getRank() - 1),
-                                 activationSplits(matmul.getB(), {}), nullptr)))
+                                 activationSplits(matmul.getB(), {}), nullptr,
+                                 siteName(op) + ".rhs")))
         return failure();
     }
     if (!qatSpec.activations)
@@ -219,7 +215,8 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
         }
     }
     return quantizeOperand(op, 0, qatSpec.activations->attr(&getContext(), a.getRank() - 1),
-                           activationSplits(matmul.getA(), extra), nullptr);
+                           activationSplits(matmul.getA(), extra), nullptr,
+                           (weight ? paramName(weight).str() : siteName(op)) + ".input");
   }
 
   SmallVector<SplitDim> activationSplits(Value v, ArrayRef<SplitDim> extra) {
@@ -265,8 +262,60 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     return axes;
   }
 
+  /// A stable name for a matmul without a weight parameter: its layer and
+  /// position among the matmuls of @forward.
+  std::string siteName(Operation *op) {
+    int64_t index = 0;
+    bool found = false;
+    forward.walk([&](llm::MatmulOp m) {
+      if (m.getOperation() == op)
+        found = true;
+      else if (!found)
+        ++index;
+    });
+    auto block = op->getParentOfType<llm::BlockOp>();
+    return (block ? block.getName().str() + "." : std::string()) + "matmul" +
+           std::to_string(index);
+  }
+
+  /// The persistent EMA state of a site: one [−min, max] pair per local
+  /// group, sharded like the dimension that indexes the groups.
+  FailureOr<Value> emaState(Operation *op, qat::SchemeAttr scheme, RankedTensorType type,
+                            ArrayRef<SplitDim> splits, bool isWeight, const std::string &site) {
+    if (scheme.getGranularity() == "block")
+      return op->emitOpError("qat: an ema observer needs tensor or channel granularity (block "
+                             "ranges are per position; use minmax)");
+    if (!isWeight && scheme.getGranularity() == "channel" && scheme.getAxis() == 0)
+      return op->emitOpError("qat: an ema observer of an activation's dimension 0 (its rows) "
+                             "is not supported; use the default (last) channel axis");
+    int64_t groups = scheme.groupCount(type.getShape());
+    auto stateType = RankedTensorType::get({groups, 2}, Float32Type::get(&getContext()));
+    DictionaryAttr shard;
+    for (const SplitDim &s : splits)
+      if (scheme.getGranularity() == "channel" && s.dim == scheme.getAxis()) {
+        if (shard)
+          return op->emitOpError("qat: an ema observer's channels are split twice");
+        auto global = RankedTensorType::get({groups * (layout ? layout->size(s.axes) : 1), 2},
+                                            stateType.getElementType());
+        SmallVector<StringRef> axes(s.axes.begin(), s.axes.end());
+        OpBuilder b(&getContext());
+        shard = addShardLevel(&getContext(), nullptr, global, b.getStrArrayAttr(axes), 0,
+                              s.blocks);
+      }
+    OpBuilder b(&getContext());
+    SmallVector<NamedAttribute> attrs{b.getNamedAttr(kRoleAttr, b.getStringAttr("qat_state")),
+                                      b.getNamedAttr(kNameAttr, b.getStringAttr(site))};
+    if (shard)
+      attrs.push_back(b.getNamedAttr(kShardAttr, shard));
+    unsigned index = forward.getNumArguments();
+    if (failed(forward.insertArgument(index, stateType, b.getDictionaryAttr(attrs), op->getLoc())))
+      return op->emitOpError("qat: cannot add the observer state argument");
+    return Value(forward.getArgument(index));
+  }
+
   LogicalResult quantizeOperand(Operation *op, unsigned index, qat::SchemeAttr scheme,
-                                ArrayRef<SplitDim> splits, BlockArgument weight) {
+                                ArrayRef<SplitDim> splits, BlockArgument weight,
+                                const std::string &site) {
     Value x = op->getOperand(index);
     auto type = cast<RankedTensorType>(x.getType());
     if (scheme.getGranularity() == "block" &&
@@ -298,6 +347,15 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
                                         FlatSymbolRefAttr::get(&getContext(), kMeshName),
                                         b.getStrArrayAttr(names), b.getStringAttr("max"));
     }
+    if (scheme.getObserver() == "ema") {
+      if (!sitesNamed.insert(site).second)
+        return op->emitOpError("qat: two observers would share the state '") << site << "'";
+      FailureOr<Value> state = emaState(op, scheme, type, splits, static_cast<bool>(weight), site);
+      if (failed(state))
+        return failure();
+      range = qat::EmaOp::create(b, loc, *state, range,
+                                 b.getF64FloatAttr(scheme.getMomentum().convertToDouble()));
+    }
     Value q = qat::FakeQuantOp::create(b, loc, x, range, scheme);
     quantized[key] = q;
     op->setOperand(index, q);
@@ -309,6 +367,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   std::optional<Layout> layout;
   llvm::DenseSet<Value> batchDerived;
   llvm::StringSet<> matchedSkips;
+  llvm::StringSet<> sitesNamed;
   std::map<std::tuple<const void *, const void *, const void *>, Value> quantized;
 };
 

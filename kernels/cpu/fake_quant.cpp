@@ -12,14 +12,17 @@
 // into scratch sized at bind time), then streams x in fixed chunks, each
 // chunk a few runs of one group, so the hot loop has a constant scale.
 // Channels of the last axis (inner = 1) walk the groups element by element
-// instead.
+// instead, reading the per-group values as arrays. The observer reduces
+// groups in place when there are enough of them to share out, else each
+// thread reduces chunks into its own copy of the ranges.
 //
-// fp8 rounding is frexp/ldexp/nearbyint (written on the bits, see
-// roundFp8): |v| ≥ 2^emin keeps mbits bits after its leading bit, smaller
+// fp8 rounding is ldexp(nearbyint(ldexp(v, −s)), s) with 2^s the format's
+// step at v: |v| ≥ 2^emin keeps mbits bits after its leading bit, smaller
 // values sit on the subnormal grid 2^(emin − mbits); nearbyint's ties to
-// even are ties to the even mantissa code. NF4 picks the level by counting the midpoints below the value
-// (ties go to the lower level), each midpoint held as the largest float not
-// above the exact midpoint, so the comparison stays in fp32.
+// even are ties to the even mantissa code. (frexp/ldexp are written on the
+// bits so the loop vectorises; see roundFp8.) NF4 compares the value with
+// the 15 midpoints between levels, each held as the largest float not above
+// the exact midpoint, so a value exactly on one takes the lower level.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,9 +45,7 @@ GroupLayout layoutOf(const Scheme &s, const std::vector<int64_t> &shape) {
   GroupLayout l;
   l.numel = product(shape);
   switch (s.granularity) {
-  case Granularity::Tensor:
-    l.inner = l.numel;
-    break;
+  case Granularity::Tensor: l.inner = l.numel; break;
   case Granularity::Channel:
     l.outer = product(shape, 0, static_cast<size_t>(s.axis));
     l.groups = shape[s.axis];
@@ -161,8 +162,7 @@ public:
       : x_(args.inputs[0].as<T>()), range_(args.outputs[0].as<float>()), l_(layout),
         threads_(bindThreads()) {
     // Few groups: per-thread partial ranges of every group, combined after.
-    if (l_.groups < threads_)
-      partial_.resize(static_cast<size_t>(threads_ * l_.groups * 2));
+    if (l_.groups < threads_) partial_.resize(static_cast<size_t>(threads_ * l_.groups * 2));
   }
 
   void run(const StepContext &) override {
@@ -310,20 +310,21 @@ inline float floatOfBits(uint32_t bits) {
 }
 
 /// v rounded to the fp8 format of k (|v| ≤ fmax, so no overflow): with
-/// |v| ∈ [2^e, 2^(e+1)), the step is 2^(max(e, emin) − mbits), and
-///   fp8(v) = ldexp(nearbyint(ldexp(v, −step exponent)), step exponent).
-/// frexp and ldexp are spelled out on the bits so the loop vectorises (libm's
-/// frexpf writes through a pointer): e is the biased exponent field − 127,
+/// |v| ∈ [2^e, 2^(e+1)), the format's step there is 2^s, s = max(e, emin) −
+/// mbits, and fp8(v) = ldexp(nearbyint(ldexp(v, −s)), s). frexp and ldexp
+/// are spelled out on the bits so the loop vectorises (libm's frexpf writes
+/// through a pointer and is never inlined): e is the exponent field − 127,
 /// exact for normal v; fp32 subnormals and 0 give −127, below every fp8
 /// emin, which is all that matters for them. Both scalings are by powers of
-/// two within fp32's normal range, hence exact, like ldexp.
+/// two within fp32's normal range, hence exact, as ldexp's are. (Checked
+/// against the frexp/ldexp form on every float in [−fmax, fmax]: identical.)
 inline float roundFp8(float v, const FormatConsts &k) {
   uint32_t bits;
   std::memcpy(&bits, &v, sizeof(bits));
   int32_t e = static_cast<int32_t>((bits >> 23) & 0xffu) - 127;
-  int32_t step = std::max(e, k.emin) - k.mbits;
-  float down = floatOfBits(static_cast<uint32_t>(127 - step) << 23);
-  float up = floatOfBits(static_cast<uint32_t>(127 + step) << 23);
+  int32_t s = std::max(e, k.emin) - k.mbits;
+  float down = floatOfBits(static_cast<uint32_t>(127 - s) << 23); // 2^−s
+  float up = floatOfBits(static_cast<uint32_t>(127 + s) << 23);   // 2^s
   return std::nearbyint(v * down) * up;
 }
 
@@ -334,7 +335,8 @@ inline float nearestNf4(float c, const FormatConsts &k) {
   return level;
 }
 
-/// y for a live group of `scale` (amax for NF4) and zero point `zp`.
+/// y for a live group of `scale` (amax for NF4) and zero point `zp` (amax
+/// for fp8, which has none).
 template <Grid grid>
 inline float quantDequant(float x, float scale, float zp, const FormatConsts &k) {
   if constexpr (grid == Grid::IntSymmetric) {
@@ -358,7 +360,7 @@ template <Grid grid> inline bool isClipped(float x, float scale, float zp, const
     float q = std::nearbyint(x / scale) + zp;
     return q < k.qmin || q > k.qmax;
   } else if constexpr (grid == Grid::Fp8) {
-    return std::fabs(x / scale) > k.fmax;
+    return std::fabs(x) > zp; // zp holds the group's amax
   } else {
     return std::fabs(x / scale) > 1.0f;
   }
@@ -370,8 +372,7 @@ public:
   FakeQuantKernel(const KernelArgs &args, Scheme s, GroupLayout layout, bool grad)
       : x_(args.inputs[0].as<T>()), range_(args.inputs[1].as<float>()),
         dy_(grad ? args.inputs[2].as<T>() : nullptr), out_(args.outputs[0].as<T>()), grad_(grad),
-        l_(layout),
-        scheme_(s), consts_(formatConsts(s.format)),
+        l_(layout), scheme_(s), consts_(formatConsts(s.format)),
         grid_(quant::isInteger(s.format) ? (s.symmetric ? Grid::IntSymmetric : Grid::IntAsymmetric)
               : s.format == Format::Nf4  ? Grid::Nf4
                                          : Grid::Fp8),
@@ -406,7 +407,9 @@ private:
         float amax = std::max(negMin, max);
         live[g] = amax > 0.0f ? 1.0f : 0.0f;
         scales[g] = grid == Grid::Nf4 ? amax : amax / fullScale;
-        zps[g] = 0.0f;
+        // fp8 clips beyond amax itself (amax / scale can exceed fmax by an
+        // ulp); the slot holds it, as fp8 has no zero point.
+        zps[g] = grid == Grid::Fp8 ? amax : 0.0f;
       } else {
         float lo = std::min(-negMin, 0.0f), hi = std::max(max, 0.0f);
         float scale = (hi - lo) / (k.qmax - k.qmin);

@@ -774,7 +774,8 @@ std::vector<RefTensor> adamw(const RefTensor &p, const RefTensor &g, const RefTe
 
 namespace {
 
-/// Aborts unless `s` fits a tensor of `shape` (the kernels' factory checks).
+/// Aborts unless the groups of `s` fit a tensor of `shape` (as the kernels'
+/// factories check).
 void requireScheme(const std::vector<int64_t> &shape, const quant::Scheme &s, const char *fn) {
   require(!shape.empty(), fn, "x must have rank >= 1");
   int64_t rank = static_cast<int64_t>(shape.size());
@@ -783,8 +784,6 @@ void requireScheme(const std::vector<int64_t> &shape, const quant::Scheme &s, co
   if (s.granularity == quant::Granularity::Block)
     require(s.block > 0 && shape.back() % s.block == 0, fn,
             "block must be positive and divide the last dim");
-  require(s.symmetric || quant::isInteger(s.format), fn,
-          "asymmetric quantization is for integer formats only");
 }
 
 /// The number of groups of `s` on a tensor of `shape`.
@@ -804,12 +803,8 @@ std::vector<int64_t> quantGroups(const std::vector<int64_t> &shape, const quant:
   int64_t blocksPerRow = s.block > 0 ? shape.back() / s.block : 0;
   forEachIndex(shape, [&](const std::vector<int64_t> &index) {
     switch (s.granularity) {
-    case quant::Granularity::Tensor:
-      groups.push_back(0);
-      break;
-    case quant::Granularity::Channel:
-      groups.push_back(index[s.axis]);
-      break;
+    case quant::Granularity::Tensor: groups.push_back(0); break;
+    case quant::Granularity::Channel: groups.push_back(index[s.axis]); break;
     case quant::Granularity::Block: {
       int64_t row = 0;
       for (size_t d = 0; d + 1 < shape.size(); ++d) row = row * shape[d] + index[d];
@@ -846,10 +841,9 @@ std::vector<Fp8Value> decodeFp8(quant::Format format) {
     int exponent = (code >> mantissaBits) & exponentAll, mantissa = code & mantissaAll;
     if (e4m3 ? (exponent == exponentAll && mantissa == mantissaAll) : exponent == exponentAll)
       continue;
-    double magnitude =
-        exponent == 0
-            ? mantissa * std::pow(2.0, 1 - bias - mantissaBits)
-            : (1.0 + mantissa / std::pow(2.0, mantissaBits)) * std::pow(2.0, exponent - bias);
+    double magnitude = exponent == 0 ? mantissa * std::pow(2.0, 1 - bias - mantissaBits)
+                                     : (1.0 + mantissa / std::pow(2.0, mantissaBits)) *
+                                           std::pow(2.0, exponent - bias);
     values.push_back({negative ? -magnitude : magnitude, mantissa});
   }
   return values;
@@ -920,7 +914,7 @@ Quantized quantizeOne(float x, float negMin, float max, const quant::Scheme &s) 
     float scale = amax / fmax;
     float v = x / scale;
     float kept = std::min(std::max(v, -fmax), fmax);
-    return {static_cast<float>(nearestFp8(kept, s.format)) * scale, std::abs(v) > fmax};
+    return {static_cast<float>(nearestFp8(kept, s.format)) * scale, std::abs(x) > amax};
   }
   case quant::Format::Nf4: {
     float v = x / amax;
@@ -938,9 +932,9 @@ std::vector<Quantized> quantizeAll(const RefTensor &x, const RefTensor &range,
   std::vector<Quantized> out;
   for (int64_t i = 0; i < x.numel(); ++i) {
     int64_t g = groups[i];
-    out.push_back(quantizeOne(static_cast<float>(x.data[i]),
-                              static_cast<float>(range.data[2 * g]),
-                              static_cast<float>(range.data[2 * g + 1]), s));
+    float negMin = static_cast<float>(range.data[2 * g]);
+    float max = static_cast<float>(range.data[2 * g + 1]);
+    out.push_back(quantizeOne(static_cast<float>(x.data[i]), negMin, max, s));
   }
   return out;
 }
@@ -964,6 +958,8 @@ RefTensor quantObserve(const RefTensor &x, const quant::Scheme &s) {
 RefTensor fakeQuant(const RefTensor &x, const RefTensor &range, const quant::Scheme &s) {
   requireScheme(x.shape, s, "fakeQuant");
   requireRange(range, x, s, "fakeQuant");
+  require(s.symmetric || quant::isInteger(s.format), "fakeQuant",
+          "asymmetric quantization is for integer formats only");
   std::vector<Quantized> q = quantizeAll(x, range, s);
   RefTensor y = like(x);
   for (int64_t i = 0; i < x.numel(); ++i) y.data[i] = q[i].y;
@@ -974,6 +970,8 @@ RefTensor fakeQuantGrad(const RefTensor &x, const RefTensor &range, const RefTen
                         const quant::Scheme &s) {
   requireScheme(x.shape, s, "fakeQuantGrad");
   requireRange(range, x, s, "fakeQuantGrad");
+  require(s.symmetric || quant::isInteger(s.format), "fakeQuantGrad",
+          "asymmetric quantization is for integer formats only");
   require(dy.shape == x.shape, "fakeQuantGrad", "dy must have x's shape");
   std::vector<Quantized> q = quantizeAll(x, range, s);
   RefTensor dx = like(x);

@@ -85,7 +85,7 @@ for family in $FAMILIES; do
   # everywhere keeps the first step's arithmetic identical, so it must agree.
   strict=()
   unset OMP_NUM_THREADS
-  [[ $family == *-qat* ]] && common+=(--qat "weights=int4:block16, activations=int8:asym") &&
+  [[ $family == *-qat* ]] && common+=(--qat "weights=int4:block16, activations=int8:asym:ema0.9") &&
     tolerance=5e-4 && strict=(1:1e-6) && export OMP_NUM_THREADS=1
   "$BIN/llmc" compile "${common[@]}" -o "$WORK/$family-1.llmc"
   "$BIN/llmc-run" "$WORK/$family-1.llmc" --steps $STEPS --metrics "$WORK/$family-1.jsonl" --quiet
