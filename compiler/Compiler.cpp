@@ -181,6 +181,7 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
   put("sequence_parallel", p.sequenceParallel ? 1 : 0);
   put("precision", p.precision);
   put("recompute", p.recompute);
+  put("qat", p.qat);
   put("recompute.layers", p.recomputeLayers);
   put("microbatches", p.microbatches);
   put("optimizer", "adamw");

@@ -142,6 +142,8 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
      << a.meta("optimizer.beta1") << ", beta2 " << a.meta("optimizer.beta2")
      << ", weight decay " << a.meta("optimizer.weight_decay") << ", clip "
      << a.meta("optimizer.max_grad_norm") << ")\n";
+  if (!a.meta("qat").empty())
+    os << "qat:        " << a.meta("qat") << "\n";
   std::string recompute = a.meta("recompute", "none");
   std::string layers = a.meta("recompute.layers");
   if (recompute != "none" || !layers.empty())

@@ -252,6 +252,11 @@ TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
   for (const char *category : {"param", "optim"})
     for (const BufferInfo *b : persistentBuffers(artifact, category)) {
       const json::Value *entry = tensors.find(b->name);
+      if (!entry && b->name.rfind("qat_state/", 0) == 0) {
+        std::memset(arena.base() + b->offset, 0, b->bytes()); // never observed
+        ++state.freshObservers;
+        continue;
+      }
       if (!entry)
         fail(indexPath, ": checkpoint has no tensor '", b->name, "'");
       std::vector<int64_t> shape;

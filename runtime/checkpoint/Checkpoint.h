@@ -34,6 +34,9 @@ struct TrainState {
   int64_t step = 0;       ///< optimizer steps completed
   uint64_t seed = 0;      ///< initialisation / data-order seed
   double loss = 0;        ///< training loss of the last step
+  /// Fake-quantization observer states the checkpoint did not have (it
+  /// was saved without --qat): they start fresh, as never observed.
+  int64_t freshObservers = 0;
 };
 
 /// Saves this rank's part of parameters and optimizer state, and (rank 0)
@@ -43,7 +46,8 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
 
 /// Restores the newest checkpoint under `dir` into this rank's `arena`;
 /// checks that every persistent tensor is present with the right dtype and
-/// global shape.
+/// global shape (observer states may be absent: QAT fine-tuning of a
+/// checkpoint trained without it).
 TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
                           const Arena &arena, int rank);
 

@@ -391,7 +391,12 @@ int Trainer::run() {
     if (state.seed != seed)
       fail("checkpoint was trained with seed ", state.seed, " but this run uses ", seed);
     if (chatty)
-      std::cout << "resumed from step " << start << " (" << opt.ckptDir << ")\n";
+      std::cout << "resumed from step " << start << " (" << opt.ckptDir << ")"
+                << (state.freshObservers
+                        ? "; " + std::to_string(state.freshObservers) +
+                              " fake-quantization observers start fresh (not in the checkpoint)"
+                        : std::string())
+                << "\n";
   } else {
     initializeParameters(artifact, *arena, seed, rank);
   }

@@ -7,6 +7,10 @@
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 qat={weights=int8:channel} emit=graph" | FileCheck %s --check-prefix=TP-CHANNEL
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 qat={weights=int4:block64} emit=graph" | FileCheck %s --check-prefix=TP-BLOCK
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 qat={weights=int4:block48} emit=graph" 2>&1 | FileCheck %s --check-prefix=TP-BLOCK-SPLIT
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="qat={activations=int8:ema0.9} microbatches=2 emit=train" | FileCheck %s --check-prefix=EMA
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 qat={activations=int8:channel:ema} emit=graph" | FileCheck %s --check-prefix=EMA-TP
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int8:block4:ema" 2>&1 | FileCheck %s --check-prefix=EMA-BLOCK
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int8:channel0:ema" 2>&1 | FileCheck %s --check-prefix=EMA-ROWS
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int3" 2>&1 | FileCheck %s --check-prefix=BAD-FORMAT
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8:int4" 2>&1 | FileCheck %s --check-prefix=TWO-FORMATS
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=nf4:asym" 2>&1 | FileCheck %s --check-prefix=ASYM
@@ -74,6 +78,34 @@
 // TP-BLOCK: qat.observe %arg4 {{.*}} : tensor<128x192xf32> -> tensor<384x2xf32>
 // TP-BLOCK-NOT: dist.all_reduce {{.*}} : tensor<{{[0-9]+}}x2xf32>
 // TP-BLOCK-SPLIT: error: 'llm.matmul' op qat: blocks of 48 do not fit the 64-element pieces this layout splits the last dimension into
+
+// An EMA observer: a persistent state argument per site (named for the
+// weight whose input it observes), blended with the current range by
+// qat.ema. @grad returns each state updated, tied to its argument; the
+// training step threads it from microbatch to microbatch and returns the
+// last; @forward (evaluation) and @logits read it frozen (momentum 1).
+// EMA-LABEL: func.func @forward
+// EMA-SAME: %arg6: tensor<1x2xf32> {llmc.name = "h.0.mlp.weight.input", llmc.role = "qat_state"}
+// EMA-SAME: %arg7: tensor<1x2xf32> {llmc.name = "wte.input", llmc.role = "qat_state"}
+// EMA: qat.ema %arg6, %{{.*}} {momentum = 1.000000e+00 : f64}
+// EMA-LABEL: func.func @logits
+// EMA: qat.ema {{.*}}momentum = 1.000000e+00 : f64
+// EMA-LABEL: func.func @grad
+// EMA-SAME: tensor<1x2xf32> {llmc.tied_to = 6 : i64}, tensor<1x2xf32> {llmc.tied_to = 7 : i64})
+// EMA: qat.ema %arg6, %{{.*}}momentum = 9.000000e-01 : f64
+// EMA-LABEL: func.func @train_step
+// EMA-SAME: %arg12: tensor<1x2xf32> {llmc.name = "h.0.mlp.weight.input", llmc.role = "qat_state"}
+// EMA-SAME: tensor<1x2xf32> {llmc.tied_to = 12 : i64}, tensor<1x2xf32> {llmc.tied_to = 13 : i64}
+// EMA: %[[S0:.*]] = qat.ema %arg12, %{{.*}} {llm.block_name = "h.0", llm.microbatch = 0 : i64, momentum = 9.000000e-01 : f64}
+// EMA: %[[S1:.*]] = qat.ema %[[S0]], %{{.*}} {llm.block_name = "h.0", llm.microbatch = 1 : i64, momentum = 9.000000e-01 : f64}
+// EMA: return {{.*}}, %[[S1]], %{{.*}}, %{{.*}} :
+
+// Per channel under tp: a row-parallel input's channels are split over tp,
+// so is its state (recorded like a parameter's split, for checkpoints).
+// EMA-TP: %{{.*}}: tensor<64x2xf32> {llmc.name = "h.0.attn.c_proj.weight.input", llmc.role = "qat_state", llmc.shard = {global_shape = array<i64: 128, 2>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]}}
+
+// EMA-BLOCK: error: 'llm.matmul' op qat: an ema observer needs tensor or channel granularity (block ranges are per position; use minmax)
+// EMA-ROWS: error: 'llm.matmul' op qat: an ema observer of an activation's dimension 0 (its rows) is not supported; use the default (last) channel axis
 
 // BAD-FORMAT: error: qat: bad scheme 'int3': unknown field 'int3' (formats int8 int4 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], block<size>; sym, asym; minmax, ema[<momentum>])
 // TWO-FORMATS: error: qat: bad scheme 'int8:int4': two formats ('int8' and 'int4')
