@@ -182,9 +182,10 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
   put("precision", p.precision);
   put("recompute", p.recompute);
   put("qat", p.qat);
+  put("lora", p.lora);
   put("recompute.layers", p.recomputeLayers);
   put("microbatches", p.microbatches);
-  put("optimizer", "adamw");
+  put("optimizer", p.optimizer);
   put("optimizer.beta1", p.beta1);
   put("optimizer.beta2", p.beta2);
   put("optimizer.epsilon", p.epsilon);

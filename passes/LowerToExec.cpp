@@ -181,8 +181,8 @@ LogicalResult ProgramLowering::placeValues() {
   // gradient output, through the accumulation adds and scales.
   SmallVector<Value> worklist;
   for (Operation &op : body)
-    if (auto adamw = dyn_cast<llm::AdamWOp>(op))
-      worklist.push_back(adamw.getGrad());
+    if (isa<llm::AdamWOp, llm::AdamW8bitOp>(op))
+      worklist.push_back(op.getOperand(1)); // the gradient
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands()))
     if (func.getResultAttr(i, kGradOfAttr))

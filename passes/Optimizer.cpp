@@ -10,6 +10,7 @@
 #include "passes/Layout.h"
 #include "passes/Passes.h"
 #include "passes/Utils.h"
+#include "kernels/Adam8bit.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -152,6 +153,30 @@ private:
   std::vector<std::string> otherAxes;
 };
 
+/// The per-block absmax of an 8-bit moment whose codes are `codes` (this
+/// rank's piece, sharded as `codesShard`). Blocks are cut from the local
+/// piece, so the global tensor is the concatenation of every piece's blocks,
+/// split over all axes that split the moment.
+std::pair<RankedTensorType, DictionaryAttr> absmaxState(OpBuilder &b, RankedTensorType codes,
+                                                        DictionaryAttr codesShard) {
+  int64_t blocks = adam8bit::blockCount(codes.getNumElements());
+  auto local = RankedTensorType::get({blocks}, b.getF32Type());
+  if (!codesShard)
+    return {local, nullptr};
+  SmallVector<StringRef> axes;
+  auto levels = codesShard.getAs<ArrayAttr>("levels");
+  auto global = codesShard.getAs<DenseI64ArrayAttr>("global_shape");
+  for (auto level : levels.getAsRange<DictionaryAttr>())
+    for (StringRef axis : level.getAs<ArrayAttr>("axes").getAsValueRange<StringAttr>())
+      axes.push_back(axis);
+  int64_t globalElements = 1;
+  for (int64_t d : global.asArrayRef())
+    globalElements *= d;
+  int64_t pieces = globalElements / codes.getNumElements();
+  auto globalType = RankedTensorType::get({blocks * pieces}, b.getF32Type());
+  return {local, addShardLevel(b.getContext(), nullptr, globalType, b.getStrArrayAttr(axes), 0)};
+}
+
 struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
 
@@ -161,6 +186,11 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     func::FuncOp forward = lookupFunc(module, "forward");
     if (!grad || !forward) {
       module.emitError("optimizer: needs @forward and @grad (run llmc-autodiff first)");
+      return signalPassFailure();
+    }
+    if (optimizer != "adamw" && optimizer != "adamw8bit") {
+      module.emitError() << "optimizer: unknown optimizer '" << optimizer
+                         << "' (expected adamw or adamw8bit)";
       return signalPassFailure();
     }
     if (microbatches < 1) {
@@ -275,13 +305,27 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
         shard = sync.shardAttr(shard, type);
       argAttrs.push_back(attrs("master", paramName(trainableArgs[t]), {}, shard));
     }
-    for (StringRef role : {"adam_m", "adam_v"})
+    // AdamW's moments, one slot (m, v; 8-bit: codes and block absmax of
+    // each) per trainable parameter, each slot's tensors consecutive.
+    bool eightBit = optimizer == "adamw8bit";
+    SmallVector<StringRef> slots =
+        eightBit ? SmallVector<StringRef>{"adam_m", "adam_m_absmax", "adam_v", "adam_v_absmax"}
+                 : SmallVector<StringRef>{"adam_m", "adam_v"};
+    for (StringRef role : slots)
       for (size_t t = 0; t < nTrain; ++t) {
         Type type = f32Like(grad.getArgument(trainableArgs[t]).getType());
-        argTypes.push_back(sharded[t] ? sync.shardType(type) : type);
         DictionaryAttr shard = paramShard(trainableArgs[t]);
-        if (sharded[t])
+        if (sharded[t]) {
           shard = sync.shardAttr(shard, type);
+          type = sync.shardType(type);
+        }
+        if (eightBit && role.ends_with("_absmax")) {
+          std::tie(type, shard) = absmaxState(b, cast<RankedTensorType>(type), shard);
+        } else if (eightBit) {
+          auto t8 = cast<RankedTensorType>(type);
+          type = RankedTensorType::get(t8.getShape(), b.getI8Type());
+        }
+        argTypes.push_back(type);
         argAttrs.push_back(attrs(role, paramName(trainableArgs[t]), {}, shard));
       }
     for (unsigned i : stateArgs) {
@@ -310,8 +354,9 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     b.setInsertionPointToStart(body);
 
     auto stepArg = [&](size_t i) { return body->getArgument(i); };
-    size_t mBase = nParams + nMasters, vBase = mBase + nTrain, stateBase = vBase + nTrain,
+    size_t slotBase = nParams + nMasters, stateBase = slotBase + slots.size() * nTrain,
            batchBase = stateBase + nStates;
+    auto slotArg = [&](size_t slot, size_t t) { return stepArg(slotBase + slot * nTrain + t); };
     // Observer states, updated microbatch after microbatch.
     SmallVector<Value> states;
     for (size_t k = 0; k < nStates; ++k)
@@ -414,7 +459,8 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     }
     Value clipNorm = maxGradNorm > 0 ? norm : Value();
 
-    SmallVector<Value> results{loss}, newParams, newMasters, newM, newV;
+    SmallVector<Value> results{loss}, newParams, newMasters;
+    SmallVector<SmallVector<Value>> newSlots(slots.size());
     for (size_t t = 0; t < nTrain; ++t) {
       unsigned arg = trainableArgs[t];
       Value param = grad.getArgument(arg);
@@ -432,11 +478,17 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       Value g = finalGrads[t];
       if (masterOf[t] >= 0)
         g = llm::CastOp::create(b, ploc, f32Like(g.getType()), g);
-      auto update = llm::AdamWOp::create(
-          b, ploc, p, g, stepArg(mBase + t), stepArg(vBase + t), lr, stepNo, clipNorm,
-          APFloat(beta1.getValue()), APFloat(beta2.getValue()), APFloat(epsilon.getValue()),
-          APFloat(decay ? weightDecay.getValue() : 0.0), APFloat(maxGradNorm.getValue()));
-      Value newParam = update.getNewParam();
+      APFloat b1(beta1.getValue()), b2(beta2.getValue()), eps(epsilon.getValue()),
+          wd(decay ? weightDecay.getValue() : 0.0), clip(maxGradNorm.getValue());
+      Operation *update;
+      if (eightBit)
+        update = llm::AdamW8bitOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t),
+                                          slotArg(2, t), slotArg(3, t), lr, stepNo, clipNorm, b1,
+                                          b2, eps, wd, clip);
+      else
+        update = llm::AdamWOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t), lr, stepNo,
+                                      clipNorm, b1, b2, eps, wd, clip);
+      Value newParam = update->getResult(0);
       if (masterOf[t] >= 0) {
         newMasters.push_back(newParam);
         auto low = cast<RankedTensorType>(stepArg(paramIndex).getType()).getElementType();
@@ -447,13 +499,13 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       if (sharded[t])
         newParam = sync.gather(newParam, ploc);
       newParams.push_back(newParam);
-      newM.push_back(update.getNewM());
-      newV.push_back(update.getNewV());
+      for (size_t slot = 0; slot < slots.size(); ++slot)
+        newSlots[slot].push_back(update->getResult(1 + slot));
     }
     results.append(newParams);
     results.append(newMasters);
-    results.append(newM);
-    results.append(newV);
+    for (const SmallVector<Value> &slot : newSlots)
+      results.append(slot);
     results.append(states);
     if (norm)
       results.push_back(norm);
@@ -469,8 +521,8 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       step.setResultAttr(results.size() - 1, kRoleAttr, b.getStringAttr("output"));
       step.setResultAttr(results.size() - 1, kNameAttr, b.getStringAttr("grad_norm"));
     }
-    // Results after the loss: parameters, masters, m, v — each tied to the
-    // argument it overwrites.
+    // Results after the loss: parameters, masters, the moment slots — each
+    // tied to the argument it overwrites.
     auto tie = [&](size_t result, int64_t arg) {
       step.setResultAttr(result, kTiedToAttr, b.getI64IntegerAttr(arg));
     };
@@ -479,11 +531,12 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       tie(1 + t, paramIndex);
       if (masterOf[t] >= 0)
         tie(1 + nTrain + master++, masterOf[t]);
-      tie(1 + nTrain + nMasters + t, mBase + t);
-      tie(1 + 2 * nTrain + nMasters + t, vBase + t);
+      for (size_t slot = 0; slot < slots.size(); ++slot)
+        tie(1 + nTrain + nMasters + slot * nTrain + t, slotBase + slot * nTrain + t);
     }
+    size_t firstState = 1 + nTrain + nMasters + slots.size() * nTrain;
     for (size_t k = 0; k < nStates; ++k)
-      tie(1 + 3 * nTrain + nMasters + k, stateBase + k);
+      tie(firstState + k, stateBase + k);
     return success();
   }
 };

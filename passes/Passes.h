@@ -26,6 +26,7 @@ struct TrainingPipelineOptions {
   double beta1 = 0.9, beta2 = 0.95, epsilon = 1e-8, weightDecay = 0.1;
   std::string noDecay = "norm,bias";
   double maxGradNorm = 1.0;
+  std::string optimizer = "adamw"; ///< adamw | adamw8bit
   std::string mesh;              ///< "dp=2,tp=2"; empty: one rank
   int64_t zero = 0;              ///< ZeRO stage
   std::string gradSync = "allreduce";
@@ -35,6 +36,7 @@ struct TrainingPipelineOptions {
   std::string recompute = "none"; ///< none | full | selective
   std::string recomputeLayers;    ///< per layer: h.0=full,h.1=selective
   std::string qat;               ///< --qat spec; empty: no fake quantization
+  std::string lora;              ///< --lora spec; empty: train every parameter
   std::string pipelineSchedule = "1f1b"; ///< with a pp axis
   int64_t virtualStages = 1;
   std::string stageLayout;       ///< layers per model chunk; empty: balanced

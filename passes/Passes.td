@@ -51,6 +51,9 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
     (norm gains, biases, embedding tables, recognised by how the graph uses
     them). Arguments and results carry `llmc.role`/`llmc.name`; updated
     state results carry `llmc.tied_to` (the argument they overwrite).
+    `optimizer=adamw8bit` stores each moment as uint8 codes (role `adam_m`,
+    `adam_v`) plus one fp32 absmax per block of 2048 (`adam_m_absmax`,
+    `adam_v_absmax`) and updates with llm.adamw8bit.
   }];
   let options = [
     Option<"microbatches", "microbatches", "int64_t", "1", "Microbatches per step">,
@@ -62,6 +65,8 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
            "Parameter kinds without weight decay: any of norm, bias, embedding">,
     Option<"maxGradNorm", "max-grad-norm", "double", "1.0",
            "Global gradient-norm clip (0 disables)">,
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
+           "adamw (fp32 moments) or adamw8bit (moments in 8-bit blocks of 2048)">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }
@@ -119,6 +124,28 @@ def Shard : Pass<"llmc-shard", "mlir::ModuleOp"> {
     Option<"sequenceParallel", "sp", "bool", "false",
            "Megatron sequence parallelism: split the residual stream of every "
            "llm.block along the sequence over tp">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
+}
+
+def LoRA : Pass<"llmc-lora", "mlir::ModuleOp"> {
+  let summary = "Low-rank adapters beside the chosen matmuls; the base model frozen";
+  let description = [{
+    Runs on @forward after llmc-shard (and llmc-qat), before autodiff.
+    `spec` (the `--lora` flag): `rank=8, alpha=16, targets=qkv,proj,mlp`.
+    Every matmul with a weight parameter that a target names gets
+    y + (alpha/rank)·(x·A)·B, with A [K, r] uniform in ±1/√K and B [r, N]
+    zeros (a transposed weight [N, K]: A [r, K], B [N, r]), named
+    `<weight>.lora_A` / `.lora_B`; every other parameter becomes
+    `trainable = false`. Targets: `qkv` (projections feeding attention),
+    `proj` (the matmul reading attention's output), `mlp` (the other
+    matmuls of a layer), `head` (the matmul feeding the loss), a layer
+    (`h.3`) or a parameter name or dotted prefix. Under tensor parallelism
+    adapters are split like their weight. A target that matches nothing, or
+    a rank not below the weight's smaller dimension, is an error.
+  }];
+  let options = [
+    Option<"spec", "spec", "std::string", "\"\"", "rank=, alpha=, targets=">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
 }

@@ -34,6 +34,11 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
     qat.spec = options.qat;
     pm.addPass(createQAT(qat));
   }
+  if (!options.lora.empty()) {
+    LoRAOptions lora;
+    lora.spec = options.lora;
+    pm.addPass(createLoRA(lora));
+  }
   if (options.emit == "graph")
     return;
   pm.addPass(createAutodiff());
@@ -45,6 +50,7 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
   optimizer.weightDecay = options.weightDecay;
   optimizer.noDecay = options.noDecay;
   optimizer.maxGradNorm = options.maxGradNorm;
+  optimizer.optimizer = options.optimizer;
   pm.addPass(createOptimizer(optimizer));
   pm.addPass(createInferenceEntryPoints());
   pm.addPass(createCSEPass());
@@ -98,6 +104,8 @@ struct TrainingPipelineCLOptions
   Option<double> maxGradNorm{*this, "max-grad-norm",
                              llvm::cl::desc("Gradient clip (0 disables)"),
                              llvm::cl::init(1.0)};
+  Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw | adamw8bit"),
+                                llvm::cl::init("adamw")};
   Option<std::string> emit{*this, "emit", llvm::cl::desc("graph | train | exec"),
                            llvm::cl::init("exec")};
   Option<std::string> mesh{*this, "mesh", llvm::cl::desc("Mesh, e.g. dp=2,tp=2"),
@@ -133,6 +141,8 @@ struct TrainingPipelineCLOptions
                                llvm::cl::init(1)};
   Option<std::string> qat{*this, "qat", llvm::cl::desc("Fake quantization spec (see llmc-qat)"),
                           llvm::cl::init("")};
+  Option<std::string> lora{*this, "lora", llvm::cl::desc("LoRA spec (see llmc-lora)"),
+                           llvm::cl::init("")};
 };
 } // namespace
 
@@ -147,6 +157,7 @@ void llmc::registerPasses() {
         options.microbatches = cl.microbatches;
         options.weightDecay = cl.weightDecay;
         options.maxGradNorm = cl.maxGradNorm;
+        options.optimizer = cl.optimizer;
         options.emit = cl.emit;
         options.mesh = cl.mesh;
         options.zero = cl.zero;
@@ -162,6 +173,7 @@ void llmc::registerPasses() {
         options.fsdpReshardAfterForward = cl.fsdpReshardAfterForward;
         options.fsdpPrefetch = cl.fsdpPrefetch;
         options.qat = cl.qat;
+        options.lora = cl.lora;
         llmc::buildTrainingPipeline(pm, options);
       });
 }

@@ -144,6 +144,13 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
      << a.meta("optimizer.max_grad_norm") << ")\n";
   if (!a.meta("qat").empty())
     os << "qat:        " << a.meta("qat") << "\n";
+  if (!a.meta("lora").empty()) {
+    int adapters = 0;
+    for (const ParameterInfo &p : a.parameters)
+      adapters += p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_A") == 0;
+    os << "lora:       " << a.meta("lora") << " (" << adapters
+       << " adapted matmuls; every other parameter frozen)\n";
+  }
   std::string recompute = a.meta("recompute", "none");
   std::string layers = a.meta("recompute.layers");
   if (recompute != "none" || !layers.empty())

@@ -98,7 +98,8 @@ ModelStates modelStates(const Artifact &artifact) {
     m.plannedGradients = peak->second;
   if (const ProgramInfo *step = artifact.program("train_step"))
     for (const InstructionInfo &inst : step->instructions) {
-      if (inst.kind != InstructionKind::Kernel || inst.kernel != "adamw" || inst.inputs.size() < 2)
+      if (inst.kind != InstructionKind::Kernel || (inst.kernel != "adamw" && inst.kernel != "adamw8bit") ||
+          inst.inputs.size() < 2)
         continue;
       uint32_t grad = inst.inputs[1];
       if (const InstructionInfo *cast = producer(*step, grad);
@@ -108,7 +109,8 @@ ModelStates modelStates(const Artifact &artifact) {
       break;
     }
   // K: optimizer bytes per trainable parameter, from the plan (AdamW's m and
-  // v, plus an fp32 master under mixed precision).
+  // v — 8 bytes, or 2 and the block absmax with adamw8bit — plus an fp32
+  // master under mixed precision).
   if (m.psi > 0) {
     double perParam = static_cast<double>(m.plannedOptimizer) *
                       (m.stage >= 1 ? static_cast<double>(m.groupSize) : 1.0) /

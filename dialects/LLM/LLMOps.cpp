@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/LLM/LLMDialect.h"
+#include "kernels/Adam8bit.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -618,15 +619,40 @@ LogicalResult AdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
   return success();
 }
 
-LogicalResult AdamWOp::verify() {
-  double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
-  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
-    return emitOpError("beta1 and beta2 must be in [0, 1), got ") << b1 << " and " << b2;
-  if (!(getEpsilon().convertToDouble() > 0))
-    return emitOpError("epsilon must be > 0");
-  if (getWeightDecay().convertToDouble() < 0 || getMaxGradNorm().convertToDouble() < 0)
-    return emitOpError("weight_decay and max_grad_norm must be >= 0");
+LogicalResult AdamW8bitOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  types.append({adaptor.getParam().getType(), adaptor.getMCodes().getType(),
+                adaptor.getMAbsmax().getType(), adaptor.getVCodes().getType(),
+                adaptor.getVAbsmax().getType()});
   return success();
+}
+
+/// The optimizer hyperparameters both AdamW ops share.
+template <typename Op> static LogicalResult verifyAdamHyperparameters(Op op) {
+  double b1 = op.getBeta1().convertToDouble(), b2 = op.getBeta2().convertToDouble();
+  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
+    return op.emitOpError("beta1 and beta2 must be in [0, 1), got ") << b1 << " and " << b2;
+  if (!(op.getEpsilon().convertToDouble() > 0))
+    return op.emitOpError("epsilon must be > 0");
+  if (op.getWeightDecay().convertToDouble() < 0 || op.getMaxGradNorm().convertToDouble() < 0)
+    return op.emitOpError("weight_decay and max_grad_norm must be >= 0");
+  return success();
+}
+
+LogicalResult AdamWOp::verify() { return verifyAdamHyperparameters(*this); }
+
+LogicalResult AdamW8bitOp::verify() {
+  auto param = cast<RankedTensorType>(getParam().getType());
+  auto codes = cast<RankedTensorType>(getMCodes().getType());
+  auto absmax = cast<RankedTensorType>(getMAbsmax().getType());
+  if (codes.getShape() != param.getShape())
+    return emitOpError("moment codes must have the parameter's shape ")
+           << param << ", got " << codes;
+  int64_t blocks = (param.getNumElements() + adam8bit::kBlock - 1) / adam8bit::kBlock;
+  if (absmax.getRank() != 1 || absmax.getDimSize(0) != blocks)
+    return emitOpError("moment absmax must be tensor<") << blocks << "xf32> (one per "
+           << adam8bit::kBlock << " elements), got " << absmax;
+  return verifyAdamHyperparameters(*this);
 }
 
 #define GET_OP_CLASSES

@@ -707,4 +707,41 @@ def LLM_AdamWOp : LLM_PureOp<"adamw", [AllTypesMatch<["param", "grad", "m", "v"]
   let hasVerifier = 1;
 }
 
+def LLM_AdamW8bitOp : LLM_PureOp<"adamw8bit", [AllTypesMatch<["param", "grad"]>,
+    AllTypesMatch<["m_codes", "v_codes", "new_m_codes", "new_v_codes"]>,
+    AllTypesMatch<["m_absmax", "v_absmax", "new_m_absmax", "new_v_absmax"]>]> {
+  let summary = "One AdamW update with 8-bit block-wise quantized moments";
+  let description = [{
+    llm.adamw's update, with m and v stored as uint8 codes (shape of the
+    parameter) and one fp32 absolute maximum per block of 2048 elements of
+    the flattened state (Dettmers et al.'s block-wise dynamic quantization;
+    the exact arithmetic is kernels/Adam8bit.h). Each step decodes a block,
+    updates it in fp32 and re-encodes it with the block's new absmax, so the
+    moments cost 2 bytes per parameter instead of 8. All-zero codes and
+    absmax are a fresh state.
+
+    ```mlir
+    %p1, %mc1, %ma1, %vc1, %va1 = llm.adamw8bit %p, %g, %mc, %ma, %vc, %va, %lr, %step norm %n
+        {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64,
+         weight_decay = 0.1 : f64, max_grad_norm = 1.0 : f64}
+        : tensor<4096xf32>, tensor<4096xi8>, tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$param, LLM_FloatTensor:$grad,
+                       RankedTensorOf<[I8]>:$m_codes, RankedTensorOf<[F32]>:$m_absmax,
+                       RankedTensorOf<[I8]>:$v_codes, RankedTensorOf<[F32]>:$v_absmax,
+                       LLM_F32Scalar:$lr, LLM_F32Scalar:$step,
+                       Optional<LLM_F32Scalar>:$grad_norm,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                       F64Attr:$weight_decay, F64Attr:$max_grad_norm);
+  let results = (outs LLM_FloatTensor:$new_param,
+                      RankedTensorOf<[I8]>:$new_m_codes, RankedTensorOf<[F32]>:$new_m_absmax,
+                      RankedTensorOf<[I8]>:$new_v_codes, RankedTensorOf<[F32]>:$new_v_absmax);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m_codes `,` $m_absmax `,` $v_codes `,` $v_absmax `,` $lr `,` $step
+    (`norm` $grad_norm^)? attr-dict `:` type($param) `,` type($m_codes) `,` type($m_absmax)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // LLMC_LLM_OPS

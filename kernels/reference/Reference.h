@@ -143,6 +143,19 @@ std::vector<RefTensor> adamw(const RefTensor &p, const RefTensor &g, const RefTe
                              const RefTensor &v, double lr, double step, const double *gradNorm,
                              double beta1, double beta2, double eps, double weightDecay,
                              double maxGradNorm);
+/// One 8-bit AdamW step (see llm.adamw8bit and kernels/Adam8bit.h). Codes
+/// are integral doubles. The stored state is decoded as the contract
+/// defines it (table · absmax in fp32), the update is adamw() above in
+/// double, and each new code is the nearest table entry to the exact
+/// ratio m'/absmax' (ties to the lower index): the ideal code, from which a
+/// kernel deciding on its fp32 ratio may differ by one step only where the
+/// ratio lies within rounding of a midpoint. absmax' is left in double.
+/// {p', m_codes', m_absmax', v_codes', v_absmax'}.
+std::vector<RefTensor> adamw8bit(const RefTensor &p, const RefTensor &g, const RefTensor &mCodes,
+                                 const RefTensor &mAbsmax, const RefTensor &vCodes,
+                                 const RefTensor &vAbsmax, double lr, double step,
+                                 const double *gradNorm, double beta1, double beta2, double eps,
+                                 double weightDecay, double maxGradNorm);
 
 //===----------------------------------------------------------------------===//
 // Quantization-aware training (the contract is kernels/QuantScheme.h)

@@ -231,6 +231,14 @@ static void restoreTensor(const BufferInfo &b, const json::Value &entry, const s
   }
 }
 
+bool isAdapterTensor(const std::string &name) {
+  auto endsWith = [&](const char *suffix) {
+    size_t n = std::strlen(suffix);
+    return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+  };
+  return endsWith(".lora_A") || endsWith(".lora_B");
+}
+
 TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
                           const Arena &arena, int rank) {
   std::string latest = readText(dir + "/latest");
@@ -255,6 +263,10 @@ TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
       if (!entry && b->name.rfind("qat_state/", 0) == 0) {
         std::memset(arena.base() + b->offset, 0, b->bytes()); // never observed
         ++state.freshObservers;
+        continue;
+      }
+      if (!entry && isAdapterTensor(b->name)) {
+        ++state.freshAdapters; // as initialised
         continue;
       }
       if (!entry)

@@ -37,7 +37,14 @@ struct TrainState {
   /// Fake-quantization observer states the checkpoint did not have (it
   /// was saved without --qat): they start fresh, as never observed.
   int64_t freshObservers = 0;
+  /// LoRA adapter tensors (and their optimizer state) the checkpoint did
+  /// not have (it holds the base model): they keep their initial values.
+  int64_t freshAdapters = 0;
 };
+
+/// Whether persistent tensor `name` ("<param>" or "<role>/<param>") belongs
+/// to a LoRA adapter.
+bool isAdapterTensor(const std::string &name);
 
 /// Saves this rank's part of parameters and optimizer state, and (rank 0)
 /// the index and `state`, under `dir`. Every rank calls it.
@@ -46,8 +53,10 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
 
 /// Restores the newest checkpoint under `dir` into this rank's `arena`;
 /// checks that every persistent tensor is present with the right dtype and
-/// global shape (observer states may be absent: QAT fine-tuning of a
-/// checkpoint trained without it).
+/// global shape. Observer states may be absent (QAT fine-tuning of a
+/// checkpoint trained without it: they are zeroed), and so may LoRA adapters
+/// and their optimizer state (fine-tuning the base model: they keep what
+/// `arena` holds, so initialise it first).
 TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
                           const Arena &arena, int rank);
 

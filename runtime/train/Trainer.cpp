@@ -15,6 +15,7 @@
 #include "runtime/Init.h"
 #include "runtime/Inspect.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/Weights.h"
 #include "runtime/comm/CollectiveCheck.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/train/Trace.h"
@@ -386,6 +387,11 @@ int Trainer::run() {
   if (opt.resume) {
     if (opt.ckptDir.empty())
       fail("--resume needs --ckpt-dir");
+    if (!opt.weights.empty())
+      fail("--weights and --resume both set the parameters; give one");
+    // Initialised first: tensors a checkpoint may lack (LoRA adapters of a
+    // base-model checkpoint) keep their initial values.
+    initializeParameters(artifact, *arena, seed, rank);
     TrainState state = loadCheckpoint(opt.ckptDir, artifact, *arena, rank);
     start = state.step;
     if (state.seed != seed)
@@ -396,9 +402,22 @@ int Trainer::run() {
                         ? "; " + std::to_string(state.freshObservers) +
                               " fake-quantization observers start fresh (not in the checkpoint)"
                         : std::string())
+                << (state.freshAdapters
+                        ? "; " + std::to_string(state.freshAdapters) +
+                              " LoRA adapter tensors start fresh (not in the checkpoint)"
+                        : std::string())
                 << "\n";
   } else {
     initializeParameters(artifact, *arena, seed, rank);
+    if (!opt.weights.empty()) {
+      WeightsLoaded loaded = loadWeights(opt.weights, artifact, *arena, rank);
+      if (chatty)
+        std::cout << "weights: " << loaded.tensors << " parameters from " << opt.weights
+                  << (loaded.dequantized
+                          ? " (" + std::to_string(loaded.dequantized) + " dequantized)"
+                          : std::string())
+                  << "\n";
+    }
   }
   if (!opt.metrics.empty() && lead) {
     metrics.open(opt.metrics, start > 0 ? std::ios::app : std::ios::trunc);

@@ -1,6 +1,9 @@
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="microbatches=2 no-decay=norm,bias,embedding" | FileCheck %s
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="max-grad-norm=0" | FileCheck %s --check-prefix=NOCLIP
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-precision --llmc-autodiff --llmc-optimizer | FileCheck %s --check-prefix=BF16
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="optimizer=adamw8bit" | FileCheck %s --check-prefix=EIGHT-BIT
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 zero=1 optimizer=adamw8bit emit=train" | FileCheck %s --check-prefix=EIGHT-BIT-ZERO
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="optimizer=sgd" 2>&1 | FileCheck %s --check-prefix=BAD-OPTIMIZER
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="no-decay=weights" 2>&1 | FileCheck %s --check-prefix=BADKIND
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-optimizer 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer="microbatches=0" 2>&1 | FileCheck %s --check-prefix=ZERO
@@ -61,3 +64,23 @@
 // BF16: llm.adamw %arg5, {{.*}}weight_decay = 0.000000e+00
 // BF16: llm.adamw %arg6, {{.*}}weight_decay = 0.000000e+00
 // BF16: llm.adamw %arg7, {{.*}}weight_decay = 1.000000e-01
+
+// 8-bit AdamW: each moment is uint8 codes shaped like the parameter plus one
+// fp32 absmax per block of 2048 elements, four slots after the parameters,
+// each updated in place by llm.adamw8bit.
+// EIGHT-BIT-LABEL: func.func @train_step
+// EIGHT-BIT-SAME: tensor<16x8xi8> {llmc.name = "wte", llmc.role = "adam_m"}
+// EIGHT-BIT-SAME: tensor<1xf32> {llmc.name = "wte", llmc.role = "adam_m_absmax"}
+// EIGHT-BIT-SAME: tensor<16x8xi8> {llmc.name = "wte", llmc.role = "adam_v"}
+// EIGHT-BIT-SAME: tensor<1xf32> {llmc.name = "wte", llmc.role = "adam_v_absmax"}
+// EIGHT-BIT: %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} = llm.adamw8bit %arg0, %{{.*}}, %arg4, %arg8, %arg12, %arg16, %{{.*}}, %{{.*}} norm
+// EIGHT-BIT-SAME: : tensor<16x8xf32>, tensor<16x8xi8>, tensor<1xf32>
+// EIGHT-BIT-NOT: llm.adamw {
+
+// ZeRO shards the codes like fp32 moments; each rank's absmax covers the
+// blocks of its own piece, so the whole absmax is every piece's blocks.
+// EIGHT-BIT-ZERO-LABEL: func.func @train_step
+// EIGHT-BIT-ZERO-SAME: tensor<8x8xi8> {llmc.name = "wte", llmc.role = "adam_m", llmc.shard = {global_shape = array<i64: 16, 8>, levels = [{axes = ["dp"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EIGHT-BIT-ZERO-SAME: tensor<1xf32> {llmc.name = "wte", llmc.role = "adam_m_absmax", llmc.shard = {global_shape = array<i64: 2>, levels = [{axes = ["dp"], blocks = 1 : i64, dim = 0 : i64}]}}
+
+// BAD-OPTIMIZER: error: optimizer: unknown optimizer 'sgd' (expected adamw or adamw8bit)

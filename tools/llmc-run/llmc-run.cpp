@@ -32,6 +32,8 @@ checkpoints
   --ckpt-dir D       save checkpoints to D (at the end, every --ckpt-every N, on Ctrl-C)
   --ckpt-every N     also save every N steps
   --resume           continue from the latest checkpoint in --ckpt-dir
+  --weights F        start from the parameters in F (safetensors, plain or written by
+                     `llmc quantize`, dequantized on load); --steps 0 only evaluates
 reporting
   --metrics F        append one JSON line per step to F
   --log-every N      print every N steps (default 1)
@@ -94,6 +96,7 @@ int main(int argc, char **argv) {
       {"--min-lr", number(options.minLr)},    {"--warmup", integer(options.warmup)},
       {"--schedule", text(options.schedule)}, {"--seed", integer(options.seed)},
       {"--ckpt-dir", text(options.ckptDir)},  {"--ckpt-every", integer(options.ckptEvery)},
+      {"--weights", text(options.weights)},
       {"--metrics", text(options.metrics)},   {"--log-every", integer(options.logEvery)},
       {"--eval-every", integer(options.evalEvery)},
       {"--eval-batches", integer(options.evalBatches)},

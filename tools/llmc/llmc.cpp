@@ -3,6 +3,7 @@
 //   llmc model <family> --preset <name> [--set k=v]... [--config f] [-o f] [--stats]
 //   llmc compile (<graph.mlir> | --model <family> --preset <name>) [options] -o f
 //   llmc inspect <model.llmc>
+//   llmc quantize <ckpt-dir> (--model <family> | <graph.mlir>) --scheme s -o f
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,7 @@
 #include "compiler/ScheduleSvg.h"
 #include "models/Models.h"
 #include "runtime/Inspect.h"
+#include "tools/llmc/Quantize.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
@@ -70,6 +72,10 @@ cl::opt<std::string> noDecay("no-decay", cl::init("norm,bias"),
 cl::opt<double> maxGradNorm("max-grad-norm", cl::init(1.0),
                             cl::desc("Clip gradients to this global norm (0 disables)"),
                             cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<std::string> optimizerKind("optimizer", cl::init("adamw"),
+                                   cl::desc("adamw | adamw8bit (moments in 8-bit blocks: 2 "
+                                            "bytes per parameter instead of 8)"),
+                                   cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<double> lr("lr", cl::init(1e-3), cl::desc("Default peak learning rate"), cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<double> minLr("min-lr", cl::init(1e-4), cl::desc("Default final learning rate"),
                       cl::sub(compileCmd), cl::cat(llmcCategory));
@@ -119,6 +125,10 @@ cl::opt<std::string> qat("qat",
                          cl::desc("Quantization-aware training, e.g. \"weights=int4:block64, "
                                   "activations=int8:tensor:asym, skip=head\" (docs/quantization.md)"),
                          cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<std::string> lora("lora",
+                          cl::desc("Low-rank adapters, base model frozen, e.g. \"rank=8, alpha=16, "
+                                   "targets=qkv,proj,mlp\" (docs/quantization.md)"),
+                          cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> pipelineSchedule("pipeline-schedule", cl::init("1f1b"),
                                       cl::desc("With a pp mesh axis: naive | gpipe | 1f1b | "
                                                "interleaved | zero-bubble"),
@@ -232,6 +242,7 @@ int runCompile() {
   options.pipeline.weightDecay = weightDecay;
   options.pipeline.noDecay = noDecay;
   options.pipeline.maxGradNorm = maxGradNorm;
+  options.pipeline.optimizer = optimizerKind;
   options.pipeline.mesh = mesh;
   options.pipeline.zero = zero;
   options.pipeline.gradSync = gradSync;
@@ -239,6 +250,7 @@ int runCompile() {
   options.pipeline.sequenceParallel = sequenceParallel;
   options.pipeline.recompute = recompute;
   options.pipeline.qat = qat;
+  options.pipeline.lora = lora;
   if (!memoryBudget.empty()) {
     options.pipeline.memoryBudget = parseBytes(memoryBudget);
     if (options.pipeline.memoryBudget <= 0)
@@ -299,12 +311,14 @@ int runInspect() {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(llmcCategory);
+  cl::HideUnrelatedOptions({&llmcCategory, &llmc::quantizeCategory()});
   if (!cl::ParseCommandLineOptions(argc, argv,
                                    "llmc: compile transformer training steps\n\n"
                                    "  llmc model <family> --preset <name>    print a forward graph\n"
                                    "  llmc compile <graph.mlir> -o m.llmc    compile a training artifact\n"
-                                   "  llmc inspect m.llmc                    summarize an artifact\n",
+                                   "  llmc inspect m.llmc                    summarize an artifact\n"
+                                   "  llmc quantize ck --model gpt2 --scheme int4:block64 -o q.safetensors\n"
+                                   "                                         export quantized weights\n",
                                    &errs()))
     return 1;
   if (modelCmd)
@@ -313,5 +327,7 @@ int main(int argc, char **argv) {
     return runCompile();
   if (inspectCmd)
     return runInspect();
-  return fail("llmc", "missing subcommand (model, compile or inspect); see llmc --help");
+  if (llmc::quantizeCommand)
+    return llmc::runQuantize();
+  return fail("llmc", "missing subcommand (model, compile, inspect or quantize); see llmc --help");
 }

@@ -499,6 +499,30 @@ func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
 
 // -----
 
+func.func @f(%p: tensor<4096xf32>, %c: tensor<4096xi8>, %a: tensor<1xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{moment absmax must be tensor<2xf32> (one per 2048 elements), got 'tensor<1xf32>'}}
+  %0:5 = llm.adamw8bit %p, %p, %c, %a, %c, %a, %s, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64, max_grad_norm = 0.0 : f64} : tensor<4096xf32>, tensor<4096xi8>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %c: tensor<4xi8>, %a: tensor<1xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{moment codes must have the parameter's shape 'tensor<8xf32>', got 'tensor<4xi8>'}}
+  %0:5 = llm.adamw8bit %p, %p, %c, %a, %c, %a, %s, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64, max_grad_norm = 0.0 : f64} : tensor<8xf32>, tensor<4xi8>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %c: tensor<8xi8>, %a: tensor<1xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{beta1 and beta2 must be in [0, 1)}}
+  %0:5 = llm.adamw8bit %p, %p, %c, %a, %c, %a, %s, %s {beta1 = 0.9 : f64, beta2 = 1.5 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64, max_grad_norm = 0.0 : f64} : tensor<8xf32>, tensor<8xi8>, tensor<1xf32>
+  return
+}
+
+// -----
+
 func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
   // expected-error @+1 {{weight_decay and max_grad_norm must be >= 0}}
   %a, %b, %c = llm.adamw %p, %p, %p, %p, %s, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = -0.1 : f64, max_grad_norm = 0.0 : f64} : tensor<8xf32>

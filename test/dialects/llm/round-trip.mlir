@@ -8,7 +8,8 @@
 func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte", init = "normal", scale = 0.02>},
                    %g: tensor<64xf32> {llm.param = #llm.param<name = "ln.weight", init = "ones">},
                    %frozen: tensor<64xf32> {llm.param = #llm.param<name = "frozen", init = "uniform", scale = 0.1, trainable = false>},
-                   %tokens: tensor<2x8xi32>, %targets: tensor<2x8xi32>) -> tensor<f32> {
+                   %tokens: tensor<2x8xi32>, %targets: tensor<2x8xi32>,
+                   %codes: tensor<64xi8>, %absmax: tensor<1xf32>) -> tensor<f32> {
   // CHECK: llm.embedding %{{.*}}, %{{.*}} : tensor<256x64xf32>, tensor<2x8xi32>
   %e = llm.embedding %wte, %tokens : tensor<256x64xf32>, tensor<2x8xi32>
   // CHECK: llm.block "h.0" -> tensor<2x8x64xf32> {
@@ -113,5 +114,7 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %p1, %m1, %v1 = llm.adamw %g, %rs, %rs, %rs, %one, %one norm %norm {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64, max_grad_norm = 1.0 : f64} : tensor<64xf32>
   // CHECK: llm.adamw %{{[a-z_0-9]+}}, %{{[0-9]+}}, %{{[a-z_0-9]+}}, %{{[a-z_0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}} {beta1
   %p2, %m2, %v2 = llm.adamw %p1, %rs, %m1, %v1, %one, %one {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64} : tensor<64xf32>
+  // CHECK: llm.adamw8bit {{.*}} norm %{{.*}} {beta1 = 9.000000e-01 : f64{{.*}}} : tensor<64xf32>, tensor<64xi8>, tensor<1xf32>
+  %p3, %mc, %ma, %vc, %va = llm.adamw8bit %p2, %rs, %codes, %absmax, %codes, %absmax, %one, %one norm %norm {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 1.0 : f64} : tensor<64xf32>, tensor<64xi8>, tensor<1xf32>
   return %loss : tensor<f32>
 }

@@ -1,0 +1,168 @@
+//===- adamw8bit.cpp - one AdamW step with 8-bit block-quantized moments --===//
+//
+// The state format and what one step computes are kernels/Adam8bit.h. The
+// update itself is adamw.cpp's, float operation for float operation, so on
+// state that 8 bits represent exactly both kernels give the same p'; p' is
+// computed from the fp32 m', v' before they are quantized.
+//
+// Blocks are independent and are the unit of parallel work. Each decodes
+// its m and v into local fp32 buffers, updates them (writing p'), takes the
+// new absmax and encodes. Every input element of a block is read before the
+// block's outputs are written, so the outputs may alias the inputs (the
+// usual in-place update). Encoding uses adam8bit::Encoder, which gives
+// encode()'s codes with a table lookup instead of a binary search; the ratio
+// m'/absmax' is a true division, as the contract says, not a multiplication
+// by a reciprocal (which would move some codes).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/Adam8bit.h"
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+using adam8bit::kBlock;
+
+struct AdamWConfig {
+  double beta1, beta2, eps, weightDecay, maxGradNorm;
+};
+
+/// The per-step fp32 constants, formed as adamw.cpp forms them.
+struct StepConstants {
+  float gradScale, beta1, beta2, oneMinusBeta1, oneMinusBeta2, invBias1, invBias2, eps, lr,
+      decay;
+};
+
+/// Codes of `len` values x[i] / absmax (all 0 when absmax is 0, as the
+/// contract says: 0/0 would also give 0, but only by way of NaN).
+void encodeBlock(const float *x, int64_t len, float absmax, const adam8bit::Encoder &encoder,
+                 uint8_t *codes) {
+  if (absmax == 0.0f) {
+    std::memset(codes, 0, static_cast<size_t>(len));
+    return;
+  }
+  const uint32_t *entries = encoder.entries();
+#pragma omp simd
+  for (int64_t i = 0; i < len; ++i) codes[i] = adam8bit::Encoder::lookup(entries, x[i] / absmax);
+}
+
+template <typename T> class AdamW8bitKernel final : public Kernel {
+public:
+  AdamW8bitKernel(const KernelArgs &args, const AdamWConfig &config)
+      : p_(args.inputs[0].as<T>()), g_(args.inputs[1].as<T>()),
+        mCodes_(args.inputs[2].as<uint8_t>()), mAbsmax_(args.inputs[3].as<float>()),
+        vCodes_(args.inputs[4].as<uint8_t>()), vAbsmax_(args.inputs[5].as<float>()),
+        lr_(args.inputs[6].as<float>()), step_(args.inputs[7].as<float>()),
+        norm_(args.inputs.size() > 8 ? args.inputs[8].as<float>() : nullptr),
+        pOut_(args.outputs[0].as<T>()), mCodesOut_(args.outputs[1].as<uint8_t>()),
+        mAbsmaxOut_(args.outputs[2].as<float>()), vCodesOut_(args.outputs[3].as<uint8_t>()),
+        vAbsmaxOut_(args.outputs[4].as<float>()), n_(args.inputs[0].numel()), config_(config),
+        mTable_(adam8bit::signedTable().data()), vTable_(adam8bit::unsignedTable().data()),
+        mEncoder_(adam8bit::signedEncoder()), vEncoder_(adam8bit::unsignedEncoder()) {}
+
+  void run(const StepContext &) override {
+    const AdamWConfig &c = config_;
+    double clip = 1.0;
+    if (norm_ && c.maxGradNorm > 0.0)
+      clip = std::min(1.0, c.maxGradNorm / (static_cast<double>(*norm_) + 1e-6));
+    double step = *step_, lr = *lr_;
+    StepConstants k;
+    k.gradScale = static_cast<float>(clip);
+    k.beta1 = static_cast<float>(c.beta1);
+    k.beta2 = static_cast<float>(c.beta2);
+    k.oneMinusBeta1 = static_cast<float>(1.0 - c.beta1);
+    k.oneMinusBeta2 = static_cast<float>(1.0 - c.beta2);
+    k.invBias1 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta1, step)));
+    k.invBias2 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta2, step)));
+    k.eps = static_cast<float>(c.eps);
+    k.lr = static_cast<float>(lr);
+    k.decay = static_cast<float>(lr * c.weightDecay);
+    const int64_t blocks = adam8bit::blockCount(n_);
+#pragma omp parallel for schedule(static) if (n_ > kParallelGrain)
+    for (int64_t b = 0; b < blocks; ++b) updateBlock(b, k);
+  }
+
+private:
+  void updateBlock(int64_t b, const StepConstants &k) const {
+    const int64_t begin = b * kBlock, len = std::min(kBlock, n_ - begin);
+    alignas(64) float m[kBlock], v[kBlock];
+    const uint8_t *mCodes = mCodes_ + begin, *vCodes = vCodes_ + begin;
+    const float mScale = mAbsmax_[b], vScale = vAbsmax_[b];
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) {
+      m[i] = mTable_[mCodes[i]] * mScale;
+      v[i] = vTable_[vCodes[i]] * vScale;
+    }
+
+    // adamw.cpp's loop body, with m and v from (and back to) the buffers.
+    const T *p = p_ + begin, *g = g_ + begin;
+    T *pOut = pOut_ + begin;
+    float mMax = 0.0f, vMax = 0.0f;
+#pragma omp simd reduction(max : mMax, vMax)
+    for (int64_t i = 0; i < len; ++i) {
+      float grad = load(g, i) * k.gradScale, param = load(p, i);
+      float m1 = k.beta1 * m[i] + k.oneMinusBeta1 * grad;
+      float v1 = k.beta2 * v[i] + k.oneMinusBeta2 * grad * grad;
+      float update = (m1 * k.invBias1) / (std::sqrt(v1 * k.invBias2) + k.eps);
+      m[i] = m1;
+      v[i] = v1;
+      store(pOut, i, param - k.lr * update - k.decay * param);
+      mMax = std::max(mMax, std::abs(m1));
+      vMax = std::max(vMax, std::abs(v1));
+    }
+
+    mAbsmaxOut_[b] = mMax;
+    vAbsmaxOut_[b] = vMax;
+    encodeBlock(m, len, mMax, mEncoder_, mCodesOut_ + begin);
+    encodeBlock(v, len, vMax, vEncoder_, vCodesOut_ + begin);
+  }
+
+  const T *p_, *g_;
+  const uint8_t *mCodes_;
+  const float *mAbsmax_;
+  const uint8_t *vCodes_;
+  const float *vAbsmax_, *lr_, *step_, *norm_;
+  T *pOut_;
+  uint8_t *mCodesOut_;
+  float *mAbsmaxOut_;
+  uint8_t *vCodesOut_;
+  float *vAbsmaxOut_;
+  int64_t n_;
+  AdamWConfig config_;
+  const float *mTable_, *vTable_;
+  const adam8bit::Encoder &mEncoder_, &vEncoder_;
+};
+
+std::unique_ptr<Kernel> makeAdamW8bit(const KernelArgs &args, std::string &error) {
+  Validator v("adamw8bit", args, error);
+  AdamWConfig c;
+  if (!v.arity(8, 9, 5) || !v.floatAttr("beta1", &c.beta1) || !v.floatAttr("beta2", &c.beta2) ||
+      !v.floatAttr("epsilon", &c.eps) || !v.floatAttr("weight_decay", &c.weightDecay) ||
+      !v.floatAttr("max_grad_norm", &c.maxGradNorm))
+    return nullptr;
+  if (!(c.beta1 >= 0.0 && c.beta1 < 1.0) || !(c.beta2 >= 0.0 && c.beta2 < 1.0))
+    return v.reject("attributes 'beta1' and 'beta2' must be in [0, 1)");
+  const TensorView &p = v.in(0);
+  const std::vector<int64_t> blocks = {adam8bit::blockCount(p.numel())};
+  if (!v.isFloat(p, "param") || !v.hasType(v.in(1), "grad", p.dtype, p.shape) ||
+      !v.hasType(v.in(2), "m_codes", DType::U8, p.shape) ||
+      !v.hasType(v.in(3), "m_absmax", DType::F32, blocks) ||
+      !v.hasType(v.in(4), "v_codes", DType::U8, p.shape) ||
+      !v.hasType(v.in(5), "v_absmax", DType::F32, blocks) || !v.isF32Scalar(v.in(6), "lr") ||
+      !v.isF32Scalar(v.in(7), "step") ||
+      (args.inputs.size() > 8 && !v.isF32Scalar(v.in(8), "norm")) ||
+      !v.hasType(v.out(0), "param'", p.dtype, p.shape) ||
+      !v.hasType(v.out(1), "m_codes'", DType::U8, p.shape) ||
+      !v.hasType(v.out(2), "m_absmax'", DType::F32, blocks) ||
+      !v.hasType(v.out(3), "v_codes'", DType::U8, p.shape) ||
+      !v.hasType(v.out(4), "v_absmax'", DType::F32, blocks))
+    return nullptr;
+  return makeFloatKernel<AdamW8bitKernel>(p.dtype, args, c);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "adamw8bit", makeAdamW8bit);
+
+} // namespace llmc::cpu

@@ -1,0 +1,369 @@
+//===- LoRA.cpp - low-rank adapters beside the chosen matmuls -------------===//
+//
+// LoRA (Hu et al., 2021) as a rewrite of @forward: every chosen matmul
+// y = x·W gains a trainable low-rank branch, y' = y + (α/r)·(x·A)·B, and
+// every parameter of the base model is frozen (llm.param trainable = false),
+// so autodiff derives gradients for the adapters only and the optimizer
+// keeps state for them only. A is initialised uniform in ±1/√K (PyTorch's
+// default for a K-input linear layer), B with zeros, so training starts
+// from exactly the base model.
+//
+// Adapters follow their weight's orientation: W [K, N] gets A [K, r] and
+// B [r, N]; a transposed W [N, K] gets A [r, K] and B [N, r] (the layout
+// of Hugging Face PEFT's lora_A / lora_B), so merging is W + (α/r)·A·B
+// (or B·A).
+//
+// The pass runs after llmc-shard, on each rank's piece. Under tensor
+// parallelism the branch is split like its weight:
+//  - column-parallel W (output dimension split): B is split the same way,
+//    A is whole and read through dist.replicate, whose backward sums the
+//    ranks' partial gradients of A;
+//  - row-parallel W (contraction dimension split): A is split the same
+//    way; x·A is a partial sum completed by a copy of the collective that
+//    completes x·W (all_reduce, or reduce_scatter under sequence
+//    parallelism), and the branch joins after it. B is whole; under
+//    sequence parallelism it is read through dist.replicate, as each rank
+//    then sees only its rows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Layout.h"
+#include "passes/Passes.h"
+#include "passes/Utils.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+
+namespace llmc {
+#define GEN_PASS_DEF_LORA
+#include "passes/Passes.h.inc"
+} // namespace llmc
+
+using namespace mlir;
+using namespace llmc;
+
+namespace {
+
+/// The structural kinds of matmul `targets=` can name.
+constexpr llvm::StringLiteral kKinds[] = {"qkv", "proj", "mlp", "head"};
+
+struct LoRASpec {
+  int64_t rank = 8;
+  double alpha = 16;
+  SmallVector<std::string> targets{"qkv", "proj", "mlp"};
+  bool targetsGiven = false; ///< false: the defaults, which need not all match
+};
+
+/// Parses "rank=8,alpha=16,targets=qkv,proj,mlp": items without '=' extend
+/// the previous key's list.
+FailureOr<LoRASpec> parseSpec(StringRef text, std::string &error) {
+  LoRASpec spec;
+  StringRef key;
+  for (StringRef item : llvm::split(text, ',')) {
+    item = item.trim();
+    if (item.empty())
+      continue;
+    StringRef value = item;
+    if (item.contains('=')) {
+      std::tie(key, value) = item.split('=');
+      key = key.trim();
+      value = value.trim();
+    } else if (key != "targets") {
+      error = ("'" + item + "' has no key (expected rank=, alpha= or targets=)").str();
+      return failure();
+    }
+    if (key == "rank") {
+      if (value.getAsInteger(10, spec.rank) || spec.rank < 1) {
+        error = ("rank must be a positive integer, got '" + value + "'").str();
+        return failure();
+      }
+    } else if (key == "alpha") {
+      if (value.getAsDouble(spec.alpha) || !(spec.alpha > 0)) {
+        error = ("alpha must be a positive number, got '" + value + "'").str();
+        return failure();
+      }
+    } else if (key == "targets") {
+      if (!spec.targetsGiven)
+        spec.targets.clear();
+      spec.targetsGiven = true;
+      if (!value.empty())
+        spec.targets.push_back(value.str());
+    } else {
+      error = ("unknown key '" + key + "' (expected rank, alpha or targets)").str();
+      return failure();
+    }
+  }
+  if (spec.targets.empty()) {
+    error = "targets= names no matmul";
+    return failure();
+  }
+  return spec;
+}
+
+/// A tensor-parallel split of one dimension of a parameter.
+struct DimSplit {
+  int64_t dim, blocks;
+  ArrayAttr axes;
+};
+
+struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
+  using LoRABase::LoRABase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::string error;
+    FailureOr<LoRASpec> parsed = parseSpec(spec, error);
+    if (failed(parsed)) {
+      module.emitError() << "lora: " << error;
+      return signalPassFailure();
+    }
+    loraSpec = *parsed;
+    layout = readLayout(module);
+    forward = lookupFunc(module, "forward");
+    if (!forward) {
+      module.emitError("lora: no @forward");
+      return signalPassFailure();
+    }
+    SmallVector<llm::MatmulOp> sites;
+    forward.walk([&](llm::MatmulOp m) {
+      if (paramOf(m.getB()) && chosen(m))
+        sites.push_back(m);
+    });
+    for (const std::string &target : loraSpec.targets)
+      if (loraSpec.targetsGiven && !matchedTargets.contains(target)) {
+        module.emitError() << "lora: target '" << target
+                           << "' matches no matmul weight of @forward (kinds: qkv, proj, mlp, "
+                              "head; or a layer or parameter name)";
+        return signalPassFailure();
+      }
+    if (sites.empty()) {
+      module.emitError() << "lora: the targets choose no matmul weight of @forward (kinds: qkv, "
+                            "proj, mlp, head; or a layer or parameter name)";
+      return signalPassFailure();
+    }
+    // Freeze the base model before adding the (trainable) adapters.
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+      if (llm::ParamAttr p = llm::getParamAttr(forward, i))
+        forward.setArgAttr(i, llm::kParamAttrName,
+                           llm::ParamAttr::get(&getContext(), p.getName(), p.getInit(),
+                                               p.getScale(), /*trainable=*/false));
+    for (llm::MatmulOp m : sites)
+      if (failed(addAdapter(m)))
+        return signalPassFailure();
+  }
+
+  /// The parameter argument `v` reads (through casts), if any.
+  BlockArgument paramOf(Value v) {
+    while (auto cast = v.getDefiningOp<llm::CastOp>())
+      v = cast.getX();
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (arg && arg.getOwner() == &forward.getBody().front() &&
+        llm::getParamAttr(forward, arg.getArgNumber()))
+      return arg;
+    return nullptr;
+  }
+
+  /// Does `v` flow (through value-preserving ops) into an operand of `T`?
+  template <typename T> bool reaches(Value v, int depth = 0) {
+    if (depth > 8)
+      return false;
+    for (Operation *user : v.getUsers()) {
+      if (isa<T>(user))
+        return true;
+      if (isa<llm::ReshapeOp, llm::SliceOp, llm::AddOp, llm::CastOp, llm::RopeOp,
+              llm::TransposeOp, dist::AllReduceOp>(user) &&
+          reaches<T>(user->getResult(0), depth + 1))
+        return true;
+    }
+    return false;
+  }
+
+  /// Is `v` (back through value-preserving ops) an attention output?
+  bool fromAttention(Value v, int depth = 0) {
+    Operation *def = v.getDefiningOp();
+    if (!def || depth > 8)
+      return false;
+    if (isa<llm::AttentionOp>(def))
+      return true;
+    if (isa<llm::ReshapeOp, llm::CastOp, llm::TransposeOp, dist::AllGatherOp,
+            dist::ReplicateOp>(def))
+      return fromAttention(def->getOperand(0), depth + 1);
+    return false;
+  }
+
+  /// The structural kind of a weight matmul: qkv, proj, mlp or head.
+  StringRef kindOf(llm::MatmulOp m) {
+    if (!m->getParentOfType<llm::BlockOp>())
+      return reaches<llm::CrossEntropyOp>(m.getResult()) ||
+                     reaches<llm::CrossEntropyPartialOp>(m.getResult())
+                 ? "head"
+                 : "";
+    if (reaches<llm::AttentionOp>(m.getResult()))
+      return "qkv";
+    if (fromAttention(m.getA()))
+      return "proj";
+    return "mlp";
+  }
+
+  /// Whether `targets=` chooses matmul `m`, recording the entries that match.
+  bool chosen(llm::MatmulOp m) {
+    StringRef kind = kindOf(m);
+    StringRef name = llm::getParamAttr(forward, paramOf(m.getB()).getArgNumber()).getName();
+    auto block = m->getParentOfType<llm::BlockOp>();
+    bool hit = false;
+    for (const std::string &target : loraSpec.targets) {
+      StringRef t(target);
+      bool kindTarget = llvm::is_contained(kKinds, t);
+      bool named = (block && block.getName() == t) || name == t ||
+                   (name.starts_with(t) && name.drop_front(t.size()).starts_with("."));
+      if (kindTarget ? t == kind : named) {
+        matchedTargets.insert(t);
+        hit = true;
+      }
+    }
+    return hit;
+  }
+
+  /// The tensor-parallel splits of a parameter, from its llmc.shard.
+  SmallVector<DimSplit> splitsOf(BlockArgument arg, SmallVector<int64_t> &globalShape) {
+    SmallVector<DimSplit> splits;
+    auto shard = forward.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kShardAttr);
+    auto local = cast<RankedTensorType>(arg.getType());
+    globalShape.assign(local.getShape().begin(), local.getShape().end());
+    if (!shard)
+      return splits;
+    if (auto global = dyn_cast_or_null<DenseI64ArrayAttr>(shard.get("global_shape")))
+      globalShape.assign(global.asArrayRef().begin(), global.asArrayRef().end());
+    for (auto level : shard.getAs<ArrayAttr>("levels").getAsRange<DictionaryAttr>())
+      splits.push_back({level.getAs<IntegerAttr>("dim").getInt(),
+                        level.getAs<IntegerAttr>("blocks").getInt(),
+                        level.getAs<ArrayAttr>("axes")});
+    return splits;
+  }
+
+  /// Adds an adapter parameter: `global` sharded by `splits` (already mapped
+  /// onto its dimensions) to its local piece.
+  Value addParam(Location loc, const std::string &name, ArrayRef<int64_t> global,
+                 ArrayRef<DimSplit> splits, Type element, StringRef init, double scale) {
+    MLIRContext *ctx = &getContext();
+    OpBuilder b(ctx);
+    SmallVector<int64_t> shape(global);
+    DictionaryAttr shard;
+    for (const DimSplit &s : splits) {
+      shard = addShardLevel(ctx, shard, RankedTensorType::get(shape, element), s.axes, s.dim,
+                            s.blocks);
+      shape[s.dim] /= meshSize(s.axes);
+    }
+    SmallVector<NamedAttribute> attrs{b.getNamedAttr(
+        llm::kParamAttrName, llm::ParamAttr::get(ctx, name, init, APFloat(scale), /*trainable=*/true))};
+    if (shard)
+      attrs.push_back(b.getNamedAttr(kShardAttr, shard));
+    // After the last parameter, so parameters stay together.
+    unsigned index = 0;
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+      if (llm::getParamAttr(forward, i))
+        index = i + 1;
+    (void)forward.insertArgument(index, RankedTensorType::get(shape, element),
+                                 b.getDictionaryAttr(attrs), loc);
+    return forward.getArgument(index);
+  }
+
+  /// The number of ranks over mesh `axes`.
+  int64_t meshSize(ArrayAttr axes) {
+    SmallVector<std::string> names;
+    for (StringRef axis : axes.getAsValueRange<StringAttr>())
+      names.push_back(axis.str());
+    return layout ? layout->size(names) : 1;
+  }
+
+  LogicalResult addAdapter(llm::MatmulOp m) {
+    BlockArgument weight = paramOf(m.getB());
+    StringRef name = llm::getParamAttr(forward, weight.getArgNumber()).getName();
+    bool transposed = m.getTransposeB();
+    int64_t contractDim = transposed ? 1 : 0, outputDim = transposed ? 0 : 1;
+    SmallVector<int64_t> global;
+    SmallVector<DimSplit> splits = splitsOf(weight, global);
+    if (global.size() != 2)
+      return m.emitOpError("lora: weight '") << name << "' is not a matrix";
+    int64_t K = global[contractDim], N = global[outputDim], r = loraSpec.rank;
+    if (r >= std::min(K, N))
+      return m.emitOpError("lora: rank ")
+             << r << " is not below the smaller dimension of '" << name << "' (" << K << "x"
+             << N << ")";
+    // Which of W's dimensions tensor parallelism splits.
+    std::optional<DimSplit> column, row;
+    for (const DimSplit &s : splits)
+      (s.dim == outputDim ? column : row) = s;
+
+    // A: [K, r] (transposed: [r, K]), split like W's contraction dimension.
+    SmallVector<int64_t> aShape = transposed ? SmallVector<int64_t>{r, K} : SmallVector<int64_t>{K, r};
+    SmallVector<int64_t> bShape = transposed ? SmallVector<int64_t>{N, r} : SmallVector<int64_t>{r, N};
+    SmallVector<DimSplit> aSplits, bSplits;
+    if (row)
+      aSplits.push_back({transposed ? 1 : 0, row->blocks, row->axes});
+    if (column)
+      bSplits.push_back({transposed ? 0 : 1, column->blocks, column->axes});
+    Type element = cast<RankedTensorType>(weight.getType()).getElementType();
+    Location loc = m.getLoc();
+    Value a = addParam(loc, (name + ".lora_A").str(), aShape, aSplits, element, "uniform",
+                       1.0 / std::sqrt(static_cast<double>(K)));
+    Value bParam = addParam(loc, (name + ".lora_B").str(), bShape, bSplits, element, "zeros", 0);
+
+    OpBuilder b(m);
+    b.setInsertionPointAfter(m);
+    auto computeType = cast<RankedTensorType>(m.getA().getType()).getElementType();
+    auto castTo = [&](Value v) -> Value {
+      auto t = cast<RankedTensorType>(v.getType());
+      if (t.getElementType() == computeType)
+        return v;
+      return llm::CastOp::create(b, loc, RankedTensorType::get(t.getShape(), computeType), v);
+    };
+    auto mesh = FlatSymbolRefAttr::get(&getContext(), kMeshName);
+    Value aUse = castTo(a), bUse = castTo(bParam);
+    if (column)
+      aUse = dist::ReplicateOp::create(b, loc, aUse.getType(), aUse, mesh, column->axes);
+
+    // y: the value the branch joins — the matmul's result, or, for a
+    // row-parallel weight, the collective that completes it.
+    Value y = m.getResult();
+    Operation *completion = nullptr;
+    if (row) {
+      for (Operation *user : y.getUsers())
+        if (isa<dist::AllReduceOp, dist::ReduceScatterOp>(user))
+          completion = user;
+      if (!completion || !y.hasOneUse())
+        return m.emitOpError("lora: the row-parallel matmul of '")
+               << name << "' is not completed by one all_reduce or reduce_scatter";
+    }
+    Value z = llm::MatmulOp::create(b, loc, m.getA(), aUse, false, transposed);
+    if (completion) {
+      b.setInsertionPointAfter(completion);
+      auto zType = cast<RankedTensorType>(z.getType());
+      SmallVector<int64_t> shape(zType.getShape());
+      if (auto scatter = dyn_cast<dist::ReduceScatterOp>(completion))
+        shape[scatter.getDim()] /= meshSize(scatter.getAxes());
+      Operation *copy = b.clone(*completion);
+      copy->setOperand(0, z);
+      copy->getResult(0).setType(RankedTensorType::get(shape, zType.getElementType()));
+      z = copy->getResult(0);
+      if (isa<dist::ReduceScatterOp>(completion))
+        bUse = dist::ReplicateOp::create(b, loc, bUse.getType(), bUse, mesh, row->axes);
+      y = completion->getResult(0);
+    }
+    Value d = llm::MatmulOp::create(b, loc, z, bUse, false, transposed);
+    d = llm::ScaleOp::create(b, loc, d, APFloat(loraSpec.alpha / static_cast<double>(r)));
+    auto sum = llm::AddOp::create(b, loc, y, d);
+    y.replaceAllUsesExcept(sum.getResult(), sum);
+    return success();
+  }
+
+  LoRASpec loraSpec;
+  std::optional<Layout> layout;
+  func::FuncOp forward;
+  llvm::StringSet<> matchedTargets;
+};
+
+} // namespace

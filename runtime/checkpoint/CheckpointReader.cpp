@@ -1,0 +1,115 @@
+//===- CheckpointReader.cpp - whole tensors of a saved checkpoint ---------===//
+//
+// The index describes each tensor's saved layout as levels (dimension,
+// blocks, parts); rebuilt as a one-axis-per-level mesh, it maps every
+// global element to the saved piece and offset that hold it, as
+// checkpoint restore does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/checkpoint/CheckpointReader.h"
+
+#include "runtime/Mesh.h"
+#include "runtime/Sharding.h"
+#include "runtime/support/Error.h"
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace llmc {
+namespace {
+
+std::string readText(const std::string &path, const std::string &missing) {
+  std::ifstream in(path);
+  if (!in)
+    fail(missing);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+} // namespace
+
+CheckpointReader::CheckpointReader(const std::string &dir) {
+  std::string latest = readText(dir + "/latest", dir + ": not a checkpoint directory (no '" +
+                                                     dir + "/latest')");
+  while (!latest.empty() && (latest.back() == '\n' || latest.back() == ' '))
+    latest.pop_back();
+  if (latest.empty() || latest.find('/') != std::string::npos)
+    fail(dir, "/latest: does not name a checkpoint");
+  stepDir_ = dir + "/" + latest;
+  std::string statePath = stepDir_ + "/state.json";
+  json::Value state = json::parse(readText(statePath, "cannot read '" + statePath + "'"), statePath);
+  step_ = state.at("step").asInt(statePath + ": step");
+  indexPath_ = stepDir_ + "/index.json";
+  index_ = json::parse(readText(indexPath_, "cannot read '" + indexPath_ + "'"), indexPath_);
+}
+
+bool CheckpointReader::has(const std::string &name) const {
+  return index_.at("tensors").find(name) != nullptr;
+}
+
+GlobalTensor CheckpointReader::read(const std::string &name) {
+  const json::Value *entry = index_.at("tensors").find(name);
+  if (!entry)
+    fail(indexPath_, ": checkpoint has no tensor '", name, "'");
+  std::string where = indexPath_ + ": tensor '" + name + "'";
+  GlobalTensor out;
+  if (!parseDType(entry->at("dtype").asString(where + " dtype"), &out.dtype))
+    fail(where, ": unknown dtype '", entry->at("dtype").asString(), "'");
+  for (const json::Value &d : entry->at("shape").asArray(where + " shape"))
+    out.shape.push_back(d.asInt(where + " shape"));
+
+  ShardInfo saved;
+  saved.globalShape = out.shape;
+  Mesh savedMesh;
+  std::vector<int64_t> savedLocal = out.shape;
+  const auto &levels = entry->at("levels").asArray(where + " levels");
+  for (size_t k = 0; k < levels.size(); ++k) {
+    ShardLevel level;
+    level.dim = static_cast<int>(levels[k].at("dim").asInt("dim"));
+    level.blocks = static_cast<int>(levels[k].at("blocks").asInt("blocks"));
+    int parts = static_cast<int>(levels[k].at("parts").asInt("parts"));
+    level.axes = {"level" + std::to_string(k)};
+    savedMesh.push_back({level.axes[0], parts});
+    if (level.dim < 0 || level.dim >= static_cast<int>(savedLocal.size()) || parts < 1 ||
+        savedLocal[level.dim] % parts != 0)
+      fail(where, ": bad shard level");
+    savedLocal[level.dim] /= parts;
+    saved.levels.push_back(level);
+  }
+  ShardMap savedMap(saved, savedLocal, savedMesh);
+  size_t element = dtypeSize(out.dtype);
+  std::map<std::vector<int>, const uint8_t *> pieces;
+  for (const json::Value &shard : entry->at("shards").asArray(where + " shards")) {
+    std::vector<int> positions;
+    for (const json::Value &p : shard.at("positions").asArray())
+      positions.push_back(static_cast<int>(p.asInt()));
+    std::string file = shard.at("file").asString(where + ": shard file");
+    if (file.find('/') != std::string::npos)
+      fail(where, ": shard file '", file, "' must be a plain file name");
+    auto &handle = files_[file];
+    if (!handle)
+      handle = std::make_unique<SafetensorsFile>(stepDir_ + "/" + file);
+    const SafeTensor *t = handle->find(name);
+    if (!t || t->bytes != static_cast<size_t>(savedMap.localNumel()) * element)
+      fail(stepDir_, "/", file, ": missing or mis-sized tensor '", name, "'");
+    pieces[positions] = static_cast<const uint8_t *>(t->data);
+  }
+  int64_t numel = 1;
+  for (int64_t d : out.shape) numel *= d;
+  out.bytes.resize(static_cast<size_t>(numel) * element);
+  // Whole rows move at once when the saved layout keeps the last dimension whole.
+  int64_t run = savedMap.lastDimWhole() && !out.shape.empty() ? out.shape.back() : 1;
+  std::vector<int> owner;
+  for (int64_t g = 0; g < numel; g += run) {
+    int64_t local;
+    savedMap.fromGlobal(g, owner, local);
+    auto it = pieces.find(owner);
+    if (it == pieces.end())
+      fail(where, ": no saved piece holds element ", g);
+    std::memcpy(out.bytes.data() + g * element, it->second + local * element, run * element);
+  }
+  return out;
+}
+
+} // namespace llmc

@@ -1,0 +1,50 @@
+//===- CheckpointReader.h - whole tensors of a saved checkpoint -*- C++ -*-===//
+//
+// Reads the newest checkpoint under a directory (runtime/checkpoint/
+// Checkpoint.h) tensor by tensor, each assembled whole from whichever rank
+// files hold its pieces, whatever layout saved it: what a tool that works
+// on global tensors (`llmc quantize`) needs, without an artifact.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_CHECKPOINT_CHECKPOINTREADER_H
+#define LLMC_RUNTIME_CHECKPOINT_CHECKPOINTREADER_H
+
+#include "runtime/checkpoint/Safetensors.h"
+#include "runtime/support/Json.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+/// A global tensor read from a checkpoint.
+struct GlobalTensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+class CheckpointReader {
+public:
+  /// Opens `dir`'s latest step; throws naming what is missing.
+  explicit CheckpointReader(const std::string &dir);
+
+  const std::string &stepDir() const { return stepDir_; }
+  int64_t step() const { return step_; }
+  bool has(const std::string &name) const;
+  /// The whole tensor `name`; throws when absent or when a piece is.
+  GlobalTensor read(const std::string &name);
+
+private:
+  std::string stepDir_, indexPath_;
+  int64_t step_ = 0;
+  json::Value index_;
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> files_;
+};
+
+} // namespace llmc
+
+#endif

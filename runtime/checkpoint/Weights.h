@@ -1,0 +1,36 @@
+//===- Weights.h - parameters from a safetensors file -----------*- C++ -*-===//
+//
+// `llmc-run --weights file.safetensors`: the parameters start from the
+// global tensors of a file — plain, or quantized by `llmc quantize` and
+// dequantized here (runtime/quant/QuantizedFile.h) — instead of the random
+// initialisation. Every rank takes its piece of each tensor through the
+// same index mapping checkpoint restore and initialisation use, so one
+// file serves any layout.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_CHECKPOINT_WEIGHTS_H
+#define LLMC_RUNTIME_CHECKPOINT_WEIGHTS_H
+
+#include "runtime/Arena.h"
+#include "runtime/Artifact.h"
+
+#include <cstdint>
+#include <string>
+
+namespace llmc {
+
+struct WeightsLoaded {
+  int64_t tensors = 0;     ///< parameters set from the file
+  int64_t dequantized = 0; ///< of which stored quantized
+};
+
+/// Sets every parameter of this rank (and its master copy, when the
+/// artifact keeps one) from `path`. Optimizer state is left as it is (the
+/// caller has zeroed it). Throws naming the file and tensor when the file
+/// is missing, lacks a parameter, or holds it with another shape.
+WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, const Arena &arena,
+                          int rank);
+
+} // namespace llmc
+
+#endif

@@ -1,0 +1,99 @@
+//===- Export.cpp - a checkpoint's parameters to one weights file ---------===//
+
+#include "runtime/quant/Export.h"
+
+#include "runtime/checkpoint/CheckpointReader.h"
+#include "runtime/quant/QuantizedFile.h"
+#include "runtime/support/Error.h"
+
+#include <cstring>
+#include <set>
+
+namespace llmc {
+namespace {
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// A checkpoint tensor as fp32.
+std::vector<float> toFloat(const GlobalTensor &t, const std::string &name) {
+  size_t n = t.bytes.size() / dtypeSize(t.dtype);
+  std::vector<float> out(n);
+  switch (t.dtype) {
+  case DType::F32: std::memcpy(out.data(), t.bytes.data(), t.bytes.size()); break;
+  case DType::BF16:
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, t.bytes.data() + 2 * i, 2);
+      out[i] = bf16ToFloat(v);
+    }
+    break;
+  default: fail("checkpoint tensor '", name, "' is ", dtypeName(t.dtype), ", not a float weight");
+  }
+  return out;
+}
+
+void run(const ExportRequest &request, ExportReport &report) {
+  CheckpointReader checkpoint(request.ckptDir);
+  report.stepDir = checkpoint.stepDir();
+  report.step = checkpoint.step();
+  // Every tensor is held until the write (the file points into them).
+  std::vector<GlobalTensor> plain(request.tensors.size());
+  std::vector<quant::QuantizedTensor> quantized(request.tensors.size());
+  std::vector<SafeTensor> tensors;
+  std::map<std::string, std::string> metadata;
+  for (size_t i = 0; i < request.tensors.size(); ++i) {
+    const ExportRequest::Tensor &want = request.tensors[i];
+    // A mixed-precision run keeps the full-precision value as master/<name>.
+    std::string stored = checkpoint.has("master/" + want.name) ? "master/" + want.name : want.name;
+    if (!checkpoint.has(stored))
+      fail(checkpoint.stepDir(), ": checkpoint has no tensor '", want.name,
+           "' (a parameter of the model)");
+    GlobalTensor &t = plain[i];
+    t = checkpoint.read(stored);
+    if (t.shape != want.shape)
+      fail(checkpoint.stepDir(), ": tensor '", want.name, "' is ", shapeText(t.shape),
+           " but the model's parameter is ", shapeText(want.shape));
+    ExportedTensor row;
+    row.name = want.name;
+    row.shape = t.shape;
+    row.dtype = t.dtype;
+    row.numel = static_cast<int64_t>(t.bytes.size() / dtypeSize(t.dtype));
+    row.bytesBefore = row.bytesAfter = static_cast<int64_t>(t.bytes.size());
+    if (want.quantize) {
+      std::vector<float> values = toFloat(t, stored);
+      quant::QuantizedTensor &q = quantized[i];
+      std::string why = quant::quantize(values.data(), t.shape, want.scheme, want.doubleQuant, q);
+      if (!why.empty())
+        fail("'", want.name, "' ", shapeText(t.shape), ": ", why);
+      row.scheme = quant::schemeString(q.scheme) + (q.doubleQuant ? "+dq" : "");
+      row.bytesAfter = q.storageBytes();
+      appendQuantized(want.name, q, tensors, metadata);
+    } else {
+      tensors.push_back({want.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()});
+    }
+    report.tensors.push_back(row);
+  }
+  std::set<std::string> names;
+  for (const SafeTensor &t : tensors)
+    if (!names.insert(t.name).second)
+      fail("two tensors would be named '", t.name, "' in ", request.output);
+  writeSafetensors(request.output, tensors, metadata);
+}
+
+} // namespace
+
+bool exportWeights(const ExportRequest &request, ExportReport &report, std::string &error) {
+  try {
+    run(request, report);
+    return true;
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
+  }
+}
+
+} // namespace llmc

@@ -1,0 +1,54 @@
+//===- Export.h - a checkpoint's parameters to one weights file -*- C++ -*-===//
+//
+// The runtime half of `llmc quantize`: reads the named parameters whole
+// from a checkpoint's latest step (any layout; a mixed-precision run's
+// master copy when it has one), quantizes the chosen ones, and writes all
+// of them to one safetensors file in the layout of QuantizedFile.h. The
+// tool decides what to quantize from the model graph; this needs none.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_QUANT_EXPORT_H
+#define LLMC_RUNTIME_QUANT_EXPORT_H
+
+#include "kernels/Tensor.h"
+#include "runtime/quant/QuantizedTensor.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+struct ExportRequest {
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> shape; ///< what the model expects (checked)
+    bool quantize = false;
+    quant::Scheme scheme;
+    bool doubleQuant = false;
+  };
+  std::string ckptDir, output;
+  std::vector<Tensor> tensors; ///< in file order
+};
+
+struct ExportedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string scheme;     ///< schemeString (+ "+dq"), empty when kept as is
+  DType dtype = DType::F32; ///< as the checkpoint held it
+  int64_t numel = 0, bytesBefore = 0, bytesAfter = 0;
+};
+
+struct ExportReport {
+  std::string stepDir;
+  int64_t step = 0;
+  std::vector<ExportedTensor> tensors;
+};
+
+/// Writes `request.output`; false with a one-line `error` (naming the
+/// checkpoint, tensor or file) when something is missing or does not fit.
+bool exportWeights(const ExportRequest &request, ExportReport &report, std::string &error);
+
+} // namespace llmc
+
+#endif

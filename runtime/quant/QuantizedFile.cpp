@@ -1,0 +1,158 @@
+//===- QuantizedFile.cpp - quantized tensors in a safetensors file --------===//
+
+#include "runtime/quant/QuantizedFile.h"
+
+#include "runtime/support/Error.h"
+
+#include <cstring>
+#include <sstream>
+
+namespace llmc {
+namespace {
+
+const char *kDoubleQuantRecord = "double_quant=int8:block256";
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? "x" : "") + std::to_string(shape[i]);
+  return text;
+}
+
+/// A tensor's bytes copied out (file data need not be aligned for T).
+template <typename T>
+std::vector<T> arrayOf(const SafetensorsFile &file, const std::string &name, DType dtype,
+                       bool required, const std::string &weight) {
+  const SafeTensor *t = file.find(name);
+  if (!t) {
+    if (required)
+      fail(file.path(), ": quantized tensor '", weight, "' has no '", name, "'");
+    return {};
+  }
+  if (t->dtype != dtype)
+    fail(file.path(), ": tensor '", name, "' is ", safetensorsDType(t->dtype), ", expected ",
+         safetensorsDType(dtype));
+  std::vector<T> out(t->bytes / sizeof(T));
+  if (t->bytes) std::memcpy(out.data(), t->data, t->bytes);
+  return out;
+}
+
+/// Parses "<scheme> shape=AxB [double_quant=int8:block256]".
+void parseRecord(const std::string &record, const std::string &where, quant::QuantizedTensor &q) {
+  std::istringstream in(record);
+  std::string schemeText, field, error;
+  in >> schemeText;
+  if (!quant::parseSchemeString(schemeText, q.scheme, error))
+    fail(where, ": ", error);
+  bool haveShape = false;
+  while (in >> field) {
+    if (field == kDoubleQuantRecord) {
+      q.doubleQuant = true;
+    } else if (field.rfind("shape=", 0) == 0) {
+      std::string dims = field.substr(6);
+      size_t start = 0;
+      for (;;) {
+        size_t x = dims.find('x', start);
+        std::string dim = dims.substr(start, x == std::string::npos ? std::string::npos : x - start);
+        if (dim.empty() || dim.size() > 12 || dim.find_first_not_of("0123456789") != std::string::npos)
+          fail(where, ": bad shape '", dims, "' in record '", record, "'");
+        q.shape.push_back(std::stoll(dim));
+        if (x == std::string::npos) break;
+        start = x + 1;
+      }
+      haveShape = true;
+    } else {
+      fail(where, ": unknown field '", field, "' in record '", record, "'");
+    }
+  }
+  if (!haveShape)
+    fail(where, ": record '", record, "' has no shape=");
+}
+
+} // namespace
+
+std::string quantizedRecord(const quant::QuantizedTensor &q) {
+  return quant::schemeString(q.scheme) + " shape=" + shapeText(q.shape) +
+         (q.doubleQuant ? std::string(" ") + kDoubleQuantRecord : std::string());
+}
+
+void appendQuantized(const std::string &name, const quant::QuantizedTensor &q,
+                     std::vector<SafeTensor> &tensors,
+                     std::map<std::string, std::string> &metadata) {
+  auto add = [&](const char *suffix, DType dtype, std::vector<int64_t> shape, const void *data,
+                 size_t bytes) { tensors.push_back({name + suffix, dtype, std::move(shape), data, bytes}); };
+  add(".qweight", DType::U8, {static_cast<int64_t>(q.codes.size())}, q.codes.data(), q.codes.size());
+  if (!q.scales.empty())
+    add(".scale", DType::F32, {static_cast<int64_t>(q.scales.size())}, q.scales.data(),
+        q.scales.size() * 4);
+  if (!q.zeroPoints.empty())
+    add(".zero_point", DType::I32, {static_cast<int64_t>(q.zeroPoints.size())},
+        q.zeroPoints.data(), q.zeroPoints.size() * 4);
+  if (q.doubleQuant) {
+    add(".absmax_q", DType::U8, {static_cast<int64_t>(q.absmaxCodes.size())},
+        q.absmaxCodes.data(), q.absmaxCodes.size());
+    add(".absmax_scale", DType::F32, {static_cast<int64_t>(q.absmaxScales.size())},
+        q.absmaxScales.data(), q.absmaxScales.size() * 4);
+    add(".absmax_mean", DType::F32, {}, &q.absmaxMean, 4);
+  }
+  metadata[name] = quantizedRecord(q);
+}
+
+bool readFloatTensor(const SafetensorsFile &file, const std::string &name, FloatTensor &out) {
+  std::string where = file.path() + ": tensor '" + name + "'";
+  if (file.find(name + ".qweight")) {
+    if (file.find(name))
+      fail(where, " is stored both plain and quantized");
+    auto record = file.metadata().find(name);
+    if (record == file.metadata().end())
+      fail(where, ": quantized, but the metadata has no record of its scheme and shape");
+    quant::QuantizedTensor q;
+    parseRecord(record->second, where, q);
+    q.codes = arrayOf<uint8_t>(file, name + ".qweight", DType::U8, true, name);
+    q.scales = arrayOf<float>(file, name + ".scale", DType::F32, !q.doubleQuant, name);
+    q.zeroPoints = arrayOf<int32_t>(file, name + ".zero_point", DType::I32, !q.scheme.symmetric, name);
+    if (q.doubleQuant) {
+      q.absmaxCodes = arrayOf<uint8_t>(file, name + ".absmax_q", DType::U8, true, name);
+      q.absmaxScales = arrayOf<float>(file, name + ".absmax_scale", DType::F32, true, name);
+      std::vector<float> mean = arrayOf<float>(file, name + ".absmax_mean", DType::F32, true, name);
+      if (mean.size() != 1)
+        fail(where, ": absmax_mean must hold one value, has ", mean.size());
+      q.absmaxMean = mean[0];
+    }
+    if (std::string why = quant::validate(q); !why.empty())
+      fail(where, ": ", why);
+    out.shape = q.shape;
+    out.data = quant::dequantize(q);
+    out.scheme = record->second;
+    return true;
+  }
+  const SafeTensor *t = file.find(name);
+  if (!t)
+    return false;
+  size_t n = t->bytes / dtypeSize(t->dtype);
+  out.shape = t->shape;
+  out.scheme.clear();
+  out.data.resize(n);
+  const auto *bytes = static_cast<const uint8_t *>(t->data);
+  switch (t->dtype) {
+  case DType::F32: std::memcpy(out.data.data(), bytes, n * 4); break;
+  case DType::BF16:
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, bytes + 2 * i, 2);
+      out.data[i] = bf16ToFloat(v);
+    }
+    break;
+  case DType::F64:
+    for (size_t i = 0; i < n; ++i) {
+      double v;
+      std::memcpy(&v, bytes + 8 * i, 8);
+      out.data[i] = static_cast<float>(v);
+    }
+    break;
+  default:
+    fail(where, " is ", safetensorsDType(t->dtype), "; parameters load from F32, BF16 or F64");
+  }
+  return true;
+}
+
+} // namespace llmc

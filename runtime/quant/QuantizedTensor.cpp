@@ -1,0 +1,402 @@
+//===- QuantizedTensor.cpp - a float tensor stored quantized --------------===//
+//
+// Every quantity the contract fixes in fp32 (range, scale, zero point,
+// x / scale, level · scale) is computed here in float, operation for
+// operation as kernels/QuantScheme.h writes it, so a stored level is the
+// one the fake-quantization kernels and the double reference pick, ties
+// included, and level · scale reproduces their result bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/quant/QuantizedTensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace llmc::quant {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// The group of every flat element, without recomputing strides per element.
+class GroupIndex {
+public:
+  GroupIndex(const Scheme &s, const std::vector<int64_t> &shape) : s_(s) {
+    if (s.granularity == Granularity::Channel) {
+      inner_ = innerSize(shape, s.axis);
+      channels_ = shape[s.axis];
+    }
+  }
+  int64_t operator()(int64_t i) const {
+    switch (s_.granularity) {
+    case Granularity::Tensor: return 0;
+    case Granularity::Channel: return (i / inner_) % channels_;
+    case Granularity::Block: return i / s_.block;
+    }
+    return 0;
+  }
+
+private:
+  Scheme s_;
+  int64_t inner_ = 1, channels_ = 1;
+};
+
+int64_t product(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+/// Why `s` does not fit `shape`, or empty.
+std::string schemeMismatch(const Scheme &s, const std::vector<int64_t> &shape) {
+  if (!s.symmetric && !isInteger(s.format))
+    return std::string("asymmetric quantization is for integer formats only, not ") +
+           formatName(s.format);
+  if (shape.empty())
+    return "a scalar has no elements to group (rank 0)";
+  if (s.granularity == Granularity::Channel &&
+      (s.axis < 0 || s.axis >= static_cast<int64_t>(shape.size())))
+    return "channel axis " + std::to_string(s.axis) + " is out of range for rank " +
+           std::to_string(shape.size());
+  if (s.granularity == Granularity::Block && (s.block <= 0 || shape.back() % s.block != 0))
+    return "blocks of " + std::to_string(s.block) + " do not divide the last dimension (" +
+           std::to_string(shape.back()) + ")";
+  return "";
+}
+
+void putCode(std::vector<uint8_t> &codes, int bits, int64_t i, int value) {
+  uint8_t byte = static_cast<uint8_t>(value);
+  if (bits == 8) {
+    codes[i] = byte;
+    return;
+  }
+  uint8_t nibble = byte & 0x0f;
+  codes[i / 2] |= (i % 2 == 0) ? nibble : static_cast<uint8_t>(nibble << 4);
+}
+
+int getCode(const std::vector<uint8_t> &codes, int bits, int64_t i) {
+  if (bits == 8) return codes[i];
+  return (i % 2 == 0) ? (codes[i / 2] & 0x0f) : (codes[i / 2] >> 4);
+}
+
+/// A code's signed integer level (int8 / int4 two's complement).
+int signedLevel(int code, int bits) {
+  return bits == 8 ? static_cast<int8_t>(code) : (code >= 8 ? code - 16 : code);
+}
+
+/// fp8 field layout.
+struct Fp8Format {
+  int mbits, bias, emin;
+};
+Fp8Format fp8Format(Format f) {
+  return f == Format::Fp8E4M3 ? Fp8Format{3, 7, -6} : Fp8Format{2, 15, -14};
+}
+
+/// v rounded to the fp8 grid (|v| ≤ fmax): the step at |v| ∈ [2^e, 2^(e+1))
+/// is 2^(max(e, emin) − mbits); nearbyint's ties to even are ties to the
+/// even mantissa. Both scalings are exact powers of two.
+float roundFp8(float v, Format format) {
+  if (v == 0.0f || !std::isfinite(v)) return v;
+  Fp8Format f = fp8Format(format);
+  int e;
+  std::frexp(v, &e); // |v| ∈ [2^(e−1), 2^e)
+  int step = std::max(e - 1, f.emin) - f.mbits;
+  return std::ldexp(std::nearbyint(std::ldexp(v, -step)), step);
+}
+
+/// The NF4 level index nearest c; of two at the same distance, the lower
+/// (the reference's scan, in double, of fp32 c against fp32 levels).
+int nearestNf4Index(float c) {
+  int best = 0;
+  for (int i = 1; i < 16; ++i)
+    if (std::abs(static_cast<double>(c) - kNf4Levels[i]) <
+        std::abs(static_cast<double>(c) - kNf4Levels[best]))
+      best = i;
+  return best;
+}
+
+/// Index of the NF4 level 0.0 (an empty group's code).
+constexpr int kNf4Zero = 7;
+
+/// Reconstructed absmax from its int8 level, its block's scale and the mean.
+float reconstructAbsmax(int level, float blockScale, float mean) {
+  float deviation = static_cast<float>(level) * blockScale;
+  return deviation + mean;
+}
+
+/// Double-quantizes the per-group absmax values into `q` and returns their
+/// reconstruction (what the codes are then chosen against).
+std::vector<float> doubleQuantize(const std::vector<float> &absmax, QuantizedTensor &q) {
+  int64_t groups = static_cast<int64_t>(absmax.size());
+  double sum = 0;
+  for (float a : absmax) sum += a;
+  q.absmaxMean = groups > 0 ? static_cast<float>(sum / static_cast<double>(groups)) : 0.0f;
+  int64_t blocks = (groups + kDoubleQuantBlock - 1) / kDoubleQuantBlock;
+  q.absmaxCodes.assign(groups, 0);
+  q.absmaxScales.assign(blocks, 0.0f);
+  std::vector<float> reconstructed(groups);
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t begin = b * kDoubleQuantBlock, end = std::min(groups, begin + kDoubleQuantBlock);
+    float amax = 0.0f;
+    for (int64_t g = begin; g < end; ++g) amax = std::max(amax, std::abs(absmax[g] - q.absmaxMean));
+    float scale = amax > 0.0f ? amax / 127.0f : 0.0f;
+    q.absmaxScales[b] = scale;
+    for (int64_t g = begin; g < end; ++g) {
+      int level = 0;
+      if (scale > 0.0f) {
+        float deviation = absmax[g] - q.absmaxMean;
+        level = static_cast<int>(std::clamp(std::nearbyint(deviation / scale), -127.0f, 127.0f));
+      }
+      q.absmaxCodes[g] = static_cast<uint8_t>(static_cast<int8_t>(level));
+      reconstructed[g] = reconstructAbsmax(level, scale, q.absmaxMean);
+    }
+  }
+  return reconstructed;
+}
+
+} // namespace
+
+int64_t QuantizedTensor::numel() const { return product(shape); }
+
+int64_t QuantizedTensor::groups() const { return groupCount(scheme, shape); }
+
+int64_t QuantizedTensor::storageBytes() const {
+  return static_cast<int64_t>(codes.size() + 4 * scales.size() + 4 * zeroPoints.size() +
+                              absmaxCodes.size() + 4 * absmaxScales.size()) +
+         (doubleQuant ? 4 : 0);
+}
+
+double QuantizedTensor::bitsPerParameter() const {
+  int64_t n = numel();
+  return n > 0 ? 8.0 * static_cast<double>(storageBytes()) / static_cast<double>(n) : 0.0;
+}
+
+int codeBits(Format format) {
+  return format == Format::Int4 || format == Format::Nf4 ? 4 : 8;
+}
+
+int64_t codeBytes(Format format, int64_t numel) {
+  return codeBits(format) == 8 ? numel : (numel + 1) / 2;
+}
+
+std::string quantize(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
+                     bool doubleQuant, QuantizedTensor &out) {
+  if (std::string why = schemeMismatch(s, shape); !why.empty())
+    return why;
+  QuantizedTensor q;
+  q.scheme = s;
+  q.shape = shape;
+  q.doubleQuant = doubleQuant && s.format == Format::Nf4;
+  const int64_t n = product(shape), groups = groupCount(s, shape);
+  const int bits = codeBits(s.format);
+  GroupIndex groupOf(s, shape);
+
+  // Each group's range [−min, max], as qat.observe computes it.
+  std::vector<float> negMin(groups, kNegInf), max(groups, kNegInf);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t g = groupOf(i);
+    negMin[g] = std::max(negMin[g], -x[i]);
+    max[g] = std::max(max[g], x[i]);
+  }
+
+  // Each group's grid; `live` false for an empty range (y = 0).
+  const float qmax = isInteger(s.format) ? static_cast<float>(integerMax(s.format)) : 0.0f;
+  const float qmin = -(qmax + 1.0f);
+  const float fmax = static_cast<float>(fp8Max(s.format));
+  std::vector<float> scale(groups, 0.0f), zeroPoint(groups, 0.0f);
+  std::vector<char> live(groups, 0);
+  for (int64_t g = 0; g < groups; ++g) {
+    if (!s.symmetric) {
+      float lo = std::min(-negMin[g], 0.0f), hi = std::max(max[g], 0.0f);
+      if (!(hi - lo > 0.0f)) continue;
+      live[g] = 1;
+      scale[g] = (hi - lo) / (qmax - qmin);
+      zeroPoint[g] = std::min(std::max(std::nearbyint(qmin - lo / scale[g]), qmin), qmax);
+      continue;
+    }
+    float amax = std::max(negMin[g], max[g]);
+    if (!(amax > 0.0f)) continue;
+    live[g] = 1;
+    scale[g] = isInteger(s.format) ? amax / qmax
+               : s.format == Format::Nf4 ? amax
+                                         : amax / fmax;
+  }
+  if (q.doubleQuant) {
+    // The codes are chosen against the absmax the file will reconstruct.
+    scale = doubleQuantize(scale, q);
+    for (int64_t g = 0; g < groups; ++g) live[g] = scale[g] > 0.0f;
+  }
+
+  q.codes.assign(codeBytes(s.format, n), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t g = groupOf(i);
+    int code = s.format == Format::Nf4 ? kNf4Zero : 0;
+    if (live[g]) {
+      float v = x[i] / scale[g];
+      switch (s.format) {
+      case Format::Int8:
+      case Format::Int4: {
+        float level = s.symmetric ? std::min(std::max(std::nearbyint(v), -qmax), qmax)
+                                  : std::min(std::max(std::nearbyint(v) + zeroPoint[g], qmin), qmax);
+        code = static_cast<int>(level);
+        break;
+      }
+      case Format::Fp8E4M3:
+      case Format::Fp8E5M2:
+        code = encodeFp8(roundFp8(std::min(std::max(v, -fmax), fmax), s.format), s.format);
+        break;
+      case Format::Nf4: code = nearestNf4Index(std::min(std::max(v, -1.0f), 1.0f)); break;
+      }
+    }
+    putCode(q.codes, bits, i, code);
+  }
+  if (!q.doubleQuant)
+    q.scales = scale;
+  if (!s.symmetric)
+    for (float zp : zeroPoint) q.zeroPoints.push_back(static_cast<int32_t>(zp));
+  out = std::move(q);
+  return "";
+}
+
+std::vector<float> nf4Absmax(const QuantizedTensor &q) {
+  if (!q.doubleQuant)
+    return q.scales;
+  std::vector<float> absmax(q.absmaxCodes.size());
+  for (size_t g = 0; g < absmax.size(); ++g)
+    absmax[g] = reconstructAbsmax(static_cast<int8_t>(q.absmaxCodes[g]),
+                                  q.absmaxScales[g / kDoubleQuantBlock], q.absmaxMean);
+  return absmax;
+}
+
+std::vector<float> dequantize(const QuantizedTensor &q) {
+  const Scheme &s = q.scheme;
+  const int64_t n = q.numel();
+  const int bits = codeBits(s.format);
+  GroupIndex groupOf(s, q.shape);
+  std::vector<float> scale = s.format == Format::Nf4 ? nf4Absmax(q) : q.scales;
+  std::vector<float> y(n);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t g = groupOf(i);
+    int code = getCode(q.codes, bits, i);
+    switch (s.format) {
+    case Format::Int8:
+    case Format::Int4: {
+      int level = signedLevel(code, bits) - (s.symmetric ? 0 : q.zeroPoints[g]);
+      y[i] = static_cast<float>(level) * scale[g];
+      break;
+    }
+    case Format::Fp8E4M3:
+    case Format::Fp8E5M2: y[i] = decodeFp8(static_cast<uint8_t>(code), s.format) * scale[g]; break;
+    case Format::Nf4: y[i] = scale[g] > 0.0f ? kNf4Levels[code] * scale[g] : 0.0f; break;
+    }
+  }
+  return y;
+}
+
+std::string validate(const QuantizedTensor &q) {
+  const Scheme &s = q.scheme;
+  if (std::string why = schemeMismatch(s, q.shape); !why.empty())
+    return "scheme " + schemeString(s) + " does not fit the shape: " + why;
+  int64_t groups = q.groups(), n = q.numel();
+  auto size = [](const char *what, size_t have, int64_t want) {
+    return std::string(what) + " has " + std::to_string(have) + " entries, expected " +
+           std::to_string(want);
+  };
+  if (static_cast<int64_t>(q.codes.size()) != codeBytes(s.format, n))
+    return size("qweight", q.codes.size(), codeBytes(s.format, n));
+  if (q.doubleQuant) {
+    if (s.format != Format::Nf4)
+      return "double quantization is for nf4 only";
+    int64_t blocks = (groups + kDoubleQuantBlock - 1) / kDoubleQuantBlock;
+    if (!q.scales.empty())
+      return "a double-quantized tensor has no fp32 scales";
+    if (static_cast<int64_t>(q.absmaxCodes.size()) != groups)
+      return size("absmax_q", q.absmaxCodes.size(), groups);
+    if (static_cast<int64_t>(q.absmaxScales.size()) != blocks)
+      return size("absmax_scale", q.absmaxScales.size(), blocks);
+  } else if (static_cast<int64_t>(q.scales.size()) != groups) {
+    return size("scale", q.scales.size(), groups);
+  }
+  if (static_cast<int64_t>(q.zeroPoints.size()) != (s.symmetric ? 0 : groups))
+    return size("zero_point", q.zeroPoints.size(), s.symmetric ? 0 : groups);
+  return "";
+}
+
+std::string schemeString(const Scheme &s) {
+  std::string granularity = s.granularity == Granularity::Tensor    ? "tensor"
+                            : s.granularity == Granularity::Channel ? "channel" + std::to_string(s.axis)
+                                                                    : "block" + std::to_string(s.block);
+  return std::string(formatName(s.format)) + ":" + granularity + ":" +
+         (s.symmetric ? "sym" : "asym");
+}
+
+bool parseSchemeString(const std::string &text, Scheme &s, std::string &error) {
+  std::vector<std::string> fields;
+  size_t start = 0;
+  for (size_t colon; (colon = text.find(':', start)) != std::string::npos; start = colon + 1)
+    fields.push_back(text.substr(start, colon - start));
+  fields.push_back(text.substr(start));
+  auto bad = [&](const std::string &why) {
+    error = "bad scheme '" + text + "': " + why;
+    return false;
+  };
+  if (fields.size() != 3)
+    return bad("expected <format>:<tensor|channel<axis>|block<size>>:<sym|asym>");
+  Scheme parsed;
+  bool known = false;
+  for (Format f : {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2, Format::Nf4})
+    if (fields[0] == formatName(f)) parsed.format = f, known = true;
+  if (!known)
+    return bad("unknown format '" + fields[0] + "'");
+  auto number = [](const std::string &digits, int64_t &value) {
+    if (digits.empty() || digits.size() > 12 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    value = std::stoll(digits);
+    return true;
+  };
+  if (fields[1] == "tensor") {
+    parsed.granularity = Granularity::Tensor;
+  } else if (fields[1].rfind("channel", 0) == 0 && number(fields[1].substr(7), parsed.axis)) {
+    parsed.granularity = Granularity::Channel;
+  } else if (fields[1].rfind("block", 0) == 0 && number(fields[1].substr(5), parsed.block) &&
+             parsed.block > 0) {
+    parsed.granularity = Granularity::Block;
+  } else {
+    return bad("unknown granularity '" + fields[1] + "'");
+  }
+  if (fields[2] != "sym" && fields[2] != "asym")
+    return bad("unknown symmetry '" + fields[2] + "'");
+  parsed.symmetric = fields[2] == "sym";
+  if (!parsed.symmetric && !isInteger(parsed.format))
+    return bad("asymmetric quantization is for integer formats only");
+  s = parsed;
+  return true;
+}
+
+uint8_t encodeFp8(float value, Format format) {
+  Fp8Format f = fp8Format(format);
+  uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  float a = std::abs(value);
+  if (a == 0.0f) return sign;
+  int e;
+  std::frexp(a, &e);
+  int exponent = e - 1; // a ∈ [2^exponent, 2^(exponent+1))
+  if (exponent < f.emin) // subnormal: a multiple of 2^(emin − mbits)
+    return sign | static_cast<uint8_t>(std::ldexp(a, f.mbits - f.emin));
+  int mantissa = static_cast<int>(std::ldexp(a, f.mbits - exponent)) - (1 << f.mbits);
+  return sign | static_cast<uint8_t>(((exponent + f.bias) << f.mbits) | mantissa);
+}
+
+float decodeFp8(uint8_t code, Format format) {
+  Fp8Format f = fp8Format(format);
+  int exponentField = (code & 0x7f) >> f.mbits, mantissa = code & ((1 << f.mbits) - 1);
+  float magnitude =
+      exponentField == 0
+          ? std::ldexp(static_cast<float>(mantissa), f.emin - f.mbits)
+          : std::ldexp(static_cast<float>(mantissa + (1 << f.mbits)), exponentField - f.bias - f.mbits);
+  return (code & 0x80) ? -magnitude : magnitude;
+}
+
+} // namespace llmc::quant

@@ -1,0 +1,108 @@
+//===- QuantizedTensor.h - a float tensor stored quantized ------*- C++ -*-===//
+//
+// Post-training quantization of one tensor into storage, and back. The
+// arithmetic is the fake-quantization contract of kernels/QuantScheme.h
+// with each group's range taken from the tensor itself (min/max), so
+// dequantize(quantize(x)) is exactly what `qat.fake_quant` computes on x:
+// a model evaluated from the stored form sees the values a fake-quantized
+// one does. Standard library only (the runtime loads these files).
+//
+// Storage:
+//  - codes: one per element, in row-major order.
+//      int8:      one byte, the two's-complement int8 level (a U8 holding
+//                 the bit pattern of the int8; asymmetric: q ∈ [−128, 127]
+//                 before subtracting the zero point);
+//      int4:      a 4-bit two's-complement level, two per byte, element 2k
+//                 in the low nibble of byte k (an odd count pads a 0);
+//      nf4:       the index 0..15 of the NF4 level, packed like int4;
+//      fp8_e4m3 / fp8_e5m2: the fp8 bit pattern (e4m3: OCP "FN", bias 7;
+//                 e5m2: bias 15), one byte.
+//  - scales: one fp32 per group — scale for integer and fp8 formats (y =
+//    level · scale), the group's absmax for nf4 (y = level · absmax).
+//  - zeroPoints: one int32 per group, asymmetric integer formats only
+//    (y = (q − zero point) · scale).
+//  - NF4 double quantization (QLoRA, Dettmers et al. 2023) replaces the
+//    fp32 absmax of every group by 8 bits: the absmax values minus their
+//    mean are quantized int8 symmetric (absmax scaling, levels ±127, ties
+//    to even, in fp32) in blocks of 256 consecutive groups, each block with
+//    one fp32 scale; reconstructed absmax = q · blockScale + mean. Codes are
+//    then chosen against the reconstructed absmax, so the stored tensor is
+//    still exactly fake_quant(x) with that absmax as the group's range. A
+//    group whose reconstructed absmax is not > 0 dequantizes to 0, as an
+//    empty range does.
+//
+// A group with an empty range (amax, or hi − lo, not > 0) stores scale 0,
+// zero point 0 and code 0 (nf4: the 0 level), which dequantizes to 0.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_QUANT_QUANTIZEDTENSOR_H
+#define LLMC_RUNTIME_QUANT_QUANTIZEDTENSOR_H
+
+#include "kernels/QuantScheme.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llmc::quant {
+
+/// Groups per double-quantization block (QLoRA's choice).
+inline constexpr int64_t kDoubleQuantBlock = 256;
+
+struct QuantizedTensor {
+  Scheme scheme;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;        ///< per group; empty with double quantization
+  std::vector<int32_t> zeroPoints;  ///< per group; asymmetric only
+  bool doubleQuant = false;
+  std::vector<uint8_t> absmaxCodes;  ///< per group, int8 two's complement
+  std::vector<float> absmaxScales;   ///< per block of kDoubleQuantBlock groups
+  float absmaxMean = 0.0f;
+
+  int64_t numel() const;
+  int64_t groups() const;
+  /// Bytes of every stored array (codes, scales, zero points, the double
+  /// quantization's codes, scales and mean).
+  int64_t storageBytes() const;
+  /// 8 · storageBytes / numel.
+  double bitsPerParameter() const;
+};
+
+/// Bits of one code (8 or 4).
+int codeBits(Format format);
+/// Bytes of the codes of `numel` elements.
+int64_t codeBytes(Format format, int64_t numel);
+
+/// Quantizes x (row-major, `shape`) with `s`, each group's range its own
+/// min/max. `doubleQuant` applies to nf4 only. Returns an empty error
+/// string, or why the scheme does not fit (block not dividing the last
+/// dimension, channel axis out of range, asymmetric non-integer format).
+std::string quantize(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
+                     bool doubleQuant, QuantizedTensor &out);
+
+/// The fp32 values the stored tensor represents.
+std::vector<float> dequantize(const QuantizedTensor &q);
+
+/// Each group's absmax as stored: the fp32 scale of nf4, or the
+/// reconstruction of the double-quantized one.
+std::vector<float> nf4Absmax(const QuantizedTensor &q);
+
+/// Empty, or why the arrays do not fit the scheme and shape (sizes), for
+/// a tensor read from a file.
+std::string validate(const QuantizedTensor &q);
+
+/// The canonical spelling of a scheme: "int4:block64:sym",
+/// "int8:channel1:asym", "nf4:tensor:sym".
+std::string schemeString(const Scheme &s);
+/// Parses a canonical scheme string (fields in that order; the channel
+/// axis explicit). Returns false with `error` set.
+bool parseSchemeString(const std::string &text, Scheme &s, std::string &error);
+
+/// fp8 bit pattern of a value the format holds exactly, and back.
+uint8_t encodeFp8(float value, Format format);
+float decodeFp8(uint8_t code, Format format);
+
+} // namespace llmc::quant
+
+#endif

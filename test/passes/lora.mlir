@@ -1,0 +1,106 @@
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2, alpha=4}" | FileCheck %s
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2, alpha=4, targets=head}" | FileCheck %s --check-prefix=HEAD
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="lora={rank=2} emit=train" | FileCheck %s --check-prefix=TRAIN
+// RUN: llmc model gpt2 --preset tiny --set n_layer=1 -o %t.mlir
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 lora={rank=4, alpha=8, targets=qkv,proj} emit=graph" | FileCheck %s --check-prefix=TP
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 sp=true lora={rank=4, targets=proj} emit=graph" | FileCheck %s --check-prefix=SP
+// RUN: llmc-opt %t.mlir --llmc-lora="spec={rank=4, targets=h.0.mlp}" | FileCheck %s --check-prefix=PREFIX
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=rank=8" 2>&1 | FileCheck %s --check-prefix=RANK-TOO-BIG
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=rank=0" 2>&1 | FileCheck %s --check-prefix=BAD-RANK
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=alpha=-1" 2>&1 | FileCheck %s --check-prefix=BAD-ALPHA
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={targets=mlp,conv}" 2>&1 | FileCheck %s --check-prefix=BAD-TARGET
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=targets=qkv" 2>&1 | FileCheck %s --check-prefix=NOTHING
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=bits=4" 2>&1 | FileCheck %s --check-prefix=BAD-KEY
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2,qkv}" 2>&1 | FileCheck %s --check-prefix=NO-KEY
+
+// Every base parameter frozen; the adapters (A uniform ±1/√K, B zeros) are
+// the only trainable parameters, placed after the base ones. The default
+// targets (qkv, proj, mlp) find the layer's matmul but not the head.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: name = "wte", init = "normal", scale = 2.000000e-02, trainable = false
+// CHECK-SAME: name = "ln.weight", init = "ones", trainable = false
+// CHECK-SAME: name = "h.0.mlp.weight", init = "normal", scale = 2.000000e-02, trainable = false
+// CHECK-SAME: %[[A:.*]]: tensor<8x2xf32> {llm.param = #llm.param<name = "h.0.mlp.weight.lora_A", init = "uniform", scale = 0.35355339059327373>}
+// CHECK-SAME: %[[B:.*]]: tensor<2x8xf32> {llm.param = #llm.param<name = "h.0.mlp.weight.lora_B", init = "zeros">}
+// CHECK-SAME: %{{.*}}: tensor<2x4xi32> {llmc.name = "tokens"}
+// y + (alpha/rank)·(x·A)·B, joined where y was used.
+// CHECK: %[[N:.*]] = llm.layernorm
+// CHECK-NEXT: %[[Y:.*]] = llm.matmul %[[N]], %arg3 :
+// CHECK-NEXT: %[[Z:.*]] = llm.matmul %[[N]], %[[A]] : tensor<2x4x8xf32>, tensor<8x2xf32> -> tensor<2x4x2xf32>
+// CHECK-NEXT: %[[D:.*]] = llm.matmul %[[Z]], %[[B]] : tensor<2x4x2xf32>, tensor<2x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[S:.*]] = llm.scale %[[D]] {factor = 2.000000e+00 : f64}
+// CHECK-NEXT: %[[SUM:.*]] = llm.add %[[Y]], %[[S]]
+// CHECK-NEXT: llm.gelu %[[SUM]]
+// CHECK-NOT: lora_A
+// CHECK: llm.matmul %{{.*}}, %arg0 {transpose_b}
+// CHECK-NEXT: llm.cross_entropy
+
+// A transposed weight [N, K] gets A [r, K] and B [N, r], both read
+// transposed.
+// HEAD: tensor<2x8xf32> {llm.param = #llm.param<name = "wte.lora_A", init = "uniform", scale = 0.35355339059327373>}
+// HEAD-SAME: tensor<16x2xf32> {llm.param = #llm.param<name = "wte.lora_B", init = "zeros">}
+// HEAD: %[[Y:.*]] = llm.matmul %[[H:.*]], %arg0 {transpose_b}
+// HEAD-NEXT: %[[Z:.*]] = llm.matmul %[[H]], %arg4 {transpose_b} : tensor<2x4x8xf32>, tensor<2x8xf32> -> tensor<2x4x2xf32>
+// HEAD-NEXT: %[[D:.*]] = llm.matmul %[[Z]], %arg5 {transpose_b} : tensor<2x4x2xf32>, tensor<16x2xf32> -> tensor<2x4x16xf32>
+// HEAD: llm.add %[[Y]]
+// HEAD-NEXT: llm.cross_entropy
+
+// Autodiff and the optimizer see only the adapters: two AdamW updates,
+// Adam state for A and B only.
+// TRAIN-LABEL: func.func @train_step
+// TRAIN-SAME: llmc.name = "h.0.mlp.weight.lora_A", llmc.role = "adam_m"
+// TRAIN-SAME: llmc.name = "h.0.mlp.weight.lora_B", llmc.role = "adam_m"
+// TRAIN-SAME: llmc.name = "h.0.mlp.weight.lora_A", llmc.role = "adam_v"
+// TRAIN-SAME: llmc.name = "h.0.mlp.weight.lora_B", llmc.role = "adam_v"
+// TRAIN-NOT: llmc.role = "adam_m"
+// TRAIN-COUNT-2: llm.adamw
+// TRAIN-NOT: llm.adamw
+
+// Tensor parallelism: a column-parallel weight's B is split like it (the
+// fused QKV weight's three blocks included) and A is read through
+// dist.replicate; a row-parallel weight's A is split like it and x·A is
+// completed by its own all_reduce before the branch joins.
+// TP: tensor<128x4xf32> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.lora_A"
+// TP-NOT: llmc.shard
+// TP-SAME: tensor<4x192xf32> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.lora_B", init = "zeros">, llmc.shard = {global_shape = array<i64: 4, 384>, levels = [{axes = ["tp"], blocks = 3 : i64, dim = 1 : i64}]}}
+// TP-SAME: tensor<64x4xf32> {llm.param = #llm.param<name = "h.0.attn.c_proj.weight.lora_A", init = "uniform", scale = 0.0883883{{[0-9]*}}>, llmc.shard = {global_shape = array<i64: 128, 4>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]}}
+// TP-SAME: tensor<4x128xf32> {llm.param = #llm.param<name = "h.0.attn.c_proj.weight.lora_B", init = "zeros">}
+// TP: %[[X:.*]] = dist.replicate
+// TP-NEXT: llm.matmul %[[X]], %arg4 : tensor<8x128x128xf32>, tensor<128x192xf32>
+// TP-NEXT: %[[A:.*]] = dist.replicate %arg16 on @mesh axes ["tp"] : tensor<128x4xf32>
+// TP-NEXT: %[[Z:.*]] = llm.matmul %[[X]], %[[A]]
+// TP-NEXT: llm.matmul %[[Z]], %arg17 : tensor<8x128x4xf32>, tensor<4x192xf32>
+// TP: %[[Y:.*]] = llm.matmul %[[O:.*]], %arg6 : tensor<8x128x64xf32>, tensor<64x128xf32>
+// TP-NEXT: %[[ZP:.*]] = llm.matmul %[[O]], %arg18 : tensor<8x128x64xf32>, tensor<64x4xf32> -> tensor<8x128x4xf32>
+// TP-NEXT: %[[YR:.*]] = dist.all_reduce %[[Y]] on @mesh axes ["tp"] reduction "sum"
+// TP-NEXT: %[[ZR:.*]] = dist.all_reduce %[[ZP]] on @mesh axes ["tp"] reduction "sum" : tensor<8x128x4xf32>
+// TP-NEXT: %[[D:.*]] = llm.matmul %[[ZR]], %arg19
+// TP-NEXT: %[[S:.*]] = llm.scale %[[D]]
+// TP-NEXT: llm.add %[[YR]], %[[S]]
+
+// Sequence parallelism: x·A is reduce-scattered along the sequence like
+// x·W, and the whole B is read through dist.replicate (each rank now sees
+// only its rows, so B's gradient is a partial sum).
+// SP: %[[Y:.*]] = llm.matmul %[[O:.*]], %arg6 : tensor<8x128x64xf32>, tensor<64x128xf32>
+// SP-NEXT: %[[ZP:.*]] = llm.matmul %[[O]], %arg16
+// SP-NEXT: %[[YR:.*]] = dist.reduce_scatter %[[Y]] on @mesh axes ["tp"] dim 1
+// SP-NEXT: %[[ZR:.*]] = dist.reduce_scatter %[[ZP]] on @mesh axes ["tp"] dim 1 {{.*}} -> tensor<8x64x4xf32>
+// SP-NEXT: %[[B:.*]] = dist.replicate %arg17 on @mesh axes ["tp"] : tensor<4x128xf32>
+// SP-NEXT: %[[D:.*]] = llm.matmul %[[ZR]], %[[B]] : tensor<8x64x4xf32>, tensor<4x128xf32> -> tensor<8x64x128xf32>
+// SP-NEXT: %[[S:.*]] = llm.scale %[[D]]
+// SP-NEXT: llm.add %[[YR]], %[[S]]
+
+// A dotted prefix chooses the layer's MLP matmuls only.
+// PREFIX: name = "h.0.mlp.c_fc.weight.lora_A"
+// PREFIX-SAME: name = "h.0.mlp.c_fc.weight.lora_B"
+// PREFIX-SAME: name = "h.0.mlp.c_proj.weight.lora_A"
+// PREFIX-SAME: name = "h.0.mlp.c_proj.weight.lora_B"
+// PREFIX-NOT: attn.c_attn.weight.lora
+
+// RANK-TOO-BIG: error: 'llm.matmul' op lora: rank 8 is not below the smaller dimension of 'h.0.mlp.weight' (8x8)
+// BAD-RANK: error: lora: rank must be a positive integer, got '0'
+// BAD-ALPHA: error: lora: alpha must be a positive number, got '-1'
+// BAD-TARGET: error: lora: target 'conv' matches no matmul weight of @forward (kinds: qkv, proj, mlp, head; or a layer or parameter name)
+// NOTHING: error: lora: target 'qkv' matches no matmul weight of @forward
+// BAD-KEY: error: lora: unknown key 'bits' (expected rank, alpha or targets)
+// NO-KEY: error: lora: 'qkv' has no key (expected rank=, alpha= or targets=)

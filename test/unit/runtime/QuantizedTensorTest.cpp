@@ -1,0 +1,358 @@
+//===- QuantizedTensorTest.cpp - stored quantization against fake quant ---===//
+//
+// The property that makes an exported model evaluate like a fake-quantized
+// one: for every format × granularity × symmetry, dequantize(quantize(x))
+// is bit for bit the reference fake_quant(x, quantObserve(x)) of
+// kernels/reference (written from the contract, sharing no code with the
+// storage). With NF4 double quantization it is fake_quant with the
+// reconstructed absmax as each block's range, and that absmax is within
+// half an 8-bit step of the true one. Also: the fp8 codec over every bit
+// pattern, 4-bit packing of odd sizes, empty groups, bits per parameter,
+// scheme strings, and the safetensors layout read back and rejected when
+// broken.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+#include "kernels/reference/Reference.h"
+#include "runtime/quant/QuantizedFile.h"
+#include "runtime/quant/QuantizedTensor.h"
+#include "runtime/support/Error.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+using namespace llmc;
+using quant::Format;
+using quant::Granularity;
+using quant::Scheme;
+
+namespace {
+
+const Format kFormats[] = {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2,
+                           Format::Nf4};
+
+Scheme makeScheme(Format format, Granularity granularity, int64_t axis, int64_t block,
+                  bool symmetric) {
+  Scheme s;
+  s.format = format;
+  s.granularity = granularity;
+  s.axis = axis;
+  s.block = block;
+  s.symmetric = symmetric;
+  return s;
+}
+
+int64_t numelOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+/// Normal values with a few outliers, exact zeros and one all-zero row (an
+/// empty range under per-row groups).
+std::vector<float> sample(const std::vector<int64_t> &shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  std::vector<float> x(numelOf(shape));
+  for (float &v : x) v = normal(rng);
+  for (size_t i = 0; i < x.size(); i += 37) x[i] = 0.0f;
+  for (size_t i = 11; i < x.size(); i += 97) x[i] *= 40.0f;
+  for (int64_t i = 0; i < shape.back(); ++i) x[i] = 0.0f;
+  return x;
+}
+
+ref::RefTensor toRef(const std::vector<float> &x, const std::vector<int64_t> &shape) {
+  ref::RefTensor t;
+  t.shape = shape;
+  t.data.assign(x.begin(), x.end());
+  return t;
+}
+
+/// The reference's fake quantization of x with its own ranges.
+std::vector<float> fakeQuant(const std::vector<float> &x, const std::vector<int64_t> &shape,
+                             const Scheme &s) {
+  ref::RefTensor rx = toRef(x, shape);
+  ref::RefTensor y = ref::fakeQuant(rx, ref::quantObserve(rx, s), s);
+  return std::vector<float>(y.data.begin(), y.data.end());
+}
+
+/// Element-by-element equality (0 and −0 are the same value).
+void expectSame(const std::vector<float> &got, const std::vector<float> &want,
+                const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(got[i] == want[i]) && bad++ < 5)
+      ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", fake_quant gives "
+                    << want[i];
+  EXPECT_EQ(bad, 0) << what;
+}
+
+std::vector<Scheme> schemesFor(const std::vector<int64_t> &shape) {
+  std::vector<Scheme> schemes;
+  for (Format f : kFormats)
+    for (bool symmetric : {true, false}) {
+      if (!symmetric && !quant::isInteger(f))
+        continue;
+      schemes.push_back(makeScheme(f, Granularity::Tensor, 0, 0, symmetric));
+      for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis)
+        schemes.push_back(makeScheme(f, Granularity::Channel, axis, 0, symmetric));
+      for (int64_t block : {8, 32})
+        if (shape.back() % block == 0)
+          schemes.push_back(makeScheme(f, Granularity::Block, 0, block, symmetric));
+    }
+  return schemes;
+}
+
+} // namespace
+
+TEST(QuantizedTensor, DequantizeIsFakeQuantEverywhere) {
+  for (const std::vector<int64_t> &shape :
+       {std::vector<int64_t>{6, 64}, std::vector<int64_t>{2, 3, 32}, std::vector<int64_t>{5, 8},
+        std::vector<int64_t>{7, 3}}) {
+    std::vector<float> x = sample(shape, static_cast<uint32_t>(numelOf(shape)));
+    for (const Scheme &s : schemesFor(shape)) {
+      std::string what = quant::schemeString(s) + " on " + std::to_string(shape.size()) +
+                         "-d tensor of " + std::to_string(numelOf(shape));
+      quant::QuantizedTensor q;
+      ASSERT_EQ(quant::quantize(x.data(), shape, s, false, q), "") << what;
+      EXPECT_EQ(quant::validate(q), "") << what;
+      EXPECT_EQ(static_cast<int64_t>(q.codes.size()),
+                quant::codeBits(s.format) == 8 ? numelOf(shape) : (numelOf(shape) + 1) / 2)
+          << what;
+      expectSame(quant::dequantize(q), fakeQuant(x, shape, s), what);
+    }
+  }
+}
+
+TEST(QuantizedTensor, RoundingTiesMatchTheContract) {
+  // amax = 127 makes the int8 scale exactly 1, so every k + 0.5 is a tie
+  // (to even); the asymmetric grid over [−127, 127] has ties of its own.
+  std::vector<int64_t> shape = {2, 256};
+  std::vector<float> x(512);
+  for (int64_t i = 0; i < 512; ++i) x[i] = -127.0f + static_cast<float>(i % 254) + 0.5f;
+  x[0] = 127.0f;
+  x[1] = -127.0f;
+  for (bool symmetric : {true, false})
+    for (Format f : {Format::Int8, Format::Int4}) {
+      Scheme s = makeScheme(f, Granularity::Tensor, 0, 0, symmetric);
+      quant::QuantizedTensor q;
+      ASSERT_EQ(quant::quantize(x.data(), shape, s, false, q), "");
+      expectSame(quant::dequantize(q), fakeQuant(x, shape, s), quant::schemeString(s));
+    }
+}
+
+TEST(QuantizedTensor, EmptyGroupsStoreZero) {
+  std::vector<int64_t> shape = {4, 16};
+  std::vector<float> x(64, 0.0f);
+  for (int64_t i = 32; i < 64; ++i) x[i] = 0.01f * static_cast<float>(i - 40);
+  for (Format f : kFormats) {
+    Scheme s = makeScheme(f, Granularity::Channel, 0, 0, true);
+    quant::QuantizedTensor q;
+    ASSERT_EQ(quant::quantize(x.data(), shape, s, false, q), "");
+    EXPECT_EQ(q.scales[0], 0.0f);
+    std::vector<float> y = quant::dequantize(q);
+    for (int64_t i = 0; i < 32; ++i) EXPECT_EQ(y[i], 0.0f) << quant::formatName(f);
+    expectSame(y, fakeQuant(x, shape, s), quant::formatName(f));
+  }
+}
+
+TEST(QuantizedTensor, Nf4DoubleQuantization) {
+  // 40 × 448 in blocks of 64: 280 absmax values, two double-quantization
+  // blocks (256 + a partial 24).
+  std::vector<int64_t> shape = {40, 448};
+  std::vector<float> x = sample(shape, 7);
+  Scheme s = makeScheme(Format::Nf4, Granularity::Block, 0, 64, true);
+  quant::QuantizedTensor q;
+  ASSERT_EQ(quant::quantize(x.data(), shape, s, true, q), "");
+  ASSERT_TRUE(q.doubleQuant);
+  EXPECT_EQ(quant::validate(q), "");
+  EXPECT_TRUE(q.scales.empty());
+  ASSERT_EQ(q.absmaxCodes.size(), 280u);
+  ASSERT_EQ(q.absmaxScales.size(), 2u);
+
+  // The reconstructed absmax is within half a step of the block's 8-bit grid.
+  ref::RefTensor rx = toRef(x, shape);
+  ref::RefTensor observed = ref::quantObserve(rx, s);
+  std::vector<float> absmax = quant::nf4Absmax(q);
+  for (int64_t g = 0; g < 280; ++g) {
+    double truth = std::max(observed.data[2 * g], observed.data[2 * g + 1]);
+    double step = q.absmaxScales[g / quant::kDoubleQuantBlock];
+    EXPECT_LE(std::abs(absmax[g] - truth), 0.5 * step * (1 + 1e-6) + 1e-6 * std::abs(truth))
+        << "group " << g;
+  }
+
+  // The codes are fake_quant's with that absmax as each block's range.
+  ref::RefTensor range = ref::RefTensor::zeros({280, 2});
+  for (int64_t g = 0; g < 280; ++g) range.data[2 * g] = range.data[2 * g + 1] = absmax[g];
+  ref::RefTensor want = ref::fakeQuant(rx, range, s);
+  expectSame(quant::dequantize(q), std::vector<float>(want.data.begin(), want.data.end()),
+             "nf4 double quantization");
+
+  // Without double quantization the fp32 absmax is stored.
+  quant::QuantizedTensor plain;
+  ASSERT_EQ(quant::quantize(x.data(), shape, s, false, plain), "");
+  EXPECT_FALSE(plain.doubleQuant);
+  EXPECT_EQ(plain.scales.size(), 280u);
+  expectSame(quant::dequantize(plain), fakeQuant(x, shape, s), "nf4 without double quant");
+}
+
+TEST(QuantizedTensor, BitsPerParameter) {
+  std::vector<int64_t> shape = {128, 384};
+  std::vector<float> x = sample(shape, 3);
+  auto bitsOf = [&](Scheme s, bool doubleQuant) {
+    quant::QuantizedTensor q;
+    EXPECT_EQ(quant::quantize(x.data(), shape, s, doubleQuant, q), "");
+    return q.bitsPerParameter();
+  };
+  const double n = 128.0 * 384.0;
+  // NF4 blocks of 64 + double quantization: 4 + 8/64 + 32/(64·256) bits,
+  // plus one fp32 mean per tensor.
+  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Nf4, Granularity::Block, 0, 64, true), true),
+                   4.0 + 8.0 / 64 + 32.0 / (64 * 256) + 32.0 / n);
+  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Nf4, Granularity::Block, 0, 64, true), false),
+                   4.0 + 32.0 / 64);
+  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Int4, Granularity::Block, 0, 64, true), false), 4.5);
+  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Int8, Granularity::Channel, 1, 0, true), false),
+                   8.0 + 32.0 * 384 / n);
+  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Int8, Granularity::Channel, 1, 0, false), false),
+                   8.0 + 64.0 * 384 / n);
+  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Fp8E4M3, Granularity::Tensor, 0, 0, true), false),
+                   8.0 + 32.0 / n);
+}
+
+TEST(QuantizedTensor, Fp8CodecCoversEveryPattern) {
+  for (Format f : {Format::Fp8E4M3, Format::Fp8E5M2}) {
+    for (int code = 0; code < 256; ++code) {
+      bool e4m3 = f == Format::Fp8E4M3;
+      int exponentField = e4m3 ? (code >> 3) & 15 : (code >> 2) & 31;
+      bool special = e4m3 ? (code & 0x7f) == 0x7f : exponentField == 31;
+      if (special)
+        continue;
+      float v = quant::decodeFp8(static_cast<uint8_t>(code), f);
+      EXPECT_EQ(quant::encodeFp8(v, f), code) << quant::formatName(f) << " code " << code;
+    }
+  }
+  EXPECT_EQ(quant::decodeFp8(0x7e, Format::Fp8E4M3), 448.0f);
+  EXPECT_EQ(quant::decodeFp8(0x7b, Format::Fp8E5M2), 57344.0f);
+  EXPECT_EQ(quant::decodeFp8(0x01, Format::Fp8E4M3), std::ldexp(1.0f, -9));
+  EXPECT_EQ(quant::decodeFp8(0x01, Format::Fp8E5M2), std::ldexp(1.0f, -16));
+  EXPECT_EQ(quant::decodeFp8(0xc0, Format::Fp8E5M2), -2.0f);
+}
+
+TEST(QuantizedTensor, FourBitCodesPackLowNibbleFirst) {
+  std::vector<int64_t> shape = {3};
+  std::vector<float> x = {7.0f, -7.0f, 1.0f};
+  quant::QuantizedTensor q;
+  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int4, Granularity::Tensor, 0, 0,
+                                                        true),
+                            false, q),
+            "");
+  ASSERT_EQ(q.codes.size(), 2u);
+  EXPECT_EQ(q.codes[0], 0x97); // 7 low, −7 (0b1001) high
+  EXPECT_EQ(q.codes[1], 0x01); // 1, then the padding 0
+  EXPECT_EQ(q.scales[0], 1.0f);
+  // int8 is the two's complement byte.
+  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int8, Granularity::Tensor, 0, 0,
+                                                        true),
+                            false, q),
+            "");
+  EXPECT_EQ(q.codes[1], static_cast<uint8_t>(-127));
+}
+
+TEST(QuantizedTensor, SchemesThatDoNotFitAreRejected) {
+  std::vector<float> x(6 * 100, 1.0f);
+  quant::QuantizedTensor q;
+  EXPECT_EQ(quant::quantize(x.data(), {6, 100}, makeScheme(Format::Int4, Granularity::Block, 0,
+                                                           64, true),
+                            false, q),
+            "blocks of 64 do not divide the last dimension (100)");
+  EXPECT_EQ(quant::quantize(x.data(), {6, 100}, makeScheme(Format::Int8, Granularity::Channel, 2,
+                                                           0, true),
+                            false, q),
+            "channel axis 2 is out of range for rank 2");
+  EXPECT_NE(quant::quantize(x.data(), {6, 100}, makeScheme(Format::Nf4, Granularity::Tensor, 0,
+                                                           0, false),
+                            false, q),
+            "");
+}
+
+TEST(QuantizedTensor, SchemeStrings) {
+  for (const char *text : {"int4:block64:sym", "int8:channel1:asym", "nf4:tensor:sym",
+                           "fp8_e5m2:channel0:sym"}) {
+    Scheme s;
+    std::string error;
+    ASSERT_TRUE(quant::parseSchemeString(text, s, error)) << error;
+    EXPECT_EQ(quant::schemeString(s), text);
+  }
+  Scheme s;
+  std::string error;
+  EXPECT_FALSE(quant::parseSchemeString("int5:tensor:sym", s, error));
+  EXPECT_EQ(error, "bad scheme 'int5:tensor:sym': unknown format 'int5'");
+  EXPECT_FALSE(quant::parseSchemeString("int4:block:sym", s, error));
+  EXPECT_FALSE(quant::parseSchemeString("nf4:tensor:asym", s, error));
+  EXPECT_FALSE(quant::parseSchemeString("int8:channel", s, error));
+}
+
+TEST(QuantizedFile, RoundTripAndErrors) {
+  test::TempDir dir;
+  std::vector<int64_t> shape = {16, 128};
+  std::vector<float> w = sample(shape, 5), bias = {0.5f, -1.25f};
+  std::vector<quant::QuantizedTensor> qs(2);
+  ASSERT_EQ(quant::quantize(w.data(), shape, makeScheme(Format::Int8, Granularity::Channel, 0, 0,
+                                                        false),
+                            false, qs[0]),
+            "");
+  ASSERT_EQ(quant::quantize(w.data(), shape, makeScheme(Format::Nf4, Granularity::Block, 0, 64,
+                                                        true),
+                            true, qs[1]),
+            "");
+  std::vector<SafeTensor> tensors;
+  std::map<std::string, std::string> metadata;
+  appendQuantized("a.weight", qs[0], tensors, metadata);
+  appendQuantized("b.weight", qs[1], tensors, metadata);
+  tensors.push_back({"c.bias", DType::F32, {2}, bias.data(), 8});
+  std::string path = dir.file("q.safetensors");
+  writeSafetensors(path, tensors, metadata);
+  EXPECT_EQ(metadata["a.weight"], "int8:channel0:asym shape=16x128");
+  EXPECT_EQ(metadata["b.weight"], "nf4:block64:sym shape=16x128 double_quant=int8:block256");
+
+  SafetensorsFile file(path);
+  ASSERT_NE(file.find("a.weight.zero_point"), nullptr);
+  EXPECT_EQ(file.find("a.weight.zero_point")->dtype, DType::I32);
+  EXPECT_EQ(file.find("b.weight.absmax_q")->dtype, DType::U8);
+  EXPECT_EQ(file.find("b.weight.absmax_mean")->shape, std::vector<int64_t>{});
+  EXPECT_EQ(file.find("b.weight.scale"), nullptr);
+  FloatTensor t;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(readFloatTensor(file, i == 0 ? "a.weight" : "b.weight", t));
+    EXPECT_EQ(t.shape, shape);
+    expectSame(t.data, quant::dequantize(qs[i]), "read back");
+    EXPECT_FALSE(t.scheme.empty());
+  }
+  ASSERT_TRUE(readFloatTensor(file, "c.bias", t));
+  EXPECT_EQ(t.data, bias);
+  EXPECT_TRUE(t.scheme.empty());
+  EXPECT_FALSE(readFloatTensor(file, "d.weight", t));
+
+  // A quantized tensor missing one of its arrays, or with a wrong count.
+  std::vector<SafeTensor> broken;
+  for (const SafeTensor &s : tensors)
+    if (s.name != "a.weight.scale") broken.push_back(s);
+  writeSafetensors(dir.file("broken.safetensors"), broken, metadata);
+  SafetensorsFile brokenFile(dir.file("broken.safetensors"));
+  try {
+    readFloatTensor(brokenFile, "a.weight", t);
+    ADD_FAILURE() << "no error";
+  } catch (const RuntimeError &e) {
+    EXPECT_NE(std::string(e.what()).find("quantized tensor 'a.weight' has no 'a.weight.scale'"),
+              std::string::npos)
+        << e.what();
+  }
+  metadata["a.weight"] = "int8:channel0:asym shape=16x64";
+  writeSafetensors(dir.file("shape.safetensors"), tensors, metadata);
+  SafetensorsFile shapeFile(dir.file("shape.safetensors"));
+  EXPECT_THROW(readFloatTensor(shapeFile, "a.weight", t), RuntimeError);
+}

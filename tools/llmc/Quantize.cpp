@@ -1,0 +1,360 @@
+//===- Quantize.cpp - `llmc quantize`: post-training weight export --------===//
+//
+// The weights are found the way llmc-qat finds them (passes/QAT.cpp): a
+// matmul whose right operand is, through casts, a parameter of @forward
+// (its output channel is the dimension not contracted), an embedding's
+// table (output channel = its rows), with the same `skip=` entries. A
+// parameter is one tensor however many ops read it, so it is quantized
+// when any chosen, unskipped op reads it, and then every reader sees the
+// quantized values (GPT-2's tied embedding and head: noted in the report).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/llmc/Quantize.h"
+
+#include "compiler/Compiler.h"
+#include "dialects/Dist/DistDialect.h"
+#include "dialects/LLM/LLMDialect.h"
+#include "passes/QATScheme.h"
+#include "passes/Utils.h"
+#include "runtime/quant/Export.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <iomanip>
+#include <sstream>
+
+using namespace llvm;
+using namespace mlir;
+
+namespace llmc {
+
+cl::SubCommand quantizeCommand("quantize",
+                               "Quantize a checkpoint's weights into a safetensors file "
+                               "(post-training quantization)");
+
+cl::OptionCategory &quantizeCategory() {
+  static cl::OptionCategory category("llmc quantize options");
+  return category;
+}
+
+namespace {
+
+cl::opt<std::string> ckptDir(cl::Positional, cl::desc("<ckpt-dir>"), cl::Required,
+                             cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<std::string> graphFile(cl::Positional, cl::desc("[<graph.mlir>]"), cl::init(""),
+                               cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<std::string> modelFamily("model", cl::desc("Built-in model family instead of a file"),
+                                 cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<std::string> modelPreset("preset", cl::desc("Preset name"), cl::init("tiny"),
+                                 cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::list<std::string> modelSet("set", cl::desc("Override a config key (key=value)"),
+                               cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<std::string> modelConfig("config", cl::desc("Hugging Face style config.json"),
+                                 cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<std::string> schemeText("scheme",
+                                cl::desc("Weight scheme, e.g. int8:channel, int4:block64, "
+                                         "nf4:block64 (docs/quantization.md); none: export "
+                                         "the parameters unquantized"),
+                                cl::Required, cl::sub(quantizeCommand),
+                                cl::cat(quantizeCategory()));
+cl::list<std::string> skipList("skip",
+                               cl::desc("Keep in full precision: head, embedding, a layer "
+                                        "(h.3), a parameter or dotted prefix"),
+                               cl::CommaSeparated, cl::sub(quantizeCommand),
+                               cl::cat(quantizeCategory()));
+cl::list<std::string> opsList("ops", cl::desc("Weights of: matmul (default), embedding"),
+                              cl::CommaSeparated, cl::sub(quantizeCommand),
+                              cl::cat(quantizeCategory()));
+cl::opt<bool> noDoubleQuant("no-double-quant",
+                            cl::desc("nf4 blocks: keep each block's absmax in fp32 instead of "
+                                     "8 bits (QLoRA's double quantization)"),
+                            cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<std::string> output("o", cl::desc("Output safetensors file"), cl::Required,
+                            cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+
+constexpr const char *kTool = "llmc quantize";
+
+int failWith(const Twine &message) {
+  WithColor::error(errs(), kTool) << message << "\n";
+  return 1;
+}
+
+/// One op reading a parameter as a weight.
+struct Use {
+  std::string what;    ///< "matmul", "head", "embedding lookup"
+  bool chosen = false; ///< its op kind is in --ops
+  bool skipped = false;
+  int64_t outputAxis = 0;
+};
+
+struct Param {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<Use> uses;
+
+  bool quantized() const {
+    return llvm::any_of(uses, [](const Use &u) { return u.chosen && !u.skipped; });
+  }
+};
+
+/// The parameters of @forward and the weight uses of each.
+class WeightSites {
+public:
+  WeightSites(func::FuncOp forward, const std::vector<std::string> &ops,
+              const std::vector<std::string> &skip)
+      : forward(forward), skip(skip) {
+    for (BlockArgument arg : forward.getArguments())
+      if (auto param = llm::getParamAttr(forward, arg.getArgNumber())) {
+        auto type = cast<RankedTensorType>(arg.getType());
+        index[arg.getArgNumber()] = params.size();
+        params.push_back({param.getName().str(), type.getShape().vec(), {}});
+      }
+    bool matmuls = llvm::is_contained(ops, "matmul"),
+         embeddings = llvm::is_contained(ops, "embedding");
+    forward.walk([&](Operation *op) {
+      if (auto matmul = dyn_cast<llm::MatmulOp>(op)) {
+        if (BlockArgument w = paramOf(matmul.getB())) {
+          bool head = feedsLoss(op->getResult(0));
+          addUse(op, w, head ? "head" : "matmul", matmuls, matmul.getTransposeB() ? 0 : 1);
+        }
+      } else if (auto embedding = dyn_cast<llm::EmbeddingOp>(op)) {
+        if (BlockArgument table = paramOf(embedding.getTable()))
+          addUse(op, table, "embedding lookup", embeddings, 0);
+      }
+    });
+  }
+
+  std::vector<Param> params;
+  llvm::StringSet<> matchedSkips;
+
+private:
+  void addUse(Operation *op, BlockArgument weight, const char *what, bool chosen, int64_t axis) {
+    Use use{what, chosen, chosen && skipped(op, weight), axis};
+    params[index.at(weight.getArgNumber())].uses.push_back(use);
+  }
+
+  /// The parameter argument `v` reads (through casts), if any.
+  BlockArgument paramOf(Value v) {
+    while (auto cast = v.getDefiningOp<llm::CastOp>())
+      v = cast.getX();
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (arg && arg.getOwner() == &forward.getBody().front() &&
+        llm::getParamAttr(forward, arg.getArgNumber()))
+      return arg;
+    return nullptr;
+  }
+
+  /// Does `v` (through shape ops, casts, bias adds, collectives) reach the loss?
+  bool feedsLoss(Value v, int depth = 0) {
+    if (depth > 8)
+      return false;
+    for (Operation *user : v.getUsers()) {
+      if (isa<llm::CrossEntropyOp, llm::CrossEntropyPartialOp, llm::ReduceMaxOp>(user))
+        return true;
+      if (isa<llm::ReshapeOp, llm::CastOp, llm::AddOp, dist::AllReduceOp>(user) &&
+          feedsLoss(user->getResult(0), depth + 1))
+        return true;
+    }
+    return false;
+  }
+
+  /// Whether `op` is excluded by --skip, recording the entries that match.
+  bool skipped(Operation *op, BlockArgument weight) {
+    bool hit = false;
+    auto match = [&](StringRef entry, bool matches) {
+      if (matches) {
+        matchedSkips.insert(entry);
+        hit = true;
+      }
+    };
+    auto block = op->getParentOfType<llm::BlockOp>();
+    StringRef name = llm::getParamAttr(forward, weight.getArgNumber()).getName();
+    for (const std::string &entry : skip) {
+      StringRef e(entry);
+      match(e, e == "head" && isa<llm::MatmulOp>(op) && feedsLoss(op->getResult(0)));
+      match(e, e == "embedding" && isa<llm::EmbeddingOp>(op));
+      match(e, block && block.getName() == e);
+      match(e, name == e || (name.starts_with(e) && name.drop_front(e.size()).starts_with(".")));
+    }
+    return hit;
+  }
+
+  func::FuncOp forward;
+  std::vector<std::string> skip;
+  std::map<unsigned, size_t> index; ///< argument number → params
+};
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? "x" : "") + std::to_string(shape[i]);
+  return text;
+}
+
+std::string withCommas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+quant::Format formatOf(const std::string &name) {
+  if (name == "int4") return quant::Format::Int4;
+  if (name == "fp8_e4m3") return quant::Format::Fp8E4M3;
+  if (name == "fp8_e5m2") return quant::Format::Fp8E5M2;
+  if (name == "nf4") return quant::Format::Nf4;
+  return quant::Format::Int8;
+}
+
+/// The table: one row per quantized tensor, then totals.
+std::string formatReport(const ExportReport &report, const std::string &output) {
+  std::ostringstream os;
+  os << "quantized " << report.stepDir << " (step " << report.step << ") -> " << output << "\n";
+  os << "  " << std::left << std::setw(28) << "tensor" << std::setw(12) << "shape"
+     << std::setw(22) << "scheme" << std::right << std::setw(12) << "bytes" << std::setw(12)
+     << "stored" << std::setw(12) << "bits/param" << "\n";
+  auto bits = [](int64_t bytes, int64_t params) {
+    std::ostringstream b;
+    b << std::fixed << std::setprecision(3) << (params ? 8.0 * bytes / params : 0.0);
+    return b.str();
+  };
+  int64_t count = 0, params = 0, before = 0, after = 0;
+  int64_t keptCount = 0, keptParams = 0, keptBytes = 0;
+  for (const ExportedTensor &t : report.tensors) {
+    if (t.scheme.empty()) {
+      ++keptCount;
+      keptParams += t.numel;
+      keptBytes += t.bytesBefore;
+      continue;
+    }
+    ++count;
+    params += t.numel;
+    before += t.bytesBefore;
+    after += t.bytesAfter;
+    os << "  " << std::left << std::setw(28) << t.name << std::setw(12) << shapeText(t.shape)
+       << std::setw(22) << t.scheme << std::right << std::setw(12) << t.bytesBefore
+       << std::setw(12) << t.bytesAfter << std::setw(12) << bits(t.bytesAfter, t.numel) << "\n";
+  }
+  os << "quantized: " << count << " tensors, " << withCommas(params) << " parameters, "
+     << withCommas(before) << " -> " << withCommas(after) << " bytes, " << bits(after, params)
+     << " bits per parameter\n";
+  os << "kept:      " << keptCount << " tensors, " << withCommas(keptParams) << " parameters, "
+     << withCommas(keptBytes) << " bytes as stored\n";
+  os << "total:     " << count + keptCount << " tensors, " << withCommas(params + keptParams)
+     << " parameters, " << withCommas(before + keptBytes) << " -> "
+     << withCommas(after + keptBytes) << " bytes, " << bits(after + keptBytes, params + keptParams)
+     << " bits per parameter\n";
+  return os.str();
+}
+
+int run() {
+  if (!graphFile.empty() && !modelFamily.empty())
+    return failWith("give either a graph file or --model, not both");
+  if (graphFile.empty() && modelFamily.empty())
+    return failWith("no model: give <graph.mlir> or --model <family>");
+
+  // The scheme, in --qat's spelling; the channel axis may be left to each
+  // weight (its output channel). "none" exports the parameters as they are.
+  bool exportPlain = schemeText == "none";
+  if (StringRef(schemeText).contains(','))
+    return failWith("bad scheme '" + schemeText + "': one scheme, not a list");
+  std::string error;
+  std::string weightsSpec = "weights=" + (exportPlain ? std::string("int8") : schemeText.getValue());
+  std::optional<QATSpec> spec = parseQATSpec(weightsSpec, error);
+  if (!spec)
+    return failWith(error);
+  const QATSchemeSpec &weights = *spec->weights;
+  if (weights.observer != "minmax")
+    return failWith("bad scheme '" + schemeText +
+                    "': an observer has no meaning here (each tensor's own min/max is its range)");
+  std::vector<std::string> ops(opsList.begin(), opsList.end());
+  if (ops.empty())
+    ops = {"matmul"};
+  for (const std::string &op : ops)
+    if (op != "matmul" && op != "embedding")
+      return failWith("unknown --ops entry '" + op + "' (expected matmul or embedding)");
+
+  MLIRContext context;
+  prepareContext(context);
+  ModelSource source{graphFile, modelFamily, modelPreset, modelConfig,
+                     std::vector<std::string>(modelSet.begin(), modelSet.end())};
+  SourceMgr sourceMgr;
+  ToolDiagnostics diagnostics(context, sourceMgr, kTool);
+  OwningOpRef<ModuleOp> module = loadModel(context, source, sourceMgr);
+  if (!module)
+    return 1;
+  func::FuncOp forward = lookupFunc(*module, "forward");
+  if (!forward)
+    return failWith("the model has no @forward");
+  std::vector<std::string> skip(skipList.begin(), skipList.end());
+  WeightSites sites(forward, ops, skip);
+  for (const std::string &entry : skip)
+    if (!sites.matchedSkips.contains(entry))
+      return failWith("skip '" + entry +
+                      "' matches no layer, parameter, head or embedding of @forward");
+
+  ExportRequest request;
+  request.ckptDir = ckptDir;
+  request.output = output;
+  std::vector<std::string> notes;
+  for (const Param &p : sites.params) {
+    ExportRequest::Tensor t;
+    t.name = p.name;
+    t.shape = p.shape;
+    t.quantize = p.quantized() && !exportPlain;
+    if (t.quantize) {
+      int64_t axis = -1;
+      for (const Use &u : p.uses)
+        if (u.chosen && !u.skipped) {
+          if (axis >= 0 && axis != u.outputAxis && weights.granularity == "channel" &&
+              !weights.axis)
+            return failWith("'" + p.name + "' is read with output channels along dimensions " +
+                            std::to_string(axis) + " and " + std::to_string(u.outputAxis) +
+                            "; give the axis (channel<N>) or skip it");
+          if (axis < 0)
+            axis = u.outputAxis;
+        }
+      t.scheme.format = formatOf(weights.format);
+      t.scheme.granularity = weights.granularity == "channel" ? quant::Granularity::Channel
+                             : weights.granularity == "block" ? quant::Granularity::Block
+                                                              : quant::Granularity::Tensor;
+      t.scheme.axis =
+          t.scheme.granularity == quant::Granularity::Channel ? weights.axis.value_or(axis) : 0;
+      t.scheme.block = weights.block;
+      t.scheme.symmetric = weights.symmetric;
+      // QLoRA's double quantization of the per-block absmax.
+      t.doubleQuant = t.scheme.format == quant::Format::Nf4 &&
+                      t.scheme.granularity == quant::Granularity::Block && !noDoubleQuant;
+      for (const Use &u : p.uses)
+        if (!u.chosen || u.skipped) {
+          notes.push_back(p.name + " is also read by a" + (u.what[0] == 'e' ? "n " : " ") +
+                          u.what + (u.skipped ? " (skipped)" : "") +
+                          ", which sees the quantized values too");
+          break;
+        }
+    }
+    request.tensors.push_back(t);
+  }
+  ExportReport report;
+  if (!exportWeights(request, report, error))
+    return failWith(error);
+  std::string text = formatReport(report, output);
+  for (const std::string &note : notes)
+    text += "note: " + note + "\n";
+  outs() << text;
+  return 0;
+}
+
+} // namespace
+
+int runQuantize() { return run(); }
+
+} // namespace llmc

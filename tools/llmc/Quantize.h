@@ -1,0 +1,29 @@
+//===- Quantize.h - `llmc quantize`: post-training weight export -*- C++ -*-===//
+//
+//   llmc quantize <ckpt-dir> (--model <family> --preset <name> [--set k=v]... | <graph.mlir>)
+//       --scheme <scheme> [--skip ...] [--ops matmul,embedding] [--no-double-quant]
+//       -o out.safetensors
+//
+// Reads the checkpoint's latest step, quantizes the weights the model's
+// @forward multiplies with (and embedding tables with --ops embedding) and
+// writes every parameter to one safetensors file (runtime/quant/
+// QuantizedFile.h) that `llmc-run --weights` loads.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_TOOLS_LLMC_QUANTIZE_H
+#define LLMC_TOOLS_LLMC_QUANTIZE_H
+
+#include "llvm/Support/CommandLine.h"
+
+namespace llmc {
+
+/// The subcommand; its options are registered with it.
+extern llvm::cl::SubCommand quantizeCommand;
+/// The category of its options (for --help).
+llvm::cl::OptionCategory &quantizeCategory();
+/// Runs the subcommand; returns the exit status.
+int runQuantize();
+
+} // namespace llmc
+
+#endif
