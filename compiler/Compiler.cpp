@@ -6,6 +6,7 @@
 #include "compiler/RecomputeBudget.h"
 #include "dialects/Registration.h"
 #include "models/Models.h"
+#include "passes/LoRASpec.h"
 #include "passes/Utils.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -183,6 +184,13 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
   put("recompute", p.recompute);
   put("qat", p.qat);
   put("lora", p.lora);
+  // What merging adapters into their weights needs (llmc merge-lora).
+  std::string loraError;
+  if (std::optional<LoRASpec> lora = parseLoRASpec(p.lora, loraError); lora && !p.lora.empty())
+    put("lora.scale", lora->scale());
+  put("qlora", p.qlora ? 1 : 0);
+  if (p.qlora)
+    put("qlora.block", static_cast<int64_t>(64));
   put("recompute.layers", p.recomputeLayers);
   put("microbatches", p.microbatches);
   put("optimizer", p.optimizer);

@@ -51,6 +51,7 @@ LogicalResult Interpreter::runOp(Operation *op) {
   };
   auto d = [](APFloat f) { return f.convertToDouble(); };
   auto vec = [](ArrayRef<int64_t> a) { return std::vector<int64_t>(a.begin(), a.end()); };
+  auto optional = [&](Value v) -> const RefTensor * { return v ? &values[v] : nullptr; };
 
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](BlockOp b) {
@@ -202,15 +203,16 @@ LogicalResult Interpreter::runOp(Operation *op) {
         return success();
       })
       .Case([&](qat::ObserveOp o) {
-        out(0, ref::quantObserve(in(0), kernelScheme(o.getScheme())));
+        out(0, ref::quantObserve(in(0), kernelScheme(o.getScheme()), optional(o.getColumns())));
         return success();
       })
       .Case([&](qat::FakeQuantOp o) {
-        out(0, ref::fakeQuant(in(0), in(1), kernelScheme(o.getScheme())));
+        out(0, ref::fakeQuant(in(0), in(1), kernelScheme(o.getScheme()), optional(o.getColumns())));
         return success();
       })
       .Case([&](qat::FakeQuantGradOp o) {
-        out(0, ref::fakeQuantGrad(in(0), in(1), in(2), kernelScheme(o.getScheme())));
+        out(0, ref::fakeQuantGrad(in(0), in(1), in(2), kernelScheme(o.getScheme()),
+                                  optional(o.getColumns())));
         return success();
       })
       .Case([&](qat::EmaOp o) {

@@ -40,6 +40,24 @@
 // ema: per group, new = observed if state is (0, 0) (never observed), else
 // momentum · state + (1 − momentum) · observed.
 //
+// Outlier columns (LLM.int8(), Dettmers et al. 2022), a scheme with
+// `outlier` = t > 0 (integer formats, tensor or channel granularity): the
+// columns of x are the indices c of its last dimension, and `columns`
+// (tensor<C×2×f32>) holds each column's range [−min, max] over all rows of
+// x, combined over the ranks that split the rows — so every rank decides as
+// one rank would on the whole tensor. Column c is an outlier column when
+// max(columns[c]) > t, both read as fp32 and compared in double (a column
+// whose largest |x| is exactly t is not one). Then:
+//  - observe(x, columns): the ranges of the scheme's groups over the
+//    elements of the other columns only (a group left without elements
+//    observes [−inf, −inf]);
+//  - fake_quant(x, range, columns): y = x in outlier columns (kept in high
+//    precision), the quantize-dequantize above elsewhere;
+//  - fake_quant_grad(x, range, dy, columns): dx = dy in outlier columns
+//    (never clipped), the straight-through rule above elsewhere.
+// A range that is empty because every column is an outlier quantizes no
+// element, so its "y = 0" never shows.
+//
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_QUANTSCHEME_H
 #define LLMC_KERNELS_QUANTSCHEME_H
@@ -61,7 +79,14 @@ struct Scheme {
   int64_t axis = 0;     ///< channel
   int64_t block = 0;    ///< block
   bool symmetric = true;
+  double outlier = 0.0; ///< outlier-column threshold on |x|; 0: none
 };
+
+/// Whether a column with range [−min, max] = [negMin, max] is an outlier
+/// column of `s` (always false without a threshold).
+inline bool isOutlierColumn(const Scheme &s, float negMin, float max) {
+  return s.outlier > 0.0 && static_cast<double>(negMin > max ? negMin : max) > s.outlier;
+}
 
 /// The 16 NormalFloat levels of QLoRA (Dettmers et al., 2023), ascending.
 inline constexpr float kNf4Levels[16] = {
@@ -116,6 +141,31 @@ inline int64_t groupOf(const Scheme &s, const std::vector<int64_t> &shape, int64
   case Granularity::Block: return i / s.block;
   }
   return 0;
+}
+
+// --- NF4 storage with double-quantized absmax (QLoRA) -----------------------
+//
+// A stored NF4 tensor: per element the index 0..15 of its level, two per
+// byte (element 2k in the low nibble of byte k); per block of elements one
+// absmax, itself stored as an int8 level q with one fp32 scale per
+// kNf4DoubleQuantBlock consecutive blocks and one fp32 mean:
+// absmax = float(q) · scale + mean (two fp32 operations, in that order).
+// Element value: kNf4Levels[index] · absmax, or 0 where absmax is not > 0.
+
+/// Blocks sharing one fp32 scale of their int8 absmax.
+inline constexpr int64_t kNf4DoubleQuantBlock = 256;
+
+inline float nf4Absmax(int8_t level, float scale, float mean) {
+  float deviation = static_cast<float>(level) * scale;
+  return deviation + mean;
+}
+inline float nf4Value(int index, float absmax) {
+  return absmax > 0.0f ? kNf4Levels[index] * absmax : 0.0f;
+}
+/// The level index of element `i` of packed `codes`.
+inline int nf4Index(const uint8_t *codes, int64_t i) {
+  uint8_t byte = codes[i / 2];
+  return (i % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
 }
 
 } // namespace llmc::quant

@@ -27,9 +27,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/LoRASpec.h"
 #include "passes/Layout.h"
 #include "passes/Passes.h"
 #include "passes/Utils.h"
+#include "dialects/QAT/QATDialect.h"
+#include "kernels/QuantScheme.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
@@ -45,21 +48,9 @@ namespace llmc {
 using namespace mlir;
 using namespace llmc;
 
-namespace {
-
-/// The structural kinds of matmul `targets=` can name.
-constexpr llvm::StringLiteral kKinds[] = {"qkv", "proj", "mlp", "head"};
-
-struct LoRASpec {
-  int64_t rank = 8;
-  double alpha = 16;
-  SmallVector<std::string> targets{"qkv", "proj", "mlp"};
-  bool targetsGiven = false; ///< false: the defaults, which need not all match
-};
-
 /// Parses "rank=8,alpha=16,targets=qkv,proj,mlp": items without '=' extend
 /// the previous key's list.
-FailureOr<LoRASpec> parseSpec(StringRef text, std::string &error) {
+std::optional<LoRASpec> llmc::parseLoRASpec(StringRef text, std::string &error) {
   LoRASpec spec;
   StringRef key;
   for (StringRef item : llvm::split(text, ',')) {
@@ -73,17 +64,17 @@ FailureOr<LoRASpec> parseSpec(StringRef text, std::string &error) {
       value = value.trim();
     } else if (key != "targets") {
       error = ("'" + item + "' has no key (expected rank=, alpha= or targets=)").str();
-      return failure();
+      return std::nullopt;
     }
     if (key == "rank") {
       if (value.getAsInteger(10, spec.rank) || spec.rank < 1) {
         error = ("rank must be a positive integer, got '" + value + "'").str();
-        return failure();
+        return std::nullopt;
       }
     } else if (key == "alpha") {
       if (value.getAsDouble(spec.alpha) || !(spec.alpha > 0)) {
         error = ("alpha must be a positive number, got '" + value + "'").str();
-        return failure();
+        return std::nullopt;
       }
     } else if (key == "targets") {
       if (!spec.targetsGiven)
@@ -93,15 +84,20 @@ FailureOr<LoRASpec> parseSpec(StringRef text, std::string &error) {
         spec.targets.push_back(value.str());
     } else {
       error = ("unknown key '" + key + "' (expected rank, alpha or targets)").str();
-      return failure();
+      return std::nullopt;
     }
   }
   if (spec.targets.empty()) {
     error = "targets= names no matmul";
-    return failure();
+    return std::nullopt;
   }
   return spec;
 }
+
+namespace {
+
+/// The structural kinds of matmul `targets=` can name.
+constexpr llvm::StringLiteral kKinds[] = {"qkv", "proj", "mlp", "head"};
 
 /// A tensor-parallel split of one dimension of a parameter.
 struct DimSplit {
@@ -115,8 +111,8 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     std::string error;
-    FailureOr<LoRASpec> parsed = parseSpec(spec, error);
-    if (failed(parsed)) {
+    std::optional<LoRASpec> parsed = parseLoRASpec(spec, error);
+    if (!parsed) {
       module.emitError() << "lora: " << error;
       return signalPassFailure();
     }
@@ -247,7 +243,8 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
   /// Adds an adapter parameter: `global` sharded by `splits` (already mapped
   /// onto its dimensions) to its local piece.
   Value addParam(Location loc, const std::string &name, ArrayRef<int64_t> global,
-                 ArrayRef<DimSplit> splits, Type element, StringRef init, double scale) {
+                 ArrayRef<DimSplit> splits, Type element, StringRef init, double scale,
+                 bool trainable = true) {
     MLIRContext *ctx = &getContext();
     OpBuilder b(ctx);
     SmallVector<int64_t> shape(global);
@@ -258,7 +255,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       shape[s.dim] /= meshSize(s.axes);
     }
     SmallVector<NamedAttribute> attrs{b.getNamedAttr(
-        llm::kParamAttrName, llm::ParamAttr::get(ctx, name, init, APFloat(scale), /*trainable=*/true))};
+        llm::kParamAttrName, llm::ParamAttr::get(ctx, name, init, APFloat(scale), trainable))};
     if (shard)
       attrs.push_back(b.getNamedAttr(kShardAttr, shard));
     // After the last parameter, so parameters stay together.
@@ -357,6 +354,51 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     d = llm::ScaleOp::create(b, loc, d, APFloat(loraSpec.alpha / static_cast<double>(r)));
     auto sum = llm::AddOp::create(b, loc, y, d);
     y.replaceAllUsesExcept(sum.getResult(), sum);
+    if (qlora)
+      return storeNf4(m, weight, name, !splits.empty());
+    return success();
+  }
+
+  /// QLoRA: frozen `weight` becomes NF4 storage (the layout of `llmc
+  /// quantize --scheme nf4:block<N>`), expanded right before it is read.
+  LogicalResult storeNf4(llm::MatmulOp m, BlockArgument weight, StringRef name, bool split) {
+    if (split)
+      return m.emitOpError("qlora: '")
+             << name << "' is split by tensor parallelism; QLoRA stores whole weights (use data "
+                        "parallelism or ZeRO)";
+    // Every read must be this matmul's, directly or through a cast.
+    Operation *firstUse = nullptr;
+    for (Operation *user : weight.getUsers()) {
+      bool ours = user == m.getOperation() ||
+                  (isa<llm::CastOp>(user) &&
+                   llvm::all_of(user->getUsers(), [&](Operation *u) { return u == m; }));
+      if (!ours)
+        return m.emitOpError("qlora: '")
+               << name << "' is also read by '" << user->getName()
+               << "'; leave its matmul out of the targets, or drop --qlora";
+      if (!firstUse || user->isBeforeInBlock(firstUse))
+        firstUse = user;
+    }
+    auto type = cast<RankedTensorType>(weight.getType());
+    int64_t block = qloraBlock, n = type.getNumElements();
+    if (block < 1 || type.getShape().back() % block != 0)
+      return m.emitOpError("qlora: blocks of ")
+             << block << " do not divide the last dimension of '" << name << "' " << type;
+    int64_t groups = n / block;
+    int64_t scales = (groups + quant::kNf4DoubleQuantBlock - 1) / quant::kNf4DoubleQuantBlock;
+    Location loc = m.getLoc();
+    OpBuilder b(&getContext());
+    Type i8 = b.getI8Type(), f32 = b.getF32Type();
+    std::string base = name.str();
+    Value codes = addParam(loc, base + ".qweight", {(n + 1) / 2}, {}, i8, "zeros", 0, false);
+    Value absmaxQ = addParam(loc, base + ".absmax_q", {groups}, {}, i8, "zeros", 0, false);
+    Value absmaxScale = addParam(loc, base + ".absmax_scale", {scales}, {}, f32, "zeros", 0, false);
+    Value absmaxMean = addParam(loc, base + ".absmax_mean", {}, {}, f32, "zeros", 0, false);
+    b.setInsertionPoint(firstUse);
+    Value expanded = qat::DequantizeNf4Op::create(b, loc, type, codes, absmaxQ, absmaxScale,
+                                                  absmaxMean, b.getI64IntegerAttr(block));
+    weight.replaceAllUsesWith(expanded);
+    forward.eraseArgument(weight.getArgNumber());
     return success();
   }
 

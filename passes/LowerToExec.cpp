@@ -563,6 +563,9 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
         kernel->setAttr("axis", pb.getI64IntegerAttr(k.axis));
         kernel->setAttr("block", pb.getI64IntegerAttr(k.block));
         kernel->setAttr("symmetric", pb.getI64IntegerAttr(k.symmetric));
+        // A threshold only where there is one: absent reads as none.
+        if (k.outlier > 0)
+          kernel->setAttr("outlier", pb.getF64FloatAttr(k.outlier));
         continue;
       } else if (!isa<DenseI64ArrayAttr>(value))
         return op.emitOpError("attribute '") << name << "' has no kernel encoding";

@@ -37,6 +37,7 @@ struct TrainingPipelineOptions {
   std::string recomputeLayers;    ///< per layer: h.0=full,h.1=selective
   std::string qat;               ///< --qat spec; empty: no fake quantization
   std::string lora;              ///< --lora spec; empty: train every parameter
+  bool qlora = false;            ///< adapted base weights stored in NF4 (with lora)
   std::string pipelineSchedule = "1f1b"; ///< with a pp axis
   int64_t virtualStages = 1;
   std::string stageLayout;       ///< layers per model chunk; empty: balanced

@@ -143,11 +143,24 @@ def LoRA : Pass<"llmc-lora", "mlir::ModuleOp"> {
     (`h.3`) or a parameter name or dotted prefix. Under tensor parallelism
     adapters are split like their weight. A target that matches nothing, or
     a rank not below the weight's smaller dimension, is an error.
+
+    `qlora`: each adapted weight W becomes four frozen tensors in QLoRA's
+    storage — `W.qweight` (NF4 indices, two per byte), `W.absmax_q` (int8
+    per block of `qlora-block`), `W.absmax_scale` (fp32 per 256 blocks),
+    `W.absmax_mean` — the layout `llmc quantize --scheme nf4:block<N>`
+    writes, expanded by qat.dequantize_nf4 right before its matmul (and
+    again for the backward: see llmc-recompute). Not with tensor
+    parallelism, nor for a weight another op also reads (a tied head).
   }];
   let options = [
     Option<"spec", "spec", "std::string", "\"\"", "rank=, alpha=, targets=">,
+    Option<"qlora", "qlora", "bool", "false",
+           "Store every adapted base weight in NF4 (blocks of qlora-block, double-"
+           "quantized absmax) and expand it inside the step">,
+    Option<"qloraBlock", "qlora-block", "int64_t", "64", "NF4 block size">,
   ];
-  let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
+  let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect",
+                           "::llmc::qat::QATDialect"];
 }
 
 def QAT : Pass<"llmc-qat", "mlir::ModuleOp"> {
@@ -226,8 +239,10 @@ def Recompute : Pass<"llmc-recompute", "mlir::ModuleOp"> {
       other collective results are kept (Korthikanti et al.'s selective
       recomputation; llmc's attention never stores its s×s scores, so what
       remains to save is these).
-    - `none`: nothing changes.
+    - `none`: nothing is recomputed but QLoRA base weights.
 
+    In every mode a weight expanded from 4-bit storage (qat.dequantize_nf4)
+    is expanded again for the backward rather than kept in full precision.
     `layers` sets the mode per layer (what `--recompute budget=<bytes>`
     chooses). Dropout draws the same mask when recomputed (it depends on seed, step
     and element index only), so recomputation never changes the losses.

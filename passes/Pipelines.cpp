@@ -37,6 +37,7 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
   if (!options.lora.empty()) {
     LoRAOptions lora;
     lora.spec = options.lora;
+    lora.qlora = options.qlora;
     pm.addPass(createLoRA(lora));
   }
   if (options.emit == "graph")
@@ -56,7 +57,7 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   // After CSE, which would merge the deliberately repeated forward ops and
   // gathers.
-  if (options.recompute != "none" || !options.recomputeLayers.empty()) {
+  if (options.recompute != "none" || !options.recomputeLayers.empty() || options.qlora) {
     RecomputeOptions recompute;
     recompute.mode = options.recompute;
     recompute.layerModes = options.recomputeLayers;
@@ -143,6 +144,8 @@ struct TrainingPipelineCLOptions
                           llvm::cl::init("")};
   Option<std::string> lora{*this, "lora", llvm::cl::desc("LoRA spec (see llmc-lora)"),
                            llvm::cl::init("")};
+  Option<bool> qlora{*this, "qlora", llvm::cl::desc("Adapted base weights stored in NF4"),
+                     llvm::cl::init(false)};
 };
 } // namespace
 
@@ -174,6 +177,7 @@ void llmc::registerPasses() {
         options.fsdpPrefetch = cl.fsdpPrefetch;
         options.qat = cl.qat;
         options.lora = cl.lora;
+        options.qlora = cl.qlora;
         llmc::buildTrainingPipeline(pm, options);
       });
 }

@@ -14,6 +14,12 @@
 // axes that only split *between* groups (a column-parallel weight quantized
 // per output channel) need nothing.
 //
+// Outlier columns (`activations=int8:outlier6`, LLM.int8()) follow the same
+// rule twice: the per-column ranges that decide which columns stay in high
+// precision are combined over the axes that split the rows, so every rank
+// keeps the columns one rank would; the quantization range is then observed
+// over the remaining columns and combined like any other.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Layout.h"
@@ -340,12 +346,24 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     }
     OpBuilder b(op);
     Location loc = op->getLoc();
-    Value range = qat::ObserveOp::create(b, loc, x, scheme);
-    if (!axes->empty()) {
-      SmallVector<StringRef> names(axes->begin(), axes->end());
-      range = dist::AllReduceOp::create(b, loc, range.getType(), range,
-                                        FlatSymbolRefAttr::get(&getContext(), kMeshName),
-                                        b.getStrArrayAttr(names), b.getStringAttr("max"));
+    auto combine = [&](Value partial, ArrayRef<std::string> over) {
+      if (over.empty())
+        return partial;
+      SmallVector<StringRef> names(over.begin(), over.end());
+      return Value(dist::AllReduceOp::create(b, loc, partial.getType(), partial,
+                                             FlatSymbolRefAttr::get(&getContext(), kMeshName),
+                                             b.getStrArrayAttr(names), b.getStringAttr("max")));
+    };
+    FailureOr<Value> columns = outlierColumns(op, b, x, scheme, splits, combine);
+    if (failed(columns))
+      return failure();
+    Value range;
+    if (*columns && isLastAxisChannel(scheme, type)) {
+      // Per column already: the kept columns' ranges are their own, and
+      // outlier columns' ranges go unused.
+      range = *columns;
+    } else {
+      range = combine(qat::ObserveOp::create(b, loc, x, *columns, scheme), *axes);
     }
     if (scheme.getObserver() == "ema") {
       if (!sitesNamed.insert(site).second)
@@ -356,10 +374,32 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       range = qat::EmaOp::create(b, loc, *state, range,
                                  b.getF64FloatAttr(scheme.getMomentum().convertToDouble()));
     }
-    Value q = qat::FakeQuantOp::create(b, loc, x, range, scheme);
+    Value q = qat::FakeQuantOp::create(b, loc, x, range, *columns, scheme);
     quantized[key] = q;
     op->setOperand(index, q);
     return success();
+  }
+
+  static bool isLastAxisChannel(qat::SchemeAttr scheme, RankedTensorType type) {
+    return scheme.getGranularity() == "channel" && scheme.getAxis() == type.getRank() - 1;
+  }
+
+  /// For a scheme with an outlier threshold: the per-column ranges of x
+  /// (a per-channel observe of its last axis), combined over the axes that
+  /// split its rows. Null without a threshold.
+  template <typename Combine>
+  FailureOr<Value> outlierColumns(Operation *op, OpBuilder &b, Value x, qat::SchemeAttr scheme,
+                                  ArrayRef<SplitDim> splits, Combine &&combine) {
+    if (scheme.getOutlier().convertToDouble() <= 0)
+      return Value();
+    auto type = cast<RankedTensorType>(x.getType());
+    auto perColumn = qat::SchemeAttr::get(&getContext(), scheme.getFormat(), "channel",
+                                          type.getRank() - 1, 0, scheme.getSymmetric(), "minmax",
+                                          scheme.getMomentum(), APFloat(0.0));
+    FailureOr<SmallVector<std::string>> axes = reductionAxes(op, perColumn, type, splits);
+    if (failed(axes))
+      return failure();
+    return combine(qat::ObserveOp::create(b, op->getLoc(), x, Value(), perColumn), *axes);
   }
 
   QATSpec qatSpec;

@@ -5,6 +5,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace llmc {
@@ -24,18 +26,20 @@ quant::Scheme kernelScheme(qat::SchemeAttr scheme) {
   s.axis = scheme.getAxis();
   s.block = scheme.getBlock();
   s.symmetric = scheme.getSymmetric();
+  s.outlier = scheme.getOutlier().convertToDouble();
   return s;
 }
 
 qat::SchemeAttr QATSchemeSpec::attr(MLIRContext *context, int64_t defaultAxis) const {
   int64_t channelAxis = granularity == "channel" ? axis.value_or(defaultAxis) : 0;
   return qat::SchemeAttr::get(context, format, granularity, channelAxis, block, symmetric,
-                              observer, llvm::APFloat(momentum));
+                              observer, llvm::APFloat(momentum), llvm::APFloat(outlier));
 }
 
 namespace {
 
-/// `int4:block64:sym`, `int8:tensor:asym:ema0.9`, `fp8_e4m3:channel1`.
+/// `int4:block64:sym`, `int8:tensor:asym:ema0.9`, `fp8_e4m3:channel1`,
+/// `int8:outlier6`.
 std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &error) {
   QATSchemeSpec spec;
   auto bad = [&](const llvm::Twine &why) {
@@ -78,16 +82,37 @@ std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &erro
           return bad("ema momentum '" + field + "' must be in (0, 1) (write e.g. ema0.99)");
         spec.momentum = real;
       }
+    } else if (field.consume_front("outlier")) {
+      // LLM.int8()'s threshold by default.
+      spec.outlier = 6.0;
+      if (!field.empty()) {
+        if (field.getAsDouble(real) || !(real > 0 && std::isfinite(real)))
+          return bad("outlier threshold '" + field +
+                     "' must be a positive number (write e.g. outlier6)");
+        spec.outlier = real;
+      }
     } else {
       return bad("unknown field '" + field +
                  "' (formats int8 int4 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], "
-                 "block<size>; sym, asym; minmax, ema[<momentum>])");
+                 "block<size>; sym, asym; minmax, ema[<momentum>]; outlier[<threshold>])");
     }
   }
   if (spec.format.empty())
     return bad("no format (int8, int4, fp8_e4m3, fp8_e5m2 or nf4)");
   if (!spec.symmetric && spec.format != "int8" && spec.format != "int4")
     return bad("format '" + spec.format + "' is symmetric only");
+  if (spec.outlier > 0) {
+    if (spec.format != "int8" && spec.format != "int4")
+      return bad("outlier columns need an integer format (int8 or int4), got '" + spec.format +
+                 "'");
+    if (spec.granularity == "block")
+      return bad("outlier columns need tensor or channel granularity");
+    // The kept columns change from step to step; a running average of
+    // ranges over different column sets is not the range of anything.
+    if (spec.observer == "ema")
+      return bad("outlier columns need the minmax observer (which columns are kept is "
+                 "decided on every step)");
+  }
   return spec;
 }
 
@@ -117,6 +142,12 @@ std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error) {
       std::optional<QATSchemeSpec> scheme = parseScheme(value, error);
       if (!scheme)
         return std::nullopt;
+      if (key == "weights" && scheme->outlier > 0) {
+        error = "bad scheme '" + value.str() +
+                "': outlier columns are for activations= only (they are an activation's "
+                "features)";
+        return std::nullopt;
+      }
       (key == "weights" ? spec.weights : spec.activations) = *scheme;
     } else if (key == "ops") {
       if (!opsGiven)

@@ -32,13 +32,14 @@ struct QATSchemeSpec {
   bool symmetric = true;
   std::string observer = "minmax";
   double momentum = 0.99;
+  double outlier = 0.0; ///< outlier-column threshold (activations only); 0: none
 
   /// The attribute for a site whose default channel axis is `defaultAxis`.
   qat::SchemeAttr attr(mlir::MLIRContext *context, int64_t defaultAxis) const;
 };
 
 /// `weights=int4:block64:sym, activations=int8:tensor:asym:ema, ops=matmul,
-/// skip=embedding,head`.
+/// skip=embedding,head`; `activations=int8:outlier6` keeps outlier columns.
 struct QATSpec {
   std::optional<QATSchemeSpec> weights, activations;
   std::vector<std::string> ops{"matmul"}; ///< matmul, embedding

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Dist/DistDialect.h"
+#include "dialects/QAT/QATDialect.h"
 #include "passes/Passes.h"
 #include "passes/Utils.h"
 
@@ -43,6 +44,13 @@ bool cheapToRecompute(Operation *op) {
          op->getDialect()->getNamespace() != "dist";
 }
 
+/// Recomputed in every mode: a QLoRA weight expanded from its 4-bit storage
+/// would otherwise stay alive in fp32 from forward to backward, undoing
+/// the point of storing it in 4 bits.
+bool alwaysRecompute(Operation *op) { return isa<qat::DequantizeNf4Op>(op); }
+
+enum class Policy { WeightsOnly, Selective, Full };
+
 struct Unit {
   SmallVector<Operation *> forward;
   Operation *firstBackward = nullptr;
@@ -71,8 +79,6 @@ struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
       }
       perLayer[layer.trim()] = m.trim().str();
     }
-    if (mode == "none" && perLayer.empty())
-      return;
     // The training step, and @grad (gradients for inspection), which would
     // otherwise set the arena's size.
     for (StringRef name : {"train_step", "grad"})
@@ -116,8 +122,11 @@ struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
     for (auto &[key, unit] : units) {
       auto it = perLayer.find(key.second);
       StringRef m = it != perLayer.end() ? StringRef(it->second) : StringRef(mode);
-      if (unit.firstBackward && m != "none")
-        recompute(unit, order, m == "full");
+      Policy policy = m == "full"        ? Policy::Full
+                      : m == "selective" ? Policy::Selective
+                                         : Policy::WeightsOnly;
+      if (unit.firstBackward)
+        recompute(unit, order, policy);
     }
   }
 
@@ -127,11 +136,13 @@ struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
   /// Clones the producers of the unit's saved values (those allowed by the
   /// mode) before its backward and points the backward at the clones.
   void recompute(const Unit &unit, const llvm::DenseMap<Operation *, int64_t> &order,
-                 bool full) {
+                 Policy policy) {
     int64_t backwardStart = order.lookup(unit.firstBackward);
     llvm::DenseSet<Operation *> inUnit(unit.forward.begin(), unit.forward.end());
     auto allowed = [&](Operation *op) {
-      return op && inUnit.contains(op) && (full || cheapToRecompute(op));
+      return op && inUnit.contains(op) &&
+             (policy == Policy::Full || alwaysRecompute(op) ||
+              (policy == Policy::Selective && cheapToRecompute(op)));
     };
     // Saved values read at or after the backward starts.
     llvm::SetVector<Operation *> toClone;
@@ -170,6 +181,19 @@ struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
           return !user->hasAttr(kRecomputedAttr) &&
                  order.lookup(user) >= backwardStart && order.count(user);
         });
+    // A re-expanded weight is needed by one backward matmul: expand it just
+    // before that, so one layer's weights are never all expanded at once.
+    for (Operation *op : sorted) {
+      if (!alwaysRecompute(op))
+        continue;
+      Operation *clone = mapping.lookup(op->getResult(0)).getDefiningOp();
+      Operation *first = nullptr;
+      for (Operation *user : clone->getUsers())
+        if (!first || user->isBeforeInBlock(first))
+          first = user;
+      if (first)
+        clone->moveBefore(first);
+    }
   }
 };
 

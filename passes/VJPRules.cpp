@@ -238,13 +238,15 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
       })
       .Case([&](FillOp) -> FailureOr<Grads> { return Grads{}; })
       // Fake quantization: the straight-through estimator, zero where x was
-      // clipped; ranges are statistics and get no gradient.
+      // clipped (outlier columns pass dy whole); ranges and per-column
+      // ranges are statistics and get no gradient.
       .Case([&](qat::FakeQuantOp q) -> FailureOr<Grads> {
-        return Grads{qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy,
-                                                  q.getScheme()),
-                     Value()};
+        Grads grads(q->getNumOperands());
+        grads[0] = qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy,
+                                                q.getColumns(), q.getScheme());
+        return grads;
       })
-      .Case([&](qat::ObserveOp) -> FailureOr<Grads> { return Grads{Value()}; })
+      .Case([&](qat::ObserveOp o) -> FailureOr<Grads> { return Grads(o->getNumOperands()); })
       .Case([&](qat::EmaOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
       // Collectives, in the SPMD convention that a replicated value's
       // gradient is replicated and a sharded computation's contribution to

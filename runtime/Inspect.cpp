@@ -148,8 +148,9 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     int adapters = 0;
     for (const ParameterInfo &p : a.parameters)
       adapters += p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_A") == 0;
-    os << "lora:       " << a.meta("lora") << " (" << adapters
-       << " adapted matmuls; every other parameter frozen)\n";
+    os << "lora:       " << a.meta("lora") << " (" << adapters << " adapted matmuls"
+       << (a.meta("qlora") == "1" ? ", base weights in NF4" : "")
+       << "; every other parameter frozen)\n";
   }
   std::string recompute = a.meta("recompute", "none");
   std::string layers = a.meta("recompute.layers");

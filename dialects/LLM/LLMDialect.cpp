@@ -57,10 +57,14 @@ LogicalResult LLMDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   Type type = region.getArgument(argIndex).getType();
   auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !isa<FloatType>(tensor.getElementType()) ||
+  // Frozen parameters may also be 8-bit storage (QLoRA's NF4 codes).
+  bool storage = tensor && tensor.getElementType().isInteger(8) &&
+                 !cast<ParamAttr>(attr.getValue()).getTrainable();
+  if (!tensor || !(isa<FloatType>(tensor.getElementType()) || storage) ||
       !tensor.hasStaticShape())
     return op->emitError() << "parameter argument " << argIndex
-                           << " must be a statically shaped float tensor, got "
+                           << " must be a statically shaped float tensor (or, frozen, i8 "
+                              "storage), got "
                            << type;
   return success();
 }

@@ -1,11 +1,14 @@
 //===- QATDialect.cpp - qat verifiers -------------------------------------===//
 
 #include "dialects/QAT/QATDialect.h"
+#include "kernels/QuantScheme.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace llmc::qat;
@@ -29,7 +32,7 @@ void QATDialect::initialize() {
 LogicalResult SchemeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  StringRef format, StringRef granularity, int64_t axis,
                                  int64_t block, bool symmetric, StringRef observer,
-                                 APFloat momentum) {
+                                 APFloat momentum, APFloat outlier) {
   bool integer = format == "int8" || format == "int4";
   if (!integer && format != "fp8_e4m3" && format != "fp8_e5m2" && format != "nf4")
     return emitError() << "unknown format '" << format
@@ -49,6 +52,13 @@ LogicalResult SchemeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   double m = momentum.convertToDouble();
   if (!(m > 0 && m < 1))
     return emitError() << "ema momentum must be in (0, 1), got " << m;
+  double t = outlier.convertToDouble();
+  if (!(t >= 0 && std::isfinite(t)))
+    return emitError() << "outlier threshold must be finite and >= 0 (0: none), got " << t;
+  if (t > 0 && !integer)
+    return emitError() << "outlier columns need an integer format, got '" << format << "'";
+  if (t > 0 && granularity == "block")
+    return emitError() << "outlier columns need tensor or channel granularity, got block";
   return success();
 }
 
@@ -99,6 +109,25 @@ LogicalResult verifyRange(Operation *op, Value x, Value range, SchemeAttr scheme
   return success();
 }
 
+/// `columns` is present exactly when the scheme has an outlier threshold,
+/// and then holds one [−min, max] range per index of x's last dimension.
+LogicalResult verifyColumns(Operation *op, Value x, Value columns, SchemeAttr scheme) {
+  bool outliers = scheme.getOutlier().convertToDouble() > 0;
+  if (!outliers && columns)
+    return op->emitOpError("has columns but its scheme has no outlier threshold");
+  if (outliers && !columns)
+    return op->emitOpError("needs the columns operand (per-column ranges) for its scheme's "
+                           "outlier threshold");
+  if (!columns)
+    return success();
+  auto type = cast<RankedTensorType>(x.getType());
+  auto expected = rangeType(op->getContext(), type.getRank() ? type.getShape().back() : 0);
+  if (columns.getType() != expected)
+    return op->emitOpError("columns must be ")
+           << expected << " ([last dimension, −min/max]), got " << columns.getType();
+  return success();
+}
+
 } // namespace
 
 LogicalResult ObserveOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
@@ -113,6 +142,10 @@ LogicalResult ObserveOp::inferReturnTypes(MLIRContext *context, std::optional<Lo
   return success();
 }
 
+LogicalResult ObserveOp::verify() {
+  return verifyColumns(*this, getX(), getColumns(), getScheme());
+}
+
 LogicalResult FakeQuantOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                             FakeQuantOp::Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
@@ -121,7 +154,9 @@ LogicalResult FakeQuantOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 }
 
 LogicalResult FakeQuantOp::verify() {
-  return verifyRange(*this, getX(), getRange(), getScheme());
+  if (failed(verifyRange(*this, getX(), getRange(), getScheme())))
+    return failure();
+  return verifyColumns(*this, getX(), getColumns(), getScheme());
 }
 
 LogicalResult FakeQuantGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
@@ -132,7 +167,31 @@ LogicalResult FakeQuantGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
 }
 
 LogicalResult FakeQuantGradOp::verify() {
-  return verifyRange(*this, getX(), getRange(), getScheme());
+  if (failed(verifyRange(*this, getX(), getRange(), getScheme())))
+    return failure();
+  return verifyColumns(*this, getX(), getColumns(), getScheme());
+}
+
+LogicalResult DequantizeNf4Op::verify() {
+  auto result = cast<RankedTensorType>(getResult().getType());
+  int64_t block = getBlock();
+  if (block < 1 || result.getRank() < 1 || result.getShape().back() % block != 0)
+    return emitOpError("blocks of ") << block << " must divide the last dimension of " << result;
+  int64_t numel = result.getNumElements();
+  int64_t groups = numel / block;
+  int64_t scales = (groups + quant::kNf4DoubleQuantBlock - 1) / quant::kNf4DoubleQuantBlock;
+  auto expect = [&](Value v, int64_t n, StringRef what) -> LogicalResult {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getRank() == 1 && t.getDimSize(0) == n)
+      return success();
+    return emitOpError() << what << " must be 1-D of " << n << " elements for " << result
+                         << ", got " << t;
+  };
+  if (failed(expect(getCodes(), (numel + 1) / 2, "codes (two per byte)")) ||
+      failed(expect(getAbsmaxQ(), groups, "absmax_q (one per block)")) ||
+      failed(expect(getAbsmaxScale(), scales, "absmax_scale (one per 256 blocks)")))
+    return failure();
+  return success();
 }
 
 LogicalResult EmaOp::verify() {

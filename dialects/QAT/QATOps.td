@@ -39,11 +39,17 @@ def QAT_SchemeAttr : AttrDef<QAT_Dialect, "Scheme"> {
       (exponential moving average of the ranges with `momentum`, see
       qat.ema). The llmc-qat pass reads it to build the range; qat.observe
       and qat.fake_quant ignore it.
+    - `outlier`: 0 (none), or a threshold t > 0 on |x| (integer formats,
+      tensor or channel granularity): columns (indices of the last
+      dimension) holding an |x| > t stay in high precision, as in
+      LLM.int8(). The ops taking such a scheme read the per-column ranges
+      of x as their `columns` operand (see qat.fake_quant).
 
     ```mlir
     #qat.scheme<format = "int4", granularity = "block", block = 64>
     #qat.scheme<format = "int8", granularity = "channel", axis = 0, symmetric = false>
     #qat.scheme<format = "int8", granularity = "tensor", observer = "ema", momentum = 0.99>
+    #qat.scheme<format = "int8", outlier = 6.0>
     ```
   }];
   let parameters = (ins
@@ -53,7 +59,8 @@ def QAT_SchemeAttr : AttrDef<QAT_Dialect, "Scheme"> {
     DefaultValuedParameter<"int64_t", "0">:$block,
     DefaultValuedParameter<"bool", "true">:$symmetric,
     StringRefParameter<"range observer", "\"minmax\"">:$observer,
-    LLMC_F64Parameter<"EMA momentum", "0.99">:$momentum
+    LLMC_F64Parameter<"EMA momentum", "0.99">:$momentum,
+    LLMC_F64Parameter<"outlier-column threshold on |x| (0: none)", "0.0">:$outlier
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -74,14 +81,24 @@ def QAT_ObserveOp : Op<QAT_Dialect, "observe",
     all-reduce. Not differentiable: the range is a statistic, and the
     straight-through estimator passes no gradient to it.
 
+    With an `outlier` threshold in the scheme, `columns` (required then) is
+    the per-column range of x (see qat.fake_quant), and the ranges cover
+    the elements of the columns that are not outlier columns only.
+
     ```mlir
     %r = qat.observe %w {scheme = #qat.scheme<format = "int4", granularity = "block", block = 32>}
         : tensor<64x128xf32> -> tensor<256x2xf32>
+    %t = qat.observe %x columns %c {scheme = #qat.scheme<format = "int8", outlier = 6.0>}
+        : tensor<4x16x128xf32>, tensor<128x2xf32> -> tensor<1x2xf32>
     ```
   }];
-  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, QAT_SchemeAttr:$scheme);
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, Optional<RankedTensorOf<[F32]>>:$columns,
+                       QAT_SchemeAttr:$scheme);
   let results = (outs RankedTensorOf<[F32]>:$range);
-  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($range)";
+  let assemblyFormat = [{
+    $x (`columns` $columns^)? attr-dict `:` type($x) (`,` type($columns)^)? `->` type($range)
+  }];
+  let hasVerifier = 1;
 }
 
 def QAT_FakeQuantOp : Op<QAT_Dialect, "fake_quant",
@@ -95,15 +112,28 @@ def QAT_FakeQuantOp : Op<QAT_Dialect, "fake_quant",
     and is zero where x was clipped. The arithmetic is specified in
     kernels/QuantScheme.h.
 
+    Outlier columns: with an `outlier` threshold t in the scheme, `columns`
+    (required then) is `tensor<Cx2xf32>`, the range [−min, max] of each
+    index c of x's last dimension over all rows of the whole tensor (a
+    qat.observe per channel of the last axis, max-reduced over the ranks
+    that split the rows). A column whose range reaches beyond t passes
+    through unchanged, gradient included; `range` should then cover the
+    other columns only (qat.observe with the same `columns`).
+
     ```mlir
     %q = qat.fake_quant %w range %r {scheme = #qat.scheme<format = "int4", granularity = "block", block = 32>}
         : tensor<64x128xf32>, tensor<256x2xf32>
+    %o = qat.fake_quant %x range %t columns %c {scheme = #qat.scheme<format = "int8", outlier = 6.0>}
+        : tensor<4x16x128xf32>, tensor<1x2xf32>, tensor<128x2xf32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, RankedTensorOf<[F32]>:$range,
-                       QAT_SchemeAttr:$scheme);
+                       Optional<RankedTensorOf<[F32]>>:$columns, QAT_SchemeAttr:$scheme);
   let results = (outs RankedTensorOf<[AnyFloat]>:$result);
-  let assemblyFormat = "$x `range` $range attr-dict `:` type($x) `,` type($range)";
+  let assemblyFormat = [{
+    $x `range` $range (`columns` $columns^)? attr-dict `:` type($x) `,` type($range)
+    (`,` type($columns)^)?
+  }];
   let hasVerifier = 1;
 }
 
@@ -112,8 +142,8 @@ def QAT_FakeQuantGradOp : Op<QAT_Dialect, "fake_quant_grad",
                               InferTypeOpAdaptor]> {
   let summary = "The straight-through gradient of qat.fake_quant";
   let description = [{
-    dx = dy where qat.fake_quant with the same x, range and scheme did not
-    clip x, 0 where it did.
+    dx = dy where qat.fake_quant with the same x, range, columns and scheme
+    did not clip x (outlier columns are never clipped), 0 where it did.
 
     ```mlir
     %dx = qat.fake_quant_grad %x range %r grad %dy {scheme = #qat.scheme<format = "int8">}
@@ -121,9 +151,13 @@ def QAT_FakeQuantGradOp : Op<QAT_Dialect, "fake_quant_grad",
     ```
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, RankedTensorOf<[F32]>:$range,
-                       RankedTensorOf<[AnyFloat]>:$dy, QAT_SchemeAttr:$scheme);
+                       RankedTensorOf<[AnyFloat]>:$dy, Optional<RankedTensorOf<[F32]>>:$columns,
+                       QAT_SchemeAttr:$scheme);
   let results = (outs RankedTensorOf<[AnyFloat]>:$dx);
-  let assemblyFormat = "$x `range` $range `grad` $dy attr-dict `:` type($x) `,` type($range)";
+  let assemblyFormat = [{
+    $x `range` $range `grad` $dy (`columns` $columns^)? attr-dict `:` type($x) `,` type($range)
+    (`,` type($columns)^)?
+  }];
   let hasVerifier = 1;
 }
 
@@ -143,6 +177,34 @@ def QAT_EmaOp : Op<QAT_Dialect, "ema", [Pure, AllTypesMatch<["state", "observed"
                        F64Attr:$momentum);
   let results = (outs RankedTensorOf<[F32]>:$result);
   let assemblyFormat = "$state `,` $observed attr-dict `:` type($state)";
+  let hasVerifier = 1;
+}
+
+def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure]> {
+  let summary = "Expands an NF4 weight with double-quantized block absmax (QLoRA storage)";
+  let description = [{
+    The QLoRA storage of a frozen weight with `numel` elements, in blocks of
+    `block` consecutive elements of its last dimension: `codes` holds the
+    NF4 level index of every element, two per byte (element 2k in the low
+    nibble of byte k); each block's absmax is stored as an int8 `absmax_q`
+    (two's complement), reconstructed as absmax_q · absmax_scale[g / 256] +
+    absmax_mean. The result is level · absmax in the result's float type (0
+    for a block whose absmax is not > 0), the layout `llmc quantize
+    --scheme nf4:block<N>` writes (kernels/QuantScheme.h).
+
+    ```mlir
+    %w = qat.dequantize_nf4 %codes, %aq, %as, %am {block = 64 : i64}
+        : tensor<8192xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I8]>:$codes, RankedTensorOf<[I8]>:$absmax_q,
+                       RankedTensorOf<[F32]>:$absmax_scale, 0DTensorOf<[F32]>:$absmax_mean,
+                       I64Attr:$block);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $codes `,` $absmax_q `,` $absmax_scale `,` $absmax_mean attr-dict `:` type($codes) `,`
+    type($absmax_q) `,` type($absmax_scale) `,` type($absmax_mean) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 

@@ -24,6 +24,14 @@
 // the 15 midpoints between levels, each held as the largest float not above
 // the exact midpoint, so a value exactly on one takes the lower level.
 //
+// Outlier columns (attribute `outlier` > 0, an extra `columns` input of
+// per-column ranges) take separate, row-wise paths, leaving the loops above
+// as they are: x is viewed as [rows, C], each call first marks the outlier
+// columns, and a row's elements select between quantize-dequantize and
+// passing through by a per-column flag. Every group of a tensor or channel
+// scheme is constant along a row, except channels of the last axis, where
+// the group is the column.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/QuantScheme.h"
@@ -129,6 +137,19 @@ bool readScheme(Validator &v, const TensorView &x, bool withFormat, Scheme *s) {
   s->axis = axis;
   s->block = block;
   s->symmetric = symmetric != 0;
+  double outlier = 0.0;
+  if ((a.hasFloat("outlier") || a.hasInt("outlier")) && !v.floatAttr("outlier", &outlier))
+    return false;
+  if (!(outlier >= 0.0 && std::isfinite(outlier)))
+    return v.fail("attribute 'outlier' must be finite and >= 0 (0: none), got " +
+                  std::to_string(outlier));
+  s->outlier = outlier;
+  if (outlier > 0.0 && s->granularity == Granularity::Block)
+    return v.fail("attribute 'outlier' (outlier columns) needs tensor or channel granularity");
+  if (withFormat && outlier > 0.0 && !quant::isInteger(s->format))
+    return v.fail(std::string("attribute 'outlier' (outlier columns) is for integer formats "
+                              "only, got format ") +
+                  quant::formatName(s->format));
   if (!s->symmetric && !quant::isInteger(s->format))
     return v.fail(std::string("attribute 'symmetric' = 0 (asymmetric) is for integer formats "
                               "only, got format ") +
@@ -150,6 +171,30 @@ bool readScheme(Validator &v, const TensorView &x, bool withFormat, Scheme *s) {
 bool checkRange(Validator &v, const TensorView &range, const char *what, const Scheme &s,
                 const TensorView &x) {
   return v.hasType(range, what, DType::F32, {quant::groupCount(s, x.shape), 2});
+}
+
+/// The optional `columns` input (input `index`): present exactly with an
+/// outlier threshold, f32[C, 2] for x's last dimension C.
+bool checkColumns(Validator &v, const Scheme &s, size_t index, const TensorView &x,
+                  size_t inputs) {
+  if (s.outlier > 0.0 && inputs <= index)
+    return v.fail("attribute 'outlier' needs the columns input (per-column ranges [C, 2])");
+  if (s.outlier <= 0.0 && inputs > index)
+    return v.fail("a columns input needs attribute 'outlier' > 0");
+  return inputs <= index || v.hasType(v.in(index), "columns", DType::F32, {x.dim(-1), 2});
+}
+
+/// pass[c] = 1 for an outlier column of `s`, else 0 (QuantScheme.h).
+void markOutlierColumns(const Scheme &s, const float *columns, int64_t n, float *pass) {
+  for (int64_t c = 0; c < n; ++c)
+    pass[c] = quant::isOutlierColumn(s, columns[2 * c], columns[2 * c + 1]) ? 1.0f : 0.0f;
+}
+
+/// The group of row r of x viewed as [rows, C] (tensor, or channels of an
+/// axis before the last; constant along the row, as inner is a multiple
+/// of C).
+inline int64_t rowGroup(const GroupLayout &l, int64_t r, int64_t columns) {
+  return (r * columns / l.inner) % l.groups;
 }
 
 //===----------------------------------------------------------------------===//
@@ -259,12 +304,82 @@ private:
   std::vector<float> partial_; ///< [threads][groups][2], only when groups < threads
 };
 
+/// The observer with outlier columns: each thread reduces a share of the
+/// rows into its own copy of the ranges, leaving out the outlier columns
+/// (an element there contributes −inf, the identity of the max).
+template <typename T> class OutlierObserveKernel final : public Kernel {
+public:
+  OutlierObserveKernel(const KernelArgs &args, Scheme s, GroupLayout layout)
+      : x_(args.inputs[0].as<T>()), columns_(args.inputs[1].as<float>()),
+        range_(args.outputs[0].as<float>()), l_(layout), s_(s), cols_(args.inputs[0].dim(-1)),
+        threads_(bindThreads()), pass_(static_cast<size_t>(cols_)),
+        partial_(static_cast<size_t>(threads_ * l_.groups * 2)) {}
+
+  void run(const StepContext &) override {
+    markOutlierColumns(s_, columns_, cols_, pass_.data());
+    std::fill(partial_.begin(), partial_.end(), kNegInf);
+    const T *x = x_;
+    const float *pass = pass_.data();
+    float *partial = partial_.data();
+    const int64_t C = cols_, rows = l_.numel / C, groups = l_.groups;
+    const bool perColumn = l_.inner == 1 && groups > 1; // channels of the last axis
+#pragma omp parallel num_threads(threads_) if (l_.numel > kParallelGrain)
+    {
+      float *mine = partial + omp_get_thread_num() * groups * 2;
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        const T *row = x + r * C;
+        if (perColumn) {
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) {
+            float value = load(row, c);
+            bool kept = pass[c] == 0.0f;
+            mine[2 * c] = std::max(mine[2 * c], kept ? -value : kNegInf);
+            mine[2 * c + 1] = std::max(mine[2 * c + 1], kept ? value : kNegInf);
+          }
+          continue;
+        }
+        int64_t g = rowGroup(l_, r, C);
+        float negMin = mine[2 * g], max = mine[2 * g + 1];
+#pragma omp simd reduction(max : negMin, max)
+        for (int64_t c = 0; c < C; ++c) {
+          float value = load(row, c);
+          bool kept = pass[c] == 0.0f;
+          negMin = std::max(negMin, kept ? -value : kNegInf);
+          max = std::max(max, kept ? value : kNegInf);
+        }
+        mine[2 * g] = negMin, mine[2 * g + 1] = max;
+      }
+    }
+    for (int64_t i = 0; i < 2 * groups; ++i) {
+      float best = kNegInf;
+      for (int t = 0; t < threads_; ++t) best = std::max(best, partial[t * groups * 2 + i]);
+      range_[i] = best;
+    }
+  }
+
+private:
+  const T *x_;
+  const float *columns_;
+  float *range_;
+  GroupLayout l_;
+  Scheme s_;
+  int64_t cols_;
+  int threads_;
+  std::vector<float> pass_;    ///< per column: 1 outlier, 0 kept
+  std::vector<float> partial_; ///< [threads][groups][2]
+};
+
 std::unique_ptr<Kernel> makeObserve(const KernelArgs &args, std::string &error) {
   Validator v("qat_observe", args, error);
   Scheme s;
-  if (!v.arity(1, 1) || !checkX(v, v.in(0)) || !readScheme(v, v.in(0), false, &s) ||
+  if (!v.arity(1, 2, 1) || !checkX(v, v.in(0)) || !readScheme(v, v.in(0), false, &s) ||
+      !checkColumns(v, s, 1, v.in(0), args.inputs.size()) ||
       !checkRange(v, v.out(0), "range", s, v.in(0)))
     return nullptr;
+  if (s.outlier > 0.0)
+    return makeFloatKernel<OutlierObserveKernel>(v.in(0).dtype, args, s,
+                                                 layoutOf(s, v.in(0).shape));
   return makeFloatKernel<ObserveKernel>(v.in(0).dtype, args, layoutOf(s, v.in(0).shape));
 }
 
@@ -367,19 +482,30 @@ template <Grid grid> inline bool isClipped(float x, float scale, float zp, const
 }
 
 /// Both kernels: `grad` reads dy (input 2) and writes dx = clipped ? 0 : dy.
+/// With outlier columns, the columns input follows (input 2, or 3 for grad).
 template <typename T> class FakeQuantKernel final : public Kernel {
 public:
   FakeQuantKernel(const KernelArgs &args, Scheme s, GroupLayout layout, bool grad)
       : x_(args.inputs[0].as<T>()), range_(args.inputs[1].as<float>()),
-        dy_(grad ? args.inputs[2].as<T>() : nullptr), out_(args.outputs[0].as<T>()), grad_(grad),
-        l_(layout), scheme_(s), consts_(formatConsts(s.format)),
+        dy_(grad ? args.inputs[2].as<T>() : nullptr),
+        columns_(s.outlier > 0.0 ? args.inputs[grad ? 3 : 2].as<float>() : nullptr),
+        out_(args.outputs[0].as<T>()), grad_(grad), l_(layout), scheme_(s),
+        consts_(formatConsts(s.format)),
         grid_(quant::isInteger(s.format) ? (s.symmetric ? Grid::IntSymmetric : Grid::IntAsymmetric)
               : s.format == Format::Nf4  ? Grid::Nf4
                                          : Grid::Fp8),
-        grids_(static_cast<size_t>(3 * layout.groups)) {}
+        grids_(static_cast<size_t>(3 * layout.groups)), cols_(args.inputs[0].dim(-1)),
+        pass_(columns_ ? static_cast<size_t>(cols_) : 0) {}
 
   void run(const StepContext &) override {
     computeGrids();
+    if (columns_) {
+      // Integer grids only (checked at bind time).
+      markOutlierColumns(scheme_, columns_, cols_, pass_.data());
+      if (grid_ == Grid::IntSymmetric)
+        return grad_ ? gradOutliers<Grid::IntSymmetric>() : forwardOutliers<Grid::IntSymmetric>();
+      return grad_ ? gradOutliers<Grid::IntAsymmetric>() : forwardOutliers<Grid::IntAsymmetric>();
+    }
     switch (grid_) {
     case Grid::IntSymmetric:
       return grad_ ? grad<Grid::IntSymmetric>() : forward<Grid::IntSymmetric>();
@@ -483,9 +609,79 @@ private:
     });
   }
 
+  /// forward() with outlier columns passed through, row by row.
+  template <Grid grid> void forwardOutliers() {
+    const T *x = x_;
+    T *y = out_;
+    const int64_t groups = l_.groups, C = cols_, rows = l_.numel / C;
+    const float *scales = grids_.data(), *zps = scales + groups, *live = zps + groups;
+    const float *pass = pass_.data();
+    const FormatConsts &k = consts_;
+    const bool perColumn = l_.inner == 1 && groups > 1; // channels of the last axis
+#pragma omp parallel for schedule(static) if (l_.numel > kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xs = x + r * C;
+      T *ys = y + r * C;
+      if (perColumn) {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) {
+          float value = load(xs, c);
+          float q = live[c] != 0.0f ? quantDequant<grid>(value, scales[c], zps[c], k) : 0.0f;
+          store(ys, c, pass[c] != 0.0f ? value : q);
+        }
+        continue;
+      }
+      const int64_t g = rowGroup(l_, r, C);
+      const float scale = scales[g], zp = zps[g];
+      const bool on = live[g] != 0.0f;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        float value = load(xs, c);
+        float q = on ? quantDequant<grid>(value, scale, zp, k) : 0.0f;
+        store(ys, c, pass[c] != 0.0f ? value : q);
+      }
+    }
+  }
+
+  /// grad() with outlier columns passing dy whole, row by row.
+  template <Grid grid> void gradOutliers() {
+    const T *x = x_, *dy = dy_;
+    T *dx = out_;
+    const int64_t groups = l_.groups, C = cols_, rows = l_.numel / C;
+    const float *scales = grids_.data(), *zps = scales + groups, *live = zps + groups;
+    const float *pass = pass_.data();
+    const FormatConsts &k = consts_;
+    const bool perColumn = l_.inner == 1 && groups > 1;
+#pragma omp parallel for schedule(static) if (l_.numel > kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xs = x + r * C, *dys = dy + r * C;
+      T *dxs = dx + r * C;
+      if (perColumn) {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) {
+          float value = load(xs, c);
+          bool clipped = live[c] != 0.0f ? isClipped<grid>(value, scales[c], zps[c], k)
+                                         : value != 0.0f;
+          store(dxs, c, clipped && pass[c] == 0.0f ? 0.0f : load(dys, c));
+        }
+        continue;
+      }
+      const int64_t g = rowGroup(l_, r, C);
+      const float scale = scales[g], zp = zps[g];
+      const bool on = live[g] != 0.0f;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        float value = load(xs, c);
+        bool clipped = on ? isClipped<grid>(value, scale, zp, k) : value != 0.0f;
+        store(dxs, c, clipped && pass[c] == 0.0f ? 0.0f : load(dys, c));
+      }
+    }
+  }
+
   const T *x_;
   const float *range_;
-  const T *dy_; ///< null for the forward
+  const T *dy_;           ///< null for the forward
+  const float *columns_;  ///< per-column ranges; null without outlier columns
   T *out_;
   bool grad_;
   GroupLayout l_;
@@ -495,14 +691,18 @@ private:
   /// Per group, computed each call: scales, then zero points, then 1/0 for
   /// a live/empty range (y = 0 for every x of an empty one).
   std::vector<float> grids_;
+  int64_t cols_;            ///< x's last dimension
+  std::vector<float> pass_; ///< per column, each call: 1 outlier (passes through), 0 kept
 };
 
 std::unique_ptr<Kernel> makeFakeQuantKernel(const char *name, bool grad, const KernelArgs &args,
                                             std::string &error) {
   Validator v(name, args, error);
   Scheme s;
-  if (!v.arity(grad ? 3 : 2, 1) || !checkX(v, v.in(0)) || !readScheme(v, v.in(0), true, &s) ||
-      !checkRange(v, v.in(1), "range", s, v.in(0)))
+  const size_t inputs = grad ? 3 : 2; // then the optional columns
+  if (!v.arity(inputs, inputs + 1, 1) || !checkX(v, v.in(0)) ||
+      !readScheme(v, v.in(0), true, &s) || !checkRange(v, v.in(1), "range", s, v.in(0)) ||
+      !checkColumns(v, s, inputs, v.in(0), args.inputs.size()))
     return nullptr;
   const TensorView &x = v.in(0);
   if (grad && !v.hasType(v.in(2), "dy", x.dtype, x.shape)) return nullptr;

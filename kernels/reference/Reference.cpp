@@ -983,6 +983,33 @@ Quantized quantizeOne(float x, float negMin, float max, const quant::Scheme &s) 
   fail("fakeQuant", "unknown format");
 }
 
+/// Whether each element of x lies in an outlier column of `s` (all false
+/// without a threshold): its last index c has max(columns[c]) > threshold.
+std::vector<bool> outlierElements(const RefTensor &x, const quant::Scheme &s,
+                                  const RefTensor *columns, const char *fn) {
+  std::vector<bool> outlier;
+  require((s.outlier > 0) == (columns != nullptr), fn,
+          "columns must be given exactly when the scheme has an outlier threshold");
+  require(std::isfinite(s.outlier) && s.outlier >= 0, fn, "outlier threshold must be >= 0");
+  if (columns) {
+    require(quant::isInteger(s.format) && s.granularity != quant::Granularity::Block, fn,
+            "outlier columns need an integer format and tensor or channel granularity");
+    require(columns->shape == std::vector<int64_t>{x.shape.back(), 2}, fn,
+            "columns must be [C, 2] for x's last dimension C");
+  }
+  forEachIndex(x.shape, [&](const std::vector<int64_t> &index) {
+    if (!columns) {
+      outlier.push_back(false);
+      return;
+    }
+    // Read as fp32, as the kernels hold them.
+    float negMin = static_cast<float>(columns->data[2 * index.back()]);
+    float max = static_cast<float>(columns->data[2 * index.back() + 1]);
+    outlier.push_back(static_cast<double>(std::max(negMin, max)) > s.outlier);
+  });
+  return outlier;
+}
+
 /// quantizeOne for every element of x.
 std::vector<Quantized> quantizeAll(const RefTensor &x, const RefTensor &range,
                                    const quant::Scheme &s) {
@@ -999,13 +1026,15 @@ std::vector<Quantized> quantizeAll(const RefTensor &x, const RefTensor &range,
 
 } // namespace
 
-RefTensor quantObserve(const RefTensor &x, const quant::Scheme &s) {
+RefTensor quantObserve(const RefTensor &x, const quant::Scheme &s, const RefTensor *columns) {
   requireScheme(x.shape, s, "quantObserve");
+  std::vector<bool> outlier = outlierElements(x, s, columns, "quantObserve");
   int64_t groupCount = quantGroupCount(x.shape, s);
   RefTensor range = RefTensor::zeros({groupCount, 2});
   std::fill(range.data.begin(), range.data.end(), -std::numeric_limits<double>::infinity());
   std::vector<int64_t> groups = quantGroups(x.shape, s);
   for (int64_t i = 0; i < x.numel(); ++i) {
+    if (outlier[i]) continue;
     double &negMin = range.data[2 * groups[i]], &max = range.data[2 * groups[i] + 1];
     negMin = std::max(negMin, -x.data[i]);
     max = std::max(max, x.data[i]);
@@ -1013,27 +1042,31 @@ RefTensor quantObserve(const RefTensor &x, const quant::Scheme &s) {
   return range;
 }
 
-RefTensor fakeQuant(const RefTensor &x, const RefTensor &range, const quant::Scheme &s) {
+RefTensor fakeQuant(const RefTensor &x, const RefTensor &range, const quant::Scheme &s,
+                    const RefTensor *columns) {
   requireScheme(x.shape, s, "fakeQuant");
   requireRange(range, x, s, "fakeQuant");
   require(s.symmetric || quant::isInteger(s.format), "fakeQuant",
           "asymmetric quantization is for integer formats only");
+  std::vector<bool> outlier = outlierElements(x, s, columns, "fakeQuant");
   std::vector<Quantized> q = quantizeAll(x, range, s);
   RefTensor y = like(x);
-  for (int64_t i = 0; i < x.numel(); ++i) y.data[i] = q[i].y;
+  for (int64_t i = 0; i < x.numel(); ++i) y.data[i] = outlier[i] ? x.data[i] : q[i].y;
   return y;
 }
 
 RefTensor fakeQuantGrad(const RefTensor &x, const RefTensor &range, const RefTensor &dy,
-                        const quant::Scheme &s) {
+                        const quant::Scheme &s, const RefTensor *columns) {
   requireScheme(x.shape, s, "fakeQuantGrad");
   requireRange(range, x, s, "fakeQuantGrad");
   require(s.symmetric || quant::isInteger(s.format), "fakeQuantGrad",
           "asymmetric quantization is for integer formats only");
   require(dy.shape == x.shape, "fakeQuantGrad", "dy must have x's shape");
+  std::vector<bool> outlier = outlierElements(x, s, columns, "fakeQuantGrad");
   std::vector<Quantized> q = quantizeAll(x, range, s);
   RefTensor dx = like(x);
-  for (int64_t i = 0; i < x.numel(); ++i) dx.data[i] = q[i].clipped ? 0.0 : dy.data[i];
+  for (int64_t i = 0; i < x.numel(); ++i)
+    dx.data[i] = q[i].clipped && !outlier[i] ? 0.0 : dy.data[i];
   return dx;
 }
 

@@ -163,15 +163,21 @@ std::vector<RefTensor> adamw8bit(const RefTensor &p, const RefTensor &g, const R
 
 /// Per group of `s`, [−min, max] over its elements: shape [G, 2]. A group
 /// without elements observes [−inf, −inf] (the identity of the max that
-/// combines ranges).
-RefTensor quantObserve(const RefTensor &x, const quant::Scheme &s);
+/// combines ranges). With an outlier threshold in `s`, `columns` [C, 2]
+/// (C = x's last dimension) is required and elements of outlier columns
+/// are left out.
+RefTensor quantObserve(const RefTensor &x, const quant::Scheme &s,
+                       const RefTensor *columns = nullptr);
 /// Quantize-dequantize of x with the per-group ranges `range` [G, 2]; the
 /// grid (scale, zero point, x / scale) is decided in fp32 as the contract
-/// says, so the result is the fp32 value, held in a double.
-RefTensor fakeQuant(const RefTensor &x, const RefTensor &range, const quant::Scheme &s);
-/// dy where x is not clipped, 0 where it is (straight-through estimator).
+/// says, so the result is the fp32 value, held in a double. Outlier columns
+/// (with a threshold in `s`, from `columns`) are x unchanged.
+RefTensor fakeQuant(const RefTensor &x, const RefTensor &range, const quant::Scheme &s,
+                    const RefTensor *columns = nullptr);
+/// dy where x is not clipped, 0 where it is (straight-through estimator);
+/// dy throughout outlier columns.
 RefTensor fakeQuantGrad(const RefTensor &x, const RefTensor &range, const RefTensor &dy,
-                        const quant::Scheme &s);
+                        const quant::Scheme &s, const RefTensor *columns = nullptr);
 /// Per group: observed where state is (0, 0), else
 /// momentum·state + (1 − momentum)·observed. All [G, 2].
 RefTensor quantEma(const RefTensor &state, const RefTensor &observed, double momentum);

@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Weights.h"
 
 #include "runtime/Sharding.h"
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/quant/QuantizedFile.h"
 #include "runtime/support/Error.h"
@@ -37,6 +38,11 @@ void fillPiece(const FloatTensor &global, void *data, DType dtype, const ShardMa
     for (int64_t i = 0; i < n; ++i)
       static_cast<double *>(data)[i] = global.data[map.toGlobal(positions, i)];
     break;
+  case DType::U8: // storage (QLoRA's NF4 codes), read back exactly
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<uint8_t *>(data)[i] =
+          static_cast<uint8_t>(global.data[map.toGlobal(positions, i)]);
+    break;
   default: fail("parameter '", name, "': cannot load dtype ", dtypeName(dtype));
   }
 }
@@ -50,24 +56,32 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
   SafetensorsFile file(path);
   WeightsLoaded loaded;
   std::map<std::string, FloatTensor> cache;
-  auto global = [&](const std::string &name, const std::vector<int64_t> &shape) -> const FloatTensor & {
+  // Null for a LoRA adapter the file lacks (a base model's weights): it
+  // keeps its initial value, as checkpoint restore does.
+  auto global = [&](const std::string &name, const std::vector<int64_t> &shape) -> const FloatTensor * {
     auto it = cache.find(name);
     if (it != cache.end())
-      return it->second;
+      return &it->second;
     FloatTensor t;
-    if (!readFloatTensor(file, name, t))
+    if (!readFloatTensor(file, name, t)) {
+      if (isAdapterTensor(name))
+        return nullptr;
       fail(path, ": no tensor '", name, "' (a parameter of the model)");
+    }
     if (t.shape != shape)
       fail(path, ": tensor '", name, "' is ", shapeText(t.shape), " but the model needs ",
            shapeText(shape));
     ++loaded.tensors;
     loaded.dequantized += t.scheme.empty() ? 0 : 1;
-    return cache.emplace(name, std::move(t)).first->second;
+    return &cache.emplace(name, std::move(t)).first->second;
   };
   for (const ParameterInfo &p : artifact.parameters) {
     std::vector<int64_t> shape = p.shard.sharded() ? p.shard.globalShape : p.shape;
-    fillPiece(global(p.name, shape), arena.base() + p.offset, p.dtype,
-              ShardMap(p.shard, p.shape, artifact.mesh), rank, p.name);
+    if (const FloatTensor *t = global(p.name, shape))
+      fillPiece(*t, arena.base() + p.offset, p.dtype, ShardMap(p.shard, p.shape, artifact.mesh),
+                rank, p.name);
+    else
+      ++loaded.freshAdapters;
   }
   // A mixed-precision master copy holds the parameter in full precision.
   for (const ProgramInfo &program : artifact.programs)
@@ -76,8 +90,9 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
         continue;
       std::string name = b.name.substr(7);
       std::vector<int64_t> shape = b.shard.sharded() ? b.shard.globalShape : b.shape;
-      fillPiece(global(name, shape), arena.base() + b.offset, b.dtype,
-                ShardMap(b.shard, b.shape, artifact.mesh), rank, b.name);
+      if (const FloatTensor *t = global(name, shape))
+        fillPiece(*t, arena.base() + b.offset, b.dtype, ShardMap(b.shard, b.shape, artifact.mesh),
+                  rank, b.name);
     }
   return loaded;
 }

@@ -22,11 +22,13 @@ namespace llmc {
 struct WeightsLoaded {
   int64_t tensors = 0;     ///< parameters set from the file
   int64_t dequantized = 0; ///< of which stored quantized
+  int64_t freshAdapters = 0; ///< LoRA adapters the file lacks: left as initialised
 };
 
 /// Sets every parameter of this rank (and its master copy, when the
-/// artifact keeps one) from `path`. Optimizer state is left as it is (the
-/// caller has zeroed it). Throws naming the file and tensor when the file
+/// artifact keeps one) from `path`. Optimizer state, and LoRA adapters the
+/// file lacks (it holds the base model), are left as they are (the caller
+/// has initialised them). Throws naming the file and tensor when the file
 /// is missing, lacks a parameter, or holds it with another shape.
 WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, const Arena &arena,
                           int rank);

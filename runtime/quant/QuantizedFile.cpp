@@ -149,8 +149,11 @@ bool readFloatTensor(const SafetensorsFile &file, const std::string &name, Float
       out.data[i] = static_cast<float>(v);
     }
     break;
+  case DType::U8: // storage loaded as is (QLoRA's NF4 codes): exact in fp32
+    for (size_t i = 0; i < n; ++i) out.data[i] = bytes[i];
+    break;
   default:
-    fail(where, " is ", safetensorsDType(t->dtype), "; parameters load from F32, BF16 or F64");
+    fail(where, " is ", safetensorsDType(t->dtype), "; parameters load from F32, BF16, F64 or U8");
   }
   return true;
 }

@@ -416,6 +416,10 @@ int Trainer::run() {
                   << (loaded.dequantized
                           ? " (" + std::to_string(loaded.dequantized) + " dequantized)"
                           : std::string())
+                  << (loaded.freshAdapters
+                          ? "; " + std::to_string(loaded.freshAdapters) +
+                                " LoRA adapter tensors start fresh (not in the file)"
+                          : std::string())
                   << "\n";
     }
   }

@@ -5,6 +5,11 @@
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 lora={rank=4, alpha=8, targets=qkv,proj} emit=graph" | FileCheck %s --check-prefix=TP
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 sp=true lora={rank=4, targets=proj} emit=graph" | FileCheck %s --check-prefix=SP
 // RUN: llmc-opt %t.mlir --llmc-lora="spec={rank=4, targets=h.0.mlp}" | FileCheck %s --check-prefix=PREFIX
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2} qlora=true qlora-block=8" | FileCheck %s --check-prefix=QLORA
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="lora={rank=4} qlora=true emit=train" | FileCheck %s --check-prefix=QLORA-TRAIN
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2, targets=head} qlora=true qlora-block=8" 2>&1 | FileCheck %s --check-prefix=QLORA-TIED
+// RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 lora={rank=2} qlora=true emit=graph" 2>&1 | FileCheck %s --check-prefix=QLORA-TP
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2} qlora=true qlora-block=5" 2>&1 | FileCheck %s --check-prefix=QLORA-BLOCK
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=rank=8" 2>&1 | FileCheck %s --check-prefix=RANK-TOO-BIG
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=rank=0" 2>&1 | FileCheck %s --check-prefix=BAD-RANK
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=alpha=-1" 2>&1 | FileCheck %s --check-prefix=BAD-ALPHA
@@ -104,3 +109,25 @@
 // NOTHING: error: lora: target 'qkv' matches no matmul weight of @forward
 // BAD-KEY: error: lora: unknown key 'bits' (expected rank, alpha or targets)
 // NO-KEY: error: lora: 'qkv' has no key (expected rank=, alpha= or targets=)
+
+// QLoRA: the adapted weight is replaced by its NF4 storage (codes two per
+// byte, int8 block absmax, fp32 scale per 256 blocks, mean), all frozen,
+// expanded right before the matmul.
+// QLORA: name = "h.0.mlp.weight.qweight", init = "zeros", trainable = false
+// QLORA-SAME: tensor<8xi8> {llm.param = #llm.param<name = "h.0.mlp.weight.absmax_q", init = "zeros", trainable = false>}
+// QLORA-SAME: tensor<1xf32> {llm.param = #llm.param<name = "h.0.mlp.weight.absmax_scale", init = "zeros", trainable = false>}
+// QLORA-SAME: tensor<f32> {llm.param = #llm.param<name = "h.0.mlp.weight.absmax_mean", init = "zeros", trainable = false>}
+// QLORA-NOT: name = "h.0.mlp.weight",
+// QLORA: %[[W:.*]] = qat.dequantize_nf4 %{{.*}} {block = 8 : i64} : tensor<32xi8>, tensor<8xi8>, tensor<1xf32>, tensor<f32> -> tensor<8x8xf32>
+// QLORA-NEXT: llm.matmul %{{.*}}, %[[W]]
+
+// Backward expands each weight again right before the matmul that needs
+// it, instead of keeping the fp32 copy alive from forward.
+// QLORA-TRAIN-LABEL: func.func @train_step
+// QLORA-TRAIN-COUNT-4: qat.dequantize_nf4 %{{.*}} {block = 64 : i64, llm.block_name = "h.0", llm.microbatch = 0 : i64}
+// QLORA-TRAIN: %[[E:.*]] = qat.dequantize_nf4 {{.*}}llm.backward{{.*}}llm.recomputed
+// QLORA-TRAIN-NEXT: llm.matmul %{{.*}}, %[[E]] {llm.backward
+
+// QLORA-TIED: error: 'llm.matmul' op qlora: 'wte' is also read by 'llm.embedding'; leave its matmul out of the targets, or drop --qlora
+// QLORA-TP: error: 'llm.matmul' op qlora: 'h.0.attn.c_attn.weight' is split by tensor parallelism; QLoRA stores whole weights (use data parallelism or ZeRO)
+// QLORA-BLOCK: error: 'llm.matmul' op qlora: blocks of 5 do not divide the last dimension of 'h.0.mlp.weight' 'tensor<8x8xf32>'

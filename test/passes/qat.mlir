@@ -21,6 +21,17 @@
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec={weights=int8, ops=conv}" 2>&1 | FileCheck %s --check-prefix=BAD-OP
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec={weights=int8, skip=h.9}" 2>&1 | FileCheck %s --check-prefix=BAD-SKIP
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8:block3" 2>&1 | FileCheck %s --check-prefix=BLOCK-DIVIDES
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int8:outlier" | FileCheck %s --check-prefix=OUTLIER
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int4:channel:asym:outlier2.5" | FileCheck %s --check-prefix=OUTLIER-CHANNEL
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=dp=2,tp=2 qat={activations=int8:outlier} emit=graph" | FileCheck %s --check-prefix=OUTLIER-DP-TP
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8:outlier" 2>&1 | FileCheck %s --check-prefix=OUTLIER-WEIGHTS
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=fp8_e4m3:outlier" 2>&1 | FileCheck %s --check-prefix=OUTLIER-FP8
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=nf4:outlier6" 2>&1 | FileCheck %s --check-prefix=OUTLIER-NF4
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int8:outlier0" 2>&1 | FileCheck %s --check-prefix=OUTLIER-ZERO
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int8:outlier-1" 2>&1 | FileCheck %s --check-prefix=OUTLIER-NEGATIVE
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int8:outlierx" 2>&1 | FileCheck %s --check-prefix=OUTLIER-WORD
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int8:block4:outlier" 2>&1 | FileCheck %s --check-prefix=OUTLIER-BLOCK
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int8:ema:outlier" 2>&1 | FileCheck %s --check-prefix=OUTLIER-EMA
 
 // Each site: the current tensor's ranges, then quantize-dequantize; the
 // matmul reads the result. Weights by block along the last dimension,
@@ -107,7 +118,7 @@
 // EMA-BLOCK: error: 'llm.matmul' op qat: an ema observer needs tensor or channel granularity (block ranges are per position; use minmax)
 // EMA-ROWS: error: 'llm.matmul' op qat: an ema observer of an activation's dimension 0 (its rows) is not supported; use the default (last) channel axis
 
-// BAD-FORMAT: error: qat: bad scheme 'int3': unknown field 'int3' (formats int8 int4 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], block<size>; sym, asym; minmax, ema[<momentum>])
+// BAD-FORMAT: error: qat: bad scheme 'int3': unknown field 'int3' (formats int8 int4 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], block<size>; sym, asym; minmax, ema[<momentum>]; outlier[<threshold>])
 // TWO-FORMATS: error: qat: bad scheme 'int8:int4': two formats ('int8' and 'int4')
 // ASYM: error: qat: bad scheme 'nf4:asym': format 'nf4' is symmetric only
 // BAD-BLOCK: error: qat: bad scheme 'int8:blocky': block size 'y' (write e.g. block64)
@@ -117,3 +128,37 @@
 // BAD-OP: error: qat: unknown --qat op 'conv' (expected matmul or embedding)
 // BAD-SKIP: error: qat: skip 'h.9' matches no layer, parameter, head or embedding of @forward
 // BLOCK-DIVIDES: tiny-gpt.mlir:12:10: error: 'llm.matmul' op qat: blocks of 3 do not divide the last dimension of 'h.0.mlp.weight' 'tensor<8x8xf32>'
+
+// Outlier columns (LLM.int8()): the per-column ranges of the input decide
+// which columns stay in high precision (`outlier` alone: |x| > 6); the
+// range is observed over the other columns, and fake_quant passes the
+// outlier columns through.
+// OUTLIER: %[[N:.*]] = llm.layernorm
+// OUTLIER-NEXT: %[[C:.*]] = qat.observe %[[N]] {scheme = #qat.scheme<format = "int8", granularity = "channel", axis = 2>} : tensor<2x4x8xf32> -> tensor<8x2xf32>
+// OUTLIER-NEXT: %[[R:.*]] = qat.observe %[[N]] columns %[[C]] {scheme = #qat.scheme<format = "int8", outlier = 6.000000e+00>} : tensor<2x4x8xf32>, tensor<8x2xf32> -> tensor<1x2xf32>
+// OUTLIER-NEXT: %[[Q:.*]] = qat.fake_quant %[[N]] range %[[R]] columns %[[C]] {scheme = #qat.scheme<format = "int8", outlier = 6.000000e+00>} : tensor<2x4x8xf32>, tensor<1x2xf32>, tensor<8x2xf32>
+// OUTLIER-NEXT: llm.matmul %[[Q]], %arg3
+
+// Per channel of the last axis the per-column ranges are the ranges: no
+// second observer.
+// OUTLIER-CHANNEL: %[[C:.*]] = qat.observe %{{.*}} {scheme = #qat.scheme<format = "int4", granularity = "channel", axis = 2, symmetric = false>} : tensor<2x4x8xf32> -> tensor<8x2xf32>
+// OUTLIER-CHANNEL-NEXT: qat.fake_quant %{{.*}} range %[[C]] columns %[[C]] {scheme = #qat.scheme<format = "int4", granularity = "channel", axis = 2, symmetric = false, outlier = 2.500000e+00>}
+
+// Under dp×tp: the row-parallel projection's input has its rows split over
+// dp and its columns over tp. Which columns are outliers is decided over
+// all rows (dp), each rank for its own columns; the range of the kept
+// columns spans both axes.
+// OUTLIER-DP-TP: %[[PC:.*]] = qat.observe %{{.*}} {scheme = #qat.scheme<format = "int8", granularity = "channel", axis = 2>} : tensor<4x128x64xf32> -> tensor<64x2xf32>
+// OUTLIER-DP-TP-NEXT: %[[GC:.*]] = dist.all_reduce %[[PC]] on @mesh axes ["dp"] reduction "max" : tensor<64x2xf32> -> tensor<64x2xf32>
+// OUTLIER-DP-TP-NEXT: %[[PR:.*]] = qat.observe %{{.*}} columns %[[GC]] {{.*}} -> tensor<1x2xf32>
+// OUTLIER-DP-TP-NEXT: %[[GR:.*]] = dist.all_reduce %[[PR]] on @mesh axes ["tp", "dp"] reduction "max" : tensor<1x2xf32> -> tensor<1x2xf32>
+// OUTLIER-DP-TP-NEXT: qat.fake_quant %{{.*}} range %[[GR]] columns %[[GC]]
+
+// OUTLIER-WEIGHTS: error: qat: bad scheme 'int8:outlier': outlier columns are for activations= only (they are an activation's features)
+// OUTLIER-FP8: error: qat: bad scheme 'fp8_e4m3:outlier': outlier columns need an integer format (int8 or int4), got 'fp8_e4m3'
+// OUTLIER-NF4: error: qat: bad scheme 'nf4:outlier6': outlier columns need an integer format (int8 or int4), got 'nf4'
+// OUTLIER-ZERO: error: qat: bad scheme 'int8:outlier0': outlier threshold '0' must be a positive number (write e.g. outlier6)
+// OUTLIER-NEGATIVE: error: qat: bad scheme 'int8:outlier-1': outlier threshold '-1' must be a positive number (write e.g. outlier6)
+// OUTLIER-WORD: error: qat: bad scheme 'int8:outlierx': outlier threshold 'x' must be a positive number (write e.g. outlier6)
+// OUTLIER-BLOCK: error: qat: bad scheme 'int8:block4:outlier': outlier columns need tensor or channel granularity
+// OUTLIER-EMA: error: qat: bad scheme 'int8:ema:outlier': outlier columns need the minmax observer (which columns are kept is decided on every step)

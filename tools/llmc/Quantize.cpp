@@ -5,8 +5,9 @@
 // (its output channel is the dimension not contracted), an embedding's
 // table (output channel = its rows), with the same `skip=` entries. A
 // parameter is one tensor however many ops read it, so it is quantized
-// when any chosen, unskipped op reads it, and then every reader sees the
-// quantized values (GPT-2's tied embedding and head: noted in the report).
+// only when every op reading it is a chosen, unskipped weight site: GPT-2's
+// tied embedding table, read by the head and by the token lookup, stays in
+// full precision unless --ops includes embedding (noted in the report).
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,9 +87,10 @@ int failWith(const Twine &message) {
 }
 
 /// One op reading a parameter as a weight.
+/// One op reading a parameter (through casts).
 struct Use {
-  std::string what;    ///< "matmul", "head", "embedding lookup"
-  bool chosen = false; ///< its op kind is in --ops
+  std::string what;    ///< "matmul", "head", "embedding lookup", or the op's name
+  bool chosen = false; ///< a matmul weight or embedding table of an op kind in --ops
   bool skipped = false;
   int64_t outputAxis = 0;
 };
@@ -98,8 +100,19 @@ struct Param {
   std::vector<int64_t> shape;
   std::vector<Use> uses;
 
+  /// Every reader is a chosen, unskipped weight site (a tensor read
+  /// elsewhere too would change that reader's numbers as well).
   bool quantized() const {
-    return llvm::any_of(uses, [](const Use &u) { return u.chosen && !u.skipped; });
+    return !uses.empty() && llvm::all_of(uses, [](const Use &u) { return u.chosen && !u.skipped; });
+  }
+  /// Some reader, but not every one, would have it quantized.
+  const Use *blocker() const {
+    if (llvm::none_of(uses, [](const Use &u) { return u.chosen && !u.skipped; }))
+      return nullptr;
+    for (const Use &u : uses)
+      if (!u.chosen || u.skipped)
+        return &u;
+    return nullptr;
   }
 };
 
@@ -128,6 +141,9 @@ public:
           addUse(op, table, "embedding lookup", embeddings, 0);
       }
     });
+    for (BlockArgument arg : forward.getArguments())
+      if (auto it = index.find(arg.getArgNumber()); it != index.end())
+        addOtherReaders(arg, it->second);
   }
 
   std::vector<Param> params;
@@ -137,6 +153,19 @@ private:
   void addUse(Operation *op, BlockArgument weight, const char *what, bool chosen, int64_t axis) {
     Use use{what, chosen, chosen && skipped(op, weight), axis};
     params[index.at(weight.getArgNumber())].uses.push_back(use);
+  }
+
+  /// Ops reading `v` (through casts) other than as a matmul's weight or an
+  /// embedding's table.
+  void addOtherReaders(Value v, size_t param) {
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<llm::CastOp>(user))
+        addOtherReaders(user->getResult(0), param);
+      else if (!(isa<llm::MatmulOp>(user) && use.getOperandNumber() == 1) &&
+               !(isa<llm::EmbeddingOp>(user) && use.getOperandNumber() == 0))
+        params[param].uses.push_back({user->getName().getStringRef().str(), false, false, 0});
+    }
   }
 
   /// The parameter argument `v` reads (through casts), if any.
@@ -311,17 +340,12 @@ int run() {
     t.shape = p.shape;
     t.quantize = p.quantized() && !exportPlain;
     if (t.quantize) {
-      int64_t axis = -1;
+      int64_t axis = p.uses.front().outputAxis;
       for (const Use &u : p.uses)
-        if (u.chosen && !u.skipped) {
-          if (axis >= 0 && axis != u.outputAxis && weights.granularity == "channel" &&
-              !weights.axis)
-            return failWith("'" + p.name + "' is read with output channels along dimensions " +
-                            std::to_string(axis) + " and " + std::to_string(u.outputAxis) +
-                            "; give the axis (channel<N>) or skip it");
-          if (axis < 0)
-            axis = u.outputAxis;
-        }
+        if (u.outputAxis != axis && weights.granularity == "channel" && !weights.axis)
+          return failWith("'" + p.name + "' is read with output channels along dimensions " +
+                          std::to_string(axis) + " and " + std::to_string(u.outputAxis) +
+                          "; give the axis (channel<N>) or skip it");
       t.scheme.format = formatOf(weights.format);
       t.scheme.granularity = weights.granularity == "channel" ? quant::Granularity::Channel
                              : weights.granularity == "block" ? quant::Granularity::Block
@@ -333,13 +357,16 @@ int run() {
       // QLoRA's double quantization of the per-block absmax.
       t.doubleQuant = t.scheme.format == quant::Format::Nf4 &&
                       t.scheme.granularity == quant::Granularity::Block && !noDoubleQuant;
-      for (const Use &u : p.uses)
-        if (!u.chosen || u.skipped) {
-          notes.push_back(p.name + " is also read by a" + (u.what[0] == 'e' ? "n " : " ") +
-                          u.what + (u.skipped ? " (skipped)" : "") +
-                          ", which sees the quantized values too");
-          break;
-        }
+    }
+    if (const Use *u = p.blocker(); u && !exportPlain) {
+      std::string why = u->skipped ? "the " + u->what + " reading it is skipped"
+                        : u->what == "embedding lookup"
+                            ? "it is also read by an embedding lookup, which --ops leaves out "
+                              "(--ops matmul,embedding quantizes it for both)"
+                        : u->what == "matmul" || u->what == "head"
+                            ? "it is also read by a " + u->what + ", which --ops leaves out"
+                            : "it is also read by " + u->what;
+      notes.push_back(p.name + " is kept in full precision: " + why);
     }
     request.tensors.push_back(t);
   }

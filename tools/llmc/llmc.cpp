@@ -11,6 +11,7 @@
 #include "compiler/ScheduleSvg.h"
 #include "models/Models.h"
 #include "runtime/Inspect.h"
+#include "runtime/quant/MergeLoRA.h"
 #include "tools/llmc/Quantize.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -33,6 +34,9 @@ cl::OptionCategory llmcCategory("llmc options");
 cl::SubCommand modelCmd("model", "Print a built-in model's forward graph (llm dialect)");
 cl::SubCommand compileCmd("compile", "Compile a forward graph into a training artifact");
 cl::SubCommand inspectCmd("inspect", "Summarize an artifact: programs, parameters, memory plan");
+cl::SubCommand mergeCmd("merge-lora",
+                        "Fold a LoRA/QLoRA checkpoint's adapters into its base weights "
+                        "(a plain fp32 weights file for the model without --lora)");
 
 // --- model -------------------------------------------------------------------
 cl::opt<std::string> modelFamily(cl::Positional, cl::desc("<gpt2|llama>"), cl::Required,
@@ -48,6 +52,7 @@ cl::opt<bool> modelStats("stats", cl::desc("Print parameter counts instead of th
                          cl::sub(modelCmd), cl::cat(llmcCategory));
 cl::opt<std::string> output("o", cl::desc("Output file ('-' for stdout)"), cl::init("-"),
                             cl::sub(modelCmd), cl::sub(compileCmd), cl::sub(inspectCmd),
+                            cl::sub(mergeCmd),
                             cl::cat(llmcCategory));
 
 // --- compile -----------------------------------------------------------------
@@ -129,6 +134,11 @@ cl::opt<std::string> lora("lora",
                           cl::desc("Low-rank adapters, base model frozen, e.g. \"rank=8, alpha=16, "
                                    "targets=qkv,proj,mlp\" (docs/quantization.md)"),
                           cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<bool> qlora("qlora", cl::init(false),
+                    cl::desc("With --lora: store the adapted base weights in NF4 (blocks of 64, "
+                             "double-quantized absmax), load them with llmc-run --weights from "
+                             "`llmc quantize --scheme nf4:block64`"),
+                    cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> pipelineSchedule("pipeline-schedule", cl::init("1f1b"),
                                       cl::desc("With a pp mesh axis: naive | gpipe | 1f1b | "
                                                "interleaved | zero-bubble"),
@@ -251,6 +261,10 @@ int runCompile() {
   options.pipeline.recompute = recompute;
   options.pipeline.qat = qat;
   options.pipeline.lora = lora;
+  options.pipeline.qlora = qlora;
+  if (qlora && lora.empty())
+    return fail("llmc compile", "--qlora needs --lora (it quantizes the weights adapters are "
+                                "added to)");
   if (!memoryBudget.empty()) {
     options.pipeline.memoryBudget = parseBytes(memoryBudget);
     if (options.pipeline.memoryBudget <= 0)
@@ -307,6 +321,25 @@ int runInspect() {
   return 0;
 }
 
+// --- merge-lora --------------------------------------------------------------
+cl::opt<std::string> mergeCheckpoint(cl::Positional, cl::desc("<ckpt-dir>"), cl::Required,
+                                     cl::sub(mergeCmd), cl::cat(llmcCategory));
+cl::opt<std::string> mergeArtifact(cl::Positional, cl::desc("<lora.llmc>"), cl::Required,
+                                   cl::sub(mergeCmd), cl::cat(llmcCategory));
+
+int runMerge() {
+  if (output == "-")
+    return fail("llmc merge-lora", "give the output file with -o (safetensors)");
+  llmc::MergeReport report;
+  std::string error;
+  if (!llmc::mergeLoRA(mergeCheckpoint, mergeArtifact, output, report, error))
+    return fail("llmc merge-lora", error);
+  outs() << "merged: " << report.merged << " weights (" << report.expanded
+         << " expanded from NF4), " << report.copied << " other parameters copied -> " << output
+         << "\n";
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -318,7 +351,9 @@ int main(int argc, char **argv) {
                                    "  llmc compile <graph.mlir> -o m.llmc    compile a training artifact\n"
                                    "  llmc inspect m.llmc                    summarize an artifact\n"
                                    "  llmc quantize ck --model gpt2 --scheme int4:block64 -o q.safetensors\n"
-                                   "                                         export quantized weights\n",
+                                   "                                         export quantized weights\n"
+                                   "  llmc merge-lora ck lora.llmc -o m.safetensors\n"
+                                   "                                         fold adapters into the base\n",
                                    &errs()))
     return 1;
   if (modelCmd)
@@ -329,5 +364,7 @@ int main(int argc, char **argv) {
     return runInspect();
   if (llmc::quantizeCommand)
     return llmc::runQuantize();
-  return fail("llmc", "missing subcommand (model, compile, inspect or quantize); see llmc --help");
+  if (mergeCmd)
+    return runMerge();
+  return fail("llmc", "missing subcommand (model, compile, inspect, quantize or merge-lora); see llmc --help");
 }

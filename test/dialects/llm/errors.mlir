@@ -26,7 +26,7 @@ func.func @f(%w: tensor<4xf32> {llm.param = 1 : i64}) { return }
 
 // -----
 
-// expected-error @+1 {{parameter argument 0 must be a statically shaped float tensor, got 'tensor<4xi32>'}}
+// expected-error @+1 {{parameter argument 0 must be a statically shaped float tensor (or, frozen, i8 storage), got 'tensor<4xi32>'}}
 func.func @f(%w: tensor<4xi32> {llm.param = #llm.param<name = "w", init = "zeros">}) { return }
 
 // -----

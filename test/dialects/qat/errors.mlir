@@ -128,3 +128,75 @@ func.func @f(%s: tensor<1x2xf32>) {
   %a = qat.ema %s, %s {momentum = 1.5 : f64} : tensor<1x2xf32>
   return
 }
+
+// -----
+
+func.func @f(%w: tensor<8x8xf32>) {
+  // expected-error @+1 {{outlier columns need an integer format, got 'fp8_e4m3'}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3", outlier = 6.0>} : tensor<8x8xf32> -> tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<8x8xf32>) {
+  // expected-error @+1 {{outlier columns need tensor or channel granularity, got block}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int8", granularity = "block", block = 4, outlier = 6.0>} : tensor<8x8xf32> -> tensor<16x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<8x8xf32>) {
+  // expected-error @+1 {{outlier threshold must be finite and >= 0 (0: none), got -1.000000e+00}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int8", outlier = -1.0>} : tensor<8x8xf32> -> tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %r: tensor<1x2xf32>) {
+  // expected-error @+1 {{'qat.fake_quant' op needs the columns operand (per-column ranges) for its scheme's outlier threshold}}
+  %a = qat.fake_quant %x range %r {scheme = #qat.scheme<format = "int8", outlier = 6.0>} : tensor<4x8xf32>, tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %c: tensor<8x2xf32>) {
+  // expected-error @+1 {{'qat.observe' op has columns but its scheme has no outlier threshold}}
+  %a = qat.observe %x columns %c {scheme = #qat.scheme<format = "int8">} : tensor<4x8xf32>, tensor<8x2xf32> -> tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %r: tensor<1x2xf32>, %dy: tensor<4x8xf32>, %c: tensor<4x2xf32>) {
+  // expected-error @+1 {{'qat.fake_quant_grad' op columns must be 'tensor<8x2xf32>' ([last dimension, −min/max]), got 'tensor<4x2xf32>'}}
+  %a = qat.fake_quant_grad %x range %r grad %dy columns %c {scheme = #qat.scheme<format = "int8", outlier = 6.0>} : tensor<4x8xf32>, tensor<1x2xf32>, tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<8192xi8>, %q: tensor<256xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'qat.dequantize_nf4' op blocks of 48 must divide the last dimension of 'tensor<128x128xf32>'}}
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 48 : i64} : tensor<8192xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<8000xi8>, %q: tensor<256xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'qat.dequantize_nf4' op codes (two per byte) must be 1-D of 8192 elements for 'tensor<128x128xf32>', got 'tensor<8000xi8>'}}
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64} : tensor<8000xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<8192xi8>, %q: tensor<256xi8>, %s: tensor<2xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'qat.dequantize_nf4' op absmax_scale (one per 256 blocks) must be 1-D of 1 elements for 'tensor<128x128xf32>', got 'tensor<2xf32>'}}
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64} : tensor<8192xi8>, tensor<256xi8>, tensor<2xf32>, tensor<f32> -> tensor<128x128xf32>
+  return
+}

@@ -29,3 +29,24 @@ func.func @schemes(%w: tensor<64x128xf32>, %x: tensor<4x16x128xbf16>, %s: tensor
   %dx = qat.fake_quant_grad %x range %e grad %dy {scheme = #qat.scheme<format = "int8", observer = "ema", momentum = 0.9>} : tensor<4x16x128xbf16>, tensor<1x2xf32>
   return
 }
+
+// Outlier columns: the per-column ranges as the `columns` operand.
+// CHECK-LABEL: func.func @outliers
+// CHECK: %[[C:.*]] = qat.observe %{{.*}} {scheme = #qat.scheme<format = "int8", granularity = "channel", axis = 2>} : tensor<4x16x128xbf16> -> tensor<128x2xf32>
+// CHECK-NEXT: %[[R:.*]] = qat.observe %{{.*}} columns %[[C]] {scheme = #qat.scheme<format = "int8", symmetric = false, outlier = 6.000000e+00>} : tensor<4x16x128xbf16>, tensor<128x2xf32> -> tensor<1x2xf32>
+// CHECK-NEXT: qat.fake_quant %{{.*}} range %[[R]] columns %[[C]] {scheme = #qat.scheme<format = "int8", symmetric = false, outlier = 6.000000e+00>} : tensor<4x16x128xbf16>, tensor<1x2xf32>, tensor<128x2xf32>
+// CHECK-NEXT: qat.fake_quant_grad %{{.*}} range %[[R]] grad %{{.*}} columns %[[C]] {scheme = #qat.scheme<format = "int8", symmetric = false, outlier = 6.000000e+00>} : tensor<4x16x128xbf16>, tensor<1x2xf32>, tensor<128x2xf32>
+func.func @outliers(%x: tensor<4x16x128xbf16>, %dy: tensor<4x16x128xbf16>) {
+  %c = qat.observe %x {scheme = #qat.scheme<format = "int8", granularity = "channel", axis = 2>} : tensor<4x16x128xbf16> -> tensor<128x2xf32>
+  %r = qat.observe %x columns %c {scheme = #qat.scheme<format = "int8", symmetric = false, outlier = 6.0>} : tensor<4x16x128xbf16>, tensor<128x2xf32> -> tensor<1x2xf32>
+  %q = qat.fake_quant %x range %r columns %c {scheme = #qat.scheme<format = "int8", symmetric = false, outlier = 6.0>} : tensor<4x16x128xbf16>, tensor<1x2xf32>, tensor<128x2xf32>
+  %dx = qat.fake_quant_grad %x range %r grad %dy columns %c {scheme = #qat.scheme<format = "int8", symmetric = false, outlier = 6.0>} : tensor<4x16x128xbf16>, tensor<1x2xf32>, tensor<128x2xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @nf4_storage
+// CHECK: qat.dequantize_nf4 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block = 64 : i64} : tensor<8192xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xbf16>
+func.func @nf4_storage(%c: tensor<8192xi8>, %q: tensor<256xi8>, %s: tensor<1xf32>, %m: tensor<f32>) -> tensor<128x128xbf16> {
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64} : tensor<8192xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xbf16>
+  return %w : tensor<128x128xbf16>
+}

@@ -418,6 +418,58 @@ TEST(VJP, FakeQuantBoundaries) {
   EXPECT_EQ(f.grad, (std::vector<double>{1, 0, 1, 1}));
 }
 
+// Outlier columns: fake_quant of a 2x3 parameter with a fixed int8 range
+// [-1, 1] and per-column ranges whose last column reaches 7 > 6. That column
+// is the identity — its gradient passes whole, even for −2, which the range
+// would clip — while the other columns keep the straight-through rule (1.5
+// in column 1 is clipped: zero).
+TEST(VJP, FakeQuantOutlierColumnsPassTheGradientWhole) {
+  MLIRContext context;
+  llmc::prepareContext(context);
+  std::string scheme = "#qat.scheme<format = \"int8\", outlier = 6.0>";
+  std::string text =
+      "func.func @forward(" + param("x", "tensor<2x3xf32>") +
+      ", %range: tensor<1x2xf32>, %columns: tensor<3x2xf32>, %r: tensor<2x3xf32>) -> "
+      "tensor<f32> {\n  %y = qat.fake_quant %x range %range columns %columns {scheme = " +
+      scheme +
+      "} : tensor<2x3xf32>, tensor<1x2xf32>, tensor<3x2xf32>\n"
+      "  %p = llm.mul %y, %r : tensor<2x3xf32>, tensor<2x3xf32>\n"
+      "  %l = llm.reduce_sum %p : tensor<2x3xf32> to tensor<f32>\n  return %l : tensor<f32>\n}";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << text;
+  PassManager pm(&context);
+  pm.addPass(llmc::createAutodiff());
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+  auto tensor = [](std::vector<int64_t> shape, std::vector<double> data) {
+    RefTensor t = RefTensor::zeros(std::move(shape));
+    t.data = std::move(data);
+    return t;
+  };
+  std::vector<double> x = {0.3, 1.5, -2.0, -0.5, 0.2, 7.0};
+  std::vector<double> r = {0.7, -1.3, 2.1, 0.4, -0.9, 1.1};
+  // x's own per-column ranges [−min, max].
+  std::vector<RefTensor> args = {tensor({2, 3}, x), tensor({1, 2}, {1.0, 1.0}),
+                                 tensor({3, 2}, {0.5, 0.3, -0.2, 1.5, 2.0, 7.0}),
+                                 tensor({2, 3}, r)};
+  FailureOr<std::vector<RefTensor>> grads =
+      llmc::interpret(module->lookupSymbol<func::FuncOp>("grad"), args);
+  ASSERT_TRUE(succeeded(grads));
+  std::vector<double> expected = {r[0], 0.0, r[2], r[3], r[4], r[5]};
+  EXPECT_EQ((*grads)[1].data, expected);
+  // In the outlier column fake_quant is the identity: finite differences
+  // give r exactly where the gradient passed.
+  auto forward = module->lookupSymbol<func::FuncOp>("forward");
+  for (int64_t i : {2, 5}) {
+    auto loss = [&](double xi) {
+      std::vector<RefTensor> a = args;
+      a[0].data[i] = xi;
+      return (*llmc::interpret(forward, a))[0].data.at(0);
+    };
+    const double h = 1e-4;
+    EXPECT_NEAR((loss(x[i] + h) - loss(x[i] - h)) / (2 * h), r[i], 1e-9) << "element " << i;
+  }
+}
+
 TEST(VJP, UnknownOpIsAnError) {
   MLIRContext context;
   llmc::prepareContext(context);

@@ -20,8 +20,10 @@
 // gives) clip and saturate; an outlier ruins per-tensor integer scaling but
 // only its own group under per-channel/per-block; exact boundaries (amax
 // itself, half a step above it, an empty range, an all-positive asymmetric
-// tensor, fp8 subnormals/ties/max, NF4 levels and midpoints); the EMA; and
-// the factories' error messages.
+// tensor, fp8 subnormals/ties/max, NF4 levels and midpoints); outlier
+// columns (present, absent, all of them, a column exactly at the threshold,
+// pieces of the rows combined as under data parallelism); the EMA; and the
+// factories' error messages.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,11 +57,13 @@ Scheme makeScheme(Format format, Granularity granularity = Granularity::Tensor, 
 }
 
 KernelAttrs schemeAttrs(const Scheme &s) {
-  return attrs({}, {{"format", static_cast<int64_t>(s.format)},
-                    {"granularity", static_cast<int64_t>(s.granularity)},
-                    {"axis", s.axis},
-                    {"block", s.block},
-                    {"symmetric", s.symmetric ? 1 : 0}});
+  KernelAttrs a = attrs({}, {{"format", static_cast<int64_t>(s.format)},
+                             {"granularity", static_cast<int64_t>(s.granularity)},
+                             {"axis", s.axis},
+                             {"block", s.block},
+                             {"symmetric", s.symmetric ? 1 : 0}});
+  if (s.outlier > 0) a.setFloat("outlier", s.outlier); // as lowering writes it
+  return a;
 }
 
 std::string describe(const Scheme &s) {
@@ -592,6 +596,246 @@ TEST(QuantKernels, EmaCopiesTheFirstObservationThenBlends) {
 }
 
 //===----------------------------------------------------------------------===//
+// Outlier columns
+//===----------------------------------------------------------------------===//
+
+/// The per-column ranges of x (a per-channel observe of its last axis), as
+/// the pass computes them for the columns input.
+RefTensor columnRanges(const RefTensor &x) {
+  Scheme perColumn = makeScheme(Format::Int8, Granularity::Channel,
+                                static_cast<int64_t>(x.shape.size()) - 1);
+  return ref::quantObserve(x, perColumn);
+}
+
+RefTensor runObserveColumns(const RefTensor &x, const RefTensor &columns, DType dtype,
+                            const Scheme &s) {
+  Buffer xb = Buffer::of(x, dtype), cb = Buffer::of(columns, DType::F32),
+         range(DType::F32, {quant::groupCount(s, x.shape), 2});
+  range.poison();
+  runKernel("qat_observe", {&xb, &cb}, {&range}, schemeAttrs(s));
+  return range.toRef();
+}
+
+RefTensor runFakeQuantColumns(const RefTensor &x, const RefTensor &range, const RefTensor &columns,
+                              DType dtype, const Scheme &s) {
+  Buffer xb = Buffer::of(x, dtype), rb = Buffer::of(range, DType::F32),
+         cb = Buffer::of(columns, DType::F32), y(dtype, x.shape);
+  y.poison();
+  runKernel("qat_fake_quant", {&xb, &rb, &cb}, {&y}, schemeAttrs(s));
+  return y.toRef();
+}
+
+RefTensor runFakeQuantGradColumns(const RefTensor &x, const RefTensor &range,
+                                  const RefTensor &dy, const RefTensor &columns, DType dtype,
+                                  const Scheme &s) {
+  Buffer xb = Buffer::of(x, dtype), rb = Buffer::of(range, DType::F32), dyb = Buffer::of(dy, dtype),
+         cb = Buffer::of(columns, DType::F32), dx(dtype, x.shape);
+  dx.poison();
+  runKernel("qat_fake_quant_grad", {&xb, &rb, &dyb, &cb}, {&dx}, schemeAttrs(s));
+  return dx.toRef();
+}
+
+/// Integer formats, symmetric and not, per tensor and per channel of the
+/// first and the last axis, with threshold `t`.
+std::vector<Scheme> outlierSweep(const std::vector<int64_t> &shape, double t) {
+  using Groups = std::pair<Granularity, int64_t>;
+  std::vector<Scheme> schemes;
+  int64_t last = static_cast<int64_t>(shape.size()) - 1;
+  for (Format f : {Format::Int8, Format::Int4})
+    for (bool symmetric : {true, false})
+      for (auto [granularity, axis] : {Groups{Granularity::Tensor, 0},
+                                       Groups{Granularity::Channel, 0},
+                                       Groups{Granularity::Channel, last}}) {
+        Scheme s = makeScheme(f, granularity, axis, 0, symmetric);
+        s.outlier = t;
+        schemes.push_back(s);
+      }
+  return schemes;
+}
+
+/// Whether column c of x's last dimension is an outlier column (from the
+/// data, independently of the kernels: some |x| > t).
+std::vector<bool> outlierColumnsOf(const RefTensor &x, double t) {
+  int64_t width = x.shape.back();
+  std::vector<bool> outlier(width, false);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (std::abs(x.data[i]) > t) outlier[i % width] = true;
+  return outlier;
+}
+
+/// testData with `count` columns given one outlier each (alternating in
+/// sign, 2–5× the threshold `t`) in rows spread over the tensor, and one
+/// column whose largest |x| is exactly t.
+RefTensor dataWithOutliers(const std::vector<int64_t> &shape, double t, int count, uint64_t seed) {
+  RefTensor x = testData(shape, seed);
+  int64_t width = shape.back(), rows = x.numel() / width;
+  // Bring every value under the threshold first, so only the planted
+  // columns are outliers.
+  double amax = 0.0;
+  for (double v : x.data) amax = std::max(amax, std::abs(v));
+  for (double &v : x.data) v *= 0.9 * t / amax;
+  for (int k = 0; k < count; ++k) {
+    int64_t column = (k * 37 + 5) % width, row = (k * 7919 + 3) % rows;
+    x.data[row * width + column] = (k % 2 ? -1.0 : 1.0) * t * (2.0 + k % 4);
+  }
+  x.data[(rows - 1) * width + (width - 2)] = -t; // exactly at the threshold: kept
+  return x;
+}
+
+TEST(QuantKernels, OutlierColumnsMatchReference) {
+  const double t = 6.0;
+  for (const auto &shape : kShapes)
+    for (DType dtype : kFloatTypes)
+      for (int count : {0, 3, 9})
+        for (const Scheme &s : outlierSweep(shape, t)) {
+          SCOPED_TRACE(describe(s) + " " + dtypeName(dtype) + " " + std::to_string(shape.size()) +
+                       "-d, " + std::to_string(count) + " outlier columns");
+          RefTensor x = roundTo(dataWithOutliers(shape, t, count, 50), dtype);
+          RefTensor dy = roundTo(randomTensor(shape, 51), dtype);
+          RefTensor columns = columnRanges(x);
+          RefTensor range = ref::quantObserve(x, s, &columns);
+          EXPECT_TRUE(identical(runObserveColumns(x, columns, dtype, s), range));
+          RefTensor y = runFakeQuantColumns(x, range, columns, dtype, s);
+          RefTensor dx = runFakeQuantGradColumns(x, range, dy, columns, dtype, s);
+          EXPECT_TRUE(onSameGrid(y, roundTo(ref::fakeQuant(x, range, s, &columns), dtype), range,
+                                 s));
+          EXPECT_TRUE(identical(dx, ref::fakeQuantGrad(x, range, dy, s, &columns)));
+
+          // Outlier columns pass x and dy through exactly; the rest is the
+          // ordinary fake quantization with the range of the kept columns.
+          std::vector<bool> outlier = outlierColumnsOf(x, t);
+          EXPECT_EQ(std::count(outlier.begin(), outlier.end(), true), count);
+          Scheme plain = s;
+          plain.outlier = 0.0;
+          RefTensor yPlain = runFakeQuant(x, range, dtype, plain);
+          RefTensor dxPlain = runFakeQuantGrad(x, range, dy, dtype, plain);
+          int64_t width = shape.back(), clippedKept = 0;
+          for (int64_t i = 0; i < x.numel(); ++i) {
+            bool out = outlier[i % width];
+            ASSERT_EQ(y.data[i], out ? x.data[i] : yPlain.data[i]) << "element " << i;
+            ASSERT_EQ(dx.data[i], out ? dy.data[i] : dxPlain.data[i]) << "element " << i;
+            clippedKept += !out && dx.data[i] == 0.0 && dy.data[i] != 0.0;
+          }
+          // The kept columns' own symmetric range clips none of them.
+          if (s.symmetric) EXPECT_EQ(clippedKept, 0);
+        }
+}
+
+TEST(QuantKernels, OutlierThresholdIsExclusiveAndCountsEitherSign) {
+  // Columns: max |x| exactly 6 (kept), just above 6 (outlier), −7 (outlier
+  // by its minimum), small (kept).
+  RefTensor x = RefTensor::zeros({2, 4});
+  x.data = {6.0, std::nextafter(6.0f, 7.0f), 1.0, 0.25, -2.0, 1.0, -7.0, -0.5};
+  RefTensor dy = RefTensor::zeros({2, 4});
+  dy.data = {1, 2, 3, 4, 5, 6, 7, 8};
+  Scheme s = makeScheme(Format::Int8);
+  s.outlier = 6.0;
+  RefTensor columns = columnRanges(x);
+  RefTensor range = runObserveColumns(x, columns, DType::F32, s);
+  // Over columns 0 and 3 only: min −2, max 6.
+  EXPECT_EQ(range.data, (std::vector<double>{2.0, 6.0}));
+  EXPECT_TRUE(identical(range, ref::quantObserve(x, s, &columns)));
+  RefTensor y = runFakeQuantColumns(x, range, columns, DType::F32, s);
+  EXPECT_EQ(y.data[1], x.data[1]); // passed through
+  EXPECT_EQ(y.data[2], 1.0);       // passed through
+  EXPECT_EQ(y.data[6], -7.0);      // passed through, beyond the range
+  EXPECT_NE(y.data[3], 0.25);      // quantized (0.25 is no multiple of 6/127)
+  EXPECT_TRUE(identical(y, ref::fakeQuant(x, range, s, &columns)));
+  // A narrower range (as from another rank's piece) clips in kept columns
+  // only: column 0's 6 is clipped, the outliers' −7 is not.
+  RefTensor narrow = RefTensor::zeros({1, 2});
+  narrow.data = {2.0, 3.0};
+  RefTensor dx = runFakeQuantGradColumns(x, narrow, dy, columns, DType::F32, s);
+  EXPECT_EQ(dx.data, (std::vector<double>{0, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_TRUE(identical(dx, ref::fakeQuantGrad(x, narrow, dy, s, &columns)));
+}
+
+TEST(QuantKernels, AllOutlierColumnsPassEverythingThrough) {
+  for (const auto &shape : kShapes)
+    for (DType dtype : kFloatTypes)
+      for (const Scheme &s : outlierSweep(shape, 1e-3)) {
+        SCOPED_TRACE(describe(s) + " " + dtypeName(dtype));
+        RefTensor x = roundTo(testData(shape, 52), dtype);
+        RefTensor dy = roundTo(randomTensor(shape, 53), dtype);
+        RefTensor columns = columnRanges(x);
+        // No kept element: every group's range is empty.
+        RefTensor range = runObserveColumns(x, columns, dtype, s);
+        for (double r : range.data) ASSERT_EQ(r, -std::numeric_limits<double>::infinity());
+        EXPECT_TRUE(identical(range, ref::quantObserve(x, s, &columns)));
+        EXPECT_TRUE(identical(runFakeQuantColumns(x, range, columns, dtype, s), x));
+        EXPECT_TRUE(identical(runFakeQuantGradColumns(x, range, dy, columns, dtype, s), dy));
+      }
+}
+
+TEST(QuantKernels, UnderTheThresholdOutlierModeIsPlainFakeQuant) {
+  for (const auto &shape : kShapes)
+    for (DType dtype : kFloatTypes)
+      for (const Scheme &s : outlierSweep(shape, 1e6)) {
+        SCOPED_TRACE(describe(s) + " " + dtypeName(dtype));
+        RefTensor x = roundTo(testData(shape, 54), dtype);
+        RefTensor dy = roundTo(randomTensor(shape, 55), dtype);
+        RefTensor columns = columnRanges(x);
+        Scheme plain = s;
+        plain.outlier = 0.0;
+        RefTensor range = runObserve(x, dtype, plain);
+        EXPECT_TRUE(identical(runObserveColumns(x, columns, dtype, s), range));
+        EXPECT_TRUE(identical(runFakeQuantColumns(x, range, columns, dtype, s),
+                              runFakeQuant(x, range, dtype, plain)));
+        EXPECT_TRUE(identical(runFakeQuantGradColumns(x, range, dy, columns, dtype, s),
+                              runFakeQuantGrad(x, range, dy, dtype, plain)));
+      }
+}
+
+// What the pass does under data parallelism, on two halves of the rows: the
+// per-column ranges and then the kept columns' ranges are max-combined, and
+// each half quantizes exactly as the whole tensor does — including a column
+// whose outlier lies in the other half only.
+TEST(QuantKernels, OutlierColumnsCombinedOverRowPiecesMatchTheWholeTensor) {
+  const double t = 6.0;
+  const std::vector<int64_t> shape = {8, 16, 64}, half = {4, 16, 64};
+  RefTensor x = dataWithOutliers(shape, t, 5, 56);
+  RefTensor dy = randomTensor(shape, 57);
+  auto piece = [&](const RefTensor &whole, int p) {
+    RefTensor out = RefTensor::zeros(half);
+    std::copy(whole.data.begin() + p * out.numel(), whole.data.begin() + (p + 1) * out.numel(),
+              out.data.begin());
+    return out;
+  };
+  auto combine = [](RefTensor a, const RefTensor &b) {
+    for (size_t i = 0; i < a.data.size(); ++i) a.data[i] = std::max(a.data[i], b.data[i]);
+    return a;
+  };
+  for (const Scheme &s : outlierSweep(shape, t)) {
+    if (s.granularity == Granularity::Channel && s.axis == 0) continue; // rows: not combined
+    SCOPED_TRACE(describe(s));
+    RefTensor columns = columnRanges(x);
+    RefTensor range = runObserveColumns(x, columns, DType::F32, s);
+    RefTensor y = runFakeQuantColumns(x, range, columns, DType::F32, s);
+    RefTensor dx = runFakeQuantGradColumns(x, range, dy, columns, DType::F32, s);
+    RefTensor x0 = piece(x, 0), x1 = piece(x, 1);
+    RefTensor pieceColumns = combine(columnRanges(x0), columnRanges(x1));
+    EXPECT_TRUE(identical(pieceColumns, columns));
+    RefTensor pieceRange = combine(runObserveColumns(x0, pieceColumns, DType::F32, s),
+                                   runObserveColumns(x1, pieceColumns, DType::F32, s));
+    EXPECT_TRUE(identical(pieceRange, range));
+    for (int p = 0; p < 2; ++p) {
+      RefTensor xp = piece(x, p), dyp = piece(dy, p);
+      EXPECT_TRUE(identical(runFakeQuantColumns(xp, pieceRange, pieceColumns, DType::F32, s),
+                            piece(y, p)));
+      EXPECT_TRUE(identical(
+          runFakeQuantGradColumns(xp, pieceRange, dyp, pieceColumns, DType::F32, s),
+          piece(dx, p)));
+    }
+  }
+  // The planted outliers sit in rows of both halves, so each half alone
+  // would keep columns the whole tensor passes through.
+  std::vector<bool> all = outlierColumnsOf(x, t), first = outlierColumnsOf(piece(x, 0), t),
+                    second = outlierColumnsOf(piece(x, 1), t);
+  EXPECT_NE(first, all);
+  EXPECT_NE(second, all);
+}
+
+//===----------------------------------------------------------------------===//
 // Defaults and factory errors
 //===----------------------------------------------------------------------===//
 
@@ -736,7 +980,38 @@ TEST(QuantKernels, FactoriesNameTheBadAttributeOrOperand) {
        {f32({4, 64}), f32({1, 2})},
        {f32({4, 64})},
        fq({{"format", 0}}),
-       "qat_fake_quant_grad: expected 3 inputs, got 2"},
+       "qat_fake_quant_grad: expected 3 to 4 inputs, got 2"},
+      {"qat_observe",
+       {f32({4, 64})},
+       {f32({1, 2})},
+       attrs({{"outlier", 6.0}}),
+       "qat_observe: attribute 'outlier' needs the columns input (per-column ranges [C, 2])"},
+      {"qat_fake_quant",
+       {f32({4, 64}), f32({1, 2}), f32({64, 2})},
+       {f32({4, 64})},
+       fq({{"format", 0}}),
+       "qat_fake_quant: a columns input needs attribute 'outlier' > 0"},
+      {"qat_fake_quant_grad",
+       {f32({4, 64}), f32({1, 2}), f32({4, 64}), f32({4, 2})},
+       {f32({4, 64})},
+       attrs({{"outlier", 6.0}}, {{"format", 0}}),
+       "qat_fake_quant_grad: columns must be f32[64x2], got f32[4x2]"},
+      {"qat_fake_quant",
+       {f32({4, 64}), f32({1, 2}), f32({64, 2})},
+       {f32({4, 64})},
+       attrs({{"outlier", 6.0}}, {{"format", 2}}),
+       "qat_fake_quant: attribute 'outlier' (outlier columns) is for integer formats only, got "
+       "format fp8_e4m3"},
+      {"qat_observe",
+       {f32({4, 64}), f32({64, 2})},
+       {f32({16, 2})},
+       attrs({{"outlier", 6.0}}, {{"granularity", 2}, {"block", 16}}),
+       "qat_observe: attribute 'outlier' (outlier columns) needs tensor or channel granularity"},
+      {"qat_fake_quant",
+       {f32({4, 64}), f32({1, 2}), f32({64, 2})},
+       {f32({4, 64})},
+       attrs({{"outlier", -1.0}}, {{"format", 0}}),
+       "qat_fake_quant: attribute 'outlier' must be finite and >= 0 (0: none), got -1.000000"},
       {"qat_ema",
        {f32({4, 2}), f32({4, 2})},
        {f32({4, 2})},

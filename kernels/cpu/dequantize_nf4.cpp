@@ -1,0 +1,71 @@
+//===- dequantize_nf4.cpp - expand a QLoRA-stored weight ------------------===//
+//
+// qat_dequantize_nf4: codes (u8, two NF4 indices per byte), absmax_q (u8
+// holding int8 levels, one per block), absmax_scale (f32, one per 256
+// blocks), absmax_mean (f32 scalar) → the weight (f32 or bf16, any shape
+// whose last dimension `block` divides). The arithmetic is
+// kernels/QuantScheme.h's nf4Absmax / nf4Value. Blocks are independent, so
+// they are shared out over threads; within a block the absmax is constant
+// and each byte yields two elements.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/QuantScheme.h"
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+template <typename T> class DequantizeNf4Kernel final : public Kernel {
+public:
+  DequantizeNf4Kernel(const KernelArgs &args, int64_t block)
+      : codes_(args.inputs[0].as<uint8_t>()), absmaxQ_(args.inputs[1].as<uint8_t>()),
+        absmaxScale_(args.inputs[2].as<float>()), absmaxMean_(args.inputs[3].as<float>()),
+        out_(args.outputs[0].as<T>()), n_(args.outputs[0].numel()), block_(block) {}
+
+  void run(const StepContext &) override {
+    const int64_t blocks = n_ / block_;
+    const float mean = *absmaxMean_;
+#pragma omp parallel for schedule(static) if (n_ > kParallelGrain)
+    for (int64_t g = 0; g < blocks; ++g) {
+      float absmax = quant::nf4Absmax(static_cast<int8_t>(absmaxQ_[g]),
+                                      absmaxScale_[g / quant::kNf4DoubleQuantBlock], mean);
+      T *out = out_ + g * block_;
+      for (int64_t i = 0, first = g * block_; i < block_; ++i)
+        store(out, i, quant::nf4Value(quant::nf4Index(codes_, first + i), absmax));
+    }
+  }
+
+private:
+  const uint8_t *codes_, *absmaxQ_;
+  const float *absmaxScale_, *absmaxMean_;
+  T *out_;
+  int64_t n_, block_;
+};
+
+std::unique_ptr<Kernel> makeDequantizeNf4(const KernelArgs &args, std::string &error) {
+  Validator v("qat_dequantize_nf4", args, error);
+  int64_t block = 0;
+  if (!v.arity(4, 1) || !v.intAttr("block", &block, 0))
+    return nullptr;
+  const TensorView &out = v.out(0);
+  if (!v.isFloat(out, "result"))
+    return nullptr;
+  if (block < 1 || out.rank() < 1 || out.shape.back() % block != 0)
+    return v.reject("attribute 'block' (" + std::to_string(block) +
+                    ") must divide the last dimension of the result " + out.describe());
+  int64_t n = out.numel(), groups = n / block;
+  int64_t scales = (groups + quant::kNf4DoubleQuantBlock - 1) / quant::kNf4DoubleQuantBlock;
+  if (!v.hasType(v.in(0), "codes", DType::U8, {(n + 1) / 2}) ||
+      !v.hasType(v.in(1), "absmax_q", DType::U8, {groups}) ||
+      !v.hasType(v.in(2), "absmax_scale", DType::F32, {scales}) ||
+      !v.isF32Scalar(v.in(3), "absmax_mean"))
+    return nullptr;
+  return makeFloatKernel<DequantizeNf4Kernel>(out.dtype, args, block);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "qat_dequantize_nf4", makeDequantizeNf4);
+
+} // namespace llmc::cpu

@@ -1,0 +1,168 @@
+//===- MergeLoRA.cpp - adapters folded into their base weights ------------===//
+
+#include "runtime/quant/MergeLoRA.h"
+
+#include "runtime/Artifact.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/CheckpointReader.h"
+#include "runtime/quant/QuantizedTensor.h"
+#include "runtime/support/Error.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace llmc {
+namespace {
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// A float tensor read whole, widened to fp32.
+std::vector<float> readFloats(CheckpointReader &reader, const std::string &name,
+                              std::vector<int64_t> *shape = nullptr) {
+  GlobalTensor t = reader.read(name);
+  if (shape)
+    *shape = t.shape;
+  size_t n = t.bytes.size() / dtypeSize(t.dtype);
+  std::vector<float> out(n);
+  switch (t.dtype) {
+  case DType::F32: std::memcpy(out.data(), t.bytes.data(), n * 4); break;
+  case DType::BF16:
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, t.bytes.data() + 2 * i, 2);
+      out[i] = bf16ToFloat(v);
+    }
+    break;
+  default: fail("'", name, "' is ", dtypeName(t.dtype), "; expected a float tensor");
+  }
+  return out;
+}
+
+/// QLoRA's NF4 storage of `base` (shape `shape`), expanded.
+std::vector<float> expandNf4(CheckpointReader &reader, const std::string &base,
+                             const std::vector<int64_t> &shape, int64_t block) {
+  quant::QuantizedTensor q;
+  q.scheme.format = quant::Format::Nf4;
+  q.scheme.granularity = quant::Granularity::Block;
+  q.scheme.block = block;
+  q.shape = shape;
+  q.doubleQuant = true;
+  q.codes = reader.read(base + ".qweight").bytes;
+  q.absmaxCodes = reader.read(base + ".absmax_q").bytes;
+  q.absmaxScales = readFloats(reader, base + ".absmax_scale");
+  std::vector<float> mean = readFloats(reader, base + ".absmax_mean");
+  if (mean.size() != 1)
+    fail("'", base, ".absmax_mean' must hold one value");
+  q.absmaxMean = mean[0];
+  if (std::string why = quant::validate(q); !why.empty())
+    fail("'", base, "' (NF4): ", why);
+  return quant::dequantize(q);
+}
+
+MergeReport merge(const std::string &ckptDir, const Artifact &artifact,
+                  const std::string &output) {
+  std::string scaleText = artifact.meta("lora.scale");
+  if (scaleText.empty())
+    fail(artifact.path, ": not compiled with --lora; nothing to merge");
+  const double scale = std::stod(scaleText);
+  const int64_t block = static_cast<int64_t>(artifact.metaNumber("qlora.block", 64));
+  CheckpointReader reader(ckptDir);
+
+  MergeReport report;
+  std::vector<std::string> names;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, std::vector<float>> merged; // fp32 results
+  std::map<std::string, GlobalTensor> copied;       // everything else, as stored
+  // Each adapted weight is merged where the artifact lists it (QLoRA: its
+  // .qweight storage); everything else is copied as stored.
+  std::set<std::string> adapted;
+  for (const ParameterInfo &p : artifact.parameters)
+    if (endsWith(p.name, ".lora_A"))
+      adapted.insert(p.name.substr(0, p.name.size() - 7));
+  for (const ParameterInfo &p : artifact.parameters) {
+    const std::string &name = p.name;
+    std::string base = endsWith(name, ".qweight") ? name.substr(0, name.size() - 8) : name;
+    if (endsWith(name, ".lora_A") || endsWith(name, ".lora_B") || endsWith(name, ".absmax_q") ||
+        endsWith(name, ".absmax_scale") || endsWith(name, ".absmax_mean"))
+      continue; // read with their weight
+    if (!adapted.count(base)) {
+      names.push_back(name);
+      copied[name] = reader.read(name);
+      ++report.copied;
+      continue;
+    }
+    const std::string aName = base + ".lora_A";
+    std::vector<int64_t> aShape, bShape;
+    std::vector<float> a = readFloats(reader, aName, &aShape);
+    std::vector<float> b = readFloats(reader, base + ".lora_B", &bShape);
+    if (aShape.size() != 2 || bShape.size() != 2)
+      fail("'", base, "': adapters must be matrices");
+    // W [K, N]: A [K, r], B [r, N]. Transposed W [N, K]: A [r, K], B [N, r].
+    // The rank is below both of W's dimensions, so A's smaller side is r.
+    bool transposed = aShape[0] < aShape[1];
+    int64_t r = transposed ? aShape[0] : aShape[1];
+    int64_t K = transposed ? aShape[1] : aShape[0];
+    int64_t N = transposed ? bShape[0] : bShape[1];
+    if ((transposed ? bShape[1] : bShape[0]) != r)
+      fail("'", base, "': lora_A ", aShape[0], "x", aShape[1], " and lora_B ", bShape[0], "x",
+           bShape[1], " do not share a rank");
+    std::vector<int64_t> shape = transposed ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N};
+    std::vector<float> w;
+    if (reader.has(base)) {
+      std::vector<int64_t> stored;
+      w = readFloats(reader, base, &stored);
+      if (stored != shape)
+        fail("'", base, "' does not have the shape its adapters imply (", shape[0], "x", shape[1],
+             ")");
+    } else if (reader.has(base + ".qweight")) {
+      w = expandNf4(reader, base, shape, block);
+      ++report.expanded;
+    } else {
+      fail(ckptDir, ": no base weight '", base, "' (plain or .qweight) for its adapters");
+    }
+    // w[k][n] += scale · Σ_j A[k][j] B[j][n]  (transposed: w[n][k] += Σ_j B[n][j] A[j][k]).
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) {
+        double sum = 0.0;
+        for (int64_t j = 0; j < r; ++j)
+          sum += transposed ? static_cast<double>(b[n * r + j]) * a[j * K + k]
+                            : static_cast<double>(a[k * r + j]) * b[j * N + n];
+        float &dst = transposed ? w[n * K + k] : w[k * N + n];
+        dst = static_cast<float>(dst + scale * sum);
+      }
+    names.push_back(base);
+    shapes[base] = shape;
+    merged[base] = std::move(w);
+    ++report.merged;
+  }
+
+  std::vector<SafeTensor> tensors;
+  for (const std::string &name : names) {
+    if (auto it = merged.find(name); it != merged.end()) {
+      tensors.push_back({name, DType::F32, shapes[name], it->second.data(), it->second.size() * 4});
+    } else {
+      const GlobalTensor &t = copied[name];
+      tensors.push_back({name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()});
+    }
+  }
+  writeSafetensors(output, tensors, {{"format", "llmc-merged-lora"}});
+  return report;
+}
+
+} // namespace
+
+bool mergeLoRA(const std::string &ckptDir, const std::string &artifactPath,
+               const std::string &output, MergeReport &report, std::string &error) {
+  try {
+    report = merge(ckptDir, loadArtifact(artifactPath), output);
+    return true;
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
+  }
+}
+
+} // namespace llmc
