@@ -119,10 +119,10 @@ int nearestNf4Index(float c) {
 /// Index of the NF4 level 0.0 (an empty group's code).
 constexpr int kNf4Zero = 7;
 
-/// Reconstructed absmax from its int8 level, its block's scale and the mean.
+/// Reconstructed absmax from its int8 level, its block's scale and the mean
+/// (the contract's arithmetic, shared with the qat_dequantize_nf4 kernel).
 float reconstructAbsmax(int level, float blockScale, float mean) {
-  float deviation = static_cast<float>(level) * blockScale;
-  return deviation + mean;
+  return nf4Absmax(static_cast<int8_t>(level), blockScale, mean);
 }
 
 /// Double-quantizes the per-group absmax values into `q` and returns their
@@ -288,7 +288,7 @@ std::vector<float> dequantize(const QuantizedTensor &q) {
     }
     case Format::Fp8E4M3:
     case Format::Fp8E5M2: y[i] = decodeFp8(static_cast<uint8_t>(code), s.format) * scale[g]; break;
-    case Format::Nf4: y[i] = scale[g] > 0.0f ? kNf4Levels[code] * scale[g] : 0.0f; break;
+    case Format::Nf4: y[i] = nf4Value(code, scale[g]); break;
     }
   }
   return y;

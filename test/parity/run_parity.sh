@@ -28,16 +28,16 @@ LAYOUTS=(
   "zero1-dp2|2|--mesh dp=2 --zero 1|gpt2 llama gpt2-lora gpt2-adam8"
   "zero2-dp2|2|--mesh dp=2 --zero 2"
   "zero2-dp4-micro2|4|--mesh dp=4 --zero 2 --microbatches 2 --set batch_size=4"
-  "zero3-dp4|4|--mesh dp=4 --zero 3|gpt2 llama gpt2-qat gpt2-lora"
+  "zero3-dp4|4|--mesh dp=4 --zero 3|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora"
   "zero3-dp2-keep|2|--mesh dp=2 --zero 3 --fsdp-reshard-after-forward=false --fsdp-prefetch 0"
   "hybrid-dp2-fsdp2|4|--mesh dp=2,fsdp=2 --zero 3"
-  "tp2|2|--mesh tp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora llama-lora gpt2-adam8"
+  "tp2|2|--mesh tp=2|gpt2 llama gpt2-qat gpt2-lora llama-lora gpt2-adam8"
   "tp4|4|--mesh tp=4|gpt2"
   "dp2-tp2|4|--mesh dp=2,tp=2"
   "zero1-dp2-tp2|4|--mesh dp=2,tp=2 --zero 1"
   "zero3-dp2-tp2|4|--mesh dp=2,tp=2 --zero 3"
   "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama gpt2-dropout"
-  "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora llama-lora"
+  "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp|gpt2 llama gpt2-qat gpt2-lora llama-lora"
   "zero3-dp2-tp2-sp|4|--mesh dp=2,tp=2 --zero 3 --sp"
   "tp-slowest|4|--mesh dp=2,tp=2 --rank-order tp,dp|gpt2"
   "recompute-full|1|--recompute full|gpt2 llama gpt2-dropout"
@@ -86,8 +86,14 @@ for family in $FAMILIES; do
   strict=()
   unset OMP_NUM_THREADS
   qat="weights=int4:block16, activations=int8:asym:ema0.9"
-  # Outlier columns: threshold 3, which about half the columns of a fresh
-  # model's activations exceed somewhere in the batch (6 would leave none).
+  # Outlier columns: threshold 3, which several columns of a fresh model's
+  # normalised activations exceed somewhere in the batch (6 would leave
+  # none); the batch axes split each column, whose decision must be the
+  # whole batch's. Not under tp: a row-parallel sum differs from one rank's
+  # in the last bit, and at step 1 a range one ulp off already moves the
+  # loss by ~1e-6 (plain symmetric int8 activations do the same), which the
+  # strict check cannot tell from a wrong decision; test/passes/qat.mlir
+  # checks the tp reductions instead.
   [[ $family == *-qat-outlier ]] && qat="weights=int4:block16, activations=int8:asym:outlier3"
   [[ $family == *-qat* ]] && common+=(--qat "$qat") &&
     tolerance=5e-4 && strict=(1:1e-6) && export OMP_NUM_THREADS=1
