@@ -92,7 +92,7 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
                                            body.getTerminator()->getOperandTypes()));
 
     // Every other entry point reads the same stored shards.
-    for (StringRef name : {"forward", "logits", "grad"})
+    for (StringRef name : {"forward", "logits", "grad", "calibrate"})
       if (func::FuncOp f = lookupFunc(module, name)) {
         // Gathers are placed by program order: straight-line code, like
         // @train_step's.

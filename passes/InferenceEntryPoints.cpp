@@ -33,6 +33,40 @@ void eraseDeadOps(Block &block) {
 
 struct InferenceEntryPointsPass
     : llmc::impl::InferenceEntryPointsBase<InferenceEntryPointsPass> {
+  /// @calibrate: @forward with its EMA observers live, returning the loss
+  /// and every updated observer state (tied to the state it overwrites) —
+  /// post-training calibration of activation ranges, no training.
+  void addCalibrate(ModuleOp module, func::FuncOp forward) {
+    bool observes = false;
+    forward.walk([&](qat::EmaOp) { observes = true; });
+    if (!observes || lookupFunc(module, "calibrate"))
+      return;
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(forward);
+    auto calibrate = cast<func::FuncOp>(b.clone(*forward));
+    calibrate.setSymName("calibrate");
+    flattenBlocks(calibrate);
+    Block &body = calibrate.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    SmallVector<Value> results(ret.getOperands());
+    SmallVector<unsigned> tiedTo;
+    calibrate.walk([&](qat::EmaOp ema) {
+      results.push_back(ema.getResult());
+      tiedTo.push_back(cast<BlockArgument>(ema.getState()).getArgNumber());
+    });
+    b.setInsertionPoint(ret);
+    func::ReturnOp::create(b, ret.getLoc(), results);
+    ret.erase();
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    calibrate.setFunctionType(b.getFunctionType(calibrate.getArgumentTypes(), types));
+    calibrate.setResultAttr(0, kRoleAttr, b.getStringAttr("output"));
+    calibrate.setResultAttr(0, kNameAttr, b.getStringAttr("loss"));
+    for (auto [i, arg] : llvm::enumerate(tiedTo))
+      calibrate.setResultAttr(1 + i, kTiedToAttr, b.getI64IntegerAttr(arg));
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     func::FuncOp forward = lookupFunc(module, "forward");
@@ -40,6 +74,7 @@ struct InferenceEntryPointsPass
       module.emitError("inference-entry-points: no @forward");
       return signalPassFailure();
     }
+    addCalibrate(module, forward);
     // Evaluation and generation read the trained observer ranges without
     // moving them (momentum 1: the state, or the current range while the
     // state has never observed anything).

@@ -613,7 +613,7 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
     // Entry points in a fixed order: function name → program name.
     const std::pair<StringRef, StringRef> entries[] = {
         {"train_step", "train_step"}, {"forward", "eval"}, {"logits", "logits"},
-        {"grad", "grad"}};
+        {"grad", "grad"}, {"calibrate", "calibrate"}};
     SmallVector<std::pair<func::FuncOp, StringRef>> todo;
     for (auto [funcName, programName] : entries)
       if (func::FuncOp f = lookupFunc(module, funcName))

@@ -72,12 +72,16 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
 }
 
 def InferenceEntryPoints : Pass<"llmc-inference-entry-points", "mlir::ModuleOp"> {
-  let summary = "Derives @logits from @forward";
+  let summary = "Derives @logits (and @calibrate) from @forward";
   let description = [{
     Clones `@forward` into `@logits(params, tokens) -> logits`, returning the
     logits operand of the final `llm.cross_entropy` (used by evaluation
     sampling and generation). In both, `qat.ema` observers are frozen
     (momentum 1): inference reads the trained ranges without moving them.
+    When @forward has EMA observers, `@calibrate` is @forward with them
+    live, returning the loss and each updated observer state (tied to its
+    argument): `llmc-run --calibrate N` runs it to set activation ranges
+    after training, without changing a weight.
   }];
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }

@@ -725,7 +725,8 @@ struct PipelinePass : llmc::impl::PipelineBase<PipelinePass> {
         if (failed(splitter.emitStage(s, stages[s])))
           return signalPassFailure();
     }
-    for (StringRef name : {"train_step", "forward", "logits", "grad"})
+    // Calibration is not staged: a pipeline artifact has no @calibrate.
+    for (StringRef name : {"train_step", "forward", "logits", "grad", "calibrate"})
       if (func::FuncOp f = lookupFunc(module, name))
         f.erase();
 

@@ -48,6 +48,13 @@ bool CheckpointReader::has(const std::string &name) const {
   return index_.at("tensors").find(name) != nullptr;
 }
 
+std::vector<std::string> CheckpointReader::names() const {
+  std::vector<std::string> out;
+  for (const auto &[name, entry] : index_.at("tensors").members())
+    out.push_back(name);
+  return out;
+}
+
 GlobalTensor CheckpointReader::read(const std::string &name) {
   const json::Value *entry = index_.at("tensors").find(name);
   if (!entry)

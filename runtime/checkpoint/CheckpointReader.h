@@ -35,6 +35,8 @@ public:
   const std::string &stepDir() const { return stepDir_; }
   int64_t step() const { return step_; }
   bool has(const std::string &name) const;
+  /// Every tensor's name, in the index's order.
+  std::vector<std::string> names() const;
   /// The whole tensor `name`; throws when absent or when a piece is.
   GlobalTensor read(const std::string &name);
 

@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 
 namespace llmc {
 namespace {
@@ -83,9 +84,19 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     else
       ++loaded.freshAdapters;
   }
-  // A mixed-precision master copy holds the parameter in full precision.
+  // A mixed-precision master copy holds the parameter in full precision;
+  // observer states (activation ranges) come along when the file has them.
+  std::set<std::string> observersSeen;
   for (const ProgramInfo &program : artifact.programs)
     for (const BufferInfo &b : program.buffers) {
+      if (b.category == "optim" && b.name.rfind("qat_state/", 0) == 0 && file.find(b.name)) {
+        std::vector<int64_t> shape = b.shard.sharded() ? b.shard.globalShape : b.shape;
+        if (const FloatTensor *t = global(b.name, shape))
+          fillPiece(*t, arena.base() + b.offset, b.dtype,
+                    ShardMap(b.shard, b.shape, artifact.mesh), rank, b.name);
+        observersSeen.insert(b.name);
+        continue;
+      }
       if (b.category != "optim" || b.name.rfind("master/", 0) != 0)
         continue;
       std::string name = b.name.substr(7);
@@ -94,6 +105,8 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
         fillPiece(*t, arena.base() + b.offset, b.dtype, ShardMap(b.shard, b.shape, artifact.mesh),
                   rank, b.name);
     }
+  loaded.observers = static_cast<int64_t>(observersSeen.size());
+  loaded.tensors -= loaded.observers;
   return loaded;
 }
 

@@ -22,6 +22,7 @@ namespace llmc {
 struct WeightsLoaded {
   int64_t tensors = 0;     ///< parameters set from the file
   int64_t dequantized = 0; ///< of which stored quantized
+  int64_t observers = 0;   ///< fake-quantization observer states (activation ranges)
   int64_t freshAdapters = 0; ///< LoRA adapters the file lacks: left as initialised
 };
 

@@ -77,6 +77,19 @@ void run(const ExportRequest &request, ExportReport &report) {
     }
     report.tensors.push_back(row);
   }
+  // Activation ranges a QAT checkpoint's observers hold (trained, or set by
+  // llmc-run --calibrate) travel with the weights, as they are.
+  std::vector<std::string> observerNames;
+  for (const std::string &name : checkpoint.names())
+    if (name.rfind("qat_state/", 0) == 0)
+      observerNames.push_back(name);
+  std::vector<GlobalTensor> observers(observerNames.size());
+  for (size_t i = 0; i < observerNames.size(); ++i) {
+    observers[i] = checkpoint.read(observerNames[i]);
+    const GlobalTensor &t = observers[i];
+    tensors.push_back({observerNames[i], t.dtype, t.shape, t.bytes.data(), t.bytes.size()});
+  }
+  report.observers = static_cast<int64_t>(observerNames.size());
   std::set<std::string> names;
   for (const SafeTensor &t : tensors)
     if (!names.insert(t.name).second)

@@ -43,6 +43,7 @@ struct ExportReport {
   std::string stepDir;
   int64_t step = 0;
   std::vector<ExportedTensor> tensors;
+  int64_t observers = 0; ///< qat_state/* activation ranges copied along
 };
 
 /// Writes `request.output`; false with a one-line `error` (naming the

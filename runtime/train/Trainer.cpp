@@ -151,6 +151,9 @@ public:
 private:
   void setup();
   double evaluate();
+  /// Runs @calibrate over `batches` training batches: observers move,
+  /// weights do not.
+  void calibrate(int64_t batches);
   std::string sample();
   void save(int64_t step, double loss);
   void fillBatch(DataLoader &loader, int64_t batchIndex, const Input &in);
@@ -165,7 +168,7 @@ private:
   std::vector<std::string> dataAxes, allAxes;
   bool lead = true;                         ///< rank 0: metrics
   bool chatty = true;                       ///< lead and not --quiet: prints
-  std::unique_ptr<BoundProgram> train, eval, logits, grad;
+  std::unique_ptr<BoundProgram> train, eval, logits, grad, calibration;
   std::vector<uint16_t> trainTokens, valTokens;
   std::unique_ptr<DataLoader> trainLoader, valLoader;
   LRSchedule schedule;
@@ -236,6 +239,7 @@ void Trainer::setup() {
   eval = bind("eval");
   logits = bind("logits");
   grad = bind("grad");
+  calibration = bind("calibrate");
   if (!train)
     fail(opt.artifact, ": has no train_step program");
 
@@ -280,6 +284,19 @@ void Trainer::fillBatch(DataLoader &loader, int64_t batchIndex, const Input &in)
     loader.fill(batchIndex, M * global, m * global + dataIndex * local, local,
                 in.tokens.as<int32_t>() + m * local * in.T,
                 in.targets.as<int32_t>() + m * local * in.T);
+}
+
+void Trainer::calibrate(int64_t batches) {
+  if (!calibration)
+    fail(opt.artifact, ": has no observers to calibrate (compile with --qat and an ema "
+                       "observer, e.g. activations=int8:ema; not with pipeline parallelism)");
+  Input in = batchInput(*calibration, true);
+  for (int64_t b = 0; b < batches; ++b) {
+    fillBatch(*trainLoader, b, in);
+    calibration->run(StepContext{});
+  }
+  if (chatty)
+    std::cout << "calibrated: " << batches << " batches of observer updates (weights unchanged)\n";
 }
 
 double Trainer::evaluate() {
@@ -416,6 +433,9 @@ int Trainer::run() {
                   << (loaded.dequantized
                           ? " (" + std::to_string(loaded.dequantized) + " dequantized)"
                           : std::string())
+                  << (loaded.observers
+                          ? "; " + std::to_string(loaded.observers) + " observer ranges"
+                          : std::string())
                   << (loaded.freshAdapters
                           ? "; " + std::to_string(loaded.freshAdapters) +
                                 " LoRA adapter tensors start fresh (not in the file)"
@@ -423,6 +443,10 @@ int Trainer::run() {
                   << "\n";
     }
   }
+  if (opt.calibrateBatches < 0)
+    fail("--calibrate needs a number of batches >= 0");
+  if (opt.calibrateBatches > 0)
+    calibrate(opt.calibrateBatches);
   if (!opt.metrics.empty() && lead) {
     metrics.open(opt.metrics, start > 0 ? std::ios::app : std::ios::trunc);
     if (!metrics)
@@ -538,7 +562,8 @@ int Trainer::run() {
   }
   if (tty)
     std::cerr << "\r\033[K";
-  if (lastStep > start)
+  // Calibrated observers are worth saving even when nothing trained.
+  if (lastStep > start || opt.calibrateBatches > 0)
     save(lastStep, lastLoss);
   writeTrace(); // collective
   if (!opt.quiet) {

@@ -21,6 +21,7 @@ struct TrainOptions {
   int64_t ckptEvery = 0;         ///< 0: only at the end (and on Ctrl-C)
   bool resume = false;
   std::string weights;           ///< start from this (plain or quantized) safetensors file
+  int64_t calibrateBatches = 0;  ///< observer calibration batches before training
   std::string metrics;           ///< JSONL path
   int64_t logEvery = 1;
   int64_t evalEvery = 0;         ///< 0: only a final evaluation

@@ -24,6 +24,7 @@
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int8:outlier" | FileCheck %s --check-prefix=OUTLIER
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int4:channel:asym:outlier2.5" | FileCheck %s --check-prefix=OUTLIER-CHANNEL
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=dp=2,tp=2 qat={activations=int8:outlier} emit=graph" | FileCheck %s --check-prefix=OUTLIER-DP-TP
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="qat={activations=int8:outlier5} emit=exec" | FileCheck %s --check-prefix=OUTLIER-EXEC
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8:outlier" 2>&1 | FileCheck %s --check-prefix=OUTLIER-WEIGHTS
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=fp8_e4m3:outlier" 2>&1 | FileCheck %s --check-prefix=OUTLIER-FP8
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=nf4:outlier6" 2>&1 | FileCheck %s --check-prefix=OUTLIER-NF4
@@ -153,6 +154,13 @@
 // OUTLIER-DP-TP-NEXT: %[[PR:.*]] = qat.observe %{{.*}} columns %[[GC]] {{.*}} -> tensor<1x2xf32>
 // OUTLIER-DP-TP-NEXT: %[[GR:.*]] = dist.all_reduce %[[PR]] on @mesh axes ["tp", "dp"] reduction "max" : tensor<1x2xf32> -> tensor<1x2xf32>
 // OUTLIER-DP-TP-NEXT: qat.fake_quant %{{.*}} range %[[GR]] columns %[[GC]]
+
+// Lowered: the threshold is a float kernel attribute, written only where
+// there is one; the columns are the kernels' last input.
+// OUTLIER-EXEC: exec.kernel "qat_observe"(%[[X:.*]] : memref<2x4x8xf32>) -> (%[[C:.*]] : memref<8x2xf32>) {axis = 2 : i64, block = 0 : i64, exec.action = "F0", format = 0 : i64, granularity = 1 : i64, symmetric = 1 : i64}
+// OUTLIER-EXEC: exec.kernel "qat_observe"(%[[X]], %[[C]] : memref<2x4x8xf32>, memref<8x2xf32>) -> (%[[R:.*]] : memref<1x2xf32>) {{.*}}granularity = 0 : i64, outlier = 5.000000e+00 : f64, symmetric = 1 : i64}
+// OUTLIER-EXEC: exec.kernel "qat_fake_quant"(%[[X]], %[[R]], %[[C]] : {{.*}}outlier = 5.000000e+00 : f64
+// OUTLIER-EXEC: exec.kernel "qat_fake_quant_grad"({{.*}}, %[[C]] : {{.*}}outlier = 5.000000e+00 : f64
 
 // OUTLIER-WEIGHTS: error: qat: bad scheme 'int8:outlier': outlier columns are for activations= only (they are an activation's features)
 // OUTLIER-FP8: error: qat: bad scheme 'fp8_e4m3:outlier': outlier columns need an integer format (int8 or int4), got 'fp8_e4m3'

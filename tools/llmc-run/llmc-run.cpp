@@ -34,6 +34,9 @@ checkpoints
   --resume           continue from the latest checkpoint in --ckpt-dir
   --weights F        start from the parameters in F (safetensors, plain or written by
                      `llmc quantize`, dequantized on load); --steps 0 only evaluates
+  --calibrate N      before training, run N training batches forward with the
+                     fake-quantization observers live (--qat ...:ema): PTQ activation
+                     ranges, no weight changes; saved with --ckpt-dir
 reporting
   --metrics F        append one JSON line per step to F
   --log-every N      print every N steps (default 1)
@@ -97,6 +100,7 @@ int main(int argc, char **argv) {
       {"--schedule", text(options.schedule)}, {"--seed", integer(options.seed)},
       {"--ckpt-dir", text(options.ckptDir)},  {"--ckpt-every", integer(options.ckptEvery)},
       {"--weights", text(options.weights)},
+      {"--calibrate", integer(options.calibrateBatches)},
       {"--metrics", text(options.metrics)},   {"--log-every", integer(options.logEvery)},
       {"--eval-every", integer(options.evalEvery)},
       {"--eval-batches", integer(options.evalBatches)},

@@ -281,6 +281,9 @@ std::string formatReport(const ExportReport &report, const std::string &output) 
      << " parameters, " << withCommas(before + keptBytes) << " -> "
      << withCommas(after + keptBytes) << " bytes, " << bits(after + keptBytes, params + keptParams)
      << " bits per parameter\n";
+  if (report.observers)
+    os << "observers: " << report.observers
+       << " activation ranges (qat_state/*) copied from the checkpoint\n";
   return os.str();
 }
 
