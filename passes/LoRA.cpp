@@ -151,16 +151,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
         return signalPassFailure();
   }
 
-  /// The parameter argument `v` reads (through casts), if any.
-  BlockArgument paramOf(Value v) {
-    while (auto cast = v.getDefiningOp<llm::CastOp>())
-      v = cast.getX();
-    auto arg = dyn_cast<BlockArgument>(v);
-    if (arg && arg.getOwner() == &forward.getBody().front() &&
-        llm::getParamAttr(forward, arg.getArgNumber()))
-      return arg;
-    return nullptr;
-  }
+  BlockArgument paramOf(Value v) { return parameterRead(forward, v); }
 
   /// Does `v` flow (through value-preserving ops) into an operand of `T`?
   template <typename T> bool reaches(Value v, int depth = 0) {
@@ -193,10 +184,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
   /// The structural kind of a weight matmul: qkv, proj, mlp or head.
   StringRef kindOf(llm::MatmulOp m) {
     if (!m->getParentOfType<llm::BlockOp>())
-      return reaches<llm::CrossEntropyOp>(m.getResult()) ||
-                     reaches<llm::CrossEntropyPartialOp>(m.getResult())
-                 ? "head"
-                 : "";
+      return feedsLoss(m.getResult()) ? "head" : "";
     if (reaches<llm::AttentionOp>(m.getResult()))
       return "qkv";
     if (fromAttention(m.getA()))
@@ -213,8 +201,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     for (const std::string &target : loraSpec.targets) {
       StringRef t(target);
       bool kindTarget = llvm::is_contained(kKinds, t);
-      bool named = (block && block.getName() == t) || name == t ||
-                   (name.starts_with(t) && name.drop_front(t.size()).starts_with("."));
+      bool named = (block && block.getName() == t) || namesParameter(name, t);
       if (kindTarget ? t == kind : named) {
         matchedTargets.insert(t);
         hit = true;

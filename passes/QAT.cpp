@@ -105,33 +105,10 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     });
   }
 
-  /// The parameter argument `v` reads (through casts), if any.
-  BlockArgument paramOf(Value v) {
-    while (auto cast = v.getDefiningOp<llm::CastOp>())
-      v = cast.getX();
-    auto arg = dyn_cast<BlockArgument>(v);
-    if (arg && arg.getOwner() == &forward.getBody().front() &&
-        llm::getParamAttr(forward, arg.getArgNumber()))
-      return arg;
-    return nullptr;
-  }
+  BlockArgument paramOf(Value v) { return parameterRead(forward, v); }
 
   StringRef paramName(BlockArgument arg) {
     return llm::getParamAttr(forward, arg.getArgNumber()).getName();
-  }
-
-  /// Does `v` (through shape ops, casts, bias adds, collectives) reach the loss?
-  bool feedsLoss(Value v, int depth = 0) {
-    if (depth > 8)
-      return false;
-    for (Operation *user : v.getUsers()) {
-      if (isa<llm::CrossEntropyOp, llm::CrossEntropyPartialOp, llm::ReduceMaxOp>(user))
-        return true;
-      if (isa<llm::ReshapeOp, llm::CastOp, llm::AddOp, dist::AllReduceOp>(user) &&
-          feedsLoss(user->getResult(0), depth + 1))
-        return true;
-    }
-    return false;
   }
 
   /// Whether `op` is excluded by `skip=`, recording the entries that match.
@@ -151,7 +128,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       match(e, block && block.getName() == e);
       if (weight) {
         StringRef name = paramName(weight);
-        match(e, name == e || (name.starts_with(e) && name.drop_front(e.size()).starts_with(".")));
+        match(e, namesParameter(name, e));
       }
     }
     return skip;

@@ -3,6 +3,7 @@
 #include "passes/Utils.h"
 
 #include "dialects/Dist/DistDialect.h"
+#include "dialects/LLM/LLMDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -105,3 +106,28 @@ std::string llmc::formatSize(int64_t bytes) {
     os << llvm::format("%.1f ", value) << units[unit];
   return text;
 }
+
+BlockArgument llmc::parameterRead(func::FuncOp func, Value v) {
+  while (auto cast = v.getDefiningOp<llm::CastOp>())
+    v = cast.getX();
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (arg && arg.getOwner() == &func.getBody().front() &&
+      llm::getParamAttr(func, arg.getArgNumber()))
+    return arg;
+  return nullptr;
+}
+
+static bool feedsLossWithin(Value v, int depth) {
+  if (depth > 8)
+    return false;
+  for (Operation *user : v.getUsers()) {
+    if (isa<llm::CrossEntropyOp, llm::CrossEntropyPartialOp, llm::ReduceMaxOp>(user))
+      return true;
+    if (isa<llm::ReshapeOp, llm::CastOp, llm::AddOp, dist::AllReduceOp>(user) &&
+        feedsLossWithin(user->getResult(0), depth + 1))
+      return true;
+  }
+  return false;
+}
+
+bool llmc::feedsLoss(Value v) { return feedsLossWithin(v, 0); }

@@ -83,6 +83,21 @@ inline std::string memoryCategoryLabel(llvm::StringRef category) {
 /// The function named `name` in `module`, or null.
 mlir::func::FuncOp lookupFunc(mlir::ModuleOp module, llvm::StringRef name);
 
+/// The parameter argument of `func` that `v` is (through llm.cast: mixed
+/// precision reads weights through one), or null.
+mlir::BlockArgument parameterRead(mlir::func::FuncOp func, mlir::Value v);
+
+/// Whether `v` reaches the loss through shape ops, casts, bias adds and
+/// all-reduces: the output head's matmul.
+bool feedsLoss(mlir::Value v);
+
+/// Whether a user's entry names parameter `name`: the name itself or a
+/// dotted prefix of it ("h.0.mlp" names "h.0.mlp.c_fc.weight").
+inline bool namesParameter(llvm::StringRef name, llvm::StringRef entry) {
+  return name == entry ||
+         (name.starts_with(entry) && name.drop_front(entry.size()).starts_with("."));
+}
+
 } // namespace llmc
 
 #endif

@@ -12,14 +12,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cpu/Common.h"
+#include "kernels/cpu/AdamWStep.h"
 
 namespace llmc::cpu {
 namespace {
-
-struct AdamWConfig {
-  double beta1, beta2, eps, weightDecay, maxGradNorm;
-};
 
 template <typename T> class AdamWKernel final : public Kernel {
 public:
@@ -32,19 +28,12 @@ public:
         vOut_(args.outputs[2].as<T>()), n_(args.inputs[0].numel()), config_(config) {}
 
   void run(const StepContext &) override {
-    const AdamWConfig &c = config_;
-    double clip = 1.0;
-    if (norm_ && c.maxGradNorm > 0.0)
-      clip = std::min(1.0, c.maxGradNorm / (static_cast<double>(*norm_) + 1e-6));
-    double step = *step_, lr = *lr_;
-    const float gradScale = static_cast<float>(clip);
-    const float beta1 = static_cast<float>(c.beta1), beta2 = static_cast<float>(c.beta2);
-    const float oneMinusBeta1 = static_cast<float>(1.0 - c.beta1);
-    const float oneMinusBeta2 = static_cast<float>(1.0 - c.beta2);
-    const float invBias1 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta1, step)));
-    const float invBias2 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta2, step)));
-    const float eps = static_cast<float>(c.eps), lrF = static_cast<float>(lr);
-    const float decay = static_cast<float>(lr * c.weightDecay);
+    const AdamWStep k = AdamWStep::at(config_, *lr_, *step_, norm_);
+    // Locals, so the vectoriser sees loop-invariant scalars.
+    const float gradScale = k.gradScale, beta1 = k.beta1, beta2 = k.beta2;
+    const float oneMinusBeta1 = k.oneMinusBeta1, oneMinusBeta2 = k.oneMinusBeta2;
+    const float invBias1 = k.invBias1, invBias2 = k.invBias2, eps = k.eps, lrF = k.lr,
+                decay = k.decay;
     const T *p = p_, *g = g_, *m = m_, *v = v_;
     T *pOut = pOut_, *mOut = mOut_, *vOut = vOut_;
 #pragma omp parallel for simd schedule(static) if (n_ > kParallelGrain)
@@ -70,12 +59,8 @@ private:
 std::unique_ptr<Kernel> makeAdamW(const KernelArgs &args, std::string &error) {
   Validator v("adamw", args, error);
   AdamWConfig c;
-  if (!v.arity(6, 7, 3) || !v.floatAttr("beta1", &c.beta1) || !v.floatAttr("beta2", &c.beta2) ||
-      !v.floatAttr("epsilon", &c.eps) || !v.floatAttr("weight_decay", &c.weightDecay) ||
-      !v.floatAttr("max_grad_norm", &c.maxGradNorm))
+  if (!v.arity(6, 7, 3) || !readAdamWConfig(v, c))
     return nullptr;
-  if (!(c.beta1 >= 0.0 && c.beta1 < 1.0) || !(c.beta2 >= 0.0 && c.beta2 < 1.0))
-    return v.reject("attributes 'beta1' and 'beta2' must be in [0, 1)");
   const TensorView &p = v.in(0);
   if (!v.isFloat(p, "param") || !v.hasType(v.in(1), "grad", p.dtype, p.shape) ||
       !v.hasType(v.in(2), "m", p.dtype, p.shape) || !v.hasType(v.in(3), "v", p.dtype, p.shape) ||

@@ -17,22 +17,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/Adam8bit.h"
-#include "kernels/cpu/Common.h"
+#include "kernels/cpu/AdamWStep.h"
 
 namespace llmc::cpu {
 namespace {
 
 using adam8bit::kBlock;
-
-struct AdamWConfig {
-  double beta1, beta2, eps, weightDecay, maxGradNorm;
-};
-
-/// The per-step fp32 constants, formed as adamw.cpp forms them.
-struct StepConstants {
-  float gradScale, beta1, beta2, oneMinusBeta1, oneMinusBeta2, invBias1, invBias2, eps, lr,
-      decay;
-};
 
 /// Codes of `len` values x[i] / absmax (all 0 when absmax is 0, as the
 /// contract says: 0/0 would also give 0, but only by way of NaN).
@@ -62,29 +52,14 @@ public:
         mEncoder_(adam8bit::signedEncoder()), vEncoder_(adam8bit::unsignedEncoder()) {}
 
   void run(const StepContext &) override {
-    const AdamWConfig &c = config_;
-    double clip = 1.0;
-    if (norm_ && c.maxGradNorm > 0.0)
-      clip = std::min(1.0, c.maxGradNorm / (static_cast<double>(*norm_) + 1e-6));
-    double step = *step_, lr = *lr_;
-    StepConstants k;
-    k.gradScale = static_cast<float>(clip);
-    k.beta1 = static_cast<float>(c.beta1);
-    k.beta2 = static_cast<float>(c.beta2);
-    k.oneMinusBeta1 = static_cast<float>(1.0 - c.beta1);
-    k.oneMinusBeta2 = static_cast<float>(1.0 - c.beta2);
-    k.invBias1 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta1, step)));
-    k.invBias2 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta2, step)));
-    k.eps = static_cast<float>(c.eps);
-    k.lr = static_cast<float>(lr);
-    k.decay = static_cast<float>(lr * c.weightDecay);
+    const AdamWStep k = AdamWStep::at(config_, *lr_, *step_, norm_);
     const int64_t blocks = adam8bit::blockCount(n_);
 #pragma omp parallel for schedule(static) if (n_ > kParallelGrain)
     for (int64_t b = 0; b < blocks; ++b) updateBlock(b, k);
   }
 
 private:
-  void updateBlock(int64_t b, const StepConstants &k) const {
+  void updateBlock(int64_t b, const AdamWStep &k) const {
     const int64_t begin = b * kBlock, len = std::min(kBlock, n_ - begin);
     alignas(64) float m[kBlock], v[kBlock];
     const uint8_t *mCodes = mCodes_ + begin, *vCodes = vCodes_ + begin;
@@ -137,12 +112,8 @@ private:
 std::unique_ptr<Kernel> makeAdamW8bit(const KernelArgs &args, std::string &error) {
   Validator v("adamw8bit", args, error);
   AdamWConfig c;
-  if (!v.arity(8, 9, 5) || !v.floatAttr("beta1", &c.beta1) || !v.floatAttr("beta2", &c.beta2) ||
-      !v.floatAttr("epsilon", &c.eps) || !v.floatAttr("weight_decay", &c.weightDecay) ||
-      !v.floatAttr("max_grad_norm", &c.maxGradNorm))
+  if (!v.arity(8, 9, 5) || !readAdamWConfig(v, c))
     return nullptr;
-  if (!(c.beta1 >= 0.0 && c.beta1 < 1.0) || !(c.beta2 >= 0.0 && c.beta2 < 1.0))
-    return v.reject("attributes 'beta1' and 'beta2' must be in [0, 1)");
   const TensorView &p = v.in(0);
   const std::vector<int64_t> blocks = {adam8bit::blockCount(p.numel())};
   if (!v.isFloat(p, "param") || !v.hasType(v.in(1), "grad", p.dtype, p.shape) ||

@@ -48,6 +48,23 @@ bool CheckpointReader::has(const std::string &name) const {
   return index_.at("tensors").find(name) != nullptr;
 }
 
+std::vector<float> floatValues(const GlobalTensor &t, const std::string &name) {
+  size_t n = t.bytes.size() / dtypeSize(t.dtype);
+  std::vector<float> out(n);
+  switch (t.dtype) {
+  case DType::F32: std::memcpy(out.data(), t.bytes.data(), t.bytes.size()); break;
+  case DType::BF16:
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, t.bytes.data() + 2 * i, 2);
+      out[i] = bf16ToFloat(v);
+    }
+    break;
+  default: fail("checkpoint tensor '", name, "' is ", dtypeName(t.dtype), ", not a float tensor");
+  }
+  return out;
+}
+
 std::vector<std::string> CheckpointReader::names() const {
   std::vector<std::string> out;
   for (const auto &[name, entry] : index_.at("tensors").members())

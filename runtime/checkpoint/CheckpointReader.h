@@ -27,6 +27,10 @@ struct GlobalTensor {
   std::vector<uint8_t> bytes;
 };
 
+/// A float tensor's values widened to fp32; throws naming `name` for any
+/// other dtype.
+std::vector<float> floatValues(const GlobalTensor &t, const std::string &name);
+
 class CheckpointReader {
 public:
   /// Opens `dir`'s latest step; throws naming what is missing.

@@ -18,24 +18,6 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-/// A checkpoint tensor as fp32.
-std::vector<float> toFloat(const GlobalTensor &t, const std::string &name) {
-  size_t n = t.bytes.size() / dtypeSize(t.dtype);
-  std::vector<float> out(n);
-  switch (t.dtype) {
-  case DType::F32: std::memcpy(out.data(), t.bytes.data(), t.bytes.size()); break;
-  case DType::BF16:
-    for (size_t i = 0; i < n; ++i) {
-      uint16_t v;
-      std::memcpy(&v, t.bytes.data() + 2 * i, 2);
-      out[i] = bf16ToFloat(v);
-    }
-    break;
-  default: fail("checkpoint tensor '", name, "' is ", dtypeName(t.dtype), ", not a float weight");
-  }
-  return out;
-}
-
 void run(const ExportRequest &request, ExportReport &report) {
   CheckpointReader checkpoint(request.ckptDir);
   report.stepDir = checkpoint.stepDir();
@@ -64,7 +46,7 @@ void run(const ExportRequest &request, ExportReport &report) {
     row.numel = static_cast<int64_t>(t.bytes.size() / dtypeSize(t.dtype));
     row.bytesBefore = row.bytesAfter = static_cast<int64_t>(t.bytes.size());
     if (want.quantize) {
-      std::vector<float> values = toFloat(t, stored);
+      std::vector<float> values = floatValues(t, stored);
       quant::QuantizedTensor &q = quantized[i];
       std::string why = quant::quantize(values.data(), t.shape, want.scheme, want.doubleQuant, q);
       if (!why.empty())

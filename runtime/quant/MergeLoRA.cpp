@@ -25,20 +25,7 @@ std::vector<float> readFloats(CheckpointReader &reader, const std::string &name,
   GlobalTensor t = reader.read(name);
   if (shape)
     *shape = t.shape;
-  size_t n = t.bytes.size() / dtypeSize(t.dtype);
-  std::vector<float> out(n);
-  switch (t.dtype) {
-  case DType::F32: std::memcpy(out.data(), t.bytes.data(), n * 4); break;
-  case DType::BF16:
-    for (size_t i = 0; i < n; ++i) {
-      uint16_t v;
-      std::memcpy(&v, t.bytes.data() + 2 * i, 2);
-      out[i] = bf16ToFloat(v);
-    }
-    break;
-  default: fail("'", name, "' is ", dtypeName(t.dtype), "; expected a float tensor");
-  }
-  return out;
+  return floatValues(t, name);
 }
 
 /// QLoRA's NF4 storage of `base` (shape `shape`), expanded.

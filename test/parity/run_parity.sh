@@ -4,7 +4,9 @@
 # difference <= 1e-5); a GPT-2 with dropout checks that sharded layouts draw
 # the single-rank masks; 4-layer models with 4 microbatches run the pipeline
 # schedules; fake-quantized GPT-2s (--qat) check that every layout
-# quantizes with the ranges of one rank. Each layout runs twice:
+# quantizes with the ranges of one rank; LoRA GPT-2s and Llamas check
+# adapters split like their weights; 8-bit AdamW checks its state under
+# data and tensor parallelism and ZeRO. Each layout runs twice:
 # plainly, and with random delays before every collective (a rank that runs
 # ahead must still meet its peers in the same order).
 #

@@ -168,30 +168,7 @@ private:
     }
   }
 
-  /// The parameter argument `v` reads (through casts), if any.
-  BlockArgument paramOf(Value v) {
-    while (auto cast = v.getDefiningOp<llm::CastOp>())
-      v = cast.getX();
-    auto arg = dyn_cast<BlockArgument>(v);
-    if (arg && arg.getOwner() == &forward.getBody().front() &&
-        llm::getParamAttr(forward, arg.getArgNumber()))
-      return arg;
-    return nullptr;
-  }
-
-  /// Does `v` (through shape ops, casts, bias adds, collectives) reach the loss?
-  bool feedsLoss(Value v, int depth = 0) {
-    if (depth > 8)
-      return false;
-    for (Operation *user : v.getUsers()) {
-      if (isa<llm::CrossEntropyOp, llm::CrossEntropyPartialOp, llm::ReduceMaxOp>(user))
-        return true;
-      if (isa<llm::ReshapeOp, llm::CastOp, llm::AddOp, dist::AllReduceOp>(user) &&
-          feedsLoss(user->getResult(0), depth + 1))
-        return true;
-    }
-    return false;
-  }
+  BlockArgument paramOf(Value v) { return parameterRead(forward, v); }
 
   /// Whether `op` is excluded by --skip, recording the entries that match.
   bool skipped(Operation *op, BlockArgument weight) {
@@ -209,7 +186,7 @@ private:
       match(e, e == "head" && isa<llm::MatmulOp>(op) && feedsLoss(op->getResult(0)));
       match(e, e == "embedding" && isa<llm::EmbeddingOp>(op));
       match(e, block && block.getName() == e);
-      match(e, name == e || (name.starts_with(e) && name.drop_front(e.size()).starts_with(".")));
+      match(e, namesParameter(name, e));
     }
     return hit;
   }

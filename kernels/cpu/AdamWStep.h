@@ -1,0 +1,63 @@
+//===- AdamWStep.h - what adamw and adamw8bit share ------------*- C++ -*-===//
+//
+// The attributes both AdamW kernels take, and the fp32 constants one step
+// uses: formed once per step in double (lr, step and the clip factor change
+// every step), so both kernels run the same float operations per element.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CPU_ADAMWSTEP_H
+#define LLMC_KERNELS_CPU_ADAMWSTEP_H
+
+#include "kernels/cpu/Common.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace llmc::cpu {
+
+struct AdamWConfig {
+  double beta1, beta2, eps, weightDecay, maxGradNorm;
+};
+
+/// Reads `beta1`, `beta2`, `epsilon`, `weight_decay`, `max_grad_norm`;
+/// false (with the validator's error set) when one is missing or bad.
+inline bool readAdamWConfig(Validator &v, AdamWConfig &c) {
+  if (!v.floatAttr("beta1", &c.beta1) || !v.floatAttr("beta2", &c.beta2) ||
+      !v.floatAttr("epsilon", &c.eps) || !v.floatAttr("weight_decay", &c.weightDecay) ||
+      !v.floatAttr("max_grad_norm", &c.maxGradNorm))
+    return false;
+  if (!(c.beta1 >= 0.0 && c.beta1 < 1.0) || !(c.beta2 >= 0.0 && c.beta2 < 1.0))
+    return v.fail("attributes 'beta1' and 'beta2' must be in [0, 1)");
+  return true;
+}
+
+/// With g' = g·gradScale: m' = beta1·m + oneMinusBeta1·g',
+/// v' = beta2·v + oneMinusBeta2·g'², p' = p − lr·(m'·invBias1)/(√(v'·invBias2) + eps) − decay·p.
+struct AdamWStep {
+  float gradScale, beta1, beta2, oneMinusBeta1, oneMinusBeta2, invBias1, invBias2, eps, lr, decay;
+
+  /// The constants of step `step` at learning rate `lr`; `norm` (may be
+  /// null) is the global gradient norm the clip divides by.
+  static AdamWStep at(const AdamWConfig &c, float lr, float step, const float *norm) {
+    double clip = 1.0;
+    if (norm && c.maxGradNorm > 0.0)
+      clip = std::min(1.0, c.maxGradNorm / (static_cast<double>(*norm) + 1e-6));
+    double t = step, rate = lr;
+    AdamWStep k;
+    k.gradScale = static_cast<float>(clip);
+    k.beta1 = static_cast<float>(c.beta1);
+    k.beta2 = static_cast<float>(c.beta2);
+    k.oneMinusBeta1 = static_cast<float>(1.0 - c.beta1);
+    k.oneMinusBeta2 = static_cast<float>(1.0 - c.beta2);
+    k.invBias1 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta1, t)));
+    k.invBias2 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta2, t)));
+    k.eps = static_cast<float>(c.eps);
+    k.lr = static_cast<float>(rate);
+    k.decay = static_cast<float>(rate * c.weightDecay);
+    return k;
+  }
+};
+
+} // namespace llmc::cpu
+
+#endif
