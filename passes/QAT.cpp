@@ -323,15 +323,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     }
     OpBuilder b(op);
     Location loc = op->getLoc();
-    auto combine = [&](Value partial, ArrayRef<std::string> over) {
-      if (over.empty())
-        return partial;
-      SmallVector<StringRef> names(over.begin(), over.end());
-      return Value(dist::AllReduceOp::create(b, loc, partial.getType(), partial,
-                                             FlatSymbolRefAttr::get(&getContext(), kMeshName),
-                                             b.getStrArrayAttr(names), b.getStringAttr("max")));
-    };
-    FailureOr<Value> columns = outlierColumns(op, b, x, scheme, splits, combine);
+    FailureOr<Value> columns = outlierColumns(op, b, x, scheme, splits);
     if (failed(columns))
       return failure();
     Value range;
@@ -340,7 +332,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       // outlier columns' ranges go unused.
       range = *columns;
     } else {
-      range = combine(qat::ObserveOp::create(b, loc, x, *columns, scheme), *axes);
+      range = combineMax(b, loc, qat::ObserveOp::create(b, loc, x, *columns, scheme), *axes);
     }
     if (scheme.getObserver() == "ema") {
       if (!sitesNamed.insert(site).second)
@@ -361,12 +353,21 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     return scheme.getGranularity() == "channel" && scheme.getAxis() == type.getRank() - 1;
   }
 
+  /// Ranges of pieces of one tensor, combined over `axes` (none: as is).
+  Value combineMax(OpBuilder &b, Location loc, Value partial, ArrayRef<std::string> axes) {
+    if (axes.empty())
+      return partial;
+    SmallVector<StringRef> names(axes.begin(), axes.end());
+    return dist::AllReduceOp::create(b, loc, partial.getType(), partial,
+                                     FlatSymbolRefAttr::get(&getContext(), kMeshName),
+                                     b.getStrArrayAttr(names), b.getStringAttr("max"));
+  }
+
   /// For a scheme with an outlier threshold: the per-column ranges of x
   /// (a per-channel observe of its last axis), combined over the axes that
   /// split its rows. Null without a threshold.
-  template <typename Combine>
   FailureOr<Value> outlierColumns(Operation *op, OpBuilder &b, Value x, qat::SchemeAttr scheme,
-                                  ArrayRef<SplitDim> splits, Combine &&combine) {
+                                  ArrayRef<SplitDim> splits) {
     if (scheme.getOutlier().convertToDouble() <= 0)
       return Value();
     auto type = cast<RankedTensorType>(x.getType());
@@ -376,7 +377,8 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     FailureOr<SmallVector<std::string>> axes = reductionAxes(op, perColumn, type, splits);
     if (failed(axes))
       return failure();
-    return combine(qat::ObserveOp::create(b, op->getLoc(), x, Value(), perColumn), *axes);
+    Value local = qat::ObserveOp::create(b, op->getLoc(), x, Value(), perColumn);
+    return combineMax(b, op->getLoc(), local, *axes);
   }
 
   QATSpec qatSpec;

@@ -393,8 +393,9 @@ TEST(VJP, FakeQuantIsStraightThroughAndZeroWhereClipped) {
   for (size_t i = 0; i < x.size(); ++i) {
     bool clipped = std::fabs(x[i]) > 1.0;
     EXPECT_EQ(c.grad[i], clipped ? 0.0 : r[i]) << "element " << i;
-    if (clipped)
+    if (clipped) {
       EXPECT_NEAR(c.numeric[i], 0.0, 1e-9) << "finite difference of a clipped element " << i;
+    }
   }
 }
 

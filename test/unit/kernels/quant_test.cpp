@@ -717,7 +717,9 @@ TEST(QuantKernels, OutlierColumnsMatchReference) {
             clippedKept += !out && dx.data[i] == 0.0 && dy.data[i] != 0.0;
           }
           // The kept columns' own symmetric range clips none of them.
-          if (s.symmetric) EXPECT_EQ(clippedKept, 0);
+          if (s.symmetric) {
+            EXPECT_EQ(clippedKept, 0);
+          }
         }
 }
 
