@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <array>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -231,6 +232,45 @@ static void restoreTensor(const BufferInfo &b, const json::Value &entry, const s
   }
 }
 
+/// How a tensor is split, as the index records it: (dim, blocks, parts) per
+/// level.
+std::string splitSignature(const std::vector<std::array<int64_t, 3>> &levels) {
+  if (levels.empty())
+    return "whole";
+  std::string text;
+  for (const auto &[dim, blocks, parts] : levels)
+    text += (text.empty() ? "" : ", ") + std::to_string(parts) + " parts of dim " +
+            std::to_string(dim) + (blocks > 1 ? " (" + std::to_string(blocks) + " blocks)" : "");
+  return text;
+}
+
+/// 8-bit AdamW keeps one absmax per block of each rank's piece of a moment,
+/// so its state means the same only under the same split of the moment:
+/// fails unless the checkpoint split `codes` (the moment's codes) as this
+/// artifact does.
+void checkSameMomentSplit(const std::string &indexPath, const json::Value &tensors,
+                          const Artifact &artifact, const BufferInfo &absmax,
+                          const std::string &codesName) {
+  const json::Value *saved = tensors.find(codesName);
+  const BufferInfo *codes = nullptr;
+  for (const BufferInfo *b : persistentBuffers(artifact, "optim"))
+    if (b->name == codesName)
+      codes = b;
+  if (!saved || !codes)
+    return; // reported as a missing tensor
+  std::vector<std::array<int64_t, 3>> before, now;
+  for (const json::Value &level : saved->at("levels").asArray())
+    before.push_back({level.at("dim").asInt(), level.at("blocks").asInt(), level.at("parts").asInt()});
+  ShardMap map(codes->shard, codes->shape, artifact.mesh);
+  for (size_t k = 0; k < codes->shard.levels.size(); ++k)
+    now.push_back({codes->shard.levels[k].dim, codes->shard.levels[k].blocks, map.parts()[k]});
+  if (before != now)
+    fail(indexPath, ": 8-bit AdamW state '", absmax.name, "' holds block maxima of each piece of ",
+         codesName, " as it was split when saved (", splitSignature(before),
+         "); this layout splits it as ", splitSignature(now),
+         "; resume under the saving layout");
+}
+
 bool isAdapterTensor(const std::string &name) {
   auto endsWith = [&](const char *suffix) {
     size_t n = std::strlen(suffix);
@@ -264,6 +304,12 @@ TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
         std::memset(arena.base() + b->offset, 0, b->bytes()); // never observed
         ++state.freshObservers;
         continue;
+      }
+      for (const char *moment : {"adam_m", "adam_v"}) {
+        std::string prefix = std::string(moment) + "_absmax/";
+        if (b->name.rfind(prefix, 0) == 0)
+          checkSameMomentSplit(indexPath, tensors, artifact, *b,
+                               std::string(moment) + "/" + b->name.substr(prefix.size()));
       }
       if (!entry && isAdapterTensor(b->name)) {
         ++state.freshAdapters; // as initialised
