@@ -4,6 +4,7 @@
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
+#include "dialects/QAT/QATDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -108,8 +109,14 @@ std::string llmc::formatSize(int64_t bytes) {
 }
 
 BlockArgument llmc::parameterRead(func::FuncOp func, Value v) {
-  while (auto cast = v.getDefiningOp<llm::CastOp>())
-    v = cast.getX();
+  for (;;) {
+    if (auto cast = v.getDefiningOp<llm::CastOp>())
+      v = cast.getX();
+    else if (auto quantized = v.getDefiningOp<qat::FakeQuantOp>())
+      v = quantized.getX();
+    else
+      break;
+  }
   auto arg = dyn_cast<BlockArgument>(v);
   if (arg && arg.getOwner() == &func.getBody().front() &&
       llm::getParamAttr(func, arg.getArgNumber()))

@@ -83,8 +83,8 @@ inline std::string memoryCategoryLabel(llvm::StringRef category) {
 /// The function named `name` in `module`, or null.
 mlir::func::FuncOp lookupFunc(mlir::ModuleOp module, llvm::StringRef name);
 
-/// The parameter argument of `func` that `v` is (through llm.cast: mixed
-/// precision reads weights through one), or null.
+/// The parameter argument of `func` that `v` is (through llm.cast, as mixed
+/// precision reads weights, and qat.fake_quant), or null.
 mlir::BlockArgument parameterRead(mlir::func::FuncOp func, mlir::Value v);
 
 /// Whether `v` reaches the loss through shape ops, casts, bias adds and

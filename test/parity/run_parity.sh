@@ -13,7 +13,7 @@
 #   run_parity.sh <bin dir> <work dir> [family ...]
 set -euo pipefail
 BIN=$1; WORK=$2; shift 2
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-lora llama-lora gpt2-adam8}
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,7 +51,7 @@ LAYOUTS=(
   "zero3-dp2-tp2-sp-bf16|4|--mesh dp=2,tp=2 --zero 3 --sp|gpt2-bf16"
   # Pipelines (4 layers, 4 microbatches): every schedule, with and without
   # recomputation, alone and with data and tensor parallelism.
-  "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp"
+  "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp gpt2-lora-pp"
   "pp2-gpipe|2|--mesh pp=2 --pipeline-schedule gpipe|gpt2-pp"
   "pp2-naive|2|--mesh pp=2 --pipeline-schedule naive|gpt2-pp"
   "pp4|4|--mesh pp=4|gpt2-pp llama-pp"
@@ -100,7 +100,7 @@ for family in $FAMILIES; do
   [[ $family == *-qat* ]] && common+=(--qat "$qat") &&
     tolerance=5e-4 && strict=(1:1e-6) && export OMP_NUM_THREADS=1
   # LoRA: adapters on every matmul, the head included, base frozen.
-  [[ $family == *-lora ]] && common+=(--lora "rank=4, alpha=8, targets=qkv,proj,mlp,head")
+  [[ $family == *-lora* ]] && common+=(--lora "rank=4, alpha=8, targets=qkv,proj,mlp,head")
   # 8-bit AdamW: blocks are cut from each rank's piece of a moment, so a
   # layout that splits a tensor into pieces that are not whole blocks
   # quantizes it differently (ZeRO-1 here): same trajectory, not the same

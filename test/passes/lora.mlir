@@ -10,6 +10,7 @@
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2, targets=head} qlora=true qlora-block=8" 2>&1 | FileCheck %s --check-prefix=QLORA-TIED
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 lora={rank=2} qlora=true emit=graph" 2>&1 | FileCheck %s --check-prefix=QLORA-TP
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2} qlora=true qlora-block=5" 2>&1 | FileCheck %s --check-prefix=QLORA-BLOCK
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8" --llmc-lora="spec={rank=2}" | FileCheck %s --check-prefix=QAT
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=rank=8" 2>&1 | FileCheck %s --check-prefix=RANK-TOO-BIG
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=rank=0" 2>&1 | FileCheck %s --check-prefix=BAD-RANK
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=alpha=-1" 2>&1 | FileCheck %s --check-prefix=BAD-ALPHA
@@ -131,3 +132,11 @@
 // QLORA-TIED: error: 'llm.matmul' op qlora: 'wte' is also read by 'llm.embedding'; leave its matmul out of the targets, or drop --qlora
 // QLORA-TP: error: 'llm.matmul' op qlora: 'h.0.attn.c_attn.weight' is split by tensor parallelism; QLoRA stores whole weights (use data parallelism or ZeRO)
 // QLORA-BLOCK: error: 'llm.matmul' op qlora: blocks of 5 do not divide the last dimension of 'h.0.mlp.weight' 'tensor<8x8xf32>'
+
+// After --qat: the base matmul reads the fake-quantized weight, and the
+// adapters (never quantized) join beside it.
+// QAT: %[[N:.*]] = llm.layernorm
+// QAT: %[[Q:.*]] = qat.fake_quant %arg3
+// QAT-NEXT: %[[Y:.*]] = llm.matmul %[[N]], %[[Q]]
+// QAT-NEXT: %[[Z:.*]] = llm.matmul %[[N]], %arg4 : tensor<2x4x8xf32>, tensor<8x2xf32>
+// QAT-NEXT: llm.matmul %[[Z]], %arg5
