@@ -172,6 +172,47 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
   comm.barrier(); // nobody moves on before `latest` names this checkpoint
 }
 
+SavedPieces openSavedPieces(const json::Value &entry, const std::string &name,
+                            const std::vector<int64_t> &globalShape, size_t elementBytes,
+                            const std::string &stepDir, const std::string &where,
+                            std::map<std::string, std::unique_ptr<SafetensorsFile>> &files) {
+  // The saved layout, rebuilt from the index as a one-axis-per-level mesh.
+  SavedPieces saved;
+  saved.shard.globalShape = globalShape;
+  saved.localShape = globalShape;
+  const auto &levels = entry.at("levels").asArray(where + ": levels");
+  for (size_t k = 0; k < levels.size(); ++k) {
+    ShardLevel level;
+    level.dim = static_cast<int>(levels[k].at("dim").asInt("dim"));
+    level.blocks = static_cast<int>(levels[k].at("blocks").asInt("blocks"));
+    int parts = static_cast<int>(levels[k].at("parts").asInt("parts"));
+    level.axes = {"level" + std::to_string(k)};
+    saved.mesh.push_back({level.axes[0], parts});
+    if (level.dim < 0 || level.dim >= static_cast<int>(saved.localShape.size()) || parts < 1 ||
+        saved.localShape[level.dim] % parts != 0)
+      fail(where, " has a bad shard level");
+    saved.localShape[level.dim] /= parts;
+    saved.shard.levels.push_back(level);
+  }
+  ShardMap map(saved.shard, saved.localShape, saved.mesh);
+  for (const json::Value &shard : entry.at("shards").asArray(where + ": shards")) {
+    std::vector<int> positions;
+    for (const json::Value &p : shard.at("positions").asArray())
+      positions.push_back(static_cast<int>(p.asInt()));
+    std::string file = shard.at("file").asString(where + ": shard file");
+    if (file.find('/') != std::string::npos)
+      fail(where, ": shard file '", file, "' must be a plain file name");
+    auto &handle = files[file];
+    if (!handle)
+      handle = std::make_unique<SafetensorsFile>(stepDir + "/" + file);
+    const SafeTensor *t = handle->find(name);
+    if (!t || t->bytes != static_cast<size_t>(map.localNumel()) * elementBytes)
+      fail(stepDir, "/", file, ": missing or mis-sized tensor '", name, "'");
+    saved.bytes[positions] = static_cast<const uint8_t *>(t->data);
+  }
+  return saved;
+}
+
 /// Fills this rank's piece of `b` from the saved pieces described by
 /// `entry` (any layout): each local element's global index, then which saved
 /// piece holds it and where.
@@ -179,41 +220,10 @@ static void restoreTensor(const BufferInfo &b, const json::Value &entry, const s
                           const std::string &indexPath, const Artifact &artifact,
                           const Arena &arena, int rank,
                           std::map<std::string, std::unique_ptr<SafetensorsFile>> &files) {
-  // The saved layout, rebuilt from the index as a one-axis-per-level mesh.
-  ShardInfo saved;
-  saved.globalShape = globalShapeOf(b);
-  Mesh savedMesh;
-  const auto &levels = entry.at("levels").asArray(indexPath + ": levels");
-  std::vector<int64_t> savedLocal = saved.globalShape;
-  for (size_t k = 0; k < levels.size(); ++k) {
-    ShardLevel level;
-    level.dim = static_cast<int>(levels[k].at("dim").asInt("dim"));
-    level.blocks = static_cast<int>(levels[k].at("blocks").asInt("blocks"));
-    int parts = static_cast<int>(levels[k].at("parts").asInt("parts"));
-    level.axes = {"level" + std::to_string(k)};
-    savedMesh.push_back({level.axes[0], parts});
-    if (level.dim < 0 || level.dim >= static_cast<int>(savedLocal.size()) || parts < 1 ||
-        savedLocal[level.dim] % parts != 0)
-      fail(indexPath, ": tensor '", b.name, "' has a bad shard level");
-    savedLocal[level.dim] /= parts;
-    saved.levels.push_back(level);
-  }
-  ShardMap savedMap(saved, savedLocal, savedMesh);
-  std::map<std::vector<int>, const uint8_t *> pieces;
-  for (const json::Value &shard : entry.at("shards").asArray()) {
-    std::vector<int> positions;
-    for (const json::Value &p : shard.at("positions").asArray()) positions.push_back(static_cast<int>(p.asInt()));
-    std::string file = shard.at("file").asString(indexPath + ": shard file");
-    if (file.find('/') != std::string::npos)
-      fail(indexPath, ": shard file '", file, "' must be a plain file name");
-    auto &handle = files[file];
-    if (!handle)
-      handle = std::make_unique<SafetensorsFile>(stepDir + "/" + file);
-    const SafeTensor *t = handle->find(b.name);
-    if (!t || t->bytes != static_cast<size_t>(savedMap.localNumel()) * dtypeSize(b.dtype))
-      fail(stepDir, "/", file, ": missing or mis-sized tensor '", b.name, "'");
-    pieces[positions] = static_cast<const uint8_t *>(t->data);
-  }
+  SavedPieces saved = openSavedPieces(entry, b.name, globalShapeOf(b), dtypeSize(b.dtype),
+                                      stepDir, indexPath + ": tensor '" + b.name + "'", files);
+  ShardMap savedMap(saved.shard, saved.localShape, saved.mesh);
+  const auto &pieces = saved.bytes;
   ShardMap mine(b.shard, b.shape, artifact.mesh);
   std::vector<int> myPositions = mine.positions(rank), owner;
   size_t element = dtypeSize(b.dtype);

@@ -22,10 +22,15 @@
 #include "runtime/Arena.h"
 #include "runtime/Artifact.h"
 #include "runtime/Executor.h"
+#include "runtime/Mesh.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/checkpoint/Safetensors.h"
+#include "runtime/support/Json.h"
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
 #include <string>
 
 namespace llmc {
@@ -41,6 +46,25 @@ struct TrainState {
   /// not have (it holds the base model): they keep their initial values.
   int64_t freshAdapters = 0;
 };
+
+/// A saved tensor's pieces, as the checkpoint index describes them: the
+/// layout it was saved under (one axis per level) and each piece's bytes,
+/// keyed by its positions in that layout.
+struct SavedPieces {
+  ShardInfo shard;
+  std::vector<int64_t> localShape;
+  Mesh mesh;
+  std::map<std::vector<int>, const uint8_t *> bytes;
+};
+
+/// Reads the index `entry` of tensor `name` (global shape `globalShape`,
+/// `elementBytes` per element) and opens its pieces in `stepDir`, caching
+/// files in `files`. Throws naming `where` on a bad level or a missing or
+/// mis-sized piece.
+SavedPieces openSavedPieces(const json::Value &entry, const std::string &name,
+                            const std::vector<int64_t> &globalShape, size_t elementBytes,
+                            const std::string &stepDir, const std::string &where,
+                            std::map<std::string, std::unique_ptr<SafetensorsFile>> &files);
 
 /// Whether persistent tensor `name` ("<param>" or "<role>/<param>") belongs
 /// to a LoRA adapter.

@@ -9,6 +9,8 @@
 
 #include "runtime/checkpoint/CheckpointReader.h"
 
+#include "runtime/checkpoint/Checkpoint.h"
+
 #include "runtime/Mesh.h"
 #include "runtime/Sharding.h"
 #include "runtime/support/Error.h"
@@ -83,42 +85,10 @@ GlobalTensor CheckpointReader::read(const std::string &name) {
   for (const json::Value &d : entry->at("shape").asArray(where + " shape"))
     out.shape.push_back(d.asInt(where + " shape"));
 
-  ShardInfo saved;
-  saved.globalShape = out.shape;
-  Mesh savedMesh;
-  std::vector<int64_t> savedLocal = out.shape;
-  const auto &levels = entry->at("levels").asArray(where + " levels");
-  for (size_t k = 0; k < levels.size(); ++k) {
-    ShardLevel level;
-    level.dim = static_cast<int>(levels[k].at("dim").asInt("dim"));
-    level.blocks = static_cast<int>(levels[k].at("blocks").asInt("blocks"));
-    int parts = static_cast<int>(levels[k].at("parts").asInt("parts"));
-    level.axes = {"level" + std::to_string(k)};
-    savedMesh.push_back({level.axes[0], parts});
-    if (level.dim < 0 || level.dim >= static_cast<int>(savedLocal.size()) || parts < 1 ||
-        savedLocal[level.dim] % parts != 0)
-      fail(where, ": bad shard level");
-    savedLocal[level.dim] /= parts;
-    saved.levels.push_back(level);
-  }
-  ShardMap savedMap(saved, savedLocal, savedMesh);
   size_t element = dtypeSize(out.dtype);
-  std::map<std::vector<int>, const uint8_t *> pieces;
-  for (const json::Value &shard : entry->at("shards").asArray(where + " shards")) {
-    std::vector<int> positions;
-    for (const json::Value &p : shard.at("positions").asArray())
-      positions.push_back(static_cast<int>(p.asInt()));
-    std::string file = shard.at("file").asString(where + ": shard file");
-    if (file.find('/') != std::string::npos)
-      fail(where, ": shard file '", file, "' must be a plain file name");
-    auto &handle = files_[file];
-    if (!handle)
-      handle = std::make_unique<SafetensorsFile>(stepDir_ + "/" + file);
-    const SafeTensor *t = handle->find(name);
-    if (!t || t->bytes != static_cast<size_t>(savedMap.localNumel()) * element)
-      fail(stepDir_, "/", file, ": missing or mis-sized tensor '", name, "'");
-    pieces[positions] = static_cast<const uint8_t *>(t->data);
-  }
+  SavedPieces saved = openSavedPieces(*entry, name, out.shape, element, stepDir_, where, files_);
+  ShardMap savedMap(saved.shard, saved.localShape, saved.mesh);
+  const auto &pieces = saved.bytes;
   int64_t numel = 1;
   for (int64_t d : out.shape) numel *= d;
   out.bytes.resize(static_cast<size_t>(numel) * element);

@@ -202,15 +202,6 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return text;
 }
 
-std::string withCommas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 quant::Format formatOf(const std::string &name) {
   if (name == "int4") return quant::Format::Int4;
@@ -363,5 +354,15 @@ int run() {
 } // namespace
 
 int runQuantize() { return run(); }
+
+std::string withCommas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
 
 } // namespace llmc

@@ -15,6 +15,9 @@
 
 #include "llvm/Support/CommandLine.h"
 
+#include <cstdint>
+#include <string>
+
 namespace llmc {
 
 /// The subcommand; its options are registered with it.
@@ -23,6 +26,9 @@ extern llvm::cl::SubCommand quantizeCommand;
 llvm::cl::OptionCategory &quantizeCategory();
 /// Runs the subcommand; returns the exit status.
 int runQuantize();
+
+/// 1234567 → "1,234,567" (the tool's reports).
+std::string withCommas(int64_t n);
 
 } // namespace llmc
 

@@ -172,15 +172,6 @@ int fail(StringRef tool, const Twine &message) {
   return 1;
 }
 
-std::string withCommas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 /// "24GiB", "512MiB", "100MB", "1e9" → bytes; -1 when malformed.
 int64_t parseBytes(StringRef text) {
@@ -219,8 +210,8 @@ int runModel() {
   if (modelStats) {
     llmc::ParamStats stats = llmc::countParameters(*module);
     out->os() << "model:      " << modelFamily << " " << modelPreset << "\n"
-              << "parameters: " << withCommas(stats.total) << " in " << stats.tensors
-              << " tensors (" << withCommas(stats.trainable) << " trainable)\n"
+              << "parameters: " << llmc::withCommas(stats.total) << " in " << stats.tensors
+              << " tensors (" << llmc::withCommas(stats.trainable) << " trainable)\n"
               << "convention: every parameter tensor counted once; "
               << (config.tieEmbeddings ? "output head tied to the token embedding"
                                        : "separate output head")
