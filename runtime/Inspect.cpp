@@ -222,6 +222,9 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
         term(m.optimizerBytes, m.stage >= 1));
     row("total", m.plannedParams + m.plannedGradients + m.plannedOptimizer,
         m.formulaParams() + m.formulaGradients() + m.formulaOptimizer(), m.formula());
+    if (m.plannedFrozen)
+      os << "  " << std::left << std::setw(15) << "frozen params" << std::right << std::setw(12)
+         << formatBytes(m.plannedFrozen) << "   (not trained: outside Ψ)\n";
   }
 
   os << "programs:\n";

@@ -88,7 +88,12 @@ ModelStates modelStates(const Artifact &artifact) {
           std::find(seen.begin(), seen.end(), b.name) != seen.end())
         continue;
       seen.push_back(b.name);
-      (b.category == "param" ? m.plannedParams : m.plannedOptimizer) += b.bytes();
+      bool frozen = std::any_of(artifact.parameters.begin(), artifact.parameters.end(),
+                                [&](const ParameterInfo &p) {
+                                  return p.name == b.name && !p.trainable;
+                                });
+      (b.category != "param" ? m.plannedOptimizer
+                             : frozen ? m.plannedFrozen : m.plannedParams) += b.bytes();
     }
   // Gradients: the most gradient bytes the plan ever holds at once
   // (accumulated, synchronised and widened values included); their element

@@ -30,6 +30,9 @@ struct ModelStates {
   /// What the plan holds on this rank: persistent parameters, the gradients
   /// the optimizer step consumes, persistent optimizer state.
   uint64_t plannedParams = 0, plannedGradients = 0, plannedOptimizer = 0;
+  /// Frozen parameters (LoRA's base, QLoRA's NF4 storage): held, but outside
+  /// the paper's Ψ, which counts what is trained.
+  uint64_t plannedFrozen = 0;
 
   double formulaParams() const;
   double formulaGradients() const;
