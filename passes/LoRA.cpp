@@ -359,6 +359,10 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       bool ours = user == m.getOperation() ||
                   (isa<llm::CastOp>(user) &&
                    llvm::all_of(user->getUsers(), [&](Operation *u) { return u == m; }));
+      if (!ours && isa<qat::ObserveOp, qat::FakeQuantOp>(user))
+        return m.emitOpError("qlora: '")
+               << name << "' is fake-quantized by --qat weights=; QLoRA already stores it "
+                          "quantized (drop weights= from --qat, or --qlora)";
       if (!ours)
         return m.emitOpError("qlora: '")
                << name << "' is also read by '" << user->getName()

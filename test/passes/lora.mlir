@@ -9,6 +9,7 @@
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="lora={rank=4} qlora=true emit=train" | FileCheck %s --check-prefix=QLORA-TRAIN
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2, targets=head} qlora=true qlora-block=8" 2>&1 | FileCheck %s --check-prefix=QLORA-TIED
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 lora={rank=2} qlora=true emit=graph" 2>&1 | FileCheck %s --check-prefix=QLORA-TP
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8" --llmc-lora="spec={rank=2} qlora=true qlora-block=8" 2>&1 | FileCheck %s --check-prefix=QLORA-QAT
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2} qlora=true qlora-block=5" 2>&1 | FileCheck %s --check-prefix=QLORA-BLOCK
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8" --llmc-lora="spec={rank=2}" | FileCheck %s --check-prefix=QAT
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=rank=8" 2>&1 | FileCheck %s --check-prefix=RANK-TOO-BIG
@@ -140,3 +141,4 @@
 // QAT-NEXT: %[[Y:.*]] = llm.matmul %[[N]], %[[Q]]
 // QAT-NEXT: %[[Z:.*]] = llm.matmul %[[N]], %arg4 : tensor<2x4x8xf32>, tensor<8x2xf32>
 // QAT-NEXT: llm.matmul %[[Z]], %arg5
+// QLORA-QAT: error: 'llm.matmul' op qlora: 'h.0.mlp.weight' is fake-quantized by --qat weights=; QLoRA already stores it quantized (drop weights= from --qat, or --qlora)
