@@ -5,13 +5,7 @@
 # the median step time, the optimizer state each plan holds, and the ratios.
 # Usage: bench/optimizer.sh [build-dir] [steps]
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${1:-$ROOT/build}
-STEPS=${2:-40}
-THREADS=${THREADS:-$(nproc)}
-export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$THREADS
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 for opt in adamw adamw8bit; do
   "$BUILD/bin/llmc" compile --model gpt2 --preset tiny --optimizer $opt -o "$WORK/$opt.llmc"

@@ -3,13 +3,7 @@
 # model, batch, optimizer and threads, in one run. Prints the median step
 # time of each and the ratio. Usage: bench/tiny_gpt.sh [build-dir] [steps]
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${1:-$ROOT/build}
-STEPS=${2:-40}
-THREADS=${THREADS:-$(nproc)}
-export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$THREADS
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 "$BUILD/bin/llmc" compile --model gpt2 --preset tiny -o "$WORK/tiny.llmc"
 "$BUILD/bin/llmc-run" "$WORK/tiny.llmc" --steps $((STEPS + 5)) --quiet --metrics "$WORK/m.jsonl"

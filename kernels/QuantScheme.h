@@ -82,6 +82,18 @@ struct Scheme {
   double outlier = 0.0; ///< outlier-column threshold on |x|; 0: none
 };
 
+/// A scheme in one expression: makeScheme(Format::Int4, Granularity::Block, 0, 64).
+inline Scheme makeScheme(Format format, Granularity granularity = Granularity::Tensor,
+                         int64_t axis = 0, int64_t block = 0, bool symmetric = true) {
+  Scheme s;
+  s.format = format;
+  s.granularity = granularity;
+  s.axis = axis;
+  s.block = block;
+  s.symmetric = symmetric;
+  return s;
+}
+
 /// Whether a column with range [−min, max] = [negMin, max] is an outlier
 /// column of `s` (always false without a threshold).
 inline bool isOutlierColumn(const Scheme &s, float negMin, float max) {

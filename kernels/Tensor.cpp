@@ -40,11 +40,22 @@ bool parseDType(const std::string &name, DType *out) {
   return false;
 }
 
-std::string TensorView::describe() const {
-  std::string text = std::string(dtypeName(dtype)) + "[";
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string text;
   for (size_t i = 0; i < shape.size(); ++i)
     text += (i ? "x" : "") + std::to_string(shape[i]);
+  return text;
+}
+
+std::string shapeList(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
   return text + "]";
+}
+
+std::string TensorView::describe() const {
+  return std::string(dtypeName(dtype)) + "[" + shapeString(shape) + "]";
 }
 
 } // namespace llmc

@@ -21,6 +21,12 @@ const char *dtypeName(DType dtype);
 /// Parses "f32", "bf16", ... ; returns false for an unknown name.
 bool parseDType(const std::string &name, DType *out);
 
+/// "2x3" (empty for a scalar): a shape as dtype descriptions and file
+/// records spell it.
+std::string shapeString(const std::vector<int64_t> &shape);
+/// "[2, 3]": a shape as error messages list it.
+std::string shapeList(const std::vector<int64_t> &shape);
+
 /// A non-owning view of a dense row-major tensor.
 struct TensorView {
   void *data = nullptr;

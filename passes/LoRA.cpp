@@ -99,12 +99,6 @@ namespace {
 /// The structural kinds of matmul `targets=` can name.
 constexpr llvm::StringLiteral kKinds[] = {"qkv", "proj", "mlp", "head"};
 
-/// A tensor-parallel split of one dimension of a parameter.
-struct DimSplit {
-  int64_t dim, blocks;
-  ArrayAttr axes;
-};
-
 struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
   using LoRABase::LoRABase;
 
@@ -210,35 +204,18 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     return hit;
   }
 
-  /// The tensor-parallel splits of a parameter, from its llmc.shard.
-  SmallVector<DimSplit> splitsOf(BlockArgument arg, SmallVector<int64_t> &globalShape) {
-    SmallVector<DimSplit> splits;
-    auto shard = forward.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kShardAttr);
-    auto local = cast<RankedTensorType>(arg.getType());
-    globalShape.assign(local.getShape().begin(), local.getShape().end());
-    if (!shard)
-      return splits;
-    if (auto global = dyn_cast_or_null<DenseI64ArrayAttr>(shard.get("global_shape")))
-      globalShape.assign(global.asArrayRef().begin(), global.asArrayRef().end());
-    for (auto level : shard.getAs<ArrayAttr>("levels").getAsRange<DictionaryAttr>())
-      splits.push_back({level.getAs<IntegerAttr>("dim").getInt(),
-                        level.getAs<IntegerAttr>("blocks").getInt(),
-                        level.getAs<ArrayAttr>("axes")});
-    return splits;
-  }
-
   /// Adds an adapter parameter: `global` sharded by `splits` (already mapped
   /// onto its dimensions) to its local piece.
   Value addParam(Location loc, const std::string &name, ArrayRef<int64_t> global,
-                 ArrayRef<DimSplit> splits, Type element, StringRef init, double scale,
+                 ArrayRef<ShardSplit> splits, Type element, StringRef init, double scale,
                  bool trainable = true) {
     MLIRContext *ctx = &getContext();
     OpBuilder b(ctx);
     SmallVector<int64_t> shape(global);
     DictionaryAttr shard;
-    for (const DimSplit &s : splits) {
-      shard = addShardLevel(ctx, shard, RankedTensorType::get(shape, element), s.axes, s.dim,
-                            s.blocks);
+    for (const ShardSplit &s : splits) {
+      shard = addShardLevel(ctx, shard, RankedTensorType::get(shape, element), axesAttr(s.axes),
+                            s.dim, s.blocks);
       shape[s.dim] /= meshSize(s.axes);
     }
     SmallVector<NamedAttribute> attrs{b.getNamedAttr(
@@ -256,11 +233,18 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
   }
 
   /// The number of ranks over mesh `axes`.
+  int64_t meshSize(ArrayRef<std::string> axes) {
+    return layout ? layout->size(axes) : 1;
+  }
   int64_t meshSize(ArrayAttr axes) {
     SmallVector<std::string> names;
     for (StringRef axis : axes.getAsValueRange<StringAttr>())
       names.push_back(axis.str());
-    return layout ? layout->size(names) : 1;
+    return meshSize(names);
+  }
+  ArrayAttr axesAttr(ArrayRef<std::string> axes) {
+    SmallVector<StringRef> names(axes.begin(), axes.end());
+    return OpBuilder(&getContext()).getStrArrayAttr(names);
   }
 
   LogicalResult addAdapter(llm::MatmulOp m) {
@@ -268,8 +252,10 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     StringRef name = llm::getParamAttr(forward, weight.getArgNumber()).getName();
     bool transposed = m.getTransposeB();
     int64_t contractDim = transposed ? 1 : 0, outputDim = transposed ? 0 : 1;
-    SmallVector<int64_t> global;
-    SmallVector<DimSplit> splits = splitsOf(weight, global);
+    auto weightShard = forward.getArgAttrOfType<DictionaryAttr>(weight.getArgNumber(), kShardAttr);
+    SmallVector<int64_t> global =
+        shardGlobalShape(weightShard, cast<RankedTensorType>(weight.getType()));
+    SmallVector<ShardSplit> splits = shardSplits(weightShard);
     if (global.size() != 2)
       return m.emitOpError("lora: weight '") << name << "' is not a matrix";
     int64_t K = global[contractDim], N = global[outputDim], r = loraSpec.rank;
@@ -278,18 +264,18 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
              << r << " is not below the smaller dimension of '" << name << "' (" << K << "x"
              << N << ")";
     // Which of W's dimensions tensor parallelism splits.
-    std::optional<DimSplit> column, row;
-    for (const DimSplit &s : splits)
+    std::optional<ShardSplit> column, row;
+    for (const ShardSplit &s : splits)
       (s.dim == outputDim ? column : row) = s;
 
     // A: [K, r] (transposed: [r, K]), split like W's contraction dimension.
     SmallVector<int64_t> aShape = transposed ? SmallVector<int64_t>{r, K} : SmallVector<int64_t>{K, r};
     SmallVector<int64_t> bShape = transposed ? SmallVector<int64_t>{N, r} : SmallVector<int64_t>{r, N};
-    SmallVector<DimSplit> aSplits, bSplits;
+    SmallVector<ShardSplit> aSplits, bSplits;
     if (row)
-      aSplits.push_back({transposed ? 1 : 0, row->blocks, row->axes});
+      aSplits.push_back({transposed ? 1 : 0, row->axes, row->blocks});
     if (column)
-      bSplits.push_back({transposed ? 0 : 1, column->blocks, column->axes});
+      bSplits.push_back({transposed ? 0 : 1, column->axes, column->blocks});
     Type element = cast<RankedTensorType>(weight.getType()).getElementType();
     Location loc = m.getLoc();
     Value a = addParam(loc, (name + ".lora_A").str(), aShape, aSplits, element, "uniform",
@@ -308,7 +294,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     auto mesh = FlatSymbolRefAttr::get(&getContext(), kMeshName);
     Value aUse = castTo(a), bUse = castTo(bParam);
     if (column)
-      aUse = dist::ReplicateOp::create(b, loc, aUse.getType(), aUse, mesh, column->axes);
+      aUse = dist::ReplicateOp::create(b, loc, aUse.getType(), aUse, mesh, axesAttr(column->axes));
 
     // y: the value the branch joins — the matmul's result, or, for a
     // row-parallel weight, the collective that completes it.
@@ -334,7 +320,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       copy->getResult(0).setType(RankedTensorType::get(shape, zType.getElementType()));
       z = copy->getResult(0);
       if (isa<dist::ReduceScatterOp>(completion))
-        bUse = dist::ReplicateOp::create(b, loc, bUse.getType(), bUse, mesh, row->axes);
+        bUse = dist::ReplicateOp::create(b, loc, bUse.getType(), bUse, mesh, axesAttr(row->axes));
       y = completion->getResult(0);
     }
     Value d = llm::MatmulOp::create(b, loc, z, bUse, false, transposed);
@@ -389,7 +375,8 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     Value expanded = qat::DequantizeNf4Op::create(b, loc, type, codes, absmaxQ, absmaxScale,
                                                   absmaxMean, b.getI64IntegerAttr(block));
     weight.replaceAllUsesWith(expanded);
-    forward.eraseArgument(weight.getArgNumber());
+    if (failed(forward.eraseArgument(weight.getArgNumber())))
+      return m.emitOpError("qlora: cannot remove the full-precision '") << name << "'";
     return success();
   }
 

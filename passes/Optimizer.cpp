@@ -163,14 +163,10 @@ std::pair<RankedTensorType, DictionaryAttr> absmaxState(OpBuilder &b, RankedTens
   auto local = RankedTensorType::get({blocks}, b.getF32Type());
   if (!codesShard)
     return {local, nullptr};
-  SmallVector<StringRef> axes;
-  auto levels = codesShard.getAs<ArrayAttr>("levels");
-  auto global = codesShard.getAs<DenseI64ArrayAttr>("global_shape");
-  for (auto level : levels.getAsRange<DictionaryAttr>())
-    for (StringRef axis : level.getAs<ArrayAttr>("axes").getAsValueRange<StringAttr>())
-      axes.push_back(axis);
+  SmallVector<std::string> axisNames = shardAxes(codesShard);
+  SmallVector<StringRef> axes(axisNames.begin(), axisNames.end());
   int64_t globalElements = 1;
-  for (int64_t d : global.asArrayRef())
+  for (int64_t d : shardGlobalShape(codesShard, codes))
     globalElements *= d;
   int64_t pieces = globalElements / codes.getNumElements();
   auto globalType = RankedTensorType::get({blocks * pieces}, b.getF32Type());
@@ -445,11 +441,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     if (nTrain > 0) {
       SmallVector<SmallVector<std::string>> axes(nTrain);
       for (size_t t = 0; t < nTrain; ++t) {
-        if (DictionaryAttr shard = paramShard(trainableArgs[t]))
-          for (Attribute level : shard.getAs<ArrayAttr>("levels"))
-            for (StringRef axis : cast<DictionaryAttr>(level).getAs<ArrayAttr>("axes")
-                                      .getAsValueRange<StringAttr>())
-              axes[t].push_back(axis.str());
+        axes[t] = shardAxes(paramShard(trainableArgs[t]));
         if (sharded[t])
           for (const std::string &axis : layout->zeroAxes)
             axes[t].push_back(axis);

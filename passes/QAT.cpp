@@ -43,15 +43,6 @@ using namespace llmc;
 
 namespace {
 
-/// A dimension of a local tensor that is one piece of the global one:
-/// split into `blocks` equal blocks, each over the ranks of `axes`.
-struct SplitDim {
-  int64_t dim;
-  SmallVector<std::string> axes;
-  int64_t blocks = 1;
-  int64_t globalSize = 0; ///< 0: unknown
-};
-
 struct QATPass : llmc::impl::QATBase<QATPass> {
   using QATBase::QATBase;
 
@@ -135,24 +126,8 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   }
 
   /// How each dimension of parameter `arg` is split (from its llmc.shard).
-  SmallVector<SplitDim> paramSplits(BlockArgument arg) {
-    SmallVector<SplitDim> splits;
-    auto shard = forward.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kShardAttr);
-    if (!shard)
-      return splits;
-    auto global = dyn_cast_or_null<DenseI64ArrayAttr>(shard.get("global_shape"));
-    if (auto levels = shard.getAs<ArrayAttr>("levels"))
-      for (auto level : levels.getAsRange<DictionaryAttr>()) {
-        SplitDim split;
-        split.dim = level.getAs<IntegerAttr>("dim").getInt();
-        split.blocks = level.getAs<IntegerAttr>("blocks").getInt();
-        for (StringRef axis : level.getAs<ArrayAttr>("axes").getAsValueRange<StringAttr>())
-          split.axes.push_back(axis.str());
-        if (global && split.dim < static_cast<int64_t>(global.size()))
-          split.globalSize = global[split.dim];
-        splits.push_back(split);
-      }
-    return splits;
+  SmallVector<ShardSplit> paramSplits(BlockArgument arg) {
+    return shardSplits(forward.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kShardAttr));
   }
 
   LogicalResult quantizeSite(Operation *op) {
@@ -188,10 +163,10 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       return success();
     // A row-parallel matmul's input is split along its last dimension like
     // the weight's contraction dimension.
-    SmallVector<SplitDim> extra;
+    SmallVector<ShardSplit> extra;
     if (weight) {
       int64_t contraction = matmul.getTransposeB() ? 1 : 0;
-      for (SplitDim s : paramSplits(weight))
+      for (ShardSplit s : paramSplits(weight))
         if (s.dim == contraction) {
           s.dim = a.getRank() - 1;
           extra.push_back(s);
@@ -202,10 +177,10 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
                            (weight ? paramName(weight).str() : siteName(op)) + ".input");
   }
 
-  SmallVector<SplitDim> activationSplits(Value v, ArrayRef<SplitDim> extra) {
-    SmallVector<SplitDim> splits(extra.begin(), extra.end());
+  SmallVector<ShardSplit> activationSplits(Value v, ArrayRef<ShardSplit> extra) {
+    SmallVector<ShardSplit> splits(extra.begin(), extra.end());
     if (layout && batchDerived.contains(v) && layout->batchSize() > 1) {
-      SplitDim batch;
+      ShardSplit batch;
       batch.dim = 0;
       batch.axes.assign(layout->batchAxes.begin(), layout->batchAxes.end());
       splits.push_back(batch);
@@ -217,7 +192,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   /// all its elements; errors when a block straddles two pieces.
   FailureOr<SmallVector<std::string>> reductionAxes(Operation *op, qat::SchemeAttr scheme,
                                                     RankedTensorType type,
-                                                    ArrayRef<SplitDim> splits) {
+                                                    ArrayRef<ShardSplit> splits) {
     SmallVector<std::string> axes;
     auto add = [&](ArrayRef<std::string> more) {
       for (const std::string &axis : more)
@@ -225,7 +200,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
           axes.push_back(axis);
     };
     int64_t last = type.getRank() - 1;
-    for (const SplitDim &s : splits) {
+    for (const ShardSplit &s : splits) {
       if (scheme.getGranularity() == "tensor") {
         add(s.axes);
       } else if (scheme.getGranularity() == "channel") {
@@ -264,7 +239,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   /// The persistent EMA state of a site: one [−min, max] pair per local
   /// group, sharded like the dimension that indexes the groups.
   FailureOr<Value> emaState(Operation *op, qat::SchemeAttr scheme, RankedTensorType type,
-                            ArrayRef<SplitDim> splits, bool isWeight, const std::string &site) {
+                            ArrayRef<ShardSplit> splits, bool isWeight, const std::string &site) {
     if (scheme.getGranularity() == "block")
       return op->emitOpError("qat: an ema observer needs tensor or channel granularity (block "
                              "ranges are per position; use minmax)");
@@ -274,7 +249,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     int64_t groups = scheme.groupCount(type.getShape());
     auto stateType = RankedTensorType::get({groups, 2}, Float32Type::get(&getContext()));
     DictionaryAttr shard;
-    for (const SplitDim &s : splits)
+    for (const ShardSplit &s : splits)
       if (scheme.getGranularity() == "channel" && s.dim == scheme.getAxis()) {
         if (shard)
           return op->emitOpError("qat: an ema observer's channels are split twice");
@@ -297,7 +272,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   }
 
   LogicalResult quantizeOperand(Operation *op, unsigned index, qat::SchemeAttr scheme,
-                                ArrayRef<SplitDim> splits, BlockArgument weight,
+                                ArrayRef<ShardSplit> splits, BlockArgument weight,
                                 const std::string &site) {
     Value x = op->getOperand(index);
     auto type = cast<RankedTensorType>(x.getType());
@@ -367,7 +342,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   /// (a per-channel observe of its last axis), combined over the axes that
   /// split its rows. Null without a threshold.
   FailureOr<Value> outlierColumns(Operation *op, OpBuilder &b, Value x, qat::SchemeAttr scheme,
-                                  ArrayRef<SplitDim> splits) {
+                                  ArrayRef<ShardSplit> splits) {
     if (scheme.getOutlier().convertToDouble() <= 0)
       return Value();
     auto type = cast<RankedTensorType>(x.getType());

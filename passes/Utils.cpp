@@ -138,3 +138,36 @@ static bool feedsLossWithin(Value v, int depth) {
 }
 
 bool llmc::feedsLoss(Value v) { return feedsLossWithin(v, 0); }
+
+SmallVector<ShardSplit> llmc::shardSplits(DictionaryAttr shard) {
+  SmallVector<ShardSplit> splits;
+  if (!shard)
+    return splits;
+  auto global = dyn_cast_or_null<DenseI64ArrayAttr>(shard.get("global_shape"));
+  if (auto levels = shard.getAs<ArrayAttr>("levels"))
+    for (auto level : levels.getAsRange<DictionaryAttr>()) {
+      ShardSplit split;
+      split.dim = level.getAs<IntegerAttr>("dim").getInt();
+      split.blocks = level.getAs<IntegerAttr>("blocks").getInt();
+      for (StringRef axis : level.getAs<ArrayAttr>("axes").getAsValueRange<StringAttr>())
+        split.axes.push_back(axis.str());
+      if (global && split.dim < static_cast<int64_t>(global.size()))
+        split.globalSize = global[split.dim];
+      splits.push_back(split);
+    }
+  return splits;
+}
+
+SmallVector<std::string> llmc::shardAxes(DictionaryAttr shard) {
+  SmallVector<std::string> axes;
+  for (const ShardSplit &split : shardSplits(shard))
+    axes.append(split.axes.begin(), split.axes.end());
+  return axes;
+}
+
+SmallVector<int64_t> llmc::shardGlobalShape(DictionaryAttr shard, RankedTensorType local) {
+  if (auto global = shard ? dyn_cast_or_null<DenseI64ArrayAttr>(shard.get("global_shape"))
+                          : DenseI64ArrayAttr())
+    return SmallVector<int64_t>(global.asArrayRef());
+  return SmallVector<int64_t>(local.getShape());
+}

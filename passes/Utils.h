@@ -38,6 +38,26 @@ inline constexpr llvm::StringLiteral kMicrobatchAttr = "llm.microbatch";
 /// each split over the ranks of `axes`; this rank keeps its piece of each.
 inline constexpr llvm::StringLiteral kShardAttr = "llmc.shard";
 
+/// One level of an llmc.shard attribute, read back: dimension `dim` of
+/// the tensor (as split so far) is `blocks` equal blocks, each split over
+/// the ranks of `axes`.
+struct ShardSplit {
+  int64_t dim;
+  llvm::SmallVector<std::string> axes;
+  int64_t blocks = 1;
+  int64_t globalSize = 0; ///< the global extent of `dim`; 0: unknown
+};
+
+/// The levels of `shard`, in order (none for a null attribute).
+llvm::SmallVector<ShardSplit> shardSplits(mlir::DictionaryAttr shard);
+
+/// Every mesh axis any level of `shard` splits over, in level order.
+llvm::SmallVector<std::string> shardAxes(mlir::DictionaryAttr shard);
+
+/// The global shape `shard` records, or `local`'s shape when it is null.
+llvm::SmallVector<int64_t> shardGlobalShape(mlir::DictionaryAttr shard,
+                                            mlir::RankedTensorType local);
+
 /// `existing` (or no sharding) followed by one more split of `current` (the
 /// tensor as sharded so far) along `dim` over `axes`.
 mlir::DictionaryAttr addShardLevel(mlir::MLIRContext *context, mlir::DictionaryAttr existing,

@@ -15,12 +15,6 @@
 namespace llmc {
 namespace {
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 /// Writes this rank's piece of the global tensor `global` into `data`.
 void fillPiece(const FloatTensor &global, void *data, DType dtype, const ShardMap &map, int rank,
                const std::string &name) {
@@ -70,8 +64,8 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       fail(path, ": no tensor '", name, "' (a parameter of the model)");
     }
     if (t.shape != shape)
-      fail(path, ": tensor '", name, "' is ", shapeText(t.shape), " but the model needs ",
-           shapeText(shape));
+      fail(path, ": tensor '", name, "' is ", shapeList(t.shape), " but the model needs ",
+           shapeList(shape));
     ++loaded.tensors;
     loaded.dequantized += t.scheme.empty() ? 0 : 1;
     return &cache.emplace(name, std::move(t)).first->second;

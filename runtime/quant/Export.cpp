@@ -12,12 +12,6 @@
 namespace llmc {
 namespace {
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 void run(const ExportRequest &request, ExportReport &report) {
   CheckpointReader checkpoint(request.ckptDir);
   report.stepDir = checkpoint.stepDir();
@@ -37,8 +31,8 @@ void run(const ExportRequest &request, ExportReport &report) {
     GlobalTensor &t = plain[i];
     t = checkpoint.read(stored);
     if (t.shape != want.shape)
-      fail(checkpoint.stepDir(), ": tensor '", want.name, "' is ", shapeText(t.shape),
-           " but the model's parameter is ", shapeText(want.shape));
+      fail(checkpoint.stepDir(), ": tensor '", want.name, "' is ", shapeList(t.shape),
+           " but the model's parameter is ", shapeList(want.shape));
     ExportedTensor row;
     row.name = want.name;
     row.shape = t.shape;
@@ -50,7 +44,7 @@ void run(const ExportRequest &request, ExportReport &report) {
       quant::QuantizedTensor &q = quantized[i];
       std::string why = quant::quantize(values.data(), t.shape, want.scheme, want.doubleQuant, q);
       if (!why.empty())
-        fail("'", want.name, "' ", shapeText(t.shape), ": ", why);
+        fail("'", want.name, "' ", shapeList(t.shape), ": ", why);
       row.scheme = quant::schemeString(q.scheme) + (q.doubleQuant ? "+dq" : "");
       row.bytesAfter = q.storageBytes();
       appendQuantized(want.name, q, tensors, metadata);

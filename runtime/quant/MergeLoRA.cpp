@@ -32,9 +32,7 @@ std::vector<float> readFloats(CheckpointReader &reader, const std::string &name,
 std::vector<float> expandNf4(CheckpointReader &reader, const std::string &base,
                              const std::vector<int64_t> &shape, int64_t block) {
   quant::QuantizedTensor q;
-  q.scheme.format = quant::Format::Nf4;
-  q.scheme.granularity = quant::Granularity::Block;
-  q.scheme.block = block;
+  q.scheme = quant::makeScheme(quant::Format::Nf4, quant::Granularity::Block, 0, block);
   q.shape = shape;
   q.doubleQuant = true;
   q.codes = reader.read(base + ".qweight").bytes;

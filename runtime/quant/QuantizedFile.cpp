@@ -12,12 +12,6 @@ namespace {
 
 const char *kDoubleQuantRecord = "double_quant=int8:block256";
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text;
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? "x" : "") + std::to_string(shape[i]);
-  return text;
-}
-
 /// A tensor's bytes copied out (file data need not be aligned for T).
 template <typename T>
 std::vector<T> arrayOf(const SafetensorsFile &file, const std::string &name, DType dtype,
@@ -71,7 +65,7 @@ void parseRecord(const std::string &record, const std::string &where, quant::Qua
 } // namespace
 
 std::string quantizedRecord(const quant::QuantizedTensor &q) {
-  return quant::schemeString(q.scheme) + " shape=" + shapeText(q.shape) +
+  return quant::schemeString(q.scheme) + " shape=" + shapeString(q.shape) +
          (q.doubleQuant ? std::string(" ") + kDoubleQuantRecord : std::string());
 }
 

@@ -196,13 +196,6 @@ private:
   std::map<unsigned, size_t> index; ///< argument number → params
 };
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text;
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? "x" : "") + std::to_string(shape[i]);
-  return text;
-}
-
-
 quant::Format formatOf(const std::string &name) {
   if (name == "int4") return quant::Format::Int4;
   if (name == "fp8_e4m3") return quant::Format::Fp8E4M3;
@@ -236,7 +229,7 @@ std::string formatReport(const ExportReport &report, const std::string &output) 
     params += t.numel;
     before += t.bytesBefore;
     after += t.bytesAfter;
-    os << "  " << std::left << std::setw(28) << t.name << std::setw(12) << shapeText(t.shape)
+    os << "  " << std::left << std::setw(28) << t.name << std::setw(12) << shapeString(t.shape)
        << std::setw(22) << t.scheme << std::right << std::setw(12) << t.bytesBefore
        << std::setw(12) << t.bytesAfter << std::setw(12) << bits(t.bytesAfter, t.numel) << "\n";
   }

@@ -37,8 +37,9 @@ protected:
     std::unique_ptr<Kernel> kernel = factory(args, error);
     ASSERT_NE(kernel, nullptr) << error;
     kernel->run(StepContext{1, nullptr});
-    if (backend == Backend::CUDA)
+    if (backend == Backend::CUDA) {
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
   }
 };
 

@@ -41,20 +41,11 @@ namespace {
 using quant::Format;
 using quant::Granularity;
 using quant::Scheme;
+using quant::makeScheme;
 
 const Format kFormats[] = {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2,
                            Format::Nf4};
 
-Scheme makeScheme(Format format, Granularity granularity = Granularity::Tensor, int64_t axis = 0,
-                  int64_t block = 0, bool symmetric = true) {
-  Scheme s;
-  s.format = format;
-  s.granularity = granularity;
-  s.axis = axis;
-  s.block = block;
-  s.symmetric = symmetric;
-  return s;
-}
 
 KernelAttrs schemeAttrs(const Scheme &s) {
   KernelAttrs a = attrs({}, {{"format", static_cast<int64_t>(s.format)},

@@ -50,10 +50,7 @@ quant::QuantizedTensor storedNf4(std::vector<int64_t> shape, int64_t block, uint
   for (float &v : x) v = normal(rng);
   x[n / 3] = 0.5f; // an outlier block
   for (int64_t i = 0; i < block && i < n; ++i) x[i] = 0.0f; // an empty block
-  quant::Scheme s;
-  s.format = quant::Format::Nf4;
-  s.granularity = quant::Granularity::Block;
-  s.block = block;
+  quant::Scheme s = quant::makeScheme(quant::Format::Nf4, quant::Granularity::Block, 0, block);
   quant::QuantizedTensor q;
   EXPECT_EQ(quant::quantize(x.data(), shape, s, /*doubleQuant=*/true, q), "");
   return q;

@@ -27,22 +27,13 @@ using namespace llmc;
 using quant::Format;
 using quant::Granularity;
 using quant::Scheme;
+using quant::makeScheme;
 
 namespace {
 
 const Format kFormats[] = {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2,
                            Format::Nf4};
 
-Scheme makeScheme(Format format, Granularity granularity, int64_t axis, int64_t block,
-                  bool symmetric) {
-  Scheme s;
-  s.format = format;
-  s.granularity = granularity;
-  s.axis = axis;
-  s.block = block;
-  s.symmetric = symmetric;
-  return s;
-}
 
 int64_t numelOf(const std::vector<int64_t> &shape) {
   int64_t n = 1;
