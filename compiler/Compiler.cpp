@@ -190,7 +190,7 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
     put("lora.scale", lora->scale());
   put("qlora", p.qlora ? 1 : 0);
   if (p.qlora)
-    put("qlora.block", static_cast<int64_t>(64));
+    put("qlora.block", llmc::quant::kNf4Block);
   put("recompute.layers", p.recomputeLayers);
   put("microbatches", p.microbatches);
   put("optimizer", p.optimizer);

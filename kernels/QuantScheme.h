@@ -166,6 +166,13 @@ inline int64_t groupOf(const Scheme &s, const std::vector<int64_t> &shape, int64
 
 /// Blocks sharing one fp32 scale of their int8 absmax.
 inline constexpr int64_t kNf4DoubleQuantBlock = 256;
+/// Elements per block of QLoRA's stored weights (`--qlora`).
+inline constexpr int64_t kNf4Block = 64;
+
+/// The fp32 scales of `blocks` double-quantized absmax values.
+inline int64_t nf4ScaleCount(int64_t blocks) {
+  return (blocks + kNf4DoubleQuantBlock - 1) / kNf4DoubleQuantBlock;
+}
 
 inline float nf4Absmax(int8_t level, float scale, float mean) {
   float deviation = static_cast<float>(level) * scale;

@@ -144,7 +144,7 @@ struct AutodiffPass : llmc::impl::AutodiffBase<AutodiffPass> {
     SmallVector<std::pair<Value, unsigned>> states;
     for (BlockArgument arg : func.getArguments()) {
       auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
-      if (!role || role.getValue() != "qat_state")
+      if (!role || role.getValue() != kQatStateRole)
         continue;
       SmallVector<Operation *> updates(arg.getUsers());
       if (updates.size() != 1 || !isa<qat::EmaOp>(updates[0]) ||

@@ -92,8 +92,8 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
                                            body.getTerminator()->getOperandTypes()));
 
     // Every other entry point reads the same stored shards.
-    for (StringRef name : {"forward", "logits", "grad", "calibrate"})
-      if (func::FuncOp f = lookupFunc(module, name)) {
+    for (const EntryPoint &entry : kEntryPoints)
+      if (func::FuncOp f = lookupFunc(module, entry.function); f && f != step) {
         // Gathers are placed by program order: straight-line code, like
         // @train_step's.
         flattenBlocks(f);

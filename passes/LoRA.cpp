@@ -324,7 +324,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       y = completion->getResult(0);
     }
     Value d = llm::MatmulOp::create(b, loc, z, bUse, false, transposed);
-    d = llm::ScaleOp::create(b, loc, d, APFloat(loraSpec.alpha / static_cast<double>(r)));
+    d = llm::ScaleOp::create(b, loc, d, APFloat(loraSpec.scale()));
     auto sum = llm::AddOp::create(b, loc, y, d);
     y.replaceAllUsesExcept(sum.getResult(), sum);
     if (qlora)
@@ -362,7 +362,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       return m.emitOpError("qlora: blocks of ")
              << block << " do not divide the last dimension of '" << name << "' " << type;
     int64_t groups = n / block;
-    int64_t scales = (groups + quant::kNf4DoubleQuantBlock - 1) / quant::kNf4DoubleQuantBlock;
+    int64_t scales = quant::nf4ScaleCount(groups);
     Location loc = m.getLoc();
     OpBuilder b(&getContext());
     Type i8 = b.getI8Type(), f32 = b.getF32Type();

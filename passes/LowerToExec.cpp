@@ -610,14 +610,10 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
   }
 
   LogicalResult lower(ModuleOp module) {
-    // Entry points in a fixed order: function name → program name.
-    const std::pair<StringRef, StringRef> entries[] = {
-        {"train_step", "train_step"}, {"forward", "eval"}, {"logits", "logits"},
-        {"grad", "grad"}, {"calibrate", "calibrate"}};
     SmallVector<std::pair<func::FuncOp, StringRef>> todo;
-    for (auto [funcName, programName] : entries)
-      if (func::FuncOp f = lookupFunc(module, funcName))
-        todo.push_back({f, programName});
+    for (const EntryPoint &entry : kEntryPoints)
+      if (func::FuncOp f = lookupFunc(module, entry.function))
+        todo.push_back({f, entry.program});
     if (todo.empty()) {
       module.emitError("lower-to-exec: no entry point (@train_step, @forward, "
                        "@logits or @grad)");

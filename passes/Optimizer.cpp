@@ -225,7 +225,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     for (unsigned i = 0; i < grad.getNumArguments(); ++i) {
       llm::ParamAttr p = llm::getParamAttr(grad, i);
       auto role = grad.getArgAttrOfType<StringAttr>(i, kRoleAttr);
-      if (role && role.getValue() == "qat_state") {
+      if (role && role.getValue() == kQatStateRole) {
         stateArgs.push_back(i);
         continue;
       }
@@ -326,7 +326,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       }
     for (unsigned i : stateArgs) {
       argTypes.push_back(grad.getArgument(i).getType());
-      argAttrs.push_back(attrs("qat_state", grad.getArgAttrOfType<StringAttr>(i, kNameAttr),
+      argAttrs.push_back(attrs(kQatStateRole, grad.getArgAttrOfType<StringAttr>(i, kNameAttr),
                                {}, paramShard(i)));
     }
     for (unsigned i : batchArgs) {

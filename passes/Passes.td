@@ -161,7 +161,8 @@ def LoRA : Pass<"llmc-lora", "mlir::ModuleOp"> {
     Option<"qlora", "qlora", "bool", "false",
            "Store every adapted base weight in NF4 (blocks of qlora-block, double-"
            "quantized absmax) and expand it inside the step">,
-    Option<"qloraBlock", "qlora-block", "int64_t", "64", "NF4 block size">,
+    Option<"qloraBlock", "qlora-block", "int64_t", "::llmc::quant::kNf4Block",
+           "NF4 block size">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect",
                            "::llmc::qat::QATDialect"];

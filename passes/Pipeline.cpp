@@ -726,8 +726,8 @@ struct PipelinePass : llmc::impl::PipelineBase<PipelinePass> {
           return signalPassFailure();
     }
     // Calibration is not staged: a pipeline artifact has no @calibrate.
-    for (StringRef name : {"train_step", "forward", "logits", "grad", "calibrate"})
-      if (func::FuncOp f = lookupFunc(module, name))
+    for (const EntryPoint &entry : kEntryPoints)
+      if (func::FuncOp f = lookupFunc(module, entry.function))
         f.erase();
 
     SmallVector<Attribute> actions, inFlight;

@@ -261,7 +261,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
                               s.blocks);
       }
     OpBuilder b(&getContext());
-    SmallVector<NamedAttribute> attrs{b.getNamedAttr(kRoleAttr, b.getStringAttr("qat_state")),
+    SmallVector<NamedAttribute> attrs{b.getNamedAttr(kRoleAttr, b.getStringAttr(kQatStateRole)),
                                       b.getNamedAttr(kNameAttr, b.getStringAttr(site))};
     if (shard)
       attrs.push_back(b.getNamedAttr(kShardAttr, shard));

@@ -14,6 +14,8 @@ namespace llmc {
 inline constexpr llvm::StringLiteral kBlockNameAttr = "llm.block_name";
 /// Argument/result attributes the training pipeline uses to describe state.
 inline constexpr llvm::StringLiteral kRoleAttr = "llmc.role";
+/// The role of a fake-quantization observer's persistent state.
+inline constexpr llvm::StringLiteral kQatStateRole = "qat_state";
 inline constexpr llvm::StringLiteral kNameAttr = "llmc.name";
 inline constexpr llvm::StringLiteral kTiedToAttr = "llmc.tied_to";
 inline constexpr llvm::StringLiteral kGradOfAttr = "llmc.grad_of";
@@ -99,6 +101,17 @@ inline std::string memoryCategoryLabel(llvm::StringRef category) {
   if (category == "communication") return "communication buffers";
   return category.str();
 }
+
+/// A function lowered to a program, and the program's name.
+struct EntryPoint {
+  llvm::StringLiteral function, program;
+};
+/// Every entry point, in the order lowering lays out their programs.
+inline constexpr EntryPoint kEntryPoints[] = {{"train_step", "train_step"},
+                                              {"forward", "eval"},
+                                              {"logits", "logits"},
+                                              {"grad", "grad"},
+                                              {"calibrate", "calibrate"}};
 
 /// The function named `name` in `module`, or null.
 mlir::func::FuncOp lookupFunc(mlir::ModuleOp module, llvm::StringRef name);

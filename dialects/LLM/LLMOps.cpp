@@ -648,7 +648,7 @@ LogicalResult AdamW8bitOp::verify() {
   if (codes.getShape() != param.getShape())
     return emitOpError("moment codes must have the parameter's shape ")
            << param << ", got " << codes;
-  int64_t blocks = (param.getNumElements() + adam8bit::kBlock - 1) / adam8bit::kBlock;
+  int64_t blocks = adam8bit::blockCount(param.getNumElements());
   if (absmax.getRank() != 1 || absmax.getDimSize(0) != blocks)
     return emitOpError("moment absmax must be tensor<") << blocks << "xf32> (one per "
            << adam8bit::kBlock << " elements), got " << absmax;

@@ -179,7 +179,7 @@ LogicalResult DequantizeNf4Op::verify() {
     return emitOpError("blocks of ") << block << " must divide the last dimension of " << result;
   int64_t numel = result.getNumElements();
   int64_t groups = numel / block;
-  int64_t scales = (groups + quant::kNf4DoubleQuantBlock - 1) / quant::kNf4DoubleQuantBlock;
+  int64_t scales = quant::nf4ScaleCount(groups);
   auto expect = [&](Value v, int64_t n, StringRef what) -> LogicalResult {
     auto t = cast<RankedTensorType>(v.getType());
     if (t.getRank() == 1 && t.getDimSize(0) == n)

@@ -56,6 +56,16 @@ struct AdamWStep {
     k.decay = static_cast<float>(rate * c.weightDecay);
     return k;
   }
+
+  /// One element: m and v become m' and v'; returns p'. Both AdamW kernels
+  /// run exactly this, so they agree bit for bit on the same state.
+  float apply(float param, float grad, float &m, float &v) const {
+    grad *= gradScale;
+    m = beta1 * m + oneMinusBeta1 * grad;
+    v = beta2 * v + oneMinusBeta2 * grad * grad;
+    float update = (m * invBias1) / (std::sqrt(v * invBias2) + eps);
+    return param - lr * update - decay * param;
+  }
 };
 
 } // namespace llmc::cpu

@@ -28,23 +28,17 @@ public:
         vOut_(args.outputs[2].as<T>()), n_(args.inputs[0].numel()), config_(config) {}
 
   void run(const StepContext &) override {
+    // A local copy: the vectoriser sees loop-invariant scalars.
     const AdamWStep k = AdamWStep::at(config_, *lr_, *step_, norm_);
-    // Locals, so the vectoriser sees loop-invariant scalars.
-    const float gradScale = k.gradScale, beta1 = k.beta1, beta2 = k.beta2;
-    const float oneMinusBeta1 = k.oneMinusBeta1, oneMinusBeta2 = k.oneMinusBeta2;
-    const float invBias1 = k.invBias1, invBias2 = k.invBias2, eps = k.eps, lrF = k.lr,
-                decay = k.decay;
     const T *p = p_, *g = g_, *m = m_, *v = v_;
     T *pOut = pOut_, *mOut = mOut_, *vOut = vOut_;
 #pragma omp parallel for simd schedule(static) if (n_ > kParallelGrain)
     for (int64_t i = 0; i < n_; ++i) {
-      float grad = load(g, i) * gradScale, param = load(p, i);
-      float m1 = beta1 * load(m, i) + oneMinusBeta1 * grad;
-      float v1 = beta2 * load(v, i) + oneMinusBeta2 * grad * grad;
-      float update = (m1 * invBias1) / (std::sqrt(v1 * invBias2) + eps);
+      float m1 = load(m, i), v1 = load(v, i);
+      float param = k.apply(load(p, i), load(g, i), m1, v1);
       store(mOut, i, m1);
       store(vOut, i, v1);
-      store(pOut, i, param - lrF * update - decay * param);
+      store(pOut, i, param);
     }
   }
 

@@ -59,7 +59,7 @@ public:
   }
 
 private:
-  void updateBlock(int64_t b, const AdamWStep &k) const {
+  void updateBlock(int64_t b, const AdamWStep k) const {
     const int64_t begin = b * kBlock, len = std::min(kBlock, n_ - begin);
     alignas(64) float m[kBlock], v[kBlock];
     const uint8_t *mCodes = mCodes_ + begin, *vCodes = vCodes_ + begin;
@@ -70,21 +70,15 @@ private:
       v[i] = vTable_[vCodes[i]] * vScale;
     }
 
-    // adamw.cpp's loop body, with m and v from (and back to) the buffers.
+    // The update adamw.cpp runs (AdamWStep::apply), m and v in the buffers.
     const T *p = p_ + begin, *g = g_ + begin;
     T *pOut = pOut_ + begin;
     float mMax = 0.0f, vMax = 0.0f;
 #pragma omp simd reduction(max : mMax, vMax)
     for (int64_t i = 0; i < len; ++i) {
-      float grad = load(g, i) * k.gradScale, param = load(p, i);
-      float m1 = k.beta1 * m[i] + k.oneMinusBeta1 * grad;
-      float v1 = k.beta2 * v[i] + k.oneMinusBeta2 * grad * grad;
-      float update = (m1 * k.invBias1) / (std::sqrt(v1 * k.invBias2) + k.eps);
-      m[i] = m1;
-      v[i] = v1;
-      store(pOut, i, param - k.lr * update - k.decay * param);
-      mMax = std::max(mMax, std::abs(m1));
-      vMax = std::max(vMax, std::abs(v1));
+      store(pOut, i, k.apply(load(p, i), load(g, i), m[i], v[i]));
+      mMax = std::max(mMax, std::abs(m[i]));
+      vMax = std::max(vMax, std::abs(v[i]));
     }
 
     mAbsmaxOut_[b] = mMax;

@@ -55,7 +55,7 @@ std::unique_ptr<Kernel> makeDequantizeNf4(const KernelArgs &args, std::string &e
     return v.reject("attribute 'block' (" + std::to_string(block) +
                     ") must divide the last dimension of the result " + out.describe());
   int64_t n = out.numel(), groups = n / block;
-  int64_t scales = (groups + quant::kNf4DoubleQuantBlock - 1) / quant::kNf4DoubleQuantBlock;
+  int64_t scales = quant::nf4ScaleCount(groups);
   if (!v.hasType(v.in(0), "codes", DType::U8, {(n + 1) / 2}) ||
       !v.hasType(v.in(1), "absmax_q", DType::U8, {groups}) ||
       !v.hasType(v.in(2), "absmax_scale", DType::F32, {scales}) ||

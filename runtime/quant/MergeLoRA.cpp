@@ -53,7 +53,7 @@ MergeReport merge(const std::string &ckptDir, const Artifact &artifact,
   if (scaleText.empty())
     fail(artifact.path, ": not compiled with --lora; nothing to merge");
   const double scale = std::stod(scaleText);
-  const int64_t block = static_cast<int64_t>(artifact.metaNumber("qlora.block", 64));
+  const int64_t block = static_cast<int64_t>(artifact.metaNumber("qlora.block", quant::kNf4Block));
   CheckpointReader reader(ckptDir);
 
   MergeReport report;

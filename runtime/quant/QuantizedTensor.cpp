@@ -77,7 +77,7 @@ void putCode(std::vector<uint8_t> &codes, int bits, int64_t i, int value) {
 
 int getCode(const std::vector<uint8_t> &codes, int bits, int64_t i) {
   if (bits == 8) return codes[i];
-  return (i % 2 == 0) ? (codes[i / 2] & 0x0f) : (codes[i / 2] >> 4);
+  return nf4Index(codes.data(), i); // 4-bit codes pack as NF4 indices do
 }
 
 /// A code's signed integer level (int8 / int4 two's complement).
@@ -119,12 +119,6 @@ int nearestNf4Index(float c) {
 /// Index of the NF4 level 0.0 (an empty group's code).
 constexpr int kNf4Zero = 7;
 
-/// Reconstructed absmax from its int8 level, its block's scale and the mean
-/// (the contract's arithmetic, shared with the qat_dequantize_nf4 kernel).
-float reconstructAbsmax(int level, float blockScale, float mean) {
-  return nf4Absmax(static_cast<int8_t>(level), blockScale, mean);
-}
-
 /// Double-quantizes the per-group absmax values into `q` and returns their
 /// reconstruction (what the codes are then chosen against).
 std::vector<float> doubleQuantize(const std::vector<float> &absmax, QuantizedTensor &q) {
@@ -132,12 +126,12 @@ std::vector<float> doubleQuantize(const std::vector<float> &absmax, QuantizedTen
   double sum = 0;
   for (float a : absmax) sum += a;
   q.absmaxMean = groups > 0 ? static_cast<float>(sum / static_cast<double>(groups)) : 0.0f;
-  int64_t blocks = (groups + kDoubleQuantBlock - 1) / kDoubleQuantBlock;
+  int64_t blocks = nf4ScaleCount(groups);
   q.absmaxCodes.assign(groups, 0);
   q.absmaxScales.assign(blocks, 0.0f);
   std::vector<float> reconstructed(groups);
   for (int64_t b = 0; b < blocks; ++b) {
-    int64_t begin = b * kDoubleQuantBlock, end = std::min(groups, begin + kDoubleQuantBlock);
+    int64_t begin = b * kNf4DoubleQuantBlock, end = std::min(groups, begin + kNf4DoubleQuantBlock);
     float amax = 0.0f;
     for (int64_t g = begin; g < end; ++g) amax = std::max(amax, std::abs(absmax[g] - q.absmaxMean));
     float scale = amax > 0.0f ? amax / 127.0f : 0.0f;
@@ -149,7 +143,7 @@ std::vector<float> doubleQuantize(const std::vector<float> &absmax, QuantizedTen
         level = static_cast<int>(std::clamp(std::nearbyint(deviation / scale), -127.0f, 127.0f));
       }
       q.absmaxCodes[g] = static_cast<uint8_t>(static_cast<int8_t>(level));
-      reconstructed[g] = reconstructAbsmax(level, scale, q.absmaxMean);
+      reconstructed[g] = nf4Absmax(static_cast<int8_t>(level), scale, q.absmaxMean);
     }
   }
   return reconstructed;
@@ -264,8 +258,8 @@ std::vector<float> nf4Absmax(const QuantizedTensor &q) {
     return q.scales;
   std::vector<float> absmax(q.absmaxCodes.size());
   for (size_t g = 0; g < absmax.size(); ++g)
-    absmax[g] = reconstructAbsmax(static_cast<int8_t>(q.absmaxCodes[g]),
-                                  q.absmaxScales[g / kDoubleQuantBlock], q.absmaxMean);
+    absmax[g] = nf4Absmax(static_cast<int8_t>(q.absmaxCodes[g]),
+                          q.absmaxScales[g / kNf4DoubleQuantBlock], q.absmaxMean);
   return absmax;
 }
 
@@ -308,7 +302,7 @@ std::string validate(const QuantizedTensor &q) {
   if (q.doubleQuant) {
     if (s.format != Format::Nf4)
       return "double quantization is for nf4 only";
-    int64_t blocks = (groups + kDoubleQuantBlock - 1) / kDoubleQuantBlock;
+    int64_t blocks = nf4ScaleCount(groups);
     if (!q.scales.empty())
       return "a double-quantized tensor has no fp32 scales";
     if (static_cast<int64_t>(q.absmaxCodes.size()) != groups)

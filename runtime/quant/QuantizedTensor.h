@@ -46,9 +46,6 @@
 
 namespace llmc::quant {
 
-/// Groups per double-quantization block (QLoRA's choice).
-inline constexpr int64_t kDoubleQuantBlock = 256;
-
 struct QuantizedTensor {
   Scheme scheme;
   std::vector<int64_t> shape;
@@ -57,7 +54,7 @@ struct QuantizedTensor {
   std::vector<int32_t> zeroPoints;  ///< per group; asymmetric only
   bool doubleQuant = false;
   std::vector<uint8_t> absmaxCodes;  ///< per group, int8 two's complement
-  std::vector<float> absmaxScales;   ///< per block of kDoubleQuantBlock groups
+  std::vector<float> absmaxScales;   ///< per block of kNf4DoubleQuantBlock groups
   float absmaxMean = 0.0f;
 
   int64_t numel() const;

@@ -170,7 +170,7 @@ TEST(QuantizedTensor, Nf4DoubleQuantization) {
   std::vector<float> absmax = quant::nf4Absmax(q);
   for (int64_t g = 0; g < 280; ++g) {
     double truth = std::max(observed.data[2 * g], observed.data[2 * g + 1]);
-    double step = q.absmaxScales[g / quant::kDoubleQuantBlock];
+    double step = q.absmaxScales[g / quant::kNf4DoubleQuantBlock];
     EXPECT_LE(std::abs(absmax[g] - truth), 0.5 * step * (1 + 1e-6) + 1e-6 * std::abs(truth))
         << "group " << g;
   }
