@@ -104,25 +104,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
 
   /// Whether `op` is excluded by `skip=`, recording the entries that match.
   bool skipped(Operation *op, BlockArgument weight) {
-    bool skip = false;
-    auto match = [&](StringRef entry, bool hit) {
-      if (hit) {
-        matchedSkips.insert(entry);
-        skip = true;
-      }
-    };
-    auto block = op->getParentOfType<llm::BlockOp>();
-    for (const std::string &entry : qatSpec.skip) {
-      StringRef e(entry);
-      match(e, e == "head" && isa<llm::MatmulOp>(op) && feedsLoss(op->getResult(0)));
-      match(e, e == "embedding" && isa<llm::EmbeddingOp>(op));
-      match(e, block && block.getName() == e);
-      if (weight) {
-        StringRef name = paramName(weight);
-        match(e, namesParameter(name, e));
-      }
-    }
-    return skip;
+    return skipMatches(forward, op, weight, qatSpec.skip, matchedSkips);
   }
 
   /// How each dimension of parameter `arg` is split (from its llmc.shard).

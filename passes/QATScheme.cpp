@@ -2,6 +2,9 @@
 
 #include "passes/QATScheme.h"
 
+#include "dialects/LLM/LLMDialect.h"
+#include "passes/Utils.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -10,6 +13,27 @@
 using namespace mlir;
 
 namespace llmc {
+
+bool skipMatches(func::FuncOp forward, Operation *op, BlockArgument weight,
+                 llvm::ArrayRef<std::string> skip, llvm::StringSet<> &matched) {
+  bool hit = false;
+  auto match = [&](StringRef entry, bool matches) {
+    if (matches) {
+      matched.insert(entry);
+      hit = true;
+    }
+  };
+  auto block = op->getParentOfType<llm::BlockOp>();
+  for (const std::string &entry : skip) {
+    StringRef e(entry);
+    match(e, e == "head" && isa<llm::MatmulOp>(op) && feedsLoss(op->getResult(0)));
+    match(e, e == "embedding" && isa<llm::EmbeddingOp>(op));
+    match(e, block && block.getName() == e);
+    if (weight)
+      match(e, namesParameter(llm::getParamAttr(forward, weight.getArgNumber()).getName(), e));
+  }
+  return hit;
+}
 
 quant::Scheme kernelScheme(qat::SchemeAttr scheme) {
   quant::Scheme s;

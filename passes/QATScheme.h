@@ -12,6 +12,8 @@
 #include "kernels/QuantScheme.h"
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSet.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <optional>
 #include <string>
@@ -21,6 +23,13 @@ namespace llmc {
 
 /// The kernels' encoding of `scheme`.
 quant::Scheme kernelScheme(qat::SchemeAttr scheme);
+
+/// Whether `skip=` entries exclude site `op` of `forward` (reading parameter
+/// `weight`, or null): `head` (the matmul feeding the loss), `embedding`, a
+/// layer, a parameter or dotted prefix. Adds the entries that match to
+/// `matched`, so entries matching nothing can be reported.
+bool skipMatches(mlir::func::FuncOp forward, mlir::Operation *op, mlir::BlockArgument weight,
+                 llvm::ArrayRef<std::string> skip, llvm::StringSet<> &matched);
 
 /// One side of a --qat spec: a scheme whose channel axis may be left to the
 /// site (a weight's output channel, an activation's last dimension).

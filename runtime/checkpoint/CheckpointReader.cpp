@@ -74,6 +74,18 @@ std::vector<std::string> CheckpointReader::names() const {
   return out;
 }
 
+GlobalTensor CheckpointReader::readParameter(const std::string &name) {
+  return read(has("master/" + name) ? "master/" + name : name);
+}
+
+std::vector<std::string> CheckpointReader::parameterNames() const {
+  std::vector<std::string> out;
+  for (const std::string &name : names())
+    if (name.find('/') == std::string::npos)
+      out.push_back(name);
+  return out;
+}
+
 GlobalTensor CheckpointReader::read(const std::string &name) {
   const json::Value *entry = index_.at("tensors").find(name);
   if (!entry)

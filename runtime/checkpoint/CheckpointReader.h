@@ -43,6 +43,11 @@ public:
   std::vector<std::string> names() const;
   /// The whole tensor `name`; throws when absent or when a piece is.
   GlobalTensor read(const std::string &name);
+  /// Parameter `name` at full precision: its fp32 master copy when a
+  /// mixed-precision run kept one, else the parameter itself.
+  GlobalTensor readParameter(const std::string &name);
+  /// The parameters' names (tensors that are no role's state), in order.
+  std::vector<std::string> parameterNames() const;
 
 private:
   std::string stepDir_, indexPath_;

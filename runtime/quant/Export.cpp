@@ -23,13 +23,11 @@ void run(const ExportRequest &request, ExportReport &report) {
   std::map<std::string, std::string> metadata;
   for (size_t i = 0; i < request.tensors.size(); ++i) {
     const ExportRequest::Tensor &want = request.tensors[i];
-    // A mixed-precision run keeps the full-precision value as master/<name>.
-    std::string stored = checkpoint.has("master/" + want.name) ? "master/" + want.name : want.name;
-    if (!checkpoint.has(stored))
+    if (!checkpoint.has(want.name))
       fail(checkpoint.stepDir(), ": checkpoint has no tensor '", want.name,
            "' (a parameter of the model)");
     GlobalTensor &t = plain[i];
-    t = checkpoint.read(stored);
+    t = checkpoint.readParameter(want.name);
     if (t.shape != want.shape)
       fail(checkpoint.stepDir(), ": tensor '", want.name, "' is ", shapeList(t.shape),
            " but the model's parameter is ", shapeList(want.shape));
@@ -40,7 +38,7 @@ void run(const ExportRequest &request, ExportReport &report) {
     row.numel = static_cast<int64_t>(t.bytes.size() / dtypeSize(t.dtype));
     row.bytesBefore = row.bytesAfter = static_cast<int64_t>(t.bytes.size());
     if (want.quantize) {
-      std::vector<float> values = floatValues(t, stored);
+      std::vector<float> values = floatValues(t, want.name);
       quant::QuantizedTensor &q = quantized[i];
       std::string why = quant::quantize(values.data(), t.shape, want.scheme, want.doubleQuant, q);
       if (!why.empty())
@@ -48,6 +46,7 @@ void run(const ExportRequest &request, ExportReport &report) {
       row.scheme = quant::schemeString(q.scheme) + (q.doubleQuant ? "+dq" : "");
       row.bytesAfter = q.storageBytes();
       appendQuantized(want.name, q, tensors, metadata);
+      std::vector<uint8_t>().swap(t.bytes); // only the quantized form is written
     } else {
       tensors.push_back({want.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()});
     }

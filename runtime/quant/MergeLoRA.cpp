@@ -19,10 +19,10 @@ bool endsWith(const std::string &s, const std::string &suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-/// A float tensor read whole, widened to fp32.
+/// A parameter read whole at full precision, widened to fp32.
 std::vector<float> readFloats(CheckpointReader &reader, const std::string &name,
                               std::vector<int64_t> *shape = nullptr) {
-  GlobalTensor t = reader.read(name);
+  GlobalTensor t = reader.readParameter(name);
   if (shape)
     *shape = t.shape;
   return floatValues(t, name);
@@ -61,21 +61,22 @@ MergeReport merge(const std::string &ckptDir, const Artifact &artifact,
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, std::vector<float>> merged; // fp32 results
   std::map<std::string, GlobalTensor> copied;       // everything else, as stored
-  // Each adapted weight is merged where the artifact lists it (QLoRA: its
-  // .qweight storage); everything else is copied as stored.
+  // Every parameter the checkpoint holds (every pipeline stage's), in its
+  // order: each adapted weight is merged where it (QLoRA: its .qweight
+  // storage) stands; everything else is copied, at full precision.
+  std::vector<std::string> parameters = reader.parameterNames();
   std::set<std::string> adapted;
-  for (const ParameterInfo &p : artifact.parameters)
-    if (endsWith(p.name, ".lora_A"))
-      adapted.insert(p.name.substr(0, p.name.size() - 7));
-  for (const ParameterInfo &p : artifact.parameters) {
-    const std::string &name = p.name;
+  for (const std::string &name : parameters)
+    if (endsWith(name, ".lora_A"))
+      adapted.insert(name.substr(0, name.size() - 7));
+  for (const std::string &name : parameters) {
     std::string base = endsWith(name, ".qweight") ? name.substr(0, name.size() - 8) : name;
-    if (endsWith(name, ".lora_A") || endsWith(name, ".lora_B") || endsWith(name, ".absmax_q") ||
+    if (isAdapterTensor(name) || endsWith(name, ".absmax_q") ||
         endsWith(name, ".absmax_scale") || endsWith(name, ".absmax_mean"))
       continue; // read with their weight
     if (!adapted.count(base)) {
       names.push_back(name);
-      copied[name] = reader.read(name);
+      copied[name] = reader.readParameter(name);
       ++report.copied;
       continue;
     }

@@ -172,37 +172,13 @@ private:
 
   /// Whether `op` is excluded by --skip, recording the entries that match.
   bool skipped(Operation *op, BlockArgument weight) {
-    bool hit = false;
-    auto match = [&](StringRef entry, bool matches) {
-      if (matches) {
-        matchedSkips.insert(entry);
-        hit = true;
-      }
-    };
-    auto block = op->getParentOfType<llm::BlockOp>();
-    StringRef name = llm::getParamAttr(forward, weight.getArgNumber()).getName();
-    for (const std::string &entry : skip) {
-      StringRef e(entry);
-      match(e, e == "head" && isa<llm::MatmulOp>(op) && feedsLoss(op->getResult(0)));
-      match(e, e == "embedding" && isa<llm::EmbeddingOp>(op));
-      match(e, block && block.getName() == e);
-      match(e, namesParameter(name, e));
-    }
-    return hit;
+    return skipMatches(forward, op, weight, skip, matchedSkips);
   }
 
   func::FuncOp forward;
   std::vector<std::string> skip;
   std::map<unsigned, size_t> index; ///< argument number → params
 };
-
-quant::Format formatOf(const std::string &name) {
-  if (name == "int4") return quant::Format::Int4;
-  if (name == "fp8_e4m3") return quant::Format::Fp8E4M3;
-  if (name == "fp8_e5m2") return quant::Format::Fp8E5M2;
-  if (name == "nf4") return quant::Format::Nf4;
-  return quant::Format::Int8;
-}
 
 /// The table: one row per quantized tensor, then totals.
 std::string formatReport(const ExportReport &report, const std::string &output) {
@@ -310,14 +286,7 @@ int run() {
           return failWith("'" + p.name + "' is read with output channels along dimensions " +
                           std::to_string(axis) + " and " + std::to_string(u.outputAxis) +
                           "; give the axis (channel<N>) or skip it");
-      t.scheme.format = formatOf(weights.format);
-      t.scheme.granularity = weights.granularity == "channel" ? quant::Granularity::Channel
-                             : weights.granularity == "block" ? quant::Granularity::Block
-                                                              : quant::Granularity::Tensor;
-      t.scheme.axis =
-          t.scheme.granularity == quant::Granularity::Channel ? weights.axis.value_or(axis) : 0;
-      t.scheme.block = weights.block;
-      t.scheme.symmetric = weights.symmetric;
+      t.scheme = kernelScheme(weights.attr(&context, axis));
       // QLoRA's double quantization of the per-block absmax.
       t.doubleQuant = t.scheme.format == quant::Format::Nf4 &&
                       t.scheme.granularity == quant::Granularity::Block && !noDoubleQuant;
