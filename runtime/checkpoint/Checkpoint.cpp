@@ -20,9 +20,7 @@
 #include <sstream>
 
 namespace llmc {
-namespace {
 
-/// Every persistent buffer of a category, by name (from any program).
 std::vector<const BufferInfo *> persistentBuffers(const Artifact &artifact,
                                                   const std::string &category) {
   std::vector<const BufferInfo *> found;
@@ -40,6 +38,8 @@ std::vector<const BufferInfo *> persistentBuffers(const Artifact &artifact,
 std::vector<int64_t> globalShapeOf(const BufferInfo &b) {
   return b.shard.sharded() ? b.shard.globalShape : b.shape;
 }
+
+namespace {
 
 /// The first role holding a tensor writes it (a pipeline repeats a tied
 /// parameter on several stages); within that role, the rank whose

@@ -47,6 +47,14 @@ struct TrainState {
   int64_t freshAdapters = 0;
 };
 
+/// Every persistent buffer of `category` ("param", "optim") of this rank's
+/// programs, each name once.
+std::vector<const BufferInfo *> persistentBuffers(const Artifact &artifact,
+                                                  const std::string &category);
+
+/// The global shape of persistent buffer `b` (its own when not sharded).
+std::vector<int64_t> globalShapeOf(const BufferInfo &b);
+
 /// A saved tensor's pieces, as the checkpoint index describes them: the
 /// layout it was saved under (one axis per level) and each piece's bytes,
 /// keyed by its positions in that layout.

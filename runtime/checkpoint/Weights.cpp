@@ -10,7 +10,6 @@
 
 #include <fstream>
 #include <map>
-#include <set>
 
 namespace llmc {
 namespace {
@@ -50,57 +49,49 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     fail("--weights: cannot open '", path, "'");
   SafetensorsFile file(path);
   WeightsLoaded loaded;
-  std::map<std::string, FloatTensor> cache;
-  // Null for a LoRA adapter the file lacks (a base model's weights): it
-  // keeps its initial value, as checkpoint restore does.
-  auto global = [&](const std::string &name, const std::vector<int64_t> &shape) -> const FloatTensor * {
-    auto it = cache.find(name);
-    if (it != cache.end())
-      return &it->second;
-    FloatTensor t;
-    if (!readFloatTensor(file, name, t)) {
-      if (isAdapterTensor(name))
-        return nullptr;
-      fail(path, ": no tensor '", name, "' (a parameter of the model)");
-    }
+  // One tensor at a time: read (dequantized when stored quantized), fill
+  // this rank's piece of it, and of its fp32 master copy when mixed
+  // precision keeps one, then drop it.
+  std::map<std::string, const BufferInfo *> masters;
+  for (const BufferInfo *b : persistentBuffers(artifact, "optim"))
+    if (b->name.rfind("master/", 0) == 0)
+      masters[b->name.substr(7)] = b;
+  auto read = [&](const std::string &name, const std::vector<int64_t> &shape, FloatTensor &t) {
+    if (!readFloatTensor(file, name, t))
+      return false;
     if (t.shape != shape)
       fail(path, ": tensor '", name, "' is ", shapeList(t.shape), " but the model needs ",
            shapeList(shape));
+    return true;
+  };
+  auto fill = [&](const FloatTensor &t, const BufferInfo &b) {
+    fillPiece(t, arena.base() + b.offset, b.dtype, ShardMap(b.shard, b.shape, artifact.mesh),
+              rank, b.name);
+  };
+  for (const BufferInfo *p : persistentBuffers(artifact, "param")) {
+    FloatTensor t;
+    if (!read(p->name, globalShapeOf(*p), t)) {
+      // A LoRA adapter a base model's file lacks keeps its initial value,
+      // as checkpoint restore does.
+      if (!isAdapterTensor(p->name))
+        fail(path, ": no tensor '", p->name, "' (a parameter of the model)");
+      ++loaded.freshAdapters;
+      continue;
+    }
     ++loaded.tensors;
     loaded.dequantized += t.scheme.empty() ? 0 : 1;
-    return &cache.emplace(name, std::move(t)).first->second;
-  };
-  for (const ParameterInfo &p : artifact.parameters) {
-    std::vector<int64_t> shape = p.shard.sharded() ? p.shard.globalShape : p.shape;
-    if (const FloatTensor *t = global(p.name, shape))
-      fillPiece(*t, arena.base() + p.offset, p.dtype, ShardMap(p.shard, p.shape, artifact.mesh),
-                rank, p.name);
-    else
-      ++loaded.freshAdapters;
+    fill(t, *p);
+    if (auto master = masters.find(p->name); master != masters.end())
+      fill(t, *master->second);
   }
-  // A mixed-precision master copy holds the parameter in full precision;
-  // observer states (activation ranges) come along when the file has them.
-  std::set<std::string> observersSeen;
-  for (const ProgramInfo &program : artifact.programs)
-    for (const BufferInfo &b : program.buffers) {
-      if (b.category == "optim" && b.name.rfind("qat_state/", 0) == 0 && file.find(b.name)) {
-        std::vector<int64_t> shape = b.shard.sharded() ? b.shard.globalShape : b.shape;
-        if (const FloatTensor *t = global(b.name, shape))
-          fillPiece(*t, arena.base() + b.offset, b.dtype,
-                    ShardMap(b.shard, b.shape, artifact.mesh), rank, b.name);
-        observersSeen.insert(b.name);
-        continue;
-      }
-      if (b.category != "optim" || b.name.rfind("master/", 0) != 0)
-        continue;
-      std::string name = b.name.substr(7);
-      std::vector<int64_t> shape = b.shard.sharded() ? b.shard.globalShape : b.shape;
-      if (const FloatTensor *t = global(name, shape))
-        fillPiece(*t, arena.base() + b.offset, b.dtype, ShardMap(b.shard, b.shape, artifact.mesh),
-                  rank, b.name);
-    }
-  loaded.observers = static_cast<int64_t>(observersSeen.size());
-  loaded.tensors -= loaded.observers;
+  // Observer states (activation ranges) come along when the file has them.
+  for (const BufferInfo *b : persistentBuffers(artifact, "optim")) {
+    FloatTensor t;
+    if (b->name.rfind("qat_state/", 0) != 0 || !read(b->name, globalShapeOf(*b), t))
+      continue;
+    fill(t, *b);
+    ++loaded.observers;
+  }
   return loaded;
 }
 
