@@ -30,6 +30,19 @@ inline std::vector<int> meshCoordinates(const Mesh &mesh, int rank) {
 }
 
 /// Position of `rank` inside its group over `axes`, and the group's size.
+/// The rank whose coordinates are `coords` but `shift` further along axis
+/// `axis` (cyclically): a pipeline neighbour. Allocates nothing.
+inline int meshNeighbour(const Mesh &mesh, const std::vector<int> &coords, size_t axis,
+                         int shift) {
+  int rank = 0;
+  for (size_t d = 0; d < mesh.size(); ++d) {
+    int size = mesh[d].second, c = coords[d];
+    if (d == axis) c = ((c + shift) % size + size) % size;
+    rank = rank * size + c;
+  }
+  return rank;
+}
+
 inline std::pair<int, int> groupPosition(const Mesh &mesh, int rank,
                                          const std::vector<std::string> &axes) {
   std::vector<int> coords = meshCoordinates(mesh, rank);

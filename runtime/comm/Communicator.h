@@ -11,6 +11,7 @@
 #include "kernels/Tensor.h"
 
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,22 @@ namespace llmc {
 enum class Reduction { Sum, Max, Mean };
 /// Parses "sum" | "max" | "mean"; throws RuntimeError otherwise.
 Reduction parseReduction(const std::string &name);
+
+/// What a communication call does, for its error and timeout messages
+/// ("all_reduce over [dp]", "send to rank 3"): kept as parts and formatted
+/// only when something goes wrong, so a step's collectives build no strings.
+struct CommLabel {
+  const char *text = "";
+  const std::string *group = nullptr; ///< appended when set
+  int rank = -1;                      ///< appended when >= 0
+
+  std::string str() const {
+    return text + (group ? *group : std::string()) + (rank >= 0 ? std::to_string(rank) : "");
+  }
+};
+inline std::ostream &operator<<(std::ostream &os, const CommLabel &label) {
+  return os << label.str();
+}
 
 /// The ranks that differ only in some mesh axes.
 class CommGroup {

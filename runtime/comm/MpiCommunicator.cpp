@@ -107,7 +107,7 @@ MPI_Datatype mpiType(DType t) {
 struct InFlight {
   std::atomic<int64_t> startMs{-1};
   std::mutex mutex;
-  std::string what;
+  CommLabel what; ///< read by the watchdog; formatted only on a timeout
 };
 
 int64_t nowMs() {
@@ -130,18 +130,18 @@ public:
   void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
   void completeSends() override;
   void barrier() override {
-    guarded("barrier", [] { MPI_Barrier(MPI_COMM_WORLD); });
+    guarded(CommLabel{"barrier"}, [] { MPI_Barrier(MPI_COMM_WORLD); });
   }
   std::vector<uint64_t> allGatherWorld(uint64_t value) override {
     std::vector<uint64_t> all(static_cast<size_t>(size_));
-    guarded("start-up exchange", [&] {
+    guarded(CommLabel{"start-up exchange"}, [&] {
       MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
     });
     return all;
   }
 
   /// Runs `body` as the named collective: optional debug delay, watchdog.
-  template <typename F> void guarded(const std::string &what, F &&body);
+  template <typename F> void guarded(const CommLabel &what, F &&body);
   MPI_Op op(Reduction r, DType t) const;
 
 private:
@@ -173,32 +173,32 @@ public:
   int rank() const override { return rank_; }
 
   void allReduce(const void *in, void *out, size_t n, DType t, Reduction r) override {
-    owner_.guarded("all_reduce over " + name_, [&] {
+    owner_.guarded(CommLabel{"all_reduce over ", &name_}, [&] {
       check(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, static_cast<int>(n), mpiType(t),
                           owner_.op(r, t), comm_));
     });
     if (r == Reduction::Mean) divide(out, n, t);
   }
   void allGather(const void *in, void *out, size_t n, DType t) override {
-    owner_.guarded("all_gather over " + name_, [&] {
+    owner_.guarded(CommLabel{"all_gather over ", &name_}, [&] {
       check(MPI_Allgather(in, static_cast<int>(n), mpiType(t), out, static_cast<int>(n),
                           mpiType(t), comm_));
     });
   }
   void reduceScatter(const void *in, void *out, size_t n, DType t, Reduction r) override {
-    owner_.guarded("reduce_scatter over " + name_, [&] {
+    owner_.guarded(CommLabel{"reduce_scatter over ", &name_}, [&] {
       check(MPI_Reduce_scatter_block(in, out, static_cast<int>(n), mpiType(t), owner_.op(r, t),
                                      comm_));
     });
     if (r == Reduction::Mean) divide(out, n, t);
   }
   void broadcast(void *buffer, size_t n, DType t, int root) override {
-    owner_.guarded("broadcast over " + name_, [&] {
+    owner_.guarded(CommLabel{"broadcast over ", &name_}, [&] {
       check(MPI_Bcast(buffer, static_cast<int>(n), mpiType(t), root, comm_));
     });
   }
   void reduce(const void *in, void *out, size_t n, DType t, Reduction r, int root) override {
-    owner_.guarded("reduce over " + name_, [&] {
+    owner_.guarded(CommLabel{"reduce over ", &name_}, [&] {
       bool inPlace = in == out && rank_ == root;
       check(MPI_Reduce(inPlace ? MPI_IN_PLACE : in, out, static_cast<int>(n), mpiType(t),
                        owner_.op(r, t), root, comm_));
@@ -206,7 +206,7 @@ public:
     if (r == Reduction::Mean && rank_ == root) divide(out, n, t);
   }
   void allToAll(const void *in, void *out, size_t n, DType t) override {
-    owner_.guarded("all_to_all over " + name_, [&] {
+    owner_.guarded(CommLabel{"all_to_all over ", &name_}, [&] {
       check(MPI_Alltoall(in, static_cast<int>(n), mpiType(t), out, static_cast<int>(n),
                          mpiType(t), comm_));
     });
@@ -260,7 +260,7 @@ MpiCommunicator::MpiCommunicator(std::vector<std::pair<std::string, int>> mesh,
         std::fprintf(stderr,
                      "llmc-run: error: rank %d: %s has not completed after %.0f s: a peer rank "
                      "died or stopped answering; aborting\n",
-                     rank_, inFlight_.what.c_str(), options_.timeoutSeconds);
+                     rank_, inFlight_.what.str().c_str(), options_.timeoutSeconds);
         std::fflush(stderr);
         std::_Exit(1); // mpirun sees the failed rank and stops the job
       }
@@ -285,7 +285,7 @@ MPI_Op MpiCommunicator::op(Reduction r, DType t) const {
   return r == Reduction::Max ? MPI_MAX : MPI_SUM;
 }
 
-template <typename F> void MpiCommunicator::guarded(const std::string &what, F &&body) {
+template <typename F> void MpiCommunicator::guarded(const CommLabel &what, F &&body) {
   if (options_.debugMaxDelayMs > 0) {
     std::uniform_int_distribution<int> pick(0, options_.debugMaxDelayMs);
     std::this_thread::sleep_for(std::chrono::milliseconds(pick(rng_)));
@@ -333,12 +333,8 @@ CommGroup &MpiCommunicator::group(const std::vector<std::string> &axes) {
 
 void MpiCommunicator::send(const void *data, size_t bytes, const std::string &axis, int shift,
                            int tag) {
-  int i = axisIndex(axis);
-  std::vector<int> peer = coords_;
-  peer[i] = ((peer[i] + shift) % mesh_[i].second + mesh_[i].second) % mesh_[i].second;
-  int dest = 0;
-  for (size_t d = 0; d < mesh_.size(); ++d) dest = dest * mesh_[d].second + peer[d];
-  guarded("send to rank " + std::to_string(dest), [&] {
+  int dest = meshNeighbour(mesh_, coords_, static_cast<size_t>(axisIndex(axis)), shift);
+  guarded(CommLabel{"send to rank ", nullptr, dest}, [&] {
     MPI_Request request;
     MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &request);
     pendingSends_.push_back(request);
@@ -348,7 +344,7 @@ void MpiCommunicator::send(const void *data, size_t bytes, const std::string &ax
 void MpiCommunicator::completeSends() {
   if (pendingSends_.empty())
     return;
-  guarded("completion of " + std::to_string(pendingSends_.size()) + " sends", [&] {
+  guarded(CommLabel{"completion of the step's sends"}, [&] {
     MPI_Waitall(static_cast<int>(pendingSends_.size()), pendingSends_.data(),
                 MPI_STATUSES_IGNORE);
   });
@@ -356,12 +352,8 @@ void MpiCommunicator::completeSends() {
 }
 
 void MpiCommunicator::recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) {
-  int i = axisIndex(axis);
-  std::vector<int> peer = coords_;
-  peer[i] = ((peer[i] + shift) % mesh_[i].second + mesh_[i].second) % mesh_[i].second;
-  int src = 0;
-  for (size_t d = 0; d < mesh_.size(); ++d) src = src * mesh_[d].second + peer[d];
-  guarded("recv from rank " + std::to_string(src), [&] {
+  int src = meshNeighbour(mesh_, coords_, static_cast<size_t>(axisIndex(axis)), shift);
+  guarded(CommLabel{"recv from rank ", nullptr, src}, [&] {
     MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   });
 }

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -490,6 +491,15 @@ struct Transfer {
   bool complete = false;
 };
 
+/// The transfers of one exchange, in storage the caller owns (a stack
+/// array or a reused buffer: a step's collectives allocate nothing).
+struct Transfers {
+  Transfer *first = nullptr;
+  size_t count = 0;
+  Transfer *begin() const { return first; }
+  Transfer *end() const { return first + count; }
+};
+
 /// A message that arrived before this rank asked for it.
 struct Stashed {
   uint64_t tag = 0;
@@ -502,6 +512,20 @@ struct Peer {
   bool goodbye = false; ///< it finished normally; its connection may close
   bool closed = false;
   std::list<Stashed> stash;
+  std::list<Stashed> spare; ///< taken stash entries, kept with their buffers for reuse
+
+  /// A new stash entry for `bytes` of `tag`, reusing a spare's buffer.
+  Stashed &stashNew(uint64_t tag, size_t bytes) {
+    if (spare.empty())
+      stash.emplace_back();
+    else
+      stash.splice(stash.end(), spare, spare.begin());
+    Stashed &s = stash.back();
+    s.tag = tag;
+    s.data.resize(bytes);
+    s.complete = false;
+    return s;
+  }
   std::vector<Transfer *> sends; ///< this exchange's, in order
   // The message being read: its header, then its payload into `body`.
   Header header;
@@ -530,7 +554,13 @@ public:
 
   /// Moves every transfer to completion, reading from all peers meanwhile;
   /// throws naming `what` and the peer on a timeout or a lost peer.
-  void exchange(const std::string &what, std::vector<Transfer> &transfers);
+  void exchange(const CommLabel &what, Transfers transfers);
+  template <size_t N> void exchange(const CommLabel &what, std::array<Transfer, N> &transfers) {
+    exchange(what, Transfers{transfers.data(), N});
+  }
+  void exchange(const CommLabel &what, std::vector<Transfer> &transfers) {
+    exchange(what, Transfers{transfers.data(), transfers.size()});
+  }
   /// The optional random delay before a collective (shakes out ordering bugs).
   void debugDelay();
 
@@ -543,17 +573,17 @@ private:
   int peerAlong(const std::string &axis, int shift) const;
   TcpGroup &world();
 
-  void progress(const std::string &what, std::vector<Transfer> &transfers);
+  void progress(const CommLabel &what, Transfers transfers);
   void post(Transfer &t);
-  void matchStash(const std::string &what, std::vector<Transfer> &transfers);
-  void checkPeers(const std::string &what, const std::vector<Transfer> &transfers);
-  void pumpSends(int p, const std::string &what);
-  void pumpReceives(int p, const std::string &what, std::vector<Transfer> &transfers);
-  void beginBody(int p, const std::string &what, std::vector<Transfer> &transfers);
-  void finishBody(int p, const std::string &what);
+  void matchStash(const CommLabel &what, Transfers transfers);
+  void checkPeers(const CommLabel &what, Transfers transfers);
+  void pumpSends(int p, const CommLabel &what);
+  void pumpReceives(int p, const CommLabel &what, Transfers transfers);
+  void beginBody(int p, const CommLabel &what, Transfers transfers);
+  void finishBody(int p, const CommLabel &what);
   void tellPeers(const std::string &why);
-  [[noreturn]] void lost(int p, const std::string &what, const std::string &why);
-  [[noreturn]] void timedOut(const std::string &what, const std::vector<Transfer> &transfers);
+  [[noreturn]] void lost(int p, const CommLabel &what, const std::string &why);
+  [[noreturn]] void timedOut(const CommLabel &what, Transfers transfers);
   void sayGoodbye();
 
   Mesh mesh_;
@@ -565,6 +595,9 @@ private:
   std::mt19937 rng_;
   bool broken_ = false; ///< an exchange failed: streams may stop mid-message
   std::string cause_;   ///< the failure a peer reported, passed on as it came
+  std::vector<pollfd> pollFds_; ///< progress()'s poll set, reused
+  std::vector<int> pollOwners_;
+  TcpGroup *world_ = nullptr;
 };
 
 class TcpGroup final : public CommGroup {
@@ -572,14 +605,16 @@ public:
   TcpGroup(TcpCommunicator &owner, std::vector<int> members, int position, uint32_t mask,
            std::string name)
       : owner_(owner), members_(std::move(members)), pos_(position), mask_(mask),
-        name_(std::move(name)) {}
+        name_(std::move(name)), offset_(members_.size() + 1) {
+    transfers_.reserve(2 * members_.size());
+  }
 
   int size() const override { return static_cast<int>(members_.size()); }
   int rank() const override { return pos_; }
 
   void allReduce(const void *in, void *out, size_t n, DType t, Reduction r) override;
   void allGather(const void *in, void *out, size_t n, DType t) override {
-    allGatherAs("all_gather over " + name_, in, out, n * dtypeSize(t));
+    allGatherAs(CommLabel{"all_gather over ", &name_}, in, out, n * dtypeSize(t));
   }
   void reduceScatter(const void *in, void *out, size_t n, DType t, Reduction r) override;
   void broadcast(void *buffer, size_t n, DType t, int root) override;
@@ -587,7 +622,7 @@ public:
   void allToAll(const void *in, void *out, size_t n, DType t) override;
 
   /// All-gather of `bytes` per member under the name `what`.
-  void allGatherAs(const std::string &what, const void *in, void *out, size_t bytes);
+  void allGatherAs(const CommLabel &what, const void *in, void *out, size_t bytes);
 
 private:
   int wrap(int i) const { return ((i % size()) + size()) % size(); }
@@ -598,15 +633,18 @@ private:
   }
   Transfer sendTo(int position, uint64_t tag, const void *data, size_t bytes) const;
   Transfer recvFrom(int position, uint64_t tag, void *data, size_t bytes) const;
-  void checkReduction(const std::string &what, DType t, Reduction r) const;
+  void checkReduction(const CommLabel &what, DType t, Reduction r) const;
   /// Checks a reduction's arguments; a one-member group just copies `in`
   /// to `out` and returns true.
-  bool reducesAlone(const std::string &what, const void *in, void *out, size_t n, DType t,
+  bool reducesAlone(const CommLabel &what, const void *in, void *out, size_t n, DType t,
                     Reduction r) const;
-  std::vector<uint8_t> ringReduceScatter(const std::string &what, uint64_t tag, const void *in,
-                                         DType t, Reduction r, const std::vector<size_t> &offset);
-  void ringAllGather(const std::string &what, uint64_t tag, uint8_t *out,
-                     const std::vector<size_t> &offset);
+  /// Chunk c of n elements split over the members: offset_[c] to
+  /// offset_[c+1] (equal chunks of `per` elements with equalChunks).
+  void partition(size_t n);
+  void equalChunks(size_t per);
+  uint8_t *ringReduceScatter(const CommLabel &what, uint64_t tag, const void *in, DType t,
+                             Reduction r);
+  void ringAllGather(const CommLabel &what, uint64_t tag, uint8_t *out);
 
   TcpCommunicator &owner_;
   std::vector<int> members_; ///< world ranks by position
@@ -614,21 +652,11 @@ private:
   uint32_t mask_;
   std::string name_;
   uint64_t seq_ = 0;
+  // Reused by every collective, so that none allocates after the first few.
+  std::vector<size_t> offset_;
+  std::vector<uint8_t> partial_, incoming_, finished_, copy_;
+  std::vector<Transfer> transfers_;
 };
-
-/// Chunk c of n elements split over p members: [offset[c], offset[c+1]).
-std::vector<size_t> partition(size_t n, int p) {
-  std::vector<size_t> offset(static_cast<size_t>(p) + 1);
-  for (int c = 0; c <= p; ++c) offset[c] = n * static_cast<size_t>(c) / static_cast<size_t>(p);
-  return offset;
-}
-
-/// Equal chunks of `per` elements.
-std::vector<size_t> equalChunks(size_t per, int p) {
-  std::vector<size_t> offset(static_cast<size_t>(p) + 1);
-  for (int c = 0; c <= p; ++c) offset[c] = per * static_cast<size_t>(c);
-  return offset;
-}
 
 //===----------------------------------------------------------------------===//
 // Start-up
@@ -850,7 +878,9 @@ void TcpCommunicator::post(Transfer &t) {
   Peer &peer = peers_[t.peer];
   if (t.send && t.peer == rank_) {
     // To itself: straight into its own stash.
-    peer.stash.push_back({t.tag, std::vector<uint8_t>(t.src, t.src + t.bytes), true});
+    Stashed &stashed = peer.stashNew(t.tag, t.bytes);
+    if (t.bytes) std::memcpy(stashed.data.data(), t.src, t.bytes);
+    stashed.complete = true;
     t.complete = true;
   } else if (t.send) {
     t.header.tag = t.tag;
@@ -861,7 +891,7 @@ void TcpCommunicator::post(Transfer &t) {
 
 /// Completes receives whose message already arrived whole. Messages of one
 /// (peer, tag) are taken in arrival order.
-void TcpCommunicator::matchStash(const std::string &what, std::vector<Transfer> &transfers) {
+void TcpCommunicator::matchStash(const CommLabel &what, Transfers transfers) {
   for (Transfer &t : transfers) {
     if (t.send || t.complete || t.bound) continue;
     auto &stash = peers_[t.peer].stash;
@@ -872,14 +902,14 @@ void TcpCommunicator::matchStash(const std::string &what, std::vector<Transfer> 
       fail("rank ", rank_, ": ", what, ": rank ", t.peer, " sent ", it->data.size(),
            " bytes where ", t.bytes, " were expected: the ranks disagree on a collective or send");
     if (t.bytes) std::memcpy(t.dst, it->data.data(), t.bytes);
-    stash.erase(it);
+    peers_[t.peer].spare.splice(peers_[t.peer].spare.end(), stash, it);
     t.complete = true;
   }
 }
 
 /// A transfer whose peer can no longer take part is an error now, not a
 /// timeout later.
-void TcpCommunicator::checkPeers(const std::string &what, const std::vector<Transfer> &transfers) {
+void TcpCommunicator::checkPeers(const CommLabel &what, Transfers transfers) {
   for (const Transfer &t : transfers) {
     if (t.complete) continue;
     if (t.peer == rank_)
@@ -892,7 +922,7 @@ void TcpCommunicator::checkPeers(const std::string &what, const std::vector<Tran
   }
 }
 
-void TcpCommunicator::exchange(const std::string &what, std::vector<Transfer> &transfers) {
+void TcpCommunicator::exchange(const CommLabel &what, Transfers transfers) {
   if (broken_)
     fail("rank ", rank_, ": ", what, ": an earlier communication error left the connections to "
          "the other ranks unusable");
@@ -925,11 +955,11 @@ void TcpCommunicator::tellPeers(const std::string &why) {
   }
 }
 
-void TcpCommunicator::progress(const std::string &what, std::vector<Transfer> &transfers) {
+void TcpCommunicator::progress(const CommLabel &what, Transfers transfers) {
   for (Transfer &t : transfers) post(t);
   double deadline = now() + options_.timeoutSeconds;
-  std::vector<pollfd> fds;
-  std::vector<int> owners;
+  std::vector<pollfd> &fds = pollFds_;
+  std::vector<int> &owners = pollOwners_;
   while (true) {
     matchStash(what, transfers);
     if (std::all_of(transfers.begin(), transfers.end(), [](auto &t) { return t.complete; }))
@@ -957,7 +987,7 @@ void TcpCommunicator::progress(const std::string &what, std::vector<Transfer> &t
   for (Peer &peer : peers_) peer.sends.clear();
 }
 
-void TcpCommunicator::pumpSends(int p, const std::string &what) {
+void TcpCommunicator::pumpSends(int p, const CommLabel &what) {
   Peer &peer = peers_[p];
   while (!peer.sends.empty()) {
     Transfer &t = *peer.sends.front();
@@ -985,8 +1015,8 @@ void TcpCommunicator::pumpSends(int p, const std::string &what) {
   }
 }
 
-void TcpCommunicator::pumpReceives(int p, const std::string &what,
-                                   std::vector<Transfer> &transfers) {
+void TcpCommunicator::pumpReceives(int p, const CommLabel &what,
+                                   Transfers transfers) {
   Peer &peer = peers_[p];
   while (!peer.closed) {
     uint8_t *into = peer.inBody ? peer.body + peer.bodyGot
@@ -1025,8 +1055,8 @@ void TcpCommunicator::pumpReceives(int p, const std::string &what,
 /// A header arrived: its payload goes straight into a posted receive when one
 /// waits for it (and no earlier message of that tag is kept), else into the
 /// stash.
-void TcpCommunicator::beginBody(int p, const std::string &what,
-                                std::vector<Transfer> &transfers) {
+void TcpCommunicator::beginBody(int p, const CommLabel &what,
+                                Transfers transfers) {
   Peer &peer = peers_[p];
   uint64_t tag = peer.header.tag;
   Transfer *target = nullptr;
@@ -1052,14 +1082,13 @@ void TcpCommunicator::beginBody(int p, const std::string &what,
     if (peer.header.bytes > (1ull << 40) || (tag == kFailed && peer.header.bytes > (1u << 16)))
       fail("rank ", rank_, ": ", what, ": the stream from rank ", p,
            " is corrupt (a message of ", peer.header.bytes, " bytes)");
-    peer.stash.push_back({tag, std::vector<uint8_t>(peer.header.bytes), false});
-    peer.bodyStash = &peer.stash.back();
+    peer.bodyStash = &peer.stashNew(tag, peer.header.bytes);
     peer.body = peer.bodyStash->data.data();
   }
   if (peer.header.bytes == 0) finishBody(p, what);
 }
 
-void TcpCommunicator::finishBody(int p, const std::string &what) {
+void TcpCommunicator::finishBody(int p, const CommLabel &what) {
   Peer &peer = peers_[p];
   if (peer.bodyFor) peer.bodyFor->complete = true;
   if (peer.bodyStash) peer.bodyStash->complete = true;
@@ -1072,7 +1101,7 @@ void TcpCommunicator::finishBody(int p, const std::string &what) {
   }
 }
 
-void TcpCommunicator::lost(int p, const std::string &what, const std::string &why) {
+void TcpCommunicator::lost(int p, const CommLabel &what, const std::string &why) {
   if (peers_[p].goodbye)
     fail("rank ", rank_, ": ", what, ": rank ", p, " has already finished, but this rank still "
          "exchanges data with it (did the ranks run different numbers of steps?)");
@@ -1080,7 +1109,7 @@ void TcpCommunicator::lost(int p, const std::string &what, const std::string &wh
        why.empty() ? "" : ": ", why);
 }
 
-void TcpCommunicator::timedOut(const std::string &what, const std::vector<Transfer> &transfers) {
+void TcpCommunicator::timedOut(const CommLabel &what, Transfers transfers) {
   // Name the peer: the first receive still waiting, else the first send.
   int peer = -1;
   for (const Transfer &t : transfers)
@@ -1142,56 +1171,54 @@ CommGroup &TcpCommunicator::group(const std::vector<std::string> &axes) {
 }
 
 TcpGroup &TcpCommunicator::world() {
-  std::vector<std::string> all;
-  for (auto &axis : mesh_) all.push_back(axis.first);
-  return static_cast<TcpGroup &>(group(all));
+  if (!world_) {
+    std::vector<std::string> all;
+    for (auto &axis : mesh_) all.push_back(axis.first);
+    world_ = &static_cast<TcpGroup &>(group(all));
+  }
+  return *world_;
 }
 
 int TcpCommunicator::peerAlong(const std::string &axis, int shift) const {
   auto it = std::find_if(mesh_.begin(), mesh_.end(), [&](auto &a) { return a.first == axis; });
   if (it == mesh_.end())
     fail("rank ", rank_, ": the mesh has no axis '", axis, "'");
-  size_t i = static_cast<size_t>(it - mesh_.begin());
-  std::vector<int> peer = coords_;
-  peer[i] = ((peer[i] + shift) % it->second + it->second) % it->second;
-  int r = 0;
-  for (size_t d = 0; d < mesh_.size(); ++d) r = r * mesh_[d].second + peer[d];
-  return r;
+  return meshNeighbour(mesh_, coords_, static_cast<size_t>(it - mesh_.begin()), shift);
 }
 
 void TcpCommunicator::send(const void *data, size_t bytes, const std::string &axis, int shift,
                            int tag) {
   int dest = peerAlong(axis, shift);
   debugDelay();
-  std::vector<Transfer> t(1);
+  std::array<Transfer, 1> t;
   t[0].peer = dest;
   t[0].send = true;
   t[0].tag = static_cast<uint32_t>(tag);
   t[0].src = static_cast<const uint8_t *>(data);
   t[0].bytes = bytes;
-  exchange("send to rank " + std::to_string(dest), t);
+  exchange(CommLabel{"send to rank ", nullptr, dest}, t);
 }
 
 void TcpCommunicator::recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) {
   int src = peerAlong(axis, shift);
   debugDelay();
-  std::vector<Transfer> t(1);
+  std::array<Transfer, 1> t;
   t[0].peer = src;
   t[0].tag = static_cast<uint32_t>(tag);
   t[0].dst = static_cast<uint8_t *>(data);
   t[0].bytes = bytes;
-  exchange("recv from rank " + std::to_string(src), t);
+  exchange(CommLabel{"recv from rank ", nullptr, src}, t);
 }
 
 void TcpCommunicator::barrier() {
   // An all-gather of nothing: a member finishes the ring only after hearing
   // (through its neighbours) from every other member.
-  world().allGatherAs("barrier", nullptr, nullptr, 0);
+  world().allGatherAs(CommLabel{"barrier"}, nullptr, nullptr, 0);
 }
 
 std::vector<uint64_t> TcpCommunicator::allGatherWorld(uint64_t value) {
   std::vector<uint64_t> all(static_cast<size_t>(size_));
-  world().allGatherAs("start-up exchange", &value, all.data(), sizeof value);
+  world().allGatherAs(CommLabel{"start-up exchange"}, &value, all.data(), sizeof value);
   return all;
 }
 
@@ -1218,7 +1245,7 @@ Transfer TcpGroup::recvFrom(int position, uint64_t tag, void *data, size_t bytes
   return t;
 }
 
-void TcpGroup::checkReduction(const std::string &what, DType t, Reduction r) const {
+void TcpGroup::checkReduction(const CommLabel &what, DType t, Reduction r) const {
   // Every member checks the same arguments, so all of them stop here alike.
   if (t == DType::F16)
     fail("rank ", owner_.rank(), ": ", what, ": f16 reductions are not supported");
@@ -1227,7 +1254,7 @@ void TcpGroup::checkReduction(const std::string &what, DType t, Reduction r) con
          " is not supported");
 }
 
-bool TcpGroup::reducesAlone(const std::string &what, const void *in, void *out, size_t n,
+bool TcpGroup::reducesAlone(const CommLabel &what, const void *in, void *out, size_t n,
                             DType t, Reduction r) const {
   checkReduction(what, t, r);
   if (size() != 1) return false;
@@ -1235,110 +1262,125 @@ bool TcpGroup::reducesAlone(const std::string &what, const void *in, void *out, 
   return true;
 }
 
-/// Ring reduce-scatter over chunks [offset[c], offset[c+1]): at step s member
-/// i passes its partial sum of chunk i-s-1 to member i+1, which adds its own
+void TcpGroup::partition(size_t n) {
+  size_t p = static_cast<size_t>(size());
+  for (size_t c = 0; c <= p; ++c) offset_[c] = n * c / p;
+}
+
+void TcpGroup::equalChunks(size_t per) {
+  for (size_t c = 0; c < offset_.size(); ++c) offset_[c] = per * c;
+}
+
+/// Grows `buffer` to at least `bytes` (never shrinks: reused across steps).
+static uint8_t *atLeast(std::vector<uint8_t> &buffer, size_t bytes) {
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  return buffer.data();
+}
+
+/// Ring reduce-scatter over the chunks of offset_: at step s member i
+/// passes its partial sum of chunk i-s-1 to member i+1, which adds its own
 /// elements. Chunk c is summed in the fixed order c+1, c+2, ..., c and ends
-/// on member c. Returns this member's finished chunk in the work type.
-std::vector<uint8_t> TcpGroup::ringReduceScatter(const std::string &what, uint64_t tag,
-                                                 const void *in, DType t, Reduction r,
-                                                 const std::vector<size_t> &offset) {
+/// on member c. Returns this member's finished chunk, in the work type.
+uint8_t *TcpGroup::ringReduceScatter(const CommLabel &what, uint64_t tag, const void *in, DType t,
+                                     Reduction r) {
   int p = size();
   size_t es = dtypeSize(t), ws = dtypeSize(workType(t));
-  auto len = [&](int c) { return offset[c + 1] - offset[c]; };
-  auto own = [&](int c) { return static_cast<const uint8_t *>(in) + offset[c] * es; };
+  auto len = [&](int c) { return offset_[c + 1] - offset_[c]; };
+  auto own = [&](int c) { return static_cast<const uint8_t *>(in) + offset_[c] * es; };
   size_t longest = 0;
   for (int c = 0; c < p; ++c) longest = std::max(longest, len(c));
-  std::vector<uint8_t> partial(longest * ws), incoming(longest * ws);
+  atLeast(partial_, longest * ws);
+  atLeast(incoming_, longest * ws);
   int first = wrap(pos_ - 1);
-  widen(partial.data(), own(first), len(first), t);
+  widen(partial_.data(), own(first), len(first), t);
   size_t partialLen = len(first);
   for (int s = 0; s + 1 < p; ++s) {
     int c = wrap(pos_ - s - 2);
-    std::vector<Transfer> step = {sendTo(wrap(pos_ + 1), tag, partial.data(), partialLen * ws),
-                                  recvFrom(wrap(pos_ - 1), tag, incoming.data(), len(c) * ws)};
+    std::array<Transfer, 2> step = {
+        sendTo(wrap(pos_ + 1), tag, partial_.data(), partialLen * ws),
+        recvFrom(wrap(pos_ - 1), tag, incoming_.data(), len(c) * ws)};
     owner_.exchange(what, step);
-    accumulate(incoming.data(), own(c), len(c), t, r);
-    std::swap(partial, incoming);
+    accumulate(incoming_.data(), own(c), len(c), t, r);
+    std::swap(partial_, incoming_);
     partialLen = len(c);
   }
-  partial.resize(partialLen * ws);
-  return partial;
+  return partial_.data();
 }
 
-/// Ring all-gather over byte chunks of `out`: member i starts with chunk i
-/// and at step s passes chunk i-s on to member i+1.
-void TcpGroup::ringAllGather(const std::string &what, uint64_t tag, uint8_t *out,
-                             const std::vector<size_t> &offset) {
+/// Ring all-gather over the byte chunks offset_ marks in `out`: member i
+/// starts with chunk i and at step s passes chunk i-s on to member i+1.
+void TcpGroup::ringAllGather(const CommLabel &what, uint64_t tag, uint8_t *out) {
   for (int s = 0; s + 1 < size(); ++s) {
     int give = wrap(pos_ - s), take = wrap(pos_ - s - 1);
-    std::vector<Transfer> step = {
-        sendTo(wrap(pos_ + 1), tag, out + offset[give], offset[give + 1] - offset[give]),
-        recvFrom(wrap(pos_ - 1), tag, out + offset[take], offset[take + 1] - offset[take])};
+    std::array<Transfer, 2> step = {
+        sendTo(wrap(pos_ + 1), tag, out + offset_[give], offset_[give + 1] - offset_[give]),
+        recvFrom(wrap(pos_ - 1), tag, out + offset_[take], offset_[take + 1] - offset_[take])};
     owner_.exchange(what, step);
   }
 }
 
 void TcpGroup::allReduce(const void *in, void *out, size_t n, DType t, Reduction r) {
-  std::string what = "all_reduce over " + name_;
+  CommLabel what{"all_reduce over ", &name_};
   if (reducesAlone(what, in, out, n, t, r)) return;
   owner_.debugDelay();
   uint64_t tag = nextTag();
-  std::vector<size_t> offset = partition(n, size());
+  partition(n);
   // The result is written only after the last read of `in`: in place works.
-  std::vector<uint8_t> mine = ringReduceScatter(what, tag, in, t, r, offset);
+  uint8_t *mine = ringReduceScatter(what, tag, in, t, r);
   size_t es = dtypeSize(t);
   uint8_t *bytes = static_cast<uint8_t *>(out);
-  finish(mine.data(), bytes + offset[pos_] * es, offset[pos_ + 1] - offset[pos_], t, r, size());
-  for (size_t &o : offset) o *= es;
-  ringAllGather(what, tag, bytes, offset);
+  finish(mine, bytes + offset_[pos_] * es, offset_[pos_ + 1] - offset_[pos_], t, r, size());
+  for (size_t &o : offset_) o *= es;
+  ringAllGather(what, tag, bytes);
 }
 
-void TcpGroup::allGatherAs(const std::string &what, const void *in, void *out, size_t bytes) {
+void TcpGroup::allGatherAs(const CommLabel &what, const void *in, void *out, size_t bytes) {
   if (bytes && out != in)
     std::memmove(static_cast<uint8_t *>(out) + bytes * static_cast<size_t>(pos_), in, bytes);
   if (size() == 1) return;
   owner_.debugDelay();
-  ringAllGather(what, nextTag(), static_cast<uint8_t *>(out), equalChunks(bytes, size()));
+  equalChunks(bytes);
+  ringAllGather(what, nextTag(), static_cast<uint8_t *>(out));
 }
 
 void TcpGroup::reduceScatter(const void *in, void *out, size_t n, DType t, Reduction r) {
-  std::string what = "reduce_scatter over " + name_;
+  CommLabel what{"reduce_scatter over ", &name_};
   if (reducesAlone(what, in, out, n, t, r)) return;
   owner_.debugDelay();
-  std::vector<uint8_t> mine = ringReduceScatter(what, nextTag(), in, t, r, equalChunks(n, size()));
-  finish(mine.data(), out, n, t, r, size());
+  equalChunks(n);
+  uint8_t *mine = ringReduceScatter(what, nextTag(), in, t, r);
+  finish(mine, out, n, t, r, size());
 }
 
 void TcpGroup::reduce(const void *in, void *out, size_t n, DType t, Reduction r, int root) {
-  std::string what = "reduce over " + name_;
+  CommLabel what{"reduce over ", &name_};
   if (reducesAlone(what, in, out, n, t, r)) return;
   owner_.debugDelay();
   // Reduce-scatter, then the root gathers the chunks: the root's result is
   // bit-identical to an all-reduce of the same data.
   uint64_t tag = nextTag();
-  std::vector<size_t> offset = partition(n, size());
-  std::vector<uint8_t> mine = ringReduceScatter(what, tag, in, t, r, offset);
-  size_t es = dtypeSize(t), myLen = offset[pos_ + 1] - offset[pos_];
-  std::vector<Transfer> gather;
-  std::vector<uint8_t> finished;
+  partition(n);
+  uint8_t *mine = ringReduceScatter(what, tag, in, t, r);
+  size_t es = dtypeSize(t), myLen = offset_[pos_ + 1] - offset_[pos_];
+  transfers_.clear();
   if (pos_ == root) {
     uint8_t *bytes = static_cast<uint8_t *>(out);
-    finish(mine.data(), bytes + offset[pos_] * es, myLen, t, r, size());
+    finish(mine, bytes + offset_[pos_] * es, myLen, t, r, size());
     for (int c = 0; c < size(); ++c)
       if (c != pos_)
-        gather.push_back(
-            recvFrom(c, tag, bytes + offset[c] * es, (offset[c + 1] - offset[c]) * es));
+        transfers_.push_back(
+            recvFrom(c, tag, bytes + offset_[c] * es, (offset_[c + 1] - offset_[c]) * es));
   } else {
-    finished.resize(myLen * es);
-    finish(mine.data(), finished.data(), myLen, t, r, size());
-    gather.push_back(sendTo(root, tag, finished.data(), finished.size()));
+    uint8_t *finished = atLeast(finished_, myLen * es);
+    finish(mine, finished, myLen, t, r, size());
+    transfers_.push_back(sendTo(root, tag, finished, myLen * es));
   }
-  owner_.exchange(what, gather);
+  owner_.exchange(what, transfers_);
 }
 
 void TcpGroup::broadcast(void *buffer, size_t n, DType t, int root) {
   if (size() == 1) return;
-  std::string what = "broadcast over " + name_;
+  CommLabel what{"broadcast over ", &name_};
   owner_.debugDelay();
   // Binomial tree rooted at `root`: log2(size) rounds.
   uint64_t tag = nextTag();
@@ -1347,23 +1389,22 @@ void TcpGroup::broadcast(void *buffer, size_t n, DType t, int root) {
   int mask = 1;
   for (; mask < p; mask <<= 1)
     if (v & mask) {
-      std::vector<Transfer> parent = {recvFrom(wrap(v - mask + root), tag, buffer, bytes)};
+      std::array<Transfer, 1> parent = {recvFrom(wrap(v - mask + root), tag, buffer, bytes)};
       owner_.exchange(what, parent);
       break;
     }
-  std::vector<Transfer> children;
+  transfers_.clear();
   for (mask >>= 1; mask > 0; mask >>= 1)
-    if (v + mask < p) children.push_back(sendTo(wrap(v + mask + root), tag, buffer, bytes));
-  owner_.exchange(what, children);
+    if (v + mask < p) transfers_.push_back(sendTo(wrap(v + mask + root), tag, buffer, bytes));
+  owner_.exchange(what, transfers_);
 }
 
 void TcpGroup::allToAll(const void *in, void *out, size_t n, DType t) {
   size_t bytes = n * dtypeSize(t);
-  std::vector<uint8_t> copy;
   if (in == out) { // the sends must read what the receives overwrite
-    copy.assign(static_cast<const uint8_t *>(in),
-                static_cast<const uint8_t *>(in) + bytes * static_cast<size_t>(size()));
-    in = copy.data();
+    size_t all = bytes * static_cast<size_t>(size());
+    if (all) std::memcpy(atLeast(copy_, all), in, all);
+    in = copy_.data();
   }
   const uint8_t *src = static_cast<const uint8_t *>(in);
   uint8_t *dst = static_cast<uint8_t *>(out);
@@ -1371,13 +1412,13 @@ void TcpGroup::allToAll(const void *in, void *out, size_t n, DType t) {
   if (size() == 1) return;
   owner_.debugDelay();
   uint64_t tag = nextTag();
-  std::vector<Transfer> all;
+  transfers_.clear();
   for (int c = 0; c < size(); ++c)
     if (c != pos_) {
-      all.push_back(sendTo(c, tag, src + bytes * c, bytes));
-      all.push_back(recvFrom(c, tag, dst + bytes * c, bytes));
+      transfers_.push_back(sendTo(c, tag, src + bytes * c, bytes));
+      transfers_.push_back(recvFrom(c, tag, dst + bytes * c, bytes));
     }
-  owner_.exchange("all_to_all over " + name_, all);
+  owner_.exchange(CommLabel{"all_to_all over ", &name_}, transfers_);
 }
 
 } // namespace
