@@ -135,7 +135,6 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
       std::string axis = inst.axis;
       int shift = static_cast<int>(inst.shift), tag = static_cast<int>(inst.tag);
       bool isSend = inst.kind == InstructionKind::Send;
-      sends_ |= isSend;
       steps_.push_back([&comm, buf, axis, shift, tag, isSend](const StepContext &) {
         if (isSend)
           comm.send(buf.data, buf.bytes(), axis, shift, tag);
@@ -168,9 +167,9 @@ void BoundProgram::run(const StepContext &ctx) {
       starts_[i] = std::chrono::duration<double, std::micro>(start.time_since_epoch()).count();
     }
   }
-  // The plan keeps sent buffers intact until the program's end.
-  if (sends_)
-    comm_.completeSends();
+  // The plan keeps sent buffers intact until the program's end (a no-op
+  // when nothing was sent).
+  comm_.completeSends();
 }
 
 bool BoundProgram::has(const std::string &bufferName) const {

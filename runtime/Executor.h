@@ -47,7 +47,6 @@ private:
   const ProgramInfo &program_;
   const Arena &arena_;
   Communicator &comm_;
-  bool sends_ = false; ///< the program sends, so run() waits for delivery
   std::vector<std::function<void(const StepContext &)>> steps_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
   bool profiling_ = false;

@@ -13,10 +13,8 @@
 
 namespace llmc {
 
-void StepTrace::record(const BoundProgram &program, int64_t step) {
+void StepTrace::segment(const BoundProgram &program) {
   const std::vector<InstructionInfo> &insts = program.info().instructions;
-  const std::vector<double> &starts = program.instructionStarts();
-  const std::vector<double> &micros = program.instructionMicros();
   // Unlabelled instructions between two of the same part (a gradient added
   // to its running sum inside a backward) belong to that part.
   std::vector<std::string> labels(insts.size());
@@ -29,13 +27,25 @@ void StepTrace::record(const BoundProgram &program, int64_t step) {
       for (size_t k = i; k < j; ++k) labels[k] = labels[j];
     i = j;
   }
+  segments_.clear();
   for (size_t i = 0; i < insts.size();) {
     const std::string &name = labels[i];
     size_t j = i;
     while (j + 1 < insts.size() && labels[j + 1] == name) ++j;
-    spans_.push_back({name.empty() ? "step" : name, starts[i],
-                      starts[j] + micros[j] - starts[i], step});
+    segments_.push_back({i, j, name.empty() ? "step" : name});
     i = j + 1;
+  }
+  segmented_ = &program;
+}
+
+void StepTrace::record(const BoundProgram &program, int64_t step) {
+  if (segmented_ != &program)
+    segment(program);
+  const std::vector<double> &starts = program.instructionStarts();
+  const std::vector<double> &micros = program.instructionMicros();
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    const Segment &s = segments_[k];
+    spans_.push_back({k, starts[s.first], starts[s.last] + micros[s.last] - starts[s.first], step});
   }
 }
 
@@ -47,7 +57,7 @@ void StepTrace::write(const std::string &path, int rank, int worldSize,
   events << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << rank
          << ", \"args\": {\"name\": " << json::Value(rankLabel).dump(-1) << "}}";
   for (const Span &s : spans_)
-    events << ",\n{\"name\": " << json::Value(s.name).dump(-1)
+    events << ",\n{\"name\": " << json::Value(segments_[s.segment].name).dump(-1)
            << ", \"cat\": \"train_step\", \"ph\": \"X\", \"ts\": " << s.start
            << ", \"dur\": " << s.duration << ", \"pid\": " << rank
            << ", \"tid\": 0, \"args\": {\"step\": " << s.step << "}}";

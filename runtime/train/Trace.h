@@ -30,11 +30,21 @@ public:
              Communicator &comm) const;
 
 private:
-  struct Span {
+  /// Instructions [first, last] run as one span named `name`: derived from
+  /// the program once, the same every step.
+  struct Segment {
+    size_t first, last;
     std::string name;
+  };
+  struct Span {
+    size_t segment;
     double start, duration; // µs
     int64_t step;
   };
+  void segment(const BoundProgram &program);
+
+  const BoundProgram *segmented_ = nullptr;
+  std::vector<Segment> segments_;
   std::vector<Span> spans_;
 };
 
