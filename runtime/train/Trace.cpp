@@ -39,8 +39,10 @@ void StepTrace::segment(const BoundProgram &program) {
 }
 
 void StepTrace::record(const BoundProgram &program, int64_t step) {
-  if (segmented_ != &program)
+  if (!segmented_)
     segment(program);
+  else if (segmented_ != &program)
+    fail("a step trace records one program");
   const std::vector<double> &starts = program.instructionStarts();
   const std::vector<double> &micros = program.instructionMicros();
   for (size_t k = 0; k < segments_.size(); ++k) {
