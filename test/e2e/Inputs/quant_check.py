@@ -5,36 +5,10 @@
   same-loss A B        two --dump-grads files record the same loss (all digits)
   val-loss A B TOL     two llmc-run outputs report final validation losses
                        at most TOL apart"""
-import json
-import re
-import struct
 import sys
 
-
-def read(path):
-    data = open(path, "rb").read()
-    size = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + size])
-    return header, data[8 + size:]
-
-
-def tensors(path):
-    header, body = read(path)
-    out = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = entry["data_offsets"]
-        out[name] = (entry["dtype"], entry["shape"], body[begin:end])
-    return out
-
-
-def val_loss(path):
-    losses = re.findall(r"val loss ([0-9.]+)", open(path).read())
-    if not losses:
-        sys.exit(f"{path}: no 'val loss'")
-    return float(losses[-1])
-
+from safetensors_util import read, tensors
+from val_loss import val_loss
 
 mode, a, b = sys.argv[1:4]
 if mode == "same-tensors":

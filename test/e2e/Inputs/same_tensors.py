@@ -5,24 +5,9 @@ Prints `same N` when every shared tensor (except names ending in a skipped
 suffix) is bit-identical, else `differs NAME` for each that is not; also
 `only-in-b NAME` for tensors of B that A lacks.
 """
-import json
-import struct
 import sys
 
-
-def load(path):
-    data = open(path, "rb").read()
-    size = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + size])
-    body = data[8 + size:]
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        out[name] = (info["dtype"], info["shape"], body[begin:end])
-    return out
-
+from safetensors_util import tensors as load
 
 args = sys.argv[1:]
 skip = [args[i + 1] for i, a in enumerate(args) if a == "--skip"]

@@ -15,9 +15,10 @@ def val_loss(path):
     return float(found[-1])
 
 
-a, b = val_loss(sys.argv[1]), val_loss(sys.argv[2])
-mode = sys.argv[3]
-tolerance = float(sys.argv[4]) if len(sys.argv) > 4 else 1e-6
-print(f"{a:.4f} -> {b:.4f}")
-ok = b < a if mode == "lower" else abs(a - b) <= tolerance * abs(a)
-sys.exit(0 if ok else 1)
+if __name__ == "__main__":
+    a, b = val_loss(sys.argv[1]), val_loss(sys.argv[2])
+    mode = sys.argv[3]
+    tolerance = float(sys.argv[4]) if len(sys.argv) > 4 else 1e-6
+    print(f"{a:.4f} -> {b:.4f}")
+    ok = b < a if mode == "lower" else abs(a - b) <= tolerance * abs(a)
+    sys.exit(0 if ok else 1)
