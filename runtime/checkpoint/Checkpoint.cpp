@@ -172,7 +172,16 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
   comm.barrier(); // nobody moves on before `latest` names this checkpoint
 }
 
-SavedPieces openSavedPieces(const json::Value &entry, const std::string &name,
+/// A saved tensor's pieces, as the index describes them: the layout it was
+/// saved under (one axis per level) and each piece's bytes by position.
+struct SavedPieces {
+  ShardInfo shard;
+  std::vector<int64_t> localShape;
+  Mesh mesh;
+  std::map<std::vector<int>, const uint8_t *> bytes;
+};
+
+static SavedPieces openSavedPieces(const json::Value &entry, const std::string &name,
                             const std::vector<int64_t> &globalShape, size_t elementBytes,
                             const std::string &stepDir, const std::string &where,
                             std::map<std::string, std::unique_ptr<SafetensorsFile>> &files) {
@@ -213,33 +222,37 @@ SavedPieces openSavedPieces(const json::Value &entry, const std::string &name,
   return saved;
 }
 
-/// Fills this rank's piece of `b` from the saved pieces described by
-/// `entry` (any layout): each local element's global index, then which saved
-/// piece holds it and where.
+void copySaved(const json::Value &entry, const std::string &name,
+               const std::vector<int64_t> &globalShape, size_t elementBytes,
+               const ShardMap &target, const std::vector<int> &positions, uint8_t *out,
+               const std::string &stepDir, const std::string &where,
+               std::map<std::string, std::unique_ptr<SafetensorsFile>> &files) {
+  SavedPieces saved =
+      openSavedPieces(entry, name, globalShape, elementBytes, stepDir, where, files);
+  ShardMap savedMap(saved.shard, saved.localShape, saved.mesh);
+  // Whole rows move at once when neither layout splits the last dimension.
+  int64_t run = target.lastDimWhole() && savedMap.lastDimWhole() && !globalShape.empty()
+                    ? globalShape.back()
+                    : 1;
+  std::vector<int> owner;
+  for (int64_t i = 0; i < target.localNumel(); i += run) {
+    int64_t local;
+    savedMap.fromGlobal(target.toGlobal(positions, i), owner, local);
+    auto it = saved.bytes.find(owner);
+    if (it == saved.bytes.end())
+      fail(where, ": no saved piece holds element ", i, " of the piece wanted");
+    std::memcpy(out + i * elementBytes, it->second + local * elementBytes, run * elementBytes);
+  }
+}
+
+/// Fills this rank's piece of `b` from the saved pieces described by `entry`.
 static void restoreTensor(const BufferInfo &b, const json::Value &entry, const std::string &stepDir,
                           const std::string &indexPath, const Artifact &artifact,
                           const Arena &arena, int rank,
                           std::map<std::string, std::unique_ptr<SafetensorsFile>> &files) {
-  SavedPieces saved = openSavedPieces(entry, b.name, globalShapeOf(b), dtypeSize(b.dtype),
-                                      stepDir, indexPath + ": tensor '" + b.name + "'", files);
-  ShardMap savedMap(saved.shard, saved.localShape, saved.mesh);
-  const auto &pieces = saved.bytes;
   ShardMap mine(b.shard, b.shape, artifact.mesh);
-  std::vector<int> myPositions = mine.positions(rank), owner;
-  size_t element = dtypeSize(b.dtype);
-  uint8_t *out = arena.base() + b.offset;
-  // Whole rows move at once when neither layout splits the last dimension.
-  int64_t run = (mine.lastDimWhole() && savedMap.lastDimWhole() && !b.shape.empty())
-                    ? b.shape.back() : 1;
-  for (int64_t i = 0; i < mine.localNumel(); i += run) {
-    int64_t local;
-    savedMap.fromGlobal(mine.toGlobal(myPositions, i), owner, local);
-    auto it = pieces.find(owner);
-    if (it == pieces.end())
-      fail(indexPath, ": no saved piece of '", b.name, "' holds element ", i,
-           " of rank ", rank, "'s piece");
-    std::memcpy(out + i * element, it->second + local * element, run * element);
-  }
+  copySaved(entry, b.name, globalShapeOf(b), dtypeSize(b.dtype), mine, mine.positions(rank),
+            arena.base() + b.offset, stepDir, indexPath + ": tensor '" + b.name + "'", files);
 }
 
 /// How a tensor is split, as the index records it: (dim, blocks, parts) per

@@ -23,6 +23,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/Executor.h"
 #include "runtime/Mesh.h"
+#include "runtime/Sharding.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/support/Json.h"
@@ -55,24 +56,17 @@ std::vector<const BufferInfo *> persistentBuffers(const Artifact &artifact,
 /// The global shape of persistent buffer `b` (its own when not sharded).
 std::vector<int64_t> globalShapeOf(const BufferInfo &b);
 
-/// A saved tensor's pieces, as the checkpoint index describes them: the
-/// layout it was saved under (one axis per level) and each piece's bytes,
-/// keyed by its positions in that layout.
-struct SavedPieces {
-  ShardInfo shard;
-  std::vector<int64_t> localShape;
-  Mesh mesh;
-  std::map<std::vector<int>, const uint8_t *> bytes;
-};
-
-/// Reads the index `entry` of tensor `name` (global shape `globalShape`,
-/// `elementBytes` per element) and opens its pieces in `stepDir`, caching
-/// files in `files`. Throws naming `where` on a bad level or a missing or
-/// mis-sized piece.
-SavedPieces openSavedPieces(const json::Value &entry, const std::string &name,
-                            const std::vector<int64_t> &globalShape, size_t elementBytes,
-                            const std::string &stepDir, const std::string &where,
-                            std::map<std::string, std::unique_ptr<SafetensorsFile>> &files);
+/// Copies one piece of saved tensor `name` into `out`: the piece at
+/// `positions` of layout `target` (of a tensor of global shape
+/// `globalShape`, `elementBytes` per element), gathered from the saved
+/// pieces the index `entry` describes, whatever layout saved them. Opens
+/// rank files in `stepDir` through the cache `files`; throws naming `where`
+/// on a bad level or a missing or mis-sized piece.
+void copySaved(const json::Value &entry, const std::string &name,
+               const std::vector<int64_t> &globalShape, size_t elementBytes,
+               const ShardMap &target, const std::vector<int> &positions, uint8_t *out,
+               const std::string &stepDir, const std::string &where,
+               std::map<std::string, std::unique_ptr<SafetensorsFile>> &files);
 
 /// Whether persistent tensor `name` ("<param>" or "<role>/<param>") belongs
 /// to a LoRA adapter.

@@ -98,23 +98,11 @@ GlobalTensor CheckpointReader::read(const std::string &name) {
     out.shape.push_back(d.asInt(where + " shape"));
 
   size_t element = dtypeSize(out.dtype);
-  SavedPieces saved = openSavedPieces(*entry, name, out.shape, element, stepDir_, where, files_);
-  ShardMap savedMap(saved.shard, saved.localShape, saved.mesh);
-  const auto &pieces = saved.bytes;
-  int64_t numel = 1;
-  for (int64_t d : out.shape) numel *= d;
-  out.bytes.resize(static_cast<size_t>(numel) * element);
-  // Whole rows move at once when the saved layout keeps the last dimension whole.
-  int64_t run = savedMap.lastDimWhole() && !out.shape.empty() ? out.shape.back() : 1;
-  std::vector<int> owner;
-  for (int64_t g = 0; g < numel; g += run) {
-    int64_t local;
-    savedMap.fromGlobal(g, owner, local);
-    auto it = pieces.find(owner);
-    if (it == pieces.end())
-      fail(where, ": no saved piece holds element ", g);
-    std::memcpy(out.bytes.data() + g * element, it->second + local * element, run * element);
-  }
+  // The whole tensor: a one-piece layout of it.
+  ShardMap whole(ShardInfo{}, out.shape, Mesh{});
+  out.bytes.resize(static_cast<size_t>(whole.localNumel()) * element);
+  copySaved(*entry, name, out.shape, element, whole, whole.positions(0), out.bytes.data(),
+            stepDir_, where, files_);
   return out;
 }
 
