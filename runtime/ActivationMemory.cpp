@@ -2,7 +2,7 @@
 
 #include "runtime/ActivationMemory.h"
 
-#include <sstream>
+#include <algorithm>
 
 namespace llmc {
 
@@ -17,13 +17,12 @@ ActivationShape activationShape(const Artifact &artifact) {
   // b: the rows one rank runs per microbatch (the forward graph's batch is
   // one microbatch of every data-parallel rank).
   int64_t rows = static_cast<int64_t>(artifact.metaNumber("model.batch_size", 0));
-  std::string batchAxes = artifact.meta("data_parallel_axes");
+  std::vector<std::string> batchAxes = artifact.metaList("data_parallel_axes");
   int64_t dataParallel = 1;
   for (auto &[axis, size] : artifact.mesh) {
     if (axis == "tp")
       shape.t = size;
-    std::string padded = "," + batchAxes + ",";
-    if (padded.find("," + axis + ",") != std::string::npos)
+    if (std::find(batchAxes.begin(), batchAxes.end(), axis) != batchAxes.end())
       dataParallel *= size;
   }
   if (rows > 0 && rows % dataParallel == 0)
@@ -61,9 +60,7 @@ std::map<std::string, std::string> recomputeModes(const Artifact &artifact) {
     fallback = "none"; // the search names every layer it recomputes
   for (auto &[layer, bytes] : artifact.memory.savedPerLayer)
     modes[layer] = fallback;
-  std::istringstream list(artifact.meta("recompute.layers"));
-  std::string item;
-  while (std::getline(list, item, ',')) {
+  for (const std::string &item : artifact.metaList("recompute.layers")) {
     size_t eq = item.find('=');
     if (eq != std::string::npos)
       modes[item.substr(0, eq)] = item.substr(eq + 1);

@@ -7,6 +7,7 @@
 #include "runtime/support/Error.h"
 
 #include <algorithm>
+#include <sstream>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -50,6 +51,14 @@ const ProgramInfo *Artifact::program(const std::string &programName) const {
 std::string Artifact::meta(const std::string &key, const std::string &fallback) const {
   auto it = metadata.find(key);
   return it == metadata.end() ? fallback : it->second;
+}
+
+std::vector<std::string> Artifact::metaList(const std::string &key) const {
+  std::vector<std::string> out;
+  std::stringstream list(meta(key));
+  for (std::string item; std::getline(list, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
 }
 
 double Artifact::metaNumber(const std::string &key, double fallback) const {

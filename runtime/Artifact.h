@@ -132,6 +132,8 @@ struct Artifact {
   /// Metadata as text / number, with a fallback when absent.
   std::string meta(const std::string &key, const std::string &fallback = "") const;
   double metaNumber(const std::string &key, double fallback) const;
+  /// A comma-separated metadata value ("dp,fsdp"), its empty items dropped.
+  std::vector<std::string> metaList(const std::string &key) const;
 };
 
 /// Loads the role of `rank` from `path`.

@@ -8,13 +8,6 @@
 namespace llmc {
 namespace {
 
-std::vector<std::string> splitList(const std::string &text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 int64_t product(const std::vector<int64_t> &shape) {
   int64_t n = 1;
@@ -55,7 +48,7 @@ std::string ModelStates::formula() const {
 ModelStates modelStates(const Artifact &artifact) {
   ModelStates m;
   m.stage = static_cast<int>(artifact.metaNumber("zero", 0));
-  std::vector<std::string> zeroAxes = splitList(artifact.meta("zero_axes"));
+  std::vector<std::string> zeroAxes = artifact.metaList("zero_axes");
   for (auto &[axis, size] : artifact.mesh)
     if (std::find(zeroAxes.begin(), zeroAxes.end(), axis) != zeroAxes.end())
       m.groupSize *= size;

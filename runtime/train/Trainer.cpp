@@ -217,9 +217,9 @@ void Trainer::setup() {
   checkCollectiveSequences(artifact, rank, *comm);
   // This rank's place among the data-parallel replicas.
   std::vector<int> coords = meshCoordinates(artifact.mesh, rank);
-  std::string dpAxes = artifact.meta("data_parallel_axes");
+  std::vector<std::string> dpAxes = artifact.metaList("data_parallel_axes");
   for (size_t i = 0; i < artifact.mesh.size(); ++i)
-    if (("," + dpAxes + ",").find("," + artifact.mesh[i].first + ",") != std::string::npos) {
+    if (std::find(dpAxes.begin(), dpAxes.end(), artifact.mesh[i].first) != dpAxes.end()) {
       dataIndex = dataIndex * artifact.mesh[i].second + coords[i];
       dataReplicas *= artifact.mesh[i].second;
       dataAxes.push_back(artifact.mesh[i].first);
