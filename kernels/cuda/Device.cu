@@ -54,4 +54,38 @@ std::string libraryVersions() {
   return os.str();
 }
 
+#define LLMC_CUDA_CHECK(expr) check((expr), #expr, __FILE__, __LINE__)
+
+void *deviceAlloc(size_t bytes) {
+  void *ptr = nullptr;
+  LLMC_CUDA_CHECK(cudaMalloc(&ptr, bytes ? bytes : 1));
+  return ptr;
+}
+
+void deviceFree(void *ptr) {
+  if (ptr)
+    cudaFree(ptr); // never throws: called from destructors
+}
+
+void copyToDevice(void *device, const void *host, size_t bytes) {
+  LLMC_CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+}
+
+void copyToHost(void *host, const void *device, size_t bytes) {
+  LLMC_CUDA_CHECK(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
+}
+
+void deviceFill(void *ptr, int value, size_t bytes) {
+  LLMC_CUDA_CHECK(cudaMemset(ptr, value, bytes));
+}
+
+void synchronize() { LLMC_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+namespace {
+bool gAllowTf32 = false;
+} // namespace
+
+void setAllowTf32(bool allow) { gAllowTf32 = allow; }
+bool allowTf32() { return gAllowTf32; }
+
 } // namespace llmc::cuda

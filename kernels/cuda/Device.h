@@ -7,6 +7,7 @@
 #ifndef LLMC_KERNELS_CUDA_DEVICE_H
 #define LLMC_KERNELS_CUDA_DEVICE_H
 
+#include <cstddef>
 #include <string>
 
 namespace llmc::cuda {
@@ -20,6 +21,24 @@ std::string describeDevice(int device = 0);
 
 /// Versions of the CUDA runtime, cuBLASLt and NCCL this build links.
 std::string libraryVersions();
+
+/// Device memory and copies for code that must not include CUDA headers
+/// (the runtime's host side, the tests). Every call throws
+/// std::runtime_error naming the call and the CUDA error.
+void *deviceAlloc(size_t bytes);
+void deviceFree(void *ptr);
+void copyToDevice(void *device, const void *host, size_t bytes);
+void copyToHost(void *host, const void *device, size_t bytes);
+/// Sets every byte of [ptr, ptr+bytes) to `value` (0xFF makes f32 and bf16 NaN).
+void deviceFill(void *ptr, int value, size_t bytes);
+/// Waits for all work on the device and reports any asynchronous error.
+void synchronize();
+
+/// Whether fp32 GEMMs may use TF32 tensor cores (10-bit mantissa). Off by
+/// default so fp32 results match the CPU backend; `llmc-run --tf32` turns
+/// it on. Read when a matmul is bound.
+void setAllowTf32(bool allow);
+bool allowTf32();
 
 /// Throws RuntimeError-style std::runtime_error with `what` when `status` is
 /// not cudaSuccess (status is a cudaError_t passed as int).

@@ -6,39 +6,25 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/Kernel.h"
-#include "kernels/cuda/Device.h"
+#include "kernels/cuda/Common.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
-#define LLMC_CUDA_CHECK(expr) ::llmc::cuda::check((expr), #expr, __FILE__, __LINE__)
-
-namespace llmc {
+namespace llmc::cuda {
 namespace {
 
 template <typename T> __global__ void fillKernel(T *out, int64_t n, float value) {
-  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  for (; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = static_cast<T>(value);
-}
-
-int gridFor(int64_t n, int block) {
-  int64_t blocks = (n + block - 1) / block;
-  return static_cast<int>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
+  LLMC_GRID_STRIDE(i, n) store(out, i, value);
 }
 
 class FillKernel final : public Kernel {
 public:
   FillKernel(TensorView out, float value) : out_(std::move(out)), value_(value) {}
   void run(const StepContext &ctx) override {
-    auto stream = static_cast<cudaStream_t>(ctx.stream);
     int64_t n = out_.numel();
     if (out_.dtype == DType::F32)
-      fillKernel<<<gridFor(n, 256), 256, 0, stream>>>(out_.as<float>(), n, value_);
+      fillKernel<<<gridFor(n), kBlock, 0, streamOf(ctx)>>>(out_.as<float>(), n, value_);
     else
-      fillKernel<<<gridFor(n, 256), 256, 0, stream>>>(out_.as<__nv_bfloat16>(), n, value_);
-    LLMC_CUDA_CHECK(cudaGetLastError());
+      fillKernel<<<gridFor(n), kBlock, 0, streamOf(ctx)>>>(out_.as<bf16>(), n, value_);
+    LLMC_CUDA_CHECK_LAUNCH();
   }
 
 private:
@@ -67,7 +53,7 @@ public:
     if (in_.data != out_.data)
       LLMC_CUDA_CHECK(cudaMemcpyAsync(out_.data, in_.data, in_.bytes(),
                                       cudaMemcpyDeviceToDevice,
-                                      static_cast<cudaStream_t>(ctx.stream)));
+                                      streamOf(ctx)));
   }
 
 private:
@@ -93,4 +79,4 @@ std::unique_ptr<Kernel> makeCopy(const KernelArgs &args, std::string &error) {
 LLMC_REGISTER_KERNEL(CUDA, "fill", makeFill);
 LLMC_REGISTER_KERNEL(CUDA, "copy", makeCopy);
 
-} // namespace llmc
+} // namespace llmc::cuda

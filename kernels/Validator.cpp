@@ -1,4 +1,4 @@
-//===- common.cpp - binding-time validation for the CPU kernels -----------===//
+//===- Validator.cpp - binding-time validation shared by every backend ---===//
 //
 // Every factory checks its arguments once, at load time, and reports the
 // first problem as "<kernel>: <operand or attribute> ...". Keeping the
@@ -6,11 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cpu/Common.h"
+#include "kernels/Validator.h"
 
 #include <climits>
+#include <cmath>
 
-namespace llmc::cpu {
+namespace llmc {
 
 std::string describeType(DType dtype, const std::vector<int64_t> &shape) {
   TensorView view;
@@ -123,4 +124,4 @@ bool Validator::intsAttr(const char *name, std::vector<int64_t> *value) {
   return true;
 }
 
-} // namespace llmc::cpu
+} // namespace llmc

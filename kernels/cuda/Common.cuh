@@ -1,0 +1,124 @@
+//===- Common.cuh - helpers shared by the CUDA kernels (private) ----------===//
+//
+// What every CUDA kernel file needs and nothing more:
+//  - LLMC_CUDA_CHECK, used after every launch and runtime call, so a bad
+//    launch names its file and line instead of surfacing steps later;
+//  - the stream a kernel runs on (StepContext::stream, the default stream
+//    when none is given, as in the tests);
+//  - bf16 as storage with fp32 arithmetic: load/store widen and narrow, so
+//    one template body serves both float dtypes, as on the CPU;
+//  - launch geometry (grid-stride loops) and warp/block reductions.
+//
+// Binding-time checks use the backend-neutral Validator, so both backends
+// report the same one-line errors.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CUDA_COMMON_CUH
+#define LLMC_KERNELS_CUDA_COMMON_CUH
+
+#include "kernels/Kernel.h"
+#include "kernels/Validator.h"
+#include "kernels/cuda/Device.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+
+#define LLMC_CUDA_CHECK(expr) ::llmc::cuda::check((expr), #expr, __FILE__, __LINE__)
+/// After a <<<launch>>>: reports a bad configuration at once.
+#define LLMC_CUDA_CHECK_LAUNCH() LLMC_CUDA_CHECK(cudaGetLastError())
+
+namespace llmc::cuda {
+
+using bf16 = __nv_bfloat16;
+
+inline cudaStream_t streamOf(const StepContext &ctx) {
+  return static_cast<cudaStream_t>(ctx.stream);
+}
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ float load(const float *p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float load(const bf16 *p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ void store(float *p, int64_t i, float v) { p[i] = v; }
+/// Round to nearest even, like floatToBf16 on the host.
+__device__ __forceinline__ void store(bf16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+template <typename T> constexpr DType dtypeOf();
+template <> constexpr DType dtypeOf<float>() { return DType::F32; }
+template <> constexpr DType dtypeOf<bf16>() { return DType::BF16; }
+
+/// Instantiates `K<float>` or `K<bf16>` for a float dtype.
+template <template <typename> class K, typename... Args>
+std::unique_ptr<Kernel> makeFloatKernel(DType dtype, Args &&...args) {
+  if (dtype == DType::BF16) return std::make_unique<K<bf16>>(std::forward<Args>(args)...);
+  return std::make_unique<K<float>>(std::forward<Args>(args)...);
+}
+
+//===----------------------------------------------------------------------===//
+// Launch geometry
+//===----------------------------------------------------------------------===//
+
+constexpr int kBlock = 256;
+
+/// Blocks for a grid-stride loop over n elements: enough to fill the GPU,
+/// never more than the elements need, never zero.
+inline int gridFor(int64_t n, int block = kBlock) {
+  int64_t blocks = (n + block - 1) / block;
+  if (blocks < 1) blocks = 1;
+  return static_cast<int>(blocks < 65535 * 8 ? blocks : 65535 * 8);
+}
+
+/// for (i = global thread; i < n; i += all threads)
+#define LLMC_GRID_STRIDE(i, n)                                                    \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;  \
+       i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ float warpSum(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float warpMax(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+/// Sum over the whole block (blockDim.x a multiple of 32, at most 1024);
+/// every thread gets the result. `shared` holds 32 floats; the function
+/// synchronises, so it may be called repeatedly with the same buffer.
+__device__ __forceinline__ float blockSum(float v, float *shared) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warpSum(v);
+  __syncthreads(); // a previous call may still be reading `shared`
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  int warps = (blockDim.x + 31) >> 5;
+  v = lane < warps ? shared[lane] : 0.0f;
+  return warpSum(v);
+}
+
+/// Maximum over the whole block; same contract as blockSum.
+__device__ __forceinline__ float blockMax(float v, float *shared) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warpMax(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  int warps = (blockDim.x + 31) >> 5;
+  v = lane < warps ? shared[lane] : -INFINITY;
+  return warpMax(v);
+}
+
+} // namespace llmc::cuda
+
+#endif

@@ -1,0 +1,130 @@
+//===- CudaConformance.cpp - CUDA kernels against their CPU twins ---------===//
+
+#include "CudaConformance.h"
+
+#include "kernels/cuda/Device.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+namespace llmc::test {
+
+std::string missingGpuReason() {
+  static const std::string reason = [] {
+    std::string why;
+    return cuda::deviceCount(&why) > 0 ? std::string() : why;
+  }();
+  return reason;
+}
+
+namespace {
+
+bool isFloat(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+/// Device copy of one Buffer, freed on scope exit.
+struct DeviceCopy {
+  explicit DeviceCopy(const Buffer &b) : bytes(b.view().bytes()), ptr(cuda::deviceAlloc(bytes)) {}
+  ~DeviceCopy() { cuda::deviceFree(ptr); }
+  DeviceCopy(const DeviceCopy &) = delete;
+  DeviceCopy &operator=(const DeviceCopy &) = delete;
+  size_t bytes;
+  void *ptr;
+};
+
+} // namespace
+
+std::vector<RefTensor> expectCudaMatchesCpu(const std::string &name,
+                                            const std::vector<Buffer *> &inputs,
+                                            const std::vector<Buffer *> &outputs,
+                                            const KernelAttrs &attrs, const Comparison &cmp,
+                                            int64_t step, bool keepOutputs) {
+  std::vector<RefTensor> gpuOut;
+  auto isInput = [&](const Buffer *b) {
+    return std::find(inputs.begin(), inputs.end(), b) != inputs.end();
+  };
+
+  // CPU: on clones, so the caller's buffers stay the GPU's starting point.
+  std::map<const Buffer *, std::unique_ptr<Buffer>> cpu;
+  auto cpuOf = [&](Buffer *b) {
+    auto &slot = cpu[b];
+    if (!slot) {
+      slot = std::make_unique<Buffer>(*b);
+      if (!isInput(b) && !keepOutputs) slot->poison();
+    }
+    return slot.get();
+  };
+  std::vector<Buffer *> cpuIn, cpuOutputs;
+  for (Buffer *b : inputs) cpuIn.push_back(cpuOf(b));
+  for (Buffer *b : outputs) cpuOutputs.push_back(cpuOf(b));
+  if (!runKernel(name, cpuIn, cpuOutputs, attrs, step)) return gpuOut;
+
+  // GPU: one device allocation per distinct buffer (aliases stay aliases).
+  KernelFactory factory = findKernel(Backend::CUDA, name);
+  if (!factory) {
+    ADD_FAILURE() << "no CUDA kernel named " << name;
+    return gpuOut;
+  }
+  std::map<const Buffer *, std::unique_ptr<DeviceCopy>> gpu;
+  auto gpuView = [&](Buffer *b) {
+    auto &slot = gpu[b];
+    if (!slot) {
+      slot = std::make_unique<DeviceCopy>(*b);
+      if (isInput(b) || keepOutputs)
+        cuda::copyToDevice(slot->ptr, b->view().data, slot->bytes);
+      else
+        cuda::deviceFill(slot->ptr, 0xFF, slot->bytes);
+    }
+    TensorView v = b->view();
+    v.data = slot->ptr;
+    return v;
+  };
+  KernelArgs args;
+  for (Buffer *b : inputs) args.inputs.push_back(gpuView(b));
+  for (Buffer *b : outputs) args.outputs.push_back(gpuView(b));
+  args.attrs = attrs;
+  std::string error;
+  std::unique_ptr<Kernel> kernel = factory(args, error);
+  if (!kernel) {
+    ADD_FAILURE() << "binding CUDA " << name << " failed: " << error;
+    return gpuOut;
+  }
+  StepContext ctx;
+  ctx.step = step;
+  try {
+    kernel->run(ctx);
+    cuda::synchronize();
+  } catch (const std::exception &e) {
+    ADD_FAILURE() << "CUDA " << name << ": " << e.what();
+    return gpuOut;
+  }
+
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Buffer back(outputs[i]->dtype, outputs[i]->shape);
+    cuda::copyToHost(back.view().data, gpu[outputs[i]]->ptr, gpu[outputs[i]]->bytes);
+    RefTensor got = back.toRef(), want = cpu[outputs[i]]->toRef();
+    double tol = cmp.tolerances.empty() ? tolerance(back.dtype)
+                 : i < cmp.tolerances.size() ? cmp.tolerances[i]
+                                             : cmp.tolerances.back();
+    if (!isFloat(back.dtype))
+      EXPECT_TRUE(std::equal(got.data.begin(), got.data.end(), want.data.begin()))
+          << name << " output " << i << " (integer) differs from the CPU";
+    else
+      EXPECT_TRUE(closeTo(got, want, cmp.metric, tol)) << name << " output " << i;
+    gpuOut.push_back(std::move(got));
+  }
+  return gpuOut;
+}
+
+std::string cudaBindError(const std::string &name, const std::vector<TensorView> &inputs,
+                          const std::vector<TensorView> &outputs, const KernelAttrs &attrs) {
+  KernelFactory factory = findKernel(Backend::CUDA, name);
+  if (!factory) return "no CUDA kernel named " + name;
+  KernelArgs args{inputs, outputs, attrs};
+  std::string error;
+  std::unique_ptr<Kernel> kernel = factory(args, error);
+  if (kernel) return "";
+  return error.empty() ? "<factory failed without a message>" : error;
+}
+
+} // namespace llmc::test

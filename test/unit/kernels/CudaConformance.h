@@ -1,0 +1,63 @@
+//===- CudaConformance.h - CUDA kernels against their CPU twins -----------===//
+//
+// A CUDA kernel is correct when it computes what the CPU kernel of the same
+// name computes (the CPU kernels are themselves checked against the double
+// references and PyTorch). Each CUDA test builds inputs with the helpers of
+// KernelTest.h, then calls expectCudaMatchesCpu, which
+//  - runs the CPU kernel on copies of the buffers;
+//  - uploads the same inputs, fills every output that is not also an input
+//    with 0xFF bytes (NaN for f32/bf16) so unwritten elements show, binds
+//    and runs the CUDA kernel, waits, and reports any asynchronous error;
+//  - compares every output with the CPU's (metric and tolerance named by
+//    the caller; 1e-5 for f32 and 1e-2 for bf16 unless a test says why).
+// A buffer passed as both an input and an output is aliased on both
+// backends, which is how in-place kernels (adamw, qat_ema) are tested.
+//
+// Without a GPU every test is skipped with the reason (LLMC_REQUIRE_GPU).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_TEST_UNIT_KERNELS_CUDACONFORMANCE_H
+#define LLMC_TEST_UNIT_KERNELS_CUDACONFORMANCE_H
+
+#include "KernelTest.h"
+
+#include <string>
+#include <vector>
+
+namespace llmc::test {
+
+/// Empty when a CUDA device is usable, else why not.
+std::string missingGpuReason();
+
+/// First statement of every CUDA test.
+#define LLMC_REQUIRE_GPU()                                                                        \
+  do {                                                                                            \
+    std::string why_ = ::llmc::test::missingGpuReason();                                          \
+    if (!why_.empty())                                                                            \
+      GTEST_SKIP() << "no usable CUDA device (" << why_ << "): CUDA kernels are built, not run";  \
+  } while (0)
+
+/// How outputs are compared; `tolerances` per output (one value applies to
+/// all). Integer outputs are always compared exactly.
+struct Comparison {
+  Metric metric = Metric::Elementwise;
+  std::vector<double> tolerances;
+};
+
+/// Runs `name` on both backends and compares every output. `outputs` hold
+/// the initial contents for in-place or accumulating kernels (a buffer that
+/// is also an input, or `accumulate=1`): pass `keepOutputs` to upload them
+/// instead of poisoning. Returns the GPU's outputs for further checks.
+std::vector<RefTensor> expectCudaMatchesCpu(const std::string &name,
+                                            const std::vector<Buffer *> &inputs,
+                                            const std::vector<Buffer *> &outputs,
+                                            const KernelAttrs &attrs, const Comparison &cmp,
+                                            int64_t step = 1, bool keepOutputs = false);
+
+/// The CUDA factory's error for a binding expected to fail ("" if it bound).
+std::string cudaBindError(const std::string &name, const std::vector<TensorView> &inputs,
+                          const std::vector<TensorView> &outputs, const KernelAttrs &attrs = {});
+
+} // namespace llmc::test
+
+#endif
