@@ -45,6 +45,7 @@ struct TrainingPipelineOptions {
   int64_t memoryBudget = 0;      ///< per-rank bytes; 0: no limit
   bool fsdpReshardAfterForward = true;
   int64_t fsdpPrefetch = 1;
+  std::string target = "cpu";    ///< cpu | cuda: the backend the programs run on
   /// Stop after this stage: graph | train | exec.
   std::string emit = "exec";
 };

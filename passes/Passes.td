@@ -396,4 +396,31 @@ def VerifyCollectives : Pass<"llmc-verify-collectives", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::exec::ExecDialect"];
 }
 
+def TargetCuda : Pass<"llmc-target-cuda", "mlir::ModuleOp"> {
+  let summary = "Prepares lowered exec programs for the CUDA backend: streams and events";
+  let description = [{
+    Runs on lowered `exec` programs and marks the module `exec.backend =
+    "cuda"`. On a GPU, kernels run on stream 0 and communication
+    (collectives, all_slice) on stream 1, so gradient reduction and FSDP
+    gathers overlap compute. The arena planner packed buffers assuming one
+    ordered stream, so every pair of instructions on different streams that
+    touch overlapping arena bytes (read after write, write after read,
+    write after write) gets an explicit order: `exec.record_event` after the
+    earlier one on its stream, `exec.wait_event` before the later one. A
+    wait already implied by an earlier wait on the same stream pair is not
+    repeated. Pipeline-parallel programs (send/recv) are rejected: their
+    point-to-point schedule is not yet expressed as stream-ordered NCCL
+    transfers.
+
+    ```mlir
+    exec.all_reduce %g -> %g group ["dp"] : memref<64xf32> -> memref<64xf32>
+    // becomes, when a kernel on stream 0 wrote %g just before:
+    exec.record_event 0 stream 0
+    exec.wait_event 0 stream 1
+    exec.all_reduce %g -> %g group ["dp"] : memref<64xf32> -> memref<64xf32>
+    ```
+  }];
+  let dependentDialects = ["::llmc::exec::ExecDialect"];
+}
+
 #endif // LLMC_PASSES

@@ -89,6 +89,8 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
     budget.bytes = options.memoryBudget;
     pm.addPass(createMemoryBudget(budget));
   }
+  if (options.target == "cuda")
+    pm.addPass(createTargetCuda());
 }
 
 namespace {
@@ -107,6 +109,8 @@ struct TrainingPipelineCLOptions
                              llvm::cl::init(1.0)};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw | adamw8bit"),
                                 llvm::cl::init("adamw")};
+  Option<std::string> target{*this, "target", llvm::cl::desc("cpu | cuda"),
+                             llvm::cl::init("cpu")};
   Option<std::string> emit{*this, "emit", llvm::cl::desc("graph | train | exec"),
                            llvm::cl::init("exec")};
   Option<std::string> mesh{*this, "mesh", llvm::cl::desc("Mesh, e.g. dp=2,tp=2"),
@@ -162,6 +166,7 @@ void llmc::registerPasses() {
         options.maxGradNorm = cl.maxGradNorm;
         options.optimizer = cl.optimizer;
         options.emit = cl.emit;
+        options.target = cl.target;
         options.mesh = cl.mesh;
         options.zero = cl.zero;
         options.gradSync = cl.gradSync;

@@ -64,6 +64,10 @@ cl::opt<std::string> emit("emit", cl::desc("Stage to write: graph | train | exec
                           cl::init("artifact"), cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<std::string> precision("precision", cl::desc("fp32 | bf16"), cl::init("fp32"),
                                cl::sub(compileCmd), cl::cat(llmcCategory));
+cl::opt<std::string> target("target",
+                            cl::desc("Backend the programs run on: cpu | cuda (NVIDIA GPUs; "
+                                     "kernels on one stream, communication on another)"),
+                            cl::init("cpu"), cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<int64_t> microbatches("microbatches", cl::desc("Gradient-accumulation microbatches"),
                               cl::init(1), cl::sub(compileCmd), cl::cat(llmcCategory));
 cl::opt<double> beta1("beta1", cl::init(0.9), cl::desc("AdamW beta1"), cl::sub(compileCmd), cl::cat(llmcCategory));
@@ -236,6 +240,9 @@ int runCompile() {
     return fail("llmc compile", "no input: give <graph.mlir> or --model <family>");
   options.source = {compileInput, compileModel, modelPreset, modelConfig, modelSet};
   options.pipeline.precision = precision;
+  if (target != "cpu" && target != "cuda")
+    return fail("llmc compile", "unknown --target '" + target + "' (expected cpu or cuda)");
+  options.pipeline.target = target;
   options.pipeline.microbatches = microbatches;
   options.pipeline.beta1 = beta1;
   options.pipeline.beta2 = beta2;
