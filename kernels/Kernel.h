@@ -56,6 +56,10 @@ struct KernelArgs {
 struct StepContext {
   int64_t step = 0;       ///< 1-based optimizer step being computed
   void *stream = nullptr; ///< backend stream (cudaStream_t on CUDA)
+  /// On CUDA, the step in device memory: a kernel replayed from a CUDA
+  /// graph keeps the `step` it was captured with, so kernels that depend on
+  /// the step (dropout) read it here when it is set.
+  const int64_t *deviceStep = nullptr;
 };
 
 /// A kernel bound to its arguments.

@@ -11,15 +11,17 @@ namespace llmc {
 TensorView BoundProgram::viewOf(uint32_t index) const {
   const BufferInfo &b = program_.buffers[index];
   TensorView view;
-  view.data = arena_.base() + b.offset;
+  view.data = device_.kernelBase() + b.offset;
   view.dtype = b.dtype;
   view.shape = b.shape;
   return view;
 }
 
-BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backend backend,
+BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
                            Communicator &comm, int rank)
-    : program_(program), arena_(arena), comm_(comm) {
+    : program_(program), device_(device), comm_(comm) {
+  Backend backend = device.backend();
+  const int64_t *deviceStep = device.deviceStep();
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const InstructionInfo &inst = program.instructions[i];
     auto where = [&] {
@@ -56,7 +58,13 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
         fail(where(), ": ", error.empty() ? "kernel rejected its arguments" : error);
       Kernel *k = kernel.get();
       kernels_.push_back(std::move(kernel));
-      steps_.push_back([k](const StepContext &ctx) { k->run(ctx); });
+      void *stream = device.stream(inst.stream);
+      steps_.push_back([k, stream, deviceStep](const StepContext &ctx) {
+        StepContext on = ctx;
+        on.stream = stream;
+        on.deviceStep = deviceStep;
+        k->run(on);
+      });
       break;
     }
     case InstructionKind::AllReduce:
@@ -68,6 +76,9 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
     case InstructionKind::AllSlice: {
       if (inst.inputs.size() != 1 || inst.outputs.size() != 1)
         fail(where(), ": a collective needs exactly one input and one output buffer");
+      // A GPU's communicator enqueues on the communication stream.
+      if (backend == Backend::CUDA && inst.stream != 1)
+        fail(where(), ": the CUDA backend runs communication on stream 1, not ", inst.stream);
       CommGroup &group = comm.group(inst.group);
       TensorView in = viewOf(inst.inputs[0]), out = viewOf(inst.outputs[0]);
       if (in.dtype != out.dtype)
@@ -93,13 +104,14 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
         });
         break;
       }
-      case InstructionKind::Broadcast:
-        steps_.push_back([&group, in, out, n, root](const StepContext &) {
-          if (in.data != out.data)
-            std::memmove(out.data, in.data, n * dtypeSize(in.dtype));
+      case InstructionKind::Broadcast: {
+        int stream = inst.stream;
+        steps_.push_back([&group, &device, in, out, n, root, stream](const StepContext &) {
+          device.copy(out.data, in.data, n * dtypeSize(in.dtype), stream);
           group.broadcast(out.data, n, in.dtype, root);
         });
         break;
+      }
       case InstructionKind::Reduce:
         steps_.push_back([&group, in, out, n, op, root](const StepContext &) {
           group.reduce(in.data, out.data, n, in.dtype, op, root);
@@ -113,8 +125,9 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
         if (bytes * group.size() != in.bytes())
           fail(where(), ": all_slice input ", in.describe(), " is not ", group.size(),
                " chunks of ", out.describe());
-        steps_.push_back([src, out, bytes](const StepContext &) {
-          std::memmove(out.data, src, bytes);
+        int stream = inst.stream;
+        steps_.push_back([&device, src, out, bytes, stream](const StepContext &) {
+          device.copy(out.data, src, bytes, stream);
         });
         break;
       }
@@ -144,11 +157,21 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
       break;
     }
     case InstructionKind::RecordEvent:
-    case InstructionKind::WaitEvent:
-      // The CPU backend runs one stream in program order: events are already
-      // satisfied. (CUDA binds them to cudaEvents.)
-      steps_.push_back([](const StepContext &) {});
+    case InstructionKind::WaitEvent: {
+      // No-ops on the CPU (one stream, program order); cudaEvents on a GPU.
+      int64_t event = inst.event;
+      int stream = inst.stream;
+      device.stream(stream); // an unknown stream fails here, at bind time
+      if (inst.kind == InstructionKind::RecordEvent)
+        steps_.push_back([&device, event, stream](const StepContext &) {
+          device.recordEvent(event, stream);
+        });
+      else
+        steps_.push_back([&device, event, stream](const StepContext &) {
+          device.waitEvent(event, stream);
+        });
       break;
+    }
     }
   }
   micros_.assign(steps_.size(), 0.0);
@@ -156,20 +179,27 @@ BoundProgram::BoundProgram(const ProgramInfo &program, const Arena &arena, Backe
 }
 
 void BoundProgram::run(const StepContext &ctx) {
-  if (!profiling_) {
-    for (auto &step : steps_) step(ctx);
-  } else {
-    using clock = std::chrono::steady_clock;
-    for (size_t i = 0; i < steps_.size(); ++i) {
-      auto start = clock::now();
-      steps_[i](ctx);
-      micros_[i] = std::chrono::duration<double, std::micro>(clock::now() - start).count();
-      starts_[i] = std::chrono::duration<double, std::micro>(start.time_since_epoch()).count();
-    }
-  }
+  device_.runProgram(this, ctx.step, profiling_, [&] { runSteps(ctx); });
   // The plan keeps sent buffers intact until the program's end (a no-op
   // when nothing was sent).
   comm_.completeSends();
+}
+
+void BoundProgram::runSteps(const StepContext &ctx) {
+  if (!profiling_) {
+    for (auto &step : steps_) step(ctx);
+    return;
+  }
+  // Timed one by one; on a GPU each instruction is waited for, so the
+  // profile shows device time (and the step runs slower than unprofiled).
+  using clock = std::chrono::steady_clock;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    auto start = clock::now();
+    steps_[i](ctx);
+    device_.synchronize();
+    micros_[i] = std::chrono::duration<double, std::micro>(clock::now() - start).count();
+    starts_[i] = std::chrono::duration<double, std::micro>(start.time_since_epoch()).count();
+  }
 }
 
 bool BoundProgram::has(const std::string &bufferName) const {
@@ -180,7 +210,9 @@ TensorView BoundProgram::view(const std::string &bufferName) const {
   int index = program_.findBuffer(bufferName);
   if (index < 0)
     fail("program '", program_.name, "' has no buffer named '", bufferName, "'");
-  return viewOf(static_cast<uint32_t>(index));
+  TensorView v = viewOf(static_cast<uint32_t>(index));
+  v.data = device_.hostArena().base() + program_.buffers[static_cast<size_t>(index)].offset;
+  return v;
 }
 
 } // namespace llmc

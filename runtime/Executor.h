@@ -10,8 +10,8 @@
 #define LLMC_RUNTIME_EXECUTOR_H
 
 #include "kernels/Kernel.h"
-#include "runtime/Arena.h"
 #include "runtime/Artifact.h"
+#include "runtime/ExecutionDevice.h"
 #include "runtime/comm/Communicator.h"
 
 #include <functional>
@@ -25,13 +25,17 @@ class BoundProgram {
 public:
   /// Binds `program`; throws RuntimeError naming the instruction index,
   /// kernel and source location of the first instruction that cannot bind.
-  BoundProgram(const ProgramInfo &program, const Arena &arena, Backend backend,
-               Communicator &comm, int rank);
+  BoundProgram(const ProgramInfo &program, ExecutionDevice &device, Communicator &comm,
+               int rank);
 
+  /// Runs every instruction once and returns when all of them finished.
   void run(const StepContext &ctx);
 
-  /// The arena tensor of the named buffer (inputs, outputs, state).
+  /// The host-arena tensor of the named buffer (inputs, outputs, state);
+  /// on a GPU, move it with toDevice/toHost around host access.
   TensorView view(const std::string &bufferName) const;
+  void toDevice(const TensorView &hostView) const { device_.toDevice(hostView); }
+  void toHost(const TensorView &hostView) const { device_.toHost(hostView); }
   bool has(const std::string &bufferName) const;
   const ProgramInfo &info() const { return program_; }
 
@@ -42,10 +46,12 @@ public:
   const std::vector<double> &instructionStarts() const { return starts_; }
 
 private:
+  /// The buffer at kernelBase (what kernels and collectives are bound to).
   TensorView viewOf(uint32_t index) const;
+  void runSteps(const StepContext &ctx);
 
   const ProgramInfo &program_;
-  const Arena &arena_;
+  ExecutionDevice &device_;
   Communicator &comm_;
   std::vector<std::function<void(const StepContext &)>> steps_;
   std::vector<std::unique_ptr<Kernel>> kernels_;

@@ -40,3 +40,13 @@ if config.cuda_enabled:
     config.available_features.add("cuda")
 if config.mpirun:
     config.available_features.add("mpi")
+# A usable NVIDIA GPU: the tests that train on it run; the ones that check
+# the no-GPU error do not.
+if config.cuda_enabled:
+    import subprocess
+    try:
+        probe = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+        if probe.returncode == 0 and "GPU" in probe.stdout:
+            config.available_features.add("gpu")
+    except (OSError, subprocess.SubprocessError):
+        pass

@@ -18,6 +18,7 @@
 #include "runtime/checkpoint/Weights.h"
 #include "runtime/comm/CollectiveCheck.h"
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/NcclCommunicator.h"
 #include "runtime/train/Trace.h"
 #include "runtime/comm/TcpCommunicator.h"
 #include "runtime/data/ByteTokenizer.h"
@@ -101,6 +102,7 @@ float scalar(const BoundProgram &program, const std::string &name) {
   TensorView v = program.view(name);
   if (v.dtype != DType::F32 || v.numel() != 1)
     fail("program '", program.info().name, "': '", name, "' must be an f32 scalar");
+  program.toHost(v);
   return *v.as<float>();
 }
 
@@ -109,6 +111,7 @@ void setScalar(const BoundProgram &program, const std::string &name, float value
   if (v.dtype != DType::F32 || v.numel() != 1)
     fail("program '", program.info().name, "': input '", name, "' must be an f32 scalar");
   *v.as<float>() = value;
+  program.toDevice(v);
 }
 
 void printProfile(const std::map<std::string, std::pair<double, int64_t>> &profile) {
@@ -156,13 +159,21 @@ private:
   void calibrate(int64_t batches);
   std::string sample();
   void save(int64_t step, double loss);
-  void fillBatch(DataLoader &loader, int64_t batchIndex, const Input &in);
+  void fillBatch(const BoundProgram &program, DataLoader &loader, int64_t batchIndex,
+                 const Input &in);
+  /// The persistent state (parameters, optimizer state, observers) between
+  /// the host arena, where initialisation and checkpoints work, and the
+  /// device.
+  void persistentToDevice() { device->toDevice(0, artifact.memory.persistentBytes); }
+  void persistentToHost() { device->toHost(0, artifact.memory.persistentBytes); }
   void log(int64_t step, double loss, double lr, double norm, double ms);
 
   TrainOptions opt;
   Artifact artifact;
-  std::unique_ptr<Arena> arena;
-  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<ExecutionDevice> device;
+  Arena *arena = nullptr;                   ///< the device's host arena
+  std::unique_ptr<Communicator> comm;       ///< host values; MPI, TCP or one rank
+  std::unique_ptr<Communicator> deviceComm; ///< the programs' on a GPU (NCCL)
   int rank = 0;
   int64_t dataIndex = 0, dataReplicas = 1; ///< this rank's data-parallel slice
   std::vector<std::string> dataAxes, allAxes;
@@ -198,9 +209,7 @@ void Trainer::setup() {
       fail(worldSizeMismatch(first.mesh, launched, launch.sizeVariable));
   }
   artifact = loadArtifact(opt.artifact, rank);
-  if (artifact.backend != "cpu")
-    fail(opt.artifact, ": compiled for backend '", artifact.backend,
-         "', which this build of llmc-run cannot run on this machine");
+  bool gpu = artifact.backend == "cuda";
   if (!mpi && !tcp && artifact.worldSize != 1)
     fail(opt.artifact, ": compiled for ", artifact.worldSize,
          " ranks; launch it with mpirun -np ", artifact.worldSize,
@@ -230,10 +239,17 @@ void Trainer::setup() {
   // Every rank takes the same decisions (collectives must match); only the
   // first one talks.
   chatty = lead && !opt.quiet;
-  arena = std::make_unique<Arena>(artifact.memory.arenaBytes);
+  if (opt.tf32 && !gpu)
+    fail("--tf32 applies to artifacts compiled with --target cuda");
+  device = gpu ? makeCudaDevice(artifact.memory.arenaBytes, opt.tf32)
+               : makeCpuDevice(artifact.memory.arenaBytes);
+  arena = &device->hostArena();
+  if (gpu)
+    deviceComm = makeNcclCommunicator(artifact.mesh, *comm, *device);
+  Communicator &programComm = gpu ? *deviceComm : *comm;
   auto bind = [&](const char *name) -> std::unique_ptr<BoundProgram> {
     const ProgramInfo *p = artifact.program(name);
-    return p ? std::make_unique<BoundProgram>(*p, *arena, Backend::CPU, *comm, 0) : nullptr;
+    return p ? std::make_unique<BoundProgram>(*p, *device, programComm, rank) : nullptr;
   };
   train = bind("train_step");
   eval = bind("eval");
@@ -276,7 +292,8 @@ void Trainer::setup() {
   tty = isatty(STDERR_FILENO) && chatty;
 }
 
-void Trainer::fillBatch(DataLoader &loader, int64_t batchIndex, const Input &in) {
+void Trainer::fillBatch(const BoundProgram &program, DataLoader &loader, int64_t batchIndex,
+                        const Input &in) {
   // [M, rows, T] or [rows, T]: M microbatches of this rank's rows.
   int64_t M = in.tokens.rank() == 3 ? in.tokens.dim(0) : 1;
   int64_t local = in.rows / M, global = local * dataReplicas;
@@ -284,6 +301,8 @@ void Trainer::fillBatch(DataLoader &loader, int64_t batchIndex, const Input &in)
     loader.fill(batchIndex, M * global, m * global + dataIndex * local, local,
                 in.tokens.as<int32_t>() + m * local * in.T,
                 in.targets.as<int32_t>() + m * local * in.T);
+  program.toDevice(in.tokens);
+  program.toDevice(in.targets);
 }
 
 void Trainer::calibrate(int64_t batches) {
@@ -292,7 +311,7 @@ void Trainer::calibrate(int64_t batches) {
                        "observer, e.g. activations=int8:ema; not with pipeline parallelism)");
   Input in = batchInput(*calibration, true);
   for (int64_t b = 0; b < batches; ++b) {
-    fillBatch(*trainLoader, b, in);
+    fillBatch(*calibration, *trainLoader, b, in);
     calibration->run(StepContext{});
   }
   if (chatty)
@@ -305,7 +324,7 @@ double Trainer::evaluate() {
   Input in = batchInput(*eval, true);
   double sum = 0;
   for (int64_t b = 0; b < opt.evalBatches; ++b) {
-    fillBatch(*valLoader, b, in);
+    fillBatch(*eval, *valLoader, b, in);
     eval->run(StepContext{});
     sum += scalar(*eval, "loss");
   }
@@ -335,7 +354,9 @@ std::string Trainer::sample() {
     int32_t *tok = in.tokens.as<int32_t>();
     std::fill(tok, tok + in.rows * in.T, 0);
     for (int64_t t = 0; t < len; ++t) tok[t] = context[start + t];
+    logits->toDevice(in.tokens);
     logits->run(StepContext{});
+    logits->toHost(out);
     const float *row = nullptr;
     std::vector<float> converted;
     if (out.dtype == DType::F32) {
@@ -371,6 +392,7 @@ void Trainer::save(int64_t step, double loss) {
   state.step = step;
   state.seed = seed;
   state.loss = loss;
+  persistentToHost();
   saveCheckpoint(opt.ckptDir, artifact, *arena, state, rank, *comm);
   if (chatty)
     std::cout << "checkpoint: step " << step << " saved to " << opt.ckptDir << "\n";
@@ -424,6 +446,7 @@ int Trainer::run() {
                               " LoRA adapter tensors start fresh (not in the checkpoint)"
                         : std::string())
                 << "\n";
+    persistentToDevice();
   } else {
     initializeParameters(artifact, *arena, seed, rank);
     if (!opt.weights.empty()) {
@@ -443,6 +466,8 @@ int Trainer::run() {
                   << "\n";
     }
   }
+  if (!opt.resume)
+    persistentToDevice();
   if (opt.calibrateBatches < 0)
     fail("--calibrate needs a number of batches >= 0");
   if (opt.calibrateBatches > 0)
@@ -459,11 +484,12 @@ int Trainer::run() {
     Input in = batchInput(*grad, true);
     if (artifact.worldSize != 1)
       fail("--dump-grads needs a single-rank artifact");
-    fillBatch(*trainLoader, start, in);
+    fillBatch(*grad, *trainLoader, start, in);
     std::vector<int32_t> tokens(in.tokens.as<int32_t>(), in.tokens.as<int32_t>() + in.tokens.numel());
     std::vector<int32_t> targets(in.targets.as<int32_t>(),
                                  in.targets.as<int32_t>() + in.targets.numel());
     grad->run(StepContext{start + 1});
+    device->toHost(0, artifact.memory.arenaBytes);
     std::vector<SafeTensor> batch = {
         {"tokens", DType::I32, in.tokens.shape, tokens.data(), tokens.size() * 4},
         {"targets", DType::I32, in.targets.shape, targets.data(), targets.size() * 4}};
@@ -506,7 +532,7 @@ int Trainer::run() {
   int64_t lastToRun = opt.stopAt >= 0 ? std::min(opt.stopAt, totalSteps) : totalSteps;
   for (int64_t step = start + 1; step <= lastToRun; ++step) {
     double t0 = now();
-    fillBatch(*trainLoader, step - 1, in);
+    fillBatch(*train, *trainLoader, step - 1, in);
     double lr = schedule.at(step);
     setScalar(*train, "lr", static_cast<float>(lr));
     setScalar(*train, "step", static_cast<float>(step));
@@ -584,12 +610,14 @@ int Trainer::run() {
     if (opt.sampleTokens > 0)
       std::cout << "sample: " << opt.prompt << text << "\n";
     // The plan against what the run wrote: the arena's high-water mark.
-    size_t used = arena->highWaterMark(), planned = artifact.memory.arenaBytes;
+    size_t used = device->highWaterMark(), planned = artifact.memory.arenaBytes;
     std::cout << "memory: rank " << rank << " wrote " << used << " of its " << planned
               << " planned arena bytes ("
               << (used + 64 > planned ? "the plan's peak, to its 64-byte alignment"
                                       : "the plan reserves more than the run used")
               << ")\n";
+    if (!device->describe().empty())
+      std::cout << "device: " << device->describe() << "\n";
     if (opt.profile)
       printProfile(profile);
   }

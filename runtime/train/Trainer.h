@@ -36,6 +36,7 @@ struct TrainOptions {
   bool profile = false;          ///< time every instruction; print a table at the end
   std::string trace;             ///< Chrome-trace JSON of every step's timeline
   bool quiet = false;
+  bool tf32 = false;             ///< cuda artifacts: fp32 GEMMs on TF32 tensor cores
 };
 
 /// Runs `llmc-run`; returns the process exit code. Errors are printed as one

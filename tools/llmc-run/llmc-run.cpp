@@ -48,6 +48,8 @@ reporting
   --top-k K          sample from the K most likely tokens (default 40)
   --dump-grads F     write parameters and gradients of the first batch to F (safetensors)
   --profile          time every instruction; print time per kernel at the end
+  --tf32             cuda artifacts: fp32 matrix products on TF32 tensor cores
+                     (faster; ~1e-3 relative error instead of fp32's)
   --trace F          write a Chrome/Perfetto trace of every step to F: one row per
                      rank, one span per pipeline action or microbatch forward/backward
 multi-rank (mpirun -np N llmc-run ..., or N processes with RANK, WORLD_SIZE,
@@ -125,6 +127,7 @@ int main(int argc, char **argv) {
     if (arg == "--resume") { options.resume = true; continue; }
     if (arg == "--quiet") { options.quiet = true; continue; }
     if (arg == "--profile") { options.profile = true; continue; }
+    if (arg == "--tf32") { options.tf32 = true; continue; }
     std::string value;
     bool inlineValue = false;
     if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {

@@ -85,9 +85,9 @@ TEST(Artifact, LoadsBindsAndRuns) {
   EXPECT_EQ(a.metaNumber("seed", 0), 99);
   ASSERT_TRUE(a.program("train_step"));
   EXPECT_EQ(a.program("train_step")->instructions[0].attrs.getFloat("value"), 2.5);
-  Arena arena(a.memory.arenaBytes);
+  auto device = makeCpuDevice(a.memory.arenaBytes);
   auto comm = makeSingleRankCommunicator();
-  BoundProgram p(*a.program("train_step"), arena, Backend::CPU, *comm, 0);
+  BoundProgram p(*a.program("train_step"), *device, *comm, 0);
   p.run(StepContext{1});
   TensorView out = p.view("out");
   for (int64_t i = 0; i < out.numel(); ++i) EXPECT_EQ(out.as<float>()[i], 2.5f);
@@ -158,14 +158,14 @@ TEST(Artifact, BindingErrorsNameInstructionKernelAndLocation) {
   std::string path = dir.file("a.llmc");
   test::writeBytes(path, build({.kernel = "frobnicate"}));
   Artifact a = loadArtifact(path);
-  Arena arena(a.memory.arenaBytes);
+  auto device = makeCpuDevice(a.memory.arenaBytes);
   auto comm = makeSingleRankCommunicator();
-  EXPECT_RUNTIME_ERROR(BoundProgram(*a.program("train_step"), arena, Backend::CPU, *comm, 3),
+  EXPECT_RUNTIME_ERROR(BoundProgram(*a.program("train_step"), *device, *comm, 3),
                        "rank 3, program 'train_step', instruction 0 (kernel 'frobnicate' at "
                        "model.mlir:3:5): the cpu backend has no kernel named 'frobnicate'");
   test::writeBytes(path, build({.kernel = "gelu"}));
   a = loadArtifact(path);
-  EXPECT_RUNTIME_ERROR(BoundProgram(*a.program("train_step"), arena, Backend::CPU, *comm, 0),
+  EXPECT_RUNTIME_ERROR(BoundProgram(*a.program("train_step"), *device, *comm, 0),
                        "instruction 0 (kernel 'gelu' at model.mlir:3:5): ");
 }
 

@@ -1,0 +1,82 @@
+//===- ExecutionDevice.h - where a rank's programs execute ------*- C++ -*-===//
+//
+// The arena lives in host memory on the CPU backend and in device memory on
+// a GPU; the trainer, initialisation and checkpoints always work on the
+// host arena. On a GPU the host arena is a mirror: the trainer moves the
+// few tensors it touches (the batch, lr/step, the loss, the persistent
+// state around initialisation and checkpoints) with toDevice/toHost, which
+// are no-ops on the CPU. Kernels are bound to kernelBase().
+//
+// A program's instructions name streams (0 compute, 1 communication) and
+// events (inserted by llmc-target-cuda); the CPU runs everything in program
+// order, so both are no-ops there.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_RUNTIME_EXECUTIONDEVICE_H
+#define LLMC_RUNTIME_EXECUTIONDEVICE_H
+
+#include "kernels/Kernel.h"
+#include "runtime/Arena.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace llmc {
+
+class ExecutionDevice {
+public:
+  virtual ~ExecutionDevice() = default;
+  virtual Backend backend() const = 0;
+  /// The host arena (the mirror, on a GPU).
+  virtual Arena &hostArena() = 0;
+  /// The address kernels and collectives are bound to for arena offset 0.
+  virtual uint8_t *kernelBase() = 0;
+  /// The backend stream handle of program stream `index` (null on the CPU).
+  virtual void *stream(int index) = 0;
+  /// Where captured kernels read the current step (null on the CPU, whose
+  /// kernels read StepContext::step).
+  virtual const int64_t *deviceStep() = 0;
+
+  /// Byte copy between arena addresses on program stream `stream`.
+  virtual void copy(void *dst, const void *src, size_t bytes, int stream) = 0;
+  virtual void recordEvent(int64_t event, int stream) = 0;
+  virtual void waitEvent(int64_t event, int stream) = 0;
+
+  /// Runs one program: `enqueue` issues all of its instructions in order.
+  /// A GPU runs it eagerly the first time (libraries set themselves up),
+  /// captures it as a CUDA graph the second time and replays the graph
+  /// from then on, unless `eager` (profiling: each instruction timed). It
+  /// returns when every stream has finished.
+  virtual void runProgram(const void *program, int64_t step, bool eager,
+                          const std::function<void()> &enqueue) = 0;
+  /// Waits for all outstanding work (profiling times one instruction).
+  virtual void synchronize() = 0;
+
+  /// Copies a host-arena view's bytes to the device / back.
+  virtual void toDevice(const TensorView &hostView) = 0;
+  virtual void toHost(const TensorView &hostView) = 0;
+  /// [offset, offset+bytes) of the arena, both directions.
+  virtual void toDevice(size_t offset, size_t bytes) = 0;
+  virtual void toHost(size_t offset, size_t bytes) = 0;
+
+  /// One past the highest arena byte the run wrote (see Arena).
+  virtual size_t highWaterMark() = 0;
+  /// Device facts for the run's summary ("" on the CPU).
+  virtual std::string describe() = 0;
+};
+
+/// The CPU backend: kernels run on the host arena, in program order.
+std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes);
+
+/// A GPU for the CUDA backend: the arena in device memory, a host mirror,
+/// compute and communication streams, events and graphs. The GPU is the
+/// rank's local index (mpirun, torchrun or Slurm) modulo the visible GPUs.
+/// `allowTf32` lets fp32 GEMMs use TF32 tensor cores. Throws RuntimeError
+/// saying why when this build has no CUDA or no GPU is usable.
+std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, bool allowTf32);
+
+} // namespace llmc
+
+#endif

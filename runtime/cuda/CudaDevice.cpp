@@ -1,0 +1,236 @@
+//===- CudaDevice.cpp - the CUDA backend's execution device ---------------===//
+//
+// One GPU per rank. The arena is one cudaMalloc sized by the compiler's
+// plan (filled with Arena::kPattern so the run's high-water mark can be
+// measured, as on the CPU); the host arena is its mirror for the trainer.
+// Program stream 0 (kernels) and 1 (communication) are two non-blocking
+// streams; program events are cudaEvents created on first use.
+//
+// A program runs eagerly the first time, since cuBLASLt and NCCL set
+// themselves up on first use (which a graph capture forbids); the second
+// time its instructions are captured from stream 0 into a CUDA graph
+// (stream 1 joins the capture through an event and is joined back at the
+// end), and later runs replay the graph: one launch per step. Replayed
+// kernels keep the arguments they were captured with, so the only
+// per-step value a kernel needs besides arena tensors (the step, for
+// dropout masks) is written to a device word before every run and read
+// there through StepContext::deviceStep.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/ExecutionDevice.h"
+#include "runtime/support/Error.h"
+
+#include "kernels/cuda/Device.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <vector>
+
+namespace llmc {
+namespace {
+
+void check(cudaError_t status, const char *what) {
+  if (status != cudaSuccess)
+    fail("CUDA ", what, " failed: ", cudaGetErrorString(status));
+}
+
+/// The rank's index among the ranks on its host.
+int localRank() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK",
+                           "SLURM_LOCALID"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return 0;
+}
+
+std::string formatGiB(size_t bytes) {
+  std::ostringstream os;
+  os.precision(2);
+  os << std::fixed << static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0) << " GiB";
+  return os.str();
+}
+
+class CudaDevice final : public ExecutionDevice {
+public:
+  CudaDevice(size_t arenaBytes, int device)
+      : host_(arenaBytes), bytes_(arenaBytes), device_(device) {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    check(cudaMalloc(&base_, bytes_ ? bytes_ : 1), "cudaMalloc of the arena");
+    check(cudaMemset(base_, Arena::kPattern, bytes_), "cudaMemset of the arena");
+    for (cudaStream_t &s : streams_)
+      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaMalloc(&step_, sizeof(int64_t)), "cudaMalloc of the step word");
+    check(cudaMallocHost(&hostStep_, sizeof(int64_t)), "cudaMallocHost");
+    check(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaDeviceSynchronize(), "arena setup");
+  }
+
+  ~CudaDevice() override {
+    cudaDeviceSynchronize();
+    for (auto &[program, graph] : graphs_)
+      if (graph.exec)
+        cudaGraphExecDestroy(graph.exec);
+    for (auto &[id, event] : events_) cudaEventDestroy(event);
+    cudaEventDestroy(fork_);
+    cudaEventDestroy(join_);
+    for (cudaStream_t s : streams_) cudaStreamDestroy(s);
+    cudaFreeHost(hostStep_);
+    cudaFree(step_);
+    cudaFree(base_);
+  }
+
+  Backend backend() const override { return Backend::CUDA; }
+  Arena &hostArena() override { return host_; }
+  uint8_t *kernelBase() override { return base_; }
+  void *stream(int index) override { return streamAt(index); }
+  const int64_t *deviceStep() override { return step_; }
+
+  void copy(void *dst, const void *src, size_t bytes, int stream) override {
+    if (dst != src)
+      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, streamAt(stream)),
+            "cudaMemcpyAsync (device to device)");
+  }
+
+  void recordEvent(int64_t event, int stream) override {
+    check(cudaEventRecord(eventAt(event), streamAt(stream)), "cudaEventRecord");
+  }
+  void waitEvent(int64_t event, int stream) override {
+    check(cudaStreamWaitEvent(streamAt(stream), eventAt(event), 0), "cudaStreamWaitEvent");
+  }
+
+  void runProgram(const void *program, int64_t step, bool eager,
+                  const std::function<void()> &enqueue) override {
+    // The step word first, on the compute stream: every kernel after it
+    // (captured or not) sees this step's value.
+    *hostStep_ = step;
+    check(cudaMemcpyAsync(step_, hostStep_, sizeof(int64_t), cudaMemcpyHostToDevice, streams_[0]),
+          "cudaMemcpyAsync of the step");
+    Graph &graph = graphs_[program];
+    if (graph.exec && !eager) {
+      check(cudaGraphLaunch(graph.exec, streams_[0]), "cudaGraphLaunch");
+    } else if (graph.runs >= 1 && !eager) {
+      cudaGraph_t captured = nullptr;
+      check(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal),
+            "cudaStreamBeginCapture");
+      forkCommunication();
+      enqueue();
+      joinCommunication();
+      check(cudaStreamEndCapture(streams_[0], &captured), "cudaStreamEndCapture");
+      check(cudaGraphInstantiate(&graph.exec, captured, 0), "cudaGraphInstantiate");
+      cudaGraphDestroy(captured);
+      check(cudaGraphLaunch(graph.exec, streams_[0]), "cudaGraphLaunch");
+    } else {
+      forkCommunication();
+      enqueue();
+      joinCommunication();
+    }
+    ++graph.runs;
+    check(cudaStreamSynchronize(streams_[0]), "the program's kernels");
+  }
+
+  void synchronize() override { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+  void toDevice(const TensorView &view) override { toDevice(offsetOf(view), view.bytes()); }
+  void toHost(const TensorView &view) override { toHost(offsetOf(view), view.bytes()); }
+  void toDevice(size_t offset, size_t bytes) override {
+    check(cudaMemcpy(base_ + offset, host_.base() + offset, bytes, cudaMemcpyHostToDevice),
+          "cudaMemcpy to the device");
+  }
+  void toHost(size_t offset, size_t bytes) override {
+    check(cudaMemcpy(host_.base() + offset, base_ + offset, bytes, cudaMemcpyDeviceToHost),
+          "cudaMemcpy to the host");
+  }
+
+  size_t highWaterMark() override {
+    // Scans down from the end in chunks: only the tail is ever read.
+    std::vector<uint8_t> chunk(size_t(64) << 20);
+    size_t end = bytes_;
+    while (end > 0) {
+      size_t n = std::min(chunk.size(), end);
+      check(cudaMemcpy(chunk.data(), base_ + end - n, n, cudaMemcpyDeviceToHost),
+            "cudaMemcpy (high-water mark)");
+      for (size_t i = n; i > 0; --i)
+        if (chunk[i - 1] != Arena::kPattern)
+          return end - n + i;
+      end -= n;
+    }
+    return 0;
+  }
+
+  std::string describe() override {
+    size_t freeBytes = 0, totalBytes = 0;
+    cudaMemGetInfo(&freeBytes, &totalBytes);
+    return "GPU " + std::to_string(device_) + " (" + cuda::describeDevice(device_) + "): " +
+           formatGiB(totalBytes - freeBytes) + " in use by all processes, arena " +
+           formatGiB(bytes_);
+  }
+
+private:
+  struct Graph {
+    int64_t runs = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+
+  cudaStream_t streamAt(int index) {
+    if (index < 0 || index > 1)
+      fail("program stream ", index, " does not exist (the CUDA backend has streams 0 and 1)");
+    return streams_[index];
+  }
+  cudaEvent_t eventAt(int64_t id) {
+    auto it = events_.find(id);
+    if (it != events_.end())
+      return it->second;
+    cudaEvent_t event;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    events_[id] = event;
+    return event;
+  }
+  size_t offsetOf(const TensorView &view) const {
+    auto *p = static_cast<const uint8_t *>(view.data);
+    if (p < host_.base() || p + view.bytes() > host_.base() + bytes_)
+      fail("internal: ", view.describe(), " is not a view of the host arena");
+    return static_cast<size_t>(p - host_.base());
+  }
+  /// Stream 1 starts after everything already on stream 0 (the batch, the
+  /// step word) and, inside a capture, joins it.
+  void forkCommunication() {
+    check(cudaEventRecord(fork_, streams_[0]), "cudaEventRecord (fork)");
+    check(cudaStreamWaitEvent(streams_[1], fork_, 0), "cudaStreamWaitEvent (fork)");
+  }
+  /// Stream 0 ends after everything on stream 1.
+  void joinCommunication() {
+    check(cudaEventRecord(join_, streams_[1]), "cudaEventRecord (join)");
+    check(cudaStreamWaitEvent(streams_[0], join_, 0), "cudaStreamWaitEvent (join)");
+  }
+
+  Arena host_;
+  size_t bytes_;
+  int device_ = 0;
+  uint8_t *base_ = nullptr;
+  cudaStream_t streams_[2] = {nullptr, nullptr};
+  int64_t *step_ = nullptr, *hostStep_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  std::map<int64_t, cudaEvent_t> events_;
+  std::map<const void *, Graph> graphs_;
+};
+
+} // namespace
+
+std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, bool allowTf32) {
+  // Checked before anything is allocated: the answer on a machine without
+  // a GPU is immediate.
+  std::string why;
+  int count = cuda::deviceCount(&why);
+  if (count == 0)
+    fail("this artifact was compiled with --target cuda, but no usable CUDA device is "
+         "present (", why, "); compile with --target cpu to run on this machine");
+  cuda::setAllowTf32(allowTf32);
+  return std::make_unique<CudaDevice>(arenaBytes, localRank() % count);
+}
+
+} // namespace llmc

@@ -1,0 +1,201 @@
+//===- NcclCommunicator.cpp - collectives on GPU memory through NCCL ------===//
+
+#include "runtime/comm/NcclCommunicator.h"
+#include "runtime/ExecutionDevice.h"
+#include "runtime/Mesh.h"
+#include "runtime/support/Error.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <map>
+
+namespace llmc {
+namespace {
+
+constexpr int kCommStream = 1;
+
+void check(ncclResult_t status, const CommLabel &what, int rank) {
+  if (status != ncclSuccess)
+    fail("rank ", rank, ": NCCL ", what, " failed: ", ncclGetErrorString(status),
+         status == ncclSystemError || status == ncclRemoteError
+             ? " (a peer may have died; see its error)"
+             : "");
+}
+
+ncclDataType_t ncclType(DType dtype) {
+  switch (dtype) {
+  case DType::F32: return ncclFloat32;
+  case DType::BF16: return ncclBfloat16;
+  case DType::F16: return ncclFloat16;
+  case DType::I32: return ncclInt32;
+  case DType::I64: return ncclInt64;
+  case DType::U8: return ncclUint8;
+  case DType::F64: return ncclFloat64;
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t ncclOp(Reduction op) {
+  switch (op) {
+  case Reduction::Sum: return ncclSum;
+  case Reduction::Max: return ncclMax;
+  case Reduction::Mean: return ncclAvg;
+  }
+  return ncclSum;
+}
+
+class NcclGroup final : public CommGroup {
+public:
+  NcclGroup(ncclComm_t comm, int rank, int size, std::string name, cudaStream_t stream,
+            int worldRank)
+      : comm_(comm), rank_(rank), size_(size), name_(std::move(name)), stream_(stream),
+        worldRank_(worldRank) {}
+  ~NcclGroup() override { ncclCommDestroy(comm_); }
+
+  int size() const override { return size_; }
+  int rank() const override { return rank_; }
+
+  void allReduce(const void *in, void *out, size_t count, DType dtype, Reduction op) override {
+    check(ncclAllReduce(in, out, count, ncclType(dtype), ncclOp(op), comm_, stream_),
+          {"all_reduce over ", &name_}, worldRank_);
+  }
+  void allGather(const void *in, void *out, size_t countPerRank, DType dtype) override {
+    check(ncclAllGather(in, out, countPerRank, ncclType(dtype), comm_, stream_),
+          {"all_gather over ", &name_}, worldRank_);
+  }
+  void reduceScatter(const void *in, void *out, size_t countPerRank, DType dtype,
+                     Reduction op) override {
+    check(ncclReduceScatter(in, out, countPerRank, ncclType(dtype), ncclOp(op), comm_, stream_),
+          {"reduce_scatter over ", &name_}, worldRank_);
+  }
+  void broadcast(void *buffer, size_t count, DType dtype, int root) override {
+    check(ncclBroadcast(buffer, buffer, count, ncclType(dtype), root, comm_, stream_),
+          {"broadcast over ", &name_}, worldRank_);
+  }
+  void reduce(const void *in, void *out, size_t count, DType dtype, Reduction op,
+              int root) override {
+    check(ncclReduce(in, out, count, ncclType(dtype), ncclOp(op), root, comm_, stream_),
+          {"reduce over ", &name_}, worldRank_);
+  }
+  void allToAll(const void *in, void *out, size_t countPerRank, DType dtype) override {
+    // Chunk i of the input goes to member i: one grouped send/receive pair
+    // per member (NCCL has no all-to-all of its own).
+    size_t bytes = countPerRank * dtypeSize(dtype);
+    const auto *src = static_cast<const uint8_t *>(in);
+    auto *dst = static_cast<uint8_t *>(out);
+    check(ncclGroupStart(), {"all_to_all over ", &name_}, worldRank_);
+    for (int peer = 0; peer < size_; ++peer) {
+      ncclSend(src + peer * bytes, countPerRank, ncclType(dtype), peer, comm_, stream_);
+      ncclRecv(dst + peer * bytes, countPerRank, ncclType(dtype), peer, comm_, stream_);
+    }
+    check(ncclGroupEnd(), {"all_to_all over ", &name_}, worldRank_);
+  }
+
+private:
+  ncclComm_t comm_;
+  int rank_, size_;
+  std::string name_;
+  cudaStream_t stream_;
+  int worldRank_;
+};
+
+class NcclCommunicator final : public Communicator {
+public:
+  NcclCommunicator(Mesh mesh, Communicator &host, ExecutionDevice &device)
+      : mesh_(std::move(mesh)), host_(host), rank_(host.rank()), size_(host.size()),
+        coords_(meshCoordinates(mesh_, rank_)),
+        stream_(static_cast<cudaStream_t>(device.stream(kCommStream))) {
+    // Rank 0 creates the id; every rank gets it over the host transport.
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    if (rank_ == 0)
+      check(ncclGetUniqueId(&id), {"ncclGetUniqueId"}, rank_);
+    std::vector<std::string> all;
+    for (auto &[axis, size] : mesh_) all.push_back(axis);
+    host_.group(all).broadcast(&id, sizeof(id), DType::U8, 0);
+    check(ncclCommInitRank(&world_, size_, id, rank_), {"ncclCommInitRank"}, rank_);
+  }
+  ~NcclCommunicator() override {
+    groups_.clear();
+    ncclCommDestroy(world_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  CommGroup &group(const std::vector<std::string> &axes) override {
+    std::vector<bool> in(mesh_.size(), false);
+    for (const std::string &axis : axes) in[axisIndex(axis)] = true;
+    std::string key, name = "[";
+    for (size_t i = 0; i < mesh_.size(); ++i)
+      if (in[i]) {
+        key += mesh_[i].first + ",";
+        name += (name.size() > 1 ? ", " : "") + mesh_[i].first;
+      }
+    name += "]";
+    auto it = groups_.find(key);
+    if (it != groups_.end())
+      return *it->second;
+    // color: coordinates outside the group; key: inside, in mesh order
+    // (the member order all_gather concatenates in).
+    int color = 0, order = 0, members = 1;
+    for (size_t i = 0; i < mesh_.size(); ++i) {
+      if (in[i]) {
+        order = order * mesh_[i].second + coords_[i];
+        members *= mesh_[i].second;
+      } else {
+        color = color * mesh_[i].second + coords_[i];
+      }
+    }
+    ncclComm_t comm;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    check(ncclCommSplit(world_, color, order, &comm, &config), {"ncclCommSplit for ", &name},
+          rank_);
+    auto group = std::make_unique<NcclGroup>(comm, order, members, name, stream_, rank_);
+    CommGroup &ref = *group;
+    groups_[key] = std::move(group);
+    return ref;
+  }
+
+  void send(const void *data, size_t bytes, const std::string &axis, int shift,
+            int) override {
+    int peer = meshNeighbour(mesh_, coords_, static_cast<size_t>(axisIndex(axis)), shift);
+    check(ncclSend(data, bytes, ncclUint8, peer, world_, stream_), {"send to rank ", nullptr, peer},
+          rank_);
+  }
+  void recv(void *data, size_t bytes, const std::string &axis, int shift, int) override {
+    int peer = meshNeighbour(mesh_, coords_, static_cast<size_t>(axisIndex(axis)), shift);
+    check(ncclRecv(data, bytes, ncclUint8, peer, world_, stream_),
+          {"receive from rank ", nullptr, peer}, rank_);
+  }
+  void barrier() override { host_.barrier(); }
+  std::vector<uint64_t> allGatherWorld(uint64_t value) override {
+    return host_.allGatherWorld(value);
+  }
+
+private:
+  int axisIndex(const std::string &axis) const {
+    for (size_t i = 0; i < mesh_.size(); ++i)
+      if (mesh_[i].first == axis) return static_cast<int>(i);
+    fail("rank ", rank_, ": the mesh has no axis '", axis, "'");
+  }
+
+  Mesh mesh_;
+  Communicator &host_;
+  int rank_, size_;
+  std::vector<int> coords_;
+  cudaStream_t stream_;
+  ncclComm_t world_ = nullptr;
+  std::map<std::string, std::unique_ptr<NcclGroup>> groups_;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> makeNcclCommunicator(const Mesh &mesh, Communicator &host,
+                                                   ExecutionDevice &device) {
+  return std::make_unique<NcclCommunicator>(mesh, host, device);
+}
+
+} // namespace llmc
