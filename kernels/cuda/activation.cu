@@ -1,0 +1,125 @@
+//===- activation.cu - gelu, silu, swiglu and their gradients on the GPU --===//
+//
+// Pointwise maps: one grid-stride loop per op, each thread reading its
+// elements and writing the results, so every op is memory bound and needs
+// no shared memory or synchronisation. The formulas are kernels/cpu/
+// activation.cpp's exactly (the tanh GELU through 1 + tanh(u) = 2·σ(2u),
+// same constants, same order of operations); σ uses the accurate expf (not
+// __expf), so results stay within a few ulp of the CPU's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/Common.cuh"
+
+namespace llmc::cuda {
+namespace {
+
+constexpr float kGeluC = 0.7978845608028654f; // √(2/π)
+constexpr float kGeluA = 0.044715f;
+
+enum class Act { Gelu, GeluGrad, Silu, SiluGrad, Swiglu, SwigluGrad };
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/// Up to three inputs a, b, c and two outputs o0, o1 of n elements.
+template <Act A, typename T>
+__global__ void activationKernel(const T *a, const T *b, const T *c, T *o0, T *o1, int64_t n) {
+  LLMC_GRID_STRIDE(i, n) {
+    if constexpr (A == Act::Gelu) {
+      float x = load(a, i);
+      float u = kGeluC * (x + kGeluA * x * x * x);
+      store(o0, i, x * sigmoid(2.0f * u));
+    } else if constexpr (A == Act::GeluGrad) {
+      float x = load(a, i);
+      float u = kGeluC * (x + kGeluA * x * x * x);
+      float du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+      float s = sigmoid(2.0f * u);
+      store(o0, i, load(b, i) * (s + 2.0f * x * s * (1.0f - s) * du));
+    } else if constexpr (A == Act::Silu) {
+      float x = load(a, i);
+      store(o0, i, x * sigmoid(x));
+    } else if constexpr (A == Act::SiluGrad) {
+      float x = load(a, i), s = sigmoid(x);
+      store(o0, i, load(b, i) * s * (1.0f + x * (1.0f - s)));
+    } else if constexpr (A == Act::Swiglu) {
+      float g = load(a, i);
+      store(o0, i, g * sigmoid(g) * load(b, i));
+    } else {
+      float g = load(a, i), up = load(b, i), dy = load(c, i), s = sigmoid(g);
+      store(o0, i, dy * up * s * (1.0f + g * (1.0f - s)));
+      store(o1, i, dy * g * s);
+    }
+  }
+}
+
+template <Act A> struct ActivationOp {
+  template <typename T> class Kernel final : public ::llmc::Kernel {
+  public:
+    explicit Kernel(const KernelArgs &args) : n_(args.inputs[0].numel()) {
+      for (size_t i = 0; i < args.inputs.size(); ++i) in_[i] = args.inputs[i].as<T>();
+      for (size_t i = 0; i < args.outputs.size(); ++i) out_[i] = args.outputs[i].as<T>();
+    }
+
+    void run(const StepContext &ctx) override {
+      if (n_ == 0) return;
+      activationKernel<A, T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(in_[0], in_[1], in_[2],
+                                                                        out_[0], out_[1], n_);
+      LLMC_CUDA_CHECK_LAUNCH();
+    }
+
+  private:
+    int64_t n_;
+    const T *in_[3] = {};
+    T *out_[2] = {};
+  };
+};
+
+/// The CPU's checks: every operand of one float dtype and shape.
+template <Act A>
+std::unique_ptr<Kernel> makeActivation(const char *name,
+                                       std::initializer_list<const char *> inputNames,
+                                       std::initializer_list<const char *> outputNames,
+                                       const KernelArgs &args, std::string &error) {
+  Validator v(name, args, error);
+  if (!v.arity(inputNames.size(), outputNames.size())) return nullptr;
+  const TensorView &first = v.in(0);
+  if (!v.isFloat(first, *inputNames.begin())) return nullptr;
+  size_t i = 0;
+  for (const char *what : inputNames)
+    if (!v.hasType(v.in(i++), what, first.dtype, first.shape)) return nullptr;
+  i = 0;
+  for (const char *what : outputNames)
+    if (!v.hasType(v.out(i++), what, first.dtype, first.shape)) return nullptr;
+  return makeFloatKernel<ActivationOp<A>::template Kernel>(first.dtype, args);
+}
+
+std::unique_ptr<Kernel> makeCudaGelu(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::Gelu>("gelu", {"x"}, {"out"}, args, error);
+}
+std::unique_ptr<Kernel> makeCudaGeluGrad(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::GeluGrad>("gelu_grad", {"x", "dy"}, {"dx"}, args, error);
+}
+std::unique_ptr<Kernel> makeCudaSilu(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::Silu>("silu", {"x"}, {"out"}, args, error);
+}
+std::unique_ptr<Kernel> makeCudaSiluGrad(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::SiluGrad>("silu_grad", {"x", "dy"}, {"dx"}, args, error);
+}
+std::unique_ptr<Kernel> makeCudaSwiglu(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::Swiglu>("swiglu", {"gate", "up"}, {"out"}, args, error);
+}
+std::unique_ptr<Kernel> makeCudaSwigluGrad(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::SwigluGrad>("swiglu_grad", {"gate", "up", "dy"}, {"dgate", "dup"},
+                                         args, error);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CUDA, "gelu", makeCudaGelu);
+LLMC_REGISTER_KERNEL(CUDA, "gelu_grad", makeCudaGeluGrad);
+LLMC_REGISTER_KERNEL(CUDA, "silu", makeCudaSilu);
+LLMC_REGISTER_KERNEL(CUDA, "silu_grad", makeCudaSiluGrad);
+LLMC_REGISTER_KERNEL(CUDA, "swiglu", makeCudaSwiglu);
+LLMC_REGISTER_KERNEL(CUDA, "swiglu_grad", makeCudaSwigluGrad);
+
+} // namespace llmc::cuda

@@ -1,0 +1,78 @@
+//===- adamw.cu - one AdamW step on the GPU -------------------------------===//
+//
+// The update of kernels/cpu/adamw.cpp, elementwise over a grid-stride loop.
+// lr, step and the optional global norm are device scalars (the schedule
+// and clip factor change every step, and reading them on the host would
+// need a sync), so each block's thread 0 forms the step constants in double
+// (AdamWStep.cuh, the CPU's formulas) and shares them; the per-element math
+// is the CPU's float operation for float operation. Each thread reads p, g,
+// m, v of its element before writing p', m', v', so the outputs may alias
+// the inputs (the usual in-place update).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/AdamWStep.cuh"
+
+namespace llmc::cuda {
+namespace {
+
+template <typename T>
+__global__ void adamwKernel(const T *p, const T *g, const T *m, const T *v, const float *lr,
+                            const float *step, const float *norm, T *pOut, T *mOut, T *vOut,
+                            int64_t n, AdamWConfig config) {
+  const AdamWStep k = blockStep(config, lr, step, norm);
+  LLMC_GRID_STRIDE(i, n) {
+    float m1 = load(m, i), v1 = load(v, i);
+    float param = k.apply(load(p, i), load(g, i), m1, v1);
+    store(mOut, i, m1);
+    store(vOut, i, v1);
+    store(pOut, i, param);
+  }
+}
+
+template <typename T> class AdamWKernel final : public Kernel {
+public:
+  AdamWKernel(const KernelArgs &args, const AdamWConfig &config)
+      : p_(args.inputs[0].as<T>()), g_(args.inputs[1].as<T>()), m_(args.inputs[2].as<T>()),
+        v_(args.inputs[3].as<T>()), lr_(args.inputs[4].as<float>()),
+        step_(args.inputs[5].as<float>()),
+        norm_(args.inputs.size() > 6 ? args.inputs[6].as<float>() : nullptr),
+        pOut_(args.outputs[0].as<T>()), mOut_(args.outputs[1].as<T>()),
+        vOut_(args.outputs[2].as<T>()), n_(args.inputs[0].numel()), config_(config) {}
+
+  void run(const StepContext &ctx) override {
+    if (n_ == 0) return;
+    adamwKernel<T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(p_, g_, m_, v_, lr_, step_, norm_,
+                                                              pOut_, mOut_, vOut_, n_, config_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  const T *p_, *g_, *m_, *v_;
+  const float *lr_, *step_, *norm_;
+  T *pOut_, *mOut_, *vOut_;
+  int64_t n_;
+  AdamWConfig config_;
+};
+
+std::unique_ptr<Kernel> makeCudaAdamW(const KernelArgs &args, std::string &error) {
+  Validator v("adamw", args, error);
+  AdamWConfig c;
+  if (!v.arity(6, 7, 3) || !readAdamWConfig(v, c))
+    return nullptr;
+  const TensorView &p = v.in(0);
+  if (!v.isFloat(p, "param") || !v.hasType(v.in(1), "grad", p.dtype, p.shape) ||
+      !v.hasType(v.in(2), "m", p.dtype, p.shape) || !v.hasType(v.in(3), "v", p.dtype, p.shape) ||
+      !v.isF32Scalar(v.in(4), "lr") || !v.isF32Scalar(v.in(5), "step") ||
+      (args.inputs.size() > 6 && !v.isF32Scalar(v.in(6), "norm")) ||
+      !v.hasType(v.out(0), "param'", p.dtype, p.shape) ||
+      !v.hasType(v.out(1), "m'", p.dtype, p.shape) || !v.hasType(v.out(2), "v'", p.dtype, p.shape))
+    return nullptr;
+  return makeFloatKernel<AdamWKernel>(p.dtype, args, c);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CUDA, "adamw", makeCudaAdamW);
+
+} // namespace llmc::cuda

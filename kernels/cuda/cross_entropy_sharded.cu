@@ -1,0 +1,327 @@
+//===- cross_entropy_sharded.cu - vocabulary-parallel cross-entropy (GPU) -===//
+//
+// The pieces of kernels/cpu/cross_entropy_sharded.cpp (Megatron's
+// decomposition: a rank holds classes [class_offset, class_offset + V) of
+// num_classes; per-row statistics are all-reduced between the pieces):
+//   cross_entropy_partial       sumexp_r = Σ_j exp(logits[r, j] − shift_r),
+//                               target_r = logits[r, target − offset] or 0
+//     one block per row, Σ a block reduction; thread 0 writes both;
+//   cross_entropy_partial_grad  dsumexp_r·exp(logits − shift) (+ dtarget_r at
+//                               the target's column): a grid-stride loop
+//                               over elements, each written once;
+//   cross_entropy_finish        mean over non-ignored rows of log(sumexp) +
+//                               shift − target: one block, in double, rows
+//                               in a fixed order (deterministic);
+//   cross_entropy_finish_grad   one block: count the non-ignored rows, then
+//                               write g/sumexp, g, −g (0 on ignored rows).
+// Statistics are f32; logits f32 or bf16; targets i32 or i64. (reduce_max,
+// the first piece, is registered by the reductions.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/CrossEntropyCommon.cuh"
+
+namespace llmc::cuda {
+namespace {
+
+/// The classes a logits shard holds: [offset, offset + width) of total.
+struct ClassShard {
+  int64_t width, offset, total, ignoreIndex;
+
+  /// The local column of `target`; -1 for another shard's class or an
+  /// ignored target, -2 for an invalid target.
+  __host__ __device__ int64_t column(int64_t target) const {
+    if (target == ignoreIndex) return -1;
+    if (target < 0 || target >= total) return -2;
+    int64_t c = target - offset;
+    return c >= 0 && c < width ? c : -1;
+  }
+};
+
+bool classShard(Validator &v, int64_t width, ClassShard *shard) {
+  int64_t offset, total, ignoreIndex;
+  if (!v.intAttr("class_offset", &offset, 0) || !v.intAttr("ignore_index", &ignoreIndex, -1))
+    return false;
+  if (!v.attrs().hasInt("num_classes")) return v.fail("missing int attribute 'num_classes'");
+  if (!v.intAttr("num_classes", &total, 0)) return false;
+  if (offset < 0 || offset + width > total)
+    return v.fail("classes [" + std::to_string(offset) + ", " + std::to_string(offset + width) +
+                  ") do not fit in num_classes " + std::to_string(total));
+  *shard = {width, offset, total, ignoreIndex};
+  return true;
+}
+
+bool isRowStat(Validator &v, const TensorView &t, const char *what,
+               const std::vector<int64_t> &rows) {
+  return v.hasType(t, what, DType::F32, rows);
+}
+
+std::vector<int64_t> rowsOf(const TensorView &logits) {
+  return std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1);
+}
+
+constexpr float kNaN = __builtin_nanf("");
+
+/// ids as i32 or i64.
+struct Ids {
+  const void *data;
+  bool wide;
+  explicit Ids(const TensorView &t) : data(t.data), wide(t.dtype == DType::I64) {}
+  const int32_t *narrow() const { return static_cast<const int32_t *>(data); }
+  const int64_t *wide64() const { return static_cast<const int64_t *>(data); }
+};
+
+//===----------------------------------------------------------------------===//
+// cross_entropy_partial and its gradient
+//===----------------------------------------------------------------------===//
+
+template <typename T, typename I>
+__global__ void partialKernel(const T *logits, const I *targets, const float *shift,
+                              float *sumexp, float *targetLogit, int64_t rows, ClassShard shard) {
+  __shared__ float red[32];
+  const int64_t width = shard.width;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *row = logits + r * width;
+    const float s = shift[r];
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x) sum += expf(load(row, j) - s);
+    sum = blockSum(sum, red);
+    if (threadIdx.x == 0) {
+      sumexp[r] = sum;
+      const int64_t column = shard.column(static_cast<int64_t>(targets[r]));
+      targetLogit[r] = column >= 0 ? load(row, column) : column == -1 ? 0.0f : kNaN;
+    }
+  }
+}
+
+template <typename T, typename I>
+__global__ void partialGradKernel(const T *logits, const I *targets, const float *shift,
+                                  const float *dsumexp, const float *dtarget, T *dlogits,
+                                  int64_t rows, ClassShard shard) {
+  const int64_t width = shard.width;
+  LLMC_GRID_STRIDE(e, rows * width) {
+    const int64_t r = e / width, j = e % width;
+    const int64_t column = shard.column(static_cast<int64_t>(targets[r]));
+    if (column == -2) {
+      store(dlogits, e, kNaN);
+      continue;
+    }
+    float g = dsumexp[r] * expf(load(logits, e) - shift[r]);
+    if (j == column) g += dtarget[r];
+    store(dlogits, e, g);
+  }
+}
+
+template <typename T> class PartialKernel final : public Kernel {
+public:
+  PartialKernel(const KernelArgs &args, ClassShard shard)
+      : logits_(args.inputs[0].as<T>()), targets_(args.inputs[1]),
+        shift_(args.inputs[2].as<float>()), sumexp_(args.outputs[0].as<float>()),
+        target_(args.outputs[1].as<float>()), shard_(shard), rows_(args.inputs[1].numel()) {}
+
+  void run(const StepContext &ctx) override {
+    if (rows_ == 0) return;
+    const int grid = lossRowGrid(rows_), threads = lossRowThreads(shard_.width);
+    if (targets_.wide)
+      partialKernel<T, int64_t><<<grid, threads, 0, streamOf(ctx)>>>(
+          logits_, targets_.wide64(), shift_, sumexp_, target_, rows_, shard_);
+    else
+      partialKernel<T, int32_t><<<grid, threads, 0, streamOf(ctx)>>>(
+          logits_, targets_.narrow(), shift_, sumexp_, target_, rows_, shard_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  const T *logits_;
+  Ids targets_;
+  const float *shift_;
+  float *sumexp_, *target_;
+  ClassShard shard_;
+  int64_t rows_;
+};
+
+template <typename T> class PartialGradKernel final : public Kernel {
+public:
+  PartialGradKernel(const KernelArgs &args, ClassShard shard)
+      : logits_(args.inputs[0].as<T>()), targets_(args.inputs[1]),
+        shift_(args.inputs[2].as<float>()), dsumexp_(args.inputs[3].as<float>()),
+        dtarget_(args.inputs[4].as<float>()), dlogits_(args.outputs[0].as<T>()), shard_(shard),
+        rows_(args.inputs[1].numel()) {}
+
+  void run(const StepContext &ctx) override {
+    const int64_t n = rows_ * shard_.width;
+    if (n == 0) return;
+    if (targets_.wide)
+      partialGradKernel<T, int64_t><<<gridFor(n), kBlock, 0, streamOf(ctx)>>>(
+          logits_, targets_.wide64(), shift_, dsumexp_, dtarget_, dlogits_, rows_, shard_);
+    else
+      partialGradKernel<T, int32_t><<<gridFor(n), kBlock, 0, streamOf(ctx)>>>(
+          logits_, targets_.narrow(), shift_, dsumexp_, dtarget_, dlogits_, rows_, shard_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  const T *logits_;
+  Ids targets_;
+  const float *shift_, *dsumexp_, *dtarget_;
+  T *dlogits_;
+  ClassShard shard_;
+  int64_t rows_;
+};
+
+/// logits `rows × [V_local]`, targets `rows`, shift `rows`; fills `shard`.
+bool checkPartial(Validator &v, ClassShard *shard) {
+  const TensorView &logits = v.in(0), &targets = v.in(1);
+  if (!v.isFloat(logits, "logits")) return false;
+  if (logits.rank() < 1) return v.fail("logits must have rank >= 1, got " + logits.describe());
+  std::vector<int64_t> rows = rowsOf(logits);
+  return v.isIndex(targets, "targets") && v.hasType(targets, "targets", targets.dtype, rows) &&
+         isRowStat(v, v.in(2), "shift", rows) && classShard(v, logits.dim(-1), shard);
+}
+
+std::unique_ptr<Kernel> makeCudaCrossEntropyPartial(const KernelArgs &args, std::string &error) {
+  Validator v("cross_entropy_partial", args, error);
+  ClassShard shard;
+  if (!v.arity(3, 2) || !checkPartial(v, &shard)) return nullptr;
+  std::vector<int64_t> rows = rowsOf(v.in(0));
+  if (!isRowStat(v, v.out(0), "sumexp", rows) || !isRowStat(v, v.out(1), "target_logit", rows))
+    return nullptr;
+  return makeFloatKernel<PartialKernel>(v.in(0).dtype, args, shard);
+}
+
+std::unique_ptr<Kernel> makeCudaCrossEntropyPartialGrad(const KernelArgs &args,
+                                                        std::string &error) {
+  Validator v("cross_entropy_partial_grad", args, error);
+  ClassShard shard;
+  if (!v.arity(5, 1) || !checkPartial(v, &shard)) return nullptr;
+  std::vector<int64_t> rows = rowsOf(v.in(0));
+  if (!isRowStat(v, v.in(3), "dsumexp", rows) || !isRowStat(v, v.in(4), "dtarget_logit", rows) ||
+      !v.hasType(v.out(0), "dlogits", v.in(0).dtype, v.in(0).shape))
+    return nullptr;
+  return makeFloatKernel<PartialGradKernel>(v.in(0).dtype, args, shard);
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy_finish and its gradient
+//===----------------------------------------------------------------------===//
+
+template <typename I>
+__global__ void finishKernel(const float *sumexp, const float *shift, const float *target,
+                             const I *targets, int64_t rows, int64_t ignoreIndex, float *loss) {
+  __shared__ double sums[32];
+  __shared__ long long counts[32];
+  double total = 0.0;
+  long long count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    if (static_cast<int64_t>(targets[r]) == ignoreIndex) continue;
+    total += static_cast<double>(logf(sumexp[r]) + shift[r] - target[r]);
+    ++count;
+  }
+  total = blockSumDouble(total, sums);
+  count = blockSumInt(count, counts);
+  if (threadIdx.x == 0)
+    *loss = count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+}
+
+template <typename I>
+__global__ void finishGradKernel(const float *sumexp, const I *targets, const float *dloss,
+                                 float *dsumexp, float *dshift, float *dtarget, int64_t rows,
+                                 int64_t ignoreIndex) {
+  __shared__ long long counts[32];
+  const long long count = countTargets(targets, rows, ignoreIndex, counts);
+  const float g = count ? *dloss / static_cast<float>(count) : 0.0f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    const bool ignored = static_cast<int64_t>(targets[r]) == ignoreIndex;
+    dsumexp[r] = ignored ? 0.0f : g / sumexp[r];
+    dshift[r] = ignored ? 0.0f : g;
+    dtarget[r] = ignored ? 0.0f : -g;
+  }
+}
+
+class FinishKernel final : public Kernel {
+public:
+  FinishKernel(const KernelArgs &args, int64_t ignoreIndex)
+      : sumexp_(args.inputs[0].as<float>()), shift_(args.inputs[1].as<float>()),
+        target_(args.inputs[2].as<float>()), targets_(args.inputs[3]),
+        loss_(args.outputs[0].as<float>()), rows_(args.inputs[3].numel()),
+        ignoreIndex_(ignoreIndex) {}
+
+  void run(const StepContext &ctx) override {
+    if (targets_.wide)
+      finishKernel<int64_t><<<1, kLossThreads, 0, streamOf(ctx)>>>(
+          sumexp_, shift_, target_, targets_.wide64(), rows_, ignoreIndex_, loss_);
+    else
+      finishKernel<int32_t><<<1, kLossThreads, 0, streamOf(ctx)>>>(
+          sumexp_, shift_, target_, targets_.narrow(), rows_, ignoreIndex_, loss_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  const float *sumexp_, *shift_, *target_;
+  Ids targets_;
+  float *loss_;
+  int64_t rows_, ignoreIndex_;
+};
+
+class FinishGradKernel final : public Kernel {
+public:
+  FinishGradKernel(const KernelArgs &args, int64_t ignoreIndex)
+      : sumexp_(args.inputs[0].as<float>()), targets_(args.inputs[1]),
+        dloss_(args.inputs[2].as<float>()), dsumexp_(args.outputs[0].as<float>()),
+        dshift_(args.outputs[1].as<float>()), dtarget_(args.outputs[2].as<float>()),
+        rows_(args.inputs[1].numel()), ignoreIndex_(ignoreIndex) {}
+
+  void run(const StepContext &ctx) override {
+    if (rows_ == 0) return;
+    if (targets_.wide)
+      finishGradKernel<int64_t><<<1, kLossThreads, 0, streamOf(ctx)>>>(
+          sumexp_, targets_.wide64(), dloss_, dsumexp_, dshift_, dtarget_, rows_, ignoreIndex_);
+    else
+      finishGradKernel<int32_t><<<1, kLossThreads, 0, streamOf(ctx)>>>(
+          sumexp_, targets_.narrow(), dloss_, dsumexp_, dshift_, dtarget_, rows_, ignoreIndex_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  const float *sumexp_;
+  Ids targets_;
+  const float *dloss_;
+  float *dsumexp_, *dshift_, *dtarget_;
+  int64_t rows_, ignoreIndex_;
+};
+
+std::unique_ptr<Kernel> makeCudaCrossEntropyFinish(const KernelArgs &args, std::string &error) {
+  Validator v("cross_entropy_finish", args, error);
+  int64_t ignoreIndex;
+  if (!v.arity(4, 1) || !v.intAttr("ignore_index", &ignoreIndex, -1) ||
+      !v.isIndex(v.in(3), "targets"))
+    return nullptr;
+  const std::vector<int64_t> &rows = v.in(3).shape;
+  if (!isRowStat(v, v.in(0), "sumexp", rows) || !isRowStat(v, v.in(1), "shift", rows) ||
+      !isRowStat(v, v.in(2), "target_logit", rows) || !v.isF32Scalar(v.out(0), "loss"))
+    return nullptr;
+  return std::make_unique<FinishKernel>(args, ignoreIndex);
+}
+
+std::unique_ptr<Kernel> makeCudaCrossEntropyFinishGrad(const KernelArgs &args,
+                                                       std::string &error) {
+  Validator v("cross_entropy_finish_grad", args, error);
+  int64_t ignoreIndex;
+  if (!v.arity(3, 3) || !v.intAttr("ignore_index", &ignoreIndex, -1) ||
+      !v.isIndex(v.in(1), "targets") || !v.isF32Scalar(v.in(2), "dloss"))
+    return nullptr;
+  const std::vector<int64_t> &rows = v.in(1).shape;
+  if (!isRowStat(v, v.in(0), "sumexp", rows) || !isRowStat(v, v.out(0), "dsumexp", rows) ||
+      !isRowStat(v, v.out(1), "dshift", rows) || !isRowStat(v, v.out(2), "dtarget_logit", rows))
+    return nullptr;
+  return std::make_unique<FinishGradKernel>(args, ignoreIndex);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CUDA, "cross_entropy_partial", makeCudaCrossEntropyPartial);
+LLMC_REGISTER_KERNEL(CUDA, "cross_entropy_partial_grad", makeCudaCrossEntropyPartialGrad);
+LLMC_REGISTER_KERNEL(CUDA, "cross_entropy_finish", makeCudaCrossEntropyFinish);
+LLMC_REGISTER_KERNEL(CUDA, "cross_entropy_finish_grad", makeCudaCrossEntropyFinishGrad);
+
+} // namespace llmc::cuda

@@ -1,0 +1,177 @@
+//===- rmsnorm.cu - RMS normalization and its backward on the GPU ---------===//
+//
+// Forward: y = x·rstd·γ with rstd = 1/√(mean(x²) + ε); one thread block
+// per row (grid-stride over rows), mean(x²) a block reduction, as in
+// layernorm.cu. Backward, with x̂ = x·rstd and g = dy·γ:
+//   dx = rstd · (g − x̂·mean(g·x̂)),  dγ = Σ_rows dy·x̂
+// dx is per row; dγ is summed without atomics, deterministically: a fixed
+// number G of blocks (bind time), block b owning rows b, b + G, …, each
+// column's thread accumulating into its own slot of scratch [G, C], then a
+// second kernel sums each column's G partials in block order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/BindScratch.h"
+#include "kernels/cuda/Common.cuh"
+
+namespace llmc::cuda {
+namespace {
+
+/// Threads per row: a multiple of 32 (blockSum's contract), at most 256.
+int rmsRowThreads(int64_t c) {
+  int64_t t = (c + 31) / 32 * 32;
+  return static_cast<int>(t < 32 ? 32 : t > 256 ? 256 : t);
+}
+
+/// Blocks for a loop over rows (rows > 0).
+int rmsRowGrid(int64_t rows) {
+  const int64_t cap = 65535 * 8;
+  return static_cast<int>(rows < cap ? rows : cap);
+}
+
+/// Blocks of the backward: each keeps a [C] partial of dγ.
+constexpr int64_t kGradBlocks = 528;
+
+/// 1/√(mean(x²) + ε) of row xr, for every thread of the block.
+template <typename T>
+__device__ __forceinline__ float rowRstd(const T *xr, int64_t c, float eps, float *red) {
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
+    float v = load(xr, i);
+    s += v * v;
+  }
+  return 1.0f / sqrtf(blockSum(s, red) / static_cast<float>(c) + eps);
+}
+
+template <typename T>
+__global__ void rmsNormKernel(const T *x, const T *gamma, T *out, int64_t rows, int64_t c,
+                              float eps) {
+  __shared__ float red[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * c;
+    const float rstd = rowRstd(xr, c, eps, red);
+    T *outr = out + r * c;
+    for (int64_t i = threadIdx.x; i < c; i += blockDim.x)
+      store(outr, i, load(xr, i) * rstd * load(gamma, i));
+  }
+}
+
+/// dx per row; block b's column partial of dγ into partial[b] ([C]).
+template <typename T>
+__global__ void rmsNormGradKernel(const T *x, const T *gamma, const T *dy, T *dx, float *partial,
+                                  int64_t rows, int64_t c, float eps) {
+  __shared__ float red[32];
+  float *dgamma = partial + blockIdx.x * c;
+  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) dgamma[i] = 0.0f;
+  const float invC = 1.0f / static_cast<float>(c);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * c, *dyr = dy + r * c;
+    const float rstd = rowRstd(xr, c, eps, red);
+    float sumGX = 0.0f;
+    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
+      float xhat = load(xr, i) * rstd, d = load(dyr, i);
+      sumGX += d * load(gamma, i) * xhat;
+      dgamma[i] += d * xhat; // column i is this thread's alone
+    }
+    const float meanGX = blockSum(sumGX, red) * invC;
+    T *dxr = dx + r * c;
+    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
+      float xi = load(xr, i);
+      store(dxr, i, rstd * (load(dyr, i) * load(gamma, i) - xi * rstd * meanGX));
+    }
+  }
+}
+
+/// dγ[i] = Σ_b partial[b][i] in block order.
+template <typename T>
+__global__ void rmsColumnSumKernel(const float *partial, int64_t blocks, int64_t c, T *dgamma) {
+  LLMC_GRID_STRIDE(i, c) {
+    float g = 0.0f;
+    for (int64_t k = 0; k < blocks; ++k) g += partial[k * c + i];
+    store(dgamma, i, g);
+  }
+}
+
+template <typename T> class RmsNormKernel final : public Kernel {
+public:
+  RmsNormKernel(const KernelArgs &args, float eps)
+      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), out_(args.outputs[0].as<T>()),
+        c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps) {}
+
+  void run(const StepContext &ctx) override {
+    if (rows_ == 0) return;
+    rmsNormKernel<T><<<rmsRowGrid(rows_), rmsRowThreads(c_), 0, streamOf(ctx)>>>(
+        x_, gamma_, out_, rows_, c_, eps_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  const T *x_, *gamma_;
+  T *out_;
+  int64_t c_, rows_;
+  float eps_;
+};
+
+template <typename T> class RmsNormGradKernel final : public Kernel {
+public:
+  RmsNormGradKernel(const KernelArgs &args, float eps)
+      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), dy_(args.inputs[2].as<T>()),
+        dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
+        rows_(c_ ? args.inputs[0].numel() / c_ : 0),
+        blocks_(rows_ < kGradBlocks ? rows_ : kGradBlocks), eps_(eps),
+        partial_(static_cast<size_t>(blocks_ * c_) * sizeof(float)) {}
+
+  void run(const StepContext &ctx) override {
+    if (c_ == 0) return;
+    if (rows_ > 0) {
+      rmsNormGradKernel<T><<<static_cast<int>(blocks_), rmsRowThreads(c_), 0, streamOf(ctx)>>>(
+          x_, gamma_, dy_, dx_, partial_.as<float>(), rows_, c_, eps_);
+      LLMC_CUDA_CHECK_LAUNCH();
+    }
+    // With no rows the sum is empty: dγ = 0, as on the CPU.
+    rmsColumnSumKernel<T><<<gridFor(c_), kBlock, 0, streamOf(ctx)>>>(partial_.as<float>(),
+                                                                     blocks_, c_, dgamma_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  const T *x_, *gamma_, *dy_;
+  T *dx_, *dgamma_;
+  int64_t c_, rows_, blocks_;
+  float eps_;
+  BindScratch partial_; // [blocks, C]: dγ partials per block
+};
+
+std::unique_ptr<Kernel> makeCudaRmsNorm(const KernelArgs &args, std::string &error) {
+  Validator v("rmsnorm", args, error);
+  double eps;
+  if (!v.arity(2, 1) || !v.floatAttr("epsilon", &eps)) return nullptr;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, "x")) return nullptr;
+  if (x.rank() < 1) return v.reject("x must have rank >= 1, got " + x.describe());
+  if (!v.hasType(v.in(1), "gamma", x.dtype, {x.dim(-1)}) ||
+      !v.hasType(v.out(0), "out", x.dtype, x.shape))
+    return nullptr;
+  return makeFloatKernel<RmsNormKernel>(x.dtype, args, static_cast<float>(eps));
+}
+
+std::unique_ptr<Kernel> makeCudaRmsNormGrad(const KernelArgs &args, std::string &error) {
+  Validator v("rmsnorm_grad", args, error);
+  double eps;
+  if (!v.arity(3, 2) || !v.floatAttr("epsilon", &eps)) return nullptr;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, "x")) return nullptr;
+  if (x.rank() < 1) return v.reject("x must have rank >= 1, got " + x.describe());
+  std::vector<int64_t> c{x.dim(-1)};
+  if (!v.hasType(v.in(1), "gamma", x.dtype, c) || !v.hasType(v.in(2), "dy", x.dtype, x.shape) ||
+      !v.hasType(v.out(0), "dx", x.dtype, x.shape) || !v.hasType(v.out(1), "dgamma", x.dtype, c))
+    return nullptr;
+  return makeFloatKernel<RmsNormGradKernel>(x.dtype, args, static_cast<float>(eps));
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CUDA, "rmsnorm", makeCudaRmsNorm);
+LLMC_REGISTER_KERNEL(CUDA, "rmsnorm_grad", makeCudaRmsNormGrad);
+
+} // namespace llmc::cuda

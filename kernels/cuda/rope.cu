@@ -1,0 +1,88 @@
+//===- rope.cu - rotary position embedding on the GPU ---------------------===//
+//
+// x [B, T, H, D]: at position t the pair (x[i], x[i + D/2]) is rotated by
+// t·θ^(−2i/D) (negated when `inverse`, which is the backward). The angles
+// depend only on (t, i): their cos/sin are computed once at bind time, in
+// double on the host exactly as kernels/cpu/rope.cpp does, rounded to fp32
+// and uploaded, so both backends rotate by the same fp32 factors. The run
+// is a grid-stride loop over pairs: a thread reads both halves of its pair
+// before writing them, so out may alias x.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/BindScratch.h"
+#include "kernels/cuda/Common.cuh"
+
+#include <cmath>
+#include <vector>
+
+namespace llmc::cuda {
+namespace {
+
+/// pairs = B·T·H·half; cs, sn are [T, half].
+template <typename T>
+__global__ void ropeKernel(const T *x, T *out, const float *cs, const float *sn, int64_t pairs,
+                           int64_t t, int64_t h, int64_t half) {
+  LLMC_GRID_STRIDE(p, pairs) {
+    const int64_t i = p % half, row = p / half; // row = (b·T + t)·H + h
+    const int64_t pos = (row / h) % t;
+    const int64_t base = row * 2 * half;
+    const float c = cs[pos * half + i], s = sn[pos * half + i];
+    float lo = load(x, base + i), hi = load(x, base + i + half);
+    store(out, base + i, lo * c - hi * s);
+    store(out, base + i + half, hi * c + lo * s);
+  }
+}
+
+template <typename T> class RopeKernel final : public Kernel {
+public:
+  RopeKernel(const KernelArgs &args, double theta, bool inverse)
+      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()), b_(args.inputs[0].dim(0)),
+        t_(args.inputs[0].dim(1)), h_(args.inputs[0].dim(2)), d_(args.inputs[0].dim(3)),
+        half_(d_ / 2), table_(2 * t_ * half_ * sizeof(float)) {
+    std::vector<float> host(static_cast<size_t>(2 * t_ * half_));
+    float *cosTable = host.data(), *sinTable = host.data() + t_ * half_;
+    for (int64_t t = 0; t < t_; ++t)
+      for (int64_t i = 0; i < half_; ++i) {
+        double angle = static_cast<double>(t) * std::pow(theta, -2.0 * i / d_);
+        cosTable[t * half_ + i] = static_cast<float>(std::cos(angle));
+        sinTable[t * half_ + i] = static_cast<float>(inverse ? -std::sin(angle) : std::sin(angle));
+      }
+    if (!host.empty()) copyToDevice(table_.as<void>(), host.data(), host.size() * sizeof(float));
+  }
+
+  void run(const StepContext &ctx) override {
+    const int64_t pairs = b_ * t_ * h_ * half_;
+    if (pairs == 0) return;
+    const float *cs = table_.as<float>();
+    ropeKernel<T><<<gridFor(pairs), kBlock, 0, streamOf(ctx)>>>(x_, out_, cs, cs + t_ * half_,
+                                                                pairs, t_, h_, half_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  const T *x_;
+  T *out_;
+  int64_t b_, t_, h_, d_, half_;
+  BindScratch table_; // cos [T, D/2], then sin [T, D/2] (negated when inverse)
+};
+
+std::unique_ptr<Kernel> makeCudaRope(const KernelArgs &args, std::string &error) {
+  Validator v("rope", args, error);
+  double theta;
+  bool inverse;
+  if (!v.arity(1, 1) || !v.floatAttr("theta", &theta) || !v.flagAttr("inverse", &inverse))
+    return nullptr;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, "x") || !v.hasRank(x, "x", 4)) return nullptr;
+  if (x.dim(3) % 2 != 0) return v.reject("x head dim D must be even, got " + x.describe());
+  if (!(theta > 0.0)) return v.reject("attribute 'theta' must be positive");
+  if (!v.hasType(v.out(0), "out", x.dtype, x.shape)) return nullptr;
+  return makeFloatKernel<RopeKernel>(x.dtype, args, theta, inverse);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CUDA, "rope", makeCudaRope);
+
+} // namespace llmc::cuda

@@ -1,0 +1,111 @@
+//===- cuda_activation_test.cpp - CUDA pointwise kernels against the CPU --===//
+//
+// gelu, silu, swiglu (maps: elementwise; gradients: norm, as the CPU tests),
+// dropout (the mask is shared code, so outputs must be equal exactly) and
+// rope (norm: its outputs are differences of products).
+
+#include "CudaConformance.h"
+
+namespace llmc::test {
+namespace {
+
+const std::vector<std::vector<int64_t>> kMapShapes = {{1}, {7}, {3, 129}, {37, 1000},
+                                                      {2, 1024, 3072}};
+
+TEST(CudaActivationKernels, GeluSiluMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 9400;
+  for (DType t : kFloatTypes)
+    for (const auto &shape : kMapShapes) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
+      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.5), t);
+      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer out(t, shape), dx(t, shape);
+      for (const char *op : {"gelu", "silu"}) {
+        SCOPED_TRACE(op);
+        expectCudaMatchesCpu(op, {&x}, {&out}, {}, {Metric::Elementwise, {tolerance(t)}});
+        expectCudaMatchesCpu(std::string(op) + "_grad", {&x, &dy}, {&dx}, {},
+                             {Metric::Norm, {tolerance(t)}});
+      }
+    }
+}
+
+TEST(CudaActivationKernels, SwigluMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 9500;
+  for (DType t : kFloatTypes)
+    for (const auto &shape : kMapShapes) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
+      Buffer gate = Buffer::of(randomTensor(shape, ++seed, 2.0), t);
+      Buffer up = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer out(t, shape), dgate(t, shape), dup(t, shape);
+      expectCudaMatchesCpu("swiglu", {&gate, &up}, {&out}, {},
+                           {Metric::Elementwise, {tolerance(t)}});
+      expectCudaMatchesCpu("swiglu_grad", {&gate, &up, &dy}, {&dgate, &dup}, {},
+                           {Metric::Norm, {tolerance(t)}});
+    }
+}
+
+TEST(CudaActivationKernels, DropoutDrawsTheCpuMask) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 9600;
+  for (DType t : kFloatTypes)
+    for (const auto &shape : kMapShapes) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
+      Buffer x = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer out(t, shape);
+      KernelAttrs a = attrs({{"rate", 0.3}}, {{"seed", 1234}});
+      // Same hash, same single multiply: equal, not just close.
+      expectCudaMatchesCpu("dropout", {&x}, {&out}, a, {Metric::Elementwise, {0.0}}, 7);
+      expectCudaMatchesCpu("dropout", {&x}, {&x}, a, {Metric::Elementwise, {0.0}}, 8);
+      expectCudaMatchesCpu("dropout", {&x}, {&out}, attrs({{"rate", 0.0}}, {{"seed", 1}}),
+                           {Metric::Elementwise, {0.0}}, 3);
+    }
+}
+
+TEST(CudaActivationKernels, DropoutOfAPieceUsesGlobalIndices) {
+  LLMC_REQUIRE_GPU();
+  // A [3, 5, 37] piece at offsets [1, 2, 20] of a [4, 9, 64] tensor.
+  for (DType t : kFloatTypes) {
+    Buffer x = Buffer::of(randomTensor({3, 5, 37}, 9700), t);
+    Buffer out(t, {3, 5, 37});
+    KernelAttrs a = attrs({{"rate", 0.45}}, {{"seed", 77}});
+    a.setInts("global_shape", {4, 9, 64});
+    a.setInts("offsets", {1, 2, 20});
+    expectCudaMatchesCpu("dropout", {&x}, {&out}, a, {Metric::Elementwise, {0.0}}, 5);
+  }
+}
+
+TEST(CudaActivationKernels, RopeMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 9800;
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1, 1, 1, 2}, {2, 7, 3, 10}, {1, 37, 5, 64}, {4, 1024, 12, 64}};
+  for (DType t : kFloatTypes)
+    for (const auto &shape : shapes)
+      for (int64_t inverse : {0, 1}) {
+        SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape) +
+                     (inverse ? " inverse" : ""));
+        Buffer x = Buffer::of(randomTensor(shape, ++seed), t);
+        Buffer out(t, shape);
+        KernelAttrs a = attrs({{"theta", 10000.0}}, {{"inverse", inverse}});
+        expectCudaMatchesCpu("rope", {&x}, {&out}, a, {Metric::Norm, {tolerance(t)}});
+        expectCudaMatchesCpu("rope", {&x}, {&x}, a, {Metric::Norm, {tolerance(t)}});
+      }
+}
+
+TEST(CudaActivationKernels, BindErrorsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  TensorView a = typeOnly(DType::F32, {4, 8}), b = typeOnly(DType::BF16, {4, 8});
+  EXPECT_EQ(cudaBindError("swiglu", {a, b}, {a}), bindError("swiglu", {a, b}, {a}));
+  EXPECT_EQ(cudaBindError("gelu_grad", {a}, {a}), bindError("gelu_grad", {a}, {a}));
+  KernelAttrs noSeed = attrs({{"rate", 0.1}});
+  EXPECT_EQ(cudaBindError("dropout", {a}, {a}, noSeed), "dropout: missing int attribute 'seed'");
+  TensorView odd = typeOnly(DType::F32, {2, 4, 2, 7});
+  KernelAttrs theta = attrs({{"theta", 1e4}});
+  EXPECT_EQ(cudaBindError("rope", {odd}, {odd}, theta), bindError("rope", {odd}, {odd}, theta));
+}
+
+} // namespace
+} // namespace llmc::test

@@ -1,0 +1,145 @@
+//===- cuda_loss_test.cpp - CUDA cross-entropy family against the CPU -----===//
+//
+// Losses are scalars (relative error 1e-5 for either logits dtype: they are
+// f32 sums of f32 row values); gradients use the norm metric; the per-row
+// statistics of the vocabulary-parallel pieces are compared elementwise.
+// Targets stay in range (an invalid target makes NaN rows on both
+// backends, which no metric compares).
+
+#include "CudaConformance.h"
+
+namespace llmc::test {
+namespace {
+
+struct LossCase {
+  std::vector<int64_t> rows;
+  int64_t vocab, ignoreIndex;
+  int everyNthIgnored; // 0: none
+};
+
+const std::vector<LossCase> kCases = {{{1}, 1, -1, 0},      {{7}, 13, -1, 0},
+                                      {{3, 37}, 129, -1, 3}, {{37}, 1000, -100, 2},
+                                      {{64}, 257, 5, 0},     {{3}, 50257, -1, 0},
+                                      {{4, 7}, 11, 3, 1},    {{2, 1024}, 50257, -1, 0}};
+
+RefTensor targetsFor(const LossCase &c, uint64_t seed) {
+  RefTensor targets = randomIds(c.rows, seed, 0, c.vocab);
+  for (int64_t i = 0; c.everyNthIgnored && i < targets.numel(); i += c.everyNthIgnored)
+    targets.data[i] = static_cast<double>(c.ignoreIndex);
+  return targets;
+}
+
+TEST(CudaLossKernels, CrossEntropyMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 10100;
+  for (DType t : kFloatTypes)
+    for (DType idType : {DType::I32, DType::I64})
+      for (const LossCase &c : kCases) {
+        SCOPED_TRACE(std::string(dtypeName(t)) + " " + dtypeName(idType) + " V " +
+                     std::to_string(c.vocab) + " ignore " + std::to_string(c.ignoreIndex));
+        std::vector<int64_t> shape = c.rows;
+        shape.push_back(c.vocab);
+        Buffer logits = Buffer::of(randomTensor(shape, ++seed, 3.0), t);
+        Buffer targets = Buffer::of(targetsFor(c, ++seed), idType);
+        Buffer dloss = Buffer::of(RefTensor{{}, {0.7}}, DType::F32);
+        Buffer loss(DType::F32, {}), dlogits(t, shape);
+        KernelAttrs a = attrs({}, {{"ignore_index", c.ignoreIndex}});
+        expectCudaMatchesCpu("cross_entropy", {&logits, &targets}, {&loss}, a,
+                             {Metric::Elementwise, {1e-5}});
+        expectCudaMatchesCpu("cross_entropy_grad", {&logits, &targets, &dloss}, {&dlogits}, a,
+                             {Metric::Norm, {tolerance(t)}});
+      }
+}
+
+TEST(CudaLossKernels, AllIgnoredGivesZeroLossAndGradient) {
+  LLMC_REQUIRE_GPU();
+  Buffer logits = Buffer::of(randomTensor({4, 9}, 10150), DType::F32);
+  Buffer targets = Buffer::of(RefTensor{{4}, {-1, -1, -1, -1}}, DType::I32);
+  Buffer dloss = Buffer::of(RefTensor{{}, {1.0}}, DType::F32);
+  Buffer loss(DType::F32, {}), dlogits(DType::F32, {4, 9});
+  auto got = expectCudaMatchesCpu("cross_entropy", {&logits, &targets}, {&loss}, {},
+                                  {Metric::Elementwise, {0.0}});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].data[0], 0.0);
+  expectCudaMatchesCpu("cross_entropy_grad", {&logits, &targets, &dloss}, {&dlogits}, {},
+                       {Metric::Elementwise, {0.0}});
+}
+
+TEST(CudaLossKernels, ShardedPiecesMatchCpu) {
+  // Classes [offset, offset + width) of num_classes per shard.
+  LLMC_REQUIRE_GPU();
+  struct Shard {
+    std::vector<int64_t> rows;
+    int64_t width, offset, total, ignoreIndex;
+  };
+  const std::vector<Shard> shards = {{{1}, 1, 0, 1, -1},
+                                     {{7}, 13, 13, 39, -1},
+                                     {{3, 37}, 129, 0, 300, 7},
+                                     {{37}, 1000, 1000, 2000, -100},
+                                     {{2, 512}, 12565, 25130, 50257, -1}};
+  uint64_t seed = 10200;
+  for (DType t : kFloatTypes)
+    for (DType idType : {DType::I32, DType::I64})
+      for (const Shard &s : shards) {
+        SCOPED_TRACE(std::string(dtypeName(t)) + " " + dtypeName(idType) + " width " +
+                     std::to_string(s.width) + " offset " + std::to_string(s.offset));
+        std::vector<int64_t> shape = s.rows;
+        shape.push_back(s.width);
+        RefTensor targetValues = randomIds(s.rows, ++seed, 0, s.total);
+        for (int64_t i = 0; i < targetValues.numel(); i += 4)
+          targetValues.data[i] = static_cast<double>(s.ignoreIndex);
+        // Some targets inside this shard, whatever its share of the classes.
+        for (int64_t i = 1; i < targetValues.numel(); i += 4)
+          targetValues.data[i] = static_cast<double>(s.offset + (i * 7) % s.width);
+        Buffer logits = Buffer::of(randomTensor(shape, ++seed, 3.0), t);
+        Buffer targets = Buffer::of(targetValues, idType);
+        Buffer shift = Buffer::of(randomTensor(s.rows, ++seed, 0.5, 4.0), DType::F32);
+        Buffer dsumexp = Buffer::of(randomTensor(s.rows, ++seed, 0.1), DType::F32);
+        Buffer dtarget = Buffer::of(randomTensor(s.rows, ++seed, 0.1), DType::F32);
+        Buffer sumexp(DType::F32, s.rows), target(DType::F32, s.rows), dlogits(t, shape);
+        KernelAttrs a = attrs({}, {{"class_offset", s.offset},
+                                   {"num_classes", s.total},
+                                   {"ignore_index", s.ignoreIndex}});
+        expectCudaMatchesCpu("cross_entropy_partial", {&logits, &targets, &shift},
+                             {&sumexp, &target}, a, {Metric::Elementwise, {1e-5, 0.0}});
+        expectCudaMatchesCpu("cross_entropy_partial_grad",
+                             {&logits, &targets, &shift, &dsumexp, &dtarget}, {&dlogits}, a,
+                             {Metric::Norm, {tolerance(t)}});
+
+        // finish / finish_grad on positive sums, as the all-reduce delivers.
+        Buffer sums = Buffer::of(randomTensor(s.rows, ++seed, 0.3, 5.0), DType::F32);
+        Buffer dloss = Buffer::of(RefTensor{{}, {1.3}}, DType::F32);
+        Buffer loss(DType::F32, {});
+        Buffer dsum(DType::F32, s.rows), dshift(DType::F32, s.rows), dtgt(DType::F32, s.rows);
+        KernelAttrs fa = attrs({}, {{"ignore_index", s.ignoreIndex}});
+        expectCudaMatchesCpu("cross_entropy_finish", {&sums, &shift, &dtarget, &targets}, {&loss},
+                             fa, {Metric::Elementwise, {1e-5}});
+        expectCudaMatchesCpu("cross_entropy_finish_grad", {&sums, &targets, &dloss},
+                             {&dsum, &dshift, &dtgt}, fa, {Metric::Elementwise, {1e-6}});
+      }
+}
+
+TEST(CudaLossKernels, BindErrorsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  TensorView logits = typeOnly(DType::F32, {4, 10}), targets = typeOnly(DType::I32, {5});
+  TensorView loss = typeOnly(DType::F32, {});
+  EXPECT_EQ(cudaBindError("cross_entropy", {logits, targets}, {loss}),
+            bindError("cross_entropy", {logits, targets}, {loss}));
+  TensorView goodTargets = typeOnly(DType::I32, {4}), shift = typeOnly(DType::F32, {4});
+  KernelAttrs noClasses = attrs({}, {{"class_offset", 0}});
+  EXPECT_EQ(cudaBindError("cross_entropy_partial", {logits, goodTargets, shift}, {shift, shift},
+                          noClasses),
+            "cross_entropy_partial: missing int attribute 'num_classes'");
+  KernelAttrs tooFew = attrs({}, {{"class_offset", 5}, {"num_classes", 12}});
+  EXPECT_EQ(cudaBindError("cross_entropy_partial", {logits, goodTargets, shift}, {shift, shift},
+                          tooFew),
+            bindError("cross_entropy_partial", {logits, goodTargets, shift}, {shift, shift},
+                      tooFew));
+  EXPECT_EQ(cudaBindError("cross_entropy_finish_grad", {shift, goodTargets, shift},
+                          {shift, shift, shift}),
+            bindError("cross_entropy_finish_grad", {shift, goodTargets, shift},
+                      {shift, shift, shift}));
+}
+
+} // namespace
+} // namespace llmc::test

@@ -1,0 +1,87 @@
+//===- cuda_norm_test.cpp - CUDA layernorm and rmsnorm against the CPU ----===//
+//
+// Forward outputs are per-element maps of well-conditioned rows
+// (elementwise metric); gradients, whose dγ/dβ are sums over rows, use the
+// norm metric.
+
+#include "CudaConformance.h"
+
+namespace llmc::test {
+namespace {
+
+/// Rows × C shapes: odd sizes, one wide row, and a GPT-2 layer's.
+const std::vector<std::vector<int64_t>> kNormShapes = {
+    {1, 1}, {3, 7}, {37, 129}, {2, 3, 1000}, {1, 5000}, {4, 1024, 768}};
+
+TEST(CudaNormKernels, LayerNormMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 9100;
+  for (DType t : kFloatTypes)
+    for (const auto &shape : kNormShapes) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
+      int64_t c = shape.back();
+      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
+      Buffer gamma = Buffer::of(randomTensor({c}, ++seed, 0.5, 1.0), t);
+      Buffer beta = Buffer::of(randomTensor({c}, ++seed, 0.2), t);
+      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer out(t, shape), dx(t, shape), dgamma(t, {c}), dbeta(t, {c});
+      KernelAttrs a = attrs({{"epsilon", 1e-5}});
+      expectCudaMatchesCpu("layernorm", {&x, &gamma, &beta}, {&out}, a,
+                           {Metric::Elementwise, {tolerance(t)}});
+      expectCudaMatchesCpu("layernorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma, &dbeta}, a,
+                           {Metric::Norm, {tolerance(t)}});
+    }
+}
+
+TEST(CudaNormKernels, RmsNormMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 9200;
+  for (DType t : kFloatTypes)
+    for (const auto &shape : kNormShapes) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
+      int64_t c = shape.back();
+      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
+      Buffer gamma = Buffer::of(randomTensor({c}, ++seed, 0.5, 1.0), t);
+      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer out(t, shape), dx(t, shape), dgamma(t, {c});
+      KernelAttrs a = attrs({{"epsilon", 1e-6}});
+      expectCudaMatchesCpu("rmsnorm", {&x, &gamma}, {&out}, a,
+                           {Metric::Elementwise, {tolerance(t)}});
+      expectCudaMatchesCpu("rmsnorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma}, a,
+                           {Metric::Norm, {tolerance(t)}});
+    }
+}
+
+TEST(CudaNormKernels, GradientsAreDeterministic) {
+  // dγ is a sum over rows: two runs on one binding agree bit for bit.
+  LLMC_REQUIRE_GPU();
+  std::vector<int64_t> shape = {2048, 768};
+  Buffer x = Buffer::of(randomTensor(shape, 9301), DType::F32);
+  Buffer gamma = Buffer::of(randomTensor({768}, 9302, 0.5, 1.0), DType::F32);
+  Buffer dy = Buffer::of(randomTensor(shape, 9303), DType::F32);
+  Buffer dx(DType::F32, shape), dgamma(DType::F32, {768}), dbeta(DType::F32, {768});
+  KernelAttrs a = attrs({{"epsilon", 1e-5}});
+  auto first = expectCudaMatchesCpu("layernorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma, &dbeta},
+                                    a, {Metric::Norm, {1e-5}});
+  auto second = expectCudaMatchesCpu("layernorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma, &dbeta},
+                                     a, {Metric::Norm, {1e-5}});
+  ASSERT_EQ(first.size(), 3u);
+  ASSERT_EQ(second.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(first[i].data, second[i].data) << "output " << i;
+}
+
+TEST(CudaNormKernels, BindErrorsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  KernelAttrs a = attrs({{"epsilon", 1e-5}});
+  std::vector<TensorView> in = {typeOnly(DType::F32, {4, 8}), typeOnly(DType::F32, {7}),
+                                typeOnly(DType::F32, {8})};
+  std::vector<TensorView> out = {typeOnly(DType::F32, {4, 8})};
+  EXPECT_EQ(cudaBindError("layernorm", in, out, a), bindError("layernorm", in, out, a));
+  EXPECT_EQ(cudaBindError("layernorm", in, out, a), "layernorm: gamma must be f32[8], got f32[7]");
+  EXPECT_EQ(cudaBindError("rmsnorm", {in[0], in[2]}, out), bindError("rmsnorm", {in[0], in[2]}, out));
+  EXPECT_EQ(cudaBindError("rmsnorm_grad", {in[0], in[2], in[0]}, {in[0], in[1]}, a),
+            bindError("rmsnorm_grad", {in[0], in[2], in[0]}, {in[0], in[1]}, a));
+}
+
+} // namespace
+} // namespace llmc::test
