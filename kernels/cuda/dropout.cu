@@ -6,6 +6,9 @@
 // integer arithmetic, so there is no state, no shared memory and no
 // reduction. x may alias out (each thread reads its element first).
 //
+// The step is read from StepContext::deviceStep when the runtime sets it
+// (CUDA graphs), else taken from StepContext::step.
+//
 // With `global_shape` / `offsets` the hashed index is the element's index
 // in the global tensor: the global index of each local row's first element
 // (a row = the last dimension) is computed on the host at bind time, as on
@@ -43,10 +46,14 @@ std::vector<uint64_t> rowStarts(const std::vector<int64_t> &local,
   return starts;
 }
 
-/// `starts` null: the local index is the hashed index.
+/// `starts` null: the local index is the hashed index. `deviceStep`, when
+/// set, overrides `step` (a kernel replayed from a CUDA graph keeps its
+/// captured arguments; the runtime rewrites the device word every step).
 template <typename T>
 __global__ void dropoutKernel(const T *x, T *out, int64_t n, int64_t width, const uint64_t *starts,
-                              uint64_t seed, uint64_t step, uint64_t threshold, float keepScale) {
+                              uint64_t seed, uint64_t step, const int64_t *deviceStep,
+                              uint64_t threshold, float keepScale) {
+  if (deviceStep) step = static_cast<uint64_t>(*deviceStep);
   LLMC_GRID_STRIDE(i, n) {
     uint64_t index = starts ? starts[i / width] + static_cast<uint64_t>(i % width)
                             : static_cast<uint64_t>(i);
@@ -72,7 +79,7 @@ public:
     if (n_ == 0) return; // also: width 0 never divides
     dropoutKernel<T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(
         x_, out_, n_, width_, global_ ? starts_.as<uint64_t>() : nullptr, seed_,
-        static_cast<uint64_t>(ctx.step), threshold_, keepScale_);
+        static_cast<uint64_t>(ctx.step), ctx.deviceStep, threshold_, keepScale_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
