@@ -1,0 +1,87 @@
+//===- LtGemm.h - row-major batched GEMM through cuBLASLt (private) -*- C++ -*-===//
+//
+// The one place the CUDA kernels talk to cuBLASLt. A GEMM is planned once,
+// when its kernel binds: descriptors and layouts are built, the heuristic
+// picks an algorithm (cached per shape for the process), and run() is a
+// single cublasLtMatmul on the caller's stream.
+//
+// Operands are row-major, as everywhere in llmc. cuBLASLt is column-major,
+// so c[M,N] = op(a)·op(b) is computed as its transpose cᵀ = op(b)ᵀ·op(a)ᵀ:
+// b is passed as cuBLASLt's A and a as its B, with no data movement. A bias
+// epilogue therefore adds a vector of N (one value per output column, the
+// usual per-feature bias), which is what a fused linear layer wants.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CUDA_LTGEMM_H
+#define LLMC_KERNELS_CUDA_LTGEMM_H
+
+#include "kernels/Tensor.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace llmc::cuda {
+
+/// What cuBLASLt applies to a·b (+ c) before storing.
+enum class GemmEpilogue {
+  None,
+  Bias,     ///< + bias[n]
+  GeluBias, ///< gelu_tanh(· + bias[n])
+};
+
+/// One row-major, possibly batched, product
+///   c[t] = op(a[t])·op(b[t]) (+ c[t] when accumulating) (epilogue)
+/// for t < batch, where op swaps the last two dims when the flag is set.
+/// a is [M,K] (or [K,M] transposed), b [K,N] (or [N,K]), c [M,N], all dense.
+struct GemmDesc {
+  DType dtype = DType::F32; ///< of a, b and c: f32 or bf16 (f32 arithmetic)
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;
+  /// Elements between consecutive batch entries; 0 shares one matrix.
+  int64_t strideA = 0, strideB = 0, strideC = 0;
+  bool transposeA = false, transposeB = false;
+  bool accumulate = false; ///< beta = 1 (c += ...), else beta = 0
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  const void *bias = nullptr; ///< [n] of dtype, for the bias epilogues
+  /// The bound operands: their alignment steers the algorithm choice.
+  const void *a = nullptr, *b = nullptr;
+  void *c = nullptr;
+};
+
+/// A planned cuBLASLt matmul; owns its descriptors.
+class LtGemm {
+public:
+  /// Plans `desc` (every size positive) on the current device. Returns null
+  /// with `error` set when cuBLASLt is unavailable, rejects the problem or
+  /// has no algorithm for it; the error names the shapes.
+  static std::unique_ptr<LtGemm> create(const GemmDesc &desc, std::string &error);
+  ~LtGemm();
+  LtGemm(const LtGemm &) = delete;
+  LtGemm &operator=(const LtGemm &) = delete;
+
+  /// Enqueues the product on `stream`. Throws std::runtime_error naming the
+  /// cuBLASLt status if the launch fails.
+  void run(cudaStream_t stream) const;
+
+  /// "bf16 c[4x64x96] = a[64x32]·b^T[96x32] (b shared)": the problem, for errors.
+  static std::string describe(const GemmDesc &desc);
+
+private:
+  LtGemm() = default;
+
+  GemmDesc desc_;
+  float alpha_ = 1.0f, beta_ = 0.0f;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t layoutA_ = nullptr, layoutB_ = nullptr, layoutC_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  void *workspace_ = nullptr;
+  size_t workspaceBytes_ = 0;
+};
+
+} // namespace llmc::cuda
+
+#endif

@@ -1,0 +1,223 @@
+//===- cuda_shape_test.cpp - transpose, slice, pad, concat on the GPU -----===//
+//
+// Data movement is exact: every dtype is compared bit for bit with the CPU
+// (tolerance 0). f32, bf16, i32 and i64 go through expectCudaMatchesCpu;
+// the 1-byte element path (u8) and f16, which the test buffers cannot
+// widen, are compared as raw bytes.
+
+#include "CudaConformance.h"
+
+#include "kernels/cuda/Device.h"
+
+#include <cstring>
+
+namespace llmc::test {
+namespace {
+
+const std::vector<DType> kAllTypes = {DType::F32, DType::BF16, DType::I32, DType::I64};
+
+Buffer valuesFor(std::vector<int64_t> shape, uint64_t seed, DType dtype) {
+  if (dtype == DType::I32 || dtype == DType::I64)
+    return Buffer::of(randomIds(std::move(shape), seed, -50, 50), dtype);
+  return Buffer::of(randomTensor(std::move(shape), seed), dtype);
+}
+
+const Comparison kExact = {Metric::Elementwise, {0.0}};
+
+/// A buffer of any dtype filled with pseudo-random bytes.
+Buffer randomBytes(DType dtype, std::vector<int64_t> shape, uint64_t seed) {
+  Buffer b(dtype, std::move(shape));
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (uint64_t &word : b.storage) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    word = state;
+  }
+  return b;
+}
+
+/// Runs `name` on both backends and compares the outputs' bytes.
+void expectSameBytes(const std::string &name, const std::vector<Buffer *> &inputs, Buffer &out,
+                     const KernelAttrs &attrs) {
+  Buffer cpu = out;
+  ASSERT_TRUE(runKernel(name, inputs, {&cpu}, attrs));
+  const size_t bytes = out.view().bytes();
+  std::vector<void *> device;
+  KernelArgs args;
+  for (Buffer *b : inputs) {
+    device.push_back(cuda::deviceAlloc(b->view().bytes()));
+    cuda::copyToDevice(device.back(), b->view().data, b->view().bytes());
+    TensorView v = b->view();
+    v.data = device.back();
+    args.inputs.push_back(v);
+  }
+  device.push_back(cuda::deviceAlloc(bytes));
+  cuda::deviceFill(device.back(), 0xA5, bytes);
+  TensorView o = out.view();
+  o.data = device.back();
+  args.outputs.push_back(o);
+  args.attrs = attrs;
+  std::string error;
+  std::unique_ptr<Kernel> kernel = findKernel(Backend::CUDA, name)(args, error);
+  EXPECT_TRUE(kernel) << error;
+  std::vector<uint8_t> got(bytes);
+  if (kernel) {
+    kernel->run(StepContext{});
+    cuda::synchronize();
+    cuda::copyToHost(got.data(), device.back(), bytes);
+  }
+  kernel.reset();
+  for (void *p : device) cuda::deviceFree(p);
+  EXPECT_EQ(0, std::memcmp(got.data(), cpu.view().data, bytes)) << name << " bytes differ";
+}
+
+struct TransposeCase {
+  std::vector<int64_t> shape, perm;
+};
+
+const std::vector<TransposeCase> kTransposes = {
+    {{2, 7, 3, 13}, {0, 2, 1, 3}},   // [B,T,H,D] -> [B,H,T,D]: whole D rows
+    {{2, 7, 3, 13}, {3, 1, 0, 2}},   // innermost dim moves: strided reads
+    {{33, 65}, {1, 0}},              // a plain 2-D transpose
+    {{7}, {0}},                      // identity
+    {{1, 5, 1, 3}, {2, 3, 0, 1}},    // unit dims
+    {{4, 1, 6}, {0, 2, 1}},          // a unit dim swap is a copy
+    {{1}, {0}},                      // one element
+    {{37, 129}, {1, 0}},             //
+    {{2, 3, 4, 5, 6, 7, 2, 3}, {7, 6, 5, 4, 3, 2, 1, 0}}, // rank 8, every dim reversed
+    {{3, 2, 3, 2, 3, 2, 3, 2}, {1, 0, 3, 2, 5, 4, 7, 6}}, // rank 8, pairs swapped
+    {{4, 64, 12, 64}, {0, 2, 1, 3}}, // attention heads at GPT-2 width
+};
+
+TEST(CudaShape, TransposeMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  for (DType dtype : kAllTypes)
+    for (const TransposeCase &c : kTransposes) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " rank " + std::to_string(c.shape.size()));
+      Buffer in = valuesFor(c.shape, 901, dtype);
+      std::vector<int64_t> outShape;
+      for (int64_t p : c.perm) outShape.push_back(c.shape[p]);
+      Buffer out(dtype, outShape);
+      KernelAttrs a;
+      a.setInts("permutation", c.perm);
+      expectCudaMatchesCpu("transpose", {&in}, {&out}, a, kExact);
+    }
+}
+
+TEST(CudaShape, TransposeOfOneAndTwoByteElements) {
+  LLMC_REQUIRE_GPU();
+  for (DType dtype : {DType::U8, DType::F16})
+    for (const TransposeCase &c : kTransposes) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " rank " + std::to_string(c.shape.size()));
+      Buffer in = randomBytes(dtype, c.shape, 77);
+      std::vector<int64_t> outShape;
+      for (int64_t p : c.perm) outShape.push_back(c.shape[p]);
+      Buffer out(dtype, outShape);
+      KernelAttrs a;
+      a.setInts("permutation", c.perm);
+      expectSameBytes("transpose", {&in}, out, a);
+    }
+}
+
+struct BoxCase {
+  std::vector<int64_t> shape, offsets, sizes;
+};
+
+// Odd offsets (element by element), 16-byte-aligned rows (moved as uint4),
+// unit and whole dims.
+const std::vector<BoxCase> kBoxes = {
+    {{4, 7, 39}, {0, 0, 13}, {4, 7, 13}}, {{4, 7, 39}, {1, 2, 0}, {2, 5, 39}},
+    {{13}, {5}, {7}},                     {{3, 5, 7}, {2, 4, 6}, {1, 1, 1}},
+    {{4, 7, 64}, {0, 0, 16}, {4, 7, 32}}, {{4, 7, 64}, {1, 3, 0}, {3, 4, 64}},
+    {{37, 1000}, {3, 1}, {33, 999}},      {{1, 50257}, {0, 0}, {1, 50257}},
+    {{2, 64, 2304}, {0, 0, 768}, {2, 64, 768}}, // q, k, v out of a fused qkv
+};
+
+TEST(CudaShape, SliceAndPadMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  for (DType dtype : kAllTypes)
+    for (const BoxCase &c : kBoxes) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " shape " + shapeString(c.shape) + " box " +
+                   shapeString(c.sizes));
+      KernelAttrs a;
+      a.setInts("offsets", c.offsets);
+      Buffer in = valuesFor(c.shape, 911, dtype), sliced(dtype, c.sizes);
+      expectCudaMatchesCpu("slice", {&in}, {&sliced}, a, kExact);
+      Buffer small = valuesFor(c.sizes, 912, dtype), padded(dtype, c.shape);
+      expectCudaMatchesCpu("pad", {&small}, {&padded}, a, kExact);
+    }
+}
+
+TEST(CudaShape, SliceAndPadOfOneAndTwoByteElements) {
+  LLMC_REQUIRE_GPU();
+  for (DType dtype : {DType::U8, DType::F16})
+    for (const BoxCase &c : kBoxes) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " shape " + shapeString(c.shape) + " box " +
+                   shapeString(c.sizes));
+      KernelAttrs a;
+      a.setInts("offsets", c.offsets);
+      Buffer in = randomBytes(dtype, c.shape, 78), sliced(dtype, c.sizes);
+      expectSameBytes("slice", {&in}, sliced, a);
+      Buffer small = randomBytes(dtype, c.sizes, 79), padded(dtype, c.shape);
+      expectSameBytes("pad", {&small}, padded, a);
+    }
+}
+
+TEST(CudaShape, ConcatMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  for (DType dtype : kAllTypes)
+    for (int64_t dim : {0, 1, 2, -1})
+      for (int64_t base : {0, 1, 8}) { // 0: an empty input among them
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " dim " + std::to_string(dim) + " base " +
+                     std::to_string(base));
+        std::vector<Buffer> buffers;
+        std::vector<int64_t> outShape = {3, 5, 7};
+        outShape[dim < 0 ? 2 : dim] = 0;
+        for (int64_t i = 0; i < 3; ++i) {
+          std::vector<int64_t> shape = {3, 5, 7};
+          shape[dim < 0 ? 2 : dim] = base + i * 3;
+          outShape[dim < 0 ? 2 : dim] += shape[dim < 0 ? 2 : dim];
+          buffers.push_back(valuesFor(shape, 920 + i, dtype));
+        }
+        std::vector<Buffer *> inputs;
+        for (Buffer &b : buffers) inputs.push_back(&b);
+        Buffer out(dtype, outShape);
+        expectCudaMatchesCpu("concat", inputs, {&out}, attrs({}, {{"dim", dim}}), kExact);
+      }
+  // One input, and GPT-2's q, k, v joined along the channels.
+  for (DType dtype : kFloatTypes) {
+    Buffer x = valuesFor({37, 129}, 930, dtype), one(dtype, {37, 129});
+    expectCudaMatchesCpu("concat", {&x}, {&one}, attrs({}, {{"dim", 1}}), kExact);
+    Buffer q = valuesFor({2, 64, 768}, 931, dtype), k = valuesFor({2, 64, 768}, 932, dtype),
+           v = valuesFor({2, 64, 768}, 933, dtype), qkv(dtype, {2, 64, 2304});
+    expectCudaMatchesCpu("concat", {&q, &k, &v}, {&qkv}, attrs({}, {{"dim", -1}}), kExact);
+  }
+}
+
+TEST(CudaShape, BindingErrorsMatchTheCpu) {
+  LLMC_REQUIRE_GPU();
+  KernelAttrs perm;
+  perm.setInts("permutation", {0, 0});
+  std::vector<TensorView> x = {typeOnly(DType::F32, {3, 4})};
+  std::vector<TensorView> out = {typeOnly(DType::F32, {4, 3})};
+  EXPECT_EQ(cudaBindError("transpose", x, out, perm),
+            "transpose: attribute 'permutation' [0, 0] is not a permutation of rank 2");
+  EXPECT_EQ(cudaBindError("transpose", x, out, perm), bindError("transpose", x, out, perm));
+
+  KernelAttrs offsets;
+  offsets.setInts("offsets", {1, 2});
+  std::vector<TensorView> big = {typeOnly(DType::F32, {3, 4})};
+  EXPECT_EQ(cudaBindError("slice", x, big, offsets), bindError("slice", x, big, offsets));
+  EXPECT_NE(bindError("slice", x, big, offsets), "");
+  EXPECT_EQ(cudaBindError("pad", big, x, offsets), bindError("pad", big, x, offsets));
+  EXPECT_NE(bindError("pad", big, x, offsets), "");
+
+  std::vector<TensorView> parts = {typeOnly(DType::F32, {3, 4}), typeOnly(DType::BF16, {3, 4})};
+  std::vector<TensorView> joined = {typeOnly(DType::F32, {6, 4})};
+  KernelAttrs dim0 = attrs({}, {{"dim", 0}});
+  EXPECT_EQ(cudaBindError("concat", parts, joined, dim0), bindError("concat", parts, joined, dim0));
+  EXPECT_NE(bindError("concat", parts, joined, dim0), "");
+  EXPECT_EQ(cudaBindError("concat", x, x), "concat: missing int attribute 'dim'");
+}
+
+} // namespace
+} // namespace llmc::test
