@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# GPT-2 124M training throughput on one GPU, bf16, T=1024: llmc (--target
+# cuda) and PyTorch torch.compile (SDPA attention, fused AdamW) with the
+# same model, batch and optimizer, in one run. Prints tokens/s and MFU
+# (6N + 6·L·C·T FLOPs per token against the H100's 989 TF/s dense bf16)
+# and the ratio. Usage: bench/gpu_gpt2.sh [build-dir] [steps] [batch]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+BATCH=${3:-16}
+PEAK_TFLOPS=${PEAK_TFLOPS:-989}
+
+"$BUILD/bin/llmc" compile --model gpt2 --preset 124M --precision bf16 --target cuda \
+  --set batch_size="$BATCH" --set seq_len=1024 -o "$WORK/gpt2.llmc"
+"$BUILD/bin/llmc-run" "$WORK/gpt2.llmc" --steps $((STEPS + 5)) --quiet --metrics "$WORK/m.jsonl"
+LLMC=$(python3 - "$WORK/m.jsonl" <<'PY'
+import json, sys
+ms = sorted(json.loads(l)["ms"] for l in list(open(sys.argv[1]))[5:])
+print(ms[len(ms) // 2])
+PY
+)
+TORCH=$(/usr/bin/python3 "$ROOT/bench/torch_gpu_gpt2.py" --steps "$STEPS" --batch "$BATCH")
+python3 - "$LLMC" "$TORCH" "$BATCH" "$PEAK_TFLOPS" <<'PY'
+import json, sys
+llmc_ms, torch = float(sys.argv[1]), json.loads(sys.argv[2])
+B, peak = int(sys.argv[3]), float(sys.argv[4]) * 1e12
+L, C, V, T = 12, 768, 50257, 1024
+N = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+flops_per_token = 6 * N + 6 * L * C * T
+tokens = B * T
+def row(name, ms):
+    tps = tokens / ms * 1000
+    return f"  {name:22s} {ms:8.1f} ms  {tps:9.0f} tok/s  MFU {100 * tps * flops_per_token / peak:5.1f} %"
+print(f"GPT-2 124M, bf16, B={B}, T={T}, one GPU, median step")
+print(row("llmc", llmc_ms))
+print(row(f"torch.compile {torch['torch']}", torch["median_ms"]))
+print(f"  llmc / torch.compile throughput: {torch['median_ms'] / llmc_ms:.2f}x")
+PY
