@@ -1,0 +1,116 @@
+//===- attention_gpu.cpp - the CUDA attention kernels' throughput ---------===//
+//
+// Times the registered CUDA `attention` and `attention_grad` kernels (bf16,
+// causal) at sequence lengths 1k–8k with B·T = 16k tokens, and prints
+// TFLOP/s as JSON lines for bench/attention_gpu.sh, which runs PyTorch's
+// scaled_dot_product_attention on the same shapes in the same run. FLOPs
+// follow FlashAttention's convention: forward 4·B·H·T²·D / 2 (causal),
+// backward 2.5× the forward.
+//
+// Usage: llmc-bench-attention [head_dim] [heads] [iterations]
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/Kernel.h"
+#include "kernels/cuda/Device.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace llmc;
+
+namespace {
+
+struct DeviceTensor {
+  DeviceTensor(DType dtype, std::vector<int64_t> shape) {
+    view.dtype = dtype;
+    view.shape = std::move(shape);
+    view.data = cuda::deviceAlloc(view.bytes());
+  }
+  ~DeviceTensor() { cuda::deviceFree(view.data); }
+  void randomize(uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal;
+    std::vector<uint16_t> host(static_cast<size_t>(view.numel()));
+    for (uint16_t &v : host) v = floatToBf16(normal(rng));
+    cuda::copyToDevice(view.data, host.data(), view.bytes());
+  }
+  TensorView view;
+};
+
+std::unique_ptr<Kernel> bind(const char *name, std::vector<TensorView> in,
+                             std::vector<TensorView> out, double scale) {
+  KernelArgs args{std::move(in), std::move(out), {}};
+  args.attrs.setFloat("scale", scale);
+  args.attrs.setInt("causal", 1);
+  std::string error;
+  KernelFactory factory = findKernel(Backend::CUDA, name);
+  std::unique_ptr<Kernel> kernel = factory ? factory(args, error) : nullptr;
+  if (!kernel) {
+    std::fprintf(stderr, "cannot bind %s: %s\n", name, error.c_str());
+    std::exit(1);
+  }
+  return kernel;
+}
+
+/// Milliseconds per run of `kernel`, after two warm-up runs.
+double time(Kernel &kernel, int iterations) {
+  StepContext ctx;
+  kernel.run(ctx);
+  kernel.run(ctx);
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start);
+  for (int i = 0; i < iterations; ++i) kernel.run(ctx);
+  cudaEventRecord(stop);
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / iterations;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int64_t D = argc > 1 ? std::atoll(argv[1]) : 128;
+  int64_t H = argc > 2 ? std::atoll(argv[2]) : 16;
+  int iterations = argc > 3 ? std::atoi(argv[3]) : 10;
+  std::string why;
+  if (cuda::deviceCount(&why) == 0) {
+    std::fprintf(stderr, "no usable CUDA device (%s)\n", why.c_str());
+    return 1;
+  }
+  for (int64_t T : {1024, 2048, 4096, 8192}) {
+    int64_t B = std::max<int64_t>(1, 16384 / T);
+    DeviceTensor q(DType::BF16, {B, T, H, D}), k(DType::BF16, {B, T, H, D}),
+        v(DType::BF16, {B, T, H, D}), out(DType::BF16, {B, T, H, D}),
+        lse(DType::F32, {B, H, T}), dout(DType::BF16, {B, T, H, D}),
+        dq(DType::BF16, {B, T, H, D}), dk(DType::BF16, {B, T, H, D}),
+        dv(DType::BF16, {B, T, H, D});
+    q.randomize(1), k.randomize(2), v.randomize(3), dout.randomize(4);
+    double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    auto forward = bind("attention", {q.view, k.view, v.view}, {out.view, lse.view}, scale);
+    auto backward = bind("attention_grad",
+                         {q.view, k.view, v.view, out.view, lse.view, dout.view},
+                         {dq.view, dk.view, dv.view}, scale);
+    double fwdMs = time(*forward, iterations), bwdMs = time(*backward, iterations);
+    cuda::synchronize();
+    double fwdFlops = 4.0 * B * H * T * T * D / 2.0, bwdFlops = 2.5 * fwdFlops;
+    std::printf("{\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"head_dim\": %lld, "
+                "\"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f, \"fwd_bwd_tflops\": %.1f}\n",
+                static_cast<long long>(T), static_cast<long long>(B),
+                static_cast<long long>(H), static_cast<long long>(D),
+                fwdFlops / fwdMs / 1e9, bwdFlops / bwdMs / 1e9,
+                (fwdFlops + bwdFlops) / (fwdMs + bwdMs) / 1e9);
+  }
+  return 0;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Causal attention forward+backward TFLOP/s on one GPU, bf16, seq 1k–8k
+# (B·T = 16k tokens): llmc's CUDA kernels and PyTorch's
+# scaled_dot_product_attention on the same shapes, in one run.
+# Usage: bench/attention_gpu.sh [build-dir] [head_dim] [heads]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+D=${2:-128}
+H=${3:-16}
+"$BUILD/bin/llmc-bench-attention" "$D" "$H" > "$WORK/llmc.jsonl"
+/usr/bin/python3 - "$WORK/llmc.jsonl" "$D" "$H" <<'PY'
+import json, sys, torch
+import torch.nn.functional as F
+D, H = int(sys.argv[2]), int(sys.argv[3])
+print(f"causal attention, bf16, H={H}, D={D}, fwd+bwd TFLOP/s (torch {torch.__version__})")
+print(f"  {'seq':>5} {'llmc':>8} {'SDPA':>8} {'ratio':>6}")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    T, B = r["seq"], r["batch"]
+    q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    def run():
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out.backward(torch.ones_like(out))
+    for _ in range(3): run()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10): run()
+    stop.record(); torch.cuda.synchronize()
+    ms = start.elapsed_time(stop) / 10
+    flops = 3.5 * 4.0 * B * H * T * T * D / 2.0
+    sdpa = flops / ms / 1e9
+    print(f"  {T:>5} {r['fwd_bwd_tflops']:8.1f} {sdpa:8.1f} {r['fwd_bwd_tflops'] / sdpa:6.2f}")
+PY
