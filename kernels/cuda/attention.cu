@@ -1,0 +1,727 @@
+//===- attention.cu - fused (flash-style) attention and its backward ------===//
+//
+// softmax(scale·q·kᵀ + mask)·v for q [B,T,H,D], k, v [B,S,KV,D], query head
+// h reading kv head h/(H/KV), masked by `causal` (key j visible to query i
+// iff j <= i; S == T) and optional segment ids [B,T] (keys of another
+// packed sequence are invisible; S == T), with the semantics of
+// kernels/cpu/attention.cpp: a query that sees no key gets out = 0 and
+// lse = −inf, and the backward reads that lse as +inf (its P is 0).
+// Never is a T×S matrix stored: scores live one tile at a time in registers.
+//
+// Geometry, shared by all three kernels: a block of 8 warps owns a tile of
+// 32 rows (query rows, or key rows in the dK/dV pass), 4 rows per warp; the
+// other operand streams through shared memory in tiles of 32 rows, so that
+// in the score phase each lane owns one row of the streamed tile (its dot
+// products with the warp's 4 rows run over D with a broadcast read of the
+// warp's row and a conflict-free read of the lane's row, padded to D+1
+// floats), and in the accumulation phase each lane owns the head-dim
+// elements lane, lane+32, … of the warp's 4 accumulator rows, taking the
+// per-row weights from the score-phase lanes by shuffles. Everything is
+// fp32; bf16 is widened on the way into shared memory and rounded (to
+// nearest even) on the way out.
+//
+// Forward: a block per (b, h, query tile); over key tiles (causal: only up
+// to the tile's diagonal) an online softmax per query row: the tile's max
+// by a warp reduction, the running max m, the running sum l and the
+// accumulator rescaled by exp(m_old − m_new); then out = acc / l and
+// lse = m + log l. Causal blocks are issued last tile first, as the later
+// query tiles see more keys.
+//
+// Backward, deterministic (no atomics), in three launches:
+//  1. Drow = Σ_e dout·out per (b, h, t), one warp per row, into scratch
+//     allocated at bind time;
+//  2. dQ: a block per (b, h, query tile), over the visible key tiles:
+//     P = exp(scale·q·k − lse), dP = dout·v, dS = P∘(dP − Drow),
+//     dq += dS·k; dq = scale·dq;
+//  3. dK, dV: a block per (b, kv head g, key tile), over every query head
+//     of g and every query tile that can see the keys (causal: from the key
+//     tile's own diagonal on): dv += Pᵀ·dout, dk += dSᵀ·q; dk = scale·dk.
+//     Every dK/dV row is summed by one thread in a fixed order.
+// P and dS are recomputed in both 2 and 3, as on the CPU.
+//
+// Head dims 64 and 128 have their own instantiations (D a compile-time
+// constant); any other D up to 256 runs the generic path rounded up to 32,
+// 64, 128 or 256 (lanes past D idle). Shared memory is dynamic, sized at
+// bind time: 128·(3D+1) bytes forward, about 128·(4D+2) backward (98 KB and
+// 131 KB at D = 256, beyond the 48 KB default, so the factories raise each
+// kernel's limit with cudaFuncSetAttribute). A larger D is a bind error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/Common.cuh"
+
+#include <climits>
+
+namespace llmc::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRowsPerWarp = 4;
+constexpr int kTile = kWarps * kRowsPerWarp;
+static_assert(kTile == 32, "a streamed tile has one row per lane");
+constexpr int kMaxHeadDim = 256;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+/// Everything a kernel needs besides its pointers, by value.
+struct Params {
+  int64_t b = 0, t = 0, h = 0, s = 0, kv = 0, group = 1;
+  int d = 0;
+  float scale = 1.0f;
+  bool causal = false;
+  const void *segments = nullptr; ///< [B, T] i32 or i64; null without segment ids
+  bool wideSegments = false;      ///< i64 segment ids
+};
+
+__device__ __forceinline__ int64_t queryOffset(const Params &p, int64_t b, int64_t i, int64_t h) {
+  return ((b * p.t + i) * p.h + h) * p.d;
+}
+__device__ __forceinline__ int64_t keyOffset(const Params &p, int64_t b, int64_t j, int64_t g) {
+  return ((b * p.s + j) * p.kv + g) * p.d;
+}
+/// Segment id of position i of batch row b (only called with segment ids).
+__device__ __forceinline__ int64_t segmentAt(const Params &p, int64_t b, int64_t i) {
+  return p.wideSegments ? static_cast<const int64_t *>(p.segments)[b * p.t + i]
+                        : static_cast<const int32_t *>(p.segments)[b * p.t + i];
+}
+
+/// Copies `rows` rows of `d` elements from x (row r at x + r·stride, rows
+/// at or past `valid` read as 0), times `factor`, into dst with leading
+/// dimension `ld`. All threads of the block take part.
+template <typename T>
+__device__ __forceinline__ void stageRows(const T *x, int64_t stride, int64_t valid, int d,
+                                          float factor, float *dst, int ld) {
+  for (int idx = threadIdx.x; idx < kTile * d; idx += kThreads) {
+    const int r = idx / d, e = idx - r * d;
+    dst[r * ld + e] = r < valid ? factor * load(x, r * stride + e) : 0.0f;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+/// Block: (b, h, query tile). Shared: scale·q [32][D], k [32][D+1], v [32][D].
+template <typename T, int kMaxD, bool kExact>
+__global__ void __launch_bounds__(kThreads)
+    attentionForward(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
+                     T *__restrict__ out, float *__restrict__ lse, Params p) {
+  constexpr int kChunks = kMaxD / 32;
+  extern __shared__ float smem[];
+  const int d = kExact ? kMaxD : p.d;
+  float *qs = smem;
+  float *ks = qs + kTile * d;
+  float *vs = ks + kTile * (d + 1);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+  const int64_t tiles = (p.t + kTile - 1) / kTile;
+  int64_t tile = blockIdx.x % tiles;
+  const int64_t bh = blockIdx.x / tiles, h = bh % p.h, b = bh / p.h, g = h / p.group;
+  if (p.causal) tile = tiles - 1 - tile;
+  const int64_t i0 = tile * kTile;
+  const int64_t firstRow = i0 + warp * kRowsPerWarp; // this warp's rows: firstRow + r
+
+  stageRows(q + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, p.scale, qs, d);
+
+  float acc[kRowsPerWarp][kChunks];
+  float m[kRowsPerWarp], l[kRowsPerWarp];
+  int64_t rowSegment[kRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    rowSegment[r] = p.segments && firstRow + r < p.t ? segmentAt(p, b, firstRow + r) : 0;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) acc[r][c] = 0.0f;
+  }
+  const float *qw = qs + warp * kRowsPerWarp * d;
+
+  // Keys [0, keyEnd): causal tiles stop at their diagonal (S == T there).
+  const int64_t keyEnd = p.causal ? min(p.s, i0 + kTile) : p.s;
+  for (int64_t j0 = 0; j0 < keyEnd; j0 += kTile) { // block-uniform bounds
+    __syncthreads(); // the previous tile's readers are done (and q is staged)
+    for (int idx = threadIdx.x; idx < kTile * d; idx += kThreads) {
+      const int c = idx / d, e = idx - c * d;
+      const int64_t j = j0 + c;
+      float kx = 0.0f, vx = 0.0f;
+      if (j < keyEnd) {
+        const int64_t at = keyOffset(p, b, j, g) + e;
+        kx = load(k, at);
+        vx = load(v, at);
+      }
+      ks[c * (d + 1) + e] = kx;
+      vs[c * d + e] = vx;
+    }
+    __syncthreads();
+
+    // Scores: lane owns key j of the tile, for the warp's 4 query rows.
+    const int64_t j = j0 + lane;
+    float s[kRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) s[r] = 0.0f;
+    const float *krow = ks + lane * (d + 1);
+    for (int e = 0; e < d; ++e) {
+      const float kx = krow[e];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) s[r] += qw[r * d + e] * kx;
+    }
+    const int64_t keySegment = p.segments && j < keyEnd ? segmentAt(p, b, j) : 0;
+
+    // Online softmax per row; s[r] becomes the lane's weight P.
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int64_t i = firstRow + r;
+      const bool visible = j < keyEnd && (!p.causal || j <= i) &&
+                           (!p.segments || keySegment == rowSegment[r]);
+      const float score = visible ? s[r] : -INFINITY;
+      const float mNew = fmaxf(m[r], warpMax(score));
+      const float safe = mNew == -INFINITY ? 0.0f : mNew; // nothing visible yet: P = 0, not NaN
+      const float alpha = expf(m[r] - safe);
+      const float weight = expf(score - safe);
+      l[r] = l[r] * alpha + warpSum(weight);
+      m[r] = mNew;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) acc[r][c] *= alpha;
+      s[r] = weight;
+    }
+
+    // acc += P·V: lane owns elements lane + 32c of each row.
+    for (int jj = 0; jj < kTile; ++jj) {
+      float w[kRowsPerWarp];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) w[r] = __shfl_sync(kFullMask, s[r], jj);
+      const float *vrow = vs + jj * d;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int e = lane + 32 * c;
+        if (kExact || e < d) {
+          const float vx = vrow[e];
+#pragma unroll
+          for (int r = 0; r < kRowsPerWarp; ++r) acc[r][c] += w[r] * vx;
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t i = firstRow + r;
+    if (i >= p.t) continue; // warp-uniform; no shuffles below
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    T *dst = out + queryOffset(p, b, i, h);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int e = lane + 32 * c;
+      if (kExact || e < d) store(dst, e, acc[r][c] * inv);
+    }
+    if (lane == 0) lse[(b * p.h + h) * p.t + i] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Backward
+//===----------------------------------------------------------------------===//
+
+/// Drow[(b·H + h)·T + t] = Σ_e dout·out, one warp per (b, t, h) row.
+template <typename T>
+__global__ void attentionRowDot(const T *__restrict__ out, const T *__restrict__ dout,
+                                float *__restrict__ rowDot, int64_t rows, int d, int64_t t,
+                                int64_t h) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  // Warp-uniform loop: every lane of a warp takes the same rows.
+  for (int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
+       row < rows; row += warps) {
+    const int64_t base = row * d;
+    float sum = 0.0f;
+    for (int e = lane; e < d; e += 32) sum += load(out, base + e) * load(dout, base + e);
+    sum = warpSum(sum);
+    if (lane == 0) {
+      const int64_t bt = row / h, head = row % h, b = bt / t, i = bt % t;
+      rowDot[(b * h + head) * t + i] = sum;
+    }
+  }
+}
+
+/// The backward's lse: +inf for a row that saw no key (lse −inf) or lies
+/// past T, so that its P = exp(s − lse) is 0.
+__device__ __forceinline__ float backwardLse(const float *lse, const Params &p, int64_t b,
+                                             int64_t h, int64_t i) {
+  if (i >= p.t) return INFINITY;
+  const float value = lse[(b * p.h + h) * p.t + i];
+  return value == -INFINITY ? INFINITY : value;
+}
+
+/// dQ. Block: (b, h, query tile). Shared: scale·q [32][D], dout [32][D],
+/// k [32][D+1], v [32][D+1].
+template <typename T, int kMaxD, bool kExact>
+__global__ void __launch_bounds__(kThreads)
+    attentionGradQuery(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
+                       const T *__restrict__ dout, const float *__restrict__ lse,
+                       const float *__restrict__ rowDot, T *__restrict__ dq, Params p) {
+  constexpr int kChunks = kMaxD / 32;
+  extern __shared__ float smem[];
+  const int d = kExact ? kMaxD : p.d;
+  float *qs = smem;
+  float *dos = qs + kTile * d;
+  float *ks = dos + kTile * d;
+  float *vs = ks + kTile * (d + 1);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+  const int64_t tiles = (p.t + kTile - 1) / kTile;
+  int64_t tile = blockIdx.x % tiles;
+  const int64_t bh = blockIdx.x / tiles, h = bh % p.h, b = bh / p.h, g = h / p.group;
+  if (p.causal) tile = tiles - 1 - tile;
+  const int64_t i0 = tile * kTile;
+  const int64_t firstRow = i0 + warp * kRowsPerWarp;
+
+  stageRows(q + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, p.scale, qs, d);
+  stageRows(dout + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, dos, d);
+
+  float acc[kRowsPerWarp][kChunks];
+  float rowLse[kRowsPerWarp], rowD[kRowsPerWarp];
+  int64_t rowSegment[kRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t i = firstRow + r;
+    rowLse[r] = backwardLse(lse, p, b, h, i);
+    rowD[r] = i < p.t ? rowDot[(b * p.h + h) * p.t + i] : 0.0f;
+    rowSegment[r] = p.segments && i < p.t ? segmentAt(p, b, i) : 0;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) acc[r][c] = 0.0f;
+  }
+  const float *qw = qs + warp * kRowsPerWarp * d;
+  const float *dow = dos + warp * kRowsPerWarp * d;
+
+  const int64_t keyEnd = p.causal ? min(p.s, i0 + kTile) : p.s;
+  for (int64_t j0 = 0; j0 < keyEnd; j0 += kTile) { // block-uniform bounds
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < kTile * d; idx += kThreads) {
+      const int c = idx / d, e = idx - c * d;
+      const int64_t j = j0 + c;
+      float kx = 0.0f, vx = 0.0f;
+      if (j < keyEnd) {
+        const int64_t at = keyOffset(p, b, j, g) + e;
+        kx = load(k, at);
+        vx = load(v, at);
+      }
+      ks[c * (d + 1) + e] = kx;
+      vs[c * (d + 1) + e] = vx;
+    }
+    __syncthreads();
+
+    // Lane owns key j: S and dP for the warp's 4 query rows.
+    const int64_t j = j0 + lane;
+    float s[kRowsPerWarp], dp[kRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) s[r] = dp[r] = 0.0f;
+    const float *krow = ks + lane * (d + 1), *vrow = vs + lane * (d + 1);
+    for (int e = 0; e < d; ++e) {
+      const float kx = krow[e], vx = vrow[e];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        s[r] += qw[r * d + e] * kx;
+        dp[r] += dow[r * d + e] * vx;
+      }
+    }
+    const int64_t keySegment = p.segments && j < keyEnd ? segmentAt(p, b, j) : 0;
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int64_t i = firstRow + r;
+      const bool visible = j < keyEnd && (!p.causal || j <= i) &&
+                           (!p.segments || keySegment == rowSegment[r]);
+      const float weight = visible ? expf(s[r] - rowLse[r]) : 0.0f;
+      s[r] = weight * (dp[r] - rowD[r]); // dS
+    }
+
+    // dq += dS·K: lane owns elements lane + 32c.
+    for (int jj = 0; jj < kTile; ++jj) {
+      float ds[kRowsPerWarp];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) ds[r] = __shfl_sync(kFullMask, s[r], jj);
+      const float *kr = ks + jj * (d + 1);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int e = lane + 32 * c;
+        if (kExact || e < d) {
+          const float kx = kr[e];
+#pragma unroll
+          for (int r = 0; r < kRowsPerWarp; ++r) acc[r][c] += ds[r] * kx;
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t i = firstRow + r;
+    if (i >= p.t) continue;
+    T *dst = dq + queryOffset(p, b, i, h);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int e = lane + 32 * c;
+      if (kExact || e < d) store(dst, e, p.scale * acc[r][c]);
+    }
+  }
+}
+
+/// dK, dV. Block: (b, kv head g, key tile). Shared: scale·k [32][D],
+/// v [32][D], q [32][D+1], dout [32][D+1], lse [32], Drow [32].
+template <typename T, int kMaxD, bool kExact>
+__global__ void __launch_bounds__(kThreads)
+    attentionGradKeyValue(const T *__restrict__ q, const T *__restrict__ k,
+                          const T *__restrict__ v, const T *__restrict__ dout,
+                          const float *__restrict__ lse, const float *__restrict__ rowDot,
+                          T *__restrict__ dk, T *__restrict__ dv, Params p) {
+  constexpr int kChunks = kMaxD / 32;
+  extern __shared__ float smem[];
+  const int d = kExact ? kMaxD : p.d;
+  float *ks = smem;
+  float *vs = ks + kTile * d;
+  float *qs = vs + kTile * d;
+  float *dos = qs + kTile * (d + 1);
+  float *lses = dos + kTile * (d + 1);
+  float *dots = lses + kTile;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+  const int64_t tiles = (p.s + kTile - 1) / kTile;
+  const int64_t tile = blockIdx.x % tiles;
+  const int64_t bg = blockIdx.x / tiles, g = bg % p.kv, b = bg / p.kv;
+  const int64_t j0 = tile * kTile;
+  const int64_t firstKey = j0 + warp * kRowsPerWarp; // this warp's keys: firstKey + c
+
+  stageRows(k + keyOffset(p, b, j0, g), p.kv * d, p.s - j0, d, p.scale, ks, d);
+  stageRows(v + keyOffset(p, b, j0, g), p.kv * d, p.s - j0, d, 1.0f, vs, d);
+
+  float accK[kRowsPerWarp][kChunks], accV[kRowsPerWarp][kChunks];
+  int64_t keySegment[kRowsPerWarp];
+#pragma unroll
+  for (int c = 0; c < kRowsPerWarp; ++c) {
+    keySegment[c] = p.segments && firstKey + c < p.s ? segmentAt(p, b, firstKey + c) : 0;
+#pragma unroll
+    for (int x = 0; x < kChunks; ++x) accK[c][x] = accV[c][x] = 0.0f;
+  }
+  const float *kw = ks + warp * kRowsPerWarp * d, *vw = vs + warp * kRowsPerWarp * d;
+
+  // Causal: queries before j0 see none of these keys (query and key tiles
+  // are both 32 wide and aligned, S == T).
+  const int64_t firstQuery = p.causal ? j0 : 0;
+  for (int64_t h = g * p.group; h < (g + 1) * p.group; ++h) // block-uniform bounds
+    for (int64_t i0 = firstQuery; i0 < p.t; i0 += kTile) {
+      __syncthreads(); // the previous query tile's readers are done
+      stageRows(q + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, qs, d + 1);
+      stageRows(dout + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, dos, d + 1);
+      if (threadIdx.x < kTile) {
+        const int64_t i = i0 + threadIdx.x;
+        lses[threadIdx.x] = backwardLse(lse, p, b, h, i);
+        dots[threadIdx.x] = i < p.t ? rowDot[(b * p.h + h) * p.t + i] : 0.0f;
+      }
+      __syncthreads();
+
+      // Lane owns query i: S and dP against the warp's 4 keys.
+      const int64_t i = i0 + lane;
+      float s[kRowsPerWarp], dp[kRowsPerWarp];
+#pragma unroll
+      for (int c = 0; c < kRowsPerWarp; ++c) s[c] = dp[c] = 0.0f;
+      const float *qrow = qs + lane * (d + 1), *dorow = dos + lane * (d + 1);
+      for (int e = 0; e < d; ++e) {
+        const float qx = qrow[e], dox = dorow[e];
+#pragma unroll
+        for (int c = 0; c < kRowsPerWarp; ++c) {
+          s[c] += qx * kw[c * d + e];
+          dp[c] += dox * vw[c * d + e];
+        }
+      }
+      const float queryLse = lses[lane], queryD = dots[lane];
+      const int64_t querySegment = p.segments && i < p.t ? segmentAt(p, b, i) : 0;
+#pragma unroll
+      for (int c = 0; c < kRowsPerWarp; ++c) {
+        const int64_t j = firstKey + c;
+        const bool visible = i < p.t && j < p.s && (!p.causal || j <= i) &&
+                             (!p.segments || querySegment == keySegment[c]);
+        const float weight = visible ? expf(s[c] - queryLse) : 0.0f;
+        s[c] = weight;                         // P
+        dp[c] = weight * (dp[c] - queryD);     // dS
+      }
+
+      // dv += Pᵀ·dout, dk += dSᵀ·q: lane owns elements lane + 32x.
+      for (int ii = 0; ii < kTile; ++ii) {
+        float pw[kRowsPerWarp], ds[kRowsPerWarp];
+#pragma unroll
+        for (int c = 0; c < kRowsPerWarp; ++c) {
+          pw[c] = __shfl_sync(kFullMask, s[c], ii);
+          ds[c] = __shfl_sync(kFullMask, dp[c], ii);
+        }
+        const float *qr = qs + ii * (d + 1), *dor = dos + ii * (d + 1);
+#pragma unroll
+        for (int x = 0; x < kChunks; ++x) {
+          const int e = lane + 32 * x;
+          if (kExact || e < d) {
+            const float qx = qr[e], dox = dor[e];
+#pragma unroll
+            for (int c = 0; c < kRowsPerWarp; ++c) {
+              accV[c][x] += pw[c] * dox;
+              accK[c][x] += ds[c] * qx;
+            }
+          }
+        }
+      }
+    }
+
+#pragma unroll
+  for (int c = 0; c < kRowsPerWarp; ++c) {
+    const int64_t j = firstKey + c;
+    if (j >= p.s) continue;
+    T *dkRow = dk + keyOffset(p, b, j, g), *dvRow = dv + keyOffset(p, b, j, g);
+#pragma unroll
+    for (int x = 0; x < kChunks; ++x) {
+      const int e = lane + 32 * x;
+      if (kExact || e < d) {
+        store(dkRow, e, p.scale * accK[c][x]);
+        store(dvRow, e, accV[c][x]);
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel selection and launch
+//===----------------------------------------------------------------------===//
+
+template <typename T> struct AttentionFns {
+  void (*forward)(const T *, const T *, const T *, T *, float *, Params) = nullptr;
+  void (*gradQuery)(const T *, const T *, const T *, const T *, const float *, const float *, T *,
+                    Params) = nullptr;
+  void (*gradKeyValue)(const T *, const T *, const T *, const T *, const float *, const float *,
+                       T *, T *, Params) = nullptr;
+};
+
+template <typename T, int kMaxD, bool kExact> AttentionFns<T> fnsFor() {
+  AttentionFns<T> f;
+  f.forward = attentionForward<T, kMaxD, kExact>;
+  f.gradQuery = attentionGradQuery<T, kMaxD, kExact>;
+  f.gradKeyValue = attentionGradKeyValue<T, kMaxD, kExact>;
+  return f;
+}
+
+/// The instantiation for head dim d (1 ≤ d ≤ kMaxHeadDim).
+template <typename T> AttentionFns<T> selectFns(int d) {
+  if (d == 64) return fnsFor<T, 64, true>();
+  if (d == 128) return fnsFor<T, 128, true>();
+  if (d <= 32) return fnsFor<T, 32, false>();
+  if (d <= 64) return fnsFor<T, 64, false>();
+  if (d <= 128) return fnsFor<T, 128, false>();
+  return fnsFor<T, 256, false>();
+}
+
+size_t forwardSmem(int64_t d) { return sizeof(float) * kTile * (3 * d + 1); }
+size_t gradQuerySmem(int64_t d) { return sizeof(float) * kTile * (4 * d + 2); }
+size_t gradKeyValueSmem(int64_t d) { return sizeof(float) * (kTile * (4 * d + 2) + 2 * kTile); }
+
+/// Lets `fn` use `bytes` of dynamic shared memory (beyond the 48 KB
+/// default), or explains why the device cannot.
+bool allowSmem(Validator &v, const void *fn, size_t bytes) {
+  int device = 0, limit = 0;
+  LLMC_CUDA_CHECK(cudaGetDevice(&device));
+  LLMC_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > static_cast<size_t>(limit))
+    return v.fail("head dim needs " + std::to_string(bytes) +
+                  " bytes of shared memory per block, the device allows " +
+                  std::to_string(limit));
+  LLMC_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes)));
+  return true;
+}
+
+/// Blocks of a launch over `rows` rows in tiles of 32 for `outer` (b, head)
+/// pairs: 0 when there is nothing to do.
+int64_t tileBlocks(int64_t outer, int64_t rows) { return outer * ((rows + kTile - 1) / kTile); }
+
+/// Device memory owned by a kernel, allocated at bind time.
+class Scratch {
+public:
+  explicit Scratch(size_t bytes) : ptr_(bytes ? deviceAlloc(bytes) : nullptr) {}
+  ~Scratch() {
+    if (ptr_) deviceFree(ptr_);
+  }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  float *floats() const { return static_cast<float *>(ptr_); }
+
+private:
+  void *ptr_;
+};
+
+template <typename T> class AttentionKernel final : public Kernel {
+public:
+  AttentionKernel(const KernelArgs &args, const Params &p, AttentionFns<T> fns)
+      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
+        out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), p_(p), fns_(fns),
+        blocks_(tileBlocks(p.b * p.h, p.t)), smem_(forwardSmem(p.d)) {}
+
+  void run(const StepContext &ctx) override {
+    if (blocks_ == 0) return;
+    fns_.forward<<<static_cast<unsigned>(blocks_), kThreads, smem_, streamOf(ctx)>>>(
+        q_, k_, v_, out_, lse_, p_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  const T *q_, *k_, *v_;
+  T *out_;
+  float *lse_;
+  Params p_;
+  AttentionFns<T> fns_;
+  int64_t blocks_;
+  size_t smem_;
+};
+
+template <typename T> class AttentionGradKernel final : public Kernel {
+public:
+  AttentionGradKernel(const KernelArgs &args, const Params &p, AttentionFns<T> fns)
+      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
+        out_(args.inputs[3].as<T>()), lse_(args.inputs[4].as<float>()),
+        dout_(args.inputs[5].as<T>()), dq_(args.outputs[0].as<T>()), dk_(args.outputs[1].as<T>()),
+        dv_(args.outputs[2].as<T>()), p_(p), fns_(fns), queryBlocks_(tileBlocks(p.b * p.h, p.t)),
+        keyBlocks_(tileBlocks(p.b * p.kv, p.s)),
+        rowDot_(sizeof(float) * static_cast<size_t>(p.b * p.h * p.t)) {}
+
+  void run(const StepContext &ctx) override {
+    cudaStream_t stream = streamOf(ctx);
+    const int64_t rows = p_.b * p_.t * p_.h;
+    if (rows > 0) {
+      attentionRowDot<<<gridFor(rows * 32), kBlock, 0, stream>>>(out_, dout_, rowDot_.floats(),
+                                                                  rows, p_.d, p_.t, p_.h);
+      LLMC_CUDA_CHECK_LAUNCH();
+    }
+    if (queryBlocks_ > 0) {
+      fns_.gradQuery<<<static_cast<unsigned>(queryBlocks_), kThreads, gradQuerySmem(p_.d),
+                       stream>>>(q_, k_, v_, dout_, lse_, rowDot_.floats(), dq_, p_);
+      LLMC_CUDA_CHECK_LAUNCH();
+    }
+    if (keyBlocks_ > 0) {
+      fns_.gradKeyValue<<<static_cast<unsigned>(keyBlocks_), kThreads, gradKeyValueSmem(p_.d),
+                          stream>>>(q_, k_, v_, dout_, lse_, rowDot_.floats(), dk_, dv_, p_);
+      LLMC_CUDA_CHECK_LAUNCH();
+    }
+  }
+
+private:
+  const T *q_, *k_, *v_, *out_;
+  const float *lse_;
+  const T *dout_;
+  T *dq_, *dk_, *dv_;
+  Params p_;
+  AttentionFns<T> fns_;
+  int64_t queryBlocks_, keyBlocks_;
+  Scratch rowDot_; ///< rowsum(dout ∘ out) [B, H, T]
+};
+
+//===----------------------------------------------------------------------===//
+// Factories: the CPU's checks, then the CUDA limits
+//===----------------------------------------------------------------------===//
+
+/// Checks q, k, v and the attributes; fills `p`.
+bool checkAttention(Validator &v, Params *p) {
+  double scale;
+  if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &p->causal)) return false;
+  p->scale = static_cast<float>(scale);
+  const TensorView &q = v.in(0), &k = v.in(1), &val = v.in(2);
+  if (!v.isFloat(q, "q") || !v.hasRank(q, "q", 4) || !v.hasDType(k, "k", q.dtype) ||
+      !v.hasRank(k, "k", 4) || !v.hasType(val, "v", q.dtype, k.shape))
+    return false;
+  p->b = q.dim(0), p->t = q.dim(1), p->h = q.dim(2);
+  p->s = k.dim(1), p->kv = k.dim(2);
+  if (k.dim(0) != p->b || k.dim(3) != q.dim(3))
+    return v.fail("k must be [B, S, KV, D] with q's B and D: q is " + q.describe() + ", k is " +
+                  k.describe());
+  if (p->kv <= 0 || p->h % p->kv != 0)
+    return v.fail("query heads H = " + std::to_string(p->h) +
+                  " must be a multiple of kv heads KV = " + std::to_string(p->kv));
+  p->group = p->h / p->kv;
+  if (p->causal && p->s != p->t)
+    return v.fail("causal attention needs S == T: q is " + q.describe() + ", k is " + k.describe());
+  return true;
+}
+
+/// Checks the optional segment ids, input `segmentIndex` when present.
+bool checkSegments(Validator &v, const KernelArgs &args, size_t segmentIndex, Params *p) {
+  if (args.inputs.size() <= segmentIndex) return true;
+  const TensorView &segments = v.in(segmentIndex);
+  if (!v.isIndex(segments, "segment_ids") ||
+      !v.hasType(segments, "segment_ids", segments.dtype, {p->b, p->t}))
+    return false;
+  if (p->s != p->t)
+    return v.fail("segment ids need S == T, got T = " + std::to_string(p->t) +
+                  ", S = " + std::to_string(p->s));
+  p->segments = segments.data;
+  p->wideSegments = segments.dtype == DType::I64;
+  return true;
+}
+
+/// What only the CUDA kernels limit: the head dim and the grid size.
+bool checkCudaLimits(Validator &v, const TensorView &q, const Params &p) {
+  const int64_t d = q.dim(3);
+  if (d < 1 || d > kMaxHeadDim)
+    return v.fail("head dim D = " + std::to_string(d) + " is outside the CUDA kernels' range [1, " +
+                  std::to_string(kMaxHeadDim) + "]: q is " + q.describe());
+  if (tileBlocks(p.b * p.h, p.t) > INT_MAX || tileBlocks(p.b * p.kv, p.s) > INT_MAX)
+    return v.fail("q " + q.describe() + " needs more thread blocks than one launch allows");
+  return true;
+}
+
+template <typename T>
+std::unique_ptr<Kernel> bindAttention(Validator &v, const KernelArgs &args, Params p) {
+  AttentionFns<T> fns = selectFns<T>(p.d);
+  if (!allowSmem(v, reinterpret_cast<const void *>(fns.forward), forwardSmem(p.d)))
+    return nullptr;
+  return std::make_unique<AttentionKernel<T>>(args, p, fns);
+}
+
+template <typename T>
+std::unique_ptr<Kernel> bindAttentionGrad(Validator &v, const KernelArgs &args, Params p) {
+  AttentionFns<T> fns = selectFns<T>(p.d);
+  if (!allowSmem(v, reinterpret_cast<const void *>(fns.gradQuery), gradQuerySmem(p.d)) ||
+      !allowSmem(v, reinterpret_cast<const void *>(fns.gradKeyValue), gradKeyValueSmem(p.d)))
+    return nullptr;
+  return std::make_unique<AttentionGradKernel<T>>(args, p, fns);
+}
+
+std::unique_ptr<Kernel> makeCudaAttention(const KernelArgs &args, std::string &error) {
+  Validator v("attention", args, error);
+  Params p;
+  if (!v.arity(3, 4, 2) || !checkAttention(v, &p) || !checkSegments(v, args, 3, &p))
+    return nullptr;
+  const TensorView &q = v.in(0);
+  if (!v.hasType(v.out(0), "out", q.dtype, q.shape) ||
+      !v.hasType(v.out(1), "lse", DType::F32, {p.b, p.h, p.t}) || !checkCudaLimits(v, q, p))
+    return nullptr;
+  p.d = static_cast<int>(q.dim(3));
+  if (q.dtype == DType::BF16) return bindAttention<bf16>(v, args, p);
+  return bindAttention<float>(v, args, p);
+}
+
+std::unique_ptr<Kernel> makeCudaAttentionGrad(const KernelArgs &args, std::string &error) {
+  Validator v("attention_grad", args, error);
+  Params p;
+  if (!v.arity(6, 7, 3) || !checkAttention(v, &p) || !checkSegments(v, args, 6, &p))
+    return nullptr;
+  const TensorView &q = v.in(0), &k = v.in(1);
+  if (!v.hasType(v.in(3), "out", q.dtype, q.shape) ||
+      !v.hasType(v.in(4), "lse", DType::F32, {p.b, p.h, p.t}) ||
+      !v.hasType(v.in(5), "dout", q.dtype, q.shape) ||
+      !v.hasType(v.out(0), "dq", q.dtype, q.shape) ||
+      !v.hasType(v.out(1), "dk", q.dtype, k.shape) ||
+      !v.hasType(v.out(2), "dv", q.dtype, k.shape) || !checkCudaLimits(v, q, p))
+    return nullptr;
+  p.d = static_cast<int>(q.dim(3));
+  if (q.dtype == DType::BF16) return bindAttentionGrad<bf16>(v, args, p);
+  return bindAttentionGrad<float>(v, args, p);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CUDA, "attention", makeCudaAttention);
+LLMC_REGISTER_KERNEL(CUDA, "attention_grad", makeCudaAttentionGrad);
+
+} // namespace llmc::cuda

@@ -1,0 +1,93 @@
+//===- dequantize_nf4.cu - expand a QLoRA-stored weight on the GPU --------===//
+//
+// qat_dequantize_nf4, as kernels/cpu/dequantize_nf4.cpp: codes (u8, two
+// NF4 indices per byte, low nibble first), absmax_q (u8 holding an int8
+// level per block), absmax_scale (f32, one per 256 blocks), absmax_mean
+// (f32 scalar) → the weight. Each element is independent, so one thread
+// per element in a grid-stride loop: it decodes its nibble, rebuilds its
+// block's absmax = float(q) · scale + mean and writes level · absmax (0
+// where absmax ≤ 0). The absmax is two separately rounded fp32 operations
+// (__fmul_rn, __fadd_rn: never contracted into an FMA), as the CPU (built
+// with -ffp-contract=off) and the runtime's export code compute it, so the
+// result is the CPU's bit for bit. The 16 levels travel as a kernel
+// parameter, copied from quant::kNf4Levels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/QuantScheme.h"
+#include "kernels/cuda/Common.cuh"
+
+namespace llmc::cuda {
+namespace {
+
+struct Nf4Levels {
+  float value[16];
+};
+
+template <typename T>
+__global__ void dequantizeNf4(const uint8_t *codes, const uint8_t *absmaxQ,
+                              const float *absmaxScale, const float *absmaxMean, Nf4Levels levels,
+                              int64_t n, int64_t block, T *out) {
+  const float mean = *absmaxMean;
+  LLMC_GRID_STRIDE(i, n) {
+    const int64_t g = i / block;
+    // quant::nf4Absmax, quant::nf4Index, quant::nf4Value.
+    const float deviation =
+        __fmul_rn(static_cast<float>(static_cast<int8_t>(absmaxQ[g])),
+                  absmaxScale[g / quant::kNf4DoubleQuantBlock]);
+    const float absmax = __fadd_rn(deviation, mean);
+    const uint8_t byte = codes[i / 2];
+    const int index = (i % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
+    store(out, i, absmax > 0.0f ? levels.value[index] * absmax : 0.0f);
+  }
+}
+
+template <typename T> class DequantizeNf4Kernel final : public Kernel {
+public:
+  DequantizeNf4Kernel(const KernelArgs &args, int64_t block)
+      : codes_(args.inputs[0].as<uint8_t>()), absmaxQ_(args.inputs[1].as<uint8_t>()),
+        absmaxScale_(args.inputs[2].as<float>()), absmaxMean_(args.inputs[3].as<float>()),
+        out_(args.outputs[0].as<T>()), n_(args.outputs[0].numel()), block_(block) {
+    for (int i = 0; i < 16; ++i) levels_.value[i] = quant::kNf4Levels[i];
+  }
+
+  void run(const StepContext &ctx) override {
+    dequantizeNf4<T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(
+        codes_, absmaxQ_, absmaxScale_, absmaxMean_, levels_, n_, block_, out_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  const uint8_t *codes_, *absmaxQ_;
+  const float *absmaxScale_, *absmaxMean_;
+  T *out_;
+  int64_t n_, block_;
+  Nf4Levels levels_;
+};
+
+std::unique_ptr<Kernel> makeCudaDequantizeNf4(const KernelArgs &args, std::string &error) {
+  Validator v("qat_dequantize_nf4", args, error);
+  int64_t block = 0;
+  if (!v.arity(4, 1) || !v.intAttr("block", &block, 0))
+    return nullptr;
+  const TensorView &out = v.out(0);
+  if (!v.isFloat(out, "result"))
+    return nullptr;
+  if (block < 1 || out.rank() < 1 || out.shape.back() % block != 0)
+    return v.reject("attribute 'block' (" + std::to_string(block) +
+                    ") must divide the last dimension of the result " + out.describe());
+  int64_t n = out.numel(), groups = n / block;
+  int64_t scales = quant::nf4ScaleCount(groups);
+  if (!v.hasType(v.in(0), "codes", DType::U8, {(n + 1) / 2}) ||
+      !v.hasType(v.in(1), "absmax_q", DType::U8, {groups}) ||
+      !v.hasType(v.in(2), "absmax_scale", DType::F32, {scales}) ||
+      !v.isF32Scalar(v.in(3), "absmax_mean"))
+    return nullptr;
+  return makeFloatKernel<DequantizeNf4Kernel>(out.dtype, args, block);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CUDA, "qat_dequantize_nf4", makeCudaDequantizeNf4);
+
+} // namespace llmc::cuda

@@ -1,0 +1,207 @@
+//===- cuda_attention_test.cpp - CUDA attention against the CPU -----------===//
+//
+// attention and attention_grad on the GPU against the CPU kernels, on the
+// same stored inputs, with the norm metric (outputs and gradients are sums
+// of many terms, and the two backends add them in different orders): 1e-5
+// for f32, 1e-2 for bf16 (both backends round their fp32 results to bf16
+// once, so they can differ by one bf16 step in a few elements); lse is f32
+// for either storage type, so 1e-5 always. The backward consumes the CPU
+// forward's out and lse, so both backends see the same inputs.
+//
+// Shapes: head dims 64 and 128 (the fast paths) and 7, 32, 80, 96, 256
+// (the generic path, with idle lanes when D is not a multiple of 32);
+// multi-head (H = KV), grouped-query (H = 4·KV) and multi-query (KV = 1);
+// causal and not; T = 1, 17, 37, 128, 300 (one partial tile, several
+// tiles with ragged edges); S != T both ways; packed sequences by segment
+// ids (i32 and i64); B = 2; and GPT-2 small's attention (T = 1024, H = 12,
+// D = 64).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaConformance.h"
+
+#include <cmath>
+#include <random>
+
+namespace llmc::test {
+namespace {
+
+struct Case {
+  int64_t b, t, s, h, kv, d;
+  bool causal;
+  bool segments;
+};
+
+std::string describe(const Case &c) {
+  return "B" + std::to_string(c.b) + " T" + std::to_string(c.t) + " S" + std::to_string(c.s) +
+         " H" + std::to_string(c.h) + " KV" + std::to_string(c.kv) + " D" + std::to_string(c.d) +
+         (c.causal ? " causal" : "") + (c.segments ? " segments" : "");
+}
+
+/// Packed sequences: runs of about 9 positions share an id.
+RefTensor packedSegments(int64_t b, int64_t t, uint64_t seed) {
+  RefTensor ids = RefTensor::zeros({b, t});
+  std::mt19937_64 rng(seed);
+  for (int64_t row = 0; row < b; ++row) {
+    int64_t id = 0;
+    for (int64_t i = 0; i < t; ++i) {
+      if (i > 0 && rng() % 9 == 0) ++id;
+      ids.data[row * t + i] = static_cast<double>(id);
+    }
+  }
+  return ids;
+}
+
+/// Forward and backward of one case on both backends.
+void expectAttentionMatches(const Case &c, DType dtype, DType segmentType, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describe(c));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+  Buffer q = Buffer::of(randomTensor({c.b, c.t, c.h, c.d}, seed), dtype);
+  Buffer k = Buffer::of(randomTensor({c.b, c.s, c.kv, c.d}, seed + 1), dtype);
+  Buffer v = Buffer::of(randomTensor({c.b, c.s, c.kv, c.d}, seed + 2), dtype);
+  Buffer dout = Buffer::of(randomTensor({c.b, c.t, c.h, c.d}, seed + 3), dtype);
+  Buffer segments = Buffer::of(packedSegments(c.b, c.t, seed + 4), segmentType);
+  KernelAttrs a = attrs({{"scale", scale}}, {{"causal", c.causal ? 1 : 0}});
+
+  Buffer out(dtype, {c.b, c.t, c.h, c.d}), lse(DType::F32, {c.b, c.h, c.t});
+  std::vector<Buffer *> inputs = {&q, &k, &v};
+  if (c.segments) inputs.push_back(&segments);
+  expectCudaMatchesCpu("attention", inputs, {&out, &lse}, a,
+                       {Metric::Norm, {tolerance(dtype), 1e-5}});
+
+  // The CPU forward's out and lse feed both backwards.
+  ASSERT_TRUE(runKernel("attention", inputs, {&out, &lse}, a));
+  Buffer dq(dtype, {c.b, c.t, c.h, c.d}), dk(dtype, {c.b, c.s, c.kv, c.d}),
+      dv(dtype, {c.b, c.s, c.kv, c.d});
+  std::vector<Buffer *> gradInputs = {&q, &k, &v, &out, &lse, &dout};
+  if (c.segments) gradInputs.push_back(&segments);
+  expectCudaMatchesCpu("attention_grad", gradInputs, {&dq, &dk, &dv}, a,
+                       {Metric::Norm, {tolerance(dtype)}});
+}
+
+TEST(CudaAttention, FastHeadDimsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<Case> cases = {
+      {2, 1, 1, 4, 4, 64, false, false},    // one query, one key
+      {2, 1, 1, 4, 4, 128, true, false},
+      {2, 17, 17, 4, 4, 64, true, false},   // one partial tile
+      {2, 17, 17, 8, 2, 128, false, false}, // GQA
+      {2, 128, 128, 8, 2, 64, true, false}, // four full tiles
+      {2, 128, 128, 4, 1, 128, true, false}, // MQA
+      {2, 128, 128, 4, 4, 128, false, false},
+      {2, 300, 300, 4, 4, 128, true, false}, // ragged last tile
+      {2, 300, 300, 8, 2, 64, false, false},
+      {2, 300, 300, 4, 1, 64, true, false},
+  };
+  uint64_t seed = 7000;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) expectAttentionMatches(c, dtype, DType::I32, seed += 10);
+}
+
+TEST(CudaAttention, GenericHeadDimsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<Case> cases = {
+      {2, 37, 37, 4, 2, 32, true, false},
+      {2, 37, 37, 2, 2, 80, true, false},
+      {2, 65, 65, 4, 1, 96, false, false},
+      {2, 45, 45, 2, 1, 7, false, false},
+      {2, 33, 33, 2, 2, 256, true, false},
+      {2, 70, 70, 4, 4, 256, false, false},
+  };
+  uint64_t seed = 7500;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) expectAttentionMatches(c, dtype, DType::I32, seed += 10);
+}
+
+TEST(CudaAttention, KeysOtherThanQueriesMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  // Not causal, no segments: S may differ from T.
+  const std::vector<Case> cases = {
+      {2, 17, 300, 4, 1, 64, false, false},
+      {2, 300, 17, 4, 2, 128, false, false},
+      {2, 1, 129, 8, 2, 80, false, false},
+  };
+  uint64_t seed = 8000;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) expectAttentionMatches(c, dtype, DType::I32, seed += 10);
+}
+
+TEST(CudaAttention, SegmentIdsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<Case> cases = {
+      {2, 300, 300, 4, 1, 64, true, true},
+      {2, 128, 128, 8, 2, 128, false, true},
+      {2, 37, 37, 2, 2, 80, true, true},
+      {2, 17, 17, 4, 4, 64, false, true},
+  };
+  uint64_t seed = 8500;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) expectAttentionMatches(c, dtype, DType::I32, seed += 10);
+  expectAttentionMatches({2, 128, 128, 4, 2, 64, true, true}, DType::F32, DType::I64, 8900);
+}
+
+TEST(CudaAttention, Gpt2SmallMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  expectAttentionMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::F32, DType::I32, 9000);
+  expectAttentionMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::BF16, DType::I32, 9010);
+}
+
+TEST(CudaAttention, BindingErrorsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  auto f32 = [](std::vector<int64_t> shape) { return typeOnly(DType::F32, std::move(shape)); };
+  KernelAttrs causal = attrs({{"scale", 0.125}}, {{"causal", 1}});
+  KernelAttrs plain = attrs({{"scale", 0.125}});
+  struct ErrorCase {
+    const char *kernel;
+    std::vector<TensorView> inputs, outputs;
+    KernelAttrs attrs;
+  };
+  const std::vector<ErrorCase> cases = {
+      // H not a multiple of KV.
+      {"attention",
+       {f32({2, 8, 6, 64}), f32({2, 8, 4, 64}), f32({2, 8, 4, 64})},
+       {f32({2, 8, 6, 64}), f32({2, 6, 8})},
+       plain},
+      // Causal with S != T.
+      {"attention",
+       {f32({2, 8, 4, 64}), f32({2, 9, 4, 64}), f32({2, 9, 4, 64})},
+       {f32({2, 8, 4, 64}), f32({2, 4, 8})},
+       causal},
+      // lse of the wrong shape.
+      {"attention",
+       {f32({2, 8, 4, 64}), f32({2, 8, 4, 64}), f32({2, 8, 4, 64})},
+       {f32({2, 8, 4, 64}), f32({2, 8, 4})},
+       plain},
+      // Segment ids as floats.
+      {"attention",
+       {f32({2, 8, 4, 64}), f32({2, 8, 4, 64}), f32({2, 8, 4, 64}), f32({2, 8})},
+       {f32({2, 8, 4, 64}), f32({2, 4, 8})},
+       plain},
+      // dk of the wrong shape.
+      {"attention_grad",
+       {f32({2, 8, 4, 64}), f32({2, 8, 2, 64}), f32({2, 8, 2, 64}), f32({2, 8, 4, 64}),
+        f32({2, 4, 8}), f32({2, 8, 4, 64})},
+       {f32({2, 8, 4, 64}), f32({2, 8, 4, 64}), f32({2, 8, 2, 64})},
+       causal},
+      // Too few inputs.
+      {"attention_grad",
+       {f32({2, 8, 4, 64}), f32({2, 8, 2, 64}), f32({2, 8, 2, 64})},
+       {f32({2, 8, 4, 64}), f32({2, 8, 2, 64}), f32({2, 8, 2, 64})},
+       causal},
+  };
+  for (const ErrorCase &c : cases) {
+    std::string expected = bindError(c.kernel, c.inputs, c.outputs, c.attrs);
+    EXPECT_FALSE(expected.empty()) << c.kernel;
+    EXPECT_EQ(cudaBindError(c.kernel, c.inputs, c.outputs, c.attrs), expected);
+  }
+
+  // A head dim the CPU takes but the CUDA kernels do not: a clear error.
+  EXPECT_EQ(cudaBindError("attention", {f32({1, 4, 2, 300}), f32({1, 4, 2, 300}),
+                                        f32({1, 4, 2, 300})},
+                          {f32({1, 4, 2, 300}), f32({1, 2, 4})}, plain),
+            "attention: head dim D = 300 is outside the CUDA kernels' range [1, 256]: q is "
+            "f32[1x4x2x300]");
+}
+
+} // namespace
+} // namespace llmc::test

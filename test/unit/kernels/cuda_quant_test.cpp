@@ -1,0 +1,373 @@
+//===- cuda_quant_test.cpp - CUDA QAT and NF4 kernels against the CPU -----===//
+//
+// qat_observe, qat_fake_quant, qat_fake_quant_grad, qat_ema and
+// qat_dequantize_nf4 on the GPU against the CPU kernels, on the same stored
+// inputs. Tolerances:
+//  - observe: 0 (a max is exact, whatever the order);
+//  - fake_quant: 0. Both backends decide the grid with the same fp32
+//    operations (x / scale as an IEEE division, round half to even, the
+//    same clamps) and none of them is a multiply-add a compiler could fuse,
+//    so every element is the same fp32 value, rounded to bf16 the same way;
+//  - fake_quant_grad: 0 (dx is dy or 0);
+//  - dequantize_nf4: 0 (the CPU is built without FMA contraction, the GPU
+//    rounds each operation explicitly);
+//  - ema: 1e-6 elementwise. The CPU compiler may fuse momentum·state +
+//    (1 − momentum)·observed into an FMA, the GPU does not, so the two can
+//    differ in the last bit; states and observations are positive, as
+//    ranges are, so no cancellation magnifies that bit.
+//
+// Shapes: odd sizes (1, 7, 37, 1000, 50257), rank 1 to 3, and model-sized
+// tensors ([8192, 768] activations, GPT-2's [768, 3072] weight), which take
+// the observers' multi-piece and multi-band reductions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaConformance.h"
+
+#include "kernels/QuantScheme.h"
+
+#include <cmath>
+#include <random>
+
+namespace llmc::test {
+namespace {
+
+using quant::Format;
+using quant::Granularity;
+using quant::Scheme;
+using quant::makeScheme;
+
+const Comparison kExact{Metric::Elementwise, {0.0}};
+
+KernelAttrs schemeAttrs(const Scheme &s) {
+  KernelAttrs a = attrs({}, {{"format", static_cast<int64_t>(s.format)},
+                             {"granularity", static_cast<int64_t>(s.granularity)},
+                             {"axis", s.axis},
+                             {"block", s.block},
+                             {"symmetric", s.symmetric ? 1 : 0}});
+  if (s.outlier > 0) a.setFloat("outlier", s.outlier);
+  return a;
+}
+
+std::string describe(const Scheme &s, const std::vector<int64_t> &shape, DType dtype) {
+  std::string out = std::string(quant::formatName(s.format)) + " " + dtypeName(dtype) + " [";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "x" : "") + std::to_string(shape[i]);
+  out += "]";
+  switch (s.granularity) {
+  case Granularity::Tensor: out += " tensor"; break;
+  case Granularity::Channel: out += " channel(axis " + std::to_string(s.axis) + ")"; break;
+  case Granularity::Block: out += " block" + std::to_string(s.block); break;
+  }
+  if (s.outlier > 0) out += " outlier " + std::to_string(s.outlier);
+  return out + (s.symmetric ? " symmetric" : " asymmetric");
+}
+
+/// Normal values whose spread changes by row (1/4 to 4), so groups differ.
+RefTensor testData(const std::vector<int64_t> &shape, uint64_t seed) {
+  RefTensor x = randomTensor(shape, seed);
+  int64_t width = shape.back();
+  for (int64_t i = 0; i < x.numel(); ++i) x.data[i] *= std::exp2((i / width) % 5 - 2);
+  return x;
+}
+
+/// Per tensor, per channel of every axis, and per block of each of `blocks`
+/// that divides the last dimension.
+std::vector<Scheme> groupings(const std::vector<int64_t> &shape, Format format, bool symmetric,
+                              const std::vector<int64_t> &blocks) {
+  std::vector<Scheme> schemes = {makeScheme(format, Granularity::Tensor, 0, 0, symmetric)};
+  for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis)
+    schemes.push_back(makeScheme(format, Granularity::Channel, axis, 0, symmetric));
+  for (int64_t block : blocks)
+    if (shape.back() % block == 0)
+      schemes.push_back(makeScheme(format, Granularity::Block, 0, block, symmetric));
+  return schemes;
+}
+
+const std::vector<std::vector<int64_t>> kOddShapes = {
+    {1}, {7}, {37, 128}, {3, 5, 64}, {7, 1000}, {3, 50257}};
+const std::vector<int64_t> kBlocks = {1, 8, 32, 64, 29};
+
+/// Every format, symmetric and (integer formats) asymmetric.
+std::vector<std::pair<Format, bool>> formats() {
+  std::vector<std::pair<Format, bool>> out;
+  for (Format f : {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2, Format::Nf4}) {
+    out.push_back({f, true});
+    if (quant::isInteger(f)) out.push_back({f, false});
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// qat_observe
+//===----------------------------------------------------------------------===//
+
+void expectObserveMatches(const std::vector<int64_t> &shape, const Scheme &s, DType dtype,
+                          uint64_t seed) {
+  SCOPED_TRACE(describe(s, shape, dtype));
+  Buffer x = Buffer::of(testData(shape, seed), dtype);
+  Buffer range(DType::F32, {quant::groupCount(s, shape), 2});
+  expectCudaMatchesCpu("qat_observe", {&x}, {&range}, schemeAttrs(s), kExact);
+}
+
+TEST(CudaQuant, ObserveMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 100;
+  for (const auto &shape : kOddShapes)
+    for (DType dtype : kFloatTypes)
+      for (const Scheme &s : groupings(shape, Format::Int8, true, kBlocks))
+        expectObserveMatches(shape, s, dtype, ++seed);
+}
+
+TEST(CudaQuant, ObserveModelSizedMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  // [8192, 768]: per tensor 768 pieces, per channel of the last axis 256
+  // bands of rows; [768, 3072]: GPT-2's MLP weight.
+  uint64_t seed = 200;
+  for (const std::vector<int64_t> &shape :
+       std::vector<std::vector<int64_t>>{{8192, 768}, {768, 3072}})
+    for (DType dtype : kFloatTypes)
+      for (const Scheme &s : groupings(shape, Format::Int8, true, {64}))
+        expectObserveMatches(shape, s, dtype, ++seed);
+}
+
+//===----------------------------------------------------------------------===//
+// qat_fake_quant, qat_fake_quant_grad
+//===----------------------------------------------------------------------===//
+
+/// Forward and gradient of scheme s on x with three ranges: the observed
+/// one, half of it (clipping and saturation), and the observed one with
+/// group 0 empty ((0, 0): y = 0, every nonzero x clipped).
+void expectFakeQuantMatches(const std::vector<int64_t> &shape, const Scheme &s, DType dtype,
+                            uint64_t seed) {
+  SCOPED_TRACE(describe(s, shape, dtype));
+  RefTensor xr = roundTo(testData(shape, seed), dtype);
+  Buffer x = Buffer::of(xr, dtype), dy = Buffer::of(randomTensor(shape, seed + 1), dtype);
+  RefTensor observed = ref::quantObserve(xr, s);
+  RefTensor half = observed, empty = observed;
+  for (double &value : half.data) value *= 0.5;
+  empty.data[0] = empty.data[1] = 0.0;
+  for (const RefTensor *range : {&observed, &half, &empty}) {
+    Buffer r = Buffer::of(*range, DType::F32);
+    Buffer y(dtype, shape), dx(dtype, shape);
+    expectCudaMatchesCpu("qat_fake_quant", {&x, &r}, {&y}, schemeAttrs(s), kExact);
+    expectCudaMatchesCpu("qat_fake_quant_grad", {&x, &r, &dy}, {&dx}, schemeAttrs(s), kExact);
+  }
+}
+
+TEST(CudaQuant, FakeQuantMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 300;
+  for (const auto &shape : kOddShapes)
+    for (DType dtype : kFloatTypes)
+      for (auto [format, symmetric] : formats())
+        for (const Scheme &s : groupings(shape, format, symmetric, {8, 64}))
+          expectFakeQuantMatches(shape, s, dtype, seed += 2);
+}
+
+TEST(CudaQuant, FakeQuantModelSizedMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<int64_t> shape = {8192, 768};
+  uint64_t seed = 400;
+  for (DType dtype : kFloatTypes)
+    for (auto [format, symmetric] :
+         std::vector<std::pair<Format, bool>>{{Format::Int8, true},
+                                              {Format::Int4, false},
+                                              {Format::Fp8E4M3, true},
+                                              {Format::Nf4, true}})
+      for (const Scheme &s : groupings(shape, format, symmetric, {64}))
+        expectFakeQuantMatches(shape, s, dtype, seed += 2);
+}
+
+//===----------------------------------------------------------------------===//
+// Outlier columns
+//===----------------------------------------------------------------------===//
+
+/// testData scaled under the threshold t, with `count` planted outlier
+/// columns (2–5·t) and one column whose largest |x| is exactly t (kept).
+RefTensor dataWithOutliers(const std::vector<int64_t> &shape, double t, int count,
+                           uint64_t seed) {
+  RefTensor x = testData(shape, seed);
+  int64_t width = shape.back(), rows = x.numel() / width;
+  double amax = 0.0;
+  for (double v : x.data) amax = std::max(amax, std::abs(v));
+  for (double &v : x.data) v *= 0.9 * t / amax;
+  for (int k = 0; k < count; ++k) {
+    int64_t column = (k * 37 + 5) % width, row = (k * 7919 + 3) % rows;
+    x.data[row * width + column] = (k % 2 ? -1.0 : 1.0) * t * (2.0 + k % 4);
+  }
+  x.data[(rows - 1) * width + (width - 2)] = -t;
+  return x;
+}
+
+TEST(CudaQuant, OutlierColumnsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  const double t = 6.0;
+  uint64_t seed = 500;
+  for (const std::vector<int64_t> &shape :
+       std::vector<std::vector<int64_t>>{{37, 128}, {3, 5, 64}, {512, 768}})
+    for (DType dtype : kFloatTypes)
+      for (int count : {0, 3, 9}) {
+        RefTensor xr = roundTo(dataWithOutliers(shape, t, count, ++seed), dtype);
+        const int64_t last = static_cast<int64_t>(shape.size()) - 1;
+        RefTensor columns =
+            ref::quantObserve(xr, makeScheme(Format::Int8, Granularity::Channel, last));
+        Buffer x = Buffer::of(xr, dtype), dy = Buffer::of(randomTensor(shape, ++seed), dtype),
+               cb = Buffer::of(columns, DType::F32);
+        for (Format format : {Format::Int8, Format::Int4})
+          for (bool symmetric : {true, false})
+            for (int64_t axis : {int64_t(-1), int64_t(0), last}) {
+              Scheme s = axis < 0 ? makeScheme(format, Granularity::Tensor, 0, 0, symmetric)
+                                  : makeScheme(format, Granularity::Channel, axis, 0, symmetric);
+              s.outlier = t;
+              SCOPED_TRACE(describe(s, shape, dtype) + ", " + std::to_string(count) +
+                           " outlier columns");
+              // Per channel of the last axis an outlier column is a group
+              // with no elements, whose range is [−inf, −inf], which the
+              // comparison cannot take: observe that scheme without outliers.
+              const bool perColumn = axis == last;
+              if (!perColumn || count == 0) {
+                Buffer range(DType::F32, {quant::groupCount(s, shape), 2});
+                expectCudaMatchesCpu("qat_observe", {&x, &cb}, {&range}, schemeAttrs(s), kExact);
+              }
+              Buffer r = Buffer::of(ref::quantObserve(xr, s, &columns), DType::F32);
+              Buffer y(dtype, shape), dx(dtype, shape);
+              expectCudaMatchesCpu("qat_fake_quant", {&x, &r, &cb}, {&y}, schemeAttrs(s), kExact);
+              expectCudaMatchesCpu("qat_fake_quant_grad", {&x, &r, &dy, &cb}, {&dx},
+                                   schemeAttrs(s), kExact);
+            }
+      }
+}
+
+//===----------------------------------------------------------------------===//
+// qat_ema
+//===----------------------------------------------------------------------===//
+
+TEST(CudaQuant, EmaMatchesCpuInAndOutOfPlace) {
+  LLMC_REQUIRE_GPU();
+  const Comparison lastBit{Metric::Elementwise, {1e-6}};
+  uint64_t seed = 600;
+  for (int64_t groups : {1, 7, 1000, 50257})
+    for (double momentum : {0.0, 0.37, 0.9, 1.0}) {
+      SCOPED_TRACE(std::to_string(groups) + " groups, momentum " + std::to_string(momentum));
+      RefTensor state = randomTensor({groups, 2}, ++seed), observed = randomTensor({groups, 2}, ++seed);
+      for (double &v : state.data) v = std::abs(v) + 0.1;
+      for (double &v : observed.data) v = std::abs(v) + 0.1;
+      for (int64_t g = 0; g < groups; g += 3) state.data[2 * g] = state.data[2 * g + 1] = 0.0;
+      Buffer sb = Buffer::of(state, DType::F32), ob = Buffer::of(observed, DType::F32);
+      Buffer out(DType::F32, {groups, 2});
+      KernelAttrs a = attrs({{"momentum", momentum}});
+      expectCudaMatchesCpu("qat_ema", {&sb, &ob}, {&out}, a, lastBit);
+      expectCudaMatchesCpu("qat_ema", {&sb, &ob}, {&sb}, a, lastBit); // new_state = state
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// qat_dequantize_nf4
+//===----------------------------------------------------------------------===//
+
+/// `n` uniformly random bytes.
+Buffer randomBytes(int64_t n, uint64_t seed) {
+  Buffer b(DType::U8, {n});
+  std::mt19937_64 rng(seed);
+  uint8_t *bytes = b.view().as<uint8_t>();
+  for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(rng() >> 56);
+  return b;
+}
+
+TEST(CudaQuant, DequantizeNf4MatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t block;
+  };
+  // Odd element counts (a half-used last byte), one scale and several,
+  // and GPT-2's MLP weight in QLoRA's 64-element blocks (144 scales).
+  const std::vector<Case> cases = {
+      {{3, 7}, 7}, {{5, 33}, 3}, {{37, 128}, 64}, {{1000, 64}, 64}, {{768, 3072}, 64}};
+  uint64_t seed = 700;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) {
+      int64_t n = 1;
+      for (int64_t d : c.shape) n *= d;
+      const int64_t blocks = n / c.block;
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + std::to_string(n) + " elements, block " +
+                   std::to_string(c.block));
+      Buffer codes = randomBytes((n + 1) / 2, ++seed), absmaxQ = randomBytes(blocks, ++seed);
+      // Scales and a mean such that some absmax values are ≤ 0 (y = 0).
+      Buffer scale = Buffer::of(randomTensor({quant::nf4ScaleCount(blocks)}, ++seed, 0.01),
+                                DType::F32);
+      RefTensor mean = RefTensor::zeros({1});
+      mean.data[0] = 0.3;
+      Buffer meanBuf = Buffer::of(mean, DType::F32);
+      Buffer out(dtype, c.shape);
+      expectCudaMatchesCpu("qat_dequantize_nf4", {&codes, &absmaxQ, &scale, &meanBuf}, {&out},
+                           attrs({}, {{"block", c.block}}), kExact);
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Binding errors
+//===----------------------------------------------------------------------===//
+
+TEST(CudaQuant, BindingErrorsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  auto f32 = [](std::vector<int64_t> shape) { return typeOnly(DType::F32, std::move(shape)); };
+  auto bf16 = [](std::vector<int64_t> shape) { return typeOnly(DType::BF16, std::move(shape)); };
+  auto u8 = [](std::vector<int64_t> shape) { return typeOnly(DType::U8, std::move(shape)); };
+  auto fq = [](std::initializer_list<std::pair<const char *, int64_t>> ints) {
+    return attrs({}, ints);
+  };
+  struct ErrorCase {
+    const char *kernel;
+    std::vector<TensorView> inputs, outputs;
+    KernelAttrs attrs;
+  };
+  const std::vector<ErrorCase> cases = {
+      {"qat_observe", {f32({4, 64})}, {f32({2, 2})}, fq({{"granularity", 0}})},
+      {"qat_observe", {f32({4, 64})}, {f32({4, 2})}, fq({{"granularity", 1}, {"axis", 2}})},
+      {"qat_observe", {f32({4, 64})}, {f32({8, 2})}, fq({{"granularity", 2}, {"block", 48}})},
+      {"qat_observe", {f32({4, 64})}, {f32({1, 2})}, attrs({{"outlier", 6.0}})},
+      {"qat_fake_quant", {f32({4, 64}), f32({1, 2})}, {f32({4, 64})}, {}},
+      {"qat_fake_quant", {f32({4, 64}), f32({1, 2})}, {f32({4, 64})}, fq({{"format", 7}})},
+      {"qat_fake_quant",
+       {f32({4, 64}), f32({1, 2})},
+       {f32({4, 64})},
+       fq({{"format", 2}, {"symmetric", 0}})},
+      {"qat_fake_quant", {bf16({4, 64}), f32({1, 2})}, {f32({4, 64})}, fq({{"format", 0}})},
+      {"qat_fake_quant",
+       {f32({4, 64}), f32({1, 2}), f32({64, 2})},
+       {f32({4, 64})},
+       attrs({{"outlier", 6.0}}, {{"format", 2}})},
+      {"qat_fake_quant_grad",
+       {f32({4, 64}), f32({1, 2}), bf16({4, 64})},
+       {f32({4, 64})},
+       fq({{"format", 0}})},
+      {"qat_fake_quant_grad",
+       {f32({4, 64}), f32({1, 2}), f32({4, 64}), f32({4, 2})},
+       {f32({4, 64})},
+       attrs({{"outlier", 6.0}}, {{"format", 0}})},
+      {"qat_ema", {f32({4, 2}), f32({4, 2})}, {f32({4, 2})}, attrs({{"momentum", 1.5}})},
+      {"qat_ema", {f32({4, 3}), f32({4, 3})}, {f32({4, 3})}, attrs({{"momentum", 0.9}})},
+      {"qat_ema", {f32({4, 2}), f32({5, 2})}, {f32({4, 2})}, attrs({{"momentum", 0.9}})},
+      {"qat_dequantize_nf4",
+       {u8({64}), u8({2}), f32({1}), f32({1})},
+       {f32({2, 64})},
+       fq({{"block", 48}})},
+      {"qat_dequantize_nf4",
+       {u8({63}), u8({2}), f32({1}), f32({1})},
+       {f32({2, 64})},
+       fq({{"block", 64}})},
+      {"qat_dequantize_nf4",
+       {u8({64}), u8({2}), f32({1}), f32({1})},
+       {typeOnly(DType::I32, {2, 64})},
+       fq({{"block", 64}})},
+  };
+  for (const ErrorCase &c : cases) {
+    std::string expected = bindError(c.kernel, c.inputs, c.outputs, c.attrs);
+    EXPECT_FALSE(expected.empty()) << c.kernel;
+    EXPECT_EQ(cudaBindError(c.kernel, c.inputs, c.outputs, c.attrs), expected);
+  }
+}
+
+} // namespace
+} // namespace llmc::test
