@@ -14,13 +14,15 @@
 // causal and not; T = 1, 17, 37, 128, 300 (one partial tile, several
 // tiles with ragged edges); S != T both ways; packed sequences by segment
 // ids (i32 and i64); B = 2; and GPT-2 small's attention (T = 1024, H = 12,
-// D = 64).
+// D = 64). With a single key (T = S = 1) dq and dk are rounding noise around
+// 0 and are checked for size, not against the CPU.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaConformance.h"
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 namespace llmc::test {
@@ -75,8 +77,22 @@ void expectAttentionMatches(const Case &c, DType dtype, DType segmentType, uint6
       dv(dtype, {c.b, c.s, c.kv, c.d});
   std::vector<Buffer *> gradInputs = {&q, &k, &v, &out, &lse, &dout};
   if (c.segments) gradInputs.push_back(&segments);
-  expectCudaMatchesCpu("attention_grad", gradInputs, {&dq, &dk, &dv}, a,
-                       {Metric::Norm, {tolerance(dtype)}});
+  if (c.s > 1) {
+    expectCudaMatchesCpu("attention_grad", gradInputs, {&dq, &dk, &dv}, a,
+                         {Metric::Norm, {tolerance(dtype)}});
+    return;
+  }
+  // One key: the softmax is 1 whatever the scores, so dq and dk are 0 up
+  // to rounding (dS = P·(dP − Drow) with dP = Drow), and relative errors of
+  // rounding noise mean nothing. Those two are checked only for being
+  // written (no NaN) and tiny; dv = dout still against the CPU.
+  const double unchecked = std::numeric_limits<double>::infinity();
+  std::vector<RefTensor> got =
+      expectCudaMatchesCpu("attention_grad", gradInputs, {&dq, &dk, &dv}, a,
+                           {Metric::Norm, {unchecked, unchecked, tolerance(dtype)}});
+  ASSERT_EQ(got.size(), 3u);
+  for (int i = 0; i < 2; ++i)
+    for (double x : got[i].data) EXPECT_LE(std::abs(x), 1e-4) << (i == 0 ? "dq" : "dk");
 }
 
 TEST(CudaAttention, FastHeadDimsMatchCpu) {
