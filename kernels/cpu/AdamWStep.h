@@ -8,6 +8,7 @@
 #ifndef LLMC_KERNELS_CPU_ADAMWSTEP_H
 #define LLMC_KERNELS_CPU_ADAMWSTEP_H
 
+#include "kernels/contracts/AdamW.h"
 #include "kernels/cpu/Common.h"
 
 #include <algorithm>
@@ -19,16 +20,9 @@ struct AdamWConfig {
   double beta1, beta2, eps, weightDecay, maxGradNorm;
 };
 
-/// Reads `beta1`, `beta2`, `epsilon`, `weight_decay`, `max_grad_norm`;
-/// false (with the validator's error set) when one is missing or bad.
-inline bool readAdamWConfig(Validator &v, AdamWConfig &c) {
-  if (!v.floatAttr("beta1", &c.beta1) || !v.floatAttr("beta2", &c.beta2) ||
-      !v.floatAttr("epsilon", &c.eps) || !v.floatAttr("weight_decay", &c.weightDecay) ||
-      !v.floatAttr("max_grad_norm", &c.maxGradNorm))
-    return false;
-  if (!(c.beta1 >= 0.0 && c.beta1 < 1.0) || !(c.beta2 >= 0.0 && c.beta2 < 1.0))
-    return v.fail("attributes 'beta1' and 'beta2' must be in [0, 1)");
-  return true;
+/// The hyperparameters the binding contract read (kernels/contracts/AdamW.h).
+inline AdamWConfig adamWConfig(const contracts::AdamWHyperparams &h) {
+  return {h.beta1, h.beta2, h.epsilon, h.weightDecay, h.maxGradNorm};
 }
 
 /// With g' = g·gradScale: m' = beta1·m + oneMinusBeta1·g',

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Activation.h"
 #include "kernels/cpu/Common.h"
 
 namespace llmc::cpu {
@@ -90,43 +91,33 @@ private:
   T *out_[2] = {};
 };
 
-/// `inputNames` operands of one float dtype and shape; `outputs` results of
-/// the same type.
-std::unique_ptr<Kernel> makeActivation(const char *name, Act act,
-                                       std::initializer_list<const char *> inputNames,
-                                       std::initializer_list<const char *> outputNames,
-                                       const KernelArgs &args, std::string &error) {
-  Validator v(name, args, error);
-  if (!v.arity(inputNames.size(), outputNames.size())) return nullptr;
-  const TensorView &first = v.in(0);
-  if (!v.isFloat(first, *inputNames.begin())) return nullptr;
-  size_t i = 0;
-  for (const char *what : inputNames)
-    if (!v.hasType(v.in(i++), what, first.dtype, first.shape)) return nullptr;
-  i = 0;
-  for (const char *what : outputNames)
-    if (!v.hasType(v.out(i++), what, first.dtype, first.shape)) return nullptr;
-  return makeFloatKernel<ActivationKernel>(first.dtype, args, act);
+/// A binding contract of kernels/contracts/Activation.h.
+using BindActivation = bool (*)(const KernelArgs &, std::string &, contracts::ActivationBinding *);
+
+std::unique_ptr<Kernel> makeActivation(BindActivation bind, Act act, const KernelArgs &args,
+                                       std::string &error) {
+  contracts::ActivationBinding b;
+  if (!bind(args, error, &b)) return nullptr;
+  return makeFloatKernel<ActivationKernel>(b.dtype, args, act);
 }
 
 std::unique_ptr<Kernel> makeGelu(const KernelArgs &args, std::string &error) {
-  return makeActivation("gelu", Act::Gelu, {"x"}, {"out"}, args, error);
+  return makeActivation(contracts::bindGelu, Act::Gelu, args, error);
 }
 std::unique_ptr<Kernel> makeGeluGrad(const KernelArgs &args, std::string &error) {
-  return makeActivation("gelu_grad", Act::GeluGrad, {"x", "dy"}, {"dx"}, args, error);
+  return makeActivation(contracts::bindGeluGrad, Act::GeluGrad, args, error);
 }
 std::unique_ptr<Kernel> makeSilu(const KernelArgs &args, std::string &error) {
-  return makeActivation("silu", Act::Silu, {"x"}, {"out"}, args, error);
+  return makeActivation(contracts::bindSilu, Act::Silu, args, error);
 }
 std::unique_ptr<Kernel> makeSiluGrad(const KernelArgs &args, std::string &error) {
-  return makeActivation("silu_grad", Act::SiluGrad, {"x", "dy"}, {"dx"}, args, error);
+  return makeActivation(contracts::bindSiluGrad, Act::SiluGrad, args, error);
 }
 std::unique_ptr<Kernel> makeSwiglu(const KernelArgs &args, std::string &error) {
-  return makeActivation("swiglu", Act::Swiglu, {"gate", "up"}, {"out"}, args, error);
+  return makeActivation(contracts::bindSwiglu, Act::Swiglu, args, error);
 }
 std::unique_ptr<Kernel> makeSwigluGrad(const KernelArgs &args, std::string &error) {
-  return makeActivation("swiglu_grad", Act::SwigluGrad, {"gate", "up", "dy"}, {"dgate", "dup"},
-                        args, error);
+  return makeActivation(contracts::bindSwigluGrad, Act::SwigluGrad, args, error);
 }
 
 } // namespace

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/Adam8bit.h"
+#include "kernels/contracts/AdamW8bit.h"
 #include "kernels/cpu/AdamWStep.h"
 
 namespace llmc::cpu {
@@ -104,26 +105,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeAdamW8bit(const KernelArgs &args, std::string &error) {
-  Validator v("adamw8bit", args, error);
-  AdamWConfig c;
-  if (!v.arity(8, 9, 5) || !readAdamWConfig(v, c))
-    return nullptr;
-  const TensorView &p = v.in(0);
-  const std::vector<int64_t> blocks = {adam8bit::blockCount(p.numel())};
-  if (!v.isFloat(p, "param") || !v.hasType(v.in(1), "grad", p.dtype, p.shape) ||
-      !v.hasType(v.in(2), "m_codes", DType::U8, p.shape) ||
-      !v.hasType(v.in(3), "m_absmax", DType::F32, blocks) ||
-      !v.hasType(v.in(4), "v_codes", DType::U8, p.shape) ||
-      !v.hasType(v.in(5), "v_absmax", DType::F32, blocks) || !v.isF32Scalar(v.in(6), "lr") ||
-      !v.isF32Scalar(v.in(7), "step") ||
-      (args.inputs.size() > 8 && !v.isF32Scalar(v.in(8), "norm")) ||
-      !v.hasType(v.out(0), "param'", p.dtype, p.shape) ||
-      !v.hasType(v.out(1), "m_codes'", DType::U8, p.shape) ||
-      !v.hasType(v.out(2), "m_absmax'", DType::F32, blocks) ||
-      !v.hasType(v.out(3), "v_codes'", DType::U8, p.shape) ||
-      !v.hasType(v.out(4), "v_absmax'", DType::F32, blocks))
-    return nullptr;
-  return makeFloatKernel<AdamW8bitKernel>(p.dtype, args, c);
+  contracts::AdamW8bitBinding b;
+  if (!contracts::bindAdamW8bit(args, error, &b)) return nullptr;
+  return makeFloatKernel<AdamW8bitKernel>(b.dtype, args, adamWConfig(b.hyper));
 }
 
 } // namespace

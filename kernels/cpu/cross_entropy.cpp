@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/CrossEntropy.h"
 #include "kernels/cpu/Common.h"
 
 namespace llmc::cpu {
@@ -125,33 +126,16 @@ private:
   ThreadScratch rowScratch_;
 };
 
-/// logits [..., V] float and targets [...] of ids; fills the ignore index.
-bool checkLogits(Validator &v, int64_t *ignoreIndex) {
-  if (!v.intAttr("ignore_index", ignoreIndex, -1)) return false;
-  const TensorView &logits = v.in(0), &targets = v.in(1);
-  if (!v.isFloat(logits, "logits")) return false;
-  if (logits.rank() < 1) return v.fail("logits must have rank >= 1, got " + logits.describe());
-  std::vector<int64_t> rows(logits.shape.begin(), logits.shape.end() - 1);
-  if (!v.isIndex(targets, "targets") || !v.hasType(targets, "targets", targets.dtype, rows))
-    return false;
-  return true;
-}
-
 std::unique_ptr<Kernel> makeCrossEntropy(const KernelArgs &args, std::string &error) {
-  Validator v("cross_entropy", args, error);
-  int64_t ignoreIndex;
-  if (!v.arity(2, 1) || !checkLogits(v, &ignoreIndex) || !v.isF32Scalar(v.out(0), "loss"))
-    return nullptr;
-  return makeFloatKernel<CrossEntropyKernel>(v.in(0).dtype, args, ignoreIndex);
+  contracts::CrossEntropyBinding b;
+  if (!contracts::bindCrossEntropy(args, error, &b)) return nullptr;
+  return makeFloatKernel<CrossEntropyKernel>(b.dtype, args, b.ignoreIndex);
 }
 
 std::unique_ptr<Kernel> makeCrossEntropyGrad(const KernelArgs &args, std::string &error) {
-  Validator v("cross_entropy_grad", args, error);
-  int64_t ignoreIndex;
-  if (!v.arity(3, 1) || !checkLogits(v, &ignoreIndex) || !v.isF32Scalar(v.in(2), "dloss") ||
-      !v.hasType(v.out(0), "dlogits", v.in(0).dtype, v.in(0).shape))
-    return nullptr;
-  return makeFloatKernel<CrossEntropyGradKernel>(v.in(0).dtype, args, ignoreIndex);
+  contracts::CrossEntropyBinding b;
+  if (!contracts::bindCrossEntropyGrad(args, error, &b)) return nullptr;
+  return makeFloatKernel<CrossEntropyGradKernel>(b.dtype, args, b.ignoreIndex);
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/RmsNorm.h"
 #include "kernels/cpu/Common.h"
 
 namespace llmc::cpu {
@@ -111,30 +112,15 @@ private:
 };
 
 std::unique_ptr<Kernel> makeRmsNorm(const KernelArgs &args, std::string &error) {
-  Validator v("rmsnorm", args, error);
-  double eps;
-  if (!v.arity(2, 1) || !v.floatAttr("epsilon", &eps)) return nullptr;
-  const TensorView &x = v.in(0);
-  if (!v.isFloat(x, "x")) return nullptr;
-  if (x.rank() < 1) return v.reject("x must have rank >= 1, got " + x.describe());
-  if (!v.hasType(v.in(1), "gamma", x.dtype, {x.dim(-1)}) ||
-      !v.hasType(v.out(0), "out", x.dtype, x.shape))
-    return nullptr;
-  return makeFloatKernel<RmsNormKernel>(x.dtype, args, static_cast<float>(eps));
+  contracts::RmsNormBinding b;
+  if (!contracts::bindRmsNorm(args, error, &b)) return nullptr;
+  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon));
 }
 
 std::unique_ptr<Kernel> makeRmsNormGrad(const KernelArgs &args, std::string &error) {
-  Validator v("rmsnorm_grad", args, error);
-  double eps;
-  if (!v.arity(3, 2) || !v.floatAttr("epsilon", &eps)) return nullptr;
-  const TensorView &x = v.in(0);
-  if (!v.isFloat(x, "x")) return nullptr;
-  if (x.rank() < 1) return v.reject("x must have rank >= 1, got " + x.describe());
-  std::vector<int64_t> c{x.dim(-1)};
-  if (!v.hasType(v.in(1), "gamma", x.dtype, c) || !v.hasType(v.in(2), "dy", x.dtype, x.shape) ||
-      !v.hasType(v.out(0), "dx", x.dtype, x.shape) || !v.hasType(v.out(1), "dgamma", x.dtype, c))
-    return nullptr;
-  return makeFloatKernel<RmsNormGradKernel>(x.dtype, args, static_cast<float>(eps));
+  contracts::RmsNormBinding b;
+  if (!contracts::bindRmsNormGrad(args, error, &b)) return nullptr;
+  return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
 }
 
 } // namespace

@@ -18,6 +18,7 @@
 #ifndef LLMC_KERNELS_CUDA_ADAMWSTEP_CUH
 #define LLMC_KERNELS_CUDA_ADAMWSTEP_CUH
 
+#include "kernels/contracts/AdamW.h"
 #include "kernels/cuda/Common.cuh"
 
 namespace llmc::cuda {
@@ -26,16 +27,9 @@ struct AdamWConfig {
   double beta1, beta2, eps, weightDecay, maxGradNorm;
 };
 
-/// Reads `beta1`, `beta2`, `epsilon`, `weight_decay`, `max_grad_norm` with
-/// the CPU's checks and messages.
-inline bool readAdamWConfig(Validator &v, AdamWConfig &c) {
-  if (!v.floatAttr("beta1", &c.beta1) || !v.floatAttr("beta2", &c.beta2) ||
-      !v.floatAttr("epsilon", &c.eps) || !v.floatAttr("weight_decay", &c.weightDecay) ||
-      !v.floatAttr("max_grad_norm", &c.maxGradNorm))
-    return false;
-  if (!(c.beta1 >= 0.0 && c.beta1 < 1.0) || !(c.beta2 >= 0.0 && c.beta2 < 1.0))
-    return v.fail("attributes 'beta1' and 'beta2' must be in [0, 1)");
-  return true;
+/// The hyperparameters the binding contract read (kernels/contracts/AdamW.h).
+inline AdamWConfig adamWConfig(const contracts::AdamWHyperparams &h) {
+  return {h.beta1, h.beta2, h.epsilon, h.weightDecay, h.maxGradNorm};
 }
 
 struct AdamWStep {

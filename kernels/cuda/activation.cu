@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Activation.h"
 #include "kernels/cuda/Common.cuh"
 
 namespace llmc::cuda {
@@ -74,43 +75,34 @@ template <Act A> struct ActivationOp {
   };
 };
 
-/// The CPU's checks: every operand of one float dtype and shape.
+/// A binding contract of kernels/contracts/Activation.h.
+using BindActivation = bool (*)(const KernelArgs &, std::string &, contracts::ActivationBinding *);
+
 template <Act A>
-std::unique_ptr<Kernel> makeActivation(const char *name,
-                                       std::initializer_list<const char *> inputNames,
-                                       std::initializer_list<const char *> outputNames,
-                                       const KernelArgs &args, std::string &error) {
-  Validator v(name, args, error);
-  if (!v.arity(inputNames.size(), outputNames.size())) return nullptr;
-  const TensorView &first = v.in(0);
-  if (!v.isFloat(first, *inputNames.begin())) return nullptr;
-  size_t i = 0;
-  for (const char *what : inputNames)
-    if (!v.hasType(v.in(i++), what, first.dtype, first.shape)) return nullptr;
-  i = 0;
-  for (const char *what : outputNames)
-    if (!v.hasType(v.out(i++), what, first.dtype, first.shape)) return nullptr;
-  return makeFloatKernel<ActivationOp<A>::template Kernel>(first.dtype, args);
+std::unique_ptr<Kernel> makeActivation(BindActivation bind, const KernelArgs &args,
+                                       std::string &error) {
+  contracts::ActivationBinding b;
+  if (!bind(args, error, &b)) return nullptr;
+  return makeFloatKernel<ActivationOp<A>::template Kernel>(b.dtype, args);
 }
 
 std::unique_ptr<Kernel> makeCudaGelu(const KernelArgs &args, std::string &error) {
-  return makeActivation<Act::Gelu>("gelu", {"x"}, {"out"}, args, error);
+  return makeActivation<Act::Gelu>(contracts::bindGelu, args, error);
 }
 std::unique_ptr<Kernel> makeCudaGeluGrad(const KernelArgs &args, std::string &error) {
-  return makeActivation<Act::GeluGrad>("gelu_grad", {"x", "dy"}, {"dx"}, args, error);
+  return makeActivation<Act::GeluGrad>(contracts::bindGeluGrad, args, error);
 }
 std::unique_ptr<Kernel> makeCudaSilu(const KernelArgs &args, std::string &error) {
-  return makeActivation<Act::Silu>("silu", {"x"}, {"out"}, args, error);
+  return makeActivation<Act::Silu>(contracts::bindSilu, args, error);
 }
 std::unique_ptr<Kernel> makeCudaSiluGrad(const KernelArgs &args, std::string &error) {
-  return makeActivation<Act::SiluGrad>("silu_grad", {"x", "dy"}, {"dx"}, args, error);
+  return makeActivation<Act::SiluGrad>(contracts::bindSiluGrad, args, error);
 }
 std::unique_ptr<Kernel> makeCudaSwiglu(const KernelArgs &args, std::string &error) {
-  return makeActivation<Act::Swiglu>("swiglu", {"gate", "up"}, {"out"}, args, error);
+  return makeActivation<Act::Swiglu>(contracts::bindSwiglu, args, error);
 }
 std::unique_ptr<Kernel> makeCudaSwigluGrad(const KernelArgs &args, std::string &error) {
-  return makeActivation<Act::SwigluGrad>("swiglu_grad", {"gate", "up", "dy"}, {"dgate", "dup"},
-                                         args, error);
+  return makeActivation<Act::SwigluGrad>(contracts::bindSwigluGrad, args, error);
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/AdamW.h"
 #include "kernels/cuda/AdamWStep.cuh"
 
 namespace llmc::cuda {
@@ -56,19 +57,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaAdamW(const KernelArgs &args, std::string &error) {
-  Validator v("adamw", args, error);
-  AdamWConfig c;
-  if (!v.arity(6, 7, 3) || !readAdamWConfig(v, c))
-    return nullptr;
-  const TensorView &p = v.in(0);
-  if (!v.isFloat(p, "param") || !v.hasType(v.in(1), "grad", p.dtype, p.shape) ||
-      !v.hasType(v.in(2), "m", p.dtype, p.shape) || !v.hasType(v.in(3), "v", p.dtype, p.shape) ||
-      !v.isF32Scalar(v.in(4), "lr") || !v.isF32Scalar(v.in(5), "step") ||
-      (args.inputs.size() > 6 && !v.isF32Scalar(v.in(6), "norm")) ||
-      !v.hasType(v.out(0), "param'", p.dtype, p.shape) ||
-      !v.hasType(v.out(1), "m'", p.dtype, p.shape) || !v.hasType(v.out(2), "v'", p.dtype, p.shape))
-    return nullptr;
-  return makeFloatKernel<AdamWKernel>(p.dtype, args, c);
+  contracts::AdamWBinding b;
+  if (!contracts::bindAdamW(args, error, &b)) return nullptr;
+  return makeFloatKernel<AdamWKernel>(b.dtype, args, adamWConfig(b.hyper));
 }
 
 } // namespace

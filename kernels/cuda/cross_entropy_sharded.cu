@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/CrossEntropySharded.h"
 #include "kernels/cuda/CrossEntropyCommon.cuh"
 
 namespace llmc::cuda {
@@ -38,26 +39,8 @@ struct ClassShard {
   }
 };
 
-bool classShard(Validator &v, int64_t width, ClassShard *shard) {
-  int64_t offset, total, ignoreIndex;
-  if (!v.intAttr("class_offset", &offset, 0) || !v.intAttr("ignore_index", &ignoreIndex, -1))
-    return false;
-  if (!v.attrs().hasInt("num_classes")) return v.fail("missing int attribute 'num_classes'");
-  if (!v.intAttr("num_classes", &total, 0)) return false;
-  if (offset < 0 || offset + width > total)
-    return v.fail("classes [" + std::to_string(offset) + ", " + std::to_string(offset + width) +
-                  ") do not fit in num_classes " + std::to_string(total));
-  *shard = {width, offset, total, ignoreIndex};
-  return true;
-}
-
-bool isRowStat(Validator &v, const TensorView &t, const char *what,
-               const std::vector<int64_t> &rows) {
-  return v.hasType(t, what, DType::F32, rows);
-}
-
-std::vector<int64_t> rowsOf(const TensorView &logits) {
-  return std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1);
+ClassShard classShard(const contracts::CrossEntropyPartialBinding &b) {
+  return {b.width, b.classOffset, b.numClasses, b.ignoreIndex};
 }
 
 constexpr float kNaN = __builtin_nanf("");
@@ -169,36 +152,17 @@ private:
   int64_t rows_;
 };
 
-/// logits `rows × [V_local]`, targets `rows`, shift `rows`; fills `shard`.
-bool checkPartial(Validator &v, ClassShard *shard) {
-  const TensorView &logits = v.in(0), &targets = v.in(1);
-  if (!v.isFloat(logits, "logits")) return false;
-  if (logits.rank() < 1) return v.fail("logits must have rank >= 1, got " + logits.describe());
-  std::vector<int64_t> rows = rowsOf(logits);
-  return v.isIndex(targets, "targets") && v.hasType(targets, "targets", targets.dtype, rows) &&
-         isRowStat(v, v.in(2), "shift", rows) && classShard(v, logits.dim(-1), shard);
-}
-
 std::unique_ptr<Kernel> makeCudaCrossEntropyPartial(const KernelArgs &args, std::string &error) {
-  Validator v("cross_entropy_partial", args, error);
-  ClassShard shard;
-  if (!v.arity(3, 2) || !checkPartial(v, &shard)) return nullptr;
-  std::vector<int64_t> rows = rowsOf(v.in(0));
-  if (!isRowStat(v, v.out(0), "sumexp", rows) || !isRowStat(v, v.out(1), "target_logit", rows))
-    return nullptr;
-  return makeFloatKernel<PartialKernel>(v.in(0).dtype, args, shard);
+  contracts::CrossEntropyPartialBinding b;
+  if (!contracts::bindCrossEntropyPartial(args, error, &b)) return nullptr;
+  return makeFloatKernel<PartialKernel>(b.dtype, args, classShard(b));
 }
 
 std::unique_ptr<Kernel> makeCudaCrossEntropyPartialGrad(const KernelArgs &args,
                                                         std::string &error) {
-  Validator v("cross_entropy_partial_grad", args, error);
-  ClassShard shard;
-  if (!v.arity(5, 1) || !checkPartial(v, &shard)) return nullptr;
-  std::vector<int64_t> rows = rowsOf(v.in(0));
-  if (!isRowStat(v, v.in(3), "dsumexp", rows) || !isRowStat(v, v.in(4), "dtarget_logit", rows) ||
-      !v.hasType(v.out(0), "dlogits", v.in(0).dtype, v.in(0).shape))
-    return nullptr;
-  return makeFloatKernel<PartialGradKernel>(v.in(0).dtype, args, shard);
+  contracts::CrossEntropyPartialBinding b;
+  if (!contracts::bindCrossEntropyPartialGrad(args, error, &b)) return nullptr;
+  return makeFloatKernel<PartialGradKernel>(b.dtype, args, classShard(b));
 }
 
 //===----------------------------------------------------------------------===//
@@ -291,30 +255,16 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaCrossEntropyFinish(const KernelArgs &args, std::string &error) {
-  Validator v("cross_entropy_finish", args, error);
-  int64_t ignoreIndex;
-  if (!v.arity(4, 1) || !v.intAttr("ignore_index", &ignoreIndex, -1) ||
-      !v.isIndex(v.in(3), "targets"))
-    return nullptr;
-  const std::vector<int64_t> &rows = v.in(3).shape;
-  if (!isRowStat(v, v.in(0), "sumexp", rows) || !isRowStat(v, v.in(1), "shift", rows) ||
-      !isRowStat(v, v.in(2), "target_logit", rows) || !v.isF32Scalar(v.out(0), "loss"))
-    return nullptr;
-  return std::make_unique<FinishKernel>(args, ignoreIndex);
+  contracts::CrossEntropyFinishBinding b;
+  if (!contracts::bindCrossEntropyFinish(args, error, &b)) return nullptr;
+  return std::make_unique<FinishKernel>(args, b.ignoreIndex);
 }
 
 std::unique_ptr<Kernel> makeCudaCrossEntropyFinishGrad(const KernelArgs &args,
                                                        std::string &error) {
-  Validator v("cross_entropy_finish_grad", args, error);
-  int64_t ignoreIndex;
-  if (!v.arity(3, 3) || !v.intAttr("ignore_index", &ignoreIndex, -1) ||
-      !v.isIndex(v.in(1), "targets") || !v.isF32Scalar(v.in(2), "dloss"))
-    return nullptr;
-  const std::vector<int64_t> &rows = v.in(1).shape;
-  if (!isRowStat(v, v.in(0), "sumexp", rows) || !isRowStat(v, v.out(0), "dsumexp", rows) ||
-      !isRowStat(v, v.out(1), "dshift", rows) || !isRowStat(v, v.out(2), "dtarget_logit", rows))
-    return nullptr;
-  return std::make_unique<FinishGradKernel>(args, ignoreIndex);
+  contracts::CrossEntropyFinishBinding b;
+  if (!contracts::bindCrossEntropyFinishGrad(args, error, &b)) return nullptr;
+  return std::make_unique<FinishGradKernel>(args, b.ignoreIndex);
 }
 
 } // namespace

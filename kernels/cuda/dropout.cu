@@ -11,12 +11,14 @@
 //
 // With `global_shape` / `offsets` the hashed index is the element's index
 // in the global tensor: the global index of each local row's first element
-// (a row = the last dimension) is computed on the host at bind time, as on
-// the CPU, and uploaded; a thread adds its column to its row's start.
+// (a row = the last dimension) is computed on the host at bind time by the
+// contract both backends share (kernels/contracts/Dropout.h) and uploaded; a
+// thread adds its column to its row's start.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/DropoutHash.h"
+#include "kernels/contracts/Dropout.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
 
@@ -25,26 +27,6 @@
 
 namespace llmc::cuda {
 namespace {
-
-/// The global index of the first element of each local row (the CPU's).
-std::vector<uint64_t> rowStarts(const std::vector<int64_t> &local,
-                                const std::vector<int64_t> &global,
-                                const std::vector<int64_t> &offsets) {
-  size_t rank = local.size();
-  int64_t width = rank ? local.back() : 1, rows = product(local) / std::max<int64_t>(width, 1);
-  std::vector<uint64_t> starts(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t rest = r, flat = 0, stride = 1;
-    for (size_t d = rank; d-- > 0;) {
-      int64_t coord = (d + 1 == rank ? 0 : rest % local[d]) + offsets[d];
-      if (d + 1 != rank) rest /= local[d];
-      flat += coord * stride;
-      stride *= global[d];
-    }
-    starts[static_cast<size_t>(r)] = static_cast<uint64_t>(flat);
-  }
-  return starts;
-}
 
 /// `starts` null: the local index is the hashed index. `deviceStep`, when
 /// set, overrides `step` (a kernel replayed from a CUDA graph keeps its
@@ -94,32 +76,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaDropout(const KernelArgs &args, std::string &error) {
-  Validator v("dropout", args, error);
-  double rate;
-  int64_t seed;
-  if (!v.arity(1, 1) || !v.floatAttr("rate", &rate)) return nullptr;
-  if (!args.attrs.hasInt("seed")) return v.reject("missing int attribute 'seed'");
-  if (!v.intAttr("seed", &seed, 0)) return nullptr;
-  if (!(rate >= 0.0 && rate < 1.0))
-    return v.reject("attribute 'rate' must be in [0, 1), got " + std::to_string(rate));
-  if (!v.isFloat(v.in(0), "x") || !v.hasType(v.out(0), "out", v.in(0).dtype, v.in(0).shape))
-    return nullptr;
-  std::vector<uint64_t> starts;
-  if (args.attrs.hasInts("global_shape") || args.attrs.hasInts("offsets")) {
-    std::vector<int64_t> global, offsets;
-    if (!v.intsAttr("global_shape", &global) || !v.intsAttr("offsets", &offsets)) return nullptr;
-    const std::vector<int64_t> &local = v.in(0).shape;
-    if (global.size() != local.size() || offsets.size() != local.size())
-      return v.reject("global_shape and offsets need one entry per dimension of x " +
-                      v.in(0).describe());
-    for (size_t d = 0; d < local.size(); ++d)
-      if (offsets[d] < 0 || offsets[d] + local[d] > global[d])
-        return v.reject("dimension " + std::to_string(d) + ": a piece of " +
-                        std::to_string(local[d]) + " at offset " + std::to_string(offsets[d]) +
-                        " does not fit in " + std::to_string(global[d]));
-    starts = rowStarts(local, global, offsets);
-  }
-  return makeFloatKernel<DropoutKernel>(v.in(0).dtype, args, rate, seed, std::move(starts));
+  contracts::DropoutBinding b;
+  if (!contracts::bindDropout(args, error, &b)) return nullptr;
+  return makeFloatKernel<DropoutKernel>(b.dtype, args, b.rate, b.seed, std::move(b.rowStarts));
 }
 
 } // namespace

@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Embedding.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
 
@@ -49,16 +50,8 @@ struct VocabShard {
   }
 };
 
-/// Reads and checks row_offset / vocab_size for a table of `rows` rows.
-bool vocabShard(Validator &v, int64_t rows, VocabShard *shard) {
-  int64_t offset, vocab;
-  if (!v.intAttr("row_offset", &offset, 0) || !v.intAttr("vocab_size", &vocab, 0)) return false;
-  if (vocab == 0) vocab = rows;
-  if (offset < 0 || offset + rows > vocab)
-    return v.fail("rows [" + std::to_string(offset) + ", " + std::to_string(offset + rows) +
-                  ") do not fit in vocab_size " + std::to_string(vocab));
-  *shard = {rows, offset, vocab};
-  return true;
+VocabShard vocabShard(const contracts::EmbeddingBinding &b) {
+  return {b.tableRows, b.rowOffset, b.vocabSize};
 }
 
 template <typename T, typename I>
@@ -199,32 +192,15 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaEmbedding(const KernelArgs &args, std::string &error) {
-  Validator v("embedding", args, error);
-  if (!v.arity(2, 1)) return nullptr;
-  const TensorView &table = v.in(0), &ids = v.in(1);
-  if (!v.isFloat(table, "table") || !v.hasRank(table, "table", 2) || !v.isIndex(ids, "ids"))
-    return nullptr;
-  std::vector<int64_t> shape = ids.shape;
-  shape.push_back(table.dim(1));
-  VocabShard shard;
-  if (!v.hasType(v.out(0), "out", table.dtype, shape) || !vocabShard(v, table.dim(0), &shard))
-    return nullptr;
-  return makeFloatKernel<EmbeddingKernel>(table.dtype, args, shard);
+  contracts::EmbeddingBinding b;
+  if (!contracts::bindEmbedding(args, error, &b)) return nullptr;
+  return makeFloatKernel<EmbeddingKernel>(b.dtype, args, vocabShard(b));
 }
 
 std::unique_ptr<Kernel> makeCudaEmbeddingGrad(const KernelArgs &args, std::string &error) {
-  Validator v("embedding_grad", args, error);
-  if (!v.arity(2, 1)) return nullptr;
-  const TensorView &ids = v.in(0), &dy = v.in(1), &dtable = v.out(0);
-  if (!v.isIndex(ids, "ids") || !v.isFloat(dy, "dy") || !v.hasDType(dtable, "dtable", dy.dtype) ||
-      !v.hasRank(dtable, "dtable", 2))
-    return nullptr;
-  std::vector<int64_t> shape = ids.shape;
-  shape.push_back(dtable.dim(1));
-  VocabShard shard;
-  if (!v.hasType(dy, "dy", dtable.dtype, shape) || !vocabShard(v, dtable.dim(0), &shard))
-    return nullptr;
-  return makeFloatKernel<EmbeddingGradKernel>(dy.dtype, args, shard);
+  contracts::EmbeddingBinding b;
+  if (!contracts::bindEmbeddingGrad(args, error, &b)) return nullptr;
+  return makeFloatKernel<EmbeddingGradKernel>(b.dtype, args, vocabShard(b));
 }
 
 } // namespace

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/LayerNorm.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
 
@@ -165,32 +166,15 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaLayerNorm(const KernelArgs &args, std::string &error) {
-  Validator v("layernorm", args, error);
-  double eps;
-  if (!v.arity(3, 1) || !v.floatAttr("epsilon", &eps)) return nullptr;
-  const TensorView &x = v.in(0);
-  if (!v.isFloat(x, "x")) return nullptr;
-  if (x.rank() < 1) return v.reject("x must have rank >= 1, got " + x.describe());
-  if (!v.hasType(v.in(1), "gamma", x.dtype, {x.dim(-1)}) ||
-      !v.hasType(v.in(2), "beta", x.dtype, {x.dim(-1)}) ||
-      !v.hasType(v.out(0), "out", x.dtype, x.shape))
-    return nullptr;
-  return makeFloatKernel<LayerNormKernel>(x.dtype, args, static_cast<float>(eps));
+  contracts::LayerNormBinding b;
+  if (!contracts::bindLayerNorm(args, error, &b)) return nullptr;
+  return makeFloatKernel<LayerNormKernel>(b.dtype, args, static_cast<float>(b.epsilon));
 }
 
 std::unique_ptr<Kernel> makeCudaLayerNormGrad(const KernelArgs &args, std::string &error) {
-  Validator v("layernorm_grad", args, error);
-  double eps;
-  if (!v.arity(3, 3) || !v.floatAttr("epsilon", &eps)) return nullptr;
-  const TensorView &x = v.in(0);
-  if (!v.isFloat(x, "x")) return nullptr;
-  if (x.rank() < 1) return v.reject("x must have rank >= 1, got " + x.describe());
-  std::vector<int64_t> c{x.dim(-1)};
-  if (!v.hasType(v.in(1), "gamma", x.dtype, c) || !v.hasType(v.in(2), "dy", x.dtype, x.shape) ||
-      !v.hasType(v.out(0), "dx", x.dtype, x.shape) || !v.hasType(v.out(1), "dgamma", x.dtype, c) ||
-      !v.hasType(v.out(2), "dbeta", x.dtype, c))
-    return nullptr;
-  return makeFloatKernel<LayerNormGradKernel>(x.dtype, args, static_cast<float>(eps));
+  contracts::LayerNormBinding b;
+  if (!contracts::bindLayerNormGrad(args, error, &b)) return nullptr;
+  return makeFloatKernel<LayerNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
 }
 
 } // namespace

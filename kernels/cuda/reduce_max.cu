@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/CrossEntropySharded.h"
 #include "kernels/cuda/Common.cuh"
 
 namespace llmc::cuda {
@@ -73,13 +74,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaReduceMax(const KernelArgs &args, std::string &error) {
-  Validator v("reduce_max", args, error);
-  if (!v.arity(1, 1) || !v.isFloat(v.in(0), "x")) return nullptr;
-  if (v.in(0).rank() < 1 || v.in(0).dim(-1) < 1)
-    return v.reject("x must have a non-empty last dimension, got " + v.in(0).describe());
-  const std::vector<int64_t> rows(v.in(0).shape.begin(), v.in(0).shape.end() - 1);
-  if (!v.hasType(v.out(0), "out", DType::F32, rows)) return nullptr;
-  return makeFloatKernel<ReduceMaxKernel>(v.in(0).dtype, args);
+  contracts::ReduceMaxBinding b;
+  if (!contracts::bindReduceMax(args, error, &b)) return nullptr;
+  return makeFloatKernel<ReduceMaxKernel>(b.dtype, args);
 }
 
 } // namespace

@@ -1,0 +1,53 @@
+//===- CrossEntropySharded.h - binding contract of sharded cross-entropy -*- C++ -*-===//
+//
+// What both backends check and derive when they bind the pieces of
+// vocabulary-parallel cross-entropy: reduce_max, cross_entropy_partial(_grad)
+// and cross_entropy_finish(_grad). Each bind function validates a KernelArgs
+// with the shared Validator and fills a plain struct with the numbers the
+// kernels need; the CPU and CUDA factories call it and add only what is
+// specific to their backend.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CONTRACTS_CROSSENTROPYSHARDED_H
+#define LLMC_KERNELS_CONTRACTS_CROSSENTROPYSHARDED_H
+
+#include "kernels/Kernel.h"
+
+#include <cstdint>
+#include <string>
+
+namespace llmc::contracts {
+
+/// reduce_max: out[rows] = max over the last dimension of x[rows × width].
+struct ReduceMaxBinding {
+  DType dtype = DType::F32; ///< of x
+  int64_t rows = 0, width = 0;
+};
+bool bindReduceMax(const KernelArgs &args, std::string &error, ReduceMaxBinding *out);
+
+/// cross_entropy_partial and cross_entropy_partial_grad: logits
+/// [rows × width] hold the classes [classOffset, classOffset + width) of
+/// numClasses.
+struct CrossEntropyPartialBinding {
+  DType dtype = DType::F32; ///< of the logits
+  int64_t rows = 0, width = 0;
+  int64_t classOffset = 0, numClasses = 0, ignoreIndex = -1;
+};
+bool bindCrossEntropyPartial(const KernelArgs &args, std::string &error,
+                             CrossEntropyPartialBinding *out);
+bool bindCrossEntropyPartialGrad(const KernelArgs &args, std::string &error,
+                                 CrossEntropyPartialBinding *out);
+
+/// cross_entropy_finish and cross_entropy_finish_grad: per-row statistics of
+/// `rows` targets.
+struct CrossEntropyFinishBinding {
+  int64_t rows = 0, ignoreIndex = -1;
+};
+bool bindCrossEntropyFinish(const KernelArgs &args, std::string &error,
+                            CrossEntropyFinishBinding *out);
+bool bindCrossEntropyFinishGrad(const KernelArgs &args, std::string &error,
+                                CrossEntropyFinishBinding *out);
+
+} // namespace llmc::contracts
+
+#endif

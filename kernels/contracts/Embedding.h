@@ -1,0 +1,32 @@
+//===- Embedding.h - binding contract of embedding and embedding_grad -*- C++ -*-===//
+//
+// What both backends check and derive when they bind embedding and
+// embedding_grad: the dtypes and shapes of table, ids and rows, and which
+// rows of the whole vocabulary the table holds (`row_offset`,
+// `vocab_size`). The CPU and CUDA factories call the bind functions and add
+// only what is specific to their backend.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CONTRACTS_EMBEDDING_H
+#define LLMC_KERNELS_CONTRACTS_EMBEDDING_H
+
+#include "kernels/Kernel.h"
+
+#include <cstdint>
+#include <string>
+
+namespace llmc::contracts {
+
+/// A table [tableRows × width] holding rows [rowOffset, rowOffset +
+/// tableRows) of vocabSize, looked up by `ids` ids.
+struct EmbeddingBinding {
+  DType dtype = DType::F32; ///< of the table (embedding) or dy (embedding_grad)
+  int64_t ids = 0, tableRows = 0, width = 0;
+  int64_t rowOffset = 0, vocabSize = 0;
+};
+bool bindEmbedding(const KernelArgs &args, std::string &error, EmbeddingBinding *out);
+bool bindEmbeddingGrad(const KernelArgs &args, std::string &error, EmbeddingBinding *out);
+
+} // namespace llmc::contracts
+
+#endif

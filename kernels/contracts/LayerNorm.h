@@ -1,0 +1,29 @@
+//===- LayerNorm.h - binding contract of layernorm and layernorm_grad -*- C++ -*-===//
+//
+// What both backends check and derive when they bind layernorm and
+// layernorm_grad: x is [rows × width] (any leading shape), gamma, beta and
+// the gradients match it, and `epsilon` is given. The CPU and CUDA factories
+// call the bind functions and add only what is specific to their backend.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CONTRACTS_LAYERNORM_H
+#define LLMC_KERNELS_CONTRACTS_LAYERNORM_H
+
+#include "kernels/Kernel.h"
+
+#include <cstdint>
+#include <string>
+
+namespace llmc::contracts {
+
+struct LayerNormBinding {
+  DType dtype = DType::F32; ///< of every operand
+  int64_t rows = 0, width = 0;
+  double epsilon = 0;
+};
+bool bindLayerNorm(const KernelArgs &args, std::string &error, LayerNormBinding *out);
+bool bindLayerNormGrad(const KernelArgs &args, std::string &error, LayerNormBinding *out);
+
+} // namespace llmc::contracts
+
+#endif

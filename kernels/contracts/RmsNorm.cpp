@@ -1,0 +1,45 @@
+//===- RmsNorm.cpp - binding contract of rmsnorm and rmsnorm_grad ---------===//
+//
+// The checks and derivations kernels/cpu/rmsnorm.cpp and
+// kernels/cuda/rmsnorm.cu share.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/contracts/RmsNorm.h"
+
+#include "kernels/Validator.h"
+
+#include <vector>
+
+namespace llmc::contracts {
+
+bool bindRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out) {
+  Validator v("rmsnorm", args, error);
+  double eps;
+  if (!v.arity(2, 1) || !v.floatAttr("epsilon", &eps)) return false;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, "x")) return false;
+  if (x.rank() < 1) return v.fail("x must have rank >= 1, got " + x.describe());
+  if (!v.hasType(v.in(1), "gamma", x.dtype, {x.dim(-1)}) ||
+      !v.hasType(v.out(0), "out", x.dtype, x.shape))
+    return false;
+  *out = {x.dtype, product(x.shape, 0, x.shape.size() - 1), x.dim(-1), eps};
+  return true;
+}
+
+bool bindRmsNormGrad(const KernelArgs &args, std::string &error, RmsNormBinding *out) {
+  Validator v("rmsnorm_grad", args, error);
+  double eps;
+  if (!v.arity(3, 2) || !v.floatAttr("epsilon", &eps)) return false;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, "x")) return false;
+  if (x.rank() < 1) return v.fail("x must have rank >= 1, got " + x.describe());
+  std::vector<int64_t> c{x.dim(-1)};
+  if (!v.hasType(v.in(1), "gamma", x.dtype, c) || !v.hasType(v.in(2), "dy", x.dtype, x.shape) ||
+      !v.hasType(v.out(0), "dx", x.dtype, x.shape) || !v.hasType(v.out(1), "dgamma", x.dtype, c))
+    return false;
+  *out = {x.dtype, product(x.shape, 0, x.shape.size() - 1), x.dim(-1), eps};
+  return true;
+}
+
+} // namespace llmc::contracts

@@ -1,0 +1,29 @@
+//===- RmsNorm.h - binding contract of rmsnorm and rmsnorm_grad -*- C++ -*-===//
+//
+// What both backends check and derive when they bind rmsnorm and
+// rmsnorm_grad: x is [rows × width] (any leading shape), gamma and the
+// gradients match it, and `epsilon` is given. The CPU and CUDA factories
+// call the bind functions and add only what is specific to their backend.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CONTRACTS_RMSNORM_H
+#define LLMC_KERNELS_CONTRACTS_RMSNORM_H
+
+#include "kernels/Kernel.h"
+
+#include <cstdint>
+#include <string>
+
+namespace llmc::contracts {
+
+struct RmsNormBinding {
+  DType dtype = DType::F32; ///< of every operand
+  int64_t rows = 0, width = 0;
+  double epsilon = 0;
+};
+bool bindRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out);
+bool bindRmsNormGrad(const KernelArgs &args, std::string &error, RmsNormBinding *out);
+
+} // namespace llmc::contracts
+
+#endif
