@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Cast.h"
 #include "kernels/cpu/Common.h"
 
 namespace llmc::cpu {
@@ -91,24 +92,16 @@ template <typename From> std::unique_ptr<Kernel> makeCastFrom(DType to, const Ke
   }
 }
 
-bool isCastable(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
-
 std::unique_ptr<Kernel> makeCast(const KernelArgs &args, std::string &error) {
-  Validator v("cast", args, error);
-  if (!v.arity(1, 1)) return nullptr;
-  const TensorView &x = v.in(0), &out = v.out(0);
-  if (!isCastable(x.dtype)) return v.reject("x must be f32, bf16 or f16, got " + x.describe());
-  if (!isCastable(out.dtype))
-    return v.reject("out must be f32, bf16 or f16, got " + out.describe());
-  if (out.shape != x.shape)
-    return v.reject("out must have x's shape " + x.describe() + ", got " + out.describe());
-  switch (x.dtype) {
+  contracts::CastBinding b;
+  if (!contracts::bindCast(args, error, &b)) return nullptr;
+  switch (b.from) {
   case DType::F32:
-    return makeCastFrom<float>(out.dtype, args);
+    return makeCastFrom<float>(b.to, args);
   case DType::BF16:
-    return makeCastFrom<bf16>(out.dtype, args);
+    return makeCastFrom<bf16>(b.to, args);
   default:
-    return makeCastFrom<f16>(out.dtype, args);
+    return makeCastFrom<f16>(b.to, args);
   }
 }
 

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/QuantScheme.h"
+#include "kernels/contracts/DequantizeNf4.h"
 #include "kernels/cpu/Common.h"
 
 namespace llmc::cpu {
@@ -44,24 +45,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeDequantizeNf4(const KernelArgs &args, std::string &error) {
-  Validator v("qat_dequantize_nf4", args, error);
-  int64_t block = 0;
-  if (!v.arity(4, 1) || !v.intAttr("block", &block, 0))
-    return nullptr;
-  const TensorView &out = v.out(0);
-  if (!v.isFloat(out, "result"))
-    return nullptr;
-  if (block < 1 || out.rank() < 1 || out.shape.back() % block != 0)
-    return v.reject("attribute 'block' (" + std::to_string(block) +
-                    ") must divide the last dimension of the result " + out.describe());
-  int64_t n = out.numel(), groups = n / block;
-  int64_t scales = quant::nf4ScaleCount(groups);
-  if (!v.hasType(v.in(0), "codes", DType::U8, {(n + 1) / 2}) ||
-      !v.hasType(v.in(1), "absmax_q", DType::U8, {groups}) ||
-      !v.hasType(v.in(2), "absmax_scale", DType::F32, {scales}) ||
-      !v.isF32Scalar(v.in(3), "absmax_mean"))
-    return nullptr;
-  return makeFloatKernel<DequantizeNf4Kernel>(out.dtype, args, block);
+  contracts::DequantizeNf4Binding b;
+  if (!contracts::bindDequantizeNf4(args, error, &b)) return nullptr;
+  return makeFloatKernel<DequantizeNf4Kernel>(b.dtype, args, b.block);
 }
 
 } // namespace

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Shape.h"
 #include "kernels/cpu/Common.h"
 
 namespace llmc::cpu {
@@ -61,13 +62,6 @@ Box makeBox(std::vector<int64_t> sizes, std::vector<int64_t> srcStrides,
   }
   box.sizes = s, box.srcStrides = ss, box.dstStrides = ds;
   return box;
-}
-
-std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  return strides;
 }
 
 /// Copies a Box. Element types are by size so one instantiation serves every
@@ -168,71 +162,31 @@ bool sameDTypeAsX(Validator &v) {
   return true;
 }
 
+/// transpose, slice and pad: the contract's box, merged into a Box.
+Box boxOf(const contracts::BoxCopyBinding &b) {
+  Box box = makeBox(b.sizes, b.srcStrides, b.dstStrides, dtypeSize(b.dtype));
+  box.srcBase = b.srcBase;
+  box.dstBase = b.dstBase;
+  return box;
+}
+
 std::unique_ptr<Kernel> makeTranspose(const KernelArgs &args, std::string &error) {
-  Validator v("transpose", args, error);
-  std::vector<int64_t> perm;
-  if (!v.arity(1, 1) || !v.intsAttr("permutation", &perm) || !sameDTypeAsX(v)) return nullptr;
-  const TensorView &x = v.in(0), &out = v.out(0);
-  size_t rank = x.shape.size();
-  std::vector<bool> seen(rank, false);
-  bool valid = perm.size() == rank;
-  for (size_t i = 0; valid && i < rank; ++i) {
-    valid = perm[i] >= 0 && perm[i] < static_cast<int64_t>(rank) && !seen[perm[i]];
-    if (valid) seen[perm[i]] = true;
-  }
-  if (!valid) {
-    std::string text;
-    for (int64_t p : perm) text += (text.empty() ? "" : ", ") + std::to_string(p);
-    return v.reject("attribute 'permutation' [" + text + "] is not a permutation of rank " +
-                    std::to_string(rank));
-  }
-  std::vector<int64_t> shape(rank), srcStrides(rank);
-  std::vector<int64_t> xStrides = rowMajorStrides(x.shape);
-  for (size_t i = 0; i < rank; ++i) {
-    shape[i] = x.shape[perm[i]];
-    srcStrides[i] = xStrides[perm[i]];
-  }
-  if (!v.hasType(out, "out", x.dtype, shape)) return nullptr;
-  return std::make_unique<BoxKernel>(
-      makeBox(shape, srcStrides, rowMajorStrides(shape), dtypeSize(x.dtype)), x.data, out.data);
+  contracts::BoxCopyBinding b;
+  if (!contracts::bindTranspose(args, error, &b)) return nullptr;
+  return std::make_unique<BoxKernel>(boxOf(b), args.inputs[0].data, args.outputs[0].data);
 }
 
 std::unique_ptr<Kernel> makeSlice(const KernelArgs &args, std::string &error) {
-  Validator v("slice", args, error);
-  std::vector<int64_t> offsets;
-  if (!v.arity(1, 1) || !v.intsAttr("offsets", &offsets) || !sameDTypeAsX(v)) return nullptr;
-  const TensorView &x = v.in(0), &out = v.out(0);
-  if (out.rank() != x.rank() || offsets.size() != x.shape.size())
-    return v.reject("x " + x.describe() + ", out " + out.describe() + " and " +
-                    std::to_string(offsets.size()) + " offsets must have one rank");
-  for (int i = 0; i < x.rank(); ++i)
-    if (offsets[i] < 0 || offsets[i] + out.shape[i] > x.shape[i])
-      return v.reject("out " + out.describe() + " at offset " + std::to_string(offsets[i]) +
-                      " in dim " + std::to_string(i) + " lies outside x " + x.describe());
-  Box box =
-      makeBox(out.shape, rowMajorStrides(x.shape), rowMajorStrides(out.shape), dtypeSize(x.dtype));
-  std::vector<int64_t> xStrides = rowMajorStrides(x.shape);
-  for (int i = 0; i < x.rank(); ++i) box.srcBase += offsets[i] * xStrides[i];
-  return std::make_unique<BoxKernel>(std::move(box), x.data, out.data);
+  contracts::BoxCopyBinding b;
+  if (!contracts::bindSlice(args, error, &b)) return nullptr;
+  return std::make_unique<BoxKernel>(boxOf(b), args.inputs[0].data, args.outputs[0].data);
 }
 
 std::unique_ptr<Kernel> makePad(const KernelArgs &args, std::string &error) {
-  Validator v("pad", args, error);
-  std::vector<int64_t> offsets;
-  if (!v.arity(1, 1) || !v.intsAttr("offsets", &offsets) || !sameDTypeAsX(v)) return nullptr;
-  const TensorView &x = v.in(0), &out = v.out(0);
-  if (out.rank() != x.rank() || offsets.size() != x.shape.size())
-    return v.reject("x " + x.describe() + ", out " + out.describe() + " and " +
-                    std::to_string(offsets.size()) + " offsets must have one rank");
-  for (int i = 0; i < x.rank(); ++i)
-    if (offsets[i] < 0 || offsets[i] + x.shape[i] > out.shape[i])
-      return v.reject("x " + x.describe() + " at offset " + std::to_string(offsets[i]) +
-                      " in dim " + std::to_string(i) + " does not fit in out " + out.describe());
-  Box box =
-      makeBox(x.shape, rowMajorStrides(x.shape), rowMajorStrides(out.shape), dtypeSize(x.dtype));
-  std::vector<int64_t> outStrides = rowMajorStrides(out.shape);
-  for (int i = 0; i < x.rank(); ++i) box.dstBase += offsets[i] * outStrides[i];
-  return std::make_unique<PadKernel>(std::move(box), x.data, out.data, out.bytes());
+  contracts::BoxCopyBinding b;
+  if (!contracts::bindPad(args, error, &b)) return nullptr;
+  const TensorView &out = args.outputs[0];
+  return std::make_unique<PadKernel>(boxOf(b), args.inputs[0].data, out.data, out.bytes());
 }
 
 /// concat: for each outer index, each input's contiguous chunk in turn.
@@ -278,32 +232,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeConcat(const KernelArgs &args, std::string &error) {
-  Validator v("concat", args, error);
-  int64_t dim;
-  if (!v.arity(1, SIZE_MAX, 1)) return nullptr;
-  if (!args.attrs.hasInt("dim")) return v.reject("missing int attribute 'dim'");
-  if (!v.intAttr("dim", &dim, 0)) return nullptr;
-  const TensorView &first = v.in(0), &out = v.out(0);
-  int64_t rank = first.rank();
-  if (dim < -rank || dim >= rank)
-    return v.reject("attribute 'dim' = " + std::to_string(dim) + " is out of range for rank " +
-                    std::to_string(rank));
-  if (dim < 0) dim += rank;
-  std::vector<int64_t> shape = first.shape;
-  shape[dim] = 0;
-  for (size_t i = 0; i < args.inputs.size(); ++i) {
-    const TensorView &x = v.in(i);
-    std::string what = "input " + std::to_string(i);
-    bool matches = x.dtype == first.dtype && x.rank() == rank;
-    for (int64_t d = 0; matches && d < rank; ++d)
-      matches = d == dim || x.shape[d] == first.shape[d];
-    if (!matches)
-      return v.reject(what + " " + x.describe() + " does not match input 0 " + first.describe() +
-                      " outside dim " + std::to_string(dim));
-    shape[dim] += x.shape[dim];
-  }
-  if (!v.hasType(out, "out", first.dtype, shape)) return nullptr;
-  return std::make_unique<ConcatKernel>(args, dim);
+  contracts::ConcatBinding b;
+  if (!contracts::bindConcat(args, error, &b)) return nullptr;
+  return std::make_unique<ConcatKernel>(args, b.dim);
 }
 
 std::unique_ptr<Kernel> makeCopy(const KernelArgs &args, std::string &error) {
@@ -407,15 +338,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeReduceSum(const KernelArgs &args, std::string &error) {
-  Validator v("reduce_sum", args, error);
-  if (!v.arity(1, 1)) return nullptr;
-  const TensorView &x = v.in(0), &out = v.out(0);
-  if (!v.isFloat(x, "x") || !v.hasDType(out, "out", x.dtype)) return nullptr;
-  if (out.rank() > x.rank() ||
-      !std::equal(out.shape.begin(), out.shape.end(), x.shape.end() - out.rank()))
-    return v.reject("out shape must be a suffix of x's shape: x " + x.describe() + ", out " +
-                    out.describe());
-  return makeFloatKernel<ReduceSumKernel>(x.dtype, args);
+  contracts::ReduceSumBinding b;
+  if (!contracts::bindReduceSum(args, error, &b)) return nullptr;
+  return makeFloatKernel<ReduceSumKernel>(b.dtype, args);
 }
 
 } // namespace

@@ -48,6 +48,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Attention.h"
 #include "kernels/cuda/Common.cuh"
 
 #include <climits>
@@ -618,45 +619,21 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
-// Factories: the CPU's checks, then the CUDA limits
+// Factories: the contract's checks, then the CUDA limits
 //===----------------------------------------------------------------------===//
 
-/// Checks q, k, v and the attributes; fills `p`.
-bool checkAttention(Validator &v, Params *p) {
-  double scale;
-  if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &p->causal)) return false;
-  p->scale = static_cast<float>(scale);
-  const TensorView &q = v.in(0), &k = v.in(1), &val = v.in(2);
-  if (!v.isFloat(q, "q") || !v.hasRank(q, "q", 4) || !v.hasDType(k, "k", q.dtype) ||
-      !v.hasRank(k, "k", 4) || !v.hasType(val, "v", q.dtype, k.shape))
-    return false;
-  p->b = q.dim(0), p->t = q.dim(1), p->h = q.dim(2);
-  p->s = k.dim(1), p->kv = k.dim(2);
-  if (k.dim(0) != p->b || k.dim(3) != q.dim(3))
-    return v.fail("k must be [B, S, KV, D] with q's B and D: q is " + q.describe() + ", k is " +
-                  k.describe());
-  if (p->kv <= 0 || p->h % p->kv != 0)
-    return v.fail("query heads H = " + std::to_string(p->h) +
-                  " must be a multiple of kv heads KV = " + std::to_string(p->kv));
-  p->group = p->h / p->kv;
-  if (p->causal && p->s != p->t)
-    return v.fail("causal attention needs S == T: q is " + q.describe() + ", k is " + k.describe());
-  return true;
-}
-
-/// Checks the optional segment ids, input `segmentIndex` when present.
-bool checkSegments(Validator &v, const KernelArgs &args, size_t segmentIndex, Params *p) {
-  if (args.inputs.size() <= segmentIndex) return true;
-  const TensorView &segments = v.in(segmentIndex);
-  if (!v.isIndex(segments, "segment_ids") ||
-      !v.hasType(segments, "segment_ids", segments.dtype, {p->b, p->t}))
-    return false;
-  if (p->s != p->t)
-    return v.fail("segment ids need S == T, got T = " + std::to_string(p->t) +
-                  ", S = " + std::to_string(p->s));
-  p->segments = segments.data;
-  p->wideSegments = segments.dtype == DType::I64;
-  return true;
+/// The kernels' parameters of a binding, all but the head dim.
+Params paramsOf(const contracts::AttentionBinding &b, const KernelArgs &args,
+                size_t segmentIndex) {
+  Params p;
+  p.b = b.b, p.t = b.t, p.h = b.h, p.s = b.s, p.kv = b.kv, p.group = b.group;
+  p.scale = b.scale;
+  p.causal = b.causal;
+  if (b.segments) {
+    p.segments = args.inputs[segmentIndex].data;
+    p.wideSegments = b.segmentDType == DType::I64;
+  }
+  return p;
 }
 
 /// What only the CUDA kernels limit: the head dim and the grid size.
@@ -688,32 +665,24 @@ std::unique_ptr<Kernel> bindAttentionGrad(Validator &v, const KernelArgs &args, 
 }
 
 std::unique_ptr<Kernel> makeCudaAttention(const KernelArgs &args, std::string &error) {
+  contracts::AttentionBinding b;
+  if (!contracts::bindAttention(args, error, &b)) return nullptr;
   Validator v("attention", args, error);
-  Params p;
-  if (!v.arity(3, 4, 2) || !checkAttention(v, &p) || !checkSegments(v, args, 3, &p))
-    return nullptr;
   const TensorView &q = v.in(0);
-  if (!v.hasType(v.out(0), "out", q.dtype, q.shape) ||
-      !v.hasType(v.out(1), "lse", DType::F32, {p.b, p.h, p.t}) || !checkCudaLimits(v, q, p))
-    return nullptr;
+  Params p = paramsOf(b, args, 3);
+  if (!checkCudaLimits(v, q, p)) return nullptr;
   p.d = static_cast<int>(q.dim(3));
   if (q.dtype == DType::BF16) return bindAttention<bf16>(v, args, p);
   return bindAttention<float>(v, args, p);
 }
 
 std::unique_ptr<Kernel> makeCudaAttentionGrad(const KernelArgs &args, std::string &error) {
+  contracts::AttentionBinding b;
+  if (!contracts::bindAttentionGrad(args, error, &b)) return nullptr;
   Validator v("attention_grad", args, error);
-  Params p;
-  if (!v.arity(6, 7, 3) || !checkAttention(v, &p) || !checkSegments(v, args, 6, &p))
-    return nullptr;
-  const TensorView &q = v.in(0), &k = v.in(1);
-  if (!v.hasType(v.in(3), "out", q.dtype, q.shape) ||
-      !v.hasType(v.in(4), "lse", DType::F32, {p.b, p.h, p.t}) ||
-      !v.hasType(v.in(5), "dout", q.dtype, q.shape) ||
-      !v.hasType(v.out(0), "dq", q.dtype, q.shape) ||
-      !v.hasType(v.out(1), "dk", q.dtype, k.shape) ||
-      !v.hasType(v.out(2), "dv", q.dtype, k.shape) || !checkCudaLimits(v, q, p))
-    return nullptr;
+  const TensorView &q = v.in(0);
+  Params p = paramsOf(b, args, 6);
+  if (!checkCudaLimits(v, q, p)) return nullptr;
   p.d = static_cast<int>(q.dim(3));
   if (q.dtype == DType::BF16) return bindAttentionGrad<bf16>(v, args, p);
   return bindAttentionGrad<float>(v, args, p);

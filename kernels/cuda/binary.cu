@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Binary.h"
 #include "kernels/cuda/Common.cuh"
 
 namespace llmc::cuda {
@@ -77,27 +78,16 @@ private:
   Broadcast broadcast_;
 };
 
-std::unique_ptr<Kernel> makeBroadcast(const char *name, BinaryOp op, const KernelArgs &args,
-                                      std::string &error) {
-  Validator v(name, args, error);
-  if (!v.arity(2, 1)) return nullptr;
-  const TensorView &lhs = v.in(0), &rhs = v.in(1);
-  if (!v.isFloat(lhs, "lhs") || !v.hasDType(rhs, "rhs", lhs.dtype) ||
-      !v.hasType(v.out(0), "out", lhs.dtype, lhs.shape))
-    return nullptr;
-  if (rhs.rank() > lhs.rank() ||
-      !std::equal(rhs.shape.begin(), rhs.shape.end(), lhs.shape.end() - rhs.rank()))
-    return v.reject("rhs shape must be a suffix of lhs shape: lhs " + lhs.describe() + ", rhs " +
-                    rhs.describe());
-  return makeFloatKernel<BroadcastKernel>(lhs.dtype, args, op);
-}
-
 std::unique_ptr<Kernel> makeCudaAdd(const KernelArgs &args, std::string &error) {
-  return makeBroadcast("add", BinaryOp::Add, args, error);
+  contracts::BroadcastBinding b;
+  if (!contracts::bindAdd(args, error, &b)) return nullptr;
+  return makeFloatKernel<BroadcastKernel>(b.dtype, args, BinaryOp::Add);
 }
 
 std::unique_ptr<Kernel> makeCudaMul(const KernelArgs &args, std::string &error) {
-  return makeBroadcast("mul", BinaryOp::Mul, args, error);
+  contracts::BroadcastBinding b;
+  if (!contracts::bindMul(args, error, &b)) return nullptr;
+  return makeFloatKernel<BroadcastKernel>(b.dtype, args, BinaryOp::Mul);
 }
 
 template <typename T> __global__ void scaleKernel(const T *x, T *out, int64_t n, float factor) {
@@ -124,12 +114,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaScale(const KernelArgs &args, std::string &error) {
-  Validator v("scale", args, error);
-  double factor;
-  if (!v.arity(1, 1) || !v.floatAttr("factor", &factor) || !v.isFloat(v.in(0), "x") ||
-      !v.hasType(v.out(0), "out", v.in(0).dtype, v.in(0).shape))
-    return nullptr;
-  return makeFloatKernel<ScaleKernel>(v.in(0).dtype, args, static_cast<float>(factor));
+  contracts::ScaleBinding b;
+  if (!contracts::bindScale(args, error, &b)) return nullptr;
+  return makeFloatKernel<ScaleKernel>(b.dtype, args, static_cast<float>(b.factor));
 }
 
 } // namespace

@@ -32,6 +32,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/QuantScheme.h"
+#include "kernels/contracts/FakeQuant.h"
 #include "kernels/cuda/Common.cuh"
 
 #include <cmath>
@@ -60,29 +61,7 @@ private:
 };
 
 /// A scheme's groups as the [outer, groups, inner] view of x.
-struct GroupLayout {
-  int64_t outer = 1, groups = 1, inner = 1, numel = 0;
-};
-
-GroupLayout layoutOf(const Scheme &s, const std::vector<int64_t> &shape) {
-  GroupLayout l;
-  l.numel = product(shape);
-  switch (s.granularity) {
-  case Granularity::Tensor: l.inner = l.numel; break;
-  case Granularity::Channel:
-    l.outer = product(shape, 0, static_cast<size_t>(s.axis));
-    l.groups = shape[s.axis];
-    l.inner = product(shape, static_cast<size_t>(s.axis) + 1, shape.size());
-    break;
-  case Granularity::Block:
-    l.groups = l.numel / s.block;
-    l.inner = s.block;
-    break;
-  }
-  if (l.groups == 1) l.outer = 1, l.inner = l.numel; // one group: one run
-  l.inner = std::max<int64_t>(l.inner, 1);
-  return l;
-}
+using GroupLayout = contracts::QuantGroupLayout;
 
 //===----------------------------------------------------------------------===//
 // Device mirrors of kernels/QuantScheme.h
@@ -192,91 +171,6 @@ __device__ __forceinline__ bool isClipped(float x, float scale, float zp, const 
   } else {
     return fabsf(x / scale) > 1.0f;
   }
-}
-
-//===----------------------------------------------------------------------===//
-// Binding-time checks (the CPU's, word for word)
-//===----------------------------------------------------------------------===//
-
-/// x: float, rank ≥ 1.
-bool checkX(Validator &v, const TensorView &x) {
-  if (!v.isFloat(x, "x")) return false;
-  if (x.rank() < 1) return v.fail("x must have rank 1 or more, got " + x.describe());
-  return true;
-}
-
-/// Reads `granularity`, `axis`, `block` (and, with `withFormat`, the
-/// required `format` and `symmetric`) and checks them against x.
-bool readScheme(Validator &v, const TensorView &x, bool withFormat, Scheme *s) {
-  const KernelAttrs &a = v.attrs();
-  int64_t format = 0, granularity, axis, block, symmetric = 1;
-  if (withFormat) {
-    if (!a.hasInt("format") && !a.hasFloat("format"))
-      return v.fail("missing int attribute 'format'");
-    if (!v.intAttr("format", &format, 0)) return false;
-    if (format < 0 || format > static_cast<int64_t>(Format::Nf4))
-      return v.fail("attribute 'format' = " + std::to_string(format) +
-                    " is not a format (0 int8, 1 int4, 2 fp8_e4m3, 3 fp8_e5m2, 4 nf4)");
-    if (!v.intAttr("symmetric", &symmetric, 1)) return false;
-    if (symmetric != 0 && symmetric != 1)
-      return v.fail("attribute 'symmetric' must be 0 or 1, got " + std::to_string(symmetric));
-  }
-  if (!v.intAttr("granularity", &granularity, 0) || !v.intAttr("axis", &axis, 0) ||
-      !v.intAttr("block", &block, 0))
-    return false;
-  if (granularity < 0 || granularity > static_cast<int64_t>(Granularity::Block))
-    return v.fail("attribute 'granularity' = " + std::to_string(granularity) +
-                  " is not a granularity (0 tensor, 1 channel, 2 block)");
-  s->format = static_cast<Format>(format);
-  s->granularity = static_cast<Granularity>(granularity);
-  s->axis = axis;
-  s->block = block;
-  s->symmetric = symmetric != 0;
-  double outlier = 0.0;
-  if ((a.hasFloat("outlier") || a.hasInt("outlier")) && !v.floatAttr("outlier", &outlier))
-    return false;
-  if (!(outlier >= 0.0 && std::isfinite(outlier)))
-    return v.fail("attribute 'outlier' must be finite and >= 0 (0: none), got " +
-                  std::to_string(outlier));
-  s->outlier = outlier;
-  if (outlier > 0.0 && s->granularity == Granularity::Block)
-    return v.fail("attribute 'outlier' (outlier columns) needs tensor or channel granularity");
-  if (withFormat && outlier > 0.0 && !quant::isInteger(s->format))
-    return v.fail(std::string("attribute 'outlier' (outlier columns) is for integer formats "
-                              "only, got format ") +
-                  quant::formatName(s->format));
-  if (!s->symmetric && !quant::isInteger(s->format))
-    return v.fail(std::string("attribute 'symmetric' = 0 (asymmetric) is for integer formats "
-                              "only, got format ") +
-                  quant::formatName(s->format));
-  if (s->granularity == Granularity::Channel && (axis < 0 || axis >= x.rank()))
-    return v.fail("attribute 'axis' = " + std::to_string(axis) + " is out of range for x " +
-                  x.describe());
-  if (s->granularity == Granularity::Block) {
-    if (block <= 0)
-      return v.fail("attribute 'block' must be positive, got " + std::to_string(block));
-    if (x.dim(-1) % block != 0)
-      return v.fail("attribute 'block' = " + std::to_string(block) +
-                    " does not divide the last dim of x " + x.describe());
-  }
-  return true;
-}
-
-/// range: f32[G, 2] for the scheme's G.
-bool checkRange(Validator &v, const TensorView &range, const char *what, const Scheme &s,
-                const TensorView &x) {
-  return v.hasType(range, what, DType::F32, {quant::groupCount(s, x.shape), 2});
-}
-
-/// The optional `columns` input (input `index`): present exactly with an
-/// outlier threshold, f32[C, 2] for x's last dimension C.
-bool checkColumns(Validator &v, const Scheme &s, size_t index, const TensorView &x,
-                  size_t inputs) {
-  if (s.outlier > 0.0 && inputs <= index)
-    return v.fail("attribute 'outlier' needs the columns input (per-column ranges [C, 2])");
-  if (s.outlier <= 0.0 && inputs > index)
-    return v.fail("a columns input needs attribute 'outlier' > 0");
-  return inputs <= index || v.hasType(v.in(index), "columns", DType::F32, {x.dim(-1), 2});
 }
 
 //===----------------------------------------------------------------------===//
@@ -446,13 +340,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaObserve(const KernelArgs &args, std::string &error) {
-  Validator v("qat_observe", args, error);
-  Scheme s;
-  if (!v.arity(1, 2, 1) || !checkX(v, v.in(0)) || !readScheme(v, v.in(0), false, &s) ||
-      !checkColumns(v, s, 1, v.in(0), args.inputs.size()) ||
-      !checkRange(v, v.out(0), "range", s, v.in(0)))
-    return nullptr;
-  return makeFloatKernel<ObserveKernel>(v.in(0).dtype, args, s, layoutOf(s, v.in(0).shape));
+  contracts::QatObserveBinding b;
+  if (!contracts::bindQatObserve(args, error, &b)) return nullptr;
+  return makeFloatKernel<ObserveKernel>(b.dtype, args, b.scheme, b.layout);
 }
 
 //===----------------------------------------------------------------------===//
@@ -583,26 +473,15 @@ private:
   Scratch pass_;  ///< per column: 1 outlier (passes through), 0 kept
 };
 
-std::unique_ptr<Kernel> makeCudaFakeQuantKernel(const char *name, bool grad,
-                                                const KernelArgs &args, std::string &error) {
-  Validator v(name, args, error);
-  Scheme s;
-  const size_t inputs = grad ? 3 : 2; // then the optional columns
-  if (!v.arity(inputs, inputs + 1, 1) || !checkX(v, v.in(0)) ||
-      !readScheme(v, v.in(0), true, &s) || !checkRange(v, v.in(1), "range", s, v.in(0)) ||
-      !checkColumns(v, s, inputs, v.in(0), args.inputs.size()))
-    return nullptr;
-  const TensorView &x = v.in(0);
-  if (grad && !v.hasType(v.in(2), "dy", x.dtype, x.shape)) return nullptr;
-  if (!v.hasType(v.out(0), grad ? "dx" : "y", x.dtype, x.shape)) return nullptr;
-  return makeFloatKernel<FakeQuantKernel>(x.dtype, args, s, layoutOf(s, x.shape), grad);
-}
-
 std::unique_ptr<Kernel> makeCudaFakeQuant(const KernelArgs &args, std::string &error) {
-  return makeCudaFakeQuantKernel("qat_fake_quant", false, args, error);
+  contracts::QatFakeQuantBinding b;
+  if (!contracts::bindQatFakeQuant(args, error, &b)) return nullptr;
+  return makeFloatKernel<FakeQuantKernel>(b.dtype, args, b.scheme, b.layout, false);
 }
 std::unique_ptr<Kernel> makeCudaFakeQuantGrad(const KernelArgs &args, std::string &error) {
-  return makeCudaFakeQuantKernel("qat_fake_quant_grad", true, args, error);
+  contracts::QatFakeQuantBinding b;
+  if (!contracts::bindQatFakeQuantGrad(args, error, &b)) return nullptr;
+  return makeFloatKernel<FakeQuantKernel>(b.dtype, args, b.scheme, b.layout, true);
 }
 
 //===----------------------------------------------------------------------===//
@@ -643,18 +522,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaEma(const KernelArgs &args, std::string &error) {
-  Validator v("qat_ema", args, error);
-  double momentum;
-  if (!v.arity(2, 1) || !v.floatAttr("momentum", &momentum)) return nullptr;
-  if (!(momentum >= 0.0 && momentum <= 1.0))
-    return v.reject("attribute 'momentum' must be in [0, 1], got " + std::to_string(momentum));
-  const TensorView &state = v.in(0);
-  if (state.dtype != DType::F32 || state.rank() != 2 || state.dim(1) != 2)
-    return v.reject("state must be f32[Gx2], got " + state.describe());
-  if (!v.hasType(v.in(1), "observed", DType::F32, state.shape) ||
-      !v.hasType(v.out(0), "new_state", DType::F32, state.shape))
-    return nullptr;
-  return std::make_unique<EmaKernel>(args, static_cast<float>(momentum));
+  contracts::QatEmaBinding b;
+  if (!contracts::bindQatEma(args, error, &b)) return nullptr;
+  return std::make_unique<EmaKernel>(args, static_cast<float>(b.momentum));
 }
 
 } // namespace

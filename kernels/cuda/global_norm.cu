@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/GlobalNorm.h"
 #include "kernels/cuda/Common.cuh"
 
 #include <algorithm>
@@ -125,11 +126,8 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaGlobalNorm(const KernelArgs &args, std::string &error) {
-  Validator v("global_norm", args, error);
-  if (!v.arity(1, SIZE_MAX, 1)) return nullptr;
-  for (size_t i = 0; i < args.inputs.size(); ++i)
-    if (!v.isFloat(v.in(i), ("input " + std::to_string(i)).c_str())) return nullptr;
-  if (!v.isF32Scalar(v.out(0), "norm")) return nullptr;
+  contracts::GlobalNormBinding b;
+  if (!contracts::bindGlobalNorm(args, error, &b)) return nullptr;
   return std::make_unique<GlobalNormKernel>(args);
 }
 
@@ -161,14 +159,8 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaSqrt(const KernelArgs &args, std::string &error) {
-  Validator v("sqrt", args, error);
-  if (!v.arity(1, 1)) return nullptr;
-  if (args.inputs[0].dtype != DType::F32 || args.outputs[0].dtype != DType::F32 ||
-      args.inputs[0].shape != args.outputs[0].shape) {
-    error = "sqrt: x and out must be f32 of one shape, got " + args.inputs[0].describe() +
-            " and " + args.outputs[0].describe();
-    return nullptr;
-  }
+  contracts::SqrtBinding b;
+  if (!contracts::bindSqrt(args, error, &b)) return nullptr;
   return std::make_unique<SqrtKernel>(args.inputs[0], args.outputs[0]);
 }
 

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Matmul.h"
 #include "kernels/cuda/Common.cuh"
 #include "kernels/cuda/LtGemm.h"
 
@@ -50,37 +51,15 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaMatmul(const KernelArgs &args, std::string &error) {
+  contracts::MatmulBinding binding;
+  if (!contracts::bindMatmul(args, error, &binding)) return nullptr;
   Validator v("matmul", args, error);
-  GemmDesc d;
-  bool sharedB = false;
-  if (!v.arity(2, 1) || !v.flagAttr("transpose_a", &d.transposeA) ||
-      !v.flagAttr("transpose_b", &d.transposeB) || !v.flagAttr("accumulate", &d.accumulate))
-    return nullptr;
   const TensorView &a = v.in(0), &b = v.in(1), &c = v.out(0);
-  if (!v.isFloat(a, "a") || !v.hasDType(b, "b", a.dtype) || !v.hasDType(c, "c", a.dtype))
-    return nullptr;
-  if (a.rank() < 2) return v.reject("a must have rank >= 2, got " + a.describe());
-  if (b.rank() != 2 && b.rank() != a.rank())
-    return v.reject("b must be 2-D or have a's rank, got " + b.describe());
-  sharedB = b.rank() == 2;
-  if (!sharedB && !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()))
-    return v.reject("batched b must have a's leading dims: a is " + a.describe() + ", b is " +
-                    b.describe());
-  d.m = d.transposeA ? a.dim(-1) : a.dim(-2);
-  d.k = d.transposeA ? a.dim(-2) : a.dim(-1);
-  int64_t kb = d.transposeB ? b.dim(-1) : b.dim(-2);
-  d.n = d.transposeB ? b.dim(-2) : b.dim(-1);
-  if (kb != d.k)
-    return v.reject("contraction dims differ: a " + a.describe() + " has K = " +
-                    std::to_string(d.k) + ", b " + b.describe() + " has K = " + std::to_string(kb));
-  std::vector<int64_t> shape(a.shape.begin(), a.shape.end() - 2);
-  d.batch = product(shape);
-  shape.push_back(d.m);
-  shape.push_back(d.n);
-  if (!v.hasType(c, "c", a.dtype, shape) || !v.fitsInt(a, "a") || !v.fitsInt(b, "b"))
-    return nullptr;
-  if (sharedB && !d.transposeA && d.batch * d.m > INT_MAX)
-    return v.reject("a is too large for BLAS: " + a.describe());
+  GemmDesc d;
+  d.m = binding.m, d.n = binding.n, d.k = binding.k, d.batch = binding.batch;
+  d.transposeA = binding.transposeA, d.transposeB = binding.transposeB;
+  d.accumulate = binding.accumulate;
+  const bool sharedB = binding.sharedB;
 
   if (c.numel() == 0) return std::make_unique<EmptyMatmulKernel>(c.data, 0);
   if (d.k == 0) return std::make_unique<EmptyMatmulKernel>(c.data, d.accumulate ? 0 : c.bytes());

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Rope.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
 
@@ -68,17 +69,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaRope(const KernelArgs &args, std::string &error) {
-  Validator v("rope", args, error);
-  double theta;
-  bool inverse;
-  if (!v.arity(1, 1) || !v.floatAttr("theta", &theta) || !v.flagAttr("inverse", &inverse))
-    return nullptr;
-  const TensorView &x = v.in(0);
-  if (!v.isFloat(x, "x") || !v.hasRank(x, "x", 4)) return nullptr;
-  if (x.dim(3) % 2 != 0) return v.reject("x head dim D must be even, got " + x.describe());
-  if (!(theta > 0.0)) return v.reject("attribute 'theta' must be positive");
-  if (!v.hasType(v.out(0), "out", x.dtype, x.shape)) return nullptr;
-  return makeFloatKernel<RopeKernel>(x.dtype, args, theta, inverse);
+  contracts::RopeBinding b;
+  if (!contracts::bindRope(args, error, &b)) return nullptr;
+  return makeFloatKernel<RopeKernel>(b.dtype, args, b.theta, b.inverse);
 }
 
 } // namespace

@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Shape.h"
 #include "kernels/cuda/Common.cuh"
 
 #include <algorithm>
@@ -58,13 +59,6 @@ struct Box {
   BoxParams p;
   int elementSize = 4;
 };
-
-std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  return strides;
-}
 
 /// The CPU's makeBox: drops unit dims, merges dims contiguous on both
 /// sides, and splits off a destination-contiguous innermost run. Fails (with
@@ -202,120 +196,46 @@ private:
   size_t zeroBytes_;
 };
 
-bool sameDTypeAsX(Validator &v) {
-  if (v.out(0).dtype != v.in(0).dtype)
-    return v.fail("out must have x's dtype " + std::string(dtypeName(v.in(0).dtype)) + ", got " +
-                  v.out(0).describe());
-  return true;
-}
-
-/// One box from `x` into `out`, widened, as a kernel (pad zeroes `out` first).
-std::unique_ptr<Kernel> boxKernel(Validator &v, const std::vector<int64_t> &sizes,
-                                  const std::vector<int64_t> &srcStrides,
-                                  const std::vector<int64_t> &dstStrides, int64_t srcBase,
-                                  int64_t dstBase, bool zeroFirst) {
-  const TensorView &x = v.in(0), &out = v.out(0);
+/// The contract's box from `x` into `out`, widened, as a kernel (pad zeroes
+/// `out` first). Fails, as `kernel`, when the box has too many merged dims.
+std::unique_ptr<Kernel> boxKernel(const char *kernel, const KernelArgs &args, std::string &error,
+                                  const contracts::BoxCopyBinding &b, bool zeroFirst) {
+  const TensorView &x = args.inputs[0], &out = args.outputs[0];
   Box box;
   std::string why;
-  if (!makeBox(sizes, srcStrides, dstStrides, dtypeSize(x.dtype), &box, &why))
-    return v.reject("x " + x.describe() + " " + why);
-  box.p.srcBase = srcBase;
-  box.p.dstBase = dstBase;
+  if (!makeBox(b.sizes, b.srcStrides, b.dstStrides, dtypeSize(x.dtype), &box, &why))
+    return Validator(kernel, args, error).reject("x " + x.describe() + " " + why);
+  box.p.srcBase = b.srcBase;
+  box.p.dstBase = b.dstBase;
   widen(box, x.data, out.data);
   return std::make_unique<BoxKernel>(std::vector<Box>{box}, std::vector<const void *>{x.data},
                                      out.data, zeroFirst ? out.bytes() : 0);
 }
 
 std::unique_ptr<Kernel> makeCudaTranspose(const KernelArgs &args, std::string &error) {
-  Validator v("transpose", args, error);
-  std::vector<int64_t> perm;
-  if (!v.arity(1, 1) || !v.intsAttr("permutation", &perm) || !sameDTypeAsX(v)) return nullptr;
-  const TensorView &x = v.in(0), &out = v.out(0);
-  size_t rank = x.shape.size();
-  std::vector<bool> seen(rank, false);
-  bool valid = perm.size() == rank;
-  for (size_t i = 0; valid && i < rank; ++i) {
-    valid = perm[i] >= 0 && perm[i] < static_cast<int64_t>(rank) && !seen[perm[i]];
-    if (valid) seen[perm[i]] = true;
-  }
-  if (!valid) {
-    std::string text;
-    for (int64_t p : perm) text += (text.empty() ? "" : ", ") + std::to_string(p);
-    return v.reject("attribute 'permutation' [" + text + "] is not a permutation of rank " +
-                    std::to_string(rank));
-  }
-  std::vector<int64_t> shape(rank), srcStrides(rank);
-  std::vector<int64_t> xStrides = rowMajorStrides(x.shape);
-  for (size_t i = 0; i < rank; ++i) {
-    shape[i] = x.shape[perm[i]];
-    srcStrides[i] = xStrides[perm[i]];
-  }
-  if (!v.hasType(out, "out", x.dtype, shape)) return nullptr;
-  return boxKernel(v, shape, srcStrides, rowMajorStrides(shape), 0, 0, false);
+  contracts::BoxCopyBinding b;
+  if (!contracts::bindTranspose(args, error, &b)) return nullptr;
+  return boxKernel("transpose", args, error, b, false);
 }
 
 std::unique_ptr<Kernel> makeCudaSlice(const KernelArgs &args, std::string &error) {
-  Validator v("slice", args, error);
-  std::vector<int64_t> offsets;
-  if (!v.arity(1, 1) || !v.intsAttr("offsets", &offsets) || !sameDTypeAsX(v)) return nullptr;
-  const TensorView &x = v.in(0), &out = v.out(0);
-  if (out.rank() != x.rank() || offsets.size() != x.shape.size())
-    return v.reject("x " + x.describe() + ", out " + out.describe() + " and " +
-                    std::to_string(offsets.size()) + " offsets must have one rank");
-  for (int i = 0; i < x.rank(); ++i)
-    if (offsets[i] < 0 || offsets[i] + out.shape[i] > x.shape[i])
-      return v.reject("out " + out.describe() + " at offset " + std::to_string(offsets[i]) +
-                      " in dim " + std::to_string(i) + " lies outside x " + x.describe());
-  std::vector<int64_t> xStrides = rowMajorStrides(x.shape);
-  int64_t srcBase = 0;
-  for (int i = 0; i < x.rank(); ++i) srcBase += offsets[i] * xStrides[i];
-  return boxKernel(v, out.shape, xStrides, rowMajorStrides(out.shape), srcBase, 0, false);
+  contracts::BoxCopyBinding b;
+  if (!contracts::bindSlice(args, error, &b)) return nullptr;
+  return boxKernel("slice", args, error, b, false);
 }
 
 std::unique_ptr<Kernel> makeCudaPad(const KernelArgs &args, std::string &error) {
-  Validator v("pad", args, error);
-  std::vector<int64_t> offsets;
-  if (!v.arity(1, 1) || !v.intsAttr("offsets", &offsets) || !sameDTypeAsX(v)) return nullptr;
-  const TensorView &x = v.in(0), &out = v.out(0);
-  if (out.rank() != x.rank() || offsets.size() != x.shape.size())
-    return v.reject("x " + x.describe() + ", out " + out.describe() + " and " +
-                    std::to_string(offsets.size()) + " offsets must have one rank");
-  for (int i = 0; i < x.rank(); ++i)
-    if (offsets[i] < 0 || offsets[i] + x.shape[i] > out.shape[i])
-      return v.reject("x " + x.describe() + " at offset " + std::to_string(offsets[i]) +
-                      " in dim " + std::to_string(i) + " does not fit in out " + out.describe());
-  std::vector<int64_t> outStrides = rowMajorStrides(out.shape);
-  int64_t dstBase = 0;
-  for (int i = 0; i < x.rank(); ++i) dstBase += offsets[i] * outStrides[i];
-  return boxKernel(v, x.shape, rowMajorStrides(x.shape), outStrides, 0, dstBase, true);
+  contracts::BoxCopyBinding b;
+  if (!contracts::bindPad(args, error, &b)) return nullptr;
+  return boxKernel("pad", args, error, b, true);
 }
 
 std::unique_ptr<Kernel> makeCudaConcat(const KernelArgs &args, std::string &error) {
+  contracts::ConcatBinding b;
+  if (!contracts::bindConcat(args, error, &b)) return nullptr;
   Validator v("concat", args, error);
-  int64_t dim;
-  if (!v.arity(1, SIZE_MAX, 1)) return nullptr;
-  if (!args.attrs.hasInt("dim")) return v.reject("missing int attribute 'dim'");
-  if (!v.intAttr("dim", &dim, 0)) return nullptr;
-  const TensorView &first = v.in(0), &out = v.out(0);
-  int64_t rank = first.rank();
-  if (dim < -rank || dim >= rank)
-    return v.reject("attribute 'dim' = " + std::to_string(dim) + " is out of range for rank " +
-                    std::to_string(rank));
-  if (dim < 0) dim += rank;
-  std::vector<int64_t> shape = first.shape;
-  shape[dim] = 0;
-  for (size_t i = 0; i < args.inputs.size(); ++i) {
-    const TensorView &x = v.in(i);
-    std::string what = "input " + std::to_string(i);
-    bool matches = x.dtype == first.dtype && x.rank() == rank;
-    for (int64_t d = 0; matches && d < rank; ++d)
-      matches = d == dim || x.shape[d] == first.shape[d];
-    if (!matches)
-      return v.reject(what + " " + x.describe() + " does not match input 0 " + first.describe() +
-                      " outside dim " + std::to_string(dim));
-    shape[dim] += x.shape[dim];
-  }
-  if (!v.hasType(out, "out", first.dtype, shape)) return nullptr;
+  const TensorView &out = v.out(0);
+  const int64_t dim = b.dim;
 
   // Input i is an [outer, chunk_i] box written at column offset Σ_{j<i} chunk_j
   // of the [outer, row] output.
@@ -427,15 +347,9 @@ private:
 };
 
 std::unique_ptr<Kernel> makeCudaReduceSum(const KernelArgs &args, std::string &error) {
-  Validator v("reduce_sum", args, error);
-  if (!v.arity(1, 1)) return nullptr;
-  const TensorView &x = v.in(0), &out = v.out(0);
-  if (!v.isFloat(x, "x") || !v.hasDType(out, "out", x.dtype)) return nullptr;
-  if (out.rank() > x.rank() ||
-      !std::equal(out.shape.begin(), out.shape.end(), x.shape.end() - out.rank()))
-    return v.reject("out shape must be a suffix of x's shape: x " + x.describe() + ", out " +
-                    out.describe());
-  return makeFloatKernel<ReduceSumKernel>(x.dtype, args);
+  contracts::ReduceSumBinding b;
+  if (!contracts::bindReduceSum(args, error, &b)) return nullptr;
+  return makeFloatKernel<ReduceSumKernel>(b.dtype, args);
 }
 
 } // namespace

@@ -1,0 +1,84 @@
+//===- Attention.cpp - binding contract of attention and attention_grad ---===//
+//
+// Part of llmc: see Attention.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/contracts/Attention.h"
+#include "kernels/Validator.h"
+
+namespace llmc::contracts {
+namespace {
+
+/// Checks q, k, v and the attributes; fills `dims`.
+bool checkAttention(Validator &v, AttentionBinding *dims) {
+  double scale;
+  if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &dims->causal)) return false;
+  dims->scale = static_cast<float>(scale);
+  const TensorView &q = v.in(0), &k = v.in(1), &val = v.in(2);
+  if (!v.isFloat(q, "q") || !v.hasRank(q, "q", 4) || !v.hasDType(k, "k", q.dtype) ||
+      !v.hasRank(k, "k", 4) || !v.hasType(val, "v", q.dtype, k.shape))
+    return false;
+  dims->dtype = q.dtype;
+  dims->b = q.dim(0), dims->t = q.dim(1), dims->h = q.dim(2), dims->d = q.dim(3);
+  dims->s = k.dim(1), dims->kv = k.dim(2);
+  if (k.dim(0) != dims->b || k.dim(3) != dims->d)
+    return v.fail("k must be [B, S, KV, D] with q's B and D: q is " + q.describe() + ", k is " +
+                  k.describe());
+  if (dims->kv <= 0 || dims->h % dims->kv != 0)
+    return v.fail("query heads H = " + std::to_string(dims->h) +
+                  " must be a multiple of kv heads KV = " + std::to_string(dims->kv));
+  dims->group = dims->h / dims->kv;
+  if (dims->causal && dims->s != dims->t)
+    return v.fail("causal attention needs S == T: q is " + q.describe() + ", k is " + k.describe());
+  return true;
+}
+
+/// Checks the optional segment ids, input `segmentIndex` when present.
+bool checkSegments(Validator &v, const KernelArgs &args, size_t segmentIndex,
+                   AttentionBinding *dims) {
+  dims->segments = args.inputs.size() > segmentIndex;
+  if (!dims->segments) return true;
+  const TensorView &segments = v.in(segmentIndex);
+  if (!v.isIndex(segments, "segment_ids") ||
+      !v.hasType(segments, "segment_ids", segments.dtype, {dims->b, dims->t}))
+    return false;
+  if (dims->s != dims->t)
+    return v.fail("segment ids need S == T, got T = " + std::to_string(dims->t) +
+                  ", S = " + std::to_string(dims->s));
+  dims->segmentDType = segments.dtype;
+  return true;
+}
+
+} // namespace
+
+bool bindAttention(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention", args, error);
+  AttentionBinding dims;
+  if (!v.arity(3, 4, 2) || !checkAttention(v, &dims) || !checkSegments(v, args, 3, &dims))
+    return false;
+  const TensorView &q = v.in(0);
+  if (!v.hasType(v.out(0), "out", q.dtype, q.shape) ||
+      !v.hasType(v.out(1), "lse", DType::F32, {dims.b, dims.h, dims.t}))
+    return false;
+  *out = dims;
+  return true;
+}
+
+bool bindAttentionGrad(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention_grad", args, error);
+  AttentionBinding dims;
+  if (!v.arity(6, 7, 3) || !checkAttention(v, &dims) || !checkSegments(v, args, 6, &dims))
+    return false;
+  const TensorView &q = v.in(0), &k = v.in(1);
+  if (!v.hasType(v.in(3), "out", q.dtype, q.shape) ||
+      !v.hasType(v.in(4), "lse", DType::F32, {dims.b, dims.h, dims.t}) ||
+      !v.hasType(v.in(5), "dout", q.dtype, q.shape) ||
+      !v.hasType(v.out(0), "dq", q.dtype, q.shape) ||
+      !v.hasType(v.out(1), "dk", q.dtype, k.shape) || !v.hasType(v.out(2), "dv", q.dtype, k.shape))
+    return false;
+  *out = dims;
+  return true;
+}
+
+} // namespace llmc::contracts

@@ -1,0 +1,27 @@
+//===- Rope.h - binding contract of rope ------------------------*- C++ -*-===//
+//
+// The checks and attributes of rope (rotary position embedding of x[B, H, T,
+// D], or its inverse), shared by the CPU factory (kernels/cpu/rope.cpp) and
+// the CUDA one (kernels/cuda/rope.cu).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CONTRACTS_ROPE_H
+#define LLMC_KERNELS_CONTRACTS_ROPE_H
+
+#include "kernels/Kernel.h"
+
+#include <string>
+
+namespace llmc::contracts {
+
+/// rope(x) -> out, attributes theta and inverse.
+struct RopeBinding {
+  DType dtype = DType::F32;
+  double theta = 0;
+  bool inverse = false;
+};
+bool bindRope(const KernelArgs &args, std::string &error, RopeBinding *out);
+
+} // namespace llmc::contracts
+
+#endif

@@ -1,0 +1,151 @@
+//===- Shape.cpp - binding contract of the data-movement kernels ----------===//
+//
+// Part of llmc: see Shape.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/contracts/Shape.h"
+#include "kernels/Validator.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace llmc::contracts {
+namespace {
+
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+bool sameDTypeAsX(Validator &v) {
+  if (v.out(0).dtype != v.in(0).dtype)
+    return v.fail("out must have x's dtype " + std::string(dtypeName(v.in(0).dtype)) + ", got " +
+                  v.out(0).describe());
+  return true;
+}
+
+} // namespace
+
+bool bindTranspose(const KernelArgs &args, std::string &error, BoxCopyBinding *out) {
+  Validator v("transpose", args, error);
+  std::vector<int64_t> perm;
+  if (!v.arity(1, 1) || !v.intsAttr("permutation", &perm) || !sameDTypeAsX(v)) return false;
+  const TensorView &x = v.in(0);
+  size_t rank = x.shape.size();
+  std::vector<bool> seen(rank, false);
+  bool valid = perm.size() == rank;
+  for (size_t i = 0; valid && i < rank; ++i) {
+    valid = perm[i] >= 0 && perm[i] < static_cast<int64_t>(rank) && !seen[perm[i]];
+    if (valid) seen[perm[i]] = true;
+  }
+  if (!valid) {
+    std::string text;
+    for (int64_t p : perm) text += (text.empty() ? "" : ", ") + std::to_string(p);
+    return v.fail("attribute 'permutation' [" + text + "] is not a permutation of rank " +
+                  std::to_string(rank));
+  }
+  std::vector<int64_t> shape(rank), srcStrides(rank);
+  std::vector<int64_t> xStrides = rowMajorStrides(x.shape);
+  for (size_t i = 0; i < rank; ++i) {
+    shape[i] = x.shape[perm[i]];
+    srcStrides[i] = xStrides[perm[i]];
+  }
+  if (!v.hasType(v.out(0), "out", x.dtype, shape)) return false;
+  out->dtype = x.dtype;
+  out->dstStrides = rowMajorStrides(shape);
+  out->sizes = std::move(shape);
+  out->srcStrides = std::move(srcStrides);
+  out->srcBase = out->dstBase = 0;
+  return true;
+}
+
+bool bindSlice(const KernelArgs &args, std::string &error, BoxCopyBinding *out) {
+  Validator v("slice", args, error);
+  std::vector<int64_t> offsets;
+  if (!v.arity(1, 1) || !v.intsAttr("offsets", &offsets) || !sameDTypeAsX(v)) return false;
+  const TensorView &x = v.in(0), &y = v.out(0);
+  if (y.rank() != x.rank() || offsets.size() != x.shape.size())
+    return v.fail("x " + x.describe() + ", out " + y.describe() + " and " +
+                  std::to_string(offsets.size()) + " offsets must have one rank");
+  for (int i = 0; i < x.rank(); ++i)
+    if (offsets[i] < 0 || offsets[i] + y.shape[i] > x.shape[i])
+      return v.fail("out " + y.describe() + " at offset " + std::to_string(offsets[i]) +
+                    " in dim " + std::to_string(i) + " lies outside x " + x.describe());
+  out->dtype = x.dtype;
+  out->sizes = y.shape;
+  out->srcStrides = rowMajorStrides(x.shape);
+  out->dstStrides = rowMajorStrides(y.shape);
+  out->srcBase = out->dstBase = 0;
+  for (int i = 0; i < x.rank(); ++i) out->srcBase += offsets[i] * out->srcStrides[i];
+  return true;
+}
+
+bool bindPad(const KernelArgs &args, std::string &error, BoxCopyBinding *out) {
+  Validator v("pad", args, error);
+  std::vector<int64_t> offsets;
+  if (!v.arity(1, 1) || !v.intsAttr("offsets", &offsets) || !sameDTypeAsX(v)) return false;
+  const TensorView &x = v.in(0), &y = v.out(0);
+  if (y.rank() != x.rank() || offsets.size() != x.shape.size())
+    return v.fail("x " + x.describe() + ", out " + y.describe() + " and " +
+                  std::to_string(offsets.size()) + " offsets must have one rank");
+  for (int i = 0; i < x.rank(); ++i)
+    if (offsets[i] < 0 || offsets[i] + x.shape[i] > y.shape[i])
+      return v.fail("x " + x.describe() + " at offset " + std::to_string(offsets[i]) +
+                    " in dim " + std::to_string(i) + " does not fit in out " + y.describe());
+  out->dtype = x.dtype;
+  out->sizes = x.shape;
+  out->srcStrides = rowMajorStrides(x.shape);
+  out->dstStrides = rowMajorStrides(y.shape);
+  out->srcBase = out->dstBase = 0;
+  for (int i = 0; i < x.rank(); ++i) out->dstBase += offsets[i] * out->dstStrides[i];
+  return true;
+}
+
+bool bindConcat(const KernelArgs &args, std::string &error, ConcatBinding *out) {
+  Validator v("concat", args, error);
+  int64_t dim;
+  if (!v.arity(1, SIZE_MAX, 1)) return false;
+  if (!args.attrs.hasInt("dim")) return v.fail("missing int attribute 'dim'");
+  if (!v.intAttr("dim", &dim, 0)) return false;
+  const TensorView &first = v.in(0);
+  int64_t rank = first.rank();
+  if (dim < -rank || dim >= rank)
+    return v.fail("attribute 'dim' = " + std::to_string(dim) + " is out of range for rank " +
+                  std::to_string(rank));
+  if (dim < 0) dim += rank;
+  std::vector<int64_t> shape = first.shape;
+  shape[dim] = 0;
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    const TensorView &x = v.in(i);
+    std::string what = "input " + std::to_string(i);
+    bool matches = x.dtype == first.dtype && x.rank() == rank;
+    for (int64_t d = 0; matches && d < rank; ++d)
+      matches = d == dim || x.shape[d] == first.shape[d];
+    if (!matches)
+      return v.fail(what + " " + x.describe() + " does not match input 0 " + first.describe() +
+                    " outside dim " + std::to_string(dim));
+    shape[dim] += x.shape[dim];
+  }
+  if (!v.hasType(v.out(0), "out", first.dtype, shape)) return false;
+  out->dtype = first.dtype;
+  out->dim = dim;
+  return true;
+}
+
+bool bindReduceSum(const KernelArgs &args, std::string &error, ReduceSumBinding *out) {
+  Validator v("reduce_sum", args, error);
+  if (!v.arity(1, 1)) return false;
+  const TensorView &x = v.in(0), &y = v.out(0);
+  if (!v.isFloat(x, "x") || !v.hasDType(y, "out", x.dtype)) return false;
+  if (y.rank() > x.rank() ||
+      !std::equal(y.shape.begin(), y.shape.end(), x.shape.end() - y.rank()))
+    return v.fail("out shape must be a suffix of x's shape: x " + x.describe() + ", out " +
+                  y.describe());
+  out->dtype = x.dtype;
+  return true;
+}
+
+} // namespace llmc::contracts
