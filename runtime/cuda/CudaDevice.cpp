@@ -137,13 +137,20 @@ public:
 
   void toDevice(const TensorView &view) override { toDevice(offsetOf(view), view.bytes()); }
   void toHost(const TensorView &view) override { toHost(offsetOf(view), view.bytes()); }
+  // On the compute stream, not the legacy default stream: the program
+  // streams are non-blocking, so only stream order puts an upload before
+  // the kernels that read it (a pageable cudaMemcpy may return before its
+  // DMA lands). The host buffer is staged before the call returns.
   void toDevice(size_t offset, size_t bytes) override {
-    check(cudaMemcpy(base_ + offset, host_.base() + offset, bytes, cudaMemcpyHostToDevice),
-          "cudaMemcpy to the device");
+    check(cudaMemcpyAsync(base_ + offset, host_.base() + offset, bytes, cudaMemcpyHostToDevice,
+                          streams_[0]),
+          "cudaMemcpyAsync to the device");
   }
   void toHost(size_t offset, size_t bytes) override {
-    check(cudaMemcpy(host_.base() + offset, base_ + offset, bytes, cudaMemcpyDeviceToHost),
-          "cudaMemcpy to the host");
+    check(cudaMemcpyAsync(host_.base() + offset, base_ + offset, bytes, cudaMemcpyDeviceToHost,
+                          streams_[0]),
+          "cudaMemcpyAsync to the host");
+    check(cudaStreamSynchronize(streams_[0]), "the copy to the host");
   }
 
   size_t highWaterMark() override {
