@@ -49,6 +49,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/Attention.h"
+#include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
 
 #include <climits>
@@ -538,21 +539,6 @@ bool allowSmem(Validator &v, const void *fn, size_t bytes) {
 /// pairs: 0 when there is nothing to do.
 int64_t tileBlocks(int64_t outer, int64_t rows) { return outer * ((rows + kTile - 1) / kTile); }
 
-/// Device memory owned by a kernel, allocated at bind time.
-class Scratch {
-public:
-  explicit Scratch(size_t bytes) : ptr_(bytes ? deviceAlloc(bytes) : nullptr) {}
-  ~Scratch() {
-    if (ptr_) deviceFree(ptr_);
-  }
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  float *floats() const { return static_cast<float *>(ptr_); }
-
-private:
-  void *ptr_;
-};
-
 template <typename T> class AttentionKernel final : public Kernel {
 public:
   AttentionKernel(const KernelArgs &args, const Params &p, AttentionFns<T> fns)
@@ -591,18 +577,18 @@ public:
     cudaStream_t stream = streamOf(ctx);
     const int64_t rows = p_.b * p_.t * p_.h;
     if (rows > 0) {
-      attentionRowDot<<<gridFor(rows * 32), kBlock, 0, stream>>>(out_, dout_, rowDot_.floats(),
+      attentionRowDot<<<gridFor(rows * 32), kBlock, 0, stream>>>(out_, dout_, rowDot_.as<float>(),
                                                                   rows, p_.d, p_.t, p_.h);
       LLMC_CUDA_CHECK_LAUNCH();
     }
     if (queryBlocks_ > 0) {
       fns_.gradQuery<<<static_cast<unsigned>(queryBlocks_), kThreads, gradQuerySmem(p_.d),
-                       stream>>>(q_, k_, v_, dout_, lse_, rowDot_.floats(), dq_, p_);
+                       stream>>>(q_, k_, v_, dout_, lse_, rowDot_.as<float>(), dq_, p_);
       LLMC_CUDA_CHECK_LAUNCH();
     }
     if (keyBlocks_ > 0) {
       fns_.gradKeyValue<<<static_cast<unsigned>(keyBlocks_), kThreads, gradKeyValueSmem(p_.d),
-                          stream>>>(q_, k_, v_, dout_, lse_, rowDot_.floats(), dk_, dv_, p_);
+                          stream>>>(q_, k_, v_, dout_, lse_, rowDot_.as<float>(), dk_, dv_, p_);
       LLMC_CUDA_CHECK_LAUNCH();
     }
   }
@@ -615,7 +601,7 @@ private:
   Params p_;
   AttentionFns<T> fns_;
   int64_t queryBlocks_, keyBlocks_;
-  Scratch rowDot_; ///< rowsum(dout ∘ out) [B, H, T]
+  BindScratch rowDot_; ///< rowsum(dout ∘ out) [B, H, T]
 };
 
 //===----------------------------------------------------------------------===//

@@ -33,6 +33,7 @@
 
 #include "kernels/QuantScheme.h"
 #include "kernels/contracts/FakeQuant.h"
+#include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
 
 #include <cmath>
@@ -43,22 +44,6 @@ namespace {
 using quant::Format;
 using quant::Granularity;
 using quant::Scheme;
-
-/// Device memory owned by a kernel, allocated at bind time.
-class Scratch {
-public:
-  Scratch() = default;
-  explicit Scratch(size_t bytes) : ptr_(bytes ? deviceAlloc(bytes) : nullptr) {}
-  ~Scratch() {
-    if (ptr_) deviceFree(ptr_);
-  }
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  template <typename U> U *as() const { return static_cast<U *>(ptr_); }
-
-private:
-  void *ptr_ = nullptr;
-};
 
 /// A scheme's groups as the [outer, groups, inner] view of x.
 using GroupLayout = contracts::QuantGroupLayout;
@@ -282,8 +267,8 @@ public:
     } else {
       parts_ = std::max<int64_t>(1, (l_.outer * l_.inner + kPiece - 1) / kPiece);
     }
-    if (parts_ > 1) partial_ = std::make_unique<Scratch>(sizeof(float) * 2 * l_.groups * parts_);
-    if (columns_) pass_ = std::make_unique<Scratch>(static_cast<size_t>(cols_));
+    if (parts_ > 1) partial_ = std::make_unique<BindScratch>(sizeof(float) * 2 * l_.groups * parts_);
+    if (columns_) pass_ = std::make_unique<BindScratch>(static_cast<size_t>(cols_));
   }
 
   void run(const StepContext &ctx) override {
@@ -335,8 +320,8 @@ private:
   bool byColumns_; ///< groups are strided single elements (inner = 1)
   int64_t rowsPerBand_ = 0;
   int64_t parts_ = 1; ///< pieces (run-wise) or bands (column-wise) per group
-  std::unique_ptr<Scratch> partial_; ///< [parts][2] per group when parts > 1
-  std::unique_ptr<Scratch> pass_;    ///< per column: 1 outlier, 0 kept
+  std::unique_ptr<BindScratch> partial_; ///< [parts][2] per group when parts > 1
+  std::unique_ptr<BindScratch> pass_;    ///< per column: 1 outlier, 0 kept
 };
 
 std::unique_ptr<Kernel> makeCudaObserve(const KernelArgs &args, std::string &error) {
@@ -469,8 +454,8 @@ private:
   FormatConsts consts_;
   Grid grid_;
   int64_t cols_; ///< x's last dimension
-  Scratch grids_; ///< per group: scales, then zero points, then live flags
-  Scratch pass_;  ///< per column: 1 outlier (passes through), 0 kept
+  BindScratch grids_; ///< per group: scales, then zero points, then live flags
+  BindScratch pass_;  ///< per column: 1 outlier (passes through), 0 kept
 };
 
 std::unique_ptr<Kernel> makeCudaFakeQuant(const KernelArgs &args, std::string &error) {
