@@ -30,7 +30,7 @@
 // columns, and a row's elements select between quantize-dequantize and
 // passing through by a per-column flag. Every group of a tensor or channel
 // scheme is constant along a row, except channels of the last axis, where
-// the group is the column.
+// the group is the column (isPerColumn).
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,6 +86,13 @@ template <typename Fn> void parallelRuns(const GroupLayout &l, Fn &&fn) {
 void markOutlierColumns(const Scheme &s, const float *columns, int64_t n, float *pass) {
   for (int64_t c = 0; c < n; ++c)
     pass[c] = quant::isOutlierColumn(s, columns[2 * c], columns[2 * c + 1]) ? 1.0f : 0.0f;
+}
+
+/// Whether the groups are the columns of x viewed as [rows, C]: channels of
+/// the last axis. (Channels of an axis followed only by size-1 dims also
+/// have inner = 1, but there each row is one channel.)
+inline bool isPerColumn(const GroupLayout &l, int64_t columns) {
+  return l.inner == 1 && l.groups > 1 && l.groups == columns;
 }
 
 /// The group of row r of x viewed as [rows, C] (tensor, or channels of an
@@ -220,7 +227,7 @@ public:
     const float *pass = pass_.data();
     float *partial = partial_.data();
     const int64_t C = cols_, rows = l_.numel / C, groups = l_.groups;
-    const bool perColumn = l_.inner == 1 && groups > 1; // channels of the last axis
+    const bool perColumn = isPerColumn(l_, C);
 #pragma omp parallel num_threads(threads_) if (l_.numel > kParallelGrain)
     {
       float *mine = partial + omp_get_thread_num() * groups * 2;
@@ -510,7 +517,7 @@ private:
     const float *scales = grids_.data(), *zps = scales + groups, *live = zps + groups;
     const float *pass = pass_.data();
     const FormatConsts &k = consts_;
-    const bool perColumn = l_.inner == 1 && groups > 1; // channels of the last axis
+    const bool perColumn = isPerColumn(l_, C);
 #pragma omp parallel for schedule(static) if (l_.numel > kParallelGrain)
     for (int64_t r = 0; r < rows; ++r) {
       const T *xs = x + r * C;
@@ -544,7 +551,7 @@ private:
     const float *scales = grids_.data(), *zps = scales + groups, *live = zps + groups;
     const float *pass = pass_.data();
     const FormatConsts &k = consts_;
-    const bool perColumn = l_.inner == 1 && groups > 1;
+    const bool perColumn = isPerColumn(l_, C);
 #pragma omp parallel for schedule(static) if (l_.numel > kParallelGrain)
     for (int64_t r = 0; r < rows; ++r) {
       const T *xs = x + r * C, *dys = dy + r * C;

@@ -714,6 +714,30 @@ TEST(QuantKernels, OutlierColumnsMatchReference) {
         }
 }
 
+TEST(QuantKernels, OutlierModeChannelsBeforeTrailingOnes) {
+  // Channels of an axis followed only by size-1 dims: every element of a
+  // row (the last dim, of size 1) is one channel, and consecutive rows are
+  // consecutive channels — not columns of the last axis.
+  const double t = 6.0;
+  for (const std::vector<int64_t> &shape :
+       {std::vector<int64_t>{4, 8, 1}, std::vector<int64_t>{3, 5, 1, 1}})
+    for (DType dtype : kFloatTypes) {
+      Scheme s = makeScheme(Format::Int8, Granularity::Channel, 1, 0, true);
+      s.outlier = t;
+      SCOPED_TRACE(describe(s) + " " + dtypeName(dtype) + " " + shapeString(shape));
+      RefTensor x = roundTo(dataWithOutliers(shape, t, 0, 52), dtype);
+      RefTensor dy = roundTo(randomTensor(shape, 53), dtype);
+      RefTensor columns = columnRanges(x);
+      RefTensor range = ref::quantObserve(x, s, &columns);
+      EXPECT_TRUE(identical(runObserveColumns(x, columns, dtype, s), range));
+      RefTensor y = runFakeQuantColumns(x, range, columns, dtype, s);
+      EXPECT_TRUE(
+          onSameGrid(y, roundTo(ref::fakeQuant(x, range, s, &columns), dtype), range, s));
+      EXPECT_TRUE(identical(runFakeQuantGradColumns(x, range, dy, columns, dtype, s),
+                            ref::fakeQuantGrad(x, range, dy, s, &columns)));
+    }
+}
+
 TEST(QuantKernels, OutlierThresholdIsExclusiveAndCountsEitherSign) {
   // Columns: max |x| exactly 6 (kept), just above 6 (outlier), −7 (outlier
   // by its minimum), small (kept).
