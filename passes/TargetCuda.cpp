@@ -149,12 +149,14 @@ LogicalResult insertEvents(exec::ProgramOp program) {
 struct TargetCudaPass : public llmc::impl::TargetCudaBase<TargetCudaPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // Every program, also those of per-stage (nested) modules.
     bool any = false;
-    for (auto program : module.getOps<exec::ProgramOp>()) {
+    WalkResult walked = module.walk([&](exec::ProgramOp program) {
       any = true;
-      if (failed(insertEvents(program)))
-        return signalPassFailure();
-    }
+      return failed(insertEvents(program)) ? WalkResult::interrupt() : WalkResult::advance();
+    });
+    if (walked.wasInterrupted())
+      return signalPassFailure();
     if (!any) {
       module.emitError("llmc-target-cuda needs lowered exec programs (run llmc-lower-to-exec "
                        "first)");
