@@ -91,6 +91,22 @@ inline uint8_t encode(const std::array<float, 256> &table, float x) {
   return static_cast<uint8_t>((x - *lower <= *upper - x ? lower : upper) - first);
 }
 
+/// The decision thresholds of `table` (ascending): t_j is the largest float
+/// for which encode() picks table[j] over table[j + 1], so encode(x) is the
+/// number of thresholds below x.
+inline std::array<float, 255> decisionThresholds(const std::array<float, 256> &table) {
+  std::array<float, 255> thresholds;
+  for (int j = 0; j + 1 < 256; ++j) {
+    float lo = table[j], hi = table[j + 1];
+    auto picksLo = [&](float x) { return x - lo <= hi - x; };
+    float t = lo + (hi - lo) * 0.5f;
+    while (picksLo(std::nextafter(t, hi))) t = std::nextafter(t, hi);
+    while (!picksLo(t)) t = std::nextafter(t, lo);
+    thresholds[j] = t;
+  }
+  return thresholds;
+}
+
 /// encode() for bulk use: the same code for every float (NaN and ±inf
 /// included), found with one table lookup instead of a binary search.
 ///
@@ -109,15 +125,7 @@ inline uint8_t encode(const std::array<float, 256> &table, float x) {
 class Encoder {
 public:
   explicit Encoder(const std::array<float, 256> &table) : entries_(size_t(1) << 17) {
-    std::array<float, 255> thresholds;
-    for (int j = 0; j + 1 < 256; ++j) {
-      float lo = table[j], hi = table[j + 1];
-      auto picksLo = [&](float x) { return x - lo <= hi - x; };
-      float t = lo + (hi - lo) * 0.5f;
-      while (picksLo(std::nextafter(t, hi))) t = std::nextafter(t, hi);
-      while (!picksLo(t)) t = std::nextafter(t, lo);
-      thresholds[j] = t;
-    }
+    const std::array<float, 255> thresholds = decisionThresholds(table);
     for (uint32_t key = 0; key < entries_.size(); ++key) {
       // The interval's ends: negative floats grow in magnitude with their bits.
       bool negative = key >> 16;

@@ -12,13 +12,9 @@
 #ifndef LLMC_KERNELS_DROPOUTHASH_H
 #define LLMC_KERNELS_DROPOUTHASH_H
 
-#include <cstdint>
+#include "kernels/HostDevice.h"
 
-#ifdef __CUDACC__
-#define LLMC_HOST_DEVICE __host__ __device__
-#else
-#define LLMC_HOST_DEVICE
-#endif
+#include <cstdint>
 
 namespace llmc {
 
@@ -53,7 +49,5 @@ LLMC_HOST_DEVICE inline bool dropoutKeep(uint64_t seed, uint64_t step, uint64_t 
 }
 
 } // namespace llmc
-
-#undef LLMC_HOST_DEVICE
 
 #endif

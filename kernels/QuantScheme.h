@@ -62,6 +62,7 @@
 #ifndef LLMC_KERNELS_QUANTSCHEME_H
 #define LLMC_KERNELS_QUANTSCHEME_H
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -153,6 +154,44 @@ inline int64_t groupOf(const Scheme &s, const std::vector<int64_t> &shape, int64
   case Granularity::Block: return i / s.block;
   }
   return 0;
+}
+
+/// How a format turns x / scale into a level (the kernels' loop bodies).
+enum class Grid { IntSymmetric, IntAsymmetric, Fp8, Nf4 };
+inline Grid gridOf(const Scheme &s) {
+  if (isInteger(s.format)) return s.symmetric ? Grid::IntSymmetric : Grid::IntAsymmetric;
+  return s.format == Format::Nf4 ? Grid::Nf4 : Grid::Fp8;
+}
+
+/// The constants one call of a fake-quantization kernel uses for its
+/// format, computed once at bind time (passed by value to CUDA kernels).
+struct FormatConsts {
+  float qmin = 0.0f, qmax = 0.0f; ///< integer levels
+  float fmax = 0.0f;              ///< largest finite fp8 value
+  int mbits = 0, emin = 0;        ///< fp8 mantissa bits, least normal exponent
+  float nf4Threshold[15] = {};    ///< largest float ≤ each NF4 midpoint
+  float nf4Levels[16] = {};       ///< kNf4Levels
+};
+
+inline FormatConsts formatConsts(Format f) {
+  FormatConsts k;
+  if (isInteger(f)) {
+    k.qmax = static_cast<float>(integerMax(f));
+    k.qmin = -(k.qmax + 1.0f);
+  } else if (f == Format::Fp8E4M3 || f == Format::Fp8E5M2) {
+    k.fmax = static_cast<float>(fp8Max(f));
+    k.mbits = f == Format::Fp8E4M3 ? 3 : 2;
+    k.emin = f == Format::Fp8E4M3 ? -6 : -14;
+  }
+  for (int i = 0; i < 15; ++i) {
+    // Two floats of like magnitude: their exact mean is a double.
+    double mid = (static_cast<double>(kNf4Levels[i]) + kNf4Levels[i + 1]) / 2.0;
+    float below = static_cast<float>(mid);
+    if (static_cast<double>(below) > mid) below = std::nextafter(below, -INFINITY);
+    k.nf4Threshold[i] = below;
+  }
+  for (int i = 0; i < 16; ++i) k.nf4Levels[i] = kNf4Levels[i];
+  return k;
 }
 
 // --- NF4 storage with double-quantized absmax (QLoRA) -----------------------

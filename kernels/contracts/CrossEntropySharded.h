@@ -11,6 +11,7 @@
 #ifndef LLMC_KERNELS_CONTRACTS_CROSSENTROPYSHARDED_H
 #define LLMC_KERNELS_CONTRACTS_CROSSENTROPYSHARDED_H
 
+#include "kernels/HostDevice.h"
 #include "kernels/Kernel.h"
 
 #include <cstdint>
@@ -37,6 +38,23 @@ bool bindCrossEntropyPartial(const KernelArgs &args, std::string &error,
                              CrossEntropyPartialBinding *out);
 bool bindCrossEntropyPartialGrad(const KernelArgs &args, std::string &error,
                                  CrossEntropyPartialBinding *out);
+
+/// Which local column a target is, on both backends (host and device).
+struct ClassShard {
+  int64_t width, offset, total, ignoreIndex;
+
+  /// The local column of `target`; -1 for another shard's class or an
+  /// ignored target, -2 for an invalid target.
+  LLMC_HOST_DEVICE int64_t column(int64_t target) const {
+    if (target == ignoreIndex) return -1;
+    if (target < 0 || target >= total) return -2;
+    int64_t c = target - offset;
+    return c >= 0 && c < width ? c : -1;
+  }
+};
+inline ClassShard classShard(const CrossEntropyPartialBinding &b) {
+  return {b.width, b.classOffset, b.numClasses, b.ignoreIndex};
+}
 
 /// cross_entropy_finish and cross_entropy_finish_grad: per-row statistics of
 /// `rows` targets.

@@ -10,6 +10,7 @@
 #ifndef LLMC_KERNELS_CONTRACTS_EMBEDDING_H
 #define LLMC_KERNELS_CONTRACTS_EMBEDDING_H
 
+#include "kernels/HostDevice.h"
 #include "kernels/Kernel.h"
 
 #include <cstdint>
@@ -26,6 +27,21 @@ struct EmbeddingBinding {
 };
 bool bindEmbedding(const KernelArgs &args, std::string &error, EmbeddingBinding *out);
 bool bindEmbeddingGrad(const KernelArgs &args, std::string &error, EmbeddingBinding *out);
+
+/// Which table row an id reads, on both backends (host and device).
+struct VocabShard {
+  int64_t rows, offset, vocab; ///< rows [offset, offset + rows) of vocab
+
+  /// The local row of `id`, -1 for another shard's id, -2 for an invalid id.
+  LLMC_HOST_DEVICE int64_t row(int64_t id) const {
+    if (id < 0 || id >= vocab) return -2;
+    int64_t r = id - offset;
+    return r >= 0 && r < rows ? r : -1;
+  }
+};
+inline VocabShard vocabShard(const EmbeddingBinding &b) {
+  return {b.tableRows, b.rowOffset, b.vocabSize};
+}
 
 } // namespace llmc::contracts
 

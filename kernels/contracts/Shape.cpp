@@ -62,46 +62,47 @@ bool bindTranspose(const KernelArgs &args, std::string &error, BoxCopyBinding *o
   return true;
 }
 
-bool bindSlice(const KernelArgs &args, std::string &error, BoxCopyBinding *out) {
-  Validator v("slice", args, error);
+namespace {
+
+/// slice (the box of x at offsets, out's shape) and pad (x placed at
+/// offsets in out): one box of one tensor inside the other.
+bool bindBox(const char *kernel, bool pad, const KernelArgs &args, std::string &error,
+             BoxCopyBinding *out) {
+  Validator v(kernel, args, error);
   std::vector<int64_t> offsets;
   if (!v.arity(1, 1) || !v.intsAttr("offsets", &offsets) || !sameDTypeAsX(v)) return false;
   const TensorView &x = v.in(0), &y = v.out(0);
   if (y.rank() != x.rank() || offsets.size() != x.shape.size())
     return v.fail("x " + x.describe() + ", out " + y.describe() + " and " +
                   std::to_string(offsets.size()) + " offsets must have one rank");
+  const TensorView &box = pad ? x : y, &whole = pad ? y : x;
   for (int i = 0; i < x.rank(); ++i)
-    if (offsets[i] < 0 || offsets[i] + y.shape[i] > x.shape[i])
-      return v.fail("out " + y.describe() + " at offset " + std::to_string(offsets[i]) +
-                    " in dim " + std::to_string(i) + " lies outside x " + x.describe());
+    if (offsets[i] < 0 || offsets[i] + box.shape[i] > whole.shape[i])
+      return v.fail(pad ? "x " + x.describe() + " at offset " + std::to_string(offsets[i]) +
+                              " in dim " + std::to_string(i) + " does not fit in out " +
+                              y.describe()
+                        : "out " + y.describe() + " at offset " + std::to_string(offsets[i]) +
+                              " in dim " + std::to_string(i) + " lies outside x " +
+                              x.describe());
   out->dtype = x.dtype;
-  out->sizes = y.shape;
+  out->sizes = box.shape;
   out->srcStrides = rowMajorStrides(x.shape);
   out->dstStrides = rowMajorStrides(y.shape);
   out->srcBase = out->dstBase = 0;
-  for (int i = 0; i < x.rank(); ++i) out->srcBase += offsets[i] * out->srcStrides[i];
+  const std::vector<int64_t> &wholeStrides = pad ? out->dstStrides : out->srcStrides;
+  int64_t &base = pad ? out->dstBase : out->srcBase;
+  for (int i = 0; i < x.rank(); ++i) base += offsets[i] * wholeStrides[i];
   return true;
 }
 
+} // namespace
+
+bool bindSlice(const KernelArgs &args, std::string &error, BoxCopyBinding *out) {
+  return bindBox("slice", false, args, error, out);
+}
+
 bool bindPad(const KernelArgs &args, std::string &error, BoxCopyBinding *out) {
-  Validator v("pad", args, error);
-  std::vector<int64_t> offsets;
-  if (!v.arity(1, 1) || !v.intsAttr("offsets", &offsets) || !sameDTypeAsX(v)) return false;
-  const TensorView &x = v.in(0), &y = v.out(0);
-  if (y.rank() != x.rank() || offsets.size() != x.shape.size())
-    return v.fail("x " + x.describe() + ", out " + y.describe() + " and " +
-                  std::to_string(offsets.size()) + " offsets must have one rank");
-  for (int i = 0; i < x.rank(); ++i)
-    if (offsets[i] < 0 || offsets[i] + x.shape[i] > y.shape[i])
-      return v.fail("x " + x.describe() + " at offset " + std::to_string(offsets[i]) +
-                    " in dim " + std::to_string(i) + " does not fit in out " + y.describe());
-  out->dtype = x.dtype;
-  out->sizes = x.shape;
-  out->srcStrides = rowMajorStrides(x.shape);
-  out->dstStrides = rowMajorStrides(y.shape);
-  out->srcBase = out->dstBase = 0;
-  for (int i = 0; i < x.rank(); ++i) out->dstBase += offsets[i] * out->dstStrides[i];
-  return true;
+  return bindBox("pad", true, args, error, out);
 }
 
 bool bindConcat(const KernelArgs &args, std::string &error, ConcatBinding *out) {

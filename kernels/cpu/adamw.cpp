@@ -12,15 +12,16 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/AdamWStep.h"
 #include "kernels/contracts/AdamW.h"
-#include "kernels/cpu/AdamWStep.h"
+#include "kernels/cpu/Common.h"
 
 namespace llmc::cpu {
 namespace {
 
 template <typename T> class AdamWKernel final : public Kernel {
 public:
-  AdamWKernel(const KernelArgs &args, const AdamWConfig &config)
+  AdamWKernel(const KernelArgs &args, const contracts::AdamWHyperparams &config)
       : p_(args.inputs[0].as<T>()), g_(args.inputs[1].as<T>()), m_(args.inputs[2].as<T>()),
         v_(args.inputs[3].as<T>()), lr_(args.inputs[4].as<float>()),
         step_(args.inputs[5].as<float>()),
@@ -48,13 +49,13 @@ private:
   const float *lr_, *step_, *norm_;
   T *pOut_, *mOut_, *vOut_;
   int64_t n_;
-  AdamWConfig config_;
+  contracts::AdamWHyperparams config_;
 };
 
 std::unique_ptr<Kernel> makeAdamW(const KernelArgs &args, std::string &error) {
   contracts::AdamWBinding b;
   if (!contracts::bindAdamW(args, error, &b)) return nullptr;
-  return makeFloatKernel<AdamWKernel>(b.dtype, args, adamWConfig(b.hyper));
+  return makeFloatKernel<AdamWKernel>(b.dtype, args, b.hyper);
 }
 
 } // namespace

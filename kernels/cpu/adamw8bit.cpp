@@ -16,9 +16,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/AdamWStep.h"
 #include "kernels/Adam8bit.h"
 #include "kernels/contracts/AdamW8bit.h"
-#include "kernels/cpu/AdamWStep.h"
+#include "kernels/cpu/Common.h"
 
 namespace llmc::cpu {
 namespace {
@@ -40,7 +41,7 @@ void encodeBlock(const float *x, int64_t len, float absmax, const adam8bit::Enco
 
 template <typename T> class AdamW8bitKernel final : public Kernel {
 public:
-  AdamW8bitKernel(const KernelArgs &args, const AdamWConfig &config)
+  AdamW8bitKernel(const KernelArgs &args, const contracts::AdamWHyperparams &config)
       : p_(args.inputs[0].as<T>()), g_(args.inputs[1].as<T>()),
         mCodes_(args.inputs[2].as<uint8_t>()), mAbsmax_(args.inputs[3].as<float>()),
         vCodes_(args.inputs[4].as<uint8_t>()), vAbsmax_(args.inputs[5].as<float>()),
@@ -99,7 +100,7 @@ private:
   uint8_t *vCodesOut_;
   float *vAbsmaxOut_;
   int64_t n_;
-  AdamWConfig config_;
+  contracts::AdamWHyperparams config_;
   const float *mTable_, *vTable_;
   const adam8bit::Encoder &mEncoder_, &vEncoder_;
 };
@@ -107,7 +108,7 @@ private:
 std::unique_ptr<Kernel> makeAdamW8bit(const KernelArgs &args, std::string &error) {
   contracts::AdamW8bitBinding b;
   if (!contracts::bindAdamW8bit(args, error, &b)) return nullptr;
-  return makeFloatKernel<AdamW8bitKernel>(b.dtype, args, adamWConfig(b.hyper));
+  return makeFloatKernel<AdamW8bitKernel>(b.dtype, args, b.hyper);
 }
 
 } // namespace

@@ -2,11 +2,12 @@
 //
 // Every conversion goes through fp32, which holds bf16 and f16 exactly, so
 // each result is rounded once (to nearest even) and NaN stays NaN. The f16
-// conversions are written out bitwise rather than with F16C so the result
-// does not depend on the target flags.
+// conversions are written out bitwise (kernels/Half.h, shared with the CUDA
+// kernel) rather than with F16C, so the result depends on no target flags.
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/Half.h"
 #include "kernels/contracts/Cast.h"
 #include "kernels/cpu/Common.h"
 
@@ -22,46 +23,8 @@ struct f16 {
   uint16_t bits;
 };
 
-inline uint32_t bitsOf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
-
-inline float floatOf(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
-inline float load(const f16 *p, int64_t i) {
-  uint32_t h = p[i].bits;
-  uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
-  if (exponent == 0) { // zero or subnormal: mantissa · 2^-24, exact in fp32
-    float v = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
-    return floatOf(bitsOf(v) | sign);
-  }
-  if (exponent == 31) return floatOf(sign | 0x7f800000u | (mantissa << 13)); // inf / NaN
-  return floatOf(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
-/// Round to nearest even (after F. Giesen's float_to_half_fast3_rtne).
-inline void store(f16 *p, int64_t i, float value) {
-  uint32_t u = bitsOf(value), sign = u & 0x80000000u;
-  u ^= sign;
-  uint16_t h;
-  if (u >= (143u << 23)) { // >= 65536 (rounds to inf), inf or NaN
-    h = u > 0x7f800000u ? 0x7e00 : 0x7c00;
-  } else if (u < (113u << 23)) { // below 2^-14: subnormal or zero
-    constexpr uint32_t magic = ((127 - 15) + (23 - 10) + 1) << 23;
-    h = static_cast<uint16_t>(bitsOf(floatOf(u) + floatOf(magic)) - magic);
-  } else {
-    uint32_t odd = (u >> 13) & 1u;
-    u += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + odd;
-    h = static_cast<uint16_t>(u >> 13);
-  }
-  p[i].bits = static_cast<uint16_t>(h | (sign >> 16));
-}
+inline float load(const f16 *p, int64_t i) { return half::toFloat(p[i].bits); }
+inline void store(f16 *p, int64_t i, float value) { p[i].bits = half::fromFloat(value); }
 
 template <typename From, typename To> class CastKernel final : public Kernel {
 public:

@@ -23,22 +23,8 @@ namespace llmc::cpu {
 namespace {
 
 /// The classes a logits shard holds: [offset, offset + width) of total.
-struct ClassShard {
-  int64_t width, offset, total, ignoreIndex;
-
-  /// The local column of `target`; -1 for another shard's class or an
-  /// ignored target, -2 for an invalid target.
-  int64_t column(int64_t target) const {
-    if (target == ignoreIndex) return -1;
-    if (target < 0 || target >= total) return -2;
-    int64_t c = target - offset;
-    return c >= 0 && c < width ? c : -1;
-  }
-};
-
-ClassShard classShard(const contracts::CrossEntropyPartialBinding &b) {
-  return {b.width, b.classOffset, b.numClasses, b.ignoreIndex};
-}
+using contracts::ClassShard;
+using contracts::classShard;
 
 //===----------------------------------------------------------------------===//
 // reduce_max

@@ -287,36 +287,9 @@ std::unique_ptr<Kernel> makeObserve(const KernelArgs &args, std::string &error) 
 // qat_fake_quant, qat_fake_quant_grad
 //===----------------------------------------------------------------------===//
 
-/// How a format turns x / scale into a level.
-enum class Grid { IntSymmetric, IntAsymmetric, Fp8, Nf4 };
-
-/// The per-call constants of a format.
-struct FormatConsts {
-  float qmin = 0.0f, qmax = 0.0f; ///< integer levels
-  float fmax = 0.0f;              ///< largest finite fp8 value
-  int mbits = 0, emin = 0;        ///< fp8 mantissa bits, least normal exponent
-  float nf4Threshold[15] = {};    ///< largest float ≤ each NF4 midpoint
-};
-
-FormatConsts formatConsts(Format f) {
-  FormatConsts k;
-  if (quant::isInteger(f)) {
-    k.qmax = static_cast<float>(quant::integerMax(f));
-    k.qmin = -(k.qmax + 1.0f);
-  } else if (f == Format::Fp8E4M3 || f == Format::Fp8E5M2) {
-    k.fmax = static_cast<float>(quant::fp8Max(f));
-    k.mbits = f == Format::Fp8E4M3 ? 3 : 2;
-    k.emin = f == Format::Fp8E4M3 ? -6 : -14;
-  }
-  for (int i = 0; i < 15; ++i) {
-    // Two floats of like magnitude: their exact mean is a double.
-    double mid = (static_cast<double>(quant::kNf4Levels[i]) + quant::kNf4Levels[i + 1]) / 2.0;
-    float below = static_cast<float>(mid);
-    if (static_cast<double>(below) > mid) below = std::nextafter(below, kNegInf);
-    k.nf4Threshold[i] = below;
-  }
-  return k;
-}
+using quant::FormatConsts;
+using quant::Grid;
+using quant::formatConsts;
 
 inline float floatOfBits(uint32_t bits) {
   float f;
@@ -391,9 +364,7 @@ public:
         columns_(s.outlier > 0.0 ? args.inputs[grad ? 3 : 2].as<float>() : nullptr),
         out_(args.outputs[0].as<T>()), grad_(grad), l_(layout), scheme_(s),
         consts_(formatConsts(s.format)),
-        grid_(quant::isInteger(s.format) ? (s.symmetric ? Grid::IntSymmetric : Grid::IntAsymmetric)
-              : s.format == Format::Nf4  ? Grid::Nf4
-                                         : Grid::Fp8),
+        grid_(quant::gridOf(s)),
         grids_(static_cast<size_t>(3 * layout.groups)), cols_(args.inputs[0].dim(-1)),
         pass_(columns_ ? static_cast<size_t>(cols_) : 0) {}
 

@@ -82,7 +82,9 @@ inline int gridFor(int64_t n, int block = kBlock) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-__device__ __forceinline__ float warpSum(float v) {
+/// Sum over a warp (float, double or long long); every lane gets it, summed
+/// in the same order on every lane and every run.
+template <typename T> __device__ __forceinline__ T warpSum(T v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
@@ -93,17 +95,18 @@ __device__ __forceinline__ float warpMax(float v) {
   return v;
 }
 
-/// Sum over the whole block (blockDim.x a multiple of 32, at most 1024);
-/// every thread gets the result. `shared` holds 32 floats; the function
-/// synchronises, so it may be called repeatedly with the same buffer.
-__device__ __forceinline__ float blockSum(float v, float *shared) {
+/// Sum over the whole block (blockDim.x a multiple of 32, at most 1024) in
+/// a fixed order; every thread gets the result. `shared` holds 32 values;
+/// the function synchronises, so it may be called repeatedly with the same
+/// buffer.
+template <typename T> __device__ __forceinline__ T blockSum(T v, T *shared) {
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   v = warpSum(v);
   __syncthreads(); // a previous call may still be reading `shared`
   if (lane == 0) shared[warp] = v;
   __syncthreads();
   int warps = (blockDim.x + 31) >> 5;
-  v = lane < warps ? shared[lane] : 0.0f;
+  v = lane < warps ? shared[lane] : T(0);
   return warpSum(v);
 }
 

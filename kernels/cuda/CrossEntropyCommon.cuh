@@ -29,32 +29,6 @@ inline int lossRowGrid(int64_t rows) {
   return static_cast<int>(rows < cap ? rows : cap);
 }
 
-/// Block-wide sums for blockDim.x a multiple of 32; every thread gets the
-/// result. `shared` holds 32 values; the functions synchronise.
-__device__ __forceinline__ double blockSumDouble(double v, double *shared) {
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  int warps = (blockDim.x + 31) >> 5;
-  v = lane < warps ? shared[lane] : 0.0;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ long long blockSumInt(long long v, long long *shared) {
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  int warps = (blockDim.x + 31) >> 5;
-  v = lane < warps ? shared[lane] : 0;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 /// Rows whose target is not `ignoreIndex`, for every thread of the block.
 template <typename I>
 __device__ __forceinline__ long long countTargets(const I *targets, int64_t rows,
@@ -62,7 +36,7 @@ __device__ __forceinline__ long long countTargets(const I *targets, int64_t rows
   long long count = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
     count += static_cast<int64_t>(targets[r]) != ignoreIndex;
-  return blockSumInt(count, shared);
+  return blockSum(count, shared);
 }
 
 /// dloss / count (0 when every target is ignored), as the CPU forms it.

@@ -4,8 +4,8 @@
 // lr, step and the optional global norm are device scalars (the schedule
 // and clip factor change every step, and reading them on the host would
 // need a sync), so each block's thread 0 forms the step constants in double
-// (AdamWStep.cuh, the CPU's formulas) and shares them; the per-element math
-// is the CPU's float operation for float operation. Each thread reads p, g,
+// and shares them (AdamWStep.cuh); the constants and the per-element math
+// are kernels/AdamWStep.h, the CPU's, float operation for float operation. Each thread reads p, g,
 // m, v of its element before writing p', m', v', so the outputs may alias
 // the inputs (the usual in-place update).
 //
@@ -20,7 +20,7 @@ namespace {
 template <typename T>
 __global__ void adamwKernel(const T *p, const T *g, const T *m, const T *v, const float *lr,
                             const float *step, const float *norm, T *pOut, T *mOut, T *vOut,
-                            int64_t n, AdamWConfig config) {
+                            int64_t n, contracts::AdamWHyperparams config) {
   const AdamWStep k = blockStep(config, lr, step, norm);
   LLMC_GRID_STRIDE(i, n) {
     float m1 = load(m, i), v1 = load(v, i);
@@ -33,7 +33,7 @@ __global__ void adamwKernel(const T *p, const T *g, const T *m, const T *v, cons
 
 template <typename T> class AdamWKernel final : public Kernel {
 public:
-  AdamWKernel(const KernelArgs &args, const AdamWConfig &config)
+  AdamWKernel(const KernelArgs &args, const contracts::AdamWHyperparams &config)
       : p_(args.inputs[0].as<T>()), g_(args.inputs[1].as<T>()), m_(args.inputs[2].as<T>()),
         v_(args.inputs[3].as<T>()), lr_(args.inputs[4].as<float>()),
         step_(args.inputs[5].as<float>()),
@@ -53,13 +53,13 @@ private:
   const float *lr_, *step_, *norm_;
   T *pOut_, *mOut_, *vOut_;
   int64_t n_;
-  AdamWConfig config_;
+  contracts::AdamWHyperparams config_;
 };
 
 std::unique_ptr<Kernel> makeCudaAdamW(const KernelArgs &args, std::string &error) {
   contracts::AdamWBinding b;
   if (!contracts::bindAdamW(args, error, &b)) return nullptr;
-  return makeFloatKernel<AdamWKernel>(b.dtype, args, adamWConfig(b.hyper));
+  return makeFloatKernel<AdamWKernel>(b.dtype, args, b.hyper);
 }
 
 } // namespace

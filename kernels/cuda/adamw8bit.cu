@@ -1,7 +1,7 @@
 //===- adamw8bit.cu - AdamW with 8-bit block-quantized moments on the GPU -===//
 //
 // The state format and the step are kernels/Adam8bit.h; the update is
-// adamw.cu's (AdamWStep.cuh), so on equal inputs p', m', v' equal the CPU's
+// adamw.cu's (kernels/AdamWStep.h), so on equal inputs p', m', v' equal the CPU's
 // and so do the codes.
 //
 // One thread block per quantization block of 2048 elements, 256 threads,
@@ -29,6 +29,7 @@
 #include "kernels/cuda/AdamWStep.cuh"
 #include "kernels/cuda/BindScratch.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <vector>
@@ -45,18 +46,12 @@ static_assert(kPerThread * kThreads == adam8bit::kBlock, "a quantization block p
 /// array's last slot is unused).
 constexpr int kTableFloats = 4 * 256;
 
-/// The decision thresholds of adam8bit::Encoder: t_j is the largest float
-/// for which encode() picks table[j] over table[j + 1].
+/// adam8bit::decisionThresholds padded to 256 floats (the last slot +inf,
+/// never below any x the binary search sees).
 std::array<float, 256> thresholds(const std::array<float, 256> &table) {
+  std::array<float, 255> decision = adam8bit::decisionThresholds(table);
   std::array<float, 256> out;
-  for (int j = 0; j + 1 < 256; ++j) {
-    float lo = table[j], hi = table[j + 1];
-    auto picksLo = [&](float x) { return x - lo <= hi - x; };
-    float t = lo + (hi - lo) * 0.5f;
-    while (picksLo(std::nextafter(t, hi))) t = std::nextafter(t, hi);
-    while (!picksLo(t)) t = std::nextafter(t, lo);
-    out[j] = t;
-  }
+  std::copy(decision.begin(), decision.end(), out.begin());
   out[255] = INFINITY;
   return out;
 }
@@ -83,7 +78,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     adamw8bitKernel(const T *p, const T *g, State8 s, const float *tables, const float *lr,
                     const float *step, const float *norm, T *pOut, int64_t n, int64_t blocks,
-                    AdamWConfig config) {
+                    contracts::AdamWHyperparams config) {
   __shared__ float mTable[256], vTable[256], mThr[256], vThr[256], red[32];
   const int tid = threadIdx.x;
   mTable[tid] = tables[tid];
@@ -131,7 +126,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T> class AdamW8bitKernel final : public Kernel {
 public:
-  AdamW8bitKernel(const KernelArgs &args, const AdamWConfig &config)
+  AdamW8bitKernel(const KernelArgs &args, const contracts::AdamWHyperparams &config)
       : p_(args.inputs[0].as<T>()), g_(args.inputs[1].as<T>()),
         state_{args.inputs[2].as<uint8_t>(),  args.inputs[4].as<uint8_t>(),
                args.inputs[3].as<float>(),    args.inputs[5].as<float>(),
@@ -167,14 +162,14 @@ private:
   const float *lr_, *step_, *norm_;
   T *pOut_;
   int64_t n_, blocks_;
-  AdamWConfig config_;
+  contracts::AdamWHyperparams config_;
   BindScratch tables_;
 };
 
 std::unique_ptr<Kernel> makeCudaAdamW8bit(const KernelArgs &args, std::string &error) {
   contracts::AdamW8bitBinding b;
   if (!contracts::bindAdamW8bit(args, error, &b)) return nullptr;
-  return makeFloatKernel<AdamW8bitKernel>(b.dtype, args, adamWConfig(b.hyper));
+  return makeFloatKernel<AdamW8bitKernel>(b.dtype, args, b.hyper);
 }
 
 } // namespace

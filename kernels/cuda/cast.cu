@@ -3,11 +3,12 @@
 // Every conversion goes through fp32, which holds bf16 and f16 exactly, so
 // each result is rounded once (to nearest even) and NaN stays NaN, as in
 // kernels/cpu/cast.cpp. The f16 conversions are the CPU's bitwise ones
-// (not __half intrinsics), so both backends produce the same bits even for
-// NaN payloads and subnormals. One grid-stride loop, one element per thread.
+// (kernels/Half.h, not __half intrinsics), so both backends produce the same
+// bits even for NaN payloads and subnormals. One grid-stride loop, one element per thread.
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/Half.h"
 #include "kernels/contracts/Cast.h"
 #include "kernels/cuda/Common.cuh"
 
@@ -23,35 +24,9 @@ struct f16 {
   uint16_t bits;
 };
 
-__device__ __forceinline__ float load(const f16 *p, int64_t i) {
-  uint32_t h = p[i].bits;
-  uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
-  if (exponent == 0) { // zero or subnormal: mantissa · 2^-24, exact in fp32
-    float v = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
-    return __uint_as_float(__float_as_uint(v) | sign);
-  }
-  if (exponent == 31) return __uint_as_float(sign | 0x7f800000u | (mantissa << 13)); // inf / NaN
-  return __uint_as_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
-/// Round to nearest even (after F. Giesen's float_to_half_fast3_rtne).
+__device__ __forceinline__ float load(const f16 *p, int64_t i) { return half::toFloat(p[i].bits); }
 __device__ __forceinline__ void store(f16 *p, int64_t i, float value) {
-  uint32_t u = __float_as_uint(value), sign = u & 0x80000000u;
-  u ^= sign;
-  uint16_t h;
-  if (u >= (143u << 23)) { // >= 65536 (rounds to inf), inf or NaN
-    h = u > 0x7f800000u ? 0x7e00 : 0x7c00;
-  } else if (u < (113u << 23)) { // below 2^-14: subnormal or zero
-    constexpr uint32_t magic = ((127 - 15) + (23 - 10) + 1) << 23;
-    // The addition must round to nearest even in fp32, never be contracted.
-    h = static_cast<uint16_t>(__float_as_uint(__fadd_rn(__uint_as_float(u), __uint_as_float(magic))) -
-                              magic);
-  } else {
-    uint32_t odd = (u >> 13) & 1u;
-    u += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + odd;
-    h = static_cast<uint16_t>(u >> 13);
-  }
-  p[i].bits = static_cast<uint16_t>(h | (sign >> 16));
+  p[i].bits = half::fromFloat(value);
 }
 
 template <typename From, typename To>

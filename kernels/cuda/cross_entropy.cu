@@ -69,7 +69,7 @@ __global__ void meanLossKernel(const float *rowLoss, const I *targets, int64_t r
   __shared__ long long counts[32];
   double total = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) total += static_cast<double>(rowLoss[r]);
-  total = blockSumDouble(total, sums);
+  total = blockSum(total, sums);
   const long long count = countTargets(targets, rows, ignoreIndex, counts);
   if (threadIdx.x == 0)
     *loss = count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;

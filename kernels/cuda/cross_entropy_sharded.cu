@@ -26,22 +26,8 @@ namespace llmc::cuda {
 namespace {
 
 /// The classes a logits shard holds: [offset, offset + width) of total.
-struct ClassShard {
-  int64_t width, offset, total, ignoreIndex;
-
-  /// The local column of `target`; -1 for another shard's class or an
-  /// ignored target, -2 for an invalid target.
-  __host__ __device__ int64_t column(int64_t target) const {
-    if (target == ignoreIndex) return -1;
-    if (target < 0 || target >= total) return -2;
-    int64_t c = target - offset;
-    return c >= 0 && c < width ? c : -1;
-  }
-};
-
-ClassShard classShard(const contracts::CrossEntropyPartialBinding &b) {
-  return {b.width, b.classOffset, b.numClasses, b.ignoreIndex};
-}
+using contracts::ClassShard;
+using contracts::classShard;
 
 constexpr float kNaN = __builtin_nanf("");
 
@@ -181,8 +167,8 @@ __global__ void finishKernel(const float *sumexp, const float *shift, const floa
     total += static_cast<double>(logf(sumexp[r]) + shift[r] - target[r]);
     ++count;
   }
-  total = blockSumDouble(total, sums);
-  count = blockSumInt(count, counts);
+  total = blockSum(total, sums);
+  count = blockSum(count, counts);
   if (threadIdx.x == 0)
     *loss = count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
 }

@@ -39,20 +39,8 @@ namespace llmc::cuda {
 namespace {
 
 /// Which rows of the whole vocabulary a table holds.
-struct VocabShard {
-  int64_t rows, offset, vocab; ///< rows [offset, offset + rows) of vocab
-
-  /// The local row of `id`, -1 for another shard's id, -2 for an invalid id.
-  __host__ __device__ int64_t row(int64_t id) const {
-    if (id < 0 || id >= vocab) return -2;
-    int64_t r = id - offset;
-    return r >= 0 && r < rows ? r : -1;
-  }
-};
-
-VocabShard vocabShard(const contracts::EmbeddingBinding &b) {
-  return {b.tableRows, b.rowOffset, b.vocabSize};
-}
+using contracts::VocabShard;
+using contracts::vocabShard;
 
 template <typename T, typename I>
 __global__ void embeddingKernel(const T *table, const I *ids, T *out, int64_t n, int64_t c,

@@ -71,38 +71,9 @@ __global__ void markOutlierColumns(const float *columns, int64_t n, double thres
   LLMC_GRID_STRIDE(c, n) pass[c] = isOutlierColumn(threshold, columns[2 * c], columns[2 * c + 1]);
 }
 
-/// How a format turns x / scale into a level.
-enum class Grid { IntSymmetric, IntAsymmetric, Fp8, Nf4 };
-
-/// The per-call constants of a format, passed by value to the kernels.
-struct FormatConsts {
-  float qmin = 0.0f, qmax = 0.0f; ///< integer levels
-  float fmax = 0.0f;              ///< largest finite fp8 value
-  int mbits = 0, emin = 0;        ///< fp8 mantissa bits, least normal exponent
-  float nf4Threshold[15] = {};    ///< largest float ≤ each NF4 midpoint
-  float nf4Levels[16] = {};       ///< quant::kNf4Levels
-};
-
-FormatConsts formatConsts(Format f) {
-  FormatConsts k;
-  if (quant::isInteger(f)) {
-    k.qmax = static_cast<float>(quant::integerMax(f));
-    k.qmin = -(k.qmax + 1.0f);
-  } else if (f == Format::Fp8E4M3 || f == Format::Fp8E5M2) {
-    k.fmax = static_cast<float>(quant::fp8Max(f));
-    k.mbits = f == Format::Fp8E4M3 ? 3 : 2;
-    k.emin = f == Format::Fp8E4M3 ? -6 : -14;
-  }
-  for (int i = 0; i < 15; ++i) {
-    // Two floats of like magnitude: their exact mean is a double.
-    double mid = (static_cast<double>(quant::kNf4Levels[i]) + quant::kNf4Levels[i + 1]) / 2.0;
-    float below = static_cast<float>(mid);
-    if (static_cast<double>(below) > mid) below = std::nextafter(below, -INFINITY);
-    k.nf4Threshold[i] = below;
-  }
-  for (int i = 0; i < 16; ++i) k.nf4Levels[i] = quant::kNf4Levels[i];
-  return k;
-}
+using quant::FormatConsts;
+using quant::Grid;
+using quant::formatConsts;
 
 /// v rounded to the fp8 format of k (|v| ≤ fmax): with |v| ∈ [2^e, 2^(e+1))
 /// the format's step is 2^s, s = max(e, emin) − mbits, and fp8(v) =
@@ -390,9 +361,7 @@ public:
         columns_(s.outlier > 0.0 ? args.inputs[grad ? 3 : 2].as<float>() : nullptr),
         out_(args.outputs[0].as<T>()), grad_(grad), l_(layout), scheme_(s),
         consts_(formatConsts(s.format)),
-        grid_(quant::isInteger(s.format) ? (s.symmetric ? Grid::IntSymmetric : Grid::IntAsymmetric)
-              : s.format == Format::Nf4  ? Grid::Nf4
-                                         : Grid::Fp8),
+        grid_(quant::gridOf(s)),
         cols_(args.inputs[0].dim(-1)),
         grids_(sizeof(float) * 3 * static_cast<size_t>(layout.groups)),
         pass_(columns_ ? static_cast<size_t>(cols_) : 0) {}

@@ -36,23 +36,6 @@ struct Chunk {
   int bf16; // 1 when the input is bf16, else f32
 };
 
-__device__ __forceinline__ double warpSumDouble(double v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-/// Sum over a block of whole warps (at most 1024 threads), in a fixed order;
-/// the result is valid in thread 0. `shared` holds 32 doubles.
-__device__ double blockSumDouble(double v, double *shared) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  v = warpSumDouble(v);
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = threadIdx.x < warps ? shared[threadIdx.x] : 0.0;
-  if (warp == 0) v = warpSumDouble(v);
-  return v;
-}
-
 __global__ void sumSquaresKernel(const Chunk *__restrict__ chunks, double *__restrict__ partial) {
   __shared__ double shared[32];
   const Chunk c = chunks[blockIdx.x];
@@ -70,7 +53,7 @@ __global__ void sumSquaresKernel(const Chunk *__restrict__ chunks, double *__res
       sum += v * v;
     }
   }
-  sum = blockSumDouble(sum, shared);
+  sum = blockSum(sum, shared);
   if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
 
@@ -79,7 +62,7 @@ __global__ void finishNormKernel(const double *__restrict__ partial, int64_t cou
   __shared__ double shared[32];
   double sum = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) sum += partial[i];
-  sum = blockSumDouble(sum, shared);
+  sum = blockSum(sum, shared);
   if (threadIdx.x == 0) *out = static_cast<float>(squared ? sum : sqrt(sum));
 }
 
