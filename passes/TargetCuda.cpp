@@ -133,10 +133,10 @@ LogicalResult insertEvents(exec::ProgramOp program) {
       if (fresh) {
         ++nextEvent;
         builder.setInsertionPointAfter(earlier);
-        builder.create<exec::RecordEventOp>(earlier->getLoc(), it->second, other);
+        exec::RecordEventOp::create(builder, earlier->getLoc(), it->second, other);
       }
       builder.setInsertionPoint(op);
-      builder.create<exec::WaitEventOp>(op->getLoc(), it->second, stream);
+      exec::WaitEventOp::create(builder, op->getLoc(), it->second, stream);
       covered[stream][other] = j;
       break;
     }

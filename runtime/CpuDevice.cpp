@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/ExecutionDevice.h"
+#include "runtime/support/Error.h"
 
 #include <cstring>
 
@@ -30,8 +31,6 @@ public:
     enqueue();
   }
   void synchronize() override {}
-  void toDevice(const TensorView &) override {}
-  void toHost(const TensorView &) override {}
   void toDevice(size_t, size_t) override {}
   void toHost(size_t, size_t) override {}
   size_t highWaterMark() override { return arena_.highWaterMark(); }
@@ -42,6 +41,13 @@ private:
 };
 
 } // namespace
+
+size_t ExecutionDevice::hostOffset(const TensorView &view) {
+  const uint8_t *base = hostArena().base(), *p = static_cast<const uint8_t *>(view.data);
+  if (p < base || p + view.bytes() > base + hostArena().size())
+    fail("internal: ", view.describe(), " is not a view of the host arena");
+  return static_cast<size_t>(p - base);
+}
 
 std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes) {
   return std::make_unique<CpuDevice>(arenaBytes);

@@ -54,17 +54,22 @@ public:
   /// Waits for all outstanding work (profiling times one instruction).
   virtual void synchronize() = 0;
 
-  /// Copies a host-arena view's bytes to the device / back.
-  virtual void toDevice(const TensorView &hostView) = 0;
-  virtual void toHost(const TensorView &hostView) = 0;
-  /// [offset, offset+bytes) of the arena, both directions.
+  /// [offset, offset+bytes) of the arena from the host mirror to the
+  /// device / back (no-ops on the CPU, where there is one arena).
   virtual void toDevice(size_t offset, size_t bytes) = 0;
   virtual void toHost(size_t offset, size_t bytes) = 0;
+  /// The bytes of a view of the host arena (BoundProgram::view).
+  void toDevice(const TensorView &hostView) { toDevice(hostOffset(hostView), hostView.bytes()); }
+  void toHost(const TensorView &hostView) { toHost(hostOffset(hostView), hostView.bytes()); }
 
   /// One past the highest arena byte the run wrote (see Arena).
   virtual size_t highWaterMark() = 0;
   /// Device facts for the run's summary ("" on the CPU).
   virtual std::string describe() = 0;
+
+private:
+  /// Where a view of the host arena starts; throws for any other pointer.
+  size_t hostOffset(const TensorView &hostView);
 };
 
 /// The CPU backend: kernels run on the host arena, in program order.

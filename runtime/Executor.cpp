@@ -161,7 +161,7 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
       // No-ops on the CPU (one stream, program order); cudaEvents on a GPU.
       int64_t event = inst.event;
       int stream = inst.stream;
-      device.stream(stream); // an unknown stream fails here, at bind time
+      device.stream(stream); // a GPU rejects a stream it lacks here, at bind time
       if (inst.kind == InstructionKind::RecordEvent)
         steps_.push_back([&device, event, stream](const StepContext &) {
           device.recordEvent(event, stream);

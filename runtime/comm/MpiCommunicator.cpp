@@ -1,5 +1,6 @@
 //===- MpiCommunicator.cpp - collectives over MPI ranks -------------------===//
 
+#include "runtime/comm/MeshGroup.h"
 #include "runtime/comm/MpiCommunicator.h"
 
 #include "runtime/support/Error.h"
@@ -145,14 +146,12 @@ public:
   MPI_Op op(Reduction r, DType t) const;
 
 private:
-  int axisIndex(const std::string &axis) const;
-
   std::vector<std::pair<std::string, int>> mesh_;
   CommOptions options_;
   int rank_ = 0, size_ = 1;
   std::vector<int> coords_;
   std::vector<MPI_Request> pendingSends_; ///< started, not yet known delivered
-  std::map<std::string, std::unique_ptr<MpiGroup>> groups_;
+  std::map<uint32_t, std::unique_ptr<MpiGroup>> groups_; ///< by MeshGroup::mask
   MPI_Op bf16Sum_ = MPI_OP_NULL, bf16Max_ = MPI_OP_NULL;
   InFlight inFlight_;
   std::atomic<bool> stop_{false};
@@ -299,41 +298,21 @@ template <typename F> void MpiCommunicator::guarded(const CommLabel &what, F &&b
   inFlight_.startMs = -1;
 }
 
-int MpiCommunicator::axisIndex(const std::string &axis) const {
-  for (size_t i = 0; i < mesh_.size(); ++i)
-    if (mesh_[i].first == axis) return static_cast<int>(i);
-  fail("rank ", rank_, ": the mesh has no axis '", axis, "'");
-}
-
 CommGroup &MpiCommunicator::group(const std::vector<std::string> &axes) {
-  std::vector<bool> in(mesh_.size(), false);
-  for (const std::string &axis : axes) in[axisIndex(axis)] = true;
-  std::string key, name = "[";
-  for (size_t i = 0; i < mesh_.size(); ++i)
-    if (in[i]) {
-      key += mesh_[i].first + ",";
-      name += (name.size() > 1 ? ", " : "") + mesh_[i].first;
-    }
-  name += "]";
-  auto it = groups_.find(key);
+  MeshGroup g = meshGroup(mesh_, coords_, axes, rank_);
+  auto it = groups_.find(g.mask);
   if (it != groups_.end()) return *it->second;
-  // color: my coordinates outside the group; key: inside, in mesh order.
-  int color = 0, order = 0;
-  for (size_t i = 0; i < mesh_.size(); ++i) {
-    if (in[i]) order = order * mesh_[i].second + coords_[i];
-    else color = color * mesh_[i].second + coords_[i];
-  }
   MPI_Comm comm;
-  MPI_Comm_split(MPI_COMM_WORLD, color, order, &comm);
-  auto group = std::make_unique<MpiGroup>(*this, comm, name);
+  MPI_Comm_split(MPI_COMM_WORLD, g.color, g.position, &comm);
+  auto group = std::make_unique<MpiGroup>(*this, comm, g.name);
   CommGroup &ref = *group;
-  groups_[key] = std::move(group);
+  groups_[g.mask] = std::move(group);
   return ref;
 }
 
 void MpiCommunicator::send(const void *data, size_t bytes, const std::string &axis, int shift,
                            int tag) {
-  int dest = meshNeighbour(mesh_, coords_, static_cast<size_t>(axisIndex(axis)), shift);
+  int dest = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
   guarded(CommLabel{"send to rank ", nullptr, dest}, [&] {
     MPI_Request request;
     MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &request);
@@ -352,7 +331,7 @@ void MpiCommunicator::completeSends() {
 }
 
 void MpiCommunicator::recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) {
-  int src = meshNeighbour(mesh_, coords_, static_cast<size_t>(axisIndex(axis)), shift);
+  int src = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
   guarded(CommLabel{"recv from rank ", nullptr, src}, [&] {
     MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   });

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/comm/MeshGroup.h"
 #include "runtime/comm/TcpCommunicator.h"
 
 #include "runtime/support/Error.h"
@@ -1135,38 +1136,22 @@ void TcpCommunicator::timedOut(const CommLabel &what, Transfers transfers) {
 //===----------------------------------------------------------------------===//
 
 CommGroup &TcpCommunicator::group(const std::vector<std::string> &axes) {
-  uint32_t mask = 0;
-  for (const std::string &axis : axes) {
-    auto it = std::find_if(mesh_.begin(), mesh_.end(), [&](auto &a) { return a.first == axis; });
-    if (it == mesh_.end())
-      fail("rank ", rank_, ": the mesh has no axis '", axis, "'");
-    mask |= 1u << (it - mesh_.begin());
-  }
-  auto found = groups_.find(mask);
+  MeshGroup g = meshGroup(mesh_, coords_, axes, rank_);
+  auto found = groups_.find(g.mask);
   if (found != groups_.end()) return *found->second;
-  std::vector<std::string> inside;
-  std::string name = "[";
-  for (size_t i = 0; i < mesh_.size(); ++i)
-    if (mask >> i & 1) {
-      inside.push_back(mesh_[i].first);
-      name += (name.size() > 1 ? ", " : "") + mesh_[i].first;
-    }
-  name += "]";
   // Members: the ranks whose coordinates agree with ours outside the group,
   // placed by their coordinates inside it (mesh order).
-  int groupSize = groupPosition(mesh_, rank_, inside).second;
-  std::vector<int> members(static_cast<size_t>(groupSize), -1);
+  std::vector<int> members(static_cast<size_t>(g.size), -1);
   for (int r = 0; r < size_; ++r) {
     std::vector<int> c = meshCoordinates(mesh_, r);
     bool same = true;
     for (size_t i = 0; i < mesh_.size(); ++i)
-      if (!(mask >> i & 1) && c[i] != coords_[i]) same = false;
-    if (same) members[groupPosition(mesh_, r, inside).first] = r;
+      if (!(g.mask >> i & 1) && c[i] != coords_[i]) same = false;
+    if (same) members[groupPosition(mesh_, r, g.axes).first] = r;
   }
-  int position = groupPosition(mesh_, rank_, inside).first;
-  auto group = std::make_unique<TcpGroup>(*this, std::move(members), position, mask, name);
+  auto group = std::make_unique<TcpGroup>(*this, std::move(members), g.position, g.mask, g.name);
   CommGroup &ref = *group;
-  groups_[mask] = std::move(group);
+  groups_[g.mask] = std::move(group);
   return ref;
 }
 
@@ -1180,10 +1165,7 @@ TcpGroup &TcpCommunicator::world() {
 }
 
 int TcpCommunicator::peerAlong(const std::string &axis, int shift) const {
-  auto it = std::find_if(mesh_.begin(), mesh_.end(), [&](auto &a) { return a.first == axis; });
-  if (it == mesh_.end())
-    fail("rank ", rank_, ": the mesh has no axis '", axis, "'");
-  return meshNeighbour(mesh_, coords_, static_cast<size_t>(it - mesh_.begin()), shift);
+  return meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
 }
 
 void TcpCommunicator::send(const void *data, size_t bytes, const std::string &axis, int shift,

@@ -57,10 +57,10 @@ std::string formatGiB(size_t bytes) {
 class CudaDevice final : public ExecutionDevice {
 public:
   CudaDevice(size_t arenaBytes, int device)
-      : host_(arenaBytes), bytes_(arenaBytes), device_(device) {
+      : host_(arenaBytes), device_(device) {
     check(cudaSetDevice(device_), "cudaSetDevice");
-    check(cudaMalloc(&base_, bytes_ ? bytes_ : 1), "cudaMalloc of the arena");
-    check(cudaMemset(base_, Arena::kPattern, bytes_), "cudaMemset of the arena");
+    check(cudaMalloc(&base_, host_.size() ? host_.size() : 1), "cudaMalloc of the arena");
+    check(cudaMemset(base_, Arena::kPattern, host_.size()), "cudaMemset of the arena");
     for (cudaStream_t &s : streams_)
       check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
     check(cudaMalloc(&step_, sizeof(int64_t)), "cudaMalloc of the step word");
@@ -135,8 +135,6 @@ public:
 
   void synchronize() override { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
-  void toDevice(const TensorView &view) override { toDevice(offsetOf(view), view.bytes()); }
-  void toHost(const TensorView &view) override { toHost(offsetOf(view), view.bytes()); }
   // On the compute stream, not the legacy default stream: the program
   // streams are non-blocking, so only stream order puts an upload before
   // the kernels that read it (a pageable cudaMemcpy may return before its
@@ -156,7 +154,7 @@ public:
   size_t highWaterMark() override {
     // Scans down from the end in chunks: only the tail is ever read.
     std::vector<uint8_t> chunk(size_t(64) << 20);
-    size_t end = bytes_;
+    size_t end = host_.size();
     while (end > 0) {
       size_t n = std::min(chunk.size(), end);
       check(cudaMemcpy(chunk.data(), base_ + end - n, n, cudaMemcpyDeviceToHost),
@@ -174,7 +172,7 @@ public:
     cudaMemGetInfo(&freeBytes, &totalBytes);
     return "GPU " + std::to_string(device_) + " (" + cuda::describeDevice(device_) + "): " +
            formatGiB(totalBytes - freeBytes) + " in use by all processes, arena " +
-           formatGiB(bytes_);
+           formatGiB(host_.size());
   }
 
 private:
@@ -197,12 +195,6 @@ private:
     events_[id] = event;
     return event;
   }
-  size_t offsetOf(const TensorView &view) const {
-    auto *p = static_cast<const uint8_t *>(view.data);
-    if (p < host_.base() || p + view.bytes() > host_.base() + bytes_)
-      fail("internal: ", view.describe(), " is not a view of the host arena");
-    return static_cast<size_t>(p - host_.base());
-  }
   /// Stream 1 starts after everything already on stream 0 (the batch, the
   /// step word) and, inside a capture, joins it.
   void forkCommunication() {
@@ -216,7 +208,6 @@ private:
   }
 
   Arena host_;
-  size_t bytes_;
   int device_ = 0;
   uint8_t *base_ = nullptr;
   cudaStream_t streams_[2] = {nullptr, nullptr};

@@ -3,6 +3,7 @@
 #include "runtime/comm/NcclCommunicator.h"
 #include "runtime/ExecutionDevice.h"
 #include "runtime/Mesh.h"
+#include "runtime/comm/MeshGroup.h"
 #include "runtime/support/Error.h"
 
 #include <cuda_runtime.h>
@@ -126,47 +127,28 @@ public:
   int size() const override { return size_; }
 
   CommGroup &group(const std::vector<std::string> &axes) override {
-    std::vector<bool> in(mesh_.size(), false);
-    for (const std::string &axis : axes) in[axisIndex(axis)] = true;
-    std::string key, name = "[";
-    for (size_t i = 0; i < mesh_.size(); ++i)
-      if (in[i]) {
-        key += mesh_[i].first + ",";
-        name += (name.size() > 1 ? ", " : "") + mesh_[i].first;
-      }
-    name += "]";
-    auto it = groups_.find(key);
+    MeshGroup g = meshGroup(mesh_, coords_, axes, rank_);
+    auto it = groups_.find(g.mask);
     if (it != groups_.end())
       return *it->second;
-    // color: coordinates outside the group; key: inside, in mesh order
-    // (the member order all_gather concatenates in).
-    int color = 0, order = 0, members = 1;
-    for (size_t i = 0; i < mesh_.size(); ++i) {
-      if (in[i]) {
-        order = order * mesh_[i].second + coords_[i];
-        members *= mesh_[i].second;
-      } else {
-        color = color * mesh_[i].second + coords_[i];
-      }
-    }
     ncclComm_t comm;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    check(ncclCommSplit(world_, color, order, &comm, &config), {"ncclCommSplit for ", &name},
-          rank_);
-    auto group = std::make_unique<NcclGroup>(comm, order, members, name, stream_, rank_);
+    check(ncclCommSplit(world_, g.color, g.position, &comm, &config),
+          {"ncclCommSplit for ", &g.name}, rank_);
+    auto group = std::make_unique<NcclGroup>(comm, g.position, g.size, g.name, stream_, rank_);
     CommGroup &ref = *group;
-    groups_[key] = std::move(group);
+    groups_[g.mask] = std::move(group);
     return ref;
   }
 
   void send(const void *data, size_t bytes, const std::string &axis, int shift,
             int) override {
-    int peer = meshNeighbour(mesh_, coords_, static_cast<size_t>(axisIndex(axis)), shift);
+    int peer = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
     check(ncclSend(data, bytes, ncclUint8, peer, world_, stream_), {"send to rank ", nullptr, peer},
           rank_);
   }
   void recv(void *data, size_t bytes, const std::string &axis, int shift, int) override {
-    int peer = meshNeighbour(mesh_, coords_, static_cast<size_t>(axisIndex(axis)), shift);
+    int peer = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
     check(ncclRecv(data, bytes, ncclUint8, peer, world_, stream_),
           {"receive from rank ", nullptr, peer}, rank_);
   }
@@ -176,19 +158,13 @@ public:
   }
 
 private:
-  int axisIndex(const std::string &axis) const {
-    for (size_t i = 0; i < mesh_.size(); ++i)
-      if (mesh_[i].first == axis) return static_cast<int>(i);
-    fail("rank ", rank_, ": the mesh has no axis '", axis, "'");
-  }
-
   Mesh mesh_;
   Communicator &host_;
   int rank_, size_;
   std::vector<int> coords_;
   cudaStream_t stream_;
   ncclComm_t world_ = nullptr;
-  std::map<std::string, std::unique_ptr<NcclGroup>> groups_;
+  std::map<uint32_t, std::unique_ptr<NcclGroup>> groups_; ///< by MeshGroup::mask
 };
 
 } // namespace

@@ -616,8 +616,8 @@ int Trainer::run() {
               << (used + 64 > planned ? "the plan's peak, to its 64-byte alignment"
                                       : "the plan reserves more than the run used")
               << ")\n";
-    if (!device->describe().empty())
-      std::cout << "device: " << device->describe() << "\n";
+    if (std::string facts = device->describe(); !facts.empty())
+      std::cout << "device: " << facts << "\n";
     if (opt.profile)
       printProfile(profile);
   }
