@@ -177,35 +177,16 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
       }
     }
   }
-  const TrainingPipelineOptions &p = options.pipeline;
+  for (auto &[key, value] : optionMetadata(options.pipeline, options.schedule))
+    meta.emplace(key, value); // what the module says (layout, pipeline) wins
   put("model.batch_size", batchRows);
-  put("sequence_parallel", p.sequenceParallel ? 1 : 0);
-  put("precision", p.precision);
-  put("recompute", p.recompute);
-  put("qat", p.qat);
-  put("lora", p.lora);
   // What merging adapters into their weights needs (llmc merge-lora).
   std::string loraError;
-  if (std::optional<LoRASpec> lora = parseLoRASpec(p.lora, loraError); lora && !p.lora.empty())
+  if (std::optional<LoRASpec> lora = parseLoRASpec(options.pipeline.lora, loraError);
+      lora && !options.pipeline.lora.empty())
     put("lora.scale", lora->scale());
-  put("qlora", p.qlora ? 1 : 0);
-  if (p.qlora)
+  if (options.pipeline.qlora)
     put("qlora.block", llmc::quant::kNf4Block);
-  put("recompute.layers", p.recomputeLayers);
-  put("microbatches", p.microbatches);
-  put("optimizer", p.optimizer);
-  put("optimizer.beta1", p.beta1);
-  put("optimizer.beta2", p.beta2);
-  put("optimizer.epsilon", p.epsilon);
-  put("optimizer.weight_decay", p.weightDecay);
-  put("optimizer.max_grad_norm", p.maxGradNorm);
-  const ScheduleDefaults &s = options.schedule;
-  put("schedule.lr", s.lr);
-  put("schedule.min_lr", s.minLr);
-  put("schedule.warmup", s.warmupSteps);
-  put("schedule.steps", s.totalSteps);
-  put("schedule.kind", s.kind);
-  put("seed", s.seed);
   return meta;
 }
 
@@ -221,15 +202,11 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
   if (!llvm::is_contained(stages, options.emit))
     return reportFailure(tool, "unknown --emit '" + options.emit +
                                    "' (expected graph, train, exec or artifact)");
-  if (options.pipeline.precision != "fp32" && options.pipeline.precision != "bf16")
-    return reportFailure(tool, "unknown --precision '" + options.pipeline.precision +
-                                   "' (expected fp32 or bf16)");
-  static const char *recomputeModes[] = {"none", "full", "selective", "budget"};
-  if (!llvm::is_contained(recomputeModes, options.pipeline.recompute))
-    return reportFailure(tool, "unknown --recompute '" + options.pipeline.recompute +
-                                   "' (expected none, full, selective or budget=<bytes>)");
-  if (options.pipeline.microbatches < 1)
-    return reportFailure(tool, "--microbatches must be >= 1");
+  TrainingPipelineOptions pipeline = options.pipeline;
+  if (std::string error = resolveOptions(pipeline); !error.empty())
+    return reportFailure(tool, error);
+  if (std::string error = resolveOptions(options.schedule); !error.empty())
+    return reportFailure(tool, error);
 
   MLIRContext context;
   prepareContext(context);
@@ -240,11 +217,8 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
     return 1;
 
   int64_t batchRows = globalBatchRows(*module);
-  TrainingPipelineOptions pipeline = options.pipeline;
+  const std::string recomputeMode = pipeline.recompute; // before a budget picks layers
   if (pipeline.recompute == "budget") {
-    if (pipeline.memoryBudget <= 0)
-      return reportFailure(tool, "--recompute budget needs a budget: --recompute budget=<bytes> "
-                                 "or --memory-budget <bytes>");
     FailureOr<std::string> layers = chooseRecompute(*module, pipeline, tool);
     if (failed(layers))
       return 1;
@@ -254,7 +228,10 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
   pipeline.emit = options.emit == "artifact" ? "exec" : options.emit;
   PassManager pm(&context);
   pm.enableVerifier(true);
-  buildTrainingPipeline(pm, pipeline);
+  if (failed(buildTrainingPipeline(pm, pipeline, [&](const llvm::Twine &message) {
+        reportFailure(tool, message);
+      })))
+    return 1;
   if (failed(pm.run(*module)))
     return 1;
 
@@ -269,7 +246,8 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
     return 0;
   }
   CompileOptions chosen = options;
-  chosen.pipeline.recomputeLayers = pipeline.recomputeLayers;
+  chosen.pipeline = pipeline;
+  chosen.pipeline.recompute = recomputeMode;
   FailureOr<std::vector<uint8_t>> bytes =
       writeArtifact(*module, collectMetadata(*module, chosen, batchRows));
   if (failed(bytes))

@@ -31,14 +31,6 @@ struct ModelSource {
   std::vector<std::string> overrides; ///< key=value
 };
 
-/// Training defaults recorded in the artifact (llmc-run may override them).
-struct ScheduleDefaults {
-  double lr = 1e-3, minLr = 1e-4;
-  int64_t warmupSteps = 10, totalSteps = 300;
-  std::string kind = "cosine";
-  uint64_t seed = 1337;
-};
-
 struct CompileOptions {
   ModelSource source;
   TrainingPipelineOptions pipeline;

@@ -41,10 +41,12 @@ FailureOr<int64_t> plannedArenaBytes(ModuleOp forward, const TrainingPipelineOpt
   OwningOpRef<ModuleOp> trial(cast<ModuleOp>(forward->clone()));
   TrainingPipelineOptions lowered = options;
   lowered.emit = "exec";
-  lowered.memoryBudget = 0; // measured here, not enforced
+  lowered.memoryBudgetBytes = 0; // measured here, not enforced
   PassManager pm(forward.getContext());
-  buildTrainingPipeline(pm, lowered);
-  if (failed(pm.run(*trial)))
+  if (failed(buildTrainingPipeline(pm, lowered, [&](const llvm::Twine &message) {
+        forward.emitError() << message.str();
+      })) ||
+      failed(pm.run(*trial)))
     return failure();
   int64_t largest = 0;
   for (ModuleOp role : programModules(*trial))
@@ -69,7 +71,7 @@ FailureOr<std::string> chooseRecompute(ModuleOp forward, const TrainingPipelineO
     if (failed(bytes))
       return failure();
     largest = *bytes;
-    return *bytes <= options.memoryBudget;
+    return *bytes <= options.memoryBudgetBytes;
   };
   // Memory falls as the level rises (each level keeps fewer activations),
   // so the cheapest fitting level is found by bisection: O(log L) compiles.
@@ -97,7 +99,7 @@ FailureOr<std::string> chooseRecompute(ModuleOp forward, const TrainingPipelineO
     // Compiling this plan fails in llmc-memory-budget, which says what
     // else to change; say first that recomputation alone is not enough.
     llvm::WithColor::note(llvm::errs(), tool)
-        << "no recomputation fits " << formatSize(options.memoryBudget)
+        << "no recomputation fits " << formatSize(options.memoryBudgetBytes)
         << ": with every layer recomputed in full each rank needs " << formatSize(fullBytes) << "\n";
     return recomputeLevel(layers, top);
   }

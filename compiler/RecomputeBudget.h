@@ -35,7 +35,7 @@ std::string recomputeLevel(const std::vector<std::string> &layers, size_t level)
 mlir::FailureOr<int64_t> plannedArenaBytes(mlir::ModuleOp forward,
                                            const TrainingPipelineOptions &options);
 
-/// The cheapest level that fits `options.memoryBudget`, as layer modes. When
+/// The cheapest level that fits `options.memoryBudgetBytes`, as layer modes. When
 /// no level fits, returns full recomputation of every layer:
 /// compiling it fails in llmc-memory-budget, which says what else to change.
 mlir::FailureOr<std::string> chooseRecompute(mlir::ModuleOp forward,

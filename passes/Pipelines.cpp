@@ -13,12 +13,79 @@
 
 using namespace mlir;
 
-void llmc::buildTrainingPipeline(OpPassManager &pm,
-                                 const TrainingPipelineOptions &options) {
+namespace {
+
+/// Adds the pipeline's passes and, around the ones `--insert-pass` names,
+/// the user's (plugin) passes.
+class PipelineBuilder {
+public:
+  PipelineBuilder(OpPassManager &pm, std::vector<llmc::PassInsertion> insertions)
+      : pm(pm), insertions(std::move(insertions)), used(this->insertions.size(), false) {}
+
+  void add(std::unique_ptr<Pass> pass) {
+    std::string anchor = pass->getArgument().str();
+    insert(anchor, /*after=*/false);
+    pm.addPass(std::move(pass));
+    added.push_back(anchor);
+    insert(anchor, /*after=*/true);
+  }
+
+  /// Fails for an insertion whose anchor pass is not in this pipeline or
+  /// whose pass text does not parse.
+  LogicalResult finish(function_ref<void(const Twine &)> error) {
+    if (!parseErrors.empty()) {
+      error(parseErrors);
+      return failure();
+    }
+    for (auto [insertion, done] : llvm::zip(insertions, used))
+      if (!done) {
+        std::string passes;
+        for (const std::string &name : added)
+          passes += (passes.empty() ? "" : ", ") + name;
+        error("--insert-pass: no pass '" + insertion.anchor + "' in this pipeline (it runs " +
+              passes + ")");
+        return failure();
+      }
+    return success();
+  }
+
+private:
+  void insert(StringRef anchor, bool after) {
+    for (auto [insertion, done] : llvm::zip(insertions, used)) {
+      if (insertion.anchor != anchor || insertion.after != after)
+        continue;
+      done = true;
+      std::string message;
+      llvm::raw_string_ostream os(message);
+      if (failed(parsePassPipeline(insertion.passes, pm, os)))
+        parseErrors += "--insert-pass '" + insertion.passes + "': " + message;
+    }
+  }
+
+  OpPassManager &pm;
+  std::vector<llmc::PassInsertion> insertions;
+  std::vector<bool> used;
+  std::vector<std::string> added;
+  std::string parseErrors;
+};
+
+} // namespace
+
+LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
+                                          const TrainingPipelineOptions &options,
+                                          function_ref<void(const Twine &)> error) {
+  std::string insertError;
+  PipelineBuilder builder(pm, parsePassInsertions(options.insertPass, insertError));
+  if (!insertError.empty()) {
+    error(insertError);
+    return failure();
+  }
+  auto add = [&](std::unique_ptr<Pass> pass) { builder.add(std::move(pass)); };
+
   if (options.precision != "fp32") {
     PrecisionOptions precision;
     precision.computeType = options.precision;
-    pm.addPass(createPrecision(precision));
+    add(createPrecision(precision));
   }
   if (!options.mesh.empty()) {
     ShardOptions shard;
@@ -27,22 +94,22 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
     shard.gradSync = options.gradSync;
     shard.rankOrder = options.rankOrder;
     shard.sequenceParallel = options.sequenceParallel;
-    pm.addPass(createShard(shard));
+    add(createShard(shard));
   }
   if (!options.qat.empty()) {
     QATOptions qat;
     qat.spec = options.qat;
-    pm.addPass(createQAT(qat));
+    add(createQAT(qat));
   }
   if (!options.lora.empty()) {
     LoRAOptions lora;
     lora.spec = options.lora;
     lora.qlora = options.qlora;
-    pm.addPass(createLoRA(lora));
+    add(createLoRA(lora));
   }
   if (options.emit == "graph")
-    return;
-  pm.addPass(createAutodiff());
+    return builder.finish(error);
+  add(createAutodiff());
   OptimizerOptions optimizer;
   optimizer.microbatches = options.microbatches;
   optimizer.beta1 = options.beta1;
@@ -52,137 +119,89 @@ void llmc::buildTrainingPipeline(OpPassManager &pm,
   optimizer.noDecay = options.noDecay;
   optimizer.maxGradNorm = options.maxGradNorm;
   optimizer.optimizer = options.optimizer;
-  pm.addPass(createOptimizer(optimizer));
-  pm.addPass(createInferenceEntryPoints());
-  pm.addPass(createCSEPass());
+  add(createOptimizer(optimizer));
+  add(createInferenceEntryPoints());
+  add(createCSEPass());
   // After CSE, which would merge the deliberately repeated forward ops and
   // gathers.
   if (options.recompute != "none" || !options.recomputeLayers.empty() || options.qlora) {
     RecomputeOptions recompute;
     recompute.mode = options.recompute;
     recompute.layerModes = options.recomputeLayers;
-    pm.addPass(createRecompute(recompute));
+    add(createRecompute(recompute));
   }
   if (options.zero == 3) {
     FSDPOptions fsdp;
     fsdp.reshardAfterForward = options.fsdpReshardAfterForward;
     fsdp.prefetch = options.fsdpPrefetch;
-    pm.addPass(createFSDP(fsdp));
+    add(createFSDP(fsdp));
   }
   if (!options.mesh.empty()) {
     PipelineOptions stages;
     stages.schedule = options.pipelineSchedule;
     stages.virtualStages = options.virtualStages;
     stages.stageLayout = options.stageLayout;
-    pm.addPass(createPipeline(stages));
+    add(createPipeline(stages));
     BucketGradientsOptions buckets;
     buckets.bucketBytes = options.gradBucketBytes;
-    pm.addPass(createBucketGradients(buckets));
+    add(createBucketGradients(buckets));
   }
   if (options.emit == "train")
-    return;
-  pm.addPass(createDecomposeCollectives());
-  pm.addPass(createLowerToExec());
-  pm.addPass(createVerifyCollectives());
-  if (options.memoryBudget > 0) {
+    return builder.finish(error);
+  add(createDecomposeCollectives());
+  add(createLowerToExec());
+  add(createVerifyCollectives());
+  if (options.memoryBudgetBytes > 0) {
     MemoryBudgetOptions budget;
-    budget.bytes = options.memoryBudget;
-    pm.addPass(createMemoryBudget(budget));
+    budget.bytes = options.memoryBudgetBytes;
+    add(createMemoryBudget(budget));
   }
   if (options.target == "cuda")
-    pm.addPass(createTargetCuda());
+    add(createTargetCuda());
+  return builder.finish(error);
 }
 
 namespace {
+/// `--llmc-train-pipeline="..."` takes exactly the `llmc compile` flags.
 struct TrainingPipelineCLOptions
     : public PassPipelineOptions<TrainingPipelineCLOptions> {
-  Option<std::string> precision{*this, "precision",
-                                llvm::cl::desc("fp32 | bf16 | f16"),
-                                llvm::cl::init("fp32")};
-  Option<int64_t> microbatches{*this, "microbatches",
-                               llvm::cl::desc("Microbatches per step"),
-                               llvm::cl::init(1)};
-  Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("AdamW weight decay"),
-                             llvm::cl::init(0.1)};
-  Option<double> maxGradNorm{*this, "max-grad-norm",
-                             llvm::cl::desc("Gradient clip (0 disables)"),
-                             llvm::cl::init(1.0)};
-  Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw | adamw8bit"),
-                                llvm::cl::init("adamw")};
-  Option<std::string> target{*this, "target", llvm::cl::desc("cpu | cuda"),
-                             llvm::cl::init("cpu")};
-  Option<std::string> emit{*this, "emit", llvm::cl::desc("graph | train | exec"),
+#define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                        \
+  Option<Type> field{*this, flag, llvm::cl::desc(help), llvm::cl::init(Default)};
+#include "passes/PipelineOptions.def"
+  Option<std::string> emit{*this, "emit", llvm::cl::desc("Stop after: graph | train | exec"),
                            llvm::cl::init("exec")};
-  Option<std::string> mesh{*this, "mesh", llvm::cl::desc("Mesh, e.g. dp=2,tp=2"),
-                           llvm::cl::init("")};
-  Option<int64_t> zero{*this, "zero", llvm::cl::desc("ZeRO stage"), llvm::cl::init(0)};
-  Option<std::string> gradSync{*this, "grad-sync", llvm::cl::desc("allreduce | ps"),
-                               llvm::cl::init("allreduce")};
-  Option<std::string> rankOrder{*this, "rank-order",
-                                llvm::cl::desc("Mesh axes, slowest to fastest"),
-                                llvm::cl::init("")};
-  Option<bool> sp{*this, "sp", llvm::cl::desc("Sequence parallelism over tp"),
-                  llvm::cl::init(false)};
-  Option<std::string> recompute{*this, "recompute", llvm::cl::desc("none | full | selective"),
-                                llvm::cl::init("none")};
-  Option<std::string> pipelineSchedule{*this, "pipeline-schedule",
-                                       llvm::cl::desc("naive | gpipe | 1f1b | interleaved | zero-bubble"),
-                                       llvm::cl::init("1f1b")};
-  Option<int64_t> virtualStages{*this, "virtual-stages", llvm::cl::desc("Model chunks per stage"),
-                                llvm::cl::init(1)};
-  Option<std::string> stageLayout{*this, "stage-layout", llvm::cl::desc("Layers per chunk"),
-                                  llvm::cl::init("")};
-  Option<int64_t> memoryBudget{*this, "memory-budget",
-                               llvm::cl::desc("Per-rank memory budget in bytes (0: none)"),
-                               llvm::cl::init(0)};
-  Option<int64_t> gradBucketBytes{*this, "grad-bucket-bytes",
-                                  llvm::cl::desc("Gradient all-reduce bucket size (0: none)"),
-                                  llvm::cl::init(25 << 20)};
-  Option<bool> fsdpReshardAfterForward{*this, "fsdp-reshard-after-forward",
-                                       llvm::cl::desc("ZeRO-3: gather again for backward"),
-                                       llvm::cl::init(true)};
-  Option<int64_t> fsdpPrefetch{*this, "fsdp-prefetch",
-                               llvm::cl::desc("ZeRO-3: blocks to gather ahead"),
-                               llvm::cl::init(1)};
-  Option<std::string> qat{*this, "qat", llvm::cl::desc("Fake quantization spec (see llmc-qat)"),
-                          llvm::cl::init("")};
-  Option<std::string> lora{*this, "lora", llvm::cl::desc("LoRA spec (see llmc-lora)"),
-                           llvm::cl::init("")};
-  Option<bool> qlora{*this, "qlora", llvm::cl::desc("Adapted base weights stored in NF4"),
-                     llvm::cl::init(false)};
+
+  llmc::TrainingPipelineOptions get() const {
+    llmc::TrainingPipelineOptions options;
+#define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help) options.field = field;
+#include "passes/PipelineOptions.def"
+    options.emit = emit;
+    return options;
+  }
 };
 } // namespace
 
 void llmc::registerPasses() {
   registerLLMCPasses();
-  PassPipelineRegistration<TrainingPipelineCLOptions>(
+  registerPassPipeline(
       "llmc-train-pipeline",
       "Forward graph to per-rank exec programs (what `llmc compile` runs)",
-      [](OpPassManager &pm, const TrainingPipelineCLOptions &cl) {
-        llmc::TrainingPipelineOptions options;
-        options.precision = cl.precision;
-        options.microbatches = cl.microbatches;
-        options.weightDecay = cl.weightDecay;
-        options.maxGradNorm = cl.maxGradNorm;
-        options.optimizer = cl.optimizer;
-        options.emit = cl.emit;
-        options.target = cl.target;
-        options.mesh = cl.mesh;
-        options.zero = cl.zero;
-        options.gradSync = cl.gradSync;
-        options.rankOrder = cl.rankOrder;
-        options.sequenceParallel = cl.sp;
-        options.gradBucketBytes = cl.gradBucketBytes;
-        options.recompute = cl.recompute;
-        options.pipelineSchedule = cl.pipelineSchedule;
-        options.virtualStages = cl.virtualStages;
-        options.stageLayout = cl.stageLayout;
-        options.memoryBudget = cl.memoryBudget;
-        options.fsdpReshardAfterForward = cl.fsdpReshardAfterForward;
-        options.fsdpPrefetch = cl.fsdpPrefetch;
-        options.qat = cl.qat;
-        options.lora = cl.lora;
-        options.qlora = cl.qlora;
-        llmc::buildTrainingPipeline(pm, options);
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) -> LogicalResult {
+        TrainingPipelineCLOptions cl;
+        if (failed(cl.parseFromString(text)))
+          return failure();
+        TrainingPipelineOptions options = cl.get();
+        if (std::string error = resolveOptions(options); !error.empty())
+          return errorHandler("llmc-train-pipeline: " + error);
+        if (options.recompute == "budget")
+          return errorHandler("llmc-train-pipeline: recompute=budget chooses layers by "
+                              "compiling many times; use `llmc compile`");
+        return buildTrainingPipeline(pm, options, [&](const Twine &message) {
+          (void)errorHandler("llmc-train-pipeline: " + message);
+        });
+      },
+      [](function_ref<void(const detail::PassOptions &)> printOptions) {
+        printOptions(TrainingPipelineCLOptions());
       });
 }

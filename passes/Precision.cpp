@@ -82,7 +82,7 @@ struct PrecisionPass : llmc::impl::PrecisionBase<PrecisionPass> {
         return;
       }
       if (op->getDialect() != b.getContext()->getLoadedDialect<llm::LLMDialect>() ||
-          isa<llm::CastOp, llm::CrossEntropyOp, llm::FillOp>(op))
+          op->hasTrait<llmc::trait::KeepsPrecision>())
         return;
       bool lowered = llvm::any_of(op->getOperandTypes(), [&](Type t) {
         auto tensor = dyn_cast<RankedTensorType>(t);
@@ -91,7 +91,8 @@ struct PrecisionPass : llmc::impl::PrecisionBase<PrecisionPass> {
       if (!lowered)
         return;
       for (OpResult result : op->getResults()) {
-        bool keepF32 = isa<llm::AttentionOp>(op) && result.getResultNumber() == 1;
+        bool keepF32 =
+            op->hasTrait<llmc::trait::F32TrailingResults>() && result.getResultNumber() > 0;
         if (isF32Tensor(result.getType()) && !keepF32)
           result.setType(withElement(result.getType(), compute));
       }

@@ -32,22 +32,17 @@ using namespace llmc;
 
 namespace {
 
-/// Cheap to redo, expensive to keep: everything but matmuls, attention and
-/// communication other than what Megatron's sequence parallelism redoes
-/// anyway: the all-gather of a normalised input (so only the 1/t shard of
-/// it is kept, as Korthikanti et al. count) and the tensor-parallel entry
-/// (an identity forward).
-bool cheapToRecompute(Operation *op) {
-  if (isa<dist::ReplicateOp, dist::AllGatherOp>(op))
-    return true;
-  return !isa<llm::MatmulOp, llm::AttentionOp>(op) &&
-         op->getDialect()->getNamespace() != "dist";
-}
+/// Cheap to redo, expensive to keep: everything but what the op's definition
+/// marks ExpensiveToRecompute (matmuls, attention, communication other than
+/// what Megatron's sequence parallelism redoes anyway: the all-gather of a
+/// normalised input, so only the 1/t shard of it is kept, as Korthikanti et
+/// al. count, and the tensor-parallel entry, an identity forward).
+bool cheapToRecompute(Operation *op) { return !op->hasTrait<llmc::trait::ExpensiveToRecompute>(); }
 
 /// Recomputed in every mode: a QLoRA weight expanded from its 4-bit storage
 /// would otherwise stay alive in fp32 from forward to backward, undoing
 /// the point of storing it in 4 bits.
-bool alwaysRecompute(Operation *op) { return isa<qat::DequantizeNf4Op>(op); }
+bool alwaysRecompute(Operation *op) { return op->hasTrait<llmc::trait::AlwaysRecompute>(); }
 
 enum class Policy { WeightsOnly, Selective, Full };
 

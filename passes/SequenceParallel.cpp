@@ -104,9 +104,7 @@ int64_t SequenceParallel::sequenceDim(Value operand, int64_t rank) const {
 }
 
 bool SequenceParallel::isPositionwise(Operation *op) {
-  return isa<llm::LayerNormOp, llm::RMSNormOp, llm::AddOp, llm::MulOp, llm::ScaleOp,
-             llm::DropoutOp, llm::CastOp, llm::GeluOp, llm::SiluOp, llm::SwigluOp,
-             llm::SqrtOp>(op);
+  return op->hasTrait<llmc::trait::Positionwise>();
 }
 
 Value SequenceParallel::slice(Value v, int64_t dim) {

@@ -293,7 +293,7 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
         return op->emitOpError("reshapes the batch dimension away (")
                << in << " to " << out << "); it cannot be split";
     }
-    if (isa<llm::ReduceSumOp, llm::GlobalNormOp, llm::AdamWOp, llm::AdamW8bitOp>(op))
+    if (op->hasTrait<llmc::trait::MixesBatchRows>())
       return op->emitOpError("reduces over the batch dimension in @forward; it cannot be split");
 
     // Each rank's dropout mask is its rows of the whole batch's mask.

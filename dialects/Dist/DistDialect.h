@@ -6,6 +6,7 @@
 #ifndef LLMC_DIALECTS_DIST_DISTDIALECT_H
 #define LLMC_DIALECTS_DIST_DISTDIALECT_H
 
+#include "dialects/Traits.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"

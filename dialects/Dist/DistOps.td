@@ -13,6 +13,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "dialects/Traits.td"
 
 def Dist_Dialect : Dialect {
   let name = "dist";
@@ -99,7 +100,7 @@ def Dist_MeshOp : Dist_Op<"mesh", [Symbol]> {
   }];
 }
 
-def Dist_ShardOp : Dist_Op<"shard", [Pure, AllTypesMatch<["x", "result"]>]> {
+def Dist_ShardOp : Dist_Op<"shard", [Pure, ExpensiveToRecompute, AllTypesMatch<["x", "result"]>]> {
   let summary = "Annotates a value with its sharding";
   let description = [{
     The sharding is checked against the mesh: every named axis exists, no
@@ -115,8 +116,10 @@ def Dist_ShardOp : Dist_Op<"shard", [Pure, AllTypesMatch<["x", "result"]>]> {
   let hasVerifier = 1;
 }
 
+// Communication is worth keeping rather than redoing in backward; the
+// all-gather, which sequence parallelism redoes anyway, opts out.
 class Dist_CollectiveOp<string mnemonic, string what, dag extra, string format,
-                        list<Trait> traits = []>
+                        list<Trait> traits = [ExpensiveToRecompute]>
     : Dist_Op<mnemonic, !listconcat([Pure], traits)> {
   let summary = what # " over the ranks that differ only in `axes`";
   let arguments = !con((ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
@@ -139,7 +142,7 @@ def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce", "All-reduce",
 }
 
 def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather", "All-gather",
-    (ins I64Attr:$dim, UnitAttr:$replicated_grad), "`dim` $dim"> {
+    (ins I64Attr:$dim, UnitAttr:$replicated_grad), "`dim` $dim", /*traits=*/[]> {
   let description = [{
     Concatenates every member's tensor along `dim` in group order.
 
@@ -237,7 +240,7 @@ def Dist_ReplicateOp : Dist_Op<"replicate", [Pure, AllTypesMatch<["input", "resu
   let hasVerifier = 1;
 }
 
-def Dist_SendOp : Dist_Op<"send"> {
+def Dist_SendOp : Dist_Op<"send", [ExpensiveToRecompute]> {
   let summary = "Sends a tensor `shift` positions along one mesh axis";
   let description = [{
     Pipeline stages pass activations with `shift = 1` and gradients back
@@ -253,7 +256,7 @@ def Dist_SendOp : Dist_Op<"send"> {
   let hasVerifier = 1;
 }
 
-def Dist_RecvOp : Dist_Op<"recv"> {
+def Dist_RecvOp : Dist_Op<"recv", [ExpensiveToRecompute]> {
   let summary = "Receives a tensor from `shift` positions along one mesh axis";
   let description = [{
     ```mlir

@@ -6,6 +6,7 @@
 #ifndef LLMC_DIALECTS_LLM_LLMDIALECT_H
 #define LLMC_DIALECTS_LLM_LLMDIALECT_H
 
+#include "dialects/Traits.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"

@@ -11,6 +11,7 @@
 
 include "dialects/LLM/LLMDialect.td"
 include "dialects/LLM/LLMAttrs.td"
+include "dialects/Traits.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
@@ -56,7 +57,7 @@ def LLM_YieldOp : LLM_Op<"yield", [Pure, Terminator, HasParent<"BlockOp">,
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
 
-def LLM_FillOp : LLM_Op<"fill", [Pure]> {
+def LLM_FillOp : LLM_Op<"fill", [Pure, KeepsPrecision]> {
   let summary = "A tensor with every element equal to one value";
   let description = [{
     ```mlir
@@ -72,7 +73,7 @@ def LLM_FillOp : LLM_Op<"fill", [Pure]> {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def LLM_MatmulOp : LLM_PureOp<"matmul"> {
+def LLM_MatmulOp : LLM_PureOp<"matmul", [ExpensiveToRecompute]> {
   let summary = "Matrix product over the last two dimensions";
   let description = [{
     `a` is `[..., M, K]` (`[..., K, M]` with `transpose_a`); `b` is either a
@@ -95,7 +96,8 @@ def LLM_MatmulOp : LLM_PureOp<"matmul"> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-class LLM_BroadcastBinaryOp<string mnemonic, string what> : LLM_PureOp<mnemonic> {
+class LLM_BroadcastBinaryOp<string mnemonic, string what>
+    : LLM_PureOp<mnemonic, [Positionwise]> {
   let summary = "Elementwise " # what # " with trailing broadcast of rhs";
   let description = [{
     `rhs` has the shape of `lhs` or of a suffix of it (a bias `[N]` against
@@ -114,7 +116,8 @@ class LLM_BroadcastBinaryOp<string mnemonic, string what> : LLM_PureOp<mnemonic>
 def LLM_AddOp : LLM_BroadcastBinaryOp<"add", "sum">;
 def LLM_MulOp : LLM_BroadcastBinaryOp<"mul", "product">;
 
-class LLM_UnaryOp<string mnemonic, string sum, string example> : LLM_PureOp<mnemonic> {
+class LLM_UnaryOp<string mnemonic, string sum, string example>
+    : LLM_PureOp<mnemonic, [Positionwise]> {
   let summary = sum;
   let description = [{
     ```mlir
@@ -132,7 +135,7 @@ def LLM_GeluOp : LLM_UnaryOp<"gelu",
 def LLM_SiluOp : LLM_UnaryOp<"silu", "SiLU: x·sigmoid(x)",
   "%y = llm.silu %x : tensor<4x64x512xf32>">;
 
-def LLM_ScaleOp : LLM_PureOp<"scale"> {
+def LLM_ScaleOp : LLM_PureOp<"scale", [Positionwise]> {
   let summary = "Multiplies every element by a constant";
   let description = [{
     ```mlir
@@ -144,7 +147,7 @@ def LLM_ScaleOp : LLM_PureOp<"scale"> {
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
-def LLM_SwigluOp : LLM_PureOp<"swiglu", [AllTypesMatch<["gate", "up"]>]> {
+def LLM_SwigluOp : LLM_PureOp<"swiglu", [Positionwise, AllTypesMatch<["gate", "up"]>]> {
   let summary = "SwiGLU gate: silu(gate) · up";
   let description = [{
     ```mlir
@@ -156,7 +159,7 @@ def LLM_SwigluOp : LLM_PureOp<"swiglu", [AllTypesMatch<["gate", "up"]>]> {
   let assemblyFormat = "$gate `,` $up attr-dict `:` type($gate)";
 }
 
-def LLM_DropoutOp : LLM_PureOp<"dropout"> {
+def LLM_DropoutOp : LLM_PureOp<"dropout", [Positionwise]> {
   let summary = "Seeded inverted dropout";
   let description = [{
     Zeroes each element with probability `rate` and scales the rest by
@@ -183,7 +186,7 @@ def LLM_DropoutOp : LLM_PureOp<"dropout"> {
   let hasVerifier = 1;
 }
 
-def LLM_CastOp : LLM_Op<"cast", [Pure]> {
+def LLM_CastOp : LLM_Op<"cast", [Pure, Positionwise, KeepsPrecision]> {
   let summary = "Converts element type (fp32 ↔ bf16 ↔ f16), same shape";
   let description = [{
     ```mlir
@@ -200,7 +203,7 @@ def LLM_CastOp : LLM_Op<"cast", [Pure]> {
 // Normalization, embedding, position
 //===----------------------------------------------------------------------===//
 
-def LLM_LayerNormOp : LLM_PureOp<"layernorm", [AllTypesMatch<["gamma", "beta"]>]> {
+def LLM_LayerNormOp : LLM_PureOp<"layernorm", [Positionwise, AllTypesMatch<["gamma", "beta"]>]> {
   let summary = "Layer normalization over the last dimension";
   let description = [{
     y = (x − mean) / √(var + ε) · gamma + beta, statistics over the last
@@ -217,7 +220,7 @@ def LLM_LayerNormOp : LLM_PureOp<"layernorm", [AllTypesMatch<["gamma", "beta"]>]
   let hasVerifier = 1;
 }
 
-def LLM_RMSNormOp : LLM_PureOp<"rmsnorm"> {
+def LLM_RMSNormOp : LLM_PureOp<"rmsnorm", [Positionwise]> {
   let summary = "RMS normalization over the last dimension";
   let description = [{
     y = x / √(mean(x²) + ε) · gamma.
@@ -280,7 +283,8 @@ def LLM_RopeOp : LLM_PureOp<"rope"> {
 // Attention and loss
 //===----------------------------------------------------------------------===//
 
-def LLM_AttentionOp : LLM_PureOp<"attention", [AllTypesMatch<["k", "v"]>]> {
+def LLM_AttentionOp : LLM_PureOp<"attention", [ExpensiveToRecompute, F32TrailingResults,
+                                              AllTypesMatch<["k", "v"]>]> {
   let summary = "Scaled dot-product attention with GQA/MQA and packing";
   let description = [{
     `q` is `[B, T, H, D]`; `k` and `v` are `[B, T, KV, D]` with H divisible
@@ -306,7 +310,7 @@ def LLM_AttentionOp : LLM_PureOp<"attention", [AllTypesMatch<["k", "v"]>]> {
   let hasVerifier = 1;
 }
 
-def LLM_CrossEntropyOp : LLM_Op<"cross_entropy", [Pure]> {
+def LLM_CrossEntropyOp : LLM_Op<"cross_entropy", [Pure, KeepsPrecision]> {
   let summary = "Softmax cross-entropy, mean over non-ignored targets";
   let description = [{
     `logits` is `S × [V]`, `targets` is `S` with values in [0, V) or equal to
@@ -478,7 +482,7 @@ def LLM_ConcatOp : LLM_Op<"concat", [Pure]> {
   let hasVerifier = 1;
 }
 
-def LLM_ReduceSumOp : LLM_Op<"reduce_sum", [Pure]> {
+def LLM_ReduceSumOp : LLM_Op<"reduce_sum", [Pure, MixesBatchRows]> {
   let summary = "Sums over leading dimensions down to a suffix shape (broadcast's backward)";
   let description = [{
     ```mlir
@@ -658,7 +662,7 @@ def LLM_CrossEntropyFinishGradOp : LLM_PureOp<"cross_entropy_finish_grad"> {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-def LLM_GlobalNormOp : LLM_Op<"global_norm", [Pure]> {
+def LLM_GlobalNormOp : LLM_Op<"global_norm", [Pure, MixesBatchRows]> {
   let summary = "L2 norm (or, with `squared`, its square) over all inputs, in fp32";
   let description = [{
     `squared` returns Σx² instead of √(Σx²), so norms of shards on different
@@ -678,7 +682,7 @@ def LLM_GlobalNormOp : LLM_Op<"global_norm", [Pure]> {
 def LLM_SqrtOp : LLM_UnaryOp<"sqrt", "Elementwise square root",
   "%n = llm.sqrt %s : tensor<f32>">;
 
-def LLM_AdamWOp : LLM_PureOp<"adamw", [AllTypesMatch<["param", "grad", "m", "v"]>]> {
+def LLM_AdamWOp : LLM_PureOp<"adamw", [MixesBatchRows, AllTypesMatch<["param", "grad", "m", "v"]>]> {
   let summary = "One AdamW update of a parameter and its moments";
   let description = [{
     With g' = g · min(1, max_grad_norm / (grad_norm + 1e-6)) when
@@ -707,7 +711,7 @@ def LLM_AdamWOp : LLM_PureOp<"adamw", [AllTypesMatch<["param", "grad", "m", "v"]
   let hasVerifier = 1;
 }
 
-def LLM_AdamW8bitOp : LLM_PureOp<"adamw8bit", [AllTypesMatch<["param", "grad"]>,
+def LLM_AdamW8bitOp : LLM_PureOp<"adamw8bit", [MixesBatchRows, AllTypesMatch<["param", "grad"]>,
     AllTypesMatch<["m_codes", "v_codes", "new_m_codes", "new_v_codes"]>,
     AllTypesMatch<["m_absmax", "v_absmax", "new_m_absmax", "new_v_absmax"]>]> {
   let summary = "One AdamW update with 8-bit block-wise quantized moments";

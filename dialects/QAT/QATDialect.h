@@ -7,6 +7,7 @@
 #ifndef LLMC_DIALECTS_QAT_QATDIALECT_H
 #define LLMC_DIALECTS_QAT_QATDIALECT_H
 
+#include "dialects/Traits.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"

@@ -6,6 +6,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "dialects/Common.td"
+include "dialects/Traits.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
@@ -180,7 +181,7 @@ def QAT_EmaOp : Op<QAT_Dialect, "ema", [Pure, AllTypesMatch<["state", "observed"
   let hasVerifier = 1;
 }
 
-def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure]> {
+def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure, AlwaysRecompute]> {
   let summary = "Expands an NF4 weight with double-quantized block absmax (QLoRA storage)";
   let description = [{
     The QLoRA storage of a frozen weight with `numel` elements, in blocks of

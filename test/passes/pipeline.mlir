@@ -6,7 +6,8 @@
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 microbatches=4 pipeline-schedule=zero-bubble emit=train" | FileCheck %s --check-prefix=ZB
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 microbatches=1 pipeline-schedule=naive stage-layout=3,1 emit=train" | FileCheck %s --check-prefix=LAYOUT
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 microbatches=2" | FileCheck %s --check-prefix=EXEC
-// RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 pipeline-schedule=fast" 2>&1 | FileCheck %s --check-prefix=KIND
+// RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 pipeline-schedule=fast" 2>&1 | FileCheck %s --check-prefix=KIND-OPTION
+// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=pp=2" --llmc-autodiff --llmc-optimizer --llmc-pipeline="schedule=fast" 2>&1 | FileCheck %s --check-prefix=KIND
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=8" 2>&1 | FileCheck %s --check-prefix=LAYERS
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 stage-layout=2,1" 2>&1 | FileCheck %s --check-prefix=BADLAYOUT
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2,dp=2 zero=2" 2>&1 | FileCheck %s --check-prefix=ZERO
@@ -63,6 +64,7 @@
 // EXEC: exec.program @train_step kind "train_step" attributes {exec.ranks = array<i64: 1>}
 // EXEC: exec.recv
 
+// KIND-OPTION: error: llmc-train-pipeline: unknown --pipeline-schedule 'fast' (expected naive, gpipe, 1f1b, interleaved or zero-bubble)
 // KIND: error: pipeline: unknown schedule 'fast' (expected naive, gpipe, 1f1b, interleaved or zero-bubble)
 // LAYERS: error: pipeline: 4 layers cannot fill 8 model chunks (8 stages x 1 virtual stages)
 // BADLAYOUT: error: pipeline: stage-layout '2,1' gives 2 chunks of 3 layers; the model needs 2 chunks of 4 layers

@@ -55,16 +55,16 @@ TEST(RecomputeBudget, ChoosesTheCheapestLevelThatFits) {
   ASSERT_LT(arena[layers.size() + 1], arena[layers.size()]);
 
   options.recomputeLayers.clear();
-  options.memoryBudget = arena[0];
+  options.memoryBudgetBytes = arena[0];
   EXPECT_EQ(*llmc::chooseRecompute(*tiny.module, options), "");
-  options.memoryBudget = arena[0] - 1;
+  options.memoryBudgetBytes = arena[0] - 1;
   EXPECT_EQ(*llmc::chooseRecompute(*tiny.module, options), "h.0=selective");
-  options.memoryBudget = arena[layers.size()] - 1;
+  options.memoryBudgetBytes = arena[layers.size()] - 1;
   FailureOr<std::string> chosen = llmc::chooseRecompute(*tiny.module, options);
   ASSERT_TRUE(succeeded(chosen));
   EXPECT_EQ(chosen->substr(0, 8), "h.0=full");
   options.recomputeLayers = *chosen;
-  EXPECT_LE(*llmc::plannedArenaBytes(*tiny.module, options), options.memoryBudget);
+  EXPECT_LE(*llmc::plannedArenaBytes(*tiny.module, options), options.memoryBudgetBytes);
 }
 
 } // namespace
