@@ -34,7 +34,7 @@ config.substitutions.append(("%not", config.not_tool))
 config.substitutions.append(("%mpirun", config.mpirun + " --bind-to none"))
 config.substitutions.append(("%torch-python", config.torch_python))
 config.substitutions.append(("%src", config.llmc_src_root))
-config.substitutions.append(("%llmc_obj", config.llmc_obj_root))
+config.substitutions.append(("%objroot", config.llmc_obj_root))
 config.substitutions.append(("%python", config.torch_python or "python3"))
 
 if config.cuda_enabled:

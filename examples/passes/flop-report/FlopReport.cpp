@@ -28,6 +28,7 @@
 #include <map>
 
 using namespace mlir;
+namespace llm = llmc::llm;
 
 namespace {
 
