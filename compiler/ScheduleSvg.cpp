@@ -2,7 +2,7 @@
 
 #include "compiler/ScheduleSvg.h"
 
-#include "passes/PipelineSchedule.h"
+#include "passes/MicrobatchSchedule.h"
 
 #include <cstdlib>
 #include <iomanip>

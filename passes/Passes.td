@@ -260,7 +260,7 @@ def Recompute : Pass<"llmc-recompute", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }
 
-def Pipeline : Pass<"llmc-pipeline", "mlir::ModuleOp"> {
+def PipelineStages : Pass<"llmc-pipeline-stages", "mlir::ModuleOp"> {
   let summary = "Splits the training step into pipeline stages with a microbatch schedule";
   let description = [{
     With a `pp` axis of size p in the mesh: the layers are cut into p·v

@@ -69,7 +69,7 @@ cl::opt<std::string> emit("emit", cl::desc("Stage to write: graph | train | exec
                             cl::cat(llmcCategory));
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)
-#include "passes/PipelineOptions.def"
+#include "passes/TrainingPipelineOptions.def"
 
 cl::list<std::string> passPlugins("pass-plugin",
                                   cl::desc("Load passes from a plugin library (run them with "
@@ -143,7 +143,7 @@ int runCompile() {
   options.pipeline.field = field##Flag;
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   options.schedule.field = field##Flag;
-#include "passes/PipelineOptions.def"
+#include "passes/TrainingPipelineOptions.def"
   options.emit = emit;
   options.output = output;
   return llmc::compile(options, "llmc compile");

@@ -1,4 +1,4 @@
-//===- PipelineSchedule.h - microbatch schedules of pipeline stages -*- C++ -*-===//
+//===- MicrobatchSchedule.h - microbatch schedules of pipeline stages -*- C++ -*-===//
 //
 // Which forward (F), backward (B) and weight-gradient (W) action each
 // pipeline stage runs, in which order, for M microbatches over p stages

@@ -1,4 +1,4 @@
-//===- Pipelines.cpp - the training pipeline, built and registered --------===//
+//===- TrainingPipeline.cpp - the training pipeline, built and registered -===//
 //
 // `llmc compile` and `llmc-opt --llmc-train-pipeline` run exactly the same
 // pass list, so every lit test of the pipeline tests what users run.
@@ -137,11 +137,11 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
     add(createFSDP(fsdp));
   }
   if (!options.mesh.empty()) {
-    PipelineOptions stages;
+    PipelineStagesOptions stages;
     stages.schedule = options.pipelineSchedule;
     stages.virtualStages = options.virtualStages;
     stages.stageLayout = options.stageLayout;
-    add(createPipeline(stages));
+    add(createPipelineStages(stages));
     BucketGradientsOptions buckets;
     buckets.bucketBytes = options.gradBucketBytes;
     add(createBucketGradients(buckets));
@@ -167,14 +167,14 @@ struct TrainingPipelineCLOptions
     : public PassPipelineOptions<TrainingPipelineCLOptions> {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   Option<Type> field{*this, flag, llvm::cl::desc(help), llvm::cl::init(Default)};
-#include "passes/PipelineOptions.def"
+#include "passes/TrainingPipelineOptions.def"
   Option<std::string> emit{*this, "emit", llvm::cl::desc("Stop after: graph | train | exec"),
                            llvm::cl::init("exec")};
 
   llmc::TrainingPipelineOptions get() const {
     llmc::TrainingPipelineOptions options;
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help) options.field = field;
-#include "passes/PipelineOptions.def"
+#include "passes/TrainingPipelineOptions.def"
     options.emit = emit;
     return options;
   }

@@ -1,6 +1,6 @@
-//===- PipelineScheduleTest.cpp - schedules against their textbook numbers ===//
+//===- MicrobatchScheduleTest.cpp - schedules against their textbook numbers ===//
 
-#include "passes/PipelineSchedule.h"
+#include "passes/MicrobatchSchedule.h"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ void expectComplete(const Spec &spec, const std::vector<std::vector<Action>> &sc
   }
 }
 
-TEST(PipelineSchedule, GPipeAnd1F1BHaveTheTextbookBubble) {
+TEST(MicrobatchSchedule, GPipeAnd1F1BHaveTheTextbookBubble) {
   for (Kind kind : {Kind::GPipe, Kind::OneFOneB})
     for (auto [p, m] : {std::pair{2, 4}, {4, 8}, {4, 3}, {3, 1}}) {
       Spec spec{kind, p, m};
@@ -42,20 +42,20 @@ TEST(PipelineSchedule, GPipeAnd1F1BHaveTheTextbookBubble) {
     }
 }
 
-TEST(PipelineSchedule, OneFOneBOrderOfTheFirstStage) {
+TEST(MicrobatchSchedule, OneFOneBOrderOfTheFirstStage) {
   auto schedule = build(Kind::OneFOneB, 4, 6);
   EXPECT_EQ(describe(schedule[0], 1), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
   EXPECT_EQ(describe(schedule[3], 1), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
 }
 
-TEST(PipelineSchedule, NaiveRunsOneMicrobatchAtATime) {
+TEST(MicrobatchSchedule, NaiveRunsOneMicrobatchAtATime) {
   Spec spec{Kind::Naive, 4, 3};
   Stats stats = simulate(spec, build(Kind::Naive, 4, 3));
   EXPECT_NEAR(stats.bubble, 0.75, 1e-12);
   EXPECT_EQ(stats.peakInFlight, (std::vector<int>{1, 1, 1, 1}));
 }
 
-TEST(PipelineSchedule, InterleavedCutsTheBubble) {
+TEST(MicrobatchSchedule, InterleavedCutsTheBubble) {
   for (auto [p, m, v] : {std::tuple{2, 4, 2}, {4, 8, 2}, {4, 8, 3}}) {
     Spec spec{Kind::Interleaved, p, m, v};
     auto schedule = build(Kind::Interleaved, p, m, v);
@@ -72,7 +72,7 @@ TEST(PipelineSchedule, InterleavedCutsTheBubble) {
                    "of the pipeline stages (4)");
 }
 
-TEST(PipelineSchedule, ZeroBubbleFillsTheCooldownWithWeightGradients) {
+TEST(MicrobatchSchedule, ZeroBubbleFillsTheCooldownWithWeightGradients) {
   for (auto [p, m] : {std::pair{2, 4}, {4, 8}, {4, 4}, {3, 7}}) {
     Spec spec{Kind::ZeroBubble, p, m};
     auto schedule = build(Kind::ZeroBubble, p, m);
@@ -87,7 +87,7 @@ TEST(PipelineSchedule, ZeroBubbleFillsTheCooldownWithWeightGradients) {
   }
 }
 
-TEST(PipelineSchedule, ZeroBubbleKeepsWeightGradientsBounded) {
+TEST(MicrobatchSchedule, ZeroBubbleKeepsWeightGradientsBounded) {
   // However many microbatches, at most p W's wait.
   auto schedule = build(Kind::ZeroBubble, 4, 32);
   for (const auto &stage : schedule) {
@@ -100,7 +100,7 @@ TEST(PipelineSchedule, ZeroBubbleKeepsWeightGradientsBounded) {
   }
 }
 
-TEST(PipelineSchedule, OrdersThatWaitOnEachOtherAreReported) {
+TEST(MicrobatchSchedule, OrdersThatWaitOnEachOtherAreReported) {
   Spec spec{Kind::GPipe, 2, 1};
   // Stage 0 waits for the backward before running the forward it needs.
   std::vector<std::vector<Action>> bad = {{{0, 0, Phase::Backward}, {0, 0, Phase::Forward}},

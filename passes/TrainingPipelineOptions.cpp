@@ -1,6 +1,6 @@
-//===- PipelineOptions.cpp - checking and recording the options ----------===//
+//===- TrainingPipelineOptions.cpp - checking and recording the options ----------===//
 
-#include "passes/PipelineOptions.h"
+#include "passes/TrainingPipelineOptions.h"
 
 #include <cmath>
 #include <sstream>
@@ -76,7 +76,7 @@ std::string resolveOptions(TrainingPipelineOptions &o) {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   if (std::string error = checkChoice(flag, text(o.field), choices); !error.empty())             \
     return error;
-#include "passes/PipelineOptions.def"
+#include "passes/TrainingPipelineOptions.def"
 
   if (o.microbatches < 1)
     return "--microbatches must be >= 1";
@@ -160,7 +160,7 @@ std::string resolveOptions(const ScheduleDefaults &s) {
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   if (std::string error = checkChoice(flag, text(s.field), choices); !error.empty())             \
     return error;
-#include "passes/PipelineOptions.def"
+#include "passes/TrainingPipelineOptions.def"
   if (s.warmup < 0 || s.steps < 0)
     return "--warmup and --steps must be >= 0";
   return "";
@@ -175,7 +175,7 @@ std::map<std::string, std::string> optionMetadata(const TrainingPipelineOptions 
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   if (*key)                                                                                      \
     meta[key] = text(s.field);
-#include "passes/PipelineOptions.def"
+#include "passes/TrainingPipelineOptions.def"
   meta["recompute.layers"] = o.recomputeLayers;
   return meta;
 }

@@ -1,4 +1,4 @@
-//===- Pipeline.cpp - pipeline stages with a microbatch schedule ----------===//
+//===- PipelineStages.cpp - pipeline stages with a microbatch schedule ---===//
 //
 // Runs on the whole single-program training step (after autodiff, the
 // optimizer and data/tensor sharding) and splits it over the `pp` axis:
@@ -19,7 +19,7 @@
 //     per stage and all-reduced over `pp`; the loss (made on the last
 //     stage) is broadcast so every rank reports it.
 //  4. Each stage's program runs its actions in the schedule's order
-//     (PipelineSchedule.h); the stage becomes a nested module with the
+//     (MicrobatchSchedule.h); the stage becomes a nested module with the
 //     ranks that run it (`llmc.ranks`), lowered on its own.
 //
 // Sends complete asynchronously (the runtime waits for them when the
@@ -30,7 +30,7 @@
 
 #include "passes/Layout.h"
 #include "passes/Passes.h"
-#include "passes/PipelineSchedule.h"
+#include "passes/MicrobatchSchedule.h"
 #include "passes/Utils.h"
 #include "runtime/Mesh.h"
 
@@ -45,7 +45,7 @@
 #include <sstream>
 
 namespace llmc {
-#define GEN_PASS_DEF_PIPELINE
+#define GEN_PASS_DEF_PIPELINESTAGES
 #include "passes/Passes.h.inc"
 } // namespace llmc
 
@@ -595,8 +595,8 @@ LogicalResult Splitter::emitStage(int s, ModuleOp into) {
 
 namespace {
 
-struct PipelinePass : llmc::impl::PipelineBase<PipelinePass> {
-  using PipelineBase::PipelineBase;
+struct PipelineStagesPass : llmc::impl::PipelineStagesBase<PipelineStagesPass> {
+  using PipelineStagesBase::PipelineStagesBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();

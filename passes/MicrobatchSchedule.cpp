@@ -1,4 +1,4 @@
-//===- PipelineSchedule.cpp - microbatch schedules of pipeline stages -----===//
+//===- MicrobatchSchedule.cpp - microbatch schedules of pipeline stages -----===//
 //
 // GPipe runs every forward, then every backward: m microbatches in flight.
 // 1F1B (PipeDream-Flush) lets stage s run p−s−1 forwards ahead, then
@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/PipelineSchedule.h"
+#include "passes/MicrobatchSchedule.h"
 
 #include <algorithm>
 #include <map>

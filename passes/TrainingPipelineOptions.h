@@ -1,6 +1,6 @@
-//===- PipelineOptions.h - what configures a compile ------------*- C++ -*-===//
+//===- TrainingPipelineOptions.h - what configures a compile ------------*- C++ -*-===//
 //
-// The options themselves are listed once, in PipelineOptions.def; this
+// The options themselves are listed once, in TrainingPipelineOptions.def; this
 // header turns the list into structs and declares the one function that
 // checks them. Plain C++: the driver's flag parsing and the pipeline
 // registration both include it.
@@ -21,7 +21,7 @@ namespace llmc {
 /// LLMC_PIPELINE_OPTION, plus what resolveOptions() derives from them.
 struct TrainingPipelineOptions {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help) Type field = Default;
-#include "passes/PipelineOptions.def"
+#include "passes/TrainingPipelineOptions.def"
 
   // Derived by resolveOptions(), never set by a flag.
   int64_t memoryBudgetBytes = 0;      ///< --memory-budget in bytes; 0: no limit
@@ -48,7 +48,7 @@ std::vector<PassInsertion> parsePassInsertions(const std::string &spec, std::str
 struct ScheduleDefaults {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help) Type field = Default;
-#include "passes/PipelineOptions.def"
+#include "passes/TrainingPipelineOptions.def"
 };
 
 /// Checks every option against its choices and ranges and fills the derived
@@ -57,7 +57,7 @@ struct ScheduleDefaults {
 std::string resolveOptions(TrainingPipelineOptions &options);
 std::string resolveOptions(const ScheduleDefaults &schedule);
 
-/// The options' artifact metadata (keys from PipelineOptions.def).
+/// The options' artifact metadata (keys from TrainingPipelineOptions.def).
 std::map<std::string, std::string> optionMetadata(const TrainingPipelineOptions &options,
                                                   const ScheduleDefaults &schedule);
 
