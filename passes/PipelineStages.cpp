@@ -101,6 +101,45 @@ public:
   LogicalResult emitStage(int s, ModuleOp into);
 
 private:
+  /// What emitting one stage's function builds up as it goes.
+  struct StageEmitter {
+    StageEmitter(int s, MLIRContext *context) : s(s), b(context) {}
+    /// Ops of an action carry its name (traces of the executed schedule).
+    void label(Operation *op) const {
+      if (action)
+        op->setAttr(kActionAttr, action);
+    }
+    int s;
+    OpBuilder b;
+    IRMapping mapping;
+    func::FuncOp stageFunc;
+    SmallVector<unsigned> argList;      ///< original argument numbers, sorted
+    SmallVector<Type> argTypes;
+    llvm::DenseMap<unsigned, unsigned> newArgIndex;
+    FlatSymbolRefAttr meshRef;
+    ArrayAttr ppAxes;
+    StringAttr action;                  ///< the action being emitted, if any
+    SmallVector<Operation *> pending;   ///< ops outside microbatches not yet emitted
+    bool stagesDone = false;            ///< every action of the stage emitted
+  };
+  /// The stage's function, its arguments mapped; the builder at its entry.
+  void createStageFunction(StageEmitter &e, ModuleOp into);
+  /// The tag of the transfer of `x` to stage `to` (one per pair).
+  int64_t tagOf(Value x, int to);
+  /// Receives `x` from its producing stage, unless it is already here.
+  void receive(StageEmitter &e, Value x);
+  /// Sends `op`'s results to the other stages that use them.
+  void sendResults(StageEmitter &e, Operation *op);
+  /// The stage's share of a global norm, all-reduced over the stages;
+  /// false until every operand is here.
+  bool emitGlobalNorm(StageEmitter &e, llm::GlobalNormOp norm);
+  /// Emits every pending op whose operands exist.
+  void emitReady(StageEmitter &e);
+  /// The stage's actions in schedule order, with their transfers.
+  LogicalResult emitActions(StageEmitter &e);
+  /// Broadcasts outputs made elsewhere; the return and result attributes.
+  void emitOutputs(StageEmitter &e);
+
   /// What one stage computes beyond its own ops.
   struct StagePlan {
     SmallVector<unsigned> results;          ///< of the original function
@@ -367,15 +406,10 @@ SmallVector<int> Splitter::consumersOf(Value value) const {
   return stages;
 }
 
-LogicalResult Splitter::emitStage(int s, ModuleOp into) {
+void Splitter::createStageFunction(StageEmitter &e, ModuleOp into) {
   Block &body = func.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  StagePlan &plan = plans[s];
-  SmallVector<unsigned> &results = plan.results;
-  llvm::SetVector<Operation *> &repeated = plan.repeated;
-  llvm::SetVector<Value> &received = plan.received;
-  llvm::DenseSet<Value> &broadcast = plan.broadcast;
-  llvm::DenseMap<Operation *, SmallVector<Value>> &normOperands = plan.normOperands;
+  const StagePlan &plan = plans[e.s];
 
   // Arguments: those read here, and every input.
   llvm::SetVector<unsigned> args;
@@ -385,209 +419,216 @@ LogicalResult Splitter::emitStage(int s, ModuleOp into) {
         args.insert(arg.getArgNumber());
   };
   for (auto &[op, st] : info)
-    if (stageOf(op) == s)
+    if (stageOf(op) == e.s)
       noteArgs(op);
-  for (Operation *op : repeated)
+  for (Operation *op : plan.repeated)
     noteArgs(op);
-  for (unsigned i : results)
+  for (unsigned i : plan.results)
     if (auto arg = dyn_cast<BlockArgument>(ret.getOperand(i)))
       args.insert(arg.getArgNumber());
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (homeOfArg(i) == ~uint64_t(0))
       args.insert(i);
-  SmallVector<unsigned> argList(args.begin(), args.end());
-  llvm::sort(argList);
+  e.argList.assign(args.begin(), args.end());
+  llvm::sort(e.argList);
 
-  OpBuilder b(into.getBody(), into.getBody()->end());
-  SmallVector<Type> argTypes;
-  for (unsigned i : argList)
-    argTypes.push_back(func.getArgument(i).getType());
-  auto stageFunc = func::FuncOp::create(b, func.getLoc(), func.getSymName(),
-                                        b.getFunctionType(argTypes, {}));
-  Block *entry = stageFunc.addEntryBlock();
-  IRMapping mapping;
-  llvm::DenseMap<unsigned, unsigned> newArgIndex;
-  for (auto [k, i] : llvm::enumerate(argList)) {
-    mapping.map(func.getArgument(i), entry->getArgument(k));
-    stageFunc.setArgAttrs(k, func.getArgAttrDict(i));
-    newArgIndex[i] = k;
+  e.b.setInsertionPointToEnd(into.getBody());
+  for (unsigned i : e.argList)
+    e.argTypes.push_back(func.getArgument(i).getType());
+  e.stageFunc = func::FuncOp::create(e.b, func.getLoc(), func.getSymName(),
+                                     e.b.getFunctionType(e.argTypes, {}));
+  Block *entry = e.stageFunc.addEntryBlock();
+  for (auto [k, i] : llvm::enumerate(e.argList)) {
+    e.mapping.map(func.getArgument(i), entry->getArgument(k));
+    e.stageFunc.setArgAttrs(k, func.getArgAttrDict(i));
+    e.newArgIndex[i] = k;
   }
-  b.setInsertionPointToEnd(entry);
-  auto meshRef = FlatSymbolRefAttr::get(b.getContext(), kMeshName);
-  auto ppAxes = b.getStrArrayAttr({kAxis});
+  e.b.setInsertionPointToEnd(entry);
+  e.meshRef = FlatSymbolRefAttr::get(e.b.getContext(), kMeshName);
+  e.ppAxes = e.b.getStrArrayAttr({kAxis});
+}
 
-  // Transfers: sends go right after their producer (on the producing
-  // stage); receives right before the first op that needs them here.
-  auto tagOf = [&](Value x, int to) -> int64_t {
-    auto key = std::make_pair(x.getAsOpaquePointer(), to);
-    auto it = tags.find(key);
-    if (it != tags.end())
-      return it->second;
-    return tags[key] = nextTag++;
-  };
-  // Ops of an action carry its name (for traces of the executed schedule).
-  StringAttr action;
-  auto label = [&](Operation *op) {
-    if (action)
-      op->setAttr(kActionAttr, action);
-  };
-  auto receive = [&](Value x) {
-    if (mapping.contains(x))
-      return;
-    int from = stageOf(x.getDefiningOp());
-    auto recv = dist::RecvOp::create(b, x.getLoc(), x.getType(), meshRef,
-                                     b.getStringAttr(kAxis), b.getI64IntegerAttr(from - s),
-                                     b.getI64IntegerAttr(tagOf(x, s)));
-    // The received value is the producer's: same layer, microbatch and
-    // direction (the memory plan tells a kept activation from a gradient).
-    for (StringRef annotation : {kBlockNameAttr, kMicrobatchAttr, kBackwardAttr})
-      if (Attribute value = x.getDefiningOp()->getAttr(annotation))
-        recv->setAttr(annotation, value);
-    label(recv);
-    mapping.map(x, recv.getResult());
-  };
-  auto sendResults = [&](Operation *op) {
-    for (Value r : op->getResults())
-      for (int to : consumersOf(r)) {
-        if (to == s)
-          continue;
-        label(dist::SendOp::create(b, op->getLoc(), mapping.lookup(r), meshRef,
-                                   b.getStringAttr(kAxis), b.getI64IntegerAttr(to - s),
-                                   b.getI64IntegerAttr(tagOf(r, to))));
-      }
-  };
+int64_t Splitter::tagOf(Value x, int to) {
+  auto key = std::make_pair(x.getAsOpaquePointer(), to);
+  auto it = tags.find(key);
+  if (it != tags.end())
+    return it->second;
+  return tags[key] = nextTag++;
+}
 
-  // Ops outside the microbatches run as soon as their operands exist; the
-  // ones that depend on a collective over all stages wait for it.
-  SmallVector<Operation *> pending;
-  for (Operation &op : body.without_terminator())
-    if (repeated.contains(&op))
-      pending.push_back(&op);
-  auto ready = [&](Operation *op) {
-    return llvm::all_of(op->getOperands(), [&](Value x) { return mapping.contains(x); });
-  };
-  bool stagesDone = false;
-  auto emitReady = [&]() {
-    for (bool progress = true; progress;) {
-      progress = false;
-      for (Operation *&op : pending) {
-        if (!op)
-          continue;
-        if (auto norm = dyn_cast<llm::GlobalNormOp>(op)) {
-          // Summed over all stages once every stage has its gradients.
-          if (!stagesDone)
-            continue;
-          SmallVector<Value> mine;
-          for (Value g : normOperands[op]) {
-            if (!mapping.contains(g))
-              goto notYet;
-            mine.push_back(mapping.lookup(g));
-          }
-          {
-            Location loc = op->getLoc();
-            auto scalar = RankedTensorType::get({}, b.getF32Type());
-            Value sq = mine.empty()
-                           ? llm::FillOp::create(b, loc, scalar, APFloat(0.0f)).getResult()
-                           : llm::GlobalNormOp::create(b, loc, ValueRange(mine), true).getResult();
-            sq = dist::AllReduceOp::create(b, loc, scalar, sq, meshRef, ppAxes,
-                                           b.getStringAttr("sum"));
-            if (!norm.getSquared())
-              sq = llm::SqrtOp::create(b, loc, sq);
-            mapping.map(norm.getResult(), sq);
-          }
-          op = nullptr;
-          progress = true;
-          continue;
-        notYet:
-          continue;
-        }
-        if (!ready(op))
-          continue;
-        b.clone(*op, mapping);
-        op = nullptr;
-        progress = true;
-      }
+void Splitter::receive(StageEmitter &e, Value x) {
+  if (e.mapping.contains(x))
+    return;
+  OpBuilder &b = e.b;
+  int from = stageOf(x.getDefiningOp());
+  auto recv = dist::RecvOp::create(b, x.getLoc(), x.getType(), e.meshRef,
+                                   b.getStringAttr(kAxis), b.getI64IntegerAttr(from - e.s),
+                                   b.getI64IntegerAttr(tagOf(x, e.s)));
+  // The received value is the producer's: same layer, microbatch and
+  // direction (the memory plan tells a kept activation from a gradient).
+  for (StringRef annotation : {kBlockNameAttr, kMicrobatchAttr, kBackwardAttr})
+    if (Attribute value = x.getDefiningOp()->getAttr(annotation))
+      recv->setAttr(annotation, value);
+  e.label(recv);
+  e.mapping.map(x, recv.getResult());
+}
+
+void Splitter::sendResults(StageEmitter &e, Operation *op) {
+  for (Value r : op->getResults())
+    for (int to : consumersOf(r)) {
+      if (to == e.s)
+        continue;
+      e.label(dist::SendOp::create(e.b, op->getLoc(), e.mapping.lookup(r), e.meshRef,
+                                   e.b.getStringAttr(kAxis), e.b.getI64IntegerAttr(to - e.s),
+                                   e.b.getI64IntegerAttr(tagOf(r, to))));
     }
-  };
-  emitReady();
+}
 
-  // This stage's actions, in schedule order.
+bool Splitter::emitGlobalNorm(StageEmitter &e, llm::GlobalNormOp norm) {
+  // Summed over all stages once every stage has its gradients.
+  if (!e.stagesDone)
+    return false;
+  SmallVector<Value> mine;
+  for (Value g : plans[e.s].normOperands.lookup(norm)) {
+    if (!e.mapping.contains(g))
+      return false;
+    mine.push_back(e.mapping.lookup(g));
+  }
+  OpBuilder &b = e.b;
+  Location loc = norm.getLoc();
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  Value sq = mine.empty() ? llm::FillOp::create(b, loc, scalar, APFloat(0.0f)).getResult()
+                          : llm::GlobalNormOp::create(b, loc, ValueRange(mine), true).getResult();
+  sq = dist::AllReduceOp::create(b, loc, scalar, sq, e.meshRef, e.ppAxes, b.getStringAttr("sum"));
+  if (!norm.getSquared())
+    sq = llm::SqrtOp::create(b, loc, sq);
+  e.mapping.map(norm.getResult(), sq);
+  return true;
+}
+
+void Splitter::emitReady(StageEmitter &e) {
+  auto ready = [&](Operation *op) {
+    return llvm::all_of(op->getOperands(), [&](Value x) { return e.mapping.contains(x); });
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (Operation *&op : e.pending) {
+      if (!op)
+        continue;
+      if (auto norm = dyn_cast<llm::GlobalNormOp>(op)) {
+        if (!emitGlobalNorm(e, norm))
+          continue;
+      } else if (ready(op)) {
+        e.b.clone(*op, e.mapping);
+      } else {
+        continue;
+      }
+      op = nullptr;
+      progress = true;
+    }
+  }
+}
+
+LogicalResult Splitter::emitActions(StageEmitter &e) {
+  Block &body = func.getBody().front();
+  const llvm::SetVector<Value> &received = plans[e.s].received;
   std::map<std::tuple<int, int, Phase>, SmallVector<Operation *>> actionOps;
   for (Operation &op : body.without_terminator())
-    if (auto it = info.find(&op); it != info.end() && stageOf(&op) == s) {
+    if (auto it = info.find(&op); it != info.end() && stageOf(&op) == e.s) {
       Phase phase = it->second.phase;
       actionOps[{it->second.microbatch, it->second.chunk, phase}].push_back(&op);
     }
   std::vector<Action> actions;
   if (training) {
-    actions = schedule[s];
+    actions = schedule[e.s];
   } else {
-    for (int c = s; c < p * v; c += p)
+    for (int c = e.s; c < p * v; c += p)
       actions.push_back({0, c, Phase::Forward});
   }
   for (const Action &a : actions) {
     auto it = actionOps.find({a.microbatch, a.chunk, a.phase});
     if (it == actionOps.end())
       continue;
-    action = b.getStringAttr(pipeline::describe({a}, v));
+    StringAttr name = e.b.getStringAttr(pipeline::describe({a}, v));
     for (Operation *op : it->second) {
+      e.action = name;
       for (Value operand : op->getOperands())
         if (received.contains(operand))
-          receive(operand);
-      if (!ready(op))
+          receive(e, operand);
+      if (llvm::any_of(op->getOperands(), [&](Value x) { return !e.mapping.contains(x); }))
         return op->emitOpError("pipeline: an operand is not available on stage ")
-               << s << " when action " << pipeline::describe({a}, v) << " runs";
-      label(b.clone(*op, mapping));
-      sendResults(op);
-      action = {};
-      emitReady();
-      action = b.getStringAttr(pipeline::describe({a}, v));
+               << e.s << " when action " << name.getValue() << " runs";
+      e.label(e.b.clone(*op, e.mapping));
+      sendResults(e, op);
+      // Ops outside the microbatches that became ready belong to no action.
+      e.action = {};
+      emitReady(e);
     }
-    action = {};
     actionOps.erase(it);
   }
   if (!actionOps.empty()) {
     Operation *stray = actionOps.begin()->second.front();
     return stray->emitOpError("pipeline: belongs to no action of stage ")
-           << s << "'s schedule";
+           << e.s << "'s schedule";
   }
-  // Values other stages made for the ops outside the microbatches.
-  for (Value x : received)
-    receive(x);
-  stagesDone = true;
-  emitReady();
-  for (Operation *op : pending)
-    if (op)
-      return op->emitOpError("pipeline: its operands never become available on stage ") << s;
+  return success();
+}
 
+void Splitter::emitOutputs(StageEmitter &e) {
+  Block &body = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  const StagePlan &plan = plans[e.s];
+  OpBuilder &b = e.b;
   // Outputs made elsewhere: broadcast from their last stage of origin.
-  for (unsigned i : results) {
+  for (unsigned i : plan.results) {
     Value value = ret.getOperand(i);
-    if (!broadcast.contains(value))
+    if (!plan.broadcast.contains(value))
       continue;
     int root = 63 - llvm::countl_zero(origins(value));
-    Value source = root == s ? mapping.lookup(value)
-                             : llm::FillOp::create(b, value.getLoc(), value.getType(),
-                                                   APFloat(0.0f))
-                                   .getResult();
-    Value all = dist::BroadcastOp::create(b, value.getLoc(), value.getType(), source, meshRef,
-                                          ppAxes, b.getI64IntegerAttr(root));
-    mapping.map(value, all);
+    Value source = root == e.s ? e.mapping.lookup(value)
+                               : llm::FillOp::create(b, value.getLoc(), value.getType(),
+                                                     APFloat(0.0f))
+                                     .getResult();
+    Value all = dist::BroadcastOp::create(b, value.getLoc(), value.getType(), source, e.meshRef,
+                                          e.ppAxes, b.getI64IntegerAttr(root));
+    e.mapping.map(value, all);
   }
 
   SmallVector<Value> values;
   SmallVector<Type> types;
-  for (unsigned i : results) {
-    values.push_back(mapping.lookup(ret.getOperand(i)));
+  for (unsigned i : plan.results) {
+    values.push_back(e.mapping.lookup(ret.getOperand(i)));
     types.push_back(values.back().getType());
   }
   func::ReturnOp::create(b, ret.getLoc(), values);
-  stageFunc.setFunctionType(b.getFunctionType(argTypes, types));
-  for (auto [k, i] : llvm::enumerate(results)) {
-    stageFunc.setResultAttrs(k, func.getResultAttrDict(i));
+  e.stageFunc.setFunctionType(b.getFunctionType(e.argTypes, types));
+  for (auto [k, i] : llvm::enumerate(plan.results)) {
+    e.stageFunc.setResultAttrs(k, func.getResultAttrDict(i));
     if (auto tied = func.getResultAttrOfType<IntegerAttr>(i, kTiedToAttr))
-      stageFunc.setResultAttr(k, kTiedToAttr, b.getI64IntegerAttr(newArgIndex[tied.getInt()]));
+      e.stageFunc.setResultAttr(k, kTiedToAttr, b.getI64IntegerAttr(e.newArgIndex[tied.getInt()]));
   }
+}
+
+LogicalResult Splitter::emitStage(int s, ModuleOp into) {
+  StageEmitter e(s, into.getContext());
+  createStageFunction(e, into);
+  // Ops outside the microbatches run as soon as their operands exist; the
+  // ones that depend on a collective over all stages wait for it.
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (plans[s].repeated.contains(&op))
+      e.pending.push_back(&op);
+  emitReady(e);
+  if (failed(emitActions(e)))
+    return failure();
+  // Values other stages made for the ops outside the microbatches.
+  for (Value x : plans[s].received)
+    receive(e, x);
+  e.stagesDone = true;
+  emitReady(e);
+  for (Operation *op : e.pending)
+    if (op)
+      return op->emitOpError("pipeline: its operands never become available on stage ") << s;
+  emitOutputs(e);
   return success();
 }
 
