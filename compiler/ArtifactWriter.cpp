@@ -203,7 +203,7 @@ FailureOr<flatbuffers::Offset<fb::Program>> Writer::program(exec::ProgramOp op) 
       // Sharded state: this rank's piece of which global tensor.
       std::vector<int64_t> globalShape;
       std::vector<flatbuffers::Offset<fb::ShardLevel>> levels;
-      if (auto shard = buffer->getAttrOfType<DictionaryAttr>("llmc.shard")) {
+      if (auto shard = buffer->getAttrOfType<DictionaryAttr>(kShardAttr)) {
         globalShape = std::vector<int64_t>(
             shard.getAs<DenseI64ArrayAttr>("global_shape").asArrayRef());
         for (Attribute a : shard.getAs<ArrayAttr>("levels")) {

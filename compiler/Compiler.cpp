@@ -115,7 +115,7 @@ int64_t globalBatchRows(ModuleOp forward) {
   if (!f)
     return 0;
   for (BlockArgument arg : f.getArguments())
-    if (auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "llmc.name");
+    if (auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
         name && name.getValue() == "tokens")
       if (auto type = dyn_cast<RankedTensorType>(arg.getType()); type && type.getRank() == 2)
         return type.getDimSize(0);
@@ -131,14 +131,14 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
     os << value;
     meta[key] = os.str();
   };
-  if (auto model = module->getAttrOfType<DictionaryAttr>("llmc.model"))
+  if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttr))
     for (NamedAttribute entry : model) {
       if (auto s = dyn_cast<StringAttr>(entry.getValue()))
         put("model." + entry.getName().str(), s.getValue().str());
       else if (auto i = dyn_cast<IntegerAttr>(entry.getValue()))
         put("model." + entry.getName().str(), i.getInt());
     }
-  if (auto layout = module->getAttrOfType<DictionaryAttr>("llmc.layout")) {
+  if (auto layout = module->getAttrOfType<DictionaryAttr>(kLayoutAttr)) {
     std::string axes;
     if (auto batch = layout.getAs<ArrayAttr>("batch_axes"))
       for (StringRef axis : batch.getAsValueRange<StringAttr>())
@@ -153,7 +153,7 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
     put("zero_axes", zeroAxes);
   }
   // The pipeline schedule and what it is expected to cost.
-  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("llmc.pipeline")) {
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr)) {
     for (NamedAttribute entry : pipeline) {
       std::string key = "pipeline." + entry.getName().str();
       Attribute value = entry.getValue();

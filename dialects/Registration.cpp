@@ -2,6 +2,7 @@
 
 #include "dialects/Registration.h"
 
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
@@ -11,7 +12,7 @@
 #include "mlir/IR/DialectRegistry.h"
 
 void llmc::registerDialects(mlir::DialectRegistry &registry) {
-  registry.insert<llm::LLMDialect, dist::DistDialect, qat::QATDialect, exec::ExecDialect,
+  registry.insert<annotations::LLMCAnnotationsDialect, llm::LLMDialect, dist::DistDialect, qat::QATDialect, exec::ExecDialect,
                   mlir::func::FuncDialect>();
   mlir::func::registerAllExtensions(registry);
 }

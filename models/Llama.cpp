@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Annotations/Annotations.h"
 #include "models/GraphBuilder.h"
 #include "models/Models.h"
 
@@ -71,7 +72,7 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
   OwningOpRef<ModuleOp> module = config.family == "gpt2" ? buildGPT2(context, config)
                                                          : buildLlama(context, config);
   OpBuilder b(context);
-  (*module)->setAttr("llmc.model", b.getDictionaryAttr({
+  (*module)->setAttr(kModelAttr, b.getDictionaryAttr({
       b.getNamedAttr("family", b.getStringAttr(config.family)),
       b.getNamedAttr("vocab_size", b.getI64IntegerAttr(config.vocabSize)),
       b.getNamedAttr("n_layer", b.getI64IntegerAttr(config.nLayer)),

@@ -1,7 +1,7 @@
 //===- FlattenBlocks.cpp - inline llm.block regions -----------------------===//
 //
 // Autodiff and lowering work on straight-line code; the layer structure
-// survives as the llm.block_name attribute on every op that was inside a
+// survives as the llmc.block_name attribute on every op that was inside a
 // block, which is all FSDP, recompute and pipelining need later.
 //
 //===----------------------------------------------------------------------===//

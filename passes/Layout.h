@@ -8,6 +8,7 @@
 #ifndef LLMC_PASSES_LAYOUT_H
 #define LLMC_PASSES_LAYOUT_H
 
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/Dist/DistDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -17,7 +18,6 @@
 
 namespace llmc {
 
-inline constexpr llvm::StringLiteral kLayoutAttr = "llmc.layout";
 inline constexpr llvm::StringLiteral kMeshName = "mesh";
 
 struct Layout {

@@ -14,7 +14,7 @@ def FlattenBlocks : Pass<"llmc-flatten-blocks", "mlir::func::FuncOp"> {
   let summary = "Inlines llm.block regions, tagging each op with its block";
   let description = [{
     Moves the ops of every `llm.block` into the enclosing function and sets
-    the discardable attribute `llm.block_name` on each, so later passes
+    the discardable attribute `llmc.block_name` on each, so later passes
     (FSDP, recompute, pipeline) still see the layer structure while
     autodiff and lowering work on straight-line code.
   }];
@@ -29,7 +29,7 @@ def Autodiff : Pass<"llmc-autodiff", "mlir::ModuleOp"> {
     order; each result carries `llmc.grad_of = "<param name>"`). Reverse-mode:
     one VJP rule per op (passes/VJPRules.cpp); only values that depend on a
     trainable parameter get gradients. Backward ops carry the location and
-    `llm.block_name` of the forward op they differentiate.
+    `llmc.block_name` of the forward op they differentiate.
   }];
   let options = [
     Option<"forwardName", "forward", "std::string", "\"forward\"",
@@ -231,7 +231,7 @@ def Recompute : Pass<"llmc-recompute", "mlir::ModuleOp"> {
     values a layer's backward reads are normally kept from the forward pass
     to the backward; this pass recomputes some of them instead, with clones
     of their forward ops placed just before the layer's backward (marked
-    `llm.backward` and `llm.recomputed`), so the originals die as soon as
+    `llmc.backward` and `llmc.recomputed`), so the originals die as soon as
     the forward is done with them.
 
     - `full`: every value the backward reads is recomputed from the

@@ -8,7 +8,7 @@
 //     each layer, with the embedding on the first chunk and the head and
 //     loss on the last); chunk c runs on stage c mod p.
 //  2. Every op of a (microbatch, chunk) belongs to that chunk's stage: layer
-//     ops by their llm.block_name, the others by data flow (an op sits with
+//     ops by their llmc.block_name, the others by data flow (an op sits with
 //     the latest chunk its operands come from). Backward ops are the B
 //     action of their (microbatch, chunk); for the zero-bubble schedule the
 //     ones that only make weight gradients are split off as W.

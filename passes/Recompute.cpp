@@ -1,7 +1,7 @@
 //===- Recompute.cpp - activation recomputation per layer -----------------===//
 //
-// In @train_step every op of a layer carries llm.block_name and
-// llm.microbatch, and backward ops llm.backward, so a (microbatch, layer)
+// In @train_step every op of a layer carries llmc.block_name and
+// llmc.microbatch, and backward ops llmc.backward, so a (microbatch, layer)
 // unit's forward and backward are known. The values its forward produces
 // and its backward reads are what the memory plan keeps alive across the
 // pass; recomputing them clones their producers right before the unit's

@@ -2,6 +2,7 @@
 #ifndef LLMC_PASSES_UTILS_H
 #define LLMC_PASSES_UTILS_H
 
+#include "dialects/Annotations/Annotations.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -10,35 +11,8 @@
 
 namespace llmc {
 
-/// Discardable attribute naming the llm.block an op came from.
-inline constexpr llvm::StringLiteral kBlockNameAttr = "llm.block_name";
-/// Argument/result attributes the training pipeline uses to describe state.
-inline constexpr llvm::StringLiteral kRoleAttr = "llmc.role";
-/// The role of a fake-quantization observer's persistent state.
-inline constexpr llvm::StringLiteral kQatStateRole = "qat_state";
-inline constexpr llvm::StringLiteral kNameAttr = "llmc.name";
-inline constexpr llvm::StringLiteral kTiedToAttr = "llmc.tied_to";
-inline constexpr llvm::StringLiteral kGradOfAttr = "llmc.grad_of";
-/// Marks the collectives that synchronise gradients over data-parallel
-/// ranks (what llmc-bucket-gradients may fuse).
-inline constexpr llvm::StringLiteral kGradientSyncAttr = "llmc.gradient_sync";
-/// The schedule action ("F3", "B0.2", "W1") a pipeline stage's op belongs to.
-inline constexpr llvm::StringLiteral kActionAttr = "llm.action";
-/// On a pipeline stage's nested module: the ranks that run it.
-inline constexpr llvm::StringLiteral kStageRanksAttr = "llmc.ranks";
-/// On the module: the pipeline schedule and what the compiler expects of it.
-inline constexpr llvm::StringLiteral kPipelineAttr = "llmc.pipeline";
-/// Marks forward ops that llmc-recompute cloned into the backward pass.
-inline constexpr llvm::StringLiteral kRecomputedAttr = "llm.recomputed";
-/// Marks ops autodiff emitted (the backward pass).
-inline constexpr llvm::StringLiteral kBackwardAttr = "llm.backward";
-/// The microbatch a cloned op of @train_step belongs to.
-inline constexpr llvm::StringLiteral kMicrobatchAttr = "llm.microbatch";
-/// How a persistent argument is sharded: {global_shape = [...], levels =
-/// [{axes = [...], dim = d, blocks = b}, ...]}: level i splits dimension d of
-/// the previous level's tensor (the global one first) into b equal blocks,
-/// each split over the ranks of `axes`; this rank keeps its piece of each.
-inline constexpr llvm::StringLiteral kShardAttr = "llmc.shard";
+// The llmc.* attribute names (kBlockNameAttr, kRoleAttr, ...) are in
+// dialects/Annotations/Annotations.h.
 
 /// One level of an llmc.shard attribute, read back: dimension `dim` of
 /// the tensor (as split so far) is `blocks` equal blocks, each split over

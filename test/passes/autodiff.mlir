@@ -6,20 +6,20 @@
 // CHECK-LABEL: func.func @grad
 // CHECK-SAME: -> (tensor<f32>, tensor<16x8xf32> {llmc.grad_of = "wte"}, tensor<8xf32> {llmc.grad_of = "ln.weight"}, tensor<8xf32> {llmc.grad_of = "ln.bias"}, tensor<8x8xf32> {llmc.grad_of = "h.0.mlp.weight"})
 // CHECK: %[[X:.*]] = llm.embedding
-// CHECK: llm.layernorm {{.*}} {epsilon = {{.*}}, llm.block_name = "h.0"}
+// CHECK: llm.layernorm {{.*}} {epsilon = {{.*}}, llmc.block_name = "h.0"}
 // CHECK: %[[LOSS:.*]] = llm.cross_entropy
-// CHECK: %[[SEED:.*]] = llm.fill 1.000000e+00 {llm.backward} : tensor<f32>
+// CHECK: %[[SEED:.*]] = llm.fill 1.000000e+00 {llmc.backward} : tensor<f32>
 // CHECK: %[[DLOGITS:.*]] = llm.cross_entropy_grad %{{.*}}, %{{.*}}, %[[SEED]]
 // Tied embedding: the head's gradient and the lookup's gradient are summed.
 // CHECK: llm.matmul %[[DLOGITS]], %{{.*}} :
-// CHECK: llm.matmul %{{.*}}, %{{.*}} {llm.backward, transpose_a} : tensor<8x16xf32>, tensor<8x8xf32> -> tensor<16x8xf32>
-// Backward ops carry llm.backward and the block of the op they differentiate.
-// CHECK: llm.gelu_grad {{.*}} {llm.backward, llm.block_name = "h.0"}
-// CHECK: llm.layernorm_grad {{.*}} {epsilon = {{.*}}, llm.backward, llm.block_name = "h.0"}
+// CHECK: llm.matmul %{{.*}}, %{{.*}} {llmc.backward, transpose_a} : tensor<8x16xf32>, tensor<8x8xf32> -> tensor<16x8xf32>
+// Backward ops carry llmc.backward and the block of the op they differentiate.
+// CHECK: llm.gelu_grad {{.*}} {llmc.backward, llmc.block_name = "h.0"}
+// CHECK: llm.layernorm_grad {{.*}} {epsilon = {{.*}}, llmc.backward, llmc.block_name = "h.0"}
 // CHECK: %[[DTABLE:.*]] = llm.embedding_grad
 // Summing a value's gradient contributions is backward work too (of the
 // layer that used the value, if any).
-// CHECK: %[[DWTE:.*]] = llm.add %{{.*}}, %[[DTABLE]] {llm.backward} : tensor<16x8xf32>
+// CHECK: %[[DWTE:.*]] = llm.add %{{.*}}, %[[DTABLE]] {llmc.backward} : tensor<16x8xf32>
 // CHECK: return %[[LOSS]], %[[DWTE]],
 
 // Frozen parameters and inputs get no gradient: only w's is returned, and
@@ -28,7 +28,7 @@
 // FROZEN-SAME: -> (tensor<f32>, tensor<4x4xf32> {llmc.grad_of = "w"})
 // FROZEN: %[[A:.*]] = llm.matmul %arg2, %arg1
 // FROZEN: %[[D:.*]] = llm.cross_entropy_grad
-// FROZEN-NEXT: %[[DW:.*]] = llm.matmul %[[A]], %[[D]] {llm.backward, transpose_a}
+// FROZEN-NEXT: %[[DW:.*]] = llm.matmul %[[A]], %[[D]] {llmc.backward, transpose_a}
 // FROZEN-NEXT: return %{{.*}}, %[[DW]]
 func.func @forward(%w: tensor<4x4xf32> {llm.param = #llm.param<name = "w", init = "normal", scale = 1.0>},
                    %f: tensor<4x4xf32> {llm.param = #llm.param<name = "f", init = "normal", scale = 1.0, trainable = false>},

@@ -3,8 +3,8 @@
 // Blocks disappear; their ops keep the layer name.
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT: llm.block
-// CHECK: llm.layernorm {{.*}}llm.block_name = "h.0"
-// CHECK: llm.add {{.*}}{llm.block_name = "h.0"}
+// CHECK: llm.layernorm {{.*}}llmc.block_name = "h.0"
+// CHECK: llm.add {{.*}}{llmc.block_name = "h.0"}
 // CHECK: %[[LOGITS:.*]] = llm.matmul
-// CHECK-NOT: llm.block_name
+// CHECK-NOT: llmc.block_name
 // CHECK: return

@@ -17,10 +17,10 @@
 // CHECK: dist.all_gather %arg0 on @mesh axes ["dp"] dim 0 : tensor<8x8xf32> -> tensor<16x8xf32>
 // CHECK: %[[W:.*]] = dist.all_gather %arg3 on @mesh axes ["dp"] dim 0 : tensor<4x8xf32> -> tensor<8x8xf32>
 // CHECK: llm.embedding
-// CHECK: llm.matmul %{{.*}}, %[[W]] {llm.block_name = "h.0"
+// CHECK: llm.matmul %{{.*}}, %[[W]] {llmc.block_name = "h.0"
 // Backward: a second gather of the block's weight, used by its backward.
 // CHECK: %[[WB:.*]] = dist.all_gather %arg3 on @mesh axes ["dp"] dim 0 : tensor<4x8xf32> -> tensor<8x8xf32>
-// CHECK: llm.matmul %{{.*}}, %[[WB]] {llm.backward, llm.block_name = "h.0"
+// CHECK: llm.matmul %{{.*}}, %[[WB]] {llmc.backward, llmc.block_name = "h.0"
 // The update works on the shard; no gather after it.
 // CHECK: %[[NEW:.*]], %{{.*}}, %{{.*}} = llm.adamw %arg3,
 // CHECK-NOT: dist.all_gather %[[NEW]]
@@ -30,6 +30,6 @@
 // KEEP-LABEL: func.func @train_step
 // KEEP: %[[W:.*]] = dist.all_gather %arg3 on @mesh axes ["dp"] dim 0 : tensor<4x8xf32> -> tensor<8x8xf32>
 // KEEP-NOT: dist.all_gather %arg3
-// KEEP: llm.matmul %{{.*}}, %[[W]] {llm.backward, llm.block_name = "h.0"
+// KEEP: llm.matmul %{{.*}}, %[[W]] {llmc.backward, llmc.block_name = "h.0"
 
 // BAD: error: fsdp: prefetch must be >= 0, got -1

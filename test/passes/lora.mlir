@@ -126,9 +126,9 @@
 // Backward expands each weight again right before the matmul that needs
 // it, instead of keeping the fp32 copy alive from forward.
 // QLORA-TRAIN-LABEL: func.func @train_step
-// QLORA-TRAIN-COUNT-4: qat.dequantize_nf4 %{{.*}} {block = 64 : i64, llm.block_name = "h.0", llm.microbatch = 0 : i64}
-// QLORA-TRAIN: %[[E:.*]] = qat.dequantize_nf4 {{.*}}llm.backward{{.*}}llm.recomputed
-// QLORA-TRAIN-NEXT: llm.matmul %{{.*}}, %[[E]] {llm.backward
+// QLORA-TRAIN-COUNT-4: qat.dequantize_nf4 %{{.*}} {block = 64 : i64, llmc.block_name = "h.0", llmc.microbatch = 0 : i64}
+// QLORA-TRAIN: %[[E:.*]] = qat.dequantize_nf4 {{.*}}llmc.backward{{.*}}llmc.recomputed
+// QLORA-TRAIN-NEXT: llm.matmul %{{.*}}, %[[E]] {llmc.backward
 
 // QLORA-TIED: error: 'llm.matmul' op qlora: 'wte' is also read by 'llm.embedding'; leave its matmul out of the targets, or drop --qlora
 // QLORA-TP: error: 'llm.matmul' op qlora: 'h.0.attn.c_attn.weight' is split by tensor parallelism; QLoRA stores whole weights (use data parallelism or ZeRO)

@@ -22,9 +22,9 @@
 // CHECK: module @stage0 attributes {llmc.ranks = array<i64: 0, 1>}
 // CHECK: func.func @train_step
 // CHECK: llm.embedding
-// CHECK: llm.block_name = "h.1", llm.microbatch = 0
-// CHECK: dist.send %{{.*}} on @mesh axis "pp" shift 1 tag [[T0:[0-9]+]] {llm.action = "F0"} : tensor<1x8x32xf32>
-// CHECK: dist.recv on @mesh axis "pp" shift 1 tag {{[0-9]+}} {llm.action = "B0", llm.backward{{.*}}llm.microbatch = 0 : i64} : tensor<1x8x32xf32>
+// CHECK: llmc.block_name = "h.1", llmc.microbatch = 0
+// CHECK: dist.send %{{.*}} on @mesh axis "pp" shift 1 tag [[T0:[0-9]+]] {llmc.action = "F0"} : tensor<1x8x32xf32>
+// CHECK: dist.recv on @mesh axis "pp" shift 1 tag {{[0-9]+}} {llmc.action = "B0", llmc.backward{{.*}}llmc.microbatch = 0 : i64} : tensor<1x8x32xf32>
 // The gradient norm: this stage's squares, summed over the stages.
 // CHECK: %[[SQ:.*]] = llm.global_norm {{.*}} {squared}
 // CHECK-NEXT: %[[ALL:.*]] = dist.all_reduce %[[SQ]] on @mesh axes ["pp"] reduction "sum"
@@ -34,8 +34,8 @@
 // Stage 1 (ranks 2 and 3) receives them (shift −1), runs h.2-h.3, the head
 // and the loss, and is the broadcast's root.
 // CHECK: module @stage1 attributes {llmc.ranks = array<i64: 2, 3>}
-// CHECK: dist.recv on @mesh axis "pp" shift -1 tag [[T0]] {llm.action = "F0", llm.block_name = "h.1", llm.microbatch = 0 : i64} : tensor<1x8x32xf32>
-// CHECK: llm.block_name = "h.2"
+// CHECK: dist.recv on @mesh axis "pp" shift -1 tag [[T0]] {llmc.action = "F0", llmc.block_name = "h.1", llmc.microbatch = 0 : i64} : tensor<1x8x32xf32>
+// CHECK: llmc.block_name = "h.2"
 // CHECK: llm.cross_entropy
 // CHECK: dist.broadcast %{{.*}} on @mesh axes ["pp"] root 1 : tensor<f32>
 
@@ -48,7 +48,7 @@
 // divided by v (textbook 0.1; simulated 0.11).
 // INTERLEAVED: actions = ["F0.0 F1.0 F0.2 F1.2 F2.0 B0.2 F3.0 B1.2 F2.2 B0.0 F3.2 B1.0 B2.2 B3.2 B2.0 B3.0", "F0.1 F1.1 F0.3 B0.3 F1.3 B1.3 F2.1 B0.1 F3.1 B1.1 F2.3 B2.3 F3.3 B3.3 B2.1 B3.1"], analytic_bubble = 1.000000e-01 : f64, bubble = 0.1111{{[0-9]*}} : f64, in_flight = [5, 3], layout = "h.0|h.1|h.2|h.3"
 // INTERLEAVED: module @stage0
-// INTERLEAVED: llm.block_name = "h.2"
+// INTERLEAVED: llmc.block_name = "h.2"
 
 // Zero bubble: weight gradients (W) fill the cooldown; (p−1)/(3m+p−1).
 // ZB: actions = ["F0 F1 B0 F2 B1 F3 B2 W0 W1 B3 W2 W3", "F0 B0 F1 B1 F2 B2 W0 F3 B3 W1 W2 W3"], analytic_bubble = 0.076923076923076927 : f64, bubble = 0.0769{{[0-9]*}} : f64

@@ -108,8 +108,8 @@
 // EMA-LABEL: func.func @train_step
 // EMA-SAME: %arg12: tensor<1x2xf32> {llmc.name = "h.0.mlp.weight.input", llmc.role = "qat_state"}
 // EMA-SAME: tensor<1x2xf32> {llmc.tied_to = 12 : i64}, tensor<1x2xf32> {llmc.tied_to = 13 : i64}
-// EMA: %[[S0:.*]] = qat.ema %arg12, %{{.*}} {llm.block_name = "h.0", llm.microbatch = 0 : i64, momentum = 9.000000e-01 : f64}
-// EMA: %[[S1:.*]] = qat.ema %[[S0]], %{{.*}} {llm.block_name = "h.0", llm.microbatch = 1 : i64, momentum = 9.000000e-01 : f64}
+// EMA: %[[S0:.*]] = qat.ema %arg12, %{{.*}} {llmc.block_name = "h.0", llmc.microbatch = 0 : i64, momentum = 9.000000e-01 : f64}
+// EMA: %[[S1:.*]] = qat.ema %[[S0]], %{{.*}} {llmc.block_name = "h.0", llmc.microbatch = 1 : i64, momentum = 9.000000e-01 : f64}
 // EMA: return {{.*}}, %[[S1]], %{{.*}}, %{{.*}} :
 
 // Per channel under tp: a row-parallel input's channels are split over tp,

@@ -14,23 +14,23 @@
 // layernorm and matmul outputs die after the forward.
 // FULL-LABEL: func.func @train_step
 // FULL: %[[X:.*]] = llm.embedding
-// FULL: %[[N:.*]] = llm.layernorm %[[X]], {{.*}}llm.block_name = "h.0"
-// FULL: %[[M:.*]] = llm.matmul %[[N]], %arg3 {llm.block_name = "h.0"
-// FULL: %[[N2:.*]] = llm.layernorm %[[X]], %arg1, %arg2 {{{.*}}llm.backward, llm.block_name = "h.0", llm.microbatch = 0 : i64, llm.recomputed}
-// FULL-NEXT: %[[M2:.*]] = llm.matmul %[[N2]], %arg3 {llm.backward, llm.block_name = "h.0", llm.microbatch = 0 : i64, llm.recomputed}
+// FULL: %[[N:.*]] = llm.layernorm %[[X]], {{.*}}llmc.block_name = "h.0"
+// FULL: %[[M:.*]] = llm.matmul %[[N]], %arg3 {llmc.block_name = "h.0"
+// FULL: %[[N2:.*]] = llm.layernorm %[[X]], %arg1, %arg2 {{{.*}}llmc.backward, llmc.block_name = "h.0", llmc.microbatch = 0 : i64, llmc.recomputed}
+// FULL-NEXT: %[[M2:.*]] = llm.matmul %[[N2]], %arg3 {llmc.backward, llmc.block_name = "h.0", llmc.microbatch = 0 : i64, llmc.recomputed}
 // FULL-NEXT: llm.gelu_grad %[[M2]],
 // FULL: llm.reshape %[[N2]]
 // FULL-NOT: llm.reshape %[[N]] {
 
 // Selective: only the cheap layernorm is redone; the matmul output is kept.
 // SELECTIVE-LABEL: func.func @train_step
-// SELECTIVE: %[[M:.*]] = llm.matmul %{{.*}}, %arg3 {llm.block_name = "h.0"
-// SELECTIVE: %[[N2:.*]] = llm.layernorm {{.*}}llm.recomputed}
-// SELECTIVE-NOT: llm.matmul {{.*}}llm.recomputed
+// SELECTIVE: %[[M:.*]] = llm.matmul %{{.*}}, %arg3 {llmc.block_name = "h.0"
+// SELECTIVE: %[[N2:.*]] = llm.layernorm {{.*}}llmc.recomputed}
+// SELECTIVE-NOT: llm.matmul {{.*}}llmc.recomputed
 // SELECTIVE: llm.gelu_grad %[[M]],
 // SELECTIVE: llm.reshape %[[N2]]
 
-// NONE-NOT: llm.recomputed
+// NONE-NOT: llmc.recomputed
 
 // PLAN: exec.program @train_step
 // PLAN: exec.kernel "layernorm"

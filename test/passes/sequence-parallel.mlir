@@ -40,11 +40,11 @@
 // b·s·h, as 2 all-gathers + 2 reduce-scatters forward and the same
 // backward (each one's VJP is the other); 2 layers here.
 // VOLUME-LABEL: func.func @grad
-// VOLUME-COUNT-8: dist.{{all_gather|reduce_scatter}} %{{.*}} dim 1 {{.*}}{llm.block_name = "h.{{[01]}}"} : tensor<2x{{[48]}}x64xf32> -> tensor<2x{{[48]}}x64xf32>
-// VOLUME-COUNT-8: dist.{{all_gather|reduce_scatter}} %{{.*}} dim 1 {{.*}}{llm.backward, llm.block_name = "h.{{[01]}}"} : tensor<2x{{[48]}}x64xf32> -> tensor<2x{{[48]}}x64xf32>
-// VOLUME-NOT: dist.{{all_gather|reduce_scatter}} {{.*}}llm.block_name
+// VOLUME-COUNT-8: dist.{{all_gather|reduce_scatter}} %{{.*}} dim 1 {{.*}}{llmc.block_name = "h.{{[01]}}"} : tensor<2x{{[48]}}x64xf32> -> tensor<2x{{[48]}}x64xf32>
+// VOLUME-COUNT-8: dist.{{all_gather|reduce_scatter}} %{{.*}} dim 1 {{.*}}{llmc.backward, llmc.block_name = "h.{{[01]}}"} : tensor<2x{{[48]}}x64xf32> -> tensor<2x{{[48]}}x64xf32>
+// VOLUME-NOT: dist.{{all_gather|reduce_scatter}} {{.*}}llmc.block_name
 // The replicated gains' partial gradients are summed over tp.
-// VOLUME: dist.all_reduce %dgamma{{.*}} on @mesh axes ["tp"] reduction "sum" {llm.backward} : tensor<64xf32>
+// VOLUME: dist.all_reduce %dgamma{{.*}} on @mesh axes ["tp"] reduction "sum" {llmc.backward} : tensor<64xf32>
 
 // A vocabulary that does not divide keeps the head replicated: the final
 // layernorm's output is gathered with replicated_grad (every rank repeats

@@ -28,7 +28,7 @@
 // Data parallel: every gradient is averaged over dp where backward produces
 // it; the reported loss too.
 // DP-LABEL: func.func @train_step
-// DP: %[[W:.*]] = llm.matmul {{.*}} {llm.backward, llm.block_name = "h.0", llm.microbatch = 0 : i64, transpose_a} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+// DP: %[[W:.*]] = llm.matmul {{.*}} {llmc.backward, llmc.block_name = "h.0", llmc.microbatch = 0 : i64, transpose_a} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
 // DP-NEXT: dist.all_reduce %[[W]] on @mesh axes ["dp"] reduction "mean" {llmc.gradient_sync} : tensor<8x8xf32> -> tensor<8x8xf32>
 // DP: dist.all_reduce %{{.*}} on @mesh axes ["dp"] reduction "mean" : tensor<f32> -> tensor<f32>
 // DP: llm.global_norm

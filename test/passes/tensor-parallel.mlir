@@ -56,9 +56,9 @@
 // VOLUME-LABEL: func.func @logits
 // VOLUME: dist.all_gather %{{.*}} on @mesh axes ["tp"] dim 2 : tensor<2x8x128xf32> -> tensor<2x8x256xf32>
 // VOLUME-LABEL: func.func @grad
-// VOLUME-COUNT-4: dist.all_reduce %{{.*}} on @mesh axes ["tp"] reduction "sum" {llm.block_name = "h.{{[01]}}"} : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
-// VOLUME-COUNT-4: dist.all_reduce %{{.*}} on @mesh axes ["tp"] reduction "sum" {llm.backward, llm.block_name = "h.{{[01]}}"} : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
-// VOLUME-NOT: llm.block_name = "h.{{[01]}}"} : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
+// VOLUME-COUNT-4: dist.all_reduce %{{.*}} on @mesh axes ["tp"] reduction "sum" {llmc.block_name = "h.{{[01]}}"} : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
+// VOLUME-COUNT-4: dist.all_reduce %{{.*}} on @mesh axes ["tp"] reduction "sum" {llmc.backward, llmc.block_name = "h.{{[01]}}"} : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
+// VOLUME-NOT: llmc.block_name = "h.{{[01]}}"} : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
 // VOLUME: return
 
 // Mixed precision: the bf16 weights are split the same way.

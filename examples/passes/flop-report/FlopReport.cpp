@@ -11,7 +11,7 @@
 // training step performs in matmuls and attention (forward and backward,
 // every microbatch) and the bytes the step's llm ops read and write
 // (before any fusion), and records the step total on the module as
-// `llmc.example.step_flops` so later passes or tests can read it.
+// `flop_report.step_flops` so later passes or tests can read it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -145,7 +145,7 @@ struct FlopReportPass : PassWrapper<FlopReportPass, OperationPass<ModuleOp>> {
                         total.bytes);
     if (out)
       out->keep();
-    module->setAttr("llmc.example.step_flops",
+    module->setAttr("flop_report.step_flops",
                     IntegerAttr::get(IntegerType::get(&getContext(), 64), total.flops));
   }
 };
