@@ -260,38 +260,13 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
 
   LogicalResult splitOp(Operation *op, int64_t parts, ArrayAttr axes,
                         llvm::DenseSet<Value> &batched) {
-    auto batchedOperand = [&](unsigned i) { return batched.contains(op->getOperand(i)); };
-    // Ops that would mix rows of different ranks.
-    if (auto t = dyn_cast<llm::TransposeOp>(op); t && t.getPermutation()[0] != 0)
-      return op->emitOpError("moves the batch dimension; it cannot be split over ranks");
-    if (auto c = dyn_cast<llm::ConcatOp>(op); c && c.getDim() == 0)
-      return op->emitOpError("concatenates along the batch dimension; it cannot be split");
-    if (isa<llm::SliceOp, llm::PadOp>(op)) {
-      auto in = cast<RankedTensorType>(op->getOperand(0).getType());
-      auto out = cast<RankedTensorType>(op->getResult(0).getType());
-      ArrayRef<int64_t> offsets = isa<llm::SliceOp>(op) ? cast<llm::SliceOp>(op).getOffsets()
-                                                        : cast<llm::PadOp>(op).getOffsets();
-      // The operand is already local; the result still has the full shape.
-      if (offsets[0] != 0 || in.getDimSize(0) * parts != out.getDimSize(0))
-        return op->emitOpError("cuts the batch dimension; it cannot be split over ranks");
-    }
-    if (auto e = dyn_cast<llm::EmbeddingOp>(op); e && batchedOperand(0))
-      return op->emitOpError("uses a batch-derived value as its table");
-    if (auto m = dyn_cast<llm::MatmulOp>(op)) {
-      bool a = batchedOperand(0), bb = batchedOperand(1);
-      auto bt = cast<RankedTensorType>(m.getB().getType());
-      if (m.getTransposeA() && cast<RankedTensorType>(m.getA().getType()).getRank() == 2)
-        return op->emitOpError("contracts over the batch dimension; it cannot be split");
-      if (bb && !a)
-        return op->emitOpError("multiplies a replicated value by a batch-derived one");
-      if (bb && bt.getRank() == 2)
-        return op->emitOpError("uses a batch-derived matrix as a shared weight");
-    }
-    if (auto r = dyn_cast<llm::ReshapeOp>(op)) {
-      auto in = r.getX().getType(), out = r.getType();
-      if (in.getRank() == 0 || out.getRank() == 0 || out.getDimSize(0) % in.getDimSize(0) != 0)
-        return op->emitOpError("reshapes the batch dimension away (")
-               << in << " to " << out << "); it cannot be split";
+    // Ops that would mix rows of different ranks say so themselves.
+    if (auto rule = dyn_cast<llm::RowSplitOpInterface>(op)) {
+      SmallVector<bool> rowSplit;
+      for (Value operand : op->getOperands())
+        rowSplit.push_back(batched.contains(operand));
+      if (failed(rule.verifyRowSplit(rowSplit, parts)))
+        return failure();
     }
     if (op->hasTrait<llmc::trait::MixesBatchRows>())
       return op->emitOpError("reduces over the batch dimension in @forward; it cannot be split");

@@ -21,6 +21,8 @@
 #include "dialects/LLM/LLMAttrs.h.inc"
 
 #define GET_OP_CLASSES
+#include "dialects/LLM/LLMInterfaces.h.inc"
+
 #include "dialects/LLM/LLMOps.h.inc"
 
 namespace llmc::llm {

@@ -12,6 +12,7 @@
 include "dialects/LLM/LLMDialect.td"
 include "dialects/LLM/LLMAttrs.td"
 include "dialects/Traits.td"
+include "dialects/LLM/LLMInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
@@ -73,7 +74,7 @@ def LLM_FillOp : LLM_Op<"fill", [Pure, KeepsPrecision]> {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def LLM_MatmulOp : LLM_PureOp<"matmul", [ExpensiveToRecompute]> {
+def LLM_MatmulOp : LLM_PureOp<"matmul", [ExpensiveToRecompute, DeclareOpInterfaceMethods<LLM_RowSplitOpInterface>]> {
   let summary = "Matrix product over the last two dimensions";
   let description = [{
     `a` is `[..., M, K]` (`[..., K, M]` with `transpose_a`); `b` is either a
@@ -235,7 +236,7 @@ def LLM_RMSNormOp : LLM_PureOp<"rmsnorm", [Positionwise]> {
   let hasVerifier = 1;
 }
 
-def LLM_EmbeddingOp : LLM_PureOp<"embedding"> {
+def LLM_EmbeddingOp : LLM_PureOp<"embedding", [DeclareOpInterfaceMethods<LLM_RowSplitOpInterface>]> {
   let summary = "Looks up rows of a table by integer id";
   let description = [{
     `table` is `[V, D]`; `ids` has any shape `S` with values in [0, V); the
@@ -416,7 +417,7 @@ def LLM_CrossEntropyFinishOp : LLM_Op<"cross_entropy_finish",
 // Shape
 //===----------------------------------------------------------------------===//
 
-def LLM_ReshapeOp : LLM_Op<"reshape", [Pure]> {
+def LLM_ReshapeOp : LLM_Op<"reshape", [Pure, DeclareOpInterfaceMethods<LLM_RowSplitOpInterface>]> {
   let summary = "Same elements, row-major, new static shape";
   let description = [{
     ```mlir
@@ -430,7 +431,7 @@ def LLM_ReshapeOp : LLM_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def LLM_TransposeOp : LLM_Op<"transpose", [Pure]> {
+def LLM_TransposeOp : LLM_Op<"transpose", [Pure, DeclareOpInterfaceMethods<LLM_RowSplitOpInterface>]> {
   let summary = "Permutes dimensions: result dim i is input dim permutation[i]";
   let description = [{
     ```mlir
@@ -443,7 +444,7 @@ def LLM_TransposeOp : LLM_Op<"transpose", [Pure]> {
   let hasVerifier = 1;
 }
 
-def LLM_SliceOp : LLM_Op<"slice", [Pure]> {
+def LLM_SliceOp : LLM_Op<"slice", [Pure, DeclareOpInterfaceMethods<LLM_RowSplitOpInterface>]> {
   let summary = "A static box of the input: start offsets, result shape";
   let description = [{
     ```mlir
@@ -456,7 +457,7 @@ def LLM_SliceOp : LLM_Op<"slice", [Pure]> {
   let hasVerifier = 1;
 }
 
-def LLM_PadOp : LLM_Op<"pad", [Pure]> {
+def LLM_PadOp : LLM_Op<"pad", [Pure, DeclareOpInterfaceMethods<LLM_RowSplitOpInterface>]> {
   let summary = "Places the input at offsets inside a zero tensor (slice's backward)";
   let description = [{
     ```mlir
@@ -469,7 +470,7 @@ def LLM_PadOp : LLM_Op<"pad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def LLM_ConcatOp : LLM_Op<"concat", [Pure]> {
+def LLM_ConcatOp : LLM_Op<"concat", [Pure, DeclareOpInterfaceMethods<LLM_RowSplitOpInterface>]> {
   let summary = "Joins tensors along one dimension";
   let description = [{
     ```mlir
