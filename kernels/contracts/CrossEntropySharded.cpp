@@ -1,7 +1,7 @@
 //===- CrossEntropySharded.cpp - binding contract of sharded cross-entropy ===//
 //
-// The checks and derivations kernels/cpu/cross_entropy_sharded.cpp,
-// kernels/cuda/cross_entropy_sharded.cu and kernels/cuda/reduce_max.cu share.
+// The checks and derivations that kernels/{cpu,cuda}/cross_entropy_sharded
+// and kernels/{cpu,cuda}/reduce_max share.
 //
 //===----------------------------------------------------------------------===//
 

@@ -9,7 +9,8 @@
 //                            t_r   = logits[r, target_r − offset] or 0   (→ sums over ranks)
 //   cross_entropy_finish     loss  = mean_r (log s_r + shift_r − t_r)
 //
-// and the backward of each piece. Every kernel here is row-parallel; the
+// and the backward of each piece. reduce_max is a kernel of its own
+// (reduce_max.cpp); the others are here. Every kernel is row-parallel; the
 // loss, like llm.cross_entropy's, sums per-row values in row order in double
 // so it does not depend on the thread count. The statistics are f32; the
 // logits f32 or bf16.
@@ -25,40 +26,6 @@ namespace {
 /// The classes a logits shard holds: [offset, offset + width) of total.
 using contracts::ClassShard;
 using contracts::classShard;
-
-//===----------------------------------------------------------------------===//
-// reduce_max
-//===----------------------------------------------------------------------===//
-
-template <typename T> class ReduceMaxKernel final : public Kernel {
-public:
-  explicit ReduceMaxKernel(const KernelArgs &args)
-      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<float>()),
-        width_(args.inputs[0].dim(-1)), rows_(args.outputs[0].numel()) {}
-
-  void run(const StepContext &) override {
-    const int64_t width = width_;
-#pragma omp parallel for schedule(static) if (rows_ * width > kParallelGrain)
-    for (int64_t r = 0; r < rows_; ++r) {
-      const T *row = x_ + r * width;
-      float m = kNegInf;
-#pragma omp simd reduction(max : m)
-      for (int64_t j = 0; j < width; ++j) m = std::max(m, load(row, j));
-      out_[r] = m;
-    }
-  }
-
-private:
-  const T *x_;
-  float *out_;
-  int64_t width_, rows_;
-};
-
-std::unique_ptr<Kernel> makeReduceMax(const KernelArgs &args, std::string &error) {
-  contracts::ReduceMaxBinding b;
-  if (!contracts::bindReduceMax(args, error, &b)) return nullptr;
-  return makeFloatKernel<ReduceMaxKernel>(b.dtype, args);
-}
 
 //===----------------------------------------------------------------------===//
 // cross_entropy_partial and its gradient
@@ -228,7 +195,6 @@ std::unique_ptr<Kernel> makeCrossEntropyFinishGrad(const KernelArgs &args, std::
 
 } // namespace
 
-LLMC_REGISTER_KERNEL(CPU, "reduce_max", makeReduceMax);
 LLMC_REGISTER_KERNEL(CPU, "cross_entropy_partial", makeCrossEntropyPartial);
 LLMC_REGISTER_KERNEL(CPU, "cross_entropy_partial_grad", makeCrossEntropyPartialGrad);
 LLMC_REGISTER_KERNEL(CPU, "cross_entropy_finish", makeCrossEntropyFinish);

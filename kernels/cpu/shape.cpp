@@ -1,4 +1,4 @@
-//===- shape.cpp - transpose, slice, pad, concat, reduce_sum, fill, copy --===//
+//===- shape.cpp - transpose, slice, pad, concat, copy, reduce_sum --------===//
 //
 // Data movement, mostly type-blind: transpose, slice, pad, concat and copy
 // move elements of any dtype by size. Each is reduced at bind time to
@@ -259,34 +259,8 @@ std::unique_ptr<Kernel> makeCopy(const KernelArgs &args, std::string &error) {
 }
 
 //===----------------------------------------------------------------------===//
-// fill, reduce_sum
+// reduce_sum
 //===----------------------------------------------------------------------===//
-
-template <typename T> class FillKernel final : public Kernel {
-public:
-  FillKernel(const KernelArgs &args, float value)
-      : out_(args.outputs[0].as<T>()), n_(args.outputs[0].numel()), value_(value) {}
-
-  void run(const StepContext &) override {
-    T *out = out_;
-    float value = value_;
-#pragma omp parallel for simd schedule(static) if (n_ > kParallelGrain)
-    for (int64_t i = 0; i < n_; ++i) store(out, i, value);
-  }
-
-private:
-  T *out_;
-  int64_t n_;
-  float value_;
-};
-
-std::unique_ptr<Kernel> makeFill(const KernelArgs &args, std::string &error) {
-  Validator v("fill", args, error);
-  double value;
-  if (!v.arity(0, 1) || !v.floatAttr("value", &value) || !v.isFloat(v.out(0), "out"))
-    return nullptr;
-  return makeFloatKernel<FillKernel>(v.out(0).dtype, args, static_cast<float>(value));
-}
 
 template <typename T> class ReduceSumKernel final : public Kernel {
 public:
@@ -350,7 +324,6 @@ LLMC_REGISTER_KERNEL(CPU, "slice", makeSlice);
 LLMC_REGISTER_KERNEL(CPU, "pad", makePad);
 LLMC_REGISTER_KERNEL(CPU, "concat", makeConcat);
 LLMC_REGISTER_KERNEL(CPU, "copy", makeCopy);
-LLMC_REGISTER_KERNEL(CPU, "fill", makeFill);
 LLMC_REGISTER_KERNEL(CPU, "reduce_sum", makeReduceSum);
 
 } // namespace llmc::cpu

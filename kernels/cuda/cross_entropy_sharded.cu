@@ -15,7 +15,7 @@
 //   cross_entropy_finish_grad   one block: count the non-ignored rows, then
 //                               write g/sumexp, g, −g (0 on ignored rows).
 // Statistics are f32; logits f32 or bf16; targets i32 or i64. (reduce_max,
-// the first piece, is registered by the reductions.)
+// the first piece, is reduce_max.cu.)
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,8 +1,7 @@
-//===- fill.cu - fill and copy on the GPU ---------------------------------===//
+//===- fill.cu - set every element to one value on the GPU ----------------===//
 //
-// The simplest kernels of the contract (docs/kernels.md), registered under
-// the CUDA backend with the same names as kernels/cpu: `fill` sets every
-// element, `copy` moves bytes. Every launch is followed by an error check.
+// fill (CPU twin in kernels/cpu/fill.cpp): out = value everywhere, f32 or
+// bf16, one grid-stride loop. Every launch is followed by an error check.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,37 +45,8 @@ std::unique_ptr<Kernel> makeFill(const KernelArgs &args, std::string &error) {
                                       static_cast<float>(args.attrs.getFloat("value")));
 }
 
-class CopyKernel final : public Kernel {
-public:
-  CopyKernel(TensorView in, TensorView out) : in_(std::move(in)), out_(std::move(out)) {}
-  void run(const StepContext &ctx) override {
-    if (in_.data != out_.data)
-      LLMC_CUDA_CHECK(cudaMemcpyAsync(out_.data, in_.data, in_.bytes(),
-                                      cudaMemcpyDeviceToDevice,
-                                      streamOf(ctx)));
-  }
-
-private:
-  TensorView in_, out_;
-};
-
-std::unique_ptr<Kernel> makeCopy(const KernelArgs &args, std::string &error) {
-  if (args.inputs.size() != 1 || args.outputs.size() != 1) {
-    error = "copy: expects one input and one output";
-    return nullptr;
-  }
-  if (args.inputs[0].bytes() != args.outputs[0].bytes() ||
-      args.inputs[0].dtype != args.outputs[0].dtype) {
-    error = "copy: input " + args.inputs[0].describe() + " and output " +
-            args.outputs[0].describe() + " differ in dtype or size";
-    return nullptr;
-  }
-  return std::make_unique<CopyKernel>(args.inputs[0], args.outputs[0]);
-}
-
 } // namespace
 
 LLMC_REGISTER_KERNEL(CUDA, "fill", makeFill);
-LLMC_REGISTER_KERNEL(CUDA, "copy", makeCopy);
 
 } // namespace llmc::cuda

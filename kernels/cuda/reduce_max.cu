@@ -1,7 +1,7 @@
 //===- reduce_max.cu - maximum over the last dimension --------------------===//
 //
 // reduce_max (the first step of vocabulary-parallel cross-entropy; CPU twin
-// in kernels/cpu/cross_entropy_sharded.cpp): out[r] = max_j x[r, j], f32
+// in kernels/cpu/reduce_max.cpp): out[r] = max_j x[r, j], f32
 // out for f32 or bf16 x. Row-parallel: a narrow row (< 1024 elements) is
 // owned by one warp, whose lanes stride over it and combine with shuffles;
 // a wide row (a vocabulary of 50257) by a whole block, combined through

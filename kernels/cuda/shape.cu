@@ -1,4 +1,4 @@
-//===- shape.cu - transpose, slice, pad, concat, reduce_sum on the GPU ----===//
+//===- shape.cu - transpose, slice, pad, concat, copy, reduce_sum (GPU) ---===//
 //
 // Data movement is type-blind, as on the CPU: elements move by size, so one
 // instantiation per width (1, 2, 4, 8, 16 bytes) serves every dtype.
@@ -11,6 +11,9 @@
 // destination elements: thread i writes destination element i of the box
 // (coalesced writes), decoding its source offset from the merged dims, whose
 // sizes and strides travel by value in a small struct.
+//
+// copy (the same bytes, possibly another shape) is one device-to-device
+// cudaMemcpyAsync, skipped when out aliases x.
 //
 // reduce_sum (the backward of a broadcast) sums x[outer, inner] over the
 // outer rows. A block owns 32 columns and one chunk of rows: lane tx reads
@@ -263,6 +266,38 @@ std::unique_ptr<Kernel> makeCudaConcat(const KernelArgs &args, std::string &erro
 }
 
 //===----------------------------------------------------------------------===//
+// copy
+//===----------------------------------------------------------------------===//
+
+class CopyKernel final : public Kernel {
+public:
+  CopyKernel(TensorView in, TensorView out) : in_(std::move(in)), out_(std::move(out)) {}
+  void run(const StepContext &ctx) override {
+    if (in_.data != out_.data)
+      LLMC_CUDA_CHECK(cudaMemcpyAsync(out_.data, in_.data, in_.bytes(),
+                                      cudaMemcpyDeviceToDevice,
+                                      streamOf(ctx)));
+  }
+
+private:
+  TensorView in_, out_;
+};
+
+std::unique_ptr<Kernel> makeCudaCopy(const KernelArgs &args, std::string &error) {
+  if (args.inputs.size() != 1 || args.outputs.size() != 1) {
+    error = "copy: expects one input and one output";
+    return nullptr;
+  }
+  if (args.inputs[0].bytes() != args.outputs[0].bytes() ||
+      args.inputs[0].dtype != args.outputs[0].dtype) {
+    error = "copy: input " + args.inputs[0].describe() + " and output " +
+            args.outputs[0].describe() + " differ in dtype or size";
+    return nullptr;
+  }
+  return std::make_unique<CopyKernel>(args.inputs[0], args.outputs[0]);
+}
+
+//===----------------------------------------------------------------------===//
 // reduce_sum
 //===----------------------------------------------------------------------===//
 
@@ -358,6 +393,7 @@ LLMC_REGISTER_KERNEL(CUDA, "transpose", makeCudaTranspose);
 LLMC_REGISTER_KERNEL(CUDA, "slice", makeCudaSlice);
 LLMC_REGISTER_KERNEL(CUDA, "pad", makeCudaPad);
 LLMC_REGISTER_KERNEL(CUDA, "concat", makeCudaConcat);
+LLMC_REGISTER_KERNEL(CUDA, "copy", makeCudaCopy);
 LLMC_REGISTER_KERNEL(CUDA, "reduce_sum", makeCudaReduceSum);
 
 } // namespace llmc::cuda

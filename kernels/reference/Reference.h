@@ -7,6 +7,12 @@
 // interpreter evaluates llm ops with them (finite-difference checks of the
 // autodiff pass).
 //
+// One source per concept, named as in kernels/cpu and kernels/cuda
+// (reference/activation.cpp defines what cpu/activation.cpp and
+// cuda/activation.cu compute); this one header declares them all, grouped
+// by that file, since together they need nothing beyond the standard
+// library and kernels/QuantScheme.h.
+//
 // No dependency beyond the standard library: no OpenMP, BLAS or MLIR.
 // Integer tensors (ids, targets, segment ids) are held as doubles with
 // integral values. Arguments are assumed verified (the llm op verifiers);
@@ -24,6 +30,8 @@
 
 namespace llmc::ref {
 
+//===- RefTensor.cpp ------------------------------------------------------===//
+
 /// A dense row-major tensor of doubles.
 struct RefTensor {
   std::vector<int64_t> shape;
@@ -35,15 +43,22 @@ struct RefTensor {
   int64_t numel() const;
 };
 
+//===- matmul.cpp ---------------------------------------------------------===//
+
 /// c = a·b over the last two dims; a 2-D b is shared by every leading index
 /// of a, otherwise b has a's leading dims. `transposeX` swaps the last two
 /// dims of that operand.
 RefTensor matmul(const RefTensor &a, const RefTensor &b, bool transposeA, bool transposeB);
+
+//===- binary.cpp ---------------------------------------------------------===//
+
 /// lhs + broadcast(rhs); rhs's shape is a suffix of lhs's.
 RefTensor add(const RefTensor &lhs, const RefTensor &rhs);
 /// lhs · broadcast(rhs); rhs's shape is a suffix of lhs's.
 RefTensor mul(const RefTensor &lhs, const RefTensor &rhs);
 RefTensor scale(const RefTensor &x, double factor);
+
+//===- activation.cpp -----------------------------------------------------===//
 
 /// GELU, tanh approximation (GPT-2).
 RefTensor gelu(const RefTensor &x);
@@ -55,6 +70,8 @@ RefTensor swiglu(const RefTensor &gate, const RefTensor &up);
 /// {dgate, dup}.
 std::vector<RefTensor> swigluGrad(const RefTensor &gate, const RefTensor &up, const RefTensor &dy);
 
+//===- dropout.cpp --------------------------------------------------------===//
+
 /// Inverted dropout with the mask of kernels/DropoutHash.h. With
 /// `globalShape` (and `offsets`, where x starts in it) non-empty, an
 /// element's mask index is its index in the global tensor.
@@ -62,14 +79,21 @@ RefTensor dropout(const RefTensor &x, double rate, int64_t seed, int64_t step,
                   const std::vector<int64_t> &globalShape = {},
                   const std::vector<int64_t> &offsets = {});
 
+//===- layernorm.cpp ------------------------------------------------------===//
+
 RefTensor layernorm(const RefTensor &x, const RefTensor &gamma, const RefTensor &beta, double eps);
 /// {dx, dgamma, dbeta}.
 std::vector<RefTensor> layernormGrad(const RefTensor &x, const RefTensor &gamma,
                                      const RefTensor &dy, double eps);
+
+//===- rmsnorm.cpp --------------------------------------------------------===//
+
 RefTensor rmsnorm(const RefTensor &x, const RefTensor &gamma, double eps);
 /// {dx, dgamma}.
 std::vector<RefTensor> rmsnormGrad(const RefTensor &x, const RefTensor &gamma, const RefTensor &dy,
                                    double eps);
+
+//===- embedding.cpp ------------------------------------------------------===//
 
 /// Rows of table [V, C] picked by ids (any shape S): S × [C]. With
 /// `vocabSize` > 0 the table is rows [rowOffset, rowOffset + V) of a
@@ -81,9 +105,13 @@ RefTensor embedding(const RefTensor &table, const RefTensor &ids, int64_t rowOff
 RefTensor embeddingGrad(const RefTensor &ids, const RefTensor &dy, int64_t rows,
                         int64_t rowOffset = 0, int64_t vocabSize = 0);
 
+//===- rope.cpp -----------------------------------------------------------===//
+
 /// Rotary embedding of x [B, T, H, D], half-split pairs (i, i + D/2) rotated
 /// by t·theta^(−2i/D); `inverse` negates the angle.
 RefTensor rope(const RefTensor &x, double theta, bool inverse);
+
+//===- attention.cpp ------------------------------------------------------===//
 
 /// softmax(scale·q·kᵀ + mask)·v with q [B,T,H,D], k, v [B,S,KV,D]; query head
 /// h reads kv head h/(H/KV). Returns {out [B,T,H,D], lse [B,H,T]}.
@@ -98,14 +126,21 @@ std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, con
                                      const RefTensor &dout, const RefTensor *segmentIds,
                                      double scale, bool causal);
 
+//===- cross_entropy.cpp --------------------------------------------------===//
+
 /// Mean −log softmax(logits)[target] over targets != ignoreIndex (0 if none);
 /// shape {}.
 RefTensor crossEntropy(const RefTensor &logits, const RefTensor &targets, int64_t ignoreIndex);
 RefTensor crossEntropyGrad(const RefTensor &logits, const RefTensor &targets, double dloss,
                            int64_t ignoreIndex);
 
+//===- reduce_max.cpp -----------------------------------------------------===//
+
 /// Maximum over the last dimension.
 RefTensor reduceMax(const RefTensor &x);
+
+//===- cross_entropy_sharded.cpp ------------------------------------------===//
+
 /// One vocabulary shard (classes [classOffset, classOffset + V) of
 /// numClasses) of a cross-entropy: {Σ_j exp(logits_j − shift), the
 /// target's logit or 0}, per row.
@@ -124,6 +159,8 @@ RefTensor crossEntropyFinish(const RefTensor &sumexp, const RefTensor &shift,
 std::vector<RefTensor> crossEntropyFinishGrad(const RefTensor &sumexp, const RefTensor &targets,
                                               double dloss, int64_t ignoreIndex);
 
+//===- shape.cpp ----------------------------------------------------------===//
+
 /// out dim i = x dim permutation[i].
 RefTensor transpose(const RefTensor &x, const std::vector<int64_t> &permutation);
 RefTensor slice(const RefTensor &x, const std::vector<int64_t> &offsets,
@@ -135,14 +172,22 @@ RefTensor pad(const RefTensor &x, const std::vector<int64_t> &offsets,
 RefTensor concat(const std::vector<RefTensor> &xs, int64_t dim);
 /// Sum over the leading dims of x down to the suffix `shape`.
 RefTensor reduceSum(const RefTensor &x, const std::vector<int64_t> &shape);
+
+//===- global_norm.cpp ----------------------------------------------------===//
+
 /// √(Σ x²) over every element of every input; shape {}.
 RefTensor globalNorm(const std::vector<RefTensor> &xs);
+
+//===- adamw.cpp ----------------------------------------------------------===//
 
 /// One AdamW step (see llm.adamw); `gradNorm` may be null. {p', m', v'}.
 std::vector<RefTensor> adamw(const RefTensor &p, const RefTensor &g, const RefTensor &m,
                              const RefTensor &v, double lr, double step, const double *gradNorm,
                              double beta1, double beta2, double eps, double weightDecay,
                              double maxGradNorm);
+
+//===- adamw8bit.cpp ------------------------------------------------------===//
+
 /// One 8-bit AdamW step (see llm.adamw8bit and kernels/Adam8bit.h). Codes
 /// are integral doubles. The stored state is decoded as the contract
 /// defines it (table · absmax in fp32), the update is adamw() above in
@@ -157,9 +202,9 @@ std::vector<RefTensor> adamw8bit(const RefTensor &p, const RefTensor &g, const R
                                  const double *gradNorm, double beta1, double beta2, double eps,
                                  double weightDecay, double maxGradNorm);
 
-//===----------------------------------------------------------------------===//
-// Quantization-aware training (the contract is kernels/QuantScheme.h)
-//===----------------------------------------------------------------------===//
+//===- fake_quant.cpp -----------------------------------------------------===//
+//
+// Quantization-aware training; the contract is kernels/QuantScheme.h.
 
 /// Per group of `s`, [−min, max] over its elements: shape [G, 2]. A group
 /// without elements observes [−inf, −inf] (the identity of the max that

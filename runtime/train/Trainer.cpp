@@ -146,13 +146,52 @@ void shareCores(int localRanks) {
     setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 0);
 }
 
+/// How far the training loop got: the step it started after, the last step
+/// done, the first and last training loss, and the seconds spent in steps.
+struct Progress {
+  int64_t start = 0, lastStep = 0;
+  double firstLoss = NAN, lastLoss = NAN, trainSeconds = 0;
+};
+
 class Trainer {
 public:
   explicit Trainer(const TrainOptions &options) : opt(options) {}
+  /// setup, the starting state, optional calibration and gradient dump,
+  /// the training loop, then the final checkpoint and report. Returns the
+  /// exit code: 0, or 130 when interrupted.
   int run();
 
 private:
   void setup();
+  /// A fresh start: parameters initialised, then overwritten from --weights
+  /// if given; copied to the device.
+  void initialize();
+  /// --resume: the state of the checkpoint in --ckpt-dir, on the device.
+  /// Returns the step it was saved at.
+  int64_t resume();
+  void openMetrics(int64_t start);
+  /// --dump-grads: parameters and gradients of training batch `batch`.
+  void writeGradientDump(int64_t batch);
+  void printBanner();
+  /// Steps progress.start + 1 onwards, to --stop-at or the last step.
+  /// Returns false when interrupted (after saving a checkpoint and the
+  /// trace).
+  bool trainSteps(Progress &progress);
+  /// Feeds batch step − 1, sets lr and step, runs train_step; returns its
+  /// wall time in ms.
+  double runStep(int64_t step, double lr, const Input &in);
+  /// Adds the last step's per-instruction times to `profile`.
+  void addToProfile();
+  void drawProgressBar(int64_t step);
+  /// Whether any rank was interrupted (collective on a multi-rank run, so
+  /// the ranks stop together).
+  bool stopRequested();
+  /// The checkpoint and trace of a finished loop, then (unless --quiet) the
+  /// final evaluation, sample and summary.
+  void finish(const Progress &progress);
+  void printSummary(const Progress &progress, double valLoss, const std::string &text);
+  /// --trace: every rank's step timeline (collective).
+  void writeTrace();
   double evaluate();
   /// Runs @calibrate over `batches` training batches: observers move,
   /// weights do not.
@@ -187,6 +226,8 @@ private:
   int64_t totalSteps = 0, vocab = 0;
   std::ofstream metrics;
   bool tty = false;
+  StepTrace trace;
+  std::map<std::string, std::pair<double, int64_t>> profile; ///< kernel -> (µs, calls)
 };
 
 void Trainer::setup() {
@@ -423,144 +464,139 @@ void Trainer::log(int64_t step, double loss, double lr, double norm, double ms) 
 int Trainer::run() {
   setup();
   int64_t start = 0;
-  if (opt.resume) {
-    if (opt.ckptDir.empty())
-      fail("--resume needs --ckpt-dir");
-    if (!opt.weights.empty())
-      fail("--weights and --resume both set the parameters; give one");
-    // Initialised first: tensors a checkpoint may lack (LoRA adapters of a
-    // base-model checkpoint) keep their initial values.
-    initializeParameters(artifact, *arena, seed, rank);
-    TrainState state = loadCheckpoint(opt.ckptDir, artifact, *arena, rank);
-    start = state.step;
-    if (state.seed != seed)
-      fail("checkpoint was trained with seed ", state.seed, " but this run uses ", seed);
-    if (chatty)
-      std::cout << "resumed from step " << start << " (" << opt.ckptDir << ")"
-                << (state.freshObservers
-                        ? "; " + std::to_string(state.freshObservers) +
-                              " fake-quantization observers start fresh (not in the checkpoint)"
-                        : std::string())
-                << (state.freshAdapters
-                        ? "; " + std::to_string(state.freshAdapters) +
-                              " LoRA adapter tensors start fresh (not in the checkpoint)"
-                        : std::string())
-                << "\n";
-    persistentToDevice();
-  } else {
-    initializeParameters(artifact, *arena, seed, rank);
-    if (!opt.weights.empty()) {
-      WeightsLoaded loaded = loadWeights(opt.weights, artifact, *arena, rank);
-      if (chatty)
-        std::cout << "weights: " << loaded.tensors << " parameters from " << opt.weights
-                  << (loaded.dequantized
-                          ? " (" + std::to_string(loaded.dequantized) + " dequantized)"
-                          : std::string())
-                  << (loaded.observers
-                          ? "; " + std::to_string(loaded.observers) + " observer ranges"
-                          : std::string())
-                  << (loaded.freshAdapters
-                          ? "; " + std::to_string(loaded.freshAdapters) +
-                                " LoRA adapter tensors start fresh (not in the file)"
-                          : std::string())
-                  << "\n";
-    }
-  }
-  if (!opt.resume)
-    persistentToDevice();
+  if (opt.resume)
+    start = resume();
+  else
+    initialize();
   if (opt.calibrateBatches < 0)
     fail("--calibrate needs a number of batches >= 0");
   if (opt.calibrateBatches > 0)
     calibrate(opt.calibrateBatches);
-  if (!opt.metrics.empty() && lead) {
-    metrics.open(opt.metrics, start > 0 ? std::ios::app : std::ios::trunc);
-    if (!metrics)
-      fail("cannot write metrics file '", opt.metrics, "'");
-  }
+  openMetrics(start);
+  if (!opt.dumpGrads.empty())
+    writeGradientDump(start);
+  if (chatty)
+    printBanner();
+  Progress progress;
+  progress.start = progress.lastStep = start;
+  if (!trainSteps(progress))
+    return 130;
+  finish(progress);
+  return 0;
+}
 
-  if (!opt.dumpGrads.empty()) {
-    if (!grad)
-      fail(opt.artifact, ": has no grad program to dump gradients from");
-    Input in = batchInput(*grad, true);
-    if (artifact.worldSize != 1)
-      fail("--dump-grads needs a single-rank artifact");
-    fillBatch(*grad, *trainLoader, start, in);
-    std::vector<int32_t> tokens(in.tokens.as<int32_t>(), in.tokens.as<int32_t>() + in.tokens.numel());
-    std::vector<int32_t> targets(in.targets.as<int32_t>(),
-                                 in.targets.as<int32_t>() + in.targets.numel());
-    grad->run(StepContext{start + 1});
-    device->toHost(0, artifact.memory.arenaBytes);
-    std::vector<SafeTensor> batch = {
-        {"tokens", DType::I32, in.tokens.shape, tokens.data(), tokens.size() * 4},
-        {"targets", DType::I32, in.targets.shape, targets.data(), targets.size() * 4}};
-    dumpGradients(opt.dumpGrads, artifact, *arena, *grad, batch);
+int64_t Trainer::resume() {
+  if (opt.ckptDir.empty())
+    fail("--resume needs --ckpt-dir");
+  if (!opt.weights.empty())
+    fail("--weights and --resume both set the parameters; give one");
+  // Initialised first: tensors a checkpoint may lack (LoRA adapters of a
+  // base-model checkpoint) keep their initial values.
+  initializeParameters(artifact, *arena, seed, rank);
+  TrainState state = loadCheckpoint(opt.ckptDir, artifact, *arena, rank);
+  if (state.seed != seed)
+    fail("checkpoint was trained with seed ", state.seed, " but this run uses ", seed);
+  if (chatty)
+    std::cout << "resumed from step " << state.step << " (" << opt.ckptDir << ")"
+              << (state.freshObservers
+                      ? "; " + std::to_string(state.freshObservers) +
+                            " fake-quantization observers start fresh (not in the checkpoint)"
+                      : std::string())
+              << (state.freshAdapters
+                      ? "; " + std::to_string(state.freshAdapters) +
+                            " LoRA adapter tensors start fresh (not in the checkpoint)"
+                      : std::string())
+              << "\n";
+  persistentToDevice();
+  return state.step;
+}
+
+void Trainer::initialize() {
+  initializeParameters(artifact, *arena, seed, rank);
+  if (!opt.weights.empty()) {
+    WeightsLoaded loaded = loadWeights(opt.weights, artifact, *arena, rank);
     if (chatty)
-      std::cout << "gradients of batch " << start << " (loss " << scalar(*grad, "loss")
-                << ") written to " << opt.dumpGrads << "\n";
+      std::cout << "weights: " << loaded.tensors << " parameters from " << opt.weights
+                << (loaded.dequantized
+                        ? " (" + std::to_string(loaded.dequantized) + " dequantized)"
+                        : std::string())
+                << (loaded.observers
+                        ? "; " + std::to_string(loaded.observers) + " observer ranges"
+                        : std::string())
+                << (loaded.freshAdapters
+                        ? "; " + std::to_string(loaded.freshAdapters) +
+                              " LoRA adapter tensors start fresh (not in the file)"
+                        : std::string())
+                << "\n";
   }
+  persistentToDevice();
+}
 
-  if (chatty) {
-    Input in = batchInput(*train, false);
-    std::cout << "llmc-run: " << opt.artifact << " | " << artifact.meta("model.family", "model")
-              << " | arena " << formatBytes(artifact.memory.arenaBytes) << " | "
-              << in.rows * dataReplicas << "x" << in.T << " tokens per step";
-    if (artifact.worldSize > 1)
-      std::cout << " on " << artifact.worldSize << " ranks";
-    std::cout << " | data " << opt.data << " ("
-              << trainTokens.size() << " train / " << valTokens.size()
-              << " validation tokens, unigram entropy " << std::fixed << std::setprecision(3)
-              << unigramEntropy(trainTokens) << " nats)\n";
-  }
+void Trainer::openMetrics(int64_t start) {
+  if (opt.metrics.empty() || !lead)
+    return;
+  metrics.open(opt.metrics, start > 0 ? std::ios::app : std::ios::trunc);
+  if (!metrics)
+    fail("cannot write metrics file '", opt.metrics, "'");
+}
 
+void Trainer::writeGradientDump(int64_t batch) {
+  if (!grad)
+    fail(opt.artifact, ": has no grad program to dump gradients from");
+  Input in = batchInput(*grad, true);
+  if (artifact.worldSize != 1)
+    fail("--dump-grads needs a single-rank artifact");
+  fillBatch(*grad, *trainLoader, batch, in);
+  std::vector<int32_t> tokens(in.tokens.as<int32_t>(), in.tokens.as<int32_t>() + in.tokens.numel());
+  std::vector<int32_t> targets(in.targets.as<int32_t>(),
+                               in.targets.as<int32_t>() + in.targets.numel());
+  grad->run(StepContext{batch + 1});
+  device->toHost(0, artifact.memory.arenaBytes);
+  std::vector<SafeTensor> tensors = {
+      {"tokens", DType::I32, in.tokens.shape, tokens.data(), tokens.size() * 4},
+      {"targets", DType::I32, in.targets.shape, targets.data(), targets.size() * 4}};
+  dumpGradients(opt.dumpGrads, artifact, *arena, *grad, tensors);
+  if (chatty)
+    std::cout << "gradients of batch " << batch << " (loss " << scalar(*grad, "loss")
+              << ") written to " << opt.dumpGrads << "\n";
+}
+
+void Trainer::printBanner() {
+  Input in = batchInput(*train, false);
+  std::cout << "llmc-run: " << opt.artifact << " | " << artifact.meta("model.family", "model")
+            << " | arena " << formatBytes(artifact.memory.arenaBytes) << " | "
+            << in.rows * dataReplicas << "x" << in.T << " tokens per step";
+  if (artifact.worldSize > 1)
+    std::cout << " on " << artifact.worldSize << " ranks";
+  std::cout << " | data " << opt.data << " ("
+            << trainTokens.size() << " train / " << valTokens.size()
+            << " validation tokens, unigram entropy " << std::fixed << std::setprecision(3)
+            << unigramEntropy(trainTokens) << " nats)\n";
+}
+
+bool Trainer::trainSteps(Progress &p) {
   train->setProfiling(opt.profile || !opt.trace.empty());
-  StepTrace trace;
-  auto writeTrace = [&]() {
-    if (opt.trace.empty())
-      return;
-    std::string schedule = artifact.meta("pipeline.schedule");
-    std::string label = "rank " + std::to_string(rank);
-    if (!schedule.empty())
-      label += " (" + schedule + ")";
-    trace.write(opt.trace, rank, artifact.worldSize, label, *comm);
-  };
-  std::map<std::string, std::pair<double, int64_t>> profile; // kernel -> (µs, calls)
   std::signal(SIGINT, onInterrupt);
   Input in = batchInput(*train, true);
   bool hasNorm = train->has("grad_norm");
-  double lastLoss = NAN, firstLoss = NAN, trainSeconds = 0;
-  int64_t lastStep = start;
   int64_t lastToRun = opt.stopAt >= 0 ? std::min(opt.stopAt, totalSteps) : totalSteps;
-  for (int64_t step = start + 1; step <= lastToRun; ++step) {
-    double t0 = now();
-    fillBatch(*train, *trainLoader, step - 1, in);
+  for (int64_t step = p.start + 1; step <= lastToRun; ++step) {
     double lr = schedule.at(step);
-    setScalar(*train, "lr", static_cast<float>(lr));
-    setScalar(*train, "step", static_cast<float>(step));
-    train->run(StepContext{step});
-    double ms = (now() - t0) * 1000.0;
+    double ms = runStep(step, lr, in);
     if (!opt.trace.empty())
       trace.record(*train, step);
-    if (opt.profile && step > start + 1) // the first step pays one-time costs
-      for (size_t i = 0; i < train->instructionMicros().size(); ++i) {
-        const InstructionInfo &inst = train->info().instructions[i];
-        auto &entry = profile[inst.kind == InstructionKind::Kernel ? inst.kernel
-                                                                   : instructionKindName(inst.kind)];
-        entry.first += train->instructionMicros()[i];
-        entry.second += 1;
-      }
-    trainSeconds += ms / 1000.0;
-    lastLoss = scalar(*train, "loss");
-    if (std::isnan(firstLoss))
-      firstLoss = lastLoss;
-    if (!std::isfinite(lastLoss))
-      fail("step ", step, ": loss is ", lastLoss, " (diverged); lower --lr or check the data");
-    log(step, lastLoss, lr, hasNorm ? scalar(*train, "grad_norm") : NAN, ms);
-    lastStep = step;
-    if (tty) {
-      int width = 30, done = static_cast<int>(width * step / std::max<int64_t>(totalSteps, 1));
-      std::cerr << "\r[" << std::string(done, '#') << std::string(width - done, '.') << "] "
-                << step << "/" << totalSteps << std::flush;
-    }
+    if (opt.profile && step > p.start + 1) // the first step pays one-time costs
+      addToProfile();
+    p.trainSeconds += ms / 1000.0;
+    p.lastLoss = scalar(*train, "loss");
+    if (std::isnan(p.firstLoss))
+      p.firstLoss = p.lastLoss;
+    if (!std::isfinite(p.lastLoss))
+      fail("step ", step, ": loss is ", p.lastLoss, " (diverged); lower --lr or check the data");
+    log(step, p.lastLoss, lr, hasNorm ? scalar(*train, "grad_norm") : NAN, ms);
+    p.lastStep = step;
+    if (tty)
+      drawProgressBar(step);
     if (opt.evalEvery > 0 && step % opt.evalEvery == 0 && !opt.quiet) {
       double val = evaluate(); // collective: every rank evaluates
       if (chatty)
@@ -568,60 +604,106 @@ int Trainer::run() {
                   << std::setprecision(4) << val << "\n";
     }
     if (opt.ckptEvery > 0 && step % opt.ckptEvery == 0 && step != lastToRun)
-      save(step, lastLoss);
-    // Ranks stop together: a signal reaches them at slightly different
-    // moments, so they agree on it after every step.
-    bool stop = interrupted;
-    if (artifact.worldSize > 1) {
-      float flag = stop ? 1.0f : 0.0f;
-      comm->group(allAxes).allReduce(&flag, &flag, 1, DType::F32, Reduction::Max);
-      stop = flag > 0;
-    }
-    if (stop) {
+      save(step, p.lastLoss);
+    if (stopRequested()) {
       if (tty) std::cerr << "\r\033[K";
       if (lead)
         std::cout << "interrupted at step " << step << "\n";
-      save(step, lastLoss);
+      save(step, p.lastLoss);
       writeTrace();
-      return 130;
+      return false;
     }
   }
+  return true;
+}
+
+double Trainer::runStep(int64_t step, double lr, const Input &in) {
+  double t0 = now();
+  fillBatch(*train, *trainLoader, step - 1, in);
+  setScalar(*train, "lr", static_cast<float>(lr));
+  setScalar(*train, "step", static_cast<float>(step));
+  train->run(StepContext{step});
+  return (now() - t0) * 1000.0;
+}
+
+void Trainer::addToProfile() {
+  for (size_t i = 0; i < train->instructionMicros().size(); ++i) {
+    const InstructionInfo &inst = train->info().instructions[i];
+    auto &entry = profile[inst.kind == InstructionKind::Kernel ? inst.kernel
+                                                               : instructionKindName(inst.kind)];
+    entry.first += train->instructionMicros()[i];
+    entry.second += 1;
+  }
+}
+
+void Trainer::drawProgressBar(int64_t step) {
+  int width = 30, done = static_cast<int>(width * step / std::max<int64_t>(totalSteps, 1));
+  std::cerr << "\r[" << std::string(done, '#') << std::string(width - done, '.') << "] "
+            << step << "/" << totalSteps << std::flush;
+}
+
+bool Trainer::stopRequested() {
+  // Ranks stop together: a signal reaches them at slightly different
+  // moments, so they agree on it after every step.
+  bool stop = interrupted;
+  if (artifact.worldSize > 1) {
+    float flag = stop ? 1.0f : 0.0f;
+    comm->group(allAxes).allReduce(&flag, &flag, 1, DType::F32, Reduction::Max);
+    stop = flag > 0;
+  }
+  return stop;
+}
+
+void Trainer::finish(const Progress &p) {
   if (tty)
     std::cerr << "\r\033[K";
   // Calibrated observers are worth saving even when nothing trained.
-  if (lastStep > start || opt.calibrateBatches > 0)
-    save(lastStep, lastLoss);
+  if (p.lastStep > p.start || opt.calibrateBatches > 0)
+    save(p.lastStep, p.lastLoss);
   writeTrace(); // collective
-  if (!opt.quiet) {
-    int64_t steps = lastStep - start;
-    double valLoss = evaluate();           // collective
-    std::string text = opt.sampleTokens > 0 ? sample() : ""; // collective under ZeRO-3
-    if (!chatty)
-      return 0;
-    std::cout << "done: " << steps << " steps in " << std::fixed << std::setprecision(1)
-              << trainSeconds << " s (" << std::setprecision(0)
-              << (steps > 0 ? steps * in.rows * dataReplicas * in.T / trainSeconds : 0.0)
-              << " tok/s)";
-    if (steps > 0)
-      std::cout << " | train loss " << std::setprecision(4) << firstLoss << " -> " << lastLoss;
-    if (!std::isnan(valLoss))
-      std::cout << " | val loss " << std::setprecision(4) << valLoss;
-    std::cout << "\n";
-    if (opt.sampleTokens > 0)
-      std::cout << "sample: " << opt.prompt << text << "\n";
-    // The plan against what the run wrote: the arena's high-water mark.
-    size_t used = device->highWaterMark(), planned = artifact.memory.arenaBytes;
-    std::cout << "memory: rank " << rank << " wrote " << used << " of its " << planned
-              << " planned arena bytes ("
-              << (used + 64 > planned ? "the plan's peak, to its 64-byte alignment"
-                                      : "the plan reserves more than the run used")
-              << ")\n";
-    if (std::string facts = device->describe(); !facts.empty())
-      std::cout << "device: " << facts << "\n";
-    if (opt.profile)
-      printProfile(profile);
-  }
-  return 0;
+  if (opt.quiet)
+    return;
+  double valLoss = evaluate();                             // collective
+  std::string text = opt.sampleTokens > 0 ? sample() : ""; // collective under ZeRO-3
+  if (chatty)
+    printSummary(p, valLoss, text);
+}
+
+void Trainer::printSummary(const Progress &p, double valLoss, const std::string &text) {
+  Input in = batchInput(*train, false);
+  int64_t steps = p.lastStep - p.start;
+  std::cout << "done: " << steps << " steps in " << std::fixed << std::setprecision(1)
+            << p.trainSeconds << " s (" << std::setprecision(0)
+            << (steps > 0 ? steps * in.rows * dataReplicas * in.T / p.trainSeconds : 0.0)
+            << " tok/s)";
+  if (steps > 0)
+    std::cout << " | train loss " << std::setprecision(4) << p.firstLoss << " -> " << p.lastLoss;
+  if (!std::isnan(valLoss))
+    std::cout << " | val loss " << std::setprecision(4) << valLoss;
+  std::cout << "\n";
+  if (opt.sampleTokens > 0)
+    std::cout << "sample: " << opt.prompt << text << "\n";
+  // The plan against what the run wrote: the arena's high-water mark.
+  size_t used = device->highWaterMark(), planned = artifact.memory.arenaBytes;
+  std::cout << "memory: rank " << rank << " wrote " << used << " of its " << planned
+            << " planned arena bytes ("
+            << (used + 64 > planned ? "the plan's peak, to its 64-byte alignment"
+                                    : "the plan reserves more than the run used")
+            << ")\n";
+  if (std::string facts = device->describe(); !facts.empty())
+    std::cout << "device: " << facts << "\n";
+  if (opt.profile)
+    printProfile(profile);
+}
+
+void Trainer::writeTrace() {
+  if (opt.trace.empty())
+    return;
+  std::string pipeline = artifact.meta("pipeline.schedule");
+  std::string label = "rank " + std::to_string(rank);
+  if (!pipeline.empty())
+    label += " (" + pipeline + ")";
+  trace.write(opt.trace, rank, artifact.worldSize, label, *comm);
 }
 
 } // namespace

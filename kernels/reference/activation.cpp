@@ -1,0 +1,78 @@
+//===- activation.cpp - gelu, silu, swiglu references ---------------------===//
+//
+// The pointwise nonlinearities and their derivatives times dy, in double:
+// GELU in GPT-2's tanh approximation (the form the kernels use, not the erf
+// one), SiLU x·σ(x), and SwiGLU silu(gate)·up with its two gradients.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/reference/Common.h"
+
+namespace llmc::ref {
+
+namespace {
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+constexpr double kGeluC = 0.79788456080286535588; // √(2/π)
+constexpr double kGeluA = 0.044715;
+
+} // namespace
+
+RefTensor gelu(const RefTensor &x) {
+  RefTensor out = like(x);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double v = x.data[i];
+    out.data[i] = 0.5 * v * (1.0 + std::tanh(kGeluC * (v + kGeluA * v * v * v)));
+  }
+  return out;
+}
+
+RefTensor geluGrad(const RefTensor &x, const RefTensor &dy) {
+  require(x.shape == dy.shape, "geluGrad", "x and dy shapes differ");
+  RefTensor dx = like(x);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double v = x.data[i];
+    double th = std::tanh(kGeluC * (v + kGeluA * v * v * v));
+    double du = kGeluC * (1.0 + 3.0 * kGeluA * v * v);
+    dx.data[i] = dy.data[i] * (0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du);
+  }
+  return dx;
+}
+
+RefTensor silu(const RefTensor &x) {
+  RefTensor out = like(x);
+  for (int64_t i = 0; i < x.numel(); ++i) out.data[i] = x.data[i] * sigmoid(x.data[i]);
+  return out;
+}
+
+RefTensor siluGrad(const RefTensor &x, const RefTensor &dy) {
+  require(x.shape == dy.shape, "siluGrad", "x and dy shapes differ");
+  RefTensor dx = like(x);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double s = sigmoid(x.data[i]);
+    dx.data[i] = dy.data[i] * s * (1.0 + x.data[i] * (1.0 - s));
+  }
+  return dx;
+}
+
+RefTensor swiglu(const RefTensor &gate, const RefTensor &up) {
+  require(gate.shape == up.shape, "swiglu", "gate and up shapes differ");
+  RefTensor out = like(gate);
+  for (int64_t i = 0; i < gate.numel(); ++i)
+    out.data[i] = gate.data[i] * sigmoid(gate.data[i]) * up.data[i];
+  return out;
+}
+
+std::vector<RefTensor> swigluGrad(const RefTensor &gate, const RefTensor &up, const RefTensor &dy) {
+  require(gate.shape == up.shape && gate.shape == dy.shape, "swigluGrad", "shapes differ");
+  RefTensor dgate = like(gate), dup = like(up);
+  for (int64_t i = 0; i < gate.numel(); ++i) {
+    double g = gate.data[i], s = sigmoid(g);
+    dgate.data[i] = dy.data[i] * up.data[i] * s * (1.0 + g * (1.0 - s));
+    dup.data[i] = dy.data[i] * g * s;
+  }
+  return {dgate, dup};
+}
+
+} // namespace llmc::ref

@@ -1,0 +1,64 @@
+//===- layernorm.cpp - layer normalization reference and its backward -----===//
+//
+// Per row of C: mean, biased variance, (x−μ)·rstd·γ + β. The backward
+// recomputes the statistics from x (as the kernels do) and returns dx,
+// dgamma and dbeta.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/reference/Common.h"
+
+namespace llmc::ref {
+
+RefTensor layernorm(const RefTensor &x, const RefTensor &gamma, const RefTensor &beta, double eps) {
+  require(!x.shape.empty(), "layernorm", "x must have rank >= 1");
+  int64_t c = x.shape.back(), rows = x.numel() / std::max<int64_t>(c, 1);
+  require(gamma.numel() == c && beta.numel() == c, "layernorm", "gamma/beta must be [C]");
+  RefTensor out = like(x);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *row = x.data.data() + r * c;
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < c; ++i) mean += row[i];
+    mean /= c;
+    for (int64_t i = 0; i < c; ++i) var += (row[i] - mean) * (row[i] - mean);
+    var /= c;
+    double rstd = 1.0 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < c; ++i)
+      out.data[r * c + i] = (row[i] - mean) * rstd * gamma.data[i] + beta.data[i];
+  }
+  return out;
+}
+
+std::vector<RefTensor> layernormGrad(const RefTensor &x, const RefTensor &gamma,
+                                     const RefTensor &dy, double eps) {
+  require(!x.shape.empty() && x.shape == dy.shape, "layernormGrad", "x and dy shapes differ");
+  int64_t c = x.shape.back(), rows = x.numel() / std::max<int64_t>(c, 1);
+  require(gamma.numel() == c, "layernormGrad", "gamma must be [C]");
+  RefTensor dx = like(x), dgamma = like(gamma), dbeta = like(gamma);
+  std::vector<double> xhat(c), dyg(c);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *row = x.data.data() + r * c, *drow = dy.data.data() + r * c;
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < c; ++i) mean += row[i];
+    mean /= c;
+    for (int64_t i = 0; i < c; ++i) var += (row[i] - mean) * (row[i] - mean);
+    var /= c;
+    double rstd = 1.0 / std::sqrt(var + eps);
+    double meanDyg = 0.0, meanDygXhat = 0.0;
+    for (int64_t i = 0; i < c; ++i) {
+      xhat[i] = (row[i] - mean) * rstd;
+      dyg[i] = drow[i] * gamma.data[i];
+      meanDyg += dyg[i];
+      meanDygXhat += dyg[i] * xhat[i];
+      dgamma.data[i] += drow[i] * xhat[i];
+      dbeta.data[i] += drow[i];
+    }
+    meanDyg /= c;
+    meanDygXhat /= c;
+    for (int64_t i = 0; i < c; ++i)
+      dx.data[r * c + i] = rstd * (dyg[i] - meanDyg - xhat[i] * meanDygXhat);
+  }
+  return {dx, dgamma, dbeta};
+}
+
+} // namespace llmc::ref

@@ -1,0 +1,22 @@
+//===- reduce_max.cpp - maximum over the last dimension reference ---------===//
+//
+// The first piece of vocabulary-parallel cross-entropy
+// (cross_entropy_sharded.cpp): each row's maximum, the shift that keeps the
+// shards' exponentials finite.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/reference/Common.h"
+
+namespace llmc::ref {
+
+RefTensor reduceMax(const RefTensor &x) {
+  require(!x.shape.empty() && x.shape.back() > 0, "reduceMax", "x must have a last dimension");
+  int64_t n = x.shape.back(), rows = x.numel() / n;
+  RefTensor out = RefTensor::zeros(std::vector<int64_t>(x.shape.begin(), x.shape.end() - 1));
+  for (int64_t r = 0; r < rows; ++r)
+    out.data[r] = *std::max_element(x.data.begin() + r * n, x.data.begin() + (r + 1) * n);
+  return out;
+}
+
+} // namespace llmc::ref

@@ -1,0 +1,50 @@
+//===- rmsnorm.cpp - RMS normalization reference and its backward ---------===//
+//
+// x/√(mean(x²) + ε)·γ per row of C, and its backward {dx, dgamma} with
+// the statistics recomputed from x.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/reference/Common.h"
+
+namespace llmc::ref {
+
+RefTensor rmsnorm(const RefTensor &x, const RefTensor &gamma, double eps) {
+  require(!x.shape.empty(), "rmsnorm", "x must have rank >= 1");
+  int64_t c = x.shape.back(), rows = x.numel() / std::max<int64_t>(c, 1);
+  require(gamma.numel() == c, "rmsnorm", "gamma must be [C]");
+  RefTensor out = like(x);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *row = x.data.data() + r * c;
+    double ms = 0.0;
+    for (int64_t i = 0; i < c; ++i) ms += row[i] * row[i];
+    double rstd = 1.0 / std::sqrt(ms / c + eps);
+    for (int64_t i = 0; i < c; ++i) out.data[r * c + i] = row[i] * rstd * gamma.data[i];
+  }
+  return out;
+}
+
+std::vector<RefTensor> rmsnormGrad(const RefTensor &x, const RefTensor &gamma, const RefTensor &dy,
+                                   double eps) {
+  require(!x.shape.empty() && x.shape == dy.shape, "rmsnormGrad", "x and dy shapes differ");
+  int64_t c = x.shape.back(), rows = x.numel() / std::max<int64_t>(c, 1);
+  require(gamma.numel() == c, "rmsnormGrad", "gamma must be [C]");
+  RefTensor dx = like(x), dgamma = like(gamma);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *row = x.data.data() + r * c, *drow = dy.data.data() + r * c;
+    double ms = 0.0;
+    for (int64_t i = 0; i < c; ++i) ms += row[i] * row[i];
+    double rstd = 1.0 / std::sqrt(ms / c + eps);
+    double meanDygXhat = 0.0;
+    for (int64_t i = 0; i < c; ++i) {
+      meanDygXhat += drow[i] * gamma.data[i] * row[i] * rstd;
+      dgamma.data[i] += drow[i] * row[i] * rstd;
+    }
+    meanDygXhat /= c;
+    for (int64_t i = 0; i < c; ++i)
+      dx.data[r * c + i] = rstd * (drow[i] * gamma.data[i] - row[i] * rstd * meanDygXhat);
+  }
+  return {dx, dgamma};
+}
+
+} // namespace llmc::ref
