@@ -279,13 +279,22 @@ FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
         if (!worst || get(d, "peak") > get(worst, "peak"))
           worst = d;
   std::map<std::string, uint64_t> categoryPeaks;
+  // The parts of the gradient peak come from the program that sets it.
+  std::map<std::string, uint64_t> gradientParts;
   if (auto progs = plan.getAs<DictionaryAttr>("programs"))
     for (NamedAttribute entry : progs)
       if (auto d = dyn_cast<DictionaryAttr>(entry.getValue()))
         if (auto peaks = d.getAs<DictionaryAttr>("category_peaks"))
           for (NamedAttribute peak : peaks) {
+            uint64_t bytes = cast<IntegerAttr>(peak.getValue()).getInt();
             uint64_t &slot = categoryPeaks[peak.getName().str()];
-            slot = std::max<uint64_t>(slot, cast<IntegerAttr>(peak.getValue()).getInt());
+            if (peak.getName() == "grad" && bytes > slot) {
+              gradientParts.clear();
+              if (auto parts = d.getAs<DictionaryAttr>("gradient_peak_parts"))
+                for (NamedAttribute part : parts)
+                  gradientParts[part.getName().str()] = cast<IntegerAttr>(part.getValue()).getInt();
+            }
+            slot = std::max(slot, bytes);
           }
   // The peak's transient categories (integers) and its activations by
   // microbatch; what each layer keeps, from the training step.
@@ -313,8 +322,10 @@ FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
   auto peaks = categoryVector(categoryPeaks);
   auto microbatches = categoryVector(byMicrobatch);
   auto layers = categoryVector(perLayer);
+  auto parts = categoryVector(gradientParts);
   auto memory = fb::CreateMemoryPlan(fbb, arena.getInt(), get(plan, "persistent"),
-                                     arena.getInt(), categories, peaks, microbatches, layers);
+                                     arena.getInt(), categories, peaks, microbatches, layers,
+                                     parts);
   return fb::CreateRole(fbb, fbb.CreateVector(ranks), fbb.CreateVector(programs),
                         fbb.CreateVector(parameters), memory);
 }

@@ -106,6 +106,13 @@ public:
   std::map<std::string, int64_t> peakBreakdown;
   /// Per category, the most bytes of it ever live at once.
   std::map<std::string, int64_t> categoryPeaks;
+  /// What the gradients live at their peak are: "gradients" proper,
+  /// "partial sums" (contributions alive beside the sum they join),
+  /// "buckets" (concatenated for a fused all-reduce), "fp32 copies"
+  /// (widened for the optimizer step), "padded copies" (a gradient padded
+  /// to its parameter's shape), "awaiting reduce-scatter" (whole before
+  /// ZeRO shards it), "shards" (this rank's reduce-scattered part).
+  std::map<std::string, int64_t> gradientPeakParts;
   /// The activations live at the peak, by the microbatch whose forward
   /// produced them (a pipeline stage holds several in flight).
   std::map<int64_t, int64_t> peakActivationsByMicrobatch;
@@ -131,6 +138,29 @@ private:
     int64_t microbatch = -1; ///< of the producing op, when it has one
   };
   void classifyTransients();
+  /// What a gradient class is (see gradientPeakParts).
+  std::string gradientKind(Value root) const {
+    // The second operand of an accumulating add is a contribution alive
+    // beside the sum it joins (a tied weight's second use, a microbatch).
+    for (OpOperand &use : root.getUses())
+      if (isa<llm::AddOp>(use.getOwner()) && use.getOperandNumber() == 1 &&
+          gradValues.contains(use.getOwner()->getResult(0)))
+        return "partial sums";
+    if (llvm::any_of(root.getUsers(), [](Operation *user) { return isa<dist::ReduceScatterOp>(user); }))
+      return "awaiting reduce-scatter";
+    if (root.getDefiningOp<dist::ReduceScatterOp>())
+      return "shards";
+    Operation *def = root.getDefiningOp();
+    if (def && isa<dist::DistDialect>(def->getDialect()) && def->getNumOperands() == 1)
+      def = def->getOperand(0).getDefiningOp();
+    if (def && isa<llm::ConcatOp>(def))
+      return "buckets";
+    if (def && isa<llm::CastOp>(def))
+      return "fp32 copies";
+    if (def && isa<llm::PadOp>(def))
+      return "padded copies";
+    return "gradients";
+  }
   llvm::MapVector<Value, ClassInfo> classes;
   llvm::DenseSet<Value> gradValues;
   llvm::DenseSet<Operation *> viewOps;
@@ -191,12 +221,16 @@ LogicalResult ProgramLowering::placeValues() {
     Value v = worklist.pop_back_val();
     if (!gradValues.insert(v).second)
       continue;
-    // Accumulation (add, scale), widening (cast) and synchronisation keep
-    // it a gradient.
+    // Accumulation (add, scale), widening (cast), synchronisation and the
+    // copies and views of gradient buckets (concat, pad, slice, reshape)
+    // keep it a gradient: the category follows the value, not the op that
+    // last wrote it.
     Operation *def = v.getDefiningOp();
-    if (def && isa<llm::AddOp, llm::ScaleOp>(def))
+    if (def && isa<llm::AddOp, llm::ScaleOp, llm::ConcatOp>(def))
       for (Value operand : def->getOperands())
         worklist.push_back(operand);
+    if (def && isa<llm::PadOp, llm::SliceOp, llm::ReshapeOp>(def))
+      worklist.push_back(def->getOperand(0));
     if (def && isa<llm::CastOp, dist::AllReduceOp, dist::ReduceScatterOp, dist::BroadcastOp,
                    dist::ReduceOp>(def))
       worklist.push_back(def->getOperand(0));
@@ -402,6 +436,12 @@ LogicalResult ProgramLowering::allocate() {
     std::map<std::string, int64_t> now;
     for (const Live &l : live)
       now[classes[l.root].category] += l.bytes;
+    if (now["grad"] > categoryPeaks["grad"]) {
+      gradientPeakParts.clear();
+      for (const Live &l : live)
+        if (classes[l.root].category == "grad")
+          gradientPeakParts[gradientKind(l.root)] += l.bytes;
+    }
     for (auto &[category, bytes] : now)
       categoryPeaks[category] = std::max(categoryPeaks[category], bytes);
     int64_t top = candidate + size;
@@ -650,6 +690,10 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
       for (auto &[category, bytes] : lowering->categoryPeaks)
         peaks.push_back(b.getNamedAttr(category, b.getI64IntegerAttr(bytes)));
       plan.push_back(b.getNamedAttr("category_peaks", b.getDictionaryAttr(peaks)));
+      SmallVector<NamedAttribute> gradientParts;
+      for (auto &[kind, bytes] : lowering->gradientPeakParts)
+        gradientParts.push_back(b.getNamedAttr(kind, b.getI64IntegerAttr(bytes)));
+      plan.push_back(b.getNamedAttr("gradient_peak_parts", b.getDictionaryAttr(gradientParts)));
       SmallVector<NamedAttribute> byMicrobatch, perLayer;
       for (auto &[microbatch, bytes] : lowering->peakActivationsByMicrobatch)
         byMicrobatch.push_back(

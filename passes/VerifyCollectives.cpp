@@ -160,42 +160,69 @@ struct VerifyCollectivesPass : llmc::impl::VerifyCollectivesBase<VerifyCollectiv
                                 << "' program, so its peers would wait for it forever";
       }
 
-    // Each rank's calls, per group (axes in mesh order), and its transfers
-    // per (from, to) pair.
-    std::vector<std::map<std::vector<std::string>, std::vector<Call>>> calls(world);
-    std::map<TransferKey, std::vector<Transfer>> sends, recvs;
-    std::vector<std::vector<Event>> events(world);
-    for (int r = 0; r < world; ++r) {
-      exec::ProgramOp program = programs[r];
-      WalkResult result = program.walk([&](Operation *op) -> WalkResult {
+    // Each distinct program's collective calls, per group (axes in mesh
+    // order), collected once: ranks running the same program make the same
+    // calls, so the work does not grow with the number of ranks.
+    using Calls = std::map<std::vector<std::string>, std::vector<Call>>;
+    llvm::DenseMap<Operation *, Calls> callsOf;
+    llvm::DenseMap<Operation *, std::vector<Event>> collectiveEventsOf;
+    llvm::DenseMap<Operation *, SmallVector<Operation *>> transfersOf;
+    for (exec::ProgramOp program : programs) {
+      if (callsOf.count(program))
+        continue;
+      Calls &calls = callsOf[program];
+      std::vector<Event> &collectiveEvents = collectiveEventsOf[program];
+      SmallVector<Operation *> &transfers = transfersOf[program];
+      program.walk([&](Operation *op) {
         if (isa<exec::SendOp, exec::RecvOp>(op)) {
-          std::optional<TransferKey> key = collectTransfer(op, r, mesh, sends, recvs);
-          if (!key)
-            return WalkResult::interrupt();
-          events[r].push_back({isa<exec::SendOp>(op) ? Event::Send : Event::Recv, *key, {}, 0, op});
-          return WalkResult::advance();
+          transfers.push_back(op);
+          collectiveEvents.push_back({Event::Send, {}, {}, -1, op}); // placeholder
+          return;
         }
-        std::optional<std::pair<std::vector<std::string>, Call>> call = collectiveOf(op, mesh);
-        if (call) {
-          std::vector<Call> &list = calls[r][call->first];
-          events[r].push_back({Event::Collective, {}, call->first,
-                               static_cast<int64_t>(list.size()), op});
+        if (std::optional<std::pair<std::vector<std::string>, Call>> call = collectiveOf(op, mesh)) {
+          std::vector<Call> &list = calls[call->first];
+          collectiveEvents.push_back({Event::Collective, {}, call->first,
+                                      static_cast<int64_t>(list.size()), op});
           list.push_back(call->second);
         }
-        return WalkResult::advance();
       });
-      if (result.wasInterrupted())
-        return failure();
+    }
+
+    // Per rank, its transfers (their peers depend on the rank) in program
+    // order among its collectives.
+    std::map<TransferKey, std::vector<Transfer>> sends, recvs;
+    std::vector<std::vector<Event>> events(world);
+    bool anyTransfer = false;
+    for (int r = 0; r < world; ++r) {
+      const std::vector<Event> &pattern = collectiveEventsOf[programs[r]];
+      if (transfersOf[programs[r]].empty()) {
+        events[r] = pattern;
+        continue;
+      }
+      anyTransfer = true;
+      for (const Event &e : pattern) {
+        if (e.kind == Event::Collective) {
+          events[r].push_back(e);
+          continue;
+        }
+        std::optional<TransferKey> key = collectTransfer(e.where, r, mesh, sends, recvs);
+        if (!key)
+          return failure();
+        events[r].push_back(
+            {isa<exec::SendOp>(e.where) ? Event::Send : Event::Recv, *key, {}, 0, e.where});
+      }
     }
 
     for (int r = 0; r < world; ++r)
-      for (auto &[axes, mine] : calls[r]) {
+      for (auto &[axes, mine] : callsOf[programs[r]]) {
         // The group's first member (position 0) is the reference.
         auto [position, size] = groupPosition(mesh, r, axes);
         if (position == 0)
           continue;
         int first = firstMember(mesh, r, axes);
-        const std::vector<Call> &theirs = calls[first][axes];
+        if (programs[first] == programs[r])
+          continue; // the same program makes the same calls
+        const std::vector<Call> &theirs = callsOf[programs[first]][axes];
         size_t n = std::min(mine.size(), theirs.size());
         for (size_t i = 0; i < n; ++i)
           if (!(mine[i] == theirs[i]))
@@ -211,7 +238,6 @@ struct VerifyCollectivesPass : llmc::impl::VerifyCollectivesBase<VerifyCollectiv
                  << extra.describe() << ") has no partner";
         }
       }
-
     for (auto &[key, sent] : sends) {
       auto [from, to, tag] = key;
       const std::vector<Transfer> &received = recvs[key];
@@ -238,6 +264,10 @@ struct VerifyCollectivesPass : llmc::impl::VerifyCollectivesBase<VerifyCollectiv
                << " waits to receive from rank " << from << " (tag " << tag
                << ") but nothing is sent";
       }
+    // One program on every rank and no transfers: every group's members
+    // reach each collective together, so nothing can wait forever.
+    if (!anyTransfer && llvm::all_equal(programs))
+      return success();
     return simulate(kind, events, mesh);
   }
 
@@ -249,15 +279,16 @@ struct VerifyCollectivesPass : llmc::impl::VerifyCollectivesBase<VerifyCollectiv
                          const Mesh &mesh) {
     int world = static_cast<int>(events.size());
     std::vector<size_t> pc(world, 0);
+    std::vector<bool> arrivedHere(world, false); // counted at its current event
     std::map<TransferKey, int64_t> sent, taken;
-    std::set<std::tuple<std::vector<std::string>, int, int64_t>> completed;
-    auto membersOf = [&](int r, const std::vector<std::string> &axes) {
-      std::vector<int> members;
-      int first = firstMember(mesh, r, axes);
-      for (int q = 0; q < world; ++q)
-        if (firstMember(mesh, q, axes) == first)
-          members.push_back(q);
-      return members;
+    using Instance = std::tuple<std::vector<std::string>, int, int64_t>;
+    std::map<Instance, int> arrived;
+    auto groupSize = [&](const std::vector<std::string> &axes) {
+      int size = 1;
+      for (auto &[name, extent] : mesh)
+        if (llvm::is_contained(axes, name))
+          size *= extent;
+      return size;
     };
     for (bool progress = true; progress;) {
       progress = false;
@@ -271,21 +302,20 @@ struct VerifyCollectivesPass : llmc::impl::VerifyCollectivesBase<VerifyCollectiv
               break;
             ++taken[e.transfer];
           } else {
-            auto instance = std::make_tuple(e.axes, firstMember(mesh, r, e.axes), e.index);
-            if (!completed.count(instance)) {
-              bool all = llvm::all_of(membersOf(r, e.axes), [&](int q) {
-                if (pc[q] >= events[q].size())
-                  return false;
-                const Event &other = events[q][pc[q]];
-                return other.kind == Event::Collective && other.axes == e.axes &&
-                       other.index == e.index;
-              });
-              if (!all)
-                break;
-              completed.insert(instance);
+            // A collective completes once every member of its group has
+            // reached it.
+            Instance instance{e.axes, firstMember(mesh, r, e.axes), e.index};
+            int &count = arrived[instance];
+            if (!arrivedHere[r]) {
+              arrivedHere[r] = true;
+              ++count;
+              progress = true;
             }
+            if (count < groupSize(e.axes))
+              break;
           }
           ++pc[r];
+          arrivedHere[r] = false;
           progress = true;
         }
     }

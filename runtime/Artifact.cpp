@@ -301,6 +301,9 @@ Artifact loadArtifact(const std::string &path, int rank) {
   if (plan->category_peaks())
     for (const fb::MemoryCategory *c : *plan->category_peaks())
       artifact.memory.categoryPeaks[c->name()->str()] = c->bytes();
+  if (plan->gradient_peak_parts())
+    for (const fb::MemoryCategory *c : *plan->gradient_peak_parts())
+      artifact.memory.gradientPeakParts[c->name()->str()] = c->bytes();
   if (plan->activations_by_microbatch())
     for (const fb::MemoryCategory *c : *plan->activations_by_microbatch())
       artifact.memory.activationsByMicrobatch[std::atoll(c->name()->c_str())] = c->bytes();

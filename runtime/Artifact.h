@@ -99,6 +99,9 @@ struct MemoryPlanInfo {
   std::vector<std::pair<std::string, uint64_t>> breakdown;
   /// Per category of transient bytes, the most ever live at once.
   std::map<std::string, uint64_t> categoryPeaks;
+  /// The gradients live at the gradient peak, by what they are:
+  /// "gradients", "buckets", "fp32 copies".
+  std::map<std::string, uint64_t> gradientPeakParts;
   /// At the peak, the activations by the microbatch that produced them.
   std::map<int64_t, uint64_t> activationsByMicrobatch;
   /// Bytes each layer keeps for its backward, per microbatch, in model

@@ -6,6 +6,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/ModelStates.h"
 
+#include <cmath>
 #include <iomanip>
 #include <map>
 #include <sstream>
@@ -205,23 +206,42 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
   ModelStates m = modelStates(a);
   if (m.psi > 0) {
     auto row = [&](const char *name, uint64_t planned, double formula, const std::string &text) {
+      double difference = static_cast<double>(planned) - formula;
       os << "  " << std::left << std::setw(15) << name << std::right << std::setw(12)
          << formatBytes(planned) << "   " << std::left << std::setw(12) << text << std::right
-         << std::setw(12) << formatBytes(static_cast<uint64_t>(formula + 0.5)) << "\n";
+         << std::setw(12) << formatBytes(static_cast<uint64_t>(formula + 0.5));
+      if (std::abs(difference) >= 0.5)
+        os << "   " << (difference < 0 ? "-" : "+")
+           << formatBytes(static_cast<uint64_t>(std::abs(difference) + 0.5));
+      os << "\n";
     };
     auto term = [](int bytes, bool sharded) {
       return std::to_string(bytes) + (sharded ? "Ψ/N" : "Ψ");
     };
     os << "model states (ZeRO stage " << m.stage << ", N = " << m.groupSize << ", Ψ = " << m.psi
-       << " trainable parameters per model-parallel rank; p = " << m.paramBytes
-       << ", g = " << m.gradBytes << ", K = " << m.optimizerBytes << " bytes each):\n"
-       << "                      planned   ZeRO paper\n";
+       << " trainable parameters per model-parallel rank)\n"
+       << "  formula: " << m.policy << "\n"
+       << "                      planned   formula                 planned - formula\n";
     row("parameters", m.plannedParams, m.formulaParams(), term(m.paramBytes, m.stage >= 3));
     row("gradients", m.plannedGradients, m.formulaGradients(), term(m.gradBytes, m.stage >= 2));
     row("optimizer", m.plannedOptimizer, m.formulaOptimizer(),
         term(m.optimizerBytes, m.stage >= 1));
     row("total", m.plannedParams + m.plannedGradients + m.plannedOptimizer,
         m.formulaParams() + m.formulaGradients() + m.formulaOptimizer(), m.formula());
+    bool any = false;
+    auto item = [&](const std::string &state, double bytes, const std::string &what) {
+      if (!any)
+        os << "  planned beyond the formula, term by term:\n";
+      any = true;
+      os << "    " << std::left << std::setw(11) << state << std::right << std::setw(12)
+         << (bytes < 0 ? "-" : "+") + formatBytes(static_cast<uint64_t>(std::abs(bytes) + 0.5))
+         << "  " << what << "\n";
+    };
+    for (const ModelStates::Extra &e : m.extras)
+      item(e.state, e.bytes, e.what);
+    for (const char *state : {"parameters", "gradients", "optimizer"})
+      if (double rest = m.unexplained(state); std::abs(rest) >= 1024)
+        item(state, rest, "not itemized");
     if (m.plannedFrozen)
       os << "  " << std::left << std::setw(15) << "frozen params" << std::right << std::setw(12)
          << formatBytes(m.plannedFrozen) << "   (not trained: outside Ψ)\n";

@@ -3,11 +3,11 @@
 #include "runtime/ModelStates.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 namespace llmc {
 namespace {
-
 
 int64_t product(const std::vector<int64_t> &shape) {
   int64_t n = 1;
@@ -15,12 +15,22 @@ int64_t product(const std::vector<int64_t> &shape) {
   return n;
 }
 
-/// The instruction of `program` that writes buffer `index`, or null.
-const InstructionInfo *producer(const ProgramInfo &program, uint32_t index) {
-  for (const InstructionInfo &inst : program.instructions)
-    if (std::find(inst.outputs.begin(), inst.outputs.end(), index) != inst.outputs.end())
-      return &inst;
-  return nullptr;
+bool startsWith(const std::string &s, const std::string &prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (int64_t d : shape) text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text;
+}
+
+/// "wte.weight [50257x768]" for the first few, "and 3 more".
+std::string tensorList(const std::vector<std::string> &names) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < 3; ++i) text += (i ? ", " : "") + names[i];
+  if (names.size() > 3) text += " and " + std::to_string(names.size() - 3) + " more";
+  return text;
 }
 
 } // namespace
@@ -45,6 +55,19 @@ std::string ModelStates::formula() const {
   return os.str();
 }
 
+double ModelStates::unexplained(const std::string &state) const {
+  double planned = state == "parameters" ? plannedParams
+                   : state == "gradients" ? plannedGradients
+                                          : plannedOptimizer;
+  double formula = state == "parameters" ? formulaParams()
+                   : state == "gradients" ? formulaGradients()
+                                          : formulaOptimizer();
+  double rest = planned - formula;
+  for (const Extra &e : extras)
+    if (e.state == state) rest -= e.bytes;
+  return rest;
+}
+
 ModelStates modelStates(const Artifact &artifact) {
   ModelStates m;
   m.stage = static_cast<int>(artifact.metaNumber("zero", 0));
@@ -52,17 +75,43 @@ ModelStates modelStates(const Artifact &artifact) {
   for (auto &[axis, size] : artifact.mesh)
     if (std::find(zeroAxes.begin(), zeroAxes.end(), axis) != zeroAxes.end())
       m.groupSize *= size;
+  auto isZeroAxis = [&](const std::string &a) {
+    return std::find(zeroAxes.begin(), zeroAxes.end(), a) != zeroAxes.end();
+  };
+
+  // The published p, g, K for this precision and optimizer.
+  bool mixed = artifact.meta("precision") == "bf16";
+  bool eightBit = artifact.meta("optimizer") == "adamw8bit";
+  m.paramBytes = m.gradBytes = mixed ? 2 : 4;
+  m.optimizerBytes = (eightBit ? 2 : 8) + (mixed ? 4 : 0);
+  if (eightBit)
+    m.policy = std::string("8-bit AdamW (Dettmers et al.), not in the ZeRO paper: K = 2 for the "
+                           "8-bit m and v") + (mixed ? " + 4 for the fp32 master" : "") +
+               "; block maxima itemized";
+  else if (mixed)
+    m.policy = "mixed-precision AdamW as published (Rajbhandari et al.): p = 2, g = 2, K = 12 "
+               "(fp32 master, m, v)";
+  else
+    m.policy = "fp32 AdamW, not in the ZeRO paper's table: the same accounting with p = 4, "
+               "g = 4, K = 8 (m, v; no master copy)";
 
   // Ψ per model-parallel rank: each trainable parameter's global size,
   // divided by the splits that are not ZeRO's (tensor parallelism).
+  struct Trained {
+    const ParameterInfo *info;
+    int64_t count;       ///< per model-parallel rank
+    bool zeroSharded;    ///< the parameter itself split over the ZeRO axes
+  };
+  std::vector<Trained> trained;
   for (const ParameterInfo &p : artifact.parameters) {
     if (!p.trainable) continue;
     int64_t n = p.shard.sharded() ? product(p.shard.globalShape) : p.numel();
+    bool zeroSharded = false;
     for (const ShardLevel &level : p.shard.levels) {
-      bool zero = std::any_of(level.axes.begin(), level.axes.end(), [&](const std::string &a) {
-        return std::find(zeroAxes.begin(), zeroAxes.end(), a) != zeroAxes.end();
-      });
-      if (zero) continue;
+      if (std::any_of(level.axes.begin(), level.axes.end(), isZeroAxis)) {
+        zeroSharded = true;
+        continue;
+      }
       int64_t parts = 1;
       for (const std::string &axis : level.axes)
         for (auto &[name, size] : artifact.mesh)
@@ -70,10 +119,11 @@ ModelStates modelStates(const Artifact &artifact) {
       n /= parts;
     }
     m.psi += n;
-    m.paramBytes = static_cast<int>(dtypeSize(p.dtype));
+    trained.push_back({&p, n, zeroSharded});
   }
 
-  // Persistent state, by category, once each.
+  // Persistent state, by category, once each; optimizer state per parameter.
+  std::map<std::string, uint64_t> optimizerOf, absmaxOf, paramOf;
   std::vector<std::string> seen;
   for (const ProgramInfo &program : artifact.programs)
     for (const BufferInfo &b : program.buffers) {
@@ -81,40 +131,129 @@ ModelStates modelStates(const Artifact &artifact) {
           std::find(seen.begin(), seen.end(), b.name) != seen.end())
         continue;
       seen.push_back(b.name);
-      bool frozen = std::any_of(artifact.parameters.begin(), artifact.parameters.end(),
-                                [&](const ParameterInfo &p) {
-                                  return p.name == b.name && !p.trainable;
-                                });
-      (b.category != "param" ? m.plannedOptimizer
-                             : frozen ? m.plannedFrozen : m.plannedParams) += b.bytes();
+      if (b.category == "param") {
+        bool frozen = std::any_of(artifact.parameters.begin(), artifact.parameters.end(),
+                                  [&](const ParameterInfo &p) {
+                                    return p.name == b.name && !p.trainable;
+                                  });
+        (frozen ? m.plannedFrozen : m.plannedParams) += b.bytes();
+        paramOf[b.name] += b.bytes();
+        continue;
+      }
+      m.plannedOptimizer += b.bytes();
+      size_t slash = b.name.find('/');
+      std::string param = slash == std::string::npos ? b.name : b.name.substr(slash + 1);
+      (b.name.find("absmax/") != std::string::npos ? absmaxOf : optimizerOf)[param] += b.bytes();
     }
-  // Gradients: the most gradient bytes the plan ever holds at once
-  // (accumulated, synchronised and widened values included); their element
-  // size from what the optimizer step consumes, before any widening cast.
+
+  // Optimizer state and (stage 3) parameters not split over the N ranks:
+  // a dimension 0 the ranks do not divide keeps the tensor whole.
+  double n = static_cast<double>(m.groupSize);
+  if (m.groupSize > 1 && m.stage >= 1) {
+    std::vector<std::string> names;
+    double bytes = 0;
+    for (const Trained &t : trained) {
+      double expected = m.optimizerBytes * static_cast<double>(t.count) / n;
+      double held = static_cast<double>(optimizerOf[t.info->name]);
+      // Whole on this rank: about N times the share the formula gives it.
+      if (held > expected * 1.5) {
+        names.push_back(t.info->name + " [" + shapeText(t.info->shard.sharded()
+                                                            ? t.info->shard.globalShape
+                                                            : t.info->shape) + "]");
+        bytes += held - expected;
+      }
+    }
+    if (!names.empty())
+      m.extras.push_back({"optimizer",
+                          "not sharded over the N ranks (dimension 0 not divisible by " +
+                              std::to_string(m.groupSize) + "): " + tensorList(names),
+                          bytes});
+  }
+  if (m.groupSize > 1 && m.stage >= 3) {
+    std::vector<std::string> names;
+    double bytes = 0;
+    for (const Trained &t : trained)
+      if (!t.zeroSharded) {
+        names.push_back(t.info->name);
+        bytes += static_cast<double>(paramOf[t.info->name]) * (1.0 - 1.0 / n);
+      }
+    if (!names.empty())
+      m.extras.push_back({"parameters",
+                          "not sharded over the N ranks (dimension 0 not divisible by " +
+                              std::to_string(m.groupSize) + "): " + tensorList(names),
+                          bytes});
+  }
+  if (eightBit) {
+    double bytes = 0;
+    for (auto &[param, b] : absmaxOf) bytes += static_cast<double>(b);
+    if (bytes > 0)
+      m.extras.push_back({"optimizer", "8-bit AdamW block maxima (one fp32 per 2048 values)",
+                          bytes});
+  }
+
+  // Gradients: the most gradient bytes the plan holds at once, and what
+  // they are at that moment.
   auto peak = artifact.memory.categoryPeaks.find("grad");
   if (peak != artifact.memory.categoryPeaks.end())
     m.plannedGradients = peak->second;
-  if (const ProgramInfo *step = artifact.program("train_step"))
-    for (const InstructionInfo &inst : step->instructions) {
-      if (inst.kind != InstructionKind::Kernel || (inst.kernel != "adamw" && inst.kernel != "adamw8bit") ||
-          inst.inputs.size() < 2)
-        continue;
-      uint32_t grad = inst.inputs[1];
-      if (const InstructionInfo *cast = producer(*step, grad);
-          cast && cast->kernel == "cast" && !cast->inputs.empty())
-        grad = cast->inputs[0];
-      m.gradBytes = static_cast<int>(dtypeSize(step->buffers[grad].dtype));
-      break;
-    }
-  // K: optimizer bytes per trainable parameter, from the plan (AdamW's m and
-  // v — 8 bytes, or 2 and the block absmax with adamw8bit — plus an fp32
-  // master under mixed precision).
-  if (m.psi > 0) {
-    double perParam = static_cast<double>(m.plannedOptimizer) *
-                      (m.stage >= 1 ? static_cast<double>(m.groupSize) : 1.0) /
-                      static_cast<double>(m.psi);
-    m.optimizerBytes = static_cast<int>(perParam + 0.5);
+  const std::map<std::string, uint64_t> &parts = artifact.memory.gradientPeakParts;
+  auto part = [&](const char *kind) {
+    auto it = parts.find(kind);
+    return it == parts.end() ? 0.0 : static_cast<double>(it->second);
+  };
+  if (part("fp32 copies") > 0)
+    m.extras.push_back({"gradients", "fp32 copies of bf16 gradients for the update",
+                        part("fp32 copies")});
+  if (part("padded copies") > 0)
+    m.extras.push_back({"gradients",
+                        "padded copies (a gradient padded to its parameter's shape, e.g. the "
+                        "position embedding's from seq_len to the table's rows)",
+                        part("padded copies")});
+  // From stage 2, the gradients of tensors the N ranks do not divide are
+  // whole on every rank.
+  double unsharded = 0;
+  if (m.groupSize > 1 && m.stage >= 2) {
+    std::vector<std::string> names;
+    for (const Trained &t : trained)
+      if (optimizerOf[t.info->name] >
+          1.5 * m.optimizerBytes * static_cast<double>(t.count) / n) {
+        names.push_back(t.info->name);
+        unsharded += m.gradBytes * static_cast<double>(t.count) * (1.0 - 1.0 / n);
+      }
+    if (!names.empty())
+      m.extras.push_back({"gradients", "not sharded over the N ranks: " + tensorList(names),
+                          unsharded});
   }
+  // The rest against the formula, which holds every gradient once and all
+  // at once: below it, the update consumed some before the peak; above
+  // it, a gradient's value is held twice for a while — contributions
+  // beside the sum they join, a whole gradient beside its reduce-scattered
+  // shard, gradients beside the bucket they are copied into.
+  double rest = part("gradients") + part("buckets") + part("partial sums") +
+                part("awaiting reduce-scatter") + part("shards") - unsharded -
+                m.formulaGradients();
+  static const std::pair<const char *, const char *> twice[] = {
+      {"partial sums",
+       "partial sums beside their sum (a tied embedding/head's second use, microbatches)"},
+      {"awaiting reduce-scatter", "whole gradients beside their reduce-scattered shards"},
+      {"buckets", "gradients beside the bucket they are copied into (--grad-bucket-mb)"},
+  };
+  std::string held;
+  for (auto [kind, text] : twice)
+    if (part(kind) > 0)
+      held += (held.empty() ? "" : "; ") + std::string(text);
+  if (rest <= -1024 && m.stage < 2 && part("shards") > 0)
+    m.extras.push_back({"gradients",
+                        "gradients not held whole at the peak: reduce-scattered to the shard "
+                        "this rank updates (as stage 2 does) or already consumed by the update",
+                        rest});
+  else if (rest <= -1024)
+    m.extras.push_back({"gradients",
+                        "gradients the update consumed before the gradient peak (the formula "
+                        "holds all at once)",
+                        rest});
+  else if (rest >= 1024 && !held.empty())
+    m.extras.push_back({"gradients", "held twice for a while: " + held, rest});
   return m;
 }
 

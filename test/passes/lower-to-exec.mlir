@@ -9,7 +9,7 @@
 // peak by microbatch, the most bytes each category ever holds at once, and
 // what each layer keeps for its backward (h.0: its input and its matmul's
 // output, 2x4x8 and 2x4x16 floats).
-// CHECK: module attributes {exec.arena_bytes = 5760 : i64, exec.memory_plan = {arena = 5760 : i64, optimizer_state = 1664 : i64, params = 832 : i64, persistent = 2688 : i64, programs = {eval = {{{.*}}peak = 896 : i64{{.*}}}, grad = {{{.*}}}, train_step = {activation = 1024 : i64, activations_by_microbatch = {"0" = 1024 : i64}, category_peaks = {activation = 1536 : i64, grad = 1408 : i64, input = 256 : i64, output = 128 : i64, workspace = 768 : i64}, grad = 512 : i64, input = 192 : i64, output = 64 : i64, peak = 3072 : i64, saved_per_layer = {h.0 = 768 : i64}, workspace = 768 : i64}}}}
+// CHECK: module attributes {exec.arena_bytes = 5760 : i64, exec.memory_plan = {arena = 5760 : i64, optimizer_state = 1664 : i64, params = 832 : i64, persistent = 2688 : i64, programs = {eval = {{{.*}}peak = 896 : i64{{.*}}}, grad = {{{.*}}}, train_step = {activation = 1024 : i64, activations_by_microbatch = {"0" = 1024 : i64}, category_peaks = {activation = 1536 : i64, grad = 1408 : i64, input = 256 : i64, output = 128 : i64, workspace = 768 : i64}, grad = 512 : i64, gradient_peak_parts = {gradients = 896 : i64, "partial sums" = 512 : i64}, input = 192 : i64, output = 64 : i64, peak = 3072 : i64, saved_per_layer = {h.0 = 768 : i64}, workspace = 768 : i64}}}}
 
 // Persistent state first, 64-byte aligned, under names every program shares.
 // CHECK-LABEL: exec.program @train_step kind "train_step"
