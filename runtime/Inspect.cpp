@@ -9,6 +9,7 @@
 #include <cmath>
 #include <iomanip>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace llmc {
@@ -161,18 +162,26 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
      << ", " << a.meta("schedule.kind") << ", warmup " << a.meta("schedule.warmup")
      << ", steps " << a.meta("schedule.steps") << ", seed " << a.meta("seed") << "\n";
 
+  // The whole model: every pipeline stage's parameters, each once (a tied
+  // embedding/head lives on the first and the last stage), at global shape.
   int64_t total = 0, trainable = 0;
-  for (const ParameterInfo &p : a.parameters) {
-    int64_t n = p.numel();
-    if (p.shard.sharded()) {
-      n = 1;
-      for (int64_t d : p.shard.globalShape) n *= d;
+  std::set<std::string> counted;
+  auto count = [&](const Artifact &role) {
+    for (const ParameterInfo &p : role.parameters) {
+      if (!counted.insert(p.name).second) continue;
+      int64_t n = p.numel();
+      if (p.shard.sharded()) {
+        n = 1;
+        for (int64_t d : p.shard.globalShape) n *= d;
+      }
+      total += n;
+      if (p.trainable) trainable += n;
     }
-    total += n;
-    if (p.trainable) trainable += n;
-  }
-  os << "parameters: " << total << " in " << a.parameters.size() << " tensors ("
-     << trainable << " trainable)\n";
+  };
+  count(a);
+  for (const Artifact &stage : stages) count(stage);
+  os << "parameters: " << total << " in " << counted.size() << " tensors (" << trainable
+     << " trainable)" << (stages.empty() ? "" : ", over all pipeline stages") << "\n";
 
   std::string schedule = a.meta("pipeline.schedule");
   if (!schedule.empty()) {
