@@ -62,7 +62,10 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
     SmallVector<Operation *> updates;
     for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
       auto tied = step.getResultAttrOfType<IntegerAttr>(index, kTiedToAttr);
-      auto regather = value.getDefiningOp<dist::AllGatherOp>();
+      // The optimizer gathers each updated shard (and cuts the padding off
+      // a tensor the ranks do not divide).
+      auto cut = value.getDefiningOp<llm::SliceOp>();
+      auto regather = (cut ? cut.getX() : value).getDefiningOp<dist::AllGatherOp>();
       if (!tied || !regather)
         continue;
       BlockArgument param = step.getArgument(tied.getInt());
@@ -79,6 +82,8 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
           slice.erase();
         }
       ret->setOperand(index, regather.getInput());
+      if (cut)
+        cut.erase();
       regather.erase();
       DictionaryAttr shard = addShardLevel(
           b.getContext(), step.getArgAttrOfType<DictionaryAttr>(param.getArgNumber(), kShardAttr),
@@ -157,7 +162,7 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
         int64_t parts = 1;
         for (Attribute a : axes)
           parts *= lookupMesh(func).axisSize(cast<StringAttr>(a).getValue());
-        shape[0] /= parts;
+        shape[0] = (shape[0] + parts - 1) / parts; // padded where parts do not divide
         g.param.setType(RankedTensorType::get(shape, t.getElementType()));
       }
     }
@@ -171,8 +176,21 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
       int64_t index = llvm::find(units, key.second) - units.begin();
       Operation *anchor = unitFirst[units[std::max<int64_t>(0, index - prefetch)]];
       b.setInsertionPoint(anchor);
-      Value full = dist::AllGatherOp::create(b, unitFirst[key.second]->getLoc(), g.fullType,
-                                             g.param, mesh, axes, b.getI64IntegerAttr(0));
+      // The pieces of a padded split gather to a multiple of the ranks;
+      // the padding is cut off.
+      auto piece = cast<RankedTensorType>(g.param.getType());
+      SmallVector<int64_t> gatheredShape(g.fullType.getShape());
+      int64_t parts = 1;
+      for (Attribute a : axes)
+        parts *= lookupMesh(func).axisSize(cast<StringAttr>(a).getValue());
+      gatheredShape[0] = piece.getDimSize(0) * parts;
+      auto gatheredType = RankedTensorType::get(gatheredShape, g.fullType.getElementType());
+      Location loc = unitFirst[key.second]->getLoc();
+      Value full = dist::AllGatherOp::create(b, loc, gatheredType, g.param, mesh, axes,
+                                             b.getI64IntegerAttr(0));
+      if (gatheredType != g.fullType)
+        full = llm::SliceOp::create(b, loc, g.fullType, full,
+                                    SmallVector<int64_t>(gatheredShape.size(), 0));
       for (OpOperand *use : g.uses)
         use->set(full);
     }

@@ -64,18 +64,35 @@ public:
 
   int64_t zero() const { return layout ? layout->zero : 0; }
 
-  /// ZeRO shards a parameter's state along dimension 0 when it divides.
+  /// ZeRO shards a parameter's state along dimension 0; where the ranks do
+  /// not divide it, the tensor is padded at the end to a multiple of them
+  /// (as FSDP pads) and the padding, zero, stays zero through AdamW.
   bool canShard(Type type) const {
     if (zero() == 0)
       return false;
-    auto t = cast<RankedTensorType>(type);
-    return t.getRank() >= 1 && t.getDimSize(0) % layout->size(layout->zeroAxes) == 0;
+    return cast<RankedTensorType>(type).getRank() >= 1;
   }
+  int64_t parts() const { return layout->size(layout->zeroAxes); }
+  /// One rank's piece: ceil(dim 0 / N) rows.
   RankedTensorType shardType(Type type) const {
     auto t = cast<RankedTensorType>(type);
     SmallVector<int64_t> shape(t.getShape());
-    shape[0] /= layout->size(layout->zeroAxes);
+    shape[0] = (shape[0] + parts() - 1) / parts();
     return RankedTensorType::get(shape, t.getElementType());
+  }
+  /// N pieces: dimension 0 padded to a multiple of N.
+  RankedTensorType paddedType(Type type) const {
+    auto t = cast<RankedTensorType>(type);
+    SmallVector<int64_t> shape(t.getShape());
+    shape[0] = shardType(type).getDimSize(0) * parts();
+    return RankedTensorType::get(shape, t.getElementType());
+  }
+  Value padded(Value v, Location loc) {
+    RankedTensorType type = paddedType(v.getType());
+    if (type == v.getType())
+      return v;
+    return llm::PadOp::create(b, loc, type, v,
+                              SmallVector<int64_t>(type.getRank(), 0));
   }
 
   /// Mean over all batch axes (all_reduce, or reduce + broadcast for the
@@ -92,20 +109,23 @@ public:
   }
 
   Value reduceScatter(Value v, Location loc) {
-    return dist::ReduceScatterOp::create(b, loc, shardType(v.getType()), v, meshRef(),
+    return dist::ReduceScatterOp::create(b, loc, shardType(v.getType()), padded(v, loc), meshRef(),
                                          zeroAxes(), b.getI64IntegerAttr(0),
                                          b.getStringAttr("mean"));
   }
   Value slice(Value v, Location loc) {
-    return dist::AllSliceOp::create(b, loc, shardType(v.getType()), v, meshRef(), zeroAxes(),
+    return dist::AllSliceOp::create(b, loc, shardType(v.getType()), padded(v, loc), meshRef(), zeroAxes(),
                                     b.getI64IntegerAttr(0));
   }
-  Value gather(Value shard, Location loc) {
-    auto t = cast<RankedTensorType>(shard.getType());
-    SmallVector<int64_t> shape(t.getShape());
-    shape[0] *= layout->size(layout->zeroAxes);
-    return dist::AllGatherOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()),
-                                     shard, meshRef(), zeroAxes(), b.getI64IntegerAttr(0));
+  /// The whole tensor of type `full` from every rank's piece (the
+  /// padding cut off).
+  Value gather(Value shard, RankedTensorType full, Location loc) {
+    RankedTensorType all = paddedType(full);
+    Value whole = dist::AllGatherOp::create(b, loc, all, shard, meshRef(), zeroAxes(),
+                                            b.getI64IntegerAttr(0));
+    if (all == full)
+      return whole;
+    return llm::SliceOp::create(b, loc, full, whole, SmallVector<int64_t>(full.getRank(), 0));
   }
 
   /// √(Σ over gradients of ‖g‖², each sharded gradient's squares summed
@@ -489,7 +509,8 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       }
       // ZeRO: the updated shards are gathered into the replicated parameter.
       if (sharded[t])
-        newParam = sync.gather(newParam, ploc);
+        newParam = sync.gather(newParam, cast<RankedTensorType>(stepArg(paramIndex).getType()),
+                               ploc);
       newParams.push_back(newParam);
       for (size_t slot = 0; slot < slots.size(); ++slot)
         newSlots[slot].push_back(update->getResult(1 + slot));

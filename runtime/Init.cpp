@@ -71,15 +71,19 @@ void fill(const ParameterInfo &p, void *data, DType dtype, const ShardMap &map, 
   std::vector<int> positions = map.positions(rank);
   if (p.init == "zeros" || p.init == "ones") {
     double v = p.init == "ones" ? 1.0 : 0.0;
-    for (int64_t i = 0; i < n; ++i) store(data, dtype, i, v);
+    for (int64_t i = 0; i < n; ++i) store(data, dtype, i, map.toGlobal(positions, i) < 0 ? 0.0 : v);
   } else if (p.init == "normal") {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i)
-      store(data, dtype, i, p.scale * normalAt(key, map.toGlobal(positions, i)));
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t g = map.toGlobal(positions, i);
+      store(data, dtype, i, g < 0 ? 0.0 : p.scale * normalAt(key, g));
+    }
   } else {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i)
-      store(data, dtype, i, p.scale * (2.0 * unit(key, map.toGlobal(positions, i)) - 1.0));
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t g = map.toGlobal(positions, i);
+      store(data, dtype, i, g < 0 ? 0.0 : p.scale * (2.0 * unit(key, g) - 1.0));
+    }
   }
 }
 

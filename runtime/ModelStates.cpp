@@ -150,38 +150,54 @@ ModelStates modelStates(const Artifact &artifact) {
   // a dimension 0 the ranks do not divide keeps the tensor whole.
   double n = static_cast<double>(m.groupSize);
   if (m.groupSize > 1 && m.stage >= 1) {
-    std::vector<std::string> names;
-    double bytes = 0;
+    std::vector<std::string> names, padded;
+    double bytes = 0, padding = 0;
     for (const Trained &t : trained) {
       double expected = m.optimizerBytes * static_cast<double>(t.count) / n;
       double held = static_cast<double>(optimizerOf[t.info->name]);
-      // Whole on this rank: about N times the share the formula gives it.
+      std::string shape = shapeText(t.info->shard.sharded() ? t.info->shard.globalShape
+                                                            : t.info->shape);
+      // Whole on this rank: about N times the share the formula gives it;
+      // a little more than the share: padded to a multiple of N.
       if (held > expected * 1.5) {
-        names.push_back(t.info->name + " [" + shapeText(t.info->shard.sharded()
-                                                            ? t.info->shard.globalShape
-                                                            : t.info->shape) + "]");
+        names.push_back(t.info->name + " [" + shape + "]");
         bytes += held - expected;
+      } else if (held > expected + 0.5) {
+        padded.push_back(t.info->name + " [" + shape + "]");
+        padding += held - expected;
       }
     }
     if (!names.empty())
       m.extras.push_back({"optimizer",
-                          "not sharded over the N ranks (dimension 0 not divisible by " +
-                              std::to_string(m.groupSize) + "): " + tensorList(names),
-                          bytes});
+                          "not sharded over the N ranks: " + tensorList(names), bytes});
+    if (!padded.empty())
+      m.extras.push_back({"optimizer",
+                          "padding: dimension 0 padded to a multiple of " +
+                              std::to_string(m.groupSize) + " to shard it: " + tensorList(padded),
+                          padding});
   }
   if (m.groupSize > 1 && m.stage >= 3) {
-    std::vector<std::string> names;
-    double bytes = 0;
-    for (const Trained &t : trained)
+    std::vector<std::string> names, padded;
+    double bytes = 0, padding = 0;
+    for (const Trained &t : trained) {
+      double held = static_cast<double>(paramOf[t.info->name]);
       if (!t.zeroSharded) {
         names.push_back(t.info->name);
-        bytes += static_cast<double>(paramOf[t.info->name]) * (1.0 - 1.0 / n);
+        bytes += held * (1.0 - 1.0 / n);
+      } else if (double expected = m.paramBytes * static_cast<double>(t.count) / n;
+                 held > expected + 0.5) {
+        padded.push_back(t.info->name);
+        padding += held - expected;
       }
+    }
     if (!names.empty())
       m.extras.push_back({"parameters",
-                          "not sharded over the N ranks (dimension 0 not divisible by " +
-                              std::to_string(m.groupSize) + "): " + tensorList(names),
-                          bytes});
+                          "not sharded over the N ranks: " + tensorList(names), bytes});
+    if (!padded.empty())
+      m.extras.push_back({"parameters",
+                          "padding: dimension 0 padded to a multiple of " +
+                              std::to_string(m.groupSize) + " to shard it: " + tensorList(padded),
+                          padding});
   }
   if (eightBit) {
     double bytes = 0;

@@ -31,10 +31,12 @@ ShardMap::ShardMap(const ShardInfo &info, const std::vector<int64_t> &localShape
     int parts = groupPosition(mesh, 0, level.axes).second;
     std::vector<int64_t> next = shapes_.back();
     int64_t size = next[level.dim];
-    if (size % (static_cast<int64_t>(level.blocks) * parts) != 0)
+    // One block that the ranks do not divide is padded: every rank holds
+    // ceil(size / parts), the last ones past the end hold padding.
+    if (size % (static_cast<int64_t>(level.blocks) * parts) != 0 && level.blocks != 1)
       fail("shard level splits a dimension of ", size, " into ", level.blocks, " blocks over ",
            parts, " ranks");
-    next[level.dim] = size / parts;
+    next[level.dim] = (size + parts - 1) / parts;
     shapes_.push_back(next);
     parts_.push_back(parts);
   }
@@ -71,9 +73,11 @@ int64_t ShardMap::toGlobal(const std::vector<int> &positions, int64_t i) const {
     const ShardLevel &level = info_.levels[k];
     int64_t outer = shapes_[k][level.dim];             // size before this level
     int64_t block = outer / level.blocks;              // one block
-    int64_t piece = block / parts_[k];                 // one rank's part of a block
+    int64_t piece = shapes_[k + 1][level.dim] / level.blocks; // one rank's part of a block
     int64_t x = c[level.dim];
     c[level.dim] = (x / piece) * block + positions[k] * piece + x % piece;
+    if (c[level.dim] >= outer)
+      return -1; // padding past the end of a padded split
   }
   return flatten(c, shapes_.front());
 }
@@ -88,7 +92,7 @@ void ShardMap::fromGlobal(int64_t g, std::vector<int> &positions, int64_t &local
   for (size_t k = 0; k < info_.levels.size(); ++k) {
     const ShardLevel &level = info_.levels[k];
     int64_t outer = shapes_[k][level.dim];
-    int64_t block = outer / level.blocks, piece = block / parts_[k];
+    int64_t block = outer / level.blocks, piece = shapes_[k + 1][level.dim] / level.blocks;
     int64_t x = c[level.dim], inBlock = x % block;
     positions[k] = static_cast<int>(inBlock / piece);
     c[level.dim] = (x / block) * piece + inBlock % piece;

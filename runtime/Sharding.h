@@ -2,7 +2,9 @@
 //
 // A sharded tensor (ShardInfo) is the global tensor split level by level;
 // these functions map element indices between a rank's piece and the global
-// tensor, in both directions. Initialisation uses them to give every piece
+// tensor, in both directions. A level that splits one block over ranks that
+// do not divide it is padded, as FSDP pads: each rank holds ceil(size/parts)
+// and the tail of the last pieces is padding (zero, never saved as data). Initialisation uses them to give every piece
 // the values one rank would have; checkpoints use them to move pieces
 // between layouts.
 //
@@ -32,7 +34,8 @@ public:
 
   /// Positions of `rank` in each level's group.
   std::vector<int> positions(int rank) const;
-  /// Global flat index of local flat element `i` of the piece at `positions`.
+  /// Global flat index of local flat element `i` of the piece at `positions`,
+  /// or -1 for padding (a split the ranks do not divide is padded at the end).
   int64_t toGlobal(const std::vector<int> &positions, int64_t i) const;
   /// Which piece holds global flat element `g`, and where in it.
   void fromGlobal(int64_t g, std::vector<int> &positions, int64_t &local) const;

@@ -198,9 +198,11 @@ static SavedPieces openSavedPieces(const json::Value &entry, const std::string &
     level.axes = {"level" + std::to_string(k)};
     saved.mesh.push_back({level.axes[0], parts});
     if (level.dim < 0 || level.dim >= static_cast<int>(saved.localShape.size()) || parts < 1 ||
-        saved.localShape[level.dim] % parts != 0)
+        level.blocks < 1 ||
+        (level.blocks != 1 && saved.localShape[level.dim] % (level.blocks * parts) != 0))
       fail(where, " has a bad shard level");
-    saved.localShape[level.dim] /= parts;
+    // A single block the parts do not divide was padded (see ShardMap).
+    saved.localShape[level.dim] = (saved.localShape[level.dim] + parts - 1) / parts;
     saved.shard.levels.push_back(level);
   }
   ShardMap map(saved.shard, saved.localShape, saved.mesh);
@@ -236,8 +238,12 @@ void copySaved(const json::Value &entry, const std::string &name,
                     : 1;
   std::vector<int> owner;
   for (int64_t i = 0; i < target.localNumel(); i += run) {
-    int64_t local;
-    savedMap.fromGlobal(target.toGlobal(positions, i), owner, local);
+    int64_t local, g = target.toGlobal(positions, i);
+    if (g < 0) { // padding; a run is a whole row, padding or data alike
+      std::memset(out + i * elementBytes, 0, run * elementBytes);
+      continue;
+    }
+    savedMap.fromGlobal(g, owner, local);
     auto it = saved.bytes.find(owner);
     if (it == saved.bytes.end())
       fail(where, ": no saved piece holds element ", i, " of the piece wanted");

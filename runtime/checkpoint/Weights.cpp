@@ -19,23 +19,28 @@ void fillPiece(const FloatTensor &global, void *data, DType dtype, const ShardMa
                const std::string &name) {
   std::vector<int> positions = map.positions(rank);
   const int64_t n = map.localNumel();
+  // Padding (past the end of a padded split) holds zero.
+  auto at = [&](int64_t i) -> float {
+    int64_t g = map.toGlobal(positions, i);
+    return g < 0 ? 0.0f : global.data[g];
+  };
   switch (dtype) {
   case DType::F32:
     for (int64_t i = 0; i < n; ++i)
-      static_cast<float *>(data)[i] = global.data[map.toGlobal(positions, i)];
+      static_cast<float *>(data)[i] = at(i);
     break;
   case DType::BF16:
     for (int64_t i = 0; i < n; ++i)
-      static_cast<uint16_t *>(data)[i] = floatToBf16(global.data[map.toGlobal(positions, i)]);
+      static_cast<uint16_t *>(data)[i] = floatToBf16(at(i));
     break;
   case DType::F64:
     for (int64_t i = 0; i < n; ++i)
-      static_cast<double *>(data)[i] = global.data[map.toGlobal(positions, i)];
+      static_cast<double *>(data)[i] = at(i);
     break;
   case DType::U8: // storage (QLoRA's NF4 codes), read back exactly
     for (int64_t i = 0; i < n; ++i)
       static_cast<uint8_t *>(data)[i] =
-          static_cast<uint8_t>(global.data[map.toGlobal(positions, i)]);
+          static_cast<uint8_t>(at(i));
     break;
   default: fail("parameter '", name, "': cannot load dtype ", dtypeName(dtype));
   }

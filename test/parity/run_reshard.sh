@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checkpoints move between layouts: a run saved at step 6 under one layout
 # resumes under another and continues with the losses of an uninterrupted
-# single-rank run (relative difference <= 1e-5), for every pair below.
+# single-rank run (relative difference <= 1e-5), for every pair below. The
+# uneven-* layouts train a GPT-2 no rank count divides (vocabulary 257,
+# width 70), whose ZeRO shards are padded.
 #
 #   run_reshard.sh <bin dir> <work dir>
 set -euo pipefail
@@ -11,6 +13,8 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WA
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 rm -rf "$WORK" && mkdir -p "$WORK"
 common=(--model gpt2 --preset tiny --set n_layer=2 --set batch_size=8 --set seq_len=32)
+uneven=(--model gpt2 --preset tiny --set n_layer=2 --set batch_size=12 --set seq_len=32
+        --set vocab_size=257 --set n_embd=70 --set n_head=2 --set n_kv_head=2)
 
 # layout name | ranks | flags
 declare -A RANKS FLAGS
@@ -26,9 +30,15 @@ add tp4 4 "--mesh tp=4"
 add tp2 2 "--mesh tp=2 --zero 0"
 add dp4 4 "--mesh dp=4"
 add zero3-dp2-tp2-sp 4 "--mesh dp=2,tp=2 --zero 3 --sp"
+add uneven-one 1 ""
+add uneven-zero1-dp3 3 "--mesh dp=3 --zero 1"
+add uneven-zero3-dp2 2 "--mesh dp=2 --zero 3"
+add uneven-zero2-dp4 4 "--mesh dp=4 --zero 2"
 for name in "${!RANKS[@]}"; do
+  model=("${common[@]}")
+  [[ $name == uneven-* ]] && model=("${uneven[@]}")
   # shellcheck disable=SC2086
-  "$BIN/llmc" compile "${common[@]}" ${FLAGS[$name]} -o "$WORK/$name.llmc"
+  "$BIN/llmc" compile "${model[@]}" ${FLAGS[$name]} -o "$WORK/$name.llmc"
 done
 run() { # layout, extra llmc-run args...
   local name=$1; shift
@@ -36,17 +46,22 @@ run() { # layout, extra llmc-run args...
   else mpirun -np "${RANKS[$name]}" --bind-to none "$BIN/llmc-run" "$WORK/$name.llmc" "$@"; fi
 }
 run one --steps 12 --metrics "$WORK/reference.jsonl" --quiet
+run uneven-one --steps 12 --metrics "$WORK/uneven-reference.jsonl" --quiet
 
 fail=0
 for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-dp4" \
             "zero1-dp2:hybrid" "dp2:zero3-dp4" "zero3-dp2:zero3-dp2" \
             "dp2-tp2:tp4" "dp2-tp2:dp4" "dp2-tp2:one" "tp4:zero3-dp2" "zero3-dp4:tp2" \
-            "zero3-dp2-tp2-sp:tp2" "one:zero3-dp2-tp2-sp"; do
+            "zero3-dp2-tp2-sp:tp2" "one:zero3-dp2-tp2-sp" \
+            "uneven-zero1-dp3:uneven-zero3-dp2" "uneven-zero3-dp2:uneven-zero2-dp4" \
+            "uneven-zero2-dp4:uneven-one" "uneven-one:uneven-zero1-dp3"; do
   from=${pair%%:*}; to=${pair##*:}
+  reference=reference
+  [[ $from == uneven-* ]] && reference=uneven-reference
   ck="$WORK/ck-$from-$to"
   run "$from" --steps 12 --stop-at 6 --ckpt-dir "$ck" --quiet
   run "$to" --steps 12 --resume --ckpt-dir "$ck" --metrics "$WORK/$from-$to.jsonl" --quiet
-  tail -n 6 "$WORK/reference.jsonl" > "$WORK/reference-tail.jsonl"
+  tail -n 6 "$WORK/$reference.jsonl" > "$WORK/reference-tail.jsonl"
   if result=$(python3 "$HERE/../e2e/Inputs/compare_losses.py" "$WORK/reference-tail.jsonl" "$WORK/$from-$to.jsonl" 1e-5); then
     echo "PASS $from -> $to: $result"
   else
