@@ -146,9 +146,20 @@ ModelStates modelStates(const Artifact &artifact) {
       (b.name.find("absmax/") != std::string::npos ? absmaxOf : optimizerOf)[param] += b.bytes();
     }
 
-  // Optimizer state and (stage 3) parameters not split over the N ranks:
-  // a dimension 0 the ranks do not divide keeps the tensor whole.
+  // Optimizer state and (stage 3) parameters held beyond their 1/N share:
+  // whole (not split over the N ranks), or padded to a multiple of N.
   double n = static_cast<double>(m.groupSize);
+  auto addShardingExtras = [&](const char *state, const std::vector<std::string> &whole,
+                               double wholeBytes, const std::vector<std::string> &padded,
+                               double padding) {
+    if (!whole.empty())
+      m.extras.push_back({state, "not sharded over the N ranks: " + tensorList(whole), wholeBytes});
+    if (!padded.empty())
+      m.extras.push_back({state,
+                          "padding: dimension 0 padded to a multiple of " +
+                              std::to_string(m.groupSize) + " to shard it: " + tensorList(padded),
+                          padding});
+  };
   if (m.groupSize > 1 && m.stage >= 1) {
     std::vector<std::string> names, padded;
     double bytes = 0, padding = 0;
@@ -167,14 +178,7 @@ ModelStates modelStates(const Artifact &artifact) {
         padding += held - expected;
       }
     }
-    if (!names.empty())
-      m.extras.push_back({"optimizer",
-                          "not sharded over the N ranks: " + tensorList(names), bytes});
-    if (!padded.empty())
-      m.extras.push_back({"optimizer",
-                          "padding: dimension 0 padded to a multiple of " +
-                              std::to_string(m.groupSize) + " to shard it: " + tensorList(padded),
-                          padding});
+    addShardingExtras("optimizer", names, bytes, padded, padding);
   }
   if (m.groupSize > 1 && m.stage >= 3) {
     std::vector<std::string> names, padded;
@@ -190,14 +194,7 @@ ModelStates modelStates(const Artifact &artifact) {
         padding += held - expected;
       }
     }
-    if (!names.empty())
-      m.extras.push_back({"parameters",
-                          "not sharded over the N ranks: " + tensorList(names), bytes});
-    if (!padded.empty())
-      m.extras.push_back({"parameters",
-                          "padding: dimension 0 padded to a multiple of " +
-                              std::to_string(m.groupSize) + " to shard it: " + tensorList(padded),
-                          padding});
+    addShardingExtras("parameters", names, bytes, padded, padding);
   }
   if (eightBit) {
     double bytes = 0;
