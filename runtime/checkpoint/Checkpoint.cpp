@@ -90,7 +90,8 @@ std::string readText(const std::string &path) {
 } // namespace
 
 void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Arena &arena,
-                    const TrainState &state, int rank, Communicator &comm) {
+                    const TrainState &state, int rank, Communicator &comm,
+                    const RetentionPolicy &retention) {
   char name[32];
   std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(state.step));
   std::string stepDir = dir + "/" + name;
@@ -168,6 +169,8 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
     // Published last: until here, `latest` still names the previous checkpoint.
     std::string latest = std::string(name) + "\n";
     writeFileAtomic(dir + "/latest", latest.data(), latest.size());
+    // Only now: `latest` no longer names anything pruning may delete.
+    pruneCheckpoints(dir, retention);
   }
   comm.barrier(); // nobody moves on before `latest` names this checkpoint
 }

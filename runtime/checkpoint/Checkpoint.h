@@ -19,6 +19,7 @@
 #ifndef LLMC_RUNTIME_CHECKPOINT_CHECKPOINT_H
 #define LLMC_RUNTIME_CHECKPOINT_CHECKPOINT_H
 
+#include "runtime/checkpoint/Retention.h"
 #include "runtime/Arena.h"
 #include "runtime/Artifact.h"
 #include "runtime/Executor.h"
@@ -73,9 +74,11 @@ void copySaved(const json::Value &entry, const std::string &name,
 bool isAdapterTensor(const std::string &name);
 
 /// Saves this rank's part of parameters and optimizer state, and (rank 0)
-/// the index and `state`, under `dir`. Every rank calls it.
+/// the index and `state`, under `dir`; then (rank 0) deletes the older
+/// checkpoints `retention` does not keep. Every rank calls it.
 void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Arena &arena,
-                    const TrainState &state, int rank, Communicator &comm);
+                    const TrainState &state, int rank, Communicator &comm,
+                    const RetentionPolicy &retention = {});
 
 /// Restores the newest checkpoint under `dir` into this rank's `arena`;
 /// checks that every persistent tensor is present with the right dtype and

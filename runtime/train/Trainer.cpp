@@ -434,7 +434,7 @@ void Trainer::save(int64_t step, double loss) {
   state.seed = seed;
   state.loss = loss;
   persistentToHost();
-  saveCheckpoint(opt.ckptDir, artifact, *arena, state, rank, *comm);
+  saveCheckpoint(opt.ckptDir, artifact, *arena, state, rank, *comm, opt.retention);
   if (chatty)
     std::cout << "checkpoint: step " << step << " saved to " << opt.ckptDir << "\n";
 }

@@ -2,6 +2,7 @@
 #ifndef LLMC_RUNTIME_TRAIN_TRAINER_H
 #define LLMC_RUNTIME_TRAIN_TRAINER_H
 
+#include "runtime/checkpoint/Retention.h"
 #include <cstdint>
 #include <string>
 
@@ -19,6 +20,7 @@ struct TrainOptions {
   int64_t seed = -1;             ///< -1: the artifact's default
   std::string ckptDir;
   int64_t ckptEvery = 0;         ///< 0: only at the end (and on Ctrl-C)
+  RetentionPolicy retention;     ///< which older checkpoints to keep
   bool resume = false;
   std::string weights;           ///< start from this (plain or quantized) safetensors file
   int64_t calibrateBatches = 0;  ///< observer calibration batches before training

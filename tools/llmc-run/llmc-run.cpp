@@ -31,6 +31,9 @@ schedule (defaults come from the artifact)
 checkpoints
   --ckpt-dir D       save checkpoints to D (at the end, every --ckpt-every N, on Ctrl-C)
   --ckpt-every N     also save every N steps
+  --keep-last K      keep only the newest K checkpoints (the one `latest` names
+                     always stays; default: keep all)
+  --keep-every M     with --keep-last, also keep every checkpoint of a step divisible by M
   --resume           continue from the latest checkpoint in --ckpt-dir
   --weights F        start from the parameters in F (safetensors, plain or written by
                      `llmc quantize`, dequantized on load); --steps 0 only evaluates
@@ -101,6 +104,8 @@ int main(int argc, char **argv) {
       {"--min-lr", number(options.minLr)},    {"--warmup", integer(options.warmup)},
       {"--schedule", text(options.schedule)}, {"--seed", integer(options.seed)},
       {"--ckpt-dir", text(options.ckptDir)},  {"--ckpt-every", integer(options.ckptEvery)},
+      {"--keep-last", integer(options.retention.keepLast)},
+      {"--keep-every", integer(options.retention.keepEvery)},
       {"--weights", text(options.weights)},
       {"--calibrate", integer(options.calibrateBatches)},
       {"--metrics", text(options.metrics)},   {"--log-every", integer(options.logEvery)},
@@ -158,5 +163,9 @@ int main(int argc, char **argv) {
     return usageError("--log-every and --eval-batches must be >= 1");
   if (options.steps < -1 || options.ckptEvery < 0 || options.sampleTokens < 0)
     return usageError("--steps, --ckpt-every and --sample must be >= 0");
+  if (options.retention.keepLast < 0 || options.retention.keepEvery < 0)
+    return usageError("--keep-last and --keep-every must be >= 0");
+  if (options.retention.keepEvery > 0 && options.retention.keepLast == 0)
+    return usageError("--keep-every needs --keep-last (without it every checkpoint is kept)");
   return llmc::runTraining(options);
 }
