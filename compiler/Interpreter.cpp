@@ -138,7 +138,10 @@ LogicalResult Interpreter::runOp(Operation *op) {
         out(0, ref::crossEntropyGrad(in(0), in(1), in(2).data.at(0), o.getIgnoreIndex()));
         return success();
       })
-      .Case([&](ReduceMaxOp) { out(0, ref::reduceMax(in(0))); return success(); })
+      .Case([&](ReduceMaxOp op) {
+        out(0, ref::reduceMax(in(0), op.getClassOffset(), op.getNumClasses()));
+        return success();
+      })
       .Case([&](StopGradientOp) { out(0, in(0)); return success(); })
       .Case([&](CrossEntropyPartialOp o) {
         outs(ref::crossEntropyPartial(in(0), in(1), in(2), o.getClassOffset(), o.getNumClasses(),

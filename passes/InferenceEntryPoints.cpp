@@ -120,6 +120,19 @@ struct InferenceEntryPointsPass
             b, losses[0]->getLoc(), RankedTensorType::get(shape, local.getElementType()), result,
             term.getMesh(), term.getAxes(), b.getI64IntegerAttr(local.getRank() - 1));
       }
+    // A padded vocabulary (tensor parallelism over a vocabulary tp does not
+    // divide) gathers to more columns than classes: cut the padding off.
+    if (auto partial = dyn_cast<llm::CrossEntropyPartialOp>(losses[0])) {
+      auto gathered = cast<RankedTensorType>(result.getType());
+      int64_t classes = partial.getNumClasses();
+      if (gathered.getShape().back() > classes) {
+        SmallVector<int64_t> shape(gathered.getShape());
+        shape.back() = classes;
+        result = llm::SliceOp::create(b, losses[0]->getLoc(),
+                                      RankedTensorType::get(shape, gathered.getElementType()),
+                                      result, SmallVector<int64_t>(shape.size(), 0));
+      }
+    }
     func::ReturnOp::create(b, ret->getLoc(), result);
     ret->erase();
     eraseDeadOps(body);

@@ -69,7 +69,8 @@ private:
   LogicalResult splitProducer(Value v, Split split);
   /// The row-parallel consumer of split value `v` (through reshapes).
   LogicalResult rowParallel(Value v);
-  LogicalResult splitParam(Value param, Split split, Operation *user);
+  /// With `pad`, a dimension tp does not divide is padded to a multiple of it.
+  LogicalResult splitParam(Value param, Split split, Operation *user, bool pad = false);
   /// Megatron's vocabulary-parallel embedding and cross-entropy.
   LogicalResult splitVocabulary();
   LogicalResult vocabParallelEmbedding(llm::EmbeddingOp embedding);
@@ -96,7 +97,7 @@ private:
 RankedTensorType TensorParallel::localType(Type t, Split s) {
   auto tensor = cast<RankedTensorType>(t);
   SmallVector<int64_t> shape(tensor.getShape());
-  shape[s.dim] /= tp;
+  shape[s.dim] = (shape[s.dim] + tp - 1) / tp; // padded where tp does not divide (vocabulary)
   return RankedTensorType::get(shape, tensor.getElementType());
 }
 
@@ -118,7 +119,7 @@ Value TensorParallel::replicated(Value h, Operation *before) {
   return r;
 }
 
-LogicalResult TensorParallel::splitParam(Value param, Split s, Operation *user) {
+LogicalResult TensorParallel::splitParam(Value param, Split s, Operation *user, bool pad) {
   // Mixed precision reads the fp32 master weight through a cast.
   handled.insert(user);
   while (auto cast = param.getDefiningOp<llm::CastOp>()) {
@@ -131,7 +132,7 @@ LogicalResult TensorParallel::splitParam(Value param, Split s, Operation *user) 
   if (!arg || !llm::getParamAttr(func, arg.getArgNumber()))
     return user->emitOpError("tensor parallelism: expected a parameter as the weight");
   auto type = cast<RankedTensorType>(param.getType());
-  if (type.getDimSize(s.dim) % (s.blocks * tp) != 0)
+  if (type.getDimSize(s.dim) % (s.blocks * tp) != 0 && !(pad && s.blocks == 1))
     return user->emitOpError("tensor parallelism: dimension ")
            << s.dim << " of parameter '" << llm::getParamAttr(func, arg.getArgNumber()).getName()
            << "' (" << type.getDimSize(s.dim) << ") is not divisible into " << s.blocks
@@ -373,15 +374,17 @@ LogicalResult TensorParallel::splitVocabulary() {
 LogicalResult TensorParallel::vocabParallelEmbedding(llm::EmbeddingOp embedding) {
   auto table = dyn_cast<BlockArgument>(embedding.getTable());
   int64_t vocab = embedding.getTable().getType().getDimSize(0);
-  // Not a parameter, already a shard, or not divisible: stays replicated.
-  if (!table || !llm::getParamAttr(func, table.getArgNumber()) || embedding.getVocabSize() != 0 ||
-      vocab % tp != 0)
+  // Not a parameter or already a shard: stays replicated. A vocabulary tp
+  // does not divide (GPT-2's 50257) is padded to a multiple of tp: the last
+  // ranks' tails are rows no token id reaches.
+  if (!table || !llm::getParamAttr(func, table.getArgNumber()) || embedding.getVocabSize() != 0)
     return success();
-  if (failed(splitParam(table, Split{0, 1}, embedding)))
+  if (failed(splitParam(table, Split{0, 1}, embedding, /*pad=*/true)))
     return failure();
   embedding.setRowOffset(0);
   embedding.setVocabSize(vocab);
-  addRankOffset(embedding, "row_offset", 0, builder.getStrArrayAttr({axis}), vocab / tp);
+  addRankOffset(embedding, "row_offset", 0, builder.getStrArrayAttr({axis}),
+                (vocab + tp - 1) / tp);
   Value sum = allReduce(embedding.getResult(), "sum", embedding.getLoc());
   embedding.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
   return success();
@@ -395,10 +398,13 @@ LogicalResult TensorParallel::vocabParallelLoss(llm::CrossEntropyOp loss) {
     return success(); // not a projection: the loss stays replicated
   auto logitsType = cast<RankedTensorType>(head.getType());
   int64_t vocab = logitsType.getShape().back(), last = logitsType.getRank() - 1;
-  if (vocab % tp != 0 || !head->hasOneUse())
+  if (!head->hasOneUse())
     return success();
-  if (failed(splitParam(head.getB(), Split{head.getTransposeB() ? 0 : 1, 1}, head)))
+  // A vocabulary tp does not divide is padded: the padded classes (logits of
+  // zero weights) are masked out of the max, the sum and the gradient.
+  if (failed(splitParam(head.getB(), Split{head.getTransposeB() ? 0 : 1, 1}, head, /*pad=*/true)))
     return failure();
+  int64_t shard = (vocab + tp - 1) / tp;
   head.getAMutable().assign(replicated(head.getA(), head));
   auto local = localType(logitsType, Split{last, 1});
   head.getResult().setType(local);
@@ -410,13 +416,14 @@ LogicalResult TensorParallel::vocabParallelLoss(llm::CrossEntropyOp loss) {
   Location loc = loss.getLoc();
   builder.setInsertionPoint(loss);
   Value logits = head.getResult();
-  auto max = llm::ReduceMaxOp::create(builder, loc, logits);
+  auto max = llm::ReduceMaxOp::create(builder, loc, logits, /*class_offset=*/0, vocab);
+  addRankOffset(max, "class_offset", 0, builder.getStrArrayAttr({axis}), shard);
   Value shift = llm::StopGradientOp::create(builder, loc, allReduce(max, "max", loc));
   auto partial = llm::CrossEntropyPartialOp::create(
       builder, loc, logits, loss.getTargets(), shift, /*class_offset=*/0, vocab,
       loss.getIgnoreIndex());
   partial.setClassOffset(0);
-  addRankOffset(partial, "class_offset", 0, builder.getStrArrayAttr({axis}), vocab / tp);
+  addRankOffset(partial, "class_offset", 0, builder.getStrArrayAttr({axis}), shard);
   Value sumexp = allReduce(partial.getSumexp(), "sum", loc);
   Value target = allReduce(partial.getTargetLogit(), "sum", loc);
   auto finish = llm::CrossEntropyFinishOp::create(builder, loc, sumexp, shift, target,

@@ -337,11 +337,16 @@ def LLM_ReduceMaxOp : LLM_PureOp<"reduce_max"> {
     a numerical shift (through `llm.stop_gradient`), never as a value that
     is differentiated.
 
+    With `num_classes` > 0, `x` holds the classes [`class_offset`,
+    `class_offset` + N) of a vocabulary of `num_classes` and those past it
+    (a padded vocabulary's last shard) are left out.
+
     ```mlir
     %m = llm.reduce_max %logits : tensor<4x64x256xbf16> -> tensor<4x64xf32>
     ```
   }];
-  let arguments = (ins LLM_FloatTensor:$x);
+  let arguments = (ins LLM_FloatTensor:$x, DefaultValuedAttr<I64Attr, "0">:$class_offset,
+                       DefaultValuedAttr<I64Attr, "0">:$num_classes);
   let results = (outs RankedTensorOf<[F32]>:$result);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }

@@ -9,6 +9,7 @@
 
 #include "kernels/Validator.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace llmc::contracts {
@@ -21,7 +22,10 @@ bool classShard(Validator &v, int64_t width, CrossEntropyPartialBinding *out) {
     return false;
   if (!v.attrs().hasInt("num_classes")) return v.fail("missing int attribute 'num_classes'");
   if (!v.intAttr("num_classes", &total, 0)) return false;
-  if (offset < 0 || offset + width > total)
+  // Classes past num_classes are padding of the last shards of a vocabulary
+  // padded to a multiple of the ranks (equal shards: the offset is a
+  // multiple of the width).
+  if (offset < 0 || total < 1 || (offset + width > total && offset % width != 0))
     return v.fail("classes [" + std::to_string(offset) + ", " + std::to_string(offset + width) +
                   ") do not fit in num_classes " + std::to_string(total));
   out->classOffset = offset;
@@ -64,7 +68,15 @@ bool bindReduceMax(const KernelArgs &args, std::string &error, ReduceMaxBinding 
     return v.fail("x must have a non-empty last dimension, got " + v.in(0).describe());
   const std::vector<int64_t> rows = rowsOf(v.in(0));
   if (!isRowStat(v, v.out(0), "out", rows)) return false;
-  *out = {v.in(0).dtype, product(rows), v.in(0).dim(-1)};
+  // Optional: the shard's classes [class_offset, class_offset + width) of
+  // num_classes, the ones past num_classes padding.
+  int64_t offset, total, width = v.in(0).dim(-1);
+  if (!v.intAttr("class_offset", &offset, 0) || !v.intAttr("num_classes", &total, 0))
+    return false;
+  if (offset < 0 || total < 0)
+    return v.fail("class_offset and num_classes must be >= 0");
+  int64_t valid = total == 0 ? width : std::max<int64_t>(0, std::min(width, total - offset));
+  *out = {v.in(0).dtype, product(rows), width, valid};
   return true;
 }
 

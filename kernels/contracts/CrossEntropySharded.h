@@ -19,16 +19,19 @@
 
 namespace llmc::contracts {
 
-/// reduce_max: out[rows] = max over the last dimension of x[rows × width].
+/// reduce_max: out[rows] = max over the first `valid` columns of each row of
+/// x[rows × width] (all of them unless `num_classes` says the shard is the
+/// padded tail of a vocabulary: then the classes past it are padding).
 struct ReduceMaxBinding {
   DType dtype = DType::F32; ///< of x
-  int64_t rows = 0, width = 0;
+  int64_t rows = 0, width = 0, valid = 0;
 };
 bool bindReduceMax(const KernelArgs &args, std::string &error, ReduceMaxBinding *out);
 
 /// cross_entropy_partial and cross_entropy_partial_grad: logits
 /// [rows × width] hold the classes [classOffset, classOffset + width) of
-/// numClasses.
+/// numClasses; columns past numClasses are padding (a vocabulary padded to
+/// a multiple of the ranks).
 struct CrossEntropyPartialBinding {
   DType dtype = DType::F32; ///< of the logits
   int64_t rows = 0, width = 0;
@@ -42,6 +45,14 @@ bool bindCrossEntropyPartialGrad(const KernelArgs &args, std::string &error,
 /// Which local column a target is, on both backends (host and device).
 struct ClassShard {
   int64_t width, offset, total, ignoreIndex;
+
+  /// Columns that hold classes; the rest of a padded vocabulary's last
+  /// shard (classes at or past `total`) is padding, excluded from the sum
+  /// and given no gradient.
+  LLMC_HOST_DEVICE int64_t valid() const {
+    int64_t n = total - offset;
+    return n < 0 ? 0 : n < width ? n : width;
+  }
 
   /// The local column of `target`; -1 for another shard's class or an
   /// ignored target, -2 for an invalid target.

@@ -19,7 +19,10 @@ bool vocabShard(Validator &v, int64_t rows, EmbeddingBinding *out) {
   int64_t offset, vocab;
   if (!v.intAttr("row_offset", &offset, 0) || !v.intAttr("vocab_size", &vocab, 0)) return false;
   if (vocab == 0) vocab = rows;
-  if (offset < 0 || offset + rows > vocab)
+  // Rows past vocab_size are padding of the last shards of a vocabulary
+  // padded to a multiple of the ranks (equal shards: the offset is a
+  // multiple of the shard's rows); no id reaches them.
+  if (offset < 0 || (offset + rows > vocab && offset % rows != 0))
     return v.fail("rows [" + std::to_string(offset) + ", " + std::to_string(offset + rows) +
                   ") do not fit in vocab_size " + std::to_string(vocab));
   out->rowOffset = offset;

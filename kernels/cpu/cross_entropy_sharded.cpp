@@ -48,9 +48,10 @@ public:
       for (int64_t r = 0; r < rows_; ++r) {
         const float *row = rowAsFloat(logits_, r, width, scratch);
         const float shift = shift_[r];
+        const int64_t valid = shard_.valid(); // padding past it adds nothing
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < width; ++j) sum += expFast(row[j] - shift);
+        for (int64_t j = 0; j < valid; ++j) sum += expFast(row[j] - shift);
         sumexp_[r] = sum;
         int64_t column = shard_.column(targets_[r]);
         target_[r] = column >= 0 ? row[column] : column == -1 ? 0.0f : kNaN;
@@ -93,8 +94,10 @@ public:
           for (int64_t j = 0; j < width; ++j) store(out, j, kNaN);
           continue;
         }
+        const int64_t valid = shard_.valid(); // padding gets no gradient
 #pragma omp simd
-        for (int64_t j = 0; j < width; ++j) store(out, j, ds * expFast(row[j] - shift));
+        for (int64_t j = 0; j < valid; ++j) store(out, j, ds * expFast(row[j] - shift));
+        for (int64_t j = valid; j < width; ++j) store(out, j, 0.0f);
         if (column >= 0) store(out, column, ds * expFast(row[column] - shift) + dtarget_[r]);
       }
     }

@@ -16,18 +16,18 @@ namespace {
 
 template <typename T> class ReduceMaxKernel final : public Kernel {
 public:
-  explicit ReduceMaxKernel(const KernelArgs &args)
-      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<float>()),
-        width_(args.inputs[0].dim(-1)), rows_(args.outputs[0].numel()) {}
+  ReduceMaxKernel(const KernelArgs &args, const contracts::ReduceMaxBinding &b)
+      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<float>()), width_(b.width),
+        valid_(b.valid), rows_(b.rows) {}
 
   void run(const StepContext &) override {
-    const int64_t width = width_;
+    const int64_t width = width_, valid = valid_;
 #pragma omp parallel for schedule(static) if (rows_ * width > kParallelGrain)
     for (int64_t r = 0; r < rows_; ++r) {
       const T *row = x_ + r * width;
       float m = kNegInf;
 #pragma omp simd reduction(max : m)
-      for (int64_t j = 0; j < width; ++j) m = std::max(m, load(row, j));
+      for (int64_t j = 0; j < valid; ++j) m = std::max(m, load(row, j));
       out_[r] = m;
     }
   }
@@ -35,13 +35,13 @@ public:
 private:
   const T *x_;
   float *out_;
-  int64_t width_, rows_;
+  int64_t width_, valid_, rows_;
 };
 
 std::unique_ptr<Kernel> makeReduceMax(const KernelArgs &args, std::string &error) {
   contracts::ReduceMaxBinding b;
   if (!contracts::bindReduceMax(args, error, &b)) return nullptr;
-  return makeFloatKernel<ReduceMaxKernel>(b.dtype, args);
+  return makeFloatKernel<ReduceMaxKernel>(b.dtype, args, b);
 }
 
 } // namespace

@@ -53,7 +53,8 @@ __global__ void partialKernel(const T *logits, const I *targets, const float *sh
     const T *row = logits + r * width;
     const float s = shift[r];
     float sum = 0.0f;
-    for (int64_t j = threadIdx.x; j < width; j += blockDim.x) sum += expf(load(row, j) - s);
+    // Padding past the shard's valid classes adds nothing.
+    for (int64_t j = threadIdx.x; j < shard.valid(); j += blockDim.x) sum += expf(load(row, j) - s);
     sum = blockSum(sum, red);
     if (threadIdx.x == 0) {
       sumexp[r] = sum;
@@ -73,6 +74,10 @@ __global__ void partialGradKernel(const T *logits, const I *targets, const float
     const int64_t column = shard.column(static_cast<int64_t>(targets[r]));
     if (column == -2) {
       store(dlogits, e, kNaN);
+      continue;
+    }
+    if (j >= shard.valid()) { // padding gets no gradient
+      store(dlogits, e, 0.0f);
       continue;
     }
     float g = dsumexp[r] * expf(load(logits, e) - shift[r]);

@@ -23,14 +23,14 @@ constexpr int kWarpsPerBlock = kBlock / 32;
 
 template <typename T>
 __global__ void rowMaxWarpKernel(const T *__restrict__ x, float *__restrict__ out, int64_t rows,
-                                 int64_t width) {
+                                 int64_t width, int64_t valid) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
        r < rows; r += warps) {
     const T *row = x + r * width;
     float m = -INFINITY;
-    for (int64_t j = lane; j < width; j += 32) m = fmaxf(m, load(row, j));
+    for (int64_t j = lane; j < valid; j += 32) m = fmaxf(m, load(row, j));
     m = warpMax(m);
     if (lane == 0) out[r] = m;
   }
@@ -38,12 +38,12 @@ __global__ void rowMaxWarpKernel(const T *__restrict__ x, float *__restrict__ ou
 
 template <typename T>
 __global__ void rowMaxBlockKernel(const T *__restrict__ x, float *__restrict__ out, int64_t rows,
-                                  int64_t width) {
+                                  int64_t width, int64_t valid) {
   __shared__ float shared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *row = x + r * width;
     float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < width; j += blockDim.x) m = fmaxf(m, load(row, j));
+    for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, load(row, j));
     m = blockMax(m, shared);
     if (threadIdx.x == 0) out[r] = m;
   }
@@ -51,18 +51,19 @@ __global__ void rowMaxBlockKernel(const T *__restrict__ x, float *__restrict__ o
 
 template <typename T> class ReduceMaxKernel final : public Kernel {
 public:
-  explicit ReduceMaxKernel(const KernelArgs &args)
-      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<float>()),
-        width_(args.inputs[0].dim(-1)), rows_(args.outputs[0].numel()) {}
+  ReduceMaxKernel(const KernelArgs &args, const contracts::ReduceMaxBinding &b)
+      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<float>()), width_(b.width),
+        valid_(b.valid), rows_(b.rows) {}
 
   void run(const StepContext &ctx) override {
     if (rows_ == 0) return;
     cudaStream_t stream = streamOf(ctx);
     if (width_ >= kWideRow) {
-      rowMaxBlockKernel<<<gridFor(rows_, 1), kBlock, 0, stream>>>(x_, out_, rows_, width_);
+      rowMaxBlockKernel<<<gridFor(rows_, 1), kBlock, 0, stream>>>(x_, out_, rows_, width_,
+                                                                   valid_);
     } else {
       rowMaxWarpKernel<<<gridFor(rows_, kWarpsPerBlock), kBlock, 0, stream>>>(x_, out_, rows_,
-                                                                             width_);
+                                                                             width_, valid_);
     }
     LLMC_CUDA_CHECK_LAUNCH();
   }
@@ -70,13 +71,13 @@ public:
 private:
   const T *x_;
   float *out_;
-  int64_t width_, rows_;
+  int64_t width_, valid_, rows_;
 };
 
 std::unique_ptr<Kernel> makeCudaReduceMax(const KernelArgs &args, std::string &error) {
   contracts::ReduceMaxBinding b;
   if (!contracts::bindReduceMax(args, error, &b)) return nullptr;
-  return makeFloatKernel<ReduceMaxKernel>(b.dtype, args);
+  return makeFloatKernel<ReduceMaxKernel>(b.dtype, args, b);
 }
 
 } // namespace

@@ -137,7 +137,9 @@ RefTensor crossEntropyGrad(const RefTensor &logits, const RefTensor &targets, do
 //===- reduce_max.cpp -----------------------------------------------------===//
 
 /// Maximum over the last dimension.
-RefTensor reduceMax(const RefTensor &x);
+/// Row maxima over the last dimension; with numClasses > 0, x holds classes
+/// [classOffset, classOffset + n) and those past numClasses are padding.
+RefTensor reduceMax(const RefTensor &x, int64_t classOffset = 0, int64_t numClasses = 0);
 
 //===- cross_entropy_sharded.cpp ------------------------------------------===//
 

@@ -29,9 +29,11 @@ std::vector<RefTensor> crossEntropyPartial(const RefTensor &logits, const RefTen
   require(shift.numel() == rows && logits.numel() == rows * n, "crossEntropyPartial",
           "logits must be rows x [V], targets and shift rows");
   RefTensor sumexp = like(shift), target = like(shift);
+  // Classes past numClasses are padding (a padded vocabulary's last shard).
+  int64_t valid = std::max<int64_t>(0, std::min(n, numClasses - classOffset));
   for (int64_t r = 0; r < rows; ++r) {
     const double *row = logits.data.data() + r * n;
-    for (int64_t j = 0; j < n; ++j) sumexp.data[r] += std::exp(row[j] - shift.data[r]);
+    for (int64_t j = 0; j < valid; ++j) sumexp.data[r] += std::exp(row[j] - shift.data[r]);
     int64_t column = shardColumn(targets.data[r], ignoreIndex, classOffset, n, numClasses,
                                  "crossEntropyPartial");
     if (column >= 0) target.data[r] = row[column];
@@ -45,8 +47,9 @@ RefTensor crossEntropyPartialGrad(const RefTensor &logits, const RefTensor &targ
                                   int64_t numClasses, int64_t ignoreIndex) {
   int64_t n = logits.shape.back(), rows = targets.numel();
   RefTensor dlogits = like(logits);
+  int64_t valid = std::max<int64_t>(0, std::min(n, numClasses - classOffset)); // padding: 0
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < n; ++j)
+    for (int64_t j = 0; j < valid; ++j)
       dlogits.data[r * n + j] =
           dsumexp.data[r] * std::exp(logits.data[r * n + j] - shift.data[r]);
     int64_t column = shardColumn(targets.data[r], ignoreIndex, classOffset, n, numClasses,

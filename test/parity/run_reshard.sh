@@ -34,6 +34,7 @@ add uneven-one 1 ""
 add uneven-zero1-dp3 3 "--mesh dp=3 --zero 1"
 add uneven-zero3-dp2 2 "--mesh dp=2 --zero 3"
 add uneven-zero2-dp4 4 "--mesh dp=4 --zero 2"
+add uneven-tp2 2 "--mesh tp=2"
 for name in "${!RANKS[@]}"; do
   model=("${common[@]}")
   [[ $name == uneven-* ]] && model=("${uneven[@]}")
@@ -54,7 +55,8 @@ for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-
             "dp2-tp2:tp4" "dp2-tp2:dp4" "dp2-tp2:one" "tp4:zero3-dp2" "zero3-dp4:tp2" \
             "zero3-dp2-tp2-sp:tp2" "one:zero3-dp2-tp2-sp" \
             "uneven-zero1-dp3:uneven-zero3-dp2" "uneven-zero3-dp2:uneven-zero2-dp4" \
-            "uneven-zero2-dp4:uneven-one" "uneven-one:uneven-zero1-dp3"; do
+            "uneven-zero2-dp4:uneven-one" "uneven-one:uneven-zero1-dp3" \
+            "uneven-tp2:uneven-zero1-dp3" "uneven-zero3-dp2:uneven-tp2"; do
   from=${pair%%:*}; to=${pair##*:}
   reference=reference
   [[ $from == uneven-* ]] && reference=uneven-reference

@@ -2,7 +2,7 @@
 // RUN: llmc-opt %t.gpt.mlir --llmc-shard="mesh=tp=2 sp=true" | FileCheck %s
 // RUN: llmc-opt %t.gpt.mlir --llmc-train-pipeline="mesh=tp=2 sp=true emit=train" | FileCheck %s --check-prefix=VOLUME
 // RUN: llmc model gpt2 --preset tiny --set n_layer=1 --set vocab_size=255 --set batch_size=2 --set seq_len=8 -o %t.odd.mlir
-// RUN: llmc-opt %t.odd.mlir --llmc-shard="mesh=tp=2 sp=true" | FileCheck %s --check-prefix=REPLICATED-HEAD
+// RUN: llmc-opt %t.odd.mlir --llmc-shard="mesh=tp=2 sp=true" | FileCheck %s --check-prefix=PADDED-HEAD
 // RUN: not llmc-opt %t.gpt.mlir --llmc-shard="mesh=dp=2 sp=true" 2>&1 | FileCheck %s --check-prefix=NOTP
 // RUN: llmc model gpt2 --preset tiny --set n_layer=1 --set batch_size=2 --set seq_len=6 -o %t.six.mlir
 // RUN: not llmc-opt %t.six.mlir --llmc-shard="mesh=tp=4 sp=true" 2>&1 | FileCheck %s --check-prefix=SEQ
@@ -46,13 +46,15 @@
 // The replicated gains' partial gradients are summed over tp.
 // VOLUME: dist.all_reduce %dgamma{{.*}} on @mesh axes ["tp"] reduction "sum" {llmc.backward} : tensor<64xf32>
 
-// A vocabulary that does not divide keeps the head replicated: the final
-// layernorm's output is gathered with replicated_grad (every rank repeats
-// the head, so the backward keeps its own positions).
-// REPLICATED-HEAD: llm.yield
-// REPLICATED-HEAD: %[[LF:.*]] = llm.layernorm {{.*}} : tensor<2x4x128xf32>, tensor<128xf32>
-// REPLICATED-HEAD-NEXT: %[[G:.*]] = dist.all_gather %[[LF]] on @mesh axes ["tp"] dim 1 {replicated_grad} : tensor<2x4x128xf32> -> tensor<2x8x128xf32>
-// REPLICATED-HEAD: llm.matmul %[[G]], %arg0 {transpose_b} : tensor<2x8x128xf32>, tensor<255x128xf32>
+// A vocabulary that does not divide (255 over 2) is padded to 2 x 128 and
+// the head stays vocabulary-parallel: the final layernorm's sequence shards
+// are gathered (as for any column-parallel input) into this rank's 128 rows
+// of the head, the padding masked out of the loss.
+// PADDED-HEAD: llm.yield
+// PADDED-HEAD: %[[LF:.*]] = llm.layernorm {{.*}} : tensor<2x4x128xf32>, tensor<128xf32>
+// PADDED-HEAD-NEXT: %[[G:.*]] = dist.all_gather %[[LF]] on @mesh axes ["tp"] dim 1 : tensor<2x4x128xf32> -> tensor<2x8x128xf32>
+// PADDED-HEAD-NEXT: llm.matmul %[[G]], %arg0 {transpose_b} : tensor<2x8x128xf32>, tensor<128x128xf32>
+// PADDED-HEAD: num_classes = 255
 
 // NOTP: error: shard: sequence parallelism (sp) splits over the tensor-parallel axis; the mesh needs tp >= 2
 // SEQ: error: sequence parallelism: sequence length 6 does not split over 4 tensor-parallel ranks

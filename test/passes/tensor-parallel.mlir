@@ -9,6 +9,8 @@
 // RUN: llmc-opt %t.llama.mlir --llmc-shard="mesh=tp=2" | FileCheck %s --check-prefix=LLAMA
 // RUN: not llmc-opt %t.llama.mlir --llmc-shard="mesh=tp=4" 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not llmc-opt %s --llmc-shard="mesh=tp=2" 2>&1 | FileCheck %s --check-prefix=PATTERN
+// RUN: llmc model gpt2 --preset tiny --set n_layer=1 --set batch_size=2 --set seq_len=8 --set n_embd=64 --set vocab_size=257 -o %t.odd.mlir
+// RUN: llmc-opt %t.odd.mlir --llmc-shard="mesh=tp=2" | FileCheck %s --check-prefix=PADDED
 
 // GPT-2: the fused QKV projection is column-parallel with its columns in
 // three blocks (q, k, v) split per rank; heads are split; the output
@@ -42,7 +44,7 @@
 // VOCAB: llm.yield
 // VOCAB: %[[X:.*]] = dist.replicate %{{.*}} on @mesh axes ["tp"] : tensor<2x8x64xf32>
 // VOCAB-NEXT: %[[L:.*]] = llm.matmul %[[X]], %arg0 {transpose_b} : tensor<2x8x64xf32>, tensor<128x64xf32> -> tensor<2x8x128xf32>
-// VOCAB-NEXT: %[[M:.*]] = llm.reduce_max %[[L]] : tensor<2x8x128xf32> -> tensor<2x8xf32>
+// VOCAB-NEXT: %[[M:.*]] = llm.reduce_max %[[L]] {dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "class_offset", index = 0, axes = ["tp"], stride = 128>], num_classes = 256 : i64} : tensor<2x8x128xf32> -> tensor<2x8xf32>
 // VOCAB-NEXT: %[[MAX:.*]] = dist.all_reduce %[[M]] on @mesh axes ["tp"] reduction "max"
 // VOCAB-NEXT: %[[SHIFT:.*]] = llm.stop_gradient %[[MAX]]
 // VOCAB-NEXT: %[[S:.*]], %[[T:.*]] = llm.cross_entropy_partial %[[L]], %{{.*}}, %[[SHIFT]] {dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "class_offset", index = 0, axes = ["tp"], stride = 128>], num_classes = 256 : i64}
@@ -71,9 +73,11 @@
 // LLAMA: llm.attention {{.*}} : tensor<2x8x2x32xf32>, tensor<2x8x1x32xf32>
 // LLAMA: llm.swiglu {{.*}} : tensor<2x8x176xf32>
 
-// A vocabulary that does not divide stays replicated (blocks are still split).
-// ODD: %arg0: tensor<255x128xf32> {llm.param = #llm.param<name = "wte.weight", init = "normal", scale = 2.000000e-02>}
-// ODD: llm.cross_entropy %{{.*}} : tensor<8x128x255xf32>
+// A vocabulary that does not divide is padded, never replicated: 255 rows
+// over 2 ranks are 2 x 128 (the last row padding).
+// ODD: %arg0: tensor<128x128xf32> {llm.param = #llm.param<name = "wte.weight", init = "normal", scale = 2.000000e-02>, llmc.shard = {global_shape = array<i64: 255, 128>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]}}
+// ODD-NOT: llm.cross_entropy %
+// ODD: llm.cross_entropy_partial {{.*}}num_classes = 255 : i64{{.*}} : tensor<8x128x128xf32>
 
 // HEADS: error: 'llm.attention' op tensor parallelism: 4 query and 2 key/value heads do not split over 4 ranks
 // PATTERN: error: 'llm.yield' op tensor parallelism: uses the split result of 'llm.gelu', which must feed a projection (row-parallel matmul)
@@ -87,3 +91,14 @@ func.func @forward(%w: tensor<8x8xf32> {llm.param = #llm.param<name = "w", init 
   %l = llm.cross_entropy %y, %t : tensor<2x8xf32>, tensor<2xi32>
   return %l : tensor<f32>
 }
+
+// A vocabulary tp does not divide (257 over 2) is padded to 2 x 129 rows: the
+// table keeps its global shape in llmc.shard, each rank looks up its 129 rows
+// (the last one past 257 is padding no id reaches), and the loss leaves the
+// padded class out of its max, sum and gradient (num_classes = 257).
+// PADDED-LABEL: func.func @forward
+// PADDED-SAME: %arg0: tensor<129x64xf32> {llm.param = #llm.param<name = "wte.weight"{{[^>]*}}>, llmc.shard = {global_shape = array<i64: 257, 64>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]}}
+// PADDED: llm.embedding %arg0, %{{.*}} {dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "row_offset", index = 0, axes = ["tp"], stride = 129>], vocab_size = 257 : i64} : tensor<129x64xf32>
+// PADDED: %[[L:.*]] = llm.matmul %{{.*}}, %arg0 {transpose_b} : tensor<2x8x64xf32>, tensor<129x64xf32> -> tensor<2x8x129xf32>
+// PADDED-NEXT: llm.reduce_max %[[L]] {dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "class_offset", index = 0, axes = ["tp"], stride = 129>], num_classes = 257 : i64}
+// PADDED: llm.cross_entropy_partial %[[L]], {{.*}} {dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "class_offset", index = 0, axes = ["tp"], stride = 129>], num_classes = 257 : i64}

@@ -156,6 +156,79 @@ TEST(ShardedCrossEntropyKernels, ShardsCombineToTheWholeLossAndGradient) {
     }
 }
 
+// A vocabulary padded to a multiple of the shards (29 classes in 3 shards of
+// 10): the last shard's padding column holds garbage, which reduce_max,
+// cross_entropy_partial and its gradient must leave out: the combined loss
+// is the 29-class one, and the padding gets no gradient.
+TEST(ShardedCrossEntropyKernels, PaddedClassesAreLeftOut) {
+  const std::vector<int64_t> rows = {2, 3};
+  const int64_t width = 10, shards = 3, vocab = 29, ignore = -100;
+  RefTensor logits = roundTo(randomTensor({2, 3, vocab}, 4242, 4.0), DType::F32);
+  RefTensor targets = randomIds(rows, 4243, 0, vocab);
+  Buffer tb = Buffer::of(targets, DType::I32);
+  auto shardAttrs = [&](int64_t s) {
+    return attrs({}, {{"class_offset", s * width}, {"num_classes", vocab},
+                      {"ignore_index", ignore}});
+  };
+  std::vector<RefTensor> pieces;
+  RefTensor shift = RefTensor::zeros(rows);
+  for (double &v : shift.data) v = -INFINITY;
+  for (int64_t s = 0; s < shards; ++s) {
+    RefTensor piece = RefTensor::zeros({2, 3, width});
+    for (int64_t r = 0; r < 6; ++r)
+      for (int64_t j = 0; j < width; ++j)
+        piece.data[r * width + j] =
+            s * width + j < vocab ? logits.data[r * vocab + s * width + j] : 50.0 + r;
+    pieces.push_back(piece);
+    Buffer pb = Buffer::of(piece, DType::F32), m(DType::F32, rows);
+    m.poison();
+    ASSERT_TRUE(runKernel("reduce_max", {&pb}, {&m},
+                          attrs({}, {{"class_offset", s * width}, {"num_classes", vocab}})));
+    RefTensor expected = ref::reduceMax(piece, s * width, vocab);
+    EXPECT_CLOSE(m.toRef(), expected, Metric::Elementwise, 0.0);
+    for (int64_t r = 0; r < 6; ++r) {
+      EXPECT_LT(m.toRef().data[r], 50.0) << "padding entered the maximum";
+      shift.data[r] = std::max(shift.data[r], m.toRef().data[r]);
+    }
+  }
+  Buffer shiftb = Buffer::of(shift, DType::F32);
+  RefTensor sumexp = RefTensor::zeros(rows), target = RefTensor::zeros(rows);
+  for (int64_t s = 0; s < shards; ++s) {
+    Buffer pb = Buffer::of(pieces[s], DType::F32), se(DType::F32, rows), tl(DType::F32, rows);
+    ASSERT_TRUE(runKernel("cross_entropy_partial", {&pb, &tb, &shiftb}, {&se, &tl},
+                          shardAttrs(s)));
+    std::vector<RefTensor> expected =
+        ref::crossEntropyPartial(pieces[s], targets, shift, s * width, vocab, ignore);
+    EXPECT_CLOSE(se.toRef(), expected[0], Metric::Elementwise, 1e-5);
+    for (int64_t r = 0; r < 6; ++r) {
+      sumexp.data[r] += se.toRef().data[r];
+      target.data[r] += tl.toRef().data[r];
+    }
+  }
+  Buffer seb = Buffer::of(sumexp, DType::F32), tlb = Buffer::of(target, DType::F32),
+         loss(DType::F32, {});
+  ASSERT_TRUE(runKernel("cross_entropy_finish", {&seb, &shiftb, &tlb, &tb}, {&loss},
+                        attrs({}, {{"ignore_index", ignore}})));
+  EXPECT_CLOSE(loss.toRef(), ref::crossEntropy(logits, targets, ignore), Metric::Elementwise,
+               1e-5);
+
+  Buffer dloss = Buffer::of(RefTensor{{}, {1.0}}, DType::F32), ds(DType::F32, rows),
+         dm(DType::F32, rows), dt(DType::F32, rows);
+  ASSERT_TRUE(runKernel("cross_entropy_finish_grad", {&seb, &tb, &dloss}, {&ds, &dm, &dt},
+                        attrs({}, {{"ignore_index", ignore}})));
+  Buffer last = Buffer::of(pieces.back(), DType::F32), dl(DType::F32, {2, 3, width});
+  dl.poison();
+  ASSERT_TRUE(runKernel("cross_entropy_partial_grad", {&last, &tb, &shiftb, &ds, &dt}, {&dl},
+                        shardAttrs(shards - 1)));
+  for (int64_t r = 0; r < 6; ++r)
+    EXPECT_EQ(dl.toRef().data[r * width + width - 1], 0.0) << "padding got a gradient";
+  RefTensor expectedGrad = ref::crossEntropyGrad(logits, targets, 1.0, ignore);
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t j = 0; j + 1 < width; ++j)
+      EXPECT_NEAR(dl.toRef().data[r * width + j],
+                  expectedGrad.data[r * vocab + (shards - 1) * width + j], 1e-5);
+}
+
 TEST(ShardedCrossEntropyKernels, BadAttributesAreNamed) {
   TensorView logits = typeOnly(DType::F32, {4, 8}), targets = typeOnly(DType::I32, {4}),
              stat = typeOnly(DType::F32, {4});
@@ -166,6 +239,9 @@ TEST(ShardedCrossEntropyKernels, BadAttributesAreNamed) {
   EXPECT_NE(bindError("cross_entropy_partial", {logits, targets, stat}, {stat, stat},
                       attrs({}, {{"class_offset", 4}, {"num_classes", 10}}))
                 .find("classes [4, 12) do not fit in num_classes 10"),
+            std::string::npos);
+  EXPECT_NE(bindError("reduce_max", {logits}, {stat}, attrs({}, {{"num_classes", -3}}))
+                .find("class_offset and num_classes must be >= 0"),
             std::string::npos);
 }
 
