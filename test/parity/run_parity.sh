@@ -8,7 +8,8 @@
 # adapters split like their weights; 8-bit AdamW checks its state under
 # data and tensor parallelism and ZeRO; an uneven GPT-2 (vocabulary 257,
 # width 70; a Llama with vocabulary 257) checks ZeRO's padded shards on 2,
-# 3 and 4 ranks and the padded vocabulary of tensor parallelism. Each layout
+# 3 and 4 ranks and the padded vocabulary of tensor parallelism; a narrow
+# GPT-2 with the real vocabulary of 50257 does the same at that size. Each layout
 # runs twice:
 # plainly, and with random delays before every collective (a rank that runs
 # ahead must still meet its peers in the same order).
@@ -16,7 +17,7 @@
 #   run_parity.sh <bin dir> <work dir> [family ...]
 set -euo pipefail
 BIN=$1; WORK=$2; shift 2
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven}
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -61,6 +62,10 @@ LAYOUTS=(
   "uneven-hybrid-dp2-fsdp2|4|--mesh dp=2,fsdp=2 --zero 3|gpt2-uneven"
   "uneven-tp2|2|--mesh tp=2|gpt2-uneven llama-uneven"
   "uneven-dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp --zero 1|gpt2-uneven llama-uneven"
+  # GPT-2's real vocabulary, 50257, on a narrow model.
+  "vocab50257-zero3-dp2|2|--mesh dp=2 --zero 3|gpt2-vocab50257"
+  "vocab50257-zero1-dp3|3|--mesh dp=3 --zero 1|gpt2-vocab50257"
+  "vocab50257-tp2-sp|2|--mesh tp=2 --sp|gpt2-vocab50257"
   # Pipelines (4 layers, 4 microbatches): every schedule, with and without
   # recomputation, alone and with data and tensor parallelism.
   "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp gpt2-lora-pp"
@@ -95,6 +100,9 @@ for family in $FAMILIES; do
   [[ $family == gpt2-uneven ]] && common=(--model "$model" --preset tiny --set n_layer=2
                                           --set batch_size=12 --set seq_len=32 --set vocab_size=257
                                           --set n_embd=70 --set n_head=2 --set n_kv_head=2)
+  [[ $family == gpt2-vocab50257 ]] && common=(--model "$model" --preset tiny --set n_layer=1
+                                              --set batch_size=6 --set seq_len=16 --set vocab_size=50257
+                                              --set n_embd=64 --set n_head=2 --set n_kv_head=2)
   [[ $family == llama-uneven ]] && common=(--model "$model" --preset tiny --set n_layer=2
                                            --set batch_size=12 --set seq_len=32 --set vocab_size=257)
   [[ $family == *-bf16 ]] && common+=(--precision bf16) && tolerance=1e-3
