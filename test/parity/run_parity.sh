@@ -62,6 +62,7 @@ LAYOUTS=(
   "uneven-hybrid-dp2-fsdp2|4|--mesh dp=2,fsdp=2 --zero 3|gpt2-uneven"
   "uneven-tp2|2|--mesh tp=2|gpt2-uneven llama-uneven"
   "uneven-dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp --zero 1|gpt2-uneven llama-uneven"
+  "uneven-pp2-dp2-tp2|8|--mesh pp=2,dp=2,tp=2 --zero 1|gpt2-uneven"
   # GPT-2's real vocabulary, 50257, on a narrow model.
   "vocab50257-zero3-dp2|2|--mesh dp=2 --zero 3|gpt2-vocab50257"
   "vocab50257-zero1-dp3|3|--mesh dp=3 --zero 1|gpt2-vocab50257"
