@@ -1,25 +1,24 @@
-//===- TcpCommunicator.h - collectives over TCP sockets ---------*- C++ -*-===//
+//===- TcpCommunicator.h - collectives over TCP, moved by Gloo --*- C++ -*-===//
 //
-// The transport for ranks started without an MPI launcher: torchrun-style
+// The transport for ranks started without an MPI launcher: by torchrun
 // (every process gets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or by
-// srun without an MPI plugin (SLURM_PROCID, SLURM_NTASKS, ...). Plain POSIX
-// sockets, so a cluster with no MPI installation can still train.
+// srun without an MPI plugin (SLURM_PROCID, SLURM_NTASKS, ...); see
+// LaunchEnvironment.h. No MPI installation needed.
 //
-// Start-up: rank 0 listens on MASTER_PORT; every other rank opens its own
-// listening socket, connects to MASTER_ADDR:MASTER_PORT and reports its rank
-// and port; rank 0 answers with everybody's address, and the ranks connect
-// pairwise (the higher rank dials the lower), so every pair of ranks shares
-// one TCP stream.
+// Start-up: rank 0 serves a key-value store on MASTER_PORT (TcpStore.h);
+// every rank connects to it, and rank 0 checks that all were started alike.
+// Each group then gets a Gloo context, a full mesh of TCP connections among
+// its members, set up through the store when the group is first asked for.
 //
 // Groups and their member order are those of the MPI communicator (see
-// runtime/Mesh.h). Reductions run as a ring reduce-scatter followed by a ring
-// all-gather; each element is summed in one fixed order on one member and
-// copied to the others, so results are bit-identical on every member and
-// from run to run. bf16 travels and accumulates as fp32 and is rounded once.
+// runtime/Mesh.h). Gloo's ring all-reduce reduces each element on one member
+// and copies it to the others, so results are bit-identical on every
+// member; bf16 travels and accumulates as fp32 and is rounded once.
 //
 // No wait is unbounded: a collective or a start-up step slower than the
-// timeout, or a peer whose connection closes without saying goodbye (it
-// died), throws an error naming this rank, the operation and the peer.
+// timeout, or a peer whose connection closes, throws an error naming this
+// rank, the operation and the cause (the rank that died, failed or had
+// already finished, or the ranks a timed-out collective waits for).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_COMM_TCPCOMMUNICATOR_H
