@@ -1,4 +1,4 @@
-//===- LaunchEnvironment.h - how this process was started --------*- C++ -*-===//
+//===- LaunchEnvironment.h - how this process was started -------*- C++ -*-===//
 //
 // A launch without mpirun names the ranks in environment variables:
 // torchrun's (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_WORLD_SIZE)
