@@ -2,86 +2,41 @@
 //
 // Gloo moves the bytes: every group gets a Gloo context (a full mesh of TCP
 // connections among its members) when it is first asked for, the world's
-// also carries send/recv. What Gloo leaves to its user is here:
-//  - Reductions Gloo has no type for: bf16 is widened to fp32, reduced and
-//    rounded once; a mean divides the sum.
-//  - reduce_scatter: Gloo's current API has none. all_to_all hands chunk c
-//    of every member to member c, which adds the chunks up in member order
-//    (each rank sends and receives what a ring reduce-scatter would).
+// also carries send/recv; the collectives are in TcpCollectives.cpp. What
+// Gloo leaves to its user is here:
+//  - Start-up through rank 0's store (runtime/comm/TcpStore.h), which Gloo's
+//    rendezvous uses too, under one key prefix per group.
 //  - Sends return at once, so they go out from a copy (the caller may reuse
 //    its buffer) and completeSends() waits for them; a send to this rank
 //    itself never leaves it.
 //  - Errors: a Gloo failure becomes one naming this rank, the operation and
-//    the first cause rank 0's store knows of (runtime/comm/TcpStore.h); a
-//    timeout names the members that had not reached the collective or did
-//    not answer. The failing rank reports before it closes its connections,
-//    so every rank it leaves behind names the same cause.
+//    the first cause the store knows of; a timeout names the members that
+//    had not reached the collective or did not answer. The failing rank
+//    reports before it closes its connections, so every rank it leaves
+//    behind names the same cause.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/comm/TcpCommunicator.h"
+#include "runtime/comm/TcpCommunicatorImpl.h"
 
-#include "runtime/comm/MeshGroup.h"
 #include "runtime/comm/Socket.h"
-#include "runtime/comm/TcpStore.h"
 #include "runtime/support/Error.h"
 
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
-#include <gloo/alltoall.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
-#include <gloo/math.h>
-#include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
-#include <algorithm>
-#include <atomic>
-#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <exception>
-#include <map>
-#include <mutex>
-#include <random>
 #include <thread>
 
 namespace llmc {
+namespace tcp {
 namespace {
 
 /// Slots of send/recv messages in the world's context: above the prefixes
 /// of Gloo's collectives (0x01-0x08), the program's tag below.
 constexpr uint64_t kSendRecvSlot = uint64_t{0x10} << 56;
-
-using ReduceFn = void (*)(void *, const void *, const void *, size_t);
-
-template <typename T> ReduceFn reduceFn(Reduction r) {
-  return r == Reduction::Max ? static_cast<ReduceFn>(&gloo::max<T>)
-                             : static_cast<ReduceFn>(&gloo::sum<T>);
-}
-
-/// Calls `f` with a value of the C++ type Gloo reduces `t` as (bf16: fp32,
-/// which it is widened to first).
-template <typename F> void withType(DType t, F &&f) {
-  switch (t) {
-  case DType::F32:
-  case DType::BF16: f(float{}); break;
-  case DType::F64: f(double{}); break;
-  case DType::I32: f(int32_t{}); break;
-  case DType::I64: f(int64_t{}); break;
-  case DType::U8: f(uint8_t{}); break;
-  case DType::F16: f(uint16_t{}); break; // moved, never reduced
-  }
-}
-
-/// Grows `buffer` to at least `bytes` (never shrinks: reused across steps).
-uint8_t *atLeast(std::vector<uint8_t> &buffer, size_t bytes) {
-  if (buffer.size() < bytes) buffer.resize(bytes);
-  return buffer.data();
-}
 
 std::string rankList(const std::vector<int> &ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
@@ -90,129 +45,7 @@ std::string rankList(const std::vector<int> &ranks) {
   return text;
 }
 
-class TcpCommunicator;
-
-class TcpGroup final : public CommGroup {
-public:
-  TcpGroup(TcpCommunicator &owner, MeshGroup info, std::vector<int> members,
-           std::shared_ptr<gloo::Context> context)
-      : owner_(owner), info_(std::move(info)), members_(std::move(members)),
-        context_(std::move(context)) {}
-
-  int size() const override { return static_cast<int>(members_.size()); }
-  int rank() const override { return info_.position; }
-  void allReduce(const void *in, void *out, size_t n, DType t, Reduction r) override;
-  void allGather(const void *in, void *out, size_t n, DType t) override {
-    allGatherAs(CommLabel{"all_gather over ", &info_.name}, in, out, n * dtypeSize(t));
-  }
-  void reduceScatter(const void *in, void *out, size_t n, DType t, Reduction r) override;
-  void broadcast(void *buffer, size_t n, DType t, int root) override;
-  void reduce(const void *in, void *out, size_t n, DType t, Reduction r, int root) override;
-  void allToAll(const void *in, void *out, size_t n, DType t) override;
-
-  /// All-gather of `bytes` per member under the name `what`.
-  void allGatherAs(const CommLabel &what, const void *in, void *out, size_t bytes);
-  void barrierAs(const CommLabel &what);
-
-  const MeshGroup &info() const { return info_; }
-  const std::vector<int> &members() const { return members_; }
-  /// Collectives entered so far; read by the store's thread for probes.
-  uint64_t entered() const { return entered_; }
-  const std::shared_ptr<gloo::Context> &context() const { return context_; }
-  /// Closes the group's connections.
-  void drop() { context_.reset(); }
-
-private:
-  /// Runs one collective through Gloo: `body(tag)`; failures become errors
-  /// that name this rank and what went wrong.
-  template <typename F> void run(const CommLabel &what, F &&body);
-  /// Every member checks the same arguments, so all of them stop here alike.
-  void checkReduction(const CommLabel &what, DType t, Reduction r) const;
-  /// Checks a reduction's arguments; true when there is nothing to
-  /// communicate (one member: `out` is `in`; no elements).
-  bool reducesAlone(const CommLabel &what, const void *in, void *out, size_t n, DType t,
-                    Reduction r) const;
-  /// `work` (the reduced values, fp32 for bf16) as dtype `t` in `out`, a
-  /// mean divided by the group size.
-  void finish(const void *work, void *out, size_t n, DType t, Reduction r) const;
-  float *widened(const void *in, size_t n);
-
-  TcpCommunicator &owner_;
-  MeshGroup info_;
-  std::vector<int> members_; ///< world ranks by position
-  std::shared_ptr<gloo::Context> context_;
-  std::atomic<uint64_t> entered_{0};
-  // Reused by every collective, so that none allocates after the first few.
-  std::vector<float> wide_, part_;
-  std::vector<uint8_t> scratch_;
-};
-
-class TcpCommunicator final : public Communicator {
-public:
-  TcpCommunicator(const Mesh &mesh, const LaunchEnvironment &launch, const CommOptions &options);
-  ~TcpCommunicator() override;
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  CommGroup &group(const std::vector<std::string> &axes) override;
-  void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
-  void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
-  void barrier() override { world().barrierAs(CommLabel{"barrier"}); }
-  void completeSends() override;
-  std::vector<uint64_t> allGatherWorld(uint64_t value) override;
-
-  /// Throws when an earlier failure closed this rank's connections.
-  void usable(const CommLabel &what) const;
-  /// The optional random delay before a communication (shakes out ordering
-  /// bugs).
-  void debugDelay();
-  std::chrono::milliseconds timeout() const {
-    return std::chrono::milliseconds(
-        std::max<int64_t>(1, std::llround(options_.timeoutSeconds * 1000)));
-  }
-  /// Runs `body`; a failure becomes an error naming this rank, `what` and
-  /// the cause. `group`: the collective's group; else `peer`, the other end
-  /// of a send (`sending`) or recv.
-  template <typename F>
-  void guard(const CommLabel &what, const TcpGroup *group, int peer, bool sending, F &&body) {
-    try {
-      body();
-    } catch (const std::exception &e) {
-      failed(what, group, peer, sending, e.what());
-    }
-  }
-
-private:
-  [[noreturn]] void failed(const CommLabel &what, const TcpGroup *group, int peer, bool sending,
-                           const std::string &error);
-  /// Tells rank 0's store why this rank stops and closes its connections,
-  /// so that the ranks waiting for it notice at once.
-  void breakDown(const std::string &why);
-  std::shared_ptr<gloo::Context> connect(const MeshGroup &g, const std::vector<int> &members);
-  uint64_t entered(uint32_t mask);
-  TcpGroup &world();
-  int peerAlong(const std::string &axis, int shift) const;
-
-  Mesh mesh_;
-  CommOptions options_;
-  int rank_ = 0, size_ = 1;
-  std::vector<int> coords_;
-  std::mutex groupsMutex_; ///< the store's thread reads groups_ for probes
-  std::map<uint32_t, std::unique_ptr<TcpGroup>> groups_; ///< by axis mask
-  TcpGroup *world_ = nullptr;
-  std::unique_ptr<TcpStoreServer> server_; ///< rank 0
-  std::unique_ptr<TcpStoreClient> store_;
-  std::shared_ptr<gloo::transport::Device> device_;
-  struct PendingSend {
-    int peer = 0;
-    std::vector<uint8_t> data;
-    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
-  };
-  std::vector<std::unique_ptr<PendingSend>> sends_;
-  std::map<int, std::deque<std::vector<uint8_t>>> toSelf_; ///< by tag
-  std::mt19937 rng_;
-  bool broken_ = false;
-};
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Start-up and shut-down
@@ -280,6 +113,8 @@ TcpCommunicator::~TcpCommunicator() {
   server_.reset();
 }
 
+namespace {
+
 /// The store's keys under one group's name, and errors that name the ranks
 /// that did not join.
 class GroupStore final : public gloo::rendezvous::Store {
@@ -326,6 +161,8 @@ private:
   int rank_;
   double timeout_;
 };
+
+} // namespace
 
 std::shared_ptr<gloo::Context> TcpCommunicator::connect(const MeshGroup &g,
                                                         const std::vector<int> &members) {
@@ -526,197 +363,12 @@ std::vector<uint64_t> TcpCommunicator::allGatherWorld(uint64_t value) {
   return all;
 }
 
-//===----------------------------------------------------------------------===//
-// Collectives
-//===----------------------------------------------------------------------===//
-
-template <typename F> void TcpGroup::run(const CommLabel &what, F &&body) {
-  owner_.usable(what);
-  owner_.debugDelay();
-  // Gloo's tag: the collective's number in this group, alike on every
-  // member, so that messages of consecutive collectives never mix.
-  uint32_t tag = static_cast<uint32_t>(++entered_);
-  owner_.guard(what, this, -1, false, [&] { body(tag); });
-}
-
-void TcpGroup::checkReduction(const CommLabel &what, DType t, Reduction r) const {
-  if (t == DType::F16)
-    fail("rank ", owner_.rank(), ": ", what, ": f16 reductions are not supported");
-  if (r == Reduction::Mean && t != DType::F32 && t != DType::F64 && t != DType::BF16)
-    fail("rank ", owner_.rank(), ": ", what, ": mean reduction of ", dtypeName(t),
-         " is not supported");
-}
-
-bool TcpGroup::reducesAlone(const CommLabel &what, const void *in, void *out, size_t n, DType t,
-                            Reduction r) const {
-  checkReduction(what, t, r);
-  if (size() != 1 && n != 0) return false;
-  if (in != out && n) std::memmove(out, in, n * dtypeSize(t));
-  return true;
-}
-
-float *TcpGroup::widened(const void *in, size_t n) {
-  if (wide_.size() < n) wide_.resize(n);
-  const uint16_t *src = static_cast<const uint16_t *>(in);
-  for (size_t i = 0; i < n; ++i) wide_[i] = bf16ToFloat(src[i]);
-  return wide_.data();
-}
-
-void TcpGroup::finish(const void *work, void *out, size_t n, DType t, Reduction r) const {
-  bool mean = r == Reduction::Mean;
-  if (t == DType::BF16) {
-    const float *w = static_cast<const float *>(work);
-    float scale = static_cast<float>(size());
-    for (size_t i = 0; i < n; ++i)
-      static_cast<uint16_t *>(out)[i] = floatToBf16(mean ? w[i] / scale : w[i]);
-    return;
-  }
-  if (work != out && n) std::memmove(out, work, n * dtypeSize(t));
-  if (!mean) return;
-  if (t == DType::F32)
-    for (size_t i = 0; i < n; ++i) static_cast<float *>(out)[i] /= static_cast<float>(size());
-  else
-    for (size_t i = 0; i < n; ++i) static_cast<double *>(out)[i] /= size();
-}
-
-void TcpGroup::allReduce(const void *in, void *out, size_t n, DType t, Reduction r) {
-  CommLabel what{"all_reduce over ", &info_.name};
-  if (reducesAlone(what, in, out, n, t, r)) return;
-  run(what, [&](uint32_t tag) {
-    // In place on `out` (or on fp32 copies of bf16), which Gloo reads as
-    // the input too.
-    void *work = t == DType::BF16 ? widened(in, n) : out;
-    if (work == out && in != out) std::memmove(out, in, n * dtypeSize(t));
-    withType(t, [&](auto type) {
-      using T = decltype(type);
-      gloo::AllreduceOptions o(context_);
-      o.setOutput(static_cast<T *>(work), n);
-      o.setReduceFunction(reduceFn<T>(r));
-      o.setTag(tag);
-      o.setTimeout(owner_.timeout());
-      gloo::allreduce(o);
-    });
-    finish(work, out, n, t, r);
-  });
-}
-
-void TcpGroup::reduceScatter(const void *in, void *out, size_t n, DType t, Reduction r) {
-  CommLabel what{"reduce_scatter over ", &info_.name};
-  if (reducesAlone(what, in, out, n, t, r)) return;
-  run(what, [&](uint32_t tag) {
-    size_t p = static_cast<size_t>(size()), bytes = n * dtypeSize(t);
-    uint8_t *chunks = atLeast(scratch_, p * bytes);
-    gloo::AlltoallOptions o(context_);
-    o.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), p * bytes);
-    o.setOutput(chunks, p * bytes);
-    o.setTag(tag);
-    o.setTimeout(owner_.timeout());
-    gloo::alltoall(o);
-    // Chunk m came from member m: the sum runs in member order.
-    if (t == DType::BF16) {
-      float *acc = widened(chunks, n);
-      if (part_.size() < n) part_.resize(n);
-      for (size_t m = 1; m < p; ++m) {
-        const uint16_t *chunk = reinterpret_cast<const uint16_t *>(chunks + m * bytes);
-        for (size_t i = 0; i < n; ++i) part_[i] = bf16ToFloat(chunk[i]);
-        reduceFn<float>(r)(acc, acc, part_.data(), n);
-      }
-      finish(acc, out, n, t, r);
-      return;
-    }
-    withType(t, [&](auto type) {
-      using T = decltype(type);
-      for (size_t m = 1; m < p; ++m) reduceFn<T>(r)(chunks, chunks, chunks + m * bytes, n);
-    });
-    finish(chunks, out, n, t, r);
-  });
-}
-
-void TcpGroup::reduce(const void *in, void *out, size_t n, DType t, Reduction r, int root) {
-  CommLabel what{"reduce over ", &info_.name};
-  if (reducesAlone(what, in, out, n, t, r)) return;
-  run(what, [&](uint32_t tag) {
-    bool isRoot = info_.position == root;
-    // Off the root, Gloo uses the output as scratch: never the caller's.
-    const void *src = t == DType::BF16 ? widened(in, n) : in;
-    size_t workBytes = n * dtypeSize(t == DType::BF16 ? DType::F32 : t);
-    void *work = isRoot && t != DType::BF16 ? out : atLeast(scratch_, workBytes);
-    withType(t, [&](auto type) {
-      using T = decltype(type);
-      gloo::ReduceOptions o(context_);
-      o.setInput(static_cast<T *>(const_cast<void *>(src)), n);
-      o.setOutput(static_cast<T *>(work), n);
-      o.setRoot(root);
-      o.setReduceFunction(reduceFn<T>(r));
-      o.setTag(tag);
-      o.setTimeout(owner_.timeout());
-      gloo::reduce(o);
-    });
-    if (isRoot) finish(work, out, n, t, r);
-  });
-}
-
-void TcpGroup::broadcast(void *buffer, size_t n, DType t, int root) {
-  if (size() == 1 || n == 0) return;
-  run(CommLabel{"broadcast over ", &info_.name}, [&](uint32_t tag) {
-    gloo::BroadcastOptions o(context_);
-    o.setOutput(static_cast<uint8_t *>(buffer), n * dtypeSize(t));
-    o.setRoot(root);
-    o.setTag(tag);
-    o.setTimeout(owner_.timeout());
-    gloo::broadcast(o);
-  });
-}
-
-void TcpGroup::allGatherAs(const CommLabel &what, const void *in, void *out, size_t bytes) {
-  uint8_t *mine = static_cast<uint8_t *>(out) + bytes * static_cast<size_t>(info_.position);
-  if (bytes && mine != in) std::memmove(mine, in, bytes);
-  if (size() == 1 || bytes == 0) return;
-  run(what, [&](uint32_t tag) {
-    gloo::AllgatherOptions o(context_);
-    o.setOutput(static_cast<uint8_t *>(out), bytes * members_.size()); // in place
-    o.setTag(tag);
-    o.setTimeout(owner_.timeout());
-    gloo::allgather(o);
-  });
-}
-
-void TcpGroup::allToAll(const void *in, void *out, size_t n, DType t) {
-  size_t bytes = n * dtypeSize(t), all = bytes * members_.size();
-  if (size() == 1 || bytes == 0) {
-    if (bytes && in != out) std::memmove(out, in, bytes);
-    return;
-  }
-  if (in == out) { // Gloo reads the input while it writes the output
-    std::memcpy(atLeast(scratch_, all), in, all);
-    in = scratch_.data();
-  }
-  run(CommLabel{"all_to_all over ", &info_.name}, [&](uint32_t tag) {
-    gloo::AlltoallOptions o(context_);
-    o.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), all);
-    o.setOutput(static_cast<uint8_t *>(out), all);
-    o.setTag(tag);
-    o.setTimeout(owner_.timeout());
-    gloo::alltoall(o);
-  });
-}
-
-void TcpGroup::barrierAs(const CommLabel &what) {
-  if (size() == 1) return;
-  run(what, [&](uint32_t tag) {
-    gloo::BarrierOptions o(context_);
-    o.setTag(tag);
-    o.setTimeout(owner_.timeout());
-    gloo::barrier(o);
-  });
-}
-
-} // namespace
+} // namespace tcp
 
 std::unique_ptr<Communicator> makeTcpCommunicator(const Mesh &mesh,
                                                   const LaunchEnvironment &launch,
                                                   const CommOptions &options) {
-  return std::make_unique<TcpCommunicator>(mesh, launch, options);
+  return std::make_unique<tcp::TcpCommunicator>(mesh, launch, options);
 }
 
 } // namespace llmc

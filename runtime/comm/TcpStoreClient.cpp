@@ -23,6 +23,11 @@ namespace llmc {
 using namespace store;
 using net::now;
 
+/// How long an answer to a quick request may take: rank 0's store thread
+/// answers at once unless rank 0 has stopped, and a rank that is failing
+/// must not wait long on a stopped rank 0.
+constexpr double kReplySeconds = 5;
+
 TcpStoreClient::TcpStoreClient(const std::string &host, int port, int rank, int worldSize,
                                double timeoutSeconds, std::function<uint64_t(uint32_t)> entered)
     : rank_(rank), timeout_(timeoutSeconds), where_(host + ":" + std::to_string(port)),
@@ -70,7 +75,7 @@ TcpStoreClient::~TcpStoreClient() {
 bool TcpStoreClient::send(uint16_t op, uint32_t id, const std::vector<char> &payload) {
   std::vector<char> bytes = frame(op, id, payload);
   std::lock_guard<std::mutex> lock(writeMutex_);
-  return net::writeAll(fd_, bytes.data(), bytes.size(), now() + 10).empty();
+  return net::writeAll(fd_, bytes.data(), bytes.size(), now() + kReplySeconds).empty();
 }
 
 TcpStoreClient::Reply TcpStoreClient::request(uint16_t op, const std::vector<char> &payload,
@@ -173,7 +178,7 @@ std::vector<std::string> TcpStoreClient::missing(const std::vector<std::string> 
   Writer out;
   out.u32(static_cast<uint32_t>(keys.size()));
   for (const std::string &k : keys) out.str(k);
-  Reply reply = request(Missing, out.data(), now() + 10);
+  Reply reply = request(Missing, out.data(), now() + kReplySeconds);
   std::vector<std::string> absent;
   Reader in(reply.payload);
   for (uint32_t n = reply.ok ? in.u32() : 0; n > 0 && in.ok(); --n) absent.push_back(in.str());
@@ -181,14 +186,14 @@ std::vector<std::string> TcpStoreClient::missing(const std::vector<std::string> 
 }
 
 void TcpStoreClient::report(RankEvent::Kind kind, const std::string &text) {
-  request(Report, Writer().u32(kind).str(text).data(), now() + 10);
+  request(Report, Writer().u32(kind).str(text).data(), now() + kReplySeconds);
 }
 
 RankEvent TcpStoreClient::firstEvent(const std::vector<int> &ranks, double waitSeconds) {
   Writer out;
   out.u32(static_cast<uint32_t>(waitSeconds * 1000)).u32(static_cast<uint32_t>(ranks.size()));
   for (int r : ranks) out.i32(r);
-  Reply reply = request(Cause, out.data(), now() + waitSeconds + 10);
+  Reply reply = request(Cause, out.data(), now() + waitSeconds + kReplySeconds);
   RankEvent event;
   if (!reply.ok) {
     // No store: rank 0, which serves it, is gone.
@@ -206,7 +211,7 @@ std::vector<ProbeAnswer> TcpStoreClient::probe(uint32_t mask, const std::vector<
   Writer out;
   out.u32(mask).u32(static_cast<uint32_t>(members.size()));
   for (int r : members) out.i32(r);
-  Reply reply = request(Probe, out.data(), now() + 15);
+  Reply reply = request(Probe, out.data(), now() + kReplySeconds);
   std::vector<ProbeAnswer> answers;
   Reader in(reply.payload);
   for (uint32_t n = reply.ok ? in.u32() : 0; n > 0 && in.ok(); --n) {
