@@ -1,9 +1,11 @@
 //===- TcpStore.h - rank 0's key-value store, which keeps the job together ===//
 //
 // Gloo connects ranks through a key-value store (gloo::rendezvous::Store)
-// but ships none that reaches across hosts without Redis. This is ours:
-// rank 0 serves it on MASTER_PORT from a thread, and every rank (rank 0
-// included) is a client over one TCP connection kept for the whole job.
+// but ships none that reaches across hosts by itself: its stores are a
+// directory (which would have to be shared), a Redis server, or in-process.
+// This is ours: rank 0 serves it on MASTER_PORT from a thread, and every
+// rank (rank 0 included) is a client over one TCP connection kept for the
+// whole job.
 //
 // Besides keys and values, the store is where the job learns what happened
 // to its ranks:
@@ -34,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,6 +136,7 @@ private:
   std::mutex mutex_; ///< guards what follows
   std::condition_variable replied_;
   std::map<uint32_t, Reply> replies_;
+  std::set<uint32_t> abandoned_; ///< requests that stopped waiting
   uint32_t nextId_ = 1;
   bool lost_ = false;
   std::thread reader_;

@@ -93,7 +93,10 @@ TcpStoreClient::Reply TcpStoreClient::request(uint16_t op, const std::vector<cha
                    std::chrono::duration<double>(std::max(0.0, deadline - now())));
   replied_.wait_until(lock, until, [&] { return lost_ || replies_.count(id) > 0; });
   auto found = replies_.find(id);
-  if (found == replies_.end()) return {};
+  if (found == replies_.end()) {
+    abandoned_.insert(id); // its reply, should it come, is dropped
+    return {};
+  }
   Reply reply = std::move(found->second);
   replies_.erase(found);
   return reply;
@@ -123,6 +126,7 @@ void TcpStoreClient::readLoop() {
         continue;
       }
       std::lock_guard<std::mutex> lock(mutex_);
+      if (abandoned_.erase(h.id)) continue;
       replies_[h.id] = Reply{true, h.op, std::move(payload)};
       replied_.notify_all();
     }
