@@ -9,6 +9,9 @@
 //    (each rank sends and receives what a ring reduce-scatter would).
 //  - Off the root, Gloo's reduce writes its output as scratch: never the
 //    caller's buffer.
+//  - Gloo's buffers over the caller's memory are created here, so that a
+//    notice of a rank that died can release their waits (see
+//    TcpCommunicator::Watch); the barrier is a one-byte all-reduce for that.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,7 +22,6 @@
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
-#include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/reduce.h>
@@ -119,7 +121,9 @@ void TcpGroup::allReduce(const void *in, void *out, size_t n, DType t, Reduction
     withType(t, [&](auto type) {
       using T = decltype(type);
       gloo::AllreduceOptions o(context_);
-      o.setOutput(static_cast<T *>(work), n);
+      Buffer b = buffer(work, n * sizeof(T));
+      TcpCommunicator::Watch watch(owner_, {b.get()});
+      o.setOutput<T>(std::move(b));
       o.setReduceFunction(reduceFn<T>(r));
       o.setTag(tag);
       o.setTimeout(owner_.timeout());
@@ -136,8 +140,10 @@ void TcpGroup::reduceScatter(const void *in, void *out, size_t n, DType t, Reduc
     size_t p = static_cast<size_t>(size()), bytes = n * dtypeSize(t);
     uint8_t *chunks = atLeast(scratch_, p * bytes);
     gloo::AlltoallOptions o(context_);
-    o.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), p * bytes);
-    o.setOutput(chunks, p * bytes);
+    Buffer input = buffer(in, p * bytes), output = buffer(chunks, p * bytes);
+    TcpCommunicator::Watch watch(owner_, {input.get(), output.get()});
+    o.setInput<uint8_t>(std::move(input));
+    o.setOutput<uint8_t>(std::move(output));
     o.setTag(tag);
     o.setTimeout(owner_.timeout());
     gloo::alltoall(o);
@@ -173,8 +179,10 @@ void TcpGroup::reduce(const void *in, void *out, size_t n, DType t, Reduction r,
     withType(t, [&](auto type) {
       using T = decltype(type);
       gloo::ReduceOptions o(context_);
-      o.setInput(static_cast<T *>(const_cast<void *>(src)), n);
-      o.setOutput(static_cast<T *>(work), n);
+      Buffer input = buffer(src, n * sizeof(T)), output = buffer(work, n * sizeof(T));
+      TcpCommunicator::Watch watch(owner_, {input.get(), output.get()});
+      o.setInput<T>(std::move(input));
+      o.setOutput<T>(std::move(output));
       o.setRoot(root);
       o.setReduceFunction(reduceFn<T>(r));
       o.setTag(tag);
@@ -189,7 +197,9 @@ void TcpGroup::broadcast(void *buffer, size_t n, DType t, int root) {
   if (size() == 1 || n == 0) return;
   run(CommLabel{"broadcast over ", &info_.name}, [&](uint32_t tag) {
     gloo::BroadcastOptions o(context_);
-    o.setOutput(static_cast<uint8_t *>(buffer), n * dtypeSize(t));
+    Buffer b = this->buffer(buffer, n * dtypeSize(t));
+    TcpCommunicator::Watch watch(owner_, {b.get()});
+    o.setOutput<uint8_t>(std::move(b));
     o.setRoot(root);
     o.setTag(tag);
     o.setTimeout(owner_.timeout());
@@ -203,7 +213,9 @@ void TcpGroup::allGatherAs(const CommLabel &what, const void *in, void *out, siz
   if (size() == 1 || bytes == 0) return;
   run(what, [&](uint32_t tag) {
     gloo::AllgatherOptions o(context_);
-    o.setOutput(static_cast<uint8_t *>(out), bytes * members_.size()); // in place
+    Buffer b = buffer(out, bytes * members_.size()); // in place
+    TcpCommunicator::Watch watch(owner_, {b.get()});
+    o.setOutput<uint8_t>(std::move(b));
     o.setTag(tag);
     o.setTimeout(owner_.timeout());
     gloo::allgather(o);
@@ -222,8 +234,10 @@ void TcpGroup::allToAll(const void *in, void *out, size_t n, DType t) {
   }
   run(CommLabel{"all_to_all over ", &info_.name}, [&](uint32_t tag) {
     gloo::AlltoallOptions o(context_);
-    o.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), all);
-    o.setOutput(static_cast<uint8_t *>(out), all);
+    Buffer input = buffer(in, all), output = buffer(out, all);
+    TcpCommunicator::Watch watch(owner_, {input.get(), output.get()});
+    o.setInput<uint8_t>(std::move(input));
+    o.setOutput<uint8_t>(std::move(output));
     o.setTag(tag);
     o.setTimeout(owner_.timeout());
     gloo::alltoall(o);
@@ -232,11 +246,18 @@ void TcpGroup::allToAll(const void *in, void *out, size_t n, DType t) {
 
 void TcpGroup::barrierAs(const CommLabel &what) {
   if (size() == 1) return;
+  // A one-byte all-reduce: Gloo's barrier sends from buffers of its own,
+  // which no notice could release (see TcpCommunicator::Watch).
   run(what, [&](uint32_t tag) {
-    gloo::BarrierOptions o(context_);
+    uint8_t token = 0;
+    gloo::AllreduceOptions o(context_);
+    Buffer b = buffer(&token, 1);
+    TcpCommunicator::Watch watch(owner_, {b.get()});
+    o.setOutput<uint8_t>(std::move(b));
+    o.setReduceFunction(reduceFn<uint8_t>(Reduction::Max));
     o.setTag(tag);
     o.setTimeout(owner_.timeout());
-    gloo::barrier(o);
+    gloo::allreduce(o);
   });
 }
 

@@ -70,7 +70,8 @@ TcpCommunicator::TcpCommunicator(const Mesh &mesh, const LaunchEnvironment &laun
   // Rank 0 reaches its own store on this host, whatever MASTER_ADDR says.
   store_ = std::make_unique<TcpStoreClient>(
       rank_ == 0 ? "127.0.0.1" : launch.masterAddr, launch.masterPort, rank_, size_,
-      options_.timeoutSeconds, [this](uint32_t mask) { return entered(mask); });
+      options_.timeoutSeconds, [this](uint32_t mask) { return entered(mask); },
+      [this](const RankEvent &event) { noticed(event); });
   gloo::transport::tcp::attr attr;
   attr.ai_family = AF_INET;
   if (const char *iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface)
@@ -208,7 +209,22 @@ void TcpCommunicator::failed(const CommLabel &what, const TcpGroup *group, int p
   }
   std::string prefix = "rank " + std::to_string(rank_) + ": " + what.str();
   std::string message, cause;
-  if (error.find("Timed out") != std::string::npos) {
+  RankEvent notice;
+  if (hasNotice_) {
+    std::lock_guard<std::mutex> lock(watchMutex_);
+    notice = notice_;
+  }
+  if (notice.kind != RankEvent::None) {
+    // The first rank rank 0 said died or failed: the cause of whatever went
+    // wrong here since.
+    std::string who = "rank " + std::to_string(notice.rank);
+    if (notice.kind == RankEvent::Died) {
+      message = prefix + ": lost the connection to " + who + " (it exited or died)";
+    } else {
+      message = prefix + ": " + who + " failed: " + notice.text;
+      cause = notice.text;
+    }
+  } else if (error.find("Timed out") != std::string::npos) {
     // Gloo's own timeout. Who is missing: the members that have not entered
     // this collective yet, or do not answer at all.
     std::vector<int> late;
@@ -248,9 +264,45 @@ void TcpCommunicator::failed(const CommLabel &what, const TcpGroup *group, int p
   throw RuntimeError(message);
 }
 
+void TcpCommunicator::noticed(const RankEvent &event) {
+  std::lock_guard<std::mutex> lock(watchMutex_);
+  if (hasNotice_) return;
+  notice_ = event;
+  hasNotice_ = true;
+  for (gloo::transport::UnboundBuffer *b : watched_) {
+    b->abortWaitSend();
+    b->abortWaitRecv();
+  }
+}
+
+TcpCommunicator::Watch::Watch(TcpCommunicator &owner,
+                              std::vector<gloo::transport::UnboundBuffer *> buffers)
+    : owner_(owner), buffers_(std::move(buffers)) {
+  std::lock_guard<std::mutex> lock(owner_.watchMutex_);
+  owner_.watched_.insert(owner_.watched_.end(), buffers_.begin(), buffers_.end());
+  if (owner_.hasNotice_) // it came just before
+    for (gloo::transport::UnboundBuffer *b : buffers_) {
+      b->abortWaitSend();
+      b->abortWaitRecv();
+    }
+}
+
+TcpCommunicator::Watch::~Watch() {
+  std::lock_guard<std::mutex> lock(owner_.watchMutex_);
+  auto &w = owner_.watched_;
+  for (gloo::transport::UnboundBuffer *b : buffers_) {
+    auto found = std::find(w.begin(), w.end(), b);
+    if (found != w.end()) w.erase(found); // breakDown() may have let go of it
+  }
+}
+
 void TcpCommunicator::breakDown(const std::string &why) {
   broken_ = true;
   store_->report(RankEvent::Failed, why);
+  {
+    std::lock_guard<std::mutex> lock(watchMutex_); // the buffers go now
+    watched_.clear();
+  }
   sends_.clear();
   for (auto &[mask, group] : groups_) group->drop();
 }
@@ -266,7 +318,9 @@ CommGroup &TcpCommunicator::group(const std::vector<std::string> &axes) {
     auto found = groups_.find(g.mask);
     if (found != groups_.end()) return *found->second;
   }
-  usable(CommLabel{"group ", &g.name});
+  CommLabel what{"connecting group ", &g.name};
+  usable(what);
+  if (hasNotice_) failed(what, nullptr, -1, false, ""); // a rank is gone: it would never join
   // Members: the ranks whose coordinates agree with ours outside the group,
   // placed by their coordinates inside it (mesh order).
   std::vector<int> members(static_cast<size_t>(g.size), -1);
@@ -345,12 +399,16 @@ void TcpCommunicator::recv(void *data, size_t bytes, const std::string &axis, in
   guard(what, nullptr, src, false, [&] {
     uint8_t none = 0;
     auto buffer = world().context()->createUnboundBuffer(bytes ? data : &none, bytes);
+    Watch watch(*this, {buffer.get()});
     buffer->recv(src, kSendRecvSlot | static_cast<uint32_t>(tag), 0, bytes);
     buffer->waitRecv(timeout());
   });
 }
 
 void TcpCommunicator::completeSends() {
+  std::vector<gloo::transport::UnboundBuffer *> buffers;
+  for (auto &s : sends_) buffers.push_back(s->buffer.get());
+  Watch watch(*this, buffers);
   for (auto &s : sends_)
     guard(CommLabel{"send to rank ", nullptr, s->peer}, nullptr, s->peer, true,
           [&] { s->buffer->waitSend(timeout()); });

@@ -65,6 +65,11 @@ public:
   void drop() { context_.reset(); }
 
 private:
+  using Buffer = std::unique_ptr<gloo::transport::UnboundBuffer>;
+  /// Gloo's view of `bytes` at `p` (which it writes only when it receives).
+  Buffer buffer(const void *p, size_t bytes) {
+    return context_->createUnboundBuffer(const_cast<void *>(p), bytes);
+  }
   /// Runs one collective through Gloo: `body(tag)`; failures become errors
   /// that name this rank and what went wrong.
   template <typename F> void run(const CommLabel &what, F &&body);
@@ -114,17 +119,37 @@ public:
   }
   /// Runs `body`; a failure becomes an error naming this rank, `what` and
   /// the cause. `group`: the collective's group; else `peer`, the other end
-  /// of a send (`sending`) or recv.
+  /// of a send (`sending`) or recv. Once a rank has died or failed, every
+  /// communication fails at once (the job cannot go on), and one in progress
+  /// fails when it returns.
   template <typename F>
   void guard(const CommLabel &what, const TcpGroup *group, int peer, bool sending, F &&body) {
+    if (hasNotice_) failed(what, group, peer, sending, "");
     try {
       body();
     } catch (const std::exception &e) {
       failed(what, group, peer, sending, e.what());
     }
+    if (hasNotice_) failed(what, group, peer, sending, "");
   }
 
+  /// The Gloo buffers of the communication in progress, while it lives. A
+  /// notice that a rank died or failed aborts their waits: Gloo wakes the
+  /// waits on a connection that closed, but not a send it had queued on it,
+  /// which would otherwise wait for the whole timeout.
+  class Watch {
+  public:
+    Watch(TcpCommunicator &owner, std::vector<gloo::transport::UnboundBuffer *> buffers);
+    ~Watch();
+
+  private:
+    TcpCommunicator &owner_;
+    std::vector<gloo::transport::UnboundBuffer *> buffers_;
+  };
+
 private:
+  /// From the store's thread: rank 0 says a rank died or failed.
+  void noticed(const RankEvent &event);
   [[noreturn]] void failed(const CommLabel &what, const TcpGroup *group, int peer, bool sending,
                            const std::string &error);
   /// Tells rank 0's store why this rank stops and closes its connections,
@@ -154,6 +179,10 @@ private:
   std::map<int, std::deque<std::vector<uint8_t>>> toSelf_; ///< by tag
   std::mt19937 rng_;
   bool broken_ = false;
+  std::mutex watchMutex_; ///< guards what follows (the store's thread aborts)
+  std::vector<gloo::transport::UnboundBuffer *> watched_;
+  RankEvent notice_; ///< the first rank rank 0 said died or failed
+  std::atomic<bool> hasNotice_{false};
 };
 
 } // namespace tcp

@@ -19,6 +19,8 @@
 //    without a report is a rank that died. A rank whose collective breaks
 //    asks what happened to the members of its group, so that every rank
 //    names the first cause rather than the neighbour that passed it on.
+//  - Notices: when a rank dies or fails, rank 0 tells every other rank at
+//    once, so that none keeps waiting for a rank that is gone.
 //  - Probes: a rank whose collective timed out asks how many collectives of
 //    the group each member has entered. Each client answers from a thread of
 //    its own, so a member that is busy elsewhere still answers; one that
@@ -83,11 +85,13 @@ private:
 class TcpStoreClient final : public gloo::rendezvous::Store {
 public:
   /// Connects to host:port and says hello, retrying the connection until
-  /// the timeout; returns once every rank has said hello. `entered(mask)`
-  /// answers probes (called from the client's own thread). Errors name
-  /// `rank` and, when `host` is rank 0's, MASTER_ADDR:MASTER_PORT.
+  /// the timeout; returns once every rank has said hello. From the client's
+  /// own thread, `entered(mask)` answers probes and `noticed(event)` hears
+  /// of a rank that died or failed. Errors name `rank` and MASTER_ADDR:
+  /// MASTER_PORT.
   TcpStoreClient(const std::string &host, int port, int rank, int worldSize,
-                 double timeoutSeconds, std::function<uint64_t(uint32_t)> entered);
+                 double timeoutSeconds, std::function<uint64_t(uint32_t)> entered,
+                 std::function<void(const RankEvent &)> noticed);
   ~TcpStoreClient() override;
 
   /// The address rank 0 saw this rank at (for rank 0: the address the other
@@ -132,6 +136,7 @@ private:
   std::string where_; ///< "host:port"
   std::string address_;
   std::function<uint64_t(uint32_t)> entered_;
+  std::function<void(const RankEvent &)> noticed_;
   std::mutex writeMutex_;
   std::mutex mutex_; ///< guards what follows
   std::condition_variable replied_;

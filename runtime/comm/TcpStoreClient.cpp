@@ -29,9 +29,10 @@ using net::now;
 constexpr double kReplySeconds = 5;
 
 TcpStoreClient::TcpStoreClient(const std::string &host, int port, int rank, int worldSize,
-                               double timeoutSeconds, std::function<uint64_t(uint32_t)> entered)
+                               double timeoutSeconds, std::function<uint64_t(uint32_t)> entered,
+                               std::function<void(const RankEvent &)> noticed)
     : rank_(rank), timeout_(timeoutSeconds), where_(host + ":" + std::to_string(port)),
-      entered_(std::move(entered)) {
+      entered_(std::move(entered)), noticed_(std::move(noticed)) {
   double deadline = now() + timeoutSeconds;
   std::string error;
   fd_ = net::dial(host, port, deadline, error);
@@ -123,6 +124,15 @@ void TcpStoreClient::readLoop() {
         Reader in(payload);
         uint32_t probe = in.u32(), mask = in.u32();
         send(Pong, 0, Writer().u32(probe).u64(entered_ ? entered_(mask) : 0).data());
+        continue;
+      }
+      if (h.op == Notice) {
+        Reader in(payload);
+        RankEvent event;
+        event.rank = in.i32();
+        event.kind = static_cast<RankEvent::Kind>(in.u32());
+        event.text = in.str();
+        if (noticed_) noticed_(event);
         continue;
       }
       std::lock_guard<std::mutex> lock(mutex_);

@@ -39,6 +39,7 @@ enum Op : uint16_t {
   Ping,      ///< server -> member: probe id, mask
   Pong,      ///< member -> server: probe id, entered
   Done,      ///< server: the request is done
+  Notice,    ///< server -> every other rank: a rank died or failed (rank, kind, text)
 };
 
 struct Header {

@@ -170,6 +170,11 @@ void TcpStoreServer::State::record(int rank, RankEvent::Kind kind, const std::st
   if (rank < 0 || rank >= worldSize || ended[rank]) return;
   ended[rank] = true;
   events.push_back(RankEvent{rank, kind, text});
+  if (kind == RankEvent::Finished) return;
+  // The job cannot go on: nobody should wait for this rank any longer.
+  std::vector<char> notice = Writer().i32(rank).u32(kind).str(text).data();
+  for (int r = 0; r < worldSize; ++r)
+    if (r != rank && byRank[r]) send(*byRank[r], Notice, 0, notice);
 }
 
 void TcpStoreServer::State::handle(Connection &c, const Header &h,
