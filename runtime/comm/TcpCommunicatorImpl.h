@@ -34,6 +34,8 @@ namespace tcp {
 
 class TcpCommunicator;
 
+/// The ranks of one set of mesh axes, and the Gloo context among them
+/// (none for a one-member group).
 class TcpGroup final : public CommGroup {
 public:
   TcpGroup(TcpCommunicator &owner, MeshGroup info, std::vector<int> members,
@@ -94,6 +96,8 @@ private:
   std::vector<uint8_t> scratch_;
 };
 
+/// One rank's communicator: Gloo for the bytes, rank 0's store for the
+/// start-up and for what happened to the other ranks.
 class TcpCommunicator final : public Communicator {
 public:
   TcpCommunicator(const Mesh &mesh, const LaunchEnvironment &launch, const CommOptions &options);
