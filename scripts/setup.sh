@@ -12,6 +12,7 @@ PACKAGES=(
   flatbuffers-compiler libflatbuffers-dev                   # artifact format
   libgtest-dev libgmock-dev                                 # unit tests
   libopenmpi-dev openmpi-bin                                # multi-rank CPU runs
+  libgloo-dev                                               # TCP collectives (no mpirun)
   libopenblas-dev                                           # CPU GEMM
   python3-torch python3-numpy                               # reference tests
 )

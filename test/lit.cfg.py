@@ -33,6 +33,7 @@ config.substitutions.append(("%FileCheck", config.filecheck))
 config.substitutions.append(("%not", config.not_tool))
 config.substitutions.append(("%mpirun", config.mpirun + " --bind-to none"))
 config.substitutions.append(("%torch-python", config.torch_python))
+config.substitutions.append(("%torchrun", config.torchrun))
 config.substitutions.append(("%src", config.llmc_src_root))
 config.substitutions.append(("%objroot", config.llmc_obj_root))
 config.substitutions.append(("%python", config.torch_python or "python3"))
@@ -41,6 +42,8 @@ if config.cuda_enabled:
     config.available_features.add("cuda")
 if config.mpirun:
     config.available_features.add("mpi")
+if config.torchrun and not config.torchrun.endswith("-NOTFOUND"):
+    config.available_features.add("torchrun")
 # A usable NVIDIA GPU: the tests that train on it run; the ones that check
 # the no-GPU error do not.
 if config.cuda_enabled:
