@@ -22,6 +22,7 @@ LLMC_MARKER_TRAIT(AlwaysRecompute)
 LLMC_MARKER_TRAIT(KeepsPrecision)
 LLMC_MARKER_TRAIT(F32TrailingResults)
 LLMC_MARKER_TRAIT(MixesBatchRows)
+LLMC_MARKER_TRAIT(ColumnParallelInterior)
 
 #undef LLMC_MARKER_TRAIT
 

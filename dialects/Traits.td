@@ -36,6 +36,11 @@ def KeepsPrecision : LLMC_Trait<"KeepsPrecision">;
 // reduced precision (attention's log-sum-exp).
 def F32TrailingResults : LLMC_Trait<"F32TrailingResults">;
 
+// Megatron's tensor parallelism splits the feature dimension around it (an
+// MLP activation): its operands come from column-parallel matmuls, its
+// result feeds a row-parallel one, and it runs on the local features as is.
+def ColumnParallelInterior : LLMC_Trait<"ColumnParallelInterior">;
+
 // Combines values across rows of the batch (a sum over all elements, an
 // optimizer step): data parallelism cannot run it on a local batch shard.
 def MixesBatchRows : LLMC_Trait<"MixesBatchRows">;

@@ -253,7 +253,9 @@ LogicalResult TensorParallel::rowParallel(Value v) {
 LogicalResult TensorParallel::shardBlock(llm::BlockOp block) {
   SmallVector<Operation *> seeds;
   block.walk([&](Operation *op) {
-    if (isa<llm::AttentionOp, llm::GeluOp, llm::SiluOp, llm::SwigluOp>(op))
+    // Attention (split by heads) and what the op definitions mark as the
+    // interior of a column/row-parallel pair (MLP activations).
+    if (isa<llm::AttentionOp>(op) || op->hasTrait<llmc::trait::ColumnParallelInterior>())
       seeds.push_back(op);
   });
   for (Operation *op : seeds) {

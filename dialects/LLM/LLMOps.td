@@ -117,8 +117,8 @@ class LLM_BroadcastBinaryOp<string mnemonic, string what>
 def LLM_AddOp : LLM_BroadcastBinaryOp<"add", "sum">;
 def LLM_MulOp : LLM_BroadcastBinaryOp<"mul", "product">;
 
-class LLM_UnaryOp<string mnemonic, string sum, string example>
-    : LLM_PureOp<mnemonic, [Positionwise]> {
+class LLM_UnaryOp<string mnemonic, string sum, string example, list<Trait> traits = []>
+    : LLM_PureOp<mnemonic, !listconcat([Positionwise], traits)> {
   let summary = sum;
   let description = [{
     ```mlir
@@ -132,9 +132,9 @@ class LLM_UnaryOp<string mnemonic, string sum, string example>
 
 def LLM_GeluOp : LLM_UnaryOp<"gelu",
   "GELU, tanh approximation (as GPT-2): 0.5x(1+tanh(√(2/π)(x+0.044715x³)))",
-  "%y = llm.gelu %x : tensor<4x64x512xf32>">;
+  "%y = llm.gelu %x : tensor<4x64x512xf32>", [ColumnParallelInterior]>;
 def LLM_SiluOp : LLM_UnaryOp<"silu", "SiLU: x·sigmoid(x)",
-  "%y = llm.silu %x : tensor<4x64x512xf32>">;
+  "%y = llm.silu %x : tensor<4x64x512xf32>", [ColumnParallelInterior]>;
 
 def LLM_ScaleOp : LLM_PureOp<"scale", [Positionwise]> {
   let summary = "Multiplies every element by a constant";
@@ -148,7 +148,8 @@ def LLM_ScaleOp : LLM_PureOp<"scale", [Positionwise]> {
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
-def LLM_SwigluOp : LLM_PureOp<"swiglu", [Positionwise, AllTypesMatch<["gate", "up"]>]> {
+def LLM_SwigluOp : LLM_PureOp<"swiglu", [Positionwise, ColumnParallelInterior,
+                                          AllTypesMatch<["gate", "up"]>]> {
   let summary = "SwiGLU gate: silu(gate) · up";
   let description = [{
     ```mlir
