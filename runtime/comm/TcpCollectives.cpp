@@ -110,6 +110,17 @@ void TcpGroup::finish(const void *work, void *out, size_t n, DType t, Reduction 
     for (size_t i = 0; i < n; ++i) static_cast<double *>(out)[i] /= size();
 }
 
+void TcpGroup::alltoallBytes(const void *in, void *out, size_t bytes, uint32_t tag) {
+  gloo::AlltoallOptions o(context_);
+  Buffer input = buffer(in, bytes), output = buffer(out, bytes);
+  TcpCommunicator::Watch watch(owner_, {input.get(), output.get()});
+  o.setInput<uint8_t>(std::move(input));
+  o.setOutput<uint8_t>(std::move(output));
+  o.setTag(tag);
+  o.setTimeout(owner_.timeout());
+  gloo::alltoall(o);
+}
+
 void TcpGroup::allReduce(const void *in, void *out, size_t n, DType t, Reduction r) {
   CommLabel what{"all_reduce over ", &info_.name};
   if (reducesAlone(what, in, out, n, t, r)) return;
@@ -139,14 +150,7 @@ void TcpGroup::reduceScatter(const void *in, void *out, size_t n, DType t, Reduc
   run(what, [&](uint32_t tag) {
     size_t p = static_cast<size_t>(size()), bytes = n * dtypeSize(t);
     uint8_t *chunks = atLeast(scratch_, p * bytes);
-    gloo::AlltoallOptions o(context_);
-    Buffer input = buffer(in, p * bytes), output = buffer(chunks, p * bytes);
-    TcpCommunicator::Watch watch(owner_, {input.get(), output.get()});
-    o.setInput<uint8_t>(std::move(input));
-    o.setOutput<uint8_t>(std::move(output));
-    o.setTag(tag);
-    o.setTimeout(owner_.timeout());
-    gloo::alltoall(o);
+    alltoallBytes(in, chunks, p * bytes, tag);
     // Chunk m came from member m: the sum runs in member order.
     if (t == DType::BF16) {
       float *acc = widened(chunks, n);
@@ -232,16 +236,8 @@ void TcpGroup::allToAll(const void *in, void *out, size_t n, DType t) {
     std::memcpy(atLeast(scratch_, all), in, all);
     in = scratch_.data();
   }
-  run(CommLabel{"all_to_all over ", &info_.name}, [&](uint32_t tag) {
-    gloo::AlltoallOptions o(context_);
-    Buffer input = buffer(in, all), output = buffer(out, all);
-    TcpCommunicator::Watch watch(owner_, {input.get(), output.get()});
-    o.setInput<uint8_t>(std::move(input));
-    o.setOutput<uint8_t>(std::move(output));
-    o.setTag(tag);
-    o.setTimeout(owner_.timeout());
-    gloo::alltoall(o);
-  });
+  run(CommLabel{"all_to_all over ", &info_.name},
+      [&](uint32_t tag) { alltoallBytes(in, out, all, tag); });
 }
 
 void TcpGroup::barrierAs(const CommLabel &what) {

@@ -72,6 +72,9 @@ private:
   Buffer buffer(const void *p, size_t bytes) {
     return context_->createUnboundBuffer(const_cast<void *>(p), bytes);
   }
+  /// Gloo's all-to-all of `bytes` (N equal chunks) from `in` to `out`,
+  /// cancellable while it waits (TcpCommunicator::Watch).
+  void alltoallBytes(const void *in, void *out, size_t bytes, uint32_t tag);
   /// Runs one collective through Gloo: `body(tag)`; failures become errors
   /// that name this rank and what went wrong.
   template <typename F> void run(const CommLabel &what, F &&body);
