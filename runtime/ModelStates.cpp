@@ -15,10 +15,6 @@ int64_t product(const std::vector<int64_t> &shape) {
   return n;
 }
 
-bool startsWith(const std::string &s, const std::string &prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
 std::string shapeText(const std::vector<int64_t> &shape) {
   std::string text;
   for (int64_t d : shape) text += (text.empty() ? "" : "x") + std::to_string(d);

@@ -56,9 +56,12 @@ TEST(ShardMap, PadsTheSecondLevelOfTwo) {
   std::set<int64_t> seen;
   for (int rank = 0; rank < 4; ++rank) {
     std::vector<int> at = map.positions(rank);
-    for (int64_t i = 0; i < map.localNumel(); ++i)
-      if (int64_t g = map.toGlobal(at, i); g >= 0)
+    for (int64_t i = 0; i < map.localNumel(); ++i) {
+      int64_t g = map.toGlobal(at, i);
+      if (g >= 0) {
         EXPECT_TRUE(seen.insert(g).second);
+      }
+    }
   }
   EXPECT_EQ(seen.size(), 30u);
 }
