@@ -8,7 +8,21 @@
 
 #include "kernels/reference/Common.h"
 
+#include <utility>
+
 namespace llmc::ref {
+
+namespace {
+/// A row's mean and 1/√(variance + eps) (population variance).
+std::pair<double, double> rowStatistics(const double *row, int64_t c, double eps) {
+  double mean = 0.0, var = 0.0;
+  for (int64_t i = 0; i < c; ++i) mean += row[i];
+  mean /= c;
+  for (int64_t i = 0; i < c; ++i) var += (row[i] - mean) * (row[i] - mean);
+  var /= c;
+  return {mean, 1.0 / std::sqrt(var + eps)};
+}
+} // namespace
 
 RefTensor layernorm(const RefTensor &x, const RefTensor &gamma, const RefTensor &beta, double eps) {
   require(!x.shape.empty(), "layernorm", "x must have rank >= 1");
@@ -17,12 +31,7 @@ RefTensor layernorm(const RefTensor &x, const RefTensor &gamma, const RefTensor 
   RefTensor out = like(x);
   for (int64_t r = 0; r < rows; ++r) {
     const double *row = x.data.data() + r * c;
-    double mean = 0.0, var = 0.0;
-    for (int64_t i = 0; i < c; ++i) mean += row[i];
-    mean /= c;
-    for (int64_t i = 0; i < c; ++i) var += (row[i] - mean) * (row[i] - mean);
-    var /= c;
-    double rstd = 1.0 / std::sqrt(var + eps);
+    auto [mean, rstd] = rowStatistics(row, c, eps);
     for (int64_t i = 0; i < c; ++i)
       out.data[r * c + i] = (row[i] - mean) * rstd * gamma.data[i] + beta.data[i];
   }
@@ -38,12 +47,7 @@ std::vector<RefTensor> layernormGrad(const RefTensor &x, const RefTensor &gamma,
   std::vector<double> xhat(c), dyg(c);
   for (int64_t r = 0; r < rows; ++r) {
     const double *row = x.data.data() + r * c, *drow = dy.data.data() + r * c;
-    double mean = 0.0, var = 0.0;
-    for (int64_t i = 0; i < c; ++i) mean += row[i];
-    mean /= c;
-    for (int64_t i = 0; i < c; ++i) var += (row[i] - mean) * (row[i] - mean);
-    var /= c;
-    double rstd = 1.0 / std::sqrt(var + eps);
+    auto [mean, rstd] = rowStatistics(row, c, eps);
     double meanDyg = 0.0, meanDygXhat = 0.0;
     for (int64_t i = 0; i < c; ++i) {
       xhat[i] = (row[i] - mean) * rstd;
