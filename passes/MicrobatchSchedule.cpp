@@ -225,15 +225,22 @@ std::vector<std::vector<Action>> buildSchedule(const Spec &spec, std::string &er
 }
 
 Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedule) {
+  bool split = spec.kind == Kind::ZeroBubble;
+  double v = spec.virtualStages;
+  // Chunk costs are 1/v of a stage's work.
+  return simulate(spec, schedule,
+                  [&](int, const Action &a) { return cost(a.phase, split) / v; });
+}
+
+Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedule,
+               const std::function<double(int stage, const Action &)> &duration) {
   int p = spec.stages, chunks = p * spec.virtualStages;
   double m = spec.microbatches, v = spec.virtualStages;
-  bool split = spec.kind == Kind::ZeroBubble;
   Stats stats;
   std::map<Action, double, ActionKey> finish;
   std::vector<size_t> next(p, 0);
   std::vector<double> free(p, 0), busy(p, 0);
   stats.times.resize(p);
-  // Chunk costs are 1/v of a stage's work.
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < p; ++s) {
@@ -248,7 +255,7 @@ Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedul
         }
         if (!ready)
           break;
-        double c = cost(a.phase, split) / v;
+        double c = duration(s, a);
         finish[a] = free[s] = start + c;
         stats.times[s].push_back({start, start + c});
         busy[s] += c;

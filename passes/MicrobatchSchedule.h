@@ -11,6 +11,7 @@
 #ifndef LLMC_PASSES_PIPELINESCHEDULE_H
 #define LLMC_PASSES_PIPELINESCHEDULE_H
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,11 @@ struct Stats {
 };
 
 Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedule);
+
+/// The same simulation with each action taking `duration(stage, action)`
+/// (seconds, say): what `llmc plan` runs with the priced programs.
+Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedule,
+               const std::function<double(int stage, const Action &)> &duration);
 
 /// "F0 F1 B0 ..." (chunk shown as F0.1 when v > 1).
 std::string describe(const std::vector<Action> &actions, int virtualStages);

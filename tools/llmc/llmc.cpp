@@ -12,6 +12,7 @@
 #include "models/Models.h"
 #include "runtime/Inspect.h"
 #include "runtime/quant/MergeLoRA.h"
+#include "tools/llmc/Plan.h"
 #include "tools/llmc/Quantize.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -192,12 +193,14 @@ int runMerge() {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&llmcCategory, &llmc::quantizeCategory()});
+  cl::HideUnrelatedOptions({&llmcCategory, &llmc::quantizeCategory(), &llmc::planCategory()});
   if (!cl::ParseCommandLineOptions(argc, argv,
                                    "llmc: compile transformer training steps\n\n"
                                    "  llmc model <family> --preset <name>    print a forward graph\n"
                                    "  llmc compile <graph.mlir> -o m.llmc    compile a training artifact\n"
                                    "  llmc inspect m.llmc                    summarize an artifact\n"
+                                   "  llmc plan --model gpt2 --cluster dgx-h100:64 --global-batch 512\n"
+                                   "                                         rank layouts for a cluster\n"
                                    "  llmc quantize ck --model gpt2 --scheme int4:block64 -o q.safetensors\n"
                                    "                                         export quantized weights\n"
                                    "  llmc merge-lora ck lora.llmc -o m.safetensors\n"
@@ -214,5 +217,8 @@ int main(int argc, char **argv) {
     return llmc::runQuantize();
   if (mergeCmd)
     return runMerge();
-  return fail("llmc", "missing subcommand (model, compile, inspect, quantize or merge-lora); see llmc --help");
+  if (llmc::planCommand)
+    return llmc::runPlan();
+  return fail("llmc", "missing subcommand (model, compile, inspect, plan, quantize or merge-lora); "
+                      "see llmc --help");
 }

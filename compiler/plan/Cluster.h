@@ -1,0 +1,76 @@
+//===- Cluster.h - the machines a plan is for -------------------*- C++ -*-===//
+//
+// What `llmc plan` knows about a cluster: how many accelerators, their
+// memory, their dense peak and memory bandwidth, and the two kinds of link
+// a collective can span (inside a node, between nodes), each as latency α
+// and bandwidth β. Presets hold datasheet numbers; every field can be set
+// by hand (e.g. from a measurement of a CPU "cluster", bench/plan_cpu.sh).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_COMPILER_PLAN_CLUSTER_H
+#define LLMC_COMPILER_PLAN_CLUSTER_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace llmc::plan {
+
+struct Cluster {
+  std::string name;           ///< "dgx-h100", or "custom"
+  int64_t devices = 0;        ///< ranks in the job
+  int64_t nodeSize = 1;       ///< devices per node
+  double memoryBytes = 0;     ///< per device
+  double peakFlops = 0;       ///< dense, at the training precision, per device
+  double memoryBandwidth = 0; ///< bytes/s, per device
+  double intraBandwidth = 0;  ///< bytes/s one device sends inside its node
+  double interBandwidth = 0;  ///< bytes/s one device sends to other nodes
+  double intraLatency = 0;    ///< seconds per message inside a node
+  double interLatency = 0;    ///< seconds per message between nodes
+  double kernelOverhead = 0;  ///< seconds added to every kernel launch
+};
+
+/// The preset names (`dgx-a100`, `dgx-h100`) with a one-line description.
+std::vector<std::pair<std::string, std::string>> clusterPresets();
+
+/// "dgx-h100:128" → the preset for 128 devices (whole nodes or fewer).
+/// False with `error` set on an unknown preset or a bad count.
+bool parseCluster(const std::string &spec, Cluster &cluster, std::string &error);
+
+/// "80GiB", "40GB", "512MiB", "1e9" → bytes; false on a malformed size.
+bool parseBytes(const std::string &text, double &bytes);
+
+/// Checks that every field a plan needs is set and positive; the message
+/// names the flag to give.
+std::string validate(const Cluster &cluster);
+
+/// How ranks are laid out: mesh axes outermost first, rank =
+/// Σ index(axis) × stride(axis), consecutive ranks fill a node.
+struct MeshShape {
+  std::vector<std::pair<std::string, int64_t>> axes; ///< outermost first
+  int64_t size(const std::string &axis) const;
+  int64_t stride(const std::string &axis) const;
+};
+
+/// Whether a collective over `group` (axes of `mesh`) stays inside one node
+/// for every rank: its members' ranks span less than a node and do not
+/// straddle a node boundary.
+bool groupInsideNode(const MeshShape &mesh, const std::vector<std::string> &group,
+                     int64_t nodeSize);
+
+enum class Collective { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, SendRecv };
+
+/// Alpha-beta time of one collective on `n` ranks moving `bytes` (the
+/// full buffer: the result of an all-gather, the input of a reduce-scatter),
+/// by the ring algorithms NCCL uses for large messages:
+///   all-reduce            2(n−1)·α + 2(n−1)/n · bytes/β
+///   all-gather, reduce-scatter, all-to-all
+///                          (n−1)·α +  (n−1)/n · bytes/β
+///   broadcast, reduce      (n−1)·α +            bytes/β   (pipelined chain)
+///   send/recv                    α +            bytes/β
+double collectiveSeconds(Collective kind, int64_t n, double bytes, double alpha, double beta);
+
+} // namespace llmc::plan
+
+#endif

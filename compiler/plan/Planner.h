@@ -1,0 +1,105 @@
+//===- Planner.h - `llmc plan`: choose a layout for a cluster ---*- C++ -*-===//
+//
+// Searches tensor (tp), pipeline (pp) and data (dp) parallelism, the ZeRO
+// stage, sequence parallelism, recomputation (none, selective, full, or the
+// fewest fully recomputed layers that fit), the microbatch size and the
+// pipeline schedule (1F1B, interleaved with v virtual stages, zero-bubble)
+// for a model, a global batch and a cluster, and ranks the layouts that fit
+// by predicted step time.
+//
+// Nothing is fitted to measurements: every prediction prices compiled
+// programs (ProgramCost.h) with the cluster's peaks and link speeds. The
+// search never compiles a whole layout. It compiles, once per (tp, sp,
+// microbatch size, recomputation), small probe models (1 and 2 layers on
+// one pipeline stage; 2 layers on two stages) and reads from their
+// programs and memory plans what one layer, the first stage's extra (the
+// embedding) and the last stage's extra (head and loss) cost in time and
+// bytes. A stage of any layout is then k layers plus its extras; the data-
+// parallel collectives and ZeRO's sharding of the exact per-rank tensors
+// follow from the dp size; the pipeline runs through the schedule
+// simulation with the priced forward and backward times. docs/planner.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_COMPILER_PLAN_PLANNER_H
+#define LLMC_COMPILER_PLAN_PLANNER_H
+
+#include "compiler/Compiler.h"
+#include "compiler/plan/Cluster.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llmc::plan {
+
+struct Request {
+  ModelSource model;       ///< the model, with its overrides
+  Cluster cluster;
+  int64_t globalBatch = 0; ///< sequences per optimizer step
+  int64_t seqLen = 0;      ///< 0: the model's own
+  std::string precision = "bf16";
+  std::vector<int64_t> microbatchSizes = {1, 2, 4, 8};
+  int64_t maxVirtualStages = 4;
+  /// The fp32-matmul rate as a fraction of the peak (½ on tensor-core GPUs).
+  double fp32MatmulScale = 0.5;
+};
+
+struct Layout {
+  int64_t tp = 1, pp = 1, dp = 1, zero = 0;
+  bool sp = false;
+  int64_t microbatchSize = 1, microbatches = 1, virtualStages = 1;
+  std::string schedule = "1f1b";   ///< 1f1b | interleaved | zero-bubble
+  std::string recompute = "none";  ///< none | selective | full | budget
+  int64_t budgetFullLayers = 0;    ///< budget: layers per stage recomputed in full
+  std::string label() const;       ///< "tp8 pp16 dp8 z1 sp mbs1 1f1b sel"
+  /// The `llmc compile` flags of this layout for `request`.
+  std::string compileFlags(const Request &request) const;
+};
+
+struct Prediction {
+  Layout layout;
+  double memoryBytes = 0;   ///< the largest stage's arena per rank
+  double stepSeconds = 0;
+  double bubble = 0;        ///< idle share of the pipeline
+  double commShare = 0;     ///< exposed communication / step
+  double tokensPerSecond = 0;
+  double tflopsPerDevice = 0; ///< model FLOPs (no recomputation) per second
+  double mfu = 0;
+};
+
+struct Rejected {
+  std::string family; ///< "tp8 pp4 z3", or a whole parameter ("tp16")
+  std::string reason;
+};
+
+struct Result {
+  std::vector<Prediction> ranked; ///< fitting layouts, fastest first
+  std::vector<Rejected> rejected;
+  int64_t layoutsSearched = 0;
+  int64_t probesCompiled = 0;
+  double probeSeconds = 0, searchSeconds = 0;
+  double modelFlopsPerStep = 0;   ///< 3 × forward matmul and attention FLOPs
+  double parameters = 0;
+  int64_t layers = 0;
+};
+
+/// Runs the search. `verified` (≥ 0) layouts from the top are compiled at
+/// reduced depth in their real layout to confirm the compiler accepts them;
+/// a refused one is moved to `rejected` with the compiler's message. False
+/// with `error` set when the request itself is wrong.
+bool runPlan(const Request &request, int64_t verified, Result &result, std::string &error);
+
+/// Compiles `layout` in full and returns each stage's planned arena bytes
+/// (what the prediction's memory column estimates), for checking the
+/// composition on models small enough to compile whole.
+bool compiledStageBytes(const Request &request, const Layout &layout,
+                        std::vector<double> &bytes, std::string &error);
+
+/// The predicted arena bytes of each stage of `layout` (after runPlan has
+/// probed the shapes it needs, via the same cache).
+bool predictedStageBytes(const Request &request, const Layout &layout,
+                         std::vector<double> &bytes, std::string &error);
+
+} // namespace llmc::plan
+
+#endif

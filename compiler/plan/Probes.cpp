@@ -1,0 +1,295 @@
+//===- Probes.cpp - compile small probe models and take them apart --------===//
+
+#include "compiler/plan/Probes.h"
+
+#include "dialects/Exec/ExecDialect.h"
+#include "passes/MicrobatchSchedule.h"
+#include "passes/Utils.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <chrono>
+
+using namespace mlir;
+
+namespace llmc::plan {
+
+Piece Piece::operator+(const Piece &o) const {
+  Piece p = *this;
+  p.forward += o.forward;
+  p.backward += o.backward;
+  p.weight += o.weight;
+  p.step += o.step;
+  p.activationBytes += o.activationBytes;
+  p.gradientBytes += o.gradientBytes;
+  p.otherBytes += o.otherBytes;
+  for (auto &[kind, n] : o.states)
+    p.states[kind] += n;
+  return p;
+}
+
+Piece Piece::scaled(double k) const {
+  Piece p;
+  p.forward = forward.scaled(k);
+  p.backward = backward.scaled(k);
+  p.weight = weight.scaled(k);
+  p.step = step.scaled(k);
+  p.activationBytes = activationBytes * k;
+  p.gradientBytes = gradientBytes * k;
+  p.otherBytes = otherBytes * k;
+  for (auto &[kind, n] : states)
+    p.states[kind] = static_cast<int64_t>(n * k);
+  return p;
+}
+
+Piece Piece::operator-(const Piece &o) const { return *this + o.scaled(-1); }
+
+double Piece::persistentBytes(int64_t zero, int64_t dp) const {
+  double bytes = 0;
+  for (auto &[kind, n] : states) {
+    auto &[category, rows, rowBytes] = kind;
+    bool sharded = (category == "optim" && zero >= 1) || (category == "param" && zero >= 3);
+    int64_t kept = sharded ? (rows + dp - 1) / dp : rows;
+    bytes += n * kept * rowBytes;
+  }
+  return bytes;
+}
+
+double Piece::parameterBytes() const {
+  double bytes = 0;
+  for (auto &[kind, n] : states)
+    if (std::get<0>(kind) == "param")
+      bytes += n * std::get<1>(kind) * std::get<2>(kind);
+  return bytes;
+}
+
+namespace {
+
+std::string meshSpec(int64_t pp, int64_t dp, int64_t tp) {
+  std::string mesh;
+  auto add = [&](const char *axis, int64_t n) {
+    if (n > 1)
+      mesh += (mesh.empty() ? "" : ",") + std::string(axis) + "=" + std::to_string(n);
+  };
+  add("pp", pp);
+  add("dp", dp);
+  add("tp", tp);
+  return mesh;
+}
+
+int64_t planValue(DictionaryAttr plan, StringRef key) {
+  if (!plan)
+    return 0;
+  auto value = plan.getAs<IntegerAttr>(key);
+  return value ? value.getInt() : 0;
+}
+
+} // namespace
+
+TrainingPipelineOptions layoutOptions(const Request &request, const Layout &layout) {
+  TrainingPipelineOptions o;
+  o.precision = request.precision;
+  o.mesh = meshSpec(layout.pp, layout.dp, layout.tp);
+  o.zero = layout.zero;
+  o.sequenceParallel = layout.sp;
+  o.microbatches = layout.microbatches;
+  o.pipelineSchedule = layout.schedule;
+  o.virtualStages = layout.virtualStages;
+  o.recompute = layout.recompute == "budget" ? "none" : layout.recompute;
+  return o;
+}
+
+ProbeCache::ProbeCache(const Request &request)
+    : request(request), context(std::make_unique<MLIRContext>()) {
+  prepareContext(*context);
+  // Probes compile many small models: one thread, no pool to spin up.
+  context->disableMultithreading();
+}
+
+ProbeCache::~ProbeCache() = default;
+
+bool ProbeCache::compileStages(const TrainingPipelineOptions &options, int64_t layers,
+                               int64_t batchSize, std::vector<double> &arenaBytes,
+                               std::string &error) {
+  std::string diagnostics;
+  ScopedDiagnosticHandler capture(context.get(), [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error)
+      diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();
+    return success();
+  });
+  ModelSource source = request.model;
+  source.overrides.push_back("n_layer=" + std::to_string(layers));
+  source.overrides.push_back("batch_size=" + std::to_string(batchSize));
+  if (request.seqLen > 0)
+    source.overrides.push_back("seq_len=" + std::to_string(request.seqLen));
+  llvm::SourceMgr sourceMgr;
+  OwningOpRef<ModuleOp> module = loadModel(*context, source, sourceMgr);
+  TrainingPipelineOptions resolved = options;
+  resolved.emit = "exec";
+  if (!module) {
+    error = diagnostics.empty() ? "the model does not build" : diagnostics;
+    return false;
+  }
+  if (std::string bad = resolveOptions(resolved); !bad.empty()) {
+    error = bad;
+    return false;
+  }
+  auto start = std::chrono::steady_clock::now();
+  PassManager pm(context.get());
+  bool ok = succeeded(buildTrainingPipeline(pm, resolved, [&](const llvm::Twine &message) {
+              diagnostics += message.str();
+            })) &&
+            succeeded(pm.run(*module));
+  compileSeconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++compiledCount;
+  if (!ok) {
+    error = diagnostics.empty() ? "the compiler refused the layout" : diagnostics;
+    return false;
+  }
+  arenaBytes.clear();
+  for (ModuleOp stage : programModules(*module))
+    if (auto arena = stage->getAttrOfType<IntegerAttr>(exec::kArenaBytesAttr))
+      arenaBytes.push_back(static_cast<double>(arena.getInt()));
+  lastModule = std::move(module);
+  return true;
+}
+
+bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stages,
+                              std::vector<Piece> &out, double &p2pForward, double &p2pBackward,
+                              std::string &error) {
+  Layout layout;
+  layout.tp = key.tp;
+  layout.sp = key.sp;
+  layout.pp = stages;
+  layout.microbatchSize = key.microbatchSize;
+  layout.microbatches = stages;
+  layout.recompute = key.recompute;
+  std::vector<double> arenas;
+  if (!compileStages(layoutOptions(request, layout), layers, key.microbatchSize, arenas, error))
+    return false;
+  // Microbatches in flight per stage: 1F1B keeps p − s on stage s.
+  pipeline::Spec spec;
+  spec.stages = stages;
+  spec.microbatches = stages;
+  std::string scheduleError;
+  pipeline::Stats stats = pipeline::simulate(spec, pipeline::buildSchedule(spec, scheduleError));
+  MeshShape mesh;
+  mesh.axes = {{"pp", stages}, {"tp", key.tp}};
+  out.clear();
+  p2pForward = p2pBackward = 0;
+  int stageIndex = 0;
+  for (ModuleOp stage : programModules(*lastModule)) {
+    Piece piece;
+    exec::ProgramOp train;
+    for (auto program : stage.getOps<exec::ProgramOp>())
+      if (program.getSymName() == "train_step")
+        train = program;
+    if (!train) {
+      error = "a probe has no train_step program";
+      return false;
+    }
+    ProgramCost cost = costProgram(train, request.cluster, mesh, request.fp32MatmulScale);
+    double m = static_cast<double>(std::max<int64_t>(1, cost.microbatches));
+    piece.forward = cost.phase('F').scaled(1 / m);
+    piece.backward = cost.phase('B').scaled(1 / m);
+    piece.weight = cost.phase('W').scaled(1 / m);
+    piece.step = cost.phase('S');
+    if (stageIndex == 0)
+      p2pForward = piece.forward.p2pBytes;
+    if (stageIndex == stages - 1)
+      p2pBackward = piece.backward.p2pBytes;
+    auto memory = stage->getAttrOfType<DictionaryAttr>("exec.memory_plan");
+    auto programs = memory ? memory.getAs<DictionaryAttr>("programs") : DictionaryAttr();
+    auto plan = programs ? programs.getAs<DictionaryAttr>("train_step") : DictionaryAttr();
+    double inFlight = stageIndex < static_cast<int>(stats.peakInFlight.size())
+                          ? std::max(1, stats.peakInFlight[stageIndex])
+                          : 1;
+    double peak = planValue(plan, "peak"), activation = planValue(plan, "activation"),
+           gradient = planValue(plan, "grad");
+    piece.activationBytes = activation / inFlight;
+    piece.gradientBytes = gradient;
+    piece.otherBytes = peak - activation - gradient;
+    train.walk([&](exec::BufferOp buffer) {
+      StringRef category = buffer.getCategory();
+      if (category != "param" && category != "optim")
+        return;
+      auto type = cast<MemRefType>(buffer.getType());
+      int64_t rows = type.getRank() ? type.getDimSize(0) : 1;
+      double bytes = type.getNumElements() * type.getElementTypeBitWidth() / 8.0;
+      piece.states[{category.str(), rows, rows ? bytes / rows : 0}] += 1;
+    });
+    out.push_back(std::move(piece));
+    ++stageIndex;
+  }
+  return true;
+}
+
+const Pieces *ProbeCache::get(const ProbeKey &key, bool pipelined, std::string &error) {
+  auto id = std::make_pair(key, pipelined);
+  if (auto it = cache.find(id); it != cache.end())
+    return it->second.get();
+  if (auto it = failures.find(id); it != failures.end()) {
+    error = it->second;
+    return nullptr;
+  }
+  auto pieces = std::make_unique<Pieces>();
+  bool ok = true;
+  if (pipelined) {
+    // The embedding and head are not layers: recomputation leaves them as
+    // they are, so one pipeline probe (recomputing nothing) serves every
+    // recomputation mode.
+    ProbeKey plainKey = key;
+    plainKey.recompute = "none";
+    const Pieces *own = get(key, false, error);
+    const Pieces *plain = own ? get(plainKey, false, error) : nullptr;
+    std::vector<Piece> staged;
+    double f = 0, b = 0;
+    ok = plain;
+    if (ok && key.recompute != "none") {
+      const Pieces *shared = get(plainKey, true, error);
+      ok = shared;
+      if (ok) {
+        *pieces = *own;
+        pieces->first = shared->first;
+        pieces->last = shared->last;
+        pieces->p2pForwardBytes = shared->p2pForwardBytes;
+        pieces->p2pBackwardBytes = shared->p2pBackwardBytes;
+        pieces->pipelined = true;
+      }
+    } else if (ok) {
+      ok = compileProbe(plainKey, 2, 2, staged, f, b, error) && staged.size() == 2;
+      if (ok) {
+        *pieces = *own;
+        pieces->first = staged[0] - plain->layer;
+        pieces->last = staged[1] - plain->layer;
+        pieces->first.otherBytes = staged[0].otherBytes;
+        pieces->last.otherBytes = staged[1].otherBytes;
+        pieces->p2pForwardBytes = f;
+        pieces->p2pBackwardBytes = b;
+        pieces->pipelined = true;
+      }
+    }
+  } else {
+    std::vector<Piece> one, two;
+    double f = 0, b = 0;
+    ok = compileProbe(key, 1, 1, one, f, b, error) && compileProbe(key, 2, 1, two, f, b, error);
+    if (ok) {
+      pieces->layer = two[0] - one[0];
+      pieces->single = one[0];
+      // Workspace is not per layer: the larger probe's stands for any depth.
+      pieces->layer.otherBytes = 0;
+      pieces->single.otherBytes = std::max(one[0].otherBytes, two[0].otherBytes);
+    }
+  }
+  if (!ok) {
+    failures[id] = error;
+    return nullptr;
+  }
+  return (cache[id] = std::move(pieces)).get();
+}
+
+} // namespace llmc::plan

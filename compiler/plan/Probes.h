@@ -1,0 +1,106 @@
+//===- Probes.h - what one layer, the first and the last stage cost -*- C++ -*-===//
+//
+// The planner never compiles a whole layout. For each (tp, sp, microbatch
+// size, recomputation) it compiles three probe models of the real width —
+// one layer on one stage, two layers on one stage, two layers on two
+// pipeline stages — and subtracts: two layers minus one is a layer; the
+// one-layer model minus a layer is the embedding and head; the pipeline's
+// first stage minus a layer is the embedding's stage extra, its last stage
+// minus a layer the head's. Each piece carries its priced work per
+// microbatch and phase, its saved activations per microbatch, its gradient
+// and optimizer work, and its persistent tensors (so ZeRO's sharding of
+// the exact shapes, padding included, follows for any dp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_COMPILER_PLAN_PROBES_H
+#define LLMC_COMPILER_PLAN_PROBES_H
+
+#include "compiler/plan/Planner.h"
+#include "compiler/plan/ProgramCost.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace llmc::plan {
+
+/// A kind of persistent tensor of a stage (parameter or optimizer state):
+/// category, dim 0 (what ZeRO shards) and bytes per row. Pieces count how
+/// many tensors of each kind they hold, so subtracting probes subtracts
+/// tensors without relying on names.
+using StateKind = std::tuple<std::string, int64_t, double>;
+
+/// A piece of a stage: per microbatch (F, B, W) and per step (S) work, and
+/// what it keeps in memory. Pieces add and subtract as probes do.
+struct Piece {
+  Cost forward, backward, weight, step;
+  double activationBytes = 0; ///< saved per microbatch in flight
+  double gradientBytes = 0;   ///< live at the arena peak (one microbatch)
+  double otherBytes = 0;      ///< workspace, inputs, outputs at the peak
+  std::map<StateKind, int64_t> states; ///< kind → count
+  Piece operator-(const Piece &o) const;
+  Piece operator+(const Piece &o) const;
+  Piece scaled(double k) const; ///< k layers (states repeated k times)
+  /// Persistent bytes per rank with ZeRO `zero` over `dp` ranks (dim 0
+  /// padded to a multiple of dp, as the ZeRO passes do).
+  double persistentBytes(int64_t zero, int64_t dp) const;
+  double parameterBytes() const; ///< unsharded, this rank's tp shard
+};
+
+struct ProbeKey {
+  int64_t tp = 1;
+  bool sp = false;
+  int64_t microbatchSize = 1;
+  std::string recompute = "none";
+  bool operator<(const ProbeKey &o) const {
+    return std::tie(tp, sp, microbatchSize, recompute) <
+           std::tie(o.tp, o.sp, o.microbatchSize, o.recompute);
+  }
+};
+
+/// The pieces of one probe key.
+struct Pieces {
+  Piece layer;        ///< one transformer layer
+  Piece single;       ///< the whole one-stage model with one layer
+  Piece first, last;  ///< a pipeline's first/last stage beyond its layers
+  bool pipelined = false;
+  double p2pForwardBytes = 0, p2pBackwardBytes = 0; ///< per microbatch and chunk boundary
+};
+
+class ProbeCache {
+public:
+  ProbeCache(const Request &request);
+  ~ProbeCache();
+  /// The pieces for `key`; `pipeline` also compiles the two-stage probe.
+  /// Null with `error` set (the compiler's message) when a probe fails.
+  const Pieces *get(const ProbeKey &key, bool pipeline, std::string &error);
+  int64_t compiled() const { return compiledCount; }
+  double seconds() const { return compileSeconds; }
+  /// Compiles the model with `layers` layers and `batchSize` rows per
+  /// microbatch (all data-parallel ranks together: the model's
+  /// `batch_size`) under `options`, and returns each stage's arena bytes.
+  bool compileStages(const TrainingPipelineOptions &options, int64_t layers, int64_t batchSize,
+                     std::vector<double> &arenaBytes, std::string &error);
+
+private:
+  bool compileProbe(const ProbeKey &key, int64_t layers, int64_t stages, std::vector<Piece> &out,
+                    double &p2pForward, double &p2pBackward, std::string &error);
+  const Request &request;
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> lastModule; ///< of the last compileStages
+  std::map<std::pair<ProbeKey, bool>, std::unique_ptr<Pieces>> cache;
+  std::map<std::pair<ProbeKey, bool>, std::string> failures;
+  int64_t compiledCount = 0;
+  double compileSeconds = 0;
+};
+
+/// The options a probe or layout compiles with.
+TrainingPipelineOptions layoutOptions(const Request &request, const Layout &layout);
+
+} // namespace llmc::plan
+
+#endif

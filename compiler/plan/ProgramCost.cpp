@@ -1,0 +1,189 @@
+//===- ProgramCost.cpp - roofline and alpha-beta pricing of exec programs -===//
+
+#include "compiler/plan/ProgramCost.h"
+
+#include "dialects/Exec/ExecDialect.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <algorithm>
+#include <set>
+
+using namespace mlir;
+
+namespace llmc::plan {
+
+Cost &Cost::operator+=(const Cost &o) {
+  computeSeconds += o.computeSeconds;
+  commSeconds += o.commSeconds;
+  p2pBytes += o.p2pBytes;
+  p2pMessages += o.p2pMessages;
+  flops += o.flops;
+  modelFlops += o.modelFlops;
+  bytes += o.bytes;
+  kernels += o.kernels;
+  return *this;
+}
+
+Cost Cost::operator-(const Cost &o) const {
+  Cost c = *this;
+  return c += o.scaled(-1);
+}
+
+Cost Cost::scaled(double f) const {
+  Cost c;
+  c.computeSeconds = computeSeconds * f;
+  c.commSeconds = commSeconds * f;
+  c.p2pBytes = p2pBytes * f;
+  c.p2pMessages = p2pMessages * f;
+  c.flops = flops * f;
+  c.modelFlops = modelFlops * f;
+  c.bytes = bytes * f;
+  c.kernels = static_cast<int64_t>(kernels * f);
+  return c;
+}
+
+Cost ProgramCost::phase(char p) const {
+  auto it = phases.find(p);
+  return it == phases.end() ? Cost() : it->second;
+}
+
+namespace {
+
+double bytesOf(Type type) {
+  auto memref = dyn_cast<MemRefType>(type);
+  if (!memref)
+    return 0;
+  unsigned bits = memref.getElementType().getIntOrFloatBitWidth();
+  return static_cast<double>(memref.getNumElements()) * std::max(8u, bits) / 8;
+}
+
+ArrayRef<int64_t> shapeOf(Value v) { return cast<MemRefType>(v.getType()).getShape(); }
+
+int64_t attrInt(Operation *op, StringRef name) {
+  auto attr = op->getAttrOfType<IntegerAttr>(name);
+  return attr ? attr.getInt() : 0;
+}
+
+/// The phase letter of an instruction's `exec.action` ("F3" → 'F', "B0.1"
+/// → 'B'); 'S' outside the microbatches.
+char phaseOf(Operation *op, std::set<std::string> &microbatches) {
+  auto action = op->getAttrOfType<StringAttr>("exec.action");
+  if (!action || action.getValue().empty())
+    return 'S';
+  StringRef text = action.getValue();
+  microbatches.insert(text.drop_front().split('.').first.str());
+  return text.front();
+}
+
+} // namespace
+
+double kernelFlops(Operation *op) {
+  auto kernel = cast<exec::KernelOp>(op);
+  StringRef name = kernel.getCallee();
+  auto inputs = kernel.getInputs();
+  auto outputs = kernel.getOutputs();
+  if (outputs.empty())
+    return 0;
+  double outElements = cast<MemRefType>(outputs[0].getType()).getNumElements();
+  if (name == "matmul" && inputs.size() >= 2) {
+    ArrayRef<int64_t> a = shapeOf(inputs[0]);
+    int64_t k = attrInt(op, "transpose_a") ? a[a.size() - 2] : a.back();
+    return 2.0 * outElements * k;
+  }
+  if ((name == "attention" || name == "attention_grad") && inputs.size() >= 3) {
+    ArrayRef<int64_t> q = shapeOf(inputs[0]), k = shapeOf(inputs[1]);
+    if (q.size() == 4 && k.size() == 4) {
+      double forward = 4.0 * q[0] * q[2] * q[1] * k[1] * q[3];
+      if (attrInt(op, "causal"))
+        forward /= 2;
+      return name == "attention" ? forward : 2.5 * forward;
+    }
+  }
+  static const std::set<std::string> movesOnly = {"slice", "pad", "concat", "transpose", "fill",
+                                                  "embedding", "copy", "cast"};
+  return movesOnly.count(name.str()) ? 0 : outElements;
+}
+
+double kernelBytes(Operation *op) {
+  double bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += bytesOf(v.getType());
+  return bytes;
+}
+
+ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshShape &mesh,
+                        double fp32MatmulScale) {
+  ProgramCost result;
+  std::set<std::string> microbatches;
+  auto link = [&](const std::vector<std::string> &group, double &alpha, double &beta) {
+    bool inside = groupInsideNode(mesh, group, cluster.nodeSize);
+    alpha = inside ? cluster.intraLatency : cluster.interLatency;
+    beta = inside ? cluster.intraBandwidth : cluster.interBandwidth;
+  };
+  auto groupOf = [](ArrayAttr axes, int64_t &n, const MeshShape &mesh) {
+    std::vector<std::string> group;
+    n = 1;
+    for (Attribute a : axes) {
+      group.push_back(cast<StringAttr>(a).getValue().str());
+      n *= mesh.size(group.back());
+    }
+    return group;
+  };
+  program->walk([&](Operation *op) {
+    if (isa<exec::ProgramOp, exec::BufferOp>(op))
+      return;
+    Cost cost;
+    if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
+      double flops = kernelFlops(op), bytes = kernelBytes(op);
+      double peak = cluster.peakFlops;
+      if (kernel.getCallee() == "matmul" && kernel.getOutputs().size() == 1 &&
+          cast<MemRefType>(kernel.getOutputs()[0].getType()).getElementType().isF32())
+        peak *= fp32MatmulScale;
+      cost.computeSeconds =
+          std::max(flops / peak, bytes / cluster.memoryBandwidth) + cluster.kernelOverhead;
+      cost.flops = flops;
+      cost.bytes = bytes;
+      cost.kernels = 1;
+      if (kernel.getCallee() == "matmul" || kernel.getCallee().starts_with("attention"))
+        cost.modelFlops = flops;
+    } else if (auto send = dyn_cast<exec::SendOp>(op)) {
+      cost.p2pBytes = bytesOf(send.getBuffer().getType());
+      cost.p2pMessages = 1;
+    } else {
+      auto collective = [&](Collective kind, ArrayAttr axes, Type full) {
+        int64_t n;
+        std::vector<std::string> group = groupOf(axes, n, mesh);
+        double alpha, beta;
+        link(group, alpha, beta);
+        cost.commSeconds = collectiveSeconds(kind, n, bytesOf(full), alpha, beta);
+      };
+      llvm::TypeSwitch<Operation *>(op)
+          .Case([&](exec::AllReduceOp c) {
+            collective(Collective::AllReduce, c.getGroup(), c.getInput().getType());
+          })
+          .Case([&](exec::AllGatherOp c) {
+            collective(Collective::AllGather, c.getGroup(), c.getOutput().getType());
+          })
+          .Case([&](exec::ReduceScatterOp c) {
+            collective(Collective::ReduceScatter, c.getGroup(), c.getInput().getType());
+          })
+          .Case([&](exec::AllToAllOp c) {
+            collective(Collective::AllToAll, c.getGroup(), c.getInput().getType());
+          })
+          .Case([&](exec::BroadcastOp c) {
+            collective(Collective::Broadcast, c.getGroup(), c.getInput().getType());
+          })
+          .Case([&](exec::ReduceOp c) {
+            collective(Collective::Reduce, c.getGroup(), c.getInput().getType());
+          })
+          .Default([](Operation *) {});
+    }
+    result.phases[phaseOf(op, microbatches)] += cost;
+  });
+  result.microbatches = static_cast<int64_t>(microbatches.size());
+  return result;
+}
+
+} // namespace llmc::plan
