@@ -164,7 +164,7 @@ bool groupInsideNode(const MeshShape &mesh, const std::vector<std::string> &grou
 }
 
 double collectiveSeconds(Collective kind, int64_t n, double bytes, double alpha, double beta) {
-  if (n <= 1)
+  if (n <= 1 || (bytes == 0 && alpha == 0))
     return 0;
   double steps = static_cast<double>(n - 1);
   double share = steps / static_cast<double>(n);

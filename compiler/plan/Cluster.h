@@ -29,6 +29,9 @@ struct Cluster {
   double intraLatency = 0;    ///< seconds per message inside a node
   double interLatency = 0;    ///< seconds per message between nodes
   double kernelOverhead = 0;  ///< seconds added to every kernel launch
+  /// Whether data-parallel communication runs beside compute (a GPU's
+  /// communication stream); false prices every collective as blocking.
+  bool overlap = true;
 };
 
 /// The preset names (`dgx-a100`, `dgx-h100`) with a one-line description.

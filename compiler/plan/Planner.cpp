@@ -71,7 +71,7 @@ std::string Layout::compileFlags(const Request &request) const {
 namespace {
 
 struct ModelShape {
-  int64_t layers = 0, heads = 0, kvHeads = 0;
+  int64_t layers = 0, heads = 0, kvHeads = 0, seqLen = 0;
   double parameters = 0;
 };
 
@@ -98,6 +98,7 @@ bool modelShape(const Request &request, ModelShape &shape, std::string &error) {
     return false;
   }
   shape.layers = config.nLayer;
+  shape.seqLen = config.seqLen;
   shape.heads = config.nHead;
   shape.kvHeads = config.nKvHead > 0 ? config.nKvHead : config.nHead;
   shape.parameters = static_cast<double>(countParameters(*module).total);
@@ -211,7 +212,7 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
     why = info.error;
     return false;
   }
-  int64_t p = l.pp;
+  int64_t p = l.pp, k = shape.layers / l.pp;
   double v = static_cast<double>(l.virtualStages);
   // Each stage's piece: its layers plus the first or last stage's extra.
   std::vector<Piece> stage(p);
@@ -319,23 +320,32 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
   for (int64_t s = 0; s < p; ++s) {
     double optimizer = stage[s].step.seconds() / (l.zero >= 1 ? l.dp : 1);
     double paramBytes = stage[s].parameterBytes(), exposed = 0;
-    auto cost = [&](Collective kind) {
-      return collectiveSeconds(kind, l.dp, paramBytes, dpAlpha, dpBeta);
+    // Gradients go in buckets (25 MiB, the compiler's default); ZeRO-3
+    // gathers and scatters one layer at a time: each message pays α.
+    double buckets = std::max(1.0, std::ceil(paramBytes / (25.0 * (1 << 20))));
+    double perLayer = static_cast<double>(k) + 1;
+    auto cost = [&](Collective kind, double messages) {
+      return messages * collectiveSeconds(kind, l.dp, 0, dpAlpha, dpBeta) +
+             collectiveSeconds(kind, l.dp, paramBytes, 0, dpBeta);
     };
-    auto hidden = [](double comm, double compute) { return std::max(0.0, comm - compute); };
+    auto hidden = [&](double comm, double compute) {
+      return c.overlap ? std::max(0.0, comm - compute) : comm;
+    };
     if (l.dp > 1) {
       switch (l.zero) {
-      case 0: exposed = hidden(cost(Collective::AllReduce), B[s]); break;
+      case 0: exposed = hidden(cost(Collective::AllReduce, buckets), B[s]); break;
       case 1:
-        exposed = hidden(cost(Collective::ReduceScatter), B[s]) + cost(Collective::AllGather);
+        exposed = hidden(cost(Collective::ReduceScatter, buckets), B[s]) +
+                  cost(Collective::AllGather, buckets);
         break;
       case 2:
-        exposed = m * hidden(cost(Collective::ReduceScatter), B[s]) + cost(Collective::AllGather);
+        exposed = m * hidden(cost(Collective::ReduceScatter, buckets), B[s]) +
+                  cost(Collective::AllGather, buckets);
         break;
       default:
-        exposed = m * (hidden(cost(Collective::AllGather), F[s]) +
-                       hidden(cost(Collective::AllGather), B[s]) +
-                       hidden(cost(Collective::ReduceScatter), B[s]));
+        exposed = m * (hidden(cost(Collective::AllGather, perLayer), F[s]) +
+                       hidden(cost(Collective::AllGather, perLayer), B[s]) +
+                       hidden(cost(Collective::ReduceScatter, perLayer), B[s]));
       }
     }
     double end = finish[s] + optimizer + exposed;
@@ -374,6 +384,12 @@ bool Search::evaluate(const Layout &l, Prediction &prediction, std::string &why,
   const Pieces *full = probes.get(fullKey, l.pp > 1, why);
   if (!full)
     return false;
+  // Budget only where recomputing nothing does not fit.
+  if (compose(l, *pieces, pieces->layer.scaled(k), prediction, why, stageMemory)) {
+    why = "";
+    prediction = Prediction();
+    return false;
+  }
   for (int64_t r = 1; r < k; ++r) {
     Layout mixed = l;
     mixed.budgetFullLayers = r;
@@ -395,6 +411,10 @@ bool Search::stageBytes(const Layout &layout, std::vector<double> &bytes, std::s
   if (!ok)
     error = why;
   return ok;
+}
+
+template <typename T> bool allowed(const std::vector<T> &only, const T &value) {
+  return only.empty() || std::find(only.begin(), only.end(), value) != only.end();
 }
 
 std::vector<int64_t> divisorsOf(int64_t n) {
@@ -435,7 +455,7 @@ void Search::run() {
   std::map<std::string, double> familySmallest;
   for (int64_t t : tps)
     for (int64_t pp : divisorsOf(G / t)) {
-      if (G % (t * pp))
+      if (G % (t * pp) || !allowed(request.onlyTp, t) || !allowed(request.onlyPp, pp))
         continue;
       std::string ppName = "pp" + std::to_string(pp);
       if (pp > L) {
@@ -475,6 +495,11 @@ void Search::run() {
                 l.schedule = kind, l.virtualStages = v, l.recompute = rc;
                 if (zero > 0 && dp == 1)
                   continue; // ZeRO over one rank is stage 0
+                if (!allowed(request.onlyZero, zero) ||
+                    !allowed(request.onlyRecompute, std::string(rc)) ||
+                    (pp > 1 && !allowed(request.onlySchedule, kind)) ||
+                    (request.onlySp >= 0 && t > 1 && sp != (request.onlySp == 1)))
+                  continue;
                 ++result.layoutsSearched;
                 Prediction prediction;
                 std::string why;
@@ -483,7 +508,7 @@ void Search::run() {
                   auto &best = familyBest[family];
                   if (best.second.empty() || prediction.stepSeconds < best.first)
                     best = {prediction.stepSeconds, l.label()};
-                } else {
+                } else if (!why.empty()) {
                   if (!familyWhy.count(family) || prediction.memoryBytes > 0)
                     familyWhy[family] = why;
                   if (prediction.memoryBytes > 0 &&
@@ -537,10 +562,9 @@ bool runPlan(const Request &request, int64_t verified, Result &result, std::stri
   if (!modelShape(request, shape, error))
     return false;
   Request resolved = request;
-  if (resolved.seqLen <= 0) {
-    error = "give the sequence length (--seq)";
-    return false;
-  }
+  if (resolved.seqLen <= 0)
+    resolved.seqLen = shape.seqLen;
+  result.seqLen = resolved.seqLen;
   result.parameters = shape.parameters;
   result.layers = shape.layers;
   auto start = std::chrono::steady_clock::now();

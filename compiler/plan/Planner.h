@@ -42,6 +42,11 @@ struct Request {
   int64_t maxVirtualStages = 4;
   /// The fp32-matmul rate as a fraction of the peak (½ on tensor-core GPUs).
   double fp32MatmulScale = 0.5;
+  /// Restrict the search (empty: every value): to price one published
+  /// layout, or to search only what a job may use.
+  std::vector<int64_t> onlyTp, onlyPp, onlyZero;
+  std::vector<std::string> onlyRecompute, onlySchedule;
+  int onlySp = -1; ///< -1 both, 0 off, 1 on
 };
 
 struct Layout {
@@ -81,6 +86,7 @@ struct Result {
   double modelFlopsPerStep = 0;   ///< 3 × forward matmul and attention FLOPs
   double parameters = 0;
   int64_t layers = 0;
+  int64_t seqLen = 0; ///< the request's, or the model's own
 };
 
 /// Runs the search. `verified` (≥ 0) layouts from the top are compiled at

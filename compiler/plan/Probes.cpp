@@ -68,6 +68,14 @@ double Piece::parameterBytes() const {
 
 namespace {
 
+/// A difference of two plans' peaks can come out below zero where the two
+/// peaks fall at different moments; no piece holds negative bytes.
+void clampBytes(Piece &piece) {
+  piece.activationBytes = std::max(0.0, piece.activationBytes);
+  piece.gradientBytes = std::max(0.0, piece.gradientBytes);
+  piece.otherBytes = std::max(0.0, piece.otherBytes);
+}
+
 std::string meshSpec(int64_t pp, int64_t dp, int64_t tp) {
   std::string mesh;
   auto add = [&](const char *axis, int64_t n) {
@@ -213,6 +221,10 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
     piece.activationBytes = activation / inFlight;
     piece.gradientBytes = gradient;
     piece.otherBytes = peak - activation - gradient;
+    if (auto saved = plan ? plan.getAs<DictionaryAttr>("saved_per_layer") : DictionaryAttr())
+      for (NamedAttribute layer : saved)
+        piece.savedPerLayer = std::max<double>(piece.savedPerLayer,
+                                               cast<IntegerAttr>(layer.getValue()).getInt());
     train.walk([&](exec::BufferOp buffer) {
       StringRef category = buffer.getCategory();
       if (category != "param" && category != "optim")
@@ -268,6 +280,8 @@ const Pieces *ProbeCache::get(const ProbeKey &key, bool pipelined, std::string &
         pieces->last = staged[1] - plain->layer;
         pieces->first.otherBytes = staged[0].otherBytes;
         pieces->last.otherBytes = staged[1].otherBytes;
+        clampBytes(pieces->first);
+        clampBytes(pieces->last);
         pieces->p2pForwardBytes = f;
         pieces->p2pBackwardBytes = b;
         pieces->pipelined = true;
@@ -280,9 +294,13 @@ const Pieces *ProbeCache::get(const ProbeKey &key, bool pipelined, std::string &
     if (ok) {
       pieces->layer = two[0] - one[0];
       pieces->single = one[0];
+      // What a layer keeps for its backward is in the plan itself; the
+      // difference of two peaks is not (they need not be at one moment).
+      pieces->layer.activationBytes = two[0].savedPerLayer;
       // Workspace is not per layer: the larger probe's stands for any depth.
       pieces->layer.otherBytes = 0;
       pieces->single.otherBytes = std::max(one[0].otherBytes, two[0].otherBytes);
+      clampBytes(pieces->layer);
     }
   }
   if (!ok) {

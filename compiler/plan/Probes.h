@@ -41,6 +41,7 @@ struct Piece {
   double activationBytes = 0; ///< saved per microbatch in flight
   double gradientBytes = 0;   ///< live at the arena peak (one microbatch)
   double otherBytes = 0;      ///< workspace, inputs, outputs at the peak
+  double savedPerLayer = 0;   ///< the plan's saved bytes of one layer, one microbatch
   std::map<StateKind, int64_t> states; ///< kind → count
   Piece operator-(const Piece &o) const;
   Piece operator+(const Piece &o) const;

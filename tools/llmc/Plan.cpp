@@ -55,6 +55,10 @@ Opt<double> interLatency("inter-latency",
                          PLAN_OPT);
 Opt<double> kernelOverhead("kernel-overhead", cl::desc("Fixed cost of each kernel, microseconds"),
                            PLAN_OPT);
+Opt<bool> noOverlap("no-overlap",
+                    cl::desc("Communication does not run beside compute (the CPU executor): "
+                             "price every collective as blocking"),
+                    PLAN_OPT);
 Opt<double> fp32Matmul("fp32-matmul-scale",
                        cl::desc("fp32 matmul rate as a fraction of the peak (0.5: TF32 on "
                                 "tensor cores; 1 on a CPU)"),
@@ -66,6 +70,20 @@ Opt<int64_t> seq("seq", cl::desc("Sequence length (default: the model's)"), cl::
 Opt<std::string> precision("precision", cl::desc("fp32 | bf16"), cl::init("bf16"), PLAN_OPT);
 cl::list<int64_t> microbatchSizes("microbatch-sizes", cl::desc("Microbatch sizes to try (1,2,4,8)"),
                                   cl::CommaSeparated, PLAN_OPT);
+cl::list<int64_t> onlyTp("tp", cl::desc("Only these tensor-parallel sizes"), cl::CommaSeparated,
+                         PLAN_OPT);
+cl::list<int64_t> onlyPp("pp", cl::desc("Only these pipeline sizes"), cl::CommaSeparated,
+                         PLAN_OPT);
+cl::list<int64_t> onlyZero("zero", cl::desc("Only these ZeRO stages"), cl::CommaSeparated,
+                           PLAN_OPT);
+cl::list<std::string> onlyRecompute("recompute",
+                                    cl::desc("Only these: none, selective, full, budget"),
+                                    cl::CommaSeparated, PLAN_OPT);
+cl::list<std::string> onlySchedule("pipeline-schedule",
+                                   cl::desc("Only these: 1f1b, interleaved, zero-bubble"),
+                                   cl::CommaSeparated, PLAN_OPT);
+Opt<std::string> onlySp("sp", cl::desc("Sequence parallelism: on, off or both"), cl::init("both"),
+                        PLAN_OPT);
 Opt<int64_t> top("top", cl::desc("Rows to print"), cl::init(10), PLAN_OPT);
 Opt<bool> bottom("bottom", cl::desc("Also print the slowest --top layouts that fit"), PLAN_OPT);
 Opt<bool> explain("explain", cl::desc("Say why each rejected family was rejected"), PLAN_OPT);
@@ -99,6 +117,16 @@ std::string seconds(double s) {
   return fixed(s, 2) + " s";
 }
 
+/// 3.34e18 → "3340.4 PFLOP", 1.2e9 → "1.20 GFLOP".
+std::string flops(double f) {
+  static const std::pair<double, const char *> units[] = {
+      {1e15, "PFLOP"}, {1e12, "TFLOP"}, {1e9, "GFLOP"}, {1e6, "MFLOP"}};
+  for (auto &[scale, unit] : units)
+    if (f >= scale)
+      return fixed(f / scale, f / scale < 10 ? 2 : 1) + " " + unit;
+  return fixed(f, 0) + " FLOP";
+}
+
 bool buildCluster(plan::Cluster &c, std::string &error) {
   if (!cluster.empty() && !plan::parseCluster(cluster, c, error))
     return false;
@@ -128,6 +156,8 @@ bool buildCluster(plan::Cluster &c, std::string &error) {
     c.interLatency = interLatency * 1e-6;
   if (kernelOverhead.getNumOccurrences())
     c.kernelOverhead = kernelOverhead * 1e-6;
+  if (noOverlap)
+    c.overlap = false;
   error = plan::validate(c);
   return error.empty();
 }
@@ -164,10 +194,20 @@ int runPlan() {
   for (int64_t size : request.microbatchSizes)
     if (size <= 0)
       return fail("--microbatch-sizes: " + Twine(size) + " is not a positive size");
-  if (request.seqLen <= 0) {
-    // The model's own length: read from the config by a dry run.
-    request.seqLen = 0;
-  }
+  request.onlyTp.assign(onlyTp.begin(), onlyTp.end());
+  request.onlyPp.assign(onlyPp.begin(), onlyPp.end());
+  request.onlyZero.assign(onlyZero.begin(), onlyZero.end());
+  request.onlyRecompute.assign(onlyRecompute.begin(), onlyRecompute.end());
+  request.onlySchedule.assign(onlySchedule.begin(), onlySchedule.end());
+  for (const std::string &mode : request.onlyRecompute)
+    if (mode != "none" && mode != "selective" && mode != "full" && mode != "budget")
+      return fail("--recompute: '" + mode + "' is not none, selective, full or budget");
+  for (const std::string &kind : request.onlySchedule)
+    if (kind != "1f1b" && kind != "interleaved" && kind != "zero-bubble")
+      return fail("--pipeline-schedule: '" + kind + "' is not 1f1b, interleaved or zero-bubble");
+  if (onlySp != "both" && onlySp != "on" && onlySp != "off")
+    return fail("--sp must be on, off or both, not '" + onlySp + "'");
+  request.onlySp = onlySp == "both" ? -1 : onlySp == "on";
   plan::Result result;
   if (!plan::runPlan(request, std::max<int64_t>(verify, emitFlags), result, error))
     return fail(error);
@@ -184,14 +224,14 @@ int runPlan() {
   const plan::Cluster &c = request.cluster;
   int64_t nodes = (c.devices + c.nodeSize - 1) / c.nodeSize;
   os << "model:    " << model << " " << preset << ", " << fixed(result.parameters / 1e9, 2)
-     << "B parameters, " << result.layers << " layers, sequence " << request.seqLen << "\n"
+     << "B parameters, " << result.layers << " layers, sequence " << result.seqLen << "\n"
      << "cluster:  " << c.devices << " devices (" << c.name << ", " << nodes << " node"
      << (nodes == 1 ? "" : "s") << " of " << c.nodeSize << "), "
      << fixed(c.peakFlops / 1e12, c.peakFlops < 1e13 ? 3 : 0) << " TFLOP/s and "
      << formatSize(static_cast<int64_t>(c.memoryBytes)) << " each\n"
-     << "batch:    " << request.globalBatch << " sequences × " << request.seqLen
+     << "batch:    " << request.globalBatch << " sequences × " << result.seqLen
      << " tokens per step, " << request.precision << "; model FLOPs per step "
-     << fixed(result.modelFlopsPerStep / 1e15, 3) << " PFLOP\n"
+     << flops(result.modelFlopsPerStep) << "\n"
      << "searched: " << result.layoutsSearched << " layouts, " << result.ranked.size()
      << " fit; " << result.probesCompiled << " probe compiles (" << fixed(result.probeSeconds, 1)
      << " s), " << fixed(result.searchSeconds, 1) << " s in all\n\n";
