@@ -42,7 +42,7 @@ checkpoints
                      fake-quantization observers live (--qat ...:ema): PTQ activation
                      ranges, no weight changes; saved with --ckpt-dir
 non-finite steps (a step whose loss or gradient norm is inf or NaN is skipped:
-                  parameters and optimizer state stay as they were; see docs/testing.md)
+                  parameters and optimizer state stay as they were)
   --max-nonfinite-steps N   after N consecutive skipped steps, stop with a checkpoint
                      of the last good state and exit 1 (default 3; 0: never stop)
   --inject-nonfinite STEPS[@RANK]   testing aid: at these steps (e.g. 5 or 5,6,7) rank
