@@ -15,6 +15,11 @@
 // cannot contract differently: on equal inputs both backends compute equal
 // m', v' and p', which is what lets adamw8bit's 8-bit codes match exactly.
 //
+// A step whose gradient norm is not finite (an overflow, a NaN anywhere in
+// any rank's gradients: the norm is the same on every rank) is skipped:
+// parameters and moments keep their values bit for bit, so one bad batch
+// cannot poison the state. The runtime counts such steps and reports them.
+//
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_ADAMWSTEP_H
 #define LLMC_KERNELS_ADAMWSTEP_H
@@ -35,17 +40,31 @@ LLMC_HOST_DEVICE inline double powerOf(double base, double exponent) {
 #endif
 }
 
+/// Whether x is finite, with the math library of the side compiling it.
+LLMC_HOST_DEVICE inline bool finiteValue(float x) {
+#ifdef __CUDA_ARCH__
+  return isfinite(x);
+#else
+  return std::isfinite(x);
+#endif
+}
+
 /// With g' = g·gradScale: m' = beta1·m + oneMinusBeta1·g',
 /// v' = beta2·v + oneMinusBeta2·g'², p' = p − lr·(m'·invBias1)/(√(v'·invBias2) + eps) − decay·p.
 struct AdamWStep {
   float gradScale, beta1, beta2, oneMinusBeta1, oneMinusBeta2, invBias1, invBias2, eps, lr, decay;
+  /// The gradient norm is not finite: the kernels leave p, m and v as they
+  /// are instead of applying the step.
+  bool skip;
 
   /// The constants of step `step` at learning rate `lr`; `norm` (may be
-  /// null) is the global gradient norm the clip divides by.
+  /// null) is the global gradient norm the clip divides by and the step's
+  /// verdict.
   LLMC_HOST_DEVICE static AdamWStep at(const contracts::AdamWHyperparams &h, float lr, float step,
                                        const float *norm) {
     double clip = 1.0;
-    if (norm && h.maxGradNorm > 0.0) {
+    bool skip = norm && !finiteValue(*norm);
+    if (norm && !skip && h.maxGradNorm > 0.0) {
       double limit = h.maxGradNorm / (static_cast<double>(*norm) + 1e-6);
       clip = limit < 1.0 ? limit : 1.0;
     }
@@ -61,6 +80,7 @@ struct AdamWStep {
     k.eps = static_cast<float>(h.epsilon);
     k.lr = static_cast<float>(rate);
     k.decay = static_cast<float>(rate * h.weightDecay);
+    k.skip = skip;
     return k;
   }
 

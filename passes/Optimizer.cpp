@@ -469,7 +469,12 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       }
       norm = sync.globalNorm(finalGrads, axes, loc);
     }
-    Value clipNorm = maxGradNorm > 0 ? norm : Value();
+    // The norm is also every update's verdict: a non-finite one (an
+    // overflow or NaN in any rank's gradients, or a non-finite loss, whose
+    // backward makes them so) leaves parameters and state unchanged. The
+    // norm is the same on every rank (it is taken after the gradients are
+    // synchronised, or summed over the ranks holding their pieces), so all
+    // ranks skip together.
 
     SmallVector<Value> results{loss}, newParams, newMasters;
     SmallVector<SmallVector<Value>> newSlots(slots.size());
@@ -495,11 +500,11 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       Operation *update;
       if (eightBit)
         update = llm::AdamW8bitOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t),
-                                          slotArg(2, t), slotArg(3, t), lr, stepNo, clipNorm, b1,
+                                          slotArg(2, t), slotArg(3, t), lr, stepNo, norm, b1,
                                           b2, eps, wd, clip);
       else
         update = llm::AdamWOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t), lr, stepNo,
-                                      clipNorm, b1, b2, eps, wd, clip);
+                                      norm, b1, b2, eps, wd, clip);
       Value newParam = update->getResult(0);
       if (masterOf[t] >= 0) {
         newMasters.push_back(newParam);

@@ -3,8 +3,10 @@
 #include "runtime/Executor.h"
 #include "runtime/support/Error.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 namespace llmc {
 
@@ -176,16 +178,67 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
   }
   micros_.assign(steps_.size(), 0.0);
   starts_.assign(steps_.size(), 0.0);
+  // Where poisonNextRun() strikes: the first float activations of this rank
+  // (every instruction above added exactly one step).
+  for (size_t i = 0; i < program.instructions.size() && poisonAfter_ < 0; ++i) {
+    const InstructionInfo &inst = program.instructions[i];
+    uint32_t buffer = 0;
+    if (inst.kind == InstructionKind::Kernel && inst.kernel == "embedding")
+      buffer = inst.outputs.at(0);
+    else if (inst.kind == InstructionKind::Recv)
+      buffer = inst.inputs.at(0);
+    else
+      continue;
+    DType dtype = program.buffers[buffer].dtype;
+    if (dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16) {
+      poisonAfter_ = static_cast<int64_t>(i);
+      poisonBuffer_ = buffer;
+    }
+  }
+}
+
+void BoundProgram::poisonNextRun() {
+  if (poisonAfter_ < 0)
+    fail("program '", program_.name,
+         "': no embedding or received activations to make non-finite");
+  poisonNext_ = true;
+}
+
+void BoundProgram::fillWithNaN(uint32_t index) {
+  device_.synchronize(); // the instruction that wrote it has finished
+  TensorView v = viewOf(index);
+  v.data = device_.hostArena().base() + program_.buffers[index].offset;
+  int64_t n = v.numel();
+  if (v.dtype == DType::F32) {
+    std::fill_n(v.as<float>(), n, std::numeric_limits<float>::quiet_NaN());
+  } else {
+    // The quiet NaN of bf16 and of fp16.
+    uint16_t nan = v.dtype == DType::BF16 ? 0x7FC0 : 0x7E00;
+    std::fill_n(v.as<uint16_t>(), n, nan);
+  }
+  device_.toDevice(v);
 }
 
 void BoundProgram::run(const StepContext &ctx) {
-  device_.runProgram(this, ctx.step, profiling_, [&] { runSteps(ctx); });
+  bool poison = poisonNext_;
+  poisonNext_ = false;
+  // Poisoning is a host write between two instructions: run eagerly, not
+  // from a captured graph.
+  device_.runProgram(this, ctx.step, profiling_ || poison, [&] { runSteps(ctx, poison); });
   // The plan keeps sent buffers intact until the program's end (a no-op
   // when nothing was sent).
   comm_.completeSends();
 }
 
-void BoundProgram::runSteps(const StepContext &ctx) {
+void BoundProgram::runSteps(const StepContext &ctx, bool poison) {
+  if (poison && !profiling_) {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      steps_[i](ctx);
+      if (static_cast<int64_t>(i) == poisonAfter_)
+        fillWithNaN(poisonBuffer_);
+    }
+    return;
+  }
   if (!profiling_) {
     for (auto &step : steps_) step(ctx);
     return;
@@ -196,6 +249,8 @@ void BoundProgram::runSteps(const StepContext &ctx) {
   for (size_t i = 0; i < steps_.size(); ++i) {
     auto start = clock::now();
     steps_[i](ctx);
+    if (poison && static_cast<int64_t>(i) == poisonAfter_)
+      fillWithNaN(poisonBuffer_);
     device_.synchronize();
     micros_[i] = std::chrono::duration<double, std::micro>(clock::now() - start).count();
     starts_[i] = std::chrono::duration<double, std::micro>(start.time_since_epoch()).count();

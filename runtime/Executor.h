@@ -44,11 +44,19 @@ public:
   void setProfiling(bool on) { profiling_ = on; }
   const std::vector<double> &instructionMicros() const { return micros_; }
   const std::vector<double> &instructionStarts() const { return starts_; }
+  /// Testing aid (llmc-run --inject-nonfinite): the next run() overwrites
+  /// the first activations this rank makes or receives (the output of its
+  /// first embedding kernel, else the buffer of its first recv) with NaN,
+  /// so its loss and gradients come out non-finite as after an overflow.
+  /// Throws when the program has neither.
+  void poisonNextRun();
 
 private:
   /// The buffer at kernelBase (what kernels and collectives are bound to).
   TensorView viewOf(uint32_t index) const;
-  void runSteps(const StepContext &ctx);
+  void runSteps(const StepContext &ctx, bool poison);
+  /// Fills buffer `index` with NaN, on the device too.
+  void fillWithNaN(uint32_t index);
 
   const ProgramInfo &program_;
   ExecutionDevice &device_;
@@ -57,6 +65,10 @@ private:
   std::vector<std::unique_ptr<Kernel>> kernels_;
   bool profiling_ = false;
   std::vector<double> micros_, starts_;
+  /// poisonNextRun(): after which instruction, which buffer; -1: none.
+  int64_t poisonAfter_ = -1;
+  uint32_t poisonBuffer_ = 0;
+  bool poisonNext_ = false;
 };
 
 } // namespace llmc

@@ -696,7 +696,8 @@ def LLM_AdamWOp : LLM_PureOp<"adamw", [MixesBatchRows, AllTypesMatch<["param", "
     `grad_norm` is given and `max_grad_norm` > 0 (else g' = g), t = step:
     m' = β1 m + (1−β1) g'; v' = β2 v + (1−β2) g'²;
     p' = p − lr (m'/(1−β1^t) / (√(v'/(1−β2^t)) + ε) + weight_decay · p).
-    `lr` and `step` are runtime scalars.
+    `lr` and `step` are runtime scalars. A `grad_norm` that is not finite
+    (inf or NaN) skips the step: p', m', v' are p, m, v bit for bit.
 
     ```mlir
     %p1, %m1, %v1 = llm.adamw %p, %g, %m, %v, %lr, %step norm %n
@@ -729,7 +730,8 @@ def LLM_AdamW8bitOp : LLM_PureOp<"adamw8bit", [MixesBatchRows, AllTypesMatch<["p
     the exact arithmetic is kernels/Adam8bit.h). Each step decodes a block,
     updates it in fp32 and re-encodes it with the block's new absmax, so the
     moments cost 2 bytes per parameter instead of 8. All-zero codes and
-    absmax are a fresh state.
+    absmax are a fresh state. A non-finite `grad_norm` skips the step: every
+    result is its input, bit for bit.
 
     ```mlir
     %p1, %mc1, %ma1, %vc1, %va1 = llm.adamw8bit %p, %g, %mc, %ma, %vc, %va, %lr, %step norm %n

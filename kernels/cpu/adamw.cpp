@@ -8,7 +8,8 @@
 // clip factor change every step); the per-step constants are formed once in
 // double. The update is elementwise and reads every input element before
 // writing it, so p', m', v' may alias p, m, v (the usual in-place update);
-// `omp simd` keeps that vectorised.
+// `omp simd` keeps that vectorised. A non-finite norm skips the step: the
+// outputs keep the inputs' values (AdamWStep.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +33,12 @@ public:
   void run(const StepContext &) override {
     // A local copy: the vectoriser sees loop-invariant scalars.
     const AdamWStep k = AdamWStep::at(config_, *lr_, *step_, norm_);
+    if (k.skip) {
+      keep(pOut_, p_);
+      keep(mOut_, m_);
+      keep(vOut_, v_);
+      return;
+    }
     const T *p = p_, *g = g_, *m = m_, *v = v_;
     T *pOut = pOut_, *mOut = mOut_, *vOut = vOut_;
 #pragma omp parallel for simd schedule(static) if (n_ > kParallelGrain)
@@ -45,6 +52,12 @@ public:
   }
 
 private:
+  /// A skipped step's output: the input's bytes (nothing to do in place).
+  void keep(T *out, const T *in) const {
+    if (out != in)
+      std::memcpy(out, in, static_cast<size_t>(n_) * sizeof(T));
+  }
+
   const T *p_, *g_, *m_, *v_;
   const float *lr_, *step_, *norm_;
   T *pOut_, *mOut_, *vOut_;

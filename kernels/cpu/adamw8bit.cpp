@@ -12,7 +12,8 @@
 // usual in-place update). Encoding uses adam8bit::Encoder, which gives
 // encode()'s codes with a table lookup instead of a binary search; the ratio
 // m'/absmax' is a true division, as the contract says, not a multiplication
-// by a reciprocal (which would move some codes).
+// by a reciprocal (which would move some codes). A non-finite norm skips the
+// step: params, codes and absmax keep their values (AdamWStep.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,11 +57,25 @@ public:
   void run(const StepContext &) override {
     const AdamWStep k = AdamWStep::at(config_, *lr_, *step_, norm_);
     const int64_t blocks = adam8bit::blockCount(n_);
+    if (k.skip) {
+      keep(pOut_, p_, n_);
+      keep(mCodesOut_, mCodes_, n_);
+      keep(vCodesOut_, vCodes_, n_);
+      keep(mAbsmaxOut_, mAbsmax_, blocks);
+      keep(vAbsmaxOut_, vAbsmax_, blocks);
+      return;
+    }
 #pragma omp parallel for schedule(static) if (n_ > kParallelGrain)
     for (int64_t b = 0; b < blocks; ++b) updateBlock(b, k);
   }
 
 private:
+  /// A skipped step's output: the input's bytes (nothing to do in place).
+  template <typename E> static void keep(E *out, const E *in, int64_t count) {
+    if (out != in)
+      std::memcpy(out, in, static_cast<size_t>(count) * sizeof(E));
+  }
+
   void updateBlock(int64_t b, const AdamWStep k) const {
     const int64_t begin = b * kBlock, len = std::min(kBlock, n_ - begin);
     alignas(64) float m[kBlock], v[kBlock];

@@ -22,6 +22,15 @@ __global__ void adamwKernel(const T *p, const T *g, const T *m, const T *v, cons
                             const float *step, const float *norm, T *pOut, T *mOut, T *vOut,
                             int64_t n, contracts::AdamWHyperparams config) {
   const AdamWStep k = blockStep(config, lr, step, norm);
+  if (k.skip) { // a non-finite norm: the state keeps its values
+    if (pOut != p || mOut != m || vOut != v)
+      LLMC_GRID_STRIDE(i, n) {
+        pOut[i] = p[i];
+        mOut[i] = m[i];
+        vOut[i] = v[i];
+      }
+    return;
+  }
   LLMC_GRID_STRIDE(i, n) {
     float m1 = load(m, i), v1 = load(v, i);
     float param = k.apply(load(p, i), load(g, i), m1, v1);

@@ -86,6 +86,22 @@ __global__ void __launch_bounds__(kThreads)
   mThr[tid] = tables[512 + tid];
   vThr[tid] = tables[768 + tid];
   const AdamWStep k = blockStep(config, lr, step, norm); // also publishes the tables
+  if (k.skip) { // a non-finite norm: the state keeps its values
+    for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
+      const int64_t begin = b * adam8bit::kBlock;
+      const int64_t len = min(static_cast<int64_t>(adam8bit::kBlock), n - begin);
+      for (int64_t j = tid; j < len; j += kThreads) {
+        pOut[begin + j] = p[begin + j];
+        s.mCodesOut[begin + j] = s.mCodes[begin + j];
+        s.vCodesOut[begin + j] = s.vCodes[begin + j];
+      }
+      if (tid == 0) {
+        s.mAbsmaxOut[b] = s.mAbsmax[b];
+        s.vAbsmaxOut[b] = s.vAbsmax[b];
+      }
+    }
+    return;
+  }
 
   for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
     const int64_t begin = b * adam8bit::kBlock;

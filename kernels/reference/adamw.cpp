@@ -2,7 +2,8 @@
 //
 // One AdamW step as llm.adamw defines it: the gradient scaled by
 // min(1, max_grad_norm/(norm + 1e-6)) when a norm is given, bias-corrected
-// moments, decoupled weight decay. adamw8bit.cpp reuses it on decoded state.
+// moments, decoupled weight decay; a non-finite norm skips the step (the
+// outputs are the inputs). adamw8bit.cpp reuses it on decoded state.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,8 @@ std::vector<RefTensor> adamw(const RefTensor &p, const RefTensor &g, const RefTe
                              double maxGradNorm) {
   require(g.shape == p.shape && m.shape == p.shape && v.shape == p.shape, "adamw",
           "param, grad, m and v shapes differ");
+  if (gradNorm && !std::isfinite(*gradNorm))
+    return {p, m, v};
   double clip = 1.0;
   if (gradNorm && maxGradNorm > 0.0) clip = std::min(1.0, maxGradNorm / (*gradNorm + 1e-6));
   double bias1 = 1.0 - std::pow(beta1, step), bias2 = 1.0 - std::pow(beta2, step);

@@ -58,6 +58,10 @@ std::vector<RefTensor> adamw8bit(const RefTensor &p, const RefTensor &g, const R
                                  const RefTensor &vAbsmax, double lr, double step,
                                  const double *gradNorm, double beta1, double beta2, double eps,
                                  double weightDecay, double maxGradNorm) {
+  // A skipped step keeps the codes as they are (re-encoding decoded state
+  // need not give the same codes back).
+  if (gradNorm && !std::isfinite(*gradNorm))
+    return {p, mCodes, mAbsmax, vCodes, vAbsmax};
   std::vector<int64_t> blocks = {adam8bit::blockCount(p.numel())};
   require(mCodes.shape == p.shape && vCodes.shape == p.shape, "adamw8bit",
           "m_codes and v_codes must have param's shape");

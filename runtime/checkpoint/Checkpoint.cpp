@@ -156,6 +156,7 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
     s.set("step", json::Value(state.step));
     s.set("seed", json::Value(state.seed));
     s.set("loss", json::Value(state.loss));
+    s.set("skipped_steps", json::Value(state.skippedSteps));
     s.set("data_position", json::Value(state.step)); // global batches consumed
     std::string mesh;
     for (auto &[axis, size] : artifact.mesh)
@@ -324,6 +325,9 @@ TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
   state.step = s.at("step").asInt(stepDir + "/state.json: step");
   state.seed = static_cast<uint64_t>(s.at("seed").asInt(stepDir + "/state.json: seed"));
   state.loss = s.at("loss").isNull() ? 0.0 : s.at("loss").asDouble("loss");
+  // Absent from checkpoints written before steps could be skipped.
+  if (const json::Value *skipped = s.find("skipped_steps"))
+    state.skippedSteps = skipped->asInt(stepDir + "/state.json: skipped_steps");
 
   std::string indexPath = stepDir + "/index.json";
   json::Value index = json::parse(readText(indexPath), indexPath);

@@ -41,6 +41,9 @@ struct TrainState {
   int64_t step = 0;       ///< optimizer steps completed
   uint64_t seed = 0;      ///< initialisation / data-order seed
   double loss = 0;        ///< training loss of the last step
+  /// Steps among the first `step` that were skipped (non-finite loss or
+  /// gradient norm): AdamW's bias correction counts only applied updates.
+  int64_t skippedSteps = 0;
   /// Fake-quantization observer states the checkpoint did not have (it
   /// was saved without --qat): they start fresh, as never observed.
   int64_t freshObservers = 0;

@@ -6,6 +6,12 @@
 // schedule's lr(k), so a resumed run repeats exactly what an uninterrupted
 // one does.
 //
+// A step whose loss or gradient norm is not finite is skipped: the compiled
+// update leaves parameters and optimizer state as they were (the norm is
+// every AdamW kernel's verdict, the same on every rank), and this loop
+// reports it and counts it. Too many in a row stop the run with a
+// checkpoint of the last good state.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/Trainer.h"
@@ -147,11 +153,21 @@ void shareCores(int localRanks) {
 }
 
 /// How far the training loop got: the step it started after, the last step
-/// done, the first and last training loss, and the seconds spent in steps.
+/// done, the steps of this run skipped for a non-finite loss or norm, the
+/// first and last finite training loss, and the seconds spent in steps.
 struct Progress {
-  int64_t start = 0, lastStep = 0;
+  int64_t start = 0, lastStep = 0, skipped = 0;
   double firstLoss = NAN, lastLoss = NAN, trainSeconds = 0;
 };
+
+/// A JSON number, or null for inf and NaN (which JSON cannot spell).
+std::string jsonNumber(double x, int precision) {
+  if (!std::isfinite(x))
+    return "null";
+  std::ostringstream out;
+  out << std::setprecision(precision) << x;
+  return out.str();
+}
 
 class Trainer {
 public:
@@ -197,7 +213,12 @@ private:
   /// weights do not.
   void calibrate(int64_t batches);
   std::string sample();
-  void save(int64_t step, double loss);
+  /// A checkpoint of the current state as that after `step`, of which
+  /// `skipped` steps were skipped.
+  void save(int64_t step, double loss, int64_t skipped);
+  /// Too many consecutive skipped steps: saves the state (that after the
+  /// last good step, as nothing was applied since) and throws.
+  [[noreturn]] void stopOnNonFinite(const Progress &progress, int64_t step);
   void fillBatch(const BoundProgram &program, DataLoader &loader, int64_t batchIndex,
                  const Input &in);
   /// The persistent state (parameters, optimizer state, observers) between
@@ -205,7 +226,7 @@ private:
   /// device.
   void persistentToDevice() { device->toDevice(0, artifact.memory.persistentBytes); }
   void persistentToHost() { device->toHost(0, artifact.memory.persistentBytes); }
-  void log(int64_t step, double loss, double lr, double norm, double ms);
+  void log(int64_t step, double loss, double lr, double norm, double ms, bool skipped);
 
   TrainOptions opt;
   Artifact artifact;
@@ -224,6 +245,9 @@ private:
   LRSchedule schedule;
   uint64_t seed = 0;
   int64_t totalSteps = 0, vocab = 0;
+  /// Skipped steps since the start of training (resumed ones included),
+  /// and how many of the latest steps were skipped in a row.
+  int64_t skippedSteps = 0, badStreak = 0;
   std::ofstream metrics;
   bool tty = false;
   StepTrace trace;
@@ -299,6 +323,10 @@ void Trainer::setup() {
   calibration = bind("calibrate");
   if (!train)
     fail(opt.artifact, ": has no train_step program");
+  if (!opt.injectNonFinite.empty() &&
+      (opt.injectRank < 0 || opt.injectRank >= artifact.worldSize))
+    fail("--inject-nonfinite: rank ", opt.injectRank, " is not one of the artifact's ",
+         artifact.worldSize, " ranks");
 
   seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed)
                        : static_cast<uint64_t>(artifact.metaNumber("seed", 1337));
@@ -426,30 +454,34 @@ std::string Trainer::sample() {
   return ByteTokenizer::decode(generated);
 }
 
-void Trainer::save(int64_t step, double loss) {
+void Trainer::save(int64_t step, double loss, int64_t skipped) {
   if (opt.ckptDir.empty())
     return;
   TrainState state;
   state.step = step;
   state.seed = seed;
   state.loss = loss;
+  state.skippedSteps = skipped;
   persistentToHost();
   saveCheckpoint(opt.ckptDir, artifact, *arena, state, rank, *comm, opt.retention);
   if (chatty)
     std::cout << "checkpoint: step " << step << " saved to " << opt.ckptDir << "\n";
 }
 
-void Trainer::log(int64_t step, double loss, double lr, double norm, double ms) {
+void Trainer::log(int64_t step, double loss, double lr, double norm, double ms, bool skipped) {
   int64_t tokensPerStep =
       batchInput(*train, false).rows * batchInput(*train, false).T * dataReplicas;
   double tps = tokensPerStep / (ms / 1000.0);
   if (metrics.is_open())
-    metrics << "{\"step\": " << step << ", \"loss\": " << std::setprecision(9) << loss
-            << ", \"lr\": " << lr << ", \"grad_norm\": " << norm
-            << ", \"tokens_per_s\": " << std::setprecision(6) << tps << ", \"ms\": " << ms
+    metrics << "{\"step\": " << step << ", \"loss\": " << jsonNumber(loss, 9)
+            << ", \"lr\": " << jsonNumber(lr, 9) << ", \"grad_norm\": " << jsonNumber(norm, 9)
+            << ", \"skipped\": " << (skipped ? "true" : "false")
+            << ", \"skipped_total\": " << skippedSteps
+            << ", \"tokens_per_s\": " << jsonNumber(tps, 6) << ", \"ms\": " << jsonNumber(ms, 6)
             << "}\n"
             << std::flush;
-  if (!chatty || (step % opt.logEvery != 0 && step != totalSteps))
+  // A skipped step is always shown, whatever --log-every says.
+  if (!chatty || (!skipped && step % opt.logEvery != 0 && step != totalSteps))
     return;
   if (tty)
     std::cerr << "\r\033[K";
@@ -458,6 +490,9 @@ void Trainer::log(int64_t step, double loss, double lr, double norm, double ms) 
        << std::setprecision(4) << loss << " | lr " << std::scientific << std::setprecision(2)
        << lr << " | norm " << std::fixed << std::setprecision(3) << norm << " | "
        << std::setprecision(0) << tps << " tok/s | " << std::setprecision(1) << ms << " ms";
+  if (skipped)
+    line << " | skipped: non-finite loss or gradient norm (" << badStreak << " in a row, "
+         << skippedSteps << " in all)";
   std::cout << line.str() << std::endl;
 }
 
@@ -496,6 +531,7 @@ int64_t Trainer::resume() {
   TrainState state = loadCheckpoint(opt.ckptDir, artifact, *arena, rank);
   if (state.seed != seed)
     fail("checkpoint was trained with seed ", state.seed, " but this run uses ", seed);
+  skippedSteps = state.skippedSteps;
   if (chatty)
     std::cout << "resumed from step " << state.step << " (" << opt.ckptDir << ")"
               << (state.freshObservers
@@ -588,13 +624,26 @@ bool Trainer::trainSteps(Progress &p) {
     if (opt.profile && step > p.start + 1) // the first step pays one-time costs
       addToProfile();
     p.trainSeconds += ms / 1000.0;
-    p.lastLoss = scalar(*train, "loss");
-    if (std::isnan(p.firstLoss))
-      p.firstLoss = p.lastLoss;
-    if (!std::isfinite(p.lastLoss))
-      fail("step ", step, ": loss is ", p.lastLoss, " (diverged); lower --lr or check the data");
-    log(step, p.lastLoss, lr, hasNorm ? scalar(*train, "grad_norm") : NAN, ms);
+    double loss = scalar(*train, "loss"), norm = hasNorm ? scalar(*train, "grad_norm") : NAN;
+    // The program skipped the update when the norm is not finite; a
+    // non-finite loss makes the gradients so through backward. Both are the
+    // same on every rank, so the ranks agree without a collective.
+    bool skipped = !std::isfinite(loss) || (hasNorm && !std::isfinite(norm));
+    if (skipped && hasNorm && std::isfinite(norm))
+      fail("step ", step, ": loss is ", loss, " but the gradient norm (", norm,
+           ") is finite, so the update was applied (diverged); lower --lr or check the data");
+    if (skipped) {
+      ++skippedSteps, ++badStreak, ++p.skipped;
+    } else {
+      badStreak = 0;
+      p.lastLoss = loss;
+      if (std::isnan(p.firstLoss))
+        p.firstLoss = loss;
+    }
+    log(step, loss, lr, norm, ms, skipped);
     p.lastStep = step;
+    if (opt.maxNonFiniteSteps > 0 && badStreak >= opt.maxNonFiniteSteps)
+      stopOnNonFinite(p, step);
     if (tty)
       drawProgressBar(step);
     if (opt.evalEvery > 0 && step % opt.evalEvery == 0 && !opt.quiet) {
@@ -604,12 +653,12 @@ bool Trainer::trainSteps(Progress &p) {
                   << std::setprecision(4) << val << "\n";
     }
     if (opt.ckptEvery > 0 && step % opt.ckptEvery == 0 && step != lastToRun)
-      save(step, p.lastLoss);
+      save(step, p.lastLoss, skippedSteps);
     if (stopRequested()) {
       if (tty) std::cerr << "\r\033[K";
       if (lead)
         std::cout << "interrupted at step " << step << "\n";
-      save(step, p.lastLoss);
+      save(step, p.lastLoss, skippedSteps);
       writeTrace();
       return false;
     }
@@ -617,11 +666,33 @@ bool Trainer::trainSteps(Progress &p) {
   return true;
 }
 
+void Trainer::stopOnNonFinite(const Progress &p, int64_t step) {
+  if (tty)
+    std::cerr << "\r\033[K";
+  // Nothing was applied since the last good step: the state is the one
+  // after it, saved as that step so --resume starts right after it.
+  int64_t good = step - badStreak;
+  save(good, p.lastLoss, skippedSteps - badStreak); // collective
+  writeTrace();                                     // collective
+  std::ostringstream where;
+  if (!opt.ckptDir.empty())
+    where << " (checkpoint of step " << good << " in " << opt.ckptDir << ")";
+  fail("stopped: ", badStreak, " consecutive steps (", good + 1, " to ", step,
+       ") had a non-finite loss or gradient norm and were skipped (--max-nonfinite-steps ",
+       opt.maxNonFiniteSteps, "); parameters and optimizer state are those after step ", good,
+       where.str(), "; lower --lr or check the data");
+}
+
 double Trainer::runStep(int64_t step, double lr, const Input &in) {
   double t0 = now();
   fillBatch(*train, *trainLoader, step - 1, in);
   setScalar(*train, "lr", static_cast<float>(lr));
-  setScalar(*train, "step", static_cast<float>(step));
+  // AdamW's bias correction counts the updates applied, this one included:
+  // a skipped step is one the optimizer never saw.
+  setScalar(*train, "step", static_cast<float>(step - skippedSteps));
+  if (rank == opt.injectRank && std::find(opt.injectNonFinite.begin(), opt.injectNonFinite.end(),
+                                          step) != opt.injectNonFinite.end())
+    train->poisonNextRun();
   train->run(StepContext{step});
   return (now() - t0) * 1000.0;
 }
@@ -659,7 +730,7 @@ void Trainer::finish(const Progress &p) {
     std::cerr << "\r\033[K";
   // Calibrated observers are worth saving even when nothing trained.
   if (p.lastStep > p.start || opt.calibrateBatches > 0)
-    save(p.lastStep, p.lastLoss);
+    save(p.lastStep, p.lastLoss, skippedSteps);
   writeTrace(); // collective
   if (opt.quiet)
     return;
@@ -676,7 +747,9 @@ void Trainer::printSummary(const Progress &p, double valLoss, const std::string 
             << p.trainSeconds << " s (" << std::setprecision(0)
             << (steps > 0 ? steps * in.rows * dataReplicas * in.T / p.trainSeconds : 0.0)
             << " tok/s)";
-  if (steps > 0)
+  if (p.skipped > 0)
+    std::cout << " (" << p.skipped << " skipped: non-finite loss or gradient norm)";
+  if (steps > p.skipped)
     std::cout << " | train loss " << std::setprecision(4) << p.firstLoss << " -> " << p.lastLoss;
   if (!std::isnan(valLoss))
     std::cout << " | val loss " << std::setprecision(4) << valLoss;

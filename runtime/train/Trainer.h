@@ -5,6 +5,7 @@
 #include "runtime/checkpoint/Retention.h"
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace llmc {
 
@@ -39,6 +40,14 @@ struct TrainOptions {
   std::string trace;             ///< Chrome-trace JSON of every step's timeline
   bool quiet = false;
   bool tf32 = false;             ///< cuda artifacts: fp32 GEMMs on TF32 tensor cores
+  /// Stop (with a checkpoint of the last good state) after this many
+  /// consecutive steps skipped for a non-finite loss or gradient norm;
+  /// 0: never stop.
+  int64_t maxNonFiniteSteps = 3;
+  /// Testing aid: at these steps rank `injectRank` makes its activations
+  /// non-finite, so the step must be skipped on every rank.
+  std::vector<int64_t> injectNonFinite;
+  int injectRank = 0;
 };
 
 /// Runs `llmc-run`; returns the process exit code. Errors are printed as one

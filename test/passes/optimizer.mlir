@@ -40,9 +40,10 @@
 // CHECK: llm.adamw %arg3, {{.*}}weight_decay = 1.000000e-01
 // CHECK: return %[[LOSS]], {{.*}}, %[[NORM]] :
 
-// Clipping off: the norm is still reported but not passed to AdamW.
+// Clipping off: the norm is still reported and still passed to AdamW, where
+// a non-finite one skips the step; max_grad_norm = 0 only turns the clip off.
 // NOCLIP: %[[N:.*]] = llm.global_norm
-// NOCLIP-NOT: norm %
+// NOCLIP: llm.adamw {{.*}} norm %[[N]] {{{.*}}max_grad_norm = 0.000000e+00
 // NOCLIP: return {{.*}}, %[[N]] :
 
 // BADKIND: error: optimizer: unknown no-decay kind 'weights' (expected norm, bias, embedding or none)

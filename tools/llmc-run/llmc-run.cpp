@@ -6,6 +6,7 @@
 
 #include "runtime/train/Trainer.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -40,6 +41,12 @@ checkpoints
   --calibrate N      before training, run N training batches forward with the
                      fake-quantization observers live (--qat ...:ema): PTQ activation
                      ranges, no weight changes; saved with --ckpt-dir
+non-finite steps (a step whose loss or gradient norm is inf or NaN is skipped:
+                  parameters and optimizer state stay as they were)
+  --max-nonfinite-steps N   after N consecutive skipped steps, stop with a checkpoint
+                     of the last good state and exit 1 (default 3; 0: never stop)
+  --inject-nonfinite STEPS[@RANK]   testing aid: at these steps (e.g. 5 or 5,6,7) rank
+                     RANK (default 0) makes its activations NaN
 reporting
   --metrics F        append one JSON line per step to F
   --log-every N      print every N steps (default 1)
@@ -63,7 +70,8 @@ multi-rank (mpirun -np N llmc-run ..., or N processes with RANK, WORLD_SIZE,
   --quiet            print errors only
   -h, --help         this text
 
-Exit status: 0 success, 1 error, 130 interrupted (a checkpoint was saved when --ckpt-dir is set).
+Exit status: 0 success, 1 error (also: stopped after --max-nonfinite-steps skipped steps),
+130 interrupted (a checkpoint was saved when --ckpt-dir is set).
 )";
 
 int usageError(const std::string &message) {
@@ -120,6 +128,28 @@ int main(int argc, char **argv) {
          int64_t n = 0;
          if (!integer(n)(v) || n < 0) return false;
          options.debugCollectiveDelayMs = static_cast<int>(n);
+         return true;
+       }},
+      {"--max-nonfinite-steps", [&](const std::string &v) {
+         return integer(options.maxNonFiniteSteps)(v) && options.maxNonFiniteSteps >= 0;
+       }},
+      {"--inject-nonfinite", [&](const std::string &v) {
+         // STEP[,STEP...][@RANK]
+         std::string steps = v;
+         if (size_t at = v.find('@'); at != std::string::npos) {
+           int64_t r = 0;
+           if (!integer(r)(v.substr(at + 1)) || r < 0) return false;
+           options.injectRank = static_cast<int>(r);
+           steps = v.substr(0, at);
+         }
+         options.injectNonFinite.clear();
+         for (size_t begin = 0; begin <= steps.size();) {
+           size_t end = std::min(steps.find(',', begin), steps.size());
+           int64_t step = 0;
+           if (!integer(step)(steps.substr(begin, end - begin)) || step < 1) return false;
+           options.injectNonFinite.push_back(step);
+           begin = end + 1;
+         }
          return true;
        }},
   };

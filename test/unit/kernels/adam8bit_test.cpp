@@ -27,6 +27,7 @@
 #include "kernels/Adam8bit.h"
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -407,6 +408,38 @@ TEST(AdamW8bitKernel, WritesEveryOutputElement) {
     for (size_t k = 0; k < results[0].size(); ++k)
       EXPECT_EQ(results[0][k], results[1][k]) << "output " << k;
   }
+}
+
+TEST(AdamW8bitKernel, NonFiniteNormKeepsEveryValueBitForBit) {
+  // A skipped step: p, the codes and the absmax stay exactly as they were
+  // (in place, and copied into separate outputs).
+  const std::vector<int64_t> shape = {5000};
+  for (DType dtype : kFloatTypes)
+    for (double norm : {std::numeric_limits<double>::quiet_NaN(),
+                        std::numeric_limits<double>::infinity()})
+      for (bool inPlace : {false, true}) {
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " norm " + std::to_string(norm) +
+                     (inPlace ? " in place" : ""));
+        Buffer p = Buffer::of(randomTensor(shape, 8351), dtype);
+        Buffer g = Buffer::of(randomTensor(shape, 8352, 0.3), dtype);
+        State m = State::random(shape, 8353, 0.05), v = State::random(shape, 8354, 0.01);
+        std::vector<Buffer *> inputs = {&p, &m.codes, &m.absmax, &v.codes, &v.absmax};
+        std::vector<std::vector<uint64_t>> before;
+        for (Buffer *b : inputs) before.push_back(b->storage);
+        Buffer lrb = scalar(1e-3), stepb = scalar(4), normb = scalar(norm);
+        Buffer p1(dtype, shape);
+        State m1(shape), v1(shape);
+        p1.poison(), m1.absmax.poison(), v1.absmax.poison();
+        std::vector<Buffer *> outputs =
+            inPlace ? inputs
+                    : std::vector<Buffer *>{&p1, &m1.codes, &m1.absmax, &v1.codes, &v1.absmax};
+        ASSERT_TRUE(runKernel("adamw8bit",
+                              {&p, &g, &m.codes, &m.absmax, &v.codes, &v.absmax, &lrb, &stepb,
+                               &normb},
+                              outputs, adamAttrs(1.0)));
+        for (size_t k = 0; k < outputs.size(); ++k)
+          EXPECT_EQ(outputs[k]->storage, before[k]) << "output " << k;
+      }
 }
 
 TEST(AdamW8bitKernel, ZeroGradientKeepsAFreshStateZero) {

@@ -2,8 +2,11 @@
 //
 // The norm is one scalar. adamw: p' and v' (a sum of positive terms) use
 // the elementwise metric; m' = β1·m + (1−β1)·g can cancel, so norm metric.
+// A non-finite norm skips the step: the outputs are the inputs, bit for bit.
 
 #include "KernelTest.h"
+
+#include <limits>
 
 namespace llmc::test {
 namespace {
@@ -97,6 +100,42 @@ TEST(AdamWKernel, MatchesReferenceWithClippingAndInPlace) {
       EXPECT_CLOSE(outputs[1]->toRef(), expected[1], Metric::Norm, tolerance(dtype));
       EXPECT_CLOSE(outputs[2]->toRef(), expected[2], Metric::Elementwise, tolerance(dtype));
     }
+}
+
+TEST(AdamWKernel, NonFiniteNormKeepsEveryValueBitForBit) {
+  const std::vector<int64_t> shape = {33, 7};
+  const double bad[] = {std::numeric_limits<double>::quiet_NaN(),
+                        std::numeric_limits<double>::infinity()};
+  for (DType dtype : kFloatTypes)
+    for (double norm : bad)
+      for (double maxGradNorm : {1.0, 0.0}) // clipping on or off: the verdict is the same
+        for (bool inPlace : {false, true}) {
+          SCOPED_TRACE(std::string(dtypeName(dtype)) + " norm " + std::to_string(norm) +
+                       " max_grad_norm " + std::to_string(maxGradNorm) +
+                       (inPlace ? " in place" : ""));
+          Buffer pb = Buffer::of(randomTensor(shape, 901), dtype),
+                 gb = Buffer::of(randomTensor(shape, 902, 0.3), dtype),
+                 mb = Buffer::of(randomTensor(shape, 903, 0.1), dtype),
+                 root = Buffer::of(randomTensor(shape, 904, 0.1), dtype);
+          Buffer vb = Buffer::of(ref::mul(root.toRef(), root.toRef()), dtype);
+          const std::vector<uint64_t> p0 = pb.storage, m0 = mb.storage, v0 = vb.storage;
+          Buffer lrb = Buffer::of(RefTensor{{}, {1e-3}}, DType::F32),
+                 stepb = Buffer::of(RefTensor{{}, {5}}, DType::F32),
+                 normb = Buffer::of(RefTensor{{}, {norm}}, DType::F32);
+          Buffer p1(dtype, shape), m1(dtype, shape), v1(dtype, shape);
+          p1.poison(), m1.poison(), v1.poison();
+          std::vector<Buffer *> outputs =
+              inPlace ? std::vector<Buffer *>{&pb, &mb, &vb} : std::vector<Buffer *>{&p1, &m1, &v1};
+          ASSERT_TRUE(runKernel("adamw", {&pb, &gb, &mb, &vb, &lrb, &stepb, &normb}, outputs,
+                                attrs({{"beta1", 0.9},
+                                       {"beta2", 0.95},
+                                       {"epsilon", 1e-8},
+                                       {"weight_decay", 0.1},
+                                       {"max_grad_norm", maxGradNorm}})));
+          EXPECT_EQ(outputs[0]->storage, p0);
+          EXPECT_EQ(outputs[1]->storage, m0);
+          EXPECT_EQ(outputs[2]->storage, v0);
+        }
 }
 
 } // namespace
