@@ -64,12 +64,14 @@ PY
 SHARE=$(python3 -c "print($CORES / $RANKS)")
 TFLOPS=$(python3 -c "print($GFLOPS * $SHARE / 1000)")
 RANK_MEMBW=$(python3 -c "print($MEMBW * $SHARE)")
+RANK_KERNEL_US=$(python3 -c "print($KERNEL_US / $SHARE)")
 echo "calibration: GEMM $GFLOPS GFLOP/s, copy $MEMBW GB/s, $KERNEL_US us per small kernel, per thread;"
 echo "  $RANKS ranks on $CORES cores"
-echo "  per rank: $TFLOPS TFLOP/s, $RANK_MEMBW GB/s; all-reduce alpha $LAT_US us, link $LINK_GBS GB/s"
+echo "  per rank: $TFLOPS TFLOP/s, $RANK_MEMBW GB/s, $RANK_KERNEL_US us per kernel;"
+echo "  all-reduce alpha $LAT_US us, link $LINK_GBS GB/s"
 CLUSTER=(--gpus $RANKS --node-size $RANKS --gpu-memory 4GiB --gpu-tflops "$TFLOPS"
          --memory-bw "$RANK_MEMBW" --intra-bw "$LINK_GBS" --inter-bw "$LINK_GBS"
-         --latency "$LAT_US" --kernel-overhead "$KERNEL_US" --no-overlap
+         --latency "$LAT_US" --kernel-overhead "$RANK_KERNEL_US" --no-overlap
          --fp32-matmul-scale 1 --precision fp32 --verify 0)
 
 # --- plan and measure ---------------------------------------------------------
@@ -85,7 +87,7 @@ measure() { # label, model flags...
     flags=$("$BUILD/bin/llmc" plan "$@" "${CLUSTER[@]}" --global-batch 16 --emit-flags "$row" |
             sed 's/^llmc compile //; s/ -o model.llmc$//')
     line=$(awk -v r="$row" '$1 == r' "$WORK/plan.txt")
-    layout=$(echo "$line" | cut -c7-52 | sed 's/ *$//')
+    layout=$(echo "$line" | cut -c7-58 | sed 's/ *$//')
     predicted=$(echo "$line" | awk '{for (i = 1; i <= NF; i++) if ($i == "ms" || $i == "s") {print ($i == "s" ? $(i-1) * 1000 : $(i-1)); exit}}')
     eval "\"$BUILD/bin/llmc\" compile $flags -o \"$WORK/m.llmc\"" > /dev/null
     launch "$BUILD/bin/llmc-run" "$WORK/m.llmc" --steps "$STEPS" --quiet --metrics "$WORK/metrics.jsonl"

@@ -15,7 +15,7 @@ plan() { # model args... -- plan args...
     --set vocab_size=51200 --seq 2048 "$@" --top 1 --verify 0
 }
 step_of() { awk '$1 == "1" {for (i = 1; i <= NF; i++) if ($i == "s" || $i == "ms") {print ($i == "s" ? $(i-1) : $(i-1) / 1000); exit}}'; }
-layout_of() { awk '$1 == "1" {print substr($0, 7, 46)}' | sed 's/ *$//'; }
+layout_of() { awk '$1 == "1" {print substr($0, 7, 52)}' | sed 's/ *$//'; }
 
 echo "Narayanan et al. 2021, Table 1 (A100, seq 2048, vocab 51200, full recomputation):"
 echo "TFLOP/s per GPU by the paper's count F = 96·B·s·l·h²·(1 + s/6h + V/16lh) / (step · GPUs)"

@@ -208,6 +208,9 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
                      std::vector<double> *stageMemory) {
   const Cluster &c = request.cluster;
   const ScheduleInfo &info = schedule(l);
+  const TrafficPieces *traffic = l.dp > 1 ? probes.traffic(l.tp, l.sp, l.zero, why) : nullptr;
+  if (l.dp > 1 && !traffic)
+    return false;
   if (!info.error.empty()) {
     why = info.error;
     return false;
@@ -319,34 +322,20 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
   double m = static_cast<double>(l.microbatches), step = 0, exposedWorst = 0;
   for (int64_t s = 0; s < p; ++s) {
     double optimizer = stage[s].step.seconds() / (l.zero >= 1 ? l.dp : 1);
-    double paramBytes = stage[s].parameterBytes(), exposed = 0;
-    // Gradients go in buckets (25 MiB, the compiler's default); ZeRO-3
-    // gathers and scatters one layer at a time: each message pays α.
-    double buckets = std::max(1.0, std::ceil(paramBytes / (25.0 * (1 << 20))));
-    double perLayer = static_cast<double>(k) + 1;
-    auto cost = [&](Collective kind, double messages) {
-      return messages * collectiveSeconds(kind, l.dp, 0, dpAlpha, dpBeta) +
-             collectiveSeconds(kind, l.dp, paramBytes, 0, dpBeta);
-    };
-    auto hidden = [&](double comm, double compute) {
-      return c.overlap ? std::max(0.0, comm - compute) : comm;
-    };
+    double exposed = 0;
     if (l.dp > 1) {
-      switch (l.zero) {
-      case 0: exposed = hidden(cost(Collective::AllReduce, buckets), B[s]); break;
-      case 1:
-        exposed = hidden(cost(Collective::ReduceScatter, buckets), B[s]) +
-                  cost(Collective::AllGather, buckets);
-        break;
-      case 2:
-        exposed = m * hidden(cost(Collective::ReduceScatter, buckets), B[s]) +
-                  cost(Collective::AllGather, buckets);
-        break;
-      default:
-        exposed = m * (hidden(cost(Collective::AllGather, perLayer), F[s]) +
-                       hidden(cost(Collective::AllGather, perLayer), B[s]) +
-                       hidden(cost(Collective::ReduceScatter, perLayer), B[s]));
-      }
+      // The stage's data-parallel traffic: its layers, plus the rest of
+      // the model on the stages holding the embedding or the (tied) head.
+      DpTraffic t = traffic->layer.scaled(static_cast<double>(k));
+      if (s == 0 || s == p - 1)
+        t = t + traffic->base;
+      auto at = [&](DpTraffic::When when) { return t.seconds(when, l.dp, dpAlpha, dpBeta); };
+      auto hidden = [&](double comm, double compute) {
+        return c.overlap ? std::max(0.0, comm - compute) : comm;
+      };
+      exposed = m * (hidden(at(DpTraffic::EachForward), F[s]) +
+                     hidden(at(DpTraffic::EachBackward), B[s])) +
+                hidden(at(DpTraffic::StepBackward), B[s]) + at(DpTraffic::StepAfter);
     }
     double end = finish[s] + optimizer + exposed;
     if (end >= step) {
@@ -509,7 +498,7 @@ void Search::run() {
                   if (best.second.empty() || prediction.stepSeconds < best.first)
                     best = {prediction.stepSeconds, l.label()};
                 } else if (!why.empty()) {
-                  if (!familyWhy.count(family) || prediction.memoryBytes > 0)
+                  if (!familyWhy.count(family))
                     familyWhy[family] = why;
                   if (prediction.memoryBytes > 0 &&
                       (!familySmallest.count(family) ||
@@ -530,6 +519,9 @@ void Search::run() {
       if (!familyBest.count(family))
         reject(family, familyWhy[family]);
     }
+  for (auto &[combination, refusal] : refusals)
+    if (!refusal.empty())
+      reject("layouts like " + combination, "the compiler refuses them: " + refusal);
   std::stable_sort(result.ranked.begin(), result.ranked.end(),
                    [](const Prediction &a, const Prediction &b) {
                      return a.stepSeconds < b.stepSeconds;

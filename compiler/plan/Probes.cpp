@@ -66,6 +66,35 @@ double Piece::parameterBytes() const {
   return bytes;
 }
 
+DpTraffic DpTraffic::operator+(const DpTraffic &o) const {
+  DpTraffic t = *this;
+  for (auto &[key, value] : o.messages) {
+    t.messages[key].first += value.first;
+    t.messages[key].second += value.second;
+  }
+  return t;
+}
+
+DpTraffic DpTraffic::scaled(double k) const {
+  DpTraffic t;
+  for (auto &[key, value] : messages)
+    t.messages[key] = {value.first * k, value.second * k};
+  return t;
+}
+
+double DpTraffic::seconds(When when, int64_t n, double alpha, double beta) const {
+  double total = 0;
+  for (auto &[key, value] : messages) {
+    if (key.first != when)
+      continue;
+    auto kind = static_cast<Collective>(key.second);
+    // Each message pays the latency; the bytes pay the bandwidth once.
+    total += std::max(0.0, value.first) * collectiveSeconds(kind, n, 0, alpha, beta) +
+             collectiveSeconds(kind, n, std::max(0.0, value.second), 0, beta);
+  }
+  return total;
+}
+
 namespace {
 
 /// A difference of two plans' peaks can come out below zero where the two
@@ -238,6 +267,61 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
     ++stageIndex;
   }
   return true;
+}
+
+bool ProbeCache::collectTraffic(int64_t tp, bool sp, int64_t zero, int64_t layers,
+                                DpTraffic &out, std::string &error) {
+  // Two ranks and two microbatches tell per-microbatch traffic (the same
+  // in both) from per-step traffic (only in the last backward, or after).
+  Layout layout;
+  layout.tp = tp;
+  layout.sp = sp;
+  layout.dp = 2;
+  layout.zero = zero;
+  layout.microbatches = 2;
+  std::vector<double> arenas;
+  if (!compileStages(layoutOptions(request, layout), layers, layout.dp, arenas, error))
+    return false;
+  MeshShape mesh;
+  mesh.axes = {{"dp", 2}, {"tp", tp}};
+  DpTraffic first, second, after;
+  for (ModuleOp stage : programModules(*lastModule))
+    for (auto program : stage.getOps<exec::ProgramOp>()) {
+      if (program.getSymName() != "train_step")
+        continue;
+      ProgramCost cost =
+          costProgram(program, request.cluster, mesh, request.fp32MatmulScale, {"dp"});
+      for (const Message &m : cost.deferred) {
+        DpTraffic &into = m.microbatch == 0 ? first : m.microbatch == 1 ? second : after;
+        int when = m.phase == 'F' ? DpTraffic::EachForward : DpTraffic::EachBackward;
+        if (&into == &after)
+          when = DpTraffic::StepAfter;
+        auto &entry = into.messages[{when, static_cast<int>(m.kind)}];
+        entry.first += 1;
+        entry.second += m.bytes;
+      }
+    }
+  out = first + after;
+  // What the second microbatch sends beyond the first runs once per step.
+  for (auto &[key, value] : (second + first.scaled(-1)).messages) {
+    auto &entry = out.messages[{DpTraffic::StepBackward, key.second}];
+    entry.first += value.first;
+    entry.second += value.second;
+  }
+  return true;
+}
+
+const TrafficPieces *ProbeCache::traffic(int64_t tp, bool sp, int64_t zero, std::string &error) {
+  auto key = std::make_tuple(tp, sp, zero);
+  if (auto it = traffics.find(key); it != traffics.end())
+    return it->second.get();
+  DpTraffic one, two;
+  if (!collectTraffic(tp, sp, zero, 1, one, error) || !collectTraffic(tp, sp, zero, 2, two, error))
+    return nullptr;
+  auto pieces = std::make_unique<TrafficPieces>();
+  pieces->layer = two + one.scaled(-1);
+  pieces->base = one + pieces->layer.scaled(-1);
+  return (traffics[key] = std::move(pieces)).get();
 }
 
 const Pieces *ProbeCache::get(const ProbeKey &key, bool pipelined, std::string &error) {

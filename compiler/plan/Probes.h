@@ -52,6 +52,25 @@ struct Piece {
   double parameterBytes() const; ///< unsharded, this rank's tp shard
 };
 
+/// Data-parallel collectives of a piece, by when they run: in each
+/// microbatch's forward or backward (ZeRO-3 gathers, ZeRO-2 scatters),
+/// once per step during the last backward (gradient buckets), or once
+/// after it (ZeRO-1/2's all-gather of updated parameters). Read from probes
+/// compiled on two data-parallel ranks; priced for any dp size.
+struct DpTraffic {
+  enum When { EachForward, EachBackward, StepBackward, StepAfter };
+  /// (when, collective kind) → (messages, bytes)
+  std::map<std::pair<int, int>, std::pair<double, double>> messages;
+  DpTraffic operator+(const DpTraffic &o) const;
+  DpTraffic scaled(double k) const;
+  /// Seconds of everything sent at `when` on `n` ranks over a link.
+  double seconds(When when, int64_t n, double alpha, double beta) const;
+};
+
+struct TrafficPieces {
+  DpTraffic layer, base; ///< one layer; the rest of the one-layer model
+};
+
 struct ProbeKey {
   int64_t tp = 1;
   bool sp = false;
@@ -79,6 +98,8 @@ public:
   /// The pieces for `key`; `pipeline` also compiles the two-stage probe.
   /// Null with `error` set (the compiler's message) when a probe fails.
   const Pieces *get(const ProbeKey &key, bool pipeline, std::string &error);
+  /// The data-parallel traffic for (tp, sp, zero).
+  const TrafficPieces *traffic(int64_t tp, bool sp, int64_t zero, std::string &error);
   int64_t compiled() const { return compiledCount; }
   double seconds() const { return compileSeconds; }
   /// Compiles the model with `layers` layers and `batchSize` rows per
@@ -95,6 +116,9 @@ private:
   mlir::OwningOpRef<mlir::ModuleOp> lastModule; ///< of the last compileStages
   std::map<std::pair<ProbeKey, bool>, std::unique_ptr<Pieces>> cache;
   std::map<std::pair<ProbeKey, bool>, std::string> failures;
+  std::map<std::tuple<int64_t, bool, int64_t>, std::unique_ptr<TrafficPieces>> traffics;
+  bool collectTraffic(int64_t tp, bool sp, int64_t zero, int64_t layers, DpTraffic &out,
+                      std::string &error);
   int64_t compiledCount = 0;
   double compileSeconds = 0;
 };

@@ -67,13 +67,17 @@ int64_t attrInt(Operation *op, StringRef name) {
 }
 
 /// The phase letter of an instruction's `exec.action` ("F3" → 'F', "B0.1"
-/// → 'B'); 'S' outside the microbatches.
-char phaseOf(Operation *op, std::set<std::string> &microbatches) {
+/// → 'B') and its microbatch; 'S' and -1 outside the microbatches.
+char phaseOf(Operation *op, std::set<std::string> &microbatches, int &microbatch) {
+  microbatch = -1;
   auto action = op->getAttrOfType<StringAttr>("exec.action");
   if (!action || action.getValue().empty())
     return 'S';
   StringRef text = action.getValue();
-  microbatches.insert(text.drop_front().split('.').first.str());
+  StringRef index = text.drop_front().split('.').first;
+  microbatches.insert(index.str());
+  if (index.getAsInteger(10, microbatch))
+    microbatch = -1;
   return text.front();
 }
 
@@ -114,7 +118,7 @@ double kernelBytes(Operation *op) {
 }
 
 ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshShape &mesh,
-                        double fp32MatmulScale) {
+                        double fp32MatmulScale, const std::vector<std::string> &deferredAxes) {
   ProgramCost result;
   std::set<std::string> microbatches;
   auto link = [&](const std::vector<std::string> &group, double &alpha, double &beta) {
@@ -155,6 +159,15 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
       auto collective = [&](Collective kind, ArrayAttr axes, Type full) {
         int64_t n;
         std::vector<std::string> group = groupOf(axes, n, mesh);
+        for (const std::string &axis : group)
+          if (llvm::is_contained(deferredAxes, axis)) {
+            Message message;
+            message.phase = phaseOf(op, microbatches, message.microbatch);
+            message.kind = kind;
+            message.bytes = bytesOf(full);
+            result.deferred.push_back(message);
+            return;
+          }
         double alpha, beta;
         link(group, alpha, beta);
         cost.commSeconds = collectiveSeconds(kind, n, bytesOf(full), alpha, beta);
@@ -180,7 +193,8 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
           })
           .Default([](Operation *) {});
     }
-    result.phases[phaseOf(op, microbatches)] += cost;
+    int microbatch;
+    result.phases[phaseOf(op, microbatches, microbatch)] += cost;
   });
   result.microbatches = static_cast<int64_t>(microbatches.size());
   return result;

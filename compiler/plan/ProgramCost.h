@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace llmc::plan {
 
@@ -38,11 +39,21 @@ struct Cost {
   Cost scaled(double factor) const;
 };
 
+/// A collective left unpriced because its group's size is the layout's to
+/// choose (data parallelism: probes compile with two ranks).
+struct Message {
+  char phase = 'S';    ///< as ProgramCost's phases
+  int microbatch = -1; ///< -1 outside microbatches
+  Collective kind = Collective::AllReduce;
+  double bytes = 0;    ///< the full buffer (see collectiveSeconds)
+};
+
 /// Work by phase: 'F' forward, 'B' backward (input and weight gradients),
 /// 'W' split-off weight gradients (zero-bubble), 'S' outside microbatches
 /// (gradient synchronisation and the optimizer).
 struct ProgramCost {
   std::map<char, Cost> phases;
+  std::vector<Message> deferred; ///< collectives over a deferred axis
   int64_t microbatches = 0; ///< distinct microbatch actions seen
   Cost phase(char p) const;
 };
@@ -61,8 +72,10 @@ double kernelBytes(mlir::Operation *kernel);
 /// link. `matmulPeakFraction` scales the peak for fp32 matmuls (1 on a
 /// CPU; ½ on tensor-core GPUs, whose fp32 path is TF32 at half the bf16
 /// rate).
+/// Collectives whose group includes one of `deferredAxes` are recorded in
+/// `deferred` instead of priced.
 ProgramCost costProgram(mlir::Operation *program, const Cluster &cluster, const MeshShape &mesh,
-                        double fp32MatmulScale);
+                        double fp32MatmulScale, const std::vector<std::string> &deferredAxes = {});
 
 } // namespace llmc::plan
 

@@ -163,7 +163,7 @@ bool buildCluster(plan::Cluster &c, std::string &error) {
 }
 
 void printRow(raw_ostream &os, size_t rank, const plan::Prediction &p, const plan::Cluster &c) {
-  os << format("%4zu  %-46s %10s %10s %12s %8s %6s %7s %6s\n", rank,
+  os << format("%4zu  %-52s %10s %10s %12s %8s %6s %7s %6s\n", rank,
                p.layout.label().c_str(), formatSize(static_cast<int64_t>(p.memoryBytes)).c_str(),
                seconds(p.stepSeconds).c_str(),
                withCommas(static_cast<int64_t>(p.tokensPerSecond)).c_str(),
@@ -238,7 +238,7 @@ int runPlan() {
   if (result.ranked.empty()) {
     os << "no layout fits.\n";
   } else {
-    os << format("%4s  %-46s %10s %10s %12s %8s %6s %7s %6s\n", "#", "layout", "memory",
+    os << format("%4s  %-52s %10s %10s %12s %8s %6s %7s %6s\n", "#", "layout", "memory",
                  "step", "tokens/s", "TFLOP/s", "MFU", "bubble", "comm");
     size_t n = std::min<size_t>(top, result.ranked.size());
     for (size_t i = 0; i < n; ++i)

@@ -1,0 +1,194 @@
+//===- PlannerTest.cpp - llmc plan: links, pricing and composition --------===//
+
+#include "compiler/Compiler.h"
+#include "compiler/plan/Cluster.h"
+#include "compiler/plan/Planner.h"
+#include "compiler/plan/ProgramCost.h"
+#include "dialects/Exec/ExecDialect.h"
+#include "passes/MicrobatchSchedule.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+using namespace llmc::plan;
+
+namespace {
+
+TEST(PlanCluster, PresetsAndCounts) {
+  Cluster c;
+  std::string error;
+  ASSERT_TRUE(parseCluster("dgx-h100:64", c, error)) << error;
+  EXPECT_EQ(c.devices, 64);
+  EXPECT_EQ(c.nodeSize, 8);
+  EXPECT_DOUBLE_EQ(c.peakFlops, 989e12);
+  EXPECT_DOUBLE_EQ(c.interBandwidth, 50e9); // NDR 400 Gb/s per GPU
+  EXPECT_TRUE(parseCluster("dgx-a100:4", c, error)) << "part of one node";
+  EXPECT_FALSE(parseCluster("dgx-a100:12", c, error));
+  EXPECT_NE(error.find("whole number of 8-GPU nodes"), std::string::npos) << error;
+  EXPECT_FALSE(parseCluster("dgx-a100:0", c, error));
+  EXPECT_FALSE(parseCluster("tpu-v5:8", c, error));
+  EXPECT_NE(error.find("unknown cluster 'tpu-v5'"), std::string::npos) << error;
+  double bytes = 0;
+  EXPECT_TRUE(parseBytes("80GiB", bytes));
+  EXPECT_DOUBLE_EQ(bytes, 80.0 * (1ll << 30));
+  EXPECT_TRUE(parseBytes("40GB", bytes));
+  EXPECT_DOUBLE_EQ(bytes, 40e9);
+  EXPECT_FALSE(parseBytes("lots", bytes));
+  EXPECT_FALSE(parseBytes("-1GiB", bytes));
+}
+
+TEST(PlanCluster, AlphaBetaFormulas) {
+  // Ring all-reduce on 8 ranks of 1 GB at 100 GB/s and 10 us per step.
+  double alpha = 10e-6, beta = 100e9, bytes = 1e9;
+  EXPECT_DOUBLE_EQ(collectiveSeconds(Collective::AllReduce, 8, bytes, alpha, beta),
+                   14 * alpha + 2.0 * 7 / 8 * bytes / beta);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(Collective::AllGather, 8, bytes, alpha, beta),
+                   7 * alpha + 7.0 / 8 * bytes / beta);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(Collective::ReduceScatter, 8, bytes, alpha, beta),
+                   7 * alpha + 7.0 / 8 * bytes / beta);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(Collective::SendRecv, 2, bytes, alpha, beta),
+                   alpha + bytes / beta);
+  EXPECT_EQ(collectiveSeconds(Collective::AllReduce, 1, bytes, alpha, beta), 0);
+}
+
+TEST(PlanCluster, GroupsInsideANode) {
+  MeshShape mesh;
+  mesh.axes = {{"pp", 4}, {"dp", 4}, {"tp", 2}}; // 32 ranks, tp innermost
+  EXPECT_EQ(mesh.stride("tp"), 1);
+  EXPECT_EQ(mesh.stride("dp"), 2);
+  EXPECT_EQ(mesh.stride("pp"), 8);
+  EXPECT_TRUE(groupInsideNode(mesh, {"tp"}, 8));
+  EXPECT_TRUE(groupInsideNode(mesh, {"dp"}, 8));        // ranks 0,2,4,6
+  EXPECT_TRUE(groupInsideNode(mesh, {"dp", "tp"}, 8));  // 0..7
+  EXPECT_FALSE(groupInsideNode(mesh, {"pp"}, 8));       // 0,8,16,24
+  EXPECT_FALSE(groupInsideNode(mesh, {"dp"}, 4));       // 0..6 spans two nodes of 4
+  EXPECT_TRUE(groupInsideNode(mesh, {"tp"}, 2));
+}
+
+TEST(PlanProgramCost, KernelFlopsAndPhases) {
+  mlir::MLIRContext context;
+  llmc::prepareContext(context);
+  const char *ir = R"mlir(
+    exec.program @train_step kind "train_step" {
+      %x = exec.buffer offset 0 : memref<4x64x128xf32>
+      %w = exec.buffer offset 131072 name "w" category "param" : memref<128x256xf32>
+      %y = exec.buffer offset 262144 : memref<4x64x256xf32>
+      %q = exec.buffer offset 524288 : memref<2x64x4x32xf32>
+      %o = exec.buffer offset 589824 : memref<2x64x4x32xf32>
+      %l = exec.buffer offset 655360 : memref<2x4x64xf32>
+      exec.kernel "matmul"(%x, %w : memref<4x64x128xf32>, memref<128x256xf32>) -> (%y : memref<4x64x256xf32>) {exec.action = "F0"}
+      exec.kernel "attention"(%q, %q, %q : memref<2x64x4x32xf32>, memref<2x64x4x32xf32>, memref<2x64x4x32xf32>) -> (%o, %l : memref<2x64x4x32xf32>, memref<2x4x64xf32>) {causal = 1 : i64, exec.action = "F0", scale = 1.0 : f64}
+      exec.kernel "matmul"(%x, %w : memref<4x64x128xf32>, memref<128x256xf32>) -> (%y : memref<4x64x256xf32>) {exec.action = "B0"}
+      exec.kernel "fill"() -> (%y : memref<4x64x256xf32>) {value = 0.0 : f64}
+    }
+  )mlir";
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  ASSERT_TRUE(module);
+  auto program = *module->getOps<llmc::exec::ProgramOp>().begin();
+  std::vector<mlir::Operation *> kernels;
+  program.walk([&](llmc::exec::KernelOp k) { kernels.push_back(k); });
+  ASSERT_EQ(kernels.size(), 4u);
+  EXPECT_DOUBLE_EQ(kernelFlops(kernels[0]), 2.0 * 4 * 64 * 256 * 128);
+  // 4·B·H·T·T·d, halved for the causal mask.
+  EXPECT_DOUBLE_EQ(kernelFlops(kernels[1]), 4.0 * 2 * 4 * 64 * 64 * 32 / 2);
+  EXPECT_DOUBLE_EQ(kernelBytes(kernels[0]), 4.0 * (4 * 64 * 128 + 128 * 256 + 4 * 64 * 256));
+
+  Cluster c;
+  c.peakFlops = 1e12;
+  c.memoryBandwidth = 1e20; // compute-bound: seconds = FLOPs / peak
+  c.kernelOverhead = 1e-6;
+  MeshShape mesh;
+  ProgramCost cost = costProgram(program, c, mesh, 1.0);
+  EXPECT_EQ(cost.microbatches, 1);
+  EXPECT_EQ(cost.phase('F').kernels, 2);
+  EXPECT_EQ(cost.phase('B').kernels, 1);
+  EXPECT_EQ(cost.phase('S').kernels, 1); // the fill outside any microbatch
+  EXPECT_NEAR(cost.phase('B').computeSeconds, 2.0 * 4 * 64 * 256 * 128 / 1e12 + 1e-6, 1e-15);
+  // fp32 matmuls at half the peak on tensor-core devices.
+  ProgramCost tf32 = costProgram(program, c, mesh, 0.5);
+  EXPECT_NEAR(tf32.phase('B').computeSeconds, 2 * 2.0 * 4 * 64 * 256 * 128 / 1e12 + 1e-6, 1e-15);
+}
+
+TEST(PlanSchedule, SimulationWithDurationsMatchesUnitCosts) {
+  llmc::pipeline::Spec spec;
+  spec.stages = 4;
+  spec.microbatches = 8;
+  std::string error;
+  auto schedule = llmc::pipeline::buildSchedule(spec, error);
+  ASSERT_TRUE(error.empty()) << error;
+  auto unit = llmc::pipeline::simulate(spec, schedule);
+  auto timed = llmc::pipeline::simulate(spec, schedule, [](int, const llmc::pipeline::Action &a) {
+    return a.phase == llmc::pipeline::Phase::Forward ? 3.0 : 6.0;
+  });
+  EXPECT_DOUBLE_EQ(timed.makespan, 3 * unit.makespan);
+  EXPECT_DOUBLE_EQ(timed.bubble, unit.bubble);
+  EXPECT_NEAR(unit.bubble, 3.0 / 11, 1e-12); // (p − 1)/(m + p − 1)
+}
+
+Request tinyRequest() {
+  Request r;
+  r.model.family = "gpt2";
+  r.model.preset = "tiny";
+  r.cluster.name = "test";
+  r.cluster.devices = 2;
+  r.cluster.nodeSize = 2;
+  r.cluster.memoryBytes = 1e9;
+  r.cluster.peakFlops = 1e11;
+  r.cluster.memoryBandwidth = 1e10;
+  r.cluster.intraBandwidth = r.cluster.interBandwidth = 1e9;
+  r.globalBatch = 8;
+  r.precision = "fp32";
+  r.fp32MatmulScale = 1;
+  return r;
+}
+
+TEST(PlanCompose, MemoryNearTheCompiledPlan) {
+  // One-stage layouts compose from the probes within a few percent of the
+  // compiler's own plan of the whole model (docs/planner.md has the
+  // distribution over every layout of two models).
+  Request r = tinyRequest();
+  for (int64_t zero : {0, 1, 3}) {
+    Layout l;
+    l.dp = 2;
+    l.zero = zero;
+    l.microbatchSize = 2;
+    l.microbatches = 2;
+    std::vector<double> predicted, compiled;
+    std::string error;
+    ASSERT_TRUE(predictedStageBytes(r, l, predicted, error)) << error;
+    ASSERT_TRUE(compiledStageBytes(r, l, compiled, error)) << error;
+    ASSERT_EQ(predicted.size(), 1u);
+    ASSERT_EQ(compiled.size(), 1u);
+    EXPECT_NEAR(predicted[0] / compiled[0], 1.0, 0.10) << l.label();
+  }
+}
+
+TEST(PlanSearch, RanksFittingLayoutsAndExplainsTheRest) {
+  Request r = tinyRequest();
+  Result result;
+  std::string error;
+  ASSERT_TRUE(runPlan(r, 2, result, error)) << error;
+  ASSERT_FALSE(result.ranked.empty());
+  for (size_t i = 1; i < result.ranked.size(); ++i)
+    EXPECT_LE(result.ranked[i - 1].stepSeconds, result.ranked[i].stepSeconds);
+  for (const Prediction &p : result.ranked) {
+    EXPECT_LE(p.memoryBytes, r.cluster.memoryBytes);
+    EXPECT_EQ(p.layout.tp * p.layout.pp * p.layout.dp, 2);
+    EXPECT_EQ(p.layout.dp * p.layout.microbatchSize * p.layout.microbatches, 8);
+    EXPECT_GT(p.mfu, 0);
+    EXPECT_LT(p.mfu, 1);
+  }
+  // A device too small for anything: nothing fits, and each family says so.
+  r.cluster.memoryBytes = 1e5;
+  Result none;
+  ASSERT_TRUE(runPlan(r, 0, none, error)) << error;
+  EXPECT_TRUE(none.ranked.empty());
+  bool saysSo = false;
+  for (const Rejected &why : none.rejected)
+    saysSo |= why.reason.find("does not fit") != std::string::npos;
+  EXPECT_TRUE(saysSo);
+}
+
+} // namespace
