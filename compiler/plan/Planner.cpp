@@ -250,13 +250,6 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
     double gradients = stage[s].gradientBytes;
     if (l.zero >= 2)
       gradients = gradients / l.dp + pieces.layer.gradientBytes;
-    // More than one microbatch: the layers' gradients are summed into
-    // accumulators (ZeRO-2/3: shards) that live through the step. The
-    // pipeline probe's first and last pieces already hold theirs.
-    if (l.microbatches > 1 && p == 1)
-      gradients += stage[s].parameterBytes() / (l.zero >= 2 ? l.dp : 1);
-    else if (l.microbatches > 1)
-      gradients += layers.parameterBytes() / (l.zero >= 2 ? l.dp : 1);
     double gathered = l.zero >= 3 ? 2 * pieces.layer.parameterBytes() : 0;
     double bytes = stage[s].persistentBytes(l.zero, l.dp) + activations + gradients + gathered +
                    workspace;
@@ -359,7 +352,8 @@ bool Search::evaluate(const Layout &l, Prediction &prediction, std::string &why,
   if (!accepted(l, why))
     return false;
   int64_t k = shape.layers / l.pp;
-  ProbeKey key{l.tp, l.sp, l.microbatchSize, l.recompute == "budget" ? "none" : l.recompute};
+  ProbeKey key{l.tp, l.sp, l.microbatchSize, l.recompute == "budget" ? "none" : l.recompute,
+               l.microbatches > 1 ? 2 : 1};
   const Pieces *pieces = probes.get(key, l.pp > 1, why);
   if (!pieces)
     return false;
@@ -420,7 +414,7 @@ void Search::run() {
   // Model FLOPs per step from the unsharded, unrecomputed forward.
   {
     std::string error;
-    ProbeKey key{1, false, 1, "none"};
+    ProbeKey key{1, false, 1, "none", 1};
     if (const Pieces *p = probes.get(key, false, error)) {
       double forward = p->single.forward.modelFlops +
                        (L - 1) * p->layer.forward.modelFlops;
@@ -519,9 +513,17 @@ void Search::run() {
       if (!familyBest.count(family))
         reject(family, familyWhy[family]);
     }
+  // One line per refusal, with the first combination it refused.
+  std::map<std::string, std::vector<std::string>> refused;
   for (auto &[combination, refusal] : refusals)
     if (!refusal.empty())
-      reject("layouts like " + combination, "the compiler refuses them: " + refusal);
+      refused[refusal].push_back(combination);
+  for (auto &[refusal, combinations] : refused)
+    reject("layouts like " + combinations.front() +
+               (combinations.size() > 1
+                    ? " (and " + std::to_string(combinations.size() - 1) + " similar)"
+                    : ""),
+           "the compiler refuses them: " + refusal);
   std::stable_sort(result.ranked.begin(), result.ranked.end(),
                    [](const Prediction &a, const Prediction &b) {
                      return a.stepSeconds < b.stepSeconds;

@@ -203,7 +203,7 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
   layout.sp = key.sp;
   layout.pp = stages;
   layout.microbatchSize = key.microbatchSize;
-  layout.microbatches = stages;
+  layout.microbatches = std::max(stages, key.microbatches);
   layout.recompute = key.recompute;
   std::vector<double> arenas;
   if (!compileStages(layoutOptions(request, layout), layers, key.microbatchSize, arenas, error))
@@ -211,7 +211,7 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
   // Microbatches in flight per stage: 1F1B keeps p − s on stage s.
   pipeline::Spec spec;
   spec.stages = stages;
-  spec.microbatches = stages;
+  spec.microbatches = static_cast<int>(layout.microbatches);
   std::string scheduleError;
   pipeline::Stats stats = pipeline::simulate(spec, pipeline::buildSchedule(spec, scheduleError));
   MeshShape mesh;
@@ -340,6 +340,7 @@ const Pieces *ProbeCache::get(const ProbeKey &key, bool pipelined, std::string &
     // recomputation mode.
     ProbeKey plainKey = key;
     plainKey.recompute = "none";
+    plainKey.microbatches = 2; // a pipeline always has several
     const Pieces *own = get(key, false, error);
     const Pieces *plain = own ? get(plainKey, false, error) : nullptr;
     std::vector<Piece> staged;

@@ -76,9 +76,12 @@ struct ProbeKey {
   bool sp = false;
   int64_t microbatchSize = 1;
   std::string recompute = "none";
+  /// 1, or 2 for layouts with several microbatches: then the plans hold
+  /// the gradient accumulators that live through the step.
+  int64_t microbatches = 1;
   bool operator<(const ProbeKey &o) const {
-    return std::tie(tp, sp, microbatchSize, recompute) <
-           std::tie(o.tp, o.sp, o.microbatchSize, o.recompute);
+    return std::tie(tp, sp, microbatchSize, recompute, microbatches) <
+           std::tie(o.tp, o.sp, o.microbatchSize, o.recompute, o.microbatches);
   }
 };
 
