@@ -1,6 +1,6 @@
 //===- TokenShard.h - llm.c token shards ------------------------*- C++ -*-===//
 //
-// The llm.c / nanoGPT format: a header of 256 little-endian int32, then the
+// llm.c's format: a header of 256 little-endian int32, then the
 // tokens.
 //
 //   [0] magic    20240520: uint16 tokens (GPT-2 and any vocabulary ≤ 65,536)
