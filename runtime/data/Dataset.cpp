@@ -148,6 +148,9 @@ Dataset holdOutTail(Dataset &train, int64_t seqLen) {
 }
 
 void checkVocabulary(const Dataset &data, int64_t vocab) {
+  // Text states the byte tokenizer's 256 only implicitly: a smaller model
+  // may still train on text whose bytes all fit, so text is left to the
+  // per-token check.
   for (const TokenSpan &s : data.shards)
     if (s.vocab > vocab && s.width > 1)
       fail(s.name, ": its header states a vocabulary of ", s.vocab,
