@@ -61,25 +61,16 @@ double now() {
 }
 
 /// Entropy (nats) of the token frequencies: what a model that ignores context
-/// can reach at best.
-double unigramEntropy(const std::vector<uint16_t> &tokens) {
-  std::vector<double> counts(65536, 0.0);
-  for (uint16_t t : tokens) counts[t] += 1;
-  double h = 0, n = static_cast<double>(tokens.size());
-  for (double c : counts)
-    if (c > 0) h -= (c / n) * std::log(c / n);
+/// can reach at best. Estimated from the first 16M tokens, so a banner never
+/// reads a large dataset whole.
+double unigramEntropy(const Dataset &data) {
+  std::map<uint32_t, double> counts;
+  double n = 0;
+  for (const TokenSpan &s : data.shards)
+    for (int64_t i = 0; i < s.count && n < (1 << 24); ++i, ++n) counts[s.at(i)] += 1;
+  double h = 0;
+  for (auto &[token, c] : counts) h -= (c / n) * std::log(c / n);
   return h;
-}
-
-/// Splits one token stream into train and validation (last 10%, at least
-/// one window of T+1 tokens) when no separate validation data is given.
-void splitHoldout(std::vector<uint16_t> &train, std::vector<uint16_t> &val, int64_t T) {
-  size_t holdout = std::max<size_t>(train.size() / 10, static_cast<size_t>(T + 1));
-  if (train.size() < holdout + static_cast<size_t>(T + 1))
-    fail("data has ", train.size(), " tokens: too few to hold out a validation split for T=",
-         T, " (give --val-data)");
-  val.assign(train.end() - holdout, train.end());
-  train.resize(train.size() - holdout);
 }
 
 struct Input {
@@ -240,7 +231,7 @@ private:
   bool lead = true;                         ///< rank 0: metrics
   bool chatty = true;                       ///< lead and not --quiet: prints
   std::unique_ptr<BoundProgram> train, eval, logits, grad, calibration;
-  std::vector<uint16_t> trainTokens, valTokens;
+  Dataset trainData, valData;
   std::unique_ptr<DataLoader> trainLoader, valLoader;
   LRSchedule schedule;
   uint64_t seed = 0;
@@ -347,17 +338,24 @@ void Trainer::setup() {
   if (!vocab && logits)
     vocab = logits->view("logits").dim(-1);
 
-  trainTokens = loadTokens(opt.data);
-  if (opt.valData.empty())
-    splitHoldout(trainTokens, valTokens, in.T);
-  else
-    valTokens = loadTokens(opt.valData);
-  if (vocab) {
-    validateTokens(trainTokens, vocab, opt.data);
-    validateTokens(valTokens, vocab, opt.valData.empty() ? opt.data : opt.valData);
+  // Validation: --val-data; else the last --val-shards shards of --data;
+  // else its last shard when it has several, or the last 10% of a single one.
+  trainData = openDataset(opt.data);
+  if (!opt.valData.empty()) {
+    if (opt.valShards >= 0)
+      fail("give --val-data or --val-shards, not both");
+    valData = openDataset(opt.valData);
+  } else if (opt.valShards >= 0 || trainData.shards.size() > 1) {
+    valData = holdOutShards(trainData, opt.valShards >= 0 ? opt.valShards : 1, opt.data);
+  } else {
+    valData = holdOutTail(trainData, in.T);
   }
-  trainLoader = std::make_unique<DataLoader>(trainTokens, in.T, seed);
-  valLoader = std::make_unique<DataLoader>(valTokens, in.T, seed + 1);
+  if (vocab) {
+    checkVocabulary(trainData, vocab);
+    checkVocabulary(valData, vocab);
+  }
+  trainLoader = std::make_unique<DataLoader>(trainData, in.T, seed, vocab);
+  valLoader = std::make_unique<DataLoader>(valData, in.T, seed + 1, vocab);
   tty = isatty(STDERR_FILENO) && chatty;
 }
 
@@ -604,10 +602,13 @@ void Trainer::printBanner() {
             << in.rows * dataReplicas << "x" << in.T << " tokens per step";
   if (artifact.worldSize > 1)
     std::cout << " on " << artifact.worldSize << " ranks";
-  std::cout << " | data " << opt.data << " ("
-            << trainTokens.size() << " train / " << valTokens.size()
-            << " validation tokens, unigram entropy " << std::fixed << std::setprecision(3)
-            << unigramEntropy(trainTokens) << " nats)\n";
+  std::cout << " | data " << opt.data << " (" << trainData.tokens() << " train / "
+            << valData.tokens() << " validation tokens";
+  if (trainData.shards.size() + valData.shards.size() > 2)
+    std::cout << " in " << trainData.shards.size() << " + " << valData.shards.size()
+              << " shards";
+  std::cout << ", unigram entropy " << std::fixed << std::setprecision(3)
+            << unigramEntropy(trainData) << " nats)\n";
 }
 
 bool Trainer::trainSteps(Progress &p) {

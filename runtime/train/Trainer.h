@@ -11,8 +11,13 @@ namespace llmc {
 
 struct TrainOptions {
   std::string artifact;
-  std::string data = "bundled";  ///< "bundled", a .bin token shard or a text file
-  std::string valData;           ///< empty: hold out the last 10% of `data`
+  /// "bundled", a file (.bin token shard or text), a directory of .bin
+  /// shards or a glob pattern (docs/data.md).
+  std::string data = "bundled";
+  std::string valData;           ///< same forms; empty: held out of `data`
+  /// Hold out the last N shards of `data` for validation; -1: one shard
+  /// when `data` has several, else the last 10% of its tokens.
+  int64_t valShards = -1;
   int64_t steps = -1;            ///< run length (and LR schedule); -1: the artifact's
   int64_t stopAt = -1;           ///< stop (and checkpoint) after this step; -1: at `steps`
   double lr = -1, minLr = -1;    ///< -1: the artifact's defaults

@@ -19,9 +19,14 @@ const char *kUsage = R"(usage: llmc-run <model.llmc> [options]
 
 Trains a compiled artifact (see `llmc compile`).
 
-data
-  --data <bundled|file.bin|file.txt>  training tokens (default: bundled corpus)
-  --val-data <file>                   validation tokens (default: last 10% of --data)
+data (docs/data.md; write shards with `llmc data`)
+  --data SPEC        training tokens: bundled (default), a file (.bin uint16/uint32
+                     token shard, anything else is text through the byte tokenizer),
+                     a directory of .bin shards, or a quoted glob ('d/train_*.bin');
+                     memory-mapped, shards in name order
+  --val-data SPEC    validation tokens, the same forms
+  --val-shards N     hold out the last N shards of --data for validation (default:
+                     1 when --data has several shards, else its last 10% of tokens)
 schedule (defaults come from the artifact)
   --steps N          run length in optimizer steps (the LR schedule spans it)
   --stop-at K        stop after step K (checkpointing); --resume continues to --steps
@@ -107,6 +112,9 @@ int main(int argc, char **argv) {
   };
   std::map<std::string, Setter> valued = {
       {"--data", text(options.data)},         {"--val-data", text(options.valData)},
+      {"--val-shards", [&](const std::string &v) {
+         return integer(options.valShards)(v) && options.valShards >= 1;
+       }},
       {"--steps", integer(options.steps)},    {"--lr", number(options.lr)},
       {"--stop-at", integer(options.stopAt)},
       {"--min-lr", number(options.minLr)},    {"--warmup", integer(options.warmup)},

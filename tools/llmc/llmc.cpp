@@ -4,6 +4,7 @@
 //   llmc compile (<graph.mlir> | --model <family> --preset <name>) [options] -o f
 //   llmc inspect <model.llmc>
 //   llmc quantize <ckpt-dir> (--model <family> | <graph.mlir>) --scheme s -o f
+//   llmc data <text|ids|-> -o <prefix> [--from text|ids|u16|u32] [--shard-tokens N]
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,7 @@
 #include "models/Models.h"
 #include "runtime/Inspect.h"
 #include "runtime/quant/MergeLoRA.h"
+#include "tools/llmc/Data.h"
 #include "tools/llmc/Plan.h"
 #include "tools/llmc/Quantize.h"
 
@@ -193,7 +195,8 @@ int runMerge() {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&llmcCategory, &llmc::quantizeCategory(), &llmc::planCategory()});
+  cl::HideUnrelatedOptions({&llmcCategory, &llmc::quantizeCategory(), &llmc::planCategory(),
+                            &llmc::dataCategory()});
   if (!cl::ParseCommandLineOptions(argc, argv,
                                    "llmc: compile transformer training steps\n\n"
                                    "  llmc model <family> --preset <name>    print a forward graph\n"
@@ -204,7 +207,9 @@ int main(int argc, char **argv) {
                                    "  llmc quantize ck --model gpt2 --scheme int4:block64 -o q.safetensors\n"
                                    "                                         export quantized weights\n"
                                    "  llmc merge-lora ck lora.llmc -o m.safetensors\n"
-                                   "                                         fold adapters into the base\n",
+                                   "                                         fold adapters into the base\n"
+                                   "  llmc data corpus.txt -o data/train --shard-tokens 100000000\n"
+                                   "                                         write token shards\n",
                                    &errs()))
     return 1;
   if (modelCmd)
@@ -219,6 +224,9 @@ int main(int argc, char **argv) {
     return runMerge();
   if (llmc::planCommand)
     return llmc::runPlan();
-  return fail("llmc", "missing subcommand (model, compile, inspect, plan, quantize or merge-lora); "
+  if (llmc::dataCommand)
+    return llmc::runData();
+  return fail("llmc", "missing subcommand (model, compile, inspect, plan, quantize, merge-lora "
+                      "or data); "
                       "see llmc --help");
 }
