@@ -3,7 +3,9 @@
 # resumes under another and continues with the losses of an uninterrupted
 # single-rank run (relative difference <= 1e-5), for every pair below. The
 # uneven-* layouts train a GPT-2 no rank count divides (vocabulary 257,
-# width 70), whose ZeRO shards are padded.
+# width 70), whose ZeRO shards are padded; the pipe-* layouts a 4-layer
+# GPT-2 in 4 microbatches, across pipeline stages, schedules and the
+# layouts without them.
 #
 #   run_reshard.sh <bin dir> <work dir>
 set -euo pipefail
@@ -13,6 +15,8 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WA
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 rm -rf "$WORK" && mkdir -p "$WORK"
 common=(--model gpt2 --preset tiny --set n_layer=2 --set batch_size=8 --set seq_len=32)
+pipe=(--model gpt2 --preset tiny --set n_layer=4 --set batch_size=2 --set seq_len=32
+      --microbatches 4)
 uneven=(--model gpt2 --preset tiny --set n_layer=2 --set batch_size=12 --set seq_len=32
         --set vocab_size=257 --set n_embd=70 --set n_head=2 --set n_kv_head=2)
 
@@ -35,9 +39,18 @@ add uneven-zero1-dp3 3 "--mesh dp=3 --zero 1"
 add uneven-zero3-dp2 2 "--mesh dp=2 --zero 3"
 add uneven-zero2-dp4 4 "--mesh dp=4 --zero 2"
 add uneven-tp2 2 "--mesh tp=2"
+add pipe-one 1 ""
+add pipe-pp2 2 "--mesh pp=2"
+add pipe-pp4 4 "--mesh pp=4"
+add pipe-pp2-dp2 4 "--mesh pp=2,dp=2 --zero 1"
+add pipe-pp2-tp2 4 "--mesh pp=2,tp=2 --sp"
+add pipe-zero3-dp2 2 "--mesh dp=2 --zero 3"
+add pipe-pp2-interleaved 2 "--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2"
+add pipe-pp2-zero-bubble 2 "--mesh pp=2 --pipeline-schedule zero-bubble"
 for name in "${!RANKS[@]}"; do
   model=("${common[@]}")
   [[ $name == uneven-* ]] && model=("${uneven[@]}")
+  [[ $name == pipe-* ]] && model=("${pipe[@]}")
   # shellcheck disable=SC2086
   "$BIN/llmc" compile "${model[@]}" ${FLAGS[$name]} -o "$WORK/$name.llmc"
 done
@@ -48,6 +61,7 @@ run() { # layout, extra llmc-run args...
 }
 run one --steps 12 --metrics "$WORK/reference.jsonl" --quiet
 run uneven-one --steps 12 --metrics "$WORK/uneven-reference.jsonl" --quiet
+run pipe-one --steps 12 --metrics "$WORK/pipe-reference.jsonl" --quiet
 
 fail=0
 for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-dp4" \
@@ -56,10 +70,15 @@ for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-
             "zero3-dp2-tp2-sp:tp2" "one:zero3-dp2-tp2-sp" \
             "uneven-zero1-dp3:uneven-zero3-dp2" "uneven-zero3-dp2:uneven-zero2-dp4" \
             "uneven-zero2-dp4:uneven-one" "uneven-one:uneven-zero1-dp3" \
-            "uneven-tp2:uneven-zero1-dp3" "uneven-zero3-dp2:uneven-tp2"; do
+            "uneven-tp2:uneven-zero1-dp3" "uneven-zero3-dp2:uneven-tp2" \
+            "pipe-pp2:pipe-pp2" "pipe-pp2:pipe-one" "pipe-one:pipe-pp4" "pipe-pp4:pipe-pp2-dp2" \
+            "pipe-pp2-dp2:pipe-zero3-dp2" "pipe-zero3-dp2:pipe-pp2-tp2" \
+            "pipe-pp2-tp2:pipe-pp2-interleaved" "pipe-pp2-interleaved:pipe-pp2-zero-bubble" \
+            "pipe-pp2-zero-bubble:pipe-pp4"; do
   from=${pair%%:*}; to=${pair##*:}
   reference=reference
   [[ $from == uneven-* ]] && reference=uneven-reference
+  [[ $from == pipe-* ]] && reference=pipe-reference
   ck="$WORK/ck-$from-$to"
   run "$from" --steps 12 --stop-at 6 --ckpt-dir "$ck" --quiet
   run "$to" --steps 12 --resume --ckpt-dir "$ck" --metrics "$WORK/$from-$to.jsonl" --quiet
