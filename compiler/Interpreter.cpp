@@ -202,7 +202,8 @@ LogicalResult Interpreter::runOp(Operation *op) {
         double norm = a.getGradNorm() ? values[a.getGradNorm()].data.at(0) : 0.0;
         outs(ref::adamw(in(0), in(1), in(2), in(3), in(4).data.at(0), in(5).data.at(0),
                         a.getGradNorm() ? &norm : nullptr, d(a.getBeta1()), d(a.getBeta2()),
-                        d(a.getEpsilon()), d(a.getWeightDecay()), d(a.getMaxGradNorm())));
+                        d(a.getEpsilon()), d(a.getWeightDecay()), d(a.getMaxGradNorm()),
+                        a.getLossScale() ? values[a.getLossScale()].data.at(0) : 1.0));
         return success();
       })
       .Case([&](qat::ObserveOp o) {

@@ -20,6 +20,11 @@
 // parameters and moments keep their values bit for bit, so one bad batch
 // cannot poison the state. The runtime counts such steps and reports them.
 //
+// With fp16 loss scaling the gradients and their norm arrive multiplied by
+// the loss scale; dividing it out here (into the clip factor) unscales them
+// for free. The scale is a power of two, so the division is exact, and
+// without a scale the constants are exactly those of an unscaled step.
+//
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_ADAMWSTEP_H
 #define LLMC_KERNELS_ADAMWSTEP_H
@@ -59,15 +64,17 @@ struct AdamWStep {
 
   /// The constants of step `step` at learning rate `lr`; `norm` (may be
   /// null) is the global gradient norm the clip divides by and the step's
-  /// verdict.
+  /// verdict; `lossScale` (may be null; needs `norm`) is the factor the
+  /// gradients and `norm` carry.
   LLMC_HOST_DEVICE static AdamWStep at(const contracts::AdamWHyperparams &h, float lr, float step,
-                                       const float *norm) {
-    double clip = 1.0;
+                                       const float *norm, const float *lossScale = nullptr) {
+    double clip = 1.0, scale = lossScale ? static_cast<double>(*lossScale) : 1.0;
     bool skip = norm && !finiteValue(*norm);
     if (norm && !skip && h.maxGradNorm > 0.0) {
-      double limit = h.maxGradNorm / (static_cast<double>(*norm) + 1e-6);
+      double limit = h.maxGradNorm / (static_cast<double>(*norm) / scale + 1e-6);
       clip = limit < 1.0 ? limit : 1.0;
     }
+    clip /= scale;
     double t = step, rate = lr;
     AdamWStep k;
     k.gradScale = static_cast<float>(clip);

@@ -50,8 +50,8 @@ bool Validator::arity(size_t minInputs, size_t maxInputs, size_t outputs) {
 }
 
 bool Validator::isFloat(const TensorView &t, const char *what) {
-  if (t.dtype == DType::F32 || t.dtype == DType::BF16) return true;
-  return fail(std::string(what) + " must be f32 or bf16, got " + t.describe());
+  if (t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16) return true;
+  return fail(std::string(what) + " must be f32, bf16 or f16, got " + t.describe());
 }
 
 bool Validator::isIndex(const TensorView &t, const char *what) {

@@ -46,7 +46,7 @@ public:
   bool arity(size_t minInputs, size_t maxInputs, size_t outputs);
   bool arity(size_t inputs, size_t outputs) { return arity(inputs, inputs, outputs); }
 
-  /// f32 or bf16.
+  /// f32, bf16 or f16.
   bool isFloat(const TensorView &t, const char *what);
   /// i32 or i64.
   bool isIndex(const TensorView &t, const char *what);

@@ -86,6 +86,7 @@ struct AutodiffPass : llmc::impl::AutodiffBase<AutodiffPass> {
     llvm::DenseMap<Value, Value> grads;
     grads[loss] = llm::FillOp::create(builder, loss.getLoc(), loss.getType(), APFloat(1.0));
     grads[loss].getDefiningOp()->setAttr(kBackwardAttr, builder.getUnitAttr());
+    grads[loss].getDefiningOp()->setAttr(kLossSeedAttr, builder.getUnitAttr());
 
     for (Operation *op : llvm::reverse(forwardOps)) {
       SmallVector<Value> resultGrads;

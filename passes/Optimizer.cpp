@@ -361,6 +361,10 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     argTypes.append({scalar, scalar});
     argAttrs.push_back(attrs("input", "lr"));
     argAttrs.push_back(attrs("input", "step"));
+    if (lossScaling) {
+      argTypes.push_back(scalar);
+      argAttrs.push_back(attrs("input", "loss_scale"));
+    }
 
     b.setInsertionPointToEnd(module.getBody());
     auto step = func::FuncOp::create(b, loc, "train_step",
@@ -379,6 +383,16 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       states.push_back(stepArg(stateBase + k));
     Value lr = stepArg(batchBase + batchArgs.size());
     Value stepNo = stepArg(batchBase + batchArgs.size() + 1);
+    Value lossScale = lossScaling ? stepArg(batchBase + batchArgs.size() + 2) : Value();
+    Operation *seed = nullptr;
+    if (lossScaling) {
+      for (Operation &op : grad.getBody().front())
+        if (op.hasAttr(kLossSeedAttr))
+          seed = &op;
+      if (!seed)
+        return grad.emitError("optimizer: loss scaling needs the backward's seed (an op "
+                              "marked llmc.loss_seed, from llmc-autodiff)");
+    }
 
     // Microbatches: slice the batch, inline @grad, sum loss and gradients.
     // Each gradient is finished (averaged over microbatches, synchronised
@@ -411,7 +425,12 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
                                       whole, offsets);
         mapping.map(grad.getArgument(i), llm::ReshapeOp::create(b, loc, t, part));
       }
+      // Loss scaling: d(scale·loss)/d loss = scale seeds the backward.
+      if (seed)
+        mapping.map(seed->getResult(0), lossScale);
       for (Operation &op : gradBody.without_terminator()) {
+        if (&op == seed)
+          continue;
         Operation *clone = b.clone(op, mapping);
         clone->setAttr(kMicrobatchAttr, b.getI64IntegerAttr(mb));
         // A different dropout mask per microbatch.
@@ -500,11 +519,11 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       Operation *update;
       if (eightBit)
         update = llm::AdamW8bitOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t),
-                                          slotArg(2, t), slotArg(3, t), lr, stepNo, norm, b1,
-                                          b2, eps, wd, clip);
+                                          slotArg(2, t), slotArg(3, t), lr, stepNo, norm,
+                                          lossScale, b1, b2, eps, wd, clip);
       else
         update = llm::AdamWOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t), lr, stepNo,
-                                      norm, b1, b2, eps, wd, clip);
+                                      norm, lossScale, b1, b2, eps, wd, clip);
       Value newParam = update->getResult(0);
       if (masterOf[t] >= 0) {
         newMasters.push_back(newParam);

@@ -54,6 +54,13 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
     `optimizer=adamw8bit` stores each moment as uint8 codes (role `adam_m`,
     `adam_v`) plus one fp32 absmax per block of 2048 (`adam_m_absmax`,
     `adam_v_absmax`) and updates with llm.adamw8bit.
+
+    `loss-scaling` (fp16) adds the input `loss_scale` after `step`: the
+    backward of every microbatch is seeded with it instead of 1 (the
+    autodiff seed, marked `llmc.loss_seed`), so the fp16 gradients carry the
+    scale, and each AdamW update unscales them (its `loss_scale` operand).
+    The output `grad_norm` is then the norm of the scaled gradients; an
+    overflow makes it inf, which skips the step on every rank.
   }];
   let options = [
     Option<"microbatches", "microbatches", "int64_t", "1", "Microbatches per step">,
@@ -67,6 +74,9 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
            "Global gradient-norm clip (0 disables)">,
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
            "adamw (fp32 moments) or adamw8bit (moments in 8-bit blocks of 2048)">,
+    Option<"lossScaling", "loss-scaling", "bool", "false",
+           "Dynamic loss scaling (fp16): seed the backward with the input loss_scale "
+           "and unscale in AdamW">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }
@@ -87,7 +97,7 @@ def InferenceEntryPoints : Pass<"llmc-inference-entry-points", "mlir::ModuleOp">
 }
 
 def Precision : Pass<"llmc-precision", "mlir::ModuleOp"> {
-  let summary = "Mixed precision: bf16 compute with fp32 master weights";
+  let summary = "Mixed precision: bf16 or fp16 compute with fp32 master weights";
   let description = [{
     Rewrites `@forward` so every parameter is cast to the compute type where
     it is used and activations flow in that type; normalization statistics,

@@ -84,7 +84,8 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
 
   if (options.precision != "fp32") {
     PrecisionOptions precision;
-    precision.computeType = options.precision;
+    // The option says fp16 (as --precision does), the pass the MLIR type.
+    precision.computeType = options.precision == "fp16" ? "f16" : options.precision;
     add(createPrecision(precision));
   }
   if (!options.mesh.empty()) {
@@ -119,6 +120,9 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
   optimizer.noDecay = options.noDecay;
   optimizer.maxGradNorm = options.maxGradNorm;
   optimizer.optimizer = options.optimizer;
+  // fp16's 5-bit exponent underflows small gradients unless the loss is
+  // scaled; bf16 has fp32's range and needs no scale.
+  optimizer.lossScaling = options.precision == "fp16";
   add(createOptimizer(optimizer));
   add(createInferenceEntryPoints());
   add(createCSEPass());

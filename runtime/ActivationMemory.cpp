@@ -13,7 +13,8 @@ ActivationShape activationShape(const Artifact &artifact) {
   shape.a = static_cast<int64_t>(artifact.metaNumber("model.n_head", 0));
   shape.gptLayer = artifact.meta("model.family") == "gpt2";
   shape.sequenceParallel = artifact.metaNumber("sequence_parallel", 0) != 0;
-  shape.elementBytes = artifact.meta("precision") == "bf16" ? 2 : 4;
+  std::string precision = artifact.meta("precision");
+  shape.elementBytes = precision == "bf16" || precision == "fp16" ? 2 : 4;
   // b: the rows one rank runs per microbatch (the forward graph's batch is
   // one microbatch of every data-parallel rank).
   int64_t rows = static_cast<int64_t>(artifact.metaNumber("model.batch_size", 0));

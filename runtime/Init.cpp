@@ -1,6 +1,7 @@
 //===- Init.cpp - deterministic parameter initialisation ------------------===//
 
 #include "runtime/Init.h"
+#include "kernels/Half.h"
 
 #include "runtime/ArtifactFormat.h"
 #include "runtime/Mesh.h"
@@ -40,6 +41,7 @@ void store(void *data, DType dtype, int64_t i, double value) {
   switch (dtype) {
   case DType::F32: static_cast<float *>(data)[i] = static_cast<float>(value); break;
   case DType::BF16: static_cast<uint16_t *>(data)[i] = floatToBf16(static_cast<float>(value)); break;
+  case DType::F16: static_cast<uint16_t *>(data)[i] = half::fromFloat(static_cast<float>(value)); break;
   case DType::F64: static_cast<double *>(data)[i] = value; break;
   default: break; // rejected before any loop (initializeParameters)
   }
@@ -64,7 +66,7 @@ void fill(const ParameterInfo &p, void *data, DType dtype, const ShardMap &map, 
   // 8-bit storage (QLoRA's NF4 codes) starts as zeros, like the state.
   if (dtype == DType::U8 && p.init == "zeros")
     return;
-  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F64)
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F64)
     fail("parameter '", p.name, "': cannot initialise dtype ", dtypeName(dtype));
   int64_t n = map.localNumel();
   uint64_t key = streamKey(seed, p.name);

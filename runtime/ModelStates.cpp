@@ -76,7 +76,7 @@ ModelStates modelStates(const Artifact &artifact) {
   };
 
   // The published p, g, K for this precision and optimizer.
-  bool mixed = artifact.meta("precision") == "bf16";
+  bool mixed = artifact.meta("precision") == "bf16" || artifact.meta("precision") == "fp16";
   bool eightBit = artifact.meta("optimizer") == "adamw8bit";
   m.paramBytes = m.gradBytes = mixed ? 2 : 4;
   m.optimizerBytes = (eightBit ? 2 : 8) + (mixed ? 4 : 0);
@@ -211,7 +211,7 @@ ModelStates modelStates(const Artifact &artifact) {
     return it == parts.end() ? 0.0 : static_cast<double>(it->second);
   };
   if (part("fp32 copies") > 0)
-    m.extras.push_back({"gradients", "fp32 copies of bf16 gradients for the update",
+    m.extras.push_back({"gradients", "fp32 copies of bf16/fp16 gradients for the update",
                         part("fp32 copies")});
   if (part("padded copies") > 0)
     m.extras.push_back({"gradients",

@@ -42,6 +42,7 @@ const Annotation kAnnotations[] = {
     {kBlockNameAttr, OnOp, "a string (the layer's name)", isString},
     {kMicrobatchAttr, OnOp, "a non-negative i64", isIndex},
     {kBackwardAttr, OnOp, "a unit attribute", isUnit},
+    {kLossSeedAttr, OnOp, "a unit attribute", isUnit},
     {kRecomputedAttr, OnOp, "a unit attribute", isUnit},
     {kActionAttr, OnOp, "a string (a schedule action)", isString},
     {kGradientSyncAttr, OnOp, "a unit attribute", isUnit},

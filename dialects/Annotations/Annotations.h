@@ -23,6 +23,9 @@ inline constexpr llvm::StringLiteral kBlockNameAttr = "llmc.block_name";
 inline constexpr llvm::StringLiteral kMicrobatchAttr = "llmc.microbatch";
 /// Marks ops autodiff emitted (the backward pass).
 inline constexpr llvm::StringLiteral kBackwardAttr = "llmc.backward";
+/// On the fill that seeds the backward with d loss / d loss = 1: loss
+/// scaling (fp16) seeds with the runtime scale instead.
+inline constexpr llvm::StringLiteral kLossSeedAttr = "llmc.loss_seed";
 /// Marks forward ops that llmc-recompute cloned into the backward pass.
 inline constexpr llvm::StringLiteral kRecomputedAttr = "llmc.recomputed";
 /// The schedule action ("F3", "B0.2", "W1") a pipeline stage's op belongs to.

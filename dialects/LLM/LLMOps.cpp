@@ -636,6 +636,9 @@ template <typename Op> static LogicalResult verifyAdamHyperparameters(Op op) {
     return op.emitOpError("epsilon must be > 0");
   if (op.getWeightDecay().convertToDouble() < 0 || op.getMaxGradNorm().convertToDouble() < 0)
     return op.emitOpError("weight_decay and max_grad_norm must be >= 0");
+  // The kernels tell the optional scalars apart by position.
+  if (op.getLossScale() && !op.getGradNorm())
+    return op.emitOpError("loss_scale needs grad_norm");
   return success();
 }
 

@@ -689,7 +689,8 @@ def LLM_GlobalNormOp : LLM_Op<"global_norm", [Pure, MixesBatchRows]> {
 def LLM_SqrtOp : LLM_UnaryOp<"sqrt", "Elementwise square root",
   "%n = llm.sqrt %s : tensor<f32>">;
 
-def LLM_AdamWOp : LLM_PureOp<"adamw", [MixesBatchRows, AllTypesMatch<["param", "grad", "m", "v"]>]> {
+def LLM_AdamWOp : LLM_PureOp<"adamw", [MixesBatchRows, AttrSizedOperandSegments,
+    AllTypesMatch<["param", "grad", "m", "v"]>]> {
   let summary = "One AdamW update of a parameter and its moments";
   let description = [{
     With g' = g · min(1, max_grad_norm / (grad_norm + 1e-6)) when
@@ -698,6 +699,11 @@ def LLM_AdamWOp : LLM_PureOp<"adamw", [MixesBatchRows, AllTypesMatch<["param", "
     p' = p − lr (m'/(1−β1^t) / (√(v'/(1−β2^t)) + ε) + weight_decay · p).
     `lr` and `step` are runtime scalars. A `grad_norm` that is not finite
     (inf or NaN) skips the step: p', m', v' are p, m, v bit for bit.
+
+    With fp16 loss scaling the gradients arrive multiplied by the runtime
+    scalar `loss_scale` (which needs `grad_norm`, their norm as given):
+    g is read as g / loss_scale and the clip uses grad_norm / loss_scale,
+    so unscaling costs no pass of its own.
 
     ```mlir
     %p1, %m1, %v1 = llm.adamw %p, %g, %m, %v, %lr, %step norm %n
@@ -709,17 +715,20 @@ def LLM_AdamWOp : LLM_PureOp<"adamw", [MixesBatchRows, AllTypesMatch<["param", "
                        LLM_FloatTensor:$m, LLM_FloatTensor:$v,
                        LLM_F32Scalar:$lr, LLM_F32Scalar:$step,
                        Optional<LLM_F32Scalar>:$grad_norm,
+                       Optional<LLM_F32Scalar>:$loss_scale,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
                        F64Attr:$weight_decay, F64Attr:$max_grad_norm);
   let results = (outs LLM_FloatTensor:$new_param, LLM_FloatTensor:$new_m,
                       LLM_FloatTensor:$new_v);
   let assemblyFormat = [{
-    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step (`norm` $grad_norm^)? attr-dict `:` type($param)
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step (`norm` $grad_norm^)?
+    (`loss_scale` $loss_scale^)? attr-dict `:` type($param)
   }];
   let hasVerifier = 1;
 }
 
-def LLM_AdamW8bitOp : LLM_PureOp<"adamw8bit", [MixesBatchRows, AllTypesMatch<["param", "grad"]>,
+def LLM_AdamW8bitOp : LLM_PureOp<"adamw8bit", [MixesBatchRows, AttrSizedOperandSegments,
+    AllTypesMatch<["param", "grad"]>,
     AllTypesMatch<["m_codes", "v_codes", "new_m_codes", "new_v_codes"]>,
     AllTypesMatch<["m_absmax", "v_absmax", "new_m_absmax", "new_v_absmax"]>]> {
   let summary = "One AdamW update with 8-bit block-wise quantized moments";
@@ -731,7 +740,7 @@ def LLM_AdamW8bitOp : LLM_PureOp<"adamw8bit", [MixesBatchRows, AllTypesMatch<["p
     updates it in fp32 and re-encodes it with the block's new absmax, so the
     moments cost 2 bytes per parameter instead of 8. All-zero codes and
     absmax are a fresh state. A non-finite `grad_norm` skips the step: every
-    result is its input, bit for bit.
+    result is its input, bit for bit. `loss_scale` unscales as in llm.adamw.
 
     ```mlir
     %p1, %mc1, %ma1, %vc1, %va1 = llm.adamw8bit %p, %g, %mc, %ma, %vc, %va, %lr, %step norm %n
@@ -745,6 +754,7 @@ def LLM_AdamW8bitOp : LLM_PureOp<"adamw8bit", [MixesBatchRows, AllTypesMatch<["p
                        RankedTensorOf<[I8]>:$v_codes, RankedTensorOf<[F32]>:$v_absmax,
                        LLM_F32Scalar:$lr, LLM_F32Scalar:$step,
                        Optional<LLM_F32Scalar>:$grad_norm,
+                       Optional<LLM_F32Scalar>:$loss_scale,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
                        F64Attr:$weight_decay, F64Attr:$max_grad_norm);
   let results = (outs LLM_FloatTensor:$new_param,
@@ -752,7 +762,8 @@ def LLM_AdamW8bitOp : LLM_PureOp<"adamw8bit", [MixesBatchRows, AllTypesMatch<["p
                       RankedTensorOf<[I8]>:$new_v_codes, RankedTensorOf<[F32]>:$new_v_absmax);
   let assemblyFormat = [{
     $param `,` $grad `,` $m_codes `,` $m_absmax `,` $v_codes `,` $v_absmax `,` $lr `,` $step
-    (`norm` $grad_norm^)? attr-dict `:` type($param) `,` type($m_codes) `,` type($m_absmax)
+    (`norm` $grad_norm^)? (`loss_scale` $loss_scale^)? attr-dict
+    `:` type($param) `,` type($m_codes) `,` type($m_absmax)
   }];
   let hasVerifier = 1;
 }

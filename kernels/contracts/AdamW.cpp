@@ -26,17 +26,18 @@ bool readAdamWHyperparams(Validator &v, AdamWHyperparams *out) {
 bool bindAdamW(const KernelArgs &args, std::string &error, AdamWBinding *out) {
   Validator v("adamw", args, error);
   AdamWHyperparams c;
-  if (!v.arity(6, 7, 3) || !readAdamWHyperparams(v, &c))
+  if (!v.arity(6, 8, 3) || !readAdamWHyperparams(v, &c))
     return false;
   const TensorView &p = v.in(0);
   if (!v.isFloat(p, "param") || !v.hasType(v.in(1), "grad", p.dtype, p.shape) ||
       !v.hasType(v.in(2), "m", p.dtype, p.shape) || !v.hasType(v.in(3), "v", p.dtype, p.shape) ||
       !v.isF32Scalar(v.in(4), "lr") || !v.isF32Scalar(v.in(5), "step") ||
       (args.inputs.size() > 6 && !v.isF32Scalar(v.in(6), "norm")) ||
+      (args.inputs.size() > 7 && !v.isF32Scalar(v.in(7), "loss_scale")) ||
       !v.hasType(v.out(0), "param'", p.dtype, p.shape) ||
       !v.hasType(v.out(1), "m'", p.dtype, p.shape) || !v.hasType(v.out(2), "v'", p.dtype, p.shape))
     return false;
-  *out = {p.dtype, p.numel(), args.inputs.size() > 6, c};
+  *out = {p.dtype, p.numel(), args.inputs.size() > 6, args.inputs.size() > 7, c};
   return true;
 }
 

@@ -2,8 +2,9 @@
 //
 // What both backends check and derive when they bind adamw: the
 // hyperparameter attributes (shared with adamw8bit) and an f32 or bf16
-// param with grad, m and v of its type, f32 scalars lr and step, and an
-// optional f32 scalar norm for gradient clipping. The CPU and CUDA factories
+// param with grad, m and v of its type, f32 scalars lr and step, an
+// optional f32 scalar norm for gradient clipping and, after it, an optional
+// f32 scalar loss scale (fp16) the gradients and norm are multiplied by. The CPU and CUDA factories
 // call bindAdamW and add only what is specific to their backend.
 //
 //===----------------------------------------------------------------------===//
@@ -33,7 +34,8 @@ bool readAdamWHyperparams(Validator &v, AdamWHyperparams *out);
 struct AdamWBinding {
   DType dtype = DType::F32; ///< of param, grad, m and v
   int64_t numel = 0;
-  bool hasNorm = false; ///< the optional seventh input is bound
+  bool hasNorm = false;      ///< the optional seventh input is bound
+  bool hasLossScale = false; ///< the optional eighth input is bound
   AdamWHyperparams hyper;
 };
 bool bindAdamW(const KernelArgs &args, std::string &error, AdamWBinding *out);

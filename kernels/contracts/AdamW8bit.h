@@ -18,7 +18,8 @@ namespace llmc::contracts {
 struct AdamW8bitBinding {
   DType dtype = DType::F32; ///< of param and grad
   int64_t numel = 0, blocks = 0;
-  bool hasNorm = false; ///< the optional ninth input is bound
+  bool hasNorm = false;      ///< the optional ninth input is bound
+  bool hasLossScale = false; ///< the optional tenth input (loss scale) is bound
   AdamWHyperparams hyper;
 };
 bool bindAdamW8bit(const KernelArgs &args, std::string &error, AdamW8bitBinding *out);

@@ -1,8 +1,9 @@
 //===- Common.h - helpers shared by the CPU kernels (private) -------------===//
 //
 // What every CPU kernel file needs and nothing more:
-//  - `bf16`, a storage-only element type, and load/store that widen to and
-//    narrow from fp32 so one template body serves both float dtypes;
+//  - `bf16` and `f16`, storage-only element types, and load/store that
+//    widen to and narrow from fp32 so one template body serves every float
+//    dtype;
 //  - `Validator`, which turns a bad binding into the one-line error the
 //    registry contract asks for ("layernorm: gamma must be f32[128], got
 //    f32[64]");
@@ -15,6 +16,7 @@
 #ifndef LLMC_KERNELS_CPU_COMMON_H
 #define LLMC_KERNELS_CPU_COMMON_H
 
+#include "kernels/Half.h"
 #include "kernels/Kernel.h"
 #include "kernels/Validator.h"
 
@@ -40,20 +42,31 @@ struct bf16 {
   uint16_t bits;
 };
 
+/// IEEE binary16 storage (fp16 training); arithmetic happens in fp32. The
+/// conversions are kernels/Half.h's, bit for bit those of the CUDA side.
+struct f16 {
+  uint16_t bits;
+};
+
 inline float load(const float *p, int64_t i) { return p[i]; }
 inline float load(const bf16 *p, int64_t i) { return bf16ToFloat(p[i].bits); }
+inline float load(const f16 *p, int64_t i) { return half::toFloat(p[i].bits); }
 inline void store(float *p, int64_t i, float v) { p[i] = v; }
 inline void store(bf16 *p, int64_t i, float v) { p[i].bits = floatToBf16(v); }
+inline void store(f16 *p, int64_t i, float v) { p[i].bits = half::fromFloat(v); }
 
 /// The DType of a storage type.
 template <typename T> constexpr DType dtypeOf();
 template <> constexpr DType dtypeOf<float>() { return DType::F32; }
 template <> constexpr DType dtypeOf<bf16>() { return DType::BF16; }
+template <> constexpr DType dtypeOf<f16>() { return DType::F16; }
 
-/// Instantiates `Kernel<float>` or `Kernel<bf16>` for a float dtype.
+/// Instantiates `Kernel<float>`, `Kernel<bf16>` or `Kernel<f16>` for a
+/// float dtype.
 template <template <typename> class K, typename... Args>
 std::unique_ptr<Kernel> makeFloatKernel(DType dtype, Args &&...args) {
   if (dtype == DType::BF16) return std::make_unique<K<bf16>>(std::forward<Args>(args)...);
+  if (dtype == DType::F16) return std::make_unique<K<f16>>(std::forward<Args>(args)...);
   return std::make_unique<K<float>>(std::forward<Args>(args)...);
 }
 

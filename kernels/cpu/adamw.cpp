@@ -27,12 +27,13 @@ public:
         v_(args.inputs[3].as<T>()), lr_(args.inputs[4].as<float>()),
         step_(args.inputs[5].as<float>()),
         norm_(args.inputs.size() > 6 ? args.inputs[6].as<float>() : nullptr),
+        lossScale_(args.inputs.size() > 7 ? args.inputs[7].as<float>() : nullptr),
         pOut_(args.outputs[0].as<T>()), mOut_(args.outputs[1].as<T>()),
         vOut_(args.outputs[2].as<T>()), n_(args.inputs[0].numel()), config_(config) {}
 
   void run(const StepContext &) override {
     // A local copy: the vectoriser sees loop-invariant scalars.
-    const AdamWStep k = AdamWStep::at(config_, *lr_, *step_, norm_);
+    const AdamWStep k = AdamWStep::at(config_, *lr_, *step_, norm_, lossScale_);
     if (k.skip) {
       keep(pOut_, p_);
       keep(mOut_, m_);
@@ -59,7 +60,7 @@ private:
   }
 
   const T *p_, *g_, *m_, *v_;
-  const float *lr_, *step_, *norm_;
+  const float *lr_, *step_, *norm_, *lossScale_;
   T *pOut_, *mOut_, *vOut_;
   int64_t n_;
   contracts::AdamWHyperparams config_;

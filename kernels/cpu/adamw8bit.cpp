@@ -48,6 +48,7 @@ public:
         vCodes_(args.inputs[4].as<uint8_t>()), vAbsmax_(args.inputs[5].as<float>()),
         lr_(args.inputs[6].as<float>()), step_(args.inputs[7].as<float>()),
         norm_(args.inputs.size() > 8 ? args.inputs[8].as<float>() : nullptr),
+        lossScale_(args.inputs.size() > 9 ? args.inputs[9].as<float>() : nullptr),
         pOut_(args.outputs[0].as<T>()), mCodesOut_(args.outputs[1].as<uint8_t>()),
         mAbsmaxOut_(args.outputs[2].as<float>()), vCodesOut_(args.outputs[3].as<uint8_t>()),
         vAbsmaxOut_(args.outputs[4].as<float>()), n_(args.inputs[0].numel()), config_(config),
@@ -55,7 +56,7 @@ public:
         mEncoder_(adam8bit::signedEncoder()), vEncoder_(adam8bit::unsignedEncoder()) {}
 
   void run(const StepContext &) override {
-    const AdamWStep k = AdamWStep::at(config_, *lr_, *step_, norm_);
+    const AdamWStep k = AdamWStep::at(config_, *lr_, *step_, norm_, lossScale_);
     const int64_t blocks = adam8bit::blockCount(n_);
     if (k.skip) {
       keep(pOut_, p_, n_);
@@ -108,7 +109,7 @@ private:
   const uint8_t *mCodes_;
   const float *mAbsmax_;
   const uint8_t *vCodes_;
-  const float *vAbsmax_, *lr_, *step_, *norm_;
+  const float *vAbsmax_, *lr_, *step_, *norm_, *lossScale_;
   T *pOut_;
   uint8_t *mCodesOut_;
   float *mAbsmaxOut_;

@@ -14,18 +14,6 @@
 namespace llmc::cpu {
 namespace {
 
-// The f32/bf16 overloads join the f16 ones below.
-using cpu::load;
-using cpu::store;
-
-/// IEEE binary16 storage.
-struct f16 {
-  uint16_t bits;
-};
-
-inline float load(const f16 *p, int64_t i) { return half::toFloat(p[i].bits); }
-inline void store(f16 *p, int64_t i, float value) { p[i].bits = half::fromFloat(value); }
-
 template <typename From, typename To> class CastKernel final : public Kernel {
 public:
   explicit CastKernel(const KernelArgs &args)

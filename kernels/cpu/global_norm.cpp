@@ -4,8 +4,9 @@
 // shards on different ranks can be combined before the root). Every input is cut into
 // fixed chunks at bind time; chunks are squared-and-summed in parallel in
 // double into their own scratch slot, then the slots are added in order, so
-// the norm is identical whatever the thread count. Inputs may mix f32 and
-// bf16; the result is an f32 scalar.
+// the norm is identical whatever the thread count. Inputs may mix f32, bf16
+// and f16; the result is an f32 scalar (inf when an fp16 gradient
+// overflowed, which is how loss scaling detects it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +25,7 @@ public:
     for (const TensorView &x : args.inputs)
       for (int64_t begin = 0; begin < x.numel(); begin += kChunk)
         chunks_.push_back(
-            {x.data, x.dtype == DType::BF16, begin, std::min(kChunk, x.numel() - begin)});
+            {x.data, x.dtype, begin, std::min(kChunk, x.numel() - begin)});
     partial_.resize(chunks_.size());
   }
 
@@ -33,23 +34,13 @@ public:
 #pragma omp parallel for schedule(dynamic, 4) if (count > 1)
     for (int64_t c = 0; c < count; ++c) {
       const Chunk &chunk = chunks_[c];
-      double sum = 0.0;
-      if (chunk.bf16) {
-        const bf16 *x = static_cast<const bf16 *>(chunk.data) + chunk.begin;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t i = 0; i < chunk.size; ++i) {
-          double v = load(x, i);
-          sum += v * v;
-        }
-      } else {
-        const float *x = static_cast<const float *>(chunk.data) + chunk.begin;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t i = 0; i < chunk.size; ++i) {
-          double v = x[i];
-          sum += v * v;
-        }
-      }
-      partial_[c] = sum;
+      if (chunk.dtype == DType::BF16)
+        partial_[c] = sumOfSquares(static_cast<const bf16 *>(chunk.data) + chunk.begin, chunk.size);
+      else if (chunk.dtype == DType::F16)
+        partial_[c] = sumOfSquares(static_cast<const f16 *>(chunk.data) + chunk.begin, chunk.size);
+      else
+        partial_[c] =
+            sumOfSquares(static_cast<const float *>(chunk.data) + chunk.begin, chunk.size);
     }
     double total = 0.0;
     for (double p : partial_) total += p;
@@ -57,9 +48,19 @@ public:
   }
 
 private:
+  template <typename T> static double sumOfSquares(const T *x, int64_t n) {
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) {
+      double v = load(x, i);
+      sum += v * v;
+    }
+    return sum;
+  }
+
   struct Chunk {
     const void *data;
-    bool bf16;
+    DType dtype;
     int64_t begin, size;
   };
   float *out_;

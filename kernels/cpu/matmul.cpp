@@ -8,10 +8,10 @@
 // `accumulate` maps to beta = 1, which is how gradient accumulation adds
 // into an existing buffer without a separate add.
 //
-// bf16 is storage only: operands are widened into fp32 scratch allocated at
-// bind time, multiplied with sgemm, and the result rounded back once. (The
-// OpenBLAS 0.3.21 sbgemm has no fast path on CPUs without AVX512-BF16 and
-// would still need an fp32 C, so it buys nothing here.)
+// bf16 and f16 are storage only: operands are widened into fp32 scratch
+// allocated at bind time, multiplied with sgemm, and the result rounded back
+// once. (The OpenBLAS 0.3.21 sbgemm has no fast path on CPUs without
+// AVX512-BF16 and would still need an fp32 C, so it buys nothing here.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,12 +29,12 @@ struct MatmulDims {
   SgemmFn sgemm = nullptr;
 };
 
-void widen(const bf16 *in, float *out, int64_t n) {
+template <typename T> void widen(const T *in, float *out, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) out[i] = load(in, i);
 }
 
-void narrow(const float *in, bf16 *out, int64_t n) {
+template <typename T> void narrow(const float *in, T *out, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) store(out, i, in[i]);
 }
@@ -62,7 +62,7 @@ public:
       : d_(dims), a_(args.inputs[0].data), b_(args.inputs[1].data), c_(args.outputs[0].data),
         aSize_(args.inputs[0].numel()), bSize_(args.inputs[1].numel()),
         cSize_(args.outputs[0].numel()) {
-    if constexpr (std::is_same_v<T, bf16>) {
+    if constexpr (!std::is_same_v<T, float>) {
       aWide_.resize(aSize_);
       bWide_.resize(bSize_);
       cWide_.resize(cSize_);
@@ -80,11 +80,11 @@ public:
       gemm(d_, static_cast<const float *>(a_), static_cast<const float *>(b_),
            static_cast<float *>(c_), beta);
     } else {
-      widen(static_cast<const bf16 *>(a_), aWide_.data(), aSize_);
-      widen(static_cast<const bf16 *>(b_), bWide_.data(), bSize_);
-      if (d_.accumulate) widen(static_cast<const bf16 *>(c_), cWide_.data(), cSize_);
+      widen(static_cast<const T *>(a_), aWide_.data(), aSize_);
+      widen(static_cast<const T *>(b_), bWide_.data(), bSize_);
+      if (d_.accumulate) widen(static_cast<const T *>(c_), cWide_.data(), cSize_);
       gemm(d_, aWide_.data(), bWide_.data(), cWide_.data(), beta);
-      narrow(cWide_.data(), static_cast<bf16 *>(c_), cSize_);
+      narrow(cWide_.data(), static_cast<T *>(c_), cSize_);
     }
   }
 
@@ -93,7 +93,7 @@ private:
   const void *a_, *b_;
   void *c_;
   int64_t aSize_, bSize_, cSize_;
-  std::vector<float> aWide_, bWide_, cWide_; // bf16 only: fp32 copies
+  std::vector<float> aWide_, bWide_, cWide_; // bf16, f16 only: fp32 copies
 };
 
 std::unique_ptr<Kernel> makeMatmul(const KernelArgs &args, std::string &error) {

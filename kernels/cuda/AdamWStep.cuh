@@ -17,9 +17,9 @@ namespace llmc::cuda {
 /// of the block returns them. Call from uniform code (it synchronises).
 __device__ __forceinline__ AdamWStep blockStep(const contracts::AdamWHyperparams &h,
                                                const float *lr, const float *step,
-                                               const float *norm) {
+                                               const float *norm, const float *lossScale) {
   __shared__ AdamWStep shared;
-  if (threadIdx.x == 0) shared = AdamWStep::at(h, *lr, *step, norm);
+  if (threadIdx.x == 0) shared = AdamWStep::at(h, *lr, *step, norm, lossScale);
   __syncthreads();
   return shared;
 }

@@ -5,8 +5,8 @@
 //    launch names its file and line instead of surfacing steps later;
 //  - the stream a kernel runs on (StepContext::stream, the default stream
 //    when none is given, as in the tests);
-//  - bf16 as storage with fp32 arithmetic: load/store widen and narrow, so
-//    one template body serves both float dtypes, as on the CPU;
+//  - bf16 and f16 as storage with fp32 arithmetic: load/store widen and
+//    narrow, so one template body serves every float dtype, as on the CPU;
 //  - launch geometry (grid-stride loops) and warp/block reductions.
 //
 // Binding-time checks use the backend-neutral Validator, so both backends
@@ -21,6 +21,7 @@
 #include "kernels/cuda/Device.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -33,6 +34,7 @@
 namespace llmc::cuda {
 
 using bf16 = __nv_bfloat16;
+using f16 = __half;
 
 inline cudaStream_t streamOf(const StepContext &ctx) {
   return static_cast<cudaStream_t>(ctx.stream);
@@ -47,15 +49,20 @@ __device__ __forceinline__ float load(const bf16 *p, int64_t i) { return __bfloa
 __device__ __forceinline__ void store(float *p, int64_t i, float v) { p[i] = v; }
 /// Round to nearest even, like floatToBf16 on the host.
 __device__ __forceinline__ void store(bf16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+__device__ __forceinline__ float load(const f16 *p, int64_t i) { return __half2float(p[i]); }
+/// Round to nearest even, like half::fromFloat on the host.
+__device__ __forceinline__ void store(f16 *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
 
 template <typename T> constexpr DType dtypeOf();
 template <> constexpr DType dtypeOf<float>() { return DType::F32; }
 template <> constexpr DType dtypeOf<bf16>() { return DType::BF16; }
+template <> constexpr DType dtypeOf<f16>() { return DType::F16; }
 
-/// Instantiates `K<float>` or `K<bf16>` for a float dtype.
+/// Instantiates `K<float>`, `K<bf16>` or `K<f16>` for a float dtype.
 template <template <typename> class K, typename... Args>
 std::unique_ptr<Kernel> makeFloatKernel(DType dtype, Args &&...args) {
   if (dtype == DType::BF16) return std::make_unique<K<bf16>>(std::forward<Args>(args)...);
+  if (dtype == DType::F16) return std::make_unique<K<f16>>(std::forward<Args>(args)...);
   return std::make_unique<K<float>>(std::forward<Args>(args)...);
 }
 

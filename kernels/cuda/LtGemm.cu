@@ -106,7 +106,7 @@ std::string LtGemm::describe(const GemmDesc &d) {
 
 std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   error.clear();
-  if (d.dtype != DType::F32 && d.dtype != DType::BF16) {
+  if (d.dtype != DType::F32 && d.dtype != DType::BF16 && d.dtype != DType::F16) {
     error = std::string("cuBLASLt GEMM: unsupported dtype ") + dtypeName(d.dtype);
     return nullptr;
   }
@@ -131,7 +131,9 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   g->desc_ = d;
   g->beta_ = d.accumulate ? 1.0f : 0.0f;
 
-  const cudaDataType type = d.dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType type = d.dtype == DType::BF16  ? CUDA_R_16BF
+                            : d.dtype == DType::F16 ? CUDA_R_16F
+                                                    : CUDA_R_32F;
   const cublasComputeType_t compute =
       d.dtype == DType::F32 && allowTf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const size_t elementSize = dtypeSize(d.dtype);

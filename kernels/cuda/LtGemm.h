@@ -38,7 +38,7 @@ enum class GemmEpilogue {
 /// for t < batch, where op swaps the last two dims when the flag is set.
 /// a is [M,K] (or [K,M] transposed), b [K,N] (or [N,K]), c [M,N], all dense.
 struct GemmDesc {
-  DType dtype = DType::F32; ///< of a, b and c: f32 or bf16 (f32 arithmetic)
+  DType dtype = DType::F32; ///< of a, b and c: f32, bf16 or f16 (f32 arithmetic)
   int64_t m = 0, n = 0, k = 0;
   int64_t batch = 1;
   /// Elements between consecutive batch entries; 0 shares one matrix.

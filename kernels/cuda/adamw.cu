@@ -19,9 +19,10 @@ namespace {
 
 template <typename T>
 __global__ void adamwKernel(const T *p, const T *g, const T *m, const T *v, const float *lr,
-                            const float *step, const float *norm, T *pOut, T *mOut, T *vOut,
+                            const float *step, const float *norm, const float *lossScale,
+                            T *pOut, T *mOut, T *vOut,
                             int64_t n, contracts::AdamWHyperparams config) {
-  const AdamWStep k = blockStep(config, lr, step, norm);
+  const AdamWStep k = blockStep(config, lr, step, norm, lossScale);
   if (k.skip) { // a non-finite norm: the state keeps its values
     if (pOut != p || mOut != m || vOut != v)
       LLMC_GRID_STRIDE(i, n) {
@@ -47,19 +48,20 @@ public:
         v_(args.inputs[3].as<T>()), lr_(args.inputs[4].as<float>()),
         step_(args.inputs[5].as<float>()),
         norm_(args.inputs.size() > 6 ? args.inputs[6].as<float>() : nullptr),
+        lossScale_(args.inputs.size() > 7 ? args.inputs[7].as<float>() : nullptr),
         pOut_(args.outputs[0].as<T>()), mOut_(args.outputs[1].as<T>()),
         vOut_(args.outputs[2].as<T>()), n_(args.inputs[0].numel()), config_(config) {}
 
   void run(const StepContext &ctx) override {
     if (n_ == 0) return;
     adamwKernel<T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(p_, g_, m_, v_, lr_, step_, norm_,
-                                                              pOut_, mOut_, vOut_, n_, config_);
+                                                              lossScale_, pOut_, mOut_, vOut_, n_, config_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
 private:
   const T *p_, *g_, *m_, *v_;
-  const float *lr_, *step_, *norm_;
+  const float *lr_, *step_, *norm_, *lossScale_;
   T *pOut_, *mOut_, *vOut_;
   int64_t n_;
   contracts::AdamWHyperparams config_;

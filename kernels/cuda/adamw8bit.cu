@@ -77,7 +77,8 @@ struct State8 {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     adamw8bitKernel(const T *p, const T *g, State8 s, const float *tables, const float *lr,
-                    const float *step, const float *norm, T *pOut, int64_t n, int64_t blocks,
+                    const float *step, const float *norm, const float *lossScale, T *pOut,
+                    int64_t n, int64_t blocks,
                     contracts::AdamWHyperparams config) {
   __shared__ float mTable[256], vTable[256], mThr[256], vThr[256], red[32];
   const int tid = threadIdx.x;
@@ -85,7 +86,8 @@ __global__ void __launch_bounds__(kThreads)
   vTable[tid] = tables[256 + tid];
   mThr[tid] = tables[512 + tid];
   vThr[tid] = tables[768 + tid];
-  const AdamWStep k = blockStep(config, lr, step, norm); // also publishes the tables
+  // Also publishes the tables.
+  const AdamWStep k = blockStep(config, lr, step, norm, lossScale);
   if (k.skip) { // a non-finite norm: the state keeps its values
     for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
       const int64_t begin = b * adam8bit::kBlock;
@@ -150,6 +152,7 @@ public:
                args.outputs[2].as<float>(),   args.outputs[4].as<float>()},
         lr_(args.inputs[6].as<float>()), step_(args.inputs[7].as<float>()),
         norm_(args.inputs.size() > 8 ? args.inputs[8].as<float>() : nullptr),
+        lossScale_(args.inputs.size() > 9 ? args.inputs[9].as<float>() : nullptr),
         pOut_(args.outputs[0].as<T>()), n_(args.inputs[0].numel()),
         blocks_(adam8bit::blockCount(n_)), config_(config), tables_(kTableFloats * sizeof(float)) {
     std::vector<float> host;
@@ -168,14 +171,15 @@ public:
     if (blocks_ == 0) return;
     const int grid = static_cast<int>(blocks_ < (1 << 30) ? blocks_ : (1 << 30));
     adamw8bitKernel<T><<<grid, kThreads, 0, streamOf(ctx)>>>(
-        p_, g_, state_, tables_.as<float>(), lr_, step_, norm_, pOut_, n_, blocks_, config_);
+        p_, g_, state_, tables_.as<float>(), lr_, step_, norm_, lossScale_, pOut_, n_, blocks_,
+        config_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
 private:
   const T *p_, *g_;
   State8 state_;
-  const float *lr_, *step_, *norm_;
+  const float *lr_, *step_, *norm_, *lossScale_;
   T *pOut_;
   int64_t n_, blocks_;
   contracts::AdamWHyperparams config_;

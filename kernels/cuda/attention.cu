@@ -659,6 +659,7 @@ std::unique_ptr<Kernel> makeCudaAttention(const KernelArgs &args, std::string &e
   if (!checkCudaLimits(v, q, p)) return nullptr;
   p.d = static_cast<int>(q.dim(3));
   if (q.dtype == DType::BF16) return bindAttention<bf16>(v, args, p);
+  if (q.dtype == DType::F16) return bindAttention<f16>(v, args, p);
   return bindAttention<float>(v, args, p);
 }
 
@@ -671,6 +672,7 @@ std::unique_ptr<Kernel> makeCudaAttentionGrad(const KernelArgs &args, std::strin
   if (!checkCudaLimits(v, q, p)) return nullptr;
   p.d = static_cast<int>(q.dim(3));
   if (q.dtype == DType::BF16) return bindAttentionGrad<bf16>(v, args, p);
+  if (q.dtype == DType::F16) return bindAttentionGrad<f16>(v, args, p);
   return bindAttentionGrad<float>(v, args, p);
 }
 

@@ -19,13 +19,16 @@ namespace {
 using cuda::load;
 using cuda::store;
 
-/// IEEE binary16 storage.
-struct f16 {
+/// IEEE binary16 storage converted by kernels/Half.h rather than the __half
+/// intrinsics, so casts match the CPU bit for bit (NaN payloads included).
+struct HalfBits {
   uint16_t bits;
 };
 
-__device__ __forceinline__ float load(const f16 *p, int64_t i) { return half::toFloat(p[i].bits); }
-__device__ __forceinline__ void store(f16 *p, int64_t i, float value) {
+__device__ __forceinline__ float load(const HalfBits *p, int64_t i) {
+  return half::toFloat(p[i].bits);
+}
+__device__ __forceinline__ void store(HalfBits *p, int64_t i, float value) {
   p[i].bits = half::fromFloat(value);
 }
 
@@ -58,7 +61,7 @@ template <typename From> std::unique_ptr<Kernel> makeCastFrom(DType to, const Ke
   case DType::BF16:
     return std::make_unique<CastKernel<From, bf16>>(args);
   default:
-    return std::make_unique<CastKernel<From, f16>>(args);
+    return std::make_unique<CastKernel<From, HalfBits>>(args);
   }
 }
 
@@ -71,7 +74,7 @@ std::unique_ptr<Kernel> makeCudaCast(const KernelArgs &args, std::string &error)
   case DType::BF16:
     return makeCastFrom<bf16>(b.to, args);
   default:
-    return makeCastFrom<f16>(b.to, args);
+    return makeCastFrom<HalfBits>(b.to, args);
   }
 }
 

@@ -1,7 +1,7 @@
 //===- fill.cu - set every element to one value on the GPU ----------------===//
 //
-// fill (CPU twin in kernels/cpu/fill.cpp): out = value everywhere, f32 or
-// bf16, one grid-stride loop. Every launch is followed by an error check.
+// fill (CPU twin in kernels/cpu/fill.cpp): out = value everywhere, f32,
+// bf16 or f16, one grid-stride loop. Every launch is followed by an error check.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,8 +21,10 @@ public:
     int64_t n = out_.numel();
     if (out_.dtype == DType::F32)
       fillKernel<<<gridFor(n), kBlock, 0, streamOf(ctx)>>>(out_.as<float>(), n, value_);
-    else
+    else if (out_.dtype == DType::BF16)
       fillKernel<<<gridFor(n), kBlock, 0, streamOf(ctx)>>>(out_.as<bf16>(), n, value_);
+    else
+      fillKernel<<<gridFor(n), kBlock, 0, streamOf(ctx)>>>(out_.as<f16>(), n, value_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -37,8 +39,8 @@ std::unique_ptr<Kernel> makeFill(const KernelArgs &args, std::string &error) {
     return nullptr;
   }
   DType t = args.outputs[0].dtype;
-  if (t != DType::F32 && t != DType::BF16) {
-    error = std::string("fill: output must be f32 or bf16, got ") + dtypeName(t);
+  if (t != DType::F32 && t != DType::BF16 && t != DType::F16) {
+    error = std::string("fill: output must be f32, bf16 or f16, got ") + dtypeName(t);
     return nullptr;
   }
   return std::make_unique<FillKernel>(args.outputs[0],

@@ -11,7 +11,7 @@
 // adds its threads' sums with a fixed shuffle tree into the chunk's scratch
 // slot. Stage 2 is one block that adds the slots (thread t takes slots t,
 // t + 1024, ... in order, then the same tree) and writes the norm. Inputs
-// may mix f32 and bf16; the result is an f32 scalar.
+// may mix f32, bf16 and f16; the result is an f32 scalar.
 //
 // `sqrt` (the elementwise f32 square root) lives here as on the CPU.
 //
@@ -33,26 +33,25 @@ constexpr int kFinishThreads = 1024;
 struct Chunk {
   const void *data;
   int64_t begin, size;
-  int bf16; // 1 when the input is bf16, else f32
+  DType dtype;
 };
+
+template <typename T> __device__ double sumOfSquares(const void *data, int64_t begin, int64_t n) {
+  const T *x = static_cast<const T *>(data) + begin;
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    double v = load(x, i);
+    sum += v * v;
+  }
+  return sum;
+}
 
 __global__ void sumSquaresKernel(const Chunk *__restrict__ chunks, double *__restrict__ partial) {
   __shared__ double shared[32];
   const Chunk c = chunks[blockIdx.x];
-  double sum = 0.0;
-  if (c.bf16) {
-    const bf16 *x = static_cast<const bf16 *>(c.data) + c.begin;
-    for (int64_t i = threadIdx.x; i < c.size; i += blockDim.x) {
-      double v = load(x, i);
-      sum += v * v;
-    }
-  } else {
-    const float *x = static_cast<const float *>(c.data) + c.begin;
-    for (int64_t i = threadIdx.x; i < c.size; i += blockDim.x) {
-      double v = x[i];
-      sum += v * v;
-    }
-  }
+  double sum = c.dtype == DType::BF16  ? sumOfSquares<bf16>(c.data, c.begin, c.size)
+               : c.dtype == DType::F16 ? sumOfSquares<f16>(c.data, c.begin, c.size)
+                                       : sumOfSquares<float>(c.data, c.begin, c.size);
   sum = blockSum(sum, shared);
   if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
@@ -73,8 +72,7 @@ public:
     std::vector<Chunk> chunks;
     for (const TensorView &x : args.inputs)
       for (int64_t begin = 0; begin < x.numel(); begin += kChunk)
-        chunks.push_back({x.data, begin, std::min(kChunk, x.numel() - begin),
-                          x.dtype == DType::BF16 ? 1 : 0});
+        chunks.push_back({x.data, begin, std::min(kChunk, x.numel() - begin), x.dtype});
     count_ = static_cast<int64_t>(chunks.size());
     if (count_ > 0) {
       chunks_ = static_cast<Chunk *>(deviceAlloc(chunks.size() * sizeof(Chunk)));

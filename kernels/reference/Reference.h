@@ -182,11 +182,12 @@ RefTensor globalNorm(const std::vector<RefTensor> &xs);
 
 //===- adamw.cpp ----------------------------------------------------------===//
 
-/// One AdamW step (see llm.adamw); `gradNorm` may be null. {p', m', v'}.
+/// One AdamW step (see llm.adamw); `gradNorm` may be null. `lossScale` is
+/// the factor g and gradNorm carry (fp16 loss scaling). {p', m', v'}.
 std::vector<RefTensor> adamw(const RefTensor &p, const RefTensor &g, const RefTensor &m,
                              const RefTensor &v, double lr, double step, const double *gradNorm,
                              double beta1, double beta2, double eps, double weightDecay,
-                             double maxGradNorm);
+                             double maxGradNorm, double lossScale = 1.0);
 
 //===- adamw8bit.cpp ------------------------------------------------------===//
 
@@ -202,7 +203,8 @@ std::vector<RefTensor> adamw8bit(const RefTensor &p, const RefTensor &g, const R
                                  const RefTensor &mAbsmax, const RefTensor &vCodes,
                                  const RefTensor &vAbsmax, double lr, double step,
                                  const double *gradNorm, double beta1, double beta2, double eps,
-                                 double weightDecay, double maxGradNorm);
+                                 double weightDecay, double maxGradNorm,
+                                 double lossScale = 1.0);
 
 //===- fake_quant.cpp -----------------------------------------------------===//
 //

@@ -57,7 +57,7 @@ std::vector<RefTensor> adamw8bit(const RefTensor &p, const RefTensor &g, const R
                                  const RefTensor &mAbsmax, const RefTensor &vCodes,
                                  const RefTensor &vAbsmax, double lr, double step,
                                  const double *gradNorm, double beta1, double beta2, double eps,
-                                 double weightDecay, double maxGradNorm) {
+                                 double weightDecay, double maxGradNorm, double lossScale) {
   // A skipped step keeps the codes as they are (re-encoding decoded state
   // need not give the same codes back).
   if (gradNorm && !std::isfinite(*gradNorm))
@@ -71,7 +71,7 @@ std::vector<RefTensor> adamw8bit(const RefTensor &p, const RefTensor &g, const R
   const std::array<float, 256> &vTable = adam8bit::unsignedTable();
   std::vector<RefTensor> updated =
       adamw(p, g, decodeAdam8bit(mTable, mCodes, mAbsmax), decodeAdam8bit(vTable, vCodes, vAbsmax),
-            lr, step, gradNorm, beta1, beta2, eps, weightDecay, maxGradNorm);
+            lr, step, gradNorm, beta1, beta2, eps, weightDecay, maxGradNorm, lossScale);
   std::vector<RefTensor> m = encodeAdam8bit(mTable, updated[1]);
   std::vector<RefTensor> v = encodeAdam8bit(vTable, updated[2]);
   return {updated[0], m[0], m[1], v[0], v[1]};

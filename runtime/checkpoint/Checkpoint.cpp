@@ -157,6 +157,10 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
     s.set("seed", json::Value(state.seed));
     s.set("loss", json::Value(state.loss));
     s.set("skipped_steps", json::Value(state.skippedSteps));
+    if (state.lossScale > 0) {
+      s.set("loss_scale", json::Value(state.lossScale));
+      s.set("loss_scale_clean_steps", json::Value(state.lossScaleCleanSteps));
+    }
     s.set("data_position", json::Value(state.step)); // global batches consumed
     std::string mesh;
     for (auto &[axis, size] : artifact.mesh)
@@ -328,6 +332,11 @@ TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
   // Absent from checkpoints written before steps could be skipped.
   if (const json::Value *skipped = s.find("skipped_steps"))
     state.skippedSteps = skipped->asInt(stepDir + "/state.json: skipped_steps");
+  if (const json::Value *scale = s.find("loss_scale")) {
+    state.lossScale = scale->asDouble(stepDir + "/state.json: loss_scale");
+    state.lossScaleCleanSteps =
+        s.at("loss_scale_clean_steps").asInt(stepDir + "/state.json: loss_scale_clean_steps");
+  }
 
   std::string indexPath = stepDir + "/index.json";
   json::Value index = json::parse(readText(indexPath), indexPath);

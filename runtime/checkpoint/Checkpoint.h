@@ -44,6 +44,11 @@ struct TrainState {
   /// Steps among the first `step` that were skipped (non-finite loss or
   /// gradient norm): AdamW's bias correction counts only applied updates.
   int64_t skippedSteps = 0;
+  /// fp16 dynamic loss scaling: the scale the next step uses and the clean
+  /// steps since it last changed, so a resumed run scales exactly as an
+  /// uninterrupted one. 0: the artifact does not scale its loss.
+  double lossScale = 0;
+  int64_t lossScaleCleanSteps = 0;
   /// Fake-quantization observer states the checkpoint did not have (it
   /// was saved without --qat): they start fresh, as never observed.
   int64_t freshObservers = 0;

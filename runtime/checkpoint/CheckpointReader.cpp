@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/checkpoint/CheckpointReader.h"
+#include "kernels/Half.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
 
@@ -60,6 +61,13 @@ std::vector<float> floatValues(const GlobalTensor &t, const std::string &name) {
       uint16_t v;
       std::memcpy(&v, t.bytes.data() + 2 * i, 2);
       out[i] = bf16ToFloat(v);
+    }
+    break;
+  case DType::F16:
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, t.bytes.data() + 2 * i, 2);
+      out[i] = half::toFloat(v);
     }
     break;
   default: fail("checkpoint tensor '", name, "' is ", dtypeName(t.dtype), ", not a float tensor");

@@ -1,6 +1,7 @@
 //===- Weights.cpp - parameters from a safetensors file -------------------===//
 
 #include "runtime/checkpoint/Weights.h"
+#include "kernels/Half.h"
 
 #include "runtime/Sharding.h"
 #include "runtime/checkpoint/Checkpoint.h"
@@ -32,6 +33,10 @@ void fillPiece(const FloatTensor &global, void *data, DType dtype, const ShardMa
   case DType::BF16:
     for (int64_t i = 0; i < n; ++i)
       static_cast<uint16_t *>(data)[i] = floatToBf16(at(i));
+    break;
+  case DType::F16:
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<uint16_t *>(data)[i] = half::fromFloat(at(i));
     break;
   case DType::F64:
     for (int64_t i = 0; i < n; ++i)

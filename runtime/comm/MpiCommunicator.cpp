@@ -3,6 +3,7 @@
 #include "runtime/comm/MeshGroup.h"
 #include "runtime/comm/MpiCommunicator.h"
 
+#include "kernels/Half.h"
 #include "runtime/support/Error.h"
 
 #include <mpi.h>
@@ -90,6 +91,17 @@ void bf16Max(void *in, void *inout, int *len, MPI_Datatype *) {
   auto *a = static_cast<uint16_t *>(in), *b = static_cast<uint16_t *>(inout);
   for (int i = 0; i < *len; ++i) b[i] = toBf16(std::max(bf16(a[i]), bf16(b[i])));
 }
+// f16 the same way (fp16 training's gradients); an overflowing sum becomes
+// inf, which the gradient norm then reports.
+void f16Sum(void *in, void *inout, int *len, MPI_Datatype *) {
+  auto *a = static_cast<uint16_t *>(in), *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = half::fromFloat(half::toFloat(a[i]) + half::toFloat(b[i]));
+}
+void f16Max(void *in, void *inout, int *len, MPI_Datatype *) {
+  auto *a = static_cast<uint16_t *>(in), *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = half::fromFloat(std::max(half::toFloat(a[i]), half::toFloat(b[i])));
+}
 
 MPI_Datatype mpiType(DType t) {
   switch (t) {
@@ -152,7 +164,8 @@ private:
   std::vector<int> coords_;
   std::vector<MPI_Request> pendingSends_; ///< started, not yet known delivered
   std::map<uint32_t, std::unique_ptr<MpiGroup>> groups_; ///< by MeshGroup::mask
-  MPI_Op bf16Sum_ = MPI_OP_NULL, bf16Max_ = MPI_OP_NULL;
+  MPI_Op bf16Sum_ = MPI_OP_NULL, bf16Max_ = MPI_OP_NULL, f16Sum_ = MPI_OP_NULL,
+         f16Max_ = MPI_OP_NULL;
   InFlight inFlight_;
   std::atomic<bool> stop_{false};
   std::thread watchdog_;
@@ -226,6 +239,11 @@ private:
         uint16_t &v = static_cast<uint16_t *>(data)[i];
         v = toBf16(bf16(v) / static_cast<float>(size_));
       }
+    else if (t == DType::F16)
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t &v = static_cast<uint16_t *>(data)[i];
+        v = half::fromFloat(half::toFloat(v) / static_cast<float>(size_));
+      }
     else
       fail("mean reduction of ", dtypeName(t), " is not supported");
   }
@@ -249,6 +267,8 @@ MpiCommunicator::MpiCommunicator(std::vector<std::pair<std::string, int>> mesh,
   coords_ = meshCoordinates(mesh_, rank_);
   MPI_Op_create(bf16Sum, 1, &bf16Sum_);
   MPI_Op_create(bf16Max, 1, &bf16Max_);
+  MPI_Op_create(f16Sum, 1, &f16Sum_);
+  MPI_Op_create(f16Max, 1, &f16Max_);
   rng_.seed(static_cast<unsigned>(rank_ * 7919 + 17));
   watchdog_ = std::thread([this] {
     while (!stop_) {
@@ -273,6 +293,8 @@ MpiCommunicator::~MpiCommunicator() {
   groups_.clear();
   MPI_Op_free(&bf16Sum_);
   MPI_Op_free(&bf16Max_);
+  MPI_Op_free(&f16Sum_);
+  MPI_Op_free(&f16Max_);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -281,6 +303,8 @@ MpiCommunicator::~MpiCommunicator() {
 MPI_Op MpiCommunicator::op(Reduction r, DType t) const {
   if (t == DType::BF16)
     return r == Reduction::Max ? bf16Max_ : bf16Sum_;
+  if (t == DType::F16)
+    return r == Reduction::Max ? f16Max_ : f16Sum_;
   return r == Reduction::Max ? MPI_MAX : MPI_SUM;
 }
 

@@ -2,8 +2,8 @@
 //
 // Each collective of a group is one call into Gloo with the group's context,
 // tagged with its number in the group. What Gloo cannot do is done here:
-//  - Reductions Gloo has no type for: bf16 is widened to fp32, reduced and
-//    rounded once; a mean divides the sum.
+//  - Reductions Gloo has no type for: bf16 and f16 are widened to fp32,
+//    reduced and rounded once; a mean divides the sum.
 //  - reduce_scatter: Gloo's current API has none. all_to_all hands chunk c
 //    of every member to member c, which adds the chunks up in member order
 //    (each rank sends and receives what a ring reduce-scatter would).
@@ -17,6 +17,7 @@
 
 #include "runtime/comm/TcpCommunicatorImpl.h"
 
+#include "kernels/Half.h"
 #include "runtime/support/Error.h"
 
 #include <gloo/allgather.h>
@@ -39,17 +40,20 @@ template <typename T> ReduceFn reduceFn(Reduction r) {
                              : static_cast<ReduceFn>(&gloo::sum<T>);
 }
 
-/// Calls `f` with a value of the C++ type Gloo reduces `t` as (bf16: fp32,
-/// which it is widened to first).
+/// 16-bit floats, reduced in fp32.
+bool widens(DType t) { return t == DType::BF16 || t == DType::F16; }
+
+/// Calls `f` with a value of the C++ type Gloo reduces `t` as (bf16 and
+/// f16: fp32, which they are widened to first).
 template <typename F> void withType(DType t, F &&f) {
   switch (t) {
   case DType::F32:
-  case DType::BF16: f(float{}); break;
+  case DType::BF16:
+  case DType::F16: f(float{}); break;
   case DType::F64: f(double{}); break;
   case DType::I32: f(int32_t{}); break;
   case DType::I64: f(int64_t{}); break;
   case DType::U8: f(uint8_t{}); break;
-  case DType::F16: f(uint16_t{}); break; // moved, never reduced
   }
 }
 
@@ -71,9 +75,7 @@ template <typename F> void TcpGroup::run(const CommLabel &what, F &&body) {
 }
 
 void TcpGroup::checkReduction(const CommLabel &what, DType t, Reduction r) const {
-  if (t == DType::F16)
-    fail("rank ", owner_.rank(), ": ", what, ": f16 reductions are not supported");
-  if (r == Reduction::Mean && t != DType::F32 && t != DType::F64 && t != DType::BF16)
+  if (r == Reduction::Mean && t != DType::F32 && t != DType::F64 && !widens(t))
     fail("rank ", owner_.rank(), ": ", what, ": mean reduction of ", dtypeName(t),
          " is not supported");
 }
@@ -86,20 +88,30 @@ bool TcpGroup::reducesAlone(const CommLabel &what, const void *in, void *out, si
   return true;
 }
 
-float *TcpGroup::widened(const void *in, size_t n) {
+float *TcpGroup::widened(const void *in, size_t n, DType t) {
   if (wide_.size() < n) wide_.resize(n);
-  const uint16_t *src = static_cast<const uint16_t *>(in);
-  for (size_t i = 0; i < n; ++i) wide_[i] = bf16ToFloat(src[i]);
+  widen(in, wide_.data(), n, t);
   return wide_.data();
+}
+
+void TcpGroup::widen(const void *in, float *out, size_t n, DType t) {
+  const uint16_t *src = static_cast<const uint16_t *>(in);
+  if (t == DType::BF16)
+    for (size_t i = 0; i < n; ++i) out[i] = bf16ToFloat(src[i]);
+  else
+    for (size_t i = 0; i < n; ++i) out[i] = half::toFloat(src[i]);
 }
 
 void TcpGroup::finish(const void *work, void *out, size_t n, DType t, Reduction r) const {
   bool mean = r == Reduction::Mean;
-  if (t == DType::BF16) {
+  if (widens(t)) {
     const float *w = static_cast<const float *>(work);
     float scale = static_cast<float>(size());
-    for (size_t i = 0; i < n; ++i)
-      static_cast<uint16_t *>(out)[i] = floatToBf16(mean ? w[i] / scale : w[i]);
+    uint16_t *o = static_cast<uint16_t *>(out);
+    for (size_t i = 0; i < n; ++i) {
+      float v = mean ? w[i] / scale : w[i];
+      o[i] = t == DType::BF16 ? floatToBf16(v) : half::fromFloat(v);
+    }
     return;
   }
   if (work != out && n) std::memmove(out, work, n * dtypeSize(t));
@@ -127,7 +139,7 @@ void TcpGroup::allReduce(const void *in, void *out, size_t n, DType t, Reduction
   run(what, [&](uint32_t tag) {
     // In place on `out` (or on fp32 copies of bf16), which Gloo reads as
     // the input too.
-    void *work = t == DType::BF16 ? widened(in, n) : out;
+    void *work = widens(t) ? widened(in, n, t) : out;
     if (work == out && in != out) std::memmove(out, in, n * dtypeSize(t));
     withType(t, [&](auto type) {
       using T = decltype(type);
@@ -152,12 +164,11 @@ void TcpGroup::reduceScatter(const void *in, void *out, size_t n, DType t, Reduc
     uint8_t *chunks = atLeast(scratch_, p * bytes);
     alltoallBytes(in, chunks, p * bytes, tag);
     // Chunk m came from member m: the sum runs in member order.
-    if (t == DType::BF16) {
-      float *acc = widened(chunks, n);
+    if (widens(t)) {
+      float *acc = widened(chunks, n, t);
       if (part_.size() < n) part_.resize(n);
       for (size_t m = 1; m < p; ++m) {
-        const uint16_t *chunk = reinterpret_cast<const uint16_t *>(chunks + m * bytes);
-        for (size_t i = 0; i < n; ++i) part_[i] = bf16ToFloat(chunk[i]);
+        widen(chunks + m * bytes, part_.data(), n, t);
         reduceFn<float>(r)(acc, acc, part_.data(), n);
       }
       finish(acc, out, n, t, r);
@@ -177,9 +188,9 @@ void TcpGroup::reduce(const void *in, void *out, size_t n, DType t, Reduction r,
   run(what, [&](uint32_t tag) {
     bool isRoot = info_.position == root;
     // Off the root, Gloo uses the output as scratch: never the caller's.
-    const void *src = t == DType::BF16 ? widened(in, n) : in;
-    size_t workBytes = n * dtypeSize(t == DType::BF16 ? DType::F32 : t);
-    void *work = isRoot && t != DType::BF16 ? out : atLeast(scratch_, workBytes);
+    const void *src = widens(t) ? widened(in, n, t) : in;
+    size_t workBytes = n * dtypeSize(widens(t) ? DType::F32 : t);
+    void *work = isRoot && !widens(t) ? out : atLeast(scratch_, workBytes);
     withType(t, [&](auto type) {
       using T = decltype(type);
       gloo::ReduceOptions o(context_);

@@ -84,10 +84,12 @@ private:
   /// communicate (one member: `out` is `in`; no elements).
   bool reducesAlone(const CommLabel &what, const void *in, void *out, size_t n, DType t,
                     Reduction r) const;
-  /// `work` (the reduced values, fp32 for bf16) as dtype `t` in `out`, a
-  /// mean divided by the group size.
+  /// `work` (the reduced values, fp32 for bf16 and f16) as dtype `t` in
+  /// `out`, a mean divided by the group size.
   void finish(const void *work, void *out, size_t n, DType t, Reduction r) const;
-  float *widened(const void *in, size_t n);
+  /// n bf16 or f16 values of `in` (dtype t) as fp32 in reused scratch.
+  float *widened(const void *in, size_t n, DType t);
+  static void widen(const void *in, float *out, size_t n, DType t);
 
   TcpCommunicator &owner_;
   MeshGroup info_;

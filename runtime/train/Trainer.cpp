@@ -12,10 +12,16 @@
 // reports it and counts it. Too many in a row stop the run with a
 // checkpoint of the last good state.
 //
+// fp16 artifacts take the loss scale as an input (LossScaler.h): each step
+// is fed the current scale, and a skipped step there is an overflow that
+// halves it. Such skips are expected and do not count towards
+// --max-nonfinite-steps until the scale has reached its minimum.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/train/Trainer.h"
 
+#include "kernels/Half.h"
 #include "runtime/Artifact.h"
 #include "runtime/Executor.h"
 #include "runtime/Init.h"
@@ -32,6 +38,7 @@
 #include "runtime/data/Dataset.h"
 #include "runtime/support/Error.h"
 #include "runtime/train/LRSchedule.h"
+#include "runtime/train/LossScaler.h"
 
 #include <algorithm>
 #include <atomic>
@@ -217,7 +224,10 @@ private:
   /// device.
   void persistentToDevice() { device->toDevice(0, artifact.memory.persistentBytes); }
   void persistentToHost() { device->toHost(0, artifact.memory.persistentBytes); }
-  void log(int64_t step, double loss, double lr, double norm, double ms, bool skipped);
+  /// `scale`: the loss scale the step ran with (0: none); `next` the one
+  /// after it.
+  void log(int64_t step, double loss, double lr, double norm, double ms, bool skipped,
+           double scale, double next);
 
   TrainOptions opt;
   Artifact artifact;
@@ -239,6 +249,12 @@ private:
   /// Skipped steps since the start of training (resumed ones included),
   /// and how many of the latest steps were skipped in a row.
   int64_t skippedSteps = 0, badStreak = 0;
+  /// The latest skipped steps in a row that count towards
+  /// --max-nonfinite-steps: all of badStreak, except fp16 overflows the
+  /// loss scale could still back off from.
+  int64_t divergedStreak = 0;
+  bool scalesLoss = false;
+  LossScaler scaler;
   std::ofstream metrics;
   bool tty = false;
   StepTrace trace;
@@ -330,6 +346,24 @@ void Trainer::setup() {
                              : static_cast<int64_t>(artifact.metaNumber("schedule.warmup", 0));
   schedule.totalSteps = std::max<int64_t>(totalSteps, 1);
   schedule.kind = !opt.schedule.empty() ? opt.schedule : artifact.meta("schedule.kind", "cosine");
+  scalesLoss = train->has("loss_scale");
+  if (scalesLoss) {
+    auto pick = [&](double flag, const char *key, double fallback) {
+      return flag >= 0 ? flag : artifact.metaNumber(key, fallback);
+    };
+    LossScaleConfig c;
+    c.initial = pick(opt.lossScale, "loss_scale.initial", c.initial);
+    c.backoff = pick(opt.lossScaleBackoff, "loss_scale.backoff", c.backoff);
+    c.minimum = pick(opt.minLossScale, "loss_scale.min", c.minimum);
+    c.growthInterval = static_cast<int64_t>(pick(static_cast<double>(opt.lossScaleGrowthInterval),
+                                                 "loss_scale.growth_interval",
+                                                 static_cast<double>(c.growthInterval)));
+    if (!(c.initial > 0) || !(c.minimum > 0) || !(c.backoff > 0 && c.backoff < 1) ||
+        c.growthInterval < 1)
+      fail("loss scaling needs --loss-scale > 0, --min-loss-scale > 0, --loss-scale-backoff in "
+           "(0, 1) and --loss-scale-growth-interval >= 1");
+    scaler = LossScaler(c);
+  }
   if (schedule.kind != "cosine" && schedule.kind != "linear" && schedule.kind != "constant")
     fail("unknown schedule '", schedule.kind, "' (expected cosine, linear or constant)");
 
@@ -431,7 +465,8 @@ std::string Trainer::sample() {
     } else {
       converted.resize(V);
       const uint16_t *src = out.as<uint16_t>() + (len - 1) * V;
-      for (int64_t v = 0; v < V; ++v) converted[v] = bf16ToFloat(src[v]);
+      for (int64_t v = 0; v < V; ++v)
+        converted[v] = out.dtype == DType::BF16 ? bf16ToFloat(src[v]) : half::toFloat(src[v]);
       row = converted.data();
     }
     for (int64_t v = 0; v < V; ++v) ranked[v] = {row[v], static_cast<int>(v)};
@@ -460,13 +495,18 @@ void Trainer::save(int64_t step, double loss, int64_t skipped) {
   state.seed = seed;
   state.loss = loss;
   state.skippedSteps = skipped;
+  if (scalesLoss) {
+    state.lossScale = scaler.scale();
+    state.lossScaleCleanSteps = scaler.cleanSteps();
+  }
   persistentToHost();
   saveCheckpoint(opt.ckptDir, artifact, *arena, state, rank, *comm, opt.retention);
   if (chatty)
     std::cout << "checkpoint: step " << step << " saved to " << opt.ckptDir << "\n";
 }
 
-void Trainer::log(int64_t step, double loss, double lr, double norm, double ms, bool skipped) {
+void Trainer::log(int64_t step, double loss, double lr, double norm, double ms, bool skipped,
+                  double scale, double next) {
   int64_t tokensPerStep =
       batchInput(*train, false).rows * batchInput(*train, false).T * dataReplicas;
   double tps = tokensPerStep / (ms / 1000.0);
@@ -475,6 +515,7 @@ void Trainer::log(int64_t step, double loss, double lr, double norm, double ms, 
             << ", \"lr\": " << jsonNumber(lr, 9) << ", \"grad_norm\": " << jsonNumber(norm, 9)
             << ", \"skipped\": " << (skipped ? "true" : "false")
             << ", \"skipped_total\": " << skippedSteps
+            << (scale > 0 ? ", \"loss_scale\": " + jsonNumber(scale, 9) : std::string())
             << ", \"tokens_per_s\": " << jsonNumber(tps, 6) << ", \"ms\": " << jsonNumber(ms, 6)
             << "}\n"
             << std::flush;
@@ -488,7 +529,12 @@ void Trainer::log(int64_t step, double loss, double lr, double norm, double ms, 
        << std::setprecision(4) << loss << " | lr " << std::scientific << std::setprecision(2)
        << lr << " | norm " << std::fixed << std::setprecision(3) << norm << " | "
        << std::setprecision(0) << tps << " tok/s | " << std::setprecision(1) << ms << " ms";
-  if (skipped)
+  if (scale > 0)
+    line << " | scale " << std::setprecision(0) << scale;
+  if (skipped && scale > 0 && next < scale)
+    line << " | skipped: gradient overflow, loss scale " << std::setprecision(0) << scale
+         << " -> " << next << " (" << skippedSteps << " skipped in all)";
+  else if (skipped)
     line << " | skipped: non-finite loss or gradient norm (" << badStreak << " in a row, "
          << skippedSteps << " in all)";
   std::cout << line.str() << std::endl;
@@ -530,6 +576,9 @@ int64_t Trainer::resume() {
   if (state.seed != seed)
     fail("checkpoint was trained with seed ", state.seed, " but this run uses ", seed);
   skippedSteps = state.skippedSteps;
+  // A checkpoint without a scale (from another precision) starts afresh.
+  if (scalesLoss && state.lossScale > 0)
+    scaler.restore(state.lossScale, state.lossScaleCleanSteps);
   if (chatty)
     std::cout << "resumed from step " << state.step << " (" << opt.ckptDir << ")"
               << (state.freshObservers
@@ -626,6 +675,10 @@ bool Trainer::trainSteps(Progress &p) {
       addToProfile();
     p.trainSeconds += ms / 1000.0;
     double loss = scalar(*train, "loss"), norm = hasNorm ? scalar(*train, "grad_norm") : NAN;
+    // With loss scaling the program's norm is that of the scaled gradients.
+    double scale = scalesLoss ? scaler.scale() : 0.0;
+    if (scalesLoss)
+      norm /= scale;
     // The program skipped the update when the norm is not finite; a
     // non-finite loss makes the gradients so through backward. Both are the
     // same on every rank, so the ranks agree without a collective.
@@ -633,17 +686,21 @@ bool Trainer::trainSteps(Progress &p) {
     if (skipped && hasNorm && std::isfinite(norm))
       fail("step ", step, ": loss is ", loss, " but the gradient norm (", norm,
            ") is finite, so the update was applied (diverged); lower --lr or check the data");
+    // An fp16 overflow backs the scale off; it counts as divergence only
+    // when the scale is already at its minimum.
+    bool diverged = scalesLoss ? !scaler.update(skipped) : skipped;
     if (skipped) {
       ++skippedSteps, ++badStreak, ++p.skipped;
+      divergedStreak = diverged ? divergedStreak + 1 : 0;
     } else {
-      badStreak = 0;
+      badStreak = divergedStreak = 0;
       p.lastLoss = loss;
       if (std::isnan(p.firstLoss))
         p.firstLoss = loss;
     }
-    log(step, loss, lr, norm, ms, skipped);
+    log(step, loss, lr, norm, ms, skipped, scale, scalesLoss ? scaler.scale() : 0.0);
     p.lastStep = step;
-    if (opt.maxNonFiniteSteps > 0 && badStreak >= opt.maxNonFiniteSteps)
+    if (opt.maxNonFiniteSteps > 0 && divergedStreak >= opt.maxNonFiniteSteps)
       stopOnNonFinite(p, step);
     if (tty)
       drawProgressBar(step);
@@ -680,8 +737,9 @@ void Trainer::stopOnNonFinite(const Progress &p, int64_t step) {
     where << " (checkpoint of step " << good << " in " << opt.ckptDir << ")";
   fail("stopped: ", badStreak, " consecutive steps (", good + 1, " to ", step,
        ") had a non-finite loss or gradient norm and were skipped (--max-nonfinite-steps ",
-       opt.maxNonFiniteSteps, "); parameters and optimizer state are those after step ", good,
-       where.str(), "; lower --lr or check the data");
+       opt.maxNonFiniteSteps, ")", scalesLoss ? " at the minimum loss scale" : "",
+       "; parameters and optimizer state are those after step ", good, where.str(),
+       "; lower --lr or check the data");
 }
 
 double Trainer::runStep(int64_t step, double lr, const Input &in) {
@@ -691,6 +749,8 @@ double Trainer::runStep(int64_t step, double lr, const Input &in) {
   // AdamW's bias correction counts the updates applied, this one included:
   // a skipped step is one the optimizer never saw.
   setScalar(*train, "step", static_cast<float>(step - skippedSteps));
+  if (scalesLoss)
+    setScalar(*train, "loss_scale", static_cast<float>(scaler.scale()));
   if (rank == opt.injectRank && std::find(opt.injectNonFinite.begin(), opt.injectNonFinite.end(),
                                           step) != opt.injectNonFinite.end())
     train->poisonNextRun();

@@ -53,6 +53,10 @@ struct TrainOptions {
   /// non-finite, so the step must be skipped on every rank.
   std::vector<int64_t> injectNonFinite;
   int injectRank = 0;
+  /// fp16 dynamic loss scaling (artifacts compiled with --precision fp16);
+  /// -1: the artifact's defaults.
+  double lossScale = -1, lossScaleBackoff = -1, minLossScale = -1;
+  int64_t lossScaleGrowthInterval = -1;
 };
 
 /// Runs `llmc-run`; returns the process exit code. Errors are printed as one

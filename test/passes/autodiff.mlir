@@ -8,7 +8,7 @@
 // CHECK: %[[X:.*]] = llm.embedding
 // CHECK: llm.layernorm {{.*}} {epsilon = {{.*}}, llmc.block_name = "h.0"}
 // CHECK: %[[LOSS:.*]] = llm.cross_entropy
-// CHECK: %[[SEED:.*]] = llm.fill 1.000000e+00 {llmc.backward} : tensor<f32>
+// CHECK: %[[SEED:.*]] = llm.fill 1.000000e+00 {llmc.backward, llmc.loss_seed} : tensor<f32>
 // CHECK: %[[DLOGITS:.*]] = llm.cross_entropy_grad %{{.*}}, %{{.*}}, %[[SEED]]
 // Tied embedding: the head's gradient and the lookup's gradient are summed.
 // CHECK: llm.matmul %[[DLOGITS]], %{{.*}} :

@@ -52,6 +52,14 @@ non-finite steps (a step whose loss or gradient norm is inf or NaN is skipped:
                      of the last good state and exit 1 (default 3; 0: never stop)
   --inject-nonfinite STEPS[@RANK]   testing aid: at these steps (e.g. 5 or 5,6,7) rank
                      RANK (default 0) makes its activations NaN
+fp16 loss scaling (artifacts compiled with --precision fp16; defaults from the artifact)
+  --loss-scale S     initial loss scale (default 65536)
+  --loss-scale-growth-interval N   double the scale after N steps without overflow
+                     (default 2000)
+  --loss-scale-backoff F   multiply the scale by F on an overflow, which skips
+                     the step (default 0.5)
+  --min-loss-scale S never back off below S (default 1); overflows at S count
+                     towards --max-nonfinite-steps, earlier ones do not
 reporting
   --metrics F        append one JSON line per step to F
   --log-every N      print every N steps (default 1)
@@ -130,6 +138,10 @@ int main(int argc, char **argv) {
       {"--sample", integer(options.sampleTokens)}, {"--prompt", text(options.prompt)},
       {"--temperature", number(options.temperature)}, {"--top-k", integer(options.topK)},
       {"--dump-grads", text(options.dumpGrads)},
+      {"--loss-scale", number(options.lossScale)},
+      {"--loss-scale-growth-interval", integer(options.lossScaleGrowthInterval)},
+      {"--loss-scale-backoff", number(options.lossScaleBackoff)},
+      {"--min-loss-scale", number(options.minLossScale)},
       {"--trace", text(options.trace)},
       {"--comm-timeout", number(options.commTimeout)},
       {"--debug-collective-delay-ms", [&](const std::string &v) {

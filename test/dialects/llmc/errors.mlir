@@ -2,7 +2,7 @@
 // Every diagnostic of the llmc.* annotation verifier.
 
 func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown annotation 'llmc.block' on an op (llmc.* names are reserved for: llmc.block_name, llmc.microbatch, llmc.backward, llmc.recomputed, llmc.action, llmc.gradient_sync, llmc.role, llmc.name, llmc.tied_to, llmc.grad_of, llmc.shard, llmc.model, llmc.layout, llmc.pipeline, llmc.ranks)}}
+  // expected-error @+1 {{unknown annotation 'llmc.block' on an op (llmc.* names are reserved for: llmc.block_name, llmc.microbatch, llmc.backward, llmc.loss_seed, llmc.recomputed, llmc.action, llmc.gradient_sync, llmc.role, llmc.name, llmc.tied_to, llmc.grad_of, llmc.shard, llmc.model, llmc.layout, llmc.pipeline, llmc.ranks)}}
   %y = llm.gelu %x {llmc.block = "h.0"} : tensor<4xf32>
   return %y : tensor<4xf32>
 }

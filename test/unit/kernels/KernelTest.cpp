@@ -2,6 +2,8 @@
 
 #include "KernelTest.h"
 
+#include "kernels/Half.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -49,6 +51,8 @@ double loadElement(const TensorView &v, int64_t i) {
     return v.as<float>()[i];
   case DType::BF16:
     return bf16ToFloat(v.as<uint16_t>()[i]);
+  case DType::F16:
+    return half::toFloat(v.as<uint16_t>()[i]);
   case DType::F64:
     return v.as<double>()[i];
   case DType::I32:
@@ -68,6 +72,9 @@ void storeElement(const TensorView &v, int64_t i, double x) {
     break;
   case DType::BF16:
     v.as<uint16_t>()[i] = floatToBf16(static_cast<float>(x));
+    break;
+  case DType::F16:
+    v.as<uint16_t>()[i] = half::fromFloat(static_cast<float>(x));
     break;
   case DType::F64:
     v.as<double>()[i] = x;
@@ -153,7 +160,9 @@ TensorView typeOnly(DType dtype, std::vector<int64_t> shape) {
   return v;
 }
 
-double tolerance(DType dtype) { return dtype == DType::BF16 ? 1e-2 : 1e-5; }
+double tolerance(DType dtype) {
+  return dtype == DType::BF16 || dtype == DType::F16 ? 1e-2 : 1e-5;
+}
 
 ::testing::AssertionResult closeTo(const RefTensor &out, const RefTensor &ref, Metric metric,
                                    double tol) {

@@ -10,7 +10,9 @@
 //    whose every element is well conditioned;
 //  - norm: ‖out−ref‖₂ / ‖ref‖₂ — for reductions and gradients, where single
 //    elements can be cancellations (near-zero differences of large terms).
-// Tolerances: 1e-5 for f32, 1e-2 for bf16 storage.
+// Tolerances: 1e-5 for f32, 1e-2 for bf16 and f16 storage (f16 has more
+// mantissa than bf16, so bf16's bound covers it; its range is what differs,
+// and the random inputs stay far inside it).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_TEST_UNIT_KERNELS_KERNELTEST_H
@@ -31,7 +33,7 @@ namespace llmc::test {
 using ref::RefTensor;
 
 /// The float storage types every float kernel must support.
-inline const std::vector<DType> kFloatTypes = {DType::F32, DType::BF16};
+inline const std::vector<DType> kFloatTypes = {DType::F32, DType::BF16, DType::F16};
 
 /// Standard-normal values times `scale` (plus `shift`), reproducible from `seed`.
 RefTensor randomTensor(std::vector<int64_t> shape, uint64_t seed, double scale = 1.0,

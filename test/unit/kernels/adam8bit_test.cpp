@@ -539,7 +539,7 @@ TEST(AdamW8bitKernel, FactoryNamesTheBadOperand) {
                       config),
             "adamw8bit: norm must be an f32 scalar, got f32[2]");
   EXPECT_EQ(bindError("adamw8bit", {p, p, codes, absmax, codes, absmax, f32({})}, outputs, config),
-            "adamw8bit: expected 8 to 9 inputs, got 7");
+            "adamw8bit: expected 8 to 10 inputs, got 7");
   EXPECT_EQ(bindError("adamw8bit", {p, p, codes, absmax, codes, absmax, f32({}), f32({})}, outputs,
                       attrs({{"beta1", 0.9}})),
             "adamw8bit: missing float attribute 'beta2'");

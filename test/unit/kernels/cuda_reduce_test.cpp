@@ -100,7 +100,7 @@ TEST(CudaReduce, BindingErrorsMatchTheCpu) {
   std::vector<TensorView> scalar = {typeOnly(DType::F32, {})};
   EXPECT_EQ(cudaBindError("global_norm", mixed, scalar), bindError("global_norm", mixed, scalar));
   EXPECT_EQ(cudaBindError("global_norm", mixed, scalar),
-            "global_norm: input 1 must be f32 or bf16, got i32[3]");
+            "global_norm: input 1 must be f32, bf16 or f16, got i32[3]");
 }
 
 /// Binds `name` once on the GPU, runs it twice, and returns both outputs.

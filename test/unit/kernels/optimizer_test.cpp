@@ -138,5 +138,51 @@ TEST(AdamWKernel, NonFiniteNormKeepsEveryValueBitForBit) {
         }
 }
 
+// fp16 loss scaling: gradients and their norm scaled by a power of two S,
+// unscaled by the loss_scale input, give the unscaled step bit for bit
+// (dividing a power of two out of the clip factor is exact).
+TEST(AdamWKernel, LossScaleUnscalesExactly) {
+  const std::vector<int64_t> shape = {33, 7};
+  for (double maxGradNorm : {1.0, 100.0, 0.0})
+    for (double scale : {1.0, 1024.0, 65536.0}) {
+      SCOPED_TRACE("max_grad_norm " + std::to_string(maxGradNorm) + " scale " +
+                   std::to_string(scale));
+      RefTensor g = roundTo(randomTensor(shape, 912, 0.3), DType::F32);
+      RefTensor scaled = ref::scale(g, scale);
+      double norm = static_cast<float>(ref::globalNorm({g}).data[0]);
+      auto step = [&](const RefTensor &grad, double gradNorm, const double *lossScale) {
+        Buffer pb = Buffer::of(randomTensor(shape, 911), DType::F32),
+               gb = Buffer::of(grad, DType::F32),
+               mb = Buffer::of(randomTensor(shape, 913, 0.1), DType::F32),
+               vb = Buffer::of(ref::mul(randomTensor(shape, 914, 0.1),
+                                        randomTensor(shape, 914, 0.1)),
+                               DType::F32);
+        Buffer lrb = Buffer::of(RefTensor{{}, {1e-3}}, DType::F32),
+               stepb = Buffer::of(RefTensor{{}, {3}}, DType::F32),
+               normb = Buffer::of(RefTensor{{}, {gradNorm}}, DType::F32),
+               scaleb = Buffer::of(RefTensor{{}, {lossScale ? *lossScale : 1.0}}, DType::F32);
+        std::vector<Buffer *> inputs = {&pb, &gb, &mb, &vb, &lrb, &stepb, &normb};
+        if (lossScale) inputs.push_back(&scaleb);
+        EXPECT_TRUE(runKernel("adamw", inputs, {&pb, &mb, &vb},
+                              attrs({{"beta1", 0.9},
+                                     {"beta2", 0.95},
+                                     {"epsilon", 1e-8},
+                                     {"weight_decay", 0.1},
+                                     {"max_grad_norm", maxGradNorm}})));
+        return std::vector<std::vector<uint64_t>>{pb.storage, mb.storage, vb.storage};
+      };
+      auto plain = step(g, norm, nullptr);
+      auto unscaled = step(scaled, norm * scale, &scale);
+      EXPECT_EQ(unscaled, plain);
+      // The reference agrees on the unscaling.
+      std::vector<RefTensor> a = ref::adamw(g, g, g, ref::mul(g, g), 1e-3, 3, &norm, 0.9, 0.95,
+                                            1e-8, 0.1, maxGradNorm);
+      double scaledNorm = norm * scale;
+      std::vector<RefTensor> b = ref::adamw(g, scaled, g, ref::mul(g, g), 1e-3, 3, &scaledNorm,
+                                            0.9, 0.95, 1e-8, 0.1, maxGradNorm, scale);
+      EXPECT_CLOSE(b[0], a[0], Metric::Elementwise, 1e-12);
+    }
+}
+
 } // namespace
 } // namespace llmc::test

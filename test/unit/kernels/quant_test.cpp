@@ -972,7 +972,7 @@ TEST(QuantKernels, FactoriesNameTheBadAttributeOrOperand) {
        {typeOnly(DType::I32, {4, 64})},
        {f32({1, 2})},
        {},
-       "qat_observe: x must be f32 or bf16, got i32[4x64]"},
+       "qat_observe: x must be f32, bf16 or f16, got i32[4x64]"},
       {"qat_observe",
        {f32({})},
        {f32({1, 2})},

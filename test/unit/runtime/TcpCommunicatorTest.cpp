@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/Half.h"
 #include "runtime/comm/TcpCommunicator.h"
 
 #include "TestUtil.h"
@@ -265,13 +266,23 @@ TEST(TcpCommunicator, MeanAndBf16SumInFp32ThenRound) {
     g.allReduce(u8, u8sum, 2, DType::U8, Reduction::Max);
     EXPECT_EQ(u8sum[1], 252);
 
-    // Integer means and f16 arithmetic are refused alike on every rank.
+    // f16 (fp16 training's gradients) the same way: 1 + 2^-11 + 2^-11
+    // summed in fp32 and rounded once is 1 + 2^-10; a sum past f16's range
+    // is inf, which is how an overflow reaches the gradient norm.
+    float half1 = rank == 0 ? 1.0f : std::ldexp(1.0f, -11);
+    uint16_t h = half::fromFloat(half1), hs = 0, hm = 0;
+    g.allReduce(&h, &hs, 1, DType::F16, Reduction::Sum);
+    EXPECT_EQ(half::toFloat(hs), 1.0f + std::ldexp(1.0f, -10));
+    g.allReduce(&h, &hm, 1, DType::F16, Reduction::Mean);
+    EXPECT_EQ(hm, half::fromFloat((1.0f + std::ldexp(1.0f, -10)) / 3.0f));
+    uint16_t big = half::fromFloat(40000.0f), bigSum = 0;
+    g.allReduce(&big, &bigSum, 1, DType::F16, Reduction::Sum);
+    EXPECT_TRUE(std::isinf(half::toFloat(bigSum)));
+
+    // Integer means are refused alike on every rank.
     int32_t i32 = 1;
     EXPECT_RUNTIME_ERROR(g.allReduce(&i32, &i32, 1, DType::I32, Reduction::Mean),
                          "mean reduction of i32 is not supported");
-    uint16_t h = 0;
-    EXPECT_RUNTIME_ERROR(g.allReduce(&h, &h, 1, DType::F16, Reduction::Sum),
-                         "f16 reductions are not supported");
   });
 }
 
