@@ -67,7 +67,8 @@ Opt<int64_t> globalBatch("global-batch", cl::desc("Sequences per optimizer step"
                          PLAN_OPT);
 Opt<int64_t> seq("seq", cl::desc("Sequence length (default: the model's)"), cl::init(0),
                  PLAN_OPT);
-Opt<std::string> precision("precision", cl::desc("fp32 | bf16"), cl::init("bf16"), PLAN_OPT);
+Opt<std::string> precision("precision", cl::desc("fp32 | bf16 | fp16"), cl::init("bf16"),
+                           PLAN_OPT);
 cl::list<int64_t> microbatchSizes("microbatch-sizes", cl::desc("Microbatch sizes to try (1,2,4,8)"),
                                   cl::CommaSeparated, PLAN_OPT);
 cl::list<int64_t> onlyTp("tp", cl::desc("Only these tensor-parallel sizes"), cl::CommaSeparated,
@@ -185,8 +186,8 @@ int runPlan() {
     return fail(error);
   request.globalBatch = globalBatch;
   request.seqLen = seq;
-  if (precision != "fp32" && precision != "bf16")
-    return fail("--precision must be fp32 or bf16, not '" + precision + "'");
+  if (precision != "fp32" && precision != "bf16" && precision != "fp16")
+    return fail("--precision must be fp32, bf16 or fp16, not '" + precision + "'");
   request.precision = precision;
   request.fp32MatmulScale = fp32Matmul;
   if (!microbatchSizes.empty())
