@@ -20,7 +20,7 @@
 // Quantize-dequantize of x with range [n, m] (min = −n, max = m), in fp32:
 //  - symmetric: amax = max(n, m); if amax is not > 0, y = 0 and every
 //    nonzero x counts as clipped. Otherwise:
-//      int8 / int4: scale = amax / qmax (127 / 7); q = round(x / scale)
+//      int8 / int4 / int3: scale = amax / qmax (127 / 7 / 3); q = round(x / scale)
 //                   (ties to even); clipped = |q| > qmax; y = clamp(q) · scale.
 //      fp8_e4m3 / fp8_e5m2: scale = amax / fmax (448 / 57344);
 //                   v = x / scale; clipped = |x| > amax (not |v| > fmax:
@@ -70,7 +70,8 @@
 namespace llmc::quant {
 
 /// Kernel attribute `format`.
-enum class Format : int64_t { Int8 = 0, Int4 = 1, Fp8E4M3 = 2, Fp8E5M2 = 3, Nf4 = 4 };
+/// (Int3 came last, so the numbers of the others stay what artifacts hold.)
+enum class Format : int64_t { Int8 = 0, Int4 = 1, Fp8E4M3 = 2, Fp8E5M2 = 3, Nf4 = 4, Int3 = 5 };
 /// Kernel attribute `granularity`.
 enum class Granularity : int64_t { Tensor = 0, Channel = 1, Block = 2 };
 
@@ -107,9 +108,13 @@ inline constexpr float kNf4Levels[16] = {
     -0.09105004f, 0.0f,        0.0795803f,   0.1609302f,  0.2461123f,   0.33791524f,
     0.44070983f,  0.562617f,   0.72295684f,  1.0f};
 
-/// Largest integer level of a symmetric integer format (127 / 7).
-inline int64_t integerMax(Format f) { return f == Format::Int8 ? 127 : 7; }
-inline bool isInteger(Format f) { return f == Format::Int8 || f == Format::Int4; }
+/// Largest integer level of a symmetric integer format (127 / 7 / 3).
+inline int64_t integerMax(Format f) {
+  return f == Format::Int8 ? 127 : f == Format::Int4 ? 7 : 3;
+}
+inline bool isInteger(Format f) {
+  return f == Format::Int8 || f == Format::Int4 || f == Format::Int3;
+}
 /// Largest finite value of an fp8 format.
 inline double fp8Max(Format f) { return f == Format::Fp8E4M3 ? 448.0 : 57344.0; }
 
@@ -117,6 +122,7 @@ inline const char *formatName(Format f) {
   switch (f) {
   case Format::Int8: return "int8";
   case Format::Int4: return "int4";
+  case Format::Int3: return "int3";
   case Format::Fp8E4M3: return "fp8_e4m3";
   case Format::Fp8E5M2: return "fp8_e5m2";
   case Format::Nf4: return "nf4";

@@ -39,6 +39,7 @@ quant::Scheme kernelScheme(qat::SchemeAttr scheme) {
   quant::Scheme s;
   s.format = llvm::StringSwitch<quant::Format>(scheme.getFormat())
                  .Case("int4", quant::Format::Int4)
+                 .Case("int3", quant::Format::Int3)
                  .Case("fp8_e4m3", quant::Format::Fp8E4M3)
                  .Case("fp8_e5m2", quant::Format::Fp8E5M2)
                  .Case("nf4", quant::Format::Nf4)
@@ -74,7 +75,7 @@ std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &erro
     field = field.trim();
     int64_t number;
     double real;
-    if (field == "int8" || field == "int4" || field == "fp8_e4m3" || field == "fp8_e5m2" ||
+    if (field == "int8" || field == "int4" || field == "int3" || field == "fp8_e4m3" || field == "fp8_e5m2" ||
         field == "nf4") {
       if (!spec.format.empty())
         return bad("two formats ('" + spec.format + "' and '" + field + "')");
@@ -117,7 +118,7 @@ std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &erro
       }
     } else {
       return bad("unknown field '" + field +
-                 "' (formats int8 int4 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], "
+                 "' (formats int8 int4 int3 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], "
                  "block<size>; sym, asym; minmax, ema[<momentum>]; outlier[<threshold>])");
     }
   }

@@ -224,13 +224,24 @@ void BoundProgram::run(const StepContext &ctx) {
   poisonNext_ = false;
   // Poisoning is a host write between two instructions: run eagerly, not
   // from a captured graph.
-  device_.runProgram(this, ctx.step, profiling_ || poison, [&] { runSteps(ctx, poison); });
+  device_.runProgram(this, ctx.step, profiling_ || poison || observer_,
+                     [&] { runSteps(ctx, poison); });
   // The plan keeps sent buffers intact until the program's end (a no-op
   // when nothing was sent).
   comm_.completeSends();
 }
 
 void BoundProgram::runSteps(const StepContext &ctx, bool poison) {
+  if (observer_ && !profiling_) {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      steps_[i](ctx);
+      if (poison && static_cast<int64_t>(i) == poisonAfter_)
+        fillWithNaN(poisonBuffer_);
+      device_.synchronize();
+      observer_(i);
+    }
+    return;
+  }
   if (poison && !profiling_) {
     for (size_t i = 0; i < steps_.size(); ++i) {
       steps_[i](ctx);
@@ -265,8 +276,12 @@ TensorView BoundProgram::view(const std::string &bufferName) const {
   int index = program_.findBuffer(bufferName);
   if (index < 0)
     fail("program '", program_.name, "' has no buffer named '", bufferName, "'");
-  TensorView v = viewOf(static_cast<uint32_t>(index));
-  v.data = device_.hostArena().base() + program_.buffers[static_cast<size_t>(index)].offset;
+  return bufferView(static_cast<uint32_t>(index));
+}
+
+TensorView BoundProgram::bufferView(uint32_t index) const {
+  TensorView v = viewOf(index);
+  v.data = device_.hostArena().base() + program_.buffers[index].offset;
   return v;
 }
 

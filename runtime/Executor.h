@@ -51,6 +51,18 @@ public:
   /// Throws when the program has neither.
   void poisonNextRun();
 
+  /// Calls `observer(i)` after instruction i has finished, in every run
+  /// until cleared with an empty function; runs then go eagerly, one
+  /// instruction at a time. For tools that read an intermediate buffer
+  /// right after the instruction that uses it, before a later one reuses
+  /// its memory (GPTQ reads each matmul's input); read it with bufferView
+  /// (and toHost on a GPU).
+  void setInstructionObserver(std::function<void(size_t)> observer) {
+    observer_ = std::move(observer);
+  }
+  /// The host-arena tensor of the program's buffer `index`.
+  TensorView bufferView(uint32_t index) const;
+
 private:
   /// The buffer at kernelBase (what kernels and collectives are bound to).
   TensorView viewOf(uint32_t index) const;
@@ -69,6 +81,7 @@ private:
   int64_t poisonAfter_ = -1;
   uint32_t poisonBuffer_ = 0;
   bool poisonNext_ = false;
+  std::function<void(size_t)> observer_;
 };
 
 } // namespace llmc

@@ -33,10 +33,10 @@ LogicalResult SchemeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  StringRef format, StringRef granularity, int64_t axis,
                                  int64_t block, bool symmetric, StringRef observer,
                                  APFloat momentum, APFloat outlier) {
-  bool integer = format == "int8" || format == "int4";
+  bool integer = format == "int8" || format == "int4" || format == "int3";
   if (!integer && format != "fp8_e4m3" && format != "fp8_e5m2" && format != "nf4")
     return emitError() << "unknown format '" << format
-                       << "' (expected int8, int4, fp8_e4m3, fp8_e5m2 or nf4)";
+                       << "' (expected int8, int4, int3, fp8_e4m3, fp8_e5m2 or nf4)";
   if (granularity != "tensor" && granularity != "channel" && granularity != "block")
     return emitError() << "unknown granularity '" << granularity
                        << "' (expected tensor, channel or block)";

@@ -28,7 +28,7 @@ def QAT_SchemeAttr : AttrDef<QAT_Dialect, "Scheme"> {
   let mnemonic = "scheme";
   let summary = "A quantization scheme: format, granularity, symmetry, range observer";
   let description = [{
-    - `format`: `int8` (symmetric range [-127, 127]), `int4` ([-7, 7]),
+    - `format`: `int8` (symmetric range [-127, 127]), `int4` ([-7, 7]), `int3` ([-3, 3]),
       `fp8_e4m3`, `fp8_e5m2` (scaled to the format's largest finite value),
       `nf4` (the 16 NormalFloat levels of QLoRA, absmax-scaled).
     - `granularity`: `tensor` (one scale), `channel` (one per index of

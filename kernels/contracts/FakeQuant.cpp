@@ -53,9 +53,9 @@ bool readScheme(Validator &v, const TensorView &x, bool withFormat, Scheme *s) {
     if (!a.hasInt("format") && !a.hasFloat("format"))
       return v.fail("missing int attribute 'format'");
     if (!v.intAttr("format", &format, 0)) return false;
-    if (format < 0 || format > static_cast<int64_t>(Format::Nf4))
+    if (format < 0 || format > static_cast<int64_t>(Format::Int3))
       return v.fail("attribute 'format' = " + std::to_string(format) +
-                    " is not a format (0 int8, 1 int4, 2 fp8_e4m3, 3 fp8_e5m2, 4 nf4)");
+                    " is not a format (0 int8, 1 int4, 2 fp8_e4m3, 3 fp8_e5m2, 4 nf4, 5 int3)");
     if (!v.intAttr("symmetric", &symmetric, 1)) return false;
     if (symmetric != 0 && symmetric != 1)
       return v.fail("attribute 'symmetric' must be 0 or 1, got " + std::to_string(symmetric));

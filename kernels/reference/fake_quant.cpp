@@ -143,7 +143,8 @@ Quantized quantizeOne(float x, float negMin, float max, const quant::Scheme &s) 
   if (!(amax > 0.0f)) return {0.0f, x != 0.0f};
   switch (s.format) {
   case quant::Format::Int8:
-  case quant::Format::Int4: {
+  case quant::Format::Int4:
+  case quant::Format::Int3: {
     float qmax = static_cast<float>(quant::integerMax(s.format));
     float scale = amax / qmax;
     float q = std::nearbyint(x / scale);

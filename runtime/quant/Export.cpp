@@ -40,7 +40,11 @@ void run(const ExportRequest &request, ExportReport &report) {
     if (want.quantize) {
       std::vector<float> values = floatValues(t, want.name);
       quant::QuantizedTensor &q = quantized[i];
-      std::string why = quant::quantize(values.data(), t.shape, want.scheme, want.doubleQuant, q);
+      std::string why;
+      if (want.given)
+        q = *want.given;
+      else
+        why = quant::quantize(values.data(), t.shape, want.scheme, want.doubleQuant, q);
       if (!why.empty())
         fail("'", want.name, "' ", shapeList(t.shape), ": ", why);
       row.scheme = quant::schemeString(q.scheme) + (q.doubleQuant ? "+dq" : "");

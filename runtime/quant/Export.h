@@ -26,6 +26,9 @@ struct ExportRequest {
     bool quantize = false;
     quant::Scheme scheme;
     bool doubleQuant = false;
+    /// Already quantized (GPTQ): written as given instead of quantizing
+    /// the checkpoint's values to nearest.
+    const quant::QuantizedTensor *given = nullptr;
   };
   std::string ckptDir, output;
   std::vector<Tensor> tensors; ///< in file order

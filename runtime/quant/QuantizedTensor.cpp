@@ -71,18 +71,37 @@ void putCode(std::vector<uint8_t> &codes, int bits, int64_t i, int value) {
     codes[i] = byte;
     return;
   }
+  if (bits == 3) {
+    // Bits 3i .. 3i+2 of the little-endian bit stream; a code may straddle
+    // two bytes.
+    unsigned v = byte & 0x07u;
+    int64_t bit = 3 * i, at = bit / 8;
+    int shift = static_cast<int>(bit % 8);
+    codes[at] |= static_cast<uint8_t>(v << shift);
+    if (shift > 5)
+      codes[at + 1] |= static_cast<uint8_t>(v >> (8 - shift));
+    return;
+  }
   uint8_t nibble = byte & 0x0f;
   codes[i / 2] |= (i % 2 == 0) ? nibble : static_cast<uint8_t>(nibble << 4);
 }
 
 int getCode(const std::vector<uint8_t> &codes, int bits, int64_t i) {
   if (bits == 8) return codes[i];
+  if (bits == 3) {
+    int64_t bit = 3 * i, at = bit / 8;
+    int shift = static_cast<int>(bit % 8);
+    unsigned word = codes[at] | (shift > 5 ? static_cast<unsigned>(codes[at + 1]) << 8 : 0u);
+    return static_cast<int>((word >> shift) & 0x07u);
+  }
   return nf4Index(codes.data(), i); // 4-bit codes pack as NF4 indices do
 }
 
-/// A code's signed integer level (int8 / int4 two's complement).
+/// A code's signed integer level (int8 / int4 / int3 two's complement).
 int signedLevel(int code, int bits) {
-  return bits == 8 ? static_cast<int8_t>(code) : (code >= 8 ? code - 16 : code);
+  if (bits == 8) return static_cast<int8_t>(code);
+  int half = 1 << (bits - 1);
+  return code >= half ? code - 2 * half : code;
 }
 
 /// fp8 field layout.
@@ -167,88 +186,129 @@ double QuantizedTensor::bitsPerParameter() const {
 }
 
 int codeBits(Format format) {
+  if (format == Format::Int3) return 3;
   return format == Format::Int4 || format == Format::Nf4 ? 4 : 8;
 }
 
 int64_t codeBytes(Format format, int64_t numel) {
-  return codeBits(format) == 8 ? numel : (numel + 1) / 2;
+  return (codeBits(format) * numel + 7) / 8;
+}
+
+GroupGrid groupGrid(const Scheme &s, float negMin, float max) {
+  const float qmax = isInteger(s.format) ? static_cast<float>(integerMax(s.format)) : 0.0f;
+  const float qmin = -(qmax + 1.0f);
+  GroupGrid g;
+  if (!s.symmetric) {
+    float lo = std::min(-negMin, 0.0f), hi = std::max(max, 0.0f);
+    if (!(hi - lo > 0.0f)) return g;
+    g.live = true;
+    g.scale = (hi - lo) / (qmax - qmin);
+    g.zeroPoint = std::min(std::max(std::nearbyint(qmin - lo / g.scale), qmin), qmax);
+    return g;
+  }
+  float amax = std::max(negMin, max);
+  if (!(amax > 0.0f)) return g;
+  g.live = true;
+  g.scale = isInteger(s.format)       ? amax / qmax
+            : s.format == Format::Nf4 ? amax
+                                      : amax / static_cast<float>(fp8Max(s.format));
+  return g;
+}
+
+int encodeValue(float x, const Scheme &s, const GroupGrid &g) {
+  if (!g.live) return s.format == Format::Nf4 ? kNf4Zero : 0;
+  float v = x / g.scale;
+  switch (s.format) {
+  case Format::Int8:
+  case Format::Int4:
+  case Format::Int3: {
+    const float qmax = static_cast<float>(integerMax(s.format)), qmin = -(qmax + 1.0f);
+    float level = s.symmetric ? std::min(std::max(std::nearbyint(v), -qmax), qmax)
+                              : std::min(std::max(std::nearbyint(v) + g.zeroPoint, qmin), qmax);
+    return static_cast<int>(level);
+  }
+  case Format::Fp8E4M3:
+  case Format::Fp8E5M2: {
+    const float fmax = static_cast<float>(fp8Max(s.format));
+    return encodeFp8(roundFp8(std::min(std::max(v, -fmax), fmax), s.format), s.format);
+  }
+  case Format::Nf4: return nearestNf4Index(std::min(std::max(v, -1.0f), 1.0f));
+  }
+  return 0;
+}
+
+float decodeValue(int code, const Scheme &s, const GroupGrid &g) {
+  switch (s.format) {
+  case Format::Int8:
+  case Format::Int4:
+  case Format::Int3: {
+    int level = code - (s.symmetric ? 0 : static_cast<int>(g.zeroPoint));
+    return static_cast<float>(level) * g.scale;
+  }
+  case Format::Fp8E4M3:
+  case Format::Fp8E5M2: return decodeFp8(static_cast<uint8_t>(code), s.format) * g.scale;
+  case Format::Nf4: return nf4Value(code, g.scale);
+  }
+  return 0.0f;
+}
+
+void observeRanges(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
+                   std::vector<float> &negMin, std::vector<float> &max) {
+  const int64_t n = product(shape), groups = groupCount(s, shape);
+  GroupIndex groupOf(s, shape);
+  negMin.assign(groups, kNegInf);
+  max.assign(groups, kNegInf);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t g = groupOf(i);
+    negMin[g] = std::max(negMin[g], -x[i]);
+    max[g] = std::max(max[g], x[i]);
+  }
 }
 
 std::string quantize(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
                      bool doubleQuant, QuantizedTensor &out) {
   if (std::string why = schemeMismatch(s, shape); !why.empty())
     return why;
+  // Each group's range [−min, max], as qat.observe computes it.
+  std::vector<float> negMin, max;
+  observeRanges(x, shape, s, negMin, max);
+  return quantizeWithRanges(x, shape, s, doubleQuant, negMin, max, out);
+}
+
+std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape,
+                               const Scheme &s, bool doubleQuant,
+                               const std::vector<float> &negMin, const std::vector<float> &max,
+                               QuantizedTensor &out) {
+  if (std::string why = schemeMismatch(s, shape); !why.empty())
+    return why;
+  const int64_t n = product(shape), groups = groupCount(s, shape);
+  if (static_cast<int64_t>(negMin.size()) != groups || static_cast<int64_t>(max.size()) != groups)
+    return "expected " + std::to_string(groups) + " group ranges, got " +
+           std::to_string(negMin.size());
   QuantizedTensor q;
   q.scheme = s;
   q.shape = shape;
   q.doubleQuant = doubleQuant && s.format == Format::Nf4;
-  const int64_t n = product(shape), groups = groupCount(s, shape);
   const int bits = codeBits(s.format);
   GroupIndex groupOf(s, shape);
 
-  // Each group's range [−min, max], as qat.observe computes it.
-  std::vector<float> negMin(groups, kNegInf), max(groups, kNegInf);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t g = groupOf(i);
-    negMin[g] = std::max(negMin[g], -x[i]);
-    max[g] = std::max(max[g], x[i]);
-  }
-
-  // Each group's grid; `live` false for an empty range (y = 0).
-  const float qmax = isInteger(s.format) ? static_cast<float>(integerMax(s.format)) : 0.0f;
-  const float qmin = -(qmax + 1.0f);
-  const float fmax = static_cast<float>(fp8Max(s.format));
-  std::vector<float> scale(groups, 0.0f), zeroPoint(groups, 0.0f);
-  std::vector<char> live(groups, 0);
-  for (int64_t g = 0; g < groups; ++g) {
-    if (!s.symmetric) {
-      float lo = std::min(-negMin[g], 0.0f), hi = std::max(max[g], 0.0f);
-      if (!(hi - lo > 0.0f)) continue;
-      live[g] = 1;
-      scale[g] = (hi - lo) / (qmax - qmin);
-      zeroPoint[g] = std::min(std::max(std::nearbyint(qmin - lo / scale[g]), qmin), qmax);
-      continue;
-    }
-    float amax = std::max(negMin[g], max[g]);
-    if (!(amax > 0.0f)) continue;
-    live[g] = 1;
-    scale[g] = isInteger(s.format) ? amax / qmax
-               : s.format == Format::Nf4 ? amax
-                                         : amax / fmax;
-  }
+  std::vector<GroupGrid> grid(groups);
+  for (int64_t g = 0; g < groups; ++g) grid[g] = groupGrid(s, negMin[g], max[g]);
   if (q.doubleQuant) {
     // The codes are chosen against the absmax the file will reconstruct.
-    scale = doubleQuantize(scale, q);
-    for (int64_t g = 0; g < groups; ++g) live[g] = scale[g] > 0.0f;
+    std::vector<float> absmax(groups);
+    for (int64_t g = 0; g < groups; ++g) absmax[g] = grid[g].scale;
+    absmax = doubleQuantize(absmax, q);
+    for (int64_t g = 0; g < groups; ++g) grid[g] = {absmax[g], 0.0f, absmax[g] > 0.0f};
   }
 
   q.codes.assign(codeBytes(s.format, n), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t g = groupOf(i);
-    int code = s.format == Format::Nf4 ? kNf4Zero : 0;
-    if (live[g]) {
-      float v = x[i] / scale[g];
-      switch (s.format) {
-      case Format::Int8:
-      case Format::Int4: {
-        float level = s.symmetric ? std::min(std::max(std::nearbyint(v), -qmax), qmax)
-                                  : std::min(std::max(std::nearbyint(v) + zeroPoint[g], qmin), qmax);
-        code = static_cast<int>(level);
-        break;
-      }
-      case Format::Fp8E4M3:
-      case Format::Fp8E5M2:
-        code = encodeFp8(roundFp8(std::min(std::max(v, -fmax), fmax), s.format), s.format);
-        break;
-      case Format::Nf4: code = nearestNf4Index(std::min(std::max(v, -1.0f), 1.0f)); break;
-      }
-    }
-    putCode(q.codes, bits, i, code);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    putCode(q.codes, bits, i, encodeValue(x[i], s, grid[groupOf(i)]));
   if (!q.doubleQuant)
-    q.scales = scale;
+    for (const GroupGrid &g : grid) q.scales.push_back(g.scale);
   if (!s.symmetric)
-    for (float zp : zeroPoint) q.zeroPoints.push_back(static_cast<int32_t>(zp));
+    for (const GroupGrid &g : grid) q.zeroPoints.push_back(static_cast<int32_t>(g.zeroPoint));
   out = std::move(q);
   return "";
 }
@@ -275,7 +335,8 @@ std::vector<float> dequantize(const QuantizedTensor &q) {
     int code = getCode(q.codes, bits, i);
     switch (s.format) {
     case Format::Int8:
-    case Format::Int4: {
+    case Format::Int4:
+    case Format::Int3: {
       int level = signedLevel(code, bits) - (s.symmetric ? 0 : q.zeroPoints[g]);
       y[i] = static_cast<float>(level) * scale[g];
       break;
@@ -339,7 +400,8 @@ bool parseSchemeString(const std::string &text, Scheme &s, std::string &error) {
     return bad("expected <format>:<tensor|channel<axis>|block<size>>:<sym|asym>");
   Scheme parsed;
   bool known = false;
-  for (Format f : {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2, Format::Nf4})
+  for (Format f :
+       {Format::Int8, Format::Int4, Format::Int3, Format::Fp8E4M3, Format::Fp8E5M2, Format::Nf4})
     if (fields[0] == formatName(f)) parsed.format = f, known = true;
   if (!known)
     return bad("unknown format '" + fields[0] + "'");

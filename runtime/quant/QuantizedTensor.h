@@ -14,6 +14,10 @@
 //                 before subtracting the zero point);
 //      int4:      a 4-bit two's-complement level, two per byte, element 2k
 //                 in the low nibble of byte k (an odd count pads a 0);
+//      int3:      a 3-bit two's-complement level, element i in bits 3i ..
+//                 3i + 2 of the codes read as one little-endian bit stream
+//                 (bit b of the stream is bit b % 8 of byte b / 8; a code
+//                 may straddle two bytes; the last byte pads 0s);
 //      nf4:       the index 0..15 of the NF4 level, packed like int4;
 //      fp8_e4m3 / fp8_e5m2: the fp8 bit pattern (e4m3: OCP "FN", bias 7;
 //                 e5m2: bias 15), one byte.
@@ -66,7 +70,7 @@ struct QuantizedTensor {
   double bitsPerParameter() const;
 };
 
-/// Bits of one code (8 or 4).
+/// Bits of one code (8, 4 or 3).
 int codeBits(Format format);
 /// Bytes of the codes of `numel` elements.
 int64_t codeBytes(Format format, int64_t numel);
@@ -77,6 +81,33 @@ int64_t codeBytes(Format format, int64_t numel);
 /// dimension, channel axis out of range, asymmetric non-integer format).
 std::string quantize(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
                      bool doubleQuant, QuantizedTensor &out);
+
+/// Each group's range [−min, max] as qat.observe takes it (negMin[g] =
+/// −min, max[g] = max over the group's elements).
+void observeRanges(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
+                   std::vector<float> &negMin, std::vector<float> &max);
+
+/// quantize() with each group's range given instead of observed (GPTQ
+/// fixes a group's range before the values it stores are final): the
+/// codes of x on each group's grid, clipped where x leaves the range.
+std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape,
+                               const Scheme &s, bool doubleQuant,
+                               const std::vector<float> &negMin, const std::vector<float> &max,
+                               QuantizedTensor &out);
+
+/// One group's grid as quantize() derives it from the range: the scale
+/// (nf4: the absmax), the zero point (asymmetric integers) and whether the
+/// range is non-empty.
+struct GroupGrid {
+  float scale = 0.0f, zeroPoint = 0.0f;
+  bool live = false;
+};
+GroupGrid groupGrid(const Scheme &s, float negMin, float max);
+/// The code quantize() stores for x in a group with grid g (integers: the
+/// signed level, before packing), and the value dequantize() reads back
+/// from it: decodeValue(encodeValue(x)) is fake_quant(x) on that grid.
+int encodeValue(float x, const Scheme &s, const GroupGrid &g);
+float decodeValue(int code, const Scheme &s, const GroupGrid &g);
 
 /// The fp32 values the stored tensor represents.
 std::vector<float> dequantize(const QuantizedTensor &q);

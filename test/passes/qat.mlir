@@ -11,7 +11,7 @@
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 qat={activations=int8:channel:ema} emit=graph" | FileCheck %s --check-prefix=EMA-TP
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int8:block4:ema" 2>&1 | FileCheck %s --check-prefix=EMA-BLOCK
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=activations=int8:channel0:ema" 2>&1 | FileCheck %s --check-prefix=EMA-ROWS
-// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int3" 2>&1 | FileCheck %s --check-prefix=BAD-FORMAT
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int2" 2>&1 | FileCheck %s --check-prefix=BAD-FORMAT
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8:int4" 2>&1 | FileCheck %s --check-prefix=TWO-FORMATS
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=nf4:asym" 2>&1 | FileCheck %s --check-prefix=ASYM
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8:blocky" 2>&1 | FileCheck %s --check-prefix=BAD-BLOCK
@@ -119,7 +119,7 @@
 // EMA-BLOCK: error: 'llm.matmul' op qat: an ema observer needs tensor or channel granularity (block ranges are per position; use minmax)
 // EMA-ROWS: error: 'llm.matmul' op qat: an ema observer of an activation's dimension 0 (its rows) is not supported; use the default (last) channel axis
 
-// BAD-FORMAT: error: qat: bad scheme 'int3': unknown field 'int3' (formats int8 int4 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], block<size>; sym, asym; minmax, ema[<momentum>]; outlier[<threshold>])
+// BAD-FORMAT: error: qat: bad scheme 'int2': unknown field 'int2' (formats int8 int4 int3 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], block<size>; sym, asym; minmax, ema[<momentum>]; outlier[<threshold>])
 // TWO-FORMATS: error: qat: bad scheme 'int8:int4': two formats ('int8' and 'int4')
 // ASYM: error: qat: bad scheme 'nf4:asym': format 'nf4' is symmetric only
 // BAD-BLOCK: error: qat: bad scheme 'int8:blocky': block size 'y' (write e.g. block64)

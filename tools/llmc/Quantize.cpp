@@ -19,10 +19,14 @@
 #include "passes/QATScheme.h"
 #include "passes/Utils.h"
 #include "runtime/quant/Export.h"
+#include "runtime/quant/GptqCalibration.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -78,6 +82,30 @@ cl::opt<bool> noDoubleQuant("no-double-quant",
                             cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
 cl::opt<std::string> output("o", cl::desc("Output safetensors file"), cl::Required,
                             cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<std::string> method("method",
+                            cl::desc("rtn (default): round each weight to nearest; gptq: GPTQ "
+                                     "with Hessians from calibration data"),
+                            cl::init("rtn"), cl::sub(quantizeCommand),
+                            cl::cat(quantizeCategory()));
+cl::opt<std::string> calibrationData(
+    "calibration",
+    cl::desc("GPTQ calibration data, as llmc-run --data takes it (bundled, a text file, .bin "
+             "shards); its validation part is held out as llmc-run holds it out"),
+    cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<int64_t> calibrationBatches("batches",
+                                    cl::desc("GPTQ calibration batches (the model's batch shape)"),
+                                    cl::init(0), cl::sub(quantizeCommand),
+                                    cl::cat(quantizeCategory()));
+cl::opt<bool> actOrder("act-order",
+                       cl::desc("GPTQ: quantize input columns in order of descending Hessian "
+                                "diagonal"),
+                       cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<double> dampening("damp",
+                          cl::desc("GPTQ: add this fraction of the mean Hessian diagonal to it"),
+                          cl::init(0.01), cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<int64_t> lazyBatch("gptq-block-size",
+                           cl::desc("GPTQ: columns per lazy batch update"), cl::init(128),
+                           cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
 
 constexpr const char *kTool = "llmc quantize";
 
@@ -224,6 +252,104 @@ std::string formatReport(const ExportReport &report, const std::string &output) 
   return os.str();
 }
 
+/// Why the GPTQ options do not fit, or empty.
+std::string checkMethod(bool exportPlain) {
+  bool gptq = method == "gptq";
+  if (!gptq && method != "rtn")
+    return "unknown --method '" + method + "' (expected rtn or gptq)";
+  if (!gptq) {
+    if (!calibrationData.empty() || calibrationBatches.getNumOccurrences() ||
+        actOrder.getNumOccurrences() || dampening.getNumOccurrences() ||
+        lazyBatch.getNumOccurrences())
+      return "--calibration, --batches, --act-order, --damp and --gptq-block-size are options "
+             "of --method gptq";
+    return "";
+  }
+  if (exportPlain)
+    return "--method gptq needs a scheme to quantize to, not 'none'";
+  if (calibrationData.empty())
+    return "--method gptq needs calibration data: --calibration <data> (bundled, a text file, "
+           ".bin token shards or a directory of them)";
+  if (calibrationBatches < 1)
+    return "--method gptq needs --batches N with N >= 1 (got " +
+           std::to_string(calibrationBatches) + ")";
+  if (!(dampening >= 0.0))
+    return "--damp must be >= 0";
+  if (lazyBatch < 1)
+    return "--gptq-block-size must be at least 1";
+  return "";
+}
+
+/// GPTQ's per-weight lines: the layer output error on the calibration
+/// inputs, round-to-nearest against GPTQ.
+std::string formatGptqReport(const GptqResult &result) {
+  std::ostringstream os;
+  os << "gptq: " << result.reports.size() << " weights in " << result.stages << " stages, "
+     << calibrationBatches << " calibration batches (" << withCommas(result.tokens)
+     << " tokens), damp " << dampening << ", block " << lazyBatch
+     << (actOrder ? ", act-order" : "") << "\n";
+  os << "  " << std::left << std::setw(28) << "tensor" << std::right << std::setw(8) << "inputs"
+     << std::setw(6) << "dead" << std::setw(14) << "rtn error" << std::setw(14) << "gptq error"
+     << std::setw(8) << "ratio" << "\n";
+  for (const GptqTensorReport &r : result.reports) {
+    os << "  " << std::left << std::setw(28) << r.name << std::right << std::setw(8) << r.inputs
+       << std::setw(6) << r.deadColumns << std::scientific << std::setprecision(3)
+       << std::setw(14) << r.rtnError << std::setw(14) << r.gptqError << std::fixed
+       << std::setprecision(3) << std::setw(8) << (r.rtnError > 0 ? r.gptqError / r.rtnError : 0.0)
+       << "\n";
+  }
+  os << std::defaultfloat;
+  return os.str();
+}
+
+/// Runs GPTQ for the tensors of `request` marked for quantization: the
+/// model compiled in-process to an artifact, the checkpoint's parameters
+/// written plain beside it, both in a temporary directory. Fills `result`
+/// and points each tensor of `request` at its quantized form.
+bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &result,
+                std::string &error) {
+  SmallString<128> dir;
+  if (std::error_code ec = sys::fs::createUniqueDirectory("llmc-gptq", dir)) {
+    error = "cannot create a temporary directory: " + ec.message();
+    return false;
+  }
+  auto cleanup = llvm::make_scope_exit([&] { sys::fs::remove_directories(dir); });
+  SmallString<128> artifactPath(dir), plainPath(dir);
+  sys::path::append(artifactPath, "model.llmc");
+  sys::path::append(plainPath, "weights.safetensors");
+  CompileOptions compileOptions;
+  compileOptions.source = source;
+  compileOptions.emit = "artifact";
+  compileOptions.output = artifactPath.str().str();
+  if (compile(compileOptions, kTool) != 0) {
+    error = "the model did not compile for calibration";
+    return false;
+  }
+  ExportRequest plain = request;
+  plain.output = plainPath.str().str();
+  for (ExportRequest::Tensor &t : plain.tensors) t.quantize = false;
+  ExportReport plainReport;
+  if (!exportWeights(plain, plainReport, error))
+    return false;
+
+  GptqRequest gptq;
+  gptq.artifact = artifactPath.str().str();
+  gptq.weights = plainPath.str().str();
+  gptq.calibration = calibrationData;
+  gptq.batches = calibrationBatches;
+  gptq.options.actOrder = actOrder;
+  gptq.options.dampening = dampening;
+  gptq.options.blockSize = lazyBatch;
+  for (const ExportRequest::Tensor &t : request.tensors)
+    if (t.quantize) gptq.tensors.push_back({t.name, t.scheme, t.doubleQuant});
+  gptq.progress = [](const std::string &line) { errs() << "gptq " << line << "\n"; };
+  if (!runGptq(gptq, result, error))
+    return false;
+  for (ExportRequest::Tensor &t : request.tensors)
+    if (t.quantize) t.given = &result.tensors.at(t.name);
+  return true;
+}
+
 int run() {
   if (!graphFile.empty() && !modelFamily.empty())
     return failWith("give either a graph file or --model, not both");
@@ -244,6 +370,8 @@ int run() {
   if (weights.observer != "minmax")
     return failWith("bad scheme '" + schemeText +
                     "': an observer has no meaning here (each tensor's own min/max is its range)");
+  if (std::string why = checkMethod(exportPlain); !why.empty())
+    return failWith(why);
   std::vector<std::string> ops(opsList.begin(), opsList.end());
   if (ops.empty())
     ops = {"matmul"};
@@ -303,10 +431,15 @@ int run() {
     }
     request.tensors.push_back(t);
   }
+  GptqResult gptq;
+  if (method == "gptq" && !runGptqFor(source, request, gptq, error))
+    return failWith(error);
   ExportReport report;
   if (!exportWeights(request, report, error))
     return failWith(error);
   std::string text = formatReport(report, output);
+  if (method == "gptq")
+    text += formatGptqReport(gptq);
   for (const std::string &note : notes)
     text += "note: " + note + "\n";
   outs() << text;

@@ -2,12 +2,17 @@
 //
 //   llmc quantize <ckpt-dir> (--model <family> --preset <name> [--set k=v]... | <graph.mlir>)
 //       --scheme <scheme> [--skip ...] [--ops matmul,embedding] [--no-double-quant]
+//       [--method rtn|gptq --calibration <data> --batches N [--act-order]
+//        [--damp 0.01] [--gptq-block-size 128]]
 //       -o out.safetensors
 //
 // Reads the checkpoint's latest step, quantizes the weights the model's
 // @forward multiplies with (and embedding tables with --ops embedding) and
 // writes every parameter to one safetensors file (runtime/quant/
-// QuantizedFile.h) that `llmc-run --weights` loads.
+// QuantizedFile.h) that `llmc-run --weights` loads. Round-to-nearest by
+// default; --method gptq compiles the model in-process and runs its eval
+// program on calibration batches for the layer inputs GPTQ needs
+// (runtime/quant/GptqCalibration.h). The file is the same either way.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_TOOLS_LLMC_QUANTIZE_H

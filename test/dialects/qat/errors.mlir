@@ -2,8 +2,8 @@
 // Every qat verifier diagnostic.
 
 func.func @f(%w: tensor<8x8xf32>) {
-  // expected-error @+1 {{unknown format 'int3' (expected int8, int4, fp8_e4m3, fp8_e5m2 or nf4)}}
-  %a = qat.observe %w {scheme = #qat.scheme<format = "int3">} : tensor<8x8xf32> -> tensor<1x2xf32>
+  // expected-error @+1 {{unknown format 'int2' (expected int8, int4, int3, fp8_e4m3, fp8_e5m2 or nf4)}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int2">} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
 

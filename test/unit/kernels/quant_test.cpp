@@ -44,7 +44,7 @@ using quant::Scheme;
 using quant::makeScheme;
 
 const Format kFormats[] = {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2,
-                           Format::Nf4};
+                           Format::Nf4,  Format::Int3};
 
 
 KernelAttrs schemeAttrs(const Scheme &s) {
@@ -200,7 +200,10 @@ int obviousClip(double x, double negMin, double max, const Scheme &s) {
   if (s.symmetric) {
     double amax = std::max(negMin, max);
     lo = -amax, hi = amax;
-    margin = 0.1 * amax; // int4 clips from 7.5/7 ≈ 1.07 amax
+    // An integer format clips from (qmax + 0.5) / qmax · amax: int4 from
+    // 1.07 amax, int3 from 1.17 amax.
+    double qmax = quant::isInteger(s.format) ? static_cast<double>(quant::integerMax(s.format)) : 0;
+    margin = (qmax > 0 ? std::max(0.1, 0.6 / qmax) : 0.1) * amax;
   } else {
     lo = std::min(-negMin, 0.0), hi = std::max(max, 0.0);
     margin = 2.0 * gridScale(s, negMin, max); // two roundings of at most half a step
@@ -890,15 +893,15 @@ TEST(QuantKernels, FactoriesNameTheBadAttributeOrOperand) {
       {"qat_fake_quant",
        {f32({4, 64}), f32({1, 2})},
        {f32({4, 64})},
-       fq({{"format", 5}}),
-       "qat_fake_quant: attribute 'format' = 5 is not a format (0 int8, 1 int4, 2 fp8_e4m3, "
-       "3 fp8_e5m2, 4 nf4)"},
+       fq({{"format", 6}}),
+       "qat_fake_quant: attribute 'format' = 6 is not a format (0 int8, 1 int4, 2 fp8_e4m3, "
+       "3 fp8_e5m2, 4 nf4, 5 int3)"},
       {"qat_fake_quant_grad",
        {f32({4, 64}), f32({1, 2}), f32({4, 64})},
        {f32({4, 64})},
        fq({{"format", -1}}),
        "qat_fake_quant_grad: attribute 'format' = -1 is not a format (0 int8, 1 int4, "
-       "2 fp8_e4m3, 3 fp8_e5m2, 4 nf4)"},
+       "2 fp8_e4m3, 3 fp8_e5m2, 4 nf4, 5 int3)"},
       {"qat_fake_quant",
        {f32({4, 64}), f32({1, 2})},
        {f32({4, 64})},

@@ -32,7 +32,7 @@ using quant::makeScheme;
 namespace {
 
 const Format kFormats[] = {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2,
-                           Format::Nf4};
+                           Format::Nf4,  Format::Int3};
 
 
 int64_t numelOf(const std::vector<int64_t> &shape) {
@@ -111,7 +111,7 @@ TEST(QuantizedTensor, DequantizeIsFakeQuantEverywhere) {
       ASSERT_EQ(quant::quantize(x.data(), shape, s, false, q), "") << what;
       EXPECT_EQ(quant::validate(q), "") << what;
       EXPECT_EQ(static_cast<int64_t>(q.codes.size()),
-                quant::codeBits(s.format) == 8 ? numelOf(shape) : (numelOf(shape) + 1) / 2)
+                (quant::codeBits(s.format) * numelOf(shape) + 7) / 8)
           << what;
       expectSame(quant::dequantize(q), fakeQuant(x, shape, s), what);
     }
@@ -253,6 +253,31 @@ TEST(QuantizedTensor, FourBitCodesPackLowNibbleFirst) {
   EXPECT_EQ(q.codes[1], static_cast<uint8_t>(-127));
 }
 
+TEST(QuantizedTensor, ThreeBitCodesPackAsABitStream) {
+  // Levels 3, −3, 1, −1, 0, 2, −2, 3, 1 (scale 1): the 3-bit two's
+  // complements 011 101 001 111 000 010 110 011 001, element i at bits
+  // 3i .. 3i+2, little-endian.
+  std::vector<float> x = {3.0f, -3.0f, 1.0f, -1.0f, 0.0f, 2.0f, -2.0f, 3.0f, 1.0f};
+  std::vector<int64_t> shape = {9};
+  quant::QuantizedTensor q;
+  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int3), false, q), "");
+  ASSERT_EQ(q.codes.size(), 4u); // 27 bits
+  uint64_t stream = 0;
+  const int levels[] = {3, -3, 1, -1, 0, 2, -2, 3, 1};
+  for (int i = 0; i < 9; ++i) stream |= static_cast<uint64_t>(levels[i] & 7) << (3 * i);
+  for (int b = 0; b < 4; ++b) EXPECT_EQ(q.codes[b], (stream >> (8 * b)) & 0xff) << "byte " << b;
+  EXPECT_EQ(quant::dequantize(q), x);
+  EXPECT_EQ(quant::codeBytes(Format::Int3, 8), 3);
+  // Asymmetric int3 uses all eight levels, −4 included.
+  std::vector<float> y = {-4.0f, 3.0f, 0.0f, -1.0f};
+  ASSERT_EQ(quant::quantize(y.data(), {4}, makeScheme(Format::Int3, Granularity::Tensor, 0, 0,
+                                                      false),
+                            false, q),
+            "");
+  EXPECT_EQ(q.zeroPoints[0], 0);
+  EXPECT_EQ(quant::dequantize(q), y);
+}
+
 TEST(QuantizedTensor, SchemesThatDoNotFitAreRejected) {
   std::vector<float> x(6 * 100, 1.0f);
   quant::QuantizedTensor q;
@@ -271,8 +296,8 @@ TEST(QuantizedTensor, SchemesThatDoNotFitAreRejected) {
 }
 
 TEST(QuantizedTensor, SchemeStrings) {
-  for (const char *text : {"int4:block64:sym", "int8:channel1:asym", "nf4:tensor:sym",
-                           "fp8_e5m2:channel0:sym"}) {
+  for (const char *text : {"int4:block64:sym", "int3:channel0:sym", "int8:channel1:asym",
+                           "nf4:tensor:sym", "fp8_e5m2:channel0:sym"}) {
     Scheme s;
     std::string error;
     ASSERT_TRUE(quant::parseSchemeString(text, s, error)) << error;
