@@ -3,12 +3,13 @@
 # (B·T = 16k tokens): llmc's CUDA kernels and PyTorch's
 # scaled_dot_product_attention on the same shapes, in one run.
 # Usage: bench/attention_gpu.sh [build-dir] [head_dim] [heads]
+# TORCH_PYTHON: the python3 that has PyTorch (default /usr/bin/python3).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 D=${2:-128}
 H=${3:-16}
 "$BUILD/bin/llmc-bench-attention" "$D" "$H" > "$WORK/llmc.jsonl"
-/usr/bin/python3 - "$WORK/llmc.jsonl" "$D" "$H" <<'PY'
+"${TORCH_PYTHON:-/usr/bin/python3}" - "$WORK/llmc.jsonl" "$D" "$H" <<'PY'
 import json, sys, torch
 import torch.nn.functional as F
 D, H = int(sys.argv[2]), int(sys.argv[3])

@@ -4,21 +4,28 @@
 # same model, batch and optimizer, in one run. Prints tokens/s and MFU
 # (6N + 6·L·C·T FLOPs per token against the H100's 989 TF/s dense bf16)
 # and the ratio. Usage: bench/gpu_gpt2.sh [build-dir] [steps] [batch]
+# ARTIFACT: an artifact compiled elsewhere (scripts/gpu-pack.sh) for a build
+# without the compiler; TORCH_PYTHON: the python3 that has PyTorch.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 BATCH=${3:-16}
 PEAK_TFLOPS=${PEAK_TFLOPS:-989}
 
-"$BUILD/bin/llmc" compile --model gpt2 --preset 124M --precision bf16 --target cuda \
-  --set batch_size="$BATCH" --set seq_len=1024 -o "$WORK/gpt2.llmc"
-"$BUILD/bin/llmc-run" "$WORK/gpt2.llmc" --steps $((STEPS + 5)) --quiet --metrics "$WORK/m.jsonl"
+TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
+ARTIFACT=${ARTIFACT:-}
+if [[ -z $ARTIFACT ]]; then
+  ARTIFACT=$WORK/gpt2.llmc
+  "$BUILD/bin/llmc" compile --model gpt2 --preset 124M --precision bf16 --target cuda \
+    --set batch_size="$BATCH" --set seq_len=1024 -o "$ARTIFACT"
+fi
+"$BUILD/bin/llmc-run" "$ARTIFACT" --steps $((STEPS + 5)) --quiet --metrics "$WORK/m.jsonl"
 LLMC=$(python3 - "$WORK/m.jsonl" <<'PY'
 import json, sys
 ms = sorted(json.loads(l)["ms"] for l in list(open(sys.argv[1]))[5:])
 print(ms[len(ms) // 2])
 PY
 )
-TORCH=$(/usr/bin/python3 "$ROOT/bench/torch_gpu_gpt2.py" --steps "$STEPS" --batch "$BATCH")
+TORCH=$("$TORCH_PYTHON" "$ROOT/bench/torch_gpu_gpt2.py" --steps "$STEPS" --batch "$BATCH")
 python3 - "$LLMC" "$TORCH" "$BATCH" "$PEAK_TFLOPS" <<'PY'
 import json, sys
 llmc_ms, torch = float(sys.argv[1]), json.loads(sys.argv[2])

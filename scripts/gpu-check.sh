@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# Everything the CUDA backend needs checked on a GPU, in one go, on a GPU
+# machine that has nvcc, CMake and PyTorch but no MLIR, MPI or system
+# packages: the programs and dependencies come from scripts/gpu-pack.sh.
+#
+#   build        runtime-only build against <pack>/deps (CUDA on)
+#   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels), then every
+#                other runtime and kernel test through ctest
+#   sanitizer    compute-sanitizer memcheck, racecheck, synccheck on the
+#                CUDA kernel tests; memcheck on a few steps of llmc-run
+#   parity       tiny GPT, 50 steps GPU vs CPU: fp32 ≤ 1e-4, bf16 ≤ 1e-2,
+#                dropout ≤ 1e-4; a GPU checkpoint resumed on the CPU
+#   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
+#   bench        GPT-2 124M vs torch.compile, attention vs SDPA, 1.5B shape
+#
+# A failing step does not stop the others; each writes <out>/<step>*.log and
+# one line of <out>/summary.txt. Exit status: 0 when no step failed.
+#
+#   scripts/gpu-check.sh [--pack DIR] [--out DIR] [--build DIR] [--jobs N]
+#                        [--steps a,b,...] [--no-cuda]
+#
+# --no-cuda builds with CUDA off and runs only build and conformance, for
+# checking the script and the pack on a machine without a GPU.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PACK=$ROOT/gpu-pack
+OUT_DIR=${OUT:-$ROOT/gpu-check-out}
+BUILD=$ROOT/build-gpu
+JOBS=$(nproc)
+STEPS=build,conformance,sanitizer,parity,multigpu,bench
+CUDA=ON
+usage() { sed -n '/^#   scripts/,/without a GPU\./p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+while (($#)); do
+  case $1 in
+    --pack) PACK=$2; shift 2 ;;
+    --out) OUT_DIR=$2; shift 2 ;;
+    --build) BUILD=$2; shift 2 ;;
+    --jobs) JOBS=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --no-cuda) CUDA=OFF; shift ;;
+    -h|--help) usage ;;
+    *) echo "gpu-check: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+for s in ${STEPS//,/ }; do
+  [[ ,build,conformance,sanitizer,parity,multigpu,bench, == *,$s,* ]] ||
+    { echo "gpu-check: unknown step '$s'" >&2; exit 2; }
+done
+[[ -f $PACK/MANIFEST ]] ||
+  { echo "gpu-check: no pack at $PACK (make one with scripts/gpu-pack.sh, carry it)" >&2; exit 2; }
+PACK=$(cd "$PACK" && pwd)
+if [[ $CUDA == ON ]]; then
+  GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  if ((GPUS == 0)); then
+    echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L lists none); run this on the GPU" \
+         "machine, or pass --no-cuda to check only the CPU build" >&2
+    exit 2
+  fi
+else
+  GPUS=0
+  STEPS=$(tr ',' '\n' <<<"$STEPS" | grep -xE 'build|conformance' | paste -sd, -)
+fi
+mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+SUMMARY=$OUT_DIR/summary.txt
+: > "$SUMMARY"
+BIN=$BUILD/bin
+A=$PACK/artifacts
+TORCH_PYTHON=${TORCH_PYTHON:-$(command -v python3)}
+export TORCH_PYTHON OMP_WAIT_POLICY=PASSIVE
+
+# The CPU kernels dlopen OpenBLAS from the pack, and Gloo's libraries load
+# from there too; NCCL may exist only inside PyTorch's nvidia-nccl wheel.
+DEPS=$PACK/deps
+[[ -f $DEPS/lib/libopenblas.so.0 ]] || tar -C "$DEPS/lib" -xJf "$DEPS/blas.tar.xz"
+NCCL_FLAGS=""
+if [[ $CUDA == ON ]]; then
+  NCCL_DIR=$("$TORCH_PYTHON" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
+  if [[ -n $NCCL_DIR && -f $NCCL_DIR/include/nccl.h ]]; then
+    NCCL_LIB=$(ls "$NCCL_DIR"/lib/libnccl.so* | head -1)
+    NCCL_FLAGS="-DNCCL_INCLUDE_DIR=$NCCL_DIR/include -DNCCL_LIBRARY=$NCCL_LIB"
+    export LD_LIBRARY_PATH=$NCCL_DIR/lib:${LD_LIBRARY_PATH:-}
+  fi
+fi
+export LD_LIBRARY_PATH=$DEPS/lib:${LD_LIBRARY_PATH:-}
+
+# step NAME LIMIT_SECONDS FUNCTION ARGS...: runs one step's function under a
+# time limit (in a child bash, hence the exports), its output to
+# <out>/NAME.log; one summary line either way.
+FAILED=0
+step() {
+  local name=$1 limit=$2; shift 2
+  local start=$SECONDS status
+  echo "== $name" >&2
+  timeout --kill-after=10 "$limit" bash -o pipefail -c '"$@"' step "$@" > "$OUT_DIR/$name.log" 2>&1
+  status=$?
+  local verdict=PASS
+  if ((status == 77)); then verdict=SKIP
+  elif ((status == 124 || status == 137)); then verdict="FAIL (over ${limit}s)"; FAILED=1
+  elif ((status != 0)); then verdict="FAIL (exit $status)"; FAILED=1
+  fi
+  printf '%-28s %-18s %4ds  %s.log\n' "$name" "$verdict" $((SECONDS - start)) "$name" | tee -a "$SUMMARY" >&2
+  return $status
+}
+wants() { [[ ,$STEPS, == *,$1,* ]]; }
+
+do_build() {
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLMC_RUNTIME_ONLY=ON \
+    -DLLMC_DEPS_DIR="$DEPS" -DLLMC_ENABLE_CUDA="$CUDA" -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $NCCL_FLAGS &&
+  cmake --build "$BUILD" -j "$JOBS"
+}
+
+do_conformance_cuda() {
+  "$BIN/kernel_tests" --gtest_filter='Cuda*' --gtest_output="xml:$OUT_DIR/conformance-cuda.xml"
+}
+do_ctest() { ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure -E '^Cuda'; }
+
+# compute-sanitizer TOOL on the CUDA kernel tests; any report fails.
+do_sanitize() {
+  compute-sanitizer --tool "$1" --error-exitcode 1 --print-limit 20 \
+    "$BIN/kernel_tests" --gtest_filter='Cuda*' --gtest_brief=1
+}
+do_sanitize_run() {
+  local w=$OUT_DIR/sanitizer-run
+  rm -rf "$w" && mkdir -p "$w"
+  compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 \
+    "$BIN/llmc-run" "$A/tiny-gpu.llmc" --steps 3 --quiet --metrics "$w/m.jsonl"
+}
+
+# One parity pair: GPU and CPU runs of the same model, losses compared.
+parity_pair() {  # name cpu-artifact gpu-artifact steps tolerance
+  local w=$OUT_DIR/parity/$1
+  rm -rf "$w" && mkdir -p "$w"
+  "$BIN/llmc-run" "$A/$2" --steps "$4" --metrics "$w/cpu.jsonl" --quiet &&
+  "$BIN/llmc-run" "$A/$3" --steps "$4" --metrics "$w/gpu.jsonl" --ckpt-dir "$w/ck" |
+    tee "$w/gpu.out" &&
+  grep -q "done: $4 steps" "$w/gpu.out" && grep -q "device: GPU 0" "$w/gpu.out" &&
+  python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/gpu.jsonl" "$w/cpu.jsonl" "$5"
+}
+do_resume_on_cpu() {  # the fp32 GPU run's checkpoint, 10 more steps on the CPU
+  "$BIN/llmc-run" "$A/tiny-cpu.llmc" --steps 60 --resume --ckpt-dir "$OUT_DIR/parity/fp32/ck" --quiet
+}
+
+# Two ranks, torchrun-style over TCP (NCCL bootstrapped through it), against
+# the one-GPU losses of the parity step.
+do_two_ranks() {  # name artifact
+  ((GPUS >= 2)) || { echo "skipped: $GPUS GPU(s); NCCL needs one GPU per rank"; return 77; }
+  local w=$OUT_DIR/multigpu/$1
+  rm -rf "$w" && mkdir -p "$w"
+  "$ROOT/test/e2e/Inputs/launch_ranks.sh" 2 torchrun "$w/rank" -- \
+    "$BIN/llmc-run" "$A/$2" --steps 50 --metrics "$w/gpu.jsonl" --quiet | tee "$w/launch.out"
+  grep -q '^exit=0' "$w/launch.out" &&
+  python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/gpu.jsonl" \
+    "$OUT_DIR/parity/fp32/gpu.jsonl" 1e-4
+}
+
+do_bench_gpt2() { ARTIFACT=$A/gpt2-124M-bf16-gpu.llmc "$ROOT/bench/gpu_gpt2.sh" "$BUILD" 40 16; }
+do_bench_attention() { "$ROOT/bench/attention_gpu.sh" "$BUILD" 128 16; }
+# The 1.5B shape: fits, step time, tokens/s and MFU (no baseline).
+do_bench_1p5b() {
+  local w=$OUT_DIR/bench-1.5B
+  rm -rf "$w" && mkdir -p "$w"
+  "$BIN/llmc-run" "$A/gpt2-1.5B-bf16-gpu.llmc" --steps 15 --metrics "$w/m.jsonl" &&
+  python3 - "$w/m.jsonl" <<'PY'
+import json, sys
+ms = sorted(json.loads(l)["ms"] for l in list(open(sys.argv[1]))[5:])
+med = ms[len(ms) // 2]
+L, C, V, T, B = 48, 1600, 50257, 1024, 8
+N = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+tps = B * T / med * 1000
+print(f"GPT-2 1.5B shape, bf16, B={B}, T={T}: median step {med:.1f} ms, {tps:.0f} tok/s, "
+      f"MFU {100 * tps * (6 * N + 6 * L * C * T) / 989e12:.1f} % of 989 TF/s")
+PY
+}
+
+export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS
+export -f do_build do_conformance_cuda do_ctest do_sanitize do_sanitize_run parity_pair \
+  do_resume_on_cpu do_two_ranks do_bench_gpt2 do_bench_attention do_bench_1p5b
+
+{
+  echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
+  nvidia-smi 2>&1 || true; nvcc --version 2>&1 | tail -2 || true
+  echo "nccl: ${NCCL_FLAGS:-from the CUDA toolkit}"; echo "cores: $(nproc)"
+} > "$OUT_DIR/env.txt"
+
+if wants build; then step build 900 do_build || { echo "gpu-check: build failed; see $OUT_DIR/build.log" >&2; exit 1; }; fi
+if wants conformance; then
+  [[ $CUDA == ON ]] && step conformance-cuda 300 do_conformance_cuda
+  step ctest 300 do_ctest
+fi
+if wants sanitizer; then
+  for tool in memcheck racecheck synccheck; do
+    step "sanitizer-$tool" "${SANITIZER_LIMIT:-240}" do_sanitize "$tool"
+  done
+  step sanitizer-llmc-run 120 do_sanitize_run
+fi
+if wants parity; then
+  step parity-fp32 120 parity_pair fp32 tiny-cpu.llmc tiny-gpu.llmc 50 1e-4
+  step parity-bf16 120 parity_pair bf16 tiny-bf16-cpu.llmc tiny-bf16-gpu.llmc 50 1e-2
+  step parity-dropout 120 parity_pair dropout tiny-dropout-cpu.llmc tiny-dropout-gpu.llmc 20 1e-4
+  step parity-resume-on-cpu 60 do_resume_on_cpu
+fi
+if wants multigpu; then
+  step multigpu-dp2 120 do_two_ranks dp2 tiny-dp2-gpu.llmc
+  step multigpu-tp2 120 do_two_ranks tp2 tiny-tp2-gpu.llmc
+fi
+if wants bench; then
+  step bench-gpt2-124M 300 do_bench_gpt2
+  step bench-attention 180 do_bench_attention
+  step bench-gpt2-1.5B 240 do_bench_1p5b
+fi
+echo "gpu-check: logs in $OUT_DIR" >&2
+cat "$SUMMARY"
+exit $FAILED

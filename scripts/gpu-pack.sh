@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Prepares, on a machine with the full build, everything a GPU machine needs
+# that it cannot make itself: it has nvcc, CMake and PyTorch but no MLIR (so
+# no llmc compiler), no MPI and no system packages. Writes <pack>:
+#
+#   artifacts/  every program scripts/gpu-check.sh runs, compiled here with
+#               --target cuda (and the CPU twins of the parity runs);
+#               programs only: weights are initialised by llmc-run
+#   deps/       what the runtime-only build (-DLLMC_RUNTIME_ONLY=ON
+#               -DLLMC_DEPS_DIR=<pack>/deps) finds there instead of the
+#               system: FlatBuffers and Gloo headers, cblas.h, Gloo and the
+#               libraries it loads, GoogleTest sources, the artifact schema's
+#               generated header (no flatc there), and OpenBLAS with its
+#               Fortran runtime as blas.tar.xz (36 MiB unpacked; the CPU
+#               kernels, which the conformance tests compare against, dlopen it)
+#   MANIFEST    the commit and what each artifact is
+#
+# The libraries come from Debian 12 (glibc 2.36), old enough to load on the
+# GPU image. Usage: scripts/gpu-pack.sh [pack-dir] (default <repo>/gpu-pack);
+# BUILD_DIR names the full build whose bin/llmc compiles (default <repo>/build).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PACK=${1:-$ROOT/gpu-pack}
+BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+LLMC=$BUILD_DIR/bin/llmc
+[[ -x $LLMC ]] || { echo "gpu-pack: $LLMC not found; build the project first (or set BUILD_DIR)" >&2; exit 1; }
+
+rm -rf "$PACK"
+mkdir -p "$PACK"/artifacts "$PACK"/deps/{include,lib,generated}
+A=$PACK/artifacts
+
+# ---- Artifacts ----------------------------------------------------------------
+# The parity runs of test/e2e/cuda-train.test: fp32, bf16, dropout; CPU and GPU.
+TINY=(--model gpt2 --preset tiny --set n_layer=2)
+"$LLMC" compile "${TINY[@]}" -o "$A/tiny-cpu.llmc"
+"$LLMC" compile "${TINY[@]}" --target cuda -o "$A/tiny-gpu.llmc"
+"$LLMC" compile "${TINY[@]}" --precision bf16 -o "$A/tiny-bf16-cpu.llmc"
+"$LLMC" compile "${TINY[@]}" --precision bf16 --target cuda -o "$A/tiny-bf16-gpu.llmc"
+"$LLMC" compile "${TINY[@]}" --set dropout=0.1 -o "$A/tiny-dropout-cpu.llmc"
+"$LLMC" compile "${TINY[@]}" --set dropout=0.1 --target cuda -o "$A/tiny-dropout-gpu.llmc"
+# Two ranks over NCCL (one GPU each): data and tensor parallel.
+"$LLMC" compile "${TINY[@]}" --mesh dp=2 --target cuda -o "$A/tiny-dp2-gpu.llmc"
+"$LLMC" compile "${TINY[@]}" --mesh tp=2 --target cuda -o "$A/tiny-tp2-gpu.llmc"
+# The benchmarks: GPT-2 124M as bench/gpu_gpt2.sh compiles it, and the
+# 1.5B shape (48 layers, C = 1600; about 40 GiB planned at B = 8).
+"$LLMC" compile --model gpt2 --preset 124M --precision bf16 --target cuda \
+  --set batch_size=16 --set seq_len=1024 -o "$A/gpt2-124M-bf16-gpu.llmc"
+"$LLMC" compile --model gpt2 --preset 1.5B --precision bf16 --target cuda \
+  --set batch_size=8 --set seq_len=1024 -o "$A/gpt2-1.5B-bf16-gpu.llmc"
+
+# ---- Dependencies -------------------------------------------------------------
+D=$PACK/deps
+cp -r /usr/include/flatbuffers /usr/include/gloo "$D/include/"
+cp /usr/include/x86_64-linux-gnu/openblas-pthread/{cblas.h,openblas_config.h} "$D/include/"
+# Real files under both the link name and the soname: links may not travel.
+cp -L /usr/lib/libgloo.so.0 "$D/lib/libgloo.so"
+cp -L /usr/lib/libgloo.so.0 "$D/lib/libgloo.so.0"
+LIBDIR=/usr/lib/x86_64-linux-gnu
+for so in libhiredis.so.0.14 libibverbs.so.1 libnl-route-3.so.200 libnl-3.so.200; do
+  cp -L "$LIBDIR/$so" "$D/lib/$so"
+done
+BLAS_TMP=$(mktemp -d)
+trap 'rm -rf "$BLAS_TMP"' EXIT
+cp -L "$LIBDIR/openblas-pthread/libopenblas.so.0" "$LIBDIR/libgfortran.so.5" \
+  "$LIBDIR/libquadmath.so.0" "$BLAS_TMP/"
+tar -C "$BLAS_TMP" -cf - libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 |
+  xz -T1 -6 > "$D/blas.tar.xz"
+# GoogleTest, built from source there (gmock, docs and samples left out).
+mkdir -p "$D/googletest/googletest"
+cp /usr/src/googletest/CMakeLists.txt "$D/googletest/"
+cp -r /usr/src/googletest/googletest/{CMakeLists.txt,cmake,include,src} "$D/googletest/googletest/"
+# The schema's generated header, and the hash of the schema it came from
+# (CMake refuses a header generated from another schema).
+flatc --cpp --scoped-enums --gen-mutable -o "$D/generated" "$ROOT/runtime/schema/artifact.fbs"
+sha256sum "$ROOT/runtime/schema/artifact.fbs" | cut -d' ' -f1 > "$D/generated/artifact.fbs.sha256"
+
+{
+  echo "commit $(git -C "$ROOT" rev-parse HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo ' (with local changes)')"
+  echo "made   $(date -u +%Y-%m-%dT%H:%MZ)"
+  for f in "$A"/*.llmc; do
+    echo "$(basename "$f"): $("$BUILD_DIR/bin/llmc" inspect "$f" | sed -n 's/^model: *//p') |" \
+         "$("$BUILD_DIR/bin/llmc" inspect "$f" | sed -n 's/^backend: *//p')"
+  done
+} > "$PACK/MANIFEST"
+echo "gpu-pack: $(du -sh "$PACK" | cut -f1) in $PACK"
