@@ -451,6 +451,12 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
         OpBuilder::InsertionGuard guard(b);
         if (g.getDefiningOp())
           b.setInsertionPointAfter(g.getDefiningOp());
+        // fp32 gradients: widened at once, so the low-precision one dies
+        // here and the sum over microbatches, the reduction over ranks, the
+        // norm and the update all see fp32 (bf16's 8-bit mantissa would
+        // round away small contributions to a large sum).
+        if (fp32Gradients && masterOf[t] >= 0)
+          g = llm::CastOp::create(b, g.getLoc(), f32Like(g.getType()), g);
         // ZeRO-2 keeps only a shard of each microbatch's gradient.
         if (sharded[t] && sync.zero() >= 2)
           g = sync.reduceScatter(g, g.getLoc());
@@ -512,7 +518,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       if (masterOf[t] < 0 && sharded[t])
         p = sync.slice(p, ploc);
       Value g = finalGrads[t];
-      if (masterOf[t] >= 0)
+      if (!cast<RankedTensorType>(g.getType()).getElementType().isF32())
         g = llm::CastOp::create(b, ploc, f32Like(g.getType()), g);
       APFloat b1(beta1.getValue()), b2(beta2.getValue()), eps(epsilon.getValue()),
           wd(decay ? weightDecay.getValue() : 0.0), clip(maxGradNorm.getValue());
