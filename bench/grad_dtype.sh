@@ -5,9 +5,12 @@
 # rank, then in bf16 with each gradient type on one rank and on several
 # layouts, and prints the mean and max relative deviation of each run's
 # per-step losses from the fp32 run's. fp32 on the same layouts gives the
-# floor (reduction order alone).
+# floor (reduction order alone). A second table sets each layout's bf16 run
+# beside the one-rank bf16 run with the same gradient type: how far the
+# layout alone (microbatch sums, reductions over ranks) moves bf16 training,
+# which is what the parity matrix's gpt2-bf16 family bounds.
 #
-# Usage: bench/grad_dtype.sh [build-dir] [steps]   (default 200 steps)
+# Usage: [SEED=n] bench/grad_dtype.sh [build-dir] [steps]   (default 200 steps)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 STEPS=${2:-200}
@@ -16,12 +19,15 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 # One thread per rank: the runs differ by their numerics, not thread counts.
 export OMP_NUM_THREADS=1
 
-MODEL=(--model gpt2 --preset tiny --set n_layer=2 --set seq_len=32 --steps "$STEPS")
+MODEL=(--model gpt2 --preset tiny --set n_layer=2 --set seq_len=32 --steps "$STEPS"
+       --seed "${SEED:-1337}")
 # name | ranks | flags (each layout consumes the same 8 rows per step)
 LAYOUTS=(
   "one rank|1|--set batch_size=8"
   "one rank, 4 microbatches|1|--set batch_size=2 --microbatches 4"
+  "one rank, 8 microbatches|1|--set batch_size=1 --microbatches 8"
   "dp=2 ZeRO-1, 4 microbatches|2|--set batch_size=2 --microbatches 4 --mesh dp=2 --zero 1"
+  "dp=2 ZeRO-2, 4 microbatches|2|--set batch_size=2 --microbatches 4 --mesh dp=2 --zero 2"
   "dp=2 ZeRO-3|2|--set batch_size=8 --mesh dp=2 --zero 3"
 )
 
@@ -65,7 +71,7 @@ def losses(path):
 ref = losses(f"{work}/fp32.jsonl")
 assert len(ref) == steps, f"fp32 run logged {len(ref)} of {steps} steps"
 
-def deviation(path):
+def deviation(path, ref=ref):
     run = losses(path)
     assert len(run) == len(ref), f"{path}: {len(run)} steps, fp32 {len(ref)}"
     rel = [abs(a - b) / abs(b) for a, b in zip(run, ref)]
@@ -80,4 +86,15 @@ for row in rows:
     floor = "0 (the reference)" if i == "0" else fmt(deviation(f"{work}/{i}-fp32.jsonl"))
     print(f"| {name} | {floor} | {fmt(deviation(f'{work}/{i}-bf16.jsonl'))} | "
           f"{fmt(deviation(f'{work}/{i}-fp32grads.jsonl'))} |")
+print()
+print(f"relative deviation of per-step losses from one rank's bf16 run with the same "
+      f"gradient type, {steps} steps (mean / max)")
+print("| layout | bf16 gradients | fp32 gradients |")
+print("| --- | ---: | ---: |")
+one = {kind: losses(f"{work}/0-{kind}.jsonl") for kind in ("bf16", "fp32grads")}
+for row in rows[1:]:
+    name, i = row.split("|")
+    print(f"| {name} | " + " | ".join(
+        fmt(deviation(f"{work}/{i}-{kind}.jsonl", one[kind])) for kind in ("bf16", "fp32grads"))
+        + " |")
 PY
