@@ -66,7 +66,9 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
     low-precision (bf16/f16) parameter to fp32 right where the backward
     produces it: accumulation over microbatches, the data-parallel
     all-reduce or ZeRO reduce-scatter, the global norm and AdamW all run on
-    fp32 (Megatron's "main grads"). Off, gradients stay in the parameter's
+    fp32 (Megatron's "main grads"). A gradient whose backward ends in a
+    tensor-parallel all-reduce (sequence parallelism's norm and bias sums) is
+    widened before that sum instead. Off, gradients stay in the parameter's
     type until AdamW widens them.
   }];
   let options = [

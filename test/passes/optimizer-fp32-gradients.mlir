@@ -3,6 +3,9 @@
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 mesh=dp=2 zero=2 microbatches=2 emit=train" | FileCheck %s --check-prefix=ZERO2
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 mesh=dp=2 zero=3 emit=train" | FileCheck %s --check-prefix=ZERO3
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=fp16 microbatches=2 emit=train" | FileCheck %s --check-prefix=FP16
+// RUN: llmc model gpt2 --preset tiny --set n_layer=1 -o %t.gpt2.mlir
+// RUN: llmc-opt %t.gpt2.mlir --llmc-train-pipeline="precision=bf16 mesh=tp=2 sp=true emit=train" | FileCheck %s --check-prefix=SP
+// RUN: llmc-opt %t.gpt2.mlir --llmc-train-pipeline="precision=bf16 grad-dtype=bf16 mesh=tp=2 sp=true emit=train" | FileCheck %s --check-prefix=SP-BF16-GRADS
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 grad-dtype=bf16 microbatches=2 emit=train" | FileCheck %s --check-prefix=BF16-GRADS
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 grad-dtype=bf16 mesh=dp=2 zero=2 emit=train" | FileCheck %s --check-prefix=BF16-GRADS-ZERO2
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-precision --llmc-autodiff --llmc-optimizer="fp32-gradients=false" | FileCheck %s --check-prefix=PASS-OFF
@@ -49,6 +52,17 @@
 // ZERO3: dist.all_gather %{{.*}} : tensor<4x8xbf16> -> tensor<8x8xbf16>
 // ZERO3: dist.reduce_scatter %{{.*}} : tensor<8x8xf32> -> tensor<4x8xf32>
 // ZERO3-NOT: reduce_scatter {{.*}}bf16>
+
+// Sequence parallelism: a norm's gain and bias gradients are partial sums
+// over each rank's sequence shard, all-reduced over tp in the backward; the
+// widening moves below that sum (as part of the same backward step), so it
+// adds fp32 values.
+// SP-LABEL: func.func @train_step
+// SP: %[[W:.*]] = llm.cast %dgamma{{.*}} {llmc.backward, llmc.microbatch = 0 : i64} : tensor<128xbf16> to tensor<128xf32>
+// SP-NEXT: dist.all_reduce %[[W]] on @mesh axes ["tp"] reduction "sum" {llmc.backward, llmc.microbatch = 0 : i64} : tensor<128xf32> -> tensor<128xf32>
+// SP-NOT: dist.all_reduce {{.*}}tensor<128xbf16> -> tensor<128xbf16>
+// SP-BF16-GRADS-LABEL: func.func @train_step
+// SP-BF16-GRADS: dist.all_reduce %dgamma{{.*}} on @mesh axes ["tp"] reduction "sum" {llmc.backward, llmc.microbatch = 0 : i64} : tensor<128xbf16> -> tensor<128xbf16>
 
 // fp16 (loss scaling): the scaled f16 gradients are widened the same way,
 // and AdamW unscales the fp32 sum.
