@@ -109,9 +109,11 @@ public:
   /// What the gradients live at their peak are: "gradients" proper,
   /// "partial sums" (contributions alive beside the sum they join),
   /// "buckets" (concatenated for a fused all-reduce), "fp32 copies"
-  /// (widened for the optimizer step), "padded copies" (a gradient padded
-  /// to its parameter's shape), "awaiting reduce-scatter" (whole before
-  /// ZeRO shards it), "shards" (this rank's reduce-scattered part).
+  /// (widened for the optimizer step), "awaiting widening" (a bf16/f16
+  /// gradient beside the fp32 gradient it becomes), "padded copies" (a
+  /// gradient padded to its parameter's shape), "awaiting reduce-scatter"
+  /// (whole before ZeRO shards it), "shards" (this rank's reduce-scattered
+  /// part).
   std::map<std::string, int64_t> gradientPeakParts;
   /// The activations live at the peak, by the microbatch whose forward
   /// produced them (a pipeline stage holds several in flight).
@@ -140,6 +142,14 @@ private:
   void classifyTransients();
   /// What a gradient class is (see gradientPeakParts).
   std::string gradientKind(Value root) const {
+    // A cast that is its source's only use converts the gradient (fp32
+    // gradients: the backward's bf16 result becomes the fp32 gradient);
+    // one beside other uses (the norm read the bf16 gradient) copies it.
+    auto converts = [](llm::CastOp cast) {
+      return cast && cast.getX().hasOneUse();
+    };
+    if (root.hasOneUse() && converts(dyn_cast<llm::CastOp>(*root.getUsers().begin())))
+      return "awaiting widening";
     // The second operand of an accumulating add is a contribution alive
     // beside the sum it joins (a tied weight's second use, a microbatch).
     for (OpOperand &use : root.getUses())
@@ -155,8 +165,8 @@ private:
       def = def->getOperand(0).getDefiningOp();
     if (def && isa<llm::ConcatOp>(def))
       return "buckets";
-    if (def && isa<llm::CastOp>(def))
-      return "fp32 copies";
+    if (auto cast = dyn_cast_or_null<llm::CastOp>(def))
+      return converts(cast) ? "gradients" : "fp32 copies";
     if (def && isa<llm::PadOp>(def))
       return "padded copies";
     return "gradients";

@@ -193,6 +193,31 @@ std::pair<RankedTensorType, DictionaryAttr> absmaxState(OpBuilder &b, RankedTens
   return {local, addShardLevel(b.getContext(), nullptr, globalType, b.getStrArrayAttr(axes), 0)};
 }
 
+/// `g` in fp32, widened below the all-reduces that end its backward (the
+/// tensor- or sequence-parallel sums of a replicated weight's partial
+/// gradients), so those sums run on fp32 as well.
+Value widen(OpBuilder &b, Value g) {
+  auto f32 = [](Type type) {
+    auto t = cast<RankedTensorType>(type);
+    return RankedTensorType::get(t.getShape(), Float32Type::get(t.getContext()));
+  };
+  auto reduce = g.getDefiningOp<dist::AllReduceOp>();
+  if (!reduce || !g.use_empty() || !reduce.getInput().hasOneUse())
+    return llm::CastOp::create(b, g.getLoc(), f32(g.getType()), g);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(reduce);
+  auto input = llm::CastOp::create(b, reduce.getLoc(), f32(reduce.getInput().getType()),
+                                   reduce.getInput());
+  // The widening belongs to the same backward step as the sum.
+  input->setDiscardableAttrs(reduce->getDiscardableAttrDictionary());
+  auto wide = dist::AllReduceOp::create(b, reduce.getLoc(), f32(g.getType()), input,
+                                        reduce.getMeshAttr(), reduce.getAxes(),
+                                        reduce.getReductionAttr());
+  wide->setDiscardableAttrs(reduce->getDiscardableAttrDictionary());
+  reduce.erase();
+  return wide;
+}
+
 struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
 
@@ -451,6 +476,12 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
         OpBuilder::InsertionGuard guard(b);
         if (g.getDefiningOp())
           b.setInsertionPointAfter(g.getDefiningOp());
+        // fp32 gradients: widened at once, so the low-precision one dies
+        // here and the sum over microbatches, the reduction over ranks, the
+        // norm and the update all see fp32 (bf16's 8-bit mantissa would
+        // round away small contributions to a large sum).
+        if (fp32Gradients && masterOf[t] >= 0)
+          g = widen(b, g);
         // ZeRO-2 keeps only a shard of each microbatch's gradient.
         if (sharded[t] && sync.zero() >= 2)
           g = sync.reduceScatter(g, g.getLoc());
@@ -512,7 +543,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       if (masterOf[t] < 0 && sharded[t])
         p = sync.slice(p, ploc);
       Value g = finalGrads[t];
-      if (masterOf[t] >= 0)
+      if (!cast<RankedTensorType>(g.getType()).getElementType().isF32())
         g = llm::CastOp::create(b, ploc, f32Like(g.getType()), g);
       APFloat b1(beta1.getValue()), b2(beta2.getValue()), eps(epsilon.getValue()),
           wd(decay ? weightDecay.getValue() : 0.0), clip(maxGradNorm.getValue());

@@ -61,6 +61,15 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
     scale, and each AdamW update unscales them (its `loss_scale` operand).
     The output `grad_norm` is then the norm of the scaled gradients; an
     overflow makes it inf, which skips the step on every rank.
+
+    `fp32-gradients` (the default) widens each microbatch's gradient of a
+    low-precision (bf16/f16) parameter to fp32 right where the backward
+    produces it: accumulation over microbatches, the data-parallel
+    all-reduce or ZeRO reduce-scatter, the global norm and AdamW all run on
+    fp32 (Megatron's "main grads"). A gradient whose backward ends in a
+    tensor-parallel all-reduce (sequence parallelism's norm and bias sums) is
+    widened before that sum instead. Off, gradients stay in the parameter's
+    type until AdamW widens them.
   }];
   let options = [
     Option<"microbatches", "microbatches", "int64_t", "1", "Microbatches per step">,
@@ -77,6 +86,8 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
     Option<"lossScaling", "loss-scaling", "bool", "false",
            "Dynamic loss scaling (fp16): seed the backward with the input loss_scale "
            "and unscale in AdamW">,
+    Option<"fp32Gradients", "fp32-gradients", "bool", "true",
+           "Accumulate, reduce and clip the gradients of bf16/f16 parameters in fp32">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }

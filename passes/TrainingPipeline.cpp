@@ -123,6 +123,7 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
   // fp16's 5-bit exponent underflows small gradients unless the loss is
   // scaled; bf16 has fp32's range and needs no scale.
   optimizer.lossScaling = options.precision == "fp16";
+  optimizer.fp32Gradients = options.gradDtype == "fp32";
   add(createOptimizer(optimizer));
   add(createInferenceEntryPoints());
   add(createCSEPass());

@@ -78,6 +78,10 @@ std::string resolveOptions(TrainingPipelineOptions &o) {
     return error;
 #include "passes/TrainingPipelineOptions.def"
 
+  // Gradients are fp32 or the compute type; nothing narrows them further.
+  if (o.gradDtype != "fp32" && o.gradDtype != o.precision)
+    return "--grad-dtype " + o.gradDtype + " needs --precision " + o.gradDtype +
+           " (gradients are fp32 or in the compute type)";
   if (o.microbatches < 1)
     return "--microbatches must be >= 1";
   if (o.virtualStages < 1)

@@ -139,7 +139,10 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     if (!v.empty()) os << " " << key << "=" << v;
   }
   os << "\n";
-  os << "training:   precision " << a.meta("precision") << ", microbatches "
+  os << "training:   precision " << a.meta("precision");
+  if (a.meta("precision", "fp32") != "fp32" && !a.meta("grad_dtype").empty())
+    os << " (" << a.meta("grad_dtype") << " gradients)";
+  os << ", microbatches "
      << a.meta("microbatches") << ", optimizer " << a.meta("optimizer") << " (beta1 "
      << a.meta("optimizer.beta1") << ", beta2 " << a.meta("optimizer.beta2")
      << ", weight decay " << a.meta("optimizer.weight_decay") << ", clip "

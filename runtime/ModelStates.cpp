@@ -79,6 +79,8 @@ ModelStates modelStates(const Artifact &artifact) {
   bool mixed = artifact.meta("precision") == "bf16" || artifact.meta("precision") == "fp16";
   bool eightBit = artifact.meta("optimizer") == "adamw8bit";
   m.paramBytes = m.gradBytes = mixed ? 2 : 4;
+  // Artifacts from before --grad-dtype kept gradients in the compute type.
+  m.heldGradBytes = mixed && artifact.meta("grad_dtype") == "fp32" ? 4 : m.gradBytes;
   m.optimizerBytes = (eightBit ? 2 : 8) + (mixed ? 4 : 0);
   if (eightBit)
     m.policy = std::string("8-bit AdamW (Dettmers et al.), not in the ZeRO paper: K = 2 for the "
@@ -210,6 +212,17 @@ ModelStates modelStates(const Artifact &artifact) {
     auto it = parts.find(kind);
     return it == parts.end() ? 0.0 : static_cast<double>(it->second);
   };
+  // fp32 gradients under mixed precision: the formula keeps the paper's
+  // g = 2, and the other 2 bytes per gradient are an item of their own.
+  double fp32Gradients = (m.heldGradBytes - m.gradBytes) * static_cast<double>(m.psi) /
+                         (m.stage >= 2 ? m.groupSize : 1);
+  if (fp32Gradients > 0)
+    m.extras.push_back({"gradients",
+                        "fp32 gradients (--grad-dtype fp32): +" +
+                            std::to_string(m.heldGradBytes - m.gradBytes) +
+                            (m.stage >= 2 ? "Ψ/N" : "Ψ") + " over the paper's " +
+                            std::to_string(m.gradBytes) + "-byte gradients",
+                        fp32Gradients});
   if (part("fp32 copies") > 0)
     m.extras.push_back({"gradients", "fp32 copies of bf16/fp16 gradients for the update",
                         part("fp32 copies")});
@@ -227,7 +240,7 @@ ModelStates modelStates(const Artifact &artifact) {
       if (optimizerOf[t.info->name] >
           1.5 * m.optimizerBytes * static_cast<double>(t.count) / n) {
         names.push_back(t.info->name);
-        unsharded += m.gradBytes * static_cast<double>(t.count) * (1.0 - 1.0 / n);
+        unsharded += m.heldGradBytes * static_cast<double>(t.count) * (1.0 - 1.0 / n);
       }
     if (!names.empty())
       m.extras.push_back({"gradients", "not sharded over the N ranks: " + tensorList(names),
@@ -239,13 +252,14 @@ ModelStates modelStates(const Artifact &artifact) {
   // beside the sum they join, a whole gradient beside its reduce-scattered
   // shard, gradients beside the bucket they are copied into.
   double rest = part("gradients") + part("buckets") + part("partial sums") +
-                part("awaiting reduce-scatter") + part("shards") - unsharded -
-                m.formulaGradients();
+                part("awaiting reduce-scatter") + part("awaiting widening") + part("shards") -
+                unsharded - fp32Gradients - m.formulaGradients();
   static const std::pair<const char *, const char *> twice[] = {
       {"partial sums",
        "partial sums beside their sum (a tied embedding/head's second use, microbatches)"},
       {"awaiting reduce-scatter", "whole gradients beside their reduce-scattered shards"},
       {"buckets", "gradients beside the bucket they are copied into (--grad-bucket-mb)"},
+      {"awaiting widening", "a bf16/fp16 gradient beside the fp32 gradient it is widened into"},
   };
   std::string held;
   for (auto [kind, text] : twice)

@@ -12,7 +12,8 @@
 // (fp32 and 8-bit Adam get their own p, g, K, labelled as such) beside what
 // the compiled plan holds, and explains every byte the plan holds beyond
 // the formula term by term: tensors not sharded, 8-bit block maxima,
-// gradient buckets, fp32 gradient copies, partial sums alive together.
+// gradient buckets, fp32 gradients or gradient copies, partial sums alive
+// together.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_MODELSTATES_H
@@ -32,6 +33,9 @@ struct ModelStates {
   int64_t psi = 0;        ///< Ψ: trainable parameters per model-parallel rank
   /// The published accounting for the run's precision and optimizer.
   int paramBytes = 4, gradBytes = 4, optimizerBytes = 8; ///< p, g, K
+  /// Bytes per gradient the plan holds: 4 for mixed precision's fp32
+  /// gradients, whose 2 beyond g are itemized, not folded into g.
+  int heldGradBytes = 4;
   std::string policy; ///< where p, g, K come from, in words
   /// What the plan holds on this rank: persistent parameters, the most
   /// gradient bytes live at once, persistent optimizer state.

@@ -53,6 +53,7 @@ LAYOUTS=(
   "zero1-dp2-tp2-sp-dropout|4|--mesh dp=2,tp=2 --zero 1 --sp|gpt2-dropout"
   "zero2-dp2-bf16|2|--mesh dp=2 --zero 2|gpt2-bf16"
   "zero3-dp2-tp2-sp-bf16|4|--mesh dp=2,tp=2 --zero 3 --sp|gpt2-bf16"
+  "zero1-dp2-micro4-bf16|2|--mesh dp=2 --zero 1 --microbatches 4 --set batch_size=2|gpt2-bf16"
   # Shapes no rank count divides: ZeRO pads them (gpt2-uneven).
   "uneven-zero1-dp2|2|--mesh dp=2 --zero 1|gpt2-uneven"
   "uneven-zero1-dp3|3|--mesh dp=3 --zero 1|gpt2-uneven"
@@ -91,7 +92,8 @@ LAYOUTS=(
 fail=0
 for family in $FAMILIES; do
   # gpt2-dropout: every layout must draw the single-rank dropout masks.
-  # gpt2-bf16: mixed precision (bf16 parameters, fp32 masters) under ZeRO;
+  # gpt2-bf16: mixed precision (bf16 parameters, fp32 masters and gradients)
+  # under ZeRO, with microbatches summed in fp32;
   # reductions in another order round differently, hence the tolerance.
   model=${family%%-*}; tolerance=1e-5
   common=(--model "$model" --preset tiny --set n_layer=2 --set batch_size=8 --set seq_len=32)

@@ -17,9 +17,10 @@
 // CHECK: llm.cross_entropy_grad %{{.*}}, %{{.*}}, %[[SCALE]] {{.*}}: tensor<2x4x16xf16>
 // CHECK-NOT: llm.fill 1.0
 // CHECK: llm.cross_entropy_grad %{{.*}}, %{{.*}}, %[[SCALE]] {{.*}}: tensor<2x4x16xf16>
-// CHECK: %[[NORM:.*]] = llm.global_norm {{.*}}xf16>
-// CHECK: %[[G:.*]] = llm.cast %{{.*}} : tensor<16x8xf16> to tensor<16x8xf32>
-// CHECK: llm.adamw %arg4, %[[G]], %{{.*}}, %{{.*}}, %[[LR]], %[[STEP]] norm %[[NORM]] loss_scale %[[SCALE]] {{.*}} : tensor<16x8xf32>
+// The scaled f16 gradients are widened to fp32 (--grad-dtype fp32) before
+// they are summed, so the norm and AdamW see fp32.
+// CHECK: %[[NORM:.*]] = llm.global_norm {{.*}}xf32>
+// CHECK: llm.adamw %arg4, %{{.*}}, %{{.*}}, %{{.*}}, %[[LR]], %[[STEP]] norm %[[NORM]] loss_scale %[[SCALE]] {{.*}} : tensor<16x8xf32>
 // CHECK: llm.cast %{{.*}} : tensor<16x8xf32> to tensor<16x8xf16>
 
 // The driver's --precision fp16 turns it on.

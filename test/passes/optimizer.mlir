@@ -51,8 +51,9 @@
 // ZERO: error: optimizer: microbatches must be >= 1, got 0
 
 // Mixed precision: bf16 parameters get fp32 master copies (optimizer
-// state); AdamW updates the master with the gradient widened to fp32, and
-// the parameter becomes the rounded master. Norm gains and biases are still
+// state); AdamW updates the master with the fp32 gradient (widened where
+// the backward produced it; optimizer-fp32-gradients.mlir), and the
+// parameter becomes the rounded master. Norm gains and biases are still
 // recognised and not decayed; the matmul weight is.
 // BF16-LABEL: func.func @train_step(%arg0: tensor<16x8xbf16> {{{.*}}llmc.role = "param"}
 // BF16-SAME: %arg4: tensor<16x8xf32> {llmc.name = "wte", llmc.role = "master"}
@@ -60,7 +61,7 @@
 // BF16-SAME: -> (tensor<f32> {llmc.name = "loss", llmc.role = "output"}, tensor<16x8xbf16> {llmc.tied_to = 0 : i64}
 // BF16-SAME: tensor<16x8xf32> {llmc.tied_to = 4 : i64}
 // BF16: %[[G:.*]] = llm.cast %{{.*}} : tensor<16x8xbf16> to tensor<16x8xf32>
-// BF16-NEXT: %[[NEW:.*]], %{{.*}}, %{{.*}} = llm.adamw %arg4, %[[G]], %arg8, %arg12
+// BF16: %[[NEW:.*]], %{{.*}}, %{{.*}} = llm.adamw %arg4, %[[G]], %arg8, %arg12
 // BF16-NEXT: llm.cast %[[NEW]] : tensor<16x8xf32> to tensor<16x8xbf16>
 // BF16: llm.adamw %arg5, {{.*}}weight_decay = 0.000000e+00
 // BF16: llm.adamw %arg6, {{.*}}weight_decay = 0.000000e+00

@@ -8,6 +8,9 @@ For each model, N and ZeRO stage (mixed precision, GPT-2's vocabulary of
     here from Ψ and N;
   - the plan equals the formula plus its itemized extras within 1%, and
     what no item explains stays under 1% of the formula;
+  - gradients are fp32 (--grad-dtype fp32, the default): the formula keeps
+    the paper's g = 2 and an item adds the other 2 bytes, 2Ψ (2Ψ/N from
+    stage 2);
   - every tensor is sharded, those whose dimension 0 N does not divide
     padded to a multiple of N (the embedding among them): the optimizer's
     padding item is K·(ceil(d0/N)·N − d0)/N per row of exactly those.
@@ -76,6 +79,7 @@ def check(name, shape, n, stage):
         assert abs(printed - formula[state]) <= 0.005 * formula[state] + 1, \
             f"{where}: {state} formula printed {printed}, published {formula[state]}"
     extras = {state: 0.0 for state in formula}
+    fp32_gradients = None
     unexplained = 0.0
     for state, sign, amount, what in re.findall(
             r"^    (\w+) +([+-])([\d.]+ \w+)  (.*)$", report, re.M):
@@ -84,6 +88,8 @@ def check(name, shape, n, stage):
         if what.startswith("not itemized"):
             unexplained += abs(value)
         assert not what.startswith("not sharded"), f"{where}: {state} {what}"
+        if state == "gradients" and what.startswith("fp32 gradients"):
+            fp32_gradients = value
         if state == "optimizer" and what.startswith("padding"):
             # Every tensor whose dimension 0 the N ranks do not divide is
             # padded to a multiple of N: ceil(d0 / N) rows on every rank.
@@ -91,6 +97,10 @@ def check(name, shape, n, stage):
                           for t in shapes if t[0] % n)
             assert abs(value - padding) <= 0.01 * padding + 1024, \
                 f"{where}: padding {value} != {padding}"
+    expected_fp32 = 2 * psi / (n if stage >= 2 else 1)
+    assert fp32_gradients is not None and \
+        abs(fp32_gradients - expected_fp32) <= 0.005 * expected_fp32 + 1, \
+        f"{where}: fp32 gradients item {fp32_gradients}, expected 2Ψ{'/N' if stage >= 2 else ''}"
     total_formula = sum(formula.values())
     for state in formula:
         explained = formula[state] + extras[state]
