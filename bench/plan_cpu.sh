@@ -9,9 +9,11 @@
 # Nothing is fitted per row: the plan sees only the calibration. Needs
 # Debian's python3-torch (/usr/bin/python3) for the calibration.
 #
-#   bench/plan_cpu.sh [build-dir] [steps]       (default steps: 20)
+#   bench/plan_cpu.sh [build-dir] [steps]       (default steps: 10; the median
+#                                                 is taken after 3 warm-up steps)
+# PLAN_MODELS=tiny or PLAN_MODELS=wide runs one of the two models.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-STEPS=${2:-20}
+STEPS=${2:-10}
 RANKS=4
 CORES=$(getconf _NPROCESSORS_ONLN)
 export OMP_NUM_THREADS=1
@@ -93,7 +95,7 @@ measure() { # label, model flags...
     launch "$BUILD/bin/llmc-run" "$WORK/m.llmc" --steps "$STEPS" --quiet --metrics "$WORK/metrics.jsonl"
     python3 - "$WORK/metrics.jsonl" "$row" "$layout" "$predicted" >> "$WORK/pairs" <<'PY'
 import json, sys
-ms = sorted(json.loads(l)["ms"] for l in list(open(sys.argv[1]))[5:])
+ms = sorted(json.loads(l)["ms"] for l in list(open(sys.argv[1]))[3:])
 print(f"{sys.argv[2]}\t{sys.argv[3]}\t{sys.argv[4]}\t{ms[len(ms) // 2]:.1f}")
 PY
   done
@@ -112,6 +114,10 @@ rho = 1 - 6 * sum((a - b) ** 2 for a, b in zip(p, m)) / (n * (n * n - 1))
 print(f"Spearman rank correlation, predicted vs measured: {rho:.2f} over {n} layouts")
 PY
 }
-measure "tiny preset (4 layers, d=128, T=128)" --model gpt2 --preset tiny --seq 128
-measure "4 layers, d=512, T=256" --model gpt2 --preset tiny --set n_layer=4 --set n_embd=512 \
+if [[ ${PLAN_MODELS:-both} != wide ]]; then
+  measure "tiny preset (4 layers, d=128, T=128)" --model gpt2 --preset tiny --seq 128
+fi
+if [[ ${PLAN_MODELS:-both} != tiny ]]; then
+  measure "4 layers, d=512, T=256" --model gpt2 --preset tiny --set n_layer=4 --set n_embd=512 \
   --set n_head=8 --set n_kv_head=8 --set ffn_hidden=2048 --set max_positions=256 --seq 256
+fi

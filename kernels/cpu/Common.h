@@ -150,7 +150,11 @@ inline float expFast(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   float y = p * r * r + r + 1.0f;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  // A NaN x leaves n NaN (y is NaN already); converting NaN to an integer
+  // is undefined, so the exponent is taken from 0 instead. The shift is on
+  // unsigned bits: n + 127 is in [1, 254] for every clamped x.
+  float nc = n == n ? n : 0.0f;
+  uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(nc) + 127) << 23;
   float pow2;
   std::memcpy(&pow2, &bits, sizeof(pow2));
   return x < -87.0f ? 0.0f : y * pow2;

@@ -1,0 +1,262 @@
+//===- Search.cpp - enumerate layouts, reject, rank -----------------------===//
+
+#include "compiler/plan/Search.h"
+
+#include "passes/Utils.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace llmc::plan {
+
+bool Search::accepted(const Layout &l, std::string &why) {
+  Layout small = l;
+  small.pp = std::min<int64_t>(l.pp, 2);
+  small.dp = std::min<int64_t>(l.dp, 2);
+  small.virtualStages = std::min<int64_t>(l.virtualStages, 2);
+  small.microbatches = small.pp;
+  small.microbatchSize = 1;
+  small.recompute = "none";
+  std::string key = small.label();
+  auto it = refusals.find(key);
+  if (it == refusals.end()) {
+    std::vector<double> arenas;
+    std::string error;
+    if (probes.compileStages(layoutOptions(request, small), small.pp * small.virtualStages,
+                             small.dp, arenas, error))
+      error.clear();
+    it = refusals.emplace(key, error).first;
+  }
+  why = it->second.empty() ? "" : "the compiler refuses it: " + it->second;
+  return it->second.empty();
+}
+
+const ScheduleInfo &Search::schedule(const Layout &l) {
+  auto key = std::make_tuple(l.schedule, l.pp, l.microbatches, l.virtualStages);
+  auto it = schedules.find(key);
+  if (it != schedules.end())
+    return it->second;
+  ScheduleInfo &info = schedules[key];
+  pipeline::parseKind(l.schedule, info.spec.kind);
+  info.spec.stages = static_cast<int>(l.pp);
+  info.spec.microbatches = static_cast<int>(l.microbatches);
+  info.spec.virtualStages = static_cast<int>(l.virtualStages);
+  info.actions = pipeline::buildSchedule(info.spec, info.error);
+  if (!info.error.empty())
+    return info;
+  info.unit = pipeline::simulate(info.spec, info.actions);
+  // Under zero-bubble a microbatch's activations stay until its weight
+  // gradient (W), not its input gradient (B): count in-flight to W.
+  if (info.spec.kind == pipeline::Kind::ZeroBubble)
+    for (size_t s = 0; s < info.actions.size(); ++s) {
+      int live = 0, peak = 0;
+      for (const pipeline::Action &a : info.actions[s]) {
+        if (a.phase == pipeline::Phase::Forward)
+          peak = std::max(peak, ++live);
+        if (a.phase == pipeline::Phase::Weight)
+          --live;
+      }
+      info.unit.peakInFlight[s] = peak;
+    }
+  return info;
+}
+
+bool Search::evaluate(const Layout &l, Prediction &prediction, std::string &why,
+                      std::vector<double> *stageMemory) {
+  if (!accepted(l, why))
+    return false;
+  int64_t k = shape.layers / l.pp;
+  ProbeKey key{l.tp, l.sp, l.microbatchSize, l.recompute == "budget" ? "none" : l.recompute,
+               l.microbatches > 1 ? 2 : 1};
+  const Pieces *pieces = probes.get(key, l.pp > 1, why);
+  if (!pieces)
+    return false;
+  if (l.recompute != "budget")
+    return compose(l, *pieces, pieces->layer.scaled(k), prediction, why, stageMemory);
+  // The fewest layers per stage recomputed in full that fit (the compiler's
+  // budget search then picks the cheapest plan that fits, which may mix in
+  // selective layers: at most this slow).
+  ProbeKey fullKey = key;
+  fullKey.recompute = "full";
+  const Pieces *full = probes.get(fullKey, l.pp > 1, why);
+  if (!full)
+    return false;
+  // Budget only where recomputing nothing does not fit.
+  if (compose(l, *pieces, pieces->layer.scaled(k), prediction, why, stageMemory)) {
+    why = "";
+    prediction = Prediction();
+    return false;
+  }
+  for (int64_t r = 1; r < k; ++r) {
+    Layout mixed = l;
+    mixed.budgetFullLayers = r;
+    Piece layers = pieces->layer.scaled(k - r) + full->layer.scaled(r);
+    if (compose(mixed, *pieces, layers, prediction, why, stageMemory))
+      return true;
+  }
+  why = "no partial recomputation fits (" + why + "); none or full recomputation covers the rest";
+  return false;
+}
+
+bool Search::stageBytes(const Layout &layout, std::vector<double> &bytes, std::string &error) {
+  Prediction ignored;
+  std::string why;
+  // Memory is reported even where it exceeds the device.
+  memoryCap = HUGE_VAL;
+  bool ok = evaluate(layout, ignored, why, &bytes);
+  memoryCap = request.cluster.memoryBytes;
+  if (!ok)
+    error = why;
+  return ok;
+}
+
+namespace {
+
+template <typename T> bool allowed(const std::vector<T> &only, const T &value) {
+  return only.empty() || std::find(only.begin(), only.end(), value) != only.end();
+}
+
+std::vector<int64_t> divisorsOf(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0)
+      d.push_back(i);
+  return d;
+}
+
+} // namespace
+
+void Search::run() {
+  const Cluster &c = request.cluster;
+  int64_t G = c.devices, L = shape.layers;
+  // Model FLOPs per step from the unsharded, unrecomputed forward.
+  {
+    std::string error;
+    ProbeKey key{1, false, 1, "none", 1};
+    if (const Pieces *p = probes.get(key, false, error)) {
+      double forward = p->single.forward.modelFlops +
+                       (L - 1) * p->layer.forward.modelFlops;
+      result.modelFlopsPerStep = 3 * forward * request.globalBatch;
+    }
+  }
+  std::vector<int64_t> tps;
+  for (int64_t t = 1; t <= G; t *= 2) {
+    std::string name = "tp" + std::to_string(t);
+    if (t > c.nodeSize)
+      reject(name, "more than the " + std::to_string(c.nodeSize) +
+                       " devices of a node (tensor parallelism stays on NVLink)");
+    else if (shape.heads % t || shape.kvHeads % t)
+      reject(name, std::to_string(shape.heads) + " heads (" + std::to_string(shape.kvHeads) +
+                       " key/value heads) do not divide by " + std::to_string(t));
+    else
+      tps.push_back(t);
+  }
+  std::map<std::string, std::pair<double, std::string>> familyBest; // best step per family
+  std::map<std::string, std::string> familyWhy;
+  std::map<std::string, double> familySmallest;
+  for (int64_t t : tps)
+    for (int64_t pp : divisorsOf(G / t)) {
+      if (G % (t * pp) || !allowed(request.onlyTp, t) || !allowed(request.onlyPp, pp))
+        continue;
+      std::string ppName = "pp" + std::to_string(pp);
+      if (pp > L) {
+        if (t == 1)
+          reject(ppName, "more stages than the " + std::to_string(L) + " layers");
+        continue;
+      }
+      if (L % pp) {
+        if (t == 1)
+          reject(ppName, std::to_string(L) + " layers do not split evenly into " +
+                             std::to_string(pp) + " stages");
+        continue;
+      }
+      int64_t dp = G / (t * pp);
+      std::string family = "tp" + std::to_string(t) + " pp" + std::to_string(pp) + " dp" +
+                           std::to_string(dp);
+      bool anyBatch = false;
+      for (int64_t mbs : request.microbatchSizes) {
+        if (request.globalBatch % (dp * mbs))
+          continue;
+        anyBatch = true;
+        int64_t m = request.globalBatch / (dp * mbs);
+        std::vector<std::pair<std::string, int64_t>> scheduleChoices = {{"1f1b", 1}};
+        if (pp > 1) {
+          scheduleChoices.push_back({"zero-bubble", 1});
+          for (int64_t v = 2; v <= request.maxVirtualStages; v *= 2)
+            if ((L / pp) % v == 0 && m % pp == 0)
+              scheduleChoices.push_back({"interleaved", v});
+        }
+        for (bool sp : t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
+          for (int64_t zero = 0; zero <= 3; ++zero)
+            for (const char *rc : {"none", "selective", "full", "budget"})
+              for (auto &[kind, v] : scheduleChoices) {
+                Layout l;
+                l.tp = t, l.pp = pp, l.dp = dp, l.zero = zero, l.sp = sp;
+                l.microbatchSize = mbs, l.microbatches = m;
+                l.schedule = kind, l.virtualStages = v, l.recompute = rc;
+                if (zero > 0 && dp == 1)
+                  continue; // ZeRO over one rank is stage 0
+                if (!allowed(request.onlyZero, zero) ||
+                    !allowed(request.onlyRecompute, std::string(rc)) ||
+                    (pp > 1 && !allowed(request.onlySchedule, kind)) ||
+                    (request.onlySp >= 0 && t > 1 && sp != (request.onlySp == 1)))
+                  continue;
+                ++result.layoutsSearched;
+                Prediction prediction;
+                std::string why;
+                if (evaluate(l, prediction, why)) {
+                  result.ranked.push_back(prediction);
+                  auto &best = familyBest[family];
+                  if (best.second.empty() || prediction.stepSeconds < best.first)
+                    best = {prediction.stepSeconds, l.label()};
+                } else if (!why.empty()) {
+                  if (!familyWhy.count(family))
+                    familyWhy[family] = why;
+                  if (prediction.memoryBytes > 0 &&
+                      (!familySmallest.count(family) ||
+                       prediction.memoryBytes < familySmallest[family])) {
+                    familySmallest[family] = prediction.memoryBytes;
+                    familyWhy[family] = "does not fit: the smallest layout (" + l.label() +
+                                        ") " + why + " of " +
+                                        formatSize(static_cast<int64_t>(c.memoryBytes));
+                  }
+                }
+              }
+      }
+      if (!anyBatch) {
+        reject(family, "the global batch (" + std::to_string(request.globalBatch) +
+                           ") does not divide into dp × microbatch size for any size tried");
+        continue;
+      }
+      if (!familyBest.count(family))
+        reject(family, familyWhy[family]);
+    }
+  // One line per refusal, with the first combination it refused.
+  std::map<std::string, std::vector<std::string>> refused;
+  for (auto &[combination, refusal] : refusals)
+    if (!refusal.empty())
+      refused[refusal].push_back(combination);
+  for (auto &[refusal, combinations] : refused)
+    reject("layouts like " + combinations.front() +
+               (combinations.size() > 1
+                    ? " (and " + std::to_string(combinations.size() - 1) + " similar)"
+                    : ""),
+           "the compiler refuses them: " + refusal);
+  std::stable_sort(result.ranked.begin(), result.ranked.end(),
+                   [](const Prediction &a, const Prediction &b) {
+                     return a.stepSeconds < b.stepSeconds;
+                   });
+  if (!result.ranked.empty()) {
+    double best = result.ranked.front().stepSeconds;
+    for (auto &[family, entry] : familyBest)
+      if (entry.first > best * 1.0000001) {
+        std::ostringstream os;
+        os.precision(1);
+        os << std::fixed << "worse by " << 100 * (entry.first / best - 1) << "% at best ("
+           << entry.second << ")";
+        reject(family, os.str());
+      }
+  }
+}
+
+} // namespace llmc::plan

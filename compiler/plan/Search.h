@@ -1,0 +1,77 @@
+//===- Search.h - the layout search behind llmc plan -----------*- C++ -*-===//
+//
+// Internal to compiler/plan: the enumeration of layouts (Search.cpp) and
+// the pricing of one layout from probe pieces (Compose.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_COMPILER_PLAN_SEARCH_H
+#define LLMC_COMPILER_PLAN_SEARCH_H
+
+#include "compiler/plan/Planner.h"
+#include "compiler/plan/Probes.h"
+#include "passes/MicrobatchSchedule.h"
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace llmc::plan {
+
+struct ModelShape {
+  int64_t layers = 0, heads = 0, kvHeads = 0, seqLen = 0;
+  double parameters = 0;
+};
+
+/// The model's shape (layers, heads, parameters, sequence), from its builder.
+bool modelShape(const Request &request, ModelShape &shape, std::string &error);
+
+/// The schedule and its unit-cost simulation (in-flight counts) for one
+/// (kind, p, m, v), built once.
+struct ScheduleInfo {
+  pipeline::Spec spec;
+  std::vector<std::vector<pipeline::Action>> actions;
+  pipeline::Stats unit;
+  std::string error;
+};
+
+class Search {
+public:
+  Search(const Request &request, const ModelShape &shape, Result &result)
+      : request(request), shape(shape), result(result), probes(request),
+        memoryCap(request.cluster.memoryBytes) {}
+
+  /// Every candidate layout, evaluated; fitting ones go to result.ranked.
+  void run();
+  /// Stage arena bytes of `layout` by composition.
+  bool stageBytes(const Layout &layout, std::vector<double> &bytes, std::string &error);
+  ProbeCache &cache() { return probes; }
+
+private:
+  const ScheduleInfo &schedule(const Layout &layout);
+  /// Whether the compiler accepts the combination of features `layout`
+  /// uses (checked once per combination on a two-stage, two-rank, one-
+  /// layer-per-chunk version of it).
+  bool accepted(const Layout &layout, std::string &why);
+  /// Composes and prices `layout`; false with `why` when it cannot run or
+  /// does not fit.
+  bool evaluate(const Layout &layout, Prediction &prediction, std::string &why,
+                std::vector<double> *stageMemory = nullptr);
+  bool compose(const Layout &layout, const Pieces &pieces, const Piece &layers,
+               Prediction &prediction, std::string &why, std::vector<double> *stageMemory);
+  void reject(const std::string &family, const std::string &reason) {
+    result.rejected.push_back({family, reason});
+  }
+
+  const Request &request;
+  const ModelShape &shape;
+  Result &result;
+  ProbeCache probes;
+  double memoryCap; ///< a layout needing more per rank does not fit
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t>, ScheduleInfo> schedules;
+  std::map<std::string, std::string> refusals; ///< feature combination → "" or why not
+};
+
+} // namespace llmc::plan
+
+#endif
