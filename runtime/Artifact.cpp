@@ -128,6 +128,30 @@ DType dtypeOf(fb::DType d, const std::string &where) {
   return static_cast<DType>(d);
 }
 
+/// Checks that a tensor of `shape` and `dtype` at `offset` lies inside the
+/// arena and is aligned for its elements, without overflowing on any input
+/// (a corrupt shape or offset must be an error, not a wrapped-around pass).
+void checkPlacement(const std::vector<int64_t> &shape, DType dtype, uint64_t offset,
+                    uint64_t arenaBytes, const std::string &where) {
+  uint64_t elements = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      fail(where, ": negative dimension ", d);
+    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements))
+      fail(where, ": the shape's element count overflows");
+  }
+  uint64_t size = dtypeSize(dtype), bytes = 0;
+  if (__builtin_mul_overflow(elements, size, &bytes) || offset > arenaBytes ||
+      bytes > arenaBytes - offset) {
+    if (offset <= UINT64_MAX - bytes)
+      fail(where, ": bytes [", offset, ", ", offset + bytes, ") lie outside the arena of ",
+           arenaBytes, " bytes");
+    fail(where, ": offset ", offset, " lies outside the arena of ", arenaBytes, " bytes");
+  }
+  if (offset % size)
+    fail(where, ": offset ", offset, " is not aligned to its ", size, "-byte elements");
+}
+
 ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
                           uint64_t arenaBytes) {
   ProgramInfo program;
@@ -145,12 +169,8 @@ ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
       info.dtype = dtypeOf(b->dtype(), bufWhere);
       info.shape = vec(b->shape());
       info.shard = shardOf(b, info.shape, bufWhere);
-      for (int64_t d : info.shape)
-        if (d < 0)
-          fail(bufWhere, ": negative dimension ", d);
-      if (info.offset + info.bytes() > arenaBytes)
-        fail(bufWhere, " ('", info.name, "'): bytes [", info.offset, ", ",
-             info.offset + info.bytes(), ") lie outside the arena of ", arenaBytes, " bytes");
+      checkPlacement(info.shape, info.dtype, info.offset, arenaBytes,
+                     bufWhere + " ('" + info.name + "')");
       program.buffers.push_back(std::move(info));
     }
   if (p->instructions())
@@ -328,8 +348,8 @@ Artifact loadArtifact(const std::string &path, int rank) {
       info.scale = p->scale();
       info.trainable = p->trainable();
       info.shard = shardOf(p, info.shape, path + ": parameter '" + info.name + "'");
-      if (info.offset + info.numel() * dtypeSize(info.dtype) > artifact.memory.arenaBytes)
-        fail(path, ": parameter '", info.name, "' lies outside the arena");
+      checkPlacement(info.shape, info.dtype, info.offset, artifact.memory.arenaBytes,
+                     path + ": parameter '" + info.name + "'");
       if (info.init != "normal" && info.init != "uniform" && info.init != "zeros" &&
           info.init != "ones")
         fail(path, ": parameter '", info.name, "' has unknown init '", info.init, "'");

@@ -76,11 +76,14 @@ private:
                                        std::numeric_limits<int64_t>::max(),
                                        std::numeric_limits<int64_t>::min(),
                                        int64_t(1) << 40};
+    // Wrapping arithmetic: the mutator itself must not overflow.
+    auto wrap = [](uint64_t v) { return static_cast<int64_t>(v); };
+    uint64_t u = static_cast<uint64_t>(original);
     switch (pick(4)) {
     case 0: return extremes[pick(std::size(extremes))];
-    case 1: return original + 1;
-    case 2: return original - 1;
-    default: return original * 2 + 1;
+    case 1: return wrap(u + 1);
+    case 2: return wrap(u - 1);
+    default: return wrap(u * 2 + 1);
     }
   }
 

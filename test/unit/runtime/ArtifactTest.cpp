@@ -130,6 +130,11 @@ TEST(Artifact, SemanticChecksNameTheField) {
   std::string path = dir.file("a.llmc");
   test::writeBytes(path, build({.bufferOffset = 2048}));
   EXPECT_RUNTIME_ERROR(loadArtifact(path), "program 'train_step' buffer 0 ('out'): bytes [2048, 2176) lie outside the arena of 1024 bytes");
+  test::writeBytes(path, build({.bufferOffset = 2}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "buffer 0 ('out'): offset 2 is not aligned to its 4-byte elements");
+  // An offset near 2^64 must not wrap around the arena check.
+  test::writeBytes(path, build({.bufferOffset = ~uint64_t(0) - 8}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "buffer 0 ('out'): offset 18446744073709551607 lies outside the arena of 1024 bytes");
   test::writeBytes(path, build({.outputIndex = 9}));
   EXPECT_RUNTIME_ERROR(loadArtifact(path), "instruction 0: output buffer index 9 out of range (2 buffers)");
   test::writeBytes(path, build({.version = 999}));
