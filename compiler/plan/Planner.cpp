@@ -133,10 +133,9 @@ bool runPlan(const Request &request, int64_t verified, Result &result, std::stri
     reduced.microbatches = l.pp;
     if (reduced.recompute == "budget")
       reduced.recompute = "selective";
-    std::vector<double> arenas;
     std::string why;
-    if (search.cache().compileStages(layoutOptions(resolved, reduced), l.pp * l.virtualStages,
-                                     l.dp * l.microbatchSize, arenas, why))
+    if (search.cache().compile(layoutOptions(resolved, reduced), l.pp * l.virtualStages,
+                               l.dp * l.microbatchSize, why))
       kept.push_back(p);
     else
       result.rejected.push_back({l.label(), "the compiler refuses it: " + why});
@@ -160,8 +159,12 @@ bool compiledStageBytes(const Request &request, const Layout &layout, std::vecto
     error = "compile a budget layout with llmc compile --recompute budget";
     return false;
   }
-  return cache.compileStages(options, shape.layers, layout.dp * layout.microbatchSize, bytes,
-                             error);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      cache.compile(options, shape.layers, layout.dp * layout.microbatchSize, error);
+  if (!module)
+    return false;
+  bytes = stageArenaBytes(*module);
+  return true;
 }
 
 bool predictedStageBytes(const Request &request, const Layout &layout, std::vector<double> &bytes,

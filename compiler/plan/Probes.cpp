@@ -148,9 +148,16 @@ ProbeCache::ProbeCache(const Request &request)
 
 ProbeCache::~ProbeCache() = default;
 
-bool ProbeCache::compileStages(const TrainingPipelineOptions &options, int64_t layers,
-                               int64_t batchSize, std::vector<double> &arenaBytes,
-                               std::string &error) {
+std::vector<double> stageArenaBytes(ModuleOp module) {
+  std::vector<double> bytes;
+  for (ModuleOp stage : programModules(module))
+    if (auto arena = stage->getAttrOfType<IntegerAttr>(exec::kArenaBytesAttr))
+      bytes.push_back(static_cast<double>(arena.getInt()));
+  return bytes;
+}
+
+OwningOpRef<ModuleOp> ProbeCache::compile(const TrainingPipelineOptions &options, int64_t layers,
+                                          int64_t batchSize, std::string &error) {
   std::string diagnostics;
   ScopedDiagnosticHandler capture(context.get(), [&](Diagnostic &d) {
     if (d.getSeverity() == DiagnosticSeverity::Error)
@@ -168,11 +175,11 @@ bool ProbeCache::compileStages(const TrainingPipelineOptions &options, int64_t l
   resolved.emit = "exec";
   if (!module) {
     error = diagnostics.empty() ? "the model does not build" : diagnostics;
-    return false;
+    return nullptr;
   }
   if (std::string bad = resolveOptions(resolved); !bad.empty()) {
     error = bad;
-    return false;
+    return nullptr;
   }
   auto start = std::chrono::steady_clock::now();
   PassManager pm(context.get());
@@ -185,14 +192,9 @@ bool ProbeCache::compileStages(const TrainingPipelineOptions &options, int64_t l
   ++compiledCount;
   if (!ok) {
     error = diagnostics.empty() ? "the compiler refused the layout" : diagnostics;
-    return false;
+    return nullptr;
   }
-  arenaBytes.clear();
-  for (ModuleOp stage : programModules(*module))
-    if (auto arena = stage->getAttrOfType<IntegerAttr>(exec::kArenaBytesAttr))
-      arenaBytes.push_back(static_cast<double>(arena.getInt()));
-  lastModule = std::move(module);
-  return true;
+  return module;
 }
 
 bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stages,
@@ -205,8 +207,9 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
   layout.microbatchSize = key.microbatchSize;
   layout.microbatches = std::max(stages, key.microbatches);
   layout.recompute = key.recompute;
-  std::vector<double> arenas;
-  if (!compileStages(layoutOptions(request, layout), layers, key.microbatchSize, arenas, error))
+  OwningOpRef<ModuleOp> module =
+      compile(layoutOptions(request, layout), layers, key.microbatchSize, error);
+  if (!module)
     return false;
   // Microbatches in flight per stage: 1F1B keeps p − s on stage s.
   pipeline::Spec spec;
@@ -219,7 +222,7 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
   out.clear();
   p2pForward = p2pBackward = 0;
   int stageIndex = 0;
-  for (ModuleOp stage : programModules(*lastModule)) {
+  for (ModuleOp stage : programModules(*module)) {
     Piece piece;
     exec::ProgramOp train;
     for (auto program : stage.getOps<exec::ProgramOp>())
@@ -279,13 +282,13 @@ bool ProbeCache::collectTraffic(int64_t tp, bool sp, int64_t zero, int64_t layer
   layout.dp = 2;
   layout.zero = zero;
   layout.microbatches = 2;
-  std::vector<double> arenas;
-  if (!compileStages(layoutOptions(request, layout), layers, layout.dp, arenas, error))
+  OwningOpRef<ModuleOp> module = compile(layoutOptions(request, layout), layers, layout.dp, error);
+  if (!module)
     return false;
   MeshShape mesh;
   mesh.axes = {{"dp", 2}, {"tp", tp}};
   DpTraffic first, second, after;
-  for (ModuleOp stage : programModules(*lastModule))
+  for (ModuleOp stage : programModules(*module))
     for (auto program : stage.getOps<exec::ProgramOp>()) {
       if (program.getSymName() != "train_step")
         continue;
@@ -355,7 +358,6 @@ const Pieces *ProbeCache::get(const ProbeKey &key, bool pipelined, std::string &
         pieces->last = shared->last;
         pieces->p2pForwardBytes = shared->p2pForwardBytes;
         pieces->p2pBackwardBytes = shared->p2pBackwardBytes;
-        pieces->pipelined = true;
       }
     } else if (ok) {
       ok = compileProbe(plainKey, 2, 2, staged, f, b, error) && staged.size() == 2;
@@ -369,7 +371,6 @@ const Pieces *ProbeCache::get(const ProbeKey &key, bool pipelined, std::string &
         clampBytes(pieces->last);
         pieces->p2pForwardBytes = f;
         pieces->p2pBackwardBytes = b;
-        pieces->pipelined = true;
       }
     }
   } else {

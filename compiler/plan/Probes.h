@@ -90,7 +90,6 @@ struct Pieces {
   Piece layer;        ///< one transformer layer
   Piece single;       ///< the whole one-stage model with one layer
   Piece first, last;  ///< a pipeline's first/last stage beyond its layers
-  bool pipelined = false;
   double p2pForwardBytes = 0, p2pBackwardBytes = 0; ///< per microbatch and chunk boundary
 };
 
@@ -107,16 +106,17 @@ public:
   double seconds() const { return compileSeconds; }
   /// Compiles the model with `layers` layers and `batchSize` rows per
   /// microbatch (all data-parallel ranks together: the model's
-  /// `batch_size`) under `options`, and returns each stage's arena bytes.
-  bool compileStages(const TrainingPipelineOptions &options, int64_t layers, int64_t batchSize,
-                     std::vector<double> &arenaBytes, std::string &error);
+  /// `batch_size`) under `options` to exec IR; null with `error` set (the
+  /// compiler's message) when it fails.
+  mlir::OwningOpRef<mlir::ModuleOp> compile(const TrainingPipelineOptions &options,
+                                            int64_t layers, int64_t batchSize,
+                                            std::string &error);
 
 private:
   bool compileProbe(const ProbeKey &key, int64_t layers, int64_t stages, std::vector<Piece> &out,
                     double &p2pForward, double &p2pBackward, std::string &error);
   const Request &request;
   std::unique_ptr<mlir::MLIRContext> context;
-  mlir::OwningOpRef<mlir::ModuleOp> lastModule; ///< of the last compileStages
   std::map<std::pair<ProbeKey, bool>, std::unique_ptr<Pieces>> cache;
   std::map<std::pair<ProbeKey, bool>, std::string> failures;
   std::map<std::tuple<int64_t, bool, int64_t>, std::unique_ptr<TrafficPieces>> traffics;
@@ -125,6 +125,9 @@ private:
   int64_t compiledCount = 0;
   double compileSeconds = 0;
 };
+
+/// Each stage's planned arena bytes in a compiled exec module.
+std::vector<double> stageArenaBytes(mlir::ModuleOp module);
 
 /// The options a probe or layout compiles with.
 TrainingPipelineOptions layoutOptions(const Request &request, const Layout &layout);

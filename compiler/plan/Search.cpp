@@ -20,10 +20,9 @@ bool Search::accepted(const Layout &l, std::string &why) {
   std::string key = small.label();
   auto it = refusals.find(key);
   if (it == refusals.end()) {
-    std::vector<double> arenas;
     std::string error;
-    if (probes.compileStages(layoutOptions(request, small), small.pp * small.virtualStages,
-                             small.dp, arenas, error))
+    if (probes.compile(layoutOptions(request, small), small.pp * small.virtualStages, small.dp,
+                       error))
       error.clear();
     it = refusals.emplace(key, error).first;
   }
