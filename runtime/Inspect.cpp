@@ -5,6 +5,7 @@
 #include "runtime/ActivationMemory.h"
 #include "runtime/Artifact.h"
 #include "runtime/ModelStates.h"
+#include "runtime/support/Error.h"
 
 #include <cmath>
 #include <iomanip>
@@ -29,13 +30,7 @@ std::string formatBytes(uint64_t bytes) {
 
 bool artifactMetadata(const std::string &path, std::map<std::string, std::string> &metadata,
                       std::string &error) {
-  try {
-    metadata = loadArtifact(path).metadata;
-    return true;
-  } catch (const std::exception &e) {
-    error = e.what();
-    return false;
-  }
+  return catchErrors(error, [&] { metadata = loadArtifact(path).metadata; });
 }
 
 namespace {

@@ -103,13 +103,7 @@ void run(const ShardJob &job, ShardReport &report) {
 } // namespace
 
 bool writeShards(const ShardJob &job, ShardReport &report, std::string &error) {
-  try {
-    run(job, report);
-    return true;
-  } catch (const std::exception &e) {
-    error = e.what();
-    return false;
-  }
+  return catchErrors(error, [&] { run(job, report); });
 }
 
 } // namespace llmc

@@ -79,13 +79,7 @@ void run(const ExportRequest &request, ExportReport &report) {
 } // namespace
 
 bool exportWeights(const ExportRequest &request, ExportReport &report, std::string &error) {
-  try {
-    run(request, report);
-    return true;
-  } catch (const std::exception &e) {
-    error = e.what();
-    return false;
-  }
+  return catchErrors(error, [&] { run(request, report); });
 }
 
 } // namespace llmc

@@ -215,13 +215,7 @@ void run(const GptqRequest &request, GptqResult &result) {
 } // namespace
 
 bool runGptq(const GptqRequest &request, GptqResult &result, std::string &error) {
-  try {
-    run(request, result);
-    return true;
-  } catch (const std::exception &e) {
-    error = e.what();
-    return false;
-  }
+  return catchErrors(error, [&] { run(request, result); });
 }
 
 } // namespace llmc

@@ -142,13 +142,7 @@ MergeReport merge(const std::string &ckptDir, const Artifact &artifact,
 
 bool mergeLoRA(const std::string &ckptDir, const std::string &artifactPath,
                const std::string &output, MergeReport &report, std::string &error) {
-  try {
-    report = merge(ckptDir, loadArtifact(artifactPath), output);
-    return true;
-  } catch (const std::exception &e) {
-    error = e.what();
-    return false;
-  }
+  return catchErrors(error, [&] { report = merge(ckptDir, loadArtifact(artifactPath), output); });
 }
 
 } // namespace llmc

@@ -28,6 +28,19 @@ template <typename... Parts> [[noreturn]] void fail(const Parts &...parts) {
   throw RuntimeError(os.str());
 }
 
+/// Runs `body`; on an exception returns false with its message in `error`.
+/// The entry points the compiler-side tools call (built without exceptions)
+/// report failure this way instead of throwing across to them.
+template <typename Body> bool catchErrors(std::string &error, Body &&body) {
+  try {
+    body();
+    return true;
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
+  }
+}
+
 } // namespace llmc
 
 #endif
