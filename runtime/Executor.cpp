@@ -232,39 +232,29 @@ void BoundProgram::run(const StepContext &ctx) {
 }
 
 void BoundProgram::runSteps(const StepContext &ctx, bool poison) {
-  if (observer_ && !profiling_) {
-    for (size_t i = 0; i < steps_.size(); ++i) {
-      steps_[i](ctx);
-      if (poison && static_cast<int64_t>(i) == poisonAfter_)
-        fillWithNaN(poisonBuffer_);
-      device_.synchronize();
-      observer_(i);
-    }
-    return;
-  }
-  if (poison && !profiling_) {
-    for (size_t i = 0; i < steps_.size(); ++i) {
-      steps_[i](ctx);
-      if (static_cast<int64_t>(i) == poisonAfter_)
-        fillWithNaN(poisonBuffer_);
-    }
-    return;
-  }
-  if (!profiling_) {
+  if (!poison && !observer_ && !profiling_) {
     for (auto &step : steps_) step(ctx);
     return;
   }
-  // Timed one by one; on a GPU each instruction is waited for, so the
-  // profile shows device time (and the step runs slower than unprofiled).
+  // One instruction at a time, with what is asked of each: the poisoned
+  // buffer after its instruction; a wait for the device before the
+  // instruction is timed (on a GPU the profile shows device time, and the
+  // step runs slower than unprofiled) or observed.
   using clock = std::chrono::steady_clock;
   for (size_t i = 0; i < steps_.size(); ++i) {
     auto start = clock::now();
     steps_[i](ctx);
     if (poison && static_cast<int64_t>(i) == poisonAfter_)
       fillWithNaN(poisonBuffer_);
+    if (!profiling_ && !observer_)
+      continue;
     device_.synchronize();
-    micros_[i] = std::chrono::duration<double, std::micro>(clock::now() - start).count();
-    starts_[i] = std::chrono::duration<double, std::micro>(start.time_since_epoch()).count();
+    if (profiling_) {
+      micros_[i] = std::chrono::duration<double, std::micro>(clock::now() - start).count();
+      starts_[i] = std::chrono::duration<double, std::micro>(start.time_since_epoch()).count();
+    }
+    if (observer_)
+      observer_(i);
   }
 }
 
