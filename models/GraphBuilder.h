@@ -36,7 +36,8 @@ public:
   mlir::Value layernorm(mlir::Value x, mlir::Value gamma, mlir::Value beta, double eps);
   mlir::Value rmsnorm(mlir::Value x, mlir::Value gamma, double eps);
   mlir::Value embedding(mlir::Value table, mlir::Value ids);
-  mlir::Value rope(mlir::Value x, double theta);
+  /// `positions` [B, T] (may be null: 0..T−1 in every row).
+  mlir::Value rope(mlir::Value x, mlir::Value positions, double theta);
   mlir::Value attention(mlir::Value q, mlir::Value k, mlir::Value v, double scale);
   mlir::Value crossEntropy(mlir::Value logits, mlir::Value targets);
   mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape);

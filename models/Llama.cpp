@@ -52,8 +52,8 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
     const Layer &L = layers[l];
     x = b.block("layers." + std::to_string(l), [&] {
       Value h = b.rmsnorm(x, L.inNorm, c.normEps);
-      Value q = b.rope(b.reshape(b.matmul(h, L.q, true), {B, T, H, D}), c.ropeTheta);
-      Value k = b.rope(b.reshape(b.matmul(h, L.k, true), {B, T, KV, D}), c.ropeTheta);
+      Value q = b.rope(b.reshape(b.matmul(h, L.q, true), {B, T, H, D}), Value(), c.ropeTheta);
+      Value k = b.rope(b.reshape(b.matmul(h, L.k, true), {B, T, KV, D}), Value(), c.ropeTheta);
       Value v = b.reshape(b.matmul(h, L.v, true), {B, T, KV, D});
       Value att = b.attention(q, k, v, 1.0 / std::sqrt(double(D)));
       Value r = b.add(x, b.dropout(b.matmul(b.reshape(att, {B, T, H * D}), L.o, true),

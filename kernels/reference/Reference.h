@@ -109,7 +109,7 @@ RefTensor embeddingGrad(const RefTensor &ids, const RefTensor &dy, int64_t rows,
 
 /// Rotary embedding of x [B, T, H, D], half-split pairs (i, i + D/2) rotated
 /// by t·theta^(−2i/D); `inverse` negates the angle.
-RefTensor rope(const RefTensor &x, double theta, bool inverse);
+RefTensor rope(const RefTensor &x, const RefTensor *positions, double theta, bool inverse);
 
 //===- attention.cpp ------------------------------------------------------===//
 
