@@ -59,7 +59,7 @@ os.makedirs(WORK, exist_ok=True)
 
 total = sum(LENGTHS)
 packed = compile_model("packed", total, True)
-packed_loss, packed_grads = dump(packed, "row", b"".join(docs) + b"\n")
+packed_loss, packed_values = dump(packed, "row", b"".join(docs) + b"\n")
 loss, grads = 0.0, {}
 for i, doc in enumerate(docs):
     l, g = dump(compile_model(f"doc{i}", len(doc), False), f"doc{i}", doc + b"\n")
@@ -68,13 +68,13 @@ for i, doc in enumerate(docs):
     for name, value in g.items():
         if name.startswith("grad/"):
             grads[name] = grads.get(name, 0) + w * value
-        elif not np.array_equal(value, packed_grads[name]):  # one initialisation for all
+        elif not np.array_equal(value, packed_values[name]):  # one initialisation for all
             sys.exit(f"parameter {name} of doc{i} differs from the packed model's")
 
 errors = [abs(packed_loss - loss) / abs(loss)]
 bad = [] if errors[0] <= TOL else [f"loss {packed_loss} != {loss}"]
 for name, want in grads.items():
-    got = packed_grads[name]
+    got = packed_values[name]
     err = float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
     errors.append(err)
     if err > TOL:

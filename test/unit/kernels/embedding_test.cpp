@@ -104,7 +104,8 @@ TEST(RopeKernel, ForwardAndInverseMatchReference) {
         out.poison();
         KernelAttrs a = attrs({{"theta", 10000.0}}, {{"inverse", inverse}});
         ASSERT_TRUE(runKernel("rope", {&xb}, {&out}, a));
-        EXPECT_CLOSE(out.toRef(), ref::rope(x, nullptr, 10000.0, inverse), Metric::Norm, tolerance(dtype));
+        EXPECT_CLOSE(out.toRef(), ref::rope(x, nullptr, 10000.0, inverse), Metric::Norm,
+                     tolerance(dtype));
         // In place gives the same result.
         ASSERT_TRUE(runKernel("rope", {&xb}, {&xb}, a));
         EXPECT_CLOSE(xb.toRef(), out.toRef(), Metric::Elementwise, 0.0);
