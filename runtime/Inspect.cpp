@@ -1,6 +1,7 @@
 //===- Inspect.cpp - human-readable artifact summary ----------------------===//
 
 #include "runtime/Inspect.h"
+#include "runtime/StreamOrder.h"
 
 #include "runtime/ActivationMemory.h"
 #include "runtime/Artifact.h"
@@ -128,6 +129,13 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     for (auto &[axis, size] : a.mesh) os << " " << axis << "=" << size;
   }
   os << "\n";
+  if (const ProgramInfo *step = a.program("train_step"); step && usesStreams(*step)) {
+    size_t events = 0;
+    for (const InstructionInfo &inst : step->instructions)
+      events += inst.kind == InstructionKind::RecordEvent;
+    os << "streams:    kernels on stream 0, communication on stream 1 (" << events
+       << " events in train_step)\n";
+  }
   os << "model:      " << a.meta("model.family", "(from .mlir)");
   for (const char *key : {"vocab_size", "n_layer", "n_head", "n_embd", "seq_len"}) {
     std::string v = a.meta(std::string("model.") + key);
