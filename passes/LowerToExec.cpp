@@ -481,38 +481,40 @@ static LogicalResult emitCollective(OpBuilder &pb, Operation *op, BufferFor &buf
     return success();
   };
   Location loc = op->getLoc();
+  // One ordered list; llmc-place-streams moves communication to stream 1.
+  constexpr int64_t kOneStream = 0;
   auto inOut = [&]() { return std::make_pair(bufferFor(op->getOperand(0)), bufferFor(op->getResult(0))); };
   if (auto c = dyn_cast<dist::AllReduceOp>(op)) {
     auto [in, out] = inOut();
-    exec::AllReduceOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(), 0, 1);
+    exec::AllReduceOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(), 0, kOneStream);
   } else if (auto c = dyn_cast<dist::ReduceScatterOp>(op)) {
     if (failed(dim0(c.getDimAttr())))
       return failure();
     auto [in, out] = inOut();
-    exec::ReduceScatterOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(), 0, 1);
+    exec::ReduceScatterOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(), 0, kOneStream);
   } else if (auto c = dyn_cast<dist::AllGatherOp>(op)) {
     if (failed(dim0(c.getDimAttr())))
       return failure();
     auto [in, out] = inOut();
-    exec::AllGatherOp::create(pb, loc, in, out, c.getAxes(), "sum", 0, 1);
+    exec::AllGatherOp::create(pb, loc, in, out, c.getAxes(), "sum", 0, kOneStream);
   } else if (auto c = dyn_cast<dist::AllSliceOp>(op)) {
     if (failed(dim0(c.getDimAttr())))
       return failure();
     auto [in, out] = inOut();
-    exec::AllSliceOp::create(pb, loc, in, out, c.getAxes(), "sum", 0, 1);
+    exec::AllSliceOp::create(pb, loc, in, out, c.getAxes(), "sum", 0, kOneStream);
   } else if (auto c = dyn_cast<dist::ReduceOp>(op)) {
     auto [in, out] = inOut();
     exec::ReduceOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(),
-                           c.getRootAttr().getInt(), 1);
+                           c.getRootAttr().getInt(), kOneStream);
   } else if (auto c = dyn_cast<dist::BroadcastOp>(op)) {
     auto [in, out] = inOut();
-    exec::BroadcastOp::create(pb, loc, in, out, c.getAxes(), "sum", c.getRootAttr().getInt(), 1);
+    exec::BroadcastOp::create(pb, loc, in, out, c.getAxes(), "sum", c.getRootAttr().getInt(), kOneStream);
   } else if (auto c = dyn_cast<dist::SendOp>(op)) {
     exec::SendOp::create(pb, loc, bufferFor(c.getInput()), c.getAxis(), c.getShift(), c.getTag(),
-                         1);
+                         kOneStream);
   } else if (auto c = dyn_cast<dist::RecvOp>(op)) {
     exec::RecvOp::create(pb, loc, bufferFor(c.getResult()), c.getAxis(), c.getShift(),
-                         c.getTag(), 1);
+                         c.getTag(), kOneStream);
   } else {
     return op->emitOpError("has no exec lowering yet");
   }

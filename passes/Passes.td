@@ -417,29 +417,41 @@ def VerifyCollectives : Pass<"llmc-verify-collectives", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::exec::ExecDialect"];
 }
 
-def TargetCuda : Pass<"llmc-target-cuda", "mlir::ModuleOp"> {
-  let summary = "Prepares lowered exec programs for the CUDA backend: streams and events";
+def PlaceStreams : Pass<"llmc-place-streams", "mlir::ModuleOp"> {
+  let summary = "Puts communication on its own stream, ordered by events";
   let description = [{
-    Runs on lowered `exec` programs and marks the module `exec.backend =
-    "cuda"`. On a GPU, kernels run on stream 0 and communication
-    (collectives, all_slice) on stream 1, so gradient reduction and FSDP
-    gathers overlap compute. The arena planner packed buffers assuming one
-    ordered stream, so every pair of instructions on different streams that
-    touch overlapping arena bytes (read after write, write after read,
-    write after write) gets an explicit order: `exec.record_event` after the
-    earlier one on its stream, `exec.wait_event` before the later one. A
-    wait already implied by an earlier wait on the same stream pair is not
-    repeated. Pipeline-parallel programs (send/recv) are rejected: their
-    point-to-point schedule is not yet expressed as stream-ordered NCCL
-    transfers.
+    Runs on lowered `exec` programs. Kernels stay on stream 0 (compute);
+    collectives, all_slice, send and recv move to stream 1 (communication),
+    so gradient reduction and FSDP gathers overlap compute: a GPU enqueues
+    the streams on two CUDA streams, the CPU executor runs stream 1 on a
+    thread of its own (`llmc compile --overlap-comm`). The arena planner
+    packed buffers assuming one ordered stream, so every pair of
+    instructions on different streams that touch overlapping arena bytes
+    (read after write, write after read, write after write) gets an
+    explicit order: `exec.record_event` after the earlier one on its
+    stream, `exec.wait_event` before the later one. A wait already implied
+    by an earlier wait on the same stream pair is not repeated. The runtime
+    checks the result again before running it (docs/runtime.md).
 
     ```mlir
     exec.all_reduce %g -> %g group ["dp"] : memref<64xf32> -> memref<64xf32>
     // becomes, when a kernel on stream 0 wrote %g just before:
     exec.record_event 0 stream 0
     exec.wait_event 0 stream 1
-    exec.all_reduce %g -> %g group ["dp"] : memref<64xf32> -> memref<64xf32>
+    exec.all_reduce %g -> %g group ["dp"] {stream = 1 : i64} : memref<64xf32> -> memref<64xf32>
     ```
+  }];
+  let dependentDialects = ["::llmc::exec::ExecDialect"];
+}
+
+def TargetCuda : Pass<"llmc-target-cuda", "mlir::ModuleOp"> {
+  let summary = "Prepares lowered exec programs for the CUDA backend";
+  let description = [{
+    Places streams and events as `llmc-place-streams` does (on a GPU
+    communication always has its own stream) and marks the module
+    `exec.backend = "cuda"`. Pipeline-parallel programs (send/recv) are
+    rejected: their point-to-point schedule has not yet run as
+    stream-ordered NCCL transfers.
   }];
   let dependentDialects = ["::llmc::exec::ExecDialect"];
 }

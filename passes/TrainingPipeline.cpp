@@ -163,6 +163,8 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
   }
   if (options.target == "cuda")
     add(createTargetCuda());
+  else if (options.overlapComm)
+    add(createPlaceStreams());
   return builder.finish(error);
 }
 

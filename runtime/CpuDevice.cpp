@@ -1,11 +1,13 @@
 //===- CpuDevice.cpp - the CPU backend's execution device -----------------===//
 //
-// Kernels run on the host arena in program order on the calling thread, so
-// streams and events are already satisfied and there is nothing to copy.
+// Kernels run on the host arena on the calling thread (stream 0); a
+// program with communication on stream 1 runs that stream on a second
+// thread, ordered by its events (HostStreams). There is nothing to copy.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/ExecutionDevice.h"
+#include "runtime/HostStreams.h"
 #include "runtime/support/Error.h"
 
 #include <cstring>
@@ -19,18 +21,37 @@ public:
   Backend backend() const override { return Backend::CPU; }
   Arena &hostArena() override { return arena_; }
   uint8_t *kernelBase() override { return arena_.base(); }
-  void *stream(int) override { return nullptr; }
+  void *stream(int index) override {
+    if (index != 0 && index != 1)
+      fail("the CPU backend has streams 0 (compute) and 1 (communication), not ", index);
+    return nullptr;
+  }
   const int64_t *deviceStep() override { return nullptr; }
   void copy(void *dst, const void *src, size_t bytes, int) override {
     if (dst != src)
       std::memmove(dst, src, bytes);
   }
-  void recordEvent(int64_t, int) override {}
-  void waitEvent(int64_t, int) override {}
-  void runProgram(const void *, int64_t, bool, const std::function<void()> &enqueue) override {
-    enqueue();
+  void launch(int stream, const Step &step, const StepContext &ctx) override {
+    streams_.launch(stream, step, ctx);
   }
-  void synchronize() override {}
+  void recordEvent(int64_t event, int) override { streams_.record(event); }
+  void waitEvent(int64_t event, int) override { streams_.wait(event); }
+  void runProgram(const void *, int64_t, bool, const std::function<void()> &enqueue) override {
+    streams_.beginRun();
+    try {
+      enqueue();
+    } catch (...) {
+      // Stream 1's error, when it has one, is the cause of stream 0's.
+      streams_.abandon();
+      streams_.drain();
+      throw;
+    }
+    streams_.drain();
+  }
+  void synchronize() override { streams_.drain(); }
+  void setStreamDelays(int maxMicros, uint64_t seed) override {
+    streams_.setDelays(maxMicros, seed);
+  }
   void toDevice(size_t, size_t) override {}
   void toHost(size_t, size_t) override {}
   size_t highWaterMark() override { return arena_.highWaterMark(); }
@@ -38,6 +59,7 @@ public:
 
 private:
   Arena arena_;
+  HostStreams streams_;
 };
 
 } // namespace

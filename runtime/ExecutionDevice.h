@@ -8,8 +8,9 @@
 // are no-ops on the CPU. Kernels are bound to kernelBase().
 //
 // A program's instructions name streams (0 compute, 1 communication) and
-// events (inserted by llmc-target-cuda); the CPU runs everything in program
-// order, so both are no-ops there.
+// events (inserted by llmc-place-streams). A GPU enqueues them on CUDA
+// streams; the CPU runs stream 0 on the calling thread and stream 1 on a
+// thread of its own (HostStreams.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_EXECUTIONDEVICE_H
@@ -38,6 +39,17 @@ public:
   /// Where captured kernels read the current step (null on the CPU, whose
   /// kernels read StepContext::step).
   virtual const int64_t *deviceStep() = 0;
+
+  /// A bound instruction (BoundProgram).
+  using Step = std::function<void(const StepContext &)>;
+  /// Issues `step` on program stream `stream`, in issue order on that
+  /// stream. A GPU's steps enqueue device work themselves and run here;
+  /// the CPU runs stream 0 here and queues stream 1 for its thread.
+  /// `step` and `ctx` must live until runProgram returns.
+  virtual void launch(int stream, const Step &step, const StepContext &ctx) = 0;
+  /// Testing aid (llmc-run --debug-stream-delay-us): a random 0..maxMicros
+  /// µs pause before every instruction on every stream; the CPU only.
+  virtual void setStreamDelays(int maxMicros, uint64_t seed) = 0;
 
   /// Byte copy between arena addresses on program stream `stream`.
   virtual void copy(void *dst, const void *src, size_t bytes, int stream) = 0;
@@ -72,7 +84,8 @@ private:
   size_t hostOffset(const TensorView &hostView);
 };
 
-/// The CPU backend: kernels run on the host arena, in program order.
+/// The CPU backend: kernels run on the host arena on the calling thread,
+/// communication on stream 1 (if any) on a thread of its own.
 std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes);
 
 /// A GPU for the CUDA backend: the arena in device memory, a host mirror,

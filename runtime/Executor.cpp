@@ -1,6 +1,7 @@
 //===- Executor.cpp - a program bound to an arena and kernels -------------===//
 
 #include "runtime/Executor.h"
+#include "runtime/StreamOrder.h"
 #include "runtime/support/Error.h"
 
 #include <algorithm>
@@ -19,20 +20,28 @@ TensorView BoundProgram::viewOf(uint32_t index) const {
   return view;
 }
 
+std::string BoundProgram::describe(size_t i) const {
+  const InstructionInfo &inst = program_.instructions[i];
+  return "instruction " + std::to_string(i) + " (" +
+         (inst.kind == InstructionKind::Kernel ? "kernel '" + inst.kernel + "'"
+                                                : std::string(instructionKindName(inst.kind))) +
+         (inst.location.empty() ? "" : " at " + inst.location) + ")";
+}
+
 BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
                            Communicator &comm, int rank)
     : program_(program), device_(device), comm_(comm) {
   Backend backend = device.backend();
   const int64_t *deviceStep = device.deviceStep();
+  std::string prefix = "rank " + std::to_string(rank) + ", program '" + program.name + "', ";
+  // Two streams run concurrently: refuse a program whose events leave a
+  // race before it runs, on any backend.
+  if (usesStreams(program))
+    checkStreamOrder(program, [&](size_t i) { return prefix + describe(i); });
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const InstructionInfo &inst = program.instructions[i];
-    auto where = [&] {
-      return "rank " + std::to_string(rank) + ", program '" + program.name +
-             "', instruction " + std::to_string(i) + " (" +
-             (inst.kind == InstructionKind::Kernel ? "kernel '" + inst.kernel + "'"
-                                                    : std::string(instructionKindName(inst.kind))) +
-             (inst.location.empty() ? "" : " at " + inst.location) + ")";
-    };
+    auto where = [&] { return prefix + describe(i); };
+    streams_.push_back(inst.stream);
     switch (inst.kind) {
     case InstructionKind::Kernel: {
       KernelFactory factory = findKernel(backend, inst.kernel);
@@ -160,7 +169,8 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
     }
     case InstructionKind::RecordEvent:
     case InstructionKind::WaitEvent: {
-      // No-ops on the CPU (one stream, program order); cudaEvents on a GPU.
+      // Run by the stream that reaches them: cudaEvents on a GPU,
+      // HostStreams on the CPU.
       int64_t event = inst.event;
       int stream = inst.stream;
       device.stream(stream); // a GPU rejects a stream it lacks here, at bind time
@@ -233,7 +243,7 @@ void BoundProgram::run(const StepContext &ctx) {
 
 void BoundProgram::runSteps(const StepContext &ctx, bool poison) {
   if (!poison && !observer_ && !profiling_) {
-    for (auto &step : steps_) step(ctx);
+    for (size_t i = 0; i < steps_.size(); ++i) device_.launch(streams_[i], steps_[i], ctx);
     return;
   }
   // One instruction at a time, with what is asked of each: the poisoned
@@ -243,7 +253,7 @@ void BoundProgram::runSteps(const StepContext &ctx, bool poison) {
   using clock = std::chrono::steady_clock;
   for (size_t i = 0; i < steps_.size(); ++i) {
     auto start = clock::now();
-    steps_[i](ctx);
+    device_.launch(streams_[i], steps_[i], ctx);
     if (poison && static_cast<int64_t>(i) == poisonAfter_)
       fillWithNaN(poisonBuffer_);
     if (!profiling_ && !observer_)

@@ -3,7 +3,9 @@
 // Binding happens once: every kernel instruction is looked up in the
 // backend's registry and bound to its arena tensors (the kernel factory
 // checks shapes and attributes), every collective to its communicator group.
-// run() then executes the instructions in order without allocating.
+// run() then launches the instructions in order on their streams without
+// allocating. A program with two streams is first checked to order every
+// cross-stream hazard with an event (StreamOrder.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_EXECUTOR_H
@@ -70,10 +72,14 @@ private:
   /// Fills buffer `index` with NaN, on the device too.
   void fillWithNaN(uint32_t index);
 
+  /// "instruction i (kernel 'matmul' at model.mlir:3:5)".
+  std::string describe(size_t i) const;
+
   const ProgramInfo &program_;
   ExecutionDevice &device_;
   Communicator &comm_;
-  std::vector<std::function<void(const StepContext &)>> steps_;
+  std::vector<ExecutionDevice::Step> steps_;
+  std::vector<int> streams_; ///< each step's program stream
   std::vector<std::unique_ptr<Kernel>> kernels_;
   bool profiling_ = false;
   std::vector<double> micros_, starts_;

@@ -81,7 +81,9 @@ def Exec_KernelOp : Exec_Op<"kernel", [HasParent<"ProgramOp">, AttrSizedOperandS
   let description = [{
     `callee` is a kernel registry name (docs/kernels.md). Every other
     attribute is passed to the kernel (integers, floats, integer arrays).
-    `stream` picks the execution stream (0 = compute).
+    `stream` picks the execution stream. Every instruction defaults to
+    stream 0: one ordered list. `llmc-place-streams` moves communication
+    to stream 1 and orders the two streams with events.
 
     ```mlir
     exec.kernel "matmul" (%x, %w : memref<4x64xf32>, memref<64x64xf32>)
@@ -105,7 +107,7 @@ class Exec_CollectiveOp<string mnemonic, string what> : Exec_Op<mnemonic,
                        ArrayAttr:$group,
                        DefaultValuedStrAttr<StrAttr, "sum">:$reduction,
                        DefaultValuedAttr<I64Attr, "0">:$root,
-                       DefaultValuedAttr<I64Attr, "1">:$stream);
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
   let assemblyFormat = [{
     $input `->` $output `group` $group attr-dict `:` type($input) `->` type($output)
   }];
@@ -179,7 +181,7 @@ def Exec_SendOp : Exec_Op<"send", [HasParent<"ProgramOp">]> {
     ```
   }];
   let arguments = (ins Exec_Buffer:$buffer, StrAttr:$axis, I64Attr:$shift,
-                       I64Attr:$tag, DefaultValuedAttr<I64Attr, "1">:$stream);
+                       I64Attr:$tag, DefaultValuedAttr<I64Attr, "0">:$stream);
   let assemblyFormat = "$buffer `axis` $axis `shift` $shift `tag` $tag attr-dict `:` type($buffer)";
   let hasVerifier = 1;
 }
@@ -192,7 +194,7 @@ def Exec_RecvOp : Exec_Op<"recv", [HasParent<"ProgramOp">]> {
     ```
   }];
   let arguments = (ins Exec_Buffer:$buffer, StrAttr:$axis, I64Attr:$shift,
-                       I64Attr:$tag, DefaultValuedAttr<I64Attr, "1">:$stream);
+                       I64Attr:$tag, DefaultValuedAttr<I64Attr, "0">:$stream);
   let assemblyFormat = "$buffer `axis` $axis `shift` $shift `tag` $tag attr-dict `:` type($buffer)";
   let hasVerifier = 1;
 }

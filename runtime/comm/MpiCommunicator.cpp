@@ -20,13 +20,23 @@
 
 namespace llmc {
 
+/// The thread support MPI_Init_thread granted. Serialized: an
+/// --overlap-comm program calls MPI from its communication thread, the
+/// trainer from the main thread between programs, never both at once.
+static int threadLevel = MPI_THREAD_SINGLE;
+
 static void initMpi() {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-  }
+  if (!initialized)
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &threadLevel);
+  else
+    MPI_Query_thread(&threadLevel);
+}
+
+bool mpiCallableFromAnyThread() {
+  initMpi();
+  return threadLevel >= MPI_THREAD_SERIALIZED;
 }
 
 int mpiWorldRank() {

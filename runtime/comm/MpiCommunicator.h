@@ -37,6 +37,9 @@ bool launchedByMpi();
 /// number of ranks.
 int mpiWorldRank();
 int mpiWorldSize();
+/// Whether this MPI lets any thread call it, one at a time
+/// (MPI_THREAD_SERIALIZED), as --overlap-comm programs need.
+bool mpiCallableFromAnyThread();
 
 /// "the artifact was compiled for N ranks (mesh ...) but M were launched ...";
 /// `variable` names where M came from when it was not mpirun (WORLD_SIZE,

@@ -22,6 +22,7 @@ namespace {
 
 int mpiWorldRank() { noMpi(); }
 int mpiWorldSize() { noMpi(); }
+bool mpiCallableFromAnyThread() { noMpi(); }
 
 std::unique_ptr<Communicator> makeMpiCommunicator(const std::vector<std::pair<std::string, int>> &,
                                                   const CommOptions &) {

@@ -96,6 +96,12 @@ public:
             "cudaMemcpyAsync (device to device)");
   }
 
+  // Steps enqueue their work on the stream they were bound to.
+  void launch(int, const Step &step, const StepContext &ctx) override { step(ctx); }
+  void setStreamDelays(int, uint64_t) override {
+    fail("stream delays are a CPU testing aid; the CUDA backend has none");
+  }
+
   void recordEvent(int64_t event, int stream) override {
     check(cudaEventRecord(eventAt(event), streamAt(stream)), "cudaEventRecord");
   }

@@ -25,6 +25,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/Executor.h"
 #include "runtime/Init.h"
+#include "runtime/StreamOrder.h"
 #include "runtime/Inspect.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Weights.h"
@@ -315,9 +316,13 @@ void Trainer::setup() {
   chatty = lead && !opt.quiet;
   if (opt.tf32 && !gpu)
     fail("--tf32 applies to artifacts compiled with --target cuda");
+  if (opt.debugStreamDelayMicros > 0 && gpu)
+    fail("--debug-stream-delay-us applies to artifacts compiled for --target cpu");
   device = gpu ? makeCudaDevice(artifact.memory.arenaBytes, opt.tf32)
                : makeCpuDevice(artifact.memory.arenaBytes);
   arena = &device->hostArena();
+  if (opt.debugStreamDelayMicros > 0)
+    device->setStreamDelays(opt.debugStreamDelayMicros, static_cast<uint64_t>(rank) + 1);
   if (gpu)
     deviceComm = makeNcclCommunicator(artifact.mesh, *comm, *device);
   Communicator &programComm = gpu ? *deviceComm : *comm;
@@ -332,6 +337,9 @@ void Trainer::setup() {
   calibration = bind("calibrate");
   if (!train)
     fail(opt.artifact, ": has no train_step program");
+  if (mpi && !gpu && usesStreams(train->info()) && !mpiCallableFromAnyThread())
+    fail(opt.artifact, ": compiled with --overlap-comm, whose communication thread needs an "
+         "MPI with MPI_THREAD_SERIALIZED support, which this one lacks; recompile without it");
   if (!opt.injectNonFinite.empty() &&
       (opt.injectRank < 0 || opt.injectRank >= artifact.worldSize))
     fail("--inject-nonfinite: rank ", opt.injectRank, " is not one of the artifact's ",

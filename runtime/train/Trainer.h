@@ -41,6 +41,7 @@ struct TrainOptions {
   std::string dumpGrads;         ///< write params + gradients of batch 0 here
   double commTimeout = 300;      ///< seconds before a stuck collective aborts the job
   int debugCollectiveDelayMs = 0;///< random 0..N ms before each collective (testing)
+  int debugStreamDelayMicros = 0;///< random 0..N µs before each instruction per stream (testing)
   bool profile = false;          ///< time every instruction; print a table at the end
   std::string trace;             ///< Chrome-trace JSON of every step's timeline
   bool quiet = false;

@@ -12,10 +12,12 @@
 # GPT-2 with the real vocabulary of 50257 does the same at that size; packed
 # GPT-2s and Llamas (rows of whole stories, doc_separator=10) check that the
 # segment and position inputs follow the tokens in every layout, the
-# sequence-split ones included. Each layout
-# runs twice:
-# plainly, and with random delays before every collective (a rank that runs
-# ahead must still meet its peers in the same order).
+# sequence-split ones included. Each layout runs twice: plainly (one
+# ordered list per rank), and compiled with --overlap-comm (communication
+# on its own thread, ordered by the events --target cuda places) with
+# random delays before every instruction on either stream and before every
+# collective (a stream or a rank that runs ahead must still wait for what
+# it depends on and meet its peers in the same order).
 #
 #   run_parity.sh <bin dir> <work dir> [family ...]
 set -euo pipefail
@@ -145,16 +147,19 @@ for family in $FAMILIES; do
   for layout in "${LAYOUTS[@]}"; do
     IFS='|' read -r name ranks flags only <<< "$layout"
     [[ " ${only:-gpt2 llama} " != *" $family "* ]] && continue
-    # shellcheck disable=SC2086
-    "$BIN/llmc" compile "${common[@]}" $flags -o "$WORK/$family-$name.llmc"
-    for delay in 0 3; do
-      out="$WORK/$family-$name-delay$delay.jsonl"
-      mpirun -np "$ranks" --bind-to none "$BIN/llmc-run" "$WORK/$family-$name.llmc" \
-        --steps $STEPS --metrics "$out" --quiet --debug-collective-delay-ms $delay
+    for variant in plain overlap; do
+      extra=() delays=()
+      [[ $variant == overlap ]] && extra=(--overlap-comm) &&
+        delays=(--debug-collective-delay-ms 3 --debug-stream-delay-us 50)
+      artifact="$WORK/$family-$name-$variant.llmc" out="$WORK/$family-$name-$variant.jsonl"
+      # shellcheck disable=SC2086
+      "$BIN/llmc" compile "${common[@]}" $flags "${extra[@]}" -o "$artifact"
+      mpirun -np "$ranks" --bind-to none "$BIN/llmc-run" "$artifact" \
+        --steps $STEPS --metrics "$out" --quiet "${delays[@]}"
       if result=$(python3 "$HERE/../e2e/Inputs/compare_losses.py" "$WORK/$family-1.jsonl" "$out" $tolerance "${strict[@]}"); then
-        echo "PASS $family $name (delay ${delay} ms): $result"
+        echo "PASS $family $name ($variant): $result"
       else
-        echo "FAIL $family $name (delay ${delay} ms): $result"
+        echo "FAIL $family $name ($variant): $result"
         fail=1
       fi
     done

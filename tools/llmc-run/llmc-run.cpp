@@ -80,6 +80,8 @@ multi-rank (mpirun -np N llmc-run ..., or N processes with RANK, WORLD_SIZE,
   --comm-timeout S   abort the job when a collective (or, without mpirun, the
                      start-up) takes longer than S seconds (default 300)
   --debug-collective-delay-ms N   sleep a random 0..N ms before each collective (testing)
+  --debug-stream-delay-us N  sleep a random 0..N µs before each instruction on each
+                             stream of an --overlap-comm artifact (testing)
   --quiet            print errors only
   -h, --help         this text
 
@@ -148,6 +150,12 @@ int main(int argc, char **argv) {
          int64_t n = 0;
          if (!integer(n)(v) || n < 0) return false;
          options.debugCollectiveDelayMs = static_cast<int>(n);
+         return true;
+       }},
+      {"--debug-stream-delay-us", [&](const std::string &v) {
+         int64_t n = 0;
+         if (!integer(n)(v) || n < 0 || n > 1000000) return false;
+         options.debugStreamDelayMicros = static_cast<int>(n);
          return true;
        }},
       {"--max-nonfinite-steps", [&](const std::string &v) {

@@ -313,7 +313,7 @@ bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &r
     error = "cannot create a temporary directory: " + ec.message();
     return false;
   }
-  auto cleanup = llvm::make_scope_exit([&] { sys::fs::remove_directories(dir); });
+  llvm::scope_exit cleanup([&] { sys::fs::remove_directories(dir); });
   SmallString<128> artifactPath(dir), plainPath(dir);
   sys::path::append(artifactPath, "model.llmc");
   sys::path::append(plainPath, "weights.safetensors");

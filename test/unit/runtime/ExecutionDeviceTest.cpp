@@ -1,7 +1,7 @@
 //===- ExecutionDeviceTest.cpp - where programs run -----------------------===//
 //
-// The CPU device runs a program with streams and events (as llmc-target-cuda
-// emits them) in program order, with the same results as without them; the
+// The CPU device runs a program with streams and events (as
+// llmc-place-streams emits them) with the results of one ordered list; the
 // CUDA device, on a machine without a GPU, refuses at once with the reason.
 //
 //===----------------------------------------------------------------------===//
@@ -62,7 +62,7 @@ ProgramInfo streamedProgram() {
   return p;
 }
 
-TEST(ExecutionDevice, CpuRunsStreamsAndEventsInProgramOrder) {
+TEST(ExecutionDevice, CpuRunsStreamsOrderedByEvents) {
   ProgramInfo program = streamedProgram();
   auto device = makeCpuDevice(128);
   EXPECT_EQ(device->backend(), Backend::CPU);

@@ -1,13 +1,22 @@
-// RUN: llmc-opt %s -split-input-file --llmc-target-cuda | FileCheck %s
-// RUN: not llmc-opt %S/Inputs/target-cuda-send.mlir --llmc-target-cuda 2>&1 | FileCheck %s --check-prefix=SEND
-// SEND: error: 'exec.send' op pipeline-parallel send/recv is not supported by --target cuda
-// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 zero=1 target=cuda" | FileCheck %s --check-prefix=PIPELINE
+// RUN: llmc-opt %s -split-input-file --llmc-place-streams | FileCheck %s
+// RUN: not llmc-opt %S/Inputs/pipeline-send.mlir --llmc-target-cuda 2>&1 | FileCheck %s --check-prefix=SEND
+// RUN: not llmc-opt %s -split-input-file --llmc-place-streams --llmc-place-streams 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-place-streams 2>&1 | FileCheck %s --check-prefix=UNLOWERED
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 zero=1 target=cuda" | FileCheck %s --check-prefixes=CUDA,PIPELINE
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 zero=1 overlap-comm=true" | FileCheck %s --check-prefixes=NOBACKEND,PIPELINE
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 zero=1" | FileCheck %s --check-prefix=CPU
+
+// --target cuda places the same streams and events and marks the backend;
+// pipeline transfers it refuses (their NCCL form has not run yet).
+// CUDA: module attributes {{{.*}}exec.backend = "cuda"
+// SEND: error: 'exec.send' op pipeline-parallel send/recv is not supported by --target cuda
+// TWICE: error: 'exec.record_event' op program already has stream events; llmc-place-streams inserts them and must run once
+// UNLOWERED: error: llmc-place-streams needs lowered exec programs (run llmc-lower-to-exec first)
 
 // The gradient a kernel writes is reduced on the communication stream only
 // after the kernel; the optimizer kernel reads the result only after the
 // reduction. Kernels are stream 0, collectives stream 1 (their defaults).
-// CHECK: module attributes {exec.backend = "cuda"
+// CHECK-NOT: exec.backend
 // CHECK-LABEL: exec.program @train_step
 // CHECK:      exec.kernel "fill"() -> (%[[G:.*]] : memref<8xf32>) {value = 1.0
 // CHECK-NEXT: exec.record_event 0 stream 0
@@ -60,7 +69,6 @@ module attributes {exec.mesh = {dp = 2 : i64}, exec.mesh_axes = ["dp"]} {
 // The whole training pipeline under ZeRO-1: each gradient reduce-scatter
 // waits for the backward kernel that produced it, and the parameter
 // all-gathers after the update wait for the optimizer kernels.
-// PIPELINE: module attributes {{{.*}}exec.backend = "cuda"
 // PIPELINE: exec.program @train_step
 // PIPELINE: exec.record_event 0 stream 0
 // PIPELINE: exec.wait_event 0 stream 1
@@ -70,6 +78,41 @@ module attributes {exec.mesh = {dp = 2 : i64}, exec.mesh_axes = ["dp"]} {
 // PIPELINE-NOT: exec.kernel
 // PIPELINE: exec.all_gather
 
-// The CPU target has no events and no backend mark.
+// Without --overlap-comm the CPU program is one ordered list: no events,
+// no second stream, no backend mark. With it, no backend mark either.
 // CPU-NOT: exec.backend
 // CPU-NOT: exec.wait_event
+// CPU-NOT: stream = 1
+// NOBACKEND-NOT: exec.backend = "cuda"
+
+// -----
+
+// Pipeline transfers go to the communication stream: the send waits until
+// the kernel that made the activation finished; the receive lands in
+// bytes the second kernel wrote (%r reuses %b's), so it waits for that
+// kernel too; the kernel that consumes the received one waits for it.
+// CHECK-LABEL: exec.program @stage
+// CHECK:      exec.kernel "fill"() -> (%[[A:.*]] : memref<8xf32>)
+// CHECK-NEXT: exec.record_event 0 stream 0
+// CHECK-NEXT: exec.kernel "scale"
+// CHECK-NEXT: exec.record_event 1 stream 0
+// CHECK-NEXT: exec.wait_event 0 stream 1
+// CHECK-NEXT: exec.send %[[A]] axis "pp" shift 1 tag 0 {stream = 1 : i64}
+// CHECK-NEXT: exec.wait_event 1 stream 1
+// CHECK-NEXT: exec.recv %{{.*}} axis "pp" shift -1 tag 1 {stream = 1 : i64}
+// CHECK-NEXT: exec.record_event 2 stream 1
+// CHECK-NEXT: exec.wait_event 2 stream 0
+// CHECK-NEXT: exec.kernel "scale"
+module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
+  exec.program @stage kind "train_step" {
+    %a = exec.buffer offset 0 : memref<8xf32>
+    %b = exec.buffer offset 64 : memref<8xf32>
+    %r = exec.buffer offset 64 : memref<8xf32>
+    %c = exec.buffer offset 128 : memref<8xf32>
+    exec.kernel "fill" () -> (%a : memref<8xf32>) {value = 1.0 : f64}
+    exec.kernel "scale" (%a : memref<8xf32>) -> (%b : memref<8xf32>) {factor = 2.0 : f64}
+    exec.send %a axis "pp" shift 1 tag 0 : memref<8xf32>
+    exec.recv %r axis "pp" shift -1 tag 1 : memref<8xf32>
+    exec.kernel "scale" (%r : memref<8xf32>) -> (%c : memref<8xf32>) {factor = 2.0 : f64}
+  }
+}

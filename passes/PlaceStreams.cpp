@@ -1,9 +1,10 @@
-//===- TargetCuda.cpp - streams and events for the CUDA backend -----------===//
+//===- PlaceStreams.cpp - compute and communication streams, and events ----===//
 //
-// On the CPU a program is one ordered list. On a GPU kernels go to the
-// compute stream (0) and communication to its own stream (1) so collectives
-// overlap compute; then nothing orders the two streams except the events
-// this pass inserts. Dependencies are found on arena bytes, not SSA values:
+// Without this pass a program is one ordered list (every instruction on
+// stream 0). With it kernels go to the compute stream (0) and communication
+// to its own stream (1) so collectives overlap compute: a GPU enqueues the
+// two on two CUDA streams, the CPU executor runs stream 1 on its own thread.
+// Then nothing orders the two streams except the events this pass inserts. Dependencies are found on arena bytes, not SSA values:
 // the planner reuses an offset once its previous buffer is dead, so two
 // unrelated values can share bytes, and only ranges see that hazard.
 //
@@ -26,6 +27,7 @@
 #include <vector>
 
 namespace llmc {
+#define GEN_PASS_DEF_PLACESTREAMS
 #define GEN_PASS_DEF_TARGETCUDA
 #include "passes/Passes.h.inc"
 } // namespace llmc
@@ -88,12 +90,17 @@ LogicalResult describe(Operation *op, int64_t &stream, std::vector<ByteRange> &r
         return failure();
     return success();
   }
-  if (isa<exec::SendOp, exec::RecvOp>(op))
-    return op->emitOpError("pipeline-parallel send/recv is not supported by --target cuda "
-                           "yet; compile without a pp axis, or for --target cpu");
+  if (isa<exec::SendOp>(op)) {
+    stream = kCommStream;
+    return add(op->getOperand(0), false);
+  }
+  if (isa<exec::RecvOp>(op)) {
+    stream = kCommStream;
+    return add(op->getOperand(0), true);
+  }
   if (isa<exec::RecordEventOp, exec::WaitEventOp>(op))
-    return op->emitOpError("program already has stream events; llmc-target-cuda inserts them "
-                           "and must run once, on programs without any");
+    return op->emitOpError("program already has stream events; llmc-place-streams inserts "
+                           "them and must run once, on programs without any");
   // Every collective: operand 0 read, operand 1 written.
   if (op->getNumOperands() == 2) {
     stream = kCommStream;
@@ -146,22 +153,43 @@ LogicalResult insertEvents(exec::ProgramOp program) {
   return success();
 }
 
+/// Places streams and events in every program, also those of per-stage
+/// (nested) modules.
+LogicalResult placeStreams(ModuleOp module, StringRef pass) {
+  bool any = false;
+  WalkResult walked = module.walk([&](exec::ProgramOp program) {
+    any = true;
+    return failed(insertEvents(program)) ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  if (walked.wasInterrupted())
+    return failure();
+  if (!any)
+    return module.emitError() << pass
+                              << " needs lowered exec programs (run llmc-lower-to-exec first)";
+  return success();
+}
+
+struct PlaceStreamsPass : public llmc::impl::PlaceStreamsBase<PlaceStreamsPass> {
+  void runOnOperation() override {
+    if (failed(placeStreams(getOperation(), getArgument())))
+      signalPassFailure();
+  }
+};
+
 struct TargetCudaPass : public llmc::impl::TargetCudaBase<TargetCudaPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // Every program, also those of per-stage (nested) modules.
-    bool any = false;
-    WalkResult walked = module.walk([&](exec::ProgramOp program) {
-      any = true;
-      return failed(insertEvents(program)) ? WalkResult::interrupt() : WalkResult::advance();
+    // NCCL point-to-point transfers would be stream-ordered like the
+    // collectives, but the pipeline schedule has not met a GPU yet.
+    WalkResult p2p = module.walk([](Operation *op) {
+      if (!isa<exec::SendOp, exec::RecvOp>(op))
+        return WalkResult::advance();
+      op->emitOpError("pipeline-parallel send/recv is not supported by --target cuda yet; "
+                      "compile without a pp axis, or for --target cpu");
+      return WalkResult::interrupt();
     });
-    if (walked.wasInterrupted())
+    if (p2p.wasInterrupted() || failed(placeStreams(module, getArgument())))
       return signalPassFailure();
-    if (!any) {
-      module.emitError("llmc-target-cuda needs lowered exec programs (run llmc-lower-to-exec "
-                       "first)");
-      return signalPassFailure();
-    }
     module->setAttr("exec.backend", StringAttr::get(module.getContext(), "cuda"));
   }
 };

@@ -1,0 +1,269 @@
+//===- StreamsTest.cpp - the CPU's two streams and the race check ---------===//
+//
+// Stream 1 really runs beside stream 0 (a step on it finishes only once a
+// later step of stream 0 has run), events order the two, errors on either
+// stream end the run with the first cause, and a missing event is both a
+// real race (a poisoned buffer is read before the write it should have
+// waited for) and refused before any program with it runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Executor.h"
+#include "runtime/ExecutionDevice.h"
+#include "runtime/StreamOrder.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/support/Error.h"
+
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+using namespace llmc;
+
+namespace {
+
+using Step = ExecutionDevice::Step;
+
+InstructionInfo event(InstructionKind kind, int64_t id, int32_t stream) {
+  InstructionInfo inst;
+  inst.kind = kind;
+  inst.event = id;
+  inst.stream = stream;
+  return inst;
+}
+
+InstructionInfo fill(uint32_t out, double value) {
+  InstructionInfo inst;
+  inst.kind = InstructionKind::Kernel;
+  inst.kernel = "fill";
+  inst.outputs = {out};
+  inst.attrs.setFloat("value", value);
+  return inst;
+}
+
+InstructionInfo allReduce(uint32_t in, uint32_t out) {
+  InstructionInfo inst;
+  inst.kind = InstructionKind::AllReduce;
+  inst.inputs = {in};
+  inst.outputs = {out};
+  inst.stream = 1;
+  return inst;
+}
+
+/// x = 2 (stream 0); y = all_reduce(x) on stream 1 after event 0; z = 5 on
+/// stream 0 beside it; x = 7 on stream 0 after event 1 (write after read).
+ProgramInfo orderedProgram() {
+  ProgramInfo p;
+  p.name = "train_step";
+  p.buffers = {{"x", "activation", 0, DType::F32, {8}, {}},
+               {"y", "output", 64, DType::F32, {8}, {}},
+               {"z", "output", 128, DType::F32, {8}, {}}};
+  p.instructions = {fill(0, 2.0),
+                    event(InstructionKind::RecordEvent, 0, 0),
+                    event(InstructionKind::WaitEvent, 0, 1),
+                    allReduce(0, 1),
+                    event(InstructionKind::RecordEvent, 1, 1),
+                    fill(2, 5.0),
+                    event(InstructionKind::WaitEvent, 1, 0),
+                    fill(0, 7.0)};
+  return p;
+}
+
+std::string describe(size_t i) { return "instruction " + std::to_string(i); }
+
+TEST(StreamOrder, AcceptsAProgramWhoseHazardsAllHaveEvents) {
+  ProgramInfo p = orderedProgram();
+  EXPECT_TRUE(usesStreams(p));
+  checkStreamOrder(p, describe);
+}
+
+TEST(StreamOrder, EveryRemovedEventIsARaceNamingBothInstructions) {
+  // Without the record or the wait of event 0, the reduction may read x
+  // before the fill wrote it; without event 1's, the last fill may
+  // overwrite x while the reduction still reads it.
+  const char *race0 =
+      "instruction 2 on stream 1 reads buffer 'x' while instruction 0 on stream 0 writes "
+      "buffer 'x' (arena bytes [0, 32) in common) with no event ordering them: a data race";
+  const char *race1 = "instruction 6 on stream 0 writes buffer 'x' while instruction 3 on "
+                      "stream 1 reads buffer 'x'";
+  struct Case {
+    size_t removed;
+    const char *error;
+  } cases[] = {{1, "waits for event 0, which no earlier instruction records"},
+               {2, race0},
+               {4, "waits for event 1, which no earlier instruction records"},
+               {6, race1}};
+  for (const Case &c : cases) {
+    ProgramInfo p = orderedProgram();
+    p.instructions.erase(p.instructions.begin() + static_cast<std::ptrdiff_t>(c.removed));
+    SCOPED_TRACE("without instruction " + std::to_string(c.removed));
+    EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe), c.error);
+  }
+}
+
+TEST(StreamOrder, RejectsMalformedEventsAndStreams) {
+  ProgramInfo p = orderedProgram();
+  p.instructions.insert(p.instructions.begin() + 2, event(InstructionKind::RecordEvent, 0, 0));
+  EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe),
+                       "instruction 2: event 0 is recorded a second time (first by instruction 1)");
+  p = orderedProgram();
+  p.instructions[5].stream = 2;
+  EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe),
+                       "instruction 5: stream 2 (programs have streams 0 and 1)");
+  p = orderedProgram();
+  p.instructions[1].event = 1000;
+  EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe), "instruction 1: event 1000 out of range");
+  p.instructions[1].event = -1;
+  EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe), "instruction 1: event -1 out of range");
+}
+
+TEST(StreamOrder, ReadsSharingBytesNeedNoEvent) {
+  // Two streams may read the same bytes at once.
+  ProgramInfo p = orderedProgram();
+  p.instructions.resize(6); // drop event 1's wait and the rewrite of x
+  InstructionInfo readX;
+  readX.kind = InstructionKind::Kernel;
+  readX.kernel = "scale";
+  readX.inputs = {0};
+  readX.outputs = {2};
+  p.instructions.push_back(readX);
+  checkStreamOrder(p, describe);
+}
+
+TEST(StreamOrder, BindingRefusesARacyProgramBeforeItRuns) {
+  ProgramInfo p = orderedProgram();
+  p.instructions.erase(p.instructions.begin() + 2);
+  auto device = makeCpuDevice(256);
+  auto comm = makeSingleRankCommunicator();
+  EXPECT_RUNTIME_ERROR((void)BoundProgram(p, *device, *comm, 3),
+                       "rank 3, program 'train_step', instruction 2 (all_reduce) on stream 1 "
+                       "reads buffer 'x' while rank 3, program 'train_step', instruction 0 "
+                       "(kernel 'fill') on stream 0 writes");
+}
+
+TEST(HostStreams, TheProgramRunsWithItsEventsUnderRandomDelays) {
+  ProgramInfo p = orderedProgram();
+  auto device = makeCpuDevice(256);
+  device->setStreamDelays(300, 7);
+  auto comm = makeSingleRankCommunicator();
+  BoundProgram bound(p, *device, *comm, 0);
+  for (int run = 0; run < 20; ++run) {
+    bound.run(StepContext{run});
+    for (int64_t i = 0; i < 8; ++i) {
+      ASSERT_EQ(bound.view("y").as<float>()[i], 2.0f) << run;
+      ASSERT_EQ(bound.view("z").as<float>()[i], 5.0f) << run;
+      ASSERT_EQ(bound.view("x").as<float>()[i], 7.0f) << run;
+    }
+  }
+}
+
+TEST(HostStreams, StreamOneRunsBesideStreamZero) {
+  // The step on stream 1 finishes only after a later step of stream 0 ran:
+  // were the streams one ordered list, it would time out.
+  auto device = makeCpuDevice(64);
+  std::atomic<bool> later{false}, sawLater{false};
+  Step waitForLater = [&](const StepContext &) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!later && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    sawLater = later.load();
+  };
+  Step setLater = [&](const StepContext &) { later = true; };
+  StepContext ctx{0};
+  device->runProgram(nullptr, 0, false, [&] {
+    device->launch(1, waitForLater, ctx);
+    device->launch(0, setLater, ctx);
+  });
+  EXPECT_TRUE(sawLater);
+}
+
+TEST(HostStreams, AMissingEventIsARealRace) {
+  // Stream 1 (a collective, say) writes y = 1 after a pause; y holds NaN
+  // (poisoned) until then; stream 0, issued after it, copies y to x.
+  // Without the event the copy reads the poison; with it, the written
+  // value. The race check refuses the first form before it runs (above).
+  auto device = makeCpuDevice(64);
+  float *x = reinterpret_cast<float *>(device->hostArena().base());
+  float *y = x + 1;
+  Step slowWrite = [&](const StepContext &) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    *y = 1.0f;
+  };
+  Step copy = [&](const StepContext &) { *x = *y; };
+  Step record = [&](const StepContext &) { device->recordEvent(0, 1); };
+  Step wait = [&](const StepContext &) { device->waitEvent(0, 0); };
+  StepContext ctx{0};
+  for (bool withEvent : {false, true}) {
+    *y = std::numeric_limits<float>::quiet_NaN();
+    *x = 0.0f;
+    device->runProgram(nullptr, 0, false, [&] {
+      device->launch(1, slowWrite, ctx);
+      if (withEvent) {
+        device->launch(1, record, ctx);
+        device->launch(0, wait, ctx);
+      }
+      device->launch(0, copy, ctx);
+    });
+    if (withEvent)
+      EXPECT_EQ(*x, 1.0f);
+    else
+      EXPECT_TRUE(std::isnan(*x)) << "the copy waited although nothing ordered it";
+  }
+}
+
+TEST(HostStreams, AnErrorOnStreamOneEndsTheRunWithItsCause) {
+  auto device = makeCpuDevice(64);
+  Step failing = [](const StepContext &) { fail("all_reduce over [dp] timed out"); };
+  Step record = [&](const StepContext &) { device->recordEvent(0, 1); };
+  Step wait = [&](const StepContext &) { device->waitEvent(0, 0); };
+  StepContext ctx{0};
+  // Stream 0 waits for an event stream 1 never reaches: the run reports
+  // stream 1's error, not a hang.
+  EXPECT_RUNTIME_ERROR(device->runProgram(nullptr, 0, false,
+                                          [&] {
+                                            device->launch(1, failing, ctx);
+                                            device->launch(1, record, ctx);
+                                            device->launch(0, wait, ctx);
+                                          }),
+                       "all_reduce over [dp] timed out");
+  // The next run starts clean.
+  bool ran = false;
+  Step mark = [&](const StepContext &) { ran = true; };
+  device->runProgram(nullptr, 0, false, [&] {
+    device->launch(1, record, ctx);
+    device->launch(0, wait, ctx);
+    device->launch(1, mark, ctx);
+  });
+  EXPECT_TRUE(ran);
+}
+
+TEST(HostStreams, AnErrorOnStreamZeroReleasesStreamOne) {
+  // Stream 1 waits for an event stream 0 would record after the kernel
+  // that fails: the run ends with stream 0's error and stream 1 idle.
+  auto device = makeCpuDevice(64);
+  Step wait = [&](const StepContext &) { device->waitEvent(0, 1); };
+  Step failing = [](const StepContext &) { fail("kernel 'matmul' rejected its input"); };
+  StepContext ctx{0};
+  EXPECT_RUNTIME_ERROR(device->runProgram(nullptr, 0, false,
+                                          [&] {
+                                            device->launch(1, wait, ctx);
+                                            device->launch(0, failing, ctx);
+                                          }),
+                       "kernel 'matmul' rejected its input");
+}
+
+TEST(HostStreams, CpuStreamsAreZeroAndOne) {
+  auto device = makeCpuDevice(64);
+  EXPECT_EQ(device->stream(0), nullptr);
+  EXPECT_EQ(device->stream(1), nullptr);
+  EXPECT_RUNTIME_ERROR(device->stream(2),
+                       "the CPU backend has streams 0 (compute) and 1 (communication), not 2");
+}
+
+} // namespace
