@@ -35,9 +35,9 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
   const int64_t *deviceStep = device.deviceStep();
   std::string prefix = "rank " + std::to_string(rank) + ", program '" + program.name + "', ";
   // Two streams run concurrently: refuse a program whose events leave a
-  // race before it runs, on any backend.
-  if (usesStreams(program))
-    checkStreamOrder(program, [&](size_t i) { return prefix + describe(i); });
+  // race before it runs, on any backend; and one whose events could never
+  // be recorded (a wait would block forever), even on a single stream.
+  checkStreamOrder(program, [&](size_t i) { return prefix + describe(i); });
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const InstructionInfo &inst = program.instructions[i];
     auto where = [&] { return prefix + describe(i); };

@@ -147,6 +147,21 @@ TEST(StreamOrder, BindingRefusesARacyProgramBeforeItRuns) {
                        "(kernel 'fill') on stream 0 writes");
 }
 
+TEST(StreamOrder, BindingRefusesAWaitNothingRecordsOnOneStreamToo) {
+  // Every instruction on stream 0, the wait's event never recorded: it
+  // would block forever, so it is refused although nothing runs beside it.
+  ProgramInfo p;
+  p.name = "train_step";
+  p.buffers = {{"x", "activation", 0, DType::F32, {8}, {}}};
+  p.instructions = {event(InstructionKind::WaitEvent, 0, 0), fill(0, 1.0)};
+  EXPECT_FALSE(usesStreams(p));
+  auto device = makeCpuDevice(64);
+  auto comm = makeSingleRankCommunicator();
+  EXPECT_RUNTIME_ERROR((void)BoundProgram(p, *device, *comm, 0),
+                       "instruction 0 (wait_event): waits for event 0, which no earlier "
+                       "instruction records");
+}
+
 TEST(HostStreams, TheProgramRunsWithItsEventsUnderRandomDelays) {
   ProgramInfo p = orderedProgram();
   auto device = makeCpuDevice(256);
