@@ -175,8 +175,9 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     return fail("config '" + path + "' must be a JSON object");
   for (const auto &[key, value] : *object) {
     const Field *field = findField(key);
-    if (!field)
-      continue; // HF configs carry many keys we do not model (architectures, ...)
+    if (!field || value.getAsNull())
+      continue; // HF configs carry many keys we do not model (architectures, ...);
+                // null asks for the default (GPT-2's n_inner: 4 · n_embd)
     std::string text;
     if (auto i = value.getAsInteger()) text = std::to_string(*i);
     else if (auto d = value.getAsNumber()) text = std::to_string(*d);
@@ -185,6 +186,12 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     if (!field->set(config, text))
       return fail("config '" + path + "': bad value for '" + key.str() + "'");
   }
+  // GPT-2's MLP is 4 · n_embd wide unless n_inner says otherwise.
+  bool ffnGiven = false;
+  for (const char *key : {"ffn_hidden", "intermediate_size", "n_inner"})
+    ffnGiven |= object->get(key) && !object->get(key)->getAsNull();
+  if (config.family == "gpt2" && !ffnGiven)
+    config.ffnHidden = 4 * config.nEmbd;
   if (auto maxPos = object->getInteger("max_position_embeddings"))
     config.seqLen = std::min<int64_t>(config.seqLen, *maxPos);
   return Error::success();
