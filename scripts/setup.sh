@@ -36,3 +36,5 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 if [[ ! -f $BUILD_DIR/build.ninja ]]; then
   cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
 fi
+# transformers for the Hugging Face interop tests (optional: they skip without it).
+BUILD_DIR=$BUILD_DIR "$ROOT/scripts/setup-hf.sh"
