@@ -238,6 +238,14 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
       values.push_back({t.dtype, t.shape, std::vector<uint8_t>(data, data + t.bytes)});
     }
   }
+  // The model's parameters, whole, from every rank's programs (a pipeline
+  // stage has only its own): config.json describes exactly these.
+  std::map<std::string, std::vector<int64_t>> expected;
+  for (int r = 0; r < artifact.worldSize; ++r) {
+    Artifact ranks = r == 0 ? artifact : loadArtifact(artifactPath, r);
+    for (const BufferInfo *b : persistentBuffers(ranks, "param"))
+      expected[b->name] = globalShapeOf(*b);
+  }
   std::vector<SafeTensor> tensors;
   std::set<DType> dtypes;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -247,6 +255,13 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
     if (names[i].find('/') != std::string::npos)
       continue; // a weights file's observer ranges: state, not parameters
     const GlobalTensor &t = values[i];
+    auto want = expected.find(names[i]);
+    if (want == expected.end())
+      fail(source, ": '", names[i], "' is no parameter of ", artifactPath, "'s model");
+    if (want->second != t.shape)
+      fail(source, ": '", names[i], "' is ", shapeList(t.shape), " but ", artifactPath,
+           "'s model has ", shapeList(want->second));
+    expected.erase(want);
     if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
       fail(source, ": '", names[i], "' is ", dtypeName(t.dtype),
            " (quantized?); Hugging Face models hold float tensors");
@@ -254,6 +269,9 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
     tensors.push_back({huggingFaceName(family, names[i]), t.dtype, t.shape, t.bytes.data(),
                        t.bytes.size()});
   }
+  if (!expected.empty())
+    fail(source, ": no '", expected.begin()->first, "' (a parameter of ", artifactPath,
+         "'s model)");
   if (dtypes.size() > 1)
     fail(source, ": parameters of several dtypes; Hugging Face's torch_dtype names one");
 
