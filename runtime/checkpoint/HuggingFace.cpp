@@ -1,6 +1,7 @@
 //===- HuggingFace.cpp - Hugging Face model directories -------------------===//
 
 #include "runtime/checkpoint/HuggingFace.h"
+#include "kernels/Half.h"
 
 #include "runtime/checkpoint/CheckpointReader.h"
 #include "runtime/checkpoint/Checkpoint.h"
@@ -8,6 +9,7 @@
 #include "runtime/support/Error.h"
 #include "runtime/support/Json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -216,8 +218,38 @@ void HuggingFaceModel::checkAllUsed() const {
 
 namespace {
 
+/// HF's torch_dtype names.
+const std::vector<std::pair<const char *, DType>> kTorchDTypes = {
+    {"float32", DType::F32}, {"bfloat16", DType::BF16}, {"float16", DType::F16}};
+
+/// `t` in `dtype`, rounded to nearest even when narrower: a bf16 model
+/// loaded into fp32 parameters exports to its own bytes.
+GlobalTensor convert(const GlobalTensor &t, DType dtype, const std::string &name) {
+  if (t.dtype == dtype)
+    return t;
+  std::vector<float> values = floatValues(t, name);
+  GlobalTensor out{dtype, t.shape, std::vector<uint8_t>(values.size() * dtypeSize(dtype))};
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::F32) {
+      std::memcpy(out.bytes.data() + 4 * i, &values[i], 4);
+    } else {
+      uint16_t v = dtype == DType::BF16 ? floatToBf16(values[i]) : half::fromFloat(values[i]);
+      std::memcpy(out.bytes.data() + 2 * i, &v, 2);
+    }
+  }
+  return out;
+}
+
 HuggingFaceExport exportOrThrow(const std::string &source, const std::string &artifactPath,
-                                const std::string &outDir) {
+                                const std::string &outDir, const std::string &torchDType) {
+  DType target = DType::F32;
+  if (!torchDType.empty()) {
+    auto it = std::find_if(kTorchDTypes.begin(), kTorchDTypes.end(),
+                           [&](const auto &d) { return torchDType == d.first; });
+    if (it == kTorchDTypes.end())
+      fail("--dtype: '", torchDType, "' is not float32, bfloat16 or float16");
+    target = it->second;
+  }
   Artifact artifact = loadArtifact(artifactPath);
   std::string family = familyOf(artifact, artifactPath);
 
@@ -254,6 +286,8 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
            "first (llmc merge-lora) and export that file with the artifact compiled without --lora");
     if (names[i].find('/') != std::string::npos)
       continue; // a weights file's observer ranges: state, not parameters
+    if (!torchDType.empty())
+      values[i] = convert(values[i], target, names[i]);
     const GlobalTensor &t = values[i];
     auto want = expected.find(names[i]);
     if (want == expected.end())
@@ -278,7 +312,9 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
   HuggingFaceExport report;
   report.tensors = static_cast<int64_t>(tensors.size());
   DType dtype = dtypes.empty() ? DType::F32 : *dtypes.begin();
-  report.dtype = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";
+  for (const auto &[name, d] : kTorchDTypes)
+    if (d == dtype)
+      report.dtype = name;
 
   json::Value config = json::Value::object();
   json::Value architectures = json::Value::array();
@@ -315,8 +351,9 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
 } // namespace
 
 bool exportHuggingFace(const std::string &source, const std::string &artifactPath,
-                       const std::string &outDir, HuggingFaceExport &report, std::string &error) {
-  return catchErrors(error, [&] { report = exportOrThrow(source, artifactPath, outDir); });
+                       const std::string &outDir, const std::string &dtype,
+                       HuggingFaceExport &report, std::string &error) {
+  return catchErrors(error, [&] { report = exportOrThrow(source, artifactPath, outDir, dtype); });
 }
 
 } // namespace llmc

@@ -65,10 +65,13 @@ struct HuggingFaceExport {
 /// `llmc export-hf`: writes `outDir`/config.json (from the artifact's
 /// model) and `outDir`/model.safetensors (every parameter at full
 /// precision, under HF's name) from `source`, a checkpoint directory (any
-/// layout) or an llmc weights file. False with `error` naming what is
-/// missing or cannot be exported (LoRA adapters: merge them first).
+/// layout) or an llmc weights file; in `dtype` ("float32", "bfloat16",
+/// "float16": HF's torch_dtype) when given, else as stored. False with
+/// `error` naming what is missing or cannot be exported (LoRA adapters:
+/// merge them first).
 bool exportHuggingFace(const std::string &source, const std::string &artifactPath,
-                       const std::string &outDir, HuggingFaceExport &report, std::string &error);
+                       const std::string &outDir, const std::string &dtype,
+                       HuggingFaceExport &report, std::string &error);
 
 } // namespace llmc
 

@@ -1,7 +1,7 @@
 """Hugging Face interop against `transformers` itself (docs/huggingface.md).
 
 For each model — GPT-2 (tied head) and Llama (GQA, untied head; tied
-head), vocabulary 257 — builds a transformers model from a small config
+head), vocabulary 257, in fp32, and a bf16 Llama and an fp16 GPT-2 — builds a transformers model from a small config
 with random weights, `save_pretrained`s it (safetensors), and checks that
 
   * HF -> llmc -> HF is bit-exact: `llmc-run --weights hf/ --steps 0
@@ -52,12 +52,16 @@ def hf_model(family, tied):
     return model
 
 
-def check(name, family, tied, args):
+def check(name, family, tied, args, dtype=torch.float32):
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
     model = hf_model(family, tied)
     hf_in, hf_out = os.path.join(work, "hf"), os.path.join(work, "hf-out")
-    model.save_pretrained(hf_in, safe_serialization=True)
+    # A half-precision file loads into fp32 parameters exactly; the
+    # reference is transformers' fp32 model loaded from the same file (its
+    # own buffers, such as RoPE's inverse frequencies, in fp32).
+    model.to(dtype).save_pretrained(hf_in, safe_serialization=True)
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_in, torch_dtype=torch.float32)
     llmc, llmc_run = os.path.join(args.bin, "llmc"), os.path.join(args.bin, "llmc-run")
     artifact = os.path.join(work, "m.llmc")
     run(llmc, "compile", "--model", family, "--config", os.path.join(hf_in, "config.json"),
@@ -68,15 +72,18 @@ def check(name, family, tied, args):
     ck, dump = os.path.join(work, "ck"), os.path.join(work, "logits.safetensors")
     run(llmc_run, artifact, "--weights", hf_in, "--steps", "0", "--ckpt-dir", ck,
         "--dump-logits", dump, "--data", args.data, "--quiet")
-    run(llmc, "export-hf", ck, artifact, "-o", hf_out)
+    run(llmc, "export-hf", ck, artifact, "-o", hf_out, "--dtype", str(dtype).split(".")[1])
     before = load_file(os.path.join(hf_in, "model.safetensors"))
     after = load_file(os.path.join(hf_out, "model.safetensors"))
     assert sorted(before) == sorted(after), (sorted(before), sorted(after))
     for key in before:
         a, b = before[key], after[key]
         assert a.dtype == b.dtype and a.shape == b.shape, key
-        assert a.numpy().tobytes() == b.numpy().tobytes(), f"{key} differs after the round trip"
-    reloaded = transformers.AutoModelForCausalLM.from_pretrained(hf_out).eval()
+        # numpy has no bf16: compare the raw 16-bit patterns.
+        bits = (lambda t: t.view(torch.int16)) if a.element_size() == 2 else (lambda t: t)
+        assert torch.equal(bits(a), bits(b)), f"{key} differs after the round trip"
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(
+        hf_out, torch_dtype=torch.float32).eval()
 
     # Logits on the batch llmc dumped.
     got = load_file(dump)
@@ -118,6 +125,8 @@ def main():
     check("gpt2", "gpt2", True, args)
     check("llama", "llama", False, args)
     check("llama-tied", "llama", True, args)
+    check("llama-bf16", "llama", False, args, torch.bfloat16)
+    check("gpt2-fp16", "gpt2", True, args, torch.float16)
     return 0
 
 

@@ -202,12 +202,17 @@ cl::opt<std::string> exportSource(cl::Positional, cl::desc("<ckpt-dir | weights.
 cl::opt<std::string> exportArtifact(cl::Positional, cl::desc("<model.llmc>"), cl::Required,
                                     cl::sub(exportHfCmd), cl::cat(llmcCategory));
 
+cl::opt<std::string> exportDType("dtype",
+                                 cl::desc("Tensor dtype: float32, bfloat16 or float16 "
+                                          "(default: as stored)"),
+                                 cl::sub(exportHfCmd), cl::cat(llmcCategory));
+
 int runExportHf() {
   if (output == "-")
     return fail("llmc export-hf", "give the output directory with -o");
   std::string error;
   llmc::HuggingFaceExport report;
-  if (!llmc::exportHuggingFace(exportSource, exportArtifact, output, report, error))
+  if (!llmc::exportHuggingFace(exportSource, exportArtifact, output, exportDType, report, error))
     return fail("llmc export-hf", error);
   outs() << "exported: " << report.tensors << " tensors (" << report.dtype << ") -> " << output
          << "/model.safetensors, " << output << "/config.json\n";
