@@ -1,7 +1,8 @@
 """Hugging Face interop against `transformers` itself (docs/huggingface.md).
 
 For each model — GPT-2 (tied head) and Llama (GQA, untied head; tied
-head), vocabulary 257, in fp32, and a bf16 Llama and an fp16 GPT-2 — builds a transformers model from a small config
+head), vocabulary 257, in fp32, a bf16 Llama, an fp16 GPT-2 and a Llama
+saved in shards (model.safetensors.index.json) — builds a transformers model from a small config
 with random weights, `save_pretrained`s it (safetensors), and checks that
 
   * HF -> llmc -> HF is bit-exact: `llmc-run --weights hf/ --steps 0
@@ -52,7 +53,18 @@ def hf_model(family, tied):
     return model
 
 
-def check(name, family, tied, args, dtype=torch.float32):
+def load_dir(path):
+    """Every tensor of a model directory, from one file or its shards."""
+    index = os.path.join(path, "model.safetensors.index.json")
+    files = (sorted(set(json.load(open(index))["weight_map"].values()))
+             if os.path.exists(index) else ["model.safetensors"])
+    tensors = {}
+    for f in files:
+        tensors.update(load_file(os.path.join(path, f)))
+    return tensors
+
+
+def check(name, family, tied, args, dtype=torch.float32, shard=None):
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
     model = hf_model(family, tied)
@@ -60,7 +72,10 @@ def check(name, family, tied, args, dtype=torch.float32):
     # A half-precision file loads into fp32 parameters exactly; the
     # reference is transformers' fp32 model loaded from the same file (its
     # own buffers, such as RoPE's inverse frequencies, in fp32).
-    model.to(dtype).save_pretrained(hf_in, safe_serialization=True)
+    model.to(dtype).save_pretrained(hf_in, safe_serialization=True,
+                                    **({"max_shard_size": shard} if shard else {}))
+    if shard:
+        assert os.path.exists(os.path.join(hf_in, "model.safetensors.index.json"))
     model = transformers.AutoModelForCausalLM.from_pretrained(hf_in, torch_dtype=torch.float32)
     llmc, llmc_run = os.path.join(args.bin, "llmc"), os.path.join(args.bin, "llmc-run")
     artifact = os.path.join(work, "m.llmc")
@@ -73,8 +88,7 @@ def check(name, family, tied, args, dtype=torch.float32):
     run(llmc_run, artifact, "--weights", hf_in, "--steps", "0", "--ckpt-dir", ck,
         "--dump-logits", dump, "--data", args.data, "--quiet")
     run(llmc, "export-hf", ck, artifact, "-o", hf_out, "--dtype", str(dtype).split(".")[1])
-    before = load_file(os.path.join(hf_in, "model.safetensors"))
-    after = load_file(os.path.join(hf_out, "model.safetensors"))
+    before, after = load_dir(hf_in), load_dir(hf_out)
     assert sorted(before) == sorted(after), (sorted(before), sorted(after))
     for key in before:
         a, b = before[key], after[key]
@@ -127,6 +141,7 @@ def main():
     check("llama-tied", "llama", True, args)
     check("llama-bf16", "llama", False, args, torch.bfloat16)
     check("gpt2-fp16", "gpt2", True, args, torch.float16)
+    check("llama-sharded", "llama", False, args, shard="40KB")
     return 0
 
 
