@@ -70,7 +70,7 @@ void requireSetting(const json::Value &config, const std::string &path, const ch
 
 /// What llmc's models compute that a config could choose otherwise.
 void checkSemantics(const json::Value &config, const std::string &family,
-                    const std::string &path) {
+                    const std::string &path, int64_t headDim) {
   if (family == "gpt2") {
     if (const json::Value *act = config.find("activation_function");
         act && act->asString() != "gelu_new" && act->asString() != "gelu_pytorch_tanh")
@@ -86,6 +86,8 @@ void checkSemantics(const json::Value &config, const std::string &family,
   requireSetting(config, path, "attention_bias", json::Value(false),
                  "Llama has no attention biases");
   requireSetting(config, path, "mlp_bias", json::Value(false), "Llama has no MLP biases");
+  requireSetting(config, path, "head_dim", json::Value(headDim),
+                 "Llama heads are hidden_size / num_attention_heads wide");
   if (const json::Value *scaling = config.find("rope_scaling"); scaling && !scaling->isNull())
     fail(path, ": rope_scaling is set, but llmc's RoPE is unscaled");
 }
@@ -164,7 +166,9 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
       fail(path, ": ", key.hf, " is ", v && !v->isNull() ? v->dump() : key.fallback + " (default)",
            ", but the model has ", key.meta, " = ", artifact.meta(meta));
   }
-  checkSemantics(config, family_, path);
+  checkSemantics(config, family_, path,
+                 static_cast<int64_t>(artifact.metaNumber("model.n_embd", 0) /
+                                      artifact.metaNumber("model.n_head", 1)));
   tied_ = artifact.metaNumber("model.tie_embeddings", 0) != 0;
 
   // One file, or shards named by the index's weight map.
