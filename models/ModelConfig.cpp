@@ -186,12 +186,19 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     if (!field->set(config, text))
       return fail("config '" + path + "': bad value for '" + key.str() + "'");
   }
-  // GPT-2's MLP is 4 · n_embd wide unless n_inner says otherwise.
-  bool ffnGiven = false;
-  for (const char *key : {"ffn_hidden", "intermediate_size", "n_inner"})
-    ffnGiven |= object->get(key) && !object->get(key)->getAsNull();
-  if (config.family == "gpt2" && !ffnGiven)
+  // What HF derives when a key is absent or null: GPT-2's MLP is 4 · n_embd
+  // wide unless n_inner says otherwise, and without num_key_value_heads
+  // every head has its own keys and values (GPT-2 has no such key).
+  auto given = [&](std::initializer_list<const char *> keys) {
+    for (const char *key : keys)
+      if (object->get(key) && !object->get(key)->getAsNull())
+        return true;
+    return false;
+  };
+  if (config.family == "gpt2" && !given({"ffn_hidden", "intermediate_size", "n_inner"}))
     config.ffnHidden = 4 * config.nEmbd;
+  if (given({"n_head", "num_attention_heads"}) && !given({"n_kv_head", "num_key_value_heads"}))
+    config.nKvHead = config.nHead;
   if (auto maxPos = object->getInteger("max_position_embeddings"))
     config.seqLen = std::min<int64_t>(config.seqLen, *maxPos);
   return Error::success();

@@ -2,7 +2,8 @@
 
 For each model — GPT-2 (tied head) and Llama (GQA, untied head; tied
 head), vocabulary 257, in fp32, a bf16 Llama, an fp16 GPT-2 and a Llama
-saved in shards (model.safetensors.index.json) — builds a transformers model from a small config
+saved in shards (model.safetensors.index.json); and both at width 72 with
+6 heads (3 key/value heads) — builds a transformers model from a small config
 with random weights, `save_pretrained`s it (safetensors), and checks that
 
   * HF -> llmc -> HF is bit-exact: `llmc-run --weights hf/ --steps 0
@@ -32,16 +33,17 @@ def run(*cmd):
     subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
 
 
-def hf_model(family, tied):
+def hf_model(family, tied, width=64, heads=4):
     torch.manual_seed(1234)
     if family == "gpt2":
-        config = transformers.GPT2Config(vocab_size=257, n_positions=32, n_embd=64, n_layer=2,
-                                         n_head=4, layer_norm_epsilon=1e-5)
+        config = transformers.GPT2Config(vocab_size=257, n_positions=32, n_embd=width, n_layer=2,
+                                         n_head=heads, layer_norm_epsilon=1e-5)
         model = transformers.GPT2LMHeadModel(config)
     else:
-        config = transformers.LlamaConfig(vocab_size=257, hidden_size=64, intermediate_size=96,
-                                          num_hidden_layers=2, num_attention_heads=4,
-                                          num_key_value_heads=2, max_position_embeddings=64,
+        config = transformers.LlamaConfig(vocab_size=257, hidden_size=width, intermediate_size=96,
+                                          num_hidden_layers=2, num_attention_heads=heads,
+                                          num_key_value_heads=heads // 2,
+                                          max_position_embeddings=64,
                                           rms_norm_eps=1e-6, rope_theta=10000.0,
                                           tie_word_embeddings=tied)
         model = transformers.LlamaForCausalLM(config)
@@ -64,10 +66,10 @@ def load_dir(path):
     return tensors
 
 
-def check(name, family, tied, args, dtype=torch.float32, shard=None):
+def check(name, family, tied, args, dtype=torch.float32, shard=None, width=64, heads=4):
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
-    model = hf_model(family, tied)
+    model = hf_model(family, tied, width, heads)
     hf_in, hf_out = os.path.join(work, "hf"), os.path.join(work, "hf-out")
     # A half-precision file loads into fp32 parameters exactly; the
     # reference is transformers' fp32 model loaded from the same file (its
@@ -142,6 +144,8 @@ def main():
     check("llama-bf16", "llama", False, args, torch.bfloat16)
     check("gpt2-fp16", "gpt2", True, args, torch.float16)
     check("llama-sharded", "llama", False, args, shard="40KB")
+    check("gpt2-width72", "gpt2", True, args, width=72, heads=6)
+    check("llama-width72", "llama", False, args, width=72, heads=6)
     return 0
 
 
