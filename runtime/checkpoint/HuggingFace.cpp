@@ -103,6 +103,17 @@ bool isBuffer(const std::string &hf) {
          endsWith(".rotary_emb.inv_freq");
 }
 
+/// Every parameter of the model and its global shape, from every role (a
+/// pipeline stage runs only its own layers).
+std::map<std::string, std::vector<int64_t>> modelParameters(const Artifact &artifact) {
+  std::map<std::string, std::vector<int64_t>> params;
+  for (const RoleState &role : artifact.roles)
+    for (const BufferInfo &b : role.persistent)
+      if (b.category == "param")
+        params[b.name] = globalShapeOf(b);
+  return params;
+}
+
 std::string familyOf(const Artifact &artifact, const std::string &what) {
   std::string family = artifact.meta("model.family");
   if (family != "gpt2" && family != "llama")
@@ -133,8 +144,7 @@ bool isDirectory(const std::string &path) {
   return stat(path.c_str(), &s) == 0 && S_ISDIR(s.st_mode);
 }
 
-HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artifact)
-    : dir_(dir) {
+HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artifact) {
   std::string path = dir + "/config.json";
   if (!std::ifstream(path))
     fail("--weights: '", dir, "' is a directory without config.json (a Hugging Face model "
@@ -170,6 +180,8 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
                  static_cast<int64_t>(artifact.metaNumber("model.n_embd", 0) /
                                       artifact.metaNumber("model.n_head", 1)));
   tied_ = artifact.metaNumber("model.tie_embeddings", 0) != 0;
+  for (const auto &[name, shape] : modelParameters(artifact))
+    parameters_.insert(huggingFaceName(family_, name));
 
   // One file, or shards named by the index's weight map.
   std::string index = dir + "/model.safetensors.index.json";
@@ -190,23 +202,21 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
   for (const auto &file : files_)
     for (const SafeTensor &t : file->tensors())
       where_[t.name] = file.get();
+  checkNoExtraTensors();
 }
 
 const SafetensorsFile *HuggingFaceModel::find(const std::string &name,
                                               std::string &stored) const {
   stored = huggingFaceName(family_, name);
   auto it = where_.find(stored);
-  if (it == where_.end())
-    return nullptr;
-  used_.insert(stored);
-  return it->second;
+  return it == where_.end() ? nullptr : it->second;
 }
 
-void HuggingFaceModel::checkAllUsed() const {
+void HuggingFaceModel::checkNoExtraTensors() const {
   std::string embedding = huggingFaceName(family_, family_ == "gpt2" ? "wte.weight"
                                                                       : "embed_tokens.weight");
   for (const auto &[name, file] : where_) {
-    if (used_.count(name) || isBuffer(name))
+    if (parameters_.count(name) || isBuffer(name))
       continue;
     // A tied head saved anyway must be the table it is tied to.
     if (tied_ && name == "lm_head.weight" && where_.count(embedding)) {
@@ -274,14 +284,8 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
       values.push_back({t.dtype, t.shape, std::vector<uint8_t>(data, data + t.bytes)});
     }
   }
-  // The model's parameters, whole, from every rank's programs (a pipeline
-  // stage has only its own): config.json describes exactly these.
-  std::map<std::string, std::vector<int64_t>> expected;
-  for (int r = 0; r < artifact.worldSize; ++r) {
-    Artifact ranks = r == 0 ? artifact : loadArtifact(artifactPath, r);
-    for (const BufferInfo *b : persistentBuffers(ranks, "param"))
-      expected[b->name] = globalShapeOf(*b);
-  }
+  // config.json describes exactly the artifact's parameters.
+  std::map<std::string, std::vector<int64_t>> expected = modelParameters(artifact);
   std::vector<SafeTensor> tensors;
   std::set<DType> dtypes;
   for (size_t i = 0; i < names.size(); ++i) {

@@ -37,24 +37,26 @@ bool isDirectory(const std::string &path);
 /// A Hugging Face model directory, opened for loading into an artifact.
 class HuggingFaceModel {
 public:
-  /// Reads `dir`'s config.json and checks it against the artifact's model:
-  /// throws naming the first field that differs, or the missing file.
+  /// Reads `dir`'s config.json and checks it against the artifact's model,
+  /// then opens the tensor files and checks that each tensor is a
+  /// parameter of the model (on any rank: a pipeline stage knows the other
+  /// stages' names too). Throws naming the first field that differs, the
+  /// missing file or the tensor.
   HuggingFaceModel(const std::string &dir, const Artifact &artifact);
 
   const std::string &family() const { return family_; }
   /// The file holding parameter `name` and the tensor's name in it, or
   /// null when no file does.
   const SafetensorsFile *find(const std::string &name, std::string &stored) const;
-  /// Throws naming the tensors no parameter took (after every parameter
-  /// was looked up with `find`).
-  void checkAllUsed() const;
 
 private:
-  std::string dir_, family_;
+  void checkNoExtraTensors() const;
+
+  std::string family_;
   bool tied_ = false;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile *> where_; ///< HF name -> file
-  mutable std::set<std::string> used_;
+  std::set<std::string> parameters_; ///< the model's, under HF's names
 };
 
 struct HuggingFaceExport {

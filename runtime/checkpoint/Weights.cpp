@@ -112,13 +112,6 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     fill(t, *b);
     ++loaded.observers;
   }
-  // A pipeline stage reads only its own layers' parameters: tensors left
-  // over are checked where every rank sees the whole model.
-  bool pipelined = false;
-  for (const auto &[axis, size] : artifact.mesh)
-    pipelined |= axis == "pp" && size > 1;
-  if (hf && !pipelined)
-    hf->checkAllUsed();
   return loaded;
 }
 
