@@ -183,25 +183,23 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
   for (const auto &[name, shape] : modelParameters(artifact))
     parameters_.insert(huggingFaceName(family_, name));
 
-  // One file, or shards named by the index's weight map.
+  // One file, or the shards the index's weight map names (each tensor is
+  // then found where it is, not where the index says).
   std::string index = dir + "/model.safetensors.index.json";
   if (std::ifstream(index)) {
     json::Value map = json::parse(readText(index), index);
-    std::map<std::string, const SafetensorsFile *> opened;
-    for (const auto &[tensor, file] : map.at("weight_map").members()) {
-      const std::string &name = file.asString(index + ": weight_map");
-      if (!opened.count(name)) {
-        files_.push_back(std::make_unique<SafetensorsFile>(dir + "/" + name));
-        opened[name] = files_.back().get();
-      }
-      where_[tensor] = opened[name];
-    }
+    std::set<std::string> shards;
+    for (const auto &[tensor, file] : map.at("weight_map").members())
+      shards.insert(file.asString(index + ": weight_map"));
+    for (const std::string &shard : shards)
+      files_.push_back(std::make_unique<SafetensorsFile>(dir + "/" + shard));
   } else {
     files_.push_back(std::make_unique<SafetensorsFile>(dir + "/model.safetensors"));
   }
   for (const auto &file : files_)
     for (const SafeTensor &t : file->tensors())
-      where_[t.name] = file.get();
+      if (!where_.emplace(t.name, file.get()).second)
+        fail(file->path(), ": tensor '", t.name, "' is also in ", where_[t.name]->path());
   checkNoExtraTensors();
 }
 
