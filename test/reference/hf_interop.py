@@ -113,6 +113,21 @@ def check(name, family, tied, args, dtype=torch.float32, shard=None, width=64, h
     assert torch.equal(ref, again), "the exported model computes other logits"
     assert err <= TOL, f"{name}: logits differ by {err:.3g} relative (> {TOL})"
 
+    # Greedy generation: llmc's --sample at temperature 0 against
+    # transformers' generate; the context stays within seq_len, so neither
+    # side drops tokens.
+    prompt, n = b"Once", 12
+    out = subprocess.run([llmc_run, artifact, "--weights", hf_in, "--steps", "0", "--sample",
+                          str(n), "--prompt", prompt.decode(), "--temperature", "0",
+                          "--eval-batches", "1", "--data", args.data],
+                         check=True, capture_output=True).stdout
+    start = out.index(b"sample: " + prompt) + len(b"sample: " + prompt)
+    with torch.no_grad():
+        want = model.generate(torch.tensor([list(prompt)]), max_new_tokens=n, do_sample=False,
+                              pad_token_id=0)[0, len(prompt):].tolist()
+    got_tokens = list(out[start:start + n])
+    assert got_tokens == want, f"{name}: greedy {got_tokens} vs transformers' {want}"
+
     # Training from the HF directory: step 1 runs on batch 0.
     metrics = os.path.join(work, "train.jsonl")
     run(llmc_run, artifact, "--weights", hf_in, "--steps", "5", "--metrics", metrics,
@@ -127,7 +142,7 @@ def check(name, family, tied, args, dtype=torch.float32, shard=None, width=64, h
     print(f"{name}: {len(before)} tensors bit-exact after HF -> llmc -> HF; logits max rel "
           f"err {err:.2e} ({tokens.numel()} tokens x {logits.shape[-1]}); first loss "
           f"{losses[0]:.6f} vs transformers {ref_loss:.6f} (rel {loss_err:.1e}), "
-          f"step {len(losses)} {losses[-1]:.6f}")
+          f"step {len(losses)} {losses[-1]:.6f}; greedy tokens as transformers' {want}")
 
 
 def main():
