@@ -15,6 +15,7 @@ PACKAGES=(
   libgloo-dev                                               # TCP collectives (no mpirun)
   libopenblas-dev                                           # CPU GEMM
   python3-torch python3-numpy                               # reference tests
+  python3-venv                                              # transformers venv (setup-hf.sh)
 )
 
 missing=()
