@@ -124,7 +124,7 @@ int64_t globalBatchRows(ModuleOp forward) {
 }
 
 /// The shortest decimal that reads back as `value` exactly (1e-05, not
-/// 1.00000000000000008e-05), so metadata compares equal to config files.
+/// 1.0000000000000001e-05), so metadata compares equal to config files.
 std::string shortestDecimal(double value) {
   char text[32];
   return std::string(text, std::to_chars(text, text + sizeof(text), value).ptr);

@@ -199,8 +199,9 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     config.ffnHidden = 4 * config.nEmbd;
   if (given({"n_head", "num_attention_heads"}) && !given({"n_kv_head", "num_key_value_heads"}))
     config.nKvHead = config.nHead;
-  if (auto maxPos = object->getInteger("max_position_embeddings"))
-    config.seqLen = std::min<int64_t>(config.seqLen, *maxPos);
+  for (const char *key : {"max_position_embeddings", "n_positions"})
+    if (auto maxPos = object->getInteger(key))
+      config.seqLen = std::min<int64_t>(config.seqLen, *maxPos);
   return Error::success();
 }
 
