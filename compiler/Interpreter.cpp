@@ -116,7 +116,8 @@ LogicalResult Interpreter::runOp(Operation *op) {
         return success();
       })
       .Case([&](RopeOp o) {
-        out(0, ref::rope(in(0), d(o.getTheta()), o.getInverse()));
+        const RefTensor *positions = o.getPositions() ? &values[o.getPositions()] : nullptr;
+        out(0, ref::rope(in(0), positions, d(o.getTheta()), o.getInverse()));
         return success();
       })
       .Case([&](AttentionOp o) {

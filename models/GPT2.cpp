@@ -53,8 +53,12 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext *context, const ModelConfig &c) {
 
   Value tokens = b.input("tokens", {B, T});
   Value targets = b.input("targets", {B, T});
+  // Packed rows: positions restart at every document, which attends only to itself.
+  Value segments = c.packed() ? b.input("segments", {B, T}) : Value();
+  Value positions = c.packed() ? b.embedding(wpe, b.input("positions", {B, T}))
+                               : b.slice(wpe, {0, 0}, {T, C});
 
-  Value x = b.add(b.embedding(wte, tokens), b.slice(wpe, {0, 0}, {T, C}));
+  Value x = b.add(b.embedding(wte, tokens), positions);
   x = b.dropout(x, c.dropout);
   for (int64_t l = 0; l < c.nLayer; ++l) {
     const Layer &L = layers[l];
@@ -64,7 +68,8 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext *context, const ModelConfig &c) {
       auto head4 = [&](int64_t part) {
         return b.reshape(b.slice(qkv, {0, 0, part * C}, {B, T, C}), {B, T, H, D});
       };
-      Value att = b.attention(head4(0), head4(1), head4(2), 1.0 / std::sqrt(double(D)));
+      Value att =
+          b.attention(head4(0), head4(1), head4(2), segments, 1.0 / std::sqrt(double(D)));
       Value proj = b.add(b.matmul(b.reshape(att, {B, T, C}), L.projW), L.projB);
       Value r = b.add(x, b.dropout(proj, c.dropout));
       Value h2 = b.layernorm(r, L.ln2g, L.ln2b, c.normEps);

@@ -80,12 +80,12 @@ Value GraphBuilder::embedding(Value table, Value ids) {
   return llm::EmbeddingOp::create(builder, loc("embedding"), table, ids);
 }
 
-Value GraphBuilder::rope(Value x, double theta) {
-  return llm::RopeOp::create(builder, loc("rope"), x, APFloat(theta), false);
+Value GraphBuilder::rope(Value x, Value positions, double theta) {
+  return llm::RopeOp::create(builder, loc("rope"), x, positions, APFloat(theta), false);
 }
 
-Value GraphBuilder::attention(Value q, Value k, Value v, double scale) {
-  auto op = llm::AttentionOp::create(builder, loc("attention"), q, k, v, Value(),
+Value GraphBuilder::attention(Value q, Value k, Value v, Value segments, double scale) {
+  auto op = llm::AttentionOp::create(builder, loc("attention"), q, k, v, segments,
                                      APFloat(scale), true);
   return op.getOut();
 }

@@ -36,8 +36,11 @@ public:
   mlir::Value layernorm(mlir::Value x, mlir::Value gamma, mlir::Value beta, double eps);
   mlir::Value rmsnorm(mlir::Value x, mlir::Value gamma, double eps);
   mlir::Value embedding(mlir::Value table, mlir::Value ids);
-  mlir::Value rope(mlir::Value x, double theta);
-  mlir::Value attention(mlir::Value q, mlir::Value k, mlir::Value v, double scale);
+  /// `positions` [B, T] (may be null: 0..T−1 in every row).
+  mlir::Value rope(mlir::Value x, mlir::Value positions, double theta);
+  /// Causal; `segments` [B, T] (may be null) keeps each packed document to itself.
+  mlir::Value attention(mlir::Value q, mlir::Value k, mlir::Value v, mlir::Value segments,
+                        double scale);
   mlir::Value crossEntropy(mlir::Value logits, mlir::Value targets);
   mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape);
   mlir::Value slice(mlir::Value x, llvm::ArrayRef<int64_t> offsets,

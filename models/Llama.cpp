@@ -46,16 +46,19 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
 
   Value tokens = b.input("tokens", {B, T});
   Value targets = b.input("targets", {B, T});
+  // Packed rows: rotary positions restart at every document, which attends only to itself.
+  Value segments = c.packed() ? b.input("segments", {B, T}) : Value();
+  Value positions = c.packed() ? b.input("positions", {B, T}) : Value();
 
   Value x = b.embedding(embed, tokens);
   for (int64_t l = 0; l < c.nLayer; ++l) {
     const Layer &L = layers[l];
     x = b.block("layers." + std::to_string(l), [&] {
       Value h = b.rmsnorm(x, L.inNorm, c.normEps);
-      Value q = b.rope(b.reshape(b.matmul(h, L.q, true), {B, T, H, D}), c.ropeTheta);
-      Value k = b.rope(b.reshape(b.matmul(h, L.k, true), {B, T, KV, D}), c.ropeTheta);
+      Value q = b.rope(b.reshape(b.matmul(h, L.q, true), {B, T, H, D}), positions, c.ropeTheta);
+      Value k = b.rope(b.reshape(b.matmul(h, L.k, true), {B, T, KV, D}), positions, c.ropeTheta);
       Value v = b.reshape(b.matmul(h, L.v, true), {B, T, KV, D});
-      Value att = b.attention(q, k, v, 1.0 / std::sqrt(double(D)));
+      Value att = b.attention(q, k, v, segments, 1.0 / std::sqrt(double(D)));
       Value r = b.add(x, b.dropout(b.matmul(b.reshape(att, {B, T, H * D}), L.o, true),
                                    c.dropout));
       Value h2 = b.rmsnorm(r, L.postNorm, c.normEps);
@@ -72,7 +75,7 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
   OwningOpRef<ModuleOp> module = config.family == "gpt2" ? buildGPT2(context, config)
                                                          : buildLlama(context, config);
   OpBuilder b(context);
-  (*module)->setAttr(kModelAttr, b.getDictionaryAttr({
+  SmallVector<NamedAttribute> model = {
       b.getNamedAttr("family", b.getStringAttr(config.family)),
       b.getNamedAttr("vocab_size", b.getI64IntegerAttr(config.vocabSize)),
       b.getNamedAttr("n_layer", b.getI64IntegerAttr(config.nLayer)),
@@ -87,7 +90,11 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
       b.getNamedAttr("tie_embeddings", b.getI64IntegerAttr(config.tieEmbeddings)),
       b.getNamedAttr("norm_eps", b.getF64FloatAttr(config.normEps)),
       b.getNamedAttr("rope_theta", b.getF64FloatAttr(config.ropeTheta)),
-  }));
+  };
+  // llmc-run cuts packed rows at this token (artifact metadata model.doc_separator).
+  if (config.packed())
+    model.push_back(b.getNamedAttr("doc_separator", b.getI64IntegerAttr(config.docSeparator)));
+  (*module)->setAttr(kModelAttr, b.getDictionaryAttr(model));
   return module;
 }
 

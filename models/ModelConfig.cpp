@@ -70,6 +70,7 @@ const std::vector<Field> &fields() {
       {"tie_embeddings", {"tie_word_embeddings"}, "share the embedding table with the output head", boolField(&ModelConfig::tieEmbeddings)},
       {"dropout", {"resid_pdrop"}, "dropout rate", floatField(&ModelConfig::dropout)},
       {"init_std", {"initializer_range"}, "standard deviation of weight init", floatField(&ModelConfig::initStd)},
+      {"doc_separator", {}, "pack documents: the token opening each one (e.g. 50256, 10 for bytes); -1 none", intField(&ModelConfig::docSeparator)},
   };
   return table;
 }
@@ -221,6 +222,9 @@ Error ModelConfig::validate() const {
     return fail("n_embd (" + Twine(nEmbd) + ") must be divisible by n_head (" + Twine(nHead) + ")");
   if (nHead % nKvHead != 0)
     return fail("n_head (" + Twine(nHead) + ") must be divisible by n_kv_head (" + Twine(nKvHead) + ")");
+  if (docSeparator < -1 || docSeparator >= vocabSize)
+    return fail("doc_separator must be a token below vocab_size (" + Twine(vocabSize) +
+                ") or -1, got " + Twine(docSeparator));
   if (family == "gpt2" && seqLen > maxPositions)
     return fail("seq_len (" + Twine(seqLen) + ") exceeds max_positions (" + Twine(maxPositions) + ")");
   if (family == "gpt2" && nKvHead != nHead)

@@ -32,6 +32,11 @@ struct ModelConfig {
   bool tieEmbeddings = true;
   double dropout = 0.0;
   double initStd = 0.02;
+  /// Packed rows: the token that opens each document (>= 0), so the graph
+  /// takes per-row `segments` and `positions` inputs; -1: plain rows.
+  int64_t docSeparator = -1;
+
+  bool packed() const { return docSeparator >= 0; }
 
   int64_t headDim() const { return nEmbd / nHead; }
   /// Checks the combination (divisibility, ranges); the message names the key.

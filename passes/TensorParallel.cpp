@@ -5,7 +5,8 @@
 // rather than from parameter names:
 //
 //  - every llm.attention splits its heads (kv heads too: GQA/MQA need
-//    kv_heads % tp == 0). Walking back from q, k, v through rope, reshape,
+//    kv_heads % tp == 0; packed rows' segment ids and rope positions are
+//    per token, the same on every rank). Walking back from q, k, v through rope, reshape,
 //    the QKV split (a slice of a fused projection, whose columns become
 //    blocks split per rank), bias adds, reaches the projection matmuls:
 //    column-parallel, their weight (and bias) split along the output
@@ -269,8 +270,6 @@ LogicalResult TensorParallel::shardBlock(llm::BlockOp block) {
       for (Value x : {att.getQ(), att.getK(), att.getV()})
         if (failed(splitProducer(x, Split{2, 1})))
           return failure();
-      if (att.getSegmentIds())
-        return op->emitOpError("tensor parallelism with packed sequences is not supported yet");
       split[att.getOut()] = Split{2, 1};
       if (failed(rowParallel(att.getOut())))
         return failure();

@@ -100,6 +100,31 @@ void printActivationsPerLayer(const Artifact &a, const std::string &title, std::
   }
 }
 
+/// Per program: the instructions a step launches and the bytes its kernels
+/// move, counting every input read and every output written once — what
+/// fusion reduces.
+void printProgramWork(const Artifact &a, std::ostream &os) {
+  os << "work per run (this rank; kernel bytes = inputs read + outputs written):\n";
+  for (const ProgramInfo &p : a.programs) {
+    size_t kernels = 0, communication = 0;
+    uint64_t bytes = 0;
+    for (const InstructionInfo &inst : p.instructions) {
+      if (inst.kind == InstructionKind::RecordEvent || inst.kind == InstructionKind::WaitEvent)
+        continue;
+      if (inst.kind != InstructionKind::Kernel) {
+        ++communication;
+        continue;
+      }
+      ++kernels;
+      for (uint32_t b : inst.inputs) bytes += p.buffers[b].bytes();
+      for (uint32_t b : inst.outputs) bytes += p.buffers[b].bytes();
+    }
+    os << "  " << std::left << std::setw(12) << p.name << std::right << std::setw(6) << kernels
+       << " kernels " << std::setw(12) << formatBytes(bytes) << "   " << communication
+       << " communication instructions\n";
+  }
+}
+
 std::string rankList(const std::vector<int> &ranks) {
   std::string text;
   for (int r : ranks) text += (text.empty() ? "" : " ") + std::to_string(r);
@@ -204,6 +229,7 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
        << "%), microbatches in flight per stage: " << inFlight << "\n"
        << std::defaultfloat;
   }
+  printProgramWork(a, os);
   if (stages.empty()) {
     printMemoryPlan(a, "memory plan (rank " + std::to_string(a.ranks.empty() ? 0 : a.ranks.front()) + ")", os);
     printActivationsPerLayer(a, "activations kept per layer and microbatch", os);

@@ -302,6 +302,11 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
     return emitOptionalError(loc, "rope input must be [B, T, heads, head_dim] with "
                                   "even head_dim, got ",
                              shapeString(x.getShape()));
+  if (Value positions = adaptor.getPositions();
+      positions && tensorOf(positions).getShape() != x.getShape().take_front(2))
+    return emitOptionalError(loc, "positions must be [", x.getDimSize(0), ", ",
+                             x.getDimSize(1), "], got ",
+                             shapeString(tensorOf(positions).getShape()));
   types.push_back(x);
   return success();
 }

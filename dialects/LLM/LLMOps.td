@@ -269,15 +269,21 @@ def LLM_RopeOp : LLM_PureOp<"rope"> {
     `x` is `[B, T, H, D]` with even D. Position t rotates the pair
     (x[i], x[i + D/2]) by the angle t·theta^(−2i/D), as in the Hugging Face
     Llama code (`rotate_half`). `inverse` rotates by the negative angle,
-    which is the backward.
+    which is the backward. The optional `positions` `[B, T]` (values in
+    [0, T)) replace t, so packed documents each start at position 0.
 
     ```mlir
     %qr = llm.rope %q {theta = 10000.0 : f64} : tensor<4x64x8x16xf32>
+    %pr = llm.rope %q positions %pos : tensor<4x64xi32> {theta = 10000.0 : f64}
+        : tensor<4x64x8x16xf32>
     ```
   }];
-  let arguments = (ins LLM_FloatTensor:$x, F64Attr:$theta, UnitAttr:$inverse);
+  let arguments = (ins LLM_FloatTensor:$x, Optional<LLM_IndexTensor>:$positions,
+                       F64Attr:$theta, UnitAttr:$inverse);
   let results = (outs LLM_FloatTensor:$result);
-  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let assemblyFormat = [{
+    $x (`positions` $positions^ `:` type($positions))? attr-dict `:` type($x)
+  }];
   let hasVerifier = 1;
 }
 

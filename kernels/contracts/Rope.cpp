@@ -13,13 +13,18 @@ bool bindRope(const KernelArgs &args, std::string &error, RopeBinding *out) {
   Validator v("rope", args, error);
   double theta;
   bool inverse;
-  if (!v.arity(1, 1) || !v.floatAttr("theta", &theta) || !v.flagAttr("inverse", &inverse))
+  if (!v.arity(1, 2, 1) || !v.floatAttr("theta", &theta) || !v.flagAttr("inverse", &inverse))
     return false;
   const TensorView &x = v.in(0);
   if (!v.isFloat(x, "x") || !v.hasRank(x, "x", 4)) return false;
   if (x.dim(3) % 2 != 0) return v.fail("x head dim D must be even, got " + x.describe());
   if (!(theta > 0.0)) return v.fail("attribute 'theta' must be positive");
   if (!v.hasType(v.out(0), "out", x.dtype, x.shape)) return false;
+  out->positions = args.inputs.size() > 1;
+  if (out->positions &&
+      (!v.isIndex(v.in(1), "positions") ||
+       !v.hasType(v.in(1), "positions", v.in(1).dtype, {x.dim(0), x.dim(1)})))
+    return false;
   out->dtype = x.dtype;
   out->theta = theta;
   out->inverse = inverse;

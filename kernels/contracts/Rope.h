@@ -1,7 +1,7 @@
 //===- Rope.h - binding contract of rope ------------------------*- C++ -*-===//
 //
-// The checks and attributes of rope (rotary position embedding of x[B, H, T,
-// D], or its inverse), shared by the CPU factory (kernels/cpu/rope.cpp) and
+// The checks and attributes of rope (rotary position embedding of x[B, T, H,
+// D] at positions 0..T−1 or at given positions[B, T], or its inverse), shared by the CPU factory (kernels/cpu/rope.cpp) and
 // the CUDA one (kernels/cuda/rope.cu).
 //
 //===----------------------------------------------------------------------===//
@@ -14,9 +14,10 @@
 
 namespace llmc::contracts {
 
-/// rope(x) -> out, attributes theta and inverse.
+/// rope(x[, positions]) -> out, attributes theta and inverse.
 struct RopeBinding {
   DType dtype = DType::F32;
+  bool positions = false; ///< the positions input is present (i32 or i64)
   double theta = 0;
   bool inverse = false;
 };

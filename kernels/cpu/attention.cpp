@@ -11,7 +11,8 @@
 // tiles of kBc with an online softmax — running max m and sum l per query,
 // the partial output rescaled by exp(m_old − m_new) — so the T×S score
 // matrix never exists, only one tile of it in per-thread scratch. Causal
-// tasks stop at the diagonal.
+// tasks stop at the diagonal, and every pass skips the tiles that segment
+// ids hide entirely (SegmentTiles.h), so packed documents cost Σ s_i².
 //
 // Backward, with P = exp(scale·q·kᵀ − lse) recomputed per tile and
 // Dᵢ = rowsum(dout ∘ out) precomputed:
@@ -35,6 +36,7 @@
 
 #include "kernels/contracts/Attention.h"
 #include "kernels/cpu/Common.h"
+#include "kernels/cpu/SegmentTiles.h"
 #include "kernels/cpu/TileGemm.h"
 
 namespace llmc::cpu {
@@ -61,6 +63,22 @@ inline int64_t lastTilesFirst(int64_t tile, int64_t tiles, bool causal) {
 template <typename T> struct AttentionTiles {
   AttentionDims n;
   IdView segmentIds;
+  SegmentTiles segmentTiles;
+
+  /// Binds the segment ids, if any, and sizes their tile ranges.
+  void bindSegments(const KernelArgs &args, size_t index) {
+    if (!n.segments) return;
+    segmentIds = IdView(args.inputs[index]);
+    segmentTiles.resize(n.b, n.t, kBr);
+  }
+  /// Reads this step's segment ids; run() calls it before any tile.
+  void readSegments() {
+    if (n.segments) segmentTiles.update(segmentIds);
+  }
+  /// Whether segments hide every score of query tile i0 from key tile j0.
+  bool hidden(int64_t b, int64_t i0, int64_t j0) const {
+    return n.segments && !segmentTiles.meet(b, i0, j0);
+  }
 
   /// Offset of query row i of head h (q, out, dout) and key row j of kv head g.
   int64_t queryAt(int64_t b, int64_t i, int64_t h) const { return ((b * n.t + i) * n.h + h) * n.d; }
@@ -130,11 +148,12 @@ public:
         out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), threads_(bindThreads()),
         scratch_(threads_, 2 * kBr * dims.d + kBc * kBr + 2 * kBc * dims.d + 5 * kBr) {
     tiles_.n = dims;
-    if (dims.segments) tiles_.segmentIds = IdView(args.inputs[3]);
+    tiles_.bindSegments(args, 3);
   }
 
   void run(const StepContext &) override {
     const AttentionDims &n = tiles_.n;
+    tiles_.readSegments();
     int64_t queryTiles = (n.t + kBr - 1) / kBr, tasks = n.b * n.h * queryTiles;
 #pragma omp parallel num_threads(threads_)
     {
@@ -163,6 +182,7 @@ private:
 
     int64_t keyEnd = tiles_.keyEnd(i0, rows);
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
+      if (tiles_.hidden(b, i0, j0)) continue;
       int64_t cols = std::min(kBc, keyEnd - j0);
       const float *kr = tiles_.keyRows(k_, b, g, j0, cols, kw);
       const float *vr = tiles_.keyRows(v_, b, g, j0, cols, vw);
@@ -236,11 +256,12 @@ public:
         dv_(args.outputs[2].as<T>()), threads_(bindThreads()), rowDot_(dims.b * dims.h * dims.t),
         scratch_(threads_, 6 * kBc * dims.d + 2 * kBr * kBc + 2 * kBr) {
     tiles_.n = dims;
-    if (dims.segments) tiles_.segmentIds = IdView(args.inputs[6]);
+    tiles_.bindSegments(args, 6);
   }
 
   void run(const StepContext &) override {
     const AttentionDims &n = tiles_.n;
+    tiles_.readSegments();
     // D = rowsum(dout ∘ out), laid out like lse: [B, H, T].
 #pragma omp parallel for schedule(static) num_threads(threads_)
     for (int64_t bt = 0; bt < n.b * n.t; ++bt) {
@@ -303,6 +324,7 @@ private:
     int64_t firstQuery = n.causal ? j0 / kBr * kBr : 0; // earlier queries see none of these keys
     for (int64_t h = g * n.group; h < (g + 1) * n.group; ++h)
       for (int64_t i0 = firstQuery; i0 < n.t; i0 += kBr) {
+        if (tiles_.hidden(b, i0, j0)) continue;
         int64_t rows = std::min(kBr, n.t - i0);
         const float *qr = tiles_.queryRows(q_, b, h, i0, rows, qw);
         const float *dor = tiles_.queryRows(dout_, b, h, i0, rows, dow);
@@ -347,6 +369,7 @@ private:
     std::fill(dq, dq + rows * d, 0.0f);
     int64_t keyEnd = tiles_.keyEnd(i0, rows);
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
+      if (tiles_.hidden(b, i0, j0)) continue;
       int64_t cols = std::min(kBc, keyEnd - j0);
       const float *kr = tiles_.keyRows(k_, b, g, j0, cols, kw);
       const float *vr = tiles_.keyRows(v_, b, g, j0, cols, vw);

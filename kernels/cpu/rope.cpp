@@ -2,10 +2,13 @@
 //
 // x [B, T, H, D]: at position t (dim 1) the pair (x[i], x[i + D/2]) is
 // rotated by t·θ^(−2i/D) (the Hugging Face "rotate_half" layout); `inverse`
-// rotates by the negative angle, which is exactly the backward. The angles
-// depend only on (t, i), so their cos/sin are computed once at bind time in
-// double and the run is a streaming multiply-add. Each pair is read before
-// it is written, so out may alias x.
+// rotates by the negative angle, which is exactly the backward. With a
+// positions input [B, T] (packed documents restart at 0) position
+// positions[b, t] replaces t. The angles depend only on (position, i), so
+// their cos/sin for positions 0..T−1 are computed once at bind time in
+// double and the run is a streaming multiply-add; a position outside
+// [0, T) makes its row NaN rather than read outside the table. Each pair is
+// read before it is written, so out may alias x.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +21,9 @@ namespace {
 template <typename T> class RopeKernel final : public Kernel {
 public:
   RopeKernel(const KernelArgs &args, double theta, bool inverse)
-      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()), b_(args.inputs[0].dim(0)),
+      : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()),
+        positions_(args.inputs.size() > 1 ? IdView(args.inputs[1]) : IdView()),
+        b_(args.inputs[0].dim(0)),
         t_(args.inputs[0].dim(1)), h_(args.inputs[0].dim(2)), d_(args.inputs[0].dim(3)),
         half_(d_ / 2), cos_(t_ * half_), sin_(t_ * half_) {
     for (int64_t t = 0; t < t_; ++t)
@@ -33,7 +38,11 @@ public:
     const int64_t half = half_, d = d_;
 #pragma omp parallel for schedule(static) if (b_ * t_ * h_ * d > kParallelGrain)
     for (int64_t bt = 0; bt < b_ * t_; ++bt) {
-      int64_t t = bt % t_;
+      int64_t t = positions_.data ? positions_[bt] : bt % t_;
+      if (t < 0 || t >= t_) {
+        for (int64_t e = 0; e < h_ * d; ++e) store(out_ + bt * h_ * d, e, kNaN);
+        continue;
+      }
       const float *cs = cos_.data() + t * half, *sn = sin_.data() + t * half;
       for (int64_t h = 0; h < h_; ++h) {
         const T *x = x_ + (bt * h_ + h) * d;
@@ -51,6 +60,7 @@ public:
 private:
   const T *x_;
   T *out_;
+  IdView positions_; // null data: position t
   int64_t b_, t_, h_, d_, half_;
   std::vector<float> cos_, sin_; // [T, D/2]; sin negated when inverse
 };

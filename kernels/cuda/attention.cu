@@ -7,6 +7,8 @@
 // kernels/cpu/attention.cpp: a query that sees no key gets out = 0 and
 // lse = −inf, and the backward reads that lse as +inf (its P is 0).
 // Never is a T×S matrix stored: scores live one tile at a time in registers.
+// As on the CPU, a query tile and a key tile whose segment id ranges do not
+// meet are skipped in every pass, so packed documents cost Σ s_i².
 //
 // Geometry, shared by all three kernels: a block of 8 warps owns a tile of
 // 32 rows (query rows, or key rows in the dK/dV pass), 4 rows per warp; the
@@ -87,6 +89,25 @@ __device__ __forceinline__ int64_t segmentAt(const Params &p, int64_t b, int64_t
                         : static_cast<const int32_t *>(p.segments)[b * p.t + i];
 }
 
+/// Whether the 32-wide query tile at i0 and key tile at j0 of row b share
+/// a segment id range (always, without segment ids). Each warp reduces the
+/// ranges by shuffles to the same answer, so a block may branch on it; all
+/// lanes must be active.
+__device__ __forceinline__ bool segmentsMeet(const Params &p, int64_t b, int64_t i0, int64_t j0) {
+  if (!p.segments) return true;
+  const int lane = threadIdx.x & 31;
+  int64_t qLo = segmentAt(p, b, min(i0 + lane, p.t - 1)), qHi = qLo;
+  int64_t kLo = segmentAt(p, b, min(j0 + lane, p.t - 1)), kHi = kLo;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    qLo = min(qLo, __shfl_xor_sync(kFullMask, qLo, offset));
+    qHi = max(qHi, __shfl_xor_sync(kFullMask, qHi, offset));
+    kLo = min(kLo, __shfl_xor_sync(kFullMask, kLo, offset));
+    kHi = max(kHi, __shfl_xor_sync(kFullMask, kHi, offset));
+  }
+  return kLo <= qHi && qLo <= kHi;
+}
+
 /// Copies `rows` rows of `d` elements from x (row r at x + r·stride, rows
 /// at or past `valid` read as 0), times `factor`, into dst with leading
 /// dimension `ld`. All threads of the block take part.
@@ -141,6 +162,7 @@ __global__ void __launch_bounds__(kThreads)
   // Keys [0, keyEnd): causal tiles stop at their diagonal (S == T there).
   const int64_t keyEnd = p.causal ? min(p.s, i0 + kTile) : p.s;
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kTile) { // block-uniform bounds
+    if (!segmentsMeet(p, b, i0, j0)) continue;
     __syncthreads(); // the previous tile's readers are done (and q is staged)
     for (int idx = threadIdx.x; idx < kTile * d; idx += kThreads) {
       const int c = idx / d, e = idx - c * d;
@@ -297,6 +319,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const int64_t keyEnd = p.causal ? min(p.s, i0 + kTile) : p.s;
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kTile) { // block-uniform bounds
+    if (!segmentsMeet(p, b, i0, j0)) continue;
     __syncthreads();
     for (int idx = threadIdx.x; idx < kTile * d; idx += kThreads) {
       const int c = idx / d, e = idx - c * d;
@@ -410,6 +433,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t firstQuery = p.causal ? j0 : 0;
   for (int64_t h = g * p.group; h < (g + 1) * p.group; ++h) // block-uniform bounds
     for (int64_t i0 = firstQuery; i0 < p.t; i0 += kTile) {
+      if (!segmentsMeet(p, b, i0, j0)) continue;
       __syncthreads(); // the previous query tile's readers are done
       stageRows(q + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, qs, d + 1);
       stageRows(dout + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, dos, d + 1);

@@ -18,6 +18,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/data/Dataset.h"
+#include "runtime/data/Packing.h"
 #include "runtime/support/Error.h"
 
 #include <algorithm>
@@ -167,6 +168,7 @@ void run(const GptqRequest &request, GptqResult &result) {
     });
     for (int64_t b = 0; b < request.batches; ++b) {
       loader.fill(b, rows, 0, rows, tokens.as<int32_t>(), targets.as<int32_t>());
+      fillPackedInputs(program, tokens, docSeparator(artifact));
       program.run(StepContext{});
     }
     program.setInstructionObserver({});

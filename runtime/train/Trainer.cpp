@@ -37,6 +37,7 @@
 #include "runtime/data/ByteTokenizer.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/data/Dataset.h"
+#include "runtime/data/Packing.h"
 #include "runtime/support/Error.h"
 #include "runtime/train/LRSchedule.h"
 #include "runtime/train/LossScaler.h"
@@ -246,6 +247,7 @@ private:
   std::unique_ptr<BoundProgram> train, eval, logits, grad, calibration;
   Dataset trainData, valData;
   std::unique_ptr<DataLoader> trainLoader, valLoader;
+  int64_t separator = -1; ///< packed rows: the token opening a document
   LRSchedule schedule;
   uint64_t seed = 0;
   int64_t totalSteps = 0, vocab = 0;
@@ -379,6 +381,7 @@ void Trainer::setup() {
 
   Input in = batchInput(*train, true);
   vocab = static_cast<int64_t>(artifact.metaNumber("model.vocab_size", 0));
+  separator = docSeparator(artifact);
   if (!vocab && logits)
     vocab = logits->view("logits").dim(-1);
 
@@ -414,6 +417,7 @@ void Trainer::fillBatch(const BoundProgram &program, DataLoader &loader, int64_t
                 in.targets.as<int32_t>() + m * local * in.T);
   program.toDevice(in.tokens);
   program.toDevice(in.targets);
+  fillPackedInputs(program, in.tokens, separator);
 }
 
 void Trainer::calibrate(int64_t batches) {
@@ -466,6 +470,7 @@ std::string Trainer::sample() {
     std::fill(tok, tok + in.rows * in.T, 0);
     for (int64_t t = 0; t < len; ++t) tok[t] = context[start + t];
     logits->toDevice(in.tokens);
+    fillPackedInputs(*logits, in.tokens, separator);
     logits->run(StepContext{});
     logits->toHost(out);
     const float *row = nullptr;
@@ -693,7 +698,10 @@ void Trainer::printBanner() {
     std::cout << " in " << trainData.shards.size() << " + " << valData.shards.size()
               << " shards";
   std::cout << ", unigram entropy " << std::fixed << std::setprecision(3)
-            << unigramEntropy(trainData) << " nats)\n";
+            << unigramEntropy(trainData) << " nats)";
+  if (separator >= 0)
+    std::cout << " | packed: documents open at token " << separator;
+  std::cout << "\n";
 }
 
 bool Trainer::trainSteps(Progress &p) {

@@ -9,15 +9,20 @@
 # data and tensor parallelism and ZeRO; an uneven GPT-2 (vocabulary 257,
 # width 70; a Llama with vocabulary 257) checks ZeRO's padded shards on 2,
 # 3 and 4 ranks and the padded vocabulary of tensor parallelism; a narrow
-# GPT-2 with the real vocabulary of 50257 does the same at that size. Each layout
-# runs twice:
-# plainly, and with random delays before every collective (a rank that runs
-# ahead must still meet its peers in the same order).
+# GPT-2 with the real vocabulary of 50257 does the same at that size; packed
+# GPT-2s and Llamas (rows of whole stories, doc_separator=10) check that the
+# segment and position inputs follow the tokens in every layout, the
+# sequence-split ones included. Each layout runs twice: plainly (one
+# ordered list per rank), and compiled with --overlap-comm (communication
+# on its own thread, ordered by the events --target cuda places) with
+# random delays before every instruction on either stream and before every
+# collective (a stream or a rank that runs ahead must still wait for what
+# it depends on and meet its peers in the same order).
 #
 #   run_parity.sh <bin dir> <work dir> [family ...]
 set -euo pipefail
 BIN=$1; WORK=$2; shift 2
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257}
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,24 +31,24 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 
 # name | ranks | llmc compile flags | families (empty: gpt2 llama)
 LAYOUTS=(
-  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora gpt2-adam8"
+  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora gpt2-adam8 gpt2-packed llama-packed"
   "dp4|4|--mesh dp=4"
   "dp2-ps|2|--mesh dp=2 --grad-sync ps"
   "dp2-small-buckets|2|--mesh dp=2 --grad-bucket-mb 0.05|gpt2"
   "dp2-no-buckets|2|--mesh dp=2 --grad-bucket-mb 0|gpt2"
-  "zero1-dp2|2|--mesh dp=2 --zero 1|gpt2 llama gpt2-lora gpt2-adam8"
+  "zero1-dp2|2|--mesh dp=2 --zero 1|gpt2 llama gpt2-lora gpt2-adam8 gpt2-packed"
   "zero2-dp2|2|--mesh dp=2 --zero 2"
   "zero2-dp4-micro2|4|--mesh dp=4 --zero 2 --microbatches 2 --set batch_size=4"
-  "zero3-dp4|4|--mesh dp=4 --zero 3|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora"
+  "zero3-dp4|4|--mesh dp=4 --zero 3|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora gpt2-packed llama-packed"
   "zero3-dp2-keep|2|--mesh dp=2 --zero 3 --fsdp-reshard-after-forward=false --fsdp-prefetch 0"
   "hybrid-dp2-fsdp2|4|--mesh dp=2,fsdp=2 --zero 3"
-  "tp2|2|--mesh tp=2|gpt2 llama gpt2-qat gpt2-lora llama-lora gpt2-adam8"
+  "tp2|2|--mesh tp=2|gpt2 llama gpt2-qat gpt2-lora llama-lora gpt2-adam8 gpt2-packed llama-packed"
   "tp4|4|--mesh tp=4|gpt2"
   "dp2-tp2|4|--mesh dp=2,tp=2"
   "zero1-dp2-tp2|4|--mesh dp=2,tp=2 --zero 1"
   "zero3-dp2-tp2|4|--mesh dp=2,tp=2 --zero 3"
-  "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama gpt2-dropout"
-  "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp|gpt2 llama gpt2-qat gpt2-lora llama-lora"
+  "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama gpt2-dropout gpt2-packed llama-packed"
+  "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp|gpt2 llama gpt2-qat gpt2-lora llama-lora gpt2-packed llama-packed"
   "zero3-dp2-tp2-sp|4|--mesh dp=2,tp=2 --zero 3 --sp"
   "tp-slowest|4|--mesh dp=2,tp=2 --rank-order tp,dp|gpt2"
   "recompute-full|1|--recompute full|gpt2 llama gpt2-dropout"
@@ -70,12 +75,12 @@ LAYOUTS=(
   "vocab50257-tp2-sp|2|--mesh tp=2 --sp|gpt2-vocab50257"
   # Pipelines (4 layers, 4 microbatches): every schedule, with and without
   # recomputation, alone and with data and tensor parallelism.
-  "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp gpt2-lora-pp"
+  "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp gpt2-lora-pp gpt2-packed-pp llama-packed-pp"
   "pp2-gpipe|2|--mesh pp=2 --pipeline-schedule gpipe|gpt2-pp"
   "pp2-naive|2|--mesh pp=2 --pipeline-schedule naive|gpt2-pp"
   "pp4|4|--mesh pp=4|gpt2-pp llama-pp"
   "pp2-dp2|4|--mesh pp=2,dp=2|gpt2-pp llama-pp"
-  "pp2-dp2-tp2|8|--mesh pp=2,dp=2,tp=2 --zero 1|gpt2-pp llama-pp"
+  "pp2-dp2-tp2|8|--mesh pp=2,dp=2,tp=2 --zero 1|gpt2-pp llama-pp gpt2-packed-pp"
   "pp2-interleaved-v2|2|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2|gpt2-pp llama-pp"
   "pp2-zero-bubble|2|--mesh pp=2 --pipeline-schedule zero-bubble|gpt2-pp llama-pp"
   "pp2-recompute-full|2|--mesh pp=2 --recompute full|gpt2-pp llama-pp"
@@ -109,6 +114,9 @@ for family in $FAMILIES; do
   [[ $family == llama-uneven ]] && common=(--model "$model" --preset tiny --set n_layer=2
                                            --set batch_size=12 --set seq_len=32 --set vocab_size=257)
   [[ $family == *-bf16 ]] && common+=(--precision bf16) && tolerance=1e-3
+  # Packed rows of 128 bytes: most hold the end of one story and the start
+  # of the next (stories are ~500 bytes, separated by blank lines).
+  [[ $family == *-packed* ]] && common+=(--set seq_len=128 --set doc_separator=10)
   # Fake quantization: runs agree to fp32 accuracy until a 1-ulp difference
   # moves a value across a rounding step; after that they drift like two
   # thread counts on one rank do (~1e-4 over 20 steps). One thread per rank
@@ -139,16 +147,19 @@ for family in $FAMILIES; do
   for layout in "${LAYOUTS[@]}"; do
     IFS='|' read -r name ranks flags only <<< "$layout"
     [[ " ${only:-gpt2 llama} " != *" $family "* ]] && continue
-    # shellcheck disable=SC2086
-    "$BIN/llmc" compile "${common[@]}" $flags -o "$WORK/$family-$name.llmc"
-    for delay in 0 3; do
-      out="$WORK/$family-$name-delay$delay.jsonl"
-      mpirun -np "$ranks" --bind-to none "$BIN/llmc-run" "$WORK/$family-$name.llmc" \
-        --steps $STEPS --metrics "$out" --quiet --debug-collective-delay-ms $delay
+    for variant in plain overlap; do
+      extra=() delays=()
+      [[ $variant == overlap ]] && extra=(--overlap-comm) &&
+        delays=(--debug-collective-delay-ms 3 --debug-stream-delay-us 50)
+      artifact="$WORK/$family-$name-$variant.llmc" out="$WORK/$family-$name-$variant.jsonl"
+      # shellcheck disable=SC2086
+      "$BIN/llmc" compile "${common[@]}" $flags "${extra[@]}" -o "$artifact"
+      mpirun -np "$ranks" --bind-to none "$BIN/llmc-run" "$artifact" \
+        --steps $STEPS --metrics "$out" --quiet "${delays[@]}"
       if result=$(python3 "$HERE/../e2e/Inputs/compare_losses.py" "$WORK/$family-1.jsonl" "$out" $tolerance "${strict[@]}"); then
-        echo "PASS $family $name (delay ${delay} ms): $result"
+        echo "PASS $family $name ($variant): $result"
       else
-        echo "FAIL $family $name (delay ${delay} ms): $result"
+        echo "FAIL $family $name ($variant): $result"
         fail=1
       fi
     done

@@ -203,6 +203,14 @@ func.func @f(%x: tensor<2x8x4x8xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2x8x4x8xf32>, %pos: tensor<2x4xi32>) {
+  // expected-error @+1 {{positions must be [2, 8], got 2x4}}
+  %y = llm.rope %x positions %pos : tensor<2x4xi32> {theta = 10000.0 : f64} : tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<2x8x32xf32>, %k: tensor<2x8x4x8xf32>) {
   // expected-error @+1 {{q and k must be [B, T, heads, head_dim], got 2x8x32 and 2x8x4x8}}
   %o, %l = llm.attention %q, %k, %k {scale = 1.0 : f64} : tensor<2x8x32xf32>, tensor<2x8x4x8xf32>

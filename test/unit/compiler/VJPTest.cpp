@@ -211,6 +211,14 @@ TEST(VJP, Rope) {
                            "tensor<2x5x3x8xf32>"));
 }
 
+TEST(VJP, RopeGivenPositions) {
+  checkGradients(projected(param("x", "tensor<2x5x3x8xf32>") + ", " +
+                               intArg("pos", "tensor<2x5xi32>", 5),
+                           "  %y = llm.rope %x positions %pos : tensor<2x5xi32> {theta = 100.0 : f64} "
+                           ": tensor<2x5x3x8xf32>",
+                           "tensor<2x5x3x8xf32>"));
+}
+
 TEST(VJP, AttentionCausalMultiHead) {
   std::string q = "tensor<2x5x2x4xf32>";
   checkGradients(projected(param("q", q) + ", " + param("k", q) + ", " + param("v", q),

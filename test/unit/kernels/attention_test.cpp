@@ -4,9 +4,12 @@
 // terms, and lse = m + log l can be near zero (its absolute error is what
 // matters downstream, as exp(s − lse)). Shapes cover multi-head, GQA (H=4, KV=2), MQA
 // (KV=1), causal and not, S != T, several query and key tiles with ragged
-// edges, and packed sequences (segment ids) both contiguous and interleaved.
+// edges, and packed sequences (segment ids) both contiguous and interleaved,
+// with documents short and long enough that whole tiles are skipped.
 
 #include "KernelTest.h"
+
+#include "kernels/cpu/SegmentTiles.h"
 
 #include <cmath>
 #include <random>
@@ -14,7 +17,7 @@
 namespace llmc::test {
 namespace {
 
-enum class Segments { None, Packed, Interleaved };
+enum class Segments { None, Packed, Documents, Interleaved };
 
 struct AttentionCase {
   int64_t b, t, s, h, kv, d;
@@ -27,6 +30,7 @@ std::string describe(const AttentionCase &c) {
          " H" + std::to_string(c.h) + " KV" + std::to_string(c.kv) + " D" + std::to_string(c.d) +
          (c.causal ? " causal" : "") +
          (c.segments == Segments::Packed        ? " packed"
+          : c.segments == Segments::Documents   ? " documents"
           : c.segments == Segments::Interleaved ? " interleaved"
                                                 : "");
 }
@@ -43,6 +47,8 @@ const std::vector<AttentionCase> kCases = {
     {1, 40, 40, 2, 2, 24, false, Segments::Interleaved},
     {1, 40, 40, 2, 1, 24, true, Segments::Interleaved},
     {1, 150, 150, 2, 2, 64, true, Segments::None}, // three tiles each way
+    {2, 300, 300, 2, 1, 16, true, Segments::Documents}, // tiles hidden by segments
+    {1, 260, 260, 4, 2, 32, false, Segments::Documents},
 };
 
 RefTensor segmentIds(const AttentionCase &c, uint64_t seed) {
@@ -53,6 +59,8 @@ RefTensor segmentIds(const AttentionCase &c, uint64_t seed) {
     for (int64_t i = 0; i < c.t; ++i) {
       if (c.segments == Segments::Packed) {
         if (i > 0 && rng() % 9 == 0) ++id; // runs of ~9 tokens
+      } else if (c.segments == Segments::Documents) {
+        if (i > 0 && rng() % 80 == 0) ++id; // runs of ~80 tokens, across tiles
       } else {
         id = static_cast<int64_t>(rng() % 3);
       }
@@ -143,6 +151,51 @@ TEST(AttentionKernels, BackwardIsDeterministic) {
       EXPECT_TRUE(first ==
                   std::vector<std::vector<uint64_t>>({dq.storage, dk.storage, dv.storage}));
   }
+}
+
+/// One kernel bound once reads each step's segment ids: the tiles it skips
+/// follow the rows, not the rows of the first run.
+TEST(AttentionKernels, SegmentsAreReadEveryRun) {
+  AttentionCase c{1, 200, 200, 2, 1, 16, true, Segments::Documents};
+  RefTensor q = randomTensor({1, 200, 2, 16}, 621), k = randomTensor({1, 200, 1, 16}, 622),
+            v = randomTensor({1, 200, 1, 16}, 623);
+  Buffer qb = Buffer::of(q, DType::F32), kb = Buffer::of(k, DType::F32),
+         vb = Buffer::of(v, DType::F32), segb(DType::I32, {1, 200});
+  Buffer out(DType::F32, q.shape), lse(DType::F32, {1, 2, 200});
+  KernelArgs args;
+  args.inputs = {qb.view(), kb.view(), vb.view(), segb.view()};
+  args.outputs = {out.view(), lse.view()};
+  args.attrs = attrs({{"scale", 0.25}}, {{"causal", 1}});
+  std::string error;
+  std::unique_ptr<Kernel> kernel = findKernel(Backend::CPU, "attention")(args, error);
+  ASSERT_TRUE(kernel) << error;
+  for (uint64_t seed : {624, 625, 626}) {
+    RefTensor seg = segmentIds(c, seed);
+    Buffer fresh = Buffer::of(seg, DType::I32);
+    std::copy(fresh.storage.begin(), fresh.storage.end(), segb.storage.begin());
+    kernel->run(StepContext{});
+    EXPECT_CLOSE(out.toRef(), ref::attention(q, k, v, &seg, 0.25, true)[0], Metric::Norm, 1e-5);
+  }
+}
+
+/// The cost claim: documents of 2, 1 and 3 tiles leave 3 + 1 + 6 causal
+/// tile pairs of the 21 a row of 6 tiles has, i.e. Σ s_i², not (Σ s_i)².
+TEST(AttentionKernels, SegmentTilesKeepOnlyEachDocumentsTiles) {
+  std::vector<int32_t> ids;
+  for (auto [id, tiles] : {std::pair{0, 2}, {1, 1}, {2, 3}}) ids.insert(ids.end(), tiles * 64, id);
+  TensorView view;
+  view.data = ids.data(), view.dtype = DType::I32, view.shape = {1, 384};
+  cpu::SegmentTiles tiles;
+  tiles.resize(1, 384, 64);
+  tiles.update(cpu::IdView(view));
+  int pairs = 0;
+  for (int64_t i0 = 0; i0 < 384; i0 += 64)
+    for (int64_t j0 = 0; j0 <= i0; j0 += 64) pairs += tiles.meet(0, i0, j0);
+  EXPECT_EQ(pairs, 10);
+  // A document that starts mid-tile shares that tile with its neighbour.
+  std::fill(ids.begin() + 100, ids.begin() + 128, 1);
+  tiles.update(cpu::IdView(view));
+  EXPECT_TRUE(tiles.meet(0, 64, 64) && tiles.meet(0, 128, 64) && !tiles.meet(0, 192, 64));
 }
 
 } // namespace

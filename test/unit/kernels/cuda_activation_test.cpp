@@ -92,6 +92,12 @@ TEST(CudaActivationKernels, RopeMatchesCpu) {
         KernelAttrs a = attrs({{"theta", 10000.0}}, {{"inverse", inverse}});
         expectCudaMatchesCpu("rope", {&x}, {&out}, a, {Metric::Norm, {tolerance(t)}});
         expectCudaMatchesCpu("rope", {&x}, {&x}, a, {Metric::Norm, {tolerance(t)}});
+        // Packed rows: positions restarting every 5 tokens.
+        RefTensor positions = RefTensor::zeros({shape[0], shape[1]});
+        for (size_t i = 0; i < positions.data.size(); ++i)
+          positions.data[i] = static_cast<double>(i % static_cast<size_t>(shape[1]) % 5);
+        Buffer p = Buffer::of(positions, DType::I32);
+        expectCudaMatchesCpu("rope", {&x, &p}, {&out}, a, {Metric::Norm, {tolerance(t)}});
       }
 }
 

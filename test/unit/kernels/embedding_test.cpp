@@ -104,11 +104,42 @@ TEST(RopeKernel, ForwardAndInverseMatchReference) {
         out.poison();
         KernelAttrs a = attrs({{"theta", 10000.0}}, {{"inverse", inverse}});
         ASSERT_TRUE(runKernel("rope", {&xb}, {&out}, a));
-        EXPECT_CLOSE(out.toRef(), ref::rope(x, 10000.0, inverse), Metric::Norm, tolerance(dtype));
+        EXPECT_CLOSE(out.toRef(), ref::rope(x, nullptr, 10000.0, inverse), Metric::Norm,
+                     tolerance(dtype));
         // In place gives the same result.
         ASSERT_TRUE(runKernel("rope", {&xb}, {&xb}, a));
         EXPECT_CLOSE(xb.toRef(), out.toRef(), Metric::Elementwise, 0.0);
       }
+}
+
+/// Packed rows: positions restart per document; i32 and i64 alike, and a
+/// position outside [0, T) gives NaN, never a read outside the table.
+TEST(RopeKernel, GivenPositionsMatchReference) {
+  RefTensor x = randomTensor({2, 9, 3, 8}, 441), positions = RefTensor::zeros({2, 9});
+  for (int64_t i = 0; i < 18; ++i) positions.data[i] = static_cast<double>(i % 9 % 4);
+  for (DType dtype : kFloatTypes)
+    for (DType index : {DType::I32, DType::I64})
+      for (int inverse = 0; inverse < 2; ++inverse) {
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + dtypeName(index) +
+                     (inverse ? " inverse" : ""));
+        RefTensor xr = roundTo(x, dtype);
+        Buffer xb = Buffer::of(xr, dtype), pb = Buffer::of(positions, index), out(dtype, x.shape);
+        out.poison();
+        KernelAttrs a = attrs({{"theta", 10000.0}}, {{"inverse", inverse}});
+        ASSERT_TRUE(runKernel("rope", {&xb, &pb}, {&out}, a));
+        EXPECT_CLOSE(out.toRef(), ref::rope(xr, &positions, 10000.0, inverse), Metric::Norm,
+                     tolerance(dtype));
+      }
+  RefTensor bad = positions;
+  bad.data[3] = 9;
+  Buffer xb = Buffer::of(x, DType::F32), pb = Buffer::of(bad, DType::I32), out(DType::F32, x.shape);
+  ASSERT_TRUE(runKernel("rope", {&xb, &pb}, {&out}, attrs({{"theta", 10000.0}})));
+  RefTensor got = out.toRef();
+  EXPECT_TRUE(std::isnan(got.data[3 * 24]) && std::isnan(got.data[4 * 24 - 1]));
+  EXPECT_FALSE(std::isnan(got.data[4 * 24]));
+  TensorView x4 = typeOnly(DType::F32, {2, 9, 3, 8});
+  EXPECT_EQ(bindError("rope", {x4, typeOnly(DType::I32, {2, 8})}, {x4}, attrs({{"theta", 1e4}})),
+            "rope: positions must be i32[2x9], got i32[2x8]");
 }
 
 TEST(RopeKernel, InverseUndoesForward) {

@@ -71,8 +71,8 @@ TEST(ReferenceGradients, Activations) {
 TEST(ReferenceGradients, RopeInverseIsTheBackward) {
   RefTensor x = randomTensor({2, 5, 3, 8}, 1031), w = randomTensor({2, 5, 3, 8}, 1032);
   EXPECT_LT(
-      finiteDifferenceError(x, ref::rope(w, 100.0, true),
-                            [&](const RefTensor &t) { return dot(ref::rope(t, 100.0, false), w); }),
+      finiteDifferenceError(x, ref::rope(w, nullptr, 100.0, true),
+                            [&](const RefTensor &t) { return dot(ref::rope(t, nullptr, 100.0, false), w); }),
       kFdTolerance);
 }
 

@@ -4,6 +4,7 @@
 #include "runtime/data/ByteTokenizer.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/data/Dataset.h"
+#include "runtime/data/Packing.h"
 #include "runtime/data/ShardWriter.h"
 #include "runtime/data/TokenShard.h"
 #include "runtime/support/AtomicFile.h"
@@ -300,4 +301,16 @@ TEST(DataLoader, TooShortDataIsAnError) {
   test::TempDir dir;
   EXPECT_RUNTIME_ERROR(DataLoader(shardOf(dir, ramp(10)), 10, 1),
                        "data has 10 tokens; need at least T+1 = 11");
+}
+
+// Packed rows: a document opens at the row start and at each separator
+// that does not follow another; positions count from 0 in each.
+TEST(Packing, DocumentsOpenAtSeparatorsAndRowStarts) {
+  const int32_t S = 9;
+  const std::vector<int32_t> tokens = {5, 6, S, 1, 2, S, S, 3,   // two openers in a run: one
+                                       S, 4, 4, S, 7, 8, 8, 8};  // a row starting at one
+  std::vector<int32_t> segments(16), positions(16);
+  packRows(tokens.data(), 2, 8, S, segments.data(), positions.data());
+  EXPECT_EQ(segments, (std::vector<int32_t>{0, 0, 1, 1, 1, 2, 2, 2, 0, 0, 0, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(positions, (std::vector<int32_t>{0, 1, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 3, 4}));
 }
