@@ -20,6 +20,7 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <charconv>
 #include <sstream>
 
 using namespace mlir;
@@ -122,6 +123,13 @@ int64_t globalBatchRows(ModuleOp forward) {
   return 0;
 }
 
+/// The shortest decimal that reads back as `value` exactly (1e-05, not
+/// 1.0000000000000001e-05), so metadata compares equal to config files.
+std::string shortestDecimal(double value) {
+  char text[32];
+  return std::string(text, std::to_chars(text, text + sizeof(text), value).ptr);
+}
+
 std::map<std::string, std::string> collectMetadata(ModuleOp module,
                                                    const CompileOptions &options,
                                                    int64_t batchRows) {
@@ -137,6 +145,8 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
         put("model." + entry.getName().str(), s.getValue().str());
       else if (auto i = dyn_cast<IntegerAttr>(entry.getValue()))
         put("model." + entry.getName().str(), i.getInt());
+      else if (auto f = dyn_cast<FloatAttr>(entry.getValue()))
+        put("model." + entry.getName().str(), shortestDecimal(f.getValueAsDouble()));
     }
   if (auto layout = module->getAttrOfType<DictionaryAttr>(kLayoutAttr)) {
     std::string axes;

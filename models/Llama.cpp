@@ -82,6 +82,14 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
       b.getNamedAttr("n_head", b.getI64IntegerAttr(config.nHead)),
       b.getNamedAttr("n_embd", b.getI64IntegerAttr(config.nEmbd)),
       b.getNamedAttr("seq_len", b.getI64IntegerAttr(config.seqLen)),
+      // The rest of the config: what a Hugging Face config.json is checked
+      // against when weights load from one, and what `llmc export-hf` writes.
+      b.getNamedAttr("n_kv_head", b.getI64IntegerAttr(config.nKvHead)),
+      b.getNamedAttr("ffn_hidden", b.getI64IntegerAttr(config.ffnHidden)),
+      b.getNamedAttr("max_positions", b.getI64IntegerAttr(config.maxPositions)),
+      b.getNamedAttr("tie_embeddings", b.getI64IntegerAttr(config.tieEmbeddings)),
+      b.getNamedAttr("norm_eps", b.getF64FloatAttr(config.normEps)),
+      b.getNamedAttr("rope_theta", b.getF64FloatAttr(config.ropeTheta)),
   };
   // llmc-run cuts packed rows at this token (artifact metadata model.doc_separator).
   if (config.packed())

@@ -176,8 +176,9 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     return fail("config '" + path + "' must be a JSON object");
   for (const auto &[key, value] : *object) {
     const Field *field = findField(key);
-    if (!field)
-      continue; // HF configs carry many keys we do not model (architectures, ...)
+    if (!field || value.getAsNull())
+      continue; // HF configs carry many keys we do not model (architectures, ...);
+                // null asks for the default (GPT-2's n_inner: 4 · n_embd)
     std::string text;
     if (auto i = value.getAsInteger()) text = std::to_string(*i);
     else if (auto d = value.getAsNumber()) text = std::to_string(*d);
@@ -186,8 +187,22 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     if (!field->set(config, text))
       return fail("config '" + path + "': bad value for '" + key.str() + "'");
   }
-  if (auto maxPos = object->getInteger("max_position_embeddings"))
-    config.seqLen = std::min<int64_t>(config.seqLen, *maxPos);
+  // What HF derives when a key is absent or null: GPT-2's MLP is 4 · n_embd
+  // wide unless n_inner says otherwise, and without num_key_value_heads
+  // every head has its own keys and values (GPT-2 has no such key).
+  auto given = [&](std::initializer_list<const char *> keys) {
+    for (const char *key : keys)
+      if (object->get(key) && !object->get(key)->getAsNull())
+        return true;
+    return false;
+  };
+  if (config.family == "gpt2" && !given({"ffn_hidden", "intermediate_size", "n_inner"}))
+    config.ffnHidden = 4 * config.nEmbd;
+  if (given({"n_head", "num_attention_heads"}) && !given({"n_kv_head", "num_key_value_heads"}))
+    config.nKvHead = config.nHead;
+  for (const char *key : {"max_position_embeddings", "n_positions"})
+    if (auto maxPos = object->getInteger(key))
+      config.seqLen = std::min<int64_t>(config.seqLen, *maxPos);
   return Error::success();
 }
 

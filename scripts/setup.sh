@@ -15,6 +15,7 @@ PACKAGES=(
   libgloo-dev                                               # TCP collectives (no mpirun)
   libopenblas-dev                                           # CPU GEMM
   python3-torch python3-numpy                               # reference tests
+  python3-venv                                              # transformers venv (setup-hf.sh)
 )
 
 missing=()
@@ -36,3 +37,5 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 if [[ ! -f $BUILD_DIR/build.ninja ]]; then
   cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
 fi
+# transformers for the Hugging Face interop tests (optional: they skip without it).
+BUILD_DIR=$BUILD_DIR "$ROOT/scripts/setup-hf.sh"

@@ -5,6 +5,7 @@
 
 #include "runtime/Sharding.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/HuggingFace.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/quant/QuantizedFile.h"
 #include "runtime/support/Error.h"
@@ -57,7 +58,13 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
                           int rank) {
   if (!std::ifstream(path))
     fail("--weights: cannot open '", path, "'");
-  SafetensorsFile file(path);
+  // A directory is a Hugging Face model: its tensors under HF's names.
+  std::unique_ptr<HuggingFaceModel> hf;
+  std::unique_ptr<SafetensorsFile> plain;
+  if (isDirectory(path))
+    hf = std::make_unique<HuggingFaceModel>(path, artifact);
+  else
+    plain = std::make_unique<SafetensorsFile>(path);
   WeightsLoaded loaded;
   // One tensor at a time: read (dequantized when stored quantized), fill
   // this rank's piece of it, and of its fp32 master copy when mixed
@@ -67,11 +74,13 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     if (b->name.rfind("master/", 0) == 0)
       masters[b->name.substr(7)] = b;
   auto read = [&](const std::string &name, const std::vector<int64_t> &shape, FloatTensor &t) {
-    if (!readFloatTensor(file, name, t))
+    std::string stored = name;
+    const SafetensorsFile *file = hf ? hf->find(name, stored) : plain.get();
+    if (!file || !readFloatTensor(*file, stored, t))
       return false;
     if (t.shape != shape)
-      fail(path, ": tensor '", name, "' is ", shapeList(t.shape), " but the model needs ",
-           shapeList(shape));
+      fail(file->path(), ": tensor '", stored, "' is ", shapeList(t.shape),
+           " but the model needs ", shapeList(shape), " for '", name, "'");
     return true;
   };
   auto fill = [&](const FloatTensor &t, const BufferInfo &b) {
@@ -84,7 +93,8 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       // A LoRA adapter a base model's file lacks keeps its initial value,
       // as checkpoint restore does.
       if (!isAdapterTensor(p->name))
-        fail(path, ": no tensor '", p->name, "' (a parameter of the model)");
+        fail(path, ": no tensor '", hf ? huggingFaceName(hf->family(), p->name) : p->name,
+             "' (a parameter of the model)");
       ++loaded.freshAdapters;
       continue;
     }

@@ -2,7 +2,8 @@
 //
 // `llmc-run --weights file.safetensors`: the parameters start from the
 // global tensors of a file — plain, or quantized by `llmc quantize` and
-// dequantized here (runtime/quant/QuantizedFile.h) — instead of the random
+// dequantized here (runtime/quant/QuantizedFile.h) — or of a Hugging Face
+// model directory (runtime/checkpoint/HuggingFace.h) instead of the random
 // initialisation. Every rank takes its piece of each tensor through the
 // same index mapping checkpoint restore and initialisation use, so one
 // file serves any layout.
@@ -30,7 +31,9 @@ struct WeightsLoaded {
 /// artifact keeps one) from `path`. Optimizer state, and LoRA adapters the
 /// file lacks (it holds the base model), are left as they are (the caller
 /// has initialised them). Throws naming the file and tensor when the file
-/// is missing, lacks a parameter, or holds it with another shape.
+/// is missing, lacks a parameter, or holds it with another shape; for a
+/// Hugging Face directory also when config.json disagrees with the
+/// artifact's model or a tensor is no parameter.
 WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, const Arena &arena,
                           int rank);
 

@@ -1,6 +1,7 @@
 //===- QuantizedFile.cpp - quantized tensors in a safetensors file --------===//
 
 #include "runtime/quant/QuantizedFile.h"
+#include "kernels/Half.h"
 
 #include "runtime/support/Error.h"
 
@@ -136,6 +137,13 @@ bool readFloatTensor(const SafetensorsFile &file, const std::string &name, Float
       out.data[i] = bf16ToFloat(v);
     }
     break;
+  case DType::F16: // Hugging Face models are often stored in fp16
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, bytes + 2 * i, 2);
+      out.data[i] = half::toFloat(v);
+    }
+    break;
   case DType::F64:
     for (size_t i = 0; i < n; ++i) {
       double v;
@@ -147,7 +155,7 @@ bool readFloatTensor(const SafetensorsFile &file, const std::string &name, Float
     for (size_t i = 0; i < n; ++i) out.data[i] = bytes[i];
     break;
   default:
-    fail(where, " is ", safetensorsDType(t->dtype), "; parameters load from F32, BF16, F64 or U8");
+    fail(where, " is ", safetensorsDType(t->dtype), "; parameters load from F32, BF16, F16, F64 or U8");
   }
   return true;
 }

@@ -188,6 +188,8 @@ private:
   void openMetrics(int64_t start);
   /// --dump-grads: parameters and gradients of training batch `batch`.
   void writeGradientDump(int64_t batch);
+  /// --dump-logits: the logits program's output on training batch 0.
+  void writeLogitsDump();
   void printBanner();
   /// Steps progress.start + 1 onwards, to --stop-at or the last step.
   /// Returns false when interrupted (after saving a checkpoint and the
@@ -567,6 +569,8 @@ int Trainer::run() {
   openMetrics(start);
   if (!opt.dumpGrads.empty())
     writeGradientDump(start);
+  if (!opt.dumpLogits.empty())
+    writeLogitsDump();
   if (chatty)
     printBanner();
   Progress progress;
@@ -655,6 +659,30 @@ void Trainer::writeGradientDump(int64_t batch) {
   if (chatty)
     std::cout << "gradients of batch " << batch << " (loss " << scalar(*grad, "loss")
               << ") written to " << opt.dumpGrads << "\n";
+}
+
+void Trainer::writeLogitsDump() {
+  if (!logits)
+    fail(opt.artifact, ": has no logits program to dump logits from");
+  if (artifact.worldSize != 1)
+    fail("--dump-logits needs a single-rank artifact");
+  // The logits program reads no targets; the dump keeps them for a loss.
+  Input in = batchInput(*logits, false);
+  std::vector<int32_t> tokens(in.tokens.numel()), targets(in.tokens.numel());
+  trainLoader->fill(0, in.rows, 0, in.rows, tokens.data(), targets.data());
+  std::copy(tokens.begin(), tokens.end(), in.tokens.as<int32_t>());
+  logits->toDevice(in.tokens);
+  logits->run(StepContext{});
+  TensorView out = logits->view("logits");
+  logits->toHost(out);
+  std::vector<int64_t> shape = {in.rows, in.T};
+  writeSafetensors(opt.dumpLogits,
+                   {{"tokens", DType::I32, shape, tokens.data(), tokens.size() * 4},
+                    {"targets", DType::I32, shape, targets.data(), targets.size() * 4},
+                    {"logits", out.dtype, out.shape, out.data, out.bytes()}});
+  if (chatty)
+    std::cout << "logits of batch 0 (" << out.describe() << ") written to " << opt.dumpLogits
+              << "\n";
 }
 
 void Trainer::printBanner() {
@@ -805,8 +833,10 @@ bool Trainer::stopRequested() {
 void Trainer::finish(const Progress &p) {
   if (tty)
     std::cerr << "\r\033[K";
-  // Calibrated observers are worth saving even when nothing trained.
-  if (p.lastStep > p.start || opt.calibrateBatches > 0)
+  // Calibrated observers are worth saving even when nothing trained, and so
+  // are weights from a file (`--weights hf_dir/ --steps 0 --ckpt-dir ck`
+  // turns them into a checkpoint of this layout).
+  if (p.lastStep > p.start || opt.calibrateBatches > 0 || !opt.weights.empty())
     save(p.lastStep, p.lastLoss, skippedSteps);
   writeTrace(); // collective
   if (opt.quiet)

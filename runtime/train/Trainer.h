@@ -39,6 +39,7 @@ struct TrainOptions {
   double temperature = 0.8;
   int64_t topK = 40;
   std::string dumpGrads;         ///< write params + gradients of batch 0 here
+  std::string dumpLogits;        ///< write tokens + logits of batch 0 here
   double commTimeout = 300;      ///< seconds before a stuck collective aborts the job
   int debugCollectiveDelayMs = 0;///< random 0..N ms before each collective (testing)
   int debugStreamDelayMicros = 0;///< random 0..N µs before each instruction per stream (testing)

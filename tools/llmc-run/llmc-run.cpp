@@ -42,7 +42,9 @@ checkpoints
   --keep-every M     with --keep-last, also keep every checkpoint of a step divisible by M
   --resume           continue from the latest checkpoint in --ckpt-dir
   --weights F        start from the parameters in F (safetensors, plain or written by
-                     `llmc quantize`, dequantized on load); --steps 0 only evaluates
+                     `llmc quantize`, dequantized on load; or a Hugging Face model
+                     directory with config.json, see docs/huggingface.md); --steps 0
+                     only evaluates
   --calibrate N      before training, run N training batches forward with the
                      fake-quantization observers live (--qat ...:ema): PTQ activation
                      ranges, no weight changes; saved with --ckpt-dir
@@ -70,6 +72,7 @@ reporting
   --temperature X    sampling temperature (0 = greedy; default 0.8)
   --top-k K          sample from the K most likely tokens (default 40)
   --dump-grads F     write parameters and gradients of the first batch to F (safetensors)
+  --dump-logits F    write the first batch's tokens, targets and logits to F (safetensors)
   --profile          time every instruction; print time per kernel at the end
   --tf32             cuda artifacts: fp32 matrix products on TF32 tensor cores
                      (faster; ~1e-3 relative error instead of fp32's)
@@ -140,6 +143,7 @@ int main(int argc, char **argv) {
       {"--sample", integer(options.sampleTokens)}, {"--prompt", text(options.prompt)},
       {"--temperature", number(options.temperature)}, {"--top-k", integer(options.topK)},
       {"--dump-grads", text(options.dumpGrads)},
+      {"--dump-logits", text(options.dumpLogits)},
       {"--loss-scale", number(options.lossScale)},
       {"--loss-scale-growth-interval", integer(options.lossScaleGrowthInterval)},
       {"--loss-scale-backoff", number(options.lossScaleBackoff)},

@@ -4,6 +4,7 @@
 //   llmc compile (<graph.mlir> | --model <family> --preset <name>) [options] -o f
 //   llmc inspect <model.llmc>
 //   llmc quantize <ckpt-dir> (--model <family> | <graph.mlir>) --scheme s -o f
+//   llmc export-hf <ckpt-dir | weights.safetensors> <model.llmc> -o <hf-dir>
 //   llmc data <text|ids|-> -o <prefix> [--from text|ids|u16|u32] [--shard-tokens N]
 //
 //===----------------------------------------------------------------------===//
@@ -12,6 +13,7 @@
 #include "compiler/ScheduleSvg.h"
 #include "models/Models.h"
 #include "runtime/Inspect.h"
+#include "runtime/checkpoint/HuggingFace.h"
 #include "runtime/quant/MergeLoRA.h"
 #include "tools/llmc/Data.h"
 #include "tools/llmc/Plan.h"
@@ -41,6 +43,9 @@ cl::SubCommand inspectCmd("inspect", "Summarize an artifact: programs, parameter
 cl::SubCommand mergeCmd("merge-lora",
                         "Fold a LoRA/QLoRA checkpoint's adapters into its base weights "
                         "(a plain fp32 weights file for the model without --lora)");
+cl::SubCommand exportHfCmd("export-hf",
+                           "Write a checkpoint or weights file as a Hugging Face model "
+                           "directory (config.json, model.safetensors)");
 
 // --- model -------------------------------------------------------------------
 cl::opt<std::string> modelFamily(cl::Positional, cl::desc("<gpt2|llama>"), cl::Required,
@@ -56,7 +61,7 @@ cl::opt<bool> modelStats("stats", cl::desc("Print parameter counts instead of th
                          cl::sub(modelCmd), cl::cat(llmcCategory));
 cl::opt<std::string> output("o", cl::desc("Output file ('-' for stdout)"), cl::init("-"),
                             cl::sub(modelCmd), cl::sub(compileCmd), cl::sub(inspectCmd),
-                            cl::sub(mergeCmd),
+                            cl::sub(mergeCmd), cl::sub(exportHfCmd),
                             cl::cat(llmcCategory));
 
 // --- compile -----------------------------------------------------------------
@@ -191,6 +196,29 @@ int runMerge() {
   return 0;
 }
 
+// --- export-hf ---------------------------------------------------------------
+cl::opt<std::string> exportSource(cl::Positional, cl::desc("<ckpt-dir | weights.safetensors>"),
+                                  cl::Required, cl::sub(exportHfCmd), cl::cat(llmcCategory));
+cl::opt<std::string> exportArtifact(cl::Positional, cl::desc("<model.llmc>"), cl::Required,
+                                    cl::sub(exportHfCmd), cl::cat(llmcCategory));
+
+cl::opt<std::string> exportDType("dtype",
+                                 cl::desc("Tensor dtype: float32, bfloat16 or float16 "
+                                          "(default: as stored)"),
+                                 cl::sub(exportHfCmd), cl::cat(llmcCategory));
+
+int runExportHf() {
+  if (output == "-")
+    return fail("llmc export-hf", "give the output directory with -o");
+  std::string error;
+  llmc::HuggingFaceExport report;
+  if (!llmc::exportHuggingFace(exportSource, exportArtifact, output, exportDType, report, error))
+    return fail("llmc export-hf", error);
+  outs() << "exported: " << report.tensors << " tensors (" << report.dtype << ") -> " << output
+         << "/model.safetensors, " << output << "/config.json\n";
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -208,6 +236,7 @@ int main(int argc, char **argv) {
                                    "                                         export quantized weights\n"
                                    "  llmc merge-lora ck lora.llmc -o m.safetensors\n"
                                    "                                         fold adapters into the base\n"
+                                   "  llmc export-hf ck m.llmc -o hf/        write a Hugging Face model\n"
                                    "  llmc data corpus.txt -o data/train --shard-tokens 100000000\n"
                                    "                                         write token shards\n",
                                    &errs()))
@@ -222,11 +251,13 @@ int main(int argc, char **argv) {
     return llmc::runQuantize();
   if (mergeCmd)
     return runMerge();
+  if (exportHfCmd)
+    return runExportHf();
   if (llmc::planCommand)
     return llmc::runPlan();
   if (llmc::dataCommand)
     return llmc::runData();
-  return fail("llmc", "missing subcommand (model, compile, inspect, plan, quantize, merge-lora "
-                      "or data); "
+  return fail("llmc", "missing subcommand (model, compile, inspect, plan, quantize, merge-lora, "
+                      "export-hf or data); "
                       "see llmc --help");
 }

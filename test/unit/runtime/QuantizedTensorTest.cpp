@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
+#include "kernels/Half.h"
 #include "kernels/reference/Reference.h"
 #include "runtime/quant/QuantizedFile.h"
 #include "runtime/quant/QuantizedTensor.h"
@@ -371,4 +372,27 @@ TEST(QuantizedFile, RoundTripAndErrors) {
   writeSafetensors(dir.file("shape.safetensors"), tensors, metadata);
   SafetensorsFile shapeFile(dir.file("shape.safetensors"));
   EXPECT_THROW(readFloatTensor(shapeFile, "a.weight", t), RuntimeError);
+}
+
+TEST(QuantizedFile, PlainHalfPrecisionTensorsWiden) {
+  // Hugging Face models are stored in bf16 or fp16: both load exactly.
+  test::TempDir dir;
+  std::vector<float> values = {1.0f, -2.5f, 0.099975586f, 65504.0f};
+  std::vector<uint16_t> bf16, f16;
+  for (float v : values) {
+    bf16.push_back(floatToBf16(v));
+    f16.push_back(half::fromFloat(v));
+  }
+  std::string path = dir.file("half.safetensors");
+  writeSafetensors(path, {{"b", DType::BF16, {4}, bf16.data(), 8},
+                          {"h", DType::F16, {4}, f16.data(), 8}});
+  SafetensorsFile file(path);
+  FloatTensor b, h;
+  ASSERT_TRUE(readFloatTensor(file, "b", b));
+  ASSERT_TRUE(readFloatTensor(file, "h", h));
+  for (size_t i = 0; i < values.size(); ++i) {
+    EXPECT_EQ(b.data[i], bf16ToFloat(bf16[i]));
+    EXPECT_EQ(h.data[i], half::toFloat(f16[i]));
+    EXPECT_EQ(h.data[i], values[i]); // each value is exact in fp16
+  }
 }

@@ -1,0 +1,365 @@
+//===- HuggingFace.cpp - Hugging Face model directories -------------------===//
+
+#include "runtime/checkpoint/HuggingFace.h"
+#include "kernels/Half.h"
+
+#include "runtime/checkpoint/CheckpointReader.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/support/AtomicFile.h"
+#include "runtime/support/Error.h"
+#include "runtime/support/Json.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+namespace llmc {
+namespace {
+
+/// One config.json key and the artifact metadata key (`model.<meta>`) it
+/// must agree with. `fallback`: the value transformers' config class
+/// assumes when the key is absent or null (empty: the key is required).
+struct ConfigKey {
+  const char *hf, *meta;
+  enum Kind { Int, Float, Bool } kind;
+  std::string fallback;
+};
+
+/// The keys of a family's config, in the order export writes them.
+std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &artifact) {
+  if (family == "gpt2")
+    return {{"vocab_size", "vocab_size", ConfigKey::Int, ""},
+            {"n_layer", "n_layer", ConfigKey::Int, ""},
+            {"n_head", "n_head", ConfigKey::Int, ""},
+            {"n_embd", "n_embd", ConfigKey::Int, ""},
+            // null: 4 · n_embd (GPT2MLP).
+            {"n_inner", "ffn_hidden", ConfigKey::Int,
+             std::to_string(4 * static_cast<int64_t>(artifact.metaNumber("model.n_embd", 0)))},
+            {"n_positions", "max_positions", ConfigKey::Int, ""},
+            {"layer_norm_epsilon", "norm_eps", ConfigKey::Float, "1e-05"},
+            {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, "1"}};
+  return {{"vocab_size", "vocab_size", ConfigKey::Int, ""},
+          {"num_hidden_layers", "n_layer", ConfigKey::Int, ""},
+          {"num_attention_heads", "n_head", ConfigKey::Int, ""},
+          // absent or null: multi-head attention (LlamaConfig).
+          {"num_key_value_heads", "n_kv_head", ConfigKey::Int, artifact.meta("model.n_head")},
+          {"hidden_size", "n_embd", ConfigKey::Int, ""},
+          {"intermediate_size", "ffn_hidden", ConfigKey::Int, ""},
+          {"max_position_embeddings", "max_positions", ConfigKey::Int, ""},
+          {"rms_norm_eps", "norm_eps", ConfigKey::Float, "1e-06"},
+          {"rope_theta", "rope_theta", ConfigKey::Float, "10000"},
+          {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, "0"}};
+}
+
+/// A config.json value as a number (booleans as 0 / 1).
+double numberOf(const json::Value &v, const std::string &where) {
+  if (v.kind() == json::Value::Kind::Bool)
+    return v.asBool() ? 1 : 0;
+  return v.asDouble(where);
+}
+
+void requireSetting(const json::Value &config, const std::string &path, const char *key,
+                    const json::Value &expected, const char *why) {
+  const json::Value *v = config.find(key);
+  if (v && !v->isNull() && v->dump() != expected.dump())
+    fail(path, ": ", key, " is ", v->dump(), ", but llmc's ", why);
+}
+
+/// What llmc's models compute that a config could choose otherwise.
+void checkSemantics(const json::Value &config, const std::string &family,
+                    const std::string &path, int64_t headDim) {
+  if (family == "gpt2") {
+    if (const json::Value *act = config.find("activation_function");
+        act && act->asString() != "gelu_new" && act->asString() != "gelu_pytorch_tanh")
+      fail(path, ": activation_function is \"", act->asString(),
+           "\", but llmc's GPT-2 uses the tanh GELU (gelu_new)");
+    requireSetting(config, path, "scale_attn_weights", json::Value(true),
+                   "GPT-2 scales attention by 1/sqrt(head dim)");
+    requireSetting(config, path, "scale_attn_by_inverse_layer_idx", json::Value(false),
+                   "GPT-2 does not scale attention by layer");
+    return;
+  }
+  requireSetting(config, path, "hidden_act", json::Value("silu"), "Llama uses SwiGLU (silu)");
+  requireSetting(config, path, "attention_bias", json::Value(false),
+                 "Llama has no attention biases");
+  requireSetting(config, path, "mlp_bias", json::Value(false), "Llama has no MLP biases");
+  requireSetting(config, path, "head_dim", json::Value(headDim),
+                 "Llama heads are hidden_size / num_attention_heads wide");
+  if (const json::Value *scaling = config.find("rope_scaling"); scaling && !scaling->isNull())
+    fail(path, ": rope_scaling is set, but llmc's RoPE is unscaled");
+}
+
+/// Tensors older transformers saved that are buffers, not parameters:
+/// GPT-2's causal masks, Llama's RoPE frequencies. Recomputed, not loaded.
+bool isBuffer(const std::string &hf) {
+  auto endsWith = [&](const char *suffix) {
+    size_t n = std::strlen(suffix);
+    return hf.size() >= n && hf.compare(hf.size() - n, n, suffix) == 0;
+  };
+  return endsWith(".attn.bias") || endsWith(".attn.masked_bias") ||
+         endsWith(".rotary_emb.inv_freq");
+}
+
+/// Every parameter of the model and its global shape, from every role (a
+/// pipeline stage runs only its own layers).
+std::map<std::string, std::vector<int64_t>> modelParameters(const Artifact &artifact) {
+  std::map<std::string, std::vector<int64_t>> params;
+  for (const RoleState &role : artifact.roles)
+    for (const BufferInfo &b : role.persistent)
+      if (b.category == "param")
+        params[b.name] = globalShapeOf(b);
+  return params;
+}
+
+std::string familyOf(const Artifact &artifact, const std::string &what) {
+  std::string family = artifact.meta("model.family");
+  if (family != "gpt2" && family != "llama")
+    fail(what, ": the artifact's model is '", family,
+         "'; Hugging Face interop knows gpt2 and llama");
+  return family;
+}
+
+std::string readText(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    fail("cannot open '", path, "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+} // namespace
+
+std::string huggingFaceName(const std::string &family, const std::string &name) {
+  if (name == "lm_head.weight")
+    return name;
+  return (family == "gpt2" ? "transformer." : "model.") + name;
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat s;
+  return stat(path.c_str(), &s) == 0 && S_ISDIR(s.st_mode);
+}
+
+HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artifact) {
+  std::string path = dir + "/config.json";
+  if (!std::ifstream(path))
+    fail("--weights: '", dir, "' is a directory without config.json (a Hugging Face model "
+         "directory has config.json and model.safetensors)");
+  family_ = familyOf(artifact, path);
+  json::Value config = json::parse(readText(path), path);
+  const json::Value *type = config.find("model_type");
+  if (!type || type->asString(path + ": model_type") != family_)
+    fail(path, ": model_type is ", type ? type->dump() : "missing", ", but the artifact's model is ",
+         family_);
+  for (const ConfigKey &key : configKeys(family_, artifact)) {
+    std::string meta = std::string("model.") + key.meta;
+    if (artifact.meta(meta).empty())
+      fail(path, ": the artifact records no ", meta, "; recompile it with this llmc");
+    double want = artifact.metaNumber(meta, 0);
+    const json::Value *v = config.find(key.hf);
+    if ((!v || v->isNull()) && key.fallback.empty())
+      fail(path, ": no '", key.hf, "' (the model has ", key.meta, " = ", artifact.meta(meta), ")");
+    double have = v && !v->isNull() ? numberOf(*v, path + ": " + key.hf) : std::stod(key.fallback);
+    // Llama computes RoPE at any position: the config's limit only has to
+    // cover the compiled sequence length.
+    if (family_ == "llama" && std::string(key.meta) == "max_positions") {
+      if (have < artifact.metaNumber("model.seq_len", 0))
+        fail(path, ": max_position_embeddings is ", have, ", below the model's seq_len ",
+             artifact.meta("model.seq_len"));
+      continue;
+    }
+    if (std::fabs(have - want) > 1e-12 * std::fabs(want))
+      fail(path, ": ", key.hf, " is ", v && !v->isNull() ? v->dump() : key.fallback + " (default)",
+           ", but the model has ", key.meta, " = ", artifact.meta(meta));
+  }
+  checkSemantics(config, family_, path,
+                 static_cast<int64_t>(artifact.metaNumber("model.n_embd", 0) /
+                                      artifact.metaNumber("model.n_head", 1)));
+  tied_ = artifact.metaNumber("model.tie_embeddings", 0) != 0;
+  for (const auto &[name, shape] : modelParameters(artifact))
+    parameters_.insert(huggingFaceName(family_, name));
+
+  // One file, or the shards the index's weight map names (each tensor is
+  // then found where it is, not where the index says).
+  std::string index = dir + "/model.safetensors.index.json";
+  if (std::ifstream(index)) {
+    json::Value map = json::parse(readText(index), index);
+    std::set<std::string> shards;
+    for (const auto &[tensor, file] : map.at("weight_map").members())
+      shards.insert(file.asString(index + ": weight_map"));
+    for (const std::string &shard : shards)
+      files_.push_back(std::make_unique<SafetensorsFile>(dir + "/" + shard));
+  } else {
+    files_.push_back(std::make_unique<SafetensorsFile>(dir + "/model.safetensors"));
+  }
+  for (const auto &file : files_)
+    for (const SafeTensor &t : file->tensors())
+      if (!where_.emplace(t.name, file.get()).second)
+        fail(file->path(), ": tensor '", t.name, "' is also in ", where_[t.name]->path());
+  checkNoExtraTensors();
+}
+
+const SafetensorsFile *HuggingFaceModel::find(const std::string &name,
+                                              std::string &stored) const {
+  stored = huggingFaceName(family_, name);
+  auto it = where_.find(stored);
+  return it == where_.end() ? nullptr : it->second;
+}
+
+void HuggingFaceModel::checkNoExtraTensors() const {
+  std::string embedding = huggingFaceName(family_, family_ == "gpt2" ? "wte.weight"
+                                                                      : "embed_tokens.weight");
+  for (const auto &[name, file] : where_) {
+    if (parameters_.count(name) || isBuffer(name))
+      continue;
+    // A tied head saved anyway must be the table it is tied to.
+    if (tied_ && name == "lm_head.weight" && where_.count(embedding)) {
+      const SafeTensor *head = file->find(name), *table = where_.at(embedding)->find(embedding);
+      if (head->bytes == table->bytes && std::memcmp(head->data, table->data, head->bytes) == 0)
+        continue;
+      fail(file->path(), ": lm_head.weight differs from ", embedding,
+           ", but the model ties its head to the embedding (tie_word_embeddings)");
+    }
+    fail(file->path(), ": tensor '", name, "' is no parameter of the model");
+  }
+}
+
+namespace {
+
+/// HF's torch_dtype names.
+const std::vector<std::pair<const char *, DType>> kTorchDTypes = {
+    {"float32", DType::F32}, {"bfloat16", DType::BF16}, {"float16", DType::F16}};
+
+/// `t` in `dtype`, rounded to nearest even when narrower: a bf16 model
+/// loaded into fp32 parameters exports to its own bytes.
+GlobalTensor convert(const GlobalTensor &t, DType dtype, const std::string &name) {
+  if (t.dtype == dtype)
+    return t;
+  std::vector<float> values = floatValues(t, name);
+  GlobalTensor out{dtype, t.shape, std::vector<uint8_t>(values.size() * dtypeSize(dtype))};
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::F32) {
+      std::memcpy(out.bytes.data() + 4 * i, &values[i], 4);
+    } else {
+      uint16_t v = dtype == DType::BF16 ? floatToBf16(values[i]) : half::fromFloat(values[i]);
+      std::memcpy(out.bytes.data() + 2 * i, &v, 2);
+    }
+  }
+  return out;
+}
+
+HuggingFaceExport exportOrThrow(const std::string &source, const std::string &artifactPath,
+                                const std::string &outDir, const std::string &torchDType) {
+  DType target = DType::F32;
+  if (!torchDType.empty()) {
+    auto it = std::find_if(kTorchDTypes.begin(), kTorchDTypes.end(),
+                           [&](const auto &d) { return torchDType == d.first; });
+    if (it == kTorchDTypes.end())
+      fail("--dtype: '", torchDType, "' is not float32, bfloat16 or float16");
+    target = it->second;
+  }
+  Artifact artifact = loadArtifact(artifactPath);
+  std::string family = familyOf(artifact, artifactPath);
+
+  // Every parameter whole, at full precision (a master copy when kept).
+  std::vector<std::string> names;
+  std::vector<GlobalTensor> values;
+  if (isDirectory(source)) {
+    CheckpointReader reader(source);
+    for (const std::string &name : reader.parameterNames()) {
+      names.push_back(name);
+      values.push_back(reader.readParameter(name));
+    }
+  } else {
+    SafetensorsFile file(source);
+    for (const SafeTensor &t : file.tensors()) {
+      names.push_back(t.name);
+      const uint8_t *data = static_cast<const uint8_t *>(t.data);
+      values.push_back({t.dtype, t.shape, std::vector<uint8_t>(data, data + t.bytes)});
+    }
+  }
+  // config.json describes exactly the artifact's parameters.
+  std::map<std::string, std::vector<int64_t>> expected = modelParameters(artifact);
+  std::vector<SafeTensor> tensors;
+  std::set<DType> dtypes;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (isAdapterTensor(names[i]))
+      fail(source, ": '", names[i], "' is a LoRA adapter; fold the adapters into their weights "
+           "first (llmc merge-lora) and export that file with the artifact compiled without --lora");
+    if (names[i].find('/') != std::string::npos)
+      continue; // a weights file's observer ranges: state, not parameters
+    if (!torchDType.empty())
+      values[i] = convert(values[i], target, names[i]);
+    const GlobalTensor &t = values[i];
+    auto want = expected.find(names[i]);
+    if (want == expected.end())
+      fail(source, ": '", names[i], "' is no parameter of ", artifactPath, "'s model");
+    if (want->second != t.shape)
+      fail(source, ": '", names[i], "' is ", shapeList(t.shape), " but ", artifactPath,
+           "'s model has ", shapeList(want->second));
+    expected.erase(want);
+    if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
+      fail(source, ": '", names[i], "' is ", dtypeName(t.dtype),
+           " (quantized?); Hugging Face models hold float tensors");
+    dtypes.insert(t.dtype);
+    tensors.push_back({huggingFaceName(family, names[i]), t.dtype, t.shape, t.bytes.data(),
+                       t.bytes.size()});
+  }
+  if (!expected.empty())
+    fail(source, ": no '", expected.begin()->first, "' (a parameter of ", artifactPath,
+         "'s model)");
+  if (dtypes.size() > 1)
+    fail(source, ": parameters of several dtypes; Hugging Face's torch_dtype names one");
+
+  HuggingFaceExport report;
+  report.tensors = static_cast<int64_t>(tensors.size());
+  DType dtype = dtypes.empty() ? DType::F32 : *dtypes.begin();
+  for (const auto &[name, d] : kTorchDTypes)
+    if (d == dtype)
+      report.dtype = name;
+
+  json::Value config = json::Value::object();
+  json::Value architectures = json::Value::array();
+  architectures.push(json::Value(family == "gpt2" ? "GPT2LMHeadModel" : "LlamaForCausalLM"));
+  config.set("architectures", architectures);
+  config.set("model_type", json::Value(family));
+  for (const ConfigKey &key : configKeys(family, artifact)) {
+    std::string meta = std::string("model.") + key.meta;
+    if (artifact.meta(meta).empty())
+      fail(artifactPath, ": the artifact records no ", meta, "; recompile it with this llmc");
+    double v = artifact.metaNumber(meta, 0);
+    config.set(key.hf, key.kind == ConfigKey::Int    ? json::Value(static_cast<int64_t>(v))
+                       : key.kind == ConfigKey::Bool ? json::Value(v != 0)
+                                                     : json::Value(v));
+  }
+  if (family == "gpt2") {
+    config.set("activation_function", json::Value("gelu_new"));
+  } else {
+    config.set("hidden_act", json::Value("silu"));
+    config.set("attention_bias", json::Value(false));
+    config.set("mlp_bias", json::Value(false));
+  }
+  config.set("torch_dtype", json::Value(report.dtype));
+
+  if (!isDirectory(outDir) && mkdir(outDir.c_str(), 0755) != 0)
+    fail("cannot create directory '", outDir, "'");
+  std::string text = config.dump(2) + "\n";
+  writeFileAtomic(outDir + "/config.json", text.data(), text.size());
+  // transformers refuses safetensors files whose format is not "pt".
+  writeSafetensors(outDir + "/model.safetensors", tensors, {{"format", "pt"}});
+  return report;
+}
+
+} // namespace
+
+bool exportHuggingFace(const std::string &source, const std::string &artifactPath,
+                       const std::string &outDir, const std::string &dtype,
+                       HuggingFaceExport &report, std::string &error) {
+  return catchErrors(error, [&] { report = exportOrThrow(source, artifactPath, outDir, dtype); });
+}
+
+} // namespace llmc
