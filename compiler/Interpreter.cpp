@@ -139,6 +139,19 @@ LogicalResult Interpreter::runOp(Operation *op) {
         out(0, ref::crossEntropyGrad(in(0), in(1), in(2).data.at(0), o.getIgnoreIndex()));
         return success();
       })
+      .Case([&](LinearCrossEntropyOp o) {
+        out(0, ref::linearCrossEntropy(in(0), in(1), in(2), o.getTransposeB(),
+                                       o.getIgnoreIndex(), nullptr)[0]);
+        out(1, RefTensor::zeros(shapeOf(o.getScratch().getType())));
+        return success();
+      })
+      .Case([&](LinearCrossEntropyTrainOp o) {
+        double dloss = in(3).data.at(0);
+        outs(ref::linearCrossEntropy(in(0), in(1), in(2), o.getTransposeB(), o.getIgnoreIndex(),
+                                     &dloss));
+        out(3, RefTensor::zeros(shapeOf(o.getScratch().getType())));
+        return success();
+      })
       .Case([&](ReduceMaxOp op) {
         out(0, ref::reduceMax(in(0), op.getClassOffset(), op.getNumClasses()));
         return success();

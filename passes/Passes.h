@@ -22,10 +22,10 @@ namespace llmc {
 
 /// The training pipeline: forward graph → precision → shard → qat → lora →
 /// autodiff → optimizer → inference entry points → cse → recompute → fsdp →
-/// pipeline stages → gradient buckets → decompose collectives →
+/// pipeline stages → gradient buckets → fuse → decompose collectives →
 /// lower-to-exec → verify collectives → memory budget → place streams or
-/// target cuda (each
-/// only where the options ask for it), plus the `--insert-pass` insertions.
+/// target cuda (each only where the options ask for it), plus the
+/// `--insert-pass` insertions.
 /// Fails (through `error`) when an `--insert-pass` cannot be placed.
 mlir::LogicalResult buildTrainingPipeline(mlir::OpPassManager &pm,
                                           const TrainingPipelineOptions &options,

@@ -417,6 +417,41 @@ def VerifyCollectives : Pass<"llmc-verify-collectives", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::exec::ExecDialect"];
 }
 
+def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
+  let summary = "Rewrites op groups into fused kernels";
+  let description = [{
+    The last pass on llm ops (after sharding, recomputation, FSDP and the
+    pipeline stages), so every fused op is born where no other pass has to
+    understand it, and each fusion only matches what those passes left:
+    values another op still needs, collectives in between, a LoRA branch or
+    a vocabulary-parallel loss keep their ops unfused.
+
+    `linear-cross-entropy`: the language-model head and its loss,
+    `llm.matmul` → `llm.cross_entropy` (and in training
+    `llm.cross_entropy_grad` with the two matmuls of its backward), become
+    `llm.linear_cross_entropy(_train)`, which computes the logits
+    `chunk_rows` rows at a time, so the whole [rows, V] logits and their
+    gradient are never stored: the arena holds a chunk of at most
+    `chunk-mb` MiB instead. fp32 only.
+
+    `fusions` is `all`, `none` or a comma-separated list of fusion names.
+
+    ```mlir
+    %logits = llm.matmul %h, %w {transpose_b} : ...
+    %loss = llm.cross_entropy %logits, %t : ...
+    // becomes
+    %loss, %scratch = llm.linear_cross_entropy %h, %w, %t {chunk_rows = 64 : i64, transpose_b} : ...
+    ```
+  }];
+  let options = [
+    Option<"fusions", "fusions", "std::string", "\"all\"",
+           "all | none | comma-separated fusion names (linear-cross-entropy)">,
+    Option<"chunkMb", "chunk-mb", "double", "32",
+           "linear-cross-entropy: MiB of logits computed at a time">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect"];
+}
+
 def PlaceStreams : Pass<"llmc-place-streams", "mlir::ModuleOp"> {
   let summary = "Puts communication on its own stream, ordered by events";
   let description = [{

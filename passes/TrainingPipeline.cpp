@@ -151,6 +151,9 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
     buckets.bucketBytes = options.gradBucketBytes;
     add(createBucketGradients(buckets));
   }
+  FuseOptions fuse;
+  fuse.fusions = options.fuse;
+  add(createFuse(fuse));
   if (options.emit == "train")
     return builder.finish(error);
   add(createDecomposeCollectives());

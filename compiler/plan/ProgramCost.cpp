@@ -96,6 +96,15 @@ double kernelFlops(Operation *op) {
     int64_t k = attrInt(op, "transpose_a") ? a[a.size() - 2] : a.back();
     return 2.0 * outElements * k;
   }
+  // The fused head + loss: the logits' product, and in training also the
+  // two products of its backward.
+  if (name.starts_with("linear_cross_entropy") && inputs.size() >= 3) {
+    ArrayRef<int64_t> h = shapeOf(inputs[0]), w = shapeOf(inputs[1]);
+    double rows = 1;
+    for (size_t i = 0; i + 1 < h.size(); ++i) rows *= h[i];
+    double forward = 2.0 * rows * static_cast<double>(w[0]) * static_cast<double>(w[1]);
+    return name == "linear_cross_entropy" ? forward : 3 * forward;
+  }
   if ((name == "attention" || name == "attention_grad") && inputs.size() >= 3) {
     ArrayRef<int64_t> q = shapeOf(inputs[0]), k = shapeOf(inputs[1]);
     if (q.size() == 4 && k.size() == 4) {
@@ -142,15 +151,18 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
     if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
       double flops = kernelFlops(op), bytes = kernelBytes(op);
       double peak = cluster.peakFlops;
-      if (kernel.getCallee() == "matmul" && kernel.getOutputs().size() == 1 &&
-          cast<MemRefType>(kernel.getOutputs()[0].getType()).getElementType().isF32())
+      // fp32 products (the fused head + loss is fp32 only).
+      if ((kernel.getCallee() == "matmul" && kernel.getOutputs().size() == 1 &&
+           cast<MemRefType>(kernel.getOutputs()[0].getType()).getElementType().isF32()) ||
+          kernel.getCallee().starts_with("linear_cross_entropy"))
         peak *= fp32MatmulScale;
       cost.computeSeconds =
           std::max(flops / peak, bytes / cluster.memoryBandwidth) + cluster.kernelOverhead;
       cost.flops = flops;
       cost.bytes = bytes;
       cost.kernels = 1;
-      if (kernel.getCallee() == "matmul" || kernel.getCallee().starts_with("attention"))
+      if (kernel.getCallee() == "matmul" || kernel.getCallee().starts_with("attention") ||
+          kernel.getCallee().starts_with("linear_cross_entropy"))
         cost.modelFlops = flops;
     } else if (auto send = dyn_cast<exec::SendOp>(op)) {
       cost.p2pBytes = bytesOf(send.getBuffer().getType());

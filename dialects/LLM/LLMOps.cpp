@@ -382,6 +382,53 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// The shapes of the fused head + loss: h [..., D], w [V, D] (transpose_b)
+/// or [D, V], targets h's leading shape, fp32 throughout; pushes the loss
+/// and, when `train`, dh and dw, then the scratch [chunk_rows, V].
+template <typename Adaptor>
+static LogicalResult inferLinearCrossEntropy(MLIRContext *context, std::optional<Location> loc,
+                                             Adaptor adaptor, bool train,
+                                             SmallVectorImpl<Type> &types) {
+  RankedTensorType h = tensorOf(adaptor.getH()), w = tensorOf(adaptor.getW());
+  Type f32 = Float32Type::get(context);
+  if (h.getElementType() != f32 || w.getElementType() != f32)
+    return emitOptionalError(loc, "h and w must be f32");
+  if (h.getRank() < 2 || w.getRank() != 2)
+    return emitOptionalError(loc, "h must be [..., D] and w a matrix, got ",
+                             shapeString(h.getShape()), " and ", shapeString(w.getShape()));
+  bool transposeB = static_cast<bool>(adaptor.getTransposeB());
+  int64_t d = h.getShape().back(), vocab = w.getShape()[transposeB ? 0 : 1];
+  if (w.getShape()[transposeB ? 1 : 0] != d)
+    return emitOptionalError(loc, "w ", shapeString(w.getShape()), " does not match h's width ",
+                             d, transposeB ? " (w is [V, D] with transpose_b)" : " (w is [D, V])");
+  if (tensorOf(adaptor.getTargets()).getShape() != h.getShape().drop_back())
+    return emitOptionalError(loc, "targets must be ", shapeString(h.getShape().drop_back()),
+                             ", got ", shapeString(tensorOf(adaptor.getTargets()).getShape()));
+  int64_t chunk = adaptor.getChunkRows();
+  if (chunk < 1)
+    return emitOptionalError(loc, "chunk_rows must be >= 1, got ", chunk);
+  types.push_back(RankedTensorType::get({}, f32));
+  if (train) {
+    types.push_back(h);
+    types.push_back(w);
+  }
+  types.push_back(RankedTensorType::get({chunk, vocab}, f32));
+  return success();
+}
+
+LogicalResult LinearCrossEntropyOp::inferReturnTypes(MLIRContext *context,
+                                                     std::optional<Location> loc, Adaptor adaptor,
+                                                     SmallVectorImpl<Type> &types) {
+  return inferLinearCrossEntropy(context, loc, adaptor, /*train=*/false, types);
+}
+
+LogicalResult LinearCrossEntropyTrainOp::inferReturnTypes(MLIRContext *context,
+                                                          std::optional<Location> loc,
+                                                          Adaptor adaptor,
+                                                          SmallVectorImpl<Type> &types) {
+  return inferLinearCrossEntropy(context, loc, adaptor, /*train=*/true, types);
+}
+
 LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
   RankedTensorType x = tensorOf(adaptor.getX());

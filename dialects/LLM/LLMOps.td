@@ -337,6 +337,67 @@ def LLM_CrossEntropyOp : LLM_Op<"cross_entropy", [Pure, KeepsPrecision]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Fused ops: what llmc-fuse rewrites op groups into (never written by hand)
+//===----------------------------------------------------------------------===//
+
+class LLM_LinearCrossEntropyBase<string mnemonic> : LLM_PureOp<mnemonic> {
+  code commonDescription = [{
+    The language-model head and the softmax cross-entropy in one kernel:
+    `logits = h · wᵀ` (`w` is `[V, D]`, the tied-embedding layout, with
+    `transpose_b`; else `[D, V]`), computed `chunk_rows` rows at a time into
+    `scratch` (`[chunk_rows, V]` f32), so the whole `[rows, V]` logits are
+    never stored. `h` is `[..., D]` with one target per row; the loss is
+    the mean over the targets that are not `ignore_index`, as
+    `cross_entropy`'s. fp32 only.
+  }];
+}
+
+def LLM_LinearCrossEntropyOp : LLM_LinearCrossEntropyBase<"linear_cross_entropy"> {
+  let summary = "LM head + cross-entropy, forward only, in row chunks";
+  let description = commonDescription # [{
+
+    ```mlir
+    %loss, %scratch = llm.linear_cross_entropy %h, %w, %targets
+        {chunk_rows = 64 : i64, transpose_b}
+        : tensor<4x64x128xf32>, tensor<256x128xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$h, LLM_FloatTensor:$w, LLM_IndexTensor:$targets,
+                       I64Attr:$chunk_rows, UnitAttr:$transpose_b,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs LLM_F32Scalar:$loss, LLM_FloatTensor:$scratch);
+  let assemblyFormat = [{
+    $h `,` $w `,` $targets attr-dict `:` type($h) `,` type($w) `,` type($targets)
+  }];
+}
+
+def LLM_LinearCrossEntropyTrainOp
+    : LLM_LinearCrossEntropyBase<"linear_cross_entropy_train"> {
+  let summary = "LM head + cross-entropy with its backward, in row chunks";
+  let description = commonDescription # [{
+    With the loss's gradient `dloss` known before the forward (the loss
+    seed), each chunk's `(softmax − onehot)·dloss/count` is formed in
+    `scratch` right after its logits and multiplied into `dh` (`h`'s
+    shape) and `dw` (`w`'s), the gradients `cross_entropy_grad` and the two
+    matmuls after it would give.
+
+    ```mlir
+    %loss, %dh, %dw, %scratch = llm.linear_cross_entropy_train %h, %w, %targets, %seed
+        {chunk_rows = 64 : i64, transpose_b}
+        : tensor<4x64x128xf32>, tensor<256x128xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$h, LLM_FloatTensor:$w, LLM_IndexTensor:$targets,
+                       LLM_F32Scalar:$dloss, I64Attr:$chunk_rows, UnitAttr:$transpose_b,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs LLM_F32Scalar:$loss, LLM_FloatTensor:$dh, LLM_FloatTensor:$dw,
+                      LLM_FloatTensor:$scratch);
+  let assemblyFormat = [{
+    $h `,` $w `,` $targets `,` $dloss attr-dict `:` type($h) `,` type($w) `,` type($targets)
+  }];
+}
+
 def LLM_ReduceMaxOp : LLM_PureOp<"reduce_max"> {
   let summary = "Maximum over the last dimension, in fp32";
   let description = [{

@@ -22,18 +22,6 @@
 namespace llmc::cpu {
 namespace {
 
-/// max and log Σ exp of one row of V logits; `row` is fp32 scratch or data.
-inline float rowLogSumExp(const float *row, int64_t vocab, float *maxOut) {
-  float m = kNegInf;
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < vocab; ++j) m = std::max(m, row[j]);
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < vocab; ++j) sum += expFast(row[j] - m);
-  *maxOut = m;
-  return m + std::log(sum);
-}
-
 template <typename T> class CrossEntropyKernel final : public Kernel {
 public:
   CrossEntropyKernel(const KernelArgs &args, int64_t ignoreIndex)

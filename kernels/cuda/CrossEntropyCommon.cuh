@@ -48,6 +48,48 @@ __global__ void gradScaleKernel(const I *targets, int64_t rows, int64_t ignoreIn
   if (threadIdx.x == 0) *scale = count ? *dloss / static_cast<float>(count) : 0.0f;
 }
 
+/// log Σ_j exp(row[j]) of one row, for every thread of the block.
+template <typename T>
+__device__ __forceinline__ float rowLogSumExp(const T *row, int64_t vocab, float *red) {
+  float m = -INFINITY, s = 0.0f;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+    float x = load(row, j);
+    if (x > m) {
+      s = s * expf(m - x) + 1.0f; // exp(−inf) = 0 rescales an empty sum
+      m = x;
+    } else if (m != -INFINITY) {
+      s += expf(x - m);
+    }
+  }
+  const float rowMax = blockMax(m, red);
+  const float scaled = m == -INFINITY ? 0.0f : s * expf(m - rowMax);
+  const float sum = blockSum(scaled, red);
+  return rowMax + logf(sum);
+}
+
+/// loss = Σ rowLoss / count, in double (one block).
+template <typename I>
+__global__ void meanLossKernel(const float *rowLoss, const I *targets, int64_t rows,
+                               int64_t ignoreIndex, float *loss) {
+  __shared__ double sums[32];
+  __shared__ long long counts[32];
+  double total = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) total += static_cast<double>(rowLoss[r]);
+  total = blockSum(total, sums);
+  const long long count = countTargets(targets, rows, ignoreIndex, counts);
+  if (threadIdx.x == 0)
+    *loss = count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+}
+
+/// ids as i32 or i64.
+struct Ids {
+  const void *data;
+  bool wide;
+  explicit Ids(const TensorView &t) : data(t.data), wide(t.dtype == DType::I64) {}
+  const int32_t *narrow() const { return static_cast<const int32_t *>(data); }
+  const int64_t *wide64() const { return static_cast<const int64_t *>(data); }
+};
+
 } // namespace llmc::cuda
 
 #endif

@@ -26,25 +26,6 @@
 namespace llmc::cuda {
 namespace {
 
-/// log Σ_j exp(row[j]) of one row, for every thread of the block.
-template <typename T>
-__device__ __forceinline__ float rowLogSumExp(const T *row, int64_t vocab, float *red) {
-  float m = -INFINITY, s = 0.0f;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    float x = load(row, j);
-    if (x > m) {
-      s = s * expf(m - x) + 1.0f; // exp(−inf) = 0 rescales an empty sum
-      m = x;
-    } else if (m != -INFINITY) {
-      s += expf(x - m);
-    }
-  }
-  const float rowMax = blockMax(m, red);
-  const float scaled = m == -INFINITY ? 0.0f : s * expf(m - rowMax);
-  const float sum = blockSum(scaled, red);
-  return rowMax + logf(sum);
-}
-
 template <typename T, typename I>
 __global__ void rowLossKernel(const T *logits, const I *targets, float *rowLoss, int64_t rows,
                               int64_t vocab, int64_t ignoreIndex) {
@@ -59,20 +40,6 @@ __global__ void rowLossKernel(const T *logits, const I *targets, float *rowLoss,
     const float lse = rowLogSumExp(row, vocab, red);
     if (threadIdx.x == 0) rowLoss[r] = lse - load(row, target);
   }
-}
-
-/// loss = Σ rowLoss / count, in double (one block).
-template <typename I>
-__global__ void meanLossKernel(const float *rowLoss, const I *targets, int64_t rows,
-                               int64_t ignoreIndex, float *loss) {
-  __shared__ double sums[32];
-  __shared__ long long counts[32];
-  double total = 0.0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) total += static_cast<double>(rowLoss[r]);
-  total = blockSum(total, sums);
-  const long long count = countTargets(targets, rows, ignoreIndex, counts);
-  if (threadIdx.x == 0)
-    *loss = count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
 }
 
 template <typename T, typename I>
@@ -98,19 +65,11 @@ __global__ void crossEntropyGradKernel(const T *logits, const I *targets, const 
   }
 }
 
-/// ids as i32 or i64.
-struct Ids {
-  const void *data;
-  bool wide;
-  const int32_t *narrow() const { return static_cast<const int32_t *>(data); }
-  const int64_t *wide64() const { return static_cast<const int64_t *>(data); }
-};
-
 template <typename T> class CrossEntropyKernel final : public Kernel {
 public:
   CrossEntropyKernel(const KernelArgs &args, int64_t ignoreIndex)
       : logits_(args.inputs[0].as<T>()),
-        targets_{args.inputs[1].data, args.inputs[1].dtype == DType::I64},
+        targets_(args.inputs[1]),
         loss_(args.outputs[0].as<float>()), vocab_(args.inputs[0].dim(-1)),
         rows_(args.inputs[1].numel()), ignoreIndex_(ignoreIndex),
         rowLoss_(static_cast<size_t>(rows_) * sizeof(float)) {}
@@ -149,7 +108,7 @@ template <typename T> class CrossEntropyGradKernel final : public Kernel {
 public:
   CrossEntropyGradKernel(const KernelArgs &args, int64_t ignoreIndex)
       : logits_(args.inputs[0].as<T>()),
-        targets_{args.inputs[1].data, args.inputs[1].dtype == DType::I64},
+        targets_(args.inputs[1]),
         dloss_(args.inputs[2].as<float>()), dlogits_(args.outputs[0].as<T>()),
         vocab_(args.inputs[0].dim(-1)), rows_(args.inputs[1].numel()), ignoreIndex_(ignoreIndex),
         scale_(sizeof(float)) {}

@@ -31,15 +31,6 @@ using contracts::classShard;
 
 constexpr float kNaN = __builtin_nanf("");
 
-/// ids as i32 or i64.
-struct Ids {
-  const void *data;
-  bool wide;
-  explicit Ids(const TensorView &t) : data(t.data), wide(t.dtype == DType::I64) {}
-  const int32_t *narrow() const { return static_cast<const int32_t *>(data); }
-  const int64_t *wide64() const { return static_cast<const int64_t *>(data); }
-};
-
 //===----------------------------------------------------------------------===//
 // cross_entropy_partial and its gradient
 //===----------------------------------------------------------------------===//

@@ -135,6 +135,14 @@ RefTensor crossEntropy(const RefTensor &logits, const RefTensor &targets, int64_
 RefTensor crossEntropyGrad(const RefTensor &logits, const RefTensor &targets, double dloss,
                            int64_t ignoreIndex);
 
+//===- linear_cross_entropy.cpp -------------------------------------------===//
+
+/// The LM head and its loss: {loss} of logits = h·wᵀ (transposeB, w [V, D])
+/// or h·w (w [D, V]); with dloss also {loss, dh, dw}.
+std::vector<RefTensor> linearCrossEntropy(const RefTensor &h, const RefTensor &w,
+                                          const RefTensor &targets, bool transposeB,
+                                          int64_t ignoreIndex, const double *dloss);
+
 //===- reduce_max.cpp -----------------------------------------------------===//
 
 /// Maximum over the last dimension.

@@ -9,7 +9,9 @@
 # data and tensor parallelism and ZeRO; an uneven GPT-2 (vocabulary 257,
 # width 70; a Llama with vocabulary 257) checks ZeRO's padded shards on 2,
 # 3 and 4 ranks and the padded vocabulary of tensor parallelism; a narrow
-# GPT-2 with the real vocabulary of 50257 does the same at that size; packed
+# GPT-2 with the real vocabulary of 50257 does the same at that size (the
+# one-rank references are compiled with --fuse none, so every fused layout
+# is also checked against the unfused ops); packed
 # GPT-2s and Llamas (rows of whole stories, doc_separator=10) check that the
 # segment and position inputs follow the tokens in every layout, the
 # sequence-split ones included. Each layout runs twice: plainly (one
@@ -142,7 +144,9 @@ for family in $FAMILIES; do
   # quantizes it differently (ZeRO-1 here): same trajectory, not the same
   # rounding.
   [[ $family == *-adam8 ]] && common+=(--optimizer adamw8bit) && tolerance=1e-4 && strict=(1:1e-6)
-  "$BIN/llmc" compile "${common[@]}" -o "$WORK/$family-1.llmc"
+  # The one-rank reference runs unfused, every layout with the default
+  # fusions: the matrix shows fusion and parallelism change nothing.
+  "$BIN/llmc" compile "${common[@]}" --fuse none -o "$WORK/$family-1.llmc"
   "$BIN/llmc-run" "$WORK/$family-1.llmc" --steps $STEPS --metrics "$WORK/$family-1.jsonl" --quiet
   for layout in "${LAYOUTS[@]}"; do
     IFS='|' read -r name ranks flags only <<< "$layout"

@@ -36,7 +36,7 @@
 // CHECK: module @stage1 attributes {llmc.ranks = array<i64: 2, 3>}
 // CHECK: dist.recv on @mesh axis "pp" shift -1 tag [[T0]] {llmc.action = "F0", llmc.block_name = "h.1", llmc.microbatch = 0 : i64} : tensor<1x8x32xf32>
 // CHECK: llmc.block_name = "h.2"
-// CHECK: llm.cross_entropy
+// CHECK: llm.linear_cross_entropy_train
 // CHECK: dist.broadcast %{{.*}} on @mesh axes ["pp"] root 1 : tensor<f32>
 
 // GPIPE: actions = ["F0 F1 F2 F3 B0 B1 B2 B3", "F0 F1 F2 F3 B0 B1 B2 B3"], analytic_bubble = 2.000000e-01 : f64, bubble = 0.1999{{[0-9]*}} : f64, in_flight = [4, 4]

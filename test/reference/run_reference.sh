@@ -15,15 +15,19 @@ export OMP_WAIT_POLICY=PASSIVE
 
 check() { # family, config json, extra compile flags...
   local family=$1 config=$2; shift 2
-  local m="$WORK/$family.llmc"
+  local tag="$family${*:+-}$(echo "$*" | tr -c 'a-z0-9' '-')"
+  local m="$WORK/$tag.llmc"
   "$BIN/llmc" compile --model "$family" --preset tiny --set n_layer=2 --set batch_size=4 \
     --set seq_len=32 --warmup 0 --schedule constant --lr 1e-3 "$@" -o "$m"
-  "$BIN/llmc-run" "$m" --steps 0 --dump-grads "$WORK/$family.grads" --data "$DATA" --quiet
-  "$BIN/llmc-run" "$m" --steps 10 --metrics "$WORK/$family.jsonl" --data "$DATA" --quiet
+  "$BIN/llmc-run" "$m" --steps 0 --dump-grads "$WORK/$tag.grads" --data "$DATA" --quiet
+  "$BIN/llmc-run" "$m" --steps 10 --metrics "$WORK/$tag.jsonl" --data "$DATA" --quiet
   "$PYTHON" "$SRC/test/reference/torch_reference.py" --family "$family" --config "$config" \
-    --dump "$WORK/$family.grads" --metrics "$WORK/$family.jsonl" --data "$DATA" \
+    --dump "$WORK/$tag.grads" --metrics "$WORK/$tag.jsonl" --data "$DATA" \
     --seq-len 32 --rows 4
 }
 
-check gpt2 '{"n_layer": 2, "n_head": 4, "n_kv_head": 4, "n_embd": 128, "eps": 1e-5}'
-check llama '{"n_layer": 2, "n_head": 4, "n_kv_head": 2, "n_embd": 128, "eps": 1e-5, "theta": 10000.0}'
+# With the default fusions and without any.
+for fuse in all none; do
+  check gpt2 '{"n_layer": 2, "n_head": 4, "n_kv_head": 4, "n_embd": 128, "eps": 1e-5}' --fuse $fuse
+  check llama '{"n_layer": 2, "n_head": 4, "n_kv_head": 2, "n_embd": 128, "eps": 1e-5, "theta": 10000.0}' --fuse $fuse
+done

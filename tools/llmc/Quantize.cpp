@@ -321,6 +321,9 @@ bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &r
   compileOptions.source = source;
   compileOptions.emit = "artifact";
   compileOptions.output = artifactPath.str().str();
+  // Calibration observes the input of every matmul that reads a weight,
+  // the head's too: no fused kernel may hide one.
+  compileOptions.pipeline.fuse = "none";
   if (compile(compileOptions, kTool) != 0) {
     error = "the model did not compile for calibration";
     return false;

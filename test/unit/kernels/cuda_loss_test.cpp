@@ -51,6 +51,36 @@ TEST(CudaLossKernels, CrossEntropyMatchesCpu) {
       }
 }
 
+TEST(CudaLossKernels, LinearCrossEntropyMatchesCpu) {
+  // The fused head + loss: one chunk, several, a short last one; both
+  // weight layouts; GPT-2's vocabulary. The scratch holds the last chunk's
+  // gradient on both backends.
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 10130;
+  for (bool transposeB : {true, false})
+    for (int64_t chunk : {int64_t{1}, int64_t{5}, int64_t{64}}) {
+      SCOPED_TRACE(std::string(transposeB ? "w [V, D]" : "w [D, V]") + " chunk " +
+                   std::to_string(chunk));
+      const int64_t rows = 64, width = 48, vocab = 50257;
+      std::vector<int64_t> wShape = transposeB ? std::vector<int64_t>{vocab, width}
+                                               : std::vector<int64_t>{width, vocab};
+      Buffer h = Buffer::of(randomTensor({4, 16, width}, ++seed), DType::F32);
+      Buffer w = Buffer::of(randomTensor(wShape, ++seed, 0.1), DType::F32);
+      RefTensor ids = randomIds({4, 16}, ++seed, 0, vocab);
+      ids.data[3] = -1;
+      Buffer targets = Buffer::of(ids, DType::I32);
+      Buffer dloss = Buffer::of(RefTensor{{}, {0.7}}, DType::F32);
+      Buffer loss(DType::F32, {}), dh(DType::F32, {4, 16, width}), dw(DType::F32, wShape),
+          scratch(DType::F32, {std::min(chunk, rows), vocab});
+      KernelAttrs a = attrs({}, {{"chunk_rows", chunk}, {"transpose_b", transposeB}});
+      expectCudaMatchesCpu("linear_cross_entropy_train", {&h, &w, &targets, &dloss},
+                           {&loss, &dh, &dw, &scratch}, a, {Metric::Norm, {1e-5}});
+      Buffer evalLoss(DType::F32, {});
+      expectCudaMatchesCpu("linear_cross_entropy", {&h, &w, &targets}, {&evalLoss, &scratch}, a,
+                           {Metric::Norm, {1e-5}});
+    }
+}
+
 TEST(CudaLossKernels, AllIgnoredGivesZeroLossAndGradient) {
   LLMC_REQUIRE_GPU();
   Buffer logits = Buffer::of(randomTensor({4, 9}, 10150), DType::F32);

@@ -1,0 +1,139 @@
+//===- linear_cross_entropy.cpp - the LM head and its loss, in row chunks -===//
+//
+// For each chunk of `chunk_rows` rows: the chunk's logits h_c · wᵀ (one
+// sgemm into the [chunk_rows, V] scratch), then per row the stable
+// log-sum-exp and the row's loss, as cross_entropy computes them. The
+// training form then overwrites the chunk with (softmax − onehot)·dloss/
+// count, as cross_entropy_grad would, and multiplies it into the chunk's
+// rows of dh and into dw (accumulated over chunks, in chunk order). The
+// whole [rows, V] logits and their gradient are never stored: the arena
+// holds one chunk.
+//
+// Row losses land in bind-time scratch and are summed in row order in
+// double, so the loss does not depend on the thread count or the chunk
+// size. A target outside [0, V) that is not ignored makes its row (and the
+// loss) NaN, never an out-of-bounds read.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/contracts/LinearCrossEntropy.h"
+#include "kernels/cpu/Blas.h"
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+class LinearCrossEntropyKernel final : public Kernel {
+public:
+  LinearCrossEntropyKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b,
+                           SgemmFn sgemm)
+      : b_(b), sgemm_(sgemm), h_(args.inputs[0].as<float>()), w_(args.inputs[1].as<float>()),
+        targets_(args.inputs[2]), dloss_(b.train ? args.inputs[3].as<float>() : nullptr),
+        loss_(args.outputs[0].as<float>()), dh_(b.train ? args.outputs[1].as<float>() : nullptr),
+        dw_(b.train ? args.outputs[2].as<float>() : nullptr),
+        scratch_(args.outputs[b.train ? 3 : 1].as<float>()), threads_(bindThreads()),
+        rowLoss_(static_cast<size_t>(b.rows)) {}
+
+  void run(const StepContext &) override {
+    const int64_t rows = b_.rows, d = b_.width, vocab = b_.vocab;
+    int64_t count = 0;
+    for (int64_t r = 0; r < rows; ++r) count += targets_[r] != b_.ignoreIndex;
+    const float factor = b_.train && count ? *dloss_ / static_cast<float>(count) : 0.0f;
+    const int ldw = static_cast<int>(b_.transposeB ? d : vocab);
+    for (int64_t r0 = 0; r0 < rows; r0 += b_.chunkRows) {
+      const int n = static_cast<int>(std::min(b_.chunkRows, rows - r0));
+      const float *hc = h_ + r0 * d;
+      // logits[n, V] = h_c · wᵀ (w [V, D]) or h_c · w (w [D, V]).
+      sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasTrans : CblasNoTrans, n,
+             static_cast<int>(vocab), static_cast<int>(d), 1.0f, hc, static_cast<int>(d), w_, ldw,
+             0.0f, scratch_, static_cast<int>(vocab));
+      chunkRows(r0, n, factor);
+      if (!b_.train)
+        continue;
+      // dh_c[n, D] = g · w (w [V, D]) or g · wᵀ (w [D, V]).
+      sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasNoTrans : CblasTrans, n,
+             static_cast<int>(d), static_cast<int>(vocab), 1.0f, scratch_,
+             static_cast<int>(vocab), w_, ldw, 0.0f, dh_ + r0 * d, static_cast<int>(d));
+      // dw += gᵀ · h_c ([V, D]) or h_cᵀ · g ([D, V]); the first chunk sets it.
+      const float beta = r0 == 0 ? 0.0f : 1.0f;
+      if (b_.transposeB)
+        sgemm_(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(vocab),
+               static_cast<int>(d), n, 1.0f, scratch_, static_cast<int>(vocab), hc,
+               static_cast<int>(d), beta, dw_, static_cast<int>(d));
+      else
+        sgemm_(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d),
+               static_cast<int>(vocab), n, 1.0f, hc, static_cast<int>(d), scratch_,
+               static_cast<int>(vocab), beta, dw_, static_cast<int>(vocab));
+    }
+    double total = 0.0;
+    for (int64_t r = 0; r < rows; ++r) total += rowLoss_[r];
+    *loss_ = count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+  }
+
+private:
+  /// The losses of rows r0 .. r0+n (whose logits are in the scratch) and,
+  /// when training, their gradient in place of the logits.
+  void chunkRows(int64_t r0, int n, float factor) {
+    const int64_t vocab = b_.vocab;
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n * vocab > kParallelGrain)
+    for (int i = 0; i < n; ++i) {
+      const int64_t r = r0 + i, target = targets_[r];
+      float *row = scratch_ + i * vocab;
+      const bool ignored = target == b_.ignoreIndex;
+      if (ignored || target < 0 || target >= vocab) {
+        rowLoss_[r] = ignored ? 0.0 : static_cast<double>(kNaN);
+        if (b_.train) {
+          const float fillValue = ignored ? 0.0f : kNaN;
+#pragma omp simd
+          for (int64_t j = 0; j < vocab; ++j) row[j] = fillValue;
+        }
+        continue;
+      }
+      float m, lse = rowLogSumExp(row, vocab, &m);
+      rowLoss_[r] = static_cast<double>(lse - row[target]);
+      if (!b_.train)
+        continue;
+      const float targetProbability = expFast(row[target] - lse);
+#pragma omp simd
+      for (int64_t j = 0; j < vocab; ++j) row[j] = expFast(row[j] - lse) * factor;
+      row[target] = (targetProbability - 1.0f) * factor;
+    }
+  }
+
+  contracts::LinearCrossEntropyBinding b_;
+  SgemmFn sgemm_;
+  const float *h_, *w_;
+  IdView targets_;
+  const float *dloss_;
+  float *loss_, *dh_, *dw_, *scratch_;
+  int threads_;
+  std::vector<double> rowLoss_;
+};
+
+template <bool Train>
+std::unique_ptr<Kernel> makeLinearCrossEntropy(const KernelArgs &args, std::string &error) {
+  contracts::LinearCrossEntropyBinding b;
+  if (!contracts::bindLinearCrossEntropy(args, Train, error, &b)) return nullptr;
+  std::string blasError;
+  SgemmFn sgemm = blasSgemm(blasError);
+  if (!sgemm) {
+    error = std::string(Train ? "linear_cross_entropy_train" : "linear_cross_entropy") + ": " +
+            blasError;
+    return nullptr;
+  }
+  return std::make_unique<LinearCrossEntropyKernel>(args, b, sgemm);
+}
+
+std::unique_ptr<Kernel> makeLinearCrossEntropyForward(const KernelArgs &args, std::string &error) {
+  return makeLinearCrossEntropy<false>(args, error);
+}
+std::unique_ptr<Kernel> makeLinearCrossEntropyTrain(const KernelArgs &args, std::string &error) {
+  return makeLinearCrossEntropy<true>(args, error);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "linear_cross_entropy", makeLinearCrossEntropyForward);
+LLMC_REGISTER_KERNEL(CPU, "linear_cross_entropy_train", makeLinearCrossEntropyTrain);
+
+} // namespace llmc::cpu

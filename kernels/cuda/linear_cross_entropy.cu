@@ -1,0 +1,176 @@
+//===- linear_cross_entropy.cu - the LM head and its loss, in row chunks ---===//
+//
+// The CPU kernel's algorithm (kernels/cpu/linear_cross_entropy.cpp) on one
+// stream: per chunk of rows, a cuBLASLt GEMM writes the chunk's logits into
+// the [chunk_rows, V] scratch; one block per row forms its loss (the
+// cross_entropy kernel's online log-sum-exp) and, when training, its
+// gradient (softmax − onehot)·dloss/count in place; two more GEMMs multiply
+// it into the chunk's rows of dh and into dw (accumulating after the first
+// chunk). Every GEMM is planned at bind time, three per chunk.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/contracts/LinearCrossEntropy.h"
+#include "kernels/cuda/BindScratch.h"
+#include "kernels/cuda/CrossEntropyCommon.cuh"
+#include "kernels/cuda/LtGemm.h"
+
+#include <vector>
+
+namespace llmc::cuda {
+namespace {
+
+/// Losses of rows [r0, r0 + n) from their logits in `chunk`; with a scale,
+/// the chunk becomes their gradient.
+template <typename I>
+__global__ void chunkRowsKernel(float *chunk, const I *targets, float *rowLoss, int64_t r0,
+                                int64_t n, int64_t vocab, int64_t ignoreIndex,
+                                const float *scale) {
+  __shared__ float red[32];
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const int64_t target = static_cast<int64_t>(targets[r0 + i]); // uniform over the block
+    float *row = chunk + i * vocab;
+    const bool ignored = target == ignoreIndex;
+    if (ignored || target < 0 || target >= vocab) {
+      const float fill = ignored ? 0.0f : __int_as_float(0x7fc00000);
+      if (threadIdx.x == 0) rowLoss[r0 + i] = fill;
+      if (scale)
+        for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) row[j] = fill;
+      continue;
+    }
+    const float lse = rowLogSumExp(row, vocab, red);
+    const float targetLogit = row[target];
+    __syncthreads(); // every thread read the target's logit before it is overwritten
+    if (threadIdx.x == 0) rowLoss[r0 + i] = lse - targetLogit;
+    if (!scale) continue;
+    const float factor = *scale;
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+      const float p = expf(row[j] - lse);
+      row[j] = (j == target ? p - 1.0f : p) * factor;
+    }
+  }
+}
+
+class LinearCrossEntropyKernel final : public Kernel {
+public:
+  LinearCrossEntropyKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b)
+      : b_(b), targets_(args.inputs[2]), dloss_(b.train ? args.inputs[3].as<float>() : nullptr),
+        loss_(args.outputs[0].as<float>()), scratch_(args.outputs[b.train ? 3 : 1].as<float>()),
+        rowLoss_(static_cast<size_t>(b.rows) * sizeof(float)), scale_(sizeof(float)) {}
+
+  /// Plans the chunk GEMMs; false with `error` set when cuBLASLt refuses.
+  bool plan(const KernelArgs &args, std::string &error) {
+    const float *h = args.inputs[0].as<float>(), *w = args.inputs[1].as<float>();
+    float *dh = b_.train ? args.outputs[1].as<float>() : nullptr;
+    float *dw = b_.train ? args.outputs[2].as<float>() : nullptr;
+    for (int64_t r0 = 0; r0 < b_.rows; r0 += b_.chunkRows) {
+      const int64_t n = std::min(b_.chunkRows, b_.rows - r0);
+      GemmDesc logits; // [n, V] = h_c · wᵀ or h_c · w
+      logits.m = n, logits.n = b_.vocab, logits.k = b_.width;
+      logits.transposeB = b_.transposeB;
+      logits.a = h + r0 * b_.width, logits.b = w, logits.c = scratch_;
+      if (!add(logits, error)) return false;
+      if (!b_.train) continue;
+      GemmDesc dgrad; // [n, D] = g · w or g · wᵀ
+      dgrad.m = n, dgrad.n = b_.width, dgrad.k = b_.vocab;
+      dgrad.transposeB = !b_.transposeB;
+      dgrad.a = scratch_, dgrad.b = w, dgrad.c = dh + r0 * b_.width;
+      GemmDesc wgrad; // dw (+)= gᵀ · h_c ([V, D]) or h_cᵀ · g ([D, V])
+      wgrad.transposeA = true;
+      wgrad.accumulate = r0 > 0;
+      wgrad.k = n;
+      if (b_.transposeB) {
+        wgrad.m = b_.vocab, wgrad.n = b_.width;
+        wgrad.a = scratch_, wgrad.b = h + r0 * b_.width;
+      } else {
+        wgrad.m = b_.width, wgrad.n = b_.vocab;
+        wgrad.a = h + r0 * b_.width, wgrad.b = scratch_;
+      }
+      wgrad.c = dw;
+      if (!add(dgrad, error) || !add(wgrad, error)) return false;
+    }
+    return true;
+  }
+
+  void run(const StepContext &ctx) override {
+    cudaStream_t stream = streamOf(ctx);
+    float *rowLoss = rowLoss_.as<float>(), *scale = b_.train ? scale_.as<float>() : nullptr;
+    if (scale) {
+      if (targets_.wide)
+        gradScaleKernel<int64_t><<<1, kLossThreads, 0, stream>>>(targets_.wide64(), b_.rows,
+                                                                 b_.ignoreIndex, dloss_, scale);
+      else
+        gradScaleKernel<int32_t><<<1, kLossThreads, 0, stream>>>(targets_.narrow(), b_.rows,
+                                                                 b_.ignoreIndex, dloss_, scale);
+      LLMC_CUDA_CHECK_LAUNCH();
+    }
+    size_t g = 0;
+    for (int64_t r0 = 0; r0 < b_.rows; r0 += b_.chunkRows) {
+      const int64_t n = std::min(b_.chunkRows, b_.rows - r0);
+      gemms_[g++]->run(stream);
+      const int grid = lossRowGrid(n), threads = lossRowThreads(b_.vocab);
+      if (targets_.wide)
+        chunkRowsKernel<int64_t><<<grid, threads, 0, stream>>>(
+            scratch_, targets_.wide64(), rowLoss, r0, n, b_.vocab, b_.ignoreIndex, scale);
+      else
+        chunkRowsKernel<int32_t><<<grid, threads, 0, stream>>>(
+            scratch_, targets_.narrow(), rowLoss, r0, n, b_.vocab, b_.ignoreIndex, scale);
+      LLMC_CUDA_CHECK_LAUNCH();
+      if (b_.train) {
+        gemms_[g++]->run(stream);
+        gemms_[g++]->run(stream);
+      }
+    }
+    if (targets_.wide)
+      meanLossKernel<int64_t><<<1, kLossThreads, 0, stream>>>(rowLoss, targets_.wide64(), b_.rows,
+                                                              b_.ignoreIndex, loss_);
+    else
+      meanLossKernel<int32_t><<<1, kLossThreads, 0, stream>>>(rowLoss, targets_.narrow(), b_.rows,
+                                                              b_.ignoreIndex, loss_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  bool add(const GemmDesc &desc, std::string &error) {
+    std::unique_ptr<LtGemm> gemm = LtGemm::create(desc, error);
+    if (!gemm) return false;
+    gemms_.push_back(std::move(gemm));
+    return true;
+  }
+
+  contracts::LinearCrossEntropyBinding b_;
+  Ids targets_;
+  const float *dloss_;
+  float *loss_, *scratch_;
+  BindScratch rowLoss_; // [rows] f32
+  BindScratch scale_;   // dloss / count
+  std::vector<std::unique_ptr<LtGemm>> gemms_;
+};
+
+template <bool Train>
+std::unique_ptr<Kernel> makeCudaLinearCrossEntropy(const KernelArgs &args, std::string &error) {
+  contracts::LinearCrossEntropyBinding b;
+  if (!contracts::bindLinearCrossEntropy(args, Train, error, &b)) return nullptr;
+  auto kernel = std::make_unique<LinearCrossEntropyKernel>(args, b);
+  std::string gemmError;
+  if (!kernel->plan(args, gemmError)) {
+    error = std::string(Train ? "linear_cross_entropy_train" : "linear_cross_entropy") + ": " +
+            gemmError;
+    return nullptr;
+  }
+  return kernel;
+}
+
+std::unique_ptr<Kernel> makeCudaLinearCrossEntropyForward(const KernelArgs &args, std::string &error) {
+  return makeCudaLinearCrossEntropy<false>(args, error);
+}
+std::unique_ptr<Kernel> makeCudaLinearCrossEntropyTrain(const KernelArgs &args, std::string &error) {
+  return makeCudaLinearCrossEntropy<true>(args, error);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CUDA, "linear_cross_entropy", makeCudaLinearCrossEntropyForward);
+LLMC_REGISTER_KERNEL(CUDA, "linear_cross_entropy_train", makeCudaLinearCrossEntropyTrain);
+
+} // namespace llmc::cuda

@@ -1,0 +1,236 @@
+//===- Fuse.cpp - op groups into fused kernels ----------------------------===//
+//
+// Runs on the finished training graph, after every pass that rewrites llm
+// ops, so a fused op never meets a pass that does not know it. Each fusion
+// matches exactly the ops the model builders, autodiff and the sharding
+// passes produce and leaves anything else alone: a value some other op
+// still reads keeps the op that makes it.
+//
+// linear-cross-entropy. The head and its loss,
+//   %logits = matmul %h, %w          (w [V, D] with transpose_b, or [D, V])
+//   %loss   = cross_entropy %logits, %t
+// and, in training,
+//   %g  = cross_entropy_grad %logits, %t, %seed
+//   %dh = matmul %g, %w              (the transposes the autodiff rule picks)
+//   %dw = matmul (reshape %g)ᵀ, (reshape %h)    or (reshape %h)ᵀ, (reshape %g)
+// become one linear_cross_entropy(_train) placed where the loss was. The
+// loss seed is a fill the autodiff pass emits after the loss; it depends
+// on nothing computed after it, so it moves up to the fused op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+namespace llmc {
+#define GEN_PASS_DEF_FUSE
+#include "passes/Passes.h.inc"
+} // namespace llmc
+
+using namespace mlir;
+using namespace llmc;
+using namespace llmc::llm;
+
+namespace {
+
+constexpr const char *kLinearCrossEntropy = "linear-cross-entropy";
+const std::set<std::string> kFusions = {kLinearCrossEntropy};
+
+/// Makes `value` available before `point`: true when it already is, or when
+/// its pure defining op (and, recursively, what it needs) can move there.
+bool makeAvailableBefore(Value value, Operation *point) {
+  Block *block = value.getParentBlock();
+  Operation *ancestor = block->findAncestorOpInBlock(*point);
+  if (!ancestor)
+    return false;
+  Operation *def = value.getDefiningOp();
+  if (!def || def->isBeforeInBlock(ancestor))
+    return true;
+  if (def->getBlock() != point->getBlock() || !isPure(def) || def->getNumRegions() != 0)
+    return false;
+  for (Value operand : def->getOperands())
+    if (!makeAvailableBefore(operand, point))
+      return false;
+  def->moveBefore(point);
+  // It now runs in the part of the step (pipeline action) of `point`.
+  if (Attribute action = point->getAttr("llmc.action"))
+    def->setAttr("llmc.action", action);
+  return true;
+}
+
+/// `value` is `reshape %of` (a reshape that only flattens rows).
+bool isReshapeOf(Value value, Value of) {
+  auto reshape = value.getDefiningOp<ReshapeOp>();
+  return reshape && reshape.getX() == of;
+}
+
+/// The training half of the pattern: the loss gradient and the two products
+/// that consume it.
+struct HeadBackward {
+  CrossEntropyGradOp grad;
+  MatmulOp dgrad, wgrad;
+  ReshapeOp gradRows; ///< reshape of the gradient feeding wgrad
+};
+
+/// Finds the backward of `head` + `loss` among the users of the logits;
+/// fails when anything else reads the logits or the gradient.
+FailureOr<HeadBackward> matchBackward(MatmulOp head, CrossEntropyOp loss) {
+  HeadBackward b{};
+  Value logits = head.getResult(), h = head.getA(), w = head.getB();
+  for (Operation *user : logits.getUsers()) {
+    if (user == loss.getOperation())
+      continue;
+    auto grad = dyn_cast<CrossEntropyGradOp>(user);
+    if (!grad || b.grad || grad.getLogits() != logits || grad.getTargets() != loss.getTargets() ||
+        grad.getIgnoreIndex() != loss.getIgnoreIndex())
+      return failure();
+    b.grad = grad;
+  }
+  if (!b.grad)
+    return b; // forward only (evaluation)
+  bool transposeB = head.getTransposeB();
+  for (Operation *user : b.grad.getResult().getUsers()) {
+    auto matmul = dyn_cast<MatmulOp>(user);
+    if (matmul && !b.dgrad && matmul.getA() == b.grad.getResult() && matmul.getB() == w &&
+        !matmul.getTransposeA() && matmul.getTransposeB() == !transposeB) {
+      b.dgrad = matmul;
+      continue;
+    }
+    auto reshape = dyn_cast<ReshapeOp>(user);
+    if (!reshape || b.gradRows || !reshape.getResult().hasOneUse())
+      return failure();
+    auto wgrad = dyn_cast<MatmulOp>(*reshape.getResult().getUsers().begin());
+    if (!wgrad || !wgrad.getTransposeA() || wgrad.getTransposeB())
+      return failure();
+    Value gradRows = reshape.getResult();
+    bool matches = transposeB ? wgrad.getA() == gradRows && isReshapeOf(wgrad.getB(), h)
+                              : wgrad.getB() == gradRows && isReshapeOf(wgrad.getA(), h);
+    if (!matches)
+      return failure();
+    b.gradRows = reshape;
+    b.wgrad = wgrad;
+  }
+  if (!b.dgrad || !b.wgrad || b.dgrad.getType() != h.getType() ||
+      b.wgrad.getType() != w.getType())
+    return failure();
+  return b;
+}
+
+/// Erases `op` when nothing reads it any more.
+void eraseIfDead(Operation *op) {
+  if (op && op->use_empty())
+    op->erase();
+}
+
+/// Fuses the head feeding `loss`, if the pattern matches; true when it did.
+bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes) {
+  auto head = loss.getLogits().getDefiningOp<MatmulOp>();
+  if (!head || head.getTransposeA())
+    return false;
+  Value h = head.getA(), w = head.getB();
+  auto hType = cast<RankedTensorType>(h.getType()), wType = cast<RankedTensorType>(w.getType());
+  Type f32 = Float32Type::get(loss.getContext());
+  if (hType.getElementType() != f32 || wType.getElementType() != f32 || wType.getRank() != 2 ||
+      hType.getRank() < 2 || cast<RankedTensorType>(loss.getLogits().getType()).getElementType() != f32)
+    return false;
+  FailureOr<HeadBackward> backward = matchBackward(head, loss);
+  if (failed(backward))
+    return false;
+  if (backward->grad && !makeAvailableBefore(backward->grad.getDloss(), loss))
+    return false;
+
+  int64_t rows = hType.getNumElements() / hType.getShape().back();
+  int64_t vocab = wType.getShape()[head.getTransposeB() ? 0 : 1];
+  int64_t chunk = std::clamp<int64_t>(
+      static_cast<int64_t>(chunkBytes / (4.0 * static_cast<double>(vocab))), 1, rows);
+
+  OpBuilder builder(loss);
+  Operation *fused;
+  if (backward->grad) {
+    auto op = LinearCrossEntropyTrainOp::create(builder, loss.getLoc(), h, w, loss.getTargets(),
+                                                backward->grad.getDloss(), chunk,
+                                                head.getTransposeB(), loss.getIgnoreIndex());
+    backward->dgrad.getResult().replaceAllUsesWith(op.getDh());
+    backward->wgrad.getResult().replaceAllUsesWith(op.getDw());
+    loss.getResult().replaceAllUsesWith(op.getLoss());
+    fused = op;
+  } else {
+    auto op = LinearCrossEntropyOp::create(builder, loss.getLoc(), h, w, loss.getTargets(), chunk,
+                                           head.getTransposeB(), loss.getIgnoreIndex());
+    loss.getResult().replaceAllUsesWith(op.getLoss());
+    fused = op;
+  }
+  // Where it belongs (microbatch, pipeline action, block) travels along.
+  for (NamedAttribute attr : loss->getDiscardableAttrs())
+    fused->setAttr(attr.getName(), attr.getValue());
+
+  Operation *hRows = nullptr;
+  if (backward->grad) {
+    Value other = head.getTransposeB() ? backward->wgrad.getB() : backward->wgrad.getA();
+    hRows = other.getDefiningOp();
+    backward->wgrad->erase();
+    backward->gradRows->erase();
+    backward->dgrad->erase();
+    backward->grad->erase();
+  }
+  eraseIfDead(hRows);
+  loss->erase();
+  eraseIfDead(head);
+  return true;
+}
+
+/// The fusions `spec` enables, or failure with `error` set.
+FailureOr<std::set<std::string>> parseFusions(StringRef spec, std::string &error) {
+  if (spec == "all")
+    return kFusions;
+  std::set<std::string> enabled;
+  if (spec == "none" || spec.empty())
+    return enabled;
+  SmallVector<StringRef> names;
+  spec.split(names, ',');
+  for (StringRef raw : names) {
+    std::string name = raw.trim().str();
+    if (!kFusions.count(name)) {
+      error = "unknown fusion '" + name + "' (expected all, none or a list of: " +
+              llvm::join(kFusions, ", ") + ")";
+      return failure();
+    }
+    enabled.insert(name);
+  }
+  return enabled;
+}
+
+struct FusePass : public llmc::impl::FuseBase<FusePass> {
+  using FuseBase::FuseBase;
+
+  void runOnOperation() override {
+    std::string error;
+    FailureOr<std::set<std::string>> enabled = parseFusions(fusions, error);
+    if (failed(enabled)) {
+      getOperation().emitError() << "llmc-fuse: " << error;
+      return signalPassFailure();
+    }
+    if (chunkMb <= 0) {
+      getOperation().emitError() << "llmc-fuse: chunk-mb must be positive, got " << chunkMb;
+      return signalPassFailure();
+    }
+    if (!enabled->count(kLinearCrossEntropy))
+      return;
+    SmallVector<CrossEntropyOp> losses;
+    getOperation().walk([&](CrossEntropyOp op) { losses.push_back(op); });
+    for (CrossEntropyOp loss : losses)
+      fuseLinearCrossEntropy(loss, chunkMb * 1024.0 * 1024.0);
+  }
+};
+
+} // namespace
