@@ -221,7 +221,8 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
       return signalPassFailure();
     }
     if (chunkMb <= 0) {
-      getOperation().emitError() << "llmc-fuse: chunk-mb must be positive, got " << chunkMb;
+      getOperation().emitError() << "llmc-fuse: chunk-mb (--fuse-chunk-mb) must be positive, got "
+                                 << chunkMb;
       return signalPassFailure();
     }
     if (!enabled->count(kLinearCrossEntropy))

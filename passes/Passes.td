@@ -432,7 +432,9 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     `llm.linear_cross_entropy(_train)`, which computes the logits
     `chunk_rows` rows at a time, so the whole [rows, V] logits and their
     gradient are never stored: the arena holds a chunk of at most
-    `chunk-mb` MiB instead. fp32 only.
+    `chunk-mb` MiB instead (`llmc compile --fuse-chunk-mb`, default 256:
+    each chunk adds its share into the head's weight gradient, so much
+    smaller chunks pass over that gradient many times). fp32 only.
 
     `fusions` is `all`, `none` or a comma-separated list of fusion names.
 
@@ -446,7 +448,7 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
   let options = [
     Option<"fusions", "fusions", "std::string", "\"all\"",
            "all | none | comma-separated fusion names (linear-cross-entropy)">,
-    Option<"chunkMb", "chunk-mb", "double", "32",
+    Option<"chunkMb", "chunk-mb", "double", "256",
            "linear-cross-entropy: MiB of logits computed at a time">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect"];

@@ -153,6 +153,7 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
   }
   FuseOptions fuse;
   fuse.fusions = options.fuse;
+  fuse.chunkMb = options.fuseChunkMb;
   add(createFuse(fuse));
   if (options.emit == "train")
     return builder.finish(error);

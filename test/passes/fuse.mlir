@@ -8,7 +8,7 @@
 // The training head: the logits' product, the loss, its gradient and the
 // two products of the backward become one op, placed where the loss was;
 // the loss seed moves up to it. 32 rows of 32 classes fit one chunk of
-// the default 32 MiB; 512 bytes hold 4 rows.
+// the default 256 MiB; 512 bytes hold 4 rows.
 // CHECK-LABEL: func.func @train
 // CHECK-NEXT:  %[[SEED:.*]] = llm.fill 1.0
 // CHECK-NEXT:  %[[L:.*]], %[[DH:.*]], %[[DW:.*]], %{{.*}} = llm.linear_cross_entropy_train %arg0, %arg1, %arg2, %[[SEED]] {chunk_rows = 32 : i64, transpose_b} : tensor<4x8x16xf32>, tensor<32x16xf32>, tensor<4x8xi32>
