@@ -10,6 +10,7 @@
 #include "runtime/ExecutionDevice.h"
 #include "runtime/comm/Communicator.h"
 
+#include "Instructions.h"
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -20,22 +21,8 @@ using namespace llmc;
 
 namespace {
 
-InstructionInfo kernel(const char *name, std::vector<uint32_t> in, std::vector<uint32_t> out) {
-  InstructionInfo inst;
-  inst.kind = InstructionKind::Kernel;
-  inst.kernel = name;
-  inst.inputs = std::move(in);
-  inst.outputs = std::move(out);
-  return inst;
-}
-
-InstructionInfo event(InstructionKind kind, int64_t id, int32_t stream) {
-  InstructionInfo inst;
-  inst.kind = kind;
-  inst.event = id;
-  inst.stream = stream;
-  return inst;
-}
+using test::eventInstruction;
+using test::kernelInstruction;
 
 /// g = 3; record; (stream 1) wait, g = all_reduce(g) on one rank; record;
 /// (stream 0) wait, y = 0.5·g.
@@ -43,21 +30,21 @@ ProgramInfo streamedProgram() {
   ProgramInfo p;
   p.name = "train_step";
   p.buffers = {{"g", "grad", 0, DType::F32, {8}, {}}, {"y", "output", 64, DType::F32, {8}, {}}};
-  InstructionInfo fill = kernel("fill", {}, {0});
+  InstructionInfo fill = kernelInstruction("fill", {}, {0});
   fill.attrs.setFloat("value", 3.0);
   InstructionInfo reduce;
   reduce.kind = InstructionKind::AllReduce;
   reduce.inputs = {0};
   reduce.outputs = {0};
   reduce.stream = 1;
-  InstructionInfo scale = kernel("scale", {0}, {1});
+  InstructionInfo scale = kernelInstruction("scale", {0}, {1});
   scale.attrs.setFloat("factor", 0.5);
   p.instructions = {fill,
-                    event(InstructionKind::RecordEvent, 0, 0),
-                    event(InstructionKind::WaitEvent, 0, 1),
+                    eventInstruction(InstructionKind::RecordEvent, 0, 0),
+                    eventInstruction(InstructionKind::WaitEvent, 0, 1),
                     reduce,
-                    event(InstructionKind::RecordEvent, 1, 1),
-                    event(InstructionKind::WaitEvent, 1, 0),
+                    eventInstruction(InstructionKind::RecordEvent, 1, 1),
+                    eventInstruction(InstructionKind::WaitEvent, 1, 0),
                     scale};
   return p;
 }

@@ -14,6 +14,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/support/Error.h"
 
+#include "Instructions.h"
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -30,19 +31,10 @@ namespace {
 
 using Step = ExecutionDevice::Step;
 
-InstructionInfo event(InstructionKind kind, int64_t id, int32_t stream) {
-  InstructionInfo inst;
-  inst.kind = kind;
-  inst.event = id;
-  inst.stream = stream;
-  return inst;
-}
+using test::eventInstruction;
 
 InstructionInfo fill(uint32_t out, double value) {
-  InstructionInfo inst;
-  inst.kind = InstructionKind::Kernel;
-  inst.kernel = "fill";
-  inst.outputs = {out};
+  InstructionInfo inst = test::kernelInstruction("fill", {}, {out});
   inst.attrs.setFloat("value", value);
   return inst;
 }
@@ -65,12 +57,12 @@ ProgramInfo orderedProgram() {
                {"y", "output", 64, DType::F32, {8}, {}},
                {"z", "output", 128, DType::F32, {8}, {}}};
   p.instructions = {fill(0, 2.0),
-                    event(InstructionKind::RecordEvent, 0, 0),
-                    event(InstructionKind::WaitEvent, 0, 1),
+                    eventInstruction(InstructionKind::RecordEvent, 0, 0),
+                    eventInstruction(InstructionKind::WaitEvent, 0, 1),
                     allReduce(0, 1),
-                    event(InstructionKind::RecordEvent, 1, 1),
+                    eventInstruction(InstructionKind::RecordEvent, 1, 1),
                     fill(2, 5.0),
-                    event(InstructionKind::WaitEvent, 1, 0),
+                    eventInstruction(InstructionKind::WaitEvent, 1, 0),
                     fill(0, 7.0)};
   return p;
 }
@@ -109,7 +101,7 @@ TEST(StreamOrder, EveryRemovedEventIsARaceNamingBothInstructions) {
 
 TEST(StreamOrder, RejectsMalformedEventsAndStreams) {
   ProgramInfo p = orderedProgram();
-  p.instructions.insert(p.instructions.begin() + 2, event(InstructionKind::RecordEvent, 0, 0));
+  p.instructions.insert(p.instructions.begin() + 2, eventInstruction(InstructionKind::RecordEvent, 0, 0));
   EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe),
                        "instruction 2: event 0 is recorded a second time (first by instruction 1)");
   p = orderedProgram();
@@ -127,12 +119,7 @@ TEST(StreamOrder, ReadsSharingBytesNeedNoEvent) {
   // Two streams may read the same bytes at once.
   ProgramInfo p = orderedProgram();
   p.instructions.resize(6); // drop event 1's wait and the rewrite of x
-  InstructionInfo readX;
-  readX.kind = InstructionKind::Kernel;
-  readX.kernel = "scale";
-  readX.inputs = {0};
-  readX.outputs = {2};
-  p.instructions.push_back(readX);
+  p.instructions.push_back(test::kernelInstruction("scale", {0}, {2}));
   checkStreamOrder(p, describe);
 }
 
@@ -153,7 +140,7 @@ TEST(StreamOrder, BindingRefusesAWaitNothingRecordsOnOneStreamToo) {
   ProgramInfo p;
   p.name = "train_step";
   p.buffers = {{"x", "activation", 0, DType::F32, {8}, {}}};
-  p.instructions = {event(InstructionKind::WaitEvent, 0, 0), fill(0, 1.0)};
+  p.instructions = {eventInstruction(InstructionKind::WaitEvent, 0, 0), fill(0, 1.0)};
   EXPECT_FALSE(usesStreams(p));
   auto device = makeCpuDevice(64);
   auto comm = makeSingleRankCommunicator();
