@@ -20,6 +20,8 @@ HostStreams::~HostStreams() {
 void HostStreams::beginRun() {
   std::lock_guard<std::mutex> lock(mutex_);
   ++run_;
+  queue_.clear();
+  next_ = 0;
   abandoning_ = false;
   error_ = nullptr;
 }
@@ -55,11 +57,10 @@ void HostStreams::launch(int stream, const ExecutionDevice::Step &step, const St
 void HostStreams::workerLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty())
+    changed_.wait(lock, [&] { return stopping_ || next_ < queue_.size(); });
+    if (next_ == queue_.size())
       return; // stopping, nothing left
-    Item item = queue_.front();
-    queue_.pop_front();
+    Item item = queue_[next_++];
     // After an error or while the run is abandoned the rest is skipped: a
     // collective after a failed one would only wait for peers in vain.
     if (error_ || abandoning_) {
@@ -108,7 +109,7 @@ void HostStreams::wait(int64_t event) {
 
 void HostStreams::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  changed_.wait(lock, [&] { return next_ == queue_.size() && !busy_; });
   if (std::exception_ptr failure = error_) {
     error_ = nullptr;
     std::rethrow_exception(failure);
@@ -119,7 +120,7 @@ void HostStreams::abandon() {
   std::unique_lock<std::mutex> lock(mutex_);
   abandoning_ = true;
   changed_.notify_all();
-  changed_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  changed_.wait(lock, [&] { return next_ == queue_.size() && !busy_; });
 }
 
 } // namespace llmc

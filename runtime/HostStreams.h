@@ -18,7 +18,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <random>
@@ -64,7 +63,11 @@ private:
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<Item> queue_;
+  /// Stream 1's steps of this run in launch order; next_ is the first not
+  /// yet taken. Cleared per run, so after the first run launching does not
+  /// allocate.
+  std::vector<Item> queue_;
+  size_t next_ = 0;
   bool busy_ = false, stopping_ = false, abandoning_ = false;
   std::exception_ptr error_;
   /// events_[e]: the run in which event e was last recorded.
