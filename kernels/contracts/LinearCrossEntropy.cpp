@@ -10,7 +10,7 @@ namespace llmc::contracts {
 
 bool bindLinearCrossEntropy(const KernelArgs &args, bool train, std::string &error,
                             LinearCrossEntropyBinding *out) {
-  Validator v(train ? "linear_cross_entropy_train" : "linear_cross_entropy", args, error);
+  Validator v(linearCrossEntropyName(train), args, error);
   LinearCrossEntropyBinding b;
   b.train = train;
   if (!v.arity(train ? 4 : 3, train ? 4 : 2) || !v.flagAttr("transpose_b", &b.transposeB) ||

@@ -21,6 +21,11 @@ struct LinearCrossEntropyBinding {
   int64_t rows = 0, width = 0, vocab = 0, chunkRows = 0, ignoreIndex = -1;
   bool transposeB = false, train = false;
 };
+/// "linear_cross_entropy" or "linear_cross_entropy_train": the kernel's
+/// registry name, which its errors start with.
+inline const char *linearCrossEntropyName(bool train) {
+  return train ? "linear_cross_entropy_train" : "linear_cross_entropy";
+}
 bool bindLinearCrossEntropy(const KernelArgs &args, bool train, std::string &error,
                             LinearCrossEntropyBinding *out);
 

@@ -117,8 +117,7 @@ std::unique_ptr<Kernel> makeLinearCrossEntropy(const KernelArgs &args, std::stri
   std::string blasError;
   SgemmFn sgemm = blasSgemm(blasError);
   if (!sgemm) {
-    error = std::string(Train ? "linear_cross_entropy_train" : "linear_cross_entropy") + ": " +
-            blasError;
+    error = std::string(contracts::linearCrossEntropyName(Train)) + ": " + blasError;
     return nullptr;
   }
   return std::make_unique<LinearCrossEntropyKernel>(args, b, sgemm);

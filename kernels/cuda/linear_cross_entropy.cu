@@ -154,8 +154,7 @@ std::unique_ptr<Kernel> makeCudaLinearCrossEntropy(const KernelArgs &args, std::
   auto kernel = std::make_unique<LinearCrossEntropyKernel>(args, b);
   std::string gemmError;
   if (!kernel->plan(args, gemmError)) {
-    error = std::string(Train ? "linear_cross_entropy_train" : "linear_cross_entropy") + ": " +
-            gemmError;
+    error = std::string(contracts::linearCrossEntropyName(Train)) + ": " + gemmError;
     return nullptr;
   }
   return kernel;
