@@ -272,6 +272,8 @@ FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
   };
   std::map<std::string, uint64_t> breakdown{{"params", get(plan, "params")},
                                             {"optimizer_state", get(plan, "optimizer_state")}};
+  if (uint64_t kvCache = get(plan, "kv_cache"))
+    breakdown["kv_cache"] = kvCache;
   DictionaryAttr worst;
   if (auto progs = plan.getAs<DictionaryAttr>("programs"))
     for (NamedAttribute entry : progs)

@@ -62,7 +62,8 @@ ToolDiagnostics::ToolDiagnostics(MLIRContext &context, llvm::SourceMgr &sourceMg
 ToolDiagnostics::~ToolDiagnostics() = default;
 
 OwningOpRef<ModuleOp> loadModel(MLIRContext &context, const ModelSource &source,
-                                llvm::SourceMgr &sourceMgr, ModelConfig *configOut) {
+                                llvm::SourceMgr &sourceMgr, ModelConfig *configOut,
+                                const std::function<void(ModelConfig &)> &adjust) {
   OwningOpRef<ModuleOp> module;
   if (!source.inputFile.empty()) {
     std::string error;
@@ -92,6 +93,8 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, const ModelSource &source,
         emitError(UnknownLoc::get(&context)) << llvm::toString(std::move(e));
         return nullptr;
       }
+    if (adjust)
+      adjust(*config);
     if (llvm::Error e = config->validate()) {
       emitError(UnknownLoc::get(&context)) << "invalid " << source.family << " config: "
                                            << llvm::toString(std::move(e));
@@ -108,7 +111,6 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, const ModelSource &source,
 
 namespace {
 
-/// The artifact's metadata: everything llmc-run needs beyond the programs.
 /// Rows of the forward graph's `tokens` input (one microbatch, all
 /// data-parallel ranks together), or 0.
 int64_t globalBatchRows(ModuleOp forward) {
@@ -130,7 +132,9 @@ std::string shortestDecimal(double value) {
   return std::string(text, std::to_chars(text, text + sizeof(text), value).ptr);
 }
 
-std::map<std::string, std::string> collectMetadata(ModuleOp module,
+} // namespace
+
+std::map<std::string, std::string> detail::collectMetadata(ModuleOp module,
                                                    const CompileOptions &options,
                                                    int64_t batchRows) {
   std::map<std::string, std::string> meta;
@@ -200,12 +204,12 @@ std::map<std::string, std::string> collectMetadata(ModuleOp module,
   return meta;
 }
 
-int reportFailure(llvm::StringRef tool, const llvm::Twine &message) {
+int detail::reportFailure(llvm::StringRef tool, const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), tool) << message << "\n";
   return 1;
 }
 
-} // namespace
+using detail::reportFailure;
 
 int compile(const CompileOptions &options, llvm::StringRef tool) {
   static const char *stages[] = {"graph", "train", "exec", "artifact"};
@@ -217,6 +221,8 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
     return reportFailure(tool, error);
   if (std::string error = resolveOptions(options.schedule); !error.empty())
     return reportFailure(tool, error);
+  if (!pipeline.inference.empty())
+    return compileInference(options, tool);
 
   MLIRContext context;
   prepareContext(context);
@@ -245,6 +251,17 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
   if (failed(pm.run(*module)))
     return 1;
 
+  if (options.emit != "artifact")
+    return detail::writeOutput(*module, options, {}, tool);
+  CompileOptions chosen = options;
+  chosen.pipeline = pipeline;
+  chosen.pipeline.recompute = recomputeMode;
+  return detail::writeOutput(*module, options, detail::collectMetadata(*module, chosen, batchRows),
+                             tool);
+}
+
+int detail::writeOutput(ModuleOp module, const CompileOptions &options,
+                        const std::map<std::string, std::string> &meta, llvm::StringRef tool) {
   if (options.emit != "artifact") {
     std::string error;
     auto out = openOutputFile(options.output, &error);
@@ -255,11 +272,7 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
     out->keep();
     return 0;
   }
-  CompileOptions chosen = options;
-  chosen.pipeline = pipeline;
-  chosen.pipeline.recompute = recomputeMode;
-  FailureOr<std::vector<uint8_t>> bytes =
-      writeArtifact(*module, collectMetadata(*module, chosen, batchRows));
+  FailureOr<std::vector<uint8_t>> bytes = writeArtifact(module, meta);
   if (failed(bytes))
     return 1;
   if (options.output == "-")

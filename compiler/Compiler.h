@@ -15,6 +15,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <functional>
 #include <memory>
 
 #include <map>
@@ -46,10 +47,12 @@ void prepareContext(mlir::MLIRContext &context);
 /// through the context's diagnostic handler (a parsed file is added to
 /// `sourceMgr` so diagnostics can quote it); `config` is filled for built-in
 /// models.
-mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
-                                            const ModelSource &source,
-                                            llvm::SourceMgr &sourceMgr,
-                                            ModelConfig *config = nullptr);
+/// `adjust` changes a built-in model's config before it is validated and
+/// built (inference builds it at its step shapes).
+mlir::OwningOpRef<mlir::ModuleOp>
+loadModel(mlir::MLIRContext &context, const ModelSource &source, llvm::SourceMgr &sourceMgr,
+          ModelConfig *config = nullptr,
+          const std::function<void(ModelConfig &)> &adjust = nullptr);
 
 /// Prints diagnostics as `file:line:col: error: ...` with the source line
 /// when the location is in a file, else as `<tool>: error: ...`.
@@ -67,6 +70,22 @@ private:
 /// The whole `llmc compile`; returns a process exit code and prints errors
 /// to stderr prefixed with `tool`.
 int compile(const CompileOptions &options, llvm::StringRef tool);
+
+/// `llmc compile --inference`: @prefill and @decode over a paged KV cache
+/// (compiler/CompileInference.cpp).
+int compileInference(const CompileOptions &options, llvm::StringRef tool);
+
+namespace detail {
+/// Prints `<tool>: error: message`; returns 1.
+int reportFailure(llvm::StringRef tool, const llvm::Twine &message);
+/// The artifact's metadata: model, layout, pipeline and options.
+std::map<std::string, std::string> collectMetadata(mlir::ModuleOp module,
+                                                   const CompileOptions &options,
+                                                   int64_t batchRows);
+/// Writes `module` at `options.emit` (IR text, or the artifact with `meta`).
+int writeOutput(mlir::ModuleOp module, const CompileOptions &options,
+                const std::map<std::string, std::string> &meta, llvm::StringRef tool);
+} // namespace detail
 
 } // namespace llmc
 

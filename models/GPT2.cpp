@@ -53,10 +53,11 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext *context, const ModelConfig &c) {
 
   Value tokens = b.input("tokens", {B, T});
   Value targets = b.input("targets", {B, T});
-  // Packed rows: positions restart at every document, which attends only to itself.
+  // Packed rows: positions restart at every document, which attends only to
+  // itself. Inference rows continue a cached sequence at their positions.
   Value segments = c.packed() ? b.input("segments", {B, T}) : Value();
-  Value positions = c.packed() ? b.embedding(wpe, b.input("positions", {B, T}))
-                               : b.slice(wpe, {0, 0}, {T, C});
+  Value positions = c.takesPositions() ? b.embedding(wpe, b.input("positions", {B, T}))
+                                       : b.slice(wpe, {0, 0}, {T, C});
 
   Value x = b.add(b.embedding(wte, tokens), positions);
   x = b.dropout(x, c.dropout);

@@ -46,9 +46,10 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
 
   Value tokens = b.input("tokens", {B, T});
   Value targets = b.input("targets", {B, T});
-  // Packed rows: rotary positions restart at every document, which attends only to itself.
+  // Packed rows: rotary positions restart at every document, which attends
+  // only to itself. Inference rows continue a cached sequence at their positions.
   Value segments = c.packed() ? b.input("segments", {B, T}) : Value();
-  Value positions = c.packed() ? b.input("positions", {B, T}) : Value();
+  Value positions = c.takesPositions() ? b.input("positions", {B, T}) : Value();
 
   Value x = b.embedding(embed, tokens);
   for (int64_t l = 0; l < c.nLayer; ++l) {

@@ -36,7 +36,12 @@ struct ModelConfig {
   /// takes per-row `segments` and `positions` inputs; -1: plain rows.
   int64_t docSeparator = -1;
 
+  /// Inference: each row continues a cached sequence, so the graph takes a
+  /// `positions` input [B, T] (set by the compiler, not a config key).
+  bool positionInputs = false;
+
   bool packed() const { return docSeparator >= 0; }
+  bool takesPositions() const { return packed() || positionInputs; }
 
   int64_t headDim() const { return nEmbd / nHead; }
   /// Checks the combination (divisibility, ranges); the message names the key.

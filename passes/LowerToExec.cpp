@@ -77,7 +77,10 @@ struct PersistentLayout {
                               << " in another";
       return existing;
     }
-    buffers.push_back({key, role == "param" ? "param" : "optim", type, bytes, param, shard});
+    // The KV cache is a category of its own: neither weights nor training
+    // state, never checkpointed.
+    StringRef category = role == "param" ? "param" : role == "kv_cache" ? "kv_cache" : "optim";
+    buffers.push_back({key, category.str(), type, bytes, param, shard});
     bytes = alignUp(bytes + bytesOf(type));
     byName[key] = &buffers.back();
     return &buffers.back();
@@ -716,9 +719,10 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
       plan.push_back(b.getNamedAttr("saved_per_layer", b.getDictionaryAttr(perLayer)));
       programPlans[programName.str()] = b.getDictionaryAttr(plan);
     }
-    int64_t params = 0, optim = 0;
+    int64_t params = 0, optim = 0, kvCache = 0;
     for (const Persistent &p : persistent.buffers)
-      (p.category == "param" ? params : optim) += bytesOf(p.type);
+      (p.category == "param" ? params : p.category == "kv_cache" ? kvCache : optim) +=
+          bytesOf(p.type);
 
     for (auto [f, programName] : todo)
       f.erase();
@@ -745,6 +749,7 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
                         b.getNamedAttr("persistent", b.getI64IntegerAttr(persistent.bytes)),
                         b.getNamedAttr("params", b.getI64IntegerAttr(params)),
                         b.getNamedAttr("optimizer_state", b.getI64IntegerAttr(optim)),
+                        b.getNamedAttr("kv_cache", b.getI64IntegerAttr(kvCache)),
                         b.getNamedAttr("programs", b.getDictionaryAttr(programsAttr)),
                     }));
     return success();

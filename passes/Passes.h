@@ -32,6 +32,14 @@ mlir::LogicalResult buildTrainingPipeline(mlir::OpPassManager &pm,
                                           llvm::function_ref<void(const llvm::Twine &)> error);
 
 /// Registers every pass and the `llmc-train-pipeline` pipeline.
+/// One inference step's graph passes (`llmc compile --inference` runs them
+/// once for @prefill's shape and once for @decode's, then merges the two):
+/// precision and layout as in training, @logits, then the KV cache.
+void buildInferencePipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options,
+                            const KvCacheOptions &cache);
+/// Fusion and lowering of the merged inference steps.
+void buildInferenceLowering(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
+
 void registerPasses();
 
 #define GEN_PASS_REGISTRATION

@@ -107,6 +107,38 @@ def InferenceEntryPoints : Pass<"llmc-inference-entry-points", "mlir::ModuleOp">
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }
 
+def KvCache : Pass<"llmc-kv-cache", "mlir::ModuleOp"> {
+  let summary = "Turns @logits into @prefill or @decode over a paged KV cache";
+  let description = [{
+    Renames `@logits` to `@<program>` (`@forward` and `@calibrate` are
+    dropped: an inference artifact runs only its steps) and rewrites each
+    causal `llm.attention` into `llm.kv_cache_write` of the keys and of the
+    values into the layer's block pools `[blocks, page, KV, D]` (arguments
+    with role `kv_cache`, named `kv/<block>.k` and `.v`, each updated in
+    place through a tied result) and an `llm.paged_attention` over them.
+    New inputs: `block_table` `[B, max-blocks]` and `cache_positions`
+    `[B, T]` (each token's position in its sequence, −1 for padding). The
+    head runs on each row's last column: the step returns logits `[B, V]`.
+    The graph must take a `positions` input.
+
+    ```mlir
+    %o, %lse = llm.attention %q, %k, %v {causal, scale = 0.25 : f64} : ...
+    // becomes
+    %kc1 = llm.kv_cache_write %kc, %k, %table, %pos : ...
+    %vc1 = llm.kv_cache_write %vc, %v, %table, %pos : ...
+    %o = llm.paged_attention %q, %kc1, %vc1, %table, %pos {scale = 0.25 : f64} : ...
+    ```
+  }];
+  let options = [
+    Option<"program", "program", "std::string", "\"decode\"", "prefill | decode">,
+    Option<"page", "page", "int64_t", "16", "Tokens per cache block">,
+    Option<"blocks", "blocks", "int64_t", "1", "Blocks in each layer's pool">,
+    Option<"maxBlocks", "max-blocks", "int64_t", "1",
+           "Blocks per sequence (block_table columns): max context / page, rounded up">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect"];
+}
+
 def Precision : Pass<"llmc-precision", "mlir::ModuleOp"> {
   let summary = "Mixed precision: bf16 or fp16 compute with fp32 master weights";
   let description = [{

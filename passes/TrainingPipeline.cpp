@@ -69,19 +69,11 @@ private:
   std::string parseErrors;
 };
 
-} // namespace
+using AddPass = function_ref<void(std::unique_ptr<Pass>)>;
 
-LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
-                                          const TrainingPipelineOptions &options,
-                                          function_ref<void(const Twine &)> error) {
-  std::string insertError;
-  PipelineBuilder builder(pm, parsePassInsertions(options.insertPass, insertError));
-  if (!insertError.empty()) {
-    error(insertError);
-    return failure();
-  }
-  auto add = [&](std::unique_ptr<Pass> pass) { builder.add(std::move(pass)); };
-
+/// What the model computes: precision, layout, fake quantization, adapters.
+void addGraphPasses(AddPass add, const llmc::TrainingPipelineOptions &options) {
+  using namespace llmc;
   if (options.precision != "fp32") {
     PrecisionOptions precision;
     // The option says fp16 (as --precision does), the pass the MLIR type.
@@ -108,6 +100,43 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
     lora.qlora = options.qlora;
     add(createLoRA(lora));
   }
+}
+
+/// From llm ops to placed exec programs on the target.
+void addLoweringPasses(AddPass add, const llmc::TrainingPipelineOptions &options) {
+  using namespace llmc;
+  add(createDecomposeCollectives());
+  add(createLowerToExec());
+  add(createVerifyCollectives());
+  if (options.memoryBudgetBytes > 0) {
+    MemoryBudgetOptions budget;
+    budget.bytes = options.memoryBudgetBytes;
+    add(createMemoryBudget(budget));
+  }
+  if (options.target == "cuda")
+    add(createTargetCuda());
+  else if (options.overlapComm)
+    add(createPlaceStreams());
+}
+
+} // namespace
+
+LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
+                                          const TrainingPipelineOptions &options,
+                                          function_ref<void(const Twine &)> error) {
+  std::string insertError;
+  PipelineBuilder builder(pm, parsePassInsertions(options.insertPass, insertError));
+  if (!insertError.empty()) {
+    error(insertError);
+    return failure();
+  }
+  auto add = [&](std::unique_ptr<Pass> pass) { builder.add(std::move(pass)); };
+  if (!options.inference.empty()) {
+    error("--inference compiles the model at two shapes (prefill and decode); use "
+          "`llmc compile --inference`");
+    return failure();
+  }
+  addGraphPasses(add, options);
   if (options.emit == "graph")
     return builder.finish(error);
   add(createAutodiff());
@@ -157,19 +186,26 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
   add(createFuse(fuse));
   if (options.emit == "train")
     return builder.finish(error);
-  add(createDecomposeCollectives());
-  add(createLowerToExec());
-  add(createVerifyCollectives());
-  if (options.memoryBudgetBytes > 0) {
-    MemoryBudgetOptions budget;
-    budget.bytes = options.memoryBudgetBytes;
-    add(createMemoryBudget(budget));
-  }
-  if (options.target == "cuda")
-    add(createTargetCuda());
-  else if (options.overlapComm)
-    add(createPlaceStreams());
+  addLoweringPasses(add, options);
   return builder.finish(error);
+}
+
+void llmc::buildInferencePipeline(OpPassManager &pm, const TrainingPipelineOptions &options,
+                                  const KvCacheOptions &cache) {
+  auto add = [&](std::unique_ptr<Pass> pass) { pm.addPass(std::move(pass)); };
+  addGraphPasses(add, options);
+  add(createInferenceEntryPoints());
+  add(createKvCache(cache));
+  add(createCSEPass());
+}
+
+void llmc::buildInferenceLowering(OpPassManager &pm, const TrainingPipelineOptions &options) {
+  auto add = [&](std::unique_ptr<Pass> pass) { pm.addPass(std::move(pass)); };
+  FuseOptions fuse;
+  fuse.fusions = options.fuse;
+  fuse.chunkMb = options.fuseChunkMb;
+  add(createFuse(fuse));
+  addLoweringPasses(add, options);
 }
 
 namespace {

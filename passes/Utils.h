@@ -85,7 +85,9 @@ inline constexpr EntryPoint kEntryPoints[] = {{"train_step", "train_step"},
                                               {"forward", "eval"},
                                               {"logits", "logits"},
                                               {"grad", "grad"},
-                                              {"calibrate", "calibrate"}};
+                                              {"calibrate", "calibrate"},
+                                              {"prefill", "prefill"},
+                                              {"decode", "decode"}};
 
 /// The function named `name` in `module`, or null.
 mlir::func::FuncOp lookupFunc(mlir::ModuleOp module, llvm::StringRef name);

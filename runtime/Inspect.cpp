@@ -61,6 +61,67 @@ void printMemoryPlan(const Artifact &a, const std::string &title, std::ostream &
   }
 }
 
+/// How a training artifact trains: precision, optimizer, adapters,
+/// recomputation and the default schedule.
+void printTraining(const Artifact &a, std::ostream &os) {
+  os << "training:   precision " << a.meta("precision");
+  if (a.meta("precision", "fp32") != "fp32" && !a.meta("grad_dtype").empty())
+    os << " (" << a.meta("grad_dtype") << " gradients)";
+  os << ", microbatches "
+     << a.meta("microbatches") << ", optimizer " << a.meta("optimizer") << " (beta1 "
+     << a.meta("optimizer.beta1") << ", beta2 " << a.meta("optimizer.beta2")
+     << ", weight decay " << a.meta("optimizer.weight_decay") << ", clip "
+     << a.meta("optimizer.max_grad_norm") << ")\n";
+  if (!a.meta("qat").empty())
+    os << "qat:        " << a.meta("qat") << "\n";
+  if (!a.meta("lora").empty()) {
+    int adapters = 0;
+    for (const ParameterInfo &p : a.parameters)
+      adapters += p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_A") == 0;
+    os << "lora:       " << a.meta("lora") << " (" << adapters << " adapted matmuls"
+       << (a.meta("qlora") == "1" ? ", base weights in NF4" : "")
+       << "; every other parameter frozen)\n";
+  }
+  std::string recompute = a.meta("recompute", "none");
+  std::string layers = a.meta("recompute.layers");
+  if (recompute != "none" || !layers.empty())
+    os << "recompute:  " << recompute << (layers.empty() ? "" : " (" + layers + ")") << "\n";
+  os << "schedule:   lr " << a.meta("schedule.lr") << " -> " << a.meta("schedule.min_lr")
+     << ", " << a.meta("schedule.kind") << ", warmup " << a.meta("schedule.warmup")
+     << ", steps " << a.meta("schedule.steps") << ", seed " << a.meta("seed") << "\n";
+}
+
+/// An inference artifact's steps and the KV cache they share: its shape per
+/// layer and what a token of context costs.
+void printInference(const Artifact &a, std::ostream &os) {
+  const ProgramInfo *decode = a.program("decode");
+  if (!decode)
+    return;
+  std::map<std::string, const BufferInfo *> pools; // by name, each once
+  for (const BufferInfo &b : decode->buffers)
+    if (b.category == "kv_cache")
+      pools[b.name] = &b;
+  uint64_t total = 0;
+  for (auto &[name, b] : pools)
+    total += b->bytes();
+  os << "inference:  @prefill " << a.meta("inference.max_batch") << " rows x "
+     << a.meta("inference.chunk") << " tokens, @decode " << a.meta("inference.max_batch")
+     << " rows x 1 token; max context " << a.meta("inference.max_context") << "\n";
+  if (pools.empty())
+    return;
+  const BufferInfo &pool = *pools.begin()->second;
+  int64_t layers = static_cast<int64_t>(pools.size() / 2);
+  int64_t blocks = pool.shape[0], page = pool.shape[1];
+  uint64_t perLayer = 2 * pool.bytes();
+  os << "kv cache:   " << formatBytes(total) << " on this rank: " << layers << " layers x (k + v) of ["
+     << blocks << ", " << page << ", " << pool.shape[2] << ", " << pool.shape[3] << "] "
+     << dtypeName(pool.dtype) << " = " << formatBytes(perLayer) << " per layer\n"
+     << "            " << blocks << " blocks of " << page << " tokens (" << blocks * page
+     << " tokens); " << formatBytes(total / static_cast<uint64_t>(blocks * page))
+     << " per token (2 x layers x kv heads x head dim x " << dtypeSize(pool.dtype)
+     << " B)\n";
+}
+
 /// What each layer keeps for its backward, beside Korthikanti et al.'s
 /// count for the same layout (runs of equal layers on one line).
 void printActivationsPerLayer(const Artifact &a, const std::string &title, std::ostream &os) {
@@ -167,31 +228,11 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     if (!v.empty()) os << " " << key << "=" << v;
   }
   os << "\n";
-  os << "training:   precision " << a.meta("precision");
-  if (a.meta("precision", "fp32") != "fp32" && !a.meta("grad_dtype").empty())
-    os << " (" << a.meta("grad_dtype") << " gradients)";
-  os << ", microbatches "
-     << a.meta("microbatches") << ", optimizer " << a.meta("optimizer") << " (beta1 "
-     << a.meta("optimizer.beta1") << ", beta2 " << a.meta("optimizer.beta2")
-     << ", weight decay " << a.meta("optimizer.weight_decay") << ", clip "
-     << a.meta("optimizer.max_grad_norm") << ")\n";
-  if (!a.meta("qat").empty())
-    os << "qat:        " << a.meta("qat") << "\n";
-  if (!a.meta("lora").empty()) {
-    int adapters = 0;
-    for (const ParameterInfo &p : a.parameters)
-      adapters += p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_A") == 0;
-    os << "lora:       " << a.meta("lora") << " (" << adapters << " adapted matmuls"
-       << (a.meta("qlora") == "1" ? ", base weights in NF4" : "")
-       << "; every other parameter frozen)\n";
-  }
-  std::string recompute = a.meta("recompute", "none");
-  std::string layers = a.meta("recompute.layers");
-  if (recompute != "none" || !layers.empty())
-    os << "recompute:  " << recompute << (layers.empty() ? "" : " (" + layers + ")") << "\n";
-  os << "schedule:   lr " << a.meta("schedule.lr") << " -> " << a.meta("schedule.min_lr")
-     << ", " << a.meta("schedule.kind") << ", warmup " << a.meta("schedule.warmup")
-     << ", steps " << a.meta("schedule.steps") << ", seed " << a.meta("seed") << "\n";
+  bool inference = !a.meta("inference.max_batch").empty();
+  if (inference)
+    os << "precision:  " << a.meta("precision") << "\n";
+  else
+    printTraining(a, os);
 
   // The whole model: every pipeline stage's parameters, each once (a tied
   // embedding/head lives on the first and the last stage), at global shape.
@@ -244,8 +285,10 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
                                               std::to_string(i + 1), os);
   }
 
+  if (inference)
+    printInference(a, os);
   ModelStates m = modelStates(a);
-  if (m.psi > 0) {
+  if (m.psi > 0 && !inference) {
     auto row = [&](const char *name, uint64_t planned, double formula, const std::string &text) {
       double difference = static_cast<double>(planned) - formula;
       os << "  " << std::left << std::setw(15) << name << std::right << std::setw(12)

@@ -34,7 +34,7 @@ bool isRanks(Attribute a) { return isa<DenseI64ArrayAttr>(a); }
 bool isRole(Attribute a) {
   auto s = dyn_cast<StringAttr>(a);
   return s && llvm::is_contained({"param", "master", "adam_m", "adam_v", "adam_m_absmax",
-                                  "adam_v_absmax", "qat_state", "input", "output"},
+                                  "adam_v_absmax", "qat_state", "kv_cache", "input", "output"},
                                  s.getValue());
 }
 

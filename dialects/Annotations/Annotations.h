@@ -36,7 +36,7 @@ inline constexpr llvm::StringLiteral kGradientSyncAttr = "llmc.gradient_sync";
 
 // --- on arguments and results ---------------------------------------------------
 /// What a train-step argument or result is: param, master, adam_m, adam_v,
-/// adam_m_absmax, adam_v_absmax, qat_state, input, output.
+/// adam_m_absmax, adam_v_absmax, qat_state, kv_cache (inference), input, output.
 inline constexpr llvm::StringLiteral kRoleAttr = "llmc.role";
 /// The role of a fake-quantization observer's persistent state.
 inline constexpr llvm::StringLiteral kQatStateRole = "qat_state";

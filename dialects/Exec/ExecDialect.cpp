@@ -62,7 +62,8 @@ LogicalResult ProgramOp::verify() {
 
 LogicalResult BufferOp::verify() {
   static const llvm::StringSet<> categories = {
-      "param", "grad", "optim", "activation", "communication", "input", "output", "workspace"};
+      "param",  "grad",  "optim",  "kv_cache", "activation",
+      "communication", "input", "output", "workspace"};
   if (!categories.contains(getCategory()))
     return emitOpError("unknown category '") << getCategory() << "'";
   MemRefType type = getType();

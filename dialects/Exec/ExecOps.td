@@ -55,7 +55,8 @@ def Exec_ProgramOp : Exec_Op<"program", [Symbol, IsolatedFromAbove, NoTerminator
 def Exec_BufferOp : Exec_Op<"buffer", [Pure, HasParent<"ProgramOp">]> {
   let summary = "A tensor at a static byte offset of the rank's arena";
   let description = [{
-    `category` says what the bytes hold (param, grad, optim, activation: a
+    `category` says what the bytes hold (param, grad, optim, kv_cache: an
+    inference step's key/value block pools, activation: a
     forward value kept for the backward, communication: a collective's or
     receive's result, workspace: other temporaries, input, output) for the
     memory plan; persistent buffers

@@ -335,6 +335,72 @@ LogicalResult AttentionOp::verify() {
   return checkAttentionAttrs(*this, getQ(), getK(), getCausal(), getScale());
 }
 
+//===----------------------------------------------------------------------===//
+// Paged KV cache
+//===----------------------------------------------------------------------===//
+
+/// The block table [B, M] and positions [B, T] of rows [B, T, ...] `rows`.
+static LogicalResult checkPagedIndices(std::optional<Location> loc, RankedTensorType rows,
+                                       Value blockTable, Value positions) {
+  RankedTensorType table = tensorOf(blockTable), pos = tensorOf(positions);
+  if (table.getRank() != 2 || table.getDimSize(0) != rows.getDimSize(0))
+    return emitOptionalError(loc, "block_table must be [B, M] with B = ", rows.getDimSize(0),
+                             ", got ", shapeString(table.getShape()));
+  if (pos.getShape() != rows.getShape().take_front(2))
+    return emitOptionalError(loc, "positions must be ", shapeString(rows.getShape().take_front(2)),
+                             ", got ", shapeString(pos.getShape()));
+  return success();
+}
+
+/// A block pool [NB, P, KV, D].
+static LogicalResult checkCachePool(std::optional<Location> loc, RankedTensorType cache) {
+  if (cache.getRank() != 4)
+    return emitOptionalError(loc, "the cache must be a block pool [NB, P, KV, D], got ",
+                             shapeString(cache.getShape()));
+  return success();
+}
+
+LogicalResult KvCacheWriteOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                               Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getCache().getType());
+  return success();
+}
+
+LogicalResult KvCacheWriteOp::verify() {
+  RankedTensorType cache = tensorOf(getCache()), rows = tensorOf(getRows());
+  if (failed(checkCachePool(getLoc(), cache)) ||
+      failed(checkPagedIndices(getLoc(), rows, getBlockTable(), getPositions())))
+    return failure();
+  if (rows.getRank() != 4 || rows.getShape().take_back(2) != cache.getShape().take_back(2) ||
+      rows.getElementType() != cache.getElementType())
+    return emitOpError("rows must be [B, T, KV, D] of the cache's type, with KV, D of ")
+           << cache << ", got " << rows;
+  return success();
+}
+
+LogicalResult PagedAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getQ().getType());
+  return success();
+}
+
+LogicalResult PagedAttentionOp::verify() {
+  RankedTensorType q = tensorOf(getQ()), cache = tensorOf(getKCache());
+  if (failed(checkCachePool(getLoc(), cache)) ||
+      failed(checkPagedIndices(getLoc(), q, getBlockTable(), getPositions())))
+    return failure();
+  if (q.getRank() != 4 || q.getDimSize(3) != cache.getDimSize(3) ||
+      q.getElementType() != cache.getElementType())
+    return emitOpError("q must be [B, T, H, D] of the cache's type and head size, got ")
+           << q << " against " << cache;
+  if (q.getDimSize(2) % cache.getDimSize(2) != 0)
+    return emitOpError("query heads ") << q.getDimSize(2) << " must be a multiple of kv heads "
+                                       << cache.getDimSize(2);
+  if (!(getScale().convertToDouble() > 0))
+    return emitOpError("scale must be > 0");
+  return success();
+}
+
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                 Adaptor adaptor,
                                                 SmallVectorImpl<Type> &types) {

@@ -318,6 +318,63 @@ def LLM_AttentionOp : LLM_PureOp<"attention", [ExpensiveToRecompute, F32Trailing
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Paged KV cache: what llmc-kv-cache rewrites attention into for inference
+//===----------------------------------------------------------------------===//
+
+def LLM_KvCacheWriteOp : LLM_PureOp<"kv_cache_write"> {
+  let summary = "Writes one attention input (keys or values) into a paged cache";
+  let description = [{
+    `cache` is a pool of blocks `[NB, P, KV, D]` (P tokens per block);
+    `rows` (the new keys or values) is `[B, T, KV, D]`; `block_table` `[B, M]` names, per row, the
+    pool block holding positions [i·P, (i+1)·P) of that row's sequence;
+    `positions` `[B, T]` is each token's position in its sequence, negative
+    for padding (not written). The result is the cache with token (b, t)
+    stored at block `block_table[b, p / P]`, slot `p % P`. Tied to the cache
+    state, it is written in place: only the addressed slots change.
+
+    ```mlir
+    %kc1 = llm.kv_cache_write %kc, %k, %table, %pos
+        : tensor<64x16x4x32xf32>, tensor<8x1x4x32xf32>, tensor<8x8xi32>, tensor<8x1xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$cache, LLM_FloatTensor:$rows,
+                       LLM_IndexTensor:$block_table, LLM_IndexTensor:$positions);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = [{
+    $cache `,` $rows `,` $block_table `,` $positions attr-dict `:` type($cache) `,` type($rows)
+    `,` type($block_table) `,` type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
+def LLM_PagedAttentionOp : LLM_PureOp<"paged_attention", [ExpensiveToRecompute,
+                                                          AllTypesMatch<["k_cache", "v_cache"]>]> {
+  let summary = "Causal attention of new queries over a paged KV cache";
+  let description = [{
+    `q` is `[B, T, H, D]`; `k_cache` and `v_cache` are block pools
+    `[NB, P, KV, D]` addressed through `block_table` `[B, M]` as in
+    `kv_cache_write`. Query (b, t) at position p = `positions[b, t]` attends
+    to positions 0..p of row b's sequence (query head h reads kv head
+    h / (H / KV)); rows with p < 0 are padding and give zeros. Softmax in
+    fp32; the result has q's type.
+
+    ```mlir
+    %o = llm.paged_attention %q, %kc, %vc, %table, %pos {scale = 0.17 : f64}
+        : tensor<8x1x4x32xf32>, tensor<64x16x4x32xf32>, tensor<8x8xi32>, tensor<8x1xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$q, LLM_FloatTensor:$k_cache, LLM_FloatTensor:$v_cache,
+                       LLM_IndexTensor:$block_table, LLM_IndexTensor:$positions,
+                       F64Attr:$scale);
+  let results = (outs LLM_FloatTensor:$out);
+  let assemblyFormat = [{
+    $q `,` $k_cache `,` $v_cache `,` $block_table `,` $positions attr-dict `:` type($q) `,`
+    type($k_cache) `,` type($block_table) `,` type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
 def LLM_CrossEntropyOp : LLM_Op<"cross_entropy", [Pure, KeepsPrecision]> {
   let summary = "Softmax cross-entropy, mean over non-ignored targets";
   let description = [{

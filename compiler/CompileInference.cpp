@@ -1,0 +1,176 @@
+//===- CompileInference.cpp - llmc compile --inference --------------------===//
+//
+// A generation artifact holds two steps over one paged KV cache: @prefill,
+// the model at [max-batch, chunk] (prompt chunks, compute bound), and
+// @decode, the model at [max-batch, 1] (one new token per sequence, memory
+// bound). Graph shapes are static, so the model is built once per step
+// shape; the same passes (precision, tensor parallelism, @logits, the KV
+// cache) run on each; the two steps are merged into one module, which is
+// lowered once, so the cache and the weights are one set of persistent
+// buffers both programs address.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Compiler.h"
+
+#include "passes/Utils.h"
+
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+
+namespace llmc {
+namespace {
+
+using detail::reportFailure;
+
+/// `--inference max-batch=8,max-context=2048,page=16,chunk=256,blocks=1024`.
+struct InferenceSpec {
+  int64_t maxBatch = 0, maxContext = 0, page = 16, chunk = 0, blocks = 0;
+
+  int64_t maxBlocks() const { return (maxContext + page - 1) / page; }
+};
+
+std::string parseSpec(StringRef text, InferenceSpec &spec) {
+  SmallVector<StringRef> items;
+  text.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef item : items) {
+    auto [key, value] = item.split('=');
+    key = key.trim();
+    int64_t *field = llvm::StringSwitch<int64_t *>(key)
+                         .Case("max-batch", &spec.maxBatch)
+                         .Case("max-context", &spec.maxContext)
+                         .Case("page", &spec.page)
+                         .Case("chunk", &spec.chunk)
+                         .Case("blocks", &spec.blocks)
+                         .Default(nullptr);
+    if (!field)
+      return "--inference: unknown key '" + key.str() +
+             "' (expected max-batch, max-context, page, chunk or blocks)";
+    if (value.trim().getAsInteger(10, *field) || *field <= 0)
+      return "--inference: " + key.str() + " must be a positive integer, got '" +
+             value.str() + "'";
+  }
+  if (!spec.maxBatch || !spec.maxContext)
+    return "--inference needs max-batch=N and max-context=N (e.g. "
+           "max-batch=8,max-context=2048)";
+  if (!spec.chunk)
+    spec.chunk = std::min<int64_t>(spec.maxContext, 256);
+  if (spec.chunk > spec.maxContext)
+    return "--inference: chunk (" + std::to_string(spec.chunk) + ") exceeds max-context (" +
+           std::to_string(spec.maxContext) + ")";
+  // Enough blocks for every row at its longest unless told otherwise.
+  if (!spec.blocks)
+    spec.blocks = spec.maxBatch * spec.maxBlocks();
+  return "";
+}
+
+/// What inference cannot take from the training flags, or "".
+std::string unsupported(const CompileOptions &options) {
+  const TrainingPipelineOptions &p = options.pipeline;
+  if (!options.source.inputFile.empty())
+    return "--inference builds the model at its step shapes: give --model (a preset or "
+           "--config), not a .mlir graph";
+  for (StringRef axis : llvm::split(p.mesh, ','))
+    if (!axis.empty() && axis.split('=').first.trim() != "tp")
+      return "--inference: only tensor parallelism (--mesh tp=N) applies to a generation "
+             "step, got --mesh " + p.mesh;
+  if (p.sequenceParallel)
+    return "--inference: --sp splits sequences a decode step does not have";
+  if (p.zero != 0)
+    return "--inference: --zero shards training state; generation has none";
+  if (!p.qat.empty() || !p.lora.empty() || p.qlora)
+    return "--inference: --qat, --lora and --qlora change training; quantize the weights "
+           "with `llmc quantize` instead";
+  if (p.recompute != "none" || !p.recomputeLayers.empty() || !p.memoryBudget.empty())
+    return "--inference: recomputation and memory budgets apply to training";
+  if (!p.insertPass.empty())
+    return "--inference: --insert-pass is not supported with --inference";
+  if (p.precision == "fp16")
+    return "--inference: --precision fp16 is for training with loss scaling; use bf16 or fp32";
+  return "";
+}
+
+} // namespace
+
+int compileInference(const CompileOptions &options, StringRef tool) {
+  InferenceSpec spec;
+  if (std::string error = parseSpec(options.pipeline.inference, spec); !error.empty())
+    return reportFailure(tool, error);
+  if (std::string error = unsupported(options); !error.empty())
+    return reportFailure(tool, error);
+  if (options.emit == "train")
+    return reportFailure(tool, "--emit train: an inference artifact has no training step "
+                               "(use graph, exec or artifact)");
+
+  MLIRContext context;
+  prepareContext(context);
+  llvm::SourceMgr sourceMgr;
+  ToolDiagnostics diagnostics(context, sourceMgr, tool);
+
+  struct Step {
+    const char *program;
+    int64_t rows;
+  };
+  OwningOpRef<ModuleOp> merged;
+  ModelConfig config;
+  for (Step step : {Step{"prefill", spec.chunk}, Step{"decode", 1}}) {
+    OwningOpRef<ModuleOp> module =
+        loadModel(context, options.source, sourceMgr, &config, [&](ModelConfig &c) {
+          c.batchSize = spec.maxBatch;
+          c.seqLen = step.rows;
+          c.positionInputs = true;
+          c.dropout = 0;
+        });
+    if (!module)
+      return 1;
+    if (config.packed())
+      return reportFailure(tool, "--inference: a packed model (doc_separator) generates one "
+                                 "sequence per row; compile it without doc_separator");
+    if (config.family == "gpt2" && spec.maxContext > config.maxPositions)
+      return reportFailure(tool, "--inference: max-context " + std::to_string(spec.maxContext) +
+                                     " exceeds the model's " +
+                                     std::to_string(config.maxPositions) +
+                                     " learned positions (max_positions)");
+    KvCacheOptions cache;
+    cache.program = step.program;
+    cache.page = spec.page;
+    cache.blocks = spec.blocks;
+    cache.maxBlocks = spec.maxBlocks();
+    PassManager pm(&context);
+    pm.enableVerifier(true);
+    buildInferencePipeline(pm, options.pipeline, cache);
+    if (failed(pm.run(*module)))
+      return 1;
+    if (!merged) {
+      merged = std::move(module);
+      continue;
+    }
+    // The decode step joins the prefill module; the mesh and everything
+    // else at module level is the same in both.
+    func::FuncOp decode = lookupFunc(*module, step.program);
+    decode->moveBefore(merged->getBody(), merged->getBody()->end());
+  }
+
+  if (options.emit == "graph")
+    return detail::writeOutput(*merged, options, {}, tool);
+  PassManager pm(&context);
+  pm.enableVerifier(true);
+  buildInferenceLowering(pm, options.pipeline);
+  if (failed(pm.run(*merged)))
+    return 1;
+  std::map<std::string, std::string> meta =
+      detail::collectMetadata(*merged, options, spec.maxBatch);
+  meta["inference.max_batch"] = std::to_string(spec.maxBatch);
+  meta["inference.max_context"] = std::to_string(spec.maxContext);
+  meta["inference.page"] = std::to_string(spec.page);
+  meta["inference.chunk"] = std::to_string(spec.chunk);
+  meta["inference.blocks"] = std::to_string(spec.blocks);
+  meta["inference.max_blocks"] = std::to_string(spec.maxBlocks());
+  return detail::writeOutput(*merged, options, meta, tool);
+}
+
+} // namespace llmc

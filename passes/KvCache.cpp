@@ -1,0 +1,200 @@
+//===- KvCache.cpp - @prefill / @decode over a paged KV cache -------------===//
+//
+// Generation runs the model on a few new tokens per sequence while every
+// earlier token's keys and values stay cached. This pass turns @logits (the
+// model's logits, derived from @forward) into such a step: each causal
+// llm.attention becomes two llm.kv_cache_write (the new keys and values
+// into the layer's block pools, state tied to the result so they are
+// updated in place) and an llm.paged_attention over the pools. The step
+// returns the logits of each row's last column only, so the head's matmul
+// runs on one token per row. The graph must take `positions` (the model
+// builders add it for inference); the step adds `block_table` [B, M] and
+// `cache_positions` [B, T] (−1: padding) inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "dialects/Dist/DistDialect.h"
+#include "passes/Utils.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace llmc {
+#define GEN_PASS_DEF_KVCACHE
+#include "passes/Passes.h.inc"
+} // namespace llmc
+
+using namespace mlir;
+using namespace llmc;
+
+namespace {
+
+/// The named input of `func`, or null.
+BlockArgument inputNamed(func::FuncOp func, StringRef name) {
+  for (BlockArgument arg : func.getArguments())
+    if (auto n = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
+        n && n.getValue() == name)
+      return arg;
+  return nullptr;
+}
+
+struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
+  using KvCacheBase::KvCacheBase;
+
+  /// Appends an argument with `role` and `name`; returns it.
+  BlockArgument addArgument(func::FuncOp func, Type type, StringRef role, StringRef name) {
+    MLIRContext *ctx = func.getContext();
+    unsigned index = func.getNumArguments();
+    NamedAttribute attrs[] = {NamedAttribute(StringAttr::get(ctx, kRoleAttr), StringAttr::get(ctx, role)),
+                              NamedAttribute(StringAttr::get(ctx, kNameAttr), StringAttr::get(ctx, name))};
+    if (failed(func.insertArgument(index, type, DictionaryAttr::get(ctx, attrs), func.getLoc())))
+      return nullptr;
+    return func.getArgument(index);
+  }
+
+  /// Runs the head on the last column only: walks from the returned logits
+  /// [B, T, V] through casts, vocabulary gathers and slices to the matmul
+  /// producing them, slices its input to [B, 1, C] and narrows every type
+  /// on the way back. Returns the [B, V] logits.
+  FailureOr<Value> lastColumnLogits(OpBuilder &b, Value logits) {
+    SmallVector<Operation *> chain;
+    Value v = logits;
+    while (Operation *def = v.getDefiningOp()) {
+      chain.push_back(def);
+      if (isa<llm::MatmulOp>(def))
+        break;
+      if (!isa<llm::CastOp, llm::SliceOp, dist::AllGatherOp>(def) || def->getNumOperands() != 1)
+        return def->emitOpError("kv-cache: expected the logits to come from the head's "
+                                "llm.matmul through casts, gathers and slices");
+      v = def->getOperand(0);
+    }
+    auto matmul = chain.empty() ? nullptr : dyn_cast<llm::MatmulOp>(chain.back());
+    if (!matmul)
+      return emitError(logits.getLoc(), "kv-cache: the logits do not come from an llm.matmul");
+    auto hidden = cast<RankedTensorType>(matmul.getA().getType());
+    if (hidden.getRank() != 3)
+      return matmul.emitOpError("kv-cache: expected the head's input to be [B, T, C], got ")
+             << hidden;
+    int64_t B = hidden.getDimSize(0), T = hidden.getDimSize(1), C = hidden.getDimSize(2);
+    auto narrow = [&](Value value) {
+      auto type = cast<RankedTensorType>(value.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[1] = 1;
+      value.setType(RankedTensorType::get(shape, type.getElementType()));
+    };
+    if (T != 1) {
+      b.setInsertionPoint(matmul);
+      Value last = llm::SliceOp::create(b, matmul.getLoc(),
+                                        RankedTensorType::get({B, 1, C}, hidden.getElementType()),
+                                        matmul.getA(), ArrayRef<int64_t>{0, T - 1, 0});
+      matmul->setOperand(0, last);
+      for (Operation *op : llvm::reverse(chain))
+        narrow(op->getResult(0));
+    }
+    auto type = cast<RankedTensorType>(logits.getType());
+    b.setInsertionPointAfterValue(logits);
+    return llm::ReshapeOp::create(b, logits.getLoc(),
+                                  RankedTensorType::get({B, type.getDimSize(2)},
+                                                        type.getElementType()),
+                                  logits)
+        .getResult();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (program != "prefill" && program != "decode") {
+      module.emitError("kv-cache: program must be prefill or decode, got '") << program << "'";
+      return signalPassFailure();
+    }
+    if (page <= 0 || blocks <= 0 || maxBlocks <= 0) {
+      module.emitError("kv-cache: page, blocks and max-blocks must be > 0");
+      return signalPassFailure();
+    }
+    func::FuncOp func = lookupFunc(module, "logits");
+    if (!func) {
+      module.emitError("kv-cache: no @logits (run llmc-inference-entry-points first)");
+      return signalPassFailure();
+    }
+    // The step replaces every training and evaluation entry point.
+    for (StringRef name : {"forward", "calibrate"})
+      if (func::FuncOp f = lookupFunc(module, name))
+        f.erase();
+    func.setSymName(program);
+    flattenBlocks(func);
+
+    BlockArgument tokens = inputNamed(func, "tokens");
+    BlockArgument positions = inputNamed(func, "positions");
+    if (!tokens || !positions) {
+      func.emitError("kv-cache: @logits must take `tokens` and `positions` inputs (build the "
+                     "model with position inputs, as llmc compile --inference does)");
+      return signalPassFailure();
+    }
+    auto tokensType = cast<RankedTensorType>(tokens.getType());
+    int64_t B = tokensType.getDimSize(0), T = tokensType.getDimSize(1);
+    OpBuilder b(func.getContext());
+    Type i32 = b.getI32Type();
+    BlockArgument table =
+        addArgument(func, RankedTensorType::get({B, maxBlocks}, i32), "input", "block_table");
+    BlockArgument cachePositions =
+        addArgument(func, RankedTensorType::get({B, T}, i32), "input", "cache_positions");
+
+    SmallVector<llm::AttentionOp> attentions;
+    func.walk([&](llm::AttentionOp op) { attentions.push_back(op); });
+    if (attentions.empty()) {
+      func.emitError("kv-cache: the model has no llm.attention to cache");
+      return signalPassFailure();
+    }
+    SmallVector<Value> updated;
+    SmallVector<unsigned> tiedTo;
+    for (auto [layer, attention] : llvm::enumerate(attentions)) {
+      if (!attention.getCausal() || attention.getSegmentIds() || !attention.getLse().use_empty()) {
+        attention.emitOpError("kv-cache: only causal attention without segment ids can read "
+                              "a cache");
+        return signalPassFailure();
+      }
+      auto block = attention->getAttrOfType<StringAttr>(kBlockNameAttr);
+      std::string prefix =
+          "kv/" + (block ? block.getValue().str() : "layer" + std::to_string(layer));
+      auto keys = cast<RankedTensorType>(attention.getK().getType());
+      auto poolType = RankedTensorType::get(
+          {blocks, page, keys.getDimSize(2), keys.getDimSize(3)}, keys.getElementType());
+      BlockArgument kPool = addArgument(func, poolType, "kv_cache", prefix + ".k");
+      BlockArgument vPool = addArgument(func, poolType, "kv_cache", prefix + ".v");
+      b.setInsertionPoint(attention);
+      Location loc = attention.getLoc();
+      Value k = llm::KvCacheWriteOp::create(b, loc, kPool, attention.getK(), table, cachePositions);
+      Value v = llm::KvCacheWriteOp::create(b, loc, vPool, attention.getV(), table, cachePositions);
+      auto out = llm::PagedAttentionOp::create(b, loc, attention.getQ(), k, v, table,
+                                               cachePositions, attention.getScaleAttr());
+      if (block) {
+        for (Operation *op : {k.getDefiningOp(), v.getDefiningOp(), out.getOperation()})
+          op->setAttr(kBlockNameAttr, block);
+      }
+      attention.getOut().replaceAllUsesWith(out.getOut());
+      attention.erase();
+      updated.append({k, v});
+      tiedTo.append({kPool.getArgNumber(), vPool.getArgNumber()});
+    }
+
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    FailureOr<Value> logits = lastColumnLogits(b, ret.getOperand(0));
+    if (failed(logits))
+      return signalPassFailure();
+    SmallVector<Value> results{*logits};
+    results.append(updated);
+    b.setInsertionPoint(ret);
+    func::ReturnOp::create(b, ret.getLoc(), results);
+    ret.erase();
+    SmallVector<Type> types;
+    for (Value value : results)
+      types.push_back(value.getType());
+    func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), types));
+    func.setAllResultAttrs(SmallVector<DictionaryAttr>(types.size(), b.getDictionaryAttr({})));
+    func.setResultAttr(0, kRoleAttr, b.getStringAttr("output"));
+    func.setResultAttr(0, kNameAttr, b.getStringAttr("logits"));
+    for (auto [i, arg] : llvm::enumerate(tiedTo))
+      func.setResultAttr(1 + i, kTiedToAttr, b.getI64IntegerAttr(arg));
+  }
+};
+
+} // namespace
