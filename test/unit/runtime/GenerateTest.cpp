@@ -1,12 +1,14 @@
-//===- GenerateTest.cpp - KV cache blocks, sampler ------------------------===//
+//===- GenerateTest.cpp - KV cache blocks, sampler, continuous batching ---===//
 
 #include "TestUtil.h"
 #include "runtime/generate/BlockAllocator.h"
 #include "runtime/generate/Sampler.h"
+#include "runtime/generate/Scheduler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 
@@ -249,4 +251,372 @@ TEST(Sampler, Errors) {
   Sampler s(sampling(1));
   EXPECT_RUNTIME_ERROR(s.next(logits.data(), 3), "sampler: logit of token 1 is NaN");
   EXPECT_RUNTIME_ERROR(s.next(logits.data(), 0), "sampler: vocabulary of 0 tokens");
+}
+
+//===----------------------------------------------------------------------===//
+// Scheduler
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr int64_t kVocab = 37;
+
+uint64_t mix(uint64_t x) {
+  x = (x ^ (x >> 31)) * 0x7fb5d329728ea185ULL;
+  x = (x ^ (x >> 27)) * 0x81dadef4bc2dd44dULL;
+  return x ^ (x >> 33);
+}
+
+/// Logits after a sequence whose (position, token) history hashes to `h`.
+void logitsOf(uint64_t h, float *out) {
+  for (int64_t v = 0; v < kVocab; ++v)
+    out[v] = static_cast<float>(mix(h * kVocab + v) % 1000) / 100.f;
+}
+
+uint64_t extend(uint64_t h, int64_t position, int32_t token) {
+  return mix(h ^ mix(static_cast<uint64_t>(position) * kVocab + token));
+}
+
+/// A stand-in for the compiled programs over a real paged cache (of
+/// tokens): a call writes each fed token where block_table and
+/// cache_positions say, then a row's logits are a function of every token
+/// the cache holds for that row, read back through its block table. So a
+/// block shared by two live sequences or a token at a wrong position
+/// changes what a request generates. It also checks each call's layout.
+class FakeModel {
+public:
+  FakeModel(int64_t numBlocks, int64_t blockSize)
+      : blockSize(blockSize), pool(numBlocks * blockSize, -1) {}
+
+  const float *operator()(const Batch &batch) {
+    calls.push_back(batch);
+    logits.assign(batch.rows * kVocab, std::nanf(""));
+    EXPECT_EQ(batch.tokens.size(), static_cast<size_t>(batch.rows * batch.columns));
+    EXPECT_EQ(batch.blockTable.size(), static_cast<size_t>(batch.rows * batch.blocksPerRow));
+    for (int64_t b = 0; b < batch.rows; ++b) {
+      const int32_t *cp = &batch.cachePositions[b * batch.columns];
+      const int32_t *pos = &batch.positions[b * batch.columns];
+      const int32_t *tok = &batch.tokens[b * batch.columns];
+      const int32_t *table = &batch.blockTable[b * batch.blocksPerRow];
+      int64_t last = -1;
+      for (int64_t t = 0; t < batch.columns; ++t) {
+        EXPECT_EQ(pos[t], std::max(cp[t], 0));
+        if (cp[t] < 0) {
+          EXPECT_EQ(last, -1) << "padding after a token in row " << b;
+          continue;
+        }
+        if (last >= 0) {
+          EXPECT_EQ(cp[t], last + 1) << "row " << b;
+        }
+        last = cp[t];
+        pool[table[cp[t] / blockSize] * blockSize + cp[t] % blockSize] = tok[t];
+      }
+      EXPECT_EQ(last >= 0, batch.requests[b] >= 0) << "row " << b;
+      if (last < 0)
+        continue;
+      uint64_t h = 0;
+      for (int64_t p = 0; p <= last; ++p)
+        h = extend(h, p, pool[table[p / blockSize] * blockSize + p % blockSize]);
+      logitsOf(h, &logits[b * kVocab]);
+    }
+    return logits.data();
+  }
+
+  int64_t blockSize;
+  std::vector<int32_t> pool;
+  std::vector<float> logits;
+  std::vector<Batch> calls;
+};
+
+/// Greedy generation of one sequence, the plain way.
+std::vector<int32_t> reference(const std::vector<int32_t> &prompt, int64_t maxNew,
+                               int64_t stop = -1) {
+  uint64_t h = 0;
+  int64_t p = 0;
+  for (int32_t t : prompt)
+    h = extend(h, p++, t);
+  std::vector<int32_t> out;
+  std::vector<float> row(kVocab);
+  while (static_cast<int64_t>(out.size()) < maxNew) {
+    logitsOf(h, row.data());
+    int32_t next = static_cast<int32_t>(argmax(row));
+    out.push_back(next);
+    if (next == stop)
+      break;
+    h = extend(h, p++, next);
+  }
+  return out;
+}
+
+GenerationRequest request(int64_t id, int64_t length, int64_t maxNew) {
+  GenerationRequest r;
+  r.id = id;
+  r.maxNewTokens = maxNew;
+  for (int64_t t = 0; t < length; ++t)
+    r.prompt.push_back(static_cast<int32_t>((id * 7 + t * 3) % kVocab));
+  return r;
+}
+
+SchedulerOptions schedulerOptions(int64_t maxBatch, int64_t chunk, SamplingOptions s = {}) {
+  SchedulerOptions o;
+  o.maxBatch = maxBatch;
+  o.chunk = chunk;
+  o.vocab = kVocab;
+  o.sampling = s;
+  return o;
+}
+
+std::map<int64_t, std::vector<int32_t>> outputs(const Scheduler &s) {
+  std::map<int64_t, std::vector<int32_t>> out;
+  for (const GenerationResult &r : s.results())
+    out[r.id] = r.tokens;
+  return out;
+}
+
+/// A mix of prompt lengths (shorter, equal to and longer than a chunk of 4).
+std::vector<GenerationRequest> workload() {
+  std::vector<GenerationRequest> all;
+  int64_t lengths[] = {6, 3, 8, 1, 13, 4, 9};
+  int64_t news[] = {5, 9, 2, 7, 4, 1, 6};
+  for (int64_t i = 0; i < 7; ++i)
+    all.push_back(request(100 + i, lengths[i], news[i]));
+  return all;
+}
+
+std::map<int64_t, std::vector<int32_t>> runWorkload(int64_t maxBatch, int64_t chunk,
+                                                    SamplingOptions s = {}) {
+  FakeModel model(32, 4);
+  Scheduler scheduler(schedulerOptions(maxBatch, chunk, s), BlockAllocator(32, 4, 8));
+  for (GenerationRequest &r : workload())
+    scheduler.submit(r);
+  scheduler.run(std::ref(model));
+  EXPECT_EQ(scheduler.allocator().freeBlocks(), 32);
+  return outputs(scheduler);
+}
+} // namespace
+
+TEST(Scheduler, ChunksArePaddedOnTheLeft) {
+  FakeModel model(16, 4);
+  Scheduler scheduler(schedulerOptions(3, 4), BlockAllocator(16, 4, 4));
+  scheduler.submit(request(0, 6, 2));
+  scheduler.submit(request(1, 3, 2));
+  scheduler.submit(request(2, 8, 2));
+  scheduler.run(std::ref(model));
+  ASSERT_GE(model.calls.size(), 3u);
+  using V = std::vector<int32_t>;
+  const Batch &first = model.calls[0];
+  EXPECT_EQ(first.kind, Batch::Kind::Prefill);
+  EXPECT_EQ(first.columns, 4);
+  EXPECT_EQ(first.cachePositions, (V{-1, -1, 0, 1, /**/ -1, 0, 1, 2, /**/ 0, 1, 2, 3}));
+  EXPECT_EQ(first.positions, (V{0, 0, 0, 1, /**/ 0, 0, 1, 2, /**/ 0, 1, 2, 3}));
+  GenerationRequest r0 = request(0, 6, 2), r2 = request(2, 8, 2);
+  EXPECT_EQ(first.tokens[2], r0.prompt[0]);
+  EXPECT_EQ(first.tokens[3], r0.prompt[1]);
+  // Request 1's prompt is done after one chunk: it sits out the second.
+  const Batch &second = model.calls[1];
+  EXPECT_EQ(second.kind, Batch::Kind::Prefill);
+  EXPECT_EQ(second.cachePositions, (V{2, 3, 4, 5, /**/ -1, -1, -1, -1, /**/ 4, 5, 6, 7}));
+  EXPECT_EQ(second.requests, (std::vector<int64_t>{0, -1, 2}));
+  EXPECT_EQ(V(second.tokens.begin() + 8, second.tokens.end()),
+            V(r2.prompt.begin() + 4, r2.prompt.end()));
+  // Then one decode call: each row's first generated token at its position.
+  const Batch &third = model.calls[2];
+  EXPECT_EQ(third.kind, Batch::Kind::Decode);
+  EXPECT_EQ(third.columns, 1);
+  EXPECT_EQ(third.cachePositions, (V{6, 3, 8}));
+  std::map<int64_t, std::vector<int32_t>> out = outputs(scheduler);
+  EXPECT_EQ(third.tokens, (V{out[0][0], out[1][0], out[2][0]}));
+  EXPECT_EQ(model.calls.size(), 3u);
+  EXPECT_EQ(scheduler.stats().prefillCalls, 2);
+  EXPECT_EQ(scheduler.stats().decodeCalls, 1);
+  EXPECT_EQ(scheduler.stats().promptTokens, 17);
+  EXPECT_EQ(scheduler.stats().generatedTokens, 6);
+}
+
+TEST(Scheduler, BlockTablesAreTheAllocatorsBlocks) {
+  FakeModel fake(12, 4);
+  Scheduler scheduler(schedulerOptions(3, 4), BlockAllocator(12, 4, 6));
+  for (GenerationRequest &r : workload())
+    scheduler.submit(r);
+  int64_t calls = 0;
+  scheduler.run([&](const Batch &batch) -> const float * {
+    ++calls;
+    std::set<int32_t> used;
+    for (int64_t b = 0; b < batch.rows; ++b) {
+      const int32_t *table = &batch.blockTable[b * batch.blocksPerRow];
+      if (batch.requests[b] < 0) {
+        EXPECT_TRUE(
+            std::all_of(table, table + batch.blocksPerRow, [](int32_t e) { return e == 0; }));
+        continue;
+      }
+      const std::vector<int32_t> &blocks = scheduler.allocator().blocks(batch.requests[b]);
+      EXPECT_FALSE(blocks.empty());
+      for (int64_t i = 0; i < batch.blocksPerRow; ++i) {
+        EXPECT_EQ(table[i], i < static_cast<int64_t>(blocks.size()) ? blocks[i] : 0);
+        if (i < static_cast<int64_t>(blocks.size())) {
+          EXPECT_TRUE(used.insert(table[i]).second) << "block " << table[i] << " in two rows";
+        }
+      }
+    }
+    return fake(batch);
+  });
+  EXPECT_GT(calls, 0);
+  EXPECT_EQ(scheduler.results().size(), 7u);
+  EXPECT_EQ(scheduler.allocator().freeBlocks(), 12);
+}
+
+TEST(Scheduler, AdmitsAWaitingRequestAsSoonAsARowFrees) {
+  FakeModel model(16, 4);
+  Scheduler scheduler(schedulerOptions(2, 4), BlockAllocator(16, 4, 4));
+  scheduler.submit(request(1, 3, 2));
+  scheduler.submit(request(2, 3, 6));
+  scheduler.submit(request(3, 3, 3));
+  EXPECT_EQ(scheduler.waiting(), 3);
+  size_t finishedAt = 0;
+  scheduler.run(std::ref(model), [&](const GeneratedToken &t) {
+    if (t.request == 1 && t.finished)
+      finishedAt = model.calls.size();
+  });
+  // Request 1 finishes on the first decode (call 2); request 3 takes its
+  // row in the very next call, a prefill that request 2 sits out.
+  ASSERT_EQ(finishedAt, 2u);
+  EXPECT_EQ(model.calls[0].requests, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(model.calls[1].requests, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(model.calls[2].kind, Batch::Kind::Prefill);
+  EXPECT_EQ(model.calls[2].requests, (std::vector<int64_t>{3, -1}));
+  EXPECT_EQ(model.calls[3].kind, Batch::Kind::Decode);
+  EXPECT_EQ(model.calls[3].requests, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(scheduler.waiting(), 0);
+  EXPECT_EQ(scheduler.running(), 0);
+  std::map<int64_t, std::vector<int32_t>> out = outputs(scheduler);
+  for (int64_t id : {1, 2, 3}) {
+    GenerationRequest r = request(id, 3, id == 1 ? 2 : id == 2 ? 6 : 3);
+    EXPECT_EQ(out[id], reference(r.prompt, r.maxNewTokens)) << "request " << id;
+  }
+}
+
+TEST(Scheduler, WaitsForBlocksFirstComeFirstServed) {
+  // Room for one 8-token request at a time although there are two rows.
+  FakeModel model(2, 4);
+  Scheduler scheduler(schedulerOptions(2, 4), BlockAllocator(2, 4, 2));
+  scheduler.submit(request(1, 5, 3));
+  scheduler.submit(request(2, 2, 6));
+  scheduler.submit(request(3, 1, 1)); // would fit beside request 1, waits its turn
+  std::vector<int64_t> order;
+  scheduler.run([&](const Batch &batch) {
+    EXPECT_EQ(scheduler.running(), 1);
+    return model(batch);
+  });
+  for (const GenerationResult &r : scheduler.results())
+    order.push_back(r.id);
+  EXPECT_EQ(order, (std::vector<int64_t>{1, 2, 3}));
+  std::map<int64_t, std::vector<int32_t>> out = outputs(scheduler);
+  EXPECT_EQ(out[1], reference(request(1, 5, 3).prompt, 3));
+  EXPECT_EQ(out[2], reference(request(2, 2, 6).prompt, 6));
+}
+
+TEST(Scheduler, BatchedEqualsOneAtATime) {
+  std::map<int64_t, std::vector<int32_t>> single = runWorkload(1, 4);
+  EXPECT_EQ(single.size(), 7u);
+  for (const GenerationRequest &r : workload())
+    EXPECT_EQ(single[r.id], reference(r.prompt, r.maxNewTokens)) << "request " << r.id;
+  EXPECT_EQ(runWorkload(4, 4), single);
+  EXPECT_EQ(runWorkload(3, 1), single);
+  EXPECT_EQ(runWorkload(7, 16), single);
+  // Sampled: each request draws from its own seeded sampler.
+  SamplingOptions s = sampling(0.9, 20, 0.95, 77);
+  std::map<int64_t, std::vector<int32_t>> sampled = runWorkload(1, 4, s);
+  EXPECT_EQ(runWorkload(4, 4, s), sampled);
+  EXPECT_EQ(runWorkload(2, 3, s), sampled);
+  EXPECT_NE(sampled, single);
+}
+
+TEST(Scheduler, StreamsEveryTokenInOrder) {
+  FakeModel model(32, 4);
+  Scheduler scheduler(schedulerOptions(3, 4), BlockAllocator(32, 4, 8));
+  for (GenerationRequest &r : workload())
+    scheduler.submit(r);
+  std::map<int64_t, std::vector<int32_t>> streamed;
+  std::map<int64_t, int> lastFlags;
+  GenerationStats stats = scheduler.run(std::ref(model), [&](const GeneratedToken &t) {
+    EXPECT_EQ(lastFlags[t.request], 0) << "token after the last one of " << t.request;
+    streamed[t.request].push_back(t.token);
+    lastFlags[t.request] += t.finished;
+  });
+  EXPECT_EQ(streamed, outputs(scheduler));
+  int64_t prompt = 0, generated = 0;
+  for (const GenerationRequest &r : workload()) {
+    EXPECT_EQ(lastFlags[r.id], 1);
+    prompt += static_cast<int64_t>(r.prompt.size());
+    generated += r.maxNewTokens;
+  }
+  EXPECT_EQ(stats.promptTokens, prompt);
+  EXPECT_EQ(stats.generatedTokens, generated);
+  EXPECT_EQ(stats.finishedRequests, 7);
+  EXPECT_FALSE(scheduler.step(std::ref(model)));
+}
+
+TEST(Scheduler, StopTokenFinishesARequest) {
+  GenerationRequest r = request(5, 7, 20);
+  std::vector<int32_t> full = reference(r.prompt, r.maxNewTokens);
+  // The first token that did not come earlier, so it stops there.
+  size_t at = 1;
+  while (std::count(full.begin(), full.begin() + at, full[at]))
+    ++at;
+  ASSERT_LT(at, full.size());
+  SchedulerOptions o = schedulerOptions(2, 4);
+  o.stopToken = full[at];
+  FakeModel model(16, 4);
+  Scheduler scheduler(o, BlockAllocator(16, 4, 8));
+  scheduler.submit(r);
+  scheduler.run(std::ref(model));
+  ASSERT_EQ(scheduler.results().size(), 1u);
+  const GenerationResult &done = scheduler.results()[0];
+  EXPECT_EQ(done.reason, FinishReason::Stop);
+  EXPECT_EQ(done.tokens, std::vector<int32_t>(full.begin(), full.begin() + at + 1));
+  EXPECT_EQ(scheduler.allocator().freeBlocks(), 16);
+}
+
+TEST(Scheduler, RejectsRequestsThatCanNeverFit) {
+  Scheduler scheduler(schedulerOptions(2, 4), BlockAllocator(16, 4, 4));
+  EXPECT_RUNTIME_ERROR(
+      scheduler.submit(request(42, 10, 7)),
+      "generate: request 42 can never fit: its prompt of 10 tokens + 7 new tokens = "
+      "17 tokens, more than the context of 16");
+  Scheduler small(schedulerOptions(2, 4), BlockAllocator(2, 4, 4));
+  EXPECT_RUNTIME_ERROR(small.submit(request(7, 9, 3)),
+                       "generate: request 7 can never fit: its 12 tokens need 3 KV cache blocks, "
+                       "the cache has 2");
+  EXPECT_EQ(small.waiting(), 0);
+  // The rest of the queue is unaffected.
+  small.submit(request(8, 4, 4));
+  FakeModel model(2, 4);
+  small.run(std::ref(model));
+  EXPECT_EQ(small.results().size(), 1u);
+}
+
+TEST(Scheduler, RejectsMalformedRequests) {
+  Scheduler scheduler(schedulerOptions(2, 4), BlockAllocator(16, 4, 4));
+  EXPECT_RUNTIME_ERROR(scheduler.submit(request(1, 0, 3)),
+                       "generate: request 1 has an empty prompt");
+  EXPECT_RUNTIME_ERROR(scheduler.submit(request(2, 3, 0)),
+                       "generate: request 2 asks for 0 new tokens");
+  GenerationRequest bad = request(3, 3, 2);
+  bad.prompt[1] = kVocab;
+  EXPECT_RUNTIME_ERROR(scheduler.submit(bad),
+                       "generate: request 3: prompt token 1 is 37, outside the vocabulary of 37");
+  scheduler.submit(request(4, 3, 2));
+  EXPECT_RUNTIME_ERROR(scheduler.submit(request(4, 2, 2)),
+                       "generate: request id 4 is already used");
+  EXPECT_RUNTIME_ERROR(Scheduler(schedulerOptions(0, 4), BlockAllocator(1, 1, 1)), "max batch 0");
+  EXPECT_RUNTIME_ERROR(Scheduler(schedulerOptions(1, 0), BlockAllocator(1, 1, 1)),
+                       "chunk of 0 tokens");
+  EXPECT_RUNTIME_ERROR(Scheduler(schedulerOptions(1, 1, sampling(-1)), BlockAllocator(1, 1, 1)),
+                       "sampler: temperature -1");
+  SchedulerOptions o = schedulerOptions(1, 1);
+  o.stopToken = kVocab;
+  EXPECT_RUNTIME_ERROR(Scheduler(o, BlockAllocator(1, 1, 1)),
+                       "stop token 37 outside the vocabulary");
+  FakeModel model(16, 4);
+  EXPECT_RUNTIME_ERROR(scheduler.step([](const Batch &) -> const float * { return nullptr; }),
+                       "generate: the model returned no logits for a prefill call");
 }
