@@ -38,6 +38,7 @@
 #include "runtime/data/DataLoader.h"
 #include "runtime/data/Dataset.h"
 #include "runtime/data/Packing.h"
+#include "runtime/generate/Sampler.h"
 #include "runtime/support/Error.h"
 #include "runtime/train/LRSchedule.h"
 #include "runtime/train/LossScaler.h"
@@ -52,7 +53,6 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
-#include <random>
 #include <sstream>
 #include <omp.h>
 #include <thread>
@@ -347,6 +347,10 @@ void Trainer::setup() {
     fail("--inject-nonfinite: rank ", opt.injectRank, " is not one of the artifact's ",
          artifact.worldSize, " ranks");
 
+  // Checked now rather than when sampling after the last step.
+  if (opt.sampleTokens > 0 && std::isinf(opt.temperature))
+    fail("--temperature must be finite");
+
   seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed)
                        : static_cast<uint64_t>(artifact.metaNumber("seed", 1337));
   totalSteps = opt.steps >= 0 ? opt.steps
@@ -459,8 +463,14 @@ std::string Trainer::sample() {
   int64_t V = out.dim(-1);
   std::vector<uint16_t> context = ByteTokenizer::encode(opt.prompt);
   std::vector<uint16_t> generated;
-  std::mt19937_64 rng(seed);
-  std::vector<std::pair<float, int>> ranked(V);
+  // --temperature ≤ 0 has always meant greedy and --top-k ≤ 0 the single
+  // most likely token; Sampler reads only temperature 0 as greedy and
+  // top-k ≤ 0 as no limit.
+  SamplingOptions sampling;
+  sampling.temperature = opt.temperature > 0 ? opt.temperature : 0.0;
+  sampling.topK = std::clamp<int64_t>(opt.topK, 1, V);
+  sampling.seed = seed;
+  Sampler sampler(sampling);
   for (int64_t n = 0; n < opt.sampleTokens; ++n) {
     // Row 0 holds the last T tokens; causal attention makes padding after
     // them irrelevant to the logits we read.
@@ -484,18 +494,7 @@ std::string Trainer::sample() {
         converted[v] = out.dtype == DType::BF16 ? bf16ToFloat(src[v]) : half::toFloat(src[v]);
       row = converted.data();
     }
-    for (int64_t v = 0; v < V; ++v) ranked[v] = {row[v], static_cast<int>(v)};
-    int64_t k = std::clamp<int64_t>(opt.topK, 1, V);
-    std::partial_sort(ranked.begin(), ranked.begin() + k, ranked.end(),
-                      [](auto &a, auto &b) { return a.first > b.first; });
-    int next = ranked[0].second;
-    if (opt.temperature > 0 && k > 1) {
-      std::vector<double> weights(k);
-      for (int64_t i = 0; i < k; ++i)
-        weights[i] = std::exp((ranked[i].first - ranked[0].first) / opt.temperature);
-      std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
-      next = ranked[pick(rng)].second;
-    }
+    int32_t next = sampler.next(row, V);
     context.push_back(static_cast<uint16_t>(next));
     generated.push_back(static_cast<uint16_t>(next));
   }
