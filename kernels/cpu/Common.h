@@ -7,7 +7,8 @@
 //  - `Validator`, which turns a bad binding into the one-line error the
 //    registry contract asks for ("layernorm: gamma must be f32[128], got
 //    f32[64]");
-//  - per-thread scratch sized at bind time (run() never allocates);
+//  - per-thread scratch sized at bind time (run() never allocates), and a
+//    parallel byte copy;
 //  - expFast, a vectorisable exp (Cephes polynomial, ~1 ulp) for the
 //    softmax-heavy kernels, since libm's expf does not vectorise without
 //    -ffast-math.
@@ -124,6 +125,18 @@ private:
   size_t stride_ = 0;
   std::unique_ptr<float[]> data_;
 };
+
+/// Copies `bytes` bytes in parallel chunks of 1 MiB.
+inline void copyBytes(void *dst, const void *src, size_t bytes) {
+  constexpr size_t kChunk = size_t(1) << 20;
+  int64_t chunks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    size_t begin = c * kChunk;
+    std::memcpy(static_cast<char *>(dst) + begin, static_cast<const char *>(src) + begin,
+                std::min(kChunk, bytes - begin));
+  }
+}
 
 /// Below this many elements a kernel runs on one thread: the fork/join costs
 /// more than the work.

@@ -114,18 +114,6 @@ void zeroBytes(void *dst, size_t bytes) {
   }
 }
 
-/// Copies `bytes` bytes in parallel chunks.
-void copyBytes(void *dst, const void *src, size_t bytes) {
-  constexpr size_t kChunk = size_t(1) << 20;
-  int64_t chunks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    size_t begin = c * kChunk;
-    std::memcpy(static_cast<char *>(dst) + begin, static_cast<const char *>(src) + begin,
-                std::min(kChunk, bytes - begin));
-  }
-}
-
 /// transpose, slice and copy: one box copy.
 class BoxKernel final : public Kernel {
 public:

@@ -7,7 +7,8 @@
 //    when none is given, as in the tests);
 //  - bf16 and f16 as storage with fp32 arithmetic: load/store widen and
 //    narrow, so one template body serves every float dtype, as on the CPU;
-//  - launch geometry (grid-stride loops) and warp/block reductions.
+//  - launch geometry (grid-stride loops, the opt-in to more than 48 KB of
+//    dynamic shared memory) and warp/block reductions.
 //
 // Binding-time checks use the backend-neutral Validator, so both backends
 // report the same one-line errors.
@@ -84,6 +85,21 @@ inline int gridFor(int64_t n, int block = kBlock) {
 #define LLMC_GRID_STRIDE(i, n)                                                    \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;  \
        i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+/// Lets `fn` use `bytes` of dynamic shared memory (beyond the 48 KB
+/// default), or explains why the device cannot (the attention kernels size
+/// theirs by the head dim).
+inline bool allowSmem(Validator &v, const void *fn, size_t bytes) {
+  int device = 0, limit = 0;
+  LLMC_CUDA_CHECK(cudaGetDevice(&device));
+  LLMC_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > static_cast<size_t>(limit))
+    return v.fail("head dim needs " + std::to_string(bytes) +
+                  " bytes of shared memory per block, the device allows " + std::to_string(limit));
+  LLMC_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes)));
+  return true;
+}
 
 //===----------------------------------------------------------------------===//
 // Reductions

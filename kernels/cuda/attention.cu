@@ -544,21 +544,6 @@ size_t forwardSmem(int64_t d) { return sizeof(float) * kTile * (3 * d + 1); }
 size_t gradQuerySmem(int64_t d) { return sizeof(float) * kTile * (4 * d + 2); }
 size_t gradKeyValueSmem(int64_t d) { return sizeof(float) * (kTile * (4 * d + 2) + 2 * kTile); }
 
-/// Lets `fn` use `bytes` of dynamic shared memory (beyond the 48 KB
-/// default), or explains why the device cannot.
-bool allowSmem(Validator &v, const void *fn, size_t bytes) {
-  int device = 0, limit = 0;
-  LLMC_CUDA_CHECK(cudaGetDevice(&device));
-  LLMC_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (bytes > static_cast<size_t>(limit))
-    return v.fail("head dim needs " + std::to_string(bytes) +
-                  " bytes of shared memory per block, the device allows " +
-                  std::to_string(limit));
-  LLMC_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes)));
-  return true;
-}
-
 /// Blocks of a launch over `rows` rows in tiles of 32 for `outer` (b, head)
 /// pairs: 0 when there is nothing to do.
 int64_t tileBlocks(int64_t outer, int64_t rows) { return outer * ((rows + kTile - 1) / kTile); }

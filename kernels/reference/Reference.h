@@ -127,6 +127,24 @@ std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, con
                                      const RefTensor &dout, const RefTensor *segmentIds,
                                      double scale, bool causal);
 
+//===- paged_attention.cpp ------------------------------------------------===//
+//
+// A paged KV cache: pools [NB, P, KV, D] of pages of P tokens, a block table
+// [B, M] naming the pages of each sequence, positions [B, T] naming each
+// token's place in its sequence (negative: padding). Token position p of
+// sequence b lives at page block_table[b, p/P], slot p % P; a position whose
+// page lies past the table (p/P >= M) or outside the pool is unaddressable.
+
+/// cache with the rows of new [B,T,KV,D] written at their tokens' slots;
+/// padding and unaddressable positions write nothing.
+RefTensor kvCacheWrite(const RefTensor &cache, const RefTensor &fresh, const RefTensor &blockTable,
+                       const RefTensor &positions);
+/// out [B,T,H,D]: query (b, t, h) at position p >= 0 attends to the keys of
+/// sequence b at positions 0..p (unaddressable ones left out), kv head
+/// h/(H/KV): softmax(scale·q·kᵀ)·v. Rows at p < 0 are 0.
+RefTensor pagedAttention(const RefTensor &q, const RefTensor &kCache, const RefTensor &vCache,
+                         const RefTensor &blockTable, const RefTensor &positions, double scale);
+
 //===- cross_entropy.cpp --------------------------------------------------===//
 
 /// Mean −log softmax(logits)[target] over targets != ignoreIndex (0 if none);

@@ -1,0 +1,212 @@
+//===- cuda_paged_attention_test.cpp - CUDA paged KV cache against the CPU ===//
+//
+// kv_cache_write moves bytes, so it is compared exactly: in place (the
+// cache buffer is both input and output, aliased on both backends) and out
+// of place (the output starts poisoned, so the cache must be copied), for
+// 4- and 2-byte elements. paged_attention with the norm metric (outputs are
+// sums of many terms added in different orders): 1e-5 for f32, 1e-2 for
+// bf16 and f16 (both backends round their fp32 results once).
+//
+// Shapes: head dims 64 and 128 (the fast paths) and 7, 32, 80, 256 (the
+// generic path); multi-head, grouped-query with groups of 2, 4 and 8 (two
+// rounds of a block's 4 warps) and multi-query; pages of 1, 5 and 16
+// tokens; decode (T = 1), whole prefills and a chunk part way into a
+// context; sequences of different lengths with padding; unaddressable table
+// entries; i64 indices. The pools hold random values everywhere, so a
+// kernel reading a slot no sequence owns shows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaConformance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+namespace llmc::test {
+namespace {
+
+struct Case {
+  std::vector<int64_t> lengths; ///< context length per sequence
+  int64_t t, h, kv, d, page;    ///< query tokens (each row's last), heads, head dim, page size
+};
+
+std::string describe(const Case &c) {
+  std::string s = "L";
+  for (int64_t length : c.lengths) s += " " + std::to_string(length);
+  return s + " T" + std::to_string(c.t) + " H" + std::to_string(c.h) + " KV" +
+         std::to_string(c.kv) + " D" + std::to_string(c.d) + " P" + std::to_string(c.page);
+}
+
+/// The sequences on shuffled pages of a pool with 3 spare pages: the table
+/// [B, M] (entries past a sequence's pages −1) and the pool's page count.
+RefTensor shuffledTable(const std::vector<int64_t> &lengths, int64_t page, uint64_t seed,
+                        int64_t *blocks) {
+  int64_t used = 0, maxBlocks = 0;
+  for (int64_t length : lengths) {
+    used += (length + page - 1) / page;
+    maxBlocks = std::max(maxBlocks, (length + page - 1) / page + 1);
+  }
+  *blocks = used + 3;
+  std::vector<int64_t> order(*blocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+  const int64_t b = static_cast<int64_t>(lengths.size());
+  RefTensor table = RefTensor::zeros({b, maxBlocks});
+  std::fill(table.data.begin(), table.data.end(), -1.0);
+  int64_t next = 0;
+  for (int64_t row = 0; row < b; ++row)
+    for (int64_t i = 0; i < (lengths[row] + page - 1) / page; ++i)
+      table.data[row * maxBlocks + i] = static_cast<double>(order[next++]);
+  return table;
+}
+
+/// Positions [B, T]: row b holds its last min(T, L_b) positions, then padding.
+RefTensor lastPositions(const std::vector<int64_t> &lengths, int64_t t) {
+  const int64_t b = static_cast<int64_t>(lengths.size());
+  RefTensor positions = RefTensor::zeros({b, t});
+  for (int64_t row = 0; row < b; ++row) {
+    int64_t n = std::min(t, lengths[row]);
+    for (int64_t i = 0; i < t; ++i)
+      positions.data[row * t + i] = i < n ? static_cast<double>(lengths[row] - n + i) : -1.0;
+  }
+  return positions;
+}
+
+void expectPagedAttentionMatches(const Case &c, DType dtype, DType indexType, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describe(c) + " indices " +
+               dtypeName(indexType));
+  const int64_t b = static_cast<int64_t>(c.lengths.size());
+  int64_t blocks = 0;
+  RefTensor table = shuffledTable(c.lengths, c.page, seed, &blocks);
+  Buffer q = Buffer::of(randomTensor({b, c.t, c.h, c.d}, seed + 1), dtype);
+  Buffer k = Buffer::of(randomTensor({blocks, c.page, c.kv, c.d}, seed + 2), dtype);
+  Buffer v = Buffer::of(randomTensor({blocks, c.page, c.kv, c.d}, seed + 3), dtype);
+  Buffer tb = Buffer::of(table, indexType);
+  Buffer pb = Buffer::of(lastPositions(c.lengths, c.t), indexType);
+  Buffer out(dtype, {b, c.t, c.h, c.d});
+  expectCudaMatchesCpu("paged_attention", {&q, &k, &v, &tb, &pb}, {&out},
+                       attrs({{"scale", 1.0 / std::sqrt(static_cast<double>(c.d))}}),
+                       {Metric::Norm, {tolerance(dtype)}});
+}
+
+TEST(CudaPagedAttention, FastHeadDimsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<Case> cases = {
+      {{1, 17, 40}, 1, 8, 2, 64, 16},   // decode, three sequences
+      {{1, 17, 40}, 40, 8, 2, 128, 16}, // prefill with padding
+      {{300, 129}, 1, 32, 4, 128, 16},  // decode, group of 8: two warp rounds
+      {{300}, 16, 4, 1, 64, 16},        // MQA, a chunk part way into the context
+      {{77}, 77, 4, 4, 128, 5},         // multi-head, pages of 5
+  };
+  uint64_t seed = 11000;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) expectPagedAttentionMatches(c, dtype, DType::I32, seed += 10);
+}
+
+TEST(CudaPagedAttention, GenericHeadDimsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<Case> cases = {
+      {{33}, 33, 4, 2, 32, 8},
+      {{45, 3}, 2, 6, 2, 80, 16},
+      {{20}, 20, 2, 1, 7, 1}, // pages of one token
+      {{70}, 1, 4, 4, 256, 16},
+  };
+  uint64_t seed = 11500;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) expectPagedAttentionMatches(c, dtype, DType::I32, seed += 10);
+}
+
+TEST(CudaPagedAttention, I64IndicesAndUnaddressableKeysMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  expectPagedAttentionMatches({{50, 9}, 3, 4, 2, 64, 16}, DType::F32, DType::I64, 11900);
+  // Table entries −1 and past the pool, and positions past the table.
+  Buffer table = Buffer::of(RefTensor{{2, 3}, {3, -1, 0, 1, 7, 4}}, DType::I32);
+  Buffer positions = Buffer::of(RefTensor{{2, 3}, {5, 11, 40, 2, 6, 9}}, DType::I32);
+  Buffer q = Buffer::of(randomTensor({2, 3, 4, 64}, 11910), DType::F32);
+  Buffer k = Buffer::of(randomTensor({5, 4, 2, 64}, 11911), DType::F32);
+  Buffer v = Buffer::of(randomTensor({5, 4, 2, 64}, 11912), DType::F32);
+  Buffer out(DType::F32, {2, 3, 4, 64});
+  expectCudaMatchesCpu("paged_attention", {&q, &k, &v, &table, &positions}, {&out},
+                       attrs({{"scale", 0.125}}), {Metric::Norm, {1e-5}});
+}
+
+TEST(CudaKvCacheWrite, InPlaceAndOutOfPlaceMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  // Padding, a position past the table (12), a page id of −1 and one past
+  // the pool (9) among ordinary positions.
+  RefTensor table{{2, 3}, {4, 0, -1, 2, 9, 5}};
+  RefTensor positions{{2, 5}, {0, 5, -1, 9, 12, 3, 1, -1, 6, 2}};
+  for (DType dtype : kFloatTypes)
+    for (DType indexType : {DType::I32, DType::I64}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " indices " + dtypeName(indexType));
+      Buffer fresh = Buffer::of(randomTensor({2, 5, 2, 64}, 12001), dtype);
+      Buffer tb = Buffer::of(table, indexType), pb = Buffer::of(positions, indexType);
+      Buffer cache = Buffer::of(randomTensor({6, 4, 2, 64}, 12002), dtype);
+      expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb}, {&cache}, {},
+                           {Metric::Elementwise, {0.0}});
+      Buffer out(dtype, {6, 4, 2, 64});
+      expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb}, {&out}, {},
+                           {Metric::Elementwise, {0.0}});
+    }
+  // A prefill's worth: 3 sequences × 40 tokens of 8 kv heads × 128.
+  std::vector<int64_t> lengths = {1, 17, 40};
+  int64_t blocks = 0;
+  Buffer tb = Buffer::of(shuffledTable(lengths, 16, 12010, &blocks), DType::I32);
+  Buffer pb = Buffer::of(lastPositions(lengths, 40), DType::I32);
+  Buffer fresh = Buffer::of(randomTensor({3, 40, 8, 128}, 12011), DType::BF16);
+  Buffer cache = Buffer::of(randomTensor({blocks, 16, 8, 128}, 12012), DType::BF16);
+  expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb}, {&cache}, {},
+                       {Metric::Elementwise, {0.0}});
+}
+
+TEST(CudaPagedAttention, BindingErrorsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  auto f32 = [](std::vector<int64_t> shape) { return typeOnly(DType::F32, std::move(shape)); };
+  auto i32 = [](std::vector<int64_t> shape) { return typeOnly(DType::I32, std::move(shape)); };
+  const KernelAttrs scale = attrs({{"scale", 0.125}});
+  const TensorView cache = f32({6, 4, 2, 64}), table = i32({2, 5}), positions = i32({2, 3});
+  struct ErrorCase {
+    const char *kernel;
+    std::vector<TensorView> inputs, outputs;
+    KernelAttrs attrs;
+  };
+  const std::vector<ErrorCase> cases = {
+      // new with another KV.
+      {"kv_cache_write", {cache, f32({2, 3, 1, 64}), table, positions}, {cache}, {}},
+      // block_table as floats.
+      {"kv_cache_write", {cache, f32({2, 3, 2, 64}), f32({2, 5}), positions}, {cache}, {}},
+      // H not a multiple of KV.
+      {"paged_attention",
+       {f32({2, 3, 3, 64}), cache, cache, table, positions},
+       {f32({2, 3, 3, 64})},
+       scale},
+      // positions of the wrong shape.
+      {"paged_attention",
+       {f32({2, 3, 4, 64}), cache, cache, table, i32({2, 4})},
+       {f32({2, 3, 4, 64})},
+       scale},
+      // No scale.
+      {"paged_attention",
+       {f32({2, 3, 4, 64}), cache, cache, table, positions},
+       {f32({2, 3, 4, 64})},
+       {}},
+  };
+  for (const ErrorCase &c : cases) {
+    std::string expected = bindError(c.kernel, c.inputs, c.outputs, c.attrs);
+    EXPECT_FALSE(expected.empty()) << c.kernel;
+    EXPECT_EQ(cudaBindError(c.kernel, c.inputs, c.outputs, c.attrs), expected);
+  }
+
+  // A head dim the CPU takes but the CUDA kernel does not: a clear error.
+  const TensorView wide = f32({6, 4, 2, 300});
+  EXPECT_EQ(cudaBindError("paged_attention",
+                          {f32({1, 2, 2, 300}), wide, wide, i32({1, 5}), i32({1, 2})},
+                          {f32({1, 2, 2, 300})}, scale),
+            "paged_attention: head dim D = 300 is outside the CUDA kernel's range [1, 256]: q is "
+            "f32[1x2x2x300]");
+}
+
+} // namespace
+} // namespace llmc::test

@@ -1,0 +1,481 @@
+//===- paged_attention_test.cpp - kv_cache_write and paged_attention ------===//
+//
+// kv_cache_write moves bytes, so it is compared exactly (bit for bit with
+// the reference, in place and out of place). paged_attention is compared
+// two ways, with the norm metric (outputs are weighted sums of many terms):
+//  - against the double reference, on pools filled with random values
+//    everywhere, so a kernel reading a slot no sequence owns shows;
+//  - against the `attention` kernel, causal, on contiguous K/V: a sequence
+//    scattered by kv_cache_write into shuffled pages and attended at its
+//    positions 0..L−1 must give causal attention's rows (1e-5 in f32), and
+//    a decode call (T = 1) at position p must give row p.
+// Shapes cover multi-head, GQA (H = 4, KV = 2), MQA (KV = 1), query heads
+// per kv head beyond one chunk's rows, pages of 1, 5, 7, 8 and 16 tokens
+// (dividing the length or not), three sequences of lengths 1, 17 and 40 in
+// one batch, prefill chunks part way into a context, key tiles spanning
+// pages, padding (position −1), unaddressable positions, and key ranges
+// split across threads (flash-decoding) for 1, 3 and 8 threads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTest.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+namespace llmc::test {
+namespace {
+
+/// Sequences of the given lengths on shuffled pages of a pool with spare
+/// pages; table entries past a sequence's pages are −1.
+struct Pages {
+  int64_t page = 1, blocks = 0, maxBlocks = 0;
+  RefTensor table; ///< [B, M]
+};
+
+Pages shuffledPages(const std::vector<int64_t> &lengths, int64_t page, uint64_t seed) {
+  Pages pages;
+  pages.page = page;
+  int64_t used = 0;
+  for (int64_t length : lengths) {
+    int64_t n = (length + page - 1) / page;
+    pages.maxBlocks = std::max(pages.maxBlocks, n + 1);
+    used += n;
+  }
+  pages.blocks = used + 3;
+  std::vector<int64_t> order(pages.blocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+  const int64_t b = static_cast<int64_t>(lengths.size());
+  pages.table = RefTensor::zeros({b, pages.maxBlocks});
+  std::fill(pages.table.data.begin(), pages.table.data.end(), -1.0);
+  int64_t next = 0;
+  for (int64_t row = 0; row < b; ++row)
+    for (int64_t i = 0; i < (lengths[row] + page - 1) / page; ++i)
+      pages.table.data[row * pages.maxBlocks + i] = static_cast<double>(order[next++]);
+  return pages;
+}
+
+/// Positions [B, T]: row b holds its last min(T, L_b) positions, then padding.
+RefTensor lastPositions(const std::vector<int64_t> &lengths, int64_t t) {
+  const int64_t b = static_cast<int64_t>(lengths.size());
+  RefTensor positions = RefTensor::zeros({b, t});
+  for (int64_t row = 0; row < b; ++row) {
+    int64_t n = std::min(t, lengths[row]);
+    for (int64_t i = 0; i < t; ++i)
+      positions.data[row * t + i] = i < n ? static_cast<double>(lengths[row] - n + i) : -1.0;
+  }
+  return positions;
+}
+
+std::string describeLengths(const std::vector<int64_t> &lengths) {
+  std::string s = "L";
+  for (int64_t length : lengths) s += " " + std::to_string(length);
+  return s;
+}
+
+struct PagedCase {
+  std::vector<int64_t> lengths; ///< context length per sequence
+  int64_t t, h, kv, d, page;    ///< query tokens (each row's last), heads, head dim, page size
+};
+
+std::string describe(const PagedCase &c) {
+  return describeLengths(c.lengths) + " T" + std::to_string(c.t) + " H" + std::to_string(c.h) +
+         " KV" + std::to_string(c.kv) + " D" + std::to_string(c.d) + " P" + std::to_string(c.page);
+}
+
+const std::vector<PagedCase> kCases = {
+    {{40}, 40, 4, 4, 16, 16},        // multi-head prefill
+    {{33}, 33, 4, 2, 32, 8},         // GQA, P does not divide L
+    {{23, 7}, 23, 3, 1, 8, 5},       // MQA
+    {{1, 17, 40}, 40, 4, 2, 64, 16}, // three sequences
+    {{1, 17, 40}, 1, 4, 2, 64, 16},  // decode
+    {{300, 129}, 1, 8, 1, 128, 16},  // decode, group of 8, several key tiles
+    {{100}, 8, 4, 2, 32, 16},        // a prefill chunk part way into the context
+    {{150}, 150, 2, 1, 24, 7},       // several query chunks and key tiles
+    {{10}, 10, 2, 2, 8, 1},          // pages of one token
+    {{70}, 3, 128, 2, 16, 8},        // group of 64: one token per chunk
+};
+
+/// paged_attention on `c` with random pools, against the reference.
+void expectPagedAttentionMatchesReference(const PagedCase &c, DType dtype, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describe(c));
+  const int64_t b = static_cast<int64_t>(c.lengths.size());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+  Pages pages = shuffledPages(c.lengths, c.page, seed);
+  RefTensor q = roundTo(randomTensor({b, c.t, c.h, c.d}, seed + 1), dtype);
+  RefTensor k = roundTo(randomTensor({pages.blocks, c.page, c.kv, c.d}, seed + 2), dtype);
+  RefTensor v = roundTo(randomTensor({pages.blocks, c.page, c.kv, c.d}, seed + 3), dtype);
+  RefTensor positions = lastPositions(c.lengths, c.t);
+  Buffer qb = Buffer::of(q, dtype), kb = Buffer::of(k, dtype), vb = Buffer::of(v, dtype);
+  Buffer tb = Buffer::of(pages.table, DType::I32), pb = Buffer::of(positions, DType::I32);
+  Buffer out(dtype, q.shape);
+  out.poison();
+  ASSERT_TRUE(
+      runKernel("paged_attention", {&qb, &kb, &vb, &tb, &pb}, {&out}, attrs({{"scale", scale}})));
+  EXPECT_CLOSE(out.toRef(), ref::pagedAttention(q, k, v, pages.table, positions, scale),
+               Metric::Norm, tolerance(dtype));
+}
+
+TEST(PagedAttentionKernels, MatchesReference) {
+  uint64_t seed = 1000;
+  for (DType dtype : kFloatTypes)
+    for (const PagedCase &c : kCases) expectPagedAttentionMatchesReference(c, dtype, seed += 10);
+}
+
+/// With fewer (sequence, kv head, chunk) tasks than threads the key range
+/// is split and merged; every thread count gives the reference.
+TEST(PagedAttentionKernels, KeySplitsMatchReference) {
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 3, 8}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    omp_set_num_threads(threads);
+    expectPagedAttentionMatchesReference({{300}, 1, 2, 1, 64, 16}, DType::F32, 1500);
+    expectPagedAttentionMatchesReference({{5, 200}, 1, 4, 2, 32, 8}, DType::F32, 1510);
+    expectPagedAttentionMatchesReference({{130}, 2, 2, 2, 16, 16}, DType::BF16, 1520);
+  }
+  omp_set_num_threads(saved);
+}
+
+/// Index tensors may be i64, like segment ids.
+TEST(PagedAttentionKernels, IndicesAcceptI64) {
+  const std::vector<int64_t> lengths = {9, 20};
+  Pages pages = shuffledPages(lengths, 4, 1600);
+  RefTensor q = randomTensor({2, 2, 2, 8}, 1601);
+  RefTensor k = randomTensor({pages.blocks, 4, 1, 8}, 1602);
+  RefTensor v = randomTensor({pages.blocks, 4, 1, 8}, 1603);
+  RefTensor positions = lastPositions(lengths, 2);
+  Buffer qb = Buffer::of(q, DType::F32), kb = Buffer::of(k, DType::F32),
+         vb = Buffer::of(v, DType::F32), tb = Buffer::of(pages.table, DType::I64),
+         pb = Buffer::of(positions, DType::I64), out(DType::F32, q.shape);
+  ASSERT_TRUE(
+      runKernel("paged_attention", {&qb, &kb, &vb, &tb, &pb}, {&out}, attrs({{"scale", 0.3}})));
+  EXPECT_CLOSE(out.toRef(), ref::pagedAttention(q, k, v, pages.table, positions, 0.3), Metric::Norm,
+               1e-5);
+}
+
+/// Keys whose page the table does not name (−1, or an id past the pool)
+/// and positions past the table are left out, never read.
+TEST(PagedAttentionKernels, UnaddressableKeysAreLeftOut) {
+  const int64_t page = 4, blocks = 5, maxBlocks = 3;
+  RefTensor table{{2, maxBlocks}, {3, -1, 0, 1, 7, 4}};
+  RefTensor positions{{2, 3}, {5, 11, 40, 2, 6, 9}}; // 11 and 40: past the table's 12 keys
+  RefTensor q = randomTensor({2, 3, 2, 8}, 1701);
+  RefTensor k = randomTensor({blocks, page, 2, 8}, 1702);
+  RefTensor v = randomTensor({blocks, page, 2, 8}, 1703);
+  Buffer qb = Buffer::of(q, DType::F32), kb = Buffer::of(k, DType::F32),
+         vb = Buffer::of(v, DType::F32), tb = Buffer::of(table, DType::I32),
+         pb = Buffer::of(positions, DType::I32), out(DType::F32, q.shape);
+  out.poison();
+  ASSERT_TRUE(
+      runKernel("paged_attention", {&qb, &kb, &vb, &tb, &pb}, {&out}, attrs({{"scale", 0.5}})));
+  EXPECT_CLOSE(out.toRef(), ref::pagedAttention(q, k, v, table, positions, 0.5), Metric::Norm,
+               1e-5);
+}
+
+//===----------------------------------------------------------------------===//
+// Against causal attention
+//===----------------------------------------------------------------------===//
+
+struct CausalCase {
+  std::vector<int64_t> lengths;
+  int64_t h, kv, d, page;
+};
+
+/// Scatters each sequence's K and V into shuffled pages with kv_cache_write
+/// (positions 0..L_b−1, padding past L_b), then checks paged_attention at
+/// those positions against causal `attention` on the contiguous K and V,
+/// whose row i of sequence b depends on keys 0..i only, so rows i < L_b of
+/// the padded batch are exact targets; padding rows must be 0. Then one
+/// decode call per sequence at position p must give row p.
+void expectMatchesCausalAttention(const CausalCase &c, DType dtype, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describeLengths(c.lengths) + " H" +
+               std::to_string(c.h) + " KV" + std::to_string(c.kv) + " D" + std::to_string(c.d) +
+               " P" + std::to_string(c.page));
+  const int64_t b = static_cast<int64_t>(c.lengths.size());
+  const int64_t t = *std::max_element(c.lengths.begin(), c.lengths.end());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+  const double tol = dtype == DType::F32 ? 1e-5 : tolerance(dtype);
+  Pages pages = shuffledPages(c.lengths, c.page, seed);
+  const std::vector<int64_t> pool = {pages.blocks, c.page, c.kv, c.d};
+
+  Buffer q = Buffer::of(randomTensor({b, t, c.h, c.d}, seed + 1), dtype);
+  Buffer k = Buffer::of(randomTensor({b, t, c.kv, c.d}, seed + 2), dtype);
+  Buffer v = Buffer::of(randomTensor({b, t, c.kv, c.d}, seed + 3), dtype);
+  // Slots no sequence owns hold values too, which no query may see.
+  Buffer kPool = Buffer::of(randomTensor(pool, seed + 4, 10.0), dtype);
+  Buffer vPool = Buffer::of(randomTensor(pool, seed + 5, 10.0), dtype);
+  Buffer table = Buffer::of(pages.table, DType::I32);
+  RefTensor positions = RefTensor::zeros({b, t});
+  for (int64_t row = 0; row < b; ++row)
+    for (int64_t i = 0; i < t; ++i)
+      positions.data[row * t + i] = i < c.lengths[row] ? static_cast<double>(i) : -1.0;
+  Buffer pos = Buffer::of(positions, DType::I32);
+
+  ASSERT_TRUE(runKernel("kv_cache_write", {&kPool, &k, &table, &pos}, {&kPool}));
+  ASSERT_TRUE(runKernel("kv_cache_write", {&vPool, &v, &table, &pos}, {&vPool}));
+  Buffer paged(dtype, {b, t, c.h, c.d});
+  paged.poison();
+  KernelAttrs a = attrs({{"scale", scale}});
+  ASSERT_TRUE(runKernel("paged_attention", {&q, &kPool, &vPool, &table, &pos}, {&paged}, a));
+
+  Buffer causal(dtype, {b, t, c.h, c.d}), lse(DType::F32, {b, c.h, t});
+  ASSERT_TRUE(runKernel("attention", {&q, &k, &v}, {&causal, &lse},
+                        attrs({{"scale", scale}}, {{"causal", 1}})));
+  RefTensor expected = causal.toRef();
+  const int64_t rowSize = c.h * c.d;
+  for (int64_t row = 0; row < b; ++row)
+    for (int64_t i = c.lengths[row]; i < t; ++i)
+      std::fill_n(expected.data.begin() + (row * t + i) * rowSize, rowSize, 0.0);
+  RefTensor got = paged.toRef();
+  EXPECT_CLOSE(got, expected, Metric::Norm, tol);
+  for (int64_t row = 0; row < b; ++row)
+    for (int64_t i = c.lengths[row]; i < t; ++i)
+      for (int64_t e = 0; e < rowSize; ++e)
+        ASSERT_EQ(got.data[(row * t + i) * rowSize + e], 0.0) << "padding row " << row << ", " << i;
+
+  // Decode: one query per sequence, at its first, middle and last position.
+  RefTensor qAll = q.toRef();
+  for (int which = 0; which < 3; ++which) {
+    RefTensor q1 = RefTensor::zeros({b, 1, c.h, c.d}), p1 = RefTensor::zeros({b, 1});
+    RefTensor want = RefTensor::zeros({b, 1, c.h, c.d});
+    for (int64_t row = 0; row < b; ++row) {
+      int64_t p = which == 0 ? 0 : which == 1 ? c.lengths[row] / 2 : c.lengths[row] - 1;
+      p1.data[row] = static_cast<double>(p);
+      std::copy_n(qAll.data.begin() + (row * t + p) * rowSize, rowSize,
+                  q1.data.begin() + row * rowSize);
+      std::copy_n(expected.data.begin() + (row * t + p) * rowSize, rowSize,
+                  want.data.begin() + row * rowSize);
+    }
+    SCOPED_TRACE("decode " + std::to_string(which));
+    Buffer qb = Buffer::of(q1, dtype), pb = Buffer::of(p1, DType::I32), out(dtype, q1.shape);
+    out.poison();
+    ASSERT_TRUE(runKernel("paged_attention", {&qb, &kPool, &vPool, &table, &pb}, {&out}, a));
+    EXPECT_CLOSE(out.toRef(), want, Metric::Norm, tol);
+  }
+}
+
+TEST(PagedAttentionKernels, MatchesCausalAttention) {
+  const std::vector<CausalCase> cases = {
+      {{48}, 4, 4, 16, 16},        // multi-head, P divides L
+      {{45}, 4, 2, 32, 16},        // GQA, P does not divide L
+      {{37}, 3, 1, 8, 8},          // MQA
+      {{1, 17, 40}, 4, 2, 64, 16}, // three sequences of different lengths
+      {{1, 17, 40}, 2, 1, 24, 7},  // MQA, pages of 7
+      {{130, 70}, 8, 2, 128, 16},  // several query chunks and key tiles
+  };
+  uint64_t seed = 2000;
+  for (const CausalCase &c : cases) expectMatchesCausalAttention(c, DType::F32, seed += 10);
+  for (const CausalCase &c : cases) expectMatchesCausalAttention(c, DType::BF16, seed += 10);
+  expectMatchesCausalAttention(cases[3], DType::F16, seed += 10);
+}
+
+//===----------------------------------------------------------------------===//
+// kv_cache_write
+//===----------------------------------------------------------------------===//
+
+/// A batch of 2 rows × 5 tokens into a pool of 6 pages of 4 slots, M = 3:
+/// padding (−1), a position past the table (12), a page id of −1 and one
+/// past the pool (9) among ordinary positions.
+struct WriteCase {
+  RefTensor table{{2, 3}, {4, 0, -1, 2, 9, 5}};
+  RefTensor positions{{2, 5}, {0, 5, -1, 9, 12, 3, 1, -1, 6, 2}};
+  std::vector<int64_t> pool = {6, 4, 2, 8};
+};
+
+/// Token rows that land: (b, t) with an addressable position.
+int64_t addressedRows(const WriteCase &w) {
+  int64_t n = 0;
+  for (int64_t row = 0; row < 2; ++row)
+    for (int64_t i = 0; i < 5; ++i) {
+      int64_t p = static_cast<int64_t>(w.positions.data[row * 5 + i]);
+      if (p < 0 || p / 4 >= 3) continue;
+      double page = w.table.data[row * 3 + p / 4];
+      n += page >= 0 && page < 6;
+    }
+  return n;
+}
+
+TEST(KvCacheWriteKernels, InPlaceAndOutOfPlaceMatchReference) {
+  WriteCase w;
+  for (DType dtype : kFloatTypes)
+    for (DType indexType : {DType::I32, DType::I64}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " indices " + dtypeName(indexType));
+      RefTensor cache = roundTo(randomTensor(w.pool, 3001), dtype);
+      RefTensor fresh = roundTo(randomTensor({2, 5, 2, 8}, 3002), dtype);
+      Buffer expected = Buffer::of(ref::kvCacheWrite(cache, fresh, w.table, w.positions), dtype);
+      Buffer nb = Buffer::of(fresh, dtype), tb = Buffer::of(w.table, indexType),
+             pb = Buffer::of(w.positions, indexType);
+
+      Buffer inPlace = Buffer::of(cache, dtype);
+      ASSERT_TRUE(runKernel("kv_cache_write", {&inPlace, &nb, &tb, &pb}, {&inPlace}));
+      EXPECT_TRUE(inPlace.storage == expected.storage) << "in place";
+
+      Buffer source = Buffer::of(cache, dtype), out(dtype, w.pool);
+      out.poison();
+      ASSERT_TRUE(runKernel("kv_cache_write", {&source, &nb, &tb, &pb}, {&out}));
+      EXPECT_TRUE(out.storage == expected.storage) << "out of place";
+      EXPECT_TRUE(source.storage == Buffer::of(cache, dtype).storage) << "the input changed";
+    }
+}
+
+/// Exactly the addressed slots change, each to its token's row; padding and
+/// unaddressable positions write nothing.
+TEST(KvCacheWriteKernels, OnlyAddressedSlotsChange) {
+  WriteCase w;
+  RefTensor cache = roundTo(randomTensor(w.pool, 3101), DType::F32);
+  RefTensor fresh = roundTo(randomTensor({2, 5, 2, 8}, 3102, 1.0, 100.0), DType::F32); // ≠ cache
+  Buffer cb = Buffer::of(cache, DType::F32), nb = Buffer::of(fresh, DType::F32),
+         tb = Buffer::of(w.table, DType::I32), pb = Buffer::of(w.positions, DType::I32);
+  ASSERT_TRUE(runKernel("kv_cache_write", {&cb, &nb, &tb, &pb}, {&cb}));
+  RefTensor got = cb.toRef();
+  const int64_t rowSize = 2 * 8;
+  int64_t changed = 0;
+  for (int64_t slot = 0; slot < 6 * 4; ++slot) {
+    bool same =
+        std::equal(got.data.begin() + slot * rowSize, got.data.begin() + (slot + 1) * rowSize,
+                   cache.data.begin() + slot * rowSize);
+    changed += !same;
+  }
+  EXPECT_EQ(changed, addressedRows(w));
+  EXPECT_EQ(addressedRows(w), 5);
+  // Token (0, 1) at position 5 → page table[0][1] = 0, slot 1.
+  EXPECT_TRUE(std::equal(fresh.data.begin() + 1 * rowSize, fresh.data.begin() + 2 * rowSize,
+                         got.data.begin() + (0 * 4 + 1) * rowSize));
+  EXPECT_CLOSE(got, ref::kvCacheWrite(cache, fresh, w.table, w.positions), Metric::Elementwise,
+               0.0);
+}
+
+//===----------------------------------------------------------------------===//
+// Contracts
+//===----------------------------------------------------------------------===//
+
+TEST(PagedCacheKernels, FactoriesNameTheBadOperand) {
+  auto f32 = [](std::vector<int64_t> s) { return typeOnly(DType::F32, std::move(s)); };
+  auto bf16 = [](std::vector<int64_t> s) { return typeOnly(DType::BF16, std::move(s)); };
+  auto i32 = [](std::vector<int64_t> s) { return typeOnly(DType::I32, std::move(s)); };
+  auto i64 = [](std::vector<int64_t> s) { return typeOnly(DType::I64, std::move(s)); };
+  // B = 2, T = 3, H = 4, KV = 2, D = 8; pool of NB = 6 pages of P = 4; M = 5.
+  const TensorView cache = f32({6, 4, 2, 8}), fresh = f32({2, 3, 2, 8}), table = i32({2, 5}),
+                   positions = i32({2, 3}), q = f32({2, 3, 4, 8});
+  const KernelAttrs scale = attrs({{"scale", 0.35}});
+  struct ErrorCase {
+    const char *kernel;
+    std::vector<TensorView> inputs, outputs;
+    KernelAttrs attrs;
+    std::string expected; // the whole message
+  };
+  const std::vector<ErrorCase> cases = {
+      {"kv_cache_write",
+       {cache, fresh, table},
+       {cache},
+       {},
+       "kv_cache_write: expected 4 inputs, got 3"},
+      {"kv_cache_write",
+       {f32({6, 4, 16}), fresh, table, positions},
+       {f32({6, 4, 16})},
+       {},
+       "kv_cache_write: cache must have rank 4, got f32[6x4x16]"},
+      {"kv_cache_write",
+       {i32({6, 4, 2, 8}), fresh, table, positions},
+       {i32({6, 4, 2, 8})},
+       {},
+       "kv_cache_write: cache must be f32, bf16 or f16, got i32[6x4x2x8]"},
+      {"kv_cache_write",
+       {f32({6, 0, 2, 8}), fresh, table, positions},
+       {f32({6, 0, 2, 8})},
+       {},
+       "kv_cache_write: cache must be [NB, P, KV, D] with a page size P >= 1, got f32[6x0x2x8]"},
+      {"kv_cache_write",
+       {cache, bf16({2, 3, 2, 8}), table, positions},
+       {cache},
+       {},
+       "kv_cache_write: new must be f32, got bf16[2x3x2x8]"},
+      {"kv_cache_write",
+       {cache, f32({2, 3, 1, 8}), table, positions},
+       {cache},
+       {},
+       "kv_cache_write: new must be [B, T, KV, D] with cache's KV and D: cache is f32[6x4x2x8], "
+       "new is f32[2x3x1x8]"},
+      {"kv_cache_write",
+       {cache, fresh, f32({2, 5}), positions},
+       {cache},
+       {},
+       "kv_cache_write: block_table must be i32 or i64, got f32[2x5]"},
+      {"kv_cache_write",
+       {cache, fresh, i32({3, 5}), positions},
+       {cache},
+       {},
+       "kv_cache_write: block_table must be [B, M] with B = 2, got i32[3x5]"},
+      {"kv_cache_write",
+       {cache, fresh, table, i32({2, 4})},
+       {cache},
+       {},
+       "kv_cache_write: positions must be i32[2x3], got i32[2x4]"},
+      {"kv_cache_write",
+       {cache, fresh, table, positions},
+       {f32({6, 4, 2, 4})},
+       {},
+       "kv_cache_write: out must be f32[6x4x2x8], got f32[6x4x2x4]"},
+      {"paged_attention",
+       {q, cache, cache, table, positions},
+       {q},
+       {},
+       "paged_attention: missing float attribute 'scale'"},
+      {"paged_attention",
+       {q, cache, cache, table},
+       {q},
+       scale,
+       "paged_attention: expected 5 inputs, got 4"},
+      {"paged_attention",
+       {f32({2, 3, 32}), cache, cache, table, positions},
+       {f32({2, 3, 32})},
+       scale,
+       "paged_attention: q must have rank 4, got f32[2x3x32]"},
+      {"paged_attention",
+       {q, bf16({6, 4, 2, 8}), cache, table, positions},
+       {q},
+       scale,
+       "paged_attention: k_cache must be f32, got bf16[6x4x2x8]"},
+      {"paged_attention",
+       {q, cache, f32({6, 4, 1, 8}), table, positions},
+       {q},
+       scale,
+       "paged_attention: v_cache must be f32[6x4x2x8], got f32[6x4x1x8]"},
+      {"paged_attention",
+       {f32({2, 3, 4, 16}), cache, cache, table, positions},
+       {f32({2, 3, 4, 16})},
+       scale,
+       "paged_attention: k_cache must be [NB, P, KV, D] with q's D: q is f32[2x3x4x16], "
+       "k_cache is f32[6x4x2x8]"},
+      {"paged_attention",
+       {f32({2, 3, 3, 8}), cache, cache, table, positions},
+       {f32({2, 3, 3, 8})},
+       scale,
+       "paged_attention: query heads H = 3 must be a multiple of kv heads KV = 2"},
+      {"paged_attention",
+       {q, cache, cache, i32({10}), positions},
+       {q},
+       scale,
+       "paged_attention: block_table must have rank 2, got i32[10]"},
+      {"paged_attention",
+       {q, cache, cache, table, i64({3, 3})},
+       {q},
+       scale,
+       "paged_attention: positions must be i64[2x3], got i64[3x3]"},
+      {"paged_attention",
+       {q, cache, cache, table, positions},
+       {bf16({2, 3, 4, 8})},
+       scale,
+       "paged_attention: out must be f32[2x3x4x8], got bf16[2x3x4x8]"},
+  };
+  for (const ErrorCase &c : cases)
+    EXPECT_EQ(bindError(c.kernel, c.inputs, c.outputs, c.attrs), c.expected);
+}
+
+} // namespace
+} // namespace llmc::test
