@@ -5,6 +5,7 @@
 
 #include "runtime/Sharding.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/CheckpointReader.h"
 #include "runtime/checkpoint/HuggingFace.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/quant/QuantizedFile.h"
@@ -58,11 +59,16 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
                           int rank) {
   if (!std::ifstream(path))
     fail("--weights: cannot open '", path, "'");
-  // A directory is a Hugging Face model: its tensors under HF's names.
+  // A directory with a config.json is a Hugging Face model (its tensors
+  // under HF's names); any other directory an llmc checkpoint (its latest
+  // step, saved under any layout).
   std::unique_ptr<HuggingFaceModel> hf;
+  std::unique_ptr<CheckpointReader> checkpoint;
   std::unique_ptr<SafetensorsFile> plain;
-  if (isDirectory(path))
+  if (isDirectory(path) && std::ifstream(path + "/config.json"))
     hf = std::make_unique<HuggingFaceModel>(path, artifact);
+  else if (isDirectory(path))
+    checkpoint = std::make_unique<CheckpointReader>(path);
   else
     plain = std::make_unique<SafetensorsFile>(path);
   WeightsLoaded loaded;
@@ -74,6 +80,17 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     if (b->name.rfind("master/", 0) == 0)
       masters[b->name.substr(7)] = b;
   auto read = [&](const std::string &name, const std::vector<int64_t> &shape, FloatTensor &t) {
+    if (checkpoint) {
+      if (!checkpoint->has(name))
+        return false;
+      GlobalTensor global = checkpoint->readParameter(name);
+      t.shape = global.shape;
+      t.data = floatValues(global, name);
+      if (t.shape != shape)
+        fail(checkpoint->stepDir(), ": tensor '", name, "' is ", shapeList(t.shape),
+             " but the model needs ", shapeList(shape));
+      return true;
+    }
     std::string stored = name;
     const SafetensorsFile *file = hf ? hf->find(name, stored) : plain.get();
     if (!file || !readFloatTensor(*file, stored, t))

@@ -3,7 +3,8 @@
 // `llmc-run --weights file.safetensors`: the parameters start from the
 // global tensors of a file — plain, or quantized by `llmc quantize` and
 // dequantized here (runtime/quant/QuantizedFile.h) — or of a Hugging Face
-// model directory (runtime/checkpoint/HuggingFace.h) instead of the random
+// model directory (runtime/checkpoint/HuggingFace.h), or of an llmc
+// checkpoint directory (its latest step, any layout) instead of the random
 // initialisation. Every rank takes its piece of each tensor through the
 // same index mapping checkpoint restore and initialisation use, so one
 // file serves any layout.

@@ -27,13 +27,11 @@
 #include "runtime/Init.h"
 #include "runtime/StreamOrder.h"
 #include "runtime/Inspect.h"
+#include "runtime/RankRuntime.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Weights.h"
-#include "runtime/comm/CollectiveCheck.h"
 #include "runtime/comm/MpiCommunicator.h"
-#include "runtime/comm/NcclCommunicator.h"
 #include "runtime/train/Trace.h"
-#include "runtime/comm/TcpCommunicator.h"
 #include "runtime/data/ByteTokenizer.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/data/Dataset.h"
@@ -54,8 +52,6 @@
 #include <iostream>
 #include <map>
 #include <sstream>
-#include <omp.h>
-#include <thread>
 #include <unistd.h>
 
 namespace llmc {
@@ -133,23 +129,6 @@ void printProfile(const std::map<std::string, std::pair<double, int64_t>> &profi
               << std::setprecision(1) << std::setw(10) << entry.first / 1000.0 << " ms "
               << std::setw(6) << 100.0 * entry.first / total << " %  " << entry.second
               << " calls\n";
-}
-
-/// Several ranks on one host share its cores: unless the user chose thread
-/// counts, give each rank cores/local-ranks threads for OpenMP and OpenBLAS
-/// (which reads its variable when the first GEMM loads it), instead of every
-/// rank spinning up one thread per core. `localRanks` comes from a launch
-/// without mpirun (LOCAL_WORLD_SIZE, Slurm's tasks per node); 0: ask MPI.
-void shareCores(int localRanks) {
-  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!local)
-    local = std::getenv("MPI_LOCALNRANKS");
-  int ranks = localRanks > 0 ? localRanks : local ? std::max(1, std::atoi(local)) : 1;
-  int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
-  if (!std::getenv("OMP_NUM_THREADS"))
-    omp_set_num_threads(threads);
-  if (!std::getenv("OPENBLAS_NUM_THREADS"))
-    setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 0);
 }
 
 /// How far the training loop got: the step it started after, the last step
@@ -267,40 +246,18 @@ private:
 };
 
 void Trainer::setup() {
-  // Under mpirun every rank loads its own role; without it, torchrun- or
-  // Slurm-style variables (RANK, WORLD_SIZE, MASTER_ADDR, ...) start the
-  // ranks over TCP; alone, a multi-rank artifact is an error rather than a
-  // silent single-rank run.
-  bool mpi = launchedByMpi();
-  LaunchEnvironment launch = mpi ? LaunchEnvironment{} : readLaunchEnvironment();
-  bool tcp = !mpi && launch.worldSize > 1;
-  rank = mpi ? mpiWorldRank() : launch.rank;
-  if (mpi || tcp)
-    shareCores(launch.localWorldSize);
-  if (mpi || !launch.sizeVariable.empty()) {
-    // Every rank checks the launch size before looking for its role, so an
-    // extra rank reports the same error as the others.
-    int launched = mpi ? mpiWorldSize() : launch.worldSize;
-    Artifact first = loadArtifact(opt.artifact, 0);
-    if (first.worldSize != launched)
-      fail(worldSizeMismatch(first.mesh, launched, launch.sizeVariable));
-  }
-  artifact = loadArtifact(opt.artifact, rank);
-  bool gpu = artifact.backend == "cuda";
-  if (!mpi && !tcp && artifact.worldSize != 1)
-    fail(opt.artifact, ": compiled for ", artifact.worldSize,
-         " ranks; launch it with mpirun -np ", artifact.worldSize,
-         " (or give each process RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT)");
-  CommOptions commOptions;
-  commOptions.timeoutSeconds = opt.commTimeout;
-  commOptions.debugMaxDelayMs = opt.debugCollectiveDelayMs;
-  if (mpi)
-    comm = makeMpiCommunicator(artifact.mesh, commOptions);
-  else if (tcp)
-    comm = makeTcpCommunicator(artifact.mesh, launch, commOptions);
-  else
-    comm = makeSingleRankCommunicator();
-  checkCollectiveSequences(artifact, rank, *comm);
+  RankRuntimeOptions runtimeOptions;
+  runtimeOptions.comm.timeoutSeconds = opt.commTimeout;
+  runtimeOptions.comm.debugMaxDelayMs = opt.debugCollectiveDelayMs;
+  runtimeOptions.tf32 = opt.tf32;
+  runtimeOptions.streamDelayMicros = opt.debugStreamDelayMicros;
+  RankRuntime opened = openRankRuntime(opt.artifact, runtimeOptions);
+  rank = opened.rank;
+  artifact = std::move(opened.artifact);
+  comm = std::move(opened.comm);
+  device = std::move(opened.device);
+  deviceComm = std::move(opened.deviceComm);
+  bool mpi = opened.mpi, gpu = artifact.backend == "cuda";
   // This rank's place among the data-parallel replicas.
   std::vector<int> coords = meshCoordinates(artifact.mesh, rank);
   std::vector<std::string> dpAxes = artifact.metaList("data_parallel_axes");
@@ -316,17 +273,7 @@ void Trainer::setup() {
   // Every rank takes the same decisions (collectives must match); only the
   // first one talks.
   chatty = lead && !opt.quiet;
-  if (opt.tf32 && !gpu)
-    fail("--tf32 applies to artifacts compiled with --target cuda");
-  if (opt.debugStreamDelayMicros > 0 && gpu)
-    fail("--debug-stream-delay-us applies to artifacts compiled for --target cpu");
-  device = gpu ? makeCudaDevice(artifact.memory.arenaBytes, opt.tf32)
-               : makeCpuDevice(artifact.memory.arenaBytes);
   arena = &device->hostArena();
-  if (opt.debugStreamDelayMicros > 0)
-    device->setStreamDelays(opt.debugStreamDelayMicros, static_cast<uint64_t>(rank) + 1);
-  if (gpu)
-    deviceComm = makeNcclCommunicator(artifact.mesh, *comm, *device);
   Communicator &programComm = gpu ? *deviceComm : *comm;
   auto bind = [&](const char *name) -> std::unique_ptr<BoundProgram> {
     const ProgramInfo *p = artifact.program(name);

@@ -6,6 +6,7 @@
 //   llmc quantize <ckpt-dir> (--model <family> | <graph.mlir>) --scheme s -o f
 //   llmc export-hf <ckpt-dir | weights.safetensors> <model.llmc> -o <hf-dir>
 //   llmc data <text|ids|-> -o <prefix> [--from text|ids|u16|u32] [--shard-tokens N]
+//   llmc generate <model.llmc> [--weights w] --prompt S [--max-new-tokens N] ...
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 #include "runtime/checkpoint/HuggingFace.h"
 #include "runtime/quant/MergeLoRA.h"
 #include "tools/llmc/Data.h"
+#include "tools/llmc/Generate.h"
 #include "tools/llmc/Plan.h"
 #include "tools/llmc/Quantize.h"
 
@@ -224,7 +226,7 @@ int runExportHf() {
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions({&llmcCategory, &llmc::quantizeCategory(), &llmc::planCategory(),
-                            &llmc::dataCategory()});
+                            &llmc::dataCategory(), &llmc::generateCategory()});
   if (!cl::ParseCommandLineOptions(argc, argv,
                                    "llmc: compile transformer training steps\n\n"
                                    "  llmc model <family> --preset <name>    print a forward graph\n"
@@ -238,7 +240,9 @@ int main(int argc, char **argv) {
                                    "                                         fold adapters into the base\n"
                                    "  llmc export-hf ck m.llmc -o hf/        write a Hugging Face model\n"
                                    "  llmc data corpus.txt -o data/train --shard-tokens 100000000\n"
-                                   "                                         write token shards\n",
+                                   "                                         write token shards\n"
+                                   "  llmc generate m.llmc --weights ck --prompt \"Once\"\n"
+                                   "                                         generate text (--inference)\n",
                                    &errs()))
     return 1;
   if (modelCmd)
@@ -257,7 +261,9 @@ int main(int argc, char **argv) {
     return llmc::runPlan();
   if (llmc::dataCommand)
     return llmc::runData();
+  if (llmc::generateCommand)
+    return llmc::runGenerate();
   return fail("llmc", "missing subcommand (model, compile, inspect, plan, quantize, merge-lora, "
-                      "export-hf or data); "
+                      "export-hf, data or generate); "
                       "see llmc --help");
 }

@@ -1,0 +1,88 @@
+//===- RankRuntime.cpp - one rank's artifact, communicators and device ----===//
+//
+// Part of llmc: see RankRuntime.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/RankRuntime.h"
+
+#include "runtime/comm/CollectiveCheck.h"
+#include "runtime/comm/LaunchEnvironment.h"
+#include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/NcclCommunicator.h"
+#include "runtime/comm/TcpCommunicator.h"
+#include "runtime/support/Error.h"
+
+#include <cstdlib>
+#include <omp.h>
+#include <thread>
+
+namespace llmc {
+
+/// Several ranks on one host share its cores: unless the user chose thread
+/// counts, give each rank cores/local-ranks threads for OpenMP and OpenBLAS
+/// (which reads its variable when the first GEMM loads it), instead of every
+/// rank spinning up one thread per core.
+void shareCores(int localRanks) {
+  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local)
+    local = std::getenv("MPI_LOCALNRANKS");
+  int ranks = localRanks > 0 ? localRanks : local ? std::max(1, std::atoi(local)) : 1;
+  int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
+  if (!std::getenv("OMP_NUM_THREADS"))
+    omp_set_num_threads(threads);
+  if (!std::getenv("OPENBLAS_NUM_THREADS"))
+    setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 0);
+}
+
+std::unique_ptr<BoundProgram> RankRuntime::bind(const char *program) {
+  const ProgramInfo *p = artifact.program(program);
+  return p ? std::make_unique<BoundProgram>(*p, *device, programComm(), rank) : nullptr;
+}
+
+RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOptions &options) {
+  RankRuntime r;
+  // Under mpirun every rank loads its own role; without it, torchrun- or
+  // Slurm-style variables (RANK, WORLD_SIZE, MASTER_ADDR, ...) start the
+  // ranks over TCP; alone, a multi-rank artifact is an error rather than a
+  // silent single-rank run.
+  r.mpi = launchedByMpi();
+  LaunchEnvironment launch = r.mpi ? LaunchEnvironment{} : readLaunchEnvironment();
+  bool tcp = !r.mpi && launch.worldSize > 1;
+  r.rank = r.mpi ? mpiWorldRank() : launch.rank;
+  if (r.mpi || tcp)
+    shareCores(launch.localWorldSize);
+  if (r.mpi || !launch.sizeVariable.empty()) {
+    // Every rank checks the launch size before looking for its role, so an
+    // extra rank reports the same error as the others.
+    int launched = r.mpi ? mpiWorldSize() : launch.worldSize;
+    Artifact first = loadArtifact(artifactPath, 0);
+    if (first.worldSize != launched)
+      fail(worldSizeMismatch(first.mesh, launched, launch.sizeVariable));
+  }
+  r.artifact = loadArtifact(artifactPath, r.rank);
+  if (!r.mpi && !tcp && r.artifact.worldSize != 1)
+    fail(artifactPath, ": compiled for ", r.artifact.worldSize,
+         " ranks; launch it with mpirun -np ", r.artifact.worldSize,
+         " (or give each process RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT)");
+  if (r.mpi)
+    r.comm = makeMpiCommunicator(r.artifact.mesh, options.comm);
+  else if (tcp)
+    r.comm = makeTcpCommunicator(r.artifact.mesh, launch, options.comm);
+  else
+    r.comm = makeSingleRankCommunicator();
+  checkCollectiveSequences(r.artifact, r.rank, *r.comm);
+  if (options.tf32 && !r.gpu())
+    fail("--tf32 applies to artifacts compiled with --target cuda");
+  if (options.streamDelayMicros > 0 && r.gpu())
+    fail("--debug-stream-delay-us applies to artifacts compiled for --target cpu");
+  r.device = r.gpu() ? makeCudaDevice(r.artifact.memory.arenaBytes, options.tf32)
+                     : makeCpuDevice(r.artifact.memory.arenaBytes);
+  if (options.streamDelayMicros > 0)
+    r.device->setStreamDelays(options.streamDelayMicros, static_cast<uint64_t>(r.rank) + 1);
+  if (r.gpu())
+    r.deviceComm = makeNcclCommunicator(r.artifact.mesh, *r.comm, *r.device);
+  return r;
+}
+
+} // namespace llmc

@@ -1,0 +1,276 @@
+//===- Generate.cpp - llmc generate: text from an inference artifact ------===//
+//
+// Part of llmc: see Generate.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/generate/Generate.h"
+
+#include "kernels/Half.h"
+#include "runtime/Init.h"
+#include "runtime/RankRuntime.h"
+#include "runtime/checkpoint/Safetensors.h"
+#include "runtime/checkpoint/Weights.h"
+#include "runtime/data/ByteTokenizer.h"
+#include "runtime/generate/Scheduler.h"
+#include "runtime/support/Error.h"
+
+#include <chrono>
+#include <cstring>
+#include <iomanip>
+#include <iostream>
+#include <map>
+
+namespace llmc {
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// The step shapes the artifact was compiled with (llmc compile --inference).
+struct InferenceShape {
+  int64_t maxBatch = 0, maxContext = 0, page = 0, chunk = 0, blocks = 0, maxBlocks = 0;
+};
+
+InferenceShape inferenceShape(const Artifact &artifact, const std::string &path) {
+  auto get = [&](const char *key) {
+    std::string text = artifact.meta(std::string("inference.") + key);
+    if (text.empty())
+      fail(path, ": not an inference artifact (compile it with llmc compile --inference "
+                 "max-batch=N,max-context=N)");
+    return static_cast<int64_t>(std::stoll(text));
+  };
+  InferenceShape s;
+  s.maxBatch = get("max_batch");
+  s.maxContext = get("max_context");
+  s.page = get("page");
+  s.chunk = get("chunk");
+  s.blocks = get("blocks");
+  s.maxBlocks = get("max_blocks");
+  return s;
+}
+
+/// One inference program with its host-side inputs and logits.
+class Step {
+public:
+  Step(std::unique_ptr<BoundProgram> program, const std::string &name, const std::string &path)
+      : program_(std::move(program)) {
+    if (!program_)
+      fail(path, ": has no ", name, " program (compile it with llmc compile --inference)");
+    for (const char *input : {"tokens", "positions", "cache_positions", "block_table"}) {
+      TensorView v = program_->view(input);
+      if (v.dtype != DType::I32)
+        fail(path, ": ", name, " input '", input, "' is ", dtypeName(v.dtype), ", expected i32");
+    }
+    logits_ = program_->view("logits");
+  }
+
+  int64_t vocab() const { return logits_.dim(-1); }
+
+  /// Runs the program on `batch`; returns its logits [rows, V] in fp32.
+  const float *run(const Batch &batch) {
+    set("tokens", batch.tokens);
+    set("positions", batch.positions);
+    set("cache_positions", batch.cachePositions);
+    set("block_table", batch.blockTable);
+    program_->run(StepContext{});
+    program_->toHost(logits_);
+    if (logits_.dtype == DType::F32)
+      return logits_.as<float>();
+    widened_.resize(logits_.numel());
+    const uint16_t *src = logits_.as<uint16_t>();
+    for (size_t i = 0; i < widened_.size(); ++i)
+      widened_[i] = logits_.dtype == DType::BF16 ? bf16ToFloat(src[i]) : half::toFloat(src[i]);
+    return widened_.data();
+  }
+
+private:
+  void set(const char *name, const std::vector<int32_t> &values) {
+    TensorView v = program_->view(name);
+    if (static_cast<size_t>(v.numel()) != values.size())
+      fail("internal: ", name, " has ", v.numel(), " elements, the batch ", values.size());
+    std::memcpy(v.data, values.data(), values.size() * sizeof(int32_t));
+    program_->toDevice(v);
+  }
+
+  std::unique_ptr<BoundProgram> program_;
+  TensorView logits_;
+  std::vector<float> widened_;
+};
+
+/// Texts and token ids for the artifact's vocabulary.
+struct Tokenizer {
+  bool bytes = false;
+  std::vector<int32_t> encode(const std::string &text) const {
+    std::vector<uint16_t> ids = ByteTokenizer::encode(text);
+    return std::vector<int32_t>(ids.begin(), ids.end());
+  }
+  std::string decode(const std::vector<int32_t> &ids) const {
+    if (!bytes) {
+      std::string text;
+      for (int32_t id : ids)
+        text += (text.empty() ? "" : " ") + std::to_string(id);
+      return text;
+    }
+    return ByteTokenizer::decode(std::vector<uint16_t>(ids.begin(), ids.end()));
+  }
+};
+
+std::string formatRate(double tokens, double seconds) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1) << (seconds > 0 ? tokens / seconds : 0.0);
+  return os.str();
+}
+
+class Generator {
+public:
+  explicit Generator(const GenerateOptions &options) : opt(options) {}
+
+  int run() {
+    RankRuntimeOptions runtimeOptions;
+    runtimeOptions.comm.timeoutSeconds = opt.commTimeout;
+    rt = openRankRuntime(opt.artifact, runtimeOptions);
+    shape = inferenceShape(rt.artifact, opt.artifact);
+    Step prefill(rt.bind("prefill"), "prefill", opt.artifact);
+    Step decode(rt.bind("decode"), "decode", opt.artifact);
+    loadParameters();
+    lead = rt.rank == 0;
+
+    int64_t vocab = decode.vocab();
+    tokenizer.bytes = vocab == ByteTokenizer::kVocabSize;
+    std::vector<std::vector<int32_t>> prompts = opt.promptTokens;
+    if (!opt.prompts.empty() && !tokenizer.bytes)
+      fail("--prompt: the model's vocabulary is ", vocab,
+           " tokens, not bytes; give the prompt as --prompt-tokens");
+    for (const std::string &text : opt.prompts)
+      prompts.push_back(tokenizer.encode(text));
+    if (prompts.empty())
+      fail("no prompt: give --prompt, --prompts or --prompt-tokens");
+
+    SchedulerOptions so;
+    so.maxBatch = shape.maxBatch;
+    so.chunk = shape.chunk;
+    so.vocab = vocab;
+    so.stopToken = opt.stopToken >= 0 ? opt.stopToken : -1;
+    so.sampling = opt.sampling;
+    Scheduler scheduler(so, BlockAllocator(shape.blocks, shape.page, shape.maxBlocks));
+    for (size_t i = 0; i < prompts.size(); ++i)
+      scheduler.submit({static_cast<int64_t>(i), prompts[i], opt.maxNewTokens});
+
+    bool streaming = prompts.size() == 1 && lead;
+    if (streaming && !opt.quiet)
+      std::cout << tokenizer.decode(prompts[0]) << std::flush;
+    std::map<int64_t, std::vector<float>> dumped; // request -> logits rows
+    double prefillSeconds = 0, decodeSeconds = 0;
+    int64_t prefillTokens = 0, decodeTokens = 0;
+    const float *lastLogits = nullptr;
+    const Batch *lastBatch = nullptr;
+    auto model = [&](const Batch &batch) -> const float * {
+      double start = now();
+      bool isPrefill = batch.kind == Batch::Kind::Prefill;
+      lastLogits = (isPrefill ? prefill : decode).run(batch);
+      lastBatch = &batch;
+      double seconds = now() - start;
+      int64_t fed = 0;
+      for (int32_t p : batch.cachePositions)
+        fed += p >= 0;
+      (isPrefill ? prefillSeconds : decodeSeconds) += seconds;
+      (isPrefill ? prefillTokens : decodeTokens) += fed;
+      return lastLogits;
+    };
+    auto onToken = [&](const GeneratedToken &t) {
+      if (!opt.dumpLogits.empty())
+        for (int64_t row = 0; row < lastBatch->rows; ++row)
+          if (lastBatch->requests[row] == t.request) {
+            std::vector<float> &rows = dumped[t.request];
+            rows.insert(rows.end(), lastLogits + row * vocab, lastLogits + (row + 1) * vocab);
+          }
+      if (streaming) {
+        std::cout << tokenizer.decode({t.token}) << std::flush;
+        if (t.finished)
+          std::cout << "\n";
+      }
+    };
+    double start = now();
+    GenerationStats stats = scheduler.run(model, onToken);
+    double total = now() - start;
+
+    if (lead && !streaming)
+      for (const GenerationResult &r : sortedResults(scheduler))
+        std::cout << "[" << r.id << "] " << tokenizer.decode(prompts[r.id])
+                  << tokenizer.decode(r.tokens) << "\n";
+    if (lead && !opt.dumpLogits.empty())
+      writeDump(scheduler, dumped, vocab);
+    if (lead && !opt.quiet)
+      std::cerr << "prefill: " << prefillTokens << " tokens in " << std::fixed
+                << std::setprecision(3) << prefillSeconds << " s ("
+                << formatRate(static_cast<double>(prefillTokens), prefillSeconds)
+                << " tok/s, " << stats.prefillCalls << " calls)\n"
+                << "decode:  " << decodeTokens << " tokens in " << decodeSeconds << " s ("
+                << formatRate(static_cast<double>(decodeTokens), decodeSeconds) << " tok/s, "
+                << stats.decodeCalls << " calls of up to " << shape.maxBatch << " rows)\n"
+                << "total:   " << stats.generatedTokens << " tokens generated for "
+                << stats.finishedRequests << " prompts in " << total << " s\n"
+                << std::defaultfloat;
+    return 0;
+  }
+
+private:
+  void loadParameters() {
+    uint64_t seed = static_cast<uint64_t>(rt.artifact.metaNumber("seed", 1337));
+    Arena &arena = rt.device->hostArena();
+    initializeParameters(rt.artifact, arena, seed, rt.rank);
+    if (!opt.weights.empty()) {
+      WeightsLoaded loaded = loadWeights(opt.weights, rt.artifact, arena, rt.rank);
+      if (rt.rank == 0 && !opt.quiet)
+        std::cerr << "weights: " << loaded.tensors << " parameters from " << opt.weights
+                  << "\n";
+    } else if (rt.rank == 0 && !opt.quiet) {
+      std::cerr << "weights: none given (--weights); generating from random initialisation\n";
+    }
+    rt.device->toDevice(0, rt.artifact.memory.persistentBytes);
+  }
+
+  static std::vector<GenerationResult> sortedResults(const Scheduler &scheduler) {
+    std::vector<GenerationResult> results = scheduler.results();
+    std::sort(results.begin(), results.end(),
+              [](const GenerationResult &a, const GenerationResult &b) { return a.id < b.id; });
+    return results;
+  }
+
+  void writeDump(const Scheduler &scheduler, const std::map<int64_t, std::vector<float>> &dumped,
+                 int64_t vocab) {
+    std::vector<GenerationResult> results = sortedResults(scheduler);
+    std::vector<SafeTensor> tensors;
+    for (const GenerationResult &r : results) {
+      int64_t n = static_cast<int64_t>(r.tokens.size());
+      tensors.push_back({"tokens." + std::to_string(r.id), DType::I32, {n}, r.tokens.data(),
+                         r.tokens.size() * sizeof(int32_t)});
+      const std::vector<float> &rows = dumped.at(r.id);
+      tensors.push_back({"logits." + std::to_string(r.id), DType::F32, {n, vocab}, rows.data(),
+                         rows.size() * sizeof(float)});
+    }
+    writeSafetensors(opt.dumpLogits, tensors);
+  }
+
+  GenerateOptions opt;
+  RankRuntime rt;
+  InferenceShape shape;
+  Tokenizer tokenizer;
+  bool lead = true;
+};
+
+} // namespace
+
+int runGeneration(const GenerateOptions &options) {
+  try {
+    return Generator(options).run();
+  } catch (const std::exception &e) {
+    std::cerr << "llmc generate: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+} // namespace llmc
