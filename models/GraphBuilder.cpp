@@ -81,7 +81,8 @@ Value GraphBuilder::embedding(Value table, Value ids) {
 }
 
 Value GraphBuilder::rope(Value x, Value positions, double theta) {
-  return llm::RopeOp::create(builder, loc("rope"), x, positions, APFloat(theta), false);
+  return llm::RopeOp::create(builder, loc("rope"), x, positions, APFloat(theta), false,
+                             /*position_limit=*/nullptr);
 }
 
 Value GraphBuilder::attention(Value q, Value k, Value v, Value segments, double scale) {

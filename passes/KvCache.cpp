@@ -8,7 +8,8 @@
 // updated in place) and an llm.paged_attention over the pools. The step
 // returns the logits of each row's last column only, so the head's matmul
 // runs on one token per row. The graph must take `positions` (the model
-// builders add it for inference); the step adds `block_table` [B, M] and
+// builders add it for inference; rotary embeddings reading it get tables for
+// the whole context); the step adds `block_table` [B, M] and
 // `cache_positions` [B, T] (−1: padding) inputs.
 //
 //===----------------------------------------------------------------------===//
@@ -138,6 +139,11 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
     BlockArgument cachePositions =
         addArgument(func, RankedTensorType::get({B, T}, i32), "input", "cache_positions");
 
+    // Rotary tables must reach the longest context, not this step's T.
+    func.walk([&](llm::RopeOp rope) {
+      if (rope.getPositions())
+        rope.setPositionLimitAttr(b.getI64IntegerAttr(maxBlocks * page));
+    });
     SmallVector<llm::AttentionOp> attentions;
     func.walk([&](llm::AttentionOp op) { attentions.push_back(op); });
     if (attentions.empty()) {

@@ -119,7 +119,8 @@ def KvCache : Pass<"llmc-kv-cache", "mlir::ModuleOp"> {
     New inputs: `block_table` `[B, max-blocks]` and `cache_positions`
     `[B, T]` (each token's position in its sequence, −1 for padding). The
     head runs on each row's last column: the step returns logits `[B, V]`.
-    The graph must take a `positions` input.
+    The graph must take a `positions` input; `llm.rope` ops reading it get
+    `position_limit` = max-blocks × page, as positions run past the step's T.
 
     ```mlir
     %o, %lse = llm.attention %q, %k, %v {causal, scale = 0.25 : f64} : ...

@@ -206,7 +206,8 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
       .Case([&](RopeOp r) -> FailureOr<Grads> {
         // A rotation's transpose is the opposite rotation.
         return Grads{
-            RopeOp::create(b, loc, dy, r.getPositions(), r.getTheta(), !r.getInverse())};
+            RopeOp::create(b, loc, dy, r.getPositions(), r.getTheta(), !r.getInverse(),
+                           r.getPositionLimitAttr())};
       })
       .Case([&](AttentionOp a) { return attentionVJP(b, a, dys, need); })
       .Case([&](CrossEntropyOp ce) -> FailureOr<Grads> {

@@ -270,7 +270,9 @@ def LLM_RopeOp : LLM_PureOp<"rope"> {
     (x[i], x[i + D/2]) by the angle t·theta^(−2i/D), as in the Hugging Face
     Llama code (`rotate_half`). `inverse` rotates by the negative angle,
     which is the backward. The optional `positions` `[B, T]` (values in
-    [0, T)) replace t, so packed documents each start at position 0.
+    [0, T), or in [0, `position_limit`) when given: a decode step's
+    positions run past its T) replace t, so packed documents each start at
+    position 0.
 
     ```mlir
     %qr = llm.rope %q {theta = 10000.0 : f64} : tensor<4x64x8x16xf32>
@@ -279,7 +281,8 @@ def LLM_RopeOp : LLM_PureOp<"rope"> {
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$x, Optional<LLM_IndexTensor>:$positions,
-                       F64Attr:$theta, UnitAttr:$inverse);
+                       F64Attr:$theta, UnitAttr:$inverse,
+                       OptionalAttr<I64Attr>:$position_limit);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = [{
     $x (`positions` $positions^ `:` type($positions))? attr-dict `:` type($x)

@@ -25,6 +25,10 @@ bool bindRope(const KernelArgs &args, std::string &error, RopeBinding *out) {
       (!v.isIndex(v.in(1), "positions") ||
        !v.hasType(v.in(1), "positions", v.in(1).dtype, {x.dim(0), x.dim(1)})))
     return false;
+  out->rows = args.attrs.getInt("position_limit", x.dim(1));
+  if (out->rows < x.dim(1))
+    return v.fail("attribute 'position_limit' (" + std::to_string(out->rows) +
+                  ") must be at least T = " + std::to_string(x.dim(1)));
   out->dtype = x.dtype;
   out->theta = theta;
   out->inverse = inverse;

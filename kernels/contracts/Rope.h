@@ -14,12 +14,17 @@
 
 namespace llmc::contracts {
 
-/// rope(x[, positions]) -> out, attributes theta and inverse.
+/// rope(x[, positions]) -> out, attributes theta, inverse and optionally
+/// position_limit.
 struct RopeBinding {
   DType dtype = DType::F32;
   bool positions = false; ///< the positions input is present (i32 or i64)
   double theta = 0;
   bool inverse = false;
+  /// Positions are in [0, rows): the cos/sin table's rows, attribute
+  /// `position_limit` when given (a decode step's positions run past its
+  /// T), else T.
+  int64_t rows = 0;
 };
 bool bindRope(const KernelArgs &args, std::string &error, RopeBinding *out);
 

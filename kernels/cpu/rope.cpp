@@ -5,9 +5,10 @@
 // rotates by the negative angle, which is exactly the backward. With a
 // positions input [B, T] (packed documents restart at 0) position
 // positions[b, t] replaces t. The angles depend only on (position, i), so
-// their cos/sin for positions 0..T−1 are computed once at bind time in
-// double and the run is a streaming multiply-add; a position outside
-// [0, T) makes its row NaN rather than read outside the table. Each pair is
+// their cos/sin for positions 0..T−1 (0..position_limit−1 when given) are
+// computed once at bind time in double and the run is a streaming
+// multiply-add; a position outside the table makes its row NaN rather than
+// read outside it. Each pair is
 // read before it is written, so out may alias x.
 //
 //===----------------------------------------------------------------------===//
@@ -20,13 +21,13 @@ namespace {
 
 template <typename T> class RopeKernel final : public Kernel {
 public:
-  RopeKernel(const KernelArgs &args, double theta, bool inverse)
+  RopeKernel(const KernelArgs &args, double theta, bool inverse, int64_t rows)
       : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()),
         positions_(args.inputs.size() > 1 ? IdView(args.inputs[1]) : IdView()),
         b_(args.inputs[0].dim(0)),
         t_(args.inputs[0].dim(1)), h_(args.inputs[0].dim(2)), d_(args.inputs[0].dim(3)),
-        half_(d_ / 2), cos_(t_ * half_), sin_(t_ * half_) {
-    for (int64_t t = 0; t < t_; ++t)
+        half_(d_ / 2), rows_(rows), cos_(rows_ * half_), sin_(rows_ * half_) {
+    for (int64_t t = 0; t < rows_; ++t)
       for (int64_t i = 0; i < half_; ++i) {
         double angle = static_cast<double>(t) * std::pow(theta, -2.0 * i / d_);
         cos_[t * half_ + i] = static_cast<float>(std::cos(angle));
@@ -39,7 +40,7 @@ public:
 #pragma omp parallel for schedule(static) if (b_ * t_ * h_ * d > kParallelGrain)
     for (int64_t bt = 0; bt < b_ * t_; ++bt) {
       int64_t t = positions_.data ? positions_[bt] : bt % t_;
-      if (t < 0 || t >= t_) {
+      if (t < 0 || t >= rows_) {
         for (int64_t e = 0; e < h_ * d; ++e) store(out_ + bt * h_ * d, e, kNaN);
         continue;
       }
@@ -62,13 +63,14 @@ private:
   T *out_;
   IdView positions_; // null data: position t
   int64_t b_, t_, h_, d_, half_;
-  std::vector<float> cos_, sin_; // [T, D/2]; sin negated when inverse
+  int64_t rows_;                 // positions in [0, rows_)
+  std::vector<float> cos_, sin_; // [rows, D/2]; sin negated when inverse
 };
 
 std::unique_ptr<Kernel> makeRope(const KernelArgs &args, std::string &error) {
   contracts::RopeBinding b;
   if (!contracts::bindRope(args, error, &b)) return nullptr;
-  return makeFloatKernel<RopeKernel>(b.dtype, args, b.theta, b.inverse);
+  return makeFloatKernel<RopeKernel>(b.dtype, args, b.theta, b.inverse, b.rows);
 }
 
 } // namespace

@@ -22,12 +22,12 @@
 namespace llmc::cuda {
 namespace {
 
-/// pairs = B·T·H·half; cs, sn are [T, half]; positions [B, T] (i64 when
+/// pairs = B·T·H·half; cs, sn are [rows, half]; positions [B, T] (i64 when
 /// `wide`) or null.
 template <typename T>
 __global__ void ropeKernel(const T *x, T *out, const float *cs, const float *sn,
                            const void *positions, bool wide, int64_t pairs, int64_t t,
-                           int64_t h, int64_t half) {
+                           int64_t rows, int64_t h, int64_t half) {
   LLMC_GRID_STRIDE(p, pairs) {
     const int64_t i = p % half, row = p / half; // row = (b·T + t)·H + h
     const int64_t bt = row / h;
@@ -35,7 +35,7 @@ __global__ void ropeKernel(const T *x, T *out, const float *cs, const float *sn,
                         : wide     ? static_cast<const int64_t *>(positions)[bt]
                                    : static_cast<const int32_t *>(positions)[bt];
     const int64_t base = row * 2 * half;
-    if (pos < 0 || pos >= t) {
+    if (pos < 0 || pos >= rows) {
       store(out, base + i, __int_as_float(0x7fc00000));
       store(out, base + i + half, __int_as_float(0x7fc00000));
       continue;
@@ -49,16 +49,16 @@ __global__ void ropeKernel(const T *x, T *out, const float *cs, const float *sn,
 
 template <typename T> class RopeKernel final : public Kernel {
 public:
-  RopeKernel(const KernelArgs &args, double theta, bool inverse)
+  RopeKernel(const KernelArgs &args, double theta, bool inverse, int64_t rows)
       : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()),
         positions_(args.inputs.size() > 1 ? args.inputs[1].data : nullptr),
         wide_(args.inputs.size() > 1 && args.inputs[1].dtype == DType::I64),
         b_(args.inputs[0].dim(0)),
         t_(args.inputs[0].dim(1)), h_(args.inputs[0].dim(2)), d_(args.inputs[0].dim(3)),
-        half_(d_ / 2), table_(2 * t_ * half_ * sizeof(float)) {
-    std::vector<float> host(static_cast<size_t>(2 * t_ * half_));
-    float *cosTable = host.data(), *sinTable = host.data() + t_ * half_;
-    for (int64_t t = 0; t < t_; ++t)
+        half_(d_ / 2), rows_(rows), table_(2 * rows_ * half_ * sizeof(float)) {
+    std::vector<float> host(static_cast<size_t>(2 * rows_ * half_));
+    float *cosTable = host.data(), *sinTable = host.data() + rows_ * half_;
+    for (int64_t t = 0; t < rows_; ++t)
       for (int64_t i = 0; i < half_; ++i) {
         double angle = static_cast<double>(t) * std::pow(theta, -2.0 * i / d_);
         cosTable[t * half_ + i] = static_cast<float>(std::cos(angle));
@@ -72,7 +72,7 @@ public:
     if (pairs == 0) return;
     const float *cs = table_.as<float>();
     ropeKernel<T><<<gridFor(pairs), kBlock, 0, streamOf(ctx)>>>(
-        x_, out_, cs, cs + t_ * half_, positions_, wide_, pairs, t_, h_, half_);
+        x_, out_, cs, cs + rows_ * half_, positions_, wide_, pairs, t_, rows_, h_, half_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -82,13 +82,14 @@ private:
   const void *positions_; // [B, T] or null: position t
   bool wide_;             // i64 positions
   int64_t b_, t_, h_, d_, half_;
-  BindScratch table_; // cos [T, D/2], then sin [T, D/2] (negated when inverse)
+  int64_t rows_;      // positions in [0, rows_)
+  BindScratch table_; // cos [rows, D/2], then sin [rows, D/2] (negated when inverse)
 };
 
 std::unique_ptr<Kernel> makeCudaRope(const KernelArgs &args, std::string &error) {
   contracts::RopeBinding b;
   if (!contracts::bindRope(args, error, &b)) return nullptr;
-  return makeFloatKernel<RopeKernel>(b.dtype, args, b.theta, b.inverse);
+  return makeFloatKernel<RopeKernel>(b.dtype, args, b.theta, b.inverse, b.rows);
 }
 
 } // namespace

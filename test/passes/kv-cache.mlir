@@ -13,6 +13,7 @@
 // CHECK-SAME:    %arg5: tensor<6x4x2x16xf32> {llmc.name = "kv/h.0.k", llmc.role = "kv_cache"}
 // CHECK-SAME:    %arg6: tensor<6x4x2x16xf32> {llmc.name = "kv/h.0.v", llmc.role = "kv_cache"}
 // CHECK-SAME:    -> (tensor<2x32xf32> {llmc.name = "logits", llmc.role = "output"}, tensor<6x4x2x16xf32> {llmc.tied_to = 5 : i64}, tensor<6x4x2x16xf32> {llmc.tied_to = 6 : i64})
+// CHECK:       llm.rope %{{.*}} positions %arg2 : tensor<2x8xi32> {llmc.block_name = "h.0", position_limit = 12 : i64, theta = 1.000000e+04 : f64}
 // CHECK:       %[[K:.*]] = llm.kv_cache_write %arg5, %{{.*}}, %arg3, %arg4 {llmc.block_name = "h.0"} : tensor<6x4x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x3xi32>, tensor<2x8xi32>
 // CHECK-NEXT:  %[[V:.*]] = llm.kv_cache_write %arg6, %{{.*}}, %arg3, %arg4
 // CHECK-NEXT:  %[[O:.*]] = llm.paged_attention %{{.*}}, %[[K]], %[[V]], %arg3, %arg4 {llmc.block_name = "h.0", scale = 2.500000e-01 : f64}

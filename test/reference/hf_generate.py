@@ -1,0 +1,125 @@
+"""`llmc generate` against `transformers` (docs/inference.md).
+
+For GPT-2 and Llama (grouped-query attention), a transformers model with
+random weights is saved as a Hugging Face directory and compiled with
+`llmc compile --inference` (small pages and prefill chunks, so prompts span
+several chunks and pages). Prompts of different lengths, more of them than
+the decode batch has rows, are generated greedily in one `llmc generate`
+run (continuous batching), and
+
+  * the logits each token was sampled from equal transformers' logits of
+    the whole sequence, recomputed without a cache, at every position
+    (fp32, 1e-5 relative to the largest logit): paged cache = recompute;
+  * the greedy tokens equal transformers' `generate` (its own contiguous
+    KV cache);
+  * each prompt alone gives the same tokens and logits as in the batch;
+  * under tensor parallelism (`--mesh tp=2`, two ranks) the same tokens and
+    logits again;
+  * a bf16 artifact (bf16 weights and cache) keeps within bf16's rounding.
+
+Run by run_hf.sh with the venv's python; no network, no downloaded models.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import torch
+import transformers
+from safetensors.torch import load_file
+
+from hf_interop import hf_model
+
+TOL = 1e-5
+PROMPTS = [[5], [17, 3, 250, 9, 100], list(range(40, 53)), [7] * 9, list(range(200, 222)), [1, 2]]
+NEW_TOKENS = 10
+
+
+def generate(args, artifact, weights, prompts, work, name, ranks=1):
+    dump = os.path.join(work, name + ".safetensors")
+    cmd = [os.path.join(args.bin, "llmc"), "generate", artifact, "--weights", weights,
+           "--max-new-tokens", str(NEW_TOKENS), "--temperature", "0", "--dump-logits", dump,
+           "--quiet"]
+    for p in prompts:
+        cmd += ["--prompt-tokens", ",".join(map(str, p))]
+    if ranks > 1:
+        cmd = [args.mpirun, "-np", str(ranks)] + cmd
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    got = load_file(dump)
+    return [(got[f"tokens.{i}"].tolist(), got[f"logits.{i}"]) for i in range(len(prompts))]
+
+
+def relative(a, b):
+    return (a - b).abs().max().item() / b.abs().max().item()
+
+
+def check(name, family, args, width=64, heads=4):
+    work = os.path.join(args.work, name)
+    os.makedirs(work, exist_ok=True)
+    model = hf_model(family, tied=family == "gpt2", width=width, heads=heads).eval()
+    hf = os.path.join(work, "hf")
+    model.save_pretrained(hf, safe_serialization=True)
+    llmc = os.path.join(args.bin, "llmc")
+    spec = "max-batch=3,max-context=32,page=4,chunk=8"
+
+    def compile_(out, *flags):
+        subprocess.run([llmc, "compile", "--model", family, "--config",
+                        os.path.join(hf, "config.json"), "--inference", spec, *flags, "-o", out],
+                       check=True)
+        return out
+
+    artifact = compile_(os.path.join(work, "m.llmc"))
+    batched = generate(args, artifact, hf, PROMPTS, work, "batched")
+    worst = 0.0
+    for prompt, (tokens, logits) in zip(PROMPTS, batched):
+        assert len(tokens) == NEW_TOKENS, (prompt, tokens)
+        full = torch.tensor([prompt + tokens])
+        with torch.no_grad():
+            ref = model(full, use_cache=False).logits[0, len(prompt) - 1:-1]
+            want = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS,
+                                  do_sample=False, pad_token_id=0)[0, len(prompt):].tolist()
+        err = relative(logits, ref)
+        worst = max(worst, err)
+        assert err <= TOL, f"{name} prompt {prompt}: logits differ by {err:.3g} (> {TOL})"
+        assert tokens == want, f"{name} prompt {prompt}: {tokens} vs transformers' {want}"
+
+    for i, prompt in enumerate(PROMPTS):
+        alone = generate(args, artifact, hf, [prompt], work, f"alone{i}")[0]
+        assert alone[0] == batched[i][0], f"{name}: prompt {i} alone {alone[0]} vs {batched[i][0]}"
+        err = relative(alone[1], batched[i][1])
+        assert err <= TOL, f"{name}: prompt {i} alone differs by {err:.3g}"
+
+    tp = compile_(os.path.join(work, "tp2.llmc"), "--mesh", "tp=2")
+    for (tokens, logits), (want, ref) in zip(generate(args, tp, hf, PROMPTS, work, "tp2", 2),
+                                             batched):
+        assert tokens == want, f"{name} tp=2: {tokens} vs one rank's {want}"
+        err = relative(logits, ref)
+        assert err <= TOL, f"{name} tp=2: logits differ from one rank's by {err:.3g}"
+
+    bf16 = compile_(os.path.join(work, "bf16.llmc"), "--precision", "bf16")
+    bf16_worst = 0.0
+    for prompt, (tokens, logits) in zip(PROMPTS, generate(args, bf16, hf, PROMPTS, work, "bf16")):
+        with torch.no_grad():
+            ref = model(torch.tensor([prompt + tokens]), use_cache=False).logits[0, len(prompt) - 1:-1]
+        bf16_worst = max(bf16_worst, relative(logits, ref))
+    assert bf16_worst <= 3e-2, f"{name} bf16: logits differ by {bf16_worst:.3g} (> 3e-2)"
+    print(f"{name}: {len(PROMPTS)} prompts x {NEW_TOKENS} greedy tokens as transformers' "
+          f"generate; logits max rel err {worst:.2e} against recompute; alone = batched; "
+          f"tp=2 = one rank; bf16 max rel err {bf16_worst:.2e}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--mpirun", default="mpirun")
+    args = p.parse_args()
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    torch.set_num_threads(2)
+    check("gpt2", "gpt2", args)
+    check("llama-gqa", "llama", args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
