@@ -2,6 +2,7 @@
 
 #include "runtime/support/Json.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/Unicode.h"
 
 #include <cerrno>
 #include <cmath>
@@ -234,23 +235,6 @@ private:
     }
     return code;
   }
-  static void appendUtf8(std::string &out, unsigned code) {
-    if (code < 0x80) {
-      out += static_cast<char>(code);
-    } else if (code < 0x800) {
-      out += static_cast<char>(0xC0 | (code >> 6));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else if (code < 0x10000) {
-      out += static_cast<char>(0xE0 | (code >> 12));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (code >> 18));
-      out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    }
-  }
   std::string parseString() {
     std::string out;
     ++pos; // opening quote
@@ -282,7 +266,7 @@ private:
           if (low < 0xDC00 || low > 0xDFFF) error("high surrogate not followed by a \\u low surrogate");
           code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
         }
-        appendUtf8(out, code);
+        unicode::append(out, code);
         break;
       }
       default: error(std::string("bad escape '\\") + e + "'");
