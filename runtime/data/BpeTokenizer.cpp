@@ -31,7 +31,7 @@ struct BpeTokenizer::Step {
     Prepend,      // normalizer: `text` before non-empty text
     Replace,      // normalizer, decoder: every `text` by `content`
     ByteLevel,    // pre-tokenizer, decoder
-    SplitGpt2,    // pre-tokenizer: GPT-2's regex, no byte mapping
+    Split,        // pre-tokenizer: `split`'s pieces, no byte mapping
     Metaspace,    // pre-tokenizer, decoder: `text` is the replacement of ' '
     ByteFallback, // decoder: <0xNN> tokens to bytes
     Fuse,         // decoder: all tokens into one
@@ -40,9 +40,10 @@ struct BpeTokenizer::Step {
   enum class PrependScheme { Always, First, Never };
   Kind kind;
   std::string text, content;
-  bool addPrefixSpace = false, useRegex = true, split = true;
+  bool addPrefixSpace = false, split = true;
   PrependScheme prependScheme = PrependScheme::Always;
   size_t start = 0, stop = 0;
+  std::vector<std::pair<size_t, size_t>> (*splitter)(const std::string &) = nullptr;
 };
 
 namespace {
@@ -382,7 +383,10 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::fromTokenizerJson(const std::string 
 
   // Pre-tokenizers.
   static const std::string kGpt2Pattern =
-      "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+  static const std::string kCl100kPattern =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|)"
+      R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   std::function<void(const json::Value &, const std::string &)> preTokenizer =
       [&](const json::Value &v, const std::string &where) {
         if (v.isNull())
@@ -395,7 +399,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::fromTokenizerJson(const std::string 
         } else if (type == "ByteLevel") {
           Step s{Step::Kind::ByteLevel};
           s.addPrefixSpace = flag(v, "add_prefix_space", true, where);
-          s.useRegex = flag(v, "use_regex", true, where);
+          if (flag(v, "use_regex", true, where))
+            s.splitter = bytelevel::splitGpt2;
           tok->preTokenizers_.push_back(s);
         } else if (type == "Metaspace") {
           tok->preTokenizers_.push_back(metaspace(v, where));
@@ -403,11 +408,16 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::fromTokenizerJson(const std::string 
           const json::Value &pattern = member(v, "pattern", where);
           const json::Value *regex = pattern.find("Regex");
           std::string behavior = optionalString(v, "behavior", where);
-          if (!regex || regex->asString(where + ".pattern.Regex") != kGpt2Pattern ||
-              behavior != "Isolated" || flag(v, "invert", false, where))
+          std::string text = regex ? regex->asString(where + ".pattern.Regex") : "";
+          Step s{Step::Kind::Split};
+          s.splitter = text == kGpt2Pattern     ? bytelevel::splitGpt2
+                       : text == kCl100kPattern ? bytelevel::splitCl100k
+                                                : nullptr;
+          if (!s.splitter || behavior != "Isolated" || flag(v, "invert", false, where))
             unsupported(source, "pre_tokenizer Split with pattern " + pattern.dump() +
-                                    ", behavior " + behavior + " (only GPT-2's regex, Isolated)");
-          tok->preTokenizers_.push_back(Step{Step::Kind::SplitGpt2});
+                                    ", behavior " + behavior +
+                                    " (only GPT-2's or cl100k's regex, Isolated)");
+          tok->preTokenizers_.push_back(s);
         } else {
           unsupported(source, "pre_tokenizer " + type);
         }
@@ -539,7 +549,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::fromVocabAndMerges(const std::string
   }
   tok->finishModel(vocabSource);
   tok->preTokenizers_.push_back(Step{Step::Kind::ByteLevel});
-  tok->preTokenizers_.back().addPrefixSpace = false;
+  tok->preTokenizers_.back().splitter = bytelevel::splitGpt2;
   tok->decoders_.push_back(Step{Step::Kind::ByteLevel});
   tok->hasDecoder_ = true;
   return tok;
@@ -707,13 +717,12 @@ std::vector<std::string> BpeTokenizer::preTokenize(const std::string &text, bool
       std::string piece = pieces[p];
       switch (s.kind) {
       case Step::Kind::ByteLevel:
-      case Step::Kind::SplitGpt2: {
+      case Step::Kind::Split: {
         if (s.kind == Step::Kind::ByteLevel && s.addPrefixSpace && piece[0] != ' ')
           piece = " " + piece;
-        bool split = s.kind == Step::Kind::SplitGpt2 || s.useRegex;
         std::vector<std::pair<size_t, size_t>> ranges =
-            split ? bytelevel::splitGpt2(piece)
-                  : std::vector<std::pair<size_t, size_t>>{{0, piece.size()}};
+            s.splitter ? s.splitter(piece)
+                       : std::vector<std::pair<size_t, size_t>>{{0, piece.size()}};
         for (auto [b, e] : ranges) {
           std::string part = piece.substr(b, e - b);
           next.push_back(s.kind == Step::Kind::ByteLevel ? bytelevel::toChars(part) : part);

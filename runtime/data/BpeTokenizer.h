@@ -1,28 +1,29 @@
 //===- BpeTokenizer.h - Hugging Face's BPE tokenizers -----------*- C++ -*-===//
 //
 // The BPE tokenizers of Hugging Face `tokenizers` (what transformers'
-// `*TokenizerFast` run), read from a model directory and reproducing the
-// library's ids exactly for the parts of its pipeline listed here:
+// `*TokenizerFast` run), read from a model directory and giving the
+// library's ids for every part of its pipeline listed here:
 //
-//   added tokens  matched literally before anything else, leftmost-longest,
-//                 with their single_word / lstrip / rstrip / normalized flags
-//   normalizer    none, Prepend, Replace (string patterns), Sequence
-//   pre-tokenizer none, ByteLevel (GPT-2's regex, add_prefix_space),
-//                 Metaspace (replacement, prepend_scheme, split),
-//                 Split with GPT-2's regex, Sequence
-//   model         BPE: merges by rank (lowest first, leftmost among equals),
-//                 unk_token / fuse_unk, byte_fallback (<0xNN> tokens),
-//                 ignore_merges, continuing_subword_prefix, end_of_word_suffix
-//   decoder       none, ByteLevel, Metaspace, Replace, ByteFallback, Fuse,
-//                 Strip, Sequence
-//   post-processor ByteLevel, TemplateProcessing (its leading special token
-//                 is bosId), Sequence of them, none
+//   added tokens    matched literally before anything else, leftmost-longest,
+//                   with their single_word / lstrip / rstrip / normalized flags
+//   normalizer      none, Prepend, Replace (string patterns), Sequence
+//   pre-tokenizer   none, ByteLevel (GPT-2's regex or none, add_prefix_space),
+//                   Split with GPT-2's or cl100k's regex (Isolated),
+//                   Metaspace (replacement, prepend_scheme, split), Sequence
+//   model           BPE: merges by rank (lowest first, leftmost among equals),
+//                   unk_token / fuse_unk, byte_fallback (<0xNN> tokens),
+//                   ignore_merges, continuing_subword_prefix, end_of_word_suffix
+//   decoder         none, ByteLevel, Metaspace, Replace, ByteFallback, Fuse,
+//                   Strip, Sequence
+//   post-processor  none, ByteLevel, TemplateProcessing (its leading special
+//                   token is bosId), RobertaProcessing / BertProcessing (cls
+//                   is bosId), Sequence
 //
-// which covers GPT-2 (ByteLevel) and Llama 1/2, Mistral (sentencepiece-style
-// BPE with byte fallback). Anything else is refused when loading, naming the
-// file and the component ("not supported: pre_tokenizer Split with pattern
-// ..."), never tokenized differently. BPE dropout (training-time noise) is
-// ignored.
+// which covers GPT-2 and RoBERTa (ByteLevel), Llama 3 (Split with cl100k's
+// regex, then ByteLevel), Llama 1/2 and Mistral (sentencepiece-style BPE
+// with byte fallback). Anything else is refused when loading, naming the
+// file and the component ("not supported: normalizer NFKC"), never
+// tokenized differently. BPE dropout (training-time noise) is ignored.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_DATA_BPETOKENIZER_H

@@ -39,6 +39,16 @@ std::string toChars(const std::string &bytes);
 /// neither a letter, a number nor whitespace.
 std::vector<std::pair<size_t, size_t>> splitGpt2(const std::string &text);
 
+/// The same for the regex of GPT-4's cl100k_base, which Llama 3's
+/// tokenizer.json gives its Split pre-tokenizer:
+///
+///   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+///    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+///
+/// A letter run takes one leading non-letter (" the", "(foo"), numbers go
+/// in threes, and line breaks stay with what they end.
+std::vector<std::pair<size_t, size_t>> splitCl100k(const std::string &text);
+
 } // namespace llmc::bytelevel
 
 #endif

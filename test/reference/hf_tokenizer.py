@@ -13,6 +13,9 @@ and the test strings, in the layouts transformers saves:
                 (newer files); the reference is gpt2
   gpt2-added    add_prefix_space, and added tokens with lstrip/rstrip,
                 single_word and a normalized non-special one
+  llama3        Llama 3's layout: a Split pre-tokenizer with cl100k's regex,
+                then ByteLevel without its own; ignore_merges;
+                <|begin_of_text|> prepended by the post-processor
   llama         Llama 1/2's sentencepiece BPE: Prepend + Replace
                 normalizer, byte_fallback <0xNN> tokens, <unk> fused,
                 <s> prepended by the post-processor, LlamaTokenizerFast
@@ -26,11 +29,11 @@ special tokens) must be equal; with special tokens they must be llmc's bos
 (if any) and the ids; decoding the ids must give transformers' decode
 (without clean_up_tokenization_spaces; llmc's bytes that are not UTF-8 read
 as U+FFFD, as the library writes them) and the string itself wherever the
-library gives it; vocabulary size, bos and eos must agree. For gpt2, the
-pieces the pre-tokenizer cuts must be the library's, for the strings and for
-probes of every code point of planes 0-3 and 14 (and every 997th above), so
-that llmc's letter/number/whitespace classes are checked against the
-library's regex engine, not against the tables they came from.
+library gives it; vocabulary size, bos and eos must agree. For gpt2 and
+llama3, the pieces the pre-tokenizer cuts must be the library's, for the
+strings and for probes of every code point of planes 0-3 and 14 (and every
+997th above), so that llmc's letter/number/whitespace classes are checked
+against the library's regex engine, not against the tables they came from.
 """
 import argparse
 import glob
@@ -41,7 +44,7 @@ import subprocess
 import sys
 import time
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 from tokenizers import processors, trainers
 from transformers import AutoTokenizer, GPT2TokenizerFast, LlamaTokenizerFast, PreTrainedTokenizerFast
 
@@ -79,7 +82,16 @@ TEXTS = [
     "  <|user|>  hi there  <|user|>x  [TOOL] [TOOL]x x[TOOL] naïve",
     "say hello world, hello  world",
     "▁already▁has▁meta ▁",
+    "it'S x'ſ y'RE z'Ll 'VE'M'D",
+    "12345678 1 22 333 4444 ٣٤٥٦",
+    "(foo) [bar] {baz} \"quoted\" 'single'",
+    "!!\n\n\nx  \n  y\r\n\r\n\tz \n",
+    "<|begin_of_text|>Hi<|end_of_text|>",
+    "ignore merges: zqxj zqxjzqxj",
 ]
+
+CL100K = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+          r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
 def train_corpus(src, work):
@@ -95,14 +107,31 @@ def train_corpus(src, work):
     return path
 
 
-def byte_level(corpus, vocab_size):
+def byte_level(corpus, vocab_size, pre_tokenizer=None, special_tokens=("<|endoftext|>",)):
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = pre_tokenizer or pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    tok.train([corpus], trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+    tok.train([corpus], trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens),
                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                             show_progress=False))
+    return tok
+
+
+def llama3(corpus, vocab_size):
+    specials = ["<|begin_of_text|>", "<|end_of_text|>"] + [f"<|reserved_special_token_{i}|>" for i in range(4)]
+    tok = byte_level(corpus, vocab_size, special_tokens=specials, pre_tokenizer=pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(CL100K), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]))
+    spec = json.loads(tok.to_str())
+    spec["model"]["ignore_merges"] = True
+    # A word of the vocabulary that no merge makes: ignore_merges takes it whole.
+    spec["model"]["vocab"]["Ġzqxj"] = len(spec["model"]["vocab"])
+    tok = Tokenizer.from_str(json.dumps(spec))
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B",
+                                      special_tokens=[("<|begin_of_text|>", 0)])])
     return tok
 
 
@@ -171,6 +200,11 @@ def build(src, work):
     GPT2TokenizerFast(tokenizer_object=added, eos_token="<|endoftext|>", add_prefix_space=True,
                       **quiet).save_pretrained(d)
     dirs["gpt2-added"] = (d, d)
+
+    d = os.path.join(work, "llama3")
+    PreTrainedTokenizerFast(tokenizer_object=llama3(corpus, 1500), bos_token="<|begin_of_text|>",
+                            eos_token="<|end_of_text|>", **quiet).save_pretrained(d)
+    dirs["llama3"] = (d, d)
 
     vocab, merges = sentencepiece_bpe(corpus, 1000)
     for name, tok in [
@@ -252,30 +286,36 @@ def main():
                 failures.append(f"{name}: {text[:60]!r}: decoded {mine[:60]!r}, transformers "
                                 f"{decoded[:60]!r}")
             lossless += decoded == text
+        # llmc's vocabulary size is the largest id + 1 (the rows an embedding
+        # needs); transformers' len() counts tokens, fewer where the trainer
+        # left an id unused.
         meta = (got["vocab_size"], got["bos"], got["eos"])
-        if meta != (len(ref), meta[1], ref.eos_token_id):
+        size = max(ref.get_vocab().values()) + 1
+        if meta != (size, meta[1], ref.eos_token_id):
             failures.append(f"{name}: vocab_size/eos {meta[0]}/{meta[2]} != transformers' "
-                            f"{len(ref)}/{ref.eos_token_id}")
+                            f"{size}/{ref.eos_token_id}")
         print(f"{name:12} {len(texts):8} {tokens:8} {lossless:8} {meta[0]:6} {str(meta[1]):>4} {meta[2]:4}")
 
-    # The pre-tokenizer's pieces, against the library's regex engine.
-    gpt2 = AutoTokenizer.from_pretrained(dirs["gpt2"][1])
-    pre = gpt2.backend_tokenizer.pre_tokenizer
+    # The pre-tokenizers' pieces, against the library's regex engine.
     probes, points = code_point_probes()
-    plain = [t for t in texts if "<|" not in t] + probes
-    got = run_llmc(a.bin, dirs["gpt2"][0], plain)
-    pieces = 0
-    for i, text in enumerate(plain):
-        want = [w for w, _ in pre.pre_tokenize_str(text)]
-        pieces += len(want)
-        if got["words"][i] != want:
-            diff = next(j for j in range(min(len(want), len(got["words"][i])) + 1)
-                        if j >= len(want) or j >= len(got["words"][i]) or want[j] != got["words"][i][j])
-            failures.append(f"gpt2 pieces of {text[:40]!r}...: at piece {diff} llmc "
-                            f"{got['words'][i][diff:diff + 3]} != transformers' {want[diff:diff + 3]}")
-        if got["ids"][i] != gpt2.encode(text, add_special_tokens=False):
-            failures.append(f"gpt2 ids of {text[:40]!r}... differ")
-    print(f"gpt2 pieces: {len(plain)} strings ({points} code points probed), {pieces} pieces")
+    for name in ("gpt2", "llama3"):
+        ref = AutoTokenizer.from_pretrained(dirs[name][1])
+        pre = ref.backend_tokenizer.pre_tokenizer
+        plain = [t for t in texts if "<|" not in t] + probes
+        got = run_llmc(a.bin, dirs[name][0], plain)
+        pieces = 0
+        for i, text in enumerate(plain):
+            want = [w for w, _ in pre.pre_tokenize_str(text)]
+            mine = got["words"][i]
+            pieces += len(want)
+            if mine != want:
+                j = next(j for j in range(len(want) + 1)
+                         if j >= len(want) or j >= len(mine) or want[j] != mine[j])
+                failures.append(f"{name} pieces of {text[:40]!r}...: at piece {j} llmc "
+                                f"{mine[j:j + 3]} != transformers' {want[j:j + 3]}")
+            if got["ids"][i] != ref.encode(text, add_special_tokens=False):
+                failures.append(f"{name} ids of {text[:40]!r}... differ")
+        print(f"{name} pieces: {len(plain)} strings ({points} code points probed), {pieces} pieces")
 
     for f in failures[:30]:
         print("MISMATCH", f)

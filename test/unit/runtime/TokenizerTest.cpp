@@ -225,6 +225,25 @@ TEST(ByteLevel, SplitsLikeGpt2sRegex) {
   EXPECT_EQ(pieces("ab\xFF\xFE cd"), (V{"ab", "\xFF\xFE", " cd"}));
 }
 
+TEST(ByteLevel, SplitsLikeCl100ksRegex) {
+  auto pieces = [](const std::string &text) {
+    std::vector<std::string> out;
+    for (auto [b, e] : bytelevel::splitCl100k(text))
+      out.push_back(text.substr(b, e - b));
+    return out;
+  };
+  using V = std::vector<std::string>;
+  // Contractions in any case (ſ folds to s); one non-letter leads a word.
+  EXPECT_EQ(pieces("it'S x'\u017F y'RE"), (V{"it", "'S", " x", "'\u017F", " y", "'RE"}));
+  EXPECT_EQ(pieces("(foo 12345 \tbar"), (V{"(foo", " ", "123", "45", " ", "\tbar"}));
+  // Line breaks stay with the punctuation or whitespace they end.
+  EXPECT_EQ(pieces("!!\n\n\nx"), (V{"!!\n\n\n", "x"}));
+  EXPECT_EQ(pieces("  \n  foo"), (V{"  \n", " ", " foo"}));
+  EXPECT_EQ(pieces("a \r\n\r\n b"), (V{"a", " \r\n\r\n", " b"}));
+  EXPECT_EQ(pieces("x  "), (V{"x", "  "}));
+  EXPECT_EQ(pieces(""), V{});
+}
+
 TEST(BpeTokenizer, MergesByRankFromVocabAndMerges) {
   MiniDir mini;
   std::unique_ptr<Tokenizer> tok = loadTokenizer(mini.dir.path());
