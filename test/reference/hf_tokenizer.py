@@ -317,6 +317,29 @@ def main():
                 failures.append(f"{name} ids of {text[:40]!r}... differ")
         print(f"{name} pieces: {len(plain)} strings ({points} code points probed), {pieces} pieces")
 
+    # The command line as users run it: ids of arguments and of stdin, --bos,
+    # --decode, --info.
+    tool = os.path.join(a.bin, "llmc-tokenize")
+    text = "Once upon a time, ünïcode 😀 <|endoftext|>"
+    for name in ("gpt2", "llama"):
+        ref = AutoTokenizer.from_pretrained(dirs[name][1])
+        ids = ref.encode(text, add_special_tokens=False)
+        line = " ".join(map(str, ids)) + "\n"
+        bos = " ".join(map(str, ref(text)["input_ids"])) + "\n"
+        checks = [([text], None, line), ([], text, line),
+                  (["--decode"] + [str(i) for i in ids], None, ref.decode(ids)),
+                  (["--info"], None, f"vocab_size {max(ref.get_vocab().values()) + 1}\n"
+                                     f"bos {ref.bos_token_id if name == 'llama' else 'none'}\n"
+                                     f"eos {ref.eos_token_id}\n")]
+        if name == "llama":
+            checks.append((["--bos", text], None, bos))
+        for args, stdin, want in checks:
+            out = subprocess.run([tool, dirs[name][0]] + args, input=(stdin or "").encode(),
+                                 capture_output=True)
+            if out.stdout.decode() != want:
+                failures.append(f"llmc-tokenize {name} {' '.join(args)[:40]}: {out.stdout[:80]!r} "
+                                f"{out.stderr[:80]!r}, expected {want[:80]!r}")
+
     for f in failures[:30]:
         print("MISMATCH", f)
     print(f"{len(failures)} mismatches ({time.time() - start:.1f} s)")

@@ -9,21 +9,28 @@
 #include "runtime/data/BpeTokenizer.h"
 #include "runtime/support/Json.h"
 
+#include <climits>
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <string>
 
 namespace {
 
-const char *kUsage = R"(usage: llmc-tokenize <hf-dir> [TEXT... | --decode ID... | --json]
+const char *kUsage = R"(usage: llmc-tokenize <hf-dir> [--bos] [TEXT...]
+       llmc-tokenize <hf-dir> --decode ID...
+       llmc-tokenize <hf-dir> --info | --json
 
-Encodes text with the tokenizer of a Hugging Face model directory
-(tokenizer.json, or vocab.json + merges.txt; docs/huggingface.md).
+The tokenizer of a Hugging Face model directory (tokenizer.json, or
+vocab.json + merges.txt; docs/huggingface.md).
 
-  TEXT...         print the ids of each TEXT (of stdin when none) on a line,
-                  without special tokens; `bos ID` first when the tokenizer
-                  starts sequences with one
+  TEXT...         print the ids of each TEXT on a line (of all of stdin when
+                  there is none), without special tokens: the input of
+                  `llmc data --from ids`
+  --bos           start each line with the token the tokenizer starts
+                  sequences with (Llama's <s>; GPT-2 has none)
   --decode ID...  print the text of the ids
+  --info          print vocab_size, bos and eos (an id or "none")
   --json          read a JSON array of strings from stdin and print
                   {"vocab_size", "bos", "eos", "ids": [[...], ...], "text": [...],
                   "words": [[...], ...]}: text[i] is the decoded ids[i], words[i]
@@ -57,9 +64,9 @@ int main(int argc, char **argv) {
     if (args.size() > 1 && args[1] == "--decode") {
       std::vector<int32_t> ids;
       for (size_t i = 2; i < args.size(); ++i) {
-        size_t used = 0;
-        long long id = std::stoll(args[i], &used);
-        if (used != args[i].size())
+        char *end = nullptr;
+        long long id = std::strtoll(args[i].c_str(), &end, 10);
+        if (args[i].empty() || *end != '\0' || id < INT32_MIN || id > INT32_MAX)
           throw std::runtime_error("--decode: '" + args[i] + "' is not a token id");
         ids.push_back(static_cast<int32_t>(id));
       }
@@ -93,15 +100,30 @@ int main(int argc, char **argv) {
       std::cout << out.dump() << "\n";
       return 0;
     }
-    if (tok->bosId)
-      std::cout << "bos " << *tok->bosId << "\n";
-    if (args.size() == 1) {
-      std::string input((std::istreambuf_iterator<char>(std::cin)),
-                        std::istreambuf_iterator<char>());
-      printIds(tok->encode(input));
+    auto none = [](std::optional<int32_t> id) { return id ? std::to_string(*id) : "none"; };
+    if (args.size() == 2 && args[1] == "--info") {
+      std::cout << "vocab_size " << tok->vocabSize() << "\nbos " << none(tok->bosId) << "\neos "
+                << none(tok->eosId) << "\n";
+      return 0;
     }
-    for (size_t i = 1; i < args.size(); ++i)
-      printIds(tok->encode(args[i]));
+    size_t first = 1;
+    bool bos = args.size() > 1 && args[1] == "--bos";
+    if (bos) {
+      if (!tok->bosId)
+        throw std::runtime_error("--bos: this tokenizer starts sequences with no token");
+      ++first;
+    }
+    auto print = [&](const std::string &text) {
+      std::vector<int32_t> ids = tok->encode(text);
+      if (bos)
+        ids.insert(ids.begin(), *tok->bosId);
+      printIds(ids);
+    };
+    if (args.size() == first)
+      print(
+          std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()));
+    for (size_t i = first; i < args.size(); ++i)
+      print(args[i]);
     return 0;
   } catch (const std::exception &e) {
     std::cerr << "llmc-tokenize: " << e.what() << "\n";
