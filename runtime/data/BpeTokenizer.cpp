@@ -710,6 +710,8 @@ std::string BpeTokenizer::normalize(std::string text) const {
 }
 
 std::vector<std::string> BpeTokenizer::preTokenize(const std::string &text, bool atStart) const {
+  if (text.empty())
+    return {};
   std::vector<std::string> pieces{text};
   for (const Step &s : preTokenizers_) {
     std::vector<std::string> next;
