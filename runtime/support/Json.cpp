@@ -2,11 +2,13 @@
 
 #include "runtime/support/Json.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/Unicode.h"
 
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_set>
 
 namespace llmc::json {
 
@@ -45,6 +47,11 @@ void Value::set(const std::string &key, Value v) {
       return;
     }
   members_.emplace_back(key, std::move(v));
+}
+
+void Value::append(std::string key, Value v) {
+  kind_ = Kind::Object;
+  members_.emplace_back(std::move(key), std::move(v));
 }
 
 const Value *Value::find(const std::string &key) const {
@@ -178,6 +185,9 @@ private:
   }
   Value parseObject(int depth) {
     Value obj = Value::object();
+    // A repeated key keeps its first position and its last value, as
+    // Value::set does; the set keeps parsing linear in the member count.
+    std::unordered_set<std::string> seen;
     ++pos;
     skipSpace();
     if (pos < s.size() && s[pos] == '}') { ++pos; return obj; }
@@ -188,7 +198,11 @@ private:
       skipSpace();
       if (pos >= s.size() || s[pos] != ':') error("expected ':'");
       ++pos;
-      obj.set(key, parseValue(depth + 1));
+      Value value = parseValue(depth + 1);
+      if (seen.insert(key).second)
+        obj.append(std::move(key), std::move(value));
+      else
+        obj.set(key, std::move(value));
       skipSpace();
       if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
       if (pos < s.size() && s[pos] == '}') { ++pos; return obj; }
@@ -207,6 +221,19 @@ private:
       if (pos < s.size() && s[pos] == ']') { ++pos; return arr; }
       error("expected ',' or ']'");
     }
+  }
+  unsigned parseHex4() {
+    unsigned code = 0;
+    for (int i = 0; i < 4; ++i, ++pos) {
+      char h = pos < s.size() ? s[pos] : '\0';
+      unsigned digit = h >= '0' && h <= '9'   ? h - '0'
+                       : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                       : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                              : 16;
+      if (digit == 16) error("bad \\u escape: expected 4 hex digits");
+      code = code * 16 + digit;
+    }
+    return code;
   }
   std::string parseString() {
     std::string out;
@@ -229,12 +256,17 @@ private:
       case 'r': out += '\r'; break;
       case 't': out += '\t'; break;
       case 'u': {
-        if (pos + 4 > s.size()) error("bad \\u escape");
-        unsigned code = static_cast<unsigned>(std::strtoul(s.substr(pos, 4).c_str(), nullptr, 16));
-        pos += 4;
-        if (code < 0x80) out += static_cast<char>(code);
-        else if (code < 0x800) { out += static_cast<char>(0xC0 | (code >> 6)); out += static_cast<char>(0x80 | (code & 0x3F)); }
-        else { out += static_cast<char>(0xE0 | (code >> 12)); out += static_cast<char>(0x80 | ((code >> 6) & 0x3F)); out += static_cast<char>(0x80 | (code & 0x3F)); }
+        // A code point outside the BMP is a surrogate pair (RFC 8259 §7);
+        // a lone surrogate is no character, so it has no UTF-8 spelling.
+        unsigned code = parseHex4();
+        if (code >= 0xDC00 && code <= 0xDFFF) error("lone low surrogate in \\u escape");
+        if (code >= 0xD800 && code <= 0xDBFF) {
+          if (!consume("\\u")) error("high surrogate not followed by a \\u low surrogate");
+          unsigned low = parseHex4();
+          if (low < 0xDC00 || low > 0xDFFF) error("high surrogate not followed by a \\u low surrogate");
+          code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+        }
+        unicode::append(out, code);
         break;
       }
       default: error(std::string("bad escape '\\") + e + "'");

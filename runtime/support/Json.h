@@ -1,7 +1,8 @@
 //===- Json.h - a small JSON value for headers and state files --*- C++ -*-===//
 //
-// Enough JSON for safetensors headers, checkpoint state and metrics: objects
-// keep insertion order, integers stay exact (int64), parse errors name the
+// Enough JSON for safetensors headers, checkpoint state, metrics and
+// tokenizer files: objects keep insertion order, integers stay exact (int64),
+// \u escapes (surrogate pairs included) become UTF-8, parse errors name the
 // line and column.
 //
 //===----------------------------------------------------------------------===//
@@ -47,6 +48,10 @@ public:
   void push(Value v) { items_.push_back(std::move(v)); }
   // Objects (insertion order kept).
   void set(const std::string &key, Value v);
+  /// Adds a member without looking for `key` among the others (linear):
+  /// for callers that know the key is new, such as the parser with a
+  /// vocabulary of 100k members.
+  void append(std::string key, Value v);
   const Value *find(const std::string &key) const;
   /// The member `key`; throws naming the key when missing.
   const Value &at(const std::string &key) const;

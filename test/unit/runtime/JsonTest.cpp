@@ -24,6 +24,37 @@ TEST(Json, ErrorsNamePosition) {
   EXPECT_RUNTIME_ERROR(json::parse("{\"a\": \"s\"}").at("a").asInt("a"), "a must be an integer");
 }
 
+TEST(Json, UnicodeEscapesBecomeUtf8) {
+  // é (2 bytes), € (3 bytes), 😀 as a surrogate pair (4 bytes), the byte-level
+  // space Ġ (U+0120) of tokenizer files.
+  EXPECT_EQ(json::parse(R"("\u00e9\u20AC\ud83d\ude00\u0120x")").asString(),
+            "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\xC4\xA0x");
+  EXPECT_EQ(json::parse(R"("\u0000")").asString(), std::string(1, '\0'));
+  EXPECT_RUNTIME_ERROR(json::parse(R"("\ud83d")"), "high surrogate not followed by a \\u low surrogate");
+  EXPECT_RUNTIME_ERROR(json::parse(R"("\ud83d\u0041")"), "high surrogate not followed");
+  EXPECT_RUNTIME_ERROR(json::parse(R"("\ude00")"), "lone low surrogate");
+  EXPECT_RUNTIME_ERROR(json::parse(R"("\u12g4")"), "expected 4 hex digits");
+  EXPECT_RUNTIME_ERROR(json::parse(R"("\u12)"), "expected 4 hex digits");
+}
+
+TEST(Json, LargeObjectsParseInLinearTime) {
+  // A tokenizer's vocabulary: 200k members (quadratic duplicate checks would
+  // take minutes).
+  std::string text = "{";
+  for (int i = 0; i < 200000; ++i)
+    text += (i ? ",\"t" : "\"t") + std::to_string(i) + "\":" + std::to_string(i);
+  text += "}";
+  json::Value v = json::parse(text);
+  ASSERT_EQ(v.members().size(), 200000u);
+  EXPECT_EQ(v.members()[123456].first, "t123456");
+  EXPECT_EQ(v.members()[123456].second.asInt(), 123456);
+  // A repeated key keeps its first place and takes the last value.
+  json::Value d = json::parse(R"({"a": 1, "b": 2, "a": 3})");
+  ASSERT_EQ(d.members().size(), 2u);
+  EXPECT_EQ(d.members()[0].first, "a");
+  EXPECT_EQ(d.at("a").asInt(), 3);
+}
+
 TEST(AtomicFile, AbandonedWriteKeepsTheOldFile) {
   test::TempDir dir;
   std::string path = dir.file("f.txt");
