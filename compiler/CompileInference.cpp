@@ -121,7 +121,9 @@ int compileInference(const CompileOptions &options, StringRef tool) {
     OwningOpRef<ModuleOp> module =
         loadModel(context, options.source, sourceMgr, &config, [&](ModelConfig &c) {
           c.batchSize = spec.maxBatch;
-          c.seqLen = step.rows;
+          // A context beyond GPT-2's learned positions is reported below,
+          // by its name, not as a bad sequence length.
+          c.seqLen = c.family == "gpt2" ? std::min(step.rows, c.maxPositions) : step.rows;
           c.positionInputs = true;
           c.dropout = 0;
         });

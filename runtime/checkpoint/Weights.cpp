@@ -13,6 +13,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 
 namespace llmc {
 namespace {
@@ -104,6 +105,17 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     fillPiece(t, arena.base() + b.offset, b.dtype, ShardMap(b.shard, b.shape, artifact.mesh),
               rank, b.name);
   };
+  // A checkpoint of another model (more layers, other names) is refused
+  // rather than loaded in part.
+  if (checkpoint) {
+    std::set<std::string> parameters;
+    for (const BufferInfo *p : persistentBuffers(artifact, "param"))
+      parameters.insert(p->name);
+    for (const std::string &name : checkpoint->parameterNames())
+      if (!parameters.count(name))
+        fail(checkpoint->stepDir(), ": tensor '", name,
+             "' is not a parameter of this model (a checkpoint of another model?)");
+  }
   for (const BufferInfo *p : persistentBuffers(artifact, "param")) {
     FloatTensor t;
     if (!read(p->name, globalShapeOf(*p), t)) {

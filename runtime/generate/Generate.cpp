@@ -12,11 +12,13 @@
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/checkpoint/Weights.h"
 #include "runtime/data/ByteTokenizer.h"
+#include "runtime/data/Tokenizer.h"
 #include "runtime/generate/Scheduler.h"
 #include "runtime/support/Error.h"
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -100,23 +102,27 @@ private:
   std::vector<float> widened_;
 };
 
-/// Texts and token ids for the artifact's vocabulary.
-struct Tokenizer {
-  bool bytes = false;
-  std::vector<int32_t> encode(const std::string &text) const {
-    std::vector<uint16_t> ids = ByteTokenizer::encode(text);
-    return std::vector<int32_t>(ids.begin(), ids.end());
-  }
-  std::string decode(const std::vector<int32_t> &ids) const {
-    if (!bytes) {
-      std::string text;
-      for (int32_t id : ids)
-        text += (text.empty() ? "" : " ") + std::to_string(id);
-      return text;
-    }
-    return ByteTokenizer::decode(std::vector<uint16_t>(ids.begin(), ids.end()));
-  }
-};
+/// The tokenizer prompts and output go through: --tokenizer; else that of
+/// a Hugging Face --weights directory, when it has one; else the byte
+/// tokenizer for a vocabulary of 256; else none (prompts as token ids,
+/// output printed as ids).
+std::unique_ptr<Tokenizer> chooseTokenizer(const GenerateOptions &opt, int64_t vocab) {
+  auto hasTokenizer = [](const std::string &dir) {
+    return std::ifstream(dir + "/tokenizer.json") || std::ifstream(dir + "/vocab.json");
+  };
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (!opt.tokenizer.empty())
+    tokenizer = loadTokenizer(opt.tokenizer);
+  else if (!opt.weights.empty() && std::ifstream(opt.weights + "/config.json") &&
+           hasTokenizer(opt.weights))
+    tokenizer = loadTokenizer(opt.weights);
+  else if (vocab == ByteTokenizer::kVocabSize)
+    tokenizer = makeByteTokenizer();
+  if (tokenizer && tokenizer->vocabSize() > vocab)
+    fail("the tokenizer has ", tokenizer->vocabSize(), " tokens but the model only ", vocab,
+         " (--tokenizer names another model's?)");
+  return tokenizer;
+}
 
 std::string formatRate(double tokens, double seconds) {
   std::ostringstream os;
@@ -139,21 +145,31 @@ public:
     lead = rt.rank == 0;
 
     int64_t vocab = decode.vocab();
-    tokenizer.bytes = vocab == ByteTokenizer::kVocabSize;
+    tokenizer = chooseTokenizer(opt, vocab);
     std::vector<std::vector<int32_t>> prompts = opt.promptTokens;
-    if (!opt.prompts.empty() && !tokenizer.bytes)
-      fail("--prompt: the model's vocabulary is ", vocab,
-           " tokens, not bytes; give the prompt as --prompt-tokens");
-    for (const std::string &text : opt.prompts)
-      prompts.push_back(tokenizer.encode(text));
+    if (!opt.prompts.empty() && !tokenizer)
+      fail("--prompt: no tokenizer for this model's ", vocab,
+           " tokens; give --tokenizer <hf-dir> or the prompt as --prompt-tokens");
+    for (const std::string &text : opt.prompts) {
+      std::vector<int32_t> ids = tokenizer->encode(text);
+      if (tokenizer->bosId) // as transformers' add_special_tokens=True
+        ids.insert(ids.begin(), *tokenizer->bosId);
+      prompts.push_back(std::move(ids));
+    }
     if (prompts.empty())
       fail("no prompt: give --prompt, --prompts or --prompt-tokens");
+    for (size_t i = 0; i < prompts.size(); ++i)
+      for (int32_t id : prompts[i])
+        if (id >= vocab)
+          fail("prompt ", i, ": token ", id, " is outside the model's vocabulary of ", vocab);
 
     SchedulerOptions so;
     so.maxBatch = shape.maxBatch;
     so.chunk = shape.chunk;
     so.vocab = vocab;
-    so.stopToken = opt.stopToken >= 0 ? opt.stopToken : -1;
+    so.stopToken = opt.stopToken >= 0                           ? opt.stopToken
+                   : opt.stopToken == -1 && tokenizer && tokenizer->eosId ? *tokenizer->eosId
+                                                                            : -1;
     so.sampling = opt.sampling;
     Scheduler scheduler(so, BlockAllocator(shape.blocks, shape.page, shape.maxBlocks));
     for (size_t i = 0; i < prompts.size(); ++i)
@@ -161,7 +177,7 @@ public:
 
     bool streaming = prompts.size() == 1 && lead;
     if (streaming && !opt.quiet)
-      std::cout << tokenizer.decode(prompts[0]) << std::flush;
+      std::cout << show(prompts[0]) << std::flush;
     std::map<int64_t, std::vector<float>> dumped; // request -> logits rows
     double prefillSeconds = 0, decodeSeconds = 0;
     int64_t prefillTokens = 0, decodeTokens = 0;
@@ -188,7 +204,7 @@ public:
             rows.insert(rows.end(), lastLogits + row * vocab, lastLogits + (row + 1) * vocab);
           }
       if (streaming) {
-        std::cout << tokenizer.decode({t.token}) << std::flush;
+        std::cout << show({t.token}) << std::flush;
         if (t.finished)
           std::cout << "\n";
       }
@@ -199,8 +215,8 @@ public:
 
     if (lead && !streaming)
       for (const GenerationResult &r : sortedResults(scheduler))
-        std::cout << "[" << r.id << "] " << tokenizer.decode(prompts[r.id])
-                  << tokenizer.decode(r.tokens) << "\n";
+        std::cout << "[" << r.id << "] " << (opt.quiet ? "" : show(prompts[r.id]))
+                  << show(r.tokens) << "\n";
     if (lead && !opt.dumpLogits.empty())
       writeDump(scheduler, dumped, vocab);
     if (lead && !opt.quiet)
@@ -255,10 +271,20 @@ private:
     writeSafetensors(opt.dumpLogits, tensors);
   }
 
+  /// Text, or token ids without a tokenizer.
+  std::string show(const std::vector<int32_t> &ids) const {
+    if (tokenizer)
+      return tokenizer->decode(ids);
+    std::string text;
+    for (int32_t id : ids)
+      text += " " + std::to_string(id);
+    return text;
+  }
+
   GenerateOptions opt;
   RankRuntime rt;
   InferenceShape shape;
-  Tokenizer tokenizer;
+  std::unique_ptr<Tokenizer> tokenizer; ///< null: prompts and output are token ids
   bool lead = true;
 };
 

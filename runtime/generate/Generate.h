@@ -31,8 +31,8 @@ struct GenerateOptions {
   std::vector<std::vector<int32_t>> promptTokens;   ///< or token ids
   int64_t maxNewTokens = 64;
   SamplingOptions sampling;
-  /// Finishes a sequence; -1: the tokenizer's end of text when it has one;
-  /// -2: none.
+  /// Finishes a sequence (kept as its last token); -1: the tokenizer's end
+  /// of text when it has one; -2: none.
   int64_t stopToken = -1;
   /// Writes every request's generated tokens and the logits each was
   /// sampled from to this safetensors file (testing, comparisons).

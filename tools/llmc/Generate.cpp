@@ -48,8 +48,14 @@ cl::opt<double> topP("top-p", cl::desc("Nucleus sampling: the smallest set of to
                      cl::init(1.0), GEN_OPT);
 cl::opt<uint64_t> seed("seed", cl::desc("Sampling seed"), cl::init(1337), GEN_OPT);
 cl::opt<int64_t> stopToken("stop-token",
-                           cl::desc("Token id that ends a sequence (default: none)"),
+                           cl::desc("Token id that ends a sequence (default -1: the tokenizer's "
+                                    "end of text, if any; -2: none)"),
                            cl::init(-1), GEN_OPT);
+cl::opt<std::string> tokenizer("tokenizer",
+                               cl::desc("Hugging Face model directory whose tokenizer reads the "
+                                        "prompts (default: the --weights directory's, else bytes "
+                                        "for a 256-token vocabulary)"),
+                               GEN_OPT);
 cl::opt<std::string> dumpLogits("dump-logits",
                                 cl::desc("Write each prompt's generated tokens and the logits "
                                          "they were sampled from to this safetensors file"),
@@ -93,7 +99,10 @@ int runGenerate() {
   o.sampling.topK = topK;
   o.sampling.topP = topP;
   o.sampling.seed = seed;
+  if (stopToken < -2)
+    return usage("--stop-token must be a token id, -1 or -2");
   o.stopToken = stopToken;
+  o.tokenizer = tokenizer;
   o.dumpLogits = dumpLogits;
   o.quiet = quiet;
   return runGeneration(o);
