@@ -18,9 +18,14 @@ using SgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, blasint,
                          float, const float *, blasint, const float *, blasint, float, float *,
                          blasint);
 
+using SgemvFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, blasint, blasint, float, const float *,
+                         blasint, const float *, blasint, float, float *, blasint);
+
 /// cblas_sgemm of the process's OpenBLAS, loading it on the first call; null
 /// (with `error` set) when it cannot be loaded.
 SgemmFn blasSgemm(std::string &error);
+/// Its cblas_sgemv, loaded with it.
+SgemvFn blasSgemv(std::string &error);
 
 /// The kernel set OpenBLAS selected ("SkylakeX", "Haswell", ...), or "" if
 /// it is not loaded.

@@ -42,6 +42,7 @@ __attribute__((constructor)) void chooseOpenBlasCoreType() {
 struct OpenBlas {
   void *handle = nullptr;
   SgemmFn sgemm = nullptr;
+  SgemvFn sgemv = nullptr;
   char *(*corename)() = nullptr;
   std::string error;
 };
@@ -62,7 +63,8 @@ OpenBlas &openBlas() {
     }
     blas.sgemm = reinterpret_cast<SgemmFn>(dlsym(blas.handle, "cblas_sgemm"));
     blas.corename = reinterpret_cast<char *(*)()>(dlsym(blas.handle, "openblas_get_corename"));
-    if (!blas.sgemm) blas.error = "OpenBLAS has no cblas_sgemm";
+    blas.sgemv = reinterpret_cast<SgemvFn>(dlsym(blas.handle, "cblas_sgemv"));
+    if (!blas.sgemm || !blas.sgemv) blas.error = "OpenBLAS has no cblas_sgemm or cblas_sgemv";
   });
   return blas;
 }
@@ -73,6 +75,12 @@ SgemmFn blasSgemm(std::string &error) {
   OpenBlas &blas = openBlas();
   if (!blas.sgemm) error = blas.error;
   return blas.sgemm;
+}
+
+SgemvFn blasSgemv(std::string &error) {
+  OpenBlas &blas = openBlas();
+  if (!blas.sgemv) error = blas.error;
+  return blas.sgemv;
 }
 
 std::string blasCoreName() {

@@ -4,7 +4,9 @@
 // dims. Everything goes to OpenBLAS's sgemm (loaded by blas.cpp): when b
 // is a shared 2-D matrix and a is not transposed, a's leading dims fold
 // into M and the whole product is one GEMM (the common x·W case); otherwise
-// one GEMM per leading index.
+// one GEMM per leading index. A product of one row (a decode step at batch
+// 1) is a GEMV: sgemm would first copy all of b into its packed layout,
+// tripling the bytes a memory-bound step moves.
 // `accumulate` maps to beta = 1, which is how gradient accumulation adds
 // into an existing buffer without a separate add.
 //
@@ -27,6 +29,7 @@ struct MatmulDims {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool transposeA = false, transposeB = false, sharedB = false, accumulate = false;
   SgemmFn sgemm = nullptr;
+  SgemvFn sgemv = nullptr;
 };
 
 template <typename T> void widen(const T *in, float *out, int64_t n) {
@@ -46,6 +49,15 @@ void gemm(const MatmulDims &d, const float *a, const float *b, float *c, float b
   int lda = static_cast<int>(d.transposeA ? d.m : d.k);
   int ldb = static_cast<int>(d.transposeB ? d.k : d.n);
   int n = static_cast<int>(d.n), k = static_cast<int>(d.k);
+  if (d.sharedB && d.batch * d.m == 1) {
+    // c[1, n] = a[1, k] · op(b): b [k, n] gives bᵀ·a, a transposed b [n, k] b·a.
+    int incA = d.transposeA ? lda : 1;
+    if (d.transposeB)
+      d.sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b, ldb, a, incA, beta, c, 1);
+    else
+      d.sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b, ldb, a, incA, beta, c, 1);
+    return;
+  }
   if (d.sharedB && !d.transposeA) {
     d.sgemm(CblasRowMajor, ta, tb, static_cast<int>(d.batch * d.m), n, k, 1.0f, a, lda, b, ldb,
             beta, c, n);
@@ -106,7 +118,8 @@ std::unique_ptr<Kernel> makeMatmul(const KernelArgs &args, std::string &error) {
   d.sharedB = binding.sharedB, d.accumulate = binding.accumulate;
   std::string blasError;
   d.sgemm = blasSgemm(blasError);
-  if (!d.sgemm) return v.reject(blasError);
+  d.sgemv = blasSgemv(blasError);
+  if (!d.sgemm || !d.sgemv) return v.reject(blasError);
   return makeFloatKernel<MatmulKernel>(binding.dtype, args, d);
 }
 

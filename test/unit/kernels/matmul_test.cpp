@@ -17,6 +17,8 @@ struct MatmulCase {
 const std::vector<MatmulCase> kCases = {
     {{}, 7, 13, 33, false},     {{2, 3}, 7, 13, 5, false}, {{3}, 7, 13, 9, true},
     {{2, 2}, 33, 17, 13, true}, {{4}, 65, 128, 70, false}, {{}, 1, 1, 1, false},
+    // One row (a decode step at batch 1): a GEMV.
+    {{}, 1, 13, 33, false},     {{1, 1}, 1, 64, 70, false},
 };
 
 std::vector<int64_t> shapeOf(const std::vector<int64_t> &lead, int64_t rows, int64_t cols) {
@@ -52,14 +54,17 @@ TEST(MatmulKernel, MatchesReferenceForEveryTransposeAndBatching) {
 
 TEST(MatmulKernel, AccumulateAddsIntoC) {
   for (DType dtype : kFloatTypes)
+    for (int64_t rows : {7, 1}) // 1: the GEMV path
     for (bool batchedB : {false, true}) {
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + (batchedB ? " batched" : " shared"));
-      RefTensor a = roundTo(randomTensor({3, 7, 13}, 201), dtype);
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + (batchedB ? " batched" : " shared") +
+                   " rows " + std::to_string(rows));
+      int64_t lead = rows == 1 ? 1 : 3;
+      RefTensor a = roundTo(randomTensor({lead, rows, 13}, 201), dtype);
       RefTensor b = roundTo(
-          randomTensor(batchedB ? std::vector<int64_t>{3, 33, 13} : std::vector<int64_t>{33, 13},
+          randomTensor(batchedB ? std::vector<int64_t>{lead, 33, 13} : std::vector<int64_t>{33, 13},
                        202),
           dtype);
-      RefTensor c0 = roundTo(randomTensor({3, 7, 33}, 203), dtype);
+      RefTensor c0 = roundTo(randomTensor({lead, rows, 33}, 203), dtype);
       Buffer ab = Buffer::of(a, dtype), bb = Buffer::of(b, dtype), c = Buffer::of(c0, dtype);
       ASSERT_TRUE(runKernel("matmul", {&ab, &bb}, {&c},
                             attrs({}, {{"transpose_b", 1}, {"accumulate", 1}})));
