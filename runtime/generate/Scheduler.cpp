@@ -35,6 +35,12 @@ Scheduler::Scheduler(const SchedulerOptions &options, BlockAllocator allocator)
   batch_.blocksPerRow = allocator_.maxBlocksPerSequence();
 }
 
+/// The positions a request's sequence fills in the cache: its prompt and
+/// every new token but the last, which is returned, never fed back.
+int64_t Scheduler::cachedTokens(const GenerationRequest &request) {
+  return static_cast<int64_t>(request.prompt.size()) + request.maxNewTokens - 1;
+}
+
 void Scheduler::submit(GenerationRequest request) {
   int64_t id = request.id;
   int64_t L = static_cast<int64_t>(request.prompt.size());
@@ -47,13 +53,14 @@ void Scheduler::submit(GenerationRequest request) {
     if (request.prompt[t] < 0 || request.prompt[t] >= options_.vocab)
       fail("generate: request ", id, ": prompt token ", t, " is ", request.prompt[t],
            ", outside the vocabulary of ", options_.vocab, " tokens");
-  int64_t total = L + request.maxNewTokens;
+  int64_t total = cachedTokens(request);
   if (total > allocator_.maxContext())
-    fail("generate: request ", id, " can never fit: its prompt of ", L, " tokens + ",
-         request.maxNewTokens, " new tokens = ", total, " tokens, more than the context of ",
+    fail("generate: request ", id, " can never fit: its prompt of ", L, " tokens and ",
+         request.maxNewTokens, " new tokens take ", total,
+         " cache positions (the last new token is not fed back), more than the context of ",
          allocator_.maxContext());
   if (allocator_.blocksFor(total) > allocator_.numBlocks())
-    fail("generate: request ", id, " can never fit: its ", total, " tokens need ",
+    fail("generate: request ", id, " can never fit: its ", total, " cache positions need ",
          allocator_.blocksFor(total), " KV cache blocks, the cache has ", allocator_.numBlocks());
   if (!ids_.insert(id).second)
     fail("generate: request id ", id, " is already used");
@@ -72,7 +79,7 @@ void Scheduler::admit() {
     if (row.request)
       continue;
     GenerationRequest &next = queue_.front();
-    int64_t total = static_cast<int64_t>(next.prompt.size()) + next.maxNewTokens;
+    int64_t total = cachedTokens(next);
     // First come, first served: a later, smaller request does not overtake.
     if (!allocator_.fits(total))
       return;

@@ -22,7 +22,8 @@
 //
 // Policy:
 //   - Requests are admitted first come, first served into free rows. A
-//     request reserves blocks for its whole prompt + max_new_tokens at
+//     request reserves blocks for its whole prompt + max_new_tokens − 1 (the
+//     last new token is returned, never fed back) at
 //     admission, so a running request never waits for cache and nothing is
 //     ever preempted or deadlocks; when the oldest waiting request does not
 //     fit yet, later ones wait behind it (no starvation).
@@ -144,6 +145,7 @@ private:
     bool inPrefill() const { return request && fed < static_cast<int64_t>(request->prompt.size()); }
   };
 
+  static int64_t cachedTokens(const GenerationRequest &request);
   void admit();
   /// Fill batch_ for the call, and sampledRows_ with the rows whose logits
   /// are a next token.

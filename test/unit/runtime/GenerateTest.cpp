@@ -579,12 +579,12 @@ TEST(Scheduler, StopTokenFinishesARequest) {
 TEST(Scheduler, RejectsRequestsThatCanNeverFit) {
   Scheduler scheduler(schedulerOptions(2, 4), BlockAllocator(16, 4, 4));
   EXPECT_RUNTIME_ERROR(
-      scheduler.submit(request(42, 10, 7)),
-      "generate: request 42 can never fit: its prompt of 10 tokens + 7 new tokens = "
-      "17 tokens, more than the context of 16");
+      scheduler.submit(request(42, 10, 8)),
+      "generate: request 42 can never fit: its prompt of 10 tokens and 8 new tokens take 17 "
+      "cache positions (the last new token is not fed back), more than the context of 16");
   Scheduler small(schedulerOptions(2, 4), BlockAllocator(2, 4, 4));
-  EXPECT_RUNTIME_ERROR(small.submit(request(7, 9, 3)),
-                       "generate: request 7 can never fit: its 12 tokens need 3 KV cache blocks, "
+  EXPECT_RUNTIME_ERROR(small.submit(request(7, 9, 4)),
+                       "generate: request 7 can never fit: its 12 cache positions need 3 KV cache blocks, "
                        "the cache has 2");
   EXPECT_EQ(small.waiting(), 0);
   // The rest of the queue is unaffected.
