@@ -743,15 +743,15 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
     if (auto ranks = module->getAttrOfType<DenseI64ArrayAttr>(kStageRanksAttr))
       for (auto program : module.getOps<exec::ProgramOp>())
         program->setAttr("exec.ranks", ranks);
-    module->setAttr("exec.memory_plan",
-                    b.getDictionaryAttr({
-                        b.getNamedAttr("arena", b.getI64IntegerAttr(arena)),
-                        b.getNamedAttr("persistent", b.getI64IntegerAttr(persistent.bytes)),
-                        b.getNamedAttr("params", b.getI64IntegerAttr(params)),
-                        b.getNamedAttr("optimizer_state", b.getI64IntegerAttr(optim)),
-                        b.getNamedAttr("kv_cache", b.getI64IntegerAttr(kvCache)),
-                        b.getNamedAttr("programs", b.getDictionaryAttr(programsAttr)),
-                    }));
+    SmallVector<NamedAttribute> memoryPlan{
+        b.getNamedAttr("arena", b.getI64IntegerAttr(arena)),
+        b.getNamedAttr("persistent", b.getI64IntegerAttr(persistent.bytes)),
+        b.getNamedAttr("params", b.getI64IntegerAttr(params)),
+        b.getNamedAttr("optimizer_state", b.getI64IntegerAttr(optim)),
+        b.getNamedAttr("programs", b.getDictionaryAttr(programsAttr))};
+    if (kvCache) // inference steps only
+      memoryPlan.push_back(b.getNamedAttr("kv_cache", b.getI64IntegerAttr(kvCache)));
+    module->setAttr("exec.memory_plan", b.getDictionaryAttr(memoryPlan));
     return success();
   }
 };

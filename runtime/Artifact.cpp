@@ -10,6 +10,8 @@
 #include <sstream>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
+#include <type_traits>
 #include <fstream>
 #include <iterator>
 
@@ -96,8 +98,15 @@ bool naturalLess(const std::string &a, const std::string &b) {
   return a.size() - i < b.size() - j;
 }
 
+/// A vector of scalars, copied bytewise: the verifier checks the alignment
+/// of a vector's length, not of its elements, so a damaged file can place
+/// 8-byte elements 4 bytes off (little-endian, as FlatBuffers stores them).
 template <typename T> std::vector<T> vec(const flatbuffers::Vector<T> *v) {
-  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
+  static_assert(std::is_arithmetic_v<T>, "scalar vectors only");
+  std::vector<T> out(v ? v->size() : 0);
+  if (!out.empty())
+    std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+  return out;
 }
 
 template <typename Table> ShardInfo shardOf(const Table *t, const std::vector<int64_t> &shape,

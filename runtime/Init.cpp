@@ -7,6 +7,7 @@
 #include "runtime/Mesh.h"
 #include "runtime/Sharding.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/SplitMix.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,20 +16,13 @@
 namespace llmc {
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 uint64_t streamKey(uint64_t seed, const std::string &name) {
-  return splitmix64(seed ^ fnv1a64(reinterpret_cast<const uint8_t *>(name.data()), name.size()));
+  return splitMix64(seed ^ fnv1a64(reinterpret_cast<const uint8_t *>(name.data()), name.size()));
 }
 
 /// Uniform in (0, 1].
 double unit(uint64_t key, uint64_t counter) {
-  uint64_t bits = splitmix64(key + counter * 0xD1B54A32D192ED03ull);
+  uint64_t bits = splitMix64(key + counter * 0xD1B54A32D192ED03ull);
   return (static_cast<double>(bits >> 11) + 1.0) * 0x1.0p-53;
 }
 

@@ -60,16 +60,17 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
                           int rank) {
   if (!std::ifstream(path))
     fail("--weights: cannot open '", path, "'");
-  // A directory with a config.json is a Hugging Face model (its tensors
-  // under HF's names); any other directory an llmc checkpoint (its latest
-  // step, saved under any layout).
+  // A directory is an llmc checkpoint when it has a `latest` step and no
+  // config.json (its latest step, saved under any layout), else a Hugging
+  // Face model (its tensors under HF's names).
   std::unique_ptr<HuggingFaceModel> hf;
   std::unique_ptr<CheckpointReader> checkpoint;
   std::unique_ptr<SafetensorsFile> plain;
-  if (isDirectory(path) && std::ifstream(path + "/config.json"))
-    hf = std::make_unique<HuggingFaceModel>(path, artifact);
-  else if (isDirectory(path))
+  if (isDirectory(path) && !std::ifstream(path + "/config.json") &&
+      std::ifstream(path + "/latest"))
     checkpoint = std::make_unique<CheckpointReader>(path);
+  else if (isDirectory(path))
+    hf = std::make_unique<HuggingFaceModel>(path, artifact);
   else
     plain = std::make_unique<SafetensorsFile>(path);
   WeightsLoaded loaded;

@@ -3,20 +3,11 @@
 #include "runtime/generate/Scheduler.h"
 
 #include "runtime/support/Error.h"
+#include "runtime/support/SplitMix.h"
 
 #include <algorithm>
 
 namespace llmc {
-
-namespace {
-/// SplitMix64's finalizer: request seeds far apart even for adjacent ids.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-} // namespace
 
 Scheduler::Scheduler(const SchedulerOptions &options, BlockAllocator allocator)
     : options_(options), allocator_(std::move(allocator)) {
@@ -85,7 +76,8 @@ void Scheduler::admit() {
       return;
     allocator_.grow(next.id, total);
     SamplingOptions sampling = options_.sampling;
-    sampling.seed = mix(sampling.seed ^ mix(static_cast<uint64_t>(next.id)));
+    // Request seeds far apart even for adjacent ids.
+    sampling.seed = splitMix64(sampling.seed ^ splitMix64(static_cast<uint64_t>(next.id)));
     row.request = std::move(next);
     queue_.pop_front();
     row.fed = 0;

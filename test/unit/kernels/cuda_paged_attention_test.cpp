@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaConformance.h"
+#include "PagedCacheLayout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -39,47 +40,14 @@ std::string describe(const Case &c) {
          std::to_string(c.kv) + " D" + std::to_string(c.d) + " P" + std::to_string(c.page);
 }
 
-/// The sequences on shuffled pages of a pool with 3 spare pages: the table
-/// [B, M] (entries past a sequence's pages −1) and the pool's page count.
-RefTensor shuffledTable(const std::vector<int64_t> &lengths, int64_t page, uint64_t seed,
-                        int64_t *blocks) {
-  int64_t used = 0, maxBlocks = 0;
-  for (int64_t length : lengths) {
-    used += (length + page - 1) / page;
-    maxBlocks = std::max(maxBlocks, (length + page - 1) / page + 1);
-  }
-  *blocks = used + 3;
-  std::vector<int64_t> order(*blocks);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
-  const int64_t b = static_cast<int64_t>(lengths.size());
-  RefTensor table = RefTensor::zeros({b, maxBlocks});
-  std::fill(table.data.begin(), table.data.end(), -1.0);
-  int64_t next = 0;
-  for (int64_t row = 0; row < b; ++row)
-    for (int64_t i = 0; i < (lengths[row] + page - 1) / page; ++i)
-      table.data[row * maxBlocks + i] = static_cast<double>(order[next++]);
-  return table;
-}
-
-/// Positions [B, T]: row b holds its last min(T, L_b) positions, then padding.
-RefTensor lastPositions(const std::vector<int64_t> &lengths, int64_t t) {
-  const int64_t b = static_cast<int64_t>(lengths.size());
-  RefTensor positions = RefTensor::zeros({b, t});
-  for (int64_t row = 0; row < b; ++row) {
-    int64_t n = std::min(t, lengths[row]);
-    for (int64_t i = 0; i < t; ++i)
-      positions.data[row * t + i] = i < n ? static_cast<double>(lengths[row] - n + i) : -1.0;
-  }
-  return positions;
-}
 
 void expectPagedAttentionMatches(const Case &c, DType dtype, DType indexType, uint64_t seed) {
   SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describe(c) + " indices " +
                dtypeName(indexType));
   const int64_t b = static_cast<int64_t>(c.lengths.size());
-  int64_t blocks = 0;
-  RefTensor table = shuffledTable(c.lengths, c.page, seed, &blocks);
+  Pages pages = shuffledPages(c.lengths, c.page, seed);
+  const int64_t blocks = pages.blocks;
+  const RefTensor &table = pages.table;
   Buffer q = Buffer::of(randomTensor({b, c.t, c.h, c.d}, seed + 1), dtype);
   Buffer k = Buffer::of(randomTensor({blocks, c.page, c.kv, c.d}, seed + 2), dtype);
   Buffer v = Buffer::of(randomTensor({blocks, c.page, c.kv, c.d}, seed + 3), dtype);
@@ -152,8 +120,9 @@ TEST(CudaKvCacheWrite, InPlaceAndOutOfPlaceMatchCpu) {
     }
   // A prefill's worth: 3 sequences × 40 tokens of 8 kv heads × 128.
   std::vector<int64_t> lengths = {1, 17, 40};
-  int64_t blocks = 0;
-  Buffer tb = Buffer::of(shuffledTable(lengths, 16, 12010, &blocks), DType::I32);
+  Pages pages = shuffledPages(lengths, 16, 12010);
+  const int64_t blocks = pages.blocks;
+  Buffer tb = Buffer::of(pages.table, DType::I32);
   Buffer pb = Buffer::of(lastPositions(lengths, 40), DType::I32);
   Buffer fresh = Buffer::of(randomTensor({3, 40, 8, 128}, 12011), DType::BF16);
   Buffer cache = Buffer::of(randomTensor({blocks, 16, 8, 128}, 12012), DType::BF16);
