@@ -117,7 +117,14 @@ LogicalResult Interpreter::runOp(Operation *op) {
       })
       .Case([&](RopeOp o) {
         const RefTensor *positions = o.getPositions() ? &values[o.getPositions()] : nullptr;
-        out(0, ref::rope(in(0), positions, d(o.getTheta()), o.getInverse()));
+        llmc::RopeScaling scaling;
+        if (o.getScalingFactorAttr() && o.getLowFreqFactorAttr() && o.getHighFreqFactorAttr() &&
+            o.getOriginalMaxPositionsAttr())
+          scaling = {o.getScalingFactorAttr().getValueAsDouble(),
+                     o.getLowFreqFactorAttr().getValueAsDouble(),
+                     o.getHighFreqFactorAttr().getValueAsDouble(),
+                     o.getOriginalMaxPositionsAttr().getInt()};
+        out(0, ref::rope(in(0), positions, d(o.getTheta()), o.getInverse(), scaling));
         return success();
       })
       .Case([&](AttentionOp o) {

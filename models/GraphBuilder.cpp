@@ -80,9 +80,17 @@ Value GraphBuilder::embedding(Value table, Value ids) {
   return llm::EmbeddingOp::create(builder, loc("embedding"), table, ids);
 }
 
-Value GraphBuilder::rope(Value x, Value positions, double theta) {
+Value GraphBuilder::rope(Value x, Value positions, double theta, const RopeScaling &scaling) {
+  FloatAttr factor, low, high;
+  IntegerAttr original;
+  if (scaling.scaled()) {
+    factor = builder.getF64FloatAttr(scaling.factor);
+    low = builder.getF64FloatAttr(scaling.lowFreqFactor);
+    high = builder.getF64FloatAttr(scaling.highFreqFactor);
+    original = builder.getI64IntegerAttr(scaling.originalMaxPositions);
+  }
   return llm::RopeOp::create(builder, loc("rope"), x, positions, APFloat(theta), false,
-                             /*position_limit=*/nullptr);
+                             /*position_limit=*/nullptr, factor, low, high, original);
 }
 
 Value GraphBuilder::attention(Value q, Value k, Value v, Value segments, double scale) {

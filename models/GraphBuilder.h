@@ -9,6 +9,7 @@
 #define LLMC_MODELS_GRAPHBUILDER_H
 
 #include "dialects/LLM/LLMDialect.h"
+#include "kernels/RopeScaling.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -36,8 +37,10 @@ public:
   mlir::Value layernorm(mlir::Value x, mlir::Value gamma, mlir::Value beta, double eps);
   mlir::Value rmsnorm(mlir::Value x, mlir::Value gamma, double eps);
   mlir::Value embedding(mlir::Value table, mlir::Value ids);
-  /// `positions` [B, T] (may be null: 0..T−1 in every row).
-  mlir::Value rope(mlir::Value x, mlir::Value positions, double theta);
+  /// `positions` [B, T] (may be null: 0..T−1 in every row); `scaling`:
+  /// Llama 3's frequency scaling when set.
+  mlir::Value rope(mlir::Value x, mlir::Value positions, double theta,
+                   const RopeScaling &scaling = {});
   /// Causal; `segments` [B, T] (may be null) keeps each packed document to itself.
   mlir::Value attention(mlir::Value q, mlir::Value k, mlir::Value v, mlir::Value segments,
                         double scale);

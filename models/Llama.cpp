@@ -2,9 +2,10 @@
 //
 // Llama 2/3 as in the Hugging Face implementation: RMSNorm pre-norm blocks,
 // separate q/k/v projections with grouped-query attention (n_kv_head kv
-// heads; 1 = multi-query), rotary embeddings (half-split convention), SwiGLU
-// MLP, no biases, optional tied output head. Linear weights are [out, in]
-// (y = x·Wᵀ) with HF names without the "model." prefix.
+// heads; 1 = multi-query), rotary embeddings (half-split convention; Llama
+// 3.1's frequency scaling when rope_scaling = llama3), SwiGLU MLP, no
+// biases, optional tied output head. Linear weights are [out, in] (y = x·Wᵀ)
+// with HF names without the "model." prefix.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,13 +52,16 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
   Value segments = c.packed() ? b.input("segments", {B, T}) : Value();
   Value positions = c.takesPositions() ? b.input("positions", {B, T}) : Value();
 
+  const RopeScaling scaling = c.ropeScalingParameters();
   Value x = b.embedding(embed, tokens);
   for (int64_t l = 0; l < c.nLayer; ++l) {
     const Layer &L = layers[l];
     x = b.block("layers." + std::to_string(l), [&] {
       Value h = b.rmsnorm(x, L.inNorm, c.normEps);
-      Value q = b.rope(b.reshape(b.matmul(h, L.q, true), {B, T, H, D}), positions, c.ropeTheta);
-      Value k = b.rope(b.reshape(b.matmul(h, L.k, true), {B, T, KV, D}), positions, c.ropeTheta);
+      Value q = b.rope(b.reshape(b.matmul(h, L.q, true), {B, T, H, D}), positions, c.ropeTheta,
+                       scaling);
+      Value k = b.rope(b.reshape(b.matmul(h, L.k, true), {B, T, KV, D}), positions, c.ropeTheta,
+                       scaling);
       Value v = b.reshape(b.matmul(h, L.v, true), {B, T, KV, D});
       Value att = b.attention(q, k, v, segments, 1.0 / std::sqrt(double(D)));
       Value r = b.add(x, b.dropout(b.matmul(b.reshape(att, {B, T, H * D}), L.o, true),
@@ -92,6 +96,16 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
       b.getNamedAttr("norm_eps", b.getF64FloatAttr(config.normEps)),
       b.getNamedAttr("rope_theta", b.getF64FloatAttr(config.ropeTheta)),
   };
+  if (config.ropeScaling != "none") {
+    model.push_back(b.getNamedAttr("rope_scaling", b.getStringAttr(config.ropeScaling)));
+    model.push_back(b.getNamedAttr("rope_factor", b.getF64FloatAttr(config.ropeFactor)));
+    model.push_back(
+        b.getNamedAttr("rope_low_freq_factor", b.getF64FloatAttr(config.ropeLowFreqFactor)));
+    model.push_back(
+        b.getNamedAttr("rope_high_freq_factor", b.getF64FloatAttr(config.ropeHighFreqFactor)));
+    model.push_back(b.getNamedAttr("rope_original_max_positions",
+                                   b.getI64IntegerAttr(config.ropeOriginalMaxPositions)));
+  }
   // llmc-run cuts packed rows at this token (artifact metadata model.doc_separator).
   if (config.packed())
     model.push_back(b.getNamedAttr("doc_separator", b.getI64IntegerAttr(config.docSeparator)));

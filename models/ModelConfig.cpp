@@ -54,6 +54,13 @@ std::function<bool(ModelConfig &, StringRef)> boolField(bool ModelConfig::*membe
   };
 }
 
+std::function<bool(ModelConfig &, StringRef)> stringField(std::string ModelConfig::*member) {
+  return [member](ModelConfig &c, StringRef v) {
+    c.*member = v.str(); // validate() names the values it accepts
+    return true;
+  };
+}
+
 const std::vector<Field> &fields() {
   static const std::vector<Field> table = {
       {"vocab_size", {}, "vocabulary size", intField(&ModelConfig::vocabSize)},
@@ -67,6 +74,11 @@ const std::vector<Field> &fields() {
       {"batch_size", {}, "batch size B of the compiled graph (per microbatch)", intField(&ModelConfig::batchSize)},
       {"norm_eps", {"layer_norm_epsilon", "rms_norm_eps"}, "normalization epsilon", floatField(&ModelConfig::normEps)},
       {"rope_theta", {}, "RoPE base (llama)", floatField(&ModelConfig::ropeTheta)},
+      {"rope_scaling", {}, "RoPE scaling (llama): none, or llama3 (Llama 3.1's, by wavelength; the four rope_* keys below)", stringField(&ModelConfig::ropeScaling)},
+      {"rope_factor", {}, "llama3 scaling: long wavelengths are stretched this many times (default 8)", floatField(&ModelConfig::ropeFactor)},
+      {"rope_low_freq_factor", {}, "llama3 scaling: wavelengths above rope_original_max_positions / this are stretched (default 1)", floatField(&ModelConfig::ropeLowFreqFactor)},
+      {"rope_high_freq_factor", {}, "llama3 scaling: wavelengths below rope_original_max_positions / this are kept (default 4)", floatField(&ModelConfig::ropeHighFreqFactor)},
+      {"rope_original_max_positions", {}, "llama3 scaling: the context the unscaled rates were trained for (default 8192)", intField(&ModelConfig::ropeOriginalMaxPositions)},
       {"tie_embeddings", {"tie_word_embeddings"}, "share the embedding table with the output head", boolField(&ModelConfig::tieEmbeddings)},
       {"dropout", {"resid_pdrop"}, "dropout rate", floatField(&ModelConfig::dropout)},
       {"init_std", {"initializer_range"}, "standard deviation of weight init", floatField(&ModelConfig::initStd)},
@@ -141,6 +153,7 @@ Expected<ModelConfig> presetConfig(const std::string &family, const std::string 
       c.vocabSize = 128256; c.nLayer = 16; c.nHead = 32; c.nKvHead = 8; c.nEmbd = 2048;
       c.ffnHidden = 8192; c.seqLen = 2048; c.batchSize = 1; c.ropeTheta = 500000.0;
       c.tieEmbeddings = true;
+      c.ropeScaling = "llama3"; c.ropeFactor = 32.0;
     } else {
       return fail("unknown preset '" + preset + "' for llama (expected one of: tiny, 1B)");
     }
@@ -164,6 +177,59 @@ Error applyOverride(ModelConfig &config, StringRef assignment) {
   return Error::success();
 }
 
+namespace {
+
+/// config.json's `rope_scaling`: null, or an object whose `rope_type`
+/// ("type" in older files) names the scheme, as transformers reads it.
+Error applyRopeScaling(ModelConfig &config, const json::Value &value, StringRef path) {
+  std::string where = "config '" + path.str() + "': rope_scaling";
+  if (value.getAsNull()) {
+    config.ropeScaling = "none";
+    return Error::success();
+  }
+  const json::Object *scaling = value.getAsObject();
+  if (!scaling)
+    return fail(where + " must be an object or null");
+  std::optional<StringRef> type = scaling->getString("rope_type");
+  if (!type)
+    type = scaling->getString("type");
+  if (!type)
+    return fail(where + " has no rope_type");
+  if (*type == "default") {
+    config.ropeScaling = "none";
+    return Error::success();
+  }
+  if (*type != "llama3")
+    return fail(where + " type '" + *type + "' is not supported (llmc implements llama3)");
+  auto number = [&](const char *key, double &out) -> Error {
+    const json::Value *v = scaling->get(key);
+    if (!v)
+      return fail(where + " (llama3) has no '" + key + "'");
+    std::optional<double> d = v->getAsNumber();
+    if (!d)
+      return fail(where + "." + key + " must be a number");
+    out = *d;
+    return Error::success();
+  };
+  if (Error e = number("factor", config.ropeFactor))
+    return e;
+  if (Error e = number("low_freq_factor", config.ropeLowFreqFactor))
+    return e;
+  if (Error e = number("high_freq_factor", config.ropeHighFreqFactor))
+    return e;
+  const json::Value *original = scaling->get("original_max_position_embeddings");
+  if (!original)
+    return fail(where + " (llama3) has no 'original_max_position_embeddings'");
+  std::optional<int64_t> n = original->getAsInteger();
+  if (!n)
+    return fail(where + ".original_max_position_embeddings must be an integer");
+  config.ropeOriginalMaxPositions = *n;
+  config.ropeScaling = "llama3";
+  return Error::success();
+}
+
+} // namespace
+
 Error applyConfigJson(ModelConfig &config, StringRef path) {
   auto buffer = MemoryBuffer::getFile(path);
   if (!buffer)
@@ -175,6 +241,11 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
   if (!object)
     return fail("config '" + path + "' must be a JSON object");
   for (const auto &[key, value] : *object) {
+    if (key == "rope_scaling") {
+      if (Error e = applyRopeScaling(config, value, path))
+        return e;
+      continue;
+    }
     const Field *field = findField(key);
     if (!field || value.getAsNull())
       continue; // HF configs carry many keys we do not model (architectures, ...);
@@ -235,7 +306,28 @@ Error ModelConfig::validate() const {
     return fail("dropout must be in [0, 1), got " + std::to_string(dropout));
   if (!(normEps > 0) || !(initStd > 0) || !(ropeTheta > 0))
     return fail("norm_eps, init_std and rope_theta must be > 0");
+  if (ropeScaling != "none" && ropeScaling != "llama3")
+    return fail("rope_scaling must be none or llama3, got '" + ropeScaling + "'");
+  if (ropeScaling == "llama3") {
+    if (family != "llama")
+      return fail("rope_scaling applies to llama's RoPE; " + family + " has no RoPE");
+    if (!(ropeFactor > 0))
+      return fail("rope_factor must be > 0, got " + std::to_string(ropeFactor));
+    if (!(ropeLowFreqFactor > 0 && ropeHighFreqFactor > ropeLowFreqFactor))
+      return fail("rope_low_freq_factor (" + std::to_string(ropeLowFreqFactor) +
+                  ") and rope_high_freq_factor (" + std::to_string(ropeHighFreqFactor) +
+                  ") must satisfy 0 < low < high");
+    if (ropeOriginalMaxPositions < 1)
+      return fail("rope_original_max_positions must be >= 1, got " +
+                  Twine(ropeOriginalMaxPositions));
+  }
   return Error::success();
+}
+
+RopeScaling ModelConfig::ropeScalingParameters() const {
+  if (ropeScaling != "llama3")
+    return {};
+  return {ropeFactor, ropeLowFreqFactor, ropeHighFreqFactor, ropeOriginalMaxPositions};
 }
 
 } // namespace llmc

@@ -8,6 +8,7 @@
 #ifndef LLMC_MODELS_MODELCONFIG_H
 #define LLMC_MODELS_MODELCONFIG_H
 
+#include "kernels/RopeScaling.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
@@ -29,6 +30,14 @@ struct ModelConfig {
   int64_t batchSize = 4;     ///< B of the compiled graph (per microbatch)
   double normEps = 1e-5;
   double ropeTheta = 10000.0;
+  /// llama: "none", or "llama3": RoPE's rates rescaled by wavelength as
+  /// Llama 3.1 does (kernels/RopeScaling.h) with the four numbers below,
+  /// whose defaults are Llama 3.1's.
+  std::string ropeScaling = "none";
+  double ropeFactor = 8.0;
+  double ropeLowFreqFactor = 1.0;
+  double ropeHighFreqFactor = 4.0;
+  int64_t ropeOriginalMaxPositions = 8192;
   bool tieEmbeddings = true;
   double dropout = 0.0;
   double initStd = 0.02;
@@ -44,6 +53,8 @@ struct ModelConfig {
   bool takesPositions() const { return packed() || positionInputs; }
 
   int64_t headDim() const { return nEmbd / nHead; }
+  /// The scaling the rope ops apply (unscaled unless ropeScaling is llama3).
+  RopeScaling ropeScalingParameters() const;
   /// Checks the combination (divisibility, ranges); the message names the key.
   llvm::Error validate() const;
 };

@@ -204,10 +204,11 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
         return Grads{g, Value()};
       })
       .Case([&](RopeOp r) -> FailureOr<Grads> {
-        // A rotation's transpose is the opposite rotation.
-        return Grads{
-            RopeOp::create(b, loc, dy, r.getPositions(), r.getTheta(), !r.getInverse(),
-                           r.getPositionLimitAttr())};
+        // A rotation's transpose is the opposite rotation (same rates).
+        return Grads{RopeOp::create(b, loc, dy, r.getPositions(), r.getTheta(), !r.getInverse(),
+                                    r.getPositionLimitAttr(), r.getScalingFactorAttr(),
+                                    r.getLowFreqFactorAttr(), r.getHighFreqFactorAttr(),
+                                    r.getOriginalMaxPositionsAttr())};
       })
       .Case([&](AttentionOp a) { return attentionVJP(b, a, dys, need); })
       .Case([&](CrossEntropyOp ce) -> FailureOr<Grads> {

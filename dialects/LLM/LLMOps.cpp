@@ -314,6 +314,22 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
 LogicalResult RopeOp::verify() {
   if (!(getTheta().convertToDouble() > 0))
     return emitOpError("theta must be > 0");
+  int given = !!getScalingFactorAttr() + !!getLowFreqFactorAttr() + !!getHighFreqFactorAttr() +
+              !!getOriginalMaxPositionsAttr();
+  if (given == 0)
+    return success();
+  if (given != 4)
+    return emitOpError("scaling_factor, low_freq_factor, high_freq_factor and "
+                       "original_max_positions go together (Llama 3 scaling)");
+  if (!(getScalingFactorAttr().getValueAsDouble() > 0))
+    return emitOpError("scaling_factor must be > 0");
+  double low = getLowFreqFactorAttr().getValueAsDouble(),
+         high = getHighFreqFactorAttr().getValueAsDouble();
+  if (!(low > 0 && high > low))
+    return emitOpError("low_freq_factor (") << low << ") and high_freq_factor (" << high
+                                             << ") must satisfy 0 < low < high";
+  if (getOriginalMaxPositionsAttr().getInt() < 1)
+    return emitOpError("original_max_positions must be >= 1");
   return success();
 }
 

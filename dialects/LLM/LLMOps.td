@@ -274,15 +274,30 @@ def LLM_RopeOp : LLM_PureOp<"rope"> {
     positions run past its T) replace t, so packed documents each start at
     position 0.
 
+    `scaling_factor`, `low_freq_factor`, `high_freq_factor` and
+    `original_max_positions` (all four or none) rescale the rate
+    theta^(−2i/D) as Llama 3.1 does (Hugging Face `"rope_type": "llama3"`):
+    with L = `original_max_positions`, a wavelength 2π/rate longer than
+    L / `low_freq_factor` is stretched `scaling_factor` times, one shorter
+    than L / `high_freq_factor` is kept, and those between blend the two
+    (kernels/RopeScaling.h).
+
     ```mlir
     %qr = llm.rope %q {theta = 10000.0 : f64} : tensor<4x64x8x16xf32>
     %pr = llm.rope %q positions %pos : tensor<4x64xi32> {theta = 10000.0 : f64}
         : tensor<4x64x8x16xf32>
+    %sr = llm.rope %q {theta = 500000.0 : f64, scaling_factor = 8.0 : f64,
+                       low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64,
+                       original_max_positions = 8192 : i64} : tensor<4x64x8x16xf32>
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$x, Optional<LLM_IndexTensor>:$positions,
                        F64Attr:$theta, UnitAttr:$inverse,
-                       OptionalAttr<I64Attr>:$position_limit);
+                       OptionalAttr<I64Attr>:$position_limit,
+                       OptionalAttr<F64Attr>:$scaling_factor,
+                       OptionalAttr<F64Attr>:$low_freq_factor,
+                       OptionalAttr<F64Attr>:$high_freq_factor,
+                       OptionalAttr<I64Attr>:$original_max_positions);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = [{
     $x (`positions` $positions^ `:` type($positions))? attr-dict `:` type($x)

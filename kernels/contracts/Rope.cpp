@@ -7,6 +7,9 @@
 #include "kernels/contracts/Rope.h"
 #include "kernels/Validator.h"
 
+#include <cmath>
+#include <vector>
+
 namespace llmc::contracts {
 
 bool bindRope(const KernelArgs &args, std::string &error, RopeBinding *out) {
@@ -29,10 +32,45 @@ bool bindRope(const KernelArgs &args, std::string &error, RopeBinding *out) {
   if (out->rows < x.dim(1))
     return v.fail("attribute 'position_limit' (" + std::to_string(out->rows) +
                   ") must be at least T = " + std::to_string(x.dim(1)));
+  // Llama 3 scaling: the four attributes together, or none (unscaled).
+  const KernelAttrs &a = args.attrs;
+  const int given = a.hasFloat("scaling_factor") + a.hasFloat("low_freq_factor") +
+                    a.hasFloat("high_freq_factor") + a.hasInt("original_max_positions");
+  if (given != 0 && given != 4)
+    return v.fail("attributes 'scaling_factor', 'low_freq_factor', 'high_freq_factor' and "
+                  "'original_max_positions' go together (Llama 3 scaling)");
+  if (given == 4) {
+    RopeScaling &s = out->scaling;
+    if (!v.floatAttr("scaling_factor", &s.factor) ||
+        !v.floatAttr("low_freq_factor", &s.lowFreqFactor) ||
+        !v.floatAttr("high_freq_factor", &s.highFreqFactor) ||
+        !v.intAttr("original_max_positions", &s.originalMaxPositions, 0))
+      return false;
+    if (!(s.factor > 0)) return v.fail("attribute 'scaling_factor' must be positive");
+    if (!(s.lowFreqFactor > 0 && s.highFreqFactor > s.lowFreqFactor))
+      return v.fail("attributes 'low_freq_factor' (" + std::to_string(s.lowFreqFactor) +
+                    ") and 'high_freq_factor' (" + std::to_string(s.highFreqFactor) +
+                    ") must satisfy 0 < low < high");
+    if (s.originalMaxPositions < 1)
+      return v.fail("attribute 'original_max_positions' must be at least 1");
+  }
   out->dtype = x.dtype;
   out->theta = theta;
   out->inverse = inverse;
   return true;
+}
+
+void ropeTables(const RopeBinding &b, int64_t headDim, float *cosTable, float *sinTable) {
+  const int64_t half = headDim / 2;
+  std::vector<double> rate(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    rate[i] = ropeInverseFrequency(b.theta, i, headDim, b.scaling);
+  for (int64_t t = 0; t < b.rows; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = static_cast<double>(t) * rate[i];
+      cosTable[t * half + i] = static_cast<float>(std::cos(angle));
+      sinTable[t * half + i] = static_cast<float>(b.inverse ? -std::sin(angle) : std::sin(angle));
+    }
 }
 
 } // namespace llmc::contracts

@@ -1,15 +1,16 @@
 //===- rope.cpp - rotary position embedding -------------------------------===//
 //
 // x [B, T, H, D]: at position t (dim 1) the pair (x[i], x[i + D/2]) is
-// rotated by t·θ^(−2i/D) (the Hugging Face "rotate_half" layout); `inverse`
-// rotates by the negative angle, which is exactly the backward. With a
-// positions input [B, T] (packed documents restart at 0) position
-// positions[b, t] replaces t. The angles depend only on (position, i), so
-// their cos/sin for positions 0..T−1 (0..position_limit−1 when given) are
-// computed once at bind time in double and the run is a streaming
-// multiply-add; a position outside the table makes its row NaN rather than
-// read outside it. Each pair is
-// read before it is written, so out may alias x.
+// rotated by t·θ^(−2i/D) (the Hugging Face "rotate_half" layout), the rate
+// θ^(−2i/D) rescaled when the Llama 3 scaling attributes are given
+// (kernels/RopeScaling.h); `inverse` rotates by the negative angle, which
+// is exactly the backward. With a positions input [B, T] (packed documents
+// restart at 0) position positions[b, t] replaces t. The angles depend only
+// on (position, i), so their cos/sin for positions 0..T−1
+// (0..position_limit−1 when given) are computed once at bind time in double
+// and the run is a streaming multiply-add; a position outside the table
+// makes its row NaN rather than read outside it. Each pair is read before
+// it is written, so out may alias x.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,18 +22,13 @@ namespace {
 
 template <typename T> class RopeKernel final : public Kernel {
 public:
-  RopeKernel(const KernelArgs &args, double theta, bool inverse, int64_t rows)
+  RopeKernel(const KernelArgs &args, const contracts::RopeBinding &b)
       : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()),
         positions_(args.inputs.size() > 1 ? IdView(args.inputs[1]) : IdView()),
         b_(args.inputs[0].dim(0)),
         t_(args.inputs[0].dim(1)), h_(args.inputs[0].dim(2)), d_(args.inputs[0].dim(3)),
-        half_(d_ / 2), rows_(rows), cos_(rows_ * half_), sin_(rows_ * half_) {
-    for (int64_t t = 0; t < rows_; ++t)
-      for (int64_t i = 0; i < half_; ++i) {
-        double angle = static_cast<double>(t) * std::pow(theta, -2.0 * i / d_);
-        cos_[t * half_ + i] = static_cast<float>(std::cos(angle));
-        sin_[t * half_ + i] = static_cast<float>(inverse ? -std::sin(angle) : std::sin(angle));
-      }
+        half_(d_ / 2), rows_(b.rows), cos_(rows_ * half_), sin_(rows_ * half_) {
+    contracts::ropeTables(b, d_, cos_.data(), sin_.data());
   }
 
   void run(const StepContext &) override {
@@ -70,7 +66,7 @@ private:
 std::unique_ptr<Kernel> makeRope(const KernelArgs &args, std::string &error) {
   contracts::RopeBinding b;
   if (!contracts::bindRope(args, error, &b)) return nullptr;
-  return makeFloatKernel<RopeKernel>(b.dtype, args, b.theta, b.inverse, b.rows);
+  return makeFloatKernel<RopeKernel>(b.dtype, args, b);
 }
 
 } // namespace

@@ -1,14 +1,16 @@
 //===- rope.cu - rotary position embedding on the GPU ---------------------===//
 //
 // x [B, T, H, D]: at position t the pair (x[i], x[i + D/2]) is rotated by
-// t·θ^(−2i/D) (negated when `inverse`, which is the backward). The angles
-// depend only on (t, i): their cos/sin are computed once at bind time, in
-// double on the host exactly as kernels/cpu/rope.cpp does, rounded to fp32
-// and uploaded, so both backends rotate by the same fp32 factors. The run
-// is a grid-stride loop over pairs: a thread reads both halves of its pair
-// before writing them, so out may alias x. With a positions input [B, T]
-// (packed documents restart at 0) positions[b, t] replaces t; one outside
-// [0, T) makes its pair NaN rather than read outside the table, as on the CPU.
+// t·θ^(−2i/D), that rate rescaled under the Llama 3 scaling attributes
+// (kernels/RopeScaling.h), negated when `inverse` (the backward). The
+// angles depend only on (t, i): their cos/sin are computed once at bind
+// time on the host by the function kernels/cpu/rope.cpp uses
+// (contracts::ropeTables) and uploaded, so both backends rotate by the same
+// fp32 factors. The run is a grid-stride loop over pairs: a thread reads
+// both halves of its pair before writing them, so out may alias x. With a
+// positions input [B, T] (packed documents restart at 0) positions[b, t]
+// replaces t; one outside [0, T) makes its pair NaN rather than read
+// outside the table, as on the CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +18,6 @@
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
 
-#include <cmath>
 #include <vector>
 
 namespace llmc::cuda {
@@ -49,21 +50,15 @@ __global__ void ropeKernel(const T *x, T *out, const float *cs, const float *sn,
 
 template <typename T> class RopeKernel final : public Kernel {
 public:
-  RopeKernel(const KernelArgs &args, double theta, bool inverse, int64_t rows)
+  RopeKernel(const KernelArgs &args, const contracts::RopeBinding &b)
       : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()),
         positions_(args.inputs.size() > 1 ? args.inputs[1].data : nullptr),
         wide_(args.inputs.size() > 1 && args.inputs[1].dtype == DType::I64),
         b_(args.inputs[0].dim(0)),
         t_(args.inputs[0].dim(1)), h_(args.inputs[0].dim(2)), d_(args.inputs[0].dim(3)),
-        half_(d_ / 2), rows_(rows), table_(2 * rows_ * half_ * sizeof(float)) {
+        half_(d_ / 2), rows_(b.rows), table_(2 * rows_ * half_ * sizeof(float)) {
     std::vector<float> host(static_cast<size_t>(2 * rows_ * half_));
-    float *cosTable = host.data(), *sinTable = host.data() + rows_ * half_;
-    for (int64_t t = 0; t < rows_; ++t)
-      for (int64_t i = 0; i < half_; ++i) {
-        double angle = static_cast<double>(t) * std::pow(theta, -2.0 * i / d_);
-        cosTable[t * half_ + i] = static_cast<float>(std::cos(angle));
-        sinTable[t * half_ + i] = static_cast<float>(inverse ? -std::sin(angle) : std::sin(angle));
-      }
+    contracts::ropeTables(b, d_, host.data(), host.data() + rows_ * half_);
     if (!host.empty()) copyToDevice(table_.as<void>(), host.data(), host.size() * sizeof(float));
   }
 
@@ -89,7 +84,7 @@ private:
 std::unique_ptr<Kernel> makeCudaRope(const KernelArgs &args, std::string &error) {
   contracts::RopeBinding b;
   if (!contracts::bindRope(args, error, &b)) return nullptr;
-  return makeFloatKernel<RopeKernel>(b.dtype, args, b.theta, b.inverse, b.rows);
+  return makeFloatKernel<RopeKernel>(b.dtype, args, b);
 }
 
 } // namespace

@@ -24,6 +24,7 @@
 #define LLMC_KERNELS_REFERENCE_REFERENCE_H
 
 #include "kernels/QuantScheme.h"
+#include "kernels/RopeScaling.h"
 
 #include <cstdint>
 #include <vector>
@@ -108,9 +109,11 @@ RefTensor embeddingGrad(const RefTensor &ids, const RefTensor &dy, int64_t rows,
 //===- rope.cpp -----------------------------------------------------------===//
 
 /// Rotary embedding of x [B, T, H, D], half-split pairs (i, i + D/2) rotated
-/// by t·theta^(−2i/D), t = positions[b, t] when given (may be null; outside
-/// [0, T): NaN); `inverse` negates the angle.
-RefTensor rope(const RefTensor &x, const RefTensor *positions, double theta, bool inverse);
+/// by t·theta^(−2i/D), that rate rescaled by `scaling` when it is set
+/// (Llama 3, kernels/RopeScaling.h), t = positions[b, t] when given (may be
+/// null; outside [0, T): NaN); `inverse` negates the angle.
+RefTensor rope(const RefTensor &x, const RefTensor *positions, double theta, bool inverse,
+               const RopeScaling &scaling = {});
 
 //===- attention.cpp ------------------------------------------------------===//
 

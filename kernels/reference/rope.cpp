@@ -1,8 +1,9 @@
 //===- rope.cpp - rotary position embedding reference ---------------------===//
 //
 // The pair (x[i], x[i + D/2]) of each head at position t (or positions[b,t])
-// rotated by t·θ^(−2i/D), the angle computed afresh with pow for every
-// element (the kernels use a table); the inverse rotation is the backward.
+// rotated by t·θ^(−2i/D) (the rate under Llama 3 scaling when given), the
+// angle computed afresh for every element (the kernels use a table); the
+// inverse rotation is the backward.
 // A position outside [0, T) makes its row NaN, as the kernels do.
 //
 //===----------------------------------------------------------------------===//
@@ -11,7 +12,8 @@
 
 namespace llmc::ref {
 
-RefTensor rope(const RefTensor &x, const RefTensor *positions, double theta, bool inverse) {
+RefTensor rope(const RefTensor &x, const RefTensor *positions, double theta, bool inverse,
+               const RopeScaling &scaling) {
   require(x.shape.size() == 4 && x.shape[3] % 2 == 0, "rope", "x must be [B, T, H, D], D even");
   int64_t b = x.shape[0], t = x.shape[1], h = x.shape[2], d = x.shape[3], half = d / 2;
   require(!positions || positions->shape == std::vector<int64_t>{b, t}, "rope",
@@ -24,7 +26,8 @@ RefTensor rope(const RefTensor &x, const RefTensor *positions, double theta, boo
         double *o = out.data.data() + ((bi * t + ti) * h + hi) * d;
         for (int64_t i = 0; i < half; ++i) {
           double pos = positions ? positions->data[bi * t + ti] : static_cast<double>(ti);
-          double angle = pos >= 0 && pos < t ? pos * std::pow(theta, -2.0 * i / d) : NAN;
+          double angle =
+              pos >= 0 && pos < t ? pos * ropeInverseFrequency(theta, i, d, scaling) : NAN;
           if (inverse) angle = -angle;
           double c = std::cos(angle), s = std::sin(angle);
           o[i] = in[i] * c - in[i + half] * s;

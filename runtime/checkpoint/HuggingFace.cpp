@@ -54,6 +54,14 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
           {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, "0"}};
 }
 
+/// Llama 3's RoPE scaling: the members of config.json's `rope_scaling` (in
+/// transformers' order) and the metadata (`model.<meta>`) they must equal.
+const std::pair<const char *, const char *> kLlama3Scaling[] = {
+    {"factor", "rope_factor"},
+    {"high_freq_factor", "rope_high_freq_factor"},
+    {"low_freq_factor", "rope_low_freq_factor"},
+    {"original_max_position_embeddings", "rope_original_max_positions"}};
+
 /// A config.json value as a number (booleans as 0 / 1).
 double numberOf(const json::Value &v, const std::string &where) {
   if (v.kind() == json::Value::Kind::Bool)
@@ -88,8 +96,49 @@ void checkSemantics(const json::Value &config, const std::string &family,
   requireSetting(config, path, "mlp_bias", json::Value(false), "Llama has no MLP biases");
   requireSetting(config, path, "head_dim", json::Value(headDim),
                  "Llama heads are hidden_size / num_attention_heads wide");
-  if (const json::Value *scaling = config.find("rope_scaling"); scaling && !scaling->isNull())
-    fail(path, ": rope_scaling is set, but llmc's RoPE is unscaled");
+}
+
+/// config.json's `rope_scaling` against the model's: null (or type
+/// "default") for an unscaled RoPE, else llama3 with the model's numbers.
+/// The type is `rope_type`, or `type` in older files, as transformers reads it.
+void checkRopeScaling(const json::Value &config, const Artifact &artifact,
+                      const std::string &path) {
+  const json::Value *scaling = config.find("rope_scaling");
+  std::string have = "none";
+  if (scaling && !scaling->isNull()) {
+    if (scaling->kind() != json::Value::Kind::Object)
+      fail(path, ": rope_scaling must be an object or null, got ", scaling->dump());
+    const json::Value *type = scaling->find("rope_type");
+    if (!type || type->isNull())
+      type = scaling->find("type");
+    if (!type || type->isNull())
+      fail(path, ": rope_scaling has no rope_type");
+    have = type->asString(path + ": rope_scaling.rope_type");
+    if (have == "default")
+      have = "none";
+    else if (have != "llama3")
+      fail(path, ": rope_scaling type '", have, "' is not supported (llmc implements llama3)");
+  }
+  // Artifacts compiled before llmc knew the scaling record none: unscaled.
+  const std::string want = artifact.meta("model.rope_scaling", "none");
+  if (have != want)
+    fail(path, ": rope_scaling is ",
+         !scaling || scaling->isNull() ? "null" : have == "none" ? "default" : have,
+         ", but the model has rope_scaling = ", want);
+  if (want == "none")
+    return;
+  for (const auto &[hf, meta] : kLlama3Scaling) {
+    std::string key = std::string("model.") + meta;
+    const json::Value *v = scaling->find(hf);
+    if (!v || v->isNull())
+      fail(path, ": rope_scaling has no '", hf, "' (the model has ", meta, " = ",
+           artifact.meta(key), ")");
+    double given = numberOf(*v, path + ": rope_scaling." + hf),
+           expected = artifact.metaNumber(key, 0);
+    if (std::fabs(given - expected) > 1e-12 * std::fabs(expected))
+      fail(path, ": rope_scaling.", hf, " is ", v->dump(), ", but the model has ", meta, " = ",
+           artifact.meta(key));
+  }
 }
 
 /// Tensors older transformers saved that are buffers, not parameters:
@@ -179,6 +228,8 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
   checkSemantics(config, family_, path,
                  static_cast<int64_t>(artifact.metaNumber("model.n_embd", 0) /
                                       artifact.metaNumber("model.n_head", 1)));
+  if (family_ == "llama")
+    checkRopeScaling(config, artifact, path);
   tied_ = artifact.metaNumber("model.tie_embeddings", 0) != 0;
   for (const auto &[name, shape] : modelParameters(artifact))
     parameters_.insert(huggingFaceName(family_, name));
@@ -342,6 +393,17 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
     config.set("hidden_act", json::Value("silu"));
     config.set("attention_bias", json::Value(false));
     config.set("mlp_bias", json::Value(false));
+    if (artifact.meta("model.rope_scaling", "none") == "llama3") {
+      json::Value scaling = json::Value::object();
+      for (const auto &[hf, meta] : kLlama3Scaling) {
+        double v = artifact.metaNumber(std::string("model.") + meta, 0);
+        scaling.set(hf, std::string(hf) == "original_max_position_embeddings"
+                            ? json::Value(static_cast<int64_t>(v))
+                            : json::Value(v));
+      }
+      scaling.set("rope_type", json::Value("llama3"));
+      config.set("rope_scaling", scaling);
+    }
   }
   config.set("torch_dtype", json::Value(report.dtype));
 

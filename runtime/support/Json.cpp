@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <unordered_set>
 
 namespace llmc::json {
@@ -105,6 +106,10 @@ void Value::dumpTo(std::string &out, int indent, int depth) const {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.17g", double_);
     out += std::isfinite(double_) ? buf : "null";
+    // A whole number stays a float ("8.0", as Python writes it): readers
+    // such as transformers' config checks tell 8 from 8.0.
+    if (std::isfinite(double_) && std::strpbrk(buf, ".eE") == nullptr)
+      out += ".0";
     break;
   }
   case Kind::String: escape(out, string_); break;

@@ -1,6 +1,7 @@
 """`llmc generate` against `transformers` (docs/inference.md).
 
-For GPT-2 and Llama (grouped-query attention), a transformers model with
+For GPT-2, Llama (grouped-query attention) and Llama with Llama 3.1's
+RoPE scaling (rope_scaling llama3), a transformers model with
 random weights is saved as a Hugging Face directory and compiled with
 `llmc compile --inference` (small pages and prefill chunks, so prompts span
 several chunks and pages). Prompts of different lengths, more of them than
@@ -28,7 +29,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from hf_interop import hf_model
+from hf_interop import LLAMA3_SCALING, hf_model
 
 TOL = 1e-5
 PROMPTS = [[5], [17, 3, 250, 9, 100], list(range(40, 53)), [7] * 9, list(range(200, 222)), [1, 2]]
@@ -53,10 +54,11 @@ def relative(a, b):
     return (a - b).abs().max().item() / b.abs().max().item()
 
 
-def check(name, family, args, width=64, heads=4):
+def check(name, family, args, width=64, heads=4, rope_scaling=None):
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
-    model = hf_model(family, tied=family == "gpt2", width=width, heads=heads).eval()
+    model = hf_model(family, tied=family == "gpt2", width=width, heads=heads,
+                     rope_scaling=rope_scaling).eval()
     hf = os.path.join(work, "hf")
     model.save_pretrained(hf, safe_serialization=True)
     llmc = os.path.join(args.bin, "llmc")
@@ -118,6 +120,7 @@ def main():
     torch.set_num_threads(2)
     check("gpt2", "gpt2", args)
     check("llama-gqa", "llama", args)
+    check("llama3-rope-scaling", "llama", args, rope_scaling=LLAMA3_SCALING)
     return 0
 
 

@@ -2,13 +2,16 @@
 
 For each model — GPT-2 (tied head) and Llama (GQA, untied head; tied
 head), vocabulary 257, in fp32, a bf16 Llama, an fp16 GPT-2 and a Llama
-saved in shards (model.safetensors.index.json); and both at width 72 with
-6 heads (3 key/value heads) — builds a transformers model from a small config
-with random weights, `save_pretrained`s it (safetensors), and checks that
+saved in shards (model.safetensors.index.json); both at width 72 with 6
+heads (3 key/value heads); and a Llama with Llama 3.1's RoPE scaling
+(rope_scaling llama3, its three frequency bands all present) — builds a
+transformers model from a small config with random weights,
+`save_pretrained`s it (safetensors), and checks that
 
   * HF -> llmc -> HF is bit-exact: `llmc-run --weights hf/ --steps 0
     --ckpt-dir ck` then `llmc export-hf ck` gives back every tensor byte for
-    byte, under the same names, and transformers loads the export;
+    byte, under the same names, with config.json's rope_scaling, and
+    transformers loads the export;
   * llmc's logits on a batch equal transformers' (eval mode, fp32) within
     1e-5 relative to the largest logit;
   * training from the HF directory starts at transformers' loss on the
@@ -33,7 +36,14 @@ def run(*cmd):
     subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
 
 
-def hf_model(family, tied, width=64, heads=4):
+# Llama 3.1's scaling shrunk to a small model: at head dim 16 and θ = 10⁴
+# the wavelengths 2π·10⁴^(i/8) are 6.3 (below 48/4: kept), 19.9 (between:
+# blended) and 63 and up (above 48/1: stretched 8 times).
+LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                  "high_freq_factor": 4.0, "original_max_position_embeddings": 48}
+
+
+def hf_model(family, tied, width=64, heads=4, rope_scaling=None):
     torch.manual_seed(1234)
     if family == "gpt2":
         config = transformers.GPT2Config(vocab_size=257, n_positions=32, n_embd=width, n_layer=2,
@@ -43,8 +53,9 @@ def hf_model(family, tied, width=64, heads=4):
         config = transformers.LlamaConfig(vocab_size=257, hidden_size=width, intermediate_size=96,
                                           num_hidden_layers=2, num_attention_heads=heads,
                                           num_key_value_heads=heads // 2,
-                                          max_position_embeddings=64,
+                                          max_position_embeddings=128 if rope_scaling else 64,
                                           rms_norm_eps=1e-6, rope_theta=10000.0,
+                                          rope_scaling=rope_scaling,
                                           tie_word_embeddings=tied)
         model = transformers.LlamaForCausalLM(config)
     # HF initialises biases to 0 and norm weights to 1, which would hide a
@@ -66,10 +77,11 @@ def load_dir(path):
     return tensors
 
 
-def check(name, family, tied, args, dtype=torch.float32, shard=None, width=64, heads=4):
+def check(name, family, tied, args, dtype=torch.float32, shard=None, width=64, heads=4,
+          rope_scaling=None):
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
-    model = hf_model(family, tied, width, heads)
+    model = hf_model(family, tied, width, heads, rope_scaling)
     hf_in, hf_out = os.path.join(work, "hf"), os.path.join(work, "hf-out")
     # A half-precision file loads into fp32 parameters exactly; the
     # reference is transformers' fp32 model loaded from the same file (its
@@ -98,6 +110,12 @@ def check(name, family, tied, args, dtype=torch.float32, shard=None, width=64, h
         # numpy has no bf16: compare the raw 16-bit patterns.
         bits = (lambda t: t.view(torch.int16)) if a.element_size() == 2 else (lambda t: t)
         assert torch.equal(bits(a), bits(b)), f"{key} differs after the round trip"
+    # transformers writes rope_scaling null when unscaled; export leaves it out.
+    config_in, config_out = (json.load(open(os.path.join(d, "config.json")))
+                             for d in (hf_in, hf_out))
+    assert config_in.get("rope_scaling") == config_out.get("rope_scaling"), (
+        config_in.get("rope_scaling"), config_out.get("rope_scaling"))
+    assert config_in.get("rope_scaling") == rope_scaling
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(
         hf_out, torch_dtype=torch.float32).eval()
 
@@ -161,6 +179,7 @@ def main():
     check("llama-sharded", "llama", False, args, shard="40KB")
     check("gpt2-width72", "gpt2", True, args, width=72, heads=6)
     check("llama-width72", "llama", False, args, width=72, heads=6)
+    check("llama3-rope-scaling", "llama", False, args, rope_scaling=LLAMA3_SCALING)
     return 0
 
 

@@ -203,6 +203,38 @@ func.func @f(%x: tensor<2x8x4x8xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2x8x4x8xf32>) {
+  // expected-error @+1 {{scaling_factor, low_freq_factor, high_freq_factor and original_max_positions go together (Llama 3 scaling)}}
+  %y = llm.rope %x {theta = 10000.0 : f64, scaling_factor = 8.0 : f64} : tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x4x8xf32>) {
+  // expected-error @+1 {{scaling_factor must be > 0}}
+  %y = llm.rope %x {theta = 10000.0 : f64, scaling_factor = 0.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_max_positions = 64 : i64} : tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x4x8xf32>) {
+  // expected-error @+1 {{low_freq_factor (4.000000e+00) and high_freq_factor (4.000000e+00) must satisfy 0 < low < high}}
+  %y = llm.rope %x {theta = 10000.0 : f64, scaling_factor = 8.0 : f64, low_freq_factor = 4.0 : f64, high_freq_factor = 4.0 : f64, original_max_positions = 64 : i64} : tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x4x8xf32>) {
+  // expected-error @+1 {{original_max_positions must be >= 1}}
+  %y = llm.rope %x {theta = 10000.0 : f64, scaling_factor = 8.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_max_positions = 0 : i64} : tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x8x4x8xf32>, %pos: tensor<2x4xi32>) {
   // expected-error @+1 {{positions must be [2, 8], got 2x4}}
   %y = llm.rope %x positions %pos : tensor<2x4xi32> {theta = 10000.0 : f64} : tensor<2x8x4x8xf32>

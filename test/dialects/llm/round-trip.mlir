@@ -26,6 +26,8 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
     %qi = llm.rope %qr {theta = 10000.0 : f64, inverse} : tensor<2x8x4x16xf32>
     // CHECK: llm.rope %{{.*}} positions %{{.*}} : tensor<2x8xi32> {theta = 1.000000e+04 : f64} : tensor<2x8x4x16xf32>
     %qp = llm.rope %q positions %tokens : tensor<2x8xi32> {theta = 10000.0 : f64} : tensor<2x8x4x16xf32>
+    // CHECK: llm.rope %{{.*}} {high_freq_factor = 4.000000e+00 : f64, low_freq_factor = 1.000000e+00 : f64, original_max_positions = 8192 : i64, scaling_factor = 8.000000e+00 : f64, theta = 5.000000e+05 : f64} : tensor<2x8x4x16xf32>
+    %qs = llm.rope %q {theta = 500000.0 : f64, scaling_factor = 8.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_max_positions = 8192 : i64} : tensor<2x8x4x16xf32>
     // CHECK: llm.slice %{{.*}} {offsets = array<i64: 0, 0, 0, 0>} : tensor<2x8x4x16xf32> to tensor<2x8x2x16xf32>
     %k = llm.slice %qi {offsets = array<i64: 0, 0, 0, 0>} : tensor<2x8x4x16xf32> to tensor<2x8x2x16xf32>
     // CHECK: llm.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>

@@ -98,8 +98,99 @@ TEST(Models, HuggingFaceConfigJson) {
   EXPECT_TRUE(config.tieEmbeddings);
   EXPECT_DOUBLE_EQ(config.ropeTheta, 500000.0);
   EXPECT_EQ(config.seqLen, 32);
+  EXPECT_EQ(config.ropeScaling, "none");
   EXPECT_FALSE(static_cast<bool>(config.validate()));
   llvm::sys::fs::remove(path);
+}
+
+/// Writes `text` to a temporary config.json and applies it to a tiny llama;
+/// the error message, or "" when it applies and validates.
+std::string applyJson(const std::string &text, llmc::ModelConfig &config) {
+  llvm::SmallString<128> path;
+  if (llvm::sys::fs::createTemporaryFile("llmc-config", "json", path))
+    return "cannot create a temporary file";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    os << text;
+  }
+  config = cantFail(llmc::presetConfig("llama", "tiny"));
+  llvm::Error e = llmc::applyConfigJson(config, path);
+  llvm::sys::fs::remove(path);
+  if (!e)
+    e = config.validate();
+  return e ? llvm::toString(std::move(e)) : "";
+}
+
+TEST(Models, HuggingFaceRopeScaling) {
+  llmc::ModelConfig config;
+  // Llama 3.1's, under either spelling of the type.
+  for (const char *type : {"rope_type", "type"}) {
+    SCOPED_TRACE(type);
+    EXPECT_EQ(applyJson(std::string(R"({"rope_scaling": {")") + type +
+                            R"(": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                "high_freq_factor": 4.0,
+                                "original_max_position_embeddings": 8192}})",
+                        config),
+              "");
+    EXPECT_EQ(config.ropeScaling, "llama3");
+    EXPECT_DOUBLE_EQ(config.ropeFactor, 8.0);
+    EXPECT_DOUBLE_EQ(config.ropeLowFreqFactor, 1.0);
+    EXPECT_DOUBLE_EQ(config.ropeHighFreqFactor, 4.0);
+    EXPECT_EQ(config.ropeOriginalMaxPositions, 8192);
+    llmc::RopeScaling s = config.ropeScalingParameters();
+    EXPECT_TRUE(s.scaled());
+    EXPECT_EQ(s.originalMaxPositions, 8192);
+  }
+  EXPECT_EQ(applyJson(R"({"rope_scaling": null})", config), "");
+  EXPECT_FALSE(config.ropeScalingParameters().scaled());
+  EXPECT_EQ(applyJson(R"({"rope_scaling": {"rope_type": "default"}})", config), "");
+  EXPECT_EQ(config.ropeScaling, "none");
+
+  auto error = [&](const std::string &text) {
+    std::string message = applyJson(text, config);
+    size_t colon = message.find("': ");
+    return colon == std::string::npos ? message : message.substr(colon + 3);
+  };
+  EXPECT_EQ(error(R"({"rope_scaling": {"type": "linear", "factor": 2.0}})"),
+            "rope_scaling type 'linear' is not supported (llmc implements llama3)");
+  EXPECT_EQ(error(R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})"),
+            "rope_scaling type 'yarn' is not supported (llmc implements llama3)");
+  EXPECT_EQ(error(R"({"rope_scaling": {"factor": 2.0}})"), "rope_scaling has no rope_type");
+  EXPECT_EQ(error(R"({"rope_scaling": 2})"), "rope_scaling must be an object or null");
+  EXPECT_EQ(error(R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                      "low_freq_factor": 1.0, "high_freq_factor": 4.0}})"),
+            "rope_scaling (llama3) has no 'original_max_position_embeddings'");
+  EXPECT_EQ(error(R"({"rope_scaling": {"rope_type": "llama3", "factor": "8",
+                      "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 8192}})"),
+            "rope_scaling.factor must be a number");
+  EXPECT_EQ(error(R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                      "low_freq_factor": 4.0, "high_freq_factor": 1.0,
+                      "original_max_position_embeddings": 8192}})"),
+            "rope_low_freq_factor (4.000000) and rope_high_freq_factor (1.000000) must satisfy "
+            "0 < low < high");
+
+  // As overrides: the defaults are Llama 3.1's.
+  config = cantFail(llmc::presetConfig("llama", "tiny"));
+  EXPECT_FALSE(static_cast<bool>(llmc::applyOverride(config, "rope_scaling=llama3")));
+  EXPECT_FALSE(static_cast<bool>(llmc::applyOverride(config, "rope_original_max_positions=64")));
+  EXPECT_FALSE(static_cast<bool>(config.validate()));
+  llmc::RopeScaling s = config.ropeScalingParameters();
+  EXPECT_EQ(s.factor, 8.0);
+  EXPECT_EQ(s.lowFreqFactor, 1.0);
+  EXPECT_EQ(s.highFreqFactor, 4.0);
+  EXPECT_EQ(s.originalMaxPositions, 64);
+  EXPECT_FALSE(static_cast<bool>(llmc::applyOverride(config, "rope_scaling=yarn")));
+  EXPECT_EQ(llvm::toString(config.validate()), "rope_scaling must be none or llama3, got 'yarn'");
+  llmc::ModelConfig gpt2 = cantFail(llmc::presetConfig("gpt2", "tiny"));
+  gpt2.ropeScaling = "llama3";
+  EXPECT_EQ(llvm::toString(gpt2.validate()),
+            "rope_scaling applies to llama's RoPE; gpt2 has no RoPE");
+  // The Llama 3.2 1B preset carries its scaling.
+  llmc::ModelConfig big = cantFail(llmc::presetConfig("llama", "1B"));
+  EXPECT_EQ(big.ropeScaling, "llama3");
+  EXPECT_EQ(big.ropeFactor, 32.0);
 }
 
 } // namespace

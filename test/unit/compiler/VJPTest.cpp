@@ -211,6 +211,15 @@ TEST(VJP, Rope) {
                            "tensor<2x5x3x8xf32>"));
 }
 
+TEST(VJP, RopeLlama3Scaling) {
+  // D = 8, θ = 100: one pair kept, one blended, two stretched.
+  checkGradients(projected(param("x", "tensor<2x5x3x8xf32>"),
+                           "  %y = llm.rope %x {theta = 100.0 : f64, scaling_factor = 4.0 : f64, "
+                           "low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, "
+                           "original_max_positions = 40 : i64} : tensor<2x5x3x8xf32>",
+                           "tensor<2x5x3x8xf32>"));
+}
+
 TEST(VJP, RopeGivenPositions) {
   checkGradients(projected(param("x", "tensor<2x5x3x8xf32>") + ", " +
                                intArg("pos", "tensor<2x5xi32>", 5),

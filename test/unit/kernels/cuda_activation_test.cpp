@@ -101,6 +101,32 @@ TEST(CudaActivationKernels, RopeMatchesCpu) {
       }
 }
 
+/// Llama 3 scaling (all three bands at D = 32 and 64): the same table.
+TEST(CudaActivationKernels, RopeLlama3ScalingMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 9850;
+  for (DType t : kFloatTypes)
+    for (const std::vector<int64_t> &shape : {std::vector<int64_t>{2, 21, 3, 32},
+                                              std::vector<int64_t>{1, 300, 4, 64}})
+      for (int64_t inverse : {0, 1}) {
+        SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape) +
+                     (inverse ? " inverse" : ""));
+        Buffer x = Buffer::of(randomTensor(shape, ++seed), t);
+        Buffer out(t, shape);
+        KernelAttrs a = attrs({{"theta", 10000.0},
+                               {"scaling_factor", 8.0},
+                               {"low_freq_factor", 1.0},
+                               {"high_freq_factor", 4.0}},
+                              {{"original_max_positions", 48}, {"inverse", inverse}});
+        expectCudaMatchesCpu("rope", {&x}, {&out}, a, {Metric::Norm, {tolerance(t)}});
+        RefTensor positions = RefTensor::zeros({shape[0], shape[1]});
+        for (size_t i = 0; i < positions.data.size(); ++i)
+          positions.data[i] = static_cast<double>(i % static_cast<size_t>(shape[1]) % 17);
+        Buffer p = Buffer::of(positions, DType::I64);
+        expectCudaMatchesCpu("rope", {&x, &p}, {&out}, a, {Metric::Norm, {tolerance(t)}});
+      }
+}
+
 TEST(CudaActivationKernels, BindErrorsMatchCpu) {
   LLMC_REQUIRE_GPU();
   TensorView a = typeOnly(DType::F32, {4, 8}), b = typeOnly(DType::BF16, {4, 8});
@@ -111,6 +137,10 @@ TEST(CudaActivationKernels, BindErrorsMatchCpu) {
   TensorView odd = typeOnly(DType::F32, {2, 4, 2, 7});
   KernelAttrs theta = attrs({{"theta", 1e4}});
   EXPECT_EQ(cudaBindError("rope", {odd}, {odd}, theta), bindError("rope", {odd}, {odd}, theta));
+  TensorView even = typeOnly(DType::F32, {2, 4, 2, 8});
+  KernelAttrs partial = attrs({{"theta", 1e4}, {"low_freq_factor", 1.0}});
+  EXPECT_EQ(cudaBindError("rope", {even}, {even}, partial),
+            bindError("rope", {even}, {even}, partial));
 }
 
 } // namespace

@@ -150,5 +150,93 @@ TEST(RopeKernel, InverseUndoesForward) {
   EXPECT_CLOSE(back.toRef(), x, Metric::Norm, 1e-6);
 }
 
+/// Llama 3 scaling at D = 32, θ = 10⁴, factor 8, low 1, high 4, original
+/// context 48: pairs 0-1 keep their rate, 2-3 blend, 4-15 are stretched.
+KernelAttrs llama3Attrs(int64_t inverse = 0) {
+  return attrs({{"theta", 10000.0},
+                {"scaling_factor", 8.0},
+                {"low_freq_factor", 1.0},
+                {"high_freq_factor", 4.0}},
+               {{"original_max_positions", 48}, {"inverse", inverse}});
+}
+const RopeScaling kLlama3{8.0, 1.0, 4.0, 48};
+
+/// transformers 4.44.2's `_compute_llama3_parameters` for that config (its
+/// fp32 inv_freq, printed to 9 digits).
+TEST(RopeKernel, Llama3RatesAreTransformers) {
+  const double hf[16] = {1,           0.562341332, 0.170112297,    0.0408229083,
+                         0.0125000002, 0.0070292661, 0.00395284733, 0.00222284929,
+                         0.00124999997, 0.000702926656, 0.000395284733, 0.000222284929,
+                         0.000125000006, 7.02926627e-05, 3.95284733e-05, 2.22284925e-05};
+  for (int64_t i = 0; i < 16; ++i) {
+    SCOPED_TRACE("pair " + std::to_string(i));
+    EXPECT_NEAR(ropeInverseFrequency(10000.0, i, 32, kLlama3), hf[i], 2e-7 * hf[i]);
+  }
+  // Unscaled: θ^(−2i/D) as before.
+  EXPECT_EQ(ropeInverseFrequency(10000.0, 3, 32), std::pow(10000.0, -6.0 / 32));
+}
+
+TEST(RopeKernel, Llama3ScalingMatchesReference) {
+  RefTensor positions = RefTensor::zeros({2, 21});
+  for (int64_t i = 0; i < 42; ++i) positions.data[i] = static_cast<double>(i % 21 % 13);
+  for (DType dtype : kFloatTypes)
+    for (int inverse = 0; inverse < 2; ++inverse) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + (inverse ? " inverse" : ""));
+      RefTensor x = roundTo(randomTensor({2, 21, 3, 32}, 451), dtype);
+      Buffer xb = Buffer::of(x, dtype), out(dtype, x.shape);
+      out.poison();
+      ASSERT_TRUE(runKernel("rope", {&xb}, {&out}, llama3Attrs(inverse)));
+      RefTensor want = ref::rope(x, nullptr, 10000.0, inverse, kLlama3);
+      EXPECT_CLOSE(out.toRef(), want, Metric::Norm, tolerance(dtype));
+      // The scaling is no rounding: unscaled differs by far more.
+      RefTensor unscaled = ref::rope(x, nullptr, 10000.0, inverse);
+      double far = 0;
+      for (size_t i = 0; i < want.data.size(); ++i)
+        far = std::max(far, std::fabs(want.data[i] - unscaled.data[i]));
+      EXPECT_GT(far, 0.1);
+      Buffer pb = Buffer::of(positions, DType::I64);
+      ASSERT_TRUE(runKernel("rope", {&xb, &pb}, {&out}, llama3Attrs(inverse)));
+      EXPECT_CLOSE(out.toRef(), ref::rope(x, &positions, 10000.0, inverse, kLlama3),
+                   Metric::Norm, tolerance(dtype));
+      ASSERT_TRUE(runKernel("rope", {&xb}, {&xb}, llama3Attrs(inverse)));
+      EXPECT_CLOSE(xb.toRef(), want, Metric::Norm, tolerance(dtype));
+    }
+  // position_limit rows past T rotate by the same scaled rates.
+  RefTensor x = randomTensor({1, 4, 2, 32}, 452), late = RefTensor::zeros({1, 4});
+  for (int64_t i = 0; i < 4; ++i) late.data[i] = static_cast<double>(30 + i);
+  Buffer xb = Buffer::of(x, DType::F32), pb = Buffer::of(late, DType::I32),
+         out(DType::F32, x.shape);
+  KernelAttrs a = llama3Attrs();
+  a.setInt("position_limit", 40);
+  ASSERT_TRUE(runKernel("rope", {&xb, &pb}, {&out}, a));
+  RefTensor wide = RefTensor::zeros({1, 34, 2, 32});
+  for (int64_t t = 0; t < 4; ++t)
+    for (int64_t e = 0; e < 64; ++e) wide.data[(30 + t) * 64 + e] = x.data[t * 64 + e];
+  RefTensor whole = ref::rope(wide, nullptr, 10000.0, false, kLlama3);
+  EXPECT_CLOSE(out.toRef(), ref::slice(whole, {0, 30, 0, 0}, {1, 4, 2, 32}), Metric::Norm,
+               tolerance(DType::F32));
+}
+
+TEST(RopeKernel, Llama3ScalingBindErrors) {
+  TensorView x = typeOnly(DType::F32, {1, 4, 2, 8});
+  EXPECT_EQ(bindError("rope", {x}, {x}, attrs({{"theta", 1e4}, {"scaling_factor", 8.0}})),
+            "rope: attributes 'scaling_factor', 'low_freq_factor', 'high_freq_factor' and "
+            "'original_max_positions' go together (Llama 3 scaling)");
+  auto with = [](double factor, double low, double high, int64_t original) {
+    return attrs({{"theta", 1e4},
+                  {"scaling_factor", factor},
+                  {"low_freq_factor", low},
+                  {"high_freq_factor", high}},
+                 {{"original_max_positions", original}});
+  };
+  EXPECT_EQ(bindError("rope", {x}, {x}, with(0, 1, 4, 8)),
+            "rope: attribute 'scaling_factor' must be positive");
+  EXPECT_EQ(bindError("rope", {x}, {x}, with(8, 4, 4, 8)),
+            "rope: attributes 'low_freq_factor' (4.000000) and 'high_freq_factor' (4.000000) "
+            "must satisfy 0 < low < high");
+  EXPECT_EQ(bindError("rope", {x}, {x}, with(8, 1, 4, 0)),
+            "rope: attribute 'original_max_positions' must be at least 1");
+}
+
 } // namespace
 } // namespace llmc::test

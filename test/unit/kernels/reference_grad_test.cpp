@@ -74,6 +74,14 @@ TEST(ReferenceGradients, RopeInverseIsTheBackward) {
       finiteDifferenceError(x, ref::rope(w, nullptr, 100.0, true),
                             [&](const RefTensor &t) { return dot(ref::rope(t, nullptr, 100.0, false), w); }),
       kFdTolerance);
+  // Under Llama 3 scaling (D = 8, θ = 100: a kept, a blended and two
+  // stretched pairs) the backward is the inverse with the same scaling.
+  const RopeScaling scaling{4.0, 1.0, 4.0, 40};
+  auto forward = [&](const RefTensor &t) {
+    return dot(ref::rope(t, nullptr, 100.0, false, scaling), w);
+  };
+  EXPECT_LT(finiteDifferenceError(x, ref::rope(w, nullptr, 100.0, true, scaling), forward),
+            kFdTolerance);
 }
 
 struct FdAttentionCase {

@@ -16,6 +16,16 @@ TEST(Json, RoundTripKeepsOrderAndExactIntegers) {
   EXPECT_EQ(json::parse(v.dump(2)).dump(), v.dump());
 }
 
+TEST(Json, WholeFloatsStayFloats) {
+  EXPECT_EQ(json::Value(8.0).dump(), "8.0");
+  EXPECT_EQ(json::Value(-3.0).dump(), "-3.0");
+  EXPECT_EQ(json::Value(int64_t{8}).dump(), "8");
+  EXPECT_EQ(json::Value(2.5).dump(), "2.5");
+  EXPECT_EQ(json::Value(1e300).dump(), "1.0000000000000001e+300");
+  EXPECT_EQ(json::parse("[8.0, 8, 1e2]").dump(), "[8.0,8,100.0]");
+  EXPECT_EQ(json::parse("8.0").kind(), json::Value::Kind::Double);
+}
+
 TEST(Json, ErrorsNamePosition) {
   EXPECT_RUNTIME_ERROR(json::parse("{\n  \"a\": [1, 2,, 3]\n}", "state.json"), "state.json:2:");
   EXPECT_RUNTIME_ERROR(json::parse("{\"a\": 1} x"), "trailing");
