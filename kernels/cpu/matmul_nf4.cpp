@@ -7,9 +7,11 @@
 // 32 is the point.
 //
 //  - Few rows (M ≤ kFewRows, a decode step): threads share out the output
-//    columns. W [K, N]: a thread expands a [k-chunk × column-tile] piece of
-//    W into its own scratch (L2-sized) and adds x[m, k] · row into an fp32
-//    accumulator over the tile's contiguous columns. W [N, K]
+//    columns. W [K, N]: a thread takes a tile of whole blocks of columns
+//    (its share of N where its accumulators fit), expands a few rows of it
+//    at a time into its own L1-sized scratch — each a contiguous read of
+//    the codes, so the prefetchers keep up — and adds x[m, k] · row into an
+//    fp32 accumulator over the tile's contiguous columns. W [N, K]
 //    (transpose_b): a thread expands a few rows of W and takes each one's
 //    dot product with every row of x. No BLAS here: OpenBLAS must not be
 //    called from inside an OpenMP region.
@@ -45,8 +47,9 @@ namespace {
 
 /// Rows up to which the product is a per-thread tile loop, not sgemm.
 constexpr int64_t kFewRows = 16;
-/// Column tile and k-chunk of the few-rows path: 64 × 256 fp32 = 64 KiB.
-constexpr int64_t kTileColumns = 256, kTileRows = 64;
+/// Few-rows path, W [K, N]: a thread's accumulators (rows × tile columns)
+/// and its expanded rows of W, in floats; both stay in L1/L2.
+constexpr int64_t kAccFloats = 8192, kExpandedFloats = 4096;
 /// Rows of W [N, K] a thread expands at a time on the few-rows path.
 constexpr int64_t kRowGroup = 4;
 /// Bytes of expanded W per sgemm on the many-rows path.
@@ -62,14 +65,21 @@ public:
         block_(block) {}
 
   void operator()(int64_t first, int64_t count, float *out) const {
+    // Whole blocks of an even size (every call of the few-rows paths, and
+    // the sgemm path's once its chunk is whole blocks): one division, then
+    // a block's bytes at a time.
+    if (block_ % 2 == 0 && first % block_ == 0 && count % block_ == 0) {
+      const int64_t half = block_ / 2, g0 = first / block_, g1 = g0 + count / block_;
+      const uint8_t *bytes = codes_ + g0 * half;
+      for (int64_t g = g0; g < g1; ++g, bytes += half, out += block_)
+        expandBytes(bytes, half, scaleOf(g), out);
+      return;
+    }
     int64_t end = first + count;
     while (first < end) {
       int64_t g = first / block_;
       int64_t stop = std::min(end, (g + 1) * block_);
-      float absmax = quant::nf4Absmax(static_cast<int8_t>(absmaxQ_[g]),
-                                      absmaxScale_[g / quant::kNf4DoubleQuantBlock], mean_);
-      // nf4Value's 0 for a block whose absmax is not > 0.
-      float a = absmax > 0.0f ? absmax : 0.0f;
+      const float a = scaleOf(g);
       int64_t i = first;
       if (i % 2 != 0 && i < stop) *out++ = quant::kNf4Levels[codes_[i / 2] >> 4] * a, ++i;
       int64_t pairs = (stop - i) / 2;
@@ -82,8 +92,15 @@ public:
   }
 
 private:
+  /// Block g's absmax, or nf4Value's 0 where it is not > 0.
+  float scaleOf(int64_t g) const {
+    float absmax = quant::nf4Absmax(static_cast<int8_t>(absmaxQ_[g]),
+                                    absmaxScale_[g / quant::kNf4DoubleQuantBlock], mean_);
+    return absmax > 0.0f ? absmax : 0.0f;
+  }
+
   /// out[2j], out[2j + 1] = the low and high levels of bytes[j], times a.
-  static void expandBytes(const uint8_t *bytes, int64_t n, float a, float *out) {
+  static inline void expandBytes(const uint8_t *bytes, int64_t n, float a, float *out) {
     int64_t j = 0;
 #if defined(__AVX2__)
     const __m256 lo8 = _mm256_loadu_ps(quant::kNf4Levels);
@@ -98,6 +115,16 @@ private:
       __m256 pick = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));
       return _mm256_mul_ps(_mm256_blendv_ps(low, high, pick), scale);
     };
+    for (; j + 16 <= n; j += 16) {
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(bytes + j));
+      __m128i low = _mm_and_si128(b, nibble);
+      __m128i high = _mm_and_si128(_mm_srli_epi16(b, 4), nibble);
+      __m128i first = _mm_unpacklo_epi8(low, high), second = _mm_unpackhi_epi8(low, high);
+      _mm256_storeu_ps(out + 2 * j, levels(first));
+      _mm256_storeu_ps(out + 2 * j + 8, levels(_mm_srli_si128(first, 8)));
+      _mm256_storeu_ps(out + 2 * j + 16, levels(second));
+      _mm256_storeu_ps(out + 2 * j + 24, levels(_mm_srli_si128(second, 8)));
+    }
     for (; j + 8 <= n; j += 8) {
       __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(bytes + j));
       __m128i low = _mm_and_si128(b, nibble);
@@ -130,10 +157,20 @@ public:
       yWide_.resize(d.m * d.n);
     }
     if (d.m <= kFewRows) {
-      // Per thread: a tile of expanded W and, for W [K, N], its accumulator.
-      perThread_ = d.transposeB ? kRowGroup * d.k : kTileRows * tileColumns() +
-                                                        kFewRows * tileColumns();
-      scratch_.resize(perThread_ * omp_get_max_threads());
+      // Per thread: W [N, K]: a few rows of W expanded; W [K, N]: a column
+      // tile's accumulators and k-chunk of expanded rows.
+      const int64_t threads = omp_get_max_threads();
+      if (d.transposeB) {
+        perThread_ = kRowGroup * d.k;
+      } else {
+        // As wide as a thread's share of N (each row segment a contiguous
+        // read), within the accumulator budget; whole blocks.
+        int64_t width = std::min((d.n + threads - 1) / threads, kAccFloats / d.m);
+        tile_ = std::max(d.block, width - width % d.block);
+        tileRows_ = std::max<int64_t>(1, kExpandedFloats / tile_);
+        perThread_ = (tileRows_ + d.m) * tile_;
+      }
+      scratch_.resize(perThread_ * threads);
     } else {
       chunk_ = std::max<int64_t>(1, kChunkBytes / (4 * d.k));
       if (!d.transposeB && chunk_ >= d.block) chunk_ -= chunk_ % d.block;
@@ -169,31 +206,28 @@ public:
   }
 
 private:
-  /// Whole blocks of columns, about kTileColumns of them.
-  int64_t tileColumns() const {
-    return d_.block >= kTileColumns ? d_.block : kTileColumns - kTileColumns % d_.block;
-  }
-
-  /// W [K, N]: column tiles over threads; per tile, k-chunks of W expanded
-  /// into scratch and added into an fp32 accumulator row per x row.
+  /// W [K, N]: column tiles over threads (one per thread where the
+  /// accumulators fit); per tile, chunks of rows of W expanded into scratch
+  /// and added into an fp32 accumulator row per x row. Every row segment is
+  /// a contiguous read of the codes.
   void fewRows(const Nf4Expander &expand, const float *x, float *y) {
-    const int64_t m = d_.m, k = d_.k, n = d_.n, tw = tileColumns();
+    const int64_t m = d_.m, k = d_.k, n = d_.n, tw = tile_, kr = tileRows_;
     const int64_t tiles = (n + tw - 1) / tw;
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < tiles; ++t) {
-      float *tile = scratch_.data() + perThread_ * omp_get_thread_num();
-      float *acc = tile + kTileRows * tw;
+      float *rows = scratch_.data() + perThread_ * omp_get_thread_num();
+      float *acc = rows + kr * tw;
       const int64_t c0 = t * tw, w = std::min(tw, n - c0);
       std::fill(acc, acc + m * tw, 0.0f);
-      for (int64_t k0 = 0; k0 < k; k0 += kTileRows) {
-        const int64_t kc = std::min(kTileRows, k - k0);
-        for (int64_t r = 0; r < kc; ++r) expand((k0 + r) * n + c0, w, tile + r * tw);
+      for (int64_t k0 = 0; k0 < k; k0 += kr) {
+        const int64_t kc = std::min(kr, k - k0);
+        for (int64_t r = 0; r < kc; ++r) expand((k0 + r) * n + c0, w, rows + r * tw);
         for (int64_t i = 0; i < m; ++i) {
           float *row = acc + i * tw;
           const float *xi = x + i * k + k0;
           for (int64_t r = 0; r < kc; ++r) {
             const float xv = xi[r];
-            const float *wr = tile + r * tw;
+            const float *wr = rows + r * tw;
 #pragma omp simd
             for (int64_t j = 0; j < w; ++j) row[j] += xv * wr[j];
           }
@@ -258,6 +292,7 @@ private:
   const float *absmaxScale_, *absmaxMean_;
   T *y_;
   int64_t perThread_ = 0, chunk_ = 0;
+  int64_t tile_ = 0, tileRows_ = 0; // few rows, W [K, N]: columns per tile, rows expanded at once
   std::vector<float> scratch_;      // expanded tiles (and accumulators), or a column chunk
   std::vector<float> xWide_, yWide_; // bf16, f16 only: fp32 copies
 };
