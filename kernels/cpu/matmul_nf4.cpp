@@ -21,8 +21,9 @@
 //
 // Expansion multiplies a level by its block's absmax exactly as
 // qat_dequantize_nf4 does (a single fp32 product; 0 where the absmax is not
-// > 0), so the weights are those `llmc quantize` dequantizes. With AVX2 a
-// byte pair of levels is looked up eight at a time with vpermps.
+// > 0), so the weights are those `llmc quantize` dequantizes. Levels are
+// looked up with vpermps: sixteen at a time where the CPU has AVX-512
+// (chosen at run time; the library is built for AVX2), else eight.
 // bf16 and f16 x are widened into fp32 scratch and y rounded back once.
 //
 //===----------------------------------------------------------------------===//
@@ -35,6 +36,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -68,7 +70,7 @@ public:
     // Whole blocks of an even size (every call of the few-rows paths, and
     // the sgemm path's once its chunk is whole blocks): one division, then
     // a block's bytes at a time.
-    if (block_ % 2 == 0 && first % block_ == 0 && count % block_ == 0) {
+    if (wholeBlocks(first, count)) {
       const int64_t half = block_ / 2, g0 = first / block_, g1 = g0 + count / block_;
       const uint8_t *bytes = codes_ + g0 * half;
       for (int64_t g = g0; g < g1; ++g, bytes += half, out += block_)
@@ -91,6 +93,21 @@ public:
     }
   }
 
+  /// Whether [first, first + count) is whole blocks of an even size, which
+  /// accumulate() takes.
+  bool wholeBlocks(int64_t first, int64_t count) const {
+    return block_ % 2 == 0 && first % block_ == 0 && count % block_ == 0;
+  }
+
+  /// acc[j] += xv · W[first + j] for j < count (whole blocks), without
+  /// storing the expanded weights.
+  void accumulate(int64_t first, int64_t count, float xv, float *acc) const {
+    const int64_t half = block_ / 2, g0 = first / block_, g1 = g0 + count / block_;
+    const uint8_t *bytes = codes_ + g0 * half;
+    for (int64_t g = g0; g < g1; ++g, bytes += half, acc += block_)
+      bytesTo<true>(bytes, half, scaleOf(g), xv, acc);
+  }
+
 private:
   /// Block g's absmax, or nf4Value's 0 where it is not > 0.
   float scaleOf(int64_t g) const {
@@ -99,46 +116,110 @@ private:
     return absmax > 0.0f ? absmax : 0.0f;
   }
 
-  /// out[2j], out[2j + 1] = the low and high levels of bytes[j], times a.
   static inline void expandBytes(const uint8_t *bytes, int64_t n, float a, float *out) {
+    bytesTo<false>(bytes, n, a, 0.0f, out);
+  }
+
+  /// out[2j], out[2j + 1] = the low and high levels of bytes[j], times a;
+  /// with Accumulate, out[i] += xv · that (a fused multiply-add).
+  template <bool Accumulate>
+  static inline void bytesTo(const uint8_t *bytes, int64_t n, float a, float xv, float *out) {
     int64_t j = 0;
 #if defined(__AVX2__)
+    if (hasAvx512()) {
+      j = bytesTo512<Accumulate>(bytes, n, a, xv, out);
+    } else {
+      j = bytesTo256<Accumulate>(bytes, n, a, xv, out);
+    }
+#endif
+    for (; j < n; ++j) {
+      float w0 = quant::kNf4Levels[bytes[j] & 0x0F] * a, w1 = quant::kNf4Levels[bytes[j] >> 4] * a;
+      if constexpr (Accumulate) {
+        out[2 * j] = std::fma(xv, w0, out[2 * j]);
+        out[2 * j + 1] = std::fma(xv, w1, out[2 * j + 1]);
+      } else {
+        out[2 * j] = w0;
+        out[2 * j + 1] = w1;
+      }
+    }
+  }
+
+#if defined(__AVX2__)
+  static bool hasAvx512() {
+    static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    return has;
+  }
+
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own
+// _mm512_undefined operands (GCC PR 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+  /// bytesTo's vector part with AVX-512, where one vpermps looks up all 16
+  /// levels; returns the bytes done.
+  template <bool Accumulate>
+  __attribute__((target("avx512f,avx512bw"))) static int64_t
+  bytesTo512(const uint8_t *bytes, int64_t n, float a, float xv, float *out) {
+    const __m512 levels = _mm512_loadu_ps(quant::kNf4Levels);
+    const __m512 scale = _mm512_set1_ps(a), x = _mm512_set1_ps(xv);
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(bytes + j));
+      __m128i low = _mm_and_si128(b, nibble);
+      __m128i high = _mm_and_si128(_mm_srli_epi16(b, 4), nibble);
+      // Element order: lo0 hi0 lo1 hi1 ...; a lambda would not inherit the
+      // target, hence the two halves written out.
+      __m512 w0 = _mm512_mul_ps(
+          _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(low, high)), levels), scale);
+      __m512 w1 = _mm512_mul_ps(
+          _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm_unpackhi_epi8(low, high)), levels), scale);
+      float *p = out + 2 * j;
+      if constexpr (Accumulate) {
+        _mm512_storeu_ps(p, _mm512_fmadd_ps(x, w0, _mm512_loadu_ps(p)));
+        _mm512_storeu_ps(p + 16, _mm512_fmadd_ps(x, w1, _mm512_loadu_ps(p + 16)));
+      } else {
+        _mm512_storeu_ps(p, w0);
+        _mm512_storeu_ps(p + 16, w1);
+      }
+    }
+    return j;
+  }
+
+#pragma GCC diagnostic pop
+
+  template <bool Accumulate>
+  static int64_t bytesTo256(const uint8_t *bytes, int64_t n, float a, float xv, float *out) {
+    int64_t j = 0;
     const __m256 lo8 = _mm256_loadu_ps(quant::kNf4Levels);
     const __m256 hi8 = _mm256_loadu_ps(quant::kNf4Levels + 8);
-    const __m256 scale = _mm256_set1_ps(a);
+    const __m256 scale = _mm256_set1_ps(a), x = _mm256_set1_ps(xv);
     const __m128i nibble = _mm_set1_epi8(0x0F);
-    auto levels = [&](__m128i idx8) { // 8 indices in the low bytes → 8 levels · a
+    auto put = [&](float *p, __m128i idx8) { // 8 indices in the low bytes → 8 levels · a
       __m256i idx = _mm256_cvtepu8_epi32(idx8);
       __m256 low = _mm256_permutevar8x32_ps(lo8, idx);
       __m256 high = _mm256_permutevar8x32_ps(hi8, idx);
       // Bit 3 of the index, moved to the sign bit, picks the upper half.
       __m256 pick = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));
-      return _mm256_mul_ps(_mm256_blendv_ps(low, high, pick), scale);
+      __m256 w = _mm256_mul_ps(_mm256_blendv_ps(low, high, pick), scale);
+      if constexpr (Accumulate)
+        _mm256_storeu_ps(p, _mm256_fmadd_ps(x, w, _mm256_loadu_ps(p)));
+      else
+        _mm256_storeu_ps(p, w);
     };
     for (; j + 16 <= n; j += 16) {
       __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(bytes + j));
       __m128i low = _mm_and_si128(b, nibble);
       __m128i high = _mm_and_si128(_mm_srli_epi16(b, 4), nibble);
+      // Element order: lo0 hi0 lo1 hi1 ...
       __m128i first = _mm_unpacklo_epi8(low, high), second = _mm_unpackhi_epi8(low, high);
-      _mm256_storeu_ps(out + 2 * j, levels(first));
-      _mm256_storeu_ps(out + 2 * j + 8, levels(_mm_srli_si128(first, 8)));
-      _mm256_storeu_ps(out + 2 * j + 16, levels(second));
-      _mm256_storeu_ps(out + 2 * j + 24, levels(_mm_srli_si128(second, 8)));
+      put(out + 2 * j, first);
+      put(out + 2 * j + 8, _mm_srli_si128(first, 8));
+      put(out + 2 * j + 16, second);
+      put(out + 2 * j + 24, _mm_srli_si128(second, 8));
     }
-    for (; j + 8 <= n; j += 8) {
-      __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(bytes + j));
-      __m128i low = _mm_and_si128(b, nibble);
-      __m128i high = _mm_and_si128(_mm_srli_epi16(b, 4), nibble);
-      __m128i order = _mm_unpacklo_epi8(low, high); // element order: lo0 hi0 lo1 hi1 ...
-      _mm256_storeu_ps(out + 2 * j, levels(order));
-      _mm256_storeu_ps(out + 2 * j + 8, levels(_mm_srli_si128(order, 8)));
-    }
-#endif
-    for (; j < n; ++j) {
-      out[2 * j] = quant::kNf4Levels[bytes[j] & 0x0F] * a;
-      out[2 * j + 1] = quant::kNf4Levels[bytes[j] >> 4] * a;
-    }
+    return j;
   }
+#endif
 
   const uint8_t *codes_, *absmaxQ_;
   const float *absmaxScale_;
@@ -219,6 +300,13 @@ private:
       float *acc = rows + kr * tw;
       const int64_t c0 = t * tw, w = std::min(tw, n - c0);
       std::fill(acc, acc + m * tw, 0.0f);
+      if (m == 1 && expand.wholeBlocks(c0, w)) {
+        // One row of x (batch-1 decode): each weight is read once, so it is
+        // multiplied in as it is expanded, never stored.
+        for (int64_t r = 0; r < k; ++r) expand.accumulate(r * n + c0, w, x[r], acc);
+        std::memcpy(y + c0, acc, w * sizeof(float));
+        continue;
+      }
       for (int64_t k0 = 0; k0 < k; k0 += kr) {
         const int64_t kc = std::min(kr, k - k0);
         for (int64_t r = 0; r < kc; ++r) expand((k0 + r) * n + c0, w, rows + r * tw);
