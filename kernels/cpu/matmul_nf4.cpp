@@ -23,7 +23,8 @@
 // qat_dequantize_nf4 does (a single fp32 product; 0 where the absmax is not
 // > 0), so the weights are those `llmc quantize` dequantizes. Levels are
 // looked up with vpermps: sixteen at a time where the CPU has AVX-512
-// (chosen at run time; the library is built for AVX2), else eight.
+// (chosen at bind time, the library being built for AVX2; the environment
+// variable LLMC_CPU_NO_AVX512 keeps to AVX2), else eight.
 // bf16 and f16 x are widened into fp32 scratch and y rounded back once.
 //
 //===----------------------------------------------------------------------===//
@@ -37,6 +38,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -62,9 +64,9 @@ constexpr int64_t kChunkBytes = 4 << 20;
 class Nf4Expander {
 public:
   Nf4Expander(const uint8_t *codes, const uint8_t *absmaxQ, const float *absmaxScale,
-              float mean, int64_t block)
+              float mean, int64_t block, bool avx512)
       : codes_(codes), absmaxQ_(absmaxQ), absmaxScale_(absmaxScale), mean_(mean),
-        block_(block) {}
+        block_(block), avx512_(avx512) {}
 
   void operator()(int64_t first, int64_t count, float *out) const {
     // Whole blocks of an even size (every call of the few-rows paths, and
@@ -116,17 +118,17 @@ private:
     return absmax > 0.0f ? absmax : 0.0f;
   }
 
-  static inline void expandBytes(const uint8_t *bytes, int64_t n, float a, float *out) {
+  inline void expandBytes(const uint8_t *bytes, int64_t n, float a, float *out) const {
     bytesTo<false>(bytes, n, a, 0.0f, out);
   }
 
   /// out[2j], out[2j + 1] = the low and high levels of bytes[j], times a;
   /// with Accumulate, out[i] += xv · that (a fused multiply-add).
   template <bool Accumulate>
-  static inline void bytesTo(const uint8_t *bytes, int64_t n, float a, float xv, float *out) {
+  inline void bytesTo(const uint8_t *bytes, int64_t n, float a, float xv, float *out) const {
     int64_t j = 0;
 #if defined(__AVX2__)
-    if (hasAvx512()) {
+    if (avx512_) {
       j = bytesTo512<Accumulate>(bytes, n, a, xv, out);
     } else {
       j = bytesTo256<Accumulate>(bytes, n, a, xv, out);
@@ -145,11 +147,6 @@ private:
   }
 
 #if defined(__AVX2__)
-  static bool hasAvx512() {
-    static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-    return has;
-  }
-
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own
 // _mm512_undefined operands (GCC PR 105593).
 #pragma GCC diagnostic push
@@ -225,7 +222,20 @@ private:
   const float *absmaxScale_;
   float mean_;
   int64_t block_;
+  bool avx512_;
 };
+
+/// Whether the AVX-512 expansion runs: where the CPU has it, unless
+/// LLMC_CPU_NO_AVX512 is set (so the AVX2 path can be tested and compared
+/// on such a CPU). Read when a kernel binds.
+bool useAvx512() {
+#if defined(__AVX2__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         !std::getenv("LLMC_CPU_NO_AVX512");
+#else
+  return false;
+#endif
+}
 
 template <typename T> class MatmulNf4Kernel final : public Kernel {
 public:
@@ -272,7 +282,7 @@ public:
       for (int64_t i = 0; i < n; ++i) xWide_[i] = load(x_, i);
       x = xWide_.data(), y = yWide_.data();
     }
-    Nf4Expander expand(codes_, absmaxQ_, absmaxScale_, *absmaxMean_, d_.block);
+    Nf4Expander expand(codes_, absmaxQ_, absmaxScale_, *absmaxMean_, d_.block, avx512_);
     if (d_.m > kFewRows)
       manyRows(expand, x, y);
     else if (d_.transposeB)
@@ -379,6 +389,7 @@ private:
   const uint8_t *codes_, *absmaxQ_;
   const float *absmaxScale_, *absmaxMean_;
   T *y_;
+  bool avx512_ = useAvx512();
   int64_t perThread_ = 0, chunk_ = 0;
   int64_t tile_ = 0, tileRows_ = 0; // few rows, W [K, N]: columns per tile, rows expanded at once
   std::vector<float> scratch_;      // expanded tiles (and accumulators), or a column chunk

@@ -12,6 +12,7 @@
 #include "KernelTest.h"
 #include "kernels/QuantScheme.h"
 
+#include <cstdlib>
 #include <random>
 
 namespace llmc::test {
@@ -67,7 +68,18 @@ struct Case {
   int64_t k, n, block;
 };
 
-TEST(MatmulNf4Kernel, MatchesDequantizeThenMatmul) {
+void matchesDequantizeThenMatmul();
+
+TEST(MatmulNf4Kernel, MatchesDequantizeThenMatmul) { matchesDequantizeThenMatmul(); }
+
+/// The AVX2 expansion, on a CPU whose kernels would otherwise take AVX-512.
+TEST(MatmulNf4Kernel, MatchesDequantizeThenMatmulWithoutAvx512) {
+  setenv("LLMC_CPU_NO_AVX512", "1", 1);
+  matchesDequantizeThenMatmul();
+  unsetenv("LLMC_CPU_NO_AVX512");
+}
+
+void matchesDequantizeThenMatmul() {
   // K, N: 600 columns make tiles of 256 end ragged; 200 rows of K a k-chunk
   // of 64 ragged; K = 2048 gives sgemm column chunks of 512 (+ 88).
   const std::vector<Case> cases = {
