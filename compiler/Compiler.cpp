@@ -221,8 +221,11 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
     return reportFailure(tool, error);
   if (std::string error = resolveOptions(options.schedule); !error.empty())
     return reportFailure(tool, error);
-  if (!pipeline.inference.empty())
-    return compileInference(options, tool);
+  if (!pipeline.inference.empty()) {
+    CompileOptions resolved = options;
+    resolved.pipeline = pipeline; // with what resolveOptions derived (--weight-quant's block)
+    return compileInference(resolved, tool);
+  }
 
   MLIRContext context;
   prepareContext(context);

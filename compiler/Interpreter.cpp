@@ -159,6 +159,11 @@ LogicalResult Interpreter::runOp(Operation *op) {
         out(3, RefTensor::zeros(shapeOf(o.getScratch().getType())));
         return success();
       })
+      .Case([&](MatmulNf4Op o) {
+        out(0, ref::matmulNf4(in(0), in(1), in(2), in(3), in(4).data.at(0),
+                              vec(o.getWeightShape()), o.getBlock(), o.getTransposeB()));
+        return success();
+      })
       .Case([&](ReduceMaxOp op) {
         out(0, ref::reduceMax(in(0), op.getClassOffset(), op.getNumClasses()));
         return success();

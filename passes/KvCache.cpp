@@ -62,19 +62,22 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
     Value v = logits;
     while (Operation *def = v.getDefiningOp()) {
       chain.push_back(def);
-      if (isa<llm::MatmulOp>(def))
+      if (isa<llm::MatmulOp, llm::MatmulNf4Op>(def))
         break;
       if (!isa<llm::CastOp, llm::SliceOp, dist::AllGatherOp>(def) || def->getNumOperands() != 1)
         return def->emitOpError("kv-cache: expected the logits to come from the head's "
                                 "llm.matmul through casts, gathers and slices");
       v = def->getOperand(0);
     }
-    auto matmul = chain.empty() ? nullptr : dyn_cast<llm::MatmulOp>(chain.back());
+    // llm.matmul, or llm.matmul_nf4 over an NF4 head: x is operand 0 of both.
+    Operation *matmul = chain.empty() || !isa<llm::MatmulOp, llm::MatmulNf4Op>(chain.back())
+                            ? nullptr
+                            : chain.back();
     if (!matmul)
       return emitError(logits.getLoc(), "kv-cache: the logits do not come from an llm.matmul");
-    auto hidden = cast<RankedTensorType>(matmul.getA().getType());
+    auto hidden = cast<RankedTensorType>(matmul->getOperand(0).getType());
     if (hidden.getRank() != 3)
-      return matmul.emitOpError("kv-cache: expected the head's input to be [B, T, C], got ")
+      return matmul->emitOpError("kv-cache: expected the head's input to be [B, T, C], got ")
              << hidden;
     int64_t B = hidden.getDimSize(0), T = hidden.getDimSize(1), C = hidden.getDimSize(2);
     auto narrow = [&](Value value) {
@@ -85,9 +88,9 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
     };
     if (T != 1) {
       b.setInsertionPoint(matmul);
-      Value last = llm::SliceOp::create(b, matmul.getLoc(),
+      Value last = llm::SliceOp::create(b, matmul->getLoc(),
                                         RankedTensorType::get({B, 1, C}, hidden.getElementType()),
-                                        matmul.getA(), ArrayRef<int64_t>{0, T - 1, 0});
+                                        matmul->getOperand(0), ArrayRef<int64_t>{0, T - 1, 0});
       matmul->setOperand(0, last);
       for (Operation *op : llvm::reverse(chain))
         narrow(op->getResult(0));

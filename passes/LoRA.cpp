@@ -357,23 +357,17 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
         firstUse = user;
     }
     auto type = cast<RankedTensorType>(weight.getType());
-    int64_t block = qloraBlock, n = type.getNumElements();
+    int64_t block = qloraBlock;
     if (block < 1 || type.getShape().back() % block != 0)
       return m.emitOpError("qlora: blocks of ")
              << block << " do not divide the last dimension of '" << name << "' " << type;
-    int64_t groups = n / block;
-    int64_t scales = quant::nf4ScaleCount(groups);
     Location loc = m.getLoc();
     OpBuilder b(&getContext());
-    Type i8 = b.getI8Type(), f32 = b.getF32Type();
-    std::string base = name.str();
-    Value codes = addParam(loc, base + ".qweight", {(n + 1) / 2}, {}, i8, "zeros", 0, false);
-    Value absmaxQ = addParam(loc, base + ".absmax_q", {groups}, {}, i8, "zeros", 0, false);
-    Value absmaxScale = addParam(loc, base + ".absmax_scale", {scales}, {}, f32, "zeros", 0, false);
-    Value absmaxMean = addParam(loc, base + ".absmax_mean", {}, {}, f32, "zeros", 0, false);
+    Nf4Storage storage = addNf4Storage(forward, loc, name, type, block);
     b.setInsertionPoint(firstUse);
-    Value expanded = qat::DequantizeNf4Op::create(b, loc, type, codes, absmaxQ, absmaxScale,
-                                                  absmaxMean, b.getI64IntegerAttr(block));
+    Value expanded = qat::DequantizeNf4Op::create(b, loc, type, storage.codes, storage.absmaxQ,
+                                                  storage.absmaxScale, storage.absmaxMean,
+                                                  b.getI64IntegerAttr(block));
     weight.replaceAllUsesWith(expanded);
     if (failed(forward.eraseArgument(weight.getArgNumber())))
       return m.emitOpError("qlora: cannot remove the full-precision '") << name << "'";

@@ -34,7 +34,8 @@ mlir::LogicalResult buildTrainingPipeline(mlir::OpPassManager &pm,
 /// Registers every pass and the `llmc-train-pipeline` pipeline.
 /// One inference step's graph passes (`llmc compile --inference` runs them
 /// once for @prefill's shape and once for @decode's, then merges the two):
-/// precision and layout as in training, @logits, then the KV cache.
+/// precision and layout as in training, NF4 weights (--weight-quant), @logits,
+/// then the KV cache.
 void buildInferencePipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options,
                             const KvCacheOptions &cache);
 /// Fusion and lowering of the merged inference steps.

@@ -107,6 +107,36 @@ def InferenceEntryPoints : Pass<"llmc-inference-entry-points", "mlir::ModuleOp">
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }
 
+def WeightQuant : Pass<"llmc-weight-quant", "mlir::ModuleOp"> {
+  let summary = "Weight-only NF4 inference: matmuls read their weights in NF4 storage";
+  let description = [{
+    Runs on `@forward` of an inference compile (`--weight-quant nf4`),
+    before llmc-inference-entry-points. Every `llm.matmul` whose `b` is a
+    2-D parameter W (directly or through one `llm.cast`, as `--precision
+    bf16` reads weights) that nothing else reads becomes an
+    `llm.matmul_nf4` over W's NF4 storage — `W.qweight`, `W.absmax_q`,
+    `W.absmax_scale`, `W.absmax_mean` (frozen parameters, the layout `llmc
+    quantize --scheme nf4:block<N>` writes and QLoRA stores) — and W is
+    removed. A parameter another op also reads (GPT-2's tied `wte`, read by
+    `llm.embedding`) stays in the compute type.
+
+    ```mlir
+    %y = llm.matmul %x, %w {transpose_b} : tensor<2x1x128xf32>, tensor<512x128xf32> -> ...
+    // becomes
+    %y = llm.matmul_nf4 %x, %codes, %aq, %as, %am
+        {block = 64 : i64, weight_shape = array<i64: 512, 128>, transpose_b} : ...
+    ```
+
+    Errors: a block that does not divide a weight's last dimension, and a
+    weight split by tensor parallelism (NF4 storage is of whole weights).
+  }];
+  let options = [
+    Option<"block", "block", "int64_t", "::llmc::quant::kNf4Block",
+           "Elements per NF4 absmax, along a weight's last dimension">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect"];
+}
+
 def KvCache : Pass<"llmc-kv-cache", "mlir::ModuleOp"> {
   let summary = "Turns @logits into @prefill or @decode over a paged KV cache";
   let description = [{

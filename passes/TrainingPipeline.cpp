@@ -194,6 +194,11 @@ void llmc::buildInferencePipeline(OpPassManager &pm, const TrainingPipelineOptio
                                   const KvCacheOptions &cache) {
   auto add = [&](std::unique_ptr<Pass> pass) { pm.addPass(std::move(pass)); };
   addGraphPasses(add, options);
+  if (options.weightQuantBlock > 0) {
+    WeightQuantOptions quant;
+    quant.block = options.weightQuantBlock;
+    add(createWeightQuant(quant));
+  }
   add(createInferenceEntryPoints());
   add(createKvCache(cache));
   add(createCSEPass());

@@ -5,6 +5,7 @@
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "dialects/QAT/QATDialect.h"
+#include "kernels/QuantScheme.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -170,4 +171,31 @@ SmallVector<int64_t> llmc::shardGlobalShape(DictionaryAttr shard, RankedTensorTy
                           : DenseI64ArrayAttr())
     return SmallVector<int64_t>(global.asArrayRef());
   return SmallVector<int64_t>(local.getShape());
+}
+
+Nf4Storage llmc::addNf4Storage(func::FuncOp func, Location loc, StringRef name,
+                               RankedTensorType weight, int64_t block) {
+  MLIRContext *ctx = func.getContext();
+  OpBuilder b(ctx);
+  auto add = [&](const std::string &param, ArrayRef<int64_t> shape, Type element) {
+    auto attr = llm::ParamAttr::get(ctx, param, "zeros", APFloat(0.0), /*trainable=*/false);
+    // After the last parameter, so parameters stay together.
+    unsigned index = 0;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (llm::getParamAttr(func, i))
+        index = i + 1;
+    (void)func.insertArgument(index, RankedTensorType::get(shape, element),
+                              b.getDictionaryAttr({b.getNamedAttr(llm::kParamAttrName, attr)}),
+                              loc);
+    return func.getArgument(index);
+  };
+  int64_t n = weight.getNumElements(), groups = n / block;
+  Type i8 = b.getI8Type(), f32 = b.getF32Type();
+  std::string base = name.str();
+  Nf4Storage s;
+  s.codes = add(base + ".qweight", {(n + 1) / 2}, i8);
+  s.absmaxQ = add(base + ".absmax_q", {groups}, i8);
+  s.absmaxScale = add(base + ".absmax_scale", {quant::nf4ScaleCount(groups)}, f32);
+  s.absmaxMean = add(base + ".absmax_mean", {}, f32);
+  return s;
 }

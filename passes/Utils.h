@@ -107,6 +107,21 @@ inline bool namesParameter(llvm::StringRef name, llvm::StringRef entry) {
          (name.starts_with(entry) && name.drop_front(entry.size()).starts_with("."));
 }
 
+/// The four frozen parameters that hold a weight in NF4 (the layout of
+/// `llmc quantize --scheme nf4:block<N>`, kernels/QuantScheme.h).
+struct Nf4Storage {
+  mlir::Value codes;       ///< `<name>.qweight`: i8 [(n + 1) / 2], two indices per byte
+  mlir::Value absmaxQ;     ///< `<name>.absmax_q`: i8 [n / block]
+  mlir::Value absmaxScale; ///< `<name>.absmax_scale`: f32 [nf4ScaleCount(n / block)]
+  mlir::Value absmaxMean;  ///< `<name>.absmax_mean`: f32 scalar
+};
+
+/// Adds the NF4 storage of parameter `name` (of type `weight`, whose last
+/// dimension `block` divides) to `func`'s parameters, after the last one,
+/// frozen and zero-initialised (a quantized weights file fills them).
+Nf4Storage addNf4Storage(mlir::func::FuncOp func, mlir::Location loc, llvm::StringRef name,
+                         mlir::RankedTensorType weight, int64_t block);
+
 } // namespace llmc
 
 #endif

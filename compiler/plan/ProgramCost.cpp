@@ -96,6 +96,9 @@ double kernelFlops(Operation *op) {
     int64_t k = attrInt(op, "transpose_a") ? a[a.size() - 2] : a.back();
     return 2.0 * outElements * k;
   }
+  // x [..., K] times a weight kept in NF4 (expanded inside the kernel).
+  if (name == "matmul_nf4" && !inputs.empty())
+    return 2.0 * outElements * shapeOf(inputs[0]).back();
   // The fused head + loss: the logits' product, and in training also the
   // two products of its backward.
   if (name.starts_with("linear_cross_entropy") && inputs.size() >= 3) {
@@ -152,7 +155,7 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
       double flops = kernelFlops(op), bytes = kernelBytes(op);
       double peak = cluster.peakFlops;
       // fp32 products (the fused head + loss is fp32 only).
-      if ((kernel.getCallee() == "matmul" && kernel.getOutputs().size() == 1 &&
+      if ((kernel.getCallee().starts_with("matmul") && kernel.getOutputs().size() == 1 &&
            cast<MemRefType>(kernel.getOutputs()[0].getType()).getElementType().isF32()) ||
           kernel.getCallee().starts_with("linear_cross_entropy"))
         peak *= fp32MatmulScale;
@@ -161,7 +164,7 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
       cost.flops = flops;
       cost.bytes = bytes;
       cost.kernels = 1;
-      if (kernel.getCallee() == "matmul" || kernel.getCallee().starts_with("attention") ||
+      if (kernel.getCallee().starts_with("matmul") || kernel.getCallee().starts_with("attention") ||
           kernel.getCallee().starts_with("linear_cross_entropy"))
         cost.modelFlops = flops;
     } else if (auto send = dyn_cast<exec::SendOp>(op)) {

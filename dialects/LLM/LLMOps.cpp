@@ -8,6 +8,7 @@
 
 #include "dialects/LLM/LLMDialect.h"
 #include "kernels/Adam8bit.h"
+#include "kernels/QuantScheme.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -509,6 +510,49 @@ LogicalResult LinearCrossEntropyTrainOp::inferReturnTypes(MLIRContext *context,
                                                           Adaptor adaptor,
                                                           SmallVectorImpl<Type> &types) {
   return inferLinearCrossEntropy(context, loc, adaptor, /*train=*/true, types);
+}
+
+LogicalResult MatmulNf4Op::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType x = tensorOf(adaptor.getX());
+  ArrayRef<int64_t> w = adaptor.getWeightShape();
+  if (x.getRank() < 1)
+    return emitOptionalError(loc, "x must have rank >= 1");
+  if (w.size() != 2)
+    return emitOptionalError(loc, "weight_shape must be 2-D, got ", shapeString(w));
+  int64_t k = adaptor.getTransposeB() ? w[1] : w[0];
+  int64_t n = adaptor.getTransposeB() ? w[0] : w[1];
+  if (x.getShape().back() != k)
+    return emitOptionalError(loc, "contraction sizes differ: x has ", x.getShape().back(),
+                             ", the weight ", shapeString(w), " has ", k);
+  SmallVector<int64_t> shape(x.getShape().drop_back());
+  shape.push_back(n);
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+LogicalResult MatmulNf4Op::verify() {
+  ArrayRef<int64_t> w = getWeightShape();
+  int64_t block = getBlock();
+  if (w.size() != 2)
+    return emitOpError("weight_shape must be 2-D, got ") << shapeString(w);
+  if (block < 1 || w.back() % block != 0)
+    return emitOpError("blocks of ") << block << " must divide the weight's last dimension ("
+                                     << shapeString(w) << ")";
+  int64_t numel = w[0] * w[1], groups = numel / block;
+  auto expect = [&](Value v, int64_t n, StringRef what) -> LogicalResult {
+    RankedTensorType t = tensorOf(v);
+    if (t.getRank() == 1 && t.getDimSize(0) == n)
+      return success();
+    return emitOpError() << what << " must be 1-D of " << n << " elements for a weight "
+                         << shapeString(w) << ", got " << t;
+  };
+  if (failed(expect(getCodes(), (numel + 1) / 2, "codes (two per byte)")) ||
+      failed(expect(getAbsmaxQ(), groups, "absmax_q (one per block)")) ||
+      failed(expect(getAbsmaxScale(), quant::nf4ScaleCount(groups),
+                    "absmax_scale (one per 256 blocks)")))
+    return failure();
+  return success();
 }
 
 LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,

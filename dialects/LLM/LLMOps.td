@@ -473,6 +473,40 @@ def LLM_LinearCrossEntropyTrainOp
   }];
 }
 
+def LLM_MatmulNf4Op : LLM_PureOp<"matmul_nf4", [ExpensiveToRecompute]> {
+  let summary = "x · W with W kept in NF4 storage, expanded inside the product";
+  let description = [{
+    Weight-only quantized inference (what llmc-weight-quant rewrites an
+    `llm.matmul` reading a parameter into): `W`, of shape `weight_shape`
+    (`[K, N]`, or `[N, K]` with `transpose_b`), is stored as
+    `qat.dequantize_nf4` reads it — `codes` (NF4 level indices, two per
+    byte), one int8 `absmax_q` per block of `block` consecutive elements
+    of its last dimension, `absmax_scale` (fp32, one per 256 blocks) and
+    `absmax_mean` — the layout `llmc quantize --scheme nf4:block<N>`
+    writes. The result is `x · W` (`x · Wᵀ` with `transpose_b`), `[..., N]`
+    in `x`'s type, equal to `llm.matmul %x, (qat.dequantize_nf4 ...)`; the
+    kernel expands W a tile at a time and never stores all of it.
+
+    ```mlir
+    %y = llm.matmul_nf4 %x, %codes, %aq, %as, %am
+        {block = 64 : i64, weight_shape = array<i64: 512, 128>, transpose_b}
+        : tensor<2x1x128xf32>, tensor<32768xi8>, tensor<1024xi8>, tensor<4xf32>, tensor<f32>
+        -> tensor<2x1x512xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, RankedTensorOf<[I8]>:$codes,
+                       RankedTensorOf<[I8]>:$absmax_q, RankedTensorOf<[F32]>:$absmax_scale,
+                       0DTensorOf<[F32]>:$absmax_mean, I64Attr:$block,
+                       DenseI64ArrayAttr:$weight_shape, UnitAttr:$transpose_b);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $codes `,` $absmax_q `,` $absmax_scale `,` $absmax_mean attr-dict `:` type($x) `,`
+    type($codes) `,` type($absmax_q) `,` type($absmax_scale) `,` type($absmax_mean) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def LLM_ReduceMaxOp : LLM_PureOp<"reduce_max"> {
   let summary = "Maximum over the last dimension, in fp32";
   let description = [{

@@ -51,6 +51,20 @@ struct RefTensor {
 /// dims of that operand.
 RefTensor matmul(const RefTensor &a, const RefTensor &b, bool transposeA, bool transposeB);
 
+//===- matmul_nf4.cpp -----------------------------------------------------===//
+
+/// The weight of `shape` that NF4 storage holds (kernels/QuantScheme.h):
+/// `codes` and `absmaxQ` hold byte values (an absmax level is the byte read
+/// as int8), in blocks of `block` elements of the last dimension.
+RefTensor dequantizeNf4(const RefTensor &codes, const RefTensor &absmaxQ,
+                        const RefTensor &absmaxScale, double absmaxMean,
+                        const std::vector<int64_t> &shape, int64_t block);
+/// x · W, or x · Wᵀ with `transposeB`, W = dequantizeNf4(..., weightShape,
+/// block): x is [..., K], the result [..., N].
+RefTensor matmulNf4(const RefTensor &x, const RefTensor &codes, const RefTensor &absmaxQ,
+                    const RefTensor &absmaxScale, double absmaxMean,
+                    const std::vector<int64_t> &weightShape, int64_t block, bool transposeB);
+
 //===- binary.cpp ---------------------------------------------------------===//
 
 /// lhs + broadcast(rhs); rhs's shape is a suffix of lhs's.

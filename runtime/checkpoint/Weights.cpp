@@ -106,6 +106,13 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     fillPiece(t, arena.base() + b.offset, b.dtype, ShardMap(b.shard, b.shape, artifact.mesh),
               rank, b.name);
   };
+  // A weight the model keeps in NF4 (--weight-quant, --qlora) is four
+  // storage tensors, which only a quantized file has.
+  auto nf4Refusal = [&](const std::string &weight) {
+    fail(path, ": tensor '", weight, "' is in full precision, but the model stores it in NF4 ('",
+         weight, ".qweight', '.absmax_q', '.absmax_scale', '.absmax_mean'); quantize the "
+         "weights first: llmc quantize <ckpt> --model ... --scheme nf4:block<N> -o q.safetensors");
+  };
   // A checkpoint of another model (more layers, other names) is refused
   // rather than loaded in part.
   if (checkpoint) {
@@ -113,15 +120,25 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     for (const BufferInfo *p : persistentBuffers(artifact, "param"))
       parameters.insert(p->name);
     for (const std::string &name : checkpoint->parameterNames())
-      if (!parameters.count(name))
+      if (!parameters.count(name)) {
+        if (parameters.count(name + ".qweight"))
+          nf4Refusal(name);
         fail(checkpoint->stepDir(), ": tensor '", name,
              "' is not a parameter of this model (a checkpoint of another model?)");
+      }
   }
   for (const BufferInfo *p : persistentBuffers(artifact, "param")) {
     FloatTensor t;
     if (!read(p->name, globalShapeOf(*p), t)) {
       // A LoRA adapter a base model's file lacks keeps its initial value,
       // as checkpoint restore does.
+      const std::string suffix = ".qweight";
+      if (!hf && p->name.size() > suffix.size() &&
+          p->name.compare(p->name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        std::string weight = p->name.substr(0, p->name.size() - suffix.size());
+        if (plain && plain->find(weight))
+          nf4Refusal(weight);
+      }
       if (!isAdapterTensor(p->name))
         fail(path, ": no tensor '", hf ? huggingFaceName(hf->family(), p->name) : p->name,
              "' (a parameter of the model)");

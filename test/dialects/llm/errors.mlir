@@ -666,3 +666,52 @@ func.func @f(%s: tensor<3xf32>, %t: tensor<2xi32>, %d: tensor<f32>) {
   %a, %b, %c = llm.cross_entropy_finish_grad %s, %t, %d : tensor<3xf32>, tensor<2xi32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{blocks of 48 must divide the weight's last dimension (64x128)}}
+  %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 48 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<4096xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<4000xi8>, %q: tensor<128xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{codes (two per byte) must be 1-D of 4096 elements for a weight 64x128, got 'tensor<4000xi8>'}}
+  %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<4000xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<64xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{absmax_q (one per block) must be 1-D of 128 elements}}
+  %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<4096xi8>, tensor<64xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>, %s: tensor<2xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{absmax_scale (one per 256 blocks) must be 1-D of 1 elements}}
+  %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<4096xi8>, tensor<128xi8>, tensor<2xf32>, tensor<f32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+2 {{contraction sizes differ: x has 64, the weight 64x128 has 128}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 64, 128>, transpose_b} : tensor<2x64xf32>, tensor<4096xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{weight_shape must be 2-D, got 8192}}
+  %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 8192>} : tensor<2x64xf32>, tensor<4096xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
+  return
+}

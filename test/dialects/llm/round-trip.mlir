@@ -122,3 +122,12 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %p3, %mc, %ma, %vc, %va = llm.adamw8bit %p2, %rs, %codes, %absmax, %codes, %absmax, %one, %one norm %norm {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 1.0 : f64} : tensor<64xf32>, tensor<64xi8>, tensor<1xf32>
   return %loss : tensor<f32>
 }
+
+// CHECK-LABEL: func.func @matmul_nf4
+// CHECK: llm.matmul_nf4 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block = 64 : i64, transpose_b, weight_shape = array<i64: 128, 64>} : tensor<2x1x64xbf16>, tensor<4096xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x1x128xbf16>
+func.func @matmul_nf4(%x: tensor<2x1x64xbf16>, %c: tensor<4096xi8>, %q: tensor<128xi8>,
+                      %s: tensor<1xf32>, %m: tensor<f32>) -> tensor<2x1x128xbf16> {
+  %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 128, 64>, transpose_b}
+      : tensor<2x1x64xbf16>, tensor<4096xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x1x128xbf16>
+  return %y : tensor<2x1x128xbf16>
+}

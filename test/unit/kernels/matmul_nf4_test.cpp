@@ -1,0 +1,180 @@
+//===- matmul_nf4_test.cpp - matmul_nf4 against dequantize + matmul -------===//
+//
+// The weight is random NF4 storage (random codes and absmax levels, scales
+// and a mean that leave some blocks' absmax ≤ 0, i.e. zero); the reference
+// expands it (ref::dequantizeNf4, the exact fp32 values) and multiplies in
+// double. Both layouts, rows on the few-rows path (1, 3, 16) and the sgemm
+// path (17, 40), blocks of 32 and 64, and shapes whose tiles, k-chunks and
+// column chunks end ragged. Norm metric, as matmul's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTest.h"
+#include "kernels/QuantScheme.h"
+
+#include <cstdlib>
+#include <random>
+
+namespace llmc::test {
+namespace {
+
+/// `n` uniformly random bytes, as a ref tensor and as u8 storage.
+RefTensor randomBytes(int64_t n, uint64_t seed) {
+  RefTensor t = RefTensor::zeros({n});
+  std::mt19937_64 rng(seed);
+  for (double &v : t.data) v = static_cast<double>(rng() >> 56);
+  return t;
+}
+
+/// `bytes` (values 0..255) as u8 storage.
+Buffer u8Buffer(const RefTensor &bytes) {
+  Buffer b(DType::U8, {bytes.numel()});
+  uint8_t *out = b.view().as<uint8_t>();
+  for (int64_t i = 0; i < bytes.numel(); ++i) out[i] = static_cast<uint8_t>(bytes.data[i]);
+  return b;
+}
+
+struct Nf4Weight {
+  RefTensor codes, absmaxQ, absmaxScale;
+  double mean = 0.3;
+  Buffer codesBuf, absmaxQBuf, scaleBuf, meanBuf;
+};
+
+Nf4Weight randomWeight(int64_t numel, int64_t block, uint64_t seed) {
+  int64_t groups = numel / block;
+  RefTensor codes = randomBytes((numel + 1) / 2, seed), absmaxQ = randomBytes(groups, seed + 1);
+  RefTensor scale = roundTo(randomTensor({quant::nf4ScaleCount(groups)}, seed + 2, 0.01),
+                            DType::F32);
+  RefTensor mean = RefTensor::zeros({1});
+  mean.data[0] = 0.3;
+  return {codes,
+          absmaxQ,
+          scale,
+          0.3,
+          u8Buffer(codes),
+          u8Buffer(absmaxQ),
+          Buffer::of(scale, DType::F32),
+          Buffer::of(mean, DType::F32)};
+}
+
+KernelAttrs nf4Attrs(int64_t block, std::vector<int64_t> weightShape, bool transposeB) {
+  KernelAttrs a = attrs({}, {{"block", block}, {"transpose_b", transposeB}});
+  a.setInts("weight_shape", std::move(weightShape));
+  return a;
+}
+
+struct Case {
+  std::vector<int64_t> lead; // x's dims before K
+  int64_t k, n, block;
+};
+
+void matchesDequantizeThenMatmul();
+
+TEST(MatmulNf4Kernel, MatchesDequantizeThenMatmul) { matchesDequantizeThenMatmul(); }
+
+/// The AVX2 expansion, on a CPU whose kernels would otherwise take AVX-512.
+TEST(MatmulNf4Kernel, MatchesDequantizeThenMatmulWithoutAvx512) {
+  setenv("LLMC_CPU_NO_AVX512", "1", 1);
+  matchesDequantizeThenMatmul();
+  unsetenv("LLMC_CPU_NO_AVX512");
+}
+
+void matchesDequantizeThenMatmul() {
+  // K, N: 600 columns make tiles of 256 end ragged; 200 rows of K a k-chunk
+  // of 64 ragged; K = 2048 gives sgemm column chunks of 512 (+ 88).
+  const std::vector<Case> cases = {
+      {{1}, 128, 192, 64},     {{1, 1}, 200, 600, 32}, {{3}, 96, 64, 32},
+      {{2, 8}, 64, 320, 64},   {{17}, 64, 96, 32},     {{40}, 200, 600, 64},
+      {{2, 20}, 2048, 600, 64}, {{1}, 2048, 600, 64},  {{3}, 64, 33 * 64, 64},
+  };
+  uint64_t seed = 900;
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const Case &c : cases)
+      for (bool tb : {false, true}) {
+        std::vector<int64_t> w = tb ? std::vector<int64_t>{c.n, c.k}
+                                    : std::vector<int64_t>{c.k, c.n};
+        if (w[1] % c.block != 0) continue;
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " k" + std::to_string(c.k) + " n" +
+                     std::to_string(c.n) + " block " + std::to_string(c.block) +
+                     (tb ? " transposed" : "") + " rows " + std::to_string(c.lead.back()));
+        Nf4Weight wt = randomWeight(c.k * c.n, c.block, seed += 3);
+        std::vector<int64_t> xShape = c.lead, yShape = c.lead;
+        xShape.push_back(c.k);
+        yShape.push_back(c.n);
+        RefTensor x = roundTo(randomTensor(xShape, ++seed), dtype);
+        Buffer xb = Buffer::of(x, dtype), out(dtype, yShape);
+        out.poison();
+        ASSERT_TRUE(runKernel("matmul_nf4",
+                              {&xb, &wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf},
+                              {&out}, nf4Attrs(c.block, w, tb)));
+        RefTensor weight =
+            ref::dequantizeNf4(wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean, w, c.block);
+        RefTensor rows = x;
+        rows.shape = {x.numel() / c.k, c.k};
+        RefTensor expected = ref::matmul(rows, weight, false, tb);
+        expected.shape = yShape;
+        EXPECT_CLOSE(out.toRef(), expected, Metric::Norm, tolerance(dtype));
+        EXPECT_CLOSE(out.toRef(),
+                     ref::matmulNf4(x, wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean, w, c.block,
+                                    tb),
+                     Metric::Norm, tolerance(dtype));
+      }
+}
+
+TEST(MatmulNf4Kernel, OddElementCountsAndUnalignedSegments) {
+  // An odd number of weights (a half-used last byte) and odd rows, so row
+  // segments start on a high nibble: W [K, N] with N = 7, block 7.
+  Nf4Weight wt = randomWeight(5 * 7, 7, 77);
+  for (int64_t rows : {1, 20}) {
+    RefTensor x = randomTensor({rows, 5}, 78);
+    Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {rows, 7});
+    out.poison();
+    ASSERT_TRUE(runKernel("matmul_nf4",
+                          {&xb, &wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf}, {&out},
+                          nf4Attrs(7, {5, 7}, false)));
+    EXPECT_CLOSE(out.toRef(),
+                 ref::matmulNf4(x, wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean, {5, 7}, 7,
+                                false),
+                 Metric::Norm, 1e-5);
+  }
+}
+
+TEST(MatmulNf4Kernel, ContractErrorsNameTheOperandOrAttribute) {
+  auto f32 = [](std::vector<int64_t> s) { return typeOnly(DType::F32, std::move(s)); };
+  auto u8 = [](std::vector<int64_t> s) { return typeOnly(DType::U8, std::move(s)); };
+  // W [64, 128] in blocks of 64: 4096 code bytes, 128 blocks, one scale.
+  std::vector<TensorView> good = {f32({2, 64}), u8({4096}), u8({128}), f32({1}), f32({})};
+  struct ErrorCase {
+    std::vector<TensorView> inputs;
+    std::vector<TensorView> outputs;
+    KernelAttrs attrs;
+    std::string expected;
+  };
+  const std::vector<ErrorCase> cases = {
+      {good, {f32({2, 128})}, nf4Attrs(48, {64, 128}, false), "must divide"},
+      {good, {f32({2, 128})}, nf4Attrs(64, {128, 64}, false), "must end in the weight's K = 128"},
+      {{f32({2, 64}), u8({4095}), u8({128}), f32({1}), f32({})},
+       {f32({2, 128})},
+       nf4Attrs(64, {64, 128}, false),
+       "codes"},
+      {{f32({2, 64}), u8({4096}), u8({64}), f32({1}), f32({})},
+       {f32({2, 128})},
+       nf4Attrs(64, {64, 128}, false),
+       "absmax_q"},
+      {{f32({2, 64}), u8({4096}), u8({128}), f32({2}), f32({})},
+       {f32({2, 128})},
+       nf4Attrs(64, {64, 128}, false),
+       "absmax_scale"},
+      {good, {typeOnly(DType::BF16, {2, 128})}, nf4Attrs(64, {64, 128}, false), "y"},
+      {good, {f32({2, 64})}, nf4Attrs(64, {64, 128}, false), "y"},
+      {good, {f32({2, 128})}, attrs({}, {{"block", 64}}), "weight_shape"},
+  };
+  for (const ErrorCase &c : cases) {
+    std::string error = bindError("matmul_nf4", c.inputs, c.outputs, c.attrs);
+    EXPECT_NE(error.find(c.expected), std::string::npos) << error;
+    EXPECT_NE(error.find("matmul_nf4"), std::string::npos) << error;
+  }
+}
+
+} // namespace
+} // namespace llmc::test
