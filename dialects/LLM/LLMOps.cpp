@@ -448,6 +448,24 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// `adaptor` with the op's inherent attributes. The generated parsers infer
+/// result types before the op exists, while those attributes are still in
+/// the attribute dictionary and the properties empty, so they are read from
+/// there (a built op's dictionary holds only discardable attributes: its
+/// properties stand).
+template <typename OpT>
+static typename OpT::Adaptor withParsedAttributes(typename OpT::Adaptor adaptor,
+                                                  MLIRContext *context) {
+  DictionaryAttr attrs = adaptor.getAttributes();
+  if (!attrs || attrs.empty())
+    return adaptor;
+  typename OpT::Properties properties = adaptor.getProperties();
+  auto emitError = [&] { return mlir::emitError(UnknownLoc::get(context)); };
+  if (failed(OpT::setPropertiesFromAttr(properties, attrs, emitError)))
+    return adaptor;
+  return typename OpT::Adaptor(adaptor.getOperands(), attrs, properties);
+}
+
 /// The shapes of the fused head + loss: h [..., D], w [V, D] (transpose_b)
 /// or [D, V], targets h's leading shape, fp32 throughout; pushes the loss
 /// and, when `train`, dh and dw, then the scratch [chunk_rows, V].
@@ -485,14 +503,18 @@ static LogicalResult inferLinearCrossEntropy(MLIRContext *context, std::optional
 LogicalResult LinearCrossEntropyOp::inferReturnTypes(MLIRContext *context,
                                                      std::optional<Location> loc, Adaptor adaptor,
                                                      SmallVectorImpl<Type> &types) {
-  return inferLinearCrossEntropy(context, loc, adaptor, /*train=*/false, types);
+  return inferLinearCrossEntropy(context, loc,
+                                 withParsedAttributes<LinearCrossEntropyOp>(adaptor, context),
+                                 /*train=*/false, types);
 }
 
 LogicalResult LinearCrossEntropyTrainOp::inferReturnTypes(MLIRContext *context,
                                                           std::optional<Location> loc,
                                                           Adaptor adaptor,
                                                           SmallVectorImpl<Type> &types) {
-  return inferLinearCrossEntropy(context, loc, adaptor, /*train=*/true, types);
+  return inferLinearCrossEntropy(context, loc,
+                                 withParsedAttributes<LinearCrossEntropyTrainOp>(adaptor, context),
+                                 /*train=*/true, types);
 }
 
 LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,

@@ -88,6 +88,11 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %loss = llm.cross_entropy %logits, %targets : tensor<2x8x256xf32>, tensor<2x8xi32>
   // CHECK: llm.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = 0 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
   %dl = llm.cross_entropy_grad %logits, %targets, %loss {ignore_index = 0 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
+  // The fused head: its result types follow transpose_b and chunk_rows.
+  // CHECK: llm.linear_cross_entropy %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 4 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8xi32>
+  %fl, %fs = llm.linear_cross_entropy %dx2, %wte, %targets {chunk_rows = 4 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8xi32>
+  // CHECK: llm.linear_cross_entropy_train %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 16 : i64} : tensor<2x8x256xf32>, tensor<256x64xf32>, tensor<2x8xi32>
+  %hl, %hdh, %hdw, %hs = llm.linear_cross_entropy_train %dl, %wte, %targets, %loss {chunk_rows = 16 : i64} : tensor<2x8x256xf32>, tensor<256x64xf32>, tensor<2x8xi32>
   // Vocabulary-parallel pieces.
   // CHECK: llm.embedding %{{.*}}, %{{.*}} {row_offset = 128 : i64, vocab_size = 256 : i64} : tensor<128x64xf32>, tensor<2x8xi32>
   %half = llm.slice %wte {offsets = array<i64: 128, 0>} : tensor<256x64xf32> to tensor<128x64xf32>
