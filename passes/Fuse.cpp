@@ -17,6 +17,18 @@
 // loss seed is a fill the autodiff pass emits after the loss; it depends
 // on nothing computed after it, so it moves up to the fused op.
 //
+// bias, bias-gelu. A matmul with a shared weight and its bias,
+//   %m = matmul %x, %w               (w [K, N], or [N, K] with transpose_b)
+//   %a = add %m, %b                  (b [N])
+//   %g = gelu %a                     (bias-gelu)
+// become one linear placed where the add was, when the product feeds only
+// the add. In training gelu_grad still reads %a: the fused op then also
+// returns it (keep_pre), as cuBLASLt's GELU_AUX epilogue does, so the
+// fusion holds in the backward's presence. The ops must belong to the same
+// part of the step (microbatch, pipeline action, forward, backward or
+// recomputation): under selective recomputation the kept product feeds
+// the forward's add and the replayed one, so neither fuses.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -44,7 +56,9 @@ using namespace llmc::llm;
 namespace {
 
 constexpr const char *kLinearCrossEntropy = "linear-cross-entropy";
-const std::set<std::string> kFusions = {kLinearCrossEntropy};
+constexpr const char *kBias = "bias";
+constexpr const char *kBiasGelu = "bias-gelu";
+const std::set<std::string> kFusions = {kBias, kBiasGelu, kLinearCrossEntropy};
 
 /// Makes `value` available before `point`: true when it already is, or when
 /// its pure defining op (and, recursively, what it needs) can move there.
@@ -189,6 +203,60 @@ bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes) {
   return true;
 }
 
+/// `a` and `b` run in the same part of the step: the same microbatch,
+/// pipeline action, block, forward or backward, replay or not.
+bool samePlace(Operation *a, Operation *b) {
+  return a->getBlock() == b->getBlock() &&
+         a->getDiscardableAttrDictionary() == b->getDiscardableAttrDictionary();
+}
+
+/// Fuses the matmul and bias `add` (and, when `withGelu`, a gelu reading
+/// it) into one linear, if the pattern matches; true when it did.
+bool fuseLinear(AddOp add, bool withBias, bool withGelu) {
+  auto matmul = add.getLhs().getDefiningOp<MatmulOp>();
+  if (!matmul || matmul.getTransposeA() || !matmul.getResult().hasOneUse() ||
+      !samePlace(matmul, add))
+    return false;
+  Value x = matmul.getA(), w = matmul.getB(), bias = add.getRhs();
+  auto product = cast<RankedTensorType>(matmul.getType());
+  auto wType = cast<RankedTensorType>(w.getType()), biasType = cast<RankedTensorType>(bias.getType());
+  if (wType.getRank() != 2 || biasType.getShape() != product.getShape().take_back() ||
+      biasType.getElementType() != product.getElementType() ||
+      add.getType() != matmul.getType())
+    return false;
+  GeluOp gelu;
+  if (withGelu)
+    for (Operation *user : add.getResult().getUsers())
+      if (auto g = dyn_cast<GeluOp>(user); g && samePlace(g, add)) {
+        gelu = g;
+        break;
+      }
+  if (!gelu && !withBias)
+    return false;
+  // Whoever else reads the biased value (gelu_grad) reads the fused op's.
+  bool keepPre = gelu && !add.getResult().hasOneUse();
+
+  SmallVector<Location> locs = {matmul.getLoc(), add.getLoc()};
+  if (gelu)
+    locs.push_back(gelu.getLoc());
+  OpBuilder builder(add);
+  auto fused = LinearOp::create(builder, builder.getFusedLoc(locs), x, w, bias,
+                                matmul.getTransposeB(), static_cast<bool>(gelu), keepPre);
+  for (NamedAttribute attr : add->getDiscardableAttrs())
+    fused->setAttr(attr.getName(), attr.getValue());
+  if (gelu) {
+    gelu.getResult().replaceAllUsesWith(fused.getY());
+    gelu->erase();
+    if (keepPre)
+      add.getResult().replaceAllUsesWith(fused.getPre());
+  } else {
+    add.getResult().replaceAllUsesWith(fused.getY());
+  }
+  add->erase();
+  matmul->erase();
+  return true;
+}
+
 /// The fusions `spec` enables, or failure with `error` set.
 FailureOr<std::set<std::string>> parseFusions(StringRef spec, std::string &error) {
   if (spec == "all")
@@ -225,12 +293,19 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
                                  << chunkMb;
       return signalPassFailure();
     }
-    if (!enabled->count(kLinearCrossEntropy))
-      return;
-    SmallVector<CrossEntropyOp> losses;
-    getOperation().walk([&](CrossEntropyOp op) { losses.push_back(op); });
-    for (CrossEntropyOp loss : losses)
-      fuseLinearCrossEntropy(loss, chunkMb * 1024.0 * 1024.0);
+    if (enabled->count(kLinearCrossEntropy)) {
+      SmallVector<CrossEntropyOp> losses;
+      getOperation().walk([&](CrossEntropyOp op) { losses.push_back(op); });
+      for (CrossEntropyOp loss : losses)
+        fuseLinearCrossEntropy(loss, chunkMb * 1024.0 * 1024.0);
+    }
+    bool bias = enabled->count(kBias), biasGelu = enabled->count(kBiasGelu);
+    if (bias || biasGelu) {
+      SmallVector<AddOp> adds;
+      getOperation().walk([&](AddOp op) { adds.push_back(op); });
+      for (AddOp add : adds)
+        fuseLinear(add, bias, biasGelu);
+    }
   }
 };
 

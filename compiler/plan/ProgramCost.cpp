@@ -96,6 +96,9 @@ double kernelFlops(Operation *op) {
     int64_t k = attrInt(op, "transpose_a") ? a[a.size() - 2] : a.back();
     return 2.0 * outElements * k;
   }
+  // A matmul with its bias (and GELU) epilogue: the product's FLOPs.
+  if (name == "linear" && inputs.size() >= 2)
+    return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0]).back());
   // The fused head + loss: the logits' product, and in training also the
   // two products of its backward.
   if (name.starts_with("linear_cross_entropy") && inputs.size() >= 3) {
@@ -152,17 +155,19 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
       double flops = kernelFlops(op), bytes = kernelBytes(op);
       double peak = cluster.peakFlops;
       // fp32 products (the fused head + loss is fp32 only).
-      if ((kernel.getCallee() == "matmul" && kernel.getOutputs().size() == 1 &&
+      StringRef callee = kernel.getCallee();
+      bool product = (callee == "matmul" && kernel.getOutputs().size() == 1) || callee == "linear";
+      if ((product &&
            cast<MemRefType>(kernel.getOutputs()[0].getType()).getElementType().isF32()) ||
-          kernel.getCallee().starts_with("linear_cross_entropy"))
+          callee.starts_with("linear_cross_entropy"))
         peak *= fp32MatmulScale;
       cost.computeSeconds =
           std::max(flops / peak, bytes / cluster.memoryBandwidth) + cluster.kernelOverhead;
       cost.flops = flops;
       cost.bytes = bytes;
       cost.kernels = 1;
-      if (kernel.getCallee() == "matmul" || kernel.getCallee().starts_with("attention") ||
-          kernel.getCallee().starts_with("linear_cross_entropy"))
+      if (callee == "matmul" || callee == "linear" || callee.starts_with("attention") ||
+          callee.starts_with("linear_cross_entropy"))
         cost.modelFlops = flops;
     } else if (auto send = dyn_cast<exec::SendOp>(op)) {
       cost.p2pBytes = bytesOf(send.getBuffer().getType());

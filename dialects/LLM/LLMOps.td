@@ -458,6 +458,31 @@ def LLM_LinearCrossEntropyTrainOp
   }];
 }
 
+def LLM_LinearOp : LLM_PureOp<"linear", [ExpensiveToRecompute]> {
+  let summary = "x · w + bias, optionally through the tanh GELU, as one kernel";
+  let description = [{
+    A matmul with its epilogue: `y = x · w + bias` (`w` is `[K, N]`, or
+    `[N, K]` with `transpose_b`; `x` is `[..., K]`, `bias` `[N]`, `y`
+    `[..., N]`), and with `gelu` `y = gelu(x · w + bias)` (`llm.gelu`'s tanh
+    approximation). `keep_pre` (with `gelu` only) also returns the
+    pre-activation `x · w + bias`, which `gelu_grad` reads in training. The
+    result is what `matmul`, `add` and `gelu` give, in the operands' element
+    type.
+
+    ```mlir
+    %y = llm.linear %x, %w, %b : tensor<4x64x128xf32>, tensor<128x384xf32>, tensor<384xf32>
+    %h, %pre = llm.linear %x, %w1, %b1 {gelu, keep_pre}
+        : tensor<4x64x128xf32>, tensor<128x512xf32>, tensor<512xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$w, LLM_FloatTensor:$bias,
+                       UnitAttr:$transpose_b, UnitAttr:$gelu, UnitAttr:$keep_pre);
+  let results = (outs LLM_FloatTensor:$y, Optional<LLM_FloatTensor>:$pre);
+  let assemblyFormat = [{
+    $x `,` $w `,` $bias attr-dict `:` type($x) `,` type($w) `,` type($bias)
+  }];
+}
+
 def LLM_ReduceMaxOp : LLM_PureOp<"reduce_max"> {
   let summary = "Maximum over the last dimension, in fp32";
   let description = [{

@@ -161,6 +161,13 @@ std::vector<RefTensor> linearCrossEntropy(const RefTensor &h, const RefTensor &w
                                           const RefTensor &targets, bool transposeB,
                                           int64_t ignoreIndex, const double *dloss);
 
+//===- linear.cpp ---------------------------------------------------------===//
+
+/// The matmul with its epilogue: {x·w + bias} (transposeB: x·wᵀ + bias),
+/// with gelu {gelu(x·w + bias), x·w + bias}; x [..., K], bias [N].
+std::vector<RefTensor> linear(const RefTensor &x, const RefTensor &w, const RefTensor &bias,
+                              bool transposeB, bool gelu);
+
 //===- reduce_max.cpp -----------------------------------------------------===//
 
 /// Maximum over the last dimension.

@@ -634,3 +634,59 @@ func.func @f(%s: tensor<3xf32>, %t: tensor<2xi32>, %d: tensor<f32>) {
   %a, %b, %c = llm.cross_entropy_finish_grad %s, %t, %d : tensor<3xf32>, tensor<2xi32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4xf32>, %w: tensor<4x4xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{x must be [..., K] (rank >= 2) and w a matrix, got 4 and 4x4}}
+  %y = llm.linear %x, %w, %b : tensor<4xf32>, tensor<4x4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x4xbf16>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{x and w must have the same element type, got 'f32' and 'bf16'}}
+  %y = llm.linear %x, %w, %b : tensor<2x4xf32>, tensor<4x4xbf16>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x4xf32>, %b: tensor<4xbf16>) {
+  // expected-error @+1 {{x and bias must have the same element type, got 'f32' and 'bf16'}}
+  %y = llm.linear %x, %w, %b : tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{w 8x4 does not match x's width 4 (w is [K, N])}}
+  %y = llm.linear %x, %w, %b : tensor<2x4xf32>, tensor<8x4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{w 4x8 does not match x's width 4 (w is [N, K] with transpose_b)}}
+  %y = llm.linear %x, %w, %b {transpose_b} : tensor<2x4xf32>, tensor<4x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{bias must be [8], got 4}}
+  %y = llm.linear %x, %w, %b : tensor<2x4xf32>, tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{keep_pre needs gelu (without it the pre-activation is y)}}
+  %y, %p = llm.linear %x, %w, %b {keep_pre} : tensor<2x4xf32>, tensor<4x8xf32>, tensor<8xf32>
+  return
+}
