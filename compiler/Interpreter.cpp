@@ -160,6 +160,10 @@ LogicalResult Interpreter::runOp(Operation *op) {
           out(1, results[1]);
         return success();
       })
+      .Case([&](LinearWeightGradOp) {
+        outs(ref::linearWeightGrad(in(0), in(1)));
+        return success();
+      })
       .Case([&](ReduceMaxOp op) {
         out(0, ref::reduceMax(in(0), op.getClassOffset(), op.getNumClasses()));
         return success();

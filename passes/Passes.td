@@ -476,6 +476,14 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     biased value has other readers (`gelu_grad` in training) the fused op
     returns it too (`keep_pre`).
 
+    `bias-grad`: a layer's weight gradient
+    `llm.matmul (reshape x), (reshape dy) {transpose_a}` and its bias
+    gradient `llm.reduce_sum dy` become one `llm.linear_weight_grad`,
+    whose CUDA kernel sums dy's rows in the GEMM's epilogue. On the CPU the
+    sum is no cheaper inside the GEMM, so `all` includes it only for
+    `target=cuda` (named, it applies on the CPU too, computing what the
+    unfused ops do).
+
     `fusions` is `all`, `none` or a comma-separated list of fusion names.
 
     ```mlir
@@ -495,9 +503,12 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"fusions", "fusions", "std::string", "\"all\"",
-           "all | none | comma-separated fusion names (bias, bias-gelu, linear-cross-entropy)">,
+           "all | none | comma-separated fusion names (bias, bias-gelu, bias-grad, "
+           "linear-cross-entropy)">,
     Option<"chunkMb", "chunk-mb", "double", "256",
            "linear-cross-entropy: MiB of logits computed at a time">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "Backend the program runs on (cpu | cuda): `all` includes bias-grad on cuda only">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }

@@ -96,9 +96,16 @@ double kernelFlops(Operation *op) {
     int64_t k = attrInt(op, "transpose_a") ? a[a.size() - 2] : a.back();
     return 2.0 * outElements * k;
   }
-  // A matmul with its bias (and GELU) epilogue: the product's FLOPs.
+  // A matmul with its bias (and GELU) epilogue: the product's FLOPs; the
+  // weight gradient's product sums over every row.
   if (name == "linear" && inputs.size() >= 2)
     return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0]).back());
+  if (name == "linear_weight_grad" && inputs.size() >= 2) {
+    ArrayRef<int64_t> x = shapeOf(inputs[0]);
+    double rows = 1;
+    for (size_t i = 0; i + 1 < x.size(); ++i) rows *= x[i];
+    return 2.0 * outElements * rows;
+  }
   // The fused head + loss: the logits' product, and in training also the
   // two products of its backward.
   if (name.starts_with("linear_cross_entropy") && inputs.size() >= 3) {
@@ -156,7 +163,8 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
       double peak = cluster.peakFlops;
       // fp32 products (the fused head + loss is fp32 only).
       StringRef callee = kernel.getCallee();
-      bool product = (callee == "matmul" && kernel.getOutputs().size() == 1) || callee == "linear";
+      bool product = (callee == "matmul" && kernel.getOutputs().size() == 1) ||
+                     callee == "linear" || callee == "linear_weight_grad";
       if ((product &&
            cast<MemRefType>(kernel.getOutputs()[0].getType()).getElementType().isF32()) ||
           callee.starts_with("linear_cross_entropy"))
@@ -166,8 +174,7 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
       cost.flops = flops;
       cost.bytes = bytes;
       cost.kernels = 1;
-      if (callee == "matmul" || callee == "linear" || callee.starts_with("attention") ||
-          callee.starts_with("linear_cross_entropy"))
+      if (callee == "matmul" || callee.starts_with("linear") || callee.starts_with("attention"))
         cost.modelFlops = flops;
     } else if (auto send = dyn_cast<exec::SendOp>(op)) {
       cost.p2pBytes = bytesOf(send.getBuffer().getType());

@@ -545,6 +545,30 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *context, std::optional<Loc
   return success();
 }
 
+LogicalResult LinearWeightGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &types) {
+  RankedTensorType x = tensorOf(adaptor.getX()), dy = tensorOf(adaptor.getDy());
+  if (x.getRank() < 2 || dy.getRank() < 2)
+    return emitOptionalError(loc, "x and dy must be [..., K] and [..., N] (rank >= 2), got ",
+                             shapeString(x.getShape()), " and ", shapeString(dy.getShape()));
+  if (failed(sameElementType(loc, adaptor.getX(), adaptor.getDy(), "x", "dy")))
+    return failure();
+  auto rows = [](RankedTensorType t) {
+    int64_t n = 1;
+    for (int64_t d : t.getShape().drop_back())
+      n *= d;
+    return n;
+  };
+  if (rows(x) != rows(dy))
+    return emitOptionalError(loc, "x ", shapeString(x.getShape()), " and dy ",
+                             shapeString(dy.getShape()), " must have as many rows");
+  int64_t k = x.getShape().back(), n = dy.getShape().back();
+  types.push_back(RankedTensorType::get({k, n}, x.getElementType()));
+  types.push_back(RankedTensorType::get({n}, x.getElementType()));
+  return success();
+}
+
 LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
   RankedTensorType x = tensorOf(adaptor.getX());

@@ -483,6 +483,26 @@ def LLM_LinearOp : LLM_PureOp<"linear", [ExpensiveToRecompute]> {
   }];
 }
 
+def LLM_LinearWeightGradOp : LLM_PureOp<"linear_weight_grad", [ExpensiveToRecompute]> {
+  let summary = "A linear layer's weight and bias gradients, as one kernel";
+  let description = [{
+    `dw = xᵀ · dy` (`[K, N]`, summed over every row) and `db` = the sum of
+    `dy`'s rows (`[N]`), for `x` `[..., K]` and `dy` `[..., N]` with as many
+    rows: what `matmul (reshape x), (reshape dy) {transpose_a}` and
+    `reduce_sum dy` give for a layer `y = x · w + b` with `w` `[K, N]`, in the
+    operands' element type. llmc-fuse's `bias-grad` forms it (`all`
+    includes it for CUDA only, where the bias gradient is the
+    weight-gradient GEMM's epilogue).
+
+    ```mlir
+    %dw, %db = llm.linear_weight_grad %x, %dy : tensor<4x64x128xf32>, tensor<4x64x512xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$dy);
+  let results = (outs LLM_FloatTensor:$dw, LLM_FloatTensor:$db);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($x) `,` type($dy)";
+}
+
 def LLM_ReduceMaxOp : LLM_PureOp<"reduce_max"> {
   let summary = "Maximum over the last dimension, in fp32";
   let description = [{

@@ -44,4 +44,30 @@ bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out) 
   return true;
 }
 
+bool bindLinearWeightGrad(const KernelArgs &args, std::string &error,
+                          LinearWeightGradBinding *out) {
+  Validator v("linear_weight_grad", args, error);
+  LinearWeightGradBinding b;
+  if (!v.arity(2, 2)) return false;
+  const TensorView &x = v.in(0), &dy = v.in(1);
+  if (!v.isFloat(x, "x") || !v.hasDType(dy, "dy", x.dtype) || !v.fitsInt(x, "x") ||
+      !v.fitsInt(dy, "dy"))
+    return false;
+  if (x.rank() < 2 || dy.rank() < 2)
+    return v.fail("x and dy must be [..., K] and [..., N] with rank >= 2, got " + x.describe() +
+                  " and " + dy.describe());
+  b.dtype = x.dtype;
+  b.k = x.dim(-1);
+  b.n = dy.dim(-1);
+  b.rows = product(x.shape, 0, x.shape.size() - 1);
+  if (product(dy.shape, 0, dy.shape.size() - 1) != b.rows)
+    return v.fail("x " + x.describe() + " and dy " + dy.describe() + " must have as many rows");
+  if (b.rows > INT_MAX) return v.fail("x has too many rows for BLAS: " + x.describe());
+  if (!v.hasType(v.out(0), "dw", b.dtype, {b.k, b.n}) ||
+      !v.hasType(v.out(1), "db", b.dtype, {b.n}))
+    return false;
+  *out = b;
+  return true;
+}
+
 } // namespace llmc::contracts

@@ -1,4 +1,4 @@
-//===- linear.cpp - a matmul with its bias (and GELU) epilogue ------------===//
+//===- linear.cpp - the linear layer's fused ops: epilogue, weight grads --===//
 //
 // y = x·w + bias, or gelu(x·w + bias), in one kernel: one sgemm writes the
 // product (the call matmul makes for the same operands, so the product is
@@ -12,15 +12,19 @@
 // the GELU are each rounded to the storage type, exactly as matmul, add and
 // gelu round them; so in every dtype the result equals the unfused ops'.
 //
-// The backward keeps its reduce_sum for the bias gradient: OpenBLAS has no
-// hook where the weight-gradient GEMM passes over dy's rows, and the
-// separate sum reads dy once.
+// linear_weight_grad (dw = xᵀ·dy, db = dy's rows summed) is, on the CPU,
+// the matmul and reduce_sum kernels it stands for, run in turn: OpenBLAS has
+// no hook where the weight-gradient GEMM passes over dy's rows, and the
+// separate sum reads dy once, so `--fuse all` forms the op only for CUDA.
+// Here it is the CUDA kernel's twin and computes the unfused kernels' values.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/Linear.h"
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/Common.h"
+
+#include <utility>
 
 namespace llmc::cpu {
 namespace {
@@ -133,8 +137,48 @@ std::unique_ptr<Kernel> makeLinear(const KernelArgs &args, std::string &error) {
   return makeFloatKernel<LinearKernel>(b.dtype, args, b, sgemm);
 }
 
+/// Kernels run one after the other.
+class SequenceKernel final : public Kernel {
+public:
+  explicit SequenceKernel(std::vector<std::unique_ptr<Kernel>> kernels)
+      : kernels_(std::move(kernels)) {}
+  void run(const StepContext &ctx) override {
+    for (const std::unique_ptr<Kernel> &k : kernels_) k->run(ctx);
+  }
+
+private:
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+};
+
+std::unique_ptr<Kernel> makeLinearWeightGrad(const KernelArgs &args, std::string &error) {
+  contracts::LinearWeightGradBinding b;
+  if (!contracts::bindLinearWeightGrad(args, error, &b)) return nullptr;
+  KernelArgs product; // dw = (x as [rows, K])ᵀ · (dy as [rows, N])
+  product.inputs = {args.inputs[0], args.inputs[1]};
+  product.inputs[0].shape = {b.rows, b.k};
+  product.inputs[1].shape = {b.rows, b.n};
+  product.outputs = {args.outputs[0]};
+  product.attrs.setInt("transpose_a", 1);
+  KernelArgs sum; // db = dy's rows summed
+  sum.inputs = {args.inputs[1]};
+  sum.outputs = {args.outputs[1]};
+  std::vector<std::unique_ptr<Kernel>> kernels;
+  for (auto [name, kernelArgs] : {std::pair{"matmul", &product}, std::pair{"reduce_sum", &sum}}) {
+    std::string inner;
+    KernelFactory factory = findKernel(Backend::CPU, name);
+    std::unique_ptr<Kernel> kernel = factory ? factory(*kernelArgs, inner) : nullptr;
+    if (!kernel) {
+      error = "linear_weight_grad: " + (factory ? inner : std::string("no ") + name + " kernel");
+      return nullptr;
+    }
+    kernels.push_back(std::move(kernel));
+  }
+  return std::make_unique<SequenceKernel>(std::move(kernels));
+}
+
 } // namespace
 
 LLMC_REGISTER_KERNEL(CPU, "linear", makeLinear);
+LLMC_REGISTER_KERNEL(CPU, "linear_weight_grad", makeLinearWeightGrad);
 
 } // namespace llmc::cpu

@@ -102,6 +102,7 @@ std::string LtGemm::describe(const GemmDesc &d) {
   if (d.epilogue == GemmEpilogue::Bias) os << " + bias";
   if (d.epilogue == GemmEpilogue::GeluBias) os << " + bias, gelu";
   if (d.epilogue == GemmEpilogue::GeluAuxBias) os << " + bias, gelu (pre-activation kept)";
+  if (d.epilogue == GemmEpilogue::BiasGradB) os << ", column sums of b";
   return os.str();
 }
 
@@ -115,8 +116,14 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
     error = "cuBLASLt GEMM: sizes must be positive (and the batch fit an int): " + describe(d);
     return nullptr;
   }
-  if (d.epilogue != GemmEpilogue::None && !d.bias) {
+  const bool biasGrad = d.epilogue == GemmEpilogue::BiasGradB;
+  if (d.epilogue != GemmEpilogue::None && !(biasGrad ? d.biasGrad : d.bias)) {
     error = "cuBLASLt GEMM: a bias epilogue needs a bias: " + describe(d);
+    return nullptr;
+  }
+  if (biasGrad && (d.batch != 1 || d.accumulate)) {
+    error = "cuBLASLt GEMM: the bias-gradient epilogue takes one product, not accumulated: " +
+            describe(d);
     return nullptr;
   }
   if (d.epilogue == GemmEpilogue::GeluAuxBias && (!d.aux || d.n % 8 != 0 || d.batch != 1)) {
@@ -179,6 +186,7 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   if (d.epilogue == GemmEpilogue::Bias) epilogue = CUBLASLT_EPILOGUE_BIAS;
   if (d.epilogue == GemmEpilogue::GeluBias) epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
   if (d.epilogue == GemmEpilogue::GeluAuxBias) epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  if (biasGrad) epilogue = CUBLASLT_EPILOGUE_BGRADA;
   bool described =
       ok(cublasLtMatmulDescCreate(&g->op_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate",
          error) &&
@@ -189,9 +197,11 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
       ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                         sizeof(epilogue)),
          "cublasLtMatmulDescSetAttribute(EPILOGUE)", error);
+  // The bias, or the bias gradient's output.
+  const void *biasPointer = biasGrad ? d.biasGrad : d.bias;
   if (described && d.epilogue != GemmEpilogue::None)
     described = ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                  &d.bias, sizeof(d.bias)),
+                                                  &biasPointer, sizeof(biasPointer)),
                    "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", error);
   // The aux matrix is laid out as D (column-major N×M): its leading
   // dimension is D's row count, N.
@@ -216,7 +226,7 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   // of the cache key so an algorithm chosen for aligned ones is not reused
   // for misaligned ones.
   const uint32_t alignBias =
-      d.epilogue == GemmEpilogue::None ? 256u : alignmentOf(d.bias, 0, elementSize, 1);
+      d.epilogue == GemmEpilogue::None ? 256u : alignmentOf(biasPointer, 0, elementSize, 1);
   const uint32_t alignAux =
       d.epilogue == GemmEpilogue::GeluAuxBias ? alignmentOf(d.aux, 0, elementSize, 1) : 256u;
 

@@ -1,4 +1,4 @@
-//===- linear.cu - a matmul with its bias (and GELU) epilogue on the GPU --===//
+//===- linear.cu - the linear layer's fused GEMMs on the GPU --------------===//
 //
 // The CPU kernel's contract (kernels/cpu/linear.cpp) as one cuBLASLt GEMM
 // planned at bind time, x's leading dims folded into M as in matmul, with
@@ -13,12 +13,21 @@
 // (the aux matrix needs N to be a multiple of 8), the plain GEMM is
 // followed by one elementwise pass with the unfused ops' rounding.
 //
+// linear_weight_grad: the weight-gradient GEMM dw = xᵀ·dy with the BGRADA
+// epilogue summing dy's rows into db as the GEMM reads them (dy is
+// cuBLASLt's A), instead of a reduce_sum kernel reading dy again. Where
+// cuBLASLt has no algorithm for it, the matmul and reduce_sum kernels run
+// in turn, as the unfused program would.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/Linear.h"
 #include "kernels/cuda/Common.cuh"
 #include "kernels/cuda/Gelu.cuh"
 #include "kernels/cuda/LtGemm.h"
+
+#include <utility>
+#include <vector>
 
 namespace llmc::cuda {
 namespace {
@@ -125,8 +134,72 @@ std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &erro
   return makeFloatKernel<LinearKernel>(b.dtype, args, b, std::move(gemm), epilogueInGemm);
 }
 
+/// One planned GEMM whose epilogue does the rest.
+class GemmKernel final : public Kernel {
+public:
+  explicit GemmKernel(std::unique_ptr<LtGemm> gemm) : gemm_(std::move(gemm)) {}
+  void run(const StepContext &ctx) override { gemm_->run(streamOf(ctx)); }
+
+private:
+  std::unique_ptr<LtGemm> gemm_;
+};
+
+/// Kernels run one after the other on the step's stream.
+class SequenceKernel final : public Kernel {
+public:
+  explicit SequenceKernel(std::vector<std::unique_ptr<Kernel>> kernels)
+      : kernels_(std::move(kernels)) {}
+  void run(const StepContext &ctx) override {
+    for (const std::unique_ptr<Kernel> &k : kernels_) k->run(ctx);
+  }
+
+private:
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+};
+
+std::unique_ptr<Kernel> makeCudaLinearWeightGrad(const KernelArgs &args, std::string &error) {
+  contracts::LinearWeightGradBinding b;
+  if (!contracts::bindLinearWeightGrad(args, error, &b)) return nullptr;
+  if (b.rows > 0 && b.k > 0 && b.n > 0) {
+    GemmDesc d; // dw[K, N] = (x as [rows, K])ᵀ · (dy as [rows, N]), db beside it
+    d.dtype = b.dtype;
+    d.m = b.k, d.n = b.n, d.k = b.rows;
+    d.transposeA = true;
+    d.a = args.inputs[0].data, d.b = args.inputs[1].data, d.c = args.outputs[0].data;
+    d.strideA = d.m * d.k, d.strideC = d.m * d.n;
+    d.epilogue = GemmEpilogue::BiasGradB;
+    d.biasGrad = args.outputs[1].data;
+    std::string gemmError;
+    if (std::unique_ptr<LtGemm> gemm = LtGemm::create(d, gemmError))
+      return std::make_unique<GemmKernel>(std::move(gemm));
+  }
+  // No epilogue (or nothing to multiply): matmul, then reduce_sum.
+  KernelArgs product;
+  product.inputs = {args.inputs[0], args.inputs[1]};
+  product.inputs[0].shape = {b.rows, b.k};
+  product.inputs[1].shape = {b.rows, b.n};
+  product.outputs = {args.outputs[0]};
+  product.attrs.setInt("transpose_a", 1);
+  KernelArgs sum;
+  sum.inputs = {args.inputs[1]};
+  sum.outputs = {args.outputs[1]};
+  std::vector<std::unique_ptr<Kernel>> kernels;
+  for (auto [name, kernelArgs] : {std::pair{"matmul", &product}, std::pair{"reduce_sum", &sum}}) {
+    std::string inner;
+    KernelFactory factory = findKernel(Backend::CUDA, name);
+    std::unique_ptr<Kernel> kernel = factory ? factory(*kernelArgs, inner) : nullptr;
+    if (!kernel) {
+      error = "linear_weight_grad: " + (factory ? inner : std::string("no ") + name + " kernel");
+      return nullptr;
+    }
+    kernels.push_back(std::move(kernel));
+  }
+  return std::make_unique<SequenceKernel>(std::move(kernels));
+}
+
 } // namespace
 
 LLMC_REGISTER_KERNEL(CUDA, "linear", makeCudaLinear);
+LLMC_REGISTER_KERNEL(CUDA, "linear_weight_grad", makeCudaLinearWeightGrad);
 
 } // namespace llmc::cuda

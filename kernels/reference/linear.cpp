@@ -1,7 +1,8 @@
-//===- linear.cpp - the matmul with its epilogue, unfused -----------------===//
+//===- linear.cpp - the linear layer's fused ops, unfused -----------------===//
 //
 // What the fused kernels must equal: matmul, add of the bias and, with
-// gelu, gelu, each by its own reference, over x flattened to [rows, K].
+// gelu, gelu, each by its own reference, over x flattened to [rows, K]; for
+// the weight gradients, matmul and reduce_sum over the rows of x and dy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +23,17 @@ std::vector<RefTensor> linear(const RefTensor &x, const RefTensor &w, const RefT
   if (!gelu)
     return {pre};
   return {ref::gelu(pre), pre};
+}
+
+std::vector<RefTensor> linearWeightGrad(const RefTensor &x, const RefTensor &dy) {
+  require(x.shape.size() >= 2 && dy.shape.size() >= 2, "linear_weight_grad",
+          "x and dy must be [..., K] and [..., N]");
+  RefTensor xRows = x, dyRows = dy;
+  xRows.shape = {product(x.shape, 0, x.shape.size() - 1), x.shape.back()};
+  dyRows.shape = {product(dy.shape, 0, dy.shape.size() - 1), dy.shape.back()};
+  require(xRows.shape[0] == dyRows.shape[0], "linear_weight_grad",
+          "x and dy must have as many rows");
+  return {matmul(xRows, dyRows, true, false), reduceSum(dyRows, {dy.shape.back()})};
 }
 
 } // namespace llmc::ref

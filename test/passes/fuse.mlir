@@ -3,7 +3,10 @@
 // RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=none" | FileCheck %s --check-prefix=NONE
 // RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=bias" | FileCheck %s --check-prefix=BIAS
 // RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=bias-gelu" | FileCheck %s --check-prefix=GELU
+// RUN: llmc-opt %s -split-input-file --llmc-fuse="target=cuda" | FileCheck %s --check-prefix=CUDA
+// RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=bias-grad" | FileCheck %s --check-prefix=GRAD
 // RUN: not llmc-opt %s -split-input-file --llmc-fuse="fusions=residual-norm" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not llmc-opt %s -split-input-file --llmc-fuse="target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="emit=train" | FileCheck %s --check-prefix=PIPELINE
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="emit=train fuse=none" | FileCheck %s --check-prefix=UNFUSED
 
@@ -19,7 +22,8 @@
 // CHUNK: chunk_rows = 4 : i64
 // NONE-LABEL: func.func @train
 // NONE: llm.cross_entropy_grad
-// UNKNOWN: error: llmc-fuse: unknown fusion 'residual-norm' (expected all, none or a list of: bias, bias-gelu, linear-cross-entropy)
+// UNKNOWN: error: llmc-fuse: unknown fusion 'residual-norm' (expected all, none or a list of: bias, bias-gelu, bias-grad, linear-cross-entropy)
+// TARGET: error: llmc-fuse: target must be cpu or cuda, got 'tpu'
 func.func @train(%h: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %t: tensor<4x8xi32>)
     -> (tensor<f32>, tensor<4x8x16xf32>, tensor<32x16xf32>) {
   %logits = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<32x16xf32> -> tensor<4x8x32xf32>
@@ -179,6 +183,55 @@ func.func @kept_gelu(%x: tensor<4x8x16xf32>, %w: tensor<16x64xf32>, %b: tensor<6
   %a = llm.add %m, %b : tensor<4x8x64xf32>, tensor<64xf32>
   %g = llm.gelu %a {llmc.backward, llmc.recomputed} : tensor<4x8x64xf32>
   return %g : tensor<4x8x64xf32>
+}
+
+// -----
+
+// A layer's weight and bias gradients: the product over the rows of x and
+// dy and the sum of dy's rows become one op where the sum was, for CUDA
+// (and wherever the fusion is named); `all` on the CPU leaves them.
+// CHECK-LABEL: func.func @weight_grad
+// CHECK:       llm.reduce_sum
+// CUDA-LABEL:  func.func @weight_grad
+// CUDA-NEXT:   %[[DW:.*]], %[[DB:.*]] = llm.linear_weight_grad %arg0, %arg1 {llmc.backward} : tensor<4x8x16xf32>, tensor<4x8x64xf32>
+// CUDA-NEXT:   %[[DX:.*]] = llm.matmul %arg1, %arg2
+// CUDA-NEXT:   return %[[DW]], %[[DB]], %[[DX]]
+// GRAD-LABEL:  func.func @weight_grad
+// GRAD-NEXT:   llm.linear_weight_grad %arg0, %arg1 {llmc.backward}
+func.func @weight_grad(%x: tensor<4x8x16xf32>, %dy: tensor<4x8x64xf32>, %w: tensor<16x64xf32>)
+    -> (tensor<16x64xf32>, tensor<64xf32>, tensor<4x8x16xf32>) {
+  %db = llm.reduce_sum %dy {llmc.backward} : tensor<4x8x64xf32> to tensor<64xf32>
+  %dx = llm.matmul %dy, %w {llmc.backward, transpose_b} : tensor<4x8x64xf32>, tensor<16x64xf32> -> tensor<4x8x16xf32>
+  %xr = llm.reshape %x {llmc.backward} : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %dyr = llm.reshape %dy {llmc.backward} : tensor<4x8x64xf32> to tensor<32x64xf32>
+  %dw = llm.matmul %xr, %dyr {llmc.backward, transpose_a} : tensor<32x16xf32>, tensor<32x64xf32> -> tensor<16x64xf32>
+  return %dw, %db, %dx : tensor<16x64xf32>, tensor<64xf32>, tensor<4x8x16xf32>
+}
+
+// -----
+
+// Where the sum stays: it reduces to more than the last dimension (a
+// position embedding's gradient), the product of another microbatch, a
+// weight in the [N, K] layout (its gradient is dyᵀ·x), and an x the sum
+// comes before.
+// CUDA-LABEL: func.func @kept_weight_grad
+// CUDA-NOT:   llm.linear_weight_grad
+// CUDA:       return
+func.func @kept_weight_grad(%x: tensor<4x8x16xf32>, %dy: tensor<4x8x64xf32>, %w: tensor<16x64xf32>)
+    -> (tensor<8x64xf32>, tensor<16x64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<16x64xf32>,
+        tensor<64x16xf32>, tensor<64xf32>, tensor<16x64xf32>) {
+  %pos = llm.reduce_sum %dy : tensor<4x8x64xf32> to tensor<8x64xf32>
+  %xr = llm.reshape %x : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %dyr = llm.reshape %dy : tensor<4x8x64xf32> to tensor<32x64xf32>
+  %db1 = llm.reduce_sum %dy {llmc.microbatch = 0 : i64} : tensor<4x8x64xf32> to tensor<64xf32>
+  %dw1 = llm.matmul %xr, %dyr {llmc.microbatch = 1 : i64, transpose_a} : tensor<32x16xf32>, tensor<32x64xf32> -> tensor<16x64xf32>
+  %db2 = llm.reduce_sum %dy {llmc.microbatch = 2 : i64} : tensor<4x8x64xf32> to tensor<64xf32>
+  %dw2 = llm.matmul %dyr, %xr {llmc.microbatch = 2 : i64, transpose_a} : tensor<32x64xf32>, tensor<32x16xf32> -> tensor<64x16xf32>
+  %db3 = llm.reduce_sum %dy {llmc.microbatch = 3 : i64} : tensor<4x8x64xf32> to tensor<64xf32>
+  %later = llm.scale %x {factor = 2.0 : f64, llmc.microbatch = 3 : i64} : tensor<4x8x16xf32>
+  %lr = llm.reshape %later : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %dw3 = llm.matmul %lr, %dyr {llmc.microbatch = 3 : i64, transpose_a} : tensor<32x16xf32>, tensor<32x64xf32> -> tensor<16x64xf32>
+  return %pos, %dw1, %db1, %db2, %dw1, %dw2, %db3, %dw3 : tensor<8x64xf32>, tensor<16x64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<16x64xf32>, tensor<64x16xf32>, tensor<64xf32>, tensor<16x64xf32>
 }
 
 // The whole pipeline: the training step's head and the evaluation's are

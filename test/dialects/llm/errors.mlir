@@ -690,3 +690,27 @@ func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>) {
   %y, %p = llm.linear %x, %w, %b {keep_pre} : tensor<2x4xf32>, tensor<4x8xf32>, tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<8xf32>, %dy: tensor<2x4xf32>) {
+  // expected-error @+1 {{x and dy must be [..., K] and [..., N] (rank >= 2), got 8 and 2x4}}
+  %dw, %db = llm.linear_weight_grad %x, %dy : tensor<8xf32>, tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %dy: tensor<2x4xbf16>) {
+  // expected-error @+1 {{x and dy must have the same element type, got 'f32' and 'bf16'}}
+  %dw, %db = llm.linear_weight_grad %x, %dy : tensor<2x8xf32>, tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<3x8xf32>, %dy: tensor<2x4xf32>) {
+  // expected-error @+1 {{x 3x8 and dy 2x4 must have as many rows}}
+  %dw, %db = llm.linear_weight_grad %x, %dy : tensor<3x8xf32>, tensor<2x4xf32>
+  return
+}

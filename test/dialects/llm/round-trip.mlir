@@ -58,6 +58,8 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %lin = llm.linear %h, %w1, %g : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32>
   // CHECK: llm.linear %{{.*}}, %{{.*}}, %{{.*}} {gelu, keep_pre, transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32>
   %act, %pre = llm.linear %lin, %w1, %g {gelu, keep_pre, transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32>
+  // CHECK: llm.linear_weight_grad %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  %lwdw, %lwdb = llm.linear_weight_grad %h, %act : tensor<2x8x64xf32>, tensor<2x8x64xf32>
   // CHECK: llm.mul %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64xf32>
   %mu = llm.mul %a, %g : tensor<2x8x64xf32>, tensor<64xf32>
   // CHECK: llm.scale %{{.*}} {factor = 5.000000e-01 : f64} : tensor<2x8x64xf32>

@@ -5,7 +5,8 @@
 // llmc-fuse, which must leave every value as it was: the fused ops are
 // interpreted by the references of the ops they replace, so this checks
 // the rewrite itself — which values the fused op takes over, keep_pre
-// feeding gelu_grad — apart from any kernel's rounding.
+// feeding gelu_grad, the weight gradient's operands — apart from any
+// kernel's rounding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,9 +50,11 @@ int count(func::FuncOp func, StringRef name) {
   return n;
 }
 
-/// Differentiates `forward`, then checks that llmc-fuse (`fusions`) leaves
-/// @grad's results unchanged and produces `linears` llm.linear ops there.
-void checkFusedGradients(const std::string &forward, const std::string &fusions, int linears) {
+/// Differentiates `forward`, then checks that llmc-fuse (`fusions` for
+/// `target`) leaves @grad's results unchanged and produces `linears`
+/// llm.linear and `weightGrads` llm.linear_weight_grad ops there.
+void checkFusedGradients(const std::string &forward, const std::string &fusions,
+                         const std::string &target, int linears, int weightGrads) {
   MLIRContext context;
   llmc::prepareContext(context);
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(forward, &context);
@@ -66,10 +69,12 @@ void checkFusedGradients(const std::string &forward, const std::string &fusions,
 
   llmc::FuseOptions options;
   options.fusions = fusions;
+  options.target = target;
   PassManager fuse(&context);
   fuse.addPass(llmc::createFuse(options));
   ASSERT_TRUE(succeeded(fuse.run(*module)));
   EXPECT_EQ(count(grad, "llm.linear"), linears);
+  EXPECT_EQ(count(grad, "llm.linear_weight_grad"), weightGrads);
   FailureOr<std::vector<RefTensor>> fused = llmc::interpret(grad, args);
   ASSERT_TRUE(succeeded(fused));
   ASSERT_EQ(fused->size(), unfused->size());
@@ -102,15 +107,22 @@ func.func @forward(%x: tensor<2x3x4xf32>,
 )mlir";
 
 TEST(Fuse, LinearLayersKeepTheLossAndEveryGradient) {
-  checkFusedGradients(kMlp, "all", 2);
+  checkFusedGradients(kMlp, "all", "cpu", 2, 0);
 }
 
 TEST(Fuse, BiasAloneKeepsTheLossAndEveryGradient) {
-  checkFusedGradients(kMlp, "bias", 2);
+  checkFusedGradients(kMlp, "bias", "cpu", 2, 0);
 }
 
 TEST(Fuse, BiasGeluAloneKeepsTheLossAndEveryGradient) {
-  checkFusedGradients(kMlp, "bias-gelu", 1);
+  checkFusedGradients(kMlp, "bias-gelu", "cpu", 1, 0);
+}
+
+// The [K, N] layer's weight and bias gradients fuse; the [N, K] one's
+// weight gradient is dyᵀ·x, which keeps its ops.
+TEST(Fuse, WeightGradientsForCudaKeepTheLossAndEveryGradient) {
+  checkFusedGradients(kMlp, "all", "cuda", 2, 1);
+  checkFusedGradients(kMlp, "bias-grad", "cpu", 0, 1);
 }
 
 } // namespace

@@ -1,8 +1,9 @@
-//===- cuda_linear_test.cpp - the matmul with its epilogue against the CPU ===//
+//===- cuda_linear_test.cpp - the fused linear GEMMs against the CPU ------===//
 //
 // cuBLASLt's BIAS, GELU_BIAS and GELU_AUX_BIAS epilogues, and the
 // elementwise fallback where N is not a multiple of 8 (no aux epilogue),
-// against the CPU kernel. Norm metric, as for matmul; f32 runs without
+// against the CPU kernel; linear_weight_grad's BGRADA epilogue against the
+// CPU's matmul and reduce_sum. Norm metric, as for matmul; f32 runs without
 // TF32. Under bf16 and f16 the epilogue rounds once where the CPU rounds
 // the product, the biased value and the GELU, well within tolerance(dtype).
 
@@ -54,6 +55,27 @@ TEST(CudaLinear, MatchesCpuForEveryEpilogue) {
         }
 }
 
+// BGRADA sums dy's rows in fp32 inside the GEMM; the CPU's reduce_sum sums
+// in double: well within the tolerance.
+TEST(CudaLinear, WeightGradMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{1, 8}, {1, 8}},           {{3, 7, 16}, {3, 7, 33}},   {{21, 16}, {3, 7, 64}},
+      {{4, 64, 128}, {4, 64, 512}}, {{2, 3, 0}, {2, 3, 16}}, {{2, 128, 3072}, {2, 128, 768}},
+  };
+  uint64_t seed = 3500;
+  for (DType dtype : kFloatTypes)
+    for (const auto &[xShape, dyShape] : shapes) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " x " + shapeString(xShape) + " dy " +
+                   shapeString(dyShape));
+      Buffer x = Buffer::of(randomTensor(xShape, ++seed), dtype);
+      Buffer dy = Buffer::of(randomTensor(dyShape, ++seed), dtype);
+      Buffer dw(dtype, {xShape.back(), dyShape.back()}), db(dtype, {dyShape.back()});
+      expectCudaMatchesCpu("linear_weight_grad", {&x, &dy}, {&dw, &db}, {},
+                           {Metric::Norm, {tolerance(dtype)}});
+    }
+}
+
 TEST(CudaLinear, BindingErrorsMatchTheCpu) {
   LLMC_REQUIRE_GPU();
   TensorView x = typeOnly(DType::F32, {4, 8, 16}), w = typeOnly(DType::F32, {16, 32}),
@@ -63,6 +85,9 @@ TEST(CudaLinear, BindingErrorsMatchTheCpu) {
   KernelAttrs keepPre = attrs({}, {{"keep_pre", 1}});
   EXPECT_EQ(cudaBindError("linear", {x, w, bias}, {y, y}, keepPre),
             bindError("linear", {x, w, bias}, {y, y}, keepPre));
+  TensorView dy = typeOnly(DType::F32, {31, 32}), dw = typeOnly(DType::F32, {16, 32});
+  EXPECT_EQ(cudaBindError("linear_weight_grad", {x, dy}, {dw, bias}),
+            bindError("linear_weight_grad", {x, dy}, {dw, bias}));
 }
 
 } // namespace

@@ -1,10 +1,10 @@
-//===- linear_test.cpp - the matmul with its epilogue ---------------------===//
+//===- linear_test.cpp - the linear layer's fused ops ---------------------===//
 //
-// The fused kernel against the unfused reference (matmul, add of the bias,
-// gelu) for both weight layouts, with and without GELU and the kept
-// pre-activation; against the CPU's own matmul, add and gelu kernels, which
-// it must equal exactly in every dtype (it rounds where they do); and the
-// binding errors.
+// The fused kernels against the unfused references: linear (matmul, add of
+// the bias, gelu) for both weight layouts, with and without GELU and the
+// kept pre-activation, and linear_weight_grad (matmul, reduce_sum); against
+// the CPU's own unfused kernels, which they must equal exactly in every
+// dtype (linear rounds where they do); and the binding errors.
 
 #include "KernelTest.h"
 
@@ -123,6 +123,66 @@ TEST(LinearKernel, BindingErrorsNameTheOperand) {
                 .find("keep_pre needs gelu"),
             std::string::npos);
   EXPECT_NE(bindError("linear", {typeOnly(DType::F32, {16}), w, bias}, {typeOnly(DType::F32, {32})})
+                .find("rank >= 2"),
+            std::string::npos);
+}
+
+struct WeightGradCase {
+  std::vector<int64_t> xShape, dyShape; // [..., K] and [..., N], as many rows
+};
+
+const std::vector<WeightGradCase> kWeightGradCases = {
+    {{3, 7, 16}, {3, 7, 33}}, {{21, 16}, {3, 7, 33}}, {{4, 64, 128}, {4, 64, 512}},
+    {{2, 1, 8}, {2, 1, 1031}}, {{2, 3, 0}, {2, 3, 5}},
+};
+
+TEST(LinearWeightGradKernel, MatchesTheReferenceAndEqualsMatmulReduceSum) {
+  uint64_t seed = 3400;
+  for (DType dtype : kFloatTypes)
+    for (const WeightGradCase &c : kWeightGradCases) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " x " + shapeString(c.xShape) + " dy " +
+                   shapeString(c.dyShape));
+      const int64_t k = c.xShape.back(), n = c.dyShape.back();
+      RefTensor x = roundTo(randomTensor(c.xShape, ++seed), dtype);
+      RefTensor dy = roundTo(randomTensor(c.dyShape, ++seed), dtype);
+      std::vector<RefTensor> expected = ref::linearWeightGrad(x, dy);
+      Buffer xb = Buffer::of(x, dtype), dyb = Buffer::of(dy, dtype), dw(dtype, {k, n}),
+             db(dtype, {n});
+      dw.poison(), db.poison();
+      ASSERT_TRUE(runKernel("linear_weight_grad", {&xb, &dyb}, {&dw, &db}));
+      const double tol = dtype == DType::F32 ? 1e-6 : tolerance(dtype);
+      EXPECT_CLOSE(dw.toRef(), expected[0], Metric::Norm, tol);
+      EXPECT_CLOSE(db.toRef(), expected[1], Metric::Norm, tol);
+
+      // The unfused kernels on the same bytes: equal, not just close.
+      const int64_t rows = dy.numel() / n;
+      Buffer xRows = xb, dyRows = dyb, unfusedDw(dtype, {k, n}), unfusedDb(dtype, {n});
+      xRows.shape = {rows, k};
+      dyRows.shape = {rows, n};
+      ASSERT_TRUE(runKernel("matmul", {&xRows, &dyRows}, {&unfusedDw},
+                            attrs({}, {{"transpose_a", 1}})));
+      ASSERT_TRUE(runKernel("reduce_sum", {&dyb}, {&unfusedDb}));
+      EXPECT_EQ(dw.toRef().data, unfusedDw.toRef().data);
+      EXPECT_EQ(db.toRef().data, unfusedDb.toRef().data);
+    }
+}
+
+TEST(LinearWeightGradKernel, BindingErrorsNameTheOperand) {
+  TensorView x = typeOnly(DType::F32, {4, 8, 16}), dy = typeOnly(DType::F32, {32, 24}),
+             dw = typeOnly(DType::F32, {16, 24}), db = typeOnly(DType::F32, {24});
+  EXPECT_EQ(bindError("linear_weight_grad", {x, dy}, {dw, db}), "");
+  EXPECT_NE(bindError("linear_weight_grad", {x, typeOnly(DType::F32, {31, 24})}, {dw, db})
+                .find("as many rows"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear_weight_grad", {x, dy}, {typeOnly(DType::F32, {24, 16}), db})
+                .find("dw"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear_weight_grad", {x, dy}, {dw, typeOnly(DType::F32, {16})}).find("db"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear_weight_grad", {x, typeOnly(DType::BF16, {32, 24})}, {dw, db})
+                .find("dy"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear_weight_grad", {typeOnly(DType::F32, {16}), dy}, {dw, db})
                 .find("rank >= 2"),
             std::string::npos);
 }
