@@ -164,6 +164,18 @@ LogicalResult Interpreter::runOp(Operation *op) {
                               vec(o.getWeightShape()), o.getBlock(), o.getTransposeB()));
         return success();
       })
+      .Case([&](LinearOp o) {
+        std::vector<RefTensor> results =
+            ref::linear(in(0), in(1), in(2), o.getTransposeB(), o.getGelu());
+        out(0, results[0]);
+        if (o.getKeepPre())
+          out(1, results[1]);
+        return success();
+      })
+      .Case([&](LinearWeightGradOp) {
+        outs(ref::linearWeightGrad(in(0), in(1)));
+        return success();
+      })
       .Case([&](ReduceMaxOp op) {
         out(0, ref::reduceMax(in(0), op.getClassOffset(), op.getNumClasses()));
         return success();

@@ -17,11 +17,32 @@
 // loss seed is a fill the autodiff pass emits after the loss; it depends
 // on nothing computed after it, so it moves up to the fused op.
 //
+// bias, bias-gelu. A matmul with a shared weight and its bias,
+//   %m = matmul %x, %w               (w [K, N], or [N, K] with transpose_b)
+//   %a = add %m, %b                  (b [N])
+//   %g = gelu %a                     (bias-gelu)
+// become one linear placed where the add was, when the product feeds only
+// the add. In training gelu_grad still reads %a: the fused op then also
+// returns it (keep_pre), as cuBLASLt's GELU_AUX epilogue does, so the
+// fusion holds in the backward's presence. The ops must belong to the same
+// part of the step (microbatch, pipeline action, forward, backward or
+// recomputation): under selective recomputation the kept product feeds
+// the forward's add and the replayed one, so neither fuses.
+//
+// bias-grad. The same layer's weight and bias gradients,
+//   %db = reduce_sum %dy                                 ([N])
+//   %dw = matmul (reshape %x), (reshape %dy) {transpose_a} ([K, N])
+// become one linear_weight_grad placed where the sum was (x, which the
+// forward made, is there already), whose CUDA kernel sums dy's rows in the
+// GEMM's epilogue. On the CPU that sum is no cheaper inside the GEMM, so
+// `all` includes bias-grad only for target=cuda.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
@@ -44,7 +65,10 @@ using namespace llmc::llm;
 namespace {
 
 constexpr const char *kLinearCrossEntropy = "linear-cross-entropy";
-const std::set<std::string> kFusions = {kLinearCrossEntropy};
+constexpr const char *kBias = "bias";
+constexpr const char *kBiasGelu = "bias-gelu";
+constexpr const char *kBiasGrad = "bias-grad";
+const std::set<std::string> kFusions = {kBias, kBiasGelu, kBiasGrad, kLinearCrossEntropy};
 
 /// Makes `value` available before `point`: true when it already is, or when
 /// its pure defining op (and, recursively, what it needs) can move there.
@@ -189,10 +213,135 @@ bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes) {
   return true;
 }
 
-/// The fusions `spec` enables, or failure with `error` set.
-FailureOr<std::set<std::string>> parseFusions(StringRef spec, std::string &error) {
-  if (spec == "all")
-    return kFusions;
+/// `a` and `b` run in the same part of the step: the same microbatch,
+/// pipeline action, block, forward or backward, replay or not.
+bool samePlace(Operation *a, Operation *b) {
+  return a->getBlock() == b->getBlock() &&
+         a->getDiscardableAttrDictionary() == b->getDiscardableAttrDictionary();
+}
+
+/// Fuses the matmul and bias `add` (and, when `withGelu`, a gelu reading
+/// it) into one linear, if the pattern matches; true when it did.
+bool fuseLinear(AddOp add, bool withBias, bool withGelu) {
+  auto matmul = add.getLhs().getDefiningOp<MatmulOp>();
+  if (!matmul || matmul.getTransposeA() || !matmul.getResult().hasOneUse() ||
+      !samePlace(matmul, add))
+    return false;
+  Value x = matmul.getA(), w = matmul.getB(), bias = add.getRhs();
+  auto product = cast<RankedTensorType>(matmul.getType());
+  auto wType = cast<RankedTensorType>(w.getType()), biasType = cast<RankedTensorType>(bias.getType());
+  if (wType.getRank() != 2 || biasType.getShape() != product.getShape().take_back() ||
+      biasType.getElementType() != product.getElementType() ||
+      add.getType() != matmul.getType())
+    return false;
+  GeluOp gelu;
+  if (withGelu)
+    for (Operation *user : add.getResult().getUsers())
+      if (auto g = dyn_cast<GeluOp>(user); g && samePlace(g, add)) {
+        gelu = g;
+        break;
+      }
+  if (!gelu && !withBias)
+    return false;
+  // Whoever else reads the biased value (gelu_grad) reads the fused op's.
+  bool keepPre = gelu && !add.getResult().hasOneUse();
+
+  SmallVector<Location> locs = {matmul.getLoc(), add.getLoc()};
+  if (gelu)
+    locs.push_back(gelu.getLoc());
+  OpBuilder builder(add);
+  auto fused = LinearOp::create(builder, builder.getFusedLoc(locs), x, w, bias,
+                                matmul.getTransposeB(), static_cast<bool>(gelu), keepPre);
+  for (NamedAttribute attr : add->getDiscardableAttrs())
+    fused->setAttr(attr.getName(), attr.getValue());
+  if (gelu) {
+    gelu.getResult().replaceAllUsesWith(fused.getY());
+    gelu->erase();
+    if (keepPre)
+      add.getResult().replaceAllUsesWith(fused.getPre());
+  } else {
+    add.getResult().replaceAllUsesWith(fused.getY());
+  }
+  add->erase();
+  matmul->erase();
+  return true;
+}
+
+/// `value`, or what it reshapes when that only flattens leading dims.
+Value rowsOf(Value value) {
+  auto reshape = value.getDefiningOp<ReshapeOp>();
+  if (!reshape)
+    return value;
+  auto from = cast<RankedTensorType>(reshape.getX().getType());
+  auto to = cast<RankedTensorType>(reshape.getType());
+  return from.getRank() >= 2 && to.getRank() == 2 && from.getShape().back() == to.getShape().back()
+             ? reshape.getX()
+             : value;
+}
+
+/// Fuses the bias gradient `sum` with the weight-gradient product reading
+/// the same dy, if the pattern matches; true when it did.
+bool fuseBiasGrad(ReduceSumOp sum, DominanceInfo &dominance) {
+  Value dy = sum.getX();
+  auto dyType = cast<RankedTensorType>(dy.getType());
+  if (dyType.getRank() < 2 ||
+      cast<RankedTensorType>(sum.getType()).getShape() != dyType.getShape().take_back())
+    return false;
+  MatmulOp wgrad;
+  for (Operation *user : dy.getUsers()) {
+    SmallVector<Operation *> readers = {user};
+    if (auto reshape = dyn_cast<ReshapeOp>(user); reshape && rowsOf(reshape) == dy)
+      readers.assign(reshape->user_begin(), reshape->user_end());
+    for (Operation *reader : readers)
+      if (auto m = dyn_cast<MatmulOp>(reader);
+          m && m.getTransposeA() && !m.getTransposeB() && rowsOf(m.getB()) == dy &&
+          samePlace(m, sum)) {
+        wgrad = m;
+        break;
+      }
+    if (wgrad)
+      break;
+  }
+  if (!wgrad)
+    return false;
+  Value x = rowsOf(wgrad.getA());
+  auto xType = cast<RankedTensorType>(x.getType());
+  auto dwType = cast<RankedTensorType>(wgrad.getType());
+  if (xType.getElementType() != dyType.getElementType() || dwType.getRank() != 2 ||
+      !dominance.properlyDominates(x, sum))
+    return false;
+
+  OpBuilder builder(sum);
+  auto fused = LinearWeightGradOp::create(
+      builder, builder.getFusedLoc({wgrad.getLoc(), sum.getLoc()}), x, dy);
+  if (fused.getDw().getType() != wgrad.getType()) {
+    fused->erase();
+    return false;
+  }
+  for (NamedAttribute attr : sum->getDiscardableAttrs())
+    fused->setAttr(attr.getName(), attr.getValue());
+  wgrad.getResult().replaceAllUsesWith(fused.getDw());
+  sum.getResult().replaceAllUsesWith(fused.getDb());
+  Operation *xRows = wgrad.getA().getDefiningOp(), *dyRows = wgrad.getB().getDefiningOp();
+  wgrad->erase();
+  sum->erase();
+  if (xRows != dyRows)
+    eraseIfDead(xRows);
+  eraseIfDead(dyRows);
+  return true;
+}
+
+/// The fusions `spec` enables on `target`, or failure with `error` set.
+/// `all` leaves bias-grad out on the CPU, where it gains nothing; named,
+/// it applies there too (its CPU kernel is the two kernels it replaces).
+FailureOr<std::set<std::string>> parseFusions(StringRef spec, StringRef target,
+                                              std::string &error) {
+  if (spec == "all") {
+    std::set<std::string> all = kFusions;
+    if (target != "cuda")
+      all.erase(kBiasGrad);
+    return all;
+  }
   std::set<std::string> enabled;
   if (spec == "none" || spec.empty())
     return enabled;
@@ -214,8 +363,13 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
   using FuseBase::FuseBase;
 
   void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      getOperation().emitError() << "llmc-fuse: target must be cpu or cuda, got '" << target
+                                 << "'";
+      return signalPassFailure();
+    }
     std::string error;
-    FailureOr<std::set<std::string>> enabled = parseFusions(fusions, error);
+    FailureOr<std::set<std::string>> enabled = parseFusions(fusions, target, error);
     if (failed(enabled)) {
       getOperation().emitError() << "llmc-fuse: " << error;
       return signalPassFailure();
@@ -225,12 +379,26 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
                                  << chunkMb;
       return signalPassFailure();
     }
-    if (!enabled->count(kLinearCrossEntropy))
-      return;
-    SmallVector<CrossEntropyOp> losses;
-    getOperation().walk([&](CrossEntropyOp op) { losses.push_back(op); });
-    for (CrossEntropyOp loss : losses)
-      fuseLinearCrossEntropy(loss, chunkMb * 1024.0 * 1024.0);
+    if (enabled->count(kLinearCrossEntropy)) {
+      SmallVector<CrossEntropyOp> losses;
+      getOperation().walk([&](CrossEntropyOp op) { losses.push_back(op); });
+      for (CrossEntropyOp loss : losses)
+        fuseLinearCrossEntropy(loss, chunkMb * 1024.0 * 1024.0);
+    }
+    bool bias = enabled->count(kBias), biasGelu = enabled->count(kBiasGelu);
+    if (bias || biasGelu) {
+      SmallVector<AddOp> adds;
+      getOperation().walk([&](AddOp op) { adds.push_back(op); });
+      for (AddOp add : adds)
+        fuseLinear(add, bias, biasGelu);
+    }
+    if (enabled->count(kBiasGrad)) {
+      SmallVector<ReduceSumOp> sums;
+      getOperation().walk([&](ReduceSumOp op) { sums.push_back(op); });
+      DominanceInfo dominance(getOperation());
+      for (ReduceSumOp sum : sums)
+        fuseBiasGrad(sum, dominance);
+    }
   }
 };
 

@@ -499,6 +499,21 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     each chunk adds its share into the head's weight gradient, so much
     smaller chunks pass over that gradient many times). fp32 only.
 
+    `bias`, `bias-gelu`: a matmul with a shared weight, the bias `llm.add`
+    after it and (`bias-gelu`) the `llm.gelu` after that become one
+    `llm.linear` (a GEMM with its epilogue), when the product feeds only
+    the add and the ops run in the same part of the step. Where the
+    biased value has other readers (`gelu_grad` in training) the fused op
+    returns it too (`keep_pre`).
+
+    `bias-grad`: a layer's weight gradient
+    `llm.matmul (reshape x), (reshape dy) {transpose_a}` and its bias
+    gradient `llm.reduce_sum dy` become one `llm.linear_weight_grad`,
+    whose CUDA kernel sums dy's rows in the GEMM's epilogue. On the CPU the
+    sum is no cheaper inside the GEMM, so `all` includes it only for
+    `target=cuda` (named, it applies on the CPU too, computing what the
+    unfused ops do).
+
     `fusions` is `all`, `none` or a comma-separated list of fusion names.
 
     ```mlir
@@ -506,13 +521,24 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     %loss = llm.cross_entropy %logits, %t : ...
     // becomes
     %loss, %scratch = llm.linear_cross_entropy %h, %w, %t {chunk_rows = 64 : i64, transpose_b} : ...
+
+    %m = llm.matmul %x, %w : ...
+    %a = llm.add %m, %b : ...
+    %g = llm.gelu %a : ...
+    %d = llm.gelu_grad %a, %dy : ...
+    // becomes
+    %g, %a = llm.linear %x, %w, %b {gelu, keep_pre} : ...
+    %d = llm.gelu_grad %a, %dy : ...
     ```
   }];
   let options = [
     Option<"fusions", "fusions", "std::string", "\"all\"",
-           "all | none | comma-separated fusion names (linear-cross-entropy)">,
+           "all | none | comma-separated fusion names (bias, bias-gelu, bias-grad, "
+           "linear-cross-entropy)">,
     Option<"chunkMb", "chunk-mb", "double", "256",
            "linear-cross-entropy: MiB of logits computed at a time">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "Backend the program runs on (cpu | cuda): `all` includes bias-grad on cuda only">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }

@@ -183,6 +183,7 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
   FuseOptions fuse;
   fuse.fusions = options.fuse;
   fuse.chunkMb = options.fuseChunkMb;
+  fuse.target = options.target;
   add(createFuse(fuse));
   if (options.emit == "train")
     return builder.finish(error);
@@ -209,6 +210,7 @@ void llmc::buildInferenceLowering(OpPassManager &pm, const TrainingPipelineOptio
   FuseOptions fuse;
   fuse.fusions = options.fuse;
   fuse.chunkMb = options.fuseChunkMb;
+  fuse.target = options.target;
   add(createFuse(fuse));
   addLoweringPasses(add, options);
 }

@@ -99,6 +99,16 @@ double kernelFlops(Operation *op) {
   // x [..., K] times a weight kept in NF4 (expanded inside the kernel).
   if (name == "matmul_nf4" && !inputs.empty())
     return 2.0 * outElements * shapeOf(inputs[0]).back();
+  // A matmul with its bias (and GELU) epilogue: the product's FLOPs; the
+  // weight gradient's product sums over every row.
+  if (name == "linear" && inputs.size() >= 2)
+    return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0]).back());
+  if (name == "linear_weight_grad" && inputs.size() >= 2) {
+    ArrayRef<int64_t> x = shapeOf(inputs[0]);
+    double rows = 1;
+    for (size_t i = 0; i + 1 < x.size(); ++i) rows *= x[i];
+    return 2.0 * outElements * rows;
+  }
   // The fused head + loss: the logits' product, and in training also the
   // two products of its backward.
   if (name.starts_with("linear_cross_entropy") && inputs.size() >= 3) {
@@ -155,17 +165,20 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
       double flops = kernelFlops(op), bytes = kernelBytes(op);
       double peak = cluster.peakFlops;
       // fp32 products (the fused head + loss is fp32 only).
-      if ((kernel.getCallee().starts_with("matmul") && kernel.getOutputs().size() == 1 &&
+      StringRef callee = kernel.getCallee();
+      bool product = (callee.starts_with("matmul") && kernel.getOutputs().size() == 1) ||
+                     callee == "linear" || callee == "linear_weight_grad";
+      if ((product &&
            cast<MemRefType>(kernel.getOutputs()[0].getType()).getElementType().isF32()) ||
-          kernel.getCallee().starts_with("linear_cross_entropy"))
+          callee.starts_with("linear_cross_entropy"))
         peak *= fp32MatmulScale;
       cost.computeSeconds =
           std::max(flops / peak, bytes / cluster.memoryBandwidth) + cluster.kernelOverhead;
       cost.flops = flops;
       cost.bytes = bytes;
       cost.kernels = 1;
-      if (kernel.getCallee().starts_with("matmul") || kernel.getCallee().starts_with("attention") ||
-          kernel.getCallee().starts_with("linear_cross_entropy"))
+      if (callee.starts_with("matmul") || callee.starts_with("linear") ||
+          callee.starts_with("attention"))
         cost.modelFlops = flops;
     } else if (auto send = dyn_cast<exec::SendOp>(op)) {
       cost.p2pBytes = bytesOf(send.getBuffer().getType());

@@ -465,6 +465,24 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// `adaptor` with the op's inherent attributes. The generated parsers infer
+/// result types before the op exists, while those attributes are still in
+/// the attribute dictionary and the properties empty, so they are read from
+/// there (a built op's dictionary holds only discardable attributes: its
+/// properties stand).
+template <typename OpT>
+static typename OpT::Adaptor withParsedAttributes(typename OpT::Adaptor adaptor,
+                                                  MLIRContext *context) {
+  DictionaryAttr attrs = adaptor.getAttributes();
+  if (!attrs || attrs.empty())
+    return adaptor;
+  typename OpT::Properties properties = adaptor.getProperties();
+  auto emitError = [&] { return mlir::emitError(UnknownLoc::get(context)); };
+  if (failed(OpT::setPropertiesFromAttr(properties, attrs, emitError)))
+    return adaptor;
+  return typename OpT::Adaptor(adaptor.getOperands(), attrs, properties);
+}
+
 /// The shapes of the fused head + loss: h [..., D], w [V, D] (transpose_b)
 /// or [D, V], targets h's leading shape, fp32 throughout; pushes the loss
 /// and, when `train`, dh and dw, then the scratch [chunk_rows, V].
@@ -502,14 +520,70 @@ static LogicalResult inferLinearCrossEntropy(MLIRContext *context, std::optional
 LogicalResult LinearCrossEntropyOp::inferReturnTypes(MLIRContext *context,
                                                      std::optional<Location> loc, Adaptor adaptor,
                                                      SmallVectorImpl<Type> &types) {
-  return inferLinearCrossEntropy(context, loc, adaptor, /*train=*/false, types);
+  return inferLinearCrossEntropy(context, loc,
+                                 withParsedAttributes<LinearCrossEntropyOp>(adaptor, context),
+                                 /*train=*/false, types);
 }
 
 LogicalResult LinearCrossEntropyTrainOp::inferReturnTypes(MLIRContext *context,
                                                           std::optional<Location> loc,
                                                           Adaptor adaptor,
                                                           SmallVectorImpl<Type> &types) {
-  return inferLinearCrossEntropy(context, loc, adaptor, /*train=*/true, types);
+  return inferLinearCrossEntropy(context, loc,
+                                 withParsedAttributes<LinearCrossEntropyTrainOp>(adaptor, context),
+                                 /*train=*/true, types);
+}
+
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                         Adaptor parsed, SmallVectorImpl<Type> &types) {
+  Adaptor adaptor = withParsedAttributes<LinearOp>(parsed, context);
+  RankedTensorType x = tensorOf(adaptor.getX()), w = tensorOf(adaptor.getW());
+  if (x.getRank() < 2 || w.getRank() != 2)
+    return emitOptionalError(loc, "x must be [..., K] (rank >= 2) and w a matrix, got ",
+                             shapeString(x.getShape()), " and ", shapeString(w.getShape()));
+  if (failed(sameElementType(loc, adaptor.getX(), adaptor.getW(), "x", "w")) ||
+      failed(sameElementType(loc, adaptor.getX(), adaptor.getBias(), "x", "bias")))
+    return failure();
+  bool transposeB = static_cast<bool>(adaptor.getTransposeB());
+  int64_t k = x.getShape().back(), n = w.getDimSize(transposeB ? 0 : 1);
+  if (w.getDimSize(transposeB ? 1 : 0) != k)
+    return emitOptionalError(loc, "w ", shapeString(w.getShape()), " does not match x's width ",
+                             k, transposeB ? " (w is [N, K] with transpose_b)" : " (w is [K, N])");
+  if (tensorOf(adaptor.getBias()).getShape() != ArrayRef<int64_t>{n})
+    return emitOptionalError(loc, "bias must be [", n, "], got ",
+                             shapeString(tensorOf(adaptor.getBias()).getShape()));
+  if (adaptor.getKeepPre() && !adaptor.getGelu())
+    return emitOptionalError(loc, "keep_pre needs gelu (without it the pre-activation is y)");
+  SmallVector<int64_t> shape(x.getShape().drop_back());
+  shape.push_back(n);
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  if (adaptor.getKeepPre())
+    types.push_back(types.front());
+  return success();
+}
+
+LogicalResult LinearWeightGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &types) {
+  RankedTensorType x = tensorOf(adaptor.getX()), dy = tensorOf(adaptor.getDy());
+  if (x.getRank() < 2 || dy.getRank() < 2)
+    return emitOptionalError(loc, "x and dy must be [..., K] and [..., N] (rank >= 2), got ",
+                             shapeString(x.getShape()), " and ", shapeString(dy.getShape()));
+  if (failed(sameElementType(loc, adaptor.getX(), adaptor.getDy(), "x", "dy")))
+    return failure();
+  auto rows = [](RankedTensorType t) {
+    int64_t n = 1;
+    for (int64_t d : t.getShape().drop_back())
+      n *= d;
+    return n;
+  };
+  if (rows(x) != rows(dy))
+    return emitOptionalError(loc, "x ", shapeString(x.getShape()), " and dy ",
+                             shapeString(dy.getShape()), " must have as many rows");
+  int64_t k = x.getShape().back(), n = dy.getShape().back();
+  types.push_back(RankedTensorType::get({k, n}, x.getElementType()));
+  types.push_back(RankedTensorType::get({n}, x.getElementType()));
+  return success();
 }
 
 LogicalResult MatmulNf4Op::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

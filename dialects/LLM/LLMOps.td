@@ -507,6 +507,51 @@ def LLM_MatmulNf4Op : LLM_PureOp<"matmul_nf4", [ExpensiveToRecompute]> {
   let hasVerifier = 1;
 }
 
+def LLM_LinearOp : LLM_PureOp<"linear", [ExpensiveToRecompute]> {
+  let summary = "x · w + bias, optionally through the tanh GELU, as one kernel";
+  let description = [{
+    A matmul with its epilogue: `y = x · w + bias` (`w` is `[K, N]`, or
+    `[N, K]` with `transpose_b`; `x` is `[..., K]`, `bias` `[N]`, `y`
+    `[..., N]`), and with `gelu` `y = gelu(x · w + bias)` (`llm.gelu`'s tanh
+    approximation). `keep_pre` (with `gelu` only) also returns the
+    pre-activation `x · w + bias`, which `gelu_grad` reads in training. The
+    result is what `matmul`, `add` and `gelu` give, in the operands' element
+    type.
+
+    ```mlir
+    %y = llm.linear %x, %w, %b : tensor<4x64x128xf32>, tensor<128x384xf32>, tensor<384xf32>
+    %h, %pre = llm.linear %x, %w1, %b1 {gelu, keep_pre}
+        : tensor<4x64x128xf32>, tensor<128x512xf32>, tensor<512xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$w, LLM_FloatTensor:$bias,
+                       UnitAttr:$transpose_b, UnitAttr:$gelu, UnitAttr:$keep_pre);
+  let results = (outs LLM_FloatTensor:$y, Optional<LLM_FloatTensor>:$pre);
+  let assemblyFormat = [{
+    $x `,` $w `,` $bias attr-dict `:` type($x) `,` type($w) `,` type($bias)
+  }];
+}
+
+def LLM_LinearWeightGradOp : LLM_PureOp<"linear_weight_grad", [ExpensiveToRecompute]> {
+  let summary = "A linear layer's weight and bias gradients, as one kernel";
+  let description = [{
+    `dw = xᵀ · dy` (`[K, N]`, summed over every row) and `db` = the sum of
+    `dy`'s rows (`[N]`), for `x` `[..., K]` and `dy` `[..., N]` with as many
+    rows: what `matmul (reshape x), (reshape dy) {transpose_a}` and
+    `reduce_sum dy` give for a layer `y = x · w + b` with `w` `[K, N]`, in the
+    operands' element type. llmc-fuse's `bias-grad` forms it (`all`
+    includes it for CUDA only, where the bias gradient is the
+    weight-gradient GEMM's epilogue).
+
+    ```mlir
+    %dw, %db = llm.linear_weight_grad %x, %dy : tensor<4x64x128xf32>, tensor<4x64x512xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$dy);
+  let results = (outs LLM_FloatTensor:$dw, LLM_FloatTensor:$db);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($x) `,` type($dy)";
+}
+
 def LLM_ReduceMaxOp : LLM_PureOp<"reduce_max"> {
   let summary = "Maximum over the last dimension, in fp32";
   let description = [{

@@ -11,7 +11,7 @@
 //    parallel byte copy;
 //  - expFast, a vectorisable exp (Cephes polynomial, ~1 ulp) for the
 //    softmax-heavy kernels, since libm's expf does not vectorise without
-//    -ffast-math.
+//    -ffast-math, and the tanh GELU built on it (gelu, linear).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_CPU_COMMON_H
@@ -186,6 +186,17 @@ inline float rowLogSumExp(const float *row, int64_t vocab, float *maxOut) {
 }
 
 inline float sigmoidFast(float x) { return 1.0f / (1.0f + expFast(-x)); }
+
+/// The tanh GELU's constants: u = kGeluC·(x + kGeluA·x³).
+constexpr float kGeluC = 0.7978845608028654f; // √(2/π)
+constexpr float kGeluA = 0.044715f;
+
+/// GELU, tanh approximation, as x·σ(2u) (1 + tanh(u) = 2·σ(2u)): gelu's
+/// formula, shared with the fused matmul epilogue so both round alike.
+inline float geluTanh(float x) {
+  float u = kGeluC * (x + kGeluA * x * x * x);
+  return x * sigmoidFast(2.0f * u);
+}
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();

@@ -15,9 +15,6 @@
 namespace llmc::cpu {
 namespace {
 
-constexpr float kGeluC = 0.7978845608028654f; // √(2/π)
-constexpr float kGeluA = 0.044715f;
-
 enum class Act { Gelu, GeluGrad, Silu, SiluGrad, Swiglu, SwigluGrad };
 
 /// One elementwise kernel for all six ops: up to three inputs, two outputs,
@@ -36,11 +33,7 @@ public:
     switch (act_) {
     case Act::Gelu:
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) {
-        float x = load(a, i);
-        float u = kGeluC * (x + kGeluA * x * x * x);
-        store(o0, i, x * sigmoidFast(2.0f * u));
-      }
+      for (int64_t i = 0; i < n; ++i) store(o0, i, geluTanh(load(a, i)));
       break;
     case Act::GeluGrad:
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)

@@ -101,6 +101,8 @@ std::string LtGemm::describe(const GemmDesc &d) {
   if (d.accumulate) os << " + c";
   if (d.epilogue == GemmEpilogue::Bias) os << " + bias";
   if (d.epilogue == GemmEpilogue::GeluBias) os << " + bias, gelu";
+  if (d.epilogue == GemmEpilogue::GeluAuxBias) os << " + bias, gelu (pre-activation kept)";
+  if (d.epilogue == GemmEpilogue::BiasGradB) os << ", column sums of b";
   return os.str();
 }
 
@@ -114,8 +116,19 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
     error = "cuBLASLt GEMM: sizes must be positive (and the batch fit an int): " + describe(d);
     return nullptr;
   }
-  if (d.epilogue != GemmEpilogue::None && !d.bias) {
+  const bool biasGrad = d.epilogue == GemmEpilogue::BiasGradB;
+  if (d.epilogue != GemmEpilogue::None && !(biasGrad ? d.biasGrad : d.bias)) {
     error = "cuBLASLt GEMM: a bias epilogue needs a bias: " + describe(d);
+    return nullptr;
+  }
+  if (biasGrad && (d.batch != 1 || d.accumulate)) {
+    error = "cuBLASLt GEMM: the bias-gradient epilogue takes one product, not accumulated: " +
+            describe(d);
+    return nullptr;
+  }
+  if (d.epilogue == GemmEpilogue::GeluAuxBias && (!d.aux || d.n % 8 != 0 || d.batch != 1)) {
+    error = "cuBLASLt GEMM: the GELU aux epilogue needs an aux buffer, N a multiple of 8 and no "
+            "batch: " + describe(d);
     return nullptr;
   }
 
@@ -169,9 +182,11 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
     return nullptr;
   }
 
-  cublasLtEpilogue_t epilogue = d.epilogue == GemmEpilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
-                                : d.epilogue == GemmEpilogue::GeluBias ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                                                       : CUBLASLT_EPILOGUE_DEFAULT;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (d.epilogue == GemmEpilogue::Bias) epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (d.epilogue == GemmEpilogue::GeluBias) epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
+  if (d.epilogue == GemmEpilogue::GeluAuxBias) epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  if (biasGrad) epilogue = CUBLASLT_EPILOGUE_BGRADA;
   bool described =
       ok(cublasLtMatmulDescCreate(&g->op_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate",
          error) &&
@@ -182,10 +197,22 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
       ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                         sizeof(epilogue)),
          "cublasLtMatmulDescSetAttribute(EPILOGUE)", error);
+  // The bias, or the bias gradient's output.
+  const void *biasPointer = biasGrad ? d.biasGrad : d.bias;
   if (described && d.epilogue != GemmEpilogue::None)
     described = ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                  &d.bias, sizeof(d.bias)),
+                                                  &biasPointer, sizeof(biasPointer)),
                    "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", error);
+  // The aux matrix is laid out as D (column-major N×M): its leading
+  // dimension is D's row count, N.
+  const int64_t auxLd = d.n;
+  if (described && d.epilogue == GemmEpilogue::GeluAuxBias)
+    described = ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                  &d.aux, sizeof(d.aux)),
+                   "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)", error) &&
+                ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                  &auxLd, sizeof(auxLd)),
+                   "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)", error);
   if (!described) {
     error += ": " + describe(d);
     return nullptr;
@@ -195,10 +222,13 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   const uint32_t alignA = alignmentOf(d.b, d.strideB, elementSize, d.batch);
   const uint32_t alignB = alignmentOf(d.a, d.strideA, elementSize, d.batch);
   const uint32_t alignC = alignmentOf(d.c, d.strideC, elementSize, d.batch);
-  // No preference names the bias; its alignment is part of the cache key so
-  // an algorithm chosen for an aligned bias is not reused for a misaligned one.
+  // No preference names the bias or the aux matrix; their alignment is part
+  // of the cache key so an algorithm chosen for aligned ones is not reused
+  // for misaligned ones.
   const uint32_t alignBias =
-      d.epilogue == GemmEpilogue::None ? 256u : alignmentOf(d.bias, 0, elementSize, 1);
+      d.epilogue == GemmEpilogue::None ? 256u : alignmentOf(biasPointer, 0, elementSize, 1);
+  const uint32_t alignAux =
+      d.epilogue == GemmEpilogue::GeluAuxBias ? alignmentOf(d.aux, 0, elementSize, 1) : 256u;
 
   std::lock_guard<std::mutex> lock(planMutex());
   g->workspace_ = workspace(device, error);
@@ -224,7 +254,8 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
                               alignA,
                               alignB,
                               alignC,
-                              alignBias};
+                              alignBias,
+                              alignAux};
   if (auto it = cache.find(key); it != cache.end()) {
     g->algo_ = it->second;
     return g;

@@ -29,8 +29,12 @@ namespace llmc::cuda {
 /// What cuBLASLt applies to a·b (+ c) before storing.
 enum class GemmEpilogue {
   None,
-  Bias,     ///< + bias[n]
-  GeluBias, ///< gelu_tanh(· + bias[n])
+  Bias,        ///< + bias[n]
+  GeluBias,    ///< gelu_tanh(· + bias[n])
+  GeluAuxBias, ///< gelu_tanh(· + bias[n]), and · + bias[n] stored in aux
+  /// biasGrad[n] = Σ_k op(b)[k, n], beside the product: a linear layer's
+  /// bias gradient when b is dy (cuBLASLt's BGRADA: b is its A).
+  BiasGradB,
 };
 
 /// One row-major, possibly batched, product
@@ -47,6 +51,10 @@ struct GemmDesc {
   bool accumulate = false; ///< beta = 1 (c += ...), else beta = 0
   GemmEpilogue epilogue = GemmEpilogue::None;
   const void *bias = nullptr; ///< [n] of dtype, for the bias epilogues
+  /// GeluAuxBias: the pre-activation, laid out as c (row-major [M, N], its
+  /// leading dimension N a multiple of 8, as cuBLASLt requires).
+  void *aux = nullptr;
+  void *biasGrad = nullptr; ///< BiasGradB: the [n] sums, of dtype
   /// The bound operands: their alignment steers the algorithm choice.
   const void *a = nullptr, *b = nullptr;
   void *c = nullptr;

@@ -11,25 +11,19 @@
 
 #include "kernels/contracts/Activation.h"
 #include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/Gelu.cuh"
 
 namespace llmc::cuda {
 namespace {
 
-constexpr float kGeluC = 0.7978845608028654f; // √(2/π)
-constexpr float kGeluA = 0.044715f;
-
 enum class Act { Gelu, GeluGrad, Silu, SiluGrad, Swiglu, SwigluGrad };
-
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /// Up to three inputs a, b, c and two outputs o0, o1 of n elements.
 template <Act A, typename T>
 __global__ void activationKernel(const T *a, const T *b, const T *c, T *o0, T *o1, int64_t n) {
   LLMC_GRID_STRIDE(i, n) {
     if constexpr (A == Act::Gelu) {
-      float x = load(a, i);
-      float u = kGeluC * (x + kGeluA * x * x * x);
-      store(o0, i, x * sigmoid(2.0f * u));
+      store(o0, i, geluTanh(load(a, i)));
     } else if constexpr (A == Act::GeluGrad) {
       float x = load(a, i);
       float u = kGeluC * (x + kGeluA * x * x * x);

@@ -1,7 +1,12 @@
 // RUN: llmc-opt %s -split-input-file --llmc-fuse | FileCheck %s
 // RUN: llmc-opt %s -split-input-file --llmc-fuse="chunk-mb=0.00049" | FileCheck %s --check-prefix=CHUNK
 // RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=none" | FileCheck %s --check-prefix=NONE
-// RUN: not llmc-opt %s -split-input-file --llmc-fuse="fusions=bias-gelu" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=bias" | FileCheck %s --check-prefix=BIAS
+// RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=bias-gelu" | FileCheck %s --check-prefix=GELU
+// RUN: llmc-opt %s -split-input-file --llmc-fuse="target=cuda" | FileCheck %s --check-prefix=CUDA
+// RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=bias-grad" | FileCheck %s --check-prefix=GRAD
+// RUN: not llmc-opt %s -split-input-file --llmc-fuse="fusions=residual-norm" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not llmc-opt %s -split-input-file --llmc-fuse="target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="emit=train" | FileCheck %s --check-prefix=PIPELINE
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="emit=train fuse=none" | FileCheck %s --check-prefix=UNFUSED
 
@@ -17,7 +22,8 @@
 // CHUNK: chunk_rows = 4 : i64
 // NONE-LABEL: func.func @train
 // NONE: llm.cross_entropy_grad
-// UNKNOWN: error: llmc-fuse: unknown fusion 'bias-gelu' (expected all, none or a list of: linear-cross-entropy)
+// UNKNOWN: error: llmc-fuse: unknown fusion 'residual-norm' (expected all, none or a list of: bias, bias-gelu, bias-grad, linear-cross-entropy)
+// TARGET: error: llmc-fuse: target must be cpu or cuda, got 'tpu'
 func.func @train(%h: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %t: tensor<4x8xi32>)
     -> (tensor<f32>, tensor<4x8x16xf32>, tensor<32x16xf32>) {
   %logits = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<32x16xf32> -> tensor<4x8x32xf32>
@@ -80,6 +86,152 @@ func.func @kept(%h: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %t: tensor<4x8xi3
   %adapted = llm.add %base, %lora : tensor<4x8x32xf32>, tensor<4x8x32xf32>
   %lossl = llm.cross_entropy %adapted, %t : tensor<4x8x32xf32>, tensor<4x8xi32>
   return %loss, %logits, %lossb, %lossl : tensor<f32>, tensor<4x8x32xf32>, tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// The MLP's first layer in training: the product, the bias and the GELU
+// become one linear placed where the add was; gelu_grad still reads the
+// biased value, which the fused op keeps (keep_pre).
+// CHECK-LABEL: func.func @mlp_train
+// CHECK-NEXT:  %[[Y:.*]], %[[PRE:.*]] = llm.linear %arg0, %arg1, %arg2 {gelu, keep_pre, llmc.block_name = "h.0"} : tensor<4x8x16xf32>, tensor<16x64xf32>, tensor<64xf32>
+// CHECK-NEXT:  %[[D:.*]] = llm.gelu_grad %[[PRE]], %arg3
+// CHECK-NEXT:  return %[[Y]], %[[D]]
+// BIAS-LABEL: func.func @mlp_train
+// BIAS-NEXT:  %[[A:.*]] = llm.linear %arg0, %arg1, %arg2 {llmc.block_name = "h.0"}
+// BIAS-NEXT:  llm.gelu %[[A]]
+// BIAS-NEXT:  llm.gelu_grad %[[A]], %arg3
+// GELU-LABEL: func.func @mlp_train
+// GELU-NEXT:  llm.linear %arg0, %arg1, %arg2 {gelu, keep_pre, llmc.block_name = "h.0"}
+// NONE-LABEL: func.func @mlp_train
+// NONE-NEXT:  llm.matmul
+func.func @mlp_train(%x: tensor<4x8x16xf32>, %w: tensor<16x64xf32>, %b: tensor<64xf32>,
+                     %dy: tensor<4x8x64xf32>) -> (tensor<4x8x64xf32>, tensor<4x8x64xf32>) {
+  %m = llm.matmul %x, %w {llmc.block_name = "h.0"} : tensor<4x8x16xf32>, tensor<16x64xf32> -> tensor<4x8x64xf32>
+  %a = llm.add %m, %b {llmc.block_name = "h.0"} : tensor<4x8x64xf32>, tensor<64xf32>
+  %g = llm.gelu %a {llmc.block_name = "h.0"} : tensor<4x8x64xf32>
+  %d = llm.gelu_grad %a, %dy {llmc.backward, llmc.block_name = "h.0"} : tensor<4x8x64xf32>
+  return %g, %d : tensor<4x8x64xf32>, tensor<4x8x64xf32>
+}
+
+// -----
+
+// Evaluation: nothing else reads the biased value. A projection with a
+// weight in the [N, K] layout has no GELU, just its bias.
+// CHECK-LABEL: func.func @mlp_eval
+// CHECK-NEXT:  %[[H:.*]] = llm.linear %arg0, %arg1, %arg2 {gelu} : tensor<4x8x16xf32>, tensor<16x64xf32>, tensor<64xf32>
+// CHECK-NEXT:  %[[Y:.*]] = llm.linear %[[H]], %arg3, %arg4 {transpose_b} : tensor<4x8x64xf32>, tensor<16x64xf32>, tensor<16xf32>
+// CHECK-NEXT:  return %[[Y]]
+// BIAS-LABEL: func.func @mlp_eval
+// BIAS-NEXT:  llm.linear %arg0, %arg1, %arg2 :
+// BIAS-NEXT:  llm.gelu
+// BIAS-NEXT:  llm.linear {{.*}} {transpose_b}
+// GELU-LABEL: func.func @mlp_eval
+// GELU-NEXT:  llm.linear %arg0, %arg1, %arg2 {gelu}
+// GELU-NEXT:  llm.matmul
+// GELU-NEXT:  llm.add
+func.func @mlp_eval(%x: tensor<4x8x16xf32>, %w1: tensor<16x64xf32>, %b1: tensor<64xf32>,
+                    %w2: tensor<16x64xf32>, %b2: tensor<16xf32>) -> tensor<4x8x16xf32> {
+  %m = llm.matmul %x, %w1 : tensor<4x8x16xf32>, tensor<16x64xf32> -> tensor<4x8x64xf32>
+  %a = llm.add %m, %b1 : tensor<4x8x64xf32>, tensor<64xf32>
+  %g = llm.gelu %a : tensor<4x8x64xf32>
+  %p = llm.matmul %g, %w2 {transpose_b} : tensor<4x8x64xf32>, tensor<16x64xf32> -> tensor<4x8x16xf32>
+  %y = llm.add %p, %b2 : tensor<4x8x16xf32>, tensor<16xf32>
+  return %y : tensor<4x8x16xf32>
+}
+
+// -----
+
+// Where the bias must stay its own op: the product has another reader
+// (under selective recomputation the replayed add reads the kept product),
+// the rhs is not a bias over the last dimension (a residual), the ops
+// belong to different microbatches, and products with a transposed or
+// batched left operand.
+// CHECK-LABEL: func.func @kept_bias
+// CHECK-NOT:   llm.linear
+// CHECK:       return
+func.func @kept_bias(%x: tensor<4x8x16xf32>, %w: tensor<16x64xf32>, %b: tensor<64xf32>,
+                     %r: tensor<4x8x64xf32>, %xt: tensor<4x16x8xf32>, %wb: tensor<4x16x64xf32>)
+    -> (tensor<4x8x64xf32>, tensor<4x8x64xf32>, tensor<4x8x64xf32>, tensor<4x8x64xf32>,
+        tensor<4x8x64xf32>, tensor<4x8x64xf32>) {
+  %m1 = llm.matmul %x, %w : tensor<4x8x16xf32>, tensor<16x64xf32> -> tensor<4x8x64xf32>
+  %a1 = llm.add %m1, %b : tensor<4x8x64xf32>, tensor<64xf32>
+  %g1 = llm.gelu %a1 : tensor<4x8x64xf32>
+  %a1r = llm.add %m1, %b {llmc.backward, llmc.recomputed} : tensor<4x8x64xf32>, tensor<64xf32>
+  %m2 = llm.matmul %x, %w : tensor<4x8x16xf32>, tensor<16x64xf32> -> tensor<4x8x64xf32>
+  %a2 = llm.add %m2, %r : tensor<4x8x64xf32>, tensor<4x8x64xf32>
+  %m3 = llm.matmul %x, %w {llmc.microbatch = 0 : i64} : tensor<4x8x16xf32>, tensor<16x64xf32> -> tensor<4x8x64xf32>
+  %a3 = llm.add %m3, %b {llmc.microbatch = 1 : i64} : tensor<4x8x64xf32>, tensor<64xf32>
+  %m4 = llm.matmul %xt, %w {transpose_a} : tensor<4x16x8xf32>, tensor<16x64xf32> -> tensor<4x8x64xf32>
+  %a4 = llm.add %m4, %b : tensor<4x8x64xf32>, tensor<64xf32>
+  %m5 = llm.matmul %x, %wb : tensor<4x8x16xf32>, tensor<4x16x64xf32> -> tensor<4x8x64xf32>
+  %a5 = llm.add %m5, %b : tensor<4x8x64xf32>, tensor<64xf32>
+  return %g1, %a1r, %a2, %a3, %a4, %a5 : tensor<4x8x64xf32>, tensor<4x8x64xf32>, tensor<4x8x64xf32>,
+                                         tensor<4x8x64xf32>, tensor<4x8x64xf32>, tensor<4x8x64xf32>
+}
+
+// -----
+
+// A GELU of another part of the step (a replay in the backward) stays
+// apart; the bias still fuses.
+// CHECK-LABEL: func.func @kept_gelu
+// CHECK-NEXT:  %[[A:.*]] = llm.linear %arg0, %arg1, %arg2 :
+// CHECK-NEXT:  llm.gelu %[[A]] {llmc.backward, llmc.recomputed}
+func.func @kept_gelu(%x: tensor<4x8x16xf32>, %w: tensor<16x64xf32>, %b: tensor<64xf32>)
+    -> tensor<4x8x64xf32> {
+  %m = llm.matmul %x, %w : tensor<4x8x16xf32>, tensor<16x64xf32> -> tensor<4x8x64xf32>
+  %a = llm.add %m, %b : tensor<4x8x64xf32>, tensor<64xf32>
+  %g = llm.gelu %a {llmc.backward, llmc.recomputed} : tensor<4x8x64xf32>
+  return %g : tensor<4x8x64xf32>
+}
+
+// -----
+
+// A layer's weight and bias gradients: the product over the rows of x and
+// dy and the sum of dy's rows become one op where the sum was, for CUDA
+// (and wherever the fusion is named); `all` on the CPU leaves them.
+// CHECK-LABEL: func.func @weight_grad
+// CHECK:       llm.reduce_sum
+// CUDA-LABEL:  func.func @weight_grad
+// CUDA-NEXT:   %[[DW:.*]], %[[DB:.*]] = llm.linear_weight_grad %arg0, %arg1 {llmc.backward} : tensor<4x8x16xf32>, tensor<4x8x64xf32>
+// CUDA-NEXT:   %[[DX:.*]] = llm.matmul %arg1, %arg2
+// CUDA-NEXT:   return %[[DW]], %[[DB]], %[[DX]]
+// GRAD-LABEL:  func.func @weight_grad
+// GRAD-NEXT:   llm.linear_weight_grad %arg0, %arg1 {llmc.backward}
+func.func @weight_grad(%x: tensor<4x8x16xf32>, %dy: tensor<4x8x64xf32>, %w: tensor<16x64xf32>)
+    -> (tensor<16x64xf32>, tensor<64xf32>, tensor<4x8x16xf32>) {
+  %db = llm.reduce_sum %dy {llmc.backward} : tensor<4x8x64xf32> to tensor<64xf32>
+  %dx = llm.matmul %dy, %w {llmc.backward, transpose_b} : tensor<4x8x64xf32>, tensor<16x64xf32> -> tensor<4x8x16xf32>
+  %xr = llm.reshape %x {llmc.backward} : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %dyr = llm.reshape %dy {llmc.backward} : tensor<4x8x64xf32> to tensor<32x64xf32>
+  %dw = llm.matmul %xr, %dyr {llmc.backward, transpose_a} : tensor<32x16xf32>, tensor<32x64xf32> -> tensor<16x64xf32>
+  return %dw, %db, %dx : tensor<16x64xf32>, tensor<64xf32>, tensor<4x8x16xf32>
+}
+
+// -----
+
+// Where the sum stays: it reduces to more than the last dimension (a
+// position embedding's gradient), the product of another microbatch, a
+// weight in the [N, K] layout (its gradient is dyᵀ·x), and an x the sum
+// comes before.
+// CUDA-LABEL: func.func @kept_weight_grad
+// CUDA-NOT:   llm.linear_weight_grad
+// CUDA:       return
+func.func @kept_weight_grad(%x: tensor<4x8x16xf32>, %dy: tensor<4x8x64xf32>, %w: tensor<16x64xf32>)
+    -> (tensor<8x64xf32>, tensor<16x64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<16x64xf32>,
+        tensor<64x16xf32>, tensor<64xf32>, tensor<16x64xf32>) {
+  %pos = llm.reduce_sum %dy : tensor<4x8x64xf32> to tensor<8x64xf32>
+  %xr = llm.reshape %x : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %dyr = llm.reshape %dy : tensor<4x8x64xf32> to tensor<32x64xf32>
+  %db1 = llm.reduce_sum %dy {llmc.microbatch = 0 : i64} : tensor<4x8x64xf32> to tensor<64xf32>
+  %dw1 = llm.matmul %xr, %dyr {llmc.microbatch = 1 : i64, transpose_a} : tensor<32x16xf32>, tensor<32x64xf32> -> tensor<16x64xf32>
+  %db2 = llm.reduce_sum %dy {llmc.microbatch = 2 : i64} : tensor<4x8x64xf32> to tensor<64xf32>
+  %dw2 = llm.matmul %dyr, %xr {llmc.microbatch = 2 : i64, transpose_a} : tensor<32x64xf32>, tensor<32x16xf32> -> tensor<64x16xf32>
+  %db3 = llm.reduce_sum %dy {llmc.microbatch = 3 : i64} : tensor<4x8x64xf32> to tensor<64xf32>
+  %later = llm.scale %x {factor = 2.0 : f64, llmc.microbatch = 3 : i64} : tensor<4x8x16xf32>
+  %lr = llm.reshape %later : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %dw3 = llm.matmul %lr, %dyr {llmc.microbatch = 3 : i64, transpose_a} : tensor<32x16xf32>, tensor<32x64xf32> -> tensor<16x64xf32>
+  return %pos, %dw1, %db1, %db2, %dw1, %dw2, %db3, %dw3 : tensor<8x64xf32>, tensor<16x64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<16x64xf32>, tensor<64x16xf32>, tensor<64xf32>, tensor<16x64xf32>
 }
 
 // The whole pipeline: the training step's head and the evaluation's are

@@ -715,3 +715,83 @@ func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>, %s: 
   %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 8192>} : tensor<2x64xf32>, tensor<4096xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4xf32>, %w: tensor<4x4xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{x must be [..., K] (rank >= 2) and w a matrix, got 4 and 4x4}}
+  %y = llm.linear %x, %w, %b : tensor<4xf32>, tensor<4x4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x4xbf16>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{x and w must have the same element type, got 'f32' and 'bf16'}}
+  %y = llm.linear %x, %w, %b : tensor<2x4xf32>, tensor<4x4xbf16>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x4xf32>, %b: tensor<4xbf16>) {
+  // expected-error @+1 {{x and bias must have the same element type, got 'f32' and 'bf16'}}
+  %y = llm.linear %x, %w, %b : tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{w 8x4 does not match x's width 4 (w is [K, N])}}
+  %y = llm.linear %x, %w, %b : tensor<2x4xf32>, tensor<8x4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{w 4x8 does not match x's width 4 (w is [N, K] with transpose_b)}}
+  %y = llm.linear %x, %w, %b {transpose_b} : tensor<2x4xf32>, tensor<4x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{bias must be [8], got 4}}
+  %y = llm.linear %x, %w, %b : tensor<2x4xf32>, tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{keep_pre needs gelu (without it the pre-activation is y)}}
+  %y, %p = llm.linear %x, %w, %b {keep_pre} : tensor<2x4xf32>, tensor<4x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8xf32>, %dy: tensor<2x4xf32>) {
+  // expected-error @+1 {{x and dy must be [..., K] and [..., N] (rank >= 2), got 8 and 2x4}}
+  %dw, %db = llm.linear_weight_grad %x, %dy : tensor<8xf32>, tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %dy: tensor<2x4xbf16>) {
+  // expected-error @+1 {{x and dy must have the same element type, got 'f32' and 'bf16'}}
+  %dw, %db = llm.linear_weight_grad %x, %dy : tensor<2x8xf32>, tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<3x8xf32>, %dy: tensor<2x4xf32>) {
+  // expected-error @+1 {{x 3x8 and dy 2x4 must have as many rows}}
+  %dw, %db = llm.linear_weight_grad %x, %dy : tensor<3x8xf32>, tensor<2x4xf32>
+  return
+}

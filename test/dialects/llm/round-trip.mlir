@@ -56,6 +56,12 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %mm = llm.matmul %m, %bt {transpose_a, transpose_b} : tensor<2x8x64xf32>, tensor<2x64x8xf32> -> tensor<2x64x64xf32>
   // CHECK: llm.add %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64xf32>
   %a = llm.add %m, %g : tensor<2x8x64xf32>, tensor<64xf32>
+  // CHECK: llm.linear %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32>
+  %lin = llm.linear %h, %w1, %g : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32>
+  // CHECK: llm.linear %{{.*}}, %{{.*}}, %{{.*}} {gelu, keep_pre, transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32>
+  %act, %pre = llm.linear %lin, %w1, %g {gelu, keep_pre, transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32>
+  // CHECK: llm.linear_weight_grad %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  %lwdw, %lwdb = llm.linear_weight_grad %h, %act : tensor<2x8x64xf32>, tensor<2x8x64xf32>
   // CHECK: llm.mul %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64xf32>
   %mu = llm.mul %a, %g : tensor<2x8x64xf32>, tensor<64xf32>
   // CHECK: llm.scale %{{.*}} {factor = 5.000000e-01 : f64} : tensor<2x8x64xf32>
@@ -90,6 +96,11 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %loss = llm.cross_entropy %logits, %targets : tensor<2x8x256xf32>, tensor<2x8xi32>
   // CHECK: llm.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = 0 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
   %dl = llm.cross_entropy_grad %logits, %targets, %loss {ignore_index = 0 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
+  // The fused head: its result types follow transpose_b and chunk_rows.
+  // CHECK: llm.linear_cross_entropy %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 4 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8xi32>
+  %fl, %fs = llm.linear_cross_entropy %dx2, %wte, %targets {chunk_rows = 4 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8xi32>
+  // CHECK: llm.linear_cross_entropy_train %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 16 : i64} : tensor<2x8x256xf32>, tensor<256x64xf32>, tensor<2x8xi32>
+  %hl, %hdh, %hdw, %hs = llm.linear_cross_entropy_train %dl, %wte, %targets, %loss {chunk_rows = 16 : i64} : tensor<2x8x256xf32>, tensor<256x64xf32>, tensor<2x8xi32>
   // Vocabulary-parallel pieces.
   // CHECK: llm.embedding %{{.*}}, %{{.*}} {row_offset = 128 : i64, vocab_size = 256 : i64} : tensor<128x64xf32>, tensor<2x8xi32>
   %half = llm.slice %wte {offsets = array<i64: 128, 0>} : tensor<256x64xf32> to tensor<128x64xf32>

@@ -1,0 +1,41 @@
+//===- Linear.h - contract of the matmul with its epilogue ------*- C++ -*-===//
+//
+// linear: inputs x [..., K] (any leading shape), w [K, N] or [N, K]
+// (transpose_b), bias [N], all of one float dtype; output y [..., N] =
+// x·w + bias, through the tanh GELU with `gelu`. With `keep_pre` (gelu
+// only) a second output pre [..., N] receives x·w + bias.
+//
+// linear_weight_grad: inputs x [..., K] and dy [..., N] of one float dtype
+// with as many rows; outputs dw [K, N] = xᵀ·dy and db [N], dy's rows
+// summed: the layer's weight and bias gradients.
+//
+// Both backends bind through here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CONTRACTS_LINEAR_H
+#define LLMC_KERNELS_CONTRACTS_LINEAR_H
+
+#include "kernels/Kernel.h"
+
+#include <cstdint>
+#include <string>
+
+namespace llmc::contracts {
+
+struct LinearBinding {
+  DType dtype = DType::F32; ///< of every operand
+  int64_t rows = 0, k = 0, n = 0;
+  bool transposeB = false, gelu = false, keepPre = false;
+};
+bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out);
+
+struct LinearWeightGradBinding {
+  DType dtype = DType::F32; ///< of every operand
+  int64_t rows = 0, k = 0, n = 0;
+};
+bool bindLinearWeightGrad(const KernelArgs &args, std::string &error,
+                          LinearWeightGradBinding *out);
+
+} // namespace llmc::contracts
+
+#endif

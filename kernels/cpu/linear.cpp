@@ -1,0 +1,184 @@
+//===- linear.cpp - the linear layer's fused ops: epilogue, weight grads --===//
+//
+// y = x·w + bias, or gelu(x·w + bias), in one kernel: one sgemm writes the
+// product (the call matmul makes for the same operands, so the product is
+// matmul's bit for bit), then a single pass over the rows, each thread a
+// contiguous block, adds the bias and applies GELU where the unfused graph
+// runs an add and a gelu kernel, each reading and writing the whole output.
+// Under `keep_pre` the pass also stores x·w + bias, which gelu_grad reads.
+//
+// bf16 and f16 are storage only, as in matmul: operands are widened into
+// fp32 scratch, multiplied with sgemm, and the product, the biased value and
+// the GELU are each rounded to the storage type, exactly as matmul, add and
+// gelu round them; so in every dtype the result equals the unfused ops'.
+//
+// linear_weight_grad (dw = xᵀ·dy, db = dy's rows summed) is, on the CPU,
+// the matmul and reduce_sum kernels it stands for, run in turn: OpenBLAS has
+// no hook where the weight-gradient GEMM passes over dy's rows, and the
+// separate sum reads dy once, so `--fuse all` forms the op only for CUDA.
+// Here it is the CUDA kernel's twin and computes the unfused kernels' values.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/contracts/Linear.h"
+#include "kernels/cpu/Blas.h"
+#include "kernels/cpu/Common.h"
+
+#include <utility>
+
+namespace llmc::cpu {
+namespace {
+
+/// `v` rounded to T and widened back (the identity for fp32).
+template <typename T> inline float roundTo(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    T t;
+    store(&t, 0, v);
+    return load(&t, 0);
+  }
+}
+
+template <typename T> class LinearKernel final : public Kernel {
+public:
+  LinearKernel(const KernelArgs &args, const contracts::LinearBinding &b, SgemmFn sgemm)
+      : b_(b), sgemm_(sgemm), x_(args.inputs[0].as<T>()), w_(args.inputs[1].as<T>()),
+        bias_(args.inputs[2].as<T>()), y_(args.outputs[0].as<T>()),
+        pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr), biasWide_(b.n) {
+    if constexpr (!std::is_same_v<T, float>) {
+      xWide_.resize(b.rows * b.k);
+      wWide_.resize(b.k * b.n);
+      product_.resize(b.rows * b.n);
+    }
+  }
+
+  void run(const StepContext &) override {
+    const int64_t rows = b_.rows, n = b_.n, k = b_.k;
+    if (rows == 0 || n == 0) return;
+    widenVector(bias_, biasWide_.data(), n);
+    float *product;
+    if constexpr (std::is_same_v<T, float>) {
+      product = y_; // the epilogue then works in place
+      gemm(x_, w_, product);
+    } else {
+      widen(x_, xWide_.data(), rows * k);
+      widen(w_, wWide_.data(), k * n);
+      product = product_.data();
+      gemm(xWide_.data(), wWide_.data(), product);
+    }
+    epilogue(product);
+  }
+
+private:
+  template <typename U> static void widen(const U *in, float *out, int64_t count) {
+#pragma omp parallel for simd schedule(static) if (count > kParallelGrain)
+    for (int64_t i = 0; i < count; ++i) out[i] = load(in, i);
+  }
+
+  /// product[rows, N] = x · w (or x · wᵀ), one sgemm over every row.
+  void gemm(const float *x, const float *w, float *product) const {
+    const int n = static_cast<int>(b_.n), k = static_cast<int>(b_.k);
+    if (k == 0) {
+      std::memset(product, 0, sizeof(float) * b_.rows * b_.n);
+      return;
+    }
+    sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasTrans : CblasNoTrans,
+           static_cast<int>(b_.rows), n, k, 1.0f, x, k, w, b_.transposeB ? k : n, 0.0f, product,
+           n);
+  }
+
+  /// y = act(round(product) + bias), row by row; pre = the biased value.
+  void epilogue(const float *product) {
+    const int64_t rows = b_.rows, n = b_.n;
+    const float *bias = biasWide_.data();
+    T *y = y_, *pre = pre_;
+    const bool gelu = b_.gelu;
+#pragma omp parallel for schedule(static) if (rows * n > kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *p = product + r * n;
+      T *yr = y + r * n;
+      if (!gelu) {
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) store(yr, j, roundTo<T>(p[j]) + bias[j]);
+      } else if (pre) {
+        T *pr = pre + r * n;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) {
+          float a = roundTo<T>(roundTo<T>(p[j]) + bias[j]);
+          store(pr, j, a);
+          store(yr, j, geluTanh(a));
+        }
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j)
+          store(yr, j, geluTanh(roundTo<T>(roundTo<T>(p[j]) + bias[j])));
+      }
+    }
+  }
+
+  contracts::LinearBinding b_;
+  SgemmFn sgemm_;
+  const T *x_, *w_, *bias_;
+  T *y_, *pre_;
+  std::vector<float> biasWide_;
+  std::vector<float> xWide_, wWide_, product_; // bf16, f16 only: fp32 copies
+};
+
+std::unique_ptr<Kernel> makeLinear(const KernelArgs &args, std::string &error) {
+  contracts::LinearBinding b;
+  if (!contracts::bindLinear(args, error, &b)) return nullptr;
+  std::string blasError;
+  SgemmFn sgemm = blasSgemm(blasError);
+  if (!sgemm) {
+    error = "linear: " + blasError;
+    return nullptr;
+  }
+  return makeFloatKernel<LinearKernel>(b.dtype, args, b, sgemm);
+}
+
+/// Kernels run one after the other.
+class SequenceKernel final : public Kernel {
+public:
+  explicit SequenceKernel(std::vector<std::unique_ptr<Kernel>> kernels)
+      : kernels_(std::move(kernels)) {}
+  void run(const StepContext &ctx) override {
+    for (const std::unique_ptr<Kernel> &k : kernels_) k->run(ctx);
+  }
+
+private:
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+};
+
+std::unique_ptr<Kernel> makeLinearWeightGrad(const KernelArgs &args, std::string &error) {
+  contracts::LinearWeightGradBinding b;
+  if (!contracts::bindLinearWeightGrad(args, error, &b)) return nullptr;
+  KernelArgs product; // dw = (x as [rows, K])ᵀ · (dy as [rows, N])
+  product.inputs = {args.inputs[0], args.inputs[1]};
+  product.inputs[0].shape = {b.rows, b.k};
+  product.inputs[1].shape = {b.rows, b.n};
+  product.outputs = {args.outputs[0]};
+  product.attrs.setInt("transpose_a", 1);
+  KernelArgs sum; // db = dy's rows summed
+  sum.inputs = {args.inputs[1]};
+  sum.outputs = {args.outputs[1]};
+  std::vector<std::unique_ptr<Kernel>> kernels;
+  for (auto [name, kernelArgs] : {std::pair{"matmul", &product}, std::pair{"reduce_sum", &sum}}) {
+    std::string inner;
+    KernelFactory factory = findKernel(Backend::CPU, name);
+    std::unique_ptr<Kernel> kernel = factory ? factory(*kernelArgs, inner) : nullptr;
+    if (!kernel) {
+      error = "linear_weight_grad: " + (factory ? inner : std::string("no ") + name + " kernel");
+      return nullptr;
+    }
+    kernels.push_back(std::move(kernel));
+  }
+  return std::make_unique<SequenceKernel>(std::move(kernels));
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "linear", makeLinear);
+LLMC_REGISTER_KERNEL(CPU, "linear_weight_grad", makeLinearWeightGrad);
+
+} // namespace llmc::cpu

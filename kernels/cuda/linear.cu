@@ -1,0 +1,205 @@
+//===- linear.cu - the linear layer's fused GEMMs on the GPU --------------===//
+//
+// The CPU kernel's contract (kernels/cpu/linear.cpp) as one cuBLASLt GEMM
+// planned at bind time, x's leading dims folded into M as in matmul, with
+// the epilogue doing the rest as it stores each tile: BIAS, GELU_BIAS, or
+// GELU_AUX_BIAS under `keep_pre`, which also stores x·w + bias (the GELU's
+// input) to `pre`. cuBLASLt's GELU is the tanh approximation, gelu's.
+//
+// The epilogue works on the fp32 accumulator, so under bf16 and f16 it
+// rounds once where the unfused ops (and the CPU kernel) round the product,
+// the biased value and the GELU each: the results agree within a rounding
+// of the storage type. Where cuBLASLt has no algorithm for the epilogue
+// (the aux matrix needs N to be a multiple of 8), the plain GEMM is
+// followed by one elementwise pass with the unfused ops' rounding.
+//
+// linear_weight_grad: the weight-gradient GEMM dw = xᵀ·dy with the BGRADA
+// epilogue summing dy's rows into db as the GEMM reads them (dy is
+// cuBLASLt's A), instead of a reduce_sum kernel reading dy again. Where
+// cuBLASLt has no algorithm for it, the matmul and reduce_sum kernels run
+// in turn, as the unfused program would.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/contracts/Linear.h"
+#include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/Gelu.cuh"
+#include "kernels/cuda/LtGemm.h"
+
+#include <utility>
+#include <vector>
+
+namespace llmc::cuda {
+namespace {
+
+/// `v` rounded to T and widened back (the identity for fp32).
+template <typename T> __device__ __forceinline__ float roundTo(float v) {
+  T t;
+  store(&t, 0, v);
+  return load(&t, 0);
+}
+
+/// y = act(y + bias) over rows of n, in place; pre (if any) = y + bias.
+template <typename T>
+__global__ void biasEpilogueKernel(T *y, T *pre, const T *bias, int64_t n, int64_t total,
+                                   bool gelu) {
+  LLMC_GRID_STRIDE(i, total) {
+    const float a = roundTo<T>(load(y, i) + load(bias, i % n));
+    if (pre) store(pre, i, a);
+    store(y, i, gelu ? geluTanh(a) : a);
+  }
+}
+
+template <typename T> class LinearKernel final : public Kernel {
+public:
+  LinearKernel(const KernelArgs &args, const contracts::LinearBinding &b,
+               std::unique_ptr<LtGemm> gemm, bool epilogueInGemm)
+      : gemm_(std::move(gemm)), epilogueInGemm_(epilogueInGemm), gelu_(b.gelu), n_(b.n),
+        total_(b.rows * b.n), y_(args.outputs[0].as<T>()),
+        pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr), bias_(args.inputs[2].as<T>()) {}
+
+  void run(const StepContext &ctx) override {
+    cudaStream_t stream = streamOf(ctx);
+    gemm_->run(stream);
+    if (epilogueInGemm_) return;
+    biasEpilogueKernel<T><<<gridFor(total_), kBlock, 0, stream>>>(y_, pre_, bias_, n_, total_,
+                                                                   gelu_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  std::unique_ptr<LtGemm> gemm_;
+  bool epilogueInGemm_, gelu_;
+  int64_t n_, total_;
+  T *y_, *pre_;
+  const T *bias_;
+};
+
+/// K = 0: y = act(bias) on every row (pre = bias).
+template <typename T> class BiasOnlyKernel final : public Kernel {
+public:
+  BiasOnlyKernel(const KernelArgs &args, const contracts::LinearBinding &b)
+      : gelu_(b.gelu), n_(b.n), total_(b.rows * b.n), y_(args.outputs[0].as<T>()),
+        pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr), bias_(args.inputs[2].as<T>()) {}
+
+  void run(const StepContext &ctx) override {
+    cudaStream_t stream = streamOf(ctx);
+    LLMC_CUDA_CHECK(cudaMemsetAsync(y_, 0, total_ * sizeof(T), stream));
+    biasEpilogueKernel<T><<<gridFor(total_), kBlock, 0, stream>>>(y_, pre_, bias_, n_, total_,
+                                                                   gelu_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  bool gelu_;
+  int64_t n_, total_;
+  T *y_, *pre_;
+  const T *bias_;
+};
+
+/// An empty y: nothing to do.
+class EmptyLinearKernel final : public Kernel {
+public:
+  void run(const StepContext &) override {}
+};
+
+std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &error) {
+  contracts::LinearBinding b;
+  if (!contracts::bindLinear(args, error, &b)) return nullptr;
+  Validator v("linear", args, error);
+  if (b.rows == 0 || b.n == 0) return std::make_unique<EmptyLinearKernel>();
+  if (b.k == 0) return makeFloatKernel<BiasOnlyKernel>(b.dtype, args, b);
+
+  GemmDesc d;
+  d.dtype = b.dtype;
+  d.m = b.rows, d.n = b.n, d.k = b.k;
+  d.transposeB = b.transposeB;
+  d.a = args.inputs[0].data, d.b = args.inputs[1].data, d.c = args.outputs[0].data;
+  d.strideA = d.m * d.k, d.strideC = d.m * d.n;
+  d.bias = args.inputs[2].data;
+  d.epilogue = !b.gelu      ? GemmEpilogue::Bias
+               : b.keepPre ? GemmEpilogue::GeluAuxBias
+                           : GemmEpilogue::GeluBias;
+  if (b.keepPre) d.aux = args.outputs[1].data;
+
+  std::string gemmError;
+  std::unique_ptr<LtGemm> gemm = LtGemm::create(d, gemmError);
+  const bool epilogueInGemm = gemm != nullptr;
+  if (!gemm) { // the plain product, then the elementwise epilogue
+    d.epilogue = GemmEpilogue::None;
+    d.bias = nullptr, d.aux = nullptr;
+    gemm = LtGemm::create(d, gemmError);
+    if (!gemm) return v.reject(gemmError);
+  }
+  return makeFloatKernel<LinearKernel>(b.dtype, args, b, std::move(gemm), epilogueInGemm);
+}
+
+/// One planned GEMM whose epilogue does the rest.
+class GemmKernel final : public Kernel {
+public:
+  explicit GemmKernel(std::unique_ptr<LtGemm> gemm) : gemm_(std::move(gemm)) {}
+  void run(const StepContext &ctx) override { gemm_->run(streamOf(ctx)); }
+
+private:
+  std::unique_ptr<LtGemm> gemm_;
+};
+
+/// Kernels run one after the other on the step's stream.
+class SequenceKernel final : public Kernel {
+public:
+  explicit SequenceKernel(std::vector<std::unique_ptr<Kernel>> kernels)
+      : kernels_(std::move(kernels)) {}
+  void run(const StepContext &ctx) override {
+    for (const std::unique_ptr<Kernel> &k : kernels_) k->run(ctx);
+  }
+
+private:
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+};
+
+std::unique_ptr<Kernel> makeCudaLinearWeightGrad(const KernelArgs &args, std::string &error) {
+  contracts::LinearWeightGradBinding b;
+  if (!contracts::bindLinearWeightGrad(args, error, &b)) return nullptr;
+  if (b.rows > 0 && b.k > 0 && b.n > 0) {
+    GemmDesc d; // dw[K, N] = (x as [rows, K])ᵀ · (dy as [rows, N]), db beside it
+    d.dtype = b.dtype;
+    d.m = b.k, d.n = b.n, d.k = b.rows;
+    d.transposeA = true;
+    d.a = args.inputs[0].data, d.b = args.inputs[1].data, d.c = args.outputs[0].data;
+    d.strideA = d.m * d.k, d.strideC = d.m * d.n;
+    d.epilogue = GemmEpilogue::BiasGradB;
+    d.biasGrad = args.outputs[1].data;
+    std::string gemmError;
+    if (std::unique_ptr<LtGemm> gemm = LtGemm::create(d, gemmError))
+      return std::make_unique<GemmKernel>(std::move(gemm));
+  }
+  // No epilogue (or nothing to multiply): matmul, then reduce_sum.
+  KernelArgs product;
+  product.inputs = {args.inputs[0], args.inputs[1]};
+  product.inputs[0].shape = {b.rows, b.k};
+  product.inputs[1].shape = {b.rows, b.n};
+  product.outputs = {args.outputs[0]};
+  product.attrs.setInt("transpose_a", 1);
+  KernelArgs sum;
+  sum.inputs = {args.inputs[1]};
+  sum.outputs = {args.outputs[1]};
+  std::vector<std::unique_ptr<Kernel>> kernels;
+  for (auto [name, kernelArgs] : {std::pair{"matmul", &product}, std::pair{"reduce_sum", &sum}}) {
+    std::string inner;
+    KernelFactory factory = findKernel(Backend::CUDA, name);
+    std::unique_ptr<Kernel> kernel = factory ? factory(*kernelArgs, inner) : nullptr;
+    if (!kernel) {
+      error = "linear_weight_grad: " + (factory ? inner : std::string("no ") + name + " kernel");
+      return nullptr;
+    }
+    kernels.push_back(std::move(kernel));
+  }
+  return std::make_unique<SequenceKernel>(std::move(kernels));
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CUDA, "linear", makeCudaLinear);
+LLMC_REGISTER_KERNEL(CUDA, "linear_weight_grad", makeCudaLinearWeightGrad);
+
+} // namespace llmc::cuda

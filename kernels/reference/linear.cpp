@@ -1,0 +1,39 @@
+//===- linear.cpp - the linear layer's fused ops, unfused -----------------===//
+//
+// What the fused kernels must equal: matmul, add of the bias and, with
+// gelu, gelu, each by its own reference, over x flattened to [rows, K]; for
+// the weight gradients, matmul and reduce_sum over the rows of x and dy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/reference/Common.h"
+
+namespace llmc::ref {
+
+std::vector<RefTensor> linear(const RefTensor &x, const RefTensor &w, const RefTensor &bias,
+                              bool transposeB, bool gelu) {
+  require(x.shape.size() >= 2 && w.shape.size() == 2 && bias.shape.size() == 1, "linear",
+          "x must be [..., K], w a matrix and bias a vector");
+  RefTensor rows = x;
+  rows.shape = {product(x.shape, 0, x.shape.size() - 1), x.shape.back()};
+  RefTensor pre = add(matmul(rows, w, false, transposeB), bias);
+  std::vector<int64_t> shape(x.shape.begin(), x.shape.end() - 1);
+  shape.push_back(pre.shape.back());
+  pre.shape = shape;
+  if (!gelu)
+    return {pre};
+  return {ref::gelu(pre), pre};
+}
+
+std::vector<RefTensor> linearWeightGrad(const RefTensor &x, const RefTensor &dy) {
+  require(x.shape.size() >= 2 && dy.shape.size() >= 2, "linear_weight_grad",
+          "x and dy must be [..., K] and [..., N]");
+  RefTensor xRows = x, dyRows = dy;
+  xRows.shape = {product(x.shape, 0, x.shape.size() - 1), x.shape.back()};
+  dyRows.shape = {product(dy.shape, 0, dy.shape.size() - 1), dy.shape.back()};
+  require(xRows.shape[0] == dyRows.shape[0], "linear_weight_grad",
+          "x and dy must have as many rows");
+  return {matmul(xRows, dyRows, true, false), reduceSum(dyRows, {dy.shape.back()})};
+}
+
+} // namespace llmc::ref

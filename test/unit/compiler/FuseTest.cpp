@@ -1,0 +1,128 @@
+//===- FuseTest.cpp - llmc-fuse keeps what a program computes -------------===//
+//
+// A small layer's @forward goes through autodiff; the reference interpreter
+// evaluates @grad (the loss and every gradient) in float64 before and after
+// llmc-fuse, which must leave every value as it was: the fused ops are
+// interpreted by the references of the ops they replace, so this checks
+// the rewrite itself — which values the fused op takes over, keep_pre
+// feeding gelu_grad, the weight gradient's operands — apart from any
+// kernel's rounding.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Compiler.h"
+#include "compiler/Interpreter.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace mlir;
+using llmc::ref::RefTensor;
+
+namespace {
+
+/// Random values for every argument of `func`.
+std::vector<RefTensor> randomArgs(func::FuncOp func, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<RefTensor> args;
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    RefTensor t = RefTensor::zeros(std::vector<int64_t>(type.getShape().begin(),
+                                                        type.getShape().end()));
+    for (double &v : t.data) v = normal(rng);
+    args.push_back(std::move(t));
+  }
+  return args;
+}
+
+/// Counts the ops named `name` in `func`.
+int count(func::FuncOp func, StringRef name) {
+  int n = 0;
+  func.walk([&](Operation *op) { n += op->getName().getStringRef() == name; });
+  return n;
+}
+
+/// Differentiates `forward`, then checks that llmc-fuse (`fusions` for
+/// `target`) leaves @grad's results unchanged and produces `linears`
+/// llm.linear and `weightGrads` llm.linear_weight_grad ops there.
+void checkFusedGradients(const std::string &forward, const std::string &fusions,
+                         const std::string &target, int linears, int weightGrads) {
+  MLIRContext context;
+  llmc::prepareContext(context);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(forward, &context);
+  ASSERT_TRUE(module) << "test IR does not parse";
+  PassManager autodiff(&context);
+  autodiff.addPass(llmc::createAutodiff());
+  ASSERT_TRUE(succeeded(autodiff.run(*module)));
+  auto grad = module->lookupSymbol<func::FuncOp>("grad");
+  std::vector<RefTensor> args = randomArgs(grad, 11);
+  FailureOr<std::vector<RefTensor>> unfused = llmc::interpret(grad, args);
+  ASSERT_TRUE(succeeded(unfused));
+
+  llmc::FuseOptions options;
+  options.fusions = fusions;
+  options.target = target;
+  PassManager fuse(&context);
+  fuse.addPass(llmc::createFuse(options));
+  ASSERT_TRUE(succeeded(fuse.run(*module)));
+  EXPECT_EQ(count(grad, "llm.linear"), linears);
+  EXPECT_EQ(count(grad, "llm.linear_weight_grad"), weightGrads);
+  FailureOr<std::vector<RefTensor>> fused = llmc::interpret(grad, args);
+  ASSERT_TRUE(succeeded(fused));
+  ASSERT_EQ(fused->size(), unfused->size());
+  for (size_t i = 0; i < fused->size(); ++i) {
+    SCOPED_TRACE("result " + std::to_string(i));
+    ASSERT_EQ((*fused)[i].shape, (*unfused)[i].shape);
+    for (size_t j = 0; j < (*fused)[i].data.size(); ++j)
+      EXPECT_NEAR((*fused)[i].data[j], (*unfused)[i].data[j],
+                  1e-12 * (1 + std::abs((*unfused)[i].data[j])));
+  }
+}
+
+/// An MLP with biases, GPT-2's: x·w1 + b1 → gelu → ·w2 + b2, loss Σ y ⊙ r.
+const char *kMlp = R"mlir(
+func.func @forward(%x: tensor<2x3x4xf32>,
+                   %w1: tensor<4x8xf32> {llm.param = #llm.param<name = "w1", init = "normal", scale = 1.0>},
+                   %b1: tensor<8xf32> {llm.param = #llm.param<name = "b1", init = "normal", scale = 1.0>},
+                   %w2: tensor<4x8xf32> {llm.param = #llm.param<name = "w2", init = "normal", scale = 1.0>},
+                   %b2: tensor<4xf32> {llm.param = #llm.param<name = "b2", init = "normal", scale = 1.0>},
+                   %r: tensor<2x3x4xf32>) -> tensor<f32> {
+  %m = llm.matmul %x, %w1 : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %a = llm.add %m, %b1 : tensor<2x3x8xf32>, tensor<8xf32>
+  %h = llm.gelu %a : tensor<2x3x8xf32>
+  %p = llm.matmul %h, %w2 {transpose_b} : tensor<2x3x8xf32>, tensor<4x8xf32> -> tensor<2x3x4xf32>
+  %y = llm.add %p, %b2 : tensor<2x3x4xf32>, tensor<4xf32>
+  %s = llm.mul %y, %r : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %l = llm.reduce_sum %s : tensor<2x3x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+)mlir";
+
+TEST(Fuse, LinearLayersKeepTheLossAndEveryGradient) {
+  checkFusedGradients(kMlp, "all", "cpu", 2, 0);
+}
+
+TEST(Fuse, BiasAloneKeepsTheLossAndEveryGradient) {
+  checkFusedGradients(kMlp, "bias", "cpu", 2, 0);
+}
+
+TEST(Fuse, BiasGeluAloneKeepsTheLossAndEveryGradient) {
+  checkFusedGradients(kMlp, "bias-gelu", "cpu", 1, 0);
+}
+
+// The [K, N] layer's weight and bias gradients fuse; the [N, K] one's
+// weight gradient is dyᵀ·x, which keeps its ops.
+TEST(Fuse, WeightGradientsForCudaKeepTheLossAndEveryGradient) {
+  checkFusedGradients(kMlp, "all", "cuda", 2, 1);
+  checkFusedGradients(kMlp, "bias-grad", "cpu", 0, 1);
+}
+
+} // namespace

@@ -1,0 +1,94 @@
+//===- cuda_linear_test.cpp - the fused linear GEMMs against the CPU ------===//
+//
+// cuBLASLt's BIAS, GELU_BIAS and GELU_AUX_BIAS epilogues, and the
+// elementwise fallback where N is not a multiple of 8 (no aux epilogue),
+// against the CPU kernel; linear_weight_grad's BGRADA epilogue against the
+// CPU's matmul and reduce_sum. Norm metric, as for matmul; f32 runs without
+// TF32. Under bf16 and f16 the epilogue rounds once where the CPU rounds
+// the product, the biased value and the GELU, well within tolerance(dtype).
+
+#include "CudaConformance.h"
+
+namespace llmc::test {
+namespace {
+
+struct Case {
+  std::vector<int64_t> rows; // x's leading dims
+  int64_t k, n;
+};
+
+const std::vector<Case> kCases = {
+    {{1}, 1, 8},      {{3, 7}, 16, 33},  {{2, 5}, 24, 64},      {{13}, 8, 1031},
+    {{4, 64}, 128, 512}, {{2, 3}, 0, 16}, {{2, 128}, 768, 3072},
+};
+
+std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
+  shape.push_back(last);
+  return shape;
+}
+
+TEST(CudaLinear, MatchesCpuForEveryEpilogue) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 3300;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : kCases)
+      for (bool transposeB : {false, true})
+        for (int act = 0; act < 3; ++act) { // none, gelu, gelu + keep_pre
+          const bool gelu = act > 0, keepPre = act == 2;
+          SCOPED_TRACE(std::string(dtypeName(dtype)) + " rows " + shapeString(c.rows) + " k" +
+                       std::to_string(c.k) + " n" + std::to_string(c.n) +
+                       (transposeB ? " transpose_b" : "") + (gelu ? " gelu" : "") +
+                       (keepPre ? " keep_pre" : ""));
+          Buffer x = Buffer::of(randomTensor(withLast(c.rows, c.k), ++seed), dtype);
+          Buffer w = Buffer::of(randomTensor(transposeB ? std::vector<int64_t>{c.n, c.k}
+                                                        : std::vector<int64_t>{c.k, c.n},
+                                             ++seed, 0.3),
+                                dtype);
+          Buffer bias = Buffer::of(randomTensor({c.n}, ++seed), dtype);
+          Buffer y(dtype, withLast(c.rows, c.n)), pre(dtype, withLast(c.rows, c.n));
+          std::vector<Buffer *> outputs = {&y};
+          if (keepPre) outputs.push_back(&pre);
+          expectCudaMatchesCpu(
+              "linear", {&x, &w, &bias}, outputs,
+              attrs({}, {{"transpose_b", transposeB}, {"gelu", gelu}, {"keep_pre", keepPre}}),
+              {Metric::Norm, {tolerance(dtype)}});
+        }
+}
+
+// BGRADA sums dy's rows in fp32 inside the GEMM; the CPU's reduce_sum sums
+// in double: well within the tolerance.
+TEST(CudaLinear, WeightGradMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{1, 8}, {1, 8}},           {{3, 7, 16}, {3, 7, 33}},   {{21, 16}, {3, 7, 64}},
+      {{4, 64, 128}, {4, 64, 512}}, {{2, 3, 0}, {2, 3, 16}}, {{2, 128, 3072}, {2, 128, 768}},
+  };
+  uint64_t seed = 3500;
+  for (DType dtype : kFloatTypes)
+    for (const auto &[xShape, dyShape] : shapes) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " x " + shapeString(xShape) + " dy " +
+                   shapeString(dyShape));
+      Buffer x = Buffer::of(randomTensor(xShape, ++seed), dtype);
+      Buffer dy = Buffer::of(randomTensor(dyShape, ++seed), dtype);
+      Buffer dw(dtype, {xShape.back(), dyShape.back()}), db(dtype, {dyShape.back()});
+      expectCudaMatchesCpu("linear_weight_grad", {&x, &dy}, {&dw, &db}, {},
+                           {Metric::Norm, {tolerance(dtype)}});
+    }
+}
+
+TEST(CudaLinear, BindingErrorsMatchTheCpu) {
+  LLMC_REQUIRE_GPU();
+  TensorView x = typeOnly(DType::F32, {4, 8, 16}), w = typeOnly(DType::F32, {16, 32}),
+             bias = typeOnly(DType::F32, {32}), y = typeOnly(DType::F32, {4, 8, 32});
+  EXPECT_EQ(cudaBindError("linear", {x, w, typeOnly(DType::F32, {16})}, {y}),
+            bindError("linear", {x, w, typeOnly(DType::F32, {16})}, {y}));
+  KernelAttrs keepPre = attrs({}, {{"keep_pre", 1}});
+  EXPECT_EQ(cudaBindError("linear", {x, w, bias}, {y, y}, keepPre),
+            bindError("linear", {x, w, bias}, {y, y}, keepPre));
+  TensorView dy = typeOnly(DType::F32, {31, 32}), dw = typeOnly(DType::F32, {16, 32});
+  EXPECT_EQ(cudaBindError("linear_weight_grad", {x, dy}, {dw, bias}),
+            bindError("linear_weight_grad", {x, dy}, {dw, bias}));
+}
+
+} // namespace
+} // namespace llmc::test

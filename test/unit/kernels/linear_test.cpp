@@ -1,0 +1,191 @@
+//===- linear_test.cpp - the linear layer's fused ops ---------------------===//
+//
+// The fused kernels against the unfused references: linear (matmul, add of
+// the bias, gelu) for both weight layouts, with and without GELU and the
+// kept pre-activation, and linear_weight_grad (matmul, reduce_sum); against
+// the CPU's own unfused kernels, which they must equal exactly in every
+// dtype (linear rounds where they do); and the binding errors.
+
+#include "KernelTest.h"
+
+namespace llmc::test {
+namespace {
+
+struct LinearCase {
+  std::vector<int64_t> rows; // x's leading dims
+  int64_t k, n;
+};
+
+const std::vector<LinearCase> kCases = {
+    {{3, 7}, 16, 33}, {{2, 5}, 24, 64}, {{13}, 8, 1031}, {{4, 64}, 128, 512}, {{2, 3}, 0, 5},
+};
+
+std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
+  shape.push_back(last);
+  return shape;
+}
+
+std::string describe(DType dtype, const LinearCase &c, bool transposeB, bool gelu, bool keepPre) {
+  return std::string(dtypeName(dtype)) + " rows " + shapeString(c.rows) + " k" +
+         std::to_string(c.k) + " n" + std::to_string(c.n) + (transposeB ? " transpose_b" : "") +
+         (gelu ? " gelu" : "") + (keepPre ? " keep_pre" : "");
+}
+
+/// Calls `fn(dtype, case, transposeB, gelu, keepPre)` for every variant.
+template <typename Fn> void forEachVariant(Fn fn) {
+  for (DType dtype : kFloatTypes)
+    for (const LinearCase &c : kCases)
+      for (bool transposeB : {false, true})
+        for (int act = 0; act < 3; ++act) { // none, gelu, gelu + keep_pre
+          SCOPED_TRACE(describe(dtype, c, transposeB, act > 0, act == 2));
+          fn(dtype, c, transposeB, act > 0, act == 2);
+        }
+}
+
+KernelAttrs linearAttrs(bool transposeB, bool gelu, bool keepPre) {
+  return attrs({}, {{"transpose_b", transposeB}, {"gelu", gelu}, {"keep_pre", keepPre}});
+}
+
+TEST(LinearKernel, MatchesTheUnfusedReference) {
+  uint64_t seed = 3100;
+  forEachVariant([&](DType dtype, const LinearCase &c, bool transposeB, bool gelu, bool keepPre) {
+    std::vector<int64_t> yShape = withLast(c.rows, c.n);
+    RefTensor x = roundTo(randomTensor(withLast(c.rows, c.k), ++seed), dtype);
+    RefTensor w = roundTo(randomTensor(transposeB ? std::vector<int64_t>{c.n, c.k}
+                                                  : std::vector<int64_t>{c.k, c.n},
+                                       ++seed, 0.3),
+                          dtype);
+    RefTensor bias = roundTo(randomTensor({c.n}, ++seed), dtype);
+    std::vector<RefTensor> expected = ref::linear(x, w, bias, transposeB, gelu);
+    Buffer xb = Buffer::of(x, dtype), wb = Buffer::of(w, dtype), bb = Buffer::of(bias, dtype),
+           y(dtype, yShape), pre(dtype, yShape);
+    y.poison(), pre.poison();
+    std::vector<Buffer *> outputs = {&y};
+    if (keepPre) outputs.push_back(&pre);
+    ASSERT_TRUE(runKernel("linear", {&xb, &wb, &bb}, outputs, linearAttrs(transposeB, gelu, keepPre)));
+    // fp32: within 1e-6 of the double reference, relative to the output's norm.
+    const double tol = dtype == DType::F32 ? 1e-6 : tolerance(dtype);
+    EXPECT_CLOSE(y.toRef(), expected[0], Metric::Norm, tol);
+    if (keepPre) {
+      EXPECT_CLOSE(pre.toRef(), expected[1], Metric::Norm, tol);
+    }
+  });
+}
+
+TEST(LinearKernel, EqualsMatmulAddGeluExactly) {
+  uint64_t seed = 3200;
+  forEachVariant([&](DType dtype, const LinearCase &c, bool transposeB, bool gelu, bool keepPre) {
+    std::vector<int64_t> yShape = withLast(c.rows, c.n);
+    Buffer x = Buffer::of(randomTensor(withLast(c.rows, c.k), ++seed), dtype);
+    Buffer w = Buffer::of(randomTensor(transposeB ? std::vector<int64_t>{c.n, c.k}
+                                                  : std::vector<int64_t>{c.k, c.n},
+                                       ++seed, 0.3),
+                          dtype);
+    Buffer bias = Buffer::of(randomTensor({c.n}, ++seed), dtype);
+    Buffer product(dtype, yShape), biased(dtype, yShape), activated(dtype, yShape);
+    ASSERT_TRUE(runKernel("matmul", {&x, &w}, {&product}, attrs({}, {{"transpose_b", transposeB}})));
+    ASSERT_TRUE(runKernel("add", {&product, &bias}, {&biased}));
+    ASSERT_TRUE(runKernel("gelu", {&biased}, {&activated}));
+
+    Buffer y(dtype, yShape), pre(dtype, yShape);
+    y.poison(), pre.poison();
+    std::vector<Buffer *> outputs = {&y};
+    if (keepPre) outputs.push_back(&pre);
+    ASSERT_TRUE(runKernel("linear", {&x, &w, &bias}, outputs, linearAttrs(transposeB, gelu, keepPre)));
+    EXPECT_EQ(y.toRef().data, (gelu ? activated : biased).toRef().data);
+    if (keepPre) {
+      EXPECT_EQ(pre.toRef().data, biased.toRef().data);
+    }
+  });
+}
+
+TEST(LinearKernel, BindingErrorsNameTheOperand) {
+  TensorView x = typeOnly(DType::F32, {4, 8, 16}), w = typeOnly(DType::F32, {16, 32}),
+             bias = typeOnly(DType::F32, {32}), y = typeOnly(DType::F32, {4, 8, 32});
+  KernelAttrs gelu = attrs({}, {{"gelu", 1}, {"keep_pre", 1}});
+  EXPECT_EQ(bindError("linear", {x, w, bias}, {y}), "");
+  EXPECT_EQ(bindError("linear", {x, w, bias}, {y, y}, gelu), "");
+  EXPECT_NE(bindError("linear", {x, typeOnly(DType::F32, {15, 32}), bias}, {y})
+                .find("does not match x"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear", {x, w, typeOnly(DType::F32, {16})}, {typeOnly(DType::F32, {4, 8, 16})},
+                      attrs({}, {{"transpose_b", 1}}))
+                .find("(w is [N, K] with transpose_b)"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear", {x, w, typeOnly(DType::F32, {16})}, {y}).find("bias"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear", {x, w, typeOnly(DType::BF16, {32})}, {y}).find("bias"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear", {x, w, bias}, {y, typeOnly(DType::F32, {4, 8, 16})}, gelu)
+                .find("pre"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear", {x, w, bias}, {y, y}, attrs({}, {{"keep_pre", 1}}))
+                .find("keep_pre needs gelu"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear", {typeOnly(DType::F32, {16}), w, bias}, {typeOnly(DType::F32, {32})})
+                .find("rank >= 2"),
+            std::string::npos);
+}
+
+struct WeightGradCase {
+  std::vector<int64_t> xShape, dyShape; // [..., K] and [..., N], as many rows
+};
+
+const std::vector<WeightGradCase> kWeightGradCases = {
+    {{3, 7, 16}, {3, 7, 33}}, {{21, 16}, {3, 7, 33}}, {{4, 64, 128}, {4, 64, 512}},
+    {{2, 1, 8}, {2, 1, 1031}}, {{2, 3, 0}, {2, 3, 5}},
+};
+
+TEST(LinearWeightGradKernel, MatchesTheReferenceAndEqualsMatmulReduceSum) {
+  uint64_t seed = 3400;
+  for (DType dtype : kFloatTypes)
+    for (const WeightGradCase &c : kWeightGradCases) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " x " + shapeString(c.xShape) + " dy " +
+                   shapeString(c.dyShape));
+      const int64_t k = c.xShape.back(), n = c.dyShape.back();
+      RefTensor x = roundTo(randomTensor(c.xShape, ++seed), dtype);
+      RefTensor dy = roundTo(randomTensor(c.dyShape, ++seed), dtype);
+      std::vector<RefTensor> expected = ref::linearWeightGrad(x, dy);
+      Buffer xb = Buffer::of(x, dtype), dyb = Buffer::of(dy, dtype), dw(dtype, {k, n}),
+             db(dtype, {n});
+      dw.poison(), db.poison();
+      ASSERT_TRUE(runKernel("linear_weight_grad", {&xb, &dyb}, {&dw, &db}));
+      const double tol = dtype == DType::F32 ? 1e-6 : tolerance(dtype);
+      EXPECT_CLOSE(dw.toRef(), expected[0], Metric::Norm, tol);
+      EXPECT_CLOSE(db.toRef(), expected[1], Metric::Norm, tol);
+
+      // The unfused kernels on the same bytes: equal, not just close.
+      const int64_t rows = dy.numel() / n;
+      Buffer xRows = xb, dyRows = dyb, unfusedDw(dtype, {k, n}), unfusedDb(dtype, {n});
+      xRows.shape = {rows, k};
+      dyRows.shape = {rows, n};
+      ASSERT_TRUE(runKernel("matmul", {&xRows, &dyRows}, {&unfusedDw},
+                            attrs({}, {{"transpose_a", 1}})));
+      ASSERT_TRUE(runKernel("reduce_sum", {&dyb}, {&unfusedDb}));
+      EXPECT_EQ(dw.toRef().data, unfusedDw.toRef().data);
+      EXPECT_EQ(db.toRef().data, unfusedDb.toRef().data);
+    }
+}
+
+TEST(LinearWeightGradKernel, BindingErrorsNameTheOperand) {
+  TensorView x = typeOnly(DType::F32, {4, 8, 16}), dy = typeOnly(DType::F32, {32, 24}),
+             dw = typeOnly(DType::F32, {16, 24}), db = typeOnly(DType::F32, {24});
+  EXPECT_EQ(bindError("linear_weight_grad", {x, dy}, {dw, db}), "");
+  EXPECT_NE(bindError("linear_weight_grad", {x, typeOnly(DType::F32, {31, 24})}, {dw, db})
+                .find("as many rows"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear_weight_grad", {x, dy}, {typeOnly(DType::F32, {24, 16}), db})
+                .find("dw"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear_weight_grad", {x, dy}, {dw, typeOnly(DType::F32, {16})}).find("db"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear_weight_grad", {x, typeOnly(DType::BF16, {32, 24})}, {dw, db})
+                .find("dy"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear_weight_grad", {typeOnly(DType::F32, {16}), dy}, {dw, db})
+                .find("rank >= 2"),
+            std::string::npos);
+}
+
+} // namespace
+} // namespace llmc::test
