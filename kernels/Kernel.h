@@ -84,6 +84,14 @@ KernelFactory findKernel(Backend backend, const std::string &name);
 /// All registered names for a backend, sorted.
 std::vector<std::string> kernelNames(Backend backend);
 
+/// Registered kernels run one after the other, for a fused op a backend
+/// has no single kernel for: binds each (name, arguments) part; null with
+/// `error` ("<who>: <the part's error>") when one does not bind.
+std::unique_ptr<Kernel>
+bindSequence(Backend backend, const std::string &who,
+             const std::vector<std::pair<std::string, const KernelArgs *>> &parts,
+             std::string &error);
+
 } // namespace llmc
 
 /// Registers `Factory` under `NAME` for `BACKEND` at static-initialisation time.

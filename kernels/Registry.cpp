@@ -46,6 +46,38 @@ KernelFactory findKernel(Backend backend, const std::string &name) {
   return it == t.end() ? nullptr : it->second;
 }
 
+namespace {
+class SequenceKernel final : public Kernel {
+public:
+  explicit SequenceKernel(std::vector<std::unique_ptr<Kernel>> kernels)
+      : kernels_(std::move(kernels)) {}
+  void run(const StepContext &ctx) override {
+    for (const std::unique_ptr<Kernel> &k : kernels_) k->run(ctx);
+  }
+
+private:
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+};
+} // namespace
+
+std::unique_ptr<Kernel>
+bindSequence(Backend backend, const std::string &who,
+             const std::vector<std::pair<std::string, const KernelArgs *>> &parts,
+             std::string &error) {
+  std::vector<std::unique_ptr<Kernel>> kernels;
+  for (const auto &[name, args] : parts) {
+    std::string inner;
+    KernelFactory factory = findKernel(backend, name);
+    std::unique_ptr<Kernel> kernel = factory ? factory(*args, inner) : nullptr;
+    if (!kernel) {
+      error = who + ": " + (factory ? inner : "no " + name + " kernel");
+      return nullptr;
+    }
+    kernels.push_back(std::move(kernel));
+  }
+  return std::make_unique<SequenceKernel>(std::move(kernels));
+}
+
 std::vector<std::string> kernelNames(Backend backend) {
   std::vector<std::string> names;
   for (auto &entry : table(backend)) names.push_back(entry.first);

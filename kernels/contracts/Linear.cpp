@@ -70,4 +70,15 @@ bool bindLinearWeightGrad(const KernelArgs &args, std::string &error,
   return true;
 }
 
+void splitLinearWeightGrad(const KernelArgs &args, const LinearWeightGradBinding &b,
+                           KernelArgs *product, KernelArgs *sum) {
+  product->inputs = {args.inputs[0], args.inputs[1]};
+  product->inputs[0].shape = {b.rows, b.k};
+  product->inputs[1].shape = {b.rows, b.n};
+  product->outputs = {args.outputs[0]};
+  product->attrs.setInt("transpose_a", 1);
+  sum->inputs = {args.inputs[1]};
+  sum->outputs = {args.outputs[1]};
+}
+
 } // namespace llmc::contracts

@@ -35,6 +35,11 @@ struct LinearWeightGradBinding {
 };
 bool bindLinearWeightGrad(const KernelArgs &args, std::string &error,
                           LinearWeightGradBinding *out);
+/// The two kernels linear_weight_grad is without a fused one: `product`,
+/// dw = (x as [rows, K])ᵀ · (dy as [rows, N]) (a matmul), and `sum`, db =
+/// dy's rows summed (a reduce_sum).
+void splitLinearWeightGrad(const KernelArgs &args, const LinearWeightGradBinding &b,
+                           KernelArgs *product, KernelArgs *sum);
 
 } // namespace llmc::contracts
 

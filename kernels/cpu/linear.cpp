@@ -137,43 +137,13 @@ std::unique_ptr<Kernel> makeLinear(const KernelArgs &args, std::string &error) {
   return makeFloatKernel<LinearKernel>(b.dtype, args, b, sgemm);
 }
 
-/// Kernels run one after the other.
-class SequenceKernel final : public Kernel {
-public:
-  explicit SequenceKernel(std::vector<std::unique_ptr<Kernel>> kernels)
-      : kernels_(std::move(kernels)) {}
-  void run(const StepContext &ctx) override {
-    for (const std::unique_ptr<Kernel> &k : kernels_) k->run(ctx);
-  }
-
-private:
-  std::vector<std::unique_ptr<Kernel>> kernels_;
-};
-
 std::unique_ptr<Kernel> makeLinearWeightGrad(const KernelArgs &args, std::string &error) {
   contracts::LinearWeightGradBinding b;
   if (!contracts::bindLinearWeightGrad(args, error, &b)) return nullptr;
-  KernelArgs product; // dw = (x as [rows, K])ᵀ · (dy as [rows, N])
-  product.inputs = {args.inputs[0], args.inputs[1]};
-  product.inputs[0].shape = {b.rows, b.k};
-  product.inputs[1].shape = {b.rows, b.n};
-  product.outputs = {args.outputs[0]};
-  product.attrs.setInt("transpose_a", 1);
-  KernelArgs sum; // db = dy's rows summed
-  sum.inputs = {args.inputs[1]};
-  sum.outputs = {args.outputs[1]};
-  std::vector<std::unique_ptr<Kernel>> kernels;
-  for (auto [name, kernelArgs] : {std::pair{"matmul", &product}, std::pair{"reduce_sum", &sum}}) {
-    std::string inner;
-    KernelFactory factory = findKernel(Backend::CPU, name);
-    std::unique_ptr<Kernel> kernel = factory ? factory(*kernelArgs, inner) : nullptr;
-    if (!kernel) {
-      error = "linear_weight_grad: " + (factory ? inner : std::string("no ") + name + " kernel");
-      return nullptr;
-    }
-    kernels.push_back(std::move(kernel));
-  }
-  return std::make_unique<SequenceKernel>(std::move(kernels));
+  KernelArgs product, sum;
+  contracts::splitLinearWeightGrad(args, b, &product, &sum);
+  return bindSequence(Backend::CPU, "linear_weight_grad",
+                      {{"matmul", &product}, {"reduce_sum", &sum}}, error);
 }
 
 } // namespace

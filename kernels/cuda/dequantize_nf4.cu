@@ -4,26 +4,18 @@
 // NF4 indices per byte, low nibble first), absmax_q (u8 holding an int8
 // level per block), absmax_scale (f32, one per 256 blocks), absmax_mean
 // (f32 scalar) → the weight. Each element is independent, so one thread
-// per element in a grid-stride loop: it decodes its nibble, rebuilds its
-// block's absmax = float(q) · scale + mean and writes level · absmax (0
-// where absmax ≤ 0). The absmax is two separately rounded fp32 operations
-// (__fmul_rn, __fadd_rn: never contracted into an FMA), as the CPU (built
-// with -ffp-contract=off) and the runtime's export code compute it, so the
-// result is the CPU's bit for bit. The 16 levels travel as a kernel
-// parameter, copied from quant::kNf4Levels.
+// per element in a grid-stride loop expands it (Nf4.cuh: the CPU's value
+// bit for bit).
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/QuantScheme.h"
 #include "kernels/contracts/DequantizeNf4.h"
 #include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/Nf4.cuh"
 
 namespace llmc::cuda {
 namespace {
-
-struct Nf4Levels {
-  float value[16];
-};
 
 template <typename T>
 __global__ void dequantizeNf4(const uint8_t *codes, const uint8_t *absmaxQ,
@@ -31,15 +23,7 @@ __global__ void dequantizeNf4(const uint8_t *codes, const uint8_t *absmaxQ,
                               int64_t n, int64_t block, T *out) {
   const float mean = *absmaxMean;
   LLMC_GRID_STRIDE(i, n) {
-    const int64_t g = i / block;
-    // quant::nf4Absmax, quant::nf4Index, quant::nf4Value.
-    const float deviation =
-        __fmul_rn(static_cast<float>(static_cast<int8_t>(absmaxQ[g])),
-                  absmaxScale[g / quant::kNf4DoubleQuantBlock]);
-    const float absmax = __fadd_rn(deviation, mean);
-    const uint8_t byte = codes[i / 2];
-    const int index = (i % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
-    store(out, i, absmax > 0.0f ? levels.value[index] * absmax : 0.0f);
+    store(out, i, nf4Element(codes, absmaxQ, absmaxScale, mean, levels, i, block));
   }
 }
 
@@ -49,7 +33,7 @@ public:
       : codes_(args.inputs[0].as<uint8_t>()), absmaxQ_(args.inputs[1].as<uint8_t>()),
         absmaxScale_(args.inputs[2].as<float>()), absmaxMean_(args.inputs[3].as<float>()),
         out_(args.outputs[0].as<T>()), n_(args.outputs[0].numel()), block_(block) {
-    for (int i = 0; i < 16; ++i) levels_.value[i] = quant::kNf4Levels[i];
+    levels_ = Nf4Levels::fromScheme();
   }
 
   void run(const StepContext &ctx) override {

@@ -16,6 +16,7 @@
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
 #include "kernels/cuda/LtGemm.h"
+#include "kernels/cuda/Nf4.cuh"
 
 #include <algorithm>
 #include <climits>
@@ -26,10 +27,6 @@ namespace {
 /// Bytes of expanded W per GEMM.
 constexpr int64_t kChunkBytes = 64 << 20;
 
-struct Nf4Levels {
-  float value[16];
-};
-
 /// out[r, c] = W[r0 + r, c0 + c] for r < rows, c < cols: a window of W
 /// (row-major, rows of `ld` elements), expanded.
 template <typename T>
@@ -39,14 +36,7 @@ __global__ void expandNf4(const uint8_t *codes, const uint8_t *absmaxQ, const fl
   const float mean = *absmaxMean;
   LLMC_GRID_STRIDE(e, rows * cols) {
     const int64_t i = (r0 + e / cols) * ld + c0 + e % cols; // element of W
-    const int64_t g = i / block;
-    const float deviation =
-        __fmul_rn(static_cast<float>(static_cast<int8_t>(absmaxQ[g])),
-                  absmaxScale[g / quant::kNf4DoubleQuantBlock]);
-    const float absmax = __fadd_rn(deviation, mean);
-    const uint8_t byte = codes[i / 2];
-    const int index = (i % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
-    store(out, e, absmax > 0.0f ? __fmul_rn(levels.value[index], absmax) : 0.0f);
+    store(out, e, nf4Element(codes, absmaxQ, absmaxScale, mean, levels, i, block));
   }
 }
 
@@ -72,7 +62,7 @@ public:
         absmaxQ_(args.inputs[2].as<uint8_t>()), absmaxScale_(args.inputs[3].as<float>()),
         absmaxMean_(args.inputs[4].as<float>()), y_(args.outputs[0].as<T>()), w_(std::move(w)),
         part_(std::move(part)), full_(std::move(full)), last_(std::move(last)) {
-    for (int i = 0; i < 16; ++i) levels_.value[i] = quant::kNf4Levels[i];
+    levels_ = Nf4Levels::fromScheme();
   }
 
   void run(const StepContext &ctx) override {
