@@ -21,6 +21,7 @@
 
 #include "KernelTest.h"
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,15 @@ std::vector<RefTensor> expectCudaMatchesCpu(const std::string &name,
                                             const std::vector<Buffer *> &outputs,
                                             const KernelAttrs &attrs, const Comparison &cmp,
                                             int64_t step = 1, bool keepOutputs = false);
+
+/// `n` uniformly random bytes (NF4 codes and block maxima).
+inline Buffer randomBytes(int64_t n, uint64_t seed) {
+  Buffer b(DType::U8, {n});
+  std::mt19937_64 rng(seed);
+  uint8_t *bytes = b.view().as<uint8_t>();
+  for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(rng() >> 56);
+  return b;
+}
 
 /// The CUDA factory's error for a binding expected to fail ("" if it bound).
 std::string cudaBindError(const std::string &name, const std::vector<TensorView> &inputs,

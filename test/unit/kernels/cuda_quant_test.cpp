@@ -265,15 +265,6 @@ TEST(CudaQuant, EmaMatchesCpuInAndOutOfPlace) {
 // qat_dequantize_nf4
 //===----------------------------------------------------------------------===//
 
-/// `n` uniformly random bytes.
-Buffer randomBytes(int64_t n, uint64_t seed) {
-  Buffer b(DType::U8, {n});
-  std::mt19937_64 rng(seed);
-  uint8_t *bytes = b.view().as<uint8_t>();
-  for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(rng() >> 56);
-  return b;
-}
-
 TEST(CudaQuant, DequantizeNf4MatchesCpu) {
   LLMC_REQUIRE_GPU();
   struct Case {
