@@ -35,9 +35,14 @@ void shareCores(int localRanks) {
     setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 0);
 }
 
+std::unique_ptr<BoundProgram> bindProgram(const Artifact &artifact, const char *name,
+                                          ExecutionDevice &device, Communicator &comm, int rank) {
+  const ProgramInfo *p = artifact.program(name);
+  return p ? std::make_unique<BoundProgram>(*p, device, comm, rank) : nullptr;
+}
+
 std::unique_ptr<BoundProgram> RankRuntime::bind(const char *program) {
-  const ProgramInfo *p = artifact.program(program);
-  return p ? std::make_unique<BoundProgram>(*p, *device, programComm(), rank) : nullptr;
+  return bindProgram(artifact, program, *device, programComm(), rank);
 }
 
 RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOptions &options) {

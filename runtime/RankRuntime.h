@@ -42,6 +42,11 @@ struct RankRuntime {
   std::unique_ptr<BoundProgram> bind(const char *program);
 };
 
+/// Program `name` of `artifact` bound to `device` and `comm`, or null when
+/// the artifact has no such program.
+std::unique_ptr<BoundProgram> bindProgram(const Artifact &artifact, const char *name,
+                                          ExecutionDevice &device, Communicator &comm, int rank);
+
 /// Opens `artifactPath` as this process's rank; throws RuntimeError when the
 /// launch does not match the artifact's world size or an option does not
 /// apply to its backend.

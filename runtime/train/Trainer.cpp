@@ -275,9 +275,8 @@ void Trainer::setup() {
   chatty = lead && !opt.quiet;
   arena = &device->hostArena();
   Communicator &programComm = gpu ? *deviceComm : *comm;
-  auto bind = [&](const char *name) -> std::unique_ptr<BoundProgram> {
-    const ProgramInfo *p = artifact.program(name);
-    return p ? std::make_unique<BoundProgram>(*p, *device, programComm, rank) : nullptr;
+  auto bind = [&](const char *name) {
+    return bindProgram(artifact, name, *device, programComm, rank);
   };
   train = bind("train_step");
   eval = bind("eval");
