@@ -164,6 +164,13 @@ LogicalResult Interpreter::runOp(Operation *op) {
                               vec(o.getWeightShape()), o.getBlock(), o.getTransposeB()));
         return success();
       })
+      .Case([&](MatmulIntOp o) {
+        RefTensor zeroPoint = o.getZeroPoint() ? in(3) : RefTensor();
+        out(0, ref::matmulInt(in(0), in(1), in(2), zeroPoint, vec(o.getWeightShape()),
+                              static_cast<int>(o.getBits()), o.getBlock().value_or(0),
+                              o.getChannelAxis().value_or(-1), o.getTransposeB()));
+        return success();
+      })
       .Case([&](LinearOp o) {
         std::vector<RefTensor> results =
             ref::linear(in(0), in(1), in(2), o.getTransposeB(), o.getGelu());

@@ -60,19 +60,21 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
   FailureOr<Value> lastColumnLogits(OpBuilder &b, Value logits) {
     SmallVector<Operation *> chain;
     Value v = logits;
+    auto isProduct = [](Operation *op) {
+      return isa<llm::MatmulOp, llm::MatmulNf4Op, llm::MatmulIntOp>(op);
+    };
     while (Operation *def = v.getDefiningOp()) {
       chain.push_back(def);
-      if (isa<llm::MatmulOp, llm::MatmulNf4Op>(def))
+      if (isProduct(def))
         break;
       if (!isa<llm::CastOp, llm::SliceOp, dist::AllGatherOp>(def) || def->getNumOperands() != 1)
         return def->emitOpError("kv-cache: expected the logits to come from the head's "
                                 "llm.matmul through casts, gathers and slices");
       v = def->getOperand(0);
     }
-    // llm.matmul, or llm.matmul_nf4 over an NF4 head: x is operand 0 of both.
-    Operation *matmul = chain.empty() || !isa<llm::MatmulOp, llm::MatmulNf4Op>(chain.back())
-                            ? nullptr
-                            : chain.back();
+    // llm.matmul, or llm.matmul_nf4 / matmul_int over a quantized head: x is
+    // operand 0 of each.
+    Operation *matmul = chain.empty() || !isProduct(chain.back()) ? nullptr : chain.back();
     if (!matmul)
       return emitError(logits.getLoc(), "kv-cache: the logits do not come from an llm.matmul");
     auto hidden = cast<RankedTensorType>(matmul->getOperand(0).getType());

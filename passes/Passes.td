@@ -108,33 +108,39 @@ def InferenceEntryPoints : Pass<"llmc-inference-entry-points", "mlir::ModuleOp">
 }
 
 def WeightQuant : Pass<"llmc-weight-quant", "mlir::ModuleOp"> {
-  let summary = "Weight-only NF4 inference: matmuls read their weights in NF4 storage";
+  let summary = "Weight-only quantized inference: matmuls read their weights quantized";
   let description = [{
-    Runs on `@forward` of an inference compile (`--weight-quant nf4`),
-    before llmc-inference-entry-points. Every `llm.matmul` whose `b` is a
-    2-D parameter W (directly or through one `llm.cast`, as `--precision
-    bf16` reads weights) that nothing else reads becomes an
-    `llm.matmul_nf4` over W's NF4 storage — `W.qweight`, `W.absmax_q`,
-    `W.absmax_scale`, `W.absmax_mean` (frozen parameters, the layout `llmc
-    quantize --scheme nf4:block<N>` writes and QLoRA stores) — and W is
-    removed. A parameter another op also reads (GPT-2's tied `wte`, read by
+    Runs on `@forward` of an inference compile (`--weight-quant`), before
+    llmc-inference-entry-points. Every `llm.matmul` whose `b` is a 2-D
+    parameter W (directly or through one `llm.cast`, as `--precision bf16`
+    reads weights) that nothing else reads reads W's quantized storage
+    instead — frozen parameters with the names and layout `llmc quantize
+    --scheme <scheme>` writes — and W is removed:
+    - `nf4:block<N>`: `llm.matmul_nf4` over `W.qweight`, `W.absmax_q`,
+      `W.absmax_scale`, `W.absmax_mean` (QLoRA's storage);
+    - `int8` / `int4` (`:tensor`, `:channel[<axis>]`, `:block<N>`, `:asym`):
+      `llm.matmul_int` over `W.qweight`, `W.scale` and, asymmetric,
+      `W.zero_point`; a channel axis left out is W's output channel.
+    A parameter another op also reads (GPT-2's tied `wte`, read by
     `llm.embedding`) stays in the compute type.
 
     ```mlir
     %y = llm.matmul %x, %w {transpose_b} : tensor<2x1x128xf32>, tensor<512x128xf32> -> ...
-    // becomes
-    %y = llm.matmul_nf4 %x, %codes, %aq, %as, %am
-        {block = 64 : i64, weight_shape = array<i64: 512, 128>, transpose_b} : ...
+    // becomes, with scheme=int8:channel
+    %y = llm.matmul_int %x, %codes, %scale
+        {bits = 8 : i64, channel_axis = 0 : i64, weight_shape = array<i64: 512, 128>,
+         transpose_b} : ...
     ```
 
-    Errors: a block that does not divide a weight's last dimension, and a
-    weight split by tensor parallelism (NF4 storage is of whole weights).
+    Errors: a scheme weight-only inference does not store, a block that
+    does not divide a weight's last dimension, and a weight split by tensor
+    parallelism (quantized storage is of whole weights).
   }];
   let options = [
-    Option<"block", "block", "int64_t", "::llmc::quant::kNf4Block",
-           "Elements per NF4 absmax, along a weight's last dimension">,
+    Option<"scheme", "scheme", "std::string", "\"nf4:block64\"",
+           "The weights' scheme, as `llmc quantize --scheme` takes it">,
   ];
-  let dependentDialects = ["::llmc::llm::LLMDialect"];
+  let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::qat::QATDialect"];
 }
 
 def KvCache : Pass<"llmc-kv-cache", "mlir::ModuleOp"> {

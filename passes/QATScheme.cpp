@@ -143,6 +143,30 @@ std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &erro
 
 } // namespace
 
+std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::string &error) {
+  std::optional<QATSchemeSpec> spec = parseScheme(text, error);
+  if (!spec)
+    return std::nullopt;
+  auto bad = [&](const llvm::Twine &why) {
+    error = ("scheme '" + text + "': " + why).str();
+    return std::nullopt;
+  };
+  if (spec->format == "nf4") {
+    // QLoRA's storage: blocks (of 64 unless given), double-quantized absmax.
+    if (text.trim() == "nf4")
+      spec->granularity = "block", spec->block = quant::kNf4Block;
+    if (spec->granularity != "block")
+      return bad("NF4 weights are stored in blocks (nf4:block<N>)");
+  } else if (spec->format != "int8" && spec->format != "int4") {
+    return bad("weight-only inference stores int8, int4 or nf4 weights, not " + spec->format);
+  }
+  if (spec->observer != "minmax" || spec->outlier > 0)
+    return bad("an observer or outlier columns have no meaning for stored weights");
+  if (spec->axis && *spec->axis > 1)
+    return bad("channel axis " + llvm::Twine(*spec->axis) + " of a 2-D weight (0 or 1)");
+  return spec;
+}
+
 std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error) {
   QATSpec spec;
   bool opsGiven = false;

@@ -55,6 +55,11 @@ struct QATSpec {
   std::vector<std::string> skip;          ///< head, embedding, layers, parameters
 };
 
+/// Parses a --weight-quant scheme (one --qat weight scheme): int8 or int4
+/// at any granularity and symmetry, or nf4 in blocks (`nf4` alone: blocks
+/// of 64); on error returns nullopt with `error` set to a one-line reason.
+std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::string &error);
+
 /// Parses a --qat spec; on error returns nullopt with `error` set to a
 /// one-line reason quoting the offending part.
 std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error);

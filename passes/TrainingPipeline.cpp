@@ -195,9 +195,9 @@ void llmc::buildInferencePipeline(OpPassManager &pm, const TrainingPipelineOptio
                                   const KvCacheOptions &cache) {
   auto add = [&](std::unique_ptr<Pass> pass) { pm.addPass(std::move(pass)); };
   addGraphPasses(add, options);
-  if (options.weightQuantBlock > 0) {
+  if (!options.weightQuant.empty()) {
     WeightQuantOptions quant;
-    quant.block = options.weightQuantBlock;
+    quant.scheme = options.weightQuant;
     add(createWeightQuant(quant));
   }
   add(createInferenceEntryPoints());

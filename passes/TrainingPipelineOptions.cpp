@@ -1,6 +1,7 @@
 //===- TrainingPipelineOptions.cpp - checking and recording the options ----------===//
 
 #include "passes/TrainingPipelineOptions.h"
+#include "passes/QATScheme.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -97,29 +98,13 @@ std::string resolveOptions(TrainingPipelineOptions &o) {
     return error;
   if (o.qlora && o.lora.empty())
     return "--qlora needs --lora (it quantizes the weights adapters are added to)";
-  o.weightQuantBlock = 0;
   if (!o.weightQuant.empty()) {
     if (o.inference.empty())
       return "--weight-quant needs --inference (training keeps its weights in full precision; "
              "see --qlora)";
-    std::string format = o.weightQuant.substr(0, o.weightQuant.find(':'));
-    if (format == "int8" || format == "int4")
-      return "--weight-quant " + o.weightQuant +
-             ": int8/int4 weight-only inference is not supported yet (use nf4)";
-    if (format != "nf4")
-      return "--weight-quant: unknown scheme '" + o.weightQuant + "' (expected nf4[:block<N>])";
-    o.weightQuantBlock = 64;
-    if (format.size() < o.weightQuant.size()) {
-      std::string block = o.weightQuant.substr(format.size() + 1);
-      char *end = nullptr;
-      long long n = block.rfind("block", 0) == 0 && block.size() > 5
-                        ? std::strtoll(block.c_str() + 5, &end, 10)
-                        : 0;
-      if (!end || *end != '\0' || n < 1)
-        return "--weight-quant: bad block '" + block + "' in '" + o.weightQuant +
-               "' (expected nf4:block<N>, N a positive integer)";
-      o.weightQuantBlock = n;
-    }
+    std::string error;
+    if (!parseWeightOnlyScheme(o.weightQuant, error))
+      return "--weight-quant: " + error;
   }
   o.gradBucketBytes = static_cast<int64_t>(o.gradBucketMb * (1 << 20));
 

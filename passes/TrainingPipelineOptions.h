@@ -27,7 +27,6 @@ struct TrainingPipelineOptions {
   int64_t memoryBudgetBytes = 0;      ///< --memory-budget in bytes; 0: no limit
   int64_t gradBucketBytes = 25 << 20; ///< --grad-bucket-mb in bytes; 0: no buckets
   std::string recomputeLayers;        ///< per layer: h.0=full,h.1=selective
-  int64_t weightQuantBlock = 0;       ///< --weight-quant nf4's block; 0: weights unquantized
   /// Stop after this stage: graph | train | exec (set by the driver's --emit).
   std::string emit = "exec";
 };

@@ -173,29 +173,56 @@ SmallVector<int64_t> llmc::shardGlobalShape(DictionaryAttr shard, RankedTensorTy
   return SmallVector<int64_t>(local.getShape());
 }
 
-Nf4Storage llmc::addNf4Storage(func::FuncOp func, Location loc, StringRef name,
-                               RankedTensorType weight, int64_t block) {
+namespace {
+
+/// A frozen, zero-initialised parameter `name` of `type` after the last
+/// parameter of `func` (so parameters stay together).
+Value addFrozenParameter(func::FuncOp func, Location loc, const std::string &name,
+                         RankedTensorType type) {
   MLIRContext *ctx = func.getContext();
   OpBuilder b(ctx);
-  auto add = [&](const std::string &param, ArrayRef<int64_t> shape, Type element) {
-    auto attr = llm::ParamAttr::get(ctx, param, "zeros", APFloat(0.0), /*trainable=*/false);
-    // After the last parameter, so parameters stay together.
-    unsigned index = 0;
-    for (unsigned i = 0; i < func.getNumArguments(); ++i)
-      if (llm::getParamAttr(func, i))
-        index = i + 1;
-    (void)func.insertArgument(index, RankedTensorType::get(shape, element),
-                              b.getDictionaryAttr({b.getNamedAttr(llm::kParamAttrName, attr)}),
-                              loc);
-    return func.getArgument(index);
+  auto attr = llm::ParamAttr::get(ctx, name, "zeros", APFloat(0.0), /*trainable=*/false);
+  unsigned index = 0;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (llm::getParamAttr(func, i))
+      index = i + 1;
+  (void)func.insertArgument(index, type,
+                            b.getDictionaryAttr({b.getNamedAttr(llm::kParamAttrName, attr)}),
+                            loc);
+  return func.getArgument(index);
+}
+
+} // namespace
+
+Nf4Storage llmc::addNf4Storage(func::FuncOp func, Location loc, StringRef name,
+                               RankedTensorType weight, int64_t block) {
+  Builder b(func.getContext());
+  auto add = [&](const char *suffix, ArrayRef<int64_t> shape, Type element) {
+    return addFrozenParameter(func, loc, name.str() + suffix,
+                              RankedTensorType::get(shape, element));
   };
   int64_t n = weight.getNumElements(), groups = n / block;
-  Type i8 = b.getI8Type(), f32 = b.getF32Type();
-  std::string base = name.str();
   Nf4Storage s;
-  s.codes = add(base + ".qweight", {(n + 1) / 2}, i8);
-  s.absmaxQ = add(base + ".absmax_q", {groups}, i8);
-  s.absmaxScale = add(base + ".absmax_scale", {quant::nf4ScaleCount(groups)}, f32);
-  s.absmaxMean = add(base + ".absmax_mean", {}, f32);
+  s.codes = add(".qweight", {(n + 1) / 2}, b.getI8Type());
+  s.absmaxQ = add(".absmax_q", {groups}, b.getI8Type());
+  s.absmaxScale = add(".absmax_scale", {quant::nf4ScaleCount(groups)}, b.getF32Type());
+  s.absmaxMean = add(".absmax_mean", {}, b.getF32Type());
+  return s;
+}
+
+IntStorage llmc::addIntStorage(func::FuncOp func, Location loc, StringRef name,
+                               RankedTensorType weight, int bits, int64_t groups,
+                               bool asymmetric) {
+  Builder b(func.getContext());
+  auto add = [&](const char *suffix, int64_t size, Type element) {
+    return addFrozenParameter(func, loc, name.str() + suffix,
+                              RankedTensorType::get({size}, element));
+  };
+  int64_t n = weight.getNumElements();
+  IntStorage s;
+  s.codes = add(".qweight", bits == 8 ? n : (n + 1) / 2, b.getI8Type());
+  s.scale = add(".scale", groups, b.getF32Type());
+  if (asymmetric)
+    s.zeroPoint = add(".zero_point", groups, b.getI32Type());
   return s;
 }

@@ -122,6 +122,20 @@ struct Nf4Storage {
 Nf4Storage addNf4Storage(mlir::func::FuncOp func, mlir::Location loc, llvm::StringRef name,
                          mlir::RankedTensorType weight, int64_t block);
 
+/// The frozen parameters that hold a weight as int8 or int4 codes (the
+/// layout of `llmc quantize --scheme int8:... / int4:...`).
+struct IntStorage {
+  mlir::Value codes;     ///< `<name>.qweight`: i8, one code per byte (int8) or two (int4)
+  mlir::Value scale;     ///< `<name>.scale`: f32 [groups]
+  mlir::Value zeroPoint; ///< `<name>.zero_point`: i32 [groups], asymmetric only (else null)
+};
+
+/// Adds the int8/int4 storage of parameter `name` (of type `weight`) in
+/// `groups` groups, as addNf4Storage does.
+IntStorage addIntStorage(mlir::func::FuncOp func, mlir::Location loc, llvm::StringRef name,
+                         mlir::RankedTensorType weight, int bits, int64_t groups,
+                         bool asymmetric);
+
 } // namespace llmc
 
 #endif

@@ -1,13 +1,18 @@
-//===- WeightQuant.cpp - matmuls that read NF4 weights --------------------===//
+//===- WeightQuant.cpp - matmuls that read quantized weights --------------===//
 //
 // Weight-only quantized inference. A decode step is memory bound: it reads
 // every weight once per token, so the bytes of the weights are its time.
-// Each matmul whose weight is a parameter read by nothing else becomes an
-// llm.matmul_nf4 over the weight's NF4 storage (about 4.5 bits an element
-// in blocks of 64: a 4-bit level, an 8-bit absmax per block, an fp32
-// scale per 256 blocks), which the kernel expands a tile at a time. The
-// storage parameters are QLoRA's (passes/Utils.h addNf4Storage), so `llmc
-// quantize --scheme nf4:block<N>` files load into them as they are.
+// Each matmul whose weight is a parameter read by nothing else reads the
+// weight's quantized storage instead, which its kernel expands a tile at a
+// time:
+//  - nf4:block<N>: llm.matmul_nf4 over QLoRA's storage (about 4.1 bits an
+//    element in blocks of 64: a 4-bit level, an 8-bit absmax per block, an
+//    fp32 scale per 256 blocks; passes/Utils.h addNf4Storage);
+//  - int8 / int4 at tensor, channel or block granularity, symmetric or
+//    not: llm.matmul_int over codes, an fp32 scale per group and,
+//    asymmetric, an int32 zero point per group (addIntStorage).
+// The storage parameters have the names and layout `llmc quantize
+// --scheme <scheme>` writes, so its file loads into them as it is.
 //
 // A weight another op also reads (the tied GPT-2 head, which llm.embedding
 // reads as well) keeps its full-precision parameter: quantizing it for one
@@ -16,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/QATScheme.h"
 #include "passes/Utils.h"
 #include "kernels/QuantScheme.h"
 
@@ -41,6 +47,13 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       module.emitError("weight-quant: no @forward");
       return signalPassFailure();
     }
+    std::string error;
+    std::optional<QATSchemeSpec> spec = parseWeightOnlyScheme(scheme, error);
+    if (!spec) {
+      module.emitError("weight-quant: ") << error;
+      return signalPassFailure();
+    }
+    spec_ = *spec;
     SmallVector<llm::MatmulOp> sites;
     forward.walk([&](llm::MatmulOp m) { sites.push_back(m); });
     for (llm::MatmulOp m : sites)
@@ -76,21 +89,40 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     if (auto shard = forward.getArgAttrOfType<DictionaryAttr>(weight.getArgNumber(), kShardAttr);
         shard && !shardSplits(shard).empty())
       return m.emitOpError("weight-quant: '")
-             << name << "' is split by tensor parallelism; NF4 weights are stored whole "
+             << name << "' is split by tensor parallelism; quantized weights are stored whole "
                         "(drop --mesh tp=, or --weight-quant)";
     auto type = cast<RankedTensorType>(weight.getType());
-    int64_t block = this->block;
-    if (block < 1 || type.getShape().back() % block != 0)
+    // A channel axis left out is the weight's output channel.
+    quant::Scheme s =
+        kernelScheme(spec_.attr(m.getContext(), /*defaultAxis=*/m.getTransposeB() ? 0 : 1));
+    if (s.granularity == quant::Granularity::Block &&
+        (s.block < 1 || type.getShape().back() % s.block != 0))
       return m.emitOpError("weight-quant: blocks of ")
-             << block << " do not divide the last dimension of '" << name << "' " << type;
+             << s.block << " do not divide the last dimension of '" << name << "' " << type;
     Location loc = m.getLoc();
-    Nf4Storage storage = addNf4Storage(forward, loc, name, type, block);
     OpBuilder b(m);
-    Value y = llm::MatmulNf4Op::create(b, loc, m.getA(), storage.codes, storage.absmaxQ,
-                                       storage.absmaxScale, storage.absmaxMean,
-                                       b.getI64IntegerAttr(block),
-                                       b.getDenseI64ArrayAttr(type.getShape()),
-                                       m.getTransposeB() ? b.getUnitAttr() : UnitAttr());
+    UnitAttr transposeB = m.getTransposeB() ? b.getUnitAttr() : UnitAttr();
+    DenseI64ArrayAttr shape = b.getDenseI64ArrayAttr(type.getShape());
+    Value y;
+    if (s.format == quant::Format::Nf4) {
+      Nf4Storage storage = addNf4Storage(forward, loc, name, type, s.block);
+      y = llm::MatmulNf4Op::create(b, loc, m.getA(), storage.codes, storage.absmaxQ,
+                                   storage.absmaxScale, storage.absmaxMean,
+                                   b.getI64IntegerAttr(s.block), shape, transposeB);
+    } else {
+      const int bits = s.format == quant::Format::Int8 ? 8 : 4;
+      IntStorage storage = addIntStorage(forward, loc, name, type, bits,
+                                         quant::groupCount(s, vec(type.getShape())),
+                                         !s.symmetric);
+      IntegerAttr block, axis;
+      if (s.granularity == quant::Granularity::Block)
+        block = b.getI64IntegerAttr(s.block);
+      if (s.granularity == quant::Granularity::Channel)
+        axis = b.getI64IntegerAttr(s.axis);
+      y = llm::MatmulIntOp::create(b, loc, m.getA(), storage.codes, storage.scale,
+                                   storage.zeroPoint, b.getI64IntegerAttr(bits), block, axis,
+                                   shape, transposeB);
+    }
     m.getResult().replaceAllUsesWith(y);
     m.erase();
     if (castOp)
@@ -99,6 +131,10 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       return emitError(loc, "weight-quant: cannot remove the full-precision '") << name << "'";
     return success();
   }
+
+  static std::vector<int64_t> vec(ArrayRef<int64_t> a) { return {a.begin(), a.end()}; }
+
+  QATSchemeSpec spec_;
 };
 
 } // namespace

@@ -57,8 +57,9 @@ namespace {
 /// `map` describes, with the values of p's initializer.
 void fill(const ParameterInfo &p, void *data, DType dtype, const ShardMap &map, uint64_t seed,
           int rank) {
-  // 8-bit storage (QLoRA's NF4 codes) starts as zeros, like the state.
-  if (dtype == DType::U8 && p.init == "zeros")
+  // Quantized storage (8-bit codes, int32 zero points) starts as zeros,
+  // like the state.
+  if ((dtype == DType::U8 || dtype == DType::I32) && p.init == "zeros")
     return;
   if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F64)
     fail("parameter '", p.name, "': cannot initialise dtype ", dtypeName(dtype));

@@ -96,8 +96,8 @@ double kernelFlops(Operation *op) {
     int64_t k = attrInt(op, "transpose_a") ? a[a.size() - 2] : a.back();
     return 2.0 * outElements * k;
   }
-  // x [..., K] times a weight kept in NF4 (expanded inside the kernel).
-  if (name == "matmul_nf4" && !inputs.empty())
+  // x [..., K] times a weight kept quantized (expanded inside the kernel).
+  if ((name == "matmul_nf4" || name == "matmul_int") && !inputs.empty())
     return 2.0 * outElements * shapeOf(inputs[0]).back();
   // A matmul with its bias (and GELU) epilogue: the product's FLOPs; the
   // weight gradient's product sums over every row.

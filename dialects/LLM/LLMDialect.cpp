@@ -57,14 +57,16 @@ LogicalResult LLMDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   Type type = region.getArgument(argIndex).getType();
   auto tensor = dyn_cast<RankedTensorType>(type);
-  // Frozen parameters may also be 8-bit storage (QLoRA's NF4 codes).
-  bool storage = tensor && tensor.getElementType().isInteger(8) &&
+  // Frozen parameters may also be quantized storage: 8-bit codes, and the
+  // int32 zero points of an asymmetric integer scheme.
+  bool storage = tensor &&
+                 (tensor.getElementType().isInteger(8) || tensor.getElementType().isInteger(32)) &&
                  !cast<ParamAttr>(attr.getValue()).getTrainable();
   if (!tensor || !(isa<FloatType>(tensor.getElementType()) || storage) ||
       !tensor.hasStaticShape())
     return op->emitError() << "parameter argument " << argIndex
-                           << " must be a statically shaped float tensor (or, frozen, i8 "
-                              "storage), got "
+                           << " must be a statically shaped float tensor (or, frozen, i8 or "
+                              "i32 storage), got "
                            << type;
   return success();
 }

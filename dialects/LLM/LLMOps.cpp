@@ -586,22 +586,77 @@ LogicalResult LinearWeightGradOp::inferReturnTypes(MLIRContext *, std::optional<
   return success();
 }
 
-LogicalResult MatmulNf4Op::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  RankedTensorType x = tensorOf(adaptor.getX());
-  ArrayRef<int64_t> w = adaptor.getWeightShape();
+namespace {
+
+/// The result type of x · W (x · Wᵀ with transposeB), W of `weightShape`
+/// held in quantized storage.
+LogicalResult inferQuantizedProduct(std::optional<Location> loc, Value xValue,
+                                    ArrayRef<int64_t> w, bool transposeB,
+                                    SmallVectorImpl<Type> &types) {
+  RankedTensorType x = tensorOf(xValue);
   if (x.getRank() < 1)
     return emitOptionalError(loc, "x must have rank >= 1");
   if (w.size() != 2)
     return emitOptionalError(loc, "weight_shape must be 2-D, got ", shapeString(w));
-  int64_t k = adaptor.getTransposeB() ? w[1] : w[0];
-  int64_t n = adaptor.getTransposeB() ? w[0] : w[1];
+  int64_t k = transposeB ? w[1] : w[0];
+  int64_t n = transposeB ? w[0] : w[1];
   if (x.getShape().back() != k)
     return emitOptionalError(loc, "contraction sizes differ: x has ", x.getShape().back(),
                              ", the weight ", shapeString(w), " has ", k);
   SmallVector<int64_t> shape(x.getShape().drop_back());
   shape.push_back(n);
   types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+/// Whether `v` is 1-D of `n` elements; else an error of `op` naming it.
+LogicalResult expectStorage(Operation *op, Value v, int64_t n, StringRef what,
+                            ArrayRef<int64_t> weightShape) {
+  RankedTensorType t = tensorOf(v);
+  if (t.getRank() == 1 && t.getDimSize(0) == n)
+    return success();
+  return op->emitOpError() << what << " must be 1-D of " << n << " elements for a weight "
+                           << shapeString(weightShape) << ", got " << t;
+}
+
+} // namespace
+
+LogicalResult MatmulNf4Op::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferQuantizedProduct(loc, adaptor.getX(), adaptor.getWeightShape(),
+                               adaptor.getTransposeB(), types);
+}
+
+LogicalResult MatmulIntOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferQuantizedProduct(loc, adaptor.getX(), adaptor.getWeightShape(),
+                               adaptor.getTransposeB(), types);
+}
+
+LogicalResult MatmulIntOp::verify() {
+  ArrayRef<int64_t> w = getWeightShape();
+  if (w.size() != 2)
+    return emitOpError("weight_shape must be 2-D, got ") << shapeString(w);
+  int64_t bits = getBits();
+  if (bits != 8 && bits != 4)
+    return emitOpError("bits must be 8 or 4, got ") << bits;
+  std::optional<int64_t> block = getBlock(), axis = getChannelAxis();
+  if (block && axis)
+    return emitOpError("give block or channel_axis, not both");
+  if (block && (*block < 1 || w.back() % *block != 0))
+    return emitOpError("blocks of ") << *block << " must divide the weight's last dimension ("
+                                     << shapeString(w) << ")";
+  if (axis && *axis != 0 && *axis != 1)
+    return emitOpError("channel_axis must be 0 or 1, got ") << *axis;
+  int64_t numel = w[0] * w[1];
+  int64_t groups = block ? numel / *block : axis ? w[*axis] : 1;
+  if (failed(expectStorage(*this, getCodes(), bits == 8 ? numel : (numel + 1) / 2,
+                           bits == 8 ? "codes (one per byte)" : "codes (two per byte)", w)) ||
+      failed(expectStorage(*this, getScale(), groups, "scale (one per group)", w)))
+    return failure();
+  if (getZeroPoint() &&
+      failed(expectStorage(*this, getZeroPoint(), groups, "zero_point (one per group)", w)))
+    return failure();
   return success();
 }
 
@@ -614,17 +669,10 @@ LogicalResult MatmulNf4Op::verify() {
     return emitOpError("blocks of ") << block << " must divide the weight's last dimension ("
                                      << shapeString(w) << ")";
   int64_t numel = w[0] * w[1], groups = numel / block;
-  auto expect = [&](Value v, int64_t n, StringRef what) -> LogicalResult {
-    RankedTensorType t = tensorOf(v);
-    if (t.getRank() == 1 && t.getDimSize(0) == n)
-      return success();
-    return emitOpError() << what << " must be 1-D of " << n << " elements for a weight "
-                         << shapeString(w) << ", got " << t;
-  };
-  if (failed(expect(getCodes(), (numel + 1) / 2, "codes (two per byte)")) ||
-      failed(expect(getAbsmaxQ(), groups, "absmax_q (one per block)")) ||
-      failed(expect(getAbsmaxScale(), quant::nf4ScaleCount(groups),
-                    "absmax_scale (one per 256 blocks)")))
+  if (failed(expectStorage(*this, getCodes(), (numel + 1) / 2, "codes (two per byte)", w)) ||
+      failed(expectStorage(*this, getAbsmaxQ(), groups, "absmax_q (one per block)", w)) ||
+      failed(expectStorage(*this, getAbsmaxScale(), quant::nf4ScaleCount(groups),
+                           "absmax_scale (one per 256 blocks)", w)))
     return failure();
   return success();
 }

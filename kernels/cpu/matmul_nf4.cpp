@@ -1,23 +1,9 @@
 //===- matmul_nf4.cpp - x · W with W expanded from NF4 inside the product -===//
 //
-// matmul_nf4: y[m, :] = x[m, :] · W (or · Wᵀ), W held as NF4 storage
+// matmul_nf4: y = x · W (or x · Wᵀ), W held as NF4 storage
 // (kernels/QuantScheme.h: a 4-bit level per element, a double-quantized
-// absmax per block of its last dimension). W is never expanded whole: a
-// decode step is memory bound, and reading 4.5 bits per weight instead of
-// 32 is the point.
-//
-//  - Few rows (M ≤ kFewRows, a decode step): threads share out the output
-//    columns. W [K, N]: a thread takes a tile of whole blocks of columns
-//    (its share of N where its accumulators fit), expands a few rows of it
-//    at a time into its own L1-sized scratch — each a contiguous read of
-//    the codes, so the prefetchers keep up — and adds x[m, k] · row into an
-//    fp32 accumulator over the tile's contiguous columns. W [N, K]
-//    (transpose_b): a thread expands a few rows of W and takes each one's
-//    dot product with every row of x. No BLAS here: OpenBLAS must not be
-//    called from inside an OpenMP region.
-//  - Many rows (prefill): W is expanded one column chunk (a few MiB) at a
-//    time into scratch allocated at bind time, and sgemm writes that chunk's
-//    columns of y (ldc = N). The expansion costs K·N, the product M·K·N.
+// absmax per block of its last dimension), through the quantized-matmul
+// kernel of QuantizedMatmul.h with the expander below.
 //
 // Expansion multiplies a level by its block's absmax exactly as
 // qat_dequantize_nf4 does (a single fp32 product; 0 where the absmax is not
@@ -25,22 +11,14 @@
 // looked up with vpermps: sixteen at a time where the CPU has AVX-512
 // (chosen at bind time, the library being built for AVX2; the environment
 // variable LLMC_CPU_NO_AVX512 keeps to AVX2), else eight.
-// bf16 and f16 x are widened into fp32 scratch and y rounded back once.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/QuantScheme.h"
-#include "kernels/contracts/MatmulNf4.h"
-#include "kernels/cpu/Blas.h"
-#include "kernels/cpu/Common.h"
-
-#include <omp.h>
+#include "kernels/cpu/QuantizedMatmul.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -49,30 +27,24 @@
 namespace llmc::cpu {
 namespace {
 
-/// Rows up to which the product is a per-thread tile loop, not sgemm.
-constexpr int64_t kFewRows = 16;
-/// Few-rows path, W [K, N]: a thread's accumulators (rows × tile columns)
-/// and its expanded rows of W, in floats; both stay in L1/L2.
-constexpr int64_t kAccFloats = 8192, kExpandedFloats = 4096;
-/// Rows of W [N, K] a thread expands at a time on the few-rows path.
-constexpr int64_t kRowGroup = 4;
-/// Bytes of expanded W per sgemm on the many-rows path.
-constexpr int64_t kChunkBytes = 4 << 20;
-
 /// Expands elements [first, first + count) of W (flat, row-major) into
 /// `out`.
 class Nf4Expander {
 public:
+  /// The mean is read where it is used: loading weights after the kernel
+  /// binds changes it.
   Nf4Expander(const uint8_t *codes, const uint8_t *absmaxQ, const float *absmaxScale,
-              float mean, int64_t block, bool avx512)
+              const float *mean, int64_t block, bool avx512)
       : codes_(codes), absmaxQ_(absmaxQ), absmaxScale_(absmaxScale), mean_(mean),
         block_(block), avx512_(avx512) {}
+
+  int64_t alignment() const { return block_; }
 
   void operator()(int64_t first, int64_t count, float *out) const {
     // Whole blocks of an even size (every call of the few-rows paths, and
     // the sgemm path's once its chunk is whole blocks): one division, then
     // a block's bytes at a time.
-    if (wholeBlocks(first, count)) {
+    if (canAccumulate(first, count)) {
       const int64_t half = block_ / 2, g0 = first / block_, g1 = g0 + count / block_;
       const uint8_t *bytes = codes_ + g0 * half;
       for (int64_t g = g0; g < g1; ++g, bytes += half, out += block_)
@@ -97,7 +69,7 @@ public:
 
   /// Whether [first, first + count) is whole blocks of an even size, which
   /// accumulate() takes.
-  bool wholeBlocks(int64_t first, int64_t count) const {
+  bool canAccumulate(int64_t first, int64_t count) const {
     return block_ % 2 == 0 && first % block_ == 0 && count % block_ == 0;
   }
 
@@ -114,7 +86,7 @@ private:
   /// Block g's absmax, or nf4Value's 0 where it is not > 0.
   float scaleOf(int64_t g) const {
     float absmax = quant::nf4Absmax(static_cast<int8_t>(absmaxQ_[g]),
-                                    absmaxScale_[g / quant::kNf4DoubleQuantBlock], mean_);
+                                    absmaxScale_[g / quant::kNf4DoubleQuantBlock], *mean_);
     return absmax > 0.0f ? absmax : 0.0f;
   }
 
@@ -219,193 +191,18 @@ private:
 #endif
 
   const uint8_t *codes_, *absmaxQ_;
-  const float *absmaxScale_;
-  float mean_;
+  const float *absmaxScale_, *mean_;
   int64_t block_;
   bool avx512_;
-};
-
-/// Whether the AVX-512 expansion runs: where the CPU has it, unless
-/// LLMC_CPU_NO_AVX512 is set (so the AVX2 path can be tested and compared
-/// on such a CPU). Read when a kernel binds.
-bool useAvx512() {
-#if defined(__AVX2__)
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         !std::getenv("LLMC_CPU_NO_AVX512");
-#else
-  return false;
-#endif
-}
-
-template <typename T> class MatmulNf4Kernel final : public Kernel {
-public:
-  MatmulNf4Kernel(const KernelArgs &args, const contracts::MatmulNf4Binding &d, SgemmFn sgemm)
-      : d_(d), sgemm_(sgemm), x_(args.inputs[0].as<T>()), codes_(args.inputs[1].as<uint8_t>()),
-        absmaxQ_(args.inputs[2].as<uint8_t>()), absmaxScale_(args.inputs[3].as<float>()),
-        absmaxMean_(args.inputs[4].as<float>()), y_(args.outputs[0].as<T>()) {
-    if constexpr (!std::is_same_v<T, float>) {
-      xWide_.resize(d.m * d.k);
-      yWide_.resize(d.m * d.n);
-    }
-    if (d.m <= kFewRows) {
-      // Per thread: W [N, K]: a few rows of W expanded; W [K, N]: a column
-      // tile's accumulators and k-chunk of expanded rows.
-      const int64_t threads = omp_get_max_threads();
-      if (d.transposeB) {
-        perThread_ = kRowGroup * d.k;
-      } else {
-        // As wide as a thread's share of N (each row segment a contiguous
-        // read), within the accumulator budget; whole blocks.
-        int64_t width = std::min((d.n + threads - 1) / threads, kAccFloats / d.m);
-        tile_ = std::max(d.block, width - width % d.block);
-        tileRows_ = std::max<int64_t>(1, kExpandedFloats / tile_);
-        perThread_ = (tileRows_ + d.m) * tile_;
-      }
-      scratch_.resize(perThread_ * threads);
-    } else {
-      chunk_ = std::max<int64_t>(1, kChunkBytes / (4 * d.k));
-      if (!d.transposeB && chunk_ >= d.block) chunk_ -= chunk_ % d.block;
-      chunk_ = std::min(chunk_, d.n);
-      scratch_.resize(chunk_ * d.k);
-    }
-  }
-
-  void run(const StepContext &) override {
-    if (d_.m == 0) return;
-    const float *x;
-    float *y;
-    if constexpr (std::is_same_v<T, float>) {
-      x = x_, y = y_;
-    } else {
-      const int64_t n = d_.m * d_.k;
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) xWide_[i] = load(x_, i);
-      x = xWide_.data(), y = yWide_.data();
-    }
-    Nf4Expander expand(codes_, absmaxQ_, absmaxScale_, *absmaxMean_, d_.block, avx512_);
-    if (d_.m > kFewRows)
-      manyRows(expand, x, y);
-    else if (d_.transposeB)
-      fewRowsTransposed(expand, x, y);
-    else
-      fewRows(expand, x, y);
-    if constexpr (!std::is_same_v<T, float>) {
-      const int64_t n = d_.m * d_.n;
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) store(y_, i, yWide_[i]);
-    }
-  }
-
-private:
-  /// W [K, N]: column tiles over threads (one per thread where the
-  /// accumulators fit); per tile, chunks of rows of W expanded into scratch
-  /// and added into an fp32 accumulator row per x row. Every row segment is
-  /// a contiguous read of the codes.
-  void fewRows(const Nf4Expander &expand, const float *x, float *y) {
-    const int64_t m = d_.m, k = d_.k, n = d_.n, tw = tile_, kr = tileRows_;
-    const int64_t tiles = (n + tw - 1) / tw;
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < tiles; ++t) {
-      float *rows = scratch_.data() + perThread_ * omp_get_thread_num();
-      float *acc = rows + kr * tw;
-      const int64_t c0 = t * tw, w = std::min(tw, n - c0);
-      std::fill(acc, acc + m * tw, 0.0f);
-      if (m == 1 && expand.wholeBlocks(c0, w)) {
-        // One row of x (batch-1 decode): each weight is read once, so it is
-        // multiplied in as it is expanded, never stored.
-        for (int64_t r = 0; r < k; ++r) expand.accumulate(r * n + c0, w, x[r], acc);
-        std::memcpy(y + c0, acc, w * sizeof(float));
-        continue;
-      }
-      for (int64_t k0 = 0; k0 < k; k0 += kr) {
-        const int64_t kc = std::min(kr, k - k0);
-        for (int64_t r = 0; r < kc; ++r) expand((k0 + r) * n + c0, w, rows + r * tw);
-        for (int64_t i = 0; i < m; ++i) {
-          float *row = acc + i * tw;
-          const float *xi = x + i * k + k0;
-          for (int64_t r = 0; r < kc; ++r) {
-            const float xv = xi[r];
-            const float *wr = rows + r * tw;
-#pragma omp simd
-            for (int64_t j = 0; j < w; ++j) row[j] += xv * wr[j];
-          }
-        }
-      }
-      for (int64_t i = 0; i < m; ++i)
-        std::memcpy(y + i * n + c0, acc + i * tw, w * sizeof(float));
-    }
-  }
-
-  /// W [N, K]: groups of rows of W over threads; each row expanded whole
-  /// (K floats) and dotted with every row of x.
-  void fewRowsTransposed(const Nf4Expander &expand, const float *x, float *y) {
-    const int64_t m = d_.m, k = d_.k, n = d_.n;
-    const int64_t groups = (n + kRowGroup - 1) / kRowGroup;
-#pragma omp parallel for schedule(static)
-    for (int64_t g = 0; g < groups; ++g) {
-      float *rows = scratch_.data() + perThread_ * omp_get_thread_num();
-      const int64_t r0 = g * kRowGroup, rc = std::min(kRowGroup, n - r0);
-      expand(r0 * k, rc * k, rows);
-      for (int64_t i = 0; i < m; ++i) {
-        const float *xi = x + i * k;
-        for (int64_t r = 0; r < rc; ++r) {
-          const float *wr = rows + r * k;
-          float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t p = 0; p < k; ++p) sum += xi[p] * wr[p];
-          y[i * n + r0 + r] = sum;
-        }
-      }
-    }
-  }
-
-  /// Column chunks of W expanded into bind-time scratch, one sgemm each.
-  void manyRows(const Nf4Expander &expand, const float *x, float *y) {
-    const int64_t m = d_.m, k = d_.k, n = d_.n;
-    float *w = scratch_.data();
-    for (int64_t c0 = 0; c0 < n; c0 += chunk_) {
-      const int64_t nc = std::min(chunk_, n - c0);
-      if (d_.transposeB) {
-        // Rows c0.. of W [N, K]: one contiguous range, [nc, K].
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < nc; ++r) expand((c0 + r) * k, k, w + r * k);
-        sgemm_(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
-               static_cast<int>(nc), static_cast<int>(k), 1.0f, x, static_cast<int>(k), w,
-               static_cast<int>(k), 0.0f, y + c0, static_cast<int>(n));
-      } else {
-        // Columns c0.. of W [K, N]: a segment of every row, [K, nc].
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < k; ++r) expand(r * n + c0, nc, w + r * nc);
-        sgemm_(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
-               static_cast<int>(nc), static_cast<int>(k), 1.0f, x, static_cast<int>(k), w,
-               static_cast<int>(nc), 0.0f, y + c0, static_cast<int>(n));
-      }
-    }
-  }
-
-  contracts::MatmulNf4Binding d_;
-  SgemmFn sgemm_;
-  const T *x_;
-  const uint8_t *codes_, *absmaxQ_;
-  const float *absmaxScale_, *absmaxMean_;
-  T *y_;
-  bool avx512_ = useAvx512();
-  int64_t perThread_ = 0, chunk_ = 0;
-  int64_t tile_ = 0, tileRows_ = 0; // few rows, W [K, N]: columns per tile, rows expanded at once
-  std::vector<float> scratch_;      // expanded tiles (and accumulators), or a column chunk
-  std::vector<float> xWide_, yWide_; // bf16, f16 only: fp32 copies
 };
 
 std::unique_ptr<Kernel> makeMatmulNf4(const KernelArgs &args, std::string &error) {
   contracts::MatmulNf4Binding d;
   if (!contracts::bindMatmulNf4(args, error, &d)) return nullptr;
-  SgemmFn sgemm = nullptr;
-  if (d.m > kFewRows) {
-    std::string blasError;
-    sgemm = blasSgemm(blasError);
-    if (!sgemm) return Validator("matmul_nf4", args, error).reject(blasError);
-  }
-  return makeFloatKernel<MatmulNf4Kernel>(d.dtype, args, d, sgemm);
+  Nf4Expander expand(args.inputs[1].as<uint8_t>(), args.inputs[2].as<uint8_t>(),
+                     args.inputs[3].as<float>(), args.inputs[4].as<float>(), d.block,
+                     useAvx512());
+  return makeQuantizedMatmul("matmul_nf4", args, d, expand, error);
 }
 
 } // namespace

@@ -80,6 +80,19 @@ inline int64_t toId(double value, int64_t bound, const char *fn) {
   return id;
 }
 
+/// x [..., K] times a 2-D weight w ([K, N], or [N, K] with transposeB):
+/// [..., N]. The product of the quantized matmuls once their weight is
+/// expanded.
+inline RefTensor productWithWeight(const RefTensor &x, const RefTensor &w, bool transposeB) {
+  int64_t k = x.shape.back();
+  RefTensor rows = x;
+  rows.shape = {x.numel() / k, k};
+  RefTensor y = matmul(rows, w, false, transposeB);
+  y.shape = x.shape;
+  y.shape.back() = transposeB ? w.shape[0] : w.shape[1];
+  return y;
+}
+
 } // namespace llmc::ref
 
 #endif

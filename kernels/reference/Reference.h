@@ -65,6 +65,21 @@ RefTensor matmulNf4(const RefTensor &x, const RefTensor &codes, const RefTensor 
                     const RefTensor &absmaxScale, double absmaxMean,
                     const std::vector<int64_t> &weightShape, int64_t block, bool transposeB);
 
+//===- matmul_int.cpp -----------------------------------------------------===//
+
+/// The weight of `shape` ([rows, cols]) that int8/int4 storage holds
+/// (kernels/IntWeight.h): `codes` holds byte values, `bits` 8 or 4; one
+/// scale (and zero point, when `zeroPoint` has data) per `block`
+/// elements of the last dimension (block > 0), per index of `channelAxis`
+/// (>= 0), or for all of it.
+RefTensor dequantizeInt(const RefTensor &codes, const RefTensor &scale,
+                        const RefTensor &zeroPoint, const std::vector<int64_t> &shape,
+                        int bits, int64_t block, int64_t channelAxis);
+/// x · W, or x · Wᵀ with `transposeB`, W = dequantizeInt(...).
+RefTensor matmulInt(const RefTensor &x, const RefTensor &codes, const RefTensor &scale,
+                    const RefTensor &zeroPoint, const std::vector<int64_t> &weightShape,
+                    int bits, int64_t block, int64_t channelAxis, bool transposeB);
+
 //===- binary.cpp ---------------------------------------------------------===//
 
 /// lhs + broadcast(rhs); rhs's shape is a suffix of lhs's.

@@ -41,13 +41,7 @@ RefTensor matmulNf4(const RefTensor &x, const RefTensor &codes, const RefTensor 
   require(!x.shape.empty() && weightShape.size() == 2, "matmulNf4",
           "x must have rank >= 1 and the weight rank 2");
   RefTensor w = dequantizeNf4(codes, absmaxQ, absmaxScale, absmaxMean, weightShape, block);
-  int64_t k = x.shape.back();
-  RefTensor rows = x;
-  rows.shape = {x.numel() / k, k};
-  RefTensor y = matmul(rows, w, false, transposeB);
-  y.shape = x.shape;
-  y.shape.back() = transposeB ? weightShape[0] : weightShape[1];
-  return y;
+  return productWithWeight(x, w, transposeB);
 }
 
 } // namespace llmc::ref

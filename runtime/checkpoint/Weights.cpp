@@ -45,13 +45,53 @@ void fillPiece(const FloatTensor &global, void *data, DType dtype, const ShardMa
     for (int64_t i = 0; i < n; ++i)
       static_cast<double *>(data)[i] = at(i);
     break;
-  case DType::U8: // storage (QLoRA's NF4 codes), read back exactly
+  case DType::U8: // quantized storage's codes, read back exactly
     for (int64_t i = 0; i < n; ++i)
-      static_cast<uint8_t *>(data)[i] =
-          static_cast<uint8_t>(at(i));
+      static_cast<uint8_t *>(data)[i] = static_cast<uint8_t>(at(i));
+    break;
+  case DType::I32: // zero points (levels of at most 8 bits): exact in fp32
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<int32_t *>(data)[i] = static_cast<int32_t>(at(i));
     break;
   default: fail("parameter '", name, "': cannot load dtype ", dtypeName(dtype));
   }
+}
+
+/// For each weight the programs read in quantized storage (matmul_int,
+/// matmul_nf4, through `<weight>.qweight`), the record `llmc quantize`
+/// writes for that scheme and shape (runtime/quant/QuantizedFile.h).
+std::map<std::string, std::string> storedSchemes(const Artifact &artifact) {
+  std::map<std::string, std::string> schemes;
+  for (const ProgramInfo &program : artifact.programs)
+    for (const InstructionInfo &inst : program.instructions) {
+      if (inst.kind != InstructionKind::Kernel ||
+          (inst.kernel != "matmul_int" && inst.kernel != "matmul_nf4") || inst.inputs.size() < 2)
+        continue;
+      const std::string &codes = program.buffers[inst.inputs[1]].name;
+      const std::string suffix = ".qweight";
+      if (codes.size() <= suffix.size() ||
+          codes.compare(codes.size() - suffix.size(), suffix.size(), suffix) != 0)
+        continue;
+      const KernelAttrs &a = inst.attrs;
+      quant::QuantizedTensor q;
+      q.shape = a.getInts("weight_shape");
+      int64_t block = a.getInt("block", 0);
+      if (inst.kernel == "matmul_nf4") {
+        q.scheme = quant::makeScheme(quant::Format::Nf4, quant::Granularity::Block, 0, block);
+        q.doubleQuant = true;
+      } else {
+        quant::Format format = a.getInt("bits") == 8 ? quant::Format::Int8 : quant::Format::Int4;
+        int64_t axis = a.getInt("channel_axis", -1);
+        q.scheme = quant::makeScheme(format,
+                                     block > 0   ? quant::Granularity::Block
+                                     : axis >= 0 ? quant::Granularity::Channel
+                                                 : quant::Granularity::Tensor,
+                                     std::max<int64_t>(axis, 0), block,
+                                     /*symmetric=*/inst.inputs.size() < 4);
+      }
+      schemes[codes.substr(0, codes.size() - suffix.size())] = quantizedRecord(q);
+    }
+  return schemes;
 }
 
 } // namespace
@@ -106,12 +146,33 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     fillPiece(t, arena.base() + b.offset, b.dtype, ShardMap(b.shard, b.shape, artifact.mesh),
               rank, b.name);
   };
-  // A weight the model keeps in NF4 (--weight-quant, --qlora) is four
-  // storage tensors, which only a quantized file has.
-  auto nf4Refusal = [&](const std::string &weight) {
-    fail(path, ": tensor '", weight, "' is in full precision, but the model stores it in NF4 ('",
-         weight, ".qweight', '.absmax_q', '.absmax_scale', '.absmax_mean'); quantize the "
-         "weights first: llmc quantize <ckpt> --model ... --scheme nf4:block<N> -o q.safetensors");
+  // A weight the model keeps quantized (--weight-quant, --qlora) is read
+  // from its storage tensors, which only a file quantized with the same
+  // scheme has.
+  const std::map<std::string, std::string> schemes = storedSchemes(artifact);
+  // (--qlora's weights, which qat.dequantize_nf4 reads, are in blocks of 64.)
+  auto schemeOf = [&](const std::string &weight) {
+    auto it = schemes.find(weight);
+    std::string record = it == schemes.end() ? "nf4:block64:sym" : it->second;
+    return record.substr(0, record.find(' '));
+  };
+  auto quantizeHint = [&](const std::string &weight) {
+    return "llmc quantize <ckpt> --model ... --scheme " + schemeOf(weight) + " -o q.safetensors";
+  };
+  auto fullPrecisionRefusal = [&](const std::string &weight) {
+    fail(path, ": tensor '", weight, "' is in full precision, but the model stores it quantized (",
+         schemeOf(weight), "); quantize the weights first: ", quantizeHint(weight));
+  };
+  auto checkScheme = [&](const std::string &weight) {
+    auto expected = schemes.find(weight);
+    if (expected == schemes.end())
+      return;
+    auto record = plain->metadata().find(weight);
+    if (record == plain->metadata().end())
+      fail(path, ": tensor '", weight, ".qweight' has no record of its scheme in the metadata");
+    if (record->second != expected->second)
+      fail(path, ": '", weight, "' is stored as ", record->second, ", but the model reads it as ",
+           expected->second, " (compile with the file's scheme, or ", quantizeHint(weight), ")");
   };
   // A checkpoint of another model (more layers, other names) is refused
   // rather than loaded in part.
@@ -122,23 +183,25 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     for (const std::string &name : checkpoint->parameterNames())
       if (!parameters.count(name)) {
         if (parameters.count(name + ".qweight"))
-          nf4Refusal(name);
+          fullPrecisionRefusal(name);
         fail(checkpoint->stepDir(), ": tensor '", name,
              "' is not a parameter of this model (a checkpoint of another model?)");
       }
   }
   for (const BufferInfo *p : persistentBuffers(artifact, "param")) {
+    const std::string suffix = ".qweight";
+    const bool storage = p->name.size() > suffix.size() &&
+                         p->name.compare(p->name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    const std::string weight = storage ? p->name.substr(0, p->name.size() - suffix.size()) : "";
+    // The scheme first: storage of another scheme is also of other sizes.
+    if (storage && plain && plain->find(p->name))
+      checkScheme(weight);
     FloatTensor t;
     if (!read(p->name, globalShapeOf(*p), t)) {
+      if (storage && plain && plain->find(weight))
+        fullPrecisionRefusal(weight);
       // A LoRA adapter a base model's file lacks keeps its initial value,
       // as checkpoint restore does.
-      const std::string suffix = ".qweight";
-      if (!hf && p->name.size() > suffix.size() &&
-          p->name.compare(p->name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        std::string weight = p->name.substr(0, p->name.size() - suffix.size());
-        if (plain && plain->find(weight))
-          nf4Refusal(weight);
-      }
       if (!isAdapterTensor(p->name))
         fail(path, ": no tensor '", hf ? huggingFaceName(hf->family(), p->name) : p->name,
              "' (a parameter of the model)");

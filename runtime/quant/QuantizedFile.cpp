@@ -151,11 +151,18 @@ bool readFloatTensor(const SafetensorsFile &file, const std::string &name, Float
       out.data[i] = static_cast<float>(v);
     }
     break;
-  case DType::U8: // storage loaded as is (QLoRA's NF4 codes): exact in fp32
+  case DType::U8: // storage loaded as is (quantized codes): exact in fp32
     for (size_t i = 0; i < n; ++i) out.data[i] = bytes[i];
     break;
+  case DType::I32: // zero points of quantized storage: exact in fp32 below 2^24
+    for (size_t i = 0; i < n; ++i) {
+      int32_t v;
+      std::memcpy(&v, bytes + 4 * i, 4);
+      out.data[i] = static_cast<float>(v);
+    }
+    break;
   default:
-    fail(where, " is ", safetensorsDType(t->dtype), "; parameters load from F32, BF16, F16, F64 or U8");
+    fail(where, " is ", safetensorsDType(t->dtype), "; parameters load from F32, BF16, F16, F64, U8 or I32");
   }
   return true;
 }

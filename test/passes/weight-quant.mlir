@@ -1,13 +1,20 @@
-// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="block=8" | FileCheck %s
-// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-precision --llmc-weight-quant="block=4" | FileCheck %s --check-prefix=BF16
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=nf4:block8" | FileCheck %s
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-precision --llmc-weight-quant="scheme=nf4:block4" | FileCheck %s --check-prefix=BF16
 // RUN: llmc model llama --preset tiny --set n_layer=1 -o %t.mlir
-// RUN: llmc-opt %t.mlir --llmc-weight-quant="block=32" | FileCheck %s --check-prefix=LLAMA
-// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="block=5" 2>&1 | FileCheck %s --check-prefix=BLOCK
+// RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=nf4:block32" | FileCheck %s --check-prefix=LLAMA
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:block5" 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: llmc model gpt2 --preset tiny --set n_layer=1 -o %t-gpt2.mlir
 // RUN: not llmc-opt %t-gpt2.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant 2>&1 | FileCheck %s --check-prefix=TP
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="weight-quant=nf4" 2>&1 | FileCheck %s --check-prefix=NO-INFERENCE
-// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="inference=max-batch=1,max-context=8 weight-quant=int4:block64" 2>&1 | FileCheck %s --check-prefix=INT4
-// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="inference=max-batch=1,max-context=8 weight-quant=nf4:block0" 2>&1 | FileCheck %s --check-prefix=BAD-BLOCK
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=INT8
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int4:block4:asym" | FileCheck %s --check-prefix=INT4
+// RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=LLAMA-INT8
+// RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=int4" | FileCheck %s --check-prefix=LLAMA-INT4
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=fp8_e4m3" 2>&1 | FileCheck %s --check-prefix=FP8
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=nf4:channel" 2>&1 | FileCheck %s --check-prefix=NF4-CHANNEL
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:ema" 2>&1 | FileCheck %s --check-prefix=OBSERVER
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:channel2" 2>&1 | FileCheck %s --check-prefix=AXIS
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="inference=max-batch=1,max-context=8 weight-quant=int4:block0" 2>&1 | FileCheck %s --check-prefix=BAD-BLOCK
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="inference=max-batch=1,max-context=8 weight-quant=fp8" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
 // The MLP weight, read by its matmul alone, becomes NF4 storage (the names
@@ -38,9 +45,32 @@
 // LLAMA-COUNT-8: llm.matmul_nf4
 // LLAMA-NOT: llm.matmul %{{.*}}, %arg
 
+// int8 per output channel: one byte per weight and a scale per column of
+// GPT-2's [K, N] weight (channel axis 1), read by llm.matmul_int.
+// INT8-NOT: name = "h.0.mlp.weight",
+// INT8: %[[C:arg[0-9]+]]: tensor<64xi8> {llm.param = #llm.param<name = "h.0.mlp.weight.qweight", init = "zeros", trainable = false>}
+// INT8-SAME: %[[S:arg[0-9]+]]: tensor<8xf32> {llm.param = #llm.param<name = "h.0.mlp.weight.scale", init = "zeros", trainable = false>}
+// INT8-NOT: zero_point
+// INT8: llm.matmul_int %{{.*}}, %[[C]], %[[S]] {bits = 8 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 8, 8>} : tensor<2x4x8xf32>, tensor<64xi8>, tensor<8xf32> -> tensor<2x4x8xf32>
+
+// int4 asymmetric in blocks of 4: two codes per byte, a scale and an i32
+// zero point per block.
+// INT4: tensor<32xi8> {llm.param = #llm.param<name = "h.0.mlp.weight.qweight", init = "zeros", trainable = false>}
+// INT4-SAME: tensor<16xf32> {llm.param = #llm.param<name = "h.0.mlp.weight.scale", init = "zeros", trainable = false>}
+// INT4-SAME: %[[Z:arg[0-9]+]]: tensor<16xi32> {llm.param = #llm.param<name = "h.0.mlp.weight.zero_point", init = "zeros", trainable = false>}
+// INT4: llm.matmul_int {{.*}}, %[[Z]] {bits = 4 : i64, block = 4 : i64, weight_shape = array<i64: 8, 8>}
+
+// Llama's [N, K] weights: the output channel is axis 0 (a scale per row);
+// `int4` alone is one scale per weight.
+// LLAMA-INT8-COUNT-8: llm.matmul_int {{.*}} {bits = 8 : i64, channel_axis = 0 : i64, transpose_b
+// LLAMA-INT4-COUNT-8: llm.matmul_int {{.*}} {bits = 4 : i64, transpose_b
+
 // BLOCK: error: 'llm.matmul' op weight-quant: blocks of 5 do not divide the last dimension of 'h.0.mlp.weight' 'tensor<8x8xf32>'
-// TP: error: 'llm.matmul' op weight-quant: 'h.0.attn.c_attn.weight' is split by tensor parallelism; NF4 weights are stored whole (drop --mesh tp=, or --weight-quant)
+// TP: error: 'llm.matmul' op weight-quant: 'h.0.attn.c_attn.weight' is split by tensor parallelism; quantized weights are stored whole (drop --mesh tp=, or --weight-quant)
 // NO-INFERENCE: --weight-quant needs --inference (training keeps its weights in full precision; see --qlora)
-// INT4: --weight-quant int4:block64: int8/int4 weight-only inference is not supported yet (use nf4)
-// BAD-BLOCK: --weight-quant: bad block 'block0' in 'nf4:block0' (expected nf4:block<N>, N a positive integer)
-// UNKNOWN: --weight-quant: unknown scheme 'fp8' (expected nf4[:block<N>])
+// BAD-BLOCK: --weight-quant: bad scheme 'int4:block0': block size '0' (write e.g. block64)
+// UNKNOWN: --weight-quant: bad scheme 'fp8': unknown field 'fp8'
+// FP8: error: weight-quant: scheme 'fp8_e4m3': weight-only inference stores int8, int4 or nf4 weights, not fp8_e4m3
+// NF4-CHANNEL: error: weight-quant: scheme 'nf4:channel': NF4 weights are stored in blocks (nf4:block<N>)
+// OBSERVER: error: weight-quant: scheme 'int8:ema': an observer or outlier columns have no meaning for stored weights
+// AXIS: error: weight-quant: scheme 'int8:channel2': channel axis 2 of a 2-D weight (0 or 1)

@@ -26,7 +26,7 @@ func.func @f(%w: tensor<4xf32> {llm.param = 1 : i64}) { return }
 
 // -----
 
-// expected-error @+1 {{parameter argument 0 must be a statically shaped float tensor (or, frozen, i8 storage), got 'tensor<4xi32>'}}
+// expected-error @+1 {{parameter argument 0 must be a statically shaped float tensor (or, frozen, i8 or i32 storage), got 'tensor<4xi32>'}}
 func.func @f(%w: tensor<4xi32> {llm.param = #llm.param<name = "w", init = "zeros">}) { return }
 
 // -----
@@ -793,5 +793,61 @@ func.func @f(%x: tensor<2x8xf32>, %dy: tensor<2x4xbf16>) {
 func.func @f(%x: tensor<3x8xf32>, %dy: tensor<2x4xf32>) {
   // expected-error @+1 {{x 3x8 and dy 2x4 must have as many rows}}
   %dw, %db = llm.linear_weight_grad %x, %dy : tensor<3x8xf32>, tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{bits must be 8 or 4, got 3}}
+  %y = llm.matmul_int %x, %c, %s {bits = 3 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<1xf32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>) {
+  // expected-error @+1 {{give block or channel_axis, not both}}
+  %y = llm.matmul_int %x, %c, %s {bits = 8 : i64, block = 64 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>) {
+  // expected-error @+1 {{blocks of 48 must divide the weight's last dimension (64x128)}}
+  %y = llm.matmul_int %x, %c, %s {bits = 8 : i64, block = 48 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>) {
+  // expected-error @+1 {{channel_axis must be 0 or 1, got 2}}
+  %y = llm.matmul_int %x, %c, %s {bits = 8 : i64, channel_axis = 2 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>) {
+  // expected-error @+1 {{codes (two per byte) must be 1-D of 4096 elements for a weight 64x128, got 'tensor<8192xi8>'}}
+  %y = llm.matmul_int %x, %c, %s {bits = 4 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>) {
+  // expected-error @+1 {{scale (one per group) must be 1-D of 64 elements for a weight 64x128, got 'tensor<128xf32>'}}
+  %y = llm.matmul_int %x, %c, %s {bits = 8 : i64, channel_axis = 0 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>, %z: tensor<64xi32>) {
+  // expected-error @+1 {{zero_point (one per group) must be 1-D of 128 elements}}
+  %y = llm.matmul_int %x, %c, %s, %z {bits = 8 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<128xf32>, tensor<64xi32> -> tensor<2x128xf32>
   return
 }

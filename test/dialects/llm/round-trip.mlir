@@ -134,6 +134,19 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   return %loss : tensor<f32>
 }
 
+// CHECK-LABEL: func.func @matmul_int
+// CHECK: llm.matmul_int %{{.*}}, %{{.*}}, %{{.*}} {bits = 8 : i64, channel_axis = 0 : i64, transpose_b, weight_shape = array<i64: 128, 64>} : tensor<2x1x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x1x128xf32>
+// CHECK: llm.matmul_int %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {bits = 4 : i64, block = 32 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x1x64xbf16>, tensor<4096xi8>, tensor<256xf32>, tensor<256xi32> -> tensor<2x1x128xbf16>
+func.func @matmul_int(%x: tensor<2x1x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>,
+                      %xb: tensor<2x1x64xbf16>, %c4: tensor<4096xi8>, %s4: tensor<256xf32>,
+                      %z4: tensor<256xi32>) -> (tensor<2x1x128xf32>, tensor<2x1x128xbf16>) {
+  %y = llm.matmul_int %x, %c, %s {bits = 8 : i64, channel_axis = 0 : i64, weight_shape = array<i64: 128, 64>, transpose_b}
+      : tensor<2x1x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x1x128xf32>
+  %y4 = llm.matmul_int %xb, %c4, %s4, %z4 {bits = 4 : i64, block = 32 : i64, weight_shape = array<i64: 64, 128>}
+      : tensor<2x1x64xbf16>, tensor<4096xi8>, tensor<256xf32>, tensor<256xi32> -> tensor<2x1x128xbf16>
+  return %y, %y4 : tensor<2x1x128xf32>, tensor<2x1x128xbf16>
+}
+
 // CHECK-LABEL: func.func @matmul_nf4
 // CHECK: llm.matmul_nf4 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block = 64 : i64, transpose_b, weight_shape = array<i64: 128, 64>} : tensor<2x1x64xbf16>, tensor<4096xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x1x128xbf16>
 func.func @matmul_nf4(%x: tensor<2x1x64xbf16>, %c: tensor<4096xi8>, %q: tensor<128xi8>,

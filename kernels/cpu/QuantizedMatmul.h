@@ -1,0 +1,255 @@
+//===- QuantizedMatmul.h - x · W with W expanded inside the product -*- C++ -*-===//
+//
+// The CPU kernel behind matmul_nf4 and matmul_int: y[m, :] = x[m, :] · W
+// (or · Wᵀ), W held in quantized storage that an Expander turns into fp32
+// a piece at a time. W is never expanded whole: a decode step is memory
+// bound, and reading 4–8 bits per weight instead of 32 is the point.
+//
+//  - Few rows (M ≤ kFewRows, a decode step): threads share out the output
+//    columns. W [K, N]: a thread takes a tile of columns (its share of N
+//    where its accumulators fit, in whole groups of the storage), expands
+//    a few rows of it at a time into its own L1-sized scratch — each a
+//    contiguous read of the codes, so the prefetchers keep up — and adds
+//    x[m, k] · row into an fp32 accumulator over the tile's contiguous
+//    columns. One row of x (batch 1) multiplies each weight in as it is
+//    expanded. W [N, K] (transpose_b): a thread expands a few rows of W and
+//    takes each one's dot product with every row of x. No BLAS here:
+//    OpenBLAS must not be called from inside an OpenMP region.
+//  - Many rows (prefill): W is expanded one column chunk (a few MiB) at a
+//    time into scratch allocated at bind time, and sgemm writes that chunk's
+//    columns of y (ldc = N). The expansion costs K·N, the product M·K·N.
+//
+// An Expander, over W flattened row-major:
+//   void operator()(int64_t first, int64_t count, float *out) const;
+//       out[j] = W[first + j]
+//   bool canAccumulate(int64_t first, int64_t count) const;
+//   void accumulate(int64_t first, int64_t count, float xv, float *acc) const;
+//       acc[j] += xv · W[first + j] (for ranges canAccumulate accepts)
+//   int64_t alignment() const;  columns a tile is a multiple of
+// bf16 and f16 x are widened into fp32 scratch and y rounded back once.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CPU_QUANTIZEDMATMUL_H
+#define LLMC_KERNELS_CPU_QUANTIZEDMATMUL_H
+
+#include "kernels/contracts/QuantizedMatmul.h"
+#include "kernels/cpu/Blas.h"
+#include "kernels/cpu/Common.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace llmc::cpu {
+
+/// Whether the AVX-512 expansions run: where the CPU has it, unless
+/// LLMC_CPU_NO_AVX512 is set (so the AVX2 path can be tested and compared
+/// on such a CPU). Read when a kernel binds.
+inline bool useAvx512() {
+#if defined(__AVX2__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         !std::getenv("LLMC_CPU_NO_AVX512");
+#else
+  return false;
+#endif
+}
+
+template <typename T, typename Expander> class QuantizedMatmulKernel final : public Kernel {
+public:
+  /// Rows up to which the product is a per-thread tile loop, not sgemm.
+  static constexpr int64_t kFewRows = 16;
+
+  QuantizedMatmulKernel(const KernelArgs &args, const contracts::QuantizedProduct &d,
+                        Expander expand, SgemmFn sgemm)
+      : d_(d), expand_(std::move(expand)), sgemm_(sgemm), x_(args.inputs[0].as<T>()),
+        y_(args.outputs[0].as<T>()) {
+    if constexpr (!std::is_same_v<T, float>) {
+      xWide_.resize(d.m * d.k);
+      yWide_.resize(d.m * d.n);
+    }
+    const int64_t align = expand_.alignment();
+    if (d.m <= kFewRows) {
+      // Per thread: W [N, K]: a few rows of W expanded; W [K, N]: a column
+      // tile's accumulators and k-chunk of expanded rows.
+      const int64_t threads = omp_get_max_threads();
+      if (d.transposeB) {
+        perThread_ = kRowGroup * d.k;
+      } else {
+        // As wide as a thread's share of N (each row segment a contiguous
+        // read), within the accumulator budget; whole groups.
+        int64_t width = std::min((d.n + threads - 1) / threads, kAccFloats / d.m);
+        tile_ = std::max(align, width - width % align);
+        tileRows_ = std::max<int64_t>(1, kExpandedFloats / tile_);
+        perThread_ = (tileRows_ + d.m) * tile_;
+      }
+      scratch_.resize(perThread_ * threads);
+    } else {
+      chunk_ = std::max<int64_t>(1, kChunkBytes / (4 * d.k));
+      if (!d.transposeB && chunk_ >= align) chunk_ -= chunk_ % align;
+      chunk_ = std::min(chunk_, d.n);
+      scratch_.resize(chunk_ * d.k);
+    }
+  }
+
+  void run(const StepContext &) override {
+    if (d_.m == 0) return;
+    const float *x;
+    float *y;
+    if constexpr (std::is_same_v<T, float>) {
+      x = x_, y = y_;
+    } else {
+      const int64_t n = d_.m * d_.k;
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) xWide_[i] = load(x_, i);
+      x = xWide_.data(), y = yWide_.data();
+    }
+    if (d_.m > kFewRows)
+      manyRows(x, y);
+    else if (d_.transposeB)
+      fewRowsTransposed(x, y);
+    else
+      fewRows(x, y);
+    if constexpr (!std::is_same_v<T, float>) {
+      const int64_t n = d_.m * d_.n;
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) store(y_, i, yWide_[i]);
+    }
+  }
+
+private:
+  /// Few-rows path, W [K, N]: a thread's accumulators (rows × tile columns)
+  /// and its expanded rows of W, in floats; both stay in L1/L2.
+  static constexpr int64_t kAccFloats = 8192, kExpandedFloats = 4096;
+  /// Rows of W [N, K] a thread expands at a time on the few-rows path.
+  static constexpr int64_t kRowGroup = 4;
+  /// Bytes of expanded W per sgemm on the many-rows path.
+  static constexpr int64_t kChunkBytes = 4 << 20;
+
+  /// W [K, N]: column tiles over threads (one per thread where the
+  /// accumulators fit); per tile, chunks of rows of W expanded into scratch
+  /// and added into an fp32 accumulator row per x row. Every row segment is
+  /// a contiguous read of the codes.
+  void fewRows(const float *x, float *y) {
+    const int64_t m = d_.m, k = d_.k, n = d_.n, tw = tile_, kr = tileRows_;
+    const int64_t tiles = (n + tw - 1) / tw;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) {
+      float *rows = scratch_.data() + perThread_ * omp_get_thread_num();
+      float *acc = rows + kr * tw;
+      const int64_t c0 = t * tw, w = std::min(tw, n - c0);
+      std::fill(acc, acc + m * tw, 0.0f);
+      if (m == 1 && expand_.canAccumulate(c0, w)) {
+        // One row of x (batch-1 decode): each weight is read once, so it is
+        // multiplied in as it is expanded, never stored.
+        for (int64_t r = 0; r < k; ++r) expand_.accumulate(r * n + c0, w, x[r], acc);
+        std::memcpy(y + c0, acc, w * sizeof(float));
+        continue;
+      }
+      for (int64_t k0 = 0; k0 < k; k0 += kr) {
+        const int64_t kc = std::min(kr, k - k0);
+        for (int64_t r = 0; r < kc; ++r) expand_((k0 + r) * n + c0, w, rows + r * tw);
+        for (int64_t i = 0; i < m; ++i) {
+          float *row = acc + i * tw;
+          const float *xi = x + i * k + k0;
+          for (int64_t r = 0; r < kc; ++r) {
+            const float xv = xi[r];
+            const float *wr = rows + r * tw;
+#pragma omp simd
+            for (int64_t j = 0; j < w; ++j) row[j] += xv * wr[j];
+          }
+        }
+      }
+      for (int64_t i = 0; i < m; ++i)
+        std::memcpy(y + i * n + c0, acc + i * tw, w * sizeof(float));
+    }
+  }
+
+  /// W [N, K]: groups of rows of W over threads; each row expanded whole
+  /// (K floats) and dotted with every row of x.
+  void fewRowsTransposed(const float *x, float *y) {
+    const int64_t m = d_.m, k = d_.k, n = d_.n;
+    const int64_t groups = (n + kRowGroup - 1) / kRowGroup;
+#pragma omp parallel for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) {
+      float *rows = scratch_.data() + perThread_ * omp_get_thread_num();
+      const int64_t r0 = g * kRowGroup, rc = std::min(kRowGroup, n - r0);
+      expand_(r0 * k, rc * k, rows);
+      for (int64_t i = 0; i < m; ++i) {
+        const float *xi = x + i * k;
+        for (int64_t r = 0; r < rc; ++r) {
+          const float *wr = rows + r * k;
+          float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t p = 0; p < k; ++p) sum += xi[p] * wr[p];
+          y[i * n + r0 + r] = sum;
+        }
+      }
+    }
+  }
+
+  /// Column chunks of W expanded into bind-time scratch, one sgemm each.
+  void manyRows(const float *x, float *y) {
+    const int64_t m = d_.m, k = d_.k, n = d_.n;
+    float *w = scratch_.data();
+    for (int64_t c0 = 0; c0 < n; c0 += chunk_) {
+      const int64_t nc = std::min(chunk_, n - c0);
+      if (d_.transposeB) {
+        // Rows c0.. of W [N, K]: one contiguous range, [nc, K].
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < nc; ++r) expand_((c0 + r) * k, k, w + r * k);
+        sgemm_(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+               static_cast<int>(nc), static_cast<int>(k), 1.0f, x, static_cast<int>(k), w,
+               static_cast<int>(k), 0.0f, y + c0, static_cast<int>(n));
+      } else {
+        // Columns c0.. of W [K, N]: a segment of every row, [K, nc].
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < k; ++r) expand_(r * n + c0, nc, w + r * nc);
+        sgemm_(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
+               static_cast<int>(nc), static_cast<int>(k), 1.0f, x, static_cast<int>(k), w,
+               static_cast<int>(nc), 0.0f, y + c0, static_cast<int>(n));
+      }
+    }
+  }
+
+  contracts::QuantizedProduct d_;
+  Expander expand_;
+  SgemmFn sgemm_;
+  const T *x_;
+  T *y_;
+  int64_t perThread_ = 0, chunk_ = 0;
+  int64_t tile_ = 0, tileRows_ = 0; // few rows, W [K, N]: columns per tile, rows expanded at once
+  std::vector<float> scratch_;      // expanded tiles (and accumulators), or a column chunk
+  std::vector<float> xWide_, yWide_; // bf16, f16 only: fp32 copies
+};
+
+/// The kernel for `d` over `expand`, or null with `error` set (sgemm, which
+/// the many-rows path needs, unavailable).
+template <typename Expander>
+std::unique_ptr<Kernel> makeQuantizedMatmul(const char *name, const KernelArgs &args,
+                                            const contracts::QuantizedProduct &d,
+                                            Expander expand, std::string &error) {
+  SgemmFn sgemm = nullptr;
+  if (d.m > QuantizedMatmulKernel<float, Expander>::kFewRows) {
+    std::string blasError;
+    sgemm = blasSgemm(blasError);
+    if (!sgemm) return Validator(name, args, error).reject(blasError);
+  }
+  switch (d.dtype) {
+  case DType::BF16:
+    return std::make_unique<QuantizedMatmulKernel<bf16, Expander>>(args, d, std::move(expand),
+                                                                   sgemm);
+  case DType::F16:
+    return std::make_unique<QuantizedMatmulKernel<f16, Expander>>(args, d, std::move(expand),
+                                                                  sgemm);
+  default:
+    return std::make_unique<QuantizedMatmulKernel<float, Expander>>(args, d, std::move(expand),
+                                                                    sgemm);
+  }
+}
+
+} // namespace llmc::cpu
+
+#endif

@@ -1,0 +1,143 @@
+//===- matmul_int.cpp - x · W with W expanded from int8/int4 codes --------===//
+//
+// matmul_int: y = x · W (or x · Wᵀ), W held as `llmc quantize` stores an
+// int8 or int4 weight (kernels/IntWeight.h: a signed level per element, an
+// fp32 scale and, asymmetric, an int32 zero point per group), through the
+// quantized-matmul kernel of QuantizedMatmul.h with the expander below.
+//
+// The expander walks a range of W in runs that share one scale (a block,
+// a row, the whole tensor) or, with one scale per column, along the row
+// with a scale per element; each run is one vectorizable loop. Element
+// values are IntWeight.h's float(level − zero point) · scale, so the
+// weights are bit for bit those an fp32 artifact loads from the same file.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/IntWeight.h"
+#include "kernels/cpu/QuantizedMatmul.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace llmc::cpu {
+namespace {
+
+class IntExpander {
+public:
+  IntExpander(const uint8_t *codes, const float *scales, const int32_t *zeroPoints,
+              IntWeightLayout layout)
+      : codes_(codes), scales_(scales), zeroPoints_(zeroPoints), layout_(layout) {}
+
+  /// Runs shorter than a row (blocks) keep tiles to whole blocks; else any
+  /// multiple of 16 columns (whole bytes of int4 codes, whole vectors).
+  int64_t alignment() const {
+    return layout_.run > 0 && layout_.run < layout_.cols ? layout_.run : 16;
+  }
+
+  void operator()(int64_t first, int64_t count, float *out) const {
+    visit<false>(first, count, 0.0f, out);
+  }
+  bool canAccumulate(int64_t, int64_t) const { return true; }
+  void accumulate(int64_t first, int64_t count, float xv, float *acc) const {
+    visit<true>(first, count, xv, acc);
+  }
+
+private:
+  /// out[j] = w, or with Accumulate out[j] += xv · w (a fused multiply-add).
+  template <bool Accumulate> static inline void put(float *out, int64_t j, float w, float xv) {
+    if constexpr (Accumulate)
+      out[j] = std::fma(xv, w, out[j]);
+    else
+      out[j] = w;
+  }
+
+  template <bool Accumulate>
+  void visit(int64_t first, int64_t count, float xv, float *out) const {
+    const int64_t end = first + count;
+    while (first < end) {
+      int64_t stop;
+      if (layout_.run == 0) { // one scale per column: to the end of the row
+        const int64_t c0 = first % layout_.cols;
+        stop = std::min(end, first - c0 + layout_.cols);
+        perColumn<Accumulate>(first, stop - first, c0, xv, out);
+      } else {
+        const int64_t g = first / layout_.run;
+        stop = std::min(end, (g + 1) * layout_.run);
+        oneScale<Accumulate>(first, stop - first, scales_[g], zeroPoints_ ? zeroPoints_[g] : 0, xv,
+                             out);
+      }
+      out += stop - first;
+      first = stop;
+    }
+  }
+
+  /// Elements [first, first + n), all of one group (scale s, zero point z).
+  template <bool Accumulate>
+  void oneScale(int64_t first, int64_t n, float s, int z, float xv, float *out) const {
+    if (layout_.bits == 8) {
+      const auto *q = reinterpret_cast<const int8_t *>(codes_) + first;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) put<Accumulate>(out, j, intDequantize(q[j], z, s), xv);
+      return;
+    }
+    int64_t j = 0;
+    if (first % 2 != 0) { // starts on a high nibble
+      put<Accumulate>(out, 0, intDequantize(intLevel(codes_, 4, first), z, s), xv);
+      j = 1;
+    }
+    const uint8_t *bytes = codes_ + (first + j) / 2;
+    const int64_t pairs = (n - j) / 2;
+    float *o = out + j;
+#pragma omp simd
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int b = bytes[p];
+      // Sign-extend each nibble: shift it to the top of an int8, then back.
+      const int low = static_cast<int8_t>(b << 4) >> 4, high = static_cast<int8_t>(b) >> 4;
+      put<Accumulate>(o, 2 * p, intDequantize(low, z, s), xv);
+      put<Accumulate>(o, 2 * p + 1, intDequantize(high, z, s), xv);
+    }
+    if (j + 2 * pairs < n)
+      put<Accumulate>(out, n - 1, intDequantize(intLevel(codes_, 4, first + n - 1), z, s), xv);
+  }
+
+  /// Elements [first, first + n) of one row, starting at column c0, each
+  /// column its own group.
+  template <bool Accumulate>
+  void perColumn(int64_t first, int64_t n, int64_t c0, float xv, float *out) const {
+    const float *s = scales_ + c0;
+    const int32_t *z = zeroPoints_ ? zeroPoints_ + c0 : nullptr;
+    if (layout_.bits == 8) {
+      const auto *q = reinterpret_cast<const int8_t *>(codes_) + first;
+      if (z) {
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) put<Accumulate>(out, j, intDequantize(q[j], z[j], s[j]), xv);
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) put<Accumulate>(out, j, intDequantize(q[j], 0, s[j]), xv);
+      }
+      return;
+    }
+    for (int64_t j = 0; j < n; ++j)
+      put<Accumulate>(out, j, intDequantize(intLevel(codes_, 4, first + j), z ? z[j] : 0, s[j]),
+                      xv);
+  }
+
+  const uint8_t *codes_;
+  const float *scales_;
+  const int32_t *zeroPoints_;
+  IntWeightLayout layout_;
+};
+
+std::unique_ptr<Kernel> makeMatmulInt(const KernelArgs &args, std::string &error) {
+  contracts::MatmulIntBinding d;
+  if (!contracts::bindMatmulInt(args, error, &d)) return nullptr;
+  IntExpander expand(args.inputs[1].as<uint8_t>(), args.inputs[2].as<float>(),
+                     d.layout.asymmetric ? args.inputs[3].as<int32_t>() : nullptr, d.layout);
+  return makeQuantizedMatmul("matmul_int", args, d, expand, error);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "matmul_int", makeMatmulInt);
+
+} // namespace llmc::cpu

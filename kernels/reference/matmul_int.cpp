@@ -1,0 +1,52 @@
+//===- matmul_int.cpp - int8/int4 weight expansion and product reference --===//
+//
+// The weight int8/int4 storage holds, element by element as
+// docs/quantization.md defines it (float(level − zero point) · scale in
+// fp32, so it is exactly the stored value), and x · W through the double
+// matmul reference: what kernels/cpu/matmul_int.cpp and
+// kernels/cuda/matmul_int.cu compute without ever storing all of W.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/reference/Common.h"
+
+namespace llmc::ref {
+
+RefTensor dequantizeInt(const RefTensor &codes, const RefTensor &scale,
+                        const RefTensor &zeroPoint, const std::vector<int64_t> &shape,
+                        int bits, int64_t block, int64_t channelAxis) {
+  require(shape.size() == 2 && (bits == 8 || bits == 4), "dequantizeInt",
+          "a 2-D weight of 8- or 4-bit codes");
+  RefTensor w = RefTensor::zeros(shape);
+  const int64_t n = w.numel(), cols = shape[1];
+  require(block == 0 || (block > 0 && cols % block == 0), "dequantizeInt",
+          "the block must divide the last dimension");
+  const int64_t groups = block > 0 ? n / block : channelAxis >= 0 ? shape[channelAxis] : 1;
+  require(codes.numel() == (bits == 8 ? n : (n + 1) / 2) && scale.numel() == groups &&
+              (zeroPoint.data.empty() || zeroPoint.numel() == groups),
+          "dequantizeInt", "storage sizes do not match the shape");
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t g = block > 0 ? i / block
+                : channelAxis == 0 ? i / cols
+                : channelAxis == 1 ? i % cols
+                                   : 0;
+    int64_t byte = static_cast<int64_t>(codes.data[bits == 8 ? i : i / 2]) & 0xFF;
+    int64_t level = bits == 8 ? (byte >= 128 ? byte - 256 : byte)
+                              : (i % 2 == 0 ? byte & 0x0F : byte >> 4);
+    if (bits == 4 && level >= 8) level -= 16;
+    int64_t zp = zeroPoint.data.empty() ? 0 : static_cast<int64_t>(zeroPoint.data[g]);
+    w.data[i] = static_cast<float>(level - zp) * static_cast<float>(scale.data[g]);
+  }
+  return w;
+}
+
+RefTensor matmulInt(const RefTensor &x, const RefTensor &codes, const RefTensor &scale,
+                    const RefTensor &zeroPoint, const std::vector<int64_t> &weightShape,
+                    int bits, int64_t block, int64_t channelAxis, bool transposeB) {
+  require(!x.shape.empty() && weightShape.size() == 2, "matmulInt",
+          "x must have rank >= 1 and the weight rank 2");
+  RefTensor w = dequantizeInt(codes, scale, zeroPoint, weightShape, bits, block, channelAxis);
+  return productWithWeight(x, w, transposeB);
+}
+
+} // namespace llmc::ref

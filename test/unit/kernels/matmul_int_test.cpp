@@ -1,0 +1,201 @@
+//===- matmul_int_test.cpp - matmul_int against dequantize + matmul -------===//
+//
+// The weight is random int8/int4 storage (random codes, scales of either
+// sign with some zero, zero points over the whole level range); the
+// reference expands it (ref::dequantizeInt, the exact fp32 values) and
+// multiplies in double. Every grouping (one scale, per row, per column,
+// blocks), both symmetries and layouts, rows on the few-rows path (1, 3,
+// 16) and the sgemm path (17, 40), and shapes whose tiles and chunks end
+// ragged. Identity rows of x read the expanded weight back exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTest.h"
+
+#include <random>
+
+namespace llmc::test {
+namespace {
+
+/// Storage of a [rows, cols] weight and its reference values.
+struct IntWeight {
+  RefTensor codes, scale, zeroPoint; // zeroPoint without data: symmetric
+  Buffer codesBuf{DType::U8, {}}, scaleBuf{DType::F32, {}}, zeroPointBuf{DType::I32, {}};
+};
+
+/// How a case groups the weight: block > 0, or channelAxis >= 0, or one
+/// scale.
+struct Grouping {
+  int64_t block = 0, channelAxis = -1;
+  std::string name() const {
+    return block > 0 ? "block" + std::to_string(block)
+           : channelAxis >= 0 ? "channel" + std::to_string(channelAxis)
+                              : "tensor";
+  }
+  int64_t groups(int64_t rows, int64_t cols) const {
+    return block > 0 ? rows * cols / block : channelAxis == 0 ? rows : channelAxis == 1 ? cols : 1;
+  }
+};
+
+IntWeight randomWeight(int bits, int64_t rows, int64_t cols, const Grouping &g, bool asymmetric,
+                       uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t n = rows * cols, groups = g.groups(rows, cols);
+  IntWeight w;
+  w.codes = RefTensor::zeros({bits == 8 ? n : (n + 1) / 2});
+  for (double &v : w.codes.data) v = static_cast<double>(rng() >> 56);
+  w.scale = roundTo(randomTensor({groups}, seed + 1, 0.05), DType::F32);
+  w.scale.data[0] = 0.0; // an empty group reads back as zeros
+  w.codesBuf = Buffer(DType::U8, {w.codes.numel()});
+  for (int64_t i = 0; i < w.codes.numel(); ++i)
+    w.codesBuf.view().as<uint8_t>()[i] = static_cast<uint8_t>(w.codes.data[i]);
+  w.scaleBuf = Buffer::of(w.scale, DType::F32);
+  if (asymmetric) {
+    const int levels = bits == 8 ? 256 : 16;
+    w.zeroPoint = RefTensor::zeros({groups});
+    w.zeroPointBuf = Buffer(DType::I32, {groups});
+    for (int64_t i = 0; i < groups; ++i) {
+      int z = static_cast<int>(rng() % levels) - levels / 2;
+      w.zeroPoint.data[i] = z;
+      w.zeroPointBuf.view().as<int32_t>()[i] = z;
+    }
+  }
+  return w;
+}
+
+KernelAttrs intAttrs(int bits, const Grouping &g, std::vector<int64_t> weightShape,
+                     bool transposeB) {
+  KernelAttrs a = attrs({}, {{"bits", bits}, {"transpose_b", transposeB}});
+  if (g.block > 0) a.setInt("block", g.block);
+  if (g.channelAxis >= 0) a.setInt("channel_axis", g.channelAxis);
+  a.setInts("weight_shape", std::move(weightShape));
+  return a;
+}
+
+std::vector<Buffer *> inputsOf(Buffer &x, IntWeight &w) {
+  std::vector<Buffer *> in = {&x, &w.codesBuf, &w.scaleBuf};
+  if (!w.zeroPoint.data.empty()) in.push_back(&w.zeroPointBuf);
+  return in;
+}
+
+struct Case {
+  std::vector<int64_t> lead; // x's dims before K
+  int64_t k, n;
+};
+
+TEST(MatmulIntKernel, MatchesDequantizeThenMatmul) {
+  // 600 columns make tiles end ragged; 200 rows of K a k-chunk ragged;
+  // K = 2048 gives sgemm column chunks of 512 (+ 88); N = 33·32 an odd
+  // number of blocks.
+  const std::vector<Case> cases = {
+      {{1}, 128, 192},  {{1, 1}, 200, 600}, {{3}, 96, 64},    {{2, 8}, 64, 320},
+      {{17}, 64, 96},   {{40}, 200, 600},   {{2, 20}, 2048, 600}, {{3}, 64, 33 * 32},
+  };
+  const std::vector<Grouping> groupings = {{0, -1}, {0, 0}, {0, 1}, {32, -1}};
+  uint64_t seed = 1200;
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (int bits : {8, 4})
+      for (const Case &c : cases)
+        for (const Grouping &g : groupings)
+          for (bool tb : {false, true})
+            for (bool asymmetric : {false, true}) {
+              std::vector<int64_t> shape = tb ? std::vector<int64_t>{c.n, c.k}
+                                              : std::vector<int64_t>{c.k, c.n};
+              if (g.block > 0 && shape[1] % g.block != 0) continue;
+              // bf16 only widens x and rounds y: blocks (runs of one scale) and
+              // per-column scales suffice.
+              if (dtype == DType::BF16 && g.block == 0 && g.channelAxis != 1) continue;
+              SCOPED_TRACE(std::string(dtypeName(dtype)) + " int" + std::to_string(bits) + " " +
+                           g.name() + (asymmetric ? " asym" : "") + " k" + std::to_string(c.k) +
+                           " n" + std::to_string(c.n) + (tb ? " transposed" : "") + " rows " +
+                           std::to_string(c.lead.back()));
+              IntWeight w = randomWeight(bits, shape[0], shape[1], g, asymmetric, seed += 3);
+              std::vector<int64_t> xShape = c.lead, yShape = c.lead;
+              xShape.push_back(c.k);
+              yShape.push_back(c.n);
+              RefTensor x = roundTo(randomTensor(xShape, ++seed), dtype);
+              Buffer xb = Buffer::of(x, dtype), out(dtype, yShape);
+              out.poison();
+              ASSERT_TRUE(
+                  runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(bits, g, shape, tb)));
+              EXPECT_CLOSE(out.toRef(),
+                           ref::matmulInt(x, w.codes, w.scale, w.zeroPoint, shape, bits, g.block,
+                                          g.channelAxis, tb),
+                           Metric::Norm, tolerance(dtype));
+            }
+}
+
+/// x = the identity: y is W (or Wᵀ) itself, so every expanded element is
+/// compared exactly with the stored value, on both paths.
+TEST(MatmulIntKernel, ExpandsEveryElementExactly) {
+  const std::vector<Grouping> groupings = {{0, -1}, {0, 0}, {0, 1}, {8, -1}};
+  uint64_t seed = 7;
+  for (int bits : {8, 4})
+    for (int64_t k : {7, 40}) // few rows, and sgemm; odd K: int4 rows start on a high nibble
+      for (const Grouping &g : groupings)
+        for (bool tb : {false, true})
+          for (bool asymmetric : {false, true}) {
+            const int64_t n = 24;
+            std::vector<int64_t> shape = tb ? std::vector<int64_t>{n, k}
+                                            : std::vector<int64_t>{k, n};
+            if (g.block > 0 && shape[1] % g.block != 0) continue;
+            SCOPED_TRACE("int" + std::to_string(bits) + " " + g.name() +
+                         (asymmetric ? " asym" : "") + " k" + std::to_string(k) +
+                         (tb ? " transposed" : ""));
+            IntWeight w = randomWeight(bits, shape[0], shape[1], g, asymmetric, seed += 5);
+            RefTensor x = RefTensor::zeros({k, k});
+            for (int64_t i = 0; i < k; ++i) x.data[i * k + i] = 1.0;
+            Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {k, n});
+            out.poison();
+            ASSERT_TRUE(
+                runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(bits, g, shape, tb)));
+            RefTensor weight = ref::dequantizeInt(w.codes, w.scale, w.zeroPoint, shape, bits,
+                                                  g.block, g.channelAxis);
+            RefTensor got = out.toRef();
+            for (int64_t r = 0; r < k; ++r)
+              for (int64_t c = 0; c < n; ++c) {
+                double want = tb ? weight.data[c * k + r] : weight.data[r * n + c];
+                ASSERT_EQ(got.data[r * n + c], want) << "row " << r << " column " << c;
+              }
+          }
+}
+
+TEST(MatmulIntKernel, ContractErrorsNameTheOperandOrAttribute) {
+  auto f32 = [](std::vector<int64_t> s) { return typeOnly(DType::F32, std::move(s)); };
+  auto u8 = [](std::vector<int64_t> s) { return typeOnly(DType::U8, std::move(s)); };
+  auto i32 = [](std::vector<int64_t> s) { return typeOnly(DType::I32, std::move(s)); };
+  // W [64, 128] int4 in blocks of 64: 4096 code bytes, 128 scales.
+  const Grouping blocks{64, -1}, rows{0, 0};
+  std::vector<TensorView> good = {f32({2, 64}), u8({4096}), f32({128})};
+  struct ErrorCase {
+    std::vector<TensorView> inputs;
+    std::vector<TensorView> outputs;
+    KernelAttrs attrs;
+    std::string expected;
+  };
+  KernelAttrs both = intAttrs(4, blocks, {64, 128}, false);
+  both.setInt("channel_axis", 0);
+  const std::vector<ErrorCase> cases = {
+      {good, {f32({2, 128})}, intAttrs(4, {48, -1}, {64, 128}, false), "must divide"},
+      {good, {f32({2, 128})}, intAttrs(3, blocks, {64, 128}, false), "'bits' must be 8 or 4"},
+      {good, {f32({2, 128})}, both, "exclude each other"},
+      {good, {f32({2, 128})}, intAttrs(4, {0, 2}, {64, 128}, false), "channel_axis"},
+      {good, {f32({2, 128})}, intAttrs(4, blocks, {128, 64}, false), "K = 128"},
+      {good, {f32({2, 128})}, intAttrs(8, blocks, {64, 128}, false), "codes"},
+      {good, {f32({2, 128})}, intAttrs(4, rows, {64, 128}, false), "scale"},
+      {{f32({2, 64}), u8({4096}), f32({128}), i32({127})},
+       {f32({2, 128})},
+       intAttrs(4, blocks, {64, 128}, false),
+       "zero_point"},
+      {good, {typeOnly(DType::BF16, {2, 128})}, intAttrs(4, blocks, {64, 128}, false), "y"},
+      {good, {f32({2, 128})}, attrs({}, {{"bits", 4}}), "weight_shape"},
+  };
+  for (const ErrorCase &c : cases) {
+    std::string error = bindError("matmul_int", c.inputs, c.outputs, c.attrs);
+    EXPECT_NE(error.find(c.expected), std::string::npos) << error;
+    EXPECT_NE(error.find("matmul_int"), std::string::npos) << error;
+  }
+}
+
+} // namespace
+} // namespace llmc::test
