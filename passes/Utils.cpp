@@ -175,10 +175,11 @@ SmallVector<int64_t> llmc::shardGlobalShape(DictionaryAttr shard, RankedTensorTy
 
 namespace {
 
-/// A frozen, zero-initialised parameter `name` of `type` after the last
-/// parameter of `func` (so parameters stay together).
+/// A frozen, zero-initialised parameter `name` of `type` (split as `shard`
+/// records, when not null) after the last parameter of `func` (so
+/// parameters stay together).
 Value addFrozenParameter(func::FuncOp func, Location loc, const std::string &name,
-                         RankedTensorType type) {
+                         RankedTensorType type, DictionaryAttr shard = {}) {
   MLIRContext *ctx = func.getContext();
   OpBuilder b(ctx);
   auto attr = llm::ParamAttr::get(ctx, name, "zeros", APFloat(0.0), /*trainable=*/false);
@@ -186,9 +187,10 @@ Value addFrozenParameter(func::FuncOp func, Location loc, const std::string &nam
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (llm::getParamAttr(func, i))
       index = i + 1;
-  (void)func.insertArgument(index, type,
-                            b.getDictionaryAttr({b.getNamedAttr(llm::kParamAttrName, attr)}),
-                            loc);
+  SmallVector<NamedAttribute> attrs = {b.getNamedAttr(llm::kParamAttrName, attr)};
+  if (shard)
+    attrs.push_back(b.getNamedAttr(kShardAttr, shard));
+  (void)func.insertArgument(index, type, b.getDictionaryAttr(attrs), loc);
   return func.getArgument(index);
 }
 
@@ -211,18 +213,14 @@ Nf4Storage llmc::addNf4Storage(func::FuncOp func, Location loc, StringRef name,
 }
 
 IntStorage llmc::addIntStorage(func::FuncOp func, Location loc, StringRef name,
-                               RankedTensorType weight, int bits, int64_t groups,
-                               bool asymmetric) {
-  Builder b(func.getContext());
-  auto add = [&](const char *suffix, int64_t size, Type element) {
-    return addFrozenParameter(func, loc, name.str() + suffix,
-                              RankedTensorType::get({size}, element));
-  };
-  int64_t n = weight.getNumElements();
+                               const IntStorageTypes &types, bool asymmetric) {
   IntStorage s;
-  s.codes = add(".qweight", bits == 8 ? n : (n + 1) / 2, b.getI8Type());
-  s.scale = add(".scale", groups, b.getF32Type());
+  s.codes = addFrozenParameter(func, loc, name.str() + ".qweight", types.codes, types.codesShard);
+  s.scale = addFrozenParameter(func, loc, name.str() + ".scale", types.scale, types.scaleShard);
   if (asymmetric)
-    s.zeroPoint = add(".zero_point", groups, b.getI32Type());
+    s.zeroPoint = addFrozenParameter(
+        func, loc, name.str() + ".zero_point",
+        RankedTensorType::get(types.scale.getShape(), IntegerType::get(func.getContext(), 32)),
+        types.scaleShard);
   return s;
 }

@@ -126,15 +126,22 @@ Nf4Storage addNf4Storage(mlir::func::FuncOp func, mlir::Location loc, llvm::Stri
 /// layout of `llmc quantize --scheme int8:... / int4:...`).
 struct IntStorage {
   mlir::Value codes;     ///< `<name>.qweight`: i8, one code per byte (int8) or two (int4)
-  mlir::Value scale;     ///< `<name>.scale`: f32 [groups]
-  mlir::Value zeroPoint; ///< `<name>.zero_point`: i32 [groups], asymmetric only (else null)
+  mlir::Value scale;     ///< `<name>.scale`: f32, one per group
+  mlir::Value zeroPoint; ///< `<name>.zero_point`: i32 like scale, asymmetric only (else null)
 };
 
-/// Adds the int8/int4 storage of parameter `name` (of type `weight`) in
-/// `groups` groups, as addNf4Storage does.
+/// The types of an IntStorage's parameters and, for a weight split by
+/// tensor parallelism, their llmc.shard attributes (null: whole).
+struct IntStorageTypes {
+  mlir::RankedTensorType codes, scale;
+  mlir::DictionaryAttr codesShard, scaleShard;
+};
+
+/// Adds the int8/int4 storage of parameter `name` to `func`'s parameters,
+/// as addNf4Storage does (the zero points, when `asymmetric`, of the
+/// scales' shape and layout, as i32).
 IntStorage addIntStorage(mlir::func::FuncOp func, mlir::Location loc, llvm::StringRef name,
-                         mlir::RankedTensorType weight, int bits, int64_t groups,
-                         bool asymmetric);
+                         const IntStorageTypes &types, bool asymmetric);
 
 } // namespace llmc
 

@@ -14,6 +14,14 @@
 // The storage parameters have the names and layout `llmc quantize
 // --scheme <scheme>` writes, so its file loads into them as it is.
 //
+// Under tensor parallelism the int8/int4 storage takes the weight's split:
+// the codes become [rows, bytes per row] and the scales [rows, groups per
+// row] (blocks), [rows] or [columns] (channels) or [1] (the tensor), each
+// split along the dimensions of the weight it indexes (a per-row scale is
+// whole on every rank of a column split). The flat file tensors load into
+// them reshaped. NF4 is not split: its double-quantized scales each cover
+// 256 blocks, across rows.
+//
 // A weight another op also reads (the tied GPT-2 head, which llm.embedding
 // reads as well) keeps its full-precision parameter: quantizing it for one
 // reader would change what the other reads.
@@ -24,6 +32,9 @@
 #include "passes/QATScheme.h"
 #include "passes/Utils.h"
 #include "kernels/QuantScheme.h"
+
+#include "dialects/Dist/DistDialect.h"
+#include "passes/Layout.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -86,16 +97,20 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     if (!weight)
       return success();
     StringRef name = llm::getParamAttr(forward, weight.getArgNumber()).getName();
-    if (auto shard = forward.getArgAttrOfType<DictionaryAttr>(weight.getArgNumber(), kShardAttr);
-        shard && !shardSplits(shard).empty())
-      return m.emitOpError("weight-quant: '")
-             << name << "' is split by tensor parallelism; quantized weights are stored whole "
-                        "(drop --mesh tp=, or --weight-quant)";
+    auto shard = forward.getArgAttrOfType<DictionaryAttr>(weight.getArgNumber(), kShardAttr);
+    if (shardSplits(shard).empty())
+      shard = nullptr;
     auto type = cast<RankedTensorType>(weight.getType());
     // A channel axis left out is the weight's output channel.
     quant::Scheme s =
         kernelScheme(spec_.attr(m.getContext(), /*defaultAxis=*/m.getTransposeB() ? 0 : 1));
-    if (s.granularity == quant::Granularity::Block &&
+    if (shard && s.format == quant::Format::Nf4)
+      return m.emitOpError("weight-quant: '")
+             << name << "' is split by tensor parallelism, and NF4 storage is not (each "
+                        "double-quantized scale covers 256 blocks, across rows); use an int8 or "
+                        "int4 scheme, or drop --mesh tp=";
+    // (A split weight's pieces are checked below.)
+    if (!shard && s.granularity == quant::Granularity::Block &&
         (s.block < 1 || type.getShape().back() % s.block != 0))
       return m.emitOpError("weight-quant: blocks of ")
              << s.block << " do not divide the last dimension of '" << name << "' " << type;
@@ -111,9 +126,11 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
                                    b.getI64IntegerAttr(s.block), shape, transposeB);
     } else {
       const int bits = s.format == quant::Format::Int8 ? 8 : 4;
-      IntStorage storage = addIntStorage(forward, loc, name, type, bits,
-                                         quant::groupCount(s, vec(type.getShape())),
-                                         !s.symmetric);
+      FailureOr<IntStorageTypes> types =
+          shard ? splitStorage(m, name, type, shard, s, bits) : wholeStorage(type, s, bits);
+      if (failed(types))
+        return failure();
+      IntStorage storage = addIntStorage(forward, loc, name, *types, !s.symmetric);
       IntegerAttr block, axis;
       if (s.granularity == quant::Granularity::Block)
         block = b.getI64IntegerAttr(s.block);
@@ -133,6 +150,96 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
   }
 
   static std::vector<int64_t> vec(ArrayRef<int64_t> a) { return {a.begin(), a.end()}; }
+
+  /// Storage of a whole weight: flat, as the file holds it.
+  static IntStorageTypes wholeStorage(RankedTensorType weight, const quant::Scheme &s, int bits) {
+    Builder b(weight.getContext());
+    int64_t n = weight.getNumElements();
+    IntStorageTypes t;
+    t.codes = RankedTensorType::get({bits == 8 ? n : (n + 1) / 2}, b.getI8Type());
+    t.scale = RankedTensorType::get({quant::groupCount(s, vec(weight.getShape()))}, b.getF32Type());
+    return t;
+  }
+
+  /// Storage of a weight split as `shard` records (`local` is this rank's
+  /// piece): 2-D codes and scales along the weight's dimensions, split
+  /// with it. Evenly split weights only, in whole bytes and whole blocks.
+  FailureOr<IntStorageTypes> splitStorage(llm::MatmulOp m, StringRef name, RankedTensorType local,
+                                          DictionaryAttr shard, const quant::Scheme &s,
+                                          int bits) {
+    Builder b(m.getContext());
+    SmallVector<int64_t> global = shardGlobalShape(shard, local);
+    auto mesh = getOperation().lookupSymbol<dist::MeshOp>(kMeshName);
+    auto refuse = [&](const Twine &why) {
+      return m.emitOpError("weight-quant: '") << name << "' " << local << " of " << global[0]
+                                              << "x" << global[1] << ": " << why;
+    };
+    // Columns of one piece of the split of dimension 1 (all columns when
+    // the columns are not split).
+    int64_t pieceColumns = global[1];
+    SmallVector<ShardSplit> splits = shardSplits(shard);
+    for (const ShardSplit &split : splits) {
+      int64_t parts = split.blocks;
+      for (const std::string &axis : split.axes)
+        parts *= mesh ? std::max<int64_t>(1, mesh.axisSize(axis)) : 1;
+      if (global[split.dim] % parts != 0)
+        return refuse("quantized storage is split evenly only, and " +
+                      Twine(global[split.dim]) + " is not a multiple of the " + Twine(parts) +
+                      " pieces of dimension " + Twine(split.dim));
+      if (llvm::count_if(splits, [&](const ShardSplit &o) { return o.dim == split.dim; }) > 1)
+        return refuse("quantized storage takes one split per dimension");
+      if (split.dim == 1)
+        pieceColumns = global[1] / parts;
+    }
+    if (bits == 4 && pieceColumns % 2 != 0)
+      return refuse("int4 rows split into pieces of " + Twine(pieceColumns) +
+                    " columns, not whole bytes");
+    if (s.granularity == quant::Granularity::Block && pieceColumns % s.block != 0)
+      return refuse("blocks of " + Twine(s.block) + " do not divide its pieces of " +
+                    Twine(pieceColumns) + " columns");
+    // The split levels, each kept (on `dims[level.dim]`) or dropped (-1).
+    auto levelsOn = [&](std::array<int64_t, 2> dims, ArrayRef<int64_t> globalShape) {
+      SmallVector<Attribute> levels;
+      for (Attribute level : shard.getAs<ArrayAttr>("levels")) {
+        auto dict = cast<DictionaryAttr>(level);
+        int64_t dim = dict.getAs<IntegerAttr>("dim").getInt();
+        if (dims[dim] < 0)
+          continue;
+        levels.push_back(b.getDictionaryAttr(
+            {b.getNamedAttr("axes", dict.get("axes")),
+             b.getNamedAttr("dim", b.getI64IntegerAttr(dims[dim])),
+             b.getNamedAttr("blocks", dict.get("blocks"))}));
+      }
+      if (levels.empty())
+        return DictionaryAttr();
+      return b.getDictionaryAttr({b.getNamedAttr("global_shape", b.getDenseI64ArrayAttr(globalShape)),
+                                  b.getNamedAttr("levels", b.getArrayAttr(levels))});
+    };
+    ArrayRef<int64_t> l = local.getShape();
+    const int64_t perByte = bits == 8 ? 1 : 2;
+    IntStorageTypes t;
+    SmallVector<int64_t> codesGlobal = {global[0], global[1] / perByte};
+    t.codes = RankedTensorType::get({l[0], l[1] / perByte}, b.getI8Type());
+    t.codesShard = levelsOn({0, 1}, codesGlobal);
+    SmallVector<int64_t> scaleLocal, scaleGlobal;
+    std::array<int64_t, 2> scaleDims = {-1, -1};
+    switch (s.granularity) {
+    case quant::Granularity::Block:
+      scaleLocal = {l[0], l[1] / s.block}, scaleGlobal = {global[0], global[1] / s.block};
+      scaleDims = {0, 1};
+      break;
+    case quant::Granularity::Channel:
+      scaleLocal = {l[s.axis]}, scaleGlobal = {global[s.axis]};
+      scaleDims[s.axis] = 0;
+      break;
+    case quant::Granularity::Tensor:
+      scaleLocal = scaleGlobal = {1};
+      break;
+    }
+    t.scale = RankedTensorType::get(scaleLocal, b.getF32Type());
+    t.scaleShard = levelsOn(scaleDims, scaleGlobal);
+    return t;
+  }
 
   QATSchemeSpec spec_;
 };

@@ -609,13 +609,15 @@ LogicalResult inferQuantizedProduct(std::optional<Location> loc, Value xValue,
   return success();
 }
 
-/// Whether `v` is 1-D of `n` elements; else an error of `op` naming it.
+/// Whether `v` holds `n` elements (flat, as a file stores it, or shaped
+/// after the weight it quantizes, as tensor parallelism splits it); else
+/// an error of `op` naming it.
 LogicalResult expectStorage(Operation *op, Value v, int64_t n, StringRef what,
                             ArrayRef<int64_t> weightShape) {
   RankedTensorType t = tensorOf(v);
-  if (t.getRank() == 1 && t.getDimSize(0) == n)
+  if (t.hasStaticShape() && t.getNumElements() == n)
     return success();
-  return op->emitOpError() << what << " must be 1-D of " << n << " elements for a weight "
+  return op->emitOpError() << what << " must hold " << n << " elements for a weight "
                            << shapeString(weightShape) << ", got " << t;
 }
 

@@ -38,6 +38,16 @@ bool bindProduct(Validator &v, QuantizedProduct &d) {
   return true;
 }
 
+/// A `dtype` tensor of `n` elements, of any shape (quantized storage is
+/// flat, or shaped after its weight where tensor parallelism splits it).
+bool holds(Validator &v, const TensorView &t, const char *what, DType dtype, int64_t n) {
+  if (!v.hasDType(t, what, dtype)) return false;
+  if (t.numel() != n)
+    return v.fail(std::string(what) + " must hold " + std::to_string(n) + " elements, got " +
+                  t.describe());
+  return true;
+}
+
 } // namespace
 
 bool bindMatmulNf4(const KernelArgs &args, std::string &error, MatmulNf4Binding *out) {
@@ -78,9 +88,9 @@ bool bindMatmulInt(const KernelArgs &args, std::string &error, MatmulIntBinding 
   d.layout = IntWeightLayout::of(static_cast<int>(bits), d.rows, d.cols, axis, d.block,
                                  asymmetric);
   const int64_t groups = d.layout.groups(d.rows);
-  if (!v.hasType(v.in(1), "codes", DType::U8, {intCodeBytes(d.layout.bits, d.rows * d.cols)}) ||
-      !v.hasType(v.in(2), "scale", DType::F32, {groups}) ||
-      (asymmetric && !v.hasType(v.in(3), "zero_point", DType::I32, {groups})))
+  if (!holds(v, v.in(1), "codes", DType::U8, intCodeBytes(d.layout.bits, d.rows * d.cols)) ||
+      !holds(v, v.in(2), "scale", DType::F32, groups) ||
+      (asymmetric && !holds(v, v.in(3), "zero_point", DType::I32, groups)))
     return false;
   *out = d;
   return true;

@@ -11,6 +11,7 @@
 #include "runtime/quant/QuantizedFile.h"
 #include "runtime/support/Error.h"
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -57,6 +58,16 @@ void fillPiece(const FloatTensor &global, void *data, DType dtype, const ShardMa
   }
 }
 
+/// Whether parameter `name` is a piece of a quantized weight's storage.
+bool isQuantizedStorage(const std::string &name) {
+  for (const char *suffix : {".qweight", ".scale", ".zero_point"}) {
+    size_t n = std::strlen(suffix);
+    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0)
+      return true;
+  }
+  return false;
+}
+
 /// For each weight the programs read in quantized storage (matmul_int,
 /// matmul_nf4, through `<weight>.qweight`), the record `llmc quantize`
 /// writes for that scheme and shape (runtime/quant/QuantizedFile.h).
@@ -74,7 +85,12 @@ std::map<std::string, std::string> storedSchemes(const Artifact &artifact) {
         continue;
       const KernelAttrs &a = inst.attrs;
       quant::QuantizedTensor q;
-      q.shape = a.getInts("weight_shape");
+      q.shape = a.getInts("weight_shape"); // this rank's piece
+      // Storage split by tensor parallelism is [rows, bytes per row]: the
+      // whole weight's shape follows from its global shape.
+      std::vector<int64_t> stored = globalShapeOf(program.buffers[inst.inputs[1]]);
+      if (stored.size() == 2)
+        q.shape = {stored[0], stored[1] * (a.getInt("bits", 8) == 8 ? 1 : 2)};
       int64_t block = a.getInt("block", 0);
       if (inst.kernel == "matmul_nf4") {
         q.scheme = quant::makeScheme(quant::Format::Nf4, quant::Granularity::Block, 0, block);
@@ -137,6 +153,11 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     const SafetensorsFile *file = hf ? hf->find(name, stored) : plain.get();
     if (!file || !readFloatTensor(*file, stored, t))
       return false;
+    // Quantized storage is flat in the file and may be shaped after its
+    // weight in the model (split by tensor parallelism).
+    if (t.shape.size() == 1 && shape.size() == 2 && t.shape[0] == shape[0] * shape[1] &&
+        isQuantizedStorage(name))
+      t.shape = shape;
     if (t.shape != shape)
       fail(file->path(), ": tensor '", stored, "' is ", shapeList(t.shape),
            " but the model needs ", shapeList(shape), " for '", name, "'");

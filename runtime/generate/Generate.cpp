@@ -69,7 +69,10 @@ public:
     logits_ = program_->view("logits");
   }
 
-  int64_t vocab() const { return logits_.dim(-1); }
+  /// Logits per row. The buffer holds [rows, V] row-major, but under
+  /// tensor parallelism it is named in the shape its gather wrote it,
+  /// [rows, 1, ranks, V / ranks]: count, do not read the last dimension.
+  int64_t vocab() const { return logits_.numel() / logits_.dim(0); }
 
   /// Runs the program on `batch`; returns its logits [rows, V] in fp32.
   const float *run(const Batch &batch) {

@@ -5,6 +5,7 @@
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:block5" 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: llmc model gpt2 --preset tiny --set n_layer=1 -o %t-gpt2.mlir
 // RUN: not llmc-opt %t-gpt2.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant 2>&1 | FileCheck %s --check-prefix=TP
+// RUN: llmc-opt %t-gpt2.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=TP-INT8
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="weight-quant=nf4" 2>&1 | FileCheck %s --check-prefix=NO-INFERENCE
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=INT8
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int4:block4:asym" | FileCheck %s --check-prefix=INT4
@@ -66,7 +67,17 @@
 // LLAMA-INT4-COUNT-8: llm.matmul_int {{.*}} {bits = 4 : i64, transpose_b
 
 // BLOCK: error: 'llm.matmul' op weight-quant: blocks of 5 do not divide the last dimension of 'h.0.mlp.weight' 'tensor<8x8xf32>'
-// TP: error: 'llm.matmul' op weight-quant: 'h.0.attn.c_attn.weight' is split by tensor parallelism; quantized weights are stored whole (drop --mesh tp=, or --weight-quant)
+// TP: error: 'llm.matmul' op weight-quant: 'h.0.attn.c_attn.weight' is split by tensor parallelism, and NF4 storage is not (each double-quantized scale covers 256 blocks, across rows); use an int8 or int4 scheme, or drop --mesh tp=
+
+// Under tp=2 int8 storage takes the weights' splits: c_attn's codes
+// [rows, bytes per row] and per-column scales split with its columns (in
+// its three q/k/v blocks); the row-parallel c_proj's codes split with its
+// rows, its per-column scales whole on each rank.
+// TP-INT8: tensor<128x192xi8> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 128, 384>, levels = [{axes = ["tp"], blocks = 3 : i64, dim = 1 : i64}]}}
+// TP-INT8-SAME: tensor<192xf32> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 384>, levels = [{axes = ["tp"], blocks = 3 : i64, dim = 0 : i64}]}}
+// TP-INT8-SAME: tensor<64x128xi8> {llm.param = #llm.param<name = "h.0.attn.c_proj.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 128, 128>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]}}
+// TP-INT8-SAME: tensor<128xf32> {llm.param = #llm.param<name = "h.0.attn.c_proj.weight.scale", init = "zeros", trainable = false>},
+// TP-INT8: llm.matmul_int {{.*}} {bits = 8 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 128, 192>}
 // NO-INFERENCE: --weight-quant needs --inference (training keeps its weights in full precision; see --qlora)
 // BAD-BLOCK: --weight-quant: bad scheme 'int4:block0': block size '0' (write e.g. block64)
 // UNKNOWN: --weight-quant: bad scheme 'fp8': unknown field 'fp8'

@@ -678,7 +678,7 @@ func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>, %s: 
 // -----
 
 func.func @f(%x: tensor<2x64xf32>, %c: tensor<4000xi8>, %q: tensor<128xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
-  // expected-error @+1 {{codes (two per byte) must be 1-D of 4096 elements for a weight 64x128, got 'tensor<4000xi8>'}}
+  // expected-error @+1 {{codes (two per byte) must hold 4096 elements for a weight 64x128, got 'tensor<4000xi8>'}}
   %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<4000xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
   return
 }
@@ -686,7 +686,7 @@ func.func @f(%x: tensor<2x64xf32>, %c: tensor<4000xi8>, %q: tensor<128xi8>, %s: 
 // -----
 
 func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<64xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
-  // expected-error @+1 {{absmax_q (one per block) must be 1-D of 128 elements}}
+  // expected-error @+1 {{absmax_q (one per block) must hold 128 elements}}
   %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<4096xi8>, tensor<64xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
   return
 }
@@ -694,7 +694,7 @@ func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<64xi8>, %s: t
 // -----
 
 func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>, %s: tensor<2xf32>, %m: tensor<f32>) {
-  // expected-error @+1 {{absmax_scale (one per 256 blocks) must be 1-D of 1 elements}}
+  // expected-error @+1 {{absmax_scale (one per 256 blocks) must hold 1 elements}}
   %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<4096xi8>, tensor<128xi8>, tensor<2xf32>, tensor<f32> -> tensor<2x128xf32>
   return
 }
@@ -831,7 +831,7 @@ func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>) {
-  // expected-error @+1 {{codes (two per byte) must be 1-D of 4096 elements for a weight 64x128, got 'tensor<8192xi8>'}}
+  // expected-error @+1 {{codes (two per byte) must hold 4096 elements for a weight 64x128, got 'tensor<8192xi8>'}}
   %y = llm.matmul_int %x, %c, %s {bits = 4 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x128xf32>
   return
 }
@@ -839,7 +839,7 @@ func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>) {
-  // expected-error @+1 {{scale (one per group) must be 1-D of 64 elements for a weight 64x128, got 'tensor<128xf32>'}}
+  // expected-error @+1 {{scale (one per group) must hold 64 elements for a weight 64x128, got 'tensor<128xf32>'}}
   %y = llm.matmul_int %x, %c, %s {bits = 8 : i64, channel_axis = 0 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x128xf32>
   return
 }
@@ -847,7 +847,7 @@ func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>, %z: tensor<64xi32>) {
-  // expected-error @+1 {{zero_point (one per group) must be 1-D of 128 elements}}
+  // expected-error @+1 {{zero_point (one per group) must hold 128 elements}}
   %y = llm.matmul_int %x, %c, %s, %z {bits = 8 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<128xf32>, tensor<64xi32> -> tensor<2x128xf32>
   return
 }

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Weight-only quantized inference on a CPU rank: GPT-2 124M decode tokens/s
+# at batch 1, the fp32 artifact against one compiled with --weight-quant
+# <scheme> for each scheme (random weights: the timing does not depend on
+# their values), runs alternated, with the weight bytes a decode step
+# reads. A decode step reads every weight once, so fewer bytes are fewer
+# seconds where expanding them costs less than reading the difference.
+#
+# Usage: [PROMPT=128] [NEW=32] [RUNS=5] [SCHEMES="nf4:block64 int8:channel int4:block64"]
+#        bench/decode_quant_cpu.sh [build-dir]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+PROMPT=${PROMPT:-128}
+NEW=${NEW:-32}
+RUNS=${RUNS:-5}
+SCHEMES=${SCHEMES:-nf4:block64 int8:channel int4:block64}
+MODEL=(--model gpt2 --preset 124M)
+SPEC="max-batch=1,max-context=$((PROMPT + NEW)),page=16,chunk=$PROMPT"
+kinds=(fp32)
+"$BUILD/bin/llmc" compile "${MODEL[@]}" --inference "$SPEC" -o "$WORK/fp32.llmc"
+for scheme in $SCHEMES; do
+  "$BUILD/bin/llmc" compile "${MODEL[@]}" --inference "$SPEC" --weight-quant "$scheme" \
+    -o "$WORK/$scheme.llmc"
+  kinds+=("$scheme")
+done
+# A decode step reads every parameter but the position table (one row of
+# it): the artifact's `params` bytes, less wpe's other 1023 rows.
+echo "# $(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) cores, $THREADS threads, GPT-2 124M batch 1, prompt $PROMPT tokens, $NEW new tokens, $RUNS runs each"
+for kind in "${kinds[@]}"; do
+  "$BUILD/bin/llmc" inspect "$WORK/$kind.llmc" | python3 -c "
+import re, sys
+units = {'B': 1, 'KiB': 2**10, 'MiB': 2**20, 'GiB': 2**30}
+for line in sys.stdin:
+    m = re.match(r'\s+params\s+([0-9.]+) (\w+)', line)
+    if m:
+        read = float(m.group(1)) * units[m.group(2)] - 1023 * 768 * 4
+        print(f'# weight bytes read per decode token, $kind: {read / 1e6:.1f} MB')
+"
+done
+prompt=$(python3 -c "import random; random.seed(0); print(','.join(str(random.randrange(50257)) for _ in range($PROMPT)))")
+for ((r = 0; r < RUNS; ++r)); do
+  for kind in "${kinds[@]}"; do
+    "$BUILD/bin/llmc" generate "$WORK/$kind.llmc" --prompt-tokens "$prompt" --max-new-tokens "$NEW" \
+      --temperature 0 2>&1 > /dev/null | awk -v k="$kind" '/^decode:/ {gsub(/\(/, "", $7); print k, $7}'
+  done
+done | python3 -c "
+import statistics, sys
+rates = {}
+for line in sys.stdin:
+    kind, rate = line.split()
+    rates.setdefault(kind, []).append(float(rate))
+base = statistics.median(rates['fp32'])
+for kind in rates:
+    median = statistics.median(rates[kind])
+    runs = ', '.join(f'{r:.1f}' for r in rates[kind])
+    print(f'{kind}: decode median {median:.1f} tok/s, {median / base:.2f}x fp32 (runs: {runs})')
+"
