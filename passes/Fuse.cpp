@@ -163,9 +163,11 @@ bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes) {
     return false;
   Value h = head.getA(), w = head.getB();
   auto hType = cast<RankedTensorType>(h.getType()), wType = cast<RankedTensorType>(w.getType());
-  Type f32 = Float32Type::get(loss.getContext());
-  if (hType.getElementType() != f32 || wType.getElementType() != f32 || wType.getRank() != 2 ||
-      hType.getRank() < 2 || cast<RankedTensorType>(loss.getLogits().getType()).getElementType() != f32)
+  // One float type throughout (fp32, or a bf16/f16 head, whose logits the
+  // kernels round where the matmul stores them).
+  Type element = hType.getElementType();
+  if (wType.getElementType() != element || wType.getRank() != 2 || hType.getRank() < 2 ||
+      cast<RankedTensorType>(loss.getLogits().getType()).getElementType() != element)
     return false;
   FailureOr<HeadBackward> backward = matchBackward(head, loss);
   if (failed(backward))

@@ -492,8 +492,8 @@ static LogicalResult inferLinearCrossEntropy(MLIRContext *context, std::optional
                                              SmallVectorImpl<Type> &types) {
   RankedTensorType h = tensorOf(adaptor.getH()), w = tensorOf(adaptor.getW());
   Type f32 = Float32Type::get(context);
-  if (h.getElementType() != f32 || w.getElementType() != f32)
-    return emitOptionalError(loc, "h and w must be f32");
+  if (failed(sameElementType(loc, adaptor.getH(), adaptor.getW(), "h", "w")))
+    return failure();
   if (h.getRank() < 2 || w.getRank() != 2)
     return emitOptionalError(loc, "h must be [..., D] and w a matrix, got ",
                              shapeString(h.getShape()), " and ", shapeString(w.getShape()));

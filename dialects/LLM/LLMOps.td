@@ -424,7 +424,9 @@ class LLM_LinearCrossEntropyBase<string mnemonic> : LLM_PureOp<mnemonic> {
     `scratch` (`[chunk_rows, V]` f32), so the whole `[rows, V]` logits are
     never stored. `h` is `[..., D]` with one target per row; the loss is
     the mean over the targets that are not `ignore_index`, as
-    `cross_entropy`'s. fp32 only.
+    `cross_entropy`'s. `h` and `w` (and `dh`, `dw`) share one float type;
+    in bf16 or f16 the logits and their gradient are rounded to it where
+    the unfused `matmul` and `cross_entropy_grad` store them.
   }];
 }
 

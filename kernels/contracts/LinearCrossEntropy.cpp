@@ -17,9 +17,10 @@ bool bindLinearCrossEntropy(const KernelArgs &args, bool train, std::string &err
       !v.intAttr("ignore_index", &b.ignoreIndex, -1) || !v.intAttr("chunk_rows", &b.chunkRows, 0))
     return false;
   const TensorView &h = v.in(0), &w = v.in(1), &targets = v.in(2);
-  if (!v.hasDType(h, "h", DType::F32) || !v.hasDType(w, "w", DType::F32) ||
-      !v.hasRank(w, "w", 2) || !v.fitsInt(h, "h") || !v.fitsInt(w, "w"))
+  if (!v.isFloat(h, "h") || !v.hasDType(w, "w", h.dtype) || !v.hasRank(w, "w", 2) ||
+      !v.fitsInt(h, "h") || !v.fitsInt(w, "w"))
     return false;
+  b.dtype = h.dtype;
   if (h.rank() < 2) return v.fail("h must be [..., D], got " + h.describe());
   b.width = h.dim(-1);
   b.vocab = w.dim(b.transposeB ? 0 : 1);
@@ -35,8 +36,8 @@ bool bindLinearCrossEntropy(const KernelArgs &args, bool train, std::string &err
       !v.hasType(v.out(scratch), "scratch", DType::F32, {b.chunkRows, b.vocab}))
     return false;
   if (train && (!v.isF32Scalar(v.in(3), "dloss") ||
-                !v.hasType(v.out(1), "dh", DType::F32, h.shape) ||
-                !v.hasType(v.out(2), "dw", DType::F32, w.shape)))
+                !v.hasType(v.out(1), "dh", h.dtype, h.shape) ||
+                !v.hasType(v.out(2), "dw", h.dtype, w.shape)))
     return false;
   *out = b;
   return true;

@@ -9,6 +9,13 @@
 // whole [rows, V] logits and their gradient are never stored: the arena
 // holds one chunk.
 //
+// bf16 and f16 are storage, as in matmul: h and w are widened into fp32
+// copies, each chunk's logits rounded to the type (where the unfused
+// matmul stores them) before the loss reads them, the gradient rounded
+// (where cross_entropy_grad stores it) before the products read it, dh
+// rounded per chunk and dw accumulated in fp32 over the chunks and rounded
+// once — with one chunk, the unfused ops' values bit for bit.
+//
 // Row losses land in bind-time scratch and are summed in row order in
 // double, so the loss does not depend on the thread count or the chunk
 // size. A target outside [0, V) that is not ignored makes its row (and the
@@ -23,16 +30,28 @@
 namespace llmc::cpu {
 namespace {
 
-class LinearCrossEntropyKernel final : public Kernel {
+template <typename T> class LinearCrossEntropyKernel final : public Kernel {
+  static constexpr bool kWide = std::is_same_v<T, float>;
+
 public:
   LinearCrossEntropyKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b,
                            SgemmFn sgemm)
-      : b_(b), sgemm_(sgemm), h_(args.inputs[0].as<float>()), w_(args.inputs[1].as<float>()),
+      : b_(b), sgemm_(sgemm), h_(args.inputs[0].as<T>()), w_(args.inputs[1].as<T>()),
         targets_(args.inputs[2]), dloss_(b.train ? args.inputs[3].as<float>() : nullptr),
-        loss_(args.outputs[0].as<float>()), dh_(b.train ? args.outputs[1].as<float>() : nullptr),
-        dw_(b.train ? args.outputs[2].as<float>() : nullptr),
+        loss_(args.outputs[0].as<float>()), dh_(b.train ? args.outputs[1].as<T>() : nullptr),
+        dw_(b.train ? args.outputs[2].as<T>() : nullptr),
         scratch_(args.outputs[b.train ? 3 : 1].as<float>()), threads_(bindThreads()),
-        rowLoss_(static_cast<size_t>(b.rows)) {}
+        rowLoss_(static_cast<size_t>(b.rows)) {
+    if constexpr (!kWide) {
+      const int64_t chunk = std::min(b.chunkRows, b.rows) * b.width;
+      wWide_.resize(b.vocab * b.width);
+      hWide_.resize(chunk);
+      if (b.train) {
+        dhWide_.resize(chunk);
+        dwWide_.resize(b.vocab * b.width);
+      }
+    }
+  }
 
   void run(const StepContext &) override {
     const int64_t rows = b_.rows, d = b_.width, vocab = b_.vocab;
@@ -40,30 +59,39 @@ public:
     for (int64_t r = 0; r < rows; ++r) count += targets_[r] != b_.ignoreIndex;
     const float factor = b_.train && count ? *dloss_ / static_cast<float>(count) : 0.0f;
     const int ldw = static_cast<int>(b_.transposeB ? d : vocab);
+    const float *w = wide(w_, wWide_, vocab * d);
+    float *dw = kWide ? reinterpret_cast<float *>(dw_) : dwWide_.data();
     for (int64_t r0 = 0; r0 < rows; r0 += b_.chunkRows) {
       const int n = static_cast<int>(std::min(b_.chunkRows, rows - r0));
-      const float *hc = h_ + r0 * d;
+      const float *hc = wide(h_ + r0 * d, hWide_, n * d);
       // logits[n, V] = h_c · wᵀ (w [V, D]) or h_c · w (w [D, V]).
       sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasTrans : CblasNoTrans, n,
-             static_cast<int>(vocab), static_cast<int>(d), 1.0f, hc, static_cast<int>(d), w_, ldw,
+             static_cast<int>(vocab), static_cast<int>(d), 1.0f, hc, static_cast<int>(d), w, ldw,
              0.0f, scratch_, static_cast<int>(vocab));
+      roundThrough(scratch_, n * vocab);
       chunkRows(r0, n, factor);
       if (!b_.train)
         continue;
+      roundThrough(scratch_, n * vocab);
       // dh_c[n, D] = g · w (w [V, D]) or g · wᵀ (w [D, V]).
+      float *dhc = kWide ? reinterpret_cast<float *>(dh_) + r0 * d : dhWide_.data();
       sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasNoTrans : CblasTrans, n,
              static_cast<int>(d), static_cast<int>(vocab), 1.0f, scratch_,
-             static_cast<int>(vocab), w_, ldw, 0.0f, dh_ + r0 * d, static_cast<int>(d));
+             static_cast<int>(vocab), w, ldw, 0.0f, dhc, static_cast<int>(d));
+      if constexpr (!kWide) narrow(dhc, dh_ + r0 * d, n * d);
       // dw += gᵀ · h_c ([V, D]) or h_cᵀ · g ([D, V]); the first chunk sets it.
       const float beta = r0 == 0 ? 0.0f : 1.0f;
       if (b_.transposeB)
         sgemm_(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(vocab),
                static_cast<int>(d), n, 1.0f, scratch_, static_cast<int>(vocab), hc,
-               static_cast<int>(d), beta, dw_, static_cast<int>(d));
+               static_cast<int>(d), beta, dw, static_cast<int>(d));
       else
         sgemm_(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d),
                static_cast<int>(vocab), n, 1.0f, hc, static_cast<int>(d), scratch_,
-               static_cast<int>(vocab), beta, dw_, static_cast<int>(vocab));
+               static_cast<int>(vocab), beta, dw, static_cast<int>(vocab));
+    }
+    if constexpr (!kWide) {
+      if (b_.train) narrow(dw, dw_, vocab * d);
     }
     double total = 0.0;
     for (int64_t r = 0; r < rows; ++r) total += rowLoss_[r];
@@ -71,6 +99,34 @@ public:
   }
 
 private:
+  /// `n` values of x as fp32: x itself, or widened into `scratch`.
+  static const float *wide(const T *x, std::vector<float> &scratch, int64_t n) {
+    if constexpr (kWide) {
+      return x;
+    } else {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) scratch[i] = load(x, i);
+      return scratch.data();
+    }
+  }
+
+  static void narrow(const float *x, T *out, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) store(out, i, x[i]);
+  }
+
+  /// Rounds fp32 values to T and back, in place (nothing for fp32).
+  static void roundThrough(float *x, int64_t n) {
+    if constexpr (!kWide) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) {
+        T v;
+        store(&v, 0, x[i]);
+        x[i] = load(&v, 0);
+      }
+    }
+  }
+
   /// The losses of rows r0 .. r0+n (whose logits are in the scratch) and,
   /// when training, their gradient in place of the logits.
   void chunkRows(int64_t r0, int n, float factor) {
@@ -102,12 +158,16 @@ private:
 
   contracts::LinearCrossEntropyBinding b_;
   SgemmFn sgemm_;
-  const float *h_, *w_;
+  const T *h_, *w_;
   IdView targets_;
   const float *dloss_;
-  float *loss_, *dh_, *dw_, *scratch_;
+  float *loss_;
+  T *dh_, *dw_;
+  float *scratch_;
   int threads_;
   std::vector<double> rowLoss_;
+  // bf16 / f16 only: fp32 copies of w and a chunk of h, a chunk of dh, dw.
+  std::vector<float> wWide_, hWide_, dhWide_, dwWide_;
 };
 
 template <bool Train>
@@ -120,7 +180,7 @@ std::unique_ptr<Kernel> makeLinearCrossEntropy(const KernelArgs &args, std::stri
     error = std::string(contracts::linearCrossEntropyName(Train)) + ": " + blasError;
     return nullptr;
   }
-  return std::make_unique<LinearCrossEntropyKernel>(args, b, sgemm);
+  return makeFloatKernel<LinearCrossEntropyKernel>(b.dtype, args, b, sgemm);
 }
 
 std::unique_ptr<Kernel> makeLinearCrossEntropyForward(const KernelArgs &args, std::string &error) {

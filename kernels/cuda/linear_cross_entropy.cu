@@ -8,6 +8,12 @@
 // it into the chunk's rows of dh and into dw (accumulating after the first
 // chunk). Every GEMM is planned at bind time, three per chunk.
 //
+// bf16 and f16 GEMMs read and write their operands' type, so there the
+// chunk is held in that type (in the first half of the fp32 scratch): the
+// logits rounded where the unfused matmul stores them, the gradient where
+// cross_entropy_grad does. dw then accumulates over chunks in that type
+// too (one chunk: the unfused ops' rounding exactly).
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/LinearCrossEntropy.h"
@@ -22,60 +28,63 @@ namespace {
 
 /// Losses of rows [r0, r0 + n) from their logits in `chunk`; with a scale,
 /// the chunk becomes their gradient.
-template <typename I>
-__global__ void chunkRowsKernel(float *chunk, const I *targets, float *rowLoss, int64_t r0,
+template <typename I, typename T>
+__global__ void chunkRowsKernel(T *chunk, const I *targets, float *rowLoss, int64_t r0,
                                 int64_t n, int64_t vocab, int64_t ignoreIndex,
                                 const float *scale) {
   __shared__ float red[32];
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const int64_t target = static_cast<int64_t>(targets[r0 + i]); // uniform over the block
-    float *row = chunk + i * vocab;
+    T *row = chunk + i * vocab;
     const bool ignored = target == ignoreIndex;
     if (ignored || target < 0 || target >= vocab) {
       const float fill = ignored ? 0.0f : __int_as_float(0x7fc00000);
       if (threadIdx.x == 0) rowLoss[r0 + i] = fill;
       if (scale)
-        for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) row[j] = fill;
+        for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) store(row, j, fill);
       continue;
     }
     const float lse = rowLogSumExp(row, vocab, red);
-    const float targetLogit = row[target];
+    const float targetLogit = load(row, target);
     __syncthreads(); // every thread read the target's logit before it is overwritten
     if (threadIdx.x == 0) rowLoss[r0 + i] = lse - targetLogit;
     if (!scale) continue;
     const float factor = *scale;
     for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-      const float p = expf(row[j] - lse);
-      row[j] = (j == target ? p - 1.0f : p) * factor;
+      const float p = expf(load(row, j) - lse);
+      store(row, j, (j == target ? p - 1.0f : p) * factor);
     }
   }
 }
 
-class LinearCrossEntropyKernel final : public Kernel {
+template <typename T> class LinearCrossEntropyKernel final : public Kernel {
 public:
   LinearCrossEntropyKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b)
       : b_(b), targets_(args.inputs[2]), dloss_(b.train ? args.inputs[3].as<float>() : nullptr),
-        loss_(args.outputs[0].as<float>()), scratch_(args.outputs[b.train ? 3 : 1].as<float>()),
+        loss_(args.outputs[0].as<float>()), scratch_(args.outputs[b.train ? 3 : 1].as<T>()),
         rowLoss_(static_cast<size_t>(b.rows) * sizeof(float)), scale_(sizeof(float)) {}
 
   /// Plans the chunk GEMMs; false with `error` set when cuBLASLt refuses.
   bool plan(const KernelArgs &args, std::string &error) {
-    const float *h = args.inputs[0].as<float>(), *w = args.inputs[1].as<float>();
-    float *dh = b_.train ? args.outputs[1].as<float>() : nullptr;
-    float *dw = b_.train ? args.outputs[2].as<float>() : nullptr;
+    const T *h = args.inputs[0].as<T>(), *w = args.inputs[1].as<T>();
+    T *dh = b_.train ? args.outputs[1].as<T>() : nullptr;
+    T *dw = b_.train ? args.outputs[2].as<T>() : nullptr;
     for (int64_t r0 = 0; r0 < b_.rows; r0 += b_.chunkRows) {
       const int64_t n = std::min(b_.chunkRows, b_.rows - r0);
       GemmDesc logits; // [n, V] = h_c · wᵀ or h_c · w
+      logits.dtype = b_.dtype;
       logits.m = n, logits.n = b_.vocab, logits.k = b_.width;
       logits.transposeB = b_.transposeB;
       logits.a = h + r0 * b_.width, logits.b = w, logits.c = scratch_;
       if (!add(logits, error)) return false;
       if (!b_.train) continue;
       GemmDesc dgrad; // [n, D] = g · w or g · wᵀ
+      dgrad.dtype = b_.dtype;
       dgrad.m = n, dgrad.n = b_.width, dgrad.k = b_.vocab;
       dgrad.transposeB = !b_.transposeB;
       dgrad.a = scratch_, dgrad.b = w, dgrad.c = dh + r0 * b_.width;
       GemmDesc wgrad; // dw (+)= gᵀ · h_c ([V, D]) or h_cᵀ · g ([D, V])
+      wgrad.dtype = b_.dtype;
       wgrad.transposeA = true;
       wgrad.accumulate = r0 > 0;
       wgrad.k = n;
@@ -110,10 +119,10 @@ public:
       gemms_[g++]->run(stream);
       const int grid = lossRowGrid(n), threads = lossRowThreads(b_.vocab);
       if (targets_.wide)
-        chunkRowsKernel<int64_t><<<grid, threads, 0, stream>>>(
+        chunkRowsKernel<int64_t, T><<<grid, threads, 0, stream>>>(
             scratch_, targets_.wide64(), rowLoss, r0, n, b_.vocab, b_.ignoreIndex, scale);
       else
-        chunkRowsKernel<int32_t><<<grid, threads, 0, stream>>>(
+        chunkRowsKernel<int32_t, T><<<grid, threads, 0, stream>>>(
             scratch_, targets_.narrow(), rowLoss, r0, n, b_.vocab, b_.ignoreIndex, scale);
       LLMC_CUDA_CHECK_LAUNCH();
       if (b_.train) {
@@ -141,7 +150,8 @@ private:
   contracts::LinearCrossEntropyBinding b_;
   Ids targets_;
   const float *dloss_;
-  float *loss_, *scratch_;
+  float *loss_;
+  T *scratch_; // the chunk, in h's type
   BindScratch rowLoss_; // [rows] f32
   BindScratch scale_;   // dloss / count
   std::vector<std::unique_ptr<LtGemm>> gemms_;
@@ -151,13 +161,19 @@ template <bool Train>
 std::unique_ptr<Kernel> makeCudaLinearCrossEntropy(const KernelArgs &args, std::string &error) {
   contracts::LinearCrossEntropyBinding b;
   if (!contracts::bindLinearCrossEntropy(args, Train, error, &b)) return nullptr;
-  auto kernel = std::make_unique<LinearCrossEntropyKernel>(args, b);
-  std::string gemmError;
-  if (!kernel->plan(args, gemmError)) {
-    error = std::string(contracts::linearCrossEntropyName(Train)) + ": " + gemmError;
-    return nullptr;
+  auto planned = [&](auto kernel) -> std::unique_ptr<Kernel> {
+    std::string gemmError;
+    if (!kernel->plan(args, gemmError)) {
+      error = std::string(contracts::linearCrossEntropyName(Train)) + ": " + gemmError;
+      return nullptr;
+    }
+    return kernel;
+  };
+  switch (b.dtype) {
+  case DType::BF16: return planned(std::make_unique<LinearCrossEntropyKernel<bf16>>(args, b));
+  case DType::F16: return planned(std::make_unique<LinearCrossEntropyKernel<f16>>(args, b));
+  default: return planned(std::make_unique<LinearCrossEntropyKernel<float>>(args, b));
   }
-  return kernel;
 }
 
 std::unique_ptr<Kernel> makeCudaLinearCrossEntropyForward(const KernelArgs &args, std::string &error) {

@@ -70,22 +70,42 @@ func.func @eval(%h: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %t: tensor<4x8xi3
 
 // -----
 
-// Logits something else reads (here returned), a bf16 head, and a LoRA
-// branch added to the logits stay unfused.
+// Logits something else reads (here returned), a LoRA branch added to
+// the logits, and a head whose h and w differ in type stay unfused.
 // CHECK-LABEL: func.func @kept
 // CHECK-NOT: linear_cross_entropy
 // CHECK: return
 func.func @kept(%h: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %t: tensor<4x8xi32>,
-                %hb: tensor<4x8x16xbf16>, %wb: tensor<32x16xbf16>, %lora: tensor<4x8x32xf32>)
-    -> (tensor<f32>, tensor<4x8x32xf32>, tensor<f32>, tensor<f32>) {
+                %lora: tensor<4x8x32xf32>)
+    -> (tensor<f32>, tensor<4x8x32xf32>, tensor<f32>) {
   %logits = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<32x16xf32> -> tensor<4x8x32xf32>
   %loss = llm.cross_entropy %logits, %t : tensor<4x8x32xf32>, tensor<4x8xi32>
-  %lb = llm.matmul %hb, %wb {transpose_b} : tensor<4x8x16xbf16>, tensor<32x16xbf16> -> tensor<4x8x32xbf16>
-  %lossb = llm.cross_entropy %lb, %t : tensor<4x8x32xbf16>, tensor<4x8xi32>
   %base = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<32x16xf32> -> tensor<4x8x32xf32>
   %adapted = llm.add %base, %lora : tensor<4x8x32xf32>, tensor<4x8x32xf32>
   %lossl = llm.cross_entropy %adapted, %t : tensor<4x8x32xf32>, tensor<4x8xi32>
-  return %loss, %logits, %lossb, %lossl : tensor<f32>, tensor<4x8x32xf32>, tensor<f32>, tensor<f32>
+  return %loss, %logits, %lossl : tensor<f32>, tensor<4x8x32xf32>, tensor<f32>
+}
+
+// -----
+
+// A bf16 head (--precision bf16) fuses in its own type: the kernels round
+// the logits and their gradient where the matmul and cross_entropy_grad
+// store them.
+// CHECK-LABEL: func.func @bf16_head
+// CHECK-NEXT:  %[[SEED:.*]] = llm.fill 1.0
+// CHECK-NEXT:  %[[L:.*]], %[[DH:.*]], %[[DW:.*]], %{{.*}} = llm.linear_cross_entropy_train %arg0, %arg1, %arg2, %[[SEED]] {chunk_rows = 32 : i64, transpose_b} : tensor<4x8x16xbf16>, tensor<32x16xbf16>, tensor<4x8xi32>
+// CHECK-NEXT:  return %[[L]], %[[DH]], %[[DW]] : tensor<f32>, tensor<4x8x16xbf16>, tensor<32x16xbf16>
+func.func @bf16_head(%h: tensor<4x8x16xbf16>, %w: tensor<32x16xbf16>, %t: tensor<4x8xi32>)
+    -> (tensor<f32>, tensor<4x8x16xbf16>, tensor<32x16xbf16>) {
+  %logits = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xbf16>, tensor<32x16xbf16> -> tensor<4x8x32xbf16>
+  %loss = llm.cross_entropy %logits, %t : tensor<4x8x32xbf16>, tensor<4x8xi32>
+  %seed = llm.fill 1.0 {llmc.backward, llmc.loss_seed} : tensor<f32>
+  %g = llm.cross_entropy_grad %logits, %t, %seed {llmc.backward} : tensor<4x8x32xbf16>, tensor<4x8xi32>
+  %dh = llm.matmul %g, %w {llmc.backward} : tensor<4x8x32xbf16>, tensor<32x16xbf16> -> tensor<4x8x16xbf16>
+  %hr = llm.reshape %h {llmc.backward} : tensor<4x8x16xbf16> to tensor<32x16xbf16>
+  %gr = llm.reshape %g {llmc.backward} : tensor<4x8x32xbf16> to tensor<32x32xbf16>
+  %dw = llm.matmul %gr, %hr {llmc.backward, transpose_a} : tensor<32x32xbf16>, tensor<32x16xbf16> -> tensor<32x16xbf16>
+  return %loss, %dh, %dw : tensor<f32>, tensor<4x8x16xbf16>, tensor<32x16xbf16>
 }
 
 // -----

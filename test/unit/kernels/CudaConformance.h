@@ -39,7 +39,8 @@ std::string missingGpuReason();
   } while (0)
 
 /// How outputs are compared; `tolerances` per output (one value applies to
-/// all). Integer outputs are always compared exactly.
+/// all; an infinite one skips an output the kernel leaves unspecified).
+/// Integer outputs are always compared exactly.
 struct Comparison {
   Metric metric = Metric::Elementwise;
   std::vector<double> tolerances;
