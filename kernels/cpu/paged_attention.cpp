@@ -230,6 +230,20 @@ inline void scoreTile(int64_t rows, int64_t cols, int64_t d, const float *q, con
     }
 }
 
+/// out[e] = scale · codes[e]: one int8 key or value row widened to fp32,
+/// eight codes per instruction (sign-extended, converted, scaled).
+inline void widenCodes(const int8_t *codes, float scale, float *out, int64_t d) {
+  int64_t e = 0;
+#if defined(__AVX2__)
+  const __m256 s = _mm256_set1_ps(scale);
+  for (; e + 8 <= d; e += 8) {
+    __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(codes + e));
+    _mm256_storeu_ps(out + e, _mm256_mul_ps(s, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes))));
+  }
+#endif
+  for (; e < d; ++e) out[e] = scale * static_cast<float>(codes[e]);
+}
+
 /// q and out of T; the pools of C: T itself, a 16-bit float under an f32
 /// T, or int8 codes (with scale pools).
 template <typename T, typename C> class PagedAttentionKernel final : public Kernel {
@@ -311,12 +325,8 @@ private:
       const int64_t head = (page * n_.page + j % n_.page) * n_.kv + c.g, at = head * d;
       const C *kSrc = k_ + at, *vSrc = v_ + at;
       if constexpr (kInt8) {
-        const float ks = kScales_[head], vs = vScales_[head];
-#pragma omp simd
-        for (int64_t e = 0; e < d; ++e) {
-          kRow[e] = ks * static_cast<float>(kSrc[e]);
-          vRow[e] = vs * static_cast<float>(vSrc[e]);
-        }
+        widenCodes(kSrc, kScales_[head], kRow, d);
+        widenCodes(vSrc, vScales_[head], vRow, d);
       } else {
 #pragma omp simd
         for (int64_t e = 0; e < d; ++e) {
