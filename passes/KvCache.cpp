@@ -184,11 +184,6 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
     }
     SmallVector<Value> updated;
     SmallVector<unsigned> tiedTo;
-    auto keysType = cast<RankedTensorType>(attentions.front().getK().getType());
-    FailureOr<Type> element = cacheElementType(func, keysType.getElementType());
-    if (failed(element))
-      return signalPassFailure();
-    const bool quantized = element->isInteger(8);
     for (auto [layer, attention] : llvm::enumerate(attentions)) {
       if (!attention.getCausal() || attention.getSegmentIds() || !attention.getLse().use_empty()) {
         attention.emitOpError("kv-cache: only causal attention without segment ids can read "
@@ -199,11 +194,10 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
       std::string prefix =
           "kv/" + (block ? block.getValue().str() : "layer" + std::to_string(layer));
       auto keys = cast<RankedTensorType>(attention.getK().getType());
-      if (keys.getElementType() != keysType.getElementType()) {
-        attention.emitOpError("kv-cache: every layer's keys must have one type, got ")
-            << keys.getElementType() << " and " << keysType.getElementType();
+      FailureOr<Type> element = cacheElementType(func, keys.getElementType());
+      if (failed(element))
         return signalPassFailure();
-      }
+      const bool quantized = element->isInteger(8);
       int64_t kv = keys.getDimSize(2), d = keys.getDimSize(3);
       auto poolType = RankedTensorType::get({blocks, page, kv, d}, *element);
       auto scaleType = RankedTensorType::get({blocks, page, kv}, b.getF32Type());
