@@ -27,9 +27,10 @@ namespace {
 
 using detail::reportFailure;
 
-/// `--inference max-batch=8,max-context=2048,page=16,chunk=256,blocks=1024`.
+/// `--inference max-batch=8,max-context=2048,page=16,chunk=256,blocks=1024,kv=int8`.
 struct InferenceSpec {
   int64_t maxBatch = 0, maxContext = 0, page = 16, chunk = 0, blocks = 0;
+  std::string kv; ///< the cache's element type; empty: the compute type
 
   int64_t maxBlocks() const { return (maxContext + page - 1) / page; }
 };
@@ -40,6 +41,12 @@ std::string parseSpec(StringRef text, InferenceSpec &spec) {
   for (StringRef item : items) {
     auto [key, value] = item.split('=');
     key = key.trim();
+    if (key == "kv") {
+      spec.kv = value.trim().str();
+      if (spec.kv != "int8" && spec.kv != "bf16" && spec.kv != "f16" && spec.kv != "f32")
+        return "--inference: kv must be int8, bf16, f16 or f32, got '" + value.str() + "'";
+      continue;
+    }
     int64_t *field = llvm::StringSwitch<int64_t *>(key)
                          .Case("max-batch", &spec.maxBatch)
                          .Case("max-context", &spec.maxContext)
@@ -49,7 +56,7 @@ std::string parseSpec(StringRef text, InferenceSpec &spec) {
                          .Default(nullptr);
     if (!field)
       return "--inference: unknown key '" + key.str() +
-             "' (expected max-batch, max-context, page, chunk or blocks)";
+             "' (expected max-batch, max-context, page, chunk, blocks or kv)";
     if (value.trim().getAsInteger(10, *field) || *field <= 0)
       return "--inference: " + key.str() + " must be a positive integer, got '" +
              value.str() + "'";
@@ -94,6 +101,19 @@ std::string unsupported(const CompileOptions &options) {
   return "";
 }
 
+/// The cache's element type checked against the compute type: a float
+/// cache wider than the keys, or another 16-bit float than bf16's, would
+/// round or waste without a gain. Returns "" or the error.
+std::string checkCacheType(InferenceSpec &spec, StringRef precision) {
+  std::string compute = precision == "bf16" ? "bf16" : "f32";
+  if (spec.kv.empty())
+    spec.kv = compute;
+  if (compute == "bf16" && (spec.kv == "f32" || spec.kv == "f16"))
+    return "--inference: kv=" + spec.kv + " under --precision bf16: the keys are bf16, so the "
+           "cache is bf16 or int8";
+  return "";
+}
+
 } // namespace
 
 int compileInference(const CompileOptions &options, StringRef tool) {
@@ -101,6 +121,8 @@ int compileInference(const CompileOptions &options, StringRef tool) {
   if (std::string error = parseSpec(options.pipeline.inference, spec); !error.empty())
     return reportFailure(tool, error);
   if (std::string error = unsupported(options); !error.empty())
+    return reportFailure(tool, error);
+  if (std::string error = checkCacheType(spec, options.pipeline.precision); !error.empty())
     return reportFailure(tool, error);
   if (options.emit == "train")
     return reportFailure(tool, "--emit train: an inference artifact has no training step "
@@ -142,6 +164,7 @@ int compileInference(const CompileOptions &options, StringRef tool) {
     cache.page = spec.page;
     cache.blocks = spec.blocks;
     cache.maxBlocks = spec.maxBlocks();
+    cache.cacheType = spec.kv;
     PassManager pm(&context);
     pm.enableVerifier(true);
     buildInferencePipeline(pm, options.pipeline, cache);
@@ -172,6 +195,7 @@ int compileInference(const CompileOptions &options, StringRef tool) {
   meta["inference.chunk"] = std::to_string(spec.chunk);
   meta["inference.blocks"] = std::to_string(spec.blocks);
   meta["inference.max_blocks"] = std::to_string(spec.maxBlocks());
+  meta["inference.kv"] = spec.kv;
   return detail::writeOutput(*merged, options, meta, tool);
 }
 

@@ -132,6 +132,25 @@ LogicalResult Interpreter::runOp(Operation *op) {
         outs(ref::attention(in(0), in(1), in(2), seg, d(o.getScale()), o.getCausal()));
         return success();
       })
+      // Float caches hold the values as casts do here (exactly); an int8
+      // cache holds what its codes and scales say.
+      .Case([&](KvCacheWriteOp o) {
+        if (o.getScales())
+          outs(ref::kvCacheWriteInt8(in(0), in(4), in(1), in(2), in(3)));
+        else
+          out(0, ref::kvCacheWrite(in(0), in(1), in(2), in(3)));
+        return success();
+      })
+      .Case([&](PagedAttentionOp o) {
+        double scale = d(o.getScale());
+        if (o.getScales().empty()) {
+          out(0, ref::pagedAttention(in(0), in(1), in(2), in(3), in(4), scale));
+          return success();
+        }
+        out(0, ref::pagedAttention(in(0), ref::dequantizeCache(in(1), in(5)),
+                                   ref::dequantizeCache(in(2), in(6)), in(3), in(4), scale));
+        return success();
+      })
       .Case([&](AttentionGradOp o) {
         const RefTensor *seg = o.getSegmentIds() ? &values[o.getSegmentIds()] : nullptr;
         outs(ref::attentionGrad(in(0), in(1), in(2), in(3), in(4), in(5), seg,

@@ -12,6 +12,11 @@
 // the whole context); the step adds `block_table` [B, M] and
 // `cache_positions` [B, T] (−1: padding) inputs.
 //
+// The pools may be narrower than the keys (`cache-type`): a 16-bit float
+// under f32, or int8 codes with one f32 scale per token slot and kv head,
+// kept in scale pools beside the code pools. Decode reads the whole cache
+// every step, so its bytes are the step's time once the weights are small.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -19,6 +24,7 @@
 #include "passes/Utils.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSwitch.h"
 
 namespace llmc {
 #define GEN_PASS_DEF_KVCACHE
@@ -106,6 +112,29 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
         .getResult();
   }
 
+  /// The pools' element type for keys of type `keys`: `cache-type`, or
+  /// the keys' own when it is empty.
+  FailureOr<Type> cacheElementType(func::FuncOp func, Type keys) {
+    Builder b(func.getContext());
+    Type element = llvm::StringSwitch<Type>(cacheType)
+                       .Case("", keys)
+                       .Case("f32", b.getF32Type())
+                       .Case("bf16", b.getBF16Type())
+                       .Case("f16", b.getF16Type())
+                       .Case("int8", b.getIntegerType(8))
+                       .Default(nullptr);
+    if (!element)
+      return func.emitError("kv-cache: cache-type must be f32, bf16, f16 or int8, got '")
+             << cacheType << "'";
+    // A float wider than the keys holds nothing they do not.
+    if (element != keys && !element.isInteger(8) &&
+        !(keys.isF32() && (element.isBF16() || element.isF16())))
+      return func.emitError("kv-cache: a ")
+             << element << " cache cannot hold " << keys
+             << " keys: use the keys' type, a 16-bit float under f32, or int8";
+    return element;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (program != "prefill" && program != "decode") {
@@ -167,24 +196,47 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
       std::string prefix =
           "kv/" + (block ? block.getValue().str() : "layer" + std::to_string(layer));
       auto keys = cast<RankedTensorType>(attention.getK().getType());
-      auto poolType = RankedTensorType::get(
-          {blocks, page, keys.getDimSize(2), keys.getDimSize(3)}, keys.getElementType());
-      BlockArgument kPool = addArgument(func, poolType, "kv_cache", prefix + ".k");
-      BlockArgument vPool = addArgument(func, poolType, "kv_cache", prefix + ".v");
+      FailureOr<Type> element = cacheElementType(func, keys.getElementType());
+      if (failed(element))
+        return signalPassFailure();
+      const bool quantized = element->isInteger(8);
+      int64_t kv = keys.getDimSize(2), d = keys.getDimSize(3);
+      auto poolType = RankedTensorType::get({blocks, page, kv, d}, *element);
+      auto scaleType = RankedTensorType::get({blocks, page, kv}, b.getF32Type());
       b.setInsertionPoint(attention);
       Location loc = attention.getLoc();
-      Value k = llm::KvCacheWriteOp::create(b, loc, kPool, attention.getK(), table, cachePositions);
-      Value v = llm::KvCacheWriteOp::create(b, loc, vPool, attention.getV(), table, cachePositions);
+      SmallVector<Operation *> created;
+      // One pool (and with int8 its scale pool) per input, written in place.
+      auto cacheOf = [&](Value rows, StringRef which) -> std::pair<Value, Value> {
+        BlockArgument pool = addArgument(func, poolType, "kv_cache", prefix + "." + which.str());
+        BlockArgument scales =
+            quantized ? addArgument(func, scaleType, "kv_cache", prefix + "." + which.str() + "_scale")
+                      : nullptr;
+        auto write = llm::KvCacheWriteOp::create(b, loc, pool, rows, table, cachePositions,
+                                                 scales ? Value(scales) : Value());
+        created.push_back(write);
+        updated.push_back(write.getResult());
+        tiedTo.push_back(pool.getArgNumber());
+        if (!scales)
+          return {write.getResult(), nullptr};
+        updated.push_back(write.getNewScales());
+        tiedTo.push_back(scales.getArgNumber());
+        return {write.getResult(), write.getNewScales()};
+      };
+      auto [k, kScales] = cacheOf(attention.getK(), "k");
+      auto [v, vScales] = cacheOf(attention.getV(), "v");
+      SmallVector<Value> scales;
+      if (quantized)
+        scales = {kScales, vScales};
       auto out = llm::PagedAttentionOp::create(b, loc, attention.getQ(), k, v, table,
-                                               cachePositions, attention.getScaleAttr());
+                                               cachePositions, scales, attention.getScaleAttr());
+      created.push_back(out);
       if (block) {
-        for (Operation *op : {k.getDefiningOp(), v.getDefiningOp(), out.getOperation()})
+        for (Operation *op : created)
           op->setAttr(kBlockNameAttr, block);
       }
       attention.getOut().replaceAllUsesWith(out.getOut());
       attention.erase();
-      updated.append({k, v});
-      tiedTo.append({kPool.getArgNumber(), vPool.getArgNumber()});
     }
 
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());

@@ -165,6 +165,12 @@ def KvCache : Pass<"llmc-kv-cache", "mlir::ModuleOp"> {
     %vc1 = llm.kv_cache_write %vc, %v, %table, %pos : ...
     %o = llm.paged_attention %q, %kc1, %vc1, %table, %pos {scale = 0.25 : f64} : ...
     ```
+
+    `cache-type` stores the pools in another type than the keys': bf16 or
+    f16 under f32 (rounded on write, widened on read), or int8 codes with
+    an f32 scale per token slot and kv head (`kv/<block>.k_scale` and
+    `.v_scale`, `[blocks, page, KV]`, tied like the pools): the writes
+    quantize, attention dequantizes each key and value as it reads it.
   }];
   let options = [
     Option<"program", "program", "std::string", "\"decode\"", "prefill | decode">,
@@ -172,6 +178,8 @@ def KvCache : Pass<"llmc-kv-cache", "mlir::ModuleOp"> {
     Option<"blocks", "blocks", "int64_t", "1", "Blocks in each layer's pool">,
     Option<"maxBlocks", "max-blocks", "int64_t", "1",
            "Blocks per sequence (block_table columns): max context / page, rounded up">,
+    Option<"cacheType", "cache-type", "std::string", "\"\"",
+           "The pools' element type: empty for the keys' own, f32, bf16, f16 or int8">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }

@@ -92,18 +92,24 @@ void printTraining(const Artifact &a, std::ostream &os) {
 }
 
 /// An inference artifact's steps and the KV cache they share: its shape per
-/// layer and what a token of context costs.
+/// layer and what a token of context costs (an int8 cache's scale pools
+/// included).
 void printInference(const Artifact &a, std::ostream &os) {
   const ProgramInfo *decode = a.program("decode");
   if (!decode)
     return;
-  std::map<std::string, const BufferInfo *> pools; // by name, each once
+  // By name, each once: the pools [NB, P, KV, D] and an int8 cache's scale
+  // pools [NB, P, KV].
+  std::map<std::string, const BufferInfo *> pools, scales;
   for (const BufferInfo &b : decode->buffers)
     if (b.category == "kv_cache")
-      pools[b.name] = &b;
-  uint64_t total = 0;
+      (b.shape.size() == 3 ? scales : pools)[b.name] = &b;
+  uint64_t total = 0, scaleBytes = 0;
   for (auto &[name, b] : pools)
     total += b->bytes();
+  for (auto &[name, b] : scales)
+    scaleBytes += b->bytes();
+  total += scaleBytes;
   os << "inference:  @prefill " << a.meta("inference.max_batch") << " rows x "
      << a.meta("inference.chunk") << " tokens, @decode " << a.meta("inference.max_batch")
      << " rows x 1 token; max context " << a.meta("inference.max_context") << "\n";
@@ -112,14 +118,24 @@ void printInference(const Artifact &a, std::ostream &os) {
   const BufferInfo &pool = *pools.begin()->second;
   int64_t layers = static_cast<int64_t>(pools.size() / 2);
   int64_t blocks = pool.shape[0], page = pool.shape[1];
-  uint64_t perLayer = 2 * pool.bytes();
+  uint64_t perLayer = 2 * pool.bytes() + (scales.empty() ? 0 : 2 * scales.begin()->second->bytes());
+  // The codes are stored as bytes; the artifact says they are int8.
+  std::string element = scales.empty() ? dtypeName(pool.dtype) : a.meta("inference.kv", "int8");
   os << "kv cache:   " << formatBytes(total) << " on this rank: " << layers << " layers x (k + v) of ["
      << blocks << ", " << page << ", " << pool.shape[2] << ", " << pool.shape[3] << "] "
-     << dtypeName(pool.dtype) << " = " << formatBytes(perLayer) << " per layer\n"
+     << element;
+  if (!scales.empty())
+    os << " + scales [" << blocks << ", " << page << ", " << pool.shape[2] << "] f32";
+  os << " = " << formatBytes(perLayer) << " per layer\n"
      << "            " << blocks << " blocks of " << page << " tokens (" << blocks * page
      << " tokens); " << formatBytes(total / static_cast<uint64_t>(blocks * page))
-     << " per token (2 x layers x kv heads x head dim x " << dtypeSize(pool.dtype)
-     << " B)\n";
+     << " per token (2 x layers x kv heads x ";
+  if (scales.empty())
+    os << "head dim x " << dtypeSize(pool.dtype) << " B)\n";
+  else
+    os << "(head dim x 1 B + a 4 B scale))\n";
+  if (!scales.empty())
+    os << "            of which scales " << formatBytes(scaleBytes) << "\n";
 }
 
 /// What each layer keeps for its backward, beside Korthikanti et al.'s

@@ -127,6 +127,19 @@ double kernelFlops(Operation *op) {
       return name == "attention" ? forward : 2.5 * forward;
     }
   }
+  // Over a paged cache: every key a row can address (M·P), at most; an
+  // int8 cache adds one multiply per key and value element read.
+  if (name == "paged_attention" && inputs.size() >= 4) {
+    ArrayRef<int64_t> q = shapeOf(inputs[0]), pool = shapeOf(inputs[1]),
+                      table = shapeOf(inputs[3]);
+    if (q.size() == 4 && pool.size() == 4 && table.size() == 2) {
+      double keys = static_cast<double>(table[1]) * pool[1];
+      double flops = 4.0 * q[0] * q[1] * q[2] * q[3] * keys;
+      if (inputs.size() == 7)
+        flops += 2.0 * q[0] * q[1] * pool[2] * q[3] * keys;
+      return flops;
+    }
+  }
   static const std::set<std::string> movesOnly = {"slice", "pad", "concat", "transpose", "fill",
                                                   "embedding", "copy", "cast"};
   return movesOnly.count(name.str()) ? 0 : outElements;

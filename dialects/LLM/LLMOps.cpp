@@ -377,9 +377,40 @@ static LogicalResult checkCachePool(std::optional<Location> loc, RankedTensorTyp
   return success();
 }
 
+/// What a cache of `cache`'s elements may hold for attention computed in
+/// `compute`: the compute type itself, a 16-bit float under f32 (rounded in,
+/// widened out), or int8 codes with scales. A float wider than the compute
+/// type would hold nothing more than the compute type does.
+static bool cacheTypeAllowed(Type compute, Type cache) {
+  return cache == compute || cache.isInteger(8) ||
+         (compute.isF32() && (cache.isBF16() || cache.isF16()));
+}
+
+/// An int8 pool's scale pools are [NB, P, KV] f32, one per token slot and
+/// kv head; a float pool has none.
+static LogicalResult checkCacheScales(Operation *op, RankedTensorType cache, ValueRange scales,
+                                      size_t expected, StringRef what) {
+  if (!cache.getElementType().isInteger(8)) {
+    if (!scales.empty())
+      return op->emitOpError("a ") << cache.getElementType() << " cache takes no scales";
+    return success();
+  }
+  if (scales.size() != expected)
+    return op->emitOpError("an int8 cache needs ") << what << " [NB, P, KV] f32";
+  auto type = RankedTensorType::get(cache.getShape().take_front(3),
+                                    Float32Type::get(op->getContext()));
+  for (Value s : scales)
+    if (s.getType() != type)
+      return op->emitOpError("scales must be ") << type << " for a cache " << cache << ", got "
+                                                << s.getType();
+  return success();
+}
+
 LogicalResult KvCacheWriteOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
   types.push_back(adaptor.getCache().getType());
+  if (adaptor.getScales())
+    types.push_back(adaptor.getScales().getType());
   return success();
 }
 
@@ -388,11 +419,17 @@ LogicalResult KvCacheWriteOp::verify() {
   if (failed(checkCachePool(getLoc(), cache)) ||
       failed(checkPagedIndices(getLoc(), rows, getBlockTable(), getPositions())))
     return failure();
-  if (rows.getRank() != 4 || rows.getShape().take_back(2) != cache.getShape().take_back(2) ||
-      rows.getElementType() != cache.getElementType())
-    return emitOpError("rows must be [B, T, KV, D] of the cache's type, with KV, D of ")
+  if (rows.getRank() != 4 || rows.getShape().take_back(2) != cache.getShape().take_back(2))
+    return emitOpError("rows must be [B, T, KV, D] with KV, D of ")
            << cache << ", got " << rows;
-  return success();
+  if (!cacheTypeAllowed(rows.getElementType(), cache.getElementType()))
+    return emitOpError("a cache of ")
+           << cache.getElementType() << " cannot hold " << rows.getElementType()
+           << " rows (expected the rows' type, bf16 or f16 under f32, or i8 with scales)";
+  SmallVector<Value> scales;
+  if (getScales())
+    scales.push_back(getScales());
+  return checkCacheScales(*this, cache, scales, 1, "a scale pool");
 }
 
 LogicalResult PagedAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -406,10 +443,15 @@ LogicalResult PagedAttentionOp::verify() {
   if (failed(checkCachePool(getLoc(), cache)) ||
       failed(checkPagedIndices(getLoc(), q, getBlockTable(), getPositions())))
     return failure();
-  if (q.getRank() != 4 || q.getDimSize(3) != cache.getDimSize(3) ||
-      q.getElementType() != cache.getElementType())
-    return emitOpError("q must be [B, T, H, D] of the cache's type and head size, got ")
+  if (q.getRank() != 4 || q.getDimSize(3) != cache.getDimSize(3))
+    return emitOpError("q must be [B, T, H, D] of the cache's head size, got ")
            << q << " against " << cache;
+  if (!cacheTypeAllowed(q.getElementType(), cache.getElementType()))
+    return emitOpError("a cache of ")
+           << cache.getElementType() << " cannot serve a " << q.getElementType()
+           << " q (expected q's type, bf16 or f16 under f32, or i8 with scales)";
+  if (failed(checkCacheScales(*this, cache, getScales(), 2, "two scale pools (keys', values')")))
+    return failure();
   if (q.getDimSize(2) % cache.getDimSize(2) != 0)
     return emitOpError("query heads ") << q.getDimSize(2) << " must be a multiple of kv heads "
                                        << cache.getDimSize(2);

@@ -351,17 +351,28 @@ def LLM_KvCacheWriteOp : LLM_PureOp<"kv_cache_write"> {
     stored at block `block_table[b, p / P]`, slot `p % P`. Tied to the cache
     state, it is written in place: only the addressed slots change.
 
+    The cache holds `rows`' type, a 16-bit float under f32 rows (rounded to
+    nearest even on the way in), or int8 codes. An int8 cache takes a scale
+    pool `[NB, P, KV]` f32 and returns it updated as a second result: each
+    token's row of D values per kv head is stored as
+    `code = round_even(x / s)` with `s = absmax(row) / 127` (fp32; an
+    all-zero row stores s = 0 and zero codes), read back as `code · s`.
+
     ```mlir
     %kc1 = llm.kv_cache_write %kc, %k, %table, %pos
         : tensor<64x16x4x32xf32>, tensor<8x1x4x32xf32>, tensor<8x8xi32>, tensor<8x1xi32>
+    %qc1, %ks1 = llm.kv_cache_write %qc, %k, %table, %pos scales %ks : tensor<64x16x4xf32>
+        : tensor<64x16x4x32xi8>, tensor<8x1x4x32xf32>, tensor<8x8xi32>, tensor<8x1xi32>
     ```
   }];
-  let arguments = (ins LLM_FloatTensor:$cache, LLM_FloatTensor:$rows,
-                       LLM_IndexTensor:$block_table, LLM_IndexTensor:$positions);
-  let results = (outs LLM_FloatTensor:$result);
+  let arguments = (ins RankedTensorOf<[AnyFloat, I8]>:$cache, LLM_FloatTensor:$rows,
+                       LLM_IndexTensor:$block_table, LLM_IndexTensor:$positions,
+                       Optional<RankedTensorOf<[F32]>>:$scales);
+  let results = (outs RankedTensorOf<[AnyFloat, I8]>:$result,
+                      Optional<RankedTensorOf<[F32]>>:$new_scales);
   let assemblyFormat = [{
-    $cache `,` $rows `,` $block_table `,` $positions attr-dict `:` type($cache) `,` type($rows)
-    `,` type($block_table) `,` type($positions)
+    $cache `,` $rows `,` $block_table `,` $positions (`scales` $scales^ `:` type($scales))?
+    attr-dict `:` type($cache) `,` type($rows) `,` type($block_table) `,` type($positions)
   }];
   let hasVerifier = 1;
 }
@@ -377,17 +388,27 @@ def LLM_PagedAttentionOp : LLM_PureOp<"paged_attention", [ExpensiveToRecompute,
     h / (H / KV)); rows with p < 0 are padding and give zeros. Softmax in
     fp32; the result has q's type.
 
+    The pools hold q's type, a 16-bit float under an f32 q, or int8 codes;
+    int8 pools come with their scale pools `[NB, P, KV]` f32 (`scales`: the
+    keys', then the values'), and each key and value is read as code ·
+    scale as it is used.
+
     ```mlir
     %o = llm.paged_attention %q, %kc, %vc, %table, %pos {scale = 0.17 : f64}
         : tensor<8x1x4x32xf32>, tensor<64x16x4x32xf32>, tensor<8x8xi32>, tensor<8x1xi32>
+    %o8 = llm.paged_attention %q, %qk, %qv, %table, %pos scales %ks, %vs
+        : tensor<64x16x4xf32>, tensor<64x16x4xf32> {scale = 0.17 : f64}
+        : tensor<8x1x4x32xf32>, tensor<64x16x4x32xi8>, tensor<8x8xi32>, tensor<8x1xi32>
     ```
   }];
-  let arguments = (ins LLM_FloatTensor:$q, LLM_FloatTensor:$k_cache, LLM_FloatTensor:$v_cache,
+  let arguments = (ins LLM_FloatTensor:$q, RankedTensorOf<[AnyFloat, I8]>:$k_cache,
+                       RankedTensorOf<[AnyFloat, I8]>:$v_cache,
                        LLM_IndexTensor:$block_table, LLM_IndexTensor:$positions,
-                       F64Attr:$scale);
+                       Variadic<RankedTensorOf<[F32]>>:$scales, F64Attr:$scale);
   let results = (outs LLM_FloatTensor:$out);
   let assemblyFormat = [{
-    $q `,` $k_cache `,` $v_cache `,` $block_table `,` $positions attr-dict `:` type($q) `,`
+    $q `,` $k_cache `,` $v_cache `,` $block_table `,` $positions
+    (`scales` $scales^ `:` type($scales))? attr-dict `:` type($q) `,`
     type($k_cache) `,` type($block_table) `,` type($positions)
   }];
   let hasVerifier = 1;

@@ -8,6 +8,12 @@
 // paged_attention.cpp) and the CUDA ones (kernels/cuda/paged_attention.cu,
 // which add their head-dim and grid limits).
 //
+// A pool holds the compute type (new's, q's), a 16-bit float under f32, or
+// int8 codes (u8 buffers, two's complement) with a scale pool [NB, P, KV]
+// f32 per pool: kv_cache_write(codes, new, block_table, positions, scales)
+// -> (codes', scales') and paged_attention(q, k_codes, v_codes,
+// block_table, positions, k_scales, v_scales) -> out.
+//
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_CONTRACTS_PAGEDATTENTION_H
 #define LLMC_KERNELS_CONTRACTS_PAGEDATTENTION_H
@@ -22,7 +28,9 @@ namespace llmc::contracts {
 /// kv_cache_write(cache, new, block_table, positions) -> cache' and
 /// paged_attention(q, k_cache, v_cache, block_table, positions) -> out.
 struct PagedCacheBinding {
-  DType dtype = DType::F32; ///< the cache's (and q's)
+  DType dtype = DType::F32;      ///< the compute type: new's (kv_cache_write), q's
+  DType cacheDType = DType::F32; ///< the pools': dtype, BF16/F16 under F32, or U8 (int8)
+  bool quantized = false;        ///< int8 codes with scale pools
   int64_t b = 0, t = 0;     ///< batch rows and tokens per row
   int64_t h = 0;            ///< query heads (paged_attention; KV for kv_cache_write)
   int64_t kv = 0, d = 0;

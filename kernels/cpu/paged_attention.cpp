@@ -14,6 +14,15 @@
 // place (out is the cache); bound to another buffer it copies the cache
 // first.
 //
+// A cache narrower than the compute type is converted on the way in and
+// widened on the way out, in the tile loads attention already does: bf16 or
+// f16 under f32 (rounded to nearest even), or int8 codes with one fp32
+// scale per (token slot, kv head), s = absmax / 127 over the head's D
+// values and code = round_even(x / s). Attention multiplies each code by
+// its slot's scale as it widens a key or value tile, so no dequantized copy
+// of the cache exists beyond the 64-key tile. The f32 cache keeps its
+// byte-copy write and its load loop unchanged.
+//
 // paged_attention is the decode hot path and memory bound: every key and
 // value of a sequence's pages is read once per (sequence, kv head, chunk
 // of up to 64 query rows), the rows being the chunk's tokens times the
@@ -36,6 +45,8 @@
 #include "kernels/cpu/TileGemm.h"
 
 #include <array>
+#include <cmath>
+#include <type_traits>
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -103,6 +114,73 @@ private:
   size_t cacheBytes_, rowBytes_;
 };
 
+/// One token's D values of one kv head as int8 codes and their scale,
+/// s = absmax / 127 and code = round_even(x / s) in fp32 (ref::
+/// kvCacheWriteInt8's arithmetic); an all-zero row stores s = 0, codes 0.
+template <typename T> inline void quantizeRow(const T *x, int64_t d, int8_t *codes, float *scale) {
+  float absmax = 0.0f;
+#pragma omp simd reduction(max : absmax)
+  for (int64_t e = 0; e < d; ++e) absmax = std::max(absmax, std::fabs(load(x, e)));
+  const float s = absmax / 127.0f;
+  *scale = s;
+  if (!(s > 0.0f)) {
+    std::fill(codes, codes + d, int8_t{0});
+    return;
+  }
+  for (int64_t e = 0; e < d; ++e) { // NaN: -127, as the reference
+    const float code = std::nearbyint(load(x, e) / s);
+    codes[e] = static_cast<int8_t>(std::fmin(std::fmax(code, -127.0f), 127.0f));
+  }
+}
+
+/// new [B, T, KV, D] of T into a cache of C (a narrower float, or int8
+/// codes with a scale pool): each token's row converted into its slot.
+template <typename T, typename C> class KvCacheConvertKernel final : public Kernel {
+public:
+  static constexpr bool kInt8 = std::is_same_v<C, int8_t>;
+
+  KvCacheConvertKernel(const KernelArgs &args, const PagedDims &dims)
+      : cache_(args.inputs[0]), fresh_(args.inputs[1].as<T>()),
+        out_(static_cast<C *>(args.outputs[0].data)), table_(args.inputs[2]),
+        positions_(args.inputs[3]), n_(dims) {
+    if constexpr (kInt8) {
+      scales_ = args.inputs[4];
+      outScales_ = args.outputs[1].as<float>();
+    }
+  }
+
+  void run(const StepContext &) override {
+    if (out_ != cache_.data) copyBytes(out_, cache_.data, cache_.bytes());
+    if constexpr (kInt8)
+      if (outScales_ != scales_.data) copyBytes(outScales_, scales_.data, scales_.bytes());
+    const int64_t rows = n_.b * n_.t, rowElems = n_.kv * n_.d;
+    const bool parallel = rows * rowElems * static_cast<int64_t>(sizeof(T)) > 4 * kParallelGrain;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t b = row / n_.t, p = positions_[row], page = pageOf(n_, table_, b, p);
+      if (page < 0) continue;
+      const int64_t slot = page * n_.page + p % n_.page;
+      const T *src = fresh_ + row * rowElems;
+      C *dst = out_ + slot * rowElems;
+      if constexpr (kInt8) {
+        for (int64_t g = 0; g < n_.kv; ++g)
+          quantizeRow(src + g * n_.d, n_.d, dst + g * n_.d, outScales_ + slot * n_.kv + g);
+      } else {
+#pragma omp simd
+        for (int64_t e = 0; e < rowElems; ++e) store(dst, e, load(src, e));
+      }
+    }
+  }
+
+private:
+  TensorView cache_, scales_;
+  const T *fresh_;
+  C *out_;
+  float *outScales_ = nullptr;
+  IdView table_, positions_;
+  PagedDims n_;
+};
+
 //===----------------------------------------------------------------------===//
 // paged_attention
 //===----------------------------------------------------------------------===//
@@ -152,11 +230,31 @@ inline void scoreTile(int64_t rows, int64_t cols, int64_t d, const float *q, con
     }
 }
 
-template <typename T> class PagedAttentionKernel final : public Kernel {
+/// out[e] = scale · codes[e]: one int8 key or value row widened to fp32,
+/// eight codes per instruction (sign-extended, converted, scaled).
+inline void widenCodes(const int8_t *codes, float scale, float *out, int64_t d) {
+  int64_t e = 0;
+#if defined(__AVX2__)
+  const __m256 s = _mm256_set1_ps(scale);
+  for (; e + 8 <= d; e += 8) {
+    __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(codes + e));
+    _mm256_storeu_ps(out + e, _mm256_mul_ps(s, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes))));
+  }
+#endif
+  for (; e < d; ++e) out[e] = scale * static_cast<float>(codes[e]);
+}
+
+/// q and out of T; the pools of C: T itself, a 16-bit float under an f32
+/// T, or int8 codes (with scale pools).
+template <typename T, typename C> class PagedAttentionKernel final : public Kernel {
 public:
+  static constexpr bool kInt8 = std::is_same_v<C, int8_t>;
+
   PagedAttentionKernel(const KernelArgs &args, const PagedDims &dims)
-      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
-        out_(args.outputs[0].as<T>()), table_(args.inputs[3]), positions_(args.inputs[4]), n_(dims),
+      : q_(args.inputs[0].as<T>()), k_(static_cast<const C *>(args.inputs[1].data)),
+        v_(static_cast<const C *>(args.inputs[2].data)),
+        kScales_(kInt8 ? args.inputs[5].as<float>() : nullptr),
+        vScales_(kInt8 ? args.inputs[6].as<float>() : nullptr), out_(args.outputs[0].as<T>()), table_(args.inputs[3]), positions_(args.inputs[4]), n_(dims),
         tokens_(std::max<int64_t>(1, kRows / dims.group)), rows_(tokens_ * dims.group),
         chunks_((dims.t + tokens_ - 1) / tokens_), threads_(bindThreads()), splits_(chooseSplits()),
         scratch_(threads_, 2 * rows_ * dims.d + 2 * kKeys * dims.d + rows_ * kKeys + 2 * rows_),
@@ -224,12 +322,17 @@ private:
         std::fill(vRow, vRow + d, 0.0f);
         continue;
       }
-      int64_t at = ((page * n_.page + j % n_.page) * n_.kv + c.g) * d;
-      const T *kSrc = k_ + at, *vSrc = v_ + at;
+      const int64_t head = (page * n_.page + j % n_.page) * n_.kv + c.g, at = head * d;
+      const C *kSrc = k_ + at, *vSrc = v_ + at;
+      if constexpr (kInt8) {
+        widenCodes(kSrc, kScales_[head], kRow, d);
+        widenCodes(vSrc, vScales_[head], vRow, d);
+      } else {
 #pragma omp simd
-      for (int64_t e = 0; e < d; ++e) {
-        kRow[e] = load(kSrc, e);
-        vRow[e] = load(vSrc, e);
+        for (int64_t e = 0; e < d; ++e) {
+          kRow[e] = load(kSrc, e);
+          vRow[e] = load(vSrc, e);
+        }
       }
     }
   }
@@ -349,7 +452,9 @@ private:
     for (int64_t e = 0; e < n_.d; ++e) store(dst, e, o[e] * inv);
   }
 
-  const T *q_, *k_, *v_;
+  const T *q_;
+  const C *k_, *v_;
+  const float *kScales_, *vScales_; ///< int8 pools' [NB, P, KV] scales
   T *out_;
   IdView table_, positions_;
   PagedDims n_;
@@ -366,16 +471,37 @@ private:
 // Factories
 //===----------------------------------------------------------------------===//
 
+/// K<T, C> for the compute type T and the cache type the contract allowed:
+/// T itself, bf16 or f16 under f32, or int8.
+template <template <typename, typename> class K, typename T>
+std::unique_ptr<Kernel> makeForCache(DType cache, const KernelArgs &args, const PagedDims &dims) {
+  if (cache == DType::U8) return std::make_unique<K<T, int8_t>>(args, dims);
+  if constexpr (std::is_same_v<T, float>) {
+    if (cache == DType::BF16) return std::make_unique<K<float, bf16>>(args, dims);
+    if (cache == DType::F16) return std::make_unique<K<float, f16>>(args, dims);
+  }
+  return std::make_unique<K<T, T>>(args, dims);
+}
+
+template <template <typename, typename> class K>
+std::unique_ptr<Kernel> makeFor(const contracts::PagedCacheBinding &b, const KernelArgs &args) {
+  if (b.dtype == DType::BF16) return makeForCache<K, bf16>(b.cacheDType, args, dimsOf(b));
+  if (b.dtype == DType::F16) return makeForCache<K, f16>(b.cacheDType, args, dimsOf(b));
+  return makeForCache<K, float>(b.cacheDType, args, dimsOf(b));
+}
+
 std::unique_ptr<Kernel> makeKvCacheWrite(const KernelArgs &args, std::string &error) {
   contracts::PagedCacheBinding b;
   if (!contracts::bindKvCacheWrite(args, error, &b)) return nullptr;
-  return std::make_unique<KvCacheWriteKernel>(args, dimsOf(b));
+  // A cache of new's type takes its rows as bytes.
+  if (b.cacheDType == b.dtype) return std::make_unique<KvCacheWriteKernel>(args, dimsOf(b));
+  return makeFor<KvCacheConvertKernel>(b, args);
 }
 
 std::unique_ptr<Kernel> makePagedAttention(const KernelArgs &args, std::string &error) {
   contracts::PagedCacheBinding b;
   if (!contracts::bindPagedAttention(args, error, &b)) return nullptr;
-  return makeFloatKernel<PagedAttentionKernel>(b.dtype, args, dimsOf(b));
+  return makeFor<PagedAttentionKernel>(b, args);
 }
 
 } // namespace

@@ -8,7 +8,12 @@
 //
 // kv_cache_write: one thread per element of `new`, after a device copy of
 // the cache when out is not the cache itself (in place, the usual binding,
-// copies nothing). Elements are moved as 2- or 4-byte words.
+// copies nothing). Elements are moved as 2- or 4-byte words; into a bf16 or
+// f16 cache under f32 each is rounded to nearest even. Into an int8 cache
+// one warp quantizes one (token, kv head) row: absmax by a warp reduction,
+// s = absmax / 127 and code = round_even(x / s) with IEEE division, as the
+// CPU kernel and the reference compute them, so the codes and scales agree
+// bit for bit.
 //
 // paged_attention: a block of 4 warps per (b, t, kv head g); the warps take
 // the query heads of g in rounds of 4, so for grouped-query attention each
@@ -21,6 +26,10 @@
 // reductions; in the accumulation phase lane owns head-dim elements lane,
 // lane+32, … and takes each key's weight by a shuffle. fp32 throughout;
 // bf16 and f16 are widened on the way in and rounded once on the way out.
+// A cache narrower than q (bf16, f16 under f32; int8 codes) is widened as
+// its tile is staged, an int8 code times its slot's scale (the tile's
+// scales staged beside its slots), so fp32 q and caches run the same code
+// as before.
 //
 // Head dims 64 and 128 have their own instantiations; any other D up to
 // 256 runs the generic path rounded up to 32, 64, 128 or 256. Shared memory
@@ -33,6 +42,7 @@
 #include "kernels/cuda/Common.cuh"
 
 #include <climits>
+#include <type_traits>
 
 namespace llmc::cuda {
 namespace {
@@ -82,6 +92,47 @@ __global__ void kvCacheWrite(const W *__restrict__ fresh, W *__restrict__ out, P
   }
 }
 
+/// Element i of new (T) rounded into its slot of a 16-bit float cache C.
+template <typename T, typename C>
+__global__ void kvCacheNarrow(const T *__restrict__ fresh, C *__restrict__ out, Params p,
+                              int64_t rowElems, int64_t n) {
+  LLMC_GRID_STRIDE(i, n) {
+    const int64_t row = i / rowElems, e = i - row * rowElems;
+    const int64_t pos = readId(p.positions, p.widePositions, row);
+    const int64_t page = pageOf(p, row / p.t, pos);
+    if (page >= 0) store(out, (page * p.page + pos % p.page) * rowElems + e, load(fresh, i));
+  }
+}
+
+/// One warp per (token row, kv head) of new [B·T, KV, D]: int8 codes and
+/// the scale into the row's slot.
+template <typename T>
+__global__ void kvCacheQuantize(const T *__restrict__ fresh, int8_t *__restrict__ out,
+                                float *__restrict__ scales, Params p, int64_t heads) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t w = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; w < heads;
+       w += warps) { // warp-uniform
+    const int64_t row = w / p.kv, g = w - row * p.kv;
+    const int64_t pos = readId(p.positions, p.widePositions, row);
+    const int64_t page = pageOf(p, row / p.t, pos);
+    if (page < 0) continue;
+    const T *src = fresh + w * p.d;
+    float absmax = 0.0f;
+    for (int e = lane; e < p.d; e += 32) absmax = fmaxf(absmax, fabsf(load(src, e)));
+    absmax = warpMax(absmax);
+    const float s = __fdiv_rn(absmax, 127.0f);
+    const int64_t head = (page * p.page + pos % p.page) * p.kv + g;
+    int8_t *dst = out + head * p.d;
+    for (int e = lane; e < p.d; e += 32) {
+      // NaN: -127, as the CPU kernel.
+      const float code = s > 0.0f ? rintf(__fdiv_rn(load(src, e), s)) : 0.0f;
+      dst[e] = static_cast<int8_t>(fminf(fmaxf(code, -127.0f), 127.0f));
+    }
+    if (lane == 0) scales[head] = s;
+  }
+}
+
 class KvCacheWriteKernel final : public Kernel {
 public:
   KvCacheWriteKernel(const KernelArgs &args, const Params &p)
@@ -112,19 +163,77 @@ private:
   int64_t n_;        ///< elements of new
 };
 
+/// new of T into a cache of another type: a 16-bit float under f32, or
+/// int8 codes with their scale pool (input 4, output 1).
+template <typename T> class KvCacheConvertKernel final : public Kernel {
+public:
+  KvCacheConvertKernel(const KernelArgs &args, const Params &p)
+      : cache_(args.inputs[0]), fresh_(args.inputs[1].as<T>()), out_(args.outputs[0].data), p_(p),
+        rowElems_(args.inputs[1].dim(2) * args.inputs[1].dim(3)), n_(args.inputs[1].numel()) {
+    if (cache_.dtype == DType::U8) {
+      scales_ = args.inputs[4];
+      outScales_ = args.outputs[1].as<float>();
+    }
+  }
+
+  void run(const StepContext &ctx) override {
+    cudaStream_t stream = streamOf(ctx);
+    if (out_ != cache_.data)
+      LLMC_CUDA_CHECK(
+          cudaMemcpyAsync(out_, cache_.data, cache_.bytes(), cudaMemcpyDeviceToDevice, stream));
+    if (outScales_ && outScales_ != scales_.data)
+      LLMC_CUDA_CHECK(cudaMemcpyAsync(outScales_, scales_.data, scales_.bytes(),
+                                      cudaMemcpyDeviceToDevice, stream));
+    if (n_ == 0) return;
+    if (cache_.dtype == DType::U8) {
+      const int64_t heads = n_ / p_.d;
+      kvCacheQuantize<<<gridFor(heads * 32), kBlock, 0, stream>>>(
+          fresh_, static_cast<int8_t *>(out_), outScales_, p_, heads);
+    } else if (cache_.dtype == DType::BF16) {
+      kvCacheNarrow<<<gridFor(n_), kBlock, 0, stream>>>(fresh_, static_cast<bf16 *>(out_), p_,
+                                                        rowElems_, n_);
+    } else {
+      kvCacheNarrow<<<gridFor(n_), kBlock, 0, stream>>>(fresh_, static_cast<f16 *>(out_), p_,
+                                                        rowElems_, n_);
+    }
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  TensorView cache_, scales_;
+  const T *fresh_;
+  void *out_;
+  float *outScales_ = nullptr;
+  Params p_;
+  int64_t rowElems_; ///< KV·D, one token's row
+  int64_t n_;        ///< elements of new
+};
+
 //===----------------------------------------------------------------------===//
 // paged_attention
 //===----------------------------------------------------------------------===//
 
+/// A cache element widened to fp32: a float as it is, an int8 code as its
+/// integer (the caller applies the scale).
+template <typename C> __device__ __forceinline__ float loadCache(const C *p, int64_t i) {
+  return load(p, i);
+}
+template <> __device__ __forceinline__ float loadCache(const int8_t *p, int64_t i) {
+  return static_cast<float>(p[i]);
+}
+
 /// Block: (b, t, kv head g). Shared: scale·q [4][D], k [32][D+1], v [32][D],
 /// and the tile's key offsets in the pool (−1: not visible).
-template <typename T, int kMaxD, bool kExact>
+template <typename T, typename C, int kMaxD, bool kExact>
 __global__ void __launch_bounds__(kThreads)
-    pagedAttention(const T *__restrict__ q, const T *__restrict__ kCache,
-                   const T *__restrict__ vCache, T *__restrict__ out, Params p) {
+    pagedAttention(const T *__restrict__ q, const C *__restrict__ kCache,
+                   const C *__restrict__ vCache, const float *__restrict__ kScales,
+                   const float *__restrict__ vScales, T *__restrict__ out, Params p) {
   constexpr int kChunks = kMaxD / 32;
+  constexpr bool kInt8 = std::is_same_v<C, int8_t>;
   extern __shared__ float smem[];
   __shared__ int64_t slots[kTile];
+  __shared__ float kScale[kInt8 ? kTile : 1], vScale[kInt8 ? kTile : 1];
   const int d = kExact ? kMaxD : p.d;
   float *qs = smem;
   float *ks = qs + kWarps * d;
@@ -155,14 +264,25 @@ __global__ void __launch_bounds__(kThreads)
       if (threadIdx.x < kTile) {
         const int64_t j = j0 + threadIdx.x;
         const int64_t page = j < keyEnd ? pageOf(p, b, j) : -1;
-        slots[threadIdx.x] = page < 0 ? -1 : ((page * p.page + j % p.page) * p.kv + g) * d;
+        const int64_t head = (page * p.page + j % p.page) * p.kv + g;
+        slots[threadIdx.x] = page < 0 ? -1 : head * d;
+        if constexpr (kInt8) {
+          kScale[threadIdx.x] = page < 0 ? 0.0f : kScales[head];
+          vScale[threadIdx.x] = page < 0 ? 0.0f : vScales[head];
+        }
       }
       __syncthreads();
       for (int idx = threadIdx.x; idx < kTile * d; idx += kThreads) {
         const int c = idx / d, e = idx - c * d;
         const int64_t at = slots[c];
-        ks[c * (d + 1) + e] = at < 0 ? 0.0f : load(kCache, at + e);
-        vs[c * d + e] = at < 0 ? 0.0f : load(vCache, at + e);
+        float kx = at < 0 ? 0.0f : loadCache(kCache, at + e);
+        float vx = at < 0 ? 0.0f : loadCache(vCache, at + e);
+        if constexpr (kInt8) {
+          kx *= kScale[c];
+          vx *= vScale[c];
+        }
+        ks[c * (d + 1) + e] = kx;
+        vs[c * d + e] = vx;
       }
       __syncthreads();
       if (!active) continue; // warp-uniform; no block barrier until the next tile
@@ -206,39 +326,46 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T>
-using PagedAttentionFn = void (*)(const T *, const T *, const T *, T *, Params);
+template <typename T, typename C>
+using PagedAttentionFn = void (*)(const T *, const C *, const C *, const float *, const float *,
+                                  T *, Params);
 
 /// The instantiation for head dim d (1 ≤ d ≤ kMaxHeadDim).
-template <typename T> PagedAttentionFn<T> selectFn(int d) {
-  if (d == 64) return pagedAttention<T, 64, true>;
-  if (d == 128) return pagedAttention<T, 128, true>;
-  if (d <= 32) return pagedAttention<T, 32, false>;
-  if (d <= 64) return pagedAttention<T, 64, false>;
-  if (d <= 128) return pagedAttention<T, 128, false>;
-  return pagedAttention<T, 256, false>;
+template <typename T, typename C> PagedAttentionFn<T, C> selectFn(int d) {
+  if (d == 64) return pagedAttention<T, C, 64, true>;
+  if (d == 128) return pagedAttention<T, C, 128, true>;
+  if (d <= 32) return pagedAttention<T, C, 32, false>;
+  if (d <= 64) return pagedAttention<T, C, 64, false>;
+  if (d <= 128) return pagedAttention<T, C, 128, false>;
+  return pagedAttention<T, C, 256, false>;
 }
 
 size_t pagedSmem(int64_t d) { return sizeof(float) * (kWarps * d + kTile * (2 * d + 1)); }
 
-template <typename T> class PagedAttentionKernel final : public Kernel {
+template <typename T, typename C> class PagedAttentionKernel final : public Kernel {
 public:
-  PagedAttentionKernel(const KernelArgs &args, const Params &p, PagedAttentionFn<T> fn)
-      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
+  PagedAttentionKernel(const KernelArgs &args, const Params &p, PagedAttentionFn<T, C> fn)
+      : q_(args.inputs[0].as<T>()), k_(static_cast<const C *>(args.inputs[1].data)),
+        v_(static_cast<const C *>(args.inputs[2].data)),
+        kScales_(args.inputs.size() == 7 ? args.inputs[5].as<float>() : nullptr),
+        vScales_(args.inputs.size() == 7 ? args.inputs[6].as<float>() : nullptr),
         out_(args.outputs[0].as<T>()), p_(p), fn_(fn), blocks_(p.b * p.t * p.kv),
         smem_(pagedSmem(p.d)) {}
 
   void run(const StepContext &ctx) override {
     if (blocks_ == 0) return;
-    fn_<<<static_cast<unsigned>(blocks_), kThreads, smem_, streamOf(ctx)>>>(q_, k_, v_, out_, p_);
+    fn_<<<static_cast<unsigned>(blocks_), kThreads, smem_, streamOf(ctx)>>>(q_, k_, v_, kScales_,
+                                                                             vScales_, out_, p_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
 private:
-  const T *q_, *k_, *v_;
+  const T *q_;
+  const C *k_, *v_;
+  const float *kScales_, *vScales_; ///< int8 pools' [NB, P, KV] scales
   T *out_;
   Params p_;
-  PagedAttentionFn<T> fn_;
+  PagedAttentionFn<T, C> fn_;
   int64_t blocks_;
   size_t smem_;
 };
@@ -264,14 +391,33 @@ Params paramsOf(const contracts::PagedCacheBinding &b, const KernelArgs &args, s
 std::unique_ptr<Kernel> makeCudaKvCacheWrite(const KernelArgs &args, std::string &error) {
   contracts::PagedCacheBinding b;
   if (!contracts::bindKvCacheWrite(args, error, &b)) return nullptr;
-  return std::make_unique<KvCacheWriteKernel>(args, paramsOf(b, args, 2));
+  Params p = paramsOf(b, args, 2);
+  p.d = static_cast<int>(b.d);
+  // A cache of new's type takes its rows as words.
+  if (b.cacheDType == b.dtype) return std::make_unique<KvCacheWriteKernel>(args, p);
+  if (b.dtype == DType::BF16) return std::make_unique<KvCacheConvertKernel<bf16>>(args, p);
+  if (b.dtype == DType::F16) return std::make_unique<KvCacheConvertKernel<f16>>(args, p);
+  return std::make_unique<KvCacheConvertKernel<float>>(args, p);
 }
 
-template <typename T>
+template <typename T, typename C>
 std::unique_ptr<Kernel> bindPagedAttention(Validator &v, const KernelArgs &args, const Params &p) {
-  PagedAttentionFn<T> fn = selectFn<T>(p.d);
+  PagedAttentionFn<T, C> fn = selectFn<T, C>(p.d);
   if (!allowSmem(v, reinterpret_cast<const void *>(fn), pagedSmem(p.d))) return nullptr;
-  return std::make_unique<PagedAttentionKernel<T>>(args, p, fn);
+  return std::make_unique<PagedAttentionKernel<T, C>>(args, p, fn);
+}
+
+/// The pools' type the contract allowed for q of T: T, int8, or under f32
+/// bf16 or f16.
+template <typename T>
+std::unique_ptr<Kernel> bindForCache(Validator &v, const KernelArgs &args, const Params &p,
+                                     DType cache) {
+  if (cache == DType::U8) return bindPagedAttention<T, int8_t>(v, args, p);
+  if constexpr (std::is_same_v<T, float>) {
+    if (cache == DType::BF16) return bindPagedAttention<float, bf16>(v, args, p);
+    if (cache == DType::F16) return bindPagedAttention<float, f16>(v, args, p);
+  }
+  return bindPagedAttention<T, T>(v, args, p);
 }
 
 std::unique_ptr<Kernel> makeCudaPagedAttention(const KernelArgs &args, std::string &error) {
@@ -287,9 +433,9 @@ std::unique_ptr<Kernel> makeCudaPagedAttention(const KernelArgs &args, std::stri
     return v.reject("q " + q.describe() + " needs more thread blocks than one launch allows");
   Params p = paramsOf(b, args, 3);
   p.d = static_cast<int>(b.d);
-  if (b.dtype == DType::BF16) return bindPagedAttention<bf16>(v, args, p);
-  if (b.dtype == DType::F16) return bindPagedAttention<f16>(v, args, p);
-  return bindPagedAttention<float>(v, args, p);
+  if (b.dtype == DType::BF16) return bindForCache<bf16>(v, args, p, b.cacheDType);
+  if (b.dtype == DType::F16) return bindForCache<f16>(v, args, p, b.cacheDType);
+  return bindForCache<float>(v, args, p, b.cacheDType);
 }
 
 } // namespace

@@ -171,6 +171,15 @@ std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, con
 /// padding and unaddressable positions write nothing.
 RefTensor kvCacheWrite(const RefTensor &cache, const RefTensor &fresh, const RefTensor &blockTable,
                        const RefTensor &positions);
+/// {codes, scales}: kvCacheWrite into an int8 cache, codes [NB,P,KV,D]
+/// (integers in [-127, 127]) and scales [NB,P,KV]: each written row of D
+/// values x gets s = absmax(x) / 127 and codes round_even(x / s), in fp32
+/// as the kernels compute them (s = 0 and codes 0 for an all-zero row).
+std::vector<RefTensor> kvCacheWriteInt8(const RefTensor &codes, const RefTensor &scales,
+                                        const RefTensor &fresh, const RefTensor &blockTable,
+                                        const RefTensor &positions);
+/// The values an int8 cache holds: codes · scales, per slot and kv head.
+RefTensor dequantizeCache(const RefTensor &codes, const RefTensor &scales);
 /// out [B,T,H,D]: query (b, t, h) at position p >= 0 attends to the keys of
 /// sequence b at positions 0..p (unaddressable ones left out), kv head
 /// h/(H/KV): softmax(scale·q·kᵀ)·v. Rows at p < 0 are 0.

@@ -61,6 +61,48 @@ RefTensor kvCacheWrite(const RefTensor &cache, const RefTensor &fresh, const Ref
   return out;
 }
 
+std::vector<RefTensor> kvCacheWriteInt8(const RefTensor &codes, const RefTensor &scales,
+                                        const RefTensor &fresh, const RefTensor &blockTable,
+                                        const RefTensor &positions) {
+  PagedDims n = pagedDims(codes, blockTable, positions, "kvCacheWriteInt8");
+  require(fresh.shape == std::vector<int64_t>{n.b, n.t, n.kv, n.d}, "kvCacheWriteInt8",
+          "new must be [B,T,KV,D]");
+  require(scales.shape == std::vector<int64_t>{n.blocks, n.page, n.kv}, "kvCacheWriteInt8",
+          "scales must be [NB,P,KV]");
+  RefTensor out = codes, outScales = scales;
+  for (int64_t b = 0; b < n.b; ++b)
+    for (int64_t i = 0; i < n.t; ++i) {
+      int64_t p = static_cast<int64_t>(positions.data[b * n.t + i]);
+      for (int64_t g = 0; g < n.kv; ++g) {
+        int64_t slot = slotAt(n, blockTable, b, p, g);
+        if (slot < 0) continue;
+        const double *src = &fresh.data[((b * n.t + i) * n.kv + g) * n.d];
+        // The kernels' fp32 arithmetic, step by step: absmax, s = absmax /
+        // 127, code = round_even(x / s) (|x / s| <= 127 up to rounding).
+        float absmax = 0.0f;
+        for (int64_t e = 0; e < n.d; ++e)
+          absmax = std::max(absmax, std::fabs(static_cast<float>(src[e])));
+        const float scale = absmax / 127.0f;
+        for (int64_t e = 0; e < n.d; ++e) {
+          float code = scale > 0.0f ? std::nearbyint(static_cast<float>(src[e]) / scale) : 0.0f;
+          out.data[slot + e] = std::fmin(std::fmax(code, -127.0f), 127.0f); // NaN: -127
+        }
+        outScales.data[slot / n.d] = scale;
+      }
+    }
+  return {out, outScales};
+}
+
+RefTensor dequantizeCache(const RefTensor &codes, const RefTensor &scales) {
+  require(codes.shape.size() == 4 &&
+              scales.shape == std::vector<int64_t>(codes.shape.begin(), codes.shape.end() - 1),
+          "dequantizeCache", "codes must be [NB,P,KV,D] and scales [NB,P,KV]");
+  RefTensor out = codes;
+  const int64_t d = codes.shape[3];
+  for (size_t i = 0; i < out.data.size(); ++i) out.data[i] *= scales.data[i / d];
+  return out;
+}
+
 RefTensor pagedAttention(const RefTensor &q, const RefTensor &kCache, const RefTensor &vCache,
                          const RefTensor &blockTable, const RefTensor &positions, double scale) {
   PagedDims n = pagedDims(kCache, blockTable, positions, "pagedAttention");

@@ -59,6 +59,8 @@ double loadElement(const TensorView &v, int64_t i) {
     return v.as<int32_t>()[i];
   case DType::I64:
     return static_cast<double>(v.as<int64_t>()[i]);
+  case DType::U8:
+    return v.as<uint8_t>()[i];
   default:
     ADD_FAILURE() << "unsupported dtype " << dtypeName(v.dtype);
     return 0.0;
@@ -84,6 +86,9 @@ void storeElement(const TensorView &v, int64_t i, double x) {
     break;
   case DType::I64:
     v.as<int64_t>()[i] = static_cast<int64_t>(x);
+    break;
+  case DType::U8: // bytes 0..255; NaN (poison) stores 0xA5
+    v.as<uint8_t>()[i] = x >= 0 && x <= 255 ? static_cast<uint8_t>(x) : uint8_t{0xA5};
     break;
   default:
     ADD_FAILURE() << "unsupported dtype " << dtypeName(v.dtype);

@@ -13,7 +13,10 @@
 // tokens; decode (T = 1), whole prefills and a chunk part way into a
 // context; sequences of different lengths with padding; unaddressable table
 // entries; i64 indices. The pools hold random values everywhere, so a
-// kernel reading a slot no sequence owns shows.
+// kernel reading a slot no sequence owns shows. Narrow caches: int8 writes
+// (codes and scales bit for bit) and bf16/f16 writes under f32; attention
+// over int8 pools with q in f32, bf16 and f16, and over bf16/f16 pools
+// under an f32 q.
 //
 //===----------------------------------------------------------------------===//
 
@@ -130,10 +133,105 @@ TEST(CudaKvCacheWrite, InPlaceAndOutOfPlaceMatchCpu) {
                        {Metric::Elementwise, {0.0}});
 }
 
+//===----------------------------------------------------------------------===//
+// Narrow caches: bf16/f16 under f32, int8 codes with scales
+//===----------------------------------------------------------------------===//
+
+/// Random int8 codes (any byte) in a u8 buffer of `shape`.
+Buffer randomCodes(const std::vector<int64_t> &shape, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  Buffer b = randomBytes(n, seed);
+  b.shape = shape;
+  return b;
+}
+
+/// Positive scales of about 3/127, as rows of standard-normal values get.
+Buffer randomScales(const std::vector<int64_t> &shape, uint64_t seed) {
+  RefTensor s = randomTensor(shape, seed, 0.004, 0.024);
+  for (double &x : s.data) x = std::fabs(x);
+  return Buffer::of(s, DType::F32);
+}
+
+/// Quantization on write is the CPU's fp32 arithmetic with IEEE division:
+/// codes and scales equal bit for bit, in place and out of place, for f32,
+/// bf16 and f16 rows; a 16-bit cache under f32 rows rounds each value as
+/// the CPU does.
+TEST(CudaKvCacheWrite, Int8AndNarrowCachesMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  RefTensor table{{2, 3}, {4, 0, -1, 2, 9, 5}};
+  RefTensor positions{{2, 5}, {0, 5, -1, 9, 12, 3, 1, -1, 6, 2}};
+  Buffer tb = Buffer::of(table, DType::I32), pb = Buffer::of(positions, DType::I32);
+  for (int64_t d : {16, 64, 80}) {
+    for (DType dtype : kFloatTypes) {
+      SCOPED_TRACE(std::string("int8 cache, new ") + dtypeName(dtype) + " D" + std::to_string(d));
+      RefTensor values = randomTensor({2, 5, 2, d}, 12101 + d);
+      std::fill_n(values.data.begin(), d, 0.0); // token (0, 0), kv head 0: zeros
+      Buffer fresh = Buffer::of(values, dtype);
+      Buffer cache = randomCodes({6, 4, 2, d}, 12102), scales = randomScales({6, 4, 2}, 12103);
+      expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb, &scales},
+                           {&cache, &scales}, {}, {Metric::Elementwise, {0.0}});
+      Buffer out(DType::U8, {6, 4, 2, d}), outScales(DType::F32, {6, 4, 2});
+      expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb, &scales},
+                           {&out, &outScales}, {}, {Metric::Elementwise, {0.0}});
+    }
+    for (DType cacheType : {DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(dtypeName(cacheType)) + " cache, new f32 D" + std::to_string(d));
+      Buffer fresh = Buffer::of(randomTensor({2, 5, 2, d}, 12111 + d), DType::F32);
+      Buffer cache = Buffer::of(randomTensor({6, 4, 2, d}, 12112), cacheType);
+      expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb}, {&cache}, {},
+                           {Metric::Elementwise, {0.0}});
+    }
+  }
+}
+
+/// paged_attention over int8 pools (q f32, bf16, f16) and over bf16/f16
+/// pools (q f32), on both head-dim paths, MHA, GQA and MQA.
+TEST(CudaPagedAttention, Int8AndNarrowCachesMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<Case> cases = {
+      {{1, 17, 40}, 1, 8, 2, 64, 16},   // decode, GQA
+      {{1, 17, 40}, 40, 8, 2, 128, 16}, // prefill with padding
+      {{300}, 16, 4, 1, 64, 16},        // MQA, a chunk part way into the context
+      {{45, 3}, 2, 6, 6, 80, 5},        // multi-head, generic D, pages of 5
+      {{33}, 33, 4, 2, 32, 8},
+  };
+  uint64_t seed = 12500;
+  for (const Case &c : cases) {
+    seed += 10;
+    const int64_t b = static_cast<int64_t>(c.lengths.size());
+    Pages pages = shuffledPages(c.lengths, c.page, seed);
+    const std::vector<int64_t> pool = {pages.blocks, c.page, c.kv, c.d},
+                               scalePool = {pages.blocks, c.page, c.kv};
+    Buffer tb = Buffer::of(pages.table, DType::I32);
+    Buffer pb = Buffer::of(lastPositions(c.lengths, c.t), DType::I32);
+    const KernelAttrs a = attrs({{"scale", 1.0 / std::sqrt(static_cast<double>(c.d))}});
+    Buffer k = randomCodes(pool, seed + 1), v = randomCodes(pool, seed + 2);
+    Buffer ks = randomScales(scalePool, seed + 3), vs = randomScales(scalePool, seed + 4);
+    for (DType dtype : kFloatTypes) {
+      SCOPED_TRACE(std::string("int8 cache, q ") + dtypeName(dtype) + " " + describe(c));
+      Buffer q = Buffer::of(randomTensor({b, c.t, c.h, c.d}, seed + 5), dtype);
+      Buffer out(dtype, {b, c.t, c.h, c.d});
+      expectCudaMatchesCpu("paged_attention", {&q, &k, &v, &tb, &pb, &ks, &vs}, {&out}, a,
+                           {Metric::Norm, {dtype == DType::F32 ? 1e-5 : tolerance(dtype)}});
+    }
+    for (DType cacheType : {DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(dtypeName(cacheType)) + " cache, q f32 " + describe(c));
+      Buffer q = Buffer::of(randomTensor({b, c.t, c.h, c.d}, seed + 6), DType::F32);
+      Buffer kc = Buffer::of(randomTensor(pool, seed + 7), cacheType);
+      Buffer vc = Buffer::of(randomTensor(pool, seed + 8), cacheType);
+      Buffer out(DType::F32, {b, c.t, c.h, c.d});
+      expectCudaMatchesCpu("paged_attention", {&q, &kc, &vc, &tb, &pb}, {&out}, a,
+                           {Metric::Norm, {1e-5}});
+    }
+  }
+}
+
 TEST(CudaPagedAttention, BindingErrorsMatchCpu) {
   LLMC_REQUIRE_GPU();
   auto f32 = [](std::vector<int64_t> shape) { return typeOnly(DType::F32, std::move(shape)); };
   auto i32 = [](std::vector<int64_t> shape) { return typeOnly(DType::I32, std::move(shape)); };
+  auto u8 = [](std::vector<int64_t> shape) { return typeOnly(DType::U8, std::move(shape)); };
   const KernelAttrs scale = attrs({{"scale", 0.125}});
   const TensorView cache = f32({6, 4, 2, 64}), table = i32({2, 5}), positions = i32({2, 3});
   struct ErrorCase {
@@ -161,6 +259,21 @@ TEST(CudaPagedAttention, BindingErrorsMatchCpu) {
        {f32({2, 3, 4, 64}), cache, cache, table, positions},
        {f32({2, 3, 4, 64})},
        {}},
+      // int8 pools without their scale pools.
+      {"paged_attention",
+       {f32({2, 3, 4, 64}), u8({6, 4, 2, 64}), u8({6, 4, 2, 64}), table, positions},
+       {f32({2, 3, 4, 64})},
+       scale},
+      // An int8 cache's scale pool of the wrong shape.
+      {"kv_cache_write",
+       {u8({6, 4, 2, 64}), f32({2, 3, 2, 64}), table, positions, f32({6, 4})},
+       {u8({6, 4, 2, 64}), f32({6, 4})},
+       {}},
+      // A float cache wider than q.
+      {"paged_attention",
+       {typeOnly(DType::BF16, {2, 3, 4, 64}), cache, cache, table, positions},
+       {typeOnly(DType::BF16, {2, 3, 4, 64})},
+       scale},
   };
   for (const ErrorCase &c : cases) {
     std::string expected = bindError(c.kernel, c.inputs, c.outputs, c.attrs);

@@ -16,6 +16,12 @@
 // pages, padding (position −1), unaddressable positions, and key ranges
 // split across threads (flash-decoding) for 1, 3 and 8 threads.
 //
+// Narrow caches: int8 writes match the reference's codes and scales bit for
+// bit; attention over int8 pools (q f32, bf16, f16) and over bf16/f16 pools
+// (q f32) matches the reference over the values the pools hold; and int8
+// pools filled by kv_cache_write stay within 2% (norm) of causal attention
+// over the unquantized keys and values.
+//
 //===----------------------------------------------------------------------===//
 
 #include "KernelTest.h"
@@ -311,6 +317,238 @@ TEST(KvCacheWriteKernels, OnlyAddressedSlotsChange) {
 }
 
 //===----------------------------------------------------------------------===//
+// Narrow caches: bf16 or f16 under f32, int8 codes with scales
+//===----------------------------------------------------------------------===//
+
+/// Values in [-127, 127] as int8 codes in a u8 buffer (two's complement).
+Buffer codesBuffer(const RefTensor &codes) {
+  Buffer b(DType::U8, codes.shape);
+  int8_t *bytes = b.view().as<int8_t>();
+  for (int64_t i = 0; i < codes.numel(); ++i) bytes[i] = static_cast<int8_t>(codes.data[i]);
+  return b;
+}
+
+/// The int8 codes of a u8 buffer.
+RefTensor codesOf(const Buffer &b) {
+  RefTensor out = RefTensor::zeros(b.shape);
+  const int8_t *bytes = b.view().as<int8_t>();
+  for (int64_t i = 0; i < out.numel(); ++i) out.data[i] = bytes[i];
+  return out;
+}
+
+/// Uniform codes in [-127, 127].
+RefTensor randomCodes(const std::vector<int64_t> &shape, uint64_t seed) {
+  RefTensor out = randomIds(shape, seed, -127, 128);
+  return out;
+}
+
+/// Positive scales of about 3/127 (what rows of standard-normal values get).
+RefTensor randomScales(const std::vector<int64_t> &shape, uint64_t seed) {
+  RefTensor out = randomTensor(shape, seed, 0.004, 0.024);
+  for (double &x : out.data) x = static_cast<float>(std::fabs(x));
+  return out;
+}
+
+/// Quantization on write is the reference's fp32 arithmetic, so codes and
+/// scales match bit for bit: f32, bf16 and f16 rows, i32 and i64 indices,
+/// in place and out of place, an all-zero row (s = 0, codes 0), a row
+/// with one large outlier. Untouched slots keep their codes and scales.
+TEST(KvCacheWriteKernels, Int8MatchesReferenceBitForBit) {
+  WriteCase w;
+  const std::vector<int64_t> scalePool(w.pool.begin(), w.pool.end() - 1);
+  for (DType dtype : kFloatTypes)
+    for (DType indexType : {DType::I32, DType::I64}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " indices " + dtypeName(indexType));
+      RefTensor codes = randomCodes(w.pool, 3201), scales = randomScales(scalePool, 3202);
+      RefTensor fresh = randomTensor({2, 5, 2, 8}, 3203);
+      std::fill_n(fresh.data.begin() + 8, 8, 0.0);   // token (0, 0), kv head 1: zeros
+      fresh.data[2 * 16 + 3] = 1000.0;                // token (0, 2): padding, never written
+      fresh.data[5 * 16 + 5] = -60.0;                 // token (1, 0), kv head 0: an outlier
+      fresh = roundTo(fresh, dtype);
+      std::vector<RefTensor> expected =
+          ref::kvCacheWriteInt8(codes, scales, fresh, w.table, w.positions);
+      Buffer nb = Buffer::of(fresh, dtype), tb = Buffer::of(w.table, indexType),
+             pb = Buffer::of(w.positions, indexType);
+
+      Buffer cb = codesBuffer(codes), sb = Buffer::of(scales, DType::F32);
+      ASSERT_TRUE(runKernel("kv_cache_write", {&cb, &nb, &tb, &pb, &sb}, {&cb, &sb}));
+      EXPECT_EQ(codesOf(cb).data, expected[0].data) << "codes, in place";
+      EXPECT_EQ(sb.toRef().data, expected[1].data) << "scales, in place";
+
+      Buffer source = codesBuffer(codes), sourceScales = Buffer::of(scales, DType::F32);
+      Buffer out(DType::U8, w.pool), outScales(DType::F32, scalePool);
+      out.poison();
+      outScales.poison();
+      ASSERT_TRUE(runKernel("kv_cache_write", {&source, &nb, &tb, &pb, &sourceScales},
+                            {&out, &outScales}));
+      EXPECT_EQ(codesOf(out).data, expected[0].data) << "codes, out of place";
+      EXPECT_EQ(outScales.toRef().data, expected[1].data) << "scales, out of place";
+      EXPECT_EQ(codesOf(source).data, codes.data) << "the input changed";
+
+      // Each written row reads back within half a step of its scale, and
+      // its largest value is code ±127 exactly.
+      RefTensor back = ref::dequantizeCache(expected[0], expected[1]);
+      RefTensor exact = ref::kvCacheWrite(ref::dequantizeCache(codes, scales), fresh, w.table,
+                                          w.positions);
+      for (int64_t head = 0; head < 6 * 4 * 2; ++head) {
+        const double s = expected[1].data[head];
+        double largest = 0.0;
+        for (int64_t e = 0; e < 8; ++e) {
+          const int64_t i = head * 8 + e;
+          EXPECT_LE(std::fabs(back.data[i] - exact.data[i]), 0.5 * s * (1 + 1e-4) + 1e-12)
+              << "slot " << head / 2 << " head " << head % 2;
+          largest = std::max(largest, std::fabs(expected[0].data[i]));
+        }
+        if (s != scales.data[head] && s > 0) {
+          EXPECT_EQ(largest, 127.0);
+        }
+      }
+    }
+}
+
+/// bf16 and f16 caches under f32 rows store each value rounded to nearest
+/// even; the rest of the pool is untouched.
+TEST(KvCacheWriteKernels, NarrowFloatCacheRoundsOnWrite) {
+  WriteCase w;
+  for (DType cacheType : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtypeName(cacheType));
+    RefTensor cache = roundTo(randomTensor(w.pool, 3301), cacheType);
+    RefTensor fresh = randomTensor({2, 5, 2, 8}, 3302);
+    Buffer expected =
+        Buffer::of(ref::kvCacheWrite(cache, fresh, w.table, w.positions), cacheType);
+    Buffer cb = Buffer::of(cache, cacheType), nb = Buffer::of(fresh, DType::F32),
+           tb = Buffer::of(w.table, DType::I32), pb = Buffer::of(w.positions, DType::I32);
+    ASSERT_TRUE(runKernel("kv_cache_write", {&cb, &nb, &tb, &pb}, {&cb}));
+    EXPECT_TRUE(cb.storage == expected.storage);
+  }
+}
+
+/// paged_attention over int8 pools (random codes and scales everywhere)
+/// equals the reference over the values they hold, for q in f32, bf16 and
+/// f16; over bf16 and f16 pools under an f32 q, the reference over those.
+TEST(PagedAttentionKernels, NarrowCachesMatchReference) {
+  uint64_t seed = 4000;
+  for (const PagedCase &c : kCases) {
+    const int64_t b = static_cast<int64_t>(c.lengths.size());
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+    Pages pages = shuffledPages(c.lengths, c.page, seed += 10);
+    const std::vector<int64_t> pool = {pages.blocks, c.page, c.kv, c.d},
+                               scalePool = {pages.blocks, c.page, c.kv};
+    RefTensor positions = lastPositions(c.lengths, c.t);
+    Buffer tb = Buffer::of(pages.table, DType::I32), pb = Buffer::of(positions, DType::I32);
+
+    RefTensor kCodes = randomCodes(pool, seed + 1), vCodes = randomCodes(pool, seed + 2);
+    RefTensor kScales = randomScales(scalePool, seed + 3),
+              vScales = randomScales(scalePool, seed + 4);
+    Buffer kb = codesBuffer(kCodes), vb = codesBuffer(vCodes);
+    Buffer ksb = Buffer::of(kScales, DType::F32), vsb = Buffer::of(vScales, DType::F32);
+    for (DType dtype : kFloatTypes) {
+      SCOPED_TRACE(std::string("int8 cache, q ") + dtypeName(dtype) + " " + describe(c));
+      RefTensor q = roundTo(randomTensor({b, c.t, c.h, c.d}, seed + 5), dtype);
+      Buffer qb = Buffer::of(q, dtype), out(dtype, q.shape);
+      out.poison();
+      ASSERT_TRUE(runKernel("paged_attention", {&qb, &kb, &vb, &tb, &pb, &ksb, &vsb}, {&out},
+                            attrs({{"scale", scale}})));
+      EXPECT_CLOSE(out.toRef(),
+                   ref::pagedAttention(q, ref::dequantizeCache(kCodes, kScales),
+                                       ref::dequantizeCache(vCodes, vScales), pages.table,
+                                       positions, scale),
+                   Metric::Norm, dtype == DType::F32 ? 1e-5 : tolerance(dtype));
+    }
+    for (DType cacheType : {DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(dtypeName(cacheType)) + " cache, q f32 " + describe(c));
+      RefTensor q = randomTensor({b, c.t, c.h, c.d}, seed + 6);
+      RefTensor k = roundTo(randomTensor(pool, seed + 7), cacheType);
+      RefTensor v = roundTo(randomTensor(pool, seed + 8), cacheType);
+      Buffer qb = Buffer::of(q, DType::F32), kc = Buffer::of(k, cacheType),
+             vc = Buffer::of(v, cacheType), out(DType::F32, q.shape);
+      out.poison();
+      ASSERT_TRUE(runKernel("paged_attention", {&qb, &kc, &vc, &tb, &pb}, {&out},
+                            attrs({{"scale", scale}})));
+      EXPECT_CLOSE(out.toRef(), ref::pagedAttention(q, k, v, pages.table, positions, scale),
+                   Metric::Norm, 1e-5);
+    }
+  }
+}
+
+/// Keys and values written by kv_cache_write into int8 pools on shuffled
+/// pages, then attended: the reference over the written codes (1e-5, and
+/// with key ranges split over 1, 3 and 8 threads), and causal attention
+/// over the unquantized K and V within int8's error: measured 0.6-0.9% of
+/// the output's norm for standard-normal inputs, bounded here by 2%.
+TEST(PagedAttentionKernels, Int8CacheWrittenThenReadMatchesAttention) {
+  struct Case {
+    std::vector<int64_t> lengths;
+    int64_t h, kv, d, page;
+  };
+  const std::vector<Case> cases = {
+      {{48}, 4, 4, 16, 16},        // multi-head
+      {{45}, 4, 2, 32, 16},        // GQA, P does not divide L
+      {{1, 17, 40}, 4, 2, 64, 16}, // three sequences
+      {{130, 70}, 8, 1, 128, 7},   // MQA, several query chunks and key tiles
+  };
+  const int saved = omp_get_max_threads();
+  uint64_t seed = 4500;
+  for (const Case &c : cases)
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describeLengths(c.lengths) + " H" +
+                   std::to_string(c.h) + " KV" + std::to_string(c.kv) + " D" +
+                   std::to_string(c.d) + " P" + std::to_string(c.page));
+      seed += 10;
+      const int64_t b = static_cast<int64_t>(c.lengths.size());
+      const int64_t t = *std::max_element(c.lengths.begin(), c.lengths.end());
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+      Pages pages = shuffledPages(c.lengths, c.page, seed);
+      const std::vector<int64_t> pool = {pages.blocks, c.page, c.kv, c.d},
+                                 scalePool = {pages.blocks, c.page, c.kv};
+      Buffer q = Buffer::of(randomTensor({b, t, c.h, c.d}, seed + 1), dtype);
+      Buffer k = Buffer::of(randomTensor({b, t, c.kv, c.d}, seed + 2), dtype);
+      Buffer v = Buffer::of(randomTensor({b, t, c.kv, c.d}, seed + 3), dtype);
+      // Slots no sequence owns hold codes too, which no query may see.
+      Buffer kPool = codesBuffer(randomCodes(pool, seed + 4)),
+             vPool = codesBuffer(randomCodes(pool, seed + 5));
+      Buffer kScales = Buffer::of(randomScales(scalePool, seed + 6), DType::F32),
+             vScales = Buffer::of(randomScales(scalePool, seed + 7), DType::F32);
+      Buffer table = Buffer::of(pages.table, DType::I32);
+      RefTensor positions = RefTensor::zeros({b, t});
+      for (int64_t row = 0; row < b; ++row)
+        for (int64_t i = 0; i < t; ++i)
+          positions.data[row * t + i] = i < c.lengths[row] ? static_cast<double>(i) : -1.0;
+      Buffer pos = Buffer::of(positions, DType::I32);
+      ASSERT_TRUE(
+          runKernel("kv_cache_write", {&kPool, &k, &table, &pos, &kScales}, {&kPool, &kScales}));
+      ASSERT_TRUE(
+          runKernel("kv_cache_write", {&vPool, &v, &table, &pos, &vScales}, {&vPool, &vScales}));
+
+      RefTensor reference = ref::pagedAttention(
+          q.toRef(), ref::dequantizeCache(codesOf(kPool), kScales.toRef()),
+          ref::dequantizeCache(codesOf(vPool), vScales.toRef()), pages.table, positions, scale);
+      for (int threads : {saved, 1, 3, 8}) {
+        SCOPED_TRACE(std::to_string(threads) + " threads");
+        omp_set_num_threads(threads);
+        Buffer paged(dtype, {b, t, c.h, c.d});
+        paged.poison();
+        ASSERT_TRUE(runKernel("paged_attention",
+                              {&q, &kPool, &vPool, &table, &pos, &kScales, &vScales}, {&paged},
+                              attrs({{"scale", scale}})));
+        EXPECT_CLOSE(paged.toRef(), reference, Metric::Norm,
+                     dtype == DType::F32 ? 1e-5 : tolerance(dtype));
+      }
+      omp_set_num_threads(saved);
+
+      Buffer causal(dtype, {b, t, c.h, c.d}), lse(DType::F32, {b, c.h, t});
+      ASSERT_TRUE(runKernel("attention", {&q, &k, &v}, {&causal, &lse},
+                            attrs({{"scale", scale}}, {{"causal", 1}})));
+      RefTensor expected = causal.toRef();
+      const int64_t rowSize = c.h * c.d;
+      for (int64_t row = 0; row < b; ++row)
+        for (int64_t i = c.lengths[row]; i < t; ++i)
+          std::fill_n(expected.data.begin() + (row * t + i) * rowSize, rowSize, 0.0);
+      EXPECT_CLOSE(reference, expected, Metric::Norm, 2e-2);
+    }
+}
+
+//===----------------------------------------------------------------------===//
 // Contracts
 //===----------------------------------------------------------------------===//
 
@@ -319,6 +557,7 @@ TEST(PagedCacheKernels, FactoriesNameTheBadOperand) {
   auto bf16 = [](std::vector<int64_t> s) { return typeOnly(DType::BF16, std::move(s)); };
   auto i32 = [](std::vector<int64_t> s) { return typeOnly(DType::I32, std::move(s)); };
   auto i64 = [](std::vector<int64_t> s) { return typeOnly(DType::I64, std::move(s)); };
+  auto u8 = [](std::vector<int64_t> s) { return typeOnly(DType::U8, std::move(s)); };
   // B = 2, T = 3, H = 4, KV = 2, D = 8; pool of NB = 6 pages of P = 4; M = 5.
   const TensorView cache = f32({6, 4, 2, 8}), fresh = f32({2, 3, 2, 8}), table = i32({2, 5}),
                    positions = i32({2, 3}), q = f32({2, 3, 4, 8});
@@ -354,7 +593,28 @@ TEST(PagedCacheKernels, FactoriesNameTheBadOperand) {
        {cache, bf16({2, 3, 2, 8}), table, positions},
        {cache},
        {},
-       "kv_cache_write: new must be f32, got bf16[2x3x2x8]"},
+       "kv_cache_write: cache must be bf16 (new's type) or u8 (int8 codes), got f32[6x4x2x8]"},
+      {"kv_cache_write",
+       {u8({6, 4, 2, 8}), fresh, table, positions},
+       {u8({6, 4, 2, 8})},
+       {},
+       "kv_cache_write: an int8 cache (u8 codes) takes its scale pool [NB, P, KV] f32 as input 5 "
+       "and output 2: expected 5 inputs, got 4"},
+      {"kv_cache_write",
+       {u8({6, 4, 2, 8}), fresh, table, positions, f32({6, 4, 2})},
+       {u8({6, 4, 2, 8})},
+       {},
+       "kv_cache_write: expected 2 outputs, got 1"},
+      {"kv_cache_write",
+       {u8({6, 4, 2, 8}), fresh, table, positions, f32({6, 4})},
+       {u8({6, 4, 2, 8}), f32({6, 4})},
+       {},
+       "kv_cache_write: scales must be f32[6x4x2], got f32[6x4]"},
+      {"kv_cache_write",
+       {u8({6, 4, 2, 8}), fresh, table, positions, f32({6, 4, 2})},
+       {u8({6, 4, 2, 8}), bf16({6, 4, 2})},
+       {},
+       "kv_cache_write: out scales must be f32[6x4x2], got bf16[6x4x2]"},
       {"kv_cache_write",
        {cache, f32({2, 3, 1, 8}), table, positions},
        {cache},
@@ -400,7 +660,29 @@ TEST(PagedCacheKernels, FactoriesNameTheBadOperand) {
        {q, bf16({6, 4, 2, 8}), cache, table, positions},
        {q},
        scale,
-       "paged_attention: k_cache must be f32, got bf16[6x4x2x8]"},
+       "paged_attention: v_cache must be bf16[6x4x2x8], got f32[6x4x2x8]"},
+      {"paged_attention",
+       {bf16({2, 3, 4, 8}), cache, cache, table, positions},
+       {bf16({2, 3, 4, 8})},
+       scale,
+       "paged_attention: k_cache must be bf16 (q's type) or u8 (int8 codes), got f32[6x4x2x8]"},
+      {"paged_attention",
+       {q, i32({6, 4, 2, 8}), cache, table, positions},
+       {q},
+       scale,
+       "paged_attention: k_cache must be f32, bf16 or f16, got i32[6x4x2x8]"},
+      {"paged_attention",
+       {q, u8({6, 4, 2, 8}), u8({6, 4, 2, 8}), table, positions},
+       {q},
+       scale,
+       "paged_attention: int8 caches (u8 codes) take their scale pools [NB, P, KV] f32 as inputs "
+       "6 and 7: expected 7 inputs, got 5"},
+      {"paged_attention",
+       {q, u8({6, 4, 2, 8}), u8({6, 4, 2, 8}), table, positions, f32({6, 4, 2}),
+        f32({6, 4, 1})},
+       {q},
+       scale,
+       "paged_attention: v_scales must be f32[6x4x2], got f32[6x4x1]"},
       {"paged_attention",
        {q, cache, f32({6, 4, 1, 8}), table, positions},
        {q},

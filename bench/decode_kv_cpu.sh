@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The KV cache's type on a CPU rank: decode tokens/s of the tiny Llama
+# (GQA, 4 layers, 2 kv heads of 32) at batch 8 over long prompts, where a
+# decode step reads far more cache than weights (8 x 1024 tokens x 2 KiB =
+# 16 MiB of fp32 cache against 3.2 MB of weights), compiled with kv=f32,
+# bf16 and int8 (random weights: the timing does not depend on their
+# values), runs alternated.
+#
+# Usage: [PROMPT=1024] [NEW=32] [BATCH=8] [RUNS=5] bench/decode_kv_cpu.sh [build-dir]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+PROMPT=${PROMPT:-1024}
+NEW=${NEW:-32}
+BATCH=${BATCH:-8}
+RUNS=${RUNS:-5}
+KINDS=${KINDS:-f32 bf16 int8}
+SPEC="max-batch=$BATCH,max-context=$((PROMPT + NEW)),page=16,chunk=256"
+for kv in $KINDS; do
+  "$BUILD/bin/llmc" compile --model llama --preset tiny --inference "$SPEC,kv=$kv" -o "$WORK/$kv.llmc"
+  "$BUILD/bin/llmc" inspect "$WORK/$kv.llmc" | grep -A1 '^kv cache:' | sed "s/^/# $kv: /"
+done
+echo "# $(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) cores, $THREADS threads, tiny Llama, batch $BATCH, prompts of $PROMPT tokens, $NEW new tokens, $RUNS runs each"
+args=()
+for ((b = 0; b < BATCH; ++b)); do
+  args+=(--prompt-tokens "$(python3 -c "import random; random.seed($b); print(','.join(str(random.randrange(256)) for _ in range($PROMPT)))")")
+done
+for ((r = 0; r < RUNS; ++r)); do
+  for kv in $KINDS; do
+    "$BUILD/bin/llmc" generate "$WORK/$kv.llmc" "${args[@]}" --max-new-tokens "$NEW" \
+      --temperature 0 2>&1 > /dev/null | awk -v k="$kv" '/^decode:/ {gsub(/\(/, "", $7); print k, $7}'
+  done
+done | python3 -c "
+import statistics, sys
+rates = {}
+for line in sys.stdin:
+    kind, rate = line.split()
+    rates.setdefault(kind, []).append(float(rate))
+for kind, r in rates.items():
+    print(f'{kind}: decode median {statistics.median(r):.1f} tok/s (runs: {\", \".join(f\"{x:.1f}\" for x in r)})')
+base = statistics.median(rates[next(iter(rates))])
+print(', '.join(f'{k} / first: {statistics.median(r) / base:.2f}x' for k, r in rates.items()))
+"
