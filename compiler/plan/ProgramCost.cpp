@@ -134,7 +134,7 @@ double kernelFlops(Operation *op) {
   if (name == "fused_elementwise")
     if (auto program = op->getAttrOfType<DenseI64ArrayAttr>("program")) {
       int64_t arithmetic = 0;
-      for (size_t i = 0; i + ew::kFields <= program.size(); i += ew::kFields) {
+      for (int64_t i = 0; i + ew::kFields <= program.size(); i += ew::kFields) {
         auto opcode = static_cast<ew::Opcode>(program[i]);
         arithmetic += opcode != ew::Opcode::Load && opcode != ew::Opcode::Const &&
                       opcode != ew::Opcode::Cast;
