@@ -19,7 +19,10 @@
 // saves reading it back, and the intermediate values it alone read are
 // never stored); an op joins a chain only when every other reader of the
 // chain's values comes after it, so moving the chain's earlier ops down to
-// its end keeps every value defined before it is read.
+// its end keeps every value defined before it is read, and only when the
+// ops between the chain and it merely lay out its operands (pads,
+// reshapes), so moving the chain down keeps no tensor alive across real
+// work: memory the unfused ops would have freed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,10 +90,38 @@ struct Chain {
   int instructions = 0;
 };
 
+/// Whether the ops between the chain's last op and `op` only lay out
+/// `op`'s operands (reshape, slice, pad, concat, transpose, fill: the pads
+/// that assemble dQKV, a zero seed). The fused op stands at `op`, so the
+/// chain's inputs stay live until there: across such ops that costs at
+/// most one operand, but across real work (a whole microbatch between two
+/// gradient-accumulation adds) it would hold every microbatch's gradient
+/// at once where the unfused sum held one.
+bool onlyLayoutBetween(const Chain &chain, Operation *op) {
+  llvm::SmallPtrSet<Operation *, 8> feeders = {op};
+  for (Operation *between = op->getPrevNode(); between != chain.ops.back();
+       between = between->getPrevNode()) {
+    if (!between ||
+        !isa<ReshapeOp, SliceOp, PadOp, ConcatOp, TransposeOp, FillOp, StopGradientOp>(between))
+      return false;
+    bool feeds = llvm::any_of(between->getUsers(), [&](Operation *user) {
+      Operation *ancestor = op->getBlock()->findAncestorOpInBlock(*user);
+      return ancestor && feeders.contains(ancestor);
+    });
+    if (!feeds)
+      return false;
+    feeders.insert(between);
+  }
+  return true;
+}
+
 /// Whether `op` may join `chain`: every reader of the chain's values
-/// outside it (and outside `op`) comes after `op`, and the program stays
-/// within the kernels' limits.
+/// outside it (and outside `op`) comes after `op`, only layout ops for
+/// `op` stand between the chain and `op`, and the program stays within the
+/// kernels' limits.
 bool canJoin(const Chain &chain, Operation *op) {
+  if (!onlyLayoutBetween(chain, op))
+    return false;
   llvm::SetVector<Value> inputs;
   int results = static_cast<int>(op->getNumResults());
   auto isMember = [&](Operation *o) { return o == op || chain.members.contains(o); };

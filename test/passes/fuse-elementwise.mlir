@@ -156,3 +156,27 @@ func.func @after_linear(%x: tensor<4x16xf32>, %w: tensor<16x32xf32>, %b: tensor<
   %s = llm.scale %d {factor = 2.0 : f64} : tensor<4x32xf32>
   return %h, %s : tensor<4x32xf32>, tensor<4x32xf32>
 }
+
+// -----
+
+// Gradient accumulation: each microbatch's gradient is added as soon as it
+// is made. Fusing the sums would move them to the last one and keep every
+// microbatch's gradient alive until there: an op joins a chain only when
+// what stands between computes its operands. The last sum and the mean
+// are adjacent, and fuse.
+// CHECK-LABEL: func.func @accumulate
+// CHECK-NEXT: %[[G0:.*]] = llm.matmul %arg0, %arg1
+// CHECK-NEXT: %[[G1:.*]] = llm.matmul %arg0, %arg2
+// CHECK-NEXT: %[[S:.*]] = llm.add %[[G0]], %[[G1]]
+// CHECK-NEXT: %[[G2:.*]] = llm.matmul %arg0, %arg3
+// CHECK-NEXT: llm.fused_elementwise(%[[S]], %[[G2]]) {program = array<i64: 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 3, 0, 0, 1, 0, 1, 0, 4598175219545276416, 0, 0, 5, 0, 2, 3, 0>, yields = array<i64: 4>}
+func.func @accumulate(%x: tensor<16x16xf32>, %a: tensor<16x16xf32>, %b: tensor<16x16xf32>,
+                      %c: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %g0 = llm.matmul %x, %a : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<16x16xf32>
+  %g1 = llm.matmul %x, %b : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<16x16xf32>
+  %s1 = llm.add %g0, %g1 : tensor<16x16xf32>, tensor<16x16xf32>
+  %g2 = llm.matmul %x, %c : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<16x16xf32>
+  %s2 = llm.add %s1, %g2 : tensor<16x16xf32>, tensor<16x16xf32>
+  %m = llm.scale %s2 {factor = 0.25 : f64} : tensor<16x16xf32>
+  return %m : tensor<16x16xf32>
+}
