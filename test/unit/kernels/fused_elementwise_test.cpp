@@ -116,6 +116,24 @@ TEST(FusedElementwiseKernel, SwigluAndCastsRoundWhereTheUnfusedKernelsStore) {
     }
 }
 
+TEST(FusedElementwiseKernel, WritesInPlaceOverAnInput) {
+  // LowerToExec places a result over an input that dies at the op: each
+  // element is read before it is written, so the result is the same.
+  for (DType dtype : kFloatTypes)
+    for (const auto &shape : kShapes) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeString(shape));
+      Buffer a = Buffer::of(randomTensor(shape, 31), dtype), b = Buffer::of(randomTensor(shape, 32), dtype),
+             separate(dtype, shape);
+      ProgramBuilder p;
+      int64_t r0 = p.emit(Opcode::Load, dtype, 0), r1 = p.emit(Opcode::Load, dtype, 1);
+      int64_t g = p.emit(Opcode::GeluGrad, dtype, r0, r1);
+      p.yields = {p.emit(Opcode::Add, dtype, g, r1)};
+      ASSERT_TRUE(runKernel("fused_elementwise", {&a, &b}, {&separate}, p.attrs()));
+      ASSERT_TRUE(runKernel("fused_elementwise", {&a, &b}, {&b}, p.attrs()));
+      EXPECT_EQ(b.toRef().data, separate.toRef().data);
+    }
+}
+
 TEST(FusedElementwiseKernel, BindingErrorsNameTheProblem) {
   TensorView x = typeOnly(DType::F32, {4, 8}), bias = typeOnly(DType::F32, {8}),
              y = typeOnly(DType::F32, {4, 8});
