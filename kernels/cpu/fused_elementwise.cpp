@@ -3,8 +3,9 @@
 // Interprets a kernels/ElementwiseProgram.h program over chunks of kChunk
 // elements: each instruction is one tight loop over the chunk (so the
 // dispatch on its opcode is paid once per kChunk elements and the loop
-// vectorises), registers are per-thread fp32 arrays sized at bind time,
-// and OpenMP splits the chunks. Only the inputs are read and only the
+// vectorises), registers are per-thread fp32 arrays sized at bind time
+// (an f32 input is read where it lies, not copied), and OpenMP splits the
+// chunks. Only the inputs are read and only the
 // results written, once each: what the fusion saves is the unfused ops'
 // intermediate tensors and kernel launches.
 //
@@ -66,6 +67,8 @@ public:
       : b_(std::move(b)), inputs_(args.inputs), outputs_(args.outputs),
         count_(static_cast<int64_t>(b_.program.size()) / ew::kFields), threads_(bindThreads()),
         scratch_(threads_, static_cast<size_t>(count_ * kChunk)) {
+    copyLoad_.assign(static_cast<size_t>(count_), false);
+    for (int64_t y : b_.yields) copyLoad_[static_cast<size_t>(y)] = true;
     for (int64_t i = 0; i < count_; ++i) {
       ew::Instruction in = ew::instructionAt(b_.program.data(), i);
       if (in.op == ew::Opcode::Dropout) {
@@ -85,10 +88,11 @@ public:
 #pragma omp parallel for schedule(static) num_threads(threads_) if (n > kParallelGrain)
     for (int64_t c = 0; c < chunks; ++c) {
       float *regs = scratch_.at(omp_get_thread_num());
+      const float *values[ew::kMaxInstructions];
       int64_t start = c * kChunk, len = std::min(kChunk, n - start);
-      for (int64_t i = 0; i < count_; ++i) evaluate(i, regs, start, len, step);
+      for (int64_t i = 0; i < count_; ++i) values[i] = evaluate(i, regs, values, start, len, step);
       for (size_t r = 0; r < outputs_.size(); ++r) {
-        const float *value = regs + b_.yields[r] * kChunk;
+        const float *value = values[b_.yields[r]];
         const TensorView &o = outputs_[r];
         if (o.dtype == DType::BF16)
           storeChunk(o.as<bf16>(), start, len, value);
@@ -101,22 +105,29 @@ public:
   }
 
 private:
-  /// Instruction `i` over the chunk's `len` elements from flat index `start`.
-  void evaluate(int64_t i, float *regs, int64_t start, int64_t len, uint64_t step) const {
+  /// Instruction `i` over the chunk's `len` elements from flat index
+  /// `start`; returns where its values are: register i's scratch, or for
+  /// an f32 load of a contiguous run the input itself (no copy). `values`
+  /// holds the earlier instructions'.
+  const float *evaluate(int64_t i, float *regs, const float *const *values, int64_t start,
+                        int64_t len, uint64_t step) const {
     ew::Instruction in = ew::instructionAt(b_.program.data(), i);
     float *r = regs + i * kChunk;
-    const float *a = regs + in.a * kChunk, *b = regs + in.b * kChunk, *c = regs + in.c * kChunk;
+    const float *a = in.a < i ? values[in.a] : nullptr, *b = in.b < i ? values[in.b] : nullptr,
+                *c = in.c < i ? values[in.c] : nullptr;
     switch (in.op) {
     case ew::Opcode::Load: {
       const TensorView &t = inputs_[static_cast<size_t>(in.a)];
       int64_t inner = b_.inputNumel[static_cast<size_t>(in.a)];
+      if (t.dtype == DType::F32 && !copyLoad_[i] && start % inner + len <= inner)
+        return t.as<const float>() + start % inner;
       if (t.dtype == DType::BF16)
         loadChunk(t.as<const bf16>(), inner, start, len, r);
       else if (t.dtype == DType::F16)
         loadChunk(t.as<const f16>(), inner, start, len, r);
       else
         loadChunk(t.as<const float>(), inner, start, len, r);
-      return; // loaded values are exact in their dtype
+      return r; // loaded values are exact in their dtype
     }
     case ew::Opcode::Const: {
       float v = static_cast<float>(ew::doubleOf(in.a));
@@ -209,6 +220,7 @@ private:
     }
     if (in.dtype != 0)
       for (int64_t j = 0; j < len; ++j) r[j] = roundTo(in.dtype, r[j]);
+    return r;
   }
 
   contracts::FusedElementwiseBinding b_;
@@ -216,6 +228,9 @@ private:
   int64_t count_;
   int threads_;
   ThreadScratch scratch_;
+  /// Per instruction: a load whose values are yielded is copied, since an
+  /// output written in place over its input would overwrite them first.
+  std::vector<bool> copyLoad_;
   std::vector<uint64_t> thresholds_; ///< per instruction (dropout's)
   std::vector<float> keepScales_;
 };
