@@ -153,11 +153,14 @@ private:
     };
     if (root.hasOneUse() && converts(dyn_cast<llm::CastOp>(*root.getUsers().begin())))
       return "awaiting widening";
-    // The second operand of an accumulating add is a contribution alive
-    // beside the sum it joins (a tied weight's second use, a microbatch).
+    // The second operand of an accumulating add (or any but the first of a
+    // fused loop's) is a contribution alive beside the sum it joins (a
+    // tied weight's second use, a microbatch).
     for (OpOperand &use : root.getUses())
-      if (isa<llm::AddOp>(use.getOwner()) && use.getOperandNumber() == 1 &&
-          gradValues.contains(use.getOwner()->getResult(0)))
+      if (isa<llm::AddOp, llm::FusedElementwiseOp>(use.getOwner()) &&
+          use.getOperandNumber() >= 1 &&
+          llvm::any_of(use.getOwner()->getResults(),
+                       [&](Value result) { return gradValues.contains(result); }))
         return "partial sums";
     if (llvm::any_of(root.getUsers(), [](Operation *user) { return isa<dist::ReduceScatterOp>(user); }))
       return "awaiting reduce-scatter";
@@ -242,6 +245,12 @@ LogicalResult ProgramLowering::placeValues() {
     if (def && isa<llm::AddOp, llm::ScaleOp, llm::ConcatOp>(def))
       for (Value operand : def->getOperands())
         worklist.push_back(operand);
+    // A fused elementwise loop (the last microbatch's sum and mean): its
+    // operands of the gradient's type are the contributions it sums.
+    if (def && isa<llm::FusedElementwiseOp>(def))
+      for (Value operand : def->getOperands())
+        if (operand.getType() == v.getType())
+          worklist.push_back(operand);
     if (def && isa<llm::PadOp, llm::SliceOp, llm::ReshapeOp>(def))
       worklist.push_back(def->getOperand(0));
     if (def && isa<llm::CastOp, dist::AllReduceOp, dist::ReduceScatterOp, dist::BroadcastOp,
