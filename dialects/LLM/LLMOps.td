@@ -565,7 +565,9 @@ def LLM_FusedElementwiseOp : LLM_Op<"fused_elementwise", [Pure]> {
     results' shape or a suffix of it (a bias `[N]`, a scalar), repeated
     over the leading dimensions. llmc-fuse's `elementwise` forms it from
     chains of `add`, `mul`, `scale`, `cast`, `dropout`, `gelu`, `silu`,
-    `swiglu`, their gradients and `sqrt`.
+    `swiglu` and their gradients; the kernels write a result in place over
+    an input of its type when asked (each element is read before it is
+    written).
 
     ```mlir
     // add (add %a, %b), %c: load 0, load 1, add r0 r1, load 2, add r2 r3
