@@ -113,8 +113,11 @@ private:
                         int64_t len, uint64_t step) const {
     ew::Instruction in = ew::instructionAt(b_.program.data(), i);
     float *r = regs + i * kChunk;
-    const float *a = in.a < i ? values[in.a] : nullptr, *b = in.b < i ? values[in.b] : nullptr,
-                *c = in.c < i ? values[in.c] : nullptr;
+    // Operand words that are not registers (a load's input index, a
+    // constant's or dropout's bits) may hold any value: only an earlier
+    // register is looked up.
+    auto reg = [&](int64_t k) { return k >= 0 && k < i ? values[k] : nullptr; };
+    const float *a = reg(in.a), *b = reg(in.b), *c = reg(in.c);
     switch (in.op) {
     case ew::Opcode::Load: {
       const TensorView &t = inputs_[static_cast<size_t>(in.a)];
