@@ -90,6 +90,14 @@ LogicalResult Interpreter::runOp(Operation *op) {
         return success();
       })
       .Case([&](CastOp) { out(0, in(0)); return success(); })
+      .Case([&](FusedElementwiseOp o) {
+        std::vector<RefTensor> inputs;
+        for (size_t i = 0; i < o.getInputs().size(); ++i)
+          inputs.push_back(in(i));
+        outs(ref::fusedElementwise(inputs, shapeOf(o.getOuts()[0].getType()), vec(o.getProgram()),
+                                   vec(o.getYields()), step));
+        return success();
+      })
       .Case([&](LayerNormOp o) {
         out(0, ref::layernorm(in(0), in(1), in(2), d(o.getEpsilon())));
         return success();

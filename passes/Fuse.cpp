@@ -37,9 +37,13 @@
 // GEMM's epilogue. On the CPU that sum is no cheaper inside the GEMM, so
 // `all` includes bias-grad only for target=cuda.
 //
+// elementwise. Runs last and takes the elementwise chains the others left
+// (passes/FuseElementwise.cpp): each becomes one llm.fused_elementwise.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/FuseElementwise.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Dominance.h"
@@ -68,7 +72,9 @@ constexpr const char *kLinearCrossEntropy = "linear-cross-entropy";
 constexpr const char *kBias = "bias";
 constexpr const char *kBiasGelu = "bias-gelu";
 constexpr const char *kBiasGrad = "bias-grad";
-const std::set<std::string> kFusions = {kBias, kBiasGelu, kBiasGrad, kLinearCrossEntropy};
+constexpr const char *kElementwise = "elementwise";
+const std::set<std::string> kFusions = {kBias, kBiasGelu, kBiasGrad, kElementwise,
+                                        kLinearCrossEntropy};
 
 /// Makes `value` available before `point`: true when it already is, or when
 /// its pure defining op (and, recursively, what it needs) can move there.
@@ -401,6 +407,9 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
       for (ReduceSumOp sum : sums)
         fuseBiasGrad(sum, dominance);
     }
+    // Last: the chains are whatever elementwise ops the fusions above left.
+    if (enabled->count(kElementwise))
+      fuseElementwiseChains(getOperation());
   }
 };
 

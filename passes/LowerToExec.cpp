@@ -6,8 +6,8 @@
 //
 //  1. Alias classes: a reshape, or a slice that is a contiguous byte range,
 //     is a view of its operand; an elementwise op whose first operand dies
-//     there (add, scale) writes in place. Views and in-place results join the
-//     operand's class.
+//     there (add, scale; any operand of a fused_elementwise) writes in
+//     place. Views and in-place results join the operand's class.
 //  2. Each class lives from its first definition to its last use (program
 //     inputs from the start, outputs to the end) and is placed first-fit at
 //     a 64-byte aligned offset above the persistent region.
@@ -153,11 +153,14 @@ private:
     };
     if (root.hasOneUse() && converts(dyn_cast<llm::CastOp>(*root.getUsers().begin())))
       return "awaiting widening";
-    // The second operand of an accumulating add is a contribution alive
-    // beside the sum it joins (a tied weight's second use, a microbatch).
+    // The second operand of an accumulating add (or any but the first of a
+    // fused loop's) is a contribution alive beside the sum it joins (a
+    // tied weight's second use, a microbatch).
     for (OpOperand &use : root.getUses())
-      if (isa<llm::AddOp>(use.getOwner()) && use.getOperandNumber() == 1 &&
-          gradValues.contains(use.getOwner()->getResult(0)))
+      if (isa<llm::AddOp, llm::FusedElementwiseOp>(use.getOwner()) &&
+          use.getOperandNumber() >= 1 &&
+          llvm::any_of(use.getOwner()->getResults(),
+                       [&](Value result) { return gradValues.contains(result); }))
         return "partial sums";
     if (llvm::any_of(root.getUsers(), [](Operation *user) { return isa<dist::ReduceScatterOp>(user); }))
       return "awaiting reduce-scatter";
@@ -242,6 +245,12 @@ LogicalResult ProgramLowering::placeValues() {
     if (def && isa<llm::AddOp, llm::ScaleOp, llm::ConcatOp>(def))
       for (Value operand : def->getOperands())
         worklist.push_back(operand);
+    // A fused elementwise loop (the last microbatch's sum and mean): its
+    // operands of the gradient's type are the contributions it sums.
+    if (def && isa<llm::FusedElementwiseOp>(def))
+      for (Value operand : def->getOperands())
+        if (operand.getType() == v.getType())
+          worklist.push_back(operand);
     if (def && isa<llm::PadOp, llm::SliceOp, llm::ReshapeOp>(def))
       worklist.push_back(def->getOperand(0));
     if (def && isa<llm::CastOp, dist::AllReduceOp, dist::ReduceScatterOp, dist::BroadcastOp,
@@ -327,23 +336,33 @@ LogicalResult ProgramLowering::placeValues() {
         info.end = std::max(info.end, lastUse.lookup(result));
         continue;
       }
-      // In place: the first operand's class ends here and has the same size.
-      if (isa<llm::AddOp, llm::ScaleOp, dist::AllReduceOp, dist::BroadcastOp>(op) &&
-          result.getType() == op.getOperand(0).getType()) {
-        Value lhs = op.getOperand(0);
-        if (!isPersistentArg(lhs) && placement.count(lhs)) {
-          Value root = rootOf(lhs);
-          ClassInfo &info = classes[root];
-          Placement p = placement.lookup(lhs);
-          if (info.end == at && info.category == "activation" && p.offset == 0 &&
-              info.bytes == bytesOf(result.getType())) {
-            placement[result] = p;
-            info.end = std::max(at, lastUse.lookup(result));
-            continue;
-          }
+      // In place: an operand whose class ends here and has the same size —
+      // add's and scale's first, or any of a fused elementwise loop's,
+      // which reads each element of its inputs before it writes that
+      // element (a result that takes one extends its class, so no other
+      // result takes it too).
+      SmallVector<Value, 4> inPlaceCandidates;
+      if (isa<llm::AddOp, llm::ScaleOp, dist::AllReduceOp, dist::BroadcastOp>(op))
+        inPlaceCandidates.push_back(op.getOperand(0));
+      else if (isa<llm::FusedElementwiseOp>(op))
+        inPlaceCandidates.append(op.operand_begin(), op.operand_end());
+      bool inPlace = false;
+      for (Value lhs : inPlaceCandidates) {
+        if (result.getType() != lhs.getType() || isPersistentArg(lhs) || !placement.count(lhs))
+          continue;
+        Value root = rootOf(lhs);
+        ClassInfo &info = classes[root];
+        Placement p = placement.lookup(lhs);
+        if (info.end == at && info.category == "activation" && p.offset == 0 &&
+            info.bytes == bytesOf(result.getType())) {
+          placement[result] = p;
+          info.end = std::max(at, lastUse.lookup(result));
+          inPlace = true;
+          break;
         }
       }
-      newClass(result, at);
+      if (!inPlace)
+        newClass(result, at);
     }
   }
 

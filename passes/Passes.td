@@ -528,6 +528,13 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     `target=cuda` (named, it applies on the CPU too, computing what the
     unfused ops do).
 
+    `elementwise` (last, taking what the others left): a chain of two or
+    more elementwise ops (`add`, `mul`, `scale`, `cast`, `dropout`, `gelu`,
+    `silu`, `swiglu` and their gradients) of one part of the step becomes
+    one `llm.fused_elementwise`, whose program replays them per element
+    and rounds where they stored; a chain value read elsewhere is one more
+    result.
+
     `fusions` is `all`, `none` or a comma-separated list of fusion names.
 
     ```mlir
@@ -548,7 +555,7 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
   let options = [
     Option<"fusions", "fusions", "std::string", "\"all\"",
            "all | none | comma-separated fusion names (bias, bias-gelu, bias-grad, "
-           "linear-cross-entropy)">,
+           "elementwise, linear-cross-entropy)">,
     Option<"chunkMb", "chunk-mb", "double", "256",
            "linear-cross-entropy: MiB of logits computed at a time">,
     Option<"target", "target", "std::string", "\"cpu\"",

@@ -1,6 +1,7 @@
 //===- ProgramCost.cpp - roofline and alpha-beta pricing of exec programs -===//
 
 #include "compiler/plan/ProgramCost.h"
+#include "kernels/ElementwiseProgram.h"
 
 #include "dialects/Exec/ExecDialect.h"
 
@@ -140,6 +141,19 @@ double kernelFlops(Operation *op) {
       return flops;
     }
   }
+  // A generated elementwise loop: one FLOP per element and arithmetic
+  // instruction, as each unfused op it replaces counted (loads, constants
+  // and casts only move).
+  if (name == "fused_elementwise")
+    if (auto program = op->getAttrOfType<DenseI64ArrayAttr>("program")) {
+      int64_t arithmetic = 0;
+      for (int64_t i = 0; i + ew::kFields <= program.size(); i += ew::kFields) {
+        auto opcode = static_cast<ew::Opcode>(program[i]);
+        arithmetic += opcode != ew::Opcode::Load && opcode != ew::Opcode::Const &&
+                      opcode != ew::Opcode::Cast;
+      }
+      return outElements * static_cast<double>(arithmetic);
+    }
   static const std::set<std::string> movesOnly = {"slice", "pad", "concat", "transpose", "fill",
                                                   "embedding", "copy", "cast"};
   return movesOnly.count(name.str()) ? 0 : outElements;

@@ -8,6 +8,7 @@
 
 #include "dialects/LLM/LLMDialect.h"
 #include "kernels/Adam8bit.h"
+#include "kernels/ElementwiseProgram.h"
 #include "kernels/QuantScheme.h"
 
 #include "mlir/IR/Builders.h"
@@ -574,6 +575,42 @@ LogicalResult LinearCrossEntropyTrainOp::inferReturnTypes(MLIRContext *context,
   return inferLinearCrossEntropy(context, loc,
                                  withParsedAttributes<LinearCrossEntropyTrainOp>(adaptor, context),
                                  /*train=*/true, types);
+}
+
+/// The program's dtype number (kernels/Tensor.h's DType) of a float
+/// element type: 0 f32, 1 bf16, 2 f16.
+static int64_t programDtype(Type type) {
+  Type element = cast<RankedTensorType>(type).getElementType();
+  return element.isBF16() ? 1 : element.isF16() ? 2 : 0;
+}
+
+LogicalResult FusedElementwiseOp::verify() {
+  if (getOuts().empty())
+    return emitOpError("must have at least one result");
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(getOuts()[0].getType()).getShape();
+  SmallVector<int64_t> inputDtypes, resultDtypes;
+  for (Value out : getOuts()) {
+    if (cast<RankedTensorType>(out.getType()).getShape() != shape)
+      return emitOpError("results must all have one shape, got ")
+             << getOuts()[0].getType() << " and " << out.getType();
+    resultDtypes.push_back(programDtype(out.getType()));
+  }
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    ArrayRef<int64_t> in = cast<RankedTensorType>(input.getType()).getShape();
+    if (in.size() > shape.size() || shape.take_back(in.size()) != in)
+      return emitOpError("input ") << i << " " << input.getType()
+                                   << " must have the results' shape or a suffix of it ("
+                                   << shapeString(shape) << ")";
+    inputDtypes.push_back(programDtype(input.getType()));
+  }
+  std::string error = ew::validateProgram(
+      std::vector<int64_t>(getProgram().begin(), getProgram().end()),
+      std::vector<int64_t>(getYields().begin(), getYields().end()),
+      std::vector<int64_t>(inputDtypes.begin(), inputDtypes.end()),
+      std::vector<int64_t>(resultDtypes.begin(), resultDtypes.end()));
+  if (!error.empty())
+    return emitOpError(error);
+  return success();
 }
 
 LogicalResult LinearOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,

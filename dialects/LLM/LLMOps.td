@@ -611,6 +611,41 @@ def LLM_LinearWeightGradOp : LLM_PureOp<"linear_weight_grad", [ExpensiveToRecomp
   let assemblyFormat = "$x `,` $dy attr-dict `:` type($x) `,` type($dy)";
 }
 
+def LLM_FusedElementwiseOp : LLM_Op<"fused_elementwise", [Pure]> {
+  let summary = "A chain of elementwise ops as one generated loop";
+  let description = [{
+    Evaluates `program` per element over the results' common shape: a
+    straight-line list of instructions, five words each, `{opcode, dtype,
+    a, b, c}` (kernels/ElementwiseProgram.h lists the opcodes), where
+    instruction `i` defines register `i` from earlier registers. Each
+    instruction computes in fp32, as the unfused op's kernel does, then
+    rounds to `dtype` (0 f32, 1 bf16, 2 f16), where that op stored its
+    result; `yields` names the register of each result. Every input has the
+    results' shape or a suffix of it (a bias `[N]`, a scalar), repeated
+    over the leading dimensions. llmc-fuse's `elementwise` forms it from
+    chains of `add`, `mul`, `scale`, `cast`, `dropout`, `gelu`, `silu`,
+    `swiglu` and their gradients; the kernels write a result in place over
+    an input of its type when asked (each element is read before it is
+    written).
+
+    ```mlir
+    // add (add %a, %b), %c: load 0, load 1, add r0 r1, load 2, add r2 r3
+    %y = llm.fused_elementwise(%a, %b, %c) {
+        program = array<i64: 0, 0, 0, 0, 0,  0, 0, 1, 0, 0,  3, 0, 0, 1, 0,
+                             0, 0, 2, 0, 0,  3, 0, 2, 3, 0>,
+        yields = array<i64: 4>}
+        : (tensor<4x64x128xf32>, tensor<4x64x128xf32>, tensor<128xf32>) -> tensor<4x64x128xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<LLM_FloatTensor>:$inputs, DenseI64ArrayAttr:$program,
+                       DenseI64ArrayAttr:$yields);
+  let results = (outs Variadic<LLM_FloatTensor>:$outs);
+  let assemblyFormat = [{
+    `(` $inputs `)` attr-dict `:` functional-type($inputs, $outs)
+  }];
+  let hasVerifier = 1;
+}
+
 def LLM_ReduceMaxOp : LLM_PureOp<"reduce_max"> {
   let summary = "Maximum over the last dimension, in fp32";
   let description = [{

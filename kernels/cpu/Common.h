@@ -198,6 +198,30 @@ inline float geluTanh(float x) {
   return x * sigmoidFast(2.0f * u);
 }
 
+// The activations' per-element formulas, one definition each: the
+// activation kernels and the fused elementwise program
+// (fused_elementwise.cpp) call these, so both compute (and contract into
+// FMAs) alike and fused chains equal the unfused ops bit for bit.
+
+/// dy · gelu'(x) = dy · (σ(2u) + 2x·σ(2u)(1 − σ(2u))·u'(x)).
+inline float geluTanhGrad(float x, float dy) {
+  float u = kGeluC * (x + kGeluA * x * x * x);
+  float du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+  float s = sigmoidFast(2.0f * u);
+  return dy * (s + 2.0f * x * s * (1.0f - s) * du);
+}
+inline float siluOf(float x) { return x * sigmoidFast(x); }
+inline float siluGradOf(float x, float dy) {
+  float s = sigmoidFast(x);
+  return dy * s * (1.0f + x * (1.0f - s));
+}
+inline float swigluOf(float gate, float up) { return gate * sigmoidFast(gate) * up; }
+inline float swigluGradGate(float gate, float up, float dy) {
+  float s = sigmoidFast(gate);
+  return dy * up * s * (1.0f + gate * (1.0f - s));
+}
+inline float swigluGradUp(float gate, float dy) { return dy * gate * sigmoidFast(gate); }
+
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 

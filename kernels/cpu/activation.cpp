@@ -37,41 +37,26 @@ public:
       break;
     case Act::GeluGrad:
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) {
-        float x = load(a, i);
-        float u = kGeluC * (x + kGeluA * x * x * x);
-        float du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
-        float s = sigmoidFast(2.0f * u);
-        store(o0, i, load(b, i) * (s + 2.0f * x * s * (1.0f - s) * du));
-      }
+      for (int64_t i = 0; i < n; ++i) store(o0, i, geluTanhGrad(load(a, i), load(b, i)));
       break;
     case Act::Silu:
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) {
-        float x = load(a, i);
-        store(o0, i, x * sigmoidFast(x));
-      }
+      for (int64_t i = 0; i < n; ++i) store(o0, i, siluOf(load(a, i)));
       break;
     case Act::SiluGrad:
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) {
-        float x = load(a, i), s = sigmoidFast(x);
-        store(o0, i, load(b, i) * s * (1.0f + x * (1.0f - s)));
-      }
+      for (int64_t i = 0; i < n; ++i) store(o0, i, siluGradOf(load(a, i), load(b, i)));
       break;
     case Act::Swiglu:
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) {
-        float g = load(a, i);
-        store(o0, i, g * sigmoidFast(g) * load(b, i));
-      }
+      for (int64_t i = 0; i < n; ++i) store(o0, i, swigluOf(load(a, i), load(b, i)));
       break;
     case Act::SwigluGrad:
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
       for (int64_t i = 0; i < n; ++i) {
-        float g = load(a, i), up = load(b, i), dy = load(c, i), s = sigmoidFast(g);
-        store(o0, i, dy * up * s * (1.0f + g * (1.0f - s)));
-        store(o1, i, dy * g * s);
+        float g = load(a, i), up = load(b, i), dy = load(c, i);
+        store(o0, i, swigluGradGate(g, up, dy));
+        store(o1, i, swigluGradUp(g, dy));
       }
       break;
     }

@@ -25,24 +25,17 @@ __global__ void activationKernel(const T *a, const T *b, const T *c, T *o0, T *o
     if constexpr (A == Act::Gelu) {
       store(o0, i, geluTanh(load(a, i)));
     } else if constexpr (A == Act::GeluGrad) {
-      float x = load(a, i);
-      float u = kGeluC * (x + kGeluA * x * x * x);
-      float du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
-      float s = sigmoid(2.0f * u);
-      store(o0, i, load(b, i) * (s + 2.0f * x * s * (1.0f - s) * du));
+      store(o0, i, geluTanhGrad(load(a, i), load(b, i)));
     } else if constexpr (A == Act::Silu) {
-      float x = load(a, i);
-      store(o0, i, x * sigmoid(x));
+      store(o0, i, siluOf(load(a, i)));
     } else if constexpr (A == Act::SiluGrad) {
-      float x = load(a, i), s = sigmoid(x);
-      store(o0, i, load(b, i) * s * (1.0f + x * (1.0f - s)));
+      store(o0, i, siluGradOf(load(a, i), load(b, i)));
     } else if constexpr (A == Act::Swiglu) {
-      float g = load(a, i);
-      store(o0, i, g * sigmoid(g) * load(b, i));
+      store(o0, i, swigluOf(load(a, i), load(b, i)));
     } else {
-      float g = load(a, i), up = load(b, i), dy = load(c, i), s = sigmoid(g);
-      store(o0, i, dy * up * s * (1.0f + g * (1.0f - s)));
-      store(o1, i, dy * g * s);
+      float g = load(a, i), up = load(b, i), dy = load(c, i);
+      store(o0, i, swigluGradGate(g, up, dy));
+      store(o1, i, swigluGradUp(g, dy));
     }
   }
 }

@@ -109,6 +109,15 @@ RefTensor dropout(const RefTensor &x, double rate, int64_t seed, int64_t step,
                   const std::vector<int64_t> &globalShape = {},
                   const std::vector<int64_t> &offsets = {});
 
+//===- fused_elementwise.cpp ----------------------------------------------===//
+
+/// The results of a kernels/ElementwiseProgram.h program over `shape`:
+/// each input has `shape` or a suffix of it; `step` keys dropout's mask.
+std::vector<RefTensor> fusedElementwise(const std::vector<RefTensor> &inputs,
+                                        const std::vector<int64_t> &shape,
+                                        const std::vector<int64_t> &program,
+                                        const std::vector<int64_t> &yields, int64_t step);
+
 //===- layernorm.cpp ------------------------------------------------------===//
 
 RefTensor layernorm(const RefTensor &x, const RefTensor &gamma, const RefTensor &beta, double eps);

@@ -1,13 +1,13 @@
-// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 microbatches=2 emit=train" | FileCheck %s
-// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 mesh=dp=2 emit=train" | FileCheck %s --check-prefix=DP
-// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 mesh=dp=2 zero=2 microbatches=2 emit=train" | FileCheck %s --check-prefix=ZERO2
-// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 mesh=dp=2 zero=3 emit=train" | FileCheck %s --check-prefix=ZERO3
-// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=fp16 microbatches=2 emit=train" | FileCheck %s --check-prefix=FP16
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 microbatches=2 emit=train fuse=none" | FileCheck %s
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 mesh=dp=2 emit=train fuse=none" | FileCheck %s --check-prefix=DP
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 mesh=dp=2 zero=2 microbatches=2 emit=train fuse=none" | FileCheck %s --check-prefix=ZERO2
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 mesh=dp=2 zero=3 emit=train fuse=none" | FileCheck %s --check-prefix=ZERO3
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=fp16 microbatches=2 emit=train fuse=none" | FileCheck %s --check-prefix=FP16
 // RUN: llmc model gpt2 --preset tiny --set n_layer=1 -o %t.gpt2.mlir
-// RUN: llmc-opt %t.gpt2.mlir --llmc-train-pipeline="precision=bf16 mesh=tp=2 sp=true emit=train" | FileCheck %s --check-prefix=SP
-// RUN: llmc-opt %t.gpt2.mlir --llmc-train-pipeline="precision=bf16 grad-dtype=bf16 mesh=tp=2 sp=true emit=train" | FileCheck %s --check-prefix=SP-BF16-GRADS
-// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 grad-dtype=bf16 microbatches=2 emit=train" | FileCheck %s --check-prefix=BF16-GRADS
-// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 grad-dtype=bf16 mesh=dp=2 zero=2 emit=train" | FileCheck %s --check-prefix=BF16-GRADS-ZERO2
+// RUN: llmc-opt %t.gpt2.mlir --llmc-train-pipeline="precision=bf16 mesh=tp=2 sp=true emit=train fuse=none" | FileCheck %s --check-prefix=SP
+// RUN: llmc-opt %t.gpt2.mlir --llmc-train-pipeline="precision=bf16 grad-dtype=bf16 mesh=tp=2 sp=true emit=train fuse=none" | FileCheck %s --check-prefix=SP-BF16-GRADS
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 grad-dtype=bf16 microbatches=2 emit=train fuse=none" | FileCheck %s --check-prefix=BF16-GRADS
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 grad-dtype=bf16 mesh=dp=2 zero=2 emit=train fuse=none" | FileCheck %s --check-prefix=BF16-GRADS-ZERO2
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-precision --llmc-autodiff --llmc-optimizer="fp32-gradients=false" | FileCheck %s --check-prefix=PASS-OFF
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="grad-dtype=bf16" 2>&1 | FileCheck %s --check-prefix=MISMATCH
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="precision=bf16 grad-dtype=f32" 2>&1 | FileCheck %s --check-prefix=UNKNOWN

@@ -1,7 +1,7 @@
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-shard="mesh=dp=2" | FileCheck %s
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 grad-bucket-mb=0 emit=train" | FileCheck %s --check-prefix=DP
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 zero=1 emit=train" | FileCheck %s --check-prefix=ZERO1
-// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 zero=2 microbatches=2 emit=train" | FileCheck %s --check-prefix=ZERO2
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 zero=2 microbatches=2 emit=train fuse=none" | FileCheck %s --check-prefix=ZERO2
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 grad-bucket-mb=0 emit=exec" | FileCheck %s --check-prefix=EXEC
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-shard="mesh=dp=3" 2>&1 | FileCheck %s --check-prefix=DIVIDE
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-shard="mesh=dp" 2>&1 | FileCheck %s --check-prefix=SYNTAX

@@ -52,9 +52,11 @@ int count(func::FuncOp func, StringRef name) {
 
 /// Differentiates `forward`, then checks that llmc-fuse (`fusions` for
 /// `target`) leaves @grad's results unchanged and produces `linears`
-/// llm.linear and `weightGrads` llm.linear_weight_grad ops there.
+/// llm.linear, `weightGrads` llm.linear_weight_grad and (unless negative)
+/// `elementwise` llm.fused_elementwise ops there.
 void checkFusedGradients(const std::string &forward, const std::string &fusions,
-                         const std::string &target, int linears, int weightGrads) {
+                         const std::string &target, int linears, int weightGrads,
+                         int elementwise = -1) {
   MLIRContext context;
   llmc::prepareContext(context);
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(forward, &context);
@@ -75,6 +77,8 @@ void checkFusedGradients(const std::string &forward, const std::string &fusions,
   ASSERT_TRUE(succeeded(fuse.run(*module)));
   EXPECT_EQ(count(grad, "llm.linear"), linears);
   EXPECT_EQ(count(grad, "llm.linear_weight_grad"), weightGrads);
+  if (elementwise >= 0)
+    EXPECT_EQ(count(grad, "llm.fused_elementwise"), elementwise);
   FailureOr<std::vector<RefTensor>> fused = llmc::interpret(grad, args);
   ASSERT_TRUE(succeeded(fused));
   ASSERT_EQ(fused->size(), unfused->size());
@@ -123,6 +127,39 @@ TEST(Fuse, BiasGeluAloneKeepsTheLossAndEveryGradient) {
 TEST(Fuse, WeightGradientsForCudaKeepTheLossAndEveryGradient) {
   checkFusedGradients(kMlp, "all", "cuda", 2, 1);
   checkFusedGradients(kMlp, "bias-grad", "cpu", 0, 1);
+}
+
+/// A Llama-style MLP with what leaves elementwise chains in training: the
+/// SwiGLU scaled and dropped out, then the residual add, whose backward
+/// chains dropout, scale and swiglu_grad.
+const char *kSwigluMlp = R"mlir(
+func.func @forward(%x: tensor<2x3x4xf32>,
+                   %wg: tensor<4x8xf32> {llm.param = #llm.param<name = "wg", init = "normal", scale = 1.0>},
+                   %wu: tensor<4x8xf32> {llm.param = #llm.param<name = "wu", init = "normal", scale = 1.0>},
+                   %wd: tensor<8x4xf32> {llm.param = #llm.param<name = "wd", init = "normal", scale = 1.0>},
+                   %r: tensor<2x3x4xf32>) -> tensor<f32> {
+  %g = llm.matmul %x, %wg : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %u = llm.matmul %x, %wu : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %h = llm.swiglu %g, %u : tensor<2x3x8xf32>
+  %s = llm.scale %h {factor = 0.7 : f64} : tensor<2x3x8xf32>
+  %d = llm.dropout %s {rate = 0.25 : f64, seed = 5 : i64} : tensor<2x3x8xf32>
+  %p = llm.matmul %d, %wd : tensor<2x3x8xf32>, tensor<8x4xf32> -> tensor<2x3x4xf32>
+  %y = llm.add %x, %p : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %q = llm.gelu %y : tensor<2x3x4xf32>
+  %m = llm.mul %q, %r : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %l = llm.reduce_sum %m : tensor<2x3x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+)mlir";
+
+// Forward (swiglu, scale, dropout; add, gelu, mul) and backward (mul's
+// and gelu's gradients; dropout, scale, swiglu_grad) chains: the
+// interpreter evaluates each fused op with the references of the ops it
+// replaces, so the loss and every gradient stay exactly.
+TEST(Fuse, ElementwiseChainsKeepTheLossAndEveryGradient) {
+  checkFusedGradients(kSwigluMlp, "elementwise", "cpu", 0, 0, 4);
+  checkFusedGradients(kSwigluMlp, "all", "cpu", 0, 0, 4);
+  checkFusedGradients(kSwigluMlp, "none", "cpu", 0, 0, 0);
 }
 
 } // namespace
