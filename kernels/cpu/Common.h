@@ -83,6 +83,37 @@ template <typename T> const float *rowAsFloat(const T *x, int64_t r, int64_t c, 
   }
 }
 
+/// The row `r` of a + b, stored into `sum` as `add` stores it, and returned
+/// as fp32 (the stored row for f32, else the rounded values in `scratch`),
+/// so a fused kernel reads the sum it wrote without a second pass.
+template <typename T>
+const float *rowSumAsFloat(const T *a, const T *b, T *sum, int64_t r, int64_t c, float *scratch) {
+  const T *ar = a + r * c, *br = b + r * c;
+  T *sr = sum + r * c;
+  if constexpr (std::is_same_v<T, float>) {
+#pragma omp simd
+    for (int64_t i = 0; i < c; ++i) sr[i] = ar[i] + br[i];
+    return sr;
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < c; ++i) {
+      store(sr, i, load(ar, i) + load(br, i));
+      scratch[i] = load(sr, i);
+    }
+    return scratch;
+  }
+}
+
+/// out[i] += addend[i] over a row (in L1 already): a fused backward adds
+/// another gradient to the dx it stored, rounded as `add` rounds the stored
+/// dx. A separate loop, not `+ addend` in the loop that computes dx: there
+/// the compiler may contract the last product and the sum into an FMA,
+/// which `layernorm_grad` followed by `add` never does.
+template <typename T> void addRow(T *out, const T *addend, int64_t c) {
+#pragma omp simd
+  for (int64_t i = 0; i < c; ++i) store(out, i, load(out, i) + load(addend, i));
+}
+
 /// Widens n elements to fp32 (serial: used for parameter vectors).
 template <typename T> void widenVector(const T *in, float *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = load(in, i);

@@ -795,3 +795,51 @@ func.func @f(%x: tensor<3x8xf32>, %dy: tensor<2x4xf32>) {
   %dw, %db = llm.linear_weight_grad %x, %dy : tensor<3x8xf32>, tensor<2x4xf32>
   return
 }
+
+// -----
+
+func.func @f(%a: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{gamma must be [8] to match the last dimension of the input, got 4}}
+  %s, %y = llm.add_layernorm %a, %a, %g, %g {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x8xf32>, %g: tensor<8xbf16>) {
+  // expected-error @+1 {{a and gamma must have the same element type, got 'f32' and 'bf16'}}
+  %s, %y = llm.add_rmsnorm %a, %a, %g {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<8xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be >= 0}}
+  %s, %y = llm.add_rmsnorm %a, %a, %g {epsilon = -1.0 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{gamma must be [8] to match the last dimension of the input, got 4}}
+  %dx, %dg, %db = llm.layernorm_grad_add %x, %g, %x, %x {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<8xf16>) {
+  // expected-error @+1 {{x and gamma must have the same element type, got 'f32' and 'f16'}}
+  %dx, %dg = llm.rmsnorm_grad_add %x, %g, %x, %x {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<8xf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be >= 0}}
+  %dx, %dg = llm.rmsnorm_grad_add %x, %g, %x, %x {epsilon = -1.0 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
