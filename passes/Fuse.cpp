@@ -37,9 +37,14 @@
 // GEMM's epilogue. On the CPU that sum is no cheaper inside the GEMM, so
 // `all` includes bias-grad only for target=cuda.
 //
+// add-norm. The residual add and the norm reading its sum, and in the
+// backward the norm's dx and the add accumulating the stream's gradient:
+// passes/FuseAddNorm.cpp.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/FuseAddNorm.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Dominance.h"
@@ -68,7 +73,8 @@ constexpr const char *kLinearCrossEntropy = "linear-cross-entropy";
 constexpr const char *kBias = "bias";
 constexpr const char *kBiasGelu = "bias-gelu";
 constexpr const char *kBiasGrad = "bias-grad";
-const std::set<std::string> kFusions = {kBias, kBiasGelu, kBiasGrad, kLinearCrossEntropy};
+const std::set<std::string> kFusions = {kFuseAddNorm, kBias, kBiasGelu, kBiasGrad,
+                                        kLinearCrossEntropy};
 
 /// Makes `value` available before `point`: true when it already is, or when
 /// its pure defining op (and, recursively, what it needs) can move there.
@@ -392,6 +398,8 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
       for (AddOp add : adds)
         fuseLinear(add, bias, biasGelu);
     }
+    if (enabled->count(kFuseAddNorm))
+      fuseAddNorms(getOperation());
     if (enabled->count(kBiasGrad)) {
       SmallVector<ReduceSumOp> sums;
       getOperation().walk([&](ReduceSumOp op) { sums.push_back(op); });

@@ -51,10 +51,11 @@ int count(func::FuncOp func, StringRef name) {
 }
 
 /// Differentiates `forward`, then checks that llmc-fuse (`fusions` for
-/// `target`) leaves @grad's results unchanged and produces `linears`
-/// llm.linear and `weightGrads` llm.linear_weight_grad ops there.
+/// `target`) leaves @grad's results unchanged and produces `counts` ops of
+/// each name there.
 void checkFusedGradients(const std::string &forward, const std::string &fusions,
-                         const std::string &target, int linears, int weightGrads) {
+                         const std::string &target,
+                         const std::vector<std::pair<std::string, int>> &counts) {
   MLIRContext context;
   llmc::prepareContext(context);
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(forward, &context);
@@ -73,8 +74,8 @@ void checkFusedGradients(const std::string &forward, const std::string &fusions,
   PassManager fuse(&context);
   fuse.addPass(llmc::createFuse(options));
   ASSERT_TRUE(succeeded(fuse.run(*module)));
-  EXPECT_EQ(count(grad, "llm.linear"), linears);
-  EXPECT_EQ(count(grad, "llm.linear_weight_grad"), weightGrads);
+  for (const auto &[name, expected] : counts)
+    EXPECT_EQ(count(grad, name), expected) << name;
   FailureOr<std::vector<RefTensor>> fused = llmc::interpret(grad, args);
   ASSERT_TRUE(succeeded(fused));
   ASSERT_EQ(fused->size(), unfused->size());
@@ -85,6 +86,13 @@ void checkFusedGradients(const std::string &forward, const std::string &fusions,
       EXPECT_NEAR((*fused)[i].data[j], (*unfused)[i].data[j],
                   1e-12 * (1 + std::abs((*unfused)[i].data[j])));
   }
+}
+
+/// Checks `llm.linear` and `llm.linear_weight_grad` counts.
+void checkFusedGradients(const std::string &forward, const std::string &fusions,
+                         const std::string &target, int linears, int weightGrads) {
+  checkFusedGradients(forward, fusions, target,
+                      {{"llm.linear", linears}, {"llm.linear_weight_grad", weightGrads}});
 }
 
 /// An MLP with biases, GPT-2's: x·w1 + b1 → gelu → ·w2 + b2, loss Σ y ⊙ r.
@@ -123,6 +131,39 @@ TEST(Fuse, BiasGeluAloneKeepsTheLossAndEveryGradient) {
 TEST(Fuse, WeightGradientsForCudaKeepTheLossAndEveryGradient) {
   checkFusedGradients(kMlp, "all", "cuda", 2, 1);
   checkFusedGradients(kMlp, "bias-grad", "cpu", 0, 1);
+}
+
+/// Two pre-norm residual steps, GPT-2's layernorm then Llama's rmsnorm:
+/// s = e + x, y = layernorm(s), s2 = s + gelu(y), z = rmsnorm(s2), loss
+/// Σ z ⊙ r. In the backward, s's gradient is s2's plus layernorm's dx;
+/// rmsnorm's dx also feeds gelu_grad, so only the first norm's backward
+/// fuses with its add.
+const char *kResidual = R"mlir(
+func.func @forward(%e: tensor<2x3x8xf32> {llm.param = #llm.param<name = "e", init = "normal", scale = 1.0>},
+                   %x: tensor<2x3x8xf32>,
+                   %g1: tensor<8xf32> {llm.param = #llm.param<name = "g1", init = "normal", scale = 1.0>},
+                   %b1: tensor<8xf32> {llm.param = #llm.param<name = "b1", init = "normal", scale = 1.0>},
+                   %g2: tensor<8xf32> {llm.param = #llm.param<name = "g2", init = "normal", scale = 1.0>},
+                   %r: tensor<2x3x8xf32>) -> tensor<f32> {
+  %s = llm.add %e, %x : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  %y = llm.layernorm %s, %g1, %b1 {epsilon = 1.0e-5 : f64} : tensor<2x3x8xf32>, tensor<8xf32>
+  %t = llm.gelu %y : tensor<2x3x8xf32>
+  %s2 = llm.add %s, %t : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  %z = llm.rmsnorm %s2, %g2 {epsilon = 1.0e-5 : f64} : tensor<2x3x8xf32>, tensor<8xf32>
+  %m = llm.mul %z, %r : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  %l = llm.reduce_sum %m : tensor<2x3x8xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+)mlir";
+
+TEST(Fuse, AddNormKeepsTheLossAndEveryGradient) {
+  std::vector<std::pair<std::string, int>> fused = {
+      {"llm.add_layernorm", 1}, {"llm.add_rmsnorm", 1},  {"llm.layernorm_grad_add", 1},
+      {"llm.rmsnorm_grad_add", 0}, {"llm.layernorm", 0}, {"llm.rmsnorm", 0}};
+  checkFusedGradients(kResidual, "add-norm", "cpu", fused);
+  checkFusedGradients(kResidual, "all", "cuda", fused);
+  checkFusedGradients(kResidual, "bias", "cpu",
+                      {{"llm.add_layernorm", 0}, {"llm.layernorm_grad", 1}});
 }
 
 } // namespace
