@@ -155,15 +155,15 @@ TEST(NormKernels, ResidualBindingErrorsNameTheOperand) {
   TensorView x = typeOnly(DType::F32, {4, 8}), c = typeOnly(DType::F32, {8});
   TensorView narrow = typeOnly(DType::F32, {4, 7}), half = typeOnly(DType::BF16, {4, 8});
   EXPECT_EQ(bindError("add_layernorm", {x, narrow, c, c}, {x, x}, a),
-            "add_layernorm: b must be f32[4, 8], got f32[4, 7]");
+            "add_layernorm: b must be f32[4x8], got f32[4x7]");
   EXPECT_EQ(bindError("add_layernorm", {x, x, c, c}, {x, half}, a),
-            "add_layernorm: y must be f32[4, 8], got bf16[4, 8]");
+            "add_layernorm: y must be f32[4x8], got bf16[4x8]");
   EXPECT_EQ(bindError("add_rmsnorm", {x, x, c}, {x}, a),
-            "add_rmsnorm: expected 3 inputs and 2 outputs, got 3 and 1");
+            "add_rmsnorm: expected 2 outputs, got 1");
   EXPECT_EQ(bindError("layernorm_grad_add", {x, c, x, narrow}, {x, c, c}, a),
-            "layernorm_grad_add: addend must be f32[4, 8], got f32[4, 7]");
+            "layernorm_grad_add: addend must be f32[4x8], got f32[4x7]");
   EXPECT_EQ(bindError("rmsnorm_grad_add", {x, c, x, x}, {x, c}, {}),
-            "rmsnorm_grad_add: missing attribute 'epsilon'");
+            "rmsnorm_grad_add: missing float attribute 'epsilon'");
 }
 
 } // namespace
