@@ -141,14 +141,16 @@ template <typename GradOp> bool fuseBackward(GradOp grad, DominanceInfo &dominan
   if (!isResidualAdd(add) || !samePartOfStep(grad, add))
     return false;
   Value addend = add.getLhs() == dx ? add.getRhs() : add.getLhs();
-  // At the add, unless dgamma (or dbeta) is read before it; then at the
-  // norm's backward, if the addend is made by then.
-  Operation *point = add;
-  for (Value result : grad->getResults().drop_front())
-    if (!readersAfter(result, nullptr, add, dominance))
-      point = grad;
-  if (point == grad.getOperation() && !dominance.properlyDominates(addend, grad))
-    return false;
+  // At the norm's backward when the addend is made by then: x and dy are
+  // not kept alive until the add. Else at the add, unless dgamma (or
+  // dbeta) is read before it.
+  Operation *point = grad;
+  if (!dominance.properlyDominates(addend, grad)) {
+    point = add;
+    for (Value result : grad->getResults().drop_front())
+      if (!readersAfter(result, nullptr, add, dominance))
+        return false;
+  }
 
   OpBuilder builder(point);
   Location loc = builder.getFusedLoc({grad.getLoc(), add.getLoc()});

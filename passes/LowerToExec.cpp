@@ -6,7 +6,8 @@
 //
 //  1. Alias classes: a reshape, or a slice that is a contiguous byte range,
 //     is a view of its operand; an elementwise op whose first operand dies
-//     there (add, scale) writes in place. Views and in-place results join the
+//     there (add, scale; the residual norms' sum over a dying addend, and
+//     their backward's dx over its addend) writes in place. Views and in-place results join the
 //     operand's class.
 //  2. Each class lives from its first definition to its last use (program
 //     inputs from the start, outputs to the end) and is placed first-fit at
@@ -327,22 +328,37 @@ LogicalResult ProgramLowering::placeValues() {
         info.end = std::max(info.end, lastUse.lookup(result));
         continue;
       }
-      // In place: the first operand's class ends here and has the same size.
-      if (isa<llm::AddOp, llm::ScaleOp, dist::AllReduceOp, dist::BroadcastOp>(op) &&
-          result.getType() == op.getOperand(0).getType()) {
-        Value lhs = op.getOperand(0);
-        if (!isPersistentArg(lhs) && placement.count(lhs)) {
-          Value root = rootOf(lhs);
-          ClassInfo &info = classes[root];
-          Placement p = placement.lookup(lhs);
-          if (info.end == at && info.category == "activation" && p.offset == 0 &&
-              info.bytes == bytesOf(result.getType())) {
-            placement[result] = p;
-            info.end = std::max(at, lastUse.lookup(result));
-            continue;
-          }
+      // In place: an operand the result may overwrite (the first; either
+      // addend of a residual norm's sum; the addend of a fused norm
+      // backward) ends here and has the same size. The residual norms'
+      // kernels read each element before writing it there, so fusing add
+      // and norm never needs a buffer more than the two ops did.
+      SmallVector<unsigned, 2> inPlaceOperands;
+      if (isa<llm::AddOp, llm::ScaleOp, dist::AllReduceOp, dist::BroadcastOp>(op))
+        inPlaceOperands = {0};
+      else if (isa<llm::AddLayerNormOp, llm::AddRMSNormOp>(op) && result == op.getResult(0))
+        inPlaceOperands = {0, 1};
+      else if (isa<llm::LayerNormGradAddOp, llm::RMSNormGradAddOp>(op) &&
+               result == op.getResult(0))
+        inPlaceOperands = {3};
+      bool inPlace = false;
+      for (unsigned operand : inPlaceOperands) {
+        Value lhs = op.getOperand(operand);
+        if (result.getType() != lhs.getType() || isPersistentArg(lhs) || !placement.count(lhs))
+          continue;
+        Value root = rootOf(lhs);
+        ClassInfo &info = classes[root];
+        Placement p = placement.lookup(lhs);
+        if (info.end == at && info.category == "activation" && p.offset == 0 &&
+            info.bytes == bytesOf(result.getType())) {
+          placement[result] = p;
+          info.end = std::max(at, lastUse.lookup(result));
+          inPlace = true;
+          break;
         }
       }
+      if (inPlace)
+        continue;
       newClass(result, at);
     }
   }

@@ -16,7 +16,8 @@
 // as `add` does and normalizes the rounded row while it is in L1: one read of
 // a and b and one write of sum and y, where add + layernorm read the sum back.
 // layernorm_grad_add adds `addend` to dx (rounded first, as layernorm_grad
-// stores it) in the loop that writes dx.
+// stores it) as it writes dx, which may overwrite the addend (the planner
+// places it there when the addend dies), so dx goes through scratch first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,7 +92,7 @@ public:
         dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()),
         dbeta_(args.outputs[2].as<T>()), c_(args.inputs[0].dim(-1)),
         rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), threads_(bindThreads()),
-        gammaWide_(c_), scratch_(threads_, 4 * c_) {}
+        gammaWide_(c_), scratch_(threads_, 5 * c_) {}
 
   void run(const StepContext &) override {
     widenVector(gamma_, gammaWide_.data(), c_);
@@ -102,7 +103,7 @@ public:
     {
       int threads = omp_get_num_threads();
       float *xRow = scratch_.at(omp_get_thread_num()), *dyRow = xRow + c;
-      float *dgammaPart = xRow + 2 * c, *dbetaPart = xRow + 3 * c;
+      float *dgammaPart = xRow + 2 * c, *dbetaPart = xRow + 3 * c, *dxRow = xRow + 4 * c;
       std::fill(dgammaPart, dgammaPart + 2 * c, 0.0f);
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows_; ++r) {
@@ -121,12 +122,20 @@ public:
         }
         float meanG = sumG * invC, meanGX = sumGX * invC;
         T *dx = dx_ + r * c;
+        if (addend_) { // dx into scratch first: dx may overwrite the addend
 #pragma omp simd
-        for (int64_t i = 0; i < c; ++i) {
-          float xhat = (x[i] - mean) * rstd;
-          store(dx, i, rstd * (dy[i] * g[i] - meanG - xhat * meanGX));
+          for (int64_t i = 0; i < c; ++i) {
+            float xhat = (x[i] - mean) * rstd;
+            dxRow[i] = rstd * (dy[i] * g[i] - meanG - xhat * meanGX);
+          }
+          storePlusRow(dx, dxRow, addend_ + r * c, c);
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < c; ++i) {
+            float xhat = (x[i] - mean) * rstd;
+            store(dx, i, rstd * (dy[i] * g[i] - meanG - xhat * meanGX));
+          }
         }
-        if (addend_) addRow(dx, addend_ + r * c, c);
       }
       // The implicit barrier above makes every partial complete.
 #pragma omp for schedule(static)
@@ -149,7 +158,7 @@ private:
   float eps_;
   int threads_;
   std::vector<float> gammaWide_;
-  ThreadScratch scratch_; // per thread: x row, dy row, dγ and dβ partials
+  ThreadScratch scratch_; // per thread: x row, dy row, dγ and dβ partials, dx row
 };
 
 std::unique_ptr<Kernel> makeLayerNorm(const KernelArgs &args, std::string &error) {

@@ -74,7 +74,7 @@ public:
       : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), dy_(args.inputs[2].as<T>()),
         addend_(args.inputs.size() > 3 ? args.inputs[3].as<T>() : nullptr), dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
         rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), threads_(bindThreads()),
-        gammaWide_(c_), scratch_(threads_, 3 * c_) {}
+        gammaWide_(c_), scratch_(threads_, 4 * c_) {}
 
   void run(const StepContext &) override {
     widenVector(gamma_, gammaWide_.data(), c_);
@@ -85,7 +85,7 @@ public:
     {
       int threads = omp_get_num_threads();
       float *xRow = scratch_.at(omp_get_thread_num()), *dyRow = xRow + c;
-      float *dgammaPart = xRow + 2 * c;
+      float *dgammaPart = xRow + 2 * c, *dxRow = xRow + 3 * c;
       std::fill(dgammaPart, dgammaPart + c, 0.0f);
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows_; ++r) {
@@ -101,9 +101,14 @@ public:
         }
         float meanGX = sumGX * invC;
         T *dx = dx_ + r * c;
+        if (addend_) { // dx into scratch first: dx may overwrite the addend
 #pragma omp simd
-        for (int64_t i = 0; i < c; ++i) store(dx, i, rstd * (dy[i] * g[i] - x[i] * rstd * meanGX));
-        if (addend_) addRow(dx, addend_ + r * c, c);
+          for (int64_t i = 0; i < c; ++i) dxRow[i] = rstd * (dy[i] * g[i] - x[i] * rstd * meanGX);
+          storePlusRow(dx, dxRow, addend_ + r * c, c);
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < c; ++i) store(dx, i, rstd * (dy[i] * g[i] - x[i] * rstd * meanGX));
+        }
       }
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < c; ++i) {
@@ -121,7 +126,7 @@ private:
   float eps_;
   int threads_;
   std::vector<float> gammaWide_;
-  ThreadScratch scratch_; // per thread: x row, dy row, dγ partial
+  ThreadScratch scratch_; // per thread: x row, dy row, dγ partial, dx row
 };
 
 std::unique_ptr<Kernel> makeRmsNorm(const KernelArgs &args, std::string &error) {

@@ -13,7 +13,8 @@
 namespace llmc::cuda {
 
 /// out[i] = v rounded to T, plus addend[i]. __fadd_rn keeps the sum out of
-/// an FMA with the product that made v (nvcc contracts a plain `+`).
+/// an FMA with the product that made v (nvcc contracts a plain `+`). out
+/// may be addend: element i is read before it is written, by one thread.
 template <typename T>
 __device__ __forceinline__ void storePlus(T *out, int64_t i, float v, const T *addend) {
   T rounded;

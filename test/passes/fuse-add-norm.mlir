@@ -92,8 +92,8 @@ func.func @layernorm_grad(%x: tensor<2x4x8xf32>, %g: tensor<8xf32>, %dy: tensor<
 
 // -----
 
-// dgamma read before the add: the fused op stands at the norm's backward,
-// whose addend exists by then.
+// The fused backward stands where the norm's backward was (x and dy die
+// there), since its addend exists by then; dgamma's reader stays after it.
 // CHECK-LABEL: func.func @rmsnorm_grad
 // CHECK-NEXT:  %[[DX:.*]], %[[DG:.*]] = llm.rmsnorm_grad_add %arg0, %arg1, %arg2, %arg3 {epsilon = 1.000000e-05 : f64}
 // CHECK-NEXT:  llm.scale %[[DG]]

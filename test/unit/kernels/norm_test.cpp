@@ -6,8 +6,9 @@
 //
 // The residual forms (add_layernorm, add_rmsnorm, layernorm_grad_add,
 // rmsnorm_grad_add) against their references, and against the CPU's own
-// add and norm kernels, which they must equal bit for bit in every dtype:
-// that is what makes `--fuse add-norm` train to the unfused losses.
+// add and norm kernels, which they must equal bit for bit in every dtype
+// (also in place: the sum over a or b, dx over the addend, as the planner
+// puts them): that is what makes `--fuse add-norm` train to the unfused losses.
 
 #include "KernelTest.h"
 
@@ -112,6 +113,21 @@ TEST(NormKernels, AddLayerNormEqualsAddThenLayerNormExactly) {
       std::vector<RefTensor> grads = ref::layernormGradAdd(sum.toRef(), k.gamma.toRef(),
                                                            k.dy.toRef(), k.dres.toRef(), 1e-5);
       EXPECT_CLOSE(fusedD.toRef(), grads[0], Metric::Norm, tolerance(dtype));
+
+      // In place, as the planner places them where a and the addend die:
+      // the sum over a, dx over the addend.
+      Buffer sumOverA = Buffer::of(k.a.toRef(), dtype), dOverAddend = Buffer::of(k.dres.toRef(), dtype);
+      ASSERT_TRUE(runKernel("add_layernorm", {&sumOverA, &k.b, &k.gamma, &k.beta},
+                            {&sumOverA, &fusedY}, a));
+      EXPECT_EQ(sumOverA.toRef().data, sum.toRef().data);
+      EXPECT_EQ(fusedY.toRef().data, y.toRef().data);
+      Buffer sumOverB = Buffer::of(k.b.toRef(), dtype);
+      ASSERT_TRUE(runKernel("add_layernorm", {&k.a, &sumOverB, &k.gamma, &k.beta},
+                            {&sumOverB, &fusedY}, a));
+      EXPECT_EQ(sumOverB.toRef().data, sum.toRef().data);
+      ASSERT_TRUE(runKernel("layernorm_grad_add", {&sum, &k.gamma, &k.dy, &dOverAddend},
+                            {&dOverAddend, &fusedDgamma, &fusedDbeta}, a));
+      EXPECT_EQ(dOverAddend.toRef().data, d.toRef().data);
     }
 }
 
@@ -147,6 +163,17 @@ TEST(NormKernels, AddRmsNormEqualsAddThenRmsNormExactly) {
       std::vector<RefTensor> grads =
           ref::rmsnormGradAdd(sum.toRef(), k.gamma.toRef(), k.dy.toRef(), k.dres.toRef(), 1e-6);
       EXPECT_CLOSE(fusedD.toRef(), grads[0], Metric::Norm, tolerance(dtype));
+
+      Buffer sumOverA = Buffer::of(k.a.toRef(), dtype), dOverAddend = Buffer::of(k.dres.toRef(), dtype);
+      ASSERT_TRUE(runKernel("add_rmsnorm", {&sumOverA, &k.b, &k.gamma}, {&sumOverA, &fusedY}, a));
+      EXPECT_EQ(sumOverA.toRef().data, sum.toRef().data);
+      EXPECT_EQ(fusedY.toRef().data, y.toRef().data);
+      Buffer sumOverB = Buffer::of(k.b.toRef(), dtype);
+      ASSERT_TRUE(runKernel("add_rmsnorm", {&k.a, &sumOverB, &k.gamma}, {&sumOverB, &fusedY}, a));
+      EXPECT_EQ(sumOverB.toRef().data, sum.toRef().data);
+      ASSERT_TRUE(runKernel("rmsnorm_grad_add", {&sum, &k.gamma, &k.dy, &dOverAddend},
+                            {&dOverAddend, &fusedDgamma}, a));
+      EXPECT_EQ(dOverAddend.toRef().data, d.toRef().data);
     }
 }
 
