@@ -27,8 +27,14 @@
 // that treat layers as units (FSDP gathers, recomputation, pipeline
 // stages) have already acted and left their marks in those other
 // attributes, a collective or a send/recv between the ops, or a different
-// function. A collective between add and norm (sequence parallelism's
-// all-gather) means the norm does not read the add, so nothing matches.
+// function. A collective between add and norm would mean the norm does
+// not read the add, so nothing would match; sequence parallelism keeps
+// both on the rank's slice of the sequence (its reduce-scatter comes
+// before the add, its all-gather after the norm), so they fuse there.
+//
+// llmc-lower-to-exec lets the fused ops write in place as `add` does (the
+// sum over a dying a or b, the backward's result over a dying addend), so
+// a fused pair needs no buffer the two ops did not.
 //
 //===----------------------------------------------------------------------===//
 
