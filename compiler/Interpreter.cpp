@@ -114,6 +114,22 @@ LogicalResult Interpreter::runOp(Operation *op) {
         outs(ref::rmsnormGrad(in(0), in(1), in(2), d(o.getEpsilon())));
         return success();
       })
+      .Case([&](AddLayerNormOp o) {
+        outs(ref::addLayernorm(in(0), in(1), in(2), in(3), d(o.getEpsilon())));
+        return success();
+      })
+      .Case([&](AddRMSNormOp o) {
+        outs(ref::addRmsnorm(in(0), in(1), in(2), d(o.getEpsilon())));
+        return success();
+      })
+      .Case([&](LayerNormGradAddOp o) {
+        outs(ref::layernormGradAdd(in(0), in(1), in(2), in(3), d(o.getEpsilon())));
+        return success();
+      })
+      .Case([&](RMSNormGradAddOp o) {
+        outs(ref::rmsnormGradAdd(in(0), in(1), in(2), in(3), d(o.getEpsilon())));
+        return success();
+      })
       .Case([&](EmbeddingOp o) {
         out(0, ref::embedding(in(0), in(1), o.getRowOffset(), o.getVocabSize()));
         return success();

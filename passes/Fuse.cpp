@@ -37,12 +37,17 @@
 // GEMM's epilogue. On the CPU that sum is no cheaper inside the GEMM, so
 // `all` includes bias-grad only for target=cuda.
 //
+// add-norm. The residual add and the norm reading its sum, and in the
+// backward the norm's dx and the add accumulating the stream's gradient:
+// passes/FuseAddNorm.cpp.
+//
 // elementwise. Runs last and takes the elementwise chains the others left
 // (passes/FuseElementwise.cpp): each becomes one llm.fused_elementwise.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/FuseAddNorm.h"
 #include "passes/FuseElementwise.h"
 
 #include "mlir/IR/Builders.h"
@@ -73,7 +78,7 @@ constexpr const char *kBias = "bias";
 constexpr const char *kBiasGelu = "bias-gelu";
 constexpr const char *kBiasGrad = "bias-grad";
 constexpr const char *kElementwise = "elementwise";
-const std::set<std::string> kFusions = {kBias, kBiasGelu, kBiasGrad, kElementwise,
+const std::set<std::string> kFusions = {kFuseAddNorm, kBias, kBiasGelu, kBiasGrad, kElementwise,
                                         kLinearCrossEntropy};
 
 /// Makes `value` available before `point`: true when it already is, or when
@@ -400,6 +405,8 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
       for (AddOp add : adds)
         fuseLinear(add, bias, biasGelu);
     }
+    if (enabled->count(kFuseAddNorm))
+      fuseAddNorms(getOperation());
     if (enabled->count(kBiasGrad)) {
       SmallVector<ReduceSumOp> sums;
       getOperation().walk([&](ReduceSumOp op) { sums.push_back(op); });

@@ -6,8 +6,10 @@
 //
 //  1. Alias classes: a reshape, or a slice that is a contiguous byte range,
 //     is a view of its operand; an elementwise op whose first operand dies
-//     there (add, scale; any operand of a fused_elementwise) writes in
-//     place. Views and in-place results join the operand's class.
+//     there (add, scale; any operand of a fused_elementwise; the residual
+//     norms' sum over a dying addend, and their backward's dx over its
+//     addend) writes in place. Views and in-place results join the
+//     operand's class.
 //  2. Each class lives from its first definition to its last use (program
 //     inputs from the start, outputs to the end) and is placed first-fit at
 //     a 64-byte aligned offset above the persistent region.
@@ -337,15 +339,23 @@ LogicalResult ProgramLowering::placeValues() {
         continue;
       }
       // In place: an operand whose class ends here and has the same size —
-      // add's and scale's first, or any of a fused elementwise loop's,
-      // which reads each element of its inputs before it writes that
-      // element (a result that takes one extends its class, so no other
-      // result takes it too).
+      // add's and scale's first; any of a fused elementwise loop's, which
+      // reads each element of its inputs before it writes that element (a
+      // result that takes one extends its class, so no other result takes
+      // it too); either addend of a residual norm's sum; the addend of a
+      // fused norm backward. The residual norms' kernels read each element
+      // before writing it there, so fusing add and norm never needs a
+      // buffer more than the two ops did.
       SmallVector<Value, 4> inPlaceCandidates;
       if (isa<llm::AddOp, llm::ScaleOp, dist::AllReduceOp, dist::BroadcastOp>(op))
         inPlaceCandidates.push_back(op.getOperand(0));
       else if (isa<llm::FusedElementwiseOp>(op))
         inPlaceCandidates.append(op.operand_begin(), op.operand_end());
+      else if (isa<llm::AddLayerNormOp, llm::AddRMSNormOp>(op) && result == op.getResult(0))
+        inPlaceCandidates = {op.getOperand(0), op.getOperand(1)};
+      else if (isa<llm::LayerNormGradAddOp, llm::RMSNormGradAddOp>(op) &&
+               result == op.getResult(0))
+        inPlaceCandidates.push_back(op.getOperand(3));
       bool inPlace = false;
       for (Value lhs : inPlaceCandidates) {
         if (result.getType() != lhs.getType() || isPersistentArg(lhs) || !placement.count(lhs))

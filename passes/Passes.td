@@ -528,6 +528,13 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     `target=cuda` (named, it applies on the CPU too, computing what the
     unfused ops do).
 
+    `add-norm`: a residual `llm.add` (operands of one shape) and the
+    `llm.layernorm` / `llm.rmsnorm` of its sum become `llm.add_layernorm` /
+    `llm.add_rmsnorm` (returning the sum too); a norm's backward whose dx
+    only feeds an add becomes `llm.layernorm_grad_add` /
+    `llm.rmsnorm_grad_add`. The ops must run in the same part of the step
+    (the layer's name may differ: one layer's last add feeds the next
+    layer's norm).
     `elementwise` (last, taking what the others left): a chain of two or
     more elementwise ops (`add`, `mul`, `scale`, `cast`, `dropout`, `gelu`,
     `silu`, `swiglu` and their gradients) of one part of the step becomes
@@ -554,8 +561,8 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"fusions", "fusions", "std::string", "\"all\"",
-           "all | none | comma-separated fusion names (bias, bias-gelu, bias-grad, "
-           "elementwise, linear-cross-entropy)">,
+           "all | none | comma-separated fusion names (add-norm, bias, bias-gelu, "
+           "bias-grad, elementwise, linear-cross-entropy)">,
     Option<"chunkMb", "chunk-mb", "double", "256",
            "linear-cross-entropy: MiB of logits computed at a time">,
     Option<"target", "target", "std::string", "\"cpu\"",

@@ -264,6 +264,32 @@ LogicalResult RMSNormOp::inferReturnTypes(MLIRContext *, std::optional<Location>
 
 LogicalResult RMSNormOp::verify() { return checkEpsilon(*this, getEpsilon()); }
 
+/// The fused residual add + norm: a per-feature gamma (and beta) of the
+/// operands' element type, results the operands' type.
+static LogicalResult inferAddNorm(std::optional<Location> loc, Value a, Value gamma, Value beta,
+                                  SmallVectorImpl<Type> &types) {
+  if (failed(checkFeatureVector(loc, a, gamma, "gamma")) ||
+      failed(sameElementType(loc, a, gamma, "a", "gamma")) ||
+      (beta && failed(sameElementType(loc, a, beta, "a", "beta"))))
+    return failure();
+  types.append({a.getType(), a.getType()});
+  return success();
+}
+
+LogicalResult AddLayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                               Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferAddNorm(loc, adaptor.getA(), adaptor.getGamma(), adaptor.getBeta(), types);
+}
+
+LogicalResult AddLayerNormOp::verify() { return checkEpsilon(*this, getEpsilon()); }
+
+LogicalResult AddRMSNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferAddNorm(loc, adaptor.getA(), adaptor.getGamma(), Value(), types);
+}
+
+LogicalResult AddRMSNormOp::verify() { return checkEpsilon(*this, getEpsilon()); }
+
 /// A vocabulary shard: rows [row_offset, row_offset + rows) of vocab_size.
 static LogicalResult checkVocabShard(Operation *op, int64_t rows, uint64_t rowOffsetAttr,
                                      uint64_t vocabSizeAttr) {
@@ -977,6 +1003,37 @@ LogicalResult RMSNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Locat
   types.append({adaptor.getX().getType(), adaptor.getGamma().getType()});
   return success();
 }
+
+/// A norm's backward with an addend: gamma of x's element type.
+static LogicalResult checkNormGradAdd(std::optional<Location> loc, Value x, Value gamma) {
+  if (failed(checkFeatureVector(loc, x, gamma, "gamma")) ||
+      failed(sameElementType(loc, x, gamma, "x", "gamma")))
+    return failure();
+  return success();
+}
+
+LogicalResult LayerNormGradAddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &types) {
+  if (failed(checkNormGradAdd(loc, adaptor.getX(), adaptor.getGamma())))
+    return failure();
+  types.append({adaptor.getX().getType(), adaptor.getGamma().getType(),
+                adaptor.getGamma().getType()});
+  return success();
+}
+
+LogicalResult LayerNormGradAddOp::verify() { return checkEpsilon(*this, getEpsilon()); }
+
+LogicalResult RMSNormGradAddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  if (failed(checkNormGradAdd(loc, adaptor.getX(), adaptor.getGamma())))
+    return failure();
+  types.append({adaptor.getX().getType(), adaptor.getGamma().getType()});
+  return success();
+}
+
+LogicalResult RMSNormGradAddOp::verify() { return checkEpsilon(*this, getEpsilon()); }
 
 LogicalResult SwigluGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {

@@ -237,6 +237,47 @@ def LLM_RMSNormOp : LLM_PureOp<"rmsnorm", [Positionwise]> {
   let hasVerifier = 1;
 }
 
+def LLM_AddLayerNormOp : LLM_PureOp<"add_layernorm", [Positionwise,
+    AllTypesMatch<["a", "b"]>, AllTypesMatch<["gamma", "beta"]>]> {
+  let summary = "A residual add and the layernorm of its sum, as one kernel";
+  let description = [{
+    `sum = a + b`, `y = layernorm(sum, gamma, beta)`: what `llm.add` and
+    `llm.layernorm` give, rounded as they round (the sum to the element type
+    before the statistics). The sum is a result because the residual stream
+    goes on with it. llmc-fuse's `add-norm` forms it.
+
+    ```mlir
+    %s, %y = llm.add_layernorm %x, %h, %g, %b {epsilon = 1.0e-5 : f64}
+        : tensor<4x64x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$a, LLM_FloatTensor:$b, LLM_FloatTensor:$gamma,
+                       LLM_FloatTensor:$beta, F64Attr:$epsilon);
+  let results = (outs LLM_FloatTensor:$sum, LLM_FloatTensor:$y);
+  let assemblyFormat = "$a `,` $b `,` $gamma `,` $beta attr-dict `:` type($a) `,` type($gamma)";
+  let hasVerifier = 1;
+}
+
+def LLM_AddRMSNormOp : LLM_PureOp<"add_rmsnorm", [Positionwise,
+    AllTypesMatch<["a", "b"]>]> {
+  let summary = "A residual add and the rmsnorm of its sum, as one kernel";
+  let description = [{
+    `sum = a + b`, `y = rmsnorm(sum, gamma)`: what `llm.add` and
+    `llm.rmsnorm` give, rounded as they round. llmc-fuse's `add-norm` forms
+    it.
+
+    ```mlir
+    %s, %y = llm.add_rmsnorm %x, %h, %g {epsilon = 1.0e-5 : f64}
+        : tensor<4x64x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$a, LLM_FloatTensor:$b, LLM_FloatTensor:$gamma,
+                       F64Attr:$epsilon);
+  let results = (outs LLM_FloatTensor:$sum, LLM_FloatTensor:$y);
+  let assemblyFormat = "$a `,` $b `,` $gamma attr-dict `:` type($a) `,` type($gamma)";
+  let hasVerifier = 1;
+}
+
 def LLM_EmbeddingOp : LLM_PureOp<"embedding", [DeclareOpInterfaceMethods<LLM_RowSplitOpInterface>]> {
   let summary = "Looks up rows of a table by integer id";
   let description = [{
@@ -866,6 +907,48 @@ def LLM_RMSNormGradOp : LLM_PureOp<"rmsnorm_grad", [AllTypesMatch<["x", "dy"]>]>
                        LLM_FloatTensor:$dy, F64Attr:$epsilon);
   let results = (outs LLM_FloatTensor:$dx, LLM_FloatTensor:$dgamma);
   let assemblyFormat = "$x `,` $gamma `,` $dy attr-dict `:` type($x) `,` type($gamma)";
+}
+
+def LLM_LayerNormGradAddOp : LLM_PureOp<"layernorm_grad_add",
+    [AllTypesMatch<["x", "dy", "addend"]>]> {
+  let summary = "Backward of layernorm with another gradient added to dx";
+  let description = [{
+    `layernorm_grad`'s dx plus `addend`, dgamma, dbeta, as one kernel: where
+    a residual stream's gradient meets the gradient through the norm.
+    Rounded as `llm.layernorm_grad` then `llm.add` round (dx to the element
+    type before the sum). llmc-fuse's `add-norm` forms it.
+
+    ```mlir
+    %dx, %dg, %db = llm.layernorm_grad_add %x, %g, %dy, %dres {epsilon = 1.0e-5 : f64}
+        : tensor<4x64x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$gamma,
+                       LLM_FloatTensor:$dy, LLM_FloatTensor:$addend, F64Attr:$epsilon);
+  let results = (outs LLM_FloatTensor:$dx, LLM_FloatTensor:$dgamma,
+                      LLM_FloatTensor:$dbeta);
+  let assemblyFormat = "$x `,` $gamma `,` $dy `,` $addend attr-dict `:` type($x) `,` type($gamma)";
+  let hasVerifier = 1;
+}
+
+def LLM_RMSNormGradAddOp : LLM_PureOp<"rmsnorm_grad_add",
+    [AllTypesMatch<["x", "dy", "addend"]>]> {
+  let summary = "Backward of rmsnorm with another gradient added to dx";
+  let description = [{
+    `rmsnorm_grad`'s dx plus `addend`, and dgamma, as one kernel, rounded as
+    `llm.rmsnorm_grad` then `llm.add` round. llmc-fuse's `add-norm` forms
+    it.
+
+    ```mlir
+    %dx, %dg = llm.rmsnorm_grad_add %x, %g, %dy, %dres {epsilon = 1.0e-5 : f64}
+        : tensor<4x64x128xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$gamma,
+                       LLM_FloatTensor:$dy, LLM_FloatTensor:$addend, F64Attr:$epsilon);
+  let results = (outs LLM_FloatTensor:$dx, LLM_FloatTensor:$dgamma);
+  let assemblyFormat = "$x `,` $gamma `,` $dy `,` $addend attr-dict `:` type($x) `,` type($gamma)";
+  let hasVerifier = 1;
 }
 
 class LLM_UnaryGradOp<string mnemonic, string of>

@@ -1,7 +1,7 @@
 //===- LayerNorm.h - binding contract of layernorm and layernorm_grad -*- C++ -*-===//
 //
 // What both backends check and derive when they bind layernorm and
-// layernorm_grad: x is [rows × width] (any leading shape), gamma, beta and
+// layernorm_grad (and their residual forms add_layernorm, layernorm_grad_add): x is [rows × width] (any leading shape), gamma, beta and
 // the gradients match it, and `epsilon` is given. The CPU and CUDA factories
 // call the bind functions and add only what is specific to their backend.
 //
@@ -23,6 +23,10 @@ struct LayerNormBinding {
 };
 bool bindLayerNorm(const KernelArgs &args, std::string &error, LayerNormBinding *out);
 bool bindLayerNormGrad(const KernelArgs &args, std::string &error, LayerNormBinding *out);
+/// add_layernorm: a, b, gamma, beta -> sum, y (a, b, sum and y of one shape).
+bool bindAddLayerNorm(const KernelArgs &args, std::string &error, LayerNormBinding *out);
+/// layernorm_grad_add: x, gamma, dy, addend -> dx (+ addend), dgamma, dbeta.
+bool bindLayerNormGradAdd(const KernelArgs &args, std::string &error, LayerNormBinding *out);
 
 } // namespace llmc::contracts
 

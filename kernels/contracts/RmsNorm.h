@@ -23,6 +23,10 @@ struct RmsNormBinding {
 };
 bool bindRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out);
 bool bindRmsNormGrad(const KernelArgs &args, std::string &error, RmsNormBinding *out);
+/// add_rmsnorm: a, b, gamma -> sum, y (a, b, sum and y of one shape).
+bool bindAddRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out);
+/// rmsnorm_grad_add: x, gamma, dy, addend -> dx (+ addend), dgamma.
+bool bindRmsNormGradAdd(const KernelArgs &args, std::string &error, RmsNormBinding *out);
 
 } // namespace llmc::contracts
 

@@ -83,6 +83,51 @@ template <typename T> const float *rowAsFloat(const T *x, int64_t r, int64_t c, 
   }
 }
 
+/// The row `r` of a + b, stored into `sum` as `add` stores it, and returned
+/// as fp32 (the stored row for f32, else the rounded values in `scratch`),
+/// so a fused kernel reads the sum it wrote without a second pass. `sum`
+/// may be `a` (written in place, element by element).
+template <typename T>
+const float *rowSumAsFloat(const T *a, const T *b, T *sum, int64_t r, int64_t c, float *scratch) {
+  const T *ar = a + r * c, *br = b + r * c;
+  T *sr = sum + r * c;
+  if constexpr (std::is_same_v<T, float>) {
+#pragma omp simd
+    for (int64_t i = 0; i < c; ++i) sr[i] = ar[i] + br[i];
+    return sr;
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < c; ++i) {
+      store(sr, i, load(ar, i) + load(br, i));
+      scratch[i] = load(sr, i);
+    }
+    return scratch;
+  }
+}
+
+/// `v` rounded to T and widened back (the identity for fp32): what the
+/// next kernel reads of a value this one stores.
+template <typename T> inline float roundTo(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    T t;
+    store(&t, 0, v);
+    return load(&t, 0);
+  }
+}
+
+/// out[i] = values[i] rounded to T, plus addend[i], over a row: a fused
+/// backward adds another gradient to its dx (`values`, in scratch) rounded
+/// as storing dx and then `add` round. A separate loop, not `+ addend` in
+/// the loop that computes dx: there the compiler may contract dx's last
+/// product and the sum into an FMA, which the unfused kernels never form.
+/// out may be addend (the planner writes dx over a dying addend).
+template <typename T> void storePlusRow(T *out, const float *values, const T *addend, int64_t c) {
+#pragma omp simd
+  for (int64_t i = 0; i < c; ++i) store(out, i, roundTo<T>(values[i]) + load(addend, i));
+}
+
 /// Widens n elements to fp32 (serial: used for parameter vectors).
 template <typename T> void widenVector(const T *in, float *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = load(in, i);

@@ -11,6 +11,14 @@
 // into its own bind-time scratch, then the partials are summed per column
 // in thread order, so results do not depend on scheduling.
 //
+// The residual forms are the same loops with one more operand. add_layernorm
+// (a, b → sum, y) forms each row's sum, stores it rounded to the element type
+// as `add` does and normalizes the rounded row while it is in L1: one read of
+// a and b and one write of sum and y, where add + layernorm read the sum back.
+// layernorm_grad_add adds `addend` to dx (rounded first, as layernorm_grad
+// stores it) as it writes dx, which may overwrite the addend (the planner
+// places it there when the addend dies), so dx goes through scratch first.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/LayerNorm.h"
@@ -33,9 +41,14 @@ inline void rowStats(const float *x, int64_t c, float eps, float *mean, float *r
 
 template <typename T> class LayerNormKernel final : public Kernel {
 public:
-  LayerNormKernel(const KernelArgs &args, float eps)
-      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), beta_(args.inputs[2].as<T>()),
-        out_(args.outputs[0].as<T>()), c_(args.inputs[0].dim(-1)),
+  /// layernorm (x, gamma, beta → y) or, with `residual`, add_layernorm
+  /// (a, b, gamma, beta → sum, y).
+  LayerNormKernel(const KernelArgs &args, float eps, bool residual)
+      : x_(args.inputs[0].as<T>()), b_(residual ? args.inputs[1].as<T>() : nullptr),
+        gamma_(args.inputs[residual ? 2 : 1].as<T>()),
+        beta_(args.inputs[residual ? 3 : 2].as<T>()),
+        sum_(residual ? args.outputs[0].as<T>() : nullptr),
+        out_(args.outputs[residual ? 1 : 0].as<T>()), c_(args.inputs[0].dim(-1)),
         rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), threads_(bindThreads()),
         params_(2 * c_), rowScratch_(threads_, c_) {}
 
@@ -49,7 +62,8 @@ public:
       float *scratch = rowScratch_.at(omp_get_thread_num());
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows_; ++r) {
-        const float *x = rowAsFloat(x_, r, c, scratch);
+        const float *x = b_ ? rowSumAsFloat(x_, b_, sum_, r, c, scratch)
+                            : rowAsFloat(x_, r, c, scratch);
         float mean, rstd;
         rowStats(x, c, eps_, &mean, &rstd);
         T *out = out_ + r * c;
@@ -60,8 +74,8 @@ public:
   }
 
 private:
-  const T *x_, *gamma_, *beta_;
-  T *out_;
+  const T *x_, *b_, *gamma_, *beta_; // x_ is a and b_ is b in add_layernorm
+  T *sum_, *out_;
   int64_t c_, rows_;
   float eps_;
   int threads_;
@@ -71,12 +85,14 @@ private:
 
 template <typename T> class LayerNormGradKernel final : public Kernel {
 public:
+  /// layernorm_grad, or with a fourth input layernorm_grad_add.
   LayerNormGradKernel(const KernelArgs &args, float eps)
       : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), dy_(args.inputs[2].as<T>()),
+        addend_(args.inputs.size() > 3 ? args.inputs[3].as<T>() : nullptr),
         dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()),
         dbeta_(args.outputs[2].as<T>()), c_(args.inputs[0].dim(-1)),
         rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), threads_(bindThreads()),
-        gammaWide_(c_), scratch_(threads_, 4 * c_) {}
+        gammaWide_(c_), scratch_(threads_, 5 * c_) {}
 
   void run(const StepContext &) override {
     widenVector(gamma_, gammaWide_.data(), c_);
@@ -87,7 +103,7 @@ public:
     {
       int threads = omp_get_num_threads();
       float *xRow = scratch_.at(omp_get_thread_num()), *dyRow = xRow + c;
-      float *dgammaPart = xRow + 2 * c, *dbetaPart = xRow + 3 * c;
+      float *dgammaPart = xRow + 2 * c, *dbetaPart = xRow + 3 * c, *dxRow = xRow + 4 * c;
       std::fill(dgammaPart, dgammaPart + 2 * c, 0.0f);
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows_; ++r) {
@@ -106,10 +122,19 @@ public:
         }
         float meanG = sumG * invC, meanGX = sumGX * invC;
         T *dx = dx_ + r * c;
+        if (addend_) { // dx into scratch first: dx may overwrite the addend
 #pragma omp simd
-        for (int64_t i = 0; i < c; ++i) {
-          float xhat = (x[i] - mean) * rstd;
-          store(dx, i, rstd * (dy[i] * g[i] - meanG - xhat * meanGX));
+          for (int64_t i = 0; i < c; ++i) {
+            float xhat = (x[i] - mean) * rstd;
+            dxRow[i] = rstd * (dy[i] * g[i] - meanG - xhat * meanGX);
+          }
+          storePlusRow(dx, dxRow, addend_ + r * c, c);
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < c; ++i) {
+            float xhat = (x[i] - mean) * rstd;
+            store(dx, i, rstd * (dy[i] * g[i] - meanG - xhat * meanGX));
+          }
         }
       }
       // The implicit barrier above makes every partial complete.
@@ -127,19 +152,25 @@ public:
   }
 
 private:
-  const T *x_, *gamma_, *dy_;
+  const T *x_, *gamma_, *dy_, *addend_;
   T *dx_, *dgamma_, *dbeta_;
   int64_t c_, rows_;
   float eps_;
   int threads_;
   std::vector<float> gammaWide_;
-  ThreadScratch scratch_; // per thread: x row, dy row, dγ and dβ partials
+  ThreadScratch scratch_; // per thread: x row, dy row, dγ and dβ partials, dx row
 };
 
 std::unique_ptr<Kernel> makeLayerNorm(const KernelArgs &args, std::string &error) {
   contracts::LayerNormBinding b;
   if (!contracts::bindLayerNorm(args, error, &b)) return nullptr;
-  return makeFloatKernel<LayerNormKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+  return makeFloatKernel<LayerNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), false);
+}
+
+std::unique_ptr<Kernel> makeAddLayerNorm(const KernelArgs &args, std::string &error) {
+  contracts::LayerNormBinding b;
+  if (!contracts::bindAddLayerNorm(args, error, &b)) return nullptr;
+  return makeFloatKernel<LayerNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), true);
 }
 
 std::unique_ptr<Kernel> makeLayerNormGrad(const KernelArgs &args, std::string &error) {
@@ -148,9 +179,17 @@ std::unique_ptr<Kernel> makeLayerNormGrad(const KernelArgs &args, std::string &e
   return makeFloatKernel<LayerNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
 }
 
+std::unique_ptr<Kernel> makeLayerNormGradAdd(const KernelArgs &args, std::string &error) {
+  contracts::LayerNormBinding b;
+  if (!contracts::bindLayerNormGradAdd(args, error, &b)) return nullptr;
+  return makeFloatKernel<LayerNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+}
+
 } // namespace
 
 LLMC_REGISTER_KERNEL(CPU, "layernorm", makeLayerNorm);
 LLMC_REGISTER_KERNEL(CPU, "layernorm_grad", makeLayerNormGrad);
+LLMC_REGISTER_KERNEL(CPU, "add_layernorm", makeAddLayerNorm);
+LLMC_REGISTER_KERNEL(CPU, "layernorm_grad_add", makeLayerNormGradAdd);
 
 } // namespace llmc::cpu

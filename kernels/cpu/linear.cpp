@@ -29,17 +29,6 @@
 namespace llmc::cpu {
 namespace {
 
-/// `v` rounded to T and widened back (the identity for fp32).
-template <typename T> inline float roundTo(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    T t;
-    store(&t, 0, v);
-    return load(&t, 0);
-  }
-}
-
 template <typename T> class LinearKernel final : public Kernel {
 public:
   LinearKernel(const KernelArgs &args, const contracts::LinearBinding &b, SgemmFn sgemm)

@@ -6,6 +6,11 @@
 // dγ is accumulated per thread in bind-time scratch and summed in thread
 // order (deterministic for a given thread count), as in layernorm.cpp.
 //
+// add_rmsnorm and rmsnorm_grad_add, the residual forms, are these loops with
+// the sum formed (and stored, rounded as `add` stores it) while the row is
+// read, and the addend added to dx (rounded first) where dx is written; see
+// layernorm.cpp.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/RmsNorm.h"
@@ -23,8 +28,13 @@ inline float rowRstd(const float *x, int64_t c, float eps) {
 
 template <typename T> class RmsNormKernel final : public Kernel {
 public:
-  RmsNormKernel(const KernelArgs &args, float eps)
-      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), out_(args.outputs[0].as<T>()),
+  /// rmsnorm (x, gamma → y) or, with `residual`, add_rmsnorm
+  /// (a, b, gamma → sum, y).
+  RmsNormKernel(const KernelArgs &args, float eps, bool residual)
+      : x_(args.inputs[0].as<T>()), b_(residual ? args.inputs[1].as<T>() : nullptr),
+        gamma_(args.inputs[residual ? 2 : 1].as<T>()),
+        sum_(residual ? args.outputs[0].as<T>() : nullptr),
+        out_(args.outputs[residual ? 1 : 0].as<T>()),
         c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps),
         threads_(bindThreads()), gammaWide_(c_), rowScratch_(threads_, c_) {}
 
@@ -37,7 +47,8 @@ public:
       float *scratch = rowScratch_.at(omp_get_thread_num());
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows_; ++r) {
-        const float *x = rowAsFloat(x_, r, c, scratch);
+        const float *x = b_ ? rowSumAsFloat(x_, b_, sum_, r, c, scratch)
+                            : rowAsFloat(x_, r, c, scratch);
         float rstd = rowRstd(x, c, eps_);
         T *out = out_ + r * c;
 #pragma omp simd
@@ -47,8 +58,8 @@ public:
   }
 
 private:
-  const T *x_, *gamma_;
-  T *out_;
+  const T *x_, *b_, *gamma_; // x_ is a and b_ is b in add_rmsnorm
+  T *sum_, *out_;
   int64_t c_, rows_;
   float eps_;
   int threads_;
@@ -58,11 +69,12 @@ private:
 
 template <typename T> class RmsNormGradKernel final : public Kernel {
 public:
+  /// rmsnorm_grad, or with a fourth input rmsnorm_grad_add.
   RmsNormGradKernel(const KernelArgs &args, float eps)
       : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), dy_(args.inputs[2].as<T>()),
-        dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
+        addend_(args.inputs.size() > 3 ? args.inputs[3].as<T>() : nullptr), dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
         rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), threads_(bindThreads()),
-        gammaWide_(c_), scratch_(threads_, 3 * c_) {}
+        gammaWide_(c_), scratch_(threads_, 4 * c_) {}
 
   void run(const StepContext &) override {
     widenVector(gamma_, gammaWide_.data(), c_);
@@ -73,7 +85,7 @@ public:
     {
       int threads = omp_get_num_threads();
       float *xRow = scratch_.at(omp_get_thread_num()), *dyRow = xRow + c;
-      float *dgammaPart = xRow + 2 * c;
+      float *dgammaPart = xRow + 2 * c, *dxRow = xRow + 3 * c;
       std::fill(dgammaPart, dgammaPart + c, 0.0f);
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows_; ++r) {
@@ -89,8 +101,14 @@ public:
         }
         float meanGX = sumGX * invC;
         T *dx = dx_ + r * c;
+        if (addend_) { // dx into scratch first: dx may overwrite the addend
 #pragma omp simd
-        for (int64_t i = 0; i < c; ++i) store(dx, i, rstd * (dy[i] * g[i] - x[i] * rstd * meanGX));
+          for (int64_t i = 0; i < c; ++i) dxRow[i] = rstd * (dy[i] * g[i] - x[i] * rstd * meanGX);
+          storePlusRow(dx, dxRow, addend_ + r * c, c);
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < c; ++i) store(dx, i, rstd * (dy[i] * g[i] - x[i] * rstd * meanGX));
+        }
       }
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < c; ++i) {
@@ -102,19 +120,25 @@ public:
   }
 
 private:
-  const T *x_, *gamma_, *dy_;
+  const T *x_, *gamma_, *dy_, *addend_;
   T *dx_, *dgamma_;
   int64_t c_, rows_;
   float eps_;
   int threads_;
   std::vector<float> gammaWide_;
-  ThreadScratch scratch_; // per thread: x row, dy row, dγ partial
+  ThreadScratch scratch_; // per thread: x row, dy row, dγ partial, dx row
 };
 
 std::unique_ptr<Kernel> makeRmsNorm(const KernelArgs &args, std::string &error) {
   contracts::RmsNormBinding b;
   if (!contracts::bindRmsNorm(args, error, &b)) return nullptr;
-  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), false);
+}
+
+std::unique_ptr<Kernel> makeAddRmsNorm(const KernelArgs &args, std::string &error) {
+  contracts::RmsNormBinding b;
+  if (!contracts::bindAddRmsNorm(args, error, &b)) return nullptr;
+  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), true);
 }
 
 std::unique_ptr<Kernel> makeRmsNormGrad(const KernelArgs &args, std::string &error) {
@@ -123,9 +147,17 @@ std::unique_ptr<Kernel> makeRmsNormGrad(const KernelArgs &args, std::string &err
   return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
 }
 
+std::unique_ptr<Kernel> makeRmsNormGradAdd(const KernelArgs &args, std::string &error) {
+  contracts::RmsNormBinding b;
+  if (!contracts::bindRmsNormGradAdd(args, error, &b)) return nullptr;
+  return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+}
+
 } // namespace
 
 LLMC_REGISTER_KERNEL(CPU, "rmsnorm", makeRmsNorm);
 LLMC_REGISTER_KERNEL(CPU, "rmsnorm_grad", makeRmsNormGrad);
+LLMC_REGISTER_KERNEL(CPU, "add_rmsnorm", makeAddRmsNorm);
+LLMC_REGISTER_KERNEL(CPU, "rmsnorm_grad_add", makeRmsNormGradAdd);
 
 } // namespace llmc::cpu

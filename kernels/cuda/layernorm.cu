@@ -16,11 +16,18 @@
 // rows into its own slots of bind-time scratch [G, 2C]; a second kernel
 // then sums the G partials of each column in block order.
 //
+// The residual forms: add_layernorm (a, b → sum, y) first writes the row's
+// sum (each thread its own columns, which it reads back for the statistics,
+// so no barrier is needed), rounded as `add` rounds it; layernorm_grad_add
+// adds the addend to dx as it is written (StorePlus.cuh: rounded as the unfused
+// ops round, never an FMA).
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/LayerNorm.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/StorePlus.cuh"
 
 namespace llmc::cuda {
 namespace {
@@ -54,12 +61,20 @@ __device__ __forceinline__ void rowStats(const T *xr, int64_t c, float eps, floa
   *rstd = 1.0f / sqrtf(var / static_cast<float>(c) + eps);
 }
 
+/// y = layernorm(x); with `b` (add_layernorm) x is a, and the row of a + b
+/// is written to `sum` first and normalized from there.
 template <typename T>
-__global__ void layerNormKernel(const T *x, const T *gamma, const T *beta, T *out, int64_t rows,
-                                int64_t c, float eps) {
+__global__ void layerNormKernel(const T *x, const T *b, T *sum, const T *gamma, const T *beta,
+                                T *out, int64_t rows, int64_t c, float eps) {
   __shared__ float red[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *xr = x + r * c;
+    if (b) {
+      const T *br = b + r * c;
+      T *sr = sum + r * c;
+      for (int64_t i = threadIdx.x; i < c; i += blockDim.x) store(sr, i, load(xr, i) + load(br, i));
+      xr = sr;
+    }
     float mean, rstd;
     rowStats(xr, c, eps, red, &mean, &rstd);
     T *outr = out + r * c;
@@ -70,8 +85,8 @@ __global__ void layerNormKernel(const T *x, const T *gamma, const T *beta, T *ou
 
 /// dx per row; block b's column partials of dγ, dβ into partial[b] ([2, C]).
 template <typename T>
-__global__ void layerNormGradKernel(const T *x, const T *gamma, const T *dy, T *dx,
-                                    float *partial, int64_t rows, int64_t c, float eps) {
+__global__ void layerNormGradKernel(const T *x, const T *gamma, const T *dy, const T *addend,
+                                    T *dx, float *partial, int64_t rows, int64_t c, float eps) {
   __shared__ float red[32];
   float *dgamma = partial + blockIdx.x * 2 * c, *dbeta = dgamma + c;
   for (int64_t i = threadIdx.x; i < c; i += blockDim.x) dgamma[i] = dbeta[i] = 0.0f;
@@ -91,9 +106,14 @@ __global__ void layerNormGradKernel(const T *x, const T *gamma, const T *dy, T *
     const float meanG = blockSum(sumG, red) * invC;
     const float meanGX = blockSum(sumGX, red) * invC;
     T *dxr = dx + r * c;
+    const T *addr = addend ? addend + r * c : nullptr;
     for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
       float xhat = (load(xr, i) - mean) * rstd;
-      store(dxr, i, rstd * (load(dyr, i) * load(gamma, i) - meanG - xhat * meanGX));
+      float v = rstd * (load(dyr, i) * load(gamma, i) - meanG - xhat * meanGX);
+      if (addr)
+        storePlus(dxr, i, v, addr);
+      else
+        store(dxr, i, v);
     }
   }
 }
@@ -115,30 +135,35 @@ __global__ void columnSumKernel(const float *partial, int64_t blocks, int64_t c,
 
 template <typename T> class LayerNormKernel final : public Kernel {
 public:
-  LayerNormKernel(const KernelArgs &args, float eps)
-      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), beta_(args.inputs[2].as<T>()),
-        out_(args.outputs[0].as<T>()), c_(args.inputs[0].dim(-1)),
+  /// layernorm, or with `residual` add_layernorm (a, b, gamma, beta → sum, y).
+  LayerNormKernel(const KernelArgs &args, float eps, bool residual)
+      : x_(args.inputs[0].as<T>()), b_(residual ? args.inputs[1].as<T>() : nullptr),
+        gamma_(args.inputs[residual ? 2 : 1].as<T>()),
+        beta_(args.inputs[residual ? 3 : 2].as<T>()),
+        sum_(residual ? args.outputs[0].as<T>() : nullptr),
+        out_(args.outputs[residual ? 1 : 0].as<T>()), c_(args.inputs[0].dim(-1)),
         rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps) {}
 
   void run(const StepContext &ctx) override {
     if (rows_ == 0) return;
     layerNormKernel<T><<<rowGrid(rows_), rowThreads(c_), 0, streamOf(ctx)>>>(
-        x_, gamma_, beta_, out_, rows_, c_, eps_);
+        x_, b_, sum_, gamma_, beta_, out_, rows_, c_, eps_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
 private:
-  const T *x_, *gamma_, *beta_;
-  T *out_;
+  const T *x_, *b_, *gamma_, *beta_;
+  T *sum_, *out_;
   int64_t c_, rows_;
   float eps_;
 };
 
 template <typename T> class LayerNormGradKernel final : public Kernel {
 public:
+  /// layernorm_grad, or with a fourth input layernorm_grad_add.
   LayerNormGradKernel(const KernelArgs &args, float eps)
       : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), dy_(args.inputs[2].as<T>()),
-        dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()),
+        addend_(args.inputs.size() > 3 ? args.inputs[3].as<T>() : nullptr), dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()),
         dbeta_(args.outputs[2].as<T>()), c_(args.inputs[0].dim(-1)),
         rows_(c_ ? args.inputs[0].numel() / c_ : 0),
         blocks_(rows_ < kGradBlocks ? rows_ : kGradBlocks), eps_(eps),
@@ -148,7 +173,7 @@ public:
     if (c_ == 0) return;
     if (rows_ > 0) {
       layerNormGradKernel<T><<<static_cast<int>(blocks_), rowThreads(c_), 0, streamOf(ctx)>>>(
-          x_, gamma_, dy_, dx_, partial_.as<float>(), rows_, c_, eps_);
+          x_, gamma_, dy_, addend_, dx_, partial_.as<float>(), rows_, c_, eps_);
       LLMC_CUDA_CHECK_LAUNCH();
     }
     // With no rows the sums are empty: dγ = dβ = 0, as on the CPU.
@@ -158,7 +183,7 @@ public:
   }
 
 private:
-  const T *x_, *gamma_, *dy_;
+  const T *x_, *gamma_, *dy_, *addend_;
   T *dx_, *dgamma_, *dbeta_;
   int64_t c_, rows_, blocks_;
   float eps_;
@@ -168,7 +193,13 @@ private:
 std::unique_ptr<Kernel> makeCudaLayerNorm(const KernelArgs &args, std::string &error) {
   contracts::LayerNormBinding b;
   if (!contracts::bindLayerNorm(args, error, &b)) return nullptr;
-  return makeFloatKernel<LayerNormKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+  return makeFloatKernel<LayerNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), false);
+}
+
+std::unique_ptr<Kernel> makeCudaAddLayerNorm(const KernelArgs &args, std::string &error) {
+  contracts::LayerNormBinding b;
+  if (!contracts::bindAddLayerNorm(args, error, &b)) return nullptr;
+  return makeFloatKernel<LayerNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), true);
 }
 
 std::unique_ptr<Kernel> makeCudaLayerNormGrad(const KernelArgs &args, std::string &error) {
@@ -177,9 +208,17 @@ std::unique_ptr<Kernel> makeCudaLayerNormGrad(const KernelArgs &args, std::strin
   return makeFloatKernel<LayerNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
 }
 
+std::unique_ptr<Kernel> makeCudaLayerNormGradAdd(const KernelArgs &args, std::string &error) {
+  contracts::LayerNormBinding b;
+  if (!contracts::bindLayerNormGradAdd(args, error, &b)) return nullptr;
+  return makeFloatKernel<LayerNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+}
+
 } // namespace
 
 LLMC_REGISTER_KERNEL(CUDA, "layernorm", makeCudaLayerNorm);
 LLMC_REGISTER_KERNEL(CUDA, "layernorm_grad", makeCudaLayerNormGrad);
+LLMC_REGISTER_KERNEL(CUDA, "add_layernorm", makeCudaAddLayerNorm);
+LLMC_REGISTER_KERNEL(CUDA, "layernorm_grad_add", makeCudaLayerNormGradAdd);
 
 } // namespace llmc::cuda

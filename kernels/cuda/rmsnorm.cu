@@ -9,11 +9,16 @@
 // column's thread accumulating into its own slot of scratch [G, C], then a
 // second kernel sums each column's G partials in block order.
 //
+// add_rmsnorm and rmsnorm_grad_add, the residual forms, write the row's sum
+// first and normalize it, and add the addend as dx is written, as in
+// layernorm.cu.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/RmsNorm.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/StorePlus.cuh"
 
 namespace llmc::cuda {
 namespace {
@@ -44,12 +49,20 @@ __device__ __forceinline__ float rowRstd(const T *xr, int64_t c, float eps, floa
   return 1.0f / sqrtf(blockSum(s, red) / static_cast<float>(c) + eps);
 }
 
+/// y = rmsnorm(x); with `b` (add_rmsnorm) x is a, and the row of a + b is
+/// written to `sum` first and normalized from there.
 template <typename T>
-__global__ void rmsNormKernel(const T *x, const T *gamma, T *out, int64_t rows, int64_t c,
-                              float eps) {
+__global__ void rmsNormKernel(const T *x, const T *b, T *sum, const T *gamma, T *out,
+                              int64_t rows, int64_t c, float eps) {
   __shared__ float red[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *xr = x + r * c;
+    if (b) {
+      const T *br = b + r * c;
+      T *sr = sum + r * c;
+      for (int64_t i = threadIdx.x; i < c; i += blockDim.x) store(sr, i, load(xr, i) + load(br, i));
+      xr = sr;
+    }
     const float rstd = rowRstd(xr, c, eps, red);
     T *outr = out + r * c;
     for (int64_t i = threadIdx.x; i < c; i += blockDim.x)
@@ -59,8 +72,8 @@ __global__ void rmsNormKernel(const T *x, const T *gamma, T *out, int64_t rows, 
 
 /// dx per row; block b's column partial of dγ into partial[b] ([C]).
 template <typename T>
-__global__ void rmsNormGradKernel(const T *x, const T *gamma, const T *dy, T *dx, float *partial,
-                                  int64_t rows, int64_t c, float eps) {
+__global__ void rmsNormGradKernel(const T *x, const T *gamma, const T *dy, const T *addend, T *dx,
+                                  float *partial, int64_t rows, int64_t c, float eps) {
   __shared__ float red[32];
   float *dgamma = partial + blockIdx.x * c;
   for (int64_t i = threadIdx.x; i < c; i += blockDim.x) dgamma[i] = 0.0f;
@@ -76,9 +89,14 @@ __global__ void rmsNormGradKernel(const T *x, const T *gamma, const T *dy, T *dx
     }
     const float meanGX = blockSum(sumGX, red) * invC;
     T *dxr = dx + r * c;
+    const T *addr = addend ? addend + r * c : nullptr;
     for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
       float xi = load(xr, i);
-      store(dxr, i, rstd * (load(dyr, i) * load(gamma, i) - xi * rstd * meanGX));
+      float v = rstd * (load(dyr, i) * load(gamma, i) - xi * rstd * meanGX);
+      if (addr)
+        storePlus(dxr, i, v, addr);
+      else
+        store(dxr, i, v);
     }
   }
 }
@@ -95,29 +113,34 @@ __global__ void rmsColumnSumKernel(const float *partial, int64_t blocks, int64_t
 
 template <typename T> class RmsNormKernel final : public Kernel {
 public:
-  RmsNormKernel(const KernelArgs &args, float eps)
-      : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), out_(args.outputs[0].as<T>()),
+  /// rmsnorm, or with `residual` add_rmsnorm (a, b, gamma → sum, y).
+  RmsNormKernel(const KernelArgs &args, float eps, bool residual)
+      : x_(args.inputs[0].as<T>()), b_(residual ? args.inputs[1].as<T>() : nullptr),
+        gamma_(args.inputs[residual ? 2 : 1].as<T>()),
+        sum_(residual ? args.outputs[0].as<T>() : nullptr),
+        out_(args.outputs[residual ? 1 : 0].as<T>()),
         c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps) {}
 
   void run(const StepContext &ctx) override {
     if (rows_ == 0) return;
     rmsNormKernel<T><<<rmsRowGrid(rows_), rmsRowThreads(c_), 0, streamOf(ctx)>>>(
-        x_, gamma_, out_, rows_, c_, eps_);
+        x_, b_, sum_, gamma_, out_, rows_, c_, eps_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
 private:
-  const T *x_, *gamma_;
-  T *out_;
+  const T *x_, *b_, *gamma_;
+  T *sum_, *out_;
   int64_t c_, rows_;
   float eps_;
 };
 
 template <typename T> class RmsNormGradKernel final : public Kernel {
 public:
+  /// rmsnorm_grad, or with a fourth input rmsnorm_grad_add.
   RmsNormGradKernel(const KernelArgs &args, float eps)
       : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), dy_(args.inputs[2].as<T>()),
-        dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
+        addend_(args.inputs.size() > 3 ? args.inputs[3].as<T>() : nullptr), dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
         rows_(c_ ? args.inputs[0].numel() / c_ : 0),
         blocks_(rows_ < kGradBlocks ? rows_ : kGradBlocks), eps_(eps),
         partial_(static_cast<size_t>(blocks_ * c_) * sizeof(float)) {}
@@ -126,7 +149,7 @@ public:
     if (c_ == 0) return;
     if (rows_ > 0) {
       rmsNormGradKernel<T><<<static_cast<int>(blocks_), rmsRowThreads(c_), 0, streamOf(ctx)>>>(
-          x_, gamma_, dy_, dx_, partial_.as<float>(), rows_, c_, eps_);
+          x_, gamma_, dy_, addend_, dx_, partial_.as<float>(), rows_, c_, eps_);
       LLMC_CUDA_CHECK_LAUNCH();
     }
     // With no rows the sum is empty: dγ = 0, as on the CPU.
@@ -136,7 +159,7 @@ public:
   }
 
 private:
-  const T *x_, *gamma_, *dy_;
+  const T *x_, *gamma_, *dy_, *addend_;
   T *dx_, *dgamma_;
   int64_t c_, rows_, blocks_;
   float eps_;
@@ -146,7 +169,13 @@ private:
 std::unique_ptr<Kernel> makeCudaRmsNorm(const KernelArgs &args, std::string &error) {
   contracts::RmsNormBinding b;
   if (!contracts::bindRmsNorm(args, error, &b)) return nullptr;
-  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), false);
+}
+
+std::unique_ptr<Kernel> makeCudaAddRmsNorm(const KernelArgs &args, std::string &error) {
+  contracts::RmsNormBinding b;
+  if (!contracts::bindAddRmsNorm(args, error, &b)) return nullptr;
+  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), true);
 }
 
 std::unique_ptr<Kernel> makeCudaRmsNormGrad(const KernelArgs &args, std::string &error) {
@@ -155,9 +184,17 @@ std::unique_ptr<Kernel> makeCudaRmsNormGrad(const KernelArgs &args, std::string 
   return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
 }
 
+std::unique_ptr<Kernel> makeCudaRmsNormGradAdd(const KernelArgs &args, std::string &error) {
+  contracts::RmsNormBinding b;
+  if (!contracts::bindRmsNormGradAdd(args, error, &b)) return nullptr;
+  return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+}
+
 } // namespace
 
 LLMC_REGISTER_KERNEL(CUDA, "rmsnorm", makeCudaRmsNorm);
 LLMC_REGISTER_KERNEL(CUDA, "rmsnorm_grad", makeCudaRmsNormGrad);
+LLMC_REGISTER_KERNEL(CUDA, "add_rmsnorm", makeCudaAddRmsNorm);
+LLMC_REGISTER_KERNEL(CUDA, "rmsnorm_grad_add", makeCudaRmsNormGradAdd);
 
 } // namespace llmc::cuda

@@ -124,6 +124,12 @@ RefTensor layernorm(const RefTensor &x, const RefTensor &gamma, const RefTensor 
 /// {dx, dgamma, dbeta}.
 std::vector<RefTensor> layernormGrad(const RefTensor &x, const RefTensor &gamma,
                                      const RefTensor &dy, double eps);
+/// add_layernorm: {a + b, layernorm(a + b)}.
+std::vector<RefTensor> addLayernorm(const RefTensor &a, const RefTensor &b, const RefTensor &gamma,
+                                    const RefTensor &beta, double eps);
+/// layernorm_grad_add: {dx + addend, dgamma, dbeta}.
+std::vector<RefTensor> layernormGradAdd(const RefTensor &x, const RefTensor &gamma,
+                                        const RefTensor &dy, const RefTensor &addend, double eps);
 
 //===- rmsnorm.cpp --------------------------------------------------------===//
 
@@ -131,6 +137,12 @@ RefTensor rmsnorm(const RefTensor &x, const RefTensor &gamma, double eps);
 /// {dx, dgamma}.
 std::vector<RefTensor> rmsnormGrad(const RefTensor &x, const RefTensor &gamma, const RefTensor &dy,
                                    double eps);
+/// add_rmsnorm: {a + b, rmsnorm(a + b)}.
+std::vector<RefTensor> addRmsnorm(const RefTensor &a, const RefTensor &b, const RefTensor &gamma,
+                                  double eps);
+/// rmsnorm_grad_add: {dx + addend, dgamma}.
+std::vector<RefTensor> rmsnormGradAdd(const RefTensor &x, const RefTensor &gamma,
+                                      const RefTensor &dy, const RefTensor &addend, double eps);
 
 //===- embedding.cpp ------------------------------------------------------===//
 

@@ -65,4 +65,20 @@ std::vector<RefTensor> layernormGrad(const RefTensor &x, const RefTensor &gamma,
   return {dx, dgamma, dbeta};
 }
 
+// The fused residual forms are the unfused ops in turn, by definition.
+std::vector<RefTensor> addLayernorm(const RefTensor &a, const RefTensor &b, const RefTensor &gamma,
+                                    const RefTensor &beta, double eps) {
+  RefTensor sum = add(a, b);
+  RefTensor y = layernorm(sum, gamma, beta, eps);
+  return {sum, y};
+}
+
+std::vector<RefTensor> layernormGradAdd(const RefTensor &x, const RefTensor &gamma,
+                                        const RefTensor &dy, const RefTensor &addend, double eps) {
+  require(addend.shape == x.shape, "layernormGradAdd", "addend and x shapes differ");
+  std::vector<RefTensor> grads = layernormGrad(x, gamma, dy, eps);
+  grads[0] = add(grads[0], addend);
+  return grads;
+}
+
 } // namespace llmc::ref

@@ -47,4 +47,20 @@ std::vector<RefTensor> rmsnormGrad(const RefTensor &x, const RefTensor &gamma, c
   return {dx, dgamma};
 }
 
+// The fused residual forms are the unfused ops in turn, by definition.
+std::vector<RefTensor> addRmsnorm(const RefTensor &a, const RefTensor &b, const RefTensor &gamma,
+                                  double eps) {
+  RefTensor sum = add(a, b);
+  RefTensor y = rmsnorm(sum, gamma, eps);
+  return {sum, y};
+}
+
+std::vector<RefTensor> rmsnormGradAdd(const RefTensor &x, const RefTensor &gamma,
+                                      const RefTensor &dy, const RefTensor &addend, double eps) {
+  require(addend.shape == x.shape, "rmsnormGradAdd", "addend and x shapes differ");
+  std::vector<RefTensor> grads = rmsnormGrad(x, gamma, dy, eps);
+  grads[0] = add(grads[0], addend);
+  return grads;
+}
+
 } // namespace llmc::ref

@@ -851,3 +851,51 @@ func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>, %z:
   %y = llm.matmul_int %x, %c, %s, %z {bits = 8 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<128xf32>, tensor<64xi32> -> tensor<2x128xf32>
   return
 }
+
+// -----
+
+func.func @f(%a: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{gamma must be [8] to match the last dimension of the input, got 4}}
+  %s, %y = llm.add_layernorm %a, %a, %g, %g {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x8xf32>, %g: tensor<8xbf16>) {
+  // expected-error @+1 {{a and gamma must have the same element type, got 'f32' and 'bf16'}}
+  %s, %y = llm.add_rmsnorm %a, %a, %g {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<8xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be >= 0}}
+  %s, %y = llm.add_rmsnorm %a, %a, %g {epsilon = -1.0 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{gamma must be [8] to match the last dimension of the input, got 4}}
+  %dx, %dg, %db = llm.layernorm_grad_add %x, %g, %x, %x {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<8xf16>) {
+  // expected-error @+1 {{x and gamma must have the same element type, got 'f32' and 'f16'}}
+  %dx, %dg = llm.rmsnorm_grad_add %x, %g, %x, %x {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<8xf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be >= 0}}
+  %dx, %dg = llm.rmsnorm_grad_add %x, %g, %x, %x {epsilon = -1.0 : f64} : tensor<2x8xf32>, tensor<8xf32>
+  return
+}

@@ -18,6 +18,10 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
     %n = llm.layernorm %e, %g, %frozen {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
     // CHECK: llm.rmsnorm
     %r = llm.rmsnorm %n, %g {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+    // CHECK: llm.add_layernorm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+    %as, %ay = llm.add_layernorm %e, %n, %g, %frozen {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+    // CHECK: llm.add_rmsnorm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+    %rs2, %ry = llm.add_rmsnorm %as, %ay, %g {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
     // CHECK: llm.reshape %{{.*}} : tensor<2x8x64xf32> to tensor<2x8x4x16xf32>
     %q = llm.reshape %r : tensor<2x8x64xf32> to tensor<2x8x4x16xf32>
     // CHECK: llm.rope %{{.*}} {theta = 1.000000e+04 : f64} : tensor<2x8x4x16xf32>
@@ -89,6 +93,10 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %dx, %dgam, %dbet = llm.layernorm_grad %dg, %g, %du {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
   // CHECK: llm.rmsnorm_grad
   %dx2, %dgam2 = llm.rmsnorm_grad %dx, %g, %du {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+  // CHECK: llm.layernorm_grad_add %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+  %dx3, %dgam3, %dbet3 = llm.layernorm_grad_add %dg, %g, %du, %dx {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+  // CHECK: llm.rmsnorm_grad_add %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+  %dx4, %dgam4 = llm.rmsnorm_grad_add %dx, %g, %du, %dx3 {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
   // CHECK: llm.reduce_sum %{{.*}} : tensor<2x8x64xf32> to tensor<64xf32>
   %rs = llm.reduce_sum %dx2 : tensor<2x8x64xf32> to tensor<64xf32>
   // CHECK: llm.embedding_grad %{{.*}}, %{{.*}} : tensor<2x8xi32>, tensor<2x8x64xf32> to tensor<256x64xf32>

@@ -51,12 +51,11 @@ int count(func::FuncOp func, StringRef name) {
 }
 
 /// Differentiates `forward`, then checks that llmc-fuse (`fusions` for
-/// `target`) leaves @grad's results unchanged and produces `linears`
-/// llm.linear, `weightGrads` llm.linear_weight_grad and (unless negative)
-/// `elementwise` llm.fused_elementwise ops there.
+/// `target`) leaves @grad's results unchanged and produces `counts` ops of
+/// each name there.
 void checkFusedGradients(const std::string &forward, const std::string &fusions,
-                         const std::string &target, int linears, int weightGrads,
-                         int elementwise = -1) {
+                         const std::string &target,
+                         const std::vector<std::pair<std::string, int>> &counts) {
   MLIRContext context;
   llmc::prepareContext(context);
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(forward, &context);
@@ -75,10 +74,8 @@ void checkFusedGradients(const std::string &forward, const std::string &fusions,
   PassManager fuse(&context);
   fuse.addPass(llmc::createFuse(options));
   ASSERT_TRUE(succeeded(fuse.run(*module)));
-  EXPECT_EQ(count(grad, "llm.linear"), linears);
-  EXPECT_EQ(count(grad, "llm.linear_weight_grad"), weightGrads);
-  if (elementwise >= 0)
-    EXPECT_EQ(count(grad, "llm.fused_elementwise"), elementwise);
+  for (const auto &[name, expected] : counts)
+    EXPECT_EQ(count(grad, name), expected) << name;
   FailureOr<std::vector<RefTensor>> fused = llmc::interpret(grad, args);
   ASSERT_TRUE(succeeded(fused));
   ASSERT_EQ(fused->size(), unfused->size());
@@ -89,6 +86,13 @@ void checkFusedGradients(const std::string &forward, const std::string &fusions,
       EXPECT_NEAR((*fused)[i].data[j], (*unfused)[i].data[j],
                   1e-12 * (1 + std::abs((*unfused)[i].data[j])));
   }
+}
+
+/// Checks `llm.linear` and `llm.linear_weight_grad` counts.
+void checkFusedGradients(const std::string &forward, const std::string &fusions,
+                         const std::string &target, int linears, int weightGrads) {
+  checkFusedGradients(forward, fusions, target,
+                      {{"llm.linear", linears}, {"llm.linear_weight_grad", weightGrads}});
 }
 
 /// An MLP with biases, GPT-2's: x·w1 + b1 → gelu → ·w2 + b2, loss Σ y ⊙ r.
@@ -152,14 +156,48 @@ func.func @forward(%x: tensor<2x3x4xf32>,
 }
 )mlir";
 
+/// Two pre-norm residual steps, GPT-2's layernorm then Llama's rmsnorm:
+/// s = e + x, y = layernorm(s), s2 = s + gelu(y), z = rmsnorm(s2), loss
+/// Σ z ⊙ r. In the backward, s's gradient is s2's plus layernorm's dx;
+/// rmsnorm's dx also feeds gelu_grad, so only the first norm's backward
+/// fuses with its add.
+const char *kResidual = R"mlir(
+func.func @forward(%e: tensor<2x3x8xf32> {llm.param = #llm.param<name = "e", init = "normal", scale = 1.0>},
+                   %x: tensor<2x3x8xf32>,
+                   %g1: tensor<8xf32> {llm.param = #llm.param<name = "g1", init = "normal", scale = 1.0>},
+                   %b1: tensor<8xf32> {llm.param = #llm.param<name = "b1", init = "normal", scale = 1.0>},
+                   %g2: tensor<8xf32> {llm.param = #llm.param<name = "g2", init = "normal", scale = 1.0>},
+                   %r: tensor<2x3x8xf32>) -> tensor<f32> {
+  %s = llm.add %e, %x : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  %y = llm.layernorm %s, %g1, %b1 {epsilon = 1.0e-5 : f64} : tensor<2x3x8xf32>, tensor<8xf32>
+  %t = llm.gelu %y : tensor<2x3x8xf32>
+  %s2 = llm.add %s, %t : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  %z = llm.rmsnorm %s2, %g2 {epsilon = 1.0e-5 : f64} : tensor<2x3x8xf32>, tensor<8xf32>
+  %m = llm.mul %z, %r : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  %l = llm.reduce_sum %m : tensor<2x3x8xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+)mlir";
+
 // Forward (swiglu, scale, dropout; add, gelu, mul) and backward (mul's
 // and gelu's gradients; dropout, scale, swiglu_grad) chains: the
 // interpreter evaluates each fused op with the references of the ops it
 // replaces, so the loss and every gradient stay exactly.
 TEST(Fuse, ElementwiseChainsKeepTheLossAndEveryGradient) {
-  checkFusedGradients(kSwigluMlp, "elementwise", "cpu", 0, 0, 4);
-  checkFusedGradients(kSwigluMlp, "all", "cpu", 0, 0, 4);
-  checkFusedGradients(kSwigluMlp, "none", "cpu", 0, 0, 0);
+  checkFusedGradients(kSwigluMlp, "elementwise", "cpu", {{"llm.fused_elementwise", 4}});
+  checkFusedGradients(kSwigluMlp, "all", "cpu",
+                      {{"llm.fused_elementwise", 4}, {"llm.linear", 0}, {"llm.linear_weight_grad", 0}});
+  checkFusedGradients(kSwigluMlp, "none", "cpu", {{"llm.fused_elementwise", 0}});
+}
+
+TEST(Fuse, AddNormKeepsTheLossAndEveryGradient) {
+  std::vector<std::pair<std::string, int>> fused = {
+      {"llm.add_layernorm", 1}, {"llm.add_rmsnorm", 1},  {"llm.layernorm_grad_add", 1},
+      {"llm.rmsnorm_grad_add", 0}, {"llm.layernorm", 0}, {"llm.rmsnorm", 0}};
+  checkFusedGradients(kResidual, "add-norm", "cpu", fused);
+  checkFusedGradients(kResidual, "all", "cuda", fused);
+  checkFusedGradients(kResidual, "bias", "cpu",
+                      {{"llm.add_layernorm", 0}, {"llm.layernorm_grad", 1}});
 }
 
 } // namespace

@@ -2,7 +2,8 @@
 //
 // Forward outputs are per-element maps of well-conditioned rows
 // (elementwise metric); gradients, whose dγ/dβ are sums over rows, use the
-// norm metric.
+// norm metric. The residual forms match the CPU's and equal, bit for bit,
+// the CUDA add and norm kernels run in turn.
 
 #include "CudaConformance.h"
 
@@ -81,6 +82,99 @@ TEST(CudaNormKernels, BindErrorsMatchCpu) {
   EXPECT_EQ(cudaBindError("rmsnorm", {in[0], in[2]}, out), bindError("rmsnorm", {in[0], in[2]}, out));
   EXPECT_EQ(cudaBindError("rmsnorm_grad", {in[0], in[2], in[0]}, {in[0], in[1]}, a),
             bindError("rmsnorm_grad", {in[0], in[2], in[0]}, {in[0], in[1]}, a));
+}
+
+/// Runs `name` on both backends (compared as `cmp`) and returns the GPU's
+/// outputs stored in `dtype`, to feed the next unfused kernel.
+std::vector<Buffer> cudaOutputs(const std::string &name, const std::vector<Buffer *> &inputs,
+                                const std::vector<Buffer *> &outputs, const KernelAttrs &a,
+                                const Comparison &cmp, DType dtype) {
+  std::vector<Buffer> result;
+  for (const RefTensor &t : expectCudaMatchesCpu(name, inputs, outputs, a, cmp))
+    result.push_back(Buffer::of(t, dtype));
+  return result;
+}
+
+void expectSameData(const std::vector<RefTensor> &fused, const std::vector<Buffer> &unfused) {
+  ASSERT_EQ(fused.size(), unfused.size());
+  for (size_t i = 0; i < fused.size(); ++i)
+    EXPECT_EQ(fused[i].data, unfused[i].toRef().data) << "output " << i;
+}
+
+TEST(CudaNormKernels, AddLayerNormMatchesCpuAndTheUnfusedKernels) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 9400;
+  for (DType t : kFloatTypes)
+    for (const auto &shape : kNormShapes) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
+      int64_t c = shape.back();
+      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
+      Buffer h = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer gamma = Buffer::of(randomTensor({c}, ++seed, 0.5, 1.0), t);
+      Buffer beta = Buffer::of(randomTensor({c}, ++seed, 0.2), t);
+      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer dres = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer sum(t, shape), y(t, shape), dx(t, shape), dgamma(t, {c}), dbeta(t, {c});
+      KernelAttrs a = attrs({{"epsilon", 1e-5}});
+      Comparison elementwise{Metric::Elementwise, {tolerance(t)}}, norm{Metric::Norm, {tolerance(t)}};
+      std::vector<RefTensor> fused = expectCudaMatchesCpu(
+          "add_layernorm", {&x, &h, &gamma, &beta}, {&sum, &y}, a, elementwise);
+      std::vector<Buffer> s = cudaOutputs("add", {&x, &h}, {&sum}, {}, elementwise, t);
+      std::vector<Buffer> n = cudaOutputs("layernorm", {&s[0], &gamma, &beta}, {&y}, a, elementwise, t);
+      expectSameData(fused, {s[0], n[0]});
+
+      std::vector<RefTensor> fusedGrad = expectCudaMatchesCpu(
+          "layernorm_grad_add", {&s[0], &gamma, &dy, &dres}, {&dx, &dgamma, &dbeta}, a, norm);
+      std::vector<Buffer> g =
+          cudaOutputs("layernorm_grad", {&s[0], &gamma, &dy}, {&dx, &dgamma, &dbeta}, a, norm, t);
+      std::vector<Buffer> d = cudaOutputs("add", {&g[0], &dres}, {&dx}, {}, elementwise, t);
+      expectSameData(fusedGrad, {d[0], g[1], g[2]});
+    }
+}
+
+TEST(CudaNormKernels, AddRmsNormMatchesCpuAndTheUnfusedKernels) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 9500;
+  for (DType t : kFloatTypes)
+    for (const auto &shape : kNormShapes) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
+      int64_t c = shape.back();
+      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
+      Buffer h = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer gamma = Buffer::of(randomTensor({c}, ++seed, 0.5, 1.0), t);
+      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer dres = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer sum(t, shape), y(t, shape), dx(t, shape), dgamma(t, {c});
+      KernelAttrs a = attrs({{"epsilon", 1e-6}});
+      Comparison elementwise{Metric::Elementwise, {tolerance(t)}}, norm{Metric::Norm, {tolerance(t)}};
+      std::vector<RefTensor> fused =
+          expectCudaMatchesCpu("add_rmsnorm", {&x, &h, &gamma}, {&sum, &y}, a, elementwise);
+      std::vector<Buffer> s = cudaOutputs("add", {&x, &h}, {&sum}, {}, elementwise, t);
+      std::vector<Buffer> n = cudaOutputs("rmsnorm", {&s[0], &gamma}, {&y}, a, elementwise, t);
+      expectSameData(fused, {s[0], n[0]});
+
+      std::vector<RefTensor> fusedGrad = expectCudaMatchesCpu(
+          "rmsnorm_grad_add", {&s[0], &gamma, &dy, &dres}, {&dx, &dgamma}, a, norm);
+      std::vector<Buffer> g =
+          cudaOutputs("rmsnorm_grad", {&s[0], &gamma, &dy}, {&dx, &dgamma}, a, norm, t);
+      std::vector<Buffer> d = cudaOutputs("add", {&dres, &g[0]}, {&dx}, {}, elementwise, t);
+      expectSameData(fusedGrad, {d[0], g[1]});
+    }
+}
+
+TEST(CudaNormKernels, ResidualBindErrorsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  KernelAttrs a = attrs({{"epsilon", 1e-5}});
+  TensorView x = typeOnly(DType::F32, {4, 8}), c = typeOnly(DType::F32, {8});
+  TensorView narrow = typeOnly(DType::F32, {4, 7});
+  EXPECT_EQ(cudaBindError("add_layernorm", {x, narrow, c, c}, {x, x}, a),
+            bindError("add_layernorm", {x, narrow, c, c}, {x, x}, a));
+  EXPECT_EQ(cudaBindError("add_rmsnorm", {x, x, c}, {x}, a),
+            bindError("add_rmsnorm", {x, x, c}, {x}, a));
+  EXPECT_EQ(cudaBindError("layernorm_grad_add", {x, c, x, narrow}, {x, c, c}, a),
+            bindError("layernorm_grad_add", {x, c, x, narrow}, {x, c, c}, a));
+  EXPECT_EQ(cudaBindError("rmsnorm_grad_add", {x, c, x, x}, {x, c}),
+            bindError("rmsnorm_grad_add", {x, c, x, x}, {x, c}));
 }
 
 } // namespace
