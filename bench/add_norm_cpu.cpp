@@ -10,16 +10,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/Kernel.h"
-#include "kernels/Tensor.h"
+#include "bench/KernelBench.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -27,49 +24,11 @@ using namespace llmc;
 
 namespace {
 
-/// An fp32 tensor of random values.
-struct Tensor {
-  explicit Tensor(std::vector<int64_t> shape, unsigned seed = 17) {
-    view.dtype = DType::F32;
-    view.shape = std::move(shape);
-    data.resize(static_cast<size_t>(view.numel()));
-    std::mt19937 gen(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (float &v : data) v = normal(gen);
-    view.data = data.data();
-  }
-  std::vector<float> data;
-  TensorView view;
-};
+using bench::Tensor;
 
 std::unique_ptr<Kernel> bind(const std::string &name, const std::vector<Tensor *> &inputs,
                              const std::vector<Tensor *> &outputs, const KernelAttrs &attrs = {}) {
-  KernelArgs args;
-  for (Tensor *t : inputs) args.inputs.push_back(t->view);
-  for (Tensor *t : outputs) args.outputs.push_back(t->view);
-  args.attrs = attrs;
-  std::string error;
-  KernelFactory factory = findKernel(Backend::CPU, name);
-  std::unique_ptr<Kernel> kernel = factory ? factory(args, error) : nullptr;
-  if (!kernel) {
-    std::fprintf(stderr, "llmc-bench-add-norm: %s: %s\n", name.c_str(), error.c_str());
-    std::exit(1);
-  }
-  return kernel;
-}
-
-/// Best time (ms) of `reps` runs of `kernels` in order, after one warm-up.
-double best(const std::vector<Kernel *> &kernels, int reps) {
-  StepContext ctx;
-  for (Kernel *k : kernels) k->run(ctx);
-  double bestMs = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    for (Kernel *k : kernels) k->run(ctx);
-    std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-    bestMs = std::min(bestMs, ms.count());
-  }
-  return bestMs;
+  return bench::bindKernel("llmc-bench-add-norm", name, inputs, outputs, attrs);
 }
 
 } // namespace
@@ -88,9 +47,13 @@ int main(int argc, char **argv) {
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
   }
   const std::string norm = rms ? "rmsnorm" : "layernorm";
-  Tensor a({rows, c}, 1), b({rows, c}, 2), gamma({c}, 3), beta({c}, 4), dy({rows, c}, 5),
-      dres({rows, c}, 6), sum({rows, c}), y({rows, c}), dx({rows, c}), d({rows, c}), dgamma({c}),
-      dbeta({c});
+  // Inputs of unit variance, each its own draw; outputs are overwritten.
+  const DType f32 = DType::F32;
+  const std::vector<int64_t> rowShape = {rows, c}, channel = {c};
+  Tensor a(f32, rowShape, 1.0f, 1), b(f32, rowShape, 1.0f, 2), gamma(f32, channel, 1.0f, 3),
+      beta(f32, channel, 1.0f, 4), dy(f32, rowShape, 1.0f, 5), dres(f32, rowShape, 1.0f, 6);
+  Tensor sum(f32, rowShape), y(f32, rowShape), dx(f32, rowShape), d(f32, rowShape),
+      dgamma(f32, channel), dbeta(f32, channel);
   KernelAttrs attrs;
   attrs.setFloat("epsilon", 1e-5);
   std::vector<Tensor *> params = {&gamma};
@@ -113,8 +76,8 @@ int main(int argc, char **argv) {
               static_cast<long long>(rows), static_cast<long long>(c), reps);
   for (int r = 0; r < rounds; ++r)
     std::printf("  add + %s %.3f ms   add_%s %.3f ms   %s_grad + add %.3f ms   %s_grad_add %.3f ms\n",
-                norm.c_str(), best({add.get(), normK.get()}, reps), norm.c_str(),
-                best({fused.get()}, reps), norm.c_str(), best({grad.get(), addGrad.get()}, reps),
-                norm.c_str(), best({fusedGrad.get()}, reps));
+                norm.c_str(), bench::bestMs({add.get(), normK.get()}, reps), norm.c_str(),
+                bench::bestMs({fused.get()}, reps), norm.c_str(), bench::bestMs({grad.get(), addGrad.get()}, reps),
+                norm.c_str(), bench::bestMs({fusedGrad.get()}, reps));
   return 0;
 }

@@ -14,16 +14,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/ElementwiseProgram.h"
-#include "kernels/Kernel.h"
-#include "kernels/Tensor.h"
+#include "bench/KernelBench.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -31,54 +28,11 @@ using namespace llmc;
 
 namespace {
 
-/// A tensor of small random values (2-byte dtypes hold bf16 bit patterns).
-struct Tensor {
-  Tensor(DType dtype, std::vector<int64_t> shape) {
-    view.dtype = dtype;
-    view.shape = std::move(shape);
-    data.resize(static_cast<size_t>(view.numel()));
-    std::mt19937 gen(17);
-    std::normal_distribution<float> normal(0.0f, 0.1f);
-    for (float &v : data) v = normal(gen);
-    if (dtype == DType::BF16) {
-      auto *bits = reinterpret_cast<uint16_t *>(data.data());
-      for (int64_t i = 0; i < view.numel(); ++i) bits[i] = floatToBf16(data[i]);
-    }
-    view.data = data.data();
-  }
-  std::vector<float> data;
-  TensorView view;
-};
+using bench::Tensor;
 
-std::unique_ptr<Kernel> bind(const char *name, const std::vector<Tensor *> &inputs,
+std::unique_ptr<Kernel> bind(const std::string &name, const std::vector<Tensor *> &inputs,
                              const std::vector<Tensor *> &outputs, const KernelAttrs &attrs = {}) {
-  KernelArgs args;
-  for (Tensor *t : inputs) args.inputs.push_back(t->view);
-  for (Tensor *t : outputs) args.outputs.push_back(t->view);
-  args.attrs = attrs;
-  std::string error;
-  KernelFactory factory = findKernel(Backend::CPU, name);
-  std::unique_ptr<Kernel> kernel = factory ? factory(args, error) : nullptr;
-  if (!kernel) {
-    std::fprintf(stderr, "llmc-bench-elementwise: %s: %s\n", name, error.c_str());
-    std::exit(1);
-  }
-  return kernel;
-}
-
-/// Best time (ms) of `reps` runs of `kernels` in order, after one warm-up.
-double best(const std::vector<Kernel *> &kernels, int reps) {
-  StepContext ctx;
-  ctx.step = 1;
-  for (Kernel *k : kernels) k->run(ctx);
-  double bestMs = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    for (Kernel *k : kernels) k->run(ctx);
-    std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-    bestMs = std::min(bestMs, ms.count());
-  }
-  return bestMs;
+  return bench::bindKernel("llmc-bench-elementwise", name, inputs, outputs, attrs);
 }
 
 /// A program's attributes from its instructions {opcode, dtype, a, b, c}.
@@ -95,7 +49,7 @@ void report(const char *what, const std::vector<Kernel *> &unfused, Kernel *fuse
             int rounds) {
   std::printf("  %s\n", what);
   for (int r = 0; r < rounds; ++r)
-    std::printf("    unfused %.3f ms   fused %.3f ms\n", best(unfused, reps), best({fused}, reps));
+    std::printf("    unfused %.3f ms   fused %.3f ms\n", bench::bestMs(unfused, reps), bench::bestMs({fused}, reps));
 }
 
 } // namespace

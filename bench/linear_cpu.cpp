@@ -11,16 +11,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/Kernel.h"
-#include "kernels/Tensor.h"
+#include "bench/KernelBench.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -28,49 +25,11 @@ using namespace llmc;
 
 namespace {
 
-/// An fp32 tensor of small random values.
-struct Tensor {
-  explicit Tensor(std::vector<int64_t> shape) {
-    view.dtype = DType::F32;
-    view.shape = std::move(shape);
-    data.resize(static_cast<size_t>(view.numel()));
-    std::mt19937 gen(17);
-    std::normal_distribution<float> normal(0.0f, 0.1f);
-    for (float &v : data) v = normal(gen);
-    view.data = data.data();
-  }
-  std::vector<float> data;
-  TensorView view;
-};
+using bench::Tensor;
 
-std::unique_ptr<Kernel> bind(const char *name, const std::vector<Tensor *> &inputs,
+std::unique_ptr<Kernel> bind(const std::string &name, const std::vector<Tensor *> &inputs,
                              const std::vector<Tensor *> &outputs, const KernelAttrs &attrs = {}) {
-  KernelArgs args;
-  for (Tensor *t : inputs) args.inputs.push_back(t->view);
-  for (Tensor *t : outputs) args.outputs.push_back(t->view);
-  args.attrs = attrs;
-  std::string error;
-  KernelFactory factory = findKernel(Backend::CPU, name);
-  std::unique_ptr<Kernel> kernel = factory ? factory(args, error) : nullptr;
-  if (!kernel) {
-    std::fprintf(stderr, "llmc-bench-linear: %s: %s\n", name, error.c_str());
-    std::exit(1);
-  }
-  return kernel;
-}
-
-/// Best time (ms) of `reps` runs of `kernels` in order, after one warm-up.
-double best(const std::vector<Kernel *> &kernels, int reps) {
-  StepContext ctx;
-  for (Kernel *k : kernels) k->run(ctx);
-  double bestMs = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    for (Kernel *k : kernels) k->run(ctx);
-    std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-    bestMs = std::min(bestMs, ms.count());
-  }
-  return bestMs;
+  return bench::bindKernel("llmc-bench-linear", name, inputs, outputs, attrs);
 }
 
 } // namespace
@@ -90,8 +49,9 @@ int main(int argc, char **argv) {
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
   }
-  Tensor x({rows, k}), w({k, n}), bias({n}), product({rows, n}), biased({rows, n}),
-      activated({rows, n}), y({rows, n}), pre({rows, n});
+  const DType f32 = DType::F32;
+  Tensor x(f32, {rows, k}), w(f32, {k, n}), bias(f32, {n}), product(f32, {rows, n}),
+      biased(f32, {rows, n}), activated(f32, {rows, n}), y(f32, {rows, n}), pre(f32, {rows, n});
   std::unique_ptr<Kernel> matmul = bind("matmul", {&x, &w}, {&product});
   std::unique_ptr<Kernel> add = bind("add", {&product, &bias}, {&biased});
   std::unique_ptr<Kernel> act = bind("gelu", {&biased}, {&activated});
@@ -108,7 +68,7 @@ int main(int argc, char **argv) {
               static_cast<long long>(rows), static_cast<long long>(k), static_cast<long long>(k),
               static_cast<long long>(n), gelu ? ", gelu" : "", keepPre ? " (pre kept)" : "", reps);
   for (int r = 0; r < rounds; ++r)
-    std::printf("  matmul %.3f ms   unfused %.3f ms   linear %.3f ms\n", best({matmul.get()}, reps),
-                best(unfused, reps), best({linear.get()}, reps));
+    std::printf("  matmul %.3f ms   unfused %.3f ms   linear %.3f ms\n", bench::bestMs({matmul.get()}, reps),
+                bench::bestMs(unfused, reps), bench::bestMs({linear.get()}, reps));
   return 0;
 }

@@ -13,11 +13,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/Kernel.h"
-#include "kernels/Tensor.h"
+#include "bench/KernelBench.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -25,7 +23,6 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -33,46 +30,11 @@ using namespace llmc;
 
 namespace {
 
-/// Zeroed storage for one operand (the timing does not depend on values,
-/// but the indices must be valid).
-struct Tensor {
-  Tensor(DType dtype, std::vector<int64_t> shape) {
-    view.dtype = dtype;
-    view.shape = std::move(shape);
-    bytes.assign(view.bytes() / sizeof(uint64_t) + 1, 0);
-    view.data = bytes.data();
-  }
-  std::vector<uint64_t> bytes; // 8-byte aligned
-  TensorView view;
-};
+using bench::Tensor;
 
-std::unique_ptr<Kernel> bind(const char *name, const std::vector<Tensor *> &inputs,
-                             const std::vector<Tensor *> &outputs, const KernelAttrs &attrs) {
-  KernelArgs args;
-  for (Tensor *t : inputs) args.inputs.push_back(t->view);
-  for (Tensor *t : outputs) args.outputs.push_back(t->view);
-  args.attrs = attrs;
-  std::string error;
-  KernelFactory factory = findKernel(Backend::CPU, name);
-  std::unique_ptr<Kernel> kernel = factory ? factory(args, error) : nullptr;
-  if (!kernel) {
-    std::fprintf(stderr, "llmc-bench-paged-attention: %s: %s\n", name, error.c_str());
-    std::exit(1);
-  }
-  return kernel;
-}
-
-double best(Kernel *kernel, int reps) {
-  StepContext ctx;
-  kernel->run(ctx);
-  double bestMs = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    kernel->run(ctx);
-    std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-    bestMs = std::min(bestMs, ms.count());
-  }
-  return bestMs;
+std::unique_ptr<Kernel> bind(const std::string &name, const std::vector<Tensor *> &inputs,
+                             const std::vector<Tensor *> &outputs, const KernelAttrs &attrs = {}) {
+  return bench::bindKernel("llmc-bench-paged-attention", name, inputs, outputs, attrs);
 }
 
 } // namespace
@@ -135,7 +97,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r < rounds; ++r) {
     std::printf(" ");
     for (Kind &kind : runs) {
-      double ms = best(kind.kernel.get(), reps);
+      double ms = bench::bestMs({kind.kernel.get()}, reps);
       std::printf("  %s %.3f ms (%.1f GB/s of cache)", kind.name.c_str(), ms,
                   kind.bytes / ms * 1e-6);
     }

@@ -10,17 +10,14 @@
 #define LLMC_KERNELS_CONTRACTS_LAYERNORM_H
 
 #include "kernels/Kernel.h"
+#include "kernels/contracts/RowNorm.h"
 
 #include <cstdint>
 #include <string>
 
 namespace llmc::contracts {
 
-struct LayerNormBinding {
-  DType dtype = DType::F32; ///< of every operand
-  int64_t rows = 0, width = 0;
-  double epsilon = 0;
-};
+using LayerNormBinding = RowNormShape;
 bool bindLayerNorm(const KernelArgs &args, std::string &error, LayerNormBinding *out);
 bool bindLayerNormGrad(const KernelArgs &args, std::string &error, LayerNormBinding *out);
 /// add_layernorm: a, b, gamma, beta -> sum, y (a, b, sum and y of one shape).

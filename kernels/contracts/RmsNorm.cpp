@@ -1,76 +1,32 @@
-//===- RmsNorm.cpp - binding contract of rmsnorm and rmsnorm_grad ---------===//
+//===- RmsNorm.cpp - binding contracts of the rmsnorm kernels -------------===//
 //
 // The checks and derivations kernels/cpu/rmsnorm.cpp and
-// kernels/cuda/rmsnorm.cu share.
+// kernels/cuda/rmsnorm.cu share (RowNorm.h: one table per kernel).
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/RmsNorm.h"
 
-#include "kernels/Validator.h"
-
-#include <vector>
-
 namespace llmc::contracts {
 
 bool bindRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out) {
-  Validator v("rmsnorm", args, error);
-  double eps;
-  if (!v.arity(2, 1) || !v.floatAttr("epsilon", &eps)) return false;
-  const TensorView &x = v.in(0);
-  if (!v.isFloat(x, "x")) return false;
-  if (x.rank() < 1) return v.fail("x must have rank >= 1, got " + x.describe());
-  if (!v.hasType(v.in(1), "gamma", x.dtype, {x.dim(-1)}) ||
-      !v.hasType(v.out(0), "out", x.dtype, x.shape))
-    return false;
-  *out = {x.dtype, product(x.shape, 0, x.shape.size() - 1), x.dim(-1), eps};
-  return true;
+  return bindRowNorm("rmsnorm", args, error, 2, 1, "x",
+                     {{false, 1, "gamma", true}, {true, 0, "out", false}}, out);
 }
 
 bool bindRmsNormGrad(const KernelArgs &args, std::string &error, RmsNormBinding *out) {
-  Validator v("rmsnorm_grad", args, error);
-  double eps;
-  if (!v.arity(3, 2) || !v.floatAttr("epsilon", &eps)) return false;
-  const TensorView &x = v.in(0);
-  if (!v.isFloat(x, "x")) return false;
-  if (x.rank() < 1) return v.fail("x must have rank >= 1, got " + x.describe());
-  std::vector<int64_t> c{x.dim(-1)};
-  if (!v.hasType(v.in(1), "gamma", x.dtype, c) || !v.hasType(v.in(2), "dy", x.dtype, x.shape) ||
-      !v.hasType(v.out(0), "dx", x.dtype, x.shape) || !v.hasType(v.out(1), "dgamma", x.dtype, c))
-    return false;
-  *out = {x.dtype, product(x.shape, 0, x.shape.size() - 1), x.dim(-1), eps};
-  return true;
+  return bindRowNorm("rmsnorm_grad", args, error, 3, 2, "x",
+                     {{false, 1, "gamma", true}, {false, 2, "dy", false}, {true, 0, "dx", false}, {true, 1, "dgamma", true}}, out);
 }
 
 bool bindAddRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out) {
-  Validator v("add_rmsnorm", args, error);
-  double eps;
-  if (!v.arity(3, 2) || !v.floatAttr("epsilon", &eps)) return false;
-  const TensorView &a = v.in(0);
-  if (!v.isFloat(a, "a")) return false;
-  if (a.rank() < 1) return v.fail("a must have rank >= 1, got " + a.describe());
-  if (!v.hasType(v.in(1), "b", a.dtype, a.shape) ||
-      !v.hasType(v.in(2), "gamma", a.dtype, {a.dim(-1)}) ||
-      !v.hasType(v.out(0), "sum", a.dtype, a.shape) || !v.hasType(v.out(1), "y", a.dtype, a.shape))
-    return false;
-  *out = {a.dtype, product(a.shape, 0, a.shape.size() - 1), a.dim(-1), eps};
-  return true;
+  return bindRowNorm("add_rmsnorm", args, error, 3, 2, "a",
+                     {{false, 1, "b", false}, {false, 2, "gamma", true}, {true, 0, "sum", false}, {true, 1, "y", false}}, out);
 }
 
 bool bindRmsNormGradAdd(const KernelArgs &args, std::string &error, RmsNormBinding *out) {
-  Validator v("rmsnorm_grad_add", args, error);
-  double eps;
-  if (!v.arity(4, 2) || !v.floatAttr("epsilon", &eps)) return false;
-  const TensorView &x = v.in(0);
-  if (!v.isFloat(x, "x")) return false;
-  if (x.rank() < 1) return v.fail("x must have rank >= 1, got " + x.describe());
-  std::vector<int64_t> c{x.dim(-1)};
-  if (!v.hasType(v.in(1), "gamma", x.dtype, c) || !v.hasType(v.in(2), "dy", x.dtype, x.shape) ||
-      !v.hasType(v.in(3), "addend", x.dtype, x.shape) ||
-      !v.hasType(v.out(0), "dx", x.dtype, x.shape) || !v.hasType(v.out(1), "dgamma", x.dtype, c))
-    return false;
-  *out = {x.dtype, product(x.shape, 0, x.shape.size() - 1), x.dim(-1), eps};
-  return true;
+  return bindRowNorm("rmsnorm_grad_add", args, error, 4, 2, "x",
+                     {{false, 1, "gamma", true}, {false, 2, "dy", false}, {false, 3, "addend", false}, {true, 0, "dx", false}, {true, 1, "dgamma", true}}, out);
 }
 
 } // namespace llmc::contracts

@@ -10,17 +10,14 @@
 #define LLMC_KERNELS_CONTRACTS_RMSNORM_H
 
 #include "kernels/Kernel.h"
+#include "kernels/contracts/RowNorm.h"
 
 #include <cstdint>
 #include <string>
 
 namespace llmc::contracts {
 
-struct RmsNormBinding {
-  DType dtype = DType::F32; ///< of every operand
-  int64_t rows = 0, width = 0;
-  double epsilon = 0;
-};
+using RmsNormBinding = RowNormShape;
 bool bindRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out);
 bool bindRmsNormGrad(const KernelArgs &args, std::string &error, RmsNormBinding *out);
 /// add_rmsnorm: a, b, gamma -> sum, y (a, b, sum and y of one shape).
