@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
-# Training throughput of the tiny GPT-2 preset: llmc vs PyTorch eager, same
-# model, batch, optimizer and threads, in one run. Prints the median step
-# time of each and the ratio. Usage: bench/tiny_gpt.sh [build-dir] [steps]
+# Training throughput of a GPT-2 preset: llmc vs PyTorch eager, same model,
+# batch, optimizer and threads, in one run. Prints the median step time of
+# each and the ratio.
+# Usage: [PRESET=tiny|124M] [BATCH=8] [SEQ=128] [FUSE=all] bench/tiny_gpt.sh [build-dir] [steps]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+PRESET=${PRESET:-tiny}
+BATCH=${BATCH:-8}
+SEQ=${SEQ:-128}
+FUSE=${FUSE:-all}
+case $PRESET in
+  tiny) shape=(--n-layer 4 --n-head 4 --n-embd 128 --vocab 256) ;;
+  124M) shape=(--n-layer 12 --n-head 12 --n-embd 768 --vocab 50257) ;;
+  *) echo "bench/tiny_gpt.sh: PRESET must be tiny or 124M, got '$PRESET'" >&2; exit 2 ;;
+esac
 
-"$BUILD/bin/llmc" compile --model gpt2 --preset tiny -o "$WORK/tiny.llmc"
-"$BUILD/bin/llmc-run" "$WORK/tiny.llmc" --steps $((STEPS + 5)) --quiet --metrics "$WORK/m.jsonl"
+"$BUILD/bin/llmc" compile --model gpt2 --preset "$PRESET" --set batch_size="$BATCH" \
+  --set seq_len="$SEQ" --fuse "$FUSE" -o "$WORK/model.llmc"
+"$BUILD/bin/llmc-run" "$WORK/model.llmc" --steps $((STEPS + 5)) --quiet --metrics "$WORK/m.jsonl"
 LLMC=$(python3 - "$WORK/m.jsonl" <<'PY'
 import json, sys
 ms = sorted(json.loads(l)["ms"] for l in list(open(sys.argv[1]))[5:])
 print(ms[len(ms) // 2])
 PY
 )
-TORCH=$(/usr/bin/python3 "$ROOT/bench/torch_tiny_gpt.py" --steps "$STEPS" --threads "$THREADS")
-python3 - "$LLMC" "$TORCH" <<'PY'
+TORCH=$(/usr/bin/python3 "$ROOT/bench/torch_tiny_gpt.py" "${shape[@]}" --batch "$BATCH" \
+  --seq "$SEQ" --steps "$STEPS" --threads "$THREADS")
+python3 - "$LLMC" "$TORCH" "$PRESET" "$BATCH" "$SEQ" "$FUSE" <<'PY'
 import json, sys
 llmc_ms = float(sys.argv[1]); torch = json.loads(sys.argv[2])
-tokens = 8 * 128
-print(f"tiny GPT-2 (4 layers, d=128, B=8, T=128), {torch['threads']} threads, median step")
+preset, batch, seq, fuse = sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+tokens = batch * seq
+print(f"GPT-2 {preset} (B={batch}, T={seq}, --fuse {fuse}), {torch['threads']} threads, median step")
 print(f"  llmc          {llmc_ms:8.1f} ms  {tokens / llmc_ms * 1000:9.0f} tok/s")
 print(f"  PyTorch eager {torch['median_ms']:8.1f} ms  {torch['tokens_per_s']:9.0f} tok/s  (torch {torch['torch']})")
 print(f"  llmc / PyTorch throughput: {torch['median_ms'] / llmc_ms:.2f}x")
