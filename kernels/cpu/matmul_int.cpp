@@ -7,7 +7,9 @@
 //
 // The expander walks a range of W in runs that share one scale (a block,
 // a row, the whole tensor) or, with one scale per column, along the row
-// with a scale per element; each run is one vectorizable loop. Element
+// with a scale per element; each run is one vectorized loop (int4 with
+// AVX2 intrinsics: the compiler does not vectorize the nibble unpacking
+// well). Element
 // values are IntWeight.h's float(level − zero point) · scale, so the
 // weights are bit for bit those an fp32 artifact loads from the same file.
 //
@@ -18,6 +20,10 @@
 
 #include <algorithm>
 #include <cmath>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 namespace llmc::cpu {
 namespace {
@@ -88,8 +94,12 @@ private:
     const uint8_t *bytes = codes_ + (first + j) / 2;
     const int64_t pairs = (n - j) / 2;
     float *o = out + j;
+    int64_t done = 0;
+#if defined(__AVX2__)
+    done = int4Bytes256<Accumulate>(bytes, pairs, z, s, xv, o);
+#endif
 #pragma omp simd
-    for (int64_t p = 0; p < pairs; ++p) {
+    for (int64_t p = done; p < pairs; ++p) {
       const int b = bytes[p];
       // Sign-extend each nibble: shift it to the top of an int8, then back.
       const int low = static_cast<int8_t>(b << 4) >> 4, high = static_cast<int8_t>(b) >> 4;
@@ -99,6 +109,42 @@ private:
     if (j + 2 * pairs < n)
       put<Accumulate>(out, n - 1, intDequantize(intLevel(codes_, 4, first + n - 1), z, s), xv);
   }
+
+#if defined(__AVX2__)
+  /// oneScale's int4 pairs, 16 bytes (32 weights) at a time: each nibble
+  /// sign-extended in 8-bit lanes ((v ^ 8) − 8), the two nibbles of a byte
+  /// interleaved into element order, then widened to int32, the zero point
+  /// subtracted and the result converted and scaled — the scalar loop's
+  /// arithmetic exactly. Returns the bytes done.
+  template <bool Accumulate>
+  static int64_t int4Bytes256(const uint8_t *bytes, int64_t n, int z, float s, float xv,
+                              float *out) {
+    const __m128i nibble = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    const __m256i zeroPoint = _mm256_set1_epi32(z);
+    const __m256 scale = _mm256_set1_ps(s), x = _mm256_set1_ps(xv);
+    auto put8 = [&](float *p, __m128i levels) { // the low 8 signed bytes → 8 weights
+      __m256i v = _mm256_sub_epi32(_mm256_cvtepi8_epi32(levels), zeroPoint);
+      __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(v), scale);
+      if constexpr (Accumulate)
+        _mm256_storeu_ps(p, _mm256_fmadd_ps(x, w, _mm256_loadu_ps(p)));
+      else
+        _mm256_storeu_ps(p, w);
+    };
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(bytes + j));
+      __m128i low = _mm_sub_epi8(_mm_xor_si128(_mm_and_si128(b, nibble), eight), eight);
+      __m128i high = _mm_sub_epi8(
+          _mm_xor_si128(_mm_and_si128(_mm_srli_epi16(b, 4), nibble), eight), eight);
+      __m128i first = _mm_unpacklo_epi8(low, high), second = _mm_unpackhi_epi8(low, high);
+      put8(out + 2 * j, first);
+      put8(out + 2 * j + 8, _mm_srli_si128(first, 8));
+      put8(out + 2 * j + 16, second);
+      put8(out + 2 * j + 24, _mm_srli_si128(second, 8));
+    }
+    return j;
+  }
+#endif
 
   /// Elements [first, first + n) of one row, starting at column c0, each
   /// column its own group.

@@ -126,38 +126,39 @@ TEST(MatmulIntKernel, MatchesDequantizeThenMatmul) {
 }
 
 /// x = the identity: y is W (or Wᵀ) itself, so every expanded element is
-/// compared exactly with the stored value, on both paths.
+/// compared exactly with the stored value, on both paths; 96 columns give
+/// int4 runs of 16 bytes and more (the vectorized unpacking).
 TEST(MatmulIntKernel, ExpandsEveryElementExactly) {
-  const std::vector<Grouping> groupings = {{0, -1}, {0, 0}, {0, 1}, {8, -1}};
+  const std::vector<Grouping> groupings = {{0, -1}, {0, 0}, {0, 1}, {8, -1}, {32, -1}};
   uint64_t seed = 7;
   for (int bits : {8, 4})
     for (int64_t k : {7, 40}) // few rows, and sgemm; odd K: int4 rows start on a high nibble
-      for (const Grouping &g : groupings)
-        for (bool tb : {false, true})
-          for (bool asymmetric : {false, true}) {
-            const int64_t n = 24;
-            std::vector<int64_t> shape = tb ? std::vector<int64_t>{n, k}
-                                            : std::vector<int64_t>{k, n};
-            if (g.block > 0 && shape[1] % g.block != 0) continue;
-            SCOPED_TRACE("int" + std::to_string(bits) + " " + g.name() +
-                         (asymmetric ? " asym" : "") + " k" + std::to_string(k) +
-                         (tb ? " transposed" : ""));
-            IntWeight w = randomWeight(bits, shape[0], shape[1], g, asymmetric, seed += 5);
-            RefTensor x = RefTensor::zeros({k, k});
-            for (int64_t i = 0; i < k; ++i) x.data[i * k + i] = 1.0;
-            Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {k, n});
-            out.poison();
-            ASSERT_TRUE(
-                runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(bits, g, shape, tb)));
-            RefTensor weight = ref::dequantizeInt(w.codes, w.scale, w.zeroPoint, shape, bits,
-                                                  g.block, g.channelAxis);
-            RefTensor got = out.toRef();
-            for (int64_t r = 0; r < k; ++r)
-              for (int64_t c = 0; c < n; ++c) {
-                double want = tb ? weight.data[c * k + r] : weight.data[r * n + c];
-                ASSERT_EQ(got.data[r * n + c], want) << "row " << r << " column " << c;
-              }
-          }
+      for (int64_t n : {24, 96})
+        for (const Grouping &g : groupings)
+          for (bool tb : {false, true})
+            for (bool asymmetric : {false, true}) {
+              std::vector<int64_t> shape = tb ? std::vector<int64_t>{n, k}
+                                              : std::vector<int64_t>{k, n};
+              if (g.block > 0 && shape[1] % g.block != 0) continue;
+              SCOPED_TRACE("int" + std::to_string(bits) + " " + g.name() +
+                           (asymmetric ? " asym" : "") + " k" + std::to_string(k) + " n" +
+                           std::to_string(n) + (tb ? " transposed" : ""));
+              IntWeight w = randomWeight(bits, shape[0], shape[1], g, asymmetric, seed += 5);
+              RefTensor x = RefTensor::zeros({k, k});
+              for (int64_t i = 0; i < k; ++i) x.data[i * k + i] = 1.0;
+              Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {k, n});
+              out.poison();
+              ASSERT_TRUE(
+                  runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(bits, g, shape, tb)));
+              RefTensor weight = ref::dequantizeInt(w.codes, w.scale, w.zeroPoint, shape, bits,
+                                                    g.block, g.channelAxis);
+              RefTensor got = out.toRef();
+              for (int64_t r = 0; r < k; ++r)
+                for (int64_t c = 0; c < n; ++c) {
+                  double want = tb ? weight.data[c * k + r] : weight.data[r * n + c];
+                  ASSERT_EQ(got.data[r * n + c], want) << "row " << r << " column " << c;
+                }
+            }
 }
 
 TEST(MatmulIntKernel, ContractErrorsNameTheOperandOrAttribute) {
