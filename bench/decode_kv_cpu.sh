@@ -20,23 +20,10 @@ for kv in $KINDS; do
   "$BUILD/bin/llmc" inspect "$WORK/$kv.llmc" | grep -A1 '^kv cache:' | sed "s/^/# $kv: /"
 done
 echo "# $(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) cores, $THREADS threads, tiny Llama, batch $BATCH, prompts of $PROMPT tokens, $NEW new tokens, $RUNS runs each"
-args=()
+DECODE_ARGS=()
 for ((b = 0; b < BATCH; ++b)); do
-  args+=(--prompt-tokens "$(python3 -c "import random; random.seed($b); print(','.join(str(random.randrange(256)) for _ in range($PROMPT)))")")
+  DECODE_ARGS+=(--prompt-tokens "$(python3 -c "import random; random.seed($b); print(','.join(str(random.randrange(256)) for _ in range($PROMPT)))")")
 done
-for ((r = 0; r < RUNS; ++r)); do
-  for kv in $KINDS; do
-    "$BUILD/bin/llmc" generate "$WORK/$kv.llmc" "${args[@]}" --max-new-tokens "$NEW" \
-      --temperature 0 2>&1 > /dev/null | awk -v k="$kv" '/^decode:/ {gsub(/\(/, "", $7); print k, $7}'
-  done
-done | python3 -c "
-import statistics, sys
-rates = {}
-for line in sys.stdin:
-    kind, rate = line.split()
-    rates.setdefault(kind, []).append(float(rate))
-for kind, r in rates.items():
-    print(f'{kind}: decode median {statistics.median(r):.1f} tok/s (runs: {\", \".join(f\"{x:.1f}\" for x in r)})')
-base = statistics.median(rates[next(iter(rates))])
-print(', '.join(f'{k} / first: {statistics.median(r) / base:.2f}x' for k, r in rates.items()))
-"
+pairs=()
+for kv in $KINDS; do pairs+=("$kv=$WORK/$kv.llmc"); done
+decode_medians "$RUNS" "$NEW" "${pairs[@]}"

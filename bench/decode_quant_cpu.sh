@@ -37,21 +37,7 @@ for line in sys.stdin:
         print(f'# weight bytes read per decode token, $kind: {read / 1e6:.1f} MB')
 "
 done
-prompt=$(python3 -c "import random; random.seed(0); print(','.join(str(random.randrange(50257)) for _ in range($PROMPT)))")
-for ((r = 0; r < RUNS; ++r)); do
-  for kind in "${kinds[@]}"; do
-    "$BUILD/bin/llmc" generate "$WORK/$kind.llmc" --prompt-tokens "$prompt" --max-new-tokens "$NEW" \
-      --temperature 0 2>&1 > /dev/null | awk -v k="$kind" '/^decode:/ {gsub(/\(/, "", $7); print k, $7}'
-  done
-done | python3 -c "
-import statistics, sys
-rates = {}
-for line in sys.stdin:
-    kind, rate = line.split()
-    rates.setdefault(kind, []).append(float(rate))
-base = statistics.median(rates['fp32'])
-for kind in rates:
-    median = statistics.median(rates[kind])
-    runs = ', '.join(f'{r:.1f}' for r in rates[kind])
-    print(f'{kind}: decode median {median:.1f} tok/s, {median / base:.2f}x fp32 (runs: {runs})')
-"
+DECODE_ARGS=(--prompt-tokens "$(python3 -c "import random; random.seed(0); print(','.join(str(random.randrange(50257)) for _ in range($PROMPT)))")")
+pairs=()
+for kind in "${kinds[@]}"; do pairs+=("$kind=$WORK/$kind.llmc"); done
+decode_medians "$RUNS" "$NEW" "${pairs[@]}"
