@@ -1,16 +1,15 @@
 //===- cuda_matmul_int_test.cpp - matmul_int on the GPU against the CPU ---===//
 //
-// The same int8/int4 storage and x on both backends: every grouping (one
-// scale, per row, per column, blocks), both symmetries and layouts,
-// decode-sized and prefill-sized rows. Norm metric: f32 within 1e-5 (the
+// The same int8/int4 storage (IntWeightCases.h) and x on both backends:
+// every grouping (one scale, per row, per column, blocks), both symmetries
+// and layouts, decode-sized and prefill-sized rows. Norm metric: f32 within 1e-5 (the
 // weights expand to the same fp32 values); bf16 within 1e-2, as the GPU
 // multiplies the weights rounded to bf16 and the CPU in fp32.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaConformance.h"
-
-#include <random>
+#include "IntWeightCases.h"
 
 namespace llmc::test {
 namespace {
@@ -19,9 +18,6 @@ TEST(CudaMatmulInt, MatchesCpu) {
   LLMC_REQUIRE_GPU();
   struct Case {
     int64_t rows, k, n;
-  };
-  struct Grouping {
-    int64_t block, channelAxis;
   };
   const std::vector<Case> cases = {{1, 128, 192}, {3, 200, 640}, {40, 2048, 600},
                                    {16, 768, 2304}};
@@ -33,34 +29,18 @@ TEST(CudaMatmulInt, MatchesCpu) {
         for (const Grouping &g : groupings)
           for (bool tb : {false, true})
             for (bool asymmetric : {false, true}) {
-              std::vector<int64_t> w = tb ? std::vector<int64_t>{c.n, c.k}
-                                          : std::vector<int64_t>{c.k, c.n};
-              if (g.block > 0 && w[1] % g.block != 0) continue;
-              SCOPED_TRACE(std::string(dtypeName(dtype)) + " int" + std::to_string(bits) +
-                           " block " + std::to_string(g.block) + " axis " +
-                           std::to_string(g.channelAxis) + (asymmetric ? " asym" : "") +
-                           " rows " + std::to_string(c.rows) + " k" + std::to_string(c.k) +
-                           " n" + std::to_string(c.n) + (tb ? " transposed" : ""));
-              const int64_t numel = c.k * c.n;
-              const int64_t groups = g.block > 0 ? numel / g.block
-                                     : g.channelAxis >= 0 ? w[g.channelAxis]
-                                                          : 1;
-              Buffer codes = randomBytes(bits == 8 ? numel : (numel + 1) / 2, ++seed);
-              Buffer scale = Buffer::of(randomTensor({groups}, ++seed, 0.05), DType::F32);
-              Buffer zeroPoint(DType::I32, {groups});
-              std::mt19937_64 rng(++seed);
-              for (int64_t i = 0; i < groups; ++i)
-                zeroPoint.view().as<int32_t>()[i] = static_cast<int>(rng() % 256) - 128;
+              std::vector<int64_t> shape = tb ? std::vector<int64_t>{c.n, c.k}
+                                              : std::vector<int64_t>{c.k, c.n};
+              if (g.block > 0 && shape[1] % g.block != 0) continue;
+              SCOPED_TRACE(std::string(dtypeName(dtype)) + " int" + std::to_string(bits) + " " +
+                           g.name() + (asymmetric ? " asym" : "") + " rows " +
+                           std::to_string(c.rows) + " k" + std::to_string(c.k) + " n" +
+                           std::to_string(c.n) + (tb ? " transposed" : ""));
+              IntWeight w = randomWeight(bits, shape[0], shape[1], g, asymmetric, seed += 3);
               Buffer x = Buffer::of(randomTensor({c.rows, c.k}, ++seed), dtype),
                      out(dtype, {c.rows, c.n});
-              KernelAttrs a = attrs({}, {{"bits", bits}, {"transpose_b", tb}});
-              if (g.block > 0) a.setInt("block", g.block);
-              if (g.channelAxis >= 0) a.setInt("channel_axis", g.channelAxis);
-              a.setInts("weight_shape", w);
-              std::vector<Buffer *> in = {&x, &codes, &scale};
-              if (asymmetric) in.push_back(&zeroPoint);
-              expectCudaMatchesCpu("matmul_int", in, {&out}, a,
-                                   {Metric::Norm, {tolerance(dtype)}});
+              expectCudaMatchesCpu("matmul_int", inputsOf(x, w), {&out},
+                                   intAttrs(bits, g, shape, tb), {Metric::Norm, {tolerance(dtype)}});
             }
 }
 

@@ -10,73 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelTest.h"
-
-#include <random>
+#include "IntWeightCases.h"
 
 namespace llmc::test {
 namespace {
-
-/// Storage of a [rows, cols] weight and its reference values.
-struct IntWeight {
-  RefTensor codes, scale, zeroPoint; // zeroPoint without data: symmetric
-  Buffer codesBuf{DType::U8, {}}, scaleBuf{DType::F32, {}}, zeroPointBuf{DType::I32, {}};
-};
-
-/// How a case groups the weight: block > 0, or channelAxis >= 0, or one
-/// scale.
-struct Grouping {
-  int64_t block = 0, channelAxis = -1;
-  std::string name() const {
-    return block > 0 ? "block" + std::to_string(block)
-           : channelAxis >= 0 ? "channel" + std::to_string(channelAxis)
-                              : "tensor";
-  }
-  int64_t groups(int64_t rows, int64_t cols) const {
-    return block > 0 ? rows * cols / block : channelAxis == 0 ? rows : channelAxis == 1 ? cols : 1;
-  }
-};
-
-IntWeight randomWeight(int bits, int64_t rows, int64_t cols, const Grouping &g, bool asymmetric,
-                       uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const int64_t n = rows * cols, groups = g.groups(rows, cols);
-  IntWeight w;
-  w.codes = RefTensor::zeros({bits == 8 ? n : (n + 1) / 2});
-  for (double &v : w.codes.data) v = static_cast<double>(rng() >> 56);
-  w.scale = roundTo(randomTensor({groups}, seed + 1, 0.05), DType::F32);
-  w.scale.data[0] = 0.0; // an empty group reads back as zeros
-  w.codesBuf = Buffer(DType::U8, {w.codes.numel()});
-  for (int64_t i = 0; i < w.codes.numel(); ++i)
-    w.codesBuf.view().as<uint8_t>()[i] = static_cast<uint8_t>(w.codes.data[i]);
-  w.scaleBuf = Buffer::of(w.scale, DType::F32);
-  if (asymmetric) {
-    const int levels = bits == 8 ? 256 : 16;
-    w.zeroPoint = RefTensor::zeros({groups});
-    w.zeroPointBuf = Buffer(DType::I32, {groups});
-    for (int64_t i = 0; i < groups; ++i) {
-      int z = static_cast<int>(rng() % levels) - levels / 2;
-      w.zeroPoint.data[i] = z;
-      w.zeroPointBuf.view().as<int32_t>()[i] = z;
-    }
-  }
-  return w;
-}
-
-KernelAttrs intAttrs(int bits, const Grouping &g, std::vector<int64_t> weightShape,
-                     bool transposeB) {
-  KernelAttrs a = attrs({}, {{"bits", bits}, {"transpose_b", transposeB}});
-  if (g.block > 0) a.setInt("block", g.block);
-  if (g.channelAxis >= 0) a.setInt("channel_axis", g.channelAxis);
-  a.setInts("weight_shape", std::move(weightShape));
-  return a;
-}
-
-std::vector<Buffer *> inputsOf(Buffer &x, IntWeight &w) {
-  std::vector<Buffer *> in = {&x, &w.codesBuf, &w.scaleBuf};
-  if (!w.zeroPoint.data.empty()) in.push_back(&w.zeroPointBuf);
-  return in;
-}
 
 struct Case {
   std::vector<int64_t> lead; // x's dims before K
