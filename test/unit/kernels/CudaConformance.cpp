@@ -133,4 +133,12 @@ std::string cudaBindError(const std::string &name, const std::vector<TensorView>
   return error.empty() ? "<factory failed without a message>" : error;
 }
 
+void expectCudaBindErrorsMatchCpu(const std::vector<CudaBindErrorCase> &cases) {
+  for (const CudaBindErrorCase &c : cases) {
+    std::string expected = bindError(c.kernel, c.inputs, c.outputs, c.attrs);
+    EXPECT_FALSE(expected.empty()) << c.kernel;
+    EXPECT_EQ(cudaBindError(c.kernel, c.inputs, c.outputs, c.attrs), expected);
+  }
+}
+
 } // namespace llmc::test

@@ -65,6 +65,15 @@ inline Buffer randomBytes(int64_t n, uint64_t seed) {
   return b;
 }
 
+/// A binding expected to fail on both backends.
+struct CudaBindErrorCase {
+  const char *kernel;
+  std::vector<TensorView> inputs, outputs;
+  KernelAttrs attrs;
+};
+/// Each case fails on the CPU, and the CUDA factory's message is the CPU's.
+void expectCudaBindErrorsMatchCpu(const std::vector<CudaBindErrorCase> &cases);
+
 /// The CUDA factory's error for a binding expected to fail ("" if it bound).
 std::string cudaBindError(const std::string &name, const std::vector<TensorView> &inputs,
                           const std::vector<TensorView> &outputs, const KernelAttrs &attrs = {});

@@ -158,6 +158,14 @@ std::string bindError(const std::string &name, const std::vector<TensorView> &in
   return error;
 }
 
+void expectBindErrorsMention(const std::string &kernel, const std::vector<BindErrorCase> &cases) {
+  for (const BindErrorCase &c : cases) {
+    std::string error = bindError(kernel, c.inputs, c.outputs, c.attrs);
+    EXPECT_NE(error.find(c.expected), std::string::npos) << error;
+    EXPECT_NE(error.find(kernel), std::string::npos) << error;
+  }
+}
+
 TensorView typeOnly(DType dtype, std::vector<int64_t> shape) {
   TensorView v;
   v.dtype = dtype;

@@ -71,6 +71,16 @@ bool runKernel(const std::string &name, const std::vector<Buffer *> &inputs,
 /// The factory's error for a binding expected to fail ("" if it bound).
 std::string bindError(const std::string &name, const std::vector<TensorView> &inputs,
                       const std::vector<TensorView> &outputs, const KernelAttrs &attrs = {});
+/// A binding of one kernel expected to fail: `expected` is part of its
+/// message.
+struct BindErrorCase {
+  std::vector<TensorView> inputs, outputs;
+  KernelAttrs attrs;
+  std::string expected;
+};
+/// Each case fails to bind `kernel` with a message that names the kernel
+/// and contains the case's `expected`.
+void expectBindErrorsMention(const std::string &kernel, const std::vector<BindErrorCase> &cases);
 /// A view with no data, for bindings that only check types.
 TensorView typeOnly(DType dtype, std::vector<int64_t> shape);
 

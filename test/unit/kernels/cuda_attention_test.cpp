@@ -167,12 +167,7 @@ TEST(CudaAttention, BindingErrorsMatchCpu) {
   auto f32 = [](std::vector<int64_t> shape) { return typeOnly(DType::F32, std::move(shape)); };
   KernelAttrs causal = attrs({{"scale", 0.125}}, {{"causal", 1}});
   KernelAttrs plain = attrs({{"scale", 0.125}});
-  struct ErrorCase {
-    const char *kernel;
-    std::vector<TensorView> inputs, outputs;
-    KernelAttrs attrs;
-  };
-  const std::vector<ErrorCase> cases = {
+  const std::vector<CudaBindErrorCase> cases = {
       // H not a multiple of KV.
       {"attention",
        {f32({2, 8, 6, 64}), f32({2, 8, 4, 64}), f32({2, 8, 4, 64})},
@@ -205,11 +200,7 @@ TEST(CudaAttention, BindingErrorsMatchCpu) {
        {f32({2, 8, 4, 64}), f32({2, 8, 2, 64}), f32({2, 8, 2, 64})},
        causal},
   };
-  for (const ErrorCase &c : cases) {
-    std::string expected = bindError(c.kernel, c.inputs, c.outputs, c.attrs);
-    EXPECT_FALSE(expected.empty()) << c.kernel;
-    EXPECT_EQ(cudaBindError(c.kernel, c.inputs, c.outputs, c.attrs), expected);
-  }
+  expectCudaBindErrorsMatchCpu(cases);
 
   // A head dim the CPU takes but the CUDA kernels do not: a clear error.
   EXPECT_EQ(cudaBindError("attention", {f32({1, 4, 2, 300}), f32({1, 4, 2, 300}),

@@ -234,12 +234,7 @@ TEST(CudaPagedAttention, BindingErrorsMatchCpu) {
   auto u8 = [](std::vector<int64_t> shape) { return typeOnly(DType::U8, std::move(shape)); };
   const KernelAttrs scale = attrs({{"scale", 0.125}});
   const TensorView cache = f32({6, 4, 2, 64}), table = i32({2, 5}), positions = i32({2, 3});
-  struct ErrorCase {
-    const char *kernel;
-    std::vector<TensorView> inputs, outputs;
-    KernelAttrs attrs;
-  };
-  const std::vector<ErrorCase> cases = {
+  const std::vector<CudaBindErrorCase> cases = {
       // new with another KV.
       {"kv_cache_write", {cache, f32({2, 3, 1, 64}), table, positions}, {cache}, {}},
       // block_table as floats.
@@ -275,11 +270,7 @@ TEST(CudaPagedAttention, BindingErrorsMatchCpu) {
        {typeOnly(DType::BF16, {2, 3, 4, 64})},
        scale},
   };
-  for (const ErrorCase &c : cases) {
-    std::string expected = bindError(c.kernel, c.inputs, c.outputs, c.attrs);
-    EXPECT_FALSE(expected.empty()) << c.kernel;
-    EXPECT_EQ(cudaBindError(c.kernel, c.inputs, c.outputs, c.attrs), expected);
-  }
+  expectCudaBindErrorsMatchCpu(cases);
 
   // A head dim the CPU takes but the CUDA kernel does not: a clear error.
   const TensorView wide = f32({6, 4, 2, 300});

@@ -308,12 +308,7 @@ TEST(CudaQuant, BindingErrorsMatchCpu) {
   auto fq = [](std::initializer_list<std::pair<const char *, int64_t>> ints) {
     return attrs({}, ints);
   };
-  struct ErrorCase {
-    const char *kernel;
-    std::vector<TensorView> inputs, outputs;
-    KernelAttrs attrs;
-  };
-  const std::vector<ErrorCase> cases = {
+  const std::vector<CudaBindErrorCase> cases = {
       {"qat_observe", {f32({4, 64})}, {f32({2, 2})}, fq({{"granularity", 0}})},
       {"qat_observe", {f32({4, 64})}, {f32({4, 2})}, fq({{"granularity", 1}, {"axis", 2}})},
       {"qat_observe", {f32({4, 64})}, {f32({8, 2})}, fq({{"granularity", 2}, {"block", 48}})},
@@ -353,11 +348,7 @@ TEST(CudaQuant, BindingErrorsMatchCpu) {
        {typeOnly(DType::I32, {2, 64})},
        fq({{"block", 64}})},
   };
-  for (const ErrorCase &c : cases) {
-    std::string expected = bindError(c.kernel, c.inputs, c.outputs, c.attrs);
-    EXPECT_FALSE(expected.empty()) << c.kernel;
-    EXPECT_EQ(cudaBindError(c.kernel, c.inputs, c.outputs, c.attrs), expected);
-  }
+  expectCudaBindErrorsMatchCpu(cases);
 }
 
 } // namespace

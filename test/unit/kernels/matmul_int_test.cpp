@@ -105,15 +105,9 @@ TEST(MatmulIntKernel, ContractErrorsNameTheOperandOrAttribute) {
   // W [64, 128] int4 in blocks of 64: 4096 code bytes, 128 scales.
   const Grouping blocks{64, -1}, rows{0, 0};
   std::vector<TensorView> good = {f32({2, 64}), u8({4096}), f32({128})};
-  struct ErrorCase {
-    std::vector<TensorView> inputs;
-    std::vector<TensorView> outputs;
-    KernelAttrs attrs;
-    std::string expected;
-  };
   KernelAttrs both = intAttrs(4, blocks, {64, 128}, false);
   both.setInt("channel_axis", 0);
-  const std::vector<ErrorCase> cases = {
+  const std::vector<BindErrorCase> cases = {
       {good, {f32({2, 128})}, intAttrs(4, {48, -1}, {64, 128}, false), "must divide"},
       {good, {f32({2, 128})}, intAttrs(3, blocks, {64, 128}, false), "'bits' must be 8 or 4"},
       {good, {f32({2, 128})}, both, "exclude each other"},
@@ -128,11 +122,7 @@ TEST(MatmulIntKernel, ContractErrorsNameTheOperandOrAttribute) {
       {good, {typeOnly(DType::BF16, {2, 128})}, intAttrs(4, blocks, {64, 128}, false), "y"},
       {good, {f32({2, 128})}, attrs({}, {{"bits", 4}}), "weight_shape"},
   };
-  for (const ErrorCase &c : cases) {
-    std::string error = bindError("matmul_int", c.inputs, c.outputs, c.attrs);
-    EXPECT_NE(error.find(c.expected), std::string::npos) << error;
-    EXPECT_NE(error.find("matmul_int"), std::string::npos) << error;
-  }
+  expectBindErrorsMention("matmul_int", cases);
 }
 
 } // namespace

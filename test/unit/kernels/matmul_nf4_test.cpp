@@ -144,13 +144,7 @@ TEST(MatmulNf4Kernel, ContractErrorsNameTheOperandOrAttribute) {
   auto u8 = [](std::vector<int64_t> s) { return typeOnly(DType::U8, std::move(s)); };
   // W [64, 128] in blocks of 64: 4096 code bytes, 128 blocks, one scale.
   std::vector<TensorView> good = {f32({2, 64}), u8({4096}), u8({128}), f32({1}), f32({})};
-  struct ErrorCase {
-    std::vector<TensorView> inputs;
-    std::vector<TensorView> outputs;
-    KernelAttrs attrs;
-    std::string expected;
-  };
-  const std::vector<ErrorCase> cases = {
+  const std::vector<BindErrorCase> cases = {
       {good, {f32({2, 128})}, nf4Attrs(48, {64, 128}, false), "must divide"},
       {good, {f32({2, 128})}, nf4Attrs(64, {128, 64}, false), "must end in the weight's K = 128"},
       {{f32({2, 64}), u8({4095}), u8({128}), f32({1}), f32({})},
@@ -169,11 +163,7 @@ TEST(MatmulNf4Kernel, ContractErrorsNameTheOperandOrAttribute) {
       {good, {f32({2, 64})}, nf4Attrs(64, {64, 128}, false), "y"},
       {good, {f32({2, 128})}, attrs({}, {{"block", 64}}), "weight_shape"},
   };
-  for (const ErrorCase &c : cases) {
-    std::string error = bindError("matmul_nf4", c.inputs, c.outputs, c.attrs);
-    EXPECT_NE(error.find(c.expected), std::string::npos) << error;
-    EXPECT_NE(error.find("matmul_nf4"), std::string::npos) << error;
-  }
+  expectBindErrorsMention("matmul_nf4", cases);
 }
 
 } // namespace
