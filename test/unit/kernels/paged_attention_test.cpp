@@ -147,6 +147,22 @@ TEST(PagedAttentionKernels, UnaddressableKeysAreLeftOut) {
 // Against causal attention
 //===----------------------------------------------------------------------===//
 
+/// Causal `attention` of q [B, T, H, D] over the contiguous k and v, with
+/// each sequence's rows from its length on set to 0: what paged attention
+/// over the same sequences, padded to T, must give.
+RefTensor maskedCausalAttention(Buffer &q, Buffer &k, Buffer &v, double scale,
+                                const std::vector<int64_t> &lengths) {
+  const int64_t b = q.shape[0], t = q.shape[1], h = q.shape[2], d = q.shape[3];
+  Buffer causal(q.dtype, q.shape), lse(DType::F32, {b, h, t});
+  EXPECT_TRUE(runKernel("attention", {&q, &k, &v}, {&causal, &lse},
+                        attrs({{"scale", scale}}, {{"causal", 1}})));
+  RefTensor expected = causal.toRef();
+  for (int64_t row = 0; row < b; ++row)
+    for (int64_t i = lengths[row]; i < t; ++i)
+      std::fill_n(expected.data.begin() + (row * t + i) * h * d, h * d, 0.0);
+  return expected;
+}
+
 struct CausalCase {
   std::vector<int64_t> lengths;
   int64_t h, kv, d, page;
@@ -189,14 +205,8 @@ void expectMatchesCausalAttention(const CausalCase &c, DType dtype, uint64_t see
   KernelAttrs a = attrs({{"scale", scale}});
   ASSERT_TRUE(runKernel("paged_attention", {&q, &kPool, &vPool, &table, &pos}, {&paged}, a));
 
-  Buffer causal(dtype, {b, t, c.h, c.d}), lse(DType::F32, {b, c.h, t});
-  ASSERT_TRUE(runKernel("attention", {&q, &k, &v}, {&causal, &lse},
-                        attrs({{"scale", scale}}, {{"causal", 1}})));
-  RefTensor expected = causal.toRef();
+  RefTensor expected = maskedCausalAttention(q, k, v, scale, c.lengths);
   const int64_t rowSize = c.h * c.d;
-  for (int64_t row = 0; row < b; ++row)
-    for (int64_t i = c.lengths[row]; i < t; ++i)
-      std::fill_n(expected.data.begin() + (row * t + i) * rowSize, rowSize, 0.0);
   RefTensor got = paged.toRef();
   EXPECT_CLOSE(got, expected, Metric::Norm, tol);
   for (int64_t row = 0; row < b; ++row)
@@ -536,14 +546,7 @@ TEST(PagedAttentionKernels, Int8CacheWrittenThenReadMatchesAttention) {
       }
       omp_set_num_threads(saved);
 
-      Buffer causal(dtype, {b, t, c.h, c.d}), lse(DType::F32, {b, c.h, t});
-      ASSERT_TRUE(runKernel("attention", {&q, &k, &v}, {&causal, &lse},
-                            attrs({{"scale", scale}}, {{"causal", 1}})));
-      RefTensor expected = causal.toRef();
-      const int64_t rowSize = c.h * c.d;
-      for (int64_t row = 0; row < b; ++row)
-        for (int64_t i = c.lengths[row]; i < t; ++i)
-          std::fill_n(expected.data.begin() + (row * t + i) * rowSize, rowSize, 0.0);
+      RefTensor expected = maskedCausalAttention(q, k, v, scale, c.lengths);
       EXPECT_CLOSE(reference, expected, Metric::Norm, 2e-2);
     }
 }
