@@ -101,12 +101,14 @@ void expectSameData(const std::vector<RefTensor> &fused, const std::vector<Buffe
     EXPECT_EQ(fused[i].data, unfused[i].toRef().data) << "output " << i;
 }
 
-TEST(CudaNormKernels, AddLayerNormMatchesCpuAndTheUnfusedKernels) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 9400;
+/// The residual forms of layernorm (or, with `rms`, rmsnorm) on both
+/// backends, and on the GPU against the add and norm kernels run in turn:
+/// the same values bit for bit.
+void expectResidualNormMatchesCpuAndTheUnfusedKernels(bool rms, uint64_t seed) {
+  const std::string norm = rms ? "rmsnorm" : "layernorm";
   for (DType t : kFloatTypes)
     for (const auto &shape : kNormShapes) {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
+      SCOPED_TRACE(norm + " " + dtypeName(t) + " " + shapeString(shape));
       int64_t c = shape.back();
       Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
       Buffer h = Buffer::of(randomTensor(shape, ++seed), t);
@@ -115,51 +117,40 @@ TEST(CudaNormKernels, AddLayerNormMatchesCpuAndTheUnfusedKernels) {
       Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
       Buffer dres = Buffer::of(randomTensor(shape, ++seed), t);
       Buffer sum(t, shape), y(t, shape), dx(t, shape), dgamma(t, {c}), dbeta(t, {c});
-      KernelAttrs a = attrs({{"epsilon", 1e-5}});
-      Comparison elementwise{Metric::Elementwise, {tolerance(t)}}, norm{Metric::Norm, {tolerance(t)}};
-      std::vector<RefTensor> fused = expectCudaMatchesCpu(
-          "add_layernorm", {&x, &h, &gamma, &beta}, {&sum, &y}, a, elementwise);
+      std::vector<Buffer *> params = {&gamma}, grads = {&dx, &dgamma};
+      if (!rms) params.push_back(&beta), grads.push_back(&dbeta);
+      auto with = [](std::vector<Buffer *> head, const std::vector<Buffer *> &tail) {
+        head.insert(head.end(), tail.begin(), tail.end());
+        return head;
+      };
+      KernelAttrs a = attrs({{"epsilon", rms ? 1e-6 : 1e-5}});
+      Comparison elementwise{Metric::Elementwise, {tolerance(t)}};
+      Comparison normwise{Metric::Norm, {tolerance(t)}};
+      std::vector<RefTensor> fused =
+          expectCudaMatchesCpu("add_" + norm, with({&x, &h}, params), {&sum, &y}, a, elementwise);
       std::vector<Buffer> s = cudaOutputs("add", {&x, &h}, {&sum}, {}, elementwise, t);
-      std::vector<Buffer> n = cudaOutputs("layernorm", {&s[0], &gamma, &beta}, {&y}, a, elementwise, t);
+      std::vector<Buffer> n = cudaOutputs(norm, with({&s[0]}, params), {&y}, a, elementwise, t);
       expectSameData(fused, {s[0], n[0]});
 
       std::vector<RefTensor> fusedGrad = expectCudaMatchesCpu(
-          "layernorm_grad_add", {&s[0], &gamma, &dy, &dres}, {&dx, &dgamma, &dbeta}, a, norm);
+          norm + "_grad_add", {&s[0], &gamma, &dy, &dres}, grads, a, normwise);
       std::vector<Buffer> g =
-          cudaOutputs("layernorm_grad", {&s[0], &gamma, &dy}, {&dx, &dgamma, &dbeta}, a, norm, t);
+          cudaOutputs(norm + "_grad", {&s[0], &gamma, &dy}, grads, a, normwise, t);
       std::vector<Buffer> d = cudaOutputs("add", {&g[0], &dres}, {&dx}, {}, elementwise, t);
-      expectSameData(fusedGrad, {d[0], g[1], g[2]});
+      std::vector<Buffer> unfused = {d[0], g[1]};
+      if (!rms) unfused.push_back(g[2]);
+      expectSameData(fusedGrad, unfused);
     }
+}
+
+TEST(CudaNormKernels, AddLayerNormMatchesCpuAndTheUnfusedKernels) {
+  LLMC_REQUIRE_GPU();
+  expectResidualNormMatchesCpuAndTheUnfusedKernels(/*rms=*/false, 9400);
 }
 
 TEST(CudaNormKernels, AddRmsNormMatchesCpuAndTheUnfusedKernels) {
   LLMC_REQUIRE_GPU();
-  uint64_t seed = 9500;
-  for (DType t : kFloatTypes)
-    for (const auto &shape : kNormShapes) {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
-      int64_t c = shape.back();
-      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
-      Buffer h = Buffer::of(randomTensor(shape, ++seed), t);
-      Buffer gamma = Buffer::of(randomTensor({c}, ++seed, 0.5, 1.0), t);
-      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
-      Buffer dres = Buffer::of(randomTensor(shape, ++seed), t);
-      Buffer sum(t, shape), y(t, shape), dx(t, shape), dgamma(t, {c});
-      KernelAttrs a = attrs({{"epsilon", 1e-6}});
-      Comparison elementwise{Metric::Elementwise, {tolerance(t)}}, norm{Metric::Norm, {tolerance(t)}};
-      std::vector<RefTensor> fused =
-          expectCudaMatchesCpu("add_rmsnorm", {&x, &h, &gamma}, {&sum, &y}, a, elementwise);
-      std::vector<Buffer> s = cudaOutputs("add", {&x, &h}, {&sum}, {}, elementwise, t);
-      std::vector<Buffer> n = cudaOutputs("rmsnorm", {&s[0], &gamma}, {&y}, a, elementwise, t);
-      expectSameData(fused, {s[0], n[0]});
-
-      std::vector<RefTensor> fusedGrad = expectCudaMatchesCpu(
-          "rmsnorm_grad_add", {&s[0], &gamma, &dy, &dres}, {&dx, &dgamma}, a, norm);
-      std::vector<Buffer> g =
-          cudaOutputs("rmsnorm_grad", {&s[0], &gamma, &dy}, {&dx, &dgamma}, a, norm, t);
-      std::vector<Buffer> d = cudaOutputs("add", {&dres, &g[0]}, {&dx}, {}, elementwise, t);
-      expectSameData(fusedGrad, {d[0], g[1]});
-    }
+  expectResidualNormMatchesCpuAndTheUnfusedKernels(/*rms=*/true, 9500);
 }
 
 TEST(CudaNormKernels, ResidualBindErrorsMatchCpu) {
