@@ -96,8 +96,8 @@ constexpr const char *kBiasGelu = "bias-gelu";
 constexpr const char *kBiasGrad = "bias-grad";
 constexpr const char *kElementwise = "elementwise";
 constexpr const char *kResidual = "residual";
-const std::set<std::string> kFusions = {kFuseAddNorm, kBias,        kBiasGelu,          kBiasGrad,
-                                        kElementwise, kLinearCrossEntropy, kResidual};
+const std::set<std::string> kFusions = {kFuseAddNorm, kBias, kBiasGelu, kBiasGrad, kElementwise,
+                                        kLinearCrossEntropy, kResidual};
 
 /// Makes `value` available before `point`: true when it already is, or when
 /// its pure defining op (and, recursively, what it needs) can move there.
