@@ -1,13 +1,15 @@
 //===- linear_cpu.cpp - the fused linear against matmul, add and gelu -----===//
 //
 // Times, on the CPU backend, one layer's product with its epilogue both
-// ways: the unfused kernels (matmul, add of the bias and, with --gelu,
-// gelu) one after the other, and the fused `linear` (with --keep-pre
-// writing the pre-activation too, as in training); the matmul alone is
-// the floor. Each is run `reps` times after a warm-up; the best time is
-// printed, in rounds that alternate the two.
+// ways: the unfused kernels (matmul, add of the bias, with --residual add
+// of the residual stream and with --gelu gelu) one after the other, and the
+// fused `linear` (with --keep-pre writing the pre-activation too, as in
+// training; --no-bias for Llama's projections, which have none); the
+// matmul alone is the floor. Each is run `reps` times after a warm-up; the
+// best time is printed, in rounds that alternate the two.
 //
-// Usage: llmc-bench-linear <rows> <K> <N> [--gelu] [--keep-pre] [--reps R] [--rounds N]
+// Usage: llmc-bench-linear <rows> <K> <N> [--gelu] [--keep-pre] [--residual] [--no-bias]
+//                          [--reps R] [--rounds N]
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,36 +39,57 @@ std::unique_ptr<Kernel> bind(const std::string &name, const std::vector<Tensor *
 int main(int argc, char **argv) {
   if (argc < 4) {
     std::fprintf(stderr, "usage: llmc-bench-linear <rows> <K> <N> [--gelu] [--keep-pre] "
-                         "[--reps R] [--rounds N]\n");
+                         "[--residual] [--no-bias] [--reps R] [--rounds N]\n");
     return 2;
   }
   const int64_t rows = std::atoll(argv[1]), k = std::atoll(argv[2]), n = std::atoll(argv[3]);
-  bool gelu = false, keepPre = false;
+  bool gelu = false, keepPre = false, withBias = true, withResidual = false;
   int reps = 20, rounds = 3;
   for (int i = 4; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--gelu")) gelu = true;
     else if (!std::strcmp(argv[i], "--keep-pre")) gelu = keepPre = true;
+    else if (!std::strcmp(argv[i], "--residual")) withResidual = true;
+    else if (!std::strcmp(argv[i], "--no-bias")) withBias = false;
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
   }
+  if ((gelu && (withResidual || !withBias)) || (!withBias && !withResidual)) {
+    std::fprintf(stderr, "llmc-bench-linear: gelu needs the bias and no residual; without a "
+                         "bias, give --residual\n");
+    return 2;
+  }
   const DType f32 = DType::F32;
-  Tensor x(f32, {rows, k}), w(f32, {k, n}), bias(f32, {n}), product(f32, {rows, n}),
-      biased(f32, {rows, n}), activated(f32, {rows, n}), y(f32, {rows, n}), pre(f32, {rows, n});
+  Tensor x(f32, {rows, k}), w(f32, {k, n}), bias(f32, {n}), residual(f32, {rows, n}),
+      product(f32, {rows, n}), biased(f32, {rows, n}), summed(f32, {rows, n}),
+      activated(f32, {rows, n}), y(f32, {rows, n}), pre(f32, {rows, n});
   std::unique_ptr<Kernel> matmul = bind("matmul", {&x, &w}, {&product});
-  std::unique_ptr<Kernel> add = bind("add", {&product, &bias}, {&biased});
-  std::unique_ptr<Kernel> act = bind("gelu", {&biased}, {&activated});
+  std::vector<Kernel *> unfused = {matmul.get()};
+  std::vector<std::unique_ptr<Kernel>> epilogue;
+  std::vector<Tensor *> inputs = {&x, &w};
+  Tensor *last = &product;
+  if (withBias) {
+    epilogue.push_back(bind("add", {last, &bias}, {&biased}));
+    inputs.push_back(&bias);
+    last = &biased;
+  }
+  if (withResidual) {
+    epilogue.push_back(bind("add", {&residual, last}, {&summed}));
+    inputs.push_back(&residual);
+  }
+  if (gelu) epilogue.push_back(bind("gelu", {&biased}, {&activated}));
+  for (const std::unique_ptr<Kernel> &kernel : epilogue) unfused.push_back(kernel.get());
   KernelAttrs attrs;
   attrs.setInt("gelu", gelu);
   attrs.setInt("keep_pre", keepPre);
   std::vector<Tensor *> outputs = {&y};
   if (keepPre) outputs.push_back(&pre);
-  std::unique_ptr<Kernel> linear = bind("linear", {&x, &w, &bias}, outputs, attrs);
-  std::vector<Kernel *> unfused = {matmul.get(), add.get()};
-  if (gelu) unfused.push_back(act.get());
+  std::unique_ptr<Kernel> linear = bind("linear", inputs, outputs, attrs);
 
-  std::printf("x [%lld, %lld] · w [%lld, %lld] + bias%s%s, best of %d\n",
+  std::printf("x [%lld, %lld] · w [%lld, %lld]%s%s%s%s, best of %d\n",
               static_cast<long long>(rows), static_cast<long long>(k), static_cast<long long>(k),
-              static_cast<long long>(n), gelu ? ", gelu" : "", keepPre ? " (pre kept)" : "", reps);
+              static_cast<long long>(n), withBias ? " + bias" : "",
+              withResidual ? " + residual" : "", gelu ? ", gelu" : "",
+              keepPre ? " (pre kept)" : "", reps);
   for (int r = 0; r < rounds; ++r)
     std::printf("  matmul %.3f ms   unfused %.3f ms   linear %.3f ms\n", bench::bestMs({matmul.get()}, reps),
                 bench::bestMs(unfused, reps), bench::bestMs({linear.get()}, reps));

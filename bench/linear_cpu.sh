@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The matmul epilogue alone on a CPU rank: GPT-2's MLP input layer (bias +
-# GELU, the pre-activation kept as in training) and its QKV projection
-# (bias only), unfused (matmul, add, gelu) against the fused `linear`, for
-# the tiny preset (B=8, T=128, C=128) and 124M (B=4, T=64 and T=1024).
+# GELU, the pre-activation kept as in training), its QKV projection (bias
+# only) and its MLP output projection with the residual stream (bias +
+# residual; with --no-bias, Llama's down_proj), unfused (matmul, add, add
+# or gelu) against the fused `linear`, for the tiny preset (B=8, T=128,
+# C=128) and 124M (B=4, T=64 and T=1024).
 #
 # Usage: bench/linear_cpu.sh [build-dir] [reps]   (default 20 repetitions)
 set -euo pipefail
@@ -11,8 +13,10 @@ REPS=${2:-20}
 BENCH=("$BUILD/bin/llmc-bench-linear")
 
 echo "# $(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) cores"
-for shape in "1024 128 512 --keep-pre" "1024 128 384" "256 768 3072 --keep-pre" "256 768 2304" \
-             "4096 768 3072 --keep-pre" "4096 768 2304"; do
+for shape in "1024 128 512 --keep-pre" "1024 128 384" "1024 512 128 --residual" \
+             "256 768 3072 --keep-pre" "256 768 2304" "256 3072 768 --residual" \
+             "256 3072 768 --residual --no-bias" "4096 768 3072 --keep-pre" "4096 768 2304" \
+             "4096 3072 768 --residual" "4096 3072 768 --residual --no-bias"; do
   # shellcheck disable=SC2086
   "${BENCH[@]}" $shape --reps "$REPS"
 done

@@ -216,7 +216,9 @@ LogicalResult Interpreter::runOp(Operation *op) {
       })
       .Case([&](LinearOp o) {
         std::vector<RefTensor> results =
-            ref::linear(in(0), in(1), in(2), o.getTransposeB(), o.getGelu());
+            ref::linear(in(0), in(1), o.getBias() ? &values[o.getBias()] : nullptr,
+                        o.getResidual() ? &values[o.getResidual()] : nullptr, o.getTransposeB(),
+                        o.getGelu());
         out(0, results[0]);
         if (o.getKeepPre())
           out(1, results[1]);

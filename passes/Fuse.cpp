@@ -37,6 +37,21 @@
 // GEMM's epilogue. On the CPU that sum is no cheaper inside the GEMM, so
 // `all` includes bias-grad only for target=cuda.
 //
+// residual. The residual stream's add of a layer's output projection, in
+// the forward (or a replay of it),
+//   %p = linear %x, %w, %b           (GPT-2: what bias left)  or  matmul %x, %w
+//   %s = add %p, %r                  (either order; r of p's type: no broadcast)
+// becomes one linear %x, %w(, %b) residual %r placed where the add was, so
+// the GEMM's epilogue adds the stream and no add kernel reads the product
+// back. It runs before add-norm, which then finds these adds gone and fuses
+// what is left. The product must feed only the add and belong to the same
+// part of the step. Not fused: an addend computed from the product's own
+// input, a branch of the same layer (LoRA's scaled adapter, which the
+// elementwise fusion chains with its bias and GELU in one kernel), and the
+// backward's sums of gradient products (Llama's dx over q, k and v), where
+// the fused op at the add would keep the product's operands alive across
+// the other products' work.
+//
 // add-norm. The residual add and the norm reading its sum, and in the
 // backward the norm's dx and the add accumulating the stream's gradient:
 // passes/FuseAddNorm.cpp.
@@ -47,6 +62,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "dialects/Annotations/Annotations.h"
 #include "passes/FuseAddNorm.h"
 #include "passes/FuseElementwise.h"
 
@@ -55,6 +71,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -78,8 +95,9 @@ constexpr const char *kBias = "bias";
 constexpr const char *kBiasGelu = "bias-gelu";
 constexpr const char *kBiasGrad = "bias-grad";
 constexpr const char *kElementwise = "elementwise";
+constexpr const char *kResidual = "residual";
 const std::set<std::string> kFusions = {kFuseAddNorm, kBias, kBiasGelu, kBiasGrad, kElementwise,
-                                        kLinearCrossEntropy};
+                                        kLinearCrossEntropy, kResidual};
 
 /// Makes `value` available before `point`: true when it already is, or when
 /// its pure defining op (and, recursively, what it needs) can move there.
@@ -264,7 +282,8 @@ bool fuseLinear(AddOp add, bool withBias, bool withGelu) {
     locs.push_back(gelu.getLoc());
   OpBuilder builder(add);
   auto fused = LinearOp::create(builder, builder.getFusedLoc(locs), x, w, bias,
-                                matmul.getTransposeB(), static_cast<bool>(gelu), keepPre);
+                                /*residual=*/Value(), matmul.getTransposeB(),
+                                static_cast<bool>(gelu), keepPre);
   for (NamedAttribute attr : add->getDiscardableAttrs())
     fused->setAttr(attr.getName(), attr.getValue());
   if (gelu) {
@@ -278,6 +297,74 @@ bool fuseLinear(AddOp add, bool withBias, bool withGelu) {
   add->erase();
   matmul->erase();
   return true;
+}
+
+/// `value` is computed from `from` by ops of its block (`from` itself is
+/// not: a residual may be the product's input).
+bool computedFrom(Value value, Value from) {
+  Operation *start = from.getDefiningOp();
+  SmallVector<Value> work = {value};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    // What was computed before `from` cannot read it.
+    if (!def || (start && def->getBlock() == start->getBlock() && def->isBeforeInBlock(start)) ||
+        !seen.insert(def).second)
+      continue;
+    for (Value operand : def->getOperands()) {
+      if (operand == from)
+        return true;
+      work.push_back(operand);
+    }
+  }
+  return false;
+}
+
+/// The product `value` is, when `add` can take it into a linear's epilogue:
+/// a shared-weight matmul, or a linear with a bias and nothing after it,
+/// that feeds only `add` in the same part of the step.
+Operation *residualProduct(Value value, AddOp add) {
+  Operation *def = value.getDefiningOp();
+  if (!def || !value.hasOneUse() || !samePlace(def, add))
+    return nullptr;
+  if (auto matmul = dyn_cast<MatmulOp>(def))
+    return !matmul.getTransposeA() &&
+                   cast<RankedTensorType>(matmul.getB().getType()).getRank() == 2
+               ? def
+               : nullptr;
+  if (auto linear = dyn_cast<LinearOp>(def))
+    return linear.getBias() && !linear.getResidual() && !linear.getGelu() ? def : nullptr;
+  return nullptr;
+}
+
+/// Fuses the residual `add` of a product (either operand) into a linear
+/// with that residual, if the pattern matches; true when it did.
+bool fuseResidual(AddOp add) {
+  if (add->hasAttr(kBackwardAttr) && !add->hasAttr(kRecomputedAttr))
+    return false;
+  for (auto [value, residual] : {std::pair(add.getLhs(), add.getRhs()),
+                                 std::pair(add.getRhs(), add.getLhs())}) {
+    Operation *product = residualProduct(value, add);
+    if (!product || residual.getType() != add.getType() || value.getType() != add.getType())
+      continue;
+    Value x = product->getOperand(0), w = product->getOperand(1);
+    if (computedFrom(residual, x))
+      continue;
+    auto linear = dyn_cast<LinearOp>(product);
+    bool transposeB = linear ? linear.getTransposeB() : cast<MatmulOp>(product).getTransposeB();
+    // At the add: the residual may be computed after the product.
+    OpBuilder builder(add);
+    auto fused = LinearOp::create(builder, builder.getFusedLoc({product->getLoc(), add.getLoc()}),
+                                  x, w, linear ? linear.getBias() : Value(), residual, transposeB,
+                                  /*gelu=*/false, /*keep_pre=*/false);
+    for (NamedAttribute attr : add->getDiscardableAttrs())
+      fused->setAttr(attr.getName(), attr.getValue());
+    add.getResult().replaceAllUsesWith(fused.getY());
+    add->erase();
+    product->erase();
+    return true;
+  }
+  return false;
 }
 
 /// `value`, or what it reshapes when that only flattens leading dims.
@@ -404,6 +491,14 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
       getOperation().walk([&](AddOp op) { adds.push_back(op); });
       for (AddOp add : adds)
         fuseLinear(add, bias, biasGelu);
+    }
+    // Before add-norm: a residual add in the epilogue saves a pass more
+    // than the add beside the norm (the product is never stored alone).
+    if (enabled->count(kResidual)) {
+      SmallVector<AddOp> adds;
+      getOperation().walk([&](AddOp op) { adds.push_back(op); });
+      for (AddOp add : adds)
+        fuseResidual(add);
     }
     if (enabled->count(kFuseAddNorm))
       fuseAddNorms(getOperation());

@@ -528,6 +528,14 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     `target=cuda` (named, it applies on the CPU too, computing what the
     unfused ops do).
 
+    `residual` (before `add-norm`): the residual stream's `llm.add` of a
+    product (a shared-weight `llm.matmul`, or an `llm.linear` with its bias)
+    in the forward becomes that `llm.linear` with the stream as its
+    `residual`, added in the GEMM's epilogue, when the product feeds only
+    the add, the addend has the product's type and is not computed from
+    the product's input (a LoRA branch), and the ops run in the same part
+    of the step. The fused op stands where the add was.
+
     `add-norm`: a residual `llm.add` (operands of one shape) and the
     `llm.layernorm` / `llm.rmsnorm` of its sum become `llm.add_layernorm` /
     `llm.add_rmsnorm` (returning the sum too); a norm's backward whose dx
@@ -562,7 +570,7 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
   let options = [
     Option<"fusions", "fusions", "std::string", "\"all\"",
            "all | none | comma-separated fusion names (add-norm, bias, bias-gelu, "
-           "bias-grad, elementwise, linear-cross-entropy)">,
+           "bias-grad, elementwise, linear-cross-entropy, residual)">,
     Option<"chunkMb", "chunk-mb", "double", "256",
            "linear-cross-entropy: MiB of logits computed at a time">,
     Option<"target", "target", "std::string", "\"cpu\"",

@@ -646,22 +646,30 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *context, std::optional<Loc
   if (x.getRank() < 2 || w.getRank() != 2)
     return emitOptionalError(loc, "x must be [..., K] (rank >= 2) and w a matrix, got ",
                              shapeString(x.getShape()), " and ", shapeString(w.getShape()));
+  Value bias = adaptor.getBias(), residual = adaptor.getResidual();
   if (failed(sameElementType(loc, adaptor.getX(), adaptor.getW(), "x", "w")) ||
-      failed(sameElementType(loc, adaptor.getX(), adaptor.getBias(), "x", "bias")))
+      (bias && failed(sameElementType(loc, adaptor.getX(), bias, "x", "bias"))))
     return failure();
   bool transposeB = static_cast<bool>(adaptor.getTransposeB());
   int64_t k = x.getShape().back(), n = w.getDimSize(transposeB ? 0 : 1);
   if (w.getDimSize(transposeB ? 1 : 0) != k)
     return emitOptionalError(loc, "w ", shapeString(w.getShape()), " does not match x's width ",
                              k, transposeB ? " (w is [N, K] with transpose_b)" : " (w is [K, N])");
-  if (tensorOf(adaptor.getBias()).getShape() != ArrayRef<int64_t>{n})
+  if (bias && tensorOf(bias).getShape() != ArrayRef<int64_t>{n})
     return emitOptionalError(loc, "bias must be [", n, "], got ",
-                             shapeString(tensorOf(adaptor.getBias()).getShape()));
+                             shapeString(tensorOf(bias).getShape()));
+  if (!bias && !residual)
+    return emitOptionalError(loc, "needs a bias or a residual (without both it is a matmul)");
+  if (adaptor.getGelu() && (!bias || residual))
+    return emitOptionalError(loc, "gelu needs a bias and takes no residual");
   if (adaptor.getKeepPre() && !adaptor.getGelu())
     return emitOptionalError(loc, "keep_pre needs gelu (without it the pre-activation is y)");
   SmallVector<int64_t> shape(x.getShape().drop_back());
   shape.push_back(n);
   types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  if (residual && residual.getType() != types.front())
+    return emitOptionalError(loc, "residual must be y's type ", types.front(), ", got ",
+                             residual.getType());
   if (adaptor.getKeepPre())
     types.push_back(types.front());
   return success();

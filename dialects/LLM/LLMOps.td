@@ -607,28 +607,36 @@ def LLM_MatmulIntOp : LLM_PureOp<"matmul_int", [ExpensiveToRecompute]> {
   let hasVerifier = 1;
 }
 
-def LLM_LinearOp : LLM_PureOp<"linear", [ExpensiveToRecompute]> {
-  let summary = "x · w + bias, optionally through the tanh GELU, as one kernel";
+def LLM_LinearOp : LLM_PureOp<"linear", [ExpensiveToRecompute, AttrSizedOperandSegments]> {
+  let summary = "x · w with its epilogue (bias, GELU, residual) as one kernel";
   let description = [{
-    A matmul with its epilogue: `y = x · w + bias` (`w` is `[K, N]`, or
-    `[N, K]` with `transpose_b`; `x` is `[..., K]`, `bias` `[N]`, `y`
-    `[..., N]`), and with `gelu` `y = gelu(x · w + bias)` (`llm.gelu`'s tanh
-    approximation). `keep_pre` (with `gelu` only) also returns the
-    pre-activation `x · w + bias`, which `gelu_grad` reads in training. The
-    result is what `matmul`, `add` and `gelu` give, in the operands' element
-    type.
+    A matmul with its epilogue: `y = x · w + bias + residual` (`w` is
+    `[K, N]`, or `[N, K]` with `transpose_b`; `x` is `[..., K]`, `bias`
+    `[N]`, `residual` and `y` `[..., N]`), each term optional but one of
+    them present (without both it is a matmul), and with `gelu`
+    `y = gelu(x · w + bias)` (`llm.gelu`'s tanh approximation; it needs the
+    bias and takes no residual). `keep_pre` (with `gelu` only) also returns
+    the pre-activation `x · w + bias`, which `gelu_grad` reads in training.
+    The result is what `matmul`, then `add` of the bias, then `add` of the
+    residual (or `gelu`) give, each rounded to the operands' element type.
 
     ```mlir
     %y = llm.linear %x, %w, %b : tensor<4x64x128xf32>, tensor<128x384xf32>, tensor<384xf32>
     %h, %pre = llm.linear %x, %w1, %b1 {gelu, keep_pre}
         : tensor<4x64x128xf32>, tensor<128x512xf32>, tensor<512xf32>
+    %s = llm.linear %a, %wo, %bo residual %r
+        : tensor<4x64x128xf32>, tensor<128x128xf32>, tensor<128xf32> residual tensor<4x64x128xf32>
+    %t = llm.linear %a, %wo residual %r {transpose_b}
+        : tensor<4x64x128xf32>, tensor<128x128xf32> residual tensor<4x64x128xf32>
     ```
   }];
-  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$w, LLM_FloatTensor:$bias,
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$w,
+                       Optional<LLM_FloatTensor>:$bias, Optional<LLM_FloatTensor>:$residual,
                        UnitAttr:$transpose_b, UnitAttr:$gelu, UnitAttr:$keep_pre);
   let results = (outs LLM_FloatTensor:$y, Optional<LLM_FloatTensor>:$pre);
   let assemblyFormat = [{
-    $x `,` $w `,` $bias attr-dict `:` type($x) `,` type($w) `,` type($bias)
+    $x `,` $w (`,` $bias^)? (`residual` $residual^)? attr-dict `:` type($x) `,` type($w)
+    (`,` type($bias)^)? (`residual` type($residual)^)?
   }];
 }
 

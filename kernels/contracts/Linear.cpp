@@ -20,8 +20,8 @@ bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out) 
       !v.flagAttr("keep_pre", &b.keepPre))
     return false;
   if (b.keepPre && !b.gelu) return v.fail("keep_pre needs gelu");
-  if (!v.arity(3, b.keepPre ? 2 : 1)) return false;
-  const TensorView &x = v.in(0), &w = v.in(1), &bias = v.in(2);
+  if (!v.arity(3, 4, b.keepPre ? 2 : 1)) return false;
+  const TensorView &x = v.in(0), &w = v.in(1);
   if (!v.isFloat(x, "x") || !v.hasDType(w, "w", x.dtype) || !v.hasRank(w, "w", 2) ||
       !v.fitsInt(x, "x") || !v.fitsInt(w, "w"))
     return false;
@@ -32,11 +32,18 @@ bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out) 
   if (w.dim(b.transposeB ? 1 : 0) != b.k)
     return v.fail("w " + w.describe() + " does not match x " + x.describe() +
                   (b.transposeB ? " (w is [N, K] with transpose_b)" : " (w is [K, N])"));
-  if (!v.hasType(bias, "bias", b.dtype, {b.n})) return false;
   std::vector<int64_t> shape(x.shape.begin(), x.shape.end() - 1);
   b.rows = product(shape);
   if (b.rows > INT_MAX) return v.fail("x has too many rows for BLAS: " + x.describe());
   shape.push_back(b.n);
+  const int inputs = static_cast<int>(args.inputs.size());
+  if (inputs == 4 || v.in(2).rank() == 1) b.bias = 2;
+  if (inputs == 4 || b.bias < 0) b.residual = inputs - 1;
+  if ((b.bias >= 0 && !v.hasType(v.in(b.bias), "bias", b.dtype, {b.n})) ||
+      (b.residual >= 0 && !v.hasType(v.in(b.residual), "residual", b.dtype, shape)))
+    return false;
+  if (b.gelu && (b.bias < 0 || b.residual >= 0))
+    return v.fail("gelu needs a bias and takes no residual");
   if (!v.hasType(v.out(0), "y", b.dtype, shape) ||
       (b.keepPre && !v.hasType(v.out(1), "pre", b.dtype, shape)))
     return false;

@@ -1,9 +1,12 @@
 //===- Linear.h - contract of the matmul with its epilogue ------*- C++ -*-===//
 //
 // linear: inputs x [..., K] (any leading shape), w [K, N] or [N, K]
-// (transpose_b), bias [N], all of one float dtype; output y [..., N] =
-// x·w + bias, through the tanh GELU with `gelu`. With `keep_pre` (gelu
-// only) a second output pre [..., N] receives x·w + bias.
+// (transpose_b), then a bias [N], a residual [..., N] (y's shape) or both
+// in that order (a 1-D third input is the bias), all of one float dtype;
+// output y [..., N] = x·w + bias + residual, each sum rounded to the dtype
+// as add rounds it, or with `gelu` (bias, no residual) the tanh GELU of
+// x·w + bias. With `keep_pre` (gelu only) a second output pre [..., N]
+// receives x·w + bias.
 //
 // linear_weight_grad: inputs x [..., K] and dy [..., N] of one float dtype
 // with as many rows; outputs dw [K, N] = xᵀ·dy and db [N], dy's rows
@@ -26,6 +29,7 @@ struct LinearBinding {
   DType dtype = DType::F32; ///< of every operand
   int64_t rows = 0, k = 0, n = 0;
   bool transposeB = false, gelu = false, keepPre = false;
+  int bias = -1, residual = -1; ///< input index, -1 where absent
 };
 bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out);
 

@@ -1,16 +1,20 @@
 //===- linear.cpp - the linear layer's fused ops: epilogue, weight grads --===//
 //
-// y = x·w + bias, or gelu(x·w + bias), in one kernel: one sgemm writes the
-// product (the call matmul makes for the same operands, so the product is
-// matmul's bit for bit), then a single pass over the rows, each thread a
-// contiguous block, adds the bias and applies GELU where the unfused graph
-// runs an add and a gelu kernel, each reading and writing the whole output.
-// Under `keep_pre` the pass also stores x·w + bias, which gelu_grad reads.
+// y = x·w + bias (+ residual), x·w + residual, or gelu(x·w + bias), in one
+// kernel: one sgemm writes the product (the call matmul makes for the same
+// operands, so the product is matmul's bit for bit), then a single pass
+// over the rows, each thread a contiguous block, adds the bias and the
+// residual or applies GELU where the unfused graph runs an add or gelu
+// kernel per term, each reading and writing the whole output. Under
+// `keep_pre` the pass also stores x·w + bias, which gelu_grad reads.
 //
 // bf16 and f16 are storage only, as in matmul: operands are widened into
-// fp32 scratch, multiplied with sgemm, and the product, the biased value and
-// the GELU are each rounded to the storage type, exactly as matmul, add and
-// gelu round them; so in every dtype the result equals the unfused ops'.
+// fp32 scratch, multiplied with sgemm, and the product, the biased value,
+// the sum with the residual and the GELU are each rounded to the storage
+// type, exactly as matmul, add and gelu round them; so in every dtype the
+// result equals the unfused ops'. In fp32 the product is y itself, so y
+// must not be the residual's buffer (the planner never writes linear in
+// place).
 //
 // linear_weight_grad (dw = xᵀ·dy, db = dy's rows summed) is, on the CPU,
 // the matmul and reduce_sum kernels it stands for, run in turn: OpenBLAS has
@@ -33,8 +37,10 @@ template <typename T> class LinearKernel final : public Kernel {
 public:
   LinearKernel(const KernelArgs &args, const contracts::LinearBinding &b, SgemmFn sgemm)
       : b_(b), sgemm_(sgemm), x_(args.inputs[0].as<T>()), w_(args.inputs[1].as<T>()),
-        bias_(args.inputs[2].as<T>()), y_(args.outputs[0].as<T>()),
-        pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr), biasWide_(b.n) {
+        bias_(b.bias >= 0 ? args.inputs[b.bias].as<T>() : nullptr),
+        residual_(b.residual >= 0 ? args.inputs[b.residual].as<T>() : nullptr),
+        y_(args.outputs[0].as<T>()), pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr),
+        biasWide_(bias_ ? b.n : 0) {
     if constexpr (!std::is_same_v<T, float>) {
       xWide_.resize(b.rows * b.k);
       wWide_.resize(b.k * b.n);
@@ -45,7 +51,7 @@ public:
   void run(const StepContext &) override {
     const int64_t rows = b_.rows, n = b_.n, k = b_.k;
     if (rows == 0 || n == 0) return;
-    widenVector(bias_, biasWide_.data(), n);
+    if (bias_) widenVector(bias_, biasWide_.data(), n);
     float *product;
     if constexpr (std::is_same_v<T, float>) {
       product = y_; // the epilogue then works in place
@@ -77,17 +83,26 @@ private:
            n);
   }
 
-  /// y = act(round(product) + bias), row by row; pre = the biased value.
+  /// y = act(round(product) + bias) or round(product) (+ bias) + residual,
+  /// row by row, rounding each sum; pre = the biased value.
   void epilogue(const float *product) {
     const int64_t rows = b_.rows, n = b_.n;
-    const float *bias = biasWide_.data();
+    const float *bias = bias_ ? biasWide_.data() : nullptr;
+    const T *residual = residual_;
     T *y = y_, *pre = pre_;
     const bool gelu = b_.gelu;
 #pragma omp parallel for schedule(static) if (rows * n > kParallelGrain)
     for (int64_t r = 0; r < rows; ++r) {
       const float *p = product + r * n;
       T *yr = y + r * n;
-      if (!gelu) {
+      const T *rr = residual ? residual + r * n : nullptr;
+      if (!bias) {
+        storePlusRow(yr, p, rr, n);
+      } else if (rr) {
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j)
+          store(yr, j, roundTo<T>(roundTo<T>(p[j]) + bias[j]) + load(rr, j));
+      } else if (!gelu) {
 #pragma omp simd
         for (int64_t j = 0; j < n; ++j) store(yr, j, roundTo<T>(p[j]) + bias[j]);
       } else if (pre) {
@@ -108,7 +123,7 @@ private:
 
   contracts::LinearBinding b_;
   SgemmFn sgemm_;
-  const T *x_, *w_, *bias_;
+  const T *x_, *w_, *bias_, *residual_; // bias_, residual_: null where absent
   T *y_, *pre_;
   std::vector<float> biasWide_;
   std::vector<float> xWide_, wWide_, product_; // bf16, f16 only: fp32 copies

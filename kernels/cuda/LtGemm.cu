@@ -99,6 +99,7 @@ std::string LtGemm::describe(const GemmDesc &d) {
      << (d.transposeB ? d.k : d.n) << "]";
   if (d.batch != 1 && d.strideB == 0) os << " (b shared)";
   if (d.accumulate) os << " + c";
+  if (d.addend) os << " + addend";
   if (d.epilogue == GemmEpilogue::Bias) os << " + bias";
   if (d.epilogue == GemmEpilogue::GeluBias) os << " + bias, gelu";
   if (d.epilogue == GemmEpilogue::GeluAuxBias) os << " + bias, gelu (pre-activation kept)";
@@ -121,7 +122,11 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
     error = "cuBLASLt GEMM: a bias epilogue needs a bias: " + describe(d);
     return nullptr;
   }
-  if (biasGrad && (d.batch != 1 || d.accumulate)) {
+  if (d.accumulate && d.addend) {
+    error = "cuBLASLt GEMM: accumulate into c or add an addend, not both: " + describe(d);
+    return nullptr;
+  }
+  if (biasGrad && (d.batch != 1 || d.accumulate || d.addend)) {
     error = "cuBLASLt GEMM: the bias-gradient epilogue takes one product, not accumulated: " +
             describe(d);
     return nullptr;
@@ -142,7 +147,7 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
 
   std::unique_ptr<LtGemm> g(new LtGemm());
   g->desc_ = d;
-  g->beta_ = d.accumulate ? 1.0f : 0.0f;
+  g->beta_ = d.accumulate || d.addend ? 1.0f : 0.0f;
 
   const cudaDataType type = d.dtype == DType::BF16  ? CUDA_R_16BF
                             : d.dtype == DType::F16 ? CUDA_R_16F
@@ -218,10 +223,12 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
     return nullptr;
   }
 
-  // cuBLASLt's A is b, its B is a; C and D are both c.
+  // cuBLASLt's A is b, its B is a; its D is c, and so is its C unless an
+  // addend is.
   const uint32_t alignA = alignmentOf(d.b, d.strideB, elementSize, d.batch);
   const uint32_t alignB = alignmentOf(d.a, d.strideA, elementSize, d.batch);
-  const uint32_t alignC = alignmentOf(d.c, d.strideC, elementSize, d.batch);
+  const uint32_t alignC = alignmentOf(d.addend ? d.addend : d.c, d.strideC, elementSize, d.batch);
+  const uint32_t alignD = alignmentOf(d.c, d.strideC, elementSize, d.batch);
   // No preference names the bias or the aux matrix; their alignment is part
   // of the cache key so an algorithm chosen for aligned ones is not reused
   // for misaligned ones.
@@ -254,6 +261,7 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
                               alignA,
                               alignB,
                               alignC,
+                              alignD,
                               alignBias,
                               alignAux};
   if (auto it = cache.find(key); it != cache.end()) {
@@ -280,7 +288,7 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
                                               &alignC, sizeof(alignC)),
          "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_C_BYTES)", error) &&
       ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                              &alignC, sizeof(alignC)),
+                                              &alignD, sizeof(alignD)),
          "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_D_BYTES)", error) &&
       ok(cublasLtMatmulAlgoGetHeuristic(lt, g->op_, g->layoutA_, g->layoutB_, g->layoutC_,
                                         g->layoutC_, pref, 1, &result, &found),
@@ -293,7 +301,8 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
     error = "cuBLASLt has no algorithm for " + describe(d) + " (alignment a " +
             std::to_string(alignB) + ", b " + std::to_string(alignA) + ", c " +
-            std::to_string(alignC) + " bytes)";
+            std::to_string(alignD) + (d.addend ? ", addend " + std::to_string(alignC) : "") +
+            " bytes)";
     return nullptr;
   }
   g->algo_ = result.algo;
@@ -311,8 +320,9 @@ LtGemm::~LtGemm() {
 void LtGemm::run(cudaStream_t stream) const {
   std::string unused;
   cublasStatus_t status = cublasLtMatmul(
-      handle(unused), op_, &alpha_, desc_.b, layoutA_, desc_.a, layoutB_, &beta_, desc_.c,
-      layoutC_, desc_.c, layoutC_, &algo_, workspace_, workspaceBytes_, stream);
+      handle(unused), op_, &alpha_, desc_.b, layoutA_, desc_.a, layoutB_, &beta_,
+      desc_.addend ? desc_.addend : desc_.c, layoutC_, desc_.c, layoutC_, &algo_, workspace_,
+      workspaceBytes_, stream);
   if (status != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error("cublasLtMatmul failed for " + describe(desc_) + ": " +
                              statusText(status));

@@ -38,7 +38,8 @@ enum class GemmEpilogue {
 };
 
 /// One row-major, possibly batched, product
-///   c[t] = op(a[t])·op(b[t]) (+ c[t] when accumulating) (epilogue)
+///   c[t] = op(a[t])·op(b[t]) (+ c[t] when accumulating, + addend[t] when
+///   given) (epilogue)
 /// for t < batch, where op swaps the last two dims when the flag is set.
 /// a is [M,K] (or [K,M] transposed), b [K,N] (or [N,K]), c [M,N], all dense.
 struct GemmDesc {
@@ -49,6 +50,10 @@ struct GemmDesc {
   int64_t strideA = 0, strideB = 0, strideC = 0;
   bool transposeA = false, transposeB = false;
   bool accumulate = false; ///< beta = 1 (c += ...), else beta = 0
+  /// Laid out as c and read as cuBLASLt's C with beta = 1, c being D (a
+  /// residual added in the epilogue, c untouched before); not with
+  /// `accumulate`.
+  const void *addend = nullptr;
   GemmEpilogue epilogue = GemmEpilogue::None;
   const void *bias = nullptr; ///< [n] of dtype, for the bias epilogues
   /// GeluAuxBias: the pre-activation, laid out as c (row-major [M, N], its

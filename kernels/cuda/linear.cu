@@ -4,14 +4,17 @@
 // planned at bind time, x's leading dims folded into M as in matmul, with
 // the epilogue doing the rest as it stores each tile: BIAS, GELU_BIAS, or
 // GELU_AUX_BIAS under `keep_pre`, which also stores x·w + bias (the GELU's
-// input) to `pre`. cuBLASLt's GELU is the tanh approximation, gelu's.
+// input) to `pre`. cuBLASLt's GELU is the tanh approximation, gelu's. A
+// residual is cuBLASLt's C with beta = 1 (y is D, a separate matrix), so
+// the GEMM reads it as it stores y and no add kernel reads y back.
 //
 // The epilogue works on the fp32 accumulator, so under bf16 and f16 it
 // rounds once where the unfused ops (and the CPU kernel) round the product,
-// the biased value and the GELU each: the results agree within a rounding
-// of the storage type. Where cuBLASLt has no algorithm for the epilogue
-// (the aux matrix needs N to be a multiple of 8), the plain GEMM is
-// followed by one elementwise pass with the unfused ops' rounding.
+// the biased value, the sum with the residual and the GELU each: the
+// results agree within a rounding of the storage type. Where cuBLASLt has
+// no algorithm for the epilogue (the aux matrix needs N to be a multiple
+// of 8), the plain GEMM is followed by one elementwise pass with the
+// unfused ops' rounding.
 //
 // linear_weight_grad: the weight-gradient GEMM dw = xᵀ·dy with the BGRADA
 // epilogue summing dy's rows into db as the GEMM reads them (dy is
@@ -39,31 +42,42 @@ template <typename T> __device__ __forceinline__ float roundTo(float v) {
   return load(&t, 0);
 }
 
-/// y = act(y + bias) over rows of n, in place; pre (if any) = y + bias.
+/// y = act(y + bias) or y (+ bias) + residual over rows of n, in place,
+/// each sum rounded as add rounds it; pre (if any) = y + bias. bias and
+/// residual may be null.
 template <typename T>
-__global__ void biasEpilogueKernel(T *y, T *pre, const T *bias, int64_t n, int64_t total,
-                                   bool gelu) {
+__global__ void epilogueKernel(T *y, T *pre, const T *bias, const T *residual, int64_t n,
+                               int64_t total, bool gelu) {
   LLMC_GRID_STRIDE(i, total) {
-    const float a = roundTo<T>(load(y, i) + load(bias, i % n));
+    float a = load(y, i);
+    if (bias) a = roundTo<T>(a + load(bias, i % n));
+    if (residual) a += load(residual, i);
     if (pre) store(pre, i, a);
     store(y, i, gelu ? geluTanh(a) : a);
   }
 }
 
+/// The GEMM, then the elementwise epilogue unless the GEMM did it; with
+/// no GEMM (K = 0) y starts from zeros.
 template <typename T> class LinearKernel final : public Kernel {
 public:
   LinearKernel(const KernelArgs &args, const contracts::LinearBinding &b,
                std::unique_ptr<LtGemm> gemm, bool epilogueInGemm)
       : gemm_(std::move(gemm)), epilogueInGemm_(epilogueInGemm), gelu_(b.gelu), n_(b.n),
         total_(b.rows * b.n), y_(args.outputs[0].as<T>()),
-        pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr), bias_(args.inputs[2].as<T>()) {}
+        pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr),
+        bias_(b.bias >= 0 ? args.inputs[b.bias].as<T>() : nullptr),
+        residual_(b.residual >= 0 ? args.inputs[b.residual].as<T>() : nullptr) {}
 
   void run(const StepContext &ctx) override {
     cudaStream_t stream = streamOf(ctx);
-    gemm_->run(stream);
+    if (gemm_)
+      gemm_->run(stream);
+    else
+      LLMC_CUDA_CHECK(cudaMemsetAsync(y_, 0, total_ * sizeof(T), stream));
     if (epilogueInGemm_) return;
-    biasEpilogueKernel<T><<<gridFor(total_), kBlock, 0, stream>>>(y_, pre_, bias_, n_, total_,
-                                                                   gelu_);
+    epilogueKernel<T><<<gridFor(total_), kBlock, 0, stream>>>(y_, pre_, bias_, residual_, n_,
+                                                               total_, gelu_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -72,29 +86,7 @@ private:
   bool epilogueInGemm_, gelu_;
   int64_t n_, total_;
   T *y_, *pre_;
-  const T *bias_;
-};
-
-/// K = 0: y = act(bias) on every row (pre = bias).
-template <typename T> class BiasOnlyKernel final : public Kernel {
-public:
-  BiasOnlyKernel(const KernelArgs &args, const contracts::LinearBinding &b)
-      : gelu_(b.gelu), n_(b.n), total_(b.rows * b.n), y_(args.outputs[0].as<T>()),
-        pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr), bias_(args.inputs[2].as<T>()) {}
-
-  void run(const StepContext &ctx) override {
-    cudaStream_t stream = streamOf(ctx);
-    LLMC_CUDA_CHECK(cudaMemsetAsync(y_, 0, total_ * sizeof(T), stream));
-    biasEpilogueKernel<T><<<gridFor(total_), kBlock, 0, stream>>>(y_, pre_, bias_, n_, total_,
-                                                                   gelu_);
-    LLMC_CUDA_CHECK_LAUNCH();
-  }
-
-private:
-  bool gelu_;
-  int64_t n_, total_;
-  T *y_, *pre_;
-  const T *bias_;
+  const T *bias_, *residual_;
 };
 
 /// An empty y: nothing to do.
@@ -108,7 +100,7 @@ std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &erro
   if (!contracts::bindLinear(args, error, &b)) return nullptr;
   Validator v("linear", args, error);
   if (b.rows == 0 || b.n == 0) return std::make_unique<EmptyLinearKernel>();
-  if (b.k == 0) return makeFloatKernel<BiasOnlyKernel>(b.dtype, args, b);
+  if (b.k == 0) return makeFloatKernel<LinearKernel>(b.dtype, args, b, nullptr, false);
 
   GemmDesc d;
   d.dtype = b.dtype;
@@ -116,10 +108,13 @@ std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &erro
   d.transposeB = b.transposeB;
   d.a = args.inputs[0].data, d.b = args.inputs[1].data, d.c = args.outputs[0].data;
   d.strideA = d.m * d.k, d.strideC = d.m * d.n;
-  d.bias = args.inputs[2].data;
-  d.epilogue = !b.gelu      ? GemmEpilogue::Bias
-               : b.keepPre ? GemmEpilogue::GeluAuxBias
-                           : GemmEpilogue::GeluBias;
+  if (b.residual >= 0) d.addend = args.inputs[b.residual].data;
+  if (b.bias >= 0) {
+    d.bias = args.inputs[b.bias].data;
+    d.epilogue = !b.gelu      ? GemmEpilogue::Bias
+                 : b.keepPre ? GemmEpilogue::GeluAuxBias
+                             : GemmEpilogue::GeluBias;
+  }
   if (b.keepPre) d.aux = args.outputs[1].data;
 
   std::string gemmError;
@@ -127,7 +122,7 @@ std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &erro
   const bool epilogueInGemm = gemm != nullptr;
   if (!gemm) { // the plain product, then the elementwise epilogue
     d.epilogue = GemmEpilogue::None;
-    d.bias = nullptr, d.aux = nullptr;
+    d.bias = nullptr, d.aux = nullptr, d.addend = nullptr;
     gemm = LtGemm::create(d, gemmError);
     if (!gemm) return v.reject(gemmError);
   }

@@ -225,10 +225,11 @@ std::vector<RefTensor> linearCrossEntropy(const RefTensor &h, const RefTensor &w
 
 //===- linear.cpp ---------------------------------------------------------===//
 
-/// The matmul with its epilogue: {x·w + bias} (transposeB: x·wᵀ + bias),
-/// with gelu {gelu(x·w + bias), x·w + bias}; x [..., K], bias [N].
-std::vector<RefTensor> linear(const RefTensor &x, const RefTensor &w, const RefTensor &bias,
-                              bool transposeB, bool gelu);
+/// The matmul with its epilogue: {x·w + bias + residual} (transposeB:
+/// x·wᵀ), each term where given (null: absent), with gelu {gelu(x·w +
+/// bias), x·w + bias}; x [..., K], bias [N], residual [..., N].
+std::vector<RefTensor> linear(const RefTensor &x, const RefTensor &w, const RefTensor *bias,
+                              const RefTensor *residual, bool transposeB, bool gelu);
 /// The weight and bias gradients of x·w + bias: {xᵀ·dy [K, N], dy's rows
 /// summed [N]}; x [..., K] and dy [..., N] with as many rows.
 std::vector<RefTensor> linearWeightGrad(const RefTensor &x, const RefTensor &dy);

@@ -1,8 +1,9 @@
 //===- linear.cpp - the linear layer's fused ops, unfused -----------------===//
 //
-// What the fused kernels must equal: matmul, add of the bias and, with
-// gelu, gelu, each by its own reference, over x flattened to [rows, K]; for
-// the weight gradients, matmul and reduce_sum over the rows of x and dy.
+// What the fused kernels must equal: matmul, add of the bias, add of the
+// residual and, with gelu, gelu, each by its own reference, over x
+// flattened to [rows, K]; for the weight gradients, matmul and reduce_sum
+// over the rows of x and dy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,16 +11,20 @@
 
 namespace llmc::ref {
 
-std::vector<RefTensor> linear(const RefTensor &x, const RefTensor &w, const RefTensor &bias,
-                              bool transposeB, bool gelu) {
-  require(x.shape.size() >= 2 && w.shape.size() == 2 && bias.shape.size() == 1, "linear",
-          "x must be [..., K], w a matrix and bias a vector");
+std::vector<RefTensor> linear(const RefTensor &x, const RefTensor &w, const RefTensor *bias,
+                              const RefTensor *residual, bool transposeB, bool gelu) {
+  require(x.shape.size() >= 2 && w.shape.size() == 2 && (!bias || bias->shape.size() == 1),
+          "linear", "x must be [..., K], w a matrix and bias a vector");
   RefTensor rows = x;
   rows.shape = {product(x.shape, 0, x.shape.size() - 1), x.shape.back()};
-  RefTensor pre = add(matmul(rows, w, false, transposeB), bias);
+  RefTensor pre = matmul(rows, w, false, transposeB);
+  if (bias)
+    pre = add(pre, *bias);
   std::vector<int64_t> shape(x.shape.begin(), x.shape.end() - 1);
   shape.push_back(pre.shape.back());
   pre.shape = shape;
+  if (residual)
+    return {add(pre, *residual)};
   if (!gelu)
     return {pre};
   return {ref::gelu(pre), pre};

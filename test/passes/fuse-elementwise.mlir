@@ -54,9 +54,9 @@ func.func @extra_result(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>, %c: tensor<4
 // CHECK-NEXT: llm.add
 func.func @read_between(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>, %w: tensor<16x16xf32>)
     -> tensor<4x16xf32> {
-  %0 = llm.add %a, %b : tensor<4x16xf32>, tensor<4x16xf32>
-  %m = llm.matmul %0, %w : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
-  %1 = llm.add %0, %m : tensor<4x16xf32>, tensor<4x16xf32>
+  %0 = llm.add %a, %b {llmc.backward} : tensor<4x16xf32>, tensor<4x16xf32>
+  %m = llm.matmul %0, %w {llmc.backward} : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
+  %1 = llm.add %0, %m {llmc.backward} : tensor<4x16xf32>, tensor<4x16xf32>
   return %1 : tensor<4x16xf32>
 }
 

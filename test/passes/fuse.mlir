@@ -5,6 +5,8 @@
 // RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=bias-gelu" | FileCheck %s --check-prefix=GELU
 // RUN: llmc-opt %s -split-input-file --llmc-fuse="target=cuda" | FileCheck %s --check-prefix=CUDA
 // RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=bias-grad" | FileCheck %s --check-prefix=GRAD
+// RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=residual" | FileCheck %s --check-prefix=RES
+// RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=add-norm" | FileCheck %s --check-prefix=NORM
 // RUN: not llmc-opt %s -split-input-file --llmc-fuse="fusions=residual-norm" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not llmc-opt %s -split-input-file --llmc-fuse="target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="emit=train" | FileCheck %s --check-prefix=PIPELINE
@@ -22,7 +24,7 @@
 // CHUNK: chunk_rows = 4 : i64
 // NONE-LABEL: func.func @train
 // NONE: llm.cross_entropy_grad
-// UNKNOWN: error: llmc-fuse: unknown fusion 'residual-norm' (expected all, none or a list of: add-norm, bias, bias-gelu, bias-grad, elementwise, linear-cross-entropy)
+// UNKNOWN: error: llmc-fuse: unknown fusion 'residual-norm' (expected all, none or a list of: add-norm, bias, bias-gelu, bias-grad, elementwise, linear-cross-entropy, residual)
 // TARGET: error: llmc-fuse: target must be cpu or cuda, got 'tpu'
 func.func @train(%h: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %t: tensor<4x8xi32>)
     -> (tensor<f32>, tensor<4x8x16xf32>, tensor<32x16xf32>) {
@@ -164,12 +166,17 @@ func.func @mlp_eval(%x: tensor<4x8x16xf32>, %w1: tensor<16x64xf32>, %b1: tensor<
 
 // Where the bias must stay its own op: the product has another reader
 // (under selective recomputation the replayed add reads the kept product),
-// the rhs is not a bias over the last dimension (a residual), the ops
-// belong to different microbatches, and products with a transposed or
-// batched left operand.
+// the rhs is not a bias over the last dimension (a residual, which
+// `residual` takes), the ops belong to different microbatches, and
+// products with a transposed or batched left operand.
 // CHECK-LABEL: func.func @kept_bias
 // CHECK-NOT:   llm.linear
+// CHECK:       llm.linear %arg0, %arg1 residual %arg3 : tensor<4x8x16xf32>, tensor<16x64xf32> residual tensor<4x8x64xf32>
+// CHECK-NOT:   llm.linear
 // CHECK:       return
+// BIAS-LABEL:  func.func @kept_bias
+// BIAS-NOT:    llm.linear
+// BIAS:        return
 func.func @kept_bias(%x: tensor<4x8x16xf32>, %w: tensor<16x64xf32>, %b: tensor<64xf32>,
                      %r: tensor<4x8x64xf32>, %xt: tensor<4x16x8xf32>, %wb: tensor<4x16x64xf32>)
     -> (tensor<4x8x64xf32>, tensor<4x8x64xf32>, tensor<4x8x64xf32>, tensor<4x8x64xf32>,
@@ -252,6 +259,98 @@ func.func @kept_weight_grad(%x: tensor<4x8x16xf32>, %dy: tensor<4x8x64xf32>, %w:
   %lr = llm.reshape %later : tensor<4x8x16xf32> to tensor<32x16xf32>
   %dw3 = llm.matmul %lr, %dyr {llmc.microbatch = 3 : i64, transpose_a} : tensor<32x16xf32>, tensor<32x64xf32> -> tensor<16x64xf32>
   return %pos, %dw1, %db1, %db2, %dw1, %dw2, %db3, %dw3 : tensor<8x64xf32>, tensor<16x64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<16x64xf32>, tensor<64x16xf32>, tensor<64xf32>, tensor<16x64xf32>
+}
+
+// -----
+
+// GPT-2's attention output projection: the product and its bias (`bias`)
+// and the residual stream's add (`residual`) become one linear where the
+// add was, which add-norm then leaves to the norm. Alone, `residual` finds
+// no product beside the stream (the bias add stands between); `add-norm`
+// alone takes the add with the norm.
+// CHECK-LABEL: func.func @gpt2_residual
+// CHECK-NEXT:  %[[S:.*]] = llm.linear %arg0, %arg1, %arg2 residual %arg3 {llmc.block_name = "h.0"} : tensor<4x8x16xf32>, tensor<16x16xf32>, tensor<16xf32> residual tensor<4x8x16xf32>
+// CHECK-NEXT:  %[[Y:.*]] = llm.layernorm %[[S]], %arg4, %arg5
+// CHECK-NEXT:  return %[[S]], %[[Y]]
+// RES-LABEL:   func.func @gpt2_residual
+// RES-NEXT:    llm.matmul
+// RES-NEXT:    llm.add
+// RES-NEXT:    llm.add
+// NORM-LABEL:  func.func @gpt2_residual
+// NORM:        llm.add_layernorm
+// NONE-LABEL:  func.func @gpt2_residual
+// NONE-NEXT:   llm.matmul
+func.func @gpt2_residual(%x: tensor<4x8x16xf32>, %w: tensor<16x16xf32>, %b: tensor<16xf32>,
+                         %r: tensor<4x8x16xf32>, %g: tensor<16xf32>, %beta: tensor<16xf32>)
+    -> (tensor<4x8x16xf32>, tensor<4x8x16xf32>) {
+  %m = llm.matmul %x, %w {llmc.block_name = "h.0"} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %a = llm.add %m, %b {llmc.block_name = "h.0"} : tensor<4x8x16xf32>, tensor<16xf32>
+  %s = llm.add %r, %a {llmc.block_name = "h.0"} : tensor<4x8x16xf32>, tensor<4x8x16xf32>
+  %y = llm.layernorm %s, %g, %beta {epsilon = 1.0e-5 : f64} : tensor<4x8x16xf32>, tensor<16xf32>
+  return %s, %y : tensor<4x8x16xf32>, tensor<4x8x16xf32>
+}
+
+// -----
+
+// Llama's o_proj ([N, K] weight, no bias) and its residual, here computed
+// after the product: the fused op stands where the add was, after it. A
+// replayed layer (recomputation) fuses as the forward does.
+// CHECK-LABEL: func.func @llama_residual
+// CHECK-NEXT:  %[[R:.*]] = llm.scale %arg2
+// CHECK-NEXT:  %[[S:.*]] = llm.linear %arg0, %arg1 residual %[[R]] {transpose_b} : tensor<4x8x16xf32>, tensor<32x16xf32> residual tensor<4x8x32xf32>
+// CHECK-NEXT:  %[[T:.*]] = llm.linear %[[S]], %arg3 residual %[[S]] {llmc.backward, llmc.recomputed}
+// CHECK-NEXT:  return %[[T]]
+// RES-LABEL:   func.func @llama_residual
+// RES-NEXT:    llm.scale
+// RES-NEXT:    llm.linear %arg0, %arg1 residual
+// RES-NEXT:    llm.linear
+func.func @llama_residual(%x: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %h: tensor<4x8x32xf32>,
+                          %w2: tensor<32x32xf32>) -> tensor<4x8x32xf32> {
+  %p = llm.matmul %x, %w {transpose_b} : tensor<4x8x16xf32>, tensor<32x16xf32> -> tensor<4x8x32xf32>
+  %r = llm.scale %h {factor = 2.0 : f64} : tensor<4x8x32xf32>
+  %s = llm.add %p, %r : tensor<4x8x32xf32>, tensor<4x8x32xf32>
+  %p2 = llm.matmul %s, %w2 {llmc.backward, llmc.recomputed} : tensor<4x8x32xf32>, tensor<32x32xf32> -> tensor<4x8x32xf32>
+  %t = llm.add %s, %p2 {llmc.backward, llmc.recomputed} : tensor<4x8x32xf32>, tensor<4x8x32xf32>
+  return %t : tensor<4x8x32xf32>
+}
+
+// -----
+
+// Where the residual add stays: the product has another reader, the
+// addend broadcasts, the product is all-reduced first (a row-parallel
+// layer under tensor parallelism), the addend is a branch computed from
+// the product's input (LoRA's adapter), the product feeds a GELU first,
+// and the backward's sum of two gradient products.
+dist.mesh @mesh axes ["tp"] shape [2]
+// CHECK-LABEL: func.func @kept_residual
+// CHECK-NOT:   llm.linear {{.*}}residual
+// CHECK:       return
+func.func @kept_residual(%x: tensor<4x8x16xf32>, %w: tensor<16x16xf32>, %r: tensor<4x8x16xf32>,
+                         %row: tensor<8x16xf32>, %a: tensor<16x4xf32>, %bb: tensor<4x16xf32>,
+                         %dy: tensor<4x8x16xf32>)
+    -> (tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>,
+        tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>) {
+  %m1 = llm.matmul %x, %w : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %s1 = llm.add %m1, %r : tensor<4x8x16xf32>, tensor<4x8x16xf32>
+  %m2 = llm.matmul %x, %w : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %s2 = llm.add %m2, %row : tensor<4x8x16xf32>, tensor<8x16xf32>
+  %m3 = llm.matmul %x, %w : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %m3r = dist.all_reduce %m3 on @mesh axes ["tp"] reduction "sum" : tensor<4x8x16xf32> -> tensor<4x8x16xf32>
+  %s3 = llm.add %r, %m3r : tensor<4x8x16xf32>, tensor<4x8x16xf32>
+  %m4 = llm.matmul %x, %w : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %l1 = llm.matmul %x, %a : tensor<4x8x16xf32>, tensor<16x4xf32> -> tensor<4x8x4xf32>
+  %l2 = llm.matmul %l1, %bb : tensor<4x8x4xf32>, tensor<4x16xf32> -> tensor<4x8x16xf32>
+  %l3 = llm.scale %l2 {factor = 2.0 : f64} : tensor<4x8x16xf32>
+  %s4 = llm.add %m4, %l3 : tensor<4x8x16xf32>, tensor<4x8x16xf32>
+  %m5 = llm.matmul %x, %w : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %g5 = llm.gelu %m5 : tensor<4x8x16xf32>
+  %s5 = llm.add %g5, %r : tensor<4x8x16xf32>, tensor<4x8x16xf32>
+  %d1 = llm.matmul %dy, %w {llmc.backward, transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %d2 = llm.matmul %r, %w {llmc.backward, transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %s6 = llm.add %d1, %d2 {llmc.backward} : tensor<4x8x16xf32>, tensor<4x8x16xf32>
+  return %m1, %s1, %s2, %s3, %s4, %s5, %s6 : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>,
+                                             tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>,
+                                             tensor<4x8x16xf32>
 }
 
 // The whole pipeline: the training step's head and the evaluation's are

@@ -774,6 +774,38 @@ func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>) {
+  // expected-error @+1 {{needs a bias or a residual (without both it is a matmul)}}
+  %y = llm.linear %x, %w : tensor<2x4xf32>, tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>, %r: tensor<2x8xf32>) {
+  // expected-error @+1 {{gelu needs a bias and takes no residual}}
+  %y = llm.linear %x, %w, %b residual %r {gelu} : tensor<2x4xf32>, tensor<4x8xf32>, tensor<8xf32> residual tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %r: tensor<2x8xf32>) {
+  // expected-error @+1 {{gelu needs a bias and takes no residual}}
+  %y = llm.linear %x, %w residual %r {gelu} : tensor<2x4xf32>, tensor<4x8xf32> residual tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>, %r: tensor<8xf32>) {
+  // expected-error @+1 {{residual must be y's type 'tensor<2x8xf32>', got 'tensor<8xf32>'}}
+  %y = llm.linear %x, %w residual %r : tensor<2x4xf32>, tensor<4x8xf32> residual tensor<8xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<8xf32>, %dy: tensor<2x4xf32>) {
   // expected-error @+1 {{x and dy must be [..., K] and [..., N] (rank >= 2), got 8 and 2x4}}
   %dw, %db = llm.linear_weight_grad %x, %dy : tensor<8xf32>, tensor<2x4xf32>

@@ -64,6 +64,10 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %lin = llm.linear %h, %w1, %g : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32>
   // CHECK: llm.linear %{{.*}}, %{{.*}}, %{{.*}} {gelu, keep_pre, transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32>
   %act, %pre = llm.linear %lin, %w1, %g {gelu, keep_pre, transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32>
+  // CHECK: llm.linear %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32> residual tensor<2x8x64xf32>
+  %res = llm.linear %h, %w1, %g residual %lin : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32> residual tensor<2x8x64xf32>
+  // CHECK: llm.linear %{{.*}}, %{{.*}} residual %{{.*}} {transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32> residual tensor<2x8x64xf32>
+  %nobias = llm.linear %h, %w1 residual %res {transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32> residual tensor<2x8x64xf32>
   // CHECK: llm.fused_elementwise(%{{.*}}, %{{.*}}) {program = array<i64: 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 3, 1, 0, 1, 0>, yields = array<i64: 2>} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xbf16>
   %fe = llm.fused_elementwise(%m, %g) {program = array<i64: 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 3, 1, 0, 1, 0>, yields = array<i64: 2>} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xbf16>
   // CHECK: llm.linear_weight_grad %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8x64xf32>

@@ -186,8 +186,37 @@ func.func @forward(%e: tensor<2x3x8xf32> {llm.param = #llm.param<name = "e", ini
 TEST(Fuse, ElementwiseChainsKeepTheLossAndEveryGradient) {
   checkFusedGradients(kSwigluMlp, "elementwise", "cpu", {{"llm.fused_elementwise", 4}});
   checkFusedGradients(kSwigluMlp, "all", "cpu",
-                      {{"llm.fused_elementwise", 4}, {"llm.linear", 0}, {"llm.linear_weight_grad", 0}});
+                      {{"llm.fused_elementwise", 4}, {"llm.linear", 1}, {"llm.linear_weight_grad", 0}});
   checkFusedGradients(kSwigluMlp, "none", "cpu", {{"llm.fused_elementwise", 0}});
+}
+
+/// The residual stream around two products: GPT-2's biased projection,
+/// s = x + (x·w1 + b1), then Llama's, s2 = gelu(s)·w2ᵀ + s; loss Σ s2 ⊙ r.
+const char *kResidualProducts = R"mlir(
+func.func @forward(%x: tensor<2x3x4xf32>,
+                   %w1: tensor<4x4xf32> {llm.param = #llm.param<name = "w1", init = "normal", scale = 1.0>},
+                   %b1: tensor<4xf32> {llm.param = #llm.param<name = "b1", init = "normal", scale = 1.0>},
+                   %w2: tensor<4x4xf32> {llm.param = #llm.param<name = "w2", init = "normal", scale = 1.0>},
+                   %r: tensor<2x3x4xf32>) -> tensor<f32> {
+  %m = llm.matmul %x, %w1 : tensor<2x3x4xf32>, tensor<4x4xf32> -> tensor<2x3x4xf32>
+  %a = llm.add %m, %b1 : tensor<2x3x4xf32>, tensor<4xf32>
+  %s = llm.add %x, %a : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %h = llm.gelu %s : tensor<2x3x4xf32>
+  %p = llm.matmul %h, %w2 {transpose_b} : tensor<2x3x4xf32>, tensor<4x4xf32> -> tensor<2x3x4xf32>
+  %s2 = llm.add %p, %s : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %q = llm.mul %s2, %r : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %l = llm.reduce_sum %q : tensor<2x3x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+)mlir";
+
+// Both forward adds fuse once the bias has (GPT-2's needs `bias` first);
+// the backward's sums of gradient products stay adds.
+TEST(Fuse, ResidualKeepsTheLossAndEveryGradient) {
+  checkFusedGradients(kResidualProducts, "residual", "cpu", 1, 0);
+  checkFusedGradients(kResidualProducts, "bias,residual", "cpu", 2, 0);
+  checkFusedGradients(kResidualProducts, "all", "cpu", 2, 0);
+  checkFusedGradients(kResidualProducts, "all", "cuda", 2, 1);
 }
 
 TEST(Fuse, AddNormKeepsTheLossAndEveryGradient) {

@@ -1,11 +1,12 @@
 //===- cuda_linear_test.cpp - the fused linear GEMMs against the CPU ------===//
 //
-// cuBLASLt's BIAS, GELU_BIAS and GELU_AUX_BIAS epilogues, and the
-// elementwise fallback where N is not a multiple of 8 (no aux epilogue),
-// against the CPU kernel; linear_weight_grad's BGRADA epilogue against the
-// CPU's matmul and reduce_sum. Norm metric, as for matmul; f32 runs without
-// TF32. Under bf16 and f16 the epilogue rounds once where the CPU rounds
-// the product, the biased value and the GELU, well within tolerance(dtype).
+// cuBLASLt's BIAS, GELU_BIAS and GELU_AUX_BIAS epilogues, a residual as
+// its C, and the elementwise fallback where N is not a multiple of 8 (no
+// aux epilogue), against the CPU kernel; linear_weight_grad's BGRADA
+// epilogue against the CPU's matmul and reduce_sum. Norm metric, as for
+// matmul; f32 runs without TF32. Under bf16 and f16 the epilogue rounds
+// once where the CPU rounds the product, the biased value, the sum with
+// the residual and the GELU, well within tolerance(dtype).
 
 #include "CudaConformance.h"
 
@@ -55,6 +56,39 @@ TEST(CudaLinear, MatchesCpuForEveryEpilogue) {
         }
 }
 
+// The residual as cuBLASLt's C (beta = 1, y is D), with and without the
+// BIAS epilogue; odd N (no vector-aligned rows) included. The GEMM adds
+// bias and residual to the fp32 accumulator and rounds once.
+TEST(CudaLinear, ResidualMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<Case> cases = {
+      {{3, 7}, 16, 33}, {{2, 5}, 24, 64}, {{3, 5}, 24, 50257}, {{2, 3}, 0, 16},
+      {{2, 128}, 3072, 768},
+  };
+  uint64_t seed = 3600;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases)
+      for (bool transposeB : {false, true})
+        for (bool withBias : {false, true}) {
+          SCOPED_TRACE(std::string(dtypeName(dtype)) + " rows " + shapeString(c.rows) + " k" +
+                       std::to_string(c.k) + " n" + std::to_string(c.n) +
+                       (transposeB ? " transpose_b" : "") + (withBias ? " bias" : ""));
+          Buffer x = Buffer::of(randomTensor(withLast(c.rows, c.k), ++seed), dtype);
+          Buffer w = Buffer::of(randomTensor(transposeB ? std::vector<int64_t>{c.n, c.k}
+                                                        : std::vector<int64_t>{c.k, c.n},
+                                             ++seed, 0.3),
+                                dtype);
+          Buffer bias = Buffer::of(randomTensor({c.n}, ++seed), dtype);
+          Buffer residual = Buffer::of(randomTensor(withLast(c.rows, c.n), ++seed), dtype);
+          Buffer y(dtype, withLast(c.rows, c.n));
+          std::vector<Buffer *> inputs = {&x, &w};
+          if (withBias) inputs.push_back(&bias);
+          inputs.push_back(&residual);
+          expectCudaMatchesCpu("linear", inputs, {&y}, attrs({}, {{"transpose_b", transposeB}}),
+                               {Metric::Norm, {tolerance(dtype)}});
+        }
+}
+
 // BGRADA sums dy's rows in fp32 inside the GEMM; the CPU's reduce_sum sums
 // in double: well within the tolerance.
 TEST(CudaLinear, WeightGradMatchesCpu) {
@@ -85,6 +119,9 @@ TEST(CudaLinear, BindingErrorsMatchTheCpu) {
   KernelAttrs keepPre = attrs({}, {{"keep_pre", 1}});
   EXPECT_EQ(cudaBindError("linear", {x, w, bias}, {y, y}, keepPre),
             bindError("linear", {x, w, bias}, {y, y}, keepPre));
+  TensorView rows = typeOnly(DType::F32, {32, 32});
+  EXPECT_EQ(cudaBindError("linear", {x, w, bias, rows}, {y}),
+            bindError("linear", {x, w, bias, rows}, {y}));
   TensorView dy = typeOnly(DType::F32, {31, 32}), dw = typeOnly(DType::F32, {16, 32});
   EXPECT_EQ(cudaBindError("linear_weight_grad", {x, dy}, {dw, bias}),
             bindError("linear_weight_grad", {x, dy}, {dw, bias}));

@@ -1,8 +1,9 @@
 //===- linear_test.cpp - the linear layer's fused ops ---------------------===//
 //
 // The fused kernels against the unfused references: linear (matmul, add of
-// the bias, gelu) for both weight layouts, with and without GELU and the
-// kept pre-activation, and linear_weight_grad (matmul, reduce_sum); against
+// the bias, add of the residual, gelu) for both weight layouts, with and
+// without GELU and the kept pre-activation, with a residual with and
+// without the bias, and linear_weight_grad (matmul, reduce_sum); against
 // the CPU's own unfused kernels, which they must equal exactly in every
 // dtype (linear rounds where they do); and the binding errors.
 
@@ -16,8 +17,20 @@ struct LinearCase {
   int64_t k, n;
 };
 
+// Odd sizes (a vocabulary of 50257, rows no tile divides) beside GPT-2's.
 const std::vector<LinearCase> kCases = {
-    {{3, 7}, 16, 33}, {{2, 5}, 24, 64}, {{13}, 8, 1031}, {{4, 64}, 128, 512}, {{2, 3}, 0, 5},
+    {{3, 7}, 16, 33},  {{2, 5}, 24, 64}, {{13}, 8, 1031}, {{4, 64}, 128, 512},
+    {{3, 5}, 24, 50257}, {{2, 3}, 0, 5},
+};
+
+/// What follows the product: bias (+ gelu, + keep_pre), bias + residual,
+/// or the residual alone.
+struct Epilogue {
+  bool bias, residual, gelu, keepPre;
+};
+const std::vector<Epilogue> kEpilogues = {
+    {true, false, false, false}, {true, false, true, false}, {true, false, true, true},
+    {true, true, false, false},  {false, true, false, false},
 };
 
 std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
@@ -25,48 +38,73 @@ std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
   return shape;
 }
 
-std::string describe(DType dtype, const LinearCase &c, bool transposeB, bool gelu, bool keepPre) {
+std::string describe(DType dtype, const LinearCase &c, bool transposeB, const Epilogue &e) {
   return std::string(dtypeName(dtype)) + " rows " + shapeString(c.rows) + " k" +
          std::to_string(c.k) + " n" + std::to_string(c.n) + (transposeB ? " transpose_b" : "") +
-         (gelu ? " gelu" : "") + (keepPre ? " keep_pre" : "");
+         (e.bias ? " bias" : "") + (e.residual ? " residual" : "") + (e.gelu ? " gelu" : "") +
+         (e.keepPre ? " keep_pre" : "");
 }
 
-/// Calls `fn(dtype, case, transposeB, gelu, keepPre)` for every variant.
+/// Calls `fn(dtype, case, transposeB, epilogue)` for every variant.
 template <typename Fn> void forEachVariant(Fn fn) {
   for (DType dtype : kFloatTypes)
     for (const LinearCase &c : kCases)
       for (bool transposeB : {false, true})
-        for (int act = 0; act < 3; ++act) { // none, gelu, gelu + keep_pre
-          SCOPED_TRACE(describe(dtype, c, transposeB, act > 0, act == 2));
-          fn(dtype, c, transposeB, act > 0, act == 2);
+        for (const Epilogue &e : kEpilogues) {
+          SCOPED_TRACE(describe(dtype, c, transposeB, e));
+          fn(dtype, c, transposeB, e);
         }
 }
 
-KernelAttrs linearAttrs(bool transposeB, bool gelu, bool keepPre) {
-  return attrs({}, {{"transpose_b", transposeB}, {"gelu", gelu}, {"keep_pre", keepPre}});
+KernelAttrs linearAttrs(bool transposeB, const Epilogue &e) {
+  return attrs({}, {{"transpose_b", transposeB}, {"gelu", e.gelu}, {"keep_pre", e.keepPre}});
+}
+
+/// The operands of one variant: x, w, bias and residual (the last two
+/// empty where the epilogue has none).
+struct Operands {
+  RefTensor x, w, bias, residual;
+};
+Operands randomOperands(DType dtype, const LinearCase &c, bool transposeB, const Epilogue &e,
+                        uint64_t &seed) {
+  Operands o;
+  o.x = roundTo(randomTensor(withLast(c.rows, c.k), ++seed), dtype);
+  o.w = roundTo(randomTensor(transposeB ? std::vector<int64_t>{c.n, c.k}
+                                        : std::vector<int64_t>{c.k, c.n},
+                             ++seed, 0.3),
+                dtype);
+  if (e.bias) o.bias = roundTo(randomTensor({c.n}, ++seed), dtype);
+  if (e.residual) o.residual = roundTo(randomTensor(withLast(c.rows, c.n), ++seed), dtype);
+  return o;
+}
+
+/// Runs the fused kernel on `o` into y (and pre under keep_pre).
+void runLinear(DType dtype, bool transposeB, const Epilogue &e, const Operands &o, Buffer &y,
+               Buffer &pre) {
+  std::vector<Buffer> operands = {Buffer::of(o.x, dtype), Buffer::of(o.w, dtype)};
+  if (e.bias) operands.push_back(Buffer::of(o.bias, dtype));
+  if (e.residual) operands.push_back(Buffer::of(o.residual, dtype));
+  std::vector<Buffer *> inputs;
+  for (Buffer &b : operands) inputs.push_back(&b);
+  y.poison(), pre.poison();
+  std::vector<Buffer *> outputs = {&y};
+  if (e.keepPre) outputs.push_back(&pre);
+  ASSERT_TRUE(runKernel("linear", inputs, outputs, linearAttrs(transposeB, e)));
 }
 
 TEST(LinearKernel, MatchesTheUnfusedReference) {
   uint64_t seed = 3100;
-  forEachVariant([&](DType dtype, const LinearCase &c, bool transposeB, bool gelu, bool keepPre) {
-    std::vector<int64_t> yShape = withLast(c.rows, c.n);
-    RefTensor x = roundTo(randomTensor(withLast(c.rows, c.k), ++seed), dtype);
-    RefTensor w = roundTo(randomTensor(transposeB ? std::vector<int64_t>{c.n, c.k}
-                                                  : std::vector<int64_t>{c.k, c.n},
-                                       ++seed, 0.3),
-                          dtype);
-    RefTensor bias = roundTo(randomTensor({c.n}, ++seed), dtype);
-    std::vector<RefTensor> expected = ref::linear(x, w, bias, transposeB, gelu);
-    Buffer xb = Buffer::of(x, dtype), wb = Buffer::of(w, dtype), bb = Buffer::of(bias, dtype),
-           y(dtype, yShape), pre(dtype, yShape);
-    y.poison(), pre.poison();
-    std::vector<Buffer *> outputs = {&y};
-    if (keepPre) outputs.push_back(&pre);
-    ASSERT_TRUE(runKernel("linear", {&xb, &wb, &bb}, outputs, linearAttrs(transposeB, gelu, keepPre)));
+  forEachVariant([&](DType dtype, const LinearCase &c, bool transposeB, const Epilogue &e) {
+    Operands o = randomOperands(dtype, c, transposeB, e, seed);
+    std::vector<RefTensor> expected = ref::linear(o.x, o.w, e.bias ? &o.bias : nullptr,
+                                                  e.residual ? &o.residual : nullptr, transposeB,
+                                                  e.gelu);
+    Buffer y(dtype, withLast(c.rows, c.n)), pre(dtype, withLast(c.rows, c.n));
+    runLinear(dtype, transposeB, e, o, y, pre);
     // fp32: within 1e-6 of the double reference, relative to the output's norm.
     const double tol = dtype == DType::F32 ? 1e-6 : tolerance(dtype);
     EXPECT_CLOSE(y.toRef(), expected[0], Metric::Norm, tol);
-    if (keepPre) {
+    if (e.keepPre) {
       EXPECT_CLOSE(pre.toRef(), expected[1], Metric::Norm, tol);
     }
   });
@@ -74,27 +112,34 @@ TEST(LinearKernel, MatchesTheUnfusedReference) {
 
 TEST(LinearKernel, EqualsMatmulAddGeluExactly) {
   uint64_t seed = 3200;
-  forEachVariant([&](DType dtype, const LinearCase &c, bool transposeB, bool gelu, bool keepPre) {
+  forEachVariant([&](DType dtype, const LinearCase &c, bool transposeB, const Epilogue &e) {
+    Operands o = randomOperands(dtype, c, transposeB, e, seed);
     std::vector<int64_t> yShape = withLast(c.rows, c.n);
-    Buffer x = Buffer::of(randomTensor(withLast(c.rows, c.k), ++seed), dtype);
-    Buffer w = Buffer::of(randomTensor(transposeB ? std::vector<int64_t>{c.n, c.k}
-                                                  : std::vector<int64_t>{c.k, c.n},
-                                       ++seed, 0.3),
-                          dtype);
-    Buffer bias = Buffer::of(randomTensor({c.n}, ++seed), dtype);
-    Buffer product(dtype, yShape), biased(dtype, yShape), activated(dtype, yShape);
+    Buffer x = Buffer::of(o.x, dtype), w = Buffer::of(o.w, dtype), product(dtype, yShape);
     ASSERT_TRUE(runKernel("matmul", {&x, &w}, {&product}, attrs({}, {{"transpose_b", transposeB}})));
-    ASSERT_TRUE(runKernel("add", {&product, &bias}, {&biased}));
-    ASSERT_TRUE(runKernel("gelu", {&biased}, {&activated}));
+    // The unfused ops in turn, each storing its result.
+    Buffer unfused = product, pre = product;
+    if (e.bias) {
+      Buffer bias = Buffer::of(o.bias, dtype), biased(dtype, yShape);
+      ASSERT_TRUE(runKernel("add", {&unfused, &bias}, {&biased}));
+      unfused = pre = biased;
+    }
+    if (e.residual) {
+      Buffer residual = Buffer::of(o.residual, dtype), sum(dtype, yShape);
+      ASSERT_TRUE(runKernel("add", {&unfused, &residual}, {&sum}));
+      unfused = sum;
+    }
+    if (e.gelu) {
+      Buffer activated(dtype, yShape);
+      ASSERT_TRUE(runKernel("gelu", {&unfused}, {&activated}));
+      unfused = activated;
+    }
 
-    Buffer y(dtype, yShape), pre(dtype, yShape);
-    y.poison(), pre.poison();
-    std::vector<Buffer *> outputs = {&y};
-    if (keepPre) outputs.push_back(&pre);
-    ASSERT_TRUE(runKernel("linear", {&x, &w, &bias}, outputs, linearAttrs(transposeB, gelu, keepPre)));
-    EXPECT_EQ(y.toRef().data, (gelu ? activated : biased).toRef().data);
-    if (keepPre) {
-      EXPECT_EQ(pre.toRef().data, biased.toRef().data);
+    Buffer y(dtype, yShape), fusedPre(dtype, yShape);
+    runLinear(dtype, transposeB, e, o, y, fusedPre);
+    EXPECT_EQ(y.toRef().data, unfused.toRef().data);
+    if (e.keepPre) {
+      EXPECT_EQ(fusedPre.toRef().data, pre.toRef().data);
     }
   });
 }
@@ -125,6 +170,17 @@ TEST(LinearKernel, BindingErrorsNameTheOperand) {
   EXPECT_NE(bindError("linear", {typeOnly(DType::F32, {16}), w, bias}, {typeOnly(DType::F32, {32})})
                 .find("rank >= 2"),
             std::string::npos);
+  // A residual has y's shape and type; it takes no GELU.
+  EXPECT_EQ(bindError("linear", {x, w, y}, {y}), "");
+  EXPECT_EQ(bindError("linear", {x, w, bias, y}, {y}), "");
+  EXPECT_NE(bindError("linear", {x, w, bias, typeOnly(DType::F32, {4, 32})}, {y}).find("residual"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear", {x, w, typeOnly(DType::BF16, {4, 8, 32})}, {y}).find("residual"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear", {x, w, bias, y}, {y}, attrs({}, {{"gelu", 1}}))
+                .find("gelu needs a bias and takes no residual"),
+            std::string::npos);
+  EXPECT_NE(bindError("linear", {x, w}, {y}).find("expected 3 to 4 inputs"), std::string::npos);
 }
 
 struct WeightGradCase {
