@@ -50,7 +50,61 @@ bool checkSegments(Validator &v, const KernelArgs &args, size_t segmentIndex,
   return true;
 }
 
+/// Checks a packed qkv (input 0) and the attributes; fills `dims`.
+bool checkPacked(Validator &v, AttentionBinding *dims) {
+  double scale;
+  int64_t heads, kvHeads;
+  if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &dims->causal) ||
+      !v.intAttr("heads", &heads, 0) || !v.intAttr("kv_heads", &kvHeads, 0))
+    return false;
+  dims->scale = static_cast<float>(scale);
+  const TensorView &qkv = v.in(0);
+  if (!v.isFloat(qkv, "qkv") || !v.hasRank(qkv, "qkv", 3)) return false;
+  if (heads < 1 || kvHeads < 1 || heads % kvHeads != 0)
+    return v.fail("attribute 'heads' (" + std::to_string(heads) +
+                  ") must be a positive multiple of 'kv_heads' (" + std::to_string(kvHeads) + ")");
+  const int64_t width = heads + 2 * kvHeads;
+  if (qkv.dim(2) == 0 || qkv.dim(2) % width != 0)
+    return v.fail("qkv must be [B, T, (heads + 2·kv_heads)·D] with heads = " +
+                  std::to_string(heads) + ", kv_heads = " + std::to_string(kvHeads) + ", got " +
+                  qkv.describe());
+  dims->dtype = qkv.dtype;
+  dims->b = qkv.dim(0), dims->t = dims->s = qkv.dim(1);
+  dims->h = heads, dims->kv = kvHeads, dims->d = qkv.dim(2) / width;
+  dims->group = heads / kvHeads;
+  dims->packed = true;
+  return true;
+}
+
 } // namespace
+
+bool bindAttentionPacked(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention_packed", args, error);
+  AttentionBinding dims;
+  if (!v.arity(1, 2, 2) || !checkPacked(v, &dims) || !checkSegments(v, args, 1, &dims))
+    return false;
+  if (!v.hasType(v.out(0), "out", dims.dtype, {dims.b, dims.t, dims.h, dims.d}) ||
+      !v.hasType(v.out(1), "lse", DType::F32, {dims.b, dims.h, dims.t}))
+    return false;
+  *out = dims;
+  return true;
+}
+
+bool bindAttentionPackedGrad(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention_packed_grad", args, error);
+  AttentionBinding dims;
+  if (!v.arity(4, 5, 1) || !checkPacked(v, &dims) || !checkSegments(v, args, 4, &dims))
+    return false;
+  const TensorView &qkv = v.in(0);
+  const std::vector<int64_t> outShape = {dims.b, dims.t, dims.h, dims.d};
+  if (!v.hasType(v.in(1), "out", dims.dtype, outShape) ||
+      !v.hasType(v.in(2), "lse", DType::F32, {dims.b, dims.h, dims.t}) ||
+      !v.hasType(v.in(3), "dout", dims.dtype, outShape) ||
+      !v.hasType(v.out(0), "dqkv", dims.dtype, qkv.shape))
+    return false;
+  *out = dims;
+  return true;
+}
 
 bool bindAttention(const KernelArgs &args, std::string &error, AttentionBinding *out) {
   Validator v("attention", args, error);

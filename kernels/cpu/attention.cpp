@@ -32,12 +32,22 @@
 // form — no per-tile transposes. Everything is fp32 inside, for f32 or
 // bf16 storage, and all scratch is allocated at bind time.
 //
+// Packed (attention_packed, _grad): q, k and v are column blocks of one
+// qkv [B,T,(H+2·KV)·D] (GPT-2's c_attn output) and dq, dk, dv those of one
+// dqkv. Since every tile is copied into scratch anyway, only the rows'
+// stride and the blocks' offsets change; the arithmetic is the same
+// instruction for instruction, so the packed kernels' results are the
+// unpacked ones bit for bit, without slicing qkv or padding and summing
+// the three gradients.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/Attention.h"
 #include "kernels/cpu/Common.h"
 #include "kernels/cpu/SegmentTiles.h"
 #include "kernels/cpu/TileGemm.h"
+
+#include <tuple>
 
 namespace llmc::cpu {
 namespace {
@@ -48,10 +58,36 @@ static_assert(kBr == kBc, "the backward carves one scratch layout for both passe
 
 struct AttentionDims {
   int64_t b = 0, t = 0, h = 0, d = 0, s = 0, kv = 0, group = 1;
+  int64_t queryStride = 0, keyStride = 0; ///< elements between rows (b, t) of q and of k, v
   float scale = 1.0f;
   bool causal = false;
   bool segments = false;
 };
+
+/// The kernels' dimensions of a binding.
+AttentionDims dimsOf(const contracts::AttentionBinding &b) {
+  AttentionDims dims;
+  dims.b = b.b, dims.t = b.t, dims.h = b.h, dims.d = b.d, dims.s = b.s, dims.kv = b.kv;
+  dims.group = b.group;
+  dims.queryStride = b.queryStride(), dims.keyStride = b.keyStride();
+  dims.scale = b.scale;
+  dims.causal = b.causal;
+  dims.segments = b.segments;
+  return dims;
+}
+
+/// q, k, v (or dq, dk, dv) of a binding: three tensors, or the column
+/// blocks of the packed first one.
+template <typename T>
+std::tuple<T *, T *, T *> qkvOf(const std::vector<TensorView> &tensors,
+                                const contracts::AttentionBinding &b) {
+  if (!b.packed) return {tensors[0].as<T>(), tensors[1].as<T>(), tensors[2].as<T>()};
+  T *base = tensors[0].as<T>();
+  return {base, base + b.keyOffset(), base + b.valueOffset()};
+}
+
+/// Index of the first input after q, k and v (after qkv, when packed).
+size_t inputsAfterQkv(const contracts::AttentionBinding &b) { return b.packed ? 1 : 3; }
 
 /// Under a causal mask later query tiles see more keys: handing them out
 /// first balances the dynamic schedule.
@@ -80,13 +116,19 @@ template <typename T> struct AttentionTiles {
     return n.segments && !segmentTiles.meet(b, i0, j0);
   }
 
-  /// Offset of query row i of head h (q, out, dout) and key row j of kv head g.
-  int64_t queryAt(int64_t b, int64_t i, int64_t h) const { return ((b * n.t + i) * n.h + h) * n.d; }
-  int64_t keyAt(int64_t b, int64_t j, int64_t g) const { return ((b * n.s + j) * n.kv + g) * n.d; }
+  /// Offset of query row i of head h in q (dq), in out (dout), and of key
+  /// row j of kv head g in k, v (dk, dv).
+  int64_t queryAt(int64_t b, int64_t i, int64_t h) const {
+    return (b * n.t + i) * n.queryStride + h * n.d;
+  }
+  int64_t outAt(int64_t b, int64_t i, int64_t h) const { return ((b * n.t + i) * n.h + h) * n.d; }
+  int64_t keyAt(int64_t b, int64_t j, int64_t g) const {
+    return (b * n.s + j) * n.keyStride + g * n.d;
+  }
 
   /// `count` rows of D elements `stride` apart, copied to dst [count × D]
   /// in fp32. Even for f32 the contiguous copy pays for itself: the rows sit
-  /// H·D apart in the tensor, and the tile GEMMs then stream from L1.
+  /// H·D (packed: (H+2·KV)·D) apart, and the tile GEMMs then stream from L1.
   const float *rows(const T *x, int64_t stride, int64_t count, float *dst) const {
     for (int64_t r = 0; r < count; ++r) {
       const T *src = x + r * stride;
@@ -98,11 +140,15 @@ template <typename T> struct AttentionTiles {
   }
   const float *queryRows(const T *x, int64_t b, int64_t h, int64_t i0, int64_t count,
                          float *dst) const {
-    return rows(x + queryAt(b, i0, h), n.h * n.d, count, dst);
+    return rows(x + queryAt(b, i0, h), n.queryStride, count, dst);
+  }
+  const float *outRows(const T *x, int64_t b, int64_t h, int64_t i0, int64_t count,
+                       float *dst) const {
+    return rows(x + outAt(b, i0, h), n.h * n.d, count, dst);
   }
   const float *keyRows(const T *x, int64_t b, int64_t g, int64_t j0, int64_t count,
                        float *dst) const {
-    return rows(x + keyAt(b, j0, g), n.kv * n.d, count, dst);
+    return rows(x + keyAt(b, j0, g), n.keyStride, count, dst);
   }
 
   /// The same rows transposed and scaled: dst[e·ld + r] = factor·x[r][e].
@@ -143,12 +189,12 @@ template <typename T> struct AttentionTiles {
 
 template <typename T> class AttentionKernel final : public Kernel {
 public:
-  AttentionKernel(const KernelArgs &args, const AttentionDims &dims)
-      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
-        out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), threads_(bindThreads()),
-        scratch_(threads_, 2 * kBr * dims.d + kBc * kBr + 2 * kBc * dims.d + 5 * kBr) {
-    tiles_.n = dims;
-    tiles_.bindSegments(args, 3);
+  AttentionKernel(const KernelArgs &args, const contracts::AttentionBinding &b)
+      : out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), threads_(bindThreads()),
+        scratch_(threads_, 2 * kBr * b.d + kBc * kBr + 2 * kBc * b.d + 5 * kBr) {
+    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
+    tiles_.n = dimsOf(b);
+    tiles_.bindSegments(args, inputsAfterQkv(b));
   }
 
   void run(const StepContext &) override {
@@ -175,7 +221,7 @@ private:
     float *vw = kw + kBc * d, *m = vw + kBc * d, *l = m + kBr, *mUse = l + kBr;
     float *alpha = mUse + kBr, *sum = alpha + kBr;
 
-    tiles_.transposed(q_ + tiles_.queryAt(b, i0, h), n.h * d, rows, n.scale, qt, kBr);
+    tiles_.transposed(q_ + tiles_.queryAt(b, i0, h), n.queryStride, rows, n.scale, qt, kBr);
     std::fill(o, o + rows * d, 0.0f);
     std::fill(m, m + rows, kNegInf);
     std::fill(l, l + rows, 0.0f);
@@ -227,7 +273,7 @@ private:
 
     for (int64_t r = 0; r < rows; ++r) {
       float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-      T *dst = out_ + tiles_.queryAt(b, i0 + r, h);
+      T *dst = out_ + tiles_.outAt(b, i0 + r, h);
       const float *orow = o + r * d;
 #pragma omp simd
       for (int64_t e = 0; e < d; ++e) store(dst, e, orow[e] * inv);
@@ -249,14 +295,15 @@ private:
 
 template <typename T> class AttentionGradKernel final : public Kernel {
 public:
-  AttentionGradKernel(const KernelArgs &args, const AttentionDims &dims)
-      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
-        out_(args.inputs[3].as<T>()), lse_(args.inputs[4].as<float>()),
-        dout_(args.inputs[5].as<T>()), dq_(args.outputs[0].as<T>()), dk_(args.outputs[1].as<T>()),
-        dv_(args.outputs[2].as<T>()), threads_(bindThreads()), rowDot_(dims.b * dims.h * dims.t),
-        scratch_(threads_, 6 * kBc * dims.d + 2 * kBr * kBc + 2 * kBr) {
-    tiles_.n = dims;
-    tiles_.bindSegments(args, 6);
+  AttentionGradKernel(const KernelArgs &args, const contracts::AttentionBinding &b)
+      : out_(args.inputs[inputsAfterQkv(b)].as<T>()),
+        lse_(args.inputs[inputsAfterQkv(b) + 1].as<float>()),
+        dout_(args.inputs[inputsAfterQkv(b) + 2].as<T>()), threads_(bindThreads()),
+        rowDot_(b.b * b.h * b.t), scratch_(threads_, 6 * kBc * b.d + 2 * kBr * kBc + 2 * kBr) {
+    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
+    std::tie(dq_, dk_, dv_) = qkvOf<T>(args.outputs, b);
+    tiles_.n = dimsOf(b);
+    tiles_.bindSegments(args, inputsAfterQkv(b) + 3);
   }
 
   void run(const StepContext &) override {
@@ -317,8 +364,8 @@ private:
     float *qw = accV + kBc * d, *dow = qw + kBr * d, *s = dow + kBr * d, *dp = s + kBr * kBc;
     float *lse = dp + kBr * kBc, *rowDot = lse + kBr;
 
-    tiles_.transposed(k_ + tiles_.keyAt(b, j0, g), n.kv * d, cols, n.scale, kt, kBc);
-    tiles_.transposed(v_ + tiles_.keyAt(b, j0, g), n.kv * d, cols, 1.0f, vt, kBc);
+    tiles_.transposed(k_ + tiles_.keyAt(b, j0, g), n.keyStride, cols, n.scale, kt, kBc);
+    tiles_.transposed(v_ + tiles_.keyAt(b, j0, g), n.keyStride, cols, 1.0f, vt, kBc);
     std::fill(accK, accK + cols * d, 0.0f);
     std::fill(accV, accV + cols * d, 0.0f);
     int64_t firstQuery = n.causal ? j0 / kBr * kBr : 0; // earlier queries see none of these keys
@@ -327,7 +374,7 @@ private:
         if (tiles_.hidden(b, i0, j0)) continue;
         int64_t rows = std::min(kBr, n.t - i0);
         const float *qr = tiles_.queryRows(q_, b, h, i0, rows, qw);
-        const float *dor = tiles_.queryRows(dout_, b, h, i0, rows, dow);
+        const float *dor = tiles_.outRows(dout_, b, h, i0, rows, dow);
         loadRowStats(b, h, i0, rows, lse, rowDot);
         tileGemm(rows, cols, d, qr, d, kt, kBc, s, kBc, false); // S
         tiles_.mask(s, kBc, false, b, i0, rows, j0, cols);
@@ -363,8 +410,8 @@ private:
     float *vw = kw + kBc * d, *st = vw + kBc * d, *dpt = st + kBc * kBr;
     float *lse = dpt + kBc * kBr, *rowDot = lse + kBr;
 
-    tiles_.transposed(q_ + tiles_.queryAt(b, i0, h), n.h * d, rows, n.scale, qt, kBr);
-    tiles_.transposed(dout_ + tiles_.queryAt(b, i0, h), n.h * d, rows, 1.0f, dot, kBr);
+    tiles_.transposed(q_ + tiles_.queryAt(b, i0, h), n.queryStride, rows, n.scale, qt, kBr);
+    tiles_.transposed(dout_ + tiles_.outAt(b, i0, h), n.h * d, rows, 1.0f, dot, kBr);
     loadRowStats(b, h, i0, rows, lse, rowDot);
     std::fill(dq, dq + rows * d, 0.0f);
     int64_t keyEnd = tiles_.keyEnd(i0, rows);
@@ -407,32 +454,34 @@ private:
 // Factories
 //===----------------------------------------------------------------------===//
 
-/// The kernels' dimensions of a binding.
-AttentionDims dimsOf(const contracts::AttentionBinding &b) {
-  AttentionDims dims;
-  dims.b = b.b, dims.t = b.t, dims.h = b.h, dims.d = b.d, dims.s = b.s, dims.kv = b.kv;
-  dims.group = b.group;
-  dims.scale = b.scale;
-  dims.causal = b.causal;
-  dims.segments = b.segments;
-  return dims;
+using Bind = bool (*)(const KernelArgs &, std::string &, contracts::AttentionBinding *);
+
+/// The contract's checks, then kernel K for the bound dtype.
+template <template <typename> class K>
+std::unique_ptr<Kernel> make(Bind bind, const KernelArgs &args, std::string &error) {
+  contracts::AttentionBinding b;
+  if (!bind(args, error, &b)) return nullptr;
+  return makeFloatKernel<K>(b.dtype, args, b);
 }
 
 std::unique_ptr<Kernel> makeAttention(const KernelArgs &args, std::string &error) {
-  contracts::AttentionBinding b;
-  if (!contracts::bindAttention(args, error, &b)) return nullptr;
-  return makeFloatKernel<AttentionKernel>(b.dtype, args, dimsOf(b));
+  return make<AttentionKernel>(contracts::bindAttention, args, error);
 }
-
 std::unique_ptr<Kernel> makeAttentionGrad(const KernelArgs &args, std::string &error) {
-  contracts::AttentionBinding b;
-  if (!contracts::bindAttentionGrad(args, error, &b)) return nullptr;
-  return makeFloatKernel<AttentionGradKernel>(b.dtype, args, dimsOf(b));
+  return make<AttentionGradKernel>(contracts::bindAttentionGrad, args, error);
+}
+std::unique_ptr<Kernel> makeAttentionPacked(const KernelArgs &args, std::string &error) {
+  return make<AttentionKernel>(contracts::bindAttentionPacked, args, error);
+}
+std::unique_ptr<Kernel> makeAttentionPackedGrad(const KernelArgs &args, std::string &error) {
+  return make<AttentionGradKernel>(contracts::bindAttentionPackedGrad, args, error);
 }
 
 } // namespace
 
 LLMC_REGISTER_KERNEL(CPU, "attention", makeAttention);
 LLMC_REGISTER_KERNEL(CPU, "attention_grad", makeAttentionGrad);
+LLMC_REGISTER_KERNEL(CPU, "attention_packed", makeAttentionPacked);
+LLMC_REGISTER_KERNEL(CPU, "attention_packed_grad", makeAttentionPackedGrad);
 
 } // namespace llmc::cpu

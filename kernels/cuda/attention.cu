@@ -41,6 +41,10 @@
 //     Every dK/dV row is summed by one thread in a fixed order.
 // P and dS are recomputed in both 2 and 3, as on the CPU.
 //
+// Packed (attention_packed, _grad): q, k, v are column blocks of one qkv
+// [B,T,(H+2·KV)·D] and dq, dk, dv those of one dqkv, read and written
+// through the rows' stride and the blocks' offsets by the same kernels.
+//
 // Head dims 64 and 128 have their own instantiations (D a compile-time
 // constant); any other D up to 256 runs the generic path rounded up to 32,
 // 64, 128 or 256 (lanes past D idle). Shared memory is dynamic, sized at
@@ -55,6 +59,7 @@
 #include "kernels/cuda/Common.cuh"
 
 #include <climits>
+#include <tuple>
 
 namespace llmc::cuda {
 namespace {
@@ -70,6 +75,7 @@ constexpr unsigned kFullMask = 0xffffffffu;
 /// Everything a kernel needs besides its pointers, by value.
 struct Params {
   int64_t b = 0, t = 0, h = 0, s = 0, kv = 0, group = 1;
+  int64_t queryStride = 0, keyStride = 0; ///< elements between rows (b, t) of q and of k, v
   int d = 0;
   float scale = 1.0f;
   bool causal = false;
@@ -77,11 +83,16 @@ struct Params {
   bool wideSegments = false;      ///< i64 segment ids
 };
 
+/// Offsets of query row i of head h in q (dq), in out (dout), and of key
+/// row j of kv head g in k, v (dk, dv).
 __device__ __forceinline__ int64_t queryOffset(const Params &p, int64_t b, int64_t i, int64_t h) {
+  return (b * p.t + i) * p.queryStride + h * p.d;
+}
+__device__ __forceinline__ int64_t outOffset(const Params &p, int64_t b, int64_t i, int64_t h) {
   return ((b * p.t + i) * p.h + h) * p.d;
 }
 __device__ __forceinline__ int64_t keyOffset(const Params &p, int64_t b, int64_t j, int64_t g) {
-  return ((b * p.s + j) * p.kv + g) * p.d;
+  return (b * p.s + j) * p.keyStride + g * p.d;
 }
 /// Segment id of position i of batch row b (only called with segment ids).
 __device__ __forceinline__ int64_t segmentAt(const Params &p, int64_t b, int64_t i) {
@@ -144,7 +155,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t i0 = tile * kTile;
   const int64_t firstRow = i0 + warp * kRowsPerWarp; // this warp's rows: firstRow + r
 
-  stageRows(q + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, p.scale, qs, d);
+  stageRows(q + queryOffset(p, b, i0, h), p.queryStride, p.t - i0, d, p.scale, qs, d);
 
   float acc[kRowsPerWarp][kChunks];
   float m[kRowsPerWarp], l[kRowsPerWarp];
@@ -232,7 +243,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t i = firstRow + r;
     if (i >= p.t) continue; // warp-uniform; no shuffles below
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    T *dst = out + queryOffset(p, b, i, h);
+    T *dst = out + outOffset(p, b, i, h);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int e = lane + 32 * c;
@@ -299,8 +310,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t i0 = tile * kTile;
   const int64_t firstRow = i0 + warp * kRowsPerWarp;
 
-  stageRows(q + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, p.scale, qs, d);
-  stageRows(dout + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, dos, d);
+  stageRows(q + queryOffset(p, b, i0, h), p.queryStride, p.t - i0, d, p.scale, qs, d);
+  stageRows(dout + outOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, dos, d);
 
   float acc[kRowsPerWarp][kChunks];
   float rowLse[kRowsPerWarp], rowD[kRowsPerWarp];
@@ -415,8 +426,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t j0 = tile * kTile;
   const int64_t firstKey = j0 + warp * kRowsPerWarp; // this warp's keys: firstKey + c
 
-  stageRows(k + keyOffset(p, b, j0, g), p.kv * d, p.s - j0, d, p.scale, ks, d);
-  stageRows(v + keyOffset(p, b, j0, g), p.kv * d, p.s - j0, d, 1.0f, vs, d);
+  stageRows(k + keyOffset(p, b, j0, g), p.keyStride, p.s - j0, d, p.scale, ks, d);
+  stageRows(v + keyOffset(p, b, j0, g), p.keyStride, p.s - j0, d, 1.0f, vs, d);
 
   float accK[kRowsPerWarp][kChunks], accV[kRowsPerWarp][kChunks];
   int64_t keySegment[kRowsPerWarp];
@@ -435,8 +446,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t i0 = firstQuery; i0 < p.t; i0 += kTile) {
       if (!segmentsMeet(p, b, i0, j0)) continue;
       __syncthreads(); // the previous query tile's readers are done
-      stageRows(q + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, qs, d + 1);
-      stageRows(dout + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, dos, d + 1);
+      stageRows(q + queryOffset(p, b, i0, h), p.queryStride, p.t - i0, d, 1.0f, qs, d + 1);
+      stageRows(dout + outOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, dos, d + 1);
       if (threadIdx.x < kTile) {
         const int64_t i = i0 + threadIdx.x;
         lses[threadIdx.x] = backwardLse(lse, p, b, h, i);
@@ -548,12 +559,27 @@ size_t gradKeyValueSmem(int64_t d) { return sizeof(float) * (kTile * (4 * d + 2)
 /// pairs: 0 when there is nothing to do.
 int64_t tileBlocks(int64_t outer, int64_t rows) { return outer * ((rows + kTile - 1) / kTile); }
 
+/// q, k, v (or dq, dk, dv) of a binding: three tensors, or the column
+/// blocks of the packed first one.
+template <typename T>
+std::tuple<T *, T *, T *> qkvOf(const std::vector<TensorView> &tensors,
+                                const contracts::AttentionBinding &b) {
+  if (!b.packed) return {tensors[0].as<T>(), tensors[1].as<T>(), tensors[2].as<T>()};
+  T *base = tensors[0].as<T>();
+  return {base, base + b.keyOffset(), base + b.valueOffset()};
+}
+
+/// Index of the first input after q, k and v (after qkv, when packed).
+size_t inputsAfterQkv(const contracts::AttentionBinding &b) { return b.packed ? 1 : 3; }
+
 template <typename T> class AttentionKernel final : public Kernel {
 public:
-  AttentionKernel(const KernelArgs &args, const Params &p, AttentionFns<T> fns)
-      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
-        out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), p_(p), fns_(fns),
-        blocks_(tileBlocks(p.b * p.h, p.t)), smem_(forwardSmem(p.d)) {}
+  AttentionKernel(const KernelArgs &args, const contracts::AttentionBinding &b, const Params &p,
+                  AttentionFns<T> fns)
+      : out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), p_(p), fns_(fns),
+        blocks_(tileBlocks(p.b * p.h, p.t)), smem_(forwardSmem(p.d)) {
+    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
+  }
 
   void run(const StepContext &ctx) override {
     if (blocks_ == 0) return;
@@ -574,13 +600,16 @@ private:
 
 template <typename T> class AttentionGradKernel final : public Kernel {
 public:
-  AttentionGradKernel(const KernelArgs &args, const Params &p, AttentionFns<T> fns)
-      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
-        out_(args.inputs[3].as<T>()), lse_(args.inputs[4].as<float>()),
-        dout_(args.inputs[5].as<T>()), dq_(args.outputs[0].as<T>()), dk_(args.outputs[1].as<T>()),
-        dv_(args.outputs[2].as<T>()), p_(p), fns_(fns), queryBlocks_(tileBlocks(p.b * p.h, p.t)),
-        keyBlocks_(tileBlocks(p.b * p.kv, p.s)),
-        rowDot_(sizeof(float) * static_cast<size_t>(p.b * p.h * p.t)) {}
+  AttentionGradKernel(const KernelArgs &args, const contracts::AttentionBinding &b,
+                      const Params &p, AttentionFns<T> fns)
+      : out_(args.inputs[inputsAfterQkv(b)].as<T>()),
+        lse_(args.inputs[inputsAfterQkv(b) + 1].as<float>()),
+        dout_(args.inputs[inputsAfterQkv(b) + 2].as<T>()), p_(p), fns_(fns),
+        queryBlocks_(tileBlocks(p.b * p.h, p.t)), keyBlocks_(tileBlocks(p.b * p.kv, p.s)),
+        rowDot_(sizeof(float) * static_cast<size_t>(p.b * p.h * p.t)) {
+    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
+    std::tie(dq_, dk_, dv_) = qkvOf<T>(args.outputs, b);
+  }
 
   void run(const StepContext &ctx) override {
     cudaStream_t stream = streamOf(ctx);
@@ -617,11 +646,13 @@ private:
 // Factories: the contract's checks, then the CUDA limits
 //===----------------------------------------------------------------------===//
 
-/// The kernels' parameters of a binding, all but the head dim.
+/// The kernels' parameters of a binding.
 Params paramsOf(const contracts::AttentionBinding &b, const KernelArgs &args,
                 size_t segmentIndex) {
   Params p;
   p.b = b.b, p.t = b.t, p.h = b.h, p.s = b.s, p.kv = b.kv, p.group = b.group;
+  p.queryStride = b.queryStride(), p.keyStride = b.keyStride();
+  p.d = static_cast<int>(b.d);
   p.scale = b.scale;
   p.causal = b.causal;
   if (b.segments) {
@@ -632,62 +663,74 @@ Params paramsOf(const contracts::AttentionBinding &b, const KernelArgs &args,
 }
 
 /// What only the CUDA kernels limit: the head dim and the grid size.
-bool checkCudaLimits(Validator &v, const TensorView &q, const Params &p) {
-  const int64_t d = q.dim(3);
-  if (d < 1 || d > kMaxHeadDim)
-    return v.fail("head dim D = " + std::to_string(d) + " is outside the CUDA kernels' range [1, " +
-                  std::to_string(kMaxHeadDim) + "]: q is " + q.describe());
-  if (tileBlocks(p.b * p.h, p.t) > INT_MAX || tileBlocks(p.b * p.kv, p.s) > INT_MAX)
-    return v.fail("q " + q.describe() + " needs more thread blocks than one launch allows");
+bool checkCudaLimits(Validator &v, const contracts::AttentionBinding &b) {
+  const std::string q = (b.packed ? "qkv " : "q ") + v.in(0).describe();
+  if (b.d < 1 || b.d > kMaxHeadDim)
+    return v.fail("head dim D = " + std::to_string(b.d) +
+                  " is outside the CUDA kernels' range [1, " + std::to_string(kMaxHeadDim) +
+                  "]: " + (b.packed ? "qkv is " : "q is ") + v.in(0).describe());
+  if (tileBlocks(b.b * b.h, b.t) > INT_MAX || tileBlocks(b.b * b.kv, b.s) > INT_MAX)
+    return v.fail(q + " needs more thread blocks than one launch allows");
   return true;
 }
 
 template <typename T>
-std::unique_ptr<Kernel> bindAttention(Validator &v, const KernelArgs &args, Params p) {
+std::unique_ptr<Kernel> bindForward(Validator &v, const KernelArgs &args,
+                                    const contracts::AttentionBinding &b) {
+  Params p = paramsOf(b, args, inputsAfterQkv(b));
   AttentionFns<T> fns = selectFns<T>(p.d);
   if (!allowSmem(v, reinterpret_cast<const void *>(fns.forward), forwardSmem(p.d)))
     return nullptr;
-  return std::make_unique<AttentionKernel<T>>(args, p, fns);
+  return std::make_unique<AttentionKernel<T>>(args, b, p, fns);
 }
 
 template <typename T>
-std::unique_ptr<Kernel> bindAttentionGrad(Validator &v, const KernelArgs &args, Params p) {
+std::unique_ptr<Kernel> bindBackward(Validator &v, const KernelArgs &args,
+                                     const contracts::AttentionBinding &b) {
+  Params p = paramsOf(b, args, inputsAfterQkv(b) + 3); // after out, lse, dout
   AttentionFns<T> fns = selectFns<T>(p.d);
   if (!allowSmem(v, reinterpret_cast<const void *>(fns.gradQuery), gradQuerySmem(p.d)) ||
       !allowSmem(v, reinterpret_cast<const void *>(fns.gradKeyValue), gradKeyValueSmem(p.d)))
     return nullptr;
-  return std::make_unique<AttentionGradKernel<T>>(args, p, fns);
+  return std::make_unique<AttentionGradKernel<T>>(args, b, p, fns);
+}
+
+using Bind = bool (*)(const KernelArgs &, std::string &, contracts::AttentionBinding *);
+
+/// The contract's checks, the CUDA limits, then the forward or backward
+/// kernel for the bound dtype.
+template <bool kBackward>
+std::unique_ptr<Kernel> make(const char *name, Bind bind, const KernelArgs &args,
+                             std::string &error) {
+  contracts::AttentionBinding b;
+  if (!bind(args, error, &b)) return nullptr;
+  Validator v(name, args, error);
+  if (!checkCudaLimits(v, b)) return nullptr;
+  if (b.dtype == DType::BF16)
+    return kBackward ? bindBackward<bf16>(v, args, b) : bindForward<bf16>(v, args, b);
+  if (b.dtype == DType::F16)
+    return kBackward ? bindBackward<f16>(v, args, b) : bindForward<f16>(v, args, b);
+  return kBackward ? bindBackward<float>(v, args, b) : bindForward<float>(v, args, b);
 }
 
 std::unique_ptr<Kernel> makeCudaAttention(const KernelArgs &args, std::string &error) {
-  contracts::AttentionBinding b;
-  if (!contracts::bindAttention(args, error, &b)) return nullptr;
-  Validator v("attention", args, error);
-  const TensorView &q = v.in(0);
-  Params p = paramsOf(b, args, 3);
-  if (!checkCudaLimits(v, q, p)) return nullptr;
-  p.d = static_cast<int>(q.dim(3));
-  if (q.dtype == DType::BF16) return bindAttention<bf16>(v, args, p);
-  if (q.dtype == DType::F16) return bindAttention<f16>(v, args, p);
-  return bindAttention<float>(v, args, p);
+  return make<false>("attention", contracts::bindAttention, args, error);
 }
-
 std::unique_ptr<Kernel> makeCudaAttentionGrad(const KernelArgs &args, std::string &error) {
-  contracts::AttentionBinding b;
-  if (!contracts::bindAttentionGrad(args, error, &b)) return nullptr;
-  Validator v("attention_grad", args, error);
-  const TensorView &q = v.in(0);
-  Params p = paramsOf(b, args, 6);
-  if (!checkCudaLimits(v, q, p)) return nullptr;
-  p.d = static_cast<int>(q.dim(3));
-  if (q.dtype == DType::BF16) return bindAttentionGrad<bf16>(v, args, p);
-  if (q.dtype == DType::F16) return bindAttentionGrad<f16>(v, args, p);
-  return bindAttentionGrad<float>(v, args, p);
+  return make<true>("attention_grad", contracts::bindAttentionGrad, args, error);
+}
+std::unique_ptr<Kernel> makeCudaAttentionPacked(const KernelArgs &args, std::string &error) {
+  return make<false>("attention_packed", contracts::bindAttentionPacked, args, error);
+}
+std::unique_ptr<Kernel> makeCudaAttentionPackedGrad(const KernelArgs &args, std::string &error) {
+  return make<true>("attention_packed_grad", contracts::bindAttentionPackedGrad, args, error);
 }
 
 } // namespace
 
 LLMC_REGISTER_KERNEL(CUDA, "attention", makeCudaAttention);
 LLMC_REGISTER_KERNEL(CUDA, "attention_grad", makeCudaAttentionGrad);
+LLMC_REGISTER_KERNEL(CUDA, "attention_packed", makeCudaAttentionPacked);
+LLMC_REGISTER_KERNEL(CUDA, "attention_packed_grad", makeCudaAttentionPackedGrad);
 
 } // namespace llmc::cuda

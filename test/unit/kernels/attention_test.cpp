@@ -5,7 +5,8 @@
 // matters downstream, as exp(s − lse)). Shapes cover multi-head, GQA (H=4, KV=2), MQA
 // (KV=1), causal and not, S != T, several query and key tiles with ragged
 // edges, and packed sequences (segment ids) both contiguous and interleaved,
-// with documents short and long enough that whole tiles are skipped.
+// with documents short and long enough that whole tiles are skipped. The
+// packed-qkv kernels must give the unpacked ones' results bit for bit.
 
 #include "KernelTest.h"
 
@@ -176,6 +177,78 @@ TEST(AttentionKernels, SegmentsAreReadEveryRun) {
     kernel->run(StepContext{});
     EXPECT_CLOSE(out.toRef(), ref::attention(q, k, v, &seg, 0.25, true)[0], Metric::Norm, 1e-5);
   }
+}
+
+/// q, k, v as the column blocks of one qkv [B, T, (H + 2·KV)·D].
+RefTensor packQkv(std::vector<RefTensor> pieces) {
+  for (RefTensor &piece : pieces)
+    piece.shape = {piece.shape[0], piece.shape[1], piece.shape[2] * piece.shape[3]};
+  return ref::concat(pieces, -1);
+}
+
+/// attention_packed and attention_packed_grad read q, k, v from qkv's rows
+/// and write dq, dk, dv into dqkv's, with the same arithmetic as the
+/// unpacked kernels: every output equals theirs exactly, in every storage
+/// type (causal or not, GQA and MQA, T not a multiple of the 64-row tile,
+/// segment ids).
+TEST(AttentionKernels, PackedQkvIsBitIdenticalToSeparateTensors) {
+  uint64_t seed = 700;
+  for (DType dtype : kFloatTypes)
+    for (const AttentionCase &c : kCases) {
+      if (c.s != c.t) continue; // one qkv holds queries and keys alike
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describe(c));
+      RefTensor q = roundTo(randomTensor({c.b, c.t, c.h, c.d}, ++seed), dtype);
+      RefTensor k = roundTo(randomTensor({c.b, c.t, c.kv, c.d}, ++seed), dtype);
+      RefTensor v = roundTo(randomTensor({c.b, c.t, c.kv, c.d}, ++seed), dtype);
+      RefTensor dout = roundTo(randomTensor({c.b, c.t, c.h, c.d}, ++seed), dtype);
+      bool hasSegments = c.segments != Segments::None;
+      Buffer qb = Buffer::of(q, dtype), kb = Buffer::of(k, dtype), vb = Buffer::of(v, dtype),
+             qkv = Buffer::of(packQkv({q, k, v}), dtype), db = Buffer::of(dout, dtype),
+             segb = Buffer::of(hasSegments ? segmentIds(c, ++seed) : RefTensor::zeros({1}),
+                               DType::I32);
+      KernelAttrs a = attrs({{"scale", 1.0 / std::sqrt(static_cast<double>(c.d))}},
+                            {{"causal", c.causal}, {"heads", c.h}, {"kv_heads", c.kv}});
+      auto withSegments = [&](std::vector<Buffer *> inputs) {
+        if (hasSegments) inputs.push_back(&segb);
+        return inputs;
+      };
+
+      Buffer out(dtype, q.shape), lse(DType::F32, {c.b, c.h, c.t});
+      Buffer packedOut(dtype, q.shape), packedLse(DType::F32, {c.b, c.h, c.t});
+      packedOut.poison(), packedLse.poison();
+      ASSERT_TRUE(runKernel("attention", withSegments({&qb, &kb, &vb}), {&out, &lse}, a));
+      ASSERT_TRUE(runKernel("attention_packed", withSegments({&qkv}), {&packedOut, &packedLse}, a));
+      EXPECT_EQ(packedOut.storage, out.storage);
+      EXPECT_EQ(packedLse.storage, lse.storage);
+
+      Buffer dq(dtype, q.shape), dk(dtype, k.shape), dv(dtype, v.shape), dqkv(dtype, qkv.shape);
+      dqkv.poison();
+      ASSERT_TRUE(runKernel("attention_grad", withSegments({&qb, &kb, &vb, &out, &lse, &db}),
+                            {&dq, &dk, &dv}, a));
+      ASSERT_TRUE(runKernel("attention_packed_grad", withSegments({&qkv, &out, &lse, &db}),
+                            {&dqkv}, a));
+      Buffer expected = Buffer::of(packQkv({dq.toRef(), dk.toRef(), dv.toRef()}), dtype);
+      EXPECT_EQ(dqkv.storage, expected.storage);
+    }
+}
+
+TEST(AttentionKernels, PackedBindingErrors) {
+  auto f32 = [](std::vector<int64_t> shape) { return typeOnly(DType::F32, std::move(shape)); };
+  KernelAttrs gqa = attrs({{"scale", 0.5}}, {{"heads", 4}, {"kv_heads", 2}});
+  expectBindErrorsMention(
+      "attention_packed",
+      {{{f32({2, 8, 64})}, {f32({2, 8, 4, 8}), f32({2, 4, 8})}, attrs({{"scale", 0.5}},
+        {{"heads", 3}, {"kv_heads", 2}}), "'heads' (3) must be a positive multiple of 'kv_heads' (2)"},
+       {{f32({2, 8, 60})}, {f32({2, 8, 4, 8}), f32({2, 4, 8})}, gqa,
+        "qkv must be [B, T, (heads + 2·kv_heads)·D] with heads = 4, kv_heads = 2, got f32[2x8x60]"},
+       {{f32({2, 8, 64})}, {f32({2, 8, 4, 4}), f32({2, 4, 8})}, gqa, "out"},
+       {{f32({2, 8, 64}), f32({2, 8})}, {f32({2, 8, 4, 8}), f32({2, 4, 8})}, gqa, "segment_ids"}});
+  expectBindErrorsMention(
+      "attention_packed_grad",
+      {{{f32({2, 8, 64}), f32({2, 8, 4, 8}), f32({2, 4, 8}), f32({2, 8, 4, 8})},
+        {f32({2, 8, 32})}, gqa, "dqkv"},
+       {{f32({2, 8, 64}), f32({2, 8, 2, 8}), f32({2, 4, 8}), f32({2, 8, 4, 8})},
+        {f32({2, 8, 64})}, gqa, "out"}});
 }
 
 /// The cost claim: documents of 2, 1 and 3 tiles leave 3 + 1 + 6 causal

@@ -15,7 +15,9 @@
 // tiles with ragged edges); S != T both ways; packed sequences by segment
 // ids (i32 and i64); B = 2; and GPT-2 small's attention (T = 1024, H = 12,
 // D = 64). With a single key (T = S = 1) dq and dk are rounding noise around
-// 0 and are checked for size, not against the CPU.
+// 0 and are checked for size, not against the CPU. The packed-qkv kernels
+// (attention_packed, _grad) against their CPU twins on GPT-2-like and GQA
+// shapes, with segment ids and ragged tiles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -160,6 +162,44 @@ TEST(CudaAttention, Gpt2SmallMatchesCpu) {
   LLMC_REQUIRE_GPU();
   expectAttentionMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::F32, DType::I32, 9000);
   expectAttentionMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::BF16, DType::I32, 9010);
+}
+
+/// attention_packed and its backward on both backends, q, k and v the
+/// column blocks of one qkv.
+void expectPackedMatches(const Case &c, DType dtype, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " packed " + describe(c));
+  const int64_t width = (c.h + 2 * c.kv) * c.d;
+  Buffer qkv = Buffer::of(randomTensor({c.b, c.t, width}, seed), dtype);
+  Buffer dout = Buffer::of(randomTensor({c.b, c.t, c.h, c.d}, seed + 1), dtype);
+  Buffer segments = Buffer::of(packedSegments(c.b, c.t, seed + 2), DType::I32);
+  KernelAttrs a = attrs({{"scale", 1.0 / std::sqrt(static_cast<double>(c.d))}},
+                        {{"causal", c.causal ? 1 : 0}, {"heads", c.h}, {"kv_heads", c.kv}});
+  Buffer out(dtype, {c.b, c.t, c.h, c.d}), lse(DType::F32, {c.b, c.h, c.t});
+  std::vector<Buffer *> inputs = {&qkv};
+  if (c.segments) inputs.push_back(&segments);
+  expectCudaMatchesCpu("attention_packed", inputs, {&out, &lse}, a,
+                       {Metric::Norm, {tolerance(dtype), 1e-5}});
+  ASSERT_TRUE(runKernel("attention_packed", inputs, {&out, &lse}, a));
+  Buffer dqkv(dtype, {c.b, c.t, width});
+  std::vector<Buffer *> gradInputs = {&qkv, &out, &lse, &dout};
+  if (c.segments) gradInputs.push_back(&segments);
+  expectCudaMatchesCpu("attention_packed_grad", gradInputs, {&dqkv}, a,
+                       {Metric::Norm, {tolerance(dtype)}});
+}
+
+TEST(CudaAttention, PackedQkvMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<Case> cases = {
+      {2, 17, 17, 4, 4, 64, true, false},     // one partial tile
+      {2, 300, 300, 4, 4, 64, true, false},   // ragged last tile
+      {2, 128, 128, 8, 2, 128, false, false}, // GQA
+      {2, 37, 37, 4, 1, 80, true, true},      // MQA, generic D, segments
+      {2, 65, 65, 2, 2, 32, false, true},
+  };
+  uint64_t seed = 9500;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) expectPackedMatches(c, dtype, seed += 10);
+  expectPackedMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::F32, 9900);
 }
 
 TEST(CudaAttention, BindingErrorsMatchCpu) {
