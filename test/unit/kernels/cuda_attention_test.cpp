@@ -16,8 +16,9 @@
 // ids (i32 and i64); B = 2; and GPT-2 small's attention (T = 1024, H = 12,
 // D = 64). With a single key (T = S = 1) dq and dk are rounding noise around
 // 0 and are checked for size, not against the CPU. The packed-qkv kernels
-// (attention_packed, _grad) against their CPU twins on GPT-2-like and GQA
-// shapes, with segment ids and ragged tiles.
+// (attention_packed, _grad) and the rotating ones (attention_rope, _grad:
+// positions, segment ids, Llama 3.1's scaling) against their CPU twins on
+// GPT-2- and Llama-like shapes, GQA, ragged tiles and generic head dims.
 //
 //===----------------------------------------------------------------------===//
 
@@ -200,6 +201,59 @@ TEST(CudaAttention, PackedQkvMatchesCpu) {
   for (DType dtype : kFloatTypes)
     for (const Case &c : cases) expectPackedMatches(c, dtype, seed += 10);
   expectPackedMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::F32, 9900);
+}
+
+/// attention_rope and its backward on both backends, at packed rows'
+/// positions (restarting at each segment) when `c.segments`.
+void expectRopeMatches(const Case &c, DType dtype, bool scaled, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " rope " + describe(c) + (scaled ? " scaled" : ""));
+  Buffer q = Buffer::of(randomTensor({c.b, c.t, c.h, c.d}, seed), dtype);
+  Buffer k = Buffer::of(randomTensor({c.b, c.t, c.kv, c.d}, seed + 1), dtype);
+  Buffer v = Buffer::of(randomTensor({c.b, c.t, c.kv, c.d}, seed + 2), dtype);
+  Buffer dout = Buffer::of(randomTensor({c.b, c.t, c.h, c.d}, seed + 3), dtype);
+  RefTensor ids = packedSegments(c.b, c.t, seed + 4), positions = RefTensor::zeros({c.b, c.t});
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    positions.data[i] =
+        i % c.t > 0 && ids.data[i] == ids.data[i - 1] ? positions.data[i - 1] + 1 : 0;
+  Buffer segments = Buffer::of(ids, DType::I32), pos = Buffer::of(positions, DType::I32);
+  KernelAttrs a = attrs({{"scale", 1.0 / std::sqrt(static_cast<double>(c.d))}, {"theta", 1e4}},
+                        {{"causal", c.causal ? 1 : 0}});
+  if (scaled) {
+    a.setFloat("scaling_factor", 8.0), a.setFloat("low_freq_factor", 1.0);
+    a.setFloat("high_freq_factor", 4.0), a.setInt("original_max_positions", 64);
+  }
+  KernelAttrs grad = a;
+  a.setInts("operand_segments", {1, 1, 1, c.segments, c.segments});
+  grad.setInts("operand_segments", {1, 1, 1, 1, 1, 1, c.segments, c.segments});
+  auto extras = [&](std::vector<Buffer *> inputs) {
+    if (c.segments) inputs.insert(inputs.end(), {&pos, &segments});
+    return inputs;
+  };
+  Buffer out(dtype, {c.b, c.t, c.h, c.d}), lse(DType::F32, {c.b, c.h, c.t});
+  expectCudaMatchesCpu("attention_rope", extras({&q, &k, &v}), {&out, &lse}, a,
+                       {Metric::Norm, {tolerance(dtype), 1e-5}});
+  ASSERT_TRUE(runKernel("attention_rope", extras({&q, &k, &v}), {&out, &lse}, a));
+  Buffer dq(dtype, {c.b, c.t, c.h, c.d}), dk(dtype, {c.b, c.t, c.kv, c.d}),
+      dv(dtype, {c.b, c.t, c.kv, c.d});
+  expectCudaMatchesCpu("attention_rope_grad", extras({&q, &k, &v, &out, &lse, &dout}),
+                       {&dq, &dk, &dv}, grad, {Metric::Norm, {tolerance(dtype)}});
+}
+
+TEST(CudaAttention, RopeMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<Case> cases = {
+      {2, 17, 17, 4, 4, 64, true, false},
+      {2, 300, 300, 8, 2, 64, true, true},   // GQA, positions and segments
+      {2, 128, 128, 4, 1, 128, false, false}, // MQA
+      {2, 37, 37, 4, 2, 80, true, true},      // generic D, half not a multiple of 32
+      {2, 45, 45, 2, 1, 6, false, false},
+  };
+  uint64_t seed = 9700;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) {
+      expectRopeMatches(c, dtype, false, seed += 10);
+      expectRopeMatches(c, dtype, true, seed += 10);
+    }
 }
 
 TEST(CudaAttention, BindingErrorsMatchCpu) {
