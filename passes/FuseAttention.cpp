@@ -21,10 +21,11 @@
 // blocks (the slices' offsets are those of the rank's share), so the same
 // pattern matches there.
 //
-// All or nothing per attention: it fuses when each piece is read only by
-// the attention and by attention_grads of the same three pieces, and each
-// of those gradients' dq, dk, dv only reaches the one sum of the three
-// pads. A piece with another reader (a KV cache, a recomputation boundary
+// All or nothing per set of pieces: it fuses when each piece is read only
+// by attentions and attention_grads of the same three pieces (under
+// selective recomputation the backward replays the slices for the gradient
+// alone), and each gradient's dq, dk, dv only reaches the one sum of the
+// three pads. A piece with another reader (a KV cache, a recomputation boundary
 // that keeps it, a QAT point) keeps its slice, and the attention with it.
 // The backward needs qkv where it needed the three pieces, which are
 // together as large: the fusion keeps no more alive.
@@ -42,9 +43,9 @@
 //   %dq, %dk, %dv = attention_rope_grad %q, %k, %v, %o, %lse, %do {theta, scaling}
 // The backward keeps the unrotated q and k instead of the rotated ones,
 // as large. It fuses when both q and k are rotated by one rotation (same
-// rates, same positions), the rotated values are read only by this
-// attention and gradients of the same inputs, and each gradient's dq and
-// dk only by the inverse ropes.
+// rates, same positions), the rotated values are read only by attentions
+// and gradients of the same inputs, and each gradient's dq and dk only by
+// the inverse ropes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +56,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dominance.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
@@ -161,13 +163,44 @@ FailureOr<Backward> matchBackward(AttentionGradOp grad, ArrayRef<Piece> pieces) 
   return failure();
 }
 
-/// Fuses `attention` and its gradients, if the pattern matches.
-bool fuseQkvSplit(AttentionOp attention, DominanceInfo &dominance) {
-  RankedTensorType q = tensorOf(attention.getQ()), k = tensorOf(attention.getK());
+/// The attentions and attention_grads reading exactly `q`, `k`, `v` as
+/// their first three operands, if those are all the readers of `inputs`
+/// (each read once per op); failure when anything else reads one.
+struct Readers {
+  SmallVector<AttentionOp> forwards;
+  SmallVector<AttentionGradOp> grads;
+};
+FailureOr<Readers> readersOf(ValueRange inputs, Value q, Value k, Value v) {
+  Readers readers;
+  SmallPtrSet<Operation *, 4> seen;
+  for (Value input : inputs)
+    for (Operation *user : input.getUsers()) {
+      if (!seen.insert(user).second)
+        continue;
+      if (!isa<AttentionOp, AttentionGradOp>(user) || user->getOperand(0) != q ||
+          user->getOperand(1) != k || user->getOperand(2) != v)
+        return failure();
+      if (auto forward = dyn_cast<AttentionOp>(user))
+        readers.forwards.push_back(forward);
+      else
+        readers.grads.push_back(cast<AttentionGradOp>(user));
+    }
+  return readers;
+}
+
+/// Fuses every attention and attention_grad reading the q, k, v that
+/// `anchor` (either) reads, if the pattern matches; adds what it erases to
+/// `erased`. The forward and its gradients usually read the same pieces;
+/// under selective recomputation the gradient reads replayed ones alone.
+bool fuseQkvSplit(Operation *anchor, DominanceInfo &dominance,
+                  DenseSet<Operation *> &erased) {
+  Value qValue = anchor->getOperand(0), kValue = anchor->getOperand(1),
+        vValue = anchor->getOperand(2);
+  RankedTensorType q = tensorOf(qValue), k = tensorOf(kValue);
   const int64_t heads = q.getDimSize(2), kvHeads = k.getDimSize(2), d = q.getDimSize(3);
   const int64_t offsets[] = {0, heads * d, (heads + kvHeads) * d};
   SmallVector<Piece, 3> pieces;
-  for (auto [value, offset] : llvm::zip(attention->getOperands().take_front(3), offsets)) {
+  for (auto [value, offset] : llvm::zip(anchor->getOperands().take_front(3), offsets)) {
     FailureOr<Piece> piece = matchPiece(value, offset);
     if (failed(piece))
       return false;
@@ -177,28 +210,19 @@ bool fuseQkvSplit(AttentionOp attention, DominanceInfo &dominance) {
   if (pieces[1].slice.getX() != qkv || pieces[2].slice.getX() != qkv ||
       tensorOf(qkv).getDimSize(2) != (heads + 2 * kvHeads) * d)
     return false;
-
-  // Every reader of a piece is this attention or a gradient of the same
-  // three pieces (the forward's, or a replay's under recomputation).
-  SmallVector<Backward> backwards;
-  SmallPtrSet<Operation *, 4> seen;
-  for (Piece &piece : pieces)
-    for (Operation *user : piece.reshape.getResult().getUsers()) {
-      if (user == attention.getOperation() || !seen.insert(user).second)
-        continue;
-      auto grad = dyn_cast<AttentionGradOp>(user);
-      if (!grad || grad.getQ() != attention.getQ() || grad.getK() != attention.getK() ||
-          grad.getV() != attention.getV() || grad.getSegmentIds() != attention.getSegmentIds() ||
-          grad.getScale() != attention.getScale() || grad.getCausal() != attention.getCausal() ||
-          !dominance.properlyDominates(qkv, grad))
-        return false;
-      FailureOr<Backward> backward = matchBackward(grad, pieces);
-      if (failed(backward))
-        return false;
-      backwards.push_back(*backward);
-    }
-  if (!dominance.properlyDominates(qkv, attention))
+  FailureOr<Readers> readers = readersOf({qValue, kValue, vValue}, qValue, kValue, vValue);
+  if (failed(readers))
     return false;
+  SmallVector<Backward> backwards;
+  for (AttentionGradOp grad : readers->grads) {
+    FailureOr<Backward> backward = matchBackward(grad, pieces);
+    if (failed(backward) || !dominance.properlyDominates(qkv, grad))
+      return false;
+    backwards.push_back(*backward);
+  }
+  for (AttentionOp forward : readers->forwards)
+    if (!dominance.properlyDominates(qkv, forward))
+      return false;
 
   for (Backward &b : backwards) {
     OpBuilder builder(b.grad);
@@ -214,16 +238,20 @@ bool fuseQkvSplit(AttentionOp attention, DominanceInfo &dominance) {
       pad->erase();
       reshape->erase();
     }
+    erased.insert(g);
     g->erase();
   }
-  OpBuilder builder(attention);
-  auto fused = AttentionPackedOp::create(builder, attention.getLoc(), qkv,
-                                         attention.getSegmentIds(), heads, kvHeads,
-                                         attention.getScale(), attention.getCausal());
-  copyPlace(attention, fused);
-  attention.getOut().replaceAllUsesWith(fused.getOut());
-  attention.getLse().replaceAllUsesWith(fused.getLse());
-  attention->erase();
+  for (AttentionOp forward : readers->forwards) {
+    OpBuilder builder(forward);
+    auto fused = AttentionPackedOp::create(builder, forward.getLoc(), qkv,
+                                           forward.getSegmentIds(), heads, kvHeads,
+                                           forward.getScale(), forward.getCausal());
+    copyPlace(forward, fused);
+    forward.getOut().replaceAllUsesWith(fused.getOut());
+    forward.getLse().replaceAllUsesWith(fused.getLse());
+    erased.insert(forward);
+    forward->erase();
+  }
   for (Piece &piece : pieces) {
     piece.reshape->erase();
     piece.slice->erase();
@@ -249,36 +277,34 @@ RopeOp inverseOf(Value gradient, RopeOp rope) {
   return inverse && inverse.getInverse() && sameRotation(inverse, rope) ? inverse : RopeOp();
 }
 
-/// Fuses the ropes of `attention`'s q and k, and their inverses after its
-/// gradients, if the pattern matches.
-bool fuseRope(AttentionOp attention, DominanceInfo &dominance) {
-  auto q = attention.getQ().getDefiningOp<RopeOp>(), k = attention.getK().getDefiningOp<RopeOp>();
+/// Fuses the ropes of the q and k that `anchor` (an attention or an
+/// attention_grad) reads into every attention and attention_grad reading
+/// them, and the inverse ropes after those gradients, if the pattern
+/// matches; adds what it erases to `erased`.
+bool fuseRope(Operation *anchor, DominanceInfo &dominance, DenseSet<Operation *> &erased) {
+  auto q = anchor->getOperand(0).getDefiningOp<RopeOp>();
+  auto k = anchor->getOperand(1).getDefiningOp<RopeOp>();
   // One table for all positions of a training step: no position_limit.
   if (!q || !k || q == k || q.getInverse() || k.getInverse() || !sameRotation(q, k) ||
       q.getPositionLimitAttr())
+    return false;
+  Value v = anchor->getOperand(2);
+  FailureOr<Readers> readers =
+      readersOf({q.getResult(), k.getResult()}, q.getResult(), k.getResult(), v);
+  if (failed(readers))
     return false;
   struct Backward {
     AttentionGradOp grad;
     RopeOp dq, dk;
   };
   SmallVector<Backward> backwards;
-  SmallPtrSet<Operation *, 4> seen;
-  for (RopeOp rope : {q, k})
-    for (Operation *user : rope.getResult().getUsers()) {
-      if (user == attention.getOperation() || !seen.insert(user).second)
-        continue;
-      auto grad = dyn_cast<AttentionGradOp>(user);
-      if (!grad || grad.getQ() != attention.getQ() || grad.getK() != attention.getK() ||
-          grad.getV() != attention.getV() || grad.getSegmentIds() != attention.getSegmentIds() ||
-          grad.getScale() != attention.getScale() || grad.getCausal() != attention.getCausal() ||
-          !dominance.properlyDominates(q.getX(), grad) ||
-          !dominance.properlyDominates(k.getX(), grad))
-        return false;
-      Backward b{grad, inverseOf(grad.getDq(), q), inverseOf(grad.getDk(), k)};
-      if (!b.dq || !b.dk)
-        return false;
-      backwards.push_back(b);
-    }
+  for (AttentionGradOp grad : readers->grads) {
+    Backward b{grad, inverseOf(grad.getDq(), q), inverseOf(grad.getDk(), k)};
+    if (!b.dq || !b.dk || !dominance.properlyDominates(q.getX(), grad) ||
+        !dominance.properlyDominates(k.getX(), grad))
+      return false;
+    backwards.push_back(b);
+  }
 
   for (Backward &b : backwards) {
     AttentionGradOp g = b.grad;
@@ -294,43 +320,48 @@ bool fuseRope(AttentionOp attention, DominanceInfo &dominance) {
     g.getDv().replaceAllUsesWith(fused.getDv());
     b.dq->erase();
     b.dk->erase();
+    erased.insert(g);
     g->erase();
   }
-  OpBuilder builder(attention);
-  auto fused = AttentionRopeOp::create(
-      builder, builder.getFusedLoc({q.getLoc(), k.getLoc(), attention.getLoc()}), q.getX(),
-      k.getX(), attention.getV(), q.getPositions(), attention.getSegmentIds(),
-      attention.getScale(), attention.getCausal(), q.getTheta(), q.getScalingFactorAttr(),
-      q.getLowFreqFactorAttr(), q.getHighFreqFactorAttr(), q.getOriginalMaxPositionsAttr());
-  copyPlace(attention, fused);
-  attention.getOut().replaceAllUsesWith(fused.getOut());
-  attention.getLse().replaceAllUsesWith(fused.getLse());
-  attention->erase();
+  for (AttentionOp forward : readers->forwards) {
+    OpBuilder builder(forward);
+    auto fused = AttentionRopeOp::create(
+        builder, builder.getFusedLoc({q.getLoc(), k.getLoc(), forward.getLoc()}), q.getX(),
+        k.getX(), forward.getV(), q.getPositions(), forward.getSegmentIds(), forward.getScale(),
+        forward.getCausal(), q.getTheta(), q.getScalingFactorAttr(), q.getLowFreqFactorAttr(),
+        q.getHighFreqFactorAttr(), q.getOriginalMaxPositionsAttr());
+    copyPlace(forward, fused);
+    forward.getOut().replaceAllUsesWith(fused.getOut());
+    forward.getLse().replaceAllUsesWith(fused.getLse());
+    erased.insert(forward);
+    forward->erase();
+  }
   q->erase();
   k->erase();
   return true;
 }
 
+/// Applies `fuse` to every attention and attention_grad of `module` not
+/// erased by an earlier application; returns how many applied.
+template <typename Fuse> unsigned fuseEach(ModuleOp module, Fuse fuse) {
+  SmallVector<Operation *> anchors;
+  module.walk([&](Operation *op) {
+    if (isa<AttentionOp, AttentionGradOp>(op))
+      anchors.push_back(op);
+  });
+  DominanceInfo dominance(module);
+  DenseSet<Operation *> erased;
+  unsigned fused = 0;
+  for (Operation *anchor : anchors)
+    if (!erased.contains(anchor))
+      fused += fuse(anchor, dominance, erased);
+  return fused;
+}
+
 } // namespace
 
-unsigned fuseRopes(ModuleOp module) {
-  SmallVector<AttentionOp> attentions;
-  module.walk([&](AttentionOp op) { attentions.push_back(op); });
-  DominanceInfo dominance(module);
-  unsigned fused = 0;
-  for (AttentionOp attention : attentions)
-    fused += fuseRope(attention, dominance);
-  return fused;
-}
+unsigned fuseRopes(ModuleOp module) { return fuseEach(module, fuseRope); }
 
-unsigned fuseQkvSplits(ModuleOp module) {
-  SmallVector<AttentionOp> attentions;
-  module.walk([&](AttentionOp op) { attentions.push_back(op); });
-  DominanceInfo dominance(module);
-  unsigned fused = 0;
-  for (AttentionOp attention : attentions)
-    fused += fuseQkvSplit(attention, dominance);
-  return fused;
-}
+unsigned fuseQkvSplits(ModuleOp module) { return fuseEach(module, fuseQkvSplit); }
 
 } // namespace llmc

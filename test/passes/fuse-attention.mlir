@@ -68,6 +68,41 @@ func.func @gqa_segments(%qkv: tensor<2x4x16xf32>, %seg: tensor<2x4xi32>, %do: te
 
 // -----
 
+// Selective recomputation: the forward reads pieces of qkv, the backward
+// pieces of a replayed qkv; each set fuses on its own.
+// CHECK-LABEL: func.func @replayed_pieces
+// CHECK-NEXT:  %[[O:.*]], %[[LSE:.*]] = llm.attention_packed %arg0 {causal, heads = 2 : i64, kv_heads = 2 : i64, scale = 5.000000e-01 : f64}
+// CHECK-NEXT:  %[[D:.*]] = llm.attention_packed_grad %arg1, %[[O]], %[[LSE]], %arg2 {causal, heads = 2 : i64, kv_heads = 2 : i64, llmc.backward, llmc.recomputed, scale = 5.000000e-01 : f64}
+// CHECK-NEXT:  return %[[O]], %[[D]]
+func.func @replayed_pieces(%qkv: tensor<2x4x24xf32>, %replayed: tensor<2x4x24xf32>, %do: tensor<2x4x2x4xf32>)
+    -> (tensor<2x4x2x4xf32>, tensor<2x4x24xf32>) {
+  %0 = llm.slice %qkv {offsets = array<i64: 0, 0, 0>} : tensor<2x4x24xf32> to tensor<2x4x8xf32>
+  %q = llm.reshape %0 : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %1 = llm.slice %qkv {offsets = array<i64: 0, 0, 8>} : tensor<2x4x24xf32> to tensor<2x4x8xf32>
+  %k = llm.reshape %1 : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %2 = llm.slice %qkv {offsets = array<i64: 0, 0, 16>} : tensor<2x4x24xf32> to tensor<2x4x8xf32>
+  %v = llm.reshape %2 : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %o, %lse = llm.attention %q, %k, %v {causal, scale = 0.5 : f64} : tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>
+  %3 = llm.slice %replayed {llmc.backward, llmc.recomputed, offsets = array<i64: 0, 0, 0>} : tensor<2x4x24xf32> to tensor<2x4x8xf32>
+  %rq = llm.reshape %3 {llmc.backward, llmc.recomputed} : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %4 = llm.slice %replayed {llmc.backward, llmc.recomputed, offsets = array<i64: 0, 0, 8>} : tensor<2x4x24xf32> to tensor<2x4x8xf32>
+  %rk = llm.reshape %4 {llmc.backward, llmc.recomputed} : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %5 = llm.slice %replayed {llmc.backward, llmc.recomputed, offsets = array<i64: 0, 0, 16>} : tensor<2x4x24xf32> to tensor<2x4x8xf32>
+  %rv = llm.reshape %5 {llmc.backward, llmc.recomputed} : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %dq, %dk, %dv = llm.attention_grad %rq, %rk, %rv, %o, %lse, %do {causal, llmc.backward, llmc.recomputed, scale = 0.5 : f64} : tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>, tensor<2x2x4xf32>
+  %6 = llm.reshape %dq : tensor<2x4x2x4xf32> to tensor<2x4x8xf32>
+  %7 = llm.pad %6 {offsets = array<i64: 0, 0, 0>} : tensor<2x4x8xf32> to tensor<2x4x24xf32>
+  %8 = llm.reshape %dk : tensor<2x4x2x4xf32> to tensor<2x4x8xf32>
+  %9 = llm.pad %8 {offsets = array<i64: 0, 0, 8>} : tensor<2x4x8xf32> to tensor<2x4x24xf32>
+  %10 = llm.reshape %dv : tensor<2x4x2x4xf32> to tensor<2x4x8xf32>
+  %11 = llm.pad %10 {offsets = array<i64: 0, 0, 16>} : tensor<2x4x8xf32> to tensor<2x4x24xf32>
+  %12 = llm.add %7, %9 : tensor<2x4x24xf32>, tensor<2x4x24xf32>
+  %13 = llm.add %12, %11 : tensor<2x4x24xf32>, tensor<2x4x24xf32>
+  return %o, %13 : tensor<2x4x2x4xf32>, tensor<2x4x24xf32>
+}
+
+// -----
+
 // Not fused: a piece read by another op (here the value cache a KV cache
 // would write), the pieces in another order than q, k, v, and a gradient
 // sum with a fourth addend.
