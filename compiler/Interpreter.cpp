@@ -22,6 +22,29 @@ std::vector<int64_t> shapeOf(Type type) {
   return std::vector<int64_t>(t.getShape().begin(), t.getShape().end());
 }
 
+/// q [B, T, H, D], k and v [B, T, KV, D]: the column blocks of a packed
+/// qkv [B, T, (H + 2·KV)·D].
+std::vector<RefTensor> unpackQkv(const RefTensor &qkv, int64_t heads, int64_t kvHeads) {
+  const int64_t b = qkv.shape[0], t = qkv.shape[1], d = qkv.shape[2] / (heads + 2 * kvHeads);
+  std::vector<RefTensor> pieces;
+  int64_t offset = 0;
+  for (int64_t n : {heads, kvHeads, kvHeads}) {
+    RefTensor piece = ref::slice(qkv, {0, 0, offset}, {b, t, n * d});
+    piece.shape = {b, t, n, d};
+    pieces.push_back(std::move(piece));
+    offset += n * d;
+  }
+  return pieces;
+}
+
+/// The Llama 3 scaling of a rope or attention_rope op (unscaled without it).
+template <typename Op> llmc::RopeScaling scalingOf(Op o) {
+  if (!o.getScalingFactorAttr())
+    return {};
+  return {o.getScalingFactorAttr().getValueAsDouble(), o.getLowFreqFactorAttr().getValueAsDouble(),
+          o.getHighFreqFactorAttr().getValueAsDouble(), o.getOriginalMaxPositionsAttr().getInt()};
+}
+
 class Interpreter {
 public:
   explicit Interpreter(int64_t step) : step(step) {}
@@ -140,20 +163,53 @@ LogicalResult Interpreter::runOp(Operation *op) {
         return success();
       })
       .Case([&](RopeOp o) {
-        const RefTensor *positions = o.getPositions() ? &values[o.getPositions()] : nullptr;
-        llmc::RopeScaling scaling;
-        if (o.getScalingFactorAttr() && o.getLowFreqFactorAttr() && o.getHighFreqFactorAttr() &&
-            o.getOriginalMaxPositionsAttr())
-          scaling = {o.getScalingFactorAttr().getValueAsDouble(),
-                     o.getLowFreqFactorAttr().getValueAsDouble(),
-                     o.getHighFreqFactorAttr().getValueAsDouble(),
-                     o.getOriginalMaxPositionsAttr().getInt()};
-        out(0, ref::rope(in(0), positions, d(o.getTheta()), o.getInverse(), scaling));
+        out(0, ref::rope(in(0), optional(o.getPositions()), d(o.getTheta()), o.getInverse(),
+                         scalingOf(o)));
+        return success();
+      })
+      // attention_rope(_grad): the references of rope, attention(_grad)
+      // and the inverse rope in turn.
+      .Case([&](AttentionRopeOp o) {
+        const RefTensor *positions = optional(o.getPositions());
+        double theta = d(o.getTheta());
+        outs(ref::attention(ref::rope(in(0), positions, theta, false, scalingOf(o)),
+                            ref::rope(in(1), positions, theta, false, scalingOf(o)), in(2),
+                            optional(o.getSegmentIds()), d(o.getScale()), o.getCausal()));
+        return success();
+      })
+      .Case([&](AttentionRopeGradOp o) {
+        const RefTensor *positions = optional(o.getPositions());
+        double theta = d(o.getTheta());
+        std::vector<RefTensor> grads = ref::attentionGrad(
+            ref::rope(in(0), positions, theta, false, scalingOf(o)),
+            ref::rope(in(1), positions, theta, false, scalingOf(o)), in(2), in(3), in(4), in(5),
+            optional(o.getSegmentIds()), d(o.getScale()), o.getCausal());
+        for (int i = 0; i < 2; ++i)
+          grads[i] = ref::rope(grads[i], positions, theta, true, scalingOf(o));
+        outs(std::move(grads));
         return success();
       })
       .Case([&](AttentionOp o) {
         const RefTensor *seg = o.getSegmentIds() ? &values[o.getSegmentIds()] : nullptr;
         outs(ref::attention(in(0), in(1), in(2), seg, d(o.getScale()), o.getCausal()));
+        return success();
+      })
+      // The packed forms: the same references on qkv's column blocks.
+      .Case([&](AttentionPackedOp o) {
+        const RefTensor *seg = o.getSegmentIds() ? &values[o.getSegmentIds()] : nullptr;
+        std::vector<RefTensor> qkv = unpackQkv(in(0), o.getHeads(), o.getKvHeads());
+        outs(ref::attention(qkv[0], qkv[1], qkv[2], seg, d(o.getScale()), o.getCausal()));
+        return success();
+      })
+      .Case([&](AttentionPackedGradOp o) {
+        const RefTensor *seg = o.getSegmentIds() ? &values[o.getSegmentIds()] : nullptr;
+        std::vector<RefTensor> qkv = unpackQkv(in(0), o.getHeads(), o.getKvHeads());
+        std::vector<RefTensor> grads = ref::attentionGrad(qkv[0], qkv[1], qkv[2], in(1), in(2),
+                                                          in(3), seg, d(o.getScale()),
+                                                          o.getCausal());
+        for (RefTensor &g : grads)
+          g.shape = {g.shape[0], g.shape[1], g.shape[2] * g.shape[3]};
+        out(0, ref::concat(grads, -1));
         return success();
       })
       // Float caches hold the values as casts do here (exactly); an int8

@@ -56,6 +56,12 @@
 // backward the norm's dx and the add accumulating the stream's gradient:
 // passes/FuseAddNorm.cpp.
 //
+// qkv-split. Attention reading q, k and v as strided views of a packed qkv
+// projection instead of slice copies, and its backward writing one dqkv
+// instead of three pads and their sum. rope: attention rotating q and k
+// as it loads them, and its backward rotating dq and dk back as it stores
+// them: passes/FuseAttention.cpp.
+//
 // elementwise. Runs last and takes the elementwise chains the others left
 // (passes/FuseElementwise.cpp): each becomes one llm.fused_elementwise.
 //
@@ -64,6 +70,7 @@
 #include "passes/Passes.h"
 #include "dialects/Annotations/Annotations.h"
 #include "passes/FuseAddNorm.h"
+#include "passes/FuseAttention.h"
 #include "passes/FuseElementwise.h"
 
 #include "mlir/IR/Builders.h"
@@ -96,8 +103,9 @@ constexpr const char *kBiasGelu = "bias-gelu";
 constexpr const char *kBiasGrad = "bias-grad";
 constexpr const char *kElementwise = "elementwise";
 constexpr const char *kResidual = "residual";
-const std::set<std::string> kFusions = {kFuseAddNorm, kBias, kBiasGelu, kBiasGrad, kElementwise,
-                                        kLinearCrossEntropy, kResidual};
+const std::set<std::string> kFusions = {kFuseAddNorm,        kBias,         kBiasGelu,
+                                        kBiasGrad,           kElementwise,  kFuseQkvSplit,
+                                        kLinearCrossEntropy, kFuseRope,     kResidual};
 
 /// Makes `value` available before `point`: true when it already is, or when
 /// its pure defining op (and, recursively, what it needs) can move there.
@@ -502,6 +510,10 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
     }
     if (enabled->count(kFuseAddNorm))
       fuseAddNorms(getOperation());
+    if (enabled->count(kFuseQkvSplit))
+      fuseQkvSplits(getOperation());
+    if (enabled->count(kFuseRope))
+      fuseRopes(getOperation());
     if (enabled->count(kBiasGrad)) {
       SmallVector<ReduceSumOp> sums;
       getOperation().walk([&](ReduceSumOp op) { sums.push_back(op); });

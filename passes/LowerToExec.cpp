@@ -628,9 +628,18 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
     }
     for (NamedAttribute attr : op.getAttrDictionary()) {
       StringRef name = attr.getName().getValue();
-      if (name == "operandSegmentSizes" || name.contains('.'))
+      if (name.contains('.'))
         continue;
       Attribute value = attr.getValue();
+      // Which optional operands are present: two optional operands of one
+      // type (attention_rope's positions and segment ids) cannot be told
+      // apart by the number of inputs alone.
+      if (name == "operandSegmentSizes") {
+        ArrayRef<int32_t> sizes = cast<DenseI32ArrayAttr>(value).asArrayRef();
+        kernel->setAttr("operand_segments",
+                        pb.getDenseI64ArrayAttr(SmallVector<int64_t>(sizes.begin(), sizes.end())));
+        continue;
+      }
       if (isa<UnitAttr>(value))
         value = pb.getI64IntegerAttr(1);
       else if (auto b = dyn_cast<BoolAttr>(value))

@@ -543,6 +543,21 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     `llm.rmsnorm_grad_add`. The ops must run in the same part of the step
     (the layer's name may differ: one layer's last add feeds the next
     layer's norm).
+
+    `qkv-split`: an `llm.attention` whose q, k and v are reshaped slices of
+    one packed projection (columns 0, H·D and (H + KV)·D) becomes
+    `llm.attention_packed`, reading them in place, and each
+    `llm.attention_grad` of the same pieces whose gradients are padded back
+    and summed becomes `llm.attention_packed_grad`, writing that sum. Not
+    when a piece or a gradient has another reader.
+
+    `rope`: an `llm.attention` whose q and k are `llm.rope` of one rotation
+    becomes `llm.attention_rope` of the unrotated q and k, and each
+    `llm.attention_grad` of the same inputs whose dq and dk feed only the
+    inverse ropes becomes `llm.attention_rope_grad`, which returns the
+    gradients of the unrotated q and k. Not when a rotated value has
+    another reader.
+
     `elementwise` (last, taking what the others left): a chain of two or
     more elementwise ops (`add`, `mul`, `scale`, `cast`, `dropout`, `gelu`,
     `silu`, `swiglu` and their gradients) of one part of the step becomes
@@ -570,7 +585,7 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
   let options = [
     Option<"fusions", "fusions", "std::string", "\"all\"",
            "all | none | comma-separated fusion names (add-norm, bias, bias-gelu, "
-           "bias-grad, elementwise, linear-cross-entropy, residual)">,
+           "bias-grad, elementwise, linear-cross-entropy, qkv-split, residual, rope)">,
     Option<"chunkMb", "chunk-mb", "double", "256",
            "linear-cross-entropy: MiB of logits computed at a time">,
     Option<"target", "target", "std::string", "\"cpu\"",

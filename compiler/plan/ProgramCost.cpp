@@ -119,14 +119,25 @@ double kernelFlops(Operation *op) {
     double forward = 2.0 * rows * static_cast<double>(w[0]) * static_cast<double>(w[1]);
     return name == "linear_cross_entropy" ? forward : 3 * forward;
   }
-  if ((name == "attention" || name == "attention_grad") && inputs.size() >= 3) {
+  if ((name == "attention" || name == "attention_grad" || name == "attention_rope" ||
+       name == "attention_rope_grad") &&
+      inputs.size() >= 3) {
     ArrayRef<int64_t> q = shapeOf(inputs[0]), k = shapeOf(inputs[1]);
     if (q.size() == 4 && k.size() == 4) {
       double forward = 4.0 * q[0] * q[2] * q[1] * k[1] * q[3];
       if (attrInt(op, "causal"))
         forward /= 2;
-      return name == "attention" ? forward : 2.5 * forward;
+      return name.ends_with("_grad") ? 2.5 * forward : forward;
     }
+  }
+  // Packed: the output (an input of the backward) is q's shape, and k's
+  // length is q's.
+  if (name == "attention_packed" || name == "attention_packed_grad") {
+    ArrayRef<int64_t> q = shapeOf(name == "attention_packed" ? outputs[0] : inputs[1]);
+    double forward = 4.0 * q[0] * q[2] * q[1] * q[1] * q[3];
+    if (attrInt(op, "causal"))
+      forward /= 2;
+    return name == "attention_packed" ? forward : 2.5 * forward;
   }
   // Over a paged cache: every key a row can address (M·P), at most; an
   // int8 cache adds one multiply per key and value element read.

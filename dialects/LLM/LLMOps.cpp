@@ -100,6 +100,38 @@ LogicalResult checkAttentionAttrs(Operation *op, Value q, Value k, bool causal,
   return success();
 }
 
+/// An integer attribute of an op whose type is being inferred: the built
+/// op's property `fromProperties`, else the parsed op's dictionary entry
+/// (0 when absent, which the shape checks report).
+int64_t inferredInt(Attribute fromProperties, DictionaryAttr attributes, StringRef name) {
+  auto attr = dyn_cast_or_null<IntegerAttr>(fromProperties);
+  if (!attr && attributes)
+    attr = attributes.getAs<IntegerAttr>(name);
+  return attr ? attr.getInt() : 0;
+}
+
+/// The output type of attention over a packed qkv `[B, T, (H + 2·KV)·D]`,
+/// `[B, T, H, D]`, after checking the packing.
+FailureOr<RankedTensorType> packedOutType(std::optional<Location> loc, Value qkv, int64_t heads,
+                                          int64_t kvHeads, Value segmentIds) {
+  RankedTensorType t = tensorOf(qkv);
+  if (t.getRank() != 3)
+    return emitOptionalError(loc, "qkv must be [B, T, (heads + 2·kv_heads)·head_dim], got ",
+                             shapeString(t.getShape()));
+  if (kvHeads < 1 || heads < 1 || heads % kvHeads != 0)
+    return emitOptionalError(loc, "heads (", heads, ") must be a positive multiple of kv_heads (",
+                             kvHeads, ")");
+  ArrayRef<int64_t> s = t.getShape();
+  int64_t width = heads + 2 * kvHeads;
+  if (s[2] % width != 0 || s[2] == 0)
+    return emitOptionalError(loc, "qkv's last dimension (", s[2],
+                             ") must be a positive multiple of heads + 2·kv_heads (", width, ")");
+  if (segmentIds && tensorOf(segmentIds).getShape() != s.take_front(2))
+    return emitOptionalError(loc, "segment_ids must be [", s[0], ", ", s[1], "], got ",
+                             shapeString(tensorOf(segmentIds).getShape()));
+  return RankedTensorType::get({s[0], s[1], heads, s[2] / width}, t.getElementType());
+}
+
 LogicalResult checkEpsilon(Operation *op, APFloat epsilon) {
   if (!(epsilon.convertToDouble() >= 0))
     return op->emitOpError("epsilon must be >= 0");
@@ -339,27 +371,49 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return success();
 }
 
-LogicalResult RopeOp::verify() {
-  if (!(getTheta().convertToDouble() > 0))
-    return emitOpError("theta must be > 0");
-  int given = !!getScalingFactorAttr() + !!getLowFreqFactorAttr() + !!getHighFreqFactorAttr() +
-              !!getOriginalMaxPositionsAttr();
+namespace {
+
+/// The rotation attributes llm.rope and the attention ops that apply it
+/// share: theta and the Llama 3 scaling (all four or none).
+template <typename Op> LogicalResult verifyRopeAttrs(Op op) {
+  if (!(op.getTheta().convertToDouble() > 0))
+    return op.emitOpError("theta must be > 0");
+  int given = !!op.getScalingFactorAttr() + !!op.getLowFreqFactorAttr() +
+              !!op.getHighFreqFactorAttr() + !!op.getOriginalMaxPositionsAttr();
   if (given == 0)
     return success();
   if (given != 4)
-    return emitOpError("scaling_factor, low_freq_factor, high_freq_factor and "
-                       "original_max_positions go together (Llama 3 scaling)");
-  if (!(getScalingFactorAttr().getValueAsDouble() > 0))
-    return emitOpError("scaling_factor must be > 0");
-  double low = getLowFreqFactorAttr().getValueAsDouble(),
-         high = getHighFreqFactorAttr().getValueAsDouble();
+    return op.emitOpError("scaling_factor, low_freq_factor, high_freq_factor and "
+                          "original_max_positions go together (Llama 3 scaling)");
+  if (!(op.getScalingFactorAttr().getValueAsDouble() > 0))
+    return op.emitOpError("scaling_factor must be > 0");
+  double low = op.getLowFreqFactorAttr().getValueAsDouble(),
+         high = op.getHighFreqFactorAttr().getValueAsDouble();
   if (!(low > 0 && high > low))
-    return emitOpError("low_freq_factor (") << low << ") and high_freq_factor (" << high
-                                             << ") must satisfy 0 < low < high";
-  if (getOriginalMaxPositionsAttr().getInt() < 1)
-    return emitOpError("original_max_positions must be >= 1");
+    return op.emitOpError("low_freq_factor (") << low << ") and high_freq_factor (" << high
+                                                << ") must satisfy 0 < low < high";
+  if (op.getOriginalMaxPositionsAttr().getInt() < 1)
+    return op.emitOpError("original_max_positions must be >= 1");
   return success();
 }
+
+/// q and k of an attention that rotates them: an even head dim, and
+/// positions [B, T] when given.
+LogicalResult checkRotated(std::optional<Location> loc, Value q, Value positions) {
+  RankedTensorType qt = tensorOf(q);
+  if (qt.getDimSize(3) % 2 != 0)
+    return emitOptionalError(loc, "rotated q and k need an even head_dim, got ",
+                             qt.getDimSize(3));
+  if (positions && tensorOf(positions).getShape() != qt.getShape().take_front(2))
+    return emitOptionalError(loc, "positions must be [", qt.getDimSize(0), ", ",
+                             qt.getDimSize(1), "], got ",
+                             shapeString(tensorOf(positions).getShape()));
+  return success();
+}
+
+} // namespace
+
+LogicalResult RopeOp::verify() { return verifyRopeAttrs(*this); }
 
 //===----------------------------------------------------------------------===//
 // Attention and loss
@@ -505,6 +559,93 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
 
 LogicalResult AttentionGradOp::verify() {
   return checkAttentionAttrs(*this, getQ(), getK(), getCausal(), getScale());
+}
+
+LogicalResult AttentionRopeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(), adaptor.getSegmentIds())) ||
+      failed(checkRotated(loc, adaptor.getQ(), adaptor.getPositions())))
+    return failure();
+  types.push_back(adaptor.getQ().getType());
+  types.push_back(lseType(tensorOf(adaptor.getQ())));
+  return success();
+}
+
+LogicalResult AttentionRopeOp::verify() {
+  if (failed(checkAttentionAttrs(*this, getQ(), getK(), getCausal(), getScale())))
+    return failure();
+  return verifyRopeAttrs(*this);
+}
+
+LogicalResult AttentionRopeGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                    Adaptor adaptor,
+                                                    SmallVectorImpl<Type> &types) {
+  if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(), adaptor.getSegmentIds())) ||
+      failed(checkRotated(loc, adaptor.getQ(), adaptor.getPositions())))
+    return failure();
+  RankedTensorType expectedLse = lseType(tensorOf(adaptor.getQ()));
+  if (adaptor.getLse().getType() != expectedLse)
+    return emitOptionalError(loc, "lse must be ", expectedLse, ", got ",
+                             adaptor.getLse().getType());
+  types.push_back(adaptor.getQ().getType());
+  types.push_back(adaptor.getK().getType());
+  types.push_back(adaptor.getK().getType());
+  return success();
+}
+
+LogicalResult AttentionRopeGradOp::verify() {
+  if (failed(checkAttentionAttrs(*this, getQ(), getK(), getCausal(), getScale())))
+    return failure();
+  return verifyRopeAttrs(*this);
+}
+
+LogicalResult AttentionPackedOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                  ValueRange operands, DictionaryAttr attributes,
+                                                  OpaqueProperties properties, RegionRange regions,
+                                                  SmallVectorImpl<Type> &types) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  FailureOr<RankedTensorType> out =
+      packedOutType(loc, adaptor.getQkv(),
+                    inferredInt(adaptor.getProperties().heads, attributes, "heads"),
+                    inferredInt(adaptor.getProperties().kv_heads, attributes, "kv_heads"),
+                    adaptor.getSegmentIds());
+  if (failed(out))
+    return failure();
+  types.push_back(*out);
+  types.push_back(lseType(*out));
+  return success();
+}
+
+LogicalResult AttentionPackedOp::verify() {
+  return checkAttentionAttrs(*this, getOut(), getOut(), getCausal(), getScale());
+}
+
+LogicalResult AttentionPackedGradOp::inferReturnTypes(MLIRContext *,
+                                                      std::optional<Location> loc,
+                                                      ValueRange operands,
+                                                      DictionaryAttr attributes,
+                                                      OpaqueProperties properties,
+                                                      RegionRange regions,
+                                                      SmallVectorImpl<Type> &types) {
+  Adaptor adaptor(operands, attributes, properties, regions);
+  FailureOr<RankedTensorType> out =
+      packedOutType(loc, adaptor.getQkv(),
+                    inferredInt(adaptor.getProperties().heads, attributes, "heads"),
+                    inferredInt(adaptor.getProperties().kv_heads, attributes, "kv_heads"),
+                    adaptor.getSegmentIds());
+  if (failed(out))
+    return failure();
+  if (adaptor.getOut().getType() != *out)
+    return emitOptionalError(loc, "out must be ", *out, ", got ", adaptor.getOut().getType());
+  if (adaptor.getLse().getType() != lseType(*out))
+    return emitOptionalError(loc, "lse must be ", lseType(*out), ", got ",
+                             adaptor.getLse().getType());
+  types.push_back(adaptor.getQkv().getType());
+  return success();
+}
+
+LogicalResult AttentionPackedGradOp::verify() {
+  return checkAttentionAttrs(*this, getOut(), getOut(), getCausal(), getScale());
 }
 
 static LogicalResult checkLossShapes(std::optional<Location> loc, Value logits,

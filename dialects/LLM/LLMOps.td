@@ -377,6 +377,80 @@ def LLM_AttentionOp : LLM_PureOp<"attention", [ExpensiveToRecompute, F32Trailing
   let hasVerifier = 1;
 }
 
+// The packed forms infer their types from attributes (heads, kv_heads),
+// which a parse hands over as a dictionary rather than as properties, so
+// they implement the interface's full form (LLM_PureOp's adaptor form sees
+// properties only).
+class LLM_PackedAttentionOp<string mnemonic, list<Trait> traits = []>
+    : LLM_Op<mnemonic, !listconcat([Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>],
+                                   traits)>;
+
+def LLM_AttentionPackedOp : LLM_PackedAttentionOp<"attention_packed", [ExpensiveToRecompute,
+                                                                       F32TrailingResults]> {
+  let summary = "Attention reading q, k and v in place from one packed projection";
+  let description = [{
+    `qkv` is `[B, T, (H + 2·KV)·D]` with H = `heads`, KV = `kv_heads`: each
+    row holds the H query heads, then the KV key heads, then the KV value
+    heads (GPT-2's c_attn output; under tensor parallelism a rank's share of
+    it, whose heads are the rank's). It computes what `attention` computes
+    from the slices
+    `q = reshape(slice(qkv, [0, 0, 0]))` `[B, T, H, D]`,
+    `k = reshape(slice(qkv, [0, 0, H·D]))` and
+    `v = reshape(slice(qkv, [0, 0, (H + KV)·D]))` `[B, T, KV, D]`,
+    reading them as strided views instead of copies (llmc-fuse's
+    `qkv-split`). Mask, attributes and results are `attention`'s.
+
+    ```mlir
+    %o, %lse = llm.attention_packed %qkv {causal, heads = 4 : i64, kv_heads = 4 : i64,
+                                          scale = 0.25 : f64} : tensor<4x64x192xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$qkv, Optional<LLM_IndexTensor>:$segment_ids,
+                       I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs LLM_FloatTensor:$out, LLM_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $qkv (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict `:` type($qkv)
+  }];
+  let hasVerifier = 1;
+}
+
+def LLM_AttentionRopeOp : LLM_PureOp<"attention_rope", [ExpensiveToRecompute, F32TrailingResults,
+                                                AllTypesMatch<["k", "v"]>,
+                                                AttrSizedOperandSegments]> {
+  let summary = "Attention of q and k rotated by RoPE as their tiles are read";
+  let description = [{
+    `attention` of `rope(q)`, `rope(k)` and `v`, where `rope` is `llm.rope`
+    with the same `theta`, `positions` and Llama 3 scaling attributes
+    (`scaling_factor`, `low_freq_factor`, `high_freq_factor`,
+    `original_max_positions`: all four or none), applied while the
+    kernels load q and k, so the rotated tensors are never stored
+    (llmc-fuse's `rope`). With bf16 or f16 storage each rotated element
+    is rounded to that type, as `llm.rope` stores it.
+
+    ```mlir
+    %o, %lse = llm.attention_rope %q, %k, %v {causal, scale = 0.25 : f64, theta = 10000.0 : f64}
+        : tensor<4x64x8x16xf32>, tensor<4x64x2x16xf32>
+    %o2, %lse2 = llm.attention_rope %q, %k, %v positions %pos : tensor<4x64xi32>
+        segments %seg : tensor<4x64xi32> {causal, scale = 0.25 : f64, theta = 10000.0 : f64}
+        : tensor<4x64x8x16xf32>, tensor<4x64x2x16xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$q, LLM_FloatTensor:$k, LLM_FloatTensor:$v,
+                       Optional<LLM_IndexTensor>:$positions,
+                       Optional<LLM_IndexTensor>:$segment_ids,
+                       F64Attr:$scale, UnitAttr:$causal, F64Attr:$theta,
+                       OptionalAttr<F64Attr>:$scaling_factor,
+                       OptionalAttr<F64Attr>:$low_freq_factor,
+                       OptionalAttr<F64Attr>:$high_freq_factor,
+                       OptionalAttr<I64Attr>:$original_max_positions);
+  let results = (outs LLM_FloatTensor:$out, LLM_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`positions` $positions^ `:` type($positions))?
+    (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict `:` type($q) `,` type($k)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Paged KV cache: what llmc-kv-cache rewrites attention into for inference
 //===----------------------------------------------------------------------===//
@@ -1007,6 +1081,64 @@ def LLM_AttentionGradOp : LLM_PureOp<"attention_grad", [AllTypesMatch<["k", "v"]
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $out `,` $lse `,` $dout
     (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict `:` type($q) `,` type($k) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+def LLM_AttentionPackedGradOp : LLM_PackedAttentionOp<"attention_packed_grad",
+                                                      [AllTypesMatch<["out", "dout"]>]> {
+  let summary = "Backward of attention_packed: dq, dk, dv in one packed gradient";
+  let description = [{
+    `dqkv` has `qkv`'s shape and holds dq, dk and dv where `qkv` holds q, k
+    and v: the sum of the three zero-padded gradients the slices'
+    backward would add up, written in place.
+
+    ```mlir
+    %dqkv = llm.attention_packed_grad %qkv, %o, %lse, %do {causal, heads = 4 : i64,
+                                                           kv_heads = 4 : i64, scale = 0.25 : f64}
+        : tensor<4x64x192xf32>, tensor<4x64x4x16xf32>, tensor<4x4x64xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$qkv, LLM_FloatTensor:$out, LLM_FloatTensor:$lse,
+                       LLM_FloatTensor:$dout, Optional<LLM_IndexTensor>:$segment_ids,
+                       I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs LLM_FloatTensor:$dqkv);
+  let assemblyFormat = [{
+    $qkv `,` $out `,` $lse `,` $dout (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict
+    `:` type($qkv) `,` type($out) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+def LLM_AttentionRopeGradOp : LLM_PureOp<"attention_rope_grad", [AllTypesMatch<["k", "v"]>,
+                                   AllTypesMatch<["q", "out", "dout"]>, AttrSizedOperandSegments]> {
+  let summary = "Backward of attention_rope: dq, dk of the unrotated q, k, and dv";
+  let description = [{
+    `attention_grad` of the rotated q and k, whose dq and dk are then
+    rotated back (`llm.rope` with `inverse`, the rotation's transpose)
+    before they are stored; with bf16 or f16 storage rounded to that type
+    where `attention_grad` and the inverse `llm.rope` store them.
+
+    ```mlir
+    %dq, %dk, %dv = llm.attention_rope_grad %q, %k, %v, %o, %lse, %do
+        {causal, scale = 0.25 : f64, theta = 10000.0 : f64}
+        : tensor<4x64x8x16xf32>, tensor<4x64x2x16xf32>, tensor<4x8x64xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$q, LLM_FloatTensor:$k, LLM_FloatTensor:$v,
+                       LLM_FloatTensor:$out, LLM_FloatTensor:$lse, LLM_FloatTensor:$dout,
+                       Optional<LLM_IndexTensor>:$positions,
+                       Optional<LLM_IndexTensor>:$segment_ids,
+                       F64Attr:$scale, UnitAttr:$causal, F64Attr:$theta,
+                       OptionalAttr<F64Attr>:$scaling_factor,
+                       OptionalAttr<F64Attr>:$low_freq_factor,
+                       OptionalAttr<F64Attr>:$high_freq_factor,
+                       OptionalAttr<I64Attr>:$original_max_positions);
+  let results = (outs LLM_FloatTensor:$dq, LLM_FloatTensor:$dk, LLM_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $dout (`positions` $positions^ `:` type($positions))?
+    (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict
+    `:` type($q) `,` type($k) `,` type($lse)
   }];
   let hasVerifier = 1;
 }

@@ -47,10 +47,132 @@ bool checkSegments(Validator &v, const KernelArgs &args, size_t segmentIndex,
     return v.fail("segment ids need S == T, got T = " + std::to_string(dims->t) +
                   ", S = " + std::to_string(dims->s));
   dims->segmentDType = segments.dtype;
+  dims->segmentIndex = segmentIndex;
+  return true;
+}
+
+/// attention_rope's optional inputs after the first `fixed`: positions,
+/// then segment ids, as `operand_segments` says (without it, one extra
+/// input is segment ids, two are both); and the rotation.
+bool checkRotation(Validator &v, const KernelArgs &args, size_t fixed, AttentionBinding *dims) {
+  const KernelAttrs &a = args.attrs;
+  bool positions = args.inputs.size() == fixed + 2;
+  if (a.hasInts("operand_segments")) {
+    const std::vector<int64_t> &sizes = a.getInts("operand_segments");
+    if (sizes.size() != fixed + 2)
+      return v.fail("attribute 'operand_segments' must have " + std::to_string(fixed + 2) +
+                    " entries");
+    positions = sizes[fixed] == 1;
+    if (args.inputs.size() != fixed + static_cast<size_t>(sizes[fixed] + sizes[fixed + 1]))
+      return v.fail("attribute 'operand_segments' does not match the " +
+                    std::to_string(args.inputs.size()) + " inputs");
+  }
+  const TensorView &q = v.in(0);
+  if (q.dim(3) % 2 != 0) return v.fail("rotated q and k need an even head dim D, got " +
+                                       q.describe());
+  if (dims->s != dims->t)
+    return v.fail("rotated keys need S == T: q is " + q.describe() + ", k is " +
+                  v.in(1).describe());
+  dims->rope = true;
+  dims->rotation.dtype = dims->dtype;
+  dims->rotation.rows = dims->t;
+  dims->rotation.positions = positions;
+  dims->positionIndex = fixed;
+  if (positions && (!v.isIndex(v.in(fixed), "positions") ||
+                    !v.hasType(v.in(fixed), "positions", v.in(fixed).dtype, {dims->b, dims->t})))
+    return false;
+  if (!contracts::bindRotation(v, &dims->rotation)) return false;
+  return checkSegments(v, args, fixed + positions, dims); // segment ids, if any, come last
+}
+
+/// attention_grad's out, lse, dout (inputs 3 to 5) and dq, dk, dv.
+bool checkGradOperands(Validator &v, const AttentionBinding &dims) {
+  const TensorView &q = v.in(0), &k = v.in(1);
+  return v.hasType(v.in(3), "out", q.dtype, q.shape) &&
+         v.hasType(v.in(4), "lse", DType::F32, {dims.b, dims.h, dims.t}) &&
+         v.hasType(v.in(5), "dout", q.dtype, q.shape) &&
+         v.hasType(v.out(0), "dq", q.dtype, q.shape) &&
+         v.hasType(v.out(1), "dk", q.dtype, k.shape) && v.hasType(v.out(2), "dv", q.dtype, k.shape);
+}
+
+/// Checks a packed qkv (input 0) and the attributes; fills `dims`.
+bool checkPacked(Validator &v, AttentionBinding *dims) {
+  double scale;
+  int64_t heads, kvHeads;
+  if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &dims->causal) ||
+      !v.intAttr("heads", &heads, 0) || !v.intAttr("kv_heads", &kvHeads, 0))
+    return false;
+  dims->scale = static_cast<float>(scale);
+  const TensorView &qkv = v.in(0);
+  if (!v.isFloat(qkv, "qkv") || !v.hasRank(qkv, "qkv", 3)) return false;
+  if (heads < 1 || kvHeads < 1 || heads % kvHeads != 0)
+    return v.fail("attribute 'heads' (" + std::to_string(heads) +
+                  ") must be a positive multiple of 'kv_heads' (" + std::to_string(kvHeads) + ")");
+  const int64_t width = heads + 2 * kvHeads;
+  if (qkv.dim(2) == 0 || qkv.dim(2) % width != 0)
+    return v.fail("qkv must be [B, T, (heads + 2·kv_heads)·D] with heads = " +
+                  std::to_string(heads) + ", kv_heads = " + std::to_string(kvHeads) + ", got " +
+                  qkv.describe());
+  dims->dtype = qkv.dtype;
+  dims->b = qkv.dim(0), dims->t = dims->s = qkv.dim(1);
+  dims->h = heads, dims->kv = kvHeads, dims->d = qkv.dim(2) / width;
+  dims->group = heads / kvHeads;
+  dims->packed = true;
   return true;
 }
 
 } // namespace
+
+bool bindAttentionPacked(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention_packed", args, error);
+  AttentionBinding dims;
+  if (!v.arity(1, 2, 2) || !checkPacked(v, &dims) || !checkSegments(v, args, 1, &dims))
+    return false;
+  if (!v.hasType(v.out(0), "out", dims.dtype, {dims.b, dims.t, dims.h, dims.d}) ||
+      !v.hasType(v.out(1), "lse", DType::F32, {dims.b, dims.h, dims.t}))
+    return false;
+  *out = dims;
+  return true;
+}
+
+bool bindAttentionPackedGrad(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention_packed_grad", args, error);
+  AttentionBinding dims;
+  if (!v.arity(4, 5, 1) || !checkPacked(v, &dims) || !checkSegments(v, args, 4, &dims))
+    return false;
+  const TensorView &qkv = v.in(0);
+  const std::vector<int64_t> outShape = {dims.b, dims.t, dims.h, dims.d};
+  if (!v.hasType(v.in(1), "out", dims.dtype, outShape) ||
+      !v.hasType(v.in(2), "lse", DType::F32, {dims.b, dims.h, dims.t}) ||
+      !v.hasType(v.in(3), "dout", dims.dtype, outShape) ||
+      !v.hasType(v.out(0), "dqkv", dims.dtype, qkv.shape))
+    return false;
+  *out = dims;
+  return true;
+}
+
+bool bindAttentionRope(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention_rope", args, error);
+  AttentionBinding dims;
+  if (!v.arity(3, 5, 2) || !checkAttention(v, &dims) || !checkRotation(v, args, 3, &dims))
+    return false;
+  const TensorView &q = v.in(0);
+  if (!v.hasType(v.out(0), "out", q.dtype, q.shape) ||
+      !v.hasType(v.out(1), "lse", DType::F32, {dims.b, dims.h, dims.t}))
+    return false;
+  *out = dims;
+  return true;
+}
+
+bool bindAttentionRopeGrad(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention_rope_grad", args, error);
+  AttentionBinding dims;
+  if (!v.arity(6, 8, 3) || !checkAttention(v, &dims) || !checkRotation(v, args, 6, &dims) ||
+      !checkGradOperands(v, dims))
+    return false;
+  *out = dims;
+  return true;
+}
 
 bool bindAttention(const KernelArgs &args, std::string &error, AttentionBinding *out) {
   Validator v("attention", args, error);
@@ -68,14 +190,8 @@ bool bindAttention(const KernelArgs &args, std::string &error, AttentionBinding 
 bool bindAttentionGrad(const KernelArgs &args, std::string &error, AttentionBinding *out) {
   Validator v("attention_grad", args, error);
   AttentionBinding dims;
-  if (!v.arity(6, 7, 3) || !checkAttention(v, &dims) || !checkSegments(v, args, 6, &dims))
-    return false;
-  const TensorView &q = v.in(0), &k = v.in(1);
-  if (!v.hasType(v.in(3), "out", q.dtype, q.shape) ||
-      !v.hasType(v.in(4), "lse", DType::F32, {dims.b, dims.h, dims.t}) ||
-      !v.hasType(v.in(5), "dout", q.dtype, q.shape) ||
-      !v.hasType(v.out(0), "dq", q.dtype, q.shape) ||
-      !v.hasType(v.out(1), "dk", q.dtype, k.shape) || !v.hasType(v.out(2), "dv", q.dtype, k.shape))
+  if (!v.arity(6, 7, 3) || !checkAttention(v, &dims) || !checkSegments(v, args, 6, &dims) ||
+      !checkGradOperands(v, dims))
     return false;
   *out = dims;
   return true;

@@ -12,28 +12,11 @@
 
 namespace llmc::contracts {
 
-bool bindRope(const KernelArgs &args, std::string &error, RopeBinding *out) {
-  Validator v("rope", args, error);
-  double theta;
-  bool inverse;
-  if (!v.arity(1, 2, 1) || !v.floatAttr("theta", &theta) || !v.flagAttr("inverse", &inverse))
-    return false;
-  const TensorView &x = v.in(0);
-  if (!v.isFloat(x, "x") || !v.hasRank(x, "x", 4)) return false;
-  if (x.dim(3) % 2 != 0) return v.fail("x head dim D must be even, got " + x.describe());
-  if (!(theta > 0.0)) return v.fail("attribute 'theta' must be positive");
-  if (!v.hasType(v.out(0), "out", x.dtype, x.shape)) return false;
-  out->positions = args.inputs.size() > 1;
-  if (out->positions &&
-      (!v.isIndex(v.in(1), "positions") ||
-       !v.hasType(v.in(1), "positions", v.in(1).dtype, {x.dim(0), x.dim(1)})))
-    return false;
-  out->rows = args.attrs.getInt("position_limit", x.dim(1));
-  if (out->rows < x.dim(1))
-    return v.fail("attribute 'position_limit' (" + std::to_string(out->rows) +
-                  ") must be at least T = " + std::to_string(x.dim(1)));
+bool bindRotation(Validator &v, RopeBinding *out) {
+  if (!v.floatAttr("theta", &out->theta)) return false;
+  if (!(out->theta > 0.0)) return v.fail("attribute 'theta' must be positive");
   // Llama 3 scaling: the four attributes together, or none (unscaled).
-  const KernelAttrs &a = args.attrs;
+  const KernelAttrs &a = v.attrs();
   const int given = a.hasFloat("scaling_factor") + a.hasFloat("low_freq_factor") +
                     a.hasFloat("high_freq_factor") + a.hasInt("original_max_positions");
   if (given != 0 && given != 4)
@@ -54,8 +37,28 @@ bool bindRope(const KernelArgs &args, std::string &error, RopeBinding *out) {
     if (s.originalMaxPositions < 1)
       return v.fail("attribute 'original_max_positions' must be at least 1");
   }
+  return true;
+}
+
+bool bindRope(const KernelArgs &args, std::string &error, RopeBinding *out) {
+  Validator v("rope", args, error);
+  bool inverse;
+  if (!v.arity(1, 2, 1) || !v.flagAttr("inverse", &inverse)) return false;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, "x") || !v.hasRank(x, "x", 4)) return false;
+  if (x.dim(3) % 2 != 0) return v.fail("x head dim D must be even, got " + x.describe());
+  if (!bindRotation(v, out)) return false;
+  if (!v.hasType(v.out(0), "out", x.dtype, x.shape)) return false;
+  out->positions = args.inputs.size() > 1;
+  if (out->positions &&
+      (!v.isIndex(v.in(1), "positions") ||
+       !v.hasType(v.in(1), "positions", v.in(1).dtype, {x.dim(0), x.dim(1)})))
+    return false;
+  out->rows = args.attrs.getInt("position_limit", x.dim(1));
+  if (out->rows < x.dim(1))
+    return v.fail("attribute 'position_limit' (" + std::to_string(out->rows) +
+                  ") must be at least T = " + std::to_string(x.dim(1)));
   out->dtype = x.dtype;
-  out->theta = theta;
   out->inverse = inverse;
   return true;
 }

@@ -14,6 +14,10 @@
 
 #include <string>
 
+namespace llmc {
+class Validator;
+}
+
 namespace llmc::contracts {
 
 /// rope(x[, positions]) -> out, attributes theta, inverse and optionally
@@ -31,6 +35,11 @@ struct RopeBinding {
   RopeScaling scaling; ///< unscaled unless the scaling attributes are given
 };
 bool bindRope(const KernelArgs &args, std::string &error, RopeBinding *out);
+
+/// The rotation's attributes as rope reads them (theta and the Llama 3
+/// scaling), for kernels that rotate their inputs as rope would
+/// (attention_rope); sets `theta` and `scaling`, leaves the rest.
+bool bindRotation(Validator &v, RopeBinding *out);
 
 /// The cos and sin of every angle a bound rope rotates by, each [rows, D/2]
 /// (sin negated when inverse): computed in double, rounded to fp32, the

@@ -32,12 +32,23 @@
 // form — no per-tile transposes. Everything is fp32 inside, for f32 or
 // bf16 storage, and all scratch is allocated at bind time.
 //
+// Packed (attention_packed, _grad): q, k and v are column blocks of one
+// qkv [B,T,(H+2·KV)·D] (GPT-2's c_attn output) and dq, dk, dv those of one
+// dqkv. Since every tile is copied into scratch anyway, only the rows'
+// stride and the blocks' offsets change; the arithmetic is the same
+// instruction for instruction, so the packed kernels' results are the
+// unpacked ones bit for bit, without slicing qkv or padding and summing
+// the three gradients.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/Attention.h"
 #include "kernels/cpu/Common.h"
+#include "kernels/cpu/RopeRotate.h"
 #include "kernels/cpu/SegmentTiles.h"
 #include "kernels/cpu/TileGemm.h"
+
+#include <tuple>
 
 namespace llmc::cpu {
 namespace {
@@ -48,9 +59,62 @@ static_assert(kBr == kBc, "the backward carves one scratch layout for both passe
 
 struct AttentionDims {
   int64_t b = 0, t = 0, h = 0, d = 0, s = 0, kv = 0, group = 1;
+  int64_t queryStride = 0, keyStride = 0; ///< elements between rows (b, t) of q and of k, v
   float scale = 1.0f;
   bool causal = false;
   bool segments = false;
+  bool rope = false; ///< attention_rope: q and k (dq, dk) rotated
+};
+
+/// The kernels' dimensions of a binding.
+AttentionDims dimsOf(const contracts::AttentionBinding &b) {
+  AttentionDims dims;
+  dims.b = b.b, dims.t = b.t, dims.h = b.h, dims.d = b.d, dims.s = b.s, dims.kv = b.kv;
+  dims.group = b.group;
+  dims.queryStride = b.queryStride(), dims.keyStride = b.keyStride();
+  dims.scale = b.scale;
+  dims.causal = b.causal;
+  dims.segments = b.segments;
+  dims.rope = b.rope;
+  return dims;
+}
+
+/// q, k, v (or dq, dk, dv) of a binding: three tensors, or the column
+/// blocks of the packed first one.
+template <typename T>
+std::tuple<T *, T *, T *> qkvOf(const std::vector<TensorView> &tensors,
+                                const contracts::AttentionBinding &b) {
+  if (!b.packed) return {tensors[0].as<T>(), tensors[1].as<T>(), tensors[2].as<T>()};
+  T *base = tensors[0].as<T>();
+  return {base, base + b.keyOffset(), base + b.valueOffset()};
+}
+
+/// Index of the first input after q, k and v (after qkv, when packed).
+size_t inputsAfterQkv(const contracts::AttentionBinding &b) { return b.packed ? 1 : 3; }
+
+/// attention_rope's rotation: rope's cos/sin tables for positions 0..T−1
+/// (the same contracts::ropeTables rope builds), forward and inverse, and
+/// the positions input if any.
+struct Rotation {
+  IdView positions; // null data: position t
+  int64_t t = 0, rows = 0, half = 0;
+  std::vector<float> cos, sin, sinInverse;
+
+  void bind(const KernelArgs &args, const contracts::AttentionBinding &b) {
+    if (!b.rope) return;
+    if (b.rotation.positions) positions = IdView(args.inputs[b.positionIndex]);
+    t = b.t, rows = b.rotation.rows, half = b.d / 2;
+    cos.resize(rows * half), sin.resize(rows * half), sinInverse.resize(rows * half);
+    contracts::RopeBinding inverse = b.rotation;
+    inverse.inverse = true;
+    contracts::ropeTables(b.rotation, b.d, cos.data(), sin.data());
+    contracts::ropeTables(inverse, b.d, cos.data(), sinInverse.data());
+  }
+  /// The table row of (b, i), or −1 outside the table.
+  int64_t row(int64_t b, int64_t i) const {
+    int64_t p = positions.data ? positions[b * t + i] : i;
+    return p < 0 || p >= rows ? -1 : p;
+  }
 };
 
 /// Under a causal mask later query tiles see more keys: handing them out
@@ -64,6 +128,7 @@ template <typename T> struct AttentionTiles {
   AttentionDims n;
   IdView segmentIds;
   SegmentTiles segmentTiles;
+  Rotation rotation;
 
   /// Binds the segment ids, if any, and sizes their tile ranges.
   void bindSegments(const KernelArgs &args, size_t index) {
@@ -80,37 +145,89 @@ template <typename T> struct AttentionTiles {
     return n.segments && !segmentTiles.meet(b, i0, j0);
   }
 
-  /// Offset of query row i of head h (q, out, dout) and key row j of kv head g.
-  int64_t queryAt(int64_t b, int64_t i, int64_t h) const { return ((b * n.t + i) * n.h + h) * n.d; }
-  int64_t keyAt(int64_t b, int64_t j, int64_t g) const { return ((b * n.s + j) * n.kv + g) * n.d; }
+  /// Offset of query row i of head h in q (dq), in out (dout), and of key
+  /// row j of kv head g in k, v (dk, dv).
+  int64_t queryAt(int64_t b, int64_t i, int64_t h) const {
+    return (b * n.t + i) * n.queryStride + h * n.d;
+  }
+  int64_t outAt(int64_t b, int64_t i, int64_t h) const { return ((b * n.t + i) * n.h + h) * n.d; }
+  int64_t keyAt(int64_t b, int64_t j, int64_t g) const {
+    return (b * n.s + j) * n.keyStride + g * n.d;
+  }
 
-  /// `count` rows of D elements `stride` apart, copied to dst [count × D]
-  /// in fp32. Even for f32 the contiguous copy pays for itself: the rows sit
-  /// H·D apart in the tensor, and the tile GEMMs then stream from L1.
-  const float *rows(const T *x, int64_t stride, int64_t count, float *dst) const {
-    for (int64_t r = 0; r < count; ++r) {
-      const T *src = x + r * stride;
-      float *row = dst + r * n.d;
+  /// Row (b, i) of D elements at src in fp32: as stored or, for q and k of
+  /// attention_rope (`rotated`), rotated and rounded to T as rope stores it
+  /// (NaN at a position outside the table, as rope writes).
+  void loadRow(const T *src, int64_t b, int64_t i, bool rotated, float *dst) const {
+    if (!rotated) {
 #pragma omp simd
-      for (int64_t e = 0; e < n.d; ++e) row[e] = load(src, e);
+      for (int64_t e = 0; e < n.d; ++e) dst[e] = load(src, e);
+      return;
     }
+    const int64_t half = rotation.half, p = rotation.row(b, i);
+    if (p < 0) {
+      std::fill(dst, dst + n.d, kNaN);
+      return;
+    }
+    rotatePairs(src, rotation.cos.data() + p * half, rotation.sin.data() + p * half, half,
+                [&](int64_t e, float lo, float hi) {
+                  dst[e] = roundTo<T>(lo);
+                  dst[e + half] = roundTo<T>(hi);
+                });
+  }
+
+  /// Stores factor·values, the gradient row (b, i), to dst rounded to T;
+  /// for dq and dk of attention_rope (`rotated`) then rotated back and
+  /// rounded again, as the inverse rope after attention_grad stores it.
+  /// `row` is D floats of scratch.
+  void storeRow(T *dst, const float *values, float factor, int64_t b, int64_t i, bool rotated,
+                float *row) const {
+    if (!rotated) {
+#pragma omp simd
+      for (int64_t e = 0; e < n.d; ++e) store(dst, e, factor * values[e]);
+      return;
+    }
+    const int64_t half = rotation.half, p = rotation.row(b, i);
+    for (int64_t e = 0; e < n.d; ++e) row[e] = p < 0 ? kNaN : roundTo<T>(factor * values[e]);
+    rotatePairs(row, rotation.cos.data() + std::max<int64_t>(p, 0) * half,
+                rotation.sinInverse.data() + std::max<int64_t>(p, 0) * half, half,
+                [&](int64_t e, float lo, float hi) {
+                  store(dst, e, lo);
+                  store(dst, e + half, hi);
+                });
+  }
+
+  /// `count` rows of D elements `stride` apart, from row (b, i0) on, copied
+  /// to dst [count × D] in fp32. Even for f32 the contiguous copy pays for
+  /// itself: the rows sit H·D (packed: (H+2·KV)·D) apart, and the tile
+  /// GEMMs then stream from L1.
+  const float *rows(const T *x, int64_t stride, int64_t b, int64_t i0, int64_t count,
+                    bool rotated, float *dst) const {
+    for (int64_t r = 0; r < count; ++r) loadRow(x + r * stride, b, i0 + r, rotated, dst + r * n.d);
     return dst;
   }
+  /// Query rows of q (rotated under attention_rope) and of dout.
   const float *queryRows(const T *x, int64_t b, int64_t h, int64_t i0, int64_t count,
                          float *dst) const {
-    return rows(x + queryAt(b, i0, h), n.h * n.d, count, dst);
+    return rows(x + queryAt(b, i0, h), n.queryStride, b, i0, count, n.rope, dst);
   }
-  const float *keyRows(const T *x, int64_t b, int64_t g, int64_t j0, int64_t count,
+  const float *outRows(const T *x, int64_t b, int64_t h, int64_t i0, int64_t count,
                        float *dst) const {
-    return rows(x + keyAt(b, j0, g), n.kv * n.d, count, dst);
+    return rows(x + outAt(b, i0, h), n.h * n.d, b, i0, count, false, dst);
+  }
+  /// Key rows of k (`rotated` under attention_rope) or v.
+  const float *keyRows(const T *x, int64_t b, int64_t g, int64_t j0, int64_t count, bool rotated,
+                       float *dst) const {
+    return rows(x + keyAt(b, j0, g), n.keyStride, b, j0, count, rotated, dst);
   }
 
-  /// The same rows transposed and scaled: dst[e·ld + r] = factor·x[r][e].
-  void transposed(const T *x, int64_t stride, int64_t count, float factor, float *dst,
-                  int64_t ld) const {
+  /// The same rows transposed and scaled: dst[e·ld + r] = factor·x[r][e];
+  /// `row` is D floats of scratch.
+  void transposed(const T *x, int64_t stride, int64_t b, int64_t i0, int64_t count, bool rotated,
+                  float factor, float *dst, int64_t ld, float *row) const {
     for (int64_t r = 0; r < count; ++r) {
-      const T *src = x + r * stride;
-      for (int64_t e = 0; e < n.d; ++e) dst[e * ld + r] = factor * load(src, e);
+      loadRow(x + r * stride, b, i0 + r, rotated, row);
+      for (int64_t e = 0; e < n.d; ++e) dst[e * ld + r] = factor * row[e];
     }
   }
 
@@ -143,12 +260,13 @@ template <typename T> struct AttentionTiles {
 
 template <typename T> class AttentionKernel final : public Kernel {
 public:
-  AttentionKernel(const KernelArgs &args, const AttentionDims &dims)
-      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
-        out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), threads_(bindThreads()),
-        scratch_(threads_, 2 * kBr * dims.d + kBc * kBr + 2 * kBc * dims.d + 5 * kBr) {
-    tiles_.n = dims;
-    tiles_.bindSegments(args, 3);
+  AttentionKernel(const KernelArgs &args, const contracts::AttentionBinding &b)
+      : out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), threads_(bindThreads()),
+        scratch_(threads_, 2 * kBr * b.d + kBc * kBr + 2 * kBc * b.d + 5 * kBr + b.d) {
+    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
+    tiles_.n = dimsOf(b);
+    tiles_.bindSegments(args, b.segmentIndex);
+    tiles_.rotation.bind(args, b);
   }
 
   void run(const StepContext &) override {
@@ -173,9 +291,10 @@ private:
     const int64_t d = n.d, g = h / n.group;
     float *qt = base, *o = qt + d * kBr, *st = o + kBr * d, *kw = st + kBc * kBr;
     float *vw = kw + kBc * d, *m = vw + kBc * d, *l = m + kBr, *mUse = l + kBr;
-    float *alpha = mUse + kBr, *sum = alpha + kBr;
+    float *alpha = mUse + kBr, *sum = alpha + kBr, *row = sum + kBr;
 
-    tiles_.transposed(q_ + tiles_.queryAt(b, i0, h), n.h * d, rows, n.scale, qt, kBr);
+    tiles_.transposed(q_ + tiles_.queryAt(b, i0, h), n.queryStride, b, i0, rows, n.rope, n.scale,
+                      qt, kBr, row);
     std::fill(o, o + rows * d, 0.0f);
     std::fill(m, m + rows, kNegInf);
     std::fill(l, l + rows, 0.0f);
@@ -184,8 +303,8 @@ private:
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
       if (tiles_.hidden(b, i0, j0)) continue;
       int64_t cols = std::min(kBc, keyEnd - j0);
-      const float *kr = tiles_.keyRows(k_, b, g, j0, cols, kw);
-      const float *vr = tiles_.keyRows(v_, b, g, j0, cols, vw);
+      const float *kr = tiles_.keyRows(k_, b, g, j0, cols, n.rope, kw);
+      const float *vr = tiles_.keyRows(v_, b, g, j0, cols, false, vw);
       tileGemm(cols, rows, d, kr, d, qt, kBr, st, kBr, false); // Sᵀ = K·(scale·Q)ᵀ
       tiles_.mask(st, kBr, true, b, i0, rows, j0, cols);
 
@@ -227,7 +346,7 @@ private:
 
     for (int64_t r = 0; r < rows; ++r) {
       float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-      T *dst = out_ + tiles_.queryAt(b, i0 + r, h);
+      T *dst = out_ + tiles_.outAt(b, i0 + r, h);
       const float *orow = o + r * d;
 #pragma omp simd
       for (int64_t e = 0; e < d; ++e) store(dst, e, orow[e] * inv);
@@ -240,7 +359,7 @@ private:
   float *lse_;
   AttentionTiles<T> tiles_;
   int threads_;
-  ThreadScratch scratch_; // (scale·Q)ᵀ, O, Sᵀ, widened K and V tiles; m, l, …
+  ThreadScratch scratch_; // (scale·Q)ᵀ, O, Sᵀ, widened K and V tiles; m, l, …; a row
 };
 
 //===----------------------------------------------------------------------===//
@@ -249,14 +368,17 @@ private:
 
 template <typename T> class AttentionGradKernel final : public Kernel {
 public:
-  AttentionGradKernel(const KernelArgs &args, const AttentionDims &dims)
-      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
-        out_(args.inputs[3].as<T>()), lse_(args.inputs[4].as<float>()),
-        dout_(args.inputs[5].as<T>()), dq_(args.outputs[0].as<T>()), dk_(args.outputs[1].as<T>()),
-        dv_(args.outputs[2].as<T>()), threads_(bindThreads()), rowDot_(dims.b * dims.h * dims.t),
-        scratch_(threads_, 6 * kBc * dims.d + 2 * kBr * kBc + 2 * kBr) {
-    tiles_.n = dims;
-    tiles_.bindSegments(args, 6);
+  AttentionGradKernel(const KernelArgs &args, const contracts::AttentionBinding &b)
+      : out_(args.inputs[inputsAfterQkv(b)].as<T>()),
+        lse_(args.inputs[inputsAfterQkv(b) + 1].as<float>()),
+        dout_(args.inputs[inputsAfterQkv(b) + 2].as<T>()), threads_(bindThreads()),
+        rowDot_(b.b * b.h * b.t),
+        scratch_(threads_, 6 * kBc * b.d + 2 * kBr * kBc + 2 * kBr + b.d) {
+    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
+    std::tie(dq_, dk_, dv_) = qkvOf<T>(args.outputs, b);
+    tiles_.n = dimsOf(b);
+    tiles_.bindSegments(args, b.segmentIndex);
+    tiles_.rotation.bind(args, b);
   }
 
   void run(const StepContext &) override {
@@ -315,10 +437,12 @@ private:
     const int64_t d = n.d;
     float *kt = base, *vt = kt + d * kBc, *accK = vt + d * kBc, *accV = accK + kBc * d;
     float *qw = accV + kBc * d, *dow = qw + kBr * d, *s = dow + kBr * d, *dp = s + kBr * kBc;
-    float *lse = dp + kBr * kBc, *rowDot = lse + kBr;
+    float *lse = dp + kBr * kBc, *rowDot = lse + kBr, *row = rowDot + kBr;
 
-    tiles_.transposed(k_ + tiles_.keyAt(b, j0, g), n.kv * d, cols, n.scale, kt, kBc);
-    tiles_.transposed(v_ + tiles_.keyAt(b, j0, g), n.kv * d, cols, 1.0f, vt, kBc);
+    tiles_.transposed(k_ + tiles_.keyAt(b, j0, g), n.keyStride, b, j0, cols, n.rope, n.scale, kt,
+                      kBc, row);
+    tiles_.transposed(v_ + tiles_.keyAt(b, j0, g), n.keyStride, b, j0, cols, false, 1.0f, vt, kBc,
+                      row);
     std::fill(accK, accK + cols * d, 0.0f);
     std::fill(accV, accV + cols * d, 0.0f);
     int64_t firstQuery = n.causal ? j0 / kBr * kBr : 0; // earlier queries see none of these keys
@@ -327,7 +451,7 @@ private:
         if (tiles_.hidden(b, i0, j0)) continue;
         int64_t rows = std::min(kBr, n.t - i0);
         const float *qr = tiles_.queryRows(q_, b, h, i0, rows, qw);
-        const float *dor = tiles_.queryRows(dout_, b, h, i0, rows, dow);
+        const float *dor = tiles_.outRows(dout_, b, h, i0, rows, dow);
         loadRowStats(b, h, i0, rows, lse, rowDot);
         tileGemm(rows, cols, d, qr, d, kt, kBc, s, kBc, false); // S
         tiles_.mask(s, kBc, false, b, i0, rows, j0, cols);
@@ -345,12 +469,9 @@ private:
         tileGemm<true>(cols, d, rows, dp, kBc, qr, d, accK, d, true); // dK += dSᵀ·Q
       }
     for (int64_t c = 0; c < cols; ++c) {
-      T *dk = dk_ + tiles_.keyAt(b, j0 + c, g), *dv = dv_ + tiles_.keyAt(b, j0 + c, g);
-#pragma omp simd
-      for (int64_t e = 0; e < d; ++e) {
-        store(dk, e, n.scale * accK[c * d + e]);
-        store(dv, e, accV[c * d + e]);
-      }
+      tiles_.storeRow(dk_ + tiles_.keyAt(b, j0 + c, g), accK + c * d, n.scale, b, j0 + c, n.rope,
+                      row);
+      tiles_.storeRow(dv_ + tiles_.keyAt(b, j0 + c, g), accV + c * d, 1.0f, b, j0 + c, false, row);
     }
   }
 
@@ -361,18 +482,20 @@ private:
     const int64_t d = n.d, g = h / n.group;
     float *qt = base, *dot = qt + d * kBr, *dq = dot + d * kBr, *kw = dq + kBr * d;
     float *vw = kw + kBc * d, *st = vw + kBc * d, *dpt = st + kBc * kBr;
-    float *lse = dpt + kBc * kBr, *rowDot = lse + kBr;
+    float *lse = dpt + kBc * kBr, *rowDot = lse + kBr, *row = rowDot + kBr;
 
-    tiles_.transposed(q_ + tiles_.queryAt(b, i0, h), n.h * d, rows, n.scale, qt, kBr);
-    tiles_.transposed(dout_ + tiles_.queryAt(b, i0, h), n.h * d, rows, 1.0f, dot, kBr);
+    tiles_.transposed(q_ + tiles_.queryAt(b, i0, h), n.queryStride, b, i0, rows, n.rope, n.scale,
+                      qt, kBr, row);
+    tiles_.transposed(dout_ + tiles_.outAt(b, i0, h), n.h * d, b, i0, rows, false, 1.0f, dot, kBr,
+                      row);
     loadRowStats(b, h, i0, rows, lse, rowDot);
     std::fill(dq, dq + rows * d, 0.0f);
     int64_t keyEnd = tiles_.keyEnd(i0, rows);
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
       if (tiles_.hidden(b, i0, j0)) continue;
       int64_t cols = std::min(kBc, keyEnd - j0);
-      const float *kr = tiles_.keyRows(k_, b, g, j0, cols, kw);
-      const float *vr = tiles_.keyRows(v_, b, g, j0, cols, vw);
+      const float *kr = tiles_.keyRows(k_, b, g, j0, cols, n.rope, kw);
+      const float *vr = tiles_.keyRows(v_, b, g, j0, cols, false, vw);
       tileGemm(cols, rows, d, kr, d, qt, kBr, st, kBr, false); // Sᵀ
       tiles_.mask(st, kBr, true, b, i0, rows, j0, cols);
       tileGemm(cols, rows, d, vr, d, dot, kBr, dpt, kBr, false); // dPᵀ
@@ -386,11 +509,9 @@ private:
       }
       tileGemm<true>(rows, d, cols, dpt, kBr, kr, d, dq, d, true); // dQ += dS·K
     }
-    for (int64_t r = 0; r < rows; ++r) {
-      T *dst = dq_ + tiles_.queryAt(b, i0 + r, h);
-#pragma omp simd
-      for (int64_t e = 0; e < d; ++e) store(dst, e, n.scale * dq[r * d + e]);
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      tiles_.storeRow(dq_ + tiles_.queryAt(b, i0 + r, h), dq + r * d, n.scale, b, i0 + r, n.rope,
+                      row);
   }
 
   const T *q_, *k_, *v_, *out_;
@@ -407,32 +528,42 @@ private:
 // Factories
 //===----------------------------------------------------------------------===//
 
-/// The kernels' dimensions of a binding.
-AttentionDims dimsOf(const contracts::AttentionBinding &b) {
-  AttentionDims dims;
-  dims.b = b.b, dims.t = b.t, dims.h = b.h, dims.d = b.d, dims.s = b.s, dims.kv = b.kv;
-  dims.group = b.group;
-  dims.scale = b.scale;
-  dims.causal = b.causal;
-  dims.segments = b.segments;
-  return dims;
+using Bind = bool (*)(const KernelArgs &, std::string &, contracts::AttentionBinding *);
+
+/// The contract's checks, then kernel K for the bound dtype.
+template <template <typename> class K>
+std::unique_ptr<Kernel> make(Bind bind, const KernelArgs &args, std::string &error) {
+  contracts::AttentionBinding b;
+  if (!bind(args, error, &b)) return nullptr;
+  return makeFloatKernel<K>(b.dtype, args, b);
 }
 
 std::unique_ptr<Kernel> makeAttention(const KernelArgs &args, std::string &error) {
-  contracts::AttentionBinding b;
-  if (!contracts::bindAttention(args, error, &b)) return nullptr;
-  return makeFloatKernel<AttentionKernel>(b.dtype, args, dimsOf(b));
+  return make<AttentionKernel>(contracts::bindAttention, args, error);
 }
-
 std::unique_ptr<Kernel> makeAttentionGrad(const KernelArgs &args, std::string &error) {
-  contracts::AttentionBinding b;
-  if (!contracts::bindAttentionGrad(args, error, &b)) return nullptr;
-  return makeFloatKernel<AttentionGradKernel>(b.dtype, args, dimsOf(b));
+  return make<AttentionGradKernel>(contracts::bindAttentionGrad, args, error);
+}
+std::unique_ptr<Kernel> makeAttentionPacked(const KernelArgs &args, std::string &error) {
+  return make<AttentionKernel>(contracts::bindAttentionPacked, args, error);
+}
+std::unique_ptr<Kernel> makeAttentionPackedGrad(const KernelArgs &args, std::string &error) {
+  return make<AttentionGradKernel>(contracts::bindAttentionPackedGrad, args, error);
+}
+std::unique_ptr<Kernel> makeAttentionRope(const KernelArgs &args, std::string &error) {
+  return make<AttentionKernel>(contracts::bindAttentionRope, args, error);
+}
+std::unique_ptr<Kernel> makeAttentionRopeGrad(const KernelArgs &args, std::string &error) {
+  return make<AttentionGradKernel>(contracts::bindAttentionRopeGrad, args, error);
 }
 
 } // namespace
 
 LLMC_REGISTER_KERNEL(CPU, "attention", makeAttention);
 LLMC_REGISTER_KERNEL(CPU, "attention_grad", makeAttentionGrad);
+LLMC_REGISTER_KERNEL(CPU, "attention_packed", makeAttentionPacked);
+LLMC_REGISTER_KERNEL(CPU, "attention_packed_grad", makeAttentionPackedGrad);
+LLMC_REGISTER_KERNEL(CPU, "attention_rope", makeAttentionRope);
+LLMC_REGISTER_KERNEL(CPU, "attention_rope_grad", makeAttentionRopeGrad);
 
 } // namespace llmc::cpu

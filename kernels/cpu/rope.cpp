@@ -16,6 +16,7 @@
 
 #include "kernels/contracts/Rope.h"
 #include "kernels/cpu/Common.h"
+#include "kernels/cpu/RopeRotate.h"
 
 namespace llmc::cpu {
 namespace {
@@ -44,12 +45,10 @@ public:
       for (int64_t h = 0; h < h_; ++h) {
         const T *x = x_ + (bt * h_ + h) * d;
         T *out = out_ + (bt * h_ + h) * d;
-#pragma omp simd
-        for (int64_t i = 0; i < half; ++i) {
-          float lo = load(x, i), hi = load(x, i + half);
-          store(out, i, lo * cs[i] - hi * sn[i]);
-          store(out, i + half, hi * cs[i] + lo * sn[i]);
-        }
+        rotatePairs(x, cs, sn, half, [&](int64_t i, float lo, float hi) {
+          store(out, i, lo);
+          store(out, i + half, hi);
+        });
       }
     }
   }

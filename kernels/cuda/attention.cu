@@ -41,6 +41,17 @@
 //     Every dK/dV row is summed by one thread in a fixed order.
 // P and dS are recomputed in both 2 and 3, as on the CPU.
 //
+// Packed (attention_packed, _grad): q, k, v are column blocks of one qkv
+// [B,T,(H+2·KV)·D] and dq, dk, dv those of one dqkv, read and written
+// through the rows' stride and the blocks' offsets by the same kernels.
+//
+// attention_rope (_grad): q and k are rotated as kernels/cuda/rope.cu
+// rotates them (its tables, built at bind time by contracts::ropeTables)
+// and rounded to the storage type while they are staged; the backward
+// stores dq and dk rounded, then each warp rotates its rows back in place
+// (the inverse rope, reading what it just stored, as the unfused rope
+// would).
+//
 // Head dims 64 and 128 have their own instantiations (D a compile-time
 // constant); any other D up to 256 runs the generic path rounded up to 32,
 // 64, 128 or 256 (lanes past D idle). Shared memory is dynamic, sized at
@@ -55,6 +66,8 @@
 #include "kernels/cuda/Common.cuh"
 
 #include <climits>
+#include <tuple>
+#include <vector>
 
 namespace llmc::cuda {
 namespace {
@@ -70,23 +83,89 @@ constexpr unsigned kFullMask = 0xffffffffu;
 /// Everything a kernel needs besides its pointers, by value.
 struct Params {
   int64_t b = 0, t = 0, h = 0, s = 0, kv = 0, group = 1;
+  int64_t queryStride = 0, keyStride = 0; ///< elements between rows (b, t) of q and of k, v
   int d = 0;
   float scale = 1.0f;
   bool causal = false;
   const void *segments = nullptr; ///< [B, T] i32 or i64; null without segment ids
   bool wideSegments = false;      ///< i64 segment ids
+  /// attention_rope: cos, sin and the inverse's sin [ropeRows, D/2]; null
+  /// without rotation.
+  const float *ropeCos = nullptr, *ropeSin = nullptr, *ropeSinInverse = nullptr;
+  int64_t ropeRows = 0;
+  const void *positions = nullptr; ///< [B, T] i32 or i64; null: position t
+  bool widePositions = false;
 };
 
+/// Offsets of query row i of head h in q (dq), in out (dout), and of key
+/// row j of kv head g in k, v (dk, dv).
 __device__ __forceinline__ int64_t queryOffset(const Params &p, int64_t b, int64_t i, int64_t h) {
+  return (b * p.t + i) * p.queryStride + h * p.d;
+}
+__device__ __forceinline__ int64_t outOffset(const Params &p, int64_t b, int64_t i, int64_t h) {
   return ((b * p.t + i) * p.h + h) * p.d;
 }
 __device__ __forceinline__ int64_t keyOffset(const Params &p, int64_t b, int64_t j, int64_t g) {
-  return ((b * p.s + j) * p.kv + g) * p.d;
+  return (b * p.s + j) * p.keyStride + g * p.d;
 }
 /// Segment id of position i of batch row b (only called with segment ids).
 __device__ __forceinline__ int64_t segmentAt(const Params &p, int64_t b, int64_t i) {
   return p.wideSegments ? static_cast<const int64_t *>(p.segments)[b * p.t + i]
                         : static_cast<const int32_t *>(p.segments)[b * p.t + i];
+}
+
+/// The rotation table's row for position i of batch row b (attention_rope),
+/// or −1 outside the table.
+__device__ __forceinline__ int64_t ropeRow(const Params &p, int64_t b, int64_t i) {
+  const int64_t pos = !p.positions     ? i
+                      : p.widePositions ? static_cast<const int64_t *>(p.positions)[b * p.t + i]
+                                        : static_cast<const int32_t *>(p.positions)[b * p.t + i];
+  return pos < 0 || pos >= p.ropeRows ? -1 : pos;
+}
+
+/// `v` rounded to T and widened back: what a kernel reads of a value
+/// another stored.
+template <typename T> __device__ __forceinline__ float roundTo(float v) {
+  T t;
+  store(&t, 0, v);
+  return load(&t, 0);
+}
+
+/// Element e of row x (position i of batch row b) as loaded: rotated as
+/// the rope kernel rotates it and rounded to T when `rotated`.
+template <typename T>
+__device__ __forceinline__ float loadAt(const T *x, int e, const Params &p, int64_t b, int64_t i,
+                                        bool rotated) {
+  if (!rotated) return load(x, e);
+  const int half = p.d / 2;
+  const int64_t row = ropeRow(p, b, i);
+  if (row < 0) return __int_as_float(0x7fc00000);
+  const int pair = e < half ? e : e - half;
+  const float c = p.ropeCos[row * half + pair], s = p.ropeSin[row * half + pair];
+  const float lo = load(x, pair), hi = load(x, pair + half);
+  return roundTo<T>(e < half ? lo * c - hi * s : hi * c + lo * s);
+}
+
+/// Rotates the row at dst (position i of batch row b), just stored by this
+/// warp, back in place as the inverse rope would (attention_rope_grad's dq
+/// and dk). All lanes of the warp take part.
+template <typename T>
+__device__ __forceinline__ void rotateBack(T *dst, const Params &p, int64_t b, int64_t i) {
+  const int lane = threadIdx.x & 31, half = p.d / 2;
+  const int64_t row = ropeRow(p, b, i);
+  __syncwarp();
+  for (int pair = lane; pair < half; pair += 32) {
+    if (row < 0) {
+      store(dst, pair, __int_as_float(0x7fc00000));
+      store(dst, pair + half, __int_as_float(0x7fc00000));
+      continue;
+    }
+    const float c = p.ropeCos[row * half + pair], s = p.ropeSinInverse[row * half + pair];
+    const float lo = load(dst, pair), hi = load(dst, pair + half);
+    store(dst, pair, lo * c - hi * s);
+    store(dst, pair + half, hi * c + lo * s);
+  }
+  __syncwarp();
 }
 
 /// Whether the 32-wide query tile at i0 and key tile at j0 of row b share
@@ -108,15 +187,17 @@ __device__ __forceinline__ bool segmentsMeet(const Params &p, int64_t b, int64_t
   return kLo <= qHi && qLo <= kHi;
 }
 
-/// Copies `rows` rows of `d` elements from x (row r at x + r·stride, rows
-/// at or past `valid` read as 0), times `factor`, into dst with leading
+/// Copies `rows` rows of `d` elements from x (row r at x + r·stride, that
+/// of position i0 + r of batch row b, rotated when `rotated`; rows at or
+/// past `valid` read as 0), times `factor`, into dst with leading
 /// dimension `ld`. All threads of the block take part.
 template <typename T>
 __device__ __forceinline__ void stageRows(const T *x, int64_t stride, int64_t valid, int d,
+                                          const Params &p, int64_t b, int64_t i0, bool rotated,
                                           float factor, float *dst, int ld) {
   for (int idx = threadIdx.x; idx < kTile * d; idx += kThreads) {
     const int r = idx / d, e = idx - r * d;
-    dst[r * ld + e] = r < valid ? factor * load(x, r * stride + e) : 0.0f;
+    dst[r * ld + e] = r < valid ? factor * loadAt(x + r * stride, e, p, b, i0 + r, rotated) : 0.0f;
   }
 }
 
@@ -144,7 +225,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t i0 = tile * kTile;
   const int64_t firstRow = i0 + warp * kRowsPerWarp; // this warp's rows: firstRow + r
 
-  stageRows(q + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, p.scale, qs, d);
+  const bool rope = p.ropeCos != nullptr;
+  stageRows(q + queryOffset(p, b, i0, h), p.queryStride, p.t - i0, d, p, b, i0, rope, p.scale, qs,
+            d);
 
   float acc[kRowsPerWarp][kChunks];
   float m[kRowsPerWarp], l[kRowsPerWarp];
@@ -169,9 +252,9 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t j = j0 + c;
       float kx = 0.0f, vx = 0.0f;
       if (j < keyEnd) {
-        const int64_t at = keyOffset(p, b, j, g) + e;
-        kx = load(k, at);
-        vx = load(v, at);
+        const int64_t at = keyOffset(p, b, j, g);
+        kx = loadAt(k + at, e, p, b, j, rope);
+        vx = load(v, at + e);
       }
       ks[c * (d + 1) + e] = kx;
       vs[c * d + e] = vx;
@@ -232,7 +315,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t i = firstRow + r;
     if (i >= p.t) continue; // warp-uniform; no shuffles below
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    T *dst = out + queryOffset(p, b, i, h);
+    T *dst = out + outOffset(p, b, i, h);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int e = lane + 32 * c;
@@ -299,8 +382,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t i0 = tile * kTile;
   const int64_t firstRow = i0 + warp * kRowsPerWarp;
 
-  stageRows(q + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, p.scale, qs, d);
-  stageRows(dout + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, dos, d);
+  const bool rope = p.ropeCos != nullptr;
+  stageRows(q + queryOffset(p, b, i0, h), p.queryStride, p.t - i0, d, p, b, i0, rope, p.scale, qs,
+            d);
+  stageRows(dout + outOffset(p, b, i0, h), p.h * d, p.t - i0, d, p, b, i0, false, 1.0f, dos, d);
 
   float acc[kRowsPerWarp][kChunks];
   float rowLse[kRowsPerWarp], rowD[kRowsPerWarp];
@@ -326,9 +411,9 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t j = j0 + c;
       float kx = 0.0f, vx = 0.0f;
       if (j < keyEnd) {
-        const int64_t at = keyOffset(p, b, j, g) + e;
-        kx = load(k, at);
-        vx = load(v, at);
+        const int64_t at = keyOffset(p, b, j, g);
+        kx = loadAt(k + at, e, p, b, j, rope);
+        vx = load(v, at + e);
       }
       ks[c * (d + 1) + e] = kx;
       vs[c * (d + 1) + e] = vx;
@@ -387,6 +472,7 @@ __global__ void __launch_bounds__(kThreads)
       const int e = lane + 32 * c;
       if (kExact || e < d) store(dst, e, p.scale * acc[r][c]);
     }
+    if (rope) rotateBack(dst, p, b, i);
   }
 }
 
@@ -415,8 +501,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t j0 = tile * kTile;
   const int64_t firstKey = j0 + warp * kRowsPerWarp; // this warp's keys: firstKey + c
 
-  stageRows(k + keyOffset(p, b, j0, g), p.kv * d, p.s - j0, d, p.scale, ks, d);
-  stageRows(v + keyOffset(p, b, j0, g), p.kv * d, p.s - j0, d, 1.0f, vs, d);
+  const bool rope = p.ropeCos != nullptr;
+  stageRows(k + keyOffset(p, b, j0, g), p.keyStride, p.s - j0, d, p, b, j0, rope, p.scale, ks, d);
+  stageRows(v + keyOffset(p, b, j0, g), p.keyStride, p.s - j0, d, p, b, j0, false, 1.0f, vs, d);
 
   float accK[kRowsPerWarp][kChunks], accV[kRowsPerWarp][kChunks];
   int64_t keySegment[kRowsPerWarp];
@@ -435,8 +522,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t i0 = firstQuery; i0 < p.t; i0 += kTile) {
       if (!segmentsMeet(p, b, i0, j0)) continue;
       __syncthreads(); // the previous query tile's readers are done
-      stageRows(q + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, qs, d + 1);
-      stageRows(dout + queryOffset(p, b, i0, h), p.h * d, p.t - i0, d, 1.0f, dos, d + 1);
+      stageRows(q + queryOffset(p, b, i0, h), p.queryStride, p.t - i0, d, p, b, i0, rope, 1.0f, qs,
+                d + 1);
+      stageRows(dout + outOffset(p, b, i0, h), p.h * d, p.t - i0, d, p, b, i0, false, 1.0f, dos,
+                d + 1);
       if (threadIdx.x < kTile) {
         const int64_t i = i0 + threadIdx.x;
         lses[threadIdx.x] = backwardLse(lse, p, b, h, i);
@@ -507,6 +596,7 @@ __global__ void __launch_bounds__(kThreads)
         store(dvRow, e, accV[c][x]);
       }
     }
+    if (rope) rotateBack(dkRow, p, b, j);
   }
 }
 
@@ -548,12 +638,55 @@ size_t gradKeyValueSmem(int64_t d) { return sizeof(float) * (kTile * (4 * d + 2)
 /// pairs: 0 when there is nothing to do.
 int64_t tileBlocks(int64_t outer, int64_t rows) { return outer * ((rows + kTile - 1) / kTile); }
 
+/// q, k, v (or dq, dk, dv) of a binding: three tensors, or the column
+/// blocks of the packed first one.
+template <typename T>
+std::tuple<T *, T *, T *> qkvOf(const std::vector<TensorView> &tensors,
+                                const contracts::AttentionBinding &b) {
+  if (!b.packed) return {tensors[0].as<T>(), tensors[1].as<T>(), tensors[2].as<T>()};
+  T *base = tensors[0].as<T>();
+  return {base, base + b.keyOffset(), base + b.valueOffset()};
+}
+
+/// Index of the first input after q, k and v (after qkv, when packed).
+size_t inputsAfterQkv(const contracts::AttentionBinding &b) { return b.packed ? 1 : 3; }
+
+/// attention_rope's tables on the device — cos, sin and the inverse's sin,
+/// each [T, D/2], rope's own (contracts::ropeTables) — and the positions
+/// input, entered into `p`; nothing without rotation.
+class RopeTables {
+public:
+  RopeTables(const KernelArgs &args, const contracts::AttentionBinding &b, Params &p) {
+    if (!b.rope) return;
+    const int64_t half = b.d / 2, n = b.rotation.rows * half;
+    std::vector<float> host(static_cast<size_t>(3 * n));
+    contracts::RopeBinding inverse = b.rotation;
+    inverse.inverse = true;
+    contracts::ropeTables(b.rotation, b.d, host.data(), host.data() + n);
+    contracts::ropeTables(inverse, b.d, host.data(), host.data() + 2 * n);
+    table_ = BindScratch(host.size() * sizeof(float));
+    if (n > 0) copyToDevice(table_.as<void>(), host.data(), host.size() * sizeof(float));
+    p.ropeCos = table_.as<float>(), p.ropeSin = p.ropeCos + n, p.ropeSinInverse = p.ropeSin + n;
+    p.ropeRows = b.rotation.rows;
+    if (b.rotation.positions) {
+      p.positions = args.inputs[b.positionIndex].data;
+      p.widePositions = args.inputs[b.positionIndex].dtype == DType::I64;
+    }
+  }
+
+private:
+  BindScratch table_;
+};
+
 template <typename T> class AttentionKernel final : public Kernel {
 public:
-  AttentionKernel(const KernelArgs &args, const Params &p, AttentionFns<T> fns)
-      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
-        out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), p_(p), fns_(fns),
-        blocks_(tileBlocks(p.b * p.h, p.t)), smem_(forwardSmem(p.d)) {}
+  AttentionKernel(const KernelArgs &args, const contracts::AttentionBinding &b, const Params &p,
+                  AttentionFns<T> fns)
+      : out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), p_(p),
+        rope_(args, b, p_), fns_(fns), blocks_(tileBlocks(p.b * p.h, p.t)),
+        smem_(forwardSmem(p.d)) {
+    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
+  }
 
   void run(const StepContext &ctx) override {
     if (blocks_ == 0) return;
@@ -567,6 +700,7 @@ private:
   T *out_;
   float *lse_;
   Params p_;
+  RopeTables rope_;
   AttentionFns<T> fns_;
   int64_t blocks_;
   size_t smem_;
@@ -574,13 +708,16 @@ private:
 
 template <typename T> class AttentionGradKernel final : public Kernel {
 public:
-  AttentionGradKernel(const KernelArgs &args, const Params &p, AttentionFns<T> fns)
-      : q_(args.inputs[0].as<T>()), k_(args.inputs[1].as<T>()), v_(args.inputs[2].as<T>()),
-        out_(args.inputs[3].as<T>()), lse_(args.inputs[4].as<float>()),
-        dout_(args.inputs[5].as<T>()), dq_(args.outputs[0].as<T>()), dk_(args.outputs[1].as<T>()),
-        dv_(args.outputs[2].as<T>()), p_(p), fns_(fns), queryBlocks_(tileBlocks(p.b * p.h, p.t)),
-        keyBlocks_(tileBlocks(p.b * p.kv, p.s)),
-        rowDot_(sizeof(float) * static_cast<size_t>(p.b * p.h * p.t)) {}
+  AttentionGradKernel(const KernelArgs &args, const contracts::AttentionBinding &b,
+                      const Params &p, AttentionFns<T> fns)
+      : out_(args.inputs[inputsAfterQkv(b)].as<T>()),
+        lse_(args.inputs[inputsAfterQkv(b) + 1].as<float>()),
+        dout_(args.inputs[inputsAfterQkv(b) + 2].as<T>()), p_(p), rope_(args, b, p_), fns_(fns),
+        queryBlocks_(tileBlocks(p.b * p.h, p.t)), keyBlocks_(tileBlocks(p.b * p.kv, p.s)),
+        rowDot_(sizeof(float) * static_cast<size_t>(p.b * p.h * p.t)) {
+    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
+    std::tie(dq_, dk_, dv_) = qkvOf<T>(args.outputs, b);
+  }
 
   void run(const StepContext &ctx) override {
     cudaStream_t stream = streamOf(ctx);
@@ -608,6 +745,7 @@ private:
   const T *dout_;
   T *dq_, *dk_, *dv_;
   Params p_;
+  RopeTables rope_;
   AttentionFns<T> fns_;
   int64_t queryBlocks_, keyBlocks_;
   BindScratch rowDot_; ///< rowsum(dout ∘ out) [B, H, T]
@@ -617,77 +755,98 @@ private:
 // Factories: the contract's checks, then the CUDA limits
 //===----------------------------------------------------------------------===//
 
-/// The kernels' parameters of a binding, all but the head dim.
-Params paramsOf(const contracts::AttentionBinding &b, const KernelArgs &args,
-                size_t segmentIndex) {
+/// The kernels' parameters of a binding, all but the rotation's tables.
+Params paramsOf(const contracts::AttentionBinding &b, const KernelArgs &args) {
   Params p;
   p.b = b.b, p.t = b.t, p.h = b.h, p.s = b.s, p.kv = b.kv, p.group = b.group;
+  p.queryStride = b.queryStride(), p.keyStride = b.keyStride();
+  p.d = static_cast<int>(b.d);
   p.scale = b.scale;
   p.causal = b.causal;
   if (b.segments) {
-    p.segments = args.inputs[segmentIndex].data;
+    p.segments = args.inputs[b.segmentIndex].data;
     p.wideSegments = b.segmentDType == DType::I64;
   }
   return p;
 }
 
 /// What only the CUDA kernels limit: the head dim and the grid size.
-bool checkCudaLimits(Validator &v, const TensorView &q, const Params &p) {
-  const int64_t d = q.dim(3);
-  if (d < 1 || d > kMaxHeadDim)
-    return v.fail("head dim D = " + std::to_string(d) + " is outside the CUDA kernels' range [1, " +
-                  std::to_string(kMaxHeadDim) + "]: q is " + q.describe());
-  if (tileBlocks(p.b * p.h, p.t) > INT_MAX || tileBlocks(p.b * p.kv, p.s) > INT_MAX)
-    return v.fail("q " + q.describe() + " needs more thread blocks than one launch allows");
+bool checkCudaLimits(Validator &v, const contracts::AttentionBinding &b) {
+  const std::string q = (b.packed ? "qkv " : "q ") + v.in(0).describe();
+  if (b.d < 1 || b.d > kMaxHeadDim)
+    return v.fail("head dim D = " + std::to_string(b.d) +
+                  " is outside the CUDA kernels' range [1, " + std::to_string(kMaxHeadDim) +
+                  "]: " + (b.packed ? "qkv is " : "q is ") + v.in(0).describe());
+  if (tileBlocks(b.b * b.h, b.t) > INT_MAX || tileBlocks(b.b * b.kv, b.s) > INT_MAX)
+    return v.fail(q + " needs more thread blocks than one launch allows");
   return true;
 }
 
 template <typename T>
-std::unique_ptr<Kernel> bindAttention(Validator &v, const KernelArgs &args, Params p) {
+std::unique_ptr<Kernel> bindForward(Validator &v, const KernelArgs &args,
+                                    const contracts::AttentionBinding &b) {
+  Params p = paramsOf(b, args);
   AttentionFns<T> fns = selectFns<T>(p.d);
   if (!allowSmem(v, reinterpret_cast<const void *>(fns.forward), forwardSmem(p.d)))
     return nullptr;
-  return std::make_unique<AttentionKernel<T>>(args, p, fns);
+  return std::make_unique<AttentionKernel<T>>(args, b, p, fns);
 }
 
 template <typename T>
-std::unique_ptr<Kernel> bindAttentionGrad(Validator &v, const KernelArgs &args, Params p) {
+std::unique_ptr<Kernel> bindBackward(Validator &v, const KernelArgs &args,
+                                     const contracts::AttentionBinding &b) {
+  Params p = paramsOf(b, args);
   AttentionFns<T> fns = selectFns<T>(p.d);
   if (!allowSmem(v, reinterpret_cast<const void *>(fns.gradQuery), gradQuerySmem(p.d)) ||
       !allowSmem(v, reinterpret_cast<const void *>(fns.gradKeyValue), gradKeyValueSmem(p.d)))
     return nullptr;
-  return std::make_unique<AttentionGradKernel<T>>(args, p, fns);
+  return std::make_unique<AttentionGradKernel<T>>(args, b, p, fns);
+}
+
+using Bind = bool (*)(const KernelArgs &, std::string &, contracts::AttentionBinding *);
+
+/// The contract's checks, the CUDA limits, then the forward or backward
+/// kernel for the bound dtype.
+template <bool kBackward>
+std::unique_ptr<Kernel> make(const char *name, Bind bind, const KernelArgs &args,
+                             std::string &error) {
+  contracts::AttentionBinding b;
+  if (!bind(args, error, &b)) return nullptr;
+  Validator v(name, args, error);
+  if (!checkCudaLimits(v, b)) return nullptr;
+  if (b.dtype == DType::BF16)
+    return kBackward ? bindBackward<bf16>(v, args, b) : bindForward<bf16>(v, args, b);
+  if (b.dtype == DType::F16)
+    return kBackward ? bindBackward<f16>(v, args, b) : bindForward<f16>(v, args, b);
+  return kBackward ? bindBackward<float>(v, args, b) : bindForward<float>(v, args, b);
 }
 
 std::unique_ptr<Kernel> makeCudaAttention(const KernelArgs &args, std::string &error) {
-  contracts::AttentionBinding b;
-  if (!contracts::bindAttention(args, error, &b)) return nullptr;
-  Validator v("attention", args, error);
-  const TensorView &q = v.in(0);
-  Params p = paramsOf(b, args, 3);
-  if (!checkCudaLimits(v, q, p)) return nullptr;
-  p.d = static_cast<int>(q.dim(3));
-  if (q.dtype == DType::BF16) return bindAttention<bf16>(v, args, p);
-  if (q.dtype == DType::F16) return bindAttention<f16>(v, args, p);
-  return bindAttention<float>(v, args, p);
+  return make<false>("attention", contracts::bindAttention, args, error);
 }
-
 std::unique_ptr<Kernel> makeCudaAttentionGrad(const KernelArgs &args, std::string &error) {
-  contracts::AttentionBinding b;
-  if (!contracts::bindAttentionGrad(args, error, &b)) return nullptr;
-  Validator v("attention_grad", args, error);
-  const TensorView &q = v.in(0);
-  Params p = paramsOf(b, args, 6);
-  if (!checkCudaLimits(v, q, p)) return nullptr;
-  p.d = static_cast<int>(q.dim(3));
-  if (q.dtype == DType::BF16) return bindAttentionGrad<bf16>(v, args, p);
-  if (q.dtype == DType::F16) return bindAttentionGrad<f16>(v, args, p);
-  return bindAttentionGrad<float>(v, args, p);
+  return make<true>("attention_grad", contracts::bindAttentionGrad, args, error);
+}
+std::unique_ptr<Kernel> makeCudaAttentionPacked(const KernelArgs &args, std::string &error) {
+  return make<false>("attention_packed", contracts::bindAttentionPacked, args, error);
+}
+std::unique_ptr<Kernel> makeCudaAttentionPackedGrad(const KernelArgs &args, std::string &error) {
+  return make<true>("attention_packed_grad", contracts::bindAttentionPackedGrad, args, error);
+}
+std::unique_ptr<Kernel> makeCudaAttentionRope(const KernelArgs &args, std::string &error) {
+  return make<false>("attention_rope", contracts::bindAttentionRope, args, error);
+}
+std::unique_ptr<Kernel> makeCudaAttentionRopeGrad(const KernelArgs &args, std::string &error) {
+  return make<true>("attention_rope_grad", contracts::bindAttentionRopeGrad, args, error);
 }
 
 } // namespace
 
 LLMC_REGISTER_KERNEL(CUDA, "attention", makeCudaAttention);
 LLMC_REGISTER_KERNEL(CUDA, "attention_grad", makeCudaAttentionGrad);
+LLMC_REGISTER_KERNEL(CUDA, "attention_packed", makeCudaAttentionPacked);
+LLMC_REGISTER_KERNEL(CUDA, "attention_packed_grad", makeCudaAttentionPackedGrad);
+LLMC_REGISTER_KERNEL(CUDA, "attention_rope", makeCudaAttentionRope);
+LLMC_REGISTER_KERNEL(CUDA, "attention_rope_grad", makeCudaAttentionRopeGrad);
 
 } // namespace llmc::cuda

@@ -323,6 +323,126 @@ func.func @f(%q: tensor<2x8x4x8xf32>, %lse: tensor<2x4x8xf32>) {
 
 // -----
 
+func.func @f(%qkv: tensor<2x8x4x16xf32>) {
+  // expected-error @+1 {{qkv must be [B, T, (heads + 2·kv_heads)·head_dim], got 2x8x4x16}}
+  %o, %l = llm.attention_packed %qkv {heads = 2 : i64, kv_heads = 1 : i64, scale = 1.0 : f64} : tensor<2x8x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{heads (3) must be a positive multiple of kv_heads (2)}}
+  %o, %l = llm.attention_packed %qkv {heads = 3 : i64, kv_heads = 2 : i64, scale = 1.0 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<2x8x60xf32>) {
+  // expected-error @+1 {{qkv's last dimension (60) must be a positive multiple of heads + 2·kv_heads (8)}}
+  %o, %l = llm.attention_packed %qkv {heads = 4 : i64, kv_heads = 2 : i64, scale = 1.0 : f64} : tensor<2x8x60xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<2x8x64xf32>, %s: tensor<2x4xi32>) {
+  // expected-error @+1 {{segment_ids must be [2, 8], got 2x4}}
+  %o, %l = llm.attention_packed %qkv segments %s : tensor<2x4xi32> {heads = 4 : i64, kv_heads = 2 : i64, scale = 1.0 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{scale must be > 0}}
+  %o, %l = llm.attention_packed %qkv {heads = 4 : i64, kv_heads = 2 : i64, scale = 0.0 : f64} : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<2x8x64xf32>, %o: tensor<2x8x2x8xf32>, %lse: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{out must be 'tensor<2x8x4x8xf32>', got 'tensor<2x8x2x8xf32>'}}
+  %d = llm.attention_packed_grad %qkv, %o, %lse, %o {heads = 4 : i64, kv_heads = 2 : i64, scale = 1.0 : f64} : tensor<2x8x64xf32>, tensor<2x8x2x8xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<2x8x64xf32>, %o: tensor<2x8x4x8xf32>, %lse: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{lse must be 'tensor<2x4x8xf32>', got 'tensor<2x8x4xf32>'}}
+  %d = llm.attention_packed_grad %qkv, %o, %lse, %o {heads = 4 : i64, kv_heads = 2 : i64, scale = 1.0 : f64} : tensor<2x8x64xf32>, tensor<2x8x4x8xf32>, tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<2x8x64xf32>, %o: tensor<2x8x4x8xf32>, %lse: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{scale must be > 0}}
+  %d = llm.attention_packed_grad %qkv, %o, %lse, %o {heads = 4 : i64, kv_heads = 2 : i64, scale = -1.0 : f64} : tensor<2x8x64xf32>, tensor<2x8x4x8xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x7xf32>) {
+  // expected-error @+1 {{rotated q and k need an even head_dim, got 7}}
+  %o, %l = llm.attention_rope %q, %q, %q {scale = 1.0 : f64, theta = 10000.0 : f64} : tensor<2x8x4x7xf32>, tensor<2x8x4x7xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{positions must be [2, 8], got 2x4}}
+  %o, %l = llm.attention_rope %q, %q, %q positions %p : tensor<2x4xi32> {scale = 1.0 : f64, theta = 10000.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>) {
+  // expected-error @+1 {{theta must be > 0}}
+  %o, %l = llm.attention_rope %q, %q, %q {scale = 1.0 : f64, theta = 0.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>) {
+  // expected-error @+1 {{scaling_factor, low_freq_factor, high_freq_factor and original_max_positions go together (Llama 3 scaling)}}
+  %o, %l = llm.attention_rope %q, %q, %q {scale = 1.0 : f64, theta = 10000.0 : f64, scaling_factor = 8.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>) {
+  // expected-error @+1 {{scale must be > 0}}
+  %o, %l = llm.attention_rope %q, %q, %q {scale = 0.0 : f64, theta = 10000.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>, %lse: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{lse must be 'tensor<2x4x8xf32>', got 'tensor<2x8x4xf32>'}}
+  %a, %b, %c = llm.attention_rope_grad %q, %q, %q, %q, %lse, %q {scale = 1.0 : f64, theta = 10000.0 : f64} : tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>, tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x4x8xf32>, %lse: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{low_freq_factor (2.000000e+00) and high_freq_factor (1.000000e+00) must satisfy 0 < low < high}}
+  %a, %b, %c = llm.attention_rope_grad %q, %q, %q, %q, %lse, %q {scale = 1.0 : f64, theta = 10000.0 : f64, scaling_factor = 8.0 : f64, low_freq_factor = 2.0 : f64, high_freq_factor = 1.0 : f64, original_max_positions = 16 : i64} : tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
 func.func @f(%l: tensor<f32>, %t: tensor<i32>) {
   // expected-error @+1 {{logits must have a vocabulary dimension}}
   %y = llm.cross_entropy %l, %t : tensor<f32>, tensor<i32>

@@ -40,6 +40,22 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
     %o2, %lse2 = llm.attention %qi, %k, %k segments %tokens : tensor<2x8xi32> {scale = 0.25 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>
     // CHECK: llm.attention_grad {{.*}} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x4x8xf32>
     %dq, %dk, %dv = llm.attention_grad %qi, %k, %k, %o, %lse, %o {causal, scale = 0.25 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x4x8xf32>
+    // CHECK: llm.attention_packed %{{.*}} {causal, heads = 2 : i64, kv_heads = 1 : i64, scale = 2.500000e-01 : f64} : tensor<2x8x64xf32>
+    %po, %plse = llm.attention_packed %rs2 {causal, heads = 2 : i64, kv_heads = 1 : i64, scale = 0.25 : f64} : tensor<2x8x64xf32>
+    // CHECK: llm.attention_packed %{{.*}} segments %{{.*}} : tensor<2x8xi32> {heads = 2 : i64, kv_heads = 1 : i64, scale = 2.500000e-01 : f64} : tensor<2x8x64xf32>
+    %so, %slse = llm.attention_packed %rs2 segments %tokens : tensor<2x8xi32> {heads = 2 : i64, kv_heads = 1 : i64, scale = 0.25 : f64} : tensor<2x8x64xf32>
+    // CHECK: llm.attention_packed_grad {{.*}} : tensor<2x8x64xf32>, tensor<2x8x2x16xf32>, tensor<2x2x8xf32>
+    %dqkv = llm.attention_packed_grad %rs2, %po, %plse, %po {causal, heads = 2 : i64, kv_heads = 1 : i64, scale = 0.25 : f64} : tensor<2x8x64xf32>, tensor<2x8x2x16xf32>, tensor<2x2x8xf32>
+    // CHECK: llm.attention_packed_grad {{.*}} segments {{.*}} : tensor<2x8x64xf32>, tensor<2x8x2x16xf32>, tensor<2x2x8xf32>
+    %sdqkv = llm.attention_packed_grad %rs2, %so, %slse, %so segments %tokens : tensor<2x8xi32> {heads = 2 : i64, kv_heads = 1 : i64, scale = 0.25 : f64} : tensor<2x8x64xf32>, tensor<2x8x2x16xf32>, tensor<2x2x8xf32>
+    // CHECK: llm.attention_rope %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f64, theta = 1.000000e+04 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>
+    %ro, %rlse = llm.attention_rope %q, %k, %k {causal, scale = 0.25 : f64, theta = 10000.0 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>
+    // CHECK: llm.attention_rope %{{.*}}, %{{.*}}, %{{.*}} positions %{{.*}} : tensor<2x8xi32> segments %{{.*}} : tensor<2x8xi32> {high_freq_factor = 4.000000e+00 : f64, low_freq_factor = 1.000000e+00 : f64, original_max_positions = 8192 : i64, scale = 2.500000e-01 : f64, scaling_factor = 8.000000e+00 : f64, theta = 5.000000e+05 : f64}
+    %so2, %slse2 = llm.attention_rope %q, %k, %k positions %tokens : tensor<2x8xi32> segments %tokens : tensor<2x8xi32> {scale = 0.25 : f64, theta = 500000.0 : f64, scaling_factor = 8.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_max_positions = 8192 : i64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>
+    // CHECK: llm.attention_rope %{{.*}}, %{{.*}}, %{{.*}} segments %{{.*}} : tensor<2x8xi32> {scale
+    %go, %glse = llm.attention_rope %q, %k, %k segments %tokens : tensor<2x8xi32> {scale = 0.25 : f64, theta = 10000.0 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>
+    // CHECK: llm.attention_rope_grad {{.*}} positions %{{.*}} : tensor<2x8xi32> {causal, scale = 2.500000e-01 : f64, theta = 1.000000e+04 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x4x8xf32>
+    %rdq, %rdk, %rdv = llm.attention_rope_grad %q, %k, %k, %ro, %rlse, %ro positions %tokens : tensor<2x8xi32> {causal, scale = 0.25 : f64, theta = 10000.0 : f64} : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x4x8xf32>
     // CHECK: llm.transpose %{{.*}} {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x8x4x16xf32> to tensor<2x4x8x16xf32>
     %t = llm.transpose %dq {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x8x4x16xf32> to tensor<2x4x8x16xf32>
     // CHECK: llm.pad %{{.*}} {offsets = array<i64: 0, 0, 2, 0>} : tensor<2x8x2x16xf32> to tensor<2x8x4x16xf32>

@@ -28,7 +28,8 @@ using llmc::ref::RefTensor;
 
 namespace {
 
-/// Random values for every argument of `func`.
+/// Random values for every float argument of `func`; integer ones (positions,
+/// segment ids) count along their last dimension in pairs: 0, 0, 1, 1, ….
 std::vector<RefTensor> randomArgs(func::FuncOp func, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -37,7 +38,9 @@ std::vector<RefTensor> randomArgs(func::FuncOp func, uint64_t seed) {
     auto type = cast<RankedTensorType>(arg.getType());
     RefTensor t = RefTensor::zeros(std::vector<int64_t>(type.getShape().begin(),
                                                         type.getShape().end()));
-    for (double &v : t.data) v = normal(rng);
+    bool ids = isa<IntegerType>(type.getElementType());
+    for (size_t i = 0; i < t.data.size(); ++i)
+      t.data[i] = ids ? static_cast<double>(i % type.getShape().back() / 2) : normal(rng);
     args.push_back(std::move(t));
   }
   return args;
@@ -51,11 +54,12 @@ int count(func::FuncOp func, StringRef name) {
 }
 
 /// Differentiates `forward`, then checks that llmc-fuse (`fusions` for
-/// `target`) leaves @grad's results unchanged and produces `counts` ops of
-/// each name there.
+/// `target`) leaves @grad's results unchanged (within `tolerance` relative
+/// to each value; 0: exactly) and produces `counts` ops of each name there.
 void checkFusedGradients(const std::string &forward, const std::string &fusions,
                          const std::string &target,
-                         const std::vector<std::pair<std::string, int>> &counts) {
+                         const std::vector<std::pair<std::string, int>> &counts,
+                         double tolerance = 1e-12) {
   MLIRContext context;
   llmc::prepareContext(context);
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(forward, &context);
@@ -84,7 +88,7 @@ void checkFusedGradients(const std::string &forward, const std::string &fusions,
     ASSERT_EQ((*fused)[i].shape, (*unfused)[i].shape);
     for (size_t j = 0; j < (*fused)[i].data.size(); ++j)
       EXPECT_NEAR((*fused)[i].data[j], (*unfused)[i].data[j],
-                  1e-12 * (1 + std::abs((*unfused)[i].data[j])));
+                  tolerance * (1 + std::abs((*unfused)[i].data[j])));
   }
 }
 
@@ -227,6 +231,99 @@ TEST(Fuse, AddNormKeepsTheLossAndEveryGradient) {
   checkFusedGradients(kResidual, "all", "cuda", fused);
   checkFusedGradients(kResidual, "bias", "cpu",
                       {{"llm.add_layernorm", 0}, {"llm.layernorm_grad", 1}});
+}
+
+/// GPT-2's attention: one projection cut into q, k and v of `heads` and
+/// `kv_heads` heads of 4 (grouped-query when fewer kv heads), causal, over
+/// packed segments when `segments`; loss Σ out ⊙ r.
+std::string packedAttention(int heads, int kvHeads, bool segments) {
+  const int d = 4, width = (heads + 2 * kvHeads) * d;
+  auto type = [](int n, int h = 0) {
+    return "tensor<2x5x" + (h ? std::to_string(h) + "x4" : std::to_string(n)) + "xf32>";
+  };
+  auto piece = [&](const std::string &name, int offset, int h) {
+    return "  %" + name + "s = llm.slice %qkv {offsets = array<i64: 0, 0, " +
+           std::to_string(offset) + ">} : " + type(width) + " to " + type(h * d) + "\n  %" +
+           name + " = llm.reshape %" + name + "s : " + type(h * d) + " to " + type(0, h) + "\n";
+  };
+  return "func.func @forward(%x: tensor<2x5x8xf32>, %w: tensor<8x" + std::to_string(width) +
+         "xf32> {llm.param = #llm.param<name = \"w\", init = \"normal\", scale = 1.0>}, " +
+         "%r: " + type(0, heads) + (segments ? ", %seg: tensor<2x5xi32>" : "") +
+         ") -> tensor<f32> {\n  %qkv = llm.matmul %x, %w : tensor<2x5x8xf32>, tensor<8x" +
+         std::to_string(width) + "xf32> -> " + type(width) + "\n" + piece("q", 0, heads) +
+         piece("k", heads * d, kvHeads) + piece("v", (heads + kvHeads) * d, kvHeads) +
+         "  %o, %lse = llm.attention %q, %k, %v " +
+         (segments ? "segments %seg : tensor<2x5xi32> " : "") +
+         "{causal, scale = 0.5 : f64} : " + type(0, heads) + ", " + type(0, kvHeads) +
+         "\n  %m = llm.mul %o, %r : " + type(0, heads) + ", " + type(0, heads) +
+         "\n  %l = llm.reduce_sum %m : " + type(0, heads) +
+         " to tensor<f32>\n  return %l : tensor<f32>\n}\n";
+}
+
+// The packed ops are interpreted on qkv's column blocks with attention's
+// references: the loss and every gradient are the unfused ones exactly.
+TEST(Fuse, QkvSplitKeepsTheLossAndEveryGradientExactly) {
+  const std::vector<std::pair<std::string, int>> fused = {
+      {"llm.attention_packed", 1}, {"llm.attention_packed_grad", 1}, {"llm.attention", 0},
+      {"llm.attention_grad", 0},   {"llm.slice", 0},                 {"llm.pad", 0}};
+  for (auto [heads, kvHeads, segments] :
+       {std::tuple{2, 2, false}, std::tuple{4, 2, false}, std::tuple{4, 1, true}}) {
+    SCOPED_TRACE(std::to_string(heads) + " heads, " + std::to_string(kvHeads) + " kv heads");
+    std::string forward = packedAttention(heads, kvHeads, segments);
+    checkFusedGradients(forward, "qkv-split", "cpu", fused, 0.0);
+    checkFusedGradients(forward, "all", "cpu", fused, 0.0);
+    checkFusedGradients(forward, "add-norm", "cpu",
+                        {{"llm.attention_packed", 0}, {"llm.attention", 1}, {"llm.pad", 3}});
+  }
+}
+
+/// Llama's attention: q (4 heads of 4) and k, v (2 kv heads) projected
+/// apart, q and k rotated (at given positions and with Llama 3.1's scaling
+/// when `positions`), causal; loss Σ out ⊙ r.
+std::string rotatedAttention(bool positions) {
+  const std::string rope =
+      positions ? " positions %pos : tensor<2x5xi32> {theta = 500000.0 : f64, scaling_factor = "
+                  "8.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, "
+                  "original_max_positions = 4 : i64}"
+                : " {theta = 10000.0 : f64}";
+  auto param = [](const std::string &name, const std::string &type) {
+    return "%" + name + ": " + type + " {llm.param = #llm.param<name = \"" + name +
+           "\", init = \"normal\", scale = 1.0>}";
+  };
+  return "func.func @forward(%x: tensor<2x5x8xf32>, " + param("wq", "tensor<8x16xf32>") + ", " +
+         param("wk", "tensor<8x8xf32>") + ", " + param("wv", "tensor<8x8xf32>") +
+         ", %r: tensor<2x5x4x4xf32>" + (positions ? ", %pos: tensor<2x5xi32>" : "") +
+         R"mlir() -> tensor<f32> {
+  %q0 = llm.matmul %x, %wq : tensor<2x5x8xf32>, tensor<8x16xf32> -> tensor<2x5x16xf32>
+  %q1 = llm.reshape %q0 : tensor<2x5x16xf32> to tensor<2x5x4x4xf32>
+  %q = llm.rope %q1)mlir" + rope + R"mlir( : tensor<2x5x4x4xf32>
+  %k0 = llm.matmul %x, %wk : tensor<2x5x8xf32>, tensor<8x8xf32> -> tensor<2x5x8xf32>
+  %k1 = llm.reshape %k0 : tensor<2x5x8xf32> to tensor<2x5x2x4xf32>
+  %k = llm.rope %k1)mlir" + rope + R"mlir( : tensor<2x5x2x4xf32>
+  %v0 = llm.matmul %x, %wv : tensor<2x5x8xf32>, tensor<8x8xf32> -> tensor<2x5x8xf32>
+  %v = llm.reshape %v0 : tensor<2x5x8xf32> to tensor<2x5x2x4xf32>
+  %o, %lse = llm.attention %q, %k, %v {causal, scale = 0.5 : f64} : tensor<2x5x4x4xf32>, tensor<2x5x2x4xf32>
+  %m = llm.mul %o, %r : tensor<2x5x4x4xf32>, tensor<2x5x4x4xf32>
+  %l = llm.reduce_sum %m : tensor<2x5x4x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+)mlir";
+}
+
+// attention_rope(_grad) are interpreted as rope, attention(_grad) and the
+// inverse rope: the loss and every gradient are the unfused ones exactly.
+TEST(Fuse, RopeKeepsTheLossAndEveryGradientExactly) {
+  const std::vector<std::pair<std::string, int>> fused = {
+      {"llm.attention_rope", 1}, {"llm.attention_rope_grad", 1}, {"llm.attention", 0},
+      {"llm.attention_grad", 0}, {"llm.rope", 0}};
+  for (bool positions : {false, true}) {
+    SCOPED_TRACE(positions ? "positions, scaled" : "plain");
+    std::string forward = rotatedAttention(positions);
+    checkFusedGradients(forward, "rope", "cpu", fused, 0.0);
+    checkFusedGradients(forward, "all", "cpu", fused, 0.0);
+    checkFusedGradients(forward, "qkv-split", "cpu",
+                        {{"llm.attention_rope", 0}, {"llm.rope", 4}});
+  }
 }
 
 } // namespace

@@ -5,7 +5,8 @@
 // matters downstream, as exp(s − lse)). Shapes cover multi-head, GQA (H=4, KV=2), MQA
 // (KV=1), causal and not, S != T, several query and key tiles with ragged
 // edges, and packed sequences (segment ids) both contiguous and interleaved,
-// with documents short and long enough that whole tiles are skipped.
+// with documents short and long enough that whole tiles are skipped. The
+// packed-qkv kernels must give the unpacked ones' results bit for bit.
 
 #include "KernelTest.h"
 
@@ -176,6 +177,189 @@ TEST(AttentionKernels, SegmentsAreReadEveryRun) {
     kernel->run(StepContext{});
     EXPECT_CLOSE(out.toRef(), ref::attention(q, k, v, &seg, 0.25, true)[0], Metric::Norm, 1e-5);
   }
+}
+
+/// q, k, v as the column blocks of one qkv [B, T, (H + 2·KV)·D].
+RefTensor packQkv(std::vector<RefTensor> pieces) {
+  for (RefTensor &piece : pieces)
+    piece.shape = {piece.shape[0], piece.shape[1], piece.shape[2] * piece.shape[3]};
+  return ref::concat(pieces, -1);
+}
+
+/// attention_packed and attention_packed_grad read q, k, v from qkv's rows
+/// and write dq, dk, dv into dqkv's, with the same arithmetic as the
+/// unpacked kernels: every output equals theirs exactly, in every storage
+/// type (causal or not, GQA and MQA, T not a multiple of the 64-row tile,
+/// segment ids).
+TEST(AttentionKernels, PackedQkvIsBitIdenticalToSeparateTensors) {
+  uint64_t seed = 700;
+  for (DType dtype : kFloatTypes)
+    for (const AttentionCase &c : kCases) {
+      if (c.s != c.t) continue; // one qkv holds queries and keys alike
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describe(c));
+      RefTensor q = roundTo(randomTensor({c.b, c.t, c.h, c.d}, ++seed), dtype);
+      RefTensor k = roundTo(randomTensor({c.b, c.t, c.kv, c.d}, ++seed), dtype);
+      RefTensor v = roundTo(randomTensor({c.b, c.t, c.kv, c.d}, ++seed), dtype);
+      RefTensor dout = roundTo(randomTensor({c.b, c.t, c.h, c.d}, ++seed), dtype);
+      bool hasSegments = c.segments != Segments::None;
+      Buffer qb = Buffer::of(q, dtype), kb = Buffer::of(k, dtype), vb = Buffer::of(v, dtype),
+             qkv = Buffer::of(packQkv({q, k, v}), dtype), db = Buffer::of(dout, dtype),
+             segb = Buffer::of(hasSegments ? segmentIds(c, ++seed) : RefTensor::zeros({1}),
+                               DType::I32);
+      KernelAttrs a = attrs({{"scale", 1.0 / std::sqrt(static_cast<double>(c.d))}},
+                            {{"causal", c.causal}, {"heads", c.h}, {"kv_heads", c.kv}});
+      auto withSegments = [&](std::vector<Buffer *> inputs) {
+        if (hasSegments) inputs.push_back(&segb);
+        return inputs;
+      };
+
+      Buffer out(dtype, q.shape), lse(DType::F32, {c.b, c.h, c.t});
+      Buffer packedOut(dtype, q.shape), packedLse(DType::F32, {c.b, c.h, c.t});
+      packedOut.poison(), packedLse.poison();
+      ASSERT_TRUE(runKernel("attention", withSegments({&qb, &kb, &vb}), {&out, &lse}, a));
+      ASSERT_TRUE(
+          runKernel("attention_packed", withSegments({&qkv}), {&packedOut, &packedLse}, a));
+      EXPECT_EQ(packedOut.storage, out.storage);
+      EXPECT_EQ(packedLse.storage, lse.storage);
+
+      Buffer dq(dtype, q.shape), dk(dtype, k.shape), dv(dtype, v.shape);
+      Buffer dqkv(dtype, qkv.shape);
+      dqkv.poison();
+      ASSERT_TRUE(runKernel("attention_grad", withSegments({&qb, &kb, &vb, &out, &lse, &db}),
+                            {&dq, &dk, &dv}, a));
+      ASSERT_TRUE(runKernel("attention_packed_grad", withSegments({&qkv, &out, &lse, &db}),
+                            {&dqkv}, a));
+      Buffer expected = Buffer::of(packQkv({dq.toRef(), dk.toRef(), dv.toRef()}), dtype);
+      EXPECT_EQ(dqkv.storage, expected.storage);
+    }
+}
+
+TEST(AttentionKernels, PackedBindingErrors) {
+  auto f32 = [](std::vector<int64_t> shape) { return typeOnly(DType::F32, std::move(shape)); };
+  KernelAttrs gqa = attrs({{"scale", 0.5}}, {{"heads", 4}, {"kv_heads", 2}});
+  KernelAttrs uneven = attrs({{"scale", 0.5}}, {{"heads", 3}, {"kv_heads", 2}});
+  expectBindErrorsMention(
+      "attention_packed",
+      {{{f32({2, 8, 64})}, {f32({2, 8, 4, 8}), f32({2, 4, 8})}, uneven,
+        "'heads' (3) must be a positive multiple of 'kv_heads' (2)"},
+       {{f32({2, 8, 60})}, {f32({2, 8, 4, 8}), f32({2, 4, 8})}, gqa,
+        "qkv must be [B, T, (heads + 2·kv_heads)·D] with heads = 4, kv_heads = 2, got f32[2x8x60]"},
+       {{f32({2, 8, 64})}, {f32({2, 8, 4, 4}), f32({2, 4, 8})}, gqa, "out"},
+       {{f32({2, 8, 64}), f32({2, 8})}, {f32({2, 8, 4, 8}), f32({2, 4, 8})}, gqa, "segment_ids"}});
+  expectBindErrorsMention(
+      "attention_packed_grad",
+      {{{f32({2, 8, 64}), f32({2, 8, 4, 8}), f32({2, 4, 8}), f32({2, 8, 4, 8})},
+        {f32({2, 8, 32})}, gqa, "dqkv"},
+       {{f32({2, 8, 64}), f32({2, 8, 2, 8}), f32({2, 4, 8}), f32({2, 8, 4, 8})},
+        {f32({2, 8, 64})}, gqa, "out"}});
+}
+
+/// Positions that restart at every document (packed rows), or none.
+RefTensor documentPositions(const RefTensor &segments) {
+  RefTensor positions = RefTensor::zeros(segments.shape);
+  const int64_t t = segments.shape[1];
+  for (int64_t i = 0; i < segments.numel(); ++i)
+    positions.data[i] = i % t > 0 && segments.data[i] == segments.data[i - 1]
+                            ? positions.data[i - 1] + 1
+                            : 0;
+  return positions;
+}
+
+/// attention_rope rotates q and k while loading them and its backward
+/// rotates dq and dk back while storing them; every output equals rope,
+/// attention, attention_grad and the inverse rope run in turn exactly, in
+/// every storage type, with and without positions, segment ids and Llama
+/// 3.1's scaling.
+TEST(AttentionKernels, RopeIsBitIdenticalToRopeThenAttention) {
+  uint64_t seed = 800;
+  for (DType dtype : kFloatTypes)
+    for (const AttentionCase &c : kCases) {
+      if (c.s != c.t || c.d % 2 != 0) continue;
+      const bool hasSegments = c.segments != Segments::None, scaled = c.t % 2 == 0;
+      // Packed rows give positions; one plain case gives positions alone.
+      const bool hasPositions = hasSegments || c.t == 33;
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describe(c) +
+                   (hasPositions ? " positions" : "") + (scaled ? " scaled" : ""));
+      RefTensor q = roundTo(randomTensor({c.b, c.t, c.h, c.d}, ++seed), dtype);
+      RefTensor k = roundTo(randomTensor({c.b, c.t, c.kv, c.d}, ++seed), dtype);
+      RefTensor v = roundTo(randomTensor({c.b, c.t, c.kv, c.d}, ++seed), dtype);
+      RefTensor dout = roundTo(randomTensor({c.b, c.t, c.h, c.d}, ++seed), dtype);
+      RefTensor seg = hasSegments ? segmentIds(c, ++seed) : RefTensor::zeros({c.b, c.t});
+      Buffer qb = Buffer::of(q, dtype), kb = Buffer::of(k, dtype), vb = Buffer::of(v, dtype),
+             db = Buffer::of(dout, dtype), segb = Buffer::of(seg, DType::I32),
+             posb = Buffer::of(documentPositions(seg), DType::I64);
+      KernelAttrs rope = attrs({{"theta", 10000.0}});
+      if (scaled)
+        rope = attrs({{"theta", 500000.0}, {"scaling_factor", 8.0}, {"low_freq_factor", 1.0},
+                      {"high_freq_factor", 4.0}},
+                     {{"original_max_positions", 16}});
+      KernelAttrs inverse = rope, a = rope;
+      inverse.setInt("inverse", 1);
+      a.setFloat("scale", 1.0 / std::sqrt(static_cast<double>(c.d)));
+      a.setInt("causal", c.causal);
+      KernelAttrs grad = a;
+      a.setInts("operand_segments", {1, 1, 1, hasPositions, hasSegments});
+      grad.setInts("operand_segments", {1, 1, 1, 1, 1, 1, hasPositions, hasSegments});
+      auto rotate = [&](Buffer &x, const KernelAttrs &attrs) {
+        Buffer out(dtype, x.shape);
+        std::vector<Buffer *> inputs = {&x};
+        if (hasPositions) inputs.push_back(&posb);
+        EXPECT_TRUE(runKernel("rope", inputs, {&out}, attrs));
+        return out;
+      };
+      auto extras = [&](std::vector<Buffer *> inputs) {
+        if (hasPositions) inputs.push_back(&posb);
+        if (hasSegments) inputs.push_back(&segb);
+        return inputs;
+      };
+
+      // Unfused: rope, attention, attention_grad, inverse rope.
+      Buffer qr = rotate(qb, rope), kr = rotate(kb, rope);
+      Buffer out(dtype, q.shape), lse(DType::F32, {c.b, c.h, c.t});
+      std::vector<Buffer *> plain = {&qr, &kr, &vb};
+      if (hasSegments) plain.push_back(&segb);
+      KernelAttrs attention = attrs({{"scale", 1.0 / std::sqrt(static_cast<double>(c.d))}},
+                                    {{"causal", c.causal}});
+      ASSERT_TRUE(runKernel("attention", plain, {&out, &lse}, attention));
+      Buffer dqr(dtype, q.shape), dkr(dtype, k.shape), dv(dtype, v.shape);
+      std::vector<Buffer *> plainGrad = {&qr, &kr, &vb, &out, &lse, &db};
+      if (hasSegments) plainGrad.push_back(&segb);
+      ASSERT_TRUE(runKernel("attention_grad", plainGrad, {&dqr, &dkr, &dv}, attention));
+      Buffer dq = rotate(dqr, inverse), dk = rotate(dkr, inverse);
+
+      Buffer fusedOut(dtype, q.shape), fusedLse(DType::F32, {c.b, c.h, c.t});
+      fusedOut.poison(), fusedLse.poison();
+      ASSERT_TRUE(runKernel("attention_rope", extras({&qb, &kb, &vb}), {&fusedOut, &fusedLse}, a));
+      EXPECT_EQ(fusedOut.storage, out.storage);
+      EXPECT_EQ(fusedLse.storage, lse.storage);
+      Buffer fusedDq(dtype, q.shape), fusedDk(dtype, k.shape), fusedDv(dtype, v.shape);
+      fusedDq.poison(), fusedDk.poison(), fusedDv.poison();
+      ASSERT_TRUE(runKernel("attention_rope_grad", extras({&qb, &kb, &vb, &out, &lse, &db}),
+                            {&fusedDq, &fusedDk, &fusedDv}, grad));
+      EXPECT_EQ(fusedDq.storage, dq.storage);
+      EXPECT_EQ(fusedDk.storage, dk.storage);
+      EXPECT_EQ(fusedDv.storage, dv.storage);
+    }
+}
+
+TEST(AttentionKernels, RopeBindingErrors) {
+  auto f32 = [](std::vector<int64_t> shape) { return typeOnly(DType::F32, std::move(shape)); };
+  KernelAttrs a = attrs({{"scale", 0.5}, {"theta", 1e4}});
+  KernelAttrs noTheta = attrs({{"scale", 0.5}});
+  KernelAttrs partial = attrs({{"scale", 0.5}, {"theta", 1e4}, {"scaling_factor", 8.0}});
+  KernelAttrs positionsOnly = a;
+  positionsOnly.setInts("operand_segments", {1, 1, 1, 1, 0});
+  const std::vector<TensorView> outs = {f32({2, 8, 4, 8}), f32({2, 4, 8})};
+  expectBindErrorsMention(
+      "attention_rope",
+      {{{f32({2, 8, 4, 7}), f32({2, 8, 4, 7}), f32({2, 8, 4, 7})},
+        {f32({2, 8, 4, 7}), f32({2, 4, 8})}, a, "even head dim"},
+       {{f32({2, 8, 4, 8}), f32({2, 8, 4, 8}), f32({2, 8, 4, 8})}, outs, noTheta, "theta"},
+       {{f32({2, 8, 4, 8}), f32({2, 8, 4, 8}), f32({2, 8, 4, 8})}, outs, partial, "go together"},
+       {{f32({2, 8, 4, 8}), f32({2, 8, 4, 8}), f32({2, 8, 4, 8}), f32({2, 8})}, outs,
+        positionsOnly, "positions"},
+       {{f32({2, 8, 4, 8}), f32({2, 8, 4, 8}), f32({2, 8, 4, 8})}, outs, positionsOnly,
+        "'operand_segments' does not match the 3 inputs"}});
 }
 
 /// The cost claim: documents of 2, 1 and 3 tiles leave 3 + 1 + 6 causal

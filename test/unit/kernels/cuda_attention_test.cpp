@@ -15,7 +15,10 @@
 // tiles with ragged edges); S != T both ways; packed sequences by segment
 // ids (i32 and i64); B = 2; and GPT-2 small's attention (T = 1024, H = 12,
 // D = 64). With a single key (T = S = 1) dq and dk are rounding noise around
-// 0 and are checked for size, not against the CPU.
+// 0 and are checked for size, not against the CPU. The packed-qkv kernels
+// (attention_packed, _grad) and the rotating ones (attention_rope, _grad:
+// positions, segment ids, Llama 3.1's scaling) against their CPU twins on
+// GPT-2- and Llama-like shapes, GQA, ragged tiles and generic head dims.
 //
 //===----------------------------------------------------------------------===//
 
@@ -160,6 +163,97 @@ TEST(CudaAttention, Gpt2SmallMatchesCpu) {
   LLMC_REQUIRE_GPU();
   expectAttentionMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::F32, DType::I32, 9000);
   expectAttentionMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::BF16, DType::I32, 9010);
+}
+
+/// attention_packed and its backward on both backends, q, k and v the
+/// column blocks of one qkv.
+void expectPackedMatches(const Case &c, DType dtype, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " packed " + describe(c));
+  const int64_t width = (c.h + 2 * c.kv) * c.d;
+  Buffer qkv = Buffer::of(randomTensor({c.b, c.t, width}, seed), dtype);
+  Buffer dout = Buffer::of(randomTensor({c.b, c.t, c.h, c.d}, seed + 1), dtype);
+  Buffer segments = Buffer::of(packedSegments(c.b, c.t, seed + 2), DType::I32);
+  KernelAttrs a = attrs({{"scale", 1.0 / std::sqrt(static_cast<double>(c.d))}},
+                        {{"causal", c.causal ? 1 : 0}, {"heads", c.h}, {"kv_heads", c.kv}});
+  Buffer out(dtype, {c.b, c.t, c.h, c.d}), lse(DType::F32, {c.b, c.h, c.t});
+  std::vector<Buffer *> inputs = {&qkv};
+  if (c.segments) inputs.push_back(&segments);
+  expectCudaMatchesCpu("attention_packed", inputs, {&out, &lse}, a,
+                       {Metric::Norm, {tolerance(dtype), 1e-5}});
+  ASSERT_TRUE(runKernel("attention_packed", inputs, {&out, &lse}, a));
+  Buffer dqkv(dtype, {c.b, c.t, width});
+  std::vector<Buffer *> gradInputs = {&qkv, &out, &lse, &dout};
+  if (c.segments) gradInputs.push_back(&segments);
+  expectCudaMatchesCpu("attention_packed_grad", gradInputs, {&dqkv}, a,
+                       {Metric::Norm, {tolerance(dtype)}});
+}
+
+TEST(CudaAttention, PackedQkvMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<Case> cases = {
+      {2, 17, 17, 4, 4, 64, true, false},     // one partial tile
+      {2, 300, 300, 4, 4, 64, true, false},   // ragged last tile
+      {2, 128, 128, 8, 2, 128, false, false}, // GQA
+      {2, 37, 37, 4, 1, 80, true, true},      // MQA, generic D, segments
+      {2, 65, 65, 2, 2, 32, false, true},
+  };
+  uint64_t seed = 9500;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) expectPackedMatches(c, dtype, seed += 10);
+  expectPackedMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::F32, 9900);
+}
+
+/// attention_rope and its backward on both backends, at packed rows'
+/// positions (restarting at each segment) when `c.segments`.
+void expectRopeMatches(const Case &c, DType dtype, bool scaled, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " rope " + describe(c) + (scaled ? " scaled" : ""));
+  Buffer q = Buffer::of(randomTensor({c.b, c.t, c.h, c.d}, seed), dtype);
+  Buffer k = Buffer::of(randomTensor({c.b, c.t, c.kv, c.d}, seed + 1), dtype);
+  Buffer v = Buffer::of(randomTensor({c.b, c.t, c.kv, c.d}, seed + 2), dtype);
+  Buffer dout = Buffer::of(randomTensor({c.b, c.t, c.h, c.d}, seed + 3), dtype);
+  RefTensor ids = packedSegments(c.b, c.t, seed + 4), positions = RefTensor::zeros({c.b, c.t});
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    positions.data[i] =
+        i % c.t > 0 && ids.data[i] == ids.data[i - 1] ? positions.data[i - 1] + 1 : 0;
+  Buffer segments = Buffer::of(ids, DType::I32), pos = Buffer::of(positions, DType::I32);
+  KernelAttrs a = attrs({{"scale", 1.0 / std::sqrt(static_cast<double>(c.d))}, {"theta", 1e4}},
+                        {{"causal", c.causal ? 1 : 0}});
+  if (scaled) {
+    a.setFloat("scaling_factor", 8.0), a.setFloat("low_freq_factor", 1.0);
+    a.setFloat("high_freq_factor", 4.0), a.setInt("original_max_positions", 64);
+  }
+  KernelAttrs grad = a;
+  a.setInts("operand_segments", {1, 1, 1, c.segments, c.segments});
+  grad.setInts("operand_segments", {1, 1, 1, 1, 1, 1, c.segments, c.segments});
+  auto extras = [&](std::vector<Buffer *> inputs) {
+    if (c.segments) inputs.insert(inputs.end(), {&pos, &segments});
+    return inputs;
+  };
+  Buffer out(dtype, {c.b, c.t, c.h, c.d}), lse(DType::F32, {c.b, c.h, c.t});
+  expectCudaMatchesCpu("attention_rope", extras({&q, &k, &v}), {&out, &lse}, a,
+                       {Metric::Norm, {tolerance(dtype), 1e-5}});
+  ASSERT_TRUE(runKernel("attention_rope", extras({&q, &k, &v}), {&out, &lse}, a));
+  Buffer dq(dtype, {c.b, c.t, c.h, c.d}), dk(dtype, {c.b, c.t, c.kv, c.d}),
+      dv(dtype, {c.b, c.t, c.kv, c.d});
+  expectCudaMatchesCpu("attention_rope_grad", extras({&q, &k, &v, &out, &lse, &dout}),
+                       {&dq, &dk, &dv}, grad, {Metric::Norm, {tolerance(dtype)}});
+}
+
+TEST(CudaAttention, RopeMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  const std::vector<Case> cases = {
+      {2, 17, 17, 4, 4, 64, true, false},
+      {2, 300, 300, 8, 2, 64, true, true},   // GQA, positions and segments
+      {2, 128, 128, 4, 1, 128, false, false}, // MQA
+      {2, 37, 37, 4, 2, 80, true, true},      // generic D, half not a multiple of 32
+      {2, 45, 45, 2, 1, 6, false, false},
+  };
+  uint64_t seed = 9700;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) {
+      expectRopeMatches(c, dtype, false, seed += 10);
+      expectRopeMatches(c, dtype, true, seed += 10);
+    }
 }
 
 TEST(CudaAttention, BindingErrorsMatchCpu) {
