@@ -17,6 +17,20 @@
 // loss seed is a fill the autodiff pass emits after the loss; it depends
 // on nothing computed after it, so it moves up to the fused op.
 //
+// Under tensor parallelism the head is a vocabulary shard and its loss
+// Megatron's (passes/TensorParallel.cpp): the log-sum-exp needs every
+// shard, so one op cannot go from the logits to their gradient. The
+// forward's pieces reading the logits,
+//   %m    = reduce_max %logits                      → all_reduce max → %shift
+//   %s, %t = cross_entropy_partial %logits, %t, %shift  → all_reduce sums
+// become one linear_cross_entropy_partial where the max was, whose sum is
+// relative to the shard's own max and is rescaled to the shift where the
+// partial was; the backward's
+//   %g = cross_entropy_partial_grad %logits, %t, %shift, %ds, %dt
+// and its two products become linear_cross_entropy_partial_grad, which
+// computes the logits again. The collectives between them stay as they
+// were.
+//
 // bias, bias-gelu. A matmul with a shared weight and its bias,
 //   %m = matmul %x, %w               (w [K, N], or [N, K] with transpose_b)
 //   %a = add %m, %b                  (b [N])
