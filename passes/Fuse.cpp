@@ -128,6 +128,19 @@ bool isReshapeOf(Value value, Value of) {
   return reshape && reshape.getX() == of;
 }
 
+/// `a` and `b` hold the same weight: one value, or two gathers of one
+/// shard by the same collective (ZeRO-3 gathers the weight again for the
+/// backward, after freeing the forward's copy).
+bool sameWeight(Value a, Value b) {
+  if (a == b)
+    return true;
+  auto gatherA = a.getDefiningOp<dist::AllGatherOp>();
+  auto gatherB = b.getDefiningOp<dist::AllGatherOp>();
+  return gatherA && gatherB && gatherA.getType() == gatherB.getType() &&
+         llvm::equal(gatherA->getOperands(), gatherB->getOperands()) &&
+         gatherA->getPropertiesAsAttribute() == gatherB->getPropertiesAsAttribute();
+}
+
 /// The backward's two products of the head `head` reading the logits'
 /// gradient: dh = g·w (in the transposes the autodiff rule picks) and dw
 /// from reshapes of g and h.
@@ -137,14 +150,16 @@ struct HeadProducts {
 };
 
 /// Finds the products reading `grad`, the gradient of `head`'s logits;
-/// fails when anything else reads it.
-FailureOr<HeadProducts> matchProducts(MatmulOp head, Value grad) {
+/// fails when anything else reads it. With `regathered`, dh's product may
+/// read the weight gathered again (sameWeight).
+FailureOr<HeadProducts> matchProducts(MatmulOp head, Value grad, bool regathered = false) {
   HeadProducts p{};
   Value h = head.getA(), w = head.getB();
   bool transposeB = head.getTransposeB();
   for (Operation *user : grad.getUsers()) {
     auto matmul = dyn_cast<MatmulOp>(user);
-    if (matmul && !p.dgrad && matmul.getA() == grad && matmul.getB() == w &&
+    if (matmul && !p.dgrad && matmul.getA() == grad &&
+        (regathered ? sameWeight(matmul.getB(), w) : matmul.getB() == w) &&
         !matmul.getTransposeA() && matmul.getTransposeB() == !transposeB) {
       p.dgrad = matmul;
       continue;
@@ -319,7 +334,10 @@ FailureOr<ShardedHead> matchShardedHead(MatmulOp head) {
                         s.partial->getAttr(dist::DistDialect::kRankOffsetsAttrName)))
     return failure();
   if (s.grad) {
-    FailureOr<HeadProducts> products = matchProducts(head, s.grad.getResult());
+    // The backward op computes the logits from the weight its products
+    // read, so a weight gathered again for the backward serves.
+    FailureOr<HeadProducts> products =
+        matchProducts(head, s.grad.getResult(), /*regathered=*/true);
     if (failed(products))
       return failure();
     s.products = *products;
@@ -355,7 +373,8 @@ Value shiftSumexp(OpBuilder &builder, Location loc, Value sumexp, Value max, Val
 /// gradient was. The collectives between them stay as they were.
 bool fuseShardedHead(MatmulOp head, double chunkBytes) {
   FailureOr<ShardedHead> s = matchShardedHead(head);
-  if (failed(s) || (s->partial && !makeAvailableBefore(s->partial.getTargets(), s->max)))
+  if (failed(s) || (s->partial && !makeAvailableBefore(s->partial.getTargets(), s->max)) ||
+      (s->grad && !makeAvailableBefore(s->products.dgrad.getB(), s->grad)))
     return false;
   Value h = head.getA(), w = head.getB();
   auto hType = cast<RankedTensorType>(h.getType());
@@ -384,7 +403,7 @@ bool fuseShardedHead(MatmulOp head, double chunkBytes) {
   if (CrossEntropyPartialGradOp grad = s->grad) {
     OpBuilder builder(grad);
     auto op = LinearCrossEntropyPartialGradOp::create(
-        builder, grad.getLoc(), h, w, grad.getTargets(), grad.getShift(), grad.getDsumexp(),
+        builder, grad.getLoc(), h, s->products.dgrad.getB(), grad.getTargets(), grad.getShift(), grad.getDsumexp(),
         grad.getDtargetLogit(), chunk, transposeB, grad.getClassOffset(), grad.getNumClasses(),
         grad.getIgnoreIndex());
     copyPlace(grad, op);

@@ -139,10 +139,34 @@ func.func @tp_train(%h: tensor<4x8x16xf32>, %w: tensor<16x16xf32>, %t: tensor<4x
 
 // -----
 
+// ZeRO-3 under tensor parallelism gathers the head's weight again for the
+// backward: the backward op computes the logits from that copy, the one
+// its products read (the same shard through the same collective).
+// CHECK-LABEL: func.func @tp_regathered
+// CHECK:       %[[W2:.*]] = dist.all_gather %arg1 {{.*}}llmc.backward
+// CHECK-NEXT:  %[[DX:.*]], %[[DW:.*]], %{{.*}} = llm.linear_cross_entropy_partial_grad %arg0, %[[W2]], %arg2
+// CHECK-NEXT:  return %[[DX]], %[[DW]]
+dist.mesh @mesh axes ["dp", "tp"] shape [2, 2]
+func.func @tp_regathered(%h: tensor<4x8x16xf32>, %ws: tensor<8x16xf32>, %t: tensor<4x8xi32>,
+                         %shift: tensor<4x8xf32>, %ds: tensor<4x8xf32>, %dt: tensor<4x8xf32>)
+    -> (tensor<4x8x16xf32>, tensor<16x16xf32>) {
+  %w = dist.all_gather %ws on @mesh axes ["dp"] dim 0 : tensor<8x16xf32> -> tensor<16x16xf32>
+  %l = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %w2 = dist.all_gather %ws on @mesh axes ["dp"] dim 0 {llmc.backward} : tensor<8x16xf32> -> tensor<16x16xf32>
+  %g = llm.cross_entropy_partial_grad %l, %t, %shift, %ds, %dt {llmc.backward, num_classes = 32 : i64} : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
+  %dx = llm.matmul %g, %w2 {llmc.backward} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %hr = llm.reshape %h {llmc.backward} : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %gr = llm.reshape %g {llmc.backward} : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %dw = llm.matmul %gr, %hr {llmc.backward, transpose_a} : tensor<32x16xf32>, tensor<32x16xf32> -> tensor<16x16xf32>
+  return %dx, %dw : tensor<4x8x16xf32>, tensor<16x16xf32>
+}
+
+// -----
+
 // Not fused under tensor parallelism: a backward whose products read
-// another weight value than the forward's (ZeRO-3 gathering the head's
-// weight again), and a frozen head (no weight gradient), keep their
-// logits; so does a forward whose logits something else reads.
+// another weight than the forward's, and a frozen head (no weight
+// gradient), keep their logits; so does a forward whose logits something
+// else reads.
 // CHECK-LABEL: func.func @tp_kept
 // CHECK-NOT: linear_cross_entropy
 // CHECK: return
