@@ -258,6 +258,20 @@ LogicalResult Interpreter::runOp(Operation *op) {
         out(3, RefTensor::zeros(shapeOf(o.getScratch().getType())));
         return success();
       })
+      .Case([&](LinearCrossEntropyPartialOp o) {
+        outs(ref::linearCrossEntropyPartial(in(0), in(1), in(2), o.getTransposeB(),
+                                            o.getClassOffset(), o.getNumClasses(),
+                                            o.getIgnoreIndex()));
+        out(3, RefTensor::zeros(shapeOf(o.getScratch().getType())));
+        return success();
+      })
+      .Case([&](LinearCrossEntropyPartialGradOp o) {
+        outs(ref::linearCrossEntropyPartialGrad(in(0), in(1), in(2), in(3), in(4), in(5),
+                                                o.getTransposeB(), o.getClassOffset(),
+                                                o.getNumClasses(), o.getIgnoreIndex()));
+        out(2, RefTensor::zeros(shapeOf(o.getScratch().getType())));
+        return success();
+      })
       .Case([&](MatmulNf4Op o) {
         out(0, ref::matmulNf4(in(0), in(1), in(2), in(3), in(4).data.at(0),
                               vec(o.getWeightShape()), o.getBlock(), o.getTransposeB()));

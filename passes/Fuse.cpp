@@ -17,6 +17,20 @@
 // loss seed is a fill the autodiff pass emits after the loss; it depends
 // on nothing computed after it, so it moves up to the fused op.
 //
+// Under tensor parallelism the head is a vocabulary shard and its loss
+// Megatron's (passes/TensorParallel.cpp): the log-sum-exp needs every
+// shard, so one op cannot go from the logits to their gradient. The
+// forward's pieces reading the logits,
+//   %m    = reduce_max %logits                      → all_reduce max → %shift
+//   %s, %t = cross_entropy_partial %logits, %t, %shift  → all_reduce sums
+// become one linear_cross_entropy_partial where the max was, whose sum is
+// relative to the shard's own max and is rescaled to the shift where the
+// partial was; the backward's
+//   %g = cross_entropy_partial_grad %logits, %t, %shift, %ds, %dt
+// and its two products become linear_cross_entropy_partial_grad, which
+// computes the logits again. The collectives between them stay as they
+// were.
+//
 // bias, bias-gelu. A matmul with a shared weight and its bias,
 //   %m = matmul %x, %w               (w [K, N], or [N, K] with transpose_b)
 //   %a = add %m, %b                  (b [N])
@@ -72,12 +86,18 @@
 #include "passes/FuseAddNorm.h"
 #include "passes/FuseAttention.h"
 #include "passes/FuseElementwise.h"
+#include "passes/FusePlace.h"
+
+#include "dialects/Dist/DistDialect.h"
+#include "kernels/ElementwiseProgram.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -135,19 +155,74 @@ bool isReshapeOf(Value value, Value of) {
   return reshape && reshape.getX() == of;
 }
 
+/// `a` and `b` hold the same weight: one value, or two gathers of one
+/// shard by the same collective (ZeRO-3 gathers the weight again for the
+/// backward, after freeing the forward's copy).
+bool sameWeight(Value a, Value b) {
+  if (a == b)
+    return true;
+  auto gatherA = a.getDefiningOp<dist::AllGatherOp>();
+  auto gatherB = b.getDefiningOp<dist::AllGatherOp>();
+  return gatherA && gatherB && gatherA.getType() == gatherB.getType() &&
+         llvm::equal(gatherA->getOperands(), gatherB->getOperands()) &&
+         gatherA->getPropertiesAsAttribute() == gatherB->getPropertiesAsAttribute();
+}
+
+/// The backward's two products of the head `head` reading the logits'
+/// gradient: dh = g·w (in the transposes the autodiff rule picks) and dw
+/// from reshapes of g and h.
+struct HeadProducts {
+  MatmulOp dgrad, wgrad;
+  ReshapeOp gradRows; ///< reshape of the gradient feeding wgrad
+};
+
+/// Finds the products reading `grad`, the gradient of `head`'s logits;
+/// fails when anything else reads it. With `regathered`, dh's product may
+/// read the weight gathered again (sameWeight).
+FailureOr<HeadProducts> matchProducts(MatmulOp head, Value grad, bool regathered = false) {
+  HeadProducts p{};
+  Value h = head.getA(), w = head.getB();
+  bool transposeB = head.getTransposeB();
+  for (Operation *user : grad.getUsers()) {
+    auto matmul = dyn_cast<MatmulOp>(user);
+    if (matmul && !p.dgrad && matmul.getA() == grad &&
+        (regathered ? sameWeight(matmul.getB(), w) : matmul.getB() == w) &&
+        !matmul.getTransposeA() && matmul.getTransposeB() == !transposeB) {
+      p.dgrad = matmul;
+      continue;
+    }
+    auto reshape = dyn_cast<ReshapeOp>(user);
+    if (!reshape || p.gradRows || !reshape.getResult().hasOneUse())
+      return failure();
+    auto wgrad = dyn_cast<MatmulOp>(*reshape.getResult().getUsers().begin());
+    if (!wgrad || !wgrad.getTransposeA() || wgrad.getTransposeB())
+      return failure();
+    Value gradRows = reshape.getResult();
+    bool matches = transposeB ? wgrad.getA() == gradRows && isReshapeOf(wgrad.getB(), h)
+                              : wgrad.getB() == gradRows && isReshapeOf(wgrad.getA(), h);
+    if (!matches)
+      return failure();
+    p.gradRows = reshape;
+    p.wgrad = wgrad;
+  }
+  if (!p.dgrad || !p.wgrad || p.dgrad.getType() != h.getType() ||
+      p.wgrad.getType() != w.getType())
+    return failure();
+  return p;
+}
+
 /// The training half of the pattern: the loss gradient and the two products
 /// that consume it.
 struct HeadBackward {
   CrossEntropyGradOp grad;
-  MatmulOp dgrad, wgrad;
-  ReshapeOp gradRows; ///< reshape of the gradient feeding wgrad
+  HeadProducts products;
 };
 
 /// Finds the backward of `head` + `loss` among the users of the logits;
 /// fails when anything else reads the logits or the gradient.
 FailureOr<HeadBackward> matchBackward(MatmulOp head, CrossEntropyOp loss) {
   HeadBackward b{};
-  Value logits = head.getResult(), h = head.getA(), w = head.getB();
+  Value logits = head.getResult();
   for (Operation *user : logits.getUsers()) {
     if (user == loss.getOperation())
       continue;
@@ -159,31 +234,10 @@ FailureOr<HeadBackward> matchBackward(MatmulOp head, CrossEntropyOp loss) {
   }
   if (!b.grad)
     return b; // forward only (evaluation)
-  bool transposeB = head.getTransposeB();
-  for (Operation *user : b.grad.getResult().getUsers()) {
-    auto matmul = dyn_cast<MatmulOp>(user);
-    if (matmul && !b.dgrad && matmul.getA() == b.grad.getResult() && matmul.getB() == w &&
-        !matmul.getTransposeA() && matmul.getTransposeB() == !transposeB) {
-      b.dgrad = matmul;
-      continue;
-    }
-    auto reshape = dyn_cast<ReshapeOp>(user);
-    if (!reshape || b.gradRows || !reshape.getResult().hasOneUse())
-      return failure();
-    auto wgrad = dyn_cast<MatmulOp>(*reshape.getResult().getUsers().begin());
-    if (!wgrad || !wgrad.getTransposeA() || wgrad.getTransposeB())
-      return failure();
-    Value gradRows = reshape.getResult();
-    bool matches = transposeB ? wgrad.getA() == gradRows && isReshapeOf(wgrad.getB(), h)
-                              : wgrad.getB() == gradRows && isReshapeOf(wgrad.getA(), h);
-    if (!matches)
-      return failure();
-    b.gradRows = reshape;
-    b.wgrad = wgrad;
-  }
-  if (!b.dgrad || !b.wgrad || b.dgrad.getType() != h.getType() ||
-      b.wgrad.getType() != w.getType())
+  FailureOr<HeadProducts> products = matchProducts(head, b.grad.getResult());
+  if (failed(products))
     return failure();
+  b.products = *products;
   return b;
 }
 
@@ -193,29 +247,54 @@ void eraseIfDead(Operation *op) {
     op->erase();
 }
 
-/// Fuses the head feeding `loss`, if the pattern matches; true when it did.
-bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes) {
-  auto head = loss.getLogits().getDefiningOp<MatmulOp>();
+/// Hands the products' results to the fused op's `dh` and `dw` and erases
+/// them, the gradient's reshape and h's when nothing else reads it.
+void replaceProducts(HeadProducts &p, bool transposeB, Value dh, Value dw) {
+  p.dgrad.getResult().replaceAllUsesWith(dh);
+  p.wgrad.getResult().replaceAllUsesWith(dw);
+  Operation *hRows = (transposeB ? p.wgrad.getB() : p.wgrad.getA()).getDefiningOp();
+  p.wgrad->erase();
+  p.gradRows->erase();
+  p.dgrad->erase();
+  eraseIfDead(hRows);
+}
+
+/// Rows per chunk of the head's [rows, vocab] f32 logits in `chunkBytes`.
+int64_t chunkRows(int64_t rows, int64_t vocab, double chunkBytes) {
+  return std::clamp<int64_t>(
+      static_cast<int64_t>(chunkBytes / (4.0 * static_cast<double>(vocab))), 1, rows);
+}
+
+/// The head matmul h·w{ᵀ} of a fusable head: one 2-D weight, h, w and the
+/// logits of one float type.
+MatmulOp fusableHead(Value logits) {
+  auto head = logits.getDefiningOp<MatmulOp>();
   if (!head || head.getTransposeA())
-    return false;
-  Value h = head.getA(), w = head.getB();
-  auto hType = cast<RankedTensorType>(h.getType()), wType = cast<RankedTensorType>(w.getType());
-  // One float type throughout (fp32, or a bf16/f16 head, whose logits the
-  // kernels round where the matmul stores them).
+    return {};
+  auto hType = cast<RankedTensorType>(head.getA().getType());
+  auto wType = cast<RankedTensorType>(head.getB().getType());
   Type element = hType.getElementType();
   if (wType.getElementType() != element || wType.getRank() != 2 || hType.getRank() < 2 ||
-      cast<RankedTensorType>(loss.getLogits().getType()).getElementType() != element)
+      head.getType().getElementType() != element)
+    return {};
+  return head;
+}
+
+/// Fuses the head feeding `loss`, if the pattern matches; true when it did.
+bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes) {
+  MatmulOp head = fusableHead(loss.getLogits());
+  if (!head)
     return false;
+  Value h = head.getA(), w = head.getB();
   FailureOr<HeadBackward> backward = matchBackward(head, loss);
   if (failed(backward))
     return false;
   if (backward->grad && !makeAvailableBefore(backward->grad.getDloss(), loss))
     return false;
 
-  int64_t rows = hType.getNumElements() / hType.getShape().back();
-  int64_t vocab = wType.getShape()[head.getTransposeB() ? 0 : 1];
-  int64_t chunk = std::clamp<int64_t>(
-      static_cast<int64_t>(chunkBytes / (4.0 * static_cast<double>(vocab))), 1, rows);
+  auto hType = cast<RankedTensorType>(h.getType());
+  int64_t vocab = head.getType().getShape().back();
+  int64_t chunk = chunkRows(hType.getNumElements() / hType.getShape().back(), vocab, chunkBytes);
 
   OpBuilder builder(loss);
   Operation *fused;
@@ -223,8 +302,8 @@ bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes) {
     auto op = LinearCrossEntropyTrainOp::create(builder, loss.getLoc(), h, w, loss.getTargets(),
                                                 backward->grad.getDloss(), chunk,
                                                 head.getTransposeB(), loss.getIgnoreIndex());
-    backward->dgrad.getResult().replaceAllUsesWith(op.getDh());
-    backward->wgrad.getResult().replaceAllUsesWith(op.getDw());
+    replaceProducts(backward->products, head.getTransposeB(), op.getDh(), op.getDw());
+    backward->grad->erase();
     loss.getResult().replaceAllUsesWith(op.getLoss());
     fused = op;
   } else {
@@ -233,30 +312,126 @@ bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes) {
     loss.getResult().replaceAllUsesWith(op.getLoss());
     fused = op;
   }
-  // Where it belongs (microbatch, pipeline action, block) travels along.
-  for (NamedAttribute attr : loss->getDiscardableAttrs())
-    fused->setAttr(attr.getName(), attr.getValue());
-
-  Operation *hRows = nullptr;
-  if (backward->grad) {
-    Value other = head.getTransposeB() ? backward->wgrad.getB() : backward->wgrad.getA();
-    hRows = other.getDefiningOp();
-    backward->wgrad->erase();
-    backward->gradRows->erase();
-    backward->dgrad->erase();
-    backward->grad->erase();
-  }
-  eraseIfDead(hRows);
+  copyPlace(loss, fused);
   loss->erase();
   eraseIfDead(head);
   return true;
 }
 
-/// `a` and `b` run in the same part of the step: the same microbatch,
-/// pipeline action, block, forward or backward, replay or not.
-bool samePlace(Operation *a, Operation *b) {
-  return a->getBlock() == b->getBlock() &&
-         a->getDiscardableAttrDictionary() == b->getDiscardableAttrDictionary();
+/// The pieces of a vocabulary-parallel head (passes/TensorParallel.cpp)
+/// that read its logits: the forward's statistics and, when the same
+/// logits serve the backward, its gradient with the two products.
+struct ShardedHead {
+  ReduceMaxOp max;
+  CrossEntropyPartialOp partial;
+  CrossEntropyPartialGradOp grad;
+  HeadProducts products;
+};
+
+/// Finds the readers of `head`'s logits; fails when anything else reads
+/// them or the gradient, or when the pieces disagree on the shard.
+FailureOr<ShardedHead> matchShardedHead(MatmulOp head) {
+  ShardedHead s{};
+  for (Operation *user : head.getResult().getUsers()) {
+    if (auto max = dyn_cast<ReduceMaxOp>(user); max && !s.max)
+      s.max = max;
+    else if (auto partial = dyn_cast<CrossEntropyPartialOp>(user);
+             partial && !s.partial && partial.getLogits() == head.getResult())
+      s.partial = partial;
+    else if (auto grad = dyn_cast<CrossEntropyPartialGradOp>(user);
+             grad && !s.grad && grad.getLogits() == head.getResult())
+      s.grad = grad;
+    else
+      return failure();
+  }
+  // The max and the partial sums come together; both read one shard, and
+  // the rank offset that places it (dist.rank_offsets) is the same.
+  if (static_cast<bool>(s.max) != static_cast<bool>(s.partial) || (!s.partial && !s.grad))
+    return failure();
+  if (s.partial && (s.max.getClassOffset() != s.partial.getClassOffset() ||
+                    s.max.getNumClasses() != s.partial.getNumClasses() ||
+                    s.max->getAttr(dist::DistDialect::kRankOffsetsAttrName) !=
+                        s.partial->getAttr(dist::DistDialect::kRankOffsetsAttrName)))
+    return failure();
+  if (s.grad) {
+    // The backward op computes the logits from the weight its products
+    // read, so a weight gathered again for the backward serves.
+    FailureOr<HeadProducts> products =
+        matchProducts(head, s.grad.getResult(), /*regathered=*/true);
+    if (failed(products))
+      return failure();
+    s.products = *products;
+  }
+  return s;
+}
+
+/// sumexp · exp(max − shift): a shard's Σ exp(logit − max) made relative
+/// to the shift all ranks share, as cross_entropy_partial's sum is.
+Value shiftSumexp(OpBuilder &builder, Location loc, Value sumexp, Value max, Value shift) {
+  auto instruction = [](ew::Opcode op, int64_t a, int64_t b = 0) {
+    return SmallVector<int64_t>{static_cast<int64_t>(op), /*f32*/ 0, a, b, 0};
+  };
+  SmallVector<int64_t> program;
+  for (const SmallVector<int64_t> &in :
+       {instruction(ew::Opcode::Load, 0), instruction(ew::Opcode::Load, 1),
+        instruction(ew::Opcode::Load, 2), instruction(ew::Opcode::Sub, 1, 2),
+        instruction(ew::Opcode::Exp, 3), instruction(ew::Opcode::Mul, 0, 4)})
+    program.append(in);
+  auto op = FusedElementwiseOp::create(builder, loc, TypeRange{sumexp.getType()},
+                                       ValueRange{sumexp, max, shift},
+                                       builder.getDenseI64ArrayAttr(program),
+                                       builder.getDenseI64ArrayAttr({5}));
+  return op.getOuts()[0];
+}
+
+/// Fuses the vocabulary-parallel head computing `head`, if the pattern
+/// matches; true when it did. The forward's reduce_max and
+/// cross_entropy_partial become one linear_cross_entropy_partial where the
+/// max was (its sum relative to the shard's max, rescaled to the shared
+/// shift where the partial was), the backward's cross_entropy_partial_grad
+/// and its products one linear_cross_entropy_partial_grad where the
+/// gradient was. The collectives between them stay as they were.
+bool fuseShardedHead(MatmulOp head, double chunkBytes) {
+  FailureOr<ShardedHead> s = matchShardedHead(head);
+  if (failed(s) || (s->partial && !makeAvailableBefore(s->partial.getTargets(), s->max)) ||
+      (s->grad && !makeAvailableBefore(s->products.dgrad.getB(), s->grad)))
+    return false;
+  Value h = head.getA(), w = head.getB();
+  auto hType = cast<RankedTensorType>(h.getType());
+  int64_t vocab = head.getType().getShape().back();
+  int64_t chunk = chunkRows(hType.getNumElements() / hType.getShape().back(), vocab, chunkBytes);
+  bool transposeB = head.getTransposeB();
+
+  if (CrossEntropyPartialOp partial = s->partial) {
+    OpBuilder builder(s->max);
+    auto op = LinearCrossEntropyPartialOp::create(
+        builder, partial.getLoc(), h, w, partial.getTargets(), chunk, transposeB,
+        partial.getClassOffset(), partial.getNumClasses(), partial.getIgnoreIndex());
+    copyPlace(s->max, op);
+    s->max.getResult().replaceAllUsesWith(op.getMax());
+    builder.setInsertionPoint(partial);
+    Operation *rescale =
+        shiftSumexp(builder, partial.getLoc(), op.getSumexp(), op.getMax(), partial.getShift())
+            .getDefiningOp();
+    copyPlace(partial, rescale);
+    rescale->removeAttr(dist::DistDialect::kRankOffsetsAttrName);
+    partial.getSumexp().replaceAllUsesWith(rescale->getResult(0));
+    partial.getTargetLogit().replaceAllUsesWith(op.getTargetLogit());
+    partial->erase();
+    s->max->erase();
+  }
+  if (CrossEntropyPartialGradOp grad = s->grad) {
+    OpBuilder builder(grad);
+    auto op = LinearCrossEntropyPartialGradOp::create(
+        builder, grad.getLoc(), h, s->products.dgrad.getB(), grad.getTargets(), grad.getShift(), grad.getDsumexp(),
+        grad.getDtargetLogit(), chunk, transposeB, grad.getClassOffset(), grad.getNumClasses(),
+        grad.getIgnoreIndex());
+    copyPlace(grad, op);
+    replaceProducts(s->products, transposeB, op.getDh(), op.getDw());
+    grad->erase();
+  }
+  head->erase();
+  return true;
 }
 
 /// Fuses the matmul and bias `add` (and, when `withGelu`, a gelu reading
@@ -292,8 +467,7 @@ bool fuseLinear(AddOp add, bool withBias, bool withGelu) {
   auto fused = LinearOp::create(builder, builder.getFusedLoc(locs), x, w, bias,
                                 /*residual=*/Value(), matmul.getTransposeB(),
                                 static_cast<bool>(gelu), keepPre);
-  for (NamedAttribute attr : add->getDiscardableAttrs())
-    fused->setAttr(attr.getName(), attr.getValue());
+  copyPlace(add, fused);
   if (gelu) {
     gelu.getResult().replaceAllUsesWith(fused.getY());
     gelu->erase();
@@ -365,8 +539,7 @@ bool fuseResidual(AddOp add) {
     auto fused = LinearOp::create(builder, builder.getFusedLoc({product->getLoc(), add.getLoc()}),
                                   x, w, linear ? linear.getBias() : Value(), residual, transposeB,
                                   /*gelu=*/false, /*keep_pre=*/false);
-    for (NamedAttribute attr : add->getDiscardableAttrs())
-      fused->setAttr(attr.getName(), attr.getValue());
+    copyPlace(add, fused);
     add.getResult().replaceAllUsesWith(fused.getY());
     add->erase();
     product->erase();
@@ -426,8 +599,7 @@ bool fuseBiasGrad(ReduceSumOp sum, DominanceInfo &dominance) {
     fused->erase();
     return false;
   }
-  for (NamedAttribute attr : sum->getDiscardableAttrs())
-    fused->setAttr(attr.getName(), attr.getValue());
+  copyPlace(sum, fused);
   wgrad.getResult().replaceAllUsesWith(fused.getDw());
   sum.getResult().replaceAllUsesWith(fused.getDb());
   Operation *xRows = wgrad.getA().getDefiningOp(), *dyRows = wgrad.getB().getDefiningOp();
@@ -492,6 +664,17 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
       getOperation().walk([&](CrossEntropyOp op) { losses.push_back(op); });
       for (CrossEntropyOp loss : losses)
         fuseLinearCrossEntropy(loss, chunkMb * 1024.0 * 1024.0);
+      // Under tensor parallelism, the heads whose logits are a vocabulary
+      // shard: the forward's and, where it replays the head, the
+      // backward's.
+      llvm::SetVector<Operation *> heads;
+      getOperation().walk([&](Operation *op) {
+        if (isa<CrossEntropyPartialOp, CrossEntropyPartialGradOp>(op))
+          if (MatmulOp head = fusableHead(op->getOperand(0)))
+            heads.insert(head);
+      });
+      for (Operation *head : heads)
+        fuseShardedHead(cast<MatmulOp>(head), chunkMb * 1024.0 * 1024.0);
     }
     bool bias = enabled->count(kBias), biasGelu = enabled->count(kBiasGelu);
     if (bias || biasGelu) {

@@ -39,6 +39,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/FuseAddNorm.h"
+#include "passes/FusePlace.h"
 
 #include "dialects/LLM/LLMDialect.h"
 
@@ -84,12 +85,6 @@ bool readersAfter(Value value, Operation *except, Operation *point, DominanceInf
   return llvm::all_of(value.getUsers(), [&](Operation *user) {
     return user == except || dominance.properlyDominates(point, user);
   });
-}
-
-/// Copies `from`'s discardable attributes (where it belongs) onto `to`.
-void copyPlace(Operation *from, Operation *to) {
-  for (NamedAttribute attr : from->getDiscardableAttrs())
-    to->setAttr(attr.getName(), attr.getValue());
 }
 
 /// Where the fused forward op can stand: at the norm when every other

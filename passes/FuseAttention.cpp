@@ -50,6 +50,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/FuseAttention.h"
+#include "passes/FusePlace.h"
 
 #include "dialects/LLM/LLMDialect.h"
 
@@ -68,12 +69,6 @@ namespace llmc {
 namespace {
 
 RankedTensorType tensorOf(Value value) { return cast<RankedTensorType>(value.getType()); }
-
-/// Copies `from`'s discardable attributes (where it belongs) onto `to`.
-void copyPlace(Operation *from, Operation *to) {
-  for (NamedAttribute attr : from->getDiscardableAttrs())
-    to->setAttr(attr.getName(), attr.getValue());
-}
 
 /// One of q, k, v: `reshape (slice %qkv)` at column `offset` of a rank-3
 /// qkv, the slice read by nothing else.

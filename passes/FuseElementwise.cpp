@@ -27,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/FuseElementwise.h"
+#include "passes/FusePlace.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "kernels/ElementwiseProgram.h"
@@ -75,12 +76,6 @@ int instructionsOf(Operation *op) {
       // global tensor, which the program does not know.
       .Case<DropoutOp>([](DropoutOp o) { return o.getGlobalShape() ? 0 : 1; })
       .Default([](Operation *) { return 0; });
-}
-
-/// `a` and `b` run in the same part of the step (Fuse.cpp's rule).
-bool samePlace(Operation *a, Operation *b) {
-  return a->getBlock() == b->getBlock() &&
-         a->getDiscardableAttrDictionary() == b->getDiscardableAttrDictionary();
 }
 
 /// A chain being grown, its ops in block order.

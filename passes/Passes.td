@@ -500,8 +500,8 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     The last pass on llm ops (after sharding, recomputation, FSDP and the
     pipeline stages), so every fused op is born where no other pass has to
     understand it, and each fusion only matches what those passes left:
-    values another op still needs, collectives in between, a LoRA branch or
-    a vocabulary-parallel loss keep their ops unfused.
+    values another op still needs, collectives in between or a LoRA branch
+    keep their ops unfused.
 
     `linear-cross-entropy`: the language-model head and its loss,
     `llm.matmul` → `llm.cross_entropy` (and in training
@@ -511,7 +511,14 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     gradient are never stored: the arena holds a chunk of at most
     `chunk-mb` MiB instead (`llmc compile --fuse-chunk-mb`, default 256:
     each chunk adds its share into the head's weight gradient, so much
-    smaller chunks pass over that gradient many times). fp32 only.
+    smaller chunks pass over that gradient many times). f32, bf16 or f16,
+    in the head's type. Under tensor parallelism the vocabulary-parallel
+    loss's `llm.reduce_max` and `llm.cross_entropy_partial` become
+    `llm.linear_cross_entropy_partial` (its sum rescaled to the
+    all-reduced shift by an `llm.fused_elementwise`), and
+    `llm.cross_entropy_partial_grad` with its two matmuls
+    `llm.linear_cross_entropy_partial_grad`, which computes the logits
+    again; the collectives between them stay.
 
     `bias`, `bias-gelu`: a matmul with a shared weight, the bias `llm.add`
     after it and (`bias-gelu`) the `llm.gelu` after that become one

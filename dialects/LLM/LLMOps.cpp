@@ -693,12 +693,29 @@ static typename OpT::Adaptor withParsedAttributes(typename OpT::Adaptor adaptor,
   return typename OpT::Adaptor(adaptor.getOperands(), attrs, properties);
 }
 
+/// The per-row statistics of a vocabulary-parallel loss are fp32 `rows`.
+static LogicalResult checkRowStats(std::optional<Location> loc, ArrayRef<int64_t> rows,
+                                   Value stat, StringRef name) {
+  if (tensorOf(stat).getShape() != rows)
+    return emitOptionalError(loc, name, " must be ", shapeString(rows), ", got ",
+                             shapeString(tensorOf(stat).getShape()));
+  return success();
+}
+
+/// What a fused head op returns before its scratch.
+enum class HeadResults {
+  Loss,        ///< the loss
+  LossAndGrad, ///< the loss, dh, dw
+  RowStats,    ///< max, sumexp, target_logit (a vocabulary shard's)
+  Grad,        ///< dh, dw
+};
+
 /// The shapes of the fused head + loss: h [..., D], w [V, D] (transpose_b)
-/// or [D, V], targets h's leading shape, fp32 throughout; pushes the loss
-/// and, when `train`, dh and dw, then the scratch [chunk_rows, V].
+/// or [D, V], targets h's leading shape, fp32 throughout; pushes `results`,
+/// then the scratch [chunk_rows, V].
 template <typename Adaptor>
 static LogicalResult inferLinearCrossEntropy(MLIRContext *context, std::optional<Location> loc,
-                                             Adaptor adaptor, bool train,
+                                             Adaptor adaptor, HeadResults results,
                                              SmallVectorImpl<Type> &types) {
   RankedTensorType h = tensorOf(adaptor.getH()), w = tensorOf(adaptor.getW());
   Type f32 = Float32Type::get(context);
@@ -718,8 +735,11 @@ static LogicalResult inferLinearCrossEntropy(MLIRContext *context, std::optional
   int64_t chunk = adaptor.getChunkRows();
   if (chunk < 1)
     return emitOptionalError(loc, "chunk_rows must be >= 1, got ", chunk);
-  types.push_back(RankedTensorType::get({}, f32));
-  if (train) {
+  if (results == HeadResults::Loss || results == HeadResults::LossAndGrad)
+    types.push_back(RankedTensorType::get({}, f32));
+  if (results == HeadResults::RowStats)
+    types.append(3, RankedTensorType::get(h.getShape().drop_back(), f32));
+  if (results == HeadResults::LossAndGrad || results == HeadResults::Grad) {
     types.push_back(h);
     types.push_back(w);
   }
@@ -732,7 +752,7 @@ LogicalResult LinearCrossEntropyOp::inferReturnTypes(MLIRContext *context,
                                                      SmallVectorImpl<Type> &types) {
   return inferLinearCrossEntropy(context, loc,
                                  withParsedAttributes<LinearCrossEntropyOp>(adaptor, context),
-                                 /*train=*/false, types);
+                                 HeadResults::Loss, types);
 }
 
 LogicalResult LinearCrossEntropyTrainOp::inferReturnTypes(MLIRContext *context,
@@ -741,7 +761,51 @@ LogicalResult LinearCrossEntropyTrainOp::inferReturnTypes(MLIRContext *context,
                                                           SmallVectorImpl<Type> &types) {
   return inferLinearCrossEntropy(context, loc,
                                  withParsedAttributes<LinearCrossEntropyTrainOp>(adaptor, context),
-                                 /*train=*/true, types);
+                                 HeadResults::LossAndGrad, types);
+}
+
+/// A vocabulary shard's `classes` columns from `offset` fit in `total`.
+static LogicalResult checkClassRange(Operation *op, int64_t classes, int64_t offset,
+                                     int64_t total) {
+  if (total < 1 || offset < 0 || offset + classes > total)
+    return op->emitOpError("classes [") << offset << ", " << offset + classes
+                                        << ") do not fit in num_classes = " << total;
+  return success();
+}
+
+LogicalResult LinearCrossEntropyPartialOp::inferReturnTypes(MLIRContext *context,
+                                                            std::optional<Location> loc,
+                                                            Adaptor adaptor,
+                                                            SmallVectorImpl<Type> &types) {
+  return inferLinearCrossEntropy(
+      context, loc, withParsedAttributes<LinearCrossEntropyPartialOp>(adaptor, context),
+      HeadResults::RowStats, types);
+}
+
+LogicalResult LinearCrossEntropyPartialOp::verify() {
+  int64_t classes = getW().getType().getShape()[getTransposeB() ? 0 : 1];
+  return checkClassRange(*this, classes, getClassOffset(), getNumClasses());
+}
+
+LogicalResult LinearCrossEntropyPartialGradOp::inferReturnTypes(MLIRContext *context,
+                                                                std::optional<Location> loc,
+                                                                Adaptor adaptor,
+                                                                SmallVectorImpl<Type> &types) {
+  auto parsed = withParsedAttributes<LinearCrossEntropyPartialGradOp>(adaptor, context);
+  if (failed(inferLinearCrossEntropy(context, loc, parsed, HeadResults::Grad, types)))
+    return failure();
+  ArrayRef<int64_t> rows = tensorOf(adaptor.getTargets()).getShape();
+  for (auto [stat, name] : {std::pair<Value, StringRef>{adaptor.getShift(), "shift"},
+                            {adaptor.getDsumexp(), "dsumexp"},
+                            {adaptor.getDtargetLogit(), "dtarget_logit"}})
+    if (failed(checkRowStats(loc, rows, stat, name)))
+      return failure();
+  return success();
+}
+
+LogicalResult LinearCrossEntropyPartialGradOp::verify() {
+  int64_t classes = getW().getType().getShape()[getTransposeB() ? 0 : 1];
+  return checkClassRange(*this, classes, getClassOffset(), getNumClasses());
 }
 
 /// The program's dtype number (kernels/Tensor.h's DType) of a float
@@ -942,15 +1006,6 @@ LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *context, std::optional<
   return success();
 }
 
-/// The per-row statistics of a vocabulary-parallel loss are fp32 `rows`.
-static LogicalResult checkRowStats(std::optional<Location> loc, ArrayRef<int64_t> rows,
-                                   Value stat, StringRef name) {
-  if (tensorOf(stat).getShape() != rows)
-    return emitOptionalError(loc, name, " must be ", shapeString(rows), ", got ",
-                             shapeString(tensorOf(stat).getShape()));
-  return success();
-}
-
 /// Logits `rows × [V]`, targets and shift `rows` (a loss shard's inputs).
 static LogicalResult checkPartialOperands(std::optional<Location> loc, Value logits,
                                           Value targets, Value shift) {
@@ -971,13 +1026,8 @@ LogicalResult CrossEntropyPartialOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult CrossEntropyPartialOp::verify() {
-  int64_t classes = getLogits().getType().getShape().back();
-  auto offset = static_cast<int64_t>(getClassOffset());
-  auto total = static_cast<int64_t>(getNumClasses());
-  if (total < 1 || offset < 0 || offset + classes > total)
-    return emitOpError("classes [") << offset << ", " << offset + classes
-                                    << ") do not fit in num_classes = " << total;
-  return success();
+  return checkClassRange(*this, getLogits().getType().getShape().back(), getClassOffset(),
+                         getNumClasses());
 }
 
 LogicalResult CrossEntropyPartialGradOp::inferReturnTypes(MLIRContext *,

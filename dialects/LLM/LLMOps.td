@@ -552,7 +552,8 @@ def LLM_CrossEntropyOp : LLM_Op<"cross_entropy", [Pure, KeepsPrecision]> {
 // Fused ops: what llmc-fuse rewrites op groups into (never written by hand)
 //===----------------------------------------------------------------------===//
 
-class LLM_LinearCrossEntropyBase<string mnemonic> : LLM_PureOp<mnemonic> {
+class LLM_LinearCrossEntropyBase<string mnemonic, list<Trait> traits = []>
+    : LLM_PureOp<mnemonic, traits> {
   code commonDescription = [{
     The language-model head and the softmax cross-entropy in one kernel:
     `logits = h · wᵀ` (`w` is `[V, D]`, the tied-embedding layout, with
@@ -609,6 +610,84 @@ def LLM_LinearCrossEntropyTrainOp
   let assemblyFormat = [{
     $h `,` $w `,` $targets `,` $dloss attr-dict `:` type($h) `,` type($w) `,` type($targets)
   }];
+}
+
+class LLM_LinearCrossEntropyShardBase<string mnemonic, list<Trait> traits = []>
+    : LLM_LinearCrossEntropyBase<mnemonic, traits> {
+  code shardDescription = [{
+    The vocabulary-parallel head: `w` holds the classes [`class_offset`,
+    `class_offset` + V) of `num_classes` (a rank's shard; columns past
+    `num_classes` are the padding of the last shard and count for
+    nothing), so `scratch` is `[chunk_rows, V]` for this shard's V. The
+    cross-rank reductions stay outside the op, as collectives between the
+    forward op and the backward one.
+  }];
+}
+
+def LLM_LinearCrossEntropyPartialOp
+    : LLM_LinearCrossEntropyShardBase<"linear_cross_entropy_partial"> {
+  let summary = "LM head + one vocabulary shard's loss statistics, in row chunks";
+  let description = commonDescription # shardDescription # [{
+
+    Per row: `max`, the largest logit of the shard (−inf for a shard of
+    padding only); `sumexp`, Σ exp(logit − max) over the shard; and
+    `target_logit`, the target's logit when the target is one of the
+    shard's classes, else 0 (also for ignored targets). `reduce_max` and
+    `cross_entropy_partial` on the head's logits, except that the sum is
+    relative to the shard's own maximum: scaled by exp(max − shift) it is
+    `cross_entropy_partial`'s for the shift that the all-reduce of `max`
+    gives.
+
+    ```mlir
+    %max, %sumexp, %target, %scratch = llm.linear_cross_entropy_partial %h, %w, %targets
+        {chunk_rows = 64 : i64, num_classes = 256 : i64, transpose_b}
+        : tensor<4x64x128xf32>, tensor<128x128xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$h, LLM_FloatTensor:$w, LLM_IndexTensor:$targets,
+                       I64Attr:$chunk_rows, UnitAttr:$transpose_b,
+                       DefaultValuedAttr<I64Attr, "0">:$class_offset, I64Attr:$num_classes,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs RankedTensorOf<[F32]>:$max, RankedTensorOf<[F32]>:$sumexp,
+                      RankedTensorOf<[F32]>:$target_logit, LLM_FloatTensor:$scratch);
+  let assemblyFormat = [{
+    $h `,` $w `,` $targets attr-dict `:` type($h) `,` type($w) `,` type($targets)
+  }];
+  let hasVerifier = 1;
+}
+
+def LLM_LinearCrossEntropyPartialGradOp
+    : LLM_LinearCrossEntropyShardBase<"linear_cross_entropy_partial_grad",
+        [AllTypesMatch<["shift", "dsumexp", "dtarget_logit"]>]> {
+  let summary = "Backward of a vocabulary-parallel LM head, in row chunks";
+  let description = commonDescription # shardDescription # [{
+
+    Recomputes each chunk's logits, forms `cross_entropy_partial_grad`'s
+    `dsumexp · exp(logit − shift)` (plus `dtarget_logit` at the target's
+    column) in `scratch` and multiplies it into `dh` (`h`'s shape: this
+    shard's part of h's gradient, summed over the ranks by the all-reduce
+    that follows) and `dw` (`w`'s), what `cross_entropy_partial_grad` and
+    the two matmuls after it give. `shift`, `dsumexp` and `dtarget_logit`
+    are the per-row fp32 statistics of `cross_entropy_finish_grad`.
+
+    ```mlir
+    %dh, %dw, %scratch = llm.linear_cross_entropy_partial_grad %h, %w, %targets, %shift, %ds, %dt
+        {chunk_rows = 64 : i64, num_classes = 256 : i64, transpose_b}
+        : tensor<4x64x128xf32>, tensor<128x128xf32>, tensor<4x64xi32>, tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$h, LLM_FloatTensor:$w, LLM_IndexTensor:$targets,
+                       RankedTensorOf<[F32]>:$shift, RankedTensorOf<[F32]>:$dsumexp,
+                       RankedTensorOf<[F32]>:$dtarget_logit,
+                       I64Attr:$chunk_rows, UnitAttr:$transpose_b,
+                       DefaultValuedAttr<I64Attr, "0">:$class_offset, I64Attr:$num_classes,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs LLM_FloatTensor:$dh, LLM_FloatTensor:$dw, LLM_FloatTensor:$scratch);
+  let assemblyFormat = [{
+    $h `,` $w `,` $targets `,` $shift `,` $dsumexp `,` $dtarget_logit attr-dict `:`
+    type($h) `,` type($w) `,` type($targets) `,` type($shift)
+  }];
+  let hasVerifier = 1;
 }
 
 def LLM_MatmulNf4Op : LLM_PureOp<"matmul_nf4", [ExpensiveToRecompute]> {

@@ -13,10 +13,8 @@
 #include <vector>
 
 namespace llmc::contracts {
-namespace {
 
-/// Fills the class range of a logits shard of `width` classes.
-bool classShard(Validator &v, int64_t width, CrossEntropyPartialBinding *out) {
+bool bindClassShard(Validator &v, int64_t width, CrossEntropyPartialBinding *out) {
   int64_t offset, total, ignoreIndex;
   if (!v.intAttr("class_offset", &offset, 0) || !v.intAttr("ignore_index", &ignoreIndex, -1))
     return false;
@@ -33,6 +31,8 @@ bool classShard(Validator &v, int64_t width, CrossEntropyPartialBinding *out) {
   out->ignoreIndex = ignoreIndex;
   return true;
 }
+
+namespace {
 
 /// f32 `rows` (the shape of the logits without their last dimension).
 bool isRowStat(Validator &v, const TensorView &t, const char *what,
@@ -51,7 +51,7 @@ bool checkPartial(Validator &v, CrossEntropyPartialBinding *out) {
   if (logits.rank() < 1) return v.fail("logits must have rank >= 1, got " + logits.describe());
   std::vector<int64_t> rows = rowsOf(logits);
   if (!v.isIndex(targets, "targets") || !v.hasType(targets, "targets", targets.dtype, rows) ||
-      !isRowStat(v, v.in(2), "shift", rows) || !classShard(v, logits.dim(-1), out))
+      !isRowStat(v, v.in(2), "shift", rows) || !bindClassShard(v, logits.dim(-1), out))
     return false;
   out->dtype = logits.dtype;
   out->rows = product(rows);

@@ -17,6 +17,10 @@
 #include <cstdint>
 #include <string>
 
+namespace llmc {
+class Validator;
+} // namespace llmc
+
 namespace llmc::contracts {
 
 /// reduce_max: out[rows] = max over the first `valid` columns of each row of
@@ -39,6 +43,9 @@ struct CrossEntropyPartialBinding {
 };
 bool bindCrossEntropyPartial(const KernelArgs &args, std::string &error,
                              CrossEntropyPartialBinding *out);
+/// The attributes placing a shard of `width` classes (class_offset,
+/// num_classes, ignore_index) into `out`, for every kernel of a sharded loss.
+bool bindClassShard(Validator &v, int64_t width, CrossEntropyPartialBinding *out);
 bool bindCrossEntropyPartialGrad(const KernelArgs &args, std::string &error,
                                  CrossEntropyPartialBinding *out);
 

@@ -7,13 +7,11 @@
 #include <vector>
 
 namespace llmc::contracts {
+namespace {
 
-bool bindLinearCrossEntropy(const KernelArgs &args, bool train, std::string &error,
-                            LinearCrossEntropyBinding *out) {
-  Validator v(linearCrossEntropyName(train), args, error);
-  LinearCrossEntropyBinding b;
-  b.train = train;
-  if (!v.arity(train ? 4 : 3, train ? 4 : 2) || !v.flagAttr("transpose_b", &b.transposeB) ||
+/// h, w, targets (inputs 0-2) and the head's attributes, into `b`.
+bool bindHead(Validator &v, LinearCrossEntropyBinding &b) {
+  if (!v.flagAttr("transpose_b", &b.transposeB) ||
       !v.intAttr("ignore_index", &b.ignoreIndex, -1) || !v.intAttr("chunk_rows", &b.chunkRows, 0))
     return false;
   const TensorView &h = v.in(0), &w = v.in(1), &targets = v.in(2);
@@ -31,14 +29,57 @@ bool bindLinearCrossEntropy(const KernelArgs &args, bool train, std::string &err
     return false;
   b.rows = product(rows);
   if (b.chunkRows < 1) return v.fail("chunk_rows must be >= 1");
-  size_t scratch = train ? 3 : 1;
-  if (!v.isF32Scalar(v.out(0), "loss") ||
-      !v.hasType(v.out(scratch), "scratch", DType::F32, {b.chunkRows, b.vocab}))
+  b.shard = {b.vocab, 0, b.vocab, b.ignoreIndex};
+  return true;
+}
+
+bool isScratch(Validator &v, const TensorView &t, const LinearCrossEntropyBinding &b) {
+  return v.hasType(t, "scratch", DType::F32, {b.chunkRows, b.vocab});
+}
+
+/// dh (h's type and shape) and dw (w's) as outputs `first`, `first` + 1.
+bool areGrads(Validator &v, size_t first) {
+  const TensorView &h = v.in(0), &w = v.in(1);
+  return v.hasType(v.out(first), "dh", h.dtype, h.shape) &&
+         v.hasType(v.out(first + 1), "dw", h.dtype, w.shape);
+}
+
+} // namespace
+
+bool bindLinearCrossEntropy(const KernelArgs &args, bool train, std::string &error,
+                            LinearCrossEntropyBinding *out) {
+  Validator v(linearCrossEntropyName(train), args, error);
+  LinearCrossEntropyBinding b;
+  b.train = train;
+  if (!v.arity(train ? 4 : 3, train ? 4 : 2) || !bindHead(v, b) ||
+      !v.isF32Scalar(v.out(0), "loss") || !isScratch(v, v.out(train ? 3 : 1), b))
     return false;
-  if (train && (!v.isF32Scalar(v.in(3), "dloss") ||
-                !v.hasType(v.out(1), "dh", h.dtype, h.shape) ||
-                !v.hasType(v.out(2), "dw", h.dtype, w.shape)))
+  if (train && (!v.isF32Scalar(v.in(3), "dloss") || !areGrads(v, 1)))
     return false;
+  *out = b;
+  return true;
+}
+
+bool bindLinearCrossEntropyPartial(const KernelArgs &args, bool grad, std::string &error,
+                                   LinearCrossEntropyBinding *out) {
+  Validator v(linearCrossEntropyPartialName(grad), args, error);
+  LinearCrossEntropyBinding b;
+  b.train = grad;
+  CrossEntropyPartialBinding shard;
+  if (!v.arity(grad ? 6 : 3, grad ? 3 : 4) || !bindHead(v, b) ||
+      !bindClassShard(v, b.vocab, &shard))
+    return false;
+  b.shard = {b.vocab, shard.classOffset, shard.numClasses, b.ignoreIndex};
+  const std::vector<int64_t> &rows = v.in(2).shape;
+  auto rowStat = [&](const TensorView &t, const char *what) {
+    return v.hasType(t, what, DType::F32, rows);
+  };
+  bool ok = grad ? rowStat(v.in(3), "shift") && rowStat(v.in(4), "dsumexp") &&
+                       rowStat(v.in(5), "dtarget_logit") && areGrads(v, 0) &&
+                       isScratch(v, v.out(2), b)
+                 : rowStat(v.out(0), "max") && rowStat(v.out(1), "sumexp") &&
+                       rowStat(v.out(2), "target_logit") && isScratch(v, v.out(3), b);
+  if (!ok) return false;
   *out = b;
   return true;
 }

@@ -218,8 +218,9 @@ inline float expFast(float x) {
   return x < -87.0f ? 0.0f : y * pow2;
 }
 
-/// max and log Σ exp of one row of V fp32 logits (the softmax kernels').
-inline float rowLogSumExp(const float *row, int64_t vocab, float *maxOut) {
+/// The max and Σ exp(x − max) of one row of V fp32 logits (the softmax
+/// kernels'; an empty row gives −inf and 0).
+inline float rowSumExp(const float *row, int64_t vocab, float *maxOut) {
   float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
   for (int64_t j = 0; j < vocab; ++j) m = std::max(m, row[j]);
@@ -227,7 +228,13 @@ inline float rowLogSumExp(const float *row, int64_t vocab, float *maxOut) {
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < vocab; ++j) sum += expFast(row[j] - m);
   *maxOut = m;
-  return m + std::log(sum);
+  return sum;
+}
+
+/// The max and log Σ exp of one row of V fp32 logits.
+inline float rowLogSumExp(const float *row, int64_t vocab, float *maxOut) {
+  const float sum = rowSumExp(row, vocab, maxOut);
+  return *maxOut + std::log(sum);
 }
 
 inline float sigmoidFast(float x) { return 1.0f / (1.0f + expFast(-x)); }

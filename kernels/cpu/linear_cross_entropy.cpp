@@ -9,6 +9,15 @@
 // whole [rows, V] logits and their gradient are never stored: the arena
 // holds one chunk.
 //
+// Under vocabulary parallelism a rank holds a shard of w and the log-sum-
+// exp needs every shard, so the loop runs twice, with collectives between
+// (passes/Fuse.cpp): linear_cross_entropy_partial keeps per row the
+// shard's max, Σ exp(logit − max) and the target's logit (reduce_max and
+// cross_entropy_partial, the sum relative to the shard's own max), and
+// linear_cross_entropy_partial_grad computes the logits again and forms
+// cross_entropy_partial_grad's gradient in their place before the two
+// products: one GEMM more than the unfused ops, no [rows, V] tensor.
+//
 // bf16 and f16 are storage, as in matmul: h and w are widened into fp32
 // copies, each chunk's logits rounded to the type (where the unfused
 // matmul stores them) before the loss reads them, the gradient rounded
@@ -30,18 +39,17 @@
 namespace llmc::cpu {
 namespace {
 
-template <typename T> class LinearCrossEntropyKernel final : public Kernel {
+/// The chunk loop every head kernel runs: each chunk's logits into the
+/// scratch, a kernel-specific pass over its rows and, when training, the
+/// gradient that pass left in the scratch multiplied into dh and dw.
+template <typename T> class ChunkedHead : public Kernel {
+protected:
   static constexpr bool kWide = std::is_same_v<T, float>;
 
-public:
-  LinearCrossEntropyKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b,
-                           SgemmFn sgemm)
+  ChunkedHead(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b,
+              SgemmFn sgemm, T *dh, T *dw, float *scratch)
       : b_(b), sgemm_(sgemm), h_(args.inputs[0].as<T>()), w_(args.inputs[1].as<T>()),
-        targets_(args.inputs[2]), dloss_(b.train ? args.inputs[3].as<float>() : nullptr),
-        loss_(args.outputs[0].as<float>()), dh_(b.train ? args.outputs[1].as<T>() : nullptr),
-        dw_(b.train ? args.outputs[2].as<T>() : nullptr),
-        scratch_(args.outputs[b.train ? 3 : 1].as<float>()), threads_(bindThreads()),
-        rowLoss_(static_cast<size_t>(b.rows)) {
+        targets_(args.inputs[2]), dh_(dh), dw_(dw), scratch_(scratch), threads_(bindThreads()) {
     if constexpr (!kWide) {
       const int64_t chunk = std::min(b.chunkRows, b.rows) * b.width;
       wWide_.resize(b.vocab * b.width);
@@ -53,23 +61,22 @@ public:
     }
   }
 
-  void run(const StepContext &) override {
-    const int64_t rows = b_.rows, d = b_.width, vocab = b_.vocab;
-    int64_t count = 0;
-    for (int64_t r = 0; r < rows; ++r) count += targets_[r] != b_.ignoreIndex;
-    const float factor = b_.train && count ? *dloss_ / static_cast<float>(count) : 0.0f;
+  /// Runs the chunks; `rows(r0, n)` sees rows r0 .. r0+n's logits in the
+  /// scratch and, when training, leaves their gradient there.
+  template <typename Rows> void forEachChunk(Rows &&rows) {
+    const int64_t d = b_.width, vocab = b_.vocab;
     const int ldw = static_cast<int>(b_.transposeB ? d : vocab);
     const float *w = wide(w_, wWide_, vocab * d);
     float *dw = kWide ? reinterpret_cast<float *>(dw_) : dwWide_.data();
-    for (int64_t r0 = 0; r0 < rows; r0 += b_.chunkRows) {
-      const int n = static_cast<int>(std::min(b_.chunkRows, rows - r0));
+    for (int64_t r0 = 0; r0 < b_.rows; r0 += b_.chunkRows) {
+      const int n = static_cast<int>(std::min(b_.chunkRows, b_.rows - r0));
       const float *hc = wide(h_ + r0 * d, hWide_, n * d);
       // logits[n, V] = h_c · wᵀ (w [V, D]) or h_c · w (w [D, V]).
       sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasTrans : CblasNoTrans, n,
              static_cast<int>(vocab), static_cast<int>(d), 1.0f, hc, static_cast<int>(d), w, ldw,
              0.0f, scratch_, static_cast<int>(vocab));
       roundThrough(scratch_, n * vocab);
-      chunkRows(r0, n, factor);
+      rows(r0, n);
       if (!b_.train)
         continue;
       roundThrough(scratch_, n * vocab);
@@ -93,10 +100,14 @@ public:
     if constexpr (!kWide) {
       if (b_.train) narrow(dw, dw_, vocab * d);
     }
-    double total = 0.0;
-    for (int64_t r = 0; r < rows; ++r) total += rowLoss_[r];
-    *loss_ = count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
   }
+
+  /// The scratch row of chunk row `i`.
+  float *scratchRow(int i) const { return scratch_ + i * b_.vocab; }
+
+  contracts::LinearCrossEntropyBinding b_;
+  IdView targets_;
+  int threads_;
 
 private:
   /// `n` values of x as fp32: x itself, or widened into `scratch`.
@@ -127,6 +138,40 @@ private:
     }
   }
 
+  SgemmFn sgemm_;
+  const T *h_, *w_;
+  T *dh_, *dw_;
+  float *scratch_;
+  // bf16 / f16 only: fp32 copies of w and a chunk of h, a chunk of dh, dw.
+  std::vector<float> wWide_, hWide_, dhWide_, dwWide_;
+};
+
+/// linear_cross_entropy(_train): the whole vocabulary, the loss (and its
+/// gradient with dloss known up front).
+template <typename T> class LinearCrossEntropyKernel final : public ChunkedHead<T> {
+  using Base = ChunkedHead<T>;
+  using Base::b_, Base::targets_, Base::threads_;
+
+public:
+  LinearCrossEntropyKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b,
+                           SgemmFn sgemm)
+      : Base(args, b, sgemm, b.train ? args.outputs[1].as<T>() : nullptr,
+             b.train ? args.outputs[2].as<T>() : nullptr,
+             args.outputs[b.train ? 3 : 1].as<float>()),
+        dloss_(b.train ? args.inputs[3].as<float>() : nullptr), loss_(args.outputs[0].as<float>()),
+        rowLoss_(static_cast<size_t>(b.rows)) {}
+
+  void run(const StepContext &) override {
+    int64_t count = 0;
+    for (int64_t r = 0; r < b_.rows; ++r) count += targets_[r] != b_.ignoreIndex;
+    const float factor = b_.train && count ? *dloss_ / static_cast<float>(count) : 0.0f;
+    this->forEachChunk([&](int64_t r0, int n) { chunkRows(r0, n, factor); });
+    double total = 0.0;
+    for (int64_t r = 0; r < b_.rows; ++r) total += rowLoss_[r];
+    *loss_ = count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+  }
+
+private:
   /// The losses of rows r0 .. r0+n (whose logits are in the scratch) and,
   /// when training, their gradient in place of the logits.
   void chunkRows(int64_t r0, int n, float factor) {
@@ -134,7 +179,7 @@ private:
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n * vocab > kParallelGrain)
     for (int i = 0; i < n; ++i) {
       const int64_t r = r0 + i, target = targets_[r];
-      float *row = scratch_ + i * vocab;
+      float *row = this->scratchRow(i);
       const bool ignored = target == b_.ignoreIndex;
       if (ignored || target < 0 || target >= vocab) {
         rowLoss_[r] = ignored ? 0.0 : static_cast<double>(kNaN);
@@ -156,43 +201,111 @@ private:
     }
   }
 
-  contracts::LinearCrossEntropyBinding b_;
-  SgemmFn sgemm_;
-  const T *h_, *w_;
-  IdView targets_;
   const float *dloss_;
   float *loss_;
-  T *dh_, *dw_;
-  float *scratch_;
-  int threads_;
   std::vector<double> rowLoss_;
-  // bf16 / f16 only: fp32 copies of w and a chunk of h, a chunk of dh, dw.
-  std::vector<float> wWide_, hWide_, dhWide_, dwWide_;
 };
 
-template <bool Train>
-std::unique_ptr<Kernel> makeLinearCrossEntropy(const KernelArgs &args, std::string &error) {
+/// linear_cross_entropy_partial(_grad): one vocabulary shard's statistics,
+/// or its gradient from the statistics all-reduced over the shards.
+template <typename T> class ShardedHeadKernel final : public ChunkedHead<T> {
+  using Base = ChunkedHead<T>;
+  using Base::b_, Base::targets_, Base::threads_;
+
+public:
+  ShardedHeadKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b,
+                    SgemmFn sgemm)
+      : Base(args, b, sgemm, b.train ? args.outputs[0].as<T>() : nullptr,
+             b.train ? args.outputs[1].as<T>() : nullptr,
+             args.outputs[b.train ? 2 : 3].as<float>()),
+        stats_{b.train ? args.inputs[3].as<float>() : args.outputs[0].as<float>(),
+               b.train ? args.inputs[4].as<float>() : args.outputs[1].as<float>(),
+               b.train ? args.inputs[5].as<float>() : args.outputs[2].as<float>()} {}
+
+  void run(const StepContext &) override {
+    this->forEachChunk([&](int64_t r0, int n) {
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n * b_.vocab > kParallelGrain)
+      for (int i = 0; i < n; ++i) {
+        if (b_.train)
+          gradRow(r0 + i, this->scratchRow(i));
+        else
+          statsRow(r0 + i, this->scratchRow(i));
+      }
+    });
+  }
+
+private:
+  /// reduce_max and cross_entropy_partial of one row, the sum relative to
+  /// the row's max.
+  void statsRow(int64_t r, const float *row) {
+    const contracts::ClassShard &shard = b_.shard;
+    float m;
+    const float sum = rowSumExp(row, shard.valid(), &m); // padding past valid() counts for nothing
+    stats_[0][r] = m;
+    stats_[1][r] = sum;
+    const int64_t column = shard.column(targets_[r]);
+    stats_[2][r] = column >= 0 ? row[column] : column == -1 ? 0.0f : kNaN;
+  }
+
+  /// cross_entropy_partial_grad of one row, in place of its logits.
+  void gradRow(int64_t r, float *row) {
+    const contracts::ClassShard &shard = b_.shard;
+    const int64_t column = shard.column(targets_[r]), valid = shard.valid();
+    if (column == -2) {
+#pragma omp simd
+      for (int64_t j = 0; j < shard.width; ++j) row[j] = kNaN;
+      return;
+    }
+    const float shift = stats_[0][r], ds = stats_[1][r];
+    const float target = column >= 0 ? row[column] : 0.0f;
+#pragma omp simd
+    for (int64_t j = 0; j < valid; ++j) row[j] = ds * expFast(row[j] - shift);
+    for (int64_t j = valid; j < shard.width; ++j) row[j] = 0.0f; // padding gets no gradient
+    // cross_entropy_partial_grad's expression, so it rounds (and contracts) alike.
+    if (column >= 0) row[column] = ds * expFast(target - shift) + stats_[2][r];
+  }
+
+  /// Forward: the outputs max, sumexp, target_logit. Backward: the inputs
+  /// shift, dsumexp, dtarget_logit.
+  float *stats_[3];
+};
+
+template <template <typename> class K, bool Train>
+std::unique_ptr<Kernel> makeHead(const KernelArgs &args, std::string &error, bool sharded) {
   contracts::LinearCrossEntropyBinding b;
-  if (!contracts::bindLinearCrossEntropy(args, Train, error, &b)) return nullptr;
+  const char *name = sharded ? contracts::linearCrossEntropyPartialName(Train)
+                             : contracts::linearCrossEntropyName(Train);
+  if (!(sharded ? contracts::bindLinearCrossEntropyPartial(args, Train, error, &b)
+                : contracts::bindLinearCrossEntropy(args, Train, error, &b)))
+    return nullptr;
   std::string blasError;
   SgemmFn sgemm = blasSgemm(blasError);
   if (!sgemm) {
-    error = std::string(contracts::linearCrossEntropyName(Train)) + ": " + blasError;
+    error = std::string(name) + ": " + blasError;
     return nullptr;
   }
-  return makeFloatKernel<LinearCrossEntropyKernel>(b.dtype, args, b, sgemm);
+  return makeFloatKernel<K>(b.dtype, args, b, sgemm);
 }
 
 std::unique_ptr<Kernel> makeLinearCrossEntropyForward(const KernelArgs &args, std::string &error) {
-  return makeLinearCrossEntropy<false>(args, error);
+  return makeHead<LinearCrossEntropyKernel, false>(args, error, false);
 }
 std::unique_ptr<Kernel> makeLinearCrossEntropyTrain(const KernelArgs &args, std::string &error) {
-  return makeLinearCrossEntropy<true>(args, error);
+  return makeHead<LinearCrossEntropyKernel, true>(args, error, false);
+}
+std::unique_ptr<Kernel> makeLinearCrossEntropyPartial(const KernelArgs &args, std::string &error) {
+  return makeHead<ShardedHeadKernel, false>(args, error, true);
+}
+std::unique_ptr<Kernel> makeLinearCrossEntropyPartialGrad(const KernelArgs &args,
+                                                          std::string &error) {
+  return makeHead<ShardedHeadKernel, true>(args, error, true);
 }
 
 } // namespace
 
 LLMC_REGISTER_KERNEL(CPU, "linear_cross_entropy", makeLinearCrossEntropyForward);
 LLMC_REGISTER_KERNEL(CPU, "linear_cross_entropy_train", makeLinearCrossEntropyTrain);
+LLMC_REGISTER_KERNEL(CPU, "linear_cross_entropy_partial", makeLinearCrossEntropyPartial);
+LLMC_REGISTER_KERNEL(CPU, "linear_cross_entropy_partial_grad", makeLinearCrossEntropyPartialGrad);
 
 } // namespace llmc::cpu

@@ -8,6 +8,12 @@
 // it into the chunk's rows of dh and into dw (accumulating after the first
 // chunk). Every GEMM is planned at bind time, three per chunk.
 //
+// The vocabulary-parallel forms run the same chunks over a shard of w:
+// linear_cross_entropy_partial keeps each row's max, Σ exp(logit − max)
+// (one block per row) and target logit; linear_cross_entropy_partial_grad
+// forms cross_entropy_partial_grad's gradient in place (a grid-stride loop
+// over the chunk) before the two products.
+//
 // bf16 and f16 GEMMs read and write their operands' type, so there the
 // chunk is held in that type (in the first half of the fp32 scratch): the
 // logits rounded where the unfused matmul stores them, the gradient where
@@ -57,18 +63,66 @@ __global__ void chunkRowsKernel(T *chunk, const I *targets, float *rowLoss, int6
   }
 }
 
-template <typename T> class LinearCrossEntropyKernel final : public Kernel {
-public:
-  LinearCrossEntropyKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b)
-      : b_(b), targets_(args.inputs[2]), dloss_(b.train ? args.inputs[3].as<float>() : nullptr),
-        loss_(args.outputs[0].as<float>()), scratch_(args.outputs[b.train ? 3 : 1].as<T>()),
-        rowLoss_(static_cast<size_t>(b.rows) * sizeof(float)), scale_(sizeof(float)) {}
+constexpr float kNaN = __builtin_nanf("");
+
+/// One vocabulary shard's statistics of rows [r0, r0 + n) from their
+/// logits in `chunk`: max, Σ exp(logit − max) and the target's logit.
+template <typename I, typename T>
+__global__ void shardStatsKernel(const T *chunk, const I *targets, int64_t r0, int64_t n,
+                                 contracts::ClassShard shard, float *max, float *sumexp,
+                                 float *targetLogit) {
+  __shared__ float red[32];
+  const int64_t valid = shard.valid(); // padding past it counts for nothing
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const T *row = chunk + i * shard.width;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, load(row, j));
+    m = blockMax(m, red);
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += expf(load(row, j) - m);
+    sum = blockSum(sum, red);
+    if (threadIdx.x == 0) {
+      const int64_t r = r0 + i, column = shard.column(static_cast<int64_t>(targets[r]));
+      max[r] = m;
+      sumexp[r] = sum;
+      targetLogit[r] = column >= 0 ? load(row, column) : column == -1 ? 0.0f : kNaN;
+    }
+  }
+}
+
+/// cross_entropy_partial_grad of rows [r0, r0 + n) in place of their
+/// logits in `chunk`.
+template <typename I, typename T>
+__global__ void shardGradKernel(T *chunk, const I *targets, int64_t r0, int64_t n,
+                                contracts::ClassShard shard, const float *shift,
+                                const float *dsumexp, const float *dtarget) {
+  LLMC_GRID_STRIDE(e, n * shard.width) {
+    const int64_t r = r0 + e / shard.width, j = e % shard.width;
+    const int64_t column = shard.column(static_cast<int64_t>(targets[r]));
+    if (column == -2) {
+      store(chunk, e, kNaN);
+      continue;
+    }
+    if (j >= shard.valid()) { // padding gets no gradient
+      store(chunk, e, 0.0f);
+      continue;
+    }
+    float g = dsumexp[r] * expf(load(chunk, e) - shift[r]);
+    if (j == column) g += dtarget[r];
+    store(chunk, e, g);
+  }
+}
+
+/// The chunk loop every head kernel runs: per chunk, the logits' GEMM, a
+/// kernel-specific pass over the chunk's rows and, when training, the two
+/// GEMMs of the gradient that pass left in the scratch.
+template <typename T> class ChunkedHead : public Kernel {
+protected:
+  ChunkedHead(const contracts::LinearCrossEntropyBinding &b, T *scratch)
+      : b_(b), scratch_(scratch) {}
 
   /// Plans the chunk GEMMs; false with `error` set when cuBLASLt refuses.
-  bool plan(const KernelArgs &args, std::string &error) {
-    const T *h = args.inputs[0].as<T>(), *w = args.inputs[1].as<T>();
-    T *dh = b_.train ? args.outputs[1].as<T>() : nullptr;
-    T *dw = b_.train ? args.outputs[2].as<T>() : nullptr;
+  bool planChunks(const T *h, const T *w, T *dh, T *dw, std::string &error) {
     for (int64_t r0 = 0; r0 < b_.rows; r0 += b_.chunkRows) {
       const int64_t n = std::min(b_.chunkRows, b_.rows - r0);
       GemmDesc logits; // [n, V] = h_c · wᵀ or h_c · w
@@ -101,6 +155,54 @@ public:
     return true;
   }
 
+  /// Runs the chunks; `rows(r0, n)` launches the pass over rows
+  /// r0 .. r0+n, whose logits are in the scratch.
+  template <typename Rows> void forEachChunk(cudaStream_t stream, Rows &&rows) {
+    size_t g = 0;
+    for (int64_t r0 = 0; r0 < b_.rows; r0 += b_.chunkRows) {
+      const int64_t n = std::min(b_.chunkRows, b_.rows - r0);
+      gemms_[g++]->run(stream);
+      rows(r0, n);
+      LLMC_CUDA_CHECK_LAUNCH();
+      if (b_.train) {
+        gemms_[g++]->run(stream);
+        gemms_[g++]->run(stream);
+      }
+    }
+  }
+
+  contracts::LinearCrossEntropyBinding b_;
+  T *scratch_; // the chunk, in h's type
+
+private:
+  bool add(const GemmDesc &desc, std::string &error) {
+    std::unique_ptr<LtGemm> gemm = LtGemm::create(desc, error);
+    if (!gemm) return false;
+    gemms_.push_back(std::move(gemm));
+    return true;
+  }
+
+  std::vector<std::unique_ptr<LtGemm>> gemms_;
+};
+
+/// linear_cross_entropy(_train): the whole vocabulary.
+template <typename T> class LinearCrossEntropyKernel final : public ChunkedHead<T> {
+  using ChunkedHead<T>::b_, ChunkedHead<T>::scratch_;
+
+public:
+  LinearCrossEntropyKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b)
+      : ChunkedHead<T>(b, args.outputs[b.train ? 3 : 1].as<T>()), targets_(args.inputs[2]),
+        dloss_(b.train ? args.inputs[3].as<float>() : nullptr),
+        loss_(args.outputs[0].as<float>()),
+        rowLoss_(static_cast<size_t>(b.rows) * sizeof(float)), scale_(sizeof(float)) {}
+
+  bool plan(const KernelArgs &args, std::string &error) {
+    const bool train = b_.train;
+    return this->planChunks(args.inputs[0].as<T>(), args.inputs[1].as<T>(),
+                            train ? args.outputs[1].as<T>() : nullptr,
+                            train ? args.outputs[2].as<T>() : nullptr, error);
+  }
+
   void run(const StepContext &ctx) override {
     cudaStream_t stream = streamOf(ctx);
     float *rowLoss = rowLoss_.as<float>(), *scale = b_.train ? scale_.as<float>() : nullptr;
@@ -113,10 +215,7 @@ public:
                                                                  b_.ignoreIndex, dloss_, scale);
       LLMC_CUDA_CHECK_LAUNCH();
     }
-    size_t g = 0;
-    for (int64_t r0 = 0; r0 < b_.rows; r0 += b_.chunkRows) {
-      const int64_t n = std::min(b_.chunkRows, b_.rows - r0);
-      gemms_[g++]->run(stream);
+    this->forEachChunk(stream, [&](int64_t r0, int64_t n) {
       const int grid = lossRowGrid(n), threads = lossRowThreads(b_.vocab);
       if (targets_.wide)
         chunkRowsKernel<int64_t, T><<<grid, threads, 0, stream>>>(
@@ -124,12 +223,7 @@ public:
       else
         chunkRowsKernel<int32_t, T><<<grid, threads, 0, stream>>>(
             scratch_, targets_.narrow(), rowLoss, r0, n, b_.vocab, b_.ignoreIndex, scale);
-      LLMC_CUDA_CHECK_LAUNCH();
-      if (b_.train) {
-        gemms_[g++]->run(stream);
-        gemms_[g++]->run(stream);
-      }
-    }
+    });
     if (targets_.wide)
       meanLossKernel<int64_t><<<1, kLossThreads, 0, stream>>>(rowLoss, targets_.wide64(), b_.rows,
                                                               b_.ignoreIndex, loss_);
@@ -140,52 +234,101 @@ public:
   }
 
 private:
-  bool add(const GemmDesc &desc, std::string &error) {
-    std::unique_ptr<LtGemm> gemm = LtGemm::create(desc, error);
-    if (!gemm) return false;
-    gemms_.push_back(std::move(gemm));
-    return true;
-  }
-
-  contracts::LinearCrossEntropyBinding b_;
   Ids targets_;
   const float *dloss_;
   float *loss_;
-  T *scratch_; // the chunk, in h's type
   BindScratch rowLoss_; // [rows] f32
   BindScratch scale_;   // dloss / count
-  std::vector<std::unique_ptr<LtGemm>> gemms_;
 };
 
-template <bool Train>
-std::unique_ptr<Kernel> makeCudaLinearCrossEntropy(const KernelArgs &args, std::string &error) {
+/// linear_cross_entropy_partial(_grad): one vocabulary shard.
+template <typename T> class ShardedHeadKernel final : public ChunkedHead<T> {
+  using ChunkedHead<T>::b_, ChunkedHead<T>::scratch_;
+
+public:
+  ShardedHeadKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b)
+      : ChunkedHead<T>(b, args.outputs[b.train ? 2 : 3].as<T>()), targets_(args.inputs[2]),
+        stats_{b.train ? args.inputs[3].as<float>() : args.outputs[0].as<float>(),
+               b.train ? args.inputs[4].as<float>() : args.outputs[1].as<float>(),
+               b.train ? args.inputs[5].as<float>() : args.outputs[2].as<float>()} {}
+
+  bool plan(const KernelArgs &args, std::string &error) {
+    const bool train = b_.train;
+    return this->planChunks(args.inputs[0].as<T>(), args.inputs[1].as<T>(),
+                            train ? args.outputs[0].as<T>() : nullptr,
+                            train ? args.outputs[1].as<T>() : nullptr, error);
+  }
+
+  void run(const StepContext &ctx) override {
+    cudaStream_t stream = streamOf(ctx);
+    this->forEachChunk(stream, [&](int64_t r0, int64_t n) {
+      if (targets_.wide)
+        launch(stream, targets_.wide64(), r0, n);
+      else
+        launch(stream, targets_.narrow(), r0, n);
+    });
+  }
+
+private:
+  template <typename I> void launch(cudaStream_t stream, const I *targets, int64_t r0, int64_t n) {
+    if (b_.train)
+      shardGradKernel<I, T><<<gridFor(n * b_.vocab), kBlock, 0, stream>>>(
+          scratch_, targets, r0, n, b_.shard, stats_[0], stats_[1], stats_[2]);
+    else
+      shardStatsKernel<I, T><<<lossRowGrid(n), lossRowThreads(b_.vocab), 0, stream>>>(
+          scratch_, targets, r0, n, b_.shard, stats_[0], stats_[1], stats_[2]);
+  }
+
+  Ids targets_;
+  /// Forward: the outputs max, sumexp, target_logit. Backward: the inputs
+  /// shift, dsumexp, dtarget_logit.
+  float *stats_[3];
+};
+
+template <template <typename> class K, bool Train>
+std::unique_ptr<Kernel> makeCudaHead(const KernelArgs &args, std::string &error, bool sharded) {
   contracts::LinearCrossEntropyBinding b;
-  if (!contracts::bindLinearCrossEntropy(args, Train, error, &b)) return nullptr;
+  const char *name = sharded ? contracts::linearCrossEntropyPartialName(Train)
+                             : contracts::linearCrossEntropyName(Train);
+  if (!(sharded ? contracts::bindLinearCrossEntropyPartial(args, Train, error, &b)
+                : contracts::bindLinearCrossEntropy(args, Train, error, &b)))
+    return nullptr;
   auto planned = [&](auto kernel) -> std::unique_ptr<Kernel> {
     std::string gemmError;
     if (!kernel->plan(args, gemmError)) {
-      error = std::string(contracts::linearCrossEntropyName(Train)) + ": " + gemmError;
+      error = std::string(name) + ": " + gemmError;
       return nullptr;
     }
     return kernel;
   };
   switch (b.dtype) {
-  case DType::BF16: return planned(std::make_unique<LinearCrossEntropyKernel<bf16>>(args, b));
-  case DType::F16: return planned(std::make_unique<LinearCrossEntropyKernel<f16>>(args, b));
-  default: return planned(std::make_unique<LinearCrossEntropyKernel<float>>(args, b));
+  case DType::BF16: return planned(std::make_unique<K<bf16>>(args, b));
+  case DType::F16: return planned(std::make_unique<K<f16>>(args, b));
+  default: return planned(std::make_unique<K<float>>(args, b));
   }
 }
 
 std::unique_ptr<Kernel> makeCudaLinearCrossEntropyForward(const KernelArgs &args, std::string &error) {
-  return makeCudaLinearCrossEntropy<false>(args, error);
+  return makeCudaHead<LinearCrossEntropyKernel, false>(args, error, false);
 }
 std::unique_ptr<Kernel> makeCudaLinearCrossEntropyTrain(const KernelArgs &args, std::string &error) {
-  return makeCudaLinearCrossEntropy<true>(args, error);
+  return makeCudaHead<LinearCrossEntropyKernel, true>(args, error, false);
+}
+std::unique_ptr<Kernel> makeCudaLinearCrossEntropyPartial(const KernelArgs &args,
+                                                          std::string &error) {
+  return makeCudaHead<ShardedHeadKernel, false>(args, error, true);
+}
+std::unique_ptr<Kernel> makeCudaLinearCrossEntropyPartialGrad(const KernelArgs &args,
+                                                              std::string &error) {
+  return makeCudaHead<ShardedHeadKernel, true>(args, error, true);
 }
 
 } // namespace
 
 LLMC_REGISTER_KERNEL(CUDA, "linear_cross_entropy", makeCudaLinearCrossEntropyForward);
 LLMC_REGISTER_KERNEL(CUDA, "linear_cross_entropy_train", makeCudaLinearCrossEntropyTrain);
+LLMC_REGISTER_KERNEL(CUDA, "linear_cross_entropy_partial", makeCudaLinearCrossEntropyPartial);
+LLMC_REGISTER_KERNEL(CUDA, "linear_cross_entropy_partial_grad",
+                     makeCudaLinearCrossEntropyPartialGrad);
 
 } // namespace llmc::cuda

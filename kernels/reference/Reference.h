@@ -222,6 +222,18 @@ RefTensor crossEntropyGrad(const RefTensor &logits, const RefTensor &targets, do
 std::vector<RefTensor> linearCrossEntropy(const RefTensor &h, const RefTensor &w,
                                           const RefTensor &targets, bool transposeB,
                                           int64_t ignoreIndex, const double *dloss);
+/// A vocabulary shard's head (w holds classes [classOffset, classOffset + V)
+/// of numClasses): {max, Σ exp(logit − max), the target's logit or 0} per
+/// row, reduce_max and crossEntropyPartial on the shard's logits.
+std::vector<RefTensor> linearCrossEntropyPartial(const RefTensor &h, const RefTensor &w,
+                                                 const RefTensor &targets, bool transposeB,
+                                                 int64_t classOffset, int64_t numClasses,
+                                                 int64_t ignoreIndex);
+/// Its backward: {dh, dw} of crossEntropyPartialGrad on the shard's logits.
+std::vector<RefTensor> linearCrossEntropyPartialGrad(
+    const RefTensor &h, const RefTensor &w, const RefTensor &targets, const RefTensor &shift,
+    const RefTensor &dsumexp, const RefTensor &dtargetLogit, bool transposeB,
+    int64_t classOffset, int64_t numClasses, int64_t ignoreIndex);
 
 //===- linear.cpp ---------------------------------------------------------===//
 

@@ -2,7 +2,9 @@
 //
 // What the fused kernels must equal: the head's matmul, cross_entropy and,
 // for training, cross_entropy_grad and the two matmuls of its backward,
-// each by its own reference, over h flattened to [rows, D].
+// each by its own reference, over h flattened to [rows, D]; for a
+// vocabulary shard, reduce_max and cross_entropy_partial, and
+// cross_entropy_partial_grad with the two matmuls.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,25 +12,72 @@
 
 namespace llmc::ref {
 
+namespace {
+
+/// h as [rows, D], targets as [rows] and the head's logits [rows, V].
+struct Head {
+  RefTensor rows, targets, logits;
+};
+
+Head head(const char *op, const RefTensor &h, const RefTensor &w, const RefTensor &targets,
+          bool transposeB) {
+  require(h.shape.size() >= 2 && w.shape.size() == 2, op, "h must be [..., D] and w a matrix");
+  Head out{h, targets, {}};
+  out.rows.shape = {h.numel() / h.shape.back(), h.shape.back()};
+  out.targets.shape = {out.rows.shape[0]};
+  out.logits = matmul(out.rows, w, false, transposeB);
+  return out;
+}
+
+/// {dh, dw} from the logits' gradient g [rows, V].
+std::vector<RefTensor> backward(const Head &x, const RefTensor &h, const RefTensor &w,
+                                const RefTensor &g, bool transposeB) {
+  RefTensor dh = matmul(g, w, false, !transposeB);
+  dh.shape = h.shape;
+  return {dh, transposeB ? matmul(g, x.rows, true, false) : matmul(x.rows, g, true, false)};
+}
+
+/// A per-row statistic with the rows shaped as `like`'s.
+RefTensor perRow(RefTensor stat, const RefTensor &like) {
+  stat.shape = like.shape;
+  return stat;
+}
+
+} // namespace
+
 std::vector<RefTensor> linearCrossEntropy(const RefTensor &h, const RefTensor &w,
                                           const RefTensor &targets, bool transposeB,
                                           int64_t ignoreIndex, const double *dloss) {
-  require(h.shape.size() >= 2 && w.shape.size() == 2, "linear_cross_entropy",
-          "h must be [..., D] and w a matrix");
-  RefTensor rows = h;
-  rows.shape = {h.numel() / h.shape.back(), h.shape.back()};
-  RefTensor flatTargets = targets;
-  flatTargets.shape = {rows.shape[0]};
-  RefTensor logits = matmul(rows, w, false, transposeB);
-  std::vector<RefTensor> out{crossEntropy(logits, flatTargets, ignoreIndex)};
+  Head x = head("linear_cross_entropy", h, w, targets, transposeB);
+  std::vector<RefTensor> out{crossEntropy(x.logits, x.targets, ignoreIndex)};
   if (!dloss)
     return out;
-  RefTensor g = crossEntropyGrad(logits, flatTargets, *dloss, ignoreIndex);
-  RefTensor dh = matmul(g, w, false, !transposeB);
-  dh.shape = h.shape;
-  out.push_back(dh);
-  out.push_back(transposeB ? matmul(g, rows, true, false) : matmul(rows, g, true, false));
+  RefTensor g = crossEntropyGrad(x.logits, x.targets, *dloss, ignoreIndex);
+  for (RefTensor &grad : backward(x, h, w, g, transposeB))
+    out.push_back(std::move(grad));
   return out;
+}
+
+std::vector<RefTensor> linearCrossEntropyPartial(const RefTensor &h, const RefTensor &w,
+                                                 const RefTensor &targets, bool transposeB,
+                                                 int64_t classOffset, int64_t numClasses,
+                                                 int64_t ignoreIndex) {
+  Head x = head("linear_cross_entropy_partial", h, w, targets, transposeB);
+  RefTensor max = reduceMax(x.logits, classOffset, numClasses);
+  std::vector<RefTensor> stats =
+      crossEntropyPartial(x.logits, x.targets, max, classOffset, numClasses, ignoreIndex);
+  return {perRow(max, targets), perRow(stats[0], targets), perRow(stats[1], targets)};
+}
+
+std::vector<RefTensor> linearCrossEntropyPartialGrad(
+    const RefTensor &h, const RefTensor &w, const RefTensor &targets, const RefTensor &shift,
+    const RefTensor &dsumexp, const RefTensor &dtargetLogit, bool transposeB,
+    int64_t classOffset, int64_t numClasses, int64_t ignoreIndex) {
+  Head x = head("linear_cross_entropy_partial_grad", h, w, targets, transposeB);
+  RefTensor g = crossEntropyPartialGrad(
+      x.logits, x.targets, perRow(shift, x.targets), perRow(dsumexp, x.targets),
+      perRow(dtargetLogit, x.targets), classOffset, numClasses, ignoreIndex);
+  return backward(x, h, w, g, transposeB);
 }
 
 } // namespace llmc::ref

@@ -90,6 +90,110 @@ func.func @kept(%h: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %t: tensor<4x8xi3
 
 // -----
 
+// The vocabulary-parallel head (tensor parallelism): the forward's max and
+// partial sums become linear_cross_entropy_partial where the max was, its
+// sum rescaled to the all-reduced shift (s·exp(max − shift), a
+// fused_elementwise) where the partial was; the backward's gradient and
+// its products become linear_cross_entropy_partial_grad. The collectives
+// and the rank offset stay. 16 local classes: 32 rows fit one chunk,
+// 512 bytes hold 8.
+// CHECK-LABEL: func.func @tp_train
+// CHECK-NEXT:  %[[X:.*]] = dist.replicate %arg0
+// CHECK-NEXT:  %[[MAX:.*]], %[[S:.*]], %[[T:.*]], %{{.*}} = llm.linear_cross_entropy_partial %[[X]], %arg1, %arg2 {chunk_rows = 32 : i64, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "class_offset", index = 0, axes = ["tp"], stride = 16>], num_classes = 31 : i64, transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32>, tensor<4x8xi32>
+// CHECK-NEXT:  %[[M:.*]] = dist.all_reduce %[[MAX]] on @mesh axes ["tp"] reduction "max"
+// CHECK-NEXT:  %[[SHIFT:.*]] = llm.stop_gradient %[[M]]
+// CHECK-NEXT:  %[[SUM:.*]] = llm.fused_elementwise(%[[S]], %[[MAX]], %[[SHIFT]]) {program = array<i64: 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 2, 0, 0, 4, 0, 1, 2, 0, 8, 0, 3, 0, 0, 5, 0, 0, 4, 0>, yields = array<i64: 5>}
+// CHECK-NEXT:  %[[SS:.*]] = dist.all_reduce %[[SUM]] on @mesh axes ["tp"] reduction "sum"
+// CHECK-NEXT:  %[[TS:.*]] = dist.all_reduce %[[T]] on @mesh axes ["tp"] reduction "sum"
+// CHECK-NEXT:  %[[L:.*]] = llm.cross_entropy_finish %[[SS]], %[[SHIFT]], %[[TS]], %arg2
+// CHECK-NEXT:  %[[SEED:.*]] = llm.fill 1.0
+// CHECK-NEXT:  %[[DS:.*]], %{{.*}}, %[[DT:.*]] = llm.cross_entropy_finish_grad %[[SS]], %arg2, %[[SEED]]
+// CHECK-NEXT:  %[[DX:.*]], %[[DW:.*]], %{{.*}} = llm.linear_cross_entropy_partial_grad %[[X]], %arg1, %arg2, %[[SHIFT]], %[[DS]], %[[DT]] {chunk_rows = 32 : i64, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "class_offset", index = 0, axes = ["tp"], stride = 16>], llmc.backward, num_classes = 31 : i64, transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
+// CHECK-NEXT:  %[[DH:.*]] = dist.all_reduce %[[DX]] on @mesh axes ["tp"] reduction "sum"
+// CHECK-NEXT:  return %[[L]], %[[DH]], %[[DW]]
+// CHUNK-LABEL: func.func @tp_train
+// CHUNK: llm.linear_cross_entropy_partial {{.*}}chunk_rows = 8 : i64
+// CHUNK: llm.linear_cross_entropy_partial_grad {{.*}}chunk_rows = 8 : i64
+// NONE-LABEL: func.func @tp_train
+// NONE: llm.cross_entropy_partial_grad
+dist.mesh @mesh axes ["tp"] shape [2]
+func.func @tp_train(%h: tensor<4x8x16xf32>, %w: tensor<16x16xf32>, %t: tensor<4x8xi32>)
+    -> (tensor<f32>, tensor<4x8x16xf32>, tensor<16x16xf32>) {
+  %x = dist.replicate %h on @mesh axes ["tp"] : tensor<4x8x16xf32>
+  %logits = llm.matmul %x, %w {transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %m = llm.reduce_max %logits {dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "class_offset", index = 0, axes = ["tp"], stride = 16>], num_classes = 31 : i64} : tensor<4x8x16xf32> -> tensor<4x8xf32>
+  %mx = dist.all_reduce %m on @mesh axes ["tp"] reduction "max" : tensor<4x8xf32> -> tensor<4x8xf32>
+  %shift = llm.stop_gradient %mx : tensor<4x8xf32>
+  %s, %tl = llm.cross_entropy_partial %logits, %t, %shift {dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "class_offset", index = 0, axes = ["tp"], stride = 16>], num_classes = 31 : i64} : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
+  %ss = dist.all_reduce %s on @mesh axes ["tp"] reduction "sum" : tensor<4x8xf32> -> tensor<4x8xf32>
+  %ts = dist.all_reduce %tl on @mesh axes ["tp"] reduction "sum" : tensor<4x8xf32> -> tensor<4x8xf32>
+  %loss = llm.cross_entropy_finish %ss, %shift, %ts, %t : tensor<4x8xf32>, tensor<4x8xi32>
+  %seed = llm.fill 1.0 {llmc.backward, llmc.loss_seed} : tensor<f32>
+  %ds, %dm, %dt = llm.cross_entropy_finish_grad %ss, %t, %seed {llmc.backward} : tensor<4x8xf32>, tensor<4x8xi32>
+  %g = llm.cross_entropy_partial_grad %logits, %t, %shift, %ds, %dt {dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "class_offset", index = 0, axes = ["tp"], stride = 16>], llmc.backward, num_classes = 31 : i64} : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
+  %dx = llm.matmul %g, %w {llmc.backward} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %dh = dist.all_reduce %dx on @mesh axes ["tp"] reduction "sum" {llmc.backward} : tensor<4x8x16xf32> -> tensor<4x8x16xf32>
+  %xr = llm.reshape %x {llmc.backward} : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %gr = llm.reshape %g {llmc.backward} : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %dw = llm.matmul %gr, %xr {llmc.backward, transpose_a} : tensor<32x16xf32>, tensor<32x16xf32> -> tensor<16x16xf32>
+  return %loss, %dh, %dw : tensor<f32>, tensor<4x8x16xf32>, tensor<16x16xf32>
+}
+
+// -----
+
+// ZeRO-3 under tensor parallelism gathers the head's weight again for the
+// backward: the backward op computes the logits from that copy, the one
+// its products read (the same shard through the same collective).
+// CHECK-LABEL: func.func @tp_regathered
+// CHECK:       %[[W2:.*]] = dist.all_gather %arg1 {{.*}}llmc.backward
+// CHECK-NEXT:  %[[DX:.*]], %[[DW:.*]], %{{.*}} = llm.linear_cross_entropy_partial_grad %arg0, %[[W2]], %arg2
+// CHECK-NEXT:  return %[[DX]], %[[DW]]
+dist.mesh @mesh axes ["dp", "tp"] shape [2, 2]
+func.func @tp_regathered(%h: tensor<4x8x16xf32>, %ws: tensor<8x16xf32>, %t: tensor<4x8xi32>,
+                         %shift: tensor<4x8xf32>, %ds: tensor<4x8xf32>, %dt: tensor<4x8xf32>)
+    -> (tensor<4x8x16xf32>, tensor<16x16xf32>) {
+  %w = dist.all_gather %ws on @mesh axes ["dp"] dim 0 : tensor<8x16xf32> -> tensor<16x16xf32>
+  %l = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %w2 = dist.all_gather %ws on @mesh axes ["dp"] dim 0 {llmc.backward} : tensor<8x16xf32> -> tensor<16x16xf32>
+  %g = llm.cross_entropy_partial_grad %l, %t, %shift, %ds, %dt {llmc.backward, num_classes = 32 : i64} : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
+  %dx = llm.matmul %g, %w2 {llmc.backward} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %hr = llm.reshape %h {llmc.backward} : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %gr = llm.reshape %g {llmc.backward} : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %dw = llm.matmul %gr, %hr {llmc.backward, transpose_a} : tensor<32x16xf32>, tensor<32x16xf32> -> tensor<16x16xf32>
+  return %dx, %dw : tensor<4x8x16xf32>, tensor<16x16xf32>
+}
+
+// -----
+
+// Not fused under tensor parallelism: a backward whose products read
+// another weight than the forward's, and a frozen head (no weight
+// gradient), keep their logits; so does a forward whose logits something
+// else reads.
+// CHECK-LABEL: func.func @tp_kept
+// CHECK-NOT: linear_cross_entropy
+// CHECK: return
+dist.mesh @mesh axes ["tp"] shape [2]
+func.func @tp_kept(%h: tensor<4x8x16xf32>, %w: tensor<16x16xf32>, %w2: tensor<16x16xf32>,
+                   %t: tensor<4x8xi32>, %ds: tensor<4x8xf32>, %dt: tensor<4x8xf32>)
+    -> (tensor<4x8x16xf32>, tensor<16x16xf32>, tensor<4x8x16xf32>, tensor<4x8xf32>,
+        tensor<4x8xf32>, tensor<4x8x16xf32>) {
+  %l1 = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %g1 = llm.cross_entropy_partial_grad %l1, %t, %ds, %ds, %dt {num_classes = 32 : i64} : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
+  %dx1 = llm.matmul %g1, %w2 : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %hr = llm.reshape %h : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %gr = llm.reshape %g1 : tensor<4x8x16xf32> to tensor<32x16xf32>
+  %dw1 = llm.matmul %gr, %hr {transpose_a} : tensor<32x16xf32>, tensor<32x16xf32> -> tensor<16x16xf32>
+  %l2 = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %g2 = llm.cross_entropy_partial_grad %l2, %t, %ds, %ds, %dt {num_classes = 32 : i64} : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
+  %dx2 = llm.matmul %g2, %w : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %l3 = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %m = llm.reduce_max %l3 {num_classes = 32 : i64} : tensor<4x8x16xf32> -> tensor<4x8xf32>
+  %s, %tl = llm.cross_entropy_partial %l3, %t, %m {num_classes = 32 : i64} : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
+  return %dx1, %dw1, %dx2, %s, %tl, %l3 : tensor<4x8x16xf32>, tensor<16x16xf32>, tensor<4x8x16xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8x16xf32>
+}
+
+// -----
+
 // A bf16 head (--precision bf16) fuses in its own type: the kernels round
 // the logits and their gradient where the matmul and cross_entropy_grad
 // store them.

@@ -764,6 +764,30 @@ func.func @f(%x: tensor<2x8xf32>, %t: tensor<2xi32>, %m: tensor<3xf32>) {
 
 // -----
 
+func.func @f(%h: tensor<2x8xf32>, %w: tensor<8x8xf32>, %t: tensor<2xi32>) {
+  // expected-error @+1 {{classes [4, 12) do not fit in num_classes = 10}}
+  %m, %s, %tl, %sc = llm.linear_cross_entropy_partial %h, %w, %t {chunk_rows = 2 : i64, class_offset = 4 : i64, num_classes = 10 : i64} : tensor<2x8xf32>, tensor<8x8xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @f(%h: tensor<2x8xf32>, %w: tensor<8x8xf32>, %t: tensor<2xi32>, %d: tensor<3xf32>) {
+  // expected-error @+1 {{shift must be 2, got 3}}
+  %dh, %dw, %sc = llm.linear_cross_entropy_partial_grad %h, %w, %t, %d, %d, %d {chunk_rows = 2 : i64, num_classes = 8 : i64} : tensor<2x8xf32>, tensor<8x8xf32>, tensor<2xi32>, tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%h: tensor<2x8xf32>, %w: tensor<8x8xf32>, %t: tensor<2xi32>, %d: tensor<2xf32>) {
+  // expected-error @+1 {{chunk_rows must be >= 1, got 0}}
+  %dh, %dw, %sc = llm.linear_cross_entropy_partial_grad %h, %w, %t, %d, %d, %d {chunk_rows = 0 : i64, num_classes = 8 : i64} : tensor<2x8xf32>, tensor<8x8xf32>, tensor<2xi32>, tensor<2xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x8xf32>, %t: tensor<2xi32>, %m: tensor<2xf32>, %d: tensor<3xf32>) {
   // expected-error @+1 {{'llm.cross_entropy_partial_grad' op failed to verify that all of {shift, dsumexp, dtarget_logit} have same type}}
   %g = "llm.cross_entropy_partial_grad"(%x, %t, %m, %d, %d) {num_classes = 8 : i64} : (tensor<2x8xf32>, tensor<2xi32>, tensor<2xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x8xf32>

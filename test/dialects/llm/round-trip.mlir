@@ -149,6 +149,11 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %dse, %dsh, %dtl = llm.cross_entropy_finish_grad %se, %targets, %pl : tensor<2x8xf32>, tensor<2x8xi32>
   // CHECK: llm.cross_entropy_partial_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {num_classes = 256 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>, tensor<2x8xf32>
   %pdl = llm.cross_entropy_partial_grad %logits, %targets, %sh, %dse, %dtl {num_classes = 256 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>, tensor<2x8xf32>
+  // The fused vocabulary-parallel head: a shard of 128 classes.
+  // CHECK: llm.linear_cross_entropy_partial %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 4 : i64, class_offset = 128 : i64, num_classes = 256 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi32>
+  %smx, %sse, %stl, %ss = llm.linear_cross_entropy_partial %dx2, %half, %targets {chunk_rows = 4 : i64, class_offset = 128 : i64, num_classes = 256 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi32>
+  // CHECK: llm.linear_cross_entropy_partial_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 4 : i64, num_classes = 256 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>
+  %sdh, %sdw, %sgs = llm.linear_cross_entropy_partial_grad %dx2, %half, %targets, %sh, %dse, %dtl {chunk_rows = 4 : i64, num_classes = 256 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>
   // CHECK: llm.dropout %{{.*}} {global_shape = array<i64: 4, 8, 64>, offsets = array<i64: 2, 0, 0>, rate = 1.000000e-01 : f64, seed = 7 : i64} : tensor<2x8x64xf32>
   %gd = llm.dropout %pe {rate = 0.1 : f64, seed = 7 : i64, global_shape = array<i64: 4, 8, 64>, offsets = array<i64: 2, 0, 0>} : tensor<2x8x64xf32>
   // CHECK: llm.fill 1.000000e+00 : tensor<f32>

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Trains one configuration compiled with two --fuse settings and requires
 # identical per-step losses (a fusion must compute exactly what the ops it
-# replaces compute).
+# replaces compute), or within $TOLERANCE (relative; default 0) for a
+# fusion that sums in another order.
 #
-#   fused_losses.sh <bin dir> <work dir> <name> <ranks> <launcher> <fuse a> <fuse b> [llmc compile flags...]
+#   [TOLERANCE=t] fused_losses.sh <bin dir> <work dir> <name> <ranks> <launcher> <fuse a> <fuse b> [llmc compile flags...]
 #
 # <launcher> is the mpirun command for ranks > 1 (ignored for one rank).
 set -euo pipefail
@@ -22,4 +23,4 @@ for fuse in "$FUSE_A" "$FUSE_B"; do
   fi
 done
 echo -n "$NAME: "
-python3 "$HERE/compare_losses.py" "$WORK/$NAME-${FUSE_A//,/+}.jsonl" "$WORK/$NAME-${FUSE_B//,/+}.jsonl" 0
+python3 "$HERE/compare_losses.py" "$WORK/$NAME-${FUSE_A//,/+}.jsonl" "$WORK/$NAME-${FUSE_B//,/+}.jsonl" "${TOLERANCE:-0}"

@@ -28,8 +28,9 @@ using llmc::ref::RefTensor;
 
 namespace {
 
-/// Random values for every float argument of `func`; integer ones (positions,
-/// segment ids) count along their last dimension in pairs: 0, 0, 1, 1, ….
+/// Random values for every float argument of `func`; integer ones (targets,
+/// positions, segment ids) count along their last dimension in pairs: 0, 0,
+/// 1, 1, … (classes below every test's vocabulary).
 std::vector<RefTensor> randomArgs(func::FuncOp func, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -187,6 +188,33 @@ func.func @forward(%e: tensor<2x3x8xf32> {llm.param = #llm.param<name = "e", ini
 // and gelu's gradients; dropout, scale, swiglu_grad) chains: the
 // interpreter evaluates each fused op with the references of the ops it
 // replaces, so the loss and every gradient stay exactly.
+/// The vocabulary-parallel loss as tensor parallelism builds it, on one
+/// shard (the all-reduces between the pieces are identities there): the
+/// max as the shift, the shard's Σ exp and target logit, the loss from
+/// them.
+const char *kShardedHead = R"mlir(
+func.func @forward(%h: tensor<2x3x8xf32> {llm.param = #llm.param<name = "h", init = "normal", scale = 1.0>},
+                   %w: tensor<12x8xf32> {llm.param = #llm.param<name = "w", init = "normal", scale = 1.0>},
+                   %t: tensor<2x3xi32>) -> tensor<f32> {
+  %l = llm.matmul %h, %w {transpose_b} : tensor<2x3x8xf32>, tensor<12x8xf32> -> tensor<2x3x12xf32>
+  %m = llm.reduce_max %l {num_classes = 12 : i64} : tensor<2x3x12xf32> -> tensor<2x3xf32>
+  %shift = llm.stop_gradient %m : tensor<2x3xf32>
+  %s, %tl = llm.cross_entropy_partial %l, %t, %shift {num_classes = 12 : i64} : tensor<2x3x12xf32>, tensor<2x3xi32>, tensor<2x3xf32>
+  %loss = llm.cross_entropy_finish %s, %shift, %tl, %t : tensor<2x3xf32>, tensor<2x3xi32>
+  return %loss : tensor<f32>
+}
+)mlir";
+
+// The forward's statistics become one op (its sum rescaled to the shift by
+// a fused_elementwise), the backward's gradient and products another.
+TEST(Fuse, ShardedHeadKeepsTheLossAndEveryGradient) {
+  checkFusedGradients(kShardedHead, "linear-cross-entropy", "cpu",
+                      {{"llm.linear_cross_entropy_partial", 1},
+                       {"llm.linear_cross_entropy_partial_grad", 1},
+                       {"llm.fused_elementwise", 1},
+                       {"llm.matmul", 0}});
+}
+
 TEST(Fuse, ElementwiseChainsKeepTheLossAndEveryGradient) {
   checkFusedGradients(kSwigluMlp, "elementwise", "cpu", {{"llm.fused_elementwise", 4}});
   checkFusedGradients(kSwigluMlp, "all", "cpu",

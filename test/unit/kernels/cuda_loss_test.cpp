@@ -108,6 +108,48 @@ TEST(CudaLossKernels, HalfLinearCrossEntropyMatchesCpu) {
     }
 }
 
+TEST(CudaLossKernels, ShardedLinearCrossEntropyMatchesCpu) {
+  // The vocabulary-parallel head on each shard of GPT-2's vocabulary over 2
+  // ranks (the second padded): its statistics elementwise, dh and dw by
+  // norm; one chunk and several; f32 and bf16 (whose chunk the GPU holds
+  // in the type, so the scratch is not compared). The backward's shift,
+  // dsumexp and dtarget_logit are made-up row values in their ranges.
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 10190;
+  const int64_t vocab = 50257, shard = 25129, width = 48;
+  const double skip = std::numeric_limits<double>::infinity();
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (int64_t rank : {0, 1})
+      for (int64_t chunk : {int64_t{5}, int64_t{64}}) {
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " rank " + std::to_string(rank) +
+                     " chunk " + std::to_string(chunk));
+        RefTensor w = randomTensor({shard, width}, ++seed, 0.1);
+        if (rank == 1) // the padded table's rows past the vocabulary are zeros
+          std::fill(w.data.begin() + (vocab - shard) * width, w.data.end(), 0.0);
+        Buffer h = Buffer::of(randomTensor({4, 16, width}, ++seed), dtype);
+        Buffer wb = Buffer::of(w, dtype);
+        RefTensor ids = randomIds({4, 16}, ++seed, 0, vocab);
+        ids.data[3] = -1;
+        Buffer targets = Buffer::of(ids, DType::I32);
+        KernelAttrs a = attrs({}, {{"chunk_rows", chunk}, {"transpose_b", 1},
+                                   {"class_offset", rank * shard}, {"num_classes", vocab}});
+        Buffer max(DType::F32, {4, 16}), sumexp(DType::F32, {4, 16}),
+            target(DType::F32, {4, 16}), scratch(DType::F32, {chunk, shard});
+        // bf16 logits may round to neighbours on the two backends' GEMMs.
+        const double stat = dtype == DType::F32 ? 1e-5 : tolerance(dtype);
+        expectCudaMatchesCpu("linear_cross_entropy_partial", {&h, &wb, &targets},
+                             {&max, &sumexp, &target, &scratch}, a,
+                             {Metric::Elementwise, {stat, stat, stat, skip}});
+        Buffer shift = Buffer::of(randomTensor({4, 16}, ++seed, 0.1, 1.0), DType::F32);
+        Buffer ds = Buffer::of(randomTensor({4, 16}, ++seed, 1e-3), DType::F32);
+        Buffer dt = Buffer::of(randomTensor({4, 16}, ++seed, 1e-2), DType::F32);
+        Buffer dh(dtype, {4, 16, width}), dw(dtype, {shard, width});
+        expectCudaMatchesCpu("linear_cross_entropy_partial_grad",
+                             {&h, &wb, &targets, &shift, &ds, &dt}, {&dh, &dw, &scratch}, a,
+                             {Metric::Norm, {tolerance(dtype), tolerance(dtype), skip}});
+      }
+}
+
 TEST(CudaLossKernels, AllIgnoredGivesZeroLossAndGradient) {
   LLMC_REQUIRE_GPU();
   Buffer logits = Buffer::of(randomTensor({4, 9}, 10150), DType::F32);

@@ -5,7 +5,10 @@
 // chunk size from one row to all of them and a size that leaves a short
 // last chunk, both weight layouts, ignored and invalid targets, and a
 // result that does not depend on the chunk size beyond rounding; bf16 and
-// f16 heads against the unfused kernels themselves.
+// f16 heads against the unfused kernels themselves. The vocabulary-parallel
+// head, rank by rank, against the unfused sharded kernels (reduce_max,
+// cross_entropy_partial and its gradient) on GPT-2's vocabulary split into
+// padded shards.
 
 #include "KernelTest.h"
 
@@ -126,6 +129,135 @@ TEST(LinearCrossEntropyKernels, HalfHeadsMatchTheUnfusedKernels) {
     }
 }
 
+/// The unfused vocabulary-parallel head on one rank's shard: its logits and
+/// their statistics, then (given the all-reduced shift, dsumexp and
+/// dtarget_logit) the gradient's products.
+struct UnfusedShard {
+  Buffer logits, max;
+  UnfusedShard(Buffer &h, Buffer &w, DType dtype, const std::vector<int64_t> &rows,
+               int64_t width, const KernelAttrs &shard)
+      : logits(dtype, {rows[0], rows[1], width}), max(DType::F32, rows) {
+    EXPECT_TRUE(runKernel("matmul", {&h, &w}, {&logits}, attrs({}, {{"transpose_b", 1}})));
+    EXPECT_TRUE(runKernel("reduce_max", {&logits}, {&max}, shard));
+  }
+};
+
+/// linear_cross_entropy_partial(_grad) rank by rank against reduce_max,
+/// cross_entropy_partial, cross_entropy_partial_grad and the products on
+/// the same shard: GPT-2's vocabulary over 2 and 4 ranks (the last shard
+/// padded) and 5 classes over 4 ranks (the last shard padding only),
+/// ignored rows, f32 and bf16. With one chunk everything but the sum is
+/// the unfused ops' bit for bit; the sum is relative to the shard's max
+/// and matches once rescaled to the shared shift. In f32 the shards'
+/// gradients also sum to the whole head's.
+TEST(LinearCrossEntropyKernels, ShardsMatchTheUnfusedShardedKernels) {
+  struct Split {
+    int64_t vocab, ranks;
+  };
+  uint64_t seed = 980;
+  const std::vector<int64_t> rows = {2, 5};
+  const int64_t n = 10, width = 16, ignore = -100;
+  const double dloss = 0.7;
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (Split split : {Split{50257, 2}, Split{50257, 4}, Split{5, 4}}) {
+      const int64_t shard = (split.vocab + split.ranks - 1) / split.ranks;
+      RefTensor h = roundTo(randomTensor({2, 5, width}, ++seed), dtype);
+      // The padded table: rows past the vocabulary are zeros, as ZeRO and
+      // tensor parallelism initialise them.
+      RefTensor w = roundTo(randomTensor({shard * split.ranks, width}, ++seed, 0.5), dtype);
+      std::fill(w.data.begin() + split.vocab * width, w.data.end(), 0.0);
+      RefTensor targets = randomIds(rows, ++seed, 0, split.vocab);
+      targets.data[1] = static_cast<double>(ignore);
+      Buffer hb = Buffer::of(h, dtype), tb = Buffer::of(targets, DType::I64);
+      auto shardAttrs = [&](int64_t rank, int64_t chunk = 0) {
+        return attrs({}, {{"class_offset", rank * shard}, {"num_classes", split.vocab},
+                          {"ignore_index", ignore}, {"chunk_rows", chunk},
+                          {"transpose_b", 1}});
+      };
+      std::vector<Buffer> wb;
+      std::vector<UnfusedShard> unfused;
+      RefTensor shift = RefTensor::zeros(rows);
+      std::fill(shift.data.begin(), shift.data.end(), -INFINITY);
+      for (int64_t rank = 0; rank < split.ranks; ++rank) {
+        wb.push_back(Buffer::of(ref::slice(w, {rank * shard, 0}, {shard, width}), dtype));
+        unfused.emplace_back(hb, wb.back(), dtype, rows, shard, shardAttrs(rank));
+        for (int64_t r = 0; r < n; ++r)
+          shift.data[r] = std::max(shift.data[r], unfused.back().max.toRef().data[r]);
+      }
+      Buffer shiftb = Buffer::of(shift, DType::F32);
+      std::vector<RefTensor> sums, targetLogits;
+      RefTensor sumexp = RefTensor::zeros(rows), targetLogit = RefTensor::zeros(rows);
+      for (int64_t rank = 0; rank < split.ranks; ++rank) {
+        Buffer se(DType::F32, rows), tl(DType::F32, rows);
+        ASSERT_TRUE(runKernel("cross_entropy_partial", {&unfused[rank].logits, &tb, &shiftb},
+                              {&se, &tl}, shardAttrs(rank)));
+        sums.push_back(se.toRef());
+        targetLogits.push_back(tl.toRef());
+        for (int64_t r = 0; r < n; ++r) {
+          sumexp.data[r] += sums.back().data[r];
+          targetLogit.data[r] += targetLogits.back().data[r];
+        }
+      }
+      Buffer seb = Buffer::of(sumexp, DType::F32), db = Buffer::of(RefTensor{{}, {dloss}}, DType::F32),
+             ds(DType::F32, rows), dm(DType::F32, rows), dt(DType::F32, rows);
+      ASSERT_TRUE(runKernel("cross_entropy_finish_grad", {&seb, &tb, &db}, {&ds, &dm, &dt},
+                            attrs({}, {{"ignore_index", ignore}})));
+
+      RefTensor dhSum = RefTensor::zeros(h.shape);
+      std::vector<RefTensor> dwShards;
+      for (int64_t rank = 0; rank < split.ranks; ++rank) {
+        Buffer g(dtype, {2, 5, shard}), dh(dtype, h.shape), dw(dtype, {shard, width});
+        ASSERT_TRUE(runKernel("cross_entropy_partial_grad",
+                              {&unfused[rank].logits, &tb, &shiftb, &ds, &dt}, {&g},
+                              shardAttrs(rank)));
+        ASSERT_TRUE(runKernel("matmul", {&g, &wb[rank]}, {&dh}));
+        Buffer gRows = g, hRows = hb;
+        gRows.shape = {n, shard};
+        hRows.shape = {n, width};
+        ASSERT_TRUE(runKernel("matmul", {&gRows, &hRows}, {&dw}, attrs({}, {{"transpose_a", 1}})));
+        for (int64_t chunk : {n, int64_t{3}}) {
+          SCOPED_TRACE(std::string(dtypeName(dtype)) + " V " + std::to_string(split.vocab) +
+                       " rank " + std::to_string(rank) + "/" + std::to_string(split.ranks) +
+                       " chunk " + std::to_string(chunk));
+          Buffer max(DType::F32, rows), se(DType::F32, rows), tl(DType::F32, rows),
+              scratch(DType::F32, {chunk, shard});
+          max.poison(), se.poison(), tl.poison();
+          ASSERT_TRUE(runKernel("linear_cross_entropy_partial", {&hb, &wb[rank], &tb},
+                                {&max, &se, &tl, &scratch}, shardAttrs(rank, chunk)));
+          RefTensor rescaled = se.toRef();
+          for (int64_t r = 0; r < n; ++r)
+            rescaled.data[r] *= std::exp(max.toRef().data[r] - shift.data[r]);
+          EXPECT_CLOSE(rescaled, sums[rank], Metric::Elementwise, 1e-5);
+          Buffer fusedDh(dtype, h.shape), fusedDw(dtype, {shard, width});
+          fusedDh.poison(), fusedDw.poison();
+          ASSERT_TRUE(runKernel("linear_cross_entropy_partial_grad",
+                                {&hb, &wb[rank], &tb, &shiftb, &ds, &dt},
+                                {&fusedDh, &fusedDw, &scratch}, shardAttrs(rank, chunk)));
+          if (chunk == n) {
+            EXPECT_EQ(max.toRef().data, unfused[rank].max.toRef().data);
+            EXPECT_EQ(tl.toRef().data, targetLogits[rank].data);
+            EXPECT_EQ(fusedDh.toRef().data, dh.toRef().data);
+            EXPECT_EQ(fusedDw.toRef().data, dw.toRef().data);
+          } else {
+            EXPECT_CLOSE(max.toRef(), unfused[rank].max.toRef(), Metric::Elementwise, 1e-6);
+            EXPECT_CLOSE(tl.toRef(), targetLogits[rank], Metric::Elementwise, 1e-6);
+            EXPECT_CLOSE(fusedDh.toRef(), dh.toRef(), Metric::Norm, tolerance(dtype));
+            EXPECT_CLOSE(fusedDw.toRef(), dw.toRef(), Metric::Norm, tolerance(dtype));
+          }
+        }
+        for (int64_t i = 0; i < dhSum.numel(); ++i) dhSum.data[i] += dh.toRef().data[i];
+        dwShards.push_back(dw.toRef());
+      }
+      if (dtype != DType::F32)
+        continue;
+      std::vector<RefTensor> whole = ref::linearCrossEntropy(
+          h, ref::slice(w, {0, 0}, {split.vocab, width}), targets, true, ignore, &dloss);
+      EXPECT_CLOSE(dhSum, whole[1], Metric::Norm, 1e-5);
+      RefTensor dw = ref::concat(dwShards, 0);
+      EXPECT_CLOSE(ref::slice(dw, {0, 0}, {split.vocab, width}), whole[2], Metric::Norm, 1e-5);
+    }
+}
+
 TEST(LinearCrossEntropyKernels, AnInvalidTargetMakesTheLossNaN) {
   RefTensor h = randomTensor({4, 8}, 931), w = randomTensor({9, 8}, 932);
   RefTensor targets{{4}, {0, 9, 3, -1}}; // 9 is outside [0, 9); -1 is ignored
@@ -157,6 +289,32 @@ TEST(LinearCrossEntropyKernels, BindingErrorsNameTheOperand) {
                       attrs({}, {{"chunk_rows", 0}, {"transpose_b", 1}}))
                 .find("chunk_rows must be >= 1"),
             std::string::npos);
+}
+
+TEST(LinearCrossEntropyKernels, ShardBindingErrorsNameTheOperand) {
+  KernelAttrs a = attrs({}, {{"chunk_rows", 4}, {"transpose_b", 1}, {"num_classes", 60}});
+  TensorView h = typeOnly(DType::F32, {8, 16}), w = typeOnly(DType::F32, {32, 16}),
+             t = typeOnly(DType::I32, {8}), stat = typeOnly(DType::F32, {8}),
+             scratch = typeOnly(DType::F32, {4, 32});
+  EXPECT_EQ(bindError("linear_cross_entropy_partial", {h, w, t}, {stat, stat, stat, scratch}, a),
+            "");
+  EXPECT_EQ(bindError("linear_cross_entropy_partial_grad", {h, w, t, stat, stat, stat},
+                      {h, w, scratch}, a),
+            "");
+  expectBindErrorsMention(
+      "linear_cross_entropy_partial",
+      {{{h, w, t}, {stat, stat, stat, scratch},
+        attrs({}, {{"chunk_rows", 4}, {"transpose_b", 1}}), "num_classes"},
+       {{h, w, t}, {stat, stat, stat, scratch},
+        attrs({}, {{"chunk_rows", 4}, {"transpose_b", 1}, {"num_classes", 40},
+                   {"class_offset", 20}}),
+        "do not fit in num_classes 40"},
+       {{h, w, t}, {stat, typeOnly(DType::F32, {4}), stat, scratch}, a, "sumexp"}});
+  expectBindErrorsMention("linear_cross_entropy_partial_grad",
+                          {{{h, w, t, stat, typeOnly(DType::BF16, {8}), stat}, {h, w, scratch},
+                            a, "dsumexp"},
+                           {{h, w, t, stat, stat, stat}, {h, w, typeOnly(DType::F32, {8, 32})},
+                            a, "scratch"}});
 }
 
 } // namespace
