@@ -541,20 +541,26 @@ LogicalResult PagedAttentionOp::verify() {
   return success();
 }
 
+/// An attention backward's dq, dk, dv (q's, k's, k's types), once its lse
+/// is q's.
+static LogicalResult inferAttentionGradTypes(std::optional<Location> loc, Value q, Value k,
+                                             Value lse, SmallVectorImpl<Type> &types) {
+  RankedTensorType expectedLse = lseType(tensorOf(q));
+  if (lse.getType() != expectedLse)
+    return emitOptionalError(loc, "lse must be ", expectedLse, ", got ", lse.getType());
+  types.push_back(q.getType());
+  types.push_back(k.getType());
+  types.push_back(k.getType());
+  return success();
+}
+
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                 Adaptor adaptor,
                                                 SmallVectorImpl<Type> &types) {
   if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(),
                             adaptor.getSegmentIds())))
     return failure();
-  RankedTensorType expectedLse = lseType(tensorOf(adaptor.getQ()));
-  if (adaptor.getLse().getType() != expectedLse)
-    return emitOptionalError(loc, "lse must be ", expectedLse, ", got ",
-                             adaptor.getLse().getType());
-  types.push_back(adaptor.getQ().getType());
-  types.push_back(adaptor.getK().getType());
-  types.push_back(adaptor.getK().getType());
-  return success();
+  return inferAttentionGradTypes(loc, adaptor.getQ(), adaptor.getK(), adaptor.getLse(), types);
 }
 
 LogicalResult AttentionGradOp::verify() {
@@ -583,14 +589,7 @@ LogicalResult AttentionRopeGradOp::inferReturnTypes(MLIRContext *, std::optional
   if (failed(checkAttention(loc, adaptor.getQ(), adaptor.getK(), adaptor.getSegmentIds())) ||
       failed(checkRotated(loc, adaptor.getQ(), adaptor.getPositions())))
     return failure();
-  RankedTensorType expectedLse = lseType(tensorOf(adaptor.getQ()));
-  if (adaptor.getLse().getType() != expectedLse)
-    return emitOptionalError(loc, "lse must be ", expectedLse, ", got ",
-                             adaptor.getLse().getType());
-  types.push_back(adaptor.getQ().getType());
-  types.push_back(adaptor.getK().getType());
-  types.push_back(adaptor.getK().getType());
-  return success();
+  return inferAttentionGradTypes(loc, adaptor.getQ(), adaptor.getK(), adaptor.getLse(), types);
 }
 
 LogicalResult AttentionRopeGradOp::verify() {

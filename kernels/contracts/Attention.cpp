@@ -95,6 +95,13 @@ bool checkGradOperands(Validator &v, const AttentionBinding &dims) {
          v.hasType(v.out(1), "dk", q.dtype, k.shape) && v.hasType(v.out(2), "dv", q.dtype, k.shape);
 }
 
+/// attention's (or attention_rope's) out and lse, for q (input 0).
+bool checkForwardResults(Validator &v, const AttentionBinding &dims) {
+  const TensorView &q = v.in(0);
+  return v.hasType(v.out(0), "out", q.dtype, q.shape) &&
+         v.hasType(v.out(1), "lse", DType::F32, {dims.b, dims.h, dims.t});
+}
+
 /// Checks a packed qkv (input 0) and the attributes; fills `dims`.
 bool checkPacked(Validator &v, AttentionBinding *dims) {
   double scale;
@@ -154,11 +161,8 @@ bool bindAttentionPackedGrad(const KernelArgs &args, std::string &error, Attenti
 bool bindAttentionRope(const KernelArgs &args, std::string &error, AttentionBinding *out) {
   Validator v("attention_rope", args, error);
   AttentionBinding dims;
-  if (!v.arity(3, 5, 2) || !checkAttention(v, &dims) || !checkRotation(v, args, 3, &dims))
-    return false;
-  const TensorView &q = v.in(0);
-  if (!v.hasType(v.out(0), "out", q.dtype, q.shape) ||
-      !v.hasType(v.out(1), "lse", DType::F32, {dims.b, dims.h, dims.t}))
+  if (!v.arity(3, 5, 2) || !checkAttention(v, &dims) || !checkRotation(v, args, 3, &dims) ||
+      !checkForwardResults(v, dims))
     return false;
   *out = dims;
   return true;
@@ -177,11 +181,8 @@ bool bindAttentionRopeGrad(const KernelArgs &args, std::string &error, Attention
 bool bindAttention(const KernelArgs &args, std::string &error, AttentionBinding *out) {
   Validator v("attention", args, error);
   AttentionBinding dims;
-  if (!v.arity(3, 4, 2) || !checkAttention(v, &dims) || !checkSegments(v, args, 3, &dims))
-    return false;
-  const TensorView &q = v.in(0);
-  if (!v.hasType(v.out(0), "out", q.dtype, q.shape) ||
-      !v.hasType(v.out(1), "lse", DType::F32, {dims.b, dims.h, dims.t}))
+  if (!v.arity(3, 4, 2) || !checkAttention(v, &dims) || !checkSegments(v, args, 3, &dims) ||
+      !checkForwardResults(v, dims))
     return false;
   *out = dims;
   return true;

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace llmc::contracts {
 
@@ -61,6 +63,18 @@ bool bindAttentionPacked(const KernelArgs &args, std::string &error, AttentionBi
 bool bindAttentionPackedGrad(const KernelArgs &args, std::string &error, AttentionBinding *out);
 bool bindAttentionRope(const KernelArgs &args, std::string &error, AttentionBinding *out);
 bool bindAttentionRopeGrad(const KernelArgs &args, std::string &error, AttentionBinding *out);
+
+/// q, k, v (or dq, dk, dv) of a binding: three tensors, or the column
+/// blocks of the packed first one.
+template <typename T>
+std::tuple<T *, T *, T *> qkvOf(const std::vector<TensorView> &tensors, const AttentionBinding &b) {
+  if (!b.packed) return {tensors[0].as<T>(), tensors[1].as<T>(), tensors[2].as<T>()};
+  T *base = tensors[0].as<T>();
+  return {base, base + b.keyOffset(), base + b.valueOffset()};
+}
+
+/// Index of the first input after q, k and v (after qkv, when packed).
+inline size_t inputsAfterQkv(const AttentionBinding &b) { return b.packed ? 1 : 3; }
 
 } // namespace llmc::contracts
 

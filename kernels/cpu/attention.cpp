@@ -79,19 +79,6 @@ AttentionDims dimsOf(const contracts::AttentionBinding &b) {
   return dims;
 }
 
-/// q, k, v (or dq, dk, dv) of a binding: three tensors, or the column
-/// blocks of the packed first one.
-template <typename T>
-std::tuple<T *, T *, T *> qkvOf(const std::vector<TensorView> &tensors,
-                                const contracts::AttentionBinding &b) {
-  if (!b.packed) return {tensors[0].as<T>(), tensors[1].as<T>(), tensors[2].as<T>()};
-  T *base = tensors[0].as<T>();
-  return {base, base + b.keyOffset(), base + b.valueOffset()};
-}
-
-/// Index of the first input after q, k and v (after qkv, when packed).
-size_t inputsAfterQkv(const contracts::AttentionBinding &b) { return b.packed ? 1 : 3; }
-
 /// attention_rope's rotation: rope's cos/sin tables for positions 0..T−1
 /// (the same contracts::ropeTables rope builds), forward and inverse, and
 /// the positions input if any.
@@ -263,7 +250,7 @@ public:
   AttentionKernel(const KernelArgs &args, const contracts::AttentionBinding &b)
       : out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), threads_(bindThreads()),
         scratch_(threads_, 2 * kBr * b.d + kBc * kBr + 2 * kBc * b.d + 5 * kBr + b.d) {
-    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
+    std::tie(q_, k_, v_) = contracts::qkvOf<const T>(args.inputs, b);
     tiles_.n = dimsOf(b);
     tiles_.bindSegments(args, b.segmentIndex);
     tiles_.rotation.bind(args, b);
@@ -369,13 +356,13 @@ private:
 template <typename T> class AttentionGradKernel final : public Kernel {
 public:
   AttentionGradKernel(const KernelArgs &args, const contracts::AttentionBinding &b)
-      : out_(args.inputs[inputsAfterQkv(b)].as<T>()),
-        lse_(args.inputs[inputsAfterQkv(b) + 1].as<float>()),
-        dout_(args.inputs[inputsAfterQkv(b) + 2].as<T>()), threads_(bindThreads()),
+      : out_(args.inputs[contracts::inputsAfterQkv(b)].as<T>()),
+        lse_(args.inputs[contracts::inputsAfterQkv(b) + 1].as<float>()),
+        dout_(args.inputs[contracts::inputsAfterQkv(b) + 2].as<T>()), threads_(bindThreads()),
         rowDot_(b.b * b.h * b.t),
         scratch_(threads_, 6 * kBc * b.d + 2 * kBr * kBc + 2 * kBr + b.d) {
-    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
-    std::tie(dq_, dk_, dv_) = qkvOf<T>(args.outputs, b);
+    std::tie(q_, k_, v_) = contracts::qkvOf<const T>(args.inputs, b);
+    std::tie(dq_, dk_, dv_) = contracts::qkvOf<T>(args.outputs, b);
     tiles_.n = dimsOf(b);
     tiles_.bindSegments(args, b.segmentIndex);
     tiles_.rotation.bind(args, b);

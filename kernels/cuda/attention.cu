@@ -638,19 +638,6 @@ size_t gradKeyValueSmem(int64_t d) { return sizeof(float) * (kTile * (4 * d + 2)
 /// pairs: 0 when there is nothing to do.
 int64_t tileBlocks(int64_t outer, int64_t rows) { return outer * ((rows + kTile - 1) / kTile); }
 
-/// q, k, v (or dq, dk, dv) of a binding: three tensors, or the column
-/// blocks of the packed first one.
-template <typename T>
-std::tuple<T *, T *, T *> qkvOf(const std::vector<TensorView> &tensors,
-                                const contracts::AttentionBinding &b) {
-  if (!b.packed) return {tensors[0].as<T>(), tensors[1].as<T>(), tensors[2].as<T>()};
-  T *base = tensors[0].as<T>();
-  return {base, base + b.keyOffset(), base + b.valueOffset()};
-}
-
-/// Index of the first input after q, k and v (after qkv, when packed).
-size_t inputsAfterQkv(const contracts::AttentionBinding &b) { return b.packed ? 1 : 3; }
-
 /// attention_rope's tables on the device — cos, sin and the inverse's sin,
 /// each [T, D/2], rope's own (contracts::ropeTables) — and the positions
 /// input, entered into `p`; nothing without rotation.
@@ -685,7 +672,7 @@ public:
       : out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), p_(p),
         rope_(args, b, p_), fns_(fns), blocks_(tileBlocks(p.b * p.h, p.t)),
         smem_(forwardSmem(p.d)) {
-    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
+    std::tie(q_, k_, v_) = contracts::qkvOf<const T>(args.inputs, b);
   }
 
   void run(const StepContext &ctx) override {
@@ -710,13 +697,13 @@ template <typename T> class AttentionGradKernel final : public Kernel {
 public:
   AttentionGradKernel(const KernelArgs &args, const contracts::AttentionBinding &b,
                       const Params &p, AttentionFns<T> fns)
-      : out_(args.inputs[inputsAfterQkv(b)].as<T>()),
-        lse_(args.inputs[inputsAfterQkv(b) + 1].as<float>()),
-        dout_(args.inputs[inputsAfterQkv(b) + 2].as<T>()), p_(p), rope_(args, b, p_), fns_(fns),
+      : out_(args.inputs[contracts::inputsAfterQkv(b)].as<T>()),
+        lse_(args.inputs[contracts::inputsAfterQkv(b) + 1].as<float>()),
+        dout_(args.inputs[contracts::inputsAfterQkv(b) + 2].as<T>()), p_(p), rope_(args, b, p_), fns_(fns),
         queryBlocks_(tileBlocks(p.b * p.h, p.t)), keyBlocks_(tileBlocks(p.b * p.kv, p.s)),
         rowDot_(sizeof(float) * static_cast<size_t>(p.b * p.h * p.t)) {
-    std::tie(q_, k_, v_) = qkvOf<const T>(args.inputs, b);
-    std::tie(dq_, dk_, dv_) = qkvOf<T>(args.outputs, b);
+    std::tie(q_, k_, v_) = contracts::qkvOf<const T>(args.inputs, b);
+    std::tie(dq_, dk_, dv_) = contracts::qkvOf<T>(args.outputs, b);
   }
 
   void run(const StepContext &ctx) override {

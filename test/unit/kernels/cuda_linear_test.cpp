@@ -28,6 +28,24 @@ std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
   return shape;
 }
 
+/// A case's x, w (in its layout) and bias, random, in `dtype`.
+struct LinearOperands {
+  Buffer x, w, bias;
+  LinearOperands(const Case &c, bool transposeB, DType dtype, uint64_t &seed)
+      : x(Buffer::of(randomTensor(withLast(c.rows, c.k), ++seed), dtype)),
+        w(Buffer::of(randomTensor(transposeB ? std::vector<int64_t>{c.n, c.k}
+                                             : std::vector<int64_t>{c.k, c.n},
+                                  ++seed, 0.3),
+                     dtype)),
+        bias(Buffer::of(randomTensor({c.n}, ++seed), dtype)) {}
+};
+
+/// The trace line naming a case.
+std::string caseName(DType dtype, const Case &c, bool transposeB) {
+  return std::string(dtypeName(dtype)) + " rows " + shapeString(c.rows) + " k" +
+         std::to_string(c.k) + " n" + std::to_string(c.n) + (transposeB ? " transpose_b" : "");
+}
+
 TEST(CudaLinear, MatchesCpuForEveryEpilogue) {
   LLMC_REQUIRE_GPU();
   uint64_t seed = 3300;
@@ -36,21 +54,14 @@ TEST(CudaLinear, MatchesCpuForEveryEpilogue) {
       for (bool transposeB : {false, true})
         for (int act = 0; act < 3; ++act) { // none, gelu, gelu + keep_pre
           const bool gelu = act > 0, keepPre = act == 2;
-          SCOPED_TRACE(std::string(dtypeName(dtype)) + " rows " + shapeString(c.rows) + " k" +
-                       std::to_string(c.k) + " n" + std::to_string(c.n) +
-                       (transposeB ? " transpose_b" : "") + (gelu ? " gelu" : "") +
+          SCOPED_TRACE(caseName(dtype, c, transposeB) + (gelu ? " gelu" : "") +
                        (keepPre ? " keep_pre" : ""));
-          Buffer x = Buffer::of(randomTensor(withLast(c.rows, c.k), ++seed), dtype);
-          Buffer w = Buffer::of(randomTensor(transposeB ? std::vector<int64_t>{c.n, c.k}
-                                                        : std::vector<int64_t>{c.k, c.n},
-                                             ++seed, 0.3),
-                                dtype);
-          Buffer bias = Buffer::of(randomTensor({c.n}, ++seed), dtype);
+          LinearOperands o(c, transposeB, dtype, seed);
           Buffer y(dtype, withLast(c.rows, c.n)), pre(dtype, withLast(c.rows, c.n));
           std::vector<Buffer *> outputs = {&y};
           if (keepPre) outputs.push_back(&pre);
           expectCudaMatchesCpu(
-              "linear", {&x, &w, &bias}, outputs,
+              "linear", {&o.x, &o.w, &o.bias}, outputs,
               attrs({}, {{"transpose_b", transposeB}, {"gelu", gelu}, {"keep_pre", keepPre}}),
               {Metric::Norm, {tolerance(dtype)}});
         }
@@ -70,19 +81,12 @@ TEST(CudaLinear, ResidualMatchesCpu) {
     for (const Case &c : cases)
       for (bool transposeB : {false, true})
         for (bool withBias : {false, true}) {
-          SCOPED_TRACE(std::string(dtypeName(dtype)) + " rows " + shapeString(c.rows) + " k" +
-                       std::to_string(c.k) + " n" + std::to_string(c.n) +
-                       (transposeB ? " transpose_b" : "") + (withBias ? " bias" : ""));
-          Buffer x = Buffer::of(randomTensor(withLast(c.rows, c.k), ++seed), dtype);
-          Buffer w = Buffer::of(randomTensor(transposeB ? std::vector<int64_t>{c.n, c.k}
-                                                        : std::vector<int64_t>{c.k, c.n},
-                                             ++seed, 0.3),
-                                dtype);
-          Buffer bias = Buffer::of(randomTensor({c.n}, ++seed), dtype);
+          SCOPED_TRACE(caseName(dtype, c, transposeB) + (withBias ? " bias" : ""));
+          LinearOperands o(c, transposeB, dtype, seed);
           Buffer residual = Buffer::of(randomTensor(withLast(c.rows, c.n), ++seed), dtype);
           Buffer y(dtype, withLast(c.rows, c.n));
-          std::vector<Buffer *> inputs = {&x, &w};
-          if (withBias) inputs.push_back(&bias);
+          std::vector<Buffer *> inputs = {&o.x, &o.w};
+          if (withBias) inputs.push_back(&o.bias);
           inputs.push_back(&residual);
           expectCudaMatchesCpu("linear", inputs, {&y}, attrs({}, {{"transpose_b", transposeB}}),
                                {Metric::Norm, {tolerance(dtype)}});
