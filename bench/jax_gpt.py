@@ -6,25 +6,16 @@ clipping, optimizer) compiled as one XLA program. Prints the median step
 over the timed steps (after warm-up) as JSON, like torch_tiny_gpt.py.
 
 Run with the venv scripts/setup-jax.sh makes (build/jax-venv)."""
-import argparse
 import json
 import math
 import os
 import time
 
+from gpt_bench_args import parse_args
+
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n-layer", type=int, default=4)
-    ap.add_argument("--n-head", type=int, default=4)
-    ap.add_argument("--n-embd", type=int, default=128)
-    ap.add_argument("--vocab", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    args = ap.parse_args()
+    args = parse_args()
     # XLA's CPU client sizes its thread pool from the cores the process may
     # run on: restrict those to the count the other runs get before jax is
     # imported.

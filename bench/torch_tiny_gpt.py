@@ -2,7 +2,6 @@
 """PyTorch eager baseline for bench/tiny_gpt.sh: the same GPT-2 config,
 batch, optimizer and thread count as the llmc run; prints tokens/s over the
 timed steps (after warm-up)."""
-import argparse
 import json
 import math
 import os
@@ -13,20 +12,11 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "reference"))
 from torch_reference import gpt2_loss  # the same model the reference test checks
+from gpt_bench_args import parse_args
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n-layer", type=int, default=4)
-    ap.add_argument("--n-head", type=int, default=4)
-    ap.add_argument("--n-embd", type=int, default=128)
-    ap.add_argument("--vocab", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
+    args = parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     C, L, V, T = args.n_embd, args.n_layer, args.vocab, args.seq
