@@ -598,16 +598,23 @@ LogicalResult AttentionRopeGradOp::verify() {
   return verifyRopeAttrs(*this);
 }
 
+/// A packed attention op's `out` type, from its qkv, heads and kv_heads.
+template <typename PackedAdaptor>
+static FailureOr<RankedTensorType> packedOutTypeOf(std::optional<Location> loc,
+                                                   PackedAdaptor &adaptor,
+                                                   DictionaryAttr attributes) {
+  return packedOutType(loc, adaptor.getQkv(),
+                       inferredInt(adaptor.getProperties().heads, attributes, "heads"),
+                       inferredInt(adaptor.getProperties().kv_heads, attributes, "kv_heads"),
+                       adaptor.getSegmentIds());
+}
+
 LogicalResult AttentionPackedOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                   ValueRange operands, DictionaryAttr attributes,
                                                   OpaqueProperties properties, RegionRange regions,
                                                   SmallVectorImpl<Type> &types) {
   Adaptor adaptor(operands, attributes, properties, regions);
-  FailureOr<RankedTensorType> out =
-      packedOutType(loc, adaptor.getQkv(),
-                    inferredInt(adaptor.getProperties().heads, attributes, "heads"),
-                    inferredInt(adaptor.getProperties().kv_heads, attributes, "kv_heads"),
-                    adaptor.getSegmentIds());
+  FailureOr<RankedTensorType> out = packedOutTypeOf(loc, adaptor, attributes);
   if (failed(out))
     return failure();
   types.push_back(*out);
@@ -627,11 +634,7 @@ LogicalResult AttentionPackedGradOp::inferReturnTypes(MLIRContext *,
                                                       RegionRange regions,
                                                       SmallVectorImpl<Type> &types) {
   Adaptor adaptor(operands, attributes, properties, regions);
-  FailureOr<RankedTensorType> out =
-      packedOutType(loc, adaptor.getQkv(),
-                    inferredInt(adaptor.getProperties().heads, attributes, "heads"),
-                    inferredInt(adaptor.getProperties().kv_heads, attributes, "kv_heads"),
-                    adaptor.getSegmentIds());
+  FailureOr<RankedTensorType> out = packedOutTypeOf(loc, adaptor, attributes);
   if (failed(out))
     return failure();
   if (adaptor.getOut().getType() != *out)
