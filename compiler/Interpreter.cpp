@@ -253,9 +253,12 @@ LogicalResult Interpreter::runOp(Operation *op) {
       })
       .Case([&](LinearCrossEntropyTrainOp o) {
         double dloss = in(3).data.at(0);
-        outs(ref::linearCrossEntropy(in(0), in(1), in(2), o.getTransposeB(), o.getIgnoreIndex(),
-                                     &dloss));
-        out(3, RefTensor::zeros(shapeOf(o.getScratch().getType())));
+        std::vector<RefTensor> results = ref::linearCrossEntropy(
+            in(0), in(1), in(2), o.getTransposeB(), o.getIgnoreIndex(), &dloss);
+        if (o.getFrozenWeight())
+          results.pop_back(); // no dw
+        outs(std::move(results));
+        values[o.getScratch()] = RefTensor::zeros(shapeOf(o.getScratch().getType()));
         return success();
       })
       .Case([&](LinearCrossEntropyPartialOp o) {
@@ -266,10 +269,13 @@ LogicalResult Interpreter::runOp(Operation *op) {
         return success();
       })
       .Case([&](LinearCrossEntropyPartialGradOp o) {
-        outs(ref::linearCrossEntropyPartialGrad(in(0), in(1), in(2), in(3), in(4), in(5),
-                                                o.getTransposeB(), o.getClassOffset(),
-                                                o.getNumClasses(), o.getIgnoreIndex()));
-        out(2, RefTensor::zeros(shapeOf(o.getScratch().getType())));
+        std::vector<RefTensor> results = ref::linearCrossEntropyPartialGrad(
+            in(0), in(1), in(2), in(3), in(4), in(5), o.getTransposeB(), o.getClassOffset(),
+            o.getNumClasses(), o.getIgnoreIndex());
+        if (o.getFrozenWeight())
+          results.pop_back(); // no dw
+        outs(std::move(results));
+        values[o.getScratch()] = RefTensor::zeros(shapeOf(o.getScratch().getType()));
         return success();
       })
       .Case([&](MatmulNf4Op o) {

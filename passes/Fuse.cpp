@@ -15,7 +15,9 @@
 //   %dw = matmul (reshape %g)ᵀ, (reshape %h)    or (reshape %h)ᵀ, (reshape %g)
 // become one linear_cross_entropy(_train) placed where the loss was. The
 // loss seed is a fill the autodiff pass emits after the loss; it depends
-// on nothing computed after it, so it moves up to the fused op.
+// on nothing computed after it, so it moves up to the fused op. A frozen
+// head (LoRA) has no %dw product; the fused op is then frozen_weight and
+// forms only dh.
 //
 // Under tensor parallelism the head is a vocabulary shard and its loss
 // Megatron's (passes/TensorParallel.cpp): the log-sum-exp needs every
@@ -168,9 +170,10 @@ bool sameWeight(Value a, Value b) {
          gatherA->getPropertiesAsAttribute() == gatherB->getPropertiesAsAttribute();
 }
 
-/// The backward's two products of the head `head` reading the logits'
+/// The backward's products of the head `head` reading the logits'
 /// gradient: dh = g·w (in the transposes the autodiff rule picks) and dw
-/// from reshapes of g and h.
+/// from reshapes of g and h — none when the head is frozen (LoRA), whose
+/// weight the autodiff pass gives no gradient.
 struct HeadProducts {
   MatmulOp dgrad, wgrad;
   ReshapeOp gradRows; ///< reshape of the gradient feeding wgrad
@@ -205,8 +208,8 @@ FailureOr<HeadProducts> matchProducts(MatmulOp head, Value grad, bool regathered
     p.gradRows = reshape;
     p.wgrad = wgrad;
   }
-  if (!p.dgrad || !p.wgrad || p.dgrad.getType() != h.getType() ||
-      p.wgrad.getType() != w.getType())
+  if (!p.dgrad || p.dgrad.getType() != h.getType() ||
+      (p.wgrad && p.wgrad.getType() != w.getType()))
     return failure();
   return p;
 }
@@ -247,15 +250,18 @@ void eraseIfDead(Operation *op) {
     op->erase();
 }
 
-/// Hands the products' results to the fused op's `dh` and `dw` and erases
-/// them, the gradient's reshape and h's when nothing else reads it.
+/// Hands the products' results to the fused op's `dh` and `dw` (null for a
+/// frozen head) and erases them, the gradient's reshape and h's when
+/// nothing else reads it.
 void replaceProducts(HeadProducts &p, bool transposeB, Value dh, Value dw) {
   p.dgrad.getResult().replaceAllUsesWith(dh);
+  p.dgrad->erase();
+  if (!p.wgrad)
+    return;
   p.wgrad.getResult().replaceAllUsesWith(dw);
   Operation *hRows = (transposeB ? p.wgrad.getB() : p.wgrad.getA()).getDefiningOp();
   p.wgrad->erase();
   p.gradRows->erase();
-  p.dgrad->erase();
   eraseIfDead(hRows);
 }
 
@@ -299,9 +305,9 @@ bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes) {
   OpBuilder builder(loss);
   Operation *fused;
   if (backward->grad) {
-    auto op = LinearCrossEntropyTrainOp::create(builder, loss.getLoc(), h, w, loss.getTargets(),
-                                                backward->grad.getDloss(), chunk,
-                                                head.getTransposeB(), loss.getIgnoreIndex());
+    auto op = LinearCrossEntropyTrainOp::create(
+        builder, loss.getLoc(), h, w, loss.getTargets(), backward->grad.getDloss(), chunk,
+        head.getTransposeB(), loss.getIgnoreIndex(), /*frozen_weight=*/!backward->products.wgrad);
     replaceProducts(backward->products, head.getTransposeB(), op.getDh(), op.getDw());
     backward->grad->erase();
     loss.getResult().replaceAllUsesWith(op.getLoss());
@@ -423,9 +429,9 @@ bool fuseShardedHead(MatmulOp head, double chunkBytes) {
   if (CrossEntropyPartialGradOp grad = s->grad) {
     OpBuilder builder(grad);
     auto op = LinearCrossEntropyPartialGradOp::create(
-        builder, grad.getLoc(), h, s->products.dgrad.getB(), grad.getTargets(), grad.getShift(), grad.getDsumexp(),
-        grad.getDtargetLogit(), chunk, transposeB, grad.getClassOffset(), grad.getNumClasses(),
-        grad.getIgnoreIndex());
+        builder, grad.getLoc(), h, s->products.dgrad.getB(), grad.getTargets(), grad.getShift(),
+        grad.getDsumexp(), grad.getDtargetLogit(), chunk, transposeB, grad.getClassOffset(),
+        grad.getNumClasses(), grad.getIgnoreIndex(), /*frozen_weight=*/!s->products.wgrad);
     copyPlace(grad, op);
     replaceProducts(s->products, transposeB, op.getDh(), op.getDw());
     grad->erase();

@@ -110,14 +110,16 @@ double kernelFlops(Operation *op) {
     for (size_t i = 0; i + 1 < x.size(); ++i) rows *= x[i];
     return 2.0 * outElements * rows;
   }
-  // The fused head + loss: the logits' product, and in training also the
-  // two products of its backward.
+  // The fused head + loss: the logits' product, and in its backward forms
+  // also dh's product and, unless the head is frozen, dw's.
   if (name.starts_with("linear_cross_entropy") && inputs.size() >= 3) {
     ArrayRef<int64_t> h = shapeOf(inputs[0]), w = shapeOf(inputs[1]);
     double rows = 1;
     for (size_t i = 0; i + 1 < h.size(); ++i) rows *= h[i];
     double forward = 2.0 * rows * static_cast<double>(w[0]) * static_cast<double>(w[1]);
-    return name == "linear_cross_entropy" ? forward : 3 * forward;
+    if (name == "linear_cross_entropy" || name == "linear_cross_entropy_partial")
+      return forward;
+    return (attrInt(op, "frozen_weight") ? 2 : 3) * forward;
   }
   if ((name == "attention" || name == "attention_grad" || name == "attention_rope" ||
        name == "attention_rope_grad") &&

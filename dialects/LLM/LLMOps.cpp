@@ -707,18 +707,19 @@ static LogicalResult checkRowStats(std::optional<Location> loc, ArrayRef<int64_t
 /// What a fused head op returns before its scratch.
 enum class HeadResults {
   Loss,        ///< the loss
-  LossAndGrad, ///< the loss, dh, dw
+  LossAndGrad, ///< the loss, dh, dw (no dw with frozen_weight)
   RowStats,    ///< max, sumexp, target_logit (a vocabulary shard's)
-  Grad,        ///< dh, dw
+  Grad,        ///< dh, dw (no dw with frozen_weight)
 };
 
 /// The shapes of the fused head + loss: h [..., D], w [V, D] (transpose_b)
-/// or [D, V], targets h's leading shape, fp32 throughout; pushes `results`,
-/// then the scratch [chunk_rows, V].
+/// or [D, V], targets h's leading shape, fp32 throughout; pushes `results`
+/// (without dw when `frozenWeight`), then the scratch [chunk_rows, V].
 template <typename Adaptor>
 static LogicalResult inferLinearCrossEntropy(MLIRContext *context, std::optional<Location> loc,
                                              Adaptor adaptor, HeadResults results,
-                                             SmallVectorImpl<Type> &types) {
+                                             SmallVectorImpl<Type> &types,
+                                             bool frozenWeight = false) {
   RankedTensorType h = tensorOf(adaptor.getH()), w = tensorOf(adaptor.getW());
   Type f32 = Float32Type::get(context);
   if (failed(sameElementType(loc, adaptor.getH(), adaptor.getW(), "h", "w")))
@@ -743,7 +744,8 @@ static LogicalResult inferLinearCrossEntropy(MLIRContext *context, std::optional
     types.append(3, RankedTensorType::get(h.getShape().drop_back(), f32));
   if (results == HeadResults::LossAndGrad || results == HeadResults::Grad) {
     types.push_back(h);
-    types.push_back(w);
+    if (!frozenWeight)
+      types.push_back(w);
   }
   types.push_back(RankedTensorType::get({chunk, vocab}, f32));
   return success();
@@ -761,9 +763,9 @@ LogicalResult LinearCrossEntropyTrainOp::inferReturnTypes(MLIRContext *context,
                                                           std::optional<Location> loc,
                                                           Adaptor adaptor,
                                                           SmallVectorImpl<Type> &types) {
-  return inferLinearCrossEntropy(context, loc,
-                                 withParsedAttributes<LinearCrossEntropyTrainOp>(adaptor, context),
-                                 HeadResults::LossAndGrad, types);
+  auto parsed = withParsedAttributes<LinearCrossEntropyTrainOp>(adaptor, context);
+  return inferLinearCrossEntropy(context, loc, parsed, HeadResults::LossAndGrad, types,
+                                 parsed.getFrozenWeight());
 }
 
 /// A vocabulary shard's `classes` columns from `offset` fit in `total`.
@@ -794,7 +796,8 @@ LogicalResult LinearCrossEntropyPartialGradOp::inferReturnTypes(MLIRContext *con
                                                                 Adaptor adaptor,
                                                                 SmallVectorImpl<Type> &types) {
   auto parsed = withParsedAttributes<LinearCrossEntropyPartialGradOp>(adaptor, context);
-  if (failed(inferLinearCrossEntropy(context, loc, parsed, HeadResults::Grad, types)))
+  if (failed(inferLinearCrossEntropy(context, loc, parsed, HeadResults::Grad, types,
+                                     parsed.getFrozenWeight())))
     return failure();
   ArrayRef<int64_t> rows = tensorOf(adaptor.getTargets()).getShape();
   for (auto [stat, name] : {std::pair<Value, StringRef>{adaptor.getShift(), "shift"},

@@ -594,18 +594,23 @@ def LLM_LinearCrossEntropyTrainOp
     seed), each chunk's `(softmax − onehot)·dloss/count` is formed in
     `scratch` right after its logits and multiplied into `dh` (`h`'s
     shape) and `dw` (`w`'s), the gradients `cross_entropy_grad` and the two
-    matmuls after it would give.
+    matmuls after it would give. With `frozen_weight` (a head that is not
+    trained, as under LoRA) there is no `dw` and no product forming it.
 
     ```mlir
     %loss, %dh, %dw, %scratch = llm.linear_cross_entropy_train %h, %w, %targets, %seed
         {chunk_rows = 64 : i64, transpose_b}
         : tensor<4x64x128xf32>, tensor<256x128xf32>, tensor<4x64xi32>
+    %loss, %dh, %scratch = llm.linear_cross_entropy_train %h, %w, %targets, %seed
+        {chunk_rows = 64 : i64, transpose_b, frozen_weight}
+        : tensor<4x64x128xf32>, tensor<256x128xf32>, tensor<4x64xi32>
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$h, LLM_FloatTensor:$w, LLM_IndexTensor:$targets,
                        LLM_F32Scalar:$dloss, I64Attr:$chunk_rows, UnitAttr:$transpose_b,
-                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
-  let results = (outs LLM_F32Scalar:$loss, LLM_FloatTensor:$dh, LLM_FloatTensor:$dw,
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index,
+                       UnitAttr:$frozen_weight);
+  let results = (outs LLM_F32Scalar:$loss, LLM_FloatTensor:$dh, Optional<LLM_FloatTensor>:$dw,
                       LLM_FloatTensor:$scratch);
   let assemblyFormat = [{
     $h `,` $w `,` $targets `,` $dloss attr-dict `:` type($h) `,` type($w) `,` type($targets)
@@ -668,7 +673,8 @@ def LLM_LinearCrossEntropyPartialGradOp
     shard's part of h's gradient, summed over the ranks by the all-reduce
     that follows) and `dw` (`w`'s), what `cross_entropy_partial_grad` and
     the two matmuls after it give. `shift`, `dsumexp` and `dtarget_logit`
-    are the per-row fp32 statistics of `cross_entropy_finish_grad`.
+    are the per-row fp32 statistics of `cross_entropy_finish_grad`. With
+    `frozen_weight` there is no `dw`.
 
     ```mlir
     %dh, %dw, %scratch = llm.linear_cross_entropy_partial_grad %h, %w, %targets, %shift, %ds, %dt
@@ -681,8 +687,10 @@ def LLM_LinearCrossEntropyPartialGradOp
                        RankedTensorOf<[F32]>:$dtarget_logit,
                        I64Attr:$chunk_rows, UnitAttr:$transpose_b,
                        DefaultValuedAttr<I64Attr, "0">:$class_offset, I64Attr:$num_classes,
-                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
-  let results = (outs LLM_FloatTensor:$dh, LLM_FloatTensor:$dw, LLM_FloatTensor:$scratch);
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index,
+                       UnitAttr:$frozen_weight);
+  let results = (outs LLM_FloatTensor:$dh, Optional<LLM_FloatTensor>:$dw,
+                      LLM_FloatTensor:$scratch);
   let assemblyFormat = [{
     $h `,` $w `,` $targets `,` $shift `,` $dsumexp `,` $dtarget_logit attr-dict `:`
     type($h) `,` type($w) `,` type($targets) `,` type($shift)

@@ -37,11 +37,21 @@ bool isScratch(Validator &v, const TensorView &t, const LinearCrossEntropyBindin
   return v.hasType(t, "scratch", DType::F32, {b.chunkRows, b.vocab});
 }
 
-/// dh (h's type and shape) and dw (w's) as outputs `first`, `first` + 1.
-bool areGrads(Validator &v, size_t first) {
+/// The backward forms' frozen_weight flag, into `b`.
+bool bindWeightGrad(Validator &v, LinearCrossEntropyBinding &b) {
+  bool frozen = false;
+  if (!v.flagAttr("frozen_weight", &frozen))
+    return false;
+  b.weightGrad = !frozen;
+  return true;
+}
+
+/// dh (h's type and shape) as output `first` and, unless the weight is
+/// frozen, dw (w's) after it.
+bool areGrads(Validator &v, size_t first, const LinearCrossEntropyBinding &b) {
   const TensorView &h = v.in(0), &w = v.in(1);
   return v.hasType(v.out(first), "dh", h.dtype, h.shape) &&
-         v.hasType(v.out(first + 1), "dw", h.dtype, w.shape);
+         (!b.weightGrad || v.hasType(v.out(first + 1), "dw", h.dtype, w.shape));
 }
 
 } // namespace
@@ -51,10 +61,13 @@ bool bindLinearCrossEntropy(const KernelArgs &args, bool train, std::string &err
   Validator v(linearCrossEntropyName(train), args, error);
   LinearCrossEntropyBinding b;
   b.train = train;
-  if (!v.arity(train ? 4 : 3, train ? 4 : 2) || !bindHead(v, b) ||
-      !v.isF32Scalar(v.out(0), "loss") || !isScratch(v, v.out(train ? 3 : 1), b))
+  if (train && !bindWeightGrad(v, b))
     return false;
-  if (train && (!v.isF32Scalar(v.in(3), "dloss") || !areGrads(v, 1)))
+  const size_t scratch = train ? (b.weightGrad ? 3 : 2) : 1;
+  if (!v.arity(train ? 4 : 3, scratch + 1) || !bindHead(v, b) ||
+      !v.isF32Scalar(v.out(0), "loss") || !isScratch(v, v.out(scratch), b))
+    return false;
+  if (train && (!v.isF32Scalar(v.in(3), "dloss") || !areGrads(v, 1, b)))
     return false;
   *out = b;
   return true;
@@ -66,7 +79,10 @@ bool bindLinearCrossEntropyPartial(const KernelArgs &args, bool grad, std::strin
   LinearCrossEntropyBinding b;
   b.train = grad;
   CrossEntropyPartialBinding shard;
-  if (!v.arity(grad ? 6 : 3, grad ? 3 : 4) || !bindHead(v, b) ||
+  if (grad && !bindWeightGrad(v, b))
+    return false;
+  const size_t scratch = grad ? (b.weightGrad ? 2 : 1) : 3;
+  if (!v.arity(grad ? 6 : 3, scratch + 1) || !bindHead(v, b) ||
       !bindClassShard(v, b.vocab, &shard))
     return false;
   b.shard = {b.vocab, shard.classOffset, shard.numClasses, b.ignoreIndex};
@@ -75,10 +91,10 @@ bool bindLinearCrossEntropyPartial(const KernelArgs &args, bool grad, std::strin
     return v.hasType(t, what, DType::F32, rows);
   };
   bool ok = grad ? rowStat(v.in(3), "shift") && rowStat(v.in(4), "dsumexp") &&
-                       rowStat(v.in(5), "dtarget_logit") && areGrads(v, 0) &&
-                       isScratch(v, v.out(2), b)
+                       rowStat(v.in(5), "dtarget_logit") && areGrads(v, 0, b) &&
+                       isScratch(v, v.out(scratch), b)
                  : rowStat(v.out(0), "max") && rowStat(v.out(1), "sumexp") &&
-                       rowStat(v.out(2), "target_logit") && isScratch(v, v.out(3), b);
+                       rowStat(v.out(2), "target_logit") && isScratch(v, v.out(scratch), b);
   if (!ok) return false;
   *out = b;
   return true;

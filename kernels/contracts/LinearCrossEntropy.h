@@ -14,7 +14,9 @@
 // inputs and outputs the f32 per-row max, sumexp and target_logit (the
 // targets' shape) before the scratch; linear_cross_entropy_partial_grad
 // takes the f32 per-row shift, dsumexp and dtarget_logit after the targets
-// and outputs dh, dw and the scratch. Both backends bind through here.
+// and outputs dh, dw and the scratch. With the frozen_weight flag (a head
+// that is not trained) the backward forms output no dw. Both backends bind
+// through here.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_CONTRACTS_LINEARCROSSENTROPY_H
@@ -32,6 +34,7 @@ struct LinearCrossEntropyBinding {
   int64_t rows = 0, width = 0, vocab = 0, chunkRows = 0, ignoreIndex = -1;
   bool transposeB = false;
   bool train = false; ///< the kernel forms the logits' gradient and dh, dw
+  bool weightGrad = true; ///< with train: dw is an output (not frozen_weight)
   DType dtype = DType::F32; ///< h's, w's, dh's and dw's (the scratch and loss are fp32)
   /// The vocabulary-parallel forms' classes (the whole vocabulary otherwise).
   ClassShard shard{0, 0, 0, -1};

@@ -5,9 +5,9 @@
 // log-sum-exp and the row's loss, as cross_entropy computes them. The
 // training form then overwrites the chunk with (softmax − onehot)·dloss/
 // count, as cross_entropy_grad would, and multiplies it into the chunk's
-// rows of dh and into dw (accumulated over chunks, in chunk order). The
-// whole [rows, V] logits and their gradient are never stored: the arena
-// holds one chunk.
+// rows of dh and into dw (accumulated over chunks, in chunk order; a
+// frozen head has no dw and skips that product). The whole [rows, V]
+// logits and their gradient are never stored: the arena holds one chunk.
 //
 // Under vocabulary parallelism a rank holds a shard of w and the log-sum-
 // exp needs every shard, so the loop runs twice, with collectives between
@@ -48,16 +48,15 @@ protected:
 
   ChunkedHead(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b,
               SgemmFn sgemm, T *dh, T *dw, float *scratch)
-      : b_(b), sgemm_(sgemm), h_(args.inputs[0].as<T>()), w_(args.inputs[1].as<T>()),
-        targets_(args.inputs[2]), dh_(dh), dw_(dw), scratch_(scratch), threads_(bindThreads()) {
+      : b_(b), targets_(args.inputs[2]), threads_(bindThreads()), sgemm_(sgemm),
+        h_(args.inputs[0].as<T>()), w_(args.inputs[1].as<T>()), dh_(dh), dw_(dw),
+        scratch_(scratch) {
     if constexpr (!kWide) {
       const int64_t chunk = std::min(b.chunkRows, b.rows) * b.width;
       wWide_.resize(b.vocab * b.width);
       hWide_.resize(chunk);
-      if (b.train) {
-        dhWide_.resize(chunk);
-        dwWide_.resize(b.vocab * b.width);
-      }
+      if (b.train) dhWide_.resize(chunk);
+      if (dw) dwWide_.resize(b.vocab * b.width);
     }
   }
 
@@ -86,6 +85,8 @@ protected:
              static_cast<int>(d), static_cast<int>(vocab), 1.0f, scratch_,
              static_cast<int>(vocab), w, ldw, 0.0f, dhc, static_cast<int>(d));
       if constexpr (!kWide) narrow(dhc, dh_ + r0 * d, n * d);
+      if (!dw_)
+        continue;
       // dw += gᵀ · h_c ([V, D]) or h_cᵀ · g ([D, V]); the first chunk sets it.
       const float beta = r0 == 0 ? 0.0f : 1.0f;
       if (b_.transposeB)
@@ -98,7 +99,7 @@ protected:
                static_cast<int>(vocab), beta, dw, static_cast<int>(vocab));
     }
     if constexpr (!kWide) {
-      if (b_.train) narrow(dw, dw_, vocab * d);
+      if (dw_) narrow(dw, dw_, vocab * d);
     }
   }
 
@@ -143,6 +144,7 @@ private:
   T *dh_, *dw_;
   float *scratch_;
   // bf16 / f16 only: fp32 copies of w and a chunk of h, a chunk of dh, dw.
+  // dw_ is null unless the kernel trains w.
   std::vector<float> wWide_, hWide_, dhWide_, dwWide_;
 };
 
@@ -156,8 +158,8 @@ public:
   LinearCrossEntropyKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b,
                            SgemmFn sgemm)
       : Base(args, b, sgemm, b.train ? args.outputs[1].as<T>() : nullptr,
-             b.train ? args.outputs[2].as<T>() : nullptr,
-             args.outputs[b.train ? 3 : 1].as<float>()),
+             b.train && b.weightGrad ? args.outputs[2].as<T>() : nullptr,
+             args.outputs.back().as<float>()),
         dloss_(b.train ? args.inputs[3].as<float>() : nullptr), loss_(args.outputs[0].as<float>()),
         rowLoss_(static_cast<size_t>(b.rows)) {}
 
@@ -216,8 +218,8 @@ public:
   ShardedHeadKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b,
                     SgemmFn sgemm)
       : Base(args, b, sgemm, b.train ? args.outputs[0].as<T>() : nullptr,
-             b.train ? args.outputs[1].as<T>() : nullptr,
-             args.outputs[b.train ? 2 : 3].as<float>()),
+             b.train && b.weightGrad ? args.outputs[1].as<T>() : nullptr,
+             args.outputs.back().as<float>()),
         stats_{b.train ? args.inputs[3].as<float>() : args.outputs[0].as<float>(),
                b.train ? args.inputs[4].as<float>() : args.outputs[1].as<float>(),
                b.train ? args.inputs[5].as<float>() : args.outputs[2].as<float>()} {}

@@ -6,7 +6,8 @@
 // cross_entropy kernel's online log-sum-exp) and, when training, its
 // gradient (softmax − onehot)·dloss/count in place; two more GEMMs multiply
 // it into the chunk's rows of dh and into dw (accumulating after the first
-// chunk). Every GEMM is planned at bind time, three per chunk.
+// chunk; a frozen head has no dw and no such GEMM). Every GEMM is planned
+// at bind time, up to three per chunk.
 //
 // The vocabulary-parallel forms run the same chunks over a shard of w:
 // linear_cross_entropy_partial keeps each row's max, Σ exp(logit − max)
@@ -150,7 +151,7 @@ protected:
         wgrad.a = h + r0 * b_.width, wgrad.b = scratch_;
       }
       wgrad.c = dw;
-      if (!add(dgrad, error) || !add(wgrad, error)) return false;
+      if (!add(dgrad, error) || (dw && !add(wgrad, error))) return false;
     }
     return true;
   }
@@ -164,10 +165,8 @@ protected:
       gemms_[g++]->run(stream);
       rows(r0, n);
       LLMC_CUDA_CHECK_LAUNCH();
-      if (b_.train) {
-        gemms_[g++]->run(stream);
-        gemms_[g++]->run(stream);
-      }
+      if (b_.train) gemms_[g++]->run(stream);
+      if (b_.train && b_.weightGrad) gemms_[g++]->run(stream);
     }
   }
 
@@ -191,7 +190,7 @@ template <typename T> class LinearCrossEntropyKernel final : public ChunkedHead<
 
 public:
   LinearCrossEntropyKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b)
-      : ChunkedHead<T>(b, args.outputs[b.train ? 3 : 1].as<T>()), targets_(args.inputs[2]),
+      : ChunkedHead<T>(b, args.outputs.back().as<T>()), targets_(args.inputs[2]),
         dloss_(b.train ? args.inputs[3].as<float>() : nullptr),
         loss_(args.outputs[0].as<float>()),
         rowLoss_(static_cast<size_t>(b.rows) * sizeof(float)), scale_(sizeof(float)) {}
@@ -200,7 +199,7 @@ public:
     const bool train = b_.train;
     return this->planChunks(args.inputs[0].as<T>(), args.inputs[1].as<T>(),
                             train ? args.outputs[1].as<T>() : nullptr,
-                            train ? args.outputs[2].as<T>() : nullptr, error);
+                            train && b_.weightGrad ? args.outputs[2].as<T>() : nullptr, error);
   }
 
   void run(const StepContext &ctx) override {
@@ -247,7 +246,7 @@ template <typename T> class ShardedHeadKernel final : public ChunkedHead<T> {
 
 public:
   ShardedHeadKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b)
-      : ChunkedHead<T>(b, args.outputs[b.train ? 2 : 3].as<T>()), targets_(args.inputs[2]),
+      : ChunkedHead<T>(b, args.outputs.back().as<T>()), targets_(args.inputs[2]),
         stats_{b.train ? args.inputs[3].as<float>() : args.outputs[0].as<float>(),
                b.train ? args.inputs[4].as<float>() : args.outputs[1].as<float>(),
                b.train ? args.inputs[5].as<float>() : args.outputs[2].as<float>()} {}
@@ -256,7 +255,7 @@ public:
     const bool train = b_.train;
     return this->planChunks(args.inputs[0].as<T>(), args.inputs[1].as<T>(),
                             train ? args.outputs[0].as<T>() : nullptr,
-                            train ? args.outputs[1].as<T>() : nullptr, error);
+                            train && b_.weightGrad ? args.outputs[1].as<T>() : nullptr, error);
   }
 
   void run(const StepContext &ctx) override {

@@ -137,8 +137,11 @@ for family in $FAMILIES; do
   [[ $family == *-qat-outlier ]] && qat="weights=int4:block16, activations=int8:asym:outlier3"
   [[ $family == *-qat* ]] && common+=(--qat "$qat") &&
     tolerance=5e-4 && strict=(1:1e-6) && export OMP_NUM_THREADS=1
-  # LoRA: adapters on every matmul, the head included, base frozen.
-  [[ $family == *-lora* ]] && common+=(--lora "rank=4, alpha=8, targets=qkv,proj,mlp,head")
+  # LoRA, base frozen: GPT-2 adapts every layer's matmuls and keeps its head
+  # frozen (the fused head without a weight gradient), Llama adapts the
+  # head too (an adapted head is not fused).
+  [[ $family == gpt2-lora* ]] && common+=(--lora "rank=4, alpha=8, targets=qkv,proj,mlp")
+  [[ $family == llama-lora* ]] && common+=(--lora "rank=4, alpha=8, targets=qkv,proj,mlp,head")
   # 8-bit AdamW: blocks are cut from each rank's piece of a moment, so a
   # layout that splits a tensor into pieces that are not whole blocks
   # quantizes it differently (ZeRO-1 here): same trajectory, not the same

@@ -60,6 +60,26 @@ func.func @untied(%h: tensor<4x8x16xf32>, %w: tensor<16x32xf32>, %t: tensor<4x8x
 
 // -----
 
+// A frozen head (LoRA trains adapters only): the autodiff pass forms dh
+// but no dw, so the fused op has no dw and runs no product for it.
+// CHECK-LABEL: func.func @frozen
+// CHECK-NEXT:  %[[SEED:.*]] = llm.fill 1.0
+// CHECK-NEXT:  %[[L:.*]], %[[DH:.*]], %{{.*}} = llm.linear_cross_entropy_train %arg0, %arg1, %arg2, %[[SEED]] {chunk_rows = 32 : i64, frozen_weight, transpose_b} : tensor<4x8x16xf32>, tensor<32x16xf32>, tensor<4x8xi32>
+// CHECK-NEXT:  return %[[L]], %[[DH]]
+// NONE-LABEL: func.func @frozen
+// NONE: llm.cross_entropy_grad
+func.func @frozen(%h: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %t: tensor<4x8xi32>)
+    -> (tensor<f32>, tensor<4x8x16xf32>) {
+  %logits = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<32x16xf32> -> tensor<4x8x32xf32>
+  %loss = llm.cross_entropy %logits, %t : tensor<4x8x32xf32>, tensor<4x8xi32>
+  %seed = llm.fill 1.0 : tensor<f32>
+  %g = llm.cross_entropy_grad %logits, %t, %seed : tensor<4x8x32xf32>, tensor<4x8xi32>
+  %dh = llm.matmul %g, %w : tensor<4x8x32xf32>, tensor<32x16xf32> -> tensor<4x8x16xf32>
+  return %loss, %dh : tensor<f32>, tensor<4x8x16xf32>
+}
+
+// -----
+
 // Evaluation: the loss alone.
 // CHECK-LABEL: func.func @eval
 // CHECK-NEXT: %[[L:.*]], %{{.*}} = llm.linear_cross_entropy %arg0, %arg1, %arg2 {chunk_rows = 32 : i64, transpose_b}
@@ -166,16 +186,15 @@ func.func @tp_regathered(%h: tensor<4x8x16xf32>, %ws: tensor<8x16xf32>, %t: tens
 // -----
 
 // Not fused under tensor parallelism: a backward whose products read
-// another weight than the forward's, and a frozen head (no weight
-// gradient), keep their logits; so does a forward whose logits something
-// else reads.
+// another weight than the forward's keeps its logits; so does a forward
+// whose logits something else reads.
 // CHECK-LABEL: func.func @tp_kept
 // CHECK-NOT: linear_cross_entropy
 // CHECK: return
 dist.mesh @mesh axes ["tp"] shape [2]
 func.func @tp_kept(%h: tensor<4x8x16xf32>, %w: tensor<16x16xf32>, %w2: tensor<16x16xf32>,
                    %t: tensor<4x8xi32>, %ds: tensor<4x8xf32>, %dt: tensor<4x8xf32>)
-    -> (tensor<4x8x16xf32>, tensor<16x16xf32>, tensor<4x8x16xf32>, tensor<4x8xf32>,
+    -> (tensor<4x8x16xf32>, tensor<16x16xf32>, tensor<4x8xf32>,
         tensor<4x8xf32>, tensor<4x8x16xf32>) {
   %l1 = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
   %g1 = llm.cross_entropy_partial_grad %l1, %t, %ds, %ds, %dt {num_classes = 32 : i64} : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
@@ -183,13 +202,30 @@ func.func @tp_kept(%h: tensor<4x8x16xf32>, %w: tensor<16x16xf32>, %w2: tensor<16
   %hr = llm.reshape %h : tensor<4x8x16xf32> to tensor<32x16xf32>
   %gr = llm.reshape %g1 : tensor<4x8x16xf32> to tensor<32x16xf32>
   %dw1 = llm.matmul %gr, %hr {transpose_a} : tensor<32x16xf32>, tensor<32x16xf32> -> tensor<16x16xf32>
-  %l2 = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
-  %g2 = llm.cross_entropy_partial_grad %l2, %t, %ds, %ds, %dt {num_classes = 32 : i64} : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
-  %dx2 = llm.matmul %g2, %w : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
   %l3 = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
   %m = llm.reduce_max %l3 {num_classes = 32 : i64} : tensor<4x8x16xf32> -> tensor<4x8xf32>
   %s, %tl = llm.cross_entropy_partial %l3, %t, %m {num_classes = 32 : i64} : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
-  return %dx1, %dw1, %dx2, %s, %tl, %l3 : tensor<4x8x16xf32>, tensor<16x16xf32>, tensor<4x8x16xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8x16xf32>
+  return %dx1, %dw1, %s, %tl, %l3 : tensor<4x8x16xf32>, tensor<16x16xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8x16xf32>
+}
+
+// -----
+
+// A frozen vocabulary shard (LoRA leaves the head untrained): the backward
+// has dh's product only, and fuses into the frozen_weight form, which
+// returns no dw.
+// CHECK-LABEL: func.func @tp_frozen
+// CHECK-NEXT:  %[[DX:.*]], %{{.*}} = llm.linear_cross_entropy_partial_grad %arg0, %arg1, %arg2, %arg3, %arg4, %arg5 {chunk_rows = 32 : i64, frozen_weight, num_classes = 32 : i64, transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
+// CHECK-NEXT:  return %[[DX]]
+// NONE-LABEL: func.func @tp_frozen
+// NONE: llm.cross_entropy_partial_grad
+dist.mesh @mesh axes ["tp"] shape [2]
+func.func @tp_frozen(%h: tensor<4x8x16xf32>, %w: tensor<16x16xf32>, %t: tensor<4x8xi32>,
+                     %shift: tensor<4x8xf32>, %ds: tensor<4x8xf32>, %dt: tensor<4x8xf32>)
+    -> tensor<4x8x16xf32> {
+  %l = llm.matmul %h, %w {transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %g = llm.cross_entropy_partial_grad %l, %t, %shift, %ds, %dt {num_classes = 32 : i64} : tensor<4x8x16xf32>, tensor<4x8xi32>, tensor<4x8xf32>
+  %dx = llm.matmul %g, %w : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  return %dx : tensor<4x8x16xf32>
 }
 
 // -----

@@ -1075,3 +1075,12 @@ func.func @f(%x: tensor<2x8xf32>, %g: tensor<8xf32>) {
   %dx, %dg = llm.rmsnorm_grad_add %x, %g, %x, %x {epsilon = -1.0 : f64} : tensor<2x8xf32>, tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @f(%h: tensor<2x8xf32>, %w: tensor<8x8xf32>, %t: tensor<2xi32>, %d: tensor<f32>) {
+  // A frozen head has no dw result.
+  // expected-error @+1 {{operation defines 3 results but was provided 4 to bind}}
+  %l, %dh, %dw, %sc = llm.linear_cross_entropy_train %h, %w, %t, %d {chunk_rows = 2 : i64, frozen_weight} : tensor<2x8xf32>, tensor<8x8xf32>, tensor<2xi32>
+  return
+}

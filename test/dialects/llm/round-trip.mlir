@@ -131,6 +131,9 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %fl, %fs = llm.linear_cross_entropy %dx2, %wte, %targets {chunk_rows = 4 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8xi32>
   // CHECK: llm.linear_cross_entropy_train %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 16 : i64} : tensor<2x8x256xf32>, tensor<256x64xf32>, tensor<2x8xi32>
   %hl, %hdh, %hdw, %hs = llm.linear_cross_entropy_train %dl, %wte, %targets, %loss {chunk_rows = 16 : i64} : tensor<2x8x256xf32>, tensor<256x64xf32>, tensor<2x8xi32>
+  // A frozen head: no dw.
+  // CHECK: %{{.*}}, %{{.*}}, %{{.*}} = llm.linear_cross_entropy_train %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 16 : i64, frozen_weight} : tensor<2x8x256xf32>, tensor<256x64xf32>, tensor<2x8xi32>
+  %fzl, %fzdh, %fzs = llm.linear_cross_entropy_train %dl, %wte, %targets, %loss {chunk_rows = 16 : i64, frozen_weight} : tensor<2x8x256xf32>, tensor<256x64xf32>, tensor<2x8xi32>
   // Vocabulary-parallel pieces.
   // CHECK: llm.embedding %{{.*}}, %{{.*}} {row_offset = 128 : i64, vocab_size = 256 : i64} : tensor<128x64xf32>, tensor<2x8xi32>
   %half = llm.slice %wte {offsets = array<i64: 128, 0>} : tensor<256x64xf32> to tensor<128x64xf32>
@@ -154,6 +157,8 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %smx, %sse, %stl, %ss = llm.linear_cross_entropy_partial %dx2, %half, %targets {chunk_rows = 4 : i64, class_offset = 128 : i64, num_classes = 256 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi32>
   // CHECK: llm.linear_cross_entropy_partial_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 4 : i64, num_classes = 256 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>
   %sdh, %sdw, %sgs = llm.linear_cross_entropy_partial_grad %dx2, %half, %targets, %sh, %dse, %dtl {chunk_rows = 4 : i64, num_classes = 256 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>
+  // CHECK: %{{.*}}, %{{.*}} = llm.linear_cross_entropy_partial_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 4 : i64, frozen_weight, num_classes = 256 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>
+  %fzsdh, %fzsgs = llm.linear_cross_entropy_partial_grad %dx2, %half, %targets, %sh, %dse, %dtl {chunk_rows = 4 : i64, frozen_weight, num_classes = 256 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>
   // CHECK: llm.dropout %{{.*}} {global_shape = array<i64: 4, 8, 64>, offsets = array<i64: 2, 0, 0>, rate = 1.000000e-01 : f64, seed = 7 : i64} : tensor<2x8x64xf32>
   %gd = llm.dropout %pe {rate = 0.1 : f64, seed = 7 : i64, global_shape = array<i64: 4, 8, 64>, offsets = array<i64: 2, 0, 0>} : tensor<2x8x64xf32>
   // CHECK: llm.fill 1.000000e+00 : tensor<f32>

@@ -67,6 +67,40 @@ TEST(PlanCluster, GroupsInsideANode) {
   EXPECT_TRUE(groupInsideNode(mesh, {"tp"}, 2));
 }
 
+TEST(PlanProgramCost, FusedHeadFlops) {
+  // The head's product per pass over it: once forward (whole vocabulary or
+  // a shard), three times with the backward's dh and dw, twice for a
+  // frozen head (no dw).
+  mlir::MLIRContext context;
+  llmc::prepareContext(context);
+  const char *ir = R"mlir(
+    exec.program @train_step kind "train_step" {
+      %h = exec.buffer offset 0 : memref<4x8x16xf32>
+      %w = exec.buffer offset 2048 : memref<32x16xf32>
+      %t = exec.buffer offset 4096 : memref<4x8xi32>
+      %s = exec.buffer offset 4224 : memref<f32>
+      %r = exec.buffer offset 4352 : memref<4x8xf32>
+      %c = exec.buffer offset 4608 : memref<32x32xf32>
+      exec.kernel "linear_cross_entropy"(%h, %w, %t : memref<4x8x16xf32>, memref<32x16xf32>, memref<4x8xi32>) -> (%s, %c : memref<f32>, memref<32x32xf32>) {chunk_rows = 32 : i64, transpose_b = 1 : i64}
+      exec.kernel "linear_cross_entropy_partial"(%h, %w, %t : memref<4x8x16xf32>, memref<32x16xf32>, memref<4x8xi32>) -> (%r, %r, %r, %c : memref<4x8xf32>, memref<4x8xf32>, memref<4x8xf32>, memref<32x32xf32>) {chunk_rows = 32 : i64, num_classes = 64 : i64, transpose_b = 1 : i64}
+      exec.kernel "linear_cross_entropy_train"(%h, %w, %t, %s : memref<4x8x16xf32>, memref<32x16xf32>, memref<4x8xi32>, memref<f32>) -> (%s, %h, %w, %c : memref<f32>, memref<4x8x16xf32>, memref<32x16xf32>, memref<32x32xf32>) {chunk_rows = 32 : i64, transpose_b = 1 : i64}
+      exec.kernel "linear_cross_entropy_train"(%h, %w, %t, %s : memref<4x8x16xf32>, memref<32x16xf32>, memref<4x8xi32>, memref<f32>) -> (%s, %h, %c : memref<f32>, memref<4x8x16xf32>, memref<32x32xf32>) {chunk_rows = 32 : i64, frozen_weight = 1 : i64, transpose_b = 1 : i64}
+      exec.kernel "linear_cross_entropy_partial_grad"(%h, %w, %t, %r, %r, %r : memref<4x8x16xf32>, memref<32x16xf32>, memref<4x8xi32>, memref<4x8xf32>, memref<4x8xf32>, memref<4x8xf32>) -> (%h, %c : memref<4x8x16xf32>, memref<32x32xf32>) {chunk_rows = 32 : i64, frozen_weight = 1 : i64, num_classes = 64 : i64, transpose_b = 1 : i64}
+    }
+  )mlir";
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  ASSERT_TRUE(module);
+  std::vector<mlir::Operation *> kernels;
+  module->walk([&](llmc::exec::KernelOp k) { kernels.push_back(k); });
+  ASSERT_EQ(kernels.size(), 5u);
+  const double head = 2.0 * 32 * 32 * 16; // rows · V · D
+  EXPECT_DOUBLE_EQ(kernelFlops(kernels[0]), head);
+  EXPECT_DOUBLE_EQ(kernelFlops(kernels[1]), head);
+  EXPECT_DOUBLE_EQ(kernelFlops(kernels[2]), 3 * head);
+  EXPECT_DOUBLE_EQ(kernelFlops(kernels[3]), 2 * head);
+  EXPECT_DOUBLE_EQ(kernelFlops(kernels[4]), 2 * head);
+}
+
 TEST(PlanProgramCost, KernelFlopsAndPhases) {
   mlir::MLIRContext context;
   llmc::prepareContext(context);

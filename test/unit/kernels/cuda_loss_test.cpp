@@ -77,6 +77,11 @@ TEST(CudaLossKernels, LinearCrossEntropyMatchesCpu) {
       KernelAttrs a = attrs({}, {{"chunk_rows", chunk}, {"transpose_b", transposeB}});
       expectCudaMatchesCpu("linear_cross_entropy_train", {&h, &w, &targets, &dloss},
                            {&loss, &dh, &dw, &scratch}, a, {Metric::Norm, {1e-5}});
+      // A frozen head: no dw output and no product for it.
+      KernelAttrs frozen = a;
+      frozen.setInt("frozen_weight", 1);
+      expectCudaMatchesCpu("linear_cross_entropy_train", {&h, &w, &targets, &dloss},
+                           {&loss, &dh, &scratch}, frozen, {Metric::Norm, {1e-5}});
       Buffer evalLoss(DType::F32, {});
       expectCudaMatchesCpu("linear_cross_entropy", {&h, &w, &targets}, {&evalLoss, &scratch}, a,
                            {Metric::Norm, {1e-5}});
@@ -147,6 +152,11 @@ TEST(CudaLossKernels, ShardedLinearCrossEntropyMatchesCpu) {
         expectCudaMatchesCpu("linear_cross_entropy_partial_grad",
                              {&h, &wb, &targets, &shift, &ds, &dt}, {&dh, &dw, &scratch}, a,
                              {Metric::Norm, {tolerance(dtype), tolerance(dtype), skip}});
+        KernelAttrs frozen = a;
+        frozen.setInt("frozen_weight", 1);
+        expectCudaMatchesCpu("linear_cross_entropy_partial_grad",
+                             {&h, &wb, &targets, &shift, &ds, &dt}, {&dh, &scratch}, frozen,
+                             {Metric::Norm, {tolerance(dtype), skip}});
       }
 }
 

@@ -8,7 +8,8 @@
 // f16 heads against the unfused kernels themselves. The vocabulary-parallel
 // head, rank by rank, against the unfused sharded kernels (reduce_max,
 // cross_entropy_partial and its gradient) on GPT-2's vocabulary split into
-// padded shards.
+// padded shards. A frozen head (frozen_weight: no dw output) gives the
+// trained head's loss and dh bit for bit.
 
 #include "KernelTest.h"
 
@@ -22,6 +23,12 @@ struct HeadCase {
   int64_t width, vocab;
   bool transposeB;
 };
+
+/// `a` with the frozen_weight flag: the backward forms without dw.
+KernelAttrs withFrozenWeight(KernelAttrs a) {
+  a.setInt("frozen_weight", 1);
+  return a;
+}
 
 const std::vector<HeadCase> kHeads = {
     {{3, 7}, 16, 33, true},   // tied layout, w [V, D]
@@ -59,6 +66,12 @@ TEST(LinearCrossEntropyKernels, MatchTheUnfusedReferenceAtEveryChunkSize) {
       EXPECT_CLOSE(loss.toRef(), expected[0], Metric::Elementwise, 1e-5);
       EXPECT_CLOSE(dh.toRef(), expected[1], Metric::Norm, 1e-5);
       EXPECT_CLOSE(dw.toRef(), expected[2], Metric::Norm, 1e-5);
+      Buffer frozenLoss(DType::F32, {}), frozenDh(DType::F32, hShape);
+      frozenLoss.poison(), frozenDh.poison();
+      ASSERT_TRUE(runKernel("linear_cross_entropy_train", {&hb, &wb, &tb, &db},
+                            {&frozenLoss, &frozenDh, &scratch}, withFrozenWeight(a)));
+      EXPECT_EQ(frozenLoss.toRef().data, loss.toRef().data);
+      EXPECT_EQ(frozenDh.toRef().data, dh.toRef().data);
       Buffer evalLoss(DType::F32, {}), evalScratch(DType::F32, {chunk, c.vocab});
       evalLoss.poison();
       ASSERT_TRUE(runKernel("linear_cross_entropy", {&hb, &wb, &tb}, {&evalLoss, &evalScratch},
@@ -118,6 +131,12 @@ TEST(LinearCrossEntropyKernels, HalfHeadsMatchTheUnfusedKernels) {
         ASSERT_TRUE(runKernel("linear_cross_entropy_train", {&hb, &wb, &tb, &db},
                               {&fusedLoss, &fusedDh, &fusedDw, &scratch}, a));
         EXPECT_EQ(fusedLoss.toRef().data, loss.toRef().data);
+        Buffer frozenLoss(DType::F32, {}), frozenDh(dtype, hShape);
+        frozenLoss.poison(), frozenDh.poison();
+        ASSERT_TRUE(runKernel("linear_cross_entropy_train", {&hb, &wb, &tb, &db},
+                              {&frozenLoss, &frozenDh, &scratch}, withFrozenWeight(a)));
+        EXPECT_EQ(frozenLoss.toRef().data, loss.toRef().data);
+        EXPECT_EQ(frozenDh.toRef().data, fusedDh.toRef().data);
         if (chunk == rows) {
           EXPECT_EQ(fusedDh.toRef().data, dh.toRef().data);
           EXPECT_EQ(fusedDw.toRef().data, dw.toRef().data);
@@ -233,6 +252,12 @@ TEST(LinearCrossEntropyKernels, ShardsMatchTheUnfusedShardedKernels) {
           ASSERT_TRUE(runKernel("linear_cross_entropy_partial_grad",
                                 {&hb, &wb[rank], &tb, &shiftb, &ds, &dt},
                                 {&fusedDh, &fusedDw, &scratch}, shardAttrs(rank, chunk)));
+          Buffer frozenDh(dtype, h.shape);
+          frozenDh.poison();
+          ASSERT_TRUE(runKernel("linear_cross_entropy_partial_grad",
+                                {&hb, &wb[rank], &tb, &shiftb, &ds, &dt}, {&frozenDh, &scratch},
+                                withFrozenWeight(shardAttrs(rank, chunk))));
+          EXPECT_EQ(frozenDh.toRef().data, fusedDh.toRef().data);
           if (chunk == n) {
             EXPECT_EQ(max.toRef().data, unfused[rank].max.toRef().data);
             EXPECT_EQ(tl.toRef().data, targetLogits[rank].data);
@@ -289,6 +314,17 @@ TEST(LinearCrossEntropyKernels, BindingErrorsNameTheOperand) {
                       attrs({}, {{"chunk_rows", 0}, {"transpose_b", 1}}))
                 .find("chunk_rows must be >= 1"),
             std::string::npos);
+  // The training form: dw unless frozen_weight.
+  TensorView dloss = typeOnly(DType::F32, {});
+  EXPECT_EQ(bindError("linear_cross_entropy_train", {h, w, t, dloss}, {loss, h, w, scratch}, a),
+            "");
+  EXPECT_EQ(bindError("linear_cross_entropy_train", {h, w, t, dloss}, {loss, h, scratch},
+                      withFrozenWeight(a)),
+            "");
+  expectBindErrorsMention("linear_cross_entropy_train",
+                          {{{h, w, t, dloss}, {loss, h, scratch}, a, "4 output"},
+                           {{h, w, t, dloss}, {loss, h, w, scratch}, withFrozenWeight(a),
+                            "3 output"}});
 }
 
 TEST(LinearCrossEntropyKernels, ShardBindingErrorsNameTheOperand) {
@@ -300,6 +336,9 @@ TEST(LinearCrossEntropyKernels, ShardBindingErrorsNameTheOperand) {
             "");
   EXPECT_EQ(bindError("linear_cross_entropy_partial_grad", {h, w, t, stat, stat, stat},
                       {h, w, scratch}, a),
+            "");
+  EXPECT_EQ(bindError("linear_cross_entropy_partial_grad", {h, w, t, stat, stat, stat},
+                      {h, scratch}, withFrozenWeight(a)),
             "");
   expectBindErrorsMention(
       "linear_cross_entropy_partial",
