@@ -138,7 +138,8 @@ LogicalResult Interpreter::runOp(Operation *op) {
         return success();
       })
       .Case([&](AddLayerNormOp o) {
-        outs(ref::addLayernorm(in(0), in(1), in(2), in(3), d(o.getEpsilon())));
+        outs(ref::addLayernorm(in(0), in(1), in(2), in(3), d(o.getEpsilon()),
+                               optional(o.getBias())));
         return success();
       })
       .Case([&](AddRMSNormOp o) {

@@ -12,6 +12,16 @@
 // whatever else reads it (the next residual add, a norm's backward, a
 // replay under recomputation) still does, so no value is fused away.
 //
+// Under tensor parallelism a row-parallel projection's bias is added after
+// its all-reduce, so no GEMM epilogue can take it (Fuse.cpp's `bias` needs
+// the product itself):
+//   %p = all_reduce ...
+//   %b = add %p, %bias               ([C]: broadcast over the rows)
+//   %s = add %a, %b
+//   %y = layernorm %s, %g, %beta
+// becomes add_layernorm %a, %p, %g, %beta bias %bias when the biased value
+// feeds only the residual add: one pass where there were two.
+//
 // In the backward the gradient through the norm meets the stream's:
 //   %dx, %dg(, %db) = layernorm_grad %x, %g, %dy  (or rmsnorm_grad)
 //   %d = add %dx, %e                              (either operand order)
@@ -99,7 +109,20 @@ Operation *forwardPoint(AddOp add, Operation *norm, ValueRange params,
   return nullptr;
 }
 
-/// Fuses the residual add feeding `norm` (a LayerNormOp or RMSNormOp).
+/// The operand of the residual `add` that is `add %p, %bias` with a [C]
+/// bias of `gamma`'s type, read by `add` alone, in its part of the step.
+AddOp biasedOperand(AddOp add, Value gamma) {
+  for (Value operand : {add.getRhs(), add.getLhs()}) {
+    auto biased = operand.getDefiningOp<AddOp>();
+    if (biased && operand.hasOneUse() && biased.getLhs().getType() == biased.getType() &&
+        biased.getRhs().getType() == gamma.getType() && samePartOfStep(biased, add))
+      return biased;
+  }
+  return {};
+}
+
+/// Fuses the residual add feeding `norm` (a LayerNormOp or RMSNormOp), and
+/// for a layernorm the bias add before it.
 template <typename NormOp> bool fuseForward(NormOp norm, DominanceInfo &dominance) {
   auto add = norm.getX().template getDefiningOp<AddOp>();
   if (!isResidualAdd(add) || !samePartOfStep(add, norm))
@@ -116,19 +139,31 @@ template <typename NormOp> bool fuseForward(NormOp norm, DominanceInfo &dominanc
     return false;
 
   OpBuilder builder(point);
-  Location loc = builder.getFusedLoc({add.getLoc(), norm.getLoc()});
+  SmallVector<Location> locs = {add.getLoc(), norm.getLoc()};
   Operation *fused;
-  if constexpr (std::is_same_v<NormOp, LayerNormOp>)
-    fused = AddLayerNormOp::create(builder, loc, add.getLhs(), add.getRhs(), norm.getGamma(),
-                                   norm.getBeta(), norm.getEpsilon());
-  else
-    fused = AddRMSNormOp::create(builder, loc, add.getLhs(), add.getRhs(), norm.getGamma(),
-                                 norm.getEpsilon());
+  AddOp biased;
+  if constexpr (std::is_same_v<NormOp, LayerNormOp>) {
+    Value a = add.getLhs(), b = add.getRhs(), bias;
+    if ((biased = biasedOperand(add, norm.getGamma()))) {
+      if (a == biased.getResult())
+        std::swap(a, b);
+      b = biased.getLhs();
+      bias = biased.getRhs();
+      locs.insert(locs.begin(), biased.getLoc());
+    }
+    fused = AddLayerNormOp::create(builder, builder.getFusedLoc(locs), a, b, norm.getGamma(),
+                                   norm.getBeta(), bias, norm.getEpsilon());
+  } else {
+    fused = AddRMSNormOp::create(builder, builder.getFusedLoc(locs), add.getLhs(), add.getRhs(),
+                                 norm.getGamma(), norm.getEpsilon());
+  }
   copyPlace(point, fused);
   norm.getResult().replaceAllUsesWith(fused->getResult(1));
   add.getResult().replaceAllUsesWith(fused->getResult(0));
   norm->erase();
   add->erase();
+  if (biased)
+    biased->erase();
   return true;
 }
 

@@ -310,6 +310,10 @@ static LogicalResult inferAddNorm(std::optional<Location> loc, Value a, Value ga
 
 LogicalResult AddLayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  Value bias = adaptor.getBias();
+  if (bias && bias.getType() != adaptor.getGamma().getType())
+    return emitOptionalError(loc, "bias must have gamma's type ", adaptor.getGamma().getType(),
+                             ", got ", bias.getType());
   return inferAddNorm(loc, adaptor.getA(), adaptor.getGamma(), adaptor.getBeta(), types);
 }
 

@@ -244,17 +244,26 @@ def LLM_AddLayerNormOp : LLM_PureOp<"add_layernorm", [Positionwise,
     `sum = a + b`, `y = layernorm(sum, gamma, beta)`: what `llm.add` and
     `llm.layernorm` give, rounded as they round (the sum to the element type
     before the statistics). The sum is a result because the residual stream
-    goes on with it. llmc-fuse's `add-norm` forms it.
+    goes on with it. llmc-fuse's `add-norm` forms it. With `bias` (`[C]`,
+    gamma's type) the sum is `a + (b + bias)`, `b + bias` rounded as the
+    `llm.add` of a bias would: a row-parallel projection's bias, which
+    tensor parallelism adds after the all-reduce, joins the same pass.
 
     ```mlir
     %s, %y = llm.add_layernorm %x, %h, %g, %b {epsilon = 1.0e-5 : f64}
         : tensor<4x64x128xf32>, tensor<128xf32>
+    %s, %y = llm.add_layernorm %x, %p, %g, %b bias %pb {epsilon = 1.0e-5 : f64}
+        : tensor<4x64x128xf32>, tensor<128xf32> bias tensor<128xf32>
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$a, LLM_FloatTensor:$b, LLM_FloatTensor:$gamma,
-                       LLM_FloatTensor:$beta, F64Attr:$epsilon);
+                       LLM_FloatTensor:$beta, Optional<LLM_FloatTensor>:$bias,
+                       F64Attr:$epsilon);
   let results = (outs LLM_FloatTensor:$sum, LLM_FloatTensor:$y);
-  let assemblyFormat = "$a `,` $b `,` $gamma `,` $beta attr-dict `:` type($a) `,` type($gamma)";
+  let assemblyFormat = [{
+    $a `,` $b `,` $gamma `,` $beta (`bias` $bias^)? attr-dict `:` type($a) `,` type($gamma)
+    (`bias` type($bias)^)?
+  }];
   let hasVerifier = 1;
 }
 

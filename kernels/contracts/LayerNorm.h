@@ -20,7 +20,8 @@ namespace llmc::contracts {
 using LayerNormBinding = RowNormShape;
 bool bindLayerNorm(const KernelArgs &args, std::string &error, LayerNormBinding *out);
 bool bindLayerNormGrad(const KernelArgs &args, std::string &error, LayerNormBinding *out);
-/// add_layernorm: a, b, gamma, beta -> sum, y (a, b, sum and y of one shape).
+/// add_layernorm: a, b, gamma, beta[, bias] -> sum, y (a, b, sum and y of
+/// one shape; sum = a + (b + bias) with the [C] bias).
 bool bindAddLayerNorm(const KernelArgs &args, std::string &error, LayerNormBinding *out);
 /// layernorm_grad_add: x, gamma, dy, addend -> dx (+ addend), dgamma, dbeta.
 bool bindLayerNormGradAdd(const KernelArgs &args, std::string &error, LayerNormBinding *out);

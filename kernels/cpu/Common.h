@@ -83,28 +83,6 @@ template <typename T> const float *rowAsFloat(const T *x, int64_t r, int64_t c, 
   }
 }
 
-/// The row `r` of a + b, stored into `sum` as `add` stores it, and returned
-/// as fp32 (the stored row for f32, else the rounded values in `scratch`),
-/// so a fused kernel reads the sum it wrote without a second pass. `sum`
-/// may be `a` (written in place, element by element).
-template <typename T>
-const float *rowSumAsFloat(const T *a, const T *b, T *sum, int64_t r, int64_t c, float *scratch) {
-  const T *ar = a + r * c, *br = b + r * c;
-  T *sr = sum + r * c;
-  if constexpr (std::is_same_v<T, float>) {
-#pragma omp simd
-    for (int64_t i = 0; i < c; ++i) sr[i] = ar[i] + br[i];
-    return sr;
-  } else {
-#pragma omp simd
-    for (int64_t i = 0; i < c; ++i) {
-      store(sr, i, load(ar, i) + load(br, i));
-      scratch[i] = load(sr, i);
-    }
-    return scratch;
-  }
-}
-
 /// `v` rounded to T and widened back (the identity for fp32): what the
 /// next kernel reads of a value this one stores.
 template <typename T> inline float roundTo(float v) {
@@ -114,6 +92,44 @@ template <typename T> inline float roundTo(float v) {
     T t;
     store(&t, 0, v);
     return load(&t, 0);
+  }
+}
+
+/// The row `r` of a + b, stored into `sum` as `add` stores it, and returned
+/// as fp32 (the stored row for f32, else the rounded values in `scratch`),
+/// so a fused kernel reads the sum it wrote without a second pass. `sum`
+/// may be `a` or `b` (written in place, element by element). With `bias`
+/// ([c]) the row is a + (b + bias), b + bias rounded as its own `add`
+/// stores it.
+template <typename T>
+const float *rowSumAsFloat(const T *a, const T *b, T *sum, int64_t r, int64_t c, float *scratch,
+                           const T *bias = nullptr) {
+  const T *ar = a + r * c, *br = b + r * c;
+  T *sr = sum + r * c;
+  if constexpr (std::is_same_v<T, float>) {
+    if (bias) {
+#pragma omp simd
+      for (int64_t i = 0; i < c; ++i) sr[i] = ar[i] + (br[i] + bias[i]);
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < c; ++i) sr[i] = ar[i] + br[i];
+    }
+    return sr;
+  } else {
+    if (bias) {
+#pragma omp simd
+      for (int64_t i = 0; i < c; ++i) {
+        store(sr, i, load(ar, i) + roundTo<T>(load(br, i) + load(bias, i)));
+        scratch[i] = load(sr, i);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < c; ++i) {
+        store(sr, i, load(ar, i) + load(br, i));
+        scratch[i] = load(sr, i);
+      }
+    }
+    return scratch;
   }
 }
 

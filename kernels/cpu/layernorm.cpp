@@ -15,6 +15,8 @@
 // (a, b → sum, y) forms each row's sum, stores it rounded to the element type
 // as `add` does and normalizes the rounded row while it is in L1: one read of
 // a and b and one write of sum and y, where add + layernorm read the sum back.
+// With a bias of b (a fifth input) the sum is a + (b + bias), each add
+// rounded as its own kernel would.
 // layernorm_grad_add adds `addend` to dx (rounded first, as layernorm_grad
 // stores it) as it writes dx, which may overwrite the addend (the planner
 // places it there when the addend dies), so dx goes through scratch first.
@@ -42,9 +44,10 @@ inline void rowStats(const float *x, int64_t c, float eps, float *mean, float *r
 template <typename T> class LayerNormKernel final : public Kernel {
 public:
   /// layernorm (x, gamma, beta → y) or, with `residual`, add_layernorm
-  /// (a, b, gamma, beta → sum, y).
+  /// (a, b, gamma, beta[, bias] → sum, y).
   LayerNormKernel(const KernelArgs &args, float eps, bool residual)
       : x_(args.inputs[0].as<T>()), b_(residual ? args.inputs[1].as<T>() : nullptr),
+        bias_(residual && args.inputs.size() == 5 ? args.inputs[4].as<T>() : nullptr),
         gamma_(args.inputs[residual ? 2 : 1].as<T>()),
         beta_(args.inputs[residual ? 3 : 2].as<T>()),
         sum_(residual ? args.outputs[0].as<T>() : nullptr),
@@ -62,7 +65,7 @@ public:
       float *scratch = rowScratch_.at(omp_get_thread_num());
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows_; ++r) {
-        const float *x = b_ ? rowSumAsFloat(x_, b_, sum_, r, c, scratch)
+        const float *x = b_ ? rowSumAsFloat(x_, b_, sum_, r, c, scratch, bias_)
                             : rowAsFloat(x_, r, c, scratch);
         float mean, rstd;
         rowStats(x, c, eps_, &mean, &rstd);
@@ -74,7 +77,7 @@ public:
   }
 
 private:
-  const T *x_, *b_, *gamma_, *beta_; // x_ is a and b_ is b in add_layernorm
+  const T *x_, *b_, *bias_, *gamma_, *beta_; // x_ is a and b_ is b in add_layernorm
   T *sum_, *out_;
   int64_t c_, rows_;
   float eps_;

@@ -62,17 +62,26 @@ __device__ __forceinline__ void rowStats(const T *xr, int64_t c, float eps, floa
 }
 
 /// y = layernorm(x); with `b` (add_layernorm) x is a, and the row of a + b
-/// is written to `sum` first and normalized from there.
+/// (a + (b + bias) with `bias`, b + bias rounded to T as its own add stores
+/// it) is written to `sum` first and normalized from there.
 template <typename T>
-__global__ void layerNormKernel(const T *x, const T *b, T *sum, const T *gamma, const T *beta,
-                                T *out, int64_t rows, int64_t c, float eps) {
+__global__ void layerNormKernel(const T *x, const T *b, const T *bias, T *sum, const T *gamma,
+                                const T *beta, T *out, int64_t rows, int64_t c, float eps) {
   __shared__ float red[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *xr = x + r * c;
     if (b) {
       const T *br = b + r * c;
       T *sr = sum + r * c;
-      for (int64_t i = threadIdx.x; i < c; i += blockDim.x) store(sr, i, load(xr, i) + load(br, i));
+      for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
+        float addend = load(br, i);
+        if (bias) {
+          T biased;
+          store(&biased, 0, addend + load(bias, i));
+          addend = load(&biased, 0);
+        }
+        store(sr, i, load(xr, i) + addend);
+      }
       xr = sr;
     }
     float mean, rstd;
@@ -135,9 +144,11 @@ __global__ void columnSumKernel(const float *partial, int64_t blocks, int64_t c,
 
 template <typename T> class LayerNormKernel final : public Kernel {
 public:
-  /// layernorm, or with `residual` add_layernorm (a, b, gamma, beta → sum, y).
+  /// layernorm, or with `residual` add_layernorm (a, b, gamma, beta[, bias]
+  /// → sum, y).
   LayerNormKernel(const KernelArgs &args, float eps, bool residual)
       : x_(args.inputs[0].as<T>()), b_(residual ? args.inputs[1].as<T>() : nullptr),
+        bias_(residual && args.inputs.size() == 5 ? args.inputs[4].as<T>() : nullptr),
         gamma_(args.inputs[residual ? 2 : 1].as<T>()),
         beta_(args.inputs[residual ? 3 : 2].as<T>()),
         sum_(residual ? args.outputs[0].as<T>() : nullptr),
@@ -147,12 +158,12 @@ public:
   void run(const StepContext &ctx) override {
     if (rows_ == 0) return;
     layerNormKernel<T><<<rowGrid(rows_), rowThreads(c_), 0, streamOf(ctx)>>>(
-        x_, b_, sum_, gamma_, beta_, out_, rows_, c_, eps_);
+        x_, b_, bias_, sum_, gamma_, beta_, out_, rows_, c_, eps_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
 private:
-  const T *x_, *b_, *gamma_, *beta_;
+  const T *x_, *b_, *bias_, *gamma_, *beta_;
   T *sum_, *out_;
   int64_t c_, rows_;
   float eps_;

@@ -124,9 +124,11 @@ RefTensor layernorm(const RefTensor &x, const RefTensor &gamma, const RefTensor 
 /// {dx, dgamma, dbeta}.
 std::vector<RefTensor> layernormGrad(const RefTensor &x, const RefTensor &gamma,
                                      const RefTensor &dy, double eps);
-/// add_layernorm: {a + b, layernorm(a + b)}.
+/// add_layernorm: {a + b, layernorm(a + b)}; with `bias` ([C]) the sum is
+/// a + (b + bias).
 std::vector<RefTensor> addLayernorm(const RefTensor &a, const RefTensor &b, const RefTensor &gamma,
-                                    const RefTensor &beta, double eps);
+                                    const RefTensor &beta, double eps,
+                                    const RefTensor *bias = nullptr);
 /// layernorm_grad_add: {dx + addend, dgamma, dbeta}.
 std::vector<RefTensor> layernormGradAdd(const RefTensor &x, const RefTensor &gamma,
                                         const RefTensor &dy, const RefTensor &addend, double eps);

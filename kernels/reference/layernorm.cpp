@@ -67,8 +67,8 @@ std::vector<RefTensor> layernormGrad(const RefTensor &x, const RefTensor &gamma,
 
 // The fused residual forms are the unfused ops in turn, by definition.
 std::vector<RefTensor> addLayernorm(const RefTensor &a, const RefTensor &b, const RefTensor &gamma,
-                                    const RefTensor &beta, double eps) {
-  RefTensor sum = add(a, b);
+                                    const RefTensor &beta, double eps, const RefTensor *bias) {
+  RefTensor sum = add(a, bias ? add(b, *bias) : b);
   RefTensor y = layernorm(sum, gamma, beta, eps);
   return {sum, y};
 }

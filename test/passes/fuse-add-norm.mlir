@@ -23,6 +23,56 @@ func.func @layernorm(%a: tensor<2x4x8xf32>, %b: tensor<2x4x8xf32>, %g: tensor<8x
 
 // -----
 
+// Tensor parallelism adds a row-parallel projection's bias after its
+// all-reduce, where no GEMM epilogue can take it: the bias add joins the
+// residual add and the norm, as add_layernorm's bias, in either operand
+// order.
+// CHECK-LABEL: func.func @tp_bias
+// CHECK-NEXT:  %[[P:.*]] = dist.all_reduce %arg1
+// CHECK-NEXT:  %[[S:.*]], %[[Y:.*]] = llm.add_layernorm %arg0, %[[P]], %arg2, %arg3 bias %arg4 {epsilon = 1.000000e-05 : f64} : tensor<2x4x8xf32>, tensor<8xf32> bias tensor<8xf32>
+// CHECK-NEXT:  %[[Q:.*]] = dist.all_reduce %[[Y]]
+// CHECK-NEXT:  %[[S2:.*]], %[[Y2:.*]] = llm.add_layernorm %[[S]], %[[Q]], %arg2, %arg3 bias %arg4 {epsilon = 1.000000e-05 : f64} : tensor<2x4x8xf32>, tensor<8xf32> bias tensor<8xf32>
+// CHECK-NEXT:  return %[[S2]], %[[Y2]]
+// OFF-LABEL: func.func @tp_bias
+// OFF-COUNT-4: llm.add %
+dist.mesh @mesh axes ["tp"] shape [2]
+func.func @tp_bias(%a: tensor<2x4x8xf32>, %p: tensor<2x4x8xf32>, %g: tensor<8xf32>,
+                   %beta: tensor<8xf32>, %bias: tensor<8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %r = dist.all_reduce %p on @mesh axes ["tp"] reduction "sum" : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %b = llm.add %r, %bias : tensor<2x4x8xf32>, tensor<8xf32>
+  %s = llm.add %a, %b : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %y = llm.layernorm %s, %g, %beta {epsilon = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<8xf32>
+  %r2 = dist.all_reduce %y on @mesh axes ["tp"] reduction "sum" : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %b2 = llm.add %r2, %bias : tensor<2x4x8xf32>, tensor<8xf32>
+  %s2 = llm.add %b2, %s : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %y2 = llm.layernorm %s2, %g, %beta {epsilon = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<8xf32>
+  return %s2, %y2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// The bias add stays its own op when something else reads the biased
+// value, and before an rmsnorm (add_rmsnorm takes no bias).
+// CHECK-LABEL: func.func @bias_kept
+// CHECK-NEXT:  %[[B:.*]] = llm.add %arg1, %arg4
+// CHECK-NEXT:  %[[S:.*]], %[[Y:.*]] = llm.add_layernorm %arg0, %[[B]], %arg2, %arg3 {epsilon
+// CHECK-NEXT:  %[[C:.*]] = llm.add %arg1, %arg4
+// CHECK-NEXT:  %{{.*}}, %{{.*}} = llm.add_rmsnorm %arg0, %[[C]], %arg2 {epsilon
+func.func @bias_kept(%a: tensor<2x4x8xf32>, %p: tensor<2x4x8xf32>, %g: tensor<8xf32>,
+                     %beta: tensor<8xf32>, %bias: tensor<8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %b = llm.add %p, %bias : tensor<2x4x8xf32>, tensor<8xf32>
+  %s = llm.add %a, %b : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %y = llm.layernorm %s, %g, %beta {epsilon = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<8xf32>
+  %c = llm.add %p, %bias : tensor<2x4x8xf32>, tensor<8xf32>
+  %t = llm.add %a, %c : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %z = llm.rmsnorm %t, %g {epsilon = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<8xf32>
+  return %b, %y, %t, %z : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
 // Llama's, in bf16.
 // CHECK-LABEL: func.func @rmsnorm
 // CHECK-NEXT:  %[[S:.*]], %[[Y:.*]] = llm.add_rmsnorm %arg0, %arg1, %arg2 {epsilon = 1.000000e-05 : f64} : tensor<2x4x8xbf16>, tensor<8xbf16>

@@ -1084,3 +1084,11 @@ func.func @f(%h: tensor<2x8xf32>, %w: tensor<8x8xf32>, %t: tensor<2xi32>, %d: te
   %l, %dh, %dw, %sc = llm.linear_cross_entropy_train %h, %w, %t, %d {chunk_rows = 2 : i64, frozen_weight} : tensor<2x8xf32>, tensor<8x8xf32>, tensor<2xi32>
   return
 }
+
+// -----
+
+func.func @f(%a: tensor<2x8xf32>, %g: tensor<8xf32>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{bias must have gamma's type 'tensor<8xf32>', got 'tensor<8xbf16>'}}
+  %s, %y = llm.add_layernorm %a, %a, %g, %g bias %b {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<8xf32> bias tensor<8xbf16>
+  return
+}

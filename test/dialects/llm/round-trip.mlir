@@ -20,6 +20,8 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
     %r = llm.rmsnorm %n, %g {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
     // CHECK: llm.add_layernorm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
     %as, %ay = llm.add_layernorm %e, %n, %g, %frozen {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
+    // CHECK: llm.add_layernorm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} {epsilon = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32> bias tensor<64xf32>
+    %bs, %by = llm.add_layernorm %e, %n, %g, %frozen bias %g {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32> bias tensor<64xf32>
     // CHECK: llm.add_rmsnorm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
     %rs2, %ry = llm.add_rmsnorm %as, %ay, %g {epsilon = 1.0e-5 : f64} : tensor<2x8x64xf32>, tensor<64xf32>
     // CHECK: llm.reshape %{{.*}} : tensor<2x8x64xf32> to tensor<2x8x4x16xf32>

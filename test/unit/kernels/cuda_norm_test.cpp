@@ -148,6 +148,33 @@ TEST(CudaNormKernels, AddLayerNormMatchesCpuAndTheUnfusedKernels) {
   expectResidualNormMatchesCpuAndTheUnfusedKernels(/*rms=*/false, 9400);
 }
 
+TEST(CudaNormKernels, AddLayerNormWithBiasMatchesCpuAndTheUnfusedKernels) {
+  // a + (b + bias), as tensor parallelism's bias after the all-reduce joins
+  // the residual add: both backends, and the GPU's add, add, layernorm.
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 9450;
+  for (DType t : kFloatTypes)
+    for (const auto &shape : kNormShapes) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
+      int64_t c = shape.back();
+      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
+      Buffer h = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer gamma = Buffer::of(randomTensor({c}, ++seed, 0.5, 1.0), t);
+      Buffer beta = Buffer::of(randomTensor({c}, ++seed, 0.2), t);
+      Buffer bias = Buffer::of(randomTensor({c}, ++seed, 3.0), t);
+      Buffer sum(t, shape), y(t, shape);
+      KernelAttrs a = attrs({{"epsilon", 1e-5}});
+      Comparison elementwise{Metric::Elementwise, {tolerance(t)}};
+      std::vector<RefTensor> fused = expectCudaMatchesCpu(
+          "add_layernorm", {&x, &h, &gamma, &beta, &bias}, {&sum, &y}, a, elementwise);
+      std::vector<Buffer> biased = cudaOutputs("add", {&h, &bias}, {&sum}, {}, elementwise, t);
+      std::vector<Buffer> s = cudaOutputs("add", {&x, &biased[0]}, {&sum}, {}, elementwise, t);
+      std::vector<Buffer> n =
+          cudaOutputs("layernorm", {&s[0], &gamma, &beta}, {&y}, a, elementwise, t);
+      expectSameData(fused, {s[0], n[0]});
+    }
+}
+
 TEST(CudaNormKernels, AddRmsNormMatchesCpuAndTheUnfusedKernels) {
   LLMC_REQUIRE_GPU();
   expectResidualNormMatchesCpuAndTheUnfusedKernels(/*rms=*/true, 9500);
@@ -160,6 +187,9 @@ TEST(CudaNormKernels, ResidualBindErrorsMatchCpu) {
   TensorView narrow = typeOnly(DType::F32, {4, 7});
   EXPECT_EQ(cudaBindError("add_layernorm", {x, narrow, c, c}, {x, x}, a),
             bindError("add_layernorm", {x, narrow, c, c}, {x, x}, a));
+  TensorView shortBias = typeOnly(DType::F32, {7});
+  EXPECT_EQ(cudaBindError("add_layernorm", {x, x, c, c, shortBias}, {x, x}, a),
+            bindError("add_layernorm", {x, x, c, c, shortBias}, {x, x}, a));
   EXPECT_EQ(cudaBindError("add_rmsnorm", {x, x, c}, {x}, a),
             bindError("add_rmsnorm", {x, x, c}, {x}, a));
   EXPECT_EQ(cudaBindError("layernorm_grad_add", {x, c, x, narrow}, {x, c, c}, a),

@@ -9,6 +9,8 @@
 // add and norm kernels, which they must equal bit for bit in every dtype
 // (also in place: the sum over a or b, dx over the addend, as the planner
 // puts them): that is what makes `--fuse add-norm` train to the unfused losses.
+// add_layernorm with a bias equals the bias add, the residual add and the
+// norm the same way.
 
 #include "KernelTest.h"
 
@@ -129,6 +131,51 @@ TEST(NormKernels, AddLayerNormEqualsAddThenLayerNormExactly) {
                             {&dOverAddend, &fusedDgamma, &fusedDbeta}, a));
       EXPECT_EQ(dOverAddend.toRef().data, d.toRef().data);
     }
+}
+
+/// add_layernorm with a bias of b (tensor parallelism's row-parallel
+/// projection, added after the all-reduce) equals add(b, bias), add and
+/// layernorm bit for bit, also with the sum over b.
+TEST(NormKernels, AddLayerNormWithBiasEqualsTheThreeOpsExactly) {
+  uint64_t seed = 370;
+  for (DType dtype : kFloatTypes)
+    for (const auto &shape : kShapes) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeString(shape));
+      ResidualCase k(shape, dtype, seed += 10);
+      Buffer bias = Buffer::of(randomTensor({shape.back()}, seed + 7, 3.0), dtype);
+      KernelAttrs a = attrs({{"epsilon", 1e-5}});
+      Buffer biased(dtype, shape), sum(dtype, shape), y(dtype, shape);
+      ASSERT_TRUE(runKernel("add", {&k.b, &bias}, {&biased}));
+      ASSERT_TRUE(runKernel("add", {&k.a, &biased}, {&sum}));
+      ASSERT_TRUE(runKernel("layernorm", {&sum, &k.gamma, &k.beta}, {&y}, a));
+      Buffer fusedSum(dtype, shape), fusedY(dtype, shape);
+      fusedSum.poison(), fusedY.poison();
+      ASSERT_TRUE(runKernel("add_layernorm", {&k.a, &k.b, &k.gamma, &k.beta, &bias},
+                            {&fusedSum, &fusedY}, a));
+      EXPECT_EQ(fusedSum.toRef().data, sum.toRef().data);
+      EXPECT_EQ(fusedY.toRef().data, y.toRef().data);
+      RefTensor biasRef = bias.toRef();
+      std::vector<RefTensor> expected = ref::addLayernorm(
+          k.a.toRef(), k.b.toRef(), k.gamma.toRef(), k.beta.toRef(), 1e-5, &biasRef);
+      // Norm-wise: the three addends cancel to near zero in places, where a
+      // half type's two roundings are large relative errors.
+      EXPECT_CLOSE(fusedSum.toRef(), expected[0], Metric::Norm, tolerance(dtype));
+      EXPECT_CLOSE(fusedY.toRef(), expected[1], Metric::Norm, tolerance(dtype));
+      Buffer sumOverB = Buffer::of(k.b.toRef(), dtype);
+      ASSERT_TRUE(runKernel("add_layernorm", {&k.a, &sumOverB, &k.gamma, &k.beta, &bias},
+                            {&sumOverB, &fusedY}, a));
+      EXPECT_EQ(sumOverB.toRef().data, sum.toRef().data);
+      EXPECT_EQ(fusedY.toRef().data, y.toRef().data);
+    }
+  // A bias of the wrong width names itself.
+  EXPECT_NE(bindError("add_layernorm",
+                      {typeOnly(DType::F32, {4, 8}), typeOnly(DType::F32, {4, 8}),
+                       typeOnly(DType::F32, {8}), typeOnly(DType::F32, {8}),
+                       typeOnly(DType::F32, {7})},
+                      {typeOnly(DType::F32, {4, 8}), typeOnly(DType::F32, {4, 8})},
+                      attrs({{"epsilon", 1e-5}}))
+                .find("bias"),
+            std::string::npos);
 }
 
 TEST(NormKernels, AddRmsNormEqualsAddThenRmsNormExactly) {
