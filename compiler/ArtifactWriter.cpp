@@ -308,7 +308,8 @@ FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
   };
   if (worst) {
     for (NamedAttribute entry : worst)
-      if (auto bytes = dyn_cast<IntegerAttr>(entry.getValue()); bytes && entry.getName() != "peak")
+      if (auto bytes = dyn_cast<IntegerAttr>(entry.getValue());
+          bytes && entry.getName() != "peak" && entry.getName() != "live_bound")
         breakdown[memoryCategoryLabel(entry.getName())] += bytes.getInt();
     collect(worst, "activations_by_microbatch", byMicrobatch);
   }
