@@ -237,14 +237,18 @@ FailureOr<flatbuffers::Offset<fb::Program>> Writer::program(exec::ProgramOp op) 
       return failure();
     instructions.push_back(*inst);
   }
-  uint64_t peak = 0;
+  uint64_t peak = 0, bound = 0;
   if (auto plan = current->getAttrOfType<DictionaryAttr>("exec.memory_plan"))
     if (auto programs = plan.getAs<DictionaryAttr>("programs"))
-      if (auto mine = programs.getAs<DictionaryAttr>(op.getSymName()))
+      if (auto mine = programs.getAs<DictionaryAttr>(op.getSymName())) {
         if (auto p = mine.getAs<IntegerAttr>("peak"))
           peak = p.getInt();
+        if (auto b = mine.getAs<IntegerAttr>("live_bound"))
+          bound = b.getInt();
+      }
   return fb::CreateProgram(fbb, fbb.CreateString(op.getSymName().str()),
-                           fbb.CreateVector(buffers), fbb.CreateVector(instructions), peak);
+                           fbb.CreateVector(buffers), fbb.CreateVector(instructions), peak,
+                           bound);
 }
 
 FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
