@@ -237,14 +237,18 @@ FailureOr<flatbuffers::Offset<fb::Program>> Writer::program(exec::ProgramOp op) 
       return failure();
     instructions.push_back(*inst);
   }
-  uint64_t peak = 0;
+  uint64_t peak = 0, bound = 0;
   if (auto plan = current->getAttrOfType<DictionaryAttr>("exec.memory_plan"))
     if (auto programs = plan.getAs<DictionaryAttr>("programs"))
-      if (auto mine = programs.getAs<DictionaryAttr>(op.getSymName()))
+      if (auto mine = programs.getAs<DictionaryAttr>(op.getSymName())) {
         if (auto p = mine.getAs<IntegerAttr>("peak"))
           peak = p.getInt();
+        if (auto b = mine.getAs<IntegerAttr>("live_bound"))
+          bound = b.getInt();
+      }
   return fb::CreateProgram(fbb, fbb.CreateString(op.getSymName().str()),
-                           fbb.CreateVector(buffers), fbb.CreateVector(instructions), peak);
+                           fbb.CreateVector(buffers), fbb.CreateVector(instructions), peak,
+                           bound);
 }
 
 FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
@@ -308,7 +312,8 @@ FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
   };
   if (worst) {
     for (NamedAttribute entry : worst)
-      if (auto bytes = dyn_cast<IntegerAttr>(entry.getValue()); bytes && entry.getName() != "peak")
+      if (auto bytes = dyn_cast<IntegerAttr>(entry.getValue());
+          bytes && entry.getName() != "peak" && entry.getName() != "live_bound")
         breakdown[memoryCategoryLabel(entry.getName())] += bytes.getInt();
     collect(worst, "activations_by_microbatch", byMicrobatch);
   }

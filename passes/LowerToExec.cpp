@@ -11,13 +11,17 @@
 //     addend) writes in place. Views and in-place results join the
 //     operand's class.
 //  2. Each class lives from its first definition to its last use (program
-//     inputs from the start, outputs to the end) and is placed first-fit at
-//     a 64-byte aligned offset above the persistent region.
+//     inputs from the start, outputs to the end; a send's input to the end)
+//     and gets a 64-byte aligned offset above the persistent region that no
+//     class live at the same time overlaps: the smallest of first-fit by
+//     start time and greedy by size (ArenaPlacement.h), so the peak is at
+//     most first-fit's.
 //
 // Each remaining llm op becomes an exec.kernel of the same name.
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/ArenaPlacement.h"
 #include "passes/Layout.h"
 #include "passes/Passes.h"
 #include "passes/QATScheme.h"
@@ -108,6 +112,8 @@ public:
   LogicalResult emit(OpBuilder &builder, StringRef programName, StringRef kind);
 
   int64_t transientPeak = 0;
+  /// The most bytes live at one instruction: no placement's peak is lower.
+  int64_t liveBytesBound = 0;
   std::map<std::string, int64_t> peakBreakdown;
   /// Per category, the most bytes of it ever live at once.
   std::map<std::string, int64_t> categoryPeaks;
@@ -451,30 +457,38 @@ void ProgramLowering::classifyTransients() {
 }
 
 LogicalResult ProgramLowering::allocate() {
-  // First-fit over classes ordered by start.
-  SmallVector<Value> order;
-  for (auto &entry : classes)
-    order.push_back(entry.first);
+  SmallVector<Value> roots;
+  std::vector<arena::Interval> intervals;
+  for (auto &[root, info] : classes) {
+    roots.push_back(root);
+    intervals.push_back({info.start, info.end, info.bytes});
+  }
+  arena::Plan plan = arena::planArena(intervals, kAlignment);
+  // A wrong offset corrupts values silently at run time; checking is cheap.
+  if (auto conflict = arena::findConflict(intervals, plan.offsets, kAlignment))
+    return func.emitError("arena placement (")
+           << arena::strategyName(plan.strategy) << ") puts two values live at once in the same "
+           << "bytes: classes " << conflict->first << " and " << conflict->second;
+  for (auto [root, offset] : llvm::zip(roots, plan.offsets))
+    classes[root].offset = offset;
+  liveBytesBound = arena::liveBytesBound(intervals, kAlignment);
+
+  transientPeak = plan.extent;
+
+  // Each category's peak, and the gradients at theirs, in program order:
+  // what is live as each class starts.
+  SmallVector<Value> order(roots);
   llvm::stable_sort(order, [&](Value a, Value b) {
     return classes[a].start < classes[b].start;
   });
-  struct Live { int64_t offset, bytes, end; Value root; };
+  struct Live { int64_t bytes, end; Value root; };
   std::vector<Live> live;
   for (Value root : order) {
     ClassInfo &info = classes[root];
     live.erase(std::remove_if(live.begin(), live.end(),
                               [&](const Live &l) { return l.end < info.start; }),
                live.end());
-    std::sort(live.begin(), live.end(),
-              [](const Live &a, const Live &b) { return a.offset < b.offset; });
-    int64_t candidate = 0, size = alignUp(std::max<int64_t>(info.bytes, 1));
-    for (const Live &l : live) {
-      if (candidate + size <= l.offset)
-        break;
-      candidate = std::max(candidate, alignUp(l.offset + l.bytes));
-    }
-    info.offset = candidate;
-    live.push_back({candidate, size, info.end, root});
+    live.push_back({arena::alignedSize(info.bytes, kAlignment), info.end, root});
     std::map<std::string, int64_t> now;
     for (const Live &l : live)
       now[classes[l.root].category] += l.bytes;
@@ -486,18 +500,34 @@ LogicalResult ProgramLowering::allocate() {
     }
     for (auto &[category, bytes] : now)
       categoryPeaks[category] = std::max(categoryPeaks[category], bytes);
-    int64_t top = candidate + size;
-    if (top > transientPeak) {
-      transientPeak = top;
-      peakBreakdown.clear();
-      peakActivationsByMicrobatch.clear();
-      for (const Live &l : live) {
-        const ClassInfo &c = classes[l.root];
-        peakBreakdown[c.category] += l.bytes;
-        if (c.category == "activation")
-          peakActivationsByMicrobatch[std::max<int64_t>(c.microbatch, 0)] += l.bytes;
-      }
-    }
+  }
+
+  // The peak: of the instructions at which the arena's top byte is in use,
+  // the one with the most bytes live (the first of equals). Where the plan
+  // meets the live-bytes bound, that is where the most bytes are live.
+  std::vector<int64_t> liveAt(numOps + 2, 0);
+  for (const arena::Interval &it : intervals) {
+    liveAt[it.start] += arena::alignedSize(it.bytes, kAlignment);
+    liveAt[it.end + 1] -= arena::alignedSize(it.bytes, kAlignment);
+  }
+  for (size_t t = 1; t < liveAt.size(); ++t)
+    liveAt[t] += liveAt[t - 1];
+  int64_t peakAt = -1;
+  for (const auto &[it, offset] : llvm::zip(intervals, plan.offsets)) {
+    if (offset + arena::alignedSize(it.bytes, kAlignment) != transientPeak)
+      continue;
+    for (int64_t t = it.start; t <= it.end; ++t)
+      if (peakAt < 0 || liveAt[t] > liveAt[peakAt] ||
+          (liveAt[t] == liveAt[peakAt] && t < peakAt))
+        peakAt = t;
+  }
+  for (auto &[root, info] : classes) {
+    if (info.start > peakAt || info.end < peakAt)
+      continue;
+    int64_t bytes = arena::alignedSize(info.bytes, kAlignment);
+    peakBreakdown[info.category] += bytes;
+    if (info.category == "activation")
+      peakActivationsByMicrobatch[std::max<int64_t>(info.microbatch, 0)] += bytes;
   }
   return success();
 }
@@ -736,7 +766,8 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
         return failure();
       transient = std::max(transient, lowering->transientPeak);
       SmallVector<NamedAttribute> plan{
-          b.getNamedAttr("peak", b.getI64IntegerAttr(lowering->transientPeak))};
+          b.getNamedAttr("peak", b.getI64IntegerAttr(lowering->transientPeak)),
+          b.getNamedAttr("live_bound", b.getI64IntegerAttr(lowering->liveBytesBound))};
       for (auto &[category, bytes] : lowering->peakBreakdown)
         plan.push_back(b.getNamedAttr(category, b.getI64IntegerAttr(bytes)));
       SmallVector<NamedAttribute> peaks;

@@ -81,7 +81,7 @@ struct MemoryBudgetPass : llmc::impl::MemoryBudgetBase<MemoryBudgetPass> {
         for (NamedAttribute entry : worst) {
           StringRef name = entry.getName().getValue();
           auto bytes = dyn_cast<IntegerAttr>(entry.getValue());
-          if (name == "peak" || !bytes) // the rest are categories
+          if (name == "peak" || name == "live_bound" || !bytes) // the rest are categories
             continue;
           std::string label = memoryCategoryLabel(name);
           parts[label] += bytes.getInt();

@@ -462,16 +462,20 @@ def LowerToExec : Pass<"llmc-lower-to-exec", "mlir::ModuleOp"> {
     Lowers `@train_step`, `@forward` and `@logits` (whichever exist) into
     `exec.program`s. Persistent state (parameters, optimizer moments, inputs,
     outputs) is laid out first under stable names; every other value gets a
-    buffer whose lifetime is its first definition to last use, packed by a
-    first-fit allocator so nothing is allocated during a step. Reshapes and
+    buffer whose lifetime is its first definition to last use, packed by
+    the smaller of a first-fit (by start time) and a greedy-by-size
+    placement so nothing is allocated during a step. Reshapes and
     contiguous slices become views. The module receives `exec.arena_bytes`
     and the memory-plan attribute `exec.memory_plan`: per program, the peak
     and the bytes live there by category (activation: forward values the
     backward reads; communication: collective and receive results;
-    workspace: other temporaries; grad, input, output), the activations at
-    the peak by microbatch, each category's own peak, and the bytes each
-    layer keeps for its backward (a value belongs to the layer whose
-    backward reads it first).
+    workspace: other temporaries; grad, input, output), the live-bytes
+    bound (the most bytes live at one instruction, which no placement's
+    peak is below), the activations at the peak by microbatch, each
+    category's own peak, and the bytes each layer keeps for its backward
+    (a value belongs to the layer whose backward reads it first). The peak
+    is the instruction with the most bytes live among those at which the
+    arena's top byte is in use.
   }];
   let dependentDialects = ["::llmc::exec::ExecDialect"];
 }

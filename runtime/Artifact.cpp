@@ -166,6 +166,7 @@ ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
   ProgramInfo program;
   program.name = str(p->name());
   program.peakBytes = p->peak_bytes();
+  program.liveBytesBound = p->live_bytes_bound();
   std::string where = file + ": program '" + program.name + "'";
   if (p->buffers())
     for (size_t i = 0; i < p->buffers()->size(); ++i) {

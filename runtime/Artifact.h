@@ -78,6 +78,9 @@ struct ProgramInfo {
   std::vector<BufferInfo> buffers;
   std::vector<InstructionInfo> instructions;
   uint64_t peakBytes = 0;
+  /// The most transient bytes live at one instruction (0: not recorded,
+  /// before schema 1.4).
+  uint64_t liveBytesBound = 0;
   /// Index of the buffer with this name, or -1.
   int findBuffer(const std::string &name) const;
 };

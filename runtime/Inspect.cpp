@@ -355,7 +355,10 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     os << "  " << std::left << std::setw(12) << p.name << std::right << std::setw(6)
        << p.instructions.size() << " instructions (" << kinds["kernels"] << " kernels, "
        << kinds["communication"] << " communication), " << p.buffers.size()
-       << " buffers, transient peak " << formatBytes(p.peakBytes) << "\n";
+       << " buffers, transient peak " << formatBytes(p.peakBytes);
+    if (p.liveBytesBound)
+      os << " (live-bytes bound " << formatBytes(p.liveBytesBound) << ")";
+    os << "\n";
   }
   return true;
 }

@@ -8,8 +8,11 @@
 // for the backward; workspace: other temporaries), the activations at the
 // peak by microbatch, the most bytes each category ever holds at once, and
 // what each layer keeps for its backward (h.0: its input and its matmul's
-// output, 2x4x8 and 2x4x16 floats).
-// CHECK: module attributes {exec.arena_bytes = 5760 : i64, exec.memory_plan = {arena = 5760 : i64, optimizer_state = 1664 : i64, params = 832 : i64, persistent = 2688 : i64, programs = {eval = {{{.*}}peak = 896 : i64{{.*}}}, grad = {{{.*}}}, train_step = {activation = 1024 : i64, activations_by_microbatch = {"0" = 1024 : i64}, category_peaks = {activation = 1536 : i64, grad = 1408 : i64, input = 256 : i64, output = 128 : i64, workspace = 768 : i64}, grad = 512 : i64, gradient_peak_parts = {gradients = 896 : i64, "partial sums" = 512 : i64}, input = 192 : i64, output = 64 : i64, peak = 3072 : i64, saved_per_layer = {h.0 = 768 : i64}, workspace = 768 : i64}}}}
+// output, 2x4x8 and 2x4x16 floats). Each program's peak meets its
+// live-bytes bound (the most bytes live at one instruction): greedy by
+// size places the training step in 2560 bytes where first-fit by start
+// needed 3072, and eval in 832 where first-fit needed 896.
+// CHECK: module attributes {exec.arena_bytes = 5248 : i64, exec.memory_plan = {arena = 5248 : i64, optimizer_state = 1664 : i64, params = 832 : i64, persistent = 2688 : i64, programs = {eval = {{{.*}}live_bound = 832 : i64, peak = 832 : i64{{.*}}}, grad = {{{.*}}}, train_step = {activation = 1024 : i64, activations_by_microbatch = {"0" = 1024 : i64}, category_peaks = {activation = 1536 : i64, grad = 1408 : i64, input = 256 : i64, output = 128 : i64, workspace = 768 : i64}, grad = 512 : i64, gradient_peak_parts = {gradients = 896 : i64, "partial sums" = 512 : i64}, input = 192 : i64, live_bound = 2560 : i64, output = 64 : i64, peak = 2560 : i64, saved_per_layer = {h.0 = 768 : i64}, workspace = 768 : i64}}}}
 
 // Persistent state first, 64-byte aligned, under names every program shares.
 // CHECK-LABEL: exec.program @train_step kind "train_step"
@@ -19,21 +22,25 @@
 // CHECK: %[[M:.*]] = exec.buffer offset 896 name "adam_m/wte" category "optim" : memref<16x8xf32>
 // CHECK: %[[V:.*]] = exec.buffer offset 1792 name "adam_v/wte" category "optim" : memref<16x8xf32>
 // Inputs live from the start of the program; the microbatch reshape is a view.
-// CHECK: %[[TOK:.*]] = exec.buffer offset 2688 name "tokens" category "input" : memref<1x2x4xi32>
-// CHECK: %[[LR:.*]] = exec.buffer offset 2816 name "lr" category "input" : memref<f32>
-// CHECK: %[[TOKV:.*]] = exec.buffer offset 2688 category "input" : memref<2x4xi32>
-// CHECK: %[[X:.*]] = exec.buffer offset 2944 : memref<2x4x8xf32>
+// Transients start above the persistent state (2688).
+// CHECK: %[[TOK:.*]] = exec.buffer offset 4992 name "tokens" category "input" : memref<1x2x4xi32>
+// CHECK: %[[LR:.*]] = exec.buffer offset 5056 name "lr" category "input" : memref<f32>
+// CHECK: %[[TOKV:.*]] = exec.buffer offset 4992 category "input" : memref<2x4xi32>
+// CHECK: %[[X:.*]] = exec.buffer offset 3712 : memref<2x4x8xf32>
 // CHECK-NEXT: exec.kernel "embedding"(%[[WTE]], %[[TOKV]] : memref<16x8xf32>, memref<2x4xi32>) -> (%[[X]] : memref<2x4x8xf32>)
+// A buffer is reused once its value is dead: the head's logits are written
+// where the MLP's activation was.
+// CHECK: exec.buffer offset 2688 category "workspace" : memref<2x4x8xf32>
+// CHECK-NEXT: exec.kernel "gelu"
+// CHECK: exec.buffer offset 2688 : memref<2x4x16xf32>
 // Unit attributes become 0/1 integers, floats stay f64.
 // The part of the step each instruction belongs to travels with it.
-// CHECK: exec.kernel "matmul"(%{{.*}}, %[[WTE]] : {{.*}}) -> ({{.*}}) {exec.action = "F0", transpose_b = 1 : i64}
+// CHECK-NEXT: exec.kernel "matmul"(%{{.*}}, %[[WTE]] : {{.*}}) -> ({{.*}}) {exec.action = "F0", transpose_b = 1 : i64}
 // CHECK: %[[LOSS:.*]] = exec.buffer offset {{[0-9]+}} name "loss" category "output" : memref<f32>
-// A buffer is reused once its value is dead: the logits gradient's matmul
-// writes where the head's logits were.
 // CHECK: exec.kernel "cross_entropy_grad"
-// CHECK-NEXT: %[[DH:.*]] = exec.buffer offset 4224 category "workspace" : memref<2x4x8xf32>
+// CHECK-NEXT: %[[DH:.*]] = exec.buffer offset 4736 category "workspace" : memref<2x4x8xf32>
 // The residual gradient accumulates in place.
-// CHECK: %[[DSUM:.*]] = exec.buffer offset 4224 category "workspace" : memref<2x4x8xf32>
+// CHECK: %[[DSUM:.*]] = exec.buffer offset 4736 category "workspace" : memref<2x4x8xf32>
 // CHECK-NEXT: exec.kernel "add"(%[[DH]], %{{.*}} : memref<2x4x8xf32>, memref<2x4x8xf32>) -> (%[[DSUM]] : memref<2x4x8xf32>)
 // CHECK: exec.kernel "embedding_grad"
 // CHECK-NEXT: %[[G:.*]] = exec.buffer offset {{[0-9]+}} category "grad" : memref<16x8xf32>
