@@ -19,8 +19,12 @@
 // shapes and rates for bench/torch_gemm.py, which times the same calls
 // through PyTorch.
 //
+// Other programs on the machine lower both; the N-thread peak is measured
+// again after each table (and alone with --peak-only), so a run that was
+// disturbed shows it.
+//
 // Usage: llmc-bench-gemm [--threads N] [--seq T]... [--chunk-mb MB] [--min-ms MS]
-//                        [--rows FILE]
+//                        [--rows FILE] [--peak-only]
 //
 //===----------------------------------------------------------------------===//
 
@@ -238,6 +242,7 @@ int main(int argc, char **argv) {
   double chunkMb = 256, minMs = 300;
   std::vector<int> seqs;
   const char *rowsPath = nullptr;
+  bool peakOnly = false;
   for (int i = 1; i < argc; ++i) {
     auto next = [&] {
       if (i + 1 >= argc) {
@@ -251,9 +256,10 @@ int main(int argc, char **argv) {
     else if (!std::strcmp(argv[i], "--chunk-mb")) chunkMb = std::atof(next());
     else if (!std::strcmp(argv[i], "--min-ms")) minMs = std::atof(next());
     else if (!std::strcmp(argv[i], "--rows")) rowsPath = next();
+    else if (!std::strcmp(argv[i], "--peak-only")) peakOnly = true;
     else {
       std::fprintf(stderr, "usage: llmc-bench-gemm [--threads N] [--seq T]... [--chunk-mb MB] "
-                           "[--min-ms MS] [--rows FILE]\n");
+                           "[--min-ms MS] [--rows FILE] [--peak-only]\n");
       return 2;
     }
   }
@@ -285,10 +291,8 @@ int main(int argc, char **argv) {
     peak1 = std::max(peak1, one);
     peakN = std::max(peakN, all);
   }
-  if (const double mhz = cpuMhz(); mhz > 0)
-    std::printf("peak: %.1f GFLOP/s per core (%.1f FLOP per cycle at %.0f MHz), %.1f GFLOP/s on %d "
-                "threads\n",
-                peak1, peak1 * 1e3 / mhz, mhz, peakN, threads);
+  std::printf("peak: %.1f GFLOP/s per core, %.1f GFLOP/s on %d threads\n", peak1, peakN, threads);
+  if (peakOnly) return 0;
 
   std::string error;
   llmc::cpu::SgemmFn sgemm = llmc::cpu::blasSgemm(error);
@@ -349,6 +353,10 @@ int main(int argc, char **argv) {
                 "the medians; %.3f s at the %.1f GFLOP/s peak\n",
                 stepGflop, stepBestMs / 1e3, stepGflop / stepBestMs * 1e3, stepMedianMs / 1e3,
                 stepGflop / peakN, peakN);
+    double again = 0;
+    for (const FmaLoop &loop : loops) again = std::max(again, fmaGflops(loop, threads, 100, 5));
+    std::printf("  fp32 FMA peak measured again after this table: %.1f GFLOP/s on %d threads\n",
+                again, threads);
   }
   if (rows) std::fclose(rows);
   return 0;
