@@ -199,9 +199,12 @@ std::vector<Gemm> stepGemms(int seq, double chunkMb) {
     gemms.push_back({name + " dgrad", false, true, rows, l.k, l.n, layers});
     gemms.push_back({name + " wgrad", true, false, l.k, l.n, rows, layers});
   }
-  // As passes/Fuse.cpp's chunkRows: whole rows of f32 logits in chunk-mb.
-  const int chunk = static_cast<int>(std::clamp<int64_t>(
+  // As passes/Fuse.cpp's chunkRows: as few chunks of whole rows of f32
+  // logits in chunk-mb as fit, of equal rows.
+  const int most = static_cast<int>(std::clamp<int64_t>(
       static_cast<int64_t>(chunkMb * 1024 * 1024 / (4.0 * vocab)), 1, rows));
+  const int chunks = (rows + most - 1) / most;
+  const int chunk = (rows + chunks - 1) / chunks;
   const int full = rows / chunk, rest = rows % chunk;
   for (auto [n, count] : {std::pair<int, int>{chunk, full}, {rest, 1}}) {
     if (n == 0 || count == 0) continue;
