@@ -63,10 +63,16 @@
 // what is left. The product must feed only the add and belong to the same
 // part of the step. Not fused: an addend computed from the product's own
 // input, a branch of the same layer (LoRA's scaled adapter, which the
-// elementwise fusion chains with its bias and GELU in one kernel), and the
-// backward's sums of gradient products (Llama's dx over q, k and v), where
-// the fused op at the add would keep the product's operands alive across
-// the other products' work.
+// elementwise fusion chains with its bias and GELU in one kernel).
+//
+// The backward's sums of gradient products (Llama's dx over dq, dk and dv,
+// over gate and up),
+//   %a = matmul %dq, %wq ; %b = matmul %dk, %wk ; %s = add %a, %b
+// fuse the same way, but at the later product, with the earlier one's
+// result as the residual (linear %dk, %wk residual %a where %b was): at
+// the add, the product's operands would stay alive across the other
+// products' work. A sum whose other addend is made after the product
+// stays.
 //
 // add-norm. The residual add and the norm reading its sum, and in the
 // backward the norm's dx and the add accumulating the stream's gradient:
@@ -534,21 +540,26 @@ Operation *residualProduct(Value value, AddOp add) {
 
 /// Fuses the residual `add` of a product (either operand) into a linear
 /// with that residual, if the pattern matches; true when it did.
-bool fuseResidual(AddOp add) {
-  if (add->hasAttr(kBackwardAttr) && !add->hasAttr(kRecomputedAttr))
-    return false;
+bool fuseResidual(AddOp add, DominanceInfo &dominance) {
+  // A backward sum of gradient products (Llama's dx over q, k and v, over
+  // gate and up) fuses at its later product, the earlier one's result as
+  // the residual: at the add, the product's operands would stay alive
+  // across the other products' work.
+  const bool atProduct = add->hasAttr(kBackwardAttr) && !add->hasAttr(kRecomputedAttr);
   for (auto [value, residual] : {std::pair(add.getLhs(), add.getRhs()),
                                  std::pair(add.getRhs(), add.getLhs())}) {
     Operation *product = residualProduct(value, add);
     if (!product || residual.getType() != add.getType() || value.getType() != add.getType())
       continue;
     Value x = product->getOperand(0), w = product->getOperand(1);
-    if (computedFrom(residual, x))
+    if (computedFrom(residual, x) ||
+        (atProduct && !dominance.properlyDominates(residual, product)))
       continue;
     auto linear = dyn_cast<LinearOp>(product);
     bool transposeB = linear ? linear.getTransposeB() : cast<MatmulOp>(product).getTransposeB();
-    // At the add: the residual may be computed after the product.
-    OpBuilder builder(add);
+    // In the forward at the add: the residual may be computed after the
+    // product.
+    OpBuilder builder(atProduct ? product : add.getOperation());
     auto fused = LinearOp::create(builder, builder.getFusedLoc({product->getLoc(), add.getLoc()}),
                                   x, w, linear ? linear.getBias() : Value(), residual, transposeB,
                                   /*gelu=*/false, /*keep_pre=*/false);
@@ -701,8 +712,9 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
     if (enabled->count(kResidual)) {
       SmallVector<AddOp> adds;
       getOperation().walk([&](AddOp op) { adds.push_back(op); });
+      DominanceInfo dominance(getOperation());
       for (AddOp add : adds)
-        fuseResidual(add);
+        fuseResidual(add, dominance);
     }
     if (enabled->count(kFuseAddNorm))
       fuseAddNorms(getOperation());

@@ -47,17 +47,18 @@ func.func @extra_result(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>, %c: tensor<4
 
 // The residual stream's gradient: the first sum is read (by the matmul)
 // before the second sum, which needs the matmul's result. Moving the first
-// sum down would read it before it is made: nothing fuses.
+// sum down would read it before it is made: nothing fuses. (The product
+// has a second reader, so `residual` does not take it either.)
 // CHECK-LABEL: func.func @read_between
 // CHECK-NEXT: llm.add
 // CHECK-NEXT: llm.matmul
 // CHECK-NEXT: llm.add
 func.func @read_between(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>, %w: tensor<16x16xf32>)
-    -> tensor<4x16xf32> {
+    -> (tensor<4x16xf32>, tensor<4x16xf32>) {
   %0 = llm.add %a, %b {llmc.backward} : tensor<4x16xf32>, tensor<4x16xf32>
   %m = llm.matmul %0, %w {llmc.backward} : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
   %1 = llm.add %0, %m {llmc.backward} : tensor<4x16xf32>, tensor<4x16xf32>
-  return %1 : tensor<4x16xf32>
+  return %1, %m : tensor<4x16xf32>, tensor<4x16xf32>
 }
 
 // -----

@@ -460,7 +460,8 @@ func.func @llama_residual(%x: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %h: ten
 // addend broadcasts, the product is all-reduced first (a row-parallel
 // layer under tensor parallelism), the addend is a branch computed from
 // the product's input (LoRA's adapter), the product feeds a GELU first,
-// and the backward's sum of two gradient products.
+// and a backward sum whose other addend is made after the product (the
+// fused op would have to wait at the add).
 dist.mesh @mesh axes ["tp"] shape [2]
 // CHECK-LABEL: func.func @kept_residual
 // CHECK-NOT:   llm.linear {{.*}}residual
@@ -486,11 +487,39 @@ func.func @kept_residual(%x: tensor<4x8x16xf32>, %w: tensor<16x16xf32>, %r: tens
   %g5 = llm.gelu %m5 : tensor<4x8x16xf32>
   %s5 = llm.add %g5, %r : tensor<4x8x16xf32>, tensor<4x8x16xf32>
   %d1 = llm.matmul %dy, %w {llmc.backward, transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
-  %d2 = llm.matmul %r, %w {llmc.backward, transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32> -> tensor<4x8x16xf32>
+  %d2 = llm.gelu %dy {llmc.backward} : tensor<4x8x16xf32>
   %s6 = llm.add %d1, %d2 {llmc.backward} : tensor<4x8x16xf32>, tensor<4x8x16xf32>
   return %m1, %s1, %s2, %s3, %s4, %s5, %s6 : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>,
                                              tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>,
                                              tensor<4x8x16xf32>
+}
+
+// -----
+
+// The backward's sums of gradient products (Llama's dx over dq, dk and dv)
+// fuse at the later product, the earlier product's result as its
+// residual; the next sum then takes that one. The fused ops stand where
+// the products were, so no product's operands outlive it.
+// CHECK-LABEL: func.func @backward_sums
+// CHECK-NEXT:  %[[A:.*]] = llm.matmul %arg0, %arg3 {llmc.backward}
+// CHECK-NEXT:  %[[G:.*]] = llm.gelu %arg0
+// CHECK-NEXT:  %[[B:.*]] = llm.linear %arg1, %arg4 residual %[[A]] {llmc.backward}
+// CHECK-NEXT:  %[[C:.*]] = llm.linear %arg2, %arg5 residual %[[B]] {llmc.backward}
+// CHECK-NEXT:  return %[[C]], %[[G]]
+// RES-LABEL:   func.func @backward_sums
+// RES-COUNT-2: residual
+// NONE-LABEL:  func.func @backward_sums
+// NONE-COUNT-2: llm.add
+func.func @backward_sums(%dq: tensor<4x8x16xf32>, %dk: tensor<4x8x8xf32>, %dv: tensor<4x8x8xf32>,
+                         %wq: tensor<16x32xf32>, %wk: tensor<8x32xf32>, %wv: tensor<8x32xf32>)
+    -> (tensor<4x8x32xf32>, tensor<4x8x16xf32>) {
+  %a = llm.matmul %dq, %wq {llmc.backward} : tensor<4x8x16xf32>, tensor<16x32xf32> -> tensor<4x8x32xf32>
+  %g = llm.gelu %dq {llmc.backward} : tensor<4x8x16xf32>
+  %b = llm.matmul %dk, %wk {llmc.backward} : tensor<4x8x8xf32>, tensor<8x32xf32> -> tensor<4x8x32xf32>
+  %c = llm.matmul %dv, %wv {llmc.backward} : tensor<4x8x8xf32>, tensor<8x32xf32> -> tensor<4x8x32xf32>
+  %s = llm.add %a, %b {llmc.backward} : tensor<4x8x32xf32>, tensor<4x8x32xf32>
+  %t = llm.add %s, %c {llmc.backward} : tensor<4x8x32xf32>, tensor<4x8x32xf32>
+  return %t, %g : tensor<4x8x32xf32>, tensor<4x8x16xf32>
 }
 
 // The whole pipeline: the training step's head and the evaluation's are
