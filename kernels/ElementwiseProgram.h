@@ -102,6 +102,21 @@ inline int registerOperands(Opcode op) {
   }
 }
 
+/// How many operand words (a, b, c) an opcode uses: its registers, or
+/// Load's input index, Const's value, Dropout's register, seed and rate.
+/// The words past them are 0, so a program has one spelling.
+inline int operandWords(Opcode op) {
+  switch (op) {
+  case Opcode::Load:
+  case Opcode::Const:
+    return 1;
+  case Opcode::Dropout:
+    return 3;
+  default:
+    return registerOperands(op);
+  }
+}
+
 /// One decoded instruction.
 struct Instruction {
   Opcode op;
@@ -152,6 +167,11 @@ inline std::string validateProgram(const std::vector<int64_t> &program,
       return at(i) + "dtype must be 0 (f32), 1 (bf16) or 2 (f16), got " +
              std::to_string(in.dtype);
     const int64_t operands[3] = {in.a, in.b, in.c};
+    for (int k = operandWords(in.op); k < 3; ++k)
+      if (operands[k] != 0)
+        return at(i) + opcodeName(op) + " uses " + std::to_string(operandWords(in.op)) +
+               " operand words; word " + std::to_string(k) + " must be 0, got " +
+               std::to_string(operands[k]);
     for (int k = 0; k < registerOperands(in.op); ++k)
       if (operands[k] < 0 || operands[k] >= i)
         return at(i) + opcodeName(op) + " reads register " + std::to_string(operands[k]) +

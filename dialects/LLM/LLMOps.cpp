@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/LLM/LLMDialect.h"
+#include "dialects/LLM/ElementwiseProgramSyntax.h"
 #include "kernels/Adam8bit.h"
 #include "kernels/ElementwiseProgram.h"
 #include "kernels/QuantScheme.h"

@@ -839,7 +839,10 @@ def LLM_FusedElementwiseOp : LLM_Op<"fused_elementwise", [Pure]> {
     instruction `i` defines register `i` from earlier registers. Each
     instruction computes in fp32, as the unfused op's kernel does, then
     rounds to `dtype` (0 f32, 1 bf16, 2 f16), where that op stored its
-    result; `yields` names the register of each result. Every input has the
+    result; `yields` names the register of each result. The assembly
+    writes the program one instruction per register, `rI = opcode
+    operands : dtype` (no dtype: f32; dialects/LLM/ElementwiseProgramSyntax.h);
+    the words an opcode does not use must be 0. Every input has the
     results' shape or a suffix of it (a bias `[N]`, a scalar), repeated
     over the leading dimensions. llmc-fuse's `elementwise` forms it from
     chains of `add`, `mul`, `scale`, `cast`, `dropout`, `gelu`, `silu`,
@@ -848,11 +851,9 @@ def LLM_FusedElementwiseOp : LLM_Op<"fused_elementwise", [Pure]> {
     written).
 
     ```mlir
-    // add (add %a, %b), %c: load 0, load 1, add r0 r1, load 2, add r2 r3
-    %y = llm.fused_elementwise(%a, %b, %c) {
-        program = array<i64: 0, 0, 0, 0, 0,  0, 0, 1, 0, 0,  3, 0, 0, 1, 0,
-                             0, 0, 2, 0, 0,  3, 0, 2, 3, 0>,
-        yields = array<i64: 4>}
+    // add (add %a, %b), %c
+    %y = llm.fused_elementwise(%a, %b, %c)
+        [r0 = load 0, r1 = load 1, r2 = add r0, r1, r3 = load 2, r4 = add r2, r3] yields r4
         : (tensor<4x64x128xf32>, tensor<4x64x128xf32>, tensor<128xf32>) -> tensor<4x64x128xf32>
     ```
   }];
@@ -860,7 +861,8 @@ def LLM_FusedElementwiseOp : LLM_Op<"fused_elementwise", [Pure]> {
                        DenseI64ArrayAttr:$yields);
   let results = (outs Variadic<LLM_FloatTensor>:$outs);
   let assemblyFormat = [{
-    `(` $inputs `)` attr-dict `:` functional-type($inputs, $outs)
+    `(` $inputs `)` custom<ElementwiseProgram>($program, $yields) attr-dict `:`
+    functional-type($inputs, $outs)
   }];
   let hasVerifier = 1;
 }

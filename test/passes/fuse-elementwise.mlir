@@ -12,7 +12,7 @@
 // A gradient sum of three terms and a bias: one loop, the bias [N]
 // repeated over the rows.
 // CHECK-LABEL: func.func @adds
-// CHECK-NEXT: %[[Y:.*]] = llm.fused_elementwise(%arg0, %arg1, %arg2, %arg3) {llmc.backward, program = array<i64: 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 3, 0, 0, 1, 0, 0, 0, 2, 0, 0, 3, 0, 2, 3, 0, 0, 0, 3, 0, 0, 3, 0, 4, 5, 0>, yields = array<i64: 6>} : (tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<16xf32>) -> tensor<4x8x16xf32>
+// CHECK-NEXT: %[[Y:.*]] = llm.fused_elementwise(%arg0, %arg1, %arg2, %arg3) [r0 = load 0, r1 = load 1, r2 = add r0, r1, r3 = load 2, r4 = add r2, r3, r5 = load 3, r6 = add r4, r5] yields r6 {llmc.backward} : (tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<16xf32>) -> tensor<4x8x16xf32>
 // CHECK-NEXT: return %[[Y]]
 // OFF-LABEL: func.func @adds
 // OFF-NOT: fused_elementwise
@@ -32,7 +32,7 @@ func.func @adds(%a: tensor<4x8x16xf32>, %b: tensor<4x8x16xf32>, %c: tensor<4x8x1
 // A chain value read after the chain is one more result; the fused op
 // stands where the chain's last op stood.
 // CHECK-LABEL: func.func @extra_result
-// CHECK-NEXT: %[[F:.*]]:2 = llm.fused_elementwise(%arg0, %arg1, %arg2) {{.*}}yields = array<i64: 2, 4>}
+// CHECK-NEXT: %[[F:.*]]:2 = llm.fused_elementwise(%arg0, %arg1, %arg2) {{.*}} yields r2, r4 :
 // CHECK-NEXT: %[[M:.*]] = llm.matmul %[[F]]#0, %arg3
 // CHECK-NEXT: return %[[F]]#1, %[[M]]
 func.func @extra_result(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>, %c: tensor<4x16xf32>,
@@ -100,7 +100,7 @@ func.func @collective(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>) -> tensor<4x16
 // bf16 training: the sum is rounded to bf16 (dtype 1) where add stored
 // it, then cast to f32 (dtype 0) for the optimizer.
 // CHECK-LABEL: func.func @bf16_cast
-// CHECK-NEXT: llm.fused_elementwise(%arg0, %arg1) {program = array<i64: 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 3, 1, 0, 1, 0, 2, 0, 2, 0, 0>, yields = array<i64: 3>} : (tensor<4x16xbf16>, tensor<4x16xbf16>) -> tensor<4x16xf32>
+// CHECK-NEXT: llm.fused_elementwise(%arg0, %arg1) [r0 = load 0 : bf16, r1 = load 1 : bf16, r2 = add r0, r1 : bf16, r3 = cast r2] yields r3 : (tensor<4x16xbf16>, tensor<4x16xbf16>) -> tensor<4x16xf32>
 func.func @bf16_cast(%a: tensor<4x16xbf16>, %b: tensor<4x16xbf16>) -> tensor<4x16xf32> {
   %0 = llm.add %a, %b : tensor<4x16xbf16>, tensor<4x16xbf16>
   %1 = llm.cast %0 : tensor<4x16xbf16> to tensor<4x16xf32>
@@ -113,7 +113,7 @@ func.func @bf16_cast(%a: tensor<4x16xbf16>, %b: tensor<4x16xbf16>) -> tensor<4x1
 // 1/n): one op, three results. The factor 0.5 is a const (opcode 1) whose
 // word is its double's bits.
 // CHECK-LABEL: func.func @swiglu_grad
-// CHECK-NEXT: %{{.*}}:2 = llm.fused_elementwise(%arg0, %arg1, %arg2) {program = array<i64: 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 2, 0, 0, 16, 0, 0, 1, 2, 17, 0, 0, 2, 0, 1, 0, 4602678819172646912, 0, 0, 5, 0, 3, 5, 0, 1, 0, 4602678819172646912, 0, 0, 5, 0, 4, 7, 0>, yields = array<i64: 6, 8>}
+// CHECK-NEXT: %{{.*}}:2 = llm.fused_elementwise(%arg0, %arg1, %arg2) [r0 = load 0, r1 = load 1, r2 = load 2, r3 = swiglu_grad_gate r0, r1, r2, r4 = swiglu_grad_up r0, r2, r5 = const 5.000000e-01, r6 = mul r3, r5, r7 = const 5.000000e-01, r8 = mul r4, r7] yields r6, r8
 func.func @swiglu_grad(%g: tensor<4x16xf32>, %u: tensor<4x16xf32>, %dy: tensor<4x16xf32>)
     -> (tensor<4x16xf32>, tensor<4x16xf32>) {
   %dg, %du = llm.swiglu_grad %g, %u, %dy : tensor<4x16xf32>
@@ -129,7 +129,7 @@ func.func @swiglu_grad(%g: tensor<4x16xf32>, %u: tensor<4x16xf32>, %dy: tensor<4
 // larger tensor) the index is the global one, which the program does not
 // know: that dropout is not fused.
 // CHECK-LABEL: func.func @dropout
-// CHECK-NEXT: llm.fused_elementwise(%arg0, %arg1) {program = array<i64: 0, 0, 0, 0, 0, 18, 0, 0, 7, 4591870180066957722, 0, 0, 1, 0, 0, 3, 0, 2, 1, 0>, yields = array<i64: 3>}
+// CHECK-NEXT: llm.fused_elementwise(%arg0, %arg1) [r0 = load 0, r1 = dropout r0 seed 7 rate 1.000000e-01, r2 = load 1, r3 = add r2, r1] yields r3
 // CHECK-NEXT: llm.dropout
 // CHECK-NEXT: llm.add
 func.func @dropout(%x: tensor<4x16xf32>, %res: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
@@ -147,7 +147,7 @@ func.func @dropout(%x: tensor<4x16xf32>, %res: tensor<4x16xf32>) -> (tensor<4x16
 // into the linear, and the gradient's gelu_grad with its scale fuses.
 // CHECK-LABEL: func.func @after_linear
 // CHECK-NEXT: %[[Y:.*]], %[[PRE:.*]] = llm.linear %arg0, %arg1, %arg2 {gelu, keep_pre}
-// CHECK-NEXT: llm.fused_elementwise(%[[PRE]], %arg3) {program = array<i64: 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 12, 0, 0, 1, 0,
+// CHECK-NEXT: llm.fused_elementwise(%[[PRE]], %arg3) [r0 = load 0, r1 = load 1, r2 = gelu_grad r0, r1,
 func.func @after_linear(%x: tensor<4x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf32>,
                         %dy: tensor<4x32xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>) {
   %m = llm.matmul %x, %w : tensor<4x16xf32>, tensor<16x32xf32> -> tensor<4x32xf32>
@@ -170,7 +170,7 @@ func.func @after_linear(%x: tensor<4x16xf32>, %w: tensor<16x32xf32>, %b: tensor<
 // CHECK-NEXT: %[[G1:.*]] = llm.matmul %arg0, %arg2
 // CHECK-NEXT: %[[S:.*]] = llm.add %[[G0]], %[[G1]]
 // CHECK-NEXT: %[[G2:.*]] = llm.matmul %arg0, %arg3
-// CHECK-NEXT: llm.fused_elementwise(%[[S]], %[[G2]]) {program = array<i64: 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 3, 0, 0, 1, 0, 1, 0, 4598175219545276416, 0, 0, 5, 0, 2, 3, 0>, yields = array<i64: 4>}
+// CHECK-NEXT: llm.fused_elementwise(%[[S]], %[[G2]]) [r0 = load 0, r1 = load 1, r2 = add r0, r1, r3 = const 2.500000e-01, r4 = mul r2, r3] yields r4
 func.func @accumulate(%x: tensor<16x16xf32>, %a: tensor<16x16xf32>, %b: tensor<16x16xf32>,
                       %c: tensor<16x16xf32>) -> tensor<16x16xf32> {
   %g0 = llm.matmul %x, %a : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<16x16xf32>

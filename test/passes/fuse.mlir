@@ -122,7 +122,7 @@ func.func @kept(%h: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %t: tensor<4x8xi3
 // CHECK-NEXT:  %[[MAX:.*]], %[[S:.*]], %[[T:.*]], %{{.*}} = llm.linear_cross_entropy_partial %[[X]], %arg1, %arg2 {chunk_rows = 32 : i64, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "class_offset", index = 0, axes = ["tp"], stride = 16>], num_classes = 31 : i64, transpose_b} : tensor<4x8x16xf32>, tensor<16x16xf32>, tensor<4x8xi32>
 // CHECK-NEXT:  %[[M:.*]] = dist.all_reduce %[[MAX]] on @mesh axes ["tp"] reduction "max"
 // CHECK-NEXT:  %[[SHIFT:.*]] = llm.stop_gradient %[[M]]
-// CHECK-NEXT:  %[[SUM:.*]] = llm.fused_elementwise(%[[S]], %[[MAX]], %[[SHIFT]]) {program = array<i64: 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 2, 0, 0, 4, 0, 1, 2, 0, 8, 0, 3, 0, 0, 5, 0, 0, 4, 0>, yields = array<i64: 5>}
+// CHECK-NEXT:  %[[SUM:.*]] = llm.fused_elementwise(%[[S]], %[[MAX]], %[[SHIFT]]) [r0 = load 0, r1 = load 1, r2 = load 2, r3 = sub r1, r2, r4 = exp r3, r5 = mul r0, r4] yields r5
 // CHECK-NEXT:  %[[SS:.*]] = dist.all_reduce %[[SUM]] on @mesh axes ["tp"] reduction "sum"
 // CHECK-NEXT:  %[[TS:.*]] = dist.all_reduce %[[T]] on @mesh axes ["tp"] reduction "sum"
 // CHECK-NEXT:  %[[L:.*]] = llm.cross_entropy_finish %[[SS]], %[[SHIFT]], %[[TS]], %arg2

@@ -86,8 +86,12 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %res = llm.linear %h, %w1, %g residual %lin : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<64xf32> residual tensor<2x8x64xf32>
   // CHECK: llm.linear %{{.*}}, %{{.*}} residual %{{.*}} {transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32> residual tensor<2x8x64xf32>
   %nobias = llm.linear %h, %w1 residual %res {transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32> residual tensor<2x8x64xf32>
-  // CHECK: llm.fused_elementwise(%{{.*}}, %{{.*}}) {program = array<i64: 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 3, 1, 0, 1, 0>, yields = array<i64: 2>} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xbf16>
-  %fe = llm.fused_elementwise(%m, %g) {program = array<i64: 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 3, 1, 0, 1, 0>, yields = array<i64: 2>} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xbf16>
+  // CHECK: llm.fused_elementwise(%{{.*}}, %{{.*}}) [r0 = load 0, r1 = load 1, r2 = add r0, r1 : bf16] yields r2 : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xbf16>
+  %fe = llm.fused_elementwise(%m, %g) [r0 = load 0, r1 = load 1, r2 = add r0, r1 : bf16] yields r2 : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xbf16>
+  // Every opcode's operand form; constants and rates keep every bit of
+  // their double, and two results yield.
+  // CHECK: llm.fused_elementwise(%{{.*}}, %{{.*}}) [r0 = load 0, r1 = load 1, r2 = const 0.17677669529663687, r3 = mul r0, r2, r4 = dropout r3 seed 7 rate 1.000000e-01, r5 = select r1, r4, r0, r6 = swiglu_grad_gate r0, r1, r5, r7 = gelu r6 : bf16, r8 = cast r7 : f16, r9 = sqrt r0] yields r8, r9 {llmc.backward} : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> (tensor<2x8x64xf16>, tensor<2x8x64xf32>)
+  %fe2:2 = llm.fused_elementwise(%h, %act) [r0 = load 0, r1 = load 1, r2 = const 0.17677669529663687, r3 = mul r0, r2, r4 = dropout r3 seed 7 rate 0.1, r5 = select r1, r4, r0, r6 = swiglu_grad_gate r0, r1, r5, r7 = gelu r6 : bf16, r8 = cast r7 : f16, r9 = sqrt r0] yields r8, r9 {llmc.backward} : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> (tensor<2x8x64xf16>, tensor<2x8x64xf32>)
   // CHECK: llm.linear_weight_grad %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8x64xf32>
   %lwdw, %lwdb = llm.linear_weight_grad %h, %act : tensor<2x8x64xf32>, tensor<2x8x64xf32>
   // CHECK: llm.mul %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64xf32>
