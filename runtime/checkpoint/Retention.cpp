@@ -16,6 +16,9 @@ namespace fs = std::filesystem;
 
 constexpr const char *kStepPrefix = "step_";
 constexpr const char *kDeletingPrefix = ".deleting-";
+/// AtomicFile's temporary for `latest`: a run killed between creating it
+/// and renaming it over `latest` leaves it behind.
+constexpr const char *kLatestTempPrefix = "latest.tmp.";
 
 std::string stepName(int64_t step) {
   char name[32];
@@ -64,11 +67,14 @@ std::vector<int64_t> pruneCheckpoints(const std::string &dir, const RetentionPol
   int64_t latest = latestStep(dir);
   if (latest < 0)
     return deleted;
-  // What an interrupted deletion left.
+  // What an interrupted deletion, or an interrupted write of `latest`, left
+  // (this run has just written `latest`: no write of it is under way).
   std::error_code error;
-  for (const fs::directory_entry &entry : fs::directory_iterator(dir, error))
-    if (entry.path().filename().string().rfind(kDeletingPrefix, 0) == 0)
+  for (const fs::directory_entry &entry : fs::directory_iterator(dir, error)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind(kDeletingPrefix, 0) == 0 || name.rfind(kLatestTempPrefix, 0) == 0)
       removeTree(entry.path());
+  }
 
   std::vector<int64_t> steps = checkpointSteps(dir);
   std::set<int64_t> keep{latest};

@@ -28,8 +28,9 @@ std::vector<int64_t> checkpointSteps(const std::string &dir);
 
 /// Deletes the checkpoints under `dir` that `policy` does not keep, never
 /// the one `latest` names; returns the steps deleted. Also removes what an
-/// interrupted deletion left, and checkpoints newer than `latest` (never
-/// published: a run stopped while writing them).
+/// interrupted deletion left, the temporary of an interrupted write of
+/// `latest`, and checkpoints newer than `latest` (never published: a run
+/// stopped while writing them).
 std::vector<int64_t> pruneCheckpoints(const std::string &dir, const RetentionPolicy &policy);
 
 } // namespace llmc
