@@ -67,12 +67,22 @@ TEST(PlanCluster, GroupsInsideANode) {
   EXPECT_TRUE(groupInsideNode(mesh, {"tp"}, 2));
 }
 
+/// The kernels of the exec module `ir`, in order (empty when it does not
+/// parse: the caller's size check fails).
+std::vector<mlir::Operation *> kernelsOf(mlir::MLIRContext &context, const char *ir,
+                                         mlir::OwningOpRef<mlir::ModuleOp> &module) {
+  llmc::prepareContext(context);
+  module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  std::vector<mlir::Operation *> kernels;
+  if (module)
+    module->walk([&](llmc::exec::KernelOp k) { kernels.push_back(k); });
+  return kernels;
+}
+
 TEST(PlanProgramCost, FusedHeadFlops) {
   // The head's product per pass over it: once forward (whole vocabulary or
   // a shard), three times with the backward's dh and dw, twice for a
   // frozen head (no dw).
-  mlir::MLIRContext context;
-  llmc::prepareContext(context);
   const char *ir = R"mlir(
     exec.program @train_step kind "train_step" {
       %h = exec.buffer offset 0 : memref<4x8x16xf32>
@@ -88,10 +98,9 @@ TEST(PlanProgramCost, FusedHeadFlops) {
       exec.kernel "linear_cross_entropy_partial_grad"(%h, %w, %t, %r, %r, %r : memref<4x8x16xf32>, memref<32x16xf32>, memref<4x8xi32>, memref<4x8xf32>, memref<4x8xf32>, memref<4x8xf32>) -> (%h, %c : memref<4x8x16xf32>, memref<32x32xf32>) {chunk_rows = 32 : i64, frozen_weight = 1 : i64, num_classes = 64 : i64, transpose_b = 1 : i64}
     }
   )mlir";
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
-  ASSERT_TRUE(module);
-  std::vector<mlir::Operation *> kernels;
-  module->walk([&](llmc::exec::KernelOp k) { kernels.push_back(k); });
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::vector<mlir::Operation *> kernels = kernelsOf(context, ir, module);
   ASSERT_EQ(kernels.size(), 5u);
   const double head = 2.0 * 32 * 32 * 16; // rows · V · D
   EXPECT_DOUBLE_EQ(kernelFlops(kernels[0]), head);
