@@ -8,6 +8,8 @@
 
 #include "kernels/contracts/LayerNorm.h"
 
+#include <vector>
+
 namespace llmc::contracts {
 
 bool bindLayerNorm(const KernelArgs &args, std::string &error, LayerNormBinding *out) {
@@ -27,22 +29,15 @@ bool bindLayerNormGrad(const KernelArgs &args, std::string &error, LayerNormBind
 }
 
 bool bindAddLayerNorm(const KernelArgs &args, std::string &error, LayerNormBinding *out) {
-  if (args.inputs.size() == 5) // with the bias of b
-    return bindRowNorm("add_layernorm", args, error, 5, 2, "a",
-                       {{false, 1, "b", false},
-                        {false, 2, "gamma", true},
-                        {false, 3, "beta", true},
-                        {false, 4, "bias", true},
-                        {true, 0, "sum", false},
-                        {true, 1, "y", false}},
-                       out);
-  return bindRowNorm("add_layernorm", args, error, 4, 2, "a",
-                     {{false, 1, "b", false},
-                      {false, 2, "gamma", true},
-                      {false, 3, "beta", true},
-                      {true, 0, "sum", false},
-                      {true, 1, "y", false}},
-                     out);
+  std::vector<RowNormOperand> operands = {{false, 1, "b", false},
+                                          {false, 2, "gamma", true},
+                                          {false, 3, "beta", true},
+                                          {true, 0, "sum", false},
+                                          {true, 1, "y", false}};
+  const bool biased = args.inputs.size() == 5; // with the bias of b
+  if (biased)
+    operands.push_back({false, 4, "bias", true});
+  return bindRowNorm("add_layernorm", args, error, biased ? 5 : 4, 2, "a", operands, out);
 }
 
 bool bindLayerNormGradAdd(const KernelArgs &args, std::string &error, LayerNormBinding *out) {

@@ -13,7 +13,7 @@
 namespace llmc::contracts {
 
 bool bindRowNorm(const char *kernel, const KernelArgs &args, std::string &error, size_t inputs,
-                 size_t outputs, const char *first, std::initializer_list<RowNormOperand> rest,
+                 size_t outputs, const char *first, const std::vector<RowNormOperand> &rest,
                  RowNormShape *out) {
   Validator v(kernel, args, error);
   double eps;

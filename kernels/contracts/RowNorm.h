@@ -13,8 +13,8 @@
 #include "kernels/Kernel.h"
 
 #include <cstdint>
-#include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace llmc::contracts {
 
@@ -37,7 +37,7 @@ struct RowNormShape {
 /// Checks `kernel`'s arity, its epsilon, input 0 (named `first`: a float
 /// tensor of rank >= 1) and every operand of `rest` against it.
 bool bindRowNorm(const char *kernel, const KernelArgs &args, std::string &error, size_t inputs,
-                 size_t outputs, const char *first, std::initializer_list<RowNormOperand> rest,
+                 size_t outputs, const char *first, const std::vector<RowNormOperand> &rest,
                  RowNormShape *out);
 
 } // namespace llmc::contracts
