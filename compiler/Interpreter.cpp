@@ -118,7 +118,9 @@ LogicalResult Interpreter::runOp(Operation *op) {
         for (size_t i = 0; i < o.getInputs().size(); ++i)
           inputs.push_back(in(i));
         outs(ref::fusedElementwise(inputs, shapeOf(o.getOuts()[0].getType()), vec(o.getProgram()),
-                                   vec(o.getYields()), step));
+                                   vec(o.getYields()), step,
+                                   vec(o.getGlobalShape().value_or(ArrayRef<int64_t>{})),
+                                   vec(o.getOffsets().value_or(ArrayRef<int64_t>{}))));
         return success();
       })
       .Case([&](LayerNormOp o) {

@@ -399,7 +399,8 @@ Value shiftSumexp(OpBuilder &builder, Location loc, Value sumexp, Value max, Val
   auto op = FusedElementwiseOp::create(builder, loc, TypeRange{sumexp.getType()},
                                        ValueRange{sumexp, max, shift},
                                        builder.getDenseI64ArrayAttr(program),
-                                       builder.getDenseI64ArrayAttr({5}));
+                                       builder.getDenseI64ArrayAttr({5}),
+                                       /*global_shape=*/nullptr, /*offsets=*/nullptr);
   return op.getOuts()[0];
 }
 

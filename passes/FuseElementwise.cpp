@@ -12,7 +12,10 @@
 // replayed or not: the same rule as the other fusions), and only over
 // llm's elementwise ops, so it never takes in a collective (dist ops), a
 // fake-quant point (qat ops), a recomputation boundary or a pipeline stage
-// cut: such values stay inputs and results of the fused op.
+// cut: such values stay inputs and results of the fused op. A dropout
+// sharded by a parallel layout (its global_shape, offsets and their rank
+// offsets) joins a chain whose other dropouts share that placement, and
+// the fused op carries it, so every layout still draws one rank's mask.
 //
 // The fused op stands where the chain's last op stood. A value of the
 // chain that other ops read becomes one more result (the chain still
@@ -27,7 +30,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/FuseElementwise.h"
-#include "passes/FusePlace.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "kernels/ElementwiseProgram.h"
@@ -63,19 +65,46 @@ int instructionsOf(Operation *op) {
   for (Value r : op->getResults())
     if (!sameShape(r))
       return 0;
-  // Rank-dependent attribute terms (a sharded dropout's offsets) belong to
-  // the op's own kernel; the program has nowhere to put them.
-  if (op->hasAttr(dist::DistDialect::kRankOffsetsAttrName))
+  // Rank-dependent attribute terms are a sharded dropout's offsets, which
+  // the fused op takes over (see DropoutPlacement); any other op's belong
+  // to its own kernel.
+  if (!isa<DropoutOp>(op) && op->hasAttr(dist::DistDialect::kRankOffsetsAttrName))
     return 0;
   return TypeSwitch<Operation *, int>(op)
       .Case<AddOp, MulOp>([&](auto o) { return sameShape(o.getLhs()) ? 1 : 0; })
       .Case<ScaleOp>([](auto) { return 2; }) // the factor, the product
       .Case<GeluOp, SiluOp, SwigluOp, GeluGradOp, SiluGradOp, CastOp>([](auto) { return 1; })
       .Case<SwigluGradOp>([](auto) { return 2; })
-      // With global_shape the mask index is the element's index in the
-      // global tensor, which the program does not know.
-      .Case<DropoutOp>([](DropoutOp o) { return o.getGlobalShape() ? 0 : 1; })
+      .Case<DropoutOp>([](auto) { return 1; })
       .Default([](Operation *) { return 0; });
+}
+
+/// Where a dropout's mask index comes from: its global_shape, offsets and
+/// their rank offsets (all null: the local flat index). The fused op has
+/// one placement for all its dropout instructions, so a chain only takes
+/// dropouts that agree on it.
+struct DropoutPlacement {
+  Attribute globalShape, offsets, rankOffsets;
+
+  static DropoutPlacement of(DropoutOp op) {
+    return {op.getGlobalShapeAttr(), op.getOffsetsAttr(),
+            op->getAttr(dist::DistDialect::kRankOffsetsAttrName)};
+  }
+  bool operator==(const DropoutPlacement &o) const {
+    return globalShape == o.globalShape && offsets == o.offsets && rankOffsets == o.rankOffsets;
+  }
+};
+
+/// passes/FusePlace.h's samePlace, but a sharded dropout's rank offsets (a discardable
+/// attribute too) say where its piece lies, not where it runs: the chain
+/// checks them as its dropouts' placement instead.
+bool samePart(Operation *a, Operation *b) {
+  auto place = [](Operation *op) {
+    NamedAttrList attrs(op->getDiscardableAttrDictionary());
+    attrs.erase(dist::DistDialect::kRankOffsetsAttrName);
+    return attrs.getDictionary(op->getContext());
+  };
+  return a->getBlock() == b->getBlock() && place(a) == place(b);
 }
 
 /// A chain being grown, its ops in block order.
@@ -83,6 +112,8 @@ struct Chain {
   SmallVector<Operation *> ops;
   llvm::SmallPtrSet<Operation *, 16> members;
   int instructions = 0;
+  /// Its dropouts' common placement, once it has one.
+  std::optional<DropoutPlacement> dropout;
 };
 
 /// Whether the ops between the chain's last op and `op` only lay out
@@ -117,6 +148,9 @@ bool onlyLayoutBetween(const Chain &chain, Operation *op) {
 bool canJoin(const Chain &chain, Operation *op) {
   if (!onlyLayoutBetween(chain, op))
     return false;
+  if (auto dropout = dyn_cast<DropoutOp>(op))
+    if (chain.dropout && !(*chain.dropout == DropoutPlacement::of(dropout)))
+      return false;
   llvm::SetVector<Value> inputs;
   int results = static_cast<int>(op->getNumResults());
   auto isMember = [&](Operation *o) { return o == op || chain.members.contains(o); };
@@ -229,10 +263,19 @@ void fuseChain(const Chain &chain) {
   OpBuilder builder(last);
   auto fused = FusedElementwiseOp::create(builder, builder.getFusedLoc(locs), types, inputs,
                                           builder.getDenseI64ArrayAttr(program),
-                                          builder.getDenseI64ArrayAttr(yields));
-  // Where it belongs (microbatch, pipeline action, block) travels along.
+                                          builder.getDenseI64ArrayAttr(yields),
+                                          /*global_shape=*/nullptr, /*offsets=*/nullptr);
+  // Where it belongs (microbatch, pipeline action, block) travels along;
+  // the dropouts' placement comes from the chain's.
   for (NamedAttribute attr : last->getDiscardableAttrs())
-    fused->setAttr(attr.getName(), attr.getValue());
+    if (attr.getName() != dist::DistDialect::kRankOffsetsAttrName)
+      fused->setAttr(attr.getName(), attr.getValue());
+  if (chain.dropout && chain.dropout->globalShape) {
+    fused.setGlobalShapeAttr(cast<DenseI64ArrayAttr>(chain.dropout->globalShape));
+    fused.setOffsetsAttr(cast<DenseI64ArrayAttr>(chain.dropout->offsets));
+    if (chain.dropout->rankOffsets)
+      fused->setAttr(dist::DistDialect::kRankOffsetsAttrName, chain.dropout->rankOffsets);
+  }
   for (auto [old, now] : llvm::zip(outs, fused.getOuts()))
     old.replaceAllUsesWith(now);
   for (Operation *op : llvm::reverse(chain.ops))
@@ -254,7 +297,7 @@ int llmc::fuseElementwiseChains(ModuleOp module) {
     for (Value operand : op->getOperands()) {
       Operation *def = operand.getDefiningOp();
       Chain *chain = def ? chainOf.lookup(def) : nullptr;
-      if (chain && samePlace(def, op) && canJoin(*chain, op)) {
+      if (chain && samePart(def, op) && canJoin(*chain, op)) {
         joined = chain;
         break;
       }
@@ -266,6 +309,8 @@ int llmc::fuseElementwiseChains(ModuleOp module) {
     joined->ops.push_back(op);
     joined->members.insert(op);
     joined->instructions += instructions;
+    if (auto dropout = dyn_cast<DropoutOp>(op))
+      joined->dropout = DropoutPlacement::of(dropout);
     chainOf[op] = joined;
   });
   int fused = 0;

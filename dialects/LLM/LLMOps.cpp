@@ -245,25 +245,33 @@ LLMC_SAME_AS_OPERAND(SiluGradOp, getX)
 
 LLMC_SAME_AS_OPERAND(DropoutOp, getX)
 
+/// Checks where a piece of shape `local` lies in the tensor dropout's mask
+/// is drawn over (llm.dropout's and llm.fused_elementwise's `global_shape`
+/// and `offsets`).
+static LogicalResult verifyDropoutPiece(Operation *op, ArrayRef<int64_t> local,
+                                        std::optional<ArrayRef<int64_t>> global,
+                                        std::optional<ArrayRef<int64_t>> offsets) {
+  if (!global && !offsets)
+    return success();
+  if (!global || !offsets)
+    return op->emitOpError("global_shape and offsets go together");
+  if (global->size() != local.size() || offsets->size() != local.size())
+    return op->emitOpError("global_shape and offsets must have one entry per dimension (")
+           << local.size() << ")";
+  for (size_t d = 0; d < local.size(); ++d)
+    if ((*offsets)[d] < 0 || (*offsets)[d] + local[d] > (*global)[d])
+      return op->emitOpError("dimension ") << d << ": a piece of " << local[d] << " at offset "
+                                           << (*offsets)[d] << " does not fit in "
+                                           << (*global)[d];
+  return success();
+}
+
 LogicalResult DropoutOp::verify() {
   double rate = getRate().convertToDouble();
   if (!(rate >= 0.0 && rate < 1.0))
     return emitOpError("rate must be in [0, 1), got ") << rate;
-  std::optional<ArrayRef<int64_t>> global = getGlobalShape(), offsets = getOffsets();
-  if (!global && !offsets)
-    return success();
-  if (!global || !offsets)
-    return emitOpError("global_shape and offsets go together");
-  ArrayRef<int64_t> local = getX().getType().getShape();
-  if (global->size() != local.size() || offsets->size() != local.size())
-    return emitOpError("global_shape and offsets must have one entry per dimension (")
-           << local.size() << ")";
-  for (size_t d = 0; d < local.size(); ++d)
-    if ((*offsets)[d] < 0 || (*offsets)[d] + local[d] > (*global)[d])
-      return emitOpError("dimension ") << d << ": a piece of " << local[d] << " at offset "
-                                       << (*offsets)[d] << " does not fit in "
-                                       << (*global)[d];
-  return success();
+  return verifyDropoutPiece(*this, getX().getType().getShape(), getGlobalShape(),
+                            getOffsets());
 }
 
 LogicalResult CastOp::verify() {
@@ -851,7 +859,13 @@ LogicalResult FusedElementwiseOp::verify() {
       std::vector<int64_t>(resultDtypes.begin(), resultDtypes.end()));
   if (!error.empty())
     return emitOpError(error);
-  return success();
+  bool hasDropout = false;
+  for (size_t i = 0; i < getProgram().size(); i += ew::kFields)
+    hasDropout |= getProgram()[i] == static_cast<int64_t>(ew::Opcode::Dropout);
+  if (getGlobalShape() && !hasDropout)
+    return emitOpError("global_shape and offsets place dropout's mask, but the program has no "
+                       "dropout");
+  return verifyDropoutPiece(*this, shape, getGlobalShape(), getOffsets());
 }
 
 LogicalResult LinearOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,

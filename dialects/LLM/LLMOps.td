@@ -848,7 +848,9 @@ def LLM_FusedElementwiseOp : LLM_Op<"fused_elementwise", [Pure]> {
     chains of `add`, `mul`, `scale`, `cast`, `dropout`, `gelu`, `silu`,
     `swiglu` and their gradients; the kernels write a result in place over
     an input of its type when asked (each element is read before it is
-    written).
+    written). When the results are one rank's piece of a larger tensor,
+    `global_shape` and `offsets` make every dropout instruction's mask
+    index the element's global index, as they do on `llm.dropout`.
 
     ```mlir
     // add (add %a, %b), %c
@@ -858,7 +860,9 @@ def LLM_FusedElementwiseOp : LLM_Op<"fused_elementwise", [Pure]> {
     ```
   }];
   let arguments = (ins Variadic<LLM_FloatTensor>:$inputs, DenseI64ArrayAttr:$program,
-                       DenseI64ArrayAttr:$yields);
+                       DenseI64ArrayAttr:$yields,
+                       OptionalAttr<DenseI64ArrayAttr>:$global_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets);
   let results = (outs Variadic<LLM_FloatTensor>:$outs);
   let assemblyFormat = [{
     `(` $inputs `)` custom<ElementwiseProgram>($program, $yields) attr-dict `:`

@@ -37,6 +37,24 @@ std::vector<uint64_t> rowStarts(const std::vector<int64_t> &local,
 
 } // namespace
 
+bool bindDropoutPiece(Validator &v, const std::vector<int64_t> &local,
+                      std::vector<uint64_t> *starts) {
+  starts->clear();
+  if (!v.attrs().hasInts("global_shape") && !v.attrs().hasInts("offsets")) return true;
+  std::vector<int64_t> global, offsets;
+  if (!v.intsAttr("global_shape", &global) || !v.intsAttr("offsets", &offsets)) return false;
+  if (global.size() != local.size() || offsets.size() != local.size())
+    return v.fail("global_shape and offsets need one entry per dimension of " +
+                  describeType(v.out(0).dtype, local));
+  for (size_t d = 0; d < local.size(); ++d)
+    if (offsets[d] < 0 || offsets[d] + local[d] > global[d])
+      return v.fail("dimension " + std::to_string(d) + ": a piece of " +
+                    std::to_string(local[d]) + " at offset " + std::to_string(offsets[d]) +
+                    " does not fit in " + std::to_string(global[d]));
+  *starts = rowStarts(local, global, offsets);
+  return true;
+}
+
 bool bindDropout(const KernelArgs &args, std::string &error, DropoutBinding *out) {
   Validator v("dropout", args, error);
   double rate;
@@ -49,20 +67,7 @@ bool bindDropout(const KernelArgs &args, std::string &error, DropoutBinding *out
   if (!v.isFloat(v.in(0), "x") || !v.hasType(v.out(0), "out", v.in(0).dtype, v.in(0).shape))
     return false;
   std::vector<uint64_t> starts;
-  if (args.attrs.hasInts("global_shape") || args.attrs.hasInts("offsets")) {
-    std::vector<int64_t> global, offsets;
-    if (!v.intsAttr("global_shape", &global) || !v.intsAttr("offsets", &offsets)) return false;
-    const std::vector<int64_t> &local = v.in(0).shape;
-    if (global.size() != local.size() || offsets.size() != local.size())
-      return v.fail("global_shape and offsets need one entry per dimension of x " +
-                    v.in(0).describe());
-    for (size_t d = 0; d < local.size(); ++d)
-      if (offsets[d] < 0 || offsets[d] + local[d] > global[d])
-        return v.fail("dimension " + std::to_string(d) + ": a piece of " +
-                      std::to_string(local[d]) + " at offset " + std::to_string(offsets[d]) +
-                      " does not fit in " + std::to_string(global[d]));
-    starts = rowStarts(local, global, offsets);
-  }
+  if (!bindDropoutPiece(v, v.in(0).shape, &starts)) return false;
   out->dtype = v.in(0).dtype;
   out->rate = rate;
   out->seed = seed;

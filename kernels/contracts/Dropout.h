@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+namespace llmc {
+class Validator;
+}
+
 namespace llmc::contracts {
 
 struct DropoutBinding {
@@ -27,6 +31,14 @@ struct DropoutBinding {
   std::vector<uint64_t> rowStarts;
 };
 bool bindDropout(const KernelArgs &args, std::string &error, DropoutBinding *out);
+
+/// The global index of the first element of each row of a piece of shape
+/// `local`, read from the attributes `global_shape` and `offsets` when the
+/// kernel has them (`starts` is left empty when it has neither: the local
+/// index is the global one). Shared by dropout and fused_elementwise,
+/// whose dropout instructions draw the same mask.
+bool bindDropoutPiece(Validator &v, const std::vector<int64_t> &local,
+                      std::vector<uint64_t> *starts);
 
 } // namespace llmc::contracts
 

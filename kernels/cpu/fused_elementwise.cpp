@@ -65,7 +65,9 @@ class FusedElementwiseKernel final : public Kernel {
 public:
   FusedElementwiseKernel(const KernelArgs &args, contracts::FusedElementwiseBinding b)
       : b_(std::move(b)), inputs_(args.inputs), outputs_(args.outputs),
-        count_(static_cast<int64_t>(b_.program.size()) / ew::kFields), threads_(bindThreads()),
+        count_(static_cast<int64_t>(b_.program.size()) / ew::kFields),
+        width_(outputs_[0].rank() ? std::max<int64_t>(outputs_[0].dim(-1), 1) : 1),
+        threads_(bindThreads()),
         scratch_(threads_, static_cast<size_t>(count_ * kChunk)) {
     copyLoad_.assign(static_cast<size_t>(count_), false);
     for (int64_t y : b_.yields) copyLoad_[static_cast<size_t>(y)] = true;
@@ -201,14 +203,31 @@ private:
       for (int64_t j = 0; j < len; ++j) r[j] = swigluGradUp(a[j], b[j]);
       break;
     case ew::Opcode::Dropout: {
-      // dropout.cpp's formula, with the result's flat index as the
-      // element index.
+      // dropout.cpp's formula. The element index is the result's flat
+      // index, or, for a piece of a larger tensor, its global index: each
+      // output row is a contiguous run of global indices from its start.
       uint64_t seed = static_cast<uint64_t>(in.b), threshold = thresholds_[i];
       float keepScale = keepScales_[i];
+      if (b_.rowStarts.empty()) {
 #pragma omp simd
-      for (int64_t j = 0; j < len; ++j) {
-        bool keep = dropoutHash(seed, step, static_cast<uint64_t>(start + j)) >= threshold;
-        r[j] = keep ? a[j] * keepScale : 0.0f;
+        for (int64_t j = 0; j < len; ++j) {
+          bool keep = dropoutHash(seed, step, static_cast<uint64_t>(start + j)) >= threshold;
+          r[j] = keep ? a[j] * keepScale : 0.0f;
+        }
+        break;
+      }
+      for (int64_t j = 0; j < len;) {
+        int64_t row = (start + j) / width_, col = (start + j) % width_;
+        int64_t run = std::min(len - j, width_ - col);
+        uint64_t first = b_.rowStarts[static_cast<size_t>(row)] + static_cast<uint64_t>(col);
+        const float *ar = a + j;
+        float *rr = r + j;
+#pragma omp simd
+        for (int64_t k = 0; k < run; ++k) {
+          bool keep = dropoutHash(seed, step, first + static_cast<uint64_t>(k)) >= threshold;
+          rr[k] = keep ? ar[k] * keepScale : 0.0f;
+        }
+        j += run;
       }
       break;
     }
@@ -229,6 +248,7 @@ private:
   contracts::FusedElementwiseBinding b_;
   std::vector<TensorView> inputs_, outputs_;
   int64_t count_;
+  int64_t width_; ///< elements per output row (dropout's rowStarts index rows)
   int threads_;
   ThreadScratch scratch_;
   /// Per instruction: a load whose values are yielded is copied, since an

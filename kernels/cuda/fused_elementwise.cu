@@ -8,12 +8,15 @@
 // the unfused kernel (Gelu.cuh, dropout.cu's mask) and rounds to its dtype
 // where that kernel stored, so a fused chain is the unfused kernels' result
 // up to their own CPU/GPU differences (expf against the CPU's expFast).
+// For a piece of a larger tensor, dropout's mask index is the element's
+// global index, from the row starts uploaded at bind time.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/DropoutHash.h"
 #include "kernels/ElementwiseProgram.h"
 #include "kernels/contracts/FusedElementwise.h"
+#include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
 #include "kernels/cuda/Gelu.cuh"
 
@@ -38,6 +41,10 @@ struct Program {
   int32_t outputDtype[ew::kMaxResults];
   int32_t yields[ew::kMaxResults];
   int32_t count, numOutputs;
+  /// Dropout's global index of each output row's first element (null: the
+  /// outputs are the whole tensor), and the elements per row.
+  const uint64_t *rowStarts;
+  int64_t width;
 };
 
 __device__ __forceinline__ float roundTo(int32_t dtype, float v) {
@@ -95,7 +102,9 @@ __global__ void fusedElementwiseKernel(const __grid_constant__ Program p, int64_
       case ew::Opcode::SwigluGradGate: v = swigluGradGate(r[in.a], r[in.b], r[in.c]); break;
       case ew::Opcode::SwigluGradUp: v = swigluGradUp(r[in.a], r[in.b]); break;
       case ew::Opcode::Dropout: {
-        bool keep = dropoutHash(in.seed, step, static_cast<uint64_t>(e)) >= in.threshold;
+        uint64_t index = p.rowStarts ? p.rowStarts[e / p.width] + static_cast<uint64_t>(e % p.width)
+                                     : static_cast<uint64_t>(e);
+        bool keep = dropoutHash(in.seed, step, index) >= in.threshold;
         v = keep ? r[in.a] * in.value : 0.0f;
         break;
       }
@@ -140,6 +149,14 @@ public:
       program_.outputDtype[k] = static_cast<int32_t>(args.outputs[k].dtype);
       program_.yields[k] = static_cast<int32_t>(b.yields[k]);
     }
+    const TensorView &out = args.outputs[0];
+    program_.width = out.rank() && out.dim(-1) > 0 ? out.dim(-1) : 1;
+    if (!b.rowStarts.empty()) {
+      size_t bytes = b.rowStarts.size() * sizeof(uint64_t);
+      rowStarts_ = BindScratch(bytes);
+      copyToDevice(rowStarts_.as<void>(), b.rowStarts.data(), bytes);
+      program_.rowStarts = rowStarts_.as<uint64_t>();
+    }
   }
 
   void run(const StepContext &ctx) override {
@@ -152,6 +169,7 @@ public:
 private:
   Program program_{};
   int64_t n_;
+  BindScratch rowStarts_;
 };
 
 std::unique_ptr<Kernel> makeCudaFusedElementwise(const KernelArgs &args, std::string &error) {

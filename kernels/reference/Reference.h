@@ -112,11 +112,15 @@ RefTensor dropout(const RefTensor &x, double rate, int64_t seed, int64_t step,
 //===- fused_elementwise.cpp ----------------------------------------------===//
 
 /// The results of a kernels/ElementwiseProgram.h program over `shape`:
-/// each input has `shape` or a suffix of it; `step` keys dropout's mask.
+/// each input has `shape` or a suffix of it; `step` keys dropout's mask,
+/// and `globalShape` and `offsets` (empty: `shape` is the whole tensor)
+/// place its element index as dropout's do.
 std::vector<RefTensor> fusedElementwise(const std::vector<RefTensor> &inputs,
                                         const std::vector<int64_t> &shape,
                                         const std::vector<int64_t> &program,
-                                        const std::vector<int64_t> &yields, int64_t step);
+                                        const std::vector<int64_t> &yields, int64_t step,
+                                        const std::vector<int64_t> &globalShape = {},
+                                        const std::vector<int64_t> &offsets = {});
 
 //===- layernorm.cpp ------------------------------------------------------===//
 

@@ -33,7 +33,9 @@ template <typename Fn> RefTensor zip(const RefTensor &x, const RefTensor &y, Fn 
 std::vector<RefTensor> fusedElementwise(const std::vector<RefTensor> &inputs,
                                         const std::vector<int64_t> &shape,
                                         const std::vector<int64_t> &program,
-                                        const std::vector<int64_t> &yields, int64_t step) {
+                                        const std::vector<int64_t> &yields, int64_t step,
+                                        const std::vector<int64_t> &globalShape,
+                                        const std::vector<int64_t> &offsets) {
   const char *fn = "fusedElementwise";
   require(program.size() % ew::kFields == 0, fn, "program is not whole instructions");
   int64_t count = static_cast<int64_t>(program.size()) / ew::kFields;
@@ -81,7 +83,9 @@ std::vector<RefTensor> fusedElementwise(const std::vector<RefTensor> &inputs,
       // swiglu_grad's dup = dy · silu(gate) needs no `up`: the gate stands in.
       value = swigluGrad(r(in.a), r(in.a), r(in.b))[1];
       break;
-    case ew::Opcode::Dropout: value = dropout(r(in.a), ew::doubleOf(in.c), in.b, step); break;
+    case ew::Opcode::Dropout:
+      value = dropout(r(in.a), ew::doubleOf(in.c), in.b, step, globalShape, offsets);
+      break;
     case ew::Opcode::Select: {
       const RefTensor &c = r(in.a), &a = r(in.b), &b = r(in.c);
       value = like(c);

@@ -125,20 +125,52 @@ func.func @swiglu_grad(%g: tensor<4x16xf32>, %u: tensor<4x16xf32>, %dy: tensor<4
 // -----
 
 // Dropout then the residual add: the mask's index is the element's flat
-// index, as the dropout kernel's. With global_shape (a rank's piece of a
-// larger tensor) the index is the global one, which the program does not
-// know: that dropout is not fused.
+// index, as the dropout kernel's.
 // CHECK-LABEL: func.func @dropout
-// CHECK-NEXT: llm.fused_elementwise(%arg0, %arg1) [r0 = load 0, r1 = dropout r0 seed 7 rate 1.000000e-01, r2 = load 1, r3 = add r2, r1] yields r3
-// CHECK-NEXT: llm.dropout
-// CHECK-NEXT: llm.add
-func.func @dropout(%x: tensor<4x16xf32>, %res: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+// CHECK-NEXT: llm.fused_elementwise(%arg0, %arg1) [r0 = load 0, r1 = dropout r0 seed 7 rate 1.000000e-01, r2 = load 1, r3 = add r2, r1] yields r3 :
+// CHECK-NEXT: return
+func.func @dropout(%x: tensor<4x16xf32>, %res: tensor<4x16xf32>) -> tensor<4x16xf32> {
   %0 = llm.dropout %x {rate = 0.1 : f64, seed = 7 : i64} : tensor<4x16xf32>
   %1 = llm.add %res, %0 : tensor<4x16xf32>, tensor<4x16xf32>
-  %2 = llm.dropout %x {rate = 0.1 : f64, seed = 7 : i64, global_shape = array<i64: 8, 16>,
+  return %1 : tensor<4x16xf32>
+}
+
+// -----
+
+// A dropout on a rank's piece of a larger tensor (sequence parallel: the
+// piece's offset is the rank's position on tp times 4 rows) draws its mask
+// at the global index: the fused op takes over global_shape, offsets and
+// their rank offset, so it draws the same mask.
+// CHECK-LABEL: func.func @sharded_dropout
+// CHECK-NEXT: llm.fused_elementwise(%arg0, %arg1) [r0 = load 0, r1 = dropout r0 seed 7 rate 1.000000e-01, r2 = load 1, r3 = add r2, r1] yields r3 {dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "offsets", index = 0, axes = ["tp"], stride = 4>], global_shape = array<i64: 8, 16>, offsets = array<i64: 0, 0>}
+// CHECK-NEXT: return
+// ROUND-LABEL: func.func @sharded_dropout
+// ROUND-NEXT: llm.fused_elementwise{{.*}} global_shape = array<i64: 8, 16>, offsets = array<i64: 0, 0>
+dist.mesh @mesh axes ["tp"] shape [2]
+func.func @sharded_dropout(%x: tensor<4x16xf32>, %res: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %0 = llm.dropout %x {rate = 0.1 : f64, seed = 7 : i64, global_shape = array<i64: 8, 16>,
+                       offsets = array<i64: 0, 0>, dist.rank_offsets = [
+                         #dist.rank_offset<mesh = @mesh, attr = "offsets", index = 0, axes = ["tp"], stride = 4>]}
+      : tensor<4x16xf32>
+  %1 = llm.add %res, %0 : tensor<4x16xf32>, tensor<4x16xf32>
+  return %1 : tensor<4x16xf32>
+}
+
+// -----
+
+// The fused op has one placement for all its dropouts: a dropout placed
+// elsewhere (here: the whole tensor, no global_shape) does not join a
+// chain with a sharded one; it starts its own.
+// CHECK-LABEL: func.func @dropouts_placed_apart
+// CHECK-NEXT: %[[A:.*]] = llm.fused_elementwise(%arg0, %arg1) [r0 = load 0, r1 = dropout r0 seed 7 rate 1.000000e-01, r2 = load 1, r3 = add r2, r1] yields r3 {global_shape = array<i64: 8, 16>, offsets = array<i64: 4, 0>}
+// CHECK-NEXT: %[[B:.*]] = llm.dropout %[[A]] {rate = 2.000000e-01 : f64, seed = 8 : i64}
+// CHECK-NEXT: return %[[B]]
+func.func @dropouts_placed_apart(%x: tensor<4x16xf32>, %res: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %0 = llm.dropout %x {rate = 0.1 : f64, seed = 7 : i64, global_shape = array<i64: 8, 16>,
                        offsets = array<i64: 4, 0>} : tensor<4x16xf32>
-  %3 = llm.add %res, %2 : tensor<4x16xf32>, tensor<4x16xf32>
-  return %1, %3 : tensor<4x16xf32>, tensor<4x16xf32>
+  %1 = llm.add %res, %0 : tensor<4x16xf32>, tensor<4x16xf32>
+  %2 = llm.dropout %1 {rate = 0.2 : f64, seed = 8 : i64} : tensor<4x16xf32>
+  return %2 : tensor<4x16xf32>
 }
 
 // -----

@@ -715,6 +715,22 @@ func.func @f(%x: tensor<2x4xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{global_shape and offsets place dropout's mask, but the program has no dropout}}
+  %y = llm.fused_elementwise(%x) [r0 = load 0, r1 = gelu r0] yields r1 {global_shape = array<i64: 4, 4>, offsets = array<i64: 2, 0>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{dimension 1: a piece of 4 at offset 1 does not fit in 4}}
+  %y = llm.fused_elementwise(%x) [r0 = load 0, r1 = dropout r0 seed 1 rate 0.1] yields r1 {global_shape = array<i64: 4, 4>, offsets = array<i64: 2, 1>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 func.func @f(%w: tensor<8x4xf32>, %ids: tensor<3xi32>) {
   // expected-error @+1 {{row_offset needs vocab_size (the whole table's rows)}}
   %e = llm.embedding %w, %ids {row_offset = 8 : i64} : tensor<8x4xf32>, tensor<3xi32>

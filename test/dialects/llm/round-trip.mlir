@@ -167,6 +167,8 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %fzsdh, %fzsgs = llm.linear_cross_entropy_partial_grad %dx2, %half, %targets, %sh, %dse, %dtl {chunk_rows = 4 : i64, frozen_weight, num_classes = 256 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<128x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>
   // CHECK: llm.dropout %{{.*}} {global_shape = array<i64: 4, 8, 64>, offsets = array<i64: 2, 0, 0>, rate = 1.000000e-01 : f64, seed = 7 : i64} : tensor<2x8x64xf32>
   %gd = llm.dropout %pe {rate = 0.1 : f64, seed = 7 : i64, global_shape = array<i64: 4, 8, 64>, offsets = array<i64: 2, 0, 0>} : tensor<2x8x64xf32>
+  // CHECK: llm.fused_elementwise(%{{.*}}) [r0 = load 0, r1 = dropout r0 seed 7 rate 1.000000e-01] yields r1 {global_shape = array<i64: 4, 8, 64>, offsets = array<i64: 2, 0, 0>} : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  %gfd = llm.fused_elementwise(%pe) [r0 = load 0, r1 = dropout r0 seed 7 rate 0.1] yields r1 {global_shape = array<i64: 4, 8, 64>, offsets = array<i64: 2, 0, 0>} : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
   // CHECK: llm.fill 1.000000e+00 : tensor<f32>
   %one = llm.fill 1.0 : tensor<f32>
   // CHECK: llm.global_norm %{{.*}}, %{{.*}} : tensor<64xf32>, tensor<256x64xf32>

@@ -59,6 +59,36 @@ TEST(CudaFusedElementwise, ActivationsScaleAndDropoutMatchTheCpu) {
     }
 }
 
+TEST(CudaFusedElementwise, DropoutOnAPieceMatchesTheCpu) {
+  // A sequence-parallel piece (rows 3..5 of 8, whole rows of 33) and a
+  // box cut along every dimension: the global mask on both backends.
+  LLMC_REQUIRE_GPU();
+  struct Piece {
+    std::vector<int64_t> local, global, offsets;
+  };
+  const Piece pieces[] = {{{2, 3, 33}, {2, 8, 33}, {0, 3, 0}},
+                          {{2, 4, 17}, {4, 8, 34}, {2, 4, 17}}};
+  uint64_t seed = 9970;
+  for (DType t : kFloatTypes)
+    for (const Piece &piece : pieces) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " at " + shapeString(piece.offsets));
+      Buffer x = Buffer::of(randomTensor(piece.local, ++seed), t),
+             res = Buffer::of(randomTensor(piece.local, ++seed), t);
+      ProgramBuilder p;
+      int64_t rx = p.emit(Opcode::Load, t, 0), rres = p.emit(Opcode::Load, t, 1);
+      int64_t rd = p.emit(Opcode::Dropout, t, rx, 23, ew::bitsOf(0.3));
+      p.yields = {p.emit(Opcode::Add, t, rres, rd)};
+      KernelAttrs placed = p.attrs();
+      placed.setInts("global_shape", piece.global);
+      placed.setInts("offsets", piece.offsets);
+      Buffer out(t, piece.local);
+      // Norm, not bit-exact: nvcc may contract the mask's product and the
+      // add into one FMA. One differing mask element would be far outside.
+      expectCudaMatchesCpu("fused_elementwise", {&x, &res}, {&out}, placed,
+                           {Metric::Norm, {tolerance(t)}}, 6);
+    }
+}
+
 TEST(CudaFusedElementwise, BindingErrorsAreTheCpus) {
   LLMC_REQUIRE_GPU();
   TensorView x = typeOnly(DType::F32, {4, 8}), y = typeOnly(DType::F32, {4, 8});

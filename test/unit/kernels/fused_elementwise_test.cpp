@@ -82,6 +82,48 @@ TEST(FusedElementwiseKernel, ActivationGradientsScaleAndDropoutEqualTheUnfusedKe
     }
 }
 
+TEST(FusedElementwiseKernel, DropoutOnAPieceDrawsTheGlobalMaskAsTheDropoutKernel) {
+  // res + dropout(x) on each box of a 2 x 3 x 2 split of a 4 x 6 x 34
+  // tensor (rows of 17 elements: chunks of the fused loop end mid-row),
+  // placed by global_shape/offsets, must equal the sharded dropout kernel
+  // then the add, bit for bit, and the reference's piece.
+  const std::vector<int64_t> global = {4, 6, 34}, pieces = {2, 3, 2};
+  const std::vector<int64_t> local = {global[0] / pieces[0], global[1] / pieces[1],
+                                      global[2] / pieces[2]};
+  const double rate = 0.3;
+  const int64_t seed = 9, step = 4;
+  for (DType dtype : kFloatTypes)
+    for (int64_t a = 0; a < pieces[0]; ++a)
+      for (int64_t b = 0; b < pieces[1]; ++b)
+        for (int64_t c = 0; c < pieces[2]; ++c) {
+          std::vector<int64_t> offsets = {a * local[0], b * local[1], c * local[2]};
+          SCOPED_TRACE(std::string(dtypeName(dtype)) + " at " + shapeString(offsets));
+          Buffer x = Buffer::of(randomTensor(local, 40 + c), dtype),
+                 res = Buffer::of(randomTensor(local, 50 + b), dtype), dropped(dtype, local),
+                 unfused(dtype, local);
+          KernelAttrs placed = attrs({{"rate", rate}}, {{"seed", seed}});
+          placed.setInts("global_shape", global);
+          placed.setInts("offsets", offsets);
+          ASSERT_TRUE(runKernel("dropout", {&x}, {&dropped}, placed, step));
+          ASSERT_TRUE(runKernel("add", {&res, &dropped}, {&unfused}));
+
+          ProgramBuilder p;
+          int64_t rx = p.emit(Opcode::Load, dtype, 0), rres = p.emit(Opcode::Load, dtype, 1);
+          int64_t rd = p.emit(Opcode::Dropout, dtype, rx, seed, ew::bitsOf(rate));
+          p.yields = {p.emit(Opcode::Add, dtype, rres, rd)};
+          KernelAttrs fused = p.attrs();
+          fused.setInts("global_shape", global);
+          fused.setInts("offsets", offsets);
+          Buffer out(dtype, local);
+          out.poison();
+          ASSERT_TRUE(runKernel("fused_elementwise", {&x, &res}, {&out}, fused, step));
+          EXPECT_EQ(out.toRef().data, unfused.toRef().data);
+          std::vector<RefTensor> expected = ref::fusedElementwise(
+              {x.toRef(), res.toRef()}, local, p.words, p.yields, step, global, offsets);
+          EXPECT_CLOSE(out.toRef(), expected[0], Metric::Norm, tolerance(dtype));
+        }
+}
+
 TEST(FusedElementwiseKernel, SwigluAndCastsRoundWhereTheUnfusedKernelsStore) {
   // bf16 training: gate and up in `dtype`, swiglu in `dtype`, then a cast
   // to f32; the gradient's two halves from one swiglu_grad.
@@ -160,6 +202,22 @@ TEST(FusedElementwiseKernel, BindingErrorsNameTheProblem) {
   unknown.words[0] = 99;
   EXPECT_NE(bindError("fused_elementwise", {x, bias}, {y}, unknown.attrs())
                 .find("instruction 0: unknown opcode 99"),
+            std::string::npos);
+  KernelAttrs unplaced = ok.attrs();
+  unplaced.setInts("global_shape", {8, 8});
+  unplaced.setInts("offsets", {4, 0});
+  EXPECT_NE(bindError("fused_elementwise", {x, bias}, {y}, unplaced)
+                .find("global_shape and offsets place dropout's mask, but the program has no "
+                      "dropout"),
+            std::string::npos);
+  ProgramBuilder dropout;
+  dropout.yields = {dropout.emit(Opcode::Dropout, DType::F32,
+                                 dropout.emit(Opcode::Load, DType::F32, 0), 1, ew::bitsOf(0.1))};
+  KernelAttrs outside = dropout.attrs();
+  outside.setInts("global_shape", {8, 8});
+  outside.setInts("offsets", {6, 0});
+  EXPECT_NE(bindError("fused_elementwise", {x}, {y}, outside)
+                .find("dimension 0: a piece of 4 at offset 6 does not fit in 8"),
             std::string::npos);
   ProgramBuilder noProgram;
   EXPECT_NE(bindError("fused_elementwise", {x}, {y}, noProgram.attrs()).find("program"),
