@@ -303,6 +303,10 @@ LogicalResult Interpreter::runOp(Operation *op) {
           out(1, results[1]);
         return success();
       })
+      .Case([&](MatmulGeluGradOp o) {
+        out(0, ref::geluGrad(in(2), ref::matmul(in(0), in(1), false, o.getTransposeB())));
+        return success();
+      })
       .Case([&](LinearWeightGradOp) {
         outs(ref::linearWeightGrad(in(0), in(1)));
         return success();

@@ -74,6 +74,9 @@
 // products' work. A sum whose other addend is made after the product
 // stays.
 //
+// gelu-grad. The data-gradient product of the layer after a GELU and the
+// GELU's backward reading it: passes/FuseGeluGrad.cpp.
+//
 // add-norm. The residual add and the norm reading its sum, and in the
 // backward the norm's dx and the add accumulating the stream's gradient:
 // passes/FuseAddNorm.cpp.
@@ -94,6 +97,7 @@
 #include "passes/FuseAddNorm.h"
 #include "passes/FuseAttention.h"
 #include "passes/FuseElementwise.h"
+#include "passes/FuseGeluGrad.h"
 #include "passes/FusePlace.h"
 
 #include "dialects/Dist/DistDialect.h"
@@ -131,9 +135,10 @@ constexpr const char *kBiasGelu = "bias-gelu";
 constexpr const char *kBiasGrad = "bias-grad";
 constexpr const char *kElementwise = "elementwise";
 constexpr const char *kResidual = "residual";
-const std::set<std::string> kFusions = {kFuseAddNorm,        kBias,         kBiasGelu,
-                                        kBiasGrad,           kElementwise,  kFuseQkvSplit,
-                                        kLinearCrossEntropy, kFuseRope,     kResidual};
+const std::set<std::string> kFusions = {kFuseAddNorm,  kBias,         kBiasGelu,
+                                        kBiasGrad,     kElementwise,  kFuseGeluGrad,
+                                        kFuseQkvSplit, kLinearCrossEntropy, kFuseRope,
+                                        kResidual};
 
 /// Makes `value` available before `point`: true when it already is, or when
 /// its pure defining op (and, recursively, what it needs) can move there.
@@ -717,6 +722,8 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
       for (AddOp add : adds)
         fuseResidual(add, dominance);
     }
+    if (enabled->count(kFuseGeluGrad))
+      fuseGeluGrads(getOperation());
     if (enabled->count(kFuseAddNorm))
       fuseAddNorms(getOperation());
     if (enabled->count(kFuseQkvSplit))

@@ -100,9 +100,9 @@ double kernelFlops(Operation *op) {
   // x [..., K] times a weight kept quantized (expanded inside the kernel).
   if ((name == "matmul_nf4" || name == "matmul_int") && !inputs.empty())
     return 2.0 * outElements * shapeOf(inputs[0]).back();
-  // A matmul with its bias (and GELU) epilogue: the product's FLOPs; the
-  // weight gradient's product sums over every row.
-  if (name == "linear" && inputs.size() >= 2)
+  // A matmul with its bias (and GELU) epilogue or GELU's backward: the
+  // product's FLOPs; the weight gradient's product sums over every row.
+  if ((name == "linear" || name == "matmul_gelu_grad") && inputs.size() >= 2)
     return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0]).back());
   if (name == "linear_weight_grad" && inputs.size() >= 2) {
     ArrayRef<int64_t> x = shapeOf(inputs[0]);

@@ -904,6 +904,30 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *context, std::optional<Loc
   return success();
 }
 
+LogicalResult MatmulGeluGradOp::inferReturnTypes(MLIRContext *context,
+                                                 std::optional<Location> loc, Adaptor parsed,
+                                                 SmallVectorImpl<Type> &types) {
+  Adaptor adaptor = withParsedAttributes<MatmulGeluGradOp>(parsed, context);
+  RankedTensorType x = tensorOf(adaptor.getX()), w = tensorOf(adaptor.getW());
+  if (x.getRank() < 2 || w.getRank() != 2)
+    return emitOptionalError(loc, "x must be [..., K] (rank >= 2) and w a matrix, got ",
+                             shapeString(x.getShape()), " and ", shapeString(w.getShape()));
+  if (failed(sameElementType(loc, adaptor.getX(), adaptor.getW(), "x", "w")))
+    return failure();
+  bool transposeB = static_cast<bool>(adaptor.getTransposeB());
+  int64_t k = x.getShape().back(), n = w.getDimSize(transposeB ? 0 : 1);
+  if (w.getDimSize(transposeB ? 1 : 0) != k)
+    return emitOptionalError(loc, "w ", shapeString(w.getShape()), " does not match x's width ",
+                             k, transposeB ? " (w is [N, K] with transpose_b)" : " (w is [K, N])");
+  SmallVector<int64_t> shape(x.getShape().drop_back());
+  shape.push_back(n);
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  if (adaptor.getPre().getType() != types.front())
+    return emitOptionalError(loc, "pre must be the product's type ", types.front(), ", got ",
+                             adaptor.getPre().getType());
+  return success();
+}
+
 LogicalResult LinearWeightGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                    Adaptor adaptor,
                                                    SmallVectorImpl<Type> &types) {

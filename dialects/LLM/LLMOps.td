@@ -810,6 +810,29 @@ def LLM_LinearOp : LLM_PureOp<"linear", [ExpensiveToRecompute, AttrSizedOperandS
   }];
 }
 
+def LLM_MatmulGeluGradOp : LLM_PureOp<"matmul_gelu_grad", [ExpensiveToRecompute]> {
+  let summary = "x · w with GELU's backward as its epilogue, as one kernel";
+  let description = [{
+    `gelu_grad(pre, x · w)`: in an MLP's backward, `x · w` is the gradient
+    of GELU's output (the down projection's data-gradient product) and
+    `pre` GELU's input, so the result is the gradient of GELU's input.
+    `w` is `[K, N]`, or `[N, K]` with `transpose_b`; `x` is `[..., K]` and
+    `pre` and the result `[..., N]`. The result is what `matmul` then
+    `gelu_grad` give, the product rounded to the operands' element type.
+    llmc-fuse's `gelu-grad` forms it; the CUDA kernel is cuBLASLt's DGELU
+    epilogue.
+
+    ```mlir
+    %dpre = llm.matmul_gelu_grad %dy, %w, %pre {transpose_b}
+        : tensor<4x64x128xf32>, tensor<512x128xf32>, tensor<4x64x512xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$w, LLM_FloatTensor:$pre,
+                       UnitAttr:$transpose_b);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $w `,` $pre attr-dict `:` type($x) `,` type($w) `,` type($pre)";
+}
+
 def LLM_LinearWeightGradOp : LLM_PureOp<"linear_weight_grad", [ExpensiveToRecompute]> {
   let summary = "A linear layer's weight and bias gradients, as one kernel";
   let description = [{

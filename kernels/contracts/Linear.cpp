@@ -13,14 +13,12 @@
 
 namespace llmc::contracts {
 
-bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out) {
-  Validator v("linear", args, error);
-  LinearBinding b;
-  if (!v.flagAttr("transpose_b", &b.transposeB) || !v.flagAttr("gelu", &b.gelu) ||
-      !v.flagAttr("keep_pre", &b.keepPre))
-    return false;
-  if (b.keepPre && !b.gelu) return v.fail("keep_pre needs gelu");
-  if (!v.arity(3, 4, b.keepPre ? 2 : 1)) return false;
+namespace {
+
+/// The product's part of both contracts: x [..., K] and w [K, N] (or
+/// [N, K] with `transpose_b`) of one float dtype; sets dtype, k, n, rows
+/// and `shape`, the product's [..., N].
+bool bindProduct(Validator &v, LinearBinding &b, std::vector<int64_t> &shape) {
   const TensorView &x = v.in(0), &w = v.in(1);
   if (!v.isFloat(x, "x") || !v.hasDType(w, "w", x.dtype) || !v.hasRank(w, "w", 2) ||
       !v.fitsInt(x, "x") || !v.fitsInt(w, "w"))
@@ -32,10 +30,25 @@ bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out) 
   if (w.dim(b.transposeB ? 1 : 0) != b.k)
     return v.fail("w " + w.describe() + " does not match x " + x.describe() +
                   (b.transposeB ? " (w is [N, K] with transpose_b)" : " (w is [K, N])"));
-  std::vector<int64_t> shape(x.shape.begin(), x.shape.end() - 1);
+  shape.assign(x.shape.begin(), x.shape.end() - 1);
   b.rows = product(shape);
   if (b.rows > INT_MAX) return v.fail("x has too many rows for BLAS: " + x.describe());
   shape.push_back(b.n);
+  return true;
+}
+
+} // namespace
+
+bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out) {
+  Validator v("linear", args, error);
+  LinearBinding b;
+  if (!v.flagAttr("transpose_b", &b.transposeB) || !v.flagAttr("gelu", &b.gelu) ||
+      !v.flagAttr("keep_pre", &b.keepPre))
+    return false;
+  if (b.keepPre && !b.gelu) return v.fail("keep_pre needs gelu");
+  if (!v.arity(3, 4, b.keepPre ? 2 : 1)) return false;
+  std::vector<int64_t> shape;
+  if (!bindProduct(v, b, shape)) return false;
   const int inputs = static_cast<int>(args.inputs.size());
   if (inputs == 4 || v.in(2).rank() == 1) b.bias = 2;
   if (inputs == 4 || b.bias < 0) b.residual = inputs - 1;
@@ -46,6 +59,19 @@ bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out) 
     return v.fail("gelu needs a bias and takes no residual");
   if (!v.hasType(v.out(0), "y", b.dtype, shape) ||
       (b.keepPre && !v.hasType(v.out(1), "pre", b.dtype, shape)))
+    return false;
+  *out = b;
+  return true;
+}
+
+bool bindMatmulGeluGrad(const KernelArgs &args, std::string &error, LinearBinding *out) {
+  Validator v("matmul_gelu_grad", args, error);
+  LinearBinding b;
+  if (!v.flagAttr("transpose_b", &b.transposeB) || !v.arity(3, 1)) return false;
+  std::vector<int64_t> shape;
+  if (!bindProduct(v, b, shape)) return false;
+  b.geluInput = 2;
+  if (!v.hasType(v.in(2), "pre", b.dtype, shape) || !v.hasType(v.out(0), "y", b.dtype, shape))
     return false;
   *out = b;
   return true;

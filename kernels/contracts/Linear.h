@@ -8,6 +8,12 @@
 // x·w + bias. With `keep_pre` (gelu only) a second output pre [..., N]
 // receives x·w + bias.
 //
+// matmul_gelu_grad: inputs x [..., K], w as linear's, and pre [..., N],
+// GELU's input, all of one float dtype; output y [..., N] =
+// gelu_grad(pre, x·w), the product rounded to the dtype as matmul rounds
+// it: the gradient of GELU's input from the data-gradient product of the
+// layer after it.
+//
 // linear_weight_grad: inputs x [..., K] and dy [..., N] of one float dtype
 // with as many rows; outputs dw [K, N] = xᵀ·dy and db [N], dy's rows
 // summed: the layer's weight and bias gradients.
@@ -30,8 +36,10 @@ struct LinearBinding {
   int64_t rows = 0, k = 0, n = 0;
   bool transposeB = false, gelu = false, keepPre = false;
   int bias = -1, residual = -1; ///< input index, -1 where absent
+  int geluInput = -1; ///< matmul_gelu_grad: the input index of pre
 };
 bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out);
+bool bindMatmulGeluGrad(const KernelArgs &args, std::string &error, LinearBinding *out);
 
 struct LinearWeightGradBinding {
   DType dtype = DType::F32; ///< of every operand

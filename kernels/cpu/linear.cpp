@@ -8,6 +8,11 @@
 // kernel per term, each reading and writing the whole output. Under
 // `keep_pre` the pass also stores x·w + bias, which gelu_grad reads.
 //
+// matmul_gelu_grad is the same kernel with GELU's backward as the pass:
+// y = gelu_grad(pre, x·w), where the unfused graph stores the product and
+// a gelu_grad kernel reads it back beside pre. In fp32 the pass reads the
+// product from y and writes y in place, so y must not be pre's buffer.
+//
 // bf16 and f16 are storage only, as in matmul: operands are widened into
 // fp32 scratch, multiplied with sgemm, and the product, the biased value,
 // the sum with the residual and the GELU are each rounded to the storage
@@ -39,6 +44,7 @@ public:
       : b_(b), sgemm_(sgemm), x_(args.inputs[0].as<T>()), w_(args.inputs[1].as<T>()),
         bias_(b.bias >= 0 ? args.inputs[b.bias].as<T>() : nullptr),
         residual_(b.residual >= 0 ? args.inputs[b.residual].as<T>() : nullptr),
+        geluInput_(b.geluInput >= 0 ? args.inputs[b.geluInput].as<T>() : nullptr),
         y_(args.outputs[0].as<T>()), pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr),
         biasWide_(bias_ ? b.n : 0) {
     if constexpr (!std::is_same_v<T, float>) {
@@ -84,11 +90,12 @@ private:
   }
 
   /// y = act(round(product) + bias) or round(product) (+ bias) + residual,
-  /// row by row, rounding each sum; pre = the biased value.
+  /// row by row, rounding each sum; pre = the biased value. For
+  /// matmul_gelu_grad, y = gelu_grad(pre, round(product)).
   void epilogue(const float *product) {
     const int64_t rows = b_.rows, n = b_.n;
     const float *bias = bias_ ? biasWide_.data() : nullptr;
-    const T *residual = residual_;
+    const T *residual = residual_, *geluInput = geluInput_;
     T *y = y_, *pre = pre_;
     const bool gelu = b_.gelu;
 #pragma omp parallel for schedule(static) if (rows * n > kParallelGrain)
@@ -96,7 +103,11 @@ private:
       const float *p = product + r * n;
       T *yr = y + r * n;
       const T *rr = residual ? residual + r * n : nullptr;
-      if (!bias) {
+      if (geluInput) {
+        const T *gr = geluInput + r * n;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) store(yr, j, geluTanhGrad(load(gr, j), roundTo<T>(p[j])));
+      } else if (!bias) {
         storePlusRow(yr, p, rr, n);
       } else if (rr) {
 #pragma omp simd
@@ -123,7 +134,7 @@ private:
 
   contracts::LinearBinding b_;
   SgemmFn sgemm_;
-  const T *x_, *w_, *bias_, *residual_; // bias_, residual_: null where absent
+  const T *x_, *w_, *bias_, *residual_, *geluInput_; // null where absent
   T *y_, *pre_;
   std::vector<float> biasWide_;
   std::vector<float> xWide_, wWide_, product_; // bf16, f16 only: fp32 copies
@@ -141,6 +152,18 @@ std::unique_ptr<Kernel> makeLinear(const KernelArgs &args, std::string &error) {
   return makeFloatKernel<LinearKernel>(b.dtype, args, b, sgemm);
 }
 
+std::unique_ptr<Kernel> makeMatmulGeluGrad(const KernelArgs &args, std::string &error) {
+  contracts::LinearBinding b;
+  if (!contracts::bindMatmulGeluGrad(args, error, &b)) return nullptr;
+  std::string blasError;
+  SgemmFn sgemm = blasSgemm(blasError);
+  if (!sgemm) {
+    error = "matmul_gelu_grad: " + blasError;
+    return nullptr;
+  }
+  return makeFloatKernel<LinearKernel>(b.dtype, args, b, sgemm);
+}
+
 std::unique_ptr<Kernel> makeLinearWeightGrad(const KernelArgs &args, std::string &error) {
   contracts::LinearWeightGradBinding b;
   if (!contracts::bindLinearWeightGrad(args, error, &b)) return nullptr;
@@ -153,6 +176,7 @@ std::unique_ptr<Kernel> makeLinearWeightGrad(const KernelArgs &args, std::string
 } // namespace
 
 LLMC_REGISTER_KERNEL(CPU, "linear", makeLinear);
+LLMC_REGISTER_KERNEL(CPU, "matmul_gelu_grad", makeMatmulGeluGrad);
 LLMC_REGISTER_KERNEL(CPU, "linear_weight_grad", makeLinearWeightGrad);
 
 } // namespace llmc::cpu

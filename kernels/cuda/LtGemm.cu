@@ -104,6 +104,7 @@ std::string LtGemm::describe(const GemmDesc &d) {
   if (d.epilogue == GemmEpilogue::GeluBias) os << " + bias, gelu";
   if (d.epilogue == GemmEpilogue::GeluAuxBias) os << " + bias, gelu (pre-activation kept)";
   if (d.epilogue == GemmEpilogue::BiasGradB) os << ", column sums of b";
+  if (d.epilogue == GemmEpilogue::DGelu) os << ", gelu_grad(aux, ·)";
   return os.str();
 }
 
@@ -118,7 +119,9 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
     return nullptr;
   }
   const bool biasGrad = d.epilogue == GemmEpilogue::BiasGradB;
-  if (d.epilogue != GemmEpilogue::None && !(biasGrad ? d.biasGrad : d.bias)) {
+  const bool usesAux = d.epilogue == GemmEpilogue::GeluAuxBias || d.epilogue == GemmEpilogue::DGelu;
+  const bool usesBias = d.epilogue != GemmEpilogue::None && d.epilogue != GemmEpilogue::DGelu;
+  if (usesBias && !(biasGrad ? d.biasGrad : d.bias)) {
     error = "cuBLASLt GEMM: a bias epilogue needs a bias: " + describe(d);
     return nullptr;
   }
@@ -131,8 +134,8 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
             describe(d);
     return nullptr;
   }
-  if (d.epilogue == GemmEpilogue::GeluAuxBias && (!d.aux || d.n % 8 != 0 || d.batch != 1)) {
-    error = "cuBLASLt GEMM: the GELU aux epilogue needs an aux buffer, N a multiple of 8 and no "
+  if (usesAux && (!d.aux || d.n % 8 != 0 || d.batch != 1)) {
+    error = "cuBLASLt GEMM: the GELU aux epilogues need an aux buffer, N a multiple of 8 and no "
             "batch: " + describe(d);
     return nullptr;
   }
@@ -192,6 +195,7 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   if (d.epilogue == GemmEpilogue::GeluBias) epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
   if (d.epilogue == GemmEpilogue::GeluAuxBias) epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   if (biasGrad) epilogue = CUBLASLT_EPILOGUE_BGRADA;
+  if (d.epilogue == GemmEpilogue::DGelu) epilogue = CUBLASLT_EPILOGUE_DGELU;
   bool described =
       ok(cublasLtMatmulDescCreate(&g->op_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate",
          error) &&
@@ -204,14 +208,14 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
          "cublasLtMatmulDescSetAttribute(EPILOGUE)", error);
   // The bias, or the bias gradient's output.
   const void *biasPointer = biasGrad ? d.biasGrad : d.bias;
-  if (described && d.epilogue != GemmEpilogue::None)
+  if (described && usesBias)
     described = ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                   &biasPointer, sizeof(biasPointer)),
                    "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", error);
   // The aux matrix is laid out as D (column-major N×M): its leading
   // dimension is D's row count, N.
   const int64_t auxLd = d.n;
-  if (described && d.epilogue == GemmEpilogue::GeluAuxBias)
+  if (described && usesAux)
     described = ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                   &d.aux, sizeof(d.aux)),
                    "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)", error) &&
@@ -232,10 +236,8 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   // No preference names the bias or the aux matrix; their alignment is part
   // of the cache key so an algorithm chosen for aligned ones is not reused
   // for misaligned ones.
-  const uint32_t alignBias =
-      d.epilogue == GemmEpilogue::None ? 256u : alignmentOf(biasPointer, 0, elementSize, 1);
-  const uint32_t alignAux =
-      d.epilogue == GemmEpilogue::GeluAuxBias ? alignmentOf(d.aux, 0, elementSize, 1) : 256u;
+  const uint32_t alignBias = usesBias ? alignmentOf(biasPointer, 0, elementSize, 1) : 256u;
+  const uint32_t alignAux = usesAux ? alignmentOf(d.aux, 0, elementSize, 1) : 256u;
 
   std::lock_guard<std::mutex> lock(planMutex());
   g->workspace_ = workspace(device, error);

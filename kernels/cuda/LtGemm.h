@@ -35,6 +35,9 @@ enum class GemmEpilogue {
   /// biasGrad[n] = Σ_k op(b)[k, n], beside the product: a linear layer's
   /// bias gradient when b is dy (cuBLASLt's BGRADA: b is its A).
   BiasGradB,
+  /// gelu_grad(aux, ·): the product is the gradient of GELU's output and
+  /// aux (laid out as c) holds GELU's input (cuBLASLt's DGELU).
+  DGelu,
 };
 
 /// One row-major, possibly batched, product
@@ -56,8 +59,9 @@ struct GemmDesc {
   const void *addend = nullptr;
   GemmEpilogue epilogue = GemmEpilogue::None;
   const void *bias = nullptr; ///< [n] of dtype, for the bias epilogues
-  /// GeluAuxBias: the pre-activation, laid out as c (row-major [M, N], its
-  /// leading dimension N a multiple of 8, as cuBLASLt requires).
+  /// GeluAuxBias: the pre-activation it stores; DGelu: GELU's input it
+  /// reads. Laid out as c (row-major [M, N], its leading dimension N a
+  /// multiple of 8, as cuBLASLt requires).
   void *aux = nullptr;
   void *biasGrad = nullptr; ///< BiasGradB: the [n] sums, of dtype
   /// The bound operands: their alignment steers the algorithm choice.

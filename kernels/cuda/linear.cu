@@ -16,6 +16,11 @@
 // of 8), the plain GEMM is followed by one elementwise pass with the
 // unfused ops' rounding.
 //
+// matmul_gelu_grad: the GEMM with cuBLASLt's DGELU epilogue, which
+// multiplies each product element by GELU's derivative at pre (the aux
+// matrix) as it stores the tile; the plain GEMM and an elementwise pass
+// where cuBLASLt has no algorithm for it (N not a multiple of 8).
+//
 // linear_weight_grad: the weight-gradient GEMM dw = xᵀ·dy with the BGRADA
 // epilogue summing dy's rows into db as the GEMM reads them (dy is
 // cuBLASLt's A), instead of a reduce_sum kernel reading dy again. Where
@@ -44,12 +49,17 @@ template <typename T> __device__ __forceinline__ float roundTo(float v) {
 
 /// y = act(y + bias) or y (+ bias) + residual over rows of n, in place,
 /// each sum rounded as add rounds it; pre (if any) = y + bias. bias and
-/// residual may be null.
+/// residual may be null. With geluInput (matmul_gelu_grad), y =
+/// gelu_grad(geluInput, y) instead.
 template <typename T>
-__global__ void epilogueKernel(T *y, T *pre, const T *bias, const T *residual, int64_t n,
-                               int64_t total, bool gelu) {
+__global__ void epilogueKernel(T *y, T *pre, const T *bias, const T *residual,
+                               const T *geluInput, int64_t n, int64_t total, bool gelu) {
   LLMC_GRID_STRIDE(i, total) {
     float a = load(y, i);
+    if (geluInput) {
+      store(y, i, geluTanhGrad(load(geluInput, i), a));
+      continue;
+    }
     if (bias) a = roundTo<T>(a + load(bias, i % n));
     if (residual) a += load(residual, i);
     if (pre) store(pre, i, a);
@@ -67,7 +77,8 @@ public:
         total_(b.rows * b.n), y_(args.outputs[0].as<T>()),
         pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr),
         bias_(b.bias >= 0 ? args.inputs[b.bias].as<T>() : nullptr),
-        residual_(b.residual >= 0 ? args.inputs[b.residual].as<T>() : nullptr) {}
+        residual_(b.residual >= 0 ? args.inputs[b.residual].as<T>() : nullptr),
+        geluInput_(b.geluInput >= 0 ? args.inputs[b.geluInput].as<T>() : nullptr) {}
 
   void run(const StepContext &ctx) override {
     cudaStream_t stream = streamOf(ctx);
@@ -76,8 +87,8 @@ public:
     else
       LLMC_CUDA_CHECK(cudaMemsetAsync(y_, 0, total_ * sizeof(T), stream));
     if (epilogueInGemm_) return;
-    epilogueKernel<T><<<gridFor(total_), kBlock, 0, stream>>>(y_, pre_, bias_, residual_, n_,
-                                                               total_, gelu_);
+    epilogueKernel<T><<<gridFor(total_), kBlock, 0, stream>>>(y_, pre_, bias_, residual_,
+                                                               geluInput_, n_, total_, gelu_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -86,7 +97,7 @@ private:
   bool epilogueInGemm_, gelu_;
   int64_t n_, total_;
   T *y_, *pre_;
-  const T *bias_, *residual_;
+  const T *bias_, *residual_, *geluInput_;
 };
 
 /// An empty y: nothing to do.
@@ -129,6 +140,34 @@ std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &erro
   return makeFloatKernel<LinearKernel>(b.dtype, args, b, std::move(gemm), epilogueInGemm);
 }
 
+std::unique_ptr<Kernel> makeCudaMatmulGeluGrad(const KernelArgs &args, std::string &error) {
+  contracts::LinearBinding b;
+  if (!contracts::bindMatmulGeluGrad(args, error, &b)) return nullptr;
+  Validator v("matmul_gelu_grad", args, error);
+  if (b.rows == 0 || b.n == 0) return std::make_unique<EmptyLinearKernel>();
+  if (b.k == 0) return makeFloatKernel<LinearKernel>(b.dtype, args, b, nullptr, false);
+
+  GemmDesc d;
+  d.dtype = b.dtype;
+  d.m = b.rows, d.n = b.n, d.k = b.k;
+  d.transposeB = b.transposeB;
+  d.a = args.inputs[0].data, d.b = args.inputs[1].data, d.c = args.outputs[0].data;
+  d.strideA = d.m * d.k, d.strideC = d.m * d.n;
+  d.epilogue = GemmEpilogue::DGelu;
+  d.aux = args.inputs[b.geluInput].data; // read, never written
+
+  std::string gemmError;
+  std::unique_ptr<LtGemm> gemm = LtGemm::create(d, gemmError);
+  const bool epilogueInGemm = gemm != nullptr;
+  if (!gemm) { // the plain product, then gelu_grad as an elementwise pass
+    d.epilogue = GemmEpilogue::None;
+    d.aux = nullptr;
+    gemm = LtGemm::create(d, gemmError);
+    if (!gemm) return v.reject(gemmError);
+  }
+  return makeFloatKernel<LinearKernel>(b.dtype, args, b, std::move(gemm), epilogueInGemm);
+}
+
 /// One planned GEMM whose epilogue does the rest.
 class GemmKernel final : public Kernel {
 public:
@@ -165,6 +204,7 @@ std::unique_ptr<Kernel> makeCudaLinearWeightGrad(const KernelArgs &args, std::st
 } // namespace
 
 LLMC_REGISTER_KERNEL(CUDA, "linear", makeCudaLinear);
+LLMC_REGISTER_KERNEL(CUDA, "matmul_gelu_grad", makeCudaMatmulGeluGrad);
 LLMC_REGISTER_KERNEL(CUDA, "linear_weight_grad", makeCudaLinearWeightGrad);
 
 } // namespace llmc::cuda

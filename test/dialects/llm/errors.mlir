@@ -990,6 +990,30 @@ func.func @f(%x: tensor<3x8xf32>, %dy: tensor<2x4xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<8xf32>, %w: tensor<8x4xf32>, %pre: tensor<4xf32>) {
+  // expected-error @+1 {{x must be [..., K] (rank >= 2) and w a matrix, got 8 and 8x4}}
+  %y = llm.matmul_gelu_grad %x, %w, %pre : tensor<8xf32>, tensor<8x4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %pre: tensor<2x4xf32>) {
+  // expected-error @+1 {{w 8x4 does not match x's width 8 (w is [N, K] with transpose_b)}}
+  %y = llm.matmul_gelu_grad %x, %w, %pre {transpose_b} : tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %pre: tensor<2x4xbf16>) {
+  // expected-error @+1 {{pre must be the product's type 'tensor<2x4xf32>', got 'tensor<2x4xbf16>'}}
+  %y = llm.matmul_gelu_grad %x, %w, %pre : tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xbf16>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<1xf32>) {
   // expected-error @+1 {{bits must be 8 or 4, got 3}}
   %y = llm.matmul_int %x, %c, %s {bits = 3 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<1xf32> -> tensor<2x128xf32>

@@ -94,6 +94,8 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %fe2:2 = llm.fused_elementwise(%h, %act) [r0 = load 0, r1 = load 1, r2 = const 0.17677669529663687, r3 = mul r0, r2, r4 = dropout r3 seed 7 rate 0.1, r5 = select r1, r4, r0, r6 = swiglu_grad_gate r0, r1, r5, r7 = gelu r6 : bf16, r8 = cast r7 : f16, r9 = sqrt r0] yields r8, r9 {llmc.backward} : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> (tensor<2x8x64xf16>, tensor<2x8x64xf32>)
   // CHECK: llm.linear_weight_grad %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8x64xf32>
   %lwdw, %lwdb = llm.linear_weight_grad %h, %act : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  // CHECK: llm.matmul_gelu_grad %{{.*}}, %{{.*}}, %{{.*}} {transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<2x8x64xf32>
+  %dgelu = llm.matmul_gelu_grad %h, %w1, %pre {transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<2x8x64xf32>
   // CHECK: llm.mul %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64xf32>
   %mu = llm.mul %a, %g : tensor<2x8x64xf32>, tensor<64xf32>
   // CHECK: llm.scale %{{.*}} {factor = 5.000000e-01 : f64} : tensor<2x8x64xf32>

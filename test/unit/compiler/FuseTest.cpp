@@ -131,6 +131,16 @@ TEST(Fuse, BiasGeluAloneKeepsTheLossAndEveryGradient) {
   checkFusedGradients(kMlp, "bias-gelu", "cpu", 1, 0);
 }
 
+// GELU's backward fuses into the data-gradient product of the layer
+// after it, alone and with every other fusion (keep_pre's pre-activation
+// then feeds it).
+TEST(Fuse, GeluGradKeepsTheLossAndEveryGradient) {
+  checkFusedGradients(kMlp, "gelu-grad", "cpu",
+                      {{"llm.matmul_gelu_grad", 1}, {"llm.gelu_grad", 0}});
+  checkFusedGradients(kMlp, "all", "cpu",
+                      {{"llm.matmul_gelu_grad", 1}, {"llm.gelu_grad", 0}, {"llm.linear", 2}});
+}
+
 // The [K, N] layer's weight and bias gradients fuse; the [N, K] one's
 // weight gradient is dyᵀ·x, which keeps its ops.
 TEST(Fuse, WeightGradientsForCudaKeepTheLossAndEveryGradient) {

@@ -2,7 +2,8 @@
 //
 // cuBLASLt's BIAS, GELU_BIAS and GELU_AUX_BIAS epilogues, a residual as
 // its C, and the elementwise fallback where N is not a multiple of 8 (no
-// aux epilogue), against the CPU kernel; linear_weight_grad's BGRADA
+// aux epilogue), against the CPU kernel; matmul_gelu_grad's DGELU
+// epilogue (and its fallback) likewise; linear_weight_grad's BGRADA
 // epilogue against the CPU's matmul and reduce_sum. Norm metric, as for
 // matmul; f32 runs without TF32. Under bf16 and f16 the epilogue rounds
 // once where the CPU rounds the product, the biased value, the sum with
@@ -114,6 +115,25 @@ TEST(CudaLinear, WeightGradMatchesCpu) {
     }
 }
 
+// DGELU multiplies the fp32 accumulator by GELU's derivative at pre (the
+// aux matrix); N not a multiple of 8 takes the plain GEMM and the
+// elementwise pass.
+TEST(CudaLinear, GeluGradMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 3700;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : kCases)
+      for (bool transposeB : {false, true}) {
+        SCOPED_TRACE(caseName(dtype, c, transposeB));
+        LinearOperands o(c, transposeB, dtype, seed);
+        Buffer pre = Buffer::of(randomTensor(withLast(c.rows, c.n), ++seed, 3.0), dtype);
+        Buffer y(dtype, withLast(c.rows, c.n));
+        expectCudaMatchesCpu("matmul_gelu_grad", {&o.x, &o.w, &pre}, {&y},
+                             attrs({}, {{"transpose_b", transposeB}}),
+                             {Metric::Norm, {tolerance(dtype)}});
+      }
+}
+
 TEST(CudaLinear, BindingErrorsMatchTheCpu) {
   LLMC_REQUIRE_GPU();
   TensorView x = typeOnly(DType::F32, {4, 8, 16}), w = typeOnly(DType::F32, {16, 32}),
@@ -129,6 +149,8 @@ TEST(CudaLinear, BindingErrorsMatchTheCpu) {
   TensorView dy = typeOnly(DType::F32, {31, 32}), dw = typeOnly(DType::F32, {16, 32});
   EXPECT_EQ(cudaBindError("linear_weight_grad", {x, dy}, {dw, bias}),
             bindError("linear_weight_grad", {x, dy}, {dw, bias}));
+  EXPECT_EQ(cudaBindError("matmul_gelu_grad", {x, w, bias}, {y}),
+            bindError("matmul_gelu_grad", {x, w, bias}, {y}));
 }
 
 } // namespace

@@ -3,7 +3,8 @@
 // The fused kernels against the unfused references: linear (matmul, add of
 // the bias, add of the residual, gelu) for both weight layouts, with and
 // without GELU and the kept pre-activation, with a residual with and
-// without the bias, and linear_weight_grad (matmul, reduce_sum); against
+// without the bias, matmul_gelu_grad (matmul, gelu_grad) and
+// linear_weight_grad (matmul, reduce_sum); against
 // the CPU's own unfused kernels, which they must equal exactly in every
 // dtype (linear rounds where they do); and the binding errors.
 
@@ -240,6 +241,50 @@ TEST(LinearWeightGradKernel, BindingErrorsNameTheOperand) {
             std::string::npos);
   EXPECT_NE(bindError("linear_weight_grad", {typeOnly(DType::F32, {16}), dy}, {dw, db})
                 .find("rank >= 2"),
+            std::string::npos);
+}
+
+TEST(MatmulGeluGradKernel, MatchesTheReferenceAndEqualsMatmulGeluGrad) {
+  uint64_t seed = 3600;
+  for (DType dtype : kFloatTypes)
+    for (const LinearCase &c : kCases)
+      for (bool transposeB : {false, true}) {
+        SCOPED_TRACE(describe(dtype, c, transposeB, {false, false, false, false}));
+        Operands o = randomOperands(dtype, c, transposeB, {false, false, false, false}, seed);
+        std::vector<int64_t> shape = withLast(c.rows, c.n);
+        // GELU's input over the curve's bend, where its derivative varies.
+        RefTensor pre = roundTo(randomTensor(shape, ++seed, 3.0), dtype);
+        Buffer x = Buffer::of(o.x, dtype), w = Buffer::of(o.w, dtype), preb = Buffer::of(pre, dtype),
+               y(dtype, shape);
+        y.poison();
+        KernelAttrs layout = attrs({}, {{"transpose_b", transposeB}});
+        ASSERT_TRUE(runKernel("matmul_gelu_grad", {&x, &w, &preb}, {&y}, layout));
+        const double tol = dtype == DType::F32 ? 1e-6 : tolerance(dtype);
+        EXPECT_CLOSE(y.toRef(), ref::geluGrad(pre, ref::matmul(o.x, o.w, false, transposeB)),
+                     Metric::Norm, tol);
+
+        // The unfused kernels on the same bytes: equal, not just close.
+        Buffer product(dtype, shape), unfused(dtype, shape);
+        ASSERT_TRUE(runKernel("matmul", {&x, &w}, {&product}, layout));
+        ASSERT_TRUE(runKernel("gelu_grad", {&preb, &product}, {&unfused}));
+        EXPECT_EQ(y.toRef().data, unfused.toRef().data);
+      }
+}
+
+TEST(MatmulGeluGradKernel, BindingErrorsNameTheOperand) {
+  TensorView x = typeOnly(DType::F32, {4, 8, 16}), w = typeOnly(DType::F32, {16, 32}),
+             pre = typeOnly(DType::F32, {4, 8, 32}), y = typeOnly(DType::F32, {4, 8, 32});
+  EXPECT_EQ(bindError("matmul_gelu_grad", {x, w, pre}, {y}), "");
+  EXPECT_NE(bindError("matmul_gelu_grad", {x, w, typeOnly(DType::F32, {4, 8, 16})}, {y})
+                .find("pre"),
+            std::string::npos);
+  EXPECT_NE(bindError("matmul_gelu_grad", {x, w, pre}, {typeOnly(DType::BF16, {4, 8, 32})})
+                .find("y"),
+            std::string::npos);
+  EXPECT_NE(bindError("matmul_gelu_grad", {x, w, pre}, {y}, attrs({}, {{"transpose_b", 1}}))
+                .find("w is [N, K] with transpose_b"),
+            std::string::npos);
+  EXPECT_NE(bindError("matmul_gelu_grad", {x, w}, {y}).find("matmul_gelu_grad"),
             std::string::npos);
 }
 
