@@ -307,6 +307,10 @@ LogicalResult Interpreter::runOp(Operation *op) {
         out(0, ref::geluGrad(in(2), ref::matmul(in(0), in(1), false, o.getTransposeB())));
         return success();
       })
+      .Case([&](MatmulSwigluGradOp o) {
+        outs(ref::swigluGrad(in(2), in(3), ref::matmul(in(0), in(1), false, o.getTransposeB())));
+        return success();
+      })
       .Case([&](LinearWeightGradOp) {
         outs(ref::linearWeightGrad(in(0), in(1)));
         return success();

@@ -74,8 +74,9 @@
 // products' work. A sum whose other addend is made after the product
 // stays.
 //
-// gelu-grad. The data-gradient product of the layer after a GELU and the
-// GELU's backward reading it: passes/FuseGeluGrad.cpp.
+// gelu-grad, swiglu-grad. The data-gradient product of the layer after
+// an MLP's activation and the activation's backward reading it:
+// passes/FuseActivationGrad.cpp.
 //
 // add-norm. The residual add and the norm reading its sum, and in the
 // backward the norm's dx and the add accumulating the stream's gradient:
@@ -97,7 +98,7 @@
 #include "passes/FuseAddNorm.h"
 #include "passes/FuseAttention.h"
 #include "passes/FuseElementwise.h"
-#include "passes/FuseGeluGrad.h"
+#include "passes/FuseActivationGrad.h"
 #include "passes/FusePlace.h"
 
 #include "dialects/Dist/DistDialect.h"
@@ -138,7 +139,7 @@ constexpr const char *kResidual = "residual";
 const std::set<std::string> kFusions = {kFuseAddNorm,  kBias,         kBiasGelu,
                                         kBiasGrad,     kElementwise,  kFuseGeluGrad,
                                         kFuseQkvSplit, kLinearCrossEntropy, kFuseRope,
-                                        kResidual};
+                                        kResidual,     kFuseSwigluGrad};
 
 /// Makes `value` available before `point`: true when it already is, or when
 /// its pure defining op (and, recursively, what it needs) can move there.
@@ -722,8 +723,9 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
       for (AddOp add : adds)
         fuseResidual(add, dominance);
     }
-    if (enabled->count(kFuseGeluGrad))
-      fuseGeluGrads(getOperation());
+    if (enabled->count(kFuseGeluGrad) || enabled->count(kFuseSwigluGrad))
+      fuseActivationGrads(getOperation(), enabled->count(kFuseGeluGrad),
+                          enabled->count(kFuseSwigluGrad));
     if (enabled->count(kFuseAddNorm))
       fuseAddNorms(getOperation());
     if (enabled->count(kFuseQkvSplit))

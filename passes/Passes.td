@@ -539,11 +539,12 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     `target=cuda` (named, it applies on the CPU too, computing what the
     unfused ops do).
 
-    `gelu-grad`: the data-gradient product `llm.matmul %dy, %w` of the
-    layer after a GELU and the `llm.gelu_grad %pre, ·` reading it become
-    one `llm.matmul_gelu_grad` (cuBLASLt's DGELU epilogue on CUDA), placed
-    where the gelu_grad was, when the product feeds only the gelu_grad and
-    the ops run in the same part of the step.
+    `gelu-grad`, `swiglu-grad`: the data-gradient product `llm.matmul %dy,
+    %w` of the layer after a GELU (SwiGLU) and the `llm.gelu_grad %pre, ·`
+    (`llm.swiglu_grad %gate, %up, ·`) reading it become one
+    `llm.matmul_gelu_grad` (`llm.matmul_swiglu_grad`), placed where the
+    backward was, when the product feeds only it and the ops run in the
+    same part of the step. On CUDA the GELU's is cuBLASLt's DGELU epilogue.
 
     `residual` (before `add-norm`): the residual stream's `llm.add` of a
     product (a shared-weight `llm.matmul`, or an `llm.linear` with its bias)
@@ -602,7 +603,8 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
   let options = [
     Option<"fusions", "fusions", "std::string", "\"all\"",
            "all | none | comma-separated fusion names (add-norm, bias, bias-gelu, "
-           "bias-grad, elementwise, gelu-grad, linear-cross-entropy, qkv-split, residual, rope)">,
+           "bias-grad, elementwise, gelu-grad, linear-cross-entropy, qkv-split, residual, rope, "
+           "swiglu-grad)">,
     Option<"chunkMb", "chunk-mb", "double", "256",
            "linear-cross-entropy: MiB of logits computed at a time">,
     Option<"target", "target", "std::string", "\"cpu\"",

@@ -102,7 +102,8 @@ double kernelFlops(Operation *op) {
     return 2.0 * outElements * shapeOf(inputs[0]).back();
   // A matmul with its bias (and GELU) epilogue or GELU's backward: the
   // product's FLOPs; the weight gradient's product sums over every row.
-  if ((name == "linear" || name == "matmul_gelu_grad") && inputs.size() >= 2)
+  if ((name == "linear" || name == "matmul_gelu_grad" || name == "matmul_swiglu_grad") &&
+      inputs.size() >= 2)
     return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0]).back());
   if (name == "linear_weight_grad" && inputs.size() >= 2) {
     ArrayRef<int64_t> x = shapeOf(inputs[0]);
@@ -207,7 +208,8 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
       // fp32 products (the fused head + loss is fp32 only).
       StringRef callee = kernel.getCallee();
       bool product = (callee.starts_with("matmul") && kernel.getOutputs().size() == 1) ||
-                     callee == "linear" || callee == "linear_weight_grad";
+                     callee == "matmul_swiglu_grad" || callee == "linear" ||
+                     callee == "linear_weight_grad";
       if ((product &&
            cast<MemRefType>(kernel.getOutputs()[0].getType()).getElementType().isF32()) ||
           callee.starts_with("linear_cross_entropy"))

@@ -904,28 +904,51 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *context, std::optional<Loc
   return success();
 }
 
-LogicalResult MatmulGeluGradOp::inferReturnTypes(MLIRContext *context,
-                                                 std::optional<Location> loc, Adaptor parsed,
-                                                 SmallVectorImpl<Type> &types) {
-  Adaptor adaptor = withParsedAttributes<MatmulGeluGradOp>(parsed, context);
-  RankedTensorType x = tensorOf(adaptor.getX()), w = tensorOf(adaptor.getW());
+/// The type of `x · w` (w [K, N], or [N, K] with transpose_b), which a
+/// matmul with an activation's backward as its epilogue returns; every
+/// operand in `sameAsProduct` must have it too.
+static LogicalResult inferProductWithEpilogue(std::optional<Location> loc, Value xValue,
+                                              Value wValue, bool transposeB,
+                                              ArrayRef<std::pair<Value, StringRef>> sameAsProduct,
+                                              SmallVectorImpl<Type> &types, unsigned results) {
+  RankedTensorType x = tensorOf(xValue), w = tensorOf(wValue);
   if (x.getRank() < 2 || w.getRank() != 2)
     return emitOptionalError(loc, "x must be [..., K] (rank >= 2) and w a matrix, got ",
                              shapeString(x.getShape()), " and ", shapeString(w.getShape()));
-  if (failed(sameElementType(loc, adaptor.getX(), adaptor.getW(), "x", "w")))
+  if (failed(sameElementType(loc, xValue, wValue, "x", "w")))
     return failure();
-  bool transposeB = static_cast<bool>(adaptor.getTransposeB());
   int64_t k = x.getShape().back(), n = w.getDimSize(transposeB ? 0 : 1);
   if (w.getDimSize(transposeB ? 1 : 0) != k)
     return emitOptionalError(loc, "w ", shapeString(w.getShape()), " does not match x's width ",
                              k, transposeB ? " (w is [N, K] with transpose_b)" : " (w is [K, N])");
   SmallVector<int64_t> shape(x.getShape().drop_back());
   shape.push_back(n);
-  types.push_back(RankedTensorType::get(shape, x.getElementType()));
-  if (adaptor.getPre().getType() != types.front())
-    return emitOptionalError(loc, "pre must be the product's type ", types.front(), ", got ",
-                             adaptor.getPre().getType());
+  auto product = RankedTensorType::get(shape, x.getElementType());
+  for (auto [operand, name] : sameAsProduct)
+    if (operand.getType() != product)
+      return emitOptionalError(loc, name, " must be the product's type ", product, ", got ",
+                               operand.getType());
+  types.append(results, product);
   return success();
+}
+
+LogicalResult MatmulGeluGradOp::inferReturnTypes(MLIRContext *context,
+                                                 std::optional<Location> loc, Adaptor parsed,
+                                                 SmallVectorImpl<Type> &types) {
+  Adaptor adaptor = withParsedAttributes<MatmulGeluGradOp>(parsed, context);
+  return inferProductWithEpilogue(loc, adaptor.getX(), adaptor.getW(),
+                                  static_cast<bool>(adaptor.getTransposeB()),
+                                  {{adaptor.getPre(), "pre"}}, types, 1);
+}
+
+LogicalResult MatmulSwigluGradOp::inferReturnTypes(MLIRContext *context,
+                                                   std::optional<Location> loc, Adaptor parsed,
+                                                   SmallVectorImpl<Type> &types) {
+  Adaptor adaptor = withParsedAttributes<MatmulSwigluGradOp>(parsed, context);
+  return inferProductWithEpilogue(loc, adaptor.getX(), adaptor.getW(),
+                                  static_cast<bool>(adaptor.getTransposeB()),
+                                  {{adaptor.getGate(), "gate"}, {adaptor.getUp(), "up"}}, types,
+                                  2);
 }
 
 LogicalResult LinearWeightGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

@@ -833,6 +833,31 @@ def LLM_MatmulGeluGradOp : LLM_PureOp<"matmul_gelu_grad", [ExpensiveToRecompute]
   let assemblyFormat = "$x `,` $w `,` $pre attr-dict `:` type($x) `,` type($w) `,` type($pre)";
 }
 
+def LLM_MatmulSwigluGradOp : LLM_PureOp<"matmul_swiglu_grad",
+                                        [ExpensiveToRecompute, AllTypesMatch<["gate", "up"]>]> {
+  let summary = "x · w with SwiGLU's backward as its epilogue, as one kernel";
+  let description = [{
+    `swiglu_grad(gate, up, x · w)`: in a SwiGLU MLP's backward, `x · w` is
+    the gradient of `swiglu(gate, up)` (the down projection's
+    data-gradient product), so the results are the gradients of `gate`
+    and `up`. `w` is `[K, N]`, or `[N, K]` with `transpose_b`; `x` is
+    `[..., K]` and `gate`, `up` and both results `[..., N]`. The results
+    are what `matmul` then `swiglu_grad` give, the product rounded to the
+    operands' element type. llmc-fuse's `swiglu-grad` forms it.
+
+    ```mlir
+    %dgate, %dup = llm.matmul_swiglu_grad %dy, %w, %gate, %up {transpose_b}
+        : tensor<4x64x128xf32>, tensor<352x128xf32>, tensor<4x64x352xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$w, LLM_FloatTensor:$gate,
+                       LLM_FloatTensor:$up, UnitAttr:$transpose_b);
+  let results = (outs LLM_FloatTensor:$dgate, LLM_FloatTensor:$dup);
+  let assemblyFormat = [{
+    $x `,` $w `,` $gate `,` $up attr-dict `:` type($x) `,` type($w) `,` type($gate)
+  }];
+}
+
 def LLM_LinearWeightGradOp : LLM_PureOp<"linear_weight_grad", [ExpensiveToRecompute]> {
   let summary = "A linear layer's weight and bias gradients, as one kernel";
   let description = [{

@@ -77,6 +77,20 @@ bool bindMatmulGeluGrad(const KernelArgs &args, std::string &error, LinearBindin
   return true;
 }
 
+bool bindMatmulSwigluGrad(const KernelArgs &args, std::string &error, LinearBinding *out) {
+  Validator v("matmul_swiglu_grad", args, error);
+  LinearBinding b;
+  if (!v.flagAttr("transpose_b", &b.transposeB) || !v.arity(4, 2)) return false;
+  std::vector<int64_t> shape;
+  if (!bindProduct(v, b, shape)) return false;
+  b.swigluGate = 2, b.swigluUp = 3;
+  if (!v.hasType(v.in(2), "gate", b.dtype, shape) || !v.hasType(v.in(3), "up", b.dtype, shape) ||
+      !v.hasType(v.out(0), "dgate", b.dtype, shape) || !v.hasType(v.out(1), "dup", b.dtype, shape))
+    return false;
+  *out = b;
+  return true;
+}
+
 bool bindLinearWeightGrad(const KernelArgs &args, std::string &error,
                           LinearWeightGradBinding *out) {
   Validator v("linear_weight_grad", args, error);

@@ -14,6 +14,10 @@
 // it: the gradient of GELU's input from the data-gradient product of the
 // layer after it.
 //
+// matmul_swiglu_grad: inputs x and w as matmul_gelu_grad's, then gate and
+// up [..., N]; outputs dgate and dup [..., N] = swiglu_grad(gate, up,
+// x·w), the product rounded as matmul rounds it.
+//
 // linear_weight_grad: inputs x [..., K] and dy [..., N] of one float dtype
 // with as many rows; outputs dw [K, N] = xᵀ·dy and db [N], dy's rows
 // summed: the layer's weight and bias gradients.
@@ -37,9 +41,11 @@ struct LinearBinding {
   bool transposeB = false, gelu = false, keepPre = false;
   int bias = -1, residual = -1; ///< input index, -1 where absent
   int geluInput = -1; ///< matmul_gelu_grad: the input index of pre
+  int swigluGate = -1, swigluUp = -1; ///< matmul_swiglu_grad: their input indices
 };
 bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out);
 bool bindMatmulGeluGrad(const KernelArgs &args, std::string &error, LinearBinding *out);
+bool bindMatmulSwigluGrad(const KernelArgs &args, std::string &error, LinearBinding *out);
 
 struct LinearWeightGradBinding {
   DType dtype = DType::F32; ///< of every operand

@@ -8,10 +8,12 @@
 // kernel per term, each reading and writing the whole output. Under
 // `keep_pre` the pass also stores x·w + bias, which gelu_grad reads.
 //
-// matmul_gelu_grad is the same kernel with GELU's backward as the pass:
-// y = gelu_grad(pre, x·w), where the unfused graph stores the product and
-// a gelu_grad kernel reads it back beside pre. In fp32 the pass reads the
-// product from y and writes y in place, so y must not be pre's buffer.
+// matmul_gelu_grad and matmul_swiglu_grad are the same kernel with the
+// activation's backward as the pass: y = gelu_grad(pre, x·w), or dgate
+// (y) and dup = swiglu_grad(gate, up, x·w), where the unfused graph stores
+// the product and a gelu_grad or swiglu_grad kernel reads it back. In fp32
+// the pass reads the product from y and writes y in place, so y must not
+// be an input's buffer.
 //
 // bf16 and f16 are storage only, as in matmul: operands are widened into
 // fp32 scratch, multiplied with sgemm, and the product, the biased value,
@@ -45,6 +47,9 @@ public:
         bias_(b.bias >= 0 ? args.inputs[b.bias].as<T>() : nullptr),
         residual_(b.residual >= 0 ? args.inputs[b.residual].as<T>() : nullptr),
         geluInput_(b.geluInput >= 0 ? args.inputs[b.geluInput].as<T>() : nullptr),
+        gate_(b.swigluGate >= 0 ? args.inputs[b.swigluGate].as<T>() : nullptr),
+        up_(b.swigluUp >= 0 ? args.inputs[b.swigluUp].as<T>() : nullptr),
+        dup_(b.swigluUp >= 0 ? args.outputs[1].as<T>() : nullptr),
         y_(args.outputs[0].as<T>()), pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr),
         biasWide_(bias_ ? b.n : 0) {
     if constexpr (!std::is_same_v<T, float>) {
@@ -91,12 +96,13 @@ private:
 
   /// y = act(round(product) + bias) or round(product) (+ bias) + residual,
   /// row by row, rounding each sum; pre = the biased value. For
-  /// matmul_gelu_grad, y = gelu_grad(pre, round(product)).
+  /// matmul_gelu_grad, y = gelu_grad(pre, round(product)); for
+  /// matmul_swiglu_grad, y and dup = swiglu_grad(gate, up, round(product)).
   void epilogue(const float *product) {
     const int64_t rows = b_.rows, n = b_.n;
     const float *bias = bias_ ? biasWide_.data() : nullptr;
-    const T *residual = residual_, *geluInput = geluInput_;
-    T *y = y_, *pre = pre_;
+    const T *residual = residual_, *geluInput = geluInput_, *gate = gate_, *up = up_;
+    T *y = y_, *pre = pre_, *dup = dup_;
     const bool gelu = b_.gelu;
 #pragma omp parallel for schedule(static) if (rows * n > kParallelGrain)
     for (int64_t r = 0; r < rows; ++r) {
@@ -107,6 +113,15 @@ private:
         const T *gr = geluInput + r * n;
 #pragma omp simd
         for (int64_t j = 0; j < n; ++j) store(yr, j, geluTanhGrad(load(gr, j), roundTo<T>(p[j])));
+      } else if (gate) {
+        const T *gr = gate + r * n, *ur = up + r * n;
+        T *dr = dup + r * n;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) {
+          float g = load(gr, j), dy = roundTo<T>(p[j]);
+          store(yr, j, swigluGradGate(g, load(ur, j), dy));
+          store(dr, j, swigluGradUp(g, dy));
+        }
       } else if (!bias) {
         storePlusRow(yr, p, rr, n);
       } else if (rr) {
@@ -134,34 +149,37 @@ private:
 
   contracts::LinearBinding b_;
   SgemmFn sgemm_;
-  const T *x_, *w_, *bias_, *residual_, *geluInput_; // null where absent
-  T *y_, *pre_;
+  const T *x_, *w_, *bias_, *residual_, *geluInput_, *gate_, *up_; // null where absent
+  T *y_, *pre_, *dup_;
   std::vector<float> biasWide_;
   std::vector<float> xWide_, wWide_, product_; // bf16, f16 only: fp32 copies
 };
 
-std::unique_ptr<Kernel> makeLinear(const KernelArgs &args, std::string &error) {
+using BindFn = bool (*)(const KernelArgs &, std::string &, contracts::LinearBinding *);
+
+/// The GEMM with the epilogue `bind` describes, named `name` in errors.
+template <BindFn bind>
+std::unique_ptr<Kernel> makeGemmWithEpilogue(const char *name, const KernelArgs &args,
+                                             std::string &error) {
   contracts::LinearBinding b;
-  if (!contracts::bindLinear(args, error, &b)) return nullptr;
+  if (!bind(args, error, &b)) return nullptr;
   std::string blasError;
   SgemmFn sgemm = blasSgemm(blasError);
   if (!sgemm) {
-    error = "linear: " + blasError;
+    error = std::string(name) + ": " + blasError;
     return nullptr;
   }
   return makeFloatKernel<LinearKernel>(b.dtype, args, b, sgemm);
 }
 
+std::unique_ptr<Kernel> makeLinear(const KernelArgs &args, std::string &error) {
+  return makeGemmWithEpilogue<contracts::bindLinear>("linear", args, error);
+}
 std::unique_ptr<Kernel> makeMatmulGeluGrad(const KernelArgs &args, std::string &error) {
-  contracts::LinearBinding b;
-  if (!contracts::bindMatmulGeluGrad(args, error, &b)) return nullptr;
-  std::string blasError;
-  SgemmFn sgemm = blasSgemm(blasError);
-  if (!sgemm) {
-    error = "matmul_gelu_grad: " + blasError;
-    return nullptr;
-  }
-  return makeFloatKernel<LinearKernel>(b.dtype, args, b, sgemm);
+  return makeGemmWithEpilogue<contracts::bindMatmulGeluGrad>("matmul_gelu_grad", args, error);
+}
+std::unique_ptr<Kernel> makeMatmulSwigluGrad(const KernelArgs &args, std::string &error) {
+  return makeGemmWithEpilogue<contracts::bindMatmulSwigluGrad>("matmul_swiglu_grad", args, error);
 }
 
 std::unique_ptr<Kernel> makeLinearWeightGrad(const KernelArgs &args, std::string &error) {
@@ -177,6 +195,7 @@ std::unique_ptr<Kernel> makeLinearWeightGrad(const KernelArgs &args, std::string
 
 LLMC_REGISTER_KERNEL(CPU, "linear", makeLinear);
 LLMC_REGISTER_KERNEL(CPU, "matmul_gelu_grad", makeMatmulGeluGrad);
+LLMC_REGISTER_KERNEL(CPU, "matmul_swiglu_grad", makeMatmulSwigluGrad);
 LLMC_REGISTER_KERNEL(CPU, "linear_weight_grad", makeLinearWeightGrad);
 
 } // namespace llmc::cpu

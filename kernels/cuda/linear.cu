@@ -21,6 +21,9 @@
 // matrix) as it stores the tile; the plain GEMM and an elementwise pass
 // where cuBLASLt has no algorithm for it (N not a multiple of 8).
 //
+// matmul_swiglu_grad: the plain GEMM and one elementwise pass (cuBLASLt
+// has no epilogue for SwiGLU's backward).
+//
 // linear_weight_grad: the weight-gradient GEMM dw = xᵀ·dy with the BGRADA
 // epilogue summing dy's rows into db as the GEMM reads them (dy is
 // cuBLASLt's A), instead of a reduce_sum kernel reading dy again. Where
@@ -67,6 +70,18 @@ __global__ void epilogueKernel(T *y, T *pre, const T *bias, const T *residual,
   }
 }
 
+/// matmul_swiglu_grad's pass over the product in y: y = dgate and dup =
+/// swiglu_grad(gate, up, y), as the swiglu_grad kernel computes them.
+template <typename T>
+__global__ void swigluGradEpilogueKernel(T *y, T *dup, const T *gate, const T *up,
+                                         int64_t total) {
+  LLMC_GRID_STRIDE(i, total) {
+    float g = load(gate, i), dy = load(y, i);
+    store(y, i, swigluGradGate(g, load(up, i), dy));
+    store(dup, i, swigluGradUp(g, dy));
+  }
+}
+
 /// The GEMM, then the elementwise epilogue unless the GEMM did it; with
 /// no GEMM (K = 0) y starts from zeros.
 template <typename T> class LinearKernel final : public Kernel {
@@ -78,7 +93,10 @@ public:
         pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr),
         bias_(b.bias >= 0 ? args.inputs[b.bias].as<T>() : nullptr),
         residual_(b.residual >= 0 ? args.inputs[b.residual].as<T>() : nullptr),
-        geluInput_(b.geluInput >= 0 ? args.inputs[b.geluInput].as<T>() : nullptr) {}
+        geluInput_(b.geluInput >= 0 ? args.inputs[b.geluInput].as<T>() : nullptr),
+        gate_(b.swigluGate >= 0 ? args.inputs[b.swigluGate].as<T>() : nullptr),
+        up_(b.swigluUp >= 0 ? args.inputs[b.swigluUp].as<T>() : nullptr),
+        dup_(b.swigluUp >= 0 ? args.outputs[1].as<T>() : nullptr) {}
 
   void run(const StepContext &ctx) override {
     cudaStream_t stream = streamOf(ctx);
@@ -87,8 +105,12 @@ public:
     else
       LLMC_CUDA_CHECK(cudaMemsetAsync(y_, 0, total_ * sizeof(T), stream));
     if (epilogueInGemm_) return;
-    epilogueKernel<T><<<gridFor(total_), kBlock, 0, stream>>>(y_, pre_, bias_, residual_,
-                                                               geluInput_, n_, total_, gelu_);
+    if (gate_)
+      swigluGradEpilogueKernel<T><<<gridFor(total_), kBlock, 0, stream>>>(y_, dup_, gate_, up_,
+                                                                          total_);
+    else
+      epilogueKernel<T><<<gridFor(total_), kBlock, 0, stream>>>(y_, pre_, bias_, residual_,
+                                                                 geluInput_, n_, total_, gelu_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -97,7 +119,8 @@ private:
   bool epilogueInGemm_, gelu_;
   int64_t n_, total_;
   T *y_, *pre_;
-  const T *bias_, *residual_, *geluInput_;
+  const T *bias_, *residual_, *geluInput_, *gate_, *up_;
+  T *dup_;
 };
 
 /// An empty y: nothing to do.
@@ -168,6 +191,28 @@ std::unique_ptr<Kernel> makeCudaMatmulGeluGrad(const KernelArgs &args, std::stri
   return makeFloatKernel<LinearKernel>(b.dtype, args, b, std::move(gemm), epilogueInGemm);
 }
 
+/// cuBLASLt has no epilogue for SwiGLU's backward: the plain GEMM into
+/// dgate, then one elementwise pass: the unfused matmul's and
+/// swiglu_grad's launches and traffic. What the fusion saves is the
+/// product's buffer, which dgate is written over.
+std::unique_ptr<Kernel> makeCudaMatmulSwigluGrad(const KernelArgs &args, std::string &error) {
+  contracts::LinearBinding b;
+  if (!contracts::bindMatmulSwigluGrad(args, error, &b)) return nullptr;
+  Validator v("matmul_swiglu_grad", args, error);
+  if (b.rows == 0 || b.n == 0) return std::make_unique<EmptyLinearKernel>();
+  if (b.k == 0) return makeFloatKernel<LinearKernel>(b.dtype, args, b, nullptr, false);
+  GemmDesc d;
+  d.dtype = b.dtype;
+  d.m = b.rows, d.n = b.n, d.k = b.k;
+  d.transposeB = b.transposeB;
+  d.a = args.inputs[0].data, d.b = args.inputs[1].data, d.c = args.outputs[0].data;
+  d.strideA = d.m * d.k, d.strideC = d.m * d.n;
+  std::string gemmError;
+  std::unique_ptr<LtGemm> gemm = LtGemm::create(d, gemmError);
+  if (!gemm) return v.reject(gemmError);
+  return makeFloatKernel<LinearKernel>(b.dtype, args, b, std::move(gemm), false);
+}
+
 /// One planned GEMM whose epilogue does the rest.
 class GemmKernel final : public Kernel {
 public:
@@ -205,6 +250,7 @@ std::unique_ptr<Kernel> makeCudaLinearWeightGrad(const KernelArgs &args, std::st
 
 LLMC_REGISTER_KERNEL(CUDA, "linear", makeCudaLinear);
 LLMC_REGISTER_KERNEL(CUDA, "matmul_gelu_grad", makeCudaMatmulGeluGrad);
+LLMC_REGISTER_KERNEL(CUDA, "matmul_swiglu_grad", makeCudaMatmulSwigluGrad);
 LLMC_REGISTER_KERNEL(CUDA, "linear_weight_grad", makeCudaLinearWeightGrad);
 
 } // namespace llmc::cuda

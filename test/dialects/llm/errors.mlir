@@ -1014,6 +1014,14 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %pre: tensor<2x4xbf16>) {
 
 // -----
 
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %g: tensor<2x5xf32>) {
+  // expected-error @+1 {{gate must be the product's type 'tensor<2x4xf32>', got 'tensor<2x5xf32>'}}
+  %dg, %du = llm.matmul_swiglu_grad %x, %w, %g, %g : tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x5xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<1xf32>) {
   // expected-error @+1 {{bits must be 8 or 4, got 3}}
   %y = llm.matmul_int %x, %c, %s {bits = 3 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<1xf32> -> tensor<2x128xf32>

@@ -232,6 +232,34 @@ TEST(Fuse, ElementwiseChainsKeepTheLossAndEveryGradient) {
   checkFusedGradients(kSwigluMlp, "none", "cpu", {{"llm.fused_elementwise", 0}});
 }
 
+/// Llama's MLP as it is: x·wg and x·wu, swiglu, ·wd; loss Σ y ⊙ r.
+const char *kPlainSwigluMlp = R"mlir(
+func.func @forward(%x: tensor<2x3x4xf32>,
+                   %wg: tensor<4x8xf32> {llm.param = #llm.param<name = "wg", init = "normal", scale = 1.0>},
+                   %wu: tensor<4x8xf32> {llm.param = #llm.param<name = "wu", init = "normal", scale = 1.0>},
+                   %wd: tensor<4x8xf32> {llm.param = #llm.param<name = "wd", init = "normal", scale = 1.0>},
+                   %r: tensor<2x3x4xf32>) -> tensor<f32> {
+  %g = llm.matmul %x, %wg : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %u = llm.matmul %x, %wu : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %h = llm.swiglu %g, %u : tensor<2x3x8xf32>
+  %y = llm.matmul %h, %wd {transpose_b} : tensor<2x3x8xf32>, tensor<4x8xf32> -> tensor<2x3x4xf32>
+  %m = llm.mul %y, %r : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %l = llm.reduce_sum %m : tensor<2x3x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+)mlir";
+
+// SwiGLU's backward fuses into the down projection's data-gradient
+// product, alone and with every other fusion; with a scale and dropout
+// between (kSwigluMlp) the product feeds those instead and stays.
+TEST(Fuse, SwigluGradKeepsTheLossAndEveryGradient) {
+  checkFusedGradients(kPlainSwigluMlp, "swiglu-grad", "cpu",
+                      {{"llm.matmul_swiglu_grad", 1}, {"llm.swiglu_grad", 0}});
+  checkFusedGradients(kPlainSwigluMlp, "all", "cpu",
+                      {{"llm.matmul_swiglu_grad", 1}, {"llm.swiglu_grad", 0}});
+  checkFusedGradients(kSwigluMlp, "swiglu-grad", "cpu", {{"llm.matmul_swiglu_grad", 0}});
+}
+
 /// The residual stream around two products: GPT-2's biased projection,
 /// s = x + (x·w1 + b1), then Llama's, s2 = gelu(s)·w2ᵀ + s; loss Σ s2 ⊙ r.
 const char *kResidualProducts = R"mlir(

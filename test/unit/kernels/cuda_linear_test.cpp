@@ -3,7 +3,8 @@
 // cuBLASLt's BIAS, GELU_BIAS and GELU_AUX_BIAS epilogues, a residual as
 // its C, and the elementwise fallback where N is not a multiple of 8 (no
 // aux epilogue), against the CPU kernel; matmul_gelu_grad's DGELU
-// epilogue (and its fallback) likewise; linear_weight_grad's BGRADA
+// epilogue (and its fallback) and matmul_swiglu_grad's GEMM and pass
+// likewise; linear_weight_grad's BGRADA
 // epilogue against the CPU's matmul and reduce_sum. Norm metric, as for
 // matmul; f32 runs without TF32. Under bf16 and f16 the epilogue rounds
 // once where the CPU rounds the product, the biased value, the sum with
@@ -134,6 +135,23 @@ TEST(CudaLinear, GeluGradMatchesCpu) {
       }
 }
 
+TEST(CudaLinear, SwigluGradMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 3900;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : kCases)
+      for (bool transposeB : {false, true}) {
+        SCOPED_TRACE(caseName(dtype, c, transposeB));
+        LinearOperands o(c, transposeB, dtype, seed);
+        Buffer gate = Buffer::of(randomTensor(withLast(c.rows, c.n), ++seed, 3.0), dtype);
+        Buffer up = Buffer::of(randomTensor(withLast(c.rows, c.n), ++seed), dtype);
+        Buffer dgate(dtype, withLast(c.rows, c.n)), dup(dtype, withLast(c.rows, c.n));
+        expectCudaMatchesCpu("matmul_swiglu_grad", {&o.x, &o.w, &gate, &up}, {&dgate, &dup},
+                             attrs({}, {{"transpose_b", transposeB}}),
+                             {Metric::Norm, {tolerance(dtype)}});
+      }
+}
+
 TEST(CudaLinear, BindingErrorsMatchTheCpu) {
   LLMC_REQUIRE_GPU();
   TensorView x = typeOnly(DType::F32, {4, 8, 16}), w = typeOnly(DType::F32, {16, 32}),
@@ -151,6 +169,8 @@ TEST(CudaLinear, BindingErrorsMatchTheCpu) {
             bindError("linear_weight_grad", {x, dy}, {dw, bias}));
   EXPECT_EQ(cudaBindError("matmul_gelu_grad", {x, w, bias}, {y}),
             bindError("matmul_gelu_grad", {x, w, bias}, {y}));
+  EXPECT_EQ(cudaBindError("matmul_swiglu_grad", {x, w, y, bias}, {y, y}),
+            bindError("matmul_swiglu_grad", {x, w, y, bias}, {y, y}));
 }
 
 } // namespace

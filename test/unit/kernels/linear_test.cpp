@@ -3,7 +3,8 @@
 // The fused kernels against the unfused references: linear (matmul, add of
 // the bias, add of the residual, gelu) for both weight layouts, with and
 // without GELU and the kept pre-activation, with a residual with and
-// without the bias, matmul_gelu_grad (matmul, gelu_grad) and
+// without the bias, matmul_gelu_grad (matmul, gelu_grad),
+// matmul_swiglu_grad (matmul, swiglu_grad) and
 // linear_weight_grad (matmul, reduce_sum); against
 // the CPU's own unfused kernels, which they must equal exactly in every
 // dtype (linear rounds where they do); and the binding errors.
@@ -269,6 +270,52 @@ TEST(MatmulGeluGradKernel, MatchesTheReferenceAndEqualsMatmulGeluGrad) {
         ASSERT_TRUE(runKernel("gelu_grad", {&preb, &product}, {&unfused}));
         EXPECT_EQ(y.toRef().data, unfused.toRef().data);
       }
+}
+
+TEST(MatmulSwigluGradKernel, MatchesTheReferenceAndEqualsMatmulSwigluGrad) {
+  uint64_t seed = 3800;
+  for (DType dtype : kFloatTypes)
+    for (const LinearCase &c : kCases)
+      for (bool transposeB : {false, true}) {
+        SCOPED_TRACE(describe(dtype, c, transposeB, {false, false, false, false}));
+        Operands o = randomOperands(dtype, c, transposeB, {false, false, false, false}, seed);
+        std::vector<int64_t> shape = withLast(c.rows, c.n);
+        RefTensor gate = roundTo(randomTensor(shape, ++seed, 3.0), dtype);
+        RefTensor up = roundTo(randomTensor(shape, ++seed), dtype);
+        Buffer x = Buffer::of(o.x, dtype), w = Buffer::of(o.w, dtype),
+               gateb = Buffer::of(gate, dtype), upb = Buffer::of(up, dtype), dgate(dtype, shape),
+               dup(dtype, shape);
+        dgate.poison(), dup.poison();
+        KernelAttrs layout = attrs({}, {{"transpose_b", transposeB}});
+        ASSERT_TRUE(
+            runKernel("matmul_swiglu_grad", {&x, &w, &gateb, &upb}, {&dgate, &dup}, layout));
+        std::vector<RefTensor> expected =
+            ref::swigluGrad(gate, up, ref::matmul(o.x, o.w, false, transposeB));
+        const double tol = dtype == DType::F32 ? 1e-6 : tolerance(dtype);
+        EXPECT_CLOSE(dgate.toRef(), expected[0], Metric::Norm, tol);
+        EXPECT_CLOSE(dup.toRef(), expected[1], Metric::Norm, tol);
+
+        // The unfused kernels on the same bytes: equal, not just close.
+        Buffer product(dtype, shape), unfusedGate(dtype, shape), unfusedUp(dtype, shape);
+        ASSERT_TRUE(runKernel("matmul", {&x, &w}, {&product}, layout));
+        ASSERT_TRUE(runKernel("swiglu_grad", {&gateb, &upb, &product}, {&unfusedGate, &unfusedUp}));
+        EXPECT_EQ(dgate.toRef().data, unfusedGate.toRef().data);
+        EXPECT_EQ(dup.toRef().data, unfusedUp.toRef().data);
+      }
+}
+
+TEST(MatmulSwigluGradKernel, BindingErrorsNameTheOperand) {
+  TensorView x = typeOnly(DType::F32, {4, 8, 16}), w = typeOnly(DType::F32, {16, 32}),
+             g = typeOnly(DType::F32, {4, 8, 32});
+  EXPECT_EQ(bindError("matmul_swiglu_grad", {x, w, g, g}, {g, g}), "");
+  EXPECT_NE(bindError("matmul_swiglu_grad", {x, w, g, typeOnly(DType::F32, {4, 8, 16})}, {g, g})
+                .find("up"),
+            std::string::npos);
+  EXPECT_NE(bindError("matmul_swiglu_grad", {x, w, g, g}, {g, typeOnly(DType::BF16, {4, 8, 32})})
+                .find("dup"),
+            std::string::npos);
+  EXPECT_NE(bindError("matmul_swiglu_grad", {x, w, g, g}, {g}).find("matmul_swiglu_grad"),
+            std::string::npos);
 }
 
 TEST(MatmulGeluGradKernel, BindingErrorsNameTheOperand) {

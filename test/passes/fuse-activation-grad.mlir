@@ -1,10 +1,11 @@
-// RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=gelu-grad" | FileCheck %s
+// RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=gelu-grad,swiglu-grad" | FileCheck %s
 // RUN: llmc-opt %s -split-input-file --llmc-fuse | FileCheck %s
 // RUN: llmc-opt %s -split-input-file --llmc-fuse="fusions=bias" | FileCheck %s --check-prefix=OFF
 // RUN: llmc-opt %s -split-input-file --llmc-fuse | llmc-opt | FileCheck %s --check-prefix=ROUND
 
-// llmc-fuse's `gelu-grad`: the MLP backward's data-gradient product of
-// the down projection and the GELU's backward reading it become one
+// llmc-fuse's `gelu-grad` and `swiglu-grad`. `gelu-grad`: the MLP
+// backward's data-gradient product of the down projection and the GELU's
+// backward reading it become one
 // llm.matmul_gelu_grad, standing where the gelu_grad stood (after the
 // weight gradient's product, so the product is never a buffer of its own
 // across it) and carrying its attributes.
@@ -55,4 +56,39 @@ func.func @kept(%dy: tensor<8x8xf32>, %w: tensor<8x8xf32>, %pre: tensor<8x8xf32>
   %d = llm.matmul %dy, %w {llmc.microbatch = 0 : i64} : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
   %gd = llm.gelu_grad %pre, %d {llmc.microbatch = 1 : i64} : tensor<8x8xf32>
   return %ga, %a, %gb, %gc, %gd : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
+// `swiglu-grad`: a SwiGLU MLP's down projection's data-gradient product
+// and swiglu_grad reading it (Llama's down_proj) become one
+// matmul_swiglu_grad with both gradients, where the swiglu_grad stood.
+// CHECK-LABEL: func.func @swiglu_backward
+// CHECK-NEXT:  %[[DG:.*]], %[[DU:.*]] = llm.matmul_swiglu_grad %arg0, %arg1, %arg2, %arg3 {llmc.backward, transpose_b} : tensor<2x4x8xf32>, tensor<24x8xf32>, tensor<2x4x24xf32>
+// CHECK-NEXT:  return %[[DG]], %[[DU]]
+// OFF-LABEL: func.func @swiglu_backward
+// OFF: llm.swiglu_grad
+// ROUND-LABEL: func.func @swiglu_backward
+// ROUND: llm.matmul_swiglu_grad %arg0, %arg1, %arg2, %arg3 {llmc.backward, transpose_b}
+func.func @swiglu_backward(%dy: tensor<2x4x8xf32>, %w: tensor<24x8xf32>, %gate: tensor<2x4x24xf32>,
+                           %up: tensor<2x4x24xf32>) -> (tensor<2x4x24xf32>, tensor<2x4x24xf32>) {
+  %dh = llm.matmul %dy, %w {llmc.backward, transpose_b} : tensor<2x4x8xf32>, tensor<24x8xf32> -> tensor<2x4x24xf32>
+  %dg, %du = llm.swiglu_grad %gate, %up, %dh {llmc.backward} : tensor<2x4x24xf32>
+  return %dg, %du : tensor<2x4x24xf32>, tensor<2x4x24xf32>
+}
+
+// -----
+
+// What stays: the product read elsewhere too, or as the gate rather than
+// the upstream gradient.
+// CHECK-LABEL: func.func @swiglu_kept
+// CHECK-NOT:   matmul_swiglu_grad
+// CHECK:       return
+func.func @swiglu_kept(%dy: tensor<8x8xf32>, %w: tensor<8x8xf32>, %g: tensor<8x8xf32>)
+    -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) {
+  %a = llm.matmul %dy, %w : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+  %ga, %ua = llm.swiglu_grad %g, %g, %a : tensor<8x8xf32>
+  %b = llm.matmul %dy, %w : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+  %gb, %ub = llm.swiglu_grad %b, %g, %g : tensor<8x8xf32>
+  return %ga, %a, %gb : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
 }
