@@ -129,10 +129,36 @@ public:
   void run(const StepContext &) override {}
 };
 
-std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &error) {
+/// The cuBLASLt epilogue for `b` on `d`: BIAS, GELU_BIAS, GELU_AUX_BIAS
+/// (pre stored as the aux matrix), a residual as C, DGELU (GELU's input
+/// read as the aux matrix); none for SwiGLU's backward, which cuBLASLt
+/// has no epilogue for.
+void describeEpilogue(const contracts::LinearBinding &b, const KernelArgs &args, GemmDesc &d) {
+  if (b.residual >= 0) d.addend = args.inputs[b.residual].data;
+  if (b.bias >= 0) {
+    d.bias = args.inputs[b.bias].data;
+    d.epilogue = !b.gelu      ? GemmEpilogue::Bias
+                 : b.keepPre ? GemmEpilogue::GeluAuxBias
+                             : GemmEpilogue::GeluBias;
+  }
+  if (b.keepPre) d.aux = args.outputs[1].data;
+  if (b.geluInput >= 0) {
+    d.epilogue = GemmEpilogue::DGelu;
+    d.aux = args.inputs[b.geluInput].data; // read, never written
+  }
+}
+
+using BindFn = bool (*)(const KernelArgs &, std::string &, contracts::LinearBinding *);
+
+/// The kernel `name`: one GEMM with the epilogue `bind` describes where
+/// cuBLASLt has an algorithm for it, else the plain GEMM and the
+/// elementwise pass.
+template <BindFn bind>
+std::unique_ptr<Kernel> makeCudaGemmWithEpilogue(const char *name, const KernelArgs &args,
+                                                 std::string &error) {
   contracts::LinearBinding b;
-  if (!contracts::bindLinear(args, error, &b)) return nullptr;
-  Validator v("linear", args, error);
+  if (!bind(args, error, &b)) return nullptr;
+  Validator v(name, args, error);
   if (b.rows == 0 || b.n == 0) return std::make_unique<EmptyLinearKernel>();
   if (b.k == 0) return makeFloatKernel<LinearKernel>(b.dtype, args, b, nullptr, false);
 
@@ -142,17 +168,11 @@ std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &erro
   d.transposeB = b.transposeB;
   d.a = args.inputs[0].data, d.b = args.inputs[1].data, d.c = args.outputs[0].data;
   d.strideA = d.m * d.k, d.strideC = d.m * d.n;
-  if (b.residual >= 0) d.addend = args.inputs[b.residual].data;
-  if (b.bias >= 0) {
-    d.bias = args.inputs[b.bias].data;
-    d.epilogue = !b.gelu      ? GemmEpilogue::Bias
-                 : b.keepPre ? GemmEpilogue::GeluAuxBias
-                             : GemmEpilogue::GeluBias;
-  }
-  if (b.keepPre) d.aux = args.outputs[1].data;
+  describeEpilogue(b, args, d);
 
   std::string gemmError;
-  std::unique_ptr<LtGemm> gemm = LtGemm::create(d, gemmError);
+  std::unique_ptr<LtGemm> gemm;
+  if (d.epilogue != GemmEpilogue::None || d.addend) gemm = LtGemm::create(d, gemmError);
   const bool epilogueInGemm = gemm != nullptr;
   if (!gemm) { // the plain product, then the elementwise epilogue
     d.epilogue = GemmEpilogue::None;
@@ -163,54 +183,15 @@ std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &erro
   return makeFloatKernel<LinearKernel>(b.dtype, args, b, std::move(gemm), epilogueInGemm);
 }
 
-std::unique_ptr<Kernel> makeCudaMatmulGeluGrad(const KernelArgs &args, std::string &error) {
-  contracts::LinearBinding b;
-  if (!contracts::bindMatmulGeluGrad(args, error, &b)) return nullptr;
-  Validator v("matmul_gelu_grad", args, error);
-  if (b.rows == 0 || b.n == 0) return std::make_unique<EmptyLinearKernel>();
-  if (b.k == 0) return makeFloatKernel<LinearKernel>(b.dtype, args, b, nullptr, false);
-
-  GemmDesc d;
-  d.dtype = b.dtype;
-  d.m = b.rows, d.n = b.n, d.k = b.k;
-  d.transposeB = b.transposeB;
-  d.a = args.inputs[0].data, d.b = args.inputs[1].data, d.c = args.outputs[0].data;
-  d.strideA = d.m * d.k, d.strideC = d.m * d.n;
-  d.epilogue = GemmEpilogue::DGelu;
-  d.aux = args.inputs[b.geluInput].data; // read, never written
-
-  std::string gemmError;
-  std::unique_ptr<LtGemm> gemm = LtGemm::create(d, gemmError);
-  const bool epilogueInGemm = gemm != nullptr;
-  if (!gemm) { // the plain product, then gelu_grad as an elementwise pass
-    d.epilogue = GemmEpilogue::None;
-    d.aux = nullptr;
-    gemm = LtGemm::create(d, gemmError);
-    if (!gemm) return v.reject(gemmError);
-  }
-  return makeFloatKernel<LinearKernel>(b.dtype, args, b, std::move(gemm), epilogueInGemm);
+std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &error) {
+  return makeCudaGemmWithEpilogue<contracts::bindLinear>("linear", args, error);
 }
-
-/// cuBLASLt has no epilogue for SwiGLU's backward: the plain GEMM into
-/// dgate, then one elementwise pass: the unfused matmul's and
-/// swiglu_grad's launches and traffic. What the fusion saves is the
-/// product's buffer, which dgate is written over.
+std::unique_ptr<Kernel> makeCudaMatmulGeluGrad(const KernelArgs &args, std::string &error) {
+  return makeCudaGemmWithEpilogue<contracts::bindMatmulGeluGrad>("matmul_gelu_grad", args, error);
+}
 std::unique_ptr<Kernel> makeCudaMatmulSwigluGrad(const KernelArgs &args, std::string &error) {
-  contracts::LinearBinding b;
-  if (!contracts::bindMatmulSwigluGrad(args, error, &b)) return nullptr;
-  Validator v("matmul_swiglu_grad", args, error);
-  if (b.rows == 0 || b.n == 0) return std::make_unique<EmptyLinearKernel>();
-  if (b.k == 0) return makeFloatKernel<LinearKernel>(b.dtype, args, b, nullptr, false);
-  GemmDesc d;
-  d.dtype = b.dtype;
-  d.m = b.rows, d.n = b.n, d.k = b.k;
-  d.transposeB = b.transposeB;
-  d.a = args.inputs[0].data, d.b = args.inputs[1].data, d.c = args.outputs[0].data;
-  d.strideA = d.m * d.k, d.strideC = d.m * d.n;
-  std::string gemmError;
-  std::unique_ptr<LtGemm> gemm = LtGemm::create(d, gemmError);
-  if (!gemm) return v.reject(gemmError);
-  return makeFloatKernel<LinearKernel>(b.dtype, args, b, std::move(gemm), false);
+  return makeCudaGemmWithEpilogue<contracts::bindMatmulSwigluGrad>("matmul_swiglu_grad", args,
+                                                                   error);
 }
 
 /// One planned GEMM whose epilogue does the rest.
