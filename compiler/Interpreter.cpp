@@ -304,7 +304,10 @@ LogicalResult Interpreter::runOp(Operation *op) {
         return success();
       })
       .Case([&](MatmulGeluGradOp o) {
-        out(0, ref::geluGrad(in(2), ref::matmul(in(0), in(1), false, o.getTransposeB())));
+        RefTensor dpre = ref::geluGrad(in(2), ref::matmul(in(0), in(1), false, o.getTransposeB()));
+        if (o.getDb())
+          out(1, ref::reduceSum(dpre, shapeOf(o.getDb().getType())));
+        out(0, std::move(dpre));
         return success();
       })
       .Case([&](MatmulSwigluGradOp o) {

@@ -12,7 +12,10 @@
 // Each pair becomes one llm.matmul_gelu_grad / llm.matmul_swiglu_grad
 // whose kernel applies the backward as the product is stored (cuBLASLt's
 // DGELU epilogue for GELU on CUDA; the pass after the GEMM elsewhere), so
-// %dh is never a tensor of its own.
+// %dh is never a tensor of its own. GPT-2's c_fc has a bias, whose
+// gradient is a reduce_sum of %dpre's rows: the GELU's fused op takes it
+// too (`bias_grad`; cuBLASLt's DGELU_BGRAD, and on the CPU the sum made
+// as %dpre is stored), so nothing reads %dpre again for it.
 //
 // The fused op stands where the activation's backward stood: every
 // operand of the product is defined before the product, hence before it,
@@ -51,7 +54,8 @@ MatmulOp fusableProduct(Operation *grad, Value dy) {
   return product;
 }
 
-/// Replaces `grad` and `product` by `fused`, which stands where `grad` was.
+/// Replaces `grad` and `product` by `fused` (results alike), which stands
+/// where `grad` was.
 void replace(Operation *grad, MatmulOp product, Operation *fused) {
   copyPlace(grad, fused);
   grad->replaceAllUsesWith(fused->getResults());
@@ -59,15 +63,38 @@ void replace(Operation *grad, MatmulOp product, Operation *fused) {
   product->erase();
 }
 
+/// The reduce_sum of `dpre`'s rows (the bias gradient of the layer GELU
+/// follows) in the same part of the step, if any.
+ReduceSumOp biasGradientOf(GeluGradOp grad) {
+  auto dpre = cast<RankedTensorType>(grad.getType());
+  for (Operation *user : grad->getUsers())
+    if (auto sum = dyn_cast<ReduceSumOp>(user);
+        sum && samePlace(sum, grad) &&
+        cast<RankedTensorType>(sum.getType()).getShape() == dpre.getShape().take_back())
+      return sum;
+  return nullptr;
+}
+
 bool fuseGeluGrad(GeluGradOp grad) {
   MatmulOp product = fusableProduct(grad, grad.getDy());
   if (!product)
     return false;
+  ReduceSumOp biasGrad = biasGradientOf(grad);
   OpBuilder builder(grad);
-  auto fused = MatmulGeluGradOp::create(
-      builder, builder.getFusedLoc({product.getLoc(), grad.getLoc()}), product.getA(),
-      product.getB(), grad.getX(), product.getTransposeB());
-  replace(grad, product, fused);
+  SmallVector<Location> locs = {product.getLoc(), grad.getLoc()};
+  if (biasGrad)
+    locs.push_back(biasGrad.getLoc());
+  auto fused = MatmulGeluGradOp::create(builder, builder.getFusedLoc(locs), product.getA(),
+                                        product.getB(), grad.getX(), product.getTransposeB(),
+                                        /*bias_grad=*/static_cast<bool>(biasGrad));
+  if (biasGrad) {
+    biasGrad.getResult().replaceAllUsesWith(fused.getDb());
+    biasGrad->erase();
+  }
+  grad.getResult().replaceAllUsesWith(fused.getDpre());
+  copyPlace(grad, fused);
+  grad->erase();
+  product->erase();
   return true;
 }
 

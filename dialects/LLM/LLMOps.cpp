@@ -936,9 +936,15 @@ LogicalResult MatmulGeluGradOp::inferReturnTypes(MLIRContext *context,
                                                  std::optional<Location> loc, Adaptor parsed,
                                                  SmallVectorImpl<Type> &types) {
   Adaptor adaptor = withParsedAttributes<MatmulGeluGradOp>(parsed, context);
-  return inferProductWithEpilogue(loc, adaptor.getX(), adaptor.getW(),
-                                  static_cast<bool>(adaptor.getTransposeB()),
-                                  {{adaptor.getPre(), "pre"}}, types, 1);
+  if (failed(inferProductWithEpilogue(loc, adaptor.getX(), adaptor.getW(),
+                                      static_cast<bool>(adaptor.getTransposeB()),
+                                      {{adaptor.getPre(), "pre"}}, types, 1)))
+    return failure();
+  if (adaptor.getBiasGrad()) { // db [N], the result's rows summed
+    auto product = cast<RankedTensorType>(types.front());
+    types.push_back(RankedTensorType::get({product.getShape().back()}, product.getElementType()));
+  }
+  return success();
 }
 
 LogicalResult MatmulSwigluGradOp::inferReturnTypes(MLIRContext *context,

@@ -811,25 +811,28 @@ def LLM_LinearOp : LLM_PureOp<"linear", [ExpensiveToRecompute, AttrSizedOperandS
 }
 
 def LLM_MatmulGeluGradOp : LLM_PureOp<"matmul_gelu_grad", [ExpensiveToRecompute]> {
-  let summary = "x · w with GELU's backward as its epilogue, as one kernel";
+  let summary = "x · w with GELU's backward (and its bias gradient) as its epilogue";
   let description = [{
     `gelu_grad(pre, x · w)`: in an MLP's backward, `x · w` is the gradient
     of GELU's output (the down projection's data-gradient product) and
     `pre` GELU's input, so the result is the gradient of GELU's input.
-    `w` is `[K, N]`, or `[N, K]` with `transpose_b`; `x` is `[..., K]` and
-    `pre` and the result `[..., N]`. The result is what `matmul` then
-    `gelu_grad` give, the product rounded to the operands' element type.
-    llmc-fuse's `gelu-grad` forms it; the CUDA kernel is cuBLASLt's DGELU
-    epilogue.
+    With `bias_grad` a second result `db` `[N]` sums the result's rows:
+    the gradient of the bias GELU's input was made with (cuBLASLt's
+    DGELU_BGRAD). `w` is `[K, N]`, or `[N, K]` with `transpose_b`; `x` is
+    `[..., K]` and `pre` and the result `[..., N]`. The results are what
+    `matmul`, `gelu_grad` and `reduce_sum` give, the product rounded to the
+    operands' element type. llmc-fuse's `gelu-grad` forms it.
 
     ```mlir
     %dpre = llm.matmul_gelu_grad %dy, %w, %pre {transpose_b}
         : tensor<4x64x128xf32>, tensor<512x128xf32>, tensor<4x64x512xf32>
+    %dpre2, %db = llm.matmul_gelu_grad %dy, %w, %pre {bias_grad, transpose_b}
+        : tensor<4x64x128xf32>, tensor<512x128xf32>, tensor<4x64x512xf32>
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$w, LLM_FloatTensor:$pre,
-                       UnitAttr:$transpose_b);
-  let results = (outs LLM_FloatTensor:$result);
+                       UnitAttr:$transpose_b, UnitAttr:$bias_grad);
+  let results = (outs LLM_FloatTensor:$dpre, Optional<LLM_FloatTensor>:$db);
   let assemblyFormat = "$x `,` $w `,` $pre attr-dict `:` type($x) `,` type($w) `,` type($pre)";
 }
 

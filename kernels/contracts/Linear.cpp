@@ -67,11 +67,14 @@ bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out) 
 bool bindMatmulGeluGrad(const KernelArgs &args, std::string &error, LinearBinding *out) {
   Validator v("matmul_gelu_grad", args, error);
   LinearBinding b;
-  if (!v.flagAttr("transpose_b", &b.transposeB) || !v.arity(3, 1)) return false;
+  if (!v.flagAttr("transpose_b", &b.transposeB) || !v.flagAttr("bias_grad", &b.biasGrad) ||
+      !v.arity(3, b.biasGrad ? 2 : 1))
+    return false;
   std::vector<int64_t> shape;
   if (!bindProduct(v, b, shape)) return false;
   b.geluInput = 2;
-  if (!v.hasType(v.in(2), "pre", b.dtype, shape) || !v.hasType(v.out(0), "y", b.dtype, shape))
+  if (!v.hasType(v.in(2), "pre", b.dtype, shape) || !v.hasType(v.out(0), "y", b.dtype, shape) ||
+      (b.biasGrad && !v.hasType(v.out(1), "db", b.dtype, {b.n})))
     return false;
   *out = b;
   return true;

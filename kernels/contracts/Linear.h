@@ -12,7 +12,8 @@
 // GELU's input, all of one float dtype; output y [..., N] =
 // gelu_grad(pre, x·w), the product rounded to the dtype as matmul rounds
 // it: the gradient of GELU's input from the data-gradient product of the
-// layer after it.
+// layer after it. With `bias_grad` a second output db [N] = y's rows
+// summed, as reduce_sum sums them.
 //
 // matmul_swiglu_grad: inputs x and w as matmul_gelu_grad's, then gate and
 // up [..., N]; outputs dgate and dup [..., N] = swiglu_grad(gate, up,
@@ -41,6 +42,7 @@ struct LinearBinding {
   bool transposeB = false, gelu = false, keepPre = false;
   int bias = -1, residual = -1; ///< input index, -1 where absent
   int geluInput = -1; ///< matmul_gelu_grad: the input index of pre
+  bool biasGrad = false; ///< matmul_gelu_grad: output 1 sums y's rows
   int swigluGate = -1, swigluUp = -1; ///< matmul_swiglu_grad: their input indices
 };
 bool bindLinear(const KernelArgs &args, std::string &error, LinearBinding *out);

@@ -13,7 +13,9 @@
 // (y) and dup = swiglu_grad(gate, up, x·w), where the unfused graph stores
 // the product and a gelu_grad or swiglu_grad kernel reads it back. In fp32
 // the pass reads the product from y and writes y in place, so y must not
-// be an input's buffer.
+// be an input's buffer. With `bias_grad` the pass also sums y's rows into
+// db as it stores them, in reduce_sum's order (ColumnSums.h), where the
+// unfused graph reads y again in a reduce_sum kernel.
 //
 // bf16 and f16 are storage only, as in matmul: operands are widened into
 // fp32 scratch, multiplied with sgemm, and the product, the biased value,
@@ -33,7 +35,10 @@
 
 #include "kernels/contracts/Linear.h"
 #include "kernels/cpu/Blas.h"
+#include "kernels/cpu/ColumnSums.h"
 #include "kernels/cpu/Common.h"
+
+#include <optional>
 
 #include <utility>
 
@@ -50,8 +55,10 @@ public:
         gate_(b.swigluGate >= 0 ? args.inputs[b.swigluGate].as<T>() : nullptr),
         up_(b.swigluUp >= 0 ? args.inputs[b.swigluUp].as<T>() : nullptr),
         dup_(b.swigluUp >= 0 ? args.outputs[1].as<T>() : nullptr),
+        db_(b.biasGrad ? args.outputs[1].as<T>() : nullptr),
         y_(args.outputs[0].as<T>()), pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr),
         biasWide_(bias_ ? b.n : 0) {
+    if (b.biasGrad) biasGradSums_.emplace(b.rows, b.n);
     if constexpr (!std::is_same_v<T, float>) {
       xWide_.resize(b.rows * b.k);
       wWide_.resize(b.k * b.n);
@@ -73,7 +80,10 @@ public:
       product = product_.data();
       gemm(xWide_.data(), wWide_.data(), product);
     }
-    epilogue(product);
+    if (biasGradSums_)
+      geluGradWithBiasGrad(product);
+    else
+      epilogue(product);
   }
 
 private:
@@ -147,11 +157,34 @@ private:
     }
   }
 
+  /// matmul_gelu_grad with bias_grad: y = gelu_grad(pre, round(product))
+  /// and db = y's rows summed in reduce_sum's order (ColumnSums.h), each
+  /// value added as it is stored, so y is not read back for db.
+  void geluGradWithBiasGrad(const float *product) {
+    const int64_t n = b_.n;
+    const T *geluInput = geluInput_;
+    T *y = y_;
+    biasGradSums_->run(
+        [=](int64_t r, int64_t j0, int64_t cols, double *acc) {
+          const float *p = product + r * n + j0;
+          const T *gr = geluInput + r * n + j0;
+          T *yr = y + r * n + j0;
+#pragma omp simd
+          for (int64_t j = 0; j < cols; ++j) {
+            float v = roundTo<T>(geluTanhGrad(load(gr, j), roundTo<T>(p[j])));
+            store(yr, j, v);
+            acc[j] += v;
+          }
+        },
+        db_);
+  }
+
   contracts::LinearBinding b_;
   SgemmFn sgemm_;
   const T *x_, *w_, *bias_, *residual_, *geluInput_, *gate_, *up_; // null where absent
-  T *y_, *pre_, *dup_;
+  T *y_, *pre_, *dup_, *db_;
   std::vector<float> biasWide_;
+  std::optional<ColumnSums> biasGradSums_; // matmul_gelu_grad with bias_grad
   std::vector<float> xWide_, wWide_, product_; // bf16, f16 only: fp32 copies
 };
 

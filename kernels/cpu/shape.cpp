@@ -7,14 +7,15 @@
 // memcpy), and run() walks the box rows in parallel.
 //
 // reduce_sum (the backward of broadcasting) sums the leading dims down to a
-// suffix shape. The rows are split into a fixed number of chunks chosen from
-// the shape alone; each (chunk, column block) task sums in double into
-// scratch, then chunks are added in order — deterministic whatever the
-// thread count, and parallel even when the suffix is small.
+// suffix shape in ColumnSums.h's order: the rows split into a fixed number
+// of chunks chosen from the shape alone, each (chunk, column block) task
+// summing in double, then chunks added in order — deterministic whatever
+// the thread count, and parallel even when the suffix is small.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/Shape.h"
+#include "kernels/cpu/ColumnSums.h"
 #include "kernels/cpu/Common.h"
 
 namespace llmc::cpu {
@@ -252,51 +253,27 @@ std::unique_ptr<Kernel> makeCopy(const KernelArgs &args, std::string &error) {
 
 template <typename T> class ReduceSumKernel final : public Kernel {
 public:
-  static constexpr int64_t kColumnBlock = 256;
-
   explicit ReduceSumKernel(const KernelArgs &args)
       : x_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()), inner_(args.outputs[0].numel()),
-        outer_(inner_ ? args.inputs[0].numel() / inner_ : 0) {
-    // Row chunks depend only on the shape: a wide suffix has enough column
-    // parallelism on its own; a narrow one splits the rows.
-    chunks_ = inner_ >= 4096 ? 1 : std::clamp<int64_t>(outer_ / 256, 1, 64);
-    if (chunks_ > 1) partial_.resize(chunks_ * inner_);
-  }
+        sums_(inner_ ? args.inputs[0].numel() / inner_ : 0, inner_) {}
 
   void run(const StepContext &) override {
-    int64_t blocks = (inner_ + kColumnBlock - 1) / kColumnBlock;
-    int64_t rowsPerChunk = (outer_ + chunks_ - 1) / chunks_;
-#pragma omp parallel for collapse(2) schedule(static) if (outer_ * inner_ > kParallelGrain)
-    for (int64_t chunk = 0; chunk < chunks_; ++chunk)
-      for (int64_t block = 0; block < blocks; ++block) {
-        int64_t j0 = block * kColumnBlock, cols = std::min(kColumnBlock, inner_ - j0);
-        int64_t r0 = chunk * rowsPerChunk, r1 = std::min(outer_, r0 + rowsPerChunk);
-        double acc[kColumnBlock] = {};
-        for (int64_t r = r0; r < r1; ++r) {
-          const T *row = x_ + r * inner_ + j0;
+    const T *x = x_;
+    const int64_t inner = inner_;
+    sums_.run(
+        [x, inner](int64_t r, int64_t j0, int64_t cols, double *acc) {
+          const T *row = x + r * inner + j0;
 #pragma omp simd
           for (int64_t j = 0; j < cols; ++j) acc[j] += load(row, j);
-        }
-        if (chunks_ == 1) {
-          for (int64_t j = 0; j < cols; ++j) store(out_, j0 + j, static_cast<float>(acc[j]));
-        } else {
-          std::copy(acc, acc + cols, partial_.data() + chunk * inner_ + j0);
-        }
-      }
-    if (chunks_ == 1) return;
-#pragma omp parallel for schedule(static) if (inner_ * chunks_ > kParallelGrain)
-    for (int64_t j = 0; j < inner_; ++j) {
-      double sum = 0.0;
-      for (int64_t chunk = 0; chunk < chunks_; ++chunk) sum += partial_[chunk * inner_ + j];
-      store(out_, j, static_cast<float>(sum));
-    }
+        },
+        out_);
   }
 
 private:
   const T *x_;
   T *out_;
-  int64_t inner_, outer_, chunks_ = 1;
-  std::vector<double> partial_; // [chunks, inner]
+  int64_t inner_;
+  ColumnSums sums_;
 };
 
 std::unique_ptr<Kernel> makeReduceSum(const KernelArgs &args, std::string &error) {

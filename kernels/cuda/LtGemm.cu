@@ -105,6 +105,7 @@ std::string LtGemm::describe(const GemmDesc &d) {
   if (d.epilogue == GemmEpilogue::GeluAuxBias) os << " + bias, gelu (pre-activation kept)";
   if (d.epilogue == GemmEpilogue::BiasGradB) os << ", column sums of b";
   if (d.epilogue == GemmEpilogue::DGelu) os << ", gelu_grad(aux, ·)";
+  if (d.epilogue == GemmEpilogue::DGeluBGrad) os << ", gelu_grad(aux, ·) and its column sums";
   return os.str();
 }
 
@@ -118,8 +119,11 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
     error = "cuBLASLt GEMM: sizes must be positive (and the batch fit an int): " + describe(d);
     return nullptr;
   }
-  const bool biasGrad = d.epilogue == GemmEpilogue::BiasGradB;
-  const bool usesAux = d.epilogue == GemmEpilogue::GeluAuxBias || d.epilogue == GemmEpilogue::DGelu;
+  const bool biasGrad =
+      d.epilogue == GemmEpilogue::BiasGradB || d.epilogue == GemmEpilogue::DGeluBGrad;
+  const bool usesAux = d.epilogue == GemmEpilogue::GeluAuxBias ||
+                       d.epilogue == GemmEpilogue::DGelu || d.epilogue == GemmEpilogue::DGeluBGrad;
+  // The bias pointer: the bias, or where a bias gradient goes.
   const bool usesBias = d.epilogue != GemmEpilogue::None && d.epilogue != GemmEpilogue::DGelu;
   if (usesBias && !(biasGrad ? d.biasGrad : d.bias)) {
     error = "cuBLASLt GEMM: a bias epilogue needs a bias: " + describe(d);
@@ -194,8 +198,9 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   if (d.epilogue == GemmEpilogue::Bias) epilogue = CUBLASLT_EPILOGUE_BIAS;
   if (d.epilogue == GemmEpilogue::GeluBias) epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
   if (d.epilogue == GemmEpilogue::GeluAuxBias) epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-  if (biasGrad) epilogue = CUBLASLT_EPILOGUE_BGRADA;
+  if (d.epilogue == GemmEpilogue::BiasGradB) epilogue = CUBLASLT_EPILOGUE_BGRADA;
   if (d.epilogue == GemmEpilogue::DGelu) epilogue = CUBLASLT_EPILOGUE_DGELU;
+  if (d.epilogue == GemmEpilogue::DGeluBGrad) epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
   bool described =
       ok(cublasLtMatmulDescCreate(&g->op_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate",
          error) &&

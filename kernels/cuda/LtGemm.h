@@ -38,6 +38,8 @@ enum class GemmEpilogue {
   /// gelu_grad(aux, ·): the product is the gradient of GELU's output and
   /// aux (laid out as c) holds GELU's input (cuBLASLt's DGELU).
   DGelu,
+  /// DGelu, and biasGrad[n] = Σ_m of the result (cuBLASLt's DGELU_BGRAD).
+  DGeluBGrad,
 };
 
 /// One row-major, possibly batched, product
@@ -63,7 +65,7 @@ struct GemmDesc {
   /// reads. Laid out as c (row-major [M, N], its leading dimension N a
   /// multiple of 8, as cuBLASLt requires).
   void *aux = nullptr;
-  void *biasGrad = nullptr; ///< BiasGradB: the [n] sums, of dtype
+  void *biasGrad = nullptr; ///< BiasGradB, DGeluBGrad: the [n] sums, of dtype
   /// The bound operands: their alignment steers the algorithm choice.
   const void *a = nullptr, *b = nullptr;
   void *c = nullptr;

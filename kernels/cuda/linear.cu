@@ -18,8 +18,10 @@
 //
 // matmul_gelu_grad: the GEMM with cuBLASLt's DGELU epilogue, which
 // multiplies each product element by GELU's derivative at pre (the aux
-// matrix) as it stores the tile; the plain GEMM and an elementwise pass
-// where cuBLASLt has no algorithm for it (N not a multiple of 8).
+// matrix) as it stores the tile (DGELU_BGRAD with `bias_grad`, summing the
+// result's rows into db too); the plain GEMM and an elementwise pass
+// (then a reduce_sum) where cuBLASLt has no algorithm for it (N not a
+// multiple of 8).
 //
 // matmul_swiglu_grad: the plain GEMM and one elementwise pass (cuBLASLt
 // has no epilogue for SwiGLU's backward).
@@ -148,6 +150,17 @@ void describeEpilogue(const contracts::LinearBinding &b, const KernelArgs &args,
   }
 }
 
+/// The plain GEMM y = x·w of a binding (x's leading dims folded into M).
+GemmDesc productDesc(const contracts::LinearBinding &b, const KernelArgs &args) {
+  GemmDesc d;
+  d.dtype = b.dtype;
+  d.m = b.rows, d.n = b.n, d.k = b.k;
+  d.transposeB = b.transposeB;
+  d.a = args.inputs[0].data, d.b = args.inputs[1].data, d.c = args.outputs[0].data;
+  d.strideA = d.m * d.k, d.strideC = d.m * d.n;
+  return d;
+}
+
 using BindFn = bool (*)(const KernelArgs &, std::string &, contracts::LinearBinding *);
 
 /// The kernel `name`: one GEMM with the epilogue `bind` describes where
@@ -162,12 +175,7 @@ std::unique_ptr<Kernel> makeCudaGemmWithEpilogue(const char *name, const KernelA
   if (b.rows == 0 || b.n == 0) return std::make_unique<EmptyLinearKernel>();
   if (b.k == 0) return makeFloatKernel<LinearKernel>(b.dtype, args, b, nullptr, false);
 
-  GemmDesc d;
-  d.dtype = b.dtype;
-  d.m = b.rows, d.n = b.n, d.k = b.k;
-  d.transposeB = b.transposeB;
-  d.a = args.inputs[0].data, d.b = args.inputs[1].data, d.c = args.outputs[0].data;
-  d.strideA = d.m * d.k, d.strideC = d.m * d.n;
+  GemmDesc d = productDesc(b, args);
   describeEpilogue(b, args, d);
 
   std::string gemmError;
@@ -186,9 +194,6 @@ std::unique_ptr<Kernel> makeCudaGemmWithEpilogue(const char *name, const KernelA
 std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &error) {
   return makeCudaGemmWithEpilogue<contracts::bindLinear>("linear", args, error);
 }
-std::unique_ptr<Kernel> makeCudaMatmulGeluGrad(const KernelArgs &args, std::string &error) {
-  return makeCudaGemmWithEpilogue<contracts::bindMatmulGeluGrad>("matmul_gelu_grad", args, error);
-}
 std::unique_ptr<Kernel> makeCudaMatmulSwigluGrad(const KernelArgs &args, std::string &error) {
   return makeCudaGemmWithEpilogue<contracts::bindMatmulSwigluGrad>("matmul_swiglu_grad", args,
                                                                    error);
@@ -203,6 +208,33 @@ public:
 private:
   std::unique_ptr<LtGemm> gemm_;
 };
+
+/// matmul_gelu_grad; with bias_grad, the DGELU_BGRAD epilogue sums the
+/// result's rows into db as it stores them, else (no algorithm for it)
+/// the kernel without bias_grad and a reduce_sum of its result.
+std::unique_ptr<Kernel> makeCudaMatmulGeluGrad(const KernelArgs &args, std::string &error) {
+  contracts::LinearBinding b;
+  if (!contracts::bindMatmulGeluGrad(args, error, &b)) return nullptr;
+  if (!b.biasGrad)
+    return makeCudaGemmWithEpilogue<contracts::bindMatmulGeluGrad>("matmul_gelu_grad", args,
+                                                                   error);
+  if (b.rows > 0 && b.n > 0 && b.k > 0) {
+    GemmDesc d = productDesc(b, args);
+    d.epilogue = GemmEpilogue::DGeluBGrad;
+    d.aux = args.inputs[b.geluInput].data; // read, never written
+    d.biasGrad = args.outputs[1].data;
+    std::string gemmError;
+    if (std::unique_ptr<LtGemm> gemm = LtGemm::create(d, gemmError))
+      return std::make_unique<GemmKernel>(std::move(gemm));
+  }
+  KernelArgs product = args, sum;
+  product.outputs = {args.outputs[0]};
+  product.attrs.setInt("bias_grad", 0);
+  sum.inputs = {args.outputs[0]};
+  sum.outputs = {args.outputs[1]};
+  return bindSequence(Backend::CUDA, "matmul_gelu_grad",
+                      {{"matmul_gelu_grad", &product}, {"reduce_sum", &sum}}, error);
+}
 
 std::unique_ptr<Kernel> makeCudaLinearWeightGrad(const KernelArgs &args, std::string &error) {
   contracts::LinearWeightGradBinding b;

@@ -27,6 +27,24 @@ func.func @mlp_backward(%dy: tensor<2x4x8xf32>, %w: tensor<32x8xf32>, %pre: tens
 
 // -----
 
+// GPT-2's c_fc has a bias: its gradient, the reduce_sum of the GELU
+// input's gradient, joins the fused op (`bias_grad`: cuBLASLt's
+// DGELU_BGRAD), so nothing reads that gradient again for it.
+// CHECK-LABEL: func.func @with_bias_grad
+// CHECK-NEXT:  %[[D:.*]], %[[DB:.*]] = llm.matmul_gelu_grad %arg0, %arg1, %arg2 {bias_grad, llmc.backward, transpose_b} : tensor<2x4x8xf32>, tensor<32x8xf32>, tensor<2x4x32xf32>
+// CHECK-NEXT:  return %[[D]], %[[DB]]
+// ROUND-LABEL: func.func @with_bias_grad
+// ROUND: llm.matmul_gelu_grad %arg0, %arg1, %arg2 {bias_grad, llmc.backward, transpose_b}
+func.func @with_bias_grad(%dy: tensor<2x4x8xf32>, %w: tensor<32x8xf32>, %pre: tensor<2x4x32xf32>)
+    -> (tensor<2x4x32xf32>, tensor<32xf32>) {
+  %dh = llm.matmul %dy, %w {llmc.backward, transpose_b} : tensor<2x4x8xf32>, tensor<32x8xf32> -> tensor<2x4x32xf32>
+  %dpre = llm.gelu_grad %pre, %dh {llmc.backward} : tensor<2x4x32xf32>
+  %db = llm.reduce_sum %dpre {llmc.backward} : tensor<2x4x32xf32> to tensor<32xf32>
+  return %dpre, %db : tensor<2x4x32xf32>, tensor<32xf32>
+}
+
+// -----
+
 // A weight stored [K, N] (no transpose) and bf16 operands fuse alike.
 // CHECK-LABEL: func.func @untransposed_bf16
 // CHECK-NEXT:  %[[D:.*]] = llm.matmul_gelu_grad %arg0, %arg1, %arg2 : tensor<6x8xbf16>, tensor<8x32xbf16>, tensor<6x32xbf16>

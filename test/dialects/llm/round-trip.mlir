@@ -96,6 +96,8 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %lwdw, %lwdb = llm.linear_weight_grad %h, %act : tensor<2x8x64xf32>, tensor<2x8x64xf32>
   // CHECK: llm.matmul_gelu_grad %{{.*}}, %{{.*}}, %{{.*}} {transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<2x8x64xf32>
   %dgelu = llm.matmul_gelu_grad %h, %w1, %pre {transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<2x8x64xf32>
+  // CHECK: %{{.*}}, %{{.*}} = llm.matmul_gelu_grad %{{.*}}, %{{.*}}, %{{.*}} {bias_grad} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<2x8x64xf32>
+  %dgelu2, %dgelub = llm.matmul_gelu_grad %h, %w1, %pre {bias_grad} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<2x8x64xf32>
   // CHECK: llm.matmul_swiglu_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<2x8x64xf32>
   %dsg, %dsu = llm.matmul_swiglu_grad %h, %w1, %pre, %act {transpose_b} : tensor<2x8x64xf32>, tensor<64x64xf32>, tensor<2x8x64xf32>
   // CHECK: llm.mul %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64xf32>

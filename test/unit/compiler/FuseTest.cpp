@@ -132,20 +132,25 @@ TEST(Fuse, BiasGeluAloneKeepsTheLossAndEveryGradient) {
 }
 
 // GELU's backward fuses into the data-gradient product of the layer
-// after it, alone and with every other fusion (keep_pre's pre-activation
-// then feeds it).
+// after it, with b1's gradient (the loss's sum and b2's gradient stay),
+// alone and with every other fusion (keep_pre's pre-activation then
+// feeds it).
 TEST(Fuse, GeluGradKeepsTheLossAndEveryGradient) {
   checkFusedGradients(kMlp, "gelu-grad", "cpu",
-                      {{"llm.matmul_gelu_grad", 1}, {"llm.gelu_grad", 0}});
+                      {{"llm.matmul_gelu_grad", 1}, {"llm.gelu_grad", 0}, {"llm.reduce_sum", 2}});
   checkFusedGradients(kMlp, "all", "cpu",
                       {{"llm.matmul_gelu_grad", 1}, {"llm.gelu_grad", 0}, {"llm.linear", 2}});
 }
 
 // The [K, N] layer's weight and bias gradients fuse; the [N, K] one's
-// weight gradient is dyᵀ·x, which keeps its ops.
+// weight gradient is dyᵀ·x, which keeps its ops. With every fusion the
+// [K, N] layer's bias gradient goes to gelu-grad instead (DGELU_BGRAD).
 TEST(Fuse, WeightGradientsForCudaKeepTheLossAndEveryGradient) {
-  checkFusedGradients(kMlp, "all", "cuda", 2, 1);
   checkFusedGradients(kMlp, "bias-grad", "cpu", 0, 1);
+  checkFusedGradients(kMlp, "bias-grad", "cuda", 0, 1);
+  checkFusedGradients(kMlp, "all", "cuda",
+                      {{"llm.linear", 2}, {"llm.linear_weight_grad", 0},
+                       {"llm.matmul_gelu_grad", 1}, {"llm.reduce_sum", 2}}); // the loss, b2's
 }
 
 /// A Llama-style MLP with what leaves elementwise chains in training: the

@@ -117,8 +117,8 @@ TEST(CudaLinear, WeightGradMatchesCpu) {
 }
 
 // DGELU multiplies the fp32 accumulator by GELU's derivative at pre (the
-// aux matrix); N not a multiple of 8 takes the plain GEMM and the
-// elementwise pass.
+// aux matrix), DGELU_BGRAD also sums the result's rows; N not a multiple
+// of 8 takes the plain GEMM and the elementwise pass (and reduce_sum).
 TEST(CudaLinear, GeluGradMatchesCpu) {
   LLMC_REQUIRE_GPU();
   uint64_t seed = 3700;
@@ -126,12 +126,17 @@ TEST(CudaLinear, GeluGradMatchesCpu) {
     for (const Case &c : kCases)
       for (bool transposeB : {false, true}) {
         SCOPED_TRACE(caseName(dtype, c, transposeB));
-        LinearOperands o(c, transposeB, dtype, seed);
-        Buffer pre = Buffer::of(randomTensor(withLast(c.rows, c.n), ++seed, 3.0), dtype);
-        Buffer y(dtype, withLast(c.rows, c.n));
-        expectCudaMatchesCpu("matmul_gelu_grad", {&o.x, &o.w, &pre}, {&y},
-                             attrs({}, {{"transpose_b", transposeB}}),
-                             {Metric::Norm, {tolerance(dtype)}});
+        for (bool biasGrad : {false, true}) {
+          SCOPED_TRACE(biasGrad ? "bias_grad" : "");
+          LinearOperands o(c, transposeB, dtype, seed);
+          Buffer pre = Buffer::of(randomTensor(withLast(c.rows, c.n), ++seed, 3.0), dtype);
+          Buffer y(dtype, withLast(c.rows, c.n)), db(dtype, {c.n});
+          std::vector<Buffer *> outputs = {&y};
+          if (biasGrad) outputs.push_back(&db);
+          expectCudaMatchesCpu("matmul_gelu_grad", {&o.x, &o.w, &pre}, outputs,
+                               attrs({}, {{"transpose_b", transposeB}, {"bias_grad", biasGrad}}),
+                               {Metric::Norm, {tolerance(dtype)}});
+        }
       }
 }
 

@@ -245,31 +245,44 @@ TEST(LinearWeightGradKernel, BindingErrorsNameTheOperand) {
             std::string::npos);
 }
 
-TEST(MatmulGeluGradKernel, MatchesTheReferenceAndEqualsMatmulGeluGrad) {
+TEST(MatmulGeluGradKernel, MatchesTheReferenceAndEqualsMatmulGeluGradReduceSum) {
+  // Beside kCases: 1024 rows of 40, which reduce_sum sums in 4 row chunks.
+  std::vector<LinearCase> cases = kCases;
+  cases.push_back({{8, 128}, 16, 40});
   uint64_t seed = 3600;
   for (DType dtype : kFloatTypes)
-    for (const LinearCase &c : kCases)
-      for (bool transposeB : {false, true}) {
-        SCOPED_TRACE(describe(dtype, c, transposeB, {false, false, false, false}));
-        Operands o = randomOperands(dtype, c, transposeB, {false, false, false, false}, seed);
-        std::vector<int64_t> shape = withLast(c.rows, c.n);
-        // GELU's input over the curve's bend, where its derivative varies.
-        RefTensor pre = roundTo(randomTensor(shape, ++seed, 3.0), dtype);
-        Buffer x = Buffer::of(o.x, dtype), w = Buffer::of(o.w, dtype), preb = Buffer::of(pre, dtype),
-               y(dtype, shape);
-        y.poison();
-        KernelAttrs layout = attrs({}, {{"transpose_b", transposeB}});
-        ASSERT_TRUE(runKernel("matmul_gelu_grad", {&x, &w, &preb}, {&y}, layout));
-        const double tol = dtype == DType::F32 ? 1e-6 : tolerance(dtype);
-        EXPECT_CLOSE(y.toRef(), ref::geluGrad(pre, ref::matmul(o.x, o.w, false, transposeB)),
-                     Metric::Norm, tol);
+    for (const LinearCase &c : cases)
+      for (bool transposeB : {false, true})
+        for (bool biasGrad : {false, true}) {
+          SCOPED_TRACE(describe(dtype, c, transposeB, {false, false, false, false}) +
+                       (biasGrad ? " bias_grad" : ""));
+          Operands o = randomOperands(dtype, c, transposeB, {false, false, false, false}, seed);
+          std::vector<int64_t> shape = withLast(c.rows, c.n);
+          // GELU's input over the curve's bend, where its derivative varies.
+          RefTensor pre = roundTo(randomTensor(shape, ++seed, 3.0), dtype);
+          Buffer x = Buffer::of(o.x, dtype), w = Buffer::of(o.w, dtype),
+                 preb = Buffer::of(pre, dtype), y(dtype, shape), db(dtype, {c.n});
+          y.poison(), db.poison();
+          KernelAttrs layout = attrs({}, {{"transpose_b", transposeB}});
+          KernelAttrs fused = attrs({}, {{"transpose_b", transposeB}, {"bias_grad", biasGrad}});
+          std::vector<Buffer *> outputs = {&y};
+          if (biasGrad) outputs.push_back(&db);
+          ASSERT_TRUE(runKernel("matmul_gelu_grad", {&x, &w, &preb}, outputs, fused));
+          const double tol = dtype == DType::F32 ? 1e-6 : tolerance(dtype);
+          RefTensor expected = ref::geluGrad(pre, ref::matmul(o.x, o.w, false, transposeB));
+          EXPECT_CLOSE(y.toRef(), expected, Metric::Norm, tol);
 
-        // The unfused kernels on the same bytes: equal, not just close.
-        Buffer product(dtype, shape), unfused(dtype, shape);
-        ASSERT_TRUE(runKernel("matmul", {&x, &w}, {&product}, layout));
-        ASSERT_TRUE(runKernel("gelu_grad", {&preb, &product}, {&unfused}));
-        EXPECT_EQ(y.toRef().data, unfused.toRef().data);
-      }
+          // The unfused kernels on the same bytes: equal, not just close.
+          Buffer product(dtype, shape), unfused(dtype, shape), unfusedDb(dtype, {c.n});
+          ASSERT_TRUE(runKernel("matmul", {&x, &w}, {&product}, layout));
+          ASSERT_TRUE(runKernel("gelu_grad", {&preb, &product}, {&unfused}));
+          EXPECT_EQ(y.toRef().data, unfused.toRef().data);
+          if (biasGrad) {
+            ASSERT_TRUE(runKernel("reduce_sum", {&unfused}, {&unfusedDb}));
+            EXPECT_EQ(db.toRef().data, unfusedDb.toRef().data);
+            EXPECT_CLOSE(db.toRef(), ref::reduceSum(expected, {c.n}), Metric::Norm, tol);
+          }
+        }
 }
 
 TEST(MatmulSwigluGradKernel, MatchesTheReferenceAndEqualsMatmulSwigluGrad) {
@@ -332,6 +345,14 @@ TEST(MatmulGeluGradKernel, BindingErrorsNameTheOperand) {
                 .find("w is [N, K] with transpose_b"),
             std::string::npos);
   EXPECT_NE(bindError("matmul_gelu_grad", {x, w}, {y}).find("matmul_gelu_grad"),
+            std::string::npos);
+  KernelAttrs biasGrad = attrs({}, {{"bias_grad", 1}});
+  EXPECT_EQ(bindError("matmul_gelu_grad", {x, w, pre}, {y, typeOnly(DType::F32, {32})}, biasGrad),
+            "");
+  EXPECT_NE(bindError("matmul_gelu_grad", {x, w, pre}, {y, typeOnly(DType::F32, {16})}, biasGrad)
+                .find("db"),
+            std::string::npos);
+  EXPECT_NE(bindError("matmul_gelu_grad", {x, w, pre}, {y}, biasGrad).find("matmul_gelu_grad"),
             std::string::npos);
 }
 
