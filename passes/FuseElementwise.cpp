@@ -93,11 +93,13 @@ struct DropoutPlacement {
   bool operator==(const DropoutPlacement &o) const {
     return globalShape == o.globalShape && offsets == o.offsets && rankOffsets == o.rankOffsets;
   }
+  bool operator!=(const DropoutPlacement &o) const { return !(*this == o); }
 };
 
-/// passes/FusePlace.h's samePlace, but a sharded dropout's rank offsets (a discardable
-/// attribute too) say where its piece lies, not where it runs: the chain
-/// checks them as its dropouts' placement instead.
+/// passes/FusePlace.h's samePlace, but ignoring a sharded dropout's rank
+/// offsets (a discardable attribute too): they say where its piece lies,
+/// not where it runs, and the chain checks them as its dropouts'
+/// placement instead.
 bool samePart(Operation *a, Operation *b) {
   auto place = [](Operation *op) {
     NamedAttrList attrs(op->getDiscardableAttrDictionary());
@@ -149,7 +151,7 @@ bool canJoin(const Chain &chain, Operation *op) {
   if (!onlyLayoutBetween(chain, op))
     return false;
   if (auto dropout = dyn_cast<DropoutOp>(op))
-    if (chain.dropout && !(*chain.dropout == DropoutPlacement::of(dropout)))
+    if (chain.dropout && *chain.dropout != DropoutPlacement::of(dropout))
       return false;
   llvm::SetVector<Value> inputs;
   int results = static_cast<int>(op->getNumResults());
