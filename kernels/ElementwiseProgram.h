@@ -140,6 +140,13 @@ inline int64_t bitsOf(double value) {
   return bits;
 }
 
+/// Whether any instruction of the program (`words` int64s) is `op`.
+inline bool usesOpcode(const int64_t *program, size_t words, Opcode op) {
+  for (size_t i = 0; i < words; i += kFields)
+    if (program[i] == static_cast<int64_t>(op)) return true;
+  return false;
+}
+
 /// Checks a program against its op: `inputDtypes` and `resultDtypes` are
 /// DType numbers (0 f32, 1 bf16, 2 f16). Returns "" when well formed, else
 /// the first problem, naming the instruction.

@@ -33,6 +33,7 @@
 #include "dialects/LLM/LLMDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
 using namespace mlir;
@@ -54,11 +55,12 @@ MatmulOp fusableProduct(Operation *grad, Value dy) {
   return product;
 }
 
-/// Replaces `grad` and `product` by `fused` (results alike), which stands
-/// where `grad` was.
+/// Replaces `grad` and `product` by `fused`, which stands where `grad`
+/// was: grad's results are fused's first ones.
 void replace(Operation *grad, MatmulOp product, Operation *fused) {
   copyPlace(grad, fused);
-  grad->replaceAllUsesWith(fused->getResults());
+  for (auto [old, now] : llvm::zip(grad->getResults(), fused->getResults()))
+    old.replaceAllUsesWith(now);
   grad->erase();
   product->erase();
 }
@@ -91,10 +93,7 @@ bool fuseGeluGrad(GeluGradOp grad) {
     biasGrad.getResult().replaceAllUsesWith(fused.getDb());
     biasGrad->erase();
   }
-  grad.getResult().replaceAllUsesWith(fused.getDpre());
-  copyPlace(grad, fused);
-  grad->erase();
-  product->erase();
+  replace(grad, product, fused);
   return true;
 }
 

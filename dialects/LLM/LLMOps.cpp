@@ -859,10 +859,8 @@ LogicalResult FusedElementwiseOp::verify() {
       std::vector<int64_t>(resultDtypes.begin(), resultDtypes.end()));
   if (!error.empty())
     return emitOpError(error);
-  bool hasDropout = false;
-  for (size_t i = 0; i < getProgram().size(); i += ew::kFields)
-    hasDropout |= getProgram()[i] == static_cast<int64_t>(ew::Opcode::Dropout);
-  if (getGlobalShape() && !hasDropout)
+  if (getGlobalShape() &&
+      !ew::usesOpcode(getProgram().data(), getProgram().size(), ew::Opcode::Dropout))
     return emitOpError("global_shape and offsets place dropout's mask, but the program has no "
                        "dropout");
   return verifyDropoutPiece(*this, shape, getGlobalShape(), getOffsets());

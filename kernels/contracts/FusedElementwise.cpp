@@ -45,10 +45,8 @@ bool bindFusedElementwise(const KernelArgs &args, std::string &error,
   std::string problem = ew::validateProgram(b.program, b.yields, inputDtypes, outputDtypes);
   if (!problem.empty()) return v.fail(problem);
   if (!bindDropoutPiece(v, shape, &b.rowStarts)) return false;
-  bool hasDropout = false;
-  for (size_t i = 0; i < b.program.size(); i += ew::kFields)
-    hasDropout |= b.program[i] == static_cast<int64_t>(ew::Opcode::Dropout);
-  if (!b.rowStarts.empty() && !hasDropout)
+  if (!b.rowStarts.empty() &&
+      !ew::usesOpcode(b.program.data(), b.program.size(), ew::Opcode::Dropout))
     return v.fail("global_shape and offsets place dropout's mask, but the program has no dropout");
   b.numel = v.out(0).numel();
   *out = std::move(b);

@@ -39,7 +39,6 @@
 #include "kernels/cpu/Common.h"
 
 #include <optional>
-
 #include <utility>
 
 namespace llmc::cpu {
@@ -54,9 +53,9 @@ public:
         geluInput_(b.geluInput >= 0 ? args.inputs[b.geluInput].as<T>() : nullptr),
         gate_(b.swigluGate >= 0 ? args.inputs[b.swigluGate].as<T>() : nullptr),
         up_(b.swigluUp >= 0 ? args.inputs[b.swigluUp].as<T>() : nullptr),
+        y_(args.outputs[0].as<T>()), pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr),
         dup_(b.swigluUp >= 0 ? args.outputs[1].as<T>() : nullptr),
         db_(b.biasGrad ? args.outputs[1].as<T>() : nullptr),
-        y_(args.outputs[0].as<T>()), pre_(b.keepPre ? args.outputs[1].as<T>() : nullptr),
         biasWide_(bias_ ? b.n : 0) {
     if (b.biasGrad) biasGradSums_.emplace(b.rows, b.n);
     if constexpr (!std::is_same_v<T, float>) {

@@ -132,9 +132,9 @@ public:
 };
 
 /// The cuBLASLt epilogue for `b` on `d`: BIAS, GELU_BIAS, GELU_AUX_BIAS
-/// (pre stored as the aux matrix), a residual as C, DGELU (GELU's input
-/// read as the aux matrix); none for SwiGLU's backward, which cuBLASLt
-/// has no epilogue for.
+/// (pre stored as the aux matrix), a residual as C, DGELU or DGELU_BGRAD
+/// (GELU's input read as the aux matrix); none for SwiGLU's backward,
+/// which cuBLASLt has no epilogue for.
 void describeEpilogue(const contracts::LinearBinding &b, const KernelArgs &args, GemmDesc &d) {
   if (b.residual >= 0) d.addend = args.inputs[b.residual].data;
   if (b.bias >= 0) {
@@ -145,8 +145,9 @@ void describeEpilogue(const contracts::LinearBinding &b, const KernelArgs &args,
   }
   if (b.keepPre) d.aux = args.outputs[1].data;
   if (b.geluInput >= 0) {
-    d.epilogue = GemmEpilogue::DGelu;
+    d.epilogue = b.biasGrad ? GemmEpilogue::DGeluBGrad : GemmEpilogue::DGelu;
     d.aux = args.inputs[b.geluInput].data; // read, never written
+    if (b.biasGrad) d.biasGrad = args.outputs[1].data;
   }
 }
 
@@ -161,16 +162,11 @@ GemmDesc productDesc(const contracts::LinearBinding &b, const KernelArgs &args) 
   return d;
 }
 
-using BindFn = bool (*)(const KernelArgs &, std::string &, contracts::LinearBinding *);
-
-/// The kernel `name`: one GEMM with the epilogue `bind` describes where
+/// The kernel `name` for the binding `b`: one GEMM with its epilogue where
 /// cuBLASLt has an algorithm for it, else the plain GEMM and the
-/// elementwise pass.
-template <BindFn bind>
-std::unique_ptr<Kernel> makeCudaGemmWithEpilogue(const char *name, const KernelArgs &args,
-                                                 std::string &error) {
-  contracts::LinearBinding b;
-  if (!bind(args, error, &b)) return nullptr;
+/// elementwise pass (not for a bias gradient: see makeCudaMatmulGeluGrad).
+std::unique_ptr<Kernel> gemmWithEpilogue(const char *name, const contracts::LinearBinding &b,
+                                         const KernelArgs &args, std::string &error) {
   Validator v(name, args, error);
   if (b.rows == 0 || b.n == 0) return std::make_unique<EmptyLinearKernel>();
   if (b.k == 0) return makeFloatKernel<LinearKernel>(b.dtype, args, b, nullptr, false);
@@ -192,11 +188,14 @@ std::unique_ptr<Kernel> makeCudaGemmWithEpilogue(const char *name, const KernelA
 }
 
 std::unique_ptr<Kernel> makeCudaLinear(const KernelArgs &args, std::string &error) {
-  return makeCudaGemmWithEpilogue<contracts::bindLinear>("linear", args, error);
+  contracts::LinearBinding b;
+  if (!contracts::bindLinear(args, error, &b)) return nullptr;
+  return gemmWithEpilogue("linear", b, args, error);
 }
 std::unique_ptr<Kernel> makeCudaMatmulSwigluGrad(const KernelArgs &args, std::string &error) {
-  return makeCudaGemmWithEpilogue<contracts::bindMatmulSwigluGrad>("matmul_swiglu_grad", args,
-                                                                   error);
+  contracts::LinearBinding b;
+  if (!contracts::bindMatmulSwigluGrad(args, error, &b)) return nullptr;
+  return gemmWithEpilogue("matmul_swiglu_grad", b, args, error);
 }
 
 /// One planned GEMM whose epilogue does the rest.
@@ -215,14 +214,10 @@ private:
 std::unique_ptr<Kernel> makeCudaMatmulGeluGrad(const KernelArgs &args, std::string &error) {
   contracts::LinearBinding b;
   if (!contracts::bindMatmulGeluGrad(args, error, &b)) return nullptr;
-  if (!b.biasGrad)
-    return makeCudaGemmWithEpilogue<contracts::bindMatmulGeluGrad>("matmul_gelu_grad", args,
-                                                                   error);
+  if (!b.biasGrad) return gemmWithEpilogue("matmul_gelu_grad", b, args, error);
   if (b.rows > 0 && b.n > 0 && b.k > 0) {
     GemmDesc d = productDesc(b, args);
-    d.epilogue = GemmEpilogue::DGeluBGrad;
-    d.aux = args.inputs[b.geluInput].data; // read, never written
-    d.biasGrad = args.outputs[1].data;
+    describeEpilogue(b, args, d);
     std::string gemmError;
     if (std::unique_ptr<LtGemm> gemm = LtGemm::create(d, gemmError))
       return std::make_unique<GemmKernel>(std::move(gemm));
