@@ -1,8 +1,11 @@
 //===- cuda_norm_test.cpp - CUDA layernorm and rmsnorm against the CPU ----===//
 //
-// Forward outputs are per-element maps of well-conditioned rows
-// (elementwise metric); gradients, whose dγ/dβ are sums over rows, use the
-// norm metric. The residual forms match the CPU's and equal, bit for bit,
+// rmsnorm's forward output is a per-element map of a well-conditioned row
+// (elementwise metric). layernorm's subtracts the row's mean first, so an
+// output near zero carries the mean's rounding (summed in another order on
+// the GPU: a few units in the last place of the row's scale, up to 3.5e-5
+// relative to the element on an H200), and it uses the norm metric, as do
+// the gradients, whose dγ/dβ are sums over rows. The residual forms match the CPU's and equal, bit for bit,
 // the CUDA add and norm kernels run in turn.
 
 #include "CudaConformance.h"
@@ -28,7 +31,7 @@ TEST(CudaNormKernels, LayerNormMatchesCpu) {
       Buffer out(t, shape), dx(t, shape), dgamma(t, {c}), dbeta(t, {c});
       KernelAttrs a = attrs({{"epsilon", 1e-5}});
       expectCudaMatchesCpu("layernorm", {&x, &gamma, &beta}, {&out}, a,
-                           {Metric::Elementwise, {tolerance(t)}});
+                           {Metric::Norm, {tolerance(t)}});
       expectCudaMatchesCpu("layernorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma, &dbeta}, a,
                            {Metric::Norm, {tolerance(t)}});
     }
@@ -126,10 +129,11 @@ void expectResidualNormMatchesCpuAndTheUnfusedKernels(bool rms, uint64_t seed) {
       KernelAttrs a = attrs({{"epsilon", rms ? 1e-6 : 1e-5}});
       Comparison elementwise{Metric::Elementwise, {tolerance(t)}};
       Comparison normwise{Metric::Norm, {tolerance(t)}};
+      Comparison normalized = rms ? elementwise : normwise;
       std::vector<RefTensor> fused =
-          expectCudaMatchesCpu("add_" + norm, with({&x, &h}, params), {&sum, &y}, a, elementwise);
+          expectCudaMatchesCpu("add_" + norm, with({&x, &h}, params), {&sum, &y}, a, normalized);
       std::vector<Buffer> s = cudaOutputs("add", {&x, &h}, {&sum}, {}, elementwise, t);
-      std::vector<Buffer> n = cudaOutputs(norm, with({&s[0]}, params), {&y}, a, elementwise, t);
+      std::vector<Buffer> n = cudaOutputs(norm, with({&s[0]}, params), {&y}, a, normalized, t);
       expectSameData(fused, {s[0], n[0]});
 
       std::vector<RefTensor> fusedGrad = expectCudaMatchesCpu(
@@ -165,12 +169,13 @@ TEST(CudaNormKernels, AddLayerNormWithBiasMatchesCpuAndTheUnfusedKernels) {
       Buffer sum(t, shape), y(t, shape);
       KernelAttrs a = attrs({{"epsilon", 1e-5}});
       Comparison elementwise{Metric::Elementwise, {tolerance(t)}};
+      Comparison normwise{Metric::Norm, {tolerance(t)}};
       std::vector<RefTensor> fused = expectCudaMatchesCpu(
-          "add_layernorm", {&x, &h, &gamma, &beta, &bias}, {&sum, &y}, a, elementwise);
+          "add_layernorm", {&x, &h, &gamma, &beta, &bias}, {&sum, &y}, a, normwise);
       std::vector<Buffer> biased = cudaOutputs("add", {&h, &bias}, {&sum}, {}, elementwise, t);
       std::vector<Buffer> s = cudaOutputs("add", {&x, &biased[0]}, {&sum}, {}, elementwise, t);
       std::vector<Buffer> n =
-          cudaOutputs("layernorm", {&s[0], &gamma, &beta}, {&y}, a, elementwise, t);
+          cudaOutputs("layernorm", {&s[0], &gamma, &beta}, {&y}, a, normwise, t);
       expectSameData(fused, {s[0], n[0]});
     }
 }
