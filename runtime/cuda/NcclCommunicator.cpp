@@ -108,19 +108,16 @@ public:
       : mesh_(std::move(mesh)), host_(host), rank_(host.rank()), size_(host.size()),
         coords_(meshCoordinates(mesh_, rank_)),
         stream_(static_cast<cudaStream_t>(device.stream(kCommStream))) {
-    // Rank 0 creates the id; every rank gets it over the host transport.
-    ncclUniqueId id;
-    std::memset(&id, 0, sizeof(id));
-    if (rank_ == 0)
-      check(ncclGetUniqueId(&id), {"ncclGetUniqueId"}, rank_);
-    std::vector<std::string> all;
-    for (auto &[axis, size] : mesh_) all.push_back(axis);
-    host_.group(all).broadcast(&id, sizeof(id), DType::U8, 0);
-    check(ncclCommInitRank(&world_, size_, id, rank_), {"ncclCommInitRank"}, rank_);
+    // Every rank joins at start, together. A single rank joins only if its
+    // program communicates at all (rarely: a mesh of size 1 has no
+    // collectives), so one-GPU runs skip NCCL's start-up.
+    if (size_ > 1)
+      initWorld();
   }
   ~NcclCommunicator() override {
     groups_.clear();
-    ncclCommDestroy(world_);
+    if (world_)
+      ncclCommDestroy(world_);
   }
 
   int rank() const override { return rank_; }
@@ -133,7 +130,7 @@ public:
       return *it->second;
     ncclComm_t comm;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    check(ncclCommSplit(world_, g.color, g.position, &comm, &config),
+    check(ncclCommSplit(world(), g.color, g.position, &comm, &config),
           {"ncclCommSplit for ", &g.name}, rank_);
     auto group = std::make_unique<NcclGroup>(comm, g.position, g.size, g.name, stream_, rank_);
     CommGroup &ref = *group;
@@ -144,12 +141,12 @@ public:
   void send(const void *data, size_t bytes, const std::string &axis, int shift,
             int) override {
     int peer = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
-    check(ncclSend(data, bytes, ncclUint8, peer, world_, stream_), {"send to rank ", nullptr, peer},
-          rank_);
+    check(ncclSend(data, bytes, ncclUint8, peer, world(), stream_),
+          {"send to rank ", nullptr, peer}, rank_);
   }
   void recv(void *data, size_t bytes, const std::string &axis, int shift, int) override {
     int peer = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
-    check(ncclRecv(data, bytes, ncclUint8, peer, world_, stream_),
+    check(ncclRecv(data, bytes, ncclUint8, peer, world(), stream_),
           {"receive from rank ", nullptr, peer}, rank_);
   }
   void barrier() override { host_.barrier(); }
@@ -158,6 +155,23 @@ public:
   }
 
 private:
+  ncclComm_t world() {
+    if (!world_)
+      initWorld();
+    return world_;
+  }
+  void initWorld() {
+    // Rank 0 creates the id; every rank gets it over the host transport.
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    if (rank_ == 0)
+      check(ncclGetUniqueId(&id), {"ncclGetUniqueId"}, rank_);
+    std::vector<std::string> all;
+    for (auto &[axis, size] : mesh_) all.push_back(axis);
+    host_.group(all).broadcast(&id, sizeof(id), DType::U8, 0);
+    check(ncclCommInitRank(&world_, size_, id, rank_), {"ncclCommInitRank"}, rank_);
+  }
+
   Mesh mesh_;
   Communicator &host_;
   int rank_, size_;
