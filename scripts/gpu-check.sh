@@ -4,20 +4,30 @@
 # packages: the programs and dependencies come from scripts/gpu-pack.sh.
 #
 #   build        runtime-only build against <pack>/deps (CUDA on)
-#   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels), then every
-#                other runtime and kernel test through ctest
-#   sanitizer    compute-sanitizer memcheck, racecheck, synccheck on the
-#                CUDA kernel tests; memcheck on a few steps of llmc-run
+#   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels)
+#   ctest        every other runtime and kernel test through ctest
 #   parity       tiny GPT, 50 steps GPU vs CPU: fp32 ≤ 1e-4, bf16 ≤ 1e-2,
 #                dropout ≤ 1e-4; a GPU checkpoint resumed on the CPU
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
 #   bench        GPT-2 124M vs torch.compile, attention vs SDPA, 1.5B shape
+#   sanitizer    compute-sanitizer memcheck on a few steps of llmc-run and on
+#                the CUDA kernel tests; racecheck, synccheck on the kernel tests
 #
+# Steps run in the order above, parity and bench before the slow sanitizer.
 # A failing step does not stop the others; each writes <out>/<step>*.log and
 # one line of <out>/summary.txt. Exit status: 0 when no step failed.
 #
 #   scripts/gpu-check.sh [--pack DIR] [--out DIR] [--build DIR] [--jobs N]
-#                        [--steps a,b,...] [--no-cuda]
+#                        [--steps a,b,...] [--budget SECONDS] [--no-cuda]
+#
+# CUDA_TESTS (a gtest filter, default Cuda*) narrows the kernel tests that
+# conformance and the sanitizers run, e.g. to rerun those that failed.
+# --budget caps the whole run: each step's limit shrinks to what is left, and
+# a step with under 20 s left is not started (summary: "SKIP (budget)").
+# Without the build step, --build may name a build made on another machine
+# (same CUDA toolkit, -DCMAKE_CUDA_ARCHITECTURES=90); when its programs do
+# not load here (ldd lists a library "not found"), the script builds afresh
+# in <build>-here and says so.
 #
 # --no-cuda builds with CUDA off and runs only build and conformance, for
 # checking the script and the pack on a machine without a GPU.
@@ -27,7 +37,8 @@ PACK=$ROOT/gpu-pack
 OUT_DIR=${OUT:-$ROOT/gpu-check-out}
 BUILD=$ROOT/build-gpu
 JOBS=$(nproc)
-STEPS=build,conformance,sanitizer,parity,multigpu,bench
+STEPS=build,conformance,ctest,parity,multigpu,bench,sanitizer
+BUDGET=0
 CUDA=ON
 usage() { sed -n '/^#   scripts/,/without a GPU\./p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while (($#)); do
@@ -37,13 +48,14 @@ while (($#)); do
     --build) BUILD=$2; shift 2 ;;
     --jobs) JOBS=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
+    --budget) BUDGET=$2; shift 2 ;;
     --no-cuda) CUDA=OFF; shift ;;
     -h|--help) usage ;;
     *) echo "gpu-check: unknown argument '$1'" >&2; usage ;;
   esac
 done
 for s in ${STEPS//,/ }; do
-  [[ ,build,conformance,sanitizer,parity,multigpu,bench, == *,$s,* ]] ||
+  [[ ,build,conformance,ctest,sanitizer,parity,multigpu,bench, == *,$s,* ]] ||
     { echo "gpu-check: unknown step '$s'" >&2; exit 2; }
 done
 [[ -f $PACK/MANIFEST ]] ||
@@ -58,7 +70,7 @@ if [[ $CUDA == ON ]]; then
   fi
 else
   GPUS=0
-  STEPS=$(tr ',' '\n' <<<"$STEPS" | grep -xE 'build|conformance' | paste -sd, -)
+  STEPS=$(tr ',' '\n' <<<"$STEPS" | grep -xE 'build|conformance|ctest' | paste -sd, -)
 fi
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
@@ -68,6 +80,9 @@ BIN=$BUILD/bin
 A=$PACK/artifacts
 TORCH_PYTHON=${TORCH_PYTHON:-$(command -v python3)}
 export TORCH_PYTHON OMP_WAIT_POLICY=PASSIVE
+# The CUDA kernel tests that conformance and the sanitizers run (a gtest
+# filter): all of them, or a subset when rerunning what failed.
+export CUDA_TESTS=${CUDA_TESTS:-Cuda*}
 
 # The CPU kernels dlopen OpenBLAS from the pack, and Gloo's libraries load
 # from there too; NCCL may exist only inside PyTorch's nvidia-nccl wheel.
@@ -88,8 +103,17 @@ export LD_LIBRARY_PATH=$DEPS/lib:${LD_LIBRARY_PATH:-}
 # time limit (in a child bash, hence the exports), its output to
 # <out>/NAME.log; one summary line either way.
 FAILED=0
+START=$SECONDS
 step() {
   local name=$1 limit=$2; shift 2
+  if ((BUDGET > 0)); then
+    local left=$((BUDGET - (SECONDS - START)))
+    if ((left < 20)); then
+      printf '%-28s %-18s %4ds\n' "$name" "SKIP (budget)" 0 | tee -a "$SUMMARY" >&2
+      return 77
+    fi
+    ((limit > left)) && limit=$left
+  fi
   local start=$SECONDS status
   echo "== $name" >&2
   timeout --kill-after=10 "$limit" bash -o pipefail -c '"$@"' step "$@" > "$OUT_DIR/$name.log" 2>&1
@@ -112,14 +136,14 @@ do_build() {
 }
 
 do_conformance_cuda() {
-  "$BIN/kernel_tests" --gtest_filter='Cuda*' --gtest_output="xml:$OUT_DIR/conformance-cuda.xml"
+  "$BIN/kernel_tests" --gtest_filter="$CUDA_TESTS" --gtest_output="xml:$OUT_DIR/conformance-cuda.xml"
 }
 do_ctest() { ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure -E '^Cuda'; }
 
 # compute-sanitizer TOOL on the CUDA kernel tests; any report fails.
 do_sanitize() {
   compute-sanitizer --tool "$1" --error-exitcode 1 --print-limit 20 \
-    "$BIN/kernel_tests" --gtest_filter='Cuda*' --gtest_brief=1
+    "$BIN/kernel_tests" --gtest_filter="$CUDA_TESTS" --gtest_brief=1
 }
 do_sanitize_run() {
   local w=$OUT_DIR/sanitizer-run
@@ -155,7 +179,7 @@ do_two_ranks() {  # name artifact
     "$OUT_DIR/parity/fp32/gpu.jsonl" 1e-4
 }
 
-do_bench_gpt2() { ARTIFACT=$A/gpt2-124M-bf16-gpu.llmc "$ROOT/bench/gpu_gpt2.sh" "$BUILD" 40 16; }
+do_bench_gpt2() { ARTIFACT=$A/gpt2-124M-bf16-gpu.llmc "$ROOT/bench/gpu_gpt2.sh" "$BUILD" "${BENCH_STEPS:-40}" 16; }
 do_bench_attention() { "$ROOT/bench/attention_gpu.sh" "$BUILD" 128 16; }
 # The 1.5B shape: fits, step time, tokens/s and MFU (no baseline).
 do_bench_1p5b() {
@@ -184,17 +208,25 @@ export -f do_build do_conformance_cuda do_ctest do_sanitize do_sanitize_run pari
   echo "nccl: ${NCCL_FLAGS:-from the CUDA toolkit}"; echo "cores: $(nproc)"
 } > "$OUT_DIR/env.txt"
 
+# A build carried from another machine (the pack's prebuilt.tar.xz, or a
+# build folder) that does not load here is rebuilt.
+export LD_LIBRARY_PATH=$BUILD/lib:$LD_LIBRARY_PATH
+if ! wants build && [[ ! -x $BIN/kernel_tests && -f $PACK/prebuilt.tar.xz ]]; then
+  mkdir -p "$BUILD" && tar -C "$BUILD" -xJf "$PACK/prebuilt.tar.xz"
+fi
+if ! wants build; then
+  missing=$(ldd "$BIN/kernel_tests" "$BIN/llmc-run" 2>&1 | grep -E 'not found|No such file' | sort -u)
+  if [[ -n $missing ]]; then
+    echo "gpu-check: the build in $BUILD does not load here; building afresh in $BUILD-here:" >&2
+    echo "$missing" >&2
+    BUILD=$BUILD-here BIN=$BUILD-here/bin
+    export BUILD BIN LD_LIBRARY_PATH=$BUILD-here/lib:$LD_LIBRARY_PATH
+    STEPS=build,$STEPS
+  fi
+fi
 if wants build; then step build 900 do_build || { echo "gpu-check: build failed; see $OUT_DIR/build.log" >&2; exit 1; }; fi
-if wants conformance; then
-  [[ $CUDA == ON ]] && step conformance-cuda 300 do_conformance_cuda
-  step ctest 300 do_ctest
-fi
-if wants sanitizer; then
-  for tool in memcheck racecheck synccheck; do
-    step "sanitizer-$tool" "${SANITIZER_LIMIT:-240}" do_sanitize "$tool"
-  done
-  step sanitizer-llmc-run 120 do_sanitize_run
-fi
+if wants conformance && [[ $CUDA == ON ]]; then step conformance-cuda 300 do_conformance_cuda; fi
+if wants ctest; then step ctest 300 do_ctest; fi
 if wants parity; then
   step parity-fp32 120 parity_pair fp32 tiny-cpu.llmc tiny-gpu.llmc 50 1e-4
   step parity-bf16 120 parity_pair bf16 tiny-bf16-cpu.llmc tiny-bf16-gpu.llmc 50 1e-2
@@ -209,6 +241,13 @@ if wants bench; then
   step bench-gpt2-124M 300 do_bench_gpt2
   step bench-attention 180 do_bench_attention
   step bench-gpt2-1.5B 240 do_bench_1p5b
+fi
+if wants sanitizer; then
+  step sanitizer-llmc-run 120 do_sanitize_run
+  step sanitizer-memcheck "${SANITIZER_LIMIT:-240}" do_sanitize memcheck
+  for tool in racecheck synccheck; do
+    step "sanitizer-$tool" "${SANITIZER_LIMIT:-240}" do_sanitize "$tool"
+  done
 fi
 echo "gpu-check: logs in $OUT_DIR" >&2
 cat "$SUMMARY"

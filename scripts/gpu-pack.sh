@@ -15,6 +15,11 @@
 #               kernels, which the conformance tests compare against, dlopen it)
 #   MANIFEST    the commit and what each artifact is
 #
+#   prebuilt.tar.xz  only with PREBUILT=1: the runtime-only CUDA build for
+#               sm_90 made here (in <repo>/build-gpu, or PREBUILT_DIR), its
+#               bin/ and shared libraries, so that the GPU machine, with the
+#               same CUDA toolkit, skips the build (about 9 MiB)
+#
 # The libraries come from Debian 12 (glibc 2.36), old enough to load on the
 # GPU image. Usage: scripts/gpu-pack.sh [pack-dir] (default <repo>/gpu-pack);
 # BUILD_DIR names the full build whose bin/llmc compiles (default <repo>/build).
@@ -74,6 +79,18 @@ cp -r /usr/src/googletest/googletest/{CMakeLists.txt,cmake,include,src} "$D/goog
 flatc --cpp --scoped-enums --gen-mutable -o "$D/generated" "$ROOT/runtime/schema/artifact.fbs"
 sha256sum "$ROOT/runtime/schema/artifact.fbs" | cut -d' ' -f1 > "$D/generated/artifact.fbs.sha256"
 
+if [[ ${PREBUILT:-0} == 1 ]]; then
+  PB=${PREBUILT_DIR:-$ROOT/build-gpu}
+  tar -C "$D/lib" -xJf "$D/blas.tar.xz"   # linked against; not packed twice
+  cmake -S "$ROOT" -B "$PB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLMC_RUNTIME_ONLY=ON \
+    -DLLMC_DEPS_DIR="$D" -DLLMC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 > /dev/null
+  cmake --build "$PB"
+  rm -f "$D"/lib/{libopenblas.so.0,libgfortran.so.5,libquadmath.so.0}
+  tar -C "$PB" -cf - bin lib/libllmc_kernels.so lib/libllmc_runtime.so |
+    xz -T2 -3 > "$PACK/prebuilt.tar.xz"
+fi
+
 {
   echo "commit $(git -C "$ROOT" rev-parse HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo ' (with local changes)')"
   echo "made   $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -81,5 +98,6 @@ sha256sum "$ROOT/runtime/schema/artifact.fbs" | cut -d' ' -f1 > "$D/generated/ar
     echo "$(basename "$f"): $("$BUILD_DIR/bin/llmc" inspect "$f" | sed -n 's/^model: *//p') |" \
          "$("$BUILD_DIR/bin/llmc" inspect "$f" | sed -n 's/^backend: *//p')"
   done
+  [[ -f $PACK/prebuilt.tar.xz ]] && echo "prebuilt.tar.xz: runtime-only CUDA build, sm_90, $(/usr/local/cuda/bin/nvcc --version | tail -1)"
 } > "$PACK/MANIFEST"
 echo "gpu-pack: $(du -sh "$PACK" | cut -f1) in $PACK"
