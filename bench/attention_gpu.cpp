@@ -1,7 +1,8 @@
 //===- attention_gpu.cpp - the CUDA attention kernels' throughput ---------===//
 //
 // Times the registered CUDA `attention` and `attention_grad` kernels (bf16,
-// causal) at sequence lengths 1k–8k with B·T = 16k tokens, and prints
+// causal), on CUDA cores and on tensor cores (--attention-tensor-cores), at
+// sequence lengths 1k–8k with B·T = 16k tokens, and prints
 // TFLOP/s as JSON lines for bench/attention_gpu.sh, which runs PyTorch's
 // scaled_dot_product_attention on the same shapes in the same run. FLOPs
 // follow FlashAttention's convention: forward 4·B·H·T²·D / 2 (causal),
@@ -98,19 +99,25 @@ int main(int argc, char **argv) {
         dv(DType::BF16, {B, T, H, D});
     q.randomize(1), k.randomize(2), v.randomize(3), dout.randomize(4);
     double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    auto forward = bind("attention", {q.view, k.view, v.view}, {out.view, lse.view}, scale);
-    auto backward = bind("attention_grad",
-                         {q.view, k.view, v.view, out.view, lse.view, dout.view},
-                         {dq.view, dk.view, dv.view}, scale);
-    double fwdMs = time(*forward, iterations), bwdMs = time(*backward, iterations);
-    cuda::synchronize();
     double fwdFlops = 4.0 * B * H * T * T * D / 2.0, bwdFlops = 2.5 * fwdFlops;
-    std::printf("{\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"head_dim\": %lld, "
-                "\"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f, \"fwd_bwd_tflops\": %.1f}\n",
+    std::printf("{\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"head_dim\": %lld",
                 static_cast<long long>(T), static_cast<long long>(B),
-                static_cast<long long>(H), static_cast<long long>(D),
-                fwdFlops / fwdMs / 1e9, bwdFlops / bwdMs / 1e9,
-                (fwdFlops + bwdFlops) / (fwdMs + bwdMs) / 1e9);
+                static_cast<long long>(H), static_cast<long long>(D));
+    // The CUDA-core kernels, then the tensor-core ones (prefix "tc_").
+    for (bool tensorCores : {false, true}) {
+      cuda::setAttentionTensorCores(tensorCores);
+      auto forward = bind("attention", {q.view, k.view, v.view}, {out.view, lse.view}, scale);
+      auto backward = bind("attention_grad",
+                           {q.view, k.view, v.view, out.view, lse.view, dout.view},
+                           {dq.view, dk.view, dv.view}, scale);
+      double fwdMs = time(*forward, iterations), bwdMs = time(*backward, iterations);
+      cuda::synchronize();
+      const char *prefix = tensorCores ? "tc_" : "";
+      std::printf(", \"%sfwd_tflops\": %.1f, \"%sbwd_tflops\": %.1f, \"%sfwd_bwd_tflops\": %.1f",
+                  prefix, fwdFlops / fwdMs / 1e9, prefix, bwdFlops / bwdMs / 1e9, prefix,
+                  (fwdFlops + bwdFlops) / (fwdMs + bwdMs) / 1e9);
+    }
+    std::printf("}\n");
   }
   return 0;
 }

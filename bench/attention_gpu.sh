@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Causal attention forward+backward TFLOP/s on one GPU, bf16, seq 1k–8k
-# (B·T = 16k tokens): llmc's CUDA kernels and PyTorch's
+# (B·T = 16k tokens): llmc's CUDA kernels (on CUDA cores, and on tensor
+# cores as llmc-run --attention-tensor-cores runs them) and PyTorch's
 # scaled_dot_product_attention on the same shapes, in one run.
 # Usage: bench/attention_gpu.sh [build-dir] [head_dim] [heads]
 # TORCH_PYTHON: the python3 that has PyTorch (default /usr/bin/python3).
@@ -14,7 +15,7 @@ import json, sys, torch
 import torch.nn.functional as F
 D, H = int(sys.argv[2]), int(sys.argv[3])
 print(f"causal attention, bf16, H={H}, D={D}, fwd+bwd TFLOP/s (torch {torch.__version__})")
-print(f"  {'seq':>5} {'llmc':>8} {'SDPA':>8} {'ratio':>6}")
+print(f"  {'seq':>5} {'llmc':>8} {'llmc tc':>8} {'SDPA':>8} {'tc/SDPA':>8}")
 for line in open(sys.argv[1]):
     r = json.loads(line)
     T, B = r["seq"], r["batch"]
@@ -31,5 +32,6 @@ for line in open(sys.argv[1]):
     ms = start.elapsed_time(stop) / 10
     flops = 3.5 * 4.0 * B * H * T * T * D / 2.0
     sdpa = flops / ms / 1e9
-    print(f"  {T:>5} {r['fwd_bwd_tflops']:8.1f} {sdpa:8.1f} {r['fwd_bwd_tflops'] / sdpa:6.2f}")
+    tc = r["tc_fwd_bwd_tflops"]
+    print(f"  {T:>5} {r['fwd_bwd_tflops']:8.1f} {tc:8.1f} {sdpa:8.1f} {tc / sdpa:8.2f}")
 PY

@@ -91,9 +91,13 @@ std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes);
 /// A GPU for the CUDA backend: the arena in device memory, a host mirror,
 /// compute and communication streams, events and graphs. The GPU is the
 /// rank's local index (mpirun, torchrun or Slurm) modulo the visible GPUs.
-/// `allowTf32` lets fp32 GEMMs use TF32 tensor cores. Throws RuntimeError
-/// saying why when this build has no CUDA or no GPU is usable.
-std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, bool allowTf32);
+/// Throws RuntimeError saying why when this build has no CUDA or no GPU is
+/// usable.
+struct CudaOptions {
+  bool tf32 = false;                 ///< fp32 GEMMs on TF32 tensor cores
+  bool attentionTensorCores = false; ///< bf16/f16 attention at D 64, 128 on tensor cores
+};
+std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOptions &options);
 
 } // namespace llmc
 

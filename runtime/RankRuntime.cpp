@@ -77,11 +77,13 @@ RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOp
   else
     r.comm = makeSingleRankCommunicator();
   checkCollectiveSequences(r.artifact, r.rank, *r.comm);
-  if (options.tf32 && !r.gpu())
+  if (options.cuda.tf32 && !r.gpu())
     fail("--tf32 applies to artifacts compiled with --target cuda");
+  if (options.cuda.attentionTensorCores && !r.gpu())
+    fail("--attention-tensor-cores applies to artifacts compiled with --target cuda");
   if (options.streamDelayMicros > 0 && r.gpu())
     fail("--debug-stream-delay-us applies to artifacts compiled for --target cpu");
-  r.device = r.gpu() ? makeCudaDevice(r.artifact.memory.arenaBytes, options.tf32)
+  r.device = r.gpu() ? makeCudaDevice(r.artifact.memory.arenaBytes, options.cuda)
                      : makeCpuDevice(r.artifact.memory.arenaBytes);
   if (options.streamDelayMicros > 0)
     r.device->setStreamDelays(options.streamDelayMicros, static_cast<uint64_t>(r.rank) + 1);

@@ -23,7 +23,7 @@ namespace llmc {
 
 struct RankRuntimeOptions {
   CommOptions comm;
-  bool tf32 = false;          ///< cuda artifacts: fp32 GEMMs on TF32 tensor cores
+  CudaOptions cuda;           ///< cuda artifacts only
   int streamDelayMicros = 0;  ///< cpu artifacts: random 0..N µs before each instruction
 };
 

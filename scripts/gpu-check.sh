@@ -7,7 +7,8 @@
 #   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels)
 #   ctest        every other runtime and kernel test through ctest
 #   parity       tiny GPT, 50 steps GPU vs CPU: fp32 ≤ 1e-4, bf16 ≤ 1e-2,
-#                dropout ≤ 1e-4; a GPU checkpoint resumed on the CPU
+#                dropout ≤ 1e-4; a GPU checkpoint resumed on the CPU; GPT-2
+#                124M with --attention-tensor-cores vs without, ≤ 1e-2
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
 #   bench        GPT-2 124M vs torch.compile, attention vs SDPA, 1.5B shape
 #   sanitizer    compute-sanitizer memcheck on a few steps of llmc-run and on
@@ -162,6 +163,16 @@ parity_pair() {  # name cpu-artifact gpu-artifact steps tolerance
   grep -q "done: $4 steps" "$w/gpu.out" && grep -q "device: GPU 0" "$w/gpu.out" &&
   python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/gpu.jsonl" "$w/cpu.jsonl" "$5"
 }
+# GPT-2 124M (D = 64, bf16) with its attention on tensor cores against the
+# same run on CUDA cores: 10 steps' losses within bf16's 1e-2.
+do_tc_attention() {
+  local w=$OUT_DIR/parity/tc-attention
+  rm -rf "$w" && mkdir -p "$w"
+  "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 10 --metrics "$w/cuda-cores.jsonl" --quiet &&
+  "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 10 --metrics "$w/tensor-cores.jsonl" \
+    --quiet --attention-tensor-cores &&
+  python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/tensor-cores.jsonl" "$w/cuda-cores.jsonl" 1e-2
+}
 do_resume_on_cpu() {  # the fp32 GPU run's checkpoint, 10 more steps on the CPU
   "$BIN/llmc-run" "$A/tiny-cpu.llmc" --steps 60 --resume --ckpt-dir "$OUT_DIR/parity/fp32/ck" --quiet
 }
@@ -200,7 +211,7 @@ PY
 
 export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS
 export -f do_build do_conformance_cuda do_ctest do_sanitize do_sanitize_run parity_pair \
-  do_resume_on_cpu do_two_ranks do_bench_gpt2 do_bench_attention do_bench_1p5b
+  do_resume_on_cpu do_tc_attention do_two_ranks do_bench_gpt2 do_bench_attention do_bench_1p5b
 
 {
   echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
@@ -232,6 +243,7 @@ if wants parity; then
   step parity-bf16 120 parity_pair bf16 tiny-bf16-cpu.llmc tiny-bf16-gpu.llmc 50 1e-2
   step parity-dropout 120 parity_pair dropout tiny-dropout-cpu.llmc tiny-dropout-gpu.llmc 20 1e-4
   step parity-resume-on-cpu 60 do_resume_on_cpu
+  step parity-tc-attention 120 do_tc_attention
 fi
 if wants multigpu; then
   step multigpu-dp2 120 do_two_ranks dp2 tiny-dp2-gpu.llmc

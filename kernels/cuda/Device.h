@@ -40,6 +40,12 @@ void synchronize();
 void setAllowTf32(bool allow);
 bool allowTf32();
 
+/// Whether bf16/f16 attention with head dim 64 or 128 runs on tensor cores
+/// (kernels/cuda/AttentionMma.cuh) instead of CUDA cores; `llmc-run
+/// --attention-tensor-cores` turns it on. Read when attention is bound.
+void setAttentionTensorCores(bool enable);
+bool attentionTensorCores();
+
 /// Throws RuntimeError-style std::runtime_error with `what` when `status` is
 /// not cudaSuccess (status is a cudaError_t passed as int).
 void check(int status, const char *what, const char *file, int line);

@@ -59,14 +59,20 @@
 // 131 KB at D = 256, beyond the 48 KB default, so the factories raise each
 // kernel's limit with cudaFuncSetAttribute). A larger D is a bind error.
 //
+// With `llmc-run --attention-tensor-cores`, bf16 and f16 at D = 64 and 128
+// run the same three kernels on tensor cores instead (AttentionMma.cuh).
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/Attention.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
 
+#include <mma.h>
+
 #include <climits>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace llmc::cuda {
@@ -604,39 +610,76 @@ __global__ void __launch_bounds__(kThreads)
 // Kernel selection and launch
 //===----------------------------------------------------------------------===//
 
+#include "kernels/cuda/AttentionMma.cuh"
+
+/// One implementation's three kernels and their launch geometry.
 template <typename T> struct AttentionFns {
   void (*forward)(const T *, const T *, const T *, T *, float *, Params) = nullptr;
   void (*gradQuery)(const T *, const T *, const T *, const T *, const float *, const float *, T *,
                     Params) = nullptr;
   void (*gradKeyValue)(const T *, const T *, const T *, const T *, const float *, const float *,
                        T *, T *, Params) = nullptr;
+  int threads = kThreads; ///< per block
+  int tile = kTile;       ///< rows a block owns
+  size_t forwardSmem = 0, gradQuerySmem = 0, gradKeyValueSmem = 0; ///< dynamic shared bytes
 };
-
-template <typename T, int kMaxD, bool kExact> AttentionFns<T> fnsFor() {
-  AttentionFns<T> f;
-  f.forward = attentionForward<T, kMaxD, kExact>;
-  f.gradQuery = attentionGradQuery<T, kMaxD, kExact>;
-  f.gradKeyValue = attentionGradKeyValue<T, kMaxD, kExact>;
-  return f;
-}
-
-/// The instantiation for head dim d (1 ≤ d ≤ kMaxHeadDim).
-template <typename T> AttentionFns<T> selectFns(int d) {
-  if (d == 64) return fnsFor<T, 64, true>();
-  if (d == 128) return fnsFor<T, 128, true>();
-  if (d <= 32) return fnsFor<T, 32, false>();
-  if (d <= 64) return fnsFor<T, 64, false>();
-  if (d <= 128) return fnsFor<T, 128, false>();
-  return fnsFor<T, 256, false>();
-}
 
 size_t forwardSmem(int64_t d) { return sizeof(float) * kTile * (3 * d + 1); }
 size_t gradQuerySmem(int64_t d) { return sizeof(float) * kTile * (4 * d + 2); }
 size_t gradKeyValueSmem(int64_t d) { return sizeof(float) * (kTile * (4 * d + 2) + 2 * kTile); }
 
-/// Blocks of a launch over `rows` rows in tiles of 32 for `outer` (b, head)
-/// pairs: 0 when there is nothing to do.
-int64_t tileBlocks(int64_t outer, int64_t rows) { return outer * ((rows + kTile - 1) / kTile); }
+template <typename T, int kMaxD, bool kExact> AttentionFns<T> fnsFor(int d) {
+  AttentionFns<T> f;
+  f.forward = attentionForward<T, kMaxD, kExact>;
+  f.gradQuery = attentionGradQuery<T, kMaxD, kExact>;
+  f.gradKeyValue = attentionGradKeyValue<T, kMaxD, kExact>;
+  f.forwardSmem = forwardSmem(d);
+  f.gradQuerySmem = gradQuerySmem(d);
+  f.gradKeyValueSmem = gradKeyValueSmem(d);
+  return f;
+}
+
+template <typename T, int D> AttentionFns<T> mmaFnsFor() {
+  AttentionFns<T> f;
+  f.forward = attentionForwardMma<T, D>;
+  f.gradQuery = attentionGradQueryMma<T, D>;
+  f.gradKeyValue = attentionGradKeyValueMma<T, D>;
+  f.threads = kMmaThreads;
+  f.tile = kMmaTile;
+  f.forwardSmem = mmaForwardSmem<D>();
+  f.gradQuerySmem = mmaGradQuerySmem<D>();
+  f.gradKeyValueSmem = mmaGradKeyValueSmem<D>();
+  return f;
+}
+
+/// Whether the current device has bf16/f16 tensor cores WMMA can use
+/// (compute capability 8.0 or more).
+bool deviceHasMma() {
+  int device = 0, major = 0;
+  LLMC_CUDA_CHECK(cudaGetDevice(&device));
+  LLMC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 8;
+}
+
+/// The implementation for head dim d (1 ≤ d ≤ kMaxHeadDim).
+template <typename T> AttentionFns<T> selectFns(int d) {
+  if constexpr (!std::is_same_v<T, float>) {
+    if (attentionTensorCores() && (d == 64 || d == 128) && deviceHasMma())
+      return d == 64 ? mmaFnsFor<T, 64>() : mmaFnsFor<T, 128>();
+  }
+  if (d == 64) return fnsFor<T, 64, true>(d);
+  if (d == 128) return fnsFor<T, 128, true>(d);
+  if (d <= 32) return fnsFor<T, 32, false>(d);
+  if (d <= 64) return fnsFor<T, 64, false>(d);
+  if (d <= 128) return fnsFor<T, 128, false>(d);
+  return fnsFor<T, 256, false>(d);
+}
+
+/// Blocks of a launch over `rows` rows in tiles of `tile` for `outer`
+/// (b, head) pairs: 0 when there is nothing to do.
+int64_t tileBlocks(int64_t outer, int64_t rows, int64_t tile = kTile) {
+  return outer * ((rows + tile - 1) / tile);
+}
 
 /// attention_rope's tables on the device — cos, sin and the inverse's sin,
 /// each [T, D/2], rope's own (contracts::ropeTables) — and the positions
@@ -670,15 +713,14 @@ public:
   AttentionKernel(const KernelArgs &args, const contracts::AttentionBinding &b, const Params &p,
                   AttentionFns<T> fns)
       : out_(args.outputs[0].as<T>()), lse_(args.outputs[1].as<float>()), p_(p),
-        rope_(args, b, p_), fns_(fns), blocks_(tileBlocks(p.b * p.h, p.t)),
-        smem_(forwardSmem(p.d)) {
+        rope_(args, b, p_), fns_(fns), blocks_(tileBlocks(p.b * p.h, p.t, fns.tile)) {
     std::tie(q_, k_, v_) = contracts::qkvOf<const T>(args.inputs, b);
   }
 
   void run(const StepContext &ctx) override {
     if (blocks_ == 0) return;
-    fns_.forward<<<static_cast<unsigned>(blocks_), kThreads, smem_, streamOf(ctx)>>>(
-        q_, k_, v_, out_, lse_, p_);
+    fns_.forward<<<static_cast<unsigned>(blocks_), fns_.threads, fns_.forwardSmem,
+                   streamOf(ctx)>>>(q_, k_, v_, out_, lse_, p_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -690,7 +732,6 @@ private:
   RopeTables rope_;
   AttentionFns<T> fns_;
   int64_t blocks_;
-  size_t smem_;
 };
 
 template <typename T> class AttentionGradKernel final : public Kernel {
@@ -700,7 +741,8 @@ public:
       : out_(args.inputs[contracts::inputsAfterQkv(b)].as<T>()),
         lse_(args.inputs[contracts::inputsAfterQkv(b) + 1].as<float>()),
         dout_(args.inputs[contracts::inputsAfterQkv(b) + 2].as<T>()), p_(p), rope_(args, b, p_), fns_(fns),
-        queryBlocks_(tileBlocks(p.b * p.h, p.t)), keyBlocks_(tileBlocks(p.b * p.kv, p.s)),
+        queryBlocks_(tileBlocks(p.b * p.h, p.t, fns.tile)),
+        keyBlocks_(tileBlocks(p.b * p.kv, p.s, fns.tile)),
         rowDot_(sizeof(float) * static_cast<size_t>(p.b * p.h * p.t)) {
     std::tie(q_, k_, v_) = contracts::qkvOf<const T>(args.inputs, b);
     std::tie(dq_, dk_, dv_) = contracts::qkvOf<T>(args.outputs, b);
@@ -715,13 +757,13 @@ public:
       LLMC_CUDA_CHECK_LAUNCH();
     }
     if (queryBlocks_ > 0) {
-      fns_.gradQuery<<<static_cast<unsigned>(queryBlocks_), kThreads, gradQuerySmem(p_.d),
+      fns_.gradQuery<<<static_cast<unsigned>(queryBlocks_), fns_.threads, fns_.gradQuerySmem,
                        stream>>>(q_, k_, v_, dout_, lse_, rowDot_.as<float>(), dq_, p_);
       LLMC_CUDA_CHECK_LAUNCH();
     }
     if (keyBlocks_ > 0) {
-      fns_.gradKeyValue<<<static_cast<unsigned>(keyBlocks_), kThreads, gradKeyValueSmem(p_.d),
-                          stream>>>(q_, k_, v_, dout_, lse_, rowDot_.as<float>(), dk_, dv_, p_);
+      fns_.gradKeyValue<<<static_cast<unsigned>(keyBlocks_), fns_.threads,
+                          fns_.gradKeyValueSmem, stream>>>(q_, k_, v_, dout_, lse_, rowDot_.as<float>(), dk_, dv_, p_);
       LLMC_CUDA_CHECK_LAUNCH();
     }
   }
@@ -774,7 +816,7 @@ std::unique_ptr<Kernel> bindForward(Validator &v, const KernelArgs &args,
                                     const contracts::AttentionBinding &b) {
   Params p = paramsOf(b, args);
   AttentionFns<T> fns = selectFns<T>(p.d);
-  if (!allowSmem(v, reinterpret_cast<const void *>(fns.forward), forwardSmem(p.d)))
+  if (!allowSmem(v, reinterpret_cast<const void *>(fns.forward), fns.forwardSmem))
     return nullptr;
   return std::make_unique<AttentionKernel<T>>(args, b, p, fns);
 }
@@ -784,8 +826,8 @@ std::unique_ptr<Kernel> bindBackward(Validator &v, const KernelArgs &args,
                                      const contracts::AttentionBinding &b) {
   Params p = paramsOf(b, args);
   AttentionFns<T> fns = selectFns<T>(p.d);
-  if (!allowSmem(v, reinterpret_cast<const void *>(fns.gradQuery), gradQuerySmem(p.d)) ||
-      !allowSmem(v, reinterpret_cast<const void *>(fns.gradKeyValue), gradKeyValueSmem(p.d)))
+  if (!allowSmem(v, reinterpret_cast<const void *>(fns.gradQuery), fns.gradQuerySmem) ||
+      !allowSmem(v, reinterpret_cast<const void *>(fns.gradKeyValue), fns.gradKeyValueSmem))
     return nullptr;
   return std::make_unique<AttentionGradKernel<T>>(args, b, p, fns);
 }

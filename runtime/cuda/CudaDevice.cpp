@@ -225,7 +225,7 @@ private:
 
 } // namespace
 
-std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, bool allowTf32) {
+std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOptions &options) {
   // Checked before anything is allocated: the answer on a machine without
   // a GPU is immediate.
   std::string why;
@@ -233,7 +233,8 @@ std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, bool allowTf3
   if (count == 0)
     fail("this artifact was compiled with --target cuda, but no usable CUDA device is "
          "present (", why, "); compile with --target cpu to run on this machine");
-  cuda::setAllowTf32(allowTf32);
+  cuda::setAllowTf32(options.tf32);
+  cuda::setAttentionTensorCores(options.attentionTensorCores);
   return std::make_unique<CudaDevice>(arenaBytes, localRank() % count);
 }
 

@@ -19,7 +19,7 @@ namespace {
 }
 } // namespace
 
-std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t, bool) { noCuda(); }
+std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t, const CudaOptions &) { noCuda(); }
 
 std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<std::pair<std::string, int>> &,
                                                    Communicator &, ExecutionDevice &) {

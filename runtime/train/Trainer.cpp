@@ -249,7 +249,8 @@ void Trainer::setup() {
   RankRuntimeOptions runtimeOptions;
   runtimeOptions.comm.timeoutSeconds = opt.commTimeout;
   runtimeOptions.comm.debugMaxDelayMs = opt.debugCollectiveDelayMs;
-  runtimeOptions.tf32 = opt.tf32;
+  runtimeOptions.cuda.tf32 = opt.tf32;
+  runtimeOptions.cuda.attentionTensorCores = opt.attentionTensorCores;
   runtimeOptions.streamDelayMicros = opt.debugStreamDelayMicros;
   RankRuntime opened = openRankRuntime(opt.artifact, runtimeOptions);
   rank = opened.rank;

@@ -76,6 +76,9 @@ reporting
   --profile          time every instruction; print time per kernel at the end
   --tf32             cuda artifacts: fp32 matrix products on TF32 tensor cores
                      (faster; ~1e-3 relative error instead of fp32's)
+  --attention-tensor-cores
+                     cuda artifacts: bf16/f16 attention with head dim 64 or 128 on
+                     tensor cores (see docs/cuda.md for its verification state)
   --trace F          write a Chrome/Perfetto trace of every step to F: one row per
                      rank, one span per pipeline action or microbatch forward/backward
 multi-rank (mpirun -np N llmc-run ..., or N processes with RANK, WORLD_SIZE,
@@ -195,6 +198,7 @@ int main(int argc, char **argv) {
     if (arg == "--quiet") { options.quiet = true; continue; }
     if (arg == "--profile") { options.profile = true; continue; }
     if (arg == "--tf32") { options.tf32 = true; continue; }
+    if (arg == "--attention-tensor-cores") { options.attentionTensorCores = true; continue; }
     std::string value;
     bool inlineValue = false;
     if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {

@@ -19,10 +19,14 @@
 // (attention_packed, _grad) and the rotating ones (attention_rope, _grad:
 // positions, segment ids, Llama 3.1's scaling) against their CPU twins on
 // GPT-2- and Llama-like shapes, GQA, ragged tiles and generic head dims.
+// CudaAttentionTensorCores runs the tensor-core kernels on every case with
+// a head dim they take (64, 128), in bf16 and f16, with the same bounds.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaConformance.h"
+
+#include "kernels/cuda/Device.h"
 
 #include <cmath>
 #include <limits>
@@ -98,23 +102,40 @@ void expectAttentionMatches(const Case &c, DType dtype, DType segmentType, uint6
     for (double x : got[i].data) EXPECT_LE(std::abs(x), 1e-4) << (i == 0 ? "dq" : "dk");
 }
 
+const std::vector<Case> kFastHeadDimCases = {
+    {2, 1, 1, 4, 4, 64, false, false},    // one query, one key
+    {2, 1, 1, 4, 4, 128, true, false},
+    {2, 17, 17, 4, 4, 64, true, false},   // one partial tile
+    {2, 17, 17, 8, 2, 128, false, false}, // GQA
+    {2, 128, 128, 8, 2, 64, true, false}, // four full tiles
+    {2, 128, 128, 4, 1, 128, true, false}, // MQA
+    {2, 128, 128, 4, 4, 128, false, false},
+    {2, 300, 300, 4, 4, 128, true, false}, // ragged last tile
+    {2, 300, 300, 8, 2, 64, false, false},
+    {2, 300, 300, 4, 1, 64, true, false},
+};
+
+// Not causal, no segments: S may differ from T.
+const std::vector<Case> kKeysOtherThanQueriesCases = {
+    {2, 17, 300, 4, 1, 64, false, false},
+    {2, 300, 17, 4, 2, 128, false, false},
+    {2, 1, 129, 8, 2, 80, false, false},
+};
+
+const std::vector<Case> kSegmentCases = {
+    {2, 300, 300, 4, 1, 64, true, true},
+    {2, 128, 128, 8, 2, 128, false, true},
+    {2, 37, 37, 2, 2, 80, true, true},
+    {2, 17, 17, 4, 4, 64, false, true},
+};
+
+const Case kGpt2Small = {1, 1024, 1024, 12, 12, 64, true, false};
+
 TEST(CudaAttention, FastHeadDimsMatchCpu) {
   LLMC_REQUIRE_GPU();
-  const std::vector<Case> cases = {
-      {2, 1, 1, 4, 4, 64, false, false},    // one query, one key
-      {2, 1, 1, 4, 4, 128, true, false},
-      {2, 17, 17, 4, 4, 64, true, false},   // one partial tile
-      {2, 17, 17, 8, 2, 128, false, false}, // GQA
-      {2, 128, 128, 8, 2, 64, true, false}, // four full tiles
-      {2, 128, 128, 4, 1, 128, true, false}, // MQA
-      {2, 128, 128, 4, 4, 128, false, false},
-      {2, 300, 300, 4, 4, 128, true, false}, // ragged last tile
-      {2, 300, 300, 8, 2, 64, false, false},
-      {2, 300, 300, 4, 1, 64, true, false},
-  };
   uint64_t seed = 7000;
   for (DType dtype : kFloatTypes)
-    for (const Case &c : cases) expectAttentionMatches(c, dtype, DType::I32, seed += 10);
+    for (const Case &c : kFastHeadDimCases) expectAttentionMatches(c, dtype, DType::I32, seed += 10);
 }
 
 TEST(CudaAttention, GenericHeadDimsMatchCpu) {
@@ -134,35 +155,24 @@ TEST(CudaAttention, GenericHeadDimsMatchCpu) {
 
 TEST(CudaAttention, KeysOtherThanQueriesMatchCpu) {
   LLMC_REQUIRE_GPU();
-  // Not causal, no segments: S may differ from T.
-  const std::vector<Case> cases = {
-      {2, 17, 300, 4, 1, 64, false, false},
-      {2, 300, 17, 4, 2, 128, false, false},
-      {2, 1, 129, 8, 2, 80, false, false},
-  };
   uint64_t seed = 8000;
   for (DType dtype : kFloatTypes)
-    for (const Case &c : cases) expectAttentionMatches(c, dtype, DType::I32, seed += 10);
+    for (const Case &c : kKeysOtherThanQueriesCases)
+      expectAttentionMatches(c, dtype, DType::I32, seed += 10);
 }
 
 TEST(CudaAttention, SegmentIdsMatchCpu) {
   LLMC_REQUIRE_GPU();
-  const std::vector<Case> cases = {
-      {2, 300, 300, 4, 1, 64, true, true},
-      {2, 128, 128, 8, 2, 128, false, true},
-      {2, 37, 37, 2, 2, 80, true, true},
-      {2, 17, 17, 4, 4, 64, false, true},
-  };
   uint64_t seed = 8500;
   for (DType dtype : kFloatTypes)
-    for (const Case &c : cases) expectAttentionMatches(c, dtype, DType::I32, seed += 10);
+    for (const Case &c : kSegmentCases) expectAttentionMatches(c, dtype, DType::I32, seed += 10);
   expectAttentionMatches({2, 128, 128, 4, 2, 64, true, true}, DType::F32, DType::I64, 8900);
 }
 
 TEST(CudaAttention, Gpt2SmallMatchesCpu) {
   LLMC_REQUIRE_GPU();
-  expectAttentionMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::F32, DType::I32, 9000);
-  expectAttentionMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::BF16, DType::I32, 9010);
+  expectAttentionMatches(kGpt2Small, DType::F32, DType::I32, 9000);
+  expectAttentionMatches(kGpt2Small, DType::BF16, DType::I32, 9010);
 }
 
 /// attention_packed and its backward on both backends, q, k and v the
@@ -188,18 +198,19 @@ void expectPackedMatches(const Case &c, DType dtype, uint64_t seed) {
                        {Metric::Norm, {tolerance(dtype)}});
 }
 
+const std::vector<Case> kPackedCases = {
+    {2, 17, 17, 4, 4, 64, true, false},     // one partial tile
+    {2, 300, 300, 4, 4, 64, true, false},   // ragged last tile
+    {2, 128, 128, 8, 2, 128, false, false}, // GQA
+    {2, 37, 37, 4, 1, 80, true, true},      // MQA, generic D, segments
+    {2, 65, 65, 2, 2, 32, false, true},
+};
+
 TEST(CudaAttention, PackedQkvMatchesCpu) {
   LLMC_REQUIRE_GPU();
-  const std::vector<Case> cases = {
-      {2, 17, 17, 4, 4, 64, true, false},     // one partial tile
-      {2, 300, 300, 4, 4, 64, true, false},   // ragged last tile
-      {2, 128, 128, 8, 2, 128, false, false}, // GQA
-      {2, 37, 37, 4, 1, 80, true, true},      // MQA, generic D, segments
-      {2, 65, 65, 2, 2, 32, false, true},
-  };
   uint64_t seed = 9500;
   for (DType dtype : kFloatTypes)
-    for (const Case &c : cases) expectPackedMatches(c, dtype, seed += 10);
+    for (const Case &c : kPackedCases) expectPackedMatches(c, dtype, seed += 10);
   expectPackedMatches({1, 1024, 1024, 12, 12, 64, true, false}, DType::F32, 9900);
 }
 
@@ -239,21 +250,61 @@ void expectRopeMatches(const Case &c, DType dtype, bool scaled, uint64_t seed) {
                        {&dq, &dk, &dv}, grad, {Metric::Norm, {tolerance(dtype)}});
 }
 
+const std::vector<Case> kRopeCases = {
+    {2, 17, 17, 4, 4, 64, true, false},
+    {2, 300, 300, 8, 2, 64, true, true},   // GQA, positions and segments
+    {2, 128, 128, 4, 1, 128, false, false}, // MQA
+    {2, 37, 37, 4, 2, 80, true, true},      // generic D, half not a multiple of 32
+    {2, 45, 45, 2, 1, 6, false, false},
+};
+
 TEST(CudaAttention, RopeMatchesCpu) {
   LLMC_REQUIRE_GPU();
-  const std::vector<Case> cases = {
-      {2, 17, 17, 4, 4, 64, true, false},
-      {2, 300, 300, 8, 2, 64, true, true},   // GQA, positions and segments
-      {2, 128, 128, 4, 1, 128, false, false}, // MQA
-      {2, 37, 37, 4, 2, 80, true, true},      // generic D, half not a multiple of 32
-      {2, 45, 45, 2, 1, 6, false, false},
-  };
   uint64_t seed = 9700;
   for (DType dtype : kFloatTypes)
-    for (const Case &c : cases) {
+    for (const Case &c : kRopeCases) {
       expectRopeMatches(c, dtype, false, seed += 10);
       expectRopeMatches(c, dtype, true, seed += 10);
     }
+}
+
+/// The tensor-core kernels (`llmc-run --attention-tensor-cores`) on every
+/// case above that they take: bf16 and f16 at head dims 64 and 128.
+class TensorCoreAttention {
+public:
+  TensorCoreAttention() { cuda::setAttentionTensorCores(true); }
+  ~TensorCoreAttention() { cuda::setAttentionTensorCores(false); }
+};
+
+bool takesTensorCores(const Case &c) { return c.d == 64 || c.d == 128; }
+
+TEST(CudaAttentionTensorCores, MatchCpu) {
+  LLMC_REQUIRE_GPU();
+  TensorCoreAttention on;
+  uint64_t seed = 11000;
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    for (const auto *cases : {&kFastHeadDimCases, &kKeysOtherThanQueriesCases, &kSegmentCases})
+      for (const Case &c : *cases)
+        if (takesTensorCores(c)) expectAttentionMatches(c, dtype, DType::I32, seed += 10);
+    expectAttentionMatches(kGpt2Small, dtype, DType::I32, seed += 10);
+  }
+  expectAttentionMatches({2, 128, 128, 4, 2, 64, true, true}, DType::BF16, DType::I64, 11900);
+}
+
+TEST(CudaAttentionTensorCores, PackedAndRopeMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  TensorCoreAttention on;
+  uint64_t seed = 12000;
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    for (const Case &c : kPackedCases)
+      if (takesTensorCores(c)) expectPackedMatches(c, dtype, seed += 10);
+    for (const Case &c : kRopeCases)
+      if (takesTensorCores(c)) {
+        expectRopeMatches(c, dtype, false, seed += 10);
+        expectRopeMatches(c, dtype, true, seed += 10);
+      }
+  }
+  expectPackedMatches(kGpt2Small, DType::BF16, 12900);
 }
 
 TEST(CudaAttention, BindingErrorsMatchCpu) {

@@ -68,10 +68,11 @@ TEST(ExecutionDevice, CudaDeviceWithoutAGpuSaysWhy) {
   if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0)
     GTEST_SKIP() << "a GPU is present: the no-GPU error does not apply";
 #ifdef LLMC_HAVE_CUDA
-  EXPECT_RUNTIME_ERROR(makeCudaDevice(1 << 20, false),
+  EXPECT_RUNTIME_ERROR(makeCudaDevice(1 << 20, CudaOptions{}),
                        "compiled with --target cuda, but no usable CUDA device is present");
 #else
-  EXPECT_RUNTIME_ERROR(makeCudaDevice(1 << 20, false), "this build of llmc has no CUDA support");
+  EXPECT_RUNTIME_ERROR(makeCudaDevice(1 << 20, CudaOptions{}),
+                       "this build of llmc has no CUDA support");
 #endif
 }
 
