@@ -16,7 +16,12 @@
 //  3. one warp per table row: the row's run of the sorted keys is found by
 //     binary search, and each lane sums its columns over the run's dy rows
 //     in position order (the CPU's order, so the sums are the CPU's), then
-//     writes the row once — zeros for ids that do not occur.
+//     writes the row once — zeros for ids that do not occur. A lane sums 8
+//     columns at a time, so a frequent id's run (thousands of positions on
+//     a small vocabulary) keeps 8 loads in flight per position instead of
+//     one: on an H200 the one-column loop took 10 ms of a GPT-2 124M step
+//     on the bundled stories (byte tokens: 48 distinct ids, the space alone
+//     about 2 800 of the 16k positions).
 // This costs O(N log V) for the sort and O(V·C + N·C) for the sums, against
 // O(V·N) for scanning all ids per row. The sort's buffers and CUB's
 // temporary storage are sized from the ids' count at bind time.
@@ -75,8 +80,13 @@ __device__ __forceinline__ int64_t lowerBound(const uint32_t *keys, int64_t n, u
 }
 
 constexpr int kWarpsPerBlock = kBlock / 32;
+/// Columns a lane sums at once: that many independent loads in flight per
+/// position, so a frequent id's long run is not one load at a time.
+constexpr int kColumnsPerLane = 8;
 
 /// One warp per table row: the sum of dy over the row's positions, in order.
+/// Columns go in groups of 32·8, lane taking i0 + lane + 32·u; each column
+/// still adds its positions one by one in position order (the CPU's order).
 template <typename T>
 __global__ void rowSumKernel(const uint32_t *keys, const uint32_t *positions, int64_t n,
                              const T *dy, T *dtable, int64_t rows, int64_t c) {
@@ -86,10 +96,27 @@ __global__ void rowSumKernel(const uint32_t *keys, const uint32_t *positions, in
     const int64_t begin = lowerBound(keys, n, static_cast<uint32_t>(v));
     const int64_t end = lowerBound(keys, n, static_cast<uint32_t>(v + 1));
     T *out = dtable + v * c;
-    for (int64_t i = lane; i < c; i += 32) {
-      float acc = 0.0f;
-      for (int64_t k = begin; k < end; ++k) acc += load(dy, static_cast<int64_t>(positions[k]) * c + i);
-      store(out, i, acc);
+    for (int64_t i0 = 0; i0 < c; i0 += 32 * kColumnsPerLane) {
+      float acc[kColumnsPerLane];
+#pragma unroll
+      for (int u = 0; u < kColumnsPerLane; ++u) acc[u] = 0.0f;
+#pragma unroll 4
+      for (int64_t k = begin; k < end; ++k) {
+        const T *src = dy + static_cast<int64_t>(positions[k]) * c;
+        float x[kColumnsPerLane];
+#pragma unroll
+        for (int u = 0; u < kColumnsPerLane; ++u) {
+          const int64_t i = i0 + lane + 32 * u;
+          x[u] = i < c ? load(src, i) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < kColumnsPerLane; ++u) acc[u] += x[u];
+      }
+#pragma unroll
+      for (int u = 0; u < kColumnsPerLane; ++u) {
+        const int64_t i = i0 + lane + 32 * u;
+        if (i < c) store(out, i, acc[u]);
+      }
     }
   }
 }
