@@ -201,6 +201,36 @@ __device__ __forceinline__ bool mmaVisible(const Params &p, int64_t i, int64_t j
   return j < keyEnd && (!p.causal || j <= i) && (!p.segments || querySegment == keySegment);
 }
 
+/// The backward's lse (backwardLse) and Drow of query rows [i0, i0 + 64)
+/// of head h into lses[64], dots[64]. Threads 0..63.
+__device__ __forceinline__ void mmaStageRowStats(const float *lse, const float *rowDot,
+                                                 const Params &p, int64_t b, int64_t h,
+                                                 int64_t i0, float *lses, float *dots) {
+  if (threadIdx.x < kMmaTile) {
+    const int64_t i = i0 + threadIdx.x;
+    lses[threadIdx.x] = backwardLse(lse, p, b, h, i);
+    dots[threadIdx.x] = i < p.t ? rowDot[(b * p.h + h) * p.t + i] : 0.0f;
+  }
+}
+
+/// Stores a warp's 16 rows staged in `os` (fp32, leading dim ldO) times
+/// `factor` as rows first + r (while < limit) of x: query rows of head
+/// `head` (queryOffset) when `queries`, else key rows of kv head `head`
+/// (keyOffset); each rotated back as the inverse rope would when `rotate`.
+template <typename T, int D>
+__device__ __forceinline__ void mmaStoreRows(const float *os, T *x, const Params &p, int64_t b,
+                                             int64_t head, int64_t first, int64_t limit,
+                                             bool queries, float factor, bool rotate) {
+  const int lane = threadIdx.x & 31;
+  for (int r = 0; r < kMmaWarpRows; ++r) {
+    const int64_t i = first + r;
+    if (i >= limit) break; // warp-uniform
+    T *dst = x + (queries ? queryOffset(p, b, i, head) : keyOffset(p, b, i, head));
+    for (int e = lane; e < D; e += 32) store(dst, e, factor * os[r * MmaLayout<D>::ldO + e]);
+    if (rotate) rotateBack(dst, p, b, i);
+  }
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define LLMC_MMA_UNSUPPORTED() __trap() // never selected below sm_80 (see selectFns)
 #endif
@@ -345,11 +375,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   mmaStage<T, D>(q + queryOffset(p, b, i0, h), p.queryStride, p.t - i0, p, b, i0, rope, qs);
   mmaStage<T, D>(dout + outOffset(p, b, i0, h), p.h * D, p.t - i0, p, b, i0, false, dos);
   mmaStageSegments(p, b, i0, p.t - i0, querySegments);
-  if (threadIdx.x < kMmaTile) {
-    const int64_t i = i0 + threadIdx.x;
-    lses[threadIdx.x] = backwardLse(lse, p, b, h, i);
-    dots[threadIdx.x] = i < p.t ? rowDot[(b * p.h + h) * p.t + i] : 0.0f;
-  }
+  mmaStageRowStats(lse, rowDot, p, b, h, i0, lses, dots);
   MmaRows<T, D> acc;
   acc.zero();
   __syncthreads();
@@ -379,13 +405,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   acc.storeTo(os + wr * L::ldO);
   __syncwarp();
-  for (int r = 0; r < kMmaWarpRows; ++r) {
-    const int64_t i = i0 + wr + r;
-    if (i >= p.t) break; // warp-uniform
-    T *dst = dq + queryOffset(p, b, i, h);
-    for (int e = lane; e < D; e += 32) store(dst, e, p.scale * os[(wr + r) * L::ldO + e]);
-    if (rope) rotateBack(dst, p, b, i);
-  }
+  mmaStoreRows<T, D>(os + wr * L::ldO, dq, p, b, h, i0 + wr, p.t, true, p.scale, rope);
 #endif
 }
 
@@ -440,11 +460,7 @@ __global__ void __launch_bounds__(kMmaThreads)
       mmaStage<T, D>(q + queryOffset(p, b, i0, h), p.queryStride, p.t - i0, p, b, i0, rope, qs);
       mmaStage<T, D>(dout + outOffset(p, b, i0, h), p.h * D, p.t - i0, p, b, i0, false, dos);
       mmaStageSegments(p, b, i0, p.t - i0, querySegments);
-      if (threadIdx.x < kMmaTile) {
-        const int64_t i = i0 + threadIdx.x;
-        lses[threadIdx.x] = backwardLse(lse, p, b, h, i);
-        dots[threadIdx.x] = i < p.t ? rowDot[(b * p.h + h) * p.t + i] : 0.0f;
-      }
+      mmaStageRowStats(lse, rowDot, p, b, h, i0, lses, dots);
       __syncthreads();
 
       mmaScores<T, D>(ks + wr * L::ldT, qs, sts + wr * L::ldS);   // Sᵀ = k·qᵀ
@@ -466,22 +482,11 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   accK.storeTo(os + wr * L::ldO);
   __syncwarp();
-  for (int r = 0; r < kMmaWarpRows; ++r) {
-    const int64_t j = j0 + wr + r;
-    if (j >= p.s) break; // warp-uniform
-    T *dst = dk + keyOffset(p, b, j, g);
-    for (int e = lane; e < D; e += 32) store(dst, e, p.scale * os[(wr + r) * L::ldO + e]);
-    if (rope) rotateBack(dst, p, b, j);
-  }
+  mmaStoreRows<T, D>(os + wr * L::ldO, dk, p, b, g, j0 + wr, p.s, false, p.scale, rope);
   __syncwarp(); // dk's staging is read before dv's overwrites it
   accV.storeTo(os + wr * L::ldO);
   __syncwarp();
-  for (int r = 0; r < kMmaWarpRows; ++r) {
-    const int64_t j = j0 + wr + r;
-    if (j >= p.s) break;
-    T *dst = dv + keyOffset(p, b, j, g);
-    for (int e = lane; e < D; e += 32) store(dst, e, os[(wr + r) * L::ldO + e]);
-  }
+  mmaStoreRows<T, D>(os + wr * L::ldO, dv, p, b, g, j0 + wr, p.s, false, 1.0f, false);
 #endif
 }
 
