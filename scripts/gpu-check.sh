@@ -10,7 +10,8 @@
 #                dropout ≤ 1e-4; a GPU checkpoint resumed on the CPU; GPT-2
 #                124M with --attention-tensor-cores vs without, ≤ 1e-2
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
-#   bench        GPT-2 124M vs torch.compile, attention vs SDPA, 1.5B shape
+#   bench        GPT-2 124M vs torch.compile, attention vs SDPA, 1.5B shape;
+#                ncu's time per kernel name over two steps of 124M
 #   sanitizer    compute-sanitizer memcheck on a few steps of llmc-run and on
 #                the CUDA kernel tests; racecheck, synccheck on the kernel tests
 #
@@ -192,6 +193,16 @@ do_two_ranks() {  # name artifact
 
 do_bench_gpt2() { ARTIFACT=$A/gpt2-124M-bf16-gpu.llmc "$ROOT/bench/gpu_gpt2.sh" "$BUILD" "${BENCH_STEPS:-40}" 16; }
 do_bench_attention() { "$ROOT/bench/attention_gpu.sh" "$BUILD" 128 16; }
+# Nsight Compute's device time of every kernel of 2 eager steps of GPT-2
+# 124M (llmc-run --profile runs eagerly), cuBLASLt's own kernels by name:
+# what the step's profile cannot split, e.g. the LM head's GEMMs against
+# its row passes. The summary, one row per kernel name, into ncu.csv.
+do_ncu() {
+  command -v ncu > /dev/null || { echo "skipped: no ncu on PATH"; return 77; }
+  ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+    "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 2 --profile --quiet \
+    > "$OUT_DIR/ncu.csv"
+}
 # The 1.5B shape: fits, step time, tokens/s and MFU (no baseline).
 do_bench_1p5b() {
   local w=$OUT_DIR/bench-1.5B
@@ -211,7 +222,8 @@ PY
 
 export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS
 export -f do_build do_conformance_cuda do_ctest do_sanitize do_sanitize_run parity_pair \
-  do_resume_on_cpu do_tc_attention do_two_ranks do_bench_gpt2 do_bench_attention do_bench_1p5b
+  do_resume_on_cpu do_tc_attention do_two_ranks do_bench_gpt2 do_bench_attention do_bench_1p5b \
+  do_ncu
 
 {
   echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
@@ -253,6 +265,7 @@ if wants bench; then
   step bench-gpt2-124M 300 do_bench_gpt2
   step bench-attention 180 do_bench_attention
   step bench-gpt2-1.5B 240 do_bench_1p5b
+  step bench-ncu-124M 240 do_ncu
 fi
 if wants sanitizer; then
   step sanitizer-llmc-run 120 do_sanitize_run
