@@ -57,10 +57,14 @@ template <int D> struct MmaLayout {
 
 /// Every shared array starts 128-byte aligned (WMMA needs 32).
 constexpr size_t mmaAlign(size_t bytes) { return (bytes + 127) / 128 * 128; }
-template <int D> constexpr size_t mmaTileBytes() { return mmaAlign(2 * kMmaTile * MmaLayout<D>::ldT); }
+template <int D> constexpr size_t mmaTileBytes() {
+  return mmaAlign(2 * kMmaTile * MmaLayout<D>::ldT);
+}
 constexpr size_t mmaScoreBytes() { return mmaAlign(4 * kMmaTile * MmaLayout<64>::ldS); }
 constexpr size_t mmaWeightBytes() { return mmaAlign(2 * kMmaTile * MmaLayout<64>::ldP); }
-template <int D> constexpr size_t mmaOutBytes() { return mmaAlign(4 * kMmaTile * MmaLayout<D>::ldO); }
+template <int D> constexpr size_t mmaOutBytes() {
+  return mmaAlign(4 * kMmaTile * MmaLayout<D>::ldO);
+}
 constexpr size_t mmaRowBytes() { return mmaAlign(8 * kMmaTile); } ///< 64 floats or int64s
 
 template <int D> constexpr size_t mmaForwardSmem() {

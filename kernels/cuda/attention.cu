@@ -740,7 +740,8 @@ public:
                       const Params &p, AttentionFns<T> fns)
       : out_(args.inputs[contracts::inputsAfterQkv(b)].as<T>()),
         lse_(args.inputs[contracts::inputsAfterQkv(b) + 1].as<float>()),
-        dout_(args.inputs[contracts::inputsAfterQkv(b) + 2].as<T>()), p_(p), rope_(args, b, p_), fns_(fns),
+        dout_(args.inputs[contracts::inputsAfterQkv(b) + 2].as<T>()), p_(p), rope_(args, b, p_),
+        fns_(fns),
         queryBlocks_(tileBlocks(p.b * p.h, p.t, fns.tile)),
         keyBlocks_(tileBlocks(p.b * p.kv, p.s, fns.tile)),
         rowDot_(sizeof(float) * static_cast<size_t>(p.b * p.h * p.t)) {
@@ -763,7 +764,8 @@ public:
     }
     if (keyBlocks_ > 0) {
       fns_.gradKeyValue<<<static_cast<unsigned>(keyBlocks_), fns_.threads,
-                          fns_.gradKeyValueSmem, stream>>>(q_, k_, v_, dout_, lse_, rowDot_.as<float>(), dk_, dv_, p_);
+                          fns_.gradKeyValueSmem, stream>>>(q_, k_, v_, dout_, lse_,
+                                                           rowDot_.as<float>(), dk_, dv_, p_);
       LLMC_CUDA_CHECK_LAUNCH();
     }
   }

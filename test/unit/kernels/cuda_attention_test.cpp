@@ -135,7 +135,8 @@ TEST(CudaAttention, FastHeadDimsMatchCpu) {
   LLMC_REQUIRE_GPU();
   uint64_t seed = 7000;
   for (DType dtype : kFloatTypes)
-    for (const Case &c : kFastHeadDimCases) expectAttentionMatches(c, dtype, DType::I32, seed += 10);
+    for (const Case &c : kFastHeadDimCases)
+      expectAttentionMatches(c, dtype, DType::I32, seed += 10);
 }
 
 TEST(CudaAttention, GenericHeadDimsMatchCpu) {
