@@ -20,8 +20,12 @@
 # one line of <out>/summary.txt. Exit status: 0 when no step failed.
 #
 #   scripts/gpu-check.sh [--pack DIR] [--out DIR] [--build DIR] [--jobs N]
-#                        [--steps a,b,...] [--budget SECONDS] [--no-cuda]
+#                        [--steps a,b,...] [--budget SECONDS] [--tar FILE]
+#                        [--no-cuda]
 #
+# --tar FILE packs every log and result of <out> into one .tgz at the end
+# (a device tool may bring back only a few files); checkpoints are written
+# outside <out>, in a temporary folder removed on exit.
 # CUDA_TESTS (a gtest filter, default Cuda*) narrows the kernel tests that
 # conformance and the sanitizers run, e.g. to rerun those that failed.
 # --budget caps the whole run: each step's limit shrinks to what is left, and
@@ -41,6 +45,7 @@ BUILD=$ROOT/build-gpu
 JOBS=$(nproc)
 STEPS=build,conformance,ctest,parity,multigpu,bench,sanitizer
 BUDGET=0
+TAR=""
 CUDA=ON
 usage() { sed -n '/^#   scripts/,/without a GPU\./p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while (($#)); do
@@ -51,6 +56,7 @@ while (($#)); do
     --jobs) JOBS=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --budget) BUDGET=$2; shift 2 ;;
+    --tar) TAR=$2; shift 2 ;;
     --no-cuda) CUDA=OFF; shift ;;
     -h|--help) usage ;;
     *) echo "gpu-check: unknown argument '$1'" >&2; usage ;;
@@ -78,6 +84,8 @@ mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 SUMMARY=$OUT_DIR/summary.txt
 : > "$SUMMARY"
+CK_DIR=$(mktemp -d)
+trap 'rm -rf "$CK_DIR"' EXIT
 BIN=$BUILD/bin
 A=$PACK/artifacts
 TORCH_PYTHON=${TORCH_PYTHON:-$(command -v python3)}
@@ -159,7 +167,7 @@ parity_pair() {  # name cpu-artifact gpu-artifact steps tolerance
   local w=$OUT_DIR/parity/$1
   rm -rf "$w" && mkdir -p "$w"
   "$BIN/llmc-run" "$A/$2" --steps "$4" --metrics "$w/cpu.jsonl" --quiet &&
-  "$BIN/llmc-run" "$A/$3" --steps "$4" --metrics "$w/gpu.jsonl" --ckpt-dir "$w/ck" |
+  "$BIN/llmc-run" "$A/$3" --steps "$4" --metrics "$w/gpu.jsonl" --ckpt-dir "$CK_DIR/$1" |
     tee "$w/gpu.out" &&
   grep -q "done: $4 steps" "$w/gpu.out" && grep -q "device: GPU 0" "$w/gpu.out" &&
   python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/gpu.jsonl" "$w/cpu.jsonl" "$5"
@@ -175,7 +183,7 @@ do_tc_attention() {
   python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/tensor-cores.jsonl" "$w/cuda-cores.jsonl" 1e-2
 }
 do_resume_on_cpu() {  # the fp32 GPU run's checkpoint, 10 more steps on the CPU
-  "$BIN/llmc-run" "$A/tiny-cpu.llmc" --steps 60 --resume --ckpt-dir "$OUT_DIR/parity/fp32/ck" --quiet
+  "$BIN/llmc-run" "$A/tiny-cpu.llmc" --steps 60 --resume --ckpt-dir "$CK_DIR/fp32" --quiet
 }
 
 # Two ranks, torchrun-style over TCP (NCCL bootstrapped through it), against
@@ -220,7 +228,7 @@ print(f"GPT-2 1.5B shape, bf16, B={B}, T={T}: median step {med:.1f} ms, {tps:.0f
 PY
 }
 
-export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS
+export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
 export -f do_build do_conformance_cuda do_ctest do_sanitize do_sanitize_run parity_pair \
   do_resume_on_cpu do_tc_attention do_two_ranks do_bench_gpt2 do_bench_attention do_bench_1p5b \
   do_ncu
@@ -275,5 +283,9 @@ if wants sanitizer; then
   done
 fi
 echo "gpu-check: logs in $OUT_DIR" >&2
+if [[ -n $TAR ]]; then
+  tar -C "$(dirname "$OUT_DIR")" -czf "$TAR" "$(basename "$OUT_DIR")" &&
+    echo "gpu-check: packed into $TAR ($(du -h "$TAR" | cut -f1))" >&2
+fi
 cat "$SUMMARY"
 exit $FAILED
