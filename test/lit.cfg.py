@@ -31,7 +31,12 @@ config.substitutions.append(("%llmc-run", os.path.join(tools, "llmc-run")))
 config.substitutions.append(("%llmc", os.path.join(tools, "llmc")))
 config.substitutions.append(("%FileCheck", config.filecheck))
 config.substitutions.append(("%not", config.not_tool))
-config.substitutions.append(("%mpirun", config.mpirun + " --bind-to none"))
+# Each test's mpirun keeps its session directory under the test's own %t:
+# lit gives every test one shared TMPDIR, and two mpiruns starting there at
+# once can both try to create Open MPI's per-host session directory, the
+# second failing with "File exists".
+config.substitutions.append(
+    ("%mpirun", config.mpirun + " --bind-to none --mca orte_tmpdir_base %t.ompi"))
 config.substitutions.append(("%torch-python", config.torch_python))
 config.substitutions.append(("%torchrun", config.torchrun))
 config.substitutions.append(("%src", config.llmc_src_root))

@@ -6,7 +6,10 @@
 set -u
 signal=$1; run=$2; artifact=$3; log=$4
 start=$(date +%s)
-mpirun -np 2 --bind-to none "$run" "$artifact" --steps 100000 --quiet --comm-timeout 3 > "$log" 2>&1 &
+# Open MPI's session directory beside the log: not the TMPDIR other tests'
+# mpiruns share (see lit.cfg.py's %mpirun).
+mpirun -np 2 --bind-to none --mca orte_tmpdir_base "$log.ompi" "$run" "$artifact" \
+  --steps 100000 --quiet --comm-timeout 3 > "$log" 2>&1 &
 job=$!
 # Wait until both ranks (children of mpirun) run, and train a little.
 for _ in $(seq 100); do
