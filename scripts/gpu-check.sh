@@ -85,7 +85,15 @@ OUT_DIR=$(cd "$OUT_DIR" && pwd)
 SUMMARY=$OUT_DIR/summary.txt
 : > "$SUMMARY"
 CK_DIR=$(mktemp -d)
-trap 'rm -rf "$CK_DIR"' EXIT
+# On every exit, an early one included: checkpoints removed, logs packed.
+finish() {
+  rm -rf "$CK_DIR"
+  if [[ -n $TAR ]]; then
+    tar -C "$(dirname "$OUT_DIR")" -czf "$TAR" "$(basename "$OUT_DIR")" &&
+      echo "gpu-check: packed into $TAR ($(du -h "$TAR" | cut -f1))" >&2
+  fi
+}
+trap finish EXIT
 BIN=$BUILD/bin
 A=$PACK/artifacts
 TORCH_PYTHON=${TORCH_PYTHON:-$(command -v python3)}
@@ -255,7 +263,14 @@ if ! wants build; then
     STEPS=build,$STEPS
   fi
 fi
-if wants build; then step build 900 do_build || { echo "gpu-check: build failed; see $OUT_DIR/build.log" >&2; exit 1; }; fi
+if wants build; then
+  step build 900 do_build
+  case $? in
+    0) ;;
+    77) echo "gpu-check: the budget ran out before the build; nothing else can run" >&2; exit 1 ;;
+    *) echo "gpu-check: build failed; see $OUT_DIR/build.log" >&2; exit 1 ;;
+  esac
+fi
 if wants conformance && [[ $CUDA == ON ]]; then step conformance-cuda 300 do_conformance_cuda; fi
 if wants ctest; then step ctest 300 do_ctest; fi
 if wants parity; then
@@ -283,9 +298,5 @@ if wants sanitizer; then
   done
 fi
 echo "gpu-check: logs in $OUT_DIR" >&2
-if [[ -n $TAR ]]; then
-  tar -C "$(dirname "$OUT_DIR")" -czf "$TAR" "$(basename "$OUT_DIR")" &&
-    echo "gpu-check: packed into $TAR ($(du -h "$TAR" | cut -f1))" >&2
-fi
 cat "$SUMMARY"
 exit $FAILED
