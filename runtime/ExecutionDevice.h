@@ -88,15 +88,17 @@ private:
 /// communication on stream 1 (if any) on a thread of its own.
 std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes);
 
+/// What llmc-run's flags choose for a GPU's kernels (read when they bind).
+struct CudaOptions {
+  bool tf32 = false;                 ///< fp32 GEMMs on TF32 tensor cores
+  bool attentionTensorCores = false; ///< bf16/f16 attention at D 64, 128 on tensor cores
+};
+
 /// A GPU for the CUDA backend: the arena in device memory, a host mirror,
 /// compute and communication streams, events and graphs. The GPU is the
 /// rank's local index (mpirun, torchrun or Slurm) modulo the visible GPUs.
 /// Throws RuntimeError saying why when this build has no CUDA or no GPU is
 /// usable.
-struct CudaOptions {
-  bool tf32 = false;                 ///< fp32 GEMMs on TF32 tensor cores
-  bool attentionTensorCores = false; ///< bf16/f16 attention at D 64, 128 on tensor cores
-};
 std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOptions &options);
 
 } // namespace llmc
