@@ -71,11 +71,8 @@ template <int D> constexpr size_t mmaForwardSmem() {
   return 3 * mmaTileBytes<D>() + mmaScoreBytes() + mmaWeightBytes() + mmaOutBytes<D>() +
          4 * mmaRowBytes();
 }
-template <int D> constexpr size_t mmaGradQuerySmem() {
-  return 4 * mmaTileBytes<D>() + 2 * mmaScoreBytes() + mmaWeightBytes() + mmaOutBytes<D>() +
-         4 * mmaRowBytes();
-}
-template <int D> constexpr size_t mmaGradKeyValueSmem() {
+/// Both backward kernels' (MmaBackwardShared).
+template <int D> constexpr size_t mmaBackwardSmem() {
   return 4 * mmaTileBytes<D>() + 2 * mmaScoreBytes() + 2 * mmaWeightBytes() + mmaOutBytes<D>() +
          4 * mmaRowBytes();
 }
@@ -87,19 +84,41 @@ template <typename X> __device__ __forceinline__ X *mmaCarve(unsigned char *&at,
   return x;
 }
 
-/// Rows [i0, i0 + 64) of x (row r at x + r·stride, position i0 + r of batch
-/// row b; rotated as rope rotates them when `rotated`; rows at or past
-/// `valid` are 0) into a [64][ldT] tile of T. All threads of the block.
+/// Rows [i0, i0 + 64) of x into a [64][ldT] tile of T: stageRows for the
+/// tensor-core geometry (rows at or past `valid` are 0). All threads.
 template <typename T, int D>
 __device__ __forceinline__ void mmaStage(const T *x, int64_t stride, int64_t valid,
                                          const Params &p, int64_t b, int64_t i0, bool rotated,
                                          T *dst) {
-  for (int idx = threadIdx.x; idx < kMmaTile * D; idx += kMmaThreads) {
-    const int r = idx / D, e = idx - r * D;
-    const float value = r < valid ? loadAt(x + r * stride, e, p, b, i0 + r, rotated) : 0.0f;
-    store(dst, r * MmaLayout<D>::ldT + e, value);
-  }
+  stageRows<kMmaTile, kMmaThreads>(x, stride, valid, D, p, b, i0, rotated, 1.0f, dst,
+                                   MmaLayout<D>::ldT);
 }
+
+/// The backward kernels' shared memory, one layout for both: the two tiles
+/// the block owns (dQ: q, dout; dK/dV: k, v), the two streamed past them
+/// (k, v; q, dout), two fp32 score tiles (S and dP, or their transposes),
+/// two weight tiles of T (dS; Pᵀ and dSᵀ), the fp32 staging of a warp's
+/// output rows, and per query row lse, Drow and segment id, per key row
+/// segment id.
+template <typename T, int D> struct MmaBackwardShared {
+  T *own[2], *streamed[2];
+  float *scores[2];
+  T *weights[2];
+  float *out, *lses, *dots;
+  int64_t *querySegments, *keySegments;
+
+  __device__ explicit MmaBackwardShared(unsigned char *at) {
+    for (T *&tile : own) tile = mmaCarve<T>(at, mmaTileBytes<D>());
+    for (T *&tile : streamed) tile = mmaCarve<T>(at, mmaTileBytes<D>());
+    for (float *&tile : scores) tile = mmaCarve<float>(at, mmaScoreBytes());
+    for (T *&tile : weights) tile = mmaCarve<T>(at, mmaWeightBytes());
+    out = mmaCarve<float>(at, mmaOutBytes<D>());
+    lses = mmaCarve<float>(at, mmaRowBytes());
+    dots = mmaCarve<float>(at, mmaRowBytes());
+    querySegments = mmaCarve<int64_t>(at, mmaRowBytes());
+    keySegments = mmaCarve<int64_t>(at, mmaRowBytes());
+  }
+};
 
 /// Segment ids of positions [i0, i0 + 64) of batch row b (0 past `valid` or
 /// without segment ids) into ids[64]. Threads 0..63.
@@ -354,19 +373,11 @@ __global__ void __launch_bounds__(kMmaThreads)
 #else
   using L = MmaLayout<D>;
   extern __shared__ __align__(128) unsigned char mmaSmem[];
-  unsigned char *at = mmaSmem;
-  T *qs = mmaCarve<T>(at, mmaTileBytes<D>());
-  T *dos = mmaCarve<T>(at, mmaTileBytes<D>());
-  T *ks = mmaCarve<T>(at, mmaTileBytes<D>());
-  T *vs = mmaCarve<T>(at, mmaTileBytes<D>());
-  float *ss = mmaCarve<float>(at, mmaScoreBytes());
-  float *dps = mmaCarve<float>(at, mmaScoreBytes());
-  T *dss = mmaCarve<T>(at, mmaWeightBytes());
-  float *os = mmaCarve<float>(at, mmaOutBytes<D>());
-  float *lses = mmaCarve<float>(at, mmaRowBytes());
-  float *dots = mmaCarve<float>(at, mmaRowBytes());
-  int64_t *querySegments = mmaCarve<int64_t>(at, mmaRowBytes());
-  int64_t *keySegments = mmaCarve<int64_t>(at, mmaRowBytes());
+  const MmaBackwardShared<T, D> sh(mmaSmem);
+  T *qs = sh.own[0], *dos = sh.own[1], *ks = sh.streamed[0], *vs = sh.streamed[1];
+  float *ss = sh.scores[0], *dps = sh.scores[1], *os = sh.out, *lses = sh.lses, *dots = sh.dots;
+  T *dss = sh.weights[0];
+  int64_t *querySegments = sh.querySegments, *keySegments = sh.keySegments;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wr = warp * kMmaWarpRows;
 
   const int64_t tiles = (p.t + kMmaTile - 1) / kMmaTile;
@@ -425,20 +436,12 @@ __global__ void __launch_bounds__(kMmaThreads)
 #else
   using L = MmaLayout<D>;
   extern __shared__ __align__(128) unsigned char mmaSmem[];
-  unsigned char *at = mmaSmem;
-  T *ks = mmaCarve<T>(at, mmaTileBytes<D>());
-  T *vs = mmaCarve<T>(at, mmaTileBytes<D>());
-  T *qs = mmaCarve<T>(at, mmaTileBytes<D>());
-  T *dos = mmaCarve<T>(at, mmaTileBytes<D>());
-  float *sts = mmaCarve<float>(at, mmaScoreBytes());  // Sᵀ: [keys][queries]
-  float *dpts = mmaCarve<float>(at, mmaScoreBytes()); // dPᵀ
-  T *pts = mmaCarve<T>(at, mmaWeightBytes());         // Pᵀ
-  T *dsts = mmaCarve<T>(at, mmaWeightBytes());        // dSᵀ
-  float *os = mmaCarve<float>(at, mmaOutBytes<D>());
-  float *lses = mmaCarve<float>(at, mmaRowBytes());
-  float *dots = mmaCarve<float>(at, mmaRowBytes());
-  int64_t *querySegments = mmaCarve<int64_t>(at, mmaRowBytes());
-  int64_t *keySegments = mmaCarve<int64_t>(at, mmaRowBytes());
+  const MmaBackwardShared<T, D> sh(mmaSmem);
+  T *ks = sh.own[0], *vs = sh.own[1], *qs = sh.streamed[0], *dos = sh.streamed[1];
+  float *sts = sh.scores[0], *dpts = sh.scores[1]; // Sᵀ ([keys][queries]), dPᵀ
+  T *pts = sh.weights[0], *dsts = sh.weights[1];   // Pᵀ, dSᵀ
+  float *os = sh.out, *lses = sh.lses, *dots = sh.dots;
+  int64_t *querySegments = sh.querySegments, *keySegments = sh.keySegments;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wr = warp * kMmaWarpRows;
 
   const int64_t tiles = (p.s + kMmaTile - 1) / kMmaTile;

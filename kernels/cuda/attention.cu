@@ -193,17 +193,19 @@ __device__ __forceinline__ bool segmentsMeet(const Params &p, int64_t b, int64_t
   return kLo <= qHi && qLo <= kHi;
 }
 
-/// Copies `rows` rows of `d` elements from x (row r at x + r·stride, that
+/// Copies kRows rows of `d` elements from x (row r at x + r·stride, that
 /// of position i0 + r of batch row b, rotated when `rotated`; rows at or
-/// past `valid` read as 0), times `factor`, into dst with leading
-/// dimension `ld`. All threads of the block take part.
-template <typename T>
+/// past `valid` read as 0), times `factor`, into dst (fp32, or the storage
+/// type for the tensor-core kernels) with leading dimension `ld`. All
+/// kBlockThreads threads of the block take part.
+template <int kRows = kTile, int kBlockThreads = kThreads, typename T, typename Out>
 __device__ __forceinline__ void stageRows(const T *x, int64_t stride, int64_t valid, int d,
                                           const Params &p, int64_t b, int64_t i0, bool rotated,
-                                          float factor, float *dst, int ld) {
-  for (int idx = threadIdx.x; idx < kTile * d; idx += kThreads) {
+                                          float factor, Out *dst, int ld) {
+  for (int idx = threadIdx.x; idx < kRows * d; idx += kBlockThreads) {
     const int r = idx / d, e = idx - r * d;
-    dst[r * ld + e] = r < valid ? factor * loadAt(x + r * stride, e, p, b, i0 + r, rotated) : 0.0f;
+    store(dst, r * ld + e,
+          r < valid ? factor * loadAt(x + r * stride, e, p, b, i0 + r, rotated) : 0.0f);
   }
 }
 
@@ -647,8 +649,7 @@ template <typename T, int D> AttentionFns<T> mmaFnsFor() {
   f.threads = kMmaThreads;
   f.tile = kMmaTile;
   f.forwardSmem = mmaForwardSmem<D>();
-  f.gradQuerySmem = mmaGradQuerySmem<D>();
-  f.gradKeyValueSmem = mmaGradKeyValueSmem<D>();
+  f.gradQuerySmem = f.gradKeyValueSmem = mmaBackwardSmem<D>();
   return f;
 }
 
