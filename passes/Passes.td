@@ -311,11 +311,17 @@ def FSDP : Pass<"llmc-fsdp", "mlir::ModuleOp"> {
     use reads an all_gather issued once per (microbatch, block, phase),
     `prefetch` blocks ahead of its use. With `reshard-after-forward=false`
     the forward's gather is kept alive for the backward instead of gathering
-    again.
+    again; with `keep-gathered` each parameter is gathered once per step and
+    kept for every microbatch (one gather instead of one per microbatch and
+    phase, the stage's full parameters alive for the whole step). Under
+    pipeline stages llmc-pipeline-stages moves each gather into the action
+    that uses it.
   }];
   let options = [
     Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
            "Free gathered parameters after forward and gather again for backward">,
+    Option<"keepGathered", "keep-gathered", "bool", "false",
+           "Gather each parameter once per step and keep it for every microbatch">,
     Option<"prefetch", "prefetch", "int64_t", "1",
            "Issue a block's gather this many blocks before its first use">,
   ];

@@ -168,6 +168,7 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
     FSDPOptions fsdp;
     fsdp.reshardAfterForward = options.fsdpReshardAfterForward;
     fsdp.prefetch = options.fsdpPrefetch;
+    fsdp.keepGathered = options.fsdpKeepGathered;
     add(createFSDP(fsdp));
   }
   if (!options.mesh.empty()) {
