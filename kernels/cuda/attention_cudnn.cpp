@@ -207,12 +207,19 @@ std::shared_ptr<const Plan> planFor(const CudnnSdpaShape &s, std::string &why) {
   }
   Plans &p = plans();
   std::lock_guard<std::mutex> lock(p.mutex);
-  cudnnHandle_t handle = handleOf(p, why);
-  if (!handle) return nullptr;
-  std::shared_ptr<const Plan> &plan = p.byShape[s];
-  if (!plan) plan = build(handle, s);
-  why = plan->why;
-  return plan->graph ? plan : nullptr;
+  // cudnn-frontend throws when a cuDNN symbol it resolves lazily is
+  // missing (a library older than its own calls); that is a refusal too.
+  try {
+    cudnnHandle_t handle = handleOf(p, why);
+    if (!handle) return nullptr;
+    std::shared_ptr<const Plan> &plan = p.byShape[s];
+    if (!plan) plan = build(handle, s);
+    why = plan->why;
+    return plan->graph ? plan : nullptr;
+  } catch (const std::exception &e) {
+    why = std::string("cuDNN failed: ") + e.what();
+    return nullptr;
+  }
 }
 
 bool aligned(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
