@@ -38,8 +38,8 @@ for line in open(sys.argv[1]):
     cc, tc, cudnn = (r.get(p + "fwd_bwd_tflops") for p in ("", "tc_", "cudnn_"))
     ratio = f"{cudnn / sdpa:10.2f}" if cudnn is not None else f"{'-':>10}"
     print(f"  {T:>5} {cell(cc)} {cell(tc)} {cell(cudnn)} {cell(sdpa)} {ratio}")
-    notes += [f"  seq {T}, {p or 'cuda-cores '}: {r[p + 'note']}" for p in ("", "tc_", "cudnn_")
-              if p + "note" in r]
+    names = {"": "cuda-cores", "tc_": "tensor-cores", "cudnn_": "cudnn"}
+    notes += [f"  seq {T}, {name}: {r[p + 'note']}" for p, name in names.items() if p + "note" in r]
 for n in notes:
     print(n)
 PY

@@ -106,7 +106,7 @@ if [[ ${PREBUILT:-0} == 1 ]]; then
     -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 > /dev/null
   cmake --build "$PB"
   rm -f "$D"/lib/{libopenblas.so.0,libgfortran.so.5,libquadmath.so.0}
-  tar -C "$PB" -cf - bin lib/libllmc_kernels.so lib/libllmc_runtime.so |
+  tar -C "$PB" -cf - bin lib/libllmc_kernels.so lib/libllmc_runtime.so lib/fake-cudnn |
     xz -T2 -3 > "$PACK/prebuilt.tar.xz"
 fi
 

@@ -137,7 +137,8 @@ CudnnSearch defaultCudnnSearch() {
 #ifdef LLMC_CUDA_LIBRARY_DIR
   dirs.push_back(LLMC_CUDA_LIBRARY_DIR);
 #endif
-  for (const std::string &root : {env("CUDA_HOME"), env("CUDA_PATH"), std::string("/usr/local/cuda")})
+  for (const std::string &root :
+       {env("CUDA_HOME"), env("CUDA_PATH"), std::string("/usr/local/cuda")})
     if (!root.empty())
       for (const char *lib : {"/lib64", "/lib"}) dirs.push_back(root + lib);
   // Python installs: each python3 on PATH (venvs, conda, pyenv), the active

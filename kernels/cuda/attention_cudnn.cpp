@@ -267,10 +267,10 @@ std::unique_ptr<CudnnSdpaCall> bindCudnnSdpa(const CudnnSdpaShape &shape,
         "configure again)";
   return nullptr;
 #else
-  for (const void *p : {operands.q, operands.k, operands.v, static_cast<const void *>(operands.out),
-                        static_cast<const void *>(operands.lse), operands.dout,
-                        static_cast<const void *>(operands.dq), static_cast<const void *>(operands.dk),
-                        static_cast<const void *>(operands.dv), static_cast<const void *>(operands.workspace)})
+  const void *pointers[] = {operands.q,  operands.k,    operands.v,  operands.out,
+                            operands.lse, operands.dout, operands.dq, operands.dk,
+                            operands.dv,  operands.workspace};
+  for (const void *p : pointers)
     if (!aligned(p)) {
       why = "an operand is not 16-byte aligned, as cuDNN needs";
       return nullptr;

@@ -37,9 +37,24 @@ using cuda::CudnnSearch;
 constexpr int64_t kHeaders = 91900; // what the tests pretend the build was compiled against
 constexpr int kCuda = 13;
 
-std::string fake(const std::string &name) {
-  return std::string(LLMC_FAKE_CUDNN_DIR) + "/libfake_cudnn_" + name + ".so";
+/// The stand-ins' directory: lib/fake-cudnn beside bin/kernel_tests (a
+/// build carried to another machine), else where this build put them.
+const std::string &fakeDir() {
+  static const std::string dir = [] {
+    std::error_code error;
+    fs::path beside = fs::read_symlink("/proc/self/exe", error).parent_path() / "../lib/fake-cudnn";
+    return !error && fs::is_directory(beside) ? fs::canonical(beside).string()
+                                               : std::string(LLMC_FAKE_CUDNN_DIR);
+  }();
+  return dir;
 }
+
+std::string fake(const std::string &name) { return fakeDir() + "/libfake_cudnn_" + name + ".so"; }
+
+/// The stand-ins are built with kernel_tests; a copy of the tests without
+/// them cannot check the loader against them.
+#define LLMC_REQUIRE_FAKES()                                                                      \
+  if (!fs::is_directory(fakeDir())) GTEST_SKIP() << "no stand-in libraries in " << fakeDir()
 
 CudnnLoad loadFile(const std::string &path) {
   CudnnSearch search;
@@ -88,6 +103,7 @@ TEST(CudnnLibrary, RuntimeMustBeSameMajorAndNoOlderMinor) {
 }
 
 TEST(CudnnLibrary, AcceptsTheSameOrALaterMinor) {
+  LLMC_REQUIRE_FAKES();
   for (const char *name : {"same", "newer"}) {
     CudnnLoad load = loadFile(fake(name));
     ASSERT_NE(load.handle, nullptr) << name << ": " << load.why;
@@ -99,6 +115,7 @@ TEST(CudnnLibrary, AcceptsTheSameOrALaterMinor) {
 }
 
 TEST(CudnnLibrary, RefusesOlderOtherMajorOrOtherCuda) {
+  LLMC_REQUIRE_FAKES();
   struct Refusal {
     const char *name, *why;
   };
@@ -106,7 +123,8 @@ TEST(CudnnLibrary, RefusesOlderOtherMajorOrOtherCuda) {
        {Refusal{"older", "cuDNN 9.11.0 cannot serve code built against the 9.19.0 headers"},
         Refusal{"next_major", "cuDNN 10.0.0 cannot serve code built against the 9.19.0 headers"},
         Refusal{"cuda12", "cuDNN 9.19.0 is built for CUDA 12.8, this build of llmc for CUDA 13"},
-        Refusal{"not_cudnn", "has no cudnnGetVersion/cudnnGetCudartVersion: not a cuDNN library"}}) {
+        Refusal{"not_cudnn",
+                "has no cudnnGetVersion/cudnnGetCudartVersion: not a cuDNN library"}}) {
     CudnnLoad load = loadFile(fake(r.name));
     EXPECT_EQ(load.handle, nullptr) << r.name;
     EXPECT_EQ(load.why.rfind(fake(r.name) + ": " + r.why, 0), 0u) << load.why;
@@ -131,6 +149,7 @@ TEST(CudnnLibrary, OverrideThatIsMissingOrNotALibrary) {
 }
 
 TEST(CudnnLibrary, OverrideDirectoryHoldsTheLibrary) {
+  LLMC_REQUIRE_FAKES();
   fs::path dir = tempDir("dir");
   installAs(dir, "same");
   CudnnLoad load = loadFile(dir.string());
@@ -141,6 +160,7 @@ TEST(CudnnLibrary, OverrideDirectoryHoldsTheLibrary) {
 }
 
 TEST(CudnnLibrary, SearchSkipsRefusedLibrariesAndReportsEach) {
+  LLMC_REQUIRE_FAKES();
   fs::path old = tempDir("old"), good = tempDir("good"), none = tempDir("none");
   installAs(old, "older");
   installAs(good, "newer");
@@ -206,7 +226,8 @@ TEST(CudnnLibrary, ToolkitLibraryIsAccepted) {
 /// handle, and cuDNN's refusal comes back as the reason, not a crash.
 TEST(CudnnLibrary, FrontendReachesCudnnThroughTheHandle) {
   std::string noGpu;
-  if (cuda::deviceCount(&noGpu) > 0) GTEST_SKIP() << "a GPU is present: CudaAttentionCudnn.* test the path";
+  if (cuda::deviceCount(&noGpu) > 0)
+    GTEST_SKIP() << "a GPU is present: CudaAttentionCudnn.* test the path";
   const cuda::CudnnLoad &cudnn = cuda::processCudnn();
   if (!cudnn.handle) GTEST_SKIP() << "cuDNN is not loaded here: " << cudnn.why;
   cuda::CudnnSdpaShape shape;
@@ -228,8 +249,9 @@ TEST(AttentionChoice, NotesGroupOpsByImplementationAndReason) {
     cuda::noteAttention("attention_packed", "cudnn", "");
     cuda::noteAttention("attention_packed_grad", "cudnn", "");
   }
-  cuda::noteAttention("attention", "cuda-cores", "cuDNN: f32 (cuDNN's fused attention takes bf16 and f16)");
-  cuda::noteAttention("attention_grad", "cuda-cores", "cuDNN: f32 (cuDNN's fused attention takes bf16 and f16)");
+  const std::string f32 = "cuDNN: f32 (cuDNN's fused attention takes bf16 and f16)";
+  cuda::noteAttention("attention", "cuda-cores", f32);
+  cuda::noteAttention("attention_grad", "cuda-cores", f32);
   cuda::noteAttention("attention_grad", "cuda-cores", "cuDNN: cuDNN is not loaded: x");
   std::vector<std::string> lines = cuda::takeAttentionNotes();
   ASSERT_EQ(lines.size(), 3u);
