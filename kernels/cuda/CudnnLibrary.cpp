@@ -213,6 +213,11 @@ const CudnnLoad &processCudnn() {
   std::call_once(once, [] {
     load = loadCudnn(defaultCudnnSearch(), cudnnHeaderVersion(), CUDART_VERSION / 1000);
     cudnn_frontend::cudnn_dlhandle = load.handle;
+    // cudnn-frontend opens a CUDA runtime of its own by soname, the first of
+    // libcudart.so.12 and .13 it finds; pin it to the one llmc links (the
+    // same library, already loaded), unless the user chose.
+    const std::string cudart = "libcudart.so." + std::to_string(CUDART_VERSION / 1000);
+    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", cudart.c_str(), /*overwrite=*/0);
   });
   return load;
 }
