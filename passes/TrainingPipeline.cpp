@@ -106,7 +106,9 @@ void addGraphPasses(AddPass add, const llmc::TrainingPipelineOptions &options) {
 void addLoweringPasses(AddPass add, const llmc::TrainingPipelineOptions &options) {
   using namespace llmc;
   add(createDecomposeCollectives());
-  add(createLowerToExec());
+  LowerToExecOptions lower;
+  lower.target = options.target;
+  add(createLowerToExec(lower));
   add(createVerifyCollectives());
   if (options.memoryBudgetBytes > 0) {
     MemoryBudgetOptions budget;

@@ -81,8 +81,9 @@ RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOp
   openGroupsOfEveryRank(r.artifact, *r.comm);
   if (options.cuda.tf32 && !r.gpu())
     fail("--tf32 applies to artifacts compiled with --target cuda");
-  if (options.cuda.attentionTensorCores && !r.gpu())
-    fail("--attention-tensor-cores applies to artifacts compiled with --target cuda");
+  if (options.cuda.attention != AttentionImpl::Auto && !r.gpu())
+    fail("--attention ", attentionImplName(options.cuda.attention),
+         " applies to artifacts compiled with --target cuda");
   if (options.streamDelayMicros > 0 && r.gpu())
     fail("--debug-stream-delay-us applies to artifacts compiled for --target cpu");
   r.device = r.gpu() ? makeCudaDevice(r.artifact.memory.arenaBytes, options.cuda)
