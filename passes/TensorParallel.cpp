@@ -398,14 +398,17 @@ LogicalResult TensorParallel::vocabParallelLoss(llm::CrossEntropyOp loss) {
   if (!head || head.getTransposeA() || cast<RankedTensorType>(head.getB().getType()).getRank() != 2)
     return success(); // not a projection: the loss stays replicated
   auto logitsType = cast<RankedTensorType>(head.getType());
-  int64_t vocab = logitsType.getShape().back(), last = logitsType.getRank() - 1;
+  int64_t width = logitsType.getShape().back(), last = logitsType.getRank() - 1;
   if (!head->hasOneUse())
     return success();
-  // A vocabulary tp does not divide is padded: the padded classes (logits of
-  // zero weights) are masked out of the max, the sum and the gradient.
+  // The shards split the columns, a padded vocabulary's padding included
+  // (llmc-pad-vocab); a width tp does not divide is padded further. Either
+  // padding (logits of zero weights) is masked out of the max, the sum and
+  // the gradient: the classes are the loss's num_classes.
   if (failed(splitParam(head.getB(), Split{head.getTransposeB() ? 0 : 1, 1}, head, /*pad=*/true)))
     return failure();
-  int64_t shard = (vocab + tp - 1) / tp;
+  int64_t shard = (width + tp - 1) / tp;
+  int64_t vocab = loss.getNumClasses() ? loss.getNumClasses() : width;
   head.getAMutable().assign(replicated(head.getA(), head));
   auto local = localType(logitsType, Split{last, 1});
   head.getResult().setType(local);
