@@ -48,7 +48,7 @@ struct PadVocabPass : llmc::impl::PadVocabBase<PadVocabPass> {
     ModuleOp module = getOperation();
     if (multiple < 1) {
       module.emitError() << "pad-vocab: multiple (--vocab-multiple) must be >= 1, got "
-                         << multiple;
+                         << static_cast<int64_t>(multiple);
       return signalPassFailure();
     }
     func::FuncOp forward = lookupFunc(module, "forward");
