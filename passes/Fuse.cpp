@@ -103,6 +103,7 @@
 
 #include "dialects/Dist/DistDialect.h"
 #include "kernels/ElementwiseProgram.h"
+#include "kernels/HeadScratch.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Dominance.h"
@@ -278,29 +279,6 @@ void replaceProducts(HeadProducts &p, bool transposeB, Value dh, Value dw) {
   eraseIfDead(hRows);
 }
 
-/// Rows per chunk of the head's [rows, vocab] logits, `elementBytes` each
-/// as the kernel holds them (the CPU in fp32, CUDA in the compute type): as
-/// few chunks as fit `chunkBytes` each, of equal rows rounded up to a
-/// multiple of 128 (GEMM tiles) where the budget allows, so only the last
-/// chunk may be shorter. Equal chunks rather than full ones and a
-/// remainder: a short last chunk's GEMMs (91 of GPT-2 124M's 4096 rows at
-/// B=4, T=1024 with 1335-row chunks) run well below the GEMM rate of the
-/// others, and the scratch is no larger than the chunks need.
-int64_t chunkRows(int64_t rows, int64_t vocab, int64_t elementBytes, double chunkBytes) {
-  constexpr int64_t kTileRows = 128;
-  int64_t most = std::clamp<int64_t>(
-      static_cast<int64_t>(chunkBytes / static_cast<double>(elementBytes * vocab)), 1, rows);
-  if (most == rows)
-    return rows;
-  if (most >= kTileRows)
-    most = most / kTileRows * kTileRows;
-  const int64_t chunks = (rows + most - 1) / most;
-  const int64_t even = (rows + chunks - 1) / chunks;
-  if (most < kTileRows)
-    return even;
-  return std::min(most, (even + kTileRows - 1) / kTileRows * kTileRows);
-}
-
 /// Bytes per logit of a chunk as the `target`'s kernels hold it: CUDA's
 /// GEMMs write the head's own type, the CPU computes in fp32.
 int64_t chunkElementBytes(Type element, StringRef target) {
@@ -336,7 +314,7 @@ bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes, StringRef ta
 
   auto hType = cast<RankedTensorType>(h.getType());
   int64_t vocab = head.getType().getShape().back();
-  int64_t chunk = chunkRows(hType.getNumElements() / hType.getShape().back(), vocab,
+  int64_t chunk = headChunkRows(hType.getNumElements() / hType.getShape().back(), vocab,
                             chunkElementBytes(hType.getElementType(), target), chunkBytes);
 
   OpBuilder builder(loss);
@@ -445,7 +423,7 @@ bool fuseShardedHead(MatmulOp head, double chunkBytes, StringRef target) {
   Value h = head.getA(), w = head.getB();
   auto hType = cast<RankedTensorType>(h.getType());
   int64_t vocab = head.getType().getShape().back();
-  int64_t chunk = chunkRows(hType.getNumElements() / hType.getShape().back(), vocab,
+  int64_t chunk = headChunkRows(hType.getNumElements() / hType.getShape().back(), vocab,
                             chunkElementBytes(hType.getElementType(), target), chunkBytes);
   bool transposeB = head.getTransposeB();
 

@@ -10,7 +10,8 @@
 #                dropout ≤ 1e-4; a GPU checkpoint resumed on the CPU; GPT-2
 #                124M with --attention-tensor-cores vs without, ≤ 1e-2
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
-#   bench        GPT-2 124M vs torch.compile, attention vs SDPA, 1.5B shape;
+#   bench        GPT-2 124M vs torch.compile, attention vs SDPA, the LM head
+#                with its vocabulary padded and not, 1.5B shape;
 #                ncu's time per kernel name over two steps of 124M
 #   sanitizer    compute-sanitizer memcheck on a few steps of llmc-run and on
 #                the CUDA kernel tests; racecheck, synccheck on the kernel tests
@@ -209,6 +210,9 @@ do_two_ranks() {  # name artifact
 
 do_bench_gpt2() { ARTIFACT=$A/gpt2-124M-bf16-gpu.llmc "$ROOT/bench/gpu_gpt2.sh" "$BUILD" "${BENCH_STEPS:-40}" 16; }
 do_bench_attention() { "$ROOT/bench/attention_gpu.sh" "$BUILD" 128 16; }
+# The fused LM head alone at GPT-2 124M's shape, its vocabulary as it is and
+# padded (--vocab-multiple 128), with its GEMMs and row pass timed apart.
+do_bench_head() { "$ROOT/bench/head_gpu.sh" "$BUILD" 16384 1024; }
 # Nsight Compute's device time of every kernel of 2 eager steps of GPT-2
 # 124M (llmc-run --profile runs eagerly), cuBLASLt's own kernels by name:
 # what the step's profile cannot split, e.g. the LM head's GEMMs against
@@ -239,7 +243,7 @@ PY
 export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
 export -f do_build do_conformance_cuda do_ctest do_sanitize do_sanitize_run parity_pair \
   do_resume_on_cpu do_tc_attention do_two_ranks do_bench_gpt2 do_bench_attention do_bench_1p5b \
-  do_ncu
+  do_ncu do_bench_head
 
 {
   echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
@@ -287,6 +291,7 @@ fi
 if wants bench; then
   step bench-gpt2-124M 300 do_bench_gpt2
   step bench-attention 180 do_bench_attention
+  step bench-head 120 do_bench_head
   step bench-gpt2-1.5B 240 do_bench_1p5b
   step bench-ncu-124M 240 do_ncu
 fi
