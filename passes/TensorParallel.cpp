@@ -29,6 +29,8 @@
 // from per-row statistics — a max, then Σ exp and the target's logit —
 // combined by three all-reduces of b·s numbers, so no rank ever holds a
 // whole row of logits. A tied embedding/head weight is split once for both.
+// A vocabulary padded by llmc-pad-vocab is split padded (its shards cut the
+// padded rows), and the loss's statistics keep its real classes.
 //
 // Split parameters record their split as a `llmc.shard` level so the runtime
 // initialises and checkpoints exactly the global tensor's pieces. Weights

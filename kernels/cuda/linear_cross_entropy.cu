@@ -11,9 +11,9 @@
 //
 // The vocabulary-parallel forms run the same chunks over a shard of w:
 // linear_cross_entropy_partial keeps each row's max, Σ exp(logit − max)
-// (one block per row) and target logit; linear_cross_entropy_partial_grad
-// forms cross_entropy_partial_grad's gradient in place (a grid-stride loop
-// over the chunk) before the two products.
+// and target logit; linear_cross_entropy_partial_grad forms
+// cross_entropy_partial_grad's gradient in place before the two products
+// (one block per row for both, in 16-byte pieces where rows allow).
 //
 // bf16 and f16 GEMMs read and write their operands' type, so there the
 // chunk is held in that type (from the start of the fp32 scratch): the
@@ -105,9 +105,29 @@ __global__ void sumChunkGradKernel(T *dw, float *sum, int64_t n, SumStep step) {
 
 constexpr float kNaN = __builtin_nanf("");
 
+/// fn(j, x) for each of the first `valid` columns of a row: 16 bytes per
+/// thread at a time when `Vector` (the row 16-byte aligned), else one
+/// element.
+template <typename T, bool Vector, typename Fn>
+__device__ __forceinline__ void forEachClass(const T *row, int64_t valid, Fn &&fn) {
+  if constexpr (Vector) {
+    constexpr int V = kVec<T>;
+    for (int64_t j = static_cast<int64_t>(threadIdx.x) * V; j < valid;
+         j += static_cast<int64_t>(blockDim.x) * V) {
+      float x[V];
+      loadVec(row, j, x);
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        if (j + k < valid) fn(j + k, x[k]);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) fn(j, load(row, j));
+  }
+}
+
 /// One vocabulary shard's statistics of rows [r0, r0 + n) from their
 /// logits in `chunk`: max, Σ exp(logit − max) and the target's logit.
-template <typename I, typename T>
+template <typename I, typename T, bool Vector>
 __global__ void shardStatsKernel(const T *chunk, const I *targets, int64_t r0, int64_t n,
                                  contracts::ClassShard shard, float *max, float *sumexp,
                                  float *targetLogit) {
@@ -116,10 +136,10 @@ __global__ void shardStatsKernel(const T *chunk, const I *targets, int64_t r0, i
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const T *row = chunk + i * shard.width;
     float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, load(row, j));
+    forEachClass<T, Vector>(row, valid, [&](int64_t, float x) { m = fmaxf(m, x); });
     m = blockMax(m, red);
     float sum = 0.0f;
-    for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += expf(load(row, j) - m);
+    forEachClass<T, Vector>(row, valid, [&](int64_t, float x) { sum += expf(x - m); });
     sum = blockSum(sum, red);
     if (threadIdx.x == 0) {
       const int64_t r = r0 + i, column = shard.column(static_cast<int64_t>(targets[r]));
@@ -131,25 +151,36 @@ __global__ void shardStatsKernel(const T *chunk, const I *targets, int64_t r0, i
 }
 
 /// cross_entropy_partial_grad of rows [r0, r0 + n) in place of their
-/// logits in `chunk`.
-template <typename I, typename T>
+/// logits in `chunk`, one block per row: 16 bytes per thread at a time
+/// when `Vector`.
+template <typename I, typename T, bool Vector>
 __global__ void shardGradKernel(T *chunk, const I *targets, int64_t r0, int64_t n,
                                 contracts::ClassShard shard, const float *shift,
                                 const float *dsumexp, const float *dtarget) {
-  LLMC_GRID_STRIDE(e, n * shard.width) {
-    const int64_t r = r0 + e / shard.width, j = e % shard.width;
-    const int64_t column = shard.column(static_cast<int64_t>(targets[r]));
-    if (column == -2) {
-      store(chunk, e, kNaN);
-      continue;
+  constexpr int V = Vector ? kVec<T> : 1;
+  const int64_t valid = shard.valid(); // padding gets no gradient
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const int64_t r = r0 + i, column = shard.column(static_cast<int64_t>(targets[r]));
+    const float ds = dsumexp[r], m = shift[r], dt = dtarget[r];
+    T *row = chunk + i * shard.width;
+    for (int64_t j = static_cast<int64_t>(threadIdx.x) * V; j < shard.width;
+         j += static_cast<int64_t>(blockDim.x) * V) {
+      float x[kVec<T>];
+      if constexpr (Vector)
+        loadVec(row, j, x);
+      else
+        x[0] = load(row, j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float g = column == -2 ? kNaN : j + k < valid ? ds * expf(x[k] - m) : 0.0f;
+        if (j + k == column) g += dt;
+        x[k] = g;
+      }
+      if constexpr (Vector)
+        storeVec(row, j, x);
+      else
+        store(row, j, x[0]);
     }
-    if (j >= shard.valid()) { // padding gets no gradient
-      store(chunk, e, 0.0f);
-      continue;
-    }
-    float g = dsumexp[r] * expf(load(chunk, e) - shift[r]);
-    if (j == column) g += dtarget[r];
-    store(chunk, e, g);
   }
 }
 
@@ -345,11 +376,19 @@ public:
 
 private:
   template <typename I> void launch(cudaStream_t stream, const I *targets, int64_t r0, int64_t n) {
+    if (this->vector_)
+      launch<I, true>(stream, targets, r0, n);
+    else
+      launch<I, false>(stream, targets, r0, n);
+  }
+  template <typename I, bool Vector>
+  void launch(cudaStream_t stream, const I *targets, int64_t r0, int64_t n) {
+    const int grid = lossRowGrid(n), threads = rowThreads<T>(b_.vocab, Vector);
     if (b_.train)
-      shardGradKernel<I, T><<<gridFor(n * b_.vocab), kBlock, 0, stream>>>(
+      shardGradKernel<I, T, Vector><<<grid, threads, 0, stream>>>(
           scratch_, targets, r0, n, b_.shard, stats_[0], stats_[1], stats_[2]);
     else
-      shardStatsKernel<I, T><<<lossRowGrid(n), lossRowThreads(b_.vocab), 0, stream>>>(
+      shardStatsKernel<I, T, Vector><<<grid, threads, 0, stream>>>(
           scratch_, targets, r0, n, b_.shard, stats_[0], stats_[1], stats_[2]);
   }
 

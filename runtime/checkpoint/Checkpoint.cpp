@@ -449,16 +449,25 @@ TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
 
 void dumpGradients(const std::string &path, const Artifact &artifact, const Arena &arena,
                    const BoundProgram &grad, const std::vector<SafeTensor> &batch) {
-  std::vector<SafeTensor> tensors;
-  std::vector<SavedPiece> pieces; // parameters without a padded vocabulary's rows
+  // Parameters and their gradients without a padded vocabulary's rows: a
+  // gradient is laid out as its parameter.
+  std::vector<SavedPiece> params, grads;
   for (const BufferInfo *b : persistentBuffers(artifact, "param"))
-    pieces.push_back(savedPiece(*b, arena.base() + b->offset, artifact.mesh));
-  for (const SavedPiece &p : pieces)
+    params.push_back(savedPiece(*b, arena.base() + b->offset, artifact.mesh));
+  for (const BufferInfo &b : grad.info().buffers)
+    if (b.category == "output" && b.name.rfind("grad/", 0) == 0) {
+      BufferInfo laidOut = b;
+      for (const BufferInfo *p : persistentBuffers(artifact, "param"))
+        if (p->name == b.name.substr(5) && p->shape == b.shape)
+          laidOut.shard = p->shard;
+      grads.push_back(savedPiece(laidOut, arena.base() + b.offset, artifact.mesh));
+    }
+  std::vector<SafeTensor> tensors;
+  for (const SavedPiece &p : params)
     tensors.push_back({p.name, p.dtype, p.shape, p.data, p.bytes});
   tensors.insert(tensors.end(), batch.begin(), batch.end());
-  for (const BufferInfo &b : grad.info().buffers)
-    if (b.category == "output" && b.name.rfind("grad/", 0) == 0)
-      tensors.push_back({b.name, b.dtype, b.shape, arena.base() + b.offset, b.bytes()});
+  for (const SavedPiece &p : grads)
+    tensors.push_back({p.name, p.dtype, p.shape, p.data, p.bytes});
   TensorView loss = grad.view("loss");
   std::ostringstream os;
   os.precision(17);
