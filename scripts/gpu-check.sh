@@ -7,7 +7,9 @@
 #   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels)
 #   ctest        every other runtime and kernel test through ctest
 #   parity       tiny GPT, 50 steps GPU vs CPU: fp32 ≤ 1e-4, bf16 ≤ 1e-2,
-#                dropout ≤ 1e-4; a GPU checkpoint resumed on the CPU; GPT-2
+#                dropout ≤ 1e-4; vocabulary 257, padded to 384 on the GPU
+#                only (fp32, and bf16 in several head chunks); a GPU
+#                checkpoint resumed on the CPU; GPT-2
 #                124M with --attention-tensor-cores vs without, ≤ 1e-2
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
 #   bench        GPT-2 124M vs torch.compile, attention vs SDPA, the LM head
@@ -281,6 +283,8 @@ if wants parity; then
   step parity-fp32 120 parity_pair fp32 tiny-cpu.llmc tiny-gpu.llmc 50 1e-4
   step parity-bf16 120 parity_pair bf16 tiny-bf16-cpu.llmc tiny-bf16-gpu.llmc 50 1e-2
   step parity-dropout 120 parity_pair dropout tiny-dropout-cpu.llmc tiny-dropout-gpu.llmc 20 1e-4
+  step parity-padded 120 parity_pair padded tiny257-cpu.llmc tiny257-gpu.llmc 50 1e-4
+  step parity-padded-bf16 120 parity_pair padded-bf16 tiny257-bf16-cpu.llmc tiny257-bf16-gpu.llmc 50 1e-2
   step parity-resume-on-cpu 60 do_resume_on_cpu
   step parity-tc-attention 120 do_tc_attention
 fi
