@@ -315,7 +315,7 @@ bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes, StringRef ta
   auto hType = cast<RankedTensorType>(h.getType());
   int64_t vocab = head.getType().getShape().back();
   int64_t chunk = headChunkRows(hType.getNumElements() / hType.getShape().back(), vocab,
-                            chunkElementBytes(hType.getElementType(), target), chunkBytes);
+                                chunkElementBytes(hType.getElementType(), target), chunkBytes);
 
   OpBuilder builder(loss);
   Operation *fused;
@@ -424,7 +424,7 @@ bool fuseShardedHead(MatmulOp head, double chunkBytes, StringRef target) {
   auto hType = cast<RankedTensorType>(h.getType());
   int64_t vocab = head.getType().getShape().back();
   int64_t chunk = headChunkRows(hType.getNumElements() / hType.getShape().back(), vocab,
-                            chunkElementBytes(hType.getElementType(), target), chunkBytes);
+                                chunkElementBytes(hType.getElementType(), target), chunkBytes);
   bool transposeB = head.getTransposeB();
 
   if (CrossEntropyPartialOp partial = s->partial) {

@@ -749,12 +749,13 @@ static int64_t accumulatorRows(RankedTensorType h, int64_t chunk, HeadResults re
       (results == HeadResults::LossAndGrad || results == HeadResults::Grad) && !frozenWeight;
   const int64_t width = h.getShape().back();
   return llmc::headAccumulatorRows(h.getNumElements() / width, width, chunk,
-                             !h.getElementType().isF32(), weightGrad);
+                                   !h.getElementType().isF32(), weightGrad);
 }
 
 /// The shapes of the fused head + loss: h [..., D], w [V, D] (transpose_b)
 /// or [D, V], targets h's leading shape, fp32 throughout; pushes `results`
-/// (without dw when `frozenWeight`), then the scratch [chunk_rows, V].
+/// (without dw when `frozenWeight`), then the scratch [chunk_rows (+ D
+/// where dw sums over chunks in fp32), V].
 template <typename Adaptor>
 static LogicalResult inferLinearCrossEntropy(MLIRContext *context, std::optional<Location> loc,
                                              Adaptor adaptor, HeadResults results,
