@@ -211,9 +211,11 @@ FailureOr<flatbuffers::Offset<fb::Program>> Writer::program(exec::ProgramOp op) 
           std::vector<flatbuffers::Offset<flatbuffers::String>> axes;
           for (StringRef axis : level.getAs<ArrayAttr>("axes").getAsValueRange<StringAttr>())
             axes.push_back(fbb.CreateString(axis.str()));
+          auto padTo = level.getAs<IntegerAttr>("pad_to");
           levels.push_back(fb::CreateShardLevel(fbb, fbb.CreateVector(axes),
                                                 level.getAs<IntegerAttr>("dim").getInt(),
-                                                level.getAs<IntegerAttr>("blocks").getInt()));
+                                                level.getAs<IntegerAttr>("blocks").getInt(),
+                                                padTo ? padTo.getInt() : 0));
         }
       }
       // The parameter table: every named parameter buffer, once.

@@ -241,23 +241,25 @@ LogicalResult Interpreter::runOp(Operation *op) {
         return success();
       })
       .Case([&](CrossEntropyOp o) {
-        out(0, ref::crossEntropy(in(0), in(1), o.getIgnoreIndex()));
+        out(0, ref::crossEntropy(in(0), in(1), o.getIgnoreIndex(), o.getNumClasses()));
         return success();
       })
       .Case([&](CrossEntropyGradOp o) {
-        out(0, ref::crossEntropyGrad(in(0), in(1), in(2).data.at(0), o.getIgnoreIndex()));
+        out(0, ref::crossEntropyGrad(in(0), in(1), in(2).data.at(0), o.getIgnoreIndex(),
+                                     o.getNumClasses()));
         return success();
       })
       .Case([&](LinearCrossEntropyOp o) {
         out(0, ref::linearCrossEntropy(in(0), in(1), in(2), o.getTransposeB(),
-                                       o.getIgnoreIndex(), nullptr)[0]);
+                                       o.getIgnoreIndex(), nullptr, o.getNumClasses())[0]);
         out(1, RefTensor::zeros(shapeOf(o.getScratch().getType())));
         return success();
       })
       .Case([&](LinearCrossEntropyTrainOp o) {
         double dloss = in(3).data.at(0);
         std::vector<RefTensor> results = ref::linearCrossEntropy(
-            in(0), in(1), in(2), o.getTransposeB(), o.getIgnoreIndex(), &dloss);
+            in(0), in(1), in(2), o.getTransposeB(), o.getIgnoreIndex(), &dloss,
+            o.getNumClasses());
         if (o.getFrozenWeight())
           results.pop_back(); // no dw
         outs(std::move(results));

@@ -103,6 +103,7 @@
 
 #include "dialects/Dist/DistDialect.h"
 #include "kernels/ElementwiseProgram.h"
+#include "kernels/HeadScratch.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Dominance.h"
@@ -243,7 +244,8 @@ FailureOr<HeadBackward> matchBackward(MatmulOp head, CrossEntropyOp loss) {
       continue;
     auto grad = dyn_cast<CrossEntropyGradOp>(user);
     if (!grad || b.grad || grad.getLogits() != logits || grad.getTargets() != loss.getTargets() ||
-        grad.getIgnoreIndex() != loss.getIgnoreIndex())
+        grad.getIgnoreIndex() != loss.getIgnoreIndex() ||
+        grad.getNumClasses() != loss.getNumClasses())
       return failure();
     b.grad = grad;
   }
@@ -277,17 +279,10 @@ void replaceProducts(HeadProducts &p, bool transposeB, Value dh, Value dw) {
   eraseIfDead(hRows);
 }
 
-/// Rows per chunk of the head's [rows, vocab] f32 logits: as few chunks as
-/// fit `chunkBytes` each, of equal rows (the last may be shorter by less
-/// than one row per chunk). Equal chunks rather than full ones and a
-/// remainder: a short last chunk's GEMMs (91 of GPT-2 124M's 4096 rows at
-/// B=4, T=1024 with 1335-row chunks) run well below the GEMM rate of the
-/// others, and the scratch is no larger than the chunks need.
-int64_t chunkRows(int64_t rows, int64_t vocab, double chunkBytes) {
-  const int64_t most = std::clamp<int64_t>(
-      static_cast<int64_t>(chunkBytes / (4.0 * static_cast<double>(vocab))), 1, rows);
-  const int64_t chunks = (rows + most - 1) / most;
-  return (rows + chunks - 1) / chunks;
+/// Bytes per logit of a chunk as the `target`'s kernels hold it: CUDA's
+/// GEMMs write the head's own type, the CPU computes in fp32.
+int64_t chunkElementBytes(Type element, StringRef target) {
+  return target == "cuda" && !element.isF32() ? 2 : 4;
 }
 
 /// The head matmul h·w{ᵀ} of a fusable head: one 2-D weight, h, w and the
@@ -306,7 +301,7 @@ MatmulOp fusableHead(Value logits) {
 }
 
 /// Fuses the head feeding `loss`, if the pattern matches; true when it did.
-bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes) {
+bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes, StringRef target) {
   MatmulOp head = fusableHead(loss.getLogits());
   if (!head)
     return false;
@@ -319,21 +314,24 @@ bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes) {
 
   auto hType = cast<RankedTensorType>(h.getType());
   int64_t vocab = head.getType().getShape().back();
-  int64_t chunk = chunkRows(hType.getNumElements() / hType.getShape().back(), vocab, chunkBytes);
+  int64_t chunk = headChunkRows(hType.getNumElements() / hType.getShape().back(), vocab,
+                                chunkElementBytes(hType.getElementType(), target), chunkBytes);
 
   OpBuilder builder(loss);
   Operation *fused;
   if (backward->grad) {
     auto op = LinearCrossEntropyTrainOp::create(
         builder, loss.getLoc(), h, w, loss.getTargets(), backward->grad.getDloss(), chunk,
-        head.getTransposeB(), loss.getIgnoreIndex(), /*frozen_weight=*/!backward->products.wgrad);
+        head.getTransposeB(), loss.getIgnoreIndex(), /*frozen_weight=*/!backward->products.wgrad,
+        loss.getNumClasses());
     replaceProducts(backward->products, head.getTransposeB(), op.getDh(), op.getDw());
     backward->grad->erase();
     loss.getResult().replaceAllUsesWith(op.getLoss());
     fused = op;
   } else {
     auto op = LinearCrossEntropyOp::create(builder, loss.getLoc(), h, w, loss.getTargets(), chunk,
-                                           head.getTransposeB(), loss.getIgnoreIndex());
+                                           head.getTransposeB(), loss.getIgnoreIndex(),
+                                           loss.getNumClasses());
     loss.getResult().replaceAllUsesWith(op.getLoss());
     fused = op;
   }
@@ -417,7 +415,7 @@ Value shiftSumexp(OpBuilder &builder, Location loc, Value sumexp, Value max, Val
 /// shift where the partial was), the backward's cross_entropy_partial_grad
 /// and its products one linear_cross_entropy_partial_grad where the
 /// gradient was. The collectives between them stay as they were.
-bool fuseShardedHead(MatmulOp head, double chunkBytes) {
+bool fuseShardedHead(MatmulOp head, double chunkBytes, StringRef target) {
   FailureOr<ShardedHead> s = matchShardedHead(head);
   if (failed(s) || (s->partial && !makeAvailableBefore(s->partial.getTargets(), s->max)) ||
       (s->grad && !makeAvailableBefore(s->products.dgrad.getB(), s->grad)))
@@ -425,7 +423,8 @@ bool fuseShardedHead(MatmulOp head, double chunkBytes) {
   Value h = head.getA(), w = head.getB();
   auto hType = cast<RankedTensorType>(h.getType());
   int64_t vocab = head.getType().getShape().back();
-  int64_t chunk = chunkRows(hType.getNumElements() / hType.getShape().back(), vocab, chunkBytes);
+  int64_t chunk = headChunkRows(hType.getNumElements() / hType.getShape().back(), vocab,
+                                chunkElementBytes(hType.getElementType(), target), chunkBytes);
   bool transposeB = head.getTransposeB();
 
   if (CrossEntropyPartialOp partial = s->partial) {
@@ -694,7 +693,7 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
       SmallVector<CrossEntropyOp> losses;
       getOperation().walk([&](CrossEntropyOp op) { losses.push_back(op); });
       for (CrossEntropyOp loss : losses)
-        fuseLinearCrossEntropy(loss, chunkMb * 1024.0 * 1024.0);
+        fuseLinearCrossEntropy(loss, chunkMb * 1024.0 * 1024.0, target);
       // Under tensor parallelism, the heads whose logits are a vocabulary
       // shard: the forward's and, where it replays the head, the
       // backward's.
@@ -705,7 +704,7 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
             heads.insert(head);
       });
       for (Operation *head : heads)
-        fuseShardedHead(cast<MatmulOp>(head), chunkMb * 1024.0 * 1024.0);
+        fuseShardedHead(cast<MatmulOp>(head), chunkMb * 1024.0 * 1024.0, target);
     }
     bool bias = enabled->count(kBias), biasGelu = enabled->count(kBiasGelu);
     if (bias || biasGelu) {

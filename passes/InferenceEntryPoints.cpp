@@ -2,8 +2,9 @@
 //
 // Generation and sampling need the model's logits, not its loss. Rather
 // than asking model authors for a second function, derive it: the logits are
-// whatever feeds the loss's cross_entropy. Both @forward (evaluation) and
-// @logits use fake-quantization observers frozen at their trained ranges.
+// whatever feeds the loss's cross_entropy, without a padded vocabulary's
+// padding. Both @forward (evaluation) and @logits use fake-quantization
+// observers frozen at their trained ranges.
 //
 //===----------------------------------------------------------------------===//
 
@@ -120,11 +121,16 @@ struct InferenceEntryPointsPass
             b, losses[0]->getLoc(), RankedTensorType::get(shape, local.getElementType()), result,
             term.getMesh(), term.getAxes(), b.getI64IntegerAttr(local.getRank() - 1));
       }
-    // A padded vocabulary (tensor parallelism over a vocabulary tp does not
-    // divide) gathers to more columns than classes: cut the padding off.
-    if (auto partial = dyn_cast<llm::CrossEntropyPartialOp>(losses[0])) {
+    // A padded vocabulary (llmc-pad-vocab, or tensor parallelism over a
+    // vocabulary tp does not divide) has more columns than classes: cut the
+    // padding off, so sampling never sees it.
+    int64_t classes = 0;
+    if (auto partial = dyn_cast<llm::CrossEntropyPartialOp>(losses[0]))
+      classes = partial.getNumClasses();
+    else
+      classes = cast<llm::CrossEntropyOp>(losses[0]).getNumClasses();
+    if (classes > 0) {
       auto gathered = cast<RankedTensorType>(result.getType());
-      int64_t classes = partial.getNumClasses();
       if (gathered.getShape().back() > classes) {
         SmallVector<int64_t> shape(gathered.getShape());
         shape.back() = classes;

@@ -214,8 +214,13 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     SmallVector<int64_t> shape(global);
     DictionaryAttr shard;
     for (const ShardSplit &s : splits) {
-      shard = addShardLevel(ctx, shard, RankedTensorType::get(shape, element), axesAttr(s.axes),
-                            s.dim, s.blocks);
+      auto current = RankedTensorType::get(shape, element);
+      if (s.pads()) { // the padded vocabulary of a head's B
+        shard = addPadLevel(ctx, shard, current, s.dim, s.padTo);
+        shape[s.dim] = s.padTo;
+        continue;
+      }
+      shard = addShardLevel(ctx, shard, current, axesAttr(s.axes), s.dim, s.blocks);
       shape[s.dim] /= meshSize(s.axes);
     }
     SmallVector<NamedAttribute> attrs{b.getNamedAttr(
@@ -263,15 +268,26 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       return m.emitOpError("lora: rank ")
              << r << " is not below the smaller dimension of '" << name << "' (" << K << "x"
              << N << ")";
-    // Which of W's dimensions tensor parallelism splits.
+    // Which of W's dimensions tensor parallelism splits; a padded
+    // vocabulary (the head's output dimension) pads B's as well, before
+    // any split, as W's.
     std::optional<ShardSplit> column, row;
-    for (const ShardSplit &s : splits)
+    SmallVector<ShardSplit> aSplits, bSplits;
+    for (const ShardSplit &s : splits) {
+      if (s.pads()) {
+        if (s.dim != outputDim)
+          return m.emitOpError("lora: '") << name << "' is padded along its input dimension";
+        ShardSplit pad = s;
+        pad.dim = transposed ? 0 : 1;
+        bSplits.push_back(pad);
+        continue;
+      }
       (s.dim == outputDim ? column : row) = s;
+    }
 
     // A: [K, r] (transposed: [r, K]), split like W's contraction dimension.
     SmallVector<int64_t> aShape = transposed ? SmallVector<int64_t>{r, K} : SmallVector<int64_t>{K, r};
     SmallVector<int64_t> bShape = transposed ? SmallVector<int64_t>{N, r} : SmallVector<int64_t>{r, N};
-    SmallVector<ShardSplit> aSplits, bSplits;
     if (row)
       aSplits.push_back({transposed ? 1 : 0, row->axes, row->blocks});
     if (column)
@@ -328,17 +344,23 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     auto sum = llm::AddOp::create(b, loc, y, d);
     y.replaceAllUsesExcept(sum.getResult(), sum);
     if (qlora)
-      return storeNf4(m, weight, name, !splits.empty());
+      return storeNf4(m, weight, name, weightShard);
     return success();
   }
 
   /// QLoRA: frozen `weight` becomes NF4 storage (the layout of `llmc
   /// quantize --scheme nf4:block<N>`), expanded right before it is read.
-  LogicalResult storeNf4(llm::MatmulOp m, BlockArgument weight, StringRef name, bool split) {
-    if (split)
+  LogicalResult storeNf4(llm::MatmulOp m, BlockArgument weight, StringRef name,
+                         DictionaryAttr shard) {
+    if (shardSplits(shard).size() != shardPadding(shard).size())
       return m.emitOpError("qlora: '")
              << name << "' is split by tensor parallelism; QLoRA stores whole weights (use data "
                         "parallelism or ZeRO)";
+    std::optional<int64_t> realRows = paddedRows(shard);
+    if (!realRows)
+      return m.emitOpError("qlora: '")
+             << name << "' is padded along its columns, which flat NF4 storage cannot hold; "
+                        "compile with --vocab-multiple 1";
     // Every read must be this matmul's, directly or through a cast.
     Operation *firstUse = nullptr;
     for (Operation *user : weight.getUsers()) {
@@ -363,7 +385,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
              << block << " do not divide the last dimension of '" << name << "' " << type;
     Location loc = m.getLoc();
     OpBuilder b(&getContext());
-    Nf4Storage storage = addNf4Storage(forward, loc, name, type, block);
+    Nf4Storage storage = addNf4Storage(forward, loc, name, type, block, *realRows);
     b.setInsertionPoint(firstUse);
     Value expanded = qat::DequantizeNf4Op::create(b, loc, type, storage.codes, storage.absmaxQ,
                                                   storage.absmaxScale, storage.absmaxMean,

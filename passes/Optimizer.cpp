@@ -185,20 +185,19 @@ private:
 
 /// The per-block absmax of an 8-bit moment whose codes are `codes` (this
 /// rank's piece, sharded as `codesShard`). Blocks are cut from the local
-/// piece, so the global tensor is the concatenation of every piece's blocks,
-/// split over all axes that split the moment.
+/// piece (a padded vocabulary's padding included), so the global tensor is
+/// the concatenation of every piece's blocks, split over all axes that
+/// split the moment: `pieces` ranks.
 std::pair<RankedTensorType, DictionaryAttr> absmaxState(OpBuilder &b, RankedTensorType codes,
-                                                        DictionaryAttr codesShard) {
+                                                        DictionaryAttr codesShard,
+                                                        const std::optional<Layout> &layout) {
   int64_t blocks = adam8bit::blockCount(codes.getNumElements());
   auto local = RankedTensorType::get({blocks}, b.getF32Type());
-  if (!codesShard)
-    return {local, nullptr};
   SmallVector<std::string> axisNames = shardAxes(codesShard);
+  if (axisNames.empty())
+    return {local, nullptr}; // one piece: whole
   SmallVector<StringRef> axes(axisNames.begin(), axisNames.end());
-  int64_t globalElements = 1;
-  for (int64_t d : shardGlobalShape(codesShard, codes))
-    globalElements *= d;
-  int64_t pieces = globalElements / codes.getNumElements();
+  int64_t pieces = layout ? layout->size(axisNames) : 1;
   auto globalType = RankedTensorType::get({blocks * pieces}, b.getF32Type());
   return {local, addShardLevel(b.getContext(), nullptr, globalType, b.getStrArrayAttr(axes), 0)};
 }
@@ -371,7 +370,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
           type = sync.shardType(type);
         }
         if (eightBit && role.ends_with("_absmax")) {
-          std::tie(type, shard) = absmaxState(b, cast<RankedTensorType>(type), shard);
+          std::tie(type, shard) = absmaxState(b, cast<RankedTensorType>(type), shard, layout);
         } else if (eightBit) {
           auto t8 = cast<RankedTensorType>(type);
           type = RankedTensorType::get(t8.getShape(), b.getI8Type());

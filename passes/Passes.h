@@ -20,7 +20,7 @@ namespace llmc {
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
-/// The training pipeline: forward graph → precision → shard → qat → lora →
+/// The training pipeline: forward graph → pad vocab → precision → shard → qat → lora →
 /// autodiff → optimizer → inference entry points → cse → recompute → fsdp →
 /// pipeline stages → gradient buckets → fuse → decompose collectives →
 /// lower-to-exec → verify collectives → memory budget → place streams or

@@ -184,6 +184,35 @@ def KvCache : Pass<"llmc-kv-cache", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }
 
+def PadVocab : Pass<"llmc-pad-vocab", "mlir::ModuleOp"> {
+  let summary = "Pads the LM head's vocabulary to a multiple of classes";
+  let description = [{
+    The first pass on @forward. The weight of the matmul feeding each
+    `llm.cross_entropy` (a parameter, `[V, D]` with `transpose_b` or
+    `[D, V]`) grows to `Vp`, V rounded up to a multiple of `multiple`, with
+    a padding level in its `llmc.shard` (`global_shape` stays the real
+    one, so initialisation, checkpoints and weight files see V classes);
+    the logits become `[..., Vp]` and the loss gets `num_classes = V`,
+    which leaves the padded columns out of the loss and their gradient.
+    A tied embedding may read the weight too (token ids never reach the
+    padding); any other reader is an error. The model attribute
+    `llmc.model` records `padded_vocab_size`. A head that is not a
+    parameter's matmul, or a vocabulary that is a multiple already, is
+    left as it is; `multiple = 1` pads nothing.
+
+    ```mlir
+    %logits = llm.matmul %h, %wte {transpose_b} : tensor<4x64x128xf32>, tensor<320x128xf32>
+    %loss = llm.cross_entropy %logits, %targets {num_classes = 257 : i64}
+        : tensor<4x64x320xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", "1",
+           "Pad the vocabulary to a multiple of this many classes (1: no padding)">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect"];
+}
+
 def Precision : Pass<"llmc-precision", "mlir::ModuleOp"> {
   let summary = "Mixed precision: bf16 or fp16 compute with fp32 master weights";
   let description = [{
@@ -536,10 +565,12 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     `llm.linear_cross_entropy(_train)`, which computes the logits
     `chunk_rows` rows at a time, so the whole [rows, V] logits and their
     gradient are never stored: the arena holds a chunk of at most
-    `chunk-mb` MiB instead (`llmc compile --fuse-chunk-mb`, default 256:
+    `chunk-mb` MiB of logits instead, 4 bytes each on the CPU and the
+    head's type's under `target=cuda` (`llmc compile --fuse-chunk-mb`:
     each chunk adds its share into the head's weight gradient, so much
-    smaller chunks pass over that gradient many times). f32, bf16 or f16,
-    in the head's type. Under tensor parallelism the vocabulary-parallel
+    smaller chunks pass over that gradient many times), in equal chunks
+    of a multiple of 128 rows where it fits. f32, bf16 or f16, in the
+    head's type; a padded vocabulary's `num_classes` carries over. Under tensor parallelism the vocabulary-parallel
     loss's `llm.reduce_max` and `llm.cross_entropy_partial` become
     `llm.linear_cross_entropy_partial` (its sum rescaled to the
     all-reduced shift by an `llm.fused_elementwise`), and

@@ -232,14 +232,21 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     auto stateType = RankedTensorType::get({groups, 2}, Float32Type::get(&getContext()));
     DictionaryAttr shard;
     for (const ShardSplit &s : splits)
-      if (scheme.getGranularity() == "channel" && s.dim == scheme.getAxis()) {
+      if (scheme.getGranularity() == "channel" && s.dim == scheme.getAxis() && s.pads()) {
+        // A padded vocabulary's channels: the state of the real ones, padded.
         if (shard)
+          return op->emitOpError("qat: an ema observer's channels are padded after a split");
+        shard = addPadLevel(&getContext(), nullptr,
+                            RankedTensorType::get({s.globalSize, 2}, stateType.getElementType()),
+                            0, s.padTo);
+      } else if (scheme.getGranularity() == "channel" && s.dim == scheme.getAxis()) {
+        if (llvm::any_of(shardSplits(shard), [](const ShardSplit &o) { return !o.pads(); }))
           return op->emitOpError("qat: an ema observer's channels are split twice");
         auto global = RankedTensorType::get({groups * (layout ? layout->size(s.axes) : 1), 2},
                                             stateType.getElementType());
         SmallVector<StringRef> axes(s.axes.begin(), s.axes.end());
         OpBuilder b(&getContext());
-        shard = addShardLevel(&getContext(), nullptr, global, b.getStrArrayAttr(axes), 0,
+        shard = addShardLevel(&getContext(), shard, global, b.getStrArrayAttr(axes), 0,
                               s.blocks);
       }
     OpBuilder b(&getContext());

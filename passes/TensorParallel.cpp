@@ -29,6 +29,8 @@
 // from per-row statistics — a max, then Σ exp and the target's logit —
 // combined by three all-reduces of b·s numbers, so no rank ever holds a
 // whole row of logits. A tied embedding/head weight is split once for both.
+// A vocabulary padded by llmc-pad-vocab is split padded (its shards cut the
+// padded rows), and the loss's statistics keep its real classes.
 //
 // Split parameters record their split as a `llmc.shard` level so the runtime
 // initialises and checkpoints exactly the global tensor's pieces. Weights
@@ -398,14 +400,17 @@ LogicalResult TensorParallel::vocabParallelLoss(llm::CrossEntropyOp loss) {
   if (!head || head.getTransposeA() || cast<RankedTensorType>(head.getB().getType()).getRank() != 2)
     return success(); // not a projection: the loss stays replicated
   auto logitsType = cast<RankedTensorType>(head.getType());
-  int64_t vocab = logitsType.getShape().back(), last = logitsType.getRank() - 1;
+  int64_t width = logitsType.getShape().back(), last = logitsType.getRank() - 1;
   if (!head->hasOneUse())
     return success();
-  // A vocabulary tp does not divide is padded: the padded classes (logits of
-  // zero weights) are masked out of the max, the sum and the gradient.
+  // The shards split the columns, a padded vocabulary's padding included
+  // (llmc-pad-vocab); a width tp does not divide is padded further. Either
+  // padding (logits of zero weights) is masked out of the max, the sum and
+  // the gradient: the classes are the loss's num_classes.
   if (failed(splitParam(head.getB(), Split{head.getTransposeB() ? 0 : 1, 1}, head, /*pad=*/true)))
     return failure();
-  int64_t shard = (vocab + tp - 1) / tp;
+  int64_t shard = (width + tp - 1) / tp;
+  int64_t vocab = loss.getNumClasses() ? loss.getNumClasses() : width;
   head.getAMutable().assign(replicated(head.getA(), head));
   auto local = localType(logitsType, Split{last, 1});
   head.getResult().setType(local);

@@ -74,6 +74,11 @@ using AddPass = function_ref<void(std::unique_ptr<Pass>)>;
 /// What the model computes: precision, layout, fake quantization, adapters.
 void addGraphPasses(AddPass add, const llmc::TrainingPipelineOptions &options) {
   using namespace llmc;
+  if (int64_t multiple = resolvedVocabMultiple(options); multiple > 1) {
+    PadVocabOptions pad;
+    pad.multiple = multiple;
+    add(createPadVocab(pad));
+  }
   if (options.precision != "fp32") {
     PrecisionOptions precision;
     // The option says fp16 (as --precision does), the pass the MLIR type.
@@ -185,7 +190,7 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
   }
   FuseOptions fuse;
   fuse.fusions = options.fuse;
-  fuse.chunkMb = options.fuseChunkMb;
+  fuse.chunkMb = resolvedFuseChunkMb(options);
   fuse.target = options.target;
   add(createFuse(fuse));
   if (options.emit == "train")
@@ -212,7 +217,7 @@ void llmc::buildInferenceLowering(OpPassManager &pm, const TrainingPipelineOptio
   auto add = [&](std::unique_ptr<Pass> pass) { pm.addPass(std::move(pass)); };
   FuseOptions fuse;
   fuse.fusions = options.fuse;
-  fuse.chunkMb = options.fuseChunkMb;
+  fuse.chunkMb = resolvedFuseChunkMb(options);
   fuse.target = options.target;
   add(createFuse(fuse));
   addLoweringPasses(add, options);

@@ -92,6 +92,14 @@ std::string resolveOptions(TrainingPipelineOptions &o) {
     return "--fsdp-prefetch must be >= 0";
   if (o.gradBucketMb < 0)
     return "--grad-bucket-mb must be >= 0";
+  // Defaults that depend on the target: the GPU wants aligned logits rows
+  // and few, large head chunks; the CPU gains nothing from padding.
+  if (o.vocabMultiple < 0)
+    return "--vocab-multiple must be >= 0 (0: the target's default)";
+  if (o.fuseChunkMb < 0)
+    return "--fuse-chunk-mb must be >= 0 (0: the target's default)";
+  o.vocabMultiple = resolvedVocabMultiple(o);
+  o.fuseChunkMb = resolvedFuseChunkMb(o);
   if (o.maxGradNorm < 0)
     return "--max-grad-norm must be >= 0 (0 disables clipping)";
   if (std::string error; parsePassInsertions(o.insertPass, error), !error.empty())
@@ -137,6 +145,18 @@ std::string resolveOptions(TrainingPipelineOptions &o) {
     return "--recompute budget needs a budget: --recompute budget=<bytes> or "
            "--memory-budget <bytes>";
   return "";
+}
+
+int64_t resolvedVocabMultiple(const TrainingPipelineOptions &o) {
+  if (o.vocabMultiple > 0)
+    return o.vocabMultiple;
+  return o.target == "cuda" ? 128 : 1; // a CPU GEMM gains nothing from the padding
+}
+
+double resolvedFuseChunkMb(const TrainingPipelineOptions &o) {
+  if (o.fuseChunkMb > 0)
+    return o.fuseChunkMb;
+  return o.target == "cuda" ? 1024.0 : 256.0;
 }
 
 std::vector<PassInsertion> parsePassInsertions(const std::string &spec, std::string &error) {

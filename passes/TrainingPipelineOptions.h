@@ -57,6 +57,12 @@ struct ScheduleDefaults {
 std::string resolveOptions(TrainingPipelineOptions &options);
 std::string resolveOptions(const ScheduleDefaults &schedule);
 
+/// The target's defaults for the options whose 0 means "the target's":
+/// --vocab-multiple (128 under --target cuda, else 1) and --fuse-chunk-mb
+/// (1024 under --target cuda, else 256). resolveOptions() fills them in.
+int64_t resolvedVocabMultiple(const TrainingPipelineOptions &options);
+double resolvedFuseChunkMb(const TrainingPipelineOptions &options);
+
 /// The options' artifact metadata (keys from TrainingPipelineOptions.def).
 std::map<std::string, std::string> optionMetadata(const TrainingPipelineOptions &options,
                                                   const ScheduleDefaults &schedule);

@@ -33,6 +33,24 @@ DictionaryAttr llmc::addShardLevel(MLIRContext *context, DictionaryAttr existing
       {b.getNamedAttr("global_shape", global), b.getNamedAttr("levels", b.getArrayAttr(levels))});
 }
 
+DictionaryAttr llmc::addPadLevel(MLIRContext *context, DictionaryAttr existing,
+                                 RankedTensorType current, int64_t dim, int64_t padTo) {
+  Builder b(context);
+  SmallVector<Attribute> levels;
+  Attribute global = b.getDenseI64ArrayAttr(current.getShape());
+  if (existing) {
+    global = existing.get("global_shape");
+    if (auto old = existing.getAs<ArrayAttr>("levels"))
+      levels.append(old.begin(), old.end());
+  }
+  levels.push_back(b.getDictionaryAttr({b.getNamedAttr("axes", b.getArrayAttr({})),
+                                        b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
+                                        b.getNamedAttr("blocks", b.getI64IntegerAttr(1)),
+                                        b.getNamedAttr("pad_to", b.getI64IntegerAttr(padTo))}));
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("global_shape", global), b.getNamedAttr("levels", b.getArrayAttr(levels))});
+}
+
 func::FuncOp llmc::lookupFunc(ModuleOp module, StringRef name) {
   return module.lookupSymbol<func::FuncOp>(name);
 }
@@ -154,9 +172,19 @@ SmallVector<ShardSplit> llmc::shardSplits(DictionaryAttr shard) {
         split.axes.push_back(axis.str());
       if (global && split.dim < static_cast<int64_t>(global.size()))
         split.globalSize = global[split.dim];
+      if (auto padTo = level.getAs<IntegerAttr>("pad_to"))
+        split.padTo = padTo.getInt();
       splits.push_back(split);
     }
   return splits;
+}
+
+SmallVector<ShardSplit> llmc::shardPadding(DictionaryAttr shard) {
+  SmallVector<ShardSplit> padding;
+  for (const ShardSplit &split : shardSplits(shard))
+    if (split.pads())
+      padding.push_back(split);
+  return padding;
 }
 
 SmallVector<std::string> llmc::shardAxes(DictionaryAttr shard) {
@@ -197,19 +225,37 @@ Value addFrozenParameter(func::FuncOp func, Location loc, const std::string &nam
 } // namespace
 
 Nf4Storage llmc::addNf4Storage(func::FuncOp func, Location loc, StringRef name,
-                               RankedTensorType weight, int64_t block) {
+                               RankedTensorType weight, int64_t block, int64_t realRows) {
   Builder b(func.getContext());
-  auto add = [&](const char *suffix, ArrayRef<int64_t> shape, Type element) {
-    return addFrozenParameter(func, loc, name.str() + suffix,
-                              RankedTensorType::get(shape, element));
-  };
   int64_t n = weight.getNumElements(), groups = n / block;
+  int64_t real = realRows > 0 ? n / weight.getDimSize(0) * realRows : n, realGroups = real / block;
+  // `padded` elements of which the first `count` are the real weight's.
+  auto add = [&](const char *suffix, int64_t padded, int64_t count, Type element) {
+    auto type = RankedTensorType::get({padded}, element);
+    DictionaryAttr shard;
+    if (count < padded)
+      shard = addPadLevel(func.getContext(), nullptr, RankedTensorType::get({count}, element), 0,
+                          padded);
+    return addFrozenParameter(func, loc, name.str() + suffix, type, shard);
+  };
   Nf4Storage s;
-  s.codes = add(".qweight", {(n + 1) / 2}, b.getI8Type());
-  s.absmaxQ = add(".absmax_q", {groups}, b.getI8Type());
-  s.absmaxScale = add(".absmax_scale", {quant::nf4ScaleCount(groups)}, b.getF32Type());
-  s.absmaxMean = add(".absmax_mean", {}, b.getF32Type());
+  s.codes = add(".qweight", (n + 1) / 2, (real + 1) / 2, b.getI8Type());
+  s.absmaxQ = add(".absmax_q", groups, realGroups, b.getI8Type());
+  s.absmaxScale = add(".absmax_scale", quant::nf4ScaleCount(groups),
+                      quant::nf4ScaleCount(realGroups), b.getF32Type());
+  s.absmaxMean = addFrozenParameter(func, loc, name.str() + ".absmax_mean",
+                                    RankedTensorType::get({}, b.getF32Type()));
   return s;
+}
+
+std::optional<int64_t> llmc::paddedRows(DictionaryAttr shard) {
+  int64_t rows = 0;
+  for (const ShardSplit &pad : shardPadding(shard)) {
+    if (pad.dim != 0 || rows)
+      return std::nullopt;
+    rows = pad.globalSize;
+  }
+  return rows;
 }
 
 IntStorage llmc::addIntStorage(func::FuncOp func, Location loc, StringRef name,

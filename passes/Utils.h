@@ -9,6 +9,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <optional>
+
 namespace llmc {
 
 // The llmc.* attribute names (kBlockNameAttr, kRoleAttr, ...) are in
@@ -16,12 +18,15 @@ namespace llmc {
 
 /// One level of an llmc.shard attribute, read back: dimension `dim` of
 /// the tensor (as split so far) is `blocks` equal blocks, each split over
-/// the ranks of `axes`.
+/// the ranks of `axes`; or, with `padTo` (and no axes), grows to `padTo`,
+/// the tail padding (a vocabulary padded by llmc-pad-vocab).
 struct ShardSplit {
   int64_t dim;
   llvm::SmallVector<std::string> axes;
   int64_t blocks = 1;
   int64_t globalSize = 0; ///< the global extent of `dim`; 0: unknown
+  int64_t padTo = 0;      ///< > 0: a padding level
+  bool pads() const { return padTo > 0; }
 };
 
 /// The levels of `shard`, in order (none for a null attribute).
@@ -39,6 +44,14 @@ llvm::SmallVector<int64_t> shardGlobalShape(mlir::DictionaryAttr shard,
 mlir::DictionaryAttr addShardLevel(mlir::MLIRContext *context, mlir::DictionaryAttr existing,
                                    mlir::RankedTensorType current, mlir::ArrayAttr axes,
                                    int64_t dim, int64_t blocks = 1);
+
+/// `existing` (or no sharding) followed by a padding level: dimension `dim`
+/// of `current` (the tensor as sharded so far) grows to `padTo`.
+mlir::DictionaryAttr addPadLevel(mlir::MLIRContext *context, mlir::DictionaryAttr existing,
+                                 mlir::RankedTensorType current, int64_t dim, int64_t padTo);
+
+/// The padding levels of `shard` (the padded vocabulary), in order.
+llvm::SmallVector<ShardSplit> shardPadding(mlir::DictionaryAttr shard);
 
 /// Appends a #dist.rank_offset term (on @mesh) to `op`: element `index` of
 /// its attribute `attr` grows by the rank's position over `axes` × `stride`.
@@ -118,9 +131,17 @@ struct Nf4Storage {
 
 /// Adds the NF4 storage of parameter `name` (of type `weight`, whose last
 /// dimension `block` divides) to `func`'s parameters, after the last one,
-/// frozen and zero-initialised (a quantized weights file fills them).
+/// frozen and zero-initialised (a quantized weights file fills them). With
+/// `realRows` > 0, only the first `realRows` rows of `weight` are real (a
+/// padded vocabulary): each storage tensor is the real weight's, padded at
+/// its end (a padding shard level), so the file of the real weight loads.
 Nf4Storage addNf4Storage(mlir::func::FuncOp func, mlir::Location loc, llvm::StringRef name,
-                         mlir::RankedTensorType weight, int64_t block);
+                         mlir::RankedTensorType weight, int64_t block, int64_t realRows = 0);
+
+/// The rows of a weight padded along dimension 0 (llmc-pad-vocab) that are
+/// real, from its llmc.shard; 0 when it is not padded so. Fails (null) for
+/// padding along another dimension, which flat storage cannot hold.
+std::optional<int64_t> paddedRows(mlir::DictionaryAttr shard);
 
 /// The frozen parameters that hold a weight as int8 or int4 codes (the
 /// layout of `llmc quantize --scheme int8:... / int4:...`).

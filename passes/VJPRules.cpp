@@ -214,7 +214,7 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
       .Case([&](CrossEntropyOp ce) -> FailureOr<Grads> {
         return Grads{CrossEntropyGradOp::create(b, loc, ce.getLogits(),
                                                 ce.getTargets(), dy,
-                                                ce.getIgnoreIndex()),
+                                                ce.getIgnoreIndex(), ce.getNumClasses()),
                      Value()};
       })
       .Case([&](ReshapeOp r) -> FailureOr<Grads> {

@@ -104,11 +104,17 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     // A channel axis left out is the weight's output channel.
     quant::Scheme s =
         kernelScheme(spec_.attr(m.getContext(), /*defaultAxis=*/m.getTransposeB() ? 0 : 1));
-    if (shard && s.format == quant::Format::Nf4)
+    std::optional<int64_t> realRows = paddedRows(shard); // a padded vocabulary's head
+    if (shard && s.format == quant::Format::Nf4 &&
+        shardSplits(shard).size() != shardPadding(shard).size())
       return m.emitOpError("weight-quant: '")
              << name << "' is split by tensor parallelism, and NF4 storage is not (each "
                         "double-quantized scale covers 256 blocks, across rows); use an int8 or "
                         "int4 scheme, or drop --mesh tp=";
+    if (s.format == quant::Format::Nf4 && !realRows)
+      return m.emitOpError("weight-quant: '")
+             << name << "' is padded along its columns, which flat NF4 storage cannot hold; "
+                        "compile with --vocab-multiple 1";
     // (A split weight's pieces are checked below.)
     if (!shard && s.granularity == quant::Granularity::Block &&
         (s.block < 1 || type.getShape().back() % s.block != 0))
@@ -120,7 +126,7 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     DenseI64ArrayAttr shape = b.getDenseI64ArrayAttr(type.getShape());
     Value y;
     if (s.format == quant::Format::Nf4) {
-      Nf4Storage storage = addNf4Storage(forward, loc, name, type, s.block);
+      Nf4Storage storage = addNf4Storage(forward, loc, name, type, s.block, *realRows);
       y = llm::MatmulNf4Op::create(b, loc, m.getA(), storage.codes, storage.absmaxQ,
                                    storage.absmaxScale, storage.absmaxMean,
                                    b.getI64IntegerAttr(s.block), shape, transposeB);
@@ -178,18 +184,28 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     // the columns are not split).
     int64_t pieceColumns = global[1];
     SmallVector<ShardSplit> splits = shardSplits(shard);
+    SmallVector<int64_t> sizes(global); // as the levels so far leave the weight
     for (const ShardSplit &split : splits) {
+      if (split.pads()) { // a padded vocabulary: the rows of the codes and scales too
+        if (split.dim != 0)
+          return refuse("quantized storage pads rows only; compile with --vocab-multiple 1");
+        sizes[0] = split.padTo;
+        continue;
+      }
       int64_t parts = split.blocks;
       for (const std::string &axis : split.axes)
         parts *= mesh ? std::max<int64_t>(1, mesh.axisSize(axis)) : 1;
-      if (global[split.dim] % parts != 0)
+      if (sizes[split.dim] % parts != 0)
         return refuse("quantized storage is split evenly only, and " +
-                      Twine(global[split.dim]) + " is not a multiple of the " + Twine(parts) +
+                      Twine(sizes[split.dim]) + " is not a multiple of the " + Twine(parts) +
                       " pieces of dimension " + Twine(split.dim));
-      if (llvm::count_if(splits, [&](const ShardSplit &o) { return o.dim == split.dim; }) > 1)
+      if (llvm::count_if(splits, [&](const ShardSplit &o) {
+            return o.dim == split.dim && !o.pads();
+          }) > 1)
         return refuse("quantized storage takes one split per dimension");
       if (split.dim == 1)
         pieceColumns = global[1] / parts;
+      sizes[split.dim] /= parts;
     }
     if (bits == 4 && pieceColumns % 2 != 0)
       return refuse("int4 rows split into pieces of " + Twine(pieceColumns) +
@@ -205,10 +221,13 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
         int64_t dim = dict.getAs<IntegerAttr>("dim").getInt();
         if (dims[dim] < 0)
           continue;
-        levels.push_back(b.getDictionaryAttr(
-            {b.getNamedAttr("axes", dict.get("axes")),
-             b.getNamedAttr("dim", b.getI64IntegerAttr(dims[dim])),
-             b.getNamedAttr("blocks", dict.get("blocks"))}));
+        SmallVector<NamedAttribute> entries = {
+            b.getNamedAttr("axes", dict.get("axes")),
+            b.getNamedAttr("dim", b.getI64IntegerAttr(dims[dim])),
+            b.getNamedAttr("blocks", dict.get("blocks"))};
+        if (auto padTo = dict.getAs<IntegerAttr>("pad_to")) // rows, on dimension 0 (above)
+          entries.push_back(b.getNamedAttr("pad_to", padTo));
+        levels.push_back(b.getDictionaryAttr(entries));
       }
       if (levels.empty())
         return DictionaryAttr();

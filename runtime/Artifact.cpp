@@ -120,9 +120,13 @@ template <typename Table> ShardInfo shardOf(const Table *t, const std::vector<in
         for (const flatbuffers::String *axis : *l->axes()) level.axes.push_back(axis->str());
       level.dim = l->dim();
       level.blocks = l->blocks();
-      if (level.dim < 0 || level.dim >= static_cast<int>(shape.size()) || level.blocks < 1 ||
-          level.axes.empty())
-        fail(where, ": bad shard level (dim ", level.dim, ", blocks ", level.blocks, ")");
+      level.padTo = l->pad_to();
+      // A level splits over mesh axes or pads (no axes, one block), never both.
+      const bool ok = level.pads() ? level.axes.empty() && level.blocks == 1
+                                   : !level.axes.empty() && level.blocks >= 1 && level.padTo == 0;
+      if (level.dim < 0 || level.dim >= static_cast<int>(shape.size()) || !ok)
+        fail(where, ": bad shard level (dim ", level.dim, ", blocks ", level.blocks, ", pad_to ",
+             level.padTo, ")");
       info.levels.push_back(std::move(level));
     }
   if (info.sharded() && info.globalShape.size() != shape.size())

@@ -22,12 +22,17 @@ namespace llmc {
 /// How persistent state is split over mesh axes (tensor parallelism, ZeRO):
 /// starting from a tensor of `globalShape`, each level cuts dimension `dim`
 /// into `blocks` equal blocks and splits each block over the ranks of
-/// `axes`; this rank keeps its piece of every block. No levels: the whole
+/// `axes`; this rank keeps its piece of every block. A level with `padTo`
+/// (and no axes) instead grows dimension `dim` to `padTo`, the new tail
+/// zeros that are no part of the global tensor (a vocabulary padded inside
+/// the artifact, `llmc compile --vocab-multiple`). No levels: the whole
 /// tensor.
 struct ShardLevel {
   std::vector<std::string> axes;
   int dim = 0;
   int blocks = 1;
+  int64_t padTo = 0; ///< > 0: a padding level
+  bool pads() const { return padTo > 0; }
 };
 struct ShardInfo {
   std::vector<int64_t> globalShape;

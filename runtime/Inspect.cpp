@@ -280,6 +280,10 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     if (!v.empty()) os << " " << key << "=" << v;
   }
   os << "\n";
+  if (std::string padded = a.meta("model.padded_vocab_size"); !padded.empty())
+    os << "vocabulary: padded to " << padded << " classes inside the artifact (--vocab-multiple "
+       << a.meta("vocab_multiple", "?")
+       << "); parameters, checkpoints and weight files hold the real ones\n";
   bool inference = !a.meta("inference.max_batch").empty();
   if (inference)
     os << "precision:  " << a.meta("precision") << "\n";

@@ -28,9 +28,20 @@ ShardMap::ShardMap(const ShardInfo &info, const std::vector<int64_t> &localShape
     : info_(info), mesh_(mesh) {
   shapes_.push_back(info.sharded() ? info.globalShape : localShape);
   for (const ShardLevel &level : info.levels) {
-    int parts = groupPosition(mesh, 0, level.axes).second;
     std::vector<int64_t> next = shapes_.back();
+    if (level.dim < 0 || level.dim >= static_cast<int>(next.size()))
+      fail("shard level's dimension ", level.dim, " is not one of a rank-", next.size(),
+           " tensor's");
     int64_t size = next[level.dim];
+    if (level.pads()) { // every rank holds the whole padded tensor so far
+      if (level.padTo < size)
+        fail("shard level pads a dimension of ", size, " to ", level.padTo);
+      next[level.dim] = level.padTo;
+      shapes_.push_back(next);
+      parts_.push_back(1);
+      continue;
+    }
+    int parts = groupPosition(mesh, 0, level.axes).second;
     // One block that the ranks do not divide is padded: every rank holds
     // ceil(size / parts), the last ones past the end hold padding.
     if (size % (static_cast<int64_t>(level.blocks) * parts) != 0 && level.blocks != 1)
@@ -53,7 +64,7 @@ int64_t ShardMap::localNumel() const {
 std::vector<int> ShardMap::positions(int rank) const {
   std::vector<int> out;
   for (const ShardLevel &level : info_.levels)
-    out.push_back(groupPosition(mesh_, rank, level.axes).first);
+    out.push_back(level.pads() ? 0 : groupPosition(mesh_, rank, level.axes).first);
   return out;
 }
 
@@ -72,6 +83,11 @@ int64_t ShardMap::toGlobal(const std::vector<int> &positions, int64_t i) const {
   for (int k = static_cast<int>(info_.levels.size()) - 1; k >= 0; --k) {
     const ShardLevel &level = info_.levels[k];
     int64_t outer = shapes_[k][level.dim];             // size before this level
+    if (level.pads()) {
+      if (c[level.dim] >= outer)
+        return -1; // the padded tail
+      continue;
+    }
     int64_t block = outer / level.blocks;              // one block
     int64_t piece = shapes_[k + 1][level.dim] / level.blocks; // one rank's part of a block
     int64_t x = c[level.dim];
@@ -91,6 +107,8 @@ void ShardMap::fromGlobal(int64_t g, std::vector<int> &positions, int64_t &local
   std::vector<int64_t> c = unflatten(g, shapes_.front());
   for (size_t k = 0; k < info_.levels.size(); ++k) {
     const ShardLevel &level = info_.levels[k];
+    if (level.pads())
+      continue; // the same index in the padded tensor
     int64_t outer = shapes_[k][level.dim];
     int64_t block = outer / level.blocks, piece = shapes_[k + 1][level.dim] / level.blocks;
     int64_t x = c[level.dim], inBlock = x % block;

@@ -4,7 +4,10 @@
 // these functions map element indices between a rank's piece and the global
 // tensor, in both directions. A level that splits one block over ranks that
 // do not divide it is padded, as FSDP pads: each rank holds ceil(size/parts)
-// and the tail of the last pieces is padding (zero, never saved as data). Initialisation uses them to give every piece
+// and the tail of the last pieces is padding (zero, never saved as data). A
+// padding level (ShardLevel::padTo) grows a dimension for every rank alike
+// (the vocabulary padded inside the artifact); later levels split the
+// padded tensor. Initialisation uses them to give every piece
 // the values one rank would have; checkpoints use them to move pieces
 // between layouts.
 //
@@ -30,6 +33,8 @@ public:
   const std::vector<int> &parts() const { return parts_; }
   const std::vector<int64_t> &globalShape() const { return shapes_.front(); }
   const std::vector<int64_t> &localShape() const { return shapes_.back(); }
+  /// The shape after the first `levels` levels (0: the global shape).
+  const std::vector<int64_t> &shapeAfter(size_t levels) const { return shapes_.at(levels); }
   int64_t localNumel() const;
 
   /// Positions of `rank` in each level's group.

@@ -10,14 +10,16 @@
 #                the CUDA kernel tests the change since the last lease can
 #                affect (<pack>/CHANGED_CUDA_TESTS, bench/gpu_changed_tests.py)
 #   parity       tiny GPT, 50 steps GPU vs CPU: fp32 ≤ 1e-4, bf16 ≤ 1e-2,
-#                dropout ≤ 1e-4; a GPU checkpoint resumed on the CPU; GPT-2
-#                124M, 10 steps, --attention cudnn and tensor-cores each vs
-#                cuda-cores, ≤ 1e-2
+#                dropout ≤ 1e-4; vocabulary 257, padded to 384 on the GPU
+#                only (fp32, and bf16 in several head chunks); a GPU
+#                checkpoint resumed on the CPU; GPT-2 124M, 10 steps,
+#                --attention cudnn and tensor-cores each vs cuda-cores, ≤ 1e-2
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
 #   bench        GPT-2 124M vs torch.compile, once per --attention choice (the
 #                baseline cached from an earlier lease on the same GPU and
 #                PyTorch unless --rerun-baseline), its per-kernel profile,
-#                attention vs SDPA at head dims 64 and 128, the 1.5B shape;
+#                attention vs SDPA at head dims 64 and 128, the LM head with
+#                its vocabulary padded and not, the 1.5B shape;
 #                ncu's time per kernel name over two steps of 124M
 #   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels)
 #   ctest        every other runtime and kernel test through ctest
@@ -281,6 +283,9 @@ PY
 do_bench_attention() {  # head_dim heads
   RESULT_JSON=$STEP_DATA "$ROOT/bench/attention_gpu.sh" "$BUILD" "$1" "$2"
 }
+# The fused LM head alone at GPT-2 124M's shape, its vocabulary as it is and
+# padded (--vocab-multiple 128), with its GEMMs and row pass timed apart.
+do_bench_head() { RESULT_JSON=$STEP_DATA "$ROOT/bench/head_gpu.sh" "$BUILD" 16384 1024; }
 # Nsight Compute's device time of every kernel of 2 eager steps of GPT-2
 # 124M (llmc-run --profile runs eagerly), cuBLASLt's own kernels by name:
 # what the step's profile cannot split, e.g. the LM head's GEMMs against
@@ -314,7 +319,7 @@ PY
 export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
 export -f do_build do_preflight do_conformance_cuda do_conformance_changed do_ctest do_sanitize \
   do_sanitize_run parity_pair do_resume_on_cpu attention_baseline do_attention_variant \
-  do_two_ranks do_bench_gpt2 do_profile_gpt2 do_bench_attention do_bench_1p5b do_ncu
+  do_two_ranks do_bench_gpt2 do_profile_gpt2 do_bench_attention do_bench_head do_bench_1p5b do_ncu
 
 {
   echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
@@ -354,6 +359,8 @@ if wants parity; then
   step parity-fp32 120 parity_pair fp32 tiny-cpu.llmc tiny-gpu.llmc 50 1e-4
   step parity-bf16 120 parity_pair bf16 tiny-bf16-cpu.llmc tiny-bf16-gpu.llmc 50 1e-2
   step parity-dropout 120 parity_pair dropout tiny-dropout-cpu.llmc tiny-dropout-gpu.llmc 20 1e-4
+  step parity-padded 120 parity_pair padded tiny257-cpu.llmc tiny257-gpu.llmc 50 1e-4
+  step parity-padded-bf16 120 parity_pair padded-bf16 tiny257-bf16-cpu.llmc tiny257-bf16-gpu.llmc 50 1e-2
   step parity-resume-on-cpu 60 do_resume_on_cpu
   step parity-attention-cudnn 150 do_attention_variant cudnn
   step parity-attention-tc 120 do_attention_variant tensor-cores
@@ -367,6 +374,7 @@ if wants bench; then
   step profile-124M 90 do_profile_gpt2
   step bench-attention-64 150 do_bench_attention 64 12
   step bench-attention-128 150 do_bench_attention 128 16
+  step bench-head 120 do_bench_head
   step bench-gpt2-1.5B 240 do_bench_1p5b
   # Nsight Compute replays every kernel many times: too slow for --perf,
   # whose profile step splits the step by kernel already.

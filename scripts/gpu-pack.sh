@@ -50,6 +50,15 @@ TINY=(--model gpt2 --preset tiny --set n_layer=2)
 "$LLMC" compile "${TINY[@]}" --precision bf16 --target cuda -o "$A/tiny-bf16-gpu.llmc"
 "$LLMC" compile "${TINY[@]}" --set dropout=0.1 -o "$A/tiny-dropout-cpu.llmc"
 "$LLMC" compile "${TINY[@]}" --set dropout=0.1 --target cuda -o "$A/tiny-dropout-gpu.llmc"
+# A vocabulary of 257: the GPU artifacts pad it to 384 (--target cuda's
+# --vocab-multiple 128), the CPU ones keep 257; fp32 and bf16 in several
+# chunks of the head (its weight gradient summed in fp32).
+TINY257=("${TINY[@]}" --set vocab_size=257)
+"$LLMC" compile "${TINY257[@]}" -o "$A/tiny257-cpu.llmc"
+"$LLMC" compile "${TINY257[@]}" --target cuda -o "$A/tiny257-gpu.llmc"
+"$LLMC" compile "${TINY257[@]}" --precision bf16 --fuse-chunk-mb 0.1 -o "$A/tiny257-bf16-cpu.llmc"
+"$LLMC" compile "${TINY257[@]}" --precision bf16 --fuse-chunk-mb 0.1 --target cuda \
+  -o "$A/tiny257-bf16-gpu.llmc"
 # Two ranks over NCCL (one GPU each): data and tensor parallel.
 "$LLMC" compile "${TINY[@]}" --mesh dp=2 --target cuda -o "$A/tiny-dp2-gpu.llmc"
 "$LLMC" compile "${TINY[@]}" --mesh tp=2 --target cuda -o "$A/tiny-tp2-gpu.llmc"

@@ -10,6 +10,7 @@
 #include "dialects/LLM/ElementwiseProgramSyntax.h"
 #include "kernels/Adam8bit.h"
 #include "kernels/ElementwiseProgram.h"
+#include "kernels/HeadScratch.h"
 #include "kernels/QuantScheme.h"
 
 #include "mlir/IR/Builders.h"
@@ -676,8 +677,24 @@ static LogicalResult checkLossShapes(std::optional<Location> loc, Value logits,
   return success();
 }
 
+/// `numClasses` (0: every column) leaves out at most the last columns of
+/// `logits`.
+static LogicalResult checkNumClasses(Operation *op, Value logits, int64_t numClasses) {
+  int64_t width = tensorOf(logits).getShape().back();
+  if (numClasses < 0 || numClasses > width)
+    return op->emitOpError("num_classes = ")
+           << numClasses << " must be in [0, " << width << "] (the logits' columns; 0: all)";
+  return success();
+}
+
 LogicalResult CrossEntropyOp::verify() {
-  return checkLossShapes(getLoc(), getLogits(), getTargets());
+  if (failed(checkLossShapes(getLoc(), getLogits(), getTargets())))
+    return failure();
+  return checkNumClasses(*this, getLogits(), getNumClasses());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  return checkNumClasses(*this, getLogits(), getNumClasses());
 }
 
 LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
@@ -725,9 +742,20 @@ enum class HeadResults {
   Grad,        ///< dh, dw (no dw with frozen_weight)
 };
 
+/// Rows the fused head's scratch holds beyond its chunk (kernels/HeadScratch.h).
+static int64_t accumulatorRows(RankedTensorType h, int64_t chunk, HeadResults results,
+                               bool frozenWeight) {
+  const bool weightGrad =
+      (results == HeadResults::LossAndGrad || results == HeadResults::Grad) && !frozenWeight;
+  const int64_t width = h.getShape().back();
+  return llmc::headAccumulatorRows(h.getNumElements() / width, width, chunk,
+                                   !h.getElementType().isF32(), weightGrad);
+}
+
 /// The shapes of the fused head + loss: h [..., D], w [V, D] (transpose_b)
 /// or [D, V], targets h's leading shape, fp32 throughout; pushes `results`
-/// (without dw when `frozenWeight`), then the scratch [chunk_rows, V].
+/// (without dw when `frozenWeight`), then the scratch [chunk_rows (+ D
+/// where dw sums over chunks in fp32), V].
 template <typename Adaptor>
 static LogicalResult inferLinearCrossEntropy(MLIRContext *context, std::optional<Location> loc,
                                              Adaptor adaptor, HeadResults results,
@@ -760,7 +788,8 @@ static LogicalResult inferLinearCrossEntropy(MLIRContext *context, std::optional
     if (!frozenWeight)
       types.push_back(w);
   }
-  types.push_back(RankedTensorType::get({chunk, vocab}, f32));
+  types.push_back(RankedTensorType::get(
+      {chunk + accumulatorRows(h, chunk, results, frozenWeight), vocab}, f32));
   return success();
 }
 
@@ -780,6 +809,19 @@ LogicalResult LinearCrossEntropyTrainOp::inferReturnTypes(MLIRContext *context,
   return inferLinearCrossEntropy(context, loc, parsed, HeadResults::LossAndGrad, types,
                                  parsed.getFrozenWeight());
 }
+
+/// The whole-vocabulary head's `num_classes` leaves out at most w's last
+/// classes.
+template <typename HeadOp> static LogicalResult verifyHeadClasses(HeadOp op) {
+  int64_t vocab = op.getW().getType().getShape()[op.getTransposeB() ? 0 : 1];
+  if (op.getNumClasses() < 0 || op.getNumClasses() > vocab)
+    return op.emitOpError("num_classes = ")
+           << op.getNumClasses() << " must be in [0, " << vocab << "] (w's classes; 0: all)";
+  return success();
+}
+
+LogicalResult LinearCrossEntropyOp::verify() { return verifyHeadClasses(*this); }
+LogicalResult LinearCrossEntropyTrainOp::verify() { return verifyHeadClasses(*this); }
 
 /// A vocabulary shard's `classes` columns from `offset` fit in `total`.
 static LogicalResult checkClassRange(Operation *op, int64_t classes, int64_t offset,

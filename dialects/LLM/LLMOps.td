@@ -545,13 +545,20 @@ def LLM_CrossEntropyOp : LLM_Op<"cross_entropy", [Pure, KeepsPrecision]> {
     `ignore_index`. The result is the fp32 mean negative log-likelihood over
     the targets that are not ignored (0 if all are).
 
+    With `num_classes` > 0 only the first `num_classes` columns are classes
+    (targets in [0, num_classes)); the rest pad the vocabulary (llmc-pad-vocab)
+    and are left out of the max and the sum, and get a gradient of exactly 0.
+
     ```mlir
     %loss = llm.cross_entropy %logits, %targets {ignore_index = -1 : i64}
+        : tensor<4x64x256xf32>, tensor<4x64xi32>
+    %padded = llm.cross_entropy %logits, %targets {num_classes = 250 : i64}
         : tensor<4x64x256xf32>, tensor<4x64xi32>
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$logits, LLM_IndexTensor:$targets,
-                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index,
+                       DefaultValuedAttr<I64Attr, "0">:$num_classes);
   let results = (outs LLM_F32Scalar:$loss);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` type($logits) `,` type($targets)";
   let hasVerifier = 1;
@@ -574,11 +581,20 @@ class LLM_LinearCrossEntropyBase<string mnemonic, list<Trait> traits = []>
     in bf16 or f16 the logits and their gradient are rounded to it where
     the unfused `matmul` and `cross_entropy_grad` store them.
   }];
+  code classesDescription = [{
+
+    With `num_classes` > 0 only the first `num_classes` of the V columns
+    are classes, as in `cross_entropy`: the padding of a padded vocabulary
+    is left out of the loss and gets no gradient, so `dw`'s rows (columns)
+    for it are exactly 0. When the training form's weight gradient sums
+    over several chunks in bf16 or f16, the scratch has `D` more rows: the
+    `[V, D]` (or `[D, V]`) fp32 sum of the chunks' `dw`, rounded once.
+  }];
 }
 
 def LLM_LinearCrossEntropyOp : LLM_LinearCrossEntropyBase<"linear_cross_entropy"> {
   let summary = "LM head + cross-entropy, forward only, in row chunks";
-  let description = commonDescription # [{
+  let description = commonDescription # classesDescription # [{
 
     ```mlir
     %loss, %scratch = llm.linear_cross_entropy %h, %w, %targets
@@ -588,17 +604,19 @@ def LLM_LinearCrossEntropyOp : LLM_LinearCrossEntropyBase<"linear_cross_entropy"
   }];
   let arguments = (ins LLM_FloatTensor:$h, LLM_FloatTensor:$w, LLM_IndexTensor:$targets,
                        I64Attr:$chunk_rows, UnitAttr:$transpose_b,
-                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index,
+                       DefaultValuedAttr<I64Attr, "0">:$num_classes);
   let results = (outs LLM_F32Scalar:$loss, LLM_FloatTensor:$scratch);
   let assemblyFormat = [{
     $h `,` $w `,` $targets attr-dict `:` type($h) `,` type($w) `,` type($targets)
   }];
+  let hasVerifier = 1;
 }
 
 def LLM_LinearCrossEntropyTrainOp
     : LLM_LinearCrossEntropyBase<"linear_cross_entropy_train"> {
   let summary = "LM head + cross-entropy with its backward, in row chunks";
-  let description = commonDescription # [{
+  let description = commonDescription # classesDescription # [{
     With the loss's gradient `dloss` known before the forward (the loss
     seed), each chunk's `(softmax − onehot)·dloss/count` is formed in
     `scratch` right after its logits and multiplied into `dh` (`h`'s
@@ -618,12 +636,14 @@ def LLM_LinearCrossEntropyTrainOp
   let arguments = (ins LLM_FloatTensor:$h, LLM_FloatTensor:$w, LLM_IndexTensor:$targets,
                        LLM_F32Scalar:$dloss, I64Attr:$chunk_rows, UnitAttr:$transpose_b,
                        DefaultValuedAttr<I64Attr, "-1">:$ignore_index,
-                       UnitAttr:$frozen_weight);
+                       UnitAttr:$frozen_weight,
+                       DefaultValuedAttr<I64Attr, "0">:$num_classes);
   let results = (outs LLM_F32Scalar:$loss, LLM_FloatTensor:$dh, Optional<LLM_FloatTensor>:$dw,
                       LLM_FloatTensor:$scratch);
   let assemblyFormat = [{
     $h `,` $w `,` $targets `,` $dloss attr-dict `:` type($h) `,` type($w) `,` type($targets)
   }];
+  let hasVerifier = 1;
 }
 
 class LLM_LinearCrossEntropyShardBase<string mnemonic, list<Trait> traits = []>
@@ -1299,6 +1319,8 @@ def LLM_AttentionRopeGradOp : LLM_PureOp<"attention_rope_grad", [AllTypesMatch<[
 def LLM_CrossEntropyGradOp : LLM_PureOp<"cross_entropy_grad"> {
   let summary = "Backward of cross_entropy: (softmax − onehot) · dloss / count";
   let description = [{
+    `num_classes` as in `cross_entropy`: columns past it get 0.
+
     ```mlir
     %dlogits = llm.cross_entropy_grad %logits, %targets, %dloss {ignore_index = -1 : i64}
         : tensor<4x64x256xf32>, tensor<4x64xi32>
@@ -1306,9 +1328,11 @@ def LLM_CrossEntropyGradOp : LLM_PureOp<"cross_entropy_grad"> {
   }];
   let arguments = (ins LLM_FloatTensor:$logits, LLM_IndexTensor:$targets,
                        LLM_F32Scalar:$dloss,
-                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+                       DefaultValuedAttr<I64Attr, "-1">:$ignore_index,
+                       DefaultValuedAttr<I64Attr, "0">:$num_classes);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = "$logits `,` $targets `,` $dloss attr-dict `:` type($logits) `,` type($targets)";
+  let hasVerifier = 1;
 }
 
 def LLM_CrossEntropyPartialGradOp : LLM_PureOp<"cross_entropy_partial_grad",

@@ -16,15 +16,20 @@ namespace {
 
 /// logits [..., V] float and targets [...] of ids; fills `out`.
 bool checkLogits(Validator &v, CrossEntropyBinding *out) {
-  int64_t ignoreIndex;
-  if (!v.intAttr("ignore_index", &ignoreIndex, -1)) return false;
+  int64_t ignoreIndex, numClasses;
+  if (!v.intAttr("ignore_index", &ignoreIndex, -1) || !v.intAttr("num_classes", &numClasses, 0))
+    return false;
   const TensorView &logits = v.in(0), &targets = v.in(1);
   if (!v.isFloat(logits, "logits")) return false;
   if (logits.rank() < 1) return v.fail("logits must have rank >= 1, got " + logits.describe());
   std::vector<int64_t> rows(logits.shape.begin(), logits.shape.end() - 1);
   if (!v.isIndex(targets, "targets") || !v.hasType(targets, "targets", targets.dtype, rows))
     return false;
-  *out = {logits.dtype, product(rows), logits.dim(-1), ignoreIndex};
+  const int64_t width = logits.dim(-1);
+  if (numClasses < 0 || numClasses > width)
+    return v.fail("num_classes " + std::to_string(numClasses) + " must be in [0, " +
+                  std::to_string(width) + "] for logits " + logits.describe());
+  *out = {logits.dtype, product(rows), width, ignoreIndex, numClasses ? numClasses : width};
   return true;
 }
 

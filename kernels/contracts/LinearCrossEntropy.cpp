@@ -2,6 +2,7 @@
 
 #include "kernels/contracts/LinearCrossEntropy.h"
 
+#include "kernels/HeadScratch.h"
 #include "kernels/Validator.h"
 
 #include <vector>
@@ -33,8 +34,12 @@ bool bindHead(Validator &v, LinearCrossEntropyBinding &b) {
   return true;
 }
 
-bool isScratch(Validator &v, const TensorView &t, const LinearCrossEntropyBinding &b) {
-  return v.hasType(t, "scratch", DType::F32, {b.chunkRows, b.vocab});
+/// The scratch: the chunk's rows, and the fp32 sum of a 16-bit dw when it
+/// spans several chunks (kernels/HeadScratch.h).
+bool isScratch(Validator &v, const TensorView &t, LinearCrossEntropyBinding &b) {
+  b.accumulatorRows = headAccumulatorRows(b.rows, b.width, b.chunkRows, b.dtype != DType::F32,
+                                          b.train && b.weightGrad);
+  return v.hasType(t, "scratch", DType::F32, {b.chunkRows + b.accumulatorRows, b.vocab});
 }
 
 /// The backward forms' frozen_weight flag, into `b`.
@@ -64,9 +69,16 @@ bool bindLinearCrossEntropy(const KernelArgs &args, bool train, std::string &err
   if (train && !bindWeightGrad(v, b))
     return false;
   const size_t scratch = train ? (b.weightGrad ? 3 : 2) : 1;
+  int64_t numClasses = 0;
   if (!v.arity(train ? 4 : 3, scratch + 1) || !bindHead(v, b) ||
-      !v.isF32Scalar(v.out(0), "loss") || !isScratch(v, v.out(scratch), b))
+      !v.intAttr("num_classes", &numClasses, 0) || !v.isF32Scalar(v.out(0), "loss") ||
+      !isScratch(v, v.out(scratch), b))
     return false;
+  if (numClasses < 0 || numClasses > b.vocab)
+    return v.fail("num_classes " + std::to_string(numClasses) + " must be in [0, " +
+                  std::to_string(b.vocab) + "] (w's classes)");
+  if (numClasses > 0)
+    b.shard.total = numClasses; // the padding past it counts for nothing
   if (train && (!v.isF32Scalar(v.in(3), "dloss") || !areGrads(v, 1, b)))
     return false;
   *out = b;

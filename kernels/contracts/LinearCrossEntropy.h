@@ -2,7 +2,9 @@
 //
 // linear_cross_entropy: inputs h [rows × D] (any leading shape), w [V, D]
 // (transpose_b) or [D, V], targets (one i32/i64 per row); outputs the f32
-// scalar loss and the f32 scratch [chunk_rows, V]. linear_cross_entropy_train
+// scalar loss and the f32 scratch [chunk_rows (+ D, kernels/HeadScratch.h),
+// V]; num_classes (0: V) leaves a padded vocabulary's last columns out of
+// the loss, with gradient 0. linear_cross_entropy_train
 // adds the f32 scalar dloss input and the dh (h's type) and dw (w's type)
 // outputs before the scratch. h, w, dh and dw share one float type (f32,
 // bf16 or f16: the logits and their gradient are then rounded to it where
@@ -36,8 +38,11 @@ struct LinearCrossEntropyBinding {
   bool train = false; ///< the kernel forms the logits' gradient and dh, dw
   bool weightGrad = true; ///< with train: dw is an output (not frozen_weight)
   DType dtype = DType::F32; ///< h's, w's, dh's and dw's (the scratch and loss are fp32)
-  /// The vocabulary-parallel forms' classes (the whole vocabulary otherwise).
+  /// The vocabulary-parallel forms' classes; else the first num_classes
+  /// columns (all when it is 0).
   ClassShard shard{0, 0, 0, -1};
+  /// Scratch rows past the chunk: D for dw's fp32 sum over chunks, else 0.
+  int64_t accumulatorRows = 0;
 };
 /// "linear_cross_entropy" or "linear_cross_entropy_train": the kernel's
 /// registry name, which its errors start with.

@@ -14,6 +14,11 @@
 // ignored makes its row NaN (never an out-of-bounds read): the runtime
 // reports bad data, the kernel only keeps it visible.
 //
+// With num_classes < V (a padded vocabulary, llmc-pad-vocab) the rows are V
+// apart but only their first num_classes columns are classes: the padding
+// is read by nothing and its gradient is 0, so the losses and the classes'
+// gradient are the unpadded kernel's bit for bit.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/CrossEntropy.h"
@@ -24,11 +29,11 @@ namespace {
 
 template <typename T> class CrossEntropyKernel final : public Kernel {
 public:
-  CrossEntropyKernel(const KernelArgs &args, int64_t ignoreIndex)
+  CrossEntropyKernel(const KernelArgs &args, const contracts::CrossEntropyBinding &b)
       : logits_(args.inputs[0].as<T>()), targets_(args.inputs[1]),
-        loss_(args.outputs[0].as<float>()), vocab_(args.inputs[0].dim(-1)),
-        rows_(args.inputs[1].numel()), ignoreIndex_(ignoreIndex), threads_(bindThreads()),
-        rowLoss_(rows_), rowScratch_(threads_, vocab_) {}
+        loss_(args.outputs[0].as<float>()), width_(b.width), vocab_(b.classes), rows_(b.rows),
+        ignoreIndex_(b.ignoreIndex), threads_(bindThreads()), rowLoss_(rows_),
+        rowScratch_(threads_, vocab_) {}
 
   void run(const StepContext &) override {
 #pragma omp parallel num_threads(threads_) if (rows_ * vocab_ > kParallelGrain)
@@ -45,7 +50,7 @@ public:
           rowLoss_[r] = kNaN;
           continue;
         }
-        const float *row = rowAsFloat(logits_, r, vocab_, scratch);
+        const float *row = rowAsFloat(logits_ + r * width_, 0, vocab_, scratch);
         float m;
         rowLoss_[r] = static_cast<double>(rowLogSumExp(row, vocab_, &m) - row[target]);
       }
@@ -63,7 +68,7 @@ private:
   const T *logits_;
   IdView targets_;
   float *loss_;
-  int64_t vocab_, rows_, ignoreIndex_;
+  int64_t width_, vocab_, rows_, ignoreIndex_; // vocab_: the classes of each width_-wide row
   int threads_;
   std::vector<double> rowLoss_;
   ThreadScratch rowScratch_;
@@ -71,31 +76,33 @@ private:
 
 template <typename T> class CrossEntropyGradKernel final : public Kernel {
 public:
-  CrossEntropyGradKernel(const KernelArgs &args, int64_t ignoreIndex)
+  CrossEntropyGradKernel(const KernelArgs &args, const contracts::CrossEntropyBinding &b)
       : logits_(args.inputs[0].as<T>()), targets_(args.inputs[1]),
-        dloss_(args.inputs[2].as<float>()), dlogits_(args.outputs[0].as<T>()),
-        vocab_(args.inputs[0].dim(-1)), rows_(args.inputs[1].numel()), ignoreIndex_(ignoreIndex),
-        threads_(bindThreads()), rowScratch_(threads_, vocab_) {}
+        dloss_(args.inputs[2].as<float>()), dlogits_(args.outputs[0].as<T>()), width_(b.width),
+        vocab_(b.classes), rows_(b.rows), ignoreIndex_(b.ignoreIndex), threads_(bindThreads()),
+        rowScratch_(threads_, vocab_) {}
 
   void run(const StepContext &) override {
     int64_t count = 0;
     for (int64_t r = 0; r < rows_; ++r) count += targets_[r] != ignoreIndex_;
     const float factor = count ? *dloss_ / static_cast<float>(count) : 0.0f;
-    const int64_t vocab = vocab_;
-#pragma omp parallel num_threads(threads_) if (rows_ * vocab > kParallelGrain)
+    const int64_t vocab = vocab_, width = width_;
+#pragma omp parallel num_threads(threads_) if (rows_ * width > kParallelGrain)
     {
       float *scratch = rowScratch_.at(omp_get_thread_num());
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows_; ++r) {
         int64_t target = targets_[r];
-        T *out = dlogits_ + r * vocab;
+        T *out = dlogits_ + r * width;
+#pragma omp simd
+        for (int64_t j = vocab; j < width; ++j) store(out, j, 0.0f); // padding: no gradient
         if (target == ignoreIndex_ || target < 0 || target >= vocab) {
           float fillValue = target == ignoreIndex_ ? 0.0f : kNaN;
 #pragma omp simd
           for (int64_t j = 0; j < vocab; ++j) store(out, j, fillValue);
           continue;
         }
-        const float *row = rowAsFloat(logits_, r, vocab, scratch);
+        const float *row = rowAsFloat(logits_ + r * width, 0, vocab, scratch);
         float m, lse = rowLogSumExp(row, vocab, &m);
 #pragma omp simd
         for (int64_t j = 0; j < vocab; ++j) store(out, j, expFast(row[j] - lse) * factor);
@@ -109,7 +116,7 @@ private:
   IdView targets_;
   const float *dloss_;
   T *dlogits_;
-  int64_t vocab_, rows_, ignoreIndex_;
+  int64_t width_, vocab_, rows_, ignoreIndex_; // vocab_: the classes of each width_-wide row
   int threads_;
   ThreadScratch rowScratch_;
 };
@@ -117,13 +124,13 @@ private:
 std::unique_ptr<Kernel> makeCrossEntropy(const KernelArgs &args, std::string &error) {
   contracts::CrossEntropyBinding b;
   if (!contracts::bindCrossEntropy(args, error, &b)) return nullptr;
-  return makeFloatKernel<CrossEntropyKernel>(b.dtype, args, b.ignoreIndex);
+  return makeFloatKernel<CrossEntropyKernel>(b.dtype, args, b);
 }
 
 std::unique_ptr<Kernel> makeCrossEntropyGrad(const KernelArgs &args, std::string &error) {
   contracts::CrossEntropyBinding b;
   if (!contracts::bindCrossEntropyGrad(args, error, &b)) return nullptr;
-  return makeFloatKernel<CrossEntropyGradKernel>(b.dtype, args, b.ignoreIndex);
+  return makeFloatKernel<CrossEntropyGradKernel>(b.dtype, args, b);
 }
 
 } // namespace

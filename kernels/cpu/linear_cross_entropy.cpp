@@ -30,6 +30,16 @@
 // size. A target outside [0, V) that is not ignored makes its row (and the
 // loss) NaN, never an out-of-bounds read.
 //
+// A padded vocabulary (num_classes < V, llmc-pad-vocab) is computed on its
+// classes only: the GEMMs run over the first num_classes columns of the
+// logits (rows of w, or columns of a [D, V] w) with the padded leading
+// dimensions, and dw's padding is set to 0. OpenBLAS's sums do not depend
+// on the leading dimensions, so the loss, dh and dw's classes are the
+// unpadded head's bit for bit.
+//
+// In bf16 or f16 with several chunks, dw's fp32 sum lives in the scratch's
+// rows past the chunk (kernels/HeadScratch.h), in the arena.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/LinearCrossEntropy.h"
@@ -46,17 +56,19 @@ template <typename T> class ChunkedHead : public Kernel {
 protected:
   static constexpr bool kWide = std::is_same_v<T, float>;
 
+  /// `columns`: the logits' columns the GEMMs compute (a padded
+  /// vocabulary's classes; the others are never read and get gradient 0).
   ChunkedHead(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b,
-              SgemmFn sgemm, T *dh, T *dw, float *scratch)
-      : b_(b), targets_(args.inputs[2]), threads_(bindThreads()), sgemm_(sgemm),
-        h_(args.inputs[0].as<T>()), w_(args.inputs[1].as<T>()), dh_(dh), dw_(dw),
+              SgemmFn sgemm, T *dh, T *dw, float *scratch, int64_t columns)
+      : b_(b), targets_(args.inputs[2]), threads_(bindThreads()), columns_(columns),
+        sgemm_(sgemm), h_(args.inputs[0].as<T>()), w_(args.inputs[1].as<T>()), dh_(dh), dw_(dw),
         scratch_(scratch) {
     if constexpr (!kWide) {
       const int64_t chunk = std::min(b.chunkRows, b.rows) * b.width;
       wWide_.resize(b.vocab * b.width);
       hWide_.resize(chunk);
       if (b.train) dhWide_.resize(chunk);
-      if (dw) dwWide_.resize(b.vocab * b.width);
+      if (dw && !b.accumulatorRows) dwWide_.resize(b.vocab * b.width);
     }
   }
 
@@ -64,16 +76,18 @@ protected:
   /// scratch and, when training, leaves their gradient there.
   template <typename Rows> void forEachChunk(Rows &&rows) {
     const int64_t d = b_.width, vocab = b_.vocab;
-    const int ldw = static_cast<int>(b_.transposeB ? d : vocab);
+    const int ldw = static_cast<int>(b_.transposeB ? d : vocab), ld = static_cast<int>(vocab);
+    const int cols = static_cast<int>(columns_), dim = static_cast<int>(d);
     const float *w = wide(w_, wWide_, vocab * d);
-    float *dw = kWide ? reinterpret_cast<float *>(dw_) : dwWide_.data();
+    float *dw = kWide                ? reinterpret_cast<float *>(dw_)
+                : b_.accumulatorRows ? scratch_ + b_.chunkRows * vocab
+                                     : dwWide_.data();
     for (int64_t r0 = 0; r0 < b_.rows; r0 += b_.chunkRows) {
       const int n = static_cast<int>(std::min(b_.chunkRows, b_.rows - r0));
       const float *hc = wide(h_ + r0 * d, hWide_, n * d);
       // logits[n, V] = h_c · wᵀ (w [V, D]) or h_c · w (w [D, V]).
-      sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasTrans : CblasNoTrans, n,
-             static_cast<int>(vocab), static_cast<int>(d), 1.0f, hc, static_cast<int>(d), w, ldw,
-             0.0f, scratch_, static_cast<int>(vocab));
+      sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasTrans : CblasNoTrans, n, cols,
+             dim, 1.0f, hc, dim, w, ldw, 0.0f, scratch_, ld);
       roundThrough(scratch_, n * vocab);
       rows(r0, n);
       if (!b_.train)
@@ -81,25 +95,23 @@ protected:
       roundThrough(scratch_, n * vocab);
       // dh_c[n, D] = g · w (w [V, D]) or g · wᵀ (w [D, V]).
       float *dhc = kWide ? reinterpret_cast<float *>(dh_) + r0 * d : dhWide_.data();
-      sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasNoTrans : CblasTrans, n,
-             static_cast<int>(d), static_cast<int>(vocab), 1.0f, scratch_,
-             static_cast<int>(vocab), w, ldw, 0.0f, dhc, static_cast<int>(d));
+      sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasNoTrans : CblasTrans, n, dim,
+             cols, 1.0f, scratch_, ld, w, ldw, 0.0f, dhc, dim);
       if constexpr (!kWide) narrow(dhc, dh_ + r0 * d, n * d);
       if (!dw_)
         continue;
       // dw += gᵀ · h_c ([V, D]) or h_cᵀ · g ([D, V]); the first chunk sets it.
       const float beta = r0 == 0 ? 0.0f : 1.0f;
       if (b_.transposeB)
-        sgemm_(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(vocab),
-               static_cast<int>(d), n, 1.0f, scratch_, static_cast<int>(vocab), hc,
-               static_cast<int>(d), beta, dw, static_cast<int>(d));
+        sgemm_(CblasRowMajor, CblasTrans, CblasNoTrans, cols, dim, n, 1.0f, scratch_, ld, hc,
+               dim, beta, dw, dim);
       else
-        sgemm_(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d),
-               static_cast<int>(vocab), n, 1.0f, hc, static_cast<int>(d), scratch_,
-               static_cast<int>(vocab), beta, dw, static_cast<int>(vocab));
+        sgemm_(CblasRowMajor, CblasTrans, CblasNoTrans, dim, cols, n, 1.0f, hc, dim, scratch_,
+               ld, beta, dw, ld);
     }
-    if constexpr (!kWide) {
-      if (dw_) narrow(dw, dw_, vocab * d);
+    if (dw_) {
+      zeroPadding(dw);
+      if constexpr (!kWide) narrow(dw, dw_, vocab * d);
     }
   }
 
@@ -122,6 +134,20 @@ private:
     }
   }
 
+  /// dw's classes past `columns_` (a padded vocabulary's rows, or
+  /// columns of a [D, V] w): no gradient.
+  void zeroPadding(float *dw) const {
+    const int64_t d = b_.width, vocab = b_.vocab;
+    if (columns_ == vocab)
+      return;
+    if (b_.transposeB) {
+      std::fill(dw + columns_ * d, dw + vocab * d, 0.0f);
+      return;
+    }
+    for (int64_t i = 0; i < d; ++i)
+      std::fill(dw + i * vocab + columns_, dw + (i + 1) * vocab, 0.0f);
+  }
+
   static void narrow(const float *x, T *out, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
     for (int64_t i = 0; i < n; ++i) store(out, i, x[i]);
@@ -139,12 +165,14 @@ private:
     }
   }
 
+  int64_t columns_;
   SgemmFn sgemm_;
   const T *h_, *w_;
   T *dh_, *dw_;
   float *scratch_;
-  // bf16 / f16 only: fp32 copies of w and a chunk of h, a chunk of dh, dw.
-  // dw_ is null unless the kernel trains w.
+  // bf16 / f16 only: fp32 copies of w and a chunk of h, a chunk of dh, dw
+  // (dw in the scratch instead when it sums over chunks). dw_ is null
+  // unless the kernel trains w.
   std::vector<float> wWide_, hWide_, dhWide_, dwWide_;
 };
 
@@ -159,7 +187,7 @@ public:
                            SgemmFn sgemm)
       : Base(args, b, sgemm, b.train ? args.outputs[1].as<T>() : nullptr,
              b.train && b.weightGrad ? args.outputs[2].as<T>() : nullptr,
-             args.outputs.back().as<float>()),
+             args.outputs.back().as<float>(), b.shard.valid()),
         dloss_(b.train ? args.inputs[3].as<float>() : nullptr), loss_(args.outputs[0].as<float>()),
         rowLoss_(static_cast<size_t>(b.rows)) {}
 
@@ -177,12 +205,14 @@ private:
   /// The losses of rows r0 .. r0+n (whose logits are in the scratch) and,
   /// when training, their gradient in place of the logits.
   void chunkRows(int64_t r0, int n, float factor) {
-    const int64_t vocab = b_.vocab;
-#pragma omp parallel for num_threads(threads_) schedule(static) if (n * vocab > kParallelGrain)
+    const int64_t vocab = b_.shard.valid(), width = b_.vocab; // the classes, then padding
+#pragma omp parallel for num_threads(threads_) schedule(static) if (n * width > kParallelGrain)
     for (int i = 0; i < n; ++i) {
       const int64_t r = r0 + i, target = targets_[r];
       float *row = this->scratchRow(i);
       const bool ignored = target == b_.ignoreIndex;
+      if (b_.train)
+        std::fill(row + vocab, row + width, 0.0f); // the padding gets no gradient
       if (ignored || target < 0 || target >= vocab) {
         rowLoss_[r] = ignored ? 0.0 : static_cast<double>(kNaN);
         if (b_.train) {
@@ -219,7 +249,7 @@ public:
                     SgemmFn sgemm)
       : Base(args, b, sgemm, b.train ? args.outputs[0].as<T>() : nullptr,
              b.train && b.weightGrad ? args.outputs[1].as<T>() : nullptr,
-             args.outputs.back().as<float>()),
+             args.outputs.back().as<float>(), b.vocab),
         stats_{b.train ? args.inputs[3].as<float>() : args.outputs[0].as<float>(),
                b.train ? args.inputs[4].as<float>() : args.outputs[1].as<float>(),
                b.train ? args.inputs[5].as<float>() : args.outputs[2].as<float>()} {}

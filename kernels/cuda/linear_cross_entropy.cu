@@ -11,15 +11,24 @@
 //
 // The vocabulary-parallel forms run the same chunks over a shard of w:
 // linear_cross_entropy_partial keeps each row's max, Σ exp(logit − max)
-// (one block per row) and target logit; linear_cross_entropy_partial_grad
-// forms cross_entropy_partial_grad's gradient in place (a grid-stride loop
-// over the chunk) before the two products.
+// and target logit; linear_cross_entropy_partial_grad forms
+// cross_entropy_partial_grad's gradient in place before the two products
+// (one block per row for both, in 16-byte pieces where rows allow).
 //
 // bf16 and f16 GEMMs read and write their operands' type, so there the
-// chunk is held in that type (in the first half of the fp32 scratch): the
+// chunk is held in that type (from the start of the fp32 scratch): the
 // logits rounded where the unfused matmul stores them, the gradient where
-// cross_entropy_grad does. dw then accumulates over chunks in that type
-// too (one chunk: the unfused ops' rounding exactly).
+// cross_entropy_grad does. With one chunk dw is the GEMM's product, the
+// unfused ops' rounding exactly; over several chunks each chunk's product
+// is summed in fp32 in the scratch's rows past the chunk
+// (kernels/HeadScratch.h) and rounded into dw once.
+//
+// A padded vocabulary (num_classes < V, llmc-pad-vocab) keeps the GEMMs at
+// the padded width, whose aligned leading dimensions are what cuBLASLt's
+// fastest kernels need: the padding's logits (of zero weights) are never
+// read, its gradient is 0, so dh gains nothing from it and dw's padded
+// rows are exactly 0. With rows 16-byte aligned the row pass moves 16
+// bytes per thread at a time (CrossEntropyCommon.cuh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,42 +42,92 @@
 namespace llmc::cuda {
 namespace {
 
-/// Losses of rows [r0, r0 + n) from their logits in `chunk`; with a scale,
-/// the chunk becomes their gradient.
-template <typename I, typename T>
+/// Losses of rows [r0, r0 + n) from their logits in `chunk` (rows `width`
+/// apart, the first `classes` columns classes); with a scale, the chunk
+/// becomes their gradient.
+template <typename I, typename T, bool Vector>
 __global__ void chunkRowsKernel(T *chunk, const I *targets, float *rowLoss, int64_t r0,
-                                int64_t n, int64_t vocab, int64_t ignoreIndex,
+                                int64_t n, int64_t width, int64_t classes, int64_t ignoreIndex,
                                 const float *scale) {
   __shared__ float red[32];
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const int64_t target = static_cast<int64_t>(targets[r0 + i]); // uniform over the block
-    T *row = chunk + i * vocab;
+    T *row = chunk + i * width;
     const bool ignored = target == ignoreIndex;
-    if (ignored || target < 0 || target >= vocab) {
+    if (ignored || target < 0 || target >= classes) {
       const float fill = ignored ? 0.0f : __int_as_float(0x7fc00000);
       if (threadIdx.x == 0) rowLoss[r0 + i] = fill;
       if (scale)
-        for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) store(row, j, fill);
+        for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+          store(row, j, j < classes ? fill : 0.0f);
       continue;
     }
-    const float lse = rowLogSumExp(row, vocab, red);
+    const float lse = rowLogSumExpOf<T, Vector>(row, classes, red);
     const float targetLogit = load(row, target);
     __syncthreads(); // every thread read the target's logit before it is overwritten
     if (threadIdx.x == 0) rowLoss[r0 + i] = lse - targetLogit;
     if (!scale) continue;
-    const float factor = *scale;
-    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-      const float p = expf(load(row, j) - lse);
-      store(row, j, (j == target ? p - 1.0f : p) * factor);
+    writeRowGrad<T, Vector>(row, row, classes, width, target, lse, *scale);
+  }
+}
+
+/// How one chunk's dw product joins the fp32 sum over chunks.
+enum class SumStep { First, Middle, Last };
+
+/// sum = dw (First), sum += dw (Middle), dw = round(sum + dw) (Last), over
+/// n elements; 16 bytes of dw at a time when `Vector`.
+template <typename T, bool Vector>
+__global__ void sumChunkGradKernel(T *dw, float *sum, int64_t n, SumStep step) {
+  constexpr int V = Vector ? kVec<T> : 1;
+  LLMC_GRID_STRIDE(p, n / V) {
+    float x[kVec<T>];
+    if constexpr (Vector)
+      loadVec(dw, p * V, x);
+    else
+      x[0] = load(dw, p);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int64_t e = p * V + k;
+      if (step == SumStep::First)
+        sum[e] = x[k];
+      else if (step == SumStep::Middle)
+        sum[e] += x[k];
+      else
+        x[k] += sum[e];
     }
+    if (step != SumStep::Last) continue;
+    if constexpr (Vector)
+      storeVec(dw, p * V, x);
+    else
+      store(dw, p, x[0]);
   }
 }
 
 constexpr float kNaN = __builtin_nanf("");
 
+/// fn(j, x) for each of the first `valid` columns of a row: 16 bytes per
+/// thread at a time when `Vector` (the row 16-byte aligned), else one
+/// element.
+template <typename T, bool Vector, typename Fn>
+__device__ __forceinline__ void forEachClass(const T *row, int64_t valid, Fn &&fn) {
+  if constexpr (Vector) {
+    constexpr int V = kVec<T>;
+    for (int64_t j = static_cast<int64_t>(threadIdx.x) * V; j < valid;
+         j += static_cast<int64_t>(blockDim.x) * V) {
+      float x[V];
+      loadVec(row, j, x);
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        if (j + k < valid) fn(j + k, x[k]);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) fn(j, load(row, j));
+  }
+}
+
 /// One vocabulary shard's statistics of rows [r0, r0 + n) from their
 /// logits in `chunk`: max, Σ exp(logit − max) and the target's logit.
-template <typename I, typename T>
+template <typename I, typename T, bool Vector>
 __global__ void shardStatsKernel(const T *chunk, const I *targets, int64_t r0, int64_t n,
                                  contracts::ClassShard shard, float *max, float *sumexp,
                                  float *targetLogit) {
@@ -77,10 +136,10 @@ __global__ void shardStatsKernel(const T *chunk, const I *targets, int64_t r0, i
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const T *row = chunk + i * shard.width;
     float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, load(row, j));
+    forEachClass<T, Vector>(row, valid, [&](int64_t, float x) { m = fmaxf(m, x); });
     m = blockMax(m, red);
     float sum = 0.0f;
-    for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += expf(load(row, j) - m);
+    forEachClass<T, Vector>(row, valid, [&](int64_t, float x) { sum += expf(x - m); });
     sum = blockSum(sum, red);
     if (threadIdx.x == 0) {
       const int64_t r = r0 + i, column = shard.column(static_cast<int64_t>(targets[r]));
@@ -92,25 +151,36 @@ __global__ void shardStatsKernel(const T *chunk, const I *targets, int64_t r0, i
 }
 
 /// cross_entropy_partial_grad of rows [r0, r0 + n) in place of their
-/// logits in `chunk`.
-template <typename I, typename T>
+/// logits in `chunk`, one block per row: 16 bytes per thread at a time
+/// when `Vector`.
+template <typename I, typename T, bool Vector>
 __global__ void shardGradKernel(T *chunk, const I *targets, int64_t r0, int64_t n,
                                 contracts::ClassShard shard, const float *shift,
                                 const float *dsumexp, const float *dtarget) {
-  LLMC_GRID_STRIDE(e, n * shard.width) {
-    const int64_t r = r0 + e / shard.width, j = e % shard.width;
-    const int64_t column = shard.column(static_cast<int64_t>(targets[r]));
-    if (column == -2) {
-      store(chunk, e, kNaN);
-      continue;
+  constexpr int V = Vector ? kVec<T> : 1;
+  const int64_t valid = shard.valid(); // padding gets no gradient
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const int64_t r = r0 + i, column = shard.column(static_cast<int64_t>(targets[r]));
+    const float ds = dsumexp[r], m = shift[r], dt = dtarget[r];
+    T *row = chunk + i * shard.width;
+    for (int64_t j = static_cast<int64_t>(threadIdx.x) * V; j < shard.width;
+         j += static_cast<int64_t>(blockDim.x) * V) {
+      float x[kVec<T>];
+      if constexpr (Vector)
+        loadVec(row, j, x);
+      else
+        x[0] = load(row, j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float g = column == -2 ? kNaN : j + k < valid ? ds * expf(x[k] - m) : 0.0f;
+        if (j + k == column) g += dt;
+        x[k] = g;
+      }
+      if constexpr (Vector)
+        storeVec(row, j, x);
+      else
+        store(row, j, x[0]);
     }
-    if (j >= shard.valid()) { // padding gets no gradient
-      store(chunk, e, 0.0f);
-      continue;
-    }
-    float g = dsumexp[r] * expf(load(chunk, e) - shift[r]);
-    if (j == column) g += dtarget[r];
-    store(chunk, e, g);
   }
 }
 
@@ -119,8 +189,12 @@ __global__ void shardGradKernel(T *chunk, const I *targets, int64_t r0, int64_t 
 /// GEMMs of the gradient that pass left in the scratch.
 template <typename T> class ChunkedHead : public Kernel {
 protected:
-  ChunkedHead(const contracts::LinearCrossEntropyBinding &b, T *scratch)
-      : b_(b), scratch_(scratch) {}
+  /// `scratch`: the f32 scratch, whose rows past the chunk hold dw's fp32
+  /// sum when it has them.
+  ChunkedHead(const contracts::LinearCrossEntropyBinding &b, float *scratch)
+      : b_(b), scratch_(reinterpret_cast<T *>(scratch)),
+        dwSum_(b.accumulatorRows ? scratch + b.chunkRows * b.vocab : nullptr),
+        vector_(vectorRows<T>(scratch, b.vocab)) {}
 
   /// Plans the chunk GEMMs; false with `error` set when cuBLASLt refuses.
   bool planChunks(const T *h, const T *w, T *dh, T *dw, std::string &error) {
@@ -141,7 +215,7 @@ protected:
       GemmDesc wgrad; // dw (+)= gᵀ · h_c ([V, D]) or h_cᵀ · g ([D, V])
       wgrad.dtype = b_.dtype;
       wgrad.transposeA = true;
-      wgrad.accumulate = r0 > 0;
+      wgrad.accumulate = r0 > 0 && !dwSum_; // else summed in fp32 beside it
       wgrad.k = n;
       if (b_.transposeB) {
         wgrad.m = b_.vocab, wgrad.n = b_.width;
@@ -158,7 +232,7 @@ protected:
 
   /// Runs the chunks; `rows(r0, n)` launches the pass over rows
   /// r0 .. r0+n, whose logits are in the scratch.
-  template <typename Rows> void forEachChunk(cudaStream_t stream, Rows &&rows) {
+  template <typename Rows> void forEachChunk(cudaStream_t stream, T *dw, Rows &&rows) {
     size_t g = 0;
     for (int64_t r0 = 0; r0 < b_.rows; r0 += b_.chunkRows) {
       const int64_t n = std::min(b_.chunkRows, b_.rows - r0);
@@ -166,12 +240,31 @@ protected:
       rows(r0, n);
       LLMC_CUDA_CHECK_LAUNCH();
       if (b_.train) gemms_[g++]->run(stream);
-      if (b_.train && b_.weightGrad) gemms_[g++]->run(stream);
+      if (b_.train && b_.weightGrad) {
+        gemms_[g++]->run(stream);
+        if (dwSum_)
+          sumChunkGrad(stream, dw,
+                       r0 == 0 ? SumStep::First
+                       : r0 + n >= b_.rows ? SumStep::Last
+                                           : SumStep::Middle);
+      }
     }
   }
 
+  /// One chunk's dw into the fp32 sum (see sumChunkGradKernel).
+  void sumChunkGrad(cudaStream_t stream, T *dw, SumStep step) {
+    const int64_t n = b_.vocab * b_.width;
+    if (vectorRows<T>(dw, n, dwSum_))
+      sumChunkGradKernel<T, true><<<gridFor(n / kVec<T>), kBlock, 0, stream>>>(dw, dwSum_, n, step);
+    else
+      sumChunkGradKernel<T, false><<<gridFor(n), kBlock, 0, stream>>>(dw, dwSum_, n, step);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
   contracts::LinearCrossEntropyBinding b_;
-  T *scratch_; // the chunk, in h's type
+  T *scratch_;   // the chunk, in h's type
+  float *dwSum_; // dw's fp32 sum over chunks (16-bit types, several chunks), or null
+  bool vector_;  // every chunk row 16-byte aligned
 
 private:
   bool add(const GemmDesc &desc, std::string &error) {
@@ -190,7 +283,8 @@ template <typename T> class LinearCrossEntropyKernel final : public ChunkedHead<
 
 public:
   LinearCrossEntropyKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b)
-      : ChunkedHead<T>(b, args.outputs.back().as<T>()), targets_(args.inputs[2]),
+      : ChunkedHead<T>(b, args.outputs.back().as<float>()), targets_(args.inputs[2]),
+        dw_(b.train && b.weightGrad ? args.outputs[2].as<T>() : nullptr),
         dloss_(b.train ? args.inputs[3].as<float>() : nullptr),
         loss_(args.outputs[0].as<float>()),
         rowLoss_(static_cast<size_t>(b.rows) * sizeof(float)), scale_(sizeof(float)) {}
@@ -214,14 +308,11 @@ public:
                                                                  b_.ignoreIndex, dloss_, scale);
       LLMC_CUDA_CHECK_LAUNCH();
     }
-    this->forEachChunk(stream, [&](int64_t r0, int64_t n) {
-      const int grid = lossRowGrid(n), threads = lossRowThreads(b_.vocab);
+    this->forEachChunk(stream, dw_, [&](int64_t r0, int64_t n) {
       if (targets_.wide)
-        chunkRowsKernel<int64_t, T><<<grid, threads, 0, stream>>>(
-            scratch_, targets_.wide64(), rowLoss, r0, n, b_.vocab, b_.ignoreIndex, scale);
+        launchRows(stream, targets_.wide64(), rowLoss, r0, n, scale);
       else
-        chunkRowsKernel<int32_t, T><<<grid, threads, 0, stream>>>(
-            scratch_, targets_.narrow(), rowLoss, r0, n, b_.vocab, b_.ignoreIndex, scale);
+        launchRows(stream, targets_.narrow(), rowLoss, r0, n, scale);
     });
     if (targets_.wide)
       meanLossKernel<int64_t><<<1, kLossThreads, 0, stream>>>(rowLoss, targets_.wide64(), b_.rows,
@@ -233,7 +324,21 @@ public:
   }
 
 private:
+  template <typename I>
+  void launchRows(cudaStream_t stream, const I *targets, float *rowLoss, int64_t r0, int64_t n,
+                  const float *scale) {
+    const int grid = lossRowGrid(n), threads = rowThreads<T>(b_.vocab, this->vector_);
+    const int64_t classes = b_.shard.valid();
+    if (this->vector_)
+      chunkRowsKernel<I, T, true><<<grid, threads, 0, stream>>>(
+          scratch_, targets, rowLoss, r0, n, b_.vocab, classes, b_.ignoreIndex, scale);
+    else
+      chunkRowsKernel<I, T, false><<<grid, threads, 0, stream>>>(
+          scratch_, targets, rowLoss, r0, n, b_.vocab, classes, b_.ignoreIndex, scale);
+  }
+
   Ids targets_;
+  T *dw_; // null unless the weight trains
   const float *dloss_;
   float *loss_;
   BindScratch rowLoss_; // [rows] f32
@@ -246,7 +351,8 @@ template <typename T> class ShardedHeadKernel final : public ChunkedHead<T> {
 
 public:
   ShardedHeadKernel(const KernelArgs &args, const contracts::LinearCrossEntropyBinding &b)
-      : ChunkedHead<T>(b, args.outputs.back().as<T>()), targets_(args.inputs[2]),
+      : ChunkedHead<T>(b, args.outputs.back().as<float>()), targets_(args.inputs[2]),
+        dw_(b.train && b.weightGrad ? args.outputs[1].as<T>() : nullptr),
         stats_{b.train ? args.inputs[3].as<float>() : args.outputs[0].as<float>(),
                b.train ? args.inputs[4].as<float>() : args.outputs[1].as<float>(),
                b.train ? args.inputs[5].as<float>() : args.outputs[2].as<float>()} {}
@@ -260,7 +366,7 @@ public:
 
   void run(const StepContext &ctx) override {
     cudaStream_t stream = streamOf(ctx);
-    this->forEachChunk(stream, [&](int64_t r0, int64_t n) {
+    this->forEachChunk(stream, dw_, [&](int64_t r0, int64_t n) {
       if (targets_.wide)
         launch(stream, targets_.wide64(), r0, n);
       else
@@ -270,15 +376,24 @@ public:
 
 private:
   template <typename I> void launch(cudaStream_t stream, const I *targets, int64_t r0, int64_t n) {
+    if (this->vector_)
+      launch<I, true>(stream, targets, r0, n);
+    else
+      launch<I, false>(stream, targets, r0, n);
+  }
+  template <typename I, bool Vector>
+  void launch(cudaStream_t stream, const I *targets, int64_t r0, int64_t n) {
+    const int grid = lossRowGrid(n), threads = rowThreads<T>(b_.vocab, Vector);
     if (b_.train)
-      shardGradKernel<I, T><<<gridFor(n * b_.vocab), kBlock, 0, stream>>>(
+      shardGradKernel<I, T, Vector><<<grid, threads, 0, stream>>>(
           scratch_, targets, r0, n, b_.shard, stats_[0], stats_[1], stats_[2]);
     else
-      shardStatsKernel<I, T><<<lossRowGrid(n), lossRowThreads(b_.vocab), 0, stream>>>(
+      shardStatsKernel<I, T, Vector><<<grid, threads, 0, stream>>>(
           scratch_, targets, r0, n, b_.shard, stats_[0], stats_[1], stats_[2]);
   }
 
   Ids targets_;
+  T *dw_; // null unless the weight trains
   /// Forward: the outputs max, sumexp, target_logit. Backward: the inputs
   /// shift, dsumexp, dtarget_logit.
   float *stats_[3];

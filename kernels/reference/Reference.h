@@ -216,18 +216,22 @@ RefTensor pagedAttention(const RefTensor &q, const RefTensor &kCache, const RefT
 //===- cross_entropy.cpp --------------------------------------------------===//
 
 /// Mean −log softmax(logits)[target] over targets != ignoreIndex (0 if none);
-/// shape {}.
-RefTensor crossEntropy(const RefTensor &logits, const RefTensor &targets, int64_t ignoreIndex);
+/// shape {}. With numClasses > 0 only the first numClasses columns are
+/// classes: the rest (a padded vocabulary) are left out and get gradient 0.
+RefTensor crossEntropy(const RefTensor &logits, const RefTensor &targets, int64_t ignoreIndex,
+                       int64_t numClasses = 0);
 RefTensor crossEntropyGrad(const RefTensor &logits, const RefTensor &targets, double dloss,
-                           int64_t ignoreIndex);
+                           int64_t ignoreIndex, int64_t numClasses = 0);
 
 //===- linear_cross_entropy.cpp -------------------------------------------===//
 
 /// The LM head and its loss: {loss} of logits = h·wᵀ (transposeB, w [V, D])
-/// or h·w (w [D, V]); with dloss also {loss, dh, dw}.
+/// or h·w (w [D, V]); with dloss also {loss, dh, dw}. numClasses as in
+/// crossEntropy.
 std::vector<RefTensor> linearCrossEntropy(const RefTensor &h, const RefTensor &w,
                                           const RefTensor &targets, bool transposeB,
-                                          int64_t ignoreIndex, const double *dloss);
+                                          int64_t ignoreIndex, const double *dloss,
+                                          int64_t numClasses = 0);
 /// A vocabulary shard's head (w holds classes [classOffset, classOffset + V)
 /// of numClasses): {max, Σ exp(logit − max), the target's logit or 0} per
 /// row, reduce_max and crossEntropyPartial on the shard's logits.

@@ -47,12 +47,13 @@ RefTensor perRow(RefTensor stat, const RefTensor &like) {
 
 std::vector<RefTensor> linearCrossEntropy(const RefTensor &h, const RefTensor &w,
                                           const RefTensor &targets, bool transposeB,
-                                          int64_t ignoreIndex, const double *dloss) {
+                                          int64_t ignoreIndex, const double *dloss,
+                                          int64_t numClasses) {
   Head x = head("linear_cross_entropy", h, w, targets, transposeB);
-  std::vector<RefTensor> out{crossEntropy(x.logits, x.targets, ignoreIndex)};
+  std::vector<RefTensor> out{crossEntropy(x.logits, x.targets, ignoreIndex, numClasses)};
   if (!dloss)
     return out;
-  RefTensor g = crossEntropyGrad(x.logits, x.targets, *dloss, ignoreIndex);
+  RefTensor g = crossEntropyGrad(x.logits, x.targets, *dloss, ignoreIndex, numClasses);
   for (RefTensor &grad : backward(x, h, w, g, transposeB))
     out.push_back(std::move(grad));
   return out;

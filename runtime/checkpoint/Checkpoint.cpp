@@ -79,6 +79,26 @@ std::string rankFile(const std::string &kind, int rank) {
 
 std::string fileKind(const BufferInfo &b) { return b.category == "param" ? "model" : "optimizer"; }
 
+/// Copies the leading box `box` of a row-major tensor of shape `shape`
+/// (`elementBytes` each) into `out`.
+void copyLeadingBox(const uint8_t *data, const std::vector<int64_t> &shape,
+                    const std::vector<int64_t> &box, size_t elementBytes, uint8_t *out) {
+  const size_t rank = shape.size();
+  const size_t run = static_cast<size_t>(box.back()) * elementBytes;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d) rows *= box[d];
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < rank; ++d) offset = offset * shape[d] + index[d];
+    std::memcpy(out + r * run, data + offset * elementBytes, run);
+    for (int d = static_cast<int>(rank) - 2; d >= 0; --d) { // next row of the box
+      if (++index[d] < box[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
 std::string readText(const std::string &path) {
   std::ifstream in(path);
   if (!in)
@@ -89,6 +109,37 @@ std::string readText(const std::string &path) {
 
 } // namespace
 
+SavedPiece savedPiece(const BufferInfo &b, const uint8_t *data, const Mesh &mesh) {
+  SavedPiece piece;
+  piece.name = b.name;
+  piece.dtype = b.dtype;
+  piece.shard = b.shard;
+  piece.shape = b.shape;
+  piece.data = data;
+  piece.bytes = b.bytes();
+  // Codes (8-bit AdamW's moments) keep their padding: there a zero byte
+  // does not decode to zero, so the padding must come back as it was.
+  size_t kept = b.shard.levels.size();
+  while (kept > 0 && b.shard.levels[kept - 1].pads() && b.dtype != DType::U8)
+    --kept;
+  if (kept == b.shard.levels.size())
+    return piece;
+  ShardMap map(b.shard, b.shape, mesh);
+  piece.shard.levels.resize(kept);
+  piece.shape = map.shapeAfter(kept);
+  size_t elementBytes = dtypeSize(b.dtype);
+  int64_t numel = 1;
+  for (int64_t d : piece.shape) numel *= d;
+  piece.bytes = static_cast<size_t>(numel) * elementBytes;
+  // Padding of dimension 0 only: the real tensor is the buffer's head.
+  if (!data || std::equal(piece.shape.begin() + 1, piece.shape.end(), b.shape.begin() + 1))
+    return piece;
+  piece.copy.resize(piece.bytes);
+  copyLeadingBox(data, b.shape, piece.shape, elementBytes, piece.copy.data());
+  piece.data = piece.copy.data();
+  return piece;
+}
+
 void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Arena &arena,
                     const TrainState &state, int rank, Communicator &comm,
                     const RetentionPolicy &retention) {
@@ -98,9 +149,12 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
   makeDirectories(stepDir);
   for (const char *category : {"param", "optim"}) {
     std::vector<SafeTensor> mine;
+    std::vector<SavedPiece> pieces; // what `mine` points into
     for (const BufferInfo *b : persistentBuffers(artifact, category))
       if (writes(artifact, *b, rank))
-        mine.push_back({b->name, b->dtype, b->shape, arena.base() + b->offset, b->bytes()});
+        pieces.push_back(savedPiece(*b, arena.base() + b->offset, artifact.mesh));
+    for (const SavedPiece &p : pieces)
+      mine.push_back({p.name, p.dtype, p.shape, p.data, p.bytes});
     if (!mine.empty())
       writeSafetensors(stepDir + "/" + rankFile(category == std::string("param") ? "model" : "optimizer", rank),
                        mine, {{"format", "llmc"}, {"step", std::to_string(state.step)}});
@@ -117,18 +171,22 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
                          [&](const BufferInfo *o) { return o->name == b.name; }))
           all.push_back(&b);
     for (const BufferInfo *b : all) {
-      ShardMap map(b->shard, b->shape, artifact.mesh);
+      SavedPiece piece = savedPiece(*b, nullptr, artifact.mesh); // the layout alone
+      ShardMap map(piece.shard, piece.shape, artifact.mesh);
       json::Value entry = json::Value::object();
       entry.set("dtype", json::Value(dtypeName(b->dtype)));
       json::Value shape = json::Value::array();
       for (int64_t d : globalShapeOf(*b)) shape.push(json::Value(d));
       entry.set("shape", shape);
       json::Value levels = json::Value::array();
-      for (size_t k = 0; k < b->shard.levels.size(); ++k) {
+      for (size_t k = 0; k < piece.shard.levels.size(); ++k) {
+        const ShardLevel &saved = piece.shard.levels[k];
         json::Value level = json::Value::object();
-        level.set("dim", json::Value(b->shard.levels[k].dim));
-        level.set("blocks", json::Value(b->shard.levels[k].blocks));
+        level.set("dim", json::Value(saved.dim));
+        level.set("blocks", json::Value(saved.blocks));
         level.set("parts", json::Value(map.parts()[k]));
+        if (saved.pads())
+          level.set("pad_to", json::Value(saved.padTo));
         levels.push(level);
       }
       entry.set("levels", levels);
@@ -203,14 +261,22 @@ static SavedPieces openSavedPieces(const json::Value &entry, const std::string &
     level.dim = static_cast<int>(levels[k].at("dim").asInt("dim"));
     level.blocks = static_cast<int>(levels[k].at("blocks").asInt("blocks"));
     int parts = static_cast<int>(levels[k].at("parts").asInt("parts"));
-    level.axes = {"level" + std::to_string(k)};
-    saved.mesh.push_back({level.axes[0], parts});
+    if (const json::Value *padTo = levels[k].find("pad_to")) // absent before padded vocabularies
+      level.padTo = padTo->asInt("pad_to");
     if (level.dim < 0 || level.dim >= static_cast<int>(saved.localShape.size()) || parts < 1 ||
         level.blocks < 1 ||
-        (level.blocks != 1 && saved.localShape[level.dim] % (level.blocks * parts) != 0))
+        (level.blocks != 1 && saved.localShape[level.dim] % (level.blocks * parts) != 0) ||
+        (level.pads() && (parts != 1 || level.blocks != 1 ||
+                          level.padTo < saved.localShape[level.dim])))
       fail(where, " has a bad shard level");
-    // A single block the parts do not divide was padded (see ShardMap).
-    saved.localShape[level.dim] = (saved.localShape[level.dim] + parts - 1) / parts;
+    if (level.pads()) {
+      saved.localShape[level.dim] = level.padTo;
+    } else {
+      level.axes = {"level" + std::to_string(k)};
+      saved.mesh.push_back({level.axes[0], parts});
+      // A single block the parts do not divide was padded (see ShardMap).
+      saved.localShape[level.dim] = (saved.localShape[level.dim] + parts - 1) / parts;
+    }
     saved.shard.levels.push_back(level);
   }
   ShardMap map(saved.shard, saved.localShape, saved.mesh);
@@ -269,15 +335,17 @@ static void restoreTensor(const BufferInfo &b, const json::Value &entry, const s
             arena.base() + b.offset, stepDir, indexPath + ": tensor '" + b.name + "'", files);
 }
 
-/// How a tensor is split, as the index records it: (dim, blocks, parts) per
-/// level.
-std::string splitSignature(const std::vector<std::array<int64_t, 3>> &levels) {
+/// How a tensor is split, as the index records it: (dim, blocks, parts,
+/// pad_to) per level.
+std::string splitSignature(const std::vector<std::array<int64_t, 4>> &levels) {
   if (levels.empty())
     return "whole";
   std::string text;
-  for (const auto &[dim, blocks, parts] : levels)
-    text += (text.empty() ? "" : ", ") + std::to_string(parts) + " parts of dim " +
-            std::to_string(dim) + (blocks > 1 ? " (" + std::to_string(blocks) + " blocks)" : "");
+  for (const auto &[dim, blocks, parts, padTo] : levels)
+    text += (text.empty() ? "" : ", ") +
+            (padTo > 0 ? "dim " + std::to_string(dim) + " padded to " + std::to_string(padTo)
+                       : std::to_string(parts) + " parts of dim " + std::to_string(dim) +
+                             (blocks > 1 ? " (" + std::to_string(blocks) + " blocks)" : ""));
   return text;
 }
 
@@ -295,12 +363,17 @@ void checkSameMomentSplit(const std::string &indexPath, const json::Value &tenso
       codes = b;
   if (!saved || !codes)
     return; // reported as a missing tensor
-  std::vector<std::array<int64_t, 3>> before, now;
-  for (const json::Value &level : saved->at("levels").asArray())
-    before.push_back({level.at("dim").asInt(), level.at("blocks").asInt(), level.at("parts").asInt()});
+  std::vector<std::array<int64_t, 4>> before, now;
+  for (const json::Value &level : saved->at("levels").asArray()) {
+    const json::Value *padTo = level.find("pad_to");
+    before.push_back({level.at("dim").asInt(), level.at("blocks").asInt(),
+                      level.at("parts").asInt(), padTo ? padTo->asInt() : 0});
+  }
   ShardMap map(codes->shard, codes->shape, artifact.mesh);
-  for (size_t k = 0; k < codes->shard.levels.size(); ++k)
-    now.push_back({codes->shard.levels[k].dim, codes->shard.levels[k].blocks, map.parts()[k]});
+  for (size_t k = 0; k < codes->shard.levels.size(); ++k) {
+    const ShardLevel &level = codes->shard.levels[k];
+    now.push_back({level.dim, level.blocks, map.parts()[k], level.padTo});
+  }
   if (before != now)
     fail(indexPath, ": 8-bit AdamW state '", absmax.name, "' holds block maxima of each piece of ",
          codesName, " as it was split when saved (", splitSignature(before),
@@ -376,13 +449,25 @@ TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
 
 void dumpGradients(const std::string &path, const Artifact &artifact, const Arena &arena,
                    const BoundProgram &grad, const std::vector<SafeTensor> &batch) {
-  std::vector<SafeTensor> tensors;
+  // Parameters and their gradients without a padded vocabulary's rows: a
+  // gradient is laid out as its parameter.
+  std::vector<SavedPiece> params, grads;
   for (const BufferInfo *b : persistentBuffers(artifact, "param"))
-    tensors.push_back({b->name, b->dtype, b->shape, arena.base() + b->offset, b->bytes()});
-  tensors.insert(tensors.end(), batch.begin(), batch.end());
+    params.push_back(savedPiece(*b, arena.base() + b->offset, artifact.mesh));
   for (const BufferInfo &b : grad.info().buffers)
-    if (b.category == "output" && b.name.rfind("grad/", 0) == 0)
-      tensors.push_back({b.name, b.dtype, b.shape, arena.base() + b.offset, b.bytes()});
+    if (b.category == "output" && b.name.rfind("grad/", 0) == 0) {
+      BufferInfo laidOut = b;
+      for (const BufferInfo *p : persistentBuffers(artifact, "param"))
+        if (p->name == b.name.substr(5) && p->shape == b.shape)
+          laidOut.shard = p->shard;
+      grads.push_back(savedPiece(laidOut, arena.base() + b.offset, artifact.mesh));
+    }
+  std::vector<SafeTensor> tensors;
+  for (const SavedPiece &p : params)
+    tensors.push_back({p.name, p.dtype, p.shape, p.data, p.bytes});
+  tensors.insert(tensors.end(), batch.begin(), batch.end());
+  for (const SavedPiece &p : grads)
+    tensors.push_back({p.name, p.dtype, p.shape, p.data, p.bytes});
   TensorView loss = grad.view("loss");
   std::ostringstream os;
   os.precision(17);

@@ -65,6 +65,22 @@ std::vector<const BufferInfo *> persistentBuffers(const Artifact &artifact,
 /// The global shape of persistent buffer `b` (its own when not sharded).
 std::vector<int64_t> globalShapeOf(const BufferInfo &b);
 
+/// A persistent buffer's piece as checkpoints store it: its trailing
+/// padding levels dropped, so a vocabulary padded inside the artifact is
+/// saved as its real rows unless a split follows the padding (tensor
+/// parallelism, ZeRO: then the pieces keep it and the index says so).
+struct SavedPiece {
+  std::string name;
+  DType dtype = DType::F32;
+  ShardInfo shard;               ///< the buffer's levels, trailing padding dropped
+  std::vector<int64_t> shape;    ///< the saved piece's
+  const uint8_t *data = nullptr; ///< into the arena, or into `copy`
+  size_t bytes = 0;
+  std::vector<uint8_t> copy;     ///< the real part when it is not the buffer's head
+};
+/// `b`'s saved piece from its bytes at `data` (null: the layout alone).
+SavedPiece savedPiece(const BufferInfo &b, const uint8_t *data, const Mesh &mesh);
+
 /// Copies one piece of saved tensor `name` into `out`: the piece at
 /// `positions` of layout `target` (of a tensor of global shape
 /// `globalShape`, `elementBytes` per element), gathered from the saved

@@ -88,9 +88,16 @@ std::map<std::string, std::string> storedSchemes(const Artifact &artifact) {
       q.shape = a.getInts("weight_shape"); // this rank's piece
       // Storage split by tensor parallelism is [rows, bytes per row]: the
       // whole weight's shape follows from its global shape.
-      std::vector<int64_t> stored = globalShapeOf(program.buffers[inst.inputs[1]]);
+      const BufferInfo &codesBuffer = program.buffers[inst.inputs[1]];
+      std::vector<int64_t> stored = globalShapeOf(codesBuffer);
       if (stored.size() == 2)
         q.shape = {stored[0], stored[1] * (a.getInt("bits", 8) == 8 ? 1 : 2)};
+      // NF4 codes of a head padded along its rows (llmc-pad-vocab) are the
+      // real weight's, two per byte, padded at their end: the file's
+      // weight has the real rows.
+      if (inst.kernel == "matmul_nf4" && codesBuffer.shard.sharded() && q.shape.size() == 2 &&
+          stored.size() == 1)
+        q.shape[0] = stored[0] * 2 / q.shape[1];
       int64_t block = a.getInt("block", 0);
       if (inst.kernel == "matmul_nf4") {
         q.scheme = quant::makeScheme(quant::Format::Nf4, quant::Granularity::Block, 0, block);

@@ -40,6 +40,20 @@ struct Weight {
   std::vector<Site> sites;
 };
 
+/// The real shape of a whole 2-D parameter whose buffer starts with it: the
+/// buffer's own, or the real rows of a vocabulary padded along dimension 0
+/// (llmc-pad-vocab: the padded rows follow the real ones). Empty for any
+/// other layout.
+std::vector<int64_t> wholeShape(const ParameterInfo &p) {
+  if (p.shape.size() != 2)
+    return {};
+  if (!p.shard.sharded())
+    return p.shape;
+  if (p.shard.levels.size() != 1 || !p.shard.levels[0].pads() || p.shard.levels[0].dim != 0)
+    return {};
+  return p.shard.globalShape;
+}
+
 /// The layer's output error tr(D H Dᵀ) / 2 of D = W − Q (work layout: rows
 /// the outputs), per calibration sample.
 double outputError(const std::vector<float> &w, const std::vector<float> &q,
@@ -96,7 +110,7 @@ void run(const GptqRequest &request, GptqResult &result) {
   for (auto &[name, w] : weights) {
     if (!w.param || w.sites.empty())
       fail("'", name, "' is not the weight of a matmul in ", request.artifact, "'s eval program");
-    if (w.param->shape.size() != 2 || w.param->dtype != DType::F32 || w.param->shard.sharded())
+    if (wholeShape(*w.param).empty() || w.param->dtype != DType::F32)
       fail("'", name, "': GPTQ quantizes whole 2-D fp32 weights");
     for (const Site &s : w.sites)
       if (s.inputAxis != w.sites.front().inputAxis)
@@ -187,8 +201,8 @@ void run(const GptqRequest &request, GptqResult &result) {
       }
       for (double &v : H) v /= static_cast<double>(std::max<int64_t>(samples, 1));
       float *values = paramData(*w.param);
-      std::vector<float> original(values, values + w.param->numel());
-      const std::vector<int64_t> &shape = w.param->shape;
+      const std::vector<int64_t> shape = wholeShape(*w.param); // a padded head's real rows
+      std::vector<float> original(values, values + shape[0] * shape[1]);
       int64_t inputAxis = w.sites.front().inputAxis;
       quant::GptqStats stats;
       quant::QuantizedTensor q;

@@ -11,7 +11,10 @@
 # 3 and 4 ranks and the padded vocabulary of tensor parallelism; a narrow
 # GPT-2 with the real vocabulary of 50257 does the same at that size (the
 # one-rank references are compiled with --fuse none, so every fused layout
-# is also checked against the unfused ops); packed
+# is also checked against the unfused ops); both with the vocabulary padded
+# inside the artifact (--vocab-multiple: 257 -> 320, 50257 -> 50304) on one
+# rank, under tensor parallelism (which splits the padded vocabulary) and
+# ZeRO-3 (which shards the padded rows), against the unpadded one rank; packed
 # GPT-2s and Llamas (rows of whole stories, doc_separator=10) check that the
 # segment and position inputs follow the tokens in every layout, the
 # sequence-split ones included. Each layout runs twice: plainly (one
@@ -71,10 +74,16 @@ LAYOUTS=(
   "uneven-tp2|2|--mesh tp=2|gpt2-uneven llama-uneven"
   "uneven-dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp --zero 1|gpt2-uneven llama-uneven"
   "uneven-pp2-dp2-tp2|8|--mesh pp=2,dp=2,tp=2 --zero 1|gpt2-uneven"
+  # The vocabulary padded inside the artifact (llmc-pad-vocab).
+  "padded-one|1|--vocab-multiple 64|gpt2-uneven llama-uneven"
+  "padded-tp2|2|--mesh tp=2 --vocab-multiple 64|gpt2-uneven llama-uneven"
+  "padded-zero3-dp2-tp2|4|--mesh dp=2,tp=2 --zero 3 --vocab-multiple 64|gpt2-uneven"
   # GPT-2's real vocabulary, 50257, on a narrow model.
   "vocab50257-zero3-dp2|2|--mesh dp=2 --zero 3|gpt2-vocab50257"
   "vocab50257-zero1-dp3|3|--mesh dp=3 --zero 1|gpt2-vocab50257"
   "vocab50257-tp2-sp|2|--mesh tp=2 --sp|gpt2-vocab50257"
+  "vocab50257-padded-tp2-sp|2|--mesh tp=2 --sp --vocab-multiple 128|gpt2-vocab50257"
+  "vocab50257-padded-zero3-dp2|2|--mesh dp=2 --zero 3 --vocab-multiple 128|gpt2-vocab50257"
   # Pipelines (4 layers, 4 microbatches): every schedule, with and without
   # recomputation, alone and with data and tensor parallelism.
   "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp gpt2-lora-pp gpt2-packed-pp llama-packed-pp"

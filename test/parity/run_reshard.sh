@@ -3,7 +3,10 @@
 # resumes under another and continues with the losses of an uninterrupted
 # single-rank run (relative difference <= 1e-5), for every pair below. The
 # uneven-* layouts train a GPT-2 no rank count divides (vocabulary 257,
-# width 70), whose ZeRO shards are padded; the pipe-* layouts a 4-layer
+# width 70), whose ZeRO shards are padded (and the padded-* ones the same
+# model with its vocabulary padded inside the artifact, 257 -> 320,
+# checkpoints moving between padded and unpadded artifacts); the pipe-*
+# layouts a 4-layer
 # GPT-2 in 4 microbatches, across pipeline stages, schedules and the
 # layouts without them.
 #
@@ -39,6 +42,10 @@ add uneven-zero1-dp3 3 "--mesh dp=3 --zero 1"
 add uneven-zero3-dp2 2 "--mesh dp=2 --zero 3"
 add uneven-zero2-dp4 4 "--mesh dp=4 --zero 2"
 add uneven-tp2 2 "--mesh tp=2"
+add padded-one 1 "--vocab-multiple 64"
+add padded-tp2 2 "--mesh tp=2 --vocab-multiple 64"
+add padded-zero3-dp2 2 "--mesh dp=2 --zero 3 --vocab-multiple 64"
+add padded-dp2-tp2 4 "--mesh dp=2,tp=2 --zero 1 --vocab-multiple 64"
 add pipe-one 1 ""
 add pipe-pp2 2 "--mesh pp=2"
 add pipe-pp4 4 "--mesh pp=4"
@@ -51,7 +58,7 @@ add pipe-pp2-zero3-dp2 4 "--mesh pp=2,dp=2 --zero 3"
 add pipe-pp2-zero2-dp2 4 "--mesh pp=2,dp=2 --zero 2 --pipeline-schedule zero-bubble"
 for name in "${!RANKS[@]}"; do
   model=("${common[@]}")
-  [[ $name == uneven-* ]] && model=("${uneven[@]}")
+  [[ $name == uneven-* || $name == padded-* ]] && model=("${uneven[@]}")
   [[ $name == pipe-* ]] && model=("${pipe[@]}")
   # shellcheck disable=SC2086
   "$BIN/llmc" compile "${model[@]}" ${FLAGS[$name]} -o "$WORK/$name.llmc"
@@ -73,6 +80,8 @@ for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-
             "uneven-zero1-dp3:uneven-zero3-dp2" "uneven-zero3-dp2:uneven-zero2-dp4" \
             "uneven-zero2-dp4:uneven-one" "uneven-one:uneven-zero1-dp3" \
             "uneven-tp2:uneven-zero1-dp3" "uneven-zero3-dp2:uneven-tp2" \
+            "padded-tp2:uneven-one" "uneven-one:padded-zero3-dp2" "padded-zero3-dp2:uneven-tp2" \
+            "uneven-zero1-dp3:padded-dp2-tp2" "padded-dp2-tp2:padded-one" "padded-one:padded-tp2" \
             "pipe-pp2:pipe-pp2" "pipe-pp2:pipe-one" "pipe-one:pipe-pp4" "pipe-pp4:pipe-pp2-dp2" \
             "pipe-pp2-dp2:pipe-zero3-dp2" "pipe-zero3-dp2:pipe-pp2-tp2" \
             "pipe-pp2-tp2:pipe-pp2-interleaved" "pipe-pp2-interleaved:pipe-pp2-zero-bubble" \
@@ -80,7 +89,7 @@ for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-
             "pipe-pp2-zero3-dp2:pipe-pp2-zero2-dp2" "pipe-pp2-zero2-dp2:pipe-one"; do
   from=${pair%%:*}; to=${pair##*:}
   reference=reference
-  [[ $from == uneven-* ]] && reference=uneven-reference
+  [[ $from == uneven-* || $from == padded-* ]] && reference=uneven-reference
   [[ $from == pipe-* ]] && reference=pipe-reference
   ck="$WORK/ck-$from-$to"
   run "$from" --steps 12 --stop-at 6 --ckpt-dir "$ck" --quiet

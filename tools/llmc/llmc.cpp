@@ -100,6 +100,20 @@ int fail(StringRef tool, const Twine &message) {
 }
 
 
+/// What `llmc compile` does by default with a vocabulary of `vocab`
+/// classes: --target cuda pads it (--vocab-multiple), the CPU does not.
+std::string vocabularyPadding(int64_t vocab) {
+  llmc::TrainingPipelineOptions cuda;
+  cuda.target = "cuda";
+  const int64_t multiple = llmc::resolvedVocabMultiple(cuda);
+  const int64_t padded = (vocab + multiple - 1) / multiple * multiple;
+  if (padded == vocab)
+    return " (a multiple of " + std::to_string(multiple) + ": not padded)";
+  return " (llmc compile --target cuda pads it to " + std::to_string(padded) +
+         " inside the artifact, --vocab-multiple " + std::to_string(multiple) +
+         "; the CPU does not)";
+}
+
 int runModel() {
   mlir::MLIRContext context;
   llmc::prepareContext(context);
@@ -122,7 +136,8 @@ int runModel() {
               << "convention: every parameter tensor counted once; "
               << (config.tieEmbeddings ? "output head tied to the token embedding"
                                        : "separate output head")
-              << "; vocabulary " << config.vocabSize << " (not padded)\n"
+              << "; vocabulary " << config.vocabSize << vocabularyPadding(config.vocabSize)
+              << "\n"
               << "shape:      n_layer=" << config.nLayer << " n_head=" << config.nHead
               << " n_kv_head=" << config.nKvHead << " n_embd=" << config.nEmbd
               << " ffn_hidden=" << config.ffnHidden << " seq_len=" << config.seqLen

@@ -1140,3 +1140,35 @@ func.func @f(%a: tensor<2x8xf32>, %g: tensor<8xf32>, %b: tensor<8xbf16>) {
   %s, %y = llm.add_layernorm %a, %a, %g, %g bias %b {epsilon = 1.0e-5 : f64} : tensor<2x8xf32>, tensor<8xf32> bias tensor<8xbf16>
   return
 }
+
+// -----
+
+func.func @f(%l: tensor<2x8xf32>, %t: tensor<2xi32>) {
+  // expected-error @+1 {{'llm.cross_entropy' op num_classes = 9 must be in [0, 8] (the logits' columns; 0: all)}}
+  %y = llm.cross_entropy %l, %t {num_classes = 9 : i64} : tensor<2x8xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @f(%l: tensor<2x8xf32>, %t: tensor<2xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{'llm.cross_entropy_grad' op num_classes = -1 must be in [0, 8] (the logits' columns; 0: all)}}
+  %y = llm.cross_entropy_grad %l, %t, %d {num_classes = -1 : i64} : tensor<2x8xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @f(%h: tensor<2x8xf32>, %w: tensor<6x8xf32>, %t: tensor<2xi32>) {
+  // expected-error @+1 {{'llm.linear_cross_entropy' op num_classes = 7 must be in [0, 6] (w's classes; 0: all)}}
+  %l, %sc = llm.linear_cross_entropy %h, %w, %t {chunk_rows = 2 : i64, num_classes = 7 : i64, transpose_b} : tensor<2x8xf32>, tensor<6x8xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @f(%h: tensor<2x8xf32>, %w: tensor<8x6xf32>, %t: tensor<2xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{'llm.linear_cross_entropy_train' op num_classes = 7 must be in [0, 6] (w's classes; 0: all)}}
+  %l, %dh, %dw, %sc = llm.linear_cross_entropy_train %h, %w, %t, %d {chunk_rows = 2 : i64, num_classes = 7 : i64} : tensor<2x8xf32>, tensor<8x6xf32>, tensor<2xi32>
+  return
+}

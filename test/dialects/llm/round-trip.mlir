@@ -146,6 +146,20 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   // A frozen head: no dw.
   // CHECK: %{{.*}}, %{{.*}}, %{{.*}} = llm.linear_cross_entropy_train %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 16 : i64, frozen_weight} : tensor<2x8x256xf32>, tensor<256x64xf32>, tensor<2x8xi32>
   %fzl, %fzdh, %fzs = llm.linear_cross_entropy_train %dl, %wte, %targets, %loss {chunk_rows = 16 : i64, frozen_weight} : tensor<2x8x256xf32>, tensor<256x64xf32>, tensor<2x8xi32>
+  // A padded vocabulary: 250 of the 256 columns are classes.
+  // CHECK: llm.cross_entropy %{{.*}}, %{{.*}} {num_classes = 250 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
+  %ploss = llm.cross_entropy %logits, %targets {num_classes = 250 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
+  // CHECK: llm.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {num_classes = 250 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
+  %padl = llm.cross_entropy_grad %logits, %targets, %loss {num_classes = 250 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>
+  // CHECK: llm.linear_cross_entropy %{{.*}}, %{{.*}}, %{{.*}} {chunk_rows = 4 : i64, num_classes = 250 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8xi32>
+  %pfl, %pfs = llm.linear_cross_entropy %dx2, %wte, %targets {chunk_rows = 4 : i64, num_classes = 250 : i64, transpose_b} : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8xi32>
+  // A 16-bit weight's gradient over several chunks: 64 (D) more scratch
+  // rows hold its fp32 sum.
+  // CHECK: llm.linear_cross_entropy_train {{.*}} {chunk_rows = 4 : i64, num_classes = 250 : i64, transpose_b} : tensor<2x8x64xbf16>, tensor<256x64xbf16>, tensor<2x8xi32>
+  %hb = llm.cast %dx2 : tensor<2x8x64xf32> to tensor<2x8x64xbf16>
+  %wb = llm.cast %wte : tensor<256x64xf32> to tensor<256x64xbf16>
+  %bl, %bdh, %bdw, %bs = llm.linear_cross_entropy_train %hb, %wb, %targets, %loss {chunk_rows = 4 : i64, num_classes = 250 : i64, transpose_b} : tensor<2x8x64xbf16>, tensor<256x64xbf16>, tensor<2x8xi32>
+  %bsUse = llm.reshape %bs : tensor<68x256xf32> to tensor<17408xf32>
   // Vocabulary-parallel pieces.
   // CHECK: llm.embedding %{{.*}}, %{{.*}} {row_offset = 128 : i64, vocab_size = 256 : i64} : tensor<128x64xf32>, tensor<2x8xi32>
   %half = llm.slice %wte {offsets = array<i64: 128, 0>} : tensor<256x64xf32> to tensor<128x64xf32>

@@ -8,6 +8,8 @@
 
 #include "CudaConformance.h"
 
+#include "kernels/HeadScratch.h"
+
 #include <limits>
 
 namespace llmc::test {
@@ -23,6 +25,15 @@ const std::vector<LossCase> kCases = {{{1}, 1, -1, 0},      {{7}, 13, -1, 0},
                                       {{3, 37}, 129, -1, 3}, {{37}, 1000, -100, 2},
                                       {{64}, 257, 5, 0},     {{3}, 50257, -1, 0},
                                       {{4, 7}, 11, 3, 1},    {{2, 1024}, 50257, -1, 0}};
+
+/// The fused head's scratch: the chunk's rows, and a 16-bit trained
+/// weight's fp32 sum over several chunks (kernels/HeadScratch.h).
+Buffer headScratch(int64_t rows, int64_t width, int64_t chunk, int64_t vocab, DType dtype,
+                   bool weightGrad) {
+  return Buffer(DType::F32, {chunk + headAccumulatorRows(rows, width, chunk, dtype != DType::F32,
+                                                         weightGrad),
+                             vocab});
+}
 
 RefTensor targetsFor(const LossCase &c, uint64_t seed) {
   RefTensor targets = randomIds(c.rows, seed, 0, c.vocab);
@@ -90,9 +101,10 @@ TEST(CudaLossKernels, LinearCrossEntropyMatchesCpu) {
 
 TEST(CudaLossKernels, HalfLinearCrossEntropyMatchesCpu) {
   // bf16 and f16 heads: the logits and gradient rounded to the type on both
-  // backends; one chunk and several (the GPU accumulates dw in the type,
-  // the CPU in fp32). The scratch's contents differ by design (the GPU
-  // holds the chunk in the type) and are not compared.
+  // backends; one chunk and several (both sum dw over chunks in fp32, in
+  // the scratch's rows past the chunk, and round it once). The scratch's
+  // contents differ by design (the GPU holds the chunk in the type) and
+  // are not compared.
   LLMC_REQUIRE_GPU();
   uint64_t seed = 10170;
   const double skip = std::numeric_limits<double>::infinity();
@@ -105,7 +117,7 @@ TEST(CudaLossKernels, HalfLinearCrossEntropyMatchesCpu) {
       Buffer targets = Buffer::of(randomIds({4, 16}, ++seed, 0, vocab), DType::I32);
       Buffer dloss = Buffer::of(RefTensor{{}, {0.7}}, DType::F32);
       Buffer loss(DType::F32, {}), dh(dtype, {4, 16, width}), dw(dtype, {vocab, width}),
-          scratch(DType::F32, {chunk, vocab});
+          scratch = headScratch(64, width, chunk, vocab, dtype, true);
       KernelAttrs a = attrs({}, {{"chunk_rows", chunk}, {"transpose_b", 1}});
       expectCudaMatchesCpu("linear_cross_entropy_train", {&h, &w, &targets, &dloss},
                            {&loss, &dh, &dw, &scratch}, a,
@@ -148,9 +160,10 @@ TEST(CudaLossKernels, ShardedLinearCrossEntropyMatchesCpu) {
         Buffer shift = Buffer::of(randomTensor({4, 16}, ++seed, 0.1, 1.0), DType::F32);
         Buffer ds = Buffer::of(randomTensor({4, 16}, ++seed, 1e-3), DType::F32);
         Buffer dt = Buffer::of(randomTensor({4, 16}, ++seed, 1e-2), DType::F32);
-        Buffer dh(dtype, {4, 16, width}), dw(dtype, {shard, width});
+        Buffer dh(dtype, {4, 16, width}), dw(dtype, {shard, width}),
+            gradScratch = headScratch(64, width, chunk, shard, dtype, true);
         expectCudaMatchesCpu("linear_cross_entropy_partial_grad",
-                             {&h, &wb, &targets, &shift, &ds, &dt}, {&dh, &dw, &scratch}, a,
+                             {&h, &wb, &targets, &shift, &ds, &dt}, {&dh, &dw, &gradScratch}, a,
                              {Metric::Norm, {tolerance(dtype), tolerance(dtype), skip}});
         KernelAttrs frozen = a;
         frozen.setInt("frozen_weight", 1);
@@ -158,6 +171,85 @@ TEST(CudaLossKernels, ShardedLinearCrossEntropyMatchesCpu) {
                              {&h, &wb, &targets, &shift, &ds, &dt}, {&dh, &scratch}, frozen,
                              {Metric::Norm, {tolerance(dtype), skip}});
       }
+}
+
+TEST(CudaLossKernels, PaddedCrossEntropyMatchesCpu) {
+  // A padded vocabulary (num_classes): rows whose width makes them 16-byte
+  // aligned (the vectorised path: 136 bf16 columns, GPT-2's 50304) and
+  // rows that are not (133 columns), the padding holding values the loss
+  // must never read; the padding's gradient is exactly 0 on the GPU.
+  LLMC_REQUIRE_GPU();
+  struct Padded {
+    std::vector<int64_t> rows;
+    int64_t classes, width;
+  };
+  uint64_t seed = 10300;
+  for (DType t : kFloatTypes)
+    for (const Padded &c : {Padded{{3, 37}, 129, 136}, Padded{{3, 37}, 129, 133},
+                            Padded{{2, 1024}, 50257, 50304}, Padded{{5}, 1, 8}}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " classes " + std::to_string(c.classes) + " of " +
+                   std::to_string(c.width));
+      std::vector<int64_t> shape = c.rows;
+      shape.push_back(c.width);
+      RefTensor values = randomTensor(shape, ++seed, 3.0);
+      const int64_t rows = values.numel() / c.width;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = c.classes; j < c.width; ++j) values.data[r * c.width + j] = 50.0;
+      Buffer logits = Buffer::of(values, t);
+      RefTensor ids = randomIds(c.rows, ++seed, 0, c.classes);
+      ids.data[0] = -1;
+      Buffer targets = Buffer::of(ids, DType::I32);
+      Buffer dloss = Buffer::of(RefTensor{{}, {0.7}}, DType::F32);
+      Buffer loss(DType::F32, {}), dlogits(t, shape);
+      KernelAttrs a = attrs({}, {{"num_classes", c.classes}});
+      expectCudaMatchesCpu("cross_entropy", {&logits, &targets}, {&loss}, a,
+                           {Metric::Elementwise, {1e-5}});
+      std::vector<RefTensor> got =
+          expectCudaMatchesCpu("cross_entropy_grad", {&logits, &targets, &dloss}, {&dlogits}, a,
+                               {Metric::Norm, {tolerance(t)}});
+      ASSERT_EQ(got.size(), 1u);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = c.classes; j < c.width; ++j)
+          ASSERT_EQ(got[0].data[r * c.width + j], 0.0) << "row " << r << " column " << j;
+    }
+}
+
+TEST(CudaLossKernels, PaddedLinearCrossEntropyMatchesCpu) {
+  // The fused head over GPT-2's vocabulary padded to 50304 (num_classes
+  // 50257, the padded rows of w zero as the artifact keeps them): f32,
+  // bf16 and f16, one chunk and several (the 16-bit ones summing dw in
+  // fp32); the GPU runs its GEMMs at the padded width and its row pass in
+  // 16-byte pieces, and dw's padded rows come out exactly 0.
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 10330;
+  const double skip = std::numeric_limits<double>::infinity();
+  const int64_t vocab = 50257, padded = 50304, width = 64, rows = 64;
+  for (DType dtype : kFloatTypes)
+    for (int64_t chunk : {int64_t{16}, int64_t{64}}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " chunk " + std::to_string(chunk));
+      RefTensor w = randomTensor({padded, width}, ++seed, 0.1);
+      std::fill(w.data.begin() + vocab * width, w.data.end(), 0.0);
+      Buffer h = Buffer::of(randomTensor({4, 16, width}, ++seed), dtype);
+      Buffer wb = Buffer::of(w, dtype);
+      RefTensor ids = randomIds({4, 16}, ++seed, 0, vocab);
+      ids.data[5] = -1;
+      Buffer targets = Buffer::of(ids, DType::I32);
+      Buffer dloss = Buffer::of(RefTensor{{}, {0.7}}, DType::F32);
+      Buffer loss(DType::F32, {}), dh(dtype, {4, 16, width}), dw(dtype, {padded, width}),
+          scratch = headScratch(rows, width, chunk, padded, dtype, true);
+      KernelAttrs a = attrs({}, {{"chunk_rows", chunk}, {"transpose_b", 1},
+                                 {"num_classes", vocab}});
+      const double tol = dtype == DType::F32 ? 1e-5 : tolerance(dtype);
+      std::vector<RefTensor> got = expectCudaMatchesCpu(
+          "linear_cross_entropy_train", {&h, &wb, &targets, &dloss}, {&loss, &dh, &dw, &scratch},
+          a, {Metric::Norm, {dtype == DType::F32 ? 1e-5 : 1e-3, tol, tol, skip}});
+      ASSERT_EQ(got.size(), 4u);
+      for (int64_t i = vocab * width; i < padded * width; ++i)
+        ASSERT_EQ(got[2].data[i], 0.0) << "dw's padding at " << i;
+      Buffer evalLoss(DType::F32, {}), evalScratch(DType::F32, {chunk, padded});
+      expectCudaMatchesCpu("linear_cross_entropy", {&h, &wb, &targets}, {&evalLoss, &evalScratch},
+                           a, {Metric::Norm, {dtype == DType::F32 ? 1e-5 : 1e-3, skip}});
+    }
 }
 
 TEST(CudaLossKernels, AllIgnoredGivesZeroLossAndGradient) {

@@ -9,9 +9,13 @@
 // head, rank by rank, against the unfused sharded kernels (reduce_max,
 // cross_entropy_partial and its gradient) on GPT-2's vocabulary split into
 // padded shards. A frozen head (frozen_weight: no dw output) gives the
-// trained head's loss and dh bit for bit.
+// trained head's loss and dh bit for bit. A padded vocabulary (num_classes
+// < V) gives the unpadded head's loss, dh and dw bit for bit, and dw's
+// padding exactly 0, whatever the padded weights hold.
 
 #include "KernelTest.h"
+
+#include "kernels/HeadScratch.h"
 
 #include <cmath>
 
@@ -28,6 +32,16 @@ struct HeadCase {
 KernelAttrs withFrozenWeight(KernelAttrs a) {
   a.setInt("frozen_weight", 1);
   return a;
+}
+
+/// The scratch of a head over `rows` rows of width `width` and `vocab`
+/// classes in chunks of `chunk`: the chunk, and a 16-bit trained weight's
+/// fp32 sum over several chunks (kernels/HeadScratch.h).
+Buffer headScratch(int64_t rows, int64_t width, int64_t chunk, int64_t vocab, DType dtype,
+                   bool weightGrad) {
+  return Buffer(DType::F32, {chunk + headAccumulatorRows(rows, width, chunk,
+                                                         dtype != DType::F32, weightGrad),
+                             vocab});
 }
 
 const std::vector<HeadCase> kHeads = {
@@ -124,7 +138,8 @@ TEST(LinearCrossEntropyKernels, HalfHeadsMatchTheUnfusedKernels) {
         SCOPED_TRACE(std::string(dtypeName(dtype)) + " V " + std::to_string(c.vocab) + " chunk " +
                      std::to_string(chunk));
         Buffer fusedLoss(DType::F32, {}), fusedDh(dtype, hShape), fusedDw(dtype, wShape),
-            scratch(DType::F32, {chunk, c.vocab});
+            scratch = headScratch(rows, c.width, chunk, c.vocab, dtype, true),
+            frozenScratch = headScratch(rows, c.width, chunk, c.vocab, dtype, false);
         fusedLoss.poison(), fusedDh.poison(), fusedDw.poison();
         KernelAttrs a = attrs({}, {{"chunk_rows", chunk}, {"transpose_b", c.transposeB},
                                    {"ignore_index", ignore}});
@@ -134,7 +149,7 @@ TEST(LinearCrossEntropyKernels, HalfHeadsMatchTheUnfusedKernels) {
         Buffer frozenLoss(DType::F32, {}), frozenDh(dtype, hShape);
         frozenLoss.poison(), frozenDh.poison();
         ASSERT_TRUE(runKernel("linear_cross_entropy_train", {&hb, &wb, &tb, &db},
-                              {&frozenLoss, &frozenDh, &scratch}, withFrozenWeight(a)));
+                              {&frozenLoss, &frozenDh, &frozenScratch}, withFrozenWeight(a)));
         EXPECT_EQ(frozenLoss.toRef().data, loss.toRef().data);
         EXPECT_EQ(frozenDh.toRef().data, fusedDh.toRef().data);
         if (chunk == rows) {
@@ -144,6 +159,80 @@ TEST(LinearCrossEntropyKernels, HalfHeadsMatchTheUnfusedKernels) {
           EXPECT_CLOSE(fusedDh.toRef(), dh.toRef(), Metric::Norm, tolerance(dtype));
           EXPECT_CLOSE(fusedDw.toRef(), dw.toRef(), Metric::Norm, tolerance(dtype));
         }
+      }
+    }
+}
+
+/// A padded vocabulary: w holds `padded` classes of which the first
+/// `vocab` are real (num_classes), its padding filled with large values
+/// that would dominate any row they were read in. In f32, bf16 and f16,
+/// both weight layouts, one chunk and several, the loss, dh and dw's real
+/// part equal the unpadded head's on the same chunks bit for bit (the CPU
+/// computes the classes only, with the padded leading dimensions), dw's
+/// padding is exactly 0, and the loss is the float64 reference's.
+TEST(LinearCrossEntropyKernels, PaddedVocabularyMatchesTheUnpaddedHead) {
+  uint64_t seed = 1500;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16})
+    for (const HeadCase &c : kHeads) {
+      const int64_t padded = (c.vocab + 15) / 16 * 16 + 16; // always some padding
+      std::vector<int64_t> hShape = c.rows;
+      hShape.push_back(c.width);
+      auto layout = [&](int64_t v) {
+        return c.transposeB ? std::vector<int64_t>{v, c.width} : std::vector<int64_t>{c.width, v};
+      };
+      RefTensor h = roundTo(randomTensor(hShape, ++seed), dtype);
+      RefTensor real = roundTo(randomTensor(layout(c.vocab), ++seed, 0.5), dtype);
+      RefTensor full = RefTensor::zeros(layout(padded));
+      for (int64_t i = 0; i < full.numel(); ++i) {
+        const int64_t row = i / full.shape[1], col = i % full.shape[1];
+        const bool isClass = (c.transposeB ? row : col) < c.vocab;
+        full.data[i] = isClass ? real.data[c.transposeB ? i : row * c.vocab + col] : 40.0;
+      }
+      RefTensor targets = randomIds(c.rows, ++seed, 0, c.vocab);
+      const int64_t rows = targets.numel(), ignore = -100;
+      targets.data[1] = static_cast<double>(ignore);
+      Buffer hb = Buffer::of(h, dtype), realW = Buffer::of(real, dtype),
+             paddedW = Buffer::of(full, dtype), tb = Buffer::of(targets, DType::I64),
+             db = Buffer::of(RefTensor{{}, {0.7}}, DType::F32);
+      for (int64_t chunk : {rows, int64_t{4}}) {
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " V " + std::to_string(c.vocab) + " of " +
+                     std::to_string(padded) + " chunk " + std::to_string(chunk));
+        KernelAttrs a = attrs({}, {{"chunk_rows", chunk}, {"transpose_b", c.transposeB},
+                                   {"ignore_index", ignore}});
+        KernelAttrs classes = a;
+        classes.setInt("num_classes", c.vocab);
+        Buffer loss(DType::F32, {}), dh(dtype, hShape), dw(dtype, layout(c.vocab)),
+            scratch = headScratch(rows, c.width, chunk, c.vocab, dtype, true);
+        ASSERT_TRUE(runKernel("linear_cross_entropy_train", {&hb, &realW, &tb, &db},
+                              {&loss, &dh, &dw, &scratch}, a));
+        Buffer paddedLoss(DType::F32, {}), paddedDh(dtype, hShape), paddedDw(dtype, layout(padded)),
+            paddedScratch = headScratch(rows, c.width, chunk, padded, dtype, true);
+        paddedLoss.poison(), paddedDh.poison(), paddedDw.poison();
+        ASSERT_TRUE(runKernel("linear_cross_entropy_train", {&hb, &paddedW, &tb, &db},
+                              {&paddedLoss, &paddedDh, &paddedDw, &paddedScratch}, classes));
+        EXPECT_EQ(paddedLoss.toRef().data, loss.toRef().data);
+        EXPECT_EQ(paddedDh.toRef().data, dh.toRef().data);
+        RefTensor got = paddedDw.toRef(), want = dw.toRef();
+        for (int64_t i = 0; i < got.numel(); ++i) {
+          const int64_t row = i / got.shape[1], col = i % got.shape[1];
+          const int64_t cls = c.transposeB ? row : col;
+          if (cls >= c.vocab) {
+            ASSERT_EQ(got.data[i], 0.0) << "dw's padding at " << i;
+          } else {
+            ASSERT_EQ(got.data[i], want.data[c.transposeB ? i : row * c.vocab + col])
+                << "dw at " << i;
+          }
+        }
+        Buffer evalLoss(DType::F32, {}), evalScratch(DType::F32, {chunk, padded});
+        ASSERT_TRUE(runKernel("linear_cross_entropy", {&hb, &paddedW, &tb},
+                              {&evalLoss, &evalScratch}, classes));
+        EXPECT_EQ(evalLoss.toRef().data, loss.toRef().data);
+        const double dloss = 0.7;
+        std::vector<RefTensor> expected =
+            ref::linearCrossEntropy(h, full, targets, c.transposeB, ignore, &dloss, c.vocab);
+        EXPECT_CLOSE(paddedLoss.toRef(), expected[0], Metric::Elementwise,
+                     dtype == DType::F32 ? 1e-5 : 1e-2);
+        EXPECT_CLOSE(paddedDw.toRef(), expected[2], Metric::Norm, tolerance(dtype));
       }
     }
 }
@@ -172,14 +261,19 @@ struct UnfusedShard {
 TEST(LinearCrossEntropyKernels, ShardsMatchTheUnfusedShardedKernels) {
   struct Split {
     int64_t vocab, ranks;
+    int64_t padded = 0; ///< a padded vocabulary's columns (llmc-pad-vocab); 0: vocab
   };
   uint64_t seed = 980;
   const std::vector<int64_t> rows = {2, 5};
   const int64_t n = 10, width = 16, ignore = -100;
   const double dloss = 0.7;
   for (DType dtype : {DType::F32, DType::BF16})
-    for (Split split : {Split{50257, 2}, Split{50257, 4}, Split{5, 4}}) {
-      const int64_t shard = (split.vocab + split.ranks - 1) / split.ranks;
+    for (Split split : {Split{50257, 2}, Split{50257, 4}, Split{5, 4}, Split{50257, 2, 50304},
+                        Split{5, 4, 16}}) {
+      // Padded to 16 over 4 ranks, 5 classes leave rank 1 one class and
+      // ranks 2 and 3 padding only.
+      const int64_t columns = split.padded ? split.padded : split.vocab;
+      const int64_t shard = (columns + split.ranks - 1) / split.ranks;
       RefTensor h = roundTo(randomTensor({2, 5, width}, ++seed), dtype);
       // The padded table: rows past the vocabulary are zeros, as ZeRO and
       // tensor parallelism initialise them.
@@ -236,10 +330,11 @@ TEST(LinearCrossEntropyKernels, ShardsMatchTheUnfusedShardedKernels) {
         ASSERT_TRUE(runKernel("matmul", {&gRows, &hRows}, {&dw}, attrs({}, {{"transpose_a", 1}})));
         for (int64_t chunk : {n, int64_t{3}}) {
           SCOPED_TRACE(std::string(dtypeName(dtype)) + " V " + std::to_string(split.vocab) +
-                       " rank " + std::to_string(rank) + "/" + std::to_string(split.ranks) +
-                       " chunk " + std::to_string(chunk));
+                       " padded " + std::to_string(columns) + " rank " + std::to_string(rank) +
+                       "/" + std::to_string(split.ranks) + " chunk " + std::to_string(chunk));
           Buffer max(DType::F32, rows), se(DType::F32, rows), tl(DType::F32, rows),
-              scratch(DType::F32, {chunk, shard});
+              scratch(DType::F32, {chunk, shard}),
+              gradScratch = headScratch(n, width, chunk, shard, dtype, true);
           max.poison(), se.poison(), tl.poison();
           ASSERT_TRUE(runKernel("linear_cross_entropy_partial", {&hb, &wb[rank], &tb},
                                 {&max, &se, &tl, &scratch}, shardAttrs(rank, chunk)));
@@ -251,7 +346,7 @@ TEST(LinearCrossEntropyKernels, ShardsMatchTheUnfusedShardedKernels) {
           fusedDh.poison(), fusedDw.poison();
           ASSERT_TRUE(runKernel("linear_cross_entropy_partial_grad",
                                 {&hb, &wb[rank], &tb, &shiftb, &ds, &dt},
-                                {&fusedDh, &fusedDw, &scratch}, shardAttrs(rank, chunk)));
+                                {&fusedDh, &fusedDw, &gradScratch}, shardAttrs(rank, chunk)));
           Buffer frozenDh(dtype, h.shape);
           frozenDh.poison();
           ASSERT_TRUE(runKernel("linear_cross_entropy_partial_grad",
@@ -328,6 +423,24 @@ TEST(LinearCrossEntropyKernels, BindingErrorsNameTheOperand) {
                           {{{h, w, t, dloss}, {loss, h, scratch}, a, "4 output"},
                            {{h, w, t, dloss}, {loss, h, w, scratch}, withFrozenWeight(a),
                             "3 output"}});
+  // num_classes leaves out at most w's last classes.
+  KernelAttrs classes = a;
+  classes.setInt("num_classes", 33);
+  EXPECT_NE(bindError("linear_cross_entropy", {h, w, t}, {loss, scratch}, classes)
+                .find("num_classes 33 must be in [0, 32]"),
+            std::string::npos);
+  // A bf16 weight's gradient over two chunks of 4 rows sums in 16 more
+  // (D) fp32 scratch rows; a frozen head needs none.
+  TensorView hb = typeOnly(DType::BF16, {8, 16}), wb = typeOnly(DType::BF16, {32, 16});
+  TensorView summed = typeOnly(DType::F32, {4 + 16, 32});
+  EXPECT_EQ(bindError("linear_cross_entropy_train", {hb, wb, t, dloss}, {loss, hb, wb, summed}, a),
+            "");
+  EXPECT_NE(bindError("linear_cross_entropy_train", {hb, wb, t, dloss}, {loss, hb, wb, scratch}, a)
+                .find("scratch"),
+            std::string::npos);
+  EXPECT_EQ(bindError("linear_cross_entropy_train", {hb, wb, t, dloss}, {loss, hb, scratch},
+                      withFrozenWeight(a)),
+            "");
 }
 
 TEST(LinearCrossEntropyKernels, ShardBindingErrorsNameTheOperand) {

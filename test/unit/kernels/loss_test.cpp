@@ -55,6 +55,75 @@ TEST(CrossEntropyKernels, LossAndGradMatchReference) {
     }
 }
 
+/// A padded vocabulary: rows `width` apart whose first `classes` columns
+/// are classes (num_classes) and whose padding holds values that would
+/// dominate the row if they were read. The loss and the classes' gradient
+/// are the unpadded kernels' on the classes bit for bit, the padding's
+/// gradient exactly 0, and the loss the float64 reference's; a target in
+/// the padding is invalid (NaN), as one past the vocabulary is.
+TEST(CrossEntropyKernels, PaddedClassesMatchTheUnpaddedKernels) {
+  struct Padded {
+    std::vector<int64_t> rows;
+    int64_t classes, width;
+  };
+  uint64_t seed = 760;
+  for (DType dtype : kFloatTypes)
+    for (const Padded &c : {Padded{{3, 5}, 33, 40}, Padded{{7}, 13, 64}, Padded{{2, 5}, 1031, 1032},
+                            Padded{{4}, 1, 8}}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " classes " + std::to_string(c.classes) +
+                   " of " + std::to_string(c.width));
+      std::vector<int64_t> realShape = c.rows, paddedShape = c.rows;
+      realShape.push_back(c.classes);
+      paddedShape.push_back(c.width);
+      RefTensor real = roundTo(randomTensor(realShape, ++seed, 3.0), dtype);
+      RefTensor padded = RefTensor::zeros(paddedShape);
+      const int64_t rows = padded.numel() / c.width;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < c.width; ++j)
+          padded.data[r * c.width + j] = j < c.classes ? real.data[r * c.classes + j] : 60.0;
+      RefTensor targets = randomIds(c.rows, ++seed, 0, c.classes);
+      targets.data[0] = -1;
+      Buffer rb = Buffer::of(real, dtype), pb = Buffer::of(padded, dtype),
+             tb = Buffer::of(targets, DType::I32),
+             dloss = Buffer::of(RefTensor{{}, {0.7}}, DType::F32);
+      Buffer loss(DType::F32, {}), dreal(dtype, realShape);
+      Buffer paddedLoss(DType::F32, {}), dpadded(dtype, paddedShape);
+      paddedLoss.poison(), dpadded.poison();
+      KernelAttrs classes = attrs({}, {{"num_classes", c.classes}});
+      ASSERT_TRUE(runKernel("cross_entropy", {&rb, &tb}, {&loss}));
+      ASSERT_TRUE(runKernel("cross_entropy", {&pb, &tb}, {&paddedLoss}, classes));
+      EXPECT_EQ(paddedLoss.toRef().data, loss.toRef().data);
+      EXPECT_CLOSE(paddedLoss.toRef(), ref::crossEntropy(padded, targets, -1, c.classes),
+                   Metric::Elementwise, 1e-5);
+      ASSERT_TRUE(runKernel("cross_entropy_grad", {&rb, &tb, &dloss}, {&dreal}));
+      ASSERT_TRUE(runKernel("cross_entropy_grad", {&pb, &tb, &dloss}, {&dpadded}, classes));
+      RefTensor got = dpadded.toRef(), want = dreal.toRef();
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < c.width; ++j)
+          ASSERT_EQ(got.data[r * c.width + j], j < c.classes ? want.data[r * c.classes + j] : 0.0)
+              << "row " << r << " column " << j;
+      // A target in the padding is no class.
+      RefTensor bad = targets;
+      bad.data[1] = static_cast<double>(c.classes);
+      Buffer badb = Buffer::of(bad, DType::I32), badLoss(DType::F32, {});
+      ASSERT_TRUE(runKernel("cross_entropy", {&pb, &badb}, {&badLoss}, classes));
+      EXPECT_TRUE(std::isnan(badLoss.toRef().data[0]));
+    }
+}
+
+TEST(CrossEntropyKernels, NumClassesOutOfRangeIsABindError) {
+  TensorView logits = typeOnly(DType::F32, {4, 8}), targets = typeOnly(DType::I32, {4}),
+             loss = typeOnly(DType::F32, {});
+  EXPECT_NE(bindError("cross_entropy", {logits, targets}, {loss},
+                      attrs({}, {{"num_classes", 9}}))
+                .find("num_classes 9 must be in [0, 8]"),
+            std::string::npos);
+  EXPECT_NE(bindError("cross_entropy_grad", {logits, targets, loss}, {logits},
+                      attrs({}, {{"num_classes", -1}}))
+                .find("num_classes -1 must be in [0, 8]"),
+            std::string::npos);
+}
+
 TEST(CrossEntropyKernels, AllIgnoredGivesZero) {
   RefTensor logits = randomTensor({4, 9}, 711);
   RefTensor targets{{4}, {-1, -1, -1, -1}};
