@@ -81,6 +81,8 @@ RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOp
     fail("--tf32 applies to artifacts compiled with --target cuda");
   if (options.cuda.attentionTensorCores && !r.gpu())
     fail("--attention-tensor-cores applies to artifacts compiled with --target cuda");
+  if (!options.cuda.gemmTiming && !r.gpu())
+    fail("--no-gemm-timing applies to artifacts compiled with --target cuda");
   if (options.streamDelayMicros > 0 && r.gpu())
     fail("--debug-stream-delay-us applies to artifacts compiled for --target cpu");
   r.device = r.gpu() ? makeCudaDevice(r.artifact.memory.arenaBytes, options.cuda)

@@ -8,9 +8,11 @@
 #   ctest        every other runtime and kernel test through ctest
 #   parity       tiny GPT, 50 steps GPU vs CPU: fp32 ≤ 1e-4, bf16 ≤ 1e-2,
 #                dropout ≤ 1e-4; a GPU checkpoint resumed on the CPU; GPT-2
-#                124M with --attention-tensor-cores vs without, ≤ 1e-2
+#                124M with --attention-tensor-cores vs without, ≤ 1e-2; the
+#                one-launch AdamW vs per-tensor kernels, bit for bit
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
 #   bench        GPT-2 124M vs torch.compile, attention vs SDPA, 1.5B shape;
+#                llmc-run --profile of 124M (CUDA events, GEMMs split out);
 #                ncu's time per kernel name over two steps of 124M
 #   sanitizer    compute-sanitizer memcheck on a few steps of llmc-run and on
 #                the CUDA kernel tests; racecheck, synccheck on the kernel tests
@@ -190,6 +192,18 @@ do_tc_attention() {
     --quiet --attention-tensor-cores &&
   python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/tensor-cores.jsonl" "$w/cuda-cores.jsonl" 1e-2
 }
+# The tiny GPT in bf16 with its updates as one multi_tensor_adamw and as
+# per-tensor adamw and casts: the same losses bit for bit over 10 steps
+# (GEMM timing off in both, so both use the heuristic's algorithms).
+do_multi_tensor_adamw() {
+  local w=$OUT_DIR/parity/multi-tensor-adamw
+  rm -rf "$w" && mkdir -p "$w"
+  "$BIN/llmc-run" "$A/tiny-bf16-gpu.llmc" --steps 10 --no-gemm-timing --metrics "$w/fused.jsonl" \
+    --quiet &&
+  "$BIN/llmc-run" "$A/tiny-bf16-per-tensor-gpu.llmc" --steps 10 --no-gemm-timing \
+    --metrics "$w/per-tensor.jsonl" --quiet &&
+  python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/fused.jsonl" "$w/per-tensor.jsonl" 0
+}
 do_resume_on_cpu() {  # the fp32 GPU run's checkpoint, 10 more steps on the CPU
   "$BIN/llmc-run" "$A/tiny-cpu.llmc" --steps 60 --resume --ckpt-dir "$CK_DIR/fp32" --quiet
 }
@@ -209,6 +223,9 @@ do_two_ranks() {  # name artifact
 
 do_bench_gpt2() { ARTIFACT=$A/gpt2-124M-bf16-gpu.llmc "$ROOT/bench/gpu_gpt2.sh" "$BUILD" "${BENCH_STEPS:-40}" 16; }
 do_bench_attention() { "$ROOT/bench/attention_gpu.sh" "$BUILD" 128 16; }
+# llmc-run's own profile of 124M: device times per kernel from CUDA events,
+# each kernel's cuBLASLt GEMMs as a part of it (steps 2-3).
+do_profile() { "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 3 --profile; }
 # Nsight Compute's device time of every kernel of 2 eager steps of GPT-2
 # 124M (llmc-run --profile runs eagerly), cuBLASLt's own kernels by name:
 # what the step's profile cannot split, e.g. the LM head's GEMMs against
@@ -238,8 +255,8 @@ PY
 
 export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
 export -f do_build do_conformance_cuda do_ctest do_sanitize do_sanitize_run parity_pair \
-  do_resume_on_cpu do_tc_attention do_two_ranks do_bench_gpt2 do_bench_attention do_bench_1p5b \
-  do_ncu
+  do_resume_on_cpu do_tc_attention do_multi_tensor_adamw do_two_ranks do_bench_gpt2 \
+  do_bench_attention do_bench_1p5b do_profile do_ncu
 
 {
   echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
@@ -279,6 +296,7 @@ if wants parity; then
   step parity-dropout 120 parity_pair dropout tiny-dropout-cpu.llmc tiny-dropout-gpu.llmc 20 1e-4
   step parity-resume-on-cpu 60 do_resume_on_cpu
   step parity-tc-attention 120 do_tc_attention
+  step parity-multi-tensor-adamw 60 do_multi_tensor_adamw
 fi
 if wants multigpu; then
   step multigpu-dp2 120 do_two_ranks dp2 tiny-dp2-gpu.llmc
@@ -288,6 +306,7 @@ if wants bench; then
   step bench-gpt2-124M 300 do_bench_gpt2
   step bench-attention 180 do_bench_attention
   step bench-gpt2-1.5B 240 do_bench_1p5b
+  step bench-profile-124M 120 do_profile
   step bench-ncu-124M 240 do_ncu
 fi
 if wants sanitizer; then

@@ -73,12 +73,17 @@ reporting
   --top-k K          sample from the K most likely tokens (default 40)
   --dump-grads F     write parameters and gradients of the first batch to F (safetensors)
   --dump-logits F    write the first batch's tokens, targets and logits to F (safetensors)
-  --profile          time every instruction; print time per kernel at the end
+  --profile          time every instruction; print time per kernel at the end (on a
+                     GPU: CUDA events around each launch, and the cuBLASLt GEMMs
+                     inside a kernel as a part of its own)
   --tf32             cuda artifacts: fp32 matrix products on TF32 tensor cores
                      (faster; ~1e-3 relative error instead of fp32's)
   --attention-tensor-cores
                      cuda artifacts: bf16/f16 attention with head dim 64 or 128 on
                      tensor cores (see docs/cuda.md for its verification state)
+  --no-gemm-timing   cuda artifacts: take cuBLASLt's heuristic algorithm for each
+                     GEMM instead of timing its top candidates when the GEMM binds
+                     (also LLMC_GEMM_TIMING=0)
   --trace F          write a Chrome/Perfetto trace of every step to F: one row per
                      rank, one span per pipeline action or microbatch forward/backward
 multi-rank (mpirun -np N llmc-run ..., or N processes with RANK, WORLD_SIZE,
@@ -199,6 +204,7 @@ int main(int argc, char **argv) {
     if (arg == "--profile") { options.profile = true; continue; }
     if (arg == "--tf32") { options.tf32 = true; continue; }
     if (arg == "--attention-tensor-cores") { options.attentionTensorCores = true; continue; }
+    if (arg == "--no-gemm-timing") { options.gemmTiming = false; continue; }
     std::string value;
     bool inlineValue = false;
     if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
