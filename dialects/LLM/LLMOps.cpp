@@ -1376,19 +1376,30 @@ LogicalResult MultiTensorAdamWOp::inferReturnTypes(MLIRContext *, std::optional<
   for (ValueRange group : {adaptor.getParams(), adaptor.getM(), adaptor.getV()})
     for (Value v : group)
       types.push_back(v.getType());
-  ArrayRef<int64_t> castOf = adaptor.getCastOf();
-  if (castOf.empty())
-    return success();
-  std::optional<Type> element = adaptor.getCastType();
-  if (!element || !isa<FloatType>(*element))
+  // The custom parser infers before it moves the parsed attributes into
+  // the properties the adaptor reads: look in the dictionary as well.
+  auto attr = [&](StringRef name) -> Attribute {
+    DictionaryAttr dict = adaptor.getAttributes();
+    return dict ? dict.get(name) : Attribute();
+  };
+  auto castOfAttr = adaptor.getCastOfAttr()
+                        ? adaptor.getCastOfAttr()
+                        : dyn_cast_or_null<DenseI64ArrayAttr>(attr("cast_of"));
+  if (!castOfAttr || castOfAttr.empty())
+    return success(); // the verifier reports a missing cast_of
+  ArrayRef<int64_t> castOf = castOfAttr.asArrayRef();
+  auto castType = adaptor.getCastTypeAttr() ? adaptor.getCastTypeAttr()
+                                            : dyn_cast_or_null<TypeAttr>(attr("cast_type"));
+  if (!castType || !isa<FloatType>(castType.getValue()))
     return emitOptionalError(loc, "llm.multi_tensor_adamw: cast_of needs a float cast_type");
+  Type element = castType.getValue();
   for (int64_t i : castOf) {
     if (i < 0 || i >= static_cast<int64_t>(adaptor.getParams().size()))
       return emitOptionalError(loc, "llm.multi_tensor_adamw: cast_of index ", i,
                                " is not a tensor of the op (", adaptor.getParams().size(),
                                " tensors)");
     auto param = cast<RankedTensorType>(adaptor.getParams()[i].getType());
-    types.push_back(RankedTensorType::get(param.getShape(), *element));
+    types.push_back(RankedTensorType::get(param.getShape(), element));
   }
   return success();
 }

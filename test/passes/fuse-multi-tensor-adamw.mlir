@@ -128,7 +128,6 @@ func.func @apart(%p: tensor<8xf32>, %lr: tensor<f32>, %step: tensor<f32>, %n: te
 // what the reader sees, so the second update starts a run of its own.
 // CHECK-LABEL: func.func @state_read_after
 // CHECK-NEXT: llm.multi_tensor_adamw params(%arg0 : tensor<8xf32>)
-// CHECK-NEXT: llm.cast
 // CHECK-NEXT: llm.scale %arg6
 // CHECK-NEXT: llm.multi_tensor_adamw params(%arg4 : tensor<8xf32>)
 func.func @state_read_after(%p0: tensor<8xf32>, %g0: tensor<8xf32>, %m0: tensor<8xf32>, %v0: tensor<8xf32>,

@@ -1143,9 +1143,9 @@ func.func @f(%a: tensor<2x8xf32>, %g: tensor<8xf32>, %b: tensor<8xbf16>) {
 
 // -----
 
-func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+func.func @f(%s: tensor<f32>) {
   // expected-error @+1 {{needs at least one tensor}}
-  %r = llm.multi_tensor_adamw params( : ) grads( : ) m( : ) v( : ) lr %s step %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64>, cast_of = array<i64>}
+  "llm.multi_tensor_adamw"(%s, %s) <{operandSegmentSizes = array<i32: 0, 0, 0, 0, 1, 1, 0, 0>, beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64>, cast_of = array<i64>}> : (tensor<f32>, tensor<f32>) -> ()
   return
 }
 
