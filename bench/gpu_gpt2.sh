@@ -3,15 +3,22 @@
 # cuda) and PyTorch torch.compile (SDPA attention, fused AdamW) with the
 # same model, batch and optimizer, in one run. Prints tokens/s and MFU
 # (6N + 6·L·C·T FLOPs per token against the H100's 989 TF/s dense bf16)
-# and the ratio; llmc runs twice, the second time with its attention on
-# tensor cores (--attention-tensor-cores).
+# and the ratio; llmc runs once per attention variant (LLMC_VARIANTS).
 # Usage: bench/gpu_gpt2.sh [build-dir] [steps] [batch]
 # ARTIFACT: an artifact compiled elsewhere (scripts/gpu-pack.sh) for a build
 # without the compiler; TORCH_PYTHON: the python3 that has PyTorch.
+# LLMC_VARIANTS: space-separated label=llmc-run-flags (commas for spaces),
+#   default "cuda-cores= tensor-cores=--attention-tensor-cores".
+# RESULT_JSON: also write the numbers there (bench/gpu_results.py's
+#   bench-gpt2-124M data).
+# BASELINE_FROM: a folder of lease results (bench/results): torch.compile's
+#   median is taken from the newest lease on the same GPU, PyTorch, batch
+#   and sequence instead of being measured again, unless RERUN_BASELINE=1.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 BATCH=${3:-16}
 PEAK_TFLOPS=${PEAK_TFLOPS:-989}
+VARIANTS=${LLMC_VARIANTS:-"cuda-cores= tensor-cores=--attention-tensor-cores"}
 
 TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 ARTIFACT=${ARTIFACT:-}
@@ -29,25 +36,40 @@ ms = sorted(json.loads(l)["ms"] for l in list(open(sys.argv[1]))[5:])
 print(ms[len(ms) // 2])
 PY
 }
-LLMC=$(median_step)
-LLMC_TC=$(median_step --attention-tensor-cores)
-TORCH=$("$TORCH_PYTHON" "$ROOT/bench/torch_gpu_gpt2.py" --steps "$STEPS" --batch "$BATCH")
-python3 - "$LLMC" "$TORCH" "$BATCH" "$PEAK_TFLOPS" "$LLMC_TC" <<'PY'
+LLMC_MS=""
+for variant in $VARIANTS; do
+  label=${variant%%=*} flags=${variant#*=}
+  # shellcheck disable=SC2086
+  LLMC_MS+="$label=$(median_step ${flags//,/ }) "
+done
+TORCH=""
+if [[ -n ${BASELINE_FROM:-} && ${RERUN_BASELINE:-0} != 1 ]]; then
+  TORCH=$("$TORCH_PYTHON" "$ROOT/bench/gpu_results.py" baseline --results "$BASELINE_FROM" \
+    --batch "$BATCH" --seq 1024 || true)
+fi
+[[ -n $TORCH ]] ||
+  TORCH=$("$TORCH_PYTHON" "$ROOT/bench/torch_gpu_gpt2.py" --steps "$STEPS" --batch "$BATCH")
+python3 - "$TORCH" "$BATCH" "$PEAK_TFLOPS" "${RESULT_JSON:-}" $LLMC_MS <<'PY'
 import json, sys
-llmc_ms, torch = float(sys.argv[1]), json.loads(sys.argv[2])
-B, peak = int(sys.argv[3]), float(sys.argv[4]) * 1e12
-llmc_tc_ms = float(sys.argv[5])
+torch, B, peak = json.loads(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]) * 1e12
+out = sys.argv[4]
+llmc = {kv.split("=")[0]: float(kv.split("=")[1]) for kv in sys.argv[5:]}
 L, C, V, T = 12, 768, 50257, 1024
 N = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
 flops_per_token = 6 * N + 6 * L * C * T
 tokens = B * T
 def row(name, ms):
     tps = tokens / ms * 1000
-    return f"  {name:22s} {ms:8.1f} ms  {tps:9.0f} tok/s  MFU {100 * tps * flops_per_token / peak:5.1f} %"
+    return f"  {name:26s} {ms:8.1f} ms  {tps:9.0f} tok/s  MFU {100 * tps * flops_per_token / peak:5.1f} %"
 print(f"GPT-2 124M, bf16, B={B}, T={T}, one GPU, median step")
-print(row("llmc", llmc_ms))
-print(row("llmc, tc attention", llmc_tc_ms))
-print(row(f"torch.compile {torch['torch']}", torch["median_ms"]))
-print(f"  llmc / torch.compile throughput: {torch['median_ms'] / llmc_ms:.2f}x "
-      f"({torch['median_ms'] / llmc_tc_ms:.2f}x with --attention-tensor-cores)")
+for name, ms in llmc.items():
+    print(row(f"llmc ({name})", ms))
+cached = " (cached)" if torch.get("cached") else ""
+print(row(f"torch.compile {torch['torch']}{cached}", torch["median_ms"]))
+for name, ms in llmc.items():
+    print(f"  llmc ({name}) / torch.compile throughput: {torch['median_ms'] / ms:.2f}x")
+if out:
+    with open(out, "w") as f:
+        json.dump({"batch": B, "seq": T, "llmc_ms": llmc, "torch_compile_ms": torch["median_ms"],
+                   "torch": torch["torch"], "torch_cached": bool(torch.get("cached"))}, f)
 PY

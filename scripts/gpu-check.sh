@@ -3,27 +3,44 @@
 # machine that has nvcc, CMake and PyTorch but no MLIR, MPI or system
 # packages: the programs and dependencies come from scripts/gpu-pack.sh.
 #
+#   preflight    versions: driver, CUDA, cuDNN, NVRTC, PyTorch, and the
+#                backend PyTorch's SDPA picks (bench/gpu_preflight.py)
 #   build        runtime-only build against <pack>/deps (CUDA on)
-#   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels)
-#   ctest        every other runtime and kernel test through ctest
+#   conformance-changed
+#                the CUDA kernel tests the change since the last lease can
+#                affect (<pack>/CHANGED_CUDA_TESTS, bench/gpu_changed_tests.py)
 #   parity       tiny GPT, 50 steps GPU vs CPU: fp32 ≤ 1e-4, bf16 ≤ 1e-2,
 #                dropout ≤ 1e-4; a GPU checkpoint resumed on the CPU; GPT-2
-#                124M with --attention-tensor-cores vs without, ≤ 1e-2; the
-#                one-launch AdamW vs per-tensor kernels, bit for bit
+#                124M, 10 steps, with its attention on tensor cores vs CUDA
+#                cores, ≤ 1e-2; the one-launch AdamW vs per-tensor kernels,
+#                bit for bit
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
-#   bench        GPT-2 124M vs torch.compile, attention vs SDPA, 1.5B shape;
-#                llmc-run --profile of 124M (CUDA events, GEMMs split out);
-#                ncu's time per kernel name over two steps of 124M
+#   bench        GPT-2 124M vs torch.compile (the baseline cached from an
+#                earlier lease on the same GPU and PyTorch unless
+#                --rerun-baseline), its per-kernel profile (CUDA events, each
+#                kernel's cuBLASLt GEMMs split out), attention vs SDPA
+#                at head dims 64 and 128, the 1.5B shape; ncu's time per
+#                kernel name over two steps of 124M
+#   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels)
+#   ctest        every other runtime and kernel test through ctest
 #   sanitizer    compute-sanitizer memcheck on a few steps of llmc-run and on
 #                the CUDA kernel tests; racecheck, synccheck on the kernel tests
 #
-# Steps run in the order above, parity and bench before the slow sanitizer.
-# A failing step does not stop the others; each writes <out>/<step>*.log and
-# one line of <out>/summary.txt. Exit status: 0 when no step failed.
+# Steps run in the order above: measurements first, the full conformance
+# and the slow sanitizers last. A failing step does not stop the others;
+# each writes <out>/<step>*.log, one line of <out>/summary.txt and its
+# verdict, seconds and numbers (<out>/data/<step>.json) into
+# <out>/results.json as soon as it ends (bench/gpu_results.py; commit that
+# file as bench/results/<date>-<device>.json). Exit status: 0 when no step
+# failed.
 #
-#   scripts/gpu-check.sh [--pack DIR] [--out DIR] [--build DIR] [--jobs N]
-#                        [--steps a,b,...] [--budget SECONDS] [--tar FILE]
-#                        [--no-cuda]
+#   scripts/gpu-check.sh [--perf] [--pack DIR] [--out DIR] [--build DIR]
+#                        [--jobs N] [--steps a,b,...] [--budget SECONDS]
+#                        [--tar FILE] [--rerun-baseline] [--no-cuda]
+#
+# --perf is the short lease's run: preflight, conformance-changed, parity,
+# bench, then conformance and sanitizer while time is left, under a budget
+# of 540 s unless --budget says otherwise.
 #
 # --tar FILE packs every log and result of <out> into one .tgz at the end
 # (a device tool may bring back only a few files); checkpoints are written
@@ -45,8 +62,10 @@ PACK=$ROOT/gpu-pack
 OUT_DIR=${OUT:-$ROOT/gpu-check-out}
 BUILD=$ROOT/build-gpu
 JOBS=$(nproc)
-STEPS=build,conformance,ctest,parity,multigpu,bench,sanitizer
-BUDGET=0
+ALL_STEPS=preflight,build,conformance-changed,parity,multigpu,bench,conformance,ctest,sanitizer
+STEPS=preflight,build,conformance,ctest,parity,multigpu,bench,sanitizer
+BUDGET=""
+PERF=0
 TAR=""
 CUDA=ON
 usage() { sed -n '/^#   scripts/,/without a GPU\./p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
@@ -59,15 +78,17 @@ while (($#)); do
     --steps) STEPS=$2; shift 2 ;;
     --budget) BUDGET=$2; shift 2 ;;
     --tar) TAR=$2; shift 2 ;;
+    --perf) PERF=1; STEPS=preflight,conformance-changed,parity,bench,conformance,sanitizer; shift ;;
+    --rerun-baseline) export RERUN_BASELINE=1; shift ;;
     --no-cuda) CUDA=OFF; shift ;;
     -h|--help) usage ;;
     *) echo "gpu-check: unknown argument '$1'" >&2; usage ;;
   esac
 done
 for s in ${STEPS//,/ }; do
-  [[ ,build,conformance,ctest,sanitizer,parity,multigpu,bench, == *,$s,* ]] ||
-    { echo "gpu-check: unknown step '$s'" >&2; exit 2; }
+  [[ ,$ALL_STEPS, == *,$s,* ]] || { echo "gpu-check: unknown step '$s'" >&2; exit 2; }
 done
+[[ -n $BUDGET ]] || { ((PERF)) && BUDGET=540 || BUDGET=0; }
 [[ -f $PACK/MANIFEST ]] ||
   { echo "gpu-check: no pack at $PACK (make one with scripts/gpu-pack.sh, carry it)" >&2; exit 2; }
 PACK=$(cd "$PACK" && pwd)
@@ -80,12 +101,16 @@ if [[ $CUDA == ON ]]; then
   fi
 else
   GPUS=0
-  STEPS=$(tr ',' '\n' <<<"$STEPS" | grep -xE 'build|conformance|ctest' | paste -sd, -)
+  STEPS=$(tr ',' '\n' <<<"$STEPS" | grep -xE 'preflight|build|conformance|ctest' | paste -sd, -)
 fi
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 SUMMARY=$OUT_DIR/summary.txt
 : > "$SUMMARY"
+DATA_DIR=$OUT_DIR/data
+RESULTS=$OUT_DIR/results.json
+rm -rf "$DATA_DIR" "$RESULTS" && mkdir -p "$DATA_DIR"
+COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || sed -n 's/^commit \([0-9a-f]*\).*/\1/p' "$PACK/MANIFEST")
 CK_DIR=$(mktemp -d)
 # On every exit, an early one included: checkpoints removed, logs packed.
 finish() {
@@ -120,8 +145,9 @@ fi
 export LD_LIBRARY_PATH=$DEPS/lib:${LD_LIBRARY_PATH:-}
 
 # step NAME LIMIT_SECONDS FUNCTION ARGS...: runs one step's function under a
-# time limit (in a child bash, hence the exports), its output to
-# <out>/NAME.log; one summary line either way.
+# time limit (in a child bash, hence the exports; STEP_DATA names the file
+# for its numbers), its output to <out>/NAME.log; one summary line and one
+# entry of results.json either way.
 FAILED=0
 START=$SECONDS
 step() {
@@ -130,13 +156,15 @@ step() {
     local left=$((BUDGET - (SECONDS - START)))
     if ((left < 20)); then
       printf '%-28s %-18s %4ds\n' "$name" "SKIP (budget)" 0 | tee -a "$SUMMARY" >&2
+      record "$name" "SKIP (budget)" 0
       return 77
     fi
     ((limit > left)) && limit=$left
   fi
   local start=$SECONDS status
   echo "== $name" >&2
-  timeout --kill-after=10 "$limit" bash -o pipefail -c '"$@"' step "$@" > "$OUT_DIR/$name.log" 2>&1
+  STEP_DATA=$DATA_DIR/$name.json timeout --kill-after=10 "$limit" bash -o pipefail -c '"$@"' step "$@" \
+    > "$OUT_DIR/$name.log" 2>&1
   status=$?
   local verdict=PASS
   if ((status == 77)); then verdict=SKIP
@@ -144,7 +172,13 @@ step() {
   elif ((status != 0)); then verdict="FAIL (exit $status)"; FAILED=1
   fi
   printf '%-28s %-18s %4ds  %s.log\n' "$name" "$verdict" $((SECONDS - start)) "$name" | tee -a "$SUMMARY" >&2
+  record "$name" "$verdict" $((SECONDS - start))
   return $status
+}
+record() {  # name verdict seconds
+  python3 "$ROOT/bench/gpu_results.py" record "$RESULTS" --step "$1" --verdict "$2" --seconds "$3" \
+    --data "$DATA_DIR/$1.json" --commit "$COMMIT" --date "$(date -u +%F)" ||
+    echo "gpu-check: could not record $1 in $RESULTS" >&2
 }
 wants() { [[ ,$STEPS, == *,$1,* ]]; }
 
@@ -155,8 +189,18 @@ do_build() {
   cmake --build "$BUILD" -j "$JOBS"
 }
 
+do_preflight() { "$TORCH_PYTHON" "$ROOT/bench/gpu_preflight.py" | tee "$STEP_DATA"; }
 do_conformance_cuda() {
   "$BIN/kernel_tests" --gtest_filter="$CUDA_TESTS" --gtest_output="xml:$OUT_DIR/conformance-cuda.xml"
+}
+# The tests gpu-pack.sh found the change since the last lease can affect.
+do_conformance_changed() {
+  local filter
+  filter=$(cat "$PACK/CHANGED_CUDA_TESTS" 2>/dev/null) ||
+    { echo "skipped: the pack has no CHANGED_CUDA_TESTS"; return 77; }
+  [[ $filter != - ]] || { echo "skipped: no CUDA kernel changed since the last lease"; return 77; }
+  echo "filter: $filter"
+  "$BIN/kernel_tests" --gtest_filter="$filter" --gtest_output="xml:$OUT_DIR/conformance-changed.xml"
 }
 do_ctest() { ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure -E '^Cuda'; }
 
@@ -221,11 +265,32 @@ do_two_ranks() {  # name artifact
     "$OUT_DIR/parity/fp32/gpu.jsonl" 1e-4
 }
 
-do_bench_gpt2() { ARTIFACT=$A/gpt2-124M-bf16-gpu.llmc "$ROOT/bench/gpu_gpt2.sh" "$BUILD" "${BENCH_STEPS:-40}" 16; }
-do_bench_attention() { "$ROOT/bench/attention_gpu.sh" "$BUILD" 128 16; }
-# llmc-run's own profile of 124M: device times per kernel from CUDA events,
-# each kernel's cuBLASLt GEMMs as a part of it (steps 2-3).
-do_profile() { "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 3 --profile; }
+do_bench_gpt2() {
+  ARTIFACT=$A/gpt2-124M-bf16-gpu.llmc RESULT_JSON=$STEP_DATA BASELINE_FROM=$ROOT/bench/results \
+    "$ROOT/bench/gpu_gpt2.sh" "$BUILD" "${BENCH_STEPS:-40}" 16
+}
+# Device time per kernel over steps 2-3 of the 124M step (llmc-run --profile:
+# CUDA events around each launch; under a kernel, the share of its cuBLASLt
+# GEMMs). Not --quiet: that would print no table.
+do_profile_gpt2() {
+  "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 3 --profile | tee "$OUT_DIR/profile-124M.txt" &&
+  python3 - "$OUT_DIR/profile-124M.txt" "$STEP_DATA" <<'PY'
+import json, re, sys
+rows, last = {}, None
+for line in open(sys.argv[1]):
+    m = re.match(r"\s+(\S+)\s+([0-9.]+) ms\s+([0-9.]+) %\s+(\d+) calls", line)
+    if m:
+        last = m.group(1)
+        rows[last] = {"ms_per_step": float(m.group(2)) / 2, "calls_per_step": int(m.group(4)) // 2}
+    part = re.match(r"\s+\. (.+?)\s+([0-9.]+) ms\s+([0-9.]+) % of it", line)
+    if part and last:
+        rows[last].setdefault("parts", {})[part.group(1)] = {"ms_per_step": float(part.group(2)) / 2}
+json.dump({"steps_timed": 2, "kernels": rows}, open(sys.argv[2], "w"))
+PY
+}
+do_bench_attention() {  # head_dim heads
+  RESULT_JSON=$STEP_DATA "$ROOT/bench/attention_gpu.sh" "$BUILD" "$1" "$2"
+}
 # Nsight Compute's device time of every kernel of 2 eager steps of GPT-2
 # 124M (llmc-run --profile runs eagerly), cuBLASLt's own kernels by name:
 # what the step's profile cannot split, e.g. the LM head's GEMMs against
@@ -241,22 +306,25 @@ do_bench_1p5b() {
   local w=$OUT_DIR/bench-1.5B
   rm -rf "$w" && mkdir -p "$w"
   "$BIN/llmc-run" "$A/gpt2-1.5B-bf16-gpu.llmc" --steps 15 --metrics "$w/m.jsonl" &&
-  python3 - "$w/m.jsonl" <<'PY'
+  python3 - "$w/m.jsonl" "$STEP_DATA" <<'PY'
 import json, sys
 ms = sorted(json.loads(l)["ms"] for l in list(open(sys.argv[1]))[5:])
 med = ms[len(ms) // 2]
 L, C, V, T, B = 48, 1600, 50257, 1024, 8
 N = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
 tps = B * T / med * 1000
+mfu = 100 * tps * (6 * N + 6 * L * C * T) / 989e12
 print(f"GPT-2 1.5B shape, bf16, B={B}, T={T}: median step {med:.1f} ms, {tps:.0f} tok/s, "
-      f"MFU {100 * tps * (6 * N + 6 * L * C * T) / 989e12:.1f} % of 989 TF/s")
+      f"MFU {mfu:.1f} % of 989 TF/s")
+json.dump({"batch": B, "seq": T, "median_ms": med, "tokens_per_s": tps, "mfu_percent": mfu},
+          open(sys.argv[2], "w"))
 PY
 }
 
 export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
-export -f do_build do_conformance_cuda do_ctest do_sanitize do_sanitize_run parity_pair \
-  do_resume_on_cpu do_tc_attention do_multi_tensor_adamw do_two_ranks do_bench_gpt2 \
-  do_bench_attention do_bench_1p5b do_profile do_ncu
+export -f do_build do_preflight do_conformance_cuda do_conformance_changed do_ctest do_sanitize \
+  do_sanitize_run parity_pair do_resume_on_cpu do_tc_attention do_multi_tensor_adamw \
+  do_two_ranks do_bench_gpt2 do_profile_gpt2 do_bench_attention do_bench_1p5b do_ncu
 
 {
   echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
@@ -280,6 +348,7 @@ if ! wants build; then
     STEPS=build,$STEPS
   fi
 fi
+if wants preflight; then step preflight 90 do_preflight; fi
 if wants build; then
   step build 900 do_build
   case $? in
@@ -288,8 +357,9 @@ if wants build; then
     *) echo "gpu-check: build failed; see $OUT_DIR/build.log" >&2; exit 1 ;;
   esac
 fi
-if wants conformance && [[ $CUDA == ON ]]; then step conformance-cuda 300 do_conformance_cuda; fi
-if wants ctest; then step ctest 300 do_ctest; fi
+if wants conformance-changed && [[ $CUDA == ON ]]; then
+  step conformance-changed 240 do_conformance_changed
+fi
 if wants parity; then
   step parity-fp32 120 parity_pair fp32 tiny-cpu.llmc tiny-gpu.llmc 50 1e-4
   step parity-bf16 120 parity_pair bf16 tiny-bf16-cpu.llmc tiny-bf16-gpu.llmc 50 1e-2
@@ -304,11 +374,16 @@ if wants multigpu; then
 fi
 if wants bench; then
   step bench-gpt2-124M 300 do_bench_gpt2
-  step bench-attention 180 do_bench_attention
+  step profile-124M 90 do_profile_gpt2
+  step bench-attention-64 150 do_bench_attention 64 12
+  step bench-attention-128 150 do_bench_attention 128 16
   step bench-gpt2-1.5B 240 do_bench_1p5b
-  step bench-profile-124M 120 do_profile
-  step bench-ncu-124M 240 do_ncu
+  # Nsight Compute replays every kernel many times: too slow for --perf,
+  # whose profile step splits the step by kernel already.
+  ((PERF)) || step bench-ncu-124M 240 do_ncu
 fi
+if wants conformance && [[ $CUDA == ON ]]; then step conformance-cuda 300 do_conformance_cuda; fi
+if wants ctest; then step ctest 300 do_ctest; fi
 if wants sanitizer; then
   step sanitizer-llmc-run 120 do_sanitize_run
   step sanitizer-memcheck "${SANITIZER_LIMIT:-240}" do_sanitize memcheck

@@ -14,6 +14,8 @@
 #               Fortran runtime as blas.tar.xz (36 MiB unpacked; the CPU
 #               kernels, which the conformance tests compare against, dlopen it)
 #   MANIFEST    the commit and what each artifact is
+#   CHANGED_CUDA_TESTS  a gtest filter: the CUDA kernel tests that the change
+#               since the newest lease in bench/results/ can affect
 #
 #   prebuilt.tar.xz  only with PREBUILT=1: the runtime-only CUDA build for
 #               sm_90 made here (in <repo>/build-gpu, or PREBUILT_DIR), its
@@ -94,6 +96,10 @@ if [[ ${PREBUILT:-0} == 1 ]]; then
   tar -C "$PB" -cf - bin lib/libllmc_kernels.so lib/libllmc_runtime.so |
     xz -T2 -3 > "$PACK/prebuilt.tar.xz"
 fi
+
+# The CUDA kernel tests the change since the last lease in bench/results/
+# can affect (gpu-check.sh's conformance-changed step).
+python3 "$ROOT/bench/gpu_changed_tests.py" > "$PACK/CHANGED_CUDA_TESTS"
 
 {
   echo "commit $(git -C "$ROOT" rev-parse HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo ' (with local changes)')"

@@ -14,7 +14,9 @@ tools = config.llmc_tools_dir
 # FileCheck and not come from LLVM 22's tool directory.
 llvm_tools = os.path.dirname(config.filecheck)
 config.environment["PATH"] = os.pathsep.join([tools, llvm_tools, config.environment.get("PATH", "")])
-for var in ("HOME", "TMPDIR"):
+# OPENBLAS_CORETYPE passes through so the suite can be run on each sgemm
+# kernel OpenBLAS may pick (docs/testing.md, "Bit-exact claims").
+for var in ("HOME", "TMPDIR", "OPENBLAS_CORETYPE"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
