@@ -388,6 +388,22 @@ LogicalResult Interpreter::runOp(Operation *op) {
                         a.getLossScale() ? values[a.getLossScale()].data.at(0) : 1.0));
         return success();
       })
+      .Case([&](MultiTensorAdamWOp a) {
+        auto tensors = [&](ValueRange vs) {
+          std::vector<RefTensor> ts;
+          for (Value v : vs) ts.push_back(values[v]);
+          return ts;
+        };
+        double norm = a.getGradNorm() ? values[a.getGradNorm()].data.at(0) : 0.0;
+        outs(ref::multiTensorAdamw(
+            tensors(a.getParams()), tensors(a.getGrads()), tensors(a.getM()), tensors(a.getV()),
+            values[a.getLr()].data.at(0), values[a.getStep()].data.at(0),
+            a.getGradNorm() ? &norm : nullptr, d(a.getBeta1()), d(a.getBeta2()),
+            d(a.getEpsilon()), d(a.getWeightDecay()), d(a.getMaxGradNorm()),
+            a.getLossScale() ? values[a.getLossScale()].data.at(0) : 1.0, vec(a.getDecay()),
+            vec(a.getCastOf())));
+        return success();
+      })
       .Case([&](qat::ObserveOp o) {
         out(0, ref::quantObserve(in(0), kernelScheme(o.getScheme()), optional(o.getColumns())));
         return success();

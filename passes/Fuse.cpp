@@ -88,6 +88,9 @@
 // as it loads them, and its backward rotating dq and dk back as it stores
 // them: passes/FuseAttention.cpp.
 //
+// multi-tensor-adamw. The step's per-tensor AdamW updates, with the casts
+// of their fp32 masters, as one op: passes/FuseMultiTensorAdamW.cpp.
+//
 // elementwise. Runs last and takes the elementwise chains the others left
 // (passes/FuseElementwise.cpp): each becomes one llm.fused_elementwise.
 //
@@ -99,6 +102,7 @@
 #include "passes/FuseAttention.h"
 #include "passes/FuseElementwise.h"
 #include "passes/FuseActivationGrad.h"
+#include "passes/FuseMultiTensorAdamW.h"
 #include "passes/FusePlace.h"
 
 #include "dialects/Dist/DistDialect.h"
@@ -137,10 +141,10 @@ constexpr const char *kBiasGelu = "bias-gelu";
 constexpr const char *kBiasGrad = "bias-grad";
 constexpr const char *kElementwise = "elementwise";
 constexpr const char *kResidual = "residual";
-const std::set<std::string> kFusions = {kFuseAddNorm,  kBias,         kBiasGelu,
-                                        kBiasGrad,     kElementwise,  kFuseGeluGrad,
-                                        kFuseQkvSplit, kLinearCrossEntropy, kFuseRope,
-                                        kResidual,     kFuseSwigluGrad};
+const std::set<std::string> kFusions = {
+    kFuseAddNorm, kBias,        kBiasGelu,          kBiasGrad,           kElementwise,
+    kFuseGeluGrad, kFuseMultiTensorAdamW, kFuseQkvSplit, kLinearCrossEntropy, kFuseRope,
+    kResidual,    kFuseSwigluGrad};
 
 /// Makes `value` available before `point`: true when it already is, or when
 /// its pure defining op (and, recursively, what it needs) can move there.
@@ -738,6 +742,9 @@ struct FusePass : public llmc::impl::FuseBase<FusePass> {
       for (ReduceSumOp sum : sums)
         fuseBiasGrad(sum, dominance);
     }
+    // Before the chains: the casts around the updates join them instead.
+    if (enabled->count(kFuseMultiTensorAdamW))
+      fuseMultiTensorAdamW(getOperation());
     // Last: the chains are whatever elementwise ops the fusions above left.
     if (enabled->count(kElementwise))
       fuseElementwiseChains(getOperation());

@@ -301,6 +301,8 @@ LogicalResult ProgramLowering::placeValues() {
   for (Operation &op : body)
     if (isa<llm::AdamWOp, llm::AdamW8bitOp>(op))
       worklist.push_back(op.getOperand(1)); // the gradient
+    else if (auto multi = dyn_cast<llm::MultiTensorAdamWOp>(op))
+      worklist.append(multi.getGrads().begin(), multi.getGrads().end());
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands()))
     if (func.getResultAttr(i, kGradOfAttr))
@@ -760,6 +762,10 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
                         pb.getDenseI64ArrayAttr(SmallVector<int64_t>(sizes.begin(), sizes.end())));
         continue;
       }
+      // A result type (multi_tensor_adamw's cast_type): the output buffers
+      // carry it.
+      if (isa<TypeAttr>(value))
+        continue;
       if (isa<UnitAttr>(value))
         value = pb.getI64IntegerAttr(1);
       else if (auto b = dyn_cast<BoolAttr>(value))

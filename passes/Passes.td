@@ -630,6 +630,14 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
     gradients of the unrotated q and k. Not when a rotated value has
     another reader.
 
+    `multi-tensor-adamw`: a run of the step's `llm.adamw` ops with the same
+    step inputs and hyperparameters (weight decay 0 or one shared value),
+    the `llm.cast` narrowing each updated fp32 master and the one widening
+    each bf16/f16 gradient, become one `llm.multi_tensor_adamw` at the
+    run's first update. Operands computed later move up with it when a
+    pure llm op or an `all_slice` computes them; a communicating
+    collective ends the run. `llm.adamw8bit` stays per tensor.
+
     `elementwise` (last, taking what the others left): a chain of two or
     more elementwise ops (`add`, `mul`, `scale`, `cast`, `dropout`, `gelu`,
     `silu`, `swiglu` and their gradients) of one part of the step becomes
@@ -657,8 +665,8 @@ def Fuse : Pass<"llmc-fuse", "mlir::ModuleOp"> {
   let options = [
     Option<"fusions", "fusions", "std::string", "\"all\"",
            "all | none | comma-separated fusion names (add-norm, bias, bias-gelu, "
-           "bias-grad, elementwise, gelu-grad, linear-cross-entropy, qkv-split, residual, rope, "
-           "swiglu-grad)">,
+           "bias-grad, elementwise, gelu-grad, linear-cross-entropy, multi-tensor-adamw, qkv-split, "
+           "residual, rope, swiglu-grad)">,
     Option<"chunkMb", "chunk-mb", "double", "256",
            "linear-cross-entropy: MiB of logits computed at a time">,
     Option<"target", "target", "std::string", "\"cpu\"",

@@ -10,10 +10,39 @@
 #include "runtime/HostStreams.h"
 #include "runtime/support/Error.h"
 
+#include <chrono>
 #include <cstring>
 
 namespace llmc {
 namespace {
+
+/// Host times: each instruction is waited for (both streams drained), so
+/// its time is its own.
+class HostInstructionTimer final : public InstructionTimer {
+public:
+  HostInstructionTimer(ExecutionDevice &device, size_t instructions)
+      : device_(device), micros_(instructions), starts_(instructions) {}
+  void begin(size_t i, int) override { start_ = clock::now(); starts_[i] = sinceEpoch(start_); }
+  void end(size_t i, int) override {
+    device_.synchronize();
+    micros_[i] = std::chrono::duration<double, std::micro>(clock::now() - start_).count();
+  }
+  void read(std::vector<double> &micros, std::vector<double> &starts,
+            std::vector<std::vector<TimedPart>> &parts) override {
+    micros = micros_;
+    starts = starts_;
+    parts.assign(micros_.size(), {});
+  }
+
+private:
+  using clock = std::chrono::steady_clock;
+  static double sinceEpoch(clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count();
+  }
+  ExecutionDevice &device_;
+  clock::time_point start_;
+  std::vector<double> micros_, starts_;
+};
 
 class CpuDevice final : public ExecutionDevice {
 public:
@@ -49,6 +78,9 @@ public:
     streams_.drain();
   }
   void synchronize() override { streams_.drain(); }
+  std::unique_ptr<InstructionTimer> makeInstructionTimer(size_t instructions) override {
+    return std::make_unique<HostInstructionTimer>(*this, instructions);
+  }
   void setStreamDelays(int maxMicros, uint64_t seed) override {
     streams_.setDelays(maxMicros, seed);
   }

@@ -28,6 +28,33 @@
 
 namespace llmc {
 
+/// A named part of one instruction's device time (`llmc-run --profile` on
+/// a GPU: the cuBLASLt GEMMs inside a fused kernel, say).
+struct TimedPart {
+  std::string name;
+  double micros = 0;
+  int64_t count = 0; ///< launches of the part within the instruction
+};
+
+/// Times a program's instructions for --profile and --trace. The CPU's
+/// waits for each instruction and reads the host's clock; a GPU's records
+/// events around each launch and reads them once the program has finished,
+/// so instructions run as they would unprofiled (in stream order, the two
+/// streams overlapping), only launched one by one instead of as a graph.
+class InstructionTimer {
+public:
+  virtual ~InstructionTimer() = default;
+  /// Just before / after instruction `i` is launched on program stream
+  /// `stream`.
+  virtual void begin(size_t i, int stream) = 0;
+  virtual void end(size_t i, int stream) = 0;
+  /// After the program has finished: each instruction's time and start
+  /// (µs; starts on the host's steady clock, comparable between processes)
+  /// and its parts (none on the CPU).
+  virtual void read(std::vector<double> &micros, std::vector<double> &starts,
+                    std::vector<std::vector<TimedPart>> &parts) = 0;
+};
+
 class ExecutionDevice {
 public:
   virtual ~ExecutionDevice() = default;
@@ -61,12 +88,15 @@ public:
   /// Runs one program: `enqueue` issues all of its instructions in order.
   /// A GPU runs it eagerly the first time (libraries set themselves up),
   /// captures it as a CUDA graph the second time and replays the graph
-  /// from then on, unless `eager` (profiling: each instruction timed). It
+  /// from then on, unless `eager` (profiling: each launch timed). It
   /// returns when every stream has finished.
   virtual void runProgram(const void *program, int64_t step, bool eager,
                           const std::function<void()> &enqueue) = 0;
-  /// Waits for all outstanding work (profiling times one instruction).
+  /// Waits for all outstanding work.
   virtual void synchronize() = 0;
+  /// A timer for the `instructions` of one program (BoundProgram's
+  /// profiling).
+  virtual std::unique_ptr<InstructionTimer> makeInstructionTimer(size_t instructions) = 0;
 
   /// [offset, offset+bytes) of the arena from the host mirror to the
   /// device / back (no-ops on the CPU, where there is one arena).
@@ -98,6 +128,10 @@ std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes);
 struct CudaOptions {
   bool tf32 = false;                 ///< fp32 GEMMs on TF32 tensor cores
   AttentionImpl attention = AttentionImpl::Auto; ///< what runs attention (--attention)
+  /// Each GEMM's cuBLASLt algorithm timed among the heuristic's candidates
+  /// when it binds (false: the heuristic's first). The default also heeds
+  /// LLMC_GEMM_TIMING=0 (kernels/cuda/Device.h).
+  bool gemmTiming = true;
 };
 
 /// A GPU for the CUDA backend: the arena in device memory, a host mirror,

@@ -5,7 +5,6 @@
 #include "runtime/support/Error.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <limits>
 
@@ -188,6 +187,7 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
   }
   micros_.assign(steps_.size(), 0.0);
   starts_.assign(steps_.size(), 0.0);
+  parts_.assign(steps_.size(), {});
   // Where poisonNextRun() strikes: the first float activations of this rank
   // (every instruction above added exactly one step).
   for (size_t i = 0; i < program.instructions.size() && poisonAfter_ < 0; ++i) {
@@ -236,6 +236,8 @@ void BoundProgram::run(const StepContext &ctx) {
   // from a captured graph.
   device_.runProgram(this, ctx.step, profiling_ || poison || observer_,
                      [&] { runSteps(ctx, poison); });
+  if (profiling_)
+    timer_->read(micros_, starts_, parts_);
   // The plan keeps sent buffers intact until the program's end (a no-op
   // when nothing was sent).
   comm_.completeSends();
@@ -246,26 +248,29 @@ void BoundProgram::runSteps(const StepContext &ctx, bool poison) {
     for (size_t i = 0; i < steps_.size(); ++i) device_.launch(streams_[i], steps_[i], ctx);
     return;
   }
-  // One instruction at a time, with what is asked of each: the poisoned
-  // buffer after its instruction; a wait for the device before the
-  // instruction is timed (on a GPU the profile shows device time, and the
-  // step runs slower than unprofiled) or observed.
-  using clock = std::chrono::steady_clock;
+  // One instruction at a time, with what is asked of each: timed (the
+  // device's timer: on the CPU it waits for the instruction, on a GPU it
+  // records events), the poisoned buffer after its instruction, a wait for
+  // the device before the instruction is observed.
   for (size_t i = 0; i < steps_.size(); ++i) {
-    auto start = clock::now();
+    if (profiling_)
+      timer_->begin(i, streams_[i]);
     device_.launch(streams_[i], steps_[i], ctx);
+    if (profiling_)
+      timer_->end(i, streams_[i]);
     if (poison && static_cast<int64_t>(i) == poisonAfter_)
       fillWithNaN(poisonBuffer_);
-    if (!profiling_ && !observer_)
-      continue;
-    device_.synchronize();
-    if (profiling_) {
-      micros_[i] = std::chrono::duration<double, std::micro>(clock::now() - start).count();
-      starts_[i] = std::chrono::duration<double, std::micro>(start.time_since_epoch()).count();
-    }
-    if (observer_)
+    if (observer_) {
+      device_.synchronize();
       observer_(i);
+    }
   }
+}
+
+void BoundProgram::setProfiling(bool on) {
+  profiling_ = on;
+  if (on && !timer_)
+    timer_ = device_.makeInstructionTimer(steps_.size());
 }
 
 bool BoundProgram::has(const std::string &bufferName) const {

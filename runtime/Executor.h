@@ -42,10 +42,13 @@ public:
   const ProgramInfo &info() const { return program_; }
 
   /// When enabled, run() records each instruction's duration and start
-  /// (µs; starts on the host's steady clock, comparable between processes).
-  void setProfiling(bool on) { profiling_ = on; }
+  /// (µs; starts on the host's steady clock, comparable between processes)
+  /// with the device's InstructionTimer, and on a GPU the named parts of
+  /// an instruction's device time.
+  void setProfiling(bool on);
   const std::vector<double> &instructionMicros() const { return micros_; }
   const std::vector<double> &instructionStarts() const { return starts_; }
+  const std::vector<std::vector<TimedPart>> &instructionParts() const { return parts_; }
   /// Testing aid (llmc-run --inject-nonfinite): the next run() overwrites
   /// the first activations this rank makes or receives (the output of its
   /// first embedding kernel, else the buffer of its first recv) with NaN,
@@ -82,7 +85,9 @@ private:
   std::vector<int> streams_; ///< each step's program stream
   std::vector<std::unique_ptr<Kernel>> kernels_;
   bool profiling_ = false;
+  std::unique_ptr<InstructionTimer> timer_; ///< while profiling
   std::vector<double> micros_, starts_;
+  std::vector<std::vector<TimedPart>> parts_;
   /// poisonNextRun(): after which instruction, which buffer; -1: none.
   int64_t poisonAfter_ = -1;
   uint32_t poisonBuffer_ = 0;

@@ -84,6 +84,8 @@ RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOp
   if (options.cuda.attention != AttentionImpl::Auto && !r.gpu())
     fail("--attention ", attentionImplName(options.cuda.attention),
          " applies to artifacts compiled with --target cuda");
+  if (!options.cuda.gemmTiming && !r.gpu())
+    fail("--no-gemm-timing applies to artifacts compiled with --target cuda");
   if (options.streamDelayMicros > 0 && r.gpu())
     fail("--debug-stream-delay-us applies to artifacts compiled for --target cpu");
   r.device = r.gpu() ? makeCudaDevice(r.artifact.memory.arenaBytes, options.cuda)

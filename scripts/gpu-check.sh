@@ -13,13 +13,15 @@
 #                dropout ≤ 1e-4; vocabulary 257, padded to 384 on the GPU
 #                only (fp32, and bf16 in several head chunks); a GPU
 #                checkpoint resumed on the CPU; GPT-2 124M, 10 steps,
-#                --attention cudnn and tensor-cores each vs cuda-cores, ≤ 1e-2
+#                --attention cudnn and tensor-cores each vs cuda-cores, ≤ 1e-2;
+#                the one-launch AdamW vs per-tensor kernels, bit for bit
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
 #   bench        GPT-2 124M vs torch.compile, once per --attention choice (the
 #                baseline cached from an earlier lease on the same GPU and
-#                PyTorch unless --rerun-baseline), its per-kernel profile,
-#                attention vs SDPA at head dims 64 and 128, the LM head with
-#                its vocabulary padded and not, the 1.5B shape;
+#                PyTorch unless --rerun-baseline), its per-kernel profile (CUDA
+#                events, each kernel's cuBLASLt GEMMs split out), attention vs
+#                SDPA at head dims 64 and 128, the LM head with its vocabulary
+#                padded and not, the 1.5B shape;
 #                ncu's time per kernel name over two steps of 124M
 #   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels)
 #   ctest        every other runtime and kernel test through ctest
@@ -246,6 +248,18 @@ do_attention_variant() {  # cudnn | tensor-cores
   ! grep '^attention: ' "$w/$1.out" | grep -v "^attention: $1 for [^()]*$" &&
   python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/$1.jsonl" "$w/cuda-cores.jsonl" 1e-2
 }
+# The tiny GPT in bf16 with its updates as one multi_tensor_adamw and as
+# per-tensor adamw and casts: the same losses bit for bit over 10 steps
+# (GEMM timing off in both, so both use the heuristic's algorithms).
+do_multi_tensor_adamw() {
+  local w=$OUT_DIR/parity/multi-tensor-adamw
+  rm -rf "$w" && mkdir -p "$w"
+  "$BIN/llmc-run" "$A/tiny-bf16-gpu.llmc" --steps 10 --no-gemm-timing --metrics "$w/fused.jsonl" \
+    --quiet &&
+  "$BIN/llmc-run" "$A/tiny-bf16-per-tensor-gpu.llmc" --steps 10 --no-gemm-timing \
+    --metrics "$w/per-tensor.jsonl" --quiet &&
+  python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/fused.jsonl" "$w/per-tensor.jsonl" 0
+}
 do_resume_on_cpu() {  # the fp32 GPU run's checkpoint, 10 more steps on the CPU
   "$BIN/llmc-run" "$A/tiny-cpu.llmc" --steps 60 --resume --ckpt-dir "$CK_DIR/fp32" --quiet
 }
@@ -267,16 +281,22 @@ do_bench_gpt2() {
   ARTIFACT=$A/gpt2-124M-bf16-gpu.llmc RESULT_JSON=$STEP_DATA BASELINE_FROM=$ROOT/bench/results \
     "$ROOT/bench/gpu_gpt2.sh" "$BUILD" "${BENCH_STEPS:-40}" 16
 }
-# Device time per kernel over steps 2-3 of the 124M step (llmc-run --profile).
+# Device time per kernel over steps 2-3 of the 124M step (llmc-run --profile:
+# CUDA events around each launch; under a kernel, the share of its cuBLASLt
+# GEMMs). Not --quiet: that would print no table.
 do_profile_gpt2() {
-  "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 3 --profile --quiet | tee "$OUT_DIR/profile-124M.txt" &&
+  "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 3 --profile | tee "$OUT_DIR/profile-124M.txt" &&
   python3 - "$OUT_DIR/profile-124M.txt" "$STEP_DATA" <<'PY'
 import json, re, sys
-rows = {}
+rows, last = {}, None
 for line in open(sys.argv[1]):
     m = re.match(r"\s+(\S+)\s+([0-9.]+) ms\s+([0-9.]+) %\s+(\d+) calls", line)
     if m:
-        rows[m.group(1)] = {"ms_per_step": float(m.group(2)) / 2, "calls_per_step": int(m.group(4)) // 2}
+        last = m.group(1)
+        rows[last] = {"ms_per_step": float(m.group(2)) / 2, "calls_per_step": int(m.group(4)) // 2}
+    part = re.match(r"\s+\. (.+?)\s+([0-9.]+) ms\s+([0-9.]+) % of it", line)
+    if part and last:
+        rows[last].setdefault("parts", {})[part.group(1)] = {"ms_per_step": float(part.group(2)) / 2}
 json.dump({"steps_timed": 2, "kernels": rows}, open(sys.argv[2], "w"))
 PY
 }
@@ -319,7 +339,8 @@ PY
 export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
 export -f do_build do_preflight do_conformance_cuda do_conformance_changed do_ctest do_sanitize \
   do_sanitize_run parity_pair do_resume_on_cpu attention_baseline do_attention_variant \
-  do_two_ranks do_bench_gpt2 do_profile_gpt2 do_bench_attention do_bench_head do_bench_1p5b do_ncu
+  do_multi_tensor_adamw do_two_ranks do_bench_gpt2 do_profile_gpt2 do_bench_attention \
+  do_bench_head do_bench_1p5b do_ncu
 
 {
   echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
@@ -364,6 +385,7 @@ if wants parity; then
   step parity-resume-on-cpu 60 do_resume_on_cpu
   step parity-attention-cudnn 150 do_attention_variant cudnn
   step parity-attention-tc 120 do_attention_variant tensor-cores
+  step parity-multi-tensor-adamw 60 do_multi_tensor_adamw
 fi
 if wants multigpu; then
   step multigpu-dp2 120 do_two_ranks dp2 tiny-dp2-gpu.llmc

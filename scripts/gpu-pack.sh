@@ -59,6 +59,10 @@ TINY257=("${TINY[@]}" --set vocab_size=257)
 "$LLMC" compile "${TINY257[@]}" --precision bf16 --fuse-chunk-mb 0.1 -o "$A/tiny257-bf16-cpu.llmc"
 "$LLMC" compile "${TINY257[@]}" --precision bf16 --fuse-chunk-mb 0.1 --target cuda \
   -o "$A/tiny257-bf16-gpu.llmc"
+# bf16 with every fusion but multi-tensor-adamw: per-tensor adamw and casts.
+"$LLMC" compile "${TINY[@]}" --precision bf16 --target cuda --fuse \
+  add-norm,bias,bias-gelu,bias-grad,elementwise,gelu-grad,linear-cross-entropy,qkv-split,residual,rope,swiglu-grad \
+  -o "$A/tiny-bf16-per-tensor-gpu.llmc"
 # Two ranks over NCCL (one GPU each): data and tensor parallel.
 "$LLMC" compile "${TINY[@]}" --mesh dp=2 --target cuda -o "$A/tiny-dp2-gpu.llmc"
 "$LLMC" compile "${TINY[@]}" --mesh tp=2 --target cuda -o "$A/tiny-tp2-gpu.llmc"

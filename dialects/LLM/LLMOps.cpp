@@ -1412,5 +1412,70 @@ LogicalResult AdamW8bitOp::verify() {
   return verifyAdamHyperparameters(*this);
 }
 
+LogicalResult MultiTensorAdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &types) {
+  for (ValueRange group : {adaptor.getParams(), adaptor.getM(), adaptor.getV()})
+    for (Value v : group)
+      types.push_back(v.getType());
+  // The custom parser infers before it moves the parsed attributes into
+  // the properties the adaptor reads: look in the dictionary as well.
+  auto attr = [&](StringRef name) -> Attribute {
+    DictionaryAttr dict = adaptor.getAttributes();
+    return dict ? dict.get(name) : Attribute();
+  };
+  auto castOfAttr = adaptor.getCastOfAttr()
+                        ? adaptor.getCastOfAttr()
+                        : dyn_cast_or_null<DenseI64ArrayAttr>(attr("cast_of"));
+  if (!castOfAttr || castOfAttr.empty())
+    return success(); // the verifier reports a missing cast_of
+  ArrayRef<int64_t> castOf = castOfAttr.asArrayRef();
+  auto castType = adaptor.getCastTypeAttr() ? adaptor.getCastTypeAttr()
+                                            : dyn_cast_or_null<TypeAttr>(attr("cast_type"));
+  if (!castType || !isa<FloatType>(castType.getValue()))
+    return emitOptionalError(loc, "llm.multi_tensor_adamw: cast_of needs a float cast_type");
+  Type element = castType.getValue();
+  for (int64_t i : castOf) {
+    if (i < 0 || i >= static_cast<int64_t>(adaptor.getParams().size()))
+      return emitOptionalError(loc, "llm.multi_tensor_adamw: cast_of index ", i,
+                               " is not a tensor of the op (", adaptor.getParams().size(),
+                               " tensors)");
+    auto param = cast<RankedTensorType>(adaptor.getParams()[i].getType());
+    types.push_back(RankedTensorType::get(param.getShape(), element));
+  }
+  return success();
+}
+
+LogicalResult MultiTensorAdamWOp::verify() {
+  size_t n = getNumTensors();
+  if (n == 0)
+    return emitOpError("needs at least one tensor");
+  if (getGrads().size() != n || getM().size() != n || getV().size() != n)
+    return emitOpError("needs as many grads, m and v as params (") << n << "), got "
+           << getGrads().size() << ", " << getM().size() << " and " << getV().size();
+  for (size_t i = 0; i < n; ++i) {
+    Type param = getParams()[i].getType();
+    if (getM()[i].getType() != param || getV()[i].getType() != param)
+      return emitOpError("tensor ") << i << ": m and v must have the parameter's type " << param;
+    if (cast<RankedTensorType>(getGrads()[i].getType()).getShape() !=
+        cast<RankedTensorType>(param).getShape())
+      return emitOpError("tensor ") << i << ": the gradient must have the parameter's shape, got "
+                                    << getGrads()[i].getType() << " for " << param;
+  }
+  ArrayRef<int64_t> decay = getDecay();
+  if (decay.size() != n || llvm::any_of(decay, [](int64_t d) { return d != 0 && d != 1; }))
+    return emitOpError("decay must hold one 0 or 1 per tensor (") << n << ")";
+  ArrayRef<int64_t> castOf = getCastOf();
+  for (size_t k = 0; k < castOf.size(); ++k) {
+    if (k > 0 && castOf[k] <= castOf[k - 1])
+      return emitOpError("cast_of must be increasing");
+    if (!cast<RankedTensorType>(getParams()[castOf[k]].getType()).getElementType().isF32())
+      return emitOpError("tensor ") << castOf[k] << ": only an f32 parameter is cast";
+  }
+  if (getCastType() && castOf.empty())
+    return emitOpError("cast_type without cast_of");
+  return verifyAdamHyperparameters(*this);
+}
+
 #define GET_OP_CLASSES
 #include "dialects/LLM/LLMOps.cpp.inc"

@@ -1483,4 +1483,62 @@ def LLM_AdamW8bitOp : LLM_PureOp<"adamw8bit", [MixesBatchRows, AttrSizedOperandS
   let hasVerifier = 1;
 }
 
+def LLM_MultiTensorAdamWOp : LLM_PureOp<"multi_tensor_adamw", [MixesBatchRows,
+    AttrSizedOperandSegments]> {
+  let summary = "llm.adamw on several tensors at once, and the casts that follow";
+  let description = [{
+    For each tensor i, exactly `llm.adamw %params[i], %grads[i], %m[i],
+    %v[i], %lr, %step` with the same `norm` and `loss_scale`, the shared
+    hyperparameters, and weight decay `weight_decay` where `decay[i]` is 1
+    (0 where it is 0). The gradient may be of another float type than the
+    parameter (a bf16 gradient read as the `cast` to f32 the unfused step
+    makes; the widening is exact). Then, for each index k of `cast_of`, the
+    updated parameter `cast_of[k]` rounded to `cast_type` (nearest even), as
+    `llm.cast` rounds it: the bf16/f16 working copy of an fp32 master. A
+    non-finite norm skips the update (every moment and parameter keeps its
+    value bit for bit); the casts are then of the unchanged parameters.
+
+    Results, one variadic list: the updated parameters, then the m's, then
+    the v's (each of its input's type), then the casts. llmc-fuse's
+    `multi-tensor-adamw` forms it from a step's adamw ops, so a backend
+    updates every tensor in one launch.
+
+    ```mlir
+    %r:7 = llm.multi_tensor_adamw params(%p0, %p1 : tensor<8xf32>, tensor<4xf32>)
+        grads(%g0, %g1 : tensor<8xf32>, tensor<4xf32>)
+        m(%m0, %m1 : tensor<8xf32>, tensor<4xf32>) v(%v0, %v1 : tensor<8xf32>, tensor<4xf32>)
+        lr %lr step %step norm %n
+        {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64,
+         weight_decay = 0.1 : f64, max_grad_norm = 1.0 : f64, decay = array<i64: 1, 0>,
+         cast_of = array<i64: 0>, cast_type = bf16}
+    ```
+  }];
+  let arguments = (ins Variadic<LLM_FloatTensor>:$params, Variadic<LLM_FloatTensor>:$grads,
+                       Variadic<LLM_FloatTensor>:$m, Variadic<LLM_FloatTensor>:$v,
+                       LLM_F32Scalar:$lr, LLM_F32Scalar:$step,
+                       Optional<LLM_F32Scalar>:$grad_norm,
+                       Optional<LLM_F32Scalar>:$loss_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                       F64Attr:$weight_decay, F64Attr:$max_grad_norm,
+                       DenseI64ArrayAttr:$decay, DenseI64ArrayAttr:$cast_of,
+                       OptionalAttr<TypeAttr>:$cast_type);
+  let results = (outs Variadic<LLM_FloatTensor>:$results);
+  let assemblyFormat = [{
+    `params` `(` $params `:` type($params) `)` `grads` `(` $grads `:` type($grads) `)`
+    `m` `(` $m `:` type($m) `)` `v` `(` $v `:` type($v) `)`
+    `lr` $lr `step` $step (`norm` $grad_norm^)? (`loss_scale` $loss_scale^)? attr-dict
+  }];
+  let extraClassDeclaration = [{
+    /// Tensors updated.
+    size_t getNumTensors() { return getParams().size(); }
+    /// Tensor i's updated parameter, m and v.
+    ::mlir::Value getNewParam(size_t i) { return getResults()[i]; }
+    ::mlir::Value getNewM(size_t i) { return getResults()[getNumTensors() + i]; }
+    ::mlir::Value getNewV(size_t i) { return getResults()[2 * getNumTensors() + i]; }
+    /// The k-th cast: tensor getCastOf()[k]'s updated parameter rounded.
+    ::mlir::Value getCast(size_t k) { return getResults()[3 * getNumTensors() + k]; }
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // LLMC_LLM_OPS

@@ -43,6 +43,16 @@ inline VocabShard vocabShard(const EmbeddingBinding &b) {
   return {b.tableRows, b.rowOffset, b.vocabSize};
 }
 
+/// embedding_grad's order of summation, the same on both backends so they
+/// agree bit for bit: the positions of this shard's ids, sorted by (row,
+/// position), are cut into segments of this many; a row adds its dy rows
+/// within each segment in position order (from 0), then its segments'
+/// sums in segment order (from 0). A row whose positions lie in one
+/// segment is the plain sum in position order. Segments bound the work of
+/// one GPU warp: a frequent id's thousands of positions are summed by many
+/// warps at once, not one.
+inline constexpr int64_t kEmbeddingGradSegment = 32;
+
 } // namespace llmc::contracts
 
 #endif

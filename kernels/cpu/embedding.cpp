@@ -7,7 +7,10 @@
 // counting sort groups the positions of each id (stable, so rows are added
 // in position order and the result is deterministic); then each table row is
 // owned by one thread, summed in fp32 and written once — zero for ids that do
-// not occur. The sort's arrays are sized at bind time.
+// not occur. The sum is taken in the order kEmbeddingGradSegment defines
+// (contracts/Embedding.h): within each segment of the sorted positions,
+// then over segments, which is the CUDA kernel's order, so the two agree
+// bit for bit. The sort's arrays are sized at bind time.
 //
 // Ids outside [0, V) are the runtime's to report; here they are never used
 // as addresses: the forward writes NaN rows (so the loss shows it) and the
@@ -64,7 +67,7 @@ public:
       : ids_(args.inputs[0]), dy_(args.inputs[1].as<T>()), dtable_(args.outputs[0].as<T>()),
         shard_(shard), vocab_(shard.rows), c_(args.outputs[0].dim(1)),
         n_(args.inputs[0].numel()), threads_(bindThreads()), start_(vocab_ + 1),
-        cursor_(vocab_), order_(n_), acc_(threads_, c_) {}
+        cursor_(vocab_), order_(n_), acc_(threads_, 2 * c_) {}
 
   void run(const StepContext &) override {
     // Counting sort of positions by (local) row.
@@ -83,19 +86,25 @@ public:
     const int64_t c = c_;
 #pragma omp parallel num_threads(threads_) if (vocab_ * c > kParallelGrain)
     {
-      float *acc = acc_.at(omp_get_thread_num());
+      float *acc = acc_.at(omp_get_thread_num()), *piece = acc + c;
 #pragma omp for schedule(dynamic, 16)
       for (int64_t v = 0; v < vocab_; ++v) {
         T *row = dtable_ + v * c;
-        if (start_[v] == start_[v + 1]) {
+        const int64_t begin = start_[v], end = start_[v + 1];
+        if (begin == end) {
           std::memset(static_cast<void *>(row), 0, c * sizeof(T));
           continue;
         }
+        // The first segment's sum lands in acc (0 + s = s), each later one
+        // is summed apart and added.
+        const int64_t firstEnd = std::min(end, (begin / kSegment + 1) * kSegment);
         std::fill(acc, acc + c, 0.0f);
-        for (int64_t k = start_[v]; k < start_[v + 1]; ++k) {
-          const T *dy = dy_ + order_[k] * c;
+        addRows(acc, begin, firstEnd);
+        for (int64_t k = firstEnd; k < end; k += kSegment) {
+          std::fill(piece, piece + c, 0.0f);
+          addRows(piece, k, std::min(end, k + kSegment));
 #pragma omp simd
-          for (int64_t i = 0; i < c; ++i) acc[i] += load(dy, i);
+          for (int64_t i = 0; i < c; ++i) acc[i] += piece[i];
         }
 #pragma omp simd
         for (int64_t i = 0; i < c; ++i) store(row, i, acc[i]);
@@ -104,6 +113,18 @@ public:
   }
 
 private:
+  static constexpr int64_t kSegment = contracts::kEmbeddingGradSegment;
+
+  /// sum += the dy rows of sorted positions [begin, end), in order.
+  void addRows(float *sum, int64_t begin, int64_t end) const {
+    const int64_t c = c_;
+    for (int64_t k = begin; k < end; ++k) {
+      const T *dy = dy_ + order_[k] * c;
+#pragma omp simd
+      for (int64_t i = 0; i < c; ++i) sum[i] += load(dy, i);
+    }
+  }
+
   IdView ids_;
   const T *dy_;
   T *dtable_;

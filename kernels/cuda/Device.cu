@@ -1,4 +1,11 @@
 //===- Device.cu - CUDA device discovery and library versions -------------===//
+//
+// Also the process's CUDA settings that llmc-run's flags choose and the
+// kernels read when they bind (TF32, tensor-core attention, GEMM timing),
+// and the per-thread state of the execution device the kernels consult
+// (graph capture, the profiler's part timer).
+//
+//===----------------------------------------------------------------------===//
 
 #include "kernels/cuda/Device.h"
 
@@ -6,8 +13,10 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 
 namespace llmc::cuda {
 
@@ -84,7 +93,22 @@ void synchronize() { LLMC_CUDA_CHECK(cudaDeviceSynchronize()); }
 namespace {
 bool gAllowTf32 = false;
 AttentionImpl gAttentionImpl = AttentionImpl::Auto;
+/// LLMC_GEMM_TIMING=0 (or "off") turns GEMM timing off by default.
+bool gemmTimingFromEnvironment() {
+  const char *value = std::getenv("LLMC_GEMM_TIMING");
+  return !value || (std::string(value) != "0" && std::string(value) != "off");
+}
+bool gGemmTiming = gemmTimingFromEnvironment();
+thread_local bool tCapturing = false;
+thread_local PartTimer *tPartTimer = nullptr;
 } // namespace
+
+void setGemmTiming(bool enable) { gGemmTiming = enable; }
+bool gemmTiming() { return gGemmTiming; }
+void setCapturingGraph(bool capturing) { tCapturing = capturing; }
+bool capturingGraph() { return tCapturing; }
+PartTimer *partTimer() { return tPartTimer; }
+void setPartTimer(PartTimer *timer) { tPartTimer = timer; }
 
 void setAllowTf32(bool allow) { gAllowTf32 = allow; }
 bool allowTf32() { return gAllowTf32; }

@@ -48,6 +48,35 @@ bool allowTf32();
 void setAttentionImpl(AttentionImpl impl);
 AttentionImpl attentionImpl();
 
+/// Whether a GEMM's cuBLASLt algorithm is chosen by timing the heuristic's
+/// top candidates on the device when its kernel binds (kernels/cuda/
+/// LtGemm.cu), or is the heuristic's first choice. On by default unless
+/// the environment sets LLMC_GEMM_TIMING=0; `llmc-run --no-gemm-timing`
+/// turns it off. Read when a GEMM is planned.
+void setGemmTiming(bool enable);
+bool gemmTiming();
+
+/// Marks the calling thread as capturing a CUDA graph (the execution
+/// device, around cudaStreamBeginCapture/EndCapture): work that must not
+/// be captured (LtGemm's timing) is skipped while it is.
+void setCapturingGraph(bool capturing);
+bool capturingGraph();
+
+/// The parts of one instruction's device work, for `llmc-run --profile`:
+/// while the execution device times an instruction, a kernel that launches
+/// several kinds of device work marks where each begins on its stream, and
+/// the instruction's time is split at the marks.
+class PartTimer {
+public:
+  virtual ~PartTimer() = default;
+  /// The work enqueued on `stream` from here on is `part` (a string with
+  /// static storage), or, for null, the instruction's own again.
+  virtual void mark(void *stream, const char *part) = 0;
+};
+/// The calling thread's part timer (null: not profiling).
+PartTimer *partTimer();
+void setPartTimer(PartTimer *timer);
+
 /// Throws RuntimeError-style std::runtime_error with `what` when `status` is
 /// not cudaSuccess (status is a cudaError_t passed as int).
 void check(int status, const char *what, const char *file, int line);

@@ -7,7 +7,19 @@
 //    it (GEMMs on one device run in stream order, so they can share it);
 //  - per shape, one heuristic query, cached for the process: a model's
 //    layers repeat the same few shapes, so loading a program asks cuBLASLt
-//    only a handful of times.
+//    only a handful of times;
+//  - with timing on (cuda::gemmTiming(), the default), the heuristic's top
+//    kCandidates algorithms are each run kTimedRuns times on scratch
+//    buffers shaped and aligned like the bound operands (never the bound
+//    tensors themselves, which may hold state), and the fastest is kept
+//    for the shape if it beats the heuristic's first by kMargin — timing
+//    noise near a tie would otherwise flip the choice, and with it the
+//    summation order, from one process to the next. Never while a graph
+//    is being captured, nor when the scratch cannot be had (the first
+//    choice then stands);
+//  - the leading dimension of each operand, and the alignment of its rows
+//    (address, ld and batch stride), are part of the cache key, so a plan
+//    made for aligned rows never runs on misaligned ones.
 //
 // Row-major c[M,N] = op(a)·op(b) is the column-major cᵀ[N,M] = op(b)ᵀ·op(a)ᵀ.
 // Read column-major, row-major b[K,N] is bᵀ (N×K, ld N): exactly op(b)ᵀ when
@@ -22,6 +34,7 @@
 
 #include "kernels/cuda/Device.h"
 
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <mutex>
@@ -33,6 +46,15 @@ namespace llmc::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+/// Algorithms the heuristic is asked for, and timed when timing is on.
+constexpr int kCandidates = 8;
+/// Timed runs per candidate (after one untimed run).
+constexpr int kTimedRuns = 5;
+/// How much faster than the heuristic's first choice a candidate must be.
+constexpr float kMargin = 0.03f;
+/// Largest scratch (all operands) a timing allocates; larger GEMMs keep the
+/// heuristic's choice.
+constexpr size_t kTimingScratchLimit = size_t(2) << 30;
 
 std::string statusText(cublasStatus_t status) {
   return std::string(cublasLtGetStatusName(status)) + " (" + cublasLtGetStatusString(status) +
@@ -79,12 +101,170 @@ void *workspace(int device, std::string &error) {
   return ptr;
 }
 
-/// Largest power of two (at most 256) dividing the address and every batch
-/// offset of an operand: what the algorithm may assume about each matrix.
-uint32_t alignmentOf(const void *ptr, int64_t strideElements, size_t elementSize, int64_t batch) {
-  uint64_t bits = reinterpret_cast<uintptr_t>(ptr) | 256u;
-  if (batch > 1 && strideElements != 0) bits |= static_cast<uint64_t>(strideElements) * elementSize;
-  return static_cast<uint32_t>(bits & (~bits + 1)); // lowest set bit
+/// One operand as stored: rows of `cols` elements, `ld` apart, `batch`
+/// matrices `stride` elements apart (stride 0: one shared matrix).
+struct Stored {
+  const void *ptr;
+  int64_t rows, cols, ld, stride, batch;
+
+  /// Largest power of two (at most 256) dividing the address of every row
+  /// of every matrix: what an algorithm may assume about the operand.
+  uint32_t alignment(size_t elementSize) const {
+    uint64_t bits = reinterpret_cast<uintptr_t>(ptr) | 256u;
+    if (rows > 1) bits |= static_cast<uint64_t>(ld) * elementSize;
+    if (batch > 1 && stride != 0) bits |= static_cast<uint64_t>(stride) * elementSize;
+    return static_cast<uint32_t>(bits & (~bits + 1)); // lowest set bit
+  }
+  /// Bytes from the first element to one past the last.
+  size_t span(size_t elementSize) const {
+    int64_t elements = (rows - 1) * ld + cols;
+    if (batch > 1 && stride != 0) elements += (batch - 1) * stride;
+    return static_cast<size_t>(elements) * elementSize;
+  }
+};
+
+Stored storedA(const GemmDesc &d) {
+  int64_t rows = d.transposeA ? d.k : d.m, cols = d.transposeA ? d.m : d.k;
+  return {d.a, rows, cols, d.lda ? d.lda : cols, d.strideA, d.batch};
+}
+Stored storedB(const GemmDesc &d) {
+  int64_t rows = d.transposeB ? d.n : d.k, cols = d.transposeB ? d.k : d.n;
+  return {d.b, rows, cols, d.ldb ? d.ldb : cols, d.strideB, d.batch};
+}
+Stored storedC(const GemmDesc &d, const void *ptr) {
+  return {ptr, d.m, d.n, d.ldc ? d.ldc : d.n, d.strideC, d.batch};
+}
+
+/// Device scratch shaped like a GEMM's operands, each placed at its bound
+/// operand's offset modulo 256 so the timed runs see the same alignment.
+class TimingScratch {
+public:
+  ~TimingScratch() {
+    if (base_) cudaFree(base_);
+  }
+  /// Reserves room for an operand of `bytes` aligned like `like`; returns
+  /// its offset (call before allocate()).
+  size_t reserve(const void *like, size_t bytes) {
+    size_t offset = total_ + (reinterpret_cast<uintptr_t>(like) & 255u);
+    total_ = (offset + bytes + 255) / 256 * 256;
+    return offset;
+  }
+  /// Allocates and zeroes everything reserved; false (the CUDA error
+  /// cleared) when the device cannot spare it.
+  bool allocate() {
+    if (total_ == 0 || total_ > kTimingScratchLimit) return false;
+    if (cudaMalloc(&base_, total_) != cudaSuccess || cudaMemset(base_, 0, total_) != cudaSuccess) {
+      cudaGetLastError();
+      base_ = nullptr;
+      return false;
+    }
+    return true;
+  }
+  void *at(size_t offset) const { return static_cast<char *>(base_) + offset; }
+
+private:
+  void *base_ = nullptr;
+  size_t total_ = 0;
+};
+
+/// The heuristic's candidates for one planned GEMM and what timing them
+/// needs; time() returns the index of the one to use.
+struct Candidates {
+  cublasLtHandle_t lt;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t a, b, c;
+  const float *alpha, *beta;
+  void *workspace;
+  std::vector<cublasLtMatmulHeuristicResult_t> results;
+
+  /// Mean µs of kTimedRuns launches of candidate i on `stream`, or a
+  /// negative number when it does not run.
+  float timeOne(size_t i, const void *ptrA, const void *ptrB, const void *ptrC, void *ptrD,
+                cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop) const {
+    auto launch = [&] {
+      return cublasLtMatmul(lt, op, alpha, ptrA, a, ptrB, b, beta, ptrC, c, ptrD, c,
+                            &results[i].algo, workspace, kWorkspaceBytes, stream);
+    };
+    if (launch() != CUBLAS_STATUS_SUCCESS) return -1.0f;
+    cudaEventRecord(start, stream);
+    for (int r = 0; r < kTimedRuns; ++r)
+      if (launch() != CUBLAS_STATUS_SUCCESS) return -1.0f;
+    cudaEventRecord(stop, stream);
+    float ms = 0.0f;
+    if (cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+      cudaGetLastError();
+      return -1.0f;
+    }
+    return ms * 1000.0f / kTimedRuns;
+  }
+};
+
+/// Sets the epilogue's bias and aux pointers of `op` (to scratch for the
+/// timed runs, back to the bound ones after).
+void pointEpilogue(cublasLtMatmulDesc_t op, const void *bias, const void *aux) {
+  if (bias) cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+  if (aux) cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
+}
+
+/// The fastest candidate of `cands` for `d` (with the epilogue's bias and
+/// aux pointers, null where it has none) timed on scratch, or 0 (the
+/// heuristic's first) when it is not clearly faster or timing is not
+/// possible; `choice` says which and why.
+size_t timeCandidates(const GemmDesc &d, const Candidates &cands, const void *biasPointer,
+                      void *aux, std::string &choice) {
+  choice = "heuristic";
+  if (cands.results.size() < 2) return 0;
+  if (!gemmTiming()) {
+    choice = "heuristic (timing off)";
+    return 0;
+  }
+  if (capturingGraph()) {
+    choice = "heuristic (a graph was being captured)";
+    return 0;
+  }
+  const size_t es = dtypeSize(d.dtype);
+  TimingScratch scratch;
+  const Stored a = storedA(d), b = storedB(d), c = storedC(d, d.c);
+  const size_t offA = scratch.reserve(d.a, a.span(es)), offB = scratch.reserve(d.b, b.span(es));
+  const size_t offD = scratch.reserve(d.c, c.span(es));
+  const size_t offC = d.addend ? scratch.reserve(d.addend, c.span(es)) : offD;
+  const size_t offBias = biasPointer ? scratch.reserve(biasPointer, static_cast<size_t>(d.n) * es) : 0;
+  const size_t offAux = aux ? scratch.reserve(aux, static_cast<size_t>(d.m * d.n) * es) : 0;
+  if (!scratch.allocate()) {
+    choice = "heuristic (no device memory to time it)";
+    return 0;
+  }
+  // Other work may be using the shared workspace; timing runs alone.
+  if (cudaDeviceSynchronize() != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  std::vector<float> micros(cands.results.size(), -1.0f);
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
+      cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
+    pointEpilogue(cands.op, biasPointer ? scratch.at(offBias) : nullptr,
+                  aux ? scratch.at(offAux) : nullptr);
+    // cuBLASLt's A is b and its B is a (row-major as column-major).
+    for (size_t i = 0; i < cands.results.size(); ++i)
+      micros[i] = cands.timeOne(i, scratch.at(offB), scratch.at(offA), scratch.at(offC),
+                                scratch.at(offD), stream, start, stop);
+    pointEpilogue(cands.op, biasPointer, aux);
+  }
+  if (stop) cudaEventDestroy(stop);
+  if (start) cudaEventDestroy(start);
+  if (stream) cudaStreamDestroy(stream);
+  cudaGetLastError();
+  size_t best = 0;
+  for (size_t i = 1; i < micros.size(); ++i)
+    if (micros[i] >= 0 && (micros[best] < 0 || micros[i] < micros[best])) best = i;
+  if (micros[0] >= 0 && micros[best] > micros[0] * (1.0f - kMargin)) best = 0;
+  std::ostringstream os;
+  os << "timed: candidate " << best << " of " << micros.size() << ", " << micros[best]
+     << " us vs " << micros[0] << " us for the first";
+  choice = os.str();
+  return best;
 }
 
 } // namespace
@@ -98,6 +278,9 @@ std::string LtGemm::describe(const GemmDesc &d) {
      << (d.transposeB ? "^T" : "") << "[" << (d.transposeB ? d.n : d.k) << "x"
      << (d.transposeB ? d.k : d.n) << "]";
   if (d.batch != 1 && d.strideB == 0) os << " (b shared)";
+  if (d.lda || d.ldb || d.ldc)
+    os << " (ld a " << storedA(d).ld << ", b " << storedB(d).ld << ", c " << storedC(d, d.c).ld
+       << ")";
   if (d.accumulate) os << " + c";
   if (d.addend) os << " + addend";
   if (d.epilogue == GemmEpilogue::Bias) os << " + bias";
@@ -143,6 +326,11 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
             "batch: " + describe(d);
     return nullptr;
   }
+  for (const Stored &o : {storedA(d), storedB(d), storedC(d, d.c)})
+    if (o.ld < o.cols) {
+      error = "cuBLASLt GEMM: a leading dimension is shorter than its rows: " + describe(d);
+      return nullptr;
+    }
 
   cublasLtHandle_t lt = handle(error);
   if (!lt) return nullptr;
@@ -163,19 +351,18 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
       d.dtype == DType::F32 && allowTf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const size_t elementSize = dtypeSize(d.dtype);
 
-  // cuBLASLt's A is b: stored [K,N] it reads as N×K (ld N) = op(b)ᵀ, no
-  // transpose; stored [N,K] it reads as K×N (ld K) and is transposed.
+  // Read column-major, a row-major operand stored as rows × cols (ld
+  // apart) is cols × rows with leading dimension ld: its transpose.
+  // cuBLASLt's A is b: stored [K,N] it reads as N×K = op(b)ᵀ, no transpose;
+  // stored [N,K] it reads as K×N and is transposed. Its B is a, likewise.
   const cublasOperation_t opA = d.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const uint64_t aRows = d.transposeB ? d.k : d.n, aCols = d.transposeB ? d.n : d.k;
-  // cuBLASLt's B is a: stored [M,K] it reads as K×M (ld K) = op(a)ᵀ; stored
-  // [K,M] it reads as M×K (ld M) and is transposed.
   const cublasOperation_t opB = d.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const uint64_t bRows = d.transposeA ? d.m : d.k, bCols = d.transposeA ? d.k : d.m;
+  const Stored a = storedA(d), b = storedB(d), c = storedC(d, d.c);
 
   const int32_t batch = static_cast<int32_t>(d.batch);
-  auto makeLayout = [&](cublasLtMatrixLayout_t *layout, uint64_t rows, uint64_t cols,
-                        int64_t stride) {
-    if (!ok(cublasLtMatrixLayoutCreate(layout, type, rows, cols, static_cast<int64_t>(rows)),
+  auto makeLayout = [&](cublasLtMatrixLayout_t *layout, const Stored &o) {
+    if (!ok(cublasLtMatrixLayoutCreate(layout, type, static_cast<uint64_t>(o.cols),
+                                       static_cast<uint64_t>(o.rows), o.ld),
             "cublasLtMatrixLayoutCreate", error))
       return false;
     if (batch == 1) return true;
@@ -183,13 +370,11 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
                                                sizeof(batch)),
               "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)", error) &&
            ok(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                               &stride, sizeof(stride)),
+                                               &o.stride, sizeof(o.stride)),
               "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)", error);
   };
-  if (!makeLayout(&g->layoutA_, aRows, aCols, d.strideB) ||
-      !makeLayout(&g->layoutB_, bRows, bCols, d.strideA) ||
-      !makeLayout(&g->layoutC_, static_cast<uint64_t>(d.n), static_cast<uint64_t>(d.m),
-                  d.strideC)) {
+  if (!makeLayout(&g->layoutA_, b) || !makeLayout(&g->layoutB_, a) ||
+      !makeLayout(&g->layoutC_, c)) {
     error += ": " + describe(d);
     return nullptr;
   }
@@ -217,8 +402,8 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
     described = ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                   &biasPointer, sizeof(biasPointer)),
                    "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", error);
-  // The aux matrix is laid out as D (column-major N×M): its leading
-  // dimension is D's row count, N.
+  // The aux matrix is dense row-major [M, N] (column-major N×M): its
+  // leading dimension is N, whatever c's.
   const int64_t auxLd = d.n;
   if (described && usesAux)
     described = ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
@@ -234,23 +419,29 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
 
   // cuBLASLt's A is b, its B is a; its D is c, and so is its C unless an
   // addend is.
-  const uint32_t alignA = alignmentOf(d.b, d.strideB, elementSize, d.batch);
-  const uint32_t alignB = alignmentOf(d.a, d.strideA, elementSize, d.batch);
-  const uint32_t alignC = alignmentOf(d.addend ? d.addend : d.c, d.strideC, elementSize, d.batch);
-  const uint32_t alignD = alignmentOf(d.c, d.strideC, elementSize, d.batch);
+  const uint32_t alignA = b.alignment(elementSize);
+  const uint32_t alignB = a.alignment(elementSize);
+  const uint32_t alignC = storedC(d, d.addend ? d.addend : d.c).alignment(elementSize);
+  const uint32_t alignD = c.alignment(elementSize);
   // No preference names the bias or the aux matrix; their alignment is part
   // of the cache key so an algorithm chosen for aligned ones is not reused
   // for misaligned ones.
-  const uint32_t alignBias = usesBias ? alignmentOf(biasPointer, 0, elementSize, 1) : 256u;
-  const uint32_t alignAux = usesAux ? alignmentOf(d.aux, 0, elementSize, 1) : 256u;
+  const uint32_t alignBias =
+      usesBias ? Stored{biasPointer, 1, d.n, d.n, 0, 1}.alignment(elementSize) : 256u;
+  const uint32_t alignAux =
+      usesAux ? Stored{d.aux, d.m, d.n, d.n, 0, 1}.alignment(elementSize) : 256u;
 
   std::lock_guard<std::mutex> lock(planMutex());
   g->workspace_ = workspace(device, error);
   if (!g->workspace_) return nullptr;
   g->workspaceBytes_ = kWorkspaceBytes;
 
-  // Heuristic cache: everything the query sees.
-  static std::map<std::vector<int64_t>, cublasLtMatmulAlgo_t> cache;
+  // Plan cache: everything the query (and the timing) sees.
+  struct Plan {
+    cublasLtMatmulAlgo_t algo;
+    std::string choice;
+  };
+  static std::map<std::vector<int64_t>, Plan> cache;
   const bool batched = d.batch > 1;
   std::vector<int64_t> key = {device,
                               static_cast<int64_t>(d.dtype),
@@ -264,6 +455,9 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
                               batched ? d.strideC : 0,
                               d.transposeA ? 1 : 0,
                               d.transposeB ? 1 : 0,
+                              a.ld,
+                              b.ld,
+                              c.ld,
                               static_cast<int64_t>(d.epilogue),
                               alignA,
                               alignB,
@@ -272,13 +466,14 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
                               alignBias,
                               alignAux};
   if (auto it = cache.find(key); it != cache.end()) {
-    g->algo_ = it->second;
+    g->algo_ = it->second.algo;
+    g->choice_ = it->second.choice;
     return g;
   }
 
   cublasLtMatmulPreference_t pref = nullptr;
   uint64_t wsBytes = kWorkspaceBytes;
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   bool queried =
       ok(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", error) &&
@@ -298,22 +493,27 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
                                               &alignD, sizeof(alignD)),
          "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_D_BYTES)", error) &&
       ok(cublasLtMatmulAlgoGetHeuristic(lt, g->op_, g->layoutA_, g->layoutB_, g->layoutC_,
-                                        g->layoutC_, pref, 1, &result, &found),
+                                        g->layoutC_, pref, kCandidates, results, &found),
          "cublasLtMatmulAlgoGetHeuristic", error);
   if (pref) cublasLtMatmulPreferenceDestroy(pref);
   if (!queried) {
     error += ": " + describe(d);
     return nullptr;
   }
-  if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+  Candidates cands{lt, g->op_, g->layoutA_, g->layoutB_, g->layoutC_, &g->alpha_, &g->beta_,
+                   g->workspace_, {}};
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) cands.results.push_back(results[i]);
+  if (cands.results.empty()) {
     error = "cuBLASLt has no algorithm for " + describe(d) + " (alignment a " +
             std::to_string(alignB) + ", b " + std::to_string(alignA) + ", c " +
             std::to_string(alignD) + (d.addend ? ", addend " + std::to_string(alignC) : "") +
             " bytes)";
     return nullptr;
   }
-  g->algo_ = result.algo;
-  cache.emplace(std::move(key), result.algo);
+  g->algo_ = cands.results[timeCandidates(d, cands, usesBias ? biasPointer : nullptr,
+                                           usesAux ? d.aux : nullptr, g->choice_)].algo;
+  cache.emplace(std::move(key), Plan{g->algo_, g->choice_});
   return g;
 }
 
@@ -326,10 +526,14 @@ LtGemm::~LtGemm() {
 
 void LtGemm::run(cudaStream_t stream) const {
   std::string unused;
+  // Under --profile, the GEMM is a part of its instruction's time.
+  PartTimer *parts = partTimer();
+  if (parts) parts->mark(stream, "cuBLASLt GEMM");
   cublasStatus_t status = cublasLtMatmul(
       handle(unused), op_, &alpha_, desc_.b, layoutA_, desc_.a, layoutB_, &beta_,
       desc_.addend ? desc_.addend : desc_.c, layoutC_, desc_.c, layoutC_, &algo_, workspace_,
       workspaceBytes_, stream);
+  if (parts) parts->mark(stream, nullptr);
   if (status != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error("cublasLtMatmul failed for " + describe(desc_) + ": " +
                              statusText(status));

@@ -3,7 +3,10 @@
 // The one place the CUDA kernels talk to cuBLASLt. A GEMM is planned once,
 // when its kernel binds: descriptors and layouts are built, the heuristic
 // picks an algorithm (cached per shape for the process), and run() is a
-// single cublasLtMatmul on the caller's stream.
+// single cublasLtMatmul on the caller's stream. Where timing is on
+// (cuda::gemmTiming()), the algorithm is the fastest of the heuristic's top
+// candidates measured on the device at that moment; else the heuristic's
+// first.
 //
 // Operands are row-major, as everywhere in llmc. cuBLASLt is column-major,
 // so c[M,N] = op(a)·op(b) is computed as its transpose cᵀ = op(b)ᵀ·op(a)ᵀ:
@@ -46,7 +49,8 @@ enum class GemmEpilogue {
 ///   c[t] = op(a[t])·op(b[t]) (+ c[t] when accumulating, + addend[t] when
 ///   given) (epilogue)
 /// for t < batch, where op swaps the last two dims when the flag is set.
-/// a is [M,K] (or [K,M] transposed), b [K,N] (or [N,K]), c [M,N], all dense.
+/// a is [M,K] (or [K,M] transposed), b [K,N] (or [N,K]), c [M,N]; each
+/// matrix's rows lie `ld` elements apart (dense unless an ld is given).
 struct GemmDesc {
   DType dtype = DType::F32; ///< of a, b and c: f32, bf16 or f16 (f32 arithmetic)
   int64_t m = 0, n = 0, k = 0;
@@ -54,6 +58,13 @@ struct GemmDesc {
   /// Elements between consecutive batch entries; 0 shares one matrix.
   int64_t strideA = 0, strideB = 0, strideC = 0;
   bool transposeA = false, transposeB = false;
+  /// Leading dimensions: elements between consecutive stored rows of a
+  /// ([M,K]: at least K; [K,M]: at least M), b and c (an addend is laid out
+  /// as c); 0 means dense. A padded row (a vocabulary padded to a multiple
+  /// of 8, say) keeps 16-byte aligned rows, which the fastest algorithms
+  /// need: the alignment of ld·element size is part of what the algorithm
+  /// may assume, and of the plan cache's key.
+  int64_t lda = 0, ldb = 0, ldc = 0;
   bool accumulate = false; ///< beta = 1 (c += ...), else beta = 0
   /// Laid out as c and read as cuBLASLt's C with beta = 1, c being D (a
   /// residual added in the epilogue, c untouched before); not with
@@ -62,8 +73,8 @@ struct GemmDesc {
   GemmEpilogue epilogue = GemmEpilogue::None;
   const void *bias = nullptr; ///< [n] of dtype, for the bias epilogues
   /// GeluAuxBias: the pre-activation it stores; DGelu: GELU's input it
-  /// reads. Laid out as c (row-major [M, N], its leading dimension N a
-  /// multiple of 8, as cuBLASLt requires).
+  /// reads. Dense row-major [M, N] (N a multiple of 8, as cuBLASLt
+  /// requires), whatever c's leading dimension.
   void *aux = nullptr;
   void *biasGrad = nullptr; ///< BiasGradB, DGeluBGrad: the [n] sums, of dtype
   /// The bound operands: their alignment steers the algorithm choice.
@@ -89,6 +100,11 @@ public:
   /// "bf16 c[4x64x96] = a[64x32]·b^T[96x32] (b shared)": the problem, for errors.
   static std::string describe(const GemmDesc &desc);
 
+  /// How the algorithm of this plan was chosen: "heuristic" (the
+  /// heuristic's first), or "timed: candidate i of n, x µs vs y µs for the
+  /// first" (for tests and logs).
+  const std::string &choice() const { return choice_; }
+
 private:
   LtGemm() = default;
 
@@ -99,6 +115,7 @@ private:
   cublasLtMatmulAlgo_t algo_{};
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
+  std::string choice_;
 };
 
 } // namespace llmc::cuda

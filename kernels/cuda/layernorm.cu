@@ -19,22 +19,34 @@
 // The residual forms: add_layernorm (a, b → sum, y) first writes the row's
 // sum (each thread its own columns, which it reads back for the statistics,
 // so no barrier is needed), rounded as `add` rounds it; layernorm_grad_add
-// adds the addend to dx as it is written (StorePlus.cuh: rounded as the unfused
-// ops round, never an FMA).
+// adds the addend to dx as it is written (roundedPlus: rounded as the
+// unfused ops round, never an FMA).
+//
+// Rows move in 16-byte packs (4 f32 or 8 bf16/f16 elements per access,
+// RowPack.cuh) when every row and parameter vector is 16-byte aligned and
+// C a multiple of the pack, else one element at a time. Either way each
+// thread sums its own elements in column order and the block sums the
+// threads' partials in a fixed order (blockSum), so a rerun gives the same
+// bits; the packed split of columns among threads sums the row in another
+// order than the per-element split (and than the CPU), which the
+// conformance tests' bounds cover. dγ and dβ keep their order: column i's
+// partial adds its block's rows in row order, and the blocks add in block
+// order.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/LayerNorm.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
-#include "kernels/cuda/StorePlus.cuh"
+#include "kernels/cuda/RowPack.cuh"
 
 namespace llmc::cuda {
 namespace {
 
-/// Threads per row: a multiple of 32 (blockSum's contract), at most 256.
-int rowThreads(int64_t c) {
-  int64_t t = (c + 31) / 32 * 32;
+/// Threads per row of `packs` packs: a multiple of 32 (blockSum's
+/// contract), at most 256.
+int rowThreads(int64_t packs) {
+  int64_t t = (packs + 31) / 32 * 32;
   return static_cast<int>(t < 32 ? 32 : t > 256 ? 256 : t);
 }
 
@@ -44,17 +56,31 @@ int rowGrid(int64_t rows, int64_t cap = 65535 * 8) { return static_cast<int>(row
 /// Blocks of the backward: each keeps a [2, C] partial of dγ, dβ.
 constexpr int64_t kGradBlocks = 528;
 
-/// mean and 1/√(var + ε) of row xr, every thread of the block gets them.
-template <typename T>
+/// for (each of this thread's packs p of a row of `packs`)
+#define LLMC_ROW_PACKS(p, packs) for (int64_t p = threadIdx.x; p < (packs); p += blockDim.x)
+
+/// mean and 1/√(var + ε) of row xr (c elements in packs of V), every
+/// thread of the block gets them.
+template <int V, typename T>
 __device__ __forceinline__ void rowStats(const T *xr, int64_t c, float eps, float *red,
                                          float *mean, float *rstd) {
   float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) s += load(xr, i);
+  LLMC_ROW_PACKS(p, c / V) {
+    float x[V];
+    loadPack<V>(xr, p, x);
+#pragma unroll
+    for (int u = 0; u < V; ++u) s += x[u];
+  }
   const float mu = blockSum(s, red) / static_cast<float>(c);
   float q = 0.0f;
-  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-    float d = load(xr, i) - mu;
-    q += d * d;
+  LLMC_ROW_PACKS(p, c / V) {
+    float x[V];
+    loadPack<V>(xr, p, x);
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+      float d = x[u] - mu;
+      q += d * d;
+    }
   }
   const float var = blockSum(q, red);
   *mean = mu;
@@ -63,8 +89,9 @@ __device__ __forceinline__ void rowStats(const T *xr, int64_t c, float eps, floa
 
 /// y = layernorm(x); with `b` (add_layernorm) x is a, and the row of a + b
 /// (a + (b + bias) with `bias`, b + bias rounded to T as its own add stores
-/// it) is written to `sum` first and normalized from there.
-template <typename T>
+/// it) is written to `sum` first and normalized from there (each thread
+/// reads back the packs it wrote).
+template <int V, typename T>
 __global__ void layerNormKernel(const T *x, const T *b, const T *bias, T *sum, const T *gamma,
                                 const T *beta, T *out, int64_t rows, int64_t c, float eps) {
   __shared__ float red[32];
@@ -73,56 +100,87 @@ __global__ void layerNormKernel(const T *x, const T *b, const T *bias, T *sum, c
     if (b) {
       const T *br = b + r * c;
       T *sr = sum + r * c;
-      for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-        float addend = load(br, i);
+      LLMC_ROW_PACKS(p, c / V) {
+        float xa[V], addend[V];
+        loadPack<V>(xr, p, xa);
+        loadPack<V>(br, p, addend);
         if (bias) {
-          T biased;
-          store(&biased, 0, addend + load(bias, i));
-          addend = load(&biased, 0);
+          float bb[V];
+          loadPack<V>(bias, p, bb);
+#pragma unroll
+          for (int u = 0; u < V; ++u) addend[u] = roundedTo<T>(addend[u] + bb[u]);
         }
-        store(sr, i, load(xr, i) + addend);
+#pragma unroll
+        for (int u = 0; u < V; ++u) xa[u] += addend[u];
+        storePack<V>(sr, p, xa);
       }
       xr = sr;
     }
     float mean, rstd;
-    rowStats(xr, c, eps, red, &mean, &rstd);
+    rowStats<V>(xr, c, eps, red, &mean, &rstd);
     T *outr = out + r * c;
-    for (int64_t i = threadIdx.x; i < c; i += blockDim.x)
-      store(outr, i, (load(xr, i) - mean) * rstd * load(gamma, i) + load(beta, i));
+    LLMC_ROW_PACKS(p, c / V) {
+      float xv[V], g[V], bt[V];
+      loadPack<V>(xr, p, xv);
+      loadPack<V>(gamma, p, g);
+      loadPack<V>(beta, p, bt);
+#pragma unroll
+      for (int u = 0; u < V; ++u) xv[u] = (xv[u] - mean) * rstd * g[u] + bt[u];
+      storePack<V>(outr, p, xv);
+    }
   }
 }
 
 /// dx per row; block b's column partials of dγ, dβ into partial[b] ([2, C]).
-template <typename T>
+template <int V, typename T>
 __global__ void layerNormGradKernel(const T *x, const T *gamma, const T *dy, const T *addend,
                                     T *dx, float *partial, int64_t rows, int64_t c, float eps) {
   __shared__ float red[32];
   float *dgamma = partial + blockIdx.x * 2 * c, *dbeta = dgamma + c;
   for (int64_t i = threadIdx.x; i < c; i += blockDim.x) dgamma[i] = dbeta[i] = 0.0f;
+  __syncthreads(); // the zeroing above strides by element, the sums below by pack
   const float invC = 1.0f / static_cast<float>(c);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *xr = x + r * c, *dyr = dy + r * c;
     float mean, rstd;
-    rowStats(xr, c, eps, red, &mean, &rstd);
+    rowStats<V>(xr, c, eps, red, &mean, &rstd);
     float sumG = 0.0f, sumGX = 0.0f;
-    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-      float xhat = (load(xr, i) - mean) * rstd, d = load(dyr, i), gi = d * load(gamma, i);
-      sumG += gi;
-      sumGX += gi * xhat;
-      dgamma[i] += d * xhat; // column i is this thread's alone
-      dbeta[i] += d;
+    LLMC_ROW_PACKS(p, c / V) {
+      float xv[V], d[V], g[V];
+      loadPack<V>(xr, p, xv);
+      loadPack<V>(dyr, p, d);
+      loadPack<V>(gamma, p, g);
+#pragma unroll
+      for (int u = 0; u < V; ++u) {
+        const int64_t i = p * V + u;
+        float xhat = (xv[u] - mean) * rstd, gi = d[u] * g[u];
+        sumG += gi;
+        sumGX += gi * xhat;
+        dgamma[i] += d[u] * xhat; // column i is this thread's alone
+        dbeta[i] += d[u];
+      }
     }
     const float meanG = blockSum(sumG, red) * invC;
     const float meanGX = blockSum(sumGX, red) * invC;
     T *dxr = dx + r * c;
     const T *addr = addend ? addend + r * c : nullptr;
-    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-      float xhat = (load(xr, i) - mean) * rstd;
-      float v = rstd * (load(dyr, i) * load(gamma, i) - meanG - xhat * meanGX);
-      if (addr)
-        storePlus(dxr, i, v, addr);
-      else
-        store(dxr, i, v);
+    LLMC_ROW_PACKS(p, c / V) {
+      float xv[V], d[V], g[V];
+      loadPack<V>(xr, p, xv);
+      loadPack<V>(dyr, p, d);
+      loadPack<V>(gamma, p, g);
+#pragma unroll
+      for (int u = 0; u < V; ++u) {
+        float xhat = (xv[u] - mean) * rstd;
+        xv[u] = rstd * (d[u] * g[u] - meanG - xhat * meanGX);
+      }
+      if (addr) {
+        float a[V];
+        loadPack<V>(addr, p, a);
+#pragma unroll
+        for (int u = 0; u < V; ++u) xv[u] = roundedPlus<T>(xv[u], a[u]);
+      }
+      storePack<V>(dxr, p, xv);
     }
   }
 }
@@ -153,12 +211,18 @@ public:
         beta_(args.inputs[residual ? 3 : 2].as<T>()),
         sum_(residual ? args.outputs[0].as<T>() : nullptr),
         out_(args.outputs[residual ? 1 : 0].as<T>()), c_(args.inputs[0].dim(-1)),
-        rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps) {}
+        rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps),
+        packed_(packable<T>(c_, {x_, b_, bias_, gamma_, beta_, sum_, out_})) {}
 
   void run(const StepContext &ctx) override {
     if (rows_ == 0) return;
-    layerNormKernel<T><<<rowGrid(rows_), rowThreads(c_), 0, streamOf(ctx)>>>(
-        x_, b_, bias_, sum_, gamma_, beta_, out_, rows_, c_, eps_);
+    if (packed_)
+      layerNormKernel<kPackOf<T>, T><<<rowGrid(rows_), rowThreads(c_ / kPackOf<T>), 0,
+                                       streamOf(ctx)>>>(x_, b_, bias_, sum_, gamma_, beta_, out_,
+                                                        rows_, c_, eps_);
+    else
+      layerNormKernel<1, T><<<rowGrid(rows_), rowThreads(c_), 0, streamOf(ctx)>>>(
+          x_, b_, bias_, sum_, gamma_, beta_, out_, rows_, c_, eps_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -167,6 +231,7 @@ private:
   T *sum_, *out_;
   int64_t c_, rows_;
   float eps_;
+  bool packed_; ///< rows move in 16-byte packs (RowPack.cuh)
 };
 
 template <typename T> class LayerNormGradKernel final : public Kernel {
@@ -178,13 +243,21 @@ public:
         dbeta_(args.outputs[2].as<T>()), c_(args.inputs[0].dim(-1)),
         rows_(c_ ? args.inputs[0].numel() / c_ : 0),
         blocks_(rows_ < kGradBlocks ? rows_ : kGradBlocks), eps_(eps),
+        packed_(packable<T>(c_, {x_, gamma_, dy_, addend_, dx_})),
         partial_(static_cast<size_t>(blocks_ * 2 * c_) * sizeof(float)) {}
 
   void run(const StepContext &ctx) override {
     if (c_ == 0) return;
     if (rows_ > 0) {
-      layerNormGradKernel<T><<<static_cast<int>(blocks_), rowThreads(c_), 0, streamOf(ctx)>>>(
-          x_, gamma_, dy_, addend_, dx_, partial_.as<float>(), rows_, c_, eps_);
+      const int blocks = static_cast<int>(blocks_);
+      if (packed_)
+        layerNormGradKernel<kPackOf<T>, T><<<blocks, rowThreads(c_ / kPackOf<T>), 0,
+                                             streamOf(ctx)>>>(x_, gamma_, dy_, addend_, dx_,
+                                                              partial_.as<float>(), rows_, c_,
+                                                              eps_);
+      else
+        layerNormGradKernel<1, T><<<blocks, rowThreads(c_), 0, streamOf(ctx)>>>(
+            x_, gamma_, dy_, addend_, dx_, partial_.as<float>(), rows_, c_, eps_);
       LLMC_CUDA_CHECK_LAUNCH();
     }
     // With no rows the sums are empty: dγ = dβ = 0, as on the CPU.
@@ -198,6 +271,7 @@ private:
   T *dx_, *dgamma_, *dbeta_;
   int64_t c_, rows_, blocks_;
   float eps_;
+  bool packed_; ///< rows move in 16-byte packs (RowPack.cuh)
   BindScratch partial_; // [blocks, 2, C]: dγ, dβ partials per block
 };
 

@@ -11,21 +11,23 @@
 //
 // add_rmsnorm and rmsnorm_grad_add, the residual forms, write the row's sum
 // first and normalize it, and add the addend as dx is written, as in
-// layernorm.cu.
+// layernorm.cu; rows move in 16-byte packs where alignment allows, with
+// the same orders of summation as layernorm.cu describes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/RmsNorm.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
-#include "kernels/cuda/StorePlus.cuh"
+#include "kernels/cuda/RowPack.cuh"
 
 namespace llmc::cuda {
 namespace {
 
-/// Threads per row: a multiple of 32 (blockSum's contract), at most 256.
-int rmsRowThreads(int64_t c) {
-  int64_t t = (c + 31) / 32 * 32;
+/// Threads per row of `packs` packs: a multiple of 32 (blockSum's
+/// contract), at most 256.
+int rmsRowThreads(int64_t packs) {
+  int64_t t = (packs + 31) / 32 * 32;
   return static_cast<int>(t < 32 ? 32 : t > 256 ? 256 : t);
 }
 
@@ -38,20 +40,26 @@ int rmsRowGrid(int64_t rows) {
 /// Blocks of the backward: each keeps a [C] partial of dγ.
 constexpr int64_t kGradBlocks = 528;
 
-/// 1/√(mean(x²) + ε) of row xr, for every thread of the block.
-template <typename T>
+/// for (each of this thread's packs p of a row of `packs`)
+#define LLMC_RMS_PACKS(p, packs) for (int64_t p = threadIdx.x; p < (packs); p += blockDim.x)
+
+/// 1/√(mean(x²) + ε) of row xr (c elements in packs of V), for every
+/// thread of the block.
+template <int V, typename T>
 __device__ __forceinline__ float rowRstd(const T *xr, int64_t c, float eps, float *red) {
   float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-    float v = load(xr, i);
-    s += v * v;
+  LLMC_RMS_PACKS(p, c / V) {
+    float x[V];
+    loadPack<V>(xr, p, x);
+#pragma unroll
+    for (int u = 0; u < V; ++u) s += x[u] * x[u];
   }
   return 1.0f / sqrtf(blockSum(s, red) / static_cast<float>(c) + eps);
 }
 
 /// y = rmsnorm(x); with `b` (add_rmsnorm) x is a, and the row of a + b is
 /// written to `sum` first and normalized from there.
-template <typename T>
+template <int V, typename T>
 __global__ void rmsNormKernel(const T *x, const T *b, T *sum, const T *gamma, T *out,
                               int64_t rows, int64_t c, float eps) {
   __shared__ float red[32];
@@ -60,43 +68,71 @@ __global__ void rmsNormKernel(const T *x, const T *b, T *sum, const T *gamma, T 
     if (b) {
       const T *br = b + r * c;
       T *sr = sum + r * c;
-      for (int64_t i = threadIdx.x; i < c; i += blockDim.x) store(sr, i, load(xr, i) + load(br, i));
+      LLMC_RMS_PACKS(p, c / V) {
+        float xa[V], xb[V];
+        loadPack<V>(xr, p, xa);
+        loadPack<V>(br, p, xb);
+#pragma unroll
+        for (int u = 0; u < V; ++u) xa[u] += xb[u];
+        storePack<V>(sr, p, xa);
+      }
       xr = sr;
     }
-    const float rstd = rowRstd(xr, c, eps, red);
+    const float rstd = rowRstd<V>(xr, c, eps, red);
     T *outr = out + r * c;
-    for (int64_t i = threadIdx.x; i < c; i += blockDim.x)
-      store(outr, i, load(xr, i) * rstd * load(gamma, i));
+    LLMC_RMS_PACKS(p, c / V) {
+      float xv[V], g[V];
+      loadPack<V>(xr, p, xv);
+      loadPack<V>(gamma, p, g);
+#pragma unroll
+      for (int u = 0; u < V; ++u) xv[u] = xv[u] * rstd * g[u];
+      storePack<V>(outr, p, xv);
+    }
   }
 }
 
 /// dx per row; block b's column partial of dγ into partial[b] ([C]).
-template <typename T>
+template <int V, typename T>
 __global__ void rmsNormGradKernel(const T *x, const T *gamma, const T *dy, const T *addend, T *dx,
                                   float *partial, int64_t rows, int64_t c, float eps) {
   __shared__ float red[32];
   float *dgamma = partial + blockIdx.x * c;
   for (int64_t i = threadIdx.x; i < c; i += blockDim.x) dgamma[i] = 0.0f;
+  __syncthreads(); // the zeroing above strides by element, the sums below by pack
   const float invC = 1.0f / static_cast<float>(c);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *xr = x + r * c, *dyr = dy + r * c;
-    const float rstd = rowRstd(xr, c, eps, red);
+    const float rstd = rowRstd<V>(xr, c, eps, red);
     float sumGX = 0.0f;
-    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-      float xhat = load(xr, i) * rstd, d = load(dyr, i);
-      sumGX += d * load(gamma, i) * xhat;
-      dgamma[i] += d * xhat; // column i is this thread's alone
+    LLMC_RMS_PACKS(p, c / V) {
+      float xv[V], d[V], g[V];
+      loadPack<V>(xr, p, xv);
+      loadPack<V>(dyr, p, d);
+      loadPack<V>(gamma, p, g);
+#pragma unroll
+      for (int u = 0; u < V; ++u) {
+        float xhat = xv[u] * rstd;
+        sumGX += d[u] * g[u] * xhat;
+        dgamma[p * V + u] += d[u] * xhat; // column p·V + u is this thread's alone
+      }
     }
     const float meanGX = blockSum(sumGX, red) * invC;
     T *dxr = dx + r * c;
     const T *addr = addend ? addend + r * c : nullptr;
-    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-      float xi = load(xr, i);
-      float v = rstd * (load(dyr, i) * load(gamma, i) - xi * rstd * meanGX);
-      if (addr)
-        storePlus(dxr, i, v, addr);
-      else
-        store(dxr, i, v);
+    LLMC_RMS_PACKS(p, c / V) {
+      float xv[V], d[V], g[V];
+      loadPack<V>(xr, p, xv);
+      loadPack<V>(dyr, p, d);
+      loadPack<V>(gamma, p, g);
+#pragma unroll
+      for (int u = 0; u < V; ++u) xv[u] = rstd * (d[u] * g[u] - xv[u] * rstd * meanGX);
+      if (addr) {
+        float a[V];
+        loadPack<V>(addr, p, a);
+#pragma unroll
+        for (int u = 0; u < V; ++u) xv[u] = roundedPlus<T>(xv[u], a[u]);
+      }
+      storePack<V>(dxr, p, xv);
     }
   }
 }
@@ -119,12 +155,18 @@ public:
         gamma_(args.inputs[residual ? 2 : 1].as<T>()),
         sum_(residual ? args.outputs[0].as<T>() : nullptr),
         out_(args.outputs[residual ? 1 : 0].as<T>()),
-        c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps) {}
+        c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps),
+        packed_(packable<T>(c_, {x_, b_, gamma_, sum_, out_})) {}
 
   void run(const StepContext &ctx) override {
     if (rows_ == 0) return;
-    rmsNormKernel<T><<<rmsRowGrid(rows_), rmsRowThreads(c_), 0, streamOf(ctx)>>>(
-        x_, b_, sum_, gamma_, out_, rows_, c_, eps_);
+    if (packed_)
+      rmsNormKernel<kPackOf<T>, T><<<rmsRowGrid(rows_), rmsRowThreads(c_ / kPackOf<T>), 0,
+                                     streamOf(ctx)>>>(x_, b_, sum_, gamma_, out_, rows_, c_,
+                                                      eps_);
+    else
+      rmsNormKernel<1, T><<<rmsRowGrid(rows_), rmsRowThreads(c_), 0, streamOf(ctx)>>>(
+          x_, b_, sum_, gamma_, out_, rows_, c_, eps_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -133,6 +175,7 @@ private:
   T *sum_, *out_;
   int64_t c_, rows_;
   float eps_;
+  bool packed_; ///< rows move in 16-byte packs (RowPack.cuh)
 };
 
 template <typename T> class RmsNormGradKernel final : public Kernel {
@@ -143,13 +186,20 @@ public:
         addend_(args.inputs.size() > 3 ? args.inputs[3].as<T>() : nullptr), dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
         rows_(c_ ? args.inputs[0].numel() / c_ : 0),
         blocks_(rows_ < kGradBlocks ? rows_ : kGradBlocks), eps_(eps),
+        packed_(packable<T>(c_, {x_, gamma_, dy_, addend_, dx_})),
         partial_(static_cast<size_t>(blocks_ * c_) * sizeof(float)) {}
 
   void run(const StepContext &ctx) override {
     if (c_ == 0) return;
     if (rows_ > 0) {
-      rmsNormGradKernel<T><<<static_cast<int>(blocks_), rmsRowThreads(c_), 0, streamOf(ctx)>>>(
-          x_, gamma_, dy_, addend_, dx_, partial_.as<float>(), rows_, c_, eps_);
+      const int blocks = static_cast<int>(blocks_);
+      if (packed_)
+        rmsNormGradKernel<kPackOf<T>, T><<<blocks, rmsRowThreads(c_ / kPackOf<T>), 0,
+                                           streamOf(ctx)>>>(x_, gamma_, dy_, addend_, dx_,
+                                                            partial_.as<float>(), rows_, c_, eps_);
+      else
+        rmsNormGradKernel<1, T><<<blocks, rmsRowThreads(c_), 0, streamOf(ctx)>>>(
+            x_, gamma_, dy_, addend_, dx_, partial_.as<float>(), rows_, c_, eps_);
       LLMC_CUDA_CHECK_LAUNCH();
     }
     // With no rows the sum is empty: dγ = 0, as on the CPU.
@@ -163,6 +213,7 @@ private:
   T *dx_, *dgamma_;
   int64_t c_, rows_, blocks_;
   float eps_;
+  bool packed_; ///< rows move in 16-byte packs (RowPack.cuh)
   BindScratch partial_; // [blocks, C]: dγ partials per block
 };
 

@@ -311,6 +311,20 @@ std::vector<RefTensor> adamw(const RefTensor &p, const RefTensor &g, const RefTe
                              double beta1, double beta2, double eps, double weightDecay,
                              double maxGradNorm, double lossScale = 1.0);
 
+/// multi_tensor_adamw: adamw() on each tensor i of `params` (weight decay
+/// `weightDecay` where decay[i], else 0), then the updated parameters of
+/// `castOf` again (a cast is exact in double). Results as the kernel's
+/// outputs: the p's, the m's, the v's, the casts.
+std::vector<RefTensor> multiTensorAdamw(const std::vector<RefTensor> &params,
+                                        const std::vector<RefTensor> &grads,
+                                        const std::vector<RefTensor> &ms,
+                                        const std::vector<RefTensor> &vs, double lr,
+                                        double step, const double *gradNorm, double beta1,
+                                        double beta2, double eps, double weightDecay,
+                                        double maxGradNorm, double lossScale,
+                                        const std::vector<int64_t> &decay,
+                                        const std::vector<int64_t> &castOf);
+
 //===- adamw8bit.cpp ------------------------------------------------------===//
 
 /// One 8-bit AdamW step (see llm.adamw8bit and kernels/Adam8bit.h). Codes

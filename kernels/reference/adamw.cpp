@@ -4,7 +4,8 @@
 // min(1, max_grad_norm/(norm + 1e-6)) when a norm is given, bias-corrected
 // moments, decoupled weight decay; a non-finite norm skips the step (the
 // outputs are the inputs). With a loss scale, g and the norm are divided by
-// it first. adamw8bit.cpp reuses it on decoded state.
+// it first. adamw8bit.cpp reuses it on decoded state; multiTensorAdamw
+// applies it to each tensor of a multi_tensor_adamw call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +35,35 @@ std::vector<RefTensor> adamw(const RefTensor &p, const RefTensor &g, const RefTe
     p1.data[i] = p.data[i] - lr * (update + weightDecay * p.data[i]);
   }
   return {p1, m1, v1};
+}
+
+std::vector<RefTensor> multiTensorAdamw(const std::vector<RefTensor> &params,
+                                        const std::vector<RefTensor> &grads,
+                                        const std::vector<RefTensor> &ms,
+                                        const std::vector<RefTensor> &vs, double lr,
+                                        double step, const double *gradNorm, double beta1,
+                                        double beta2, double eps, double weightDecay,
+                                        double maxGradNorm, double lossScale,
+                                        const std::vector<int64_t> &decay,
+                                        const std::vector<int64_t> &castOf) {
+  const size_t n = params.size();
+  require(grads.size() == n && ms.size() == n && vs.size() == n && decay.size() == n,
+          "multi_tensor_adamw", "needs as many grads, m, v and decay flags as params");
+  std::vector<RefTensor> results(3 * n);
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<RefTensor> r = adamw(params[i], grads[i], ms[i], vs[i], lr, step, gradNorm, beta1,
+                                     beta2, eps, decay[i] ? weightDecay : 0.0, maxGradNorm,
+                                     lossScale);
+    results[i] = r[0];
+    results[n + i] = r[1];
+    results[2 * n + i] = r[2];
+  }
+  for (int64_t i : castOf) {
+    require(i >= 0 && static_cast<size_t>(i) < n, "multi_tensor_adamw",
+            "cast_of names a tensor it does not update");
+    results.push_back(results[static_cast<size_t>(i)]);
+  }
+  return results;
 }
 
 } // namespace llmc::ref

@@ -16,9 +16,13 @@
 // dropout masks) is written to a device word before every run and read
 // there through StepContext::deviceStep.
 //
+// Profiled runs (--profile, --trace) stay eager: each launch is bracketed by
+// CUDA events (CudaEventTimer.h), read when the program has finished.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/ExecutionDevice.h"
+#include "runtime/cuda/CudaEventTimer.h"
 #include "runtime/support/Error.h"
 
 #include "kernels/cuda/AttentionChoice.h"
@@ -124,9 +128,13 @@ public:
       cudaGraph_t captured = nullptr;
       check(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal),
             "cudaStreamBeginCapture");
-      forkCommunication();
-      enqueue();
-      joinCommunication();
+      {
+        // Kernels that must not be captured (LtGemm's timing) hold back.
+        CaptureMark capturing;
+        forkCommunication();
+        enqueue();
+        joinCommunication();
+      }
       check(cudaStreamEndCapture(streams_[0], &captured), "cudaStreamEndCapture");
       check(cudaGraphInstantiate(&graph.exec, captured, 0), "cudaGraphInstantiate");
       cudaGraphDestroy(captured);
@@ -141,6 +149,9 @@ public:
   }
 
   void synchronize() override { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+  std::unique_ptr<InstructionTimer> makeInstructionTimer(size_t instructions) override {
+    return makeCudaEventTimer(instructions, [this](int s) -> void * { return streamAt(s); });
+  }
 
   // On the compute stream, not the legacy default stream: the program
   // streams are non-blocking, so only stream order puts an upload before
@@ -185,6 +196,11 @@ public:
   std::vector<std::string> bindingNotes() override { return cuda::takeAttentionNotes(); }
 
 private:
+  /// This thread is capturing a graph while one lives (cuda::capturingGraph).
+  struct CaptureMark {
+    CaptureMark() { cuda::setCapturingGraph(true); }
+    ~CaptureMark() { cuda::setCapturingGraph(false); }
+  };
   struct Graph {
     int64_t runs = 0;
     cudaGraphExec_t exec = nullptr;
@@ -238,6 +254,7 @@ std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOpt
          "present (", why, "); compile with --target cpu to run on this machine");
   cuda::setAllowTf32(options.tf32);
   cuda::setAttentionImpl(options.attention);
+  cuda::setGemmTiming(options.gemmTiming && cuda::gemmTiming());
   return std::make_unique<CudaDevice>(arenaBytes, localRank() % count);
 }
 

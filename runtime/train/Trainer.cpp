@@ -116,7 +116,14 @@ void setScalar(const BoundProgram &program, const std::string &name, float value
   program.toDevice(v);
 }
 
-void printProfile(const std::map<std::string, std::pair<double, int64_t>> &profile) {
+/// µs and count per name (kernel or part), with its parts on a GPU.
+using TimeTable = std::map<std::string, std::pair<double, int64_t>>;
+
+/// The --profile table: kernels by time; on a GPU, under a kernel whose
+/// device work has named parts (cuBLASLt GEMMs), each part and the rest,
+/// with their share of the kernel's time.
+void printProfile(const TimeTable &profile, const std::map<std::string, TimeTable> &parts,
+                  bool gpu) {
   std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(profile.begin(),
                                                                       profile.end());
   std::sort(rows.begin(), rows.end(),
@@ -124,11 +131,29 @@ void printProfile(const std::map<std::string, std::pair<double, int64_t>> &profi
   double total = 0;
   for (auto &r : rows) total += r.second.first;
   std::cout << "profile (train_step, all steps after the first):\n";
-  for (auto &[name, entry] : rows)
+  if (gpu)
+    std::cout << "  device times from CUDA events around each launch, steps run eagerly\n";
+  for (auto &[name, entry] : rows) {
     std::cout << "  " << std::left << std::setw(20) << name << std::right << std::fixed
               << std::setprecision(1) << std::setw(10) << entry.first / 1000.0 << " ms "
               << std::setw(6) << 100.0 * entry.first / total << " %  " << entry.second
               << " calls\n";
+    auto it = parts.find(name);
+    if (it == parts.end())
+      continue;
+    double inParts = 0;
+    auto part = [&](const std::string &label, double micros, const std::string &tail) {
+      std::cout << "    . " << std::left << std::setw(16) << label << std::right << std::setw(10)
+                << micros / 1000.0 << " ms " << std::setw(6)
+                << (entry.first > 0 ? 100.0 * micros / entry.first : 0.0) << " % of it" << tail
+                << "\n";
+    };
+    for (auto &[label, timed] : it->second) {
+      inParts += timed.first;
+      part(label, timed.first, ", " + std::to_string(timed.second) + " launches");
+    }
+    part("the rest", std::max(0.0, entry.first - inParts), "");
+  }
 }
 
 /// How far the training loop got: the step it started after, the last step
@@ -242,7 +267,8 @@ private:
   std::ofstream metrics;
   bool tty = false;
   StepTrace trace;
-  std::map<std::string, std::pair<double, int64_t>> profile; ///< kernel -> (µs, calls)
+  TimeTable profile;                            ///< kernel -> (µs, calls)
+  std::map<std::string, TimeTable> profileParts; ///< kernel -> part -> (µs, launches)
 };
 
 void Trainer::setup() {
@@ -251,6 +277,7 @@ void Trainer::setup() {
   runtimeOptions.comm.debugMaxDelayMs = opt.debugCollectiveDelayMs;
   runtimeOptions.cuda.tf32 = opt.tf32;
   runtimeOptions.cuda.attention = opt.attention;
+  runtimeOptions.cuda.gemmTiming = opt.gemmTiming;
   runtimeOptions.streamDelayMicros = opt.debugStreamDelayMicros;
   RankRuntime opened = openRankRuntime(opt.artifact, runtimeOptions);
   rank = opened.rank;
@@ -755,10 +782,16 @@ double Trainer::runStep(int64_t step, double lr, const Input &in) {
 void Trainer::addToProfile() {
   for (size_t i = 0; i < train->instructionMicros().size(); ++i) {
     const InstructionInfo &inst = train->info().instructions[i];
-    auto &entry = profile[inst.kind == InstructionKind::Kernel ? inst.kernel
-                                                               : instructionKindName(inst.kind)];
+    const std::string name =
+        inst.kind == InstructionKind::Kernel ? inst.kernel : instructionKindName(inst.kind);
+    auto &entry = profile[name];
     entry.first += train->instructionMicros()[i];
     entry.second += 1;
+    for (const TimedPart &part : train->instructionParts()[i]) {
+      auto &timed = profileParts[name][part.name];
+      timed.first += part.micros;
+      timed.second += part.count;
+    }
   }
 }
 
@@ -823,7 +856,7 @@ void Trainer::printSummary(const Progress &p, double valLoss, const std::string 
   if (std::string facts = device->describe(); !facts.empty())
     std::cout << "device: " << facts << "\n";
   if (opt.profile)
-    printProfile(profile);
+    printProfile(profile, profileParts, device->backend() == Backend::CUDA);
 }
 
 void Trainer::writeTrace() {

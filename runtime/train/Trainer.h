@@ -49,6 +49,7 @@ struct TrainOptions {
   bool quiet = false;
   bool tf32 = false;             ///< cuda artifacts: fp32 GEMMs on TF32 tensor cores
   AttentionImpl attention = AttentionImpl::Auto; ///< cuda artifacts: what runs attention
+  bool gemmTiming = true;        ///< cuda artifacts: time GEMM algorithms when they bind
   /// Stop (with a checkpoint of the last good state) after this many
   /// consecutive steps skipped for a non-finite loss or gradient norm;
   /// 0: never stop.

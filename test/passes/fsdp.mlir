@@ -21,8 +21,9 @@
 // Backward: a second gather of the block's weight, used by its backward.
 // CHECK: %[[WB:.*]] = dist.all_gather %arg3 on @mesh axes ["dp"] dim 0 : tensor<4x8xf32> -> tensor<8x8xf32>
 // CHECK: llm.matmul %{{.*}}, %[[WB]] {llmc.backward, llmc.block_name = "h.0"
-// The update works on the shard; no gather after it.
-// CHECK: %[[NEW:.*]], %{{.*}}, %{{.*}} = llm.adamw %arg3,
+// The update works on the shard (in place: every update is one
+// multi_tensor_adamw); no gather after it.
+// CHECK: %[[NEW:.*]]:12 = llm.multi_tensor_adamw params(%arg0, %arg1, %arg2, %arg3 :
 // CHECK-NOT: dist.all_gather %[[NEW]]
 // CHECK: return
 

@@ -24,7 +24,7 @@
 // CHUNK: chunk_rows = 4 : i64
 // NONE-LABEL: func.func @train
 // NONE: llm.cross_entropy_grad
-// UNKNOWN: error: llmc-fuse: unknown fusion 'residual-norm' (expected all, none or a list of: add-norm, bias, bias-gelu, bias-grad, elementwise, gelu-grad, linear-cross-entropy, qkv-split, residual, rope, swiglu-grad)
+// UNKNOWN: error: llmc-fuse: unknown fusion 'residual-norm' (expected all, none or a list of: add-norm, bias, bias-gelu, bias-grad, elementwise, gelu-grad, linear-cross-entropy, multi-tensor-adamw, qkv-split, residual, rope, swiglu-grad)
 // TARGET: error: llmc-fuse: target must be cpu or cuda, got 'tpu'
 func.func @train(%h: tensor<4x8x16xf32>, %w: tensor<32x16xf32>, %t: tensor<4x8xi32>)
     -> (tensor<f32>, tensor<4x8x16xf32>, tensor<32x16xf32>) {

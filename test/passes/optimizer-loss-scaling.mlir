@@ -26,7 +26,7 @@
 // The driver's --precision fp16 turns it on.
 // PIPELINE: func.func @train_step(
 // PIPELINE-SAME: {llmc.name = "loss_scale", llmc.role = "input"}
-// PIPELINE: llm.adamw {{.*}} loss_scale %
+// PIPELINE: llm.multi_tensor_adamw {{.*}} loss_scale %
 // BF16-NOT: loss_scale
 
 // NOGRAD: error: optimizer: needs @forward and @grad

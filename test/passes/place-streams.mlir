@@ -68,12 +68,12 @@ module attributes {exec.mesh = {dp = 2 : i64}, exec.mesh_axes = ["dp"]} {
 
 // The whole training pipeline under ZeRO-1: each gradient reduce-scatter
 // waits for the backward kernel that produced it, and the parameter
-// all-gathers after the update wait for the optimizer kernels.
+// all-gathers after the update wait for the optimizer's kernel.
 // PIPELINE: exec.program @train_step
 // PIPELINE: exec.record_event 0 stream 0
 // PIPELINE: exec.wait_event 0 stream 1
 // PIPELINE-NEXT: exec.reduce_scatter
-// PIPELINE: exec.kernel "adamw"
+// PIPELINE: exec.kernel "multi_tensor_adamw"
 // PIPELINE: exec.wait_event {{[0-9]+}} stream 1
 // PIPELINE-NOT: exec.kernel
 // PIPELINE: exec.all_gather

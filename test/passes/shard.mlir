@@ -34,7 +34,8 @@
 // DP: llm.global_norm
 
 // ZeRO-1: gradients reduce-scattered, each rank updates its shard of the
-// parameter with its shard of the moments, then the shards are gathered.
+// parameter with its shard of the moments, then the shards are gathered
+// (every update in one multi_tensor_adamw: llmc-fuse).
 // ZERO1-LABEL: func.func @train_step
 // ZERO1-SAME: %arg4: tensor<8x8xf32> {llmc.name = "wte", llmc.role = "adam_m", llmc.shard = {global_shape = array<i64: 16, 8>, levels = [{axes = ["dp"], blocks = 1 : i64, dim = 0 : i64}]}}
 // ZERO1: %[[G:.*]] = dist.reduce_scatter %{{.*}} on @mesh axes ["dp"] dim 0 reduction "mean" : tensor<16x8xf32> -> tensor<8x8xf32>
@@ -42,8 +43,8 @@
 // ZERO1: %[[TOTAL:.*]] = dist.all_reduce %[[SQ]] on @mesh axes ["dp"] reduction "sum"
 // ZERO1: %[[NORM:.*]] = llm.sqrt %[[TOTAL]] : tensor<f32>
 // ZERO1: %[[P:.*]] = dist.all_slice %arg0 on @mesh axes ["dp"] dim 0 : tensor<16x8xf32> -> tensor<8x8xf32>
-// ZERO1: %[[NEW:.*]], %{{.*}}, %{{.*}} = llm.adamw %[[P]], %[[G]], %arg4, %arg8, %arg14, %arg15 norm %[[NORM]]
-// ZERO1: dist.all_gather %[[NEW]] on @mesh axes ["dp"] dim 0 : tensor<8x8xf32> -> tensor<16x8xf32>
+// ZERO1: %[[NEW:.*]]:12 = llm.multi_tensor_adamw params(%[[P]], {{.*}}) grads(%[[G]], {{.*}}) m(%arg4, {{.*}}) v(%arg8, {{.*}}) lr %arg14 step %arg15 norm %[[NORM]]
+// ZERO1: dist.all_gather %[[NEW]]#0 on @mesh axes ["dp"] dim 0 : tensor<8x8xf32> -> tensor<16x8xf32>
 
 // ZeRO-2: each microbatch's gradient is reduce-scattered before it is
 // accumulated, so only shards live across microbatches.

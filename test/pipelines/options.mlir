@@ -15,7 +15,7 @@
 // RUN: not llmc compile %S/../passes/Inputs/tiny-gpt.mlir --schedule wavy -o %t.x 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 
 // The AdamW hyperparameters reach the optimizer through llmc-opt too.
-// OPT: llm.adamw
+// OPT: llm.multi_tensor_adamw
 // OPT-SAME: beta2 = 0.98999999999999999
 // OPT-SAME: epsilon = 9.9999999999999995E-7
 

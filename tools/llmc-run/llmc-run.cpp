@@ -73,7 +73,9 @@ reporting
   --top-k K          sample from the K most likely tokens (default 40)
   --dump-grads F     write parameters and gradients of the first batch to F (safetensors)
   --dump-logits F    write the first batch's tokens, targets and logits to F (safetensors)
-  --profile          time every instruction; print time per kernel at the end
+  --profile          time every instruction; print time per kernel at the end (on a
+                     GPU: CUDA events around each launch, and the cuBLASLt GEMMs
+                     inside a kernel as a part of its own)
   --tf32             cuda artifacts: fp32 matrix products on TF32 tensor cores
                      (faster; ~1e-3 relative error instead of fp32's)
   --attention I      cuda artifacts: what runs attention: auto (default: cuDNN's fused
@@ -81,6 +83,9 @@ reporting
                      cuda-cores), cudnn, tensor-cores (llmc's, bf16/f16 at head dim 64
                      or 128) or cuda-cores (llmc's); a start-up line says what each
                      attention op got (docs/cuda.md)
+  --no-gemm-timing   cuda artifacts: take cuBLASLt's heuristic algorithm for each
+                     GEMM instead of timing its top candidates when the GEMM binds
+                     (also LLMC_GEMM_TIMING=0)
   --trace F          write a Chrome/Perfetto trace of every step to F: one row per
                      rank, one span per pipeline action or microbatch forward/backward
 multi-rank (mpirun -np N llmc-run ..., or N processes with RANK, WORLD_SIZE,
@@ -203,6 +208,7 @@ int main(int argc, char **argv) {
     if (arg == "--tf32") { options.tf32 = true; continue; }
     if (arg == "--attention-tensor-cores")
       return usageError("--attention-tensor-cores is now --attention tensor-cores");
+    if (arg == "--no-gemm-timing") { options.gemmTiming = false; continue; }
     std::string value;
     bool inlineValue = false;
     if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {

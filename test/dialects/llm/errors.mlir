@@ -1151,9 +1151,25 @@ func.func @f(%l: tensor<2x8xf32>, %t: tensor<2xi32>) {
 
 // -----
 
+func.func @f(%s: tensor<f32>) {
+  // expected-error @+1 {{needs at least one tensor}}
+  "llm.multi_tensor_adamw"(%s, %s) <{operandSegmentSizes = array<i32: 0, 0, 0, 0, 1, 1, 0, 0>, beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64>, cast_of = array<i64>}> : (tensor<f32>, tensor<f32>) -> ()
+  return
+}
+
+// -----
+
 func.func @f(%l: tensor<2x8xf32>, %t: tensor<2xi32>, %d: tensor<f32>) {
   // expected-error @+1 {{'llm.cross_entropy_grad' op num_classes = -1 must be in [0, 8] (the logits' columns; 0: all)}}
   %y = llm.cross_entropy_grad %l, %t, %d {num_classes = -1 : i64} : tensor<2x8xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{needs as many grads, m and v as params (2), got 1, 2 and 2}}
+  %r:6 = llm.multi_tensor_adamw params(%p, %p : tensor<8xf32>, tensor<8xf32>) grads(%p : tensor<8xf32>) m(%p, %p : tensor<8xf32>, tensor<8xf32>) v(%p, %p : tensor<8xf32>, tensor<8xf32>) lr %s step %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 1, 1>, cast_of = array<i64>}
   return
 }
 
@@ -1167,8 +1183,88 @@ func.func @f(%h: tensor<2x8xf32>, %w: tensor<6x8xf32>, %t: tensor<2xi32>) {
 
 // -----
 
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{tensor 0: m and v must have the parameter's type 'tensor<8xf32>'}}
+  %r:3 = llm.multi_tensor_adamw params(%p : tensor<8xf32>) grads(%p : tensor<8xf32>) m(%b : tensor<8xbf16>) v(%p : tensor<8xf32>) lr %s step %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 1>, cast_of = array<i64>}
+  return
+}
+
+// -----
+
 func.func @f(%h: tensor<2x8xf32>, %w: tensor<8x6xf32>, %t: tensor<2xi32>, %d: tensor<f32>) {
   // expected-error @+1 {{'llm.linear_cross_entropy_train' op num_classes = 7 must be in [0, 6] (w's classes; 0: all)}}
   %l, %dh, %dw, %sc = llm.linear_cross_entropy_train %h, %w, %t, %d {chunk_rows = 2 : i64, num_classes = 7 : i64} : tensor<2x8xf32>, tensor<8x6xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{tensor 0: the gradient must have the parameter's shape, got 'tensor<4xf32>' for 'tensor<8xf32>'}}
+  %r:3 = llm.multi_tensor_adamw params(%p : tensor<8xf32>) grads(%g : tensor<4xf32>) m(%p : tensor<8xf32>) v(%p : tensor<8xf32>) lr %s step %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 1>, cast_of = array<i64>}
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{decay must hold one 0 or 1 per tensor (1)}}
+  %r:3 = llm.multi_tensor_adamw params(%p : tensor<8xf32>) grads(%p : tensor<8xf32>) m(%p : tensor<8xf32>) v(%p : tensor<8xf32>) lr %s step %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 2>, cast_of = array<i64>}
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{cast_of must be increasing}}
+  %r:8 = llm.multi_tensor_adamw params(%p, %p : tensor<8xf32>, tensor<8xf32>) grads(%p, %p : tensor<8xf32>, tensor<8xf32>) m(%p, %p : tensor<8xf32>, tensor<8xf32>) v(%p, %p : tensor<8xf32>, tensor<8xf32>) lr %s step %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 1, 1>, cast_of = array<i64: 1, 0>, cast_type = bf16}
+  return
+}
+
+// -----
+
+func.func @f(%b: tensor<8xbf16>, %s: tensor<f32>) {
+  // expected-error @+1 {{tensor 0: only an f32 parameter is cast}}
+  %r:4 = llm.multi_tensor_adamw params(%b : tensor<8xbf16>) grads(%b : tensor<8xbf16>) m(%b : tensor<8xbf16>) v(%b : tensor<8xbf16>) lr %s step %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 1>, cast_of = array<i64: 0>, cast_type = f16}
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{cast_type without cast_of}}
+  %r:3 = llm.multi_tensor_adamw params(%p : tensor<8xf32>) grads(%p : tensor<8xf32>) m(%p : tensor<8xf32>) v(%p : tensor<8xf32>) lr %s step %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 1>, cast_of = array<i64>, cast_type = bf16}
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{llm.multi_tensor_adamw: cast_of needs a float cast_type}}
+  %r:4 = llm.multi_tensor_adamw params(%p : tensor<8xf32>) grads(%p : tensor<8xf32>) m(%p : tensor<8xf32>) v(%p : tensor<8xf32>) lr %s step %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 1>, cast_of = array<i64: 0>, cast_type = i8}
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{llm.multi_tensor_adamw: cast_of index 3 is not a tensor of the op (1 tensors)}}
+  %r:4 = llm.multi_tensor_adamw params(%p : tensor<8xf32>) grads(%p : tensor<8xf32>) m(%p : tensor<8xf32>) v(%p : tensor<8xf32>) lr %s step %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 1>, cast_of = array<i64: 3>, cast_type = bf16}
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{beta1 and beta2 must be in [0, 1), got 1.000000e+00 and 9.500000e-01}}
+  %r:3 = llm.multi_tensor_adamw params(%p : tensor<8xf32>) grads(%p : tensor<8xf32>) m(%p : tensor<8xf32>) v(%p : tensor<8xf32>) lr %s step %s {beta1 = 1.0 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 1>, cast_of = array<i64>}
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{loss_scale needs grad_norm}}
+  %r:3 = llm.multi_tensor_adamw params(%p : tensor<8xf32>) grads(%p : tensor<8xf32>) m(%p : tensor<8xf32>) v(%p : tensor<8xf32>) lr %s step %s loss_scale %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 1>, cast_of = array<i64>}
   return
 }

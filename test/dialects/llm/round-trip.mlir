@@ -199,6 +199,9 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %p2, %m2, %v2 = llm.adamw %p1, %rs, %m1, %v1, %one, %one {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64} : tensor<64xf32>
   // CHECK: llm.adamw8bit {{.*}} norm %{{.*}} {beta1 = 9.000000e-01 : f64{{.*}}} : tensor<64xf32>, tensor<64xi8>, tensor<1xf32>
   %p3, %mc, %ma, %vc, %va = llm.adamw8bit %p2, %rs, %codes, %absmax, %codes, %absmax, %one, %one norm %norm {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 1.0 : f64} : tensor<64xf32>, tensor<64xi8>, tensor<1xf32>
+  // CHECK: %{{.*}}:7 = llm.multi_tensor_adamw params(%{{.*}}, %{{.*}} : tensor<64xf32>, tensor<256x64xf32>) grads(%{{.*}}, %{{.*}} : tensor<64xf32>, tensor<256x64xbf16>) m(%{{.*}}, %{{.*}} : tensor<64xf32>, tensor<256x64xf32>) v(%{{.*}}, %{{.*}} : tensor<64xf32>, tensor<256x64xf32>) lr %{{.*}} step %{{.*}} norm %{{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, cast_of = array<i64: 1>, cast_type = bf16, decay = array<i64: 0, 1>, epsilon = 1.000000e-08 : f64, max_grad_norm = 1.000000e+00 : f64, weight_decay = 1.000000e-01 : f64}
+  %de16 = llm.cast %de : tensor<256x64xf32> to tensor<256x64xbf16>
+  %mt:7 = llm.multi_tensor_adamw params(%p3, %de : tensor<64xf32>, tensor<256x64xf32>) grads(%rs, %de16 : tensor<64xf32>, tensor<256x64xbf16>) m(%m1, %de : tensor<64xf32>, tensor<256x64xf32>) v(%v1, %de : tensor<64xf32>, tensor<256x64xf32>) lr %one step %one norm %norm {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 1.0 : f64, decay = array<i64: 0, 1>, cast_of = array<i64: 1>, cast_type = bf16}
   return %loss : tensor<f32>
 }
 

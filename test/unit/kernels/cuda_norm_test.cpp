@@ -6,7 +6,8 @@
 // the GPU: a few units in the last place of the row's scale, up to 3.5e-5
 // relative to the element on an H200), and it uses the norm metric, as do
 // the gradients, whose dγ/dβ are sums over rows. The residual forms match the CPU's and equal, bit for bit,
-// the CUDA add and norm kernels run in turn.
+// the CUDA add and norm kernels run in turn. CudaStepPackedNorms repeats
+// the checks on rows the kernels move in 16-byte packs (RowPack.cuh).
 
 #include "CudaConformance.h"
 
@@ -107,10 +108,11 @@ void expectSameData(const std::vector<RefTensor> &fused, const std::vector<Buffe
 /// The residual forms of layernorm (or, with `rms`, rmsnorm) on both
 /// backends, and on the GPU against the add and norm kernels run in turn:
 /// the same values bit for bit.
-void expectResidualNormMatchesCpuAndTheUnfusedKernels(bool rms, uint64_t seed) {
+void expectResidualNormMatchesCpuAndTheUnfusedKernels(
+    bool rms, uint64_t seed, const std::vector<std::vector<int64_t>> &shapes = kNormShapes) {
   const std::string norm = rms ? "rmsnorm" : "layernorm";
   for (DType t : kFloatTypes)
-    for (const auto &shape : kNormShapes) {
+    for (const auto &shape : shapes) {
       SCOPED_TRACE(norm + " " + dtypeName(t) + " " + shapeString(shape));
       int64_t c = shape.back();
       Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
@@ -183,6 +185,59 @@ TEST(CudaNormKernels, AddLayerNormWithBiasMatchesCpuAndTheUnfusedKernels) {
 TEST(CudaNormKernels, AddRmsNormMatchesCpuAndTheUnfusedKernels) {
   LLMC_REQUIRE_GPU();
   expectResidualNormMatchesCpuAndTheUnfusedKernels(/*rms=*/true, 9500);
+}
+
+/// Rows whose C is a multiple of a 16-byte pack (4 f32, 8 bf16/f16), so
+/// the kernels move them in packs: one pack per row, a few, one per thread
+/// of a 256-thread block and one more, several per thread; C = 12 packs
+/// for f32 only.
+const std::vector<std::vector<int64_t>> kPackShapes = {{2, 8},    {3, 12},   {5, 24},
+                                                       {2, 2056}, {3, 8192}, {16, 768}};
+
+TEST(CudaStepPackedNorms, LayerNormAndRmsNormMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  uint64_t seed = 9600;
+  for (DType t : kFloatTypes)
+    for (const auto &shape : kPackShapes) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
+      int64_t c = shape.back();
+      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
+      Buffer gamma = Buffer::of(randomTensor({c}, ++seed, 0.5, 1.0), t);
+      Buffer beta = Buffer::of(randomTensor({c}, ++seed, 0.2), t);
+      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
+      Buffer out(t, shape), dx(t, shape), dgamma(t, {c}), dbeta(t, {c});
+      KernelAttrs ln = attrs({{"epsilon", 1e-5}}), rms = attrs({{"epsilon", 1e-6}});
+      Comparison normwise{Metric::Norm, {tolerance(t)}};
+      expectCudaMatchesCpu("layernorm", {&x, &gamma, &beta}, {&out}, ln, normwise);
+      expectCudaMatchesCpu("layernorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma, &dbeta}, ln,
+                           normwise);
+      expectCudaMatchesCpu("rmsnorm", {&x, &gamma}, {&out}, rms,
+                           {Metric::Elementwise, {tolerance(t)}});
+      expectCudaMatchesCpu("rmsnorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma}, rms, normwise);
+    }
+}
+
+TEST(CudaStepPackedNorms, ResidualFormsMatchCpuAndTheUnfusedKernels) {
+  LLMC_REQUIRE_GPU();
+  expectResidualNormMatchesCpuAndTheUnfusedKernels(/*rms=*/false, 9700, kPackShapes);
+  expectResidualNormMatchesCpuAndTheUnfusedKernels(/*rms=*/true, 9800, kPackShapes);
+}
+
+TEST(CudaStepPackedNorms, PackedGradientsAreDeterministic) {
+  LLMC_REQUIRE_GPU();
+  std::vector<int64_t> shape = {2048, 768};
+  Buffer x = Buffer::of(randomTensor(shape, 9901), DType::BF16);
+  Buffer gamma = Buffer::of(randomTensor({768}, 9902, 0.5, 1.0), DType::BF16);
+  Buffer dy = Buffer::of(randomTensor(shape, 9903), DType::BF16);
+  Buffer dx(DType::BF16, shape), dgamma(DType::BF16, {768});
+  KernelAttrs a = attrs({{"epsilon", 1e-6}});
+  auto first = expectCudaMatchesCpu("rmsnorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma}, a,
+                                    {Metric::Norm, {1e-2}});
+  auto second = expectCudaMatchesCpu("rmsnorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma}, a,
+                                     {Metric::Norm, {1e-2}});
+  ASSERT_EQ(first.size(), 2u);
+  ASSERT_EQ(second.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(first[i].data, second[i].data) << "output " << i;
 }
 
 TEST(CudaNormKernels, ResidualBindErrorsMatchCpu) {

@@ -1,12 +1,18 @@
 //===- embedding_test.cpp - embedding, embedding_grad, rope ---------------===//
 //
 // embedding copies rows (exact); embedding_grad sums repeated rows (norm
-// metric); rope rotates pairs (elementwise metric: each output is a 2-term
+// metric against the reference, and bit for bit the documented order of
+// summation, which the CUDA kernel shares); rope rotates pairs (elementwise metric: each output is a 2-term
 // combination that can cancel, so norm metric as well).
 
 #include "KernelTest.h"
 
+#include "kernels/contracts/Embedding.h"
+
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <random>
 
 namespace llmc::test {
 namespace {
@@ -90,6 +96,63 @@ TEST(EmbeddingKernels, VocabularyShardsSumToTheWholeTable) {
                       attrs({}, {{"row_offset", 4}, {"vocab_size", vocab}}))
                 .find("do not fit in vocab_size 12"),
             std::string::npos);
+}
+
+/// embedding_grad's documented order (contracts/Embedding.h), written out
+/// in fp32: positions sorted by (row, position), cut into segments of
+/// kEmbeddingGradSegment; per row, each segment's dy rows summed from 0 in
+/// position order, then the segment sums from 0 in segment order.
+std::vector<float> segmentOrderSums(const std::vector<int64_t> &ids, const std::vector<float> &dy,
+                                    int64_t vocab, int64_t c) {
+  const int64_t segment = contracts::kEmbeddingGradSegment;
+  std::vector<int64_t> sorted; // positions by (row, position)
+  for (int64_t v = 0; v < vocab; ++v)
+    for (size_t n = 0; n < ids.size(); ++n)
+      if (ids[n] == v) sorted.push_back(static_cast<int64_t>(n));
+  std::vector<float> out(static_cast<size_t>(vocab * c), 0.0f);
+  for (int64_t i = 0; i < c; ++i)
+    for (size_t k0 = 0; k0 < sorted.size();) {
+      const int64_t v = ids[static_cast<size_t>(sorted[k0])];
+      size_t k1 = k0;
+      while (k1 < sorted.size() && ids[static_cast<size_t>(sorted[k1])] == v) ++k1;
+      float total = 0.0f;
+      for (size_t s = k0; s < k1;) {
+        const size_t end = std::min<size_t>(k1, (s / segment + 1) * segment);
+        float piece = 0.0f;
+        for (; s < end; ++s) piece += dy[static_cast<size_t>(sorted[s] * c + i)];
+        total += piece;
+      }
+      out[static_cast<size_t>(v * c + i)] = total;
+      k0 = k1;
+    }
+  return out;
+}
+
+TEST(EmbeddingKernels, GradSumsInTheSegmentOrderBitForBit) {
+  // Byte-token data: few ids, one of them a third of all positions, so runs
+  // cross many segments, some start or end on a segment's boundary, and
+  // most rows stay zero.
+  const int64_t vocab = 256, c = 37, n = 2000;
+  std::vector<int64_t> ids(n);
+  std::mt19937_64 rng(431);
+  for (int64_t k = 0; k < n; ++k)
+    ids[k] = rng() % 3 == 0 ? 32 : static_cast<int64_t>(97 + rng() % 26);
+  ids[0] = 200; // a row of one position
+  RefTensor idTensor{{n}, {}};
+  for (int64_t id : ids) idTensor.data.push_back(static_cast<double>(id));
+  RefTensor dy = roundTo(randomTensor({n, c}, 432), DType::F32);
+  std::vector<float> dyF(dy.data.begin(), dy.data.end());
+  const std::vector<float> expected = segmentOrderSums(ids, dyF, vocab, c);
+  Buffer ib = Buffer::of(idTensor, DType::I32), dyb = Buffer::of(dy, DType::F32);
+  Buffer dtable(DType::F32, {vocab, c});
+  dtable.poison();
+  ASSERT_TRUE(runKernel("embedding_grad", {&ib, &dyb}, {&dtable}));
+  const float *got = dtable.view().as<float>();
+  for (int64_t e = 0; e < vocab * c; ++e)
+    ASSERT_EQ(std::memcmp(&got[e], &expected[static_cast<size_t>(e)], sizeof(float)), 0)
+        << "row " << e / c << " column " << e % c << ": " << got[e] << " vs "
+        << expected[static_cast<size_t>(e)];
+  EXPECT_CLOSE(dtable.toRef(), ref::embeddingGrad(idTensor, dy, vocab), Metric::Norm, 1e-6);
 }
 
 TEST(RopeKernel, ForwardAndInverseMatchReference) {

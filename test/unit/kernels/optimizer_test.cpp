@@ -1,12 +1,16 @@
-//===- optimizer_test.cpp - global_norm and adamw -------------------------===//
+//===- optimizer_test.cpp - global_norm, adamw and multi_tensor_adamw -----===//
 //
 // The norm is one scalar. adamw: p' and v' (a sum of positive terms) use
 // the elementwise metric; m' = β1·m + (1−β1)·g can cancel, so norm metric.
 // A non-finite norm skips the step: the outputs are the inputs, bit for bit.
+// multi_tensor_adamw must be, bit for bit, the adamw kernel on each tensor
+// (after the cast kernel widening a bf16 gradient) and the cast kernel on
+// each updated master: the fusion changes no number of a training run.
 
 #include "KernelTest.h"
 
 #include <limits>
+#include <optional>
 
 namespace llmc::test {
 namespace {
@@ -182,6 +186,235 @@ TEST(AdamWKernel, LossScaleUnscalesExactly) {
                                             0.9, 0.95, 1e-8, 0.1, maxGradNorm, scale);
       EXPECT_CLOSE(b[0], a[0], Metric::Elementwise, 1e-12);
     }
+}
+
+/// One tensor of a multi_tensor_adamw test call.
+struct TensorSpec {
+  std::vector<int64_t> shape;
+  DType param, grad;
+  std::optional<DType> castTo; ///< the master's cast, if any
+  bool decay;
+};
+
+/// Sizes across multi_tensor_adamw's chunks (the CPU's are 2^15 elements):
+/// a scalar-sized one, odd ones, one of several chunks, and every dtype
+/// combination the optimizer makes (fp32 masters cast to bf16 or f16, bf16
+/// gradients widened, bf16 parameters without masters).
+const std::vector<TensorSpec> kMultiSpecs = {
+    {{1}, DType::F32, DType::F32, DType::BF16, false},
+    {{33, 7}, DType::F32, DType::BF16, DType::BF16, true},
+    {{70001}, DType::F32, DType::F32, std::nullopt, true},
+    {{5, 2049}, DType::F32, DType::F16, DType::F16, true},
+    {{129}, DType::BF16, DType::BF16, std::nullopt, false},
+    {{3, 3}, DType::F16, DType::F16, std::nullopt, true},
+};
+
+/// The inputs and outputs of one multi_tensor_adamw call over `specs`,
+/// with its per-tensor twins' buffers.
+struct MultiCall {
+  std::vector<Buffer> p, g, m, v, p1, m1, v1, casts;
+  Buffer lr = Buffer::of(RefTensor{{}, {2e-3}}, DType::F32);
+  Buffer step = Buffer::of(RefTensor{{}, {4}}, DType::F32);
+  Buffer norm = Buffer::of(RefTensor{{}, {3.5}}, DType::F32);
+  Buffer lossScale = Buffer::of(RefTensor{{}, {1024}}, DType::F32);
+  KernelAttrs attrs;
+
+  MultiCall(const std::vector<TensorSpec> &specs, uint64_t seed, double maxGradNorm) {
+    std::vector<int64_t> decay, castOf;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const TensorSpec &t = specs[i];
+      RefTensor root = randomTensor(t.shape, ++seed, 0.1);
+      p.push_back(Buffer::of(randomTensor(t.shape, ++seed), t.param));
+      g.push_back(Buffer::of(randomTensor(t.shape, ++seed, 30.0), t.grad));
+      m.push_back(Buffer::of(randomTensor(t.shape, ++seed, 0.1), t.param));
+      v.push_back(Buffer::of(ref::mul(root, root), t.param));
+      p1.emplace_back(t.param, t.shape), m1.emplace_back(t.param, t.shape);
+      v1.emplace_back(t.param, t.shape);
+      p1.back().poison(), m1.back().poison(), v1.back().poison();
+      decay.push_back(t.decay ? 1 : 0);
+      if (t.castTo) {
+        castOf.push_back(static_cast<int64_t>(i));
+        casts.emplace_back(*t.castTo, t.shape);
+        casts.back().poison();
+      }
+    }
+    attrs = ::llmc::test::attrs({{"beta1", 0.9},
+                                 {"beta2", 0.95},
+                                 {"epsilon", 1e-8},
+                                 {"weight_decay", 0.1},
+                                 {"max_grad_norm", maxGradNorm}});
+    attrs.setInts("decay", decay);
+    attrs.setInts("cast_of", castOf);
+  }
+
+  /// The kernel's inputs (with the norm and the loss scale when asked) and
+  /// its outputs (in place over p, m, v when asked).
+  std::vector<Buffer *> inputs(bool withNorm, bool withScale) {
+    std::vector<Buffer *> in;
+    for (auto *list : {&p, &g, &m, &v})
+      for (Buffer &b : *list) in.push_back(&b);
+    in.push_back(&lr), in.push_back(&step);
+    if (withNorm) in.push_back(&norm);
+    if (withScale) in.push_back(&lossScale);
+    const int64_t n = static_cast<int64_t>(p.size());
+    attrs.setInts("operand_segments", {n, n, n, n, 1, 1, withNorm ? 1 : 0, withScale ? 1 : 0});
+    return in;
+  }
+  std::vector<Buffer *> outputs(bool inPlace) {
+    std::vector<Buffer *> out;
+    for (auto *list : inPlace ? std::vector<std::vector<Buffer> *>{&p, &m, &v}
+                              : std::vector<std::vector<Buffer> *>{&p1, &m1, &v1})
+      for (Buffer &b : *list) out.push_back(&b);
+    for (Buffer &b : casts) out.push_back(&b);
+    return out;
+  }
+};
+
+/// Runs the unfused kernels tensor by tensor on `call`'s inputs: cast (a
+/// bf16/f16 gradient to f32), adamw, cast (the master to its working type).
+/// Returns every result's bytes in the fused kernel's output order.
+std::vector<std::vector<uint64_t>> unfused(const std::vector<TensorSpec> &specs, MultiCall &call,
+                                           bool withNorm, bool withScale) {
+  std::vector<std::vector<uint64_t>> ps, ms, vs, casts;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec &t = specs[i];
+    Buffer p = call.p[i], m = call.m[i], v = call.v[i], g = call.g[i];
+    if (t.grad != t.param) {
+      Buffer wide(t.param, t.shape);
+      EXPECT_TRUE(runKernel("cast", {&g}, {&wide}));
+      g = wide;
+    }
+    std::vector<Buffer *> in = {&p, &g, &m, &v, &call.lr, &call.step};
+    if (withNorm) in.push_back(&call.norm);
+    if (withScale) in.push_back(&call.lossScale);
+    KernelAttrs a = call.attrs;
+    a.setFloat("weight_decay", t.decay ? 0.1 : 0.0);
+    EXPECT_TRUE(runKernel("adamw", in, {&p, &m, &v}, a));
+    ps.push_back(p.storage), ms.push_back(m.storage), vs.push_back(v.storage);
+    if (t.castTo) {
+      Buffer low(*t.castTo, t.shape);
+      EXPECT_TRUE(runKernel("cast", {&p}, {&low}));
+      casts.push_back(low.storage);
+    }
+  }
+  std::vector<std::vector<uint64_t>> all = ps;
+  all.insert(all.end(), ms.begin(), ms.end());
+  all.insert(all.end(), vs.begin(), vs.end());
+  all.insert(all.end(), casts.begin(), casts.end());
+  return all;
+}
+
+std::vector<std::vector<uint64_t>> bytesOf(const std::vector<Buffer *> &buffers) {
+  std::vector<std::vector<uint64_t>> bytes;
+  for (Buffer *b : buffers) bytes.push_back(b->storage);
+  return bytes;
+}
+
+TEST(MultiTensorAdamWKernel, IsAdamWAndCastPerTensorBitForBit) {
+  for (double maxGradNorm : {1.0, 0.0})
+    for (int variant = 0; variant < 4; ++variant) { // norm, no norm, loss scale, in place
+      SCOPED_TRACE("max_grad_norm " + std::to_string(maxGradNorm) + " variant " +
+                   std::to_string(variant));
+      const bool withNorm = variant != 1, withScale = variant == 2, inPlace = variant == 3;
+      MultiCall call(kMultiSpecs, 1200, maxGradNorm);
+      const auto expected = unfused(kMultiSpecs, call, withNorm, withScale);
+      std::vector<Buffer *> outputs = call.outputs(inPlace);
+      ASSERT_TRUE(runKernel("multi_tensor_adamw", call.inputs(withNorm, withScale), outputs,
+                            call.attrs));
+      EXPECT_EQ(bytesOf(outputs), expected);
+    }
+}
+
+TEST(MultiTensorAdamWKernel, MatchesReference) {
+  MultiCall call(kMultiSpecs, 1300, 1.0);
+  std::vector<Buffer *> outputs = call.outputs(false);
+  ASSERT_TRUE(runKernel("multi_tensor_adamw", call.inputs(true, false), outputs, call.attrs));
+  std::vector<RefTensor> ps, gs, ms, vs;
+  for (size_t i = 0; i < kMultiSpecs.size(); ++i) {
+    ps.push_back(call.p[i].toRef()), gs.push_back(call.g[i].toRef());
+    ms.push_back(call.m[i].toRef()), vs.push_back(call.v[i].toRef());
+  }
+  double norm = 3.5;
+  std::vector<RefTensor> expected = ref::multiTensorAdamw(
+      ps, gs, ms, vs, 2e-3, 4, &norm, 0.9, 0.95, 1e-8, 0.1, 1.0, 1.0,
+      call.attrs.getInts("decay"), call.attrs.getInts("cast_of"));
+  ASSERT_EQ(expected.size(), outputs.size());
+  const size_t n = kMultiSpecs.size();
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    SCOPED_TRACE("output " + std::to_string(k));
+    DType dtype = outputs[k]->dtype;
+    // m' can cancel (norm metric); p', v' and the casts are elementwise.
+    Metric metric = k >= n && k < 2 * n ? Metric::Norm : Metric::Elementwise;
+    EXPECT_CLOSE(outputs[k]->toRef(), expected[k], metric, tolerance(dtype));
+  }
+}
+
+TEST(MultiTensorAdamWKernel, NonFiniteNormKeepsStateAndCastsTheMasters) {
+  for (double bad : {std::numeric_limits<double>::quiet_NaN(),
+                     std::numeric_limits<double>::infinity()})
+    for (bool inPlace : {false, true}) {
+      SCOPED_TRACE(std::to_string(bad) + (inPlace ? " in place" : ""));
+      MultiCall call(kMultiSpecs, 1400, 1.0);
+      call.norm = Buffer::of(RefTensor{{}, {bad}}, DType::F32);
+      std::vector<std::vector<uint64_t>> before = bytesOf(call.outputs(true));
+      const auto expected = unfused(kMultiSpecs, call, true, false);
+      std::vector<Buffer *> outputs = call.outputs(inPlace);
+      ASSERT_TRUE(runKernel("multi_tensor_adamw", call.inputs(true, false), outputs, call.attrs));
+      std::vector<std::vector<uint64_t>> after = bytesOf(outputs);
+      EXPECT_EQ(after, expected);
+      // p, m and v are what they were; the casts are of the unchanged masters.
+      after.resize(3 * kMultiSpecs.size());
+      before.resize(3 * kMultiSpecs.size());
+      EXPECT_EQ(after, before);
+    }
+}
+
+TEST(MultiTensorAdamWKernel, BindErrorsNameTheTensor) {
+  const std::vector<int64_t> shape = {4};
+  auto f32 = [&](std::vector<int64_t> s) { return typeOnly(DType::F32, std::move(s)); };
+  TensorView scalar = f32({});
+  KernelAttrs good = attrs({{"beta1", 0.9},
+                            {"beta2", 0.95},
+                            {"epsilon", 1e-8},
+                            {"weight_decay", 0.1},
+                            {"max_grad_norm", 1.0}});
+  good.setInts("decay", {1});
+  good.setInts("cast_of", {0});
+  good.setInts("operand_segments", {1, 1, 1, 1, 1, 1, 0, 0});
+  std::vector<TensorView> in = {f32(shape), f32(shape), f32(shape), f32(shape), scalar, scalar};
+  std::vector<TensorView> out = {f32(shape), f32(shape), f32(shape), typeOnly(DType::BF16, shape)};
+  ASSERT_EQ(bindError("multi_tensor_adamw", in, out, good), "");
+  auto with = [&](const char *name, std::vector<int64_t> values) {
+    KernelAttrs a = good;
+    a.setInts(name, std::move(values));
+    return a;
+  };
+  std::vector<TensorView> badGrad = in, badV = in, badLr = in, bf16Param = in;
+  badGrad[1] = f32({5});
+  badV[3] = typeOnly(DType::BF16, shape);
+  badLr[4] = f32({2});
+  bf16Param[0] = typeOnly(DType::BF16, shape);
+  std::vector<TensorView> bf16Out = out;
+  bf16Out[0] = bf16Out[1] = bf16Out[2] = typeOnly(DType::BF16, shape);
+  bf16Param[2] = bf16Param[3] = typeOnly(DType::BF16, shape);
+  std::vector<TensorView> badCast = out;
+  badCast[3] = typeOnly(DType::BF16, {3});
+  expectBindErrorsMention(
+      "multi_tensor_adamw",
+      {{in, out, with("operand_segments", {1, 1, 1, 2, 1, 1, 0, 0}),
+        "attribute 'operand_segments' must be [N, N, N, N, 1, 1, norm 0/1, loss_scale 0/1 (only "
+        "with norm)] with N >= 1"},
+       {in, out, with("operand_segments", {1, 1, 1, 1, 1, 1, 1, 0}),
+        "attribute 'operand_segments' counts 7 inputs, the call has 6"},
+       {in, out, with("decay", {1, 0}), "attribute 'decay' must hold one 0 or 1 per tensor (1)"},
+       {in, out, with("decay", {2}), "attribute 'decay' must hold one 0 or 1 per tensor (1)"},
+       {in, out, with("cast_of", {}), "expects 3 outputs (params', m', v' of 1 tensors and 0 casts), got 4"},
+       {in, out, with("cast_of", {1}), "attribute 'cast_of' must list increasing tensor indices below 1"},
+       {badGrad, out, good, "grad 0"},
+       {badV, out, good, "v 0"},
+       {badLr, out, good, "lr"},
+       {bf16Param, bf16Out, good, "cast 0: only an f32 parameter (a master) is cast, tensor 0 is bf16"},
+       {in, badCast, good, "cast 0"}});
 }
 
 } // namespace
