@@ -261,33 +261,39 @@ std::vector<GemmShape> kernelGemms(Operation *op) {
   return {};
 }
 
+namespace {
+
+/// Seconds of an attention kernel's arithmetic with query `q`: at the
+/// measured flash-attention rate, or as the unfused kernels would run it.
+double attentionSeconds(exec::KernelOp kernel, const Cluster &c, ArrayRef<int64_t> q) {
+  Operation *op = kernel.getOperation();
+  if (!c.efficiency.unfusedAttention)
+    return kernelFlops(op) / attentionRate(c.efficiency, c.peakFlops, q[3], q[1]);
+  auto type = cast<MemRefType>(kernel.getInputs()[0].getType());
+  double elementBytes = std::max(8u, type.getElementType().getIntOrFloatBitWidth()) / 8.0;
+  return unfusedAttentionSeconds(c, q, attentionKeys(kernel, q), elementBytes,
+                                 kernel.getCallee().ends_with("_grad"));
+}
+
+} // namespace
+
 double kernelSeconds(Operation *op, const Cluster &c, double fp32MatmulScale) {
   auto kernel = cast<exec::KernelOp>(op);
   StringRef name = kernel.getCallee();
-  const Efficiency &e = c.efficiency;
-  double memorySeconds = kernelBytes(op) / c.memoryBandwidth;
-  double compute = 0;
+  double compute = kernelFlops(op) / c.peakFlops;
   if (std::vector<GemmShape> gemms = kernelGemms(op); !gemms.empty()) {
     // fp32 products run on the TF32 path; bf16 and f16 at the full rate.
     bool fp32 = cast<MemRefType>(kernel.getInputs()[0].getType()).getElementType().isF32();
+    compute = 0;
     for (const GemmShape &g : gemms)
-      compute += gemmSeconds(e, c.peakFlops, g, fp32 ? fp32MatmulScale : 1);
+      compute += gemmSeconds(c.efficiency, c.peakFlops, g, fp32 ? fp32MatmulScale : 1);
     if (isHead(name))
       compute += headRowPassBytes(kernel) / c.memoryBandwidth;
-  } else if (ArrayRef<int64_t> q = isAttention(name) ? attentionQuery(kernel) : ArrayRef<int64_t>();
-             !q.empty()) {
-    if (e.unfusedAttention) {
-      auto type = cast<MemRefType>(kernel.getInputs()[0].getType());
-      double elementBytes = std::max(8u, type.getElementType().getIntOrFloatBitWidth()) / 8.0;
-      compute = unfusedAttentionSeconds(c, q, attentionKeys(kernel, q), elementBytes,
-                                        name.ends_with("_grad"));
-    } else {
-      compute = kernelFlops(op) / attentionRate(e, c.peakFlops, q[3], q[1]);
-    }
-  } else {
-    compute = kernelFlops(op) / c.peakFlops;
+  } else if (isAttention(name)) {
+    if (ArrayRef<int64_t> q = attentionQuery(kernel); !q.empty())
+      compute = attentionSeconds(kernel, c, q);
   }
-  return std::max(compute, memorySeconds) + c.kernelOverhead;
+  return std::max(compute, kernelBytes(op) / c.memoryBandwidth) + c.kernelOverhead;
 }
 
 } // namespace llmc::plan

@@ -247,8 +247,11 @@ std::string describeDevice(const plan::Cluster &c) {
   if (e.attention.empty())
     low = high = c.peakFlops;
   high = std::min(high, c.peakFlops);
-  text += ", attention " + fixed(low / 1e12, digits) +
-          (high > low ? "–" + fixed(high / 1e12, digits) : std::string()) + " TFLOP/s";
+  if (e.unfusedAttention)
+    text += ", attention unfused (its scores through memory)";
+  else
+    text += ", attention " + fixed(low / 1e12, digits) +
+            (high > low ? "–" + fixed(high / 1e12, digits) : std::string()) + " TFLOP/s";
   text += ", memory " + fixed(c.memoryBandwidth / 1e9, 1) + " GB/s, " +
           fixed(c.kernelOverhead * 1e6, 1) + " us per kernel";
   if (!e.source.empty())
