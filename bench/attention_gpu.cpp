@@ -1,18 +1,23 @@
 //===- attention_gpu.cpp - the CUDA attention kernels' throughput ---------===//
 //
 // Times the registered CUDA `attention` and `attention_grad` kernels (bf16,
-// causal), on CUDA cores and on tensor cores (--attention-tensor-cores), at
-// sequence lengths 1k–8k with B·T = 16k tokens, and prints
-// TFLOP/s as JSON lines for bench/attention_gpu.sh, which runs PyTorch's
-// scaled_dot_product_attention on the same shapes in the same run. FLOPs
-// follow FlashAttention's convention: forward 4·B·H·T²·D / 2 (causal),
-// backward 2.5× the forward.
+// causal) as each `llmc-run --attention` choice binds them — llmc's CUDA
+// cores, its tensor cores and cuDNN's fused flash attention (with the
+// workspace `llmc compile --target cuda` plans) — at sequence lengths 1k–8k
+// with B·T = 16k tokens, and prints TFLOP/s as JSON lines for
+// bench/attention_gpu.sh, which runs PyTorch's scaled_dot_product_attention
+// on the same shapes in the same run. A choice whose kernels fall back
+// (cuDNN not loaded, a shape refused) is reported as null with the reason.
+// FLOPs follow FlashAttention's convention: forward 4·B·H·T²·D / 2
+// (causal), backward 2.5× the forward.
 //
 // Usage: llmc-bench-attention [head_dim] [heads] [iterations]
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/Kernel.h"
+#include "kernels/contracts/AttentionWorkspace.h"
+#include "kernels/cuda/AttentionChoice.h"
 #include "kernels/cuda/Device.h"
 
 #include <cuda_runtime.h>
@@ -35,6 +40,8 @@ struct DeviceTensor {
     view.data = cuda::deviceAlloc(view.bytes());
   }
   ~DeviceTensor() { cuda::deviceFree(view.data); }
+  DeviceTensor(const DeviceTensor &) = delete;
+  DeviceTensor &operator=(const DeviceTensor &) = delete;
   void randomize(uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> normal;
@@ -79,6 +86,43 @@ double time(Kernel &kernel, int iterations) {
   return ms / iterations;
 }
 
+/// The implementations compared, as `llmc-run --attention` names them, and
+/// the prefix of their JSON keys.
+struct Variant {
+  AttentionImpl impl;
+  const char *name, *prefix;
+};
+constexpr Variant kVariants[] = {{AttentionImpl::CudaCores, "cuda-cores", ""},
+                                 {AttentionImpl::TensorCores, "tensor-cores", "tc_"},
+                                 {AttentionImpl::Cudnn, "cudnn", "cudnn_"}};
+
+/// The workspace `llmc compile --target cuda` plans for cuDNN (bytes).
+int64_t plannedWorkspace(int64_t B, int64_t T, int64_t H, int64_t D, bool backward) {
+  contracts::CudnnAttentionShape s;
+  s.halfPrecision = true, s.elementBytes = 2;
+  s.b = B, s.t = s.s = T, s.h = s.kv = H, s.d = D, s.backward = backward;
+  return contracts::cudnnAttentionWorkspaceBytes(s);
+}
+
+/// "" when every kernel bound since the last call runs `impl`, else the notes.
+std::string fallbackNotes(const char *impl) {
+  std::string notes;
+  for (const std::string &line : cuda::takeAttentionNotes())
+    if (line.rfind(std::string("attention: ") + impl + " for ", 0) != 0 || line.back() == ')')
+      notes += (notes.empty() ? "" : "; ") + line;
+  return notes;
+}
+
+/// JSON string contents: quotes and backslashes escaped.
+std::string jsonText(const std::string &text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -103,16 +147,24 @@ int main(int argc, char **argv) {
     std::printf("{\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"head_dim\": %lld",
                 static_cast<long long>(T), static_cast<long long>(B),
                 static_cast<long long>(H), static_cast<long long>(D));
-    // The CUDA-core kernels, then the tensor-core ones (prefix "tc_").
-    for (bool tensorCores : {false, true}) {
-      cuda::setAttentionTensorCores(tensorCores);
-      auto forward = bind("attention", {q.view, k.view, v.view}, {out.view, lse.view}, scale);
+    DeviceTensor forwardWorkspace(DType::U8, {plannedWorkspace(B, T, H, D, false)}),
+        backwardWorkspace(DType::U8, {plannedWorkspace(B, T, H, D, true)});
+    for (const Variant &variant : kVariants) {
+      cuda::setAttentionImpl(variant.impl);
+      cuda::takeAttentionNotes();
+      auto forward = bind("attention", {q.view, k.view, v.view},
+                          {out.view, lse.view, forwardWorkspace.view}, scale);
       auto backward = bind("attention_grad",
                            {q.view, k.view, v.view, out.view, lse.view, dout.view},
-                           {dq.view, dk.view, dv.view}, scale);
+                           {dq.view, dk.view, dv.view, backwardWorkspace.view}, scale);
+      const char *prefix = variant.prefix;
+      if (std::string notes = fallbackNotes(variant.name); !notes.empty()) {
+        std::printf(", \"%sfwd_bwd_tflops\": null, \"%snote\": \"%s\"", prefix, prefix,
+                    jsonText(notes).c_str());
+        continue;
+      }
       double fwdMs = time(*forward, iterations), bwdMs = time(*backward, iterations);
       cuda::synchronize();
-      const char *prefix = tensorCores ? "tc_" : "";
       std::printf(", \"%sfwd_tflops\": %.1f, \"%sbwd_tflops\": %.1f, \"%sfwd_bwd_tflops\": %.1f",
                   prefix, fwdFlops / fwdMs / 1e9, prefix, bwdFlops / bwdMs / 1e9, prefix,
                   (fwdFlops + bwdFlops) / (fwdMs + bwdMs) / 1e9);

@@ -9,19 +9,25 @@
 //   (B = 16, T = 1024) and of the 1.5B shape (B = 8) to set beside the
 //   wave model's prediction;
 // - a 1 GiB device-to-device `copy` (bytes read plus written per second);
-// - llmc's `attention` and `attention_grad` (bf16, causal: the kernels an
-//   artifact binds) at head dims 64 and 128 over sequences 1k-8k, with
-//   FlashAttention's FLOP count (4·B·H·T²·D / 2 forward, 2.5× backward);
+// - llmc's `attention` and `attention_grad` (bf16, causal) as an artifact
+//   binds them under `llmc-run --attention IMPL` (default auto: cuDNN's
+//   fused flash attention where it takes the op, with the workspace
+//   `llmc compile --target cuda` plans), at head dims 64 and 128 over
+//   sequences 1k-8k, with FlashAttention's FLOP count (4·B·H·T²·D / 2
+//   forward, 2.5× backward), and what each shape was bound to;
 // - the device time of one small kernel launched back to back.
 //
 // The datasheet peak is not measured (it is the preset's, or --gpu-tflops):
 // MFU divides by it.
 //
-// Usage: llmc-bench-calibrate [-o FILE] [--attention-tensor-cores]
+// Usage: llmc-bench-calibrate [-o FILE] [--attention auto|cudnn|tensor-cores|cuda-cores]
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/AttentionImpl.h"
 #include "kernels/Kernel.h"
+#include "kernels/contracts/AttentionWorkspace.h"
+#include "kernels/cuda/AttentionChoice.h"
 #include "kernels/cuda/Device.h"
 
 #include <cuda_runtime.h>
@@ -136,23 +142,51 @@ struct Attention {
   int64_t headDim, heads, seq, batch;
 };
 
-/// TFLOP/s of causal attention forward and backward together.
-double attentionTflops(const Attention &s) {
+/// The workspace `llmc compile --target cuda` plans for cuDNN (bytes; 0
+/// where cuDNN would refuse the op).
+int64_t plannedWorkspace(const Attention &a, bool backward) {
+  contracts::CudnnAttentionShape s;
+  s.halfPrecision = true, s.elementBytes = 2;
+  s.b = a.batch, s.t = s.s = a.seq, s.h = s.kv = a.heads, s.d = a.headDim, s.backward = backward;
+  return contracts::cudnnAttentionWorkspaceBytes(s);
+}
+
+/// TFLOP/s of causal attention forward and backward together, and in
+/// `bound` what the kernels were bound to (the runtime's attention lines).
+double attentionTflops(const Attention &s, std::string &bound) {
   int64_t B = s.batch, T = s.seq, H = s.heads, D = s.headDim;
   DeviceTensor q(DType::BF16, {B, T, H, D}), k(DType::BF16, {B, T, H, D}),
       v(DType::BF16, {B, T, H, D}), out(DType::BF16, {B, T, H, D}), lse(DType::F32, {B, H, T}),
       dout(DType::BF16, {B, T, H, D}), dq(DType::BF16, {B, T, H, D}),
-      dk(DType::BF16, {B, T, H, D}), dv(DType::BF16, {B, T, H, D});
+      dk(DType::BF16, {B, T, H, D}), dv(DType::BF16, {B, T, H, D}),
+      forwardWorkspace(DType::U8, {std::max<int64_t>(1, plannedWorkspace(s, false))}),
+      backwardWorkspace(DType::U8, {std::max<int64_t>(1, plannedWorkspace(s, true))});
   q.randomize(1), k.randomize(2), v.randomize(3), dout.randomize(4);
   KernelAttrs attrs;
   attrs.setFloat("scale", 1.0 / std::sqrt(static_cast<double>(D)));
   attrs.setInt("causal", 1);
-  auto forward = bind("attention", {q.view, k.view, v.view}, {out.view, lse.view}, attrs);
+  std::vector<TensorView> forwardOut = {out.view, lse.view}, backwardOut = {dq.view, dk.view, dv.view};
+  if (plannedWorkspace(s, false) > 0) forwardOut.push_back(forwardWorkspace.view);
+  if (plannedWorkspace(s, true) > 0) backwardOut.push_back(backwardWorkspace.view);
+  cuda::takeAttentionNotes();
+  auto forward = bind("attention", {q.view, k.view, v.view}, forwardOut, attrs);
   auto backward = bind("attention_grad",
-                       {q.view, k.view, v.view, out.view, lse.view, dout.view},
-                       {dq.view, dk.view, dv.view}, attrs);
+                       {q.view, k.view, v.view, out.view, lse.view, dout.view}, backwardOut, attrs);
+  bound.clear();
+  for (const std::string &line : cuda::takeAttentionNotes())
+    bound += (bound.empty() ? "" : "; ") + line;
   double flops = 3.5 * 4.0 * B * H * T * T * D / 2;
   return flops / timeMs({forward.get(), backward.get()}) / 1e9;
+}
+
+/// JSON string contents: quotes and backslashes escaped.
+std::string jsonText(const std::string &text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
 }
 
 std::string today() {
@@ -166,15 +200,16 @@ std::string today() {
 
 int main(int argc, char **argv) {
   const char *outPath = nullptr;
-  bool tensorCores = false;
+  AttentionImpl impl = AttentionImpl::Auto;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-o" && i + 1 < argc) {
       outPath = argv[++i];
-    } else if (arg == "--attention-tensor-cores") {
-      tensorCores = true;
+    } else if (arg == "--attention" && i + 1 < argc && parseAttentionImpl(argv[i + 1], &impl)) {
+      ++i;
     } else {
-      std::fprintf(stderr, "usage: llmc-bench-calibrate [-o FILE] [--attention-tensor-cores]\n");
+      std::fprintf(stderr, "usage: llmc-bench-calibrate [-o FILE] [--attention %s]\n",
+                   attentionImplChoices());
       return 2;
     }
   }
@@ -183,7 +218,7 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "llmc-bench-calibrate: no usable CUDA device (%s)\n", why.c_str());
     return 1;
   }
-  cuda::setAttentionTensorCores(tensorCores);
+  cuda::setAttentionImpl(impl);
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   int clockKHz = 0;
@@ -232,21 +267,23 @@ int main(int argc, char **argv) {
                   static_cast<long long>(g.k), tflops);
     out += line;
   }
-  std::snprintf(line, sizeof(line), "]},\n \"attention_kernel\": \"%s\",\n \"attention\": [",
-                tensorCores ? "tensor-cores" : "default");
+  std::snprintf(line, sizeof(line), "]},\n \"attention_impl\": \"%s\",\n \"attention\": [",
+                attentionImplName(impl));
   out += line;
   for (size_t i = 0; i < attentions.size(); ++i) {
     const Attention &a = attentions[i];
-    double tflops = attentionTflops(a);
-    std::fprintf(stderr, "attention D=%lld H=%lld T=%lld B=%lld: %.1f TFLOP/s\n",
+    std::string bound;
+    double tflops = attentionTflops(a, bound);
+    std::fprintf(stderr, "attention D=%lld H=%lld T=%lld B=%lld: %.1f TFLOP/s (%s)\n",
                  static_cast<long long>(a.headDim), static_cast<long long>(a.heads),
-                 static_cast<long long>(a.seq), static_cast<long long>(a.batch), tflops);
+                 static_cast<long long>(a.seq), static_cast<long long>(a.batch), tflops,
+                 bound.c_str());
     std::snprintf(line, sizeof(line),
                   "%s\n  {\"head_dim\": %lld, \"heads\": %lld, \"seq\": %lld, \"batch\": %lld, "
-                  "\"tflops\": %.1f}",
+                  "\"tflops\": %.1f, \"bound\": \"",
                   i ? "," : "", static_cast<long long>(a.headDim), static_cast<long long>(a.heads),
                   static_cast<long long>(a.seq), static_cast<long long>(a.batch), tflops);
-    out += line;
+    out += line + jsonText(bound) + "\"}";
   }
   out += "]\n}\n";
   if (!outPath) {

@@ -3,12 +3,15 @@
 # cuda) and PyTorch torch.compile (SDPA attention, fused AdamW) with the
 # same model, batch and optimizer, in one run. Prints tokens/s and MFU
 # (6N + 6·L·C·T FLOPs per token against the H100's 989 TF/s dense bf16)
-# and the ratio; llmc runs once per attention variant (LLMC_VARIANTS).
+# and the ratio; llmc runs once per `--attention` choice (LLMC_VARIANTS:
+# cudnn, its own tensor cores, its own CUDA cores), with the start-up lines
+# that say what each attention op got.
 # Usage: bench/gpu_gpt2.sh [build-dir] [steps] [batch]
 # ARTIFACT: an artifact compiled elsewhere (scripts/gpu-pack.sh) for a build
 # without the compiler; TORCH_PYTHON: the python3 that has PyTorch.
 # LLMC_VARIANTS: space-separated label=llmc-run-flags (commas for spaces),
-#   default "cuda-cores= tensor-cores=--attention-tensor-cores".
+#   default "cudnn=--attention,cudnn tensor-cores=--attention,tensor-cores
+#   cuda-cores=--attention,cuda-cores".
 # RESULT_JSON: also write the numbers there (bench/gpu_results.py's
 #   bench-gpt2-124M data).
 # BASELINE_FROM: a folder of lease results (bench/results): torch.compile's
@@ -18,7 +21,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 BATCH=${3:-16}
 PEAK_TFLOPS=${PEAK_TFLOPS:-989}
-VARIANTS=${LLMC_VARIANTS:-"cuda-cores= tensor-cores=--attention-tensor-cores"}
+VARIANTS=${LLMC_VARIANTS:-"cudnn=--attention,cudnn tensor-cores=--attention,tensor-cores cuda-cores=--attention,cuda-cores"}
 
 TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 ARTIFACT=${ARTIFACT:-}
@@ -27,9 +30,12 @@ if [[ -z $ARTIFACT ]]; then
   "$BUILD/bin/llmc" compile --model gpt2 --preset 124M --precision bf16 --target cuda \
     --set batch_size="$BATCH" --set seq_len=1024 -o "$ARTIFACT"
 fi
-# The median step of one llmc-run, after 5 warm-up steps.
+# The median step of one llmc-run, after 5 warm-up steps; its "attention:"
+# start-up lines go to stderr.
 median_step() {
-  "$BUILD/bin/llmc-run" "$ARTIFACT" --steps $((STEPS + 5)) --quiet --metrics "$WORK/m.jsonl" "$@"
+  "$BUILD/bin/llmc-run" "$ARTIFACT" --steps $((STEPS + 5)) --metrics "$WORK/m.jsonl" "$@" \
+    > "$WORK/run.out"
+  { grep '^attention: ' "$WORK/run.out" || true; } | sed "s/^/  [$*] /" >&2
   python3 - "$WORK/m.jsonl" <<'PY'
 import json, sys
 ms = sorted(json.loads(l)["ms"] for l in list(open(sys.argv[1]))[5:])

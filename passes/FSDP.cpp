@@ -12,7 +12,10 @@
 //    which case the forward's gather stays alive for the backward;
 //  - `prefetch` groups ahead of its first use, so the gather of the next
 //    block is issued before the current block computes. That also bounds
-//    how many gathered blocks are alive at once: 1 + prefetch.
+//    how many gathered blocks are alive at once: 1 + prefetch;
+//  - or, with keep-gathered, once per block for the whole step, the
+//    gathered block alive across every microbatch (fewer gathers, the
+//    memory of the stage's full parameters).
 //
 //===----------------------------------------------------------------------===//
 
@@ -142,8 +145,9 @@ struct FSDPPass : llmc::impl::FSDPBase<FSDPPass> {
           continue;
         auto mb = user->getAttrOfType<IntegerAttr>(kMicrobatchAttr);
         auto block = user->getAttrOfType<StringAttr>(kBlockNameAttr);
-        bool backward = reshardAfterForward && user->hasAttr(kBackwardAttr);
-        Unit unit{mb ? mb.getInt() : 0, backward, block ? block.getValue().str() : ""};
+        bool backward = reshardAfterForward && !keepGathered && user->hasAttr(kBackwardAttr);
+        int64_t microbatch = mb && !keepGathered ? mb.getInt() : 0;
+        Unit unit{microbatch, backward, block ? block.getValue().str() : ""};
         Gather &g = gathers[{param.getArgNumber(), unit}];
         g.param = param;
         g.fullType = fullType;

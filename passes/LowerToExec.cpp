@@ -17,7 +17,10 @@
 //     start time and greedy by size (ArenaPlacement.h), so the peak is at
 //     most first-fit's.
 //
-// Each remaining llm op becomes an exec.kernel of the same name.
+// Each remaining llm op becomes an exec.kernel of the same name. Under
+// target=cuda an attention op cuDNN may run also gets a workspace output,
+// a block of its own live only at that instruction
+// (kernels/contracts/AttentionWorkspace.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,7 +30,10 @@
 #include "passes/QATScheme.h"
 #include "passes/Utils.h"
 
+#include "kernels/contracts/AttentionWorkspace.h"
+
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -55,6 +61,53 @@ MemRefType memrefOf(Type tensorType) {
 }
 
 int64_t bytesOf(Type tensorType) { return exec::bufferBytes(memrefOf(tensorType)); }
+
+/// The workspace the kernel of `op` needs on `target` besides its operands,
+/// in bytes (0: none): under cuda, what cuDNN's attention may need.
+int64_t kernelWorkspaceBytes(Operation &op, StringRef target) {
+  if (target != "cuda")
+    return 0;
+  // Which attention op, whether it has segment ids, and its kv heads (the
+  // packed forms say them in attributes; the others in k's shape).
+  std::optional<bool> segments;
+  bool packed = false, backward = false, rope = false;
+  int64_t heads = 0, kvHeads = 0;
+  auto unpacked = [&](auto attention, bool isBackward, bool isRope) {
+    segments = static_cast<bool>(attention.getSegmentIds());
+    backward = isBackward, rope = isRope;
+  };
+  auto packedForm = [&](auto attention, bool isBackward) {
+    segments = static_cast<bool>(attention.getSegmentIds());
+    packed = true, backward = isBackward;
+    heads = static_cast<int64_t>(attention.getHeads());
+    kvHeads = static_cast<int64_t>(attention.getKvHeads());
+  };
+  llvm::TypeSwitch<Operation *>(&op)
+      .Case([&](llm::AttentionOp a) { unpacked(a, false, false); })
+      .Case([&](llm::AttentionGradOp a) { unpacked(a, true, false); })
+      .Case([&](llm::AttentionRopeOp a) { unpacked(a, false, true); })
+      .Case([&](llm::AttentionRopeGradOp a) { unpacked(a, true, true); })
+      .Case([&](llm::AttentionPackedOp a) { packedForm(a, false); })
+      .Case([&](llm::AttentionPackedGradOp a) { packedForm(a, true); });
+  if (!segments)
+    return 0;
+  auto q = cast<RankedTensorType>(op.getOperand(0).getType());
+  contracts::CudnnAttentionShape shape;
+  Type element = q.getElementType();
+  shape.halfPrecision = element.isBF16() || element.isF16();
+  shape.elementBytes = element.getIntOrFloatBitWidth() / 8;
+  shape.backward = backward, shape.rope = rope, shape.segments = *segments;
+  shape.b = q.getDimSize(0), shape.t = q.getDimSize(1);
+  if (packed) {
+    shape.s = shape.t, shape.h = heads, shape.kv = kvHeads;
+    shape.d = q.getDimSize(2) / (heads + 2 * kvHeads);
+  } else {
+    auto k = cast<RankedTensorType>(op.getOperand(1).getType());
+    shape.h = q.getDimSize(2), shape.d = q.getDimSize(3);
+    shape.s = k.getDimSize(1), shape.kv = k.getDimSize(2);
+  }
+  return contracts::cudnnAttentionWorkspaceBytes(shape);
+}
 
 /// A persistent buffer shared by every program (parameter or optimizer state).
 struct Persistent {
@@ -102,11 +155,16 @@ struct Placement {
 /// Per-program liveness, classes and offsets.
 class ProgramLowering {
 public:
-  ProgramLowering(func::FuncOp func, PersistentLayout &persistent)
-      : func(func), persistent(persistent) {}
+  ProgramLowering(func::FuncOp func, PersistentLayout &persistent, StringRef target)
+      : func(func), persistent(persistent), target(target) {}
 
   /// Registers persistent state, assigns classes and transient offsets.
-  LogicalResult prepare() { return failure(failed(placeValues()) || failed(allocate())); }
+  LogicalResult prepare() {
+    if (failed(placeValues()))
+      return failure();
+    planWorkspaces();
+    return allocate();
+  }
   /// Emits the exec.program (after every program is prepared, so the
   /// persistent region's size is final).
   LogicalResult emit(OpBuilder &builder, StringRef programName, StringRef kind);
@@ -135,11 +193,14 @@ public:
 
 private:
   LogicalResult placeValues();
+  /// Gives each kernel that needs a workspace on the target its block.
+  void planWorkspaces();
   LogicalResult allocate();
   bool isPersistentArg(Value v) const { return persistentArgs.count(v); }
 
   func::FuncOp func;
   PersistentLayout &persistent;
+  StringRef target;
   llvm::DenseMap<Value, Persistent *> persistentArgs;
   llvm::DenseMap<Value, Placement> placement;
   llvm::DenseMap<Operation *, int64_t> index;
@@ -186,6 +247,9 @@ private:
     return "gradients";
   }
   llvm::MapVector<Value, ClassInfo> classes;
+  /// Kernel workspaces: blocks of category "workspace" that are no value's,
+  /// live at their op's instruction only.
+  llvm::MapVector<Operation *, ClassInfo> workspaces;
   llvm::DenseSet<Value> gradValues;
   llvm::DenseSet<Operation *> viewOps;
   int64_t numOps = 0;
@@ -456,47 +520,69 @@ void ProgramLowering::classifyTransients() {
   }
 }
 
-LogicalResult ProgramLowering::allocate() {
-  SmallVector<Value> roots;
-  std::vector<arena::Interval> intervals;
-  for (auto &[root, info] : classes) {
-    roots.push_back(root);
-    intervals.push_back({info.start, info.end, info.bytes});
+void ProgramLowering::planWorkspaces() {
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    int64_t bytes = kernelWorkspaceBytes(op, target);
+    if (bytes == 0)
+      continue;
+    ClassInfo info;
+    info.start = info.end = index[&op];
+    info.bytes = bytes;
+    info.category = "workspace";
+    if (auto mb = op.getAttrOfType<IntegerAttr>(kMicrobatchAttr))
+      info.microbatch = mb.getInt();
+    workspaces.insert({&op, info});
   }
+}
+
+LogicalResult ProgramLowering::allocate() {
+  // Every block of the arena: the value classes (with their root), then the
+  // kernels' workspaces (without one).
+  SmallVector<ClassInfo *> blocks;
+  SmallVector<Value> roots;
+  for (auto &[root, info] : classes) {
+    blocks.push_back(&info);
+    roots.push_back(root);
+  }
+  for (auto &[op, info] : workspaces) {
+    blocks.push_back(&info);
+    roots.push_back(Value());
+  }
+  std::vector<arena::Interval> intervals;
+  for (ClassInfo *info : blocks)
+    intervals.push_back({info->start, info->end, info->bytes});
   arena::Plan plan = arena::planArena(intervals, kAlignment);
   // A wrong offset corrupts values silently at run time; checking is cheap.
   if (auto conflict = arena::findConflict(intervals, plan.offsets, kAlignment))
     return func.emitError("arena placement (")
            << arena::strategyName(plan.strategy) << ") puts two values live at once in the same "
            << "bytes: classes " << conflict->first << " and " << conflict->second;
-  for (auto [root, offset] : llvm::zip(roots, plan.offsets))
-    classes[root].offset = offset;
+  for (auto [info, offset] : llvm::zip(blocks, plan.offsets))
+    info->offset = offset;
   liveBytesBound = arena::liveBytesBound(intervals, kAlignment);
 
   transientPeak = plan.extent;
 
   // Each category's peak, and the gradients at theirs, in program order:
-  // what is live as each class starts.
-  SmallVector<Value> order(roots);
-  llvm::stable_sort(order, [&](Value a, Value b) {
-    return classes[a].start < classes[b].start;
-  });
-  struct Live { int64_t bytes, end; Value root; };
+  // what is live as each block starts.
+  SmallVector<size_t> order = llvm::to_vector(llvm::seq<size_t>(0, blocks.size()));
+  llvm::stable_sort(order, [&](size_t a, size_t b) { return blocks[a]->start < blocks[b]->start; });
+  struct Live { int64_t bytes, end; size_t block; };
   std::vector<Live> live;
-  for (Value root : order) {
-    ClassInfo &info = classes[root];
+  for (size_t i : order) {
+    ClassInfo &info = *blocks[i];
     live.erase(std::remove_if(live.begin(), live.end(),
                               [&](const Live &l) { return l.end < info.start; }),
                live.end());
-    live.push_back({arena::alignedSize(info.bytes, kAlignment), info.end, root});
+    live.push_back({arena::alignedSize(info.bytes, kAlignment), info.end, i});
     std::map<std::string, int64_t> now;
     for (const Live &l : live)
-      now[classes[l.root].category] += l.bytes;
+      now[blocks[l.block]->category] += l.bytes;
     if (now["grad"] > categoryPeaks["grad"]) {
       gradientPeakParts.clear();
       for (const Live &l : live)
-        if (classes[l.root].category == "grad")
-          gradientPeakParts[gradientKind(l.root)] += l.bytes;
+        if (blocks[l.block]->category == "grad")
+          gradientPeakParts[gradientKind(roots[l.block])] += l.bytes;
     }
     for (auto &[category, bytes] : now)
       categoryPeaks[category] = std::max(categoryPeaks[category], bytes);
@@ -521,13 +607,13 @@ LogicalResult ProgramLowering::allocate() {
           (liveAt[t] == liveAt[peakAt] && t < peakAt))
         peakAt = t;
   }
-  for (auto &[root, info] : classes) {
-    if (info.start > peakAt || info.end < peakAt)
+  for (ClassInfo *info : blocks) {
+    if (info->start > peakAt || info->end < peakAt)
       continue;
-    int64_t bytes = arena::alignedSize(info.bytes, kAlignment);
-    peakBreakdown[info.category] += bytes;
-    if (info.category == "activation")
-      peakActivationsByMicrobatch[std::max<int64_t>(info.microbatch, 0)] += bytes;
+    int64_t bytes = arena::alignedSize(info->bytes, kAlignment);
+    peakBreakdown[info->category] += bytes;
+    if (info->category == "activation")
+      peakActivationsByMicrobatch[std::max<int64_t>(info->microbatch, 0)] += bytes;
   }
   return success();
 }
@@ -644,6 +730,10 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
       ins.push_back(bufferFor(operand));
     for (Value result : op.getResults())
       outs.push_back(bufferFor(result));
+    if (auto it = workspaces.find(&op); it != workspaces.end())
+      outs.push_back(exec::BufferOp::create(
+          pb, op.getLoc(), MemRefType::get({it->second.bytes}, pb.getI8Type()),
+          base + it->second.offset, /*name=*/StringAttr(), it->second.category));
     // llm ops name their kernel; qat ops are "qat_<op>".
     std::string callee = dialect == "qat" ? ("qat_" + op.getName().stripDialect()).str()
                                           : op.getName().stripDialect().str();
@@ -725,7 +815,14 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
 }
 
 struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
+  using LowerToExecBase::LowerToExecBase;
+
   void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      getOperation().emitError() << "llmc-lower-to-exec: target must be cpu or cuda, got '"
+                                 << target << "'";
+      return signalPassFailure();
+    }
     // Pipeline stages are lowered one by one, each into its own arena.
     for (ModuleOp module : programModules(getOperation()))
       if (failed(lower(module)))
@@ -755,7 +852,7 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
         return failure();
     }
     for (auto [f, programName] : todo) {
-      lowerings.push_back(std::make_unique<ProgramLowering>(f, persistent));
+      lowerings.push_back(std::make_unique<ProgramLowering>(f, persistent, target));
       if (failed(lowerings.back()->prepare()))
         return failure();
     }

@@ -63,6 +63,16 @@ public:
   }
 
   int64_t zero() const { return layout ? layout->zero : 0; }
+  /// ZeRO-2/3 reduce-scatter each microbatch's gradient as backward makes
+  /// it, so only shards accumulate. Under pipeline stages the microbatches'
+  /// backwards are spread over the step, so a stage sums whole gradients
+  /// and reduce-scatters once, after its last microbatch (as ZeRO-1 does,
+  /// and as torchtitan's FSDP syncs only on a step's last microbatch):
+  /// one reduce-scatter per step instead of one per microbatch.
+  bool scatterPerMicrobatch() const {
+    dist::MeshOp mesh = layout ? layout->mesh : dist::MeshOp(); // MeshOp's accessors are not const
+    return zero() >= 2 && !(mesh && mesh.axisSize("pp") > 1);
+  }
 
   /// ZeRO shards a parameter's state along dimension 0; where the ranks do
   /// not divide it, the tensor is padded at the end to a multiple of them
@@ -483,7 +493,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
         if (fp32Gradients && masterOf[t] >= 0)
           g = widen(b, g);
         // ZeRO-2 keeps only a shard of each microbatch's gradient.
-        if (sharded[t] && sync.zero() >= 2)
+        if (sharded[t] && sync.scatterPerMicrobatch())
           g = sync.reduceScatter(g, g.getLoc());
         accumulate(gradSums[t], g);
         if (!last)
@@ -491,7 +501,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
         Value f = gradSums[t];
         if (M > 1)
           f = llm::ScaleOp::create(b, f.getLoc(), f, inv);
-        if (sharded[t] && sync.zero() == 1)
+        if (sharded[t] && sync.zero() >= 1 && !sync.scatterPerMicrobatch())
           f = sync.reduceScatter(f, f.getLoc());
         finalGrads[t] = sharded[t] ? sync.averageOutsideZero(f, f.getLoc())
                                    : sync.average(f, f.getLoc());

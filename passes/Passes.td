@@ -311,11 +311,17 @@ def FSDP : Pass<"llmc-fsdp", "mlir::ModuleOp"> {
     use reads an all_gather issued once per (microbatch, block, phase),
     `prefetch` blocks ahead of its use. With `reshard-after-forward=false`
     the forward's gather is kept alive for the backward instead of gathering
-    again.
+    again; with `keep-gathered` each parameter is gathered once per step and
+    kept for every microbatch (one gather instead of one per microbatch and
+    phase, the stage's full parameters alive for the whole step). Under
+    pipeline stages llmc-pipeline-stages moves each gather into the action
+    that uses it.
   }];
   let options = [
     Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
            "Free gathered parameters after forward and gather again for backward">,
+    Option<"keepGathered", "keep-gathered", "bool", "false",
+           "Gather each parameter once per step and keep it for every microbatch">,
     Option<"prefetch", "prefetch", "int64_t", "1",
            "Issue a block's gather this many blocks before its first use">,
   ];
@@ -476,7 +482,24 @@ def LowerToExec : Pass<"llmc-lower-to-exec", "mlir::ModuleOp"> {
     (a value belongs to the layer whose backward reads it first). The peak
     is the instruction with the most bytes live among those at which the
     arena's top byte is in use.
+
+    With `target=cuda`, each attention op that cuDNN's fused attention may
+    run (bf16/f16, head dim a multiple of 8 up to 256, no segment ids) gets
+    one more output: a `workspace` buffer (`memref<Nxi8>`, category
+    workspace) live only at that instruction, N from the formula of
+    kernels/contracts/AttentionWorkspace.h (the backward's dP, 2·B·H·T·S
+    bytes, and attention_rope's rotated q and k), so the memory plan holds
+    what cuDNN needs and nothing is allocated during a step.
+
+    ```mlir
+    exec.kernel "attention_packed_grad" (%qkv, %out, %lse, %dout : ...)
+        -> (%dqkv, %ws : memref<4x64x576xbf16>, memref<17055744xi8>) {...}
+    ```
   }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "Backend the programs run on (cpu | cuda): cuda plans cuDNN attention's workspaces">,
+  ];
   let dependentDialects = ["::llmc::exec::ExecDialect"];
 }
 

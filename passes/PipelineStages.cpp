@@ -93,6 +93,8 @@ public:
 
   /// Assigns chunks and phases; fails on ops it cannot place.
   LogicalResult classify(bool splitWeightGradients);
+  /// Moves ZeRO-3's parameter gathers into the one action each serves.
+  void placeParameterGathers();
   /// Decides, for every stage, what it computes and receives.
   void plan();
   /// Records, per parameter name, the stages whose ops read it.
@@ -224,8 +226,10 @@ LogicalResult Splitter::classify(bool splitWeightGradients) {
         chunk = std::min(chunk, info[user].chunk);
     info[op].chunk = chunk > lastChunk ? 0 : chunk;
   }
-  if (!splitWeightGradients)
+  if (!splitWeightGradients) {
+    placeParameterGathers();
     return success();
+  }
   // Zero bubble: a backward op is B when the gradient sent to the previous
   // chunk depends on it, W otherwise.
   std::map<std::tuple<int, int>, SmallVector<Operation *>> backward;
@@ -253,7 +257,47 @@ LogicalResult Splitter::classify(bool splitWeightGradients) {
       if (!inputGradient.contains(op))
         info[op].phase = Phase::Weight;
   }
+  placeParameterGathers();
   return success();
+}
+
+void Splitter::placeParameterGathers() {
+  // ZeRO-3's gathers of a parameter shard (and the cut of a padded one)
+  // stand outside the microbatches. One that serves a single (microbatch,
+  // chunk) joins that action, so a stage gathers a block's parameters when
+  // it runs the block rather than all of them at its start; the backward's
+  // gather joins B when W reads it too. A gather kept for several
+  // microbatches (--fsdp-keep-gathered) stays outside them.
+  Block &body = func.getBody().front();
+  auto readsShard = [](Operation &op) {
+    auto gather = dyn_cast<dist::AllGatherOp>(op);
+    if (auto cut = dyn_cast<llm::SliceOp>(op))
+      gather = cut.getX().getDefiningOp<dist::AllGatherOp>();
+    return gather && isa<BlockArgument>(gather.getInput());
+  };
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (info.count(&op) || !readsShard(op) || op.use_empty())
+      continue;
+    std::optional<StageOps> action;
+    bool single = true;
+    for (Operation *user : op.getUsers()) {
+      auto it = info.find(user);
+      if (it == info.end()) {
+        single = false;
+        break;
+      }
+      StageOps s = it->second;
+      if (s.phase == Phase::Weight)
+        s.phase = Phase::Backward;
+      if (!action)
+        action = s;
+      else if (action->microbatch != s.microbatch || action->chunk != s.chunk ||
+               action->phase != s.phase)
+        single = false;
+    }
+    if (single && action)
+      info[&op] = *action;
+  }
 }
 
 uint64_t Splitter::origins(Value v) {
@@ -365,11 +409,24 @@ void Splitter::planStage(int s, StagePlan &plan) {
 }
 
 void Splitter::recordHomes(llvm::StringMap<uint64_t> &homes) const {
+  // The stages whose ops read an argument, directly or through ops outside
+  // the microbatches (a ZeRO-3 gather serving several stages' actions, a
+  // cast): each of them keeps it and its update.
   auto usedOn = [&](BlockArgument arg) {
     uint64_t mask = 0;
-    for (Operation *user : arg.getUsers())
-      if (isStageOp(user))
+    SmallVector<Operation *> worklist(arg.getUsers().begin(), arg.getUsers().end());
+    llvm::DenseSet<Operation *> seen;
+    while (!worklist.empty()) {
+      Operation *user = worklist.pop_back_val();
+      if (!seen.insert(user).second || isa<func::ReturnOp>(user))
+        continue;
+      if (isStageOp(user)) {
         mask |= uint64_t(1) << stageOf(user);
+        continue;
+      }
+      for (Operation *next : user->getUsers())
+        worklist.push_back(next);
+    }
     return mask ? mask : 1;
   };
   for (BlockArgument arg : func.getArguments())
@@ -650,12 +707,6 @@ struct PipelineStagesPass : llmc::impl::PipelineStagesBase<PipelineStagesPass> {
       error() << "at most 64 stages are supported, got " << p;
       return signalPassFailure();
     }
-    if (std::optional<Layout> layout = readLayout(module); layout && layout->zero >= 2) {
-      error() << "ZeRO stage " << layout->zero
-              << " shards gradients per microbatch across the data-parallel ranks of each "
-                 "stage; with pipeline stages use ZeRO 0 or 1";
-      return signalPassFailure();
-    }
     pipeline::Kind kind;
     if (!pipeline::parseKind(schedule, kind)) {
       error() << "unknown schedule '" << schedule
@@ -675,14 +726,24 @@ struct PipelineStagesPass : llmc::impl::PipelineStagesBase<PipelineStagesPass> {
     SmallVector<double> cost;
     double before = 0, after = 0;
     bool seenBlock = false;
+    // A layer is an llm.block, or the run of ops a flattened one left
+    // tagged with its name (ZeRO-3 flattens @forward to place its gathers).
     for (Operation &op : forward.getBody().front()) {
-      if (auto block = dyn_cast<llm::BlockOp>(op)) {
-        blocks.push_back(block.getName().str());
-        cost.push_back(flopsOf(block));
-        seenBlock = true;
-      } else {
+      StringRef name;
+      if (auto block = dyn_cast<llm::BlockOp>(op))
+        name = block.getName();
+      else if (auto tag = op.getAttrOfType<StringAttr>(kBlockNameAttr))
+        name = tag.getValue();
+      if (name.empty()) {
         (seenBlock ? after : before) += flopsOf(&op);
+        continue;
       }
+      if (blocks.empty() || blocks.back() != name) {
+        blocks.push_back(name.str());
+        cost.push_back(0);
+      }
+      cost.back() += flopsOf(&op);
+      seenBlock = true;
     }
     int chunks = static_cast<int>(p) * v;
     if (static_cast<int>(blocks.size()) < chunks) {

@@ -106,7 +106,9 @@ void addGraphPasses(AddPass add, const llmc::TrainingPipelineOptions &options) {
 void addLoweringPasses(AddPass add, const llmc::TrainingPipelineOptions &options) {
   using namespace llmc;
   add(createDecomposeCollectives());
-  add(createLowerToExec());
+  LowerToExecOptions lower;
+  lower.target = options.target;
+  add(createLowerToExec(lower));
   add(createVerifyCollectives());
   if (options.memoryBudgetBytes > 0) {
     MemoryBudgetOptions budget;
@@ -168,6 +170,7 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
     FSDPOptions fsdp;
     fsdp.reshardAfterForward = options.fsdpReshardAfterForward;
     fsdp.prefetch = options.fsdpPrefetch;
+    fsdp.keepGathered = options.fsdpKeepGathered;
     add(createFSDP(fsdp));
   }
   if (!options.mesh.empty()) {

@@ -16,6 +16,7 @@
 #ifndef LLMC_RUNTIME_EXECUTIONDEVICE_H
 #define LLMC_RUNTIME_EXECUTIONDEVICE_H
 
+#include "kernels/AttentionImpl.h"
 #include "kernels/Kernel.h"
 #include "runtime/Arena.h"
 
@@ -23,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace llmc {
 
@@ -78,6 +80,10 @@ public:
   virtual size_t highWaterMark() = 0;
   /// Device facts for the run's summary ("" on the CPU).
   virtual std::string describe() = 0;
+  /// What the kernels bound since the last call chose where a backend has
+  /// choices (a GPU: which implementation runs each attention op), one
+  /// line each; none on the CPU.
+  virtual std::vector<std::string> bindingNotes() { return {}; }
 
 private:
   /// Where a view of the host arena starts; throws for any other pointer.
@@ -91,7 +97,7 @@ std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes);
 /// What llmc-run's flags choose for a GPU's kernels (read when they bind).
 struct CudaOptions {
   bool tf32 = false;                 ///< fp32 GEMMs on TF32 tensor cores
-  bool attentionTensorCores = false; ///< bf16/f16 attention at D 64, 128 on tensor cores
+  AttentionImpl attention = AttentionImpl::Auto; ///< what runs attention (--attention)
 };
 
 /// A GPU for the CUDA backend: the arena in device memory, a host mirror,

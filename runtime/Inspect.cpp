@@ -177,9 +177,44 @@ void printActivationsPerLayer(const Artifact &a, const std::string &title, std::
   }
 }
 
+/// Whether output `i` of `inst` is an attention kernel's planned workspace
+/// (its last output, a 1-D u8 workspace buffer: kernels/contracts/
+/// AttentionWorkspace.h).
+bool isAttentionWorkspace(const ProgramInfo &p, const InstructionInfo &inst, size_t i) {
+  const BufferInfo &b = p.buffers[inst.outputs[i]];
+  return inst.kind == InstructionKind::Kernel && inst.kernel.rfind("attention", 0) == 0 &&
+         i + 1 == inst.outputs.size() && b.category == "workspace" && b.dtype == DType::U8 &&
+         b.shape.size() == 1;
+}
+
+/// The workspaces planned for cuDNN attention, per program: how many
+/// kernels of each name and size (a cuda artifact's bf16/f16 attention).
+void printAttentionWorkspaces(const Artifact &a, std::ostream &os) {
+  bool any = false;
+  for (const ProgramInfo &p : a.programs) {
+    std::map<std::pair<std::string, uint64_t>, int> counts;
+    for (const InstructionInfo &inst : p.instructions)
+      for (size_t i = 0; i < inst.outputs.size(); ++i)
+        if (isAttentionWorkspace(p, inst, i))
+          counts[{inst.kernel, p.buffers[inst.outputs[i]].bytes()}]++;
+    if (counts.empty())
+      continue;
+    if (!any)
+      os << "attention workspaces (cuDNN; each live only during its kernel):\n";
+    any = true;
+    os << "  " << std::left << std::setw(12) << p.name << std::right;
+    const char *separator = "";
+    for (auto &[kernel, count] : counts) {
+      os << separator << count << " " << kernel.first << " x " << formatBytes(kernel.second);
+      separator = ", ";
+    }
+    os << "\n";
+  }
+}
+
 /// Per program: the instructions a step launches and the bytes its kernels
 /// move, counting every input read and every output written once — what
-/// fusion reduces.
+/// fusion reduces. Attention workspaces are capacity, not traffic: left out.
 void printProgramWork(const Artifact &a, std::ostream &os) {
   os << "work per run (this rank; kernel bytes = inputs read + outputs written):\n";
   for (const ProgramInfo &p : a.programs) {
@@ -194,7 +229,8 @@ void printProgramWork(const Artifact &a, std::ostream &os) {
       }
       ++kernels;
       for (uint32_t b : inst.inputs) bytes += p.buffers[b].bytes();
-      for (uint32_t b : inst.outputs) bytes += p.buffers[b].bytes();
+      for (size_t i = 0; i < inst.outputs.size(); ++i)
+        if (!isAttentionWorkspace(p, inst, i)) bytes += p.buffers[inst.outputs[i]].bytes();
     }
     os << "  " << std::left << std::setw(12) << p.name << std::right << std::setw(6) << kernels
        << " kernels " << std::setw(12) << formatBytes(bytes) << "   " << communication
@@ -290,6 +326,7 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
   if (stages.empty()) {
     printMemoryPlan(a, "memory plan (rank " + std::to_string(a.ranks.empty() ? 0 : a.ranks.front()) + ")", os);
     printActivationsPerLayer(a, "activations kept per layer and microbatch", os);
+    printAttentionWorkspaces(a, os);
   } else {
     printMemoryPlan(a, "memory plan (stage 0: ranks " + rankList(a.ranks) + ")", os);
     for (size_t i = 0; i < stages.size(); ++i)

@@ -7,6 +7,7 @@
 #include "runtime/RankRuntime.h"
 
 #include "runtime/comm/CollectiveCheck.h"
+#include "runtime/comm/OpenGroups.h"
 #include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/comm/NcclCommunicator.h"
@@ -77,18 +78,22 @@ RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOp
   else
     r.comm = makeSingleRankCommunicator();
   checkCollectiveSequences(r.artifact, r.rank, *r.comm);
+  openGroupsOfEveryRank(r.artifact, *r.comm);
   if (options.cuda.tf32 && !r.gpu())
     fail("--tf32 applies to artifacts compiled with --target cuda");
-  if (options.cuda.attentionTensorCores && !r.gpu())
-    fail("--attention-tensor-cores applies to artifacts compiled with --target cuda");
+  if (options.cuda.attention != AttentionImpl::Auto && !r.gpu())
+    fail("--attention ", attentionImplName(options.cuda.attention),
+         " applies to artifacts compiled with --target cuda");
   if (options.streamDelayMicros > 0 && r.gpu())
     fail("--debug-stream-delay-us applies to artifacts compiled for --target cpu");
   r.device = r.gpu() ? makeCudaDevice(r.artifact.memory.arenaBytes, options.cuda)
                      : makeCpuDevice(r.artifact.memory.arenaBytes);
   if (options.streamDelayMicros > 0)
     r.device->setStreamDelays(options.streamDelayMicros, static_cast<uint64_t>(r.rank) + 1);
-  if (r.gpu())
+  if (r.gpu()) {
     r.deviceComm = makeNcclCommunicator(r.artifact.mesh, *r.comm, *r.device);
+    openGroupsOfEveryRank(r.artifact, *r.deviceComm);
+  }
   return r;
 }
 

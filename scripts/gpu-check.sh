@@ -11,17 +11,17 @@
 #                affect (<pack>/CHANGED_CUDA_TESTS, bench/gpu_changed_tests.py)
 #   parity       tiny GPT, 50 steps GPU vs CPU: fp32 ≤ 1e-4, bf16 ≤ 1e-2,
 #                dropout ≤ 1e-4; a GPU checkpoint resumed on the CPU; GPT-2
-#                124M, 10 steps, with its attention on tensor cores vs CUDA
-#                cores, ≤ 1e-2
+#                124M, 10 steps, --attention cudnn and tensor-cores each vs
+#                cuda-cores, ≤ 1e-2
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
 #   bench        the device's calibration for llmc plan (cuBLASLt GEMMs,
 #                a copy, attention: llmc-bench-calibrate, copied to
-#                <out>/calibration.json); GPT-2 124M vs torch.compile (the
-#                baseline cached from an earlier lease on the same GPU and
-#                PyTorch unless
-#                --rerun-baseline), its per-kernel profile, attention vs SDPA
-#                at head dims 64 and 128, the 1.5B shape; ncu's time per
-#                kernel name over two steps of 124M
+#                <out>/calibration.json); GPT-2 124M vs torch.compile, once
+#                per --attention choice (the baseline cached from an earlier
+#                lease on the same GPU and PyTorch unless --rerun-baseline),
+#                its per-kernel profile, attention vs SDPA at head dims 64
+#                and 128, the 1.5B shape; ncu's time per kernel name over
+#                two steps of 124M
 #   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels)
 #   ctest        every other runtime and kernel test through ctest
 #   sanitizer    compute-sanitizer memcheck on a few steps of llmc-run and on
@@ -227,15 +227,25 @@ parity_pair() {  # name cpu-artifact gpu-artifact steps tolerance
   grep -q "done: $4 steps" "$w/gpu.out" && grep -q "device: GPU 0" "$w/gpu.out" &&
   python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/gpu.jsonl" "$w/cpu.jsonl" "$5"
 }
-# GPT-2 124M (D = 64, bf16) with its attention on tensor cores against the
-# same run on CUDA cores: 10 steps' losses within bf16's 1e-2.
-do_tc_attention() {
-  local w=$OUT_DIR/parity/tc-attention
-  rm -rf "$w" && mkdir -p "$w"
-  "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 10 --metrics "$w/cuda-cores.jsonl" --quiet &&
-  "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 10 --metrics "$w/tensor-cores.jsonl" \
-    --quiet --attention-tensor-cores &&
-  python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/tensor-cores.jsonl" "$w/cuda-cores.jsonl" 1e-2
+# GPT-2 124M (D = 64, bf16), 10 steps, with its attention on cuDNN or on
+# llmc's tensor cores against the same run on CUDA cores: losses within
+# bf16's 1e-2, and the start-up lines must say that every attention op got
+# what was asked (no fallback).
+attention_baseline() {
+  local w=$OUT_DIR/parity/attention
+  mkdir -p "$w"
+  [[ -s $w/cuda-cores.jsonl ]] ||
+    "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 10 --metrics "$w/cuda-cores.jsonl" \
+      --attention cuda-cores --quiet
+}
+do_attention_variant() {  # cudnn | tensor-cores
+  local w=$OUT_DIR/parity/attention
+  attention_baseline && rm -f "$w/$1.jsonl" &&
+  "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 10 --metrics "$w/$1.jsonl" \
+    --attention "$1" | tee "$w/$1.out" &&
+  grep -q "^attention: $1 for " "$w/$1.out" &&
+  ! grep '^attention: ' "$w/$1.out" | grep -v "^attention: $1 for [^()]*$" &&
+  python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/$1.jsonl" "$w/cuda-cores.jsonl" 1e-2
 }
 do_resume_on_cpu() {  # the fp32 GPU run's checkpoint, 10 more steps on the CPU
   "$BIN/llmc-run" "$A/tiny-cpu.llmc" --steps 60 --resume --ckpt-dir "$CK_DIR/fp32" --quiet
@@ -311,8 +321,9 @@ PY
 
 export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
 export -f do_build do_preflight do_conformance_cuda do_conformance_changed do_ctest do_sanitize \
-  do_sanitize_run parity_pair do_resume_on_cpu do_tc_attention do_two_ranks do_bench_gpt2 \
-  do_profile_gpt2 do_bench_attention do_bench_1p5b do_ncu do_calibrate
+  do_sanitize_run parity_pair do_resume_on_cpu attention_baseline do_attention_variant \
+  do_two_ranks do_bench_gpt2 do_profile_gpt2 do_bench_attention do_bench_1p5b do_ncu \
+  do_calibrate
 
 {
   echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
@@ -353,7 +364,8 @@ if wants parity; then
   step parity-bf16 120 parity_pair bf16 tiny-bf16-cpu.llmc tiny-bf16-gpu.llmc 50 1e-2
   step parity-dropout 120 parity_pair dropout tiny-dropout-cpu.llmc tiny-dropout-gpu.llmc 20 1e-4
   step parity-resume-on-cpu 60 do_resume_on_cpu
-  step parity-tc-attention 120 do_tc_attention
+  step parity-attention-cudnn 150 do_attention_variant cudnn
+  step parity-attention-tc 120 do_attention_variant tensor-cores
 fi
 if wants multigpu; then
   step multigpu-dp2 120 do_two_ranks dp2 tiny-dp2-gpu.llmc

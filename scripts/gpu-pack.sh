@@ -12,7 +12,12 @@
 #               libraries it loads, GoogleTest sources, the artifact schema's
 #               generated header (no flatc there), and OpenBLAS with its
 #               Fortran runtime as blas.tar.xz (36 MiB unpacked; the CPU
-#               kernels, which the conformance tests compare against, dlopen it)
+#               kernels, which the conformance tests compare against, dlopen it);
+#               cudnn-frontend's headers (cudnn-frontend/include, from
+#               scripts/setup-cudnn-frontend.sh: no downloads there) and the
+#               toolkit's cuDNN headers (cudnn/include), so the build there
+#               compiles cuDNN attention (libcudnn itself is loaded at run time
+#               from the toolkit or PyTorch's wheel)
 #   MANIFEST    the commit and what each artifact is
 #   CHANGED_CUDA_TESTS  a gtest filter: the CUDA kernel tests that the change
 #               since the newest lease in bench/results/ can affect
@@ -72,6 +77,20 @@ cp -L "$LIBDIR/openblas-pthread/libopenblas.so.0" "$LIBDIR/libgfortran.so.5" \
   "$LIBDIR/libquadmath.so.0" "$BLAS_TMP/"
 tar -C "$BLAS_TMP" -cf - libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 |
   xz -T1 -6 > "$D/blas.tar.xz"
+# cuDNN attention's headers: cudnn-frontend's (fetched once here) and the
+# toolkit's cudnn*.h, in case the GPU machine's toolkit lacks them.
+BUILD_DIR=$BUILD_DIR "$ROOT/scripts/setup-cudnn-frontend.sh" >&2
+if [[ -f $BUILD_DIR/deps/cudnn-frontend/include/cudnn_frontend.h ]]; then
+  mkdir -p "$D/cudnn-frontend"
+  cp -r "$BUILD_DIR/deps/cudnn-frontend/include" "$BUILD_DIR/deps/cudnn-frontend/VERSION" \
+    "$D/cudnn-frontend/"
+else
+  echo "gpu-pack: no cudnn-frontend headers; the GPU build will run attention on llmc's kernels" >&2
+fi
+if compgen -G "/usr/local/cuda/include/cudnn*.h" > /dev/null; then
+  mkdir -p "$D/cudnn/include"
+  cp /usr/local/cuda/include/cudnn*.h "$D/cudnn/include/"
+fi
 # GoogleTest, built from source there (gmock, docs and samples left out).
 mkdir -p "$D/googletest/googletest"
 cp /usr/src/googletest/CMakeLists.txt "$D/googletest/"
@@ -89,7 +108,7 @@ if [[ ${PREBUILT:-0} == 1 ]]; then
     -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 > /dev/null
   cmake --build "$PB"
   rm -f "$D"/lib/{libopenblas.so.0,libgfortran.so.5,libquadmath.so.0}
-  tar -C "$PB" -cf - bin lib/libllmc_kernels.so lib/libllmc_runtime.so |
+  tar -C "$PB" -cf - bin lib/libllmc_kernels.so lib/libllmc_runtime.so lib/fake-cudnn |
     xz -T2 -3 > "$PACK/prebuilt.tar.xz"
 fi
 
@@ -105,5 +124,6 @@ python3 "$ROOT/bench/gpu_changed_tests.py" > "$PACK/CHANGED_CUDA_TESTS"
          "$("$BUILD_DIR/bin/llmc" inspect "$f" | sed -n 's/^backend: *//p')"
   done
   [[ -f $PACK/prebuilt.tar.xz ]] && echo "prebuilt.tar.xz: runtime-only CUDA build, sm_90, $(/usr/local/cuda/bin/nvcc --version | tail -1)"
+  [[ -f $D/cudnn-frontend/VERSION ]] && echo "cudnn-frontend: $(cat "$D/cudnn-frontend/VERSION") headers"
 } > "$PACK/MANIFEST"
 echo "gpu-pack: $(du -sh "$PACK" | cut -f1) in $PACK"

@@ -16,6 +16,7 @@ PACKAGES=(
   libopenblas-dev                                           # CPU GEMM
   python3-torch python3-numpy                               # reference tests
   python3-venv                                              # transformers venv (setup-hf.sh)
+  python3-pip                                               # cudnn-frontend headers (setup-cudnn-frontend.sh)
 )
 
 missing=()
@@ -34,8 +35,15 @@ fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+# cudnn-frontend's headers (optional: CUDA attention on cuDNN), before
+# CMake looks for them; a build configured without them is configured again
+# once they are there.
+BUILD_DIR=$BUILD_DIR "$ROOT/scripts/setup-cudnn-frontend.sh"
 if [[ ! -f $BUILD_DIR/build.ninja ]]; then
   cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+elif [[ -f $BUILD_DIR/deps/cudnn-frontend/include/cudnn_frontend.h ]] &&
+     grep -q '^LLMC_CUDNN_FRONTEND_INCLUDE:PATH=.*NOTFOUND' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
+  cmake "$BUILD_DIR" > /dev/null
 fi
 # transformers for the Hugging Face interop tests (optional: they skip without it).
 BUILD_DIR=$BUILD_DIR "$ROOT/scripts/setup-hf.sh"

@@ -47,6 +47,9 @@ config.substitutions.append(("%python", config.torch_python or "python3"))
 
 if config.cuda_enabled:
     config.available_features.add("cuda")
+# cuDNN attention compiled in (cudnn-frontend's headers were found).
+if config.cudnn_attention:
+    config.available_features.add("cudnn-attention")
 if config.mpirun:
     config.available_features.add("mpi")
 if config.torchrun and not config.torchrun.endswith("-NOTFOUND"):

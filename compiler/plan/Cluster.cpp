@@ -53,8 +53,8 @@ Cluster dgx(const std::string &name, double memoryGiB, double tflops, double hbm
 /// PyTorch 2.11's scaled_dot_product_attention ran it on an H200 on
 /// 2026-11-26 (bench/attention_gpu.sh, B·T = 16k tokens, 16 heads;
 /// bench/results/2026-11-26-h200.json): cuDNN's fused flash attention,
-/// the kernel llmc's CUDA attention is moving to. The H100 SXM has the
-/// same 132 SMs and tensor cores.
+/// the kernel llmc binds by default (llmc-run --attention auto). The
+/// H100 SXM has the same 132 SMs and tensor cores.
 std::vector<AttentionRate> hopperAttention() {
   return {{128, 1024, 281.4e12}, {128, 2048, 387.4e12}, {128, 4096, 475.4e12},
           {128, 8192, 533.6e12}};

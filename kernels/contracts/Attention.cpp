@@ -10,6 +10,28 @@
 namespace llmc::contracts {
 namespace {
 
+/// Whether the outputs end with a workspace after the op's `results`, and
+/// that it is a 1-D u8 buffer; a count other than results + 1 is left to
+/// the arity check.
+bool checkWorkspace(Validator &v, const KernelArgs &args, size_t results,
+                    AttentionBinding *dims) {
+  if (args.outputs.size() != results + 1) return true;
+  const TensorView &w = v.out(results);
+  if (w.dtype != DType::U8 || w.rank() != 1)
+    return v.fail("workspace (output " + std::to_string(results) +
+                  ") must be a 1-D u8 buffer, got " + w.describe());
+  dims->workspace = true;
+  dims->workspaceIndex = results;
+  return true;
+}
+
+/// The arity of an op with `results` outputs and an optional workspace.
+bool checkArity(Validator &v, const KernelArgs &args, size_t minInputs, size_t maxInputs,
+                size_t results, AttentionBinding *dims) {
+  return checkWorkspace(v, args, results, dims) &&
+         v.arity(minInputs, maxInputs, results + (dims->workspace ? 1 : 0));
+}
+
 /// Checks q, k, v and the attributes; fills `dims`.
 bool checkAttention(Validator &v, AttentionBinding *dims) {
   double scale;
@@ -133,7 +155,8 @@ bool checkPacked(Validator &v, AttentionBinding *dims) {
 bool bindAttentionPacked(const KernelArgs &args, std::string &error, AttentionBinding *out) {
   Validator v("attention_packed", args, error);
   AttentionBinding dims;
-  if (!v.arity(1, 2, 2) || !checkPacked(v, &dims) || !checkSegments(v, args, 1, &dims))
+  if (!checkArity(v, args, 1, 2, 2, &dims) || !checkPacked(v, &dims) ||
+      !checkSegments(v, args, 1, &dims))
     return false;
   if (!v.hasType(v.out(0), "out", dims.dtype, {dims.b, dims.t, dims.h, dims.d}) ||
       !v.hasType(v.out(1), "lse", DType::F32, {dims.b, dims.h, dims.t}))
@@ -145,7 +168,8 @@ bool bindAttentionPacked(const KernelArgs &args, std::string &error, AttentionBi
 bool bindAttentionPackedGrad(const KernelArgs &args, std::string &error, AttentionBinding *out) {
   Validator v("attention_packed_grad", args, error);
   AttentionBinding dims;
-  if (!v.arity(4, 5, 1) || !checkPacked(v, &dims) || !checkSegments(v, args, 4, &dims))
+  if (!checkArity(v, args, 4, 5, 1, &dims) || !checkPacked(v, &dims) ||
+      !checkSegments(v, args, 4, &dims))
     return false;
   const TensorView &qkv = v.in(0);
   const std::vector<int64_t> outShape = {dims.b, dims.t, dims.h, dims.d};
@@ -161,8 +185,8 @@ bool bindAttentionPackedGrad(const KernelArgs &args, std::string &error, Attenti
 bool bindAttentionRope(const KernelArgs &args, std::string &error, AttentionBinding *out) {
   Validator v("attention_rope", args, error);
   AttentionBinding dims;
-  if (!v.arity(3, 5, 2) || !checkAttention(v, &dims) || !checkRotation(v, args, 3, &dims) ||
-      !checkForwardResults(v, dims))
+  if (!checkArity(v, args, 3, 5, 2, &dims) || !checkAttention(v, &dims) ||
+      !checkRotation(v, args, 3, &dims) || !checkForwardResults(v, dims))
     return false;
   *out = dims;
   return true;
@@ -171,8 +195,8 @@ bool bindAttentionRope(const KernelArgs &args, std::string &error, AttentionBind
 bool bindAttentionRopeGrad(const KernelArgs &args, std::string &error, AttentionBinding *out) {
   Validator v("attention_rope_grad", args, error);
   AttentionBinding dims;
-  if (!v.arity(6, 8, 3) || !checkAttention(v, &dims) || !checkRotation(v, args, 6, &dims) ||
-      !checkGradOperands(v, dims))
+  if (!checkArity(v, args, 6, 8, 3, &dims) || !checkAttention(v, &dims) ||
+      !checkRotation(v, args, 6, &dims) || !checkGradOperands(v, dims))
     return false;
   *out = dims;
   return true;
@@ -181,8 +205,8 @@ bool bindAttentionRopeGrad(const KernelArgs &args, std::string &error, Attention
 bool bindAttention(const KernelArgs &args, std::string &error, AttentionBinding *out) {
   Validator v("attention", args, error);
   AttentionBinding dims;
-  if (!v.arity(3, 4, 2) || !checkAttention(v, &dims) || !checkSegments(v, args, 3, &dims) ||
-      !checkForwardResults(v, dims))
+  if (!checkArity(v, args, 3, 4, 2, &dims) || !checkAttention(v, &dims) ||
+      !checkSegments(v, args, 3, &dims) || !checkForwardResults(v, dims))
     return false;
   *out = dims;
   return true;
@@ -191,8 +215,8 @@ bool bindAttention(const KernelArgs &args, std::string &error, AttentionBinding 
 bool bindAttentionGrad(const KernelArgs &args, std::string &error, AttentionBinding *out) {
   Validator v("attention_grad", args, error);
   AttentionBinding dims;
-  if (!v.arity(6, 7, 3) || !checkAttention(v, &dims) || !checkSegments(v, args, 6, &dims) ||
-      !checkGradOperands(v, dims))
+  if (!checkArity(v, args, 6, 7, 3, &dims) || !checkAttention(v, &dims) ||
+      !checkSegments(v, args, 6, &dims) || !checkGradOperands(v, dims))
     return false;
   *out = dims;
   return true;

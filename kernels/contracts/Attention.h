@@ -30,7 +30,10 @@ namespace llmc::contracts {
 /// attention_rope_grad(q, k, v, out, lse, dout[, positions][, segment_ids])
 /// -> dq, dk, dv, which rotate q and k (and dq, dk back) as rope does; the
 /// attribute `operand_segments` says which of positions and segment ids
-/// are given (without it, an extra input is segment ids).
+/// are given (without it, an extra input is segment ids). Each may end its
+/// outputs with a 1-D u8 `workspace`: device memory the compiler planned
+/// for the CUDA backend's cuDNN path (AttentionWorkspace.h); the CPU
+/// kernels leave it alone.
 struct AttentionBinding {
   DType dtype = DType::F32; ///< q's
   int64_t b = 0, t = 0, h = 0, d = 0, s = 0, kv = 0;
@@ -49,6 +52,9 @@ struct AttentionBinding {
   /// q, k and v are column blocks of one qkv row: q at 0, k at H·D, v at
   /// (H + KV)·D (and their gradients likewise in dqkv).
   bool packed = false;
+  /// The outputs end with the workspace, output `workspaceIndex`.
+  bool workspace = false;
+  size_t workspaceIndex = 0;
 
   /// Elements from one (b, t) row of q (dq) to the next, and of k, v (dk, dv).
   int64_t queryStride() const { return packed ? (h + 2 * kv) * d : h * d; }

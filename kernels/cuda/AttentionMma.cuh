@@ -28,8 +28,8 @@
 // products: what FlashAttention does, within the 1e-2 of the bf16/f16
 // conformance tests.
 //
-// Selected at bind time when `cuda::attentionTensorCores()` is set
-// (`llmc-run --attention-tensor-cores`), the dtype is bf16 or f16, D is 64
+// Selected at bind time when `cuda::attentionImpl()` is TensorCores
+// (`llmc-run --attention tensor-cores`), the dtype is bf16 or f16, D is 64
 // or 128 and the device has compute capability 8.0 or more; everything else
 // runs the CUDA-core kernels.
 //

@@ -83,12 +83,12 @@ void synchronize() { LLMC_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 namespace {
 bool gAllowTf32 = false;
-bool gAttentionTensorCores = false;
+AttentionImpl gAttentionImpl = AttentionImpl::Auto;
 } // namespace
 
 void setAllowTf32(bool allow) { gAllowTf32 = allow; }
 bool allowTf32() { return gAllowTf32; }
-void setAttentionTensorCores(bool enable) { gAttentionTensorCores = enable; }
-bool attentionTensorCores() { return gAttentionTensorCores; }
+void setAttentionImpl(AttentionImpl impl) { gAttentionImpl = impl; }
+AttentionImpl attentionImpl() { return gAttentionImpl; }
 
 } // namespace llmc::cuda

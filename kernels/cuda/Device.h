@@ -7,6 +7,8 @@
 #ifndef LLMC_KERNELS_CUDA_DEVICE_H
 #define LLMC_KERNELS_CUDA_DEVICE_H
 
+#include "kernels/AttentionImpl.h"
+
 #include <cstddef>
 #include <string>
 
@@ -40,11 +42,11 @@ void synchronize();
 void setAllowTf32(bool allow);
 bool allowTf32();
 
-/// Whether bf16/f16 attention with head dim 64 or 128 runs on tensor cores
-/// (kernels/cuda/AttentionMma.cuh) instead of CUDA cores; `llmc-run
-/// --attention-tensor-cores` turns it on. Read when attention is bound.
-void setAttentionTensorCores(bool enable);
-bool attentionTensorCores();
+/// What attention kernels are bound to (`llmc-run --attention`, default
+/// auto: cuDNN where it takes the op, else llmc's CUDA-core kernels).
+/// Read when attention is bound (kernels/cuda/attention.cu).
+void setAttentionImpl(AttentionImpl impl);
+AttentionImpl attentionImpl();
 
 /// Throws RuntimeError-style std::runtime_error with `what` when `status` is
 /// not cudaSuccess (status is a cudaError_t passed as int).

@@ -59,12 +59,17 @@
 // 131 KB at D = 256, beyond the 48 KB default, so the factories raise each
 // kernel's limit with cudaFuncSetAttribute). A larger D is a bind error.
 //
-// With `llmc-run --attention-tensor-cores`, bf16 and f16 at D = 64 and 128
-// run the same three kernels on tensor cores instead (AttentionMma.cuh).
+// Which implementation an op gets (`llmc-run --attention`): by default
+// cuDNN's fused flash attention where it takes the op (AttentionOnCudnn.h),
+// else these kernels; with `--attention tensor-cores`, bf16 and f16 at
+// D = 64 and 128 run the same three kernels on tensor cores instead
+// (AttentionMma.cuh). Every choice is recorded (AttentionChoice.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/Attention.h"
+#include "kernels/cuda/AttentionChoice.h"
+#include "kernels/cuda/AttentionOnCudnn.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
 
@@ -623,6 +628,7 @@ template <typename T> struct AttentionFns {
                        T *, T *, Params) = nullptr;
   int threads = kThreads; ///< per block
   int tile = kTile;       ///< rows a block owns
+  const char *impl = "cuda-cores"; ///< as `llmc-run --attention` names it
   size_t forwardSmem = 0, gradQuerySmem = 0, gradKeyValueSmem = 0; ///< dynamic shared bytes
 };
 
@@ -648,6 +654,7 @@ template <typename T, int D> AttentionFns<T> mmaFnsFor() {
   f.gradKeyValue = attentionGradKeyValueMma<T, D>;
   f.threads = kMmaThreads;
   f.tile = kMmaTile;
+  f.impl = "tensor-cores";
   f.forwardSmem = mmaForwardSmem<D>();
   f.gradQuerySmem = f.gradKeyValueSmem = mmaBackwardSmem<D>();
   return f;
@@ -662,11 +669,15 @@ bool deviceHasMma() {
   return major >= 8;
 }
 
-/// The implementation for head dim d (1 ≤ d ≤ kMaxHeadDim).
-template <typename T> AttentionFns<T> selectFns(int d) {
-  if constexpr (!std::is_same_v<T, float>) {
-    if (attentionTensorCores() && (d == 64 || d == 128) && deviceHasMma())
-      return d == 64 ? mmaFnsFor<T, 64>() : mmaFnsFor<T, 128>();
+/// The implementation for head dim d (1 ≤ d ≤ kMaxHeadDim); `why` says why
+/// tensor cores, when asked for, do not take it.
+template <typename T> AttentionFns<T> selectFns(int d, std::string &why) {
+  if (attentionImpl() == AttentionImpl::TensorCores) {
+    if constexpr (!std::is_same_v<T, float>) {
+      if ((d == 64 || d == 128) && deviceHasMma())
+        return d == 64 ? mmaFnsFor<T, 64>() : mmaFnsFor<T, 128>();
+    }
+    why = "tensor cores take bf16 and f16 at head dim 64 or 128, on sm_80 or later";
   }
   if (d == 64) return fnsFor<T, 64, true>(d);
   if (d == 128) return fnsFor<T, 128, true>(d);
@@ -814,31 +825,36 @@ bool checkCudaLimits(Validator &v, const contracts::AttentionBinding &b) {
   return true;
 }
 
+/// llmc's forward kernel for `name`, its choice recorded with `why` (why
+/// not on the implementation asked for; "" when it is).
 template <typename T>
-std::unique_ptr<Kernel> bindForward(Validator &v, const KernelArgs &args,
-                                    const contracts::AttentionBinding &b) {
+std::unique_ptr<Kernel> bindForward(Validator &v, const char *name, const KernelArgs &args,
+                                    const contracts::AttentionBinding &b, std::string why) {
   Params p = paramsOf(b, args);
-  AttentionFns<T> fns = selectFns<T>(p.d);
+  AttentionFns<T> fns = selectFns<T>(p.d, why);
   if (!allowSmem(v, reinterpret_cast<const void *>(fns.forward), fns.forwardSmem))
     return nullptr;
+  noteAttention(name, fns.impl, why);
   return std::make_unique<AttentionKernel<T>>(args, b, p, fns);
 }
 
+/// llmc's backward kernels for `name`, as bindForward.
 template <typename T>
-std::unique_ptr<Kernel> bindBackward(Validator &v, const KernelArgs &args,
-                                     const contracts::AttentionBinding &b) {
+std::unique_ptr<Kernel> bindBackward(Validator &v, const char *name, const KernelArgs &args,
+                                     const contracts::AttentionBinding &b, std::string why) {
   Params p = paramsOf(b, args);
-  AttentionFns<T> fns = selectFns<T>(p.d);
+  AttentionFns<T> fns = selectFns<T>(p.d, why);
   if (!allowSmem(v, reinterpret_cast<const void *>(fns.gradQuery), fns.gradQuerySmem) ||
       !allowSmem(v, reinterpret_cast<const void *>(fns.gradKeyValue), fns.gradKeyValueSmem))
     return nullptr;
+  noteAttention(name, fns.impl, why);
   return std::make_unique<AttentionGradKernel<T>>(args, b, p, fns);
 }
 
 using Bind = bool (*)(const KernelArgs &, std::string &, contracts::AttentionBinding *);
 
-/// The contract's checks, the CUDA limits, then the forward or backward
-/// kernel for the bound dtype.
+/// The contract's checks, the CUDA limits, then cuDNN when it is wanted and
+/// takes the op, else llmc's forward or backward kernels for the dtype.
 template <bool kBackward>
 std::unique_ptr<Kernel> make(const char *name, Bind bind, const KernelArgs &args,
                              std::string &error) {
@@ -846,11 +862,23 @@ std::unique_ptr<Kernel> make(const char *name, Bind bind, const KernelArgs &args
   if (!bind(args, error, &b)) return nullptr;
   Validator v(name, args, error);
   if (!checkCudaLimits(v, b)) return nullptr;
+  std::string why;
+  const AttentionImpl impl = attentionImpl();
+  if (impl == AttentionImpl::Auto || impl == AttentionImpl::Cudnn) {
+    if (std::unique_ptr<Kernel> kernel = bindAttentionOnCudnn(args, b, kBackward, why)) {
+      noteAttention(name, "cudnn", "");
+      return kernel;
+    }
+    why = "cuDNN: " + why;
+  }
   if (b.dtype == DType::BF16)
-    return kBackward ? bindBackward<bf16>(v, args, b) : bindForward<bf16>(v, args, b);
+    return kBackward ? bindBackward<bf16>(v, name, args, b, why)
+                     : bindForward<bf16>(v, name, args, b, why);
   if (b.dtype == DType::F16)
-    return kBackward ? bindBackward<f16>(v, args, b) : bindForward<f16>(v, args, b);
-  return kBackward ? bindBackward<float>(v, args, b) : bindForward<float>(v, args, b);
+    return kBackward ? bindBackward<f16>(v, name, args, b, why)
+                     : bindForward<f16>(v, name, args, b, why);
+  return kBackward ? bindBackward<float>(v, name, args, b, why)
+                   : bindForward<float>(v, name, args, b, why);
 }
 
 std::unique_ptr<Kernel> makeCudaAttention(const KernelArgs &args, std::string &error) {

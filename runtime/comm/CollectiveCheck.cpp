@@ -28,22 +28,32 @@ uint64_t collectiveSequenceHash(const Artifact &artifact, const std::vector<std:
 }
 
 void checkCollectiveSequences(const Artifact &artifact, int rank, Communicator &comm) {
-  // Every group (axis set) any program uses, in a fixed order.
-  std::set<std::vector<std::string>> groups;
+  // The groups this rank's programs use. Ranks of different pipeline stages
+  // run different programs and use different groups (only the last stage
+  // averages the loss over the batch axes, say), so the ranks exchange a
+  // hash for every subset of the mesh axes, in one fixed order, 0 for a
+  // group the rank does not use: the same exchanges on every rank.
+  std::set<std::vector<std::string>> used;
   for (const ProgramInfo &p : artifact.programs)
     for (const InstructionInfo &inst : p.instructions)
       if (inst.kind != InstructionKind::Kernel && !inst.group.empty())
-        groups.insert(inst.group);
-  // One exchange per group kind; all ranks hold the same artifact shape, so
-  // they agree on how many exchanges there are only if their group sets
-  // agree: exchange the group count first.
-  std::vector<uint64_t> counts = comm.allGatherWorld(groups.size());
-  for (int r = 0; r < static_cast<int>(counts.size()); ++r)
-    if (counts[r] != counts[0])
-      fail("rank ", r, " uses ", counts[r], " communication groups but rank 0 uses ", counts[0],
-           ": the ranks run different programs (is every rank loading the same artifact?)");
-  for (const std::vector<std::string> &axes : groups) {
-    std::vector<uint64_t> hashes = comm.allGatherWorld(collectiveSequenceHash(artifact, axes));
+        used.insert(inst.group);
+  const size_t n = artifact.mesh.size();
+  for (uint64_t subset = 1; subset < (uint64_t(1) << n); ++subset) {
+    std::vector<std::string> axes;
+    for (size_t i = 0; i < n; ++i)
+      if (subset >> i & 1)
+        axes.push_back(artifact.mesh[i].first);
+    // A group's axes are listed as the program lists them; match as a set.
+    std::vector<std::string> listed;
+    for (const std::vector<std::string> &g : used) {
+      std::vector<std::string> sorted = g, mine = axes;
+      std::sort(sorted.begin(), sorted.end()), std::sort(mine.begin(), mine.end());
+      if (sorted == mine)
+        listed = g;
+    }
+    uint64_t mine = listed.empty() ? 0 : collectiveSequenceHash(artifact, listed);
+    std::vector<uint64_t> hashes = comm.allGatherWorld(mine);
     std::string name;
     for (const std::string &a : axes) name += (name.empty() ? "" : ",") + a;
     // Members of one group: ranks whose coordinates agree outside `axes`.
@@ -51,9 +61,8 @@ void checkCollectiveSequences(const Artifact &artifact, int rank, Communicator &
       for (int b = a + 1; b < static_cast<int>(hashes.size()); ++b) {
         std::vector<int> ca = meshCoordinates(artifact.mesh, a), cb = meshCoordinates(artifact.mesh, b);
         bool sameGroup = true;
-        for (size_t i = 0; i < artifact.mesh.size(); ++i)
-          if (std::find(axes.begin(), axes.end(), artifact.mesh[i].first) == axes.end() &&
-              ca[i] != cb[i])
+        for (size_t i = 0; i < n; ++i)
+          if (!(subset >> i & 1) && ca[i] != cb[i])
             sameGroup = false;
         if (sameGroup && hashes[a] != hashes[b])
           fail("ranks ", a, " and ", b, " would issue different collective sequences on group [",

@@ -21,6 +21,7 @@
 #include "runtime/ExecutionDevice.h"
 #include "runtime/support/Error.h"
 
+#include "kernels/cuda/AttentionChoice.h"
 #include "kernels/cuda/Device.h"
 
 #include <cuda_runtime.h>
@@ -181,6 +182,8 @@ public:
            formatGiB(host_.size());
   }
 
+  std::vector<std::string> bindingNotes() override { return cuda::takeAttentionNotes(); }
+
 private:
   struct Graph {
     int64_t runs = 0;
@@ -234,7 +237,7 @@ std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOpt
     fail("this artifact was compiled with --target cuda, but no usable CUDA device is "
          "present (", why, "); compile with --target cpu to run on this machine");
   cuda::setAllowTf32(options.tf32);
-  cuda::setAttentionTensorCores(options.attentionTensorCores);
+  cuda::setAttentionImpl(options.attention);
   return std::make_unique<CudaDevice>(arenaBytes, localRank() % count);
 }
 

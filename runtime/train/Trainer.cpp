@@ -250,7 +250,7 @@ void Trainer::setup() {
   runtimeOptions.comm.timeoutSeconds = opt.commTimeout;
   runtimeOptions.comm.debugMaxDelayMs = opt.debugCollectiveDelayMs;
   runtimeOptions.cuda.tf32 = opt.tf32;
-  runtimeOptions.cuda.attentionTensorCores = opt.attentionTensorCores;
+  runtimeOptions.cuda.attention = opt.attention;
   runtimeOptions.streamDelayMicros = opt.debugStreamDelayMicros;
   RankRuntime opened = openRankRuntime(opt.artifact, runtimeOptions);
   rank = opened.rank;
@@ -284,6 +284,10 @@ void Trainer::setup() {
   logits = bind("logits");
   grad = bind("grad");
   calibration = bind("calibrate");
+  // A GPU's choices (which attention each op got) are never silent.
+  for (const std::string &note : device->bindingNotes())
+    if (chatty)
+      std::cout << note << "\n";
   if (!train)
     fail(opt.artifact, ": has no train_step program");
   if (mpi && !gpu && usesStreams(train->info()) && !mpiCallableFromAnyThread())

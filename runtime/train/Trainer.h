@@ -2,6 +2,7 @@
 #ifndef LLMC_RUNTIME_TRAIN_TRAINER_H
 #define LLMC_RUNTIME_TRAIN_TRAINER_H
 
+#include "kernels/AttentionImpl.h"
 #include "runtime/checkpoint/Retention.h"
 #include <cstdint>
 #include <string>
@@ -47,7 +48,7 @@ struct TrainOptions {
   std::string trace;             ///< Chrome-trace JSON of every step's timeline
   bool quiet = false;
   bool tf32 = false;             ///< cuda artifacts: fp32 GEMMs on TF32 tensor cores
-  bool attentionTensorCores = false; ///< cuda artifacts: bf16/f16 attention on tensor cores
+  AttentionImpl attention = AttentionImpl::Auto; ///< cuda artifacts: what runs attention
   /// Stop (with a checkpoint of the last good state) after this many
   /// consecutive steps skipped for a non-finite loss or gradient norm;
   /// 0: never stop.

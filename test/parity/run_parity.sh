@@ -94,6 +94,16 @@ LAYOUTS=(
   "pp4-recompute-selective|4|--mesh pp=4 --recompute selective|gpt2-pp llama-pp"
   "pp2-dp2-recompute-full|4|--mesh pp=2,dp=2 --recompute full|gpt2-pp llama-pp"
   "pp2-recompute-budget|2|--mesh pp=2 --recompute budget=8.5MiB|gpt2-pp llama-pp"
+  # ZeRO-2/3 under pipeline stages: whole gradients reduce-scattered once
+  # per stage and step, ZeRO-3's gathers in the actions that use them (or
+  # kept for the step), hybrid sharding.
+  "pp2-dp2-zero2|4|--mesh pp=2,dp=2 --zero 2|gpt2-pp llama-pp"
+  "pp2-dp2-zero3|4|--mesh pp=2,dp=2 --zero 3|gpt2-pp llama-pp"
+  "pp2-dp2-zero3-zero-bubble|4|--mesh pp=2,dp=2 --zero 3 --pipeline-schedule zero-bubble|gpt2-pp"
+  "pp2-dp2-zero3-interleaved|4|--mesh pp=2,dp=2 --zero 3 --pipeline-schedule interleaved --virtual-stages 2|gpt2-pp"
+  "pp2-dp2-zero3-keep-gathered|4|--mesh pp=2,dp=2 --zero 3 --fsdp-keep-gathered --pipeline-schedule gpipe|gpt2-pp"
+  "pp2-dp2-tp2-zero3-sp|8|--mesh pp=2,dp=2,tp=2 --zero 3 --sp|gpt2-pp"
+  "pp2-hybrid-zero3|8|--mesh pp=2,dp=2,fsdp=2 --zero 3 --set batch_size=4 --microbatches 2|gpt2-pp"
 )
 
 fail=0

@@ -47,6 +47,8 @@ add pipe-pp2-tp2 4 "--mesh pp=2,tp=2 --sp"
 add pipe-zero3-dp2 2 "--mesh dp=2 --zero 3"
 add pipe-pp2-interleaved 2 "--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2"
 add pipe-pp2-zero-bubble 2 "--mesh pp=2 --pipeline-schedule zero-bubble"
+add pipe-pp2-zero3-dp2 4 "--mesh pp=2,dp=2 --zero 3"
+add pipe-pp2-zero2-dp2 4 "--mesh pp=2,dp=2 --zero 2 --pipeline-schedule zero-bubble"
 for name in "${!RANKS[@]}"; do
   model=("${common[@]}")
   [[ $name == uneven-* ]] && model=("${uneven[@]}")
@@ -74,7 +76,8 @@ for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-
             "pipe-pp2:pipe-pp2" "pipe-pp2:pipe-one" "pipe-one:pipe-pp4" "pipe-pp4:pipe-pp2-dp2" \
             "pipe-pp2-dp2:pipe-zero3-dp2" "pipe-zero3-dp2:pipe-pp2-tp2" \
             "pipe-pp2-tp2:pipe-pp2-interleaved" "pipe-pp2-interleaved:pipe-pp2-zero-bubble" \
-            "pipe-pp2-zero-bubble:pipe-pp4"; do
+            "pipe-pp2-zero-bubble:pipe-pp4" "pipe-pp4:pipe-pp2-zero3-dp2" \
+            "pipe-pp2-zero3-dp2:pipe-pp2-zero2-dp2" "pipe-pp2-zero2-dp2:pipe-one"; do
   from=${pair%%:*}; to=${pair##*:}
   reference=reference
   [[ $from == uneven-* ]] && reference=uneven-reference

@@ -10,7 +10,6 @@
 // RUN: not llmc-opt %t.mlir --llmc-shard="mesh=pp=2" --llmc-autodiff --llmc-optimizer --llmc-pipeline-stages="schedule=fast" 2>&1 | FileCheck %s --check-prefix=KIND
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=8" 2>&1 | FileCheck %s --check-prefix=LAYERS
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 stage-layout=2,1" 2>&1 | FileCheck %s --check-prefix=BADLAYOUT
-// RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2,dp=2 zero=2" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 microbatches=3 pipeline-schedule=interleaved virtual-stages=2" 2>&1 | FileCheck %s --check-prefix=MULTIPLE
 
 // 1F1B over 2 stages and 4 microbatches: the expected bubble is
@@ -68,5 +67,4 @@
 // KIND: error: pipeline: unknown schedule 'fast' (expected naive, gpipe, 1f1b, interleaved or zero-bubble)
 // LAYERS: error: pipeline: 4 layers cannot fill 8 model chunks (8 stages x 1 virtual stages)
 // BADLAYOUT: error: pipeline: stage-layout '2,1' gives 2 chunks of 3 layers; the model needs 2 chunks of 4 layers
-// ZERO: error: pipeline: ZeRO stage 2 shards gradients per microbatch across the data-parallel ranks of each stage; with pipeline stages use ZeRO 0 or 1
 // MULTIPLE: error: pipeline: the interleaved schedule needs the microbatch count (3) to be a multiple of the pipeline stages (2)

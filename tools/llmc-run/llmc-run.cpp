@@ -76,9 +76,11 @@ reporting
   --profile          time every instruction; print time per kernel at the end
   --tf32             cuda artifacts: fp32 matrix products on TF32 tensor cores
                      (faster; ~1e-3 relative error instead of fp32's)
-  --attention-tensor-cores
-                     cuda artifacts: bf16/f16 attention with head dim 64 or 128 on
-                     tensor cores (see docs/cuda.md for its verification state)
+  --attention I      cuda artifacts: what runs attention: auto (default: cuDNN's fused
+                     flash attention where it is loaded and takes the op, else
+                     cuda-cores), cudnn, tensor-cores (llmc's, bf16/f16 at head dim 64
+                     or 128) or cuda-cores (llmc's); a start-up line says what each
+                     attention op got (docs/cuda.md)
   --trace F          write a Chrome/Perfetto trace of every step to F: one row per
                      rank, one span per pipeline action or microbatch forward/backward
 multi-rank (mpirun -np N llmc-run ..., or N processes with RANK, WORLD_SIZE,
@@ -152,6 +154,7 @@ int main(int argc, char **argv) {
       {"--loss-scale-backoff", number(options.lossScaleBackoff)},
       {"--min-loss-scale", number(options.minLossScale)},
       {"--trace", text(options.trace)},
+      {"--attention", [&](const std::string &v) { return llmc::parseAttentionImpl(v, &options.attention); }},
       {"--comm-timeout", number(options.commTimeout)},
       {"--debug-collective-delay-ms", [&](const std::string &v) {
          int64_t n = 0;
@@ -198,7 +201,8 @@ int main(int argc, char **argv) {
     if (arg == "--quiet") { options.quiet = true; continue; }
     if (arg == "--profile") { options.profile = true; continue; }
     if (arg == "--tf32") { options.tf32 = true; continue; }
-    if (arg == "--attention-tensor-cores") { options.attentionTensorCores = true; continue; }
+    if (arg == "--attention-tensor-cores")
+      return usageError("--attention-tensor-cores is now --attention tensor-cores");
     std::string value;
     bool inlineValue = false;
     if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
@@ -214,7 +218,10 @@ int main(int argc, char **argv) {
         value = argv[++i];
       }
       if (!it->second(value))
-        return usageError("bad value '" + value + "' for " + arg);
+        return usageError("bad value '" + value + "' for " + arg +
+                          (arg == "--attention"
+                               ? std::string(" (expected ") + llmc::attentionImplChoices() + ")"
+                               : std::string()));
       continue;
     }
     if (arg.rfind("-", 0) == 0)

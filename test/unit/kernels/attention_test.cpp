@@ -10,6 +10,7 @@
 
 #include "KernelTest.h"
 
+#include "kernels/contracts/AttentionWorkspace.h"
 #include "kernels/cpu/SegmentTiles.h"
 
 #include <cmath>
@@ -380,6 +381,117 @@ TEST(AttentionKernels, SegmentTilesKeepOnlyEachDocumentsTiles) {
   std::fill(ids.begin() + 100, ids.begin() + 128, 1);
   tiles.update(cpu::IdView(view));
   EXPECT_TRUE(tiles.meet(0, 64, 64) && tiles.meet(0, 128, 64) && !tiles.meet(0, 192, 64));
+}
+
+/// Every attention kernel may end its outputs with a u8 workspace (planned
+/// under --target cuda for cuDNN): the CPU kernels give the same bits with
+/// it as without it and leave its bytes alone.
+TEST(AttentionKernels, WorkspaceOutputIsAcceptedAndLeftAlone) {
+  const AttentionCase c{2, 33, 33, 4, 2, 16, true, Segments::None};
+  const DType dtype = DType::BF16;
+  Buffer q = Buffer::of(randomTensor({c.b, c.t, c.h, c.d}, 800), dtype);
+  Buffer k = Buffer::of(randomTensor({c.b, c.t, c.kv, c.d}, 801), dtype);
+  Buffer v = Buffer::of(randomTensor({c.b, c.t, c.kv, c.d}, 802), dtype);
+  Buffer dout = Buffer::of(randomTensor({c.b, c.t, c.h, c.d}, 803), dtype);
+  Buffer qkv = Buffer::of(packQkv({q.toRef(), k.toRef(), v.toRef()}), dtype);
+  KernelAttrs a = attrs({{"scale", 0.25}, {"theta", 1e4}},
+                        {{"causal", 1}, {"heads", c.h}, {"kv_heads", c.kv}});
+  Buffer workspace(DType::U8, {1000});
+  workspace.poison();
+  const std::vector<uint64_t> untouched = workspace.storage;
+  using Output = std::pair<DType, std::vector<int64_t>>;
+  struct Call {
+    const char *kernel;
+    std::vector<Buffer *> inputs;
+    std::vector<Output> outputs;
+  };
+  Buffer out(dtype, {c.b, c.t, c.h, c.d}), lse(DType::F32, {c.b, c.h, c.t});
+  ASSERT_TRUE(runKernel("attention", {&q, &k, &v}, {&out, &lse}, a));
+  const Output o{dtype, {c.b, c.t, c.h, c.d}}, l{DType::F32, {c.b, c.h, c.t}},
+      kv{dtype, {c.b, c.t, c.kv, c.d}};
+  const std::vector<Call> calls = {
+      {"attention", {&q, &k, &v}, {o, l}},
+      {"attention_grad", {&q, &k, &v, &out, &lse, &dout}, {o, kv, kv}},
+      {"attention_packed", {&qkv}, {o, l}},
+      {"attention_packed_grad", {&qkv, &out, &lse, &dout}, {{dtype, qkv.shape}}},
+      {"attention_rope", {&q, &k, &v}, {o, l}},
+      {"attention_rope_grad", {&q, &k, &v, &out, &lse, &dout}, {o, kv, kv}},
+  };
+  for (const Call &call : calls) {
+    SCOPED_TRACE(call.kernel);
+    std::vector<Buffer> plain, with;
+    for (const auto &[type, shape] : call.outputs)
+      plain.emplace_back(type, shape), with.emplace_back(type, shape);
+    std::vector<Buffer *> plainOut, withOut;
+    for (Buffer &b : plain) plainOut.push_back(&b);
+    for (Buffer &b : with) withOut.push_back(&b);
+    withOut.push_back(&workspace);
+    ASSERT_TRUE(runKernel(call.kernel, call.inputs, plainOut, a));
+    ASSERT_TRUE(runKernel(call.kernel, call.inputs, withOut, a));
+    for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(plain[i].storage, with[i].storage) << i;
+    EXPECT_EQ(workspace.storage, untouched);
+  }
+}
+
+TEST(AttentionKernels, WorkspaceBindingErrors) {
+  auto view = [](DType t, std::vector<int64_t> shape) { return typeOnly(t, std::move(shape)); };
+  auto bf16 = [&](std::vector<int64_t> shape) { return view(DType::BF16, std::move(shape)); };
+  KernelAttrs a = attrs({{"scale", 0.5}}, {{"causal", 1}, {"heads", 4}, {"kv_heads", 2}});
+  const std::vector<TensorView> qkv = {bf16({2, 8, 4, 8}), bf16({2, 8, 2, 8}), bf16({2, 8, 2, 8})};
+  const TensorView out = bf16({2, 8, 4, 8}), lse = view(DType::F32, {2, 4, 8});
+  expectBindErrorsMention(
+      "attention",
+      {{qkv, {out, lse, view(DType::F32, {64})}, a,
+        "workspace (output 2) must be a 1-D u8 buffer, got f32[64]"},
+       {qkv, {out, lse, view(DType::U8, {8, 8})}, a,
+        "workspace (output 2) must be a 1-D u8 buffer, got u8[8x8]"},
+       {qkv, {out, lse, view(DType::U8, {8}), view(DType::U8, {8})}, a,
+        "expected 2 outputs, got 4"}});
+  expectBindErrorsMention("attention_packed_grad",
+                          {{{bf16({2, 8, 64}), out, lse, out},
+                            {bf16({2, 8, 64}), view(DType::I32, {16})}, a,
+                            "workspace (output 1) must be a 1-D u8 buffer, got i32[16]"}});
+}
+
+/// The rules and the formula the compiler plans cuDNN's workspace by
+/// (kernels/contracts/AttentionWorkspace.h), on GPT-2 124M's attention at
+/// B = 16, T = 1024 and a Llama-like GQA with rope.
+TEST(AttentionWorkspace, RefusalsAndFormula) {
+  contracts::CudnnAttentionShape s;
+  s.halfPrecision = true, s.elementBytes = 2;
+  s.b = 16, s.t = s.s = 1024, s.h = s.kv = 12, s.d = 64;
+  EXPECT_EQ(contracts::cudnnAttentionRefusal(s), "");
+  EXPECT_EQ(contracts::cudnnAttentionWorkspaceBytes(s), int64_t(1) << 20); // forward: the reserve
+  s.backward = true;
+  // dP (2·16·12·1024²) and the softmax sums (4·16·12·1024), plus the reserve.
+  EXPECT_EQ(contracts::cudnnAttentionWorkspaceBytes(s), 402653184 + 786432 + 1048576);
+  // T not a multiple of 128: dP's sequences are rounded up to cuDNN's tiles.
+  s.t = s.s = 1000;
+  EXPECT_EQ(contracts::cudnnAttentionWorkspaceBytes(s),
+            contracts::alignWorkspace(2 * 16 * 12 * 1024 * 1024 + 4 * 16 * 12 * 1000) + 1048576);
+
+  contracts::CudnnAttentionShape llama = s;
+  llama.b = 2, llama.t = llama.s = 300, llama.h = 8, llama.kv = 2, llama.d = 128;
+  llama.rope = true, llama.backward = false;
+  const int64_t staging = contracts::alignWorkspace(2 * 300 * 8 * 128 * 2) +
+                          contracts::alignWorkspace(2 * 300 * 2 * 128 * 2);
+  EXPECT_EQ(contracts::cudnnRopeStagingBytes(llama), staging);
+  EXPECT_EQ(contracts::cudnnAttentionWorkspaceBytes(llama), staging + 1048576);
+
+  contracts::CudnnAttentionShape refused = s;
+  refused.halfPrecision = false, refused.elementBytes = 4;
+  EXPECT_EQ(contracts::cudnnAttentionRefusal(refused),
+            "f32 (cuDNN's fused attention takes bf16 and f16)");
+  EXPECT_EQ(contracts::cudnnAttentionWorkspaceBytes(refused), 0);
+  refused = s, refused.d = 60;
+  EXPECT_EQ(contracts::cudnnAttentionRefusal(refused),
+            "head dim 60 (cuDNN takes multiples of 8 up to 256)");
+  refused = s, refused.d = 264;
+  EXPECT_NE(contracts::cudnnAttentionRefusal(refused), "");
+  refused = s, refused.segments = true;
+  EXPECT_EQ(contracts::cudnnAttentionRefusal(refused),
+            "segment ids (packed documents run on llmc's kernels)");
+  EXPECT_EQ(contracts::cudnnAttentionWorkspaceBytes(refused), 0);
 }
 
 } // namespace
