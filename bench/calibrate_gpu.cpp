@@ -208,7 +208,7 @@ int main(int argc, char **argv) {
     } else if (arg == "--attention" && i + 1 < argc && parseAttentionImpl(argv[i + 1], &impl)) {
       ++i;
     } else {
-      std::fprintf(stderr, "usage: llmc-bench-calibrate [-o FILE] [--attention %s]\n",
+      std::fprintf(stderr, "usage: llmc-bench-calibrate [-o FILE] [--attention IMPL], IMPL: %s\n",
                    attentionImplChoices());
       return 2;
     }
