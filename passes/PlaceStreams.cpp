@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/NcclTransfers.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -171,7 +172,10 @@ LogicalResult placeStreams(ModuleOp module, StringRef pass) {
 
 struct PlaceStreamsPass : public llmc::impl::PlaceStreamsBase<PlaceStreamsPass> {
   void runOnOperation() override {
-    if (failed(placeStreams(getOperation(), getArgument())))
+    // The CPU matches transfers by tag, but it runs the order CUDA needs
+    // too, so every --overlap-comm pipeline run checks that reordering.
+    if (failed(orderSendsAsReceived(getOperation())) ||
+        failed(placeStreams(getOperation(), getArgument())))
       signalPassFailure();
   }
 };
@@ -179,16 +183,10 @@ struct PlaceStreamsPass : public llmc::impl::PlaceStreamsBase<PlaceStreamsPass> 
 struct TargetCudaPass : public llmc::impl::TargetCudaBase<TargetCudaPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // NCCL point-to-point transfers would be stream-ordered like the
-    // collectives, but the pipeline schedule has not met a GPU yet.
-    WalkResult p2p = module.walk([](Operation *op) {
-      if (!isa<exec::SendOp, exec::RecvOp>(op))
-        return WalkResult::advance();
-      op->emitOpError("pipeline-parallel send/recv is not supported by --target cuda yet; "
-                      "compile without a pp axis, or for --target cpu");
-      return WalkResult::interrupt();
-    });
-    if (p2p.wasInterrupted() || failed(placeStreams(module, getArgument())))
+    // Pipeline transfers are NCCL sends and receives on the communication
+    // stream: in the order the peer receives them, and proven not to hang.
+    if (failed(orderSendsAsReceived(module)) || failed(placeStreams(module, getArgument())) ||
+        failed(verifyPointToPointProgress(module)))
       return signalPassFailure();
     module->setAttr("exec.backend", StringAttr::get(module.getContext(), "cuda"));
   }

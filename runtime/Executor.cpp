@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 
 namespace llmc {
 namespace {
@@ -27,6 +28,35 @@ std::string collectiveSizeError(InstructionKind kind, const TensorView &in,
     return std::string(instructionKindName(kind)) + " over " + std::to_string(groupSize) +
            " ranks cannot take input " + in.describe() + " to output " + out.describe();
   return "";
+}
+
+/// Where a run of sends and receives on one stream opens and closes: the
+/// run, waits between its transfers included, is issued as one group
+/// (Communicator::beginTransfers; the waits, enqueued at once while the
+/// transfers start at the group's end, come first). The compiler proves
+/// this grouping free of deadlock (passes/NcclTransfers.h).
+struct TransferRun {
+  bool opens = false, closes = false;
+};
+
+std::vector<TransferRun> transferRuns(const ProgramInfo &program) {
+  const auto &insts = program.instructions;
+  std::vector<TransferRun> runs(insts.size());
+  std::map<int32_t, size_t> openRun; // stream -> the run's last transfer so far
+  for (size_t i = 0; i < insts.size(); ++i) {
+    InstructionKind kind = insts[i].kind;
+    auto open = openRun.find(insts[i].stream);
+    if (kind == InstructionKind::Send || kind == InstructionKind::Recv) {
+      runs[i].opens = open == openRun.end();
+      openRun[insts[i].stream] = i;
+    } else if (kind != InstructionKind::WaitEvent && open != openRun.end()) {
+      runs[open->second].closes = true;
+      openRun.erase(open);
+    }
+  }
+  for (auto [stream, last] : openRun)
+    runs[last].closes = true;
+  return runs;
 }
 
 } // namespace
@@ -58,6 +88,7 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
   // race before it runs, on any backend; and one whose events could never
   // be recorded (a wait would block forever), even on a single stream.
   checkStreamOrder(program, [&](size_t i) { return prefix + describe(i); });
+  std::vector<TransferRun> runs = transferRuns(program);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const InstructionInfo &inst = program.instructions[i];
     auto where = [&] { return prefix + describe(i); };
@@ -178,11 +209,16 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
       std::string axis = inst.axis;
       int shift = static_cast<int>(inst.shift), tag = static_cast<int>(inst.tag);
       bool isSend = inst.kind == InstructionKind::Send;
-      steps_.push_back([&comm, buf, axis, shift, tag, isSend](const StepContext &) {
+      TransferRun run = runs[i];
+      steps_.push_back([&comm, buf, axis, shift, tag, isSend, run](const StepContext &) {
+        if (run.opens)
+          comm.beginTransfers();
         if (isSend)
           comm.send(buf.data, buf.bytes(), axis, shift, tag);
         else
           comm.recv(buf.data, buf.bytes(), axis, shift, tag);
+        if (run.closes)
+          comm.endTransfers();
       });
       break;
     }

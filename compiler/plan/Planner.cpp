@@ -171,7 +171,8 @@ bool runPlan(const Request &request, int64_t verified, Result &result, std::stri
   Search search(resolved, shape, result);
   search.run();
   // Confirm the leaders compile in their real layout (at one layer per
-  // chunk and one microbatch per stage, which is quick at any width).
+  // chunk and, but for CUDA's pipelines, one microbatch per stage, which is
+  // quick at any width).
   std::vector<Prediction> kept;
   for (Prediction &p : result.ranked) {
     if (static_cast<int64_t>(kept.size()) >= verified) {
@@ -180,7 +181,9 @@ bool runPlan(const Request &request, int64_t verified, Result &result, std::stri
     }
     const Layout &l = p.layout;
     Layout reduced = l;
-    reduced.microbatches = l.pp;
+    // CUDA proves the transfers of the real microbatch count (NcclTransfers.h).
+    if (resolved.target != "cuda")
+      reduced.microbatches = l.pp;
     if (reduced.recompute == "budget")
       reduced.recompute = "selective";
     std::string why;

@@ -11,10 +11,16 @@ namespace llmc::plan {
 
 bool Search::accepted(const Layout &l, std::string &why) {
   Layout small = l;
-  small.pp = std::min<int64_t>(l.pp, 2);
+  // Under --target cuda whether the stages' transfers make progress
+  // depends on the schedule's pattern over stages and microbatches: the
+  // probe keeps up to 4 stages and twice as many microbatches (the leaders
+  // are then compiled at their real counts, Planner.cpp).
+  bool transfersChecked = request.target == "cuda" && l.pp > 1;
+  small.pp = std::min<int64_t>(l.pp, transfersChecked ? 4 : 2);
   small.dp = std::min<int64_t>(l.dp, 2);
   small.virtualStages = std::min<int64_t>(l.virtualStages, 2);
-  small.microbatches = small.pp;
+  small.microbatches =
+      transfersChecked ? std::min<int64_t>(l.microbatches, 2 * small.pp) : small.pp;
   small.microbatchSize = 1;
   small.recompute = "none";
   std::string key = small.label();

@@ -66,6 +66,13 @@ public:
                     int tag) = 0;
   virtual void recv(void *data, size_t bytes, const std::string &axis, int shift,
                     int tag) = 0;
+  /// Bracket a run of consecutive sends and receives on one stream that
+  /// must progress together: NCCL's sends block their stream until the
+  /// peer's receive is posted, so two stages sending to each other first
+  /// would hang unless grouped (ncclGroupStart/End). Host transports, whose
+  /// sends return at once, need nothing.
+  virtual void beginTransfers() {}
+  virtual void endTransfers() {}
   /// Waits until every rank got here.
   virtual void barrier() = 0;
   /// Sends return at once (a pipeline stage must not wait for its peer to

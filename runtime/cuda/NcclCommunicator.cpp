@@ -149,6 +149,8 @@ public:
     check(ncclRecv(data, bytes, ncclUint8, peer, world(), stream_),
           {"receive from rank ", nullptr, peer}, rank_);
   }
+  void beginTransfers() override { check(ncclGroupStart(), {"ncclGroupStart"}, rank_); }
+  void endTransfers() override { check(ncclGroupEnd(), {"ncclGroupEnd"}, rank_); }
   void barrier() override { host_.barrier(); }
   std::vector<uint64_t> allGatherWorld(uint64_t value) override {
     return host_.allGatherWorld(value);

@@ -282,6 +282,9 @@ def nf4_base(bin_dir, features, work):
     """QLoRA's base: the model's weights after two steps quantized to NF4 (as
     `llmc quantize --scheme nf4:block64` writes them)."""
     shape = model_args(features)
+    if "--microbatches" in shape:  # the weights' shapes only, as llmc quantize takes them
+        at = shape.index("--microbatches")
+        shape = shape[:at] + shape[at + 2:]
     tag = hashlib.sha1(" ".join(shape).encode()).hexdigest()[:12]
     out = work / f"base-{tag}-nf4.safetensors"
     if not out.exists():

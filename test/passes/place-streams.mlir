@@ -7,9 +7,10 @@
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="mesh=dp=2 zero=1" | FileCheck %s --check-prefix=CPU
 
 // --target cuda places the same streams and events and marks the backend;
-// pipeline transfers it refuses (their NCCL form has not run yet).
+// pipeline transfers must pair in order, as NCCL pairs them
+// (nccl-transfers*.mlir): a send nobody receives is refused.
 // CUDA: module attributes {{{.*}}exec.backend = "cuda"
-// SEND: error: 'exec.send' op pipeline-parallel send/recv is not supported by --target cuda
+// SEND: error: program 'train_step': stage 0 sends tags [0] to stage 1, which receives [] from it; NCCL pairs transfers in order
 // TWICE: error: 'exec.record_event' op program already has stream events; llmc-place-streams inserts them and must run once
 // UNLOWERED: error: llmc-place-streams needs lowered exec programs (run llmc-lower-to-exec first)
 
