@@ -1,7 +1,7 @@
 //===- ProgramCost.cpp - roofline and alpha-beta pricing of exec programs -===//
 
 #include "compiler/plan/ProgramCost.h"
-#include "kernels/ElementwiseProgram.h"
+#include "common/ElementwiseProgram.h"
 
 #include "dialects/Exec/ExecDialect.h"
 
