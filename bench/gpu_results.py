@@ -26,6 +26,7 @@ The numbers a report shows come from the data of these steps:
   bench-attention-D  {"rows": [{"seq", "heads", "head_dim", "tflops": {variant: x}, "sdpa_tflops"}]}
   bench-head         {"rows": [{"vocab", "ms", "tflops", ...}]}
   bench-gpt2-1.5B    {"median_ms", "tokens_per_s", "mfu_percent"}
+  bench-calibrate    llmc-bench-calibrate's file: {"gemm": {"large_tflops"}, "bandwidth_gbs", ...}
 """
 import argparse
 import glob
@@ -96,6 +97,11 @@ def metrics(lease):
     for r in step_data(lease, "bench-head").get("rows", []):
         label = f"LM head fwd+bwd, V={r['vocab']}"
         rows[label] = (r["ms"], "ms", False)
+    calibration = step_data(lease, "bench-calibrate")
+    if "gemm" in calibration:
+        rows["bf16 GEMM 8192³ (calibration)"] = (calibration["gemm"]["large_tflops"], "TF/s", True)
+    if "bandwidth_gbs" in calibration:
+        rows["device copy bandwidth (calibration)"] = (calibration["bandwidth_gbs"], "GB/s", True)
     big = step_data(lease, "bench-gpt2-1.5B")
     if "mfu_percent" in big:
         rows["GPT-2 1.5B shape, MFU"] = (big["mfu_percent"], "%", True)

@@ -74,14 +74,14 @@ echo "  all-reduce alpha $LAT_US us, link $LINK_GBS GB/s"
 CLUSTER=(--gpus $RANKS --node-size $RANKS --gpu-memory 4GiB --gpu-tflops "$TFLOPS"
          --memory-bw "$RANK_MEMBW" --intra-bw "$LINK_GBS" --inter-bw "$LINK_GBS"
          --latency "$LAT_US" --kernel-overhead "$RANK_KERNEL_US" --no-overlap
-         --fp32-matmul-scale 1 --precision fp32 --verify 0)
+         --fp32-matmul-scale 1 --precision fp32 --target cpu --verify 0)
 
 # --- plan and measure ---------------------------------------------------------
 measure() { # label, model flags...
   local label=$1; shift
   "$BUILD/bin/llmc" plan "$@" "${CLUSTER[@]}" --global-batch 16 --top 6 --bottom \
     > "$WORK/plan.txt"
-  echo; echo "== $label"; sed -n '1,4p' "$WORK/plan.txt"
+  echo; echo "== $label"; sed -n '1,6p' "$WORK/plan.txt"
   mapfile -t rows < <(awk '$1 ~ /^[0-9]+$/ {print $1}' "$WORK/plan.txt")
   : > "$WORK/pairs"
   for row in "${rows[@]}"; do

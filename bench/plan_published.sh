@@ -3,41 +3,55 @@
 # For each published configuration: the planner's prediction for that exact
 # layout (its tp, pp, GPU count and global batch; microbatch 1 or 2, 1F1B or
 # interleaved, as the planner finds best within the layout), converted to the
-# paper's own FLOP count, beside the published number; then the layout the
-# planner would pick with the search open. docs/planner.md records a run.
+# paper's own FLOP count, beside the published number. The prediction prices
+# the kernels Megatron-LM ran then: attention without a flash kernel
+# (--attention-kernel unfused) and dropout 0.1 on the hidden states and the
+# attention probabilities (Megatron-LM's GPT defaults). Beside it, the same
+# layout with llmc's kernels (flash attention, no dropout), and the layout
+# the planner would pick with the search open (--target cuda, llmc's
+# kernels). Layouts with pipeline stages are priced as the CPU target's
+# programs (--target cpu): the CUDA target does not compile pipelines yet.
+# docs/planner.md records a run.
 #
 #   bench/plan_published.sh [build-dir]
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PY=${PYTHON:-python3}
 
-plan() { # model args... -- plan args...
+plan() { # args...
   "$BUILD/bin/llmc" plan --model gpt2 --preset 124M --set max_positions=2048 \
     --set vocab_size=51200 --seq 2048 "$@" --top 1 --verify 0
 }
 step_of() { awk '$1 == "1" {for (i = 1; i <= NF; i++) if ($i == "s" || $i == "ms") {print ($i == "s" ? $(i-1) : $(i-1) / 1000); exit}}'; }
 layout_of() { awk '$1 == "1" {print substr($0, 7, 52)}' | sed 's/ *$//'; }
+megatron=(--attention-kernel unfused --set dropout=0.1)
 
 echo "Narayanan et al. 2021, Table 1 (A100, seq 2048, vocab 51200, full recomputation):"
 echo "TFLOP/s per GPU by the paper's count F = 96·B·s·l·h²·(1 + s/6h + V/16lh) / (step · GPUs)"
-printf '%-8s %-22s %6s %6s | %9s %9s %6s | %s\n' model "layers h heads" GPUs batch \
-  published predicted ratio "planner's pick (its TFLOP/s by the same count)"
+printf '%-8s %-22s %6s %6s | %9s %9s %6s | %6s | %s\n' model "layers h heads" GPUs batch \
+  published predicted ratio llmc "planner's pick (its TFLOP/s by the same count)"
 while read -r name layers hidden heads tp pp gpus batch published; do
   shape=(--set n_layer=$layers --set n_embd=$hidden --set n_head=$heads --set n_kv_head=$heads
          --set ffn_hidden=$((4 * hidden)))
-  fixed=$(plan "${shape[@]}" --cluster dgx-a100:$gpus --global-batch $batch --tp $tp --pp $pp \
-          --zero 0 --sp off --recompute full --microbatch-sizes 1,2 \
-          --pipeline-schedule 1f1b,interleaved)
+  target=cuda
+  ((pp > 1)) && target=cpu
+  layout=(--cluster dgx-a100:$gpus --global-batch $batch --tp $tp --pp $pp --zero 0 --sp off
+          --recompute full --microbatch-sizes 1,2 --pipeline-schedule 1f1b,interleaved
+          --target $target)
+  published_kernels=$(plan "${shape[@]}" "${layout[@]}" "${megatron[@]}")
+  llmc_kernels=$(plan "${shape[@]}" "${layout[@]}")
   open=$(plan "${shape[@]}" --cluster dgx-a100:$gpus --global-batch $batch)
-  $PY - "$layers" "$hidden" "$gpus" "$batch" "$published" "$(step_of <<< "$fixed")" \
-    "$(step_of <<< "$open")" "$(layout_of <<< "$open")" "$name" "$tp" "$pp" "$heads" <<'PY'
+  $PY - "$layers" "$hidden" "$gpus" "$batch" "$published" "$(step_of <<< "$published_kernels")" \
+    "$(step_of <<< "$llmc_kernels")" "$(step_of <<< "$open")" "$(layout_of <<< "$open")" "$name" \
+    "$tp" "$pp" "$heads" <<'PY'
 import sys
-l, h, g, b, pub, fixed, open_ = (float(x) for x in sys.argv[1:8])
-pick, name, tp, pp, heads = sys.argv[8:13]
+l, h, g, b, pub, fixed, flash, open_ = (float(x) for x in sys.argv[1:9])
+pick, name, tp, pp, heads = sys.argv[9:14]
 s, V = 2048, 51200
 F = 96 * b * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
-pred = F / fixed / g / 1e12
+rate = lambda step: F / step / g / 1e12
 print(f"{name:<8} {int(l):>3} {int(h):>6} {heads:>4} tp{tp} pp{pp:<3} {int(g):>6} {int(b):>6} | "
-      f"{pub:>9.0f} {pred:>9.0f} {pred / pub:>6.2f} | {pick} ({F / open_ / g / 1e12:.0f})")
+      f"{pub:>9.0f} {rate(fixed):>9.0f} {rate(fixed) / pub:>6.2f} | {rate(flash):>6.0f} | "
+      f"{pick} ({rate(open_):.0f})")
 PY
 done <<'TABLE'
 1.7B 24 2304 24 1 1 32 512 137
@@ -59,12 +73,14 @@ shape=(--set n_layer=105 --set n_embd=20480 --set n_head=128 --set n_kv_head=128
 for mode in "full off 42.1" "selective on 54.2"; do
   read -r rc sp published <<< "$mode"
   out=$(plan "${shape[@]}" --cluster dgx-a100:2240 --global-batch 2240 --tp 8 --pp 35 --zero 0 \
-        --sp $sp --recompute $rc --microbatch-sizes 1 --pipeline-schedule 1f1b,interleaved)
+        --sp $sp --recompute $rc --microbatch-sizes 1 --pipeline-schedule 1f1b,interleaved \
+        --target cpu "${megatron[@]}")
   $PY - "$(step_of <<< "$out")" "$rc" "$sp" "$published" <<'PY'
 import sys
 step = float(sys.argv[1]); rc, sp, pub = sys.argv[2], sys.argv[3], float(sys.argv[4])
 b, s, l, h, V, g = 2240, 2048, 105, 20480, 51200, 2240
 F = 72 * b * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
-print(f"  recompute {rc:<9} sp {sp:<3}: published MFU {pub:.1f}%, predicted {100 * F / step / g / 312e12:.1f}%")
+mfu = 100 * F / step / g / 312e12
+print(f"  recompute {rc:<9} sp {sp:<3}: published MFU {pub:.1f}%, predicted {mfu:.1f}% ({mfu / pub:.2f})")
 PY
 done

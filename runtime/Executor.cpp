@@ -9,6 +9,27 @@
 #include <limits>
 
 namespace llmc {
+namespace {
+
+/// A collective's output size follows from its input's and the group's; a
+/// pair that would make the communicator read or write past a buffer (a
+/// corrupted or hand-edited artifact) is described, else "".
+std::string collectiveSizeError(InstructionKind kind, const TensorView &in,
+                                const TensorView &out, int groupSize) {
+  int64_t parts = groupSize, n = in.numel(), expected = n;
+  bool splits = kind == InstructionKind::ReduceScatter || kind == InstructionKind::AllSlice ||
+                kind == InstructionKind::AllToAll;
+  if (kind == InstructionKind::AllGather)
+    expected = n * parts;
+  else if (kind == InstructionKind::ReduceScatter || kind == InstructionKind::AllSlice)
+    expected = n / parts;
+  if ((splits && n % parts != 0) || out.numel() != expected)
+    return std::string(instructionKindName(kind)) + " over " + std::to_string(groupSize) +
+           " ranks cannot take input " + in.describe() + " to output " + out.describe();
+  return "";
+}
+
+} // namespace
 
 TensorView BoundProgram::viewOf(uint32_t index) const {
   const BufferInfo &b = program_.buffers[index];
@@ -93,6 +114,8 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
       TensorView in = viewOf(inst.inputs[0]), out = viewOf(inst.outputs[0]);
       if (in.dtype != out.dtype)
         fail(where(), ": input and output dtypes differ");
+      if (std::string error = collectiveSizeError(inst.kind, in, out, group.size()); !error.empty())
+        fail(where(), ": ", error);
       Reduction op = parseReduction(inst.reduction.empty() ? "sum" : inst.reduction);
       size_t n = static_cast<size_t>(in.numel());
       int root = static_cast<int>(inst.root);
@@ -132,9 +155,6 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
         // address is resolved here, once.
         size_t bytes = out.bytes();
         const uint8_t *src = static_cast<const uint8_t *>(in.data) + bytes * group.rank();
-        if (bytes * group.size() != in.bytes())
-          fail(where(), ": all_slice input ", in.describe(), " is not ", group.size(),
-               " chunks of ", out.describe());
         int stream = inst.stream;
         steps_.push_back([&device, src, out, bytes, stream](const StepContext &) {
           device.copy(out.data, src, bytes, stream);

@@ -16,13 +16,15 @@
 #                --attention cudnn and tensor-cores each vs cuda-cores, ≤ 1e-2;
 #                the one-launch AdamW vs per-tensor kernels, bit for bit
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
-#   bench        GPT-2 124M vs torch.compile, once per --attention choice (the
-#                baseline cached from an earlier lease on the same GPU and
-#                PyTorch unless --rerun-baseline), its per-kernel profile (CUDA
-#                events, each kernel's cuBLASLt GEMMs split out), attention vs
-#                SDPA at head dims 64 and 128, the LM head with its vocabulary
-#                padded and not, the 1.5B shape;
-#                ncu's time per kernel name over two steps of 124M
+#   bench        the device's calibration for llmc plan (cuBLASLt GEMMs,
+#                a copy, attention: llmc-bench-calibrate, copied to
+#                <out>/calibration.json); GPT-2 124M vs torch.compile, once
+#                per --attention choice (the baseline cached from an earlier
+#                lease on the same GPU and PyTorch unless --rerun-baseline),
+#                its per-kernel profile (CUDA events, each kernel's cuBLASLt
+#                GEMMs split out), attention vs SDPA at head dims 64 and 128,
+#                the LM head with its vocabulary padded and not, the 1.5B
+#                shape; ncu's time per kernel name over two steps of 124M
 #   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels)
 #   ctest        every other runtime and kernel test through ctest
 #   sanitizer    compute-sanitizer memcheck on a few steps of llmc-run and on
@@ -316,6 +318,11 @@ do_ncu() {
     "$BIN/llmc-run" "$A/gpt2-124M-bf16-gpu.llmc" --steps 2 --profile --quiet \
     > "$OUT_DIR/ncu.csv"
 }
+# The device's rates for `llmc plan --calibration` (compiler/plan/Calibration.h):
+# GEMMs, copy bandwidth, attention and a small kernel's cost.
+do_calibrate() {
+  "$BIN/llmc-bench-calibrate" -o "$STEP_DATA" && cp "$STEP_DATA" "$OUT_DIR/calibration.json"
+}
 # The 1.5B shape: fits, step time, tokens/s and MFU (no baseline).
 do_bench_1p5b() {
   local w=$OUT_DIR/bench-1.5B
@@ -340,7 +347,7 @@ export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
 export -f do_build do_preflight do_conformance_cuda do_conformance_changed do_ctest do_sanitize \
   do_sanitize_run parity_pair do_resume_on_cpu attention_baseline do_attention_variant \
   do_multi_tensor_adamw do_two_ranks do_bench_gpt2 do_profile_gpt2 do_bench_attention \
-  do_bench_head do_bench_1p5b do_ncu
+  do_bench_head do_bench_1p5b do_ncu do_calibrate
 
 {
   echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
@@ -392,6 +399,7 @@ if wants multigpu; then
   step multigpu-tp2 120 do_two_ranks tp2 tiny-tp2-gpu.llmc
 fi
 if wants bench; then
+  step bench-calibrate 120 do_calibrate
   step bench-gpt2-124M 300 do_bench_gpt2
   step profile-124M 90 do_profile_gpt2
   step bench-attention-64 150 do_bench_attention 64 12

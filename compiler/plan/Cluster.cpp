@@ -11,18 +11,33 @@ namespace llmc::plan {
 
 namespace {
 
-/// Datasheet numbers, per GPU. Bandwidths are one direction: NVLink's
-/// quoted totals are bidirectional (A100 600 GB/s, H100 900 GB/s); a DGX
-/// node has one InfiniBand port per GPU (A100: HDR 200 Gb/s, H100: NDR
-/// 400 Gb/s). Peaks are dense bf16 tensor-core rates (no sparsity).
-Cluster dgx(const std::string &name, double tflops, double hbm, double nvlink, double ib) {
+/// The share of the datasheet HBM bandwidth memory-bound kernels are priced
+/// at: a stated assumption (a large device-to-device copy reaches about
+/// 90% of it), replaced by the device's own copy bandwidth when a
+/// calibration file (gpu-check's bench-calibrate step) is given.
+constexpr double kHbmEfficiency = 0.90;
+
+/// The share of NVLink's line rate NCCL's collectives move data at: "450GB/s
+/// is the line rate. With the protocol overhead (~20%) NCCL can get an
+/// effective NVLink bandwidth of 370GB/s" (S. Jeaugey, NCCL maintainer, on
+/// H100: NVIDIA/nccl-tests issue 212, 2024). InfiniBand is taken at its
+/// line rate.
+constexpr double kNvlinkEfficiency = 0.80;
+
+/// A DGX node of 8 GPUs. Bandwidths are one direction: NVLink's quoted
+/// totals are bidirectional (A100 600 GB/s, H100 and H200 900 GB/s), of
+/// which collectives get kNvlinkEfficiency; a DGX node has one InfiniBand
+/// port per GPU (A100: HDR 200 Gb/s, H100 and H200: NDR 400 Gb/s). Peaks are dense bf16 tensor-core rates (no
+/// sparsity), from NVIDIA's datasheets.
+Cluster dgx(const std::string &name, double memoryGiB, double tflops, double hbm, double nvlink,
+            double ib) {
   Cluster c;
   c.name = name;
   c.nodeSize = 8;
-  c.memoryBytes = 80.0 * (1ll << 30);
+  c.memoryBytes = memoryGiB * (1ll << 30);
   c.peakFlops = tflops * 1e12;
-  c.memoryBandwidth = hbm * 1e12;
-  c.intraBandwidth = nvlink * 1e9;
+  c.memoryBandwidth = hbm * 1e12 * kHbmEfficiency;
+  c.intraBandwidth = nvlink * 1e9 * kNvlinkEfficiency;
   c.interBandwidth = ib / 8 * 1e9;
   // NCCL's per-step latencies on these systems are a few microseconds in
   // a node and about twice that across the network.
@@ -30,15 +45,68 @@ Cluster dgx(const std::string &name, double tflops, double hbm, double nvlink, d
   c.interLatency = 10e-6;
   // Launching one kernel of a captured graph, plus its tail.
   c.kernelOverhead = 2e-6;
+  c.efficiency.tiles = largeGemmTiles();
   return c;
+}
+
+/// Causal flash attention, forward and backward, bf16, head dim 128, as
+/// PyTorch 2.11's scaled_dot_product_attention ran it on an H200 on
+/// 2026-11-26 (bench/attention_gpu.sh, B·T = 16k tokens, 16 heads;
+/// bench/results/2026-11-26-h200.json): cuDNN's fused flash attention,
+/// the kernel llmc binds by default (llmc-run --attention auto). The
+/// H100 SXM has the same 132 SMs and tensor cores.
+std::vector<AttentionRate> hopperAttention() {
+  return {{128, 1024, 281.4e12}, {128, 2048, 387.4e12}, {128, 4096, 475.4e12},
+          {128, 8192, 533.6e12}};
 }
 
 Cluster preset(const std::string &name, bool &found) {
   found = true;
-  if (name == "dgx-a100")
-    return dgx(name, 312, 2.039, 300, 200);
-  if (name == "dgx-h100")
-    return dgx(name, 989, 3.35, 450, 400);
+  if (name == "dgx-a100") {
+    // A100 SXM4 80GB: 108 SMs, 2.039 TB/s HBM2e.
+    Cluster c = dgx(name, 80, 312, 2.039, 300, 200);
+    c.deviceName = "A100 SXM4 80GB";
+    c.efficiency.sms = 108;
+    // The maximum achievable bf16 matmul rate measured on an A100 SXM
+    // (CUDA 12.1, best of a scan of large shapes): 267.9 TF/s, 85.9% of the
+    // peak (S. Bekman, "Machine Learning Engineering", Maximum Achievable
+    // Matmul FLOPS table).
+    c.efficiency.gemmFlops = 267.9e12;
+    // FlashAttention-2 reaches "50-73% of the theoretical maximum FLOPs/s on
+    // A100" (Dao 2023, abstract); causal attention at sequences of a few
+    // thousand is the low end: 50%.
+    c.efficiency.attention = {{128, 2048, 0.50 * 312e12}};
+    c.efficiency.source = "A100 datasheet; GEMM 267.9 TF/s (MAMF table); FlashAttention-2 at 50% "
+                          "of peak; HBM at 90%";
+    return c;
+  }
+  if (name == "dgx-h100") {
+    // H100 SXM5 80GB: 132 SMs, 3.35 TB/s HBM3.
+    Cluster c = dgx(name, 80, 989, 3.35, 450, 400);
+    c.deviceName = "H100 SXM5 80GB";
+    c.efficiency.sms = 132;
+    // The maximum achievable bf16 matmul rate measured on an H100 SXM
+    // (CUDA 12.1): 792.1 TF/s, 80.1% of the peak (the MAMF table above).
+    c.efficiency.gemmFlops = 792.1e12;
+    c.efficiency.attention = hopperAttention();
+    c.efficiency.source = "H100 datasheet; GEMM 792.1 TF/s (MAMF table); cuDNN flash attention as "
+                          "measured on an H200; HBM at 90%";
+    return c;
+  }
+  if (name == "dgx-h200") {
+    // H200 141GB: the H100's 132 SMs and peak, 4.8 TB/s HBM3e; the device
+    // reports about 139 GiB.
+    Cluster c = dgx(name, 139, 989, 4.8, 450, 400);
+    c.deviceName = "H200 141GB";
+    c.efficiency.sms = 132;
+    // cuBLASLt's bf16 8192³ product, measured on an H200 with llmc's
+    // CUDA build: 790 TF/s (docs/performance.md).
+    c.efficiency.gemmFlops = 790e12;
+    c.efficiency.attention = hopperAttention();
+    c.efficiency.source = "H200 datasheet; GEMM 790 TF/s and cuDNN flash attention as measured on "
+                          "an H200; HBM at 90%";
+    return c;
+  }
   found = false;
   return {};
 }
@@ -49,6 +117,8 @@ std::vector<std::pair<std::string, std::string>> clusterPresets() {
   return {{"dgx-a100", "8 × A100 80GB per node: 312 TFLOP/s bf16, 2.0 TB/s HBM, NVLink 300 GB/s, "
                        "HDR InfiniBand 25 GB/s per GPU"},
           {"dgx-h100", "8 × H100 80GB per node: 989 TFLOP/s bf16, 3.35 TB/s HBM, NVLink 450 GB/s, "
+                       "NDR InfiniBand 50 GB/s per GPU"},
+          {"dgx-h200", "8 × H200 141GB per node: 989 TFLOP/s bf16, 4.8 TB/s HBM, NVLink 450 GB/s, "
                        "NDR InfiniBand 50 GB/s per GPU"}};
 }
 
@@ -117,6 +187,8 @@ std::string validate(const Cluster &c) {
       return error;
   if (c.intraLatency < 0 || c.interLatency < 0 || c.kernelOverhead < 0)
     return "latencies and the kernel overhead cannot be negative";
+  if (std::string bad = validate(c.efficiency); !bad.empty())
+    return bad;
   if (c.devices > c.nodeSize && c.devices % c.nodeSize != 0)
     return std::to_string(c.devices) + " devices is not a whole number of " +
            std::to_string(c.nodeSize) + "-device nodes";

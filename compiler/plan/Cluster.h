@@ -1,14 +1,19 @@
 //===- Cluster.h - the machines a plan is for -------------------*- C++ -*-===//
 //
 // What `llmc plan` knows about a cluster: how many accelerators, their
-// memory, their dense peak and memory bandwidth, and the two kinds of link
-// a collective can span (inside a node, between nodes), each as latency α
-// and bandwidth β. Presets hold datasheet numbers; every field can be set
-// by hand (e.g. from a measurement of a CPU "cluster", bench/plan_cpu.sh).
+// memory, their dense peak, the rates their kernels achieve (Efficiency.h)
+// and the two kinds of link a collective can span (inside a node, between
+// nodes), each as latency α and bandwidth β. Presets hold datasheet and
+// published measurements, each with its source; a calibration file
+// measured on the device (Calibration.h) replaces the device's numbers;
+// every field can be set by hand (e.g. from a measurement of a CPU
+// "cluster", bench/plan_cpu.sh).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_COMPILER_PLAN_CLUSTER_H
 #define LLMC_COMPILER_PLAN_CLUSTER_H
+
+#include "compiler/plan/Efficiency.h"
 
 #include <cstdint>
 #include <map>
@@ -19,11 +24,16 @@ namespace llmc::plan {
 
 struct Cluster {
   std::string name;           ///< "dgx-h100", or "custom"
+  std::string deviceName;     ///< "H100 SXM5 80GB", or the calibrated device's
   int64_t devices = 0;        ///< ranks in the job
   int64_t nodeSize = 1;       ///< devices per node
   double memoryBytes = 0;     ///< per device
-  double peakFlops = 0;       ///< dense, at the training precision, per device
-  double memoryBandwidth = 0; ///< bytes/s, per device
+  /// Dense datasheet peak at the training precision, per device: what MFU
+  /// divides by.
+  double peakFlops = 0;
+  /// Bytes/s a memory-bound kernel achieves, per device (measured, or the
+  /// datasheet's times a stated efficiency).
+  double memoryBandwidth = 0;
   double intraBandwidth = 0;  ///< bytes/s one device sends inside its node
   double interBandwidth = 0;  ///< bytes/s one device sends to other nodes
   double intraLatency = 0;    ///< seconds per message inside a node
@@ -32,9 +42,12 @@ struct Cluster {
   /// Whether data-parallel communication runs beside compute (a GPU's
   /// communication stream); false prices every collective as blocking.
   bool overlap = true;
+  /// How close kernels come to the peak, by kind and shape.
+  Efficiency efficiency;
 };
 
-/// The preset names (`dgx-a100`, `dgx-h100`) with a one-line description.
+/// The preset names (`dgx-a100`, `dgx-h100`, `dgx-h200`) with a one-line
+/// description.
 std::vector<std::pair<std::string, std::string>> clusterPresets();
 
 /// "dgx-h100:128" → the preset for 128 devices (whole nodes or fewer).

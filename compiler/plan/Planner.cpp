@@ -44,7 +44,8 @@ std::string Layout::compileFlags(const Request &request) const {
   if (request.seqLen > 0)
     os << " --set seq_len=" << request.seqLen;
   // The model's batch_size is one microbatch over all data-parallel ranks.
-  os << " --set batch_size=" << dp * microbatchSize << " --precision " << request.precision;
+  os << " --set batch_size=" << dp * microbatchSize << " --precision " << request.precision
+     << " --target " << request.target;
   TrainingPipelineOptions options = layoutOptions(request, *this);
   if (!options.mesh.empty())
     os << " --mesh " << options.mesh;
@@ -59,9 +60,9 @@ std::string Layout::compileFlags(const Request &request) const {
   if (virtualStages > 1)
     os << " --virtual-stages " << virtualStages;
   if (recompute == "budget") {
-    std::ostringstream gib;
-    gib << std::floor(request.cluster.memoryBytes / (1ll << 30)) << "GiB";
-    os << " --recompute budget --memory-budget " << gib.str();
+    // Whole MiB, rounded down: the budget never exceeds the device.
+    os << " --recompute budget --memory-budget "
+       << static_cast<int64_t>(std::floor(request.cluster.memoryBytes / (1 << 20))) << "MiB";
   } else if (recompute != "none") {
     os << " --recompute " << recompute;
   }
@@ -95,17 +96,63 @@ bool modelShape(const Request &request, ModelShape &shape, std::string &error) {
   shape.heads = config.nHead;
   shape.kvHeads = config.nKvHead > 0 ? config.nKvHead : config.nHead;
   shape.parameters = static_cast<double>(countParameters(*module).total);
+  shape.dropout = config.dropout;
   return true;
 }
 
 
-bool runPlan(const Request &request, int64_t verified, Result &result, std::string &error) {
-  if (std::string bad = validate(request.cluster); !bad.empty()) {
-    error = bad;
+std::string validate(const Request &r) {
+  if (std::string bad = validate(r.cluster); !bad.empty())
+    return bad;
+  auto is = [](const std::string &value, std::initializer_list<const char *> choices) {
+    for (const char *choice : choices)
+      if (value == choice)
+        return true;
     return false;
+  };
+  if (r.globalBatch <= 0)
+    return "--global-batch must be a positive number of sequences per step, not " +
+           std::to_string(r.globalBatch);
+  if (r.seqLen < 0)
+    return "--seq must be a positive number of tokens, not " + std::to_string(r.seqLen);
+  if (!is(r.target, {"cpu", "cuda"}))
+    return "--target must be cpu or cuda, not '" + r.target + "'";
+  if (!is(r.precision, {"fp32", "bf16", "fp16"}))
+    return "--precision must be fp32, bf16 or fp16, not '" + r.precision + "'";
+  if (!(r.fp32MatmulScale > 0 && r.fp32MatmulScale <= 1)) {
+    std::ostringstream os;
+    os << "--fp32-matmul-scale must be in (0, 1], not " << r.fp32MatmulScale;
+    return os.str();
   }
-  if (request.globalBatch <= 0) {
-    error = "give the global batch (--global-batch, sequences per step)";
+  if (r.microbatchSizes.empty())
+    return "--microbatch-sizes: give at least one size";
+  for (int64_t size : r.microbatchSizes)
+    if (size <= 0)
+      return "--microbatch-sizes: " + std::to_string(size) + " is not a positive size";
+  for (int64_t tp : r.onlyTp)
+    if (tp <= 0 || (tp & (tp - 1)))
+      return "--tp: " + std::to_string(tp) +
+             " is not a power of two (the sizes tensor parallelism is searched at)";
+  for (int64_t pp : r.onlyPp)
+    if (pp <= 0)
+      return "--pp: " + std::to_string(pp) + " is not a positive number of stages";
+  for (int64_t zero : r.onlyZero)
+    if (zero < 0 || zero > 3)
+      return "--zero: " + std::to_string(zero) + " is not a ZeRO stage (0, 1, 2 or 3)";
+  for (const std::string &mode : r.onlyRecompute)
+    if (!is(mode, {"none", "selective", "full", "budget"}))
+      return "--recompute: '" + mode + "' is not none, selective, full or budget";
+  for (const std::string &kind : r.onlySchedule)
+    if (!is(kind, {"1f1b", "interleaved", "zero-bubble"}))
+      return "--pipeline-schedule: '" + kind + "' is not 1f1b, interleaved or zero-bubble";
+  if (r.maxVirtualStages < 1)
+    return "the largest number of virtual stages must be at least 1";
+  return "";
+}
+
+bool runPlan(const Request &request, int64_t verified, Result &result, std::string &error) {
+  if (std::string bad = validate(request); !bad.empty()) {
+    error = bad;
     return false;
   }
   ModelShape shape;
@@ -114,7 +161,10 @@ bool runPlan(const Request &request, int64_t verified, Result &result, std::stri
   Request resolved = request;
   if (resolved.seqLen <= 0)
     resolved.seqLen = shape.seqLen;
+  resolved.cluster.efficiency.attentionDropout = shape.dropout > 0;
   result.seqLen = resolved.seqLen;
+  result.achievableFraction =
+      achievableFraction(request.cluster.efficiency, request.cluster.peakFlops);
   result.parameters = shape.parameters;
   result.layers = shape.layers;
   auto start = std::chrono::steady_clock::now();

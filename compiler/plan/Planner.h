@@ -38,6 +38,9 @@ struct Request {
   int64_t globalBatch = 0; ///< sequences per optimizer step
   int64_t seqLen = 0;      ///< 0: the model's own
   std::string precision = "bf16";
+  /// The backend the layouts are compiled for (`llmc compile --target`):
+  /// only what it accepts is offered, and probes price its programs.
+  std::string target = "cuda";
   std::vector<int64_t> microbatchSizes = {1, 2, 4, 8};
   int64_t maxVirtualStages = 4;
   /// The fp32-matmul rate as a fraction of the peak (½ on tensor-core GPUs).
@@ -69,7 +72,7 @@ struct Prediction {
   double commShare = 0;     ///< exposed communication / step
   double tokensPerSecond = 0;
   double tflopsPerDevice = 0; ///< model FLOPs (no recomputation) per second
-  double mfu = 0;
+  double mfu = 0;             ///< that over the device's datasheet peak
 };
 
 struct Rejected {
@@ -83,11 +86,24 @@ struct Result {
   int64_t layoutsSearched = 0;
   int64_t probesCompiled = 0;
   double probeSeconds = 0, searchSeconds = 0;
-  double modelFlopsPerStep = 0;   ///< 3 × forward matmul and attention FLOPs
+  /// Model FLOPs per step: PaLM's 6N + 12·L·H·Q·T per token, as llmc's
+  /// kernels compute them (products and attention, forward and backward,
+  /// causal attention at half the scores, no recomputation): the FLOPs
+  /// MFU divides by and the time model prices (KernelCost.h).
+  double modelFlopsPerStep = 0;
+  /// The fastest rate a model FLOP is priced at, over the peak: every
+  /// layout's MFU is at most this.
+  double achievableFraction = 1;
   double parameters = 0;
   int64_t layers = 0;
   int64_t seqLen = 0; ///< the request's, or the model's own
 };
+
+/// Checks a request: the cluster, a positive batch and sequence (0: the
+/// model's own), known target, precision, schedules and recomputation
+/// modes, and filters that name sizes the search can take. "" when valid,
+/// else a message naming the flag.
+std::string validate(const Request &request);
 
 /// Runs the search. `verified` (≥ 0) layouts from the top are compiled at
 /// reduced depth in their real layout to confirm the compiler accepts them;

@@ -129,6 +129,7 @@ int64_t planValue(DictionaryAttr plan, StringRef key) {
 TrainingPipelineOptions layoutOptions(const Request &request, const Layout &layout) {
   TrainingPipelineOptions o;
   o.precision = request.precision;
+  o.target = request.target;
   o.mesh = meshSpec(layout.pp, layout.dp, layout.tp);
   o.zero = layout.zero;
   o.sequenceParallel = layout.sp;

@@ -1,7 +1,7 @@
-//===- ProgramCost.cpp - roofline and alpha-beta pricing of exec programs -===//
+//===- ProgramCost.cpp - kernel and alpha-beta pricing of exec programs ---===//
 
 #include "compiler/plan/ProgramCost.h"
-#include "common/ElementwiseProgram.h"
+#include "compiler/plan/KernelCost.h"
 
 #include "dialects/Exec/ExecDialect.h"
 
@@ -60,13 +60,6 @@ double bytesOf(Type type) {
   return static_cast<double>(memref.getNumElements()) * std::max(8u, bits) / 8;
 }
 
-ArrayRef<int64_t> shapeOf(Value v) { return cast<MemRefType>(v.getType()).getShape(); }
-
-int64_t attrInt(Operation *op, StringRef name) {
-  auto attr = op->getAttrOfType<IntegerAttr>(name);
-  return attr ? attr.getInt() : 0;
-}
-
 /// The phase letter of an instruction's `exec.action` ("F3" → 'F', "B0.1"
 /// → 'B') and its microbatch; 'S' and -1 outside the microbatches.
 char phaseOf(Operation *op, std::set<std::string> &microbatches, int &microbatch) {
@@ -83,102 +76,6 @@ char phaseOf(Operation *op, std::set<std::string> &microbatches, int &microbatch
 }
 
 } // namespace
-
-double kernelFlops(Operation *op) {
-  auto kernel = cast<exec::KernelOp>(op);
-  StringRef name = kernel.getCallee();
-  auto inputs = kernel.getInputs();
-  auto outputs = kernel.getOutputs();
-  if (outputs.empty())
-    return 0;
-  double outElements = cast<MemRefType>(outputs[0].getType()).getNumElements();
-  if (name == "matmul" && inputs.size() >= 2) {
-    ArrayRef<int64_t> a = shapeOf(inputs[0]);
-    int64_t k = attrInt(op, "transpose_a") ? a[a.size() - 2] : a.back();
-    return 2.0 * outElements * k;
-  }
-  // x [..., K] times a weight kept quantized (expanded inside the kernel).
-  if ((name == "matmul_nf4" || name == "matmul_int") && !inputs.empty())
-    return 2.0 * outElements * shapeOf(inputs[0]).back();
-  // A matmul with its bias (and GELU) epilogue or GELU's backward: the
-  // product's FLOPs; the weight gradient's product sums over every row.
-  if ((name == "linear" || name == "matmul_gelu_grad" || name == "matmul_swiglu_grad") &&
-      inputs.size() >= 2)
-    return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0]).back());
-  if (name == "linear_weight_grad" && inputs.size() >= 2) {
-    ArrayRef<int64_t> x = shapeOf(inputs[0]);
-    double rows = 1;
-    for (size_t i = 0; i + 1 < x.size(); ++i) rows *= x[i];
-    return 2.0 * outElements * rows;
-  }
-  // The fused head + loss: the logits' product, and in its backward forms
-  // also dh's product and, unless the head is frozen, dw's.
-  if (name.starts_with("linear_cross_entropy") && inputs.size() >= 3) {
-    ArrayRef<int64_t> h = shapeOf(inputs[0]), w = shapeOf(inputs[1]);
-    double rows = 1;
-    for (size_t i = 0; i + 1 < h.size(); ++i) rows *= h[i];
-    double forward = 2.0 * rows * static_cast<double>(w[0]) * static_cast<double>(w[1]);
-    if (name == "linear_cross_entropy" || name == "linear_cross_entropy_partial")
-      return forward;
-    return (attrInt(op, "frozen_weight") ? 2 : 3) * forward;
-  }
-  if ((name == "attention" || name == "attention_grad" || name == "attention_rope" ||
-       name == "attention_rope_grad") &&
-      inputs.size() >= 3) {
-    ArrayRef<int64_t> q = shapeOf(inputs[0]), k = shapeOf(inputs[1]);
-    if (q.size() == 4 && k.size() == 4) {
-      double forward = 4.0 * q[0] * q[2] * q[1] * k[1] * q[3];
-      if (attrInt(op, "causal"))
-        forward /= 2;
-      return name.ends_with("_grad") ? 2.5 * forward : forward;
-    }
-  }
-  // Packed: the output (an input of the backward) is q's shape, and k's
-  // length is q's.
-  if (name == "attention_packed" || name == "attention_packed_grad") {
-    ArrayRef<int64_t> q = shapeOf(name == "attention_packed" ? outputs[0] : inputs[1]);
-    double forward = 4.0 * q[0] * q[2] * q[1] * q[1] * q[3];
-    if (attrInt(op, "causal"))
-      forward /= 2;
-    return name == "attention_packed" ? forward : 2.5 * forward;
-  }
-  // Over a paged cache: every key a row can address (M·P), at most; an
-  // int8 cache adds one multiply per key and value element read.
-  if (name == "paged_attention" && inputs.size() >= 4) {
-    ArrayRef<int64_t> q = shapeOf(inputs[0]), pool = shapeOf(inputs[1]),
-                      table = shapeOf(inputs[3]);
-    if (q.size() == 4 && pool.size() == 4 && table.size() == 2) {
-      double keys = static_cast<double>(table[1]) * pool[1];
-      double flops = 4.0 * q[0] * q[1] * q[2] * q[3] * keys;
-      if (inputs.size() == 7)
-        flops += 2.0 * q[0] * q[1] * pool[2] * q[3] * keys;
-      return flops;
-    }
-  }
-  // A generated elementwise loop: one FLOP per element and arithmetic
-  // instruction, as each unfused op it replaces counted (loads, constants
-  // and casts only move).
-  if (name == "fused_elementwise")
-    if (auto program = op->getAttrOfType<DenseI64ArrayAttr>("program")) {
-      int64_t arithmetic = 0;
-      for (int64_t i = 0; i + ew::kFields <= program.size(); i += ew::kFields) {
-        auto opcode = static_cast<ew::Opcode>(program[i]);
-        arithmetic += opcode != ew::Opcode::Load && opcode != ew::Opcode::Const &&
-                      opcode != ew::Opcode::Cast;
-      }
-      return outElements * static_cast<double>(arithmetic);
-    }
-  static const std::set<std::string> movesOnly = {"slice", "pad", "concat", "transpose", "fill",
-                                                  "embedding", "copy", "cast"};
-  return movesOnly.count(name.str()) ? 0 : outElements;
-}
-
-double kernelBytes(Operation *op) {
-  double bytes = 0;
-  for (Value v : op->getOperands())
-    bytes += bytesOf(v.getType());
-  return bytes;
-}
 
 ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshShape &mesh,
                         double fp32MatmulScale, const std::vector<std::string> &deferredAxes) {
@@ -202,26 +99,12 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
     if (isa<exec::ProgramOp, exec::BufferOp>(op))
       return;
     Cost cost;
-    if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
-      double flops = kernelFlops(op), bytes = kernelBytes(op);
-      double peak = cluster.peakFlops;
-      // fp32 products (the fused head + loss is fp32 only).
-      StringRef callee = kernel.getCallee();
-      bool product = (callee.starts_with("matmul") && kernel.getOutputs().size() == 1) ||
-                     callee == "matmul_swiglu_grad" || callee == "linear" ||
-                     callee == "linear_weight_grad";
-      if ((product &&
-           cast<MemRefType>(kernel.getOutputs()[0].getType()).getElementType().isF32()) ||
-          callee.starts_with("linear_cross_entropy"))
-        peak *= fp32MatmulScale;
-      cost.computeSeconds =
-          std::max(flops / peak, bytes / cluster.memoryBandwidth) + cluster.kernelOverhead;
-      cost.flops = flops;
-      cost.bytes = bytes;
+    if (isa<exec::KernelOp>(op)) {
+      cost.computeSeconds = kernelSeconds(op, cluster, fp32MatmulScale);
+      cost.flops = kernelFlops(op);
+      cost.modelFlops = kernelModelFlops(op);
+      cost.bytes = kernelBytes(op);
       cost.kernels = 1;
-      if (callee.starts_with("matmul") || callee.starts_with("linear") ||
-          callee.starts_with("attention"))
-        cost.modelFlops = flops;
     } else if (auto send = dyn_cast<exec::SendOp>(op)) {
       cost.p2pBytes = bytesOf(send.getBuffer().getType());
       cost.p2pMessages = 1;

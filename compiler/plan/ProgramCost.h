@@ -1,9 +1,9 @@
 //===- ProgramCost.h - step time of a compiled program ----------*- C++ -*-===//
 //
 // Reads an exec program instruction by instruction and prices it on a
-// cluster: each kernel by a roofline (its FLOPs against the device's peak,
-// its bytes against memory bandwidth, whichever is slower, plus a launch
-// cost), each collective by the alpha-beta model of the link its group
+// cluster: each kernel by the device's efficiency model (KernelCost.h:
+// GEMMs by their tile waves, attention at its measured rate, the rest at
+// the achieved memory bandwidth, plus a launch cost), each collective by the alpha-beta model of the link its group
 // spans in the layout being planned (inside a node or across nodes). Costs
 // are summed per pipeline action phase (the `exec.action` of each
 // instruction: F, B or W) and for the work outside any microbatch (the
@@ -14,6 +14,7 @@
 #define LLMC_COMPILER_PLAN_PROGRAMCOST_H
 
 #include "compiler/plan/Cluster.h"
+#include "compiler/plan/KernelCost.h"
 
 #include "mlir/IR/Operation.h"
 
@@ -30,7 +31,7 @@ struct Cost {
   double p2pBytes = 0;       ///< pipeline sends (priced by the layout's pp link)
   double p2pMessages = 0;
   double flops = 0;
-  double modelFlops = 0;     ///< of matmuls and attention only
+  double modelFlops = 0;     ///< products and attention, as MFU counts them (KernelCost.h)
   double bytes = 0; ///< kernel memory traffic
   int64_t kernels = 0;
   double seconds() const { return computeSeconds + commSeconds; }
@@ -58,18 +59,9 @@ struct ProgramCost {
   Cost phase(char p) const;
 };
 
-/// FLOPs of one kernel call (0 for pure data movement): matmul 2·|C|·K;
-/// attention 4·B·H·Tq·Tk·d (halved when causal), its gradient 2.5× that
-/// (the forward's two products recomputed plus three more); everything
-/// else one operation per output element.
-double kernelFlops(mlir::Operation *kernel);
-
-/// Bytes a kernel reads and writes: every operand and result once.
-double kernelBytes(mlir::Operation *kernel);
-
 /// Prices `program` (an exec.program) for a job laid out as `mesh` on
 /// `cluster`. Collectives on groups spanning a node use the inter-node
-/// link. `matmulPeakFraction` scales the peak for fp32 matmuls (1 on a
+/// link. `fp32MatmulScale` scales the GEMM rate for fp32 products (1 on a
 /// CPU; ½ on tensor-core GPUs, whose fp32 path is TF32 at half the bf16
 /// rate).
 /// Collectives whose group includes one of `deferredAxes` are recorded in

@@ -128,14 +128,18 @@ std::vector<int64_t> divisorsOf(int64_t n) {
 void Search::run() {
   const Cluster &c = request.cluster;
   int64_t G = c.devices, L = shape.layers;
-  // Model FLOPs per step from the unsharded, unrecomputed forward.
+  // Model FLOPs per step: what the unsharded, unrecomputed programs of one
+  // sequence compute in products and attention, forward and backward
+  // (KernelCost.h), counted kernel by kernel as they are priced.
   {
     std::string error;
     ProbeKey key{1, false, 1, "none", 1};
     if (const Pieces *p = probes.get(key, false, error)) {
-      double forward = p->single.forward.modelFlops +
-                       (L - 1) * p->layer.forward.modelFlops;
-      result.modelFlopsPerStep = 3 * forward * request.globalBatch;
+      auto work = [](const Piece &piece) {
+        return piece.forward.modelFlops + piece.backward.modelFlops + piece.weight.modelFlops;
+      };
+      result.modelFlopsPerStep =
+          (work(p->single) + (L - 1) * work(p->layer)) * request.globalBatch;
     }
   }
   std::vector<int64_t> tps;

@@ -21,6 +21,7 @@ namespace llmc::plan {
 struct ModelShape {
   int64_t layers = 0, heads = 0, kvHeads = 0, seqLen = 0;
   double parameters = 0;
+  double dropout = 0;
 };
 
 /// The model's shape (layers, heads, parameters, sequence), from its builder.

@@ -2,6 +2,7 @@
 
 #include "tools/llmc/Plan.h"
 
+#include "compiler/plan/Calibration.h"
 #include "compiler/plan/Planner.h"
 #include "passes/Utils.h"
 #include "tools/llmc/Quantize.h"
@@ -9,6 +10,7 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -34,14 +36,39 @@ Opt<std::string> model("model", cl::desc("Built-in model family (gpt2, llama)"),
 Opt<std::string> preset("preset", cl::desc("Model preset"), cl::init("124M"), PLAN_OPT);
 cl::list<std::string> sets("set", cl::desc("Override a model config key (key=value)"), PLAN_OPT);
 Opt<std::string> configJson("config", cl::desc("Hugging Face style config.json"), PLAN_OPT);
-Opt<std::string> cluster("cluster", cl::desc("Preset and GPU count: dgx-a100:N | dgx-h100:N"),
+Opt<std::string> cluster("cluster",
+                         cl::desc("Preset and GPU count: dgx-a100:N | dgx-h100:N | dgx-h200:N"),
                          PLAN_OPT);
+Opt<std::string> calibration("calibration",
+                             cl::desc("The device's measured rates (JSON written by "
+                                      "llmc-bench-calibrate, gpu-check's bench-calibrate step)"),
+                             PLAN_OPT);
+Opt<std::string> attentionKernel(
+    "attention-kernel",
+    cl::desc("flash (the measured flash-attention rate, what llmc runs) | unfused (the scores "
+             "materialized, as systems without flash attention ran it: to compare with their "
+             "published runs)"),
+    cl::init("flash"), PLAN_OPT);
+Opt<std::string> target("target",
+                        cl::desc("Backend the layouts compile for: cuda (GPUs, the default) | "
+                                 "cpu (CPU ranks, described by hand)"),
+                        cl::init("cuda"), PLAN_OPT);
 Opt<int64_t> gpus("gpus", cl::desc("Number of devices (with or instead of --cluster)"), PLAN_OPT);
 Opt<std::string> gpuMemory("gpu-memory", cl::desc("Memory per device (80GiB)"), PLAN_OPT);
 Opt<double> gpuTflops("gpu-tflops", cl::desc("Dense peak per device at the training precision, "
                                              "TFLOP/s"),
                       PLAN_OPT);
-Opt<double> memoryBw("memory-bw", cl::desc("Device memory bandwidth, GB/s"), PLAN_OPT);
+Opt<double> memoryBw("memory-bw", cl::desc("Device memory bandwidth memory-bound kernels achieve, "
+                                          "GB/s"),
+                     PLAN_OPT);
+Opt<double> gemmTflops("gemm-tflops",
+                       cl::desc("Measured large-GEMM rate per device, TFLOP/s (GEMMs run at "
+                                "most this fast)"),
+                       PLAN_OPT);
+Opt<double> attentionTflops("attention-tflops",
+                            cl::desc("Measured attention rate (forward and backward) per device, "
+                                     "TFLOP/s, at every head dim and sequence"),
+                            PLAN_OPT);
 Opt<int64_t> nodeSize("node-size", cl::desc("Devices per node"), PLAN_OPT);
 Opt<double> intraBw("intra-bw", cl::desc("Bandwidth one device sends inside a node, GB/s"),
                     PLAN_OPT);
@@ -128,11 +155,15 @@ std::string flops(double f) {
   return fixed(f, 0) + " FLOP";
 }
 
+/// The cluster: a preset, then a calibration of its device, then every
+/// number given by hand.
 bool buildCluster(plan::Cluster &c, std::string &error) {
   if (!cluster.empty() && !plan::parseCluster(cluster, c, error))
     return false;
   if (cluster.empty())
     c.name = "custom";
+  if (!calibration.empty() && !plan::loadCalibration(calibration, c, error))
+    return false;
   if (gpus.getNumOccurrences())
     c.devices = gpus;
   if (gpuMemory.getNumOccurrences() && !plan::parseBytes(gpuMemory, c.memoryBytes)) {
@@ -143,6 +174,25 @@ bool buildCluster(plan::Cluster &c, std::string &error) {
     c.peakFlops = gpuTflops * 1e12;
   if (memoryBw.getNumOccurrences())
     c.memoryBandwidth = memoryBw * 1e9;
+  if (gemmTflops.getNumOccurrences()) {
+    if (!(gemmTflops > 0)) {
+      error = "--gemm-tflops must be a positive rate";
+      return false;
+    }
+    c.efficiency.gemmFlops = gemmTflops * 1e12;
+  }
+  if (attentionTflops.getNumOccurrences()) {
+    if (!(attentionTflops > 0)) {
+      error = "--attention-tflops must be a positive rate";
+      return false;
+    }
+    c.efficiency.attention = {{1, 1, attentionTflops * 1e12}};
+  }
+  if (attentionKernel != "flash" && attentionKernel != "unfused") {
+    error = "--attention-kernel must be flash or unfused, not '" + attentionKernel + "'";
+    return false;
+  }
+  c.efficiency.unfusedAttention = attentionKernel == "unfused";
   if (nodeSize.getNumOccurrences())
     c.nodeSize = nodeSize;
   if (intraBw.getNumOccurrences())
@@ -163,6 +213,52 @@ bool buildCluster(plan::Cluster &c, std::string &error) {
   return error.empty();
 }
 
+/// What the request's flags say beyond the cluster; "" when valid.
+std::string requestError() {
+  if (seq.getNumOccurrences() && seq <= 0)
+    return "--seq must be a positive number of tokens, not " + std::to_string(seq);
+  if (top <= 0)
+    return "--top must be a positive number of rows, not " + std::to_string(top);
+  if (emitFlags < 0)
+    return "--emit-flags takes a row number (1 = the best), not " + std::to_string(emitFlags);
+  if (verify < 0)
+    return "--verify must be 0 or more layouts, not " + std::to_string(verify);
+  if (compareCompiled < 0)
+    return "--compare-compiled must be 0 or more layouts, not " + std::to_string(compareCompiled);
+  if (onlySp != "both" && onlySp != "on" && onlySp != "off")
+    return "--sp must be on, off or both, not '" + onlySp + "'";
+  return "";
+}
+
+/// "H100 SXM5 80GB: GEMMs at most 792 TFLOP/s (tiles in waves over 132
+/// SMs), attention 281–534 TFLOP/s, memory 3015.0 GB/s, 2.0 us per kernel
+/// (source)".
+std::string describeDevice(const plan::Cluster &c) {
+  const plan::Efficiency &e = c.efficiency;
+  double gemm = e.gemmFlops > 0 ? std::min(e.gemmFlops, c.peakFlops) : c.peakFlops;
+  int digits = c.peakFlops < 1e13 ? 3 : 0;
+  std::string text = (c.deviceName.empty() ? std::string() : c.deviceName + ": ") +
+                     "GEMMs at most " + fixed(gemm / 1e12, digits) + " TFLOP/s";
+  if (e.sms > 0)
+    text += " (tiles in waves over " + std::to_string(e.sms) + " SMs)";
+  double low = c.peakFlops, high = 0;
+  for (const plan::AttentionRate &r : e.attention)
+    low = std::min(low, r.flopsPerSecond), high = std::max(high, r.flopsPerSecond);
+  if (e.attention.empty())
+    low = high = c.peakFlops;
+  high = std::min(high, c.peakFlops);
+  if (e.unfusedAttention)
+    text += ", attention unfused (its scores through memory)";
+  else
+    text += ", attention " + fixed(low / 1e12, digits) +
+            (high > low ? "–" + fixed(high / 1e12, digits) : std::string()) + " TFLOP/s";
+  text += ", memory " + fixed(c.memoryBandwidth / 1e9, 1) + " GB/s, " +
+          fixed(c.kernelOverhead * 1e6, 1) + " us per kernel";
+  if (!e.source.empty())
+    text += " (" + e.source + ")";
+  return text;
+}
+
 void printRow(raw_ostream &os, size_t rank, const plan::Prediction &p, const plan::Cluster &c) {
   os << format("%4zu  %-52s %10s %10s %12s %8s %6s %7s %6s\n", rank,
                p.layout.label().c_str(), formatSize(static_cast<int64_t>(p.memoryBytes)).c_str(),
@@ -181,34 +277,26 @@ int runPlan() {
   request.model.preset = preset;
   request.model.configJson = configJson;
   request.model.overrides.assign(sets.begin(), sets.end());
+  if (std::string bad = requestError(); !bad.empty())
+    return fail(bad);
   std::string error;
   if (!buildCluster(request.cluster, error))
     return fail(error);
   request.globalBatch = globalBatch;
   request.seqLen = seq;
-  if (precision != "fp32" && precision != "bf16" && precision != "fp16")
-    return fail("--precision must be fp32, bf16 or fp16, not '" + precision + "'");
   request.precision = precision;
+  request.target = target;
   request.fp32MatmulScale = fp32Matmul;
   if (!microbatchSizes.empty())
     request.microbatchSizes.assign(microbatchSizes.begin(), microbatchSizes.end());
-  for (int64_t size : request.microbatchSizes)
-    if (size <= 0)
-      return fail("--microbatch-sizes: " + Twine(size) + " is not a positive size");
   request.onlyTp.assign(onlyTp.begin(), onlyTp.end());
   request.onlyPp.assign(onlyPp.begin(), onlyPp.end());
   request.onlyZero.assign(onlyZero.begin(), onlyZero.end());
   request.onlyRecompute.assign(onlyRecompute.begin(), onlyRecompute.end());
   request.onlySchedule.assign(onlySchedule.begin(), onlySchedule.end());
-  for (const std::string &mode : request.onlyRecompute)
-    if (mode != "none" && mode != "selective" && mode != "full" && mode != "budget")
-      return fail("--recompute: '" + mode + "' is not none, selective, full or budget");
-  for (const std::string &kind : request.onlySchedule)
-    if (kind != "1f1b" && kind != "interleaved" && kind != "zero-bubble")
-      return fail("--pipeline-schedule: '" + kind + "' is not 1f1b, interleaved or zero-bubble");
-  if (onlySp != "both" && onlySp != "on" && onlySp != "off")
-    return fail("--sp must be on, off or both, not '" + onlySp + "'");
   request.onlySp = onlySp == "both" ? -1 : onlySp == "on";
+  if (std::string bad = plan::validate(request); !bad.empty())
+    return fail(bad);
   plan::Result result;
   if (!plan::runPlan(request, std::max<int64_t>(verify, emitFlags), result, error))
     return fail(error);
@@ -230,9 +318,13 @@ int runPlan() {
      << (nodes == 1 ? "" : "s") << " of " << c.nodeSize << "), "
      << fixed(c.peakFlops / 1e12, c.peakFlops < 1e13 ? 3 : 0) << " TFLOP/s and "
      << formatSize(static_cast<int64_t>(c.memoryBytes)) << " each\n"
+     << "device:   " << describeDevice(c) << "\n"
      << "batch:    " << request.globalBatch << " sequences × " << result.seqLen
-     << " tokens per step, " << request.precision << "; model FLOPs per step "
-     << flops(result.modelFlopsPerStep) << "\n"
+     << " tokens per step, " << request.precision << ", --target " << request.target
+     << "; model FLOPs per step " << flops(result.modelFlopsPerStep) << "\n"
+     << "MFU:      model FLOPs by PaLM's 6N + 12·L·H·Q·T per token, as llmc's kernels compute "
+        "them (causal attention: half the scores; docs/planner.md), over the peak; at most "
+     << fixed(100 * result.achievableFraction, 1) << "% here\n"
      << "searched: " << result.layoutsSearched << " layouts, " << result.ranked.size()
      << " fit; " << result.probesCompiled << " probe compiles (" << fixed(result.probeSeconds, 1)
      << " s), " << fixed(result.searchSeconds, 1) << " s in all\n\n";

@@ -1,9 +1,12 @@
 //===- Plan.h - `llmc plan`: rank parallel layouts for a cluster -*- C++ -*-===//
 //
 //   llmc plan --model gpt2 --preset 1.5B --cluster dgx-h100:64 --global-batch 512
-//       --seq 1024 [--top 10] [--explain] [--emit-flags N]
+//       --seq 1024 [--target cuda|cpu] [--calibration FILE] [--top 10]
+//       [--explain] [--emit-flags N]
 //
-// Prints the layouts that fit, fastest first (compiler/plan/Planner.h).
+// Prints the layouts the target compiles that fit, fastest first, each
+// priced by the device's efficiency model (compiler/plan/Planner.h,
+// Efficiency.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_TOOLS_LLMC_PLAN_H

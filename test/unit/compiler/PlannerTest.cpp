@@ -183,6 +183,7 @@ Request tinyRequest() {
   r.cluster.intraBandwidth = r.cluster.interBandwidth = 1e9;
   r.globalBatch = 8;
   r.precision = "fp32";
+  r.target = "cpu"; // CPU ranks: the roofline of a device without a wave model
   r.fp32MatmulScale = 1;
   return r;
 }
