@@ -26,7 +26,7 @@
 
 #include "kernels/AttentionImpl.h"
 #include "kernels/Kernel.h"
-#include "kernels/contracts/AttentionWorkspace.h"
+#include "common/AttentionWorkspace.h"
 #include "kernels/cuda/AttentionChoice.h"
 #include "kernels/cuda/Device.h"
 

@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/ElementwiseProgram.h"
 #include "bench/KernelBench.h"
+#include "common/ElementwiseProgram.h"
 
 #include <algorithm>
 #include <cstdio>

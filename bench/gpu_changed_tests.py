@@ -12,11 +12,14 @@ selects tests by the kernel names it concerns:
     (LLMC_REGISTER_KERNEL); a header there: the sources that include it;
   - a binding contract (kernels/contracts/X.*): the kernels of the sources
     that include kernels/contracts/X.h;
+  - a shared header (common/X.h, kernels/X.h): the kernels of the sources
+    that include it, directly or through other headers and contracts;
   - a CUDA test file (test/unit/kernels/cuda_*_test.cpp): all its tests;
 and every test suite of a CUDA test file that names one of those kernels
 (anywhere: its helpers too) is selected. Files every
 kernel shares (the device, the registry, the conformance harness) select
-every CUDA test ("Cuda*"). Prints "-" when nothing selects a test.
+every CUDA test ("Cuda*"), as does common/HostDevice.h (what the device
+compiles of the shared headers). Prints "-" when nothing selects a test.
 """
 import argparse
 import glob
@@ -27,7 +30,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = re.compile(r"^(kernels/(Kernel\.h|Registry\.cpp|Tensor\.(h|cpp)|Validator\.(h|cpp)|CMakeLists\.txt)"
+SHARED = re.compile(r"^(common/HostDevice\.h|kernels/(Kernel\.h|Registry\.cpp|Tensor\.(h|cpp)|Validator\.(h|cpp)|CMakeLists\.txt)"
                     r"|kernels/cuda/(Device\.(cu|h)|Common\.cuh|BindScratch\.h|CMakeLists\.txt)"
                     r"|test/unit/kernels/(CudaConformance|KernelTest)\.(h|cpp)|test/unit/kernels/CMakeLists\.txt)$")
 REGISTER = re.compile(r'LLMC_REGISTER_KERNEL\(\s*(?:CPU|CUDA)\s*,\s*"([a-z0-9_]+)"')
@@ -68,6 +71,25 @@ def sources_including(header):
     return found
 
 
+def sources_including_through_headers(header):
+    """Kernel sources that include `header` directly or through kernels/ and
+    common/ headers, or through a binding contract's source (a shared
+    header is mostly read through a contract)."""
+    readers = {os.path.relpath(h, ROOT) for pattern in ("kernels/**/*.h", "kernels/**/*.cuh",
+                                                        "kernels/contracts/*.cpp", "common/*.h")
+               for h in glob.glob(os.path.join(ROOT, pattern), recursive=True)}
+    reached, todo = {header}, [header]
+    while todo:
+        pattern = re.compile(r'#include\s+"' + re.escape(todo.pop()) + '"')
+        for reader in readers - reached:
+            if pattern.search(read(reader)):
+                # A contract's source stands for its header, which the kernels include.
+                found = re.sub(r"\.cpp$", ".h", reader)
+                reached |= {reader, found}
+                todo.append(found)
+    return sorted(set().union(*(sources_including(h) for h in reached)))
+
+
 def kernel_names(path):
     if not os.path.exists(os.path.join(ROOT, path)):
         return set()
@@ -79,6 +101,8 @@ def kernels_of(path):
     if path.startswith("kernels/contracts/"):
         header = re.sub(r"\.(cpp|h)$", ".h", path)
         return set().union(*(kernel_names(s) for s in sources_including(header)), set())
+    if re.match(r"(common|kernels)/[^/]+\.h$", path):
+        return set().union(*(kernel_names(s) for s in sources_including_through_headers(path)), set())
     if re.match(r"kernels/(cpu|cuda)/", path):
         if path.endswith((".h", ".cuh")):
             return set().union(*(kernel_names(s) for s in sources_including(path)), set())

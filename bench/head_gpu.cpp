@@ -5,7 +5,7 @@
 // [rows, 768] bf16, w [V, 768] tied (transpose_b), rows = B·T = 16384 —
 // with the vocabulary as it is (50257) and padded to a multiple of 128
 // (50304, num_classes 50257, as `llmc compile --target cuda` pads it), in
-// the chunks llmc-fuse would choose for a chunk budget (kernels/HeadScratch.h).
+// the chunks llmc-fuse would choose for a chunk budget (common/HeadScratch.h).
 // Beside the whole kernel it times its parts, on the same shapes: the
 // chunk's three GEMMs (`matmul`: logits, dh, dw) and its row pass
 // (`cross_entropy_grad` on a chunk of logits, the kernel's loss and
@@ -18,7 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/HeadScratch.h"
+#include "common/HeadScratch.h"
 #include "kernels/Kernel.h"
 #include "kernels/cuda/Device.h"
 

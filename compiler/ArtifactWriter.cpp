@@ -2,18 +2,18 @@
 //
 // A direct transcription of the exec IR: buffers and instructions keep their
 // order, attributes keep their names. The content hash is patched in last
-// (see runtime/ArtifactFormat.h).
+// (see common/ArtifactFormat.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/ArtifactWriter.h"
 
+#include "common/ArtifactFormat.h"
+#include "common/schema/artifact_generated.h"
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "passes/Utils.h"
-#include "runtime/ArtifactFormat.h"
-#include "runtime/schema/artifact_generated.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"

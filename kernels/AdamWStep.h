@@ -29,7 +29,7 @@
 #ifndef LLMC_KERNELS_ADAMWSTEP_H
 #define LLMC_KERNELS_ADAMWSTEP_H
 
-#include "kernels/HostDevice.h"
+#include "common/HostDevice.h"
 #include "kernels/contracts/AdamW.h"
 
 #include <cmath>

@@ -12,7 +12,7 @@
 #ifndef LLMC_KERNELS_DROPOUTHASH_H
 #define LLMC_KERNELS_DROPOUTHASH_H
 
-#include "kernels/HostDevice.h"
+#include "common/HostDevice.h"
 
 #include <cstdint>
 

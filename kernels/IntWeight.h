@@ -23,7 +23,7 @@
 #ifndef LLMC_KERNELS_INTWEIGHT_H
 #define LLMC_KERNELS_INTWEIGHT_H
 
-#include "kernels/HostDevice.h"
+#include "common/HostDevice.h"
 
 #include <cstdint>
 

@@ -1,7 +1,7 @@
 //===- GraphBuilder.cpp - a small DSL for writing llm graphs --------------===//
 
 #include "models/GraphBuilder.h"
-#include "passes/Utils.h"
+#include "dialects/Annotations/Annotations.h"
 
 using namespace mlir;
 

@@ -8,8 +8,8 @@
 #ifndef LLMC_MODELS_GRAPHBUILDER_H
 #define LLMC_MODELS_GRAPHBUILDER_H
 
+#include "common/RopeScaling.h"
 #include "dialects/LLM/LLMDialect.h"
-#include "kernels/RopeScaling.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 

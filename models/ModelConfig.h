@@ -8,7 +8,7 @@
 #ifndef LLMC_MODELS_MODELCONFIG_H
 #define LLMC_MODELS_MODELCONFIG_H
 
-#include "kernels/RopeScaling.h"
+#include "common/RopeScaling.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
@@ -31,7 +31,7 @@ struct ModelConfig {
   double normEps = 1e-5;
   double ropeTheta = 10000.0;
   /// llama: "none", or "llama3": RoPE's rates rescaled by wavelength as
-  /// Llama 3.1 does (kernels/RopeScaling.h) with the four numbers below,
+  /// Llama 3.1 does (common/RopeScaling.h) with the four numbers below,
   /// whose defaults are Llama 3.1's.
   std::string ropeScaling = "none";
   double ropeFactor = 8.0;

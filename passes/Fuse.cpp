@@ -105,9 +105,9 @@
 #include "passes/FuseMultiTensorAdamW.h"
 #include "passes/FusePlace.h"
 
+#include "common/ElementwiseProgram.h"
+#include "common/HeadScratch.h"
 #include "dialects/Dist/DistDialect.h"
-#include "kernels/ElementwiseProgram.h"
-#include "kernels/HeadScratch.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Dominance.h"

@@ -4,7 +4,7 @@
 // patterns, the elementwise ops that remain (residual and gradient adds,
 // scales, casts, dropout, the activations and their gradients) are grown
 // into maximal chains, and each chain of two or more ops becomes one
-// llm.fused_elementwise whose program (kernels/ElementwiseProgram.h)
+// llm.fused_elementwise whose program (common/ElementwiseProgram.h)
 // replays the ops per element, rounding where each op stored its result.
 //
 // A chain only grows along def-use edges between ops of the same part of
@@ -31,8 +31,8 @@
 
 #include "passes/FuseElementwise.h"
 
+#include "common/ElementwiseProgram.h"
 #include "dialects/Dist/DistDialect.h"
-#include "kernels/ElementwiseProgram.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"

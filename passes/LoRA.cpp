@@ -32,7 +32,7 @@
 #include "passes/Passes.h"
 #include "passes/Utils.h"
 #include "dialects/QAT/QATDialect.h"
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"

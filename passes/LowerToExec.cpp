@@ -20,7 +20,7 @@
 // Each remaining llm op becomes an exec.kernel of the same name. Under
 // target=cuda an attention op cuDNN may run also gets a workspace output,
 // a block of its own live only at that instruction
-// (kernels/contracts/AttentionWorkspace.h).
+// (common/AttentionWorkspace.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,7 +30,7 @@
 #include "passes/QATScheme.h"
 #include "passes/Utils.h"
 
-#include "kernels/contracts/AttentionWorkspace.h"
+#include "common/AttentionWorkspace.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -775,7 +775,7 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
       else if (auto f = dyn_cast<FloatAttr>(value))
         value = pb.getF64FloatAttr(f.getValueAsDouble());
       else if (auto scheme = dyn_cast<qat::SchemeAttr>(value)) {
-        // The kernels' integer encoding (kernels/QuantScheme.h).
+        // The kernels' integer encoding (common/QuantScheme.h).
         quant::Scheme k = kernelScheme(scheme);
         kernel->setAttr("format", pb.getI64IntegerAttr(static_cast<int64_t>(k.format)));
         kernel->setAttr("granularity", pb.getI64IntegerAttr(static_cast<int64_t>(k.granularity)));

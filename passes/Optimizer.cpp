@@ -10,7 +10,7 @@
 #include "passes/Layout.h"
 #include "passes/Passes.h"
 #include "passes/Utils.h"
-#include "kernels/Adam8bit.h"
+#include "common/Adam8bit.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"

@@ -2,11 +2,11 @@
 #ifndef LLMC_PASSES_PASSES_H
 #define LLMC_PASSES_PASSES_H
 
+#include "common/QuantScheme.h"
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "dialects/QAT/QATDialect.h"
-#include "kernels/QuantScheme.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

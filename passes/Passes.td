@@ -516,7 +516,7 @@ def LowerToExec : Pass<"llmc-lower-to-exec", "mlir::ModuleOp"> {
     run (bf16/f16, head dim a multiple of 8 up to 256, no segment ids) gets
     one more output: a `workspace` buffer (`memref<Nxi8>`, category
     workspace) live only at that instruction, N from the formula of
-    kernels/contracts/AttentionWorkspace.h (the backward's dP, 2·B·H·T·S
+    common/AttentionWorkspace.h (the backward's dP, 2·B·H·T·S
     bytes, and attention_rope's rotated q and k), so the memory plan holds
     what cuDNN needs and nothing is allocated during a step.
 

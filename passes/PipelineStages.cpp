@@ -32,7 +32,7 @@
 #include "passes/Passes.h"
 #include "passes/MicrobatchSchedule.h"
 #include "passes/Utils.h"
-#include "runtime/Mesh.h"
+#include "common/Mesh.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"

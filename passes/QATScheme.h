@@ -1,6 +1,6 @@
 //===- QATScheme.h - qat schemes: the kernel encoding and --qat specs -*- C++ -*-===//
 //
-// A #qat.scheme as the kernels take it (kernels/QuantScheme.h), and the
+// A #qat.scheme as the kernels take it (common/QuantScheme.h), and the
 // user's `--qat` spec parsed into the schemes and sites the llmc-qat pass
 // quantizes.
 //
@@ -8,8 +8,8 @@
 #ifndef LLMC_PASSES_QATSCHEME_H
 #define LLMC_PASSES_QATSCHEME_H
 
+#include "common/QuantScheme.h"
 #include "dialects/QAT/QATDialect.h"
-#include "kernels/QuantScheme.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/StringSet.h"

@@ -2,10 +2,10 @@
 
 #include "passes/Utils.h"
 
+#include "common/QuantScheme.h"
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "dialects/QAT/QATDialect.h"
-#include "kernels/QuantScheme.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"

@@ -121,7 +121,7 @@ inline bool namesParameter(llvm::StringRef name, llvm::StringRef entry) {
 }
 
 /// The four frozen parameters that hold a weight in NF4 (the layout of
-/// `llmc quantize --scheme nf4:block<N>`, kernels/QuantScheme.h).
+/// `llmc quantize --scheme nf4:block<N>`, common/QuantScheme.h).
 struct Nf4Storage {
   mlir::Value codes;       ///< `<name>.qweight`: i8 [(n + 1) / 2], two indices per byte
   mlir::Value absmaxQ;     ///< `<name>.absmax_q`: i8 [n / block]

@@ -11,7 +11,7 @@
 
 #include "passes/Passes.h"
 #include "passes/Utils.h"
-#include "runtime/Mesh.h"
+#include "common/Mesh.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/TypeSwitch.h"

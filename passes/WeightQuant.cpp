@@ -31,7 +31,7 @@
 #include "passes/Passes.h"
 #include "passes/QATScheme.h"
 #include "passes/Utils.h"
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "passes/Layout.h"

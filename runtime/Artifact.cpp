@@ -2,8 +2,8 @@
 
 #include "runtime/Artifact.h"
 
-#include "runtime/ArtifactFormat.h"
-#include "runtime/schema/artifact_generated.h"
+#include "common/ArtifactFormat.h"
+#include "common/schema/artifact_generated.h"
 #include "runtime/support/Error.h"
 
 #include <algorithm>

@@ -1,10 +1,10 @@
 //===- Init.cpp - deterministic parameter initialisation ------------------===//
 
 #include "runtime/Init.h"
-#include "kernels/Half.h"
+#include "common/Half.h"
 
-#include "runtime/ArtifactFormat.h"
-#include "runtime/Mesh.h"
+#include "common/ArtifactFormat.h"
+#include "common/Mesh.h"
 #include "runtime/Sharding.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/SplitMix.h"

@@ -15,8 +15,8 @@
 #ifndef LLMC_RUNTIME_SHARDING_H
 #define LLMC_RUNTIME_SHARDING_H
 
+#include "common/Mesh.h"
 #include "runtime/Artifact.h"
-#include "runtime/Mesh.h"
 
 #include <cstdint>
 #include <vector>

@@ -110,8 +110,8 @@ cp /usr/src/googletest/CMakeLists.txt "$D/googletest/"
 cp -r /usr/src/googletest/googletest/{CMakeLists.txt,cmake,include,src} "$D/googletest/googletest/"
 # The schema's generated header, and the hash of the schema it came from
 # (CMake refuses a header generated from another schema).
-flatc --cpp --scoped-enums --gen-mutable -o "$D/generated" "$ROOT/runtime/schema/artifact.fbs"
-sha256sum "$ROOT/runtime/schema/artifact.fbs" | cut -d' ' -f1 > "$D/generated/artifact.fbs.sha256"
+flatc --cpp --scoped-enums --gen-mutable -o "$D/generated" "$ROOT/common/schema/artifact.fbs"
+sha256sum "$ROOT/common/schema/artifact.fbs" | cut -d' ' -f1 > "$D/generated/artifact.fbs.sha256"
 
 if [[ ${PREBUILT:-0} == 1 ]]; then
   PB=${PREBUILT_DIR:-$ROOT/build-gpu}

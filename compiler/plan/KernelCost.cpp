@@ -1,7 +1,7 @@
 //===- KernelCost.cpp - one kernel's work and its price -------------------===//
 
 #include "compiler/plan/KernelCost.h"
-#include "kernels/ElementwiseProgram.h"
+#include "common/ElementwiseProgram.h"
 
 #include "dialects/Exec/ExecDialect.h"
 

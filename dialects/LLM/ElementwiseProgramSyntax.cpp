@@ -6,7 +6,7 @@
 
 #include "dialects/LLM/ElementwiseProgramSyntax.h"
 
-#include "kernels/ElementwiseProgram.h"
+#include "common/ElementwiseProgram.h"
 
 #include "mlir/IR/Builders.h"
 

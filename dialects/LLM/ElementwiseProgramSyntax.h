@@ -1,7 +1,7 @@
 //===- ElementwiseProgramSyntax.h - fused_elementwise's program as text -*- C++ -*-===//
 //
 // The custom<ElementwiseProgram> directive of llm.fused_elementwise's
-// assembly: the program and yields arrays (kernels/ElementwiseProgram.h)
+// assembly: the program and yields arrays (common/ElementwiseProgram.h)
 // written one instruction per register,
 //
 //   [r0 = load 0, r1 = load 1 : bf16, r2 = add r0, r1 : bf16,

@@ -7,11 +7,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/LLM/LLMDialect.h"
+#include "common/Adam8bit.h"
+#include "common/ElementwiseProgram.h"
+#include "common/HeadScratch.h"
+#include "common/QuantScheme.h"
 #include "dialects/LLM/ElementwiseProgramSyntax.h"
-#include "kernels/Adam8bit.h"
-#include "kernels/ElementwiseProgram.h"
-#include "kernels/HeadScratch.h"
-#include "kernels/QuantScheme.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -742,7 +742,7 @@ enum class HeadResults {
   Grad,        ///< dh, dw (no dw with frozen_weight)
 };
 
-/// Rows the fused head's scratch holds beyond its chunk (kernels/HeadScratch.h).
+/// Rows the fused head's scratch holds beyond its chunk (common/HeadScratch.h).
 static int64_t accumulatorRows(RankedTensorType h, int64_t chunk, HeadResults results,
                                bool frozenWeight) {
   const bool weightGrad =

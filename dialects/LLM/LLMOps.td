@@ -330,7 +330,7 @@ def LLM_RopeOp : LLM_PureOp<"rope"> {
     with L = `original_max_positions`, a wavelength 2π/rate longer than
     L / `low_freq_factor` is stretched `scaling_factor` times, one shorter
     than L / `high_freq_factor` is kept, and those between blend the two
-    (kernels/RopeScaling.h).
+    (common/RopeScaling.h).
 
     ```mlir
     %qr = llm.rope %q {theta = 10000.0 : f64} : tensor<4x64x8x16xf32>
@@ -906,7 +906,7 @@ def LLM_FusedElementwiseOp : LLM_Op<"fused_elementwise", [Pure]> {
   let description = [{
     Evaluates `program` per element over the results' common shape: a
     straight-line list of instructions, five words each, `{opcode, dtype,
-    a, b, c}` (kernels/ElementwiseProgram.h lists the opcodes), where
+    a, b, c}` (common/ElementwiseProgram.h lists the opcodes), where
     instruction `i` defines register `i` from earlier registers. Each
     instruction computes in fp32, as the unfused op's kernel does, then
     rounds to `dtype` (0 f32, 1 bf16, 2 f16), where that op stored its
@@ -1451,7 +1451,7 @@ def LLM_AdamW8bitOp : LLM_PureOp<"adamw8bit", [MixesBatchRows, AttrSizedOperandS
     llm.adamw's update, with m and v stored as uint8 codes (shape of the
     parameter) and one fp32 absolute maximum per block of 2048 elements of
     the flattened state (Dettmers et al.'s block-wise dynamic quantization;
-    the exact arithmetic is kernels/Adam8bit.h). Each step decodes a block,
+    the exact arithmetic is common/Adam8bit.h). Each step decodes a block,
     updates it in fp32 and re-encodes it with the block's new absmax, so the
     moments cost 2 bytes per parameter instead of 8. All-zero codes and
     absmax are a fresh state. A non-finite `grad_norm` skips the step: every

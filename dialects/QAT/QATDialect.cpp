@@ -1,7 +1,7 @@
 //===- QATDialect.cpp - qat verifiers -------------------------------------===//
 
 #include "dialects/QAT/QATDialect.h"
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"

@@ -111,7 +111,7 @@ def QAT_FakeQuantOp : Op<QAT_Dialect, "fake_quant",
     current tensor or a qat.ema observer). Backward (qat.fake_quant_grad):
     the upstream gradient passes where x lies inside the representable range
     and is zero where x was clipped. The arithmetic is specified in
-    kernels/QuantScheme.h.
+    common/QuantScheme.h.
 
     Outlier columns: with an `outlier` threshold t in the scheme, `columns`
     (required then) is `tensor<Cx2xf32>`, the range [−min, max] of each
@@ -191,7 +191,7 @@ def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure, AlwaysRecompu
     (two's complement), reconstructed as absmax_q · absmax_scale[g / 256] +
     absmax_mean. The result is level · absmax in the result's float type (0
     for a block whose absmax is not > 0), the layout `llmc quantize
-    --scheme nf4:block<N>` writes (kernels/QuantScheme.h).
+    --scheme nf4:block<N>` writes (common/QuantScheme.h).
 
     ```mlir
     %w = qat.dequantize_nf4 %codes, %aq, %as, %am {block = 64 : i64}

@@ -7,7 +7,7 @@
 
 #include "kernels/contracts/AdamW8bit.h"
 
-#include "kernels/Adam8bit.h"
+#include "common/Adam8bit.h"
 #include "kernels/Validator.h"
 
 #include <vector>

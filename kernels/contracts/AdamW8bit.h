@@ -2,7 +2,7 @@
 //
 // What both backends check and derive when they bind adamw8bit: adamw's
 // attributes, an f32 or bf16 param and grad, the moments as u8 codes of the
-// param's shape with one f32 absmax per block (kernels/Adam8bit.h), f32
+// param's shape with one f32 absmax per block (common/Adam8bit.h), f32
 // scalars lr and step, and an optional f32 scalar norm. The CPU and CUDA
 // factories call bindAdamW8bit and add only what is specific to their
 // backend.

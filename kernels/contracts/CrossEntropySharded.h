@@ -11,7 +11,7 @@
 #ifndef LLMC_KERNELS_CONTRACTS_CROSSENTROPYSHARDED_H
 #define LLMC_KERNELS_CONTRACTS_CROSSENTROPYSHARDED_H
 
-#include "kernels/HostDevice.h"
+#include "common/HostDevice.h"
 #include "kernels/Kernel.h"
 
 #include <cstdint>

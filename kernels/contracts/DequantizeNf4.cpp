@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/DequantizeNf4.h"
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 #include "kernels/Validator.h"
 
 namespace llmc::contracts {

@@ -10,7 +10,7 @@
 #ifndef LLMC_KERNELS_CONTRACTS_EMBEDDING_H
 #define LLMC_KERNELS_CONTRACTS_EMBEDDING_H
 
-#include "kernels/HostDevice.h"
+#include "common/HostDevice.h"
 #include "kernels/Kernel.h"
 
 #include <cstdint>

@@ -11,8 +11,8 @@
 #ifndef LLMC_KERNELS_CONTRACTS_FAKEQUANT_H
 #define LLMC_KERNELS_CONTRACTS_FAKEQUANT_H
 
+#include "common/QuantScheme.h"
 #include "kernels/Kernel.h"
-#include "kernels/QuantScheme.h"
 
 #include <cstdint>
 #include <string>

@@ -6,7 +6,7 @@
 
 #include "kernels/contracts/FusedElementwise.h"
 
-#include "kernels/ElementwiseProgram.h"
+#include "common/ElementwiseProgram.h"
 #include "kernels/contracts/Dropout.h"
 #include "kernels/Validator.h"
 

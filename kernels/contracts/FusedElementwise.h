@@ -3,7 +3,7 @@
 // fused_elementwise: inputs of any float dtype, each with the outputs'
 // shape or a suffix of it (repeated over the leading dimensions); outputs
 // of one shape; attributes `program` and `yields` as
-// kernels/ElementwiseProgram.h defines them, checked against the operand
+// common/ElementwiseProgram.h defines them, checked against the operand
 // dtypes. With `global_shape` and `offsets` (the outputs are one rank's
 // piece of a larger tensor) every dropout instruction's mask index is the
 // element's index in the global tensor, as llm.dropout's is. Both backends

@@ -2,7 +2,7 @@
 
 #include "kernels/contracts/LinearCrossEntropy.h"
 
-#include "kernels/HeadScratch.h"
+#include "common/HeadScratch.h"
 #include "kernels/Validator.h"
 
 #include <vector>
@@ -35,7 +35,7 @@ bool bindHead(Validator &v, LinearCrossEntropyBinding &b) {
 }
 
 /// The scratch: the chunk's rows, and the fp32 sum of a 16-bit dw when it
-/// spans several chunks (kernels/HeadScratch.h).
+/// spans several chunks (common/HeadScratch.h).
 bool isScratch(Validator &v, const TensorView &t, LinearCrossEntropyBinding &b) {
   b.accumulatorRows = headAccumulatorRows(b.rows, b.width, b.chunkRows, b.dtype != DType::F32,
                                           b.train && b.weightGrad);

@@ -2,7 +2,7 @@
 //
 // linear_cross_entropy: inputs h [rows × D] (any leading shape), w [V, D]
 // (transpose_b) or [D, V], targets (one i32/i64 per row); outputs the f32
-// scalar loss and the f32 scratch [chunk_rows (+ D, kernels/HeadScratch.h),
+// scalar loss and the f32 scratch [chunk_rows (+ D, common/HeadScratch.h),
 // V]; num_classes (0: V) leaves a padded vocabulary's last columns out of
 // the loss, with gradient 0. linear_cross_entropy_train
 // adds the f32 scalar dloss input and the dh (h's type) and dw (w's type)

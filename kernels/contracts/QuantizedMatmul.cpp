@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/QuantizedMatmul.h"
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 #include "kernels/Validator.h"
 
 #include <vector>

@@ -9,8 +9,8 @@
 #ifndef LLMC_KERNELS_CONTRACTS_ROPE_H
 #define LLMC_KERNELS_CONTRACTS_ROPE_H
 
+#include "common/RopeScaling.h"
 #include "kernels/Kernel.h"
-#include "kernels/RopeScaling.h"
 
 #include <string>
 

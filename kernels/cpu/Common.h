@@ -17,7 +17,7 @@
 #ifndef LLMC_KERNELS_CPU_COMMON_H
 #define LLMC_KERNELS_CPU_COMMON_H
 
-#include "kernels/Half.h"
+#include "common/Half.h"
 #include "kernels/Kernel.h"
 #include "kernels/Validator.h"
 
@@ -44,7 +44,7 @@ struct bf16 {
 };
 
 /// IEEE binary16 storage (fp16 training); arithmetic happens in fp32. The
-/// conversions are kernels/Half.h's, bit for bit those of the CUDA side.
+/// conversions are common/Half.h's, bit for bit those of the CUDA side.
 struct f16 {
   uint16_t bits;
 };

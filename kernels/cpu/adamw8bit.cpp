@@ -1,6 +1,6 @@
 //===- adamw8bit.cpp - one AdamW step with 8-bit block-quantized moments --===//
 //
-// The state format and what one step computes are kernels/Adam8bit.h. The
+// The state format and what one step computes are common/Adam8bit.h. The
 // update itself is adamw.cpp's, float operation for float operation, so on
 // state that 8 bits represent exactly both kernels give the same p'; p' is
 // computed from the fp32 m', v' before they are quantized.
@@ -18,7 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/AdamWStep.h"
-#include "kernels/Adam8bit.h"
+#include "common/Adam8bit.h"
 #include "kernels/contracts/AdamW8bit.h"
 #include "kernels/cpu/Common.h"
 

@@ -2,12 +2,12 @@
 //
 // Every conversion goes through fp32, which holds bf16 and f16 exactly, so
 // each result is rounded once (to nearest even) and NaN stays NaN. The f16
-// conversions are written out bitwise (kernels/Half.h, shared with the CUDA
+// conversions are written out bitwise (common/Half.h, shared with the CUDA
 // kernel) rather than with F16C, so the result depends on no target flags.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/Half.h"
+#include "common/Half.h"
 #include "kernels/contracts/Cast.h"
 #include "kernels/cpu/Common.h"
 

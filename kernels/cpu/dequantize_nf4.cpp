@@ -4,13 +4,13 @@
 // holding int8 levels, one per block), absmax_scale (f32, one per 256
 // blocks), absmax_mean (f32 scalar) → the weight (f32 or bf16, any shape
 // whose last dimension `block` divides). The arithmetic is
-// kernels/QuantScheme.h's nf4Absmax / nf4Value. Blocks are independent, so
+// common/QuantScheme.h's nf4Absmax / nf4Value. Blocks are independent, so
 // they are shared out over threads; within a block the absmax is constant
 // and each byte yields two elements.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 #include "kernels/contracts/DequantizeNf4.h"
 #include "kernels/cpu/Common.h"
 

@@ -1,7 +1,7 @@
 //===- fake_quant.cpp - QAT observers and quantize-dequantize -------------===//
 //
 // qat_observe, qat_fake_quant, qat_fake_quant_grad and qat_ema; the math is
-// kernels/QuantScheme.h, in fp32 operation for operation as written there
+// common/QuantScheme.h, in fp32 operation for operation as written there
 // (x / scale, not x · (1/scale)), so the grid a value lands on, and every
 // rounding tie, is the one the reference and the CUDA kernels pick.
 //
@@ -34,7 +34,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 #include "kernels/contracts/FakeQuant.h"
 #include "kernels/cpu/Common.h"
 

@@ -1,6 +1,6 @@
 //===- fused_elementwise.cpp - the generated elementwise loop -------------===//
 //
-// Interprets a kernels/ElementwiseProgram.h program over chunks of kChunk
+// Interprets a common/ElementwiseProgram.h program over chunks of kChunk
 // elements: each instruction is one tight loop over the chunk (so the
 // dispatch on its opcode is paid once per kChunk elements and the loop
 // vectorises), registers are per-thread fp32 arrays sized at bind time
@@ -16,7 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/DropoutHash.h"
-#include "kernels/ElementwiseProgram.h"
+#include "common/ElementwiseProgram.h"
 #include "kernels/contracts/FusedElementwise.h"
 #include "kernels/cpu/Common.h"
 

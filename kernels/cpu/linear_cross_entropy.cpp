@@ -38,7 +38,7 @@
 // unpadded head's bit for bit.
 //
 // In bf16 or f16 with several chunks, dw's fp32 sum lives in the scratch's
-// rows past the chunk (kernels/HeadScratch.h), in the arena.
+// rows past the chunk (common/HeadScratch.h), in the arena.
 //
 //===----------------------------------------------------------------------===//
 

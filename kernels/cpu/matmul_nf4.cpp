@@ -1,7 +1,7 @@
 //===- matmul_nf4.cpp - x · W with W expanded from NF4 inside the product -===//
 //
 // matmul_nf4: y = x · W (or x · Wᵀ), W held as NF4 storage
-// (kernels/QuantScheme.h: a 4-bit level per element, a double-quantized
+// (common/QuantScheme.h: a 4-bit level per element, a double-quantized
 // absmax per block of its last dimension), through the quantized-matmul
 // kernel of QuantizedMatmul.h with the expander below.
 //
@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 #include "kernels/cpu/QuantizedMatmul.h"
 
 #include <algorithm>

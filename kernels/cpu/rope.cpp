@@ -3,7 +3,7 @@
 // x [B, T, H, D]: at position t (dim 1) the pair (x[i], x[i + D/2]) is
 // rotated by t·θ^(−2i/D) (the Hugging Face "rotate_half" layout), the rate
 // θ^(−2i/D) rescaled when the Llama 3 scaling attributes are given
-// (kernels/RopeScaling.h); `inverse` rotates by the negative angle, which
+// (common/RopeScaling.h); `inverse` rotates by the negative angle, which
 // is exactly the backward. With a positions input [B, T] (packed documents
 // restart at 0) position positions[b, t] replaces t. The angles depend only
 // on (position, i), so their cos/sin for positions 0..T−1

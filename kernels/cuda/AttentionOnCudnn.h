@@ -12,9 +12,9 @@
 #ifndef LLMC_KERNELS_CUDA_ATTENTIONONCUDNN_H
 #define LLMC_KERNELS_CUDA_ATTENTIONONCUDNN_H
 
+#include "common/AttentionWorkspace.h"
 #include "kernels/Kernel.h"
 #include "kernels/contracts/Attention.h"
-#include "kernels/contracts/AttentionWorkspace.h"
 
 #include <memory>
 #include <string>

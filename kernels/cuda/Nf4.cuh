@@ -11,7 +11,7 @@
 #ifndef LLMC_KERNELS_CUDA_NF4_CUH
 #define LLMC_KERNELS_CUDA_NF4_CUH
 
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 
 #include <cstdint>
 

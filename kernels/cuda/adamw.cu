@@ -17,11 +17,11 @@
 // the per-tensor kernel's arithmetic (the step constants formed once per
 // block, with and without weight decay), then narrows them into the
 // tensor's cast, the thread that wrote an element reading it back, as the
-// cast kernel rounds (bf16 by __float2bfloat16_rn, f16 by kernels/Half.h).
+// cast kernel rounds (bf16 by __float2bfloat16_rn, f16 by common/Half.h).
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/Half.h"
+#include "common/Half.h"
 #include "kernels/contracts/AdamW.h"
 #include "kernels/cuda/AdamWStep.cuh"
 #include "kernels/cuda/BindScratch.h"

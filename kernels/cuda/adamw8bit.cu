@@ -1,6 +1,6 @@
 //===- adamw8bit.cu - AdamW with 8-bit block-quantized moments on the GPU -===//
 //
-// The state format and the step are kernels/Adam8bit.h; the update is
+// The state format and the step are common/Adam8bit.h; the update is
 // adamw.cu's (kernels/AdamWStep.h), so on equal inputs p', m', v' equal the CPU's
 // and so do the codes.
 //
@@ -24,7 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/Adam8bit.h"
+#include "common/Adam8bit.h"
 #include "kernels/contracts/AdamW8bit.h"
 #include "kernels/cuda/AdamWStep.cuh"
 #include "kernels/cuda/BindScratch.h"

@@ -21,7 +21,7 @@
 // The backward is cuDNN's deterministic algorithm: llmc reruns bit for bit
 // (no floating-point atomics anywhere). On Hopper it materialises dP in its
 // workspace, B·H·T·S values of 2 bytes, which the compiler plans
-// (kernels/contracts/AttentionWorkspace.h); bindCudnnSdpa refuses a call
+// (common/AttentionWorkspace.h); bindCudnnSdpa refuses a call
 // whose workspace is smaller than cuDNN asks for.
 //
 // Plans: one graph per shape (dtype, sizes, strides, scale, causal,

@@ -3,12 +3,12 @@
 // Every conversion goes through fp32, which holds bf16 and f16 exactly, so
 // each result is rounded once (to nearest even) and NaN stays NaN, as in
 // kernels/cpu/cast.cpp. The f16 conversions are the CPU's bitwise ones
-// (kernels/Half.h, not __half intrinsics), so both backends produce the same
+// (common/Half.h, not __half intrinsics), so both backends produce the same
 // bits even for NaN payloads and subnormals. One grid-stride loop, one element per thread.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/Half.h"
+#include "common/Half.h"
 #include "kernels/contracts/Cast.h"
 #include "kernels/cuda/Common.cuh"
 
@@ -19,7 +19,7 @@ namespace {
 using cuda::load;
 using cuda::store;
 
-/// IEEE binary16 storage converted by kernels/Half.h rather than the __half
+/// IEEE binary16 storage converted by common/Half.h rather than the __half
 /// intrinsics, so casts match the CPU bit for bit (NaN payloads included).
 struct HalfBits {
   uint16_t bits;

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 #include "kernels/contracts/DequantizeNf4.h"
 #include "kernels/cuda/Common.cuh"
 #include "kernels/cuda/Nf4.cuh"

@@ -2,7 +2,7 @@
 //
 // qat_observe, qat_fake_quant, qat_fake_quant_grad and qat_ema, with the
 // semantics of kernels/cpu/fake_quant.cpp and the math of
-// kernels/QuantScheme.h, operation for operation in fp32 (x / scale, never
+// common/QuantScheme.h, operation for operation in fp32 (x / scale, never
 // x · (1/scale); rintf, i.e. round half to even, for nearbyint; clamps
 // written as std::clamp is, so even a NaN takes the CPU's path). The grid a
 // value lands on is therefore the CPU's bit for bit.
@@ -31,7 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 #include "kernels/contracts/FakeQuant.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
@@ -49,7 +49,7 @@ using quant::Scheme;
 using GroupLayout = contracts::QuantGroupLayout;
 
 //===----------------------------------------------------------------------===//
-// Device mirrors of kernels/QuantScheme.h
+// Device mirrors of common/QuantScheme.h
 //===----------------------------------------------------------------------===//
 
 /// std::max / std::min / std::clamp exactly (a NaN argument picks the same

@@ -1,6 +1,6 @@
 //===- fused_elementwise.cu - the generated elementwise loop on the GPU ---===//
 //
-// One generic kernel for every kernels/ElementwiseProgram.h program: the
+// One generic kernel for every common/ElementwiseProgram.h program: the
 // program travels as a kernel parameter (constant memory, the same for
 // every thread, so the dispatch on each opcode never diverges), and each
 // thread of a grid-stride loop runs it over one element, reading the
@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/DropoutHash.h"
-#include "kernels/ElementwiseProgram.h"
+#include "common/ElementwiseProgram.h"
 #include "kernels/contracts/FusedElementwise.h"
 #include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"

@@ -21,7 +21,7 @@
 // cross_entropy_grad does. With one chunk dw is the GEMM's product, the
 // unfused ops' rounding exactly; over several chunks each chunk's product
 // is summed in fp32 in the scratch's rows past the chunk
-// (kernels/HeadScratch.h) and rounded into dw once.
+// (common/HeadScratch.h) and rounded into dw once.
 //
 // A padded vocabulary (num_classes < V, llmc-pad-vocab) keeps the GEMMs at
 // the padded width, whose aligned leading dimensions are what cuBLASLt's

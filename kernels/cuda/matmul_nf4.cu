@@ -1,7 +1,7 @@
 //===- matmul_nf4.cu - x · W with W expanded from NF4, a chunk at a time --===//
 //
 // matmul_nf4, as kernels/cpu/matmul_nf4.cpp: y = x · W (or x · Wᵀ) with W
-// in NF4 storage (kernels/QuantScheme.h), through QuantizedMatmul.cuh. The
+// in NF4 storage (common/QuantScheme.h), through QuantizedMatmul.cuh. The
 // expansion rounds as qat_dequantize_nf4 does (no fused multiply-add,
 // Nf4.cuh), then to x's type.
 //

@@ -2,7 +2,7 @@
 //
 // x [B, T, H, D]: at position t the pair (x[i], x[i + D/2]) is rotated by
 // t·θ^(−2i/D), that rate rescaled under the Llama 3 scaling attributes
-// (kernels/RopeScaling.h), negated when `inverse` (the backward). The
+// (common/RopeScaling.h), negated when `inverse` (the backward). The
 // angles depend only on (t, i): their cos/sin are computed once at bind
 // time on the host by the function kernels/cpu/rope.cpp uses
 // (contracts::ropeTables) and uploaded, so both backends rotate by the same

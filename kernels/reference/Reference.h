@@ -11,7 +11,7 @@
 // (reference/activation.cpp defines what cpu/activation.cpp and
 // cuda/activation.cu compute); this one header declares them all, grouped
 // by that file, since together they need nothing beyond the standard
-// library and kernels/QuantScheme.h.
+// library and common/QuantScheme.h.
 //
 // No dependency beyond the standard library: no OpenMP, BLAS or MLIR.
 // Integer tensors (ids, targets, segment ids) are held as doubles with
@@ -23,8 +23,8 @@
 #ifndef LLMC_KERNELS_REFERENCE_REFERENCE_H
 #define LLMC_KERNELS_REFERENCE_REFERENCE_H
 
-#include "kernels/QuantScheme.h"
-#include "kernels/RopeScaling.h"
+#include "common/QuantScheme.h"
+#include "common/RopeScaling.h"
 
 #include <cstdint>
 #include <vector>
@@ -53,7 +53,7 @@ RefTensor matmul(const RefTensor &a, const RefTensor &b, bool transposeA, bool t
 
 //===- matmul_nf4.cpp -----------------------------------------------------===//
 
-/// The weight of `shape` that NF4 storage holds (kernels/QuantScheme.h):
+/// The weight of `shape` that NF4 storage holds (common/QuantScheme.h):
 /// `codes` and `absmaxQ` hold byte values (an absmax level is the byte read
 /// as int8), in blocks of `block` elements of the last dimension.
 RefTensor dequantizeNf4(const RefTensor &codes, const RefTensor &absmaxQ,
@@ -111,7 +111,7 @@ RefTensor dropout(const RefTensor &x, double rate, int64_t seed, int64_t step,
 
 //===- fused_elementwise.cpp ----------------------------------------------===//
 
-/// The results of a kernels/ElementwiseProgram.h program over `shape`:
+/// The results of a common/ElementwiseProgram.h program over `shape`:
 /// each input has `shape` or a suffix of it; `step` keys dropout's mask,
 /// and `globalShape` and `offsets` (empty: `shape` is the whole tensor)
 /// place its element index as dropout's do.
@@ -166,7 +166,7 @@ RefTensor embeddingGrad(const RefTensor &ids, const RefTensor &dy, int64_t rows,
 
 /// Rotary embedding of x [B, T, H, D], half-split pairs (i, i + D/2) rotated
 /// by t·theta^(−2i/D), that rate rescaled by `scaling` when it is set
-/// (Llama 3, kernels/RopeScaling.h), t = positions[b, t] when given (may be
+/// (Llama 3, common/RopeScaling.h), t = positions[b, t] when given (may be
 /// null; outside [0, T): NaN); `inverse` negates the angle.
 RefTensor rope(const RefTensor &x, const RefTensor *positions, double theta, bool inverse,
                const RopeScaling &scaling = {});
@@ -327,7 +327,7 @@ std::vector<RefTensor> multiTensorAdamw(const std::vector<RefTensor> &params,
 
 //===- adamw8bit.cpp ------------------------------------------------------===//
 
-/// One 8-bit AdamW step (see llm.adamw8bit and kernels/Adam8bit.h). Codes
+/// One 8-bit AdamW step (see llm.adamw8bit and common/Adam8bit.h). Codes
 /// are integral doubles. The stored state is decoded as the contract
 /// defines it (table · absmax in fp32), the update is adamw() above in
 /// double, and each new code is the nearest table entry to the exact
@@ -344,7 +344,7 @@ std::vector<RefTensor> adamw8bit(const RefTensor &p, const RefTensor &g, const R
 
 //===- fake_quant.cpp -----------------------------------------------------===//
 //
-// Quantization-aware training; the contract is kernels/QuantScheme.h.
+// Quantization-aware training; the contract is common/QuantScheme.h.
 
 /// Per group of `s`, [−min, max] over its elements: shape [G, 2]. A group
 /// without elements observes [−inf, −inf] (the identity of the max that

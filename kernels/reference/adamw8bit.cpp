@@ -1,6 +1,6 @@
 //===- adamw8bit.cpp - 8-bit AdamW step reference -------------------------===//
 //
-// llm.adamw8bit with the state format of kernels/Adam8bit.h: decode the
+// llm.adamw8bit with the state format of common/Adam8bit.h: decode the
 // block-quantized moments (table · absmax in fp32, as the contract says), take
 // the double adamw() step, and encode the new moments by a plain scan for the
 // nearest table entry. That scan is the ideal code the kernels' faster
@@ -10,7 +10,7 @@
 
 #include "kernels/reference/Common.h"
 
-#include "kernels/Adam8bit.h"
+#include "common/Adam8bit.h"
 
 #include <array>
 
@@ -18,7 +18,7 @@ namespace llmc::ref {
 
 namespace {
 
-/// Block-quantized state (kernels/Adam8bit.h) decoded: table[code] · absmax
+/// Block-quantized state (common/Adam8bit.h) decoded: table[code] · absmax
 /// of the element's block, the product in fp32 as the contract defines it.
 RefTensor decodeAdam8bit(const std::array<float, 256> &table, const RefTensor &codes,
                          const RefTensor &absmax) {

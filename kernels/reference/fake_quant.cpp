@@ -1,7 +1,7 @@
 //===- fake_quant.cpp - quantization-aware training references ------------===//
 //
 // qat_observe, qat_fake_quant, qat_fake_quant_grad and qat_ema, written
-// from kernels/QuantScheme.h, not from the kernels, and as plainly as
+// from common/QuantScheme.h, not from the kernels, and as plainly as
 // possible: an element's group comes from its multi-index, fp8 rounding picks
 // the nearest of the values the format's 256 bit patterns decode to, NF4
 // scans its 16 levels. Only what the contract fixes in fp32 (scale, zero

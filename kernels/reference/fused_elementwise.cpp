@@ -1,6 +1,6 @@
 //===- fused_elementwise.cpp - the generated elementwise op's reference ---===//
 //
-// Evaluates a kernels/ElementwiseProgram.h program in double with the
+// Evaluates a common/ElementwiseProgram.h program in double with the
 // references of the ops it fuses (add, gelu_grad, dropout, ...), one whole
 // tensor per register, so the IR interpreter computes a fused chain exactly
 // as it computes the unfused ops. Like the interpreter's cast, the dtype
@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/ElementwiseProgram.h"
+#include "common/ElementwiseProgram.h"
 #include "kernels/reference/Common.h"
 
 namespace llmc::ref {

@@ -2,7 +2,7 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 
-#include "runtime/Mesh.h"
+#include "common/Mesh.h"
 #include "runtime/Sharding.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/support/AtomicFile.h"

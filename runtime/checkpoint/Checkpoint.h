@@ -19,11 +19,11 @@
 #ifndef LLMC_RUNTIME_CHECKPOINT_CHECKPOINT_H
 #define LLMC_RUNTIME_CHECKPOINT_CHECKPOINT_H
 
+#include "common/Mesh.h"
 #include "runtime/checkpoint/Retention.h"
 #include "runtime/Arena.h"
 #include "runtime/Artifact.h"
 #include "runtime/Executor.h"
-#include "runtime/Mesh.h"
 #include "runtime/Sharding.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/checkpoint/Safetensors.h"

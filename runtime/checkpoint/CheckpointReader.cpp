@@ -8,11 +8,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/checkpoint/CheckpointReader.h"
-#include "kernels/Half.h"
+#include "common/Half.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
 
-#include "runtime/Mesh.h"
+#include "common/Mesh.h"
 #include "runtime/Sharding.h"
 #include "runtime/support/Error.h"
 

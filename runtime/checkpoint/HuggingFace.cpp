@@ -1,7 +1,7 @@
 //===- HuggingFace.cpp - Hugging Face model directories -------------------===//
 
 #include "runtime/checkpoint/HuggingFace.h"
-#include "kernels/Half.h"
+#include "common/Half.h"
 
 #include "runtime/checkpoint/CheckpointReader.h"
 #include "runtime/checkpoint/Checkpoint.h"

@@ -1,7 +1,7 @@
 //===- Weights.cpp - parameters from a safetensors file -------------------===//
 
 #include "runtime/checkpoint/Weights.h"
-#include "kernels/Half.h"
+#include "common/Half.h"
 
 #include "runtime/Sharding.h"
 #include "runtime/checkpoint/Checkpoint.h"

@@ -2,8 +2,8 @@
 
 #include "runtime/comm/CollectiveCheck.h"
 
-#include "runtime/ArtifactFormat.h"
-#include "runtime/Mesh.h"
+#include "common/ArtifactFormat.h"
+#include "common/Mesh.h"
 #include "runtime/support/Error.h"
 
 #include <algorithm>

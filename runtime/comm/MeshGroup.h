@@ -11,7 +11,7 @@
 #ifndef LLMC_RUNTIME_COMM_MESHGROUP_H
 #define LLMC_RUNTIME_COMM_MESHGROUP_H
 
-#include "runtime/Mesh.h"
+#include "common/Mesh.h"
 
 #include <cstdint>
 #include <string>

@@ -3,7 +3,7 @@
 #include "runtime/comm/MeshGroup.h"
 #include "runtime/comm/MpiCommunicator.h"
 
-#include "kernels/Half.h"
+#include "common/Half.h"
 #include "runtime/support/Error.h"
 
 #include <mpi.h>

@@ -15,7 +15,7 @@
 #ifndef LLMC_RUNTIME_COMM_MPICOMMUNICATOR_H
 #define LLMC_RUNTIME_COMM_MPICOMMUNICATOR_H
 
-#include "runtime/Mesh.h"
+#include "common/Mesh.h"
 #include "runtime/comm/Communicator.h"
 
 #include <memory>

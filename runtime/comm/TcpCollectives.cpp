@@ -17,7 +17,7 @@
 
 #include "runtime/comm/TcpCommunicatorImpl.h"
 
-#include "kernels/Half.h"
+#include "common/Half.h"
 #include "runtime/support/Error.h"
 
 #include <gloo/allgather.h>

@@ -11,7 +11,7 @@
 // its members, set up through the store when the group is first asked for.
 //
 // Groups and their member order are those of the MPI communicator (see
-// runtime/Mesh.h). Gloo's ring all-reduce reduces each element on one member
+// common/Mesh.h). Gloo's ring all-reduce reduces each element on one member
 // and copies it to the others, so results are bit-identical on every
 // member; bf16 travels and accumulates as fp32 and is rounded once.
 //
@@ -24,7 +24,7 @@
 #ifndef LLMC_RUNTIME_COMM_TCPCOMMUNICATOR_H
 #define LLMC_RUNTIME_COMM_TCPCOMMUNICATOR_H
 
-#include "runtime/Mesh.h"
+#include "common/Mesh.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/comm/MpiCommunicator.h" // CommOptions

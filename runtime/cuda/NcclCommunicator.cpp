@@ -2,7 +2,7 @@
 
 #include "runtime/comm/NcclCommunicator.h"
 #include "runtime/ExecutionDevice.h"
-#include "runtime/Mesh.h"
+#include "common/Mesh.h"
 #include "runtime/comm/MeshGroup.h"
 #include "runtime/support/Error.h"
 

@@ -6,7 +6,7 @@
 
 #include "runtime/generate/Generate.h"
 
-#include "kernels/Half.h"
+#include "common/Half.h"
 #include "runtime/Init.h"
 #include "runtime/RankRuntime.h"
 #include "runtime/checkpoint/Safetensors.h"

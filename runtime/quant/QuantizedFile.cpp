@@ -1,7 +1,7 @@
 //===- QuantizedFile.cpp - quantized tensors in a safetensors file --------===//
 
 #include "runtime/quant/QuantizedFile.h"
-#include "kernels/Half.h"
+#include "common/Half.h"
 
 #include "runtime/support/Error.h"
 

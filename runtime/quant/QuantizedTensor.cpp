@@ -2,7 +2,7 @@
 //
 // Every quantity the contract fixes in fp32 (range, scale, zero point,
 // x / scale, level · scale) is computed here in float, operation for
-// operation as kernels/QuantScheme.h writes it, so a stored level is the
+// operation as common/QuantScheme.h writes it, so a stored level is the
 // one the fake-quantization kernels and the double reference pick, ties
 // included, and level · scale reproduces their result bit for bit.
 //

@@ -1,7 +1,7 @@
 //===- QuantizedTensor.h - a float tensor stored quantized ------*- C++ -*-===//
 //
 // Post-training quantization of one tensor into storage, and back. The
-// arithmetic is the fake-quantization contract of kernels/QuantScheme.h
+// arithmetic is the fake-quantization contract of common/QuantScheme.h
 // with each group's range taken from the tensor itself (min/max), so
 // dequantize(quantize(x)) is exactly what `qat.fake_quant` computes on x:
 // a model evaluated from the stored form sees the values a fake-quantized
@@ -42,7 +42,7 @@
 #ifndef LLMC_RUNTIME_QUANT_QUANTIZEDTENSOR_H
 #define LLMC_RUNTIME_QUANT_QUANTIZEDTENSOR_H
 
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 
 #include <cstdint>
 #include <string>

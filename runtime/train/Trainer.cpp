@@ -21,7 +21,7 @@
 
 #include "runtime/train/Trainer.h"
 
-#include "kernels/Half.h"
+#include "common/Half.h"
 #include "runtime/Artifact.h"
 #include "runtime/Executor.h"
 #include "runtime/Init.h"

@@ -17,11 +17,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Artifact.h"
-#include "runtime/ArtifactFormat.h"
+#include "common/ArtifactFormat.h"
+#include "common/schema/artifact_generated.h"
 #include "runtime/ExecutionDevice.h"
 #include "runtime/Executor.h"
 #include "runtime/comm/Communicator.h"
-#include "runtime/schema/artifact_generated.h"
 #include "runtime/support/Error.h"
 
 #include <cstdio>

@@ -1,6 +1,6 @@
 // RUN: llmc-opt %s -split-input-file -verify-diagnostics
 // Every diagnostic of llm.fused_elementwise's verifier (its program's
-// checks are kernels/ElementwiseProgram.h's, shared with the kernels),
+// checks are common/ElementwiseProgram.h's, shared with the kernels),
 // written in the generic form, which takes any program words, and of the
 // program's assembly (dialects/LLM/ElementwiseProgramSyntax.h).
 func.func @f(%a: tensor<4x8xf32>, %b: tensor<4xf32>) {

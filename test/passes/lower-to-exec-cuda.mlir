@@ -4,7 +4,7 @@
 
 // Under target=cuda an attention op cuDNN may run gets one more output, a
 // u8 workspace live only at its instruction, sized by the formula of
-// kernels/contracts/AttentionWorkspace.h: the forward 1 MiB (the reserve);
+// common/AttentionWorkspace.h: the forward 1 MiB (the reserve);
 // the backward (B = 2, H = 4, T = 100) 2·2·4·128·128 bytes of dP (T rounded
 // up to 128) and 4·2·4·100 of softmax sums, 265344 aligned to 265472, plus
 // the reserve: 1314048; attention_rope's forward its rotated q and k

@@ -1,13 +1,13 @@
 //===- ElementwiseProgramBuilder.h - programs for fused_elementwise tests -===//
 //
-// Builds a kernels/ElementwiseProgram.h program instruction by instruction
+// Builds a common/ElementwiseProgram.h program instruction by instruction
 // and hands it to a kernel as its `program` and `yields` attributes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_TEST_UNIT_KERNELS_ELEMENTWISEPROGRAMBUILDER_H
 #define LLMC_TEST_UNIT_KERNELS_ELEMENTWISEPROGRAMBUILDER_H
 
-#include "kernels/ElementwiseProgram.h"
+#include "common/ElementwiseProgram.h"
 #include "kernels/Kernel.h"
 
 #include <vector>

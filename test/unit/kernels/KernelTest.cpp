@@ -2,7 +2,7 @@
 
 #include "KernelTest.h"
 
-#include "kernels/Half.h"
+#include "common/Half.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 //===- adam8bit_test.cpp - the 8-bit AdamW state format and kernel --------===//
 //
-// The contract is kernels/Adam8bit.h. Tables and encoding are checked on
+// The contract is common/Adam8bit.h. Tables and encoding are checked on
 // their own first (the fast Encoder must give encode()'s code for every
 // float). The kernel is then compared two ways:
 //  - against the double reference, which decides codes on the exact ratio
@@ -24,7 +24,7 @@
 
 #include "KernelTest.h"
 
-#include "kernels/Adam8bit.h"
+#include "common/Adam8bit.h"
 
 #include <cmath>
 #include <limits>

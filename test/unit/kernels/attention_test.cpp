@@ -10,7 +10,7 @@
 
 #include "KernelTest.h"
 
-#include "kernels/contracts/AttentionWorkspace.h"
+#include "common/AttentionWorkspace.h"
 #include "kernels/cpu/SegmentTiles.h"
 
 #include <cmath>
@@ -454,7 +454,7 @@ TEST(AttentionKernels, WorkspaceBindingErrors) {
 }
 
 /// The rules and the formula the compiler plans cuDNN's workspace by
-/// (kernels/contracts/AttentionWorkspace.h), on GPT-2 124M's attention at
+/// (common/AttentionWorkspace.h), on GPT-2 124M's attention at
 /// B = 16, T = 1024 and a Llama-like GQA with rope.
 TEST(AttentionWorkspace, RefusalsAndFormula) {
   contracts::CudnnAttentionShape s;

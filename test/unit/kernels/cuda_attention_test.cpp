@@ -28,7 +28,7 @@
 // and 300 (not multiples of 64) and GPT-2 small's 1024; packed qkv;
 // rope (at positions, with Llama 3.1's scaling); each op with the
 // workspace `llmc compile --target cuda` plans for it (so the formula of
-// kernels/contracts/AttentionWorkspace.h is checked against what cuDNN
+// common/AttentionWorkspace.h is checked against what cuDNN
 // asks for). Its lse is compared with the CPU's (1e-3: cuDNN's exp2-based
 // softmax), and its backward reads the CPU forward's lse: together, the
 // proof that cuDNN's Stats and llmc's lse are the same quantity, so either
@@ -42,7 +42,7 @@
 
 #include "CudaConformance.h"
 
-#include "kernels/contracts/AttentionWorkspace.h"
+#include "common/AttentionWorkspace.h"
 #include "kernels/cuda/AttentionChoice.h"
 #include "kernels/cuda/CudnnLibrary.h"
 #include "kernels/cuda/Device.h"
@@ -99,7 +99,7 @@ void expectBoundAsPinned() {
 double lseTolerance() { return cuda::attentionImpl() == AttentionImpl::Cudnn ? 1e-3 : 1e-5; }
 
 /// Under --attention cudnn, the workspace `llmc compile --target cuda`
-/// plans for the op (kernels/contracts/AttentionWorkspace.h); else none.
+/// plans for the op (common/AttentionWorkspace.h); else none.
 std::unique_ptr<Buffer> plannedWorkspace(const Case &c, DType dtype, bool backward, bool rope) {
   if (cuda::attentionImpl() != AttentionImpl::Cudnn) return nullptr;
   contracts::CudnnAttentionShape s;

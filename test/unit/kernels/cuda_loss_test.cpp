@@ -8,7 +8,7 @@
 
 #include "CudaConformance.h"
 
-#include "kernels/HeadScratch.h"
+#include "common/HeadScratch.h"
 
 #include <limits>
 
@@ -27,7 +27,7 @@ const std::vector<LossCase> kCases = {{{1}, 1, -1, 0},      {{7}, 13, -1, 0},
                                       {{4, 7}, 11, 3, 1},    {{2, 1024}, 50257, -1, 0}};
 
 /// The fused head's scratch: the chunk's rows, and a 16-bit trained
-/// weight's fp32 sum over several chunks (kernels/HeadScratch.h).
+/// weight's fp32 sum over several chunks (common/HeadScratch.h).
 Buffer headScratch(int64_t rows, int64_t width, int64_t chunk, int64_t vocab, DType dtype,
                    bool weightGrad) {
   return Buffer(DType::F32, {chunk + headAccumulatorRows(rows, width, chunk, dtype != DType::F32,

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaConformance.h"
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 
 #include <random>
 

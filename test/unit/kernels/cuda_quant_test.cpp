@@ -24,7 +24,7 @@
 
 #include "CudaConformance.h"
 
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 
 #include <cmath>
 #include <random>

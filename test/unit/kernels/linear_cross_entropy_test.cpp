@@ -15,7 +15,7 @@
 
 #include "KernelTest.h"
 
-#include "kernels/HeadScratch.h"
+#include "common/HeadScratch.h"
 
 #include <cmath>
 
@@ -36,7 +36,7 @@ KernelAttrs withFrozenWeight(KernelAttrs a) {
 
 /// The scratch of a head over `rows` rows of width `width` and `vocab`
 /// classes in chunks of `chunk`: the chunk, and a 16-bit trained weight's
-/// fp32 sum over several chunks (kernels/HeadScratch.h).
+/// fp32 sum over several chunks (common/HeadScratch.h).
 Buffer headScratch(int64_t rows, int64_t width, int64_t chunk, int64_t vocab, DType dtype,
                    bool weightGrad) {
   return Buffer(DType::F32, {chunk + headAccumulatorRows(rows, width, chunk,

@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelTest.h"
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 
 #include <cstdlib>
 #include <random>

@@ -4,7 +4,7 @@
 // no code with them: it finds groups from multi-indices, rounds fp8 by
 // searching the values the format's 256 bit patterns decode to and NF4 by
 // scanning its levels. Both decide the grid (scale, zero point, x / scale)
-// and the final level · scale in fp32, as kernels/QuantScheme.h says.
+// and the final level · scale in fp32, as common/QuantScheme.h says.
 //
 // Comparison: an f32 fake-quant output is the same fp32 value in both, so
 // the check is |y − ref| ≤ 1e-6 · (the group's scale). That is far below
@@ -29,7 +29,7 @@
 
 #include "KernelTest.h"
 
-#include "kernels/QuantScheme.h"
+#include "common/QuantScheme.h"
 
 #include <cmath>
 #include <limits>

@@ -1,11 +1,11 @@
 //===- ArtifactTest.cpp - loading, verifying and binding artifacts --------===//
 
 #include "TestUtil.h"
+#include "common/ArtifactFormat.h"
+#include "common/schema/artifact_generated.h"
 #include "runtime/Artifact.h"
-#include "runtime/ArtifactFormat.h"
 #include "runtime/Executor.h"
 #include "runtime/Init.h"
-#include "runtime/schema/artifact_generated.h"
 #include "runtime/support/Error.h"
 
 #include <cstring>

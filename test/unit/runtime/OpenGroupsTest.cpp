@@ -9,7 +9,7 @@
 
 #include "runtime/comm/OpenGroups.h"
 
-#include "runtime/Mesh.h"
+#include "common/Mesh.h"
 #include "runtime/support/Error.h"
 
 #include <gtest/gtest.h>

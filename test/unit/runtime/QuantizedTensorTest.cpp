@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
-#include "kernels/Half.h"
+#include "common/Half.h"
 #include "kernels/reference/Reference.h"
 #include "runtime/quant/QuantizedFile.h"
 #include "runtime/quant/QuantizedTensor.h"

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/Half.h"
+#include "common/Half.h"
 #include "runtime/comm/TcpCommunicator.h"
 
 #include "TestUtil.h"

@@ -22,8 +22,8 @@
 // the dialect, the runtime's kernels and nvcc all include it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_KERNELS_ELEMENTWISEPROGRAM_H
-#define LLMC_KERNELS_ELEMENTWISEPROGRAM_H
+#ifndef LLMC_COMMON_ELEMENTWISEPROGRAM_H
+#define LLMC_COMMON_ELEMENTWISEPROGRAM_H
 
 #include <cstdint>
 #include <cstring>

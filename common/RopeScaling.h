@@ -15,8 +15,8 @@
 // wavelength within that rounding of a band edge.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_KERNELS_ROPESCALING_H
-#define LLMC_KERNELS_ROPESCALING_H
+#ifndef LLMC_COMMON_ROPESCALING_H
+#define LLMC_COMMON_ROPESCALING_H
 
 #include <cmath>
 #include <cstdint>

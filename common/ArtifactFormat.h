@@ -6,8 +6,8 @@
 // then patches it in place).
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_RUNTIME_ARTIFACTFORMAT_H
-#define LLMC_RUNTIME_ARTIFACTFORMAT_H
+#ifndef LLMC_COMMON_ARTIFACTFORMAT_H
+#define LLMC_COMMON_ARTIFACTFORMAT_H
 
 #include <cstddef>
 #include <cstdint>

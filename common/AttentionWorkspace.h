@@ -12,8 +12,8 @@
 // header so that both apply the same rules. Plain C++, no MLIR, no CUDA.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_KERNELS_CONTRACTS_ATTENTIONWORKSPACE_H
-#define LLMC_KERNELS_CONTRACTS_ATTENTIONWORKSPACE_H
+#ifndef LLMC_COMMON_ATTENTIONWORKSPACE_H
+#define LLMC_COMMON_ATTENTIONWORKSPACE_H
 
 #include <cstdint>
 #include <string>

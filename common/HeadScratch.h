@@ -11,8 +11,8 @@
 // read the layout, and bench/head_gpu.cpp times it, all from here.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_KERNELS_HEADSCRATCH_H
-#define LLMC_KERNELS_HEADSCRATCH_H
+#ifndef LLMC_COMMON_HEADSCRATCH_H
+#define LLMC_COMMON_HEADSCRATCH_H
 
 #include <cstdint>
 

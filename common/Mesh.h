@@ -7,8 +7,8 @@
 // the compiler's collective verifier uses the same mapping.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_RUNTIME_MESH_H
-#define LLMC_RUNTIME_MESH_H
+#ifndef LLMC_COMMON_MESH_H
+#define LLMC_COMMON_MESH_H
 
 #include <algorithm>
 #include <string>
@@ -29,7 +29,6 @@ inline std::vector<int> meshCoordinates(const Mesh &mesh, int rank) {
   return coords;
 }
 
-/// Position of `rank` inside its group over `axes`, and the group's size.
 /// The rank whose coordinates are `coords` but `shift` further along axis
 /// `axis` (cyclically): a pipeline neighbour. Allocates nothing.
 inline int meshNeighbour(const Mesh &mesh, const std::vector<int> &coords, size_t axis,
@@ -43,6 +42,7 @@ inline int meshNeighbour(const Mesh &mesh, const std::vector<int> &coords, size_
   return rank;
 }
 
+/// Position of `rank` inside its group over `axes`, and the group's size.
 inline std::pair<int, int> groupPosition(const Mesh &mesh, int rank,
                                          const std::vector<std::string> &axes) {
   std::vector<int> coords = meshCoordinates(mesh, rank);

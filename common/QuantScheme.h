@@ -59,8 +59,8 @@
 // element, so its "y = 0" never shows.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_KERNELS_QUANTSCHEME_H
-#define LLMC_KERNELS_QUANTSCHEME_H
+#ifndef LLMC_COMMON_QUANTSCHEME_H
+#define LLMC_COMMON_QUANTSCHEME_H
 
 #include <cmath>
 #include <cstdint>

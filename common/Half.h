@@ -8,10 +8,10 @@
 // a power of two and one sum, which no compiler can contract or reorder.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_KERNELS_HALF_H
-#define LLMC_KERNELS_HALF_H
+#ifndef LLMC_COMMON_HALF_H
+#define LLMC_COMMON_HALF_H
 
-#include "kernels/HostDevice.h"
+#include "common/HostDevice.h"
 
 #include <cstdint>
 #include <cstring>

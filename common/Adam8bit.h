@@ -27,8 +27,8 @@
 // All-zero state (codes and absmax 0) decodes to m = v = 0: a fresh state.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_KERNELS_ADAM8BIT_H
-#define LLMC_KERNELS_ADAM8BIT_H
+#ifndef LLMC_COMMON_ADAM8BIT_H
+#define LLMC_COMMON_ADAM8BIT_H
 
 #include <algorithm>
 #include <array>
@@ -188,4 +188,4 @@ inline const Encoder &unsignedEncoder() {
 
 } // namespace llmc::adam8bit
 
-#endif // LLMC_KERNELS_ADAM8BIT_H
+#endif // LLMC_COMMON_ADAM8BIT_H

@@ -6,8 +6,8 @@
 // both compilers round the same way (see each use).
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_KERNELS_HOSTDEVICE_H
-#define LLMC_KERNELS_HOSTDEVICE_H
+#ifndef LLMC_COMMON_HOSTDEVICE_H
+#define LLMC_COMMON_HOSTDEVICE_H
 
 #ifdef __CUDACC__
 #define LLMC_HOST_DEVICE __host__ __device__

@@ -1,0 +1,2 @@
+// Allowed: a standard header.
+#include <cstdint>

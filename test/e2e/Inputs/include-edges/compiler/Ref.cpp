@@ -1,0 +1,3 @@
+// Only kernels/reference of the kernels.
+#include "kernels/reference/Reference.h"
+#include "kernels/cpu/Blas.h"

@@ -1,0 +1,2 @@
+// Sideways: a dialect into the kernels.
+#include "kernels/QuantScheme.h"

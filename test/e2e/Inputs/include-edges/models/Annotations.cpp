@@ -1,0 +1,2 @@
+// The slip this layer table removed: annotations through passes/.
+#include "passes/Utils.h"

@@ -1,0 +1,2 @@
+// Not a layer.
+#include "common/Ok.h"

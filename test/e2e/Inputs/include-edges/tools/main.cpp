@@ -1,0 +1,3 @@
+// tools/ may include anything.
+#include "compiler/Compiler.h"
+#include "runtime/Mesh.h"
