@@ -1,0 +1,2 @@
+// A file whose first version predates the format check.
+int   oldBad( int x ){return x;}
