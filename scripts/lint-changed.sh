@@ -132,7 +132,7 @@ echo "lint-changed: ${#files[@]} C++ file(s) changed"
 
 need() {
   command -v "$1" > /dev/null || {
-    echo "lint-changed: $1 not found (Debian: apt-get install $2; scripts/setup.sh --dev installs it)" >&2
+    echo "lint-changed: $1 not found (Debian: apt-get install $2; scripts/setup.sh --test installs it)" >&2
     exit 2
   }
 }
