@@ -198,8 +198,9 @@ if ((tidy && ${#tidy_files[@]})); then
     for f in "${tidy_files[@]}"; do
       key=$(echo "$f" | tr / _)
       if [[ $(cat "$tmp/tidy-rc.$key") != 0 ]]; then
-        # Diagnostics and their notes; compiler errors go to stderr.
-        cat "$tmp/tidy.$key"
+        # Diagnostics and their notes, named relative to the work tree;
+        # compiler errors go to stderr.
+        sed "s|^$top/||" "$tmp/tidy.$key"
         grep -v -e '^[0-9]* warnings\? \(and [0-9]* errors\? \)\?generated' \
           -e '^Suppressed [0-9]* warnings' -e '^Use -header-filter' "$tmp/tidy-stderr.$key"
         status=1
