@@ -169,8 +169,9 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       return false;
     if (isa<llm::AttentionOp>(def))
       return true;
+    // QAT's fake quantization of an activation keeps what the value is.
     if (isa<llm::ReshapeOp, llm::CastOp, llm::TransposeOp, dist::AllGatherOp,
-            dist::ReplicateOp>(def))
+            dist::ReplicateOp, qat::FakeQuantOp>(def))
       return fromAttention(def->getOperand(0), depth + 1);
     return false;
   }

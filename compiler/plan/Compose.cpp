@@ -22,6 +22,7 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
     return false;
   }
   int64_t p = l.pp, k = shape.layers / l.pp;
+  bool scatterOnce = p > 1 && l.zero >= 2;
   double v = static_cast<double>(l.virtualStages);
   // Each stage's piece: its layers plus the first or last stage's extra.
   std::vector<Piece> stage(p);
@@ -53,8 +54,11 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
       activations += pieces.last.activationBytes;
     if (p == 1)
       activations = stage[s].activationBytes;
+    // ZeRO-2/3 keep a layer's whole gradient and shards of the rest; under
+    // pipeline stages whole gradients accumulate over the microbatches and
+    // are scattered once per step, as under ZeRO-1.
     double gradients = stage[s].gradientBytes;
-    if (l.zero >= 2)
+    if (l.zero >= 2 && !scatterOnce)
       gradients = gradients / l.dp + pieces.layer.gradientBytes;
     double gathered = l.zero >= 3 ? 2 * pieces.layer.parameterBytes() : 0;
     double bytes = stage[s].persistentBytes(l.zero, l.dp) + activations + gradients + gathered +
@@ -128,6 +132,8 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
       DpTraffic t = traffic->layer.scaled(static_cast<double>(k));
       if (s == 0 || s == p - 1)
         t = t + traffic->base;
+      if (scatterOnce)
+        t = t.scatteredOncePerStep();
       auto at = [&](DpTraffic::When when) { return t.seconds(when, l.dp, dpAlpha, dpBeta); };
       auto hidden = [&](double comm, double compute) {
         return c.overlap ? std::max(0.0, comm - compute) : comm;

@@ -82,6 +82,19 @@ DpTraffic DpTraffic::scaled(double k) const {
   return t;
 }
 
+DpTraffic DpTraffic::scatteredOncePerStep() const {
+  DpTraffic t = *this;
+  int scatter = static_cast<int>(Collective::ReduceScatter);
+  auto each = t.messages.find({EachBackward, scatter});
+  if (each == t.messages.end())
+    return t;
+  auto &once = t.messages[{StepBackward, scatter}];
+  once.first += each->second.first;
+  once.second += each->second.second;
+  t.messages.erase({EachBackward, scatter});
+  return t;
+}
+
 double DpTraffic::seconds(When when, int64_t n, double alpha, double beta) const {
   double total = 0;
   for (auto &[key, value] : messages) {

@@ -63,6 +63,10 @@ struct DpTraffic {
   std::map<std::pair<int, int>, std::pair<double, double>> messages;
   DpTraffic operator+(const DpTraffic &o) const;
   DpTraffic scaled(double k) const;
+  /// The same traffic with each backward's reduce-scatters sent once per
+  /// step instead: ZeRO-2/3 under pipeline stages accumulate whole
+  /// gradients over the microbatches and scatter them after the last.
+  DpTraffic scatteredOncePerStep() const;
   /// Seconds of everything sent at `when` on `n` ranks over a link.
   double seconds(When when, int64_t n, double alpha, double beta) const;
 };

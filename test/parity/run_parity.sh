@@ -24,10 +24,15 @@
 # collective (a stream or a rank that runs ahead must still wait for what
 # it depends on and meet its peers in the same order).
 #
-#   run_parity.sh <bin dir> <work dir> [family ...]
+# Last, the composition matrix (composition.py): a sample of the pairs of
+# features that compile, each against one rank; --all runs every pair.
+#
+#   run_parity.sh <bin dir> <work dir> [--all] [family ... | composition]
 set -euo pipefail
 BIN=$1; WORK=$2; shift 2
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp}
+PAIRS=(--sample 8)
+[[ ${1:-} == --all ]] && PAIRS=(--all) && shift
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp composition}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -117,6 +122,10 @@ LAYOUTS=(
 
 fail=0
 for family in $FAMILIES; do
+  if [[ $family == composition ]]; then
+    python3 "$HERE/composition.py" parity --bin "$BIN" --work "$WORK/composition" "${PAIRS[@]}" || fail=1
+    continue
+  fi
   # gpt2-dropout: every layout must draw the single-rank dropout masks.
   # gpt2-bf16: mixed precision (bf16 parameters, fp32 masters and gradients)
   # under ZeRO, with microbatches summed in fp32;

@@ -12,6 +12,7 @@
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8" --llmc-lora="spec={rank=2} qlora=true qlora-block=8" 2>&1 | FileCheck %s --check-prefix=QLORA-QAT
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2} qlora=true qlora-block=5" 2>&1 | FileCheck %s --check-prefix=QLORA-BLOCK
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8" --llmc-lora="spec={rank=2}" | FileCheck %s --check-prefix=QAT
+// RUN: llmc-opt %t.mlir --llmc-qat="spec={weights=int8, activations=int8}" --llmc-lora="spec={rank=2, targets=proj}" | FileCheck %s --check-prefix=QAT-ACT
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=rank=8" 2>&1 | FileCheck %s --check-prefix=RANK-TOO-BIG
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=rank=0" 2>&1 | FileCheck %s --check-prefix=BAD-RANK
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=alpha=-1" 2>&1 | FileCheck %s --check-prefix=BAD-ALPHA
@@ -142,3 +143,12 @@
 // QAT-NEXT: %[[Z:.*]] = llm.matmul %[[N]], %arg4 : tensor<2x4x8xf32>, tensor<8x2xf32>
 // QAT-NEXT: llm.matmul %[[Z]], %arg5
 // QLORA-QAT: error: 'llm.matmul' op qlora: 'h.0.mlp.weight' is fake-quantized by --qat weights=; QLoRA already stores it quantized (drop weights= from --qat, or --qlora)
+
+// With activations fake-quantized too, the projection is still found behind
+// the attention output's fake_quant, and its adapter reads the same input.
+// QAT-ACT: llm.attention
+// QAT-ACT: %[[W:.*]] = qat.fake_quant %arg6
+// QAT-ACT: %[[X:.*]] = qat.fake_quant
+// QAT-ACT-NEXT: llm.matmul %[[X]], %[[W]]
+// QAT-ACT-NEXT: %[[XA:.*]] = llm.matmul %[[X]], %arg16
+// QAT-ACT-NEXT: llm.matmul %[[XA]], %arg17

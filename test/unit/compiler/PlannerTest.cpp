@@ -3,6 +3,7 @@
 #include "compiler/Compiler.h"
 #include "compiler/plan/Cluster.h"
 #include "compiler/plan/Planner.h"
+#include "compiler/plan/Probes.h"
 #include "compiler/plan/ProgramCost.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "passes/MicrobatchSchedule.h"
@@ -51,6 +52,33 @@ TEST(PlanCluster, AlphaBetaFormulas) {
   EXPECT_DOUBLE_EQ(collectiveSeconds(Collective::SendRecv, 2, bytes, alpha, beta),
                    alpha + bytes / beta);
   EXPECT_EQ(collectiveSeconds(Collective::AllReduce, 1, bytes, alpha, beta), 0);
+}
+
+TEST(PlanCompose, PipelinedZeroScattersOncePerStep) {
+  // ZeRO-3's traffic as the probes see it without stages: gathers in each
+  // forward and backward, a reduce-scatter in each backward. Under pipeline
+  // stages the scatter moves to the step; the gathers stay per microbatch.
+  DpTraffic t;
+  auto kind = [](Collective c) { return static_cast<int>(c); };
+  t.messages[{DpTraffic::EachForward, kind(Collective::AllGather)}] = {2, 100};
+  t.messages[{DpTraffic::EachBackward, kind(Collective::AllGather)}] = {2, 100};
+  t.messages[{DpTraffic::EachBackward, kind(Collective::ReduceScatter)}] = {2, 100};
+  t.messages[{DpTraffic::StepBackward, kind(Collective::ReduceScatter)}] = {1, 50};
+  DpTraffic once = t.scatteredOncePerStep();
+  double alpha = 1e-6, beta = 1e9;
+  EXPECT_EQ(once.seconds(DpTraffic::EachForward, 4, alpha, beta),
+            t.seconds(DpTraffic::EachForward, 4, alpha, beta));
+  DpTraffic gathers;
+  gathers.messages[{DpTraffic::EachBackward, kind(Collective::AllGather)}] = {2, 100};
+  EXPECT_EQ(once.seconds(DpTraffic::EachBackward, 4, alpha, beta),
+            gathers.seconds(DpTraffic::EachBackward, 4, alpha, beta));
+  EXPECT_GT(once.seconds(DpTraffic::StepBackward, 4, alpha, beta),
+            t.seconds(DpTraffic::StepBackward, 4, alpha, beta));
+  EXPECT_DOUBLE_EQ(once.seconds(DpTraffic::StepBackward, 4, alpha, beta),
+                   t.seconds(DpTraffic::StepBackward, 4, alpha, beta) +
+                       t.seconds(DpTraffic::EachBackward, 4, alpha, beta) -
+                       once.seconds(DpTraffic::EachBackward, 4, alpha, beta));
+  EXPECT_EQ(DpTraffic().scatteredOncePerStep().messages.size(), 0u);
 }
 
 TEST(PlanCluster, GroupsInsideANode) {
