@@ -15,8 +15,8 @@
 # history of one commit, or a shallow clone that stops at HEAD, has nothing
 # to compare with: the script says so and passes.
 #
-# --fix     rewrites the changed lines with clang-format instead of checking
-#           them (git clang-format), then runs the other checks.
+# --fix     first rewrites the changed lines with clang-format (git
+#           clang-format; commit the result), then checks as usual.
 # --no-tidy skips clang-tidy, e.g. where no build/compile_commands.json is.
 #
 # Environment: CLANG_FORMAT (clang-format-22), CLANG_TIDY (clang-tidy-22),
