@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# Installs every Debian package llmc needs, then configures the build.
+# Installs the Debian packages llmc needs, then configures the build.
 # Idempotent and quick when everything is already there.
 #
-#   scripts/setup.sh            # packages + configure build/
+#   scripts/setup.sh            # what building and training need (the main job)
+#   scripts/setup.sh --test     # also what the test suite and the lint need:
+#                               # PyTorch, clang-format/clang-tidy 22, the
+#                               # transformers venv, cudnn-frontend's headers
 #   BUILD_DIR=out scripts/setup.sh
 set -euo pipefail
 
+test_setup=0
+case ${1:-} in
+  "") ;;
+  --test) test_setup=1 ;;
+  *) echo "setup: unknown argument '$1' (--test or nothing)" >&2; exit 2 ;;
+esac
+
+# Configuring the build needs every one of these (GoogleTest included: the
+# test binaries are part of the build).
 PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools   # compiler
   ninja-build ccache cmake g++                              # build
@@ -14,10 +26,14 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin                                # multi-rank CPU runs
   libgloo-dev                                               # TCP collectives (no mpirun)
   libopenblas-dev                                           # CPU GEMM
-  python3-torch python3-numpy                               # reference tests
+)
+TEST_PACKAGES=(
+  python3-torch python3-numpy                               # reference tests, torchrun
   python3-venv                                              # transformers venv (setup-hf.sh)
   python3-pip                                               # cudnn-frontend headers (setup-cudnn-frontend.sh)
+  clang-format-22 clang-tidy-22                             # scripts/lint-changed.sh
 )
+((test_setup)) && PACKAGES+=("${TEST_PACKAGES[@]}")
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -35,15 +51,18 @@ fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
-# cudnn-frontend's headers (optional: CUDA attention on cuDNN), before
-# CMake looks for them; a build configured without them is configured again
-# once they are there.
-BUILD_DIR=$BUILD_DIR "$ROOT/scripts/setup-cudnn-frontend.sh"
+# cudnn-frontend's headers (optional: CUDA attention on cuDNN; the tests
+# compile that path), before CMake looks for them; a build configured
+# without them is configured again once they are there.
+((test_setup)) && BUILD_DIR=$BUILD_DIR "$ROOT/scripts/setup-cudnn-frontend.sh"
 if [[ ! -f $BUILD_DIR/build.ninja ]]; then
   cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
-elif [[ -f $BUILD_DIR/deps/cudnn-frontend/include/cudnn_frontend.h ]] &&
-     grep -q '^LLMC_CUDNN_FRONTEND_INCLUDE:PATH=.*NOTFOUND' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
+elif ((test_setup)); then
+  # A build the main job configured before the test packages were there
+  # finds them now (torchrun, cudnn-frontend's headers): a few seconds.
   cmake "$BUILD_DIR" > /dev/null
 fi
 # transformers for the Hugging Face interop tests (optional: they skip without it).
-BUILD_DIR=$BUILD_DIR "$ROOT/scripts/setup-hf.sh"
+if ((test_setup)); then
+  BUILD_DIR=$BUILD_DIR "$ROOT/scripts/setup-hf.sh"
+fi

@@ -6,7 +6,7 @@
 set -euo pipefail
 BIN=$1; PYTHON=$2; SRC=$3; WORK=$4
 if ! "$PYTHON" -c "import torch, numpy" 2>/dev/null; then
-  echo "SKIP: python3-torch is not installed (scripts/setup.sh installs it)"
+  echo "SKIP: python3-torch is not installed (scripts/setup.sh --test installs it)"
   exit 77
 fi
 rm -rf "$WORK" && mkdir -p "$WORK"
