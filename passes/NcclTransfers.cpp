@@ -19,8 +19,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/NcclTransfers.h"
-#include "passes/Utils.h"
 #include "dialects/Exec/ExecDialect.h"
+#include "passes/Utils.h"
 
 #include "llvm/ADT/DenseSet.h"
 
@@ -66,9 +66,7 @@ int64_t peerOf(int64_t stage, Operation *transfer, int64_t n) {
   return ((stage + shift) % n + n) % n;
 }
 
-int64_t tagOf(Operation *transfer) {
-  return transfer->getAttrOfType<IntegerAttr>("tag").getInt();
-}
+int64_t tagOf(Operation *transfer) { return transfer->getAttrOfType<IntegerAttr>("tag").getInt(); }
 
 int64_t streamOf(Operation *op) {
   if (auto record = dyn_cast<exec::RecordEventOp>(op))
@@ -114,8 +112,7 @@ public:
       if (isSend || isa<exec::RecvOp>(op)) {
         if (!groupOpen[stream])
           steps.push_back({Step::Transfers, 0, {}, {}, "", 0, &op});
-        for (exec::WaitEventOp w : pendingWaits[stream])
-          steps.back().waits.push_back(w.getEvent());
+        for (exec::WaitEventOp w : pendingWaits[stream]) steps.back().waits.push_back(w.getEvent());
         pendingWaits[stream].clear();
         steps.back().transfers.push_back(transfer(stage, &op, isSend));
         groupOpen[stream] = true;
@@ -146,8 +143,7 @@ public:
       progress = false;
       for (int64_t s = 0; s < static_cast<int64_t>(runs.size()); ++s)
         for (auto &[stream, steps] : runs[s].streams)
-          while (runs[s].cursor[stream] < steps.size() &&
-                 advance(s, steps[runs[s].cursor[stream]]))
+          while (runs[s].cursor[stream] < steps.size() && advance(s, steps[runs[s].cursor[stream]]))
             ++runs[s].cursor[stream], progress = true;
     }
     for (StageRun &r : runs)
@@ -172,8 +168,7 @@ public:
   std::string tagMismatch() const {
     auto list = [](const std::vector<int64_t> &tags) {
       std::string text;
-      for (int64_t t : tags)
-        text += (text.empty() ? "" : ", ") + std::to_string(t);
+      for (int64_t t : tags) text += (text.empty() ? "" : ", ") + std::to_string(t);
       return "[" + text + "]";
     };
     std::set<std::pair<int64_t, int64_t>> pairs;
@@ -227,11 +222,8 @@ private:
   bool advance(int64_t stage, const Step &step) {
     StageRun &run = runs[stage];
     switch (step.kind) {
-    case Step::Record:
-      run.recorded.insert(step.event);
-      return true;
-    case Step::Wait:
-      return run.recorded.contains(step.event);
+    case Step::Record: run.recorded.insert(step.event); return true;
+    case Step::Wait: return run.recorded.contains(step.event);
     case Step::Transfers: {
       for (int64_t event : step.waits)
         if (!run.recorded.contains(event))
@@ -291,15 +283,12 @@ private:
 LogicalResult llmc::verifyPointToPointProgress(ModuleOp module) {
   SmallVector<ModuleOp> stages = programModules(module);
   bool anyTransfer = false;
-  module.walk([&](Operation *op) {
-    anyTransfer |= isa<exec::SendOp, exec::RecvOp>(op);
-  });
+  module.walk([&](Operation *op) { anyTransfer |= isa<exec::SendOp, exec::RecvOp>(op); });
   if (!anyTransfer)
     return success();
   std::set<std::string> kinds;
   for (ModuleOp stage : stages)
-    for (auto program : stage.getOps<exec::ProgramOp>())
-      kinds.insert(program.getSymName().str());
+    for (auto program : stage.getOps<exec::ProgramOp>()) kinds.insert(program.getSymName().str());
   // Without stage modules every stage runs the one program.
   int64_t stageCount = static_cast<int64_t>(stages.size());
   if (auto mesh = module->getAttrOfType<DictionaryAttr>("exec.mesh"); mesh && stageCount == 1)
@@ -371,8 +360,7 @@ LogicalResult llmc::orderSendsAsReceived(ModuleOp module) {
   int64_t n = static_cast<int64_t>(stages.size());
   std::set<std::string> kinds;
   for (ModuleOp stage : stages)
-    for (auto program : stage.getOps<exec::ProgramOp>())
-      kinds.insert(program.getSymName().str());
+    for (auto program : stage.getOps<exec::ProgramOp>()) kinds.insert(program.getSymName().str());
   for (const std::string &kind : kinds) {
     TagOrders received;
     for (int64_t p = 0; p < n; ++p)

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Executor.h"
 #include "runtime/ExecutionDevice.h"
+#include "runtime/Executor.h"
 #include "runtime/comm/Communicator.h"
 
 #include "Instructions.h"
@@ -67,13 +67,11 @@ TEST(TransferGroups, RunsOfTransfersAndWaitsAreOneGroup) {
                {"r", "activation", 64, DType::F32, {8}, {}},
                {"b", "activation", 128, DType::F32, {8}, {}}};
   using test::eventInstruction;
-  p.instructions = {eventInstruction(InstructionKind::RecordEvent, 0, 0),
-                    transfer(InstructionKind::Send, 0, 1),
-                    eventInstruction(InstructionKind::WaitEvent, 0, 1),
-                    transfer(InstructionKind::Recv, 1, 2),
-                    eventInstruction(InstructionKind::RecordEvent, 1, 1),
-                    transfer(InstructionKind::Send, 2, 3),
-                    eventInstruction(InstructionKind::WaitEvent, 1, 0)};
+  p.instructions = {
+      eventInstruction(InstructionKind::RecordEvent, 0, 0), transfer(InstructionKind::Send, 0, 1),
+      eventInstruction(InstructionKind::WaitEvent, 0, 1),   transfer(InstructionKind::Recv, 1, 2),
+      eventInstruction(InstructionKind::RecordEvent, 1, 1), transfer(InstructionKind::Send, 2, 3),
+      eventInstruction(InstructionKind::WaitEvent, 1, 0)};
   auto device = makeCpuDevice(256);
   RecordingCommunicator comm;
   BoundProgram bound(p, *device, comm, 0);
