@@ -92,6 +92,10 @@ public:
   /// returns when every stream has finished.
   virtual void runProgram(const void *program, int64_t step, bool eager,
                           const std::function<void()> &enqueue) = 0;
+  /// From now on every runProgram is eager: a host-staged communicator
+  /// (HostStagedCommunicator.h) blocks the launching thread, which no CUDA
+  /// graph can hold. A no-op where programs are never captured.
+  virtual void runEagerly() {}
   /// Waits for all outstanding work.
   virtual void synchronize() = 0;
   /// A timer for the `instructions` of one program (BoundProgram's
@@ -124,6 +128,16 @@ private:
 /// communication on stream 1 (if any) on a thread of its own.
 std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes);
 
+/// How a GPU rank's collectives and transfers travel (llmc-run
+/// --device-comm): NCCL, or the host transport staged through pinned
+/// memory (runtime/comm/HostStagedCommunicator.h), which works where ranks
+/// share a GPU; auto picks the host where they do.
+enum class DeviceComm { Auto, Nccl, Host };
+bool parseDeviceComm(const std::string &text, DeviceComm *out);
+
+/// The GPUs this process can use (0 without CUDA or without a GPU).
+int visibleGpuCount();
+
 /// What llmc-run's flags choose for a GPU's kernels (read when they bind).
 struct CudaOptions {
   bool tf32 = false;                 ///< fp32 GEMMs on TF32 tensor cores
@@ -132,7 +146,9 @@ struct CudaOptions {
   /// when it binds (false: the heuristic's first). The default also heeds
   /// LLMC_GEMM_TIMING=0 (kernels/cuda/Device.h).
   bool gemmTiming = true;
+  DeviceComm comm = DeviceComm::Auto; ///< --device-comm
 };
+
 
 /// A GPU for the CUDA backend: the arena in device memory, a host mirror,
 /// compute and communication streams, events and graphs. The GPU is the

@@ -10,6 +10,7 @@
 #include "runtime/comm/OpenGroups.h"
 #include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/HostStagedCommunicator.h"
 #include "runtime/comm/NcclCommunicator.h"
 #include "runtime/comm/TcpCommunicator.h"
 #include "runtime/support/Error.h"
@@ -19,6 +20,48 @@
 #include <thread>
 
 namespace llmc {
+
+bool parseDeviceComm(const std::string &text, DeviceComm *out) {
+  if (text == "auto")
+    *out = DeviceComm::Auto;
+  else if (text == "nccl")
+    *out = DeviceComm::Nccl;
+  else if (text == "host")
+    *out = DeviceComm::Host;
+  else
+    return false;
+  return true;
+}
+
+namespace {
+
+/// The ranks on this host: the launcher's count (torchrun, Slurm), Open
+/// MPI's or MPICH's, else 1.
+int localRankCount(const LaunchEnvironment &launch) {
+  if (launch.localWorldSize > 0)
+    return launch.localWorldSize;
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char *value = std::getenv(name))
+      return std::max(1, std::atoi(value));
+  return 1;
+}
+
+/// NCCL between ranks on distinct GPUs; the host transport where ranks
+/// share one (NCCL refuses that) or where asked.
+std::unique_ptr<Communicator> makeDeviceCommunicator(const RankRuntime &r, int localRanks,
+                                                     DeviceComm choice) {
+  bool shared = localRanks > visibleGpuCount();
+  if (choice == DeviceComm::Host || (choice == DeviceComm::Auto && shared)) {
+    r.device->runEagerly();
+    return makeHostStagedCommunicator(*r.comm, *r.device);
+  }
+  if (shared && r.artifact.worldSize > 1)
+    fail(localRanks, " ranks share ", visibleGpuCount(),
+         " GPU(s) here, and NCCL needs a GPU per rank; use --device-comm host (or auto)");
+  return makeNcclCommunicator(r.artifact.mesh, *r.comm, *r.device);
+}
+
+} // namespace
 
 /// Several ranks on one host share its cores: unless the user chose thread
 /// counts, give each rank cores/local-ranks threads for OpenMP and OpenBLAS
@@ -84,6 +127,8 @@ RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOp
   if (options.cuda.attention != AttentionImpl::Auto && !r.gpu())
     fail("--attention ", attentionImplName(options.cuda.attention),
          " applies to artifacts compiled with --target cuda");
+  if (options.cuda.comm != DeviceComm::Auto && !r.gpu())
+    fail("--device-comm applies to artifacts compiled with --target cuda");
   if (!options.cuda.gemmTiming && !r.gpu())
     fail("--no-gemm-timing applies to artifacts compiled with --target cuda");
   if (options.streamDelayMicros > 0 && r.gpu())
@@ -93,7 +138,7 @@ RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOp
   if (options.streamDelayMicros > 0)
     r.device->setStreamDelays(options.streamDelayMicros, static_cast<uint64_t>(r.rank) + 1);
   if (r.gpu()) {
-    r.deviceComm = makeNcclCommunicator(r.artifact.mesh, *r.comm, *r.device);
+    r.deviceComm = makeDeviceCommunicator(r, localRankCount(launch), options.cuda.comm);
     openGroupsOfEveryRank(r.artifact, *r.deviceComm);
   }
   return r;

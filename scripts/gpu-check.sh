@@ -15,6 +15,10 @@
 #                checkpoint resumed on the CPU; GPT-2 124M, 10 steps,
 #                --attention cudnn and tensor-cores each vs cuda-cores, ≤ 1e-2;
 #                the one-launch AdamW vs per-tensor kernels, bit for bit
+#   shared       several ranks on this one GPU through the host transport
+#                (--device-comm): ZeRO-1 and ZeRO-3 dp2, tp2+sp, dp2×tp2,
+#                pp2 (1F1B and interleaved) and pp2×dp2, 20 steps each
+#                against one CPU rank, ≤ 1e-4
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
 #   bench        the device's calibration for llmc plan (cuBLASLt GEMMs,
 #                a copy, attention: llmc-bench-calibrate, copied to
@@ -66,8 +70,8 @@ PACK=$ROOT/gpu-pack
 OUT_DIR=${OUT:-$ROOT/gpu-check-out}
 BUILD=$ROOT/build-gpu
 JOBS=$(nproc)
-ALL_STEPS=preflight,build,conformance-changed,parity,multigpu,bench,conformance,ctest,sanitizer
-STEPS=preflight,build,conformance,ctest,parity,multigpu,bench,sanitizer
+ALL_STEPS=preflight,build,conformance-changed,parity,shared,multigpu,bench,conformance,ctest,sanitizer
+STEPS=preflight,build,conformance,ctest,parity,shared,multigpu,bench,sanitizer
 BUDGET=""
 PERF=0
 TAR=""
@@ -82,7 +86,7 @@ while (($#)); do
     --steps) STEPS=$2; shift 2 ;;
     --budget) BUDGET=$2; shift 2 ;;
     --tar) TAR=$2; shift 2 ;;
-    --perf) PERF=1; STEPS=preflight,conformance-changed,parity,bench,conformance,sanitizer; shift ;;
+    --perf) PERF=1; STEPS=preflight,conformance-changed,parity,shared,bench,conformance,sanitizer; shift ;;
     --rerun-baseline) export RERUN_BASELINE=1; shift ;;
     --no-cuda) CUDA=OFF; shift ;;
     -h|--help) usage ;;
@@ -279,6 +283,19 @@ do_two_ranks() {  # name artifact
     "$OUT_DIR/parity/fp32/gpu.jsonl" 1e-4
 }
 
+# Several ranks on this one GPU through the host transport (NCCL refuses
+# that; llmc-run --device-comm auto picks the host when ranks share a GPU):
+# 20 steps of a layout against one CPU rank of the same model.
+do_shared_gpu() {  # name ranks gpu-artifact cpu-artifact
+  local w=$OUT_DIR/shared/$1
+  rm -rf "$w" && mkdir -p "$w"
+  "$BIN/llmc-run" "$A/$4" --steps 20 --metrics "$w/cpu.jsonl" --quiet &&
+  "$ROOT/test/e2e/Inputs/launch_ranks.sh" "$2" torchrun "$w/rank" -- \
+    "$BIN/llmc-run" "$A/$3" --steps 20 --metrics "$w/gpu.jsonl" --quiet | tee "$w/launch.out"
+  grep -q '^exit=0' "$w/launch.out" &&
+  python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/gpu.jsonl" "$w/cpu.jsonl" 1e-4
+}
+
 do_bench_gpt2() {
   ARTIFACT=$A/gpt2-124M-bf16-gpu.llmc RESULT_JSON=$STEP_DATA BASELINE_FROM=$ROOT/bench/results \
     "$ROOT/bench/gpu_gpt2.sh" "$BUILD" "${BENCH_STEPS:-40}" 16
@@ -346,7 +363,7 @@ PY
 export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
 export -f do_build do_preflight do_conformance_cuda do_conformance_changed do_ctest do_sanitize \
   do_sanitize_run parity_pair do_resume_on_cpu attention_baseline do_attention_variant \
-  do_multi_tensor_adamw do_two_ranks do_bench_gpt2 do_profile_gpt2 do_bench_attention \
+  do_multi_tensor_adamw do_two_ranks do_shared_gpu do_bench_gpt2 do_profile_gpt2 do_bench_attention \
   do_bench_head do_bench_1p5b do_ncu do_calibrate
 
 {
@@ -397,6 +414,16 @@ fi
 if wants multigpu; then
   step multigpu-dp2 120 do_two_ranks dp2 tiny-dp2-gpu.llmc
   step multigpu-tp2 120 do_two_ranks tp2 tiny-tp2-gpu.llmc
+fi
+if wants shared; then
+  for layout in zero1-dp2:2 zero3-dp2:2 tp2-sp:2 dp2-tp2:4; do
+    step "shared-${layout%:*}" 90 do_shared_gpu "${layout%:*}" "${layout#*:}" \
+      "shared-${layout%:*}-gpu.llmc" tiny-cpu.llmc
+  done
+  for layout in pp2:2 pp2-interleaved:2 pp2-dp2:4; do
+    step "shared-${layout%:*}" 90 do_shared_gpu "${layout%:*}" "${layout#*:}" \
+      "shared-${layout%:*}-gpu.llmc" pipe-cpu.llmc
+  done
 fi
 if wants bench; then
   step bench-calibrate 120 do_calibrate

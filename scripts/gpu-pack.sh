@@ -66,6 +66,19 @@ TINY257=("${TINY[@]}" --set vocab_size=257)
 # Two ranks over NCCL (one GPU each): data and tensor parallel.
 "$LLMC" compile "${TINY[@]}" --mesh dp=2 --target cuda -o "$A/tiny-dp2-gpu.llmc"
 "$LLMC" compile "${TINY[@]}" --mesh tp=2 --target cuda -o "$A/tiny-tp2-gpu.llmc"
+# Several ranks on the one GPU (host-staged communication, llmc-run
+# --device-comm): layouts against one CPU rank; pipelines on 4 layers in 2
+# microbatches (the interleaved schedule's NCCL transfers are proven for 2).
+for layout in "zero1-dp2|--mesh dp=2 --zero 1" "zero3-dp2|--mesh dp=2 --zero 3" \
+              "tp2-sp|--mesh tp=2 --sp" "dp2-tp2|--mesh dp=2,tp=2"; do
+  "$LLMC" compile "${TINY[@]}" ${layout#*|} --target cuda -o "$A/shared-${layout%%|*}-gpu.llmc"
+done
+PIPE=(--model gpt2 --preset tiny --set n_layer=4 --set batch_size=4 --microbatches 2)
+"$LLMC" compile "${PIPE[@]}" -o "$A/pipe-cpu.llmc"
+for layout in "pp2|--mesh pp=2" "pp2-interleaved|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2" \
+              "pp2-dp2|--mesh pp=2,dp=2"; do
+  "$LLMC" compile "${PIPE[@]}" ${layout#*|} --target cuda -o "$A/shared-${layout%%|*}-gpu.llmc"
+done
 # The benchmarks: GPT-2 124M as bench/gpu_gpt2.sh compiles it, and the
 # 1.5B shape (48 layers, C = 1600; about 40 GiB planned at B = 8).
 "$LLMC" compile --model gpt2 --preset 124M --precision bf16 --target cuda \

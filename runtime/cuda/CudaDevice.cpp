@@ -122,6 +122,7 @@ public:
     check(cudaMemcpyAsync(step_, hostStep_, sizeof(int64_t), cudaMemcpyHostToDevice, streams_[0]),
           "cudaMemcpyAsync of the step");
     Graph &graph = graphs_[program];
+    eager = eager || eagerOnly_;
     if (graph.exec && !eager) {
       check(cudaGraphLaunch(graph.exec, streams_[0]), "cudaGraphLaunch");
     } else if (graph.runs >= 1 && !eager) {
@@ -148,6 +149,7 @@ public:
     check(cudaStreamSynchronize(streams_[0]), "the program's kernels");
   }
 
+  void runEagerly() override { eagerOnly_ = true; }
   void synchronize() override { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
   std::unique_ptr<InstructionTimer> makeInstructionTimer(size_t instructions) override {
     return makeCudaEventTimer(instructions, [this](int s) -> void * { return streamAt(s); });
@@ -237,12 +239,15 @@ private:
   uint8_t *base_ = nullptr;
   cudaStream_t streams_[2] = {nullptr, nullptr};
   int64_t *step_ = nullptr, *hostStep_ = nullptr;
+  bool eagerOnly_ = false; ///< runEagerly(): a host-staged communicator
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
   std::map<int64_t, cudaEvent_t> events_;
   std::map<const void *, Graph> graphs_;
 };
 
 } // namespace
+
+int visibleGpuCount() { return cuda::deviceCount(); }
 
 std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOptions &options) {
   // Checked before anything is allocated: the answer on a machine without

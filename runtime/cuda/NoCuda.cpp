@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/ExecutionDevice.h"
+#include "runtime/comm/HostStagedCommunicator.h"
 #include "runtime/comm/NcclCommunicator.h"
 #include "runtime/support/Error.h"
 
@@ -20,6 +21,12 @@ namespace {
 } // namespace
 
 std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t, const CudaOptions &) { noCuda(); }
+
+int visibleGpuCount() { return 0; }
+
+std::unique_ptr<Communicator> makeHostStagedCommunicator(Communicator &, ExecutionDevice &) {
+  noCuda();
+}
 
 std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<std::pair<std::string, int>> &,
                                                    Communicator &, ExecutionDevice &) {

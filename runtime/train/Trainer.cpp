@@ -277,6 +277,7 @@ void Trainer::setup() {
   runtimeOptions.comm.debugMaxDelayMs = opt.debugCollectiveDelayMs;
   runtimeOptions.cuda.tf32 = opt.tf32;
   runtimeOptions.cuda.attention = opt.attention;
+  runtimeOptions.cuda.comm = opt.deviceComm;
   runtimeOptions.cuda.gemmTiming = opt.gemmTiming;
   runtimeOptions.streamDelayMicros = opt.debugStreamDelayMicros;
   RankRuntime opened = openRankRuntime(opt.artifact, runtimeOptions);

@@ -3,6 +3,7 @@
 #define LLMC_RUNTIME_TRAIN_TRAINER_H
 
 #include "kernels/AttentionImpl.h"
+#include "runtime/ExecutionDevice.h"
 #include "runtime/checkpoint/Retention.h"
 #include <cstdint>
 #include <string>
@@ -49,6 +50,7 @@ struct TrainOptions {
   bool quiet = false;
   bool tf32 = false;             ///< cuda artifacts: fp32 GEMMs on TF32 tensor cores
   AttentionImpl attention = AttentionImpl::Auto; ///< cuda artifacts: what runs attention
+  DeviceComm deviceComm = DeviceComm::Auto; ///< cuda artifacts: --device-comm
   bool gemmTiming = true;        ///< cuda artifacts: time GEMM algorithms when they bind
   /// Stop (with a checkpoint of the last good state) after this many
   /// consecutive steps skipped for a non-finite loss or gradient norm;

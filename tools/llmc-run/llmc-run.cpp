@@ -83,6 +83,10 @@ reporting
                      cuda-cores), cudnn, tensor-cores (llmc's, bf16/f16 at head dim 64
                      or 128) or cuda-cores (llmc's); a start-up line says what each
                      attention op got (docs/cuda.md)
+  --device-comm C    cuda artifacts: how ranks' collectives and transfers travel:
+                     auto (default: NCCL, or the host transport through pinned
+                     memory where ranks share a GPU, which NCCL refuses), nccl,
+                     or host (docs/cuda.md)
   --no-gemm-timing   cuda artifacts: take cuBLASLt's heuristic algorithm for each
                      GEMM instead of timing its top candidates when the GEMM binds
                      (also LLMC_GEMM_TIMING=0)
@@ -160,6 +164,7 @@ int main(int argc, char **argv) {
       {"--min-loss-scale", number(options.minLossScale)},
       {"--trace", text(options.trace)},
       {"--attention", [&](const std::string &v) { return llmc::parseAttentionImpl(v, &options.attention); }},
+      {"--device-comm", [&](const std::string &v) { return llmc::parseDeviceComm(v, &options.deviceComm); }},
       {"--comm-timeout", number(options.commTimeout)},
       {"--debug-collective-delay-ms", [&](const std::string &v) {
          int64_t n = 0;
@@ -227,7 +232,8 @@ int main(int argc, char **argv) {
         return usageError("bad value '" + value + "' for " + arg +
                           (arg == "--attention"
                                ? std::string(" (expected ") + llmc::attentionImplChoices() + ")"
-                               : std::string()));
+                           : arg == "--device-comm" ? std::string(" (expected auto, nccl or host)")
+                                                    : std::string()));
       continue;
     }
     if (arg.rfind("-", 0) == 0)
