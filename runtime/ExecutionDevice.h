@@ -149,7 +149,6 @@ struct CudaOptions {
   DeviceComm comm = DeviceComm::Auto; ///< --device-comm
 };
 
-
 /// A GPU for the CUDA backend: the arena in device memory, a host mirror,
 /// compute and communication streams, events and graphs. The GPU is the
 /// rank's local index (mpirun, torchrun or Slurm) modulo the visible GPUs.

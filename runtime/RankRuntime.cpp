@@ -7,11 +7,11 @@
 #include "runtime/RankRuntime.h"
 
 #include "runtime/comm/CollectiveCheck.h"
-#include "runtime/comm/OpenGroups.h"
+#include "runtime/comm/HostStagedCommunicator.h"
 #include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/comm/MpiCommunicator.h"
-#include "runtime/comm/HostStagedCommunicator.h"
 #include "runtime/comm/NcclCommunicator.h"
+#include "runtime/comm/OpenGroups.h"
 #include "runtime/comm/TcpCommunicator.h"
 #include "runtime/support/Error.h"
 

@@ -11,8 +11,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/HostStagedCommunicator.h"
-#include "runtime/ExecutionDevice.h"
 #include "kernels/Tensor.h"
+#include "runtime/ExecutionDevice.h"
 #include "runtime/support/Error.h"
 
 #include <cuda_runtime.h>
@@ -138,8 +138,7 @@ public:
       group = std::make_unique<StagedGroup>(hostGroup, stager_);
     return *group;
   }
-  void send(const void *data, size_t bytes, const std::string &axis, int shift,
-            int tag) override {
+  void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag) override {
     if (sends_ == sendStaging_.size())
       sendStaging_.push_back(std::make_unique<Staging>());
     void *staged = stager_.down(*sendStaging_[sends_++], data, bytes);

@@ -138,24 +138,33 @@ int main(int argc, char **argv) {
     return [&out](const std::string &v) { out = v; return true; };
   };
   std::map<std::string, Setter> valued = {
-      {"--data", text(options.data)},         {"--val-data", text(options.valData)},
-      {"--val-shards", [&](const std::string &v) {
+      {"--data", text(options.data)},
+      {"--val-data", text(options.valData)},
+      {"--val-shards",
+       [&](const std::string &v) {
          return integer(options.valShards)(v) && options.valShards >= 1;
        }},
-      {"--steps", integer(options.steps)},    {"--lr", number(options.lr)},
+      {"--steps", integer(options.steps)},
+      {"--lr", number(options.lr)},
       {"--stop-at", integer(options.stopAt)},
-      {"--min-lr", number(options.minLr)},    {"--warmup", integer(options.warmup)},
-      {"--schedule", text(options.schedule)}, {"--seed", integer(options.seed)},
-      {"--ckpt-dir", text(options.ckptDir)},  {"--ckpt-every", integer(options.ckptEvery)},
+      {"--min-lr", number(options.minLr)},
+      {"--warmup", integer(options.warmup)},
+      {"--schedule", text(options.schedule)},
+      {"--seed", integer(options.seed)},
+      {"--ckpt-dir", text(options.ckptDir)},
+      {"--ckpt-every", integer(options.ckptEvery)},
       {"--keep-last", integer(options.retention.keepLast)},
       {"--keep-every", integer(options.retention.keepEvery)},
       {"--weights", text(options.weights)},
       {"--calibrate", integer(options.calibrateBatches)},
-      {"--metrics", text(options.metrics)},   {"--log-every", integer(options.logEvery)},
+      {"--metrics", text(options.metrics)},
+      {"--log-every", integer(options.logEvery)},
       {"--eval-every", integer(options.evalEvery)},
       {"--eval-batches", integer(options.evalBatches)},
-      {"--sample", integer(options.sampleTokens)}, {"--prompt", text(options.prompt)},
-      {"--temperature", number(options.temperature)}, {"--top-k", integer(options.topK)},
+      {"--sample", integer(options.sampleTokens)},
+      {"--prompt", text(options.prompt)},
+      {"--temperature", number(options.temperature)},
+      {"--top-k", integer(options.topK)},
       {"--dump-grads", text(options.dumpGrads)},
       {"--dump-logits", text(options.dumpLogits)},
       {"--loss-scale", number(options.lossScale)},
@@ -163,30 +172,39 @@ int main(int argc, char **argv) {
       {"--loss-scale-backoff", number(options.lossScaleBackoff)},
       {"--min-loss-scale", number(options.minLossScale)},
       {"--trace", text(options.trace)},
-      {"--attention", [&](const std::string &v) { return llmc::parseAttentionImpl(v, &options.attention); }},
-      {"--device-comm", [&](const std::string &v) { return llmc::parseDeviceComm(v, &options.deviceComm); }},
+      {"--attention",
+       [&](const std::string &v) { return llmc::parseAttentionImpl(v, &options.attention); }},
+      {"--device-comm",
+       [&](const std::string &v) { return llmc::parseDeviceComm(v, &options.deviceComm); }},
       {"--comm-timeout", number(options.commTimeout)},
-      {"--debug-collective-delay-ms", [&](const std::string &v) {
+      {"--debug-collective-delay-ms",
+       [&](const std::string &v) {
          int64_t n = 0;
-         if (!integer(n)(v) || n < 0) return false;
+         if (!integer(n)(v) || n < 0)
+           return false;
          options.debugCollectiveDelayMs = static_cast<int>(n);
          return true;
        }},
-      {"--debug-stream-delay-us", [&](const std::string &v) {
+      {"--debug-stream-delay-us",
+       [&](const std::string &v) {
          int64_t n = 0;
-         if (!integer(n)(v) || n < 0 || n > 1000000) return false;
+         if (!integer(n)(v) || n < 0 || n > 1000000)
+           return false;
          options.debugStreamDelayMicros = static_cast<int>(n);
          return true;
        }},
-      {"--max-nonfinite-steps", [&](const std::string &v) {
+      {"--max-nonfinite-steps",
+       [&](const std::string &v) {
          return integer(options.maxNonFiniteSteps)(v) && options.maxNonFiniteSteps >= 0;
        }},
-      {"--inject-nonfinite", [&](const std::string &v) {
+      {"--inject-nonfinite",
+       [&](const std::string &v) {
          // STEP[,STEP...][@RANK]
          std::string steps = v;
          if (size_t at = v.find('@'); at != std::string::npos) {
            int64_t r = 0;
-           if (!integer(r)(v.substr(at + 1)) || r < 0) return false;
+           if (!integer(r)(v.substr(at + 1)) || r < 0)
+             return false;
            options.injectRank = static_cast<int>(r);
            steps = v.substr(0, at);
          }
@@ -194,7 +212,8 @@ int main(int argc, char **argv) {
          for (size_t begin = 0; begin <= steps.size();) {
            size_t end = std::min(steps.find(',', begin), steps.size());
            int64_t step = 0;
-           if (!integer(step)(steps.substr(begin, end - begin)) || step < 1) return false;
+           if (!integer(step)(steps.substr(begin, end - begin)) || step < 1)
+             return false;
            options.injectNonFinite.push_back(step);
            begin = end + 1;
          }
