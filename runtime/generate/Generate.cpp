@@ -13,7 +13,7 @@
 #include "runtime/checkpoint/Weights.h"
 #include "runtime/data/ByteTokenizer.h"
 #include "runtime/data/Tokenizer.h"
-#include "runtime/generate/Scheduler.h"
+#include "runtime/generate/RequestScheduler.h"
 #include "runtime/support/Error.h"
 
 #include <chrono>
@@ -166,7 +166,7 @@ public:
         if (id >= vocab)
           fail("prompt ", i, ": token ", id, " is outside the model's vocabulary of ", vocab);
 
-    SchedulerOptions so;
+    RequestSchedulerOptions so;
     so.maxBatch = shape.maxBatch;
     so.chunk = shape.chunk;
     so.vocab = vocab;
@@ -174,7 +174,7 @@ public:
                    : opt.stopToken == -1 && tokenizer && tokenizer->eosId ? *tokenizer->eosId
                                                                             : -1;
     so.sampling = opt.sampling;
-    Scheduler scheduler(so, BlockAllocator(shape.blocks, shape.page, shape.maxBlocks));
+    RequestScheduler scheduler(so, BlockAllocator(shape.blocks, shape.page, shape.maxBlocks));
     for (size_t i = 0; i < prompts.size(); ++i)
       scheduler.submit({static_cast<int64_t>(i), prompts[i], opt.maxNewTokens});
 
@@ -252,14 +252,14 @@ private:
     rt.device->toDevice(0, rt.artifact.memory.persistentBytes);
   }
 
-  static std::vector<GenerationResult> sortedResults(const Scheduler &scheduler) {
+  static std::vector<GenerationResult> sortedResults(const RequestScheduler &scheduler) {
     std::vector<GenerationResult> results = scheduler.results();
     std::sort(results.begin(), results.end(),
               [](const GenerationResult &a, const GenerationResult &b) { return a.id < b.id; });
     return results;
   }
 
-  void writeDump(const Scheduler &scheduler, const std::map<int64_t, std::vector<float>> &dumped,
+  void writeDump(const RequestScheduler &scheduler, const std::map<int64_t, std::vector<float>> &dumped,
                  int64_t vocab) {
     std::vector<GenerationResult> results = sortedResults(scheduler);
     std::vector<SafeTensor> tensors;

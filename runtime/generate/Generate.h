@@ -2,7 +2,7 @@
 //
 // Runs an artifact compiled with `llmc compile --inference`: loads weights,
 // admits the prompts into the decode batch as rows and cache blocks free up
-// (continuous batching, runtime/generate/Scheduler.h), feeds each step to
+// (continuous batching, runtime/generate/RequestScheduler.h), feeds each step to
 // @prefill or @decode, samples, streams the text, and reports prefill and
 // decode throughput.
 //

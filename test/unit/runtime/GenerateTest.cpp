@@ -3,7 +3,7 @@
 #include "TestUtil.h"
 #include "runtime/generate/BlockAllocator.h"
 #include "runtime/generate/Sampler.h"
-#include "runtime/generate/Scheduler.h"
+#include "runtime/generate/RequestScheduler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -254,7 +254,7 @@ TEST(Sampler, Errors) {
 }
 
 //===----------------------------------------------------------------------===//
-// Scheduler
+// RequestScheduler
 //===----------------------------------------------------------------------===//
 
 namespace {
@@ -356,8 +356,8 @@ GenerationRequest request(int64_t id, int64_t length, int64_t maxNew) {
   return r;
 }
 
-SchedulerOptions schedulerOptions(int64_t maxBatch, int64_t chunk, SamplingOptions s = {}) {
-  SchedulerOptions o;
+RequestSchedulerOptions schedulerOptions(int64_t maxBatch, int64_t chunk, SamplingOptions s = {}) {
+  RequestSchedulerOptions o;
   o.maxBatch = maxBatch;
   o.chunk = chunk;
   o.vocab = kVocab;
@@ -365,7 +365,7 @@ SchedulerOptions schedulerOptions(int64_t maxBatch, int64_t chunk, SamplingOptio
   return o;
 }
 
-std::map<int64_t, std::vector<int32_t>> outputs(const Scheduler &s) {
+std::map<int64_t, std::vector<int32_t>> outputs(const RequestScheduler &s) {
   std::map<int64_t, std::vector<int32_t>> out;
   for (const GenerationResult &r : s.results())
     out[r.id] = r.tokens;
@@ -385,7 +385,7 @@ std::vector<GenerationRequest> workload() {
 std::map<int64_t, std::vector<int32_t>> runWorkload(int64_t maxBatch, int64_t chunk,
                                                     SamplingOptions s = {}) {
   FakeModel model(32, 4);
-  Scheduler scheduler(schedulerOptions(maxBatch, chunk, s), BlockAllocator(32, 4, 8));
+  RequestScheduler scheduler(schedulerOptions(maxBatch, chunk, s), BlockAllocator(32, 4, 8));
   for (GenerationRequest &r : workload())
     scheduler.submit(r);
   scheduler.run(std::ref(model));
@@ -394,9 +394,9 @@ std::map<int64_t, std::vector<int32_t>> runWorkload(int64_t maxBatch, int64_t ch
 }
 } // namespace
 
-TEST(Scheduler, ChunksArePaddedOnTheLeft) {
+TEST(RequestScheduler, ChunksArePaddedOnTheLeft) {
   FakeModel model(16, 4);
-  Scheduler scheduler(schedulerOptions(3, 4), BlockAllocator(16, 4, 4));
+  RequestScheduler scheduler(schedulerOptions(3, 4), BlockAllocator(16, 4, 4));
   scheduler.submit(request(0, 6, 2));
   scheduler.submit(request(1, 3, 2));
   scheduler.submit(request(2, 8, 2));
@@ -432,9 +432,9 @@ TEST(Scheduler, ChunksArePaddedOnTheLeft) {
   EXPECT_EQ(scheduler.stats().generatedTokens, 6);
 }
 
-TEST(Scheduler, BlockTablesAreTheAllocatorsBlocks) {
+TEST(RequestScheduler, BlockTablesAreTheAllocatorsBlocks) {
   FakeModel fake(12, 4);
-  Scheduler scheduler(schedulerOptions(3, 4), BlockAllocator(12, 4, 6));
+  RequestScheduler scheduler(schedulerOptions(3, 4), BlockAllocator(12, 4, 6));
   for (GenerationRequest &r : workload())
     scheduler.submit(r);
   int64_t calls = 0;
@@ -464,9 +464,9 @@ TEST(Scheduler, BlockTablesAreTheAllocatorsBlocks) {
   EXPECT_EQ(scheduler.allocator().freeBlocks(), 12);
 }
 
-TEST(Scheduler, AdmitsAWaitingRequestAsSoonAsARowFrees) {
+TEST(RequestScheduler, AdmitsAWaitingRequestAsSoonAsARowFrees) {
   FakeModel model(16, 4);
-  Scheduler scheduler(schedulerOptions(2, 4), BlockAllocator(16, 4, 4));
+  RequestScheduler scheduler(schedulerOptions(2, 4), BlockAllocator(16, 4, 4));
   scheduler.submit(request(1, 3, 2));
   scheduler.submit(request(2, 3, 6));
   scheduler.submit(request(3, 3, 3));
@@ -494,10 +494,10 @@ TEST(Scheduler, AdmitsAWaitingRequestAsSoonAsARowFrees) {
   }
 }
 
-TEST(Scheduler, WaitsForBlocksFirstComeFirstServed) {
+TEST(RequestScheduler, WaitsForBlocksFirstComeFirstServed) {
   // Room for one 8-token request at a time although there are two rows.
   FakeModel model(2, 4);
-  Scheduler scheduler(schedulerOptions(2, 4), BlockAllocator(2, 4, 2));
+  RequestScheduler scheduler(schedulerOptions(2, 4), BlockAllocator(2, 4, 2));
   scheduler.submit(request(1, 5, 3));
   scheduler.submit(request(2, 2, 6));
   scheduler.submit(request(3, 1, 1)); // would fit beside request 1, waits its turn
@@ -514,7 +514,7 @@ TEST(Scheduler, WaitsForBlocksFirstComeFirstServed) {
   EXPECT_EQ(out[2], reference(request(2, 2, 6).prompt, 6));
 }
 
-TEST(Scheduler, BatchedEqualsOneAtATime) {
+TEST(RequestScheduler, BatchedEqualsOneAtATime) {
   std::map<int64_t, std::vector<int32_t>> single = runWorkload(1, 4);
   EXPECT_EQ(single.size(), 7u);
   for (const GenerationRequest &r : workload())
@@ -530,9 +530,9 @@ TEST(Scheduler, BatchedEqualsOneAtATime) {
   EXPECT_NE(sampled, single);
 }
 
-TEST(Scheduler, StreamsEveryTokenInOrder) {
+TEST(RequestScheduler, StreamsEveryTokenInOrder) {
   FakeModel model(32, 4);
-  Scheduler scheduler(schedulerOptions(3, 4), BlockAllocator(32, 4, 8));
+  RequestScheduler scheduler(schedulerOptions(3, 4), BlockAllocator(32, 4, 8));
   for (GenerationRequest &r : workload())
     scheduler.submit(r);
   std::map<int64_t, std::vector<int32_t>> streamed;
@@ -555,7 +555,7 @@ TEST(Scheduler, StreamsEveryTokenInOrder) {
   EXPECT_FALSE(scheduler.step(std::ref(model)));
 }
 
-TEST(Scheduler, StopTokenFinishesARequest) {
+TEST(RequestScheduler, StopTokenFinishesARequest) {
   GenerationRequest r = request(5, 7, 20);
   std::vector<int32_t> full = reference(r.prompt, r.maxNewTokens);
   // The first token that did not come earlier, so it stops there.
@@ -563,10 +563,10 @@ TEST(Scheduler, StopTokenFinishesARequest) {
   while (std::count(full.begin(), full.begin() + at, full[at]))
     ++at;
   ASSERT_LT(at, full.size());
-  SchedulerOptions o = schedulerOptions(2, 4);
+  RequestSchedulerOptions o = schedulerOptions(2, 4);
   o.stopToken = full[at];
   FakeModel model(16, 4);
-  Scheduler scheduler(o, BlockAllocator(16, 4, 8));
+  RequestScheduler scheduler(o, BlockAllocator(16, 4, 8));
   scheduler.submit(r);
   scheduler.run(std::ref(model));
   ASSERT_EQ(scheduler.results().size(), 1u);
@@ -576,13 +576,13 @@ TEST(Scheduler, StopTokenFinishesARequest) {
   EXPECT_EQ(scheduler.allocator().freeBlocks(), 16);
 }
 
-TEST(Scheduler, RejectsRequestsThatCanNeverFit) {
-  Scheduler scheduler(schedulerOptions(2, 4), BlockAllocator(16, 4, 4));
+TEST(RequestScheduler, RejectsRequestsThatCanNeverFit) {
+  RequestScheduler scheduler(schedulerOptions(2, 4), BlockAllocator(16, 4, 4));
   EXPECT_RUNTIME_ERROR(
       scheduler.submit(request(42, 10, 8)),
       "generate: request 42 can never fit: its prompt of 10 tokens and 8 new tokens take 17 "
       "cache positions (the last new token is not fed back), more than the context of 16");
-  Scheduler small(schedulerOptions(2, 4), BlockAllocator(2, 4, 4));
+  RequestScheduler small(schedulerOptions(2, 4), BlockAllocator(2, 4, 4));
   EXPECT_RUNTIME_ERROR(small.submit(request(7, 9, 4)),
                        "generate: request 7 can never fit: its 12 cache positions need 3 KV cache blocks, "
                        "the cache has 2");
@@ -594,8 +594,8 @@ TEST(Scheduler, RejectsRequestsThatCanNeverFit) {
   EXPECT_EQ(small.results().size(), 1u);
 }
 
-TEST(Scheduler, RejectsMalformedRequests) {
-  Scheduler scheduler(schedulerOptions(2, 4), BlockAllocator(16, 4, 4));
+TEST(RequestScheduler, RejectsMalformedRequests) {
+  RequestScheduler scheduler(schedulerOptions(2, 4), BlockAllocator(16, 4, 4));
   EXPECT_RUNTIME_ERROR(scheduler.submit(request(1, 0, 3)),
                        "generate: request 1 has an empty prompt");
   EXPECT_RUNTIME_ERROR(scheduler.submit(request(2, 3, 0)),
@@ -607,14 +607,14 @@ TEST(Scheduler, RejectsMalformedRequests) {
   scheduler.submit(request(4, 3, 2));
   EXPECT_RUNTIME_ERROR(scheduler.submit(request(4, 2, 2)),
                        "generate: request id 4 is already used");
-  EXPECT_RUNTIME_ERROR(Scheduler(schedulerOptions(0, 4), BlockAllocator(1, 1, 1)), "max batch 0");
-  EXPECT_RUNTIME_ERROR(Scheduler(schedulerOptions(1, 0), BlockAllocator(1, 1, 1)),
+  EXPECT_RUNTIME_ERROR(RequestScheduler(schedulerOptions(0, 4), BlockAllocator(1, 1, 1)), "max batch 0");
+  EXPECT_RUNTIME_ERROR(RequestScheduler(schedulerOptions(1, 0), BlockAllocator(1, 1, 1)),
                        "chunk of 0 tokens");
-  EXPECT_RUNTIME_ERROR(Scheduler(schedulerOptions(1, 1, sampling(-1)), BlockAllocator(1, 1, 1)),
+  EXPECT_RUNTIME_ERROR(RequestScheduler(schedulerOptions(1, 1, sampling(-1)), BlockAllocator(1, 1, 1)),
                        "sampler: temperature -1");
-  SchedulerOptions o = schedulerOptions(1, 1);
+  RequestSchedulerOptions o = schedulerOptions(1, 1);
   o.stopToken = kVocab;
-  EXPECT_RUNTIME_ERROR(Scheduler(o, BlockAllocator(1, 1, 1)),
+  EXPECT_RUNTIME_ERROR(RequestScheduler(o, BlockAllocator(1, 1, 1)),
                        "stop token 37 outside the vocabulary");
   FakeModel model(16, 4);
   EXPECT_RUNTIME_ERROR(scheduler.step([](const Batch &) -> const float * { return nullptr; }),

@@ -1,4 +1,4 @@
-//===- Scheduler.h - continuous batching over a paged KV cache --*- C++ -*-===//
+//===- RequestScheduler.h - continuous batching over a paged KV cache -*- C++ -*-===//
 //
 // A generation artifact has two programs of a fixed batch of B rows:
 // `prefill` reads a chunk of up to Tc prompt tokens per row and `decode`
@@ -40,8 +40,8 @@
 // other requests share its batch.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_RUNTIME_GENERATE_SCHEDULER_H
-#define LLMC_RUNTIME_GENERATE_SCHEDULER_H
+#ifndef LLMC_RUNTIME_GENERATE_REQUESTSCHEDULER_H
+#define LLMC_RUNTIME_GENERATE_REQUESTSCHEDULER_H
 
 #include "runtime/generate/BlockAllocator.h"
 #include "runtime/generate/Sampler.h"
@@ -61,7 +61,7 @@ struct GenerationRequest {
   int64_t maxNewTokens = 1;    ///< at least 1
 };
 
-struct SchedulerOptions {
+struct RequestSchedulerOptions {
   int64_t maxBatch = 1;   ///< B, the programs' rows
   int64_t chunk = 1;      ///< Tc, prefill's columns
   int64_t vocab = 0;      ///< V, the logits' row length
@@ -105,7 +105,7 @@ struct GenerationStats {
   int64_t finishedRequests = 0;
 };
 
-class Scheduler {
+class RequestScheduler {
 public:
   /// Runs one call: returns the logits [B, V] of each row's last column,
   /// valid until the scheduler has read them (the end of the step).
@@ -113,7 +113,7 @@ public:
   using TokenCallback = std::function<void(const GeneratedToken &)>;
 
   /// Throws RuntimeError on options out of range.
-  Scheduler(const SchedulerOptions &options, BlockAllocator allocator);
+  RequestScheduler(const RequestSchedulerOptions &options, BlockAllocator allocator);
 
   /// Queues a request. Throws RuntimeError naming it when it is malformed
   /// (empty prompt, token outside the vocabulary, max_new_tokens < 1, an id
@@ -154,7 +154,7 @@ private:
   void fillBlockTable(int64_t row);
   void consume(const float *logits, const TokenCallback &onToken);
 
-  SchedulerOptions options_;
+  RequestSchedulerOptions options_;
   BlockAllocator allocator_;
   std::deque<GenerationRequest> queue_;
   std::unordered_set<int64_t> ids_;

@@ -1,6 +1,6 @@
-//===- Scheduler.cpp - continuous batching over a paged KV cache ----------===//
+//===- RequestScheduler.cpp - continuous batching over a paged KV cache --===//
 
-#include "runtime/generate/Scheduler.h"
+#include "runtime/generate/RequestScheduler.h"
 
 #include "runtime/support/Error.h"
 #include "runtime/support/SplitMix.h"
@@ -9,7 +9,7 @@
 
 namespace llmc {
 
-Scheduler::Scheduler(const SchedulerOptions &options, BlockAllocator allocator)
+RequestScheduler::RequestScheduler(const RequestSchedulerOptions &options, BlockAllocator allocator)
     : options_(options), allocator_(std::move(allocator)) {
   if (options.maxBatch < 1)
     fail("generate: max batch ", options.maxBatch, "; expected at least 1 row");
@@ -28,11 +28,11 @@ Scheduler::Scheduler(const SchedulerOptions &options, BlockAllocator allocator)
 
 /// The positions a request's sequence fills in the cache: its prompt and
 /// every new token but the last, which is returned, never fed back.
-int64_t Scheduler::cachedTokens(const GenerationRequest &request) {
+int64_t RequestScheduler::cachedTokens(const GenerationRequest &request) {
   return static_cast<int64_t>(request.prompt.size()) + request.maxNewTokens - 1;
 }
 
-void Scheduler::submit(GenerationRequest request) {
+void RequestScheduler::submit(GenerationRequest request) {
   int64_t id = request.id;
   int64_t L = static_cast<int64_t>(request.prompt.size());
   if (L == 0)
@@ -58,12 +58,12 @@ void Scheduler::submit(GenerationRequest request) {
   queue_.push_back(std::move(request));
 }
 
-int64_t Scheduler::running() const {
+int64_t RequestScheduler::running() const {
   return std::count_if(rows_.begin(), rows_.end(),
                        [](const Row &r) { return r.request.has_value(); });
 }
 
-void Scheduler::admit() {
+void RequestScheduler::admit() {
   for (Row &row : rows_) {
     if (queue_.empty())
       return;
@@ -86,12 +86,12 @@ void Scheduler::admit() {
   }
 }
 
-void Scheduler::fillBlockTable(int64_t row) {
+void RequestScheduler::fillBlockTable(int64_t row) {
   const std::vector<int32_t> &blocks = allocator_.blocks(rows_[row].request->id);
   std::copy(blocks.begin(), blocks.end(), batch_.blockTable.begin() + row * batch_.blocksPerRow);
 }
 
-void Scheduler::fillPrefill() {
+void RequestScheduler::fillPrefill() {
   int64_t Tc = options_.chunk;
   for (int64_t b = 0; b < batch_.rows; ++b) {
     Row &row = rows_[b];
@@ -117,7 +117,7 @@ void Scheduler::fillPrefill() {
   }
 }
 
-void Scheduler::fillDecode() {
+void RequestScheduler::fillDecode() {
   for (int64_t b = 0; b < batch_.rows; ++b) {
     Row &row = rows_[b];
     if (!row.request)
@@ -133,7 +133,7 @@ void Scheduler::fillDecode() {
   }
 }
 
-void Scheduler::consume(const float *logits, const TokenCallback &onToken) {
+void RequestScheduler::consume(const float *logits, const TokenCallback &onToken) {
   for (int64_t b : sampledRows_) {
     Row &row = rows_[b];
     int32_t token = row.sampler->next(logits + b * options_.vocab, options_.vocab);
@@ -156,7 +156,7 @@ void Scheduler::consume(const float *logits, const TokenCallback &onToken) {
   }
 }
 
-bool Scheduler::step(const Model &model, const TokenCallback &onToken) {
+bool RequestScheduler::step(const Model &model, const TokenCallback &onToken) {
   admit();
   if (running() == 0) {
     // Every queued request fits an empty cache (submit checks), so a
@@ -190,7 +190,7 @@ bool Scheduler::step(const Model &model, const TokenCallback &onToken) {
   return true;
 }
 
-GenerationStats Scheduler::run(const Model &model, const TokenCallback &onToken) {
+GenerationStats RequestScheduler::run(const Model &model, const TokenCallback &onToken) {
   while (step(model, onToken)) {
   }
   return stats_;
