@@ -11,7 +11,6 @@
 #include "runtime/quant/QuantizedFile.h"
 #include "runtime/support/Error.h"
 
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -58,16 +57,6 @@ void fillPiece(const FloatTensor &global, void *data, DType dtype, const ShardMa
   }
 }
 
-/// Whether parameter `name` is a piece of a quantized weight's storage.
-bool isQuantizedStorage(const std::string &name) {
-  for (const char *suffix : {".qweight", ".scale", ".zero_point"}) {
-    size_t n = std::strlen(suffix);
-    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0)
-      return true;
-  }
-  return false;
-}
-
 /// For each weight the programs read in quantized storage (matmul_int,
 /// matmul_nf4, through `<weight>.qweight`), the record `llmc quantize`
 /// writes for that scheme and shape (runtime/quant/QuantizedFile.h).
@@ -90,8 +79,9 @@ std::map<std::string, std::string> storedSchemes(const Artifact &artifact) {
       // whole weight's shape follows from its global shape.
       const BufferInfo &codesBuffer = program.buffers[inst.inputs[1]];
       std::vector<int64_t> stored = globalShapeOf(codesBuffer);
+      const int64_t perByte = inst.kernel == "matmul_nf4" || a.getInt("bits", 8) == 4 ? 2 : 1;
       if (stored.size() == 2)
-        q.shape = {stored[0], stored[1] * (a.getInt("bits", 8) == 8 ? 1 : 2)};
+        q.shape = {stored[0], stored[1] * perByte};
       // NF4 codes of a head padded along its rows (llmc-pad-vocab) are the
       // real weight's, two per byte, padded at their end: the file's
       // weight has the real rows.
@@ -149,11 +139,11 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       if (!checkpoint->has(name))
         return false;
       GlobalTensor global = checkpoint->readParameter(name);
-      t.shape = global.shape;
       t.data = floatValues(global, name);
-      if (t.shape != shape)
-        fail(checkpoint->stepDir(), ": tensor '", name, "' is ", shapeList(t.shape),
+      if (!storedShapeFits(name, global.shape, shape))
+        fail(checkpoint->stepDir(), ": tensor '", name, "' is ", shapeList(global.shape),
              " but the model needs ", shapeList(shape));
+      t.shape = shape;
       return true;
     }
     std::string stored = name;
@@ -162,8 +152,7 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       return false;
     // Quantized storage is flat in the file and may be shaped after its
     // weight in the model (split by tensor parallelism).
-    if (t.shape.size() == 1 && shape.size() == 2 && t.shape[0] == shape[0] * shape[1] &&
-        isQuantizedStorage(name))
+    if (storedShapeFits(name, t.shape, shape))
       t.shape = shape;
     if (t.shape != shape)
       fail(file->path(), ": tensor '", stored, "' is ", shapeList(t.shape),
