@@ -11,6 +11,7 @@
 #include "runtime/quant/QuantizedFile.h"
 #include "runtime/support/Error.h"
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -55,6 +56,23 @@ void fillPiece(const FloatTensor &global, void *data, DType dtype, const ShardMa
     break;
   default: fail("parameter '", name, "': cannot load dtype ", dtypeName(dtype));
   }
+}
+
+/// A checkpoint tensor's values as fp32: a float tensor widened, quantized
+/// storage's u8 codes and i32 zero points exactly (fillPiece narrows them
+/// back).
+std::vector<float> checkpointValues(const GlobalTensor &t, const std::string &name) {
+  if (!isQuantizedStorage(name) || (t.dtype != DType::U8 && t.dtype != DType::I32))
+    return floatValues(t, name);
+  const size_t n = t.bytes.size() / dtypeSize(t.dtype);
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int32_t level = t.bytes[i];
+    if (t.dtype == DType::I32)
+      std::memcpy(&level, t.bytes.data() + 4 * i, 4);
+    out[i] = static_cast<float>(level);
+  }
+  return out;
 }
 
 /// For each weight the programs read in quantized storage (matmul_int,
@@ -139,7 +157,7 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       if (!checkpoint->has(name))
         return false;
       GlobalTensor global = checkpoint->readParameter(name);
-      t.data = floatValues(global, name);
+      t.data = checkpointValues(global, name);
       if (!storedShapeFits(name, global.shape, shape))
         fail(checkpoint->stepDir(), ": tensor '", name, "' is ", shapeList(global.shape),
              " but the model needs ", shapeList(shape));
@@ -173,8 +191,10 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     std::string record = it == schemes.end() ? "nf4:block64:sym" : it->second;
     return record.substr(0, record.find(' '));
   };
+  // A tied head's table is quantized only when the lookup's reads count.
   auto quantizeHint = [&](const std::string &weight) {
-    return "llmc quantize <ckpt> --model ... --scheme " + schemeOf(weight) + " -o q.safetensors";
+    return "llmc quantize <ckpt> --model ... --scheme " + schemeOf(weight) +
+           (lookupReads(artifact, weight) ? " --ops matmul,embedding" : "") + " -o q.safetensors";
   };
   auto fullPrecisionRefusal = [&](const std::string &weight) {
     fail(path, ": tensor '", weight, "' is in full precision, but the model stores it quantized (",
