@@ -365,7 +365,9 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       return failure();
     auto type = cast<RankedTensorType>(weight.getType());
     std::optional<StorageSplit> split;
-    FailureOr<Nf4StorageTypes> types = nf4StorageOf(m, name, type, shard, split);
+    auto mesh = getOperation().lookupSymbol<dist::MeshOp>(kMeshName);
+    FailureOr<Nf4StorageTypes> types =
+        nf4StorageFor(m, "qlora", name, type, shard, mesh, qloraBlock, split);
     if (failed(types))
       return failure();
     Location loc = m.getLoc();
@@ -407,31 +409,6 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     return first;
   }
 
-  /// The NF4 storage of weight `name` (this rank's piece `type`): flat when
-  /// whole, split with the weight under tensor parallelism (then `split`
-  /// says how).
-  FailureOr<Nf4StorageTypes> nf4StorageOf(llm::MatmulOp m, StringRef name, RankedTensorType type,
-                                          DictionaryAttr shard,
-                                          std::optional<StorageSplit> &split) {
-    const int64_t block = qloraBlock;
-    if (shardSplits(shard).size() != shardPadding(shard).size()) {
-      auto mesh = getOperation().lookupSymbol<dist::MeshOp>(kMeshName);
-      FailureOr<StorageSplit> read = readStorageSplit(m, "qlora", name, type, shard, mesh);
-      if (failed(read))
-        return failure();
-      split = *read;
-      return splitNf4Storage(m, "qlora", name, type, *split, block);
-    }
-    std::optional<int64_t> realRows = paddedRows(shard);
-    if (!realRows)
-      return m.emitOpError("qlora: '")
-             << name << "' is padded along its columns, which flat NF4 storage cannot hold; "
-                        "compile with --vocab-multiple 1";
-    if (block < 1 || type.getShape().back() % block != 0)
-      return m.emitOpError("qlora: blocks of ")
-             << block << " do not divide the last dimension of '" << name << "' " << type;
-    return flatNf4Storage(type, block, *realRows);
-  }
   LoRASpec loraSpec;
   std::optional<Layout> layout;
   func::FuncOp forward;

@@ -125,6 +125,29 @@ FailureOr<Nf4StorageTypes> llmc::splitNf4Storage(Operation *op, StringRef pass, 
   return t;
 }
 
+FailureOr<Nf4StorageTypes> llmc::nf4StorageFor(Operation *op, StringRef pass, StringRef name,
+                                               RankedTensorType local, DictionaryAttr shard,
+                                               dist::MeshOp mesh, int64_t block,
+                                               std::optional<StorageSplit> &split) {
+  split.reset();
+  if (shardSplits(shard).size() != shardPadding(shard).size()) {
+    FailureOr<StorageSplit> read = readStorageSplit(op, pass, name, local, shard, mesh);
+    if (failed(read))
+      return failure();
+    split = *read;
+    return splitNf4Storage(op, pass, name, local, *split, block);
+  }
+  std::optional<int64_t> realRows = paddedRows(shard); // a padded vocabulary's head
+  if (!realRows)
+    return op->emitOpError() << pass << ": '" << name
+                             << "' is padded along its columns, which flat NF4 storage cannot "
+                                "hold; compile with --vocab-multiple 1";
+  if (block < 1 || local.getShape().back() % block != 0)
+    return op->emitOpError() << pass << ": blocks of " << block
+                             << " do not divide the last dimension of '" << name << "' " << local;
+  return flatNf4Storage(local, block, *realRows);
+}
+
 void llmc::setNf4Piece(Operation *op, const StorageSplit &split) {
   Builder b(op->getContext());
   op->setAttr("whole_shape", b.getDenseI64ArrayAttr(split.padded));

@@ -20,6 +20,7 @@
 #include "dialects/Dist/DistDialect.h"
 
 #include <array>
+#include <optional>
 #include <string>
 
 namespace llmc {
@@ -75,6 +76,16 @@ mlir::FailureOr<Nf4StorageTypes> splitNf4Storage(mlir::Operation *op, llvm::Stri
                                                  llvm::StringRef name,
                                                  mlir::RankedTensorType local,
                                                  const StorageSplit &split, int64_t block);
+
+/// The NF4 storage of weight `name` (this rank's piece `local`, split as its
+/// llmc.shard `shard` records over `mesh`) in blocks of `block`: flat when
+/// tensor parallelism does not split it (a padded vocabulary's rows padded
+/// at its end), else split with it, `split` then saying how; or failure
+/// after an error on `op` ("<pass>: ...").
+mlir::FailureOr<Nf4StorageTypes> nf4StorageFor(mlir::Operation *op, llvm::StringRef pass,
+                                               llvm::StringRef name, mlir::RankedTensorType local,
+                                               mlir::DictionaryAttr shard, dist::MeshOp mesh,
+                                               int64_t block, std::optional<StorageSplit> &split);
 
 /// Sets whole_shape, chunks and piece_offset (with its #dist.rank_offset
 /// terms) on `op`, a qat.dequantize_nf4 or llm.matmul_nf4 expanding this

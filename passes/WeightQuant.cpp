@@ -134,21 +134,8 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
                               RankedTensorType type, DictionaryAttr shard,
                               const quant::Scheme &s) {
     std::optional<StorageSplit> split;
-    if (shardSplits(shard).size() != shardPadding(shard).size()) {
-      FailureOr<StorageSplit> read =
-          readStorageSplit(m, "weight-quant", name, type, shard, mesh());
-      if (failed(read))
-        return failure();
-      split = *read;
-    }
-    std::optional<int64_t> realRows = paddedRows(shard); // a padded vocabulary's head
-    if (!split && !realRows)
-      return m.emitOpError("weight-quant: '")
-             << name << "' is padded along its columns, which flat NF4 storage cannot hold; "
-                        "compile with --vocab-multiple 1";
     FailureOr<Nf4StorageTypes> types =
-        split ? splitNf4Storage(m, "weight-quant", name, type, *split, s.block)
-              : FailureOr<Nf4StorageTypes>(flatNf4Storage(type, s.block, *realRows));
+        nf4StorageFor(m, "weight-quant", name, type, shard, mesh(), s.block, split);
     if (failed(types))
       return failure();
     OpBuilder b(m);
