@@ -11,10 +11,12 @@
 // values. Splits along rows and columns, in one chunk or several (GPT-2's
 // fused QKV), with pieces whose blocks' 256-block scale groups cross piece
 // and row boundaries. Flat and shaped storage fit each other in files and
-// checkpoints; other shapes do not.
+// checkpoints (restored into each other through copySaved); other shapes
+// do not.
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestUtil.h"
 #include "kernels/Kernel.h"
 #include "runtime/Sharding.h"
 #include "runtime/checkpoint/Checkpoint.h"
@@ -23,6 +25,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <memory>
 #include <random>
 
 using namespace llmc;
@@ -202,6 +206,49 @@ TEST(Nf4Piece, APieceOutsideItsWholeWeightIsRefusedAtBinding) {
   // The whole weight's scales: a piece's own count is not enough.
   EXPECT_NE(error("whole_shape", {96, 1536}).find("absmax_scale must be f32[18]"),
             std::string::npos);
+}
+
+/// Codes saved as tp=2 pieces of [4, 6] storage in three column chunks
+/// (each rank's file holding its piece, as the index says) restore into
+/// flat storage of 24 bytes, every byte in its row-major place; and flat
+/// saved codes restore into each rank's shaped piece.
+TEST(Nf4Piece, ShapedAndFlatCheckpointStorageRestoreIntoEachOther) {
+  test::TempDir temp;
+  const std::string &dir = temp.path();
+  std::vector<uint8_t> whole(24);
+  for (size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<uint8_t>(7 * i + 1);
+  const Split split{1, 3, 2};
+  std::vector<std::vector<uint8_t>> pieces;
+  for (int rank = 0; rank < 2; ++rank) {
+    pieces.push_back(pieceOf(whole, {4, 6}, split, rank));
+    writeSafetensors(dir + "/model-rank" + std::to_string(rank) + ".safetensors",
+                     {{"w.qweight", DType::U8, {4, 3}, pieces.back().data(), 12}});
+  }
+  json::Value shaped = json::parse(
+      R"({"levels": [{"dim": 1, "blocks": 3, "parts": 2}], "shards": [
+          {"file": "model-rank0.safetensors", "positions": [0]},
+          {"file": "model-rank1.safetensors", "positions": [1]}]})");
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
+  ShardMap flat(ShardInfo{}, {24}, Mesh{});
+  std::vector<uint8_t> out(24, 0);
+  copySaved(shaped, "w.qweight", {4, 6}, 1, flat, flat.positions(0), out.data(), dir, "test",
+            files);
+  EXPECT_EQ(out, whole);
+
+  writeSafetensors(dir + "/flat.safetensors", {{"w.qweight", DType::U8, {24}, whole.data(), 24}});
+  json::Value saved = json::parse(
+      R"({"levels": [], "shards": [{"file": "flat.safetensors", "positions": []}]})");
+  ShardInfo info;
+  info.globalShape = {4, 6};
+  info.levels.push_back({{"tp"}, 1, 3});
+  Mesh mesh{{"tp", 2}};
+  ShardMap piece(info, {4, 3}, mesh);
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<uint8_t> mine(12, 0);
+    copySaved(saved, "w.qweight", {24}, 1, piece, piece.positions(rank), mine.data(), dir,
+              "test", files);
+    EXPECT_EQ(mine, pieces[rank]) << "rank " << rank;
+  }
 }
 
 TEST(Nf4Piece, FlatAndShapedStorageFitEachOther) {
