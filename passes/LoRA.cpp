@@ -228,7 +228,9 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
         continue;
       }
       shard = addShardLevel(ctx, shard, current, axesAttr(s.axes), s.dim, s.blocks);
-      shape[s.dim] /= meshSize(s.axes);
+      // Padded where the ranks do not divide it (a vocabulary), as the weight.
+      int64_t ranks = meshSize(s.axes);
+      shape[s.dim] = (shape[s.dim] + ranks - 1) / ranks;
     }
     SmallVector<NamedAttribute> attrs{b.getNamedAttr(
         llm::kParamAttrName, llm::ParamAttr::get(ctx, name, init, APFloat(scale), trainable))};

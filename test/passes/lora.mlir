@@ -14,6 +14,10 @@
 // RUN: not llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-lora="spec={rank=2} qlora=true qlora-block=128" 2>&1 | FileCheck %s --check-prefix=QLORA-TP-BLOCKS
 // RUN: llmc model gpt2 --preset tiny --set n_layer=1 --set n_embd=6 --set n_head=2 --set n_kv_head=2 -o %t-narrow.mlir
 // RUN: not llmc-opt %t-narrow.mlir --llmc-shard="mesh=tp=2" --llmc-lora="spec={rank=2} qlora=true qlora-block=3" 2>&1 | FileCheck %s --check-prefix=QLORA-TP-BYTES
+// RUN: llmc model llama --preset tiny --set n_layer=1 --set vocab_size=249 --set n_kv_head=4 -o %t-uneven.mlir
+// RUN: llmc-opt %t-uneven.mlir --llmc-pad-vocab="multiple=2" --llmc-shard="mesh=tp=4" --llmc-lora="spec={rank=2, targets=head}" | FileCheck %s --check-prefix=UNEVEN
+// RUN: not llmc-opt %t-uneven.mlir --llmc-pad-vocab="multiple=2" --llmc-shard="mesh=tp=4" --llmc-lora="spec={rank=2, targets=head} qlora=true qlora-block=16" 2>&1 | FileCheck %s --check-prefix=QLORA-UNEVEN
+// RUN: not llmc-opt %S/Inputs/dv-head.mlir --llmc-pad-vocab="multiple=64" --llmc-lora="spec={rank=2, targets=head} qlora=true qlora-block=4" 2>&1 | FileCheck %s --check-prefix=QLORA-COLUMNS
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8" --llmc-lora="spec={rank=2} qlora=true qlora-block=8" 2>&1 | FileCheck %s --check-prefix=QLORA-QAT
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2} qlora=true qlora-block=5" 2>&1 | FileCheck %s --check-prefix=QLORA-BLOCK
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8" --llmc-lora="spec={rank=2}" | FileCheck %s --check-prefix=QAT
@@ -174,6 +178,13 @@
 // A piece must be whole blocks of the file's storage, in whole bytes.
 // QLORA-TP-BLOCKS: error: 'llm.matmul' op qlora: 'h.0.attn.c_attn.weight' 'tensor<128x192xf32>' of 128x384: NF4 blocks of 128 do not divide its pieces of 64 columns (each rank must hold whole blocks of the weight's NF4 storage, which is quantized whole)
 // QLORA-TP-BYTES: error: 'llm.matmul' op qlora: 'h.0.attn.c_attn.weight' 'tensor<6x9xf32>' of 6x18: its pieces of 3 columns are not whole bytes of NF4 codes
+// A vocabulary padded to 250 over tp=4: the head's pieces are 63 rows,
+// the last padded further, and its B is split alike; QLoRA's storage is
+// split evenly only.
+// UNEVEN: tensor<63x2xf32> {llm.param = #llm.param<name = "lm_head.weight.lora_B", init = "zeros">, llmc.shard = {global_shape = array<i64: 249, 2>, levels = [{axes = [], blocks = 1 : i64, dim = 0 : i64, pad_to = 250 : i64}, {axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]}
+// QLORA-UNEVEN: error: 'llm.matmul' op qlora: 'lm_head.weight' 'tensor<63x128xf32>' of 249x128: quantized storage is split evenly only, and 250 is not a multiple of the 4 pieces of dimension 0
+// A [D, V] head's padded columns: flat NF4 storage pads rows only.
+// QLORA-COLUMNS: error: 'llm.matmul' op qlora: 'lm_head.weight' is padded along its columns, which flat NF4 storage cannot hold; compile with --vocab-multiple 1
 // QLORA-BLOCK: error: 'llm.matmul' op qlora: blocks of 5 do not divide the last dimension of 'h.0.mlp.weight' 'tensor<8x8xf32>'
 
 // After --qat: the base matmul reads the fake-quantized weight, and the

@@ -8,6 +8,9 @@
 // RUN: not llmc-opt %t-gpt2.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=nf4:block128" 2>&1 | FileCheck %s --check-prefix=TP-NF4-BLOCKS
 // RUN: llmc model gpt2 --preset tiny --set n_layer=1 --set n_embd=6 --set n_head=2 --set n_kv_head=2 -o %t-narrow.mlir
 // RUN: not llmc-opt %t-narrow.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=nf4:block3" 2>&1 | FileCheck %s --check-prefix=TP-NF4-BYTES
+// RUN: not llmc-opt %S/Inputs/dv-head.mlir --llmc-pad-vocab="multiple=64" --llmc-weight-quant="scheme=nf4:block4" 2>&1 | FileCheck %s --check-prefix=NF4-COLUMNS
+// RUN: llmc model llama --preset tiny --set n_layer=1 --set vocab_size=249 --set n_kv_head=4 -o %t-uneven.mlir
+// RUN: not llmc-opt %t-uneven.mlir --llmc-pad-vocab="multiple=2" --llmc-shard="mesh=tp=4" --llmc-weight-quant="scheme=nf4:block8" 2>&1 | FileCheck %s --check-prefix=TP-UNEVEN
 // RUN: llmc-opt %t-gpt2.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=TP-INT8
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="weight-quant=nf4" 2>&1 | FileCheck %s --check-prefix=NO-INFERENCE
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=INT8
@@ -89,6 +92,12 @@
 // A piece must be whole blocks of the file's storage, in whole bytes.
 // TP-NF4-BLOCKS: error: 'llm.matmul' op weight-quant: 'h.0.attn.c_attn.weight' 'tensor<128x192xf32>' of 128x384: NF4 blocks of 128 do not divide its pieces of 64 columns (each rank must hold whole blocks of the weight's NF4 storage, which is quantized whole)
 // TP-NF4-BYTES: error: 'llm.matmul' op weight-quant: 'h.0.attn.c_attn.weight' 'tensor<6x9xf32>' of 6x18: its pieces of 3 columns are not whole bytes of NF4 codes
+// A [D, V] head's padded columns: flat NF4 storage pads rows only.
+// NF4-COLUMNS: error: 'llm.matmul' op weight-quant: 'lm_head.weight' is padded along its columns, which flat NF4 storage cannot hold; compile with --vocab-multiple 1
+// A vocabulary padded to 250 over tp=4 (pieces of 63 rows): storage is
+// split evenly only (in blocks of 8, which divide down_proj's 88-column
+// pieces, the head is reached).
+// TP-UNEVEN: error: 'llm.matmul' op weight-quant: 'lm_head.weight' 'tensor<63x128xf32>' of 249x128: quantized storage is split evenly only, and 250 is not a multiple of the 4 pieces of dimension 0
 
 // Under tp=2 int8 storage takes the weights' splits: c_attn's codes
 // [rows, bytes per row] and per-column scales split with its columns (in
