@@ -63,8 +63,8 @@ struct Nf4Piece {
 
 /// The piece `shape` (2-D, in blocks of `block` along its rows) of a weight
 /// of `wholeShape`, whose dimensions are `chunks` equal chunks split alike,
-/// holding of each chunk the indices from `offset`: its Nf4Piece, or ""
-/// with `error` saying why the numbers describe no such piece. The
+/// holding of each chunk the indices from `offset`: its Nf4Piece; or, with
+/// `error` saying why the numbers describe no such piece, a whole one. The
 /// compiler's verifiers and the kernels' contracts share this check.
 inline Nf4Piece makeNf4Piece(const std::vector<int64_t> &shape, int64_t block,
                              const std::vector<int64_t> &wholeShape,
