@@ -200,7 +200,7 @@ std::map<std::string, std::string> detail::collectMetadata(ModuleOp module,
       lora && !options.pipeline.lora.empty())
     put("lora.scale", lora->scale());
   if (options.pipeline.qlora)
-    put("qlora.block", llmc::quant::kNf4Block);
+    put("qlora.block", options.pipeline.qloraBlock);
   return meta;
 }
 

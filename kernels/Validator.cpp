@@ -77,6 +77,13 @@ bool Validator::hasType(const TensorView &t, const char *what, DType dtype,
               t.describe());
 }
 
+bool Validator::holds(const TensorView &t, const char *what, DType dtype, int64_t n) {
+  if (!hasDType(t, what, dtype)) return false;
+  if (t.numel() == n) return true;
+  return fail(std::string(what) + " must hold " + std::to_string(n) + " elements, got " +
+              t.describe());
+}
+
 bool Validator::isF32Scalar(const TensorView &t, const char *what) {
   if (t.dtype == DType::F32 && t.numel() == 1) return true;
   return fail(std::string(what) + " must be an f32 scalar, got " + t.describe());

@@ -55,6 +55,9 @@ public:
   /// Exactly `dtype[shape]`.
   bool hasType(const TensorView &t, const char *what, DType dtype,
                const std::vector<int64_t> &shape);
+  /// A `dtype` tensor of `n` elements, of any shape (quantized storage is
+  /// flat, or shaped after its weight where tensor parallelism splits it).
+  bool holds(const TensorView &t, const char *what, DType dtype, int64_t n);
   /// An f32 scalar (rank 0 or one element).
   bool isF32Scalar(const TensorView &t, const char *what);
   /// Every dimension fits a BLAS int.

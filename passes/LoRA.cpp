@@ -25,11 +25,18 @@
 //    sequence parallelism it is read through dist.replicate, as each rank
 //    then sees only its rows.
 //
+// QLoRA (`qlora`) stores each adapted weight in NF4 and expands it right
+// before it is read; under tensor parallelism the storage is split with
+// the weight (passes/QuantizedStorage.h). A tied head's table, which the
+// embedding lookup reads too, is stored once: both read its expansion, and
+// the adapter joins the head's product only (as PEFT's on a tied lm_head).
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/LoRASpec.h"
 #include "passes/Layout.h"
 #include "passes/Passes.h"
+#include "passes/QuantizedStorage.h"
 #include "passes/Utils.h"
 #include "dialects/QAT/QATDialect.h"
 #include "common/QuantScheme.h"
@@ -222,7 +229,9 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
         continue;
       }
       shard = addShardLevel(ctx, shard, current, axesAttr(s.axes), s.dim, s.blocks);
-      shape[s.dim] /= meshSize(s.axes);
+      // Padded where the ranks do not divide it (a vocabulary), as the weight.
+      int64_t ranks = meshSize(s.axes);
+      shape[s.dim] = (shape[s.dim] + ranks - 1) / ranks;
     }
     SmallVector<NamedAttribute> attrs{b.getNamedAttr(
         llm::kParamAttrName, llm::ParamAttr::get(ctx, name, init, APFloat(scale), trainable))};
@@ -350,51 +359,57 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
   }
 
   /// QLoRA: frozen `weight` becomes NF4 storage (the layout of `llmc
-  /// quantize --scheme nf4:block<N>`), expanded right before it is read.
+  /// quantize --scheme nf4:block<N>`; split with the weight under tensor
+  /// parallelism), expanded right before it is read.
   LogicalResult storeNf4(llm::MatmulOp m, BlockArgument weight, StringRef name,
                          DictionaryAttr shard) {
-    if (shardSplits(shard).size() != shardPadding(shard).size())
-      return m.emitOpError("qlora: '")
-             << name << "' is split by tensor parallelism; QLoRA stores whole weights (use data "
-                        "parallelism or ZeRO)";
-    std::optional<int64_t> realRows = paddedRows(shard);
-    if (!realRows)
-      return m.emitOpError("qlora: '")
-             << name << "' is padded along its columns, which flat NF4 storage cannot hold; "
-                        "compile with --vocab-multiple 1";
-    // Every read must be this matmul's, directly or through a cast.
-    Operation *firstUse = nullptr;
-    for (Operation *user : weight.getUsers()) {
-      bool ours = user == m.getOperation() ||
-                  (isa<llm::CastOp>(user) &&
-                   llvm::all_of(user->getUsers(), [&](Operation *u) { return u == m; }));
-      if (!ours && isa<qat::ObserveOp, qat::FakeQuantOp>(user))
-        return m.emitOpError("qlora: '")
-               << name << "' is fake-quantized by --qat weights=; QLoRA already stores it "
-                          "quantized (drop weights= from --qat, or --qlora)";
-      if (!ours)
-        return m.emitOpError("qlora: '")
-               << name << "' is also read by '" << user->getName()
-               << "'; leave its matmul out of the targets, or drop --qlora";
-      if (!firstUse || user->isBeforeInBlock(firstUse))
-        firstUse = user;
-    }
+    FailureOr<Operation *> firstRead = nf4Reads(m, weight, name);
+    if (failed(firstRead))
+      return failure();
     auto type = cast<RankedTensorType>(weight.getType());
-    int64_t block = qloraBlock;
-    if (block < 1 || type.getShape().back() % block != 0)
-      return m.emitOpError("qlora: blocks of ")
-             << block << " do not divide the last dimension of '" << name << "' " << type;
+    std::optional<StorageSplit> split;
+    auto mesh = getOperation().lookupSymbol<dist::MeshOp>(kMeshName);
+    FailureOr<Nf4StorageTypes> types =
+        nf4StorageFor(m, "qlora", name, type, shard, mesh, qloraBlock, split);
+    if (failed(types))
+      return failure();
     Location loc = m.getLoc();
     OpBuilder b(&getContext());
-    Nf4Storage storage = addNf4Storage(forward, loc, name, type, block, *realRows);
-    b.setInsertionPoint(firstUse);
-    Value expanded = qat::DequantizeNf4Op::create(b, loc, type, storage.codes, storage.absmaxQ,
-                                                  storage.absmaxScale, storage.absmaxMean,
-                                                  b.getI64IntegerAttr(block));
-    weight.replaceAllUsesWith(expanded);
+    Nf4Storage storage = addNf4Storage(forward, loc, name, *types);
+    b.setInsertionPoint(*firstRead);
+    auto expanded = qat::DequantizeNf4Op::create(
+        b, loc, type, storage.codes, storage.absmaxQ, storage.absmaxScale, storage.absmaxMean,
+        b.getI64IntegerAttr(qloraBlock), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
+        DenseI64ArrayAttr());
+    if (split)
+      setNf4Piece(expanded, *split);
+    weight.replaceAllUsesWith(expanded.getResult());
     if (failed(forward.eraseArgument(weight.getArgNumber())))
       return m.emitOpError("qlora: cannot remove the full-precision '") << name << "'";
     return success();
+  }
+
+  /// The first of `weight`'s reads, each of which must be matmul `m`'s or,
+  /// for a tied head, an embedding lookup's (directly or through a cast):
+  /// the stored weight is what both read.
+  FailureOr<Operation *> nf4Reads(llm::MatmulOp m, BlockArgument weight, StringRef name) {
+    auto reader = [&](Operation *op) { return op == m.getOperation() || isa<llm::EmbeddingOp>(op); };
+    Operation *first = nullptr;
+    for (Operation *user : weight.getUsers()) {
+      bool allowed = reader(user) ||
+                     (isa<llm::CastOp>(user) && llvm::all_of(user->getUsers(), reader));
+      if (!allowed && isa<qat::ObserveOp, qat::FakeQuantOp>(user))
+        return m.emitOpError("qlora: '")
+               << name << "' is fake-quantized by --qat weights=; QLoRA already stores it "
+                          "quantized (drop weights= from --qat, or --qlora)";
+      if (!allowed)
+        return m.emitOpError("qlora: '")
+               << name << "' is also read by '" << user->getName()
+               << "'; leave its matmul out of the targets, or drop --qlora";
+      if (!first || user->isBeforeInBlock(first))
+        first = user;
+    }
+    return first;
   }
 
   LoRASpec loraSpec;

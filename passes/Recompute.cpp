@@ -5,7 +5,9 @@
 // unit's forward and backward are known. The values its forward produces
 // and its backward reads are what the memory plan keeps alive across the
 // pass; recomputing them clones their producers right before the unit's
-// first backward op. See Passes.td for the modes.
+// first backward op. See Passes.td for the modes. A QLoRA weight's
+// expansion is redone in every mode, and before every reader outside the
+// layers too (a tied table's lookup and head).
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,8 +79,10 @@ struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
     // The training step, and @grad (gradients for inspection), which would
     // otherwise set the arena's size.
     for (StringRef name : {"train_step", "grad"})
-      if (func::FuncOp f = lookupFunc(module, name))
+      if (func::FuncOp f = lookupFunc(module, name)) {
         recomputeIn(f);
+        expandPerReader(f);
+      }
     // A misspelt layer would silently keep its activations.
     for (auto &entry : perLayer)
       if (!seenLayers.count(entry.getKey().str())) {
@@ -122,6 +126,36 @@ struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
                                          : Policy::WeightsOnly;
       if (unit.firstBackward)
         recompute(unit, order, policy);
+    }
+  }
+
+  /// An expansion AlwaysRecompute marks (a QLoRA weight) that several ops
+  /// read — a tied table's lookup and head, a head outside the layers in
+  /// forward and backward, microbatches CSE merged — is expanded again
+  /// right before each reader after the first, in the reader's part of the
+  /// step, so it never lives from one reader to the next.
+  void expandPerReader(func::FuncOp step) {
+    Block &body = step.getBody().front();
+    SmallVector<Operation *> expansions;
+    for (Operation &op : body)
+      if (alwaysRecompute(&op))
+        expansions.push_back(&op);
+    for (Operation *op : expansions) {
+      SmallVector<Operation *> readers;
+      for (Operation *user : op->getUsers())
+        if (user->getBlock() == &body && !llvm::is_contained(readers, user))
+          readers.push_back(user);
+      llvm::sort(readers, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      for (Operation *reader : llvm::drop_begin(readers)) {
+        OpBuilder b(reader);
+        Operation *clone = b.clone(*op);
+        for (StringRef attr : {kBackwardAttr, kMicrobatchAttr})
+          if (Attribute value = reader->getAttr(attr))
+            clone->setAttr(attr, value);
+        if (reader->hasAttr(kBackwardAttr))
+          clone->setAttr(kRecomputedAttr, b.getUnitAttr());
+        reader->replaceUsesOfWith(op->getResult(0), clone->getResult(0));
+      }
     }
   }
 

@@ -103,6 +103,7 @@ void addGraphPasses(AddPass add, const llmc::TrainingPipelineOptions &options) {
     LoRAOptions lora;
     lora.spec = options.lora;
     lora.qlora = options.qlora;
+    lora.qloraBlock = options.qloraBlock;
     add(createLoRA(lora));
   }
 }

@@ -106,6 +106,10 @@ std::string resolveOptions(TrainingPipelineOptions &o) {
     return error;
   if (o.qlora && o.lora.empty())
     return "--qlora needs --lora (it quantizes the weights adapters are added to)";
+  if (o.qloraBlock != quant::kNf4Block && !o.qlora)
+    return "--qlora-block needs --qlora (it sets the block of QLoRA's NF4 storage)";
+  if (o.qloraBlock < 1)
+    return "--qlora-block must be >= 1, got " + std::to_string(o.qloraBlock);
   if (!o.weightQuant.empty()) {
     if (o.inference.empty())
       return "--weight-quant needs --inference (training keeps its weights in full precision; "

@@ -225,26 +225,15 @@ Value addFrozenParameter(func::FuncOp func, Location loc, const std::string &nam
 } // namespace
 
 Nf4Storage llmc::addNf4Storage(func::FuncOp func, Location loc, StringRef name,
-                               RankedTensorType weight, int64_t block, int64_t realRows) {
-  Builder b(func.getContext());
-  int64_t n = weight.getNumElements(), groups = n / block;
-  int64_t real = realRows > 0 ? n / weight.getDimSize(0) * realRows : n, realGroups = real / block;
-  // `padded` elements of which the first `count` are the real weight's.
-  auto add = [&](const char *suffix, int64_t padded, int64_t count, Type element) {
-    auto type = RankedTensorType::get({padded}, element);
-    DictionaryAttr shard;
-    if (count < padded)
-      shard = addPadLevel(func.getContext(), nullptr, RankedTensorType::get({count}, element), 0,
-                          padded);
-    return addFrozenParameter(func, loc, name.str() + suffix, type, shard);
-  };
+                               const Nf4StorageTypes &types) {
   Nf4Storage s;
-  s.codes = add(".qweight", (n + 1) / 2, (real + 1) / 2, b.getI8Type());
-  s.absmaxQ = add(".absmax_q", groups, realGroups, b.getI8Type());
-  s.absmaxScale = add(".absmax_scale", quant::nf4ScaleCount(groups),
-                      quant::nf4ScaleCount(realGroups), b.getF32Type());
+  s.codes = addFrozenParameter(func, loc, name.str() + ".qweight", types.codes, types.codesShard);
+  s.absmaxQ = addFrozenParameter(func, loc, name.str() + ".absmax_q", types.absmaxQ,
+                                 types.absmaxQShard);
+  s.absmaxScale = addFrozenParameter(func, loc, name.str() + ".absmax_scale", types.absmaxScale,
+                                     types.absmaxScaleShard);
   s.absmaxMean = addFrozenParameter(func, loc, name.str() + ".absmax_mean",
-                                    RankedTensorType::get({}, b.getF32Type()));
+                                    RankedTensorType::get({}, Float32Type::get(func.getContext())));
   return s;
 }
 

@@ -129,14 +129,19 @@ struct Nf4Storage {
   mlir::Value absmaxMean;  ///< `<name>.absmax_mean`: f32 scalar
 };
 
-/// Adds the NF4 storage of parameter `name` (of type `weight`, whose last
-/// dimension `block` divides) to `func`'s parameters, after the last one,
-/// frozen and zero-initialised (a quantized weights file fills them). With
-/// `realRows` > 0, only the first `realRows` rows of `weight` are real (a
-/// padded vocabulary): each storage tensor is the real weight's, padded at
-/// its end (a padding shard level), so the file of the real weight loads.
+/// The types of an Nf4Storage's codes, absmax_q and absmax_scale, and their
+/// llmc.shard attributes (null: whole); passes/QuantizedStorage.h makes
+/// them.
+struct Nf4StorageTypes {
+  mlir::RankedTensorType codes, absmaxQ, absmaxScale;
+  mlir::DictionaryAttr codesShard, absmaxQShard, absmaxScaleShard;
+};
+
+/// Adds the NF4 storage of parameter `name`, of `types`, to `func`'s
+/// parameters, after the last one, frozen and zero-initialised (a quantized
+/// weights file fills them).
 Nf4Storage addNf4Storage(mlir::func::FuncOp func, mlir::Location loc, llvm::StringRef name,
-                         mlir::RankedTensorType weight, int64_t block, int64_t realRows = 0);
+                         const Nf4StorageTypes &types);
 
 /// The rows of a weight padded along dimension 0 (llmc-pad-vocab) that are
 /// real, from its llmc.shard; 0 when it is not padded so. Fails (null) for

@@ -7,20 +7,23 @@
 // time:
 //  - nf4:block<N>: llm.matmul_nf4 over QLoRA's storage (about 4.1 bits an
 //    element in blocks of 64: a 4-bit level, an 8-bit absmax per block, an
-//    fp32 scale per 256 blocks; passes/Utils.h addNf4Storage);
+//    fp32 scale per 256 blocks; passes/QuantizedStorage.h);
 //  - int8 / int4 at tensor, channel or block granularity, symmetric or
 //    not: llm.matmul_int over codes, an fp32 scale per group and,
 //    asymmetric, an int32 zero point per group (addIntStorage).
 // The storage parameters have the names and layout `llmc quantize
 // --scheme <scheme>` writes, so its file loads into them as it is.
 //
-// Under tensor parallelism the int8/int4 storage takes the weight's split:
-// the codes become [rows, bytes per row] and the scales [rows, groups per
-// row] (blocks), [rows] or [columns] (channels) or [1] (the tensor), each
-// split along the dimensions of the weight it indexes (a per-row scale is
-// whole on every rank of a column split). The flat file tensors load into
-// them reshaped. NF4 is not split: its double-quantized scales each cover
-// 256 blocks, across rows.
+// Under tensor parallelism the storage takes the weight's split
+// (passes/QuantizedStorage.h): the codes become [rows, bytes per row] and
+// the scales [rows, groups per row] (blocks), [rows] or [columns]
+// (channels) or [1] (the tensor), each split along the dimensions of the
+// weight it indexes (a per-row scale is whole on every rank of a column
+// split); NF4's absmax levels are [rows, blocks per row], split alike, and
+// its double-quantized scales, which each cover 256 blocks of the whole
+// weight across rows, are whole on every rank, matmul_nf4 finding a
+// block's through where its piece lies. The flat file tensors load into
+// them reshaped, so one file serves every layout.
 //
 // A weight another op also reads (the tied GPT-2 head, which llm.embedding
 // reads as well) keeps its full-precision parameter: quantizing it for one
@@ -30,6 +33,7 @@
 
 #include "passes/Passes.h"
 #include "passes/QATScheme.h"
+#include "passes/QuantizedStorage.h"
 #include "passes/Utils.h"
 #include "common/QuantScheme.h"
 
@@ -104,49 +108,17 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     // A channel axis left out is the weight's output channel.
     quant::Scheme s =
         kernelScheme(spec_.attr(m.getContext(), /*defaultAxis=*/m.getTransposeB() ? 0 : 1));
-    std::optional<int64_t> realRows = paddedRows(shard); // a padded vocabulary's head
-    if (shard && s.format == quant::Format::Nf4 &&
-        shardSplits(shard).size() != shardPadding(shard).size())
-      return m.emitOpError("weight-quant: '")
-             << name << "' is split by tensor parallelism, and NF4 storage is not (each "
-                        "double-quantized scale covers 256 blocks, across rows); use an int8 or "
-                        "int4 scheme, or drop --mesh tp=";
-    if (s.format == quant::Format::Nf4 && !realRows)
-      return m.emitOpError("weight-quant: '")
-             << name << "' is padded along its columns, which flat NF4 storage cannot hold; "
-                        "compile with --vocab-multiple 1";
-    // (A split weight's pieces are checked below.)
+    // (A split weight's pieces are checked with its split.)
     if (!shard && s.granularity == quant::Granularity::Block &&
         (s.block < 1 || type.getShape().back() % s.block != 0))
       return m.emitOpError("weight-quant: blocks of ")
              << s.block << " do not divide the last dimension of '" << name << "' " << type;
+    FailureOr<Value> y = s.format == quant::Format::Nf4 ? nf4Product(forward, m, name, type, shard, s)
+                                                         : intProduct(forward, m, name, type, shard, s);
+    if (failed(y))
+      return failure();
+    m.getResult().replaceAllUsesWith(*y);
     Location loc = m.getLoc();
-    OpBuilder b(m);
-    UnitAttr transposeB = m.getTransposeB() ? b.getUnitAttr() : UnitAttr();
-    DenseI64ArrayAttr shape = b.getDenseI64ArrayAttr(type.getShape());
-    Value y;
-    if (s.format == quant::Format::Nf4) {
-      Nf4Storage storage = addNf4Storage(forward, loc, name, type, s.block, *realRows);
-      y = llm::MatmulNf4Op::create(b, loc, m.getA(), storage.codes, storage.absmaxQ,
-                                   storage.absmaxScale, storage.absmaxMean,
-                                   b.getI64IntegerAttr(s.block), shape, transposeB);
-    } else {
-      const int bits = s.format == quant::Format::Int8 ? 8 : 4;
-      FailureOr<IntStorageTypes> types =
-          shard ? splitStorage(m, name, type, shard, s, bits) : wholeStorage(type, s, bits);
-      if (failed(types))
-        return failure();
-      IntStorage storage = addIntStorage(forward, loc, name, *types, !s.symmetric);
-      IntegerAttr block, axis;
-      if (s.granularity == quant::Granularity::Block)
-        block = b.getI64IntegerAttr(s.block);
-      if (s.granularity == quant::Granularity::Channel)
-        axis = b.getI64IntegerAttr(s.axis);
-      y = llm::MatmulIntOp::create(b, loc, m.getA(), storage.codes, storage.scale,
-                                   storage.zeroPoint, b.getI64IntegerAttr(bits), block, axis,
-                                   shape, transposeB);
-    }
-    m.getResult().replaceAllUsesWith(y);
     m.erase();
     if (castOp)
       castOp.erase();
@@ -154,6 +126,54 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       return emitError(loc, "weight-quant: cannot remove the full-precision '") << name << "'";
     return success();
   }
+
+  /// llm.matmul_nf4 over the NF4 storage of `m`'s weight: flat when whole
+  /// (a padded vocabulary's rows padded at its end), split with the weight
+  /// under tensor parallelism.
+  FailureOr<Value> nf4Product(func::FuncOp forward, llm::MatmulOp m, StringRef name,
+                              RankedTensorType type, DictionaryAttr shard,
+                              const quant::Scheme &s) {
+    std::optional<StorageSplit> split;
+    FailureOr<Nf4StorageTypes> types =
+        nf4StorageFor(m, "weight-quant", name, type, shard, mesh(), s.block, split);
+    if (failed(types))
+      return failure();
+    OpBuilder b(m);
+    Nf4Storage storage = addNf4Storage(forward, m.getLoc(), name, *types);
+    auto product = llm::MatmulNf4Op::create(
+        b, m.getLoc(), m.getA(), storage.codes, storage.absmaxQ, storage.absmaxScale,
+        storage.absmaxMean, b.getI64IntegerAttr(s.block), b.getDenseI64ArrayAttr(type.getShape()),
+        m.getTransposeB() ? b.getUnitAttr() : UnitAttr(), DenseI64ArrayAttr(),
+        DenseI64ArrayAttr(), DenseI64ArrayAttr());
+    if (split)
+      setNf4Piece(product, *split);
+    return product.getResult();
+  }
+
+  /// llm.matmul_int over the int8/int4 storage of `m`'s weight.
+  FailureOr<Value> intProduct(func::FuncOp forward, llm::MatmulOp m, StringRef name,
+                              RankedTensorType type, DictionaryAttr shard,
+                              const quant::Scheme &s) {
+    const int bits = s.format == quant::Format::Int8 ? 8 : 4;
+    FailureOr<IntStorageTypes> types =
+        shard ? splitStorage(m, name, type, shard, s, bits) : wholeStorage(type, s, bits);
+    if (failed(types))
+      return failure();
+    OpBuilder b(m);
+    IntStorage storage = addIntStorage(forward, m.getLoc(), name, *types, !s.symmetric);
+    IntegerAttr block, axis;
+    if (s.granularity == quant::Granularity::Block)
+      block = b.getI64IntegerAttr(s.block);
+    if (s.granularity == quant::Granularity::Channel)
+      axis = b.getI64IntegerAttr(s.axis);
+    return llm::MatmulIntOp::create(b, m.getLoc(), m.getA(), storage.codes, storage.scale,
+                                    storage.zeroPoint, b.getI64IntegerAttr(bits), block, axis,
+                                    b.getDenseI64ArrayAttr(type.getShape()),
+                                    m.getTransposeB() ? b.getUnitAttr() : UnitAttr())
+        .getResult();
+  }
+
+  dist::MeshOp mesh() { return getOperation().lookupSymbol<dist::MeshOp>(kMeshName); }
 
   static std::vector<int64_t> vec(ArrayRef<int64_t> a) { return {a.begin(), a.end()}; }
 
@@ -173,73 +193,26 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
   FailureOr<IntStorageTypes> splitStorage(llm::MatmulOp m, StringRef name, RankedTensorType local,
                                           DictionaryAttr shard, const quant::Scheme &s,
                                           int bits) {
-    Builder b(m.getContext());
-    SmallVector<int64_t> global = shardGlobalShape(shard, local);
-    auto mesh = getOperation().lookupSymbol<dist::MeshOp>(kMeshName);
-    auto refuse = [&](const Twine &why) {
-      return m.emitOpError("weight-quant: '") << name << "' " << local << " of " << global[0]
-                                              << "x" << global[1] << ": " << why;
-    };
+    FailureOr<StorageSplit> split = readStorageSplit(m, "weight-quant", name, local, shard, mesh());
+    if (failed(split))
+      return failure();
     // Columns of one piece of the split of dimension 1 (all columns when
     // the columns are not split).
-    int64_t pieceColumns = global[1];
-    SmallVector<ShardSplit> splits = shardSplits(shard);
-    SmallVector<int64_t> sizes(global); // as the levels so far leave the weight
-    for (const ShardSplit &split : splits) {
-      if (split.pads()) { // a padded vocabulary: the rows of the codes and scales too
-        if (split.dim != 0)
-          return refuse("quantized storage pads rows only; compile with --vocab-multiple 1");
-        sizes[0] = split.padTo;
-        continue;
-      }
-      int64_t parts = split.blocks;
-      for (const std::string &axis : split.axes)
-        parts *= mesh ? std::max<int64_t>(1, mesh.axisSize(axis)) : 1;
-      if (sizes[split.dim] % parts != 0)
-        return refuse("quantized storage is split evenly only, and " +
-                      Twine(sizes[split.dim]) + " is not a multiple of the " + Twine(parts) +
-                      " pieces of dimension " + Twine(split.dim));
-      if (llvm::count_if(splits, [&](const ShardSplit &o) {
-            return o.dim == split.dim && !o.pads();
-          }) > 1)
-        return refuse("quantized storage takes one split per dimension");
-      if (split.dim == 1)
-        pieceColumns = global[1] / parts;
-      sizes[split.dim] /= parts;
-    }
+    const int64_t pieceColumns = split->piece(1);
     if (bits == 4 && pieceColumns % 2 != 0)
-      return refuse("int4 rows split into pieces of " + Twine(pieceColumns) +
-                    " columns, not whole bytes");
+      return refuseStorage(m, "weight-quant", name, local, *split)
+             << "int4 rows split into pieces of " << pieceColumns << " columns, not whole bytes";
     if (s.granularity == quant::Granularity::Block && pieceColumns % s.block != 0)
-      return refuse("blocks of " + Twine(s.block) + " do not divide its pieces of " +
-                    Twine(pieceColumns) + " columns");
-    // The split levels, each kept (on `dims[level.dim]`) or dropped (-1).
-    auto levelsOn = [&](std::array<int64_t, 2> dims, ArrayRef<int64_t> globalShape) {
-      SmallVector<Attribute> levels;
-      for (Attribute level : shard.getAs<ArrayAttr>("levels")) {
-        auto dict = cast<DictionaryAttr>(level);
-        int64_t dim = dict.getAs<IntegerAttr>("dim").getInt();
-        if (dims[dim] < 0)
-          continue;
-        SmallVector<NamedAttribute> entries = {
-            b.getNamedAttr("axes", dict.get("axes")),
-            b.getNamedAttr("dim", b.getI64IntegerAttr(dims[dim])),
-            b.getNamedAttr("blocks", dict.get("blocks"))};
-        if (auto padTo = dict.getAs<IntegerAttr>("pad_to")) // rows, on dimension 0 (above)
-          entries.push_back(b.getNamedAttr("pad_to", padTo));
-        levels.push_back(b.getDictionaryAttr(entries));
-      }
-      if (levels.empty())
-        return DictionaryAttr();
-      return b.getDictionaryAttr({b.getNamedAttr("global_shape", b.getDenseI64ArrayAttr(globalShape)),
-                                  b.getNamedAttr("levels", b.getArrayAttr(levels))});
-    };
-    ArrayRef<int64_t> l = local.getShape();
+      return refuseStorage(m, "weight-quant", name, local, *split)
+             << "blocks of " << s.block << " do not divide its pieces of " << pieceColumns
+             << " columns";
+    MLIRContext *context = m.getContext();
+    Builder b(context);
+    ArrayRef<int64_t> l = local.getShape(), global = split->global;
     const int64_t perByte = bits == 8 ? 1 : 2;
     IntStorageTypes t;
-    SmallVector<int64_t> codesGlobal = {global[0], global[1] / perByte};
     t.codes = RankedTensorType::get({l[0], l[1] / perByte}, b.getI8Type());
-    t.codesShard = levelsOn({0, 1}, codesGlobal);
+    t.codesShard = split->levelsOn(context, {0, 1}, {global[0], global[1] / perByte});
     SmallVector<int64_t> scaleLocal, scaleGlobal;
     std::array<int64_t, 2> scaleDims = {-1, -1};
     switch (s.granularity) {
@@ -256,7 +229,7 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       break;
     }
     t.scale = RankedTensorType::get(scaleLocal, b.getF32Type());
-    t.scaleShard = levelsOn(scaleDims, scaleGlobal);
+    t.scaleShard = split->levelsOn(context, scaleDims, scaleGlobal);
     return t;
   }
 

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <type_traits>
 #include <fstream>
 #include <iterator>
@@ -48,6 +49,26 @@ const ProgramInfo *Artifact::program(const std::string &programName) const {
     if (p.name == programName)
       return &p;
   return nullptr;
+}
+
+bool lookupReads(const Artifact &artifact, const std::string &weight) {
+  for (const ProgramInfo &program : artifact.programs) {
+    std::set<uint32_t> tables; // buffers holding the weight right now
+    if (int stored = program.findBuffer(weight); stored >= 0)
+      tables.insert(static_cast<uint32_t>(stored));
+    for (const InstructionInfo &inst : program.instructions) {
+      if (inst.kind != InstructionKind::Kernel || inst.inputs.empty())
+        continue;
+      const std::string &first = program.buffers[inst.inputs[0]].name;
+      if (inst.kernel == "embedding" && tables.count(inst.inputs[0]))
+        return true;
+      for (uint32_t out : inst.outputs) // written: it holds something else now
+        tables.erase(out);
+      if (inst.kernel == "qat_dequantize_nf4" && first == weight + ".qweight")
+        tables.insert(inst.outputs[0]);
+    }
+  }
+  return false;
 }
 
 std::string Artifact::meta(const std::string &key, const std::string &fallback) const {

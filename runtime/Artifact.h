@@ -147,6 +147,11 @@ struct Artifact {
   std::vector<std::string> metaList(const std::string &key) const;
 };
 
+/// Whether an embedding lookup of `artifact`'s programs reads parameter
+/// `weight`, as stored or expanded from its NF4 storage (QLoRA): a tied
+/// head's table.
+bool lookupReads(const Artifact &artifact, const std::string &weight);
+
 /// Loads the role of `rank` from `path`.
 Artifact loadArtifact(const std::string &path, int rank = 0);
 

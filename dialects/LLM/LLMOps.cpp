@@ -12,6 +12,7 @@
 #include "common/HeadScratch.h"
 #include "common/QuantScheme.h"
 #include "dialects/LLM/ElementwiseProgramSyntax.h"
+#include "dialects/Nf4Piece.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -1105,10 +1106,15 @@ LogicalResult MatmulNf4Op::verify() {
   if (block < 1 || w.back() % block != 0)
     return emitOpError("blocks of ") << block << " must divide the weight's last dimension ("
                                      << shapeString(w) << ")";
+  FailureOr<Nf4Piece> piece =
+      verifyNf4Piece(*this, w, block, getWholeShape(), getChunks(), getPieceOffset());
+  if (failed(piece))
+    return failure();
   int64_t numel = w[0] * w[1], groups = numel / block;
   if (failed(expectStorage(*this, getCodes(), (numel + 1) / 2, "codes (two per byte)", w)) ||
       failed(expectStorage(*this, getAbsmaxQ(), groups, "absmax_q (one per block)", w)) ||
-      failed(expectStorage(*this, getAbsmaxScale(), quant::nf4ScaleCount(groups),
+      failed(expectStorage(*this, getAbsmaxScale(),
+                           quant::nf4ScaleCount(piece->wholeBlocks(groups)),
                            "absmax_scale (one per 256 blocks)", w)))
     return failure();
   return success();

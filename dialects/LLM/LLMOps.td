@@ -739,7 +739,11 @@ def LLM_MatmulNf4Op : LLM_PureOp<"matmul_nf4", [ExpensiveToRecompute]> {
     `absmax_mean` — the layout `llmc quantize --scheme nf4:block<N>`
     writes. The result is `x · W` (`x · Wᵀ` with `transpose_b`), `[..., N]`
     in `x`'s type, equal to `llm.matmul %x, (qat.dequantize_nf4 ...)`; the
-    kernel expands W a tile at a time and never stores all of it.
+    kernel expands W a tile at a time and never stores all of it. Under
+    tensor parallelism W is one rank's piece, placed in the whole weight by
+    `whole_shape`, `chunks` and `piece_offset` as `qat.dequantize_nf4`'s
+    are (the storage holds the piece's codes and absmax levels and the
+    whole weight's scales).
 
     ```mlir
     %y = llm.matmul_nf4 %x, %codes, %aq, %as, %am
@@ -751,7 +755,10 @@ def LLM_MatmulNf4Op : LLM_PureOp<"matmul_nf4", [ExpensiveToRecompute]> {
   let arguments = (ins LLM_FloatTensor:$x, RankedTensorOf<[I8]>:$codes,
                        RankedTensorOf<[I8]>:$absmax_q, RankedTensorOf<[F32]>:$absmax_scale,
                        0DTensorOf<[F32]>:$absmax_mean, I64Attr:$block,
-                       DenseI64ArrayAttr:$weight_shape, UnitAttr:$transpose_b);
+                       DenseI64ArrayAttr:$weight_shape, UnitAttr:$transpose_b,
+                       OptionalAttr<DenseI64ArrayAttr>:$whole_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$chunks,
+                       OptionalAttr<DenseI64ArrayAttr>:$piece_offset);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = [{
     $x `,` $codes `,` $absmax_q `,` $absmax_scale `,` $absmax_mean attr-dict `:` type($x) `,`

@@ -2,6 +2,7 @@
 
 #include "dialects/QAT/QATDialect.h"
 #include "common/QuantScheme.h"
+#include "dialects/Nf4Piece.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -177,19 +178,24 @@ LogicalResult DequantizeNf4Op::verify() {
   int64_t block = getBlock();
   if (block < 1 || result.getRank() < 1 || result.getShape().back() % block != 0)
     return emitOpError("blocks of ") << block << " must divide the last dimension of " << result;
+  FailureOr<Nf4Piece> piece = verifyNf4Piece(*this, result.getShape(), block, getWholeShape(),
+                                             getChunks(), getPieceOffset());
+  if (failed(piece))
+    return failure();
   int64_t numel = result.getNumElements();
   int64_t groups = numel / block;
-  int64_t scales = quant::nf4ScaleCount(groups);
-  auto expect = [&](Value v, int64_t n, StringRef what) -> LogicalResult {
+  int64_t scales = quant::nf4ScaleCount(piece->wholeBlocks(groups));
+  // Whole storage is flat, as the file holds it; a piece's may be shaped.
+  auto expect = [&](Value v, int64_t n, StringRef what, bool flat) -> LogicalResult {
     auto t = cast<RankedTensorType>(v.getType());
-    if (t.getRank() == 1 && t.getDimSize(0) == n)
+    if ((t.getRank() == 1 || !flat) && t.hasStaticShape() && t.getNumElements() == n)
       return success();
-    return emitOpError() << what << " must be 1-D of " << n << " elements for " << result
-                         << ", got " << t;
+    return emitOpError() << what << (flat ? " must be 1-D of " : " must hold ") << n
+                         << " elements for " << result << ", got " << t;
   };
-  if (failed(expect(getCodes(), (numel + 1) / 2, "codes (two per byte)")) ||
-      failed(expect(getAbsmaxQ(), groups, "absmax_q (one per block)")) ||
-      failed(expect(getAbsmaxScale(), scales, "absmax_scale (one per 256 blocks)")))
+  if (failed(expect(getCodes(), (numel + 1) / 2, "codes (two per byte)", !piece->split)) ||
+      failed(expect(getAbsmaxQ(), groups, "absmax_q (one per block)", !piece->split)) ||
+      failed(expect(getAbsmaxScale(), scales, "absmax_scale (one per 256 blocks)", true)))
     return failure();
   return success();
 }

@@ -193,14 +193,31 @@ def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure, AlwaysRecompu
     for a block whose absmax is not > 0), the layout `llmc quantize
     --scheme nf4:block<N>` writes (common/QuantScheme.h).
 
+    Under tensor parallelism the result is one rank's piece of a 2-D
+    weight, and `whole_shape`, `chunks` and `piece_offset` (given together)
+    place it in the whole one: each dimension is `chunks` equal chunks
+    split alike over the ranks, and the piece holds, of each chunk, the
+    indices from `piece_offset` (which `dist.rank_offsets` moves per rank).
+    `codes` and `absmax_q` then hold the piece's (in any shape, usually
+    shaped after the piece), and `absmax_scale` the whole weight's: block g
+    of the piece reads the scale of its index in the whole weight
+    (common/Nf4Piece.h).
+
     ```mlir
     %w = qat.dequantize_nf4 %codes, %aq, %as, %am {block = 64 : i64}
         : tensor<8192xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xf32>
+    %p = qat.dequantize_nf4 %pc, %paq, %as, %am {block = 64 : i64,
+            whole_shape = array<i64: 128, 256>, chunks = array<i64: 1, 1>,
+            piece_offset = array<i64: 0, 0>, dist.rank_offsets = [#dist.rank_offset<
+              mesh = @mesh, attr = "piece_offset", index = 1, axes = ["tp"], stride = 128>]}
+        : tensor<128x64xi8>, tensor<128x2xi8>, tensor<2xf32>, tensor<f32> -> tensor<128x128xf32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[I8]>:$codes, RankedTensorOf<[I8]>:$absmax_q,
                        RankedTensorOf<[F32]>:$absmax_scale, 0DTensorOf<[F32]>:$absmax_mean,
-                       I64Attr:$block);
+                       I64Attr:$block, OptionalAttr<DenseI64ArrayAttr>:$whole_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$chunks,
+                       OptionalAttr<DenseI64ArrayAttr>:$piece_offset);
   let results = (outs RankedTensorOf<[AnyFloat]>:$result);
   let assemblyFormat = [{
     $codes `,` $absmax_q `,` $absmax_scale `,` $absmax_mean attr-dict `:` type($codes) `,`

@@ -6,6 +6,7 @@
 
 #include "kernels/contracts/QuantizedMatmul.h"
 #include "common/QuantScheme.h"
+#include "kernels/contracts/DequantizeNf4.h"
 #include "kernels/Validator.h"
 
 #include <vector>
@@ -38,16 +39,6 @@ bool bindProduct(Validator &v, QuantizedProduct &d) {
   return true;
 }
 
-/// A `dtype` tensor of `n` elements, of any shape (quantized storage is
-/// flat, or shaped after its weight where tensor parallelism splits it).
-bool holds(Validator &v, const TensorView &t, const char *what, DType dtype, int64_t n) {
-  if (!v.hasDType(t, what, dtype)) return false;
-  if (t.numel() != n)
-    return v.fail(std::string(what) + " must hold " + std::to_string(n) + " elements, got " +
-                  t.describe());
-  return true;
-}
-
 } // namespace
 
 bool bindMatmulNf4(const KernelArgs &args, std::string &error, MatmulNf4Binding *out) {
@@ -58,11 +49,7 @@ bool bindMatmulNf4(const KernelArgs &args, std::string &error, MatmulNf4Binding 
   if (d.block < 1 || d.cols % d.block != 0)
     return v.fail("attribute 'block' (" + std::to_string(d.block) +
                   ") must divide the weight's last dimension (" + std::to_string(d.cols) + ")");
-  int64_t numel = d.rows * d.cols, groups = numel / d.block;
-  if (!v.hasType(v.in(1), "codes", DType::U8, {(numel + 1) / 2}) ||
-      !v.hasType(v.in(2), "absmax_q", DType::U8, {groups}) ||
-      !v.hasType(v.in(3), "absmax_scale", DType::F32, {quant::nf4ScaleCount(groups)}) ||
-      !v.isF32Scalar(v.in(4), "absmax_mean"))
+  if (!bindNf4Storage(v, 1, {d.rows, d.cols}, d.block, &d.piece))
     return false;
   *out = d;
   return true;
@@ -88,9 +75,9 @@ bool bindMatmulInt(const KernelArgs &args, std::string &error, MatmulIntBinding 
   d.layout = IntWeightLayout::of(static_cast<int>(bits), d.rows, d.cols, axis, d.block,
                                  asymmetric);
   const int64_t groups = d.layout.groups(d.rows);
-  if (!holds(v, v.in(1), "codes", DType::U8, intCodeBytes(d.layout.bits, d.rows * d.cols)) ||
-      !holds(v, v.in(2), "scale", DType::F32, groups) ||
-      (asymmetric && !holds(v, v.in(3), "zero_point", DType::I32, groups)))
+  if (!v.holds(v.in(1), "codes", DType::U8, intCodeBytes(d.layout.bits, d.rows * d.cols)) ||
+      !v.holds(v.in(2), "scale", DType::F32, groups) ||
+      (asymmetric && !v.holds(v.in(3), "zero_point", DType::I32, groups)))
     return false;
   *out = d;
   return true;

@@ -10,6 +10,7 @@
 #define LLMC_KERNELS_CONTRACTS_QUANTIZEDMATMUL_H
 
 #include "kernels/IntWeight.h"
+#include "common/Nf4Piece.h"
 #include "kernels/Kernel.h"
 
 #include <cstdint>
@@ -28,9 +29,12 @@ struct QuantizedProduct {
 };
 
 /// matmul_nf4(x, codes, absmax_q, absmax_scale, absmax_mean) -> y, with
-/// attributes block, weight_shape and transpose_b.
+/// attributes block, weight_shape and transpose_b, and, for a piece of a
+/// weight split by tensor parallelism, whole_shape, chunks and
+/// piece_offset (contracts::bindNf4Storage).
 struct MatmulNf4Binding : QuantizedProduct {
   int64_t block = 0; ///< elements per absmax, along W's last dimension
+  Nf4Piece piece;    ///< where W lies in the whole weight
 };
 bool bindMatmulNf4(const KernelArgs &args, std::string &error, MatmulNf4Binding *out);
 

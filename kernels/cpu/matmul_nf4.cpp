@@ -5,6 +5,8 @@
 // absmax per block of its last dimension), through the quantized-matmul
 // kernel of QuantizedMatmul.h with the expander below.
 //
+// A piece of a weight split by tensor parallelism finds its blocks'
+// scales by their index in the whole weight (common/Nf4Piece.h).
 // Expansion multiplies a level by its block's absmax exactly as
 // qat_dequantize_nf4 does (a single fp32 product; 0 where the absmax is not
 // > 0), so the weights are those `llmc quantize` dequantizes. Levels are
@@ -34,9 +36,9 @@ public:
   /// The mean is read where it is used: loading weights after the kernel
   /// binds changes it.
   Nf4Expander(const uint8_t *codes, const uint8_t *absmaxQ, const float *absmaxScale,
-              const float *mean, int64_t block, bool avx512)
+              const float *mean, int64_t block, Nf4Piece piece, bool avx512)
       : codes_(codes), absmaxQ_(absmaxQ), absmaxScale_(absmaxScale), mean_(mean),
-        block_(block), avx512_(avx512) {}
+        block_(block), piece_(piece), avx512_(avx512) {}
 
   int64_t alignment() const { return block_; }
 
@@ -85,8 +87,8 @@ public:
 private:
   /// Block g's absmax, or nf4Value's 0 where it is not > 0.
   float scaleOf(int64_t g) const {
-    float absmax = quant::nf4Absmax(static_cast<int8_t>(absmaxQ_[g]),
-                                    absmaxScale_[g / quant::kNf4DoubleQuantBlock], *mean_);
+    float scale = absmaxScale_[piece_.wholeBlock(g) / quant::kNf4DoubleQuantBlock];
+    float absmax = quant::nf4Absmax(static_cast<int8_t>(absmaxQ_[g]), scale, *mean_);
     return absmax > 0.0f ? absmax : 0.0f;
   }
 
@@ -193,6 +195,7 @@ private:
   const uint8_t *codes_, *absmaxQ_;
   const float *absmaxScale_, *mean_;
   int64_t block_;
+  Nf4Piece piece_;
   bool avx512_;
 };
 
@@ -201,7 +204,7 @@ std::unique_ptr<Kernel> makeMatmulNf4(const KernelArgs &args, std::string &error
   if (!contracts::bindMatmulNf4(args, error, &d)) return nullptr;
   Nf4Expander expand(args.inputs[1].as<uint8_t>(), args.inputs[2].as<uint8_t>(),
                      args.inputs[3].as<float>(), args.inputs[4].as<float>(), d.block,
-                     useAvx512());
+                     d.piece, useAvx512());
   return makeQuantizedMatmul("matmul_nf4", args, d, expand, error);
 }
 

@@ -4,13 +4,16 @@
 // nibble (two per byte, low first), its block's absmax = float(q) · scale
 // + mean as two separately rounded fp32 operations (__fmul_rn, __fadd_rn:
 // never an FMA, as the CPU, built with -ffp-contract=off, computes it), and
-// level · absmax (0 where absmax ≤ 0) — the CPU's value bit for bit. The
-// 16 levels travel as a kernel parameter, copied from quant::kNf4Levels.
+// level · absmax (0 where absmax ≤ 0) — the CPU's value bit for bit. A
+// piece of a weight split by tensor parallelism finds its blocks' scales by
+// their index in the whole weight (common/Nf4Piece.h). The 16 levels
+// travel as a kernel parameter, copied from quant::kNf4Levels.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_CUDA_NF4_CUH
 #define LLMC_KERNELS_CUDA_NF4_CUH
 
+#include "common/Nf4Piece.h"
 #include "common/QuantScheme.h"
 
 #include <cstdint>
@@ -29,10 +32,12 @@ struct Nf4Levels {
 
 __device__ inline float nf4Element(const uint8_t *codes, const uint8_t *absmaxQ,
                                    const float *absmaxScale, float absmaxMean,
-                                   const Nf4Levels &levels, int64_t i, int64_t block) {
+                                   const Nf4Levels &levels, const Nf4Piece &piece, int64_t i,
+                                   int64_t block) {
   const int64_t g = i / block;
-  const float deviation = __fmul_rn(static_cast<float>(static_cast<int8_t>(absmaxQ[g])),
-                                    absmaxScale[g / quant::kNf4DoubleQuantBlock]);
+  const float deviation =
+      __fmul_rn(static_cast<float>(static_cast<int8_t>(absmaxQ[g])),
+                absmaxScale[piece.wholeBlock(g) / quant::kNf4DoubleQuantBlock]);
   const float absmax = __fadd_rn(deviation, absmaxMean);
   const uint8_t byte = codes[i / 2];
   const int index = (i % 2 == 0) ? (byte & 0x0F) : (byte >> 4);

@@ -1,7 +1,8 @@
 //===- matmul_nf4.cu - x · W with W expanded from NF4, a chunk at a time --===//
 //
 // matmul_nf4, as kernels/cpu/matmul_nf4.cpp: y = x · W (or x · Wᵀ) with W
-// in NF4 storage (common/QuantScheme.h), through QuantizedMatmul.cuh. The
+// in NF4 storage (common/QuantScheme.h), whole or a tensor-parallel piece
+// (common/Nf4Piece.h), through QuantizedMatmul.cuh. The
 // expansion rounds as qat_dequantize_nf4 does (no fused multiply-add,
 // Nf4.cuh), then to x's type.
 //
@@ -20,9 +21,10 @@ struct Nf4Element {
   const float *absmaxScale, *absmaxMean;
   int64_t block;
   Nf4Levels levels;
+  Nf4Piece piece;
 
   __device__ float operator()(int64_t i) const {
-    return nf4Element(codes, absmaxQ, absmaxScale, *absmaxMean, levels, i, block);
+    return nf4Element(codes, absmaxQ, absmaxScale, *absmaxMean, levels, piece, i, block);
   }
 };
 
@@ -31,7 +33,8 @@ std::unique_ptr<Kernel> makeCudaMatmulNf4(const KernelArgs &args, std::string &e
   if (!contracts::bindMatmulNf4(args, error, &d)) return nullptr;
   Nf4Element element{args.inputs[1].as<uint8_t>(), args.inputs[2].as<uint8_t>(),
                      args.inputs[3].as<float>(),   args.inputs[4].as<float>(),
-                     d.block,                      Nf4Levels::fromScheme()};
+                     d.block,                      Nf4Levels::fromScheme(),
+                     d.piece};
   return makeQuantizedMatmul("matmul_nf4", args, d, element, error);
 }
 

@@ -299,16 +299,18 @@ static SavedPieces openSavedPieces(const json::Value &entry, const std::string &
 }
 
 void copySaved(const json::Value &entry, const std::string &name,
-               const std::vector<int64_t> &globalShape, size_t elementBytes,
+               const std::vector<int64_t> &savedShape, size_t elementBytes,
                const ShardMap &target, const std::vector<int> &positions, uint8_t *out,
                const std::string &stepDir, const std::string &where,
                std::map<std::string, std::unique_ptr<SafetensorsFile>> &files) {
   SavedPieces saved =
-      openSavedPieces(entry, name, globalShape, elementBytes, stepDir, where, files);
+      openSavedPieces(entry, name, savedShape, elementBytes, stepDir, where, files);
   ShardMap savedMap(saved.shard, saved.localShape, saved.mesh);
-  // Whole rows move at once when neither layout splits the last dimension.
-  int64_t run = target.lastDimWhole() && savedMap.lastDimWhole() && !globalShape.empty()
-                    ? globalShape.back()
+  // Whole rows move at once when neither layout splits the last dimension
+  // and both have the same rows.
+  int64_t run = target.lastDimWhole() && savedMap.lastDimWhole() && !savedShape.empty() &&
+                        target.globalShape() == savedShape
+                    ? savedShape.back()
                     : 1;
   std::vector<int> owner;
   for (int64_t i = 0; i < target.localNumel(); i += run) {
@@ -325,13 +327,15 @@ void copySaved(const json::Value &entry, const std::string &name,
   }
 }
 
-/// Fills this rank's piece of `b` from the saved pieces described by `entry`.
-static void restoreTensor(const BufferInfo &b, const json::Value &entry, const std::string &stepDir,
+/// Fills this rank's piece of `b` from the saved pieces described by `entry`
+/// (of global shape `savedShape`).
+static void restoreTensor(const BufferInfo &b, const json::Value &entry,
+                          const std::vector<int64_t> &savedShape, const std::string &stepDir,
                           const std::string &indexPath, const Artifact &artifact,
                           const Arena &arena, int rank,
                           std::map<std::string, std::unique_ptr<SafetensorsFile>> &files) {
   ShardMap mine(b.shard, b.shape, artifact.mesh);
-  copySaved(entry, b.name, globalShapeOf(b), dtypeSize(b.dtype), mine, mine.positions(rank),
+  copySaved(entry, b.name, savedShape, dtypeSize(b.dtype), mine, mine.positions(rank),
             arena.base() + b.offset, stepDir, indexPath + ": tensor '" + b.name + "'", files);
 }
 
@@ -379,6 +383,25 @@ void checkSameMomentSplit(const std::string &indexPath, const json::Value &tenso
          codesName, " as it was split when saved (", splitSignature(before),
          "); this layout splits it as ", splitSignature(now),
          "; resume under the saving layout");
+}
+
+bool isQuantizedStorage(const std::string &name) {
+  for (const char *suffix : {".qweight", ".scale", ".zero_point", ".absmax_q"}) {
+    size_t n = std::strlen(suffix);
+    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0)
+      return true;
+  }
+  return false;
+}
+
+bool storedShapeFits(const std::string &name, const std::vector<int64_t> &stored,
+                     const std::vector<int64_t> &wanted) {
+  auto numel = [](const std::vector<int64_t> &shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  };
+  return stored == wanted || (isQuantizedStorage(name) && numel(stored) == numel(wanted));
 }
 
 bool isAdapterTensor(const std::string &name) {
@@ -437,12 +460,13 @@ TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
         fail(indexPath, ": checkpoint has no tensor '", b->name, "'");
       std::vector<int64_t> shape;
       for (const json::Value &d : entry->at("shape").asArray()) shape.push_back(d.asInt());
-      if (entry->at("dtype").asString() != dtypeName(b->dtype) || shape != globalShapeOf(*b))
+      if (entry->at("dtype").asString() != dtypeName(b->dtype) ||
+          !storedShapeFits(b->name, shape, globalShapeOf(*b)))
         fail(indexPath, ": tensor '", b->name, "' is ",
              TensorView{nullptr, DType::F32, shape}.describe().substr(3), " ",
              entry->at("dtype").asString(), " but the model needs ",
              TensorView{nullptr, b->dtype, globalShapeOf(*b)}.describe());
-      restoreTensor(*b, *entry, stepDir, indexPath, artifact, arena, rank, files);
+      restoreTensor(*b, *entry, shape, stepDir, indexPath, artifact, arena, rank, files);
     }
   return state;
 }

@@ -82,13 +82,15 @@ struct SavedPiece {
 SavedPiece savedPiece(const BufferInfo &b, const uint8_t *data, const Mesh &mesh);
 
 /// Copies one piece of saved tensor `name` into `out`: the piece at
-/// `positions` of layout `target` (of a tensor of global shape
-/// `globalShape`, `elementBytes` per element), gathered from the saved
-/// pieces the index `entry` describes, whatever layout saved them. Opens
-/// rank files in `stepDir` through the cache `files`; throws naming `where`
-/// on a bad level or a missing or mis-sized piece.
+/// `positions` of layout `target`, `elementBytes` per element, gathered
+/// from the saved pieces the index `entry` describes, whatever layout saved
+/// them. The saved tensor's global shape is `savedShape`: the target's, or
+/// another of as many elements whose row-major order is the target's
+/// (quantized storage, savedShapeFits). Opens rank files in `stepDir`
+/// through the cache `files`; throws naming `where` on a bad level or a
+/// missing or mis-sized piece.
 void copySaved(const json::Value &entry, const std::string &name,
-               const std::vector<int64_t> &globalShape, size_t elementBytes,
+               const std::vector<int64_t> &savedShape, size_t elementBytes,
                const ShardMap &target, const std::vector<int> &positions, uint8_t *out,
                const std::string &stepDir, const std::string &where,
                std::map<std::string, std::unique_ptr<SafetensorsFile>> &files);
@@ -96,6 +98,18 @@ void copySaved(const json::Value &entry, const std::string &name,
 /// Whether persistent tensor `name` ("<param>" or "<role>/<param>") belongs
 /// to a LoRA adapter.
 bool isAdapterTensor(const std::string &name);
+
+/// Whether tensor `name` is part of a weight's quantized storage
+/// (`<weight>.qweight`, `.scale`, `.zero_point`, `.absmax_q`): flat in a
+/// file or a one-rank checkpoint, shaped after its weight ([rows, bytes or
+/// groups per row]) where tensor parallelism splits the weight.
+bool isQuantizedStorage(const std::string &name);
+
+/// Whether a stored tensor `name` of shape `stored` fills a tensor of global
+/// shape `wanted`: the same shape, or quantized storage of as many elements
+/// (flat and shaped storage hold their elements in the same order).
+bool storedShapeFits(const std::string &name, const std::vector<int64_t> &stored,
+                     const std::vector<int64_t> &wanted);
 
 /// Saves this rank's part of parameters and optimizer state, and (rank 0)
 /// the index and `state`, under `dir`; then (rank 0) deletes the older

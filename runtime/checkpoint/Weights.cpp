@@ -58,61 +58,98 @@ void fillPiece(const FloatTensor &global, void *data, DType dtype, const ShardMa
   }
 }
 
-/// Whether parameter `name` is a piece of a quantized weight's storage.
-bool isQuantizedStorage(const std::string &name) {
-  for (const char *suffix : {".qweight", ".scale", ".zero_point"}) {
-    size_t n = std::strlen(suffix);
-    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0)
-      return true;
+/// A checkpoint tensor's values as fp32: a float tensor widened, quantized
+/// storage's u8 codes and i32 zero points exactly (fillPiece narrows them
+/// back).
+std::vector<float> checkpointValues(const GlobalTensor &t, const std::string &name) {
+  if (!isQuantizedStorage(name) || (t.dtype != DType::U8 && t.dtype != DType::I32))
+    return floatValues(t, name);
+  const size_t n = t.bytes.size() / dtypeSize(t.dtype);
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int32_t level = t.bytes[i];
+    if (t.dtype == DType::I32)
+      std::memcpy(&level, t.bytes.data() + 4 * i, 4);
+    out[i] = static_cast<float>(level);
   }
-  return false;
+  return out;
+}
+
+/// The input of kernel `inst` that is a weight's quantized codes
+/// (`<weight>.qweight`), or -1 for a kernel that reads none.
+int codesInput(const ProgramInfo &program, const InstructionInfo &inst) {
+  int index = -1;
+  if (inst.kind == InstructionKind::Kernel &&
+      (inst.kernel == "matmul_int" || inst.kernel == "matmul_nf4"))
+    index = 1;
+  if (inst.kind == InstructionKind::Kernel && inst.kernel == "qat_dequantize_nf4")
+    index = 0;
+  if (index < 0 || static_cast<int>(inst.inputs.size()) <= index)
+    return -1;
+  const std::string &name = program.buffers[inst.inputs[index]].name;
+  const std::string suffix = ".qweight";
+  if (name.size() <= suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  return index;
+}
+
+/// The shape of the whole weight whose storage `inst` reads through its
+/// codes, input `codes`: the file's weight.
+std::vector<int64_t> storedWeightShape(const ProgramInfo &program, const InstructionInfo &inst,
+                                       int codes) {
+  const bool nf4 = inst.kernel != "matmul_int";
+  std::vector<int64_t> shape = inst.kernel == "qat_dequantize_nf4"
+                                   ? program.buffers[inst.outputs[0]].shape
+                                   : inst.attrs.getInts("weight_shape"); // this rank's piece
+  // Storage split by tensor parallelism is [rows, bytes per row]: the
+  // whole weight's shape follows from its global shape.
+  const BufferInfo &codesBuffer = program.buffers[inst.inputs[codes]];
+  std::vector<int64_t> stored = globalShapeOf(codesBuffer);
+  const int64_t perByte = nf4 || inst.attrs.getInt("bits", 8) == 4 ? 2 : 1;
+  if (stored.size() == 2)
+    return {stored[0], stored[1] * perByte};
+  // NF4 codes of a head padded along its rows (llmc-pad-vocab) are the real
+  // weight's, two per byte, padded at their end: the file's weight has the
+  // real rows.
+  if (nf4 && codesBuffer.shard.sharded() && shape.size() == 2)
+    shape[0] = stored[0] * 2 / shape[1];
+  return shape;
+}
+
+/// The scheme of the storage kernel `inst` reads.
+quant::Scheme storedScheme(const InstructionInfo &inst) {
+  const KernelAttrs &a = inst.attrs;
+  int64_t block = a.getInt("block", 0);
+  if (inst.kernel != "matmul_int")
+    return quant::makeScheme(quant::Format::Nf4, quant::Granularity::Block, 0, block);
+  quant::Format format = a.getInt("bits") == 8 ? quant::Format::Int8 : quant::Format::Int4;
+  int64_t axis = a.getInt("channel_axis", -1);
+  return quant::makeScheme(format,
+                           block > 0   ? quant::Granularity::Block
+                           : axis >= 0 ? quant::Granularity::Channel
+                                       : quant::Granularity::Tensor,
+                           std::max<int64_t>(axis, 0), block,
+                           /*symmetric=*/inst.inputs.size() < 4);
 }
 
 /// For each weight the programs read in quantized storage (matmul_int,
-/// matmul_nf4, through `<weight>.qweight`), the record `llmc quantize`
-/// writes for that scheme and shape (runtime/quant/QuantizedFile.h).
+/// matmul_nf4 and QLoRA's qat_dequantize_nf4, through `<weight>.qweight`),
+/// the record `llmc quantize` writes for that scheme and shape
+/// (runtime/quant/QuantizedFile.h).
 std::map<std::string, std::string> storedSchemes(const Artifact &artifact) {
   std::map<std::string, std::string> schemes;
   for (const ProgramInfo &program : artifact.programs)
     for (const InstructionInfo &inst : program.instructions) {
-      if (inst.kind != InstructionKind::Kernel ||
-          (inst.kernel != "matmul_int" && inst.kernel != "matmul_nf4") || inst.inputs.size() < 2)
+      int codes = codesInput(program, inst);
+      if (codes < 0)
         continue;
-      const std::string &codes = program.buffers[inst.inputs[1]].name;
-      const std::string suffix = ".qweight";
-      if (codes.size() <= suffix.size() ||
-          codes.compare(codes.size() - suffix.size(), suffix.size(), suffix) != 0)
-        continue;
-      const KernelAttrs &a = inst.attrs;
       quant::QuantizedTensor q;
-      q.shape = a.getInts("weight_shape"); // this rank's piece
-      // Storage split by tensor parallelism is [rows, bytes per row]: the
-      // whole weight's shape follows from its global shape.
-      const BufferInfo &codesBuffer = program.buffers[inst.inputs[1]];
-      std::vector<int64_t> stored = globalShapeOf(codesBuffer);
-      if (stored.size() == 2)
-        q.shape = {stored[0], stored[1] * (a.getInt("bits", 8) == 8 ? 1 : 2)};
-      // NF4 codes of a head padded along its rows (llmc-pad-vocab) are the
-      // real weight's, two per byte, padded at their end: the file's
-      // weight has the real rows.
-      if (inst.kernel == "matmul_nf4" && codesBuffer.shard.sharded() && q.shape.size() == 2 &&
-          stored.size() == 1)
-        q.shape[0] = stored[0] * 2 / q.shape[1];
-      int64_t block = a.getInt("block", 0);
-      if (inst.kernel == "matmul_nf4") {
-        q.scheme = quant::makeScheme(quant::Format::Nf4, quant::Granularity::Block, 0, block);
-        q.doubleQuant = true;
-      } else {
-        quant::Format format = a.getInt("bits") == 8 ? quant::Format::Int8 : quant::Format::Int4;
-        int64_t axis = a.getInt("channel_axis", -1);
-        q.scheme = quant::makeScheme(format,
-                                     block > 0   ? quant::Granularity::Block
-                                     : axis >= 0 ? quant::Granularity::Channel
-                                                 : quant::Granularity::Tensor,
-                                     std::max<int64_t>(axis, 0), block,
-                                     /*symmetric=*/inst.inputs.size() < 4);
-      }
-      schemes[codes.substr(0, codes.size() - suffix.size())] = quantizedRecord(q);
+      q.shape = storedWeightShape(program, inst, codes);
+      q.scheme = storedScheme(inst);
+      q.doubleQuant = inst.kernel != "matmul_int";
+      const std::string &name = program.buffers[inst.inputs[codes]].name;
+      schemes[name.substr(0, name.size() - std::strlen(".qweight"))] = quantizedRecord(q);
     }
   return schemes;
 }
@@ -149,11 +186,11 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       if (!checkpoint->has(name))
         return false;
       GlobalTensor global = checkpoint->readParameter(name);
-      t.shape = global.shape;
-      t.data = floatValues(global, name);
-      if (t.shape != shape)
-        fail(checkpoint->stepDir(), ": tensor '", name, "' is ", shapeList(t.shape),
+      t.data = checkpointValues(global, name);
+      if (!storedShapeFits(name, global.shape, shape))
+        fail(checkpoint->stepDir(), ": tensor '", name, "' is ", shapeList(global.shape),
              " but the model needs ", shapeList(shape));
+      t.shape = shape;
       return true;
     }
     std::string stored = name;
@@ -162,8 +199,7 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       return false;
     // Quantized storage is flat in the file and may be shaped after its
     // weight in the model (split by tensor parallelism).
-    if (t.shape.size() == 1 && shape.size() == 2 && t.shape[0] == shape[0] * shape[1] &&
-        isQuantizedStorage(name))
+    if (storedShapeFits(name, t.shape, shape))
       t.shape = shape;
     if (t.shape != shape)
       fail(file->path(), ": tensor '", stored, "' is ", shapeList(t.shape),
@@ -178,14 +214,15 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
   // from its storage tensors, which only a file quantized with the same
   // scheme has.
   const std::map<std::string, std::string> schemes = storedSchemes(artifact);
-  // (--qlora's weights, which qat.dequantize_nf4 reads, are in blocks of 64.)
   auto schemeOf = [&](const std::string &weight) {
     auto it = schemes.find(weight);
-    std::string record = it == schemes.end() ? "nf4:block64:sym" : it->second;
+    std::string record = it == schemes.end() ? "" : it->second;
     return record.substr(0, record.find(' '));
   };
+  // A tied head's table is quantized only when the lookup's reads count.
   auto quantizeHint = [&](const std::string &weight) {
-    return "llmc quantize <ckpt> --model ... --scheme " + schemeOf(weight) + " -o q.safetensors";
+    return "llmc quantize <ckpt> --model ... --scheme " + schemeOf(weight) +
+           (lookupReads(artifact, weight) ? " --ops matmul,embedding" : "") + " -o q.safetensors";
   };
   auto fullPrecisionRefusal = [&](const std::string &weight) {
     fail(path, ": tensor '", weight, "' is in full precision, but the model stores it quantized (",

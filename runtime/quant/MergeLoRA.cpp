@@ -80,6 +80,11 @@ MergeReport merge(const std::string &ckptDir, const Artifact &artifact,
       ++report.copied;
       continue;
     }
+    if (lookupReads(artifact, base))
+      fail("'", base, "' is a tied head's table, which the embedding lookup also reads: merging "
+           "the head's adapters into it would change the lookup too, and the merged model would "
+           "not be the fine-tuned one; keep the adapters, or fine-tune without the head in "
+           "--lora targets=");
     const std::string aName = base + ".lora_A";
     std::vector<int64_t> aShape, bShape;
     std::vector<float> a = readFloats(reader, aName, &aShape);

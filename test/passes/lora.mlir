@@ -7,8 +7,17 @@
 // RUN: llmc-opt %t.mlir --llmc-lora="spec={rank=4, targets=h.0.mlp}" | FileCheck %s --check-prefix=PREFIX
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2} qlora=true qlora-block=8" | FileCheck %s --check-prefix=QLORA
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="lora={rank=4} qlora=true emit=train" | FileCheck %s --check-prefix=QLORA-TRAIN
-// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2, targets=head} qlora=true qlora-block=8" 2>&1 | FileCheck %s --check-prefix=QLORA-TIED
-// RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 lora={rank=2} qlora=true emit=graph" 2>&1 | FileCheck %s --check-prefix=QLORA-TP
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2, targets=head} qlora=true qlora-block=8" | FileCheck %s --check-prefix=QLORA-TIED
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="lora={rank=2, targets=qkv,head} qlora=true emit=train" | FileCheck %s --check-prefix=QLORA-TIED-TRAIN
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 lora={rank=2, targets=qkv,proj,mlp,head} qlora=true emit=graph" | FileCheck %s --check-prefix=QLORA-TP
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=dp=2,tp=2 sp=true lora={rank=2} qlora=true emit=graph" | FileCheck %s --check-prefix=QLORA-TP-SP
+// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-lora="spec={rank=2} qlora=true qlora-block=128" 2>&1 | FileCheck %s --check-prefix=QLORA-TP-BLOCKS
+// RUN: llmc model gpt2 --preset tiny --set n_layer=1 --set n_embd=6 --set n_head=2 --set n_kv_head=2 -o %t-narrow.mlir
+// RUN: not llmc-opt %t-narrow.mlir --llmc-shard="mesh=tp=2" --llmc-lora="spec={rank=2} qlora=true qlora-block=3" 2>&1 | FileCheck %s --check-prefix=QLORA-TP-BYTES
+// RUN: llmc model llama --preset tiny --set n_layer=1 --set vocab_size=249 --set n_kv_head=4 -o %t-uneven.mlir
+// RUN: llmc-opt %t-uneven.mlir --llmc-pad-vocab="multiple=2" --llmc-shard="mesh=tp=4" --llmc-lora="spec={rank=2, targets=head}" | FileCheck %s --check-prefix=UNEVEN
+// RUN: not llmc-opt %t-uneven.mlir --llmc-pad-vocab="multiple=2" --llmc-shard="mesh=tp=4" --llmc-lora="spec={rank=2, targets=head} qlora=true qlora-block=16" 2>&1 | FileCheck %s --check-prefix=QLORA-UNEVEN
+// RUN: not llmc-opt %S/Inputs/dv-head.mlir --llmc-pad-vocab="multiple=64" --llmc-lora="spec={rank=2, targets=head} qlora=true qlora-block=4" 2>&1 | FileCheck %s --check-prefix=QLORA-COLUMNS
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8" --llmc-lora="spec={rank=2} qlora=true qlora-block=8" 2>&1 | FileCheck %s --check-prefix=QLORA-QAT
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2} qlora=true qlora-block=5" 2>&1 | FileCheck %s --check-prefix=QLORA-BLOCK
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8" --llmc-lora="spec={rank=2}" | FileCheck %s --check-prefix=QAT
@@ -131,8 +140,52 @@
 // QLORA-TRAIN: %[[E:.*]] = qat.dequantize_nf4 {{.*}}llmc.backward{{.*}}llmc.recomputed
 // QLORA-TRAIN-NEXT: llm.matmul %{{.*}}, %[[E]] {llmc.backward
 
-// QLORA-TIED: error: 'llm.matmul' op qlora: 'wte' is also read by 'llm.embedding'; leave its matmul out of the targets, or drop --qlora
-// QLORA-TP: error: 'llm.matmul' op qlora: 'h.0.attn.c_attn.weight' is split by tensor parallelism; QLoRA stores whole weights (use data parallelism or ZeRO)
+// A tied head: the table is stored once in NF4, and the lookup and the head
+// both read its expansion; the adapter joins the head's product only.
+// QLORA-TIED: %[[T:.*]] = qat.dequantize_nf4 %arg5, %arg6, %arg7, %arg8 {block = 8 : i64} : tensor<64xi8>, tensor<16xi8>, tensor<1xf32>, tensor<f32> -> tensor<16x8xf32>
+// QLORA-TIED-NEXT: llm.embedding %[[T]]
+// QLORA-TIED: %[[H:.*]] = llm.matmul %{{.*}}, %[[T]] {transpose_b}
+// QLORA-TIED: %[[B:.*]] = llm.matmul %{{.*}}, %arg4 {transpose_b}
+// QLORA-TIED: %[[S:.*]] = llm.scale %[[B]]
+// QLORA-TIED-NEXT: llm.add %[[H]], %[[S]]
+// In the step each reader expands the table right before it reads it
+// (the lookup, the head, the head's backward), so no expansion lives from
+// one to the next.
+// QLORA-TIED-TRAIN-LABEL: func.func @train_step
+// QLORA-TIED-TRAIN: %[[E1:.*]] = qat.dequantize_nf4 %[[C:arg[0-9]+]],
+// QLORA-TIED-TRAIN-NEXT: llm.embedding %[[E1]]
+// QLORA-TIED-TRAIN: %[[E2:.*]] = qat.dequantize_nf4 %[[C]],
+// QLORA-TIED-TRAIN-NEXT: llm.matmul %{{.*}}, %[[E2]] {llmc.microbatch = 0 : i64, transpose_b}
+// QLORA-TIED-TRAIN: %[[E3:.*]] = qat.dequantize_nf4 %[[C]], {{.*}}llmc.backward{{.*}}llmc.recomputed
+// QLORA-TIED-TRAIN-NEXT: llm.matmul %{{.*}}, %[[E3]] {llmc.backward
+
+// Under tensor parallelism the storage is split with each weight: codes
+// [rows, bytes per row] and absmax levels [rows, blocks per row] per piece
+// (c_attn's columns in their three q/k/v chunks, the tied table's vocabulary
+// rows), the double-quantized scales whole on every rank; the expansion
+// says where its piece lies, its offset moving per tp rank.
+// QLORA-TP: tensor<128x96xi8> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 128, 192>, levels = [{axes = ["tp"], blocks = 3 : i64, dim = 1 : i64}]}}
+// QLORA-TP-SAME: tensor<128x3xi8> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.absmax_q", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 128, 6>, levels = [{axes = ["tp"], blocks = 3 : i64, dim = 1 : i64}]}}
+// QLORA-TP-SAME: tensor<3xf32> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.absmax_scale", init = "zeros", trainable = false>}
+// QLORA-TP-SAME: tensor<128x64xi8> {llm.param = #llm.param<name = "wte.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 256, 64>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]}}
+// QLORA-TP-SAME: tensor<2xf32> {llm.param = #llm.param<name = "wte.weight.absmax_scale", init = "zeros", trainable = false>}
+// QLORA-TP: %[[T:.*]] = qat.dequantize_nf4 {{.*}} {block = 64 : i64, chunks = array<i64: 1, 1>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 0, axes = ["tp"], stride = 128>], piece_offset = array<i64: 0, 0>, whole_shape = array<i64: 256, 128>} : tensor<128x64xi8>, tensor<128x2xi8>, tensor<2xf32>, tensor<f32> -> tensor<128x128xf32>
+// QLORA-TP-NEXT: llm.embedding %[[T]]
+// QLORA-TP: qat.dequantize_nf4 {{.*}} {block = 64 : i64, chunks = array<i64: 1, 3>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 1, axes = ["tp"], stride = 64>], piece_offset = array<i64: 0, 0>, whole_shape = array<i64: 128, 384>} : tensor<128x96xi8>, tensor<128x3xi8>, tensor<3xf32>, tensor<f32> -> tensor<128x192xf32>
+// QLORA-TP: qat.dequantize_nf4 {{.*}} {block = 64 : i64, chunks = array<i64: 1, 1>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 0, axes = ["tp"], stride = 64>], piece_offset = array<i64: 0, 0>, whole_shape = array<i64: 128, 128>} : tensor<64x64xi8>, tensor<64x2xi8>, tensor<1xf32>, tensor<f32> -> tensor<64x128xf32>
+// QLORA-TP: llm.matmul %{{.*}}, %[[T]] {transpose_b}
+// Sequence parallelism and data parallelism leave the storage as tp splits it.
+// QLORA-TP-SP-COUNT-4: qat.dequantize_nf4 {{.*}}piece_offset
+// A piece must be whole blocks of the file's storage, in whole bytes.
+// QLORA-TP-BLOCKS: error: 'llm.matmul' op qlora: 'h.0.attn.c_attn.weight' 'tensor<128x192xf32>' of 128x384: NF4 blocks of 128 do not divide its pieces of 64 columns (each rank must hold whole blocks of the weight's NF4 storage, which is quantized whole)
+// QLORA-TP-BYTES: error: 'llm.matmul' op qlora: 'h.0.attn.c_attn.weight' 'tensor<6x9xf32>' of 6x18: its pieces of 3 columns are not whole bytes of NF4 codes
+// A vocabulary padded to 250 over tp=4: the head's pieces are 63 rows,
+// the last padded further, and its B is split alike; QLoRA's storage is
+// split evenly only.
+// UNEVEN: tensor<63x2xf32> {llm.param = #llm.param<name = "lm_head.weight.lora_B", init = "zeros">, llmc.shard = {global_shape = array<i64: 249, 2>, levels = [{axes = [], blocks = 1 : i64, dim = 0 : i64, pad_to = 250 : i64}, {axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]}
+// QLORA-UNEVEN: error: 'llm.matmul' op qlora: 'lm_head.weight' 'tensor<63x128xf32>' of 249x128: quantized storage is split evenly only, and 250 is not a multiple of the 4 pieces of dimension 0
+// A [D, V] head's padded columns: flat NF4 storage pads rows only.
+// QLORA-COLUMNS: error: 'llm.matmul' op qlora: 'lm_head.weight' is padded along its columns, which flat NF4 storage cannot hold; compile with --vocab-multiple 1
 // QLORA-BLOCK: error: 'llm.matmul' op qlora: blocks of 5 do not divide the last dimension of 'h.0.mlp.weight' 'tensor<8x8xf32>'
 
 // After --qat: the base matmul reads the fake-quantized weight, and the

@@ -4,7 +4,13 @@
 // RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=nf4:block32" | FileCheck %s --check-prefix=LLAMA
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:block5" 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: llmc model gpt2 --preset tiny --set n_layer=1 -o %t-gpt2.mlir
-// RUN: not llmc-opt %t-gpt2.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant 2>&1 | FileCheck %s --check-prefix=TP
+// RUN: llmc-opt %t-gpt2.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant | FileCheck %s --check-prefix=TP-NF4
+// RUN: not llmc-opt %t-gpt2.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=nf4:block128" 2>&1 | FileCheck %s --check-prefix=TP-NF4-BLOCKS
+// RUN: llmc model gpt2 --preset tiny --set n_layer=1 --set n_embd=6 --set n_head=2 --set n_kv_head=2 -o %t-narrow.mlir
+// RUN: not llmc-opt %t-narrow.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=nf4:block3" 2>&1 | FileCheck %s --check-prefix=TP-NF4-BYTES
+// RUN: not llmc-opt %S/Inputs/dv-head.mlir --llmc-pad-vocab="multiple=64" --llmc-weight-quant="scheme=nf4:block4" 2>&1 | FileCheck %s --check-prefix=NF4-COLUMNS
+// RUN: llmc model llama --preset tiny --set n_layer=1 --set vocab_size=249 --set n_kv_head=4 -o %t-uneven.mlir
+// RUN: not llmc-opt %t-uneven.mlir --llmc-pad-vocab="multiple=2" --llmc-shard="mesh=tp=4" --llmc-weight-quant="scheme=nf4:block8" 2>&1 | FileCheck %s --check-prefix=TP-UNEVEN
 // RUN: llmc-opt %t-gpt2.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=TP-INT8
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="weight-quant=nf4" 2>&1 | FileCheck %s --check-prefix=NO-INFERENCE
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=INT8
@@ -67,7 +73,31 @@
 // LLAMA-INT4-COUNT-8: llm.matmul_int {{.*}} {bits = 4 : i64, transpose_b
 
 // BLOCK: error: 'llm.matmul' op weight-quant: blocks of 5 do not divide the last dimension of 'h.0.mlp.weight' 'tensor<8x8xf32>'
-// TP: error: 'llm.matmul' op weight-quant: 'h.0.attn.c_attn.weight' is split by tensor parallelism, and NF4 storage is not (each double-quantized scale covers 256 blocks, across rows); use an int8 or int4 scheme, or drop --mesh tp=
+
+// Under tp=2 NF4 storage takes the weights' splits too: c_attn's codes
+// [rows, bytes per row] and absmax levels [rows, blocks per row] split with
+// its columns in their three q/k/v chunks, c_proj's with its rows; the
+// double-quantized scales (one per 256 blocks of the whole weight, across
+// rows) are whole on every rank, and matmul_nf4 says where its piece lies:
+// its offset moves by a chunk's piece (64 columns, 64 rows) per tp rank.
+// TP-NF4: tensor<128x96xi8> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 128, 192>, levels = [{axes = ["tp"], blocks = 3 : i64, dim = 1 : i64}]}}
+// TP-NF4-SAME: tensor<128x3xi8> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.absmax_q", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 128, 6>, levels = [{axes = ["tp"], blocks = 3 : i64, dim = 1 : i64}]}}
+// TP-NF4-SAME: tensor<3xf32> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.absmax_scale", init = "zeros", trainable = false>},
+// TP-NF4-SAME: tensor<64x64xi8> {llm.param = #llm.param<name = "h.0.attn.c_proj.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 128, 64>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]}}
+// TP-NF4-SAME: tensor<64x2xi8> {llm.param = #llm.param<name = "h.0.attn.c_proj.weight.absmax_q", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 128, 2>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 0 : i64}]}}
+// TP-NF4-SAME: tensor<1xf32> {llm.param = #llm.param<name = "h.0.attn.c_proj.weight.absmax_scale", init = "zeros", trainable = false>},
+// TP-NF4: llm.matmul_nf4 {{.*}} {block = 64 : i64, chunks = array<i64: 1, 3>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 1, axes = ["tp"], stride = 64>], piece_offset = array<i64: 0, 0>, weight_shape = array<i64: 128, 192>, whole_shape = array<i64: 128, 384>} : tensor<8x128x128xf32>, tensor<128x96xi8>, tensor<128x3xi8>, tensor<3xf32>, tensor<f32> -> tensor<8x128x192xf32>
+// TP-NF4: llm.matmul_nf4 {{.*}} {block = 64 : i64, chunks = array<i64: 1, 1>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 0, axes = ["tp"], stride = 64>], piece_offset = array<i64: 0, 0>, weight_shape = array<i64: 64, 128>, whole_shape = array<i64: 128, 128>}
+
+// A piece must be whole blocks of the file's storage, in whole bytes.
+// TP-NF4-BLOCKS: error: 'llm.matmul' op weight-quant: 'h.0.attn.c_attn.weight' 'tensor<128x192xf32>' of 128x384: NF4 blocks of 128 do not divide its pieces of 64 columns (each rank must hold whole blocks of the weight's NF4 storage, which is quantized whole)
+// TP-NF4-BYTES: error: 'llm.matmul' op weight-quant: 'h.0.attn.c_attn.weight' 'tensor<6x9xf32>' of 6x18: its pieces of 3 columns are not whole bytes of NF4 codes
+// A [D, V] head's padded columns: flat NF4 storage pads rows only.
+// NF4-COLUMNS: error: 'llm.matmul' op weight-quant: 'lm_head.weight' is padded along its columns, which flat NF4 storage cannot hold; compile with --vocab-multiple 1
+// A vocabulary padded to 250 over tp=4 (pieces of 63 rows): storage is
+// split evenly only (in blocks of 8, which divide down_proj's 88-column
+// pieces, the head is reached).
+// TP-UNEVEN: error: 'llm.matmul' op weight-quant: 'lm_head.weight' 'tensor<63x128xf32>' of 249x128: quantized storage is split evenly only, and 250 is not a multiple of the 4 pieces of dimension 0
 
 // Under tp=2 int8 storage takes the weights' splits: c_attn's codes
 // [rows, bytes per row] and per-column scales split with its columns (in

@@ -861,6 +861,24 @@ func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>, %s: 
 
 // -----
 
+// A piece of a weight split by tensor parallelism (rows 64..127 of 128):
+// inside the whole weight, with the whole weight's scales.
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<64x64xi8>, %q: tensor<64x2xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{the piece 64x128 at piece_offset 96x0 in chunks 1x1 does not lie within whole_shape 128x128 (dimension 0)}}
+  %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 64, 128>, whole_shape = array<i64: 128, 128>, chunks = array<i64: 1, 1>, piece_offset = array<i64: 96, 0>} : tensor<2x64xf32>, tensor<64x64xi8>, tensor<64x2xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<64x64xi8>, %q: tensor<64x2xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{absmax_scale (one per 256 blocks) must hold 4 elements for a weight 64x128, got 'tensor<1xf32>'}}
+  %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 64, 128>, whole_shape = array<i64: 512, 128>, chunks = array<i64: 1, 1>, piece_offset = array<i64: 64, 0>} : tensor<2x64xf32>, tensor<64x64xi8>, tensor<64x2xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
   // expected-error @+2 {{contraction sizes differ: x has 64, the weight 64x128 has 128}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -200,3 +200,45 @@ func.func @f(%c: tensor<8192xi8>, %q: tensor<256xi8>, %s: tensor<2xf32>, %m: ten
   %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64} : tensor<8192xi8>, tensor<256xi8>, tensor<2xf32>, tensor<f32> -> tensor<128x128xf32>
   return
 }
+
+// -----
+
+// A piece of a weight split by tensor parallelism: all three placing
+// attributes, inside the whole weight, and the whole weight's scales.
+func.func @f(%c: tensor<128x32xi8>, %q: tensor<128x1xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'qat.dequantize_nf4' op whole_shape, chunks and piece_offset are given together}}
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64, whole_shape = array<i64: 128, 128>} : tensor<128x32xi8>, tensor<128x1xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<128x32xi8>, %q: tensor<128x1xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'qat.dequantize_nf4' op the piece 128x64 at piece_offset 0x128 in chunks 1x1 does not lie within whole_shape 128x128 (dimension 1)}}
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64, whole_shape = array<i64: 128, 128>, chunks = array<i64: 1, 1>, piece_offset = array<i64: 0, 128>} : tensor<128x32xi8>, tensor<128x1xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<128x32xi8>, %q: tensor<128x1xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'qat.dequantize_nf4' op the piece 128x64 at piece_offset 0x32 of whole_shape 128x128 is not in whole blocks of 64 and whole bytes of codes}}
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64, whole_shape = array<i64: 128, 128>, chunks = array<i64: 1, 1>, piece_offset = array<i64: 0, 32>} : tensor<128x32xi8>, tensor<128x1xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<128x32xi8>, %q: tensor<128x1xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'qat.dequantize_nf4' op absmax_scale (one per 256 blocks) must be 1-D of 2 elements for 'tensor<128x64xf32>', got 'tensor<1xf32>'}}
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64, whole_shape = array<i64: 256, 128>, chunks = array<i64: 1, 1>, piece_offset = array<i64: 0, 64>} : tensor<128x32xi8>, tensor<128x1xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<128x16xi8>, %q: tensor<128x1xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'qat.dequantize_nf4' op codes (two per byte) must hold 4096 elements for 'tensor<128x64xf32>', got 'tensor<128x16xi8>'}}
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64, whole_shape = array<i64: 128, 128>, chunks = array<i64: 1, 1>, piece_offset = array<i64: 0, 64>} : tensor<128x16xi8>, tensor<128x1xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x64xf32>
+  return
+}

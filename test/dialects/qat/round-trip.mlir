@@ -50,3 +50,12 @@ func.func @nf4_storage(%c: tensor<8192xi8>, %q: tensor<256xi8>, %s: tensor<1xf32
   %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64} : tensor<8192xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xbf16>
   return %w : tensor<128x128xbf16>
 }
+
+// Rank 1's piece of a weight split over two ranks (columns in three
+// chunks): shaped storage, the whole weight's scales.
+// CHECK-LABEL: func.func @nf4_piece
+// CHECK: qat.dequantize_nf4 {{.*}} {block = 64 : i64, chunks = array<i64: 1, 3>, piece_offset = array<i64: 0, 64>, whole_shape = array<i64: 128, 384>} : tensor<128x96xi8>, tensor<128x3xi8>, tensor<3xf32>, tensor<f32> -> tensor<128x192xf32>
+func.func @nf4_piece(%c: tensor<128x96xi8>, %q: tensor<128x3xi8>, %s: tensor<3xf32>, %m: tensor<f32>) -> tensor<128x192xf32> {
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64, whole_shape = array<i64: 128, 384>, chunks = array<i64: 1, 3>, piece_offset = array<i64: 0, 64>} : tensor<128x96xi8>, tensor<128x3xi8>, tensor<3xf32>, tensor<f32> -> tensor<128x192xf32>
+  return %w : tensor<128x192xf32>
+}

@@ -296,6 +296,38 @@ TEST(CudaQuant, DequantizeNf4MatchesCpu) {
     }
 }
 
+/// A tensor-parallel piece: rank 1's of GPT-2's fused QKV columns in three
+/// chunks over two ranks, and rank 1's of a row split over four, whose
+/// blocks' scales the kernel finds by their index in the whole weight.
+TEST(CudaQuant, DequantizeNf4PieceMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  struct Case {
+    std::vector<int64_t> piece, whole, chunks, offset;
+  };
+  const int64_t block = 64;
+  const std::vector<Case> cases = {{{768, 1152}, {768, 2304}, {1, 3}, {0, 384}},
+                                   {{192, 3072}, {768, 3072}, {1, 1}, {192, 0}}};
+  uint64_t seed = 750;
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases) {
+      const int64_t n = c.piece[0] * c.piece[1], blocks = n / block;
+      const int64_t wholeBlocks = c.whole[0] * c.whole[1] / block;
+      Buffer codes = randomBytes(n / 2, ++seed), absmaxQ = randomBytes(blocks, ++seed);
+      Buffer scale = Buffer::of(randomTensor({quant::nf4ScaleCount(wholeBlocks)}, ++seed, 0.01),
+                                DType::F32);
+      RefTensor mean = RefTensor::zeros({1});
+      mean.data[0] = 0.3;
+      Buffer meanBuf = Buffer::of(mean, DType::F32);
+      Buffer out(dtype, c.piece);
+      KernelAttrs a = attrs({}, {{"block", block}});
+      a.setInts("whole_shape", c.whole);
+      a.setInts("chunks", c.chunks);
+      a.setInts("piece_offset", c.offset);
+      expectCudaMatchesCpu("qat_dequantize_nf4", {&codes, &absmaxQ, &scale, &meanBuf}, {&out}, a,
+                           kExact);
+    }
+}
+
 //===----------------------------------------------------------------------===//
 // Binding errors
 //===----------------------------------------------------------------------===//

@@ -139,6 +139,19 @@ TEST(MatmulNf4Kernel, OddElementCountsAndUnalignedSegments) {
   }
 }
 
+/// The attributes of matmul_nf4 over a [64, 128] piece of a weight of
+/// `whole` (without `complete`: whole_shape alone).
+KernelAttrs piece(std::vector<int64_t> whole, std::vector<int64_t> chunks,
+                  std::vector<int64_t> offset, bool complete = true) {
+  KernelAttrs a = nf4Attrs(64, {64, 128}, false);
+  a.setInts("whole_shape", std::move(whole));
+  if (complete) {
+    a.setInts("chunks", std::move(chunks));
+    a.setInts("piece_offset", std::move(offset));
+  }
+  return a;
+}
+
 TEST(MatmulNf4Kernel, ContractErrorsNameTheOperandOrAttribute) {
   auto f32 = [](std::vector<int64_t> s) { return typeOnly(DType::F32, std::move(s)); };
   auto u8 = [](std::vector<int64_t> s) { return typeOnly(DType::U8, std::move(s)); };
@@ -162,6 +175,17 @@ TEST(MatmulNf4Kernel, ContractErrorsNameTheOperandOrAttribute) {
       {good, {typeOnly(DType::BF16, {2, 128})}, nf4Attrs(64, {64, 128}, false), "y"},
       {good, {f32({2, 64})}, nf4Attrs(64, {64, 128}, false), "y"},
       {good, {f32({2, 128})}, attrs({}, {{"block", 64}}), "weight_shape"},
+      // A piece: all three placing attributes, inside the whole weight, and
+      // the whole weight's scales.
+      {good, {f32({2, 128})}, piece({128, 128}, {1, 1}, {0, 0}, false), "'chunks'"},
+      {{f32({2, 64}), u8({64, 64}), u8({64, 2}), f32({1}), f32({})},
+       {f32({2, 128})},
+       piece({128, 128}, {1, 1}, {96, 0}),
+       "does not lie within whole_shape 128x128"},
+      {{f32({2, 64}), u8({64, 64}), u8({64, 2}), f32({1}), f32({})},
+       {f32({2, 128})},
+       piece({2048, 128}, {1, 1}, {64, 0}),
+       "absmax_scale must be f32[16]"},
   };
   expectBindErrorsMention("matmul_nf4", cases);
 }

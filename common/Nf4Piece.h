@@ -1,0 +1,112 @@
+//===- Nf4Piece.h - one rank's piece of an NF4-stored weight ---*- C++ -*-===//
+//
+// Tensor parallelism splits an NF4-stored weight (QLoRA's storage,
+// common/QuantScheme.h) with the weight: each rank holds the codes and the
+// int8 absmax levels of its piece's blocks, shaped after the piece. The
+// fp32 scales of the second quantization level are not split: each covers
+// 256 consecutive blocks of the *whole* weight in row-major order, a run
+// that crosses rows and pieces, so cutting them would mean quantizing the
+// absmax again, per piece, and a piece would no longer hold the file's
+// values. Every rank keeps all of them (one fp32 per 16384 elements in
+// blocks of 64) and finds a block's scale through the block's index in the
+// whole weight, which Nf4Piece computes.
+//
+// Along each dimension (rows in elements, columns in blocks) the whole
+// weight is `chunks` equal chunks, each split alike over the ranks (GPT-2's
+// fused QKV columns are three), and the piece holds, of each chunk, the
+// `extent / chunks` consecutive indices from `offset`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_COMMON_NF4PIECE_H
+#define LLMC_COMMON_NF4PIECE_H
+
+#include "common/HostDevice.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+/// One dimension of a piece: where its indices lie in the whole weight's.
+struct Nf4PieceDim {
+  int64_t whole = 1;  ///< the whole weight's extent
+  int64_t extent = 1; ///< the piece's
+  int64_t chunks = 1; ///< equal chunks of the dimension, each split alike
+  int64_t offset = 0; ///< the piece's first index within each chunk
+
+  /// The whole weight's index of the piece's index `i`.
+  LLMC_HOST_DEVICE int64_t wholeIndex(int64_t i) const {
+    const int64_t width = extent / chunks;
+    return (i / width) * (whole / chunks) + offset + i % width;
+  }
+};
+
+/// A piece of a [rows, columns] NF4 weight in blocks along its rows; the
+/// default is the whole weight, whose block indices are its own.
+struct Nf4Piece {
+  bool split = false;
+  Nf4PieceDim rows, blocks; ///< blocks: the columns, in blocks
+
+  /// The whole weight's index of the piece's block `g` (row-major).
+  LLMC_HOST_DEVICE int64_t wholeBlock(int64_t g) const {
+    if (!split)
+      return g;
+    return rows.wholeIndex(g / blocks.extent) * blocks.whole +
+           blocks.wholeIndex(g % blocks.extent);
+  }
+  /// The blocks of the whole weight, of which a piece's `pieceBlocks` are.
+  int64_t wholeBlocks(int64_t pieceBlocks) const {
+    return split ? rows.whole * blocks.whole : pieceBlocks;
+  }
+};
+
+/// The piece `shape` (2-D, in blocks of `block` along its rows) of a weight
+/// of `wholeShape`, whose dimensions are `chunks` equal chunks split alike,
+/// holding of each chunk the indices from `offset`: its Nf4Piece; or, with
+/// `error` saying why the numbers describe no such piece, a whole one. The
+/// compiler's verifiers and the kernels' contracts share this check.
+inline Nf4Piece makeNf4Piece(const std::vector<int64_t> &shape, int64_t block,
+                             const std::vector<int64_t> &wholeShape,
+                             const std::vector<int64_t> &chunks,
+                             const std::vector<int64_t> &offset, std::string &error) {
+  auto list = [](const std::vector<int64_t> &v) {
+    std::string text;
+    for (int64_t x : v) text += (text.empty() ? "" : "x") + std::to_string(x);
+    return text;
+  };
+  Nf4Piece piece;
+  if (shape.size() != 2 || wholeShape.size() != 2 || chunks.size() != 2 || offset.size() != 2) {
+    error = "a piece of a weight (whole_shape, chunks, piece_offset) is 2-D, with two entries "
+            "each; got the weight " + list(shape);
+    return piece;
+  }
+  if (block < 1 || shape[1] % block != 0 || wholeShape[1] % block != 0 || offset[1] % block != 0 ||
+      shape[1] % 2 != 0) {
+    error = "the piece " + list(shape) + " at piece_offset " + list(offset) + " of whole_shape " +
+            list(wholeShape) + " is not in whole blocks of " + std::to_string(block) +
+            " and whole bytes of codes";
+    return piece;
+  }
+  const int64_t unit[2] = {1, block}; // rows in elements, columns in blocks
+  Nf4PieceDim dims[2];
+  for (int d = 0; d < 2; ++d) {
+    Nf4PieceDim &p = dims[d];
+    p = {wholeShape[d] / unit[d], shape[d] / unit[d], chunks[d], offset[d] / unit[d]};
+    if (p.chunks < 1 || p.extent % p.chunks != 0 || p.whole % p.chunks != 0 || p.offset < 0 ||
+        p.offset + p.extent / p.chunks > p.whole / p.chunks) {
+      error = "the piece " + list(shape) + " at piece_offset " + list(offset) + " in chunks " +
+              list(chunks) + " does not lie within whole_shape " + list(wholeShape) +
+              " (dimension " + std::to_string(d) + ")";
+      return piece;
+    }
+  }
+  piece.split = true;
+  piece.rows = dims[0];
+  piece.blocks = dims[1];
+  return piece;
+}
+
+} // namespace llmc
+
+#endif

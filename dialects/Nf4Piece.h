@@ -1,0 +1,44 @@
+//===- Nf4Piece.h - verifying a piece of an NF4-stored weight ---*- C++ -*-===//
+//
+// qat.dequantize_nf4 and llm.matmul_nf4 read NF4 storage, whole or one
+// rank's piece of a weight split by tensor parallelism, which the optional
+// attributes whole_shape, chunks and piece_offset place in the whole weight
+// (common/Nf4Piece.h). Both verifiers check them here, with the kernels'
+// own check.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_DIALECTS_NF4PIECE_H
+#define LLMC_DIALECTS_NF4PIECE_H
+
+#include "common/Nf4Piece.h"
+
+#include "mlir/IR/Operation.h"
+
+#include <optional>
+
+namespace llmc {
+
+/// The piece of a weight of `shape` in blocks of `block` that the optional
+/// attributes describe (all three or none; none: the whole weight), or
+/// failure after an error on `op`.
+inline mlir::FailureOr<Nf4Piece>
+verifyNf4Piece(mlir::Operation *op, llvm::ArrayRef<int64_t> shape, int64_t block,
+               std::optional<llvm::ArrayRef<int64_t>> wholeShape,
+               std::optional<llvm::ArrayRef<int64_t>> chunks,
+               std::optional<llvm::ArrayRef<int64_t>> pieceOffset) {
+  if (!wholeShape && !chunks && !pieceOffset)
+    return Nf4Piece();
+  if (!wholeShape || !chunks || !pieceOffset)
+    return op->emitOpError("whole_shape, chunks and piece_offset are given together");
+  auto vec = [](llvm::ArrayRef<int64_t> a) { return std::vector<int64_t>(a.begin(), a.end()); };
+  std::string error;
+  Nf4Piece piece =
+      makeNf4Piece(vec(shape), block, vec(*wholeShape), vec(*chunks), vec(*pieceOffset), error);
+  if (!error.empty())
+    return op->emitOpError(error);
+  return piece;
+}
+
+} // namespace llmc
+
+#endif
