@@ -230,8 +230,10 @@ def render(refused):
                 cells.append("✓")
         lines.append(f"| {i + 1} {a.name} | " + " | ".join(cells) + " |")
     total = sum(1 for *_, why in pairs() if not why)
-    lines += ["", f"{total} pairs: {total - len(refused)} compile, {len(refused)} are refused "
-              f"({len(messages)} messages); · marks alternatives (one kind, or two families).", ""]
+    n, m = len(refused), len(messages)
+    lines += ["", f"{total} pairs: {total - n} compile, {n} {'is' if n == 1 else 'are'} refused "
+              f"({m} message{'' if m == 1 else 's'}); · marks alternatives (one kind, or two "
+              "families).", ""]
     for m in messages:
         who = [f"{a} + {b}" for (a, b), mm in sorted(refused.items()) if mm == m]
         lines.append(f"{number[m]}. {', '.join(who)}: “{m}”")
