@@ -360,7 +360,7 @@ void Trainer::setup() {
     scaler = LossScaler(c);
   }
   if (schedule.kind != "cosine" && schedule.kind != "linear" && schedule.kind != "constant")
-    fail("unknown schedule '", schedule.kind, "' (expected cosine, linear or constant)");
+    fail("unknown --lr-schedule '", schedule.kind, "' (expected cosine, linear or constant)");
 
   Input in = batchInput(*train, true);
   vocab = static_cast<int64_t>(artifact.metaNumber("model.vocab_size", 0));

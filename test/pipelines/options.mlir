@@ -12,7 +12,10 @@
 // RUN: not llmc-opt %S/../passes/Inputs/tiny-gpt.mlir --llmc-train-pipeline="zero=4" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not llmc-opt %S/../passes/Inputs/tiny-gpt.mlir --llmc-train-pipeline="grad-bucket-mb=-1" 2>&1 | FileCheck %s --check-prefix=BUCKET
 // RUN: not llmc-opt %S/../passes/Inputs/tiny-gpt.mlir --llmc-train-pipeline="recompute=budget=1MiB" 2>&1 | FileCheck %s --check-prefix=RECOMPUTE-BUDGET
-// RUN: not llmc compile %S/../passes/Inputs/tiny-gpt.mlir --schedule wavy -o %t.x 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: not llmc compile %S/../passes/Inputs/tiny-gpt.mlir --lr-schedule wavy -o %t.x 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: llmc compile %S/../passes/Inputs/tiny-gpt.mlir --schedule linear -o %t.old 2>&1 | FileCheck %s --check-prefix=OLD-SCHEDULE
+// RUN: llmc inspect %t.old | FileCheck %s --check-prefix=OLD-SCHEDULE-KEPT
+// RUN: not llmc compile %S/../passes/Inputs/tiny-gpt.mlir --schedule linear --lr-schedule constant -o %t.x 2>&1 | FileCheck %s --check-prefix=BOTH-SCHEDULES
 
 // The AdamW hyperparameters reach the optimizer through llmc-opt too.
 // OPT: llm.multi_tensor_adamw
@@ -25,4 +28,7 @@
 // ZERO: error: llmc-train-pipeline: unknown --zero '4' (expected 0, 1, 2 or 3)
 // BUCKET: error: llmc-train-pipeline: --grad-bucket-mb must be >= 0
 // RECOMPUTE-BUDGET: error: llmc-train-pipeline: recompute=budget chooses layers by compiling many times; use `llmc compile`
-// SCHEDULE: llmc compile: error: unknown --schedule 'wavy' (expected cosine, linear or constant)
+// SCHEDULE: llmc compile: error: unknown --lr-schedule 'wavy' (expected cosine, linear or constant)
+// OLD-SCHEDULE: llmc compile: note: --schedule is now spelled --lr-schedule
+// OLD-SCHEDULE-KEPT: linear
+// BOTH-SCHEDULES: llmc compile: error: --schedule is the old spelling of --lr-schedule; give one

@@ -95,7 +95,7 @@ def check(name, family, tied, args, dtype=torch.float32, shard=None, width=64, h
     artifact = os.path.join(work, "m.llmc")
     run(llmc, "compile", "--model", family, "--config", os.path.join(hf_in, "config.json"),
         "--set", "seq_len=16", "--set", "batch_size=4", "--set", "dropout=0",
-        "--lr", "1e-3", "--warmup", "0", "--schedule", "constant", "-o", artifact)
+        "--lr", "1e-3", "--warmup", "0", "--lr-schedule", "constant", "-o", artifact)
 
     # HF -> llmc checkpoint -> HF.
     ck, dump = os.path.join(work, "ck"), os.path.join(work, "logits.safetensors")

@@ -18,7 +18,7 @@ check() { # family, config json, extra compile flags...
   local tag="$family${*:+-}$(echo "$*" | tr -c 'a-z0-9' '-')"
   local m="$WORK/$tag.llmc"
   "$BIN/llmc" compile --model "$family" --preset tiny --set n_layer=2 --set batch_size=4 \
-    --set seq_len=32 --warmup 0 --schedule constant --lr 1e-3 "$@" -o "$m"
+    --set seq_len=32 --warmup 0 --lr-schedule constant --lr 1e-3 "$@" -o "$m"
   "$BIN/llmc-run" "$m" --steps 0 --dump-grads "$WORK/$tag.grads" --data "$DATA" --quiet
   "$BIN/llmc-run" "$m" --steps 10 --metrics "$WORK/$tag.jsonl" --data "$DATA" --quiet
   "$PYTHON" "$SRC/test/reference/torch_reference.py" --family "$family" --config "$config" \

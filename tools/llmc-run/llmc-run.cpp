@@ -27,12 +27,12 @@ data (docs/data.md; write shards with `llmc data`)
   --val-data SPEC    validation tokens, the same forms
   --val-shards N     hold out the last N shards of --data for validation (default:
                      1 when --data has several shards, else its last 10% of tokens)
-schedule (defaults come from the artifact)
+LR schedule (defaults come from the artifact)
   --steps N          run length in optimizer steps (the LR schedule spans it)
   --stop-at K        stop after step K (checkpointing); --resume continues to --steps
   --lr X             peak learning rate
   --min-lr X         final learning rate    --warmup N    warmup steps
-  --schedule S       cosine | linear | constant
+  --lr-schedule S    cosine | linear | constant (formerly --schedule, still accepted)
   --seed N           initialisation and data-order seed
 checkpoints
   --ckpt-dir D       save checkpoints to D (at the end, every --ckpt-every N, on Ctrl-C)
@@ -149,7 +149,13 @@ int main(int argc, char **argv) {
       {"--stop-at", integer(options.stopAt)},
       {"--min-lr", number(options.minLr)},
       {"--warmup", integer(options.warmup)},
-      {"--schedule", text(options.schedule)},
+      {"--lr-schedule", text(options.schedule)},
+      {"--schedule",
+       [&](const std::string &v) {
+         std::cerr << "llmc-run: note: --schedule is now spelled --lr-schedule\n";
+         options.schedule = v;
+         return true;
+       }},
       {"--seed", integer(options.seed)},
       {"--ckpt-dir", text(options.ckptDir)},
       {"--ckpt-every", integer(options.ckptEvery)},

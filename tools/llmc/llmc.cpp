@@ -81,6 +81,10 @@ cl::opt<std::string> emit("emit", cl::desc("Stage to write: graph | train | exec
   LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)
 #include "passes/TrainingPipelineOptions.def"
 
+// The LR schedule's old spelling, before "schedule" also meant pipelines.
+cl::opt<std::string> oldLrSchedule("schedule", cl::desc("Old spelling of --lr-schedule"),
+                                   cl::Hidden, cl::sub(compileCmd), cl::cat(llmcCategory));
+
 cl::list<std::string> passPlugins("pass-plugin",
                                   cl::desc("Load passes from a plugin library (run them with "
                                            "--insert-pass; docs/extending.md)"),
@@ -169,6 +173,12 @@ int runCompile() {
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   options.schedule.field = field##Flag;
 #include "passes/TrainingPipelineOptions.def"
+  if (oldLrSchedule.getNumOccurrences()) {
+    if (kindFlag.getNumOccurrences())
+      return fail("llmc compile", "--schedule is the old spelling of --lr-schedule; give one");
+    WithColor::note(errs(), "llmc compile") << "--schedule is now spelled --lr-schedule\n";
+    options.schedule.kind = oldLrSchedule;
+  }
   options.emit = emit;
   options.output = output;
   return llmc::compile(options, "llmc compile");
