@@ -20,6 +20,8 @@
 #include "kernels/cuda/AttentionChoice.h"
 #include "kernels/cuda/Device.h"
 
+#include "DeviceTensor.h"
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -30,27 +32,9 @@
 #include <vector>
 
 using namespace llmc;
+using llmc::bench::DeviceTensor;
 
 namespace {
-
-struct DeviceTensor {
-  DeviceTensor(DType dtype, std::vector<int64_t> shape) {
-    view.dtype = dtype;
-    view.shape = std::move(shape);
-    view.data = cuda::deviceAlloc(view.bytes());
-  }
-  ~DeviceTensor() { cuda::deviceFree(view.data); }
-  DeviceTensor(const DeviceTensor &) = delete;
-  DeviceTensor &operator=(const DeviceTensor &) = delete;
-  void randomize(uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> normal;
-    std::vector<uint16_t> host(static_cast<size_t>(view.numel()));
-    for (uint16_t &v : host) v = floatToBf16(normal(rng));
-    cuda::copyToDevice(view.data, host.data(), view.bytes());
-  }
-  TensorView view;
-};
 
 std::unique_ptr<Kernel> bind(const char *name, std::vector<TensorView> in,
                              std::vector<TensorView> out, double scale) {

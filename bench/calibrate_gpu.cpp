@@ -30,6 +30,8 @@
 #include "kernels/cuda/AttentionChoice.h"
 #include "kernels/cuda/Device.h"
 
+#include "DeviceTensor.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,28 +45,9 @@
 #include <vector>
 
 using namespace llmc;
+using llmc::bench::DeviceTensor;
 
 namespace {
-
-struct DeviceTensor {
-  DeviceTensor(DType dtype, std::vector<int64_t> shape) {
-    view.dtype = dtype;
-    view.shape = std::move(shape);
-    view.data = cuda::deviceAlloc(view.bytes());
-  }
-  ~DeviceTensor() { cuda::deviceFree(view.data); }
-  DeviceTensor(const DeviceTensor &) = delete;
-  DeviceTensor &operator=(const DeviceTensor &) = delete;
-  /// Normal values (bf16) so the tensor cores see ordinary operands.
-  void randomize(uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 0.5f);
-    std::vector<uint16_t> host(static_cast<size_t>(view.numel()));
-    for (uint16_t &v : host) v = floatToBf16(normal(rng));
-    cuda::copyToDevice(view.data, host.data(), view.bytes());
-  }
-  TensorView view;
-};
 
 std::unique_ptr<Kernel> bind(const char *name, std::vector<TensorView> in,
                              std::vector<TensorView> out, const KernelAttrs &attrs) {
@@ -114,7 +97,7 @@ struct Gemm {
 /// TFLOP/s of c[m, n] = a[m, k]·b[k, n] in bf16 through llmc's matmul.
 double gemmTflops(const Gemm &g) {
   DeviceTensor a(DType::BF16, {g.m, g.k}), b(DType::BF16, {g.k, g.n}), c(DType::BF16, {g.m, g.n});
-  a.randomize(1), b.randomize(2);
+  a.randomize(1, 0.5f), b.randomize(2, 0.5f);
   auto matmul = bind("matmul", {a.view, b.view}, {c.view}, KernelAttrs());
   return 2.0 * g.m * g.n * g.k / timeMs({matmul.get()}) / 1e9;
 }
@@ -161,7 +144,7 @@ double attentionTflops(const Attention &s, std::string &bound) {
       dk(DType::BF16, {B, T, H, D}), dv(DType::BF16, {B, T, H, D}),
       forwardWorkspace(DType::U8, {std::max<int64_t>(1, plannedWorkspace(s, false))}),
       backwardWorkspace(DType::U8, {std::max<int64_t>(1, plannedWorkspace(s, true))});
-  q.randomize(1), k.randomize(2), v.randomize(3), dout.randomize(4);
+  q.randomize(1, 0.5f), k.randomize(2, 0.5f), v.randomize(3, 0.5f), dout.randomize(4, 0.5f);
   KernelAttrs attrs;
   attrs.setFloat("scale", 1.0 / std::sqrt(static_cast<double>(D)));
   attrs.setInt("causal", 1);

@@ -60,6 +60,14 @@ struct StageRun {
   llvm::DenseSet<int64_t> recorded;
 };
 
+/// The programs (train_step, eval, ...) the stages hold, by name.
+std::set<std::string> programKinds(ArrayRef<ModuleOp> stages) {
+  std::set<std::string> kinds;
+  for (ModuleOp stage : stages)
+    for (auto program : stage.getOps<exec::ProgramOp>()) kinds.insert(program.getSymName().str());
+  return kinds;
+}
+
 /// The stage a send goes to or a receive comes from, among `n`.
 int64_t peerOf(int64_t stage, Operation *transfer, int64_t n) {
   int64_t shift = transfer->getAttrOfType<IntegerAttr>("shift").getInt();
@@ -124,7 +132,8 @@ public:
       }
       closeGroup(stream);
       if (auto record = dyn_cast<exec::RecordEventOp>(op))
-        steps.push_back({Step::Record, record.getEvent(), {}, {}, "", 0, &op});
+        steps.push_back(
+            {Step::Record, static_cast<int64_t>(record.getEvent()), {}, {}, "", 0, &op});
       else if (wait)
         steps.push_back(waitStep(wait));
       else if (auto group = op.getAttrOfType<ArrayAttr>("group"); group && overPipeline(group)) {
@@ -197,7 +206,7 @@ public:
 
 private:
   static Step waitStep(exec::WaitEventOp wait) {
-    return {Step::Wait, wait.getEvent(), {}, {}, "", 0, wait};
+    return {Step::Wait, static_cast<int64_t>(wait.getEvent()), {}, {}, "", 0, wait};
   }
 
   static bool overPipeline(ArrayAttr group) {
@@ -286,15 +295,12 @@ LogicalResult llmc::verifyPointToPointProgress(ModuleOp module) {
   module.walk([&](Operation *op) { anyTransfer |= isa<exec::SendOp, exec::RecvOp>(op); });
   if (!anyTransfer)
     return success();
-  std::set<std::string> kinds;
-  for (ModuleOp stage : stages)
-    for (auto program : stage.getOps<exec::ProgramOp>()) kinds.insert(program.getSymName().str());
   // Without stage modules every stage runs the one program.
   int64_t stageCount = static_cast<int64_t>(stages.size());
   if (auto mesh = module->getAttrOfType<DictionaryAttr>("exec.mesh"); mesh && stageCount == 1)
     if (auto pp = mesh.getAs<IntegerAttr>("pp"))
       stageCount = pp.getInt();
-  for (const std::string &kind : kinds) {
+  for (const std::string &kind : programKinds(stages)) {
     Simulation simulation(stageCount);
     for (int64_t s = 0; s < stageCount; ++s)
       for (auto program : stages[stages.size() == 1 ? 0 : s].getOps<exec::ProgramOp>())
@@ -358,10 +364,7 @@ LogicalResult llmc::orderSendsAsReceived(ModuleOp module) {
   if (stages.size() < 2)
     return success(); // one program is every stage: no stage's order to follow
   int64_t n = static_cast<int64_t>(stages.size());
-  std::set<std::string> kinds;
-  for (ModuleOp stage : stages)
-    for (auto program : stage.getOps<exec::ProgramOp>()) kinds.insert(program.getSymName().str());
-  for (const std::string &kind : kinds) {
+  for (const std::string &kind : programKinds(stages)) {
     TagOrders received;
     for (int64_t p = 0; p < n; ++p)
       for (auto program : stages[p].getOps<exec::ProgramOp>())

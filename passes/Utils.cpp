@@ -15,10 +15,10 @@
 using namespace mlir;
 using namespace llmc;
 
-DictionaryAttr llmc::addShardLevel(MLIRContext *context, DictionaryAttr existing,
-                                   RankedTensorType current, ArrayAttr axes, int64_t dim,
-                                   int64_t blocks) {
-  Builder b(context);
+/// `existing` (or, without it, a tensor of `current`'s global shape) with
+/// one more level.
+static DictionaryAttr appendLevel(Builder &b, DictionaryAttr existing, RankedTensorType current,
+                                  ArrayRef<NamedAttribute> level) {
   SmallVector<Attribute> levels;
   Attribute global = b.getDenseI64ArrayAttr(current.getShape());
   if (existing) {
@@ -26,29 +26,28 @@ DictionaryAttr llmc::addShardLevel(MLIRContext *context, DictionaryAttr existing
     if (auto old = existing.getAs<ArrayAttr>("levels"))
       levels.append(old.begin(), old.end());
   }
-  levels.push_back(b.getDictionaryAttr({b.getNamedAttr("axes", axes),
-                                        b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
-                                        b.getNamedAttr("blocks", b.getI64IntegerAttr(blocks))}));
+  levels.push_back(b.getDictionaryAttr(level));
   return b.getDictionaryAttr(
       {b.getNamedAttr("global_shape", global), b.getNamedAttr("levels", b.getArrayAttr(levels))});
+}
+
+DictionaryAttr llmc::addShardLevel(MLIRContext *context, DictionaryAttr existing,
+                                   RankedTensorType current, ArrayAttr axes, int64_t dim,
+                                   int64_t blocks) {
+  Builder b(context);
+  return appendLevel(b, existing, current,
+                     {b.getNamedAttr("axes", axes), b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
+                      b.getNamedAttr("blocks", b.getI64IntegerAttr(blocks))});
 }
 
 DictionaryAttr llmc::addPadLevel(MLIRContext *context, DictionaryAttr existing,
                                  RankedTensorType current, int64_t dim, int64_t padTo) {
   Builder b(context);
-  SmallVector<Attribute> levels;
-  Attribute global = b.getDenseI64ArrayAttr(current.getShape());
-  if (existing) {
-    global = existing.get("global_shape");
-    if (auto old = existing.getAs<ArrayAttr>("levels"))
-      levels.append(old.begin(), old.end());
-  }
-  levels.push_back(b.getDictionaryAttr({b.getNamedAttr("axes", b.getArrayAttr({})),
-                                        b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
-                                        b.getNamedAttr("blocks", b.getI64IntegerAttr(1)),
-                                        b.getNamedAttr("pad_to", b.getI64IntegerAttr(padTo))}));
-  return b.getDictionaryAttr(
-      {b.getNamedAttr("global_shape", global), b.getNamedAttr("levels", b.getArrayAttr(levels))});
+  return appendLevel(b, existing, current,
+                     {b.getNamedAttr("axes", b.getArrayAttr({})),
+                      b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
+                      b.getNamedAttr("blocks", b.getI64IntegerAttr(1)),
+                      b.getNamedAttr("pad_to", b.getI64IntegerAttr(padTo))});
 }
 
 func::FuncOp llmc::lookupFunc(ModuleOp module, StringRef name) {

@@ -14,8 +14,6 @@ using namespace mlir;
 
 namespace llmc::plan {
 
-namespace {
-
 double bytesOf(Type type) {
   auto memref = dyn_cast<MemRefType>(type);
   if (!memref)
@@ -23,6 +21,8 @@ double bytesOf(Type type) {
   unsigned bits = memref.getElementType().getIntOrFloatBitWidth();
   return static_cast<double>(memref.getNumElements()) * std::max(8u, bits) / 8;
 }
+
+namespace {
 
 ArrayRef<int64_t> shapeOf(Value v) { return cast<MemRefType>(v.getType()).getShape(); }
 

@@ -30,6 +30,10 @@ namespace llmc::plan {
 /// else one operation per output element.
 double kernelFlops(mlir::Operation *kernel);
 
+/// Bytes of a buffer of memref `type` (sub-byte elements take a byte; 0
+/// for anything but a memref).
+double bytesOf(mlir::Type type);
+
 /// Bytes a kernel reads and writes: every operand and result once.
 double kernelBytes(mlir::Operation *kernel);
 

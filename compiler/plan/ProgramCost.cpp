@@ -52,14 +52,6 @@ Cost ProgramCost::phase(char p) const {
 
 namespace {
 
-double bytesOf(Type type) {
-  auto memref = dyn_cast<MemRefType>(type);
-  if (!memref)
-    return 0;
-  unsigned bits = memref.getElementType().getIntOrFloatBitWidth();
-  return static_cast<double>(memref.getNumElements()) * std::max(8u, bits) / 8;
-}
-
 /// The phase letter of an instruction's `exec.action` ("F3" → 'F', "B0.1"
 /// → 'B') and its microbatch; 'S' and -1 outside the microbatches.
 char phaseOf(Operation *op, std::set<std::string> &microbatches, int &microbatch) {
