@@ -13,7 +13,7 @@
 
 #include "compiler/Compiler.h"
 
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"

@@ -6,8 +6,9 @@
 #include "compiler/RecomputeBudget.h"
 #include "dialects/Registration.h"
 #include "models/Models.h"
-#include "passes/LoRASpec.h"
-#include "passes/Utils.h"
+#include "passes/lib/LoRASpec.h"
+#include "passes/lib/EntryPoints.h"
+#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"

@@ -4,7 +4,9 @@
 
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/SizeFormat.h"
+#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/STLExtras.h"

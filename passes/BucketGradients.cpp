@@ -9,7 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/IR/Builders.h"
 

@@ -20,7 +20,7 @@
 // forms only dh.
 //
 // Under tensor parallelism the head is a vocabulary shard and its loss
-// Megatron's (passes/TensorParallel.cpp): the log-sum-exp needs every
+// Megatron's (passes/lib/TensorParallel.cpp): the log-sum-exp needs every
 // shard, so one op cannot go from the logits to their gradient. The
 // forward's pieces reading the logits,
 //   %m    = reduce_max %logits                      → all_reduce max → %shift
@@ -345,7 +345,7 @@ bool fuseLinearCrossEntropy(CrossEntropyOp loss, double chunkBytes, StringRef ta
   return true;
 }
 
-/// The pieces of a vocabulary-parallel head (passes/TensorParallel.cpp)
+/// The pieces of a vocabulary-parallel head (passes/lib/TensorParallel.cpp)
 /// that read its logits: the forward's statistics and, when the same
 /// logits serve the backward, its gradient with the two products.
 struct ShardedHead {

@@ -10,7 +10,9 @@
 
 #include "passes/Passes.h"
 #include "dialects/QAT/QATDialect.h"
-#include "passes/Utils.h"
+#include "passes/lib/Inlining.h"
+#include "passes/lib/EntryPoints.h"
+#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/BitVector.h"

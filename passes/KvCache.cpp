@@ -21,7 +21,9 @@
 
 #include "passes/Passes.h"
 #include "dialects/Dist/DistDialect.h"
-#include "passes/Utils.h"
+#include "passes/lib/Inlining.h"
+#include "passes/lib/EntryPoints.h"
+#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSwitch.h"

@@ -27,17 +27,20 @@
 //
 // QLoRA (`qlora`) stores each adapted weight in NF4 and expands it right
 // before it is read; under tensor parallelism the storage is split with
-// the weight (passes/QuantizedStorage.h). A tied head's table, which the
+// the weight (passes/lib/QuantizedStorage.h). A tied head's table, which the
 // embedding lookup reads too, is stored once: both read its expansion, and
 // the adapter joins the head's product only (as PEFT's on a tied lm_head).
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/LoRASpec.h"
-#include "passes/Layout.h"
+#include "passes/lib/LoRASpec.h"
+#include "passes/lib/Layout.h"
 #include "passes/Passes.h"
-#include "passes/QuantizedStorage.h"
-#include "passes/Utils.h"
+#include "passes/lib/QuantizedStorage.h"
+#include "passes/lib/ShardAttr.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Parameters.h"
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/QAT/QATDialect.h"
 #include "common/QuantScheme.h"
 

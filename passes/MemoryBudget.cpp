@@ -7,7 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/SizeFormat.h"
+#include "dialects/Annotations/Annotations.h"
 
 
 #include <map>

@@ -7,9 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Layout.h"
+#include "passes/lib/Layout.h"
 #include "passes/Passes.h"
-#include "passes/Utils.h"
+#include "passes/lib/ShardAttr.h"
+#include "passes/lib/EntryPoints.h"
+#include "dialects/Annotations/Annotations.h"
 #include "common/Adam8bit.h"
 
 #include "mlir/IR/Builders.h"

@@ -27,7 +27,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
-#include "passes/Utils.h"
+#include "passes/lib/ShardAttr.h"
+#include "passes/lib/EntryPoints.h"
+#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/IR/Builders.h"
 

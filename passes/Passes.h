@@ -11,7 +11,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
-#include "passes/TrainingPipelineOptions.h"
+#include "passes/lib/TrainingPipelineOptions.h"
 
 #include <string>
 

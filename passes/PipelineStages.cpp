@@ -28,10 +28,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Layout.h"
+#include "passes/lib/Layout.h"
 #include "passes/Passes.h"
-#include "passes/MicrobatchSchedule.h"
-#include "passes/Utils.h"
+#include "passes/lib/MicrobatchSchedule.h"
+#include "passes/lib/Inlining.h"
+#include "passes/lib/EntryPoints.h"
+#include "dialects/Annotations/Annotations.h"
 #include "common/Mesh.h"
 
 #include "mlir/IR/Builders.h"

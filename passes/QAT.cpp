@@ -22,10 +22,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Layout.h"
+#include "passes/lib/Layout.h"
 #include "passes/Passes.h"
-#include "passes/QATScheme.h"
-#include "passes/Utils.h"
+#include "passes/lib/QATScheme.h"
+#include "passes/lib/ShardAttr.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Parameters.h"
+#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"

@@ -10,7 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "dialects/Annotations/Annotations.h"
 #include "common/Mesh.h"
 
 #include "mlir/IR/Diagnostics.h"

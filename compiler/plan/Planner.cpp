@@ -5,8 +5,7 @@
 #include "compiler/plan/Search.h"
 #include "dialects/Registration.h"
 #include "models/Models.h"
-#include "passes/MicrobatchSchedule.h"
-#include "passes/Utils.h"
+#include "passes/lib/MicrobatchSchedule.h"
 
 #include "llvm/Support/SourceMgr.h"
 

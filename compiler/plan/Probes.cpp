@@ -3,8 +3,9 @@
 #include "compiler/plan/Probes.h"
 
 #include "dialects/Exec/ExecDialect.h"
-#include "passes/MicrobatchSchedule.h"
-#include "passes/Utils.h"
+#include "passes/lib/MicrobatchSchedule.h"
+#include "passes/lib/EntryPoints.h"
+#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"

@@ -16,8 +16,9 @@
 #include "compiler/Compiler.h"
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
-#include "passes/QATScheme.h"
-#include "passes/Utils.h"
+#include "passes/lib/QATScheme.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Parameters.h"
 #include "runtime/quant/Export.h"
 #include "runtime/quant/GptqCalibration.h"
 

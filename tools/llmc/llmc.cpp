@@ -79,7 +79,7 @@ cl::opt<std::string> emit("emit", cl::desc("Stage to write: graph | train | exec
                             cl::cat(llmcCategory));
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)
-#include "passes/TrainingPipelineOptions.def"
+#include "passes/lib/TrainingPipelineOptions.def"
 
 // The LR schedule's old spelling, before "schedule" also meant pipelines.
 cl::opt<std::string> oldLrSchedule("schedule", cl::desc("Old spelling of --lr-schedule"),
@@ -172,7 +172,7 @@ int runCompile() {
   options.pipeline.field = field##Flag;
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   options.schedule.field = field##Flag;
-#include "passes/TrainingPipelineOptions.def"
+#include "passes/lib/TrainingPipelineOptions.def"
   if (oldLrSchedule.getNumOccurrences()) {
     if (kindFlag.getNumOccurrences())
       return fail("llmc compile", "--schedule is the old spelling of --lr-schedule; give one");

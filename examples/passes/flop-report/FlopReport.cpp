@@ -16,7 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/LLM/LLMDialect.h"
-#include "passes/Utils.h"
+#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/Pass/Pass.h"
 #include "mlir/Support/FileUtilities.h"

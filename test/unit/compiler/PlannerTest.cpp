@@ -6,7 +6,7 @@
 #include "compiler/plan/Probes.h"
 #include "compiler/plan/ProgramCost.h"
 #include "dialects/Exec/ExecDialect.h"
-#include "passes/MicrobatchSchedule.h"
+#include "passes/lib/MicrobatchSchedule.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"

@@ -4,8 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/QuantizedStorage.h"
+#include "passes/lib/QuantizedStorage.h"
 #include "common/QuantScheme.h"
+
+#include "dialects/Annotations/Annotations.h"
+#include "dialects/LLM/LLMDialect.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -159,4 +162,53 @@ void llmc::setNf4Piece(Operation *op, const StorageSplit &split) {
     SmallVector<StringRef> axes(split.axes[d].begin(), split.axes[d].end());
     addRankOffset(op, "piece_offset", d, b.getStrArrayAttr(axes), split.piece(d));
   }
+}
+
+namespace {
+
+/// A frozen, zero-initialised parameter `name` of `type` (split as `shard`
+/// records, when not null) after the last parameter of `func` (so
+/// parameters stay together).
+Value addFrozenParameter(func::FuncOp func, Location loc, const std::string &name,
+                         RankedTensorType type, DictionaryAttr shard = {}) {
+  MLIRContext *ctx = func.getContext();
+  OpBuilder b(ctx);
+  auto attr = llm::ParamAttr::get(ctx, name, "zeros", APFloat(0.0), /*trainable=*/false);
+  unsigned index = 0;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (llm::getParamAttr(func, i))
+      index = i + 1;
+  SmallVector<NamedAttribute> attrs = {b.getNamedAttr(llm::kParamAttrName, attr)};
+  if (shard)
+    attrs.push_back(b.getNamedAttr(kShardAttr, shard));
+  (void)func.insertArgument(index, type, b.getDictionaryAttr(attrs), loc);
+  return func.getArgument(index);
+}
+
+} // namespace
+
+Nf4Storage llmc::addNf4Storage(func::FuncOp func, Location loc, StringRef name,
+                               const Nf4StorageTypes &types) {
+  Nf4Storage s;
+  s.codes = addFrozenParameter(func, loc, name.str() + ".qweight", types.codes, types.codesShard);
+  s.absmaxQ = addFrozenParameter(func, loc, name.str() + ".absmax_q", types.absmaxQ,
+                                 types.absmaxQShard);
+  s.absmaxScale = addFrozenParameter(func, loc, name.str() + ".absmax_scale", types.absmaxScale,
+                                     types.absmaxScaleShard);
+  s.absmaxMean = addFrozenParameter(func, loc, name.str() + ".absmax_mean",
+                                    RankedTensorType::get({}, Float32Type::get(func.getContext())));
+  return s;
+}
+
+IntStorage llmc::addIntStorage(func::FuncOp func, Location loc, StringRef name,
+                               const IntStorageTypes &types, bool asymmetric) {
+  IntStorage s;
+  s.codes = addFrozenParameter(func, loc, name.str() + ".qweight", types.codes, types.codesShard);
+  s.scale = addFrozenParameter(func, loc, name.str() + ".scale", types.scale, types.scaleShard);
+  if (asymmetric)
+    s.zeroPoint = addFrozenParameter(
+        func, loc, name.str() + ".zero_point",
+        RankedTensorType::get(types.scale.getShape(), IntegerType::get(func.getContext(), 32)),
+        types.scaleShard);
+  return s;
 }

@@ -1,9 +1,9 @@
 //===- QATScheme.cpp - qat schemes: the kernel encoding and --qat specs ---===//
 
-#include "passes/QATScheme.h"
+#include "passes/lib/QATScheme.h"
 
 #include "dialects/LLM/LLMDialect.h"
-#include "passes/Utils.h"
+#include "passes/lib/Parameters.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"

@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LLMC_PASSES_NCCLTRANSFERS_H
-#define LLMC_PASSES_NCCLTRANSFERS_H
+#ifndef LLMC_PASSES_LIB_NCCLTRANSFERS_H
+#define LLMC_PASSES_LIB_NCCLTRANSFERS_H
 
 #include "mlir/IR/BuiltinOps.h"
 

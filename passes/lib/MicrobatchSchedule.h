@@ -8,8 +8,8 @@
 // compiler reports.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_PASSES_PIPELINESCHEDULE_H
-#define LLMC_PASSES_PIPELINESCHEDULE_H
+#ifndef LLMC_PASSES_LIB_PIPELINESCHEDULE_H
+#define LLMC_PASSES_LIB_PIPELINESCHEDULE_H
 
 #include <functional>
 #include <string>

@@ -4,8 +4,8 @@
 // pass and for the artifact's metadata (the merge scale alpha / rank).
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_PASSES_LORASPEC_H
-#define LLMC_PASSES_LORASPEC_H
+#ifndef LLMC_PASSES_LIB_LORASPEC_H
+#define LLMC_PASSES_LIB_LORASPEC_H
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"

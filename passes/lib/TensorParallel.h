@@ -1,6 +1,6 @@
 //===- TensorParallel.h - Megatron tensor parallelism -----------*- C++ -*-===//
-#ifndef LLMC_PASSES_TENSORPARALLEL_H
-#define LLMC_PASSES_TENSORPARALLEL_H
+#ifndef LLMC_PASSES_LIB_TENSORPARALLEL_H
+#define LLMC_PASSES_LIB_TENSORPARALLEL_H
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"

@@ -6,8 +6,8 @@
 // registration both include it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_PASSES_PIPELINEOPTIONS_H
-#define LLMC_PASSES_PIPELINEOPTIONS_H
+#ifndef LLMC_PASSES_LIB_PIPELINEOPTIONS_H
+#define LLMC_PASSES_LIB_PIPELINEOPTIONS_H
 
 #include <cstdint>
 #include <functional>
@@ -21,7 +21,7 @@ namespace llmc {
 /// LLMC_PIPELINE_OPTION, plus what resolveOptions() derives from them.
 struct TrainingPipelineOptions {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help) Type field = Default;
-#include "passes/TrainingPipelineOptions.def"
+#include "passes/lib/TrainingPipelineOptions.def"
 
   // Derived by resolveOptions(), never set by a flag.
   int64_t memoryBudgetBytes = 0;      ///< --memory-budget in bytes; 0: no limit
@@ -48,7 +48,7 @@ std::vector<PassInsertion> parsePassInsertions(const std::string &spec, std::str
 struct ScheduleDefaults {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help) Type field = Default;
-#include "passes/TrainingPipelineOptions.def"
+#include "passes/lib/TrainingPipelineOptions.def"
 };
 
 /// Checks every option against its choices and ranges and fills the derived

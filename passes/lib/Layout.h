@@ -5,8 +5,8 @@
 // read it back through this header.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_PASSES_LAYOUT_H
-#define LLMC_PASSES_LAYOUT_H
+#ifndef LLMC_PASSES_LIB_LAYOUT_H
+#define LLMC_PASSES_LIB_LAYOUT_H
 
 #include "dialects/Annotations/Annotations.h"
 #include "dialects/Dist/DistDialect.h"

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/VJPRules.h"
+#include "passes/lib/VJPRules.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"

@@ -38,9 +38,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/TensorParallel.h"
+#include "passes/lib/TensorParallel.h"
 
-#include "passes/Utils.h"
+#include "passes/lib/ShardAttr.h"
+#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"

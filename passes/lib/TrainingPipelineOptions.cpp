@@ -1,7 +1,7 @@
 //===- TrainingPipelineOptions.cpp - checking and recording the options ----------===//
 
-#include "passes/TrainingPipelineOptions.h"
-#include "passes/QATScheme.h"
+#include "passes/lib/TrainingPipelineOptions.h"
+#include "passes/lib/QATScheme.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -78,7 +78,7 @@ std::string resolveOptions(TrainingPipelineOptions &o) {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   if (std::string error = checkChoice(flag, text(o.field), choices); !error.empty())             \
     return error;
-#include "passes/TrainingPipelineOptions.def"
+#include "passes/lib/TrainingPipelineOptions.def"
 
   // Gradients are fp32 or the compute type; nothing narrows them further.
   if (o.gradDtype != "fp32" && o.gradDtype != o.precision)
@@ -198,7 +198,7 @@ std::string resolveOptions(const ScheduleDefaults &s) {
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   if (std::string error = checkChoice(flag, text(s.field), choices); !error.empty())             \
     return error;
-#include "passes/TrainingPipelineOptions.def"
+#include "passes/lib/TrainingPipelineOptions.def"
   if (s.warmup < 0 || s.steps < 0)
     return "--warmup and --steps must be >= 0";
   return "";
@@ -213,7 +213,7 @@ std::map<std::string, std::string> optionMetadata(const TrainingPipelineOptions 
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   if (*key)                                                                                      \
     meta[key] = text(s.field);
-#include "passes/TrainingPipelineOptions.def"
+#include "passes/lib/TrainingPipelineOptions.def"
   meta["recompute.layers"] = o.recomputeLayers;
   return meta;
 }

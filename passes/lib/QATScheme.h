@@ -5,8 +5,8 @@
 // quantizes.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_PASSES_QATSCHEME_H
-#define LLMC_PASSES_QATSCHEME_H
+#ifndef LLMC_PASSES_LIB_QATSCHEME_H
+#define LLMC_PASSES_LIB_QATSCHEME_H
 
 #include "common/QuantScheme.h"
 #include "dialects/QAT/QATDialect.h"

@@ -1,6 +1,6 @@
 //===- VJPRules.h - the one table of vector-Jacobian products ---*- C++ -*-===//
-#ifndef LLMC_PASSES_VJPRULES_H
-#define LLMC_PASSES_VJPRULES_H
+#ifndef LLMC_PASSES_LIB_VJPRULES_H
+#define LLMC_PASSES_LIB_VJPRULES_H
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Operation.h"

@@ -22,8 +22,8 @@
 // it, and unit tests check plans over hand-made lifetimes.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_PASSES_ARENAPLACEMENT_H
-#define LLMC_PASSES_ARENAPLACEMENT_H
+#ifndef LLMC_PASSES_LIB_ARENAPLACEMENT_H
+#define LLMC_PASSES_LIB_ARENAPLACEMENT_H
 
 #include <cstdint>
 #include <optional>
@@ -81,4 +81,4 @@ Plan planArena(const std::vector<Interval> &intervals, int64_t alignment);
 
 } // namespace llmc::arena
 
-#endif // LLMC_PASSES_ARENAPLACEMENT_H
+#endif // LLMC_PASSES_LIB_ARENAPLACEMENT_H

@@ -12,10 +12,12 @@
 // (whole_shape, chunks, piece_offset; common/Nf4Piece.h).
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_PASSES_QUANTIZEDSTORAGE_H
-#define LLMC_PASSES_QUANTIZEDSTORAGE_H
+#ifndef LLMC_PASSES_LIB_QUANTIZEDSTORAGE_H
+#define LLMC_PASSES_LIB_QUANTIZEDSTORAGE_H
 
-#include "passes/Utils.h"
+#include "passes/lib/ShardAttr.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "dialects/Dist/DistDialect.h"
 
@@ -24,6 +26,51 @@
 #include <string>
 
 namespace llmc {
+
+/// The four frozen parameters that hold a weight in NF4 (the layout of
+/// `llmc quantize --scheme nf4:block<N>`, common/QuantScheme.h).
+struct Nf4Storage {
+  mlir::Value codes;       ///< `<name>.qweight`: i8 [(n + 1) / 2], two indices per byte
+  mlir::Value absmaxQ;     ///< `<name>.absmax_q`: i8 [n / block]
+  mlir::Value absmaxScale; ///< `<name>.absmax_scale`: f32 [nf4ScaleCount(n / block)]
+  mlir::Value absmaxMean;  ///< `<name>.absmax_mean`: f32 scalar
+};
+
+/// The types of an Nf4Storage's codes, absmax_q and absmax_scale, and their
+/// llmc.shard attributes (null: whole); flatNf4Storage and
+/// splitNf4Storage make them.
+struct Nf4StorageTypes {
+  mlir::RankedTensorType codes, absmaxQ, absmaxScale;
+  mlir::DictionaryAttr codesShard, absmaxQShard, absmaxScaleShard;
+};
+
+/// Adds the NF4 storage of parameter `name`, of `types`, to `func`'s
+/// parameters, after the last one, frozen and zero-initialised (a quantized
+/// weights file fills them).
+Nf4Storage addNf4Storage(mlir::func::FuncOp func, mlir::Location loc, llvm::StringRef name,
+                         const Nf4StorageTypes &types);
+
+
+/// The frozen parameters that hold a weight as int8 or int4 codes (the
+/// layout of `llmc quantize --scheme int8:... / int4:...`).
+struct IntStorage {
+  mlir::Value codes;     ///< `<name>.qweight`: i8, one code per byte (int8) or two (int4)
+  mlir::Value scale;     ///< `<name>.scale`: f32, one per group
+  mlir::Value zeroPoint; ///< `<name>.zero_point`: i32 like scale, asymmetric only (else null)
+};
+
+/// The types of an IntStorage's parameters and, for a weight split by
+/// tensor parallelism, their llmc.shard attributes (null: whole).
+struct IntStorageTypes {
+  mlir::RankedTensorType codes, scale;
+  mlir::DictionaryAttr codesShard, scaleShard;
+};
+
+/// Adds the int8/int4 storage of parameter `name` to `func`'s parameters,
+/// as addNf4Storage does (the zero points, when `asymmetric`, of the
+/// scales' shape and layout, as i32).
+IntStorage addIntStorage(mlir::func::FuncOp func, mlir::Location loc, llvm::StringRef name,
+                         const IntStorageTypes &types, bool asymmetric);
 
 /// How tensor parallelism splits a 2-D weight, as quantized storage can
 /// take it: each dimension at most once, evenly, into `parts` pieces, which

@@ -27,9 +27,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/TensorParallel.h"
+#include "passes/lib/TensorParallel.h"
 
-#include "passes/Utils.h"
+#include "passes/lib/ShardAttr.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"

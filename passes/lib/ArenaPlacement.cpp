@@ -1,6 +1,6 @@
 //===- ArenaPlacement.cpp - offsets for buffers with known lifetimes ------===//
 
-#include "passes/ArenaPlacement.h"
+#include "passes/lib/ArenaPlacement.h"
 
 #include <algorithm>
 #include <limits>

@@ -230,14 +230,14 @@ struct TrainingPipelineCLOptions
     : public PassPipelineOptions<TrainingPipelineCLOptions> {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   Option<Type> field{*this, flag, llvm::cl::desc(help), llvm::cl::init(Default)};
-#include "passes/TrainingPipelineOptions.def"
+#include "passes/lib/TrainingPipelineOptions.def"
   Option<std::string> emit{*this, "emit", llvm::cl::desc("Stop after: graph | train | exec"),
                            llvm::cl::init("exec")};
 
   llmc::TrainingPipelineOptions get() const {
     llmc::TrainingPipelineOptions options;
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help) options.field = field;
-#include "passes/TrainingPipelineOptions.def"
+#include "passes/lib/TrainingPipelineOptions.def"
     options.emit = emit;
     return options;
   }

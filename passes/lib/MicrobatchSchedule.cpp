@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/MicrobatchSchedule.h"
+#include "passes/lib/MicrobatchSchedule.h"
 
 #include <algorithm>
 #include <map>

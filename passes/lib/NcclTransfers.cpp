@@ -18,9 +18,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/NcclTransfers.h"
+#include "passes/lib/NcclTransfers.h"
 #include "dialects/Exec/ExecDialect.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
 
 #include "llvm/ADT/DenseSet.h"
 
