@@ -1,13 +1,13 @@
-//===- FusePlace.h - where a fused op belongs (llmc-fuse) ---------*- C++ -*-===//
+//===- FusePlace.h - where a fused op belongs (llmc-fuse) -------*- C++ -*-===//
 //
-// The fusions of llmc-fuse (passes/Fuse*.cpp) join only ops that run in the
+// The fusions of llmc-fuse (passes/fuse/) join only ops that run in the
 // same part of the step, and give the fused op that place. Both facts live
 // in an op's discardable attributes (microbatch, pipeline action, block,
 // forward or backward, replay) and its block.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_PASSES_FUSEPLACE_H
-#define LLMC_PASSES_FUSEPLACE_H
+#ifndef LLMC_PASSES_LIB_FUSEPLACE_H
+#define LLMC_PASSES_LIB_FUSEPLACE_H
 
 #include "mlir/IR/Operation.h"
 

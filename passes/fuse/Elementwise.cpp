@@ -1,4 +1,4 @@
-//===- FuseElementwise.cpp - elementwise chains as one generated loop -----===//
+//===- Elementwise.cpp - elementwise chains as one generated loop ---------===//
 //
 // llmc-fuse's `elementwise`: after the other fusions have taken their
 // patterns, the elementwise ops that remain (residual and gradient adds,
@@ -29,7 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/FuseElementwise.h"
+#include "passes/fuse/Fusions.h"
 
 #include "common/ElementwiseProgram.h"
 #include "dialects/Dist/DistDialect.h"
@@ -96,7 +96,7 @@ struct DropoutPlacement {
   bool operator!=(const DropoutPlacement &o) const { return !(*this == o); }
 };
 
-/// passes/FusePlace.h's samePlace, but ignoring a sharded dropout's rank
+/// passes/lib/FusePlace.h's samePlace, but ignoring a sharded dropout's rank
 /// offsets (a discardable attribute too): they say where its piece lies,
 /// not where it runs, and the chain checks them as its dropouts'
 /// placement instead.
@@ -286,7 +286,7 @@ void fuseChain(const Chain &chain) {
 
 } // namespace
 
-int llmc::fuseElementwiseChains(ModuleOp module) {
+unsigned llmc::fuseElementwise(ModuleOp module) {
   // Grow chains in block order: an op joins the chain of the first of its
   // operands' producers it may join, else starts its own.
   SmallVector<std::unique_ptr<Chain>> chains;
@@ -315,7 +315,7 @@ int llmc::fuseElementwiseChains(ModuleOp module) {
       joined->dropout = DropoutPlacement::of(dropout);
     chainOf[op] = joined;
   });
-  int fused = 0;
+  unsigned fused = 0;
   for (const auto &chain : chains)
     if (chain->ops.size() >= 2) {
       fuseChain(*chain);

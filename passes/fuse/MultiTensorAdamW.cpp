@@ -1,4 +1,4 @@
-//===- FuseMultiTensorAdamW.cpp - the step's AdamW updates as one op ------===//
+//===- MultiTensorAdamW.cpp - the step's AdamW updates as one op ----------===//
 //
 // llmc-fuse's `multi-tensor-adamw`. The optimizer (passes/Optimizer.cpp)
 // updates each trainable tensor on its own:
@@ -33,9 +33,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/FuseMultiTensorAdamW.h"
+#include "passes/fuse/Fusions.h"
 
-#include "passes/FusePlace.h"
+#include "passes/lib/FusePlace.h"
 
 #include "dialects/Annotations/Annotations.h"
 #include "dialects/Dist/DistDialect.h"

@@ -1,4 +1,4 @@
-//===- FuseAddNorm.cpp - residual add + norm as one kernel ----------------===//
+//===- AddNorm.cpp - residual add + norm as one kernel --------------------===//
 //
 // llmc-fuse's `add-norm`. A pre-norm transformer (GPT-2, Llama) adds each
 // sublayer's output to the residual stream and normalizes the sum for the
@@ -13,7 +13,7 @@
 // replay under recomputation) still does, so no value is fused away.
 //
 // Under tensor parallelism a row-parallel projection's bias is added after
-// its all-reduce, so no GEMM epilogue can take it (Fuse.cpp's `bias` needs
+// its all-reduce, so no GEMM epilogue can take it (Bias.cpp's `bias` needs
 // the product itself):
 //   %p = all_reduce ...
 //   %b = add %p, %bias               ([C]: broadcast over the rows)
@@ -31,7 +31,7 @@
 //
 // Both ops of a group must run in the same part of the step: the same
 // block (pipeline stage function), microbatch, pipeline action, forward or
-// backward, replayed or not. Unlike Fuse.cpp's bias fusions this ignores
+// backward, replayed or not. Unlike the bias fusions (Bias.cpp) this ignores
 // the layer name (llmc.block_name): the add that ends one layer feeds the
 // norm that starts the next, and by the time llmc-fuse runs the passes
 // that treat layers as units (FSDP gathers, recomputation, pipeline
@@ -48,8 +48,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/FuseAddNorm.h"
-#include "passes/FusePlace.h"
+#include "passes/fuse/Fusions.h"
+#include "passes/lib/FusePlace.h"
 
 #include "dialects/LLM/LLMDialect.h"
 
@@ -208,7 +208,7 @@ template <typename GradOp> bool fuseBackward(GradOp grad, DominanceInfo &dominan
 
 } // namespace
 
-unsigned fuseAddNorms(ModuleOp module) {
+unsigned fuseAddNorm(ModuleOp module) {
   SmallVector<Operation *> norms;
   module.walk([&](Operation *op) {
     if (isa<LayerNormOp, RMSNormOp, LayerNormGradOp, RMSNormGradOp>(op))

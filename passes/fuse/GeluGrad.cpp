@@ -1,9 +1,9 @@
-//===- FuseActivationGrad.cpp - activation backward in the dgrad GEMM -----===//
+//===- GeluGrad.cpp - GELU's backward in the dgrad GEMM -------------------===//
 //
-// llmc-fuse's `gelu-grad` and `swiglu-grad`. In an MLP's backward the
-// autodiff pass emits the down projection's data-gradient product, the
-// gradient of the activation's output, and then the activation's backward
-// reading it beside what the forward kept:
+// llmc-fuse's `gelu-grad` (SwigluGrad.cpp: `swiglu-grad`). In an MLP's
+// backward the autodiff pass emits the down projection's data-gradient
+// product, the gradient of the activation's output, and then the
+// activation's backward reading it beside what the forward kept:
 //   %dh   = matmul %dy, %w_down {transpose_b}     (GPT-2's c_proj)
 //   ...                                            (its weight gradient)
 //   %dpre = gelu_grad %pre, %dh
@@ -27,8 +27,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/FuseActivationGrad.h"
-#include "passes/FusePlace.h"
+#include "passes/fuse/Fusions.h"
+#include "passes/lib/FuseMatch.h"
+#include "passes/lib/FusePlace.h"
 
 #include "dialects/LLM/LLMDialect.h"
 
@@ -42,29 +43,6 @@ using namespace llmc::llm;
 namespace llmc {
 namespace {
 
-/// The product `grad` reads as its upstream gradient `dy`, when it may
-/// fuse into it.
-MatmulOp fusableProduct(Operation *grad, Value dy) {
-  auto product = dy.getDefiningOp<MatmulOp>();
-  if (!product || product.getTransposeA() || !product.getResult().hasOneUse() ||
-      !samePlace(product, grad))
-    return nullptr;
-  if (cast<RankedTensorType>(product.getB().getType()).getRank() != 2 ||
-      cast<RankedTensorType>(product.getA().getType()).getRank() < 2)
-    return nullptr;
-  return product;
-}
-
-/// Replaces `grad` and `product` by `fused`, which stands where `grad`
-/// was: grad's results are fused's first ones.
-void replace(Operation *grad, MatmulOp product, Operation *fused) {
-  copyPlace(grad, fused);
-  for (auto [old, now] : llvm::zip(grad->getResults(), fused->getResults()))
-    old.replaceAllUsesWith(now);
-  grad->erase();
-  product->erase();
-}
-
 /// The reduce_sum of `dpre`'s rows (the bias gradient of the layer GELU
 /// follows) in the same part of the step, if any.
 ReduceSumOp biasGradientOf(GeluGradOp grad) {
@@ -77,8 +55,9 @@ ReduceSumOp biasGradientOf(GeluGradOp grad) {
   return nullptr;
 }
 
-bool fuseGeluGrad(GeluGradOp grad) {
-  MatmulOp product = fusableProduct(grad, grad.getDy());
+/// Fuses `grad` with the product it reads, if the pattern matches.
+bool fuseGeluGradOf(GeluGradOp grad) {
+  MatmulOp product = fusableGradProduct(grad, grad.getDy());
   if (!product)
     return false;
   ReduceSumOp biasGrad = biasGradientOf(grad);
@@ -93,37 +72,18 @@ bool fuseGeluGrad(GeluGradOp grad) {
     biasGrad.getResult().replaceAllUsesWith(fused.getDb());
     biasGrad->erase();
   }
-  replace(grad, product, fused);
-  return true;
-}
-
-bool fuseSwigluGrad(SwigluGradOp grad) {
-  MatmulOp product = fusableProduct(grad, grad.getDy());
-  if (!product)
-    return false;
-  OpBuilder builder(grad);
-  auto fused = MatmulSwigluGradOp::create(
-      builder, builder.getFusedLoc({product.getLoc(), grad.getLoc()}), product.getA(),
-      product.getB(), grad.getGate(), grad.getUp(), product.getTransposeB());
-  replace(grad, product, fused);
+  replaceGradAndProduct(grad, product, fused);
   return true;
 }
 
 } // namespace
 
-unsigned fuseActivationGrads(ModuleOp module, bool gelu, bool swiglu) {
-  SmallVector<Operation *> grads;
-  module.walk([&](Operation *op) {
-    if ((gelu && isa<GeluGradOp>(op)) || (swiglu && isa<SwigluGradOp>(op)))
-      grads.push_back(op);
-  });
+unsigned fuseGeluGrad(ModuleOp module) {
+  SmallVector<GeluGradOp> grads;
+  module.walk([&](GeluGradOp op) { grads.push_back(op); });
   unsigned fused = 0;
-  for (Operation *grad : grads) {
-    if (auto g = dyn_cast<GeluGradOp>(grad))
-      fused += fuseGeluGrad(g);
-    else
-      fused += fuseSwigluGrad(cast<SwigluGradOp>(grad));
-  }
+  for (GeluGradOp grad : grads)
+    fused += fuseGeluGradOf(grad);
   return fused;
 }
 
