@@ -72,7 +72,7 @@ private:
 using AddPass = function_ref<void(std::unique_ptr<Pass>)>;
 
 /// What the model computes: precision, layout, fake quantization, adapters.
-void addGraphPasses(AddPass add, const llmc::TrainingPipelineOptions &options) {
+void addGraphPasses(AddPass add, const llmc::CompileOptions &options) {
   using namespace llmc;
   if (int64_t multiple = resolvedVocabMultiple(options); multiple > 1) {
     PadVocabOptions pad;
@@ -109,7 +109,7 @@ void addGraphPasses(AddPass add, const llmc::TrainingPipelineOptions &options) {
 }
 
 /// From llm ops to placed exec programs on the target.
-void addLoweringPasses(AddPass add, const llmc::TrainingPipelineOptions &options) {
+void addLoweringPasses(AddPass add, const llmc::CompileOptions &options) {
   using namespace llmc;
   add(createDecomposeCollectives());
   LowerToExecOptions lower;
@@ -130,7 +130,7 @@ void addLoweringPasses(AddPass add, const llmc::TrainingPipelineOptions &options
 } // namespace
 
 LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
-                                          const TrainingPipelineOptions &options,
+                                          const CompileOptions &options,
                                           function_ref<void(const Twine &)> error) {
   std::string insertError;
   PipelineBuilder builder(pm, parsePassInsertions(options.insertPass, insertError));
@@ -200,7 +200,7 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
   return builder.finish(error);
 }
 
-void llmc::buildInferencePipeline(OpPassManager &pm, const TrainingPipelineOptions &options,
+void llmc::buildInferencePipeline(OpPassManager &pm, const CompileOptions &options,
                                   const KvCacheOptions &cache) {
   auto add = [&](std::unique_ptr<Pass> pass) { pm.addPass(std::move(pass)); };
   addGraphPasses(add, options);
@@ -214,7 +214,7 @@ void llmc::buildInferencePipeline(OpPassManager &pm, const TrainingPipelineOptio
   add(createCSEPass());
 }
 
-void llmc::buildInferenceLowering(OpPassManager &pm, const TrainingPipelineOptions &options) {
+void llmc::buildInferenceLowering(OpPassManager &pm, const CompileOptions &options) {
   auto add = [&](std::unique_ptr<Pass> pass) { pm.addPass(std::move(pass)); };
   FuseOptions fuse;
   fuse.fusions = options.fuse;
@@ -230,14 +230,14 @@ struct TrainingPipelineCLOptions
     : public PassPipelineOptions<TrainingPipelineCLOptions> {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   Option<Type> field{*this, flag, llvm::cl::desc(help), llvm::cl::init(Default)};
-#include "passes/lib/TrainingPipelineOptions.def"
+#include "passes/lib/CompileOptions.def"
   Option<std::string> emit{*this, "emit", llvm::cl::desc("Stop after: graph | train | exec"),
                            llvm::cl::init("exec")};
 
-  llmc::TrainingPipelineOptions get() const {
-    llmc::TrainingPipelineOptions options;
+  llmc::CompileOptions get() const {
+    llmc::CompileOptions options;
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help) options.field = field;
-#include "passes/lib/TrainingPipelineOptions.def"
+#include "passes/lib/CompileOptions.def"
     options.emit = emit;
     return options;
   }
@@ -254,7 +254,7 @@ void llmc::registerPasses() {
         TrainingPipelineCLOptions cl;
         if (failed(cl.parseFromString(text)))
           return failure();
-        TrainingPipelineOptions options = cl.get();
+        CompileOptions options = cl.get();
         if (std::string error = resolveOptions(options); !error.empty())
           return errorHandler("llmc-train-pipeline: " + error);
         if (options.recompute == "budget")

@@ -318,14 +318,14 @@ bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &r
   SmallString<128> artifactPath(dir), plainPath(dir);
   sys::path::append(artifactPath, "model.llmc");
   sys::path::append(plainPath, "weights.safetensors");
-  CompileOptions compileOptions;
-  compileOptions.source = source;
-  compileOptions.emit = "artifact";
-  compileOptions.output = artifactPath.str().str();
+  CompileRequest compileRequest;
+  compileRequest.source = source;
+  compileRequest.emit = "artifact";
+  compileRequest.output = artifactPath.str().str();
   // Calibration observes the input of every matmul that reads a weight,
   // the head's too: no fused kernel may hide one.
-  compileOptions.pipeline.fuse = "none";
-  if (compile(compileOptions, kTool) != 0) {
+  compileRequest.pipeline.fuse = "none";
+  if (compile(compileRequest, kTool) != 0) {
     error = "the model did not compile for calibration";
     return false;
   }

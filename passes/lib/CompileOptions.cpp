@@ -1,6 +1,6 @@
-//===- TrainingPipelineOptions.cpp - checking and recording the options ----------===//
+//===- CompileOptions.cpp - checking and recording the options ------------===//
 
-#include "passes/lib/TrainingPipelineOptions.h"
+#include "passes/lib/CompileOptions.h"
 #include "passes/lib/QATScheme.h"
 
 #include <cmath>
@@ -74,11 +74,11 @@ int64_t parseByteSize(const std::string &input) {
   return static_cast<int64_t>(value * scale);
 }
 
-std::string resolveOptions(TrainingPipelineOptions &o) {
+std::string resolveOptions(CompileOptions &o) {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   if (std::string error = checkChoice(flag, text(o.field), choices); !error.empty())             \
     return error;
-#include "passes/lib/TrainingPipelineOptions.def"
+#include "passes/lib/CompileOptions.def"
 
   // Gradients are fp32 or the compute type; nothing narrows them further.
   if (o.gradDtype != "fp32" && o.gradDtype != o.precision)
@@ -151,13 +151,13 @@ std::string resolveOptions(TrainingPipelineOptions &o) {
   return "";
 }
 
-int64_t resolvedVocabMultiple(const TrainingPipelineOptions &o) {
+int64_t resolvedVocabMultiple(const CompileOptions &o) {
   if (o.vocabMultiple > 0)
     return o.vocabMultiple;
   return o.target == "cuda" ? 128 : 1; // a CPU GEMM gains nothing from the padding
 }
 
-double resolvedFuseChunkMb(const TrainingPipelineOptions &o) {
+double resolvedFuseChunkMb(const CompileOptions &o) {
   if (o.fuseChunkMb > 0)
     return o.fuseChunkMb;
   return o.target == "cuda" ? 1024.0 : 256.0;
@@ -198,13 +198,13 @@ std::string resolveOptions(const ScheduleDefaults &s) {
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   if (std::string error = checkChoice(flag, text(s.field), choices); !error.empty())             \
     return error;
-#include "passes/lib/TrainingPipelineOptions.def"
+#include "passes/lib/CompileOptions.def"
   if (s.warmup < 0 || s.steps < 0)
     return "--warmup and --steps must be >= 0";
   return "";
 }
 
-std::map<std::string, std::string> optionMetadata(const TrainingPipelineOptions &o,
+std::map<std::string, std::string> optionMetadata(const CompileOptions &o,
                                                   const ScheduleDefaults &s) {
   std::map<std::string, std::string> meta;
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                        \
@@ -213,7 +213,7 @@ std::map<std::string, std::string> optionMetadata(const TrainingPipelineOptions 
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   if (*key)                                                                                      \
     meta[key] = text(s.field);
-#include "passes/lib/TrainingPipelineOptions.def"
+#include "passes/lib/CompileOptions.def"
   meta["recompute.layers"] = o.recomputeLayers;
   return meta;
 }

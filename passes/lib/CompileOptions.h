@@ -1,13 +1,13 @@
-//===- TrainingPipelineOptions.h - what configures a compile ------------*- C++ -*-===//
+//===- CompileOptions.h - what configures a compile -------------*- C++ -*-===//
 //
-// The options themselves are listed once, in TrainingPipelineOptions.def; this
+// The options themselves are listed once, in CompileOptions.def; this
 // header turns the list into structs and declares the one function that
 // checks them. Plain C++: the driver's flag parsing and the pipeline
 // registration both include it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef LLMC_PASSES_LIB_PIPELINEOPTIONS_H
-#define LLMC_PASSES_LIB_PIPELINEOPTIONS_H
+#ifndef LLMC_PASSES_LIB_COMPILEOPTIONS_H
+#define LLMC_PASSES_LIB_COMPILEOPTIONS_H
 
 #include <cstdint>
 #include <functional>
@@ -17,11 +17,12 @@
 
 namespace llmc {
 
-/// Everything the training pipeline is configured by: one field per
+/// Everything a compile is configured by, the training pipeline's and
+/// inference's (--inference, --weight-quant): one field per
 /// LLMC_PIPELINE_OPTION, plus what resolveOptions() derives from them.
-struct TrainingPipelineOptions {
+struct CompileOptions {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help) Type field = Default;
-#include "passes/lib/TrainingPipelineOptions.def"
+#include "passes/lib/CompileOptions.def"
 
   // Derived by resolveOptions(), never set by a flag.
   int64_t memoryBudgetBytes = 0;      ///< --memory-budget in bytes; 0: no limit
@@ -48,23 +49,23 @@ std::vector<PassInsertion> parsePassInsertions(const std::string &spec, std::str
 struct ScheduleDefaults {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help) Type field = Default;
-#include "passes/lib/TrainingPipelineOptions.def"
+#include "passes/lib/CompileOptions.def"
 };
 
 /// Checks every option against its choices and ranges and fills the derived
 /// fields (`--recompute budget=24GiB` becomes recompute "budget" with a
 /// memory budget). Returns an error naming the flag, or "".
-std::string resolveOptions(TrainingPipelineOptions &options);
+std::string resolveOptions(CompileOptions &options);
 std::string resolveOptions(const ScheduleDefaults &schedule);
 
 /// The target's defaults for the options whose 0 means "the target's":
 /// --vocab-multiple (128 under --target cuda, else 1) and --fuse-chunk-mb
 /// (1024 under --target cuda, else 256). resolveOptions() fills them in.
-int64_t resolvedVocabMultiple(const TrainingPipelineOptions &options);
-double resolvedFuseChunkMb(const TrainingPipelineOptions &options);
+int64_t resolvedVocabMultiple(const CompileOptions &options);
+double resolvedFuseChunkMb(const CompileOptions &options);
 
-/// The options' artifact metadata (keys from TrainingPipelineOptions.def).
-std::map<std::string, std::string> optionMetadata(const TrainingPipelineOptions &options,
+/// The options' artifact metadata (keys from CompileOptions.def).
+std::map<std::string, std::string> optionMetadata(const CompileOptions &options,
                                                   const ScheduleDefaults &schedule);
 
 /// "24GiB", "512MiB", "100MB", "1e9" → bytes; -1 when malformed.
