@@ -40,6 +40,7 @@
 #include "passes/lib/ShardAttr.h"
 #include "passes/lib/EntryPoints.h"
 #include "passes/lib/Parameters.h"
+#include "passes/lib/WeightSites.h"
 #include "dialects/Annotations/Annotations.h"
 #include "dialects/QAT/QATDialect.h"
 #include "common/QuantScheme.h"
@@ -128,10 +129,9 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       return signalPassFailure();
     }
     SmallVector<llm::MatmulOp> sites;
-    forward.walk([&](llm::MatmulOp m) {
-      if (paramOf(m.getB()) && chosen(m))
-        sites.push_back(m);
-    });
+    for (const WeightSite &site : findWeightSites(forward))
+      if (!site.embedding && site.weight && chosen(cast<llm::MatmulOp>(site.op)))
+        sites.push_back(cast<llm::MatmulOp>(site.op));
     for (const std::string &target : loraSpec.targets)
       if (loraSpec.targetsGiven && !matchedTargets.contains(target)) {
         module.emitError() << "lora: target '" << target

@@ -36,6 +36,7 @@
 #include "passes/lib/QuantizedStorage.h"
 #include "passes/lib/ShardAttr.h"
 #include "passes/lib/EntryPoints.h"
+#include "passes/lib/WeightSites.h"
 #include "dialects/Annotations/Annotations.h"
 #include "common/QuantScheme.h"
 
@@ -71,8 +72,12 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       return signalPassFailure();
     }
     spec_ = *spec;
+    // Matmuls reading a parameter; rewrite() takes those whose weight
+    // nothing else reads.
     SmallVector<llm::MatmulOp> sites;
-    forward.walk([&](llm::MatmulOp m) { sites.push_back(m); });
+    for (const WeightSite &site : findWeightSites(forward))
+      if (!site.embedding && site.weight)
+        sites.push_back(cast<llm::MatmulOp>(site.op));
     for (llm::MatmulOp m : sites)
       if (failed(rewrite(forward, m)))
         return signalPassFailure();
