@@ -4,11 +4,11 @@
 
 #include "compiler/ArtifactWriter.h"
 #include "compiler/RecomputeBudget.h"
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/Registration.h"
 #include "models/Models.h"
-#include "passes/lib/LoRASpec.h"
 #include "passes/lib/EntryPoints.h"
-#include "dialects/Annotations/Annotations.h"
+#include "passes/lib/LoRASpec.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -135,9 +135,8 @@ std::string shortestDecimal(double value) {
 
 } // namespace
 
-std::map<std::string, std::string> detail::collectMetadata(ModuleOp module,
-                                                   const CompileRequest &options,
-                                                   int64_t batchRows) {
+std::map<std::string, std::string>
+detail::collectMetadata(ModuleOp module, const CompileRequest &options, int64_t batchRows) {
   std::map<std::string, std::string> meta;
   auto put = [&](const std::string &key, auto value) {
     std::ostringstream os;

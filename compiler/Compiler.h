@@ -82,9 +82,8 @@ namespace detail {
 /// Prints `<tool>: error: message`; returns 1.
 int reportFailure(llvm::StringRef tool, const llvm::Twine &message);
 /// The artifact's metadata: model, layout, pipeline and options.
-std::map<std::string, std::string> collectMetadata(mlir::ModuleOp module,
-                                                   const CompileRequest &options,
-                                                   int64_t batchRows);
+std::map<std::string, std::string>
+collectMetadata(mlir::ModuleOp module, const CompileRequest &options, int64_t batchRows);
 /// Writes `module` at `options.emit` (IR text, or the artifact with `meta`).
 int writeOutput(mlir::ModuleOp module, const CompileRequest &options,
                 const std::map<std::string, std::string> &meta, llvm::StringRef tool);

@@ -2,11 +2,11 @@
 
 #include "compiler/RecomputeBudget.h"
 
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "passes/lib/EntryPoints.h"
 #include "passes/lib/SizeFormat.h"
-#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/STLExtras.h"

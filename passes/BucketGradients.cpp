@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
 #include "passes/lib/EntryPoints.h"
-#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/IR/Builders.h"
 

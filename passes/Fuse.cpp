@@ -26,10 +26,18 @@ using namespace llmc;
 
 namespace {
 
-const std::set<std::string> kFusions = {
-    kFuseAddNorm,       kFuseBias,     kFuseBiasGelu, kFuseBiasGrad,
-    kFuseElementwise,   kFuseGeluGrad, kFuseMultiTensorAdamW, kFuseQkvSplit,
-    kFuseLinearCrossEntropy, kFuseRope, kFuseResidual,  kFuseSwigluGrad};
+const std::set<std::string> kFusions = {kFuseAddNorm,
+                                        kFuseBias,
+                                        kFuseBiasGelu,
+                                        kFuseBiasGrad,
+                                        kFuseElementwise,
+                                        kFuseGeluGrad,
+                                        kFuseMultiTensorAdamW,
+                                        kFuseQkvSplit,
+                                        kFuseLinearCrossEntropy,
+                                        kFuseRope,
+                                        kFuseResidual,
+                                        kFuseSwigluGrad};
 
 /// The fusions `spec` enables on `target`, or failure with `error` set.
 /// `all` leaves bias-grad out on the CPU, where it gains nothing; named,

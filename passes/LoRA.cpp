@@ -33,17 +33,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/lib/LoRASpec.h"
-#include "passes/lib/Layout.h"
-#include "passes/Passes.h"
-#include "passes/lib/QuantizedStorage.h"
-#include "passes/lib/ShardAttr.h"
-#include "passes/lib/EntryPoints.h"
-#include "passes/lib/Parameters.h"
-#include "passes/lib/WeightSites.h"
+#include "common/QuantScheme.h"
 #include "dialects/Annotations/Annotations.h"
 #include "dialects/QAT/QATDialect.h"
-#include "common/QuantScheme.h"
+#include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Layout.h"
+#include "passes/lib/LoRASpec.h"
+#include "passes/lib/Parameters.h"
+#include "passes/lib/QuantizedStorage.h"
+#include "passes/lib/ShardAttr.h"
+#include "passes/lib/WeightSites.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"

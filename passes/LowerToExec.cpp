@@ -24,13 +24,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/lib/ArenaPlacement.h"
-#include "passes/lib/Layout.h"
-#include "passes/Passes.h"
-#include "passes/lib/QATScheme.h"
-#include "passes/lib/Inlining.h"
-#include "passes/lib/EntryPoints.h"
 #include "dialects/Annotations/Annotations.h"
+#include "passes/Passes.h"
+#include "passes/lib/ArenaPlacement.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Inlining.h"
+#include "passes/lib/Layout.h"
+#include "passes/lib/QATScheme.h"
 
 #include "common/AttentionWorkspace.h"
 

@@ -7,12 +7,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/lib/Layout.h"
-#include "passes/Passes.h"
-#include "passes/lib/ShardAttr.h"
-#include "passes/lib/EntryPoints.h"
-#include "dialects/Annotations/Annotations.h"
 #include "common/Adam8bit.h"
+#include "dialects/Annotations/Annotations.h"
+#include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Layout.h"
+#include "passes/lib/ShardAttr.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -244,10 +244,9 @@ class TrainStepBuilder {
 public:
   TrainStepBuilder(ModuleOp module, func::FuncOp forward, func::FuncOp grad,
                    const StepSettings &settings)
-      : module(module), forward(forward), grad(grad), settings(settings),
-        ctx(module.getContext()), b(ctx), loc(grad.getLoc()),
-        scalar(RankedTensorType::get({}, Float32Type::get(ctx))), M(settings.microbatches),
-        layout(readLayout(module)), sync(b, layout) {}
+      : module(module), forward(forward), grad(grad), settings(settings), ctx(module.getContext()),
+        b(ctx), loc(grad.getLoc()), scalar(RankedTensorType::get({}, Float32Type::get(ctx))),
+        M(settings.microbatches), layout(readLayout(module)), sync(b, layout) {}
 
   LogicalResult build() {
     if (failed(classifyArguments()))
@@ -363,8 +362,7 @@ private:
                   argAttrs("master", paramName(trainableArgs[t]), {}, shard));
     }
     for (StringRef role : slots)
-      for (size_t t = 0; t < nTrain; ++t)
-        declareSlot(role, t);
+      for (size_t t = 0; t < nTrain; ++t) declareSlot(role, t);
     for (unsigned i : stateArgs)
       addArgument(grad.getArgument(i).getType(),
                   argAttrs(kQatStateRole, grad.getArgAttrOfType<StringAttr>(i, kNameAttr), {},
@@ -478,10 +476,8 @@ private:
   /// (and the loss scale for the seed).
   IRMapping mapMicrobatchInputs(int64_t mb) {
     IRMapping mapping;
-    for (auto [k, i] : llvm::enumerate(paramArgs))
-      mapping.map(grad.getArgument(i), stepArg(k));
-    for (auto [k, i] : llvm::enumerate(stateArgs))
-      mapping.map(grad.getArgument(i), states[k]);
+    for (auto [k, i] : llvm::enumerate(paramArgs)) mapping.map(grad.getArgument(i), stepArg(k));
+    for (auto [k, i] : llvm::enumerate(stateArgs)) mapping.map(grad.getArgument(i), states[k]);
     for (auto [k, i] : llvm::enumerate(batchArgs)) {
       Value whole = stepArg(batchBase + k);
       auto wholeType = cast<RankedTensorType>(whole.getType());
@@ -492,8 +488,8 @@ private:
       offsets[0] = mb;
       Value part = whole;
       if (M > 1)
-        part = llm::SliceOp::create(b, loc, RankedTensorType::get(one, t.getElementType()),
-                                    whole, offsets);
+        part = llm::SliceOp::create(b, loc, RankedTensorType::get(one, t.getElementType()), whole,
+                                    offsets);
       mapping.map(grad.getArgument(i), llm::ReshapeOp::create(b, loc, t, part));
     }
     // Loss scaling: d(scale·loss)/d loss = scale seeds the backward.
@@ -550,16 +546,13 @@ private:
     for (size_t t = 0; t < nTrain; ++t) {
       axes[t] = shardAxes(paramShard(trainableArgs[t]));
       if (sharded[t])
-        for (const std::string &axis : layout->zeroAxes)
-          axes[t].push_back(axis);
+        for (const std::string &axis : layout->zeroAxes) axes[t].push_back(axis);
       llvm::sort(axes[t]);
     }
     norm = sync.globalNorm(finalGrads, axes, loc);
   }
 
-  size_t paramIndexOf(unsigned arg) const {
-    return llvm::find(paramArgs, arg) - paramArgs.begin();
-  }
+  size_t paramIndexOf(unsigned arg) const { return llvm::find(paramArgs, arg) - paramArgs.begin(); }
 
   /// One AdamW update per trainable parameter; returns @train_step's
   /// results: the loss, the parameters, the masters, the moment slots, the
@@ -616,9 +609,9 @@ private:
     APFloat b1(settings.beta1), b2(settings.beta2), eps(settings.epsilon),
         wd(decay ? settings.weightDecay : 0.0), clip(settings.maxGradNorm);
     if (settings.eightBit)
-      return llm::AdamW8bitOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t),
-                                      slotArg(2, t), slotArg(3, t), lr, stepNo, norm, lossScale,
-                                      b1, b2, eps, wd, clip);
+      return llm::AdamW8bitOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t), slotArg(2, t),
+                                      slotArg(3, t), lr, stepNo, norm, lossScale, b1, b2, eps, wd,
+                                      clip);
     return llm::AdamWOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t), lr, stepNo, norm,
                                 lossScale, b1, b2, eps, wd, clip);
   }
@@ -701,8 +694,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       return signalPassFailure();
     }
     FailureOr<StepSettings> settings = readSettings(module);
-    if (failed(settings) ||
-        failed(TrainStepBuilder(module, forward, grad, *settings).build()))
+    if (failed(settings) || failed(TrainStepBuilder(module, forward, grad, *settings).build()))
       return signalPassFailure();
   }
 

@@ -26,10 +26,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
-#include "passes/lib/ShardAttr.h"
-#include "passes/lib/EntryPoints.h"
 #include "dialects/Annotations/Annotations.h"
+#include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/ShardAttr.h"
 
 #include "mlir/IR/Builders.h"
 

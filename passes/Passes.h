@@ -27,8 +27,7 @@ namespace llmc {
 /// target cuda (each only where the options ask for it), plus the
 /// `--insert-pass` insertions.
 /// Fails (through `error`) when an `--insert-pass` cannot be placed.
-mlir::LogicalResult buildTrainingPipeline(mlir::OpPassManager &pm,
-                                          const CompileOptions &options,
+mlir::LogicalResult buildTrainingPipeline(mlir::OpPassManager &pm, const CompileOptions &options,
                                           llvm::function_ref<void(const llvm::Twine &)> error);
 
 /// Registers every pass and the `llmc-train-pipeline` pipeline.

@@ -22,13 +22,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/lib/Layout.h"
+#include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Layout.h"
 #include "passes/lib/QATScheme.h"
 #include "passes/lib/ShardAttr.h"
-#include "passes/lib/EntryPoints.h"
 #include "passes/lib/WeightSites.h"
-#include "dialects/Annotations/Annotations.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"

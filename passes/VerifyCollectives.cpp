@@ -9,10 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/Mesh.h"
+#include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
 #include "passes/lib/EntryPoints.h"
-#include "dialects/Annotations/Annotations.h"
-#include "common/Mesh.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/TypeSwitch.h"

@@ -31,14 +31,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/QuantScheme.h"
+#include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
 #include "passes/lib/QATScheme.h"
 #include "passes/lib/QuantizedStorage.h"
 #include "passes/lib/ShardAttr.h"
-#include "passes/lib/EntryPoints.h"
 #include "passes/lib/WeightSites.h"
-#include "dialects/Annotations/Annotations.h"
-#include "common/QuantScheme.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "passes/lib/Layout.h"

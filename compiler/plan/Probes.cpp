@@ -2,10 +2,10 @@
 
 #include "compiler/plan/Probes.h"
 
-#include "dialects/Exec/ExecDialect.h"
-#include "passes/lib/MicrobatchSchedule.h"
-#include "passes/lib/EntryPoints.h"
 #include "dialects/Annotations/Annotations.h"
+#include "dialects/Exec/ExecDialect.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/MicrobatchSchedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"

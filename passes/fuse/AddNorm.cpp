@@ -86,8 +86,7 @@ bool samePartOfStep(Operation *a, Operation *b) {
 
 /// A residual add: both operands and the result of one type (no broadcast).
 bool isResidualAdd(AddOp add) {
-  return add && add.getLhs().getType() == add.getType() &&
-         add.getRhs().getType() == add.getType();
+  return add && add.getLhs().getType() == add.getType() && add.getRhs().getType() == add.getType();
 }
 
 /// Every reader of `value` other than `except` runs after `point`.
@@ -100,8 +99,7 @@ bool readersAfter(Value value, Operation *except, Operation *point, DominanceInf
 /// Where the fused forward op can stand: at the norm when every other
 /// reader of the sum comes after it, else at the add when the norm's
 /// parameters are there already (a ZeRO-3 gather may come between).
-Operation *forwardPoint(AddOp add, Operation *norm, ValueRange params,
-                        DominanceInfo &dominance) {
+Operation *forwardPoint(AddOp add, Operation *norm, ValueRange params, DominanceInfo &dominance) {
   if (readersAfter(add.getResult(), norm, norm, dominance))
     return norm;
   if (llvm::all_of(params, [&](Value p) { return dominance.properlyDominates(p, add); }))

@@ -32,7 +32,6 @@ unsigned llmc::fuseBias(ModuleOp module) {
   SmallVector<AddOp> adds;
   module.walk([&](AddOp op) { adds.push_back(op); });
   unsigned fused = 0;
-  for (AddOp add : adds)
-    fused += fuseBiasAdd(add, /*withGelu=*/false);
+  for (AddOp add : adds) fused += fuseBiasAdd(add, /*withGelu=*/false);
   return fused;
 }

@@ -28,7 +28,6 @@ unsigned llmc::fuseBiasGelu(ModuleOp module) {
   SmallVector<AddOp> adds;
   module.walk([&](AddOp op) { adds.push_back(op); });
   unsigned fused = 0;
-  for (AddOp add : adds)
-    fused += fuseBiasAdd(add, /*withGelu=*/true);
+  for (AddOp add : adds) fused += fuseBiasAdd(add, /*withGelu=*/true);
   return fused;
 }

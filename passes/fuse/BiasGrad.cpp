@@ -57,9 +57,8 @@ bool fuseBiasGradOf(ReduceSumOp sum, DominanceInfo &dominance) {
     if (auto reshape = dyn_cast<ReshapeOp>(user); reshape && rowsOf(reshape) == dy)
       readers.assign(reshape->user_begin(), reshape->user_end());
     for (Operation *reader : readers)
-      if (auto m = dyn_cast<MatmulOp>(reader);
-          m && m.getTransposeA() && !m.getTransposeB() && rowsOf(m.getB()) == dy &&
-          samePlace(m, sum)) {
+      if (auto m = dyn_cast<MatmulOp>(reader); m && m.getTransposeA() && !m.getTransposeB() &&
+                                               rowsOf(m.getB()) == dy && samePlace(m, sum)) {
         wgrad = m;
         break;
       }
@@ -94,7 +93,6 @@ bool fuseBiasGradOf(ReduceSumOp sum, DominanceInfo &dominance) {
   return true;
 }
 
-
 } // namespace
 
 unsigned llmc::fuseBiasGrad(ModuleOp module) {
@@ -102,7 +100,6 @@ unsigned llmc::fuseBiasGrad(ModuleOp module) {
   module.walk([&](ReduceSumOp op) { sums.push_back(op); });
   DominanceInfo dominance(module);
   unsigned fused = 0;
-  for (ReduceSumOp sum : sums)
-    fused += fuseBiasGradOf(sum, dominance);
+  for (ReduceSumOp sum : sums) fused += fuseBiasGradOf(sum, dominance);
   return fused;
 }

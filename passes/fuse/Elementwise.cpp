@@ -175,8 +175,7 @@ bool canJoin(const Chain &chain, Operation *op) {
       if (!operand.getDefiningOp() || !isMember(operand.getDefiningOp()))
         inputs.insert(operand);
   };
-  for (Operation *member : chain.ops)
-    addInputs(member);
+  for (Operation *member : chain.ops) addInputs(member);
   addInputs(op);
   int instructions = chain.instructions + instructionsOf(op) + static_cast<int>(inputs.size());
   return static_cast<int>(inputs.size()) <= ew::kMaxInputs && results <= ew::kMaxResults &&
@@ -216,8 +215,7 @@ void fuseChain(const Chain &chain) {
         })
         .Case([&](ScaleOp o) {
           int64_t x = reg(o.getX());
-          int64_t factor =
-              emit(ew::Opcode::Const, 0, ew::bitsOf(o.getFactor().convertToDouble()));
+          int64_t factor = emit(ew::Opcode::Const, 0, ew::bitsOf(o.getFactor().convertToDouble()));
           define(0, emit(ew::Opcode::Mul, t, x, factor));
         })
         .Case([&](GeluOp o) { define(0, emit(ew::Opcode::Gelu, t, reg(o.getX()))); })
@@ -258,10 +256,8 @@ void fuseChain(const Chain &chain) {
   Operation *last = chain.ops.back();
   SmallVector<Location> locs;
   SmallVector<Type> types;
-  for (Operation *op : chain.ops)
-    locs.push_back(op->getLoc());
-  for (Value v : outs)
-    types.push_back(v.getType());
+  for (Operation *op : chain.ops) locs.push_back(op->getLoc());
+  for (Value v : outs) types.push_back(v.getType());
   OpBuilder builder(last);
   auto fused = FusedElementwiseOp::create(builder, builder.getFusedLoc(locs), types, inputs,
                                           builder.getDenseI64ArrayAttr(program),
@@ -278,10 +274,8 @@ void fuseChain(const Chain &chain) {
     if (chain.dropout->rankOffsets)
       fused->setAttr(dist::DistDialect::kRankOffsetsAttrName, chain.dropout->rankOffsets);
   }
-  for (auto [old, now] : llvm::zip(outs, fused.getOuts()))
-    old.replaceAllUsesWith(now);
-  for (Operation *op : llvm::reverse(chain.ops))
-    op->erase();
+  for (auto [old, now] : llvm::zip(outs, fused.getOuts())) old.replaceAllUsesWith(now);
+  for (Operation *op : llvm::reverse(chain.ops)) op->erase();
 }
 
 } // namespace

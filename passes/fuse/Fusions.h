@@ -32,8 +32,7 @@ inline constexpr const char *kFuseElementwise = "elementwise";
 /// The LM head and its loss (and their backward) as one op computing the
 /// logits `chunkBytes` at a time (held as `target`'s kernels hold them),
 /// also a vocabulary-parallel head around its collectives.
-unsigned fuseLinearCrossEntropy(mlir::ModuleOp module, double chunkBytes,
-                                llvm::StringRef target);
+unsigned fuseLinearCrossEntropy(mlir::ModuleOp module, double chunkBytes, llvm::StringRef target);
 
 /// A shared-weight matmul and its bias add as one llm.linear.
 unsigned fuseBias(mlir::ModuleOp module);

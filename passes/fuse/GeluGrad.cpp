@@ -82,8 +82,7 @@ unsigned fuseGeluGrad(ModuleOp module) {
   SmallVector<GeluGradOp> grads;
   module.walk([&](GeluGradOp op) { grads.push_back(op); });
   unsigned fused = 0;
-  for (GeluGradOp grad : grads)
-    fused += fuseGeluGradOf(grad);
+  for (GeluGradOp grad : grads) fused += fuseGeluGradOf(grad);
   return fused;
 }
 

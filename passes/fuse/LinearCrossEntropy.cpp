@@ -135,8 +135,7 @@ FailureOr<HeadProducts> matchProducts(MatmulOp head, Value grad, bool regathered
     p.gradRows = reshape;
     p.wgrad = wgrad;
   }
-  if (!p.dgrad || p.dgrad.getType() != h.getType() ||
-      (p.wgrad && p.wgrad.getType() != w.getType()))
+  if (!p.dgrad || p.dgrad.getType() != h.getType() || (p.wgrad && p.wgrad.getType() != w.getType()))
     return failure();
   return p;
 }
@@ -171,7 +170,6 @@ FailureOr<HeadBackward> matchBackward(MatmulOp head, CrossEntropyOp loss) {
   b.products = *products;
   return b;
 }
-
 
 /// Hands the products' results to the fused op's `dh` and `dw` (null for a
 /// frozen head) and erases them, the gradient's reshape and h's when
@@ -288,8 +286,7 @@ FailureOr<ShardedHead> matchShardedHead(MatmulOp head) {
   if (s.grad) {
     // The backward op computes the logits from the weight its products
     // read, so a weight gathered again for the backward serves.
-    FailureOr<HeadProducts> products =
-        matchProducts(head, s.grad.getResult(), /*regathered=*/true);
+    FailureOr<HeadProducts> products = matchProducts(head, s.grad.getResult(), /*regathered=*/true);
     if (failed(products))
       return failure();
     s.products = *products;
@@ -309,11 +306,10 @@ Value shiftSumexp(OpBuilder &builder, Location loc, Value sumexp, Value max, Val
         instruction(ew::Opcode::Load, 2), instruction(ew::Opcode::Sub, 1, 2),
         instruction(ew::Opcode::Exp, 3), instruction(ew::Opcode::Mul, 0, 4)})
     program.append(in);
-  auto op = FusedElementwiseOp::create(builder, loc, TypeRange{sumexp.getType()},
-                                       ValueRange{sumexp, max, shift},
-                                       builder.getDenseI64ArrayAttr(program),
-                                       builder.getDenseI64ArrayAttr({5}),
-                                       /*global_shape=*/nullptr, /*offsets=*/nullptr);
+  auto op = FusedElementwiseOp::create(
+      builder, loc, TypeRange{sumexp.getType()}, ValueRange{sumexp, max, shift},
+      builder.getDenseI64ArrayAttr(program), builder.getDenseI64ArrayAttr({5}),
+      /*global_shape=*/nullptr, /*offsets=*/nullptr);
   return op.getOuts()[0];
 }
 
@@ -374,8 +370,7 @@ unsigned llmc::fuseLinearCrossEntropy(ModuleOp module, double chunkBytes, String
   SmallVector<CrossEntropyOp> losses;
   module.walk([&](CrossEntropyOp op) { losses.push_back(op); });
   unsigned fused = 0;
-  for (CrossEntropyOp loss : losses)
-    fused += fuseHead(loss, chunkBytes, target);
+  for (CrossEntropyOp loss : losses) fused += fuseHead(loss, chunkBytes, target);
   // Under tensor parallelism, the heads whose logits are a vocabulary
   // shard: the forward's and, where it replays the head, the backward's.
   llvm::SetVector<Operation *> heads;
@@ -384,7 +379,6 @@ unsigned llmc::fuseLinearCrossEntropy(ModuleOp module, double chunkBytes, String
       if (MatmulOp head = fusableHead(op->getOperand(0)))
         heads.insert(head);
   });
-  for (Operation *head : heads)
-    fused += fuseShardedHead(cast<MatmulOp>(head), chunkBytes, target);
+  for (Operation *head : heads) fused += fuseShardedHead(cast<MatmulOp>(head), chunkBytes, target);
   return fused;
 }

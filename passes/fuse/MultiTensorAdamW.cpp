@@ -80,8 +80,7 @@ bool movable(Operation *op) {
     return false;
   if (isa<dist::AllSliceOp>(op))
     return true; // a copy of this rank's own chunk
-  return isa<LLMDialect>(op->getDialect()) &&
-         !isa<AdamWOp, AdamW8bitOp, MultiTensorAdamWOp>(op);
+  return isa<LLMDialect>(op->getDialect()) && !isa<AdamWOp, AdamW8bitOp, MultiTensorAdamWOp>(op);
 }
 
 /// Whether `value` can be read at `anchor`: it is computed before it, or
@@ -118,8 +117,7 @@ SmallVector<BlockArgument> overwritten(ArrayRef<Value> values, func::FuncOp func
 
 /// Nothing but `member`'s own ops reads, after `anchor`, the state its
 /// results overwrite: moving its writes up to `anchor` changes no reader.
-bool writesSafelyAt(Member member, Operation *anchor,
-                    const llvm::SetVector<Operation *> &hoists) {
+bool writesSafelyAt(Member member, Operation *anchor, const llvm::SetVector<Operation *> &hoists) {
   SmallVector<Value> results(member.update->getResults());
   if (member.narrow)
     results.push_back(member.narrow.getResult());
@@ -202,8 +200,7 @@ bool join(Group &group, AdamWOp update, DominanceInfo &dominance) {
 /// update.
 void fuse(Group &group) {
   AdamWOp first = cast<AdamWOp>(group.anchor());
-  for (Operation *op : group.hoists)
-    op->moveBefore(first);
+  for (Operation *op : group.hoists) op->moveBefore(first);
   SmallVector<Value> params, grads, ms, vs;
   SmallVector<int64_t> decay, castOf;
   for (auto [i, member] : llvm::enumerate(group.members)) {
@@ -218,9 +215,9 @@ void fuse(Group &group) {
   }
   OpBuilder b(first);
   auto fused = MultiTensorAdamWOp::create(
-      b, first.getLoc(), params, grads, ms, vs, first.getLr(), first.getStep(),
-      first.getGradNorm(), first.getLossScale(), first.getBeta1Attr(), first.getBeta2Attr(),
-      first.getEpsilonAttr(), b.getF64FloatAttr(group.weightDecay), first.getMaxGradNormAttr(),
+      b, first.getLoc(), params, grads, ms, vs, first.getLr(), first.getStep(), first.getGradNorm(),
+      first.getLossScale(), first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsilonAttr(),
+      b.getF64FloatAttr(group.weightDecay), first.getMaxGradNormAttr(),
       b.getDenseI64ArrayAttr(decay), b.getDenseI64ArrayAttr(castOf),
       group.castType ? TypeAttr::get(group.castType) : TypeAttr());
   copyPlace(first, fused);
@@ -243,8 +240,7 @@ void fuse(Group &group) {
 /// `group` replaces enough launches to be worth an op: two updates, or one
 /// and a cast.
 bool worthFusing(const Group &group) {
-  return group.members.size() > 1 || group.members.front().narrow ||
-         group.members.front().widen;
+  return group.members.size() > 1 || group.members.front().narrow || group.members.front().widen;
 }
 
 } // namespace

@@ -112,8 +112,7 @@ FailureOr<Backward> matchBackward(AttentionGradOp grad, ArrayRef<Piece> pieces) 
     if (!reshape || reshape.getType() != slice.getType() || !reshape.getResult().hasOneUse())
       return failure();
     auto pad = dyn_cast<PadOp>(*reshape.getResult().getUsers().begin());
-    if (!pad || pad.getType() != slice.getX().getType() ||
-        pad.getOffsets() != slice.getOffsets())
+    if (!pad || pad.getType() != slice.getX().getType() || pad.getOffsets() != slice.getOffsets())
       return failure();
     b.reshapes.push_back(reshape);
     b.pads.push_back(pad);
@@ -146,8 +145,7 @@ FailureOr<Backward> matchBackward(AttentionGradOp grad, ArrayRef<Piece> pieces) 
 /// `anchor` (either) reads, if the pattern matches; adds what it erases to
 /// `erased`. The forward and its gradients usually read the same pieces;
 /// under selective recomputation the gradient reads replayed ones alone.
-bool fuseQkvSplitAt(Operation *anchor, DominanceInfo &dominance,
-                  DenseSet<Operation *> &erased) {
+bool fuseQkvSplitAt(Operation *anchor, DominanceInfo &dominance, DenseSet<Operation *> &erased) {
   Value qValue = anchor->getOperand(0), kValue = anchor->getOperand(1),
         vValue = anchor->getOperand(2);
   RankedTensorType q = tensorOf(qValue), k = tensorOf(kValue);
@@ -164,7 +162,8 @@ bool fuseQkvSplitAt(Operation *anchor, DominanceInfo &dominance,
   if (pieces[1].slice.getX() != qkv || pieces[2].slice.getX() != qkv ||
       tensorOf(qkv).getDimSize(2) != (heads + 2 * kvHeads) * d)
     return false;
-  FailureOr<AttentionReaders> readers = attentionReadersOf({qValue, kValue, vValue}, qValue, kValue, vValue);
+  FailureOr<AttentionReaders> readers =
+      attentionReadersOf({qValue, kValue, vValue}, qValue, kValue, vValue);
   if (failed(readers))
     return false;
   SmallVector<Backward> backwards;
@@ -181,13 +180,12 @@ bool fuseQkvSplitAt(Operation *anchor, DominanceInfo &dominance,
   for (Backward &b : backwards) {
     OpBuilder builder(b.grad);
     AttentionGradOp g = b.grad;
-    auto fused = AttentionPackedGradOp::create(
-        builder, g.getLoc(), qkv, g.getOut(), g.getLse(), g.getDout(), g.getSegmentIds(), heads,
-        kvHeads, g.getScale(), g.getCausal());
+    auto fused = AttentionPackedGradOp::create(builder, g.getLoc(), qkv, g.getOut(), g.getLse(),
+                                               g.getDout(), g.getSegmentIds(), heads, kvHeads,
+                                               g.getScale(), g.getCausal());
     copyPlace(g, fused);
     b.adds.back()->getResult(0).replaceAllUsesWith(fused.getDqkv());
-    for (Operation *op : llvm::reverse(b.adds))
-      op->erase();
+    for (Operation *op : llvm::reverse(b.adds)) op->erase();
     for (auto [pad, reshape] : llvm::zip(b.pads, b.reshapes)) {
       pad->erase();
       reshape->erase();
@@ -197,9 +195,8 @@ bool fuseQkvSplitAt(Operation *anchor, DominanceInfo &dominance,
   }
   for (AttentionOp forward : readers->forwards) {
     OpBuilder builder(forward);
-    auto fused = AttentionPackedOp::create(builder, forward.getLoc(), qkv,
-                                           forward.getSegmentIds(), heads, kvHeads,
-                                           forward.getScale(), forward.getCausal());
+    auto fused = AttentionPackedOp::create(builder, forward.getLoc(), qkv, forward.getSegmentIds(),
+                                           heads, kvHeads, forward.getScale(), forward.getCausal());
     copyPlace(forward, fused);
     forward.getOut().replaceAllUsesWith(fused.getOut());
     forward.getLse().replaceAllUsesWith(fused.getLse());

@@ -74,8 +74,7 @@ Operation *residualProduct(Value value, AddOp add) {
   if (!def || !value.hasOneUse() || !samePlace(def, add))
     return nullptr;
   if (auto matmul = dyn_cast<MatmulOp>(def))
-    return !matmul.getTransposeA() &&
-                   cast<RankedTensorType>(matmul.getB().getType()).getRank() == 2
+    return !matmul.getTransposeA() && cast<RankedTensorType>(matmul.getB().getType()).getRank() == 2
                ? def
                : nullptr;
   if (auto linear = dyn_cast<LinearOp>(def))
@@ -91,14 +90,13 @@ bool fuseResidualAt(AddOp add, DominanceInfo &dominance) {
   // the residual: at the add, the product's operands would stay alive
   // across the other products' work.
   const bool atProduct = add->hasAttr(kBackwardAttr) && !add->hasAttr(kRecomputedAttr);
-  for (auto [value, residual] : {std::pair(add.getLhs(), add.getRhs()),
-                                 std::pair(add.getRhs(), add.getLhs())}) {
+  for (auto [value, residual] :
+       {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
     Operation *product = residualProduct(value, add);
     if (!product || residual.getType() != add.getType() || value.getType() != add.getType())
       continue;
     Value x = product->getOperand(0), w = product->getOperand(1);
-    if (computedFrom(residual, x) ||
-        (atProduct && !dominance.properlyDominates(residual, product)))
+    if (computedFrom(residual, x) || (atProduct && !dominance.properlyDominates(residual, product)))
       continue;
     auto linear = dyn_cast<LinearOp>(product);
     bool transposeB = linear ? linear.getTransposeB() : cast<MatmulOp>(product).getTransposeB();
@@ -124,7 +122,6 @@ unsigned llmc::fuseResidual(ModuleOp module) {
   module.walk([&](AddOp op) { adds.push_back(op); });
   DominanceInfo dominance(module);
   unsigned fused = 0;
-  for (AddOp add : adds)
-    fused += fuseResidualAt(add, dominance);
+  for (AddOp add : adds) fused += fuseResidualAt(add, dominance);
   return fused;
 }

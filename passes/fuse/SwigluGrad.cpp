@@ -47,7 +47,6 @@ unsigned llmc::fuseSwigluGrad(ModuleOp module) {
   SmallVector<SwigluGradOp> grads;
   module.walk([&](SwigluGradOp op) { grads.push_back(op); });
   unsigned fused = 0;
-  for (SwigluGradOp grad : grads)
-    fused += fuseSwigluGradOf(grad);
+  for (SwigluGradOp grad : grads) fused += fuseSwigluGradOf(grad);
   return fused;
 }

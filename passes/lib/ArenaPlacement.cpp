@@ -50,9 +50,8 @@ int64_t bestFit(const std::vector<Placed> &placed, int64_t size) {
 std::vector<int64_t> firstFitByStart(const std::vector<Interval> &intervals, int64_t alignment) {
   std::vector<size_t> order(intervals.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return intervals[a].start < intervals[b].start;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return intervals[a].start < intervals[b].start; });
   std::vector<int64_t> offsets(intervals.size(), 0);
   // Everything in `live` is live at the current start, so no two of them
   // share bytes and their offsets are distinct.
@@ -94,9 +93,10 @@ std::vector<int64_t> greedyBySize(const std::vector<Interval> &intervals, int64_
         conflicting.push_back(p);
     offsets[i] = best ? bestFit(conflicting, size) : firstFit(conflicting, size);
     Placed mine{offsets[i], size, i};
-    auto at = std::upper_bound(placed.begin(), placed.end(), mine, [](const Placed &a, const Placed &b) {
-      return a.offset != b.offset ? a.offset < b.offset : a.index < b.index;
-    });
+    auto at =
+        std::upper_bound(placed.begin(), placed.end(), mine, [](const Placed &a, const Placed &b) {
+          return a.offset != b.offset ? a.offset < b.offset : a.index < b.index;
+        });
     placed.insert(at, mine);
   }
   return offsets;
@@ -106,12 +106,9 @@ std::vector<int64_t> greedyBySize(const std::vector<Interval> &intervals, int64_
 
 const char *strategyName(Strategy strategy) {
   switch (strategy) {
-  case Strategy::FirstFitByStart:
-    return "first-fit by start";
-  case Strategy::GreedyBySize:
-    return "greedy by size";
-  case Strategy::GreedyBySizeBestFit:
-    return "greedy by size, best fit";
+  case Strategy::FirstFitByStart: return "first-fit by start";
+  case Strategy::GreedyBySize: return "greedy by size";
+  case Strategy::GreedyBySizeBestFit: return "greedy by size, best fit";
   }
   return "unknown";
 }
@@ -124,12 +121,9 @@ int64_t alignedSize(int64_t bytes, int64_t alignment) {
 std::vector<int64_t> place(const std::vector<Interval> &intervals, Strategy strategy,
                            int64_t alignment) {
   switch (strategy) {
-  case Strategy::FirstFitByStart:
-    return firstFitByStart(intervals, alignment);
-  case Strategy::GreedyBySize:
-    return greedyBySize(intervals, alignment, /*best=*/false);
-  case Strategy::GreedyBySizeBestFit:
-    return greedyBySize(intervals, alignment, /*best=*/true);
+  case Strategy::FirstFitByStart: return firstFitByStart(intervals, alignment);
+  case Strategy::GreedyBySize: return greedyBySize(intervals, alignment, /*best=*/false);
+  case Strategy::GreedyBySizeBestFit: return greedyBySize(intervals, alignment, /*best=*/true);
   }
   return {};
 }
@@ -166,9 +160,8 @@ std::optional<std::pair<size_t, size_t>> findConflict(const std::vector<Interval
                                                       int64_t alignment) {
   std::vector<size_t> order(intervals.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return intervals[a].start < intervals[b].start;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return intervals[a].start < intervals[b].start; });
   for (size_t x = 0; x < order.size(); ++x) {
     size_t i = order[x];
     for (size_t y = x + 1; y < order.size() && intervals[order[y]].start <= intervals[i].end; ++y) {

@@ -11,8 +11,7 @@
 namespace llmc {
 namespace {
 
-template <typename T>
-std::string text(const T &value) {
+template <typename T> std::string text(const T &value) {
   std::ostringstream os;
   os << value;
   return os.str();
@@ -53,7 +52,7 @@ int64_t parseByteSize(const std::string &input) {
   trim(text);
   static const std::pair<const char *, double> units[] = {
       {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-      {"KB", 1e3},     {"MB", 1e6},         {"GB", 1e9},           {"TB", 1e12},
+      {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
       {"B", 1.0}};
   double scale = 1.0;
   for (auto [suffix, factor] : units) {
@@ -75,8 +74,8 @@ int64_t parseByteSize(const std::string &input) {
 }
 
 std::string resolveOptions(CompileOptions &o) {
-#define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                        \
-  if (std::string error = checkChoice(flag, text(o.field), choices); !error.empty())             \
+#define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                       \
+  if (std::string error = checkChoice(flag, text(o.field), choices); !error.empty())               \
     return error;
 #include "passes/lib/CompileOptions.def"
 
@@ -132,8 +131,7 @@ std::string resolveOptions(CompileOptions &o) {
     std::string size = o.recompute.substr(7);
     int64_t bytes = parseByteSize(size);
     if (bytes <= 0)
-      return "bad --recompute budget '" + size +
-             "' (expected a size such as 24GiB, 512MiB or 1e9)";
+      return "bad --recompute budget '" + size + "' (expected a size such as 24GiB, 512MiB or 1e9)";
     if (o.memoryBudgetBytes > 0 && o.memoryBudgetBytes != bytes)
       return "--recompute budget=" + size + " and --memory-budget " + o.memoryBudget +
              " disagree; give one";
@@ -195,8 +193,8 @@ std::vector<PassInsertion> parsePassInsertions(const std::string &spec, std::str
 
 std::string resolveOptions(const ScheduleDefaults &s) {
 #define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)
-#define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
-  if (std::string error = checkChoice(flag, text(s.field), choices); !error.empty())             \
+#define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                       \
+  if (std::string error = checkChoice(flag, text(s.field), choices); !error.empty())               \
     return error;
 #include "passes/lib/CompileOptions.def"
   if (s.warmup < 0 || s.steps < 0)
@@ -207,11 +205,11 @@ std::string resolveOptions(const ScheduleDefaults &s) {
 std::map<std::string, std::string> optionMetadata(const CompileOptions &o,
                                                   const ScheduleDefaults &s) {
   std::map<std::string, std::string> meta;
-#define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                        \
-  if (*key)                                                                                      \
+#define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                       \
+  if (*key)                                                                                        \
     meta[key] = text(o.field);
-#define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
-  if (*key)                                                                                      \
+#define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                       \
+  if (*key)                                                                                        \
     meta[key] = text(s.field);
 #include "passes/lib/CompileOptions.def"
   meta["recompute.layers"] = o.recomputeLayers;

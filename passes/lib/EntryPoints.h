@@ -19,13 +19,9 @@ struct EntryPoint {
   llvm::StringLiteral function, program;
 };
 /// Every entry point, in the order lowering lays out their programs.
-inline constexpr EntryPoint kEntryPoints[] = {{"train_step", "train_step"},
-                                              {"forward", "eval"},
-                                              {"logits", "logits"},
-                                              {"grad", "grad"},
-                                              {"calibrate", "calibrate"},
-                                              {"prefill", "prefill"},
-                                              {"decode", "decode"}};
+inline constexpr EntryPoint kEntryPoints[] = {
+    {"train_step", "train_step"}, {"forward", "eval"},    {"logits", "logits"}, {"grad", "grad"},
+    {"calibrate", "calibrate"},   {"prefill", "prefill"}, {"decode", "decode"}};
 
 /// The function named `name` in `module`, or null.
 mlir::func::FuncOp lookupFunc(mlir::ModuleOp module, llvm::StringRef name);

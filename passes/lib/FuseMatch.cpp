@@ -27,10 +27,10 @@ bool llmc::fuseBiasAdd(AddOp add, bool withGelu) {
     return false;
   Value x = matmul.getA(), w = matmul.getB(), bias = add.getRhs();
   auto product = cast<RankedTensorType>(matmul.getType());
-  auto wType = cast<RankedTensorType>(w.getType()), biasType = cast<RankedTensorType>(bias.getType());
+  auto wType = cast<RankedTensorType>(w.getType()),
+       biasType = cast<RankedTensorType>(bias.getType());
   if (wType.getRank() != 2 || biasType.getShape() != product.getShape().take_back() ||
-      biasType.getElementType() != product.getElementType() ||
-      add.getType() != matmul.getType())
+      biasType.getElementType() != product.getElementType() || add.getType() != matmul.getType())
     return false;
   GeluOp gelu;
   if (withGelu)
@@ -84,8 +84,7 @@ void llmc::replaceGradAndProduct(Operation *grad, MatmulOp product, Operation *f
   product->erase();
 }
 
-FailureOr<AttentionReaders> llmc::attentionReadersOf(ValueRange inputs, Value q, Value k,
-                                                     Value v) {
+FailureOr<AttentionReaders> llmc::attentionReadersOf(ValueRange inputs, Value q, Value k, Value v) {
   AttentionReaders readers;
   SmallPtrSet<Operation *, 4> seen;
   for (Value input : inputs)

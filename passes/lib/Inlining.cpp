@@ -28,8 +28,7 @@ void llmc::flattenBlocks(func::FuncOp func) {
         op.setAttr(kBlockNameAttr, block.getNameAttr());
     block.replaceAllUsesWith(yield.getValues());
     yield.erase();
-    block->getBlock()->getOperations().splice(Block::iterator(block),
-                                              body.getOperations());
+    block->getBlock()->getOperations().splice(Block::iterator(block), body.getOperations());
     block.erase();
   }
 }
@@ -43,12 +42,10 @@ LogicalResult llmc::inlineCalls(ModuleOp module, func::FuncOp func) {
       return call.emitOpError("cannot inline call to '")
              << call.getCallee() << "': no body in this module";
     IRMapping mapping;
-    for (auto [arg, operand] :
-         llvm::zip(callee.getArguments(), call.getOperands()))
+    for (auto [arg, operand] : llvm::zip(callee.getArguments(), call.getOperands()))
       mapping.map(arg, operand);
     OpBuilder builder(call);
-    for (Operation &op : callee.getBody().front().without_terminator())
-      builder.clone(op, mapping);
+    for (Operation &op : callee.getBody().front().without_terminator()) builder.clone(op, mapping);
     auto ret = cast<func::ReturnOp>(callee.getBody().front().getTerminator());
     for (auto [result, value] : llvm::zip(call.getResults(), ret.getOperands()))
       result.replaceAllUsesWith(mapping.lookupOrDefault(value));

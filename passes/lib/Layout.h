@@ -29,8 +29,7 @@ struct Layout {
 
   int64_t size(llvm::ArrayRef<std::string> axes) const;
   int64_t batchSize() const { return size(batchAxes); }
-  mlir::ArrayAttr axesAttr(mlir::MLIRContext *context,
-                           llvm::ArrayRef<std::string> axes) const;
+  mlir::ArrayAttr axesAttr(mlir::MLIRContext *context, llvm::ArrayRef<std::string> axes) const;
 };
 
 /// The layout of `module`, or nullopt for a single-rank module.

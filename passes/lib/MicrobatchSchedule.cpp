@@ -23,10 +23,10 @@ namespace llmc::pipeline {
 
 bool parseKind(const std::string &name, Kind &kind) {
   static const std::map<std::string, Kind> kinds = {{"naive", Kind::Naive},
-                                                     {"gpipe", Kind::GPipe},
-                                                     {"1f1b", Kind::OneFOneB},
-                                                     {"interleaved", Kind::Interleaved},
-                                                     {"zero-bubble", Kind::ZeroBubble}};
+                                                    {"gpipe", Kind::GPipe},
+                                                    {"1f1b", Kind::OneFOneB},
+                                                    {"interleaved", Kind::Interleaved},
+                                                    {"zero-bubble", Kind::ZeroBubble}};
   auto it = kinds.find(name);
   if (it == kinds.end())
     return false;
@@ -60,33 +60,30 @@ std::vector<Action> interleavedStage(const Spec &spec, int s) {
   auto bwd = [&](int k) { return backward(mbOf(k), (v - 1 - (k / p) % v) * p + s); };
   int warmup = std::min(total, (p - s - 1) * 2 + (v - 1) * p);
   std::vector<Action> out;
-  for (int k = 0; k < warmup; ++k)
-    out.push_back(fwd(k));
+  for (int k = 0; k < warmup; ++k) out.push_back(fwd(k));
   for (int i = 0; i < total - warmup; ++i) {
     out.push_back(fwd(warmup + i));
     out.push_back(bwd(i));
   }
-  for (int i = total - warmup; i < total; ++i)
-    out.push_back(bwd(i));
+  for (int i = total - warmup; i < total; ++i) out.push_back(bwd(i));
   return out;
 }
 
 std::vector<Action> oneFOneBStage(const Spec &spec, int s) {
   int m = spec.microbatches, warmup = std::min(spec.stages - s - 1, m);
   std::vector<Action> out;
-  for (int i = 0; i < warmup; ++i)
-    out.push_back(forward(i, s));
+  for (int i = 0; i < warmup; ++i) out.push_back(forward(i, s));
   for (int i = 0; i < m - warmup; ++i) {
     out.push_back(forward(warmup + i, s));
     out.push_back(backward(i, s));
   }
-  for (int i = m - warmup; i < m; ++i)
-    out.push_back(backward(i, s));
+  for (int i = m - warmup; i < m; ++i) out.push_back(backward(i, s));
   return out;
 }
 
 double cost(Phase phase, bool split) {
-  if (phase == Phase::Forward) return 1;
+  if (phase == Phase::Forward)
+    return 1;
   return split ? 1 : 2;
 }
 
@@ -94,13 +91,14 @@ double cost(Phase phase, bool split) {
 std::vector<Action> dependencies(const Action &a, int chunks) {
   switch (a.phase) {
   case Phase::Forward:
-    if (a.chunk > 0) return {forward(a.microbatch, a.chunk - 1)};
+    if (a.chunk > 0)
+      return {forward(a.microbatch, a.chunk - 1)};
     return {};
   case Phase::Backward:
-    if (a.chunk < chunks - 1) return {forward(a.microbatch, a.chunk), backward(a.microbatch, a.chunk + 1)};
+    if (a.chunk < chunks - 1)
+      return {forward(a.microbatch, a.chunk), backward(a.microbatch, a.chunk + 1)};
     return {forward(a.microbatch, a.chunk)};
-  case Phase::Weight:
-    return {backward(a.microbatch, a.chunk)};
+  case Phase::Weight: return {backward(a.microbatch, a.chunk)};
   }
   return {};
 }
@@ -217,9 +215,7 @@ std::vector<std::vector<Action>> buildSchedule(const Spec &spec, std::string &er
     }
     for (int s = 0; s < p; ++s) order[s] = interleavedStage(spec, s);
     break;
-  case Kind::ZeroBubble:
-    order = zeroBubble(spec);
-    break;
+  case Kind::ZeroBubble: order = zeroBubble(spec); break;
   }
   return order;
 }
@@ -228,8 +224,7 @@ Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedul
   bool split = spec.kind == Kind::ZeroBubble;
   double v = spec.virtualStages;
   // Chunk costs are 1/v of a stage's work.
-  return simulate(spec, schedule,
-                  [&](int, const Action &a) { return cost(a.phase, split) / v; });
+  return simulate(spec, schedule, [&](int, const Action &a) { return cost(a.phase, split) / v; });
 }
 
 Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedule,
@@ -250,7 +245,10 @@ Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedul
         bool ready = true;
         for (const Action &d : dependencies(a, chunks)) {
           auto it = finish.find(d);
-          if (it == finish.end()) { ready = false; break; }
+          if (it == finish.end()) {
+            ready = false;
+            break;
+          }
           start = std::max(start, it->second);
         }
         if (!ready)
@@ -264,13 +262,10 @@ Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedul
       }
     }
   }
-  for (int s = 0; s < p; ++s)
-    stats.complete &= next[s] == schedule[s].size();
-  for (double f : free)
-    stats.makespan = std::max(stats.makespan, f);
+  for (int s = 0; s < p; ++s) stats.complete &= next[s] == schedule[s].size();
+  for (double f : free) stats.makespan = std::max(stats.makespan, f);
   double work = 0;
-  for (double b : busy)
-    work += b;
+  for (double b : busy) work += b;
   stats.bubble = stats.makespan > 0 ? 1.0 - work / (p * stats.makespan) : 0;
   double q = p - 1;
   switch (spec.kind) {
@@ -285,8 +280,10 @@ Stats simulate(const Spec &spec, const std::vector<std::vector<Action>> &schedul
   for (int s = 0; s < p; ++s) {
     int live = 0, peak = 0;
     for (const Action &a : schedule[s]) {
-      if (a.phase == Phase::Forward) peak = std::max(peak, ++live);
-      if (a.phase == Phase::Backward) --live;
+      if (a.phase == Phase::Forward)
+        peak = std::max(peak, ++live);
+      if (a.phase == Phase::Backward)
+        --live;
     }
     stats.peakInFlight.push_back(peak);
   }
@@ -298,7 +295,9 @@ std::string describe(const std::vector<Action> &actions, int virtualStages) {
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action &a = actions[i];
     os << (i ? " " : "")
-       << (a.phase == Phase::Forward ? 'F' : a.phase == Phase::Backward ? 'B' : 'W')
+       << (a.phase == Phase::Forward    ? 'F'
+           : a.phase == Phase::Backward ? 'B'
+                                        : 'W')
        << a.microbatch;
     if (virtualStages > 1)
       os << "." << a.chunk;

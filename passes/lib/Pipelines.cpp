@@ -40,8 +40,7 @@ public:
     for (auto [insertion, done] : llvm::zip(insertions, used))
       if (!done) {
         std::string passes;
-        for (const std::string &name : added)
-          passes += (passes.empty() ? "" : ", ") + name;
+        for (const std::string &name : added) passes += (passes.empty() ? "" : ", ") + name;
         error("--insert-pass: no pass '" + insertion.anchor + "' in this pipeline (it runs " +
               passes + ")");
         return failure();
@@ -129,8 +128,7 @@ void addLoweringPasses(AddPass add, const llmc::CompileOptions &options) {
 
 } // namespace
 
-LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm,
-                                          const CompileOptions &options,
+LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm, const CompileOptions &options,
                                           function_ref<void(const Twine &)> error) {
   std::string insertError;
   PipelineBuilder builder(pm, parsePassInsertions(options.insertPass, insertError));
@@ -226,9 +224,8 @@ void llmc::buildInferenceLowering(OpPassManager &pm, const CompileOptions &optio
 
 namespace {
 /// `--llmc-train-pipeline="..."` takes exactly the `llmc compile` flags.
-struct TrainingPipelineCLOptions
-    : public PassPipelineOptions<TrainingPipelineCLOptions> {
-#define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                        \
+struct TrainingPipelineCLOptions : public PassPipelineOptions<TrainingPipelineCLOptions> {
+#define LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)                       \
   Option<Type> field{*this, flag, llvm::cl::desc(help), llvm::cl::init(Default)};
 #include "passes/lib/CompileOptions.def"
   Option<std::string> emit{*this, "emit", llvm::cl::desc("Stop after: graph | train | exec"),
@@ -247,8 +244,7 @@ struct TrainingPipelineCLOptions
 void llmc::registerPasses() {
   registerLLMCPasses();
   registerPassPipeline(
-      "llmc-train-pipeline",
-      "Forward graph to per-rank exec programs (what `llmc compile` runs)",
+      "llmc-train-pipeline", "Forward graph to per-rank exec programs (what `llmc compile` runs)",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> errorHandler) -> LogicalResult {
         TrainingPipelineCLOptions cl;

@@ -57,8 +57,8 @@ quant::Scheme kernelScheme(qat::SchemeAttr scheme) {
 
 qat::SchemeAttr QATSchemeSpec::attr(MLIRContext *context, int64_t defaultAxis) const {
   int64_t channelAxis = granularity == "channel" ? axis.value_or(defaultAxis) : 0;
-  return qat::SchemeAttr::get(context, format, granularity, channelAxis, block, symmetric,
-                              observer, llvm::APFloat(momentum), llvm::APFloat(outlier));
+  return qat::SchemeAttr::get(context, format, granularity, channelAxis, block, symmetric, observer,
+                              llvm::APFloat(momentum), llvm::APFloat(outlier));
 }
 
 namespace {
@@ -75,8 +75,8 @@ std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &erro
     field = field.trim();
     int64_t number;
     double real;
-    if (field == "int8" || field == "int4" || field == "int3" || field == "fp8_e4m3" || field == "fp8_e5m2" ||
-        field == "nf4") {
+    if (field == "int8" || field == "int4" || field == "int3" || field == "fp8_e4m3" ||
+        field == "fp8_e5m2" || field == "nf4") {
       if (!spec.format.empty())
         return bad("two formats ('" + spec.format + "' and '" + field + "')");
       spec.format = field.str();
@@ -208,8 +208,7 @@ std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error) {
       spec.skip.push_back(value.str());
       list = &spec.skip;
     } else {
-      error = "unknown --qat key '" + key.str() +
-              "' (expected weights, activations, ops or skip)";
+      error = "unknown --qat key '" + key.str() + "' (expected weights, activations, ops or skip)";
       return std::nullopt;
     }
   }

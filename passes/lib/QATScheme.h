@@ -11,9 +11,9 @@
 #include "common/QuantScheme.h"
 #include "dialects/QAT/QATDialect.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/StringSet.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <optional>
 #include <string>

@@ -98,8 +98,8 @@ Nf4StorageTypes llmc::flatNf4Storage(RankedTensorType weight, int64_t block, int
 }
 
 FailureOr<Nf4StorageTypes> llmc::splitNf4Storage(Operation *op, StringRef pass, StringRef name,
-                                                 RankedTensorType local,
-                                                 const StorageSplit &split, int64_t block) {
+                                                 RankedTensorType local, const StorageSplit &split,
+                                                 int64_t block) {
   const int64_t columns = split.piece(1);
   if (block < 1 || columns % block != 0)
     return refuseStorage(op, pass, name, local, split)
@@ -191,8 +191,8 @@ Nf4Storage llmc::addNf4Storage(func::FuncOp func, Location loc, StringRef name,
                                const Nf4StorageTypes &types) {
   Nf4Storage s;
   s.codes = addFrozenParameter(func, loc, name.str() + ".qweight", types.codes, types.codesShard);
-  s.absmaxQ = addFrozenParameter(func, loc, name.str() + ".absmax_q", types.absmaxQ,
-                                 types.absmaxQShard);
+  s.absmaxQ =
+      addFrozenParameter(func, loc, name.str() + ".absmax_q", types.absmaxQ, types.absmaxQShard);
   s.absmaxScale = addFrozenParameter(func, loc, name.str() + ".absmax_scale", types.absmaxScale,
                                      types.absmaxScaleShard);
   s.absmaxMean = addFrozenParameter(func, loc, name.str() + ".absmax_mean",

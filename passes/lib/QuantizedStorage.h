@@ -50,7 +50,6 @@ struct Nf4StorageTypes {
 Nf4Storage addNf4Storage(mlir::func::FuncOp func, mlir::Location loc, llvm::StringRef name,
                          const Nf4StorageTypes &types);
 
-
 /// The frozen parameters that hold a weight as int8 or int4 codes (the
 /// layout of `llmc quantize --scheme int8:... / int4:...`).
 struct IntStorage {
@@ -99,8 +98,7 @@ struct StorageSplit {
 /// records over `mesh`), or failure after an error on `op` ("<pass>:
 /// '<name>' <local> of RxC: <why>") when quantized storage cannot take it.
 mlir::FailureOr<StorageSplit> readStorageSplit(mlir::Operation *op, llvm::StringRef pass,
-                                               llvm::StringRef name,
-                                               mlir::RankedTensorType local,
+                                               llvm::StringRef name, mlir::RankedTensorType local,
                                                mlir::DictionaryAttr shard, dist::MeshOp mesh);
 
 /// An error on `op` about weight `name` of `split`, in readStorageSplit's
@@ -113,15 +111,13 @@ mlir::InFlightDiagnostic refuseStorage(mlir::Operation *op, llvm::StringRef pass
 /// flat as the file holds it; with `realRows` > 0 only that many rows are
 /// real (a padded vocabulary), and each tensor is the real weight's padded
 /// at its end.
-Nf4StorageTypes flatNf4Storage(mlir::RankedTensorType weight, int64_t block,
-                               int64_t realRows = 0);
+Nf4StorageTypes flatNf4Storage(mlir::RankedTensorType weight, int64_t block, int64_t realRows = 0);
 
 /// The NF4 storage of weight `name`'s piece `local` of `split`, in blocks of
 /// `block`, or failure after an error on `op` when its pieces are not whole
 /// blocks (which the file's storage, quantized whole, must give each rank).
 mlir::FailureOr<Nf4StorageTypes> splitNf4Storage(mlir::Operation *op, llvm::StringRef pass,
-                                                 llvm::StringRef name,
-                                                 mlir::RankedTensorType local,
+                                                 llvm::StringRef name, mlir::RankedTensorType local,
                                                  const StorageSplit &split, int64_t block);
 
 /// The NF4 storage of weight `name` (this rank's piece `local`, split as its

@@ -114,9 +114,9 @@ Value SequenceParallel::slice(Value v, int64_t dim) {
   OpBuilder::InsertionGuard guard(builder);
   setInsertionAfter(v);
   auto t = cast<RankedTensorType>(v.getType());
-  auto op = dist::AllSliceOp::create(builder, v.getLoc(),
-                                     withSequence(t, dim, t.getDimSize(dim) / tp), v, mesh(),
-                                     axes(), builder.getI64IntegerAttr(dim));
+  auto op =
+      dist::AllSliceOp::create(builder, v.getLoc(), withSequence(t, dim, t.getDimSize(dim) / tp), v,
+                               mesh(), axes(), builder.getI64IntegerAttr(dim));
   created.insert(op);
   s = op;
   return s;
@@ -159,8 +159,8 @@ void SequenceParallel::replicateOperand(OpOperand &operand) {
 
 LogicalResult SequenceParallel::retype(Operation *op) {
   if (auto cast = dyn_cast<llm::CastOp>(op)) {
-    cast.getResult().setType(RankedTensorType::get(cast.getX().getType().getShape(),
-                                                   cast.getType().getElementType()));
+    cast.getResult().setType(
+        RankedTensorType::get(cast.getX().getType().getShape(), cast.getType().getElementType()));
     return success();
   }
   auto infer = dyn_cast<InferTypeOpInterface>(op);
@@ -171,8 +171,7 @@ LogicalResult SequenceParallel::retype(Operation *op) {
                                     op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
                                     op->getRegions(), types)))
     return op->emitOpError("sequence parallelism: cannot infer the local shape");
-  for (auto [r, t] : llvm::zip(op->getResults(), types))
-    r.setType(t);
+  for (auto [r, t] : llvm::zip(op->getResults(), types)) r.setType(t);
   return success();
 }
 
@@ -181,7 +180,8 @@ void SequenceParallel::sliceBlockInputs(llm::BlockOp block) {
   block.walk([&](Operation *op) {
     for (OpOperand &use : op->getOpOperands()) {
       Value v = use.get();
-      if (!split.contains(v) && isSequence(v) && !block->isAncestor(v.getParentBlock()->getParentOp()))
+      if (!split.contains(v) && isSequence(v) &&
+          !block->isAncestor(v.getParentBlock()->getParentOp()))
         captured[v].push_back(&use);
     }
   });
@@ -194,8 +194,7 @@ void SequenceParallel::sliceBlockInputs(llm::BlockOp block) {
       continue;
     Value s = slice(v, 1);
     split.insert(s);
-    for (OpOperand *use : uses)
-      use->set(s);
+    for (OpOperand *use : uses) use->set(s);
   }
 }
 
@@ -229,10 +228,10 @@ LogicalResult SequenceParallel::visitOp(Operation *op) {
         isSequence(reduce.getInput())) {
       builder.setInsertionPoint(op);
       auto t = cast<RankedTensorType>(reduce.getType());
-      auto scatter = dist::ReduceScatterOp::create(
-          builder, op->getLoc(), withSequence(t, 1, seqLen / tp), reduce.getInput(),
-          reduce.getMeshAttr(), reduce.getAxes(), builder.getI64IntegerAttr(1),
-          builder.getStringAttr("sum"));
+      auto scatter =
+          dist::ReduceScatterOp::create(builder, op->getLoc(), withSequence(t, 1, seqLen / tp),
+                                        reduce.getInput(), reduce.getMeshAttr(), reduce.getAxes(),
+                                        builder.getI64IntegerAttr(1), builder.getStringAttr("sum"));
       scatter->setDiscardableAttrs(op->getDiscardableAttrDictionary());
       created.insert(scatter);
       reduce.getResult().replaceAllUsesWith(scatter.getResult());
@@ -276,8 +275,7 @@ LogicalResult SequenceParallel::visitOp(Operation *op) {
       markDropoutPiece(op, before, 1, axes(), tp);
     if (failed(retype(op)))
       return failure();
-    for (Value r : op->getResults())
-      split.insert(r);
+    for (Value r : op->getResults()) split.insert(r);
     return success();
   }
 
@@ -304,9 +302,8 @@ LogicalResult SequenceParallel::run() {
            << seqLen << " does not split over " << tp << " tensor-parallel ranks";
   if (failed(visit(func.getBody().front())))
     return failure();
-  func.setFunctionType(FunctionType::get(func.getContext(),
-                                         func.getBody().front().getArgumentTypes(),
-                                         func.getResultTypes()));
+  func.setFunctionType(FunctionType::get(
+      func.getContext(), func.getBody().front().getArgumentTypes(), func.getResultTypes()));
   return success();
 }
 

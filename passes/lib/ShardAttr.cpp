@@ -64,8 +64,7 @@ void llmc::markDropoutPiece(Operation *dropout, RankedTensorType before, int64_t
   Builder b(dropout->getContext());
   if (!dropout->hasAttr("global_shape")) {
     dropout->setAttr("global_shape", b.getDenseI64ArrayAttr(before.getShape()));
-    dropout->setAttr("offsets",
-                     b.getDenseI64ArrayAttr(SmallVector<int64_t>(before.getRank(), 0)));
+    dropout->setAttr("offsets", b.getDenseI64ArrayAttr(SmallVector<int64_t>(before.getRank(), 0)));
   }
   addRankOffset(dropout, "offsets", dim, axes, before.getDimSize(dim) / parts);
 }

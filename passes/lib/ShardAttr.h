@@ -55,8 +55,8 @@ llvm::SmallVector<ShardSplit> shardPadding(mlir::DictionaryAttr shard);
 
 /// Appends a #dist.rank_offset term (on @mesh) to `op`: element `index` of
 /// its attribute `attr` grows by the rank's position over `axes` × `stride`.
-void addRankOffset(mlir::Operation *op, llvm::StringRef attr, int64_t index,
-                   mlir::ArrayAttr axes, int64_t stride);
+void addRankOffset(mlir::Operation *op, llvm::StringRef attr, int64_t index, mlir::ArrayAttr axes,
+                   int64_t stride);
 
 /// Records on an llm.dropout that dimension `dim` of its operand, of shape
 /// `before`, was just split into `parts` over `axes`, so the mask stays the

@@ -20,11 +20,16 @@ std::string formatSize(int64_t bytes);
 /// How the memory plan's category names read in reports ("activation" →
 /// "activations", "communication" → "communication buffers").
 inline std::string memoryCategoryLabel(llvm::StringRef category) {
-  if (category == "activation") return "activations";
-  if (category == "grad") return "gradients";
-  if (category == "input") return "inputs";
-  if (category == "output") return "outputs";
-  if (category == "communication") return "communication buffers";
+  if (category == "activation")
+    return "activations";
+  if (category == "grad")
+    return "gradients";
+  if (category == "input")
+    return "inputs";
+  if (category == "output")
+    return "outputs";
+  if (category == "communication")
+    return "communication buffers";
   return category.str();
 }
 

@@ -40,8 +40,8 @@
 
 #include "passes/lib/TensorParallel.h"
 
-#include "passes/lib/ShardAttr.h"
 #include "dialects/Annotations/Annotations.h"
+#include "passes/lib/ShardAttr.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
@@ -149,10 +149,11 @@ LogicalResult TensorParallel::splitParam(Value param, Split s, Operation *user, 
     return success();
   }
   split[param] = s;
-  func.setArgAttr(arg.getArgNumber(), kShardAttr,
-                  addShardLevel(func.getContext(),
-                                func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kShardAttr),
-                                type, builder.getStrArrayAttr({axis}), s.dim, s.blocks));
+  func.setArgAttr(
+      arg.getArgNumber(), kShardAttr,
+      addShardLevel(func.getContext(),
+                    func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kShardAttr), type,
+                    builder.getStrArrayAttr({axis}), s.dim, s.blocks));
   arg.setType(localType(type, s));
   return success();
 }
@@ -243,10 +244,10 @@ LogicalResult TensorParallel::rowParallel(Value v) {
     if (failed(splitParam(matmul.getB(), Split{matmul.getTransposeB() ? 1 : 0, 1}, user)))
       return failure();
     builder.setInsertionPointAfter(user);
-    auto reduce = dist::AllReduceOp::create(
-        builder, user->getLoc(), matmul.getType(), matmul.getResult(),
-        FlatSymbolRefAttr::get(builder.getContext(), "mesh"), builder.getStrArrayAttr({axis}),
-        builder.getStringAttr("sum"));
+    auto reduce =
+        dist::AllReduceOp::create(builder, user->getLoc(), matmul.getType(), matmul.getResult(),
+                                  FlatSymbolRefAttr::get(builder.getContext(), "mesh"),
+                                  builder.getStrArrayAttr({axis}), builder.getStringAttr("sum"));
     if (auto name = user->getAttr(kBlockNameAttr))
       reduce->setAttr(kBlockNameAttr, name);
     matmul.getResult().replaceAllUsesExcept(reduce, reduce);
@@ -298,8 +299,7 @@ LogicalResult TensorParallel::retype() {
   WalkResult result = func.walk<WalkOrder::PostOrder>([&](Operation *op) {
     if (auto block = dyn_cast<llm::BlockOp>(op)) {
       auto yield = cast<llm::YieldOp>(block.getBody().front().getTerminator());
-      for (auto [r, v] : llvm::zip(block.getResults(), yield.getValues()))
-        r.setType(v.getType());
+      for (auto [r, v] : llvm::zip(block.getResults(), yield.getValues())) r.setType(v.getType());
       return WalkResult::advance();
     }
     if (auto it = explicitTypes.find(op); it != explicitTypes.end()) {
@@ -307,8 +307,8 @@ LogicalResult TensorParallel::retype() {
       return WalkResult::advance();
     }
     if (auto cast = dyn_cast<llm::CastOp>(op)) {
-      cast.getResult().setType(RankedTensorType::get(cast.getX().getType().getShape(),
-                                                     cast.getType().getElementType()));
+      cast.getResult().setType(
+          RankedTensorType::get(cast.getX().getType().getShape(), cast.getType().getElementType()));
       return WalkResult::advance();
     }
     auto infer = dyn_cast<InferTypeOpInterface>(op);
@@ -321,15 +321,13 @@ LogicalResult TensorParallel::retype() {
       op->emitOpError("tensor parallelism: cannot infer the local shape");
       return WalkResult::interrupt();
     }
-    for (auto [r, t] : llvm::zip(op->getResults(), types))
-      r.setType(t);
+    for (auto [r, t] : llvm::zip(op->getResults(), types)) r.setType(t);
     return WalkResult::advance();
   });
   if (result.wasInterrupted())
     return failure();
-  func.setFunctionType(FunctionType::get(func.getContext(),
-                                         func.getBody().front().getArgumentTypes(),
-                                         func.getResultTypes()));
+  func.setFunctionType(FunctionType::get(
+      func.getContext(), func.getBody().front().getArgumentTypes(), func.getResultTypes()));
   return success();
 }
 
@@ -349,10 +347,9 @@ LogicalResult TensorParallel::run() {
 Value TensorParallel::allReduce(Value value, StringRef reduction, Location loc) {
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointAfterValue(value);
-  auto op = dist::AllReduceOp::create(builder, loc, value.getType(), value,
-                                      FlatSymbolRefAttr::get(builder.getContext(), "mesh"),
-                                      builder.getStrArrayAttr({axis}),
-                                      builder.getStringAttr(reduction));
+  auto op = dist::AllReduceOp::create(
+      builder, loc, value.getType(), value, FlatSymbolRefAttr::get(builder.getContext(), "mesh"),
+      builder.getStrArrayAttr({axis}), builder.getStringAttr(reduction));
   if (Operation *def = value.getDefiningOp())
     if (auto name = def->getAttr(kBlockNameAttr))
       op->setAttr(kBlockNameAttr, name);
@@ -387,8 +384,7 @@ LogicalResult TensorParallel::vocabParallelEmbedding(llm::EmbeddingOp embedding)
     return failure();
   embedding.setRowOffset(0);
   embedding.setVocabSize(vocab);
-  addRankOffset(embedding, "row_offset", 0, builder.getStrArrayAttr({axis}),
-                (vocab + tp - 1) / tp);
+  addRankOffset(embedding, "row_offset", 0, builder.getStrArrayAttr({axis}), (vocab + tp - 1) / tp);
   Value sum = allReduce(embedding.getResult(), "sum", embedding.getLoc());
   embedding.getResult().replaceAllUsesExcept(sum, sum.getDefiningOp());
   return success();
@@ -426,9 +422,9 @@ LogicalResult TensorParallel::vocabParallelLoss(llm::CrossEntropyOp loss) {
   auto max = llm::ReduceMaxOp::create(builder, loc, logits, /*class_offset=*/0, vocab);
   addRankOffset(max, "class_offset", 0, builder.getStrArrayAttr({axis}), shard);
   Value shift = llm::StopGradientOp::create(builder, loc, allReduce(max, "max", loc));
-  auto partial = llm::CrossEntropyPartialOp::create(
-      builder, loc, logits, loss.getTargets(), shift, /*class_offset=*/0, vocab,
-      loss.getIgnoreIndex());
+  auto partial =
+      llm::CrossEntropyPartialOp::create(builder, loc, logits, loss.getTargets(), shift,
+                                         /*class_offset=*/0, vocab, loss.getIgnoreIndex());
   partial.setClassOffset(0);
   addRankOffset(partial, "class_offset", 0, builder.getStrArrayAttr({axis}), shard);
   Value sumexp = allReduce(partial.getSumexp(), "sum", loc);

@@ -51,8 +51,8 @@ void copyRankOffsets(Operation *from, Operation *to) {
 /// row statistics (a missing one is zero). The shift's gradient, −dsumexp ·
 /// sumexp, is returned only when asked for: the model's loss never asks,
 /// since the shift comes through llm.stop_gradient.
-FailureOr<Grads> crossEntropyPartialVJP(OpBuilder &b, CrossEntropyPartialOp op,
-                                        ArrayRef<Value> dys, ArrayRef<bool> need) {
+FailureOr<Grads> crossEntropyPartialVJP(OpBuilder &b, CrossEntropyPartialOp op, ArrayRef<Value> dys,
+                                        ArrayRef<bool> need) {
   Location loc = op.getLoc();
   auto zerosLike = [&](Value v) {
     return FillOp::create(b, loc, v.getType(), APFloat(0.0)).getResult();
@@ -68,8 +68,8 @@ FailureOr<Grads> crossEntropyPartialVJP(OpBuilder &b, CrossEntropyPartialOp op,
     grads[0] = g;
   }
   if (need[2] && dys[0])
-    grads[2] = ScaleOp::create(b, loc, MulOp::create(b, loc, dys[0], op.getSumexp()),
-                               APFloat(-1.0));
+    grads[2] =
+        ScaleOp::create(b, loc, MulOp::create(b, loc, dys[0], op.getSumexp()), APFloat(-1.0));
   return grads;
 }
 
@@ -113,9 +113,9 @@ FailureOr<Grads> attentionVJP(OpBuilder &b, AttentionOp op, ArrayRef<Value> dys,
                               ArrayRef<bool> need) {
   if (dys[1])
     return op.emitOpError("has no VJP through its lse result");
-  auto grad = AttentionGradOp::create(
-      b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getOut(), op.getLse(),
-      dys[0], op.getSegmentIds(), op.getScale(), op.getCausal());
+  auto grad = AttentionGradOp::create(b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getOut(),
+                                      op.getLse(), dys[0], op.getSegmentIds(), op.getScale(),
+                                      op.getCausal());
   Grads grads{grad.getDq(), grad.getDk(), grad.getDv()};
   if (op.getSegmentIds())
     grads.push_back(Value());
@@ -130,16 +130,15 @@ FailureOr<Grads> concatVJP(OpBuilder &b, ConcatOp op, Value dy, ArrayRef<bool> n
     SmallVector<int64_t> offsets(t.getRank(), 0);
     offsets[dim] = offset;
     offset += t.getDimSize(dim);
-    grads.push_back(need[i] ? Value(SliceOp::create(b, op.getLoc(), t, dy, offsets))
-                            : Value());
+    grads.push_back(need[i] ? Value(SliceOp::create(b, op.getLoc(), t, dy, offsets)) : Value());
   }
   return grads;
 }
 
 } // namespace
 
-FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
-                                            ArrayRef<Value> dys,
+// NOLINTNEXTLINE(readability-function-size): one case per op
+FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRef<Value> dys,
                                             ArrayRef<bool> need) {
   Location loc = op->getLoc();
   Value dy = dys.empty() ? Value() : dys[0];
@@ -153,8 +152,7 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
         if (need[0])
           grads[0] = MulOp::create(b, loc, dy, mul.getRhs());
         if (need[1])
-          grads[1] = unbroadcast(b, loc, MulOp::create(b, loc, dy, mul.getLhs()),
-                                 mul.getRhs());
+          grads[1] = unbroadcast(b, loc, MulOp::create(b, loc, dy, mul.getLhs()), mul.getRhs());
         return grads;
       })
       .Case([&](ScaleOp s) -> FailureOr<Grads> {
@@ -188,13 +186,11 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
         return Grads{CastOp::create(b, loc, c.getX().getType(), dy)};
       })
       .Case([&](LayerNormOp ln) -> FailureOr<Grads> {
-        auto g = LayerNormGradOp::create(b, loc, ln.getX(), ln.getGamma(), dy,
-                                         ln.getEpsilon());
+        auto g = LayerNormGradOp::create(b, loc, ln.getX(), ln.getGamma(), dy, ln.getEpsilon());
         return Grads{g.getDx(), g.getDgamma(), g.getDbeta()};
       })
       .Case([&](RMSNormOp rn) -> FailureOr<Grads> {
-        auto g = RMSNormGradOp::create(b, loc, rn.getX(), rn.getGamma(), dy,
-                                       rn.getEpsilon());
+        auto g = RMSNormGradOp::create(b, loc, rn.getX(), rn.getGamma(), dy, rn.getEpsilon());
         return Grads{g.getDx(), g.getDgamma()};
       })
       .Case([&](EmbeddingOp e) -> FailureOr<Grads> {
@@ -212,8 +208,7 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
       })
       .Case([&](AttentionOp a) { return attentionVJP(b, a, dys, need); })
       .Case([&](CrossEntropyOp ce) -> FailureOr<Grads> {
-        return Grads{CrossEntropyGradOp::create(b, loc, ce.getLogits(),
-                                                ce.getTargets(), dy,
+        return Grads{CrossEntropyGradOp::create(b, loc, ce.getLogits(), ce.getTargets(), dy,
                                                 ce.getIgnoreIndex(), ce.getNumClasses()),
                      Value()};
       })
@@ -223,8 +218,7 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
       .Case([&](TransposeOp t) -> FailureOr<Grads> {
         ArrayRef<int64_t> perm = t.getPermutation();
         SmallVector<int64_t> inverse(perm.size());
-        for (auto [i, p] : llvm::enumerate(perm))
-          inverse[p] = i;
+        for (auto [i, p] : llvm::enumerate(perm)) inverse[p] = i;
         return Grads{TransposeOp::create(b, loc, t.getX().getType(), dy, inverse)};
       })
       .Case([&](SliceOp s) -> FailureOr<Grads> {
@@ -245,8 +239,8 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
       // ranges are statistics and get no gradient.
       .Case([&](qat::FakeQuantOp q) -> FailureOr<Grads> {
         Grads grads(q->getNumOperands());
-        grads[0] = qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy,
-                                                q.getColumns(), q.getScheme());
+        grads[0] = qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy, q.getColumns(),
+                                                q.getScheme());
         return grads;
       })
       .Case([&](qat::ObserveOp o) -> FailureOr<Grads> { return Grads(o->getNumOperands()); })
@@ -265,8 +259,8 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
       })
       .Case([&](dist::AllGatherOp c) -> FailureOr<Grads> {
         if (c.getReplicatedGrad())
-          return Grads{dist::AllSliceOp::create(b, loc, c.getInput().getType(), dy,
-                                                c.getMeshAttr(), c.getAxes(), c.getDimAttr())};
+          return Grads{dist::AllSliceOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
+                                                c.getAxes(), c.getDimAttr())};
         return Grads{dist::ReduceScatterOp::create(b, loc, c.getInput().getType(), dy,
                                                    c.getMeshAttr(), c.getAxes(), c.getDimAttr(),
                                                    b.getStringAttr("sum"))};
@@ -274,12 +268,12 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op,
       .Case([&](dist::ReduceScatterOp c) -> FailureOr<Grads> {
         if (c.getReduction() != "sum")
           return c.emitOpError("has a VJP only for reduction \"sum\"");
-        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy,
-                                               c.getMeshAttr(), c.getAxes(), c.getDimAttr())};
+        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
+                                               c.getAxes(), c.getDimAttr())};
       })
       .Case([&](dist::AllSliceOp c) -> FailureOr<Grads> {
-        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy,
-                                               c.getMeshAttr(), c.getAxes(), c.getDimAttr())};
+        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
+                                               c.getAxes(), c.getDimAttr())};
       })
       .Default([&](Operation *other) -> FailureOr<Grads> {
         return other->emitOpError("has no VJP rule; autodiff cannot differentiate it");

@@ -13,9 +13,10 @@ namespace llmc {
 /// i needs one; the returned vector has one entry per operand, null where no
 /// gradient is needed or the operand is not differentiable. Fails with a
 /// diagnostic at the op when no rule exists.
-mlir::FailureOr<llvm::SmallVector<mlir::Value>>
-emitVJP(mlir::OpBuilder &builder, mlir::Operation *op,
-        llvm::ArrayRef<mlir::Value> resultGrads, llvm::ArrayRef<bool> needsGrad);
+mlir::FailureOr<llvm::SmallVector<mlir::Value>> emitVJP(mlir::OpBuilder &builder,
+                                                        mlir::Operation *op,
+                                                        llvm::ArrayRef<mlir::Value> resultGrads,
+                                                        llvm::ArrayRef<bool> needsGrad);
 
 } // namespace llmc
 

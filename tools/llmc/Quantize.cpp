@@ -16,8 +16,8 @@
 #include "compiler/Compiler.h"
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
-#include "passes/lib/QATScheme.h"
 #include "passes/lib/EntryPoints.h"
+#include "passes/lib/QATScheme.h"
 #include "passes/lib/WeightSites.h"
 #include "runtime/quant/Export.h"
 #include "runtime/quant/GptqCalibration.h"
@@ -149,7 +149,7 @@ struct Param {
 class ParamUses {
 public:
   ParamUses(func::FuncOp forward, const std::vector<std::string> &ops,
-              const std::vector<std::string> &skip)
+            const std::vector<std::string> &skip)
       : forward(forward), skip(skip) {
     for (BlockArgument arg : forward.getArguments())
       if (auto param = llm::getParamAttr(forward, arg.getArgNumber())) {

@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialects/LLM/LLMDialect.h"
 #include "dialects/Annotations/Annotations.h"
+#include "dialects/LLM/LLMDialect.h"
 
 #include "mlir/Pass/Pass.h"
 #include "mlir/Support/FileUtilities.h"

@@ -1,8 +1,8 @@
 //===- PlannerTest.cpp - llmc plan: links, pricing and composition --------===//
 
+#include "compiler/plan/Planner.h"
 #include "compiler/Compiler.h"
 #include "compiler/plan/Cluster.h"
-#include "compiler/plan/Planner.h"
 #include "compiler/plan/Probes.h"
 #include "compiler/plan/ProgramCost.h"
 #include "dialects/Exec/ExecDialect.h"
