@@ -199,8 +199,9 @@ std::vector<Gemm> stepGemms(int seq, double chunkMb) {
     gemms.push_back({name + " dgrad", false, true, rows, l.k, l.n, layers});
     gemms.push_back({name + " wgrad", true, false, l.k, l.n, rows, layers});
   }
-  // As passes/Fuse.cpp's chunkRows: as few chunks of whole rows of f32
-  // logits in chunk-mb as fit, of equal rows.
+  // As linear-cross-entropy's chunks (passes/fuse/LinearCrossEntropy.cpp):
+  // as few chunks of whole rows of f32 logits in chunk-mb as fit, of equal
+  // rows.
   const int most = static_cast<int>(std::clamp<int64_t>(
       static_cast<int64_t>(chunkMb * 1024 * 1024 / (4.0 * vocab)), 1, rows));
   const int chunks = (rows + most - 1) / most;

@@ -10,10 +10,12 @@
 
 #include "common/ArtifactFormat.h"
 #include "common/schema/artifact_generated.h"
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/SizeFormat.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"

@@ -13,7 +13,7 @@
 
 #include "compiler/Compiler.h"
 
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
@@ -76,8 +76,8 @@ std::string parseSpec(StringRef text, InferenceSpec &spec) {
 }
 
 /// What inference cannot take from the training flags, or "".
-std::string unsupported(const CompileOptions &options) {
-  const TrainingPipelineOptions &p = options.pipeline;
+std::string unsupported(const CompileRequest &options) {
+  const CompileOptions &p = options.pipeline;
   if (!options.source.inputFile.empty())
     return "--inference builds the model at its step shapes: give --model (a preset or "
            "--config), not a .mlir graph";
@@ -116,7 +116,7 @@ std::string checkCacheType(InferenceSpec &spec, StringRef precision) {
 
 } // namespace
 
-int compileInference(const CompileOptions &options, StringRef tool) {
+int compileInference(const CompileRequest &options, StringRef tool) {
   InferenceSpec spec;
   if (std::string error = parseSpec(options.pipeline.inference, spec); !error.empty())
     return reportFailure(tool, error);

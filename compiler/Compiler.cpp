@@ -4,10 +4,11 @@
 
 #include "compiler/ArtifactWriter.h"
 #include "compiler/RecomputeBudget.h"
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/Registration.h"
 #include "models/Models.h"
-#include "passes/LoRASpec.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/LoRASpec.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -134,9 +135,8 @@ std::string shortestDecimal(double value) {
 
 } // namespace
 
-std::map<std::string, std::string> detail::collectMetadata(ModuleOp module,
-                                                   const CompileOptions &options,
-                                                   int64_t batchRows) {
+std::map<std::string, std::string>
+detail::collectMetadata(ModuleOp module, const CompileRequest &options, int64_t batchRows) {
   std::map<std::string, std::string> meta;
   auto put = [&](const std::string &key, auto value) {
     std::ostringstream os;
@@ -211,18 +211,18 @@ int detail::reportFailure(llvm::StringRef tool, const llvm::Twine &message) {
 
 using detail::reportFailure;
 
-int compile(const CompileOptions &options, llvm::StringRef tool) {
+int compile(const CompileRequest &options, llvm::StringRef tool) {
   static const char *stages[] = {"graph", "train", "exec", "artifact"};
   if (!llvm::is_contained(stages, options.emit))
     return reportFailure(tool, "unknown --emit '" + options.emit +
                                    "' (expected graph, train, exec or artifact)");
-  TrainingPipelineOptions pipeline = options.pipeline;
+  CompileOptions pipeline = options.pipeline;
   if (std::string error = resolveOptions(pipeline); !error.empty())
     return reportFailure(tool, error);
   if (std::string error = resolveOptions(options.schedule); !error.empty())
     return reportFailure(tool, error);
   if (!pipeline.inference.empty()) {
-    CompileOptions resolved = options;
+    CompileRequest resolved = options;
     resolved.pipeline = pipeline; // with what resolveOptions derived (--weight-quant's block)
     return compileInference(resolved, tool);
   }
@@ -256,14 +256,14 @@ int compile(const CompileOptions &options, llvm::StringRef tool) {
 
   if (options.emit != "artifact")
     return detail::writeOutput(*module, options, {}, tool);
-  CompileOptions chosen = options;
+  CompileRequest chosen = options;
   chosen.pipeline = pipeline;
   chosen.pipeline.recompute = recomputeMode;
   return detail::writeOutput(*module, options, detail::collectMetadata(*module, chosen, batchRows),
                              tool);
 }
 
-int detail::writeOutput(ModuleOp module, const CompileOptions &options,
+int detail::writeOutput(ModuleOp module, const CompileRequest &options,
                         const std::map<std::string, std::string> &meta, llvm::StringRef tool) {
   if (options.emit != "artifact") {
     std::string error;

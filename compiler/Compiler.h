@@ -32,9 +32,12 @@ struct ModelSource {
   std::vector<std::string> overrides; ///< key=value
 };
 
-struct CompileOptions {
+/// What `llmc compile` is asked for: where the model comes from, the
+/// options of the compile (passes/lib/CompileOptions.h), the training
+/// defaults the artifact records, and what to write where.
+struct CompileRequest {
   ModelSource source;
-  TrainingPipelineOptions pipeline;
+  CompileOptions pipeline;
   ScheduleDefaults schedule;
   std::string emit = "artifact"; ///< graph | train | exec | artifact
   std::string output = "-";
@@ -69,21 +72,20 @@ private:
 
 /// The whole `llmc compile`; returns a process exit code and prints errors
 /// to stderr prefixed with `tool`.
-int compile(const CompileOptions &options, llvm::StringRef tool);
+int compile(const CompileRequest &options, llvm::StringRef tool);
 
 /// `llmc compile --inference`: @prefill and @decode over a paged KV cache
 /// (compiler/CompileInference.cpp).
-int compileInference(const CompileOptions &options, llvm::StringRef tool);
+int compileInference(const CompileRequest &options, llvm::StringRef tool);
 
 namespace detail {
 /// Prints `<tool>: error: message`; returns 1.
 int reportFailure(llvm::StringRef tool, const llvm::Twine &message);
 /// The artifact's metadata: model, layout, pipeline and options.
-std::map<std::string, std::string> collectMetadata(mlir::ModuleOp module,
-                                                   const CompileOptions &options,
-                                                   int64_t batchRows);
+std::map<std::string, std::string>
+collectMetadata(mlir::ModuleOp module, const CompileRequest &options, int64_t batchRows);
 /// Writes `module` at `options.emit` (IR text, or the artifact with `meta`).
-int writeOutput(mlir::ModuleOp module, const CompileOptions &options,
+int writeOutput(mlir::ModuleOp module, const CompileRequest &options,
                 const std::map<std::string, std::string> &meta, llvm::StringRef tool);
 } // namespace detail
 

@@ -4,7 +4,7 @@
 
 #include "dialects/LLM/LLMDialect.h"
 #include "dialects/QAT/QATDialect.h"
-#include "passes/QATScheme.h"
+#include "passes/lib/QATScheme.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 

@@ -2,9 +2,11 @@
 
 #include "compiler/RecomputeBudget.h"
 
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/LLM/LLMDialect.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/SizeFormat.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/STLExtras.h"
@@ -37,9 +39,9 @@ std::string recomputeLevel(const std::vector<std::string> &layers, size_t level)
   return modes;
 }
 
-FailureOr<int64_t> plannedArenaBytes(ModuleOp forward, const TrainingPipelineOptions &options) {
+FailureOr<int64_t> plannedArenaBytes(ModuleOp forward, const CompileOptions &options) {
   OwningOpRef<ModuleOp> trial(cast<ModuleOp>(forward->clone()));
-  TrainingPipelineOptions lowered = options;
+  CompileOptions lowered = options;
   lowered.emit = "exec";
   lowered.memoryBudgetBytes = 0; // measured here, not enforced
   PassManager pm(forward.getContext());
@@ -55,7 +57,7 @@ FailureOr<int64_t> plannedArenaBytes(ModuleOp forward, const TrainingPipelineOpt
   return largest;
 }
 
-FailureOr<std::string> chooseRecompute(ModuleOp forward, const TrainingPipelineOptions &options,
+FailureOr<std::string> chooseRecompute(ModuleOp forward, const CompileOptions &options,
                                        StringRef tool) {
   std::vector<std::string> layers = layerNames(forward);
   if (layers.empty()) {
@@ -64,7 +66,7 @@ FailureOr<std::string> chooseRecompute(ModuleOp forward, const TrainingPipelineO
   }
   int64_t largest = 0; // of the last plan tried
   auto fits = [&](size_t level) -> FailureOr<bool> {
-    TrainingPipelineOptions trial = options;
+    CompileOptions trial = options;
     trial.recompute = "none";
     trial.recomputeLayers = recomputeLevel(layers, level);
     FailureOr<int64_t> bytes = plannedArenaBytes(forward, trial);

@@ -32,14 +32,12 @@ std::string recomputeLevel(const std::vector<std::string> &layers, size_t level)
 
 /// The largest arena (bytes) of any rank when `forward` is compiled with
 /// `options` (whose recomputation and budget are taken as given).
-mlir::FailureOr<int64_t> plannedArenaBytes(mlir::ModuleOp forward,
-                                           const TrainingPipelineOptions &options);
+mlir::FailureOr<int64_t> plannedArenaBytes(mlir::ModuleOp forward, const CompileOptions &options);
 
 /// The cheapest level that fits `options.memoryBudgetBytes`, as layer modes. When
 /// no level fits, returns full recomputation of every layer:
 /// compiling it fails in llmc-memory-budget, which says what else to change.
-mlir::FailureOr<std::string> chooseRecompute(mlir::ModuleOp forward,
-                                             const TrainingPipelineOptions &options,
+mlir::FailureOr<std::string> chooseRecompute(mlir::ModuleOp forward, const CompileOptions &options,
                                              llvm::StringRef tool = "llmc");
 
 } // namespace llmc

@@ -2,7 +2,7 @@
 
 #include "compiler/ScheduleSvg.h"
 
-#include "passes/MicrobatchSchedule.h"
+#include "passes/lib/MicrobatchSchedule.h"
 
 #include <cstdlib>
 #include <iomanip>

@@ -8,10 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/QAT/QATDialect.h"
-#include "passes/Utils.h"
-#include "passes/VJPRules.h"
+#include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Inlining.h"
+#include "passes/lib/VJPRules.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"

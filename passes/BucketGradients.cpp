@@ -8,8 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
 
 #include "mlir/IR/Builders.h"
 

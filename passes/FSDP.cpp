@@ -19,9 +19,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Layout.h"
+#include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Inlining.h"
+#include "passes/lib/Layout.h"
+#include "passes/lib/ShardAttr.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"

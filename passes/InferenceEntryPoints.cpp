@@ -8,9 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/QAT/QATDialect.h"
-#include "passes/Utils.h"
+#include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Inlining.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/BitVector.h"

@@ -19,9 +19,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/Dist/DistDialect.h"
-#include "passes/Utils.h"
+#include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Inlining.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSwitch.h"

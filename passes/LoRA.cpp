@@ -27,19 +27,23 @@
 //
 // QLoRA (`qlora`) stores each adapted weight in NF4 and expands it right
 // before it is read; under tensor parallelism the storage is split with
-// the weight (passes/QuantizedStorage.h). A tied head's table, which the
+// the weight (passes/lib/QuantizedStorage.h). A tied head's table, which the
 // embedding lookup reads too, is stored once: both read its expansion, and
 // the adapter joins the head's product only (as PEFT's on a tied lm_head).
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/LoRASpec.h"
-#include "passes/Layout.h"
-#include "passes/Passes.h"
-#include "passes/QuantizedStorage.h"
-#include "passes/Utils.h"
-#include "dialects/QAT/QATDialect.h"
 #include "common/QuantScheme.h"
+#include "dialects/Annotations/Annotations.h"
+#include "dialects/QAT/QATDialect.h"
+#include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Layout.h"
+#include "passes/lib/LoRASpec.h"
+#include "passes/lib/Parameters.h"
+#include "passes/lib/QuantizedStorage.h"
+#include "passes/lib/ShardAttr.h"
+#include "passes/lib/WeightSites.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
@@ -125,10 +129,9 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       return signalPassFailure();
     }
     SmallVector<llm::MatmulOp> sites;
-    forward.walk([&](llm::MatmulOp m) {
-      if (paramOf(m.getB()) && chosen(m))
-        sites.push_back(m);
-    });
+    for (const WeightSite &site : findWeightSites(forward))
+      if (!site.embedding && site.weight && chosen(cast<llm::MatmulOp>(site.op)))
+        sites.push_back(cast<llm::MatmulOp>(site.op));
     for (const std::string &target : loraSpec.targets)
       if (loraSpec.targetsGiven && !matchedTargets.contains(target)) {
         module.emitError() << "lora: target '" << target

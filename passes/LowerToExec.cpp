@@ -24,11 +24,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/ArenaPlacement.h"
-#include "passes/Layout.h"
+#include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
-#include "passes/QATScheme.h"
-#include "passes/Utils.h"
+#include "passes/lib/ArenaPlacement.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Inlining.h"
+#include "passes/lib/Layout.h"
+#include "passes/lib/QATScheme.h"
 
 #include "common/AttentionWorkspace.h"
 
@@ -192,7 +194,31 @@ public:
   std::map<std::string, int64_t> savedPerLayer;
 
 private:
+  /// Gives every value its class (a block of the arena, or persistent
+  /// state) and the classes their live ranges, names and categories, in
+  /// the steps below.
   LogicalResult placeValues();
+  /// Numbers the ops and records each value's last use.
+  void numberOps();
+  /// What reaches an optimizer update or a gradient output through the
+  /// accumulation adds and scales (gradValues, for the memory plan).
+  void findGradients();
+  /// A new class rooted at `v`, live from `start` to its last use.
+  void newClass(Value v, int64_t start);
+  /// Arguments: persistent state, or program inputs live from the start.
+  LogicalResult placeArguments();
+  /// Results tied to state arguments are written straight into that state:
+  /// each such result and its argument; fails when the state is read after
+  /// its update.
+  FailureOr<llvm::DenseMap<Value, Value>> findTiedResults();
+  /// Places `op`'s results: into tied state, as a view of their source, in
+  /// place of a dying operand, or as a new class.
+  LogicalResult placeResults(Operation &op, const llvm::DenseMap<Value, Value> &tiedTo);
+  /// Places `result` of `op` (instruction `at`) over an operand whose class
+  /// ends there, when one may take it; true when it did.
+  bool placeInPlace(Operation &op, Value result, int64_t at);
+  /// Outputs live to the end of the program and carry their names.
+  LogicalResult placeOutputs(const llvm::DenseMap<Value, Value> &tiedTo);
   /// Gives each kernel that needs a workspace on the target its block.
   void planWorkspaces();
   LogicalResult allocate();
@@ -283,6 +309,26 @@ std::optional<int64_t> contiguousSliceOffset(llm::SliceOp slice) {
 }
 
 LogicalResult ProgramLowering::placeValues() {
+  numberOps();
+  findGradients();
+  if (failed(placeArguments()))
+    return failure();
+  FailureOr<llvm::DenseMap<Value, Value>> tiedTo = findTiedResults();
+  if (failed(tiedTo))
+    return failure();
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (failed(placeResults(op, *tiedTo)))
+      return failure();
+  if (failed(placeOutputs(*tiedTo)))
+    return failure();
+  for (auto &[root, info] : classes)
+    if (info.category == "activation" && gradValues.contains(root))
+      info.category = "grad";
+  classifyTransients();
+  return success();
+}
+
+void ProgramLowering::numberOps() {
   Block &body = func.getBody().front();
   for (Operation &op : body)
     index[&op] = numOps++;
@@ -294,9 +340,10 @@ LogicalResult ProgramLowering::placeValues() {
   for (Operation &op : body)
     if (auto send = dyn_cast<dist::SendOp>(op))
       lastUse[send.getInput()] = numOps;
+}
 
-  // Gradients (for the memory plan): what reaches an optimizer update or a
-  // gradient output, through the accumulation adds and scales.
+void ProgramLowering::findGradients() {
+  Block &body = func.getBody().front();
   SmallVector<Value> worklist;
   for (Operation &op : body)
     if (isa<llm::AdamWOp, llm::AdamW8bitOp>(op))
@@ -331,17 +378,18 @@ LogicalResult ProgramLowering::placeValues() {
                    dist::ReduceOp>(def))
       worklist.push_back(def->getOperand(0));
   }
+}
 
-  auto newClass = [&](Value v, int64_t start) {
-    placement[v] = {v, 0};
-    ClassInfo info;
-    info.start = start;
-    info.end = std::max(start, lastUse.lookup(v));
-    info.bytes = bytesOf(v.getType());
-    classes.insert({v, info});
-  };
+void ProgramLowering::newClass(Value v, int64_t start) {
+  placement[v] = {v, 0};
+  ClassInfo info;
+  info.start = start;
+  info.end = std::max(start, lastUse.lookup(v));
+  info.bytes = bytesOf(v.getType());
+  classes.insert({v, info});
+}
 
-  // Arguments: persistent state, or program inputs live from the start.
+LogicalResult ProgramLowering::placeArguments() {
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
     auto role = func.getArgAttrOfType<StringAttr>(i, kRoleAttr);
@@ -361,8 +409,11 @@ LogicalResult ProgramLowering::placeValues() {
     classes[arg].category = "input";
     classes[arg].name = name ? name.getValue().str() : ("input" + Twine(i)).str();
   }
+  return success();
+}
 
-  // Results tied to state arguments are written straight into that state.
+FailureOr<llvm::DenseMap<Value, Value>> ProgramLowering::findTiedResults() {
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   llvm::DenseMap<Value, Value> tiedTo;
   for (auto [i, v] : llvm::enumerate(ret.getOperands()))
     if (auto tied = func.getResultAttrOfType<IntegerAttr>(i, kTiedToAttr)) {
@@ -373,89 +424,98 @@ LogicalResult ProgramLowering::placeValues() {
               "updates state that is still read after it; cannot update in place");
       tiedTo[v] = arg;
     }
+  return tiedTo;
+}
 
-  auto rootOf = [&](Value v) { return placement.lookup(v).root; };
-  for (Operation &op : body.without_terminator()) {
-    int64_t at = index[&op];
-    for (Value result : op.getResults()) {
-      if (Value arg = tiedTo.lookup(result)) {
-        persistentArgs[result] = persistentArgs.lookup(arg);
+/// The value `op` is a view of (reshape, replicate, stop_gradient, a
+/// contiguous slice), with the view's byte offset into it; null for any
+/// other op.
+static Value viewSource(Operation &op, int64_t &viewOffset) {
+  viewOffset = 0;
+  if (auto reshape = dyn_cast<llm::ReshapeOp>(op))
+    return reshape.getX();
+  if (auto replicate = dyn_cast<dist::ReplicateOp>(op))
+    return replicate.getInput(); // identity forward
+  if (auto stop = dyn_cast<llm::StopGradientOp>(op))
+    return stop.getX(); // identity forward
+  if (auto slice = dyn_cast<llm::SliceOp>(op))
+    if (auto offset = contiguousSliceOffset(slice)) {
+      viewOffset = *offset;
+      return slice.getX();
+    }
+  return {};
+}
+
+LogicalResult ProgramLowering::placeResults(Operation &op,
+                                            const llvm::DenseMap<Value, Value> &tiedTo) {
+  int64_t at = index[&op];
+  for (Value result : op.getResults()) {
+    if (Value arg = tiedTo.lookup(result)) {
+      persistentArgs[result] = persistentArgs.lookup(arg);
+      continue;
+    }
+    int64_t viewOffset = 0;
+    if (Value source = viewSource(op, viewOffset)) {
+      viewOps.insert(&op);
+      if (isPersistentArg(source)) {
+        persistentArgs[result] = persistentArgs.lookup(source);
+        if (viewOffset)
+          return op.emitOpError("views into persistent state are not supported");
         continue;
       }
-      Value source;
-      int64_t viewOffset = 0;
-      if (auto reshape = dyn_cast<llm::ReshapeOp>(op)) {
-        source = reshape.getX();
-      } else if (auto replicate = dyn_cast<dist::ReplicateOp>(op)) {
-        source = replicate.getInput(); // identity forward
-      } else if (auto stop = dyn_cast<llm::StopGradientOp>(op)) {
-        source = stop.getX(); // identity forward
-      } else if (auto slice = dyn_cast<llm::SliceOp>(op)) {
-        if (auto offset = contiguousSliceOffset(slice)) {
-          source = slice.getX();
-          viewOffset = *offset;
-        }
-      }
-      if (source) {
-        viewOps.insert(&op);
-        if (isPersistentArg(source)) {
-          persistentArgs[result] = persistentArgs.lookup(source);
-          if (viewOffset)
-            return op.emitOpError("views into persistent state are not supported");
-          continue;
-        }
-        Placement p = placement.lookup(source);
-        placement[result] = {p.root, p.offset + viewOffset};
-        ClassInfo &info = classes[p.root];
-        info.end = std::max(info.end, lastUse.lookup(result));
-        continue;
-      }
-      // In place: an operand whose class ends here and has the same size —
-      // add's and scale's first; any of a fused elementwise loop's, which
-      // reads each element of its inputs before it writes that element (a
-      // result that takes one extends its class, so no other result takes
-      // it too); either addend of a residual norm's sum; the addend of a
-      // fused norm backward. The residual norms' kernels read each element
-      // before writing it there, so fusing add and norm never needs a
-      // buffer more than the two ops did.
-      SmallVector<Value, 4> inPlaceCandidates;
-      if (isa<llm::AddOp, llm::ScaleOp, dist::AllReduceOp, dist::BroadcastOp>(op))
-        inPlaceCandidates.push_back(op.getOperand(0));
-      else if (isa<llm::FusedElementwiseOp>(op))
-        inPlaceCandidates.append(op.operand_begin(), op.operand_end());
-      else if (isa<llm::AddLayerNormOp, llm::AddRMSNormOp>(op) && result == op.getResult(0))
-        inPlaceCandidates = {op.getOperand(0), op.getOperand(1)};
-      else if (isa<llm::LayerNormGradAddOp, llm::RMSNormGradAddOp>(op) &&
-               result == op.getResult(0))
-        inPlaceCandidates.push_back(op.getOperand(3));
-      bool inPlace = false;
-      for (Value lhs : inPlaceCandidates) {
-        if (result.getType() != lhs.getType() || isPersistentArg(lhs) || !placement.count(lhs))
-          continue;
-        Value root = rootOf(lhs);
-        ClassInfo &info = classes[root];
-        Placement p = placement.lookup(lhs);
-        if (info.end == at && info.category == "activation" && p.offset == 0 &&
-            info.bytes == bytesOf(result.getType())) {
-          placement[result] = p;
-          info.end = std::max(at, lastUse.lookup(result));
-          inPlace = true;
-          break;
-        }
-      }
-      if (!inPlace)
-        newClass(result, at);
+      Placement p = placement.lookup(source);
+      placement[result] = {p.root, p.offset + viewOffset};
+      ClassInfo &info = classes[p.root];
+      info.end = std::max(info.end, lastUse.lookup(result));
+      continue;
+    }
+    if (!placeInPlace(op, result, at))
+      newClass(result, at);
+  }
+  return success();
+}
+
+bool ProgramLowering::placeInPlace(Operation &op, Value result, int64_t at) {
+  // In place: an operand whose class ends here and has the same size —
+  // add's and scale's first; any of a fused elementwise loop's, which
+  // reads each element of its inputs before it writes that element (a
+  // result that takes one extends its class, so no other result takes
+  // it too); either addend of a residual norm's sum; the addend of a
+  // fused norm backward. The residual norms' kernels read each element
+  // before writing it there, so fusing add and norm never needs a
+  // buffer more than the two ops did.
+  SmallVector<Value, 4> inPlaceCandidates;
+  if (isa<llm::AddOp, llm::ScaleOp, dist::AllReduceOp, dist::BroadcastOp>(op))
+    inPlaceCandidates.push_back(op.getOperand(0));
+  else if (isa<llm::FusedElementwiseOp>(op))
+    inPlaceCandidates.append(op.operand_begin(), op.operand_end());
+  else if (isa<llm::AddLayerNormOp, llm::AddRMSNormOp>(op) && result == op.getResult(0))
+    inPlaceCandidates = {op.getOperand(0), op.getOperand(1)};
+  else if (isa<llm::LayerNormGradAddOp, llm::RMSNormGradAddOp>(op) && result == op.getResult(0))
+    inPlaceCandidates.push_back(op.getOperand(3));
+  for (Value lhs : inPlaceCandidates) {
+    if (result.getType() != lhs.getType() || isPersistentArg(lhs) || !placement.count(lhs))
+      continue;
+    ClassInfo &info = classes[placement.lookup(lhs).root];
+    Placement p = placement.lookup(lhs);
+    if (info.end == at && info.category == "activation" && p.offset == 0 &&
+        info.bytes == bytesOf(result.getType())) {
+      placement[result] = p;
+      info.end = std::max(at, lastUse.lookup(result));
+      return true;
     }
   }
+  return false;
+}
 
-  // Outputs live to the end of the program and carry their names.
+LogicalResult ProgramLowering::placeOutputs(const llvm::DenseMap<Value, Value> &tiedTo) {
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     if (tiedTo.count(v))
       continue;
     if (isPersistentArg(v) || !placement.count(v))
       return ret.emitOpError("result ") << i << " must be computed by the program";
-    Value root = rootOf(v);
-    ClassInfo &info = classes[root];
+    ClassInfo &info = classes[placement.lookup(v).root];
     if (placement.lookup(v).offset != 0 || bytesOf(v.getType()) != info.bytes ||
         !info.name.empty()) {
       // Shares bytes with something else: give the output its own copy.
@@ -473,10 +533,6 @@ LogicalResult ProgramLowering::placeValues() {
     else
       info.name = ("output" + Twine(i)).str();
   }
-  for (auto &[root, info] : classes)
-    if (info.category == "activation" && gradValues.contains(root))
-      info.category = "grad";
-  classifyTransients();
   return success();
 }
 

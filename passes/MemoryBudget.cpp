@@ -6,9 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
-#include "passes/Utils.h"
-
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/SizeFormat.h"
 
 #include <map>
 

@@ -7,10 +7,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Layout.h"
-#include "passes/Passes.h"
-#include "passes/Utils.h"
 #include "common/Adam8bit.h"
+#include "dialects/Annotations/Annotations.h"
+#include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Layout.h"
+#include "passes/lib/ShardAttr.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -227,55 +229,44 @@ Value widen(OpBuilder &b, Value g) {
   return wide;
 }
 
-struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
-  using OptimizerBase::OptimizerBase;
+/// The choices of llmc-optimizer that shape @train_step.
+struct StepSettings {
+  int64_t microbatches = 1;
+  bool eightBit = false, lossScaling = false, fp32Gradients = true;
+  double beta1 = 0.9, beta2 = 0.95, epsilon = 1e-8, weightDecay = 0.1, maxGradNorm = 1.0;
+  llvm::StringSet<> noDecayKinds;
+};
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    func::FuncOp grad = lookupFunc(module, "grad");
-    func::FuncOp forward = lookupFunc(module, "forward");
-    if (!grad || !forward) {
-      module.emitError("optimizer: needs @forward and @grad (run llmc-autodiff first)");
-      return signalPassFailure();
-    }
-    if (optimizer != "adamw" && optimizer != "adamw8bit") {
-      module.emitError() << "optimizer: unknown optimizer '" << optimizer
-                         << "' (expected adamw or adamw8bit)";
-      return signalPassFailure();
-    }
-    if (microbatches < 1) {
-      module.emitError() << "optimizer: microbatches must be >= 1, got "
-                         << static_cast<int64_t>(microbatches);
-      return signalPassFailure();
-    }
-    llvm::StringSet<> noDecayKinds;
-    for (StringRef kind : llvm::split(StringRef(noDecay), ',')) {
-      kind = kind.trim();
-      if (kind.empty() || kind == "none")
-        continue;
-      if (kind != "norm" && kind != "bias" && kind != "embedding") {
-        module.emitError() << "optimizer: unknown no-decay kind '" << kind
-                           << "' (expected norm, bias, embedding or none)";
-        return signalPassFailure();
-      }
-      noDecayKinds.insert(kind);
-    }
-    if (failed(build(module, forward, grad, noDecayKinds)))
-      return signalPassFailure();
+/// Builds @train_step from @grad (and @forward, which says how each
+/// parameter is used), one named step at a time: build() runs them in
+/// order, each leaving in the members what the next ones read.
+class TrainStepBuilder {
+public:
+  TrainStepBuilder(ModuleOp module, func::FuncOp forward, func::FuncOp grad,
+                   const StepSettings &settings)
+      : module(module), forward(forward), grad(grad), settings(settings), ctx(module.getContext()),
+        b(ctx), loc(grad.getLoc()), scalar(RankedTensorType::get({}, Float32Type::get(ctx))),
+        M(settings.microbatches), layout(readLayout(module)), sync(b, layout) {}
+
+  LogicalResult build() {
+    if (failed(classifyArguments()))
+      return failure();
+    planOptimizerState();
+    declareArguments();
+    createStep();
+    if (failed(findLossSeed()))
+      return failure();
+    accumulateMicrobatches();
+    takeGlobalNorm();
+    SmallVector<Value> results = applyUpdates();
+    finishStep(results);
+    return success();
   }
 
-  LogicalResult build(ModuleOp module, func::FuncOp forward, func::FuncOp grad,
-                      const llvm::StringSet<> &noDecayKinds) {
-    MLIRContext *ctx = module.getContext();
-    OpBuilder b(ctx);
-    Location loc = grad.getLoc();
-    auto scalar = RankedTensorType::get({}, Float32Type::get(ctx));
-    int64_t M = microbatches;
-    std::optional<Layout> layout = readLayout(module);
-    Sync sync(b, layout);
-
-    // Classify @grad's arguments: parameters (trainable or frozen) and batch.
-    SmallVector<unsigned> paramArgs, trainableArgs, batchArgs, stateArgs;
+private:
+  /// Sorts @grad's arguments into parameters (trainable or frozen), batch
+  /// inputs and observer states, and finds the result updating each state.
+  LogicalResult classifyArguments() {
     for (unsigned i = 0; i < grad.getNumArguments(); ++i) {
       llm::ParamAttr p = llm::getParamAttr(grad, i);
       auto role = grad.getArgAttrOfType<StringAttr>(i, kRoleAttr);
@@ -294,9 +285,10 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     if (grad.getNumResults() != trainableArgs.size() + 1 + stateArgs.size())
       return grad.emitError("optimizer: @grad must return the loss, one gradient per "
                             "trainable parameter and one update per observer state");
-    size_t nParams = paramArgs.size(), nTrain = trainableArgs.size(), nStates = stateArgs.size();
-    // Which @grad result updates each observer state.
-    SmallVector<unsigned> stateResult(nStates);
+    nParams = paramArgs.size();
+    nTrain = trainableArgs.size();
+    nStates = stateArgs.size();
+    stateResult.assign(nStates, 0);
     for (unsigned r = 1 + nTrain; r < grad.getNumResults(); ++r) {
       auto tied = grad.getResultAttrOfType<IntegerAttr>(r, kTiedToAttr);
       auto it = tied ? llvm::find(stateArgs, tied.getInt()) : stateArgs.end();
@@ -305,163 +297,152 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
                                 << " must update an observer state (llmc.tied_to)";
       stateResult[it - stateArgs.begin()] = r;
     }
-    // ZeRO: which parameters' optimizer state (and gradients) are sharded.
-    SmallVector<bool> sharded(nTrain, false);
+    return success();
+  }
+
+  /// Which parameters' optimizer state (and gradients) ZeRO shards, which
+  /// get an fp32 master copy, and AdamW's moment slots.
+  void planOptimizerState() {
+    sharded.assign(nTrain, false);
     for (size_t t = 0; t < nTrain; ++t)
       sharded[t] = sync.canShard(grad.getArgument(trainableArgs[t]).getType());
     // Mixed precision: a parameter stored in a low-precision type gets an
     // fp32 master copy, kept (and sharded) with the optimizer state; the
     // update runs on the master and the parameter is its rounded copy.
-    SmallVector<int64_t> masterOf(nTrain, -1);
-    size_t nMasters = 0;
+    masterOf.assign(nTrain, -1);
     for (size_t t = 0; t < nTrain; ++t)
       if (!cast<RankedTensorType>(grad.getArgument(trainableArgs[t]).getType())
                .getElementType()
                .isF32())
         masterOf[t] = nParams + nMasters++;
-    auto f32Like = [&](Type type) {
-      auto t = cast<RankedTensorType>(type);
-      return RankedTensorType::get(t.getShape(), Float32Type::get(ctx));
-    };
+    // AdamW's moments, one slot (m, v; 8-bit: codes and block absmax of
+    // each) per trainable parameter, each slot's tensors consecutive.
+    slots = settings.eightBit
+                ? SmallVector<StringRef>{"adam_m", "adam_m_absmax", "adam_v", "adam_v_absmax"}
+                : SmallVector<StringRef>{"adam_m", "adam_v"};
+  }
 
-    // Signature of @train_step.
-    SmallVector<Type> argTypes;
-    SmallVector<DictionaryAttr> argAttrs;
-    auto attrs = [&](StringRef role, StringRef name, Attribute param = {},
-                     Attribute shard = {}) {
-      SmallVector<NamedAttribute> list{b.getNamedAttr(kRoleAttr, b.getStringAttr(role)),
-                                       b.getNamedAttr(kNameAttr, b.getStringAttr(name))};
-      if (param)
-        list.push_back(b.getNamedAttr(llm::kParamAttrName, param));
-      if (shard)
-        list.push_back(b.getNamedAttr(kShardAttr, shard));
-      return b.getDictionaryAttr(list);
-    };
-    auto paramShard = [&](unsigned arg) {
-      return grad.getArgAttrOfType<DictionaryAttr>(arg, kShardAttr);
-    };
-    auto paramName = [&](unsigned arg) { return llm::getParamAttr(grad, arg).getName(); };
-    for (unsigned i : paramArgs) {
-      argTypes.push_back(grad.getArgument(i).getType());
-      argAttrs.push_back(attrs("param", paramName(i), llm::getParamAttr(grad, i), paramShard(i)));
-    }
+  RankedTensorType f32Like(Type type) const {
+    auto t = cast<RankedTensorType>(type);
+    return RankedTensorType::get(t.getShape(), Float32Type::get(ctx));
+  }
+  DictionaryAttr argAttrs(StringRef role, StringRef name, Attribute param = {},
+                          Attribute shard = {}) {
+    SmallVector<NamedAttribute> list{b.getNamedAttr(kRoleAttr, b.getStringAttr(role)),
+                                     b.getNamedAttr(kNameAttr, b.getStringAttr(name))};
+    if (param)
+      list.push_back(b.getNamedAttr(llm::kParamAttrName, param));
+    if (shard)
+      list.push_back(b.getNamedAttr(kShardAttr, shard));
+    return b.getDictionaryAttr(list);
+  }
+  DictionaryAttr paramShard(unsigned arg) {
+    return grad.getArgAttrOfType<DictionaryAttr>(arg, kShardAttr);
+  }
+  StringRef paramName(unsigned arg) { return llm::getParamAttr(grad, arg).getName(); }
+  void addArgument(Type type, DictionaryAttr attrs) {
+    argTypes.push_back(type);
+    argAttributes.push_back(attrs);
+  }
+
+  /// @train_step's arguments: parameters, masters, moment slots, observer
+  /// states, the batch (microbatches stacked), lr, step and the loss scale.
+  void declareArguments() {
+    for (unsigned i : paramArgs)
+      addArgument(grad.getArgument(i).getType(),
+                  argAttrs("param", paramName(i), llm::getParamAttr(grad, i), paramShard(i)));
     for (size_t t = 0; t < nTrain; ++t) {
       if (masterOf[t] < 0)
         continue;
       Type type = f32Like(grad.getArgument(trainableArgs[t]).getType());
-      argTypes.push_back(sharded[t] ? sync.shardType(type) : type);
       DictionaryAttr shard = paramShard(trainableArgs[t]);
       if (sharded[t])
         shard = sync.shardAttr(shard, type);
-      argAttrs.push_back(attrs("master", paramName(trainableArgs[t]), {}, shard));
+      addArgument(sharded[t] ? sync.shardType(type) : type,
+                  argAttrs("master", paramName(trainableArgs[t]), {}, shard));
     }
-    // AdamW's moments, one slot (m, v; 8-bit: codes and block absmax of
-    // each) per trainable parameter, each slot's tensors consecutive.
-    bool eightBit = optimizer == "adamw8bit";
-    SmallVector<StringRef> slots =
-        eightBit ? SmallVector<StringRef>{"adam_m", "adam_m_absmax", "adam_v", "adam_v_absmax"}
-                 : SmallVector<StringRef>{"adam_m", "adam_v"};
     for (StringRef role : slots)
-      for (size_t t = 0; t < nTrain; ++t) {
-        Type type = f32Like(grad.getArgument(trainableArgs[t]).getType());
-        DictionaryAttr shard = paramShard(trainableArgs[t]);
-        if (sharded[t]) {
-          shard = sync.shardAttr(shard, type);
-          type = sync.shardType(type);
-        }
-        if (eightBit && role.ends_with("_absmax")) {
-          std::tie(type, shard) = absmaxState(b, cast<RankedTensorType>(type), shard, layout);
-        } else if (eightBit) {
-          auto t8 = cast<RankedTensorType>(type);
-          type = RankedTensorType::get(t8.getShape(), b.getI8Type());
-        }
-        argTypes.push_back(type);
-        argAttrs.push_back(attrs(role, paramName(trainableArgs[t]), {}, shard));
-      }
-    for (unsigned i : stateArgs) {
-      argTypes.push_back(grad.getArgument(i).getType());
-      argAttrs.push_back(attrs(kQatStateRole, grad.getArgAttrOfType<StringAttr>(i, kNameAttr),
-                               {}, paramShard(i)));
-    }
+      for (size_t t = 0; t < nTrain; ++t) declareSlot(role, t);
+    for (unsigned i : stateArgs)
+      addArgument(grad.getArgument(i).getType(),
+                  argAttrs(kQatStateRole, grad.getArgAttrOfType<StringAttr>(i, kNameAttr), {},
+                           paramShard(i)));
     for (unsigned i : batchArgs) {
       auto t = cast<RankedTensorType>(grad.getArgument(i).getType());
       SmallVector<int64_t> shape{M};
       shape.append(t.getShape().begin(), t.getShape().end());
-      argTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
       auto name = grad.getArgAttrOfType<StringAttr>(i, kNameAttr);
-      argAttrs.push_back(attrs("input", name ? name.getValue()
-                                             : ("batch" + Twine(i)).str()));
+      addArgument(RankedTensorType::get(shape, t.getElementType()),
+                  argAttrs("input", name ? name.getValue() : ("batch" + Twine(i)).str()));
     }
-    argTypes.append({scalar, scalar});
-    argAttrs.push_back(attrs("input", "lr"));
-    argAttrs.push_back(attrs("input", "step"));
-    if (lossScaling) {
-      argTypes.push_back(scalar);
-      argAttrs.push_back(attrs("input", "loss_scale"));
-    }
+    addArgument(scalar, argAttrs("input", "lr"));
+    addArgument(scalar, argAttrs("input", "step"));
+    if (settings.lossScaling)
+      addArgument(scalar, argAttrs("input", "loss_scale"));
+  }
 
+  /// The argument of moment slot `role` of trainable parameter `t`.
+  void declareSlot(StringRef role, size_t t) {
+    Type type = f32Like(grad.getArgument(trainableArgs[t]).getType());
+    DictionaryAttr shard = paramShard(trainableArgs[t]);
+    if (sharded[t]) {
+      shard = sync.shardAttr(shard, type);
+      type = sync.shardType(type);
+    }
+    if (settings.eightBit && role.ends_with("_absmax")) {
+      std::tie(type, shard) = absmaxState(b, cast<RankedTensorType>(type), shard, layout);
+    } else if (settings.eightBit) {
+      auto t8 = cast<RankedTensorType>(type);
+      type = RankedTensorType::get(t8.getShape(), b.getI8Type());
+    }
+    addArgument(type, argAttrs(role, paramName(trainableArgs[t]), {}, shard));
+  }
+
+  /// @train_step itself, its body's insertion point, and where each kind of
+  /// argument starts.
+  void createStep() {
     b.setInsertionPointToEnd(module.getBody());
-    auto step = func::FuncOp::create(b, loc, "train_step",
-                                     b.getFunctionType(argTypes, {}));
-    step.setAllArgAttrs(argAttrs);
-    Block *body = step.addEntryBlock();
+    step = func::FuncOp::create(b, loc, "train_step", b.getFunctionType(argTypes, {}));
+    step.setAllArgAttrs(argAttributes);
+    body = step.addEntryBlock();
     b.setInsertionPointToStart(body);
-
-    auto stepArg = [&](size_t i) { return body->getArgument(i); };
-    size_t slotBase = nParams + nMasters, stateBase = slotBase + slots.size() * nTrain,
-           batchBase = stateBase + nStates;
-    auto slotArg = [&](size_t slot, size_t t) { return stepArg(slotBase + slot * nTrain + t); };
+    slotBase = nParams + nMasters;
+    stateBase = slotBase + slots.size() * nTrain;
+    batchBase = stateBase + nStates;
     // Observer states, updated microbatch after microbatch.
-    SmallVector<Value> states;
     for (size_t k = 0; k < nStates; ++k)
       states.push_back(stepArg(stateBase + k));
-    Value lr = stepArg(batchBase + batchArgs.size());
-    Value stepNo = stepArg(batchBase + batchArgs.size() + 1);
-    Value lossScale = lossScaling ? stepArg(batchBase + batchArgs.size() + 2) : Value();
-    Operation *seed = nullptr;
-    if (lossScaling) {
-      for (Operation &op : grad.getBody().front())
-        if (op.hasAttr(kLossSeedAttr))
-          seed = &op;
-      if (!seed)
-        return grad.emitError("optimizer: loss scaling needs the backward's seed (an op "
-                              "marked llmc.loss_seed, from llmc-autodiff)");
-    }
+    lr = stepArg(batchBase + batchArgs.size());
+    stepNo = stepArg(batchBase + batchArgs.size() + 1);
+    lossScale = settings.lossScaling ? stepArg(batchBase + batchArgs.size() + 2) : Value();
+  }
+  Value stepArg(size_t i) const { return body->getArgument(i); }
+  Value slotArg(size_t slot, size_t t) const { return stepArg(slotBase + slot * nTrain + t); }
 
-    // Microbatches: slice the batch, inline @grad, sum loss and gradients.
-    // Each gradient is finished (averaged over microbatches, synchronised
-    // over the batch axes) right where the last microbatch's backward
-    // produces it, so its communication can overlap the rest of backward.
-    Value lossSum;
-    SmallVector<Value> gradSums(nTrain), finalGrads(nTrain);
-    auto accumulate = [&](Value &sum, Value v) {
-      sum = sum ? llm::AddOp::create(b, loc, sum, v).getResult() : v;
-    };
-    APFloat inv(1.0 / static_cast<double>(M));
+  /// Loss scaling seeds the backward with the scale: the op autodiff
+  /// marked as the seed.
+  LogicalResult findLossSeed() {
+    if (!settings.lossScaling)
+      return success();
+    for (Operation &op : grad.getBody().front())
+      if (op.hasAttr(kLossSeedAttr))
+        seed = &op;
+    if (!seed)
+      return grad.emitError("optimizer: loss scaling needs the backward's seed (an op "
+                            "marked llmc.loss_seed, from llmc-autodiff)");
+    return success();
+  }
+
+  /// Microbatches: slice the batch, inline @grad, sum loss and gradients.
+  /// Each gradient is finished (averaged over microbatches, synchronised
+  /// over the batch axes) right where the last microbatch's backward
+  /// produces it, so its communication can overlap the rest of backward.
+  void accumulateMicrobatches() {
+    gradSums.assign(nTrain, Value());
+    finalGrads.assign(nTrain, Value());
     Block &gradBody = grad.getBody().front();
     for (int64_t mb = 0; mb < M; ++mb) {
-      IRMapping mapping;
-      for (auto [k, i] : llvm::enumerate(paramArgs))
-        mapping.map(grad.getArgument(i), stepArg(k));
-      for (auto [k, i] : llvm::enumerate(stateArgs))
-        mapping.map(grad.getArgument(i), states[k]);
-      for (auto [k, i] : llvm::enumerate(batchArgs)) {
-        Value whole = stepArg(batchBase + k);
-        auto wholeType = cast<RankedTensorType>(whole.getType());
-        auto t = cast<RankedTensorType>(grad.getArgument(i).getType());
-        SmallVector<int64_t> one(wholeType.getShape());
-        one[0] = 1;
-        SmallVector<int64_t> offsets(wholeType.getRank(), 0);
-        offsets[0] = mb;
-        Value part = whole;
-        if (M > 1)
-          part = llm::SliceOp::create(b, loc, RankedTensorType::get(one, t.getElementType()),
-                                      whole, offsets);
-        mapping.map(grad.getArgument(i), llm::ReshapeOp::create(b, loc, t, part));
-      }
-      // Loss scaling: d(scale·loss)/d loss = scale seeds the backward.
-      if (seed)
-        mapping.map(seed->getResult(0), lossScale);
+      IRMapping mapping = mapMicrobatchInputs(mb);
       for (Operation &op : gradBody.without_terminator()) {
         if (&op == seed)
           continue;
@@ -476,95 +457,114 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       accumulate(lossSum, mapping.lookup(ret.getOperand(0)));
       for (size_t k = 0; k < nStates; ++k)
         states[k] = mapping.lookup(ret.getOperand(stateResult[k]));
-      bool last = mb == M - 1;
-      for (size_t t = 0; t < nTrain; ++t) {
-        Value g = mapping.lookup(ret.getOperand(t + 1));
-        // Right where backward produces it: the microbatch's gradient is
-        // folded into the running sum (or, ZeRO-2, scattered first) and
-        // freed at once, so at most one unreduced gradient is alive.
-        OpBuilder::InsertionGuard guard(b);
-        if (g.getDefiningOp())
-          b.setInsertionPointAfter(g.getDefiningOp());
-        // fp32 gradients: widened at once, so the low-precision one dies
-        // here and the sum over microbatches, the reduction over ranks, the
-        // norm and the update all see fp32 (bf16's 8-bit mantissa would
-        // round away small contributions to a large sum).
-        if (fp32Gradients && masterOf[t] >= 0)
-          g = widen(b, g);
-        // ZeRO-2 keeps only a shard of each microbatch's gradient.
-        if (sharded[t] && sync.scatterPerMicrobatch())
-          g = sync.reduceScatter(g, g.getLoc());
-        accumulate(gradSums[t], g);
-        if (!last)
-          continue;
-        Value f = gradSums[t];
-        if (M > 1)
-          f = llm::ScaleOp::create(b, f.getLoc(), f, inv);
-        if (sharded[t] && sync.zero() >= 1 && !sync.scatterPerMicrobatch())
-          f = sync.reduceScatter(f, f.getLoc());
-        finalGrads[t] = sharded[t] ? sync.averageOutsideZero(f, f.getLoc())
-                                   : sync.average(f, f.getLoc());
-        if (Operation *syncOp = finalGrads[t].getDefiningOp(); syncOp && syncOp != f.getDefiningOp())
-          syncOp->setAttr(kGradientSyncAttr, b.getUnitAttr());
-      }
+      for (size_t t = 0; t < nTrain; ++t)
+        accumulateGradient(t, mapping.lookup(ret.getOperand(t + 1)), mb == M - 1);
     }
-    Value loss = lossSum;
+    loss = lossSum;
     if (M > 1)
-      loss = llm::ScaleOp::create(b, loc, lossSum, inv);
+      loss = llm::ScaleOp::create(b, loc, lossSum, inverseM());
     loss = sync.average(loss, loc);
+  }
 
-    // The global norm is always reported; it clips only when enabled. With
-    // sharded gradients each rank's sum of squares over its shards is
-    // completed by a sum over the ZeRO axes.
-    Value norm;
-    if (nTrain > 0) {
-      SmallVector<SmallVector<std::string>> axes(nTrain);
-      for (size_t t = 0; t < nTrain; ++t) {
-        axes[t] = shardAxes(paramShard(trainableArgs[t]));
-        if (sharded[t])
-          for (const std::string &axis : layout->zeroAxes)
-            axes[t].push_back(axis);
-        llvm::sort(axes[t]);
-      }
-      norm = sync.globalNorm(finalGrads, axes, loc);
+  APFloat inverseM() const { return APFloat(1.0 / static_cast<double>(M)); }
+  void accumulate(Value &sum, Value v) {
+    sum = sum ? llm::AddOp::create(b, loc, sum, v).getResult() : v;
+  }
+
+  /// What @grad's arguments are in microbatch `mb`: the step's parameters
+  /// and observer states, and the microbatch's slice of each batch input
+  /// (and the loss scale for the seed).
+  IRMapping mapMicrobatchInputs(int64_t mb) {
+    IRMapping mapping;
+    for (auto [k, i] : llvm::enumerate(paramArgs)) mapping.map(grad.getArgument(i), stepArg(k));
+    for (auto [k, i] : llvm::enumerate(stateArgs)) mapping.map(grad.getArgument(i), states[k]);
+    for (auto [k, i] : llvm::enumerate(batchArgs)) {
+      Value whole = stepArg(batchBase + k);
+      auto wholeType = cast<RankedTensorType>(whole.getType());
+      auto t = cast<RankedTensorType>(grad.getArgument(i).getType());
+      SmallVector<int64_t> one(wholeType.getShape());
+      one[0] = 1;
+      SmallVector<int64_t> offsets(wholeType.getRank(), 0);
+      offsets[0] = mb;
+      Value part = whole;
+      if (M > 1)
+        part = llm::SliceOp::create(b, loc, RankedTensorType::get(one, t.getElementType()), whole,
+                                    offsets);
+      mapping.map(grad.getArgument(i), llm::ReshapeOp::create(b, loc, t, part));
     }
-    // The norm is also every update's verdict: a non-finite one (an
-    // overflow or NaN in any rank's gradients, or a non-finite loss, whose
-    // backward makes them so) leaves parameters and state unchanged. The
-    // norm is the same on every rank (it is taken after the gradients are
-    // synchronised, or summed over the ranks holding their pieces), so all
-    // ranks skip together.
+    // Loss scaling: d(scale·loss)/d loss = scale seeds the backward.
+    if (seed)
+      mapping.map(seed->getResult(0), lossScale);
+    return mapping;
+  }
 
+  /// Folds microbatch gradient `g` of trainable parameter `t` into its
+  /// running sum right where backward produces it (or, ZeRO-2, scatters it
+  /// first), so at most one unreduced gradient is alive; after the `last`
+  /// microbatch, averages and synchronises the sum.
+  void accumulateGradient(size_t t, Value g, bool last) {
+    OpBuilder::InsertionGuard guard(b);
+    if (g.getDefiningOp())
+      b.setInsertionPointAfter(g.getDefiningOp());
+    // fp32 gradients: widened at once, so the low-precision one dies
+    // here and the sum over microbatches, the reduction over ranks, the
+    // norm and the update all see fp32 (bf16's 8-bit mantissa would
+    // round away small contributions to a large sum).
+    if (settings.fp32Gradients && masterOf[t] >= 0)
+      g = widen(b, g);
+    // ZeRO-2 keeps only a shard of each microbatch's gradient.
+    if (sharded[t] && sync.scatterPerMicrobatch())
+      g = sync.reduceScatter(g, g.getLoc());
+    accumulate(gradSums[t], g);
+    if (!last)
+      return;
+    Value f = gradSums[t];
+    if (M > 1)
+      f = llm::ScaleOp::create(b, f.getLoc(), f, inverseM());
+    if (sharded[t] && sync.zero() >= 1 && !sync.scatterPerMicrobatch())
+      f = sync.reduceScatter(f, f.getLoc());
+    finalGrads[t] =
+        sharded[t] ? sync.averageOutsideZero(f, f.getLoc()) : sync.average(f, f.getLoc());
+    if (Operation *syncOp = finalGrads[t].getDefiningOp(); syncOp && syncOp != f.getDefiningOp())
+      syncOp->setAttr(kGradientSyncAttr, b.getUnitAttr());
+  }
+
+  /// The global norm is always reported; it clips only when enabled. With
+  /// sharded gradients each rank's sum of squares over its shards is
+  /// completed by a sum over the ZeRO axes.
+  ///
+  /// The norm is also every update's verdict: a non-finite one (an
+  /// overflow or NaN in any rank's gradients, or a non-finite loss, whose
+  /// backward makes them so) leaves parameters and state unchanged. The
+  /// norm is the same on every rank (it is taken after the gradients are
+  /// synchronised, or summed over the ranks holding their pieces), so all
+  /// ranks skip together.
+  void takeGlobalNorm() {
+    if (nTrain == 0)
+      return;
+    SmallVector<SmallVector<std::string>> axes(nTrain);
+    for (size_t t = 0; t < nTrain; ++t) {
+      axes[t] = shardAxes(paramShard(trainableArgs[t]));
+      if (sharded[t])
+        for (const std::string &axis : layout->zeroAxes) axes[t].push_back(axis);
+      llvm::sort(axes[t]);
+    }
+    norm = sync.globalNorm(finalGrads, axes, loc);
+  }
+
+  size_t paramIndexOf(unsigned arg) const { return llvm::find(paramArgs, arg) - paramArgs.begin(); }
+
+  /// One AdamW update per trainable parameter; returns @train_step's
+  /// results: the loss, the parameters, the masters, the moment slots, the
+  /// observer states and the norm.
+  SmallVector<Value> applyUpdates() {
     SmallVector<Value> results{loss}, newParams, newMasters;
     SmallVector<SmallVector<Value>> newSlots(slots.size());
     for (size_t t = 0; t < nTrain; ++t) {
-      unsigned arg = trainableArgs[t];
-      Value param = grad.getArgument(arg);
-      Location ploc = param.getLoc();
-      bool decay = llvm::none_of(noDecayKinds.keys(), [&](StringRef kind) {
-        return usedAs(forward.getArgument(arg), kind);
-      });
-      size_t paramIndex = llvm::find(paramArgs, arg) - paramArgs.begin();
-      // The fp32 values the update works on: the master copy (already this
-      // rank's shard under ZeRO), or the parameter itself (ZeRO: this
-      // rank's shard of it).
-      Value p = masterOf[t] >= 0 ? stepArg(masterOf[t]) : stepArg(paramIndex);
-      if (masterOf[t] < 0 && sharded[t])
-        p = sync.slice(p, ploc);
-      Value g = finalGrads[t];
-      if (!cast<RankedTensorType>(g.getType()).getElementType().isF32())
-        g = llm::CastOp::create(b, ploc, f32Like(g.getType()), g);
-      APFloat b1(beta1.getValue()), b2(beta2.getValue()), eps(epsilon.getValue()),
-          wd(decay ? weightDecay.getValue() : 0.0), clip(maxGradNorm.getValue());
-      Operation *update;
-      if (eightBit)
-        update = llm::AdamW8bitOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t),
-                                          slotArg(2, t), slotArg(3, t), lr, stepNo, norm,
-                                          lossScale, b1, b2, eps, wd, clip);
-      else
-        update = llm::AdamWOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t), lr, stepNo,
-                                      norm, lossScale, b1, b2, eps, wd, clip);
+      Operation *update = createUpdate(t);
       Value newParam = update->getResult(0);
+      Location ploc = grad.getArgument(trainableArgs[t]).getLoc();
+      size_t paramIndex = paramIndexOf(trainableArgs[t]);
       if (masterOf[t] >= 0) {
         newMasters.push_back(newParam);
         auto low = cast<RankedTensorType>(stepArg(paramIndex).getType()).getElementType();
@@ -586,8 +586,40 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     results.append(states);
     if (norm)
       results.push_back(norm);
-    func::ReturnOp::create(b, loc, results);
+    return results;
+  }
 
+  /// The AdamW (or 8-bit AdamW) update of trainable parameter `t`.
+  Operation *createUpdate(size_t t) {
+    unsigned arg = trainableArgs[t];
+    Location ploc = grad.getArgument(arg).getLoc();
+    bool decay = llvm::none_of(settings.noDecayKinds.keys(), [&](StringRef kind) {
+      return usedAs(forward.getArgument(arg), kind);
+    });
+    size_t paramIndex = paramIndexOf(arg);
+    // The fp32 values the update works on: the master copy (already this
+    // rank's shard under ZeRO), or the parameter itself (ZeRO: this
+    // rank's shard of it).
+    Value p = masterOf[t] >= 0 ? stepArg(masterOf[t]) : stepArg(paramIndex);
+    if (masterOf[t] < 0 && sharded[t])
+      p = sync.slice(p, ploc);
+    Value g = finalGrads[t];
+    if (!cast<RankedTensorType>(g.getType()).getElementType().isF32())
+      g = llm::CastOp::create(b, ploc, f32Like(g.getType()), g);
+    APFloat b1(settings.beta1), b2(settings.beta2), eps(settings.epsilon),
+        wd(decay ? settings.weightDecay : 0.0), clip(settings.maxGradNorm);
+    if (settings.eightBit)
+      return llm::AdamW8bitOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t), slotArg(2, t),
+                                      slotArg(3, t), lr, stepNo, norm, lossScale, b1, b2, eps, wd,
+                                      clip);
+    return llm::AdamWOp::create(b, ploc, p, g, slotArg(0, t), slotArg(1, t), lr, stepNo, norm,
+                                lossScale, b1, b2, eps, wd, clip);
+  }
+
+  /// Returns `results`, completes the signature, names the loss and the
+  /// norm, and ties each updated value to the argument it overwrites.
+  void finishStep(ArrayRef<Value> results) {
+    func::ReturnOp::create(b, loc, results);
     SmallVector<Type> resultTypes;
     for (Value v : results)
       resultTypes.push_back(v.getType());
@@ -604,8 +636,7 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
       step.setResultAttr(result, kTiedToAttr, b.getI64IntegerAttr(arg));
     };
     for (size_t t = 0, master = 0; t < nTrain; ++t) {
-      size_t paramIndex = llvm::find(paramArgs, trainableArgs[t]) - paramArgs.begin();
-      tie(1 + t, paramIndex);
+      tie(1 + t, paramIndexOf(trainableArgs[t]));
       if (masterOf[t] >= 0)
         tie(1 + nTrain + master++, masterOf[t]);
       for (size_t slot = 0; slot < slots.size(); ++slot)
@@ -614,7 +645,87 @@ struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
     size_t firstState = 1 + nTrain + nMasters + slots.size() * nTrain;
     for (size_t k = 0; k < nStates; ++k)
       tie(firstState + k, stateBase + k);
-    return success();
+  }
+
+  ModuleOp module;
+  func::FuncOp forward, grad;
+  const StepSettings &settings;
+  MLIRContext *ctx;
+  OpBuilder b;
+  Location loc;
+  RankedTensorType scalar;
+  int64_t M; ///< microbatches
+  std::optional<Layout> layout;
+  Sync sync;
+
+  // classifyArguments: @grad's arguments by kind, and the result that
+  // updates each observer state.
+  SmallVector<unsigned> paramArgs, trainableArgs, batchArgs, stateArgs, stateResult;
+  size_t nParams = 0, nTrain = 0, nStates = 0;
+  // planOptimizerState.
+  SmallVector<bool> sharded;
+  SmallVector<int64_t> masterOf; ///< the master's argument, or -1
+  size_t nMasters = 0;
+  SmallVector<StringRef> slots;
+  // declareArguments.
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttributes;
+  // createStep.
+  func::FuncOp step;
+  Block *body = nullptr;
+  size_t slotBase = 0, stateBase = 0, batchBase = 0;
+  SmallVector<Value> states;
+  Value lr, stepNo, lossScale;
+  Operation *seed = nullptr;
+  // accumulateMicrobatches, takeGlobalNorm.
+  Value lossSum, loss, norm;
+  SmallVector<Value> gradSums, finalGrads;
+};
+
+struct OptimizerPass : llmc::impl::OptimizerBase<OptimizerPass> {
+  using OptimizerBase::OptimizerBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp grad = lookupFunc(module, "grad");
+    func::FuncOp forward = lookupFunc(module, "forward");
+    if (!grad || !forward) {
+      module.emitError("optimizer: needs @forward and @grad (run llmc-autodiff first)");
+      return signalPassFailure();
+    }
+    FailureOr<StepSettings> settings = readSettings(module);
+    if (failed(settings) || failed(TrainStepBuilder(module, forward, grad, *settings).build()))
+      return signalPassFailure();
+  }
+
+  /// The pass's options, checked; fails after an error on `module`.
+  FailureOr<StepSettings> readSettings(ModuleOp module) {
+    if (optimizer != "adamw" && optimizer != "adamw8bit")
+      return module.emitError() << "optimizer: unknown optimizer '" << optimizer
+                                << "' (expected adamw or adamw8bit)";
+    if (microbatches < 1)
+      return module.emitError() << "optimizer: microbatches must be >= 1, got "
+                                << static_cast<int64_t>(microbatches);
+    StepSettings s;
+    for (StringRef kind : llvm::split(StringRef(noDecay), ',')) {
+      kind = kind.trim();
+      if (kind.empty() || kind == "none")
+        continue;
+      if (kind != "norm" && kind != "bias" && kind != "embedding")
+        return module.emitError() << "optimizer: unknown no-decay kind '" << kind
+                                  << "' (expected norm, bias, embedding or none)";
+      s.noDecayKinds.insert(kind);
+    }
+    s.microbatches = microbatches;
+    s.eightBit = optimizer == "adamw8bit";
+    s.lossScaling = lossScaling;
+    s.fp32Gradients = fp32Gradients;
+    s.beta1 = beta1;
+    s.beta2 = beta2;
+    s.epsilon = epsilon;
+    s.weightDecay = weightDecay;
+    s.maxGradNorm = maxGradNorm;
+    return s;
   }
 };
 

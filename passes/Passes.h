@@ -11,7 +11,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
-#include "passes/TrainingPipelineOptions.h"
+#include "passes/lib/CompileOptions.h"
 
 #include <string>
 
@@ -27,8 +27,7 @@ namespace llmc {
 /// target cuda (each only where the options ask for it), plus the
 /// `--insert-pass` insertions.
 /// Fails (through `error`) when an `--insert-pass` cannot be placed.
-mlir::LogicalResult buildTrainingPipeline(mlir::OpPassManager &pm,
-                                          const TrainingPipelineOptions &options,
+mlir::LogicalResult buildTrainingPipeline(mlir::OpPassManager &pm, const CompileOptions &options,
                                           llvm::function_ref<void(const llvm::Twine &)> error);
 
 /// Registers every pass and the `llmc-train-pipeline` pipeline.
@@ -36,10 +35,10 @@ mlir::LogicalResult buildTrainingPipeline(mlir::OpPassManager &pm,
 /// once for @prefill's shape and once for @decode's, then merges the two):
 /// precision and layout as in training, NF4 weights (--weight-quant), @logits,
 /// then the KV cache.
-void buildInferencePipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options,
+void buildInferencePipeline(mlir::OpPassManager &pm, const CompileOptions &options,
                             const KvCacheOptions &cache);
 /// Fusion and lowering of the merged inference steps.
-void buildInferenceLowering(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
+void buildInferenceLowering(mlir::OpPassManager &pm, const CompileOptions &options);
 
 void registerPasses();
 

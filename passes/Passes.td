@@ -27,7 +27,7 @@ def Autodiff : Pass<"llmc-autodiff", "mlir::ModuleOp"> {
     Creates `@grad` with the arguments of `@forward`, returning the loss
     followed by the gradient of every trainable parameter (in argument
     order; each result carries `llmc.grad_of = "<param name>"`). Reverse-mode:
-    one VJP rule per op (passes/VJPRules.cpp); only values that depend on a
+    one VJP rule per op (passes/lib/VJPRules.cpp); only values that depend on a
     trainable parameter get gradients. Backward ops carry the location and
     `llmc.block_name` of the forward op they differentiate.
   }];

@@ -28,11 +28,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Layout.h"
-#include "passes/Passes.h"
-#include "passes/MicrobatchSchedule.h"
-#include "passes/Utils.h"
 #include "common/Mesh.h"
+#include "dialects/Annotations/Annotations.h"
+#include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Inlining.h"
+#include "passes/lib/Layout.h"
+#include "passes/lib/MicrobatchSchedule.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"

@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"

@@ -22,10 +22,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Layout.h"
+#include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
-#include "passes/QATScheme.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Layout.h"
+#include "passes/lib/QATScheme.h"
+#include "passes/lib/ShardAttr.h"
+#include "passes/lib/WeightSites.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
@@ -63,15 +66,12 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     layout = readLayout(module);
     markBatchDerived();
 
-    SmallVector<Operation *> sites;
-    forward.walk([&](Operation *op) {
-      if ((isa<llm::MatmulOp>(op) && llvm::is_contained(qatSpec.ops, "matmul")) ||
-          (isa<llm::EmbeddingOp>(op) && llvm::is_contained(qatSpec.ops, "embedding")))
-        sites.push_back(op);
-    });
-    for (Operation *op : sites)
-      if (failed(quantizeSite(op)))
-        return signalPassFailure();
+    bool matmuls = llvm::is_contained(qatSpec.ops, "matmul"),
+         embeddings = llvm::is_contained(qatSpec.ops, "embedding");
+    for (const WeightSite &site : findWeightSites(forward))
+      if (site.embedding ? embeddings : matmuls)
+        if (failed(quantizeSite(site)))
+          return signalPassFailure();
     for (const std::string &entry : qatSpec.skip)
       if (!matchedSkips.contains(entry)) {
         module.emitError() << "qat: skip '" << entry
@@ -96,8 +96,6 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     });
   }
 
-  BlockArgument paramOf(Value v) { return parameterRead(forward, v); }
-
   StringRef paramName(BlockArgument arg) {
     return llm::getParamAttr(forward, arg.getArgNumber()).getName();
   }
@@ -112,9 +110,10 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     return shardSplits(forward.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kShardAttr));
   }
 
-  LogicalResult quantizeSite(Operation *op) {
-    if (auto embedding = dyn_cast<llm::EmbeddingOp>(op)) {
-      BlockArgument table = paramOf(embedding.getTable());
+  LogicalResult quantizeSite(const WeightSite &site) {
+    Operation *op = site.op;
+    if (site.embedding) {
+      BlockArgument table = site.weight;
       if (!qatSpec.weights || skipped(op, table))
         return success();
       if (!table)
@@ -124,14 +123,13 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
                              table, paramName(table).str() + ".lookup");
     }
     auto matmul = cast<llm::MatmulOp>(op);
-    BlockArgument weight = paramOf(matmul.getB());
+    BlockArgument weight = site.weight;
     if (skipped(op, weight))
       return success();
     auto a = cast<RankedTensorType>(matmul.getA().getType());
     if (weight && qatSpec.weights) {
       // A weight's output channel: the dimension not contracted.
-      int64_t outputAxis = matmul.getTransposeB() ? 0 : 1;
-      if (failed(quantizeOperand(op, 1, qatSpec.weights->attr(&getContext(), outputAxis),
+      if (failed(quantizeOperand(op, 1, qatSpec.weights->attr(&getContext(), site.outputAxis),
                                  paramSplits(weight), weight, paramName(weight).str())))
         return failure();
     } else if (!weight && qatSpec.activations) {

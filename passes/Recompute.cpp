@@ -11,10 +11,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/QAT/QATDialect.h"
 #include "passes/Passes.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"

@@ -9,10 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Layout.h"
+#include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
-#include "passes/TensorParallel.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/Layout.h"
+#include "passes/lib/ShardAttr.h"
+#include "passes/lib/TensorParallel.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"

@@ -9,9 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
-#include "passes/Utils.h"
 #include "common/Mesh.h"
+#include "dialects/Annotations/Annotations.h"
+#include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/TypeSwitch.h"

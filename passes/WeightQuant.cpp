@@ -7,7 +7,7 @@
 // time:
 //  - nf4:block<N>: llm.matmul_nf4 over QLoRA's storage (about 4.1 bits an
 //    element in blocks of 64: a 4-bit level, an 8-bit absmax per block, an
-//    fp32 scale per 256 blocks; passes/QuantizedStorage.h);
+//    fp32 scale per 256 blocks; passes/lib/QuantizedStorage.h);
 //  - int8 / int4 at tensor, channel or block granularity, symmetric or
 //    not: llm.matmul_int over codes, an fp32 scale per group and,
 //    asymmetric, an int32 zero point per group (addIntStorage).
@@ -15,7 +15,7 @@
 // --scheme <scheme>` writes, so its file loads into them as it is.
 //
 // Under tensor parallelism the storage takes the weight's split
-// (passes/QuantizedStorage.h): the codes become [rows, bytes per row] and
+// (passes/lib/QuantizedStorage.h): the codes become [rows, bytes per row] and
 // the scales [rows, groups per row] (blocks), [rows] or [columns]
 // (channels) or [1] (the tensor), each split along the dimensions of the
 // weight it indexes (a per-row scale is whole on every rank of a column
@@ -31,14 +31,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
-#include "passes/QATScheme.h"
-#include "passes/QuantizedStorage.h"
-#include "passes/Utils.h"
 #include "common/QuantScheme.h"
+#include "dialects/Annotations/Annotations.h"
+#include "passes/Passes.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/QATScheme.h"
+#include "passes/lib/QuantizedStorage.h"
+#include "passes/lib/ShardAttr.h"
+#include "passes/lib/WeightSites.h"
 
 #include "dialects/Dist/DistDialect.h"
-#include "passes/Layout.h"
+#include "passes/lib/Layout.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -69,8 +72,12 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       return signalPassFailure();
     }
     spec_ = *spec;
+    // Matmuls reading a parameter; rewrite() takes those whose weight
+    // nothing else reads.
     SmallVector<llm::MatmulOp> sites;
-    forward.walk([&](llm::MatmulOp m) { sites.push_back(m); });
+    for (const WeightSite &site : findWeightSites(forward))
+      if (!site.embedding && site.weight)
+        sites.push_back(cast<llm::MatmulOp>(site.op));
     for (llm::MatmulOp m : sites)
       if (failed(rewrite(forward, m)))
         return signalPassFailure();

@@ -34,7 +34,7 @@ std::string collectiveSizeError(InstructionKind kind, const TensorView &in,
 /// run, waits between its transfers included, is issued as one group
 /// (Communicator::beginTransfers; the waits, enqueued at once while the
 /// transfers start at the group's end, come first). The compiler proves
-/// this grouping free of deadlock (passes/NcclTransfers.h).
+/// this grouping free of deadlock (passes/lib/NcclTransfers.h).
 struct TransferRun {
   bool opens = false, closes = false;
 };

@@ -2,7 +2,7 @@
 
 #include "compiler/plan/Search.h"
 
-#include "passes/Utils.h"
+#include "passes/lib/SizeFormat.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,8 +5,7 @@
 #include "compiler/plan/Search.h"
 #include "dialects/Registration.h"
 #include "models/Models.h"
-#include "passes/MicrobatchSchedule.h"
-#include "passes/Utils.h"
+#include "passes/lib/MicrobatchSchedule.h"
 
 #include "llvm/Support/SourceMgr.h"
 
@@ -46,7 +45,7 @@ std::string Layout::compileFlags(const Request &request) const {
   // The model's batch_size is one microbatch over all data-parallel ranks.
   os << " --set batch_size=" << dp * microbatchSize << " --precision " << request.precision
      << " --target " << request.target;
-  TrainingPipelineOptions options = layoutOptions(request, *this);
+  CompileOptions options = layoutOptions(request, *this);
   if (!options.mesh.empty())
     os << " --mesh " << options.mesh;
   if (zero)
@@ -207,7 +206,7 @@ bool compiledStageBytes(const Request &request, const Layout &layout, std::vecto
   if (!modelShape(request, shape, error))
     return false;
   ProbeCache cache(request);
-  TrainingPipelineOptions options = layoutOptions(request, layout);
+  CompileOptions options = layoutOptions(request, layout);
   if (layout.recompute == "budget") {
     error = "compile a budget layout with llmc compile --recompute budget";
     return false;

@@ -2,9 +2,10 @@
 
 #include "compiler/plan/Probes.h"
 
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/Exec/ExecDialect.h"
-#include "passes/MicrobatchSchedule.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/MicrobatchSchedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -139,8 +140,8 @@ int64_t planValue(DictionaryAttr plan, StringRef key) {
 
 } // namespace
 
-TrainingPipelineOptions layoutOptions(const Request &request, const Layout &layout) {
-  TrainingPipelineOptions o;
+CompileOptions layoutOptions(const Request &request, const Layout &layout) {
+  CompileOptions o;
   o.precision = request.precision;
   o.target = request.target;
   o.mesh = meshSpec(layout.pp, layout.dp, layout.tp);
@@ -170,7 +171,7 @@ std::vector<double> stageArenaBytes(ModuleOp module) {
   return bytes;
 }
 
-OwningOpRef<ModuleOp> ProbeCache::compile(const TrainingPipelineOptions &options, int64_t layers,
+OwningOpRef<ModuleOp> ProbeCache::compile(const CompileOptions &options, int64_t layers,
                                           int64_t batchSize, std::string &error) {
   std::string diagnostics;
   ScopedDiagnosticHandler capture(context.get(), [&](Diagnostic &d) {
@@ -185,7 +186,7 @@ OwningOpRef<ModuleOp> ProbeCache::compile(const TrainingPipelineOptions &options
     source.overrides.push_back("seq_len=" + std::to_string(request.seqLen));
   llvm::SourceMgr sourceMgr;
   OwningOpRef<ModuleOp> module = loadModel(*context, source, sourceMgr);
-  TrainingPipelineOptions resolved = options;
+  CompileOptions resolved = options;
   resolved.emit = "exec";
   if (!module) {
     error = diagnostics.empty() ? "the model does not build" : diagnostics;

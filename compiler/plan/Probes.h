@@ -112,9 +112,8 @@ public:
   /// microbatch (all data-parallel ranks together: the model's
   /// `batch_size`) under `options` to exec IR; null with `error` set (the
   /// compiler's message) when it fails.
-  mlir::OwningOpRef<mlir::ModuleOp> compile(const TrainingPipelineOptions &options,
-                                            int64_t layers, int64_t batchSize,
-                                            std::string &error);
+  mlir::OwningOpRef<mlir::ModuleOp> compile(const CompileOptions &options, int64_t layers,
+                                            int64_t batchSize, std::string &error);
 
 private:
   bool compileProbe(const ProbeKey &key, int64_t layers, int64_t stages, std::vector<Piece> &out,
@@ -134,7 +133,7 @@ private:
 std::vector<double> stageArenaBytes(mlir::ModuleOp module);
 
 /// The options a probe or layout compiles with.
-TrainingPipelineOptions layoutOptions(const Request &request, const Layout &layout);
+CompileOptions layoutOptions(const Request &request, const Layout &layout);
 
 } // namespace llmc::plan
 

@@ -9,7 +9,7 @@
 
 #include "compiler/plan/Planner.h"
 #include "compiler/plan/Probes.h"
-#include "passes/MicrobatchSchedule.h"
+#include "passes/lib/MicrobatchSchedule.h"
 
 #include <map>
 #include <string>

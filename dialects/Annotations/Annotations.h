@@ -56,7 +56,7 @@ inline constexpr llvm::StringLiteral kShardAttr = "llmc.shard";
 // --- on modules ----------------------------------------------------------------------
 /// The model's configuration (family, sizes), from the model builder.
 inline constexpr llvm::StringLiteral kModelAttr = "llmc.model";
-/// The parallel layout llmc-shard applied (passes/Layout.h).
+/// The parallel layout llmc-shard applied (passes/lib/Layout.h).
 inline constexpr llvm::StringLiteral kLayoutAttr = "llmc.layout";
 /// The pipeline schedule and what the compiler expects of it.
 inline constexpr llvm::StringLiteral kPipelineAttr = "llmc.pipeline";

@@ -1,7 +1,7 @@
 // RUN: llmc-opt %s -split-input-file --llmc-target-cuda | FileCheck %s
 
 // Under --target cuda pipeline transfers are NCCL sends and receives
-// (passes/NcclTransfers.h). Two stages that send to each other and then
+// (passes/lib/NcclTransfers.h). Two stages that send to each other and then
 // receive make progress: each stage's send and receive are consecutive on
 // the communication stream, one group the runtime issues together.
 // CHECK-LABEL: module @stage0

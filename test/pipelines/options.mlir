@@ -1,4 +1,4 @@
-// The training-pipeline options are defined once (passes/TrainingPipelineOptions.def):
+// The compile options are defined once (passes/lib/CompileOptions.def):
 // `llmc-opt --llmc-train-pipeline` and `llmc compile` take the same names,
 // reject the same values with the same message, and compile the same thing.
 // RUN: llmc-opt %S/../passes/Inputs/tiny-gpt.mlir --llmc-train-pipeline="adam-eps=1e-6 beta2=0.99 no-decay=none grad-bucket-mb=0 emit=train" | FileCheck %s --check-prefix=OPT

@@ -4,7 +4,7 @@
 
 #include "compiler/plan/Calibration.h"
 #include "compiler/plan/Planner.h"
-#include "passes/Utils.h"
+#include "passes/lib/SizeFormat.h"
 #include "tools/llmc/Quantize.h"
 
 #include "llvm/Support/WithColor.h"

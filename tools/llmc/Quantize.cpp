@@ -16,8 +16,9 @@
 #include "compiler/Compiler.h"
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
-#include "passes/QATScheme.h"
-#include "passes/Utils.h"
+#include "passes/lib/EntryPoints.h"
+#include "passes/lib/QATScheme.h"
+#include "passes/lib/WeightSites.h"
 #include "runtime/quant/Export.h"
 #include "runtime/quant/GptqCalibration.h"
 
@@ -145,10 +146,10 @@ struct Param {
 };
 
 /// The parameters of @forward and the weight uses of each.
-class WeightSites {
+class ParamUses {
 public:
-  WeightSites(func::FuncOp forward, const std::vector<std::string> &ops,
-              const std::vector<std::string> &skip)
+  ParamUses(func::FuncOp forward, const std::vector<std::string> &ops,
+            const std::vector<std::string> &skip)
       : forward(forward), skip(skip) {
     for (BlockArgument arg : forward.getArguments())
       if (auto param = llm::getParamAttr(forward, arg.getArgNumber())) {
@@ -158,17 +159,14 @@ public:
       }
     bool matmuls = llvm::is_contained(ops, "matmul"),
          embeddings = llvm::is_contained(ops, "embedding");
-    forward.walk([&](Operation *op) {
-      if (auto matmul = dyn_cast<llm::MatmulOp>(op)) {
-        if (BlockArgument w = paramOf(matmul.getB())) {
-          bool head = feedsLoss(op->getResult(0));
-          addUse(op, w, head ? "head" : "matmul", matmuls, matmul.getTransposeB() ? 0 : 1);
-        }
-      } else if (auto embedding = dyn_cast<llm::EmbeddingOp>(op)) {
-        if (BlockArgument table = paramOf(embedding.getTable()))
-          addUse(op, table, "embedding lookup", embeddings, 0);
-      }
-    });
+    for (const WeightSite &site : findWeightSites(forward)) {
+      if (!site.weight)
+        continue;
+      if (site.embedding)
+        addUse(site.op, site.weight, "embedding lookup", embeddings, site.outputAxis);
+      else
+        addUse(site.op, site.weight, site.head ? "head" : "matmul", matmuls, site.outputAxis);
+    }
     for (BlockArgument arg : forward.getArguments())
       if (auto it = index.find(arg.getArgNumber()); it != index.end())
         addOtherReaders(arg, it->second);
@@ -195,8 +193,6 @@ private:
         params[param].uses.push_back({user->getName().getStringRef().str(), false, false, 0});
     }
   }
-
-  BlockArgument paramOf(Value v) { return parameterRead(forward, v); }
 
   /// Whether `op` is excluded by --skip, recording the entries that match.
   bool skipped(Operation *op, BlockArgument weight) {
@@ -317,14 +313,14 @@ bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &r
   SmallString<128> artifactPath(dir), plainPath(dir);
   sys::path::append(artifactPath, "model.llmc");
   sys::path::append(plainPath, "weights.safetensors");
-  CompileOptions compileOptions;
-  compileOptions.source = source;
-  compileOptions.emit = "artifact";
-  compileOptions.output = artifactPath.str().str();
+  CompileRequest compileRequest;
+  compileRequest.source = source;
+  compileRequest.emit = "artifact";
+  compileRequest.output = artifactPath.str().str();
   // Calibration observes the input of every matmul that reads a weight,
   // the head's too: no fused kernel may hide one.
-  compileOptions.pipeline.fuse = "none";
-  if (compile(compileOptions, kTool) != 0) {
+  compileRequest.pipeline.fuse = "none";
+  if (compile(compileRequest, kTool) != 0) {
     error = "the model did not compile for calibration";
     return false;
   }
@@ -395,7 +391,7 @@ int run() {
   if (!forward)
     return failWith("the model has no @forward");
   std::vector<std::string> skip(skipList.begin(), skipList.end());
-  WeightSites sites(forward, ops, skip);
+  ParamUses sites(forward, ops, skip);
   for (const std::string &entry : skip)
     if (!sites.matchedSkips.contains(entry))
       return failWith("skip '" + entry +

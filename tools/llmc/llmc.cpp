@@ -79,7 +79,7 @@ cl::opt<std::string> emit("emit", cl::desc("Stage to write: graph | train | exec
                             cl::cat(llmcCategory));
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   LLMC_PIPELINE_OPTION(Type, field, flag, Default, choices, key, help)
-#include "passes/TrainingPipelineOptions.def"
+#include "passes/lib/CompileOptions.def"
 
 // The LR schedule's old spelling, before "schedule" also meant pipelines.
 cl::opt<std::string> oldLrSchedule("schedule", cl::desc("Old spelling of --lr-schedule"),
@@ -107,7 +107,7 @@ int fail(StringRef tool, const Twine &message) {
 /// What `llmc compile` does by default with a vocabulary of `vocab`
 /// classes: --target cuda pads it (--vocab-multiple), the CPU does not.
 std::string vocabularyPadding(int64_t vocab) {
-  llmc::TrainingPipelineOptions cuda;
+  llmc::CompileOptions cuda;
   cuda.target = "cuda";
   const int64_t multiple = llmc::resolvedVocabMultiple(cuda);
   const int64_t padded = (vocab + multiple - 1) / multiple * multiple;
@@ -155,7 +155,7 @@ int runModel() {
 }
 
 int runCompile() {
-  llmc::CompileOptions options;
+  llmc::CompileRequest options;
   if (!compileInput.empty() && !compileModel.empty())
     return fail("llmc compile", "give either a graph file or --model, not both");
   if (compileInput.empty() && compileModel.empty())
@@ -172,7 +172,7 @@ int runCompile() {
   options.pipeline.field = field##Flag;
 #define LLMC_SCHEDULE_OPTION(Type, field, flag, Default, choices, key, help)                        \
   options.schedule.field = field##Flag;
-#include "passes/TrainingPipelineOptions.def"
+#include "passes/lib/CompileOptions.def"
   if (oldLrSchedule.getNumOccurrences()) {
     if (kindFlag.getNumOccurrences())
       return fail("llmc compile", "--schedule is the old spelling of --lr-schedule; give one");

@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Annotations/Annotations.h"
 #include "dialects/LLM/LLMDialect.h"
-#include "passes/Utils.h"
 
 #include "mlir/Pass/Pass.h"
 #include "mlir/Support/FileUtilities.h"

@@ -1,6 +1,6 @@
 //===- ArenaPlacementTest.cpp - arena offsets against their lifetimes -----===//
 
-#include "passes/ArenaPlacement.h"
+#include "passes/lib/ArenaPlacement.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 //===- MicrobatchScheduleTest.cpp - schedules against their textbook numbers ===//
 
-#include "passes/MicrobatchSchedule.h"
+#include "passes/lib/MicrobatchSchedule.h"
 
 #include <gtest/gtest.h>
 

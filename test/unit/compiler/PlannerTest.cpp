@@ -1,12 +1,12 @@
 //===- PlannerTest.cpp - llmc plan: links, pricing and composition --------===//
 
+#include "compiler/plan/Planner.h"
 #include "compiler/Compiler.h"
 #include "compiler/plan/Cluster.h"
-#include "compiler/plan/Planner.h"
 #include "compiler/plan/Probes.h"
 #include "compiler/plan/ProgramCost.h"
 #include "dialects/Exec/ExecDialect.h"
-#include "passes/MicrobatchSchedule.h"
+#include "passes/lib/MicrobatchSchedule.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"

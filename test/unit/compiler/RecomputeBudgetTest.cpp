@@ -43,7 +43,7 @@ TEST(RecomputeBudget, LayersAreTheModelsBlocksInOrder) {
 TEST(RecomputeBudget, ChoosesTheCheapestLevelThatFits) {
   TinyModel tiny;
   std::vector<std::string> layers = llmc::layerNames(*tiny.module);
-  llmc::TrainingPipelineOptions options;
+  llmc::CompileOptions options;
   std::vector<int64_t> arena;
   for (size_t level = 0; level <= 2 * layers.size(); ++level) {
     options.recomputeLayers = llmc::recomputeLevel(layers, level);

@@ -2,7 +2,7 @@
 //
 // The executor brackets each run of sends and receives on one stream (event
 // waits between them included) with Communicator::beginTransfers and
-// endTransfers, the groups NCCL needs and passes/NcclTransfers.cpp proves
+// endTransfers, the groups NCCL needs and passes/lib/NcclTransfers.cpp proves
 // free of deadlock; anything else on that stream ends a run.
 //
 //===----------------------------------------------------------------------===//

@@ -1,2 +1,2 @@
 // The slip this layer table removed: annotations through passes/.
-#include "passes/Utils.h"
+#include "passes/lib/ShardAttr.h"

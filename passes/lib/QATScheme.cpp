@@ -1,0 +1,227 @@
+//===- QATScheme.cpp - qat schemes: the kernel encoding and --qat specs ---===//
+
+#include "passes/lib/QATScheme.h"
+
+#include "dialects/LLM/LLMDialect.h"
+#include "passes/lib/Parameters.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace llmc {
+
+bool skipMatches(func::FuncOp forward, Operation *op, BlockArgument weight,
+                 llvm::ArrayRef<std::string> skip, llvm::StringSet<> &matched) {
+  bool hit = false;
+  auto match = [&](StringRef entry, bool matches) {
+    if (matches) {
+      matched.insert(entry);
+      hit = true;
+    }
+  };
+  auto block = op->getParentOfType<llm::BlockOp>();
+  for (const std::string &entry : skip) {
+    StringRef e(entry);
+    match(e, e == "head" && isa<llm::MatmulOp>(op) && feedsLoss(op->getResult(0)));
+    match(e, e == "embedding" && isa<llm::EmbeddingOp>(op));
+    match(e, block && block.getName() == e);
+    if (weight)
+      match(e, namesParameter(llm::getParamAttr(forward, weight.getArgNumber()).getName(), e));
+  }
+  return hit;
+}
+
+quant::Scheme kernelScheme(qat::SchemeAttr scheme) {
+  quant::Scheme s;
+  s.format = llvm::StringSwitch<quant::Format>(scheme.getFormat())
+                 .Case("int4", quant::Format::Int4)
+                 .Case("int3", quant::Format::Int3)
+                 .Case("fp8_e4m3", quant::Format::Fp8E4M3)
+                 .Case("fp8_e5m2", quant::Format::Fp8E5M2)
+                 .Case("nf4", quant::Format::Nf4)
+                 .Default(quant::Format::Int8);
+  s.granularity = llvm::StringSwitch<quant::Granularity>(scheme.getGranularity())
+                      .Case("channel", quant::Granularity::Channel)
+                      .Case("block", quant::Granularity::Block)
+                      .Default(quant::Granularity::Tensor);
+  s.axis = scheme.getAxis();
+  s.block = scheme.getBlock();
+  s.symmetric = scheme.getSymmetric();
+  s.outlier = scheme.getOutlier().convertToDouble();
+  return s;
+}
+
+qat::SchemeAttr QATSchemeSpec::attr(MLIRContext *context, int64_t defaultAxis) const {
+  int64_t channelAxis = granularity == "channel" ? axis.value_or(defaultAxis) : 0;
+  return qat::SchemeAttr::get(context, format, granularity, channelAxis, block, symmetric, observer,
+                              llvm::APFloat(momentum), llvm::APFloat(outlier));
+}
+
+namespace {
+
+/// `int4:block64:sym`, `int8:tensor:asym:ema0.9`, `fp8_e4m3:channel1`,
+/// `int8:outlier6`.
+std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &error) {
+  QATSchemeSpec spec;
+  auto bad = [&](const llvm::Twine &why) {
+    error = ("bad scheme '" + text + "': " + why).str();
+    return std::nullopt;
+  };
+  for (llvm::StringRef field : llvm::split(text, ':')) {
+    field = field.trim();
+    int64_t number;
+    double real;
+    if (field == "int8" || field == "int4" || field == "int3" || field == "fp8_e4m3" ||
+        field == "fp8_e5m2" || field == "nf4") {
+      if (!spec.format.empty())
+        return bad("two formats ('" + spec.format + "' and '" + field + "')");
+      spec.format = field.str();
+    } else if (field == "tensor") {
+      spec.granularity = "tensor";
+    } else if (field.consume_front("channel")) {
+      spec.granularity = "channel";
+      if (!field.empty()) {
+        if (field.getAsInteger(10, number) || number < 0)
+          return bad("channel axis '" + field + "' is not a dimension number");
+        spec.axis = number;
+      }
+    } else if (field.consume_front("block")) {
+      if (field.getAsInteger(10, number) || number < 1)
+        return bad("block size '" + field + "' (write e.g. block64)");
+      spec.granularity = "block";
+      spec.block = number;
+    } else if (field == "sym") {
+      spec.symmetric = true;
+    } else if (field == "asym") {
+      spec.symmetric = false;
+    } else if (field == "minmax") {
+      spec.observer = "minmax";
+    } else if (field.consume_front("ema")) {
+      spec.observer = "ema";
+      if (!field.empty()) {
+        if (field.getAsDouble(real) || !(real > 0 && real < 1))
+          return bad("ema momentum '" + field + "' must be in (0, 1) (write e.g. ema0.99)");
+        spec.momentum = real;
+      }
+    } else if (field.consume_front("outlier")) {
+      // LLM.int8()'s threshold by default.
+      spec.outlier = 6.0;
+      if (!field.empty()) {
+        if (field.getAsDouble(real) || !(real > 0 && std::isfinite(real)))
+          return bad("outlier threshold '" + field +
+                     "' must be a positive number (write e.g. outlier6)");
+        spec.outlier = real;
+      }
+    } else {
+      return bad("unknown field '" + field +
+                 "' (formats int8 int4 int3 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], "
+                 "block<size>; sym, asym; minmax, ema[<momentum>]; outlier[<threshold>])");
+    }
+  }
+  if (spec.format.empty())
+    return bad("no format (int8, int4, fp8_e4m3, fp8_e5m2 or nf4)");
+  if (!spec.symmetric && spec.format != "int8" && spec.format != "int4")
+    return bad("format '" + spec.format + "' is symmetric only");
+  if (spec.outlier > 0) {
+    if (spec.format != "int8" && spec.format != "int4")
+      return bad("outlier columns need an integer format (int8 or int4), got '" + spec.format +
+                 "'");
+    if (spec.granularity == "block")
+      return bad("outlier columns need tensor or channel granularity");
+    // The kept columns change from step to step; a running average of
+    // ranges over different column sets is not the range of anything.
+    if (spec.observer == "ema")
+      return bad("outlier columns need the minmax observer (which columns are kept is "
+                 "decided on every step)");
+  }
+  return spec;
+}
+
+} // namespace
+
+std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::string &error) {
+  std::optional<QATSchemeSpec> spec = parseScheme(text, error);
+  if (!spec)
+    return std::nullopt;
+  auto bad = [&](const llvm::Twine &why) {
+    error = ("scheme '" + text + "': " + why).str();
+    return std::nullopt;
+  };
+  if (spec->format == "nf4") {
+    // QLoRA's storage: blocks (of 64 unless given), double-quantized absmax.
+    if (text.trim() == "nf4")
+      spec->granularity = "block", spec->block = quant::kNf4Block;
+    if (spec->granularity != "block")
+      return bad("NF4 weights are stored in blocks (nf4:block<N>)");
+  } else if (spec->format != "int8" && spec->format != "int4") {
+    return bad("weight-only inference stores int8, int4 or nf4 weights, not " + spec->format);
+  }
+  if (spec->observer != "minmax" || spec->outlier > 0)
+    return bad("an observer or outlier columns have no meaning for stored weights");
+  if (spec->axis && *spec->axis > 1)
+    return bad("channel axis " + llvm::Twine(*spec->axis) + " of a 2-D weight (0 or 1)");
+  return spec;
+}
+
+std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error) {
+  QATSpec spec;
+  bool opsGiven = false;
+  std::vector<std::string> *list = nullptr; // a list key continues over commas
+  for (llvm::StringRef item : llvm::split(text, ',')) {
+    item = item.trim();
+    if (item.empty())
+      continue;
+    auto [key, value] = item.split('=');
+    key = key.trim();
+    value = value.trim();
+    if (!item.contains('=')) {
+      if (!list) {
+        error = "bad --qat entry '" + item.str() + "' (expected key=value)";
+        return std::nullopt;
+      }
+      list->push_back(item.str());
+      continue;
+    }
+    list = nullptr;
+    if (key == "weights" || key == "activations") {
+      std::optional<QATSchemeSpec> scheme = parseScheme(value, error);
+      if (!scheme)
+        return std::nullopt;
+      if (key == "weights" && scheme->outlier > 0) {
+        error = "bad scheme '" + value.str() +
+                "': outlier columns are for activations= only (they are an activation's "
+                "features)";
+        return std::nullopt;
+      }
+      (key == "weights" ? spec.weights : spec.activations) = *scheme;
+    } else if (key == "ops") {
+      if (!opsGiven)
+        spec.ops.clear();
+      opsGiven = true;
+      spec.ops.push_back(value.str());
+      list = &spec.ops;
+    } else if (key == "skip") {
+      spec.skip.push_back(value.str());
+      list = &spec.skip;
+    } else {
+      error = "unknown --qat key '" + key.str() + "' (expected weights, activations, ops or skip)";
+      return std::nullopt;
+    }
+  }
+  for (const std::string &op : spec.ops)
+    if (op != "matmul" && op != "embedding") {
+      error = "unknown --qat op '" + op + "' (expected matmul or embedding)";
+      return std::nullopt;
+    }
+  if (!spec.weights && !spec.activations) {
+    error = "--qat names neither weights=<scheme> nor activations=<scheme>";
+    return std::nullopt;
+  }
+  return spec;
+}
+
+} // namespace llmc

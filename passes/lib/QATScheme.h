@@ -1,0 +1,69 @@
+//===- QATScheme.h - qat schemes: the kernel encoding and --qat specs -*- C++ -*-===//
+//
+// A #qat.scheme as the kernels take it (common/QuantScheme.h), and the
+// user's `--qat` spec parsed into the schemes and sites the llmc-qat pass
+// quantizes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_PASSES_LIB_QATSCHEME_H
+#define LLMC_PASSES_LIB_QATSCHEME_H
+
+#include "common/QuantScheme.h"
+#include "dialects/QAT/QATDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace llmc {
+
+/// The kernels' encoding of `scheme`.
+quant::Scheme kernelScheme(qat::SchemeAttr scheme);
+
+/// Whether `skip=` entries exclude site `op` of `forward` (reading parameter
+/// `weight`, or null): `head` (the matmul feeding the loss), `embedding`, a
+/// layer, a parameter or dotted prefix. Adds the entries that match to
+/// `matched`, so entries matching nothing can be reported.
+bool skipMatches(mlir::func::FuncOp forward, mlir::Operation *op, mlir::BlockArgument weight,
+                 llvm::ArrayRef<std::string> skip, llvm::StringSet<> &matched);
+
+/// One side of a --qat spec: a scheme whose channel axis may be left to the
+/// site (a weight's output channel, an activation's last dimension).
+struct QATSchemeSpec {
+  std::string format;
+  std::string granularity = "tensor";
+  std::optional<int64_t> axis; ///< channel: unset = the site's default
+  int64_t block = 0;
+  bool symmetric = true;
+  std::string observer = "minmax";
+  double momentum = 0.99;
+  double outlier = 0.0; ///< outlier-column threshold (activations only); 0: none
+
+  /// The attribute for a site whose default channel axis is `defaultAxis`.
+  qat::SchemeAttr attr(mlir::MLIRContext *context, int64_t defaultAxis) const;
+};
+
+/// `weights=int4:block64:sym, activations=int8:tensor:asym:ema, ops=matmul,
+/// skip=embedding,head`; `activations=int8:outlier6` keeps outlier columns.
+struct QATSpec {
+  std::optional<QATSchemeSpec> weights, activations;
+  std::vector<std::string> ops{"matmul"}; ///< matmul, embedding
+  std::vector<std::string> skip;          ///< head, embedding, layers, parameters
+};
+
+/// Parses a --weight-quant scheme (one --qat weight scheme): int8 or int4
+/// at any granularity and symmetry, or nf4 in blocks (`nf4` alone: blocks
+/// of 64); on error returns nullopt with `error` set to a one-line reason.
+std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::string &error);
+
+/// Parses a --qat spec; on error returns nullopt with `error` set to a
+/// one-line reason quoting the offending part.
+std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error);
+
+} // namespace llmc
+
+#endif

@@ -1,0 +1,214 @@
+//===- QuantizedStorage.cpp - a split weight's quantized storage ----------===//
+//
+// Part of llmc: see QuantizedStorage.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/lib/QuantizedStorage.h"
+#include "common/QuantScheme.h"
+
+#include "dialects/Annotations/Annotations.h"
+#include "dialects/LLM/LLMDialect.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace llmc;
+
+InFlightDiagnostic llmc::refuseStorage(Operation *op, StringRef pass, StringRef name,
+                                       RankedTensorType local, const StorageSplit &split) {
+  return op->emitOpError() << pass << ": '" << name << "' " << local << " of " << split.global[0]
+                           << "x" << split.global[1] << ": ";
+}
+
+FailureOr<StorageSplit> llmc::readStorageSplit(Operation *op, StringRef pass, StringRef name,
+                                               RankedTensorType local, DictionaryAttr shard,
+                                               dist::MeshOp mesh) {
+  StorageSplit split;
+  split.shard = shard;
+  split.global = shardGlobalShape(shard, local);
+  split.padded = split.global;
+  if (split.global.size() != 2)
+    return op->emitOpError() << pass << ": '" << name << "' is not a matrix";
+  for (const ShardSplit &level : shardSplits(shard)) {
+    if (level.pads()) { // a padded vocabulary: the rows of the storage too
+      if (level.dim != 0)
+        return refuseStorage(op, pass, name, local, split)
+               << "quantized storage pads rows only; compile with --vocab-multiple 1";
+      split.padded[0] = level.padTo;
+      continue;
+    }
+    const int64_t d = level.dim;
+    if (split.parts[d] != 1)
+      return refuseStorage(op, pass, name, local, split)
+             << "quantized storage takes one split per dimension";
+    int64_t parts = level.blocks;
+    for (const std::string &axis : level.axes)
+      parts *= mesh ? std::max<int64_t>(1, mesh.axisSize(axis)) : 1;
+    if (split.padded[d] % parts != 0)
+      return refuseStorage(op, pass, name, local, split)
+             << "quantized storage is split evenly only, and " << split.padded[d]
+             << " is not a multiple of the " << parts << " pieces of dimension " << d;
+    split.parts[d] = parts;
+    split.chunks[d] = level.blocks;
+    split.axes[d].assign(level.axes.begin(), level.axes.end());
+  }
+  return split;
+}
+
+DictionaryAttr StorageSplit::levelsOn(MLIRContext *context, std::array<int64_t, 2> dims,
+                                      ArrayRef<int64_t> globalShape) const {
+  Builder b(context);
+  SmallVector<Attribute> levels;
+  for (Attribute level : shard.getAs<ArrayAttr>("levels")) {
+    auto dict = cast<DictionaryAttr>(level);
+    int64_t dim = dict.getAs<IntegerAttr>("dim").getInt();
+    if (dims[dim] < 0)
+      continue;
+    SmallVector<NamedAttribute> entries = {b.getNamedAttr("axes", dict.get("axes")),
+                                           b.getNamedAttr("dim", b.getI64IntegerAttr(dims[dim])),
+                                           b.getNamedAttr("blocks", dict.get("blocks"))};
+    if (auto padTo = dict.getAs<IntegerAttr>("pad_to")) // rows only (readStorageSplit)
+      entries.push_back(b.getNamedAttr("pad_to", padTo));
+    levels.push_back(b.getDictionaryAttr(entries));
+  }
+  if (levels.empty())
+    return DictionaryAttr();
+  return b.getDictionaryAttr({b.getNamedAttr("global_shape", b.getDenseI64ArrayAttr(globalShape)),
+                              b.getNamedAttr("levels", b.getArrayAttr(levels))});
+}
+
+Nf4StorageTypes llmc::flatNf4Storage(RankedTensorType weight, int64_t block, int64_t realRows) {
+  MLIRContext *context = weight.getContext();
+  Builder b(context);
+  int64_t n = weight.getNumElements(), groups = n / block;
+  int64_t real = realRows > 0 ? n / weight.getDimSize(0) * realRows : n, realGroups = real / block;
+  // `padded` elements of which the first `count` are the real weight's.
+  auto flat = [&](int64_t padded, int64_t count, Type element, DictionaryAttr &shard) {
+    if (count < padded)
+      shard = addPadLevel(context, nullptr, RankedTensorType::get({count}, element), 0, padded);
+    return RankedTensorType::get({padded}, element);
+  };
+  Nf4StorageTypes t;
+  t.codes = flat((n + 1) / 2, (real + 1) / 2, b.getI8Type(), t.codesShard);
+  t.absmaxQ = flat(groups, realGroups, b.getI8Type(), t.absmaxQShard);
+  t.absmaxScale = flat(quant::nf4ScaleCount(groups), quant::nf4ScaleCount(realGroups),
+                       b.getF32Type(), t.absmaxScaleShard);
+  return t;
+}
+
+FailureOr<Nf4StorageTypes> llmc::splitNf4Storage(Operation *op, StringRef pass, StringRef name,
+                                                 RankedTensorType local, const StorageSplit &split,
+                                                 int64_t block) {
+  const int64_t columns = split.piece(1);
+  if (block < 1 || columns % block != 0)
+    return refuseStorage(op, pass, name, local, split)
+           << "NF4 blocks of " << block << " do not divide its pieces of " << columns
+           << " columns (each rank must hold whole blocks of the weight's NF4 storage, which "
+              "is quantized whole)";
+  if (columns % 2 != 0)
+    return refuseStorage(op, pass, name, local, split)
+           << "its pieces of " << columns << " columns are not whole bytes of NF4 codes";
+  MLIRContext *context = op->getContext();
+  Builder b(context);
+  ArrayRef<int64_t> l = local.getShape();
+  ArrayRef<int64_t> g = split.global;
+  Nf4StorageTypes t;
+  t.codes = RankedTensorType::get({l[0], l[1] / 2}, b.getI8Type());
+  t.codesShard = split.levelsOn(context, {0, 1}, {g[0], g[1] / 2});
+  t.absmaxQ = RankedTensorType::get({l[0], l[1] / block}, b.getI8Type());
+  t.absmaxQShard = split.levelsOn(context, {0, 1}, {g[0], g[1] / block});
+  // The whole weight's scales, on every rank (padded with the rows).
+  const int64_t scales = quant::nf4ScaleCount(split.padded[0] * g[1] / block);
+  const int64_t realScales = quant::nf4ScaleCount(g[0] * g[1] / block);
+  t.absmaxScale = RankedTensorType::get({scales}, b.getF32Type());
+  if (realScales < scales)
+    t.absmaxScaleShard = addPadLevel(
+        context, nullptr, RankedTensorType::get({realScales}, b.getF32Type()), 0, scales);
+  return t;
+}
+
+FailureOr<Nf4StorageTypes> llmc::nf4StorageFor(Operation *op, StringRef pass, StringRef name,
+                                               RankedTensorType local, DictionaryAttr shard,
+                                               dist::MeshOp mesh, int64_t block,
+                                               std::optional<StorageSplit> &split) {
+  split.reset();
+  if (shardSplits(shard).size() != shardPadding(shard).size()) {
+    FailureOr<StorageSplit> read = readStorageSplit(op, pass, name, local, shard, mesh);
+    if (failed(read))
+      return failure();
+    split = *read;
+    return splitNf4Storage(op, pass, name, local, *split, block);
+  }
+  std::optional<int64_t> realRows = paddedRows(shard); // a padded vocabulary's head
+  if (!realRows)
+    return op->emitOpError() << pass << ": '" << name
+                             << "' is padded along its columns, which flat NF4 storage cannot "
+                                "hold; compile with --vocab-multiple 1";
+  if (block < 1 || local.getShape().back() % block != 0)
+    return op->emitOpError() << pass << ": blocks of " << block
+                             << " do not divide the last dimension of '" << name << "' " << local;
+  return flatNf4Storage(local, block, *realRows);
+}
+
+void llmc::setNf4Piece(Operation *op, const StorageSplit &split) {
+  Builder b(op->getContext());
+  op->setAttr("whole_shape", b.getDenseI64ArrayAttr(split.padded));
+  op->setAttr("chunks", b.getDenseI64ArrayAttr({split.chunks[0], split.chunks[1]}));
+  op->setAttr("piece_offset", b.getDenseI64ArrayAttr({0, 0}));
+  for (int d = 0; d < 2; ++d) {
+    if (split.axes[d].empty())
+      continue;
+    SmallVector<StringRef> axes(split.axes[d].begin(), split.axes[d].end());
+    addRankOffset(op, "piece_offset", d, b.getStrArrayAttr(axes), split.piece(d));
+  }
+}
+
+namespace {
+
+/// A frozen, zero-initialised parameter `name` of `type` (split as `shard`
+/// records, when not null) after the last parameter of `func` (so
+/// parameters stay together).
+Value addFrozenParameter(func::FuncOp func, Location loc, const std::string &name,
+                         RankedTensorType type, DictionaryAttr shard = {}) {
+  MLIRContext *ctx = func.getContext();
+  OpBuilder b(ctx);
+  auto attr = llm::ParamAttr::get(ctx, name, "zeros", APFloat(0.0), /*trainable=*/false);
+  unsigned index = 0;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (llm::getParamAttr(func, i))
+      index = i + 1;
+  SmallVector<NamedAttribute> attrs = {b.getNamedAttr(llm::kParamAttrName, attr)};
+  if (shard)
+    attrs.push_back(b.getNamedAttr(kShardAttr, shard));
+  (void)func.insertArgument(index, type, b.getDictionaryAttr(attrs), loc);
+  return func.getArgument(index);
+}
+
+} // namespace
+
+Nf4Storage llmc::addNf4Storage(func::FuncOp func, Location loc, StringRef name,
+                               const Nf4StorageTypes &types) {
+  Nf4Storage s;
+  s.codes = addFrozenParameter(func, loc, name.str() + ".qweight", types.codes, types.codesShard);
+  s.absmaxQ =
+      addFrozenParameter(func, loc, name.str() + ".absmax_q", types.absmaxQ, types.absmaxQShard);
+  s.absmaxScale = addFrozenParameter(func, loc, name.str() + ".absmax_scale", types.absmaxScale,
+                                     types.absmaxScaleShard);
+  s.absmaxMean = addFrozenParameter(func, loc, name.str() + ".absmax_mean",
+                                    RankedTensorType::get({}, Float32Type::get(func.getContext())));
+  return s;
+}
+
+IntStorage llmc::addIntStorage(func::FuncOp func, Location loc, StringRef name,
+                               const IntStorageTypes &types, bool asymmetric) {
+  IntStorage s;
+  s.codes = addFrozenParameter(func, loc, name.str() + ".qweight", types.codes, types.codesShard);
+  s.scale = addFrozenParameter(func, loc, name.str() + ".scale", types.scale, types.scaleShard);
+  if (asymmetric)
+    s.zeroPoint = addFrozenParameter(
+        func, loc, name.str() + ".zero_point",
+        RankedTensorType::get(types.scale.getShape(), IntegerType::get(func.getContext(), 32)),
+        types.scaleShard);
+  return s;
+}

@@ -1,0 +1,281 @@
+//===- VJPRules.cpp - one VJP rule per differentiable op ------------------===//
+//
+// The whole of llmc's differentiation knowledge: for each op, how the
+// gradient of its results becomes the gradient of its operands. Rules emit
+// ordinary llm ops (backward kernels are ops too), so everything after
+// autodiff — sharding, recompute, lowering — treats forward and backward
+// alike. Every rule is checked against central finite differences in
+// float64 by test/unit/compiler/VJPTest.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/lib/VJPRules.h"
+
+#include "dialects/Dist/DistDialect.h"
+#include "dialects/LLM/LLMDialect.h"
+#include "dialects/QAT/QATDialect.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace llmc;
+using namespace llmc::llm;
+
+namespace {
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Sums `grad` down to `target`'s shape when `target` was broadcast.
+Value unbroadcast(OpBuilder &b, Location loc, Value grad, Value target) {
+  if (grad.getType() == target.getType())
+    return grad;
+  return ReduceSumOp::create(b, loc, target.getType(), grad);
+}
+
+Value reshapeTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, tensorType(v).getElementType());
+  if (type == v.getType())
+    return v;
+  return ReshapeOp::create(b, loc, type, v);
+}
+
+using Grads = SmallVector<Value>;
+
+/// A backward op that reads the same rank-dependent attributes (row or
+/// class offsets) as its forward op gets the same runtime terms.
+void copyRankOffsets(Operation *from, Operation *to) {
+  if (Attribute terms = from->getAttr(dist::DistDialect::kRankOffsetsAttrName))
+    to->setAttr(dist::DistDialect::kRankOffsetsAttrName, terms);
+}
+
+/// A cross-entropy shard's backward: dlogits from the gradients of its two
+/// row statistics (a missing one is zero). The shift's gradient, −dsumexp ·
+/// sumexp, is returned only when asked for: the model's loss never asks,
+/// since the shift comes through llm.stop_gradient.
+FailureOr<Grads> crossEntropyPartialVJP(OpBuilder &b, CrossEntropyPartialOp op, ArrayRef<Value> dys,
+                                        ArrayRef<bool> need) {
+  Location loc = op.getLoc();
+  auto zerosLike = [&](Value v) {
+    return FillOp::create(b, loc, v.getType(), APFloat(0.0)).getResult();
+  };
+  Value ds = dys[0] ? dys[0] : zerosLike(op.getSumexp());
+  Value dt = dys[1] ? dys[1] : zerosLike(op.getTargetLogit());
+  Grads grads(3);
+  if (need[0]) {
+    auto g = CrossEntropyPartialGradOp::create(b, loc, op.getLogits(), op.getTargets(),
+                                               op.getShift(), ds, dt, op.getClassOffset(),
+                                               op.getNumClasses(), op.getIgnoreIndex());
+    copyRankOffsets(op, g);
+    grads[0] = g;
+  }
+  if (need[2] && dys[0])
+    grads[2] =
+        ScaleOp::create(b, loc, MulOp::create(b, loc, dys[0], op.getSumexp()), APFloat(-1.0));
+  return grads;
+}
+
+FailureOr<Grads> matmulVJP(OpBuilder &b, MatmulOp op, Value dc, ArrayRef<bool> need) {
+  Location loc = op.getLoc();
+  Value a = op.getA(), bm = op.getB();
+  bool ta = op.getTransposeA(), tb = op.getTransposeB();
+  RankedTensorType at = tensorType(a), bt = tensorType(bm);
+  bool sharedB = bt.getRank() == 2 && at.getRank() > 2;
+  Grads grads(2);
+  if (need[0]) {
+    if (!ta) {
+      // dA = dC·Bᵀ, and Bᵀ is b itself when b was transposed.
+      grads[0] = MatmulOp::create(b, loc, dc, bm, false, !tb);
+    } else if (!sharedB) {
+      // a = Aᵀ: da = (dC·Bᵀ)ᵀ = B·dCᵀ.
+      grads[0] = MatmulOp::create(b, loc, bm, dc, tb, true);
+    } else {
+      return op.emitOpError("has no VJP for transpose_a with a shared 2-D b");
+    }
+  }
+  if (need[1]) {
+    Value lhs = a, rhs = dc;
+    if (sharedB) {
+      // Fold the leading dimensions into rows: dB = Σ over rows of Aᵀ·dC.
+      if (ta)
+        return op.emitOpError("has no VJP for transpose_a with a shared 2-D b");
+      int64_t k = at.getShape().back(), n = tensorType(dc).getShape().back();
+      lhs = reshapeTo(b, loc, a, {at.getNumElements() / k, k});
+      rhs = reshapeTo(b, loc, dc, {tensorType(dc).getNumElements() / n, n});
+    }
+    if (!tb)
+      grads[1] = MatmulOp::create(b, loc, lhs, rhs, !ta, false); // Aᵀ·dC
+    else
+      grads[1] = MatmulOp::create(b, loc, rhs, lhs, true, ta); // dCᵀ·A
+  }
+  return grads;
+}
+
+FailureOr<Grads> attentionVJP(OpBuilder &b, AttentionOp op, ArrayRef<Value> dys,
+                              ArrayRef<bool> need) {
+  if (dys[1])
+    return op.emitOpError("has no VJP through its lse result");
+  auto grad = AttentionGradOp::create(b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getOut(),
+                                      op.getLse(), dys[0], op.getSegmentIds(), op.getScale(),
+                                      op.getCausal());
+  Grads grads{grad.getDq(), grad.getDk(), grad.getDv()};
+  if (op.getSegmentIds())
+    grads.push_back(Value());
+  return grads;
+}
+
+FailureOr<Grads> concatVJP(OpBuilder &b, ConcatOp op, Value dy, ArrayRef<bool> need) {
+  Grads grads;
+  int64_t offset = 0, dim = op.getDim();
+  for (auto [i, input] : llvm::enumerate(op.getInputs())) {
+    RankedTensorType t = tensorType(input);
+    SmallVector<int64_t> offsets(t.getRank(), 0);
+    offsets[dim] = offset;
+    offset += t.getDimSize(dim);
+    grads.push_back(need[i] ? Value(SliceOp::create(b, op.getLoc(), t, dy, offsets)) : Value());
+  }
+  return grads;
+}
+
+} // namespace
+
+// NOLINTNEXTLINE(readability-function-size): one case per op
+FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRef<Value> dys,
+                                            ArrayRef<bool> need) {
+  Location loc = op->getLoc();
+  Value dy = dys.empty() ? Value() : dys[0];
+  return TypeSwitch<Operation *, FailureOr<Grads>>(op)
+      .Case([&](MatmulOp m) { return matmulVJP(b, m, dy, need); })
+      .Case([&](AddOp add) -> FailureOr<Grads> {
+        return Grads{dy, need[1] ? unbroadcast(b, loc, dy, add.getRhs()) : Value()};
+      })
+      .Case([&](MulOp mul) -> FailureOr<Grads> {
+        Grads grads(2);
+        if (need[0])
+          grads[0] = MulOp::create(b, loc, dy, mul.getRhs());
+        if (need[1])
+          grads[1] = unbroadcast(b, loc, MulOp::create(b, loc, dy, mul.getLhs()), mul.getRhs());
+        return grads;
+      })
+      .Case([&](ScaleOp s) -> FailureOr<Grads> {
+        return Grads{ScaleOp::create(b, loc, dy, s.getFactor())};
+      })
+      .Case([&](GeluOp g) -> FailureOr<Grads> {
+        return Grads{GeluGradOp::create(b, loc, g.getX(), dy)};
+      })
+      .Case([&](SiluOp s) -> FailureOr<Grads> {
+        return Grads{SiluGradOp::create(b, loc, s.getX(), dy)};
+      })
+      .Case([&](SwigluOp s) -> FailureOr<Grads> {
+        auto g = SwigluGradOp::create(b, loc, s.getGate(), s.getUp(), dy);
+        return Grads{g.getDgate(), g.getDup()};
+      })
+      .Case([&](DropoutOp d) -> FailureOr<Grads> {
+        // The mask depends only on (seed, step, global index): the same op
+        // (with its rank offsets) draws the same mask.
+        Operation *copy = b.clone(*d);
+        copy->setOperand(0, dy);
+        return Grads{copy->getResult(0)};
+      })
+      .Case([&](CrossEntropyPartialOp p) { return crossEntropyPartialVJP(b, p, dys, need); })
+      .Case([&](CrossEntropyFinishOp f) -> FailureOr<Grads> {
+        auto g = CrossEntropyFinishGradOp::create(b, loc, f.getSumexp(), f.getTargets(), dy,
+                                                  f.getIgnoreIndex());
+        return Grads{g.getDsumexp(), g.getDshift(), g.getDtargetLogit(), Value()};
+      })
+      .Case([&](StopGradientOp) -> FailureOr<Grads> { return Grads{Value()}; })
+      .Case([&](CastOp c) -> FailureOr<Grads> {
+        return Grads{CastOp::create(b, loc, c.getX().getType(), dy)};
+      })
+      .Case([&](LayerNormOp ln) -> FailureOr<Grads> {
+        auto g = LayerNormGradOp::create(b, loc, ln.getX(), ln.getGamma(), dy, ln.getEpsilon());
+        return Grads{g.getDx(), g.getDgamma(), g.getDbeta()};
+      })
+      .Case([&](RMSNormOp rn) -> FailureOr<Grads> {
+        auto g = RMSNormGradOp::create(b, loc, rn.getX(), rn.getGamma(), dy, rn.getEpsilon());
+        return Grads{g.getDx(), g.getDgamma()};
+      })
+      .Case([&](EmbeddingOp e) -> FailureOr<Grads> {
+        auto g = EmbeddingGradOp::create(b, loc, e.getTable().getType(), e.getIds(), dy,
+                                         e.getRowOffset(), e.getVocabSize());
+        copyRankOffsets(e, g);
+        return Grads{g, Value()};
+      })
+      .Case([&](RopeOp r) -> FailureOr<Grads> {
+        // A rotation's transpose is the opposite rotation (same rates).
+        return Grads{RopeOp::create(b, loc, dy, r.getPositions(), r.getTheta(), !r.getInverse(),
+                                    r.getPositionLimitAttr(), r.getScalingFactorAttr(),
+                                    r.getLowFreqFactorAttr(), r.getHighFreqFactorAttr(),
+                                    r.getOriginalMaxPositionsAttr())};
+      })
+      .Case([&](AttentionOp a) { return attentionVJP(b, a, dys, need); })
+      .Case([&](CrossEntropyOp ce) -> FailureOr<Grads> {
+        return Grads{CrossEntropyGradOp::create(b, loc, ce.getLogits(), ce.getTargets(), dy,
+                                                ce.getIgnoreIndex(), ce.getNumClasses()),
+                     Value()};
+      })
+      .Case([&](ReshapeOp r) -> FailureOr<Grads> {
+        return Grads{ReshapeOp::create(b, loc, r.getX().getType(), dy)};
+      })
+      .Case([&](TransposeOp t) -> FailureOr<Grads> {
+        ArrayRef<int64_t> perm = t.getPermutation();
+        SmallVector<int64_t> inverse(perm.size());
+        for (auto [i, p] : llvm::enumerate(perm)) inverse[p] = i;
+        return Grads{TransposeOp::create(b, loc, t.getX().getType(), dy, inverse)};
+      })
+      .Case([&](SliceOp s) -> FailureOr<Grads> {
+        return Grads{PadOp::create(b, loc, s.getX().getType(), dy, s.getOffsets())};
+      })
+      .Case([&](PadOp p) -> FailureOr<Grads> {
+        return Grads{SliceOp::create(b, loc, p.getX().getType(), dy, p.getOffsets())};
+      })
+      .Case([&](ConcatOp c) { return concatVJP(b, c, dy, need); })
+      .Case([&](ReduceSumOp r) -> FailureOr<Grads> {
+        // Broadcast back: zeros of the input's shape plus dy (add broadcasts).
+        Value zeros = FillOp::create(b, loc, r.getX().getType(), APFloat(0.0));
+        return Grads{AddOp::create(b, loc, zeros, dy)};
+      })
+      .Case([&](FillOp) -> FailureOr<Grads> { return Grads{}; })
+      // Fake quantization: the straight-through estimator, zero where x was
+      // clipped (outlier columns pass dy whole); ranges and per-column
+      // ranges are statistics and get no gradient.
+      .Case([&](qat::FakeQuantOp q) -> FailureOr<Grads> {
+        Grads grads(q->getNumOperands());
+        grads[0] = qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy, q.getColumns(),
+                                                q.getScheme());
+        return grads;
+      })
+      .Case([&](qat::ObserveOp o) -> FailureOr<Grads> { return Grads(o->getNumOperands()); })
+      .Case([&](qat::EmaOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
+      // Collectives, in the SPMD convention that a replicated value's
+      // gradient is replicated and a sharded computation's contribution to
+      // a replicated input is partial (Megatron's f and g).
+      .Case([&](dist::AllReduceOp c) -> FailureOr<Grads> {
+        if (c.getReduction() != "sum")
+          return c.emitOpError("has a VJP only for reduction \"sum\"");
+        return Grads{dy};
+      })
+      .Case([&](dist::ReplicateOp c) -> FailureOr<Grads> {
+        return Grads{dist::AllReduceOp::create(b, loc, dy.getType(), dy, c.getMeshAttr(),
+                                               c.getAxes(), b.getStringAttr("sum"))};
+      })
+      .Case([&](dist::AllGatherOp c) -> FailureOr<Grads> {
+        if (c.getReplicatedGrad())
+          return Grads{dist::AllSliceOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
+                                                c.getAxes(), c.getDimAttr())};
+        return Grads{dist::ReduceScatterOp::create(b, loc, c.getInput().getType(), dy,
+                                                   c.getMeshAttr(), c.getAxes(), c.getDimAttr(),
+                                                   b.getStringAttr("sum"))};
+      })
+      .Case([&](dist::ReduceScatterOp c) -> FailureOr<Grads> {
+        if (c.getReduction() != "sum")
+          return c.emitOpError("has a VJP only for reduction \"sum\"");
+        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
+                                               c.getAxes(), c.getDimAttr())};
+      })
+      .Case([&](dist::AllSliceOp c) -> FailureOr<Grads> {
+        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
+                                               c.getAxes(), c.getDimAttr())};
+      })
+      .Default([&](Operation *other) -> FailureOr<Grads> {
+        return other->emitOpError("has no VJP rule; autodiff cannot differentiate it");
+      });
+}

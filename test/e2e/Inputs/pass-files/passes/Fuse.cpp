@@ -1,0 +1,1 @@
+#define GEN_PASS_DEF_FUSE

@@ -1,0 +1,1 @@
+// Guest lives in Good.cpp.

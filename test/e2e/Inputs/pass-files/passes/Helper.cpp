@@ -1,0 +1,1 @@
+// A helper outside passes/lib/.

@@ -1,0 +1,1 @@
+// epsilon, under the wrong name
