@@ -79,6 +79,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
   auto location = fbb.CreateString(locationString(op->getLoc()));
   auto actionAttr = op->getAttrOfType<StringAttr>(exec::kActionAttr);
   auto action = fbb.CreateString(actionAttr ? actionAttr.getValue().str() : "");
+  bool faultSite = op->hasAttr(exec::kFaultSiteAttr);
 
   if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
     std::vector<flatbuffers::Offset<fb::RankOffset>> rankOffsets;
@@ -94,7 +95,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
       }
     for (NamedAttribute attr : kernel->getDiscardableAttrs()) {
       if (attr.getName() == dist::DistDialect::kRankOffsetsAttrName ||
-          attr.getName() == exec::kActionAttr)
+          attr.getName() == exec::kActionAttr || attr.getName() == exec::kFaultSiteAttr)
         continue;
       auto name = fbb.CreateString(attr.getName().getValue().str());
       if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
@@ -126,6 +127,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_stream(kernel.getStream());
     b.add_location(location);
     b.add_action(action);
+    b.add_fault_site(faultSite);
     return b.Finish();
   }
 
@@ -160,6 +162,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_stream(c.getStream());
     b.add_location(location);
     b.add_action(action);
+    b.add_fault_site(faultSite);
     return b.Finish();
   };
   auto event = [&](auto e, fb::OpKind kind) -> flatbuffers::Offset<fb::Instruction> {
