@@ -819,8 +819,7 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
       return failure();
     if (!faultSitePlaced && isFaultSite(op)) {
       Operation *emitted = &block->back();
-      while (isa<exec::BufferOp>(emitted))
-        emitted = emitted->getPrevNode();
+      while (isa<exec::BufferOp>(emitted)) emitted = emitted->getPrevNode();
       emitted->setAttr(exec::kFaultSiteAttr, pb.getUnitAttr());
       faultSitePlaced = true;
     }

@@ -78,8 +78,8 @@ std::string BoundProgram::describe(size_t i) const {
          (inst.location.empty() ? "" : " at " + inst.location) + ")";
 }
 
-BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
-                           Communicator &comm, int rank)
+BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device, Communicator &comm,
+                           int rank)
     : program_(program), device_(device), comm_(comm) {
   std::string prefix = "rank " + std::to_string(rank) + ", program '" + program.name + "', ";
   // Two streams run concurrently: refuse a program whose events leave a

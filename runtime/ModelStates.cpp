@@ -140,9 +140,9 @@ PlannedBytes planPersistent(ModelStates &m, const Artifact &artifact) {
         continue;
       seen.push_back(b.name);
       if (b.category == "param") {
-        bool frozen = std::any_of(
-            artifact.parameters.begin(), artifact.parameters.end(),
-            [&](const ParameterInfo &p) { return p.name == b.name && !p.trainable; });
+        bool frozen =
+            std::any_of(artifact.parameters.begin(), artifact.parameters.end(),
+                        [&](const ParameterInfo &p) { return p.name == b.name && !p.trainable; });
         (frozen ? m.plannedFrozen : m.plannedParams) += b.bytes();
         planned.param[b.name] += b.bytes();
         continue;
@@ -298,8 +298,8 @@ void addGradientExtras(ModelStates &m, const Artifact &artifact,
                             std::to_string(m.gradBytes) + "-byte gradients",
                         fp32Gradients});
   if (part("fp32 copies") > 0)
-    m.extras.push_back({"gradients", "fp32 copies of bf16/fp16 gradients for the update",
-                        part("fp32 copies")});
+    m.extras.push_back(
+        {"gradients", "fp32 copies of bf16/fp16 gradients for the update", part("fp32 copies")});
   if (part("padded copies") > 0)
     m.extras.push_back({"gradients",
                         "padded copies (a gradient padded to its parameter's shape, e.g. the "
@@ -327,8 +327,7 @@ ModelStates modelStates(const Artifact &artifact) {
     addParameterExtras(m, trained, planned);
   if (artifact.meta("optimizer") == "adamw8bit") {
     double bytes = 0;
-    for (auto &[param, b] : planned.absmax)
-      bytes += static_cast<double>(b);
+    for (auto &[param, b] : planned.absmax) bytes += static_cast<double>(b);
     if (bytes > 0)
       m.extras.push_back(
           {"optimizer", "8-bit AdamW block maxima (one fp32 per 2048 values)", bytes});

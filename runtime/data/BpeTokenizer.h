@@ -105,8 +105,7 @@ private:
   // "Sequence") and appends its steps; `where` names the entry in errors,
   // `source` the file.
   void parseNormalizer(const json::Value &v, const std::string &where, const std::string &source);
-  void parsePreTokenizer(const json::Value &v, const std::string &where,
-                         const std::string &source);
+  void parsePreTokenizer(const json::Value &v, const std::string &where, const std::string &source);
   void parseDecoder(const json::Value &v, const std::string &where, const std::string &source);
   void parseAddedTokens(const json::Value &list, const std::string &source);
   void parsePostProcessor(const json::Value &v, const std::string &where,

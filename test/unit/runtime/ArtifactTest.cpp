@@ -32,9 +32,9 @@ struct Spec {
 std::string build(const Spec &spec) {
   flatbuffers::FlatBufferBuilder fbb;
   fbb.ForceDefaults(true);
-  auto buffer = fb::CreateBuffer(fbb, fbb.CreateString("out"), fbb.CreateString("output"),
-                                 spec.bufferOffset, spec.outputDType,
-                                 fbb.CreateVector(std::vector<int64_t>{4, 8}));
+  auto buffer =
+      fb::CreateBuffer(fbb, fbb.CreateString("out"), fbb.CreateString("output"), spec.bufferOffset,
+                       spec.outputDType, fbb.CreateVector(std::vector<int64_t>{4, 8}));
   auto param = fb::CreateBuffer(fbb, fbb.CreateString("w"), fbb.CreateString("param"), 512,
                                 fb::DType::F32, fbb.CreateVector(std::vector<int64_t>{16}));
   std::vector<flatbuffers::Offset<fb::FloatAttr>> floats = {
@@ -48,7 +48,8 @@ std::string build(const Spec &spec) {
         fbb.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{fbb.CreateString("tp")}),
         16));
   auto inst = fb::CreateInstruction(
-      fbb, fb::OpKind::Kernel, fbb.CreateString(spec.kernel), fbb.CreateVector(std::vector<uint32_t>{}),
+      fbb, fb::OpKind::Kernel, fbb.CreateString(spec.kernel),
+      fbb.CreateVector(std::vector<uint32_t>{}),
       fbb.CreateVector(std::vector<uint32_t>{spec.outputIndex}), fbb.CreateVector(ints),
       fbb.CreateVector(floats), 0, 0, 0, 0, 0, 0, 0, 0, 0, fbb.CreateString("model.mlir:3:5"),
       fbb.CreateVector(terms), fbb.CreateString("F0"), spec.faultSite);
