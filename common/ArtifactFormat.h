@@ -16,7 +16,8 @@ namespace llmc {
 
 /// major * 100 + minor. The runtime accepts the same major version.
 /// 1.5: padding shard levels (ShardLevel.pad_to).
-inline constexpr uint32_t kArtifactSchemaVersion = 105;
+/// 1.6: the fault-injection site (Instruction.fault_site).
+inline constexpr uint32_t kArtifactSchemaVersion = 106;
 
 inline uint64_t fnv1a64(const uint8_t *data, size_t size) {
   uint64_t hash = 1469598103934665603ull;

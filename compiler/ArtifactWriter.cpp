@@ -81,6 +81,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
   auto location = fbb.CreateString(locationString(op->getLoc()));
   auto actionAttr = op->getAttrOfType<StringAttr>(exec::kActionAttr);
   auto action = fbb.CreateString(actionAttr ? actionAttr.getValue().str() : "");
+  bool faultSite = op->hasAttr(exec::kFaultSiteAttr);
 
   if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
     std::vector<flatbuffers::Offset<fb::RankOffset>> rankOffsets;
@@ -96,7 +97,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
       }
     for (NamedAttribute attr : kernel->getDiscardableAttrs()) {
       if (attr.getName() == dist::DistDialect::kRankOffsetsAttrName ||
-          attr.getName() == exec::kActionAttr)
+          attr.getName() == exec::kActionAttr || attr.getName() == exec::kFaultSiteAttr)
         continue;
       auto name = fbb.CreateString(attr.getName().getValue().str());
       if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
@@ -128,6 +129,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_stream(kernel.getStream());
     b.add_location(location);
     b.add_action(action);
+    b.add_fault_site(faultSite);
     return b.Finish();
   }
 
@@ -162,6 +164,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_stream(c.getStream());
     b.add_location(location);
     b.add_action(action);
+    b.add_fault_site(faultSite);
     return b.Finish();
   };
   auto event = [&](auto e, fb::OpKind kind) -> flatbuffers::Offset<fb::Instruction> {

@@ -727,6 +727,16 @@ static LogicalResult emitCollective(OpBuilder &pb, Operation *op, BufferFor &buf
   return success();
 }
 
+/// Whether `op` makes the rank's first floating-point activations: the
+/// token embedding, or on a later pipeline stage the activations received
+/// from the previous one. Its instruction becomes the fault-injection site.
+static bool isFaultSite(Operation &op) {
+  if (!isa<llm::EmbeddingOp, dist::RecvOp>(op))
+    return false;
+  auto type = dyn_cast<ShapedType>(op.getResult(0).getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
 LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringRef kind) {
   Location loc = func.getLoc();
   auto program = exec::ProgramOp::create(b, loc, programName, kind);
@@ -858,10 +868,17 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
       return {};
     return pb.getStringAttr((op.hasAttr(kBackwardAttr) ? "B" : "F") + Twine(mb.getInt()));
   };
+  bool faultSitePlaced = false;
   for (Operation &op : func.getBody().front().without_terminator()) {
     Operation *last = block->empty() ? nullptr : &block->back();
     if (failed(emitOp(op)))
       return failure();
+    if (!faultSitePlaced && isFaultSite(op)) {
+      Operation *emitted = &block->back();
+      while (isa<exec::BufferOp>(emitted)) emitted = emitted->getPrevNode();
+      emitted->setAttr(exec::kFaultSiteAttr, pb.getUnitAttr());
+      faultSitePlaced = true;
+    }
     StringAttr action = actionOf(op);
     if (!action)
       continue;

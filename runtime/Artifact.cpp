@@ -186,6 +186,22 @@ void checkPlacement(const std::vector<int64_t> &shape, DType dtype, uint64_t off
     fail(where, ": offset ", offset, " is not aligned to its ", size, "-byte elements");
 }
 
+/// The fault-injection site writes a float buffer: a kernel's first output
+/// or a receive's buffer (what BoundProgram::poisonNextRun overwrites).
+void checkFaultSite(const InstructionInfo &inst, const ProgramInfo &program,
+                    const std::string &where) {
+  const std::vector<uint32_t> &written =
+      inst.kind == InstructionKind::Recv ? inst.inputs : inst.outputs;
+  if (inst.kind != InstructionKind::Kernel && inst.kind != InstructionKind::Recv)
+    fail(where, ": only a kernel or a receive can be the fault-injection site");
+  if (written.empty())
+    fail(where, ": the fault-injection site writes no buffer");
+  DType dtype = program.buffers[written[0]].dtype;
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
+    fail(where, ": the fault-injection site writes a ", dtypeName(dtype),
+         " buffer; it must be f32, bf16 or f16");
+}
+
 ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
                           uint64_t arenaBytes) {
   ProgramInfo program;
@@ -269,8 +285,11 @@ ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
       info.stream = in->stream();
       info.location = str(in->location());
       info.action = str(in->action());
+      info.faultSite = in->fault_site();
       if (info.kind == InstructionKind::Kernel && info.kernel.empty())
         fail(instWhere, ": kernel instruction without a kernel name");
+      if (info.faultSite)
+        checkFaultSite(info, program, instWhere);
       program.instructions.push_back(std::move(info));
     }
   return program;

@@ -71,6 +71,9 @@ struct InstructionInfo {
   KernelAttrs attrs;
   std::vector<RankOffsetInfo> rankOffsets;
   std::string action; ///< the part of the step ("F0", "B1.2"), for traces
+  /// After this instruction a fault test overwrites the buffer it writes
+  /// with NaN (exec.fault_site; never set before schema 1.6).
+  bool faultSite = false;
   std::vector<std::string> group;
   std::string reduction, axis;
   int64_t root = 0, shift = 0, tag = 0, event = 0;

@@ -78,11 +78,9 @@ std::string BoundProgram::describe(size_t i) const {
          (inst.location.empty() ? "" : " at " + inst.location) + ")";
 }
 
-BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
-                           Communicator &comm, int rank)
+BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device, Communicator &comm,
+                           int rank)
     : program_(program), device_(device), comm_(comm) {
-  Backend backend = device.backend();
-  const int64_t *deviceStep = device.deviceStep();
   std::string prefix = "rank " + std::to_string(rank) + ", program '" + program.name + "', ";
   // Two streams run concurrently: refuse a program whose events leave a
   // race before it runs, on any backend; and one whose events could never
@@ -91,182 +89,181 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device,
   std::vector<TransferRun> runs = transferRuns(program);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const InstructionInfo &inst = program.instructions[i];
-    auto where = [&] { return prefix + describe(i); };
     streams_.push_back(inst.stream);
     switch (inst.kind) {
-    case InstructionKind::Kernel: {
-      KernelFactory factory = findKernel(backend, inst.kernel);
-      if (!factory)
-        fail(where(), ": the ", backendName(backend), " backend has no kernel named '",
-             inst.kernel, "'");
-      KernelArgs args;
-      for (uint32_t index : inst.inputs) args.inputs.push_back(viewOf(index));
-      for (uint32_t index : inst.outputs) args.outputs.push_back(viewOf(index));
-      args.attrs = inst.attrs;
-      // Where this rank's piece lies (vocabulary shard, sequence slice, ...).
-      for (const RankOffsetInfo &term : inst.rankOffsets) {
-        int64_t delta = comm.group(term.axes).rank() * term.stride;
-        if (args.attrs.hasInt(term.attr)) {
-          args.attrs.setInt(term.attr, args.attrs.getInt(term.attr) + delta);
-        } else {
-          std::vector<int64_t> values = args.attrs.getInts(term.attr);
-          values[static_cast<size_t>(term.index)] += delta;
-          args.attrs.setInts(term.attr, std::move(values));
-        }
-      }
-      std::string error;
-      std::unique_ptr<Kernel> kernel = factory(args, error);
-      if (!kernel)
-        fail(where(), ": ", error.empty() ? "kernel rejected its arguments" : error);
-      Kernel *k = kernel.get();
-      kernels_.push_back(std::move(kernel));
-      void *stream = device.stream(inst.stream);
-      steps_.push_back([k, stream, deviceStep](const StepContext &ctx) {
-        StepContext on = ctx;
-        on.stream = stream;
-        on.deviceStep = deviceStep;
-        k->run(on);
-      });
-      break;
-    }
+    case InstructionKind::Kernel: steps_.push_back(bindKernel(i, prefix)); break;
     case InstructionKind::AllReduce:
     case InstructionKind::AllGather:
     case InstructionKind::ReduceScatter:
     case InstructionKind::Broadcast:
     case InstructionKind::Reduce:
     case InstructionKind::AllToAll:
-    case InstructionKind::AllSlice: {
-      if (inst.inputs.size() != 1 || inst.outputs.size() != 1)
-        fail(where(), ": a collective needs exactly one input and one output buffer");
-      // A GPU's communicator enqueues on the communication stream.
-      if (backend == Backend::CUDA && inst.stream != 1)
-        fail(where(), ": the CUDA backend runs communication on stream 1, not ", inst.stream);
-      CommGroup &group = comm.group(inst.group);
-      TensorView in = viewOf(inst.inputs[0]), out = viewOf(inst.outputs[0]);
-      if (in.dtype != out.dtype)
-        fail(where(), ": input and output dtypes differ");
-      if (std::string error = collectiveSizeError(inst.kind, in, out, group.size()); !error.empty())
-        fail(where(), ": ", error);
-      Reduction op = parseReduction(inst.reduction.empty() ? "sum" : inst.reduction);
-      size_t n = static_cast<size_t>(in.numel());
-      int root = static_cast<int>(inst.root);
-      switch (inst.kind) {
-      case InstructionKind::AllReduce:
-        steps_.push_back([&group, in, out, n, op](const StepContext &) {
-          group.allReduce(in.data, out.data, n, in.dtype, op);
-        });
-        break;
-      case InstructionKind::AllGather:
-        steps_.push_back([&group, in, out, n](const StepContext &) {
-          group.allGather(in.data, out.data, n, in.dtype);
-        });
-        break;
-      case InstructionKind::ReduceScatter: {
-        size_t per = static_cast<size_t>(out.numel());
-        steps_.push_back([&group, in, out, per, op](const StepContext &) {
-          group.reduceScatter(in.data, out.data, per, in.dtype, op);
-        });
-        break;
-      }
-      case InstructionKind::Broadcast: {
-        int stream = inst.stream;
-        steps_.push_back([&group, &device, in, out, n, root, stream](const StepContext &) {
-          device.copy(out.data, in.data, n * dtypeSize(in.dtype), stream);
-          group.broadcast(out.data, n, in.dtype, root);
-        });
-        break;
-      }
-      case InstructionKind::Reduce:
-        steps_.push_back([&group, in, out, n, op, root](const StepContext &) {
-          group.reduce(in.data, out.data, n, in.dtype, op, root);
-        });
-        break;
-      case InstructionKind::AllSlice: {
-        // This rank's chunk; the group position is fixed, so the source
-        // address is resolved here, once.
-        size_t bytes = out.bytes();
-        const uint8_t *src = static_cast<const uint8_t *>(in.data) + bytes * group.rank();
-        int stream = inst.stream;
-        steps_.push_back([&device, src, out, bytes, stream](const StepContext &) {
-          device.copy(out.data, src, bytes, stream);
-        });
-        break;
-      }
-      default: {
-        size_t per = n / static_cast<size_t>(group.size());
-        steps_.push_back([&group, in, out, per](const StepContext &) {
-          group.allToAll(in.data, out.data, per, in.dtype);
-        });
-      }
-      }
-      break;
-    }
+    case InstructionKind::AllSlice: steps_.push_back(bindCollective(i, prefix)); break;
     case InstructionKind::Send:
-    case InstructionKind::Recv: {
-      if (inst.inputs.size() != 1)
-        fail(where(), ": send/recv needs exactly one buffer");
-      TensorView buf = viewOf(inst.inputs[0]);
-      std::string axis = inst.axis;
-      int shift = static_cast<int>(inst.shift), tag = static_cast<int>(inst.tag);
-      bool isSend = inst.kind == InstructionKind::Send;
-      TransferRun run = runs[i];
-      steps_.push_back([&comm, buf, axis, shift, tag, isSend, run](const StepContext &) {
-        if (run.opens)
-          comm.beginTransfers();
-        if (isSend)
-          comm.send(buf.data, buf.bytes(), axis, shift, tag);
-        else
-          comm.recv(buf.data, buf.bytes(), axis, shift, tag);
-        if (run.closes)
-          comm.endTransfers();
-      });
+    case InstructionKind::Recv:
+      steps_.push_back(bindTransfer(i, prefix, runs[i].opens, runs[i].closes));
       break;
-    }
     case InstructionKind::RecordEvent:
-    case InstructionKind::WaitEvent: {
-      // Run by the stream that reaches them: cudaEvents on a GPU,
-      // HostStreams on the CPU.
-      int64_t event = inst.event;
-      int stream = inst.stream;
-      device.stream(stream); // a GPU rejects a stream it lacks here, at bind time
-      if (inst.kind == InstructionKind::RecordEvent)
-        steps_.push_back([&device, event, stream](const StepContext &) {
-          device.recordEvent(event, stream);
-        });
-      else
-        steps_.push_back([&device, event, stream](const StepContext &) {
-          device.waitEvent(event, stream);
-        });
-      break;
-    }
+    case InstructionKind::WaitEvent: steps_.push_back(bindEvent(i)); break;
     }
   }
   micros_.assign(steps_.size(), 0.0);
   starts_.assign(steps_.size(), 0.0);
   parts_.assign(steps_.size(), {});
-  // Where poisonNextRun() strikes: the first float activations of this rank
-  // (every instruction above added exactly one step).
-  for (size_t i = 0; i < program.instructions.size() && poisonAfter_ < 0; ++i) {
-    const InstructionInfo &inst = program.instructions[i];
-    uint32_t buffer = 0;
-    if (inst.kind == InstructionKind::Kernel && inst.kernel == "embedding")
-      buffer = inst.outputs.at(0);
-    else if (inst.kind == InstructionKind::Recv)
-      buffer = inst.inputs.at(0);
-    else
-      continue;
-    DType dtype = program.buffers[buffer].dtype;
-    if (dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16) {
-      poisonAfter_ = static_cast<int64_t>(i);
-      poisonBuffer_ = buffer;
+  findFaultSite();
+}
+
+ExecutionDevice::Step BoundProgram::bindKernel(size_t i, const std::string &prefix) {
+  const InstructionInfo &inst = program_.instructions[i];
+  Backend backend = device_.backend();
+  KernelFactory factory = findKernel(backend, inst.kernel);
+  if (!factory)
+    fail(prefix, describe(i), ": the ", backendName(backend), " backend has no kernel named '",
+         inst.kernel, "'");
+  KernelArgs args;
+  for (uint32_t index : inst.inputs) args.inputs.push_back(viewOf(index));
+  for (uint32_t index : inst.outputs) args.outputs.push_back(viewOf(index));
+  args.attrs = inst.attrs;
+  // Where this rank's piece lies (vocabulary shard, sequence slice, ...).
+  for (const RankOffsetInfo &term : inst.rankOffsets) {
+    int64_t delta = comm_.group(term.axes).rank() * term.stride;
+    if (args.attrs.hasInt(term.attr)) {
+      args.attrs.setInt(term.attr, args.attrs.getInt(term.attr) + delta);
+    } else {
+      std::vector<int64_t> values = args.attrs.getInts(term.attr);
+      values[static_cast<size_t>(term.index)] += delta;
+      args.attrs.setInts(term.attr, std::move(values));
     }
+  }
+  std::string error;
+  std::unique_ptr<Kernel> kernel = factory(args, error);
+  if (!kernel)
+    fail(prefix, describe(i), ": ", error.empty() ? "kernel rejected its arguments" : error);
+  Kernel *k = kernel.get();
+  kernels_.push_back(std::move(kernel));
+  void *stream = device_.stream(inst.stream);
+  const int64_t *deviceStep = device_.deviceStep();
+  return [k, stream, deviceStep](const StepContext &ctx) {
+    StepContext on = ctx;
+    on.stream = stream;
+    on.deviceStep = deviceStep;
+    k->run(on);
+  };
+}
+
+ExecutionDevice::Step BoundProgram::bindCollective(size_t i, const std::string &prefix) {
+  const InstructionInfo &inst = program_.instructions[i];
+  auto where = [&] { return prefix + describe(i); };
+  if (inst.inputs.size() != 1 || inst.outputs.size() != 1)
+    fail(where(), ": a collective needs exactly one input and one output buffer");
+  // A GPU's communicator enqueues on the communication stream.
+  if (device_.backend() == Backend::CUDA && inst.stream != 1)
+    fail(where(), ": the CUDA backend runs communication on stream 1, not ", inst.stream);
+  CommGroup &group = comm_.group(inst.group);
+  TensorView in = viewOf(inst.inputs[0]), out = viewOf(inst.outputs[0]);
+  if (in.dtype != out.dtype)
+    fail(where(), ": input and output dtypes differ");
+  if (std::string error = collectiveSizeError(inst.kind, in, out, group.size()); !error.empty())
+    fail(where(), ": ", error);
+  Reduction op = parseReduction(inst.reduction.empty() ? "sum" : inst.reduction);
+  size_t n = static_cast<size_t>(in.numel());
+  int root = static_cast<int>(inst.root), stream = inst.stream;
+  ExecutionDevice &device = device_;
+  switch (inst.kind) {
+  case InstructionKind::AllReduce:
+    return [&group, in, out, n, op](const StepContext &) {
+      group.allReduce(in.data, out.data, n, in.dtype, op);
+    };
+  case InstructionKind::AllGather:
+    return [&group, in, out, n](const StepContext &) {
+      group.allGather(in.data, out.data, n, in.dtype);
+    };
+  case InstructionKind::ReduceScatter: {
+    size_t per = static_cast<size_t>(out.numel());
+    return [&group, in, out, per, op](const StepContext &) {
+      group.reduceScatter(in.data, out.data, per, in.dtype, op);
+    };
+  }
+  case InstructionKind::Broadcast:
+    return [&group, &device, in, out, n, root, stream](const StepContext &) {
+      device.copy(out.data, in.data, n * dtypeSize(in.dtype), stream);
+      group.broadcast(out.data, n, in.dtype, root);
+    };
+  case InstructionKind::Reduce:
+    return [&group, in, out, n, op, root](const StepContext &) {
+      group.reduce(in.data, out.data, n, in.dtype, op, root);
+    };
+  case InstructionKind::AllSlice: {
+    // This rank's chunk; the group position is fixed, so the source
+    // address is resolved here, once.
+    size_t bytes = out.bytes();
+    const uint8_t *src = static_cast<const uint8_t *>(in.data) + bytes * group.rank();
+    return [&device, src, out, bytes, stream](const StepContext &) {
+      device.copy(out.data, src, bytes, stream);
+    };
+  }
+  default: {
+    size_t per = n / static_cast<size_t>(group.size());
+    return [&group, in, out, per](const StepContext &) {
+      group.allToAll(in.data, out.data, per, in.dtype);
+    };
+  }
+  }
+}
+
+ExecutionDevice::Step BoundProgram::bindTransfer(size_t i, const std::string &prefix,
+                                                 bool opensGroup, bool closesGroup) {
+  const InstructionInfo &inst = program_.instructions[i];
+  if (inst.inputs.size() != 1)
+    fail(prefix, describe(i), ": send/recv needs exactly one buffer");
+  TensorView buf = viewOf(inst.inputs[0]);
+  std::string axis = inst.axis;
+  int shift = static_cast<int>(inst.shift), tag = static_cast<int>(inst.tag);
+  bool isSend = inst.kind == InstructionKind::Send;
+  Communicator &comm = comm_;
+  return [&comm, buf, axis, shift, tag, isSend, opensGroup, closesGroup](const StepContext &) {
+    if (opensGroup)
+      comm.beginTransfers();
+    if (isSend)
+      comm.send(buf.data, buf.bytes(), axis, shift, tag);
+    else
+      comm.recv(buf.data, buf.bytes(), axis, shift, tag);
+    if (closesGroup)
+      comm.endTransfers();
+  };
+}
+
+ExecutionDevice::Step BoundProgram::bindEvent(size_t i) {
+  // Run by the stream that reaches them: cudaEvents on a GPU, HostStreams
+  // on the CPU.
+  const InstructionInfo &inst = program_.instructions[i];
+  int64_t event = inst.event;
+  int stream = inst.stream;
+  ExecutionDevice &device = device_;
+  device.stream(stream); // a GPU rejects a stream it lacks here, at bind time
+  if (inst.kind == InstructionKind::RecordEvent)
+    return [&device, event, stream](const StepContext &) { device.recordEvent(event, stream); };
+  return [&device, event, stream](const StepContext &) { device.waitEvent(event, stream); };
+}
+
+void BoundProgram::findFaultSite() {
+  // The instruction the compiler marked: the rank's first float activations
+  // (the loader checked it writes a float buffer).
+  for (size_t i = 0; i < program_.instructions.size(); ++i) {
+    const InstructionInfo &inst = program_.instructions[i];
+    if (!inst.faultSite)
+      continue;
+    poisonAfter_ = static_cast<int64_t>(i);
+    poisonBuffer_ = inst.kind == InstructionKind::Recv ? inst.inputs.at(0) : inst.outputs.at(0);
+    return;
   }
 }
 
 void BoundProgram::poisonNextRun() {
   if (poisonAfter_ < 0)
     fail("program '", program_.name,
-         "': no embedding or received activations to make non-finite");
+         "': no instruction is marked as the fault-injection site (the compiler marks "
+         "the first float activations; artifacts before schema 1.6 have none)");
   poisonNext_ = true;
 }
 

@@ -50,10 +50,10 @@ public:
   const std::vector<double> &instructionStarts() const { return starts_; }
   const std::vector<std::vector<TimedPart>> &instructionParts() const { return parts_; }
   /// Testing aid (llmc-run --inject-nonfinite): the next run() overwrites
-  /// the first activations this rank makes or receives (the output of its
-  /// first embedding kernel, else the buffer of its first recv) with NaN,
-  /// so its loss and gradients come out non-finite as after an overflow.
-  /// Throws when the program has neither.
+  /// the buffer written by the instruction the compiler marked as the
+  /// fault-injection site (the first activations this rank makes or
+  /// receives) with NaN, so its loss and gradients come out non-finite as
+  /// after an overflow. Throws when no instruction is marked.
   void poisonNextRun();
 
   /// Calls `observer(i)` after instruction i has finished, in every run
@@ -77,6 +77,16 @@ private:
 
   /// "instruction i (kernel 'matmul' at model.mlir:3:5)".
   std::string describe(size_t i) const;
+  // Binding instruction i; `prefix` ("rank r, program 'p', ") starts errors.
+  ExecutionDevice::Step bindKernel(size_t i, const std::string &prefix);
+  ExecutionDevice::Step bindCollective(size_t i, const std::string &prefix);
+  /// A send or receive; the first of a run opens a transfer group, the
+  /// last closes it (Communicator::beginTransfers).
+  ExecutionDevice::Step bindTransfer(size_t i, const std::string &prefix, bool opensGroup,
+                                     bool closesGroup);
+  ExecutionDevice::Step bindEvent(size_t i);
+  /// Sets poisonAfter_/poisonBuffer_ from the marked instruction, if any.
+  void findFaultSite();
 
   const ProgramInfo &program_;
   ExecutionDevice &device_;

@@ -64,18 +64,22 @@ double ModelStates::unexplained(const std::string &state) const {
   return rest;
 }
 
-ModelStates modelStates(const Artifact &artifact) {
-  ModelStates m;
-  m.stage = static_cast<int>(artifact.metaNumber("zero", 0));
-  std::vector<std::string> zeroAxes = artifact.metaList("zero_axes");
-  for (auto &[axis, size] : artifact.mesh)
-    if (std::find(zeroAxes.begin(), zeroAxes.end(), axis) != zeroAxes.end())
-      m.groupSize *= size;
-  auto isZeroAxis = [&](const std::string &a) {
-    return std::find(zeroAxes.begin(), zeroAxes.end(), a) != zeroAxes.end();
-  };
+namespace {
 
-  // The published p, g, K for this precision and optimizer.
+/// A trainable parameter and its count Ψ contributes per model-parallel rank.
+struct Trained {
+  const ParameterInfo *info;
+  int64_t count;    ///< per model-parallel rank
+  bool zeroSharded; ///< the parameter itself split over the ZeRO axes
+};
+
+/// The persistent bytes the plan holds, per parameter name.
+struct PlannedBytes {
+  std::map<std::string, uint64_t> optimizer, absmax, param;
+};
+
+/// The published p, g, K for the artifact's precision and optimizer.
+void setPublishedConstants(ModelStates &m, const Artifact &artifact) {
   bool mixed = artifact.meta("precision") == "bf16" || artifact.meta("precision") == "fp16";
   bool eightBit = artifact.meta("optimizer") == "adamw8bit";
   m.paramBytes = m.gradBytes = mixed ? 2 : 4;
@@ -84,25 +88,27 @@ ModelStates modelStates(const Artifact &artifact) {
   m.optimizerBytes = (eightBit ? 2 : 8) + (mixed ? 4 : 0);
   if (eightBit)
     m.policy = std::string("8-bit AdamW (Dettmers et al.), not in the ZeRO paper: K = 2 for the "
-                           "8-bit m and v") + (mixed ? " + 4 for the fp32 master" : "") +
-               "; block maxima itemized";
+                           "8-bit m and v") +
+               (mixed ? " + 4 for the fp32 master" : "") + "; block maxima itemized";
   else if (mixed)
     m.policy = "mixed-precision AdamW as published (Rajbhandari et al.): p = 2, g = 2, K = 12 "
                "(fp32 master, m, v)";
   else
     m.policy = "fp32 AdamW, not in the ZeRO paper's table: the same accounting with p = 4, "
                "g = 4, K = 8 (m, v; no master copy)";
+}
 
-  // Ψ per model-parallel rank: each trainable parameter's global size,
-  // divided by the splits that are not ZeRO's (tensor parallelism).
-  struct Trained {
-    const ParameterInfo *info;
-    int64_t count;       ///< per model-parallel rank
-    bool zeroSharded;    ///< the parameter itself split over the ZeRO axes
+/// Ψ per model-parallel rank: each trainable parameter's global size,
+/// divided by the splits that are not ZeRO's (tensor parallelism).
+std::vector<Trained> countPsi(ModelStates &m, const Artifact &artifact,
+                              const std::vector<std::string> &zeroAxes) {
+  auto isZeroAxis = [&](const std::string &a) {
+    return std::find(zeroAxes.begin(), zeroAxes.end(), a) != zeroAxes.end();
   };
   std::vector<Trained> trained;
   for (const ParameterInfo &p : artifact.parameters) {
-    if (!p.trainable) continue;
+    if (!p.trainable)
+      continue;
     int64_t n = p.shard.sharded() ? product(p.shard.globalShape) : p.numel();
     bool zeroSharded = false;
     for (const ShardLevel &level : p.shard.levels) {
@@ -113,15 +119,19 @@ ModelStates modelStates(const Artifact &artifact) {
       int64_t parts = 1;
       for (const std::string &axis : level.axes)
         for (auto &[name, size] : artifact.mesh)
-          if (name == axis) parts *= size;
+          if (name == axis)
+            parts *= size;
       n /= parts;
     }
     m.psi += n;
     trained.push_back({&p, n, zeroSharded});
   }
+  return trained;
+}
 
-  // Persistent state, by category, once each; optimizer state per parameter.
-  std::map<std::string, uint64_t> optimizerOf, absmaxOf, paramOf;
+/// Persistent state, by category, once each; optimizer state per parameter.
+PlannedBytes planPersistent(ModelStates &m, const Artifact &artifact) {
+  PlannedBytes planned;
   std::vector<std::string> seen;
   for (const ProgramInfo &program : artifact.programs)
     for (const BufferInfo &b : program.buffers) {
@@ -130,130 +140,115 @@ ModelStates modelStates(const Artifact &artifact) {
         continue;
       seen.push_back(b.name);
       if (b.category == "param") {
-        bool frozen = std::any_of(artifact.parameters.begin(), artifact.parameters.end(),
-                                  [&](const ParameterInfo &p) {
-                                    return p.name == b.name && !p.trainable;
-                                  });
+        bool frozen =
+            std::any_of(artifact.parameters.begin(), artifact.parameters.end(),
+                        [&](const ParameterInfo &p) { return p.name == b.name && !p.trainable; });
         (frozen ? m.plannedFrozen : m.plannedParams) += b.bytes();
-        paramOf[b.name] += b.bytes();
+        planned.param[b.name] += b.bytes();
         continue;
       }
       m.plannedOptimizer += b.bytes();
       size_t slash = b.name.find('/');
       std::string param = slash == std::string::npos ? b.name : b.name.substr(slash + 1);
-      (b.name.find("absmax/") != std::string::npos ? absmaxOf : optimizerOf)[param] += b.bytes();
+      (b.name.find("absmax/") != std::string::npos ? planned.absmax : planned.optimizer)[param] +=
+          b.bytes();
     }
+  return planned;
+}
 
-  // Optimizer state and (stage 3) parameters held beyond their 1/N share:
-  // whole (not split over the N ranks), or padded to a multiple of N.
+/// State held beyond its 1/N share: whole (not split over the N ranks), or
+/// padded to a multiple of N.
+void addShardingExtras(ModelStates &m, const char *state, const std::vector<std::string> &whole,
+                       double wholeBytes, const std::vector<std::string> &padded, double padding) {
+  if (!whole.empty())
+    m.extras.push_back({state, "not sharded over the N ranks: " + tensorList(whole), wholeBytes});
+  if (!padded.empty())
+    m.extras.push_back({state,
+                        "padding: dimension 0 padded to a multiple of " +
+                            std::to_string(m.groupSize) + " to shard it: " + tensorList(padded),
+                        padding});
+}
+
+void addOptimizerExtras(ModelStates &m, const std::vector<Trained> &trained,
+                        const PlannedBytes &planned) {
   double n = static_cast<double>(m.groupSize);
-  auto addShardingExtras = [&](const char *state, const std::vector<std::string> &whole,
-                               double wholeBytes, const std::vector<std::string> &padded,
-                               double padding) {
-    if (!whole.empty())
-      m.extras.push_back({state, "not sharded over the N ranks: " + tensorList(whole), wholeBytes});
-    if (!padded.empty())
-      m.extras.push_back({state,
-                          "padding: dimension 0 padded to a multiple of " +
-                              std::to_string(m.groupSize) + " to shard it: " + tensorList(padded),
-                          padding});
-  };
-  if (m.groupSize > 1 && m.stage >= 1) {
-    std::vector<std::string> names, padded;
-    double bytes = 0, padding = 0;
-    for (const Trained &t : trained) {
-      double expected = m.optimizerBytes * static_cast<double>(t.count) / n;
-      double held = static_cast<double>(optimizerOf[t.info->name]);
-      std::string shape = shapeText(t.info->shard.sharded() ? t.info->shard.globalShape
-                                                            : t.info->shape);
-      // Whole on this rank: about N times the share the formula gives it;
-      // a little more than the share: padded to a multiple of N.
-      if (held > expected * 1.5) {
-        names.push_back(t.info->name + " [" + shape + "]");
-        bytes += held - expected;
-      } else if (held > expected + 0.5) {
-        padded.push_back(t.info->name + " [" + shape + "]");
-        padding += held - expected;
-      }
+  std::vector<std::string> names, padded;
+  double bytes = 0, padding = 0;
+  for (const Trained &t : trained) {
+    double expected = m.optimizerBytes * static_cast<double>(t.count) / n;
+    auto it = planned.optimizer.find(t.info->name);
+    double held = it == planned.optimizer.end() ? 0.0 : static_cast<double>(it->second);
+    std::string shape =
+        shapeText(t.info->shard.sharded() ? t.info->shard.globalShape : t.info->shape);
+    // Whole on this rank: about N times the share the formula gives it;
+    // a little more than the share: padded to a multiple of N.
+    if (held > expected * 1.5) {
+      names.push_back(t.info->name + " [" + shape + "]");
+      bytes += held - expected;
+    } else if (held > expected + 0.5) {
+      padded.push_back(t.info->name + " [" + shape + "]");
+      padding += held - expected;
     }
-    addShardingExtras("optimizer", names, bytes, padded, padding);
   }
-  if (m.groupSize > 1 && m.stage >= 3) {
-    std::vector<std::string> names, padded;
-    double bytes = 0, padding = 0;
-    for (const Trained &t : trained) {
-      double held = static_cast<double>(paramOf[t.info->name]);
-      if (!t.zeroSharded) {
-        names.push_back(t.info->name);
-        bytes += held * (1.0 - 1.0 / n);
-      } else if (double expected = m.paramBytes * static_cast<double>(t.count) / n;
-                 held > expected + 0.5) {
-        padded.push_back(t.info->name);
-        padding += held - expected;
-      }
-    }
-    addShardingExtras("parameters", names, bytes, padded, padding);
-  }
-  if (eightBit) {
-    double bytes = 0;
-    for (auto &[param, b] : absmaxOf) bytes += static_cast<double>(b);
-    if (bytes > 0)
-      m.extras.push_back({"optimizer", "8-bit AdamW block maxima (one fp32 per 2048 values)",
-                          bytes});
-  }
+  addShardingExtras(m, "optimizer", names, bytes, padded, padding);
+}
 
-  // Gradients: the most gradient bytes the plan holds at once, and what
-  // they are at that moment.
-  auto peak = artifact.memory.categoryPeaks.find("grad");
-  if (peak != artifact.memory.categoryPeaks.end())
-    m.plannedGradients = peak->second;
-  const std::map<std::string, uint64_t> &parts = artifact.memory.gradientPeakParts;
+void addParameterExtras(ModelStates &m, const std::vector<Trained> &trained,
+                        const PlannedBytes &planned) {
+  double n = static_cast<double>(m.groupSize);
+  std::vector<std::string> names, padded;
+  double bytes = 0, padding = 0;
+  for (const Trained &t : trained) {
+    auto it = planned.param.find(t.info->name);
+    double held = it == planned.param.end() ? 0.0 : static_cast<double>(it->second);
+    if (!t.zeroSharded) {
+      names.push_back(t.info->name);
+      bytes += held * (1.0 - 1.0 / n);
+    } else if (double expected = m.paramBytes * static_cast<double>(t.count) / n;
+               held > expected + 0.5) {
+      padded.push_back(t.info->name);
+      padding += held - expected;
+    }
+  }
+  addShardingExtras(m, "parameters", names, bytes, padded, padding);
+}
+
+/// Gradient bytes of tensors the N ranks do not divide, whole on every rank
+/// from stage 2 (added as an extra; returned for the rest's account).
+double addUnshardedGradients(ModelStates &m, const std::vector<Trained> &trained,
+                             const PlannedBytes &planned) {
+  if (m.groupSize <= 1 || m.stage < 2)
+    return 0;
+  double n = static_cast<double>(m.groupSize), unsharded = 0;
+  std::vector<std::string> names;
+  for (const Trained &t : trained) {
+    auto it = planned.optimizer.find(t.info->name);
+    double held = it == planned.optimizer.end() ? 0.0 : static_cast<double>(it->second);
+    if (held > 1.5 * m.optimizerBytes * static_cast<double>(t.count) / n) {
+      names.push_back(t.info->name);
+      unsharded += m.heldGradBytes * static_cast<double>(t.count) * (1.0 - 1.0 / n);
+    }
+  }
+  if (!names.empty())
+    m.extras.push_back(
+        {"gradients", "not sharded over the N ranks: " + tensorList(names), unsharded});
+  return unsharded;
+}
+
+/// The rest against the formula, which holds every gradient once and all at
+/// once: below it, the update consumed some before the peak; above it, a
+/// gradient's value is held twice for a while — contributions beside the
+/// sum they join, a whole gradient beside its reduce-scattered shard,
+/// gradients beside the bucket they are copied into.
+void addGradientRest(ModelStates &m, const std::map<std::string, uint64_t> &parts,
+                     double accounted) {
   auto part = [&](const char *kind) {
     auto it = parts.find(kind);
     return it == parts.end() ? 0.0 : static_cast<double>(it->second);
   };
-  // fp32 gradients under mixed precision: the formula keeps the paper's
-  // g = 2, and the other 2 bytes per gradient are an item of their own.
-  double fp32Gradients = (m.heldGradBytes - m.gradBytes) * static_cast<double>(m.psi) /
-                         (m.stage >= 2 ? m.groupSize : 1);
-  if (fp32Gradients > 0)
-    m.extras.push_back({"gradients",
-                        "fp32 gradients (--grad-dtype fp32): +" +
-                            std::to_string(m.heldGradBytes - m.gradBytes) +
-                            (m.stage >= 2 ? "Ψ/N" : "Ψ") + " over the paper's " +
-                            std::to_string(m.gradBytes) + "-byte gradients",
-                        fp32Gradients});
-  if (part("fp32 copies") > 0)
-    m.extras.push_back({"gradients", "fp32 copies of bf16/fp16 gradients for the update",
-                        part("fp32 copies")});
-  if (part("padded copies") > 0)
-    m.extras.push_back({"gradients",
-                        "padded copies (a gradient padded to its parameter's shape, e.g. the "
-                        "position embedding's from seq_len to the table's rows)",
-                        part("padded copies")});
-  // From stage 2, the gradients of tensors the N ranks do not divide are
-  // whole on every rank.
-  double unsharded = 0;
-  if (m.groupSize > 1 && m.stage >= 2) {
-    std::vector<std::string> names;
-    for (const Trained &t : trained)
-      if (optimizerOf[t.info->name] >
-          1.5 * m.optimizerBytes * static_cast<double>(t.count) / n) {
-        names.push_back(t.info->name);
-        unsharded += m.heldGradBytes * static_cast<double>(t.count) * (1.0 - 1.0 / n);
-      }
-    if (!names.empty())
-      m.extras.push_back({"gradients", "not sharded over the N ranks: " + tensorList(names),
-                          unsharded});
-  }
-  // The rest against the formula, which holds every gradient once and all
-  // at once: below it, the update consumed some before the peak; above
-  // it, a gradient's value is held twice for a while — contributions
-  // beside the sum they join, a whole gradient beside its reduce-scattered
-  // shard, gradients beside the bucket they are copied into.
   double rest = part("gradients") + part("buckets") + part("partial sums") +
                 part("awaiting reduce-scatter") + part("awaiting widening") + part("shards") -
-                unsharded - fp32Gradients - m.formulaGradients();
+                accounted - m.formulaGradients();
   static const std::pair<const char *, const char *> twice[] = {
       {"partial sums",
        "partial sums beside their sum (a tied embedding/head's second use, microbatches)"},
@@ -277,6 +272,67 @@ ModelStates modelStates(const Artifact &artifact) {
                         rest});
   else if (rest >= 1024 && !held.empty())
     m.extras.push_back({"gradients", "held twice for a while: " + held, rest});
+}
+
+/// Gradients: the most gradient bytes the plan holds at once, and what they
+/// are at that moment.
+void addGradientExtras(ModelStates &m, const Artifact &artifact,
+                       const std::vector<Trained> &trained, const PlannedBytes &planned) {
+  auto peak = artifact.memory.categoryPeaks.find("grad");
+  if (peak != artifact.memory.categoryPeaks.end())
+    m.plannedGradients = peak->second;
+  const std::map<std::string, uint64_t> &parts = artifact.memory.gradientPeakParts;
+  auto part = [&](const char *kind) {
+    auto it = parts.find(kind);
+    return it == parts.end() ? 0.0 : static_cast<double>(it->second);
+  };
+  // fp32 gradients under mixed precision: the formula keeps the paper's
+  // g = 2, and the other 2 bytes per gradient are an item of their own.
+  double fp32Gradients = (m.heldGradBytes - m.gradBytes) * static_cast<double>(m.psi) /
+                         (m.stage >= 2 ? m.groupSize : 1);
+  if (fp32Gradients > 0)
+    m.extras.push_back({"gradients",
+                        "fp32 gradients (--grad-dtype fp32): +" +
+                            std::to_string(m.heldGradBytes - m.gradBytes) +
+                            (m.stage >= 2 ? "Ψ/N" : "Ψ") + " over the paper's " +
+                            std::to_string(m.gradBytes) + "-byte gradients",
+                        fp32Gradients});
+  if (part("fp32 copies") > 0)
+    m.extras.push_back(
+        {"gradients", "fp32 copies of bf16/fp16 gradients for the update", part("fp32 copies")});
+  if (part("padded copies") > 0)
+    m.extras.push_back({"gradients",
+                        "padded copies (a gradient padded to its parameter's shape, e.g. the "
+                        "position embedding's from seq_len to the table's rows)",
+                        part("padded copies")});
+  double unsharded = addUnshardedGradients(m, trained, planned);
+  addGradientRest(m, parts, unsharded + fp32Gradients);
+}
+
+} // namespace
+
+ModelStates modelStates(const Artifact &artifact) {
+  ModelStates m;
+  m.stage = static_cast<int>(artifact.metaNumber("zero", 0));
+  std::vector<std::string> zeroAxes = artifact.metaList("zero_axes");
+  for (auto &[axis, size] : artifact.mesh)
+    if (std::find(zeroAxes.begin(), zeroAxes.end(), axis) != zeroAxes.end())
+      m.groupSize *= size;
+  setPublishedConstants(m, artifact);
+  std::vector<Trained> trained = countPsi(m, artifact, zeroAxes);
+  PlannedBytes planned = planPersistent(m, artifact);
+  if (m.groupSize > 1 && m.stage >= 1)
+    addOptimizerExtras(m, trained, planned);
+  if (m.groupSize > 1 && m.stage >= 3)
+    addParameterExtras(m, trained, planned);
+  if (artifact.meta("optimizer") == "adamw8bit") {
+    double bytes = 0;
+    for (auto &[param, b] : planned.absmax) bytes += static_cast<double>(b);
+    if (bytes > 0)
+      m.extras.push_back(
+          {"optimizer", "8-bit AdamW block maxima (one fp32 per 2048 values)", bytes});
+  }
+  addGradientExtras(m, artifact, trained, planned);
   return m;
 }
 

@@ -101,6 +101,11 @@ LogicalResult KernelOp::verify() {
     if (attr.getName().getValue().starts_with("dist.") || attr.getName() == kActionAttr)
       continue;
     Attribute value = attr.getValue();
+    if (attr.getName() == kFaultSiteAttr) {
+      if (!isa<UnitAttr>(value))
+        return emitOpError("'") << kFaultSiteAttr << "' must be a unit attribute";
+      continue;
+    }
     bool ok = isa<IntegerAttr, FloatAttr, DenseI64ArrayAttr>(value);
     if (auto array = dyn_cast<ArrayAttr>(value))
       ok = llvm::all_of(array, [](Attribute a) { return isa<IntegerAttr>(a); });

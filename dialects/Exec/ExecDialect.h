@@ -28,6 +28,11 @@ inline constexpr llvm::StringLiteral kMeshAttr = "exec.mesh";
 inline constexpr llvm::StringLiteral kMeshAxesAttr = "exec.mesh_axes";
 /// On any instruction: the part of the step it belongs to ("F0", "B1.2").
 inline constexpr llvm::StringLiteral kActionAttr = "exec.action";
+/// On the instruction after which `llmc-run --inject-nonfinite` overwrites
+/// the buffer it writes (a kernel's first output, a receive's buffer) with
+/// NaN: the rank's first floating-point activations. A testing aid the
+/// compiler places, so the runtime needs no knowledge of kernel names.
+inline constexpr llvm::StringLiteral kFaultSiteAttr = "exec.fault_site";
 
 /// Bytes a buffer of this memref type occupies.
 int64_t bufferBytes(mlir::MemRefType type);

@@ -329,203 +329,213 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::fromTokenizerJson(const std::string 
   std::unique_ptr<BpeTokenizer> tok(new BpeTokenizer());
   tok->parseModel(member(root, "model", source), source);
   tok->finishModel(source);
-
-  // Normalizers.
-  std::function<void(const json::Value &, const std::string &)> normalizer =
-      [&](const json::Value &v, const std::string &where) {
-        if (v.isNull())
-          return;
-        std::string type = typeOf(v, where);
-        if (type == "Sequence") {
-          const auto &list = member(v, "normalizers", where).asArray(where + ".normalizers");
-          for (size_t i = 0; i < list.size(); ++i)
-            normalizer(list[i], where + ".normalizers[" + std::to_string(i) + "]");
-        } else if (type == "Prepend") {
-          Step s{Step::Kind::Prepend};
-          s.text = member(v, "prepend", where).asString(where + ".prepend");
-          tok->normalizers_.push_back(s);
-        } else if (type == "Replace") {
-          Step s{Step::Kind::Replace};
-          s.text = stringPattern(v, where, source);
-          s.content = member(v, "content", where).asString(where + ".content");
-          tok->normalizers_.push_back(s);
-        } else {
-          unsupported(source, "normalizer " + type);
-        }
-      };
   if (const json::Value *v = root.find("normalizer"))
-    normalizer(*v, source + ": normalizer");
+    tok->parseNormalizer(*v, source + ": normalizer", source);
+  if (const json::Value *v = root.find("pre_tokenizer"))
+    tok->parsePreTokenizer(*v, source + ": pre_tokenizer", source);
+  if (const json::Value *v = root.find("decoder"))
+    tok->parseDecoder(*v, source + ": decoder", source);
+  if (const json::Value *list = root.find("added_tokens"); list && !list->isNull())
+    tok->parseAddedTokens(*list, source);
+  if (const json::Value *v = root.find("post_processor"))
+    tok->parsePostProcessor(*v, source + ": post_processor", source);
+  tok->refreshAddedPatterns();
+  return tok;
+}
 
-  auto metaspace = [&](const json::Value &v, const std::string &where) {
-    Step s{Step::Kind::Metaspace};
-    s.text = v.find("replacement")
-                 ? member(v, "replacement", where).asString(where + ".replacement")
-                 : "\u2581";
-    if (unicode::decode(s.text, 0).length != s.text.size())
-      unsupported(source, "Metaspace with replacement \"" + s.text + "\" (one character only)");
-    s.split = flag(v, "split", true, where);
-    if (const json::Value *scheme = v.find("prepend_scheme")) {
-      std::string name = scheme->asString(where + ".prepend_scheme");
-      if (name == "always")
-        s.prependScheme = Step::PrependScheme::Always;
-      else if (name == "first")
-        s.prependScheme = Step::PrependScheme::First;
-      else if (name == "never")
-        s.prependScheme = Step::PrependScheme::Never;
-      else
-        fail(where, ".prepend_scheme: unknown scheme \"", name, "\"");
-    } else {
-      s.prependScheme = flag(v, "add_prefix_space", true, where) ? Step::PrependScheme::Always
-                                                                 : Step::PrependScheme::Never;
-    }
-    return s;
-  };
+void BpeTokenizer::parseNormalizer(const json::Value &v, const std::string &where,
+                                   const std::string &source) {
+  if (v.isNull())
+    return;
+  std::string type = typeOf(v, where);
+  if (type == "Sequence") {
+    const auto &list = member(v, "normalizers", where).asArray(where + ".normalizers");
+    for (size_t i = 0; i < list.size(); ++i)
+      parseNormalizer(list[i], where + ".normalizers[" + std::to_string(i) + "]", source);
+  } else if (type == "Prepend") {
+    Step s{Step::Kind::Prepend};
+    s.text = member(v, "prepend", where).asString(where + ".prepend");
+    normalizers_.push_back(s);
+  } else if (type == "Replace") {
+    normalizers_.push_back(replaceStep(v, where, source));
+  } else {
+    unsupported(source, "normalizer " + type);
+  }
+}
 
-  // Pre-tokenizers.
+BpeTokenizer::Step BpeTokenizer::replaceStep(const json::Value &v, const std::string &where,
+                                             const std::string &source) {
+  Step s{Step::Kind::Replace};
+  s.text = stringPattern(v, where, source);
+  s.content = member(v, "content", where).asString(where + ".content");
+  return s;
+}
+
+BpeTokenizer::Step BpeTokenizer::metaspaceStep(const json::Value &v, const std::string &where,
+                                               const std::string &source) {
+  Step s{Step::Kind::Metaspace};
+  s.text = v.find("replacement") ? member(v, "replacement", where).asString(where + ".replacement")
+                                 : "\u2581";
+  if (unicode::decode(s.text, 0).length != s.text.size())
+    unsupported(source, "Metaspace with replacement \"" + s.text + "\" (one character only)");
+  s.split = flag(v, "split", true, where);
+  if (const json::Value *scheme = v.find("prepend_scheme")) {
+    std::string name = scheme->asString(where + ".prepend_scheme");
+    if (name == "always")
+      s.prependScheme = Step::PrependScheme::Always;
+    else if (name == "first")
+      s.prependScheme = Step::PrependScheme::First;
+    else if (name == "never")
+      s.prependScheme = Step::PrependScheme::Never;
+    else
+      fail(where, ".prepend_scheme: unknown scheme \"", name, "\"");
+  } else {
+    s.prependScheme = flag(v, "add_prefix_space", true, where) ? Step::PrependScheme::Always
+                                                               : Step::PrependScheme::Never;
+  }
+  return s;
+}
+
+void BpeTokenizer::parsePreTokenizer(const json::Value &v, const std::string &where,
+                                     const std::string &source) {
+  if (v.isNull())
+    return;
+  std::string type = typeOf(v, where);
+  if (type == "Sequence") {
+    const auto &list = member(v, "pretokenizers", where).asArray(where + ".pretokenizers");
+    for (size_t i = 0; i < list.size(); ++i)
+      parsePreTokenizer(list[i], where + ".pretokenizers[" + std::to_string(i) + "]", source);
+  } else if (type == "ByteLevel") {
+    Step s{Step::Kind::ByteLevel};
+    s.addPrefixSpace = flag(v, "add_prefix_space", true, where);
+    if (flag(v, "use_regex", true, where))
+      s.splitter = bytelevel::splitGpt2;
+    preTokenizers_.push_back(s);
+  } else if (type == "Metaspace") {
+    preTokenizers_.push_back(metaspaceStep(v, where, source));
+  } else if (type == "Split") {
+    preTokenizers_.push_back(splitStep(v, where, source));
+  } else {
+    unsupported(source, "pre_tokenizer " + type);
+  }
+}
+
+BpeTokenizer::Step BpeTokenizer::splitStep(const json::Value &v, const std::string &where,
+                                           const std::string &source) {
+  // The two regexes the byte-level splitters implement.
   static const std::string kGpt2Pattern =
       R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
   static const std::string kCl100kPattern =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|)"
       R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  std::function<void(const json::Value &, const std::string &)> preTokenizer =
-      [&](const json::Value &v, const std::string &where) {
-        if (v.isNull())
-          return;
-        std::string type = typeOf(v, where);
-        if (type == "Sequence") {
-          const auto &list = member(v, "pretokenizers", where).asArray(where + ".pretokenizers");
-          for (size_t i = 0; i < list.size(); ++i)
-            preTokenizer(list[i], where + ".pretokenizers[" + std::to_string(i) + "]");
-        } else if (type == "ByteLevel") {
-          Step s{Step::Kind::ByteLevel};
-          s.addPrefixSpace = flag(v, "add_prefix_space", true, where);
-          if (flag(v, "use_regex", true, where))
-            s.splitter = bytelevel::splitGpt2;
-          tok->preTokenizers_.push_back(s);
-        } else if (type == "Metaspace") {
-          tok->preTokenizers_.push_back(metaspace(v, where));
-        } else if (type == "Split") {
-          const json::Value &pattern = member(v, "pattern", where);
-          const json::Value *regex = pattern.find("Regex");
-          std::string behavior = optionalString(v, "behavior", where);
-          std::string text = regex ? regex->asString(where + ".pattern.Regex") : "";
-          Step s{Step::Kind::Split};
-          s.splitter = text == kGpt2Pattern     ? bytelevel::splitGpt2
-                       : text == kCl100kPattern ? bytelevel::splitCl100k
-                                                : nullptr;
-          if (!s.splitter || behavior != "Isolated" || flag(v, "invert", false, where))
-            unsupported(source, "pre_tokenizer Split with pattern " + pattern.dump() +
-                                    ", behavior " + behavior +
-                                    " (only GPT-2's or cl100k's regex, Isolated)");
-          tok->preTokenizers_.push_back(s);
-        } else {
-          unsupported(source, "pre_tokenizer " + type);
-        }
-      };
-  if (const json::Value *v = root.find("pre_tokenizer"))
-    preTokenizer(*v, source + ": pre_tokenizer");
+  const json::Value &pattern = member(v, "pattern", where);
+  const json::Value *regex = pattern.find("Regex");
+  std::string behavior = optionalString(v, "behavior", where);
+  std::string text = regex ? regex->asString(where + ".pattern.Regex") : "";
+  Step s{Step::Kind::Split};
+  s.splitter = text == kGpt2Pattern     ? bytelevel::splitGpt2
+               : text == kCl100kPattern ? bytelevel::splitCl100k
+                                        : nullptr;
+  if (!s.splitter || behavior != "Isolated" || flag(v, "invert", false, where))
+    unsupported(source, "pre_tokenizer Split with pattern " + pattern.dump() + ", behavior " +
+                            behavior + " (only GPT-2's or cl100k's regex, Isolated)");
+  return s;
+}
 
-  // Decoders.
-  std::function<void(const json::Value &, const std::string &)> decoder =
-      [&](const json::Value &v, const std::string &where) {
-        if (v.isNull())
-          return;
-        tok->hasDecoder_ = true;
-        std::string type = typeOf(v, where);
-        if (type == "Sequence") {
-          const auto &list = member(v, "decoders", where).asArray(where + ".decoders");
-          for (size_t i = 0; i < list.size(); ++i)
-            decoder(list[i], where + ".decoders[" + std::to_string(i) + "]");
-        } else if (type == "ByteLevel") {
-          tok->decoders_.push_back(Step{Step::Kind::ByteLevel});
-        } else if (type == "Metaspace") {
-          tok->decoders_.push_back(metaspace(v, where));
-        } else if (type == "Replace") {
-          Step s{Step::Kind::Replace};
-          s.text = stringPattern(v, where, source);
-          s.content = member(v, "content", where).asString(where + ".content");
-          tok->decoders_.push_back(s);
-        } else if (type == "ByteFallback") {
-          tok->decoders_.push_back(Step{Step::Kind::ByteFallback});
-        } else if (type == "Fuse") {
-          tok->decoders_.push_back(Step{Step::Kind::Fuse});
-        } else if (type == "Strip") {
-          Step s{Step::Kind::Strip};
-          s.text = member(v, "content", where).asString(where + ".content");
-          if (unicode::decode(s.text, 0).length != s.text.size())
-            fail(where, ".content must be one character");
-          s.start = static_cast<size_t>(member(v, "start", where).asInt(where + ".start"));
-          s.stop = static_cast<size_t>(member(v, "stop", where).asInt(where + ".stop"));
-          tok->decoders_.push_back(s);
-        } else {
-          unsupported(source, "decoder " + type);
-        }
-      };
-  if (const json::Value *v = root.find("decoder"))
-    decoder(*v, source + ": decoder");
-
-  // Added tokens, in order (later ones may take ids after earlier ones).
-  if (const json::Value *list = root.find("added_tokens"); list && !list->isNull()) {
-    const auto &items = list->asArray(source + ": added_tokens");
-    for (size_t i = 0; i < items.size(); ++i) {
-      std::string where = source + ": added_tokens[" + std::to_string(i) + "]";
-      AddedToken t;
-      t.content = member(items[i], "content", where).asString(where + ".content");
-      t.special = flag(items[i], "special", false, where);
-      t.singleWord = flag(items[i], "single_word", false, where);
-      t.lstrip = flag(items[i], "lstrip", false, where);
-      t.rstrip = flag(items[i], "rstrip", false, where);
-      t.normalized = flag(items[i], "normalized", !t.special, where);
-      tok->insertAddedToken(t);
-    }
+void BpeTokenizer::parseDecoder(const json::Value &v, const std::string &where,
+                                const std::string &source) {
+  if (v.isNull())
+    return;
+  hasDecoder_ = true;
+  std::string type = typeOf(v, where);
+  if (type == "Sequence") {
+    const auto &list = member(v, "decoders", where).asArray(where + ".decoders");
+    for (size_t i = 0; i < list.size(); ++i)
+      parseDecoder(list[i], where + ".decoders[" + std::to_string(i) + "]", source);
+  } else if (type == "ByteLevel") {
+    decoders_.push_back(Step{Step::Kind::ByteLevel});
+  } else if (type == "Metaspace") {
+    decoders_.push_back(metaspaceStep(v, where, source));
+  } else if (type == "Replace") {
+    decoders_.push_back(replaceStep(v, where, source));
+  } else if (type == "ByteFallback") {
+    decoders_.push_back(Step{Step::Kind::ByteFallback});
+  } else if (type == "Fuse") {
+    decoders_.push_back(Step{Step::Kind::Fuse});
+  } else if (type == "Strip") {
+    Step s{Step::Kind::Strip};
+    s.text = member(v, "content", where).asString(where + ".content");
+    if (unicode::decode(s.text, 0).length != s.text.size())
+      fail(where, ".content must be one character");
+    s.start = static_cast<size_t>(member(v, "start", where).asInt(where + ".start"));
+    s.stop = static_cast<size_t>(member(v, "stop", where).asInt(where + ".stop"));
+    decoders_.push_back(s);
+  } else {
+    unsupported(source, "decoder " + type);
   }
+}
 
-  // Post-processors: only the token a sequence starts with matters here.
-  std::function<void(const json::Value &, const std::string &)> postProcessor =
-      [&](const json::Value &v, const std::string &where) {
-        if (v.isNull())
-          return;
-        std::string type = typeOf(v, where);
-        if (type == "Sequence") {
-          const auto &list = member(v, "processors", where).asArray(where + ".processors");
-          for (size_t i = 0; i < list.size(); ++i)
-            postProcessor(list[i], where + ".processors[" + std::to_string(i) + "]");
-        } else if (type == "ByteLevel") {
-          // Offsets only.
-        } else if (type == "TemplateProcessing") {
-          const auto &single = member(v, "single", where).asArray(where + ".single");
-          std::vector<int32_t> leading;
-          for (const json::Value &item : single) {
-            if (item.find("Sequence"))
-              break;
-            const json::Value &special = member(item, "SpecialToken", where + ".single[]");
-            std::string name =
-                member(special, "id", where + ".single[]").asString(where + ".single[].id");
-            const json::Value &entry =
-                member(member(v, "special_tokens", where), name, where + ".special_tokens");
-            for (const json::Value &id :
-                 member(entry, "ids", where + ".special_tokens").asArray(where))
-              leading.push_back(
-                  static_cast<int32_t>(id.asInt(where + ".special_tokens[\"" + name + "\"].ids")));
-          }
-          if (leading.size() > 1)
-            unsupported(source, "post_processor TemplateProcessing starting a sequence with " +
-                                    std::to_string(leading.size()) + " tokens (one at most)");
-          if (leading.size() == 1)
-            tok->bosId = leading[0];
-        } else if (type == "RobertaProcessing" || type == "BertProcessing") {
-          const auto &cls = member(v, "cls", where).asArray(where + ".cls");
-          if (cls.size() != 2)
-            fail(where, ".cls must be [token, id]");
-          tok->bosId = static_cast<int32_t>(cls[1].asInt(where + ".cls"));
-        } else {
-          unsupported(source, "post_processor " + type);
-        }
-      };
-  if (const json::Value *v = root.find("post_processor"))
-    postProcessor(*v, source + ": post_processor");
-  tok->refreshAddedPatterns();
-  return tok;
+void BpeTokenizer::parseAddedTokens(const json::Value &list, const std::string &source) {
+  // In order: later ones may take ids after earlier ones.
+  const auto &items = list.asArray(source + ": added_tokens");
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::string where = source + ": added_tokens[" + std::to_string(i) + "]";
+    AddedToken t;
+    t.content = member(items[i], "content", where).asString(where + ".content");
+    t.special = flag(items[i], "special", false, where);
+    t.singleWord = flag(items[i], "single_word", false, where);
+    t.lstrip = flag(items[i], "lstrip", false, where);
+    t.rstrip = flag(items[i], "rstrip", false, where);
+    t.normalized = flag(items[i], "normalized", !t.special, where);
+    insertAddedToken(t);
+  }
+}
+
+void BpeTokenizer::parsePostProcessor(const json::Value &v, const std::string &where,
+                                      const std::string &source) {
+  // Only the token a sequence starts with matters here.
+  if (v.isNull())
+    return;
+  std::string type = typeOf(v, where);
+  if (type == "Sequence") {
+    const auto &list = member(v, "processors", where).asArray(where + ".processors");
+    for (size_t i = 0; i < list.size(); ++i)
+      parsePostProcessor(list[i], where + ".processors[" + std::to_string(i) + "]", source);
+  } else if (type == "ByteLevel") {
+    // Offsets only.
+  } else if (type == "TemplateProcessing") {
+    std::vector<int32_t> leading = templateLeadingIds(v, where);
+    if (leading.size() > 1)
+      unsupported(source, "post_processor TemplateProcessing starting a sequence with " +
+                              std::to_string(leading.size()) + " tokens (one at most)");
+    if (leading.size() == 1)
+      bosId = leading[0];
+  } else if (type == "RobertaProcessing" || type == "BertProcessing") {
+    const auto &cls = member(v, "cls", where).asArray(where + ".cls");
+    if (cls.size() != 2)
+      fail(where, ".cls must be [token, id]");
+    bosId = static_cast<int32_t>(cls[1].asInt(where + ".cls"));
+  } else {
+    unsupported(source, "post_processor " + type);
+  }
+}
+
+std::vector<int32_t> BpeTokenizer::templateLeadingIds(const json::Value &v,
+                                                      const std::string &where) {
+  // The special tokens before the template's first `Sequence`.
+  std::vector<int32_t> leading;
+  for (const json::Value &item : member(v, "single", where).asArray(where + ".single")) {
+    if (item.find("Sequence"))
+      break;
+    const json::Value &special = member(item, "SpecialToken", where + ".single[]");
+    std::string name = member(special, "id", where + ".single[]").asString(where + ".single[].id");
+    const json::Value &entry =
+        member(member(v, "special_tokens", where), name, where + ".special_tokens");
+    for (const json::Value &id : member(entry, "ids", where + ".special_tokens").asArray(where))
+      leading.push_back(
+          static_cast<int32_t>(id.asInt(where + ".special_tokens[\"" + name + "\"].ids")));
+  }
+  return leading;
 }
 
 std::unique_ptr<BpeTokenizer> BpeTokenizer::fromVocabAndMerges(const std::string &vocabJson,

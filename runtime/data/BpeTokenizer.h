@@ -101,6 +101,21 @@ private:
   void setVocab(const json::Value &vocab, const std::string &where);
   void addMerge(const std::string &a, const std::string &b, const std::string &source);
   void finishModel(const std::string &source);
+  // tokenizer.json's pipeline: each parses one entry (recursing into a
+  // "Sequence") and appends its steps; `where` names the entry in errors,
+  // `source` the file.
+  void parseNormalizer(const json::Value &v, const std::string &where, const std::string &source);
+  void parsePreTokenizer(const json::Value &v, const std::string &where, const std::string &source);
+  void parseDecoder(const json::Value &v, const std::string &where, const std::string &source);
+  void parseAddedTokens(const json::Value &list, const std::string &source);
+  void parsePostProcessor(const json::Value &v, const std::string &where,
+                          const std::string &source);
+  static Step replaceStep(const json::Value &v, const std::string &where,
+                          const std::string &source);
+  static Step metaspaceStep(const json::Value &v, const std::string &where,
+                            const std::string &source);
+  static Step splitStep(const json::Value &v, const std::string &where, const std::string &source);
+  static std::vector<int32_t> templateLeadingIds(const json::Value &v, const std::string &where);
   void
   forEachWord(const std::string &text,
               const std::function<void(const std::string &word, int32_t addedId)> &visit) const;

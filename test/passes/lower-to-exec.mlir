@@ -1,6 +1,16 @@
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-lower-to-exec | FileCheck %s
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-lower-to-exec --verify-each | llmc-opt | FileCheck %s --check-prefix=ROUNDTRIP
 // RUN: not llmc-opt %s --llmc-lower-to-exec 2>&1 | FileCheck %s --check-prefix=EMPTY
+// Exactly one instruction per program (train_step, eval, grad) is the
+// fault-injection site.
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-autodiff --llmc-optimizer --llmc-lower-to-exec | grep -E -o 'exec.program|exec.fault_site' | FileCheck %s --check-prefix=ONE-SITE
+// ONE-SITE: exec.program
+// ONE-SITE-NEXT: exec.fault_site
+// ONE-SITE-NEXT: exec.program
+// ONE-SITE-NEXT: exec.fault_site
+// ONE-SITE-NEXT: exec.program
+// ONE-SITE-NEXT: exec.fault_site
+// ONE-SITE-NOT: exec
 
 // The arena is the persistent state (4 parameters: 832 B padded to 896;
 // their AdamW moments) plus the largest program's transient peak; the plan
@@ -27,7 +37,8 @@
 // CHECK: %[[LR:.*]] = exec.buffer offset 5056 name "lr" category "input" : memref<f32>
 // CHECK: %[[TOKV:.*]] = exec.buffer offset 4992 category "input" : memref<2x4xi32>
 // CHECK: %[[X:.*]] = exec.buffer offset 3712 : memref<2x4x8xf32>
-// CHECK-NEXT: exec.kernel "embedding"(%[[WTE]], %[[TOKV]] : memref<16x8xf32>, memref<2x4xi32>) -> (%[[X]] : memref<2x4x8xf32>)
+// The first float activations are the fault-injection site (--inject-nonfinite).
+// CHECK-NEXT: exec.kernel "embedding"(%[[WTE]], %[[TOKV]] : memref<16x8xf32>, memref<2x4xi32>) -> (%[[X]] : memref<2x4x8xf32>) {{.*}}exec.fault_site
 // A buffer is reused once its value is dead: the head's logits are written
 // where the MLP's activation was.
 // CHECK: exec.buffer offset 2688 category "workspace" : memref<2x4x8xf32>

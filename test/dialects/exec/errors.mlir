@@ -92,6 +92,14 @@ exec.program @p kind "train_step" {
 
 exec.program @p kind "train_step" {
   %b = exec.buffer offset 0 : memref<4xf32>
+  // expected-error @+1 {{'exec.fault_site' must be a unit attribute}}
+  exec.kernel "fill"() -> (%b : memref<4xf32>) {value = 0.0 : f64, exec.fault_site = 1 : i64}
+}
+
+// -----
+
+exec.program @p kind "train_step" {
+  %b = exec.buffer offset 0 : memref<4xf32>
   // expected-error @+1 {{needs a module attribute 'exec.mesh' to resolve axis 'dp'}}
   exec.all_reduce %b -> %b group ["dp"] : memref<4xf32> -> memref<4xf32>
 }

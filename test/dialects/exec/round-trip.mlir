@@ -18,6 +18,8 @@ module attributes {exec.arena_bytes = 4096 : i64, exec.mesh = {pp = 2 : i64, dp 
     exec.kernel "matmul"(%x, %w : memref<4x8xf32>, memref<8x8xf32>) -> (%y : memref<4x8xf32>) {transpose_b = 1 : i64}
     // CHECK: exec.kernel "fill"() -> (%{{.*}} : memref<8x8xf32>) {stream = 2 : i64, value = 0.000000e+00 : f64}
     exec.kernel "fill"() -> (%g : memref<8x8xf32>) {value = 0.0 : f64, stream = 2 : i64}
+    // CHECK: exec.kernel "fill"() -> (%{{.*}} : memref<8x8xf32>) {exec.fault_site, value = 1.000000e+00 : f64}
+    exec.kernel "fill"() -> (%g : memref<8x8xf32>) {value = 1.0 : f64, exec.fault_site}
     // CHECK: exec.kernel "transpose"({{.*}}) -> ({{.*}}) {permutation = array<i64: 1, 0>}
     exec.kernel "transpose"(%g : memref<8x8xf32>) -> (%w : memref<8x8xf32>) {permutation = array<i64: 1, 0>}
     // CHECK: exec.all_reduce %{{.*}} -> %{{.*}} group ["dp"] : memref<8x8xf32> -> memref<8x8xf32>

@@ -24,15 +24,17 @@ struct Spec {
   uint32_t version = kArtifactSchemaVersion;
   std::string rankOffsetAttr; ///< non-empty: a rank offset term on this attribute
   int32_t rankOffsetIndex = 0;
+  bool faultSite = false;                ///< mark the kernel as the fault-injection site
+  fb::DType outputDType = fb::DType::F32; ///< of buffer 0
 };
 
 /// A one-program artifact: `kernel` writes buffer 0 (f32[4x8]).
 std::string build(const Spec &spec) {
   flatbuffers::FlatBufferBuilder fbb;
   fbb.ForceDefaults(true);
-  auto buffer = fb::CreateBuffer(fbb, fbb.CreateString("out"), fbb.CreateString("output"),
-                                 spec.bufferOffset, fb::DType::F32,
-                                 fbb.CreateVector(std::vector<int64_t>{4, 8}));
+  auto buffer =
+      fb::CreateBuffer(fbb, fbb.CreateString("out"), fbb.CreateString("output"), spec.bufferOffset,
+                       spec.outputDType, fbb.CreateVector(std::vector<int64_t>{4, 8}));
   auto param = fb::CreateBuffer(fbb, fbb.CreateString("w"), fbb.CreateString("param"), 512,
                                 fb::DType::F32, fbb.CreateVector(std::vector<int64_t>{16}));
   std::vector<flatbuffers::Offset<fb::FloatAttr>> floats = {
@@ -46,10 +48,11 @@ std::string build(const Spec &spec) {
         fbb.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{fbb.CreateString("tp")}),
         16));
   auto inst = fb::CreateInstruction(
-      fbb, fb::OpKind::Kernel, fbb.CreateString(spec.kernel), fbb.CreateVector(std::vector<uint32_t>{}),
+      fbb, fb::OpKind::Kernel, fbb.CreateString(spec.kernel),
+      fbb.CreateVector(std::vector<uint32_t>{}),
       fbb.CreateVector(std::vector<uint32_t>{spec.outputIndex}), fbb.CreateVector(ints),
       fbb.CreateVector(floats), 0, 0, 0, 0, 0, 0, 0, 0, 0, fbb.CreateString("model.mlir:3:5"),
-      fbb.CreateVector(terms));
+      fbb.CreateVector(terms), fbb.CreateString("F0"), spec.faultSite);
   auto program = fb::CreateProgram(fbb, fbb.CreateString("train_step"),
                                    fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Buffer>>{buffer, param}),
                                    fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Instruction>>{inst}), 128);
@@ -144,6 +147,32 @@ TEST(Artifact, SemanticChecksNameTheField) {
                                            "which the instruction does not have as an int or int array");
   test::writeBytes(path, build({.rankOffsetAttr = "offset", .rankOffsetIndex = 1}));
   EXPECT_RUNTIME_ERROR(loadArtifact(path), "rank offset index 1 out of range for attribute 'offset' of 1 element(s)");
+}
+
+TEST(Artifact, FaultSiteIsTheMarkedInstruction) {
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  auto device = makeCpuDevice(1024);
+  auto comm = makeSingleRankCommunicator();
+  test::writeBytes(path, build({}));
+  Artifact plain = loadArtifact(path);
+  BoundProgram unmarked(*plain.program("train_step"), *device, *comm, 0);
+  EXPECT_RUNTIME_ERROR(unmarked.poisonNextRun(),
+                       "no instruction is marked as the fault-injection site");
+
+  test::writeBytes(path, build({.faultSite = true}));
+  Artifact marked = loadArtifact(path);
+  BoundProgram p(*marked.program("train_step"), *device, *comm, 0);
+  p.poisonNextRun();
+  p.run(StepContext{1});
+  TensorView out = p.view("out");
+  for (int64_t i = 0; i < out.numel(); ++i) EXPECT_TRUE(std::isnan(out.as<float>()[i]));
+  p.run(StepContext{2}); // only the next run is poisoned
+  for (int64_t i = 0; i < out.numel(); ++i) EXPECT_EQ(out.as<float>()[i], 2.5f);
+
+  test::writeBytes(path, build({.faultSite = true, .outputDType = fb::DType::I32}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "instruction 0: the fault-injection site writes a "
+                                           "i32 buffer; it must be f32, bf16 or f16");
 }
 
 TEST(Artifact, RankOffsetsAreReadWithTheirTerms) {
