@@ -707,9 +707,12 @@ def TargetCuda : Pass<"llmc-target-cuda", "mlir::ModuleOp"> {
   let description = [{
     Places streams and events as `llmc-place-streams` does (on a GPU
     communication always has its own stream) and marks the module
-    `exec.backend = "cuda"`. Pipeline-parallel programs (send/recv) are
-    rejected: their point-to-point schedule has not yet run as
-    stream-ordered NCCL transfers.
+    `exec.backend = "cuda"`. Pipeline transfers (send/recv) become NCCL
+    point-to-point calls on the communication stream, which hang unless
+    each rank posts them in the order its peer does: sends are reordered
+    to match their receives, and a program whose grouped transfers could
+    still wait on each other forever is refused with the transfers
+    involved (passes/lib/NcclTransfers.h).
   }];
   let dependentDialects = ["::llmc::exec::ExecDialect"];
 }
