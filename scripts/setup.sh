@@ -55,12 +55,23 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 # compile that path), before CMake looks for them; a build configured
 # without them is configured again once they are there.
 ((test_setup)) && BUILD_DIR=$BUILD_DIR "$ROOT/scripts/setup-cudnn-frontend.sh"
+# The CUDA backend: built whenever nvcc is there for the tests (CI compiles
+# and links every CUDA file); for the main job, which trains on the CPU,
+# only when a GPU is visible (nvcc's kernels are a large part of an
+# empty-cache build). LLMC_ENABLE_CUDA=ON|OFF in the environment decides
+# instead.
+cuda=${LLMC_ENABLE_CUDA:-}
+if [[ -z $cuda ]]; then
+  cuda=ON
+  ((test_setup)) || nvidia-smi -L > /dev/null 2>&1 || cuda=OFF
+fi
 if [[ ! -f $BUILD_DIR/build.ninja ]]; then
-  cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+  cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DLLMC_ENABLE_CUDA=$cuda
 elif ((test_setup)); then
   # A build the main job configured before the test packages were there
-  # finds them now (torchrun, cudnn-frontend's headers): a few seconds.
-  cmake "$BUILD_DIR" > /dev/null
+  # finds them now (torchrun, cudnn-frontend's headers) and builds the CUDA
+  # backend if the main job left it out.
+  cmake "$BUILD_DIR" -DLLMC_ENABLE_CUDA=$cuda > /dev/null
 fi
 # transformers for the Hugging Face interop tests (optional: they skip without it).
 if ((test_setup)); then
