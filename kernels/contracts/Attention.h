@@ -13,6 +13,7 @@
 #define LLMC_KERNELS_CONTRACTS_ATTENTION_H
 
 #include "kernels/Kernel.h"
+#include "kernels/Validator.h"
 #include "kernels/contracts/Rope.h"
 
 #include <cstdint>
@@ -63,24 +64,255 @@ struct AttentionBinding {
   int64_t keyOffset() const { return packed ? h * d : 0; }
   int64_t valueOffset() const { return packed ? (h + kv) * d : 0; }
 };
-bool bindAttention(const KernelArgs &args, std::string &error, AttentionBinding *out);
-bool bindAttentionGrad(const KernelArgs &args, std::string &error, AttentionBinding *out);
-bool bindAttentionPacked(const KernelArgs &args, std::string &error, AttentionBinding *out);
-bool bindAttentionPackedGrad(const KernelArgs &args, std::string &error, AttentionBinding *out);
-bool bindAttentionRope(const KernelArgs &args, std::string &error, AttentionBinding *out);
-bool bindAttentionRopeGrad(const KernelArgs &args, std::string &error, AttentionBinding *out);
+inline bool bindAttention(const KernelArgs &args, std::string &error, AttentionBinding *out);
+inline bool bindAttentionGrad(const KernelArgs &args, std::string &error, AttentionBinding *out);
+inline bool bindAttentionPacked(const KernelArgs &args, std::string &error, AttentionBinding *out);
+inline bool bindAttentionPackedGrad(const KernelArgs &args, std::string &error,
+                                    AttentionBinding *out);
+inline bool bindAttentionRope(const KernelArgs &args, std::string &error, AttentionBinding *out);
+inline bool bindAttentionRopeGrad(const KernelArgs &args, std::string &error,
+                                  AttentionBinding *out);
 
 /// q, k, v (or dq, dk, dv) of a binding: three tensors, or the column
 /// blocks of the packed first one.
 template <typename T>
-std::tuple<T *, T *, T *> qkvOf(const std::vector<TensorView> &tensors, const AttentionBinding &b) {
-  if (!b.packed) return {tensors[0].as<T>(), tensors[1].as<T>(), tensors[2].as<T>()};
+inline std::tuple<T *, T *, T *> qkvOf(const std::vector<TensorView> &tensors,
+                                       const AttentionBinding &b) {
+  if (!b.packed)
+    return {tensors[0].as<T>(), tensors[1].as<T>(), tensors[2].as<T>()};
   T *base = tensors[0].as<T>();
   return {base, base + b.keyOffset(), base + b.valueOffset()};
 }
 
 /// Index of the first input after q, k and v (after qkv, when packed).
 inline size_t inputsAfterQkv(const AttentionBinding &b) { return b.packed ? 1 : 3; }
+
+//===----------------------------------------------------------------------===//
+// Definitions
+//===----------------------------------------------------------------------===//
+
+namespace attention_impl {
+
+/// Whether the outputs end with a workspace after the op's `results`, and
+/// that it is a 1-D u8 buffer; a count other than results + 1 is left to
+/// the arity check.
+inline bool checkWorkspace(Validator &v, const KernelArgs &args, size_t results,
+                           AttentionBinding *dims) {
+  if (args.outputs.size() != results + 1)
+    return true;
+  const TensorView &w = v.out(results);
+  if (w.dtype != DType::U8 || w.rank() != 1)
+    return v.fail("workspace (output " + std::to_string(results) +
+                  ") must be a 1-D u8 buffer, got " + w.describe());
+  dims->workspace = true;
+  dims->workspaceIndex = results;
+  return true;
+}
+
+/// The arity of an op with `results` outputs and an optional workspace.
+inline bool checkArity(Validator &v, const KernelArgs &args, size_t minInputs, size_t maxInputs,
+                       size_t results, AttentionBinding *dims) {
+  return checkWorkspace(v, args, results, dims) &&
+         v.arity(minInputs, maxInputs, results + (dims->workspace ? 1 : 0));
+}
+
+/// Checks q, k, v and the attributes; fills `dims`.
+inline bool checkAttention(Validator &v, AttentionBinding *dims) {
+  double scale;
+  if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &dims->causal))
+    return false;
+  dims->scale = static_cast<float>(scale);
+  const TensorView &q = v.in(0), &k = v.in(1), &val = v.in(2);
+  if (!v.isFloat(q, "q") || !v.hasRank(q, "q", 4) || !v.hasDType(k, "k", q.dtype) ||
+      !v.hasRank(k, "k", 4) || !v.hasType(val, "v", q.dtype, k.shape))
+    return false;
+  dims->dtype = q.dtype;
+  dims->b = q.dim(0), dims->t = q.dim(1), dims->h = q.dim(2), dims->d = q.dim(3);
+  dims->s = k.dim(1), dims->kv = k.dim(2);
+  if (k.dim(0) != dims->b || k.dim(3) != dims->d)
+    return v.fail("k must be [B, S, KV, D] with q's B and D: q is " + q.describe() + ", k is " +
+                  k.describe());
+  if (dims->kv <= 0 || dims->h % dims->kv != 0)
+    return v.fail("query heads H = " + std::to_string(dims->h) +
+                  " must be a multiple of kv heads KV = " + std::to_string(dims->kv));
+  dims->group = dims->h / dims->kv;
+  if (dims->causal && dims->s != dims->t)
+    return v.fail("causal attention needs S == T: q is " + q.describe() + ", k is " + k.describe());
+  return true;
+}
+
+/// Checks the optional segment ids, input `segmentIndex` when present.
+inline bool checkSegments(Validator &v, const KernelArgs &args, size_t segmentIndex,
+                          AttentionBinding *dims) {
+  dims->segments = args.inputs.size() > segmentIndex;
+  if (!dims->segments)
+    return true;
+  const TensorView &segments = v.in(segmentIndex);
+  if (!v.isIndex(segments, "segment_ids") ||
+      !v.hasType(segments, "segment_ids", segments.dtype, {dims->b, dims->t}))
+    return false;
+  if (dims->s != dims->t)
+    return v.fail("segment ids need S == T, got T = " + std::to_string(dims->t) +
+                  ", S = " + std::to_string(dims->s));
+  dims->segmentDType = segments.dtype;
+  dims->segmentIndex = segmentIndex;
+  return true;
+}
+
+/// attention_rope's optional inputs after the first `fixed`: positions,
+/// then segment ids, as `operand_segments` says (without it, one extra
+/// input is segment ids, two are both); and the rotation.
+inline bool checkRotation(Validator &v, const KernelArgs &args, size_t fixed,
+                          AttentionBinding *dims) {
+  const KernelAttrs &a = args.attrs;
+  bool positions = args.inputs.size() == fixed + 2;
+  if (a.hasInts("operand_segments")) {
+    const std::vector<int64_t> &sizes = a.getInts("operand_segments");
+    if (sizes.size() != fixed + 2)
+      return v.fail("attribute 'operand_segments' must have " + std::to_string(fixed + 2) +
+                    " entries");
+    positions = sizes[fixed] == 1;
+    if (args.inputs.size() != fixed + static_cast<size_t>(sizes[fixed] + sizes[fixed + 1]))
+      return v.fail("attribute 'operand_segments' does not match the " +
+                    std::to_string(args.inputs.size()) + " inputs");
+  }
+  const TensorView &q = v.in(0);
+  if (q.dim(3) % 2 != 0)
+    return v.fail("rotated q and k need an even head dim D, got " + q.describe());
+  if (dims->s != dims->t)
+    return v.fail("rotated keys need S == T: q is " + q.describe() + ", k is " +
+                  v.in(1).describe());
+  dims->rope = true;
+  dims->rotation.dtype = dims->dtype;
+  dims->rotation.rows = dims->t;
+  dims->rotation.positions = positions;
+  dims->positionIndex = fixed;
+  if (positions && (!v.isIndex(v.in(fixed), "positions") ||
+                    !v.hasType(v.in(fixed), "positions", v.in(fixed).dtype, {dims->b, dims->t})))
+    return false;
+  if (!contracts::bindRotation(v, &dims->rotation))
+    return false;
+  return checkSegments(v, args, fixed + positions, dims); // segment ids, if any, come last
+}
+
+/// attention_grad's out, lse, dout (inputs 3 to 5) and dq, dk, dv.
+inline bool checkGradOperands(Validator &v, const AttentionBinding &dims) {
+  const TensorView &q = v.in(0), &k = v.in(1);
+  return v.hasType(v.in(3), "out", q.dtype, q.shape) &&
+         v.hasType(v.in(4), "lse", DType::F32, {dims.b, dims.h, dims.t}) &&
+         v.hasType(v.in(5), "dout", q.dtype, q.shape) &&
+         v.hasType(v.out(0), "dq", q.dtype, q.shape) &&
+         v.hasType(v.out(1), "dk", q.dtype, k.shape) && v.hasType(v.out(2), "dv", q.dtype, k.shape);
+}
+
+/// attention's (or attention_rope's) out and lse, for q (input 0).
+inline bool checkForwardResults(Validator &v, const AttentionBinding &dims) {
+  const TensorView &q = v.in(0);
+  return v.hasType(v.out(0), "out", q.dtype, q.shape) &&
+         v.hasType(v.out(1), "lse", DType::F32, {dims.b, dims.h, dims.t});
+}
+
+/// Checks a packed qkv (input 0) and the attributes; fills `dims`.
+inline bool checkPacked(Validator &v, AttentionBinding *dims) {
+  double scale;
+  int64_t heads, kvHeads;
+  if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &dims->causal) ||
+      !v.intAttr("heads", &heads, 0) || !v.intAttr("kv_heads", &kvHeads, 0))
+    return false;
+  dims->scale = static_cast<float>(scale);
+  const TensorView &qkv = v.in(0);
+  if (!v.isFloat(qkv, "qkv") || !v.hasRank(qkv, "qkv", 3))
+    return false;
+  if (heads < 1 || kvHeads < 1 || heads % kvHeads != 0)
+    return v.fail("attribute 'heads' (" + std::to_string(heads) +
+                  ") must be a positive multiple of 'kv_heads' (" + std::to_string(kvHeads) + ")");
+  const int64_t width = heads + 2 * kvHeads;
+  if (qkv.dim(2) == 0 || qkv.dim(2) % width != 0)
+    return v.fail(
+        "qkv must be [B, T, (heads + 2·kv_heads)·D] with heads = " + std::to_string(heads) +
+        ", kv_heads = " + std::to_string(kvHeads) + ", got " + qkv.describe());
+  dims->dtype = qkv.dtype;
+  dims->b = qkv.dim(0), dims->t = dims->s = qkv.dim(1);
+  dims->h = heads, dims->kv = kvHeads, dims->d = qkv.dim(2) / width;
+  dims->group = heads / kvHeads;
+  dims->packed = true;
+  return true;
+}
+
+} // namespace attention_impl
+using namespace attention_impl;
+
+inline bool bindAttentionPacked(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention_packed", args, error);
+  AttentionBinding dims;
+  if (!checkArity(v, args, 1, 2, 2, &dims) || !checkPacked(v, &dims) ||
+      !checkSegments(v, args, 1, &dims))
+    return false;
+  if (!v.hasType(v.out(0), "out", dims.dtype, {dims.b, dims.t, dims.h, dims.d}) ||
+      !v.hasType(v.out(1), "lse", DType::F32, {dims.b, dims.h, dims.t}))
+    return false;
+  *out = dims;
+  return true;
+}
+
+inline bool bindAttentionPackedGrad(const KernelArgs &args, std::string &error,
+                                    AttentionBinding *out) {
+  Validator v("attention_packed_grad", args, error);
+  AttentionBinding dims;
+  if (!checkArity(v, args, 4, 5, 1, &dims) || !checkPacked(v, &dims) ||
+      !checkSegments(v, args, 4, &dims))
+    return false;
+  const TensorView &qkv = v.in(0);
+  const std::vector<int64_t> outShape = {dims.b, dims.t, dims.h, dims.d};
+  if (!v.hasType(v.in(1), "out", dims.dtype, outShape) ||
+      !v.hasType(v.in(2), "lse", DType::F32, {dims.b, dims.h, dims.t}) ||
+      !v.hasType(v.in(3), "dout", dims.dtype, outShape) ||
+      !v.hasType(v.out(0), "dqkv", dims.dtype, qkv.shape))
+    return false;
+  *out = dims;
+  return true;
+}
+
+inline bool bindAttentionRope(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention_rope", args, error);
+  AttentionBinding dims;
+  if (!checkArity(v, args, 3, 5, 2, &dims) || !checkAttention(v, &dims) ||
+      !checkRotation(v, args, 3, &dims) || !checkForwardResults(v, dims))
+    return false;
+  *out = dims;
+  return true;
+}
+
+inline bool bindAttentionRopeGrad(const KernelArgs &args, std::string &error,
+                                  AttentionBinding *out) {
+  Validator v("attention_rope_grad", args, error);
+  AttentionBinding dims;
+  if (!checkArity(v, args, 6, 8, 3, &dims) || !checkAttention(v, &dims) ||
+      !checkRotation(v, args, 6, &dims) || !checkGradOperands(v, dims))
+    return false;
+  *out = dims;
+  return true;
+}
+
+inline bool bindAttention(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention", args, error);
+  AttentionBinding dims;
+  if (!checkArity(v, args, 3, 4, 2, &dims) || !checkAttention(v, &dims) ||
+      !checkSegments(v, args, 3, &dims) || !checkForwardResults(v, dims))
+    return false;
+  *out = dims;
+  return true;
+}
+
+inline bool bindAttentionGrad(const KernelArgs &args, std::string &error, AttentionBinding *out) {
+  Validator v("attention_grad", args, error);
+  AttentionBinding dims;
+  if (!checkArity(v, args, 6, 7, 3, &dims) || !checkAttention(v, &dims) ||
+      !checkSegments(v, args, 6, &dims) || !checkGradOperands(v, dims))
+    return false;
+  *out = dims;
+  return true;
+}
 
 } // namespace llmc::contracts
 

@@ -13,9 +13,12 @@
 
 #include "common/HostDevice.h"
 #include "kernels/Kernel.h"
+#include "kernels/Validator.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace llmc {
 class Validator;
@@ -30,7 +33,7 @@ struct ReduceMaxBinding {
   DType dtype = DType::F32; ///< of x
   int64_t rows = 0, width = 0, valid = 0;
 };
-bool bindReduceMax(const KernelArgs &args, std::string &error, ReduceMaxBinding *out);
+inline bool bindReduceMax(const KernelArgs &args, std::string &error, ReduceMaxBinding *out);
 
 /// cross_entropy_partial and cross_entropy_partial_grad: logits
 /// [rows × width] hold the classes [classOffset, classOffset + width) of
@@ -41,13 +44,13 @@ struct CrossEntropyPartialBinding {
   int64_t rows = 0, width = 0;
   int64_t classOffset = 0, numClasses = 0, ignoreIndex = -1;
 };
-bool bindCrossEntropyPartial(const KernelArgs &args, std::string &error,
-                             CrossEntropyPartialBinding *out);
+inline bool bindCrossEntropyPartial(const KernelArgs &args, std::string &error,
+                                    CrossEntropyPartialBinding *out);
 /// The attributes placing a shard of `width` classes (class_offset,
 /// num_classes, ignore_index) into `out`, for every kernel of a sharded loss.
-bool bindClassShard(Validator &v, int64_t width, CrossEntropyPartialBinding *out);
-bool bindCrossEntropyPartialGrad(const KernelArgs &args, std::string &error,
-                                 CrossEntropyPartialBinding *out);
+inline bool bindClassShard(Validator &v, int64_t width, CrossEntropyPartialBinding *out);
+inline bool bindCrossEntropyPartialGrad(const KernelArgs &args, std::string &error,
+                                        CrossEntropyPartialBinding *out);
 
 /// Which local column a target is, on both backends (host and device).
 struct ClassShard {
@@ -64,8 +67,10 @@ struct ClassShard {
   /// The local column of `target`; -1 for another shard's class or an
   /// ignored target, -2 for an invalid target.
   LLMC_HOST_DEVICE int64_t column(int64_t target) const {
-    if (target == ignoreIndex) return -1;
-    if (target < 0 || target >= total) return -2;
+    if (target == ignoreIndex)
+      return -1;
+    if (target < 0 || target >= total)
+      return -2;
     int64_t c = target - offset;
     return c >= 0 && c < width ? c : -1;
   }
@@ -79,10 +84,136 @@ inline ClassShard classShard(const CrossEntropyPartialBinding &b) {
 struct CrossEntropyFinishBinding {
   int64_t rows = 0, ignoreIndex = -1;
 };
-bool bindCrossEntropyFinish(const KernelArgs &args, std::string &error,
-                            CrossEntropyFinishBinding *out);
-bool bindCrossEntropyFinishGrad(const KernelArgs &args, std::string &error,
-                                CrossEntropyFinishBinding *out);
+inline bool bindCrossEntropyFinish(const KernelArgs &args, std::string &error,
+                                   CrossEntropyFinishBinding *out);
+inline bool bindCrossEntropyFinishGrad(const KernelArgs &args, std::string &error,
+                                       CrossEntropyFinishBinding *out);
+
+//===----------------------------------------------------------------------===//
+// Definitions
+//===----------------------------------------------------------------------===//
+
+inline bool bindClassShard(Validator &v, int64_t width, CrossEntropyPartialBinding *out) {
+  int64_t offset, total, ignoreIndex;
+  if (!v.intAttr("class_offset", &offset, 0) || !v.intAttr("ignore_index", &ignoreIndex, -1))
+    return false;
+  if (!v.attrs().hasInt("num_classes"))
+    return v.fail("missing int attribute 'num_classes'");
+  if (!v.intAttr("num_classes", &total, 0))
+    return false;
+  // Classes past num_classes are padding of the last shards of a vocabulary
+  // padded to a multiple of the ranks (equal shards: the offset is a
+  // multiple of the width).
+  if (offset < 0 || total < 1 || (offset + width > total && offset % width != 0))
+    return v.fail("classes [" + std::to_string(offset) + ", " + std::to_string(offset + width) +
+                  ") do not fit in num_classes " + std::to_string(total));
+  out->classOffset = offset;
+  out->numClasses = total;
+  out->ignoreIndex = ignoreIndex;
+  return true;
+}
+
+namespace cross_entropy_sharded_impl {
+
+/// f32 `rows` (the shape of the logits without their last dimension).
+inline bool isRowStat(Validator &v, const TensorView &t, const char *what,
+                      const std::vector<int64_t> &rows) {
+  return v.hasType(t, what, DType::F32, rows);
+}
+
+inline std::vector<int64_t> rowsOf(const TensorView &logits) {
+  return std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1);
+}
+
+/// logits `rows × [V_local]`, targets `rows`, shift `rows`; fills `out`.
+inline bool checkPartial(Validator &v, CrossEntropyPartialBinding *out) {
+  const TensorView &logits = v.in(0), &targets = v.in(1);
+  if (!v.isFloat(logits, "logits"))
+    return false;
+  if (logits.rank() < 1)
+    return v.fail("logits must have rank >= 1, got " + logits.describe());
+  std::vector<int64_t> rows = rowsOf(logits);
+  if (!v.isIndex(targets, "targets") || !v.hasType(targets, "targets", targets.dtype, rows) ||
+      !isRowStat(v, v.in(2), "shift", rows) || !bindClassShard(v, logits.dim(-1), out))
+    return false;
+  out->dtype = logits.dtype;
+  out->rows = product(rows);
+  out->width = logits.dim(-1);
+  return true;
+}
+
+} // namespace cross_entropy_sharded_impl
+using namespace cross_entropy_sharded_impl;
+
+inline bool bindReduceMax(const KernelArgs &args, std::string &error, ReduceMaxBinding *out) {
+  Validator v("reduce_max", args, error);
+  if (!v.arity(1, 1) || !v.isFloat(v.in(0), "x"))
+    return false;
+  if (v.in(0).rank() < 1 || v.in(0).dim(-1) < 1)
+    return v.fail("x must have a non-empty last dimension, got " + v.in(0).describe());
+  const std::vector<int64_t> rows = rowsOf(v.in(0));
+  if (!isRowStat(v, v.out(0), "out", rows))
+    return false;
+  // Optional: the shard's classes [class_offset, class_offset + width) of
+  // num_classes, the ones past num_classes padding.
+  int64_t offset, total, width = v.in(0).dim(-1);
+  if (!v.intAttr("class_offset", &offset, 0) || !v.intAttr("num_classes", &total, 0))
+    return false;
+  if (offset < 0 || total < 0)
+    return v.fail("class_offset and num_classes must be >= 0");
+  int64_t valid = total == 0 ? width : std::max<int64_t>(0, std::min(width, total - offset));
+  *out = {v.in(0).dtype, product(rows), width, valid};
+  return true;
+}
+
+inline bool bindCrossEntropyPartial(const KernelArgs &args, std::string &error,
+                                    CrossEntropyPartialBinding *out) {
+  Validator v("cross_entropy_partial", args, error);
+  if (!v.arity(3, 2) || !checkPartial(v, out))
+    return false;
+  std::vector<int64_t> rows = rowsOf(v.in(0));
+  return isRowStat(v, v.out(0), "sumexp", rows) && isRowStat(v, v.out(1), "target_logit", rows);
+}
+
+inline bool bindCrossEntropyPartialGrad(const KernelArgs &args, std::string &error,
+                                        CrossEntropyPartialBinding *out) {
+  Validator v("cross_entropy_partial_grad", args, error);
+  if (!v.arity(5, 1) || !checkPartial(v, out))
+    return false;
+  std::vector<int64_t> rows = rowsOf(v.in(0));
+  return isRowStat(v, v.in(3), "dsumexp", rows) && isRowStat(v, v.in(4), "dtarget_logit", rows) &&
+         v.hasType(v.out(0), "dlogits", v.in(0).dtype, v.in(0).shape);
+}
+
+inline bool bindCrossEntropyFinish(const KernelArgs &args, std::string &error,
+                                   CrossEntropyFinishBinding *out) {
+  Validator v("cross_entropy_finish", args, error);
+  int64_t ignoreIndex;
+  if (!v.arity(4, 1) || !v.intAttr("ignore_index", &ignoreIndex, -1) ||
+      !v.isIndex(v.in(3), "targets"))
+    return false;
+  const std::vector<int64_t> &rows = v.in(3).shape;
+  if (!isRowStat(v, v.in(0), "sumexp", rows) || !isRowStat(v, v.in(1), "shift", rows) ||
+      !isRowStat(v, v.in(2), "target_logit", rows) || !v.isF32Scalar(v.out(0), "loss"))
+    return false;
+  *out = {product(rows), ignoreIndex};
+  return true;
+}
+
+inline bool bindCrossEntropyFinishGrad(const KernelArgs &args, std::string &error,
+                                       CrossEntropyFinishBinding *out) {
+  Validator v("cross_entropy_finish_grad", args, error);
+  int64_t ignoreIndex;
+  if (!v.arity(3, 3) || !v.intAttr("ignore_index", &ignoreIndex, -1) ||
+      !v.isIndex(v.in(1), "targets") || !v.isF32Scalar(v.in(2), "dloss"))
+    return false;
+  const std::vector<int64_t> &rows = v.in(1).shape;
+  if (!isRowStat(v, v.in(0), "sumexp", rows) || !isRowStat(v, v.out(0), "dsumexp", rows) ||
+      !isRowStat(v, v.out(1), "dshift", rows) || !isRowStat(v, v.out(2), "dtarget_logit", rows))
+    return false;
+  *out = {product(rows), ignoreIndex};
+  return true;
+}
 
 } // namespace llmc::contracts
 

@@ -18,12 +18,49 @@
 namespace llmc::contracts {
 
 using RmsNormBinding = RowNormShape;
-bool bindRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out);
-bool bindRmsNormGrad(const KernelArgs &args, std::string &error, RmsNormBinding *out);
+inline bool bindRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out);
+inline bool bindRmsNormGrad(const KernelArgs &args, std::string &error, RmsNormBinding *out);
 /// add_rmsnorm: a, b, gamma -> sum, y (a, b, sum and y of one shape).
-bool bindAddRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out);
+inline bool bindAddRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out);
 /// rmsnorm_grad_add: x, gamma, dy, addend -> dx (+ addend), dgamma.
-bool bindRmsNormGradAdd(const KernelArgs &args, std::string &error, RmsNormBinding *out);
+inline bool bindRmsNormGradAdd(const KernelArgs &args, std::string &error, RmsNormBinding *out);
+
+//===----------------------------------------------------------------------===//
+// Definitions
+//===----------------------------------------------------------------------===//
+
+inline bool bindRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out) {
+  return bindRowNorm("rmsnorm", args, error, 2, 1, "x",
+                     {{false, 1, "gamma", true}, {true, 0, "out", false}}, out);
+}
+
+inline bool bindRmsNormGrad(const KernelArgs &args, std::string &error, RmsNormBinding *out) {
+  return bindRowNorm("rmsnorm_grad", args, error, 3, 2, "x",
+                     {{false, 1, "gamma", true},
+                      {false, 2, "dy", false},
+                      {true, 0, "dx", false},
+                      {true, 1, "dgamma", true}},
+                     out);
+}
+
+inline bool bindAddRmsNorm(const KernelArgs &args, std::string &error, RmsNormBinding *out) {
+  return bindRowNorm("add_rmsnorm", args, error, 3, 2, "a",
+                     {{false, 1, "b", false},
+                      {false, 2, "gamma", true},
+                      {true, 0, "sum", false},
+                      {true, 1, "y", false}},
+                     out);
+}
+
+inline bool bindRmsNormGradAdd(const KernelArgs &args, std::string &error, RmsNormBinding *out) {
+  return bindRowNorm("rmsnorm_grad_add", args, error, 4, 2, "x",
+                     {{false, 1, "gamma", true},
+                      {false, 2, "dy", false},
+                      {false, 3, "addend", false},
+                      {true, 0, "dx", false},
+                      {true, 1, "dgamma", true}},
+                     out);
+}
 
 } // namespace llmc::contracts
 

@@ -11,6 +11,7 @@
 #define LLMC_KERNELS_CONTRACTS_ROWNORM_H
 
 #include "kernels/Kernel.h"
+#include "kernels/Validator.h"
 
 #include <cstdint>
 #include <string>
@@ -36,9 +37,34 @@ struct RowNormShape {
 
 /// Checks `kernel`'s arity, its epsilon, input 0 (named `first`: a float
 /// tensor of rank >= 1) and every operand of `rest` against it.
-bool bindRowNorm(const char *kernel, const KernelArgs &args, std::string &error, size_t inputs,
-                 size_t outputs, const char *first, const std::vector<RowNormOperand> &rest,
-                 RowNormShape *out);
+inline bool bindRowNorm(const char *kernel, const KernelArgs &args, std::string &error,
+                        size_t inputs, size_t outputs, const char *first,
+                        const std::vector<RowNormOperand> &rest, RowNormShape *out);
+
+//===----------------------------------------------------------------------===//
+// Definitions
+//===----------------------------------------------------------------------===//
+
+inline bool bindRowNorm(const char *kernel, const KernelArgs &args, std::string &error,
+                        size_t inputs, size_t outputs, const char *first,
+                        const std::vector<RowNormOperand> &rest, RowNormShape *out) {
+  Validator v(kernel, args, error);
+  double eps;
+  if (!v.arity(inputs, outputs) || !v.floatAttr("epsilon", &eps))
+    return false;
+  const TensorView &x = v.in(0);
+  if (!v.isFloat(x, first))
+    return false;
+  if (x.rank() < 1)
+    return v.fail(std::string(first) + " must have rank >= 1, got " + x.describe());
+  const std::vector<int64_t> channel{x.dim(-1)};
+  for (const RowNormOperand &o : rest)
+    if (!v.hasType(o.output ? v.out(o.index) : v.in(o.index), o.name, x.dtype,
+                   o.channel ? channel : x.shape))
+      return false;
+  *out = {x.dtype, product(x.shape, 0, x.shape.size() - 1), x.dim(-1), eps};
+  return true;
+}
 
 } // namespace llmc::contracts
 

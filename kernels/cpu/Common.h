@@ -18,6 +18,7 @@
 #define LLMC_KERNELS_CPU_COMMON_H
 
 #include "common/Half.h"
+#include "kernels/DtypeDispatch.h"
 #include "kernels/Kernel.h"
 #include "kernels/Validator.h"
 
@@ -62,13 +63,13 @@ template <> constexpr DType dtypeOf<float>() { return DType::F32; }
 template <> constexpr DType dtypeOf<bf16>() { return DType::BF16; }
 template <> constexpr DType dtypeOf<f16>() { return DType::F16; }
 
-/// Instantiates `Kernel<float>`, `Kernel<bf16>` or `Kernel<f16>` for a
-/// float dtype.
+/// This backend's storage types, for dispatchFloat (kernels/DtypeDispatch.h).
+using FloatTypes = FloatStorage<float, bf16, f16>;
+
+/// Instantiates `K<float>`, `K<bf16>` or `K<f16>` for a float dtype.
 template <template <typename> class K, typename... Args>
 std::unique_ptr<Kernel> makeFloatKernel(DType dtype, Args &&...args) {
-  if (dtype == DType::BF16) return std::make_unique<K<bf16>>(std::forward<Args>(args)...);
-  if (dtype == DType::F16) return std::make_unique<K<f16>>(std::forward<Args>(args)...);
-  return std::make_unique<K<float>>(std::forward<Args>(args)...);
+  return makeFloatKernelFor<FloatTypes, K>(dtype, std::forward<Args>(args)...);
 }
 
 /// The row `r` of x as fp32: x itself for f32, else widened into `scratch`.

@@ -237,17 +237,10 @@ std::unique_ptr<Kernel> makeQuantizedMatmul(const char *name, const KernelArgs &
     sgemm = blasSgemm(blasError);
     if (!sgemm) return Validator(name, args, error).reject(blasError);
   }
-  switch (d.dtype) {
-  case DType::BF16:
-    return std::make_unique<QuantizedMatmulKernel<bf16, Expander>>(args, d, std::move(expand),
-                                                                   sgemm);
-  case DType::F16:
-    return std::make_unique<QuantizedMatmulKernel<f16, Expander>>(args, d, std::move(expand),
-                                                                  sgemm);
-  default:
-    return std::make_unique<QuantizedMatmulKernel<float, Expander>>(args, d, std::move(expand),
-                                                                    sgemm);
-  }
+  return dispatchFloat<FloatTypes>(d.dtype, [&](auto tag) -> std::unique_ptr<Kernel> {
+    using Instance = QuantizedMatmulKernel<typename decltype(tag)::type, Expander>;
+    return std::make_unique<Instance>(args, d, std::move(expand), sgemm);
+  });
 }
 
 } // namespace llmc::cpu

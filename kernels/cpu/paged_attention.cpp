@@ -485,9 +485,9 @@ std::unique_ptr<Kernel> makeForCache(DType cache, const KernelArgs &args, const 
 
 template <template <typename, typename> class K>
 std::unique_ptr<Kernel> makeFor(const contracts::PagedCacheBinding &b, const KernelArgs &args) {
-  if (b.dtype == DType::BF16) return makeForCache<K, bf16>(b.cacheDType, args, dimsOf(b));
-  if (b.dtype == DType::F16) return makeForCache<K, f16>(b.cacheDType, args, dimsOf(b));
-  return makeForCache<K, float>(b.cacheDType, args, dimsOf(b));
+  return dispatchFloat<FloatTypes>(b.dtype, [&](auto compute) {
+    return makeForCache<K, typename decltype(compute)::type>(b.cacheDType, args, dimsOf(b));
+  });
 }
 
 std::unique_ptr<Kernel> makeKvCacheWrite(const KernelArgs &args, std::string &error) {

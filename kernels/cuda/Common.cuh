@@ -17,6 +17,7 @@
 #ifndef LLMC_KERNELS_CUDA_COMMON_CUH
 #define LLMC_KERNELS_CUDA_COMMON_CUH
 
+#include "kernels/DtypeDispatch.h"
 #include "kernels/Kernel.h"
 #include "kernels/Validator.h"
 #include "kernels/cuda/Device.h"
@@ -59,12 +60,13 @@ template <> constexpr DType dtypeOf<float>() { return DType::F32; }
 template <> constexpr DType dtypeOf<bf16>() { return DType::BF16; }
 template <> constexpr DType dtypeOf<f16>() { return DType::F16; }
 
+/// This backend's storage types, for dispatchFloat (kernels/DtypeDispatch.h).
+using FloatTypes = FloatStorage<float, bf16, f16>;
+
 /// Instantiates `K<float>`, `K<bf16>` or `K<f16>` for a float dtype.
 template <template <typename> class K, typename... Args>
 std::unique_ptr<Kernel> makeFloatKernel(DType dtype, Args &&...args) {
-  if (dtype == DType::BF16) return std::make_unique<K<bf16>>(std::forward<Args>(args)...);
-  if (dtype == DType::F16) return std::make_unique<K<f16>>(std::forward<Args>(args)...);
-  return std::make_unique<K<float>>(std::forward<Args>(args)...);
+  return makeFloatKernelFor<FloatTypes, K>(dtype, std::forward<Args>(args)...);
 }
 
 //===----------------------------------------------------------------------===//

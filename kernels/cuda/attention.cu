@@ -871,14 +871,11 @@ std::unique_ptr<Kernel> make(const char *name, Bind bind, const KernelArgs &args
     }
     why = "cuDNN: " + why;
   }
-  if (b.dtype == DType::BF16)
-    return kBackward ? bindBackward<bf16>(v, name, args, b, why)
-                     : bindForward<bf16>(v, name, args, b, why);
-  if (b.dtype == DType::F16)
-    return kBackward ? bindBackward<f16>(v, name, args, b, why)
-                     : bindForward<f16>(v, name, args, b, why);
-  return kBackward ? bindBackward<float>(v, name, args, b, why)
-                   : bindForward<float>(v, name, args, b, why);
+  return dispatchFloat<FloatTypes>(b.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return kBackward ? bindBackward<T>(v, name, args, b, why)
+                     : bindForward<T>(v, name, args, b, why);
+  });
 }
 
 std::unique_ptr<Kernel> makeCudaAttention(const KernelArgs &args, std::string &error) {

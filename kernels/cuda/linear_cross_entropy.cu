@@ -415,11 +415,9 @@ std::unique_ptr<Kernel> makeCudaHead(const KernelArgs &args, std::string &error,
     }
     return kernel;
   };
-  switch (b.dtype) {
-  case DType::BF16: return planned(std::make_unique<K<bf16>>(args, b));
-  case DType::F16: return planned(std::make_unique<K<f16>>(args, b));
-  default: return planned(std::make_unique<K<float>>(args, b));
-  }
+  return dispatchFloat<FloatTypes>(b.dtype, [&](auto tag) {
+    return planned(std::make_unique<K<typename decltype(tag)::type>>(args, b));
+  });
 }
 
 std::unique_ptr<Kernel> makeCudaLinearCrossEntropyForward(const KernelArgs &args, std::string &error) {

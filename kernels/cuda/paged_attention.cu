@@ -395,9 +395,7 @@ std::unique_ptr<Kernel> makeCudaKvCacheWrite(const KernelArgs &args, std::string
   p.d = static_cast<int>(b.d);
   // A cache of new's type takes its rows as words.
   if (b.cacheDType == b.dtype) return std::make_unique<KvCacheWriteKernel>(args, p);
-  if (b.dtype == DType::BF16) return std::make_unique<KvCacheConvertKernel<bf16>>(args, p);
-  if (b.dtype == DType::F16) return std::make_unique<KvCacheConvertKernel<f16>>(args, p);
-  return std::make_unique<KvCacheConvertKernel<float>>(args, p);
+  return makeFloatKernel<KvCacheConvertKernel>(b.dtype, args, p);
 }
 
 template <typename T, typename C>
@@ -433,9 +431,9 @@ std::unique_ptr<Kernel> makeCudaPagedAttention(const KernelArgs &args, std::stri
     return v.reject("q " + q.describe() + " needs more thread blocks than one launch allows");
   Params p = paramsOf(b, args, 3);
   p.d = static_cast<int>(b.d);
-  if (b.dtype == DType::BF16) return bindForCache<bf16>(v, args, p, b.cacheDType);
-  if (b.dtype == DType::F16) return bindForCache<f16>(v, args, p, b.cacheDType);
-  return bindForCache<float>(v, args, p, b.cacheDType);
+  return dispatchFloat<FloatTypes>(b.dtype, [&](auto compute) {
+    return bindForCache<typename decltype(compute)::type>(v, args, p, b.cacheDType);
+  });
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -74,5 +75,20 @@ std::vector<RefTensor> swigluGrad(const RefTensor &gate, const RefTensor &up, co
   }
   return {dgate, dup};
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+LLMC_REGISTER_EVALUATOR("llm.gelu", [](const RefCall &c) -> Results { return {gelu(c.in(0))}; });
+LLMC_REGISTER_EVALUATOR("llm.silu", [](const RefCall &c) -> Results { return {silu(c.in(0))}; });
+LLMC_REGISTER_EVALUATOR("llm.swiglu",
+                        [](const RefCall &c) -> Results { return {swiglu(c.in(0), c.in(1))}; });
+LLMC_REGISTER_EVALUATOR("llm.gelu_grad",
+                        [](const RefCall &c) -> Results { return {geluGrad(c.in(0), c.in(1))}; });
+LLMC_REGISTER_EVALUATOR("llm.silu_grad",
+                        [](const RefCall &c) -> Results { return {siluGrad(c.in(0), c.in(1))}; });
+LLMC_REGISTER_EVALUATOR("llm.swiglu_grad", [](const RefCall &c) -> Results {
+  return swigluGrad(c.in(0), c.in(1), c.in(2));
+});
 
 } // namespace llmc::ref

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -65,5 +66,28 @@ std::vector<RefTensor> multiTensorAdamw(const std::vector<RefTensor> &params,
   }
   return results;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+// adamw: operands p, g, m, v, lr, step, grad_norm?, loss_scale?;
+// multi_tensor_adamw: the params, grads, ms and vs, then the same.
+LLMC_REGISTER_EVALUATOR("llm.adamw", [](const RefCall &c) -> Results {
+  const RefTensor *norm = c.optional(6), *lossScale = c.optional(7);
+  double gradNorm = norm ? norm->data.at(0) : 0.0;
+  return adamw(c.in(0), c.in(1), c.in(2), c.in(3), c.scalar(4), c.scalar(5),
+               norm ? &gradNorm : nullptr, c.real("beta1"), c.real("beta2"), c.real("epsilon"),
+               c.real("weight_decay"), c.real("max_grad_norm"),
+               lossScale ? lossScale->data.at(0) : 1.0);
+});
+LLMC_REGISTER_EVALUATOR("llm.multi_tensor_adamw", [](const RefCall &c) -> Results {
+  const RefTensor *norm = c.optional(6), *lossScale = c.optional(7);
+  double gradNorm = norm ? norm->data.at(0) : 0.0;
+  return multiTensorAdamw(c.variadic(0), c.variadic(1), c.variadic(2), c.variadic(3), c.scalar(4),
+                          c.scalar(5), norm ? &gradNorm : nullptr, c.real("beta1"), c.real("beta2"),
+                          c.real("epsilon"), c.real("weight_decay"), c.real("max_grad_norm"),
+                          lossScale ? lossScale->data.at(0) : 1.0, c.array("decay"),
+                          c.array("cast_of"));
+});
 
 } // namespace llmc::ref

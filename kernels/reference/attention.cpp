@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -137,5 +138,47 @@ std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, con
     }
   return {dq, dk, dv};
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+namespace {
+
+/// q [B, T, H, D], k and v [B, T, KV, D]: the column blocks of a packed
+/// qkv [B, T, (H + 2·KV)·D].
+Results unpackQkv(const RefTensor &qkv, int64_t heads, int64_t kvHeads) {
+  const int64_t b = qkv.shape[0], t = qkv.shape[1], d = qkv.shape[2] / (heads + 2 * kvHeads);
+  Results pieces;
+  int64_t offset = 0;
+  for (int64_t n : {heads, kvHeads, kvHeads}) {
+    RefTensor piece = slice(qkv, {0, 0, offset}, {b, t, n * d});
+    piece.shape = {b, t, n, d};
+    pieces.push_back(std::move(piece));
+    offset += n * d;
+  }
+  return pieces;
+}
+
+} // namespace
+
+LLMC_REGISTER_EVALUATOR("llm.attention", [](const RefCall &c) -> Results {
+  return attention(c.in(0), c.in(1), c.in(2), c.optional(3), c.real("scale"), c.flag("causal"));
+});
+LLMC_REGISTER_EVALUATOR("llm.attention_grad", [](const RefCall &c) -> Results {
+  return attentionGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.in(5), c.optional(6),
+                       c.real("scale"), c.flag("causal"));
+});
+// The packed forms: the same references on qkv's column blocks.
+LLMC_REGISTER_EVALUATOR("llm.attention_packed", [](const RefCall &c) -> Results {
+  Results qkv = unpackQkv(c.in(0), c.integer("heads"), c.integer("kv_heads"));
+  return attention(qkv[0], qkv[1], qkv[2], c.optional(1), c.real("scale"), c.flag("causal"));
+});
+LLMC_REGISTER_EVALUATOR("llm.attention_packed_grad", [](const RefCall &c) -> Results {
+  Results qkv = unpackQkv(c.in(0), c.integer("heads"), c.integer("kv_heads"));
+  Results grads = attentionGrad(qkv[0], qkv[1], qkv[2], c.in(1), c.in(2), c.in(3), c.optional(4),
+                                c.real("scale"), c.flag("causal"));
+  for (RefTensor &g : grads) g.shape = {g.shape[0], g.shape[1], g.shape[2] * g.shape[3]};
+  return {concat(grads, -1)};
+});
 
 } // namespace llmc::ref

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -30,5 +31,16 @@ RefTensor scale(const RefTensor &x, double factor) {
   for (int64_t i = 0; i < x.numel(); ++i) out.data[i] = factor * x.data[i];
   return out;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+LLMC_REGISTER_EVALUATOR("llm.add",
+                        [](const RefCall &c) -> Results { return {add(c.in(0), c.in(1))}; });
+LLMC_REGISTER_EVALUATOR("llm.mul",
+                        [](const RefCall &c) -> Results { return {mul(c.in(0), c.in(1))}; });
+LLMC_REGISTER_EVALUATOR("llm.scale", [](const RefCall &c) -> Results {
+  return {scale(c.in(0), c.real("factor"))};
+});
 
 } // namespace llmc::ref

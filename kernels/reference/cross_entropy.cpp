@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -65,5 +66,18 @@ RefTensor crossEntropyGrad(const RefTensor &logits, const RefTensor &targets, do
   }
   return dlogits;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+// The op's defaults: ignore_index -1, every column a class (num_classes 0).
+LLMC_REGISTER_EVALUATOR("llm.cross_entropy", [](const RefCall &c) -> Results {
+  return {
+      crossEntropy(c.in(0), c.in(1), c.integer("ignore_index", -1), c.integer("num_classes", 0))};
+});
+LLMC_REGISTER_EVALUATOR("llm.cross_entropy_grad", [](const RefCall &c) -> Results {
+  return {crossEntropyGrad(c.in(0), c.in(1), c.scalar(2), c.integer("ignore_index", -1),
+                           c.integer("num_classes", 0))};
+});
 
 } // namespace llmc::ref

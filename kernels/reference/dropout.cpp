@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 #include "kernels/DropoutHash.h"
 
@@ -41,5 +42,13 @@ RefTensor dropout(const RefTensor &x, double rate, int64_t seed, int64_t step,
   }
   return out;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+LLMC_REGISTER_EVALUATOR("llm.dropout", [](const RefCall &c) -> Results {
+  return {dropout(c.in(0), c.real("rate"), c.integer("seed"), c.step, c.array("global_shape"),
+                  c.array("offsets"))};
+});
 
 } // namespace llmc::ref

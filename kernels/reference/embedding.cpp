@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -40,5 +41,17 @@ RefTensor embeddingGrad(const RefTensor &ids, const RefTensor &dy, int64_t rows,
   }
   return dtable;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+// The op's defaults: the whole vocabulary (row_offset 0, vocab_size 0).
+LLMC_REGISTER_EVALUATOR("llm.embedding", [](const RefCall &c) -> Results {
+  return {embedding(c.in(0), c.in(1), c.integer("row_offset", 0), c.integer("vocab_size", 0))};
+});
+LLMC_REGISTER_EVALUATOR("llm.embedding_grad", [](const RefCall &c) -> Results {
+  return {embeddingGrad(c.in(0), c.in(1), c.zeroResult(0).shape.at(0), c.integer("row_offset", 0),
+                        c.integer("vocab_size", 0))};
+});
 
 } // namespace llmc::ref

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -267,5 +268,22 @@ RefTensor quantEma(const RefTensor &state, const RefTensor &observed, double mom
   }
   return out;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+// The qat ops: x, [range, [dy,]] columns?; the scheme as the kernels read it.
+LLMC_REGISTER_EVALUATOR("qat.observe", [](const RefCall &c) -> Results {
+  return {quantObserve(c.in(0), c.scheme(), c.optional(1))};
+});
+LLMC_REGISTER_EVALUATOR("qat.fake_quant", [](const RefCall &c) -> Results {
+  return {fakeQuant(c.in(0), c.in(1), c.scheme(), c.optional(2))};
+});
+LLMC_REGISTER_EVALUATOR("qat.fake_quant_grad", [](const RefCall &c) -> Results {
+  return {fakeQuantGrad(c.in(0), c.in(1), c.in(2), c.scheme(), c.optional(3))};
+});
+LLMC_REGISTER_EVALUATOR("qat.ema", [](const RefCall &c) -> Results {
+  return {quantEma(c.in(0), c.in(1), c.real("momentum"))};
+});
 
 } // namespace llmc::ref

@@ -10,6 +10,7 @@
 
 #include "common/ElementwiseProgram.h"
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -104,5 +105,13 @@ std::vector<RefTensor> fusedElementwise(const std::vector<RefTensor> &inputs,
   }
   return results;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+LLMC_REGISTER_EVALUATOR("llm.fused_elementwise", [](const RefCall &c) -> Results {
+  return fusedElementwise(c.variadic(0), c.zeroResult(0).shape, c.array("program"),
+                          c.array("yields"), c.step, c.array("global_shape"), c.array("offsets"));
+});
 
 } // namespace llmc::ref

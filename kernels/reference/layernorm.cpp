@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 #include <utility>
 
@@ -80,5 +81,21 @@ std::vector<RefTensor> layernormGradAdd(const RefTensor &x, const RefTensor &gam
   grads[0] = add(grads[0], addend);
   return grads;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+LLMC_REGISTER_EVALUATOR("llm.layernorm", [](const RefCall &c) -> Results {
+  return {layernorm(c.in(0), c.in(1), c.in(2), c.real("epsilon"))};
+});
+LLMC_REGISTER_EVALUATOR("llm.layernorm_grad", [](const RefCall &c) -> Results {
+  return layernormGrad(c.in(0), c.in(1), c.in(2), c.real("epsilon"));
+});
+LLMC_REGISTER_EVALUATOR("llm.add_layernorm", [](const RefCall &c) -> Results {
+  return addLayernorm(c.in(0), c.in(1), c.in(2), c.in(3), c.real("epsilon"), c.optional(4));
+});
+LLMC_REGISTER_EVALUATOR("llm.layernorm_grad_add", [](const RefCall &c) -> Results {
+  return layernormGradAdd(c.in(0), c.in(1), c.in(2), c.in(3), c.real("epsilon"));
+});
 
 } // namespace llmc::ref

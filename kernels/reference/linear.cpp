@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -40,5 +41,32 @@ std::vector<RefTensor> linearWeightGrad(const RefTensor &x, const RefTensor &dy)
           "x and dy must have as many rows");
   return {matmul(xRows, dyRows, true, false), reduceSum(dyRows, {dy.shape.back()})};
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+// linear: operands x, w, bias?, residual?; results y and, with keep_pre,
+// the pre-activation.
+LLMC_REGISTER_EVALUATOR("llm.linear", [](const RefCall &c) -> Results {
+  Results results =
+      linear(c.in(0), c.in(1), c.optional(2), c.optional(3), c.flag("transpose_b"), c.flag("gelu"));
+  if (!c.flag("keep_pre"))
+    results.resize(1);
+  return results;
+});
+// matmul_gelu_grad: dpre and, when the op has the result, its bias
+// gradient.
+LLMC_REGISTER_EVALUATOR("llm.matmul_gelu_grad", [](const RefCall &c) -> Results {
+  Results results = {geluGrad(c.in(2), matmul(c.in(0), c.in(1), false, c.flag("transpose_b")))};
+  if (c.resultShapes.size() > 1)
+    results.push_back(reduceSum(results[0], c.resultShapes[1]));
+  return results;
+});
+LLMC_REGISTER_EVALUATOR("llm.matmul_swiglu_grad", [](const RefCall &c) -> Results {
+  return swigluGrad(c.in(2), c.in(3), matmul(c.in(0), c.in(1), false, c.flag("transpose_b")));
+});
+LLMC_REGISTER_EVALUATOR("llm.linear_weight_grad", [](const RefCall &c) -> Results {
+  return linearWeightGrad(c.in(0), c.in(1));
+});
 
 } // namespace llmc::ref

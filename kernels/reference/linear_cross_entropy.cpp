@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -80,5 +81,42 @@ std::vector<RefTensor> linearCrossEntropyPartialGrad(
       perRow(dtargetLogit, x.targets), classOffset, numClasses, ignoreIndex);
   return backward(x, h, w, g, transposeB);
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+// The last result of each is the kernels' scratch, zeros here.
+LLMC_REGISTER_EVALUATOR("llm.linear_cross_entropy", [](const RefCall &c) -> Results {
+  Results results =
+      linearCrossEntropy(c.in(0), c.in(1), c.in(2), c.flag("transpose_b"),
+                         c.integer("ignore_index", -1), nullptr, c.integer("num_classes", 0));
+  return {results[0], c.zeroResult(1)};
+});
+LLMC_REGISTER_EVALUATOR("llm.linear_cross_entropy_train", [](const RefCall &c) -> Results {
+  double dloss = c.scalar(3);
+  Results results =
+      linearCrossEntropy(c.in(0), c.in(1), c.in(2), c.flag("transpose_b"),
+                         c.integer("ignore_index", -1), &dloss, c.integer("num_classes", 0));
+  if (c.flag("frozen_weight"))
+    results.pop_back(); // no dw
+  results.push_back(c.zeroResult(c.resultShapes.size() - 1));
+  return results;
+});
+LLMC_REGISTER_EVALUATOR("llm.linear_cross_entropy_partial", [](const RefCall &c) -> Results {
+  Results results = linearCrossEntropyPartial(
+      c.in(0), c.in(1), c.in(2), c.flag("transpose_b"), c.integer("class_offset", 0),
+      c.integer("num_classes"), c.integer("ignore_index", -1));
+  results.push_back(c.zeroResult(3));
+  return results;
+});
+LLMC_REGISTER_EVALUATOR("llm.linear_cross_entropy_partial_grad", [](const RefCall &c) -> Results {
+  Results results = linearCrossEntropyPartialGrad(
+      c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.in(5), c.flag("transpose_b"),
+      c.integer("class_offset", 0), c.integer("num_classes"), c.integer("ignore_index", -1));
+  if (c.flag("frozen_weight"))
+    results.pop_back(); // no dw
+  results.push_back(c.zeroResult(c.resultShapes.size() - 1));
+  return results;
+});
 
 } // namespace llmc::ref

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -44,5 +45,12 @@ RefTensor matmul(const RefTensor &a, const RefTensor &b, bool transposeA, bool t
   }
   return c;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+LLMC_REGISTER_EVALUATOR("llm.matmul", [](const RefCall &c) -> Results {
+  return {matmul(c.in(0), c.in(1), c.flag("transpose_a"), c.flag("transpose_b"))};
+});
 
 } // namespace llmc::ref

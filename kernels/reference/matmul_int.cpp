@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -48,5 +49,16 @@ RefTensor matmulInt(const RefTensor &x, const RefTensor &codes, const RefTensor 
   RefTensor w = dequantizeInt(codes, scale, zeroPoint, weightShape, bits, block, channelAxis);
   return productWithWeight(x, w, transposeB);
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+// Without block or channel_axis the scale is per tensor.
+LLMC_REGISTER_EVALUATOR("llm.matmul_int", [](const RefCall &c) -> Results {
+  const RefTensor *zeroPoint = c.optional(3);
+  return {matmulInt(c.in(0), c.in(1), c.in(2), zeroPoint ? *zeroPoint : RefTensor(),
+                    c.array("weight_shape"), static_cast<int>(c.integer("bits")),
+                    c.integer("block", 0), c.integer("channel_axis", -1), c.flag("transpose_b"))};
+});
 
 } // namespace llmc::ref

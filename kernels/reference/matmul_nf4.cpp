@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -43,5 +44,13 @@ RefTensor matmulNf4(const RefTensor &x, const RefTensor &codes, const RefTensor 
   RefTensor w = dequantizeNf4(codes, absmaxQ, absmaxScale, absmaxMean, weightShape, block);
   return productWithWeight(x, w, transposeB);
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+LLMC_REGISTER_EVALUATOR("llm.matmul_nf4", [](const RefCall &c) -> Results {
+  return {matmulNf4(c.in(0), c.in(1), c.in(2), c.in(3), c.scalar(4), c.array("weight_shape"),
+                    c.integer("block"), c.flag("transpose_b"))};
+});
 
 } // namespace llmc::ref

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -145,5 +146,24 @@ RefTensor pagedAttention(const RefTensor &q, const RefTensor &kCache, const RefT
     }
   return out;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+// Float caches hold the values as casts do here (exactly); an int8 cache
+// holds what its codes and scales say.
+LLMC_REGISTER_EVALUATOR("llm.kv_cache_write", [](const RefCall &c) -> Results {
+  if (const RefTensor *scales = c.optional(4))
+    return kvCacheWriteInt8(c.in(0), *scales, c.in(1), c.in(2), c.in(3));
+  return {kvCacheWrite(c.in(0), c.in(1), c.in(2), c.in(3))};
+});
+LLMC_REGISTER_EVALUATOR("llm.paged_attention", [](const RefCall &c) -> Results {
+  double scale = c.real("scale");
+  Results scales = c.variadic(5);
+  if (scales.empty())
+    return {pagedAttention(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), scale)};
+  return {pagedAttention(c.in(0), dequantizeCache(c.in(1), scales.at(0)),
+                         dequantizeCache(c.in(2), scales.at(1)), c.in(3), c.in(4), scale)};
+});
 
 } // namespace llmc::ref

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 #include <algorithm>
 #include <limits>
@@ -25,5 +26,12 @@ RefTensor reduceMax(const RefTensor &x, int64_t classOffset, int64_t numClasses)
                                                  x.data.begin() + r * n + valid);
   return out;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+LLMC_REGISTER_EVALUATOR("llm.reduce_max", [](const RefCall &c) -> Results {
+  return {reduceMax(c.in(0), c.integer("class_offset", 0), c.integer("num_classes", 0))};
+});
 
 } // namespace llmc::ref

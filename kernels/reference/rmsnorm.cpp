@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -62,5 +63,21 @@ std::vector<RefTensor> rmsnormGradAdd(const RefTensor &x, const RefTensor &gamma
   grads[0] = add(grads[0], addend);
   return grads;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+LLMC_REGISTER_EVALUATOR("llm.rmsnorm", [](const RefCall &c) -> Results {
+  return {rmsnorm(c.in(0), c.in(1), c.real("epsilon"))};
+});
+LLMC_REGISTER_EVALUATOR("llm.rmsnorm_grad", [](const RefCall &c) -> Results {
+  return rmsnormGrad(c.in(0), c.in(1), c.in(2), c.real("epsilon"));
+});
+LLMC_REGISTER_EVALUATOR("llm.add_rmsnorm", [](const RefCall &c) -> Results {
+  return addRmsnorm(c.in(0), c.in(1), c.in(2), c.real("epsilon"));
+});
+LLMC_REGISTER_EVALUATOR("llm.rmsnorm_grad_add", [](const RefCall &c) -> Results {
+  return rmsnormGradAdd(c.in(0), c.in(1), c.in(2), c.in(3), c.real("epsilon"));
+});
 
 } // namespace llmc::ref

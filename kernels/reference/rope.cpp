@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -36,5 +37,44 @@ RefTensor rope(const RefTensor &x, const RefTensor *positions, double theta, boo
       }
   return out;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+namespace {
+
+/// The Llama 3 scaling of a rope or attention_rope op (unscaled without it).
+RopeScaling scalingOf(const RefCall &c) {
+  if (!c.has("scaling_factor"))
+    return {};
+  return {c.real("scaling_factor"), c.real("low_freq_factor"), c.real("high_freq_factor"),
+          c.integer("original_max_positions")};
+}
+
+} // namespace
+
+LLMC_REGISTER_EVALUATOR("llm.rope", [](const RefCall &c) -> Results {
+  return {rope(c.in(0), c.optional(1), c.real("theta"), c.flag("inverse"), scalingOf(c))};
+});
+// attention_rope(_grad) (operands q, k, v[, out, lse, dout], positions?,
+// segment_ids?): the references of rope, attention(_grad) and the inverse
+// rope in turn.
+LLMC_REGISTER_EVALUATOR("llm.attention_rope", [](const RefCall &c) -> Results {
+  const RefTensor *positions = c.optional(3);
+  double theta = c.real("theta");
+  return attention(rope(c.in(0), positions, theta, false, scalingOf(c)),
+                   rope(c.in(1), positions, theta, false, scalingOf(c)), c.in(2), c.optional(4),
+                   c.real("scale"), c.flag("causal"));
+});
+LLMC_REGISTER_EVALUATOR("llm.attention_rope_grad", [](const RefCall &c) -> Results {
+  const RefTensor *positions = c.optional(6);
+  double theta = c.real("theta");
+  Results grads =
+      attentionGrad(rope(c.in(0), positions, theta, false, scalingOf(c)),
+                    rope(c.in(1), positions, theta, false, scalingOf(c)), c.in(2), c.in(3), c.in(4),
+                    c.in(5), c.optional(7), c.real("scale"), c.flag("causal"));
+  for (int i = 0; i < 2; ++i) grads[i] = rope(grads[i], positions, theta, true, scalingOf(c));
+  return grads;
+});
 
 } // namespace llmc::ref

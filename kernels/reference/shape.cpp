@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
 
 namespace llmc::ref {
 
@@ -99,5 +100,37 @@ RefTensor reduceSum(const RefTensor &x, const std::vector<int64_t> &shape) {
   for (int64_t i = 0; i < x.numel(); ++i) out.data[i % inner] += x.data[i];
   return out;
 }
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+LLMC_REGISTER_EVALUATOR("llm.transpose", [](const RefCall &c) -> Results {
+  return {transpose(c.in(0), c.array("permutation"))};
+});
+LLMC_REGISTER_EVALUATOR("llm.slice", [](const RefCall &c) -> Results {
+  return {slice(c.in(0), c.array("offsets"), c.zeroResult(0).shape)};
+});
+LLMC_REGISTER_EVALUATOR("llm.pad", [](const RefCall &c) -> Results {
+  return {pad(c.in(0), c.array("offsets"), c.zeroResult(0).shape)};
+});
+LLMC_REGISTER_EVALUATOR("llm.concat", [](const RefCall &c) -> Results {
+  return {concat(c.variadic(0), c.integer("dim"))};
+});
+LLMC_REGISTER_EVALUATOR("llm.reduce_sum", [](const RefCall &c) -> Results {
+  return {reduceSum(c.in(0), c.zeroResult(0).shape)};
+});
+// Ops whose reference is a copy (in double a cast is exact) or a constant.
+LLMC_REGISTER_EVALUATOR("llm.reshape", [](const RefCall &c) -> Results {
+  RefTensor t = c.in(0);
+  t.shape = c.zeroResult(0).shape;
+  return {t};
+});
+LLMC_REGISTER_EVALUATOR("llm.cast", [](const RefCall &c) -> Results { return {c.in(0)}; });
+LLMC_REGISTER_EVALUATOR("llm.stop_gradient", [](const RefCall &c) -> Results { return {c.in(0)}; });
+LLMC_REGISTER_EVALUATOR("llm.fill", [](const RefCall &c) -> Results {
+  RefTensor t = c.zeroResult(0);
+  std::fill(t.data.begin(), t.data.end(), c.real("value"));
+  return {t};
+});
 
 } // namespace llmc::ref

@@ -1,6 +1,7 @@
 //===- CudaConformance.cpp - CUDA kernels against their CPU twins ---------===//
 
 #include "CudaConformance.h"
+#include "Conformance.h"
 
 #include <cmath>
 
@@ -139,6 +140,21 @@ void expectCudaBindErrorsMatchCpu(const std::vector<CudaBindErrorCase> &cases) {
     EXPECT_FALSE(expected.empty()) << c.kernel;
     EXPECT_EQ(cudaBindError(c.kernel, c.inputs, c.outputs, c.attrs), expected);
   }
+}
+
+bool runCudaConformance(const ConformanceCase &c, std::string &why) {
+  why = missingGpuReason();
+  if (!why.empty()) {
+    why = "no usable CUDA device (" + why + "): CUDA kernels are built, not run";
+    return false;
+  }
+  KernelCall call = c.build();
+  std::vector<Buffer *> inputs, outputs;
+  for (size_t i : call.inputs) inputs.push_back(&call.buffers[i]);
+  for (size_t i : call.outputs) outputs.push_back(&call.buffers[i]);
+  expectCudaMatchesCpu(c.kernel, inputs, outputs, call.attrs,
+                       {call.cudaMetric, call.cudaTolerances}, call.step, call.keepOutputs);
+  return true;
 }
 
 } // namespace llmc::test

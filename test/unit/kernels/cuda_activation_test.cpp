@@ -1,68 +1,14 @@
 //===- cuda_activation_test.cpp - CUDA pointwise kernels against the CPU --===//
 //
-// gelu, silu, swiglu (maps: elementwise; gradients: norm, as the CPU tests),
-// dropout (the mask is shared code, so outputs must be equal exactly) and
-// rope (norm: its outputs are differences of products).
+// gelu, silu, swiglu and dropout are conformance cases
+// (activation_test.cpp). Here: dropout of a piece of a global tensor (the
+// mask is shared code, so outputs must be equal exactly) and rope (norm:
+// its outputs are differences of products).
 
 #include "CudaConformance.h"
 
 namespace llmc::test {
 namespace {
-
-const std::vector<std::vector<int64_t>> kMapShapes = {{1}, {7}, {3, 129}, {37, 1000},
-                                                      {2, 1024, 3072}};
-
-TEST(CudaActivationKernels, GeluSiluMatchCpu) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 9400;
-  for (DType t : kFloatTypes)
-    for (const auto &shape : kMapShapes) {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
-      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.5), t);
-      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
-      Buffer out(t, shape), dx(t, shape);
-      for (const char *op : {"gelu", "silu"}) {
-        SCOPED_TRACE(op);
-        expectCudaMatchesCpu(op, {&x}, {&out}, {}, {Metric::Elementwise, {tolerance(t)}});
-        expectCudaMatchesCpu(std::string(op) + "_grad", {&x, &dy}, {&dx}, {},
-                             {Metric::Norm, {tolerance(t)}});
-      }
-    }
-}
-
-TEST(CudaActivationKernels, SwigluMatchesCpu) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 9500;
-  for (DType t : kFloatTypes)
-    for (const auto &shape : kMapShapes) {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
-      Buffer gate = Buffer::of(randomTensor(shape, ++seed, 2.0), t);
-      Buffer up = Buffer::of(randomTensor(shape, ++seed), t);
-      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
-      Buffer out(t, shape), dgate(t, shape), dup(t, shape);
-      expectCudaMatchesCpu("swiglu", {&gate, &up}, {&out}, {},
-                           {Metric::Elementwise, {tolerance(t)}});
-      expectCudaMatchesCpu("swiglu_grad", {&gate, &up, &dy}, {&dgate, &dup}, {},
-                           {Metric::Norm, {tolerance(t)}});
-    }
-}
-
-TEST(CudaActivationKernels, DropoutDrawsTheCpuMask) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 9600;
-  for (DType t : kFloatTypes)
-    for (const auto &shape : kMapShapes) {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
-      Buffer x = Buffer::of(randomTensor(shape, ++seed), t);
-      Buffer out(t, shape);
-      KernelAttrs a = attrs({{"rate", 0.3}}, {{"seed", 1234}});
-      // Same hash, same single multiply: equal, not just close.
-      expectCudaMatchesCpu("dropout", {&x}, {&out}, a, {Metric::Elementwise, {0.0}}, 7);
-      expectCudaMatchesCpu("dropout", {&x}, {&x}, a, {Metric::Elementwise, {0.0}}, 8);
-      expectCudaMatchesCpu("dropout", {&x}, {&out}, attrs({{"rate", 0.0}}, {{"seed", 1}}),
-                           {Metric::Elementwise, {0.0}}, 3);
-    }
-}
 
 TEST(CudaActivationKernels, DropoutOfAPieceUsesGlobalIndices) {
   LLMC_REQUIRE_GPU();
@@ -106,8 +52,8 @@ TEST(CudaActivationKernels, RopeLlama3ScalingMatchesCpu) {
   LLMC_REQUIRE_GPU();
   uint64_t seed = 9850;
   for (DType t : kFloatTypes)
-    for (const std::vector<int64_t> &shape : {std::vector<int64_t>{2, 21, 3, 32},
-                                              std::vector<int64_t>{1, 300, 4, 64}})
+    for (const std::vector<int64_t> &shape :
+         {std::vector<int64_t>{2, 21, 3, 32}, std::vector<int64_t>{1, 300, 4, 64}})
       for (int64_t inverse : {0, 1}) {
         SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape) +
                      (inverse ? " inverse" : ""));

@@ -1,10 +1,9 @@
-//===- cuda_elementwise_test.cpp - add, mul, scale, sqrt, cast on the GPU -===//
+//===- cuda_elementwise_test.cpp - cast and binding errors on the GPU ----===//
 //
-// Maps, compared elementwise: one fp32 operation per element on both
-// backends, so f32 agrees to the last bit and bf16 to one rounding (the
-// usual 1e-5 / 1e-2 tolerances leave room for neither to matter). cast is
-// compared as raw bytes, which also covers f16 (that the test buffers
-// cannot widen), infinities, NaN, overflow to infinity and subnormals.
+// add, mul, scale and sqrt are conformance cases (binary_test.cpp), run on
+// the GPU by KernelConformance.CudaMatchesCpu. Here: their binding errors,
+// and cast, compared as raw bytes, which also covers infinities, NaN,
+// overflow to infinity and subnormals.
 
 #include "CudaConformance.h"
 
@@ -16,76 +15,6 @@
 
 namespace llmc::test {
 namespace {
-
-struct BroadcastCase {
-  std::vector<int64_t> lhs, rhs;
-};
-
-// Full-size, scalar (rank 0 and [1]) and suffix right-hand sides, odd
-// widths, and a bias over GPT-2's activations and logits.
-const std::vector<BroadcastCase> kBroadcasts = {
-    {{1}, {1}},          {{7}, {7}},           {{7}, {}},         {{37, 129}, {129}},
-    {{3, 37, 129}, {37, 129}}, {{3, 1000}, {}}, {{37, 1}, {1}},  {{1, 7}, {7}},
-    {{4, 64, 768}, {768}},     {{3, 50257}, {50257}},              {{2, 3, 7}, {2, 3, 7}},
-};
-
-TEST(CudaElementwise, AddAndMulBroadcastLikeTheCpu) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 500;
-  for (const char *name : {"add", "mul"})
-    for (DType dtype : kFloatTypes)
-      for (const BroadcastCase &c : kBroadcasts) {
-        SCOPED_TRACE(std::string(name) + " " + dtypeName(dtype) + " lhs " + shapeString(c.lhs) +
-                     " rhs " + shapeString(c.rhs));
-        Buffer lhs = Buffer::of(randomTensor(c.lhs, ++seed), dtype);
-        Buffer rhs = Buffer::of(randomTensor(c.rhs, ++seed), dtype);
-        Buffer out(dtype, c.lhs);
-        expectCudaMatchesCpu(name, {&lhs, &rhs}, {&out}, {},
-                             {Metric::Elementwise, {tolerance(dtype)}});
-      }
-}
-
-TEST(CudaElementwise, AddInPlaceOnLhs) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 600;
-  for (DType dtype : kFloatTypes)
-    for (const BroadcastCase &c : kBroadcasts) {
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + " lhs " + shapeString(c.lhs));
-      Buffer lhs = Buffer::of(randomTensor(c.lhs, ++seed), dtype);
-      Buffer rhs = Buffer::of(randomTensor(c.rhs, ++seed), dtype);
-      expectCudaMatchesCpu("add", {&lhs, &rhs}, {&lhs}, {},
-                           {Metric::Elementwise, {tolerance(dtype)}});
-    }
-}
-
-TEST(CudaElementwise, ScaleOutOfPlaceAndInPlace) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 700;
-  for (DType dtype : kFloatTypes)
-    for (std::vector<int64_t> shape :
-         {std::vector<int64_t>{1}, {7}, {37, 129}, {1000}, {3, 50257}, {}}) {
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeString(shape));
-      Buffer x = Buffer::of(randomTensor(shape, ++seed), dtype), out(dtype, shape);
-      expectCudaMatchesCpu("scale", {&x}, {&out}, attrs({{"factor", -0.37}}),
-                           {Metric::Elementwise, {tolerance(dtype)}});
-      expectCudaMatchesCpu("scale", {&x}, {&x}, attrs({{"factor", 1.0 / 3.0}}),
-                           {Metric::Elementwise, {tolerance(dtype)}});
-    }
-}
-
-TEST(CudaElementwise, SqrtOutOfPlaceAndInPlace) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 800;
-  for (std::vector<int64_t> shape : {std::vector<int64_t>{1}, {7}, {37, 129}, {3, 50257}}) {
-    SCOPED_TRACE(shapeString(shape));
-    RefTensor values = randomTensor(shape, ++seed, 10.0);
-    for (double &v : values.data) v = std::abs(v);
-    values.data[0] = 0.0;
-    Buffer x = Buffer::of(values, DType::F32), out(DType::F32, shape);
-    expectCudaMatchesCpu("sqrt", {&x}, {&out}, {}, {Metric::Elementwise, {1e-7}});
-    expectCudaMatchesCpu("sqrt", {&x}, {&x}, {}, {Metric::Elementwise, {1e-7}});
-  }
-}
 
 TEST(CudaElementwise, BindingErrorsMatchTheCpu) {
   LLMC_REQUIRE_GPU();
@@ -147,7 +76,8 @@ Buffer castSource(int64_t n, uint64_t seed, bool withNaN) {
 
 /// `from` values of `source` (converted by the CPU when not f32).
 Buffer castInput(const Buffer &source, DType from) {
-  if (from == DType::F32) return source;
+  if (from == DType::F32)
+    return source;
   Buffer converted(from, source.shape);
   Buffer in = source;
   EXPECT_TRUE(runKernel("cast", {&in}, {&converted}));

@@ -1,13 +1,15 @@
 //===- cuda_norm_test.cpp - CUDA layernorm and rmsnorm against the CPU ----===//
 //
-// rmsnorm's forward output is a per-element map of a well-conditioned row
-// (elementwise metric). layernorm's subtracts the row's mean first, so an
-// output near zero carries the mean's rounding (summed in another order on
-// the GPU: a few units in the last place of the row's scale, up to 3.5e-5
-// relative to the element on an H200), and it uses the norm metric, as do
-// the gradients, whose dγ/dβ are sums over rows. The residual forms match the CPU's and equal, bit for bit,
-// the CUDA add and norm kernels run in turn. CudaStepPackedNorms repeats
-// the checks on rows the kernels move in 16-byte packs (RowPack.cuh).
+// Each norm kernel against the CPU's is a conformance case (norm_test.cpp,
+// including the rows the kernels move in 16-byte packs). Here: the
+// residual forms equal, bit for bit, the CUDA add and norm kernels run in
+// turn (also on packed rows), gradients are deterministic, and binding
+// errors match the CPU's. rmsnorm's forward output is a per-element map of
+// a well-conditioned row (elementwise metric); layernorm's subtracts the
+// row's mean first, so an output near zero carries the mean's rounding
+// (summed in another order on the GPU: a few units in the last place of
+// the row's scale, up to 3.5e-5 relative to the element on an H200), and
+// it uses the norm metric, as do the gradients.
 
 #include "CudaConformance.h"
 
@@ -15,47 +17,8 @@ namespace llmc::test {
 namespace {
 
 /// Rows × C shapes: odd sizes, one wide row, and a GPT-2 layer's.
-const std::vector<std::vector<int64_t>> kNormShapes = {
-    {1, 1}, {3, 7}, {37, 129}, {2, 3, 1000}, {1, 5000}, {4, 1024, 768}};
-
-TEST(CudaNormKernels, LayerNormMatchesCpu) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 9100;
-  for (DType t : kFloatTypes)
-    for (const auto &shape : kNormShapes) {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
-      int64_t c = shape.back();
-      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
-      Buffer gamma = Buffer::of(randomTensor({c}, ++seed, 0.5, 1.0), t);
-      Buffer beta = Buffer::of(randomTensor({c}, ++seed, 0.2), t);
-      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
-      Buffer out(t, shape), dx(t, shape), dgamma(t, {c}), dbeta(t, {c});
-      KernelAttrs a = attrs({{"epsilon", 1e-5}});
-      expectCudaMatchesCpu("layernorm", {&x, &gamma, &beta}, {&out}, a,
-                           {Metric::Norm, {tolerance(t)}});
-      expectCudaMatchesCpu("layernorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma, &dbeta}, a,
-                           {Metric::Norm, {tolerance(t)}});
-    }
-}
-
-TEST(CudaNormKernels, RmsNormMatchesCpu) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 9200;
-  for (DType t : kFloatTypes)
-    for (const auto &shape : kNormShapes) {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
-      int64_t c = shape.back();
-      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
-      Buffer gamma = Buffer::of(randomTensor({c}, ++seed, 0.5, 1.0), t);
-      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
-      Buffer out(t, shape), dx(t, shape), dgamma(t, {c});
-      KernelAttrs a = attrs({{"epsilon", 1e-6}});
-      expectCudaMatchesCpu("rmsnorm", {&x, &gamma}, {&out}, a,
-                           {Metric::Elementwise, {tolerance(t)}});
-      expectCudaMatchesCpu("rmsnorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma}, a,
-                           {Metric::Norm, {tolerance(t)}});
-    }
-}
+const std::vector<std::vector<int64_t>> kNormShapes = {{1, 1},       {3, 7},    {37, 129},
+                                                       {2, 3, 1000}, {1, 5000}, {4, 1024, 768}};
 
 TEST(CudaNormKernels, GradientsAreDeterministic) {
   // dγ is a sum over rows: two runs on one binding agree bit for bit.
@@ -66,10 +29,10 @@ TEST(CudaNormKernels, GradientsAreDeterministic) {
   Buffer dy = Buffer::of(randomTensor(shape, 9303), DType::F32);
   Buffer dx(DType::F32, shape), dgamma(DType::F32, {768}), dbeta(DType::F32, {768});
   KernelAttrs a = attrs({{"epsilon", 1e-5}});
-  auto first = expectCudaMatchesCpu("layernorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma, &dbeta},
-                                    a, {Metric::Norm, {1e-5}});
-  auto second = expectCudaMatchesCpu("layernorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma, &dbeta},
-                                     a, {Metric::Norm, {1e-5}});
+  auto first = expectCudaMatchesCpu("layernorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma, &dbeta}, a,
+                                    {Metric::Norm, {1e-5}});
+  auto second = expectCudaMatchesCpu("layernorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma, &dbeta}, a,
+                                     {Metric::Norm, {1e-5}});
   ASSERT_EQ(first.size(), 3u);
   ASSERT_EQ(second.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(first[i].data, second[i].data) << "output " << i;
@@ -83,7 +46,8 @@ TEST(CudaNormKernels, BindErrorsMatchCpu) {
   std::vector<TensorView> out = {typeOnly(DType::F32, {4, 8})};
   EXPECT_EQ(cudaBindError("layernorm", in, out, a), bindError("layernorm", in, out, a));
   EXPECT_EQ(cudaBindError("layernorm", in, out, a), "layernorm: gamma must be f32[8], got f32[7]");
-  EXPECT_EQ(cudaBindError("rmsnorm", {in[0], in[2]}, out), bindError("rmsnorm", {in[0], in[2]}, out));
+  EXPECT_EQ(cudaBindError("rmsnorm", {in[0], in[2]}, out),
+            bindError("rmsnorm", {in[0], in[2]}, out));
   EXPECT_EQ(cudaBindError("rmsnorm_grad", {in[0], in[2], in[0]}, {in[0], in[1]}, a),
             bindError("rmsnorm_grad", {in[0], in[2], in[0]}, {in[0], in[1]}, a));
 }
@@ -123,7 +87,8 @@ void expectResidualNormMatchesCpuAndTheUnfusedKernels(
       Buffer dres = Buffer::of(randomTensor(shape, ++seed), t);
       Buffer sum(t, shape), y(t, shape), dx(t, shape), dgamma(t, {c}), dbeta(t, {c});
       std::vector<Buffer *> params = {&gamma}, grads = {&dx, &dgamma};
-      if (!rms) params.push_back(&beta), grads.push_back(&dbeta);
+      if (!rms)
+        params.push_back(&beta), grads.push_back(&dbeta);
       auto with = [](std::vector<Buffer *> head, const std::vector<Buffer *> &tail) {
         head.insert(head.end(), tail.begin(), tail.end());
         return head;
@@ -138,13 +103,14 @@ void expectResidualNormMatchesCpuAndTheUnfusedKernels(
       std::vector<Buffer> n = cudaOutputs(norm, with({&s[0]}, params), {&y}, a, normalized, t);
       expectSameData(fused, {s[0], n[0]});
 
-      std::vector<RefTensor> fusedGrad = expectCudaMatchesCpu(
-          norm + "_grad_add", {&s[0], &gamma, &dy, &dres}, grads, a, normwise);
+      std::vector<RefTensor> fusedGrad =
+          expectCudaMatchesCpu(norm + "_grad_add", {&s[0], &gamma, &dy, &dres}, grads, a, normwise);
       std::vector<Buffer> g =
           cudaOutputs(norm + "_grad", {&s[0], &gamma, &dy}, grads, a, normwise, t);
       std::vector<Buffer> d = cudaOutputs("add", {&g[0], &dres}, {&dx}, {}, elementwise, t);
       std::vector<Buffer> unfused = {d[0], g[1]};
-      if (!rms) unfused.push_back(g[2]);
+      if (!rms)
+        unfused.push_back(g[2]);
       expectSameData(fusedGrad, unfused);
     }
 }
@@ -193,29 +159,6 @@ TEST(CudaNormKernels, AddRmsNormMatchesCpuAndTheUnfusedKernels) {
 /// for f32 only.
 const std::vector<std::vector<int64_t>> kPackShapes = {{2, 8},    {3, 12},   {5, 24},
                                                        {2, 2056}, {3, 8192}, {16, 768}};
-
-TEST(CudaStepPackedNorms, LayerNormAndRmsNormMatchCpu) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 9600;
-  for (DType t : kFloatTypes)
-    for (const auto &shape : kPackShapes) {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape));
-      int64_t c = shape.back();
-      Buffer x = Buffer::of(randomTensor(shape, ++seed, 2.0, 0.5), t);
-      Buffer gamma = Buffer::of(randomTensor({c}, ++seed, 0.5, 1.0), t);
-      Buffer beta = Buffer::of(randomTensor({c}, ++seed, 0.2), t);
-      Buffer dy = Buffer::of(randomTensor(shape, ++seed), t);
-      Buffer out(t, shape), dx(t, shape), dgamma(t, {c}), dbeta(t, {c});
-      KernelAttrs ln = attrs({{"epsilon", 1e-5}}), rms = attrs({{"epsilon", 1e-6}});
-      Comparison normwise{Metric::Norm, {tolerance(t)}};
-      expectCudaMatchesCpu("layernorm", {&x, &gamma, &beta}, {&out}, ln, normwise);
-      expectCudaMatchesCpu("layernorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma, &dbeta}, ln,
-                           normwise);
-      expectCudaMatchesCpu("rmsnorm", {&x, &gamma}, {&out}, rms,
-                           {Metric::Elementwise, {tolerance(t)}});
-      expectCudaMatchesCpu("rmsnorm_grad", {&x, &gamma, &dy}, {&dx, &dgamma}, rms, normwise);
-    }
-}
 
 TEST(CudaStepPackedNorms, ResidualFormsMatchCpuAndTheUnfusedKernels) {
   LLMC_REQUIRE_GPU();
