@@ -13,6 +13,13 @@ import numpy as np
 from llama_cpp import Llama
 
 
+def next_token(llm):
+    """The argmax of the last evaluated token's logits (llama.cpp keeps only
+    those without logits_all)."""
+    logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+    return int(np.argmax(logits))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("model")
@@ -26,11 +33,11 @@ def main():
     start = time.perf_counter()
     llm.eval(prompt)
     prefill = time.perf_counter() - start
-    token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    token = next_token(llm)
     start = time.perf_counter()
     for _ in range(a.new - 1):
         llm.eval([token])
-        token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        token = next_token(llm)
     decode = time.perf_counter() - start
     print(f"prefill {len(prompt)} {prefill:.6f}")
     print(f"decode {a.new - 1} {decode:.6f}")
