@@ -14,7 +14,9 @@
 // low nibbles of 16 bytes are 16 even elements, the high ones 16 odd
 // ones, so x is permuted once per call (evens then odds in every 32) and
 // the codes need no interleaving. int4 levels and NF4 levels are both a
-// 16-entry table lookup (vpermps).
+// 16-entry table lookup (vpermps). Threads take contiguous ranges of
+// W's rows; for one row of x a thread walks four parts of its range side
+// by side, four streams of reads in flight instead of one.
 //
 // AVX-512 (chosen at bind time, LLMC_CPU_NO_AVX512 forces AVX2) and AVX2
 // bodies; the library is built for x86-64-v3, the AVX-512 ones carry a
@@ -29,13 +31,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include <immintrin.h>
 #include <omp.h>
-
-#include <cstdlib>
-#include <type_traits>
 
 namespace llmc::cpu {
 
