@@ -26,6 +26,13 @@
 //   void accumulate(int64_t first, int64_t count, float xv, float *acc) const;
 //       acc[j] += xv · W[first + j] (for ranges canAccumulate accepts)
 //   int64_t alignment() const;  columns a tile is a multiple of
+//   bool canDotRows(int64_t k) const;  whether dotRows takes W [N, K]
+//   bool nibbles() const;       dotRows steps x permuted for 4-bit codes
+//   void dotRows(int64_t r0, int64_t r1, const decode::Rows &d, bool avx512) const;
+//       rows [r0, r1) of y = x · Wᵀ, decoded in registers (DecodeGemv.h)
+// W [N, K] with few rows goes to dotRows where the expander takes it: a
+// decode step's weights are multiplied from their codes, never expanded
+// into memory.
 // bf16 and f16 x are widened into fp32 scratch and y rounded back once.
 //
 //===----------------------------------------------------------------------===//
@@ -35,6 +42,7 @@
 #include "kernels/contracts/QuantizedMatmul.h"
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/Common.h"
+#include "kernels/cpu/DecodeGemv.h"
 
 #include <omp.h>
 
@@ -44,18 +52,6 @@
 #include <vector>
 
 namespace llmc::cpu {
-
-/// Whether the AVX-512 expansions run: where the CPU has it, unless
-/// LLMC_CPU_NO_AVX512 is set (so the AVX2 path can be tested and compared
-/// on such a CPU). Read when a kernel binds.
-inline bool useAvx512() {
-#if defined(__AVX2__)
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         !std::getenv("LLMC_CPU_NO_AVX512");
-#else
-  return false;
-#endif
-}
 
 template <typename T, typename Expander> class QuantizedMatmulKernel final : public Kernel {
 public:
@@ -71,7 +67,12 @@ public:
       yWide_.resize(d.m * d.n);
     }
     const int64_t align = expand_.alignment();
-    if (d.m <= kFewRows) {
+    if (d.m <= kFewRows && d.transposeB && expand_.canDotRows(d.k)) {
+      dotRows_ = true;
+      avx512_ = useAvx512();
+      if (expand_.nibbles())
+        xStep_.resize(d.m * d.k);
+    } else if (d.m <= kFewRows) {
       // Per thread: W [N, K]: a few rows of W expanded; W [K, N]: a column
       // tile's accumulators and k-chunk of expanded rows.
       const int64_t threads = omp_get_max_threads();
@@ -106,7 +107,9 @@ public:
       for (int64_t i = 0; i < n; ++i) xWide_[i] = load(x_, i);
       x = xWide_.data(), y = yWide_.data();
     }
-    if (d_.m > kFewRows)
+    if (dotRows_)
+      fewRowsFromCodes(x, y);
+    else if (d_.m > kFewRows)
       manyRows(x, y);
     else if (d_.transposeB)
       fewRowsTransposed(x, y);
@@ -167,6 +170,24 @@ private:
     }
   }
 
+  /// W [N, K], decoded in registers: contiguous ranges of its rows over
+  /// threads.
+  void fewRowsFromCodes(const float *x, float *y) {
+    decode::Rows rows{x, x, d_.m, d_.k, y, d_.n};
+    if (!xStep_.empty()) {
+      decode::permuteForNibbles(x, d_.m, d_.k, xStep_.data());
+      rows.xStep = xStep_.data();
+    }
+    const Expander &expand = expand_;
+    const int64_t n = d_.n;
+    const bool avx512 = avx512_;
+#pragma omp parallel if (n * d_.k > (1 << 15))
+    {
+      const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+      expand.dotRows(n * t / threads, n * (t + 1) / threads, rows, avx512);
+    }
+  }
+
   /// W [N, K]: groups of rows of W over threads; each row expanded whole
   /// (K floats) and dotted with every row of x.
   void fewRowsTransposed(const float *x, float *y) {
@@ -220,6 +241,8 @@ private:
   const T *x_;
   T *y_;
   int64_t perThread_ = 0, chunk_ = 0;
+  bool dotRows_ = false, avx512_ = false; // few rows of W [N, K] from its codes
+  std::vector<float> xStep_;               // x permuted for 4-bit codes
   int64_t tile_ = 0, tileRows_ = 0; // few rows, W [K, N]: columns per tile, rows expanded at once
   std::vector<float> scratch_;      // expanded tiles (and accumulators), or a column chunk
   std::vector<float> xWide_, yWide_; // bf16, f16 only: fp32 copies

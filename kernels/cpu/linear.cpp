@@ -25,6 +25,9 @@
 // must not be the residual's buffer (the planner never writes linear in
 // place).
 //
+// A decode step's product (up to 4 rows, W [N, K] in fp32 or bf16) skips
+// sgemm for DecodeGemv.h's row dots over the weight as stored.
+//
 // linear_weight_grad (dw = xᵀ·dy, db = dy's rows summed) is, on the CPU,
 // the matmul and reduce_sum kernels it stands for, run in turn: OpenBLAS has
 // no hook where the weight-gradient GEMM passes over dy's rows, and the
@@ -37,6 +40,7 @@
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/ColumnSums.h"
 #include "kernels/cpu/Common.h"
+#include "kernels/cpu/DecodeGemv.h"
 
 #include <optional>
 #include <utility>
@@ -58,9 +62,15 @@ public:
         db_(b.biasGrad ? args.outputs[1].as<T>() : nullptr),
         biasWide_(bias_ ? b.n : 0) {
     if (b.biasGrad) biasGradSums_.emplace(b.rows, b.n);
+    // A decode step's product (a few rows, W [N, K], fp32 or bf16) is row
+    // dots over W as stored (DecodeGemv.h): sgemm would first pack, and
+    // bf16 widen, the whole weight.
+    decodeRows_ = b.rows <= kDecodeRows && b.transposeB && b.k > 0 && !std::is_same_v<T, f16>;
+    avx512_ = useAvx512();
     if constexpr (!std::is_same_v<T, float>) {
       xWide_.resize(b.rows * b.k);
-      wWide_.resize(b.k * b.n);
+      if (!decodeRows_)
+        wWide_.resize(b.k * b.n);
       product_.resize(b.rows * b.n);
     }
   }
@@ -70,7 +80,9 @@ public:
     if (rows == 0 || n == 0) return;
     if (bias_) widenVector(bias_, biasWide_.data(), n);
     float *product;
-    if constexpr (std::is_same_v<T, float>) {
+    if (decodeRows_) {
+      product = decodeProduct();
+    } else if constexpr (std::is_same_v<T, float>) {
       product = y_; // the epilogue then works in place
       gemm(x_, w_, product);
     } else {
@@ -89,6 +101,30 @@ private:
   template <typename U> static void widen(const U *in, float *out, int64_t count) {
 #pragma omp parallel for simd schedule(static) if (count > kParallelGrain)
     for (int64_t i = 0; i < count; ++i) out[i] = load(in, i);
+  }
+
+  /// Rows of x up to which a product with W [N, K] is row dots.
+  static constexpr int64_t kDecodeRows = 4;
+
+  /// product = x · wᵀ by DecodeGemv.h's row dots, w read as stored; returns
+  /// the product (y itself in fp32).
+  float *decodeProduct() {
+    const int64_t rows = b_.rows, k = b_.k;
+    const float *x;
+    float *product;
+    if constexpr (std::is_same_v<T, float>) {
+      x = x_, product = y_;
+    } else {
+      widen(x_, xWide_.data(), rows * k);
+      x = xWide_.data(), product = product_.data();
+    }
+    const decode::Rows r{x, x, rows, k, product, b_.n};
+    if constexpr (std::is_same_v<T, bf16>)
+      decode::allRows(decode::Bf16Codes{reinterpret_cast<const uint16_t *>(w_)}, decode::NoScale{},
+                      decode::Runs{k}, b_.n, r, avx512_);
+    else if constexpr (std::is_same_v<T, float>)
+      decode::allRows(decode::F32Codes{w_}, decode::NoScale{}, decode::Runs{k}, b_.n, r, avx512_);
+    return product;
   }
 
   /// product[rows, N] = x · w (or x · wᵀ), one sgemm over every row.
@@ -185,6 +221,7 @@ private:
   std::vector<float> biasWide_;
   std::optional<ColumnSums> biasGradSums_; // matmul_gelu_grad with bias_grad
   std::vector<float> xWide_, wWide_, product_; // bf16, f16 only: fp32 copies
+  bool decodeRows_ = false, avx512_ = false;   // a few rows times W [N, K]: row dots
 };
 
 using BindFn = bool (*)(const KernelArgs &, std::string &, contracts::LinearBinding *);

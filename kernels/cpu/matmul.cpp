@@ -7,6 +7,10 @@
 // one GEMM per leading index. A product of one row (a decode step at batch
 // 1) is a GEMV: sgemm would first copy all of b into its packed layout,
 // tripling the bytes a memory-bound step moves.
+// A few rows of x times a shared W [N, K] (transposed: Llama's weights and
+// heads at decode) skip BLAS for DecodeGemv.h's row dots, which read fp32
+// or bf16 weights as they are stored (bf16 is not widened into scratch
+// first) with one contiguous stream per thread.
 // `accumulate` maps to beta = 1, which is how gradient accumulation adds
 // into an existing buffer without a separate add.
 //
@@ -20,14 +24,18 @@
 #include "kernels/contracts/Matmul.h"
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/Common.h"
-
+#include "kernels/cpu/DecodeGemv.h"
 
 namespace llmc::cpu {
 namespace {
 
+/// Rows of x up to which a product with a shared W [N, K] is row dots.
+constexpr int64_t kDecodeRows = 4;
+
 struct MatmulDims {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool transposeA = false, transposeB = false, sharedB = false, accumulate = false;
+  bool decodeRows = false, avx512 = false; // few rows of x times a shared W [N, K]
   SgemmFn sgemm = nullptr;
   SgemvFn sgemv = nullptr;
 };
@@ -76,13 +84,18 @@ public:
         cSize_(args.outputs[0].numel()) {
     if constexpr (!std::is_same_v<T, float>) {
       aWide_.resize(aSize_);
-      bWide_.resize(bSize_);
+      if (!d_.decodeRows)
+        bWide_.resize(bSize_);
       cWide_.resize(cSize_);
     }
   }
 
   void run(const StepContext &) override {
     if (cSize_ == 0) return;
+    if (d_.decodeRows) {
+      decodeRows();
+      return;
+    }
     if (d_.k == 0) { // an empty sum: c = 0, or unchanged when accumulating
       if (!d_.accumulate) std::memset(c_, 0, cSize_ * sizeof(T));
       return;
@@ -101,6 +114,27 @@ public:
   }
 
 private:
+  /// c [rows, N] = a [rows, K] · bᵀ, b read in its own dtype (fp32, bf16).
+  void decodeRows() {
+    const float *a;
+    float *c;
+    if constexpr (std::is_same_v<T, float>) {
+      a = static_cast<const float *>(a_), c = static_cast<float *>(c_);
+    } else {
+      widen(static_cast<const T *>(a_), aWide_.data(), aSize_);
+      a = aWide_.data(), c = cWide_.data();
+    }
+    decode::Rows rows{a, a, d_.batch * d_.m, d_.k, c, d_.n};
+    if constexpr (std::is_same_v<T, bf16>)
+      decode::allRows(decode::Bf16Codes{static_cast<const uint16_t *>(b_)}, decode::NoScale{},
+                      decode::Runs{d_.k}, d_.n, rows, d_.avx512);
+    else
+      decode::allRows(decode::F32Codes{static_cast<const float *>(b_)}, decode::NoScale{},
+                      decode::Runs{d_.k}, d_.n, rows, d_.avx512);
+    if constexpr (!std::is_same_v<T, float>)
+      narrow(c, static_cast<T *>(c_), cSize_);
+  }
+
   MatmulDims d_;
   const void *a_, *b_;
   void *c_;
@@ -116,6 +150,10 @@ std::unique_ptr<Kernel> makeMatmul(const KernelArgs &args, std::string &error) {
   d.batch = binding.batch, d.m = binding.m, d.n = binding.n, d.k = binding.k;
   d.transposeA = binding.transposeA, d.transposeB = binding.transposeB;
   d.sharedB = binding.sharedB, d.accumulate = binding.accumulate;
+  // A decode step's product: a few rows, W [N, K] in fp32 or bf16.
+  d.decodeRows = d.sharedB && d.transposeB && !d.transposeA && !d.accumulate && d.k > 0 &&
+                 d.batch * d.m <= kDecodeRows && binding.dtype != DType::F16;
+  d.avx512 = useAvx512();
   std::string blasError;
   d.sgemm = blasSgemm(blasError);
   d.sgemv = blasSgemv(blasError);

@@ -28,6 +28,9 @@
 namespace llmc::cpu {
 namespace {
 
+/// The signed level of each 4-bit code (IntWeight.h's intLevel).
+constexpr float kInt4Levels[16] = {0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1};
+
 class IntExpander {
 public:
   IntExpander(const uint8_t *codes, const float *scales, const int32_t *zeroPoints,
@@ -44,6 +47,21 @@ public:
     visit<false>(first, count, 0.0f, out);
   }
   bool canAccumulate(int64_t, int64_t) const { return true; }
+
+  /// Symmetric codes in runs of one scale (blocks, rows, the tensor).
+  bool canDotRows(int64_t k) const {
+    return !zeroPoints_ && decode::canStep(k, layout_.run, nibbles());
+  }
+  bool nibbles() const { return layout_.bits == 4; }
+  void dotRows(int64_t r0, int64_t r1, const decode::Rows &d, bool avx512) const {
+    const decode::ScaleArray scale{scales_};
+    const decode::Runs runs{layout_.run};
+    if (layout_.bits == 8)
+      decode::rowsOf(decode::Int8Codes{reinterpret_cast<const int8_t *>(codes_)}, scale, runs, r0,
+                     r1, d, avx512);
+    else
+      decode::rowsOf(decode::NibbleCodes{codes_, kInt4Levels}, scale, runs, r0, r1, d, avx512);
+  }
   void accumulate(int64_t first, int64_t count, float xv, float *acc) const {
     visit<true>(first, count, xv, acc);
   }

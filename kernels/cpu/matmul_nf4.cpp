@@ -84,7 +84,22 @@ public:
       bytesTo<true>(bytes, half, scaleOf(g), xv, acc);
   }
 
+  /// Rows of K elements in whole steps, blocks of whole steps.
+  bool canDotRows(int64_t k) const { return decode::canStep(k, block_, true); }
+  bool nibbles() const { return true; }
+  void dotRows(int64_t r0, int64_t r1, const decode::Rows &d, bool avx512) const {
+    decode::rowsOf(decode::NibbleCodes{codes_, quant::kNf4Levels}, BlockScale{this},
+                   decode::Runs{block_}, r0, r1, d, avx512);
+  }
+
 private:
+  /// dotRows' scale of block g.
+  struct BlockScale {
+    const Nf4Expander *self;
+    static constexpr bool kScaled = true;
+    float operator()(int64_t g) const { return self->scaleOf(g); }
+  };
+
   /// Block g's absmax, or nf4Value's 0 where it is not > 0.
   float scaleOf(int64_t g) const {
     float scale = absmaxScale_[piece_.wholeBlock(g) / quant::kNf4DoubleQuantBlock];

@@ -19,10 +19,12 @@ struct LinearCase {
   int64_t k, n;
 };
 
-// Odd sizes (a vocabulary of 50257, rows no tile divides) beside GPT-2's.
+// Odd sizes (a vocabulary of 50257, rows no tile divides) beside GPT-2's;
+// two and three rows: a decode step's product (DecodeGemv.h with
+// transpose_b; matmul's one-row GEMV without it is not sgemm's sums).
 const std::vector<LinearCase> kCases = {
-    {{3, 7}, 16, 33},  {{2, 5}, 24, 64}, {{13}, 8, 1031}, {{4, 64}, 128, 512},
-    {{3, 5}, 24, 50257}, {{2, 3}, 0, 5},
+    {{3, 7}, 16, 33},    {{2, 5}, 24, 64}, {{13}, 8, 1031}, {{4, 64}, 128, 512},
+    {{3, 5}, 24, 50257}, {{2, 3}, 0, 5},   {{2}, 100, 33},  {{1, 3}, 64, 17},
 };
 
 /// What follows the product: bias (+ gelu, + keep_pre), bias + residual,

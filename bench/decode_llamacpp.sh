@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Batch-1 decode tokens/s of `llmc generate` beside llama.cpp (PyPI's
+# llama-cpp-python, its default source build) on the same model: a random
+# Llama of TinyLlama-1.1B's shape written by transformers
+# (bench/random_llama_hf.py), converted to GGUF with the gguf package's
+# writer (bench/hf_llama_to_gguf.py), both with THREADS threads, runs
+# alternated. Rows: llmc fp32 (the HF weights) beside F32, int8:channel
+# beside Q8_0, int4:block32 and nf4:block32 beside Q4_0, bf16 beside BF16.
+# llmc's quantized rows decode the artifact's initialised storage of the
+# same shapes (decode time does not depend on the codes' values); llama.cpp's
+# are the HF weights quantized.
+#
+# The llama.cpp venv is built once (about 12 minutes on 2 cores) at
+# LLAMACPP_VENV and reused; MODEL_DIR keeps the HF directory and GGUF files
+# between runs (default: a scratch directory, removed on exit; ~11 GB).
+#
+# Usage: [PROMPT=32] [NEW=32] [RUNS=3] [ROWS="fp32 int8 int4 nf4 bf16"]
+#        [LLAMACPP_VENV=build/llamacpp-venv] [MODEL_DIR=dir] [SIZE="--layers 22"]
+#        bench/decode_llamacpp.sh [build-dir]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+PROMPT=${PROMPT:-32}
+NEW=${NEW:-32}
+RUNS=${RUNS:-3}
+ROWS=${ROWS:-fp32 int8 int4 nf4 bf16}
+HF_PY=${HF_PY:-$BUILD/hf-venv/bin/python}
+LLAMACPP_VENV=${LLAMACPP_VENV:-$BUILD/llamacpp-venv}
+MODEL_DIR=${MODEL_DIR:-$WORK/model}
+SIZE=${SIZE:-}
+
+if [[ ! -x $LLAMACPP_VENV/bin/python ]] || ! "$LLAMACPP_VENV/bin/python" -c 'import llama_cpp, gguf' 2>/dev/null; then
+  echo "# building llama-cpp-python 0.3.36 into $LLAMACPP_VENV (about 12 minutes on 2 cores)" >&2
+  rm -rf "$LLAMACPP_VENV"
+  python3 -m venv "$LLAMACPP_VENV"
+  "$LLAMACPP_VENV/bin/pip" install -q gguf==0.19.0 numpy
+  "$LLAMACPP_VENV/bin/pip" install -q llama-cpp-python==0.3.36
+fi
+LPY=$LLAMACPP_VENV/bin/python
+
+HF=$MODEL_DIR/hf
+mkdir -p "$MODEL_DIR"
+# shellcheck disable=SC2086 # SIZE is a list of options
+[[ -f $HF/model.safetensors ]] || "$HF_PY" "$ROOT/bench/random_llama_hf.py" "$HF" $SIZE
+declare -A GGUF_TYPE=([fp32]=F32 [int8]=Q8_0 [int4]=Q4_0 [nf4]=Q4_0 [bf16]=BF16)
+declare -A SCHEME=([int8]=int8:channel [int4]=int4:block32 [nf4]=nf4:block32)
+for row in $ROWS; do
+  type=${GGUF_TYPE[$row]}
+  [[ -f $MODEL_DIR/$type.gguf ]] || "$LPY" "$ROOT/bench/hf_llama_to_gguf.py" "$HF" "$MODEL_DIR/$type.gguf" "$type"
+done
+
+SPEC="max-batch=1,max-context=$((PROMPT + NEW)),page=16,chunk=$PROMPT"
+for row in $ROWS; do
+  args=(--model llama --config "$HF/config.json" --inference "$SPEC")
+  case $row in
+  bf16) args+=(--precision bf16) ;;
+  fp32) ;;
+  *) args+=(--weight-quant "${SCHEME[$row]}") ;;
+  esac
+  "$BUILD/bin/llmc" compile "${args[@]}" -o "$WORK/$row.llmc"
+done
+TOKENS=$(python3 -c "import random; random.seed(0); print(','.join(str(random.randrange(3, 32000)) for _ in range($PROMPT)))")
+
+echo "# $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $(getconf _NPROCESSORS_ONLN) cores, $THREADS threads; Llama $(python3 -c "import json; c = json.load(open('$HF/config.json')); print(f\"hidden {c['hidden_size']}, {c['num_hidden_layers']} layers, {c['num_attention_heads']} heads, {c['num_key_value_heads']} kv heads, vocab {c['vocab_size']}\")"); batch 1, prompt $PROMPT tokens, $NEW new tokens, $RUNS runs alternated"
+for ((r = 0; r < RUNS; ++r)); do
+  for row in $ROWS; do
+    weights=()
+    [[ $row == fp32 || $row == bf16 ]] && weights=(--weights "$HF")
+    "$BUILD/bin/llmc" generate "$WORK/$row.llmc" "${weights[@]}" --prompt-tokens "$TOKENS" \
+      --max-new-tokens "$NEW" --temperature 0 2>&1 > /dev/null |
+      awk -v k="$row" '/^decode:/ {gsub(/\(/, "", $7); print k, "llmc", $7}'
+    "$LPY" "$ROOT/bench/llamacpp_decode.py" "$MODEL_DIR/${GGUF_TYPE[$row]}.gguf" \
+      --prompt-tokens "$TOKENS" --new "$NEW" --threads "$THREADS" |
+      awk -v k="$row" '/^decode/ {print k, "llama.cpp", $2 / $3}'
+  done
+done | python3 -c "
+import statistics, sys
+rates = {}
+for line in sys.stdin:
+    row, who, rate = line.split()
+    rates.setdefault(row, {}).setdefault(who, []).append(float(rate))
+names = {'fp32': ('fp32', 'F32'), 'int8': ('int8:channel', 'Q8_0'), 'int4': ('int4:block32', 'Q4_0'),
+         'nf4': ('nf4:block32', 'Q4_0'), 'bf16': ('bf16', 'BF16')}
+print('| llmc | llama.cpp | llmc tok/s | llama.cpp tok/s | ratio | llmc runs | llama.cpp runs |')
+print('| --- | --- | ---: | ---: | ---: | --- | --- |')
+for row, by in rates.items():
+    l, c = statistics.median(by['llmc']), statistics.median(by['llama.cpp'])
+    runs = lambda v: ', '.join(f'{x:.2f}' for x in v)
+    print(f'| {names[row][0]} | {names[row][1]} | {l:.2f} | {c:.2f} | {l / c:.2f}x | {runs(by[\"llmc\"])} | {runs(by[\"llama.cpp\"])} |')
+"

@@ -1,0 +1,108 @@
+"""A Hugging Face Llama directory (config.json, model.safetensors in fp32)
+as a GGUF file for llama.cpp, with the `gguf` package's writer: F32, BF16, Q8_0 or
+Q4_0 for every 2-D weight (the head and the embedding table included, as
+`llama-quantize --pure` writes them), norms in F32. q_proj and k_proj rows
+are permuted from HF's rotary layout back to llama.cpp's, as its own
+convert_hf_to_gguf.py does, so both read the same model. The vocabulary is
+placeholder pieces (SentencePiece-style: <unk>, <s>, </s>, 256 byte tokens,
+then "t<i>"): the benchmark feeds token ids.
+
+Usage: hf_llama_to_gguf.py <hf-dir> <out.gguf> {F32,BF16,Q8_0,Q4_0}
+"""
+import json
+import struct
+import sys
+
+import numpy as np
+import gguf
+
+
+def safetensors_arrays(path):
+    """name -> read-only memory-mapped fp32 array of the file's tensors."""
+    with open(path, "rb") as f:
+        (header_len,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(header_len))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + header_len)
+    arrays = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] != "F32":
+            sys.exit(f"{path}: tensor {name} is {info['dtype']}; this converter reads F32 only")
+        begin, end = info["data_offsets"]
+        arrays[name] = data[begin:end].view(np.float32).reshape(info["shape"])
+    return arrays
+
+
+def rotary_permute(w, heads):
+    """HF's q/k rows (halves of each head) back to interleaved pairs."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def main():
+    hf_dir, out, kind = sys.argv[1:4]
+    qtype = {"F32": gguf.GGMLQuantizationType.F32, "Q8_0": gguf.GGMLQuantizationType.Q8_0,
+             "Q4_0": gguf.GGMLQuantizationType.Q4_0, "BF16": gguf.GGMLQuantizationType.BF16}[kind]
+    file_type = {"F32": gguf.LlamaFileType.ALL_F32, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+                 "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "BF16": gguf.LlamaFileType.MOSTLY_BF16}[kind]
+    config = json.load(open(f"{hf_dir}/config.json"))
+    tensors = safetensors_arrays(f"{hf_dir}/model.safetensors")
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    hidden, vocab = config["hidden_size"], config["vocab_size"]
+
+    w = gguf.GGUFWriter(out, "llama")
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_embedding_length(hidden)
+    w.add_block_count(config["num_hidden_layers"])
+    w.add_feed_forward_length(config["intermediate_size"])
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_rope_dimension_count(hidden // heads)
+    w.add_rope_freq_base(config.get("rope_theta", 10000.0))
+    w.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    w.add_vocab_size(vocab)
+    w.add_file_type(file_type)
+    tokens = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
+    tokens += [f"t{i}".encode() for i in range(len(tokens), vocab)]
+    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+    types += [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * (vocab - 259)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * vocab)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+             "lm_head.weight": "output.weight"}
+    layer_parts = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+                   "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+                   "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm",
+                   "post_attention_layernorm": "ffn_norm"}
+    for name, array in tensors.items():
+        if name.startswith("model.layers."):
+            _, _, index, rest = name.split(".", 3)
+            part = rest.rsplit(".", 1)[0]
+            if part not in layer_parts:
+                sys.exit(f"{hf_dir}: unexpected tensor {name}")
+            target = f"blk.{index}.{layer_parts[part]}.weight"
+            if part == "self_attn.q_proj":
+                array = rotary_permute(array, heads)
+            elif part == "self_attn.k_proj":
+                array = rotary_permute(array, kv_heads)
+        elif name in names:
+            target = names[name]
+        else:
+            sys.exit(f"{hf_dir}: unexpected tensor {name}")
+        if array.ndim == 2 and qtype != gguf.GGMLQuantizationType.F32:
+            w.add_tensor(target, gguf.quants.quantize(np.ascontiguousarray(array), qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(target, array)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+if __name__ == "__main__":
+    main()
