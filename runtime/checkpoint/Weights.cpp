@@ -19,27 +19,34 @@
 namespace llmc {
 namespace {
 
-/// Writes `n` values, value(i) for i < n, into `data` as `dtype`.
+/// Writes `n` values, value(i) for i < n, into `data` as `dtype`, on
+/// every thread (value reads a mapped file or a tensor, never writes).
 template <typename Value>
 void convertInto(Value value, int64_t n, void *data, DType dtype, const std::string &name) {
   switch (dtype) {
   case DType::F32:
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) static_cast<float *>(data)[i] = value(i);
     break;
   case DType::BF16:
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) static_cast<uint16_t *>(data)[i] = floatToBf16(value(i));
     break;
   case DType::F16:
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) static_cast<uint16_t *>(data)[i] = half::fromFloat(value(i));
     break;
   case DType::F64:
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) static_cast<double *>(data)[i] = value(i);
     break;
   case DType::U8: // quantized storage's codes, read back exactly
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
       static_cast<uint8_t *>(data)[i] = static_cast<uint8_t>(value(i));
     break;
   case DType::I32: // zero points (levels of at most 8 bits): exact in fp32
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
       static_cast<int32_t *>(data)[i] = static_cast<int32_t>(value(i));
     break;

@@ -332,16 +332,22 @@ bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &r
     error = "the model did not compile for calibration";
     return false;
   }
-  ExportRequest plain = request;
-  plain.output = plainPath.str().str();
-  for (ExportRequest::Tensor &t : plain.tensors) t.quantize = false;
-  ExportReport plainReport;
-  if (!exportWeights(plain, plainReport, error))
-    return false;
-
   GptqRequest gptq;
   gptq.artifact = artifactPath.str().str();
-  gptq.weights = plainPath.str().str();
+  // A Hugging Face directory loads into the model compiled from its own
+  // config.json as it is (mapped, each tensor converted in place); other
+  // sources are first written plain, the tensors @forward reads.
+  if (sys::fs::exists(request.source + "/config.json")) {
+    gptq.weights = request.source;
+  } else {
+    ExportRequest plain = request;
+    plain.output = plainPath.str().str();
+    for (ExportRequest::Tensor &t : plain.tensors) t.quantize = false;
+    ExportReport plainReport;
+    if (!exportWeights(plain, plainReport, error))
+      return false;
+    gptq.weights = plainPath.str().str();
+  }
   gptq.calibration = calibrationData;
   gptq.batches = calibrationBatches;
   gptq.options.actOrder = actOrder;
