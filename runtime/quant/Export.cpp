@@ -125,7 +125,7 @@ private:
 std::unique_ptr<ParameterSource> openSource(const std::string &path) {
   if (!isDirectory(path)) {
     if (!std::ifstream(path))
-      fail("cannot open '", path, "'");
+      fail(path, ": no such checkpoint directory, Hugging Face directory or weights file");
     return std::make_unique<WeightsFileSource>(path);
   }
   if (std::ifstream(path + "/config.json"))
