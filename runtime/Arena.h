@@ -10,11 +10,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace llmc {
 
+/// Why an arena of `bytes` cannot be allocated on a machine with
+/// `physical` bytes of memory of which `available` are available
+/// (MemAvailable: free, or held by caches the kernel can drop), or empty
+/// when it can. Every page of an arena is touched when it is allocated, so
+/// one beyond what is available would push other memory out or bring the
+/// OOM killer, instead of failing with a message.
+std::string arenaMemoryShortfall(size_t bytes, size_t available, size_t physical);
+
 class Arena {
 public:
+  /// Allocates `bytes` and touches every page; throws when the machine's
+  /// memory, or what of it is available now, cannot hold them.
   explicit Arena(size_t bytes);
   ~Arena();
   Arena(const Arena &) = delete;

@@ -88,11 +88,17 @@ void fill(const ParameterInfo &p, void *data, DType dtype, const ShardMap &map, 
 
 void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed,
                           int rank) {
+  initializeParameters(artifact, arena, seed, rank, [](const std::string &) { return true; });
+}
+
+void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed, int rank,
+                          const std::function<bool(const std::string &)> &wanted) {
   // Optimizer state (and everything else persistent) starts at zero.
   std::memset(arena.base(), 0, artifact.memory.persistentBytes);
   for (const ParameterInfo &p : artifact.parameters)
-    fill(p, arena.base() + p.offset, p.dtype, ShardMap(p.shard, p.shape, artifact.mesh), seed,
-         rank);
+    if (wanted(p.name))
+      fill(p, arena.base() + p.offset, p.dtype, ShardMap(p.shard, p.shape, artifact.mesh), seed,
+           rank);
   // A mixed-precision master copy ("master/<name>", optimizer state) starts
   // at its parameter's values in full precision; the parameter is their
   // rounding, drawn from the same stream.
@@ -101,6 +107,8 @@ void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t
       if (b.category != "optim" || b.name.rfind("master/", 0) != 0)
         continue;
       std::string name = b.name.substr(7);
+      if (!wanted(name))
+        continue;
       auto p = std::find_if(artifact.parameters.begin(), artifact.parameters.end(),
                             [&](const ParameterInfo &q) { return q.name == name; });
       if (p == artifact.parameters.end())

@@ -12,6 +12,8 @@
 #include "runtime/Arena.h"
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 namespace llmc {
 
@@ -20,7 +22,12 @@ namespace llmc {
 /// the global tensor (`rank` places it on the mesh).
 void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed,
                           int rank = 0);
-
+/// The same for the parameters (and their master copies) whose name
+/// `wanted` accepts; the others are left zero, for a caller that sets them
+/// next (from a weights file: drawing a billion values it then overwrites
+/// would cost more than reading them).
+void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed, int rank,
+                          const std::function<bool(const std::string &)> &wanted);
 
 /// The value of element `index` of a `normal(0, 1)` stream keyed by
 /// (seed, name) — exposed for tests and for reference implementations.

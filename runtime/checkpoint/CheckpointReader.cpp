@@ -83,7 +83,11 @@ std::vector<std::string> CheckpointReader::names() const {
 }
 
 GlobalTensor CheckpointReader::readParameter(const std::string &name) {
-  return read(has("master/" + name) ? "master/" + name : name);
+  return read(parameterSource(name));
+}
+
+std::string CheckpointReader::parameterSource(const std::string &name) const {
+  return has("master/" + name) ? "master/" + name : name;
 }
 
 std::vector<std::string> CheckpointReader::parameterNames() const {
@@ -94,23 +98,39 @@ std::vector<std::string> CheckpointReader::parameterNames() const {
   return out;
 }
 
-GlobalTensor CheckpointReader::read(const std::string &name) {
+void CheckpointReader::describe(const std::string &name, DType &dtype,
+                                std::vector<int64_t> &shape) const {
   const json::Value *entry = index_.at("tensors").find(name);
   if (!entry)
     fail(indexPath_, ": checkpoint has no tensor '", name, "'");
   std::string where = indexPath_ + ": tensor '" + name + "'";
-  GlobalTensor out;
-  if (!parseDType(entry->at("dtype").asString(where + " dtype"), &out.dtype))
+  if (!parseDType(entry->at("dtype").asString(where + " dtype"), &dtype))
     fail(where, ": unknown dtype '", entry->at("dtype").asString(), "'");
+  shape.clear();
   for (const json::Value &d : entry->at("shape").asArray(where + " shape"))
-    out.shape.push_back(d.asInt(where + " shape"));
+    shape.push_back(d.asInt(where + " shape"));
+}
 
-  size_t element = dtypeSize(out.dtype);
+std::vector<uint8_t> CheckpointReader::readPiece(const std::string &name,
+                                                 const std::vector<int64_t> &savedShape,
+                                                 const ShardMap &target,
+                                                 const std::vector<int> &positions) {
+  DType dtype;
+  std::vector<int64_t> shape;
+  describe(name, dtype, shape);
+  const size_t element = dtypeSize(dtype);
+  std::vector<uint8_t> out(static_cast<size_t>(target.localNumel()) * element);
+  copySaved(*index_.at("tensors").find(name), name, savedShape, element, target, positions,
+            out.data(), stepDir_, indexPath_ + ": tensor '" + name + "'", files_);
+  return out;
+}
+
+GlobalTensor CheckpointReader::read(const std::string &name) {
+  GlobalTensor out;
+  describe(name, out.dtype, out.shape);
   // The whole tensor: a one-piece layout of it.
   ShardMap whole(ShardInfo{}, out.shape, Mesh{});
-  out.bytes.resize(static_cast<size_t>(whole.localNumel()) * element);
-  copySaved(*entry, name, out.shape, element, whole, whole.positions(0), out.bytes.data(),
-            stepDir_, where, files_);
+  out.bytes = readPiece(name, out.shape, whole, whole.positions(0));
   return out;
 }
 

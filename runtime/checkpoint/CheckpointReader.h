@@ -3,12 +3,15 @@
 // Reads the newest checkpoint under a directory (runtime/checkpoint/
 // Checkpoint.h) tensor by tensor, each assembled whole from whichever rank
 // files hold its pieces, whatever layout saved it: what a tool that works
-// on global tensors (`llmc quantize`) needs, without an artifact.
+// on global tensors (`llmc quantize`) needs, without an artifact. A piece
+// of a tensor (one rank's, under any layout) is gathered alone: the rank
+// files are mapped, so only the saved bytes that hold it are read.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_CHECKPOINT_CHECKPOINTREADER_H
 #define LLMC_RUNTIME_CHECKPOINT_CHECKPOINTREADER_H
 
+#include "runtime/Sharding.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/support/Json.h"
 
@@ -46,6 +49,16 @@ public:
   /// Parameter `name` at full precision: its fp32 master copy when a
   /// mixed-precision run kept one, else the parameter itself.
   GlobalTensor readParameter(const std::string &name);
+  /// The tensor readParameter(name) reads: "master/<name>" when the
+  /// checkpoint has it, else `name`.
+  std::string parameterSource(const std::string &name) const;
+  /// The saved dtype and global shape of tensor `name`; throws when absent.
+  void describe(const std::string &name, DType &dtype, std::vector<int64_t> &shape) const;
+  /// The piece at `positions` of layout `target` of tensor `name` (saved
+  /// with global shape `savedShape`, describe()), in its saved dtype;
+  /// padding of the target's layout is zero.
+  std::vector<uint8_t> readPiece(const std::string &name, const std::vector<int64_t> &savedShape,
+                                 const ShardMap &target, const std::vector<int> &positions);
   /// The parameters' names (tensors that are no role's state), in order.
   std::vector<std::string> parameterNames() const;
 

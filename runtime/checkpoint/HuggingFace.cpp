@@ -234,8 +234,17 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
   for (const auto &[name, shape] : modelParameters(artifact))
     parameters_.insert(huggingFaceName(family_, name));
 
-  // One file, or the shards the index's weight map names (each tensor is
-  // then found where it is, not where the index says).
+  files_ = std::make_unique<HuggingFaceFiles>(dir);
+  checkNoExtraTensors();
+}
+
+const SafetensorsFile *HuggingFaceModel::find(const std::string &name, std::string &stored) const {
+  stored = huggingFaceName(family_, name);
+  return files_->find(stored);
+}
+
+HuggingFaceFiles::HuggingFaceFiles(const std::string &dir) {
+  // One file, or the shards the index's weight map names.
   std::string index = dir + "/model.safetensors.index.json";
   if (std::ifstream(index)) {
     json::Value map = json::parse(readText(index), index);
@@ -251,25 +260,38 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
     for (const SafeTensor &t : file->tensors())
       if (!where_.emplace(t.name, file.get()).second)
         fail(file->path(), ": tensor '", t.name, "' is also in ", where_[t.name]->path());
-  checkNoExtraTensors();
 }
 
-const SafetensorsFile *HuggingFaceModel::find(const std::string &name,
-                                              std::string &stored) const {
-  stored = huggingFaceName(family_, name);
-  auto it = where_.find(stored);
+const SafetensorsFile *HuggingFaceFiles::find(const std::string &name) const {
+  auto it = where_.find(name);
   return it == where_.end() ? nullptr : it->second;
+}
+
+std::string huggingFaceFamily(const std::string &dir) {
+  std::string path = dir + "/config.json";
+  json::Value config = json::parse(readText(path), path);
+  const json::Value *type = config.find("model_type");
+  std::string family = type ? type->asString(path + ": model_type") : "";
+  if (family != "gpt2" && family != "llama")
+    fail(path, ": model_type is ", type ? type->dump() : "missing",
+         "; Hugging Face interop knows gpt2 and llama");
+  return family;
+}
+
+bool huggingFaceFamily(const std::string &dir, std::string &family, std::string &error) {
+  return catchErrors(error, [&] { family = huggingFaceFamily(dir); });
 }
 
 void HuggingFaceModel::checkNoExtraTensors() const {
   std::string embedding = huggingFaceName(family_, family_ == "gpt2" ? "wte.weight"
                                                                       : "embed_tokens.weight");
-  for (const auto &[name, file] : where_) {
+  const std::map<std::string, const SafetensorsFile *> &where = files_->tensors();
+  for (const auto &[name, file] : where) {
     if (parameters_.count(name) || isBuffer(name))
       continue;
     // A tied head saved anyway must be the table it is tied to.
-    if (tied_ && name == "lm_head.weight" && where_.count(embedding)) {
-      const SafeTensor *head = file->find(name), *table = where_.at(embedding)->find(embedding);
+    if (tied_ && name == "lm_head.weight" && where.count(embedding)) {
+      const SafeTensor *head = file->find(name), *table = where.at(embedding)->find(embedding);
       if (head->bytes == table->bytes && std::memcmp(head->data, table->data, head->bytes) == 0)
         continue;
       fail(file->path(), ": lm_head.weight differs from ", embedding,
@@ -316,26 +338,32 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
   Artifact artifact = loadArtifact(artifactPath);
   std::string family = familyOf(artifact, artifactPath);
 
-  // Every parameter whole, at full precision (a master copy when kept).
+  // Every parameter at full precision (a master copy when kept): first
+  // what each is, from the index or the header, then (below, as the file
+  // is written) its bytes, one tensor at a time.
+  std::unique_ptr<CheckpointReader> reader;
+  std::unique_ptr<SafetensorsFile> file;
   std::vector<std::string> names;
-  std::vector<GlobalTensor> values;
+  std::vector<SafeTensor> stored; // what each parameter is; data: into the mapped file
   if (isDirectory(source)) {
-    CheckpointReader reader(source);
-    for (const std::string &name : reader.parameterNames()) {
+    reader = std::make_unique<CheckpointReader>(source);
+    for (const std::string &name : reader->parameterNames()) {
+      SafeTensor t;
+      reader->describe(reader->parameterSource(name), t.dtype, t.shape);
       names.push_back(name);
-      values.push_back(reader.readParameter(name));
+      stored.push_back(t);
     }
   } else {
-    SafetensorsFile file(source);
-    for (const SafeTensor &t : file.tensors()) {
+    file = std::make_unique<SafetensorsFile>(source);
+    for (const SafeTensor &t : file->tensors()) {
       names.push_back(t.name);
-      const uint8_t *data = static_cast<const uint8_t *>(t.data);
-      values.push_back({t.dtype, t.shape, std::vector<uint8_t>(data, data + t.bytes)});
+      stored.push_back(t);
     }
   }
   // config.json describes exactly the artifact's parameters.
   std::map<std::string, std::vector<int64_t>> expected = modelParameters(artifact);
   std::vector<SafeTensor> tensors;
+  std::vector<size_t> sourceOf; // tensors[i] is stored[sourceOf[i]]
   std::set<DType> dtypes;
   for (size_t i = 0; i < names.size(); ++i) {
     if (isAdapterTensor(names[i]))
@@ -343,9 +371,7 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
            "first (llmc merge-lora) and export that file with the artifact compiled without --lora");
     if (names[i].find('/') != std::string::npos)
       continue; // a weights file's observer ranges: state, not parameters
-    if (!torchDType.empty())
-      values[i] = convert(values[i], target, names[i]);
-    const GlobalTensor &t = values[i];
+    const SafeTensor &t = stored[i];
     auto want = expected.find(names[i]);
     if (want == expected.end())
       fail(source, ": '", names[i], "' is no parameter of ", artifactPath, "'s model");
@@ -356,15 +382,39 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
     if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
       fail(source, ": '", names[i], "' is ", dtypeName(t.dtype),
            " (quantized?); Hugging Face models hold float tensors");
-    dtypes.insert(t.dtype);
-    tensors.push_back({huggingFaceName(family, names[i]), t.dtype, t.shape, t.bytes.data(),
-                       t.bytes.size()});
+    DType dtype = torchDType.empty() ? t.dtype : target;
+    dtypes.insert(dtype);
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    tensors.push_back({huggingFaceName(family, names[i]), dtype, t.shape, nullptr,
+                       static_cast<size_t>(numel) * dtypeSize(dtype)});
+    sourceOf.push_back(i);
   }
   if (!expected.empty())
     fail(source, ": no '", expected.begin()->first, "' (a parameter of ", artifactPath,
          "'s model)");
   if (dtypes.size() > 1)
     fail(source, ": parameters of several dtypes; Hugging Face's torch_dtype names one");
+  // Tensor i's bytes, in the written dtype: the mapped file's own when no
+  // conversion is asked, else a converted copy held until the next.
+  GlobalTensor current;
+  auto bytesOf = [&](size_t i) -> const void * {
+    size_t k = sourceOf[i];
+    if (file && stored[k].dtype == tensors[i].dtype) {
+      file->checkUnchanged();
+      return stored[k].data;
+    }
+    if (file) {
+      const uint8_t *data = static_cast<const uint8_t *>(stored[k].data);
+      current = {stored[k].dtype, stored[k].shape,
+                 std::vector<uint8_t>(data, data + stored[k].bytes)};
+    } else {
+      current = reader->readParameter(names[k]);
+    }
+    if (current.dtype != tensors[i].dtype)
+      current = convert(current, tensors[i].dtype, names[k]);
+    return current.bytes.data();
+  };
 
   HuggingFaceExport report;
   report.tensors = static_cast<int64_t>(tensors.size());
@@ -409,10 +459,12 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
 
   if (!isDirectory(outDir) && mkdir(outDir.c_str(), 0755) != 0)
     fail("cannot create directory '", outDir, "'");
+  // The tensors first: a source that fails while being read leaves no
+  // config.json describing a model that is not there.
+  // transformers refuses safetensors files whose format is not "pt".
+  writeSafetensors(outDir + "/model.safetensors", tensors, bytesOf, {{"format", "pt"}});
   std::string text = config.dump(2) + "\n";
   writeFileAtomic(outDir + "/config.json", text.data(), text.size());
-  // transformers refuses safetensors files whose format is not "pt".
-  writeSafetensors(outDir + "/model.safetensors", tensors, {{"format", "pt"}});
   return report;
 }
 

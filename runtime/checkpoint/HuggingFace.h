@@ -34,6 +34,30 @@ std::string huggingFaceName(const std::string &family, const std::string &name);
 /// Whether `path` is a directory (then it must be a Hugging Face model).
 bool isDirectory(const std::string &path);
 
+/// The tensor files of a Hugging Face model directory — model.safetensors,
+/// or the shards model.safetensors.index.json lists — mapped, each tensor
+/// found by its HF name in whichever file holds it (not where the index
+/// says). Throws naming a missing file or a tensor two files hold.
+class HuggingFaceFiles {
+public:
+  explicit HuggingFaceFiles(const std::string &dir);
+
+  /// The file holding the tensor of HF name `name`, or null.
+  const SafetensorsFile *find(const std::string &name) const;
+  /// Every tensor's HF name and its file.
+  const std::map<std::string, const SafetensorsFile *> &tensors() const { return where_; }
+
+private:
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const SafetensorsFile *> where_;
+};
+
+/// The family of the Hugging Face model directory `dir`: its config.json's
+/// model_type, gpt2 or llama; throws naming the file otherwise.
+std::string huggingFaceFamily(const std::string &dir);
+/// The same for callers built without exceptions: false with `error`.
+bool huggingFaceFamily(const std::string &dir, std::string &family, std::string &error);
+
 /// A Hugging Face model directory, opened for loading into an artifact.
 class HuggingFaceModel {
 public:
@@ -54,8 +78,7 @@ private:
 
   std::string family_;
   bool tied_ = false;
-  std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  std::map<std::string, const SafetensorsFile *> where_; ///< HF name -> file
+  std::unique_ptr<HuggingFaceFiles> files_;
   std::set<std::string> parameters_; ///< the model's, under HF's names
 };
 

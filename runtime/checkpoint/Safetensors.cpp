@@ -7,8 +7,6 @@
 #include "runtime/support/Json.h"
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 
 namespace llmc {
 
@@ -39,6 +37,12 @@ bool parseSafetensorsDType(const std::string &name, DType *out) {
 
 void writeSafetensors(const std::string &path, const std::vector<SafeTensor> &tensors,
                       const std::map<std::string, std::string> &metadata) {
+  writeSafetensors(path, tensors, [&](size_t i) { return tensors[i].data; }, metadata);
+}
+
+void writeSafetensors(const std::string &path, const std::vector<SafeTensor> &tensors,
+                      const std::function<const void *(size_t)> &bytesOf,
+                      const std::map<std::string, std::string> &metadata) {
   json::Value header = json::Value::object();
   if (!metadata.empty()) {
     json::Value meta = json::Value::object();
@@ -67,28 +71,30 @@ void writeSafetensors(const std::string &path, const std::vector<SafeTensor> &te
   AtomicFile file(path);
   file.write(size, 8);
   file.write(text.data(), text.size());
-  for (const SafeTensor &t : tensors) file.write(t.data, t.bytes);
+  for (size_t i = 0; i < tensors.size(); ++i) file.write(bytesOf(i), tensors[i].bytes);
   file.commit();
 }
 
-SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail("cannot open '", path, "'");
-  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (bytes_.size() < 8)
-    fail(path, ": too short for a safetensors file (", bytes_.size(), " bytes)");
+SafetensorsFile::SafetensorsFile(const std::string &path)
+    : path_(path), file_(std::make_unique<MappedFile>(path)) {
+  const uint8_t *bytes = file_->data();
+  const uint64_t size = file_->size();
+  if (size < 8)
+    fail(path, ": too short for a safetensors file (", size, " bytes)");
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(bytes_[i]) << (8 * i);
-  if (n > bytes_.size() - 8)
-    fail(path, ": header length ", n, " runs past the end of the file (", bytes_.size(),
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(bytes[i]) << (8 * i);
+  if (n > size - 8)
+    fail(path, ": header length ", n, " (at byte 0) runs past the end of the file (", size,
          " bytes)");
-  std::string text(bytes_.begin() + 8, bytes_.begin() + 8 + static_cast<long>(n));
-  json::Value header = json::parse(text, path + " header");
+  // Offsets in messages are the file's: the header is bytes [8, 8 + n),
+  // the data section starts at 8 + n.
+  const std::string headerAt = path + ": header (bytes 8 to " + std::to_string(8 + n) + ")";
+  std::string text(reinterpret_cast<const char *>(bytes) + 8, n);
+  json::Value header = json::parse(text, headerAt);
   if (header.kind() != json::Value::Kind::Object)
-    fail(path, ": header must be a JSON object");
-  uint64_t dataSize = bytes_.size() - 8 - n;
-  const uint8_t *data = bytes_.data() + 8 + n;
+    fail(headerAt, " must be a JSON object");
+  uint64_t dataSize = size - 8 - n;
+  const uint8_t *data = bytes + 8 + n;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto &[name, entry] : header.members()) {
     if (name == "__metadata__") {
@@ -116,7 +122,7 @@ SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {
             end = offsets[1].asInt(where + " data_offsets");
     if (begin < 0 || end < begin || static_cast<uint64_t>(end) > dataSize)
       fail(where, ": data_offsets [", begin, ", ", end, ") outside the ", dataSize,
-           "-byte data section");
+           "-byte data section (bytes ", 8 + n, " to ", size, " of the file)");
     t.bytes = static_cast<size_t>(end - begin);
     if (t.bytes != count * dtypeSize(t.dtype))
       fail(where, ": ", t.bytes, " bytes do not hold shape ", TensorView{nullptr, t.dtype, t.shape}.describe(),
@@ -128,10 +134,16 @@ SafetensorsFile::SafetensorsFile(const std::string &path) : path_(path) {
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second)
-      fail(path, ": tensor data ranges overlap");
+      fail(path, ": tensor data ranges overlap (at byte ", 8 + n + ranges[i].first, ")");
+}
+
+void SafetensorsFile::release(const SafeTensor &t) const {
+  if (t.bytes)
+    file_->release(static_cast<const uint8_t *>(t.data) - file_->data(), t.bytes);
 }
 
 const SafeTensor *SafetensorsFile::find(const std::string &name) const {
+  checkUnchanged();
   for (const SafeTensor &t : tensors_)
     if (t.name == name) return &t;
   return nullptr;

@@ -19,60 +19,96 @@
 namespace llmc {
 namespace {
 
-/// Writes this rank's piece of the global tensor `global` into `data`.
-void fillPiece(const FloatTensor &global, void *data, DType dtype, const ShardMap &map, int rank,
-               const std::string &name) {
-  std::vector<int> positions = map.positions(rank);
-  const int64_t n = map.localNumel();
-  // Padding (past the end of a padded split) holds zero.
-  auto at = [&](int64_t i) -> float {
-    int64_t g = map.toGlobal(positions, i);
-    return g < 0 ? 0.0f : global.data[g];
-  };
+/// Writes `n` values, value(i) for i < n, into `data` as `dtype`, on
+/// every thread (value reads a mapped file or a tensor, never writes).
+template <typename Value>
+void convertInto(Value value, int64_t n, void *data, DType dtype, const std::string &name) {
   switch (dtype) {
   case DType::F32:
-    for (int64_t i = 0; i < n; ++i)
-      static_cast<float *>(data)[i] = at(i);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) static_cast<float *>(data)[i] = value(i);
     break;
   case DType::BF16:
-    for (int64_t i = 0; i < n; ++i)
-      static_cast<uint16_t *>(data)[i] = floatToBf16(at(i));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) static_cast<uint16_t *>(data)[i] = floatToBf16(value(i));
     break;
   case DType::F16:
-    for (int64_t i = 0; i < n; ++i)
-      static_cast<uint16_t *>(data)[i] = half::fromFloat(at(i));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) static_cast<uint16_t *>(data)[i] = half::fromFloat(value(i));
     break;
   case DType::F64:
-    for (int64_t i = 0; i < n; ++i)
-      static_cast<double *>(data)[i] = at(i);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) static_cast<double *>(data)[i] = value(i);
     break;
   case DType::U8: // quantized storage's codes, read back exactly
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
-      static_cast<uint8_t *>(data)[i] = static_cast<uint8_t>(at(i));
+      static_cast<uint8_t *>(data)[i] = static_cast<uint8_t>(value(i));
     break;
   case DType::I32: // zero points (levels of at most 8 bits): exact in fp32
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
-      static_cast<int32_t *>(data)[i] = static_cast<int32_t>(at(i));
+      static_cast<int32_t *>(data)[i] = static_cast<int32_t>(value(i));
     break;
   default: fail("parameter '", name, "': cannot load dtype ", dtypeName(dtype));
   }
 }
 
-/// A checkpoint tensor's values as fp32: a float tensor widened, quantized
-/// storage's u8 codes and i32 zero points exactly (fillPiece narrows them
-/// back).
-std::vector<float> checkpointValues(const GlobalTensor &t, const std::string &name) {
-  if (!isQuantizedStorage(name) || (t.dtype != DType::U8 && t.dtype != DType::I32))
-    return floatValues(t, name);
-  const size_t n = t.bytes.size() / dtypeSize(t.dtype);
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    int32_t level = t.bytes[i];
-    if (t.dtype == DType::I32)
-      std::memcpy(&level, t.bytes.data() + 4 * i, 4);
-    out[i] = static_cast<float>(level);
+/// Calls `body` with a function giving element i of `count` stored values
+/// of `dtype` at `bytes` as fp32: floats widened (f64 rounded), quantized
+/// storage's u8 codes and i32 zero points exactly (convertInto narrows
+/// them back). The bytes need not be aligned.
+template <typename Body>
+void withStoredValues(const uint8_t *bytes, DType dtype, const std::string &where, Body body) {
+  auto load = [bytes](auto type, int64_t i) {
+    decltype(type) v;
+    std::memcpy(&v, bytes + sizeof(v) * i, sizeof(v));
+    return v;
+  };
+  switch (dtype) {
+  case DType::F32: return body([&](int64_t i) { return load(float{}, i); });
+  case DType::BF16: return body([&](int64_t i) { return bf16ToFloat(load(uint16_t{}, i)); });
+  case DType::F16: return body([&](int64_t i) { return half::toFloat(load(uint16_t{}, i)); });
+  case DType::F64: return body([&](int64_t i) { return static_cast<float>(load(double{}, i)); });
+  case DType::U8: return body([&](int64_t i) { return static_cast<float>(bytes[i]); });
+  case DType::I32: return body([&](int64_t i) { return static_cast<float>(load(int32_t{}, i)); });
+  default:
+    fail(where, " is ", safetensorsDType(dtype),
+         "; parameters load from F32, BF16, F16, F64, U8 or I32");
   }
-  return out;
+}
+
+/// Writes this rank's piece of a global tensor, whose element g is
+/// global(g), into `data`: only the piece's elements are read.
+template <typename Global>
+void fillPieceWith(Global global, void *data, DType dtype, const ShardMap &map, int rank,
+                   const std::string &name) {
+  // A whole tensor: the piece is the tensor.
+  if (map.parts().empty())
+    return convertInto(global, map.localNumel(), data, dtype, name);
+  std::vector<int> positions = map.positions(rank);
+  // Padding (past the end of a padded split) holds zero.
+  convertInto(
+      [&](int64_t i) -> float {
+        int64_t g = map.toGlobal(positions, i);
+        return g < 0 ? 0.0f : global(g);
+      },
+      map.localNumel(), data, dtype, name);
+}
+
+/// Writes this rank's piece of the global tensor `global` into `data`.
+void fillPiece(const FloatTensor &global, void *data, DType dtype, const ShardMap &map, int rank,
+               const std::string &name) {
+  fillPieceWith([&](int64_t g) { return global.data[g]; }, data, dtype, map, rank, name);
+}
+
+/// Writes this rank's piece of the tensor `stored` views in a mapped file
+/// into `data`, converting element by element: the rank reads only its
+/// piece's pages of the file.
+void fillPieceFromView(const SafeTensor &stored, const std::string &where, void *data, DType dtype,
+                       const ShardMap &map, int rank, const std::string &name) {
+  withStoredValues(static_cast<const uint8_t *>(stored.data), stored.dtype, where,
+                   [&](auto value) { fillPieceWith(value, data, dtype, map, rank, name); });
 }
 
 /// The input of kernel `inst` that is a weight's quantized codes
@@ -174,41 +210,79 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
   else
     plain = std::make_unique<SafetensorsFile>(path);
   WeightsLoaded loaded;
-  // One tensor at a time: read (dequantized when stored quantized), fill
-  // this rank's piece of it, and of its fp32 master copy when mixed
-  // precision keeps one, then drop it.
+  // One tensor at a time, each buffer (the parameter, and its fp32 master
+  // copy when mixed precision keeps one) filled with this rank's piece.
   std::map<std::string, const BufferInfo *> masters;
   for (const BufferInfo *b : persistentBuffers(artifact, "optim"))
     if (b->name.rfind("master/", 0) == 0)
       masters[b->name.substr(7)] = b;
-  auto read = [&](const std::string &name, const std::vector<int64_t> &shape, FloatTensor &t) {
+  auto pieceMap = [&](const BufferInfo &b) { return ShardMap(b.shard, b.shape, artifact.mesh); };
+  // A checkpoint's pieces are gathered per buffer from the saved pieces
+  // that hold them: a rank reads its own rows of the files, nothing else.
+  auto fillFromCheckpoint = [&](const std::string &name, const BufferInfo &b) {
+    std::string source = checkpoint->parameterSource(name);
+    DType dtype = DType::F32;
+    std::vector<int64_t> saved;
+    checkpoint->describe(source, dtype, saved);
+    if (!storedShapeFits(name, saved, globalShapeOf(b)))
+      fail(checkpoint->stepDir(), ": tensor '", name, "' is ", shapeList(saved),
+           " but the model needs ", shapeList(globalShapeOf(b)));
+    const bool codes = isQuantizedStorage(name) && (dtype == DType::U8 || dtype == DType::I32);
+    if (!codes && dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
+      fail("checkpoint tensor '", source, "' is ", dtypeName(dtype), ", not a float tensor");
+    ShardMap map = pieceMap(b);
+    std::vector<uint8_t> piece = checkpoint->readPiece(source, saved, map, map.positions(rank));
+    withStoredValues(
+        piece.data(), dtype, checkpoint->stepDir() + ": tensor '" + source + "'", [&](auto value) {
+          convertInto(value, map.localNumel(), arena.base() + b.offset, b.dtype, b.name);
+        });
+  };
+  // Fills `buffers` with tensor `name`; false when the source lacks it.
+  // A plain tensor of a file is converted from the mapping straight into
+  // each buffer's piece; one stored quantized is dequantized whole first.
+  auto load = [&](const std::string &name, std::initializer_list<const BufferInfo *> buffers,
+                  bool &dequantized) {
+    const std::vector<int64_t> shape = globalShapeOf(**buffers.begin());
+    dequantized = false;
     if (checkpoint) {
       if (!checkpoint->has(name))
         return false;
-      GlobalTensor global = checkpoint->readParameter(name);
-      t.data = checkpointValues(global, name);
-      if (!storedShapeFits(name, global.shape, shape))
-        fail(checkpoint->stepDir(), ": tensor '", name, "' is ", shapeList(global.shape),
-             " but the model needs ", shapeList(shape));
-      t.shape = shape;
+      for (const BufferInfo *b : buffers)
+        if (b)
+          fillFromCheckpoint(name, *b);
       return true;
     }
     std::string stored = name;
     const SafetensorsFile *file = hf ? hf->find(name, stored) : plain.get();
-    if (!file || !readFloatTensor(*file, stored, t))
+    if (!file)
       return false;
     // Quantized storage is flat in the file and may be shaped after its
     // weight in the model (split by tensor parallelism).
-    if (storedShapeFits(name, t.shape, shape))
-      t.shape = shape;
-    if (t.shape != shape)
-      fail(file->path(), ": tensor '", stored, "' is ", shapeList(t.shape),
-           " but the model needs ", shapeList(shape), " for '", name, "'");
+    auto checkShape = [&](const std::vector<int64_t> &have) {
+      if (!storedShapeFits(name, have, shape))
+        fail(file->path(), ": tensor '", stored, "' is ", shapeList(have), " but the model needs ",
+             shapeList(shape), " for '", name, "'");
+    };
+    if (file->find(stored + ".qweight")) {
+      FloatTensor t;
+      readFloatTensor(*file, stored, t);
+      checkShape(t.shape);
+      for (const BufferInfo *b : buffers)
+        if (b)
+          fillPiece(t, arena.base() + b->offset, b->dtype, pieceMap(*b), rank, b->name);
+      dequantized = true;
+      return true;
+    }
+    const SafeTensor *view = file->find(stored);
+    if (!view)
+      return false;
+    checkShape(view->shape);
+    for (const BufferInfo *b : buffers)
+      if (b)
+        fillPieceFromView(*view, file->path() + ": tensor '" + stored + "'",
+                          arena.base() + b->offset, b->dtype, pieceMap(*b), rank, b->name);
+    file->release(*view);
     return true;
-  };
-  auto fill = [&](const FloatTensor &t, const BufferInfo &b) {
-    fillPiece(t, arena.base() + b.offset, b.dtype, ShardMap(b.shard, b.shape, artifact.mesh),
-              rank, b.name);
   };
   // A weight the model keeps quantized (--weight-quant, --qlora) is read
   // from its storage tensors, which only a file quantized with the same
@@ -261,8 +335,9 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     // The scheme first: storage of another scheme is also of other sizes.
     if (storage && plain && plain->find(p->name))
       checkScheme(weight);
-    FloatTensor t;
-    if (!read(p->name, globalShapeOf(*p), t)) {
+    auto master = masters.find(p->name);
+    bool dequantized = false;
+    if (!load(p->name, {p, master == masters.end() ? nullptr : master->second}, dequantized)) {
       if (storage && plain && plain->find(weight))
         fullPrecisionRefusal(weight);
       // A LoRA adapter a base model's file lacks keeps its initial value,
@@ -274,18 +349,13 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       continue;
     }
     ++loaded.tensors;
-    loaded.dequantized += t.scheme.empty() ? 0 : 1;
-    fill(t, *p);
-    if (auto master = masters.find(p->name); master != masters.end())
-      fill(t, *master->second);
+    loaded.dequantized += dequantized ? 1 : 0;
   }
   // Observer states (activation ranges) come along when the file has them.
   for (const BufferInfo *b : persistentBuffers(artifact, "optim")) {
-    FloatTensor t;
-    if (b->name.rfind("qat_state/", 0) != 0 || !read(b->name, globalShapeOf(*b), t))
-      continue;
-    fill(t, *b);
-    ++loaded.observers;
+    bool dequantized = false;
+    if (b->name.rfind("qat_state/", 0) == 0 && load(b->name, {b}, dequantized))
+      ++loaded.observers;
   }
   return loaded;
 }

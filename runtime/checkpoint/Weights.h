@@ -9,6 +9,15 @@
 // same index mapping checkpoint restore and initialisation use, so one
 // file serves any layout.
 //
+// Files are mapped (runtime/checkpoint/Safetensors.h): a plain tensor is
+// converted element by element from the mapping into the rank's piece
+// (bf16 or f16 widened, or narrowed to a bf16 parameter), so a rank reads
+// only its piece's pages and holds no copy of the file; a checkpoint's
+// piece is gathered from the saved pieces that hold it. Only a tensor
+// stored quantized is dequantized whole first. Parameters are copied into
+// the arena, never used in place from the mapping: the executor binds
+// every buffer at its planned offset in the one arena.
+//
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_CHECKPOINT_WEIGHTS_H
 #define LLMC_RUNTIME_CHECKPOINT_WEIGHTS_H

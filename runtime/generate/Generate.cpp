@@ -9,6 +9,7 @@
 #include "common/Half.h"
 #include "runtime/Init.h"
 #include "runtime/RankRuntime.h"
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/checkpoint/Weights.h"
 #include "runtime/data/ByteTokenizer.h"
@@ -240,7 +241,12 @@ private:
   void loadParameters() {
     uint64_t seed = static_cast<uint64_t>(rt.artifact.metaNumber("seed", 1337));
     Arena &arena = rt.device->hostArena();
-    initializeParameters(rt.artifact, arena, seed, rt.rank);
+    // With weights, only LoRA adapters a base model's file lacks keep
+    // their initial values: loadWeights sets every other parameter or
+    // refuses the file.
+    initializeParameters(rt.artifact, arena, seed, rt.rank, [&](const std::string &name) {
+      return opt.weights.empty() || isAdapterTensor(name);
+    });
     if (!opt.weights.empty()) {
       WeightsLoaded loaded = loadWeights(opt.weights, rt.artifact, arena, rt.rank);
       if (rt.rank == 0 && !opt.quiet)

@@ -1,10 +1,12 @@
-//===- Export.h - a checkpoint's parameters to one weights file -*- C++ -*-===//
+//===- Export.h - parameters to one weights file ---------------*- C++ -*-===//
 //
-// The runtime half of `llmc quantize`: reads the named parameters whole
-// from a checkpoint's latest step (any layout; a mixed-precision run's
-// master copy when it has one), quantizes the chosen ones, and writes all
-// of them to one safetensors file in the layout of QuantizedFile.h. The
-// tool decides what to quantize from the model graph; this needs none.
+// The runtime half of `llmc quantize`: reads the named parameters whole,
+// one at a time, from a checkpoint's latest step (any layout; a
+// mixed-precision run's master copy when it has one), a Hugging Face model
+// directory (under HF's names) or an llmc weights file — all mapped, not
+// read whole — quantizes the chosen ones, and writes all of them to one
+// safetensors file in the layout of QuantizedFile.h. The tool decides what
+// to quantize from the model graph; this needs none.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_QUANT_EXPORT_H
@@ -30,7 +32,10 @@ struct ExportRequest {
     /// the checkpoint's values to nearest.
     const quant::QuantizedTensor *given = nullptr;
   };
-  std::string ckptDir, output;
+  /// A checkpoint directory, a Hugging Face model directory (config.json
+  /// beside the tensors) or a weights .safetensors file.
+  std::string source;
+  std::string output;
   std::vector<Tensor> tensors; ///< in file order
 };
 
@@ -43,8 +48,8 @@ struct ExportedTensor {
 };
 
 struct ExportReport {
-  std::string stepDir;
-  int64_t step = 0;
+  std::string source; ///< a checkpoint's step directory, or the directory or file given
+  int64_t step = -1;  ///< a checkpoint's step; -1 for other sources
   std::vector<ExportedTensor> tensors;
   int64_t observers = 0; ///< qat_state/* activation ranges copied along
 };

@@ -13,6 +13,13 @@
 #include <unistd.h>
 
 namespace llmc {
+namespace {
+
+int64_t modifiedNanos(const struct stat &st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+} // namespace
 
 MappedFile::MappedFile(const std::string &path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -24,6 +31,9 @@ MappedFile::MappedFile(const std::string &path) : path_(path) {
     fail("'", path, "' is not a regular file");
   }
   size_ = static_cast<size_t>(st.st_size);
+  device_ = static_cast<uint64_t>(st.st_dev);
+  inode_ = static_cast<uint64_t>(st.st_ino);
+  modifiedNanos_ = modifiedNanos(st);
   if (size_ > 0) {
     void *p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
@@ -40,6 +50,18 @@ MappedFile::MappedFile(const std::string &path) : path_(path) {
 MappedFile::~MappedFile() {
   if (data_)
     ::munmap(const_cast<uint8_t *>(data_), size_);
+}
+
+void MappedFile::checkUnchanged() const {
+  struct stat st{};
+  if (::stat(path_.c_str(), &st) != 0)
+    fail("'", path_, "' was removed while it was being read (", std::strerror(errno), ")");
+  if (static_cast<uint64_t>(st.st_dev) != device_ || static_cast<uint64_t>(st.st_ino) != inode_)
+    fail("'", path_, "' was replaced by another file while it was being read");
+  if (static_cast<size_t>(st.st_size) != size_ || modifiedNanos(st) != modifiedNanos_)
+    fail("'", path_, "' changed while it was being read (", size_, " bytes when opened, ",
+         st.st_size, " now", modifiedNanos(st) != modifiedNanos_ ? ", modified since" : "",
+         "); a file must not be rewritten while llmc reads it");
 }
 
 void MappedFile::release(size_t offset, size_t bytes) const {

@@ -19,6 +19,7 @@
 #include "passes/lib/EntryPoints.h"
 #include "passes/lib/QATScheme.h"
 #include "passes/lib/WeightSites.h"
+#include "runtime/checkpoint/HuggingFace.h"
 #include "runtime/quant/Export.h"
 #include "runtime/quant/GptqCalibration.h"
 
@@ -51,8 +52,8 @@ cl::OptionCategory &quantizeCategory() {
 
 namespace {
 
-cl::opt<std::string> ckptDir(cl::Positional, cl::desc("<ckpt-dir>"), cl::Required,
-                             cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<std::string> ckptDir(cl::Positional, cl::desc("<ckpt-dir | hf-dir | weights.safetensors>"),
+                             cl::Required, cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
 cl::opt<std::string> graphFile(cl::Positional, cl::desc("[<graph.mlir>]"), cl::init(""),
                                cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
 cl::opt<std::string> modelFamily("model", cl::desc("Built-in model family instead of a file"),
@@ -207,7 +208,10 @@ private:
 /// The table: one row per quantized tensor, then totals.
 std::string formatReport(const ExportReport &report, const std::string &output) {
   std::ostringstream os;
-  os << "quantized " << report.stepDir << " (step " << report.step << ") -> " << output << "\n";
+  os << "quantized " << report.source;
+  if (report.step >= 0)
+    os << " (step " << report.step << ")";
+  os << " -> " << output << "\n";
   os << "  " << std::left << std::setw(28) << "tensor" << std::setw(12) << "shape"
      << std::setw(22) << "scheme" << std::right << std::setw(12) << "bytes" << std::setw(12)
      << "stored" << std::setw(12) << "bits/param" << "\n";
@@ -324,16 +328,22 @@ bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &r
     error = "the model did not compile for calibration";
     return false;
   }
-  ExportRequest plain = request;
-  plain.output = plainPath.str().str();
-  for (ExportRequest::Tensor &t : plain.tensors) t.quantize = false;
-  ExportReport plainReport;
-  if (!exportWeights(plain, plainReport, error))
-    return false;
-
   GptqRequest gptq;
   gptq.artifact = artifactPath.str().str();
-  gptq.weights = plainPath.str().str();
+  // A Hugging Face directory loads into the model compiled from its own
+  // config.json as it is (mapped, each tensor converted in place); other
+  // sources are first written plain, the tensors @forward reads.
+  if (sys::fs::exists(request.source + "/config.json")) {
+    gptq.weights = request.source;
+  } else {
+    ExportRequest plain = request;
+    plain.output = plainPath.str().str();
+    for (ExportRequest::Tensor &t : plain.tensors) t.quantize = false;
+    ExportReport plainReport;
+    if (!exportWeights(plain, plainReport, error))
+      return false;
+    gptq.weights = plainPath.str().str();
+  }
   gptq.calibration = calibrationData;
   gptq.batches = calibrationBatches;
   gptq.options.actOrder = actOrder;
@@ -349,18 +359,38 @@ bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &r
   return true;
 }
 
+/// A Hugging Face directory describes its model: its config.json and
+/// model_type stand in for --config and --model when those are not given.
+bool modelFromHuggingFace(std::string &error) {
+  if (!sys::fs::is_directory(ckptDir) || !sys::fs::exists(ckptDir + "/config.json") ||
+      !graphFile.empty())
+    return true;
+  if (modelConfig.empty())
+    modelConfig = ckptDir + "/config.json";
+  if (!modelFamily.empty())
+    return true;
+  std::string family;
+  if (!huggingFaceFamily(ckptDir, family, error))
+    return false;
+  modelFamily = family;
+  return true;
+}
+
 int run() {
+  std::string error;
+  if (!modelFromHuggingFace(error))
+    return failWith(error);
   if (!graphFile.empty() && !modelFamily.empty())
     return failWith("give either a graph file or --model, not both");
   if (graphFile.empty() && modelFamily.empty())
-    return failWith("no model: give <graph.mlir> or --model <family>");
+    return failWith("no model: give <graph.mlir> or --model <family> (a Hugging Face "
+                    "directory names its own)");
 
   // The scheme, in --qat's spelling; the channel axis may be left to each
   // weight (its output channel). "none" exports the parameters as they are.
   bool exportPlain = schemeText == "none";
   if (StringRef(schemeText).contains(','))
     return failWith("bad scheme '" + schemeText + "': one scheme, not a list");
-  std::string error;
   std::string weightsSpec = "weights=" + (exportPlain ? std::string("int8") : schemeText.getValue());
   std::optional<QATSpec> spec = parseQATSpec(weightsSpec, error);
   if (!spec)
@@ -398,7 +428,7 @@ int run() {
                       "' matches no layer, parameter, head or embedding of @forward");
 
   ExportRequest request;
-  request.ckptDir = ckptDir;
+  request.source = ckptDir;
   request.output = output;
   std::vector<std::string> notes;
   for (const Param &p : sites.params) {

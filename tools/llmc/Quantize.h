@@ -1,12 +1,15 @@
 //===- Quantize.h - `llmc quantize`: post-training weight export -*- C++ -*-===//
 //
-//   llmc quantize <ckpt-dir> (--model <family> --preset <name> [--set k=v]... | <graph.mlir>)
+//   llmc quantize <ckpt-dir | hf-dir | weights.safetensors>
+//       (--model <family> --preset <name> [--set k=v]... | <graph.mlir>)
 //       --scheme <scheme> [--skip ...] [--ops matmul,embedding] [--no-double-quant]
 //       [--method rtn|gptq --calibration <data> --batches N [--act-order]
 //        [--damp 0.01] [--gptq-block-size 128]]
 //       -o out.safetensors
 //
-// Reads the checkpoint's latest step, quantizes the weights the model's
+// Reads the checkpoint's latest step (or a Hugging Face model directory,
+// which names its own model, or an llmc weights file; runtime/quant/
+// Export.h), quantizes the weights the model's
 // @forward multiplies with (and embedding tables with --ops embedding) and
 // writes every parameter to one safetensors file (runtime/quant/
 // QuantizedFile.h) that `llmc-run --weights` loads. Round-to-nearest by

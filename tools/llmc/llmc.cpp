@@ -3,7 +3,7 @@
 //   llmc model <family> --preset <name> [--set k=v]... [--config f] [-o f] [--stats]
 //   llmc compile (<graph.mlir> | --model <family> --preset <name>) [options] -o f
 //   llmc inspect <model.llmc>
-//   llmc quantize <ckpt-dir> (--model <family> | <graph.mlir>) --scheme s -o f
+//   llmc quantize <ckpt-dir | hf-dir | weights> [--model <family> | <graph.mlir>] --scheme s -o f
 //   llmc export-hf <ckpt-dir | weights.safetensors> <model.llmc> -o <hf-dir>
 //   llmc data <text|ids|-> -o <prefix> [--from text|ids|u16|u32] [--shard-tokens N]
 //   llmc generate <model.llmc> [--weights w] --prompt S [--max-new-tokens N] ...

@@ -3,7 +3,11 @@
 #include "TestUtil.h"
 #include "runtime/checkpoint/Safetensors.h"
 
+#include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace llmc;
 
@@ -81,4 +85,88 @@ TEST(Safetensors, CorruptFilesAreRejectedWithTheProblem) {
   EXPECT_RUNTIME_ERROR(SafetensorsFile{path}, "overlap");
 
   EXPECT_RUNTIME_ERROR(SafetensorsFile{dir.file("absent")}, "cannot open");
+}
+
+TEST(Safetensors, CorruptHeaderNamesTheFileAndOffset) {
+  test::TempDir dir;
+  std::string good = test::readBytes(makeFile(dir));
+  std::string path = dir.file("bad.safetensors");
+  // A header of 8 bytes ("{\"a\": " padded): bytes 8 to 16 of the file.
+  test::writeBytes(path, withHeader(good, "{\"a\": "));
+  EXPECT_RUNTIME_ERROR(SafetensorsFile{path}, path + ": header (bytes 8 to 16):1:");
+
+  std::string header = R"({"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 4000]}})";
+  size_t headerEnd = 8 + header.size() + (8 - header.size() % 8) % 8;
+  std::string bad = withHeader(good, header);
+  test::writeBytes(path, bad);
+  EXPECT_RUNTIME_ERROR(SafetensorsFile{path},
+                       path + ": tensor 'a': data_offsets [0, 4000) outside the " +
+                           std::to_string(bad.size() - headerEnd) + "-byte data section (bytes " +
+                           std::to_string(headerEnd) + " to " + std::to_string(bad.size()) +
+                           " of the file)");
+}
+
+TEST(Safetensors, TensorsAreViewsIntoTheFile) {
+  test::TempDir dir;
+  std::string path = makeFile(dir);
+  std::string bytes = test::readBytes(path);
+  SafetensorsFile f(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  // Each view holds the file's bytes at 8 + header + its data offset.
+  for (const SafeTensor &t : f.tensors()) {
+    size_t at = bytes.find(std::string(static_cast<const char *>(t.data), t.bytes), 8 + n);
+    EXPECT_NE(at, std::string::npos) << t.name;
+  }
+  const SafeTensor *a = f.find("a");
+  EXPECT_EQ(std::memcmp(a->data, bytes.data() + 8 + n, 24), 0);
+  // Handing pages back changes memory, never what a view reads.
+  f.release(*a);
+  EXPECT_EQ(static_cast<const float *>(a->data)[5], 6.0f);
+}
+
+TEST(Safetensors, AFileTruncatedAfterOpeningIsANamedError) {
+  test::TempDir dir;
+  std::string path = makeFile(dir);
+  SafetensorsFile f(path);
+  ASSERT_TRUE(f.find("a"));
+  // Truncated in place: the same file, shorter. Reading a view past the
+  // new end would fault; find() reports it first.
+  ASSERT_EQ(::truncate(path.c_str(), 16), 0);
+  EXPECT_RUNTIME_ERROR(f.find("a"), "'" + path + "' changed while it was being read (");
+  EXPECT_RUNTIME_ERROR(f.checkUnchanged(), "bytes when opened, 16 now");
+}
+
+TEST(Safetensors, AFileReplacedOrRemovedAfterOpeningIsANamedError) {
+  test::TempDir dir;
+  std::string path = makeFile(dir);
+  SafetensorsFile f(path);
+  std::string other = dir.file("other.safetensors");
+  test::writeBytes(other, test::readBytes(path));
+  ASSERT_EQ(std::rename(other.c_str(), path.c_str()), 0);
+  EXPECT_RUNTIME_ERROR(f.find("a"), "'" + path + "' was replaced by another file");
+  ASSERT_EQ(std::remove(path.c_str()), 0);
+  EXPECT_RUNTIME_ERROR(f.checkUnchanged(), "'" + path + "' was removed");
+}
+
+TEST(MappedFile, MapsTheBytesAndChecksTheFile) {
+  test::TempDir dir;
+  std::string path = dir.file("bytes");
+  test::writeBytes(path, "hello, mapped world");
+  MappedFile file(path);
+  ASSERT_EQ(file.size(), 19u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char *>(file.data()), file.size()),
+            "hello, mapped world");
+  file.checkUnchanged();
+  // Rewritten in place with as many bytes: the modification time tells.
+  struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  EXPECT_RUNTIME_ERROR(file.checkUnchanged(), "modified since");
+
+  test::writeBytes(dir.file("empty"), "");
+  MappedFile empty(dir.file("empty"));
+  EXPECT_EQ(empty.size(), 0u);
+  EXPECT_EQ(empty.data(), nullptr);
+  EXPECT_RUNTIME_ERROR(MappedFile{dir.file("absent")}, "cannot open '" + dir.file("absent"));
+  EXPECT_RUNTIME_ERROR(MappedFile{dir.path()}, "is not a regular file");
 }
