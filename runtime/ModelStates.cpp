@@ -78,6 +78,12 @@ struct PlannedBytes {
   std::map<std::string, uint64_t> optimizer, absmax, param;
 };
 
+/// The bytes planned for `name` (0 when none).
+double bytesFor(const std::map<std::string, uint64_t> &bytes, const std::string &name) {
+  auto it = bytes.find(name);
+  return it == bytes.end() ? 0.0 : static_cast<double>(it->second);
+}
+
 /// The published p, g, K for the artifact's precision and optimizer.
 void setPublishedConstants(ModelStates &m, const Artifact &artifact) {
   bool mixed = artifact.meta("precision") == "bf16" || artifact.meta("precision") == "fp16";
@@ -176,8 +182,7 @@ void addOptimizerExtras(ModelStates &m, const std::vector<Trained> &trained,
   double bytes = 0, padding = 0;
   for (const Trained &t : trained) {
     double expected = m.optimizerBytes * static_cast<double>(t.count) / n;
-    auto it = planned.optimizer.find(t.info->name);
-    double held = it == planned.optimizer.end() ? 0.0 : static_cast<double>(it->second);
+    double held = bytesFor(planned.optimizer, t.info->name);
     std::string shape =
         shapeText(t.info->shard.sharded() ? t.info->shard.globalShape : t.info->shape);
     // Whole on this rank: about N times the share the formula gives it;
@@ -199,8 +204,7 @@ void addParameterExtras(ModelStates &m, const std::vector<Trained> &trained,
   std::vector<std::string> names, padded;
   double bytes = 0, padding = 0;
   for (const Trained &t : trained) {
-    auto it = planned.param.find(t.info->name);
-    double held = it == planned.param.end() ? 0.0 : static_cast<double>(it->second);
+    double held = bytesFor(planned.param, t.info->name);
     if (!t.zeroSharded) {
       names.push_back(t.info->name);
       bytes += held * (1.0 - 1.0 / n);
@@ -222,8 +226,7 @@ double addUnshardedGradients(ModelStates &m, const std::vector<Trained> &trained
   double n = static_cast<double>(m.groupSize), unsharded = 0;
   std::vector<std::string> names;
   for (const Trained &t : trained) {
-    auto it = planned.optimizer.find(t.info->name);
-    double held = it == planned.optimizer.end() ? 0.0 : static_cast<double>(it->second);
+    double held = bytesFor(planned.optimizer, t.info->name);
     if (held > 1.5 * m.optimizerBytes * static_cast<double>(t.count) / n) {
       names.push_back(t.info->name);
       unsharded += m.heldGradBytes * static_cast<double>(t.count) * (1.0 - 1.0 / n);
@@ -242,10 +245,7 @@ double addUnshardedGradients(ModelStates &m, const std::vector<Trained> &trained
 /// gradients beside the bucket they are copied into.
 void addGradientRest(ModelStates &m, const std::map<std::string, uint64_t> &parts,
                      double accounted) {
-  auto part = [&](const char *kind) {
-    auto it = parts.find(kind);
-    return it == parts.end() ? 0.0 : static_cast<double>(it->second);
-  };
+  auto part = [&](const char *kind) { return bytesFor(parts, kind); };
   double rest = part("gradients") + part("buckets") + part("partial sums") +
                 part("awaiting reduce-scatter") + part("awaiting widening") + part("shards") -
                 accounted - m.formulaGradients();
@@ -282,10 +282,7 @@ void addGradientExtras(ModelStates &m, const Artifact &artifact,
   if (peak != artifact.memory.categoryPeaks.end())
     m.plannedGradients = peak->second;
   const std::map<std::string, uint64_t> &parts = artifact.memory.gradientPeakParts;
-  auto part = [&](const char *kind) {
-    auto it = parts.find(kind);
-    return it == parts.end() ? 0.0 : static_cast<double>(it->second);
-  };
+  auto part = [&](const char *kind) { return bytesFor(parts, kind); };
   // fp32 gradients under mixed precision: the formula keeps the paper's
   // g = 2, and the other 2 bytes per gradient are an item of their own.
   double fp32Gradients = (m.heldGradBytes - m.gradBytes) * static_cast<double>(m.psi) /
