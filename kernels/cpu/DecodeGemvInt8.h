@@ -14,15 +14,14 @@
 // activations (DecodeGemv.h).
 //
 // The unsigned × signed byte dot (vpdpbusd, or vpmaddubsw + vpmaddwd) takes
-// W's codes unsigned: int4 as its nibble ^ 8 (level + 8), int8 (AVX-512) as
-// its byte ^ 0x80 (level + 128); the excess, offset · Σ q of the block, is
-// the accumulator's starting value (`bias`, one per block, computed with
-// q). Without VNNI, int8 takes |w| and sign(w)·q instead (no overflow of
+// int4 codes unsigned, as nibble ^ 8 (level + 8); the excess, 8 · Σ q of
+// the block, is the accumulator's starting value (`bias`, one per block,
+// computed with q). int8 takes |w| and sign(w)·q (no overflow of
 // vpmaddubsw's int16 pairs).
 //
-// Bodies, chosen at bind time (chooseDotIsa): AVX-512 VNNI (zmm: 4 int4
-// blocks or 2 int8 blocks a step), ymm VNNI (AVX-VNNI's VEX vpdpbusd, or on
-// AVX-512 VNNI CPUs its EVEX form), AVX2 (vpmaddubsw + vpmaddwd). The VNNI
+// Bodies, chosen at bind time (chooseDotIsa): AVX-512 VNNI (zmm, int4: 4
+// blocks a step), ymm VNNI (AVX-VNNI's VEX vpdpbusd, or on AVX-512 VNNI
+// CPUs its EVEX form; int8's best), AVX2 (vpmaddubsw + vpmaddwd). The VNNI
 // dot is inline assembly so that one AVX2-compiled body serves both ymm
 // forms. LLMC_CPU_DOT=avx512vnni|avxvnni|avx2 asks for a body (a lower one
 // where the CPU lacks it); LLMC_CPU_NO_AVX512 rules out the zmm body.
@@ -48,8 +47,10 @@ enum class DotIsa {
 };
 
 /// The body for this CPU and LLMC_CPU_DOT / LLMC_CPU_NO_AVX512, or false
-/// with `error` set for an LLMC_CPU_DOT value that names no body.
-inline bool chooseDotIsa(DotIsa &isa, std::string &error) {
+/// with `error` set for an LLMC_CPU_DOT value that names no body. int8
+/// codes (not `nibbles`) have no zmm body: on Zen 4 it read 17 GB/s on one
+/// core where the ymm one reads 22-27, so they take ymm VNNI there.
+inline bool chooseDotIsa(bool nibbles, DotIsa &isa, std::string &error) {
   const bool vnni512 = useAvx512() && __builtin_cpu_supports("avx512vnni");
   const bool vnniVex = __builtin_cpu_supports("avxvnni");
   const bool vnniEvex = !std::getenv("LLMC_CPU_NO_AVX512") &&
@@ -61,7 +62,7 @@ inline bool chooseDotIsa(DotIsa &isa, std::string &error) {
     error = "LLMC_CPU_DOT=" + want + ": expected avx512vnni, avxvnni or avx2";
     return false;
   }
-  if (want == "avx512vnni" && vnni512)
+  if (want == "avx512vnni" && vnni512 && nibbles)
     isa = DotIsa::Avx512Vnni;
   else if (want != "avx2" && vnniVex)
     isa = DotIsa::YmmVnniVex;
@@ -83,8 +84,7 @@ struct QLayout {
   int offset = 0;
   bool nibbles = false;
   static QLayout of(DotIsa isa, bool nibbles) {
-    if (isa == DotIsa::Avx512Vnni)
-      return nibbles ? QLayout{4, 4, 8, true} : QLayout{2, 8, 128, false};
+    if (isa == DotIsa::Avx512Vnni) return QLayout{4, 4, 8, true};
     return nibbles ? QLayout{1, 8, 8, true} : QLayout{1, 8, 0, false};
   }
 };
@@ -163,6 +163,10 @@ struct QRows {
 struct BlockScales {
   const float *scales;
   int64_t per; ///< blocks of 32 per scale (run / 32)
+
+  /// Row r's scales (K a multiple of 32): block b of the row has
+  /// RowScales::at[b / per], since runs divide K or are whole rows.
+  const float *row(int64_t r, int64_t k) const { return scales + r * (k / kQBlock) / per; }
 };
 
 #pragma GCC diagnostic push
@@ -170,60 +174,61 @@ struct BlockScales {
 
 #define LLMC_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-/// W's scales of blocks j0.. (n of them, the rest 0), one per lane of
-/// its block.
-LLMC_VNNI512 inline __m512 scaleLanes(const BlockScales &s, int64_t j0, int n,
+/// W's scales of a row's blocks b.. (n of them; lanes past them 0), one
+/// per lane of its block: `at` the row's scales, `per` blocks per scale.
+LLMC_VNNI512 inline __m512 scaleLanes(const float *at, int64_t per, int64_t b, int n,
                                       __m512i laneBlock) {
   __m512 v;
-  if (s.per == 1) {
-    v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), s.scales + j0);
-  } else if (j0 / s.per == (j0 + n - 1) / s.per) {
-    return _mm512_set1_ps(s.scales[j0 / s.per]);
+  if (per == 1) {
+    v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), at + b);
   } else {
     float f[4] = {0, 0, 0, 0};
-    for (int t = 0; t < n; ++t) f[t] = s.scales[(j0 + t) / s.per];
+    for (int t = 0; t < n; ++t) f[t] = at[(b + t) / per];
     v = _mm512_castps128_ps512(_mm_loadu_ps(f));
   }
   return _mm512_permutexvar_ps(laneBlock, v);
 }
 
-/// Rows [r0, r1) of y, M rows of x from i0, AVX-512 VNNI; S parts of the
-/// range side by side (as DecodeGemv.h's rows512). Codes: int4 (Nibbles)
-/// or int8, row r's at codes + r · K · bits / 8.
-template <int M, int S, bool Nibbles>
+/// Rows [r0, r1) of y, M rows of x from i0, AVX-512 VNNI, int4 codes (row
+/// r's at codes + r · K / 2); S parts of the range side by side (as
+/// DecodeGemv.h's rows512).
+template <int M, int S>
 LLMC_VNNI512 void intRows512(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t r1,
                              const QRows &d, int64_t i0) {
   const QuantizedX &qx = *d.x;
-  const int64_t k = qx.k, blocks = qx.blocks, g = qx.layout.blocksPerStep;
-  const int64_t rowBytes = Nibbles ? k / 2 : k, stepBytes = 64, q = (r1 - r0) / S;
+  // A step: 64 bytes of codes, 4 blocks (QLayout), 4 int32 lanes each.
+  constexpr int64_t g = 4, blockBytes = 16, lanes = 4;
+  const int64_t k = qx.k, blocks = qx.blocks, rowBytes = k / 2, q = (r1 - r0) / S;
   const __m512i laneBlock = _mm512_srli_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), Nibbles ? 2 : 3);
-  const __m512i flip = _mm512_set1_epi8(Nibbles ? static_cast<char>(0x88) : static_cast<char>(0x80));
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x88));
   const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const bool oneScale = ws.per >= blocks; // a scale per row, or for all of W
   for (int64_t t = 0; t < q; ++t) {
     int64_t row[S];
-    __m512 acc[S][M];
+    const float *at[S];
+    __m512 acc[S][M], rowScale[S];
     for (int s = 0; s < S; ++s) {
-      row[s] = r0 + s * q + t;
+      row[s] = r0 + s * q + t, at[s] = ws.row(row[s], k), rowScale[s] = _mm512_set1_ps(*at[s]);
       for (int i = 0; i < M; ++i) acc[s][i] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < blocks; b += g) {
       const int n = static_cast<int>(std::min(g, blocks - b));
-      const __mmask64 mask = n == g ? ~0ull : (1ull << (n * stepBytes / g)) - 1;
       for (int s = 0; s < S; ++s) {
-        const uint8_t *p = codes + row[s] * rowBytes + b * stepBytes / g;
-        const __m512i w = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, p), flip);
-        const __m512 wl = scaleLanes(ws, (row[s] * k) / kQBlock + b, n, laneBlock);
-        __m512i lo = w, hi = w;
-        if constexpr (Nibbles)
-          lo = _mm512_and_si512(w, nibble), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
+        // The last step of a row may hold fewer blocks: read only theirs.
+        const uint8_t *p = codes + row[s] * rowBytes + b * blockBytes;
+        const __m512i w = _mm512_xor_si512(
+            n == g ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8((1ull << (n * blockBytes)) - 1, p),
+            flip);
+        const __m512 wl = oneScale ? rowScale[s] : scaleLanes(at[s], ws.per, b, n, laneBlock);
+        const __m512i lo = _mm512_and_si512(w, nibble);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
         for (int i = 0; i < M; ++i) {
           const int8_t *xq = qx.qRow(i0 + i) + b * kQBlock;
-          const int64_t lane = b * qx.layout.lanesPerBlock;
+          const int64_t lane = b * lanes;
           __m512i sum = _mm512_loadu_si512(qx.biasRow(i0 + i) + lane);
           sum = _mm512_dpbusd_epi32(sum, lo, _mm512_loadu_si512(xq));
-          if constexpr (Nibbles)
-            sum = _mm512_dpbusd_epi32(sum, hi, _mm512_loadu_si512(xq + 64));
+          sum = _mm512_dpbusd_epi32(sum, hi, _mm512_loadu_si512(xq + 64));
           const __m512 f = _mm512_mul_ps(_mm512_loadu_ps(qx.scaleRow(i0 + i) + lane), wl);
           acc[s][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), f, acc[s][i]);
         }
@@ -234,7 +239,7 @@ LLMC_VNNI512 void intRows512(const uint8_t *codes, const BlockScales &ws, int64_
         d.y[(i0 + i) * d.ldy + row[s]] = _mm512_reduce_add_ps(acc[s][i]);
   }
   if constexpr (S > 1)
-    intRows512<M, 1, Nibbles>(codes, ws, r0 + S * q, r1, d, i0);
+    intRows512<M, 1>(codes, ws, r0 + S * q, r1, d, i0);
 }
 
 #undef LLMC_VNNI512
@@ -261,17 +266,19 @@ void intRows256(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t
   const QuantizedX &qx = *d.x;
   const int64_t k = qx.k, blocks = qx.blocks;
   const int64_t q = (r1 - r0) / S;
+  const bool oneScale = ws.per >= blocks; // a scale per row, or for all of W
   for (int64_t t = 0; t < q; ++t) {
     int64_t row[S];
+    const float *at[S];
     __m256 acc[S][M];
     for (int s = 0; s < S; ++s) {
-      row[s] = r0 + s * q + t;
+      row[s] = r0 + s * q + t, at[s] = ws.row(row[s], k);
       for (int i = 0; i < M; ++i) acc[s][i] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < blocks; ++b)
       for (int s = 0; s < S; ++s) {
         const int64_t j = (row[s] * k) / kQBlock + b;
-        const __m256 wl = _mm256_set1_ps(ws.scales[j / ws.per]);
+        const __m256 wl = _mm256_set1_ps(oneScale ? *at[s] : at[s][ws.per == 1 ? b : b / ws.per]);
         __m256i u, sign;
         if constexpr (Nibbles) {
           const __m128i bytes = _mm_xor_si128(
@@ -321,7 +328,10 @@ void intRowsOf(DotIsa isa, const uint8_t *codes, const BlockScales &ws, int64_t 
   forRowChunks(r0, r1, d.x->m, [&](auto rows, auto streams, int64_t a, int64_t b, int64_t i0) {
     constexpr int kM = decltype(rows)::value, kS = decltype(streams)::value;
     switch (isa) {
-    case DotIsa::Avx512Vnni: intRows512<kM, kS, Nibbles>(codes, ws, a, b, d, i0); break;
+    case DotIsa::Avx512Vnni:
+      if constexpr (Nibbles) // chooseDotIsa: int8 has no zmm body
+        intRows512<kM, kS>(codes, ws, a, b, d, i0);
+      break;
     case DotIsa::YmmVnniVex:
       intRows256<kM, kS, Nibbles, DotIsa::YmmVnniVex>(codes, ws, a, b, d, i0);
       break;

@@ -211,7 +211,8 @@ std::unique_ptr<Kernel> makeMatmulInt(const KernelArgs &args, std::string &error
   if (!contracts::bindMatmulInt(args, error, &d)) return nullptr;
   decode::DotIsa isa;
   std::string isaError;
-  if (!decode::chooseDotIsa(isa, isaError)) return Validator("matmul_int", args, error).reject(isaError);
+  if (!decode::chooseDotIsa(d.layout.bits == 4, isa, isaError))
+    return Validator("matmul_int", args, error).reject(isaError);
   IntExpander expand(args.inputs[1].as<uint8_t>(), args.inputs[2].as<float>(),
                      d.layout.asymmetric ? args.inputs[3].as<int32_t>() : nullptr, d.layout, isa);
   return makeQuantizedMatmul("matmul_int", args, d, expand, error);
