@@ -18,6 +18,9 @@
 // W's rows; for one row of x a thread walks four parts of its range side
 // by side, four streams of reads in flight instead of one.
 //
+// Symmetric int8/int4 codes in whole blocks of 32 take DecodeGemvInt8.h
+// instead (x quantized to int8, integer dots); NF4 and the rest stay here.
+//
 // AVX-512 (chosen at bind time, LLMC_CPU_NO_AVX512 forces AVX2) and AVX2
 // bodies; the library is built for x86-64-v3, the AVX-512 ones carry a
 // target attribute. Sums are fp32 in an order of their own, so results
