@@ -54,8 +54,7 @@ inline bool chooseDotIsa(bool nibbles, DotIsa &isa, std::string &error) {
   const bool vnni512 = useAvx512() && __builtin_cpu_supports("avx512vnni");
   const bool vnniVex = __builtin_cpu_supports("avxvnni");
   const bool vnniEvex = !std::getenv("LLMC_CPU_NO_AVX512") &&
-                        __builtin_cpu_supports("avx512vnni") &&
-                        __builtin_cpu_supports("avx512vl");
+                        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
   const char *asked = std::getenv("LLMC_CPU_DOT");
   const std::string want = asked ? asked : "avx512vnni";
   if (want != "avx512vnni" && want != "avxvnni" && want != "avx2") {
@@ -84,7 +83,8 @@ struct QLayout {
   int offset = 0;
   bool nibbles = false;
   static QLayout of(DotIsa isa, bool nibbles) {
-    if (isa == DotIsa::Avx512Vnni) return QLayout{4, 4, 8, true};
+    if (isa == DotIsa::Avx512Vnni)
+      return QLayout{4, 4, 8, true};
     return nibbles ? QLayout{1, 8, 8, true} : QLayout{1, 8, 0, false};
   }
 };
@@ -124,7 +124,8 @@ struct QuantizedX {
 private:
   /// Where element e of block b goes in a row's q.
   int64_t position(int64_t b, int64_t e) const {
-    if (!layout.nibbles) return b * kQBlock + e;
+    if (!layout.nibbles)
+      return b * kQBlock + e;
     // A step's blocks' even elements (16 each), then their odd ones.
     const int64_t g = layout.blocksPerStep, step = b / g, within = b % g;
     return step * g * kQBlock + (e % 2) * g * (kQBlock / 2) + within * (kQBlock / 2) + e / 2;
@@ -199,8 +200,8 @@ LLMC_VNNI512 void intRows512(const uint8_t *codes, const BlockScales &ws, int64_
   // A step: 64 bytes of codes, 4 blocks (QLayout), 4 int32 lanes each.
   constexpr int64_t g = 4, blockBytes = 16, lanes = 4;
   const int64_t k = qx.k, blocks = qx.blocks, rowBytes = k / 2, q = (r1 - r0) / S;
-  const __m512i laneBlock = _mm512_srli_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+  const __m512i laneBlock =
+      _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x88));
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const bool oneScale = ws.per >= blocks; // a scale per row, or for all of W
@@ -217,9 +218,10 @@ LLMC_VNNI512 void intRows512(const uint8_t *codes, const BlockScales &ws, int64_
       for (int s = 0; s < S; ++s) {
         // The last step of a row may hold fewer blocks: read only theirs.
         const uint8_t *p = codes + row[s] * rowBytes + b * blockBytes;
-        const __m512i w = _mm512_xor_si512(
-            n == g ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8((1ull << (n * blockBytes)) - 1, p),
-            flip);
+        const __m512i w =
+            _mm512_xor_si512(n == g ? _mm512_loadu_si512(p)
+                                    : _mm512_maskz_loadu_epi8((1ull << (n * blockBytes)) - 1, p),
+                             flip);
         const __m512 wl = oneScale ? rowScale[s] : scaleLanes(at[s], ws.per, b, n, laneBlock);
         const __m512i lo = _mm512_and_si512(w, nibble);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
@@ -235,8 +237,7 @@ LLMC_VNNI512 void intRows512(const uint8_t *codes, const BlockScales &ws, int64_
       }
     }
     for (int s = 0; s < S; ++s)
-      for (int i = 0; i < M; ++i)
-        d.y[(i0 + i) * d.ldy + row[s]] = _mm512_reduce_add_ps(acc[s][i]);
+      for (int i = 0; i < M; ++i) d.y[(i0 + i) * d.ldy + row[s]] = _mm512_reduce_add_ps(acc[s][i]);
   }
   if constexpr (S > 1)
     intRows512<M, 1>(codes, ws, r0 + S * q, r1, d, i0);
@@ -261,8 +262,8 @@ template <DotIsa Isa> inline __m256i dot256(__m256i acc, __m256i u, __m256i v) {
 
 /// intRows512 with ymm: one block a step.
 template <int M, int S, bool Nibbles, DotIsa Isa>
-void intRows256(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t r1,
-                const QRows &d, int64_t i0) {
+void intRows256(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t r1, const QRows &d,
+                int64_t i0) {
   const QuantizedX &qx = *d.x;
   const int64_t k = qx.k, blocks = qx.blocks;
   const int64_t q = (r1 - r0) / S;
@@ -281,9 +282,9 @@ void intRows256(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t
         const __m256 wl = _mm256_set1_ps(oneScale ? *at[s] : at[s][ws.per == 1 ? b : b / ws.per]);
         __m256i u, sign;
         if constexpr (Nibbles) {
-          const __m128i bytes = _mm_xor_si128(
-              _mm_loadu_si128(reinterpret_cast<const __m128i *>(codes + j * 16)),
-              _mm_set1_epi8(static_cast<char>(0x88)));
+          const __m128i bytes =
+              _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(codes + j * 16)),
+                            _mm_set1_epi8(static_cast<char>(0x88)));
           u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes),
                                _mm256_set1_epi8(0x0F));
         } else {
@@ -292,8 +293,8 @@ void intRows256(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t
         }
         for (int i = 0; i < M; ++i) {
           const int64_t lane = b * qx.layout.lanesPerBlock;
-          __m256i v = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i *>(qx.qRow(i0 + i) + b * kQBlock));
+          __m256i v =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qx.qRow(i0 + i) + b * kQBlock));
           __m256i sum;
           if constexpr (Nibbles) {
             sum = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qx.biasRow(i0 + i) + lane));

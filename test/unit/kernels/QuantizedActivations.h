@@ -21,7 +21,10 @@ namespace llmc::test {
 /// symmetric codes, K and the run of one scale whole blocks of 32.
 inline bool quantizesActivations(int64_t m, int64_t n, int64_t k, const Grouping &g,
                                  bool transposeB, bool asymmetric) {
-  const int64_t run = g.block > 0 ? g.block : g.channelAxis == 0 ? k : g.channelAxis == 1 ? 0 : n * k;
+  const int64_t run = g.block > 0          ? g.block
+                      : g.channelAxis == 0 ? k
+                      : g.channelAxis == 1 ? 0
+                                           : n * k;
   return m <= 16 && transposeB && !asymmetric && k % 32 == 0 && run > 0 && run % 32 == 0;
 }
 
@@ -55,7 +58,8 @@ inline RefTensor productQuantized(const QuantizedRef &x, const RefTensor &w) {
     for (int64_t r = 0; r < n; ++r)
       for (int64_t b = 0; b < k / 32; ++b) {
         double sum = 0.0;
-        for (int64_t c = b * 32; c < b * 32 + 32; ++c) sum += x.q.data[i * k + c] * w.data[r * k + c];
+        for (int64_t c = b * 32; c < b * 32 + 32; ++c)
+          sum += x.q.data[i * k + c] * w.data[r * k + c];
         y.data[i * n + r] += x.d.data[i * (k / 32) + b] * sum;
       }
   return y;
@@ -65,7 +69,7 @@ inline RefTensor productQuantized(const QuantizedRef &x, const RefTensor &w) {
 /// fp32-activation product: Σ_blocks d/2 · Σ_block |W|, widened by 1e-6
 /// relative, plus 1e-5 · Σ |x| |W| for the fp32 sums.
 inline ::testing::AssertionResult withinRoundingBound(const RefTensor &y, const RefTensor &x,
-                                               const QuantizedRef &q, const RefTensor &w) {
+                                                      const QuantizedRef &q, const RefTensor &w) {
   const int64_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
   for (int64_t i = 0; i < m; ++i)
     for (int64_t r = 0; r < n; ++r) {
@@ -79,9 +83,9 @@ inline ::testing::AssertionResult withinRoundingBound(const RefTensor &y, const 
       bound = bound * (1 + 1e-6) + 1e-5 * magnitude;
       const double err = std::fabs(y.data[i * n + r] - exact);
       if (!(err <= bound))
-        return ::testing::AssertionFailure() << "y[" << i << ", " << r << "] = " << y.data[i * n + r]
-                                             << ", fp32 product " << exact << ": error " << err
-                                             << " > bound " << bound;
+        return ::testing::AssertionFailure()
+               << "y[" << i << ", " << r << "] = " << y.data[i * n + r] << ", fp32 product "
+               << exact << ": error " << err << " > bound " << bound;
     }
   return ::testing::AssertionSuccess();
 }

@@ -90,9 +90,8 @@ TEST(DecodeGemv, IntCodesMatchTheReference) {
               out.poison();
               ASSERT_TRUE(
                   runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(bits, g, shape, true)));
-              const RefTensor wRef =
-                  ref::dequantizeInt(w.codes, w.scale, w.zeroPoint, shape, bits, g.block,
-                                     g.channelAxis);
+              const RefTensor wRef = ref::dequantizeInt(w.codes, w.scale, w.zeroPoint, shape, bits,
+                                                        g.block, g.channelAxis);
               if (k % 32 != 0) { // fp32 activations
                 EXPECT_CLOSE(out.toRef(), ref::matmul(x, wRef, false, true), Metric::Norm,
                              tolerance(DType::F32));
@@ -114,8 +113,8 @@ TEST(DecodeGemv, QuantizedActivationsKeepNonFiniteValues) {
     RefTensor x = randomTensor({1, k}, 78);
     x.data[40] = std::numeric_limits<double>::quiet_NaN();
     Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {1, n});
-    ASSERT_TRUE(runKernel("matmul_int", inputsOf(xb, w), {&out},
-                          intAttrs(4, {32, -1}, {n, k}, true)));
+    ASSERT_TRUE(
+        runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(4, {32, -1}, {n, k}, true)));
     for (int64_t r = 0; r < n; ++r) EXPECT_TRUE(std::isnan(out.view().as<float>()[r])) << r;
   });
 }
