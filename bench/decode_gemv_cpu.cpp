@@ -6,7 +6,9 @@
 // per row and int4 in blocks of 32, matmul_nf4 in blocks of 32. Prints the
 // best time of a pass over all the weights and the weight bytes read per
 // second (codes and scales). The codes are zeros: the kernels' time does not
-// depend on their values. LLMC_CPU_NO_AVX512=1 times the AVX2 bodies.
+// depend on their values. LLMC_CPU_NO_AVX512=1 times the AVX2 bodies;
+// LLMC_CPU_DOT=avx512vnni|avxvnni|avx2 picks int8/int4's integer-dot body
+// (kernels/cpu/DecodeGemvInt8.h).
 //
 // Usage: llmc-bench-decode-gemv [--n 5632] [--k 2048] [--layers 16] [--m 1] [--reps 10]
 //

@@ -18,6 +18,9 @@
 // W's rows; for one row of x a thread walks four parts of its range side
 // by side, four streams of reads in flight instead of one.
 //
+// Symmetric int8/int4 codes in whole blocks of 32 take DecodeGemvInt8.h
+// instead (x quantized to int8, integer dots); NF4 and the rest stay here.
+//
 // AVX-512 (chosen at bind time, LLMC_CPU_NO_AVX512 forces AVX2) and AVX2
 // bodies; the library is built for x86-64-v3, the AVX-512 ones carry a
 // target attribute. Sums are fp32 in an order of their own, so results
@@ -345,32 +348,42 @@ void rows256(const Codes &w, const Scale &scale, Runs runs, int64_t r0, int64_t 
 #undef LLMC_AVX512
 #pragma GCC diagnostic pop
 
-/// Rows [r0, r1) of y for every row of x, four rows of x at a time; past
-/// four, row by row of W, so that its next four rows of x find it in L1.
-template <typename Codes, typename Scale>
-void rowsOf(const Codes &w, const Scale &scale, Runs runs, int64_t r0, int64_t r1, const Rows &d,
-            bool avx512) {
+/// Calls body(M, S, a, b, i0) (M, S integral constants) over rows [r0,
+/// r1) of W for all m rows of x, four rows of x at a time; a single row
+/// of x walks S = kStreams parts side by side. Past four rows of x, row by
+/// row of W, so that its next four rows of x find it in L1.
+template <typename Body> void forRowChunks(int64_t r0, int64_t r1, int64_t m, Body body) {
   auto chunk = [&](int64_t a, int64_t b, int64_t i0) {
     auto run = [&](auto rows) {
       constexpr int kM = decltype(rows)::value, kS = kM == 1 ? kStreams : 1;
-      if (avx512)
-        rows512<kM, kS>(w, scale, runs, a, b, d, i0);
-      else
-        rows256<kM, kS>(w, scale, runs, a, b, d, i0);
+      body(rows, std::integral_constant<int, kS>{}, a, b, i0);
     };
-    switch (std::min<int64_t>(4, d.m - i0)) {
+    switch (std::min<int64_t>(4, m - i0)) {
     case 1: run(std::integral_constant<int, 1>{}); break;
     case 2: run(std::integral_constant<int, 2>{}); break;
     case 3: run(std::integral_constant<int, 3>{}); break;
     default: run(std::integral_constant<int, 4>{}); break;
     }
   };
-  if (d.m <= 4) {
+  if (m <= 4) {
     chunk(r0, r1, 0);
     return;
   }
   for (int64_t r = r0; r < r1; ++r)
-    for (int64_t i0 = 0; i0 < d.m; i0 += 4) chunk(r, r + 1, i0);
+    for (int64_t i0 = 0; i0 < m; i0 += 4) chunk(r, r + 1, i0);
+}
+
+/// Rows [r0, r1) of y for every row of x (forRowChunks).
+template <typename Codes, typename Scale>
+void rowsOf(const Codes &w, const Scale &scale, Runs runs, int64_t r0, int64_t r1, const Rows &d,
+            bool avx512) {
+  forRowChunks(r0, r1, d.m, [&](auto rows, auto streams, int64_t a, int64_t b, int64_t i0) {
+    constexpr int kM = decltype(rows)::value, kS = decltype(streams)::value;
+    if (avx512)
+      rows512<kM, kS>(w, scale, runs, a, b, d, i0);
+    else
+      rows256<kM, kS>(w, scale, runs, a, b, d, i0);
+  });
 }
 
 /// All N rows of y, split into one contiguous range per OpenMP thread (one

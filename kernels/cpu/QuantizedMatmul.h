@@ -30,9 +30,14 @@
 //   bool nibbles() const;       dotRows steps x permuted for 4-bit codes
 //   void dotRows(int64_t r0, int64_t r1, const decode::Rows &d, bool avx512) const;
 //       rows [r0, r1) of y = x · Wᵀ, decoded in registers (DecodeGemv.h)
-// W [N, K] with few rows goes to dotRows where the expander takes it: a
-// decode step's weights are multiplied from their codes, never expanded
-// into memory.
+//   bool canDotQuantized(int64_t k) const;  whether dotQuantized takes W [N, K]
+//   decode::QLayout quantizedLayout() const;  how it wants x quantized
+//   void dotQuantized(int64_t r0, int64_t r1, const decode::QRows &d) const;
+//       rows [r0, r1) of y = x · Wᵀ with x quantized to int8 per 32
+//       (DecodeGemvInt8.h)
+// W [N, K] with few rows goes to dotQuantized, else dotRows, where the
+// expander takes it: a decode step's weights are multiplied from their
+// codes, never expanded into memory.
 // bf16 and f16 x are widened into fp32 scratch and y rounded back once.
 //
 //===----------------------------------------------------------------------===//
@@ -43,6 +48,7 @@
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/Common.h"
 #include "kernels/cpu/DecodeGemv.h"
+#include "kernels/cpu/DecodeGemvInt8.h"
 
 #include <omp.h>
 
@@ -67,7 +73,9 @@ public:
       yWide_.resize(d.m * d.n);
     }
     const int64_t align = expand_.alignment();
-    if (d.m <= kFewRows && d.transposeB && expand_.canDotRows(d.k)) {
+    if (d.m <= kFewRows && d.transposeB && expand_.canDotQuantized(d.k)) {
+      qx_.resize(expand_.quantizedLayout(), d.m, d.k);
+    } else if (d.m <= kFewRows && d.transposeB && expand_.canDotRows(d.k)) {
       dotRows_ = true;
       avx512_ = useAvx512();
       if (expand_.nibbles())
@@ -107,7 +115,9 @@ public:
       for (int64_t i = 0; i < n; ++i) xWide_[i] = load(x_, i);
       x = xWide_.data(), y = yWide_.data();
     }
-    if (dotRows_)
+    if (qx_.m > 0)
+      fewRowsQuantized(x, y);
+    else if (dotRows_)
       fewRowsFromCodes(x, y);
     else if (d_.m > kFewRows)
       manyRows(x, y);
@@ -188,6 +198,20 @@ private:
     }
   }
 
+  /// W [N, K], x quantized to int8 per 32 elements, integer dots with the
+  /// codes: contiguous ranges of W's rows over threads.
+  void fewRowsQuantized(const float *x, float *y) {
+    qx_.quantize(x);
+    const decode::QRows rows{&qx_, y, d_.n};
+    const Expander &expand = expand_;
+    const int64_t n = d_.n;
+#pragma omp parallel if (n * d_.k > (1 << 15))
+    {
+      const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+      expand.dotQuantized(n * t / threads, n * (t + 1) / threads, rows);
+    }
+  }
+
   /// W [N, K]: groups of rows of W over threads; each row expanded whole
   /// (K floats) and dotted with every row of x.
   void fewRowsTransposed(const float *x, float *y) {
@@ -243,6 +267,7 @@ private:
   int64_t perThread_ = 0, chunk_ = 0;
   bool dotRows_ = false, avx512_ = false; // few rows of W [N, K] from its codes
   std::vector<float> xStep_;               // x permuted for 4-bit codes
+  decode::QuantizedX qx_;                  // x quantized (m > 0: the integer-dot path)
   int64_t tile_ = 0, tileRows_ = 0; // few rows, W [K, N]: columns per tile, rows expanded at once
   std::vector<float> scratch_;      // expanded tiles (and accumulators), or a column chunk
   std::vector<float> xWide_, yWide_; // bf16, f16 only: fp32 copies

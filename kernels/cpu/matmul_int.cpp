@@ -34,8 +34,8 @@ constexpr float kInt4Levels[16] = {0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -
 class IntExpander {
 public:
   IntExpander(const uint8_t *codes, const float *scales, const int32_t *zeroPoints,
-              IntWeightLayout layout)
-      : codes_(codes), scales_(scales), zeroPoints_(zeroPoints), layout_(layout) {}
+              IntWeightLayout layout, decode::DotIsa isa)
+      : codes_(codes), scales_(scales), zeroPoints_(zeroPoints), layout_(layout), isa_(isa) {}
 
   /// Runs shorter than a row (blocks) keep tiles to whole blocks; else any
   /// multiple of 16 columns (whole bytes of int4 codes, whole vectors).
@@ -64,6 +64,19 @@ public:
   }
   void accumulate(int64_t first, int64_t count, float xv, float *acc) const {
     visit<true>(first, count, xv, acc);
+  }
+
+  /// Symmetric codes in runs of whole blocks of 32 (DecodeGemvInt8.h).
+  bool canDotQuantized(int64_t k) const {
+    return !zeroPoints_ && decode::canDotQuantized(k, layout_.run);
+  }
+  decode::QLayout quantizedLayout() const { return decode::QLayout::of(isa_, nibbles()); }
+  void dotQuantized(int64_t r0, int64_t r1, const decode::QRows &d) const {
+    const decode::BlockScales scales{scales_, layout_.run / decode::kQBlock};
+    if (nibbles())
+      decode::intRowsOf<true>(isa_, codes_, scales, r0, r1, d);
+    else
+      decode::intRowsOf<false>(isa_, codes_, scales, r0, r1, d);
   }
 
 private:
@@ -190,13 +203,18 @@ private:
   const float *scales_;
   const int32_t *zeroPoints_;
   IntWeightLayout layout_;
+  decode::DotIsa isa_;
 };
 
 std::unique_ptr<Kernel> makeMatmulInt(const KernelArgs &args, std::string &error) {
   contracts::MatmulIntBinding d;
   if (!contracts::bindMatmulInt(args, error, &d)) return nullptr;
+  decode::DotIsa isa;
+  std::string isaError;
+  if (!decode::chooseDotIsa(d.layout.bits == 4, isa, isaError))
+    return Validator("matmul_int", args, error).reject(isaError);
   IntExpander expand(args.inputs[1].as<uint8_t>(), args.inputs[2].as<float>(),
-                     d.layout.asymmetric ? args.inputs[3].as<int32_t>() : nullptr, d.layout);
+                     d.layout.asymmetric ? args.inputs[3].as<int32_t>() : nullptr, d.layout, isa);
   return makeQuantizedMatmul("matmul_int", args, d, expand, error);
 }
 

@@ -87,6 +87,10 @@ public:
   /// Rows of K elements in whole steps, blocks of whole steps.
   bool canDotRows(int64_t k) const { return decode::canStep(k, block_, true); }
   bool nibbles() const { return true; }
+  /// NF4's levels are not integers: x stays fp32 (dotRows).
+  bool canDotQuantized(int64_t) const { return false; }
+  decode::QLayout quantizedLayout() const { return {}; }
+  void dotQuantized(int64_t, int64_t, const decode::QRows &) const {}
   void dotRows(int64_t r0, int64_t r1, const decode::Rows &d, bool avx512) const {
     decode::rowsOf(decode::NibbleCodes{codes_, quant::kNf4Levels}, BlockScale{this},
                    decode::Runs{block_}, r0, r1, d, avx512);

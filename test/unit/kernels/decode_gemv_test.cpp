@@ -1,33 +1,59 @@
 //===- decode_gemv_test.cpp - decode-step products from stored weights ----===//
 //
 // The few-row products over W [N, K] that decode in registers
-// (kernels/cpu/DecodeGemv.h): matmul_int (int8 and int4, symmetric, in
-// blocks, per row and per tensor), matmul_nf4 and matmul in fp32 and bf16
-// with transpose_b, against the double reference of the expanded weight.
-// M = 1..5 rows (5: four rows of x, then one), N not a multiple of 16 or
-// of the threads' share, K a multiple of a step, not one, and runs (one
-// scale per row) ending in a partial step; each once with AVX-512 (where
-// the CPU has it) and once forced to AVX2. Sums are fp32 in the kernel's
-// own order: tolerance(dtype) of the norm, as the expanding paths.
+// (kernels/cpu/DecodeGemv.h, DecodeGemvInt8.h): matmul_int (int8 and int4,
+// symmetric, in blocks, per row and per tensor), matmul_nf4 and matmul in
+// fp32 and bf16 with transpose_b. M = 1..5 rows (5: four rows of x, then
+// one), N not a multiple of 16 or of the threads' share, K a multiple of a
+// step, not one, and runs (one scale per row) ending in a partial step;
+// each with every body this CPU can run (AVX-512, AVX2; for the integer
+// dots also the ymm VNNI body and AVX2's vpmaddubsw).
+//
+// fp32 activations: against the double reference of the expanded weight,
+// tolerance(dtype) of the norm (sums are fp32 in the kernel's own order).
+// int8/int4 in whole blocks of 32 quantize x to int8 per 32 elements
+// (Q8_0): against a reference that quantizes x the same way (exact integer
+// sums, so only fp32 scaling and summing differ: tolerance(F32)), and
+// element by element against the fp32-activation reference within the
+// bound of that rounding, Σ_blocks d/2 · Σ_block |W| (d = amax/127 of x's
+// block), plus fp32 summation slack.
 //
 //===----------------------------------------------------------------------===//
 
 #include "IntWeightCases.h"
 #include "Nf4WeightCases.h"
+#include "QuantizedActivations.h"
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace llmc::test {
 namespace {
 
-/// Runs `body` with AVX-512 (if the CPU has it), then with AVX2 only.
+/// The environment of one body: (variable, value) pairs.
+struct Isa {
+  const char *name;
+  std::vector<std::pair<const char *, const char *>> env;
+};
+
+/// Every body this CPU can run: the best (AVX-512 VNNI where available),
+/// ymm VNNI (AVX-VNNI, or AVX-512 VNNI's EVEX form), AVX2 without VNNI,
+/// and AVX2 only (no AVX-512).
+const std::vector<Isa> kIsas = {
+    {"best", {}},
+    {"ymm VNNI", {{"LLMC_CPU_DOT", "avxvnni"}}},
+    {"AVX2 dot", {{"LLMC_CPU_DOT", "avx2"}}},
+    {"no AVX-512", {{"LLMC_CPU_NO_AVX512", "1"}}},
+};
+
+/// Runs `body` under each of kIsas.
 template <typename Body> void onEachIsa(Body body) {
-  for (bool avx2Only : {false, true}) {
-    SCOPED_TRACE(avx2Only ? "AVX2" : "AVX-512 where available");
-    if (avx2Only)
-      setenv("LLMC_CPU_NO_AVX512", "1", 1);
+  for (const Isa &isa : kIsas) {
+    SCOPED_TRACE(isa.name);
+    for (const auto &[key, value] : isa.env) setenv(key, value, 1);
     body();
-    unsetenv("LLMC_CPU_NO_AVX512");
+    for (const auto &[key, value] : isa.env) unsetenv(key);
   }
 }
 
@@ -43,8 +69,9 @@ const std::vector<int64_t> kRows = {1, 2, 3, 4, 5};
 TEST(DecodeGemv, IntCodesMatchTheReference) {
   onEachIsa([] {
     uint64_t seed = 4100;
-    // K = 96: three steps; 64 in blocks of 64; 160 with blocks of 32;
-    // 100 (int8 only): a row's one scale ends in a partial step.
+    // K = 96: three steps (with AVX-512 VNNI, int4: a partial step of
+    // blocks); 64 in blocks of 64; 160 with blocks of 32; 100 (int8 only):
+    // a row's one scale ends in a partial step, so x stays fp32.
     const std::vector<int64_t> ns = {1, 17, 100};
     const std::vector<Grouping> groupings = {{0, -1}, {0, 0}, {32, -1}, {64, -1}};
     for (int bits : {8, 4})
@@ -63,12 +90,46 @@ TEST(DecodeGemv, IntCodesMatchTheReference) {
               out.poison();
               ASSERT_TRUE(
                   runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(bits, g, shape, true)));
-              EXPECT_CLOSE(out.toRef(),
-                           ref::matmulInt(x, w.codes, w.scale, w.zeroPoint, shape, bits, g.block,
-                                          g.channelAxis, true),
-                           Metric::Norm, tolerance(DType::F32));
+              const RefTensor wRef = ref::dequantizeInt(w.codes, w.scale, w.zeroPoint, shape, bits,
+                                                        g.block, g.channelAxis);
+              if (k % 32 != 0) { // fp32 activations
+                EXPECT_CLOSE(out.toRef(), ref::matmul(x, wRef, false, true), Metric::Norm,
+                             tolerance(DType::F32));
+                continue;
+              }
+              const QuantizedRef q = quantizeQ8(x);
+              EXPECT_CLOSE(out.toRef(), productQuantized(q, wRef), Metric::Norm,
+                           tolerance(DType::F32));
+              EXPECT_TRUE(withinRoundingBound(out.toRef(), x, q, wRef));
             }
   });
+}
+
+TEST(DecodeGemv, QuantizedActivationsKeepNonFiniteValues) {
+  onEachIsa([] {
+    const int64_t n = 5, k = 64;
+    IntWeight w = randomWeight(4, n, k, {32, -1}, false, 77);
+    w.scaleBuf.view().as<float>()[0] = 0.5f; // no zero scale: every row sees x
+    RefTensor x = randomTensor({1, k}, 78);
+    x.data[40] = std::numeric_limits<double>::quiet_NaN();
+    Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {1, n});
+    ASSERT_TRUE(
+        runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(4, {32, -1}, {n, k}, true)));
+    for (int64_t r = 0; r < n; ++r) EXPECT_TRUE(std::isnan(out.view().as<float>()[r])) << r;
+  });
+}
+
+TEST(DecodeGemv, UnknownDotBodyIsAnError) {
+  setenv("LLMC_CPU_DOT", "avx1024", 1);
+  IntWeight w = randomWeight(4, 2, 32, {32, -1}, false, 9);
+  RefTensor x = randomTensor({1, 32}, 10);
+  Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {1, 2});
+  std::vector<TensorView> inputs;
+  for (Buffer *b : inputsOf(xb, w)) inputs.push_back(b->view());
+  const std::string error =
+      bindError("matmul_int", inputs, {out.view()}, intAttrs(4, {32, -1}, {2, 32}, true));
+  EXPECT_NE(error.find("LLMC_CPU_DOT=avx1024"), std::string::npos) << error;
+  unsetenv("LLMC_CPU_DOT");
 }
 
 TEST(DecodeGemv, Nf4CodesMatchTheReference) {

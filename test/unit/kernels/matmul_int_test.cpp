@@ -7,10 +7,14 @@
 // blocks), both symmetries and layouts, rows on the few-rows path (1, 3,
 // 16) and the sgemm path (17, 40), and shapes whose tiles and chunks end
 // ragged. Identity rows of x read the expanded weight back exactly.
+// Few rows times Wᵀ in whole blocks of 32, symmetric, quantize x to int8
+// per 32 (a decode step's product): those compare with the quantized-x
+// reference and the rounding bound of QuantizedActivations.h.
 //
 //===----------------------------------------------------------------------===//
 
 #include "IntWeightCases.h"
+#include "QuantizedActivations.h"
 
 namespace llmc::test {
 namespace {
@@ -55,10 +59,26 @@ TEST(MatmulIntKernel, MatchesDequantizeThenMatmul) {
               out.poison();
               ASSERT_TRUE(
                   runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(bits, g, shape, tb)));
-              EXPECT_CLOSE(out.toRef(),
-                           ref::matmulInt(x, w.codes, w.scale, w.zeroPoint, shape, bits, g.block,
-                                          g.channelAxis, tb),
-                           Metric::Norm, tolerance(dtype));
+              int64_t rows = 1;
+              for (int64_t d : c.lead) rows *= d;
+              if (!quantizesActivations(rows, c.n, c.k, g, tb, asymmetric)) {
+                EXPECT_CLOSE(out.toRef(),
+                             ref::matmulInt(x, w.codes, w.scale, w.zeroPoint, shape, bits, g.block,
+                                            g.channelAxis, tb),
+                             Metric::Norm, tolerance(dtype));
+                continue;
+              }
+              // A decode step's product: x quantized to int8 per 32
+              // (QuantizedActivations.h).
+              RefTensor x2 = x, y = out.toRef();
+              x2.shape = {rows, c.k}, y.shape = {rows, c.n};
+              const RefTensor wRef = ref::dequantizeInt(w.codes, w.scale, w.zeroPoint, shape, bits,
+                                                        g.block, g.channelAxis);
+              const QuantizedRef q = quantizeQ8(x2);
+              EXPECT_CLOSE(y, productQuantized(q, wRef), Metric::Norm, tolerance(dtype));
+              if (dtype == DType::F32) {
+                EXPECT_TRUE(withinRoundingBound(y, x2, q, wRef));
+              }
             }
 }
 

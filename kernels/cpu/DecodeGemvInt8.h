@@ -1,0 +1,349 @@
+//===- DecodeGemvInt8.h - decode products as int8 dots, x quantized -*- C++ -*-===//
+//
+// y[i, r] = Σ_c x[i, c] · W[r, c] for symmetric int8 and int4 codes of W
+// [N, K] (runs of one scale a multiple of 32 elements), computed as
+// llama.cpp's Q4_0 × Q8_0 and Q8_0 × Q8_0 dots are: every 32 elements of a
+// row of x (a block) are quantized to int8 with their own scale
+//     d = amax / 127,  q = round-to-nearest-even(x · (1 / d)),
+// each block's codes are multiplied with W's as integers (an exact int32
+// sum), and the sum is scaled once in fp32 by d · W's scale.
+//
+// So results are not the fp32 product's: |x − q·d| ≤ d/2 per element, and
+// |y − y_fp32| ≤ Σ_blocks d/2 · Σ_block |W| (plus fp32 rounding). Prefill
+// (more than a few rows) and NF4 (levels that are not integers) keep fp32
+// activations (DecodeGemv.h).
+//
+// The unsigned × signed byte dot (vpdpbusd, or vpmaddubsw + vpmaddwd) takes
+// int4 codes unsigned, as nibble ^ 8 (level + 8); the excess, 8 · Σ q of
+// the block, is the accumulator's starting value (`bias`, one per block,
+// computed with q). int8 takes |w| and sign(w)·q (no overflow of
+// vpmaddubsw's int16 pairs).
+//
+// Bodies, chosen at bind time (chooseDotIsa): AVX-512 VNNI (zmm, int4: 4
+// blocks a step), ymm VNNI (AVX-VNNI's VEX vpdpbusd, or on AVX-512 VNNI
+// CPUs its EVEX form; int8's best), AVX2 (vpmaddubsw + vpmaddwd). The VNNI
+// dot is inline assembly so that one AVX2-compiled body serves both ymm
+// forms. LLMC_CPU_DOT=avx512vnni|avxvnni|avx2 asks for a body (a lower one
+// where the CPU lacks it); LLMC_CPU_NO_AVX512 rules out the zmm body.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CPU_DECODEGEMVINT8_H
+#define LLMC_KERNELS_CPU_DECODEGEMVINT8_H
+
+#include "kernels/cpu/DecodeGemv.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace llmc::cpu::decode {
+
+/// The integer-dot body a kernel runs.
+enum class DotIsa {
+  Avx512Vnni, ///< zmm, vpdpbusd
+  YmmVnniVex, ///< ymm, AVX-VNNI's vpdpbusd
+  YmmVnniEvex, ///< ymm, AVX-512 VNNI's vpdpbusd (AVX512VL)
+  Avx2,        ///< ymm, vpmaddubsw + vpmaddwd
+};
+
+/// The body for this CPU and LLMC_CPU_DOT / LLMC_CPU_NO_AVX512, or false
+/// with `error` set for an LLMC_CPU_DOT value that names no body. int8
+/// codes (not `nibbles`) have no zmm body: on Zen 4 it read 17 GB/s on one
+/// core where the ymm one reads 22-27, so they take ymm VNNI there.
+inline bool chooseDotIsa(bool nibbles, DotIsa &isa, std::string &error) {
+  const bool vnni512 = useAvx512() && __builtin_cpu_supports("avx512vnni");
+  const bool vnniVex = __builtin_cpu_supports("avxvnni");
+  const bool vnniEvex = !std::getenv("LLMC_CPU_NO_AVX512") &&
+                        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+  const char *asked = std::getenv("LLMC_CPU_DOT");
+  const std::string want = asked ? asked : "avx512vnni";
+  if (want != "avx512vnni" && want != "avxvnni" && want != "avx2") {
+    error = "LLMC_CPU_DOT=" + want + ": expected avx512vnni, avxvnni or avx2";
+    return false;
+  }
+  if (want == "avx512vnni" && vnni512 && nibbles)
+    isa = DotIsa::Avx512Vnni;
+  else if (want != "avx2" && vnniVex)
+    isa = DotIsa::YmmVnniVex;
+  else if (want != "avx2" && vnniEvex)
+    isa = DotIsa::YmmVnniEvex;
+  else
+    isa = DotIsa::Avx2;
+  return true;
+}
+
+/// Elements of x that share one int8 scale.
+constexpr int64_t kQBlock = 32;
+
+/// How a body lays out quantized x: blocks a step takes, int32 lanes per
+/// block, the unsigned offset of W's codes, and (int4) whether a step's x
+/// is its blocks' even elements then their odd ones.
+struct QLayout {
+  int64_t blocksPerStep = 1, lanesPerBlock = 8;
+  int offset = 0;
+  bool nibbles = false;
+  static QLayout of(DotIsa isa, bool nibbles) {
+    if (isa == DotIsa::Avx512Vnni)
+      return QLayout{4, 4, 8, true};
+    return nibbles ? QLayout{1, 8, 8, true} : QLayout{1, 8, 0, false};
+  }
+};
+
+/// x [m, k] quantized per block of 32, in a body's layout. Per row: q
+/// (blocks rounded up to whole steps, padding zero), and per int32 lane of
+/// a step, the bias (−offset · Σ q of the lane's block, in its first lane)
+/// and the block's scale d.
+struct QuantizedX {
+  QLayout layout;
+  int64_t m = 0, k = 0, blocks = 0, paddedBlocks = 0;
+  std::vector<int8_t> q;
+  std::vector<int32_t> bias;
+  std::vector<float> scale;
+
+  void resize(QLayout l, int64_t rows, int64_t cols) {
+    layout = l, m = rows, k = cols, blocks = cols / kQBlock;
+    paddedBlocks = (blocks + l.blocksPerStep - 1) / l.blocksPerStep * l.blocksPerStep;
+    q.assign(m * paddedBlocks * kQBlock, 0);
+    bias.assign(m * paddedBlocks * l.lanesPerBlock, 0);
+    scale.assign(m * paddedBlocks * l.lanesPerBlock, 0.0f);
+  }
+  const int8_t *qRow(int64_t i) const { return q.data() + i * paddedBlocks * kQBlock; }
+  const int32_t *biasRow(int64_t i) const {
+    return bias.data() + i * paddedBlocks * layout.lanesPerBlock;
+  }
+  const float *scaleRow(int64_t i) const {
+    return scale.data() + i * paddedBlocks * layout.lanesPerBlock;
+  }
+
+  /// Quantizes x [m, k] (k a multiple of 32).
+  void quantize(const float *x) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t b = 0; b < blocks; ++b) quantizeBlock(i, b, x + i * k + b * kQBlock);
+  }
+
+private:
+  /// Where element e of block b goes in a row's q.
+  int64_t position(int64_t b, int64_t e) const {
+    if (!layout.nibbles)
+      return b * kQBlock + e;
+    // A step's blocks' even elements (16 each), then their odd ones.
+    const int64_t g = layout.blocksPerStep, step = b / g, within = b % g;
+    return step * g * kQBlock + (e % 2) * g * (kQBlock / 2) + within * (kQBlock / 2) + e / 2;
+  }
+
+  void quantizeBlock(int64_t i, int64_t b, const float *xb) {
+    float amax = 0.0f;
+    bool finite = true;
+    for (int64_t e = 0; e < kQBlock; ++e)
+      amax = std::max(amax, std::fabs(xb[e])), finite = finite && std::isfinite(xb[e]);
+    // A block with an infinity or NaN: codes 0 and scale NaN, so the dots
+    // it enters are NaN, as the fp32 product's would be (or infinite).
+    const float d = finite ? amax / 127.0f : std::nanf("");
+    const float inv = finite && d != 0.0f ? 1.0f / d : 0.0f;
+    int8_t *qi = q.data() + i * paddedBlocks * kQBlock;
+    int32_t sum = 0;
+    for (int64_t e = 0; e < kQBlock; ++e) {
+      const auto v = static_cast<int8_t>(std::nearbyint(xb[e] * inv));
+      qi[position(b, e)] = v;
+      sum += v;
+    }
+    const int64_t lanes = layout.lanesPerBlock, first = (i * paddedBlocks + b) * lanes;
+    bias[first] = -layout.offset * sum;
+    std::fill(scale.begin() + first, scale.begin() + first + lanes, d);
+  }
+};
+
+/// Rows of x quantized, for the integer bodies.
+struct QRows {
+  const QuantizedX *x = nullptr;
+  float *y = nullptr;
+  int64_t ldy = 0;
+};
+
+/// W's scale of each 32-element block: flat block j has scale j / per.
+struct BlockScales {
+  const float *scales;
+  int64_t per; ///< blocks of 32 per scale (run / 32)
+
+  /// Row r's scales (K a multiple of 32): block b of the row has
+  /// RowScales::at[b / per], since runs divide K or are whole rows.
+  const float *row(int64_t r, int64_t k) const { return scales + r * (k / kQBlock) / per; }
+};
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define LLMC_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+/// W's scales of a row's blocks b.. (n of them; lanes past them 0), one
+/// per lane of its block: `at` the row's scales, `per` blocks per scale.
+LLMC_VNNI512 inline __m512 scaleLanes(const float *at, int64_t per, int64_t b, int n,
+                                      __m512i laneBlock) {
+  __m512 v;
+  if (per == 1) {
+    v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), at + b);
+  } else {
+    float f[4] = {0, 0, 0, 0};
+    for (int t = 0; t < n; ++t) f[t] = at[(b + t) / per];
+    v = _mm512_castps128_ps512(_mm_loadu_ps(f));
+  }
+  return _mm512_permutexvar_ps(laneBlock, v);
+}
+
+/// Rows [r0, r1) of y, M rows of x from i0, AVX-512 VNNI, int4 codes (row
+/// r's at codes + r · K / 2); S parts of the range side by side (as
+/// DecodeGemv.h's rows512).
+template <int M, int S>
+LLMC_VNNI512 void intRows512(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t r1,
+                             const QRows &d, int64_t i0) {
+  const QuantizedX &qx = *d.x;
+  // A step: 64 bytes of codes, 4 blocks (QLayout), 4 int32 lanes each.
+  constexpr int64_t g = 4, blockBytes = 16, lanes = 4;
+  const int64_t k = qx.k, blocks = qx.blocks, rowBytes = k / 2, q = (r1 - r0) / S;
+  const __m512i laneBlock =
+      _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x88));
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const bool oneScale = ws.per >= blocks; // a scale per row, or for all of W
+  for (int64_t t = 0; t < q; ++t) {
+    int64_t row[S];
+    const float *at[S];
+    __m512 acc[S][M], rowScale[S];
+    for (int s = 0; s < S; ++s) {
+      row[s] = r0 + s * q + t, at[s] = ws.row(row[s], k), rowScale[s] = _mm512_set1_ps(*at[s]);
+      for (int i = 0; i < M; ++i) acc[s][i] = _mm512_setzero_ps();
+    }
+    for (int64_t b = 0; b < blocks; b += g) {
+      const int n = static_cast<int>(std::min(g, blocks - b));
+      for (int s = 0; s < S; ++s) {
+        // The last step of a row may hold fewer blocks: read only theirs.
+        const uint8_t *p = codes + row[s] * rowBytes + b * blockBytes;
+        const __m512i w =
+            _mm512_xor_si512(n == g ? _mm512_loadu_si512(p)
+                                    : _mm512_maskz_loadu_epi8((1ull << (n * blockBytes)) - 1, p),
+                             flip);
+        const __m512 wl = oneScale ? rowScale[s] : scaleLanes(at[s], ws.per, b, n, laneBlock);
+        const __m512i lo = _mm512_and_si512(w, nibble);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
+        for (int i = 0; i < M; ++i) {
+          const int8_t *xq = qx.qRow(i0 + i) + b * kQBlock;
+          const int64_t lane = b * lanes;
+          __m512i sum = _mm512_loadu_si512(qx.biasRow(i0 + i) + lane);
+          sum = _mm512_dpbusd_epi32(sum, lo, _mm512_loadu_si512(xq));
+          sum = _mm512_dpbusd_epi32(sum, hi, _mm512_loadu_si512(xq + 64));
+          const __m512 f = _mm512_mul_ps(_mm512_loadu_ps(qx.scaleRow(i0 + i) + lane), wl);
+          acc[s][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), f, acc[s][i]);
+        }
+      }
+    }
+    for (int s = 0; s < S; ++s)
+      for (int i = 0; i < M; ++i) d.y[(i0 + i) * d.ldy + row[s]] = _mm512_reduce_add_ps(acc[s][i]);
+  }
+  if constexpr (S > 1)
+    intRows512<M, 1>(codes, ws, r0 + S * q, r1, d, i0);
+}
+
+#undef LLMC_VNNI512
+#pragma GCC diagnostic pop
+
+/// acc + the byte dot of unsigned u and signed v, 4 bytes per int32 lane.
+template <DotIsa Isa> inline __m256i dot256(__m256i acc, __m256i u, __m256i v) {
+  if constexpr (Isa == DotIsa::Avx2) {
+    const __m256i pairs = _mm256_maddubs_epi16(u, v);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  } else if constexpr (Isa == DotIsa::YmmVnniVex) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(v));
+    return acc;
+  } else {
+    __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(v));
+    return acc;
+  }
+}
+
+/// intRows512 with ymm: one block a step.
+template <int M, int S, bool Nibbles, DotIsa Isa>
+void intRows256(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t r1, const QRows &d,
+                int64_t i0) {
+  const QuantizedX &qx = *d.x;
+  const int64_t k = qx.k, blocks = qx.blocks;
+  const int64_t q = (r1 - r0) / S;
+  const bool oneScale = ws.per >= blocks; // a scale per row, or for all of W
+  for (int64_t t = 0; t < q; ++t) {
+    int64_t row[S];
+    const float *at[S];
+    __m256 acc[S][M];
+    for (int s = 0; s < S; ++s) {
+      row[s] = r0 + s * q + t, at[s] = ws.row(row[s], k);
+      for (int i = 0; i < M; ++i) acc[s][i] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int s = 0; s < S; ++s) {
+        const int64_t j = (row[s] * k) / kQBlock + b;
+        const __m256 wl = _mm256_set1_ps(oneScale ? *at[s] : at[s][ws.per == 1 ? b : b / ws.per]);
+        __m256i u, sign;
+        if constexpr (Nibbles) {
+          const __m128i bytes =
+              _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(codes + j * 16)),
+                            _mm_set1_epi8(static_cast<char>(0x88)));
+          u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes),
+                               _mm256_set1_epi8(0x0F));
+        } else {
+          sign = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(codes + j * kQBlock));
+          u = _mm256_sign_epi8(sign, sign); // |w|
+        }
+        for (int i = 0; i < M; ++i) {
+          const int64_t lane = b * qx.layout.lanesPerBlock;
+          __m256i v =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qx.qRow(i0 + i) + b * kQBlock));
+          __m256i sum;
+          if constexpr (Nibbles) {
+            sum = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qx.biasRow(i0 + i) + lane));
+          } else {
+            sum = _mm256_setzero_si256();
+            v = _mm256_sign_epi8(v, sign); // sign(w) · q: |w| · that = w · q
+          }
+          sum = dot256<Isa>(sum, u, v);
+          const __m256 f = _mm256_mul_ps(_mm256_loadu_ps(qx.scaleRow(i0 + i) + lane), wl);
+          acc[s][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), f, acc[s][i]);
+        }
+      }
+    for (int s = 0; s < S; ++s)
+      for (int i = 0; i < M; ++i) d.y[(i0 + i) * d.ldy + row[s]] = sum256(acc[s][i]);
+  }
+  if constexpr (S > 1)
+    intRows256<M, 1, Nibbles, Isa>(codes, ws, r0 + S * q, r1, d, i0);
+}
+
+/// Whether rows of K int8/int4 codes in runs of `run` (a block, a row, the
+/// tensor) can take the integer bodies: whole blocks of 32, runs of them.
+inline bool canDotQuantized(int64_t k, int64_t run) {
+  return k > 0 && run > 0 && k % kQBlock == 0 && (run < k ? k % run == 0 : run % k == 0) &&
+         run % kQBlock == 0;
+}
+
+/// Rows [r0, r1) of y for every row of x, through `isa`'s body (as
+/// rowsOf in DecodeGemv.h).
+template <bool Nibbles>
+void intRowsOf(DotIsa isa, const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t r1,
+               const QRows &d) {
+  forRowChunks(r0, r1, d.x->m, [&](auto rows, auto streams, int64_t a, int64_t b, int64_t i0) {
+    constexpr int kM = decltype(rows)::value, kS = decltype(streams)::value;
+    switch (isa) {
+    case DotIsa::Avx512Vnni:
+      if constexpr (Nibbles) // chooseDotIsa: int8 has no zmm body
+        intRows512<kM, kS>(codes, ws, a, b, d, i0);
+      break;
+    case DotIsa::YmmVnniVex:
+      intRows256<kM, kS, Nibbles, DotIsa::YmmVnniVex>(codes, ws, a, b, d, i0);
+      break;
+    case DotIsa::YmmVnniEvex:
+      intRows256<kM, kS, Nibbles, DotIsa::YmmVnniEvex>(codes, ws, a, b, d, i0);
+      break;
+    case DotIsa::Avx2: intRows256<kM, kS, Nibbles, DotIsa::Avx2>(codes, ws, a, b, d, i0); break;
+    }
+  });
+}
+
+} // namespace llmc::cpu::decode
+
+#endif
