@@ -1,13 +1,57 @@
 //===- loss_test.cpp - cross_entropy and its gradient ---------------------===//
 //
-// The loss is one scalar (relative error); the gradient uses the norm metric.
+// reduce_max is a conformance case (Conformance.h), compared exactly. The
+// loss is one scalar (relative error); the gradient uses the norm metric.
 
-#include "KernelTest.h"
+#include "Conformance.h"
 
 #include <cmath>
 
 namespace llmc::test {
 namespace {
+
+/// reduce_max over warp-per-row (< 1024) and block-per-row widths, odd row
+/// counts and GPT-2's logits rows, and over vocabulary shards whose tail is
+/// padding (num_classes). Inputs are shifted negative so a wrong -inf or 0
+/// initial value shows; a maximum is exact on every backend (tolerance 0).
+std::vector<ConformanceCase> reduceMaxCases() {
+  struct Shard {
+    std::vector<int64_t> shape;
+    int64_t classOffset, numClasses; // numClasses 0: no padding
+  };
+  const std::vector<Shard> shards = {
+      {{1}, 0, 0},          {{7}, 0, 0},          {{1, 1}, 0, 0},        {{37, 1}, 0, 0},
+      {{3, 7}, 0, 0},       {{37, 129}, 0, 0},    {{3, 1023}, 0, 0},     {{3, 1024}, 0, 0},
+      {{37, 1000}, 0, 0},   {{2, 3, 1025}, 0, 0}, {{3, 50257}, 0, 0},    {{2048, 31}, 0, 0},
+      {{5, 13}, 26, 33},    {{3, 1031}, 0, 1000}, {{4, 2000}, 49000, 50257},
+  };
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 200;
+  for (DType dtype : kFloatTypes)
+    for (const Shard &s : shards) {
+      std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(s.shape);
+      if (s.numClasses)
+        label += "_classes" + std::to_string(s.classOffset) + "of" + std::to_string(s.numClasses);
+      cases.push_back({"reduce_max", label, [=, caseSeed = ++seed] {
+                         KernelCall k;
+                         k.input(randomTensor(s.shape, caseSeed, 1.0, -10.0), dtype);
+                         k.output(DType::F32,
+                                  std::vector<int64_t>(s.shape.begin(), s.shape.end() - 1));
+                         if (s.numClasses)
+                           k.attrs = attrs({}, {{"class_offset", s.classOffset},
+                                                {"num_classes", s.numClasses}});
+                         k.reference = [s](const std::vector<RefTensor> &in) {
+                           return std::vector<RefTensor>{
+                               ref::reduceMax(in[0], s.classOffset, s.numClasses)};
+                         };
+                         k.tolerances = k.cudaTolerances = {0.0};
+                         return k;
+                       }});
+    }
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(ReduceMax, reduceMaxCases);
 
 struct LossCase {
   std::vector<int64_t> rows;
