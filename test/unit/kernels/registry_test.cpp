@@ -62,8 +62,6 @@ const std::map<std::string, std::string> kHandWrittenConformance = {
     {"cross_entropy_grad", "loss_test.cpp, cuda_loss_test.cpp"},
     {"cross_entropy_partial", "loss_test.cpp, cuda_loss_test.cpp"},
     {"cross_entropy_partial_grad", "loss_test.cpp, cuda_loss_test.cpp"},
-    {"embedding", "embedding_test.cpp, cuda_embedding_test.cpp"},
-    {"embedding_grad", "embedding_test.cpp, cuda_embedding_test.cpp"},
     {"fused_elementwise", "fused_elementwise_test.cpp, cuda_fused_elementwise_test.cpp"},
     {"kv_cache_write", "paged_attention_test.cpp, cuda_paged_attention_test.cpp"},
     {"linear", "linear_test.cpp, cuda_linear_test.cpp"},
@@ -84,7 +82,6 @@ const std::map<std::string, std::string> kHandWrittenConformance = {
     {"qat_fake_quant", "quant_test.cpp, cuda_quant_test.cpp"},
     {"qat_fake_quant_grad", "quant_test.cpp, cuda_quant_test.cpp"},
     {"qat_observe", "quant_test.cpp, cuda_quant_test.cpp"},
-    {"rope", "attention_test.cpp, cuda_activation_test.cpp"},
 };
 
 TEST(KernelRegistry, EveryKernelHasAConformanceCase) {
