@@ -64,7 +64,6 @@ const std::map<std::string, std::string> kHandWrittenConformance = {
     {"linear_cross_entropy_partial_grad", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
     {"linear_cross_entropy_train", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
     {"linear_weight_grad", "linear_test.cpp, cuda_linear_test.cpp"},
-    {"matmul", "matmul_test.cpp, cuda_matmul_test.cpp"},
     {"matmul_gelu_grad", "linear_test.cpp, cuda_linear_test.cpp"},
     {"matmul_int", "matmul_int_test.cpp, cuda_matmul_int_test.cpp"},
     {"matmul_nf4", "matmul_nf4_test.cpp, cuda_matmul_nf4_test.cpp"},
