@@ -62,8 +62,6 @@ const std::map<std::string, std::string> kHandWrittenConformance = {
     {"linear_cross_entropy_partial", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
     {"linear_cross_entropy_partial_grad", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
     {"linear_cross_entropy_train", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
-    {"matmul_int", "matmul_int_test.cpp, cuda_matmul_int_test.cpp"},
-    {"matmul_nf4", "matmul_nf4_test.cpp, cuda_matmul_nf4_test.cpp"},
     {"multi_tensor_adamw", "optimizer_test.cpp, cuda_optimizer_test.cpp"},
     {"paged_attention", "paged_attention_test.cpp, cuda_paged_attention_test.cpp"},
     {"qat_dequantize_nf4", "matmul_nf4_test.cpp, cuda_quant_test.cpp"},
