@@ -74,6 +74,41 @@ std::vector<ConformanceCase> matmulNf4Cases() {
 
 LLMC_CONFORMANCE_CASES(MatmulNf4, matmulNf4Cases);
 
+/// qat_dequantize_nf4 over odd element counts (a half-used last byte), one
+/// scale and several, and GPT-2's MLP weight in QLoRA's 64-element blocks;
+/// scales and a mean that leave some blocks' absmax ≤ 0 (y = 0). Exact: the
+/// CPU kernel is built without FMA contraction, the GPU rounds each
+/// operation explicitly, and both round the fp32 value once to `dtype`.
+std::vector<ConformanceCase> dequantizeNf4Cases() {
+  const std::vector<std::pair<std::vector<int64_t>, int64_t>> shapes = {
+      {{3, 7}, 7}, {{5, 33}, 3}, {{37, 128}, 64}, {{1000, 64}, 64}, {{768, 3072}, 64}};
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 700;
+  for (DType dtype : kFloatTypes)
+    for (const auto &[shape, block] : shapes) {
+      std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(shape) + "_block" +
+                          std::to_string(block);
+      cases.push_back({"qat_dequantize_nf4", label, [=, caseSeed = seed += 3] {
+                         KernelCall k;
+                         Nf4Weight wt = randomWeight(shape[0] * shape[1], block, caseSeed);
+                         for (Buffer *b : {&wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf})
+                           k.input(*b);
+                         k.output(dtype, shape);
+                         k.attrs = attrs({}, {{"block", block}});
+                         k.reference = [=](const std::vector<RefTensor> &in) {
+                           return std::vector<RefTensor>{roundTo(
+                               ref::dequantizeNf4(in[0], in[1], in[2], in[3].data[0], shape, block),
+                               dtype)};
+                         };
+                         k.tolerances = k.cudaTolerances = {0.0};
+                         return k;
+                       }});
+    }
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(QatDequantizeNf4, dequantizeNf4Cases);
+
 /// The AVX2 expansion, on a CPU whose kernels would otherwise take AVX-512
 /// (the conformance cases take the machine's widest).
 TEST(MatmulNf4Kernel, MatchesDequantizeThenMatmulWithoutAvx512) {

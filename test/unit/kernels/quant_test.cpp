@@ -27,7 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelTest.h"
+#include "Conformance.h"
 
 #include "common/QuantScheme.h"
 
@@ -552,6 +552,47 @@ TEST(QuantKernels, Nf4LevelsMapToThemselvesAndMidpointTiesGoDown) {
 //===----------------------------------------------------------------------===//
 // qat_ema
 //===----------------------------------------------------------------------===//
+
+/// qat_ema over odd and vocabulary-sized group counts, every third group's
+/// state empty (its first observation is copied), momenta at both ends and
+/// between, in place and not. States and observations are positive, as
+/// ranges are. 1e-6 elementwise: a compiler may fuse momentum·state +
+/// (1 − momentum)·observed into an FMA on one backend and not the other.
+std::vector<ConformanceCase> emaCases() {
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 600;
+  for (int64_t groups : {1, 7, 1000, 50257})
+    for (double momentum : {0.0, 0.37, 0.9, 1.0})
+      for (bool inPlace : {false, true}) {
+        std::string label = std::to_string(groups) + "_groups_momentum" +
+                            std::to_string(static_cast<int>(momentum * 100)) +
+                            (inPlace ? "_in_place" : "");
+        cases.push_back({"qat_ema", label, [=, caseSeed = seed += 2] {
+                           KernelCall k;
+                           RefTensor state = randomTensor({groups, 2}, caseSeed);
+                           RefTensor observed = randomTensor({groups, 2}, caseSeed + 1);
+                           for (double &v : state.data) v = std::abs(v) + 0.1;
+                           for (double &v : observed.data) v = std::abs(v) + 0.1;
+                           for (int64_t g = 0; g < groups; g += 3)
+                             state.data[2 * g] = state.data[2 * g + 1] = 0.0;
+                           size_t stateIndex = k.input(state, DType::F32);
+                           k.input(observed, DType::F32);
+                           if (inPlace)
+                             k.outputs.push_back(stateIndex);
+                           else
+                             k.output(DType::F32, {groups, 2});
+                           k.attrs = attrs({{"momentum", momentum}});
+                           k.reference = [momentum](const std::vector<RefTensor> &in) {
+                             return std::vector<RefTensor>{ref::quantEma(in[0], in[1], momentum)};
+                           };
+                           k.tolerances = k.cudaTolerances = {1e-6};
+                           return k;
+                         }});
+      }
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(QatEma, emaCases);
 
 RefTensor runEma(const RefTensor &state, const RefTensor &observed, double momentum) {
   Buffer sb = Buffer::of(state, DType::F32), ob = Buffer::of(observed, DType::F32),

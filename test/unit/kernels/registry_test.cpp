@@ -64,8 +64,6 @@ const std::map<std::string, std::string> kHandWrittenConformance = {
     {"linear_cross_entropy_train", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
     {"multi_tensor_adamw", "optimizer_test.cpp, cuda_optimizer_test.cpp"},
     {"paged_attention", "paged_attention_test.cpp, cuda_paged_attention_test.cpp"},
-    {"qat_dequantize_nf4", "matmul_nf4_test.cpp, cuda_quant_test.cpp"},
-    {"qat_ema", "quant_test.cpp, cuda_quant_test.cpp"},
     {"qat_fake_quant", "quant_test.cpp, cuda_quant_test.cpp"},
     {"qat_fake_quant_grad", "quant_test.cpp, cuda_quant_test.cpp"},
     {"qat_observe", "quant_test.cpp, cuda_quant_test.cpp"},
