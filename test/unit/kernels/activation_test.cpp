@@ -3,10 +3,10 @@
 // gelu, silu, swiglu, their gradients, dropout and cast are conformance
 // cases (Conformance.h), run against the reference and, on a GPU, CUDA
 // against the CPU; cast exactly (tolerance 0), with its ties and special
-// encodings checked bit for bit by the CastKernel tests below. Forward activations use the elementwise metric (each output is
-// a well-conditioned function of one input). Gradients cross zero (gelu'
-// at x ≈ −0.75), where an elementwise ratio measures nothing useful, so
-// they use the norm metric.
+// encodings checked bit for bit by the CastKernel tests below. Forward activations use the
+// elementwise metric (each output is a well-conditioned function of one input). Gradients cross
+// zero (gelu' at x ≈ −0.75), where an elementwise ratio measures nothing useful, so they use the
+// norm metric.
 
 #include "Conformance.h"
 

@@ -236,12 +236,9 @@ RefTensor embeddingGradWithInvalid(const RefTensor &ids, const RefTensor &dy,
 /// shards, and (`badIds`) ids outside the vocabulary: NaN rows forward,
 /// nothing added backward.
 std::vector<ConformanceCase> embeddingCases() {
-  const std::vector<EmbeddingShape> shapes = {{1, 1, {1}},
-                                              {7, 3, {5}},
-                                              {13, 33, {3, 7}},
-                                              {13, 129, {3, 37}},
-                                              {1000, 7, {2, 500}},
-                                              {33, 19, {6, 41}, 40, 100}};
+  const std::vector<EmbeddingShape> shapes = {{1, 1, {1}},         {7, 3, {5}},
+                                              {13, 33, {3, 7}},    {13, 129, {3, 37}},
+                                              {1000, 7, {2, 500}}, {33, 19, {6, 41}, 40, 100}};
   std::vector<ConformanceCase> cases;
   uint64_t seed = 9900;
   auto add = [&](DType dtype, DType idType, const EmbeddingShape &e, bool badIds) {
@@ -305,20 +302,18 @@ std::vector<ConformanceCase> embeddingCases() {
 /// (i32 and i64) and with Llama 3 scaling (all three bands at D = 32 and
 /// 64). Each output is a difference of products: norm metric.
 std::vector<ConformanceCase> ropeCases() {
-  const std::vector<std::vector<int64_t>> shapes = {{1, 1, 1, 2},  {2, 5, 1, 2},   {2, 7, 3, 10},
-                                                    {2, 7, 3, 16}, {1, 37, 5, 64}, {4, 1024, 12, 64}};
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1, 1, 1, 2}, {2, 5, 1, 2}, {2, 7, 3, 10}, {2, 7, 3, 16}, {1, 37, 5, 64}, {4, 1024, 12, 64}};
   const std::vector<std::vector<int64_t>> llama3Shapes = {{2, 21, 3, 32}, {1, 300, 4, 64}};
   enum class Layout { Plain, InPlace, Positions };
   std::vector<ConformanceCase> cases;
   uint64_t seed = 9800;
   auto add = [&](DType dtype, const std::vector<int64_t> &shape, int64_t inverse, Layout layout,
                  DType index, bool llama3) {
-    std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(shape) +
-                        (inverse ? "_inverse" : "") + (llama3 ? "_llama3" : "") +
-                        (layout == Layout::InPlace ? "_in_place" : "") +
-                        (layout == Layout::Positions ? std::string("_positions_") +
-                                                           dtypeName(index)
-                                                     : "");
+    std::string label =
+        std::string(dtypeName(dtype)) + "_" + shapeLabel(shape) + (inverse ? "_inverse" : "") +
+        (llama3 ? "_llama3" : "") + (layout == Layout::InPlace ? "_in_place" : "") +
+        (layout == Layout::Positions ? std::string("_positions_") + dtypeName(index) : "");
     cases.push_back({"rope", label, [=, caseSeed = ++seed] {
                        KernelCall k;
                        size_t x = k.input(randomTensor(shape, caseSeed), dtype);
@@ -366,7 +361,6 @@ std::vector<ConformanceCase> ropeCases() {
 
 LLMC_CONFORMANCE_CASES(Embedding, embeddingCases);
 LLMC_CONFORMANCE_CASES(Rope, ropeCases);
-
 
 /// transformers 4.44.2's `_compute_llama3_parameters` for that config (its
 /// fp32 inv_freq, printed to 9 digits).

@@ -96,7 +96,6 @@ void runLinear(DType dtype, bool transposeB, const Epilogue &e, const Operands &
   ASSERT_TRUE(runKernel("linear", inputs, outputs, linearAttrs(transposeB, e)));
 }
 
-
 //===----------------------------------------------------------------------===//
 // Conformance cases: the fused kernels against the double reference, and
 // CUDA (cuBLASLt's BIAS, GELU_BIAS, GELU_AUX_BIAS, DGELU(_BGRAD) and BGRADA
@@ -142,10 +141,13 @@ ConformanceCase linearCase(DType dtype, const LinearCase &c, bool transposeB, co
   return {"linear", label, [=] {
             KernelCall k;
             addProductInputs(k, dtype, c, transposeB, seed);
-            if (e.bias) k.input(randomTensor({c.n}, seed + 2), dtype);
-            if (e.residual) k.input(randomTensor(withLast(c.rows, c.n), seed + 3), dtype);
+            if (e.bias)
+              k.input(randomTensor({c.n}, seed + 2), dtype);
+            if (e.residual)
+              k.input(randomTensor(withLast(c.rows, c.n), seed + 3), dtype);
             k.output(dtype, withLast(c.rows, c.n));
-            if (e.keepPre) k.output(dtype, withLast(c.rows, c.n));
+            if (e.keepPre)
+              k.output(dtype, withLast(c.rows, c.n));
             k.attrs = linearAttrs(transposeB, e);
             k.reference = [=](const std::vector<RefTensor> &in) {
               const RefTensor *bias = e.bias ? &in[2] : nullptr;
@@ -170,10 +172,10 @@ std::vector<ConformanceCase> linearCases() {
         for (const Epilogue &e : kEpilogues)
           cases.push_back(linearCase(dtype, c, transposeB, e, seed += 4));
       cases.push_back(linearCase(dtype, kGpt2Fc, transposeB, {true, false, true, true}, seed += 4));
-      cases.push_back(linearCase(dtype, kGpt2Proj, transposeB, {true, true, false, false},
-                                 seed += 4));
-      cases.push_back(linearCase(dtype, kGpt2Proj, transposeB, {false, true, false, false},
-                                 seed += 4));
+      cases.push_back(
+          linearCase(dtype, kGpt2Proj, transposeB, {true, true, false, false}, seed += 4));
+      cases.push_back(
+          linearCase(dtype, kGpt2Proj, transposeB, {false, true, false, false}, seed += 4));
     }
   return cases;
 }
@@ -183,16 +185,16 @@ std::vector<ConformanceCase> linearCases() {
 /// double.
 std::vector<ConformanceCase> linearWeightGradCases() {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
-      {{3, 7, 16}, {3, 7, 33}},      {{21, 16}, {3, 7, 33}},     {{21, 16}, {3, 7, 64}},
-      {{4, 64, 128}, {4, 64, 512}},  {{2, 1, 8}, {2, 1, 1031}},  {{2, 3, 0}, {2, 3, 5}},
-      {{2, 3, 0}, {2, 3, 16}},       {{1, 8}, {1, 8}},           {{2, 128, 3072}, {2, 128, 768}},
+      {{3, 7, 16}, {3, 7, 33}},     {{21, 16}, {3, 7, 33}},    {{21, 16}, {3, 7, 64}},
+      {{4, 64, 128}, {4, 64, 512}}, {{2, 1, 8}, {2, 1, 1031}}, {{2, 3, 0}, {2, 3, 5}},
+      {{2, 3, 0}, {2, 3, 16}},      {{1, 8}, {1, 8}},          {{2, 128, 3072}, {2, 128, 768}},
   };
   std::vector<ConformanceCase> cases;
   uint64_t seed = 3400;
   for (DType dtype : kFloatTypes)
     for (const auto &[xShape, dyShape] : shapes) {
-      std::string label = std::string(dtypeName(dtype)) + "_x" + shapeLabel(xShape) + "_dy" +
-                          shapeLabel(dyShape);
+      std::string label =
+          std::string(dtypeName(dtype)) + "_x" + shapeLabel(xShape) + "_dy" + shapeLabel(dyShape);
       cases.push_back({"linear_weight_grad", label, [=, caseSeed = seed += 2] {
                          KernelCall k;
                          k.input(randomTensor(xShape, caseSeed), dtype);
@@ -222,43 +224,43 @@ std::vector<ConformanceCase> matmulActivationGradCases() {
   auto add = [&](DType dtype, const LinearCase &c, bool transposeB) {
     std::vector<int64_t> shape = withLast(c.rows, c.n);
     for (bool biasGrad : {false, true})
-      cases.push_back({"matmul_gelu_grad",
-                       linearLabel(dtype, c, transposeB) + (biasGrad ? "_bias_grad" : ""),
-                       [=, caseSeed = seed += 3] {
-                         KernelCall k;
-                         addProductInputs(k, dtype, c, transposeB, caseSeed);
-                         k.input(randomTensor(shape, caseSeed + 2, 3.0), dtype); // pre
-                         k.output(dtype, shape);
-                         if (biasGrad) k.output(dtype, {c.n});
-                         k.attrs = attrs({}, {{"transpose_b", transposeB}, {"bias_grad", biasGrad}});
-                         k.reference = [=](const std::vector<RefTensor> &in) {
-                           RefTensor dy = ref::geluGrad(
-                               in[2], ref::matmul(in[0], in[1], false, transposeB));
-                           std::vector<RefTensor> out = {dy};
-                           if (biasGrad) out.push_back(ref::reduceSum(dy, {c.n}));
-                           return out;
-                         };
-                         k.metric = k.cudaMetric = Metric::Norm;
-                         k.tolerances = {referenceTolerance(dtype)};
-                         return k;
-                       }});
-    cases.push_back({"matmul_swiglu_grad", linearLabel(dtype, c, transposeB),
-                     [=, caseSeed = seed += 4] {
-                       KernelCall k;
-                       addProductInputs(k, dtype, c, transposeB, caseSeed);
-                       k.input(randomTensor(shape, caseSeed + 2, 3.0), dtype); // gate
-                       k.input(randomTensor(shape, caseSeed + 3), dtype);      // up
-                       k.output(dtype, shape);
-                       k.output(dtype, shape);
-                       k.attrs = attrs({}, {{"transpose_b", transposeB}});
-                       k.reference = [=](const std::vector<RefTensor> &in) {
-                         return ref::swigluGrad(in[2], in[3],
-                                                ref::matmul(in[0], in[1], false, transposeB));
-                       };
-                       k.metric = k.cudaMetric = Metric::Norm;
-                       k.tolerances = {referenceTolerance(dtype)};
-                       return k;
-                     }});
+      cases.push_back(
+          {"matmul_gelu_grad", linearLabel(dtype, c, transposeB) + (biasGrad ? "_bias_grad" : ""),
+           [=, caseSeed = seed += 3] {
+             KernelCall k;
+             addProductInputs(k, dtype, c, transposeB, caseSeed);
+             k.input(randomTensor(shape, caseSeed + 2, 3.0), dtype); // pre
+             k.output(dtype, shape);
+             if (biasGrad)
+               k.output(dtype, {c.n});
+             k.attrs = attrs({}, {{"transpose_b", transposeB}, {"bias_grad", biasGrad}});
+             k.reference = [=](const std::vector<RefTensor> &in) {
+               RefTensor dy = ref::geluGrad(in[2], ref::matmul(in[0], in[1], false, transposeB));
+               std::vector<RefTensor> out = {dy};
+               if (biasGrad)
+                 out.push_back(ref::reduceSum(dy, {c.n}));
+               return out;
+             };
+             k.metric = k.cudaMetric = Metric::Norm;
+             k.tolerances = {referenceTolerance(dtype)};
+             return k;
+           }});
+    cases.push_back(
+        {"matmul_swiglu_grad", linearLabel(dtype, c, transposeB), [=, caseSeed = seed += 4] {
+           KernelCall k;
+           addProductInputs(k, dtype, c, transposeB, caseSeed);
+           k.input(randomTensor(shape, caseSeed + 2, 3.0), dtype); // gate
+           k.input(randomTensor(shape, caseSeed + 3), dtype);      // up
+           k.output(dtype, shape);
+           k.output(dtype, shape);
+           k.attrs = attrs({}, {{"transpose_b", transposeB}});
+           k.reference = [=](const std::vector<RefTensor> &in) {
+             return ref::swigluGrad(in[2], in[3], ref::matmul(in[0], in[1], false, transposeB));
+           };
+           k.metric = k.cudaMetric = Metric::Norm;
+           k.tolerances = {referenceTolerance(dtype)};
+           return k;
+         }});
   };
   for (DType dtype : kFloatTypes) {
     for (bool transposeB : {false, true})

@@ -23,9 +23,10 @@ std::vector<ConformanceCase> reduceMaxCases() {
     int64_t classOffset, numClasses; // numClasses 0: no padding
   };
   const std::vector<Shard> shards = {
-      {{1}, 0, 0},          {{7}, 0, 0},          {{1, 1}, 0, 0},        {{37, 1}, 0, 0},
-      {{3, 7}, 0, 0},       {{37, 129}, 0, 0},    {{3, 1023}, 0, 0},     {{3, 1024}, 0, 0},
-      {{37, 1000}, 0, 0},   {{2, 3, 1025}, 0, 0}, {{3, 50257}, 0, 0},    {{2048, 31}, 0, 0},
+      {{1}, 0, 0},          {{7}, 0, 0},          {{1, 1}, 0, 0},
+      {{37, 1}, 0, 0},      {{3, 7}, 0, 0},       {{37, 129}, 0, 0},
+      {{3, 1023}, 0, 0},    {{3, 1024}, 0, 0},    {{37, 1000}, 0, 0},
+      {{2, 3, 1025}, 0, 0}, {{3, 50257}, 0, 0},   {{2048, 31}, 0, 0},
       {{5, 13}, 26, 33},    {{3, 1031}, 0, 1000}, {{4, 2000}, 49000, 50257},
   };
   std::vector<ConformanceCase> cases;
@@ -35,21 +36,20 @@ std::vector<ConformanceCase> reduceMaxCases() {
       std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(s.shape);
       if (s.numClasses)
         label += "_classes" + std::to_string(s.classOffset) + "of" + std::to_string(s.numClasses);
-      cases.push_back({"reduce_max", label, [=, caseSeed = ++seed] {
-                         KernelCall k;
-                         k.input(randomTensor(s.shape, caseSeed, 1.0, -10.0), dtype);
-                         k.output(DType::F32,
-                                  std::vector<int64_t>(s.shape.begin(), s.shape.end() - 1));
-                         if (s.numClasses)
-                           k.attrs = attrs({}, {{"class_offset", s.classOffset},
-                                                {"num_classes", s.numClasses}});
-                         k.reference = [s](const std::vector<RefTensor> &in) {
-                           return std::vector<RefTensor>{
-                               ref::reduceMax(in[0], s.classOffset, s.numClasses)};
-                         };
-                         k.tolerances = k.cudaTolerances = {0.0};
-                         return k;
-                       }});
+      cases.push_back(
+          {"reduce_max", label, [=, caseSeed = ++seed] {
+             KernelCall k;
+             k.input(randomTensor(s.shape, caseSeed, 1.0, -10.0), dtype);
+             k.output(DType::F32, std::vector<int64_t>(s.shape.begin(), s.shape.end() - 1));
+             if (s.numClasses)
+               k.attrs =
+                   attrs({}, {{"class_offset", s.classOffset}, {"num_classes", s.numClasses}});
+             k.reference = [s](const std::vector<RefTensor> &in) {
+               return std::vector<RefTensor>{ref::reduceMax(in[0], s.classOffset, s.numClasses)};
+             };
+             k.tolerances = k.cudaTolerances = {0.0};
+             return k;
+           }});
     }
   return cases;
 }
@@ -90,9 +90,8 @@ void addWholeLoss(std::vector<ConformanceCase> &cases, DType dtype, DType idType
     return Buffer::of(values, dtype);
   };
   auto targets = [=] {
-    return Buffer::of(targetsWithIgnored(c.rows, seed + 1, c.classes, c.ignoreIndex,
-                                         c.everyNthIgnored),
-                      idType);
+    return Buffer::of(
+        targetsWithIgnored(c.rows, seed + 1, c.classes, c.ignoreIndex, c.everyNthIgnored), idType);
   };
   KernelAttrs a = attrs({}, {{"ignore_index", c.ignoreIndex}});
   if (c.width != c.classes)
@@ -159,9 +158,8 @@ void addShard(std::vector<ConformanceCase> &cases, DType dtype, DType idType, co
   auto rowValues = [=](uint64_t offset, double scale, double shift) {
     return Buffer::of(randomTensor(s.rows, seed + offset, scale, shift), DType::F32);
   };
-  KernelAttrs a = attrs({}, {{"class_offset", s.offset},
-                             {"num_classes", s.total},
-                             {"ignore_index", s.ignoreIndex}});
+  KernelAttrs a = attrs(
+      {}, {{"class_offset", s.offset}, {"num_classes", s.total}, {"ignore_index", s.ignoreIndex}});
   KernelAttrs finish = attrs({}, {{"ignore_index", s.ignoreIndex}});
   cases.push_back({"cross_entropy_partial", label, [=] {
                      KernelCall k;
@@ -239,8 +237,8 @@ std::vector<ConformanceCase> crossEntropyCases() {
       {{4, 9}, 9, 9, -1, 1},
   };
   const std::vector<WholeLoss> padded = {
-      {{3, 37}, 129, 136, -1, 5}, {{3, 37}, 129, 133, -1, 5}, {{64}, 50257, 50304, -1, 5},
-      {{5}, 1, 8, -1, 5},         {{3, 5}, 33, 40, -1, 5},    {{7}, 13, 64, -1, 5},
+      {{3, 37}, 129, 136, -1, 5},  {{3, 37}, 129, 133, -1, 5}, {{64}, 50257, 50304, -1, 5},
+      {{5}, 1, 8, -1, 5},          {{3, 5}, 33, 40, -1, 5},    {{7}, 13, 64, -1, 5},
       {{2, 5}, 1031, 1032, -1, 5},
   };
   const std::vector<Shard> shards = {{{1}, 1, 0, 1, -1},
@@ -276,7 +274,8 @@ TEST(CrossEntropyKernels, IgnoredRowsGetExactlyZeroGradient) {
                           attrs({}, {{"ignore_index", ignore}})));
     RefTensor got = dlogits.toRef();
     for (int64_t r = 0; r < targets.numel(); ++r) {
-      if (targets.data[r] != ignore) continue;
+      if (targets.data[r] != ignore)
+        continue;
       for (int64_t j = 0; j < vocab; ++j) ASSERT_EQ(got.data[r * vocab + j], 0.0);
     }
   }

@@ -2,11 +2,11 @@
 //
 // Conformance cases (Conformance.h). The weight is random int8/int4
 // storage (random codes, scales of either sign with some zero, zero points
-// over the whole level range); the reference expands it (ref::dequantizeInt, the exact fp32 values) and
-// multiplies in double. Every grouping (one scale, per row, per column,
-// blocks), both symmetries and layouts, rows on the few-rows path (1, 3,
-// 16) and the sgemm path (17, 40), and shapes whose tiles and chunks end
-// ragged. Identity rows of x read the expanded weight back exactly.
+// over the whole level range); the reference expands it (ref::dequantizeInt, the exact fp32 values)
+// and multiplies in double. Every grouping (one scale, per row, per column, blocks), both
+// symmetries and layouts, rows on the few-rows path (1, 3, 16) and the sgemm path (17, 40), and
+// shapes whose tiles and chunks end ragged. Identity rows of x read the expanded weight back
+// exactly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,8 +27,7 @@ ConformanceCase matmulIntCase(DType dtype, int bits, const IntShape &c, const Gr
   std::vector<int64_t> shape = tb ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n};
   std::string label = std::string(dtypeName(dtype)) + "_int" + std::to_string(bits) + "_" +
                       g.name() + (asymmetric ? "_asym" : "") + "_" + shapeLabel(c.lead) + "_k" +
-                      std::to_string(c.k) + "_n" + std::to_string(c.n) +
-                      (tb ? "_transposed" : "");
+                      std::to_string(c.k) + "_n" + std::to_string(c.n) + (tb ? "_transposed" : "");
   return {"matmul_int", label, [=] {
             KernelCall k;
             std::vector<int64_t> xShape = c.lead, yShape = c.lead;
@@ -38,7 +37,8 @@ ConformanceCase matmulIntCase(DType dtype, int bits, const IntShape &c, const Gr
             IntWeight w = randomWeight(bits, shape[0], shape[1], g, asymmetric, seed + 1);
             k.input(w.codesBuf);
             k.input(w.scaleBuf);
-            if (asymmetric) k.input(w.zeroPointBuf);
+            if (asymmetric)
+              k.input(w.zeroPointBuf);
             k.output(dtype, yShape);
             k.attrs = intAttrs(bits, g, shape, tb);
             k.reference = [=](const std::vector<RefTensor> &in) {
@@ -59,9 +59,9 @@ ConformanceCase matmulIntCase(DType dtype, int bits, const IntShape &c, const Gr
 /// and the CPU in fp32: within 1e-2.
 std::vector<ConformanceCase> matmulIntCases() {
   const std::vector<IntShape> shapes = {
-      {{1}, 128, 192},     {{1, 1}, 200, 600}, {{3}, 96, 64},   {{2, 8}, 64, 320},
-      {{17}, 64, 96},      {{40}, 200, 600},   {{3}, 200, 640}, {{2, 20}, 2048, 600},
-      {{3}, 64, 33 * 32},  {{16}, 768, 2304},
+      {{1}, 128, 192},    {{1, 1}, 200, 600}, {{3}, 96, 64},   {{2, 8}, 64, 320},
+      {{17}, 64, 96},     {{40}, 200, 600},   {{3}, 200, 640}, {{2, 20}, 2048, 600},
+      {{3}, 64, 33 * 32}, {{16}, 768, 2304},
   };
   const std::vector<Grouping> groupings = {{0, -1}, {0, 0}, {0, 1}, {32, -1}};
   std::vector<ConformanceCase> cases;
@@ -73,7 +73,8 @@ std::vector<ConformanceCase> matmulIntCases() {
           for (bool tb : {false, true})
             for (bool asymmetric : {false, true}) {
               int64_t storedCols = tb ? c.k : c.n;
-              if (g.block > 0 && storedCols % g.block != 0) continue;
+              if (g.block > 0 && storedCols % g.block != 0)
+                continue;
               cases.push_back(matmulIntCase(dtype, bits, c, g, tb, asymmetric, seed += 3));
             }
   return cases;

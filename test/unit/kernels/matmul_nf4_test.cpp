@@ -1,12 +1,11 @@
 //===- matmul_nf4_test.cpp - matmul_nf4 against dequantize + matmul -------===//
 //
 // matmul_nf4 is a conformance case (Conformance.h); the AVX2 expansion is
-// checked here the same way. The weight is random NF4 storage (random codes and absmax levels, scales
-// and a mean that leave some blocks' absmax ≤ 0, i.e. zero); the reference
-// expands it (ref::dequantizeNf4, the exact fp32 values) and multiplies in
-// double. Both layouts, rows on the few-rows path (1, 3, 16) and the sgemm
-// path (17, 40), blocks of 32 and 64, and shapes whose tiles, k-chunks and
-// column chunks end ragged. Norm metric, as matmul's.
+// checked here the same way. The weight is random NF4 storage (random codes and absmax levels,
+// scales and a mean that leave some blocks' absmax ≤ 0, i.e. zero); the reference expands it
+// (ref::dequantizeNf4, the exact fp32 values) and multiplies in double. Both layouts, rows on the
+// few-rows path (1, 3, 16) and the sgemm path (17, 40), blocks of 32 and 64, and shapes whose
+// tiles, k-chunks and column chunks end ragged. Norm metric, as matmul's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,10 +31,9 @@ void matchesDequantizeThenMatmul();
 /// 512 (+ 88); GPT-2's fused QKV at 16 rows. On the GPU, bf16 multiplies
 /// the weights rounded to bf16 and the CPU in fp32: within 1e-2.
 const std::vector<Case> kCases = {
-    {{1}, 128, 192, 64},      {{1, 1}, 200, 600, 32}, {{3}, 96, 64, 32},
-    {{2, 8}, 64, 320, 64},    {{17}, 64, 96, 32},     {{40}, 200, 600, 64},
-    {{2, 20}, 2048, 600, 64}, {{1}, 2048, 600, 64},   {{3}, 64, 33 * 64, 64},
-    {{3}, 200, 640, 32},      {{16}, 768, 2304, 64},
+    {{1}, 128, 192, 64},    {{1, 1}, 200, 600, 32}, {{3}, 96, 64, 32},        {{2, 8}, 64, 320, 64},
+    {{17}, 64, 96, 32},     {{40}, 200, 600, 64},   {{2, 20}, 2048, 600, 64}, {{1}, 2048, 600, 64},
+    {{3}, 64, 33 * 64, 64}, {{3}, 200, 640, 32},    {{16}, 768, 2304, 64},
 };
 
 std::vector<ConformanceCase> matmulNf4Cases() {
@@ -44,30 +42,32 @@ std::vector<ConformanceCase> matmulNf4Cases() {
   for (DType dtype : {DType::F32, DType::BF16})
     for (const Case &c : kCases)
       for (bool tb : {false, true}) {
-        std::vector<int64_t> w = tb ? std::vector<int64_t>{c.n, c.k}
-                                    : std::vector<int64_t>{c.k, c.n};
-        if (w[1] % c.block != 0) continue;
+        std::vector<int64_t> w =
+            tb ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n};
+        if (w[1] % c.block != 0)
+          continue;
         std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(c.lead) + "_k" +
                             std::to_string(c.k) + "_n" + std::to_string(c.n) + "_block" +
                             std::to_string(c.block) + (tb ? "_transposed" : "");
-        cases.push_back({"matmul_nf4", label, [=, caseSeed = seed += 3] {
-                           KernelCall k;
-                           std::vector<int64_t> xShape = c.lead, yShape = c.lead;
-                           xShape.push_back(c.k);
-                           yShape.push_back(c.n);
-                           k.input(randomTensor(xShape, caseSeed), dtype);
-                           Nf4Weight wt = randomWeight(c.k * c.n, c.block, caseSeed + 1);
-                           for (Buffer *b : {&wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf})
-                             k.input(*b);
-                           k.output(dtype, yShape);
-                           k.attrs = nf4Attrs(c.block, w, tb);
-                           k.reference = [=](const std::vector<RefTensor> &in) {
-                             return std::vector<RefTensor>{ref::matmulNf4(
-                                 in[0], in[1], in[2], in[3], in[4].data[0], w, c.block, tb)};
-                           };
-                           k.metric = k.cudaMetric = Metric::Norm;
-                           return k;
-                         }});
+        cases.push_back(
+            {"matmul_nf4", label, [=, caseSeed = seed += 3] {
+               KernelCall k;
+               std::vector<int64_t> xShape = c.lead, yShape = c.lead;
+               xShape.push_back(c.k);
+               yShape.push_back(c.n);
+               k.input(randomTensor(xShape, caseSeed), dtype);
+               Nf4Weight wt = randomWeight(c.k * c.n, c.block, caseSeed + 1);
+               for (Buffer *b : {&wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf})
+                 k.input(*b);
+               k.output(dtype, yShape);
+               k.attrs = nf4Attrs(c.block, w, tb);
+               k.reference = [=](const std::vector<RefTensor> &in) {
+                 return std::vector<RefTensor>{
+                     ref::matmulNf4(in[0], in[1], in[2], in[3], in[4].data[0], w, c.block, tb)};
+               };
+               k.metric = k.cudaMetric = Metric::Norm;
+               return k;
+             }});
       }
   return cases;
 }
@@ -88,21 +88,21 @@ std::vector<ConformanceCase> dequantizeNf4Cases() {
     for (const auto &[shape, block] : shapes) {
       std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(shape) + "_block" +
                           std::to_string(block);
-      cases.push_back({"qat_dequantize_nf4", label, [=, caseSeed = seed += 3] {
-                         KernelCall k;
-                         Nf4Weight wt = randomWeight(shape[0] * shape[1], block, caseSeed);
-                         for (Buffer *b : {&wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf})
-                           k.input(*b);
-                         k.output(dtype, shape);
-                         k.attrs = attrs({}, {{"block", block}});
-                         k.reference = [=](const std::vector<RefTensor> &in) {
-                           return std::vector<RefTensor>{roundTo(
-                               ref::dequantizeNf4(in[0], in[1], in[2], in[3].data[0], shape, block),
-                               dtype)};
-                         };
-                         k.tolerances = k.cudaTolerances = {0.0};
-                         return k;
-                       }});
+      cases.push_back(
+          {"qat_dequantize_nf4", label, [=, caseSeed = seed += 3] {
+             KernelCall k;
+             Nf4Weight wt = randomWeight(shape[0] * shape[1], block, caseSeed);
+             for (Buffer *b : {&wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf})
+               k.input(*b);
+             k.output(dtype, shape);
+             k.attrs = attrs({}, {{"block", block}});
+             k.reference = [=](const std::vector<RefTensor> &in) {
+               return std::vector<RefTensor>{roundTo(
+                   ref::dequantizeNf4(in[0], in[1], in[2], in[3].data[0], shape, block), dtype)};
+             };
+             k.tolerances = k.cudaTolerances = {0.0};
+             return k;
+           }});
     }
   return cases;
 }

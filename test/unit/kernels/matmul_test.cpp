@@ -28,8 +28,8 @@ std::vector<int64_t> shapeOf(const std::vector<int64_t> &lead, int64_t rows, int
 ConformanceCase matmulCase(DType dtype, const MatmulShape &c, int ta, int tb, bool accumulate,
                            uint64_t seed) {
   std::string label = std::string(dtypeName(dtype)) + "_" +
-                      (c.lead.empty() ? "" : shapeLabel(c.lead) + "_") + "m" +
-                      std::to_string(c.m) + "k" + std::to_string(c.k) + "n" + std::to_string(c.n) +
+                      (c.lead.empty() ? "" : shapeLabel(c.lead) + "_") + "m" + std::to_string(c.m) +
+                      "k" + std::to_string(c.k) + "n" + std::to_string(c.n) +
                       (c.batchedB ? "_batched_b" : "") + (ta ? "_ta" : "") + (tb ? "_tb" : "") +
                       (accumulate ? "_accumulate" : "");
   return {"matmul", label, [=] {
@@ -40,16 +40,16 @@ ConformanceCase matmulCase(DType dtype, const MatmulShape &c, int ta, int tb, bo
             RefTensor c0 = roundTo(randomTensor(shapeOf(c.lead, c.m, c.n), seed + 2), dtype);
             k.output(Buffer::of(c0, dtype));
             k.keepOutputs = accumulate;
-            k.attrs = attrs({}, {{"transpose_a", ta},
-                                 {"transpose_b", tb},
-                                 {"accumulate", accumulate ? 1 : 0}});
+            k.attrs = attrs(
+                {}, {{"transpose_a", ta}, {"transpose_b", tb}, {"accumulate", accumulate ? 1 : 0}});
             k.reference = [=](const std::vector<RefTensor> &in) {
               RefTensor product = ref::matmul(in[0], in[1], ta, tb);
               return std::vector<RefTensor>{accumulate ? ref::add(c0, product) : product};
             };
             k.metric = k.cudaMetric = Metric::Norm;
             if (c.k == 0) // no products: zeros, or c0 kept, exactly
-              k.metric = k.cudaMetric = Metric::Elementwise, k.tolerances = k.cudaTolerances = {0.0};
+              k.metric = k.cudaMetric = Metric::Elementwise,
+              k.tolerances = k.cudaTolerances = {0.0};
             return k;
           }};
 }
@@ -61,12 +61,12 @@ ConformanceCase matmulCase(DType dtype, const MatmulShape &c, int ta, int tb, bo
 /// attention's batched q·kᵀ over [B·H] heads.
 std::vector<ConformanceCase> matmulCases() {
   const std::vector<MatmulShape> small = {
-      {{}, 1, 1, 1, false},       {{}, 1, 7, 1, false},      {{}, 7, 1, 13, false},
-      {{}, 1, 129, 37, false},    {{}, 37, 129, 1, false},   {{}, 3, 1000, 7, false},
-      {{}, 37, 13, 129, false},   {{}, 7, 13, 33, false},    {{2, 3}, 7, 13, 5, false},
-      {{3}, 7, 13, 9, true},      {{2, 2}, 33, 17, 13, true}, {{4}, 65, 128, 70, false},
-      {{5}, 1, 37, 1, false},     {{1}, 1, 1, 1, true},      {{3}, 1, 7, 129, true},
-      {{37}, 3, 7, 1, true},      {{}, 1, 13, 33, false},    {{1, 1}, 1, 64, 70, false},
+      {{}, 1, 1, 1, false},     {{}, 1, 7, 1, false},       {{}, 7, 1, 13, false},
+      {{}, 1, 129, 37, false},  {{}, 37, 129, 1, false},    {{}, 3, 1000, 7, false},
+      {{}, 37, 13, 129, false}, {{}, 7, 13, 33, false},     {{2, 3}, 7, 13, 5, false},
+      {{3}, 7, 13, 9, true},    {{2, 2}, 33, 17, 13, true}, {{4}, 65, 128, 70, false},
+      {{5}, 1, 37, 1, false},   {{1}, 1, 1, 1, true},       {{3}, 1, 7, 129, true},
+      {{37}, 3, 7, 1, true},    {{}, 1, 13, 33, false},     {{1, 1}, 1, 64, 70, false},
   };
   const std::vector<MatmulShape> accumulating = {{{}, 7, 13, 33, false},
                                                  {{3}, 7, 13, 33, false},

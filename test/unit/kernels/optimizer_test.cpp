@@ -1,8 +1,8 @@
 //===- optimizer_test.cpp - global_norm, adamw and multi_tensor_adamw -----===//
 //
 // global_norm is a conformance case (Conformance.h): one scalar. adamw: p'
-// and v' (a sum of positive terms) use the elementwise metric; m' = β1·m + (1−β1)·g can cancel, so norm metric.
-// A non-finite norm skips the step: the outputs are the inputs, bit for bit.
+// and v' (a sum of positive terms) use the elementwise metric; m' = β1·m + (1−β1)·g can cancel, so
+// norm metric. A non-finite norm skips the step: the outputs are the inputs, bit for bit.
 // multi_tensor_adamw must be, bit for bit, the adamw kernel on each tensor
 // (after the cast kernel widening a bf16 gradient) and the cast kernel on
 // each updated master: the fusion changes no number of a training run.
@@ -46,23 +46,23 @@ std::vector<ConformanceCase> globalNormCases() {
   uint64_t seed = 800;
   for (const Inputs &set : sets)
     for (int squared = 0; squared < 2; ++squared) {
-      cases.push_back({"global_norm", set.label + (squared ? "_squared" : ""),
-                       [=, caseSeed = seed += 16] {
-                         KernelCall k;
-                         uint64_t s = caseSeed;
-                         for (const auto &[shape, dtype] : set.operands)
-                           k.input(randomTensor(shape, ++s, 0.02), dtype);
-                         k.output(DType::F32, {});
-                         k.attrs = attrs({}, {{"squared", squared}});
-                         k.reference = [squared](const std::vector<RefTensor> &in) {
-                           RefTensor norm = ref::globalNorm(in);
-                           if (squared)
-                             norm.data[0] *= norm.data[0];
-                           return std::vector<RefTensor>{norm};
-                         };
-                         k.tolerances = k.cudaTolerances = {1e-6};
-                         return k;
-                       }});
+      cases.push_back(
+          {"global_norm", set.label + (squared ? "_squared" : ""), [=, caseSeed = seed += 16] {
+             KernelCall k;
+             uint64_t s = caseSeed;
+             for (const auto &[shape, dtype] : set.operands)
+               k.input(randomTensor(shape, ++s, 0.02), dtype);
+             k.output(DType::F32, {});
+             k.attrs = attrs({}, {{"squared", squared}});
+             k.reference = [squared](const std::vector<RefTensor> &in) {
+               RefTensor norm = ref::globalNorm(in);
+               if (squared)
+                 norm.data[0] *= norm.data[0];
+               return std::vector<RefTensor>{norm};
+             };
+             k.tolerances = k.cudaTolerances = {1e-6};
+             return k;
+           }});
     }
   return cases;
 }
