@@ -1,9 +1,10 @@
 //===- cuda_quant_test.cpp - CUDA QAT and NF4 kernels against the CPU -----===//
 //
-// qat_observe, qat_fake_quant, qat_fake_quant_grad and pieces of
-// qat_dequantize_nf4 on the GPU against the CPU kernels, on the same stored
-// inputs (qat_ema and whole-weight qat_dequantize_nf4 are conformance
-// cases: quant_test.cpp, matmul_nf4_test.cpp). Tolerances:
+// Model-sized qat_observe, qat_fake_quant and qat_fake_quant_grad (the
+// observers' multi-piece and multi-band reductions), outlier columns and
+// pieces of qat_dequantize_nf4 on the GPU against the CPU kernels, on the
+// same stored inputs (the odd-sized cases of every QAT kernel are
+// conformance cases: quant_test.cpp, matmul_nf4_test.cpp). Tolerances:
 //  - observe: 0 (a max is exact, whatever the order);
 //  - fake_quant: 0. Both backends decide the grid with the same fp32
 //    operations (x / scale as an IEEE division, round half to even, the
@@ -13,9 +14,8 @@
 //  - dequantize_nf4: 0 (the CPU is built without FMA contraction, the GPU
 //    rounds each operation explicitly).
 //
-// Shapes: odd sizes (1, 7, 37, 1000, 50257), rank 1 to 3, and model-sized
-// tensors ([8192, 768] activations, GPT-2's [768, 3072] weight), which take
-// the observers' multi-piece and multi-band reductions.
+// Shapes: model-sized tensors ([8192, 768] activations, GPT-2's [768, 3072]
+// weight), which take the observers' multi-piece and multi-band reductions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,20 +80,6 @@ std::vector<Scheme> groupings(const std::vector<int64_t> &shape, Format format, 
   return schemes;
 }
 
-const std::vector<std::vector<int64_t>> kOddShapes = {
-    {1}, {7}, {37, 128}, {3, 5, 64}, {7, 1000}, {3, 50257}};
-const std::vector<int64_t> kBlocks = {1, 8, 32, 64, 29};
-
-/// Every format, symmetric and (integer formats) asymmetric.
-std::vector<std::pair<Format, bool>> formats() {
-  std::vector<std::pair<Format, bool>> out;
-  for (Format f : {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2, Format::Nf4}) {
-    out.push_back({f, true});
-    if (quant::isInteger(f)) out.push_back({f, false});
-  }
-  return out;
-}
-
 //===----------------------------------------------------------------------===//
 // qat_observe
 //===----------------------------------------------------------------------===//
@@ -104,15 +90,6 @@ void expectObserveMatches(const std::vector<int64_t> &shape, const Scheme &s, DT
   Buffer x = Buffer::of(testData(shape, seed), dtype);
   Buffer range(DType::F32, {quant::groupCount(s, shape), 2});
   expectCudaMatchesCpu("qat_observe", {&x}, {&range}, schemeAttrs(s), kExact);
-}
-
-TEST(CudaQuant, ObserveMatchesCpu) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 100;
-  for (const auto &shape : kOddShapes)
-    for (DType dtype : kFloatTypes)
-      for (const Scheme &s : groupings(shape, Format::Int8, true, kBlocks))
-        expectObserveMatches(shape, s, dtype, ++seed);
 }
 
 TEST(CudaQuant, ObserveModelSizedMatchesCpu) {
@@ -149,16 +126,6 @@ void expectFakeQuantMatches(const std::vector<int64_t> &shape, const Scheme &s, 
     expectCudaMatchesCpu("qat_fake_quant", {&x, &r}, {&y}, schemeAttrs(s), kExact);
     expectCudaMatchesCpu("qat_fake_quant_grad", {&x, &r, &dy}, {&dx}, schemeAttrs(s), kExact);
   }
-}
-
-TEST(CudaQuant, FakeQuantMatchesCpu) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 300;
-  for (const auto &shape : kOddShapes)
-    for (DType dtype : kFloatTypes)
-      for (auto [format, symmetric] : formats())
-        for (const Scheme &s : groupings(shape, format, symmetric, {8, 64}))
-          expectFakeQuantMatches(shape, s, dtype, seed += 2);
 }
 
 TEST(CudaQuant, FakeQuantModelSizedMatchesCpu) {

@@ -57,16 +57,12 @@ const std::map<std::string, std::string> kHandWrittenConformance = {
     {"attention_rope", "attention_test.cpp, cuda_attention_test.cpp"},
     {"attention_rope_grad", "attention_test.cpp, cuda_attention_test.cpp"},
     {"fused_elementwise", "fused_elementwise_test.cpp, cuda_fused_elementwise_test.cpp"},
-    {"kv_cache_write", "paged_attention_test.cpp, cuda_paged_attention_test.cpp"},
     {"linear_cross_entropy", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
     {"linear_cross_entropy_partial", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
     {"linear_cross_entropy_partial_grad", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
     {"linear_cross_entropy_train", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
     {"multi_tensor_adamw", "optimizer_test.cpp, cuda_optimizer_test.cpp"},
     {"paged_attention", "paged_attention_test.cpp, cuda_paged_attention_test.cpp"},
-    {"qat_fake_quant", "quant_test.cpp, cuda_quant_test.cpp"},
-    {"qat_fake_quant_grad", "quant_test.cpp, cuda_quant_test.cpp"},
-    {"qat_observe", "quant_test.cpp, cuda_quant_test.cpp"},
 };
 
 TEST(KernelRegistry, EveryKernelHasAConformanceCase) {
