@@ -317,21 +317,20 @@ std::vector<ConformanceCase> kvCacheWriteCases() {
           std::string label = std::string(dtypeName(dtype)) + "_D" + std::to_string(d) +
                               "_indices_" + dtypeName(indexType) + (inPlace ? "_in_place" : "");
           cases.push_back(kvCacheWriteCase(label, dtype, dtype, indexType, {6, 4, 2, d},
-                                           {2, 5, 2, d}, w.table, w.positions, inPlace,
-                                           seed += 2));
+                                           {2, 5, 2, d}, w.table, w.positions, inPlace, seed += 2));
         }
   for (int64_t d : {16, 64, 80})
     for (DType cacheType : {DType::BF16, DType::F16}) {
-      std::string label = std::string(dtypeName(cacheType)) + "_cache_f32_rows_D" +
-                          std::to_string(d);
+      std::string label =
+          std::string(dtypeName(cacheType)) + "_cache_f32_rows_D" + std::to_string(d);
       cases.push_back(kvCacheWriteCase(label, cacheType, DType::F32, DType::I32, {6, 4, 2, d},
                                        {2, 5, 2, d}, w.table, w.positions, true, seed += 2));
     }
   std::vector<int64_t> lengths = {1, 17, 40};
   Pages pages = shuffledPages(lengths, 16, 12010);
-  cases.push_back(kvCacheWriteCase("bf16_prefill_3x40x8x128", DType::BF16, DType::BF16,
-                                   DType::I32, {pages.blocks, 16, 8, 128}, {3, 40, 8, 128},
-                                   pages.table, lastPositions(lengths, 40), true, seed += 2));
+  cases.push_back(kvCacheWriteCase("bf16_prefill_3x40x8x128", DType::BF16, DType::BF16, DType::I32,
+                                   {pages.blocks, 16, 8, 128}, {3, 40, 8, 128}, pages.table,
+                                   lastPositions(lengths, 40), true, seed += 2));
   return cases;
 }
 

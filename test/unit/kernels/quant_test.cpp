@@ -220,10 +220,11 @@ std::vector<ConformanceCase> fakeQuantCases() {
   int64_t schemes = 0;
   for (const std::vector<int64_t> &shape : kFakeQuantShapes)
     for (DType dtype : kFloatTypes)
-      for (Format format : {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2,
-                            Format::Nf4})
+      for (Format format :
+           {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2, Format::Nf4})
         for (bool symmetric : {true, false}) {
-          if (!symmetric && !quant::isInteger(format)) continue;
+          if (!symmetric && !quant::isInteger(format))
+            continue;
           for (const Scheme &s : groupings(shape, format, symmetric, {8, 64})) {
             // Narrow ranges in f32 only, half or empty in turn: the grid's
             // decisions do not depend on the storage type.
@@ -231,17 +232,18 @@ std::vector<ConformanceCase> fakeQuantCases() {
             for (RangeKind kind : {RangeKind::Observed, RangeKind::Half, RangeKind::Empty}) {
               if (kind != RangeKind::Observed && (dtype != DType::F32 || kind != narrow))
                 continue;
-              std::string label = schemeLabel(s, dtype, shape) +
-                                  (kind == RangeKind::Half    ? "_half_range"
-                                   : kind == RangeKind::Empty ? "_empty_group"
-                                                              : "");
+              std::string label =
+                  schemeLabel(s, dtype, shape) + (kind == RangeKind::Half    ? "_half_range"
+                                                  : kind == RangeKind::Empty ? "_empty_group"
+                                                                             : "");
               uint64_t caseSeed = seed += 2;
               auto operands = [=](KernelCall &k) {
                 RefTensor x = roundTo(testData(shape, caseSeed), dtype);
                 RefTensor range = ref::quantObserve(x, s);
                 if (kind == RangeKind::Half)
                   for (double &value : range.data) value *= 0.5;
-                if (kind == RangeKind::Empty) range.data[0] = range.data[1] = 0.0;
+                if (kind == RangeKind::Empty)
+                  range.data[0] = range.data[1] = 0.0;
                 k.input(x, dtype);
                 k.input(range, DType::F32);
                 k.output(dtype, shape);
