@@ -75,6 +75,10 @@ std::vector<ConformanceCase> matmulIntCases() {
               int64_t storedCols = tb ? c.k : c.n;
               if (g.block > 0 && storedCols % g.block != 0)
                 continue;
+              // bf16 only widens x and rounds y: blocks (runs of one scale)
+              // and per-column scales suffice.
+              if (dtype == DType::BF16 && g.block == 0 && g.channelAxis != 1)
+                continue;
               cases.push_back(matmulIntCase(dtype, bits, c, g, tb, asymmetric, seed += 3));
             }
   return cases;
