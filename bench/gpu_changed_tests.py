@@ -15,8 +15,11 @@ selects tests by the kernel names it concerns:
   - a shared header (common/X.h, kernels/X.h): the kernels of the sources
     that include it, directly or through other headers and contracts;
   - a CUDA test file (test/unit/kernels/cuda_*_test.cpp): all its tests;
-and every test suite of a CUDA test file that names one of those kernels
-(anywhere: its helpers too) is selected. Files every
+  - a file of conformance cases (LLMC_CONFORMANCE_CASES(Family, ...)): the
+    CUDA half of its cases, Cuda<Family>/CudaKernelConformance;
+and every test suite of a CUDA test file, and the CUDA half of every file
+of conformance cases, that names one of those kernels (anywhere: its
+helpers too) is selected. Files every
 kernel shares (the device, the registry, the conformance harness) select
 every CUDA test ("Cuda*"), as does common/HostDevice.h (what the device
 compiles of the shared headers). Prints "-" when nothing selects a test.
@@ -35,6 +38,7 @@ SHARED = re.compile(r"^(common/HostDevice\.h|kernels/(Kernel\.h|Registry\.cpp|Te
                     r"|test/unit/kernels/(CudaConformance|KernelTest)\.(h|cpp)|test/unit/kernels/CMakeLists\.txt)$")
 REGISTER = re.compile(r'LLMC_REGISTER_KERNEL\(\s*(?:CPU|CUDA)\s*,\s*"([a-z0-9_]+)"')
 TEST_START = re.compile(r"^TEST(?:_F|_P)?\((\w+),\s*(\w+)\)", re.M)
+CONFORMANCE = re.compile(r"^LLMC_CONFORMANCE_CASES\((\w+),", re.M)
 
 
 def read(path):
@@ -121,12 +125,25 @@ def cuda_test_files():
     return files
 
 
+def conformance_files():
+    """{path: (text, suites)} of the files of conformance cases: the suites
+    of their CUDA halves."""
+    files = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "test", "unit", "kernels", "*_test.cpp"))):
+        rel = os.path.relpath(path, ROOT)
+        text = read(rel)
+        suites = {f"Cuda{family}/CudaKernelConformance" for family in CONFORMANCE.findall(text)}
+        if suites:
+            files[rel] = (text, suites)
+    return files
+
+
 def select(files):
     if any(SHARED.match(f) for f in files):
         return "Cuda*"
     names = set().union(*(kernels_of(f) for f in files), set())
     chosen = set()
-    for path, (text, suites) in cuda_test_files().items():
+    for path, (text, suites) in {**cuda_test_files(), **conformance_files()}.items():
         if path in files or any(f'"{k}"' in text for k in names):
             chosen |= suites
     return ":".join(f"{suite}.*" for suite in sorted(chosen)) or "-"

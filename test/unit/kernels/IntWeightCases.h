@@ -3,8 +3,8 @@
 // Random int8/int4 storage of a [rows, cols] weight under each grouping
 // (random codes, scales of either sign with the first zero, zero points
 // over the whole level range), as buffers for the kernels and as
-// RefTensors for ref::dequantizeInt; shared by the CPU tests and the CUDA
-// conformance tests.
+// RefTensors for ref::dequantizeInt; shared by the matmul_int conformance
+// cases and the decode GEMV tests.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_TEST_UNIT_KERNELS_INTWEIGHTCASES_H

@@ -1,11 +1,12 @@
 //===- activation_test.cpp - gelu, silu, swiglu, dropout, cast -----------===//
 //
-// gelu, silu, swiglu, their gradients and dropout are conformance cases
-// (Conformance.h), run against the reference and, on a GPU, CUDA against
-// the CPU. Forward activations use the elementwise metric (each output is
-// a well-conditioned function of one input). Gradients cross zero (gelu'
-// at x ≈ −0.75), where an elementwise ratio measures nothing useful, so
-// they use the norm metric.
+// gelu, silu, swiglu, their gradients, dropout and cast are conformance
+// cases (Conformance.h), run against the reference and, on a GPU, CUDA
+// against the CPU; cast exactly (tolerance 0), with its ties and special
+// encodings checked bit for bit by the CastKernel tests below. Forward activations use the
+// elementwise metric (each output is a well-conditioned function of one input). Gradients cross
+// zero (gelu' at x ≈ −0.75), where an elementwise ratio measures nothing useful, so they use the
+// norm metric.
 
 #include "Conformance.h"
 
@@ -128,8 +129,36 @@ std::vector<ConformanceCase> dropoutCases() {
   return cases;
 }
 
+/// cast between every pair of float types: rounding to nearest even is
+/// exact arithmetic, so both the reference (the stored input rounded to
+/// `to`) and the CUDA kernel must agree bit for bit (tolerance 0). Values
+/// spread over [-300, 300] stay inside f16's range.
+std::vector<ConformanceCase> castCases() {
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 9700;
+  for (DType from : kFloatTypes)
+    for (DType to : kFloatTypes)
+      for (const std::vector<int64_t> &shape :
+           {std::vector<int64_t>{1}, {7}, {13, 33}, {3, 7, 65}, {37, 1000}}) {
+        std::string label =
+            std::string(dtypeName(from)) + "_to_" + dtypeName(to) + "_" + shapeLabel(shape);
+        cases.push_back({"cast", label, [=, caseSeed = ++seed] {
+                           KernelCall k;
+                           k.input(randomTensor(shape, caseSeed, 100.0), from);
+                           k.output(to, shape);
+                           k.reference = [to](const std::vector<RefTensor> &in) {
+                             return std::vector<RefTensor>{roundTo(in[0], to)};
+                           };
+                           k.tolerances = k.cudaTolerances = {0.0};
+                           return k;
+                         }});
+      }
+  return cases;
+}
+
 LLMC_CONFORMANCE_CASES(Activation, activationCases);
 LLMC_CONFORMANCE_CASES(Dropout, dropoutCases);
+LLMC_CONFORMANCE_CASES(Cast, castCases);
 
 TEST(ActivationKernels, ExtremeInputsStayFinite) {
   RefTensor x{{8}, {-200.0, -90.0, -30.0, -1e-8, 0.0, 1e-8, 30.0, 200.0}};

@@ -1,9 +1,9 @@
 //===- cuda_activation_test.cpp - CUDA pointwise kernels against the CPU --===//
 //
-// gelu, silu, swiglu and dropout are conformance cases
-// (activation_test.cpp). Here: dropout of a piece of a global tensor (the
-// mask is shared code, so outputs must be equal exactly) and rope (norm:
-// its outputs are differences of products).
+// gelu, silu, swiglu and dropout (activation_test.cpp) and rope
+// (embedding_test.cpp) are conformance cases. Here: dropout of a piece of a
+// global tensor (the mask is shared code, so outputs must be equal exactly)
+// and binding errors.
 
 #include "CudaConformance.h"
 
@@ -21,56 +21,6 @@ TEST(CudaActivationKernels, DropoutOfAPieceUsesGlobalIndices) {
     a.setInts("offsets", {1, 2, 20});
     expectCudaMatchesCpu("dropout", {&x}, {&out}, a, {Metric::Elementwise, {0.0}}, 5);
   }
-}
-
-TEST(CudaActivationKernels, RopeMatchesCpu) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 9800;
-  const std::vector<std::vector<int64_t>> shapes = {
-      {1, 1, 1, 2}, {2, 7, 3, 10}, {1, 37, 5, 64}, {4, 1024, 12, 64}};
-  for (DType t : kFloatTypes)
-    for (const auto &shape : shapes)
-      for (int64_t inverse : {0, 1}) {
-        SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape) +
-                     (inverse ? " inverse" : ""));
-        Buffer x = Buffer::of(randomTensor(shape, ++seed), t);
-        Buffer out(t, shape);
-        KernelAttrs a = attrs({{"theta", 10000.0}}, {{"inverse", inverse}});
-        expectCudaMatchesCpu("rope", {&x}, {&out}, a, {Metric::Norm, {tolerance(t)}});
-        expectCudaMatchesCpu("rope", {&x}, {&x}, a, {Metric::Norm, {tolerance(t)}});
-        // Packed rows: positions restarting every 5 tokens.
-        RefTensor positions = RefTensor::zeros({shape[0], shape[1]});
-        for (size_t i = 0; i < positions.data.size(); ++i)
-          positions.data[i] = static_cast<double>(i % static_cast<size_t>(shape[1]) % 5);
-        Buffer p = Buffer::of(positions, DType::I32);
-        expectCudaMatchesCpu("rope", {&x, &p}, {&out}, a, {Metric::Norm, {tolerance(t)}});
-      }
-}
-
-/// Llama 3 scaling (all three bands at D = 32 and 64): the same table.
-TEST(CudaActivationKernels, RopeLlama3ScalingMatchesCpu) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 9850;
-  for (DType t : kFloatTypes)
-    for (const std::vector<int64_t> &shape :
-         {std::vector<int64_t>{2, 21, 3, 32}, std::vector<int64_t>{1, 300, 4, 64}})
-      for (int64_t inverse : {0, 1}) {
-        SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(shape) +
-                     (inverse ? " inverse" : ""));
-        Buffer x = Buffer::of(randomTensor(shape, ++seed), t);
-        Buffer out(t, shape);
-        KernelAttrs a = attrs({{"theta", 10000.0},
-                               {"scaling_factor", 8.0},
-                               {"low_freq_factor", 1.0},
-                               {"high_freq_factor", 4.0}},
-                              {{"original_max_positions", 48}, {"inverse", inverse}});
-        expectCudaMatchesCpu("rope", {&x}, {&out}, a, {Metric::Norm, {tolerance(t)}});
-        RefTensor positions = RefTensor::zeros({shape[0], shape[1]});
-        for (size_t i = 0; i < positions.data.size(); ++i)
-          positions.data[i] = static_cast<double>(i % static_cast<size_t>(shape[1]) % 17);
-        Buffer p = Buffer::of(positions, DType::I64);
-        expectCudaMatchesCpu("rope", {&x, &p}, {&out}, a, {Metric::Norm, {tolerance(t)}});
-      }
 }
 
 TEST(CudaActivationKernels, BindErrorsMatchCpu) {

@@ -1,9 +1,10 @@
 //===- cuda_embedding_test.cpp - CUDA embedding and its backward vs CPU ---===//
 //
-// The forward copies rows, so it is compared exactly. The backward sums dy
-// rows per id in the order contracts/Embedding.h fixes for both backends
-// (segments of the sorted positions, then the segments' sums), so it too is
-// compared exactly, and checked to be deterministic. CudaStepEmbeddingGrad
+// embedding and embedding_grad are conformance cases (embedding_test.cpp),
+// compared exactly with the CPU. The backward sums dy rows per id in the
+// order contracts/Embedding.h fixes for both backends (segments of the
+// sorted positions, then the segments' sums); here it is checked to be
+// deterministic. CudaStepEmbeddingGrad
 // runs it on byte-token-like data: a few ids, one of them a fifth of all
 // positions, so runs cross hundreds of segments.
 
@@ -13,57 +14,6 @@
 
 namespace llmc::test {
 namespace {
-
-struct EmbeddingCase {
-  int64_t vocab, c;
-  std::vector<int64_t> ids;
-};
-
-const std::vector<EmbeddingCase> kCases = {
-    {1, 1, {1}}, {7, 3, {5}}, {13, 129, {3, 37}}, {1000, 7, {2, 500}}, {50257, 768, {4, 1024}}};
-
-TEST(CudaEmbeddingKernels, LookupAndScatterAddMatchCpu) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 9900;
-  for (DType t : kFloatTypes)
-    for (DType idType : {DType::I32, DType::I64})
-      for (const EmbeddingCase &c : kCases) {
-        SCOPED_TRACE(std::string(dtypeName(t)) + " ids " + dtypeName(idType) + " V " +
-                     std::to_string(c.vocab) + " C " + std::to_string(c.c));
-        std::vector<int64_t> outShape = c.ids;
-        outShape.push_back(c.c);
-        Buffer table = Buffer::of(randomTensor({c.vocab, c.c}, ++seed), t);
-        // Few distinct ids for the small vocabularies: many repeats.
-        Buffer ids = Buffer::of(randomIds(c.ids, ++seed, 0, c.vocab), idType);
-        Buffer dy = Buffer::of(randomTensor(outShape, ++seed), t);
-        Buffer out(t, outShape), dtable(t, {c.vocab, c.c});
-        expectCudaMatchesCpu("embedding", {&table, &ids}, {&out}, {},
-                             {Metric::Elementwise, {0.0}});
-        expectCudaMatchesCpu("embedding_grad", {&ids, &dy}, {&dtable}, {},
-                             {Metric::Elementwise, {0.0}});
-      }
-}
-
-TEST(CudaEmbeddingKernels, VocabularyShard) {
-  // Rows [40, 73) of a 100-word vocabulary: other shards' ids give zero rows
-  // forward and nothing backward; invalid ids are skipped backward.
-  LLMC_REQUIRE_GPU();
-  for (DType t : kFloatTypes) {
-    Buffer table = Buffer::of(randomTensor({33, 19}, 9950), t);
-    RefTensor idValues = randomIds({6, 41}, 9951, 0, 100);
-    Buffer ids = Buffer::of(idValues, DType::I32);
-    Buffer dy = Buffer::of(randomTensor({6, 41, 19}, 9952), t);
-    Buffer out(t, {6, 41, 19}), dtable(t, {33, 19});
-    KernelAttrs a = attrs({}, {{"row_offset", 40}, {"vocab_size", 100}});
-    expectCudaMatchesCpu("embedding", {&table, &ids}, {&out}, a, {Metric::Elementwise, {0.0}});
-    expectCudaMatchesCpu("embedding_grad", {&ids, &dy}, {&dtable}, a,
-                         {Metric::Elementwise, {0.0}});
-    idValues.data[0] = -3, idValues.data[5] = 100, idValues.data[7] = 1000;
-    Buffer badIds = Buffer::of(idValues, DType::I32);
-    expectCudaMatchesCpu("embedding_grad", {&badIds, &dy}, {&dtable}, a,
-                         {Metric::Elementwise, {0.0}});
-  }
-}
 
 TEST(CudaEmbeddingKernels, BackwardIsDeterministic) {
   LLMC_REQUIRE_GPU();

@@ -1,9 +1,8 @@
 //===- cuda_paged_attention_test.cpp - CUDA paged KV cache against the CPU ===//
 //
-// kv_cache_write moves bytes, so it is compared exactly: in place (the
-// cache buffer is both input and output, aliased on both backends) and out
-// of place (the output starts poisoned, so the cache must be copied), for
-// 4- and 2-byte elements. paged_attention with the norm metric (outputs are
+// kv_cache_write into float caches is a conformance case
+// (paged_attention_test.cpp); here its int8 writes, compared exactly.
+// paged_attention with the norm metric (outputs are
 // sums of many terms added in different orders): 1e-5 for f32, 1e-2 for
 // bf16 and f16 (both backends round their fp32 results once).
 //
@@ -103,36 +102,6 @@ TEST(CudaPagedAttention, I64IndicesAndUnaddressableKeysMatchCpu) {
                        attrs({{"scale", 0.125}}), {Metric::Norm, {1e-5}});
 }
 
-TEST(CudaKvCacheWrite, InPlaceAndOutOfPlaceMatchCpu) {
-  LLMC_REQUIRE_GPU();
-  // Padding, a position past the table (12), a page id of −1 and one past
-  // the pool (9) among ordinary positions.
-  RefTensor table{{2, 3}, {4, 0, -1, 2, 9, 5}};
-  RefTensor positions{{2, 5}, {0, 5, -1, 9, 12, 3, 1, -1, 6, 2}};
-  for (DType dtype : kFloatTypes)
-    for (DType indexType : {DType::I32, DType::I64}) {
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + " indices " + dtypeName(indexType));
-      Buffer fresh = Buffer::of(randomTensor({2, 5, 2, 64}, 12001), dtype);
-      Buffer tb = Buffer::of(table, indexType), pb = Buffer::of(positions, indexType);
-      Buffer cache = Buffer::of(randomTensor({6, 4, 2, 64}, 12002), dtype);
-      expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb}, {&cache}, {},
-                           {Metric::Elementwise, {0.0}});
-      Buffer out(dtype, {6, 4, 2, 64});
-      expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb}, {&out}, {},
-                           {Metric::Elementwise, {0.0}});
-    }
-  // A prefill's worth: 3 sequences × 40 tokens of 8 kv heads × 128.
-  std::vector<int64_t> lengths = {1, 17, 40};
-  Pages pages = shuffledPages(lengths, 16, 12010);
-  const int64_t blocks = pages.blocks;
-  Buffer tb = Buffer::of(pages.table, DType::I32);
-  Buffer pb = Buffer::of(lastPositions(lengths, 40), DType::I32);
-  Buffer fresh = Buffer::of(randomTensor({3, 40, 8, 128}, 12011), DType::BF16);
-  Buffer cache = Buffer::of(randomTensor({blocks, 16, 8, 128}, 12012), DType::BF16);
-  expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb}, {&cache}, {},
-                       {Metric::Elementwise, {0.0}});
-}
-
 //===----------------------------------------------------------------------===//
 // Narrow caches: bf16/f16 under f32, int8 codes with scales
 //===----------------------------------------------------------------------===//
@@ -155,9 +124,8 @@ Buffer randomScales(const std::vector<int64_t> &shape, uint64_t seed) {
 
 /// Quantization on write is the CPU's fp32 arithmetic with IEEE division:
 /// codes and scales equal bit for bit, in place and out of place, for f32,
-/// bf16 and f16 rows; a 16-bit cache under f32 rows rounds each value as
-/// the CPU does.
-TEST(CudaKvCacheWrite, Int8AndNarrowCachesMatchCpu) {
+/// bf16 and f16 rows (float caches are conformance cases).
+TEST(CudaKvCacheWrite, Int8CacheMatchesCpu) {
   LLMC_REQUIRE_GPU();
   RefTensor table{{2, 3}, {4, 0, -1, 2, 9, 5}};
   RefTensor positions{{2, 5}, {0, 5, -1, 9, 12, 3, 1, -1, 6, 2}};
@@ -174,13 +142,6 @@ TEST(CudaKvCacheWrite, Int8AndNarrowCachesMatchCpu) {
       Buffer out(DType::U8, {6, 4, 2, d}), outScales(DType::F32, {6, 4, 2});
       expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb, &scales},
                            {&out, &outScales}, {}, {Metric::Elementwise, {0.0}});
-    }
-    for (DType cacheType : {DType::BF16, DType::F16}) {
-      SCOPED_TRACE(std::string(dtypeName(cacheType)) + " cache, new f32 D" + std::to_string(d));
-      Buffer fresh = Buffer::of(randomTensor({2, 5, 2, d}, 12111 + d), DType::F32);
-      Buffer cache = Buffer::of(randomTensor({6, 4, 2, d}, 12112), cacheType);
-      expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb}, {&cache}, {},
-                           {Metric::Elementwise, {0.0}});
     }
   }
 }

@@ -1,9 +1,9 @@
 //===- cuda_reduce_test.cpp - reduce_sum, reduce_max, global_norm on the GPU -===//
 //
-// Sums use the norm metric (a column sum can cancel); both backends add in
-// double and round once, so the results agree far inside the tolerances.
-// A maximum is exact: compared with tolerance 0. Every kernel here is
-// deterministic, which the last test checks by running one binding twice.
+// The three are conformance cases (shape_test.cpp, loss_test.cpp,
+// optimizer_test.cpp), run on the GPU by CudaKernelConformance. Here: their
+// binding errors, and determinism: one binding run twice gives the same
+// bits.
 
 #include "CudaConformance.h"
 
@@ -11,54 +11,6 @@
 
 namespace llmc::test {
 namespace {
-
-TEST(CudaReduce, ReduceMaxMatchesCpu) {
-  LLMC_REQUIRE_GPU();
-  // Warp-per-row (< 1024) and block-per-row widths, odd row counts, and
-  // GPT-2's logits rows.
-  const std::vector<std::vector<int64_t>> shapes = {
-      {1},       {7},        {1, 1},       {37, 1},    {3, 7},     {37, 129},  {3, 1023},
-      {3, 1024}, {37, 1000}, {2, 3, 1025}, {3, 50257}, {1, 50257}, {2048, 31}, {64, 50257},
-  };
-  uint64_t seed = 200;
-  for (DType dtype : kFloatTypes)
-    for (const auto &shape : shapes) {
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + shapeString(shape));
-      // Shifted negative so a wrong -inf or 0 initial value would show.
-      Buffer x = Buffer::of(randomTensor(shape, ++seed, 1.0, -10.0), dtype);
-      Buffer out(DType::F32, std::vector<int64_t>(shape.begin(), shape.end() - 1));
-      expectCudaMatchesCpu("reduce_max", {&x}, {&out}, {}, {Metric::Elementwise, {0.0}});
-    }
-}
-
-TEST(CudaReduce, GlobalNormOverMixedInputs) {
-  LLMC_REQUIRE_GPU();
-  uint64_t seed = 300;
-  for (int squared = 0; squared < 2; ++squared) {
-    SCOPED_TRACE(squared ? "squared" : "norm");
-    // One tiny input.
-    Buffer one = Buffer::of(randomTensor({1}, ++seed), DType::F32), norm(DType::F32, {});
-    expectCudaMatchesCpu("global_norm", {&one}, {&norm}, attrs({}, {{"squared", squared}}),
-                         {Metric::Norm, {1e-6}});
-    // Mixed f32 / bf16, sizes below, at and across the 64K chunk, an empty
-    // input, and GPT-2-sized parameters.
-    std::vector<Buffer> buffers;
-    const std::vector<std::pair<std::vector<int64_t>, DType>> inputs = {
-        {{7}, DType::F32},           {{37, 129}, DType::BF16},
-        {{1 << 16}, DType::F32},     {{(1 << 16) + 1}, DType::BF16},
-        {{0}, DType::F32},           {{768, 3072}, DType::F32},
-        {{50257, 768}, DType::BF16}, {{3, 1000}, DType::F32},
-        {{1}, DType::BF16},
-    };
-    for (const auto &[shape, dtype] : inputs)
-      buffers.push_back(Buffer::of(randomTensor(shape, ++seed, 0.02), dtype));
-    std::vector<Buffer *> ptrs;
-    for (Buffer &b : buffers) ptrs.push_back(&b);
-    Buffer out(DType::F32, {1});
-    expectCudaMatchesCpu("global_norm", ptrs, {&out}, attrs({}, {{"squared", squared}}),
-                         {Metric::Norm, {1e-6}});
-  }
-}
 
 TEST(CudaReduce, BindingErrorsMatchTheCpu) {
   LLMC_REQUIRE_GPU();

@@ -1,11 +1,14 @@
 //===- embedding_test.cpp - embedding, embedding_grad, rope ---------------===//
 //
+// embedding, embedding_grad and rope are conformance cases (Conformance.h).
 // embedding copies rows (exact); embedding_grad sums repeated rows (norm
-// metric against the reference, and bit for bit the documented order of
-// summation, which the CUDA kernel shares); rope rotates pairs (elementwise metric: each output is a 2-term
-// combination that can cancel, so norm metric as well).
+// metric against the reference, exact between backends, and checked here
+// bit for bit in the documented order of summation, which the CUDA kernel
+// shares); rope rotates pairs (norm metric: each output is a difference of
+// products). Here also: out-of-range ids and positions, vocabulary shards
+// summing to the whole table, Llama 3 rates against transformers.
 
-#include "KernelTest.h"
+#include "Conformance.h"
 
 #include "kernels/contracts/Embedding.h"
 
@@ -16,26 +19,6 @@
 
 namespace llmc::test {
 namespace {
-
-TEST(EmbeddingKernels, LookupAndScatterAddMatchReference) {
-  const int64_t vocab = 13, c = 33;
-  for (DType dtype : kFloatTypes)
-    for (DType idType : {DType::I32, DType::I64}) {
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + " ids " + dtypeName(idType));
-      RefTensor table = roundTo(randomTensor({vocab, c}, 401), dtype);
-      RefTensor ids = randomIds({3, 7}, 402, 0, vocab - 3); // repeats, and unused rows
-      RefTensor dy = roundTo(randomTensor({3, 7, c}, 403), dtype);
-      Buffer tb = Buffer::of(table, dtype), ib = Buffer::of(ids, idType),
-             dyb = Buffer::of(dy, dtype);
-      Buffer out(dtype, {3, 7, c}), dtable(dtype, {vocab, c});
-      out.poison(), dtable.poison();
-      ASSERT_TRUE(runKernel("embedding", {&tb, &ib}, {&out}));
-      EXPECT_CLOSE(out.toRef(), ref::embedding(table, ids), Metric::Elementwise, 0.0);
-      ASSERT_TRUE(runKernel("embedding_grad", {&ib, &dyb}, {&dtable}));
-      EXPECT_CLOSE(dtable.toRef(), ref::embeddingGrad(ids, dy, vocab), Metric::Norm,
-                   tolerance(dtype));
-    }
-}
 
 TEST(EmbeddingKernels, OutOfRangeIdsNeverReadOutOfBounds) {
   RefTensor table = randomTensor({4, 8}, 411);
@@ -155,44 +138,25 @@ TEST(EmbeddingKernels, GradSumsInTheSegmentOrderBitForBit) {
   EXPECT_CLOSE(dtable.toRef(), ref::embeddingGrad(idTensor, dy, vocab), Metric::Norm, 1e-6);
 }
 
-TEST(RopeKernel, ForwardAndInverseMatchReference) {
-  const std::vector<std::vector<int64_t>> shapes = {{2, 7, 3, 16}, {1, 33, 4, 64}, {2, 5, 1, 2}};
+/// In place rewrites x with exactly the out-of-place result.
+TEST(RopeKernel, InPlaceEqualsOutOfPlaceBitForBit) {
   for (DType dtype : kFloatTypes)
-    for (const auto &shape : shapes)
-      for (int inverse = 0; inverse < 2; ++inverse) {
-        SCOPED_TRACE(std::string(dtypeName(dtype)) + " D " + std::to_string(shape[3]) +
-                     (inverse ? " inverse" : ""));
-        RefTensor x = roundTo(randomTensor(shape, 421), dtype);
-        Buffer xb = Buffer::of(x, dtype), out(dtype, shape);
-        out.poison();
-        KernelAttrs a = attrs({{"theta", 10000.0}}, {{"inverse", inverse}});
-        ASSERT_TRUE(runKernel("rope", {&xb}, {&out}, a));
-        EXPECT_CLOSE(out.toRef(), ref::rope(x, nullptr, 10000.0, inverse), Metric::Norm,
-                     tolerance(dtype));
-        // In place gives the same result.
-        ASSERT_TRUE(runKernel("rope", {&xb}, {&xb}, a));
-        EXPECT_CLOSE(xb.toRef(), out.toRef(), Metric::Elementwise, 0.0);
-      }
+    for (int inverse = 0; inverse < 2; ++inverse) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + (inverse ? " inverse" : ""));
+      std::vector<int64_t> shape = {1, 33, 4, 64};
+      Buffer xb = Buffer::of(randomTensor(shape, 421), dtype), out(dtype, shape);
+      out.poison();
+      KernelAttrs a = attrs({{"theta", 10000.0}}, {{"inverse", inverse}});
+      ASSERT_TRUE(runKernel("rope", {&xb}, {&out}, a));
+      ASSERT_TRUE(runKernel("rope", {&xb}, {&xb}, a));
+      EXPECT_CLOSE(xb.toRef(), out.toRef(), Metric::Elementwise, 0.0);
+    }
 }
 
-/// Packed rows: positions restart per document; i32 and i64 alike, and a
-/// position outside [0, T) gives NaN, never a read outside the table.
-TEST(RopeKernel, GivenPositionsMatchReference) {
+/// A position outside [0, T) gives NaN, never a read outside the table.
+TEST(RopeKernel, PositionsOutOfRangeGiveNaN) {
   RefTensor x = randomTensor({2, 9, 3, 8}, 441), positions = RefTensor::zeros({2, 9});
   for (int64_t i = 0; i < 18; ++i) positions.data[i] = static_cast<double>(i % 9 % 4);
-  for (DType dtype : kFloatTypes)
-    for (DType index : {DType::I32, DType::I64})
-      for (int inverse = 0; inverse < 2; ++inverse) {
-        SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + dtypeName(index) +
-                     (inverse ? " inverse" : ""));
-        RefTensor xr = roundTo(x, dtype);
-        Buffer xb = Buffer::of(xr, dtype), pb = Buffer::of(positions, index), out(dtype, x.shape);
-        out.poison();
-        KernelAttrs a = attrs({{"theta", 10000.0}}, {{"inverse", inverse}});
-        ASSERT_TRUE(runKernel("rope", {&xb, &pb}, {&out}, a));
-        EXPECT_CLOSE(out.toRef(), ref::rope(xr, &positions, 10000.0, inverse), Metric::Norm,
-                     tolerance(dtype));
-      }
   RefTensor bad = positions;
   bad.data[3] = 9;
   Buffer xb = Buffer::of(x, DType::F32), pb = Buffer::of(bad, DType::I32), out(DType::F32, x.shape);
@@ -223,6 +187,180 @@ KernelAttrs llama3Attrs(int64_t inverse = 0) {
                {{"original_max_positions", 48}, {"inverse", inverse}});
 }
 const RopeScaling kLlama3{8.0, 1.0, 4.0, 48};
+
+/// An embedding call: a [vocab, c] table (or the shard of rows [rowOffset,
+/// rowOffset + vocab) of a vocabulary of vocabSize) and ids of `idShape`.
+struct EmbeddingShape {
+  int64_t vocab, c;
+  std::vector<int64_t> idShape;
+  int64_t rowOffset = 0, vocabSize = 0; // vocabSize 0: the whole table
+};
+
+/// Ids outside [0, vocabulary) the kernels treat as errors: a NaN row
+/// forward, nothing added backward.
+bool invalidId(double id, int64_t vocabulary) { return id < 0 || id >= vocabulary; }
+
+/// The reference embedding with invalid ids' rows NaN.
+RefTensor embeddingWithInvalid(const RefTensor &table, RefTensor ids, const EmbeddingShape &e) {
+  int64_t vocabulary = e.vocabSize ? e.vocabSize : e.vocab;
+  std::vector<int64_t> invalid;
+  for (int64_t n = 0; n < ids.numel(); ++n)
+    if (invalidId(ids.data[n], vocabulary))
+      invalid.push_back(n), ids.data[n] = 0;
+  RefTensor out = ref::embedding(table, ids, e.rowOffset, e.vocabSize);
+  for (int64_t n : invalid)
+    for (int64_t i = 0; i < e.c; ++i) out.data[n * e.c + i] = std::nan("");
+  return out;
+}
+
+/// The reference embedding_grad over the valid ids only.
+RefTensor embeddingGradWithInvalid(const RefTensor &ids, const RefTensor &dy,
+                                   const EmbeddingShape &e) {
+  int64_t vocabulary = e.vocabSize ? e.vocabSize : e.vocab;
+  RefTensor validIds{{0}, {}}, validDy{{0, e.c}, {}};
+  for (int64_t n = 0; n < ids.numel(); ++n) {
+    if (invalidId(ids.data[n], vocabulary))
+      continue;
+    validIds.data.push_back(ids.data[n]);
+    validDy.data.insert(validDy.data.end(), dy.data.begin() + n * e.c,
+                        dy.data.begin() + (n + 1) * e.c);
+  }
+  const int64_t valid = static_cast<int64_t>(validIds.data.size());
+  validIds.shape = {valid};
+  validDy.shape = {valid, e.c};
+  return ref::embeddingGrad(validIds, validDy, e.vocab, e.rowOffset, e.vocabSize);
+}
+
+/// Tables of one row and one column up to GPT-2's, ids with many repeats
+/// (small vocabularies), a vocabulary shard whose ids fall mostly in other
+/// shards, and (`badIds`) ids outside the vocabulary: NaN rows forward,
+/// nothing added backward.
+std::vector<ConformanceCase> embeddingCases() {
+  const std::vector<EmbeddingShape> shapes = {{1, 1, {1}},         {7, 3, {5}},
+                                              {13, 33, {3, 7}},    {13, 129, {3, 37}},
+                                              {1000, 7, {2, 500}}, {33, 19, {6, 41}, 40, 100}};
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 9900;
+  auto add = [&](DType dtype, DType idType, const EmbeddingShape &e, bool badIds) {
+    std::string label = std::string(dtypeName(dtype)) + "_ids_" + dtypeName(idType) + "_V" +
+                        std::to_string(e.vocab) + "_C" + std::to_string(e.c);
+    if (e.vocabSize)
+      label += "_rows" + std::to_string(e.rowOffset) + "of" + std::to_string(e.vocabSize);
+    if (badIds)
+      label += "_bad_ids";
+    uint64_t caseSeed = seed += 3;
+    std::vector<int64_t> outShape = e.idShape;
+    outShape.push_back(e.c);
+    int64_t vocabulary = e.vocabSize ? e.vocabSize : e.vocab;
+    auto ids = [=] {
+      RefTensor values = randomIds(e.idShape, caseSeed + 1, 0, vocabulary);
+      if (badIds)
+        values.data[0] = -3, values.data[values.numel() - 1] = static_cast<double>(vocabulary);
+      return Buffer::of(values, idType);
+    };
+    KernelAttrs a;
+    if (e.vocabSize)
+      a = attrs({}, {{"row_offset", e.rowOffset}, {"vocab_size", e.vocabSize}});
+    cases.push_back({"embedding", label, [=] {
+                       KernelCall k;
+                       k.input(randomTensor({e.vocab, e.c}, caseSeed), dtype);
+                       k.input(ids());
+                       k.output(dtype, outShape);
+                       k.attrs = a;
+                       k.reference = [e](const std::vector<RefTensor> &in) {
+                         return std::vector<RefTensor>{embeddingWithInvalid(in[0], in[1], e)};
+                       };
+                       k.tolerances = k.cudaTolerances = {0.0}; // rows are copied
+                       return k;
+                     }});
+    // The CUDA kernel sums in the CPU's documented order: equal exactly.
+    cases.push_back({"embedding_grad", label, [=] {
+                       KernelCall k;
+                       k.input(ids());
+                       k.input(randomTensor(outShape, caseSeed + 2), dtype);
+                       k.output(dtype, {e.vocab, e.c});
+                       k.attrs = a;
+                       k.reference = [e](const std::vector<RefTensor> &in) {
+                         return std::vector<RefTensor>{embeddingGradWithInvalid(in[0], in[1], e)};
+                       };
+                       k.metric = Metric::Norm;
+                       k.cudaTolerances = {0.0};
+                       return k;
+                     }});
+  };
+  for (DType dtype : kFloatTypes) {
+    for (DType idType : {DType::I32, DType::I64})
+      for (const EmbeddingShape &e : shapes) add(dtype, idType, e, false);
+    add(dtype, DType::I32, shapes.back(), true);
+    add(dtype, DType::I64, shapes[3], true);
+    add(dtype, DType::I32, {50257, 768, {4, 1024}}, false);
+  }
+  return cases;
+}
+
+/// rope in place and not, forward and inverse, with packed-row positions
+/// (i32 and i64) and with Llama 3 scaling (all three bands at D = 32 and
+/// 64). Each output is a difference of products: norm metric.
+std::vector<ConformanceCase> ropeCases() {
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1, 1, 1, 2}, {2, 5, 1, 2}, {2, 7, 3, 10}, {2, 7, 3, 16}, {1, 37, 5, 64}, {4, 1024, 12, 64}};
+  const std::vector<std::vector<int64_t>> llama3Shapes = {{2, 21, 3, 32}, {1, 300, 4, 64}};
+  enum class Layout { Plain, InPlace, Positions };
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 9800;
+  auto add = [&](DType dtype, const std::vector<int64_t> &shape, int64_t inverse, Layout layout,
+                 DType index, bool llama3) {
+    std::string label =
+        std::string(dtypeName(dtype)) + "_" + shapeLabel(shape) + (inverse ? "_inverse" : "") +
+        (llama3 ? "_llama3" : "") + (layout == Layout::InPlace ? "_in_place" : "") +
+        (layout == Layout::Positions ? std::string("_positions_") + dtypeName(index) : "");
+    cases.push_back({"rope", label, [=, caseSeed = ++seed] {
+                       KernelCall k;
+                       size_t x = k.input(randomTensor(shape, caseSeed), dtype);
+                       if (layout == Layout::Positions) {
+                         // Packed rows: positions restart every 5 (17) tokens.
+                         RefTensor positions = RefTensor::zeros({shape[0], shape[1]});
+                         for (size_t i = 0; i < positions.data.size(); ++i)
+                           positions.data[i] = static_cast<double>(
+                               i % static_cast<size_t>(shape[1]) % (llama3 ? 17 : 5));
+                         k.input(positions, index);
+                       }
+                       if (layout == Layout::InPlace)
+                         k.outputs.push_back(x);
+                       else
+                         k.output(dtype, shape);
+                       RopeScaling scaling;
+                       k.attrs = attrs({{"theta", 10000.0}}, {{"inverse", inverse}});
+                       if (llama3) {
+                         k.attrs = llama3Attrs(inverse);
+                         scaling = kLlama3;
+                       }
+                       k.reference = [inverse, scaling](const std::vector<RefTensor> &in) {
+                         const RefTensor *positions = in.size() > 1 ? &in[1] : nullptr;
+                         return std::vector<RefTensor>{
+                             ref::rope(in[0], positions, 10000.0, inverse != 0, scaling)};
+                       };
+                       k.metric = k.cudaMetric = Metric::Norm;
+                       return k;
+                     }});
+  };
+  for (DType dtype : kFloatTypes)
+    for (int64_t inverse : {0, 1}) {
+      for (const std::vector<int64_t> &shape : shapes) {
+        add(dtype, shape, inverse, Layout::Plain, DType::I32, false);
+        add(dtype, shape, inverse, Layout::InPlace, DType::I32, false);
+        add(dtype, shape, inverse, Layout::Positions, inverse ? DType::I64 : DType::I32, false);
+      }
+      for (const std::vector<int64_t> &shape : llama3Shapes) {
+        add(dtype, shape, inverse, Layout::Plain, DType::I32, true);
+        add(dtype, shape, inverse, Layout::Positions, DType::I64, true);
+      }
+    }
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(Embedding, embeddingCases);
+LLMC_CONFORMANCE_CASES(Rope, ropeCases);
 
 /// transformers 4.44.2's `_compute_llama3_parameters` for that config (its
 /// fp32 inv_freq, printed to 9 digits).

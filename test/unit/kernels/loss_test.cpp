@@ -1,58 +1,284 @@
 //===- loss_test.cpp - cross_entropy and its gradient ---------------------===//
 //
-// The loss is one scalar (relative error); the gradient uses the norm metric.
+// reduce_max and the cross-entropy family (whole, padded and sharded) are
+// conformance cases (Conformance.h): reduce_max compared exactly, losses
+// (scalars) with a relative error, gradients with the norm metric. Here
+// also: exact zeros (ignored rows, padding), padded against unpadded bit
+// for bit, stability, and shards combining to the whole loss.
 
-#include "KernelTest.h"
+#include "Conformance.h"
 
 #include <cmath>
 
 namespace llmc::test {
 namespace {
 
-struct LossCase {
-  std::vector<int64_t> rows;
-  int64_t vocab;
-  int64_t ignoreIndex;
-  int everyNthIgnored; // 0: none
-};
-
-const std::vector<LossCase> kCases = {
-    {{7}, 13, -1, 0},
-    {{3, 7}, 33, -1, 3},
-    {{2, 5}, 1031, -100, 2},
-    {{64}, 257, 5, 0},
-};
-
-TEST(CrossEntropyKernels, LossAndGradMatchReference) {
-  uint64_t seed = 700;
+/// reduce_max over warp-per-row (< 1024) and block-per-row widths, odd row
+/// counts and GPT-2's logits rows, and over vocabulary shards whose tail is
+/// padding (num_classes). Inputs are shifted negative so a wrong -inf or 0
+/// initial value shows; a maximum is exact on every backend (tolerance 0).
+std::vector<ConformanceCase> reduceMaxCases() {
+  struct Shard {
+    std::vector<int64_t> shape;
+    int64_t classOffset, numClasses; // numClasses 0: no padding
+  };
+  const std::vector<Shard> shards = {
+      {{1}, 0, 0},          {{7}, 0, 0},          {{1, 1}, 0, 0},
+      {{37, 1}, 0, 0},      {{3, 7}, 0, 0},       {{37, 129}, 0, 0},
+      {{3, 1023}, 0, 0},    {{3, 1024}, 0, 0},    {{37, 1000}, 0, 0},
+      {{2, 3, 1025}, 0, 0}, {{3, 50257}, 0, 0},   {{2048, 31}, 0, 0},
+      {{5, 13}, 26, 33},    {{3, 1031}, 0, 1000}, {{4, 2000}, 49000, 50257},
+  };
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 200;
   for (DType dtype : kFloatTypes)
-    for (const LossCase &c : kCases) {
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + " V " + std::to_string(c.vocab) + " ignore " +
-                   std::to_string(c.ignoreIndex));
-      std::vector<int64_t> shape = c.rows;
-      shape.push_back(c.vocab);
-      RefTensor logits = roundTo(randomTensor(shape, ++seed, 3.0), dtype);
-      RefTensor targets = randomIds(c.rows, ++seed, 0, c.vocab);
-      for (int64_t i = 0; c.everyNthIgnored && i < targets.numel(); i += c.everyNthIgnored)
-        targets.data[i] = static_cast<double>(c.ignoreIndex);
-      Buffer lb = Buffer::of(logits, dtype), tb = Buffer::of(targets, DType::I32),
-             dloss = Buffer::of(RefTensor{{}, {0.7}}, DType::F32);
-      Buffer loss(DType::F32, {}), dlogits(dtype, shape);
-      loss.poison(), dlogits.poison();
-      KernelAttrs a = attrs({}, {{"ignore_index", c.ignoreIndex}});
-      ASSERT_TRUE(runKernel("cross_entropy", {&lb, &tb}, {&loss}, a));
-      EXPECT_CLOSE(loss.toRef(), ref::crossEntropy(logits, targets, c.ignoreIndex),
-                   Metric::Elementwise, 1e-5);
-      ASSERT_TRUE(runKernel("cross_entropy_grad", {&lb, &tb, &dloss}, {&dlogits}, a));
-      RefTensor expected = ref::crossEntropyGrad(logits, targets, 0.7, c.ignoreIndex);
-      EXPECT_CLOSE(dlogits.toRef(), expected, Metric::Norm, tolerance(dtype));
-      // Ignored rows are exactly zero.
-      RefTensor got = dlogits.toRef();
-      for (int64_t r = 0; r < targets.numel(); ++r) {
-        if (targets.data[r] != c.ignoreIndex) continue;
-        for (int64_t j = 0; j < c.vocab; ++j) ASSERT_EQ(got.data[r * c.vocab + j], 0.0);
-      }
+    for (const Shard &s : shards) {
+      std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(s.shape);
+      if (s.numClasses)
+        label += "_classes" + std::to_string(s.classOffset) + "of" + std::to_string(s.numClasses);
+      cases.push_back(
+          {"reduce_max", label, [=, caseSeed = ++seed] {
+             KernelCall k;
+             k.input(randomTensor(s.shape, caseSeed, 1.0, -10.0), dtype);
+             k.output(DType::F32, std::vector<int64_t>(s.shape.begin(), s.shape.end() - 1));
+             if (s.numClasses)
+               k.attrs =
+                   attrs({}, {{"class_offset", s.classOffset}, {"num_classes", s.numClasses}});
+             k.reference = [s](const std::vector<RefTensor> &in) {
+               return std::vector<RefTensor>{ref::reduceMax(in[0], s.classOffset, s.numClasses)};
+             };
+             k.tolerances = k.cudaTolerances = {0.0};
+             return k;
+           }});
     }
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(ReduceMax, reduceMaxCases);
+
+/// Targets of `rows` in [0, classes), every `everyNth` one `ignoreIndex`.
+RefTensor targetsWithIgnored(const std::vector<int64_t> &rows, uint64_t seed, int64_t classes,
+                             int64_t ignoreIndex, int everyNth) {
+  RefTensor targets = randomIds(rows, seed, 0, classes);
+  for (int64_t i = 0; everyNth && i < targets.numel(); i += everyNth)
+    targets.data[i] = static_cast<double>(ignoreIndex);
+  return targets;
+}
+
+/// A cross_entropy call and its gradient's: logits [rows..., width] of
+/// which the first `classes` are classes (the rest padding holding 50, which
+/// would dominate a row if read; classes == width: no padding).
+struct WholeLoss {
+  std::vector<int64_t> rows;
+  int64_t classes, width, ignoreIndex;
+  int everyNthIgnored; // 0: none; 1: every row (the loss is 0)
+};
+
+void addWholeLoss(std::vector<ConformanceCase> &cases, DType dtype, DType idType,
+                  const WholeLoss &c, uint64_t seed) {
+  std::string label = std::string(dtypeName(dtype)) + "_ids_" + dtypeName(idType) + "_" +
+                      shapeLabel(c.rows) + "_V" + std::to_string(c.classes) +
+                      (c.width != c.classes ? "_of" + std::to_string(c.width) : "") + "_ignore" +
+                      std::to_string(c.ignoreIndex) + "_every" + std::to_string(c.everyNthIgnored);
+  label = caseLabel(label);
+  std::vector<int64_t> shape = c.rows;
+  shape.push_back(c.width);
+  auto logits = [=] {
+    RefTensor values = randomTensor(shape, seed, 3.0);
+    for (int64_t r = 0; r < values.numel() / c.width; ++r)
+      for (int64_t j = c.classes; j < c.width; ++j) values.data[r * c.width + j] = 50.0;
+    return Buffer::of(values, dtype);
+  };
+  auto targets = [=] {
+    return Buffer::of(
+        targetsWithIgnored(c.rows, seed + 1, c.classes, c.ignoreIndex, c.everyNthIgnored), idType);
+  };
+  KernelAttrs a = attrs({}, {{"ignore_index", c.ignoreIndex}});
+  if (c.width != c.classes)
+    a.setInt("num_classes", c.classes);
+  const int64_t numClasses = c.width != c.classes ? c.classes : 0;
+  cases.push_back({"cross_entropy", label, [=] {
+                     KernelCall k;
+                     k.input(logits());
+                     k.input(targets());
+                     k.output(DType::F32, {});
+                     k.attrs = a;
+                     k.reference = [c, numClasses](const std::vector<RefTensor> &in) {
+                       return std::vector<RefTensor>{
+                           ref::crossEntropy(in[0], in[1], c.ignoreIndex, numClasses)};
+                     };
+                     // An f32 sum of f32 row values for every logits dtype.
+                     k.tolerances = k.cudaTolerances = {1e-5};
+                     return k;
+                   }});
+  cases.push_back({"cross_entropy_grad", label, [=] {
+                     KernelCall k;
+                     k.input(logits());
+                     k.input(targets());
+                     k.input(RefTensor{{}, {0.7}}, DType::F32);
+                     k.output(dtype, shape);
+                     k.attrs = a;
+                     k.reference = [c, numClasses](const std::vector<RefTensor> &in) {
+                       return std::vector<RefTensor>{ref::crossEntropyGrad(
+                           in[0], in[1], in[2].data[0], c.ignoreIndex, numClasses)};
+                     };
+                     k.metric = k.cudaMetric = Metric::Norm;
+                     return k;
+                   }});
+}
+
+/// One vocabulary shard (classes [offset, offset + width) of total) of the
+/// vocabulary-parallel loss: cross_entropy_partial and its gradient, and
+/// cross_entropy_finish and its gradient on positive sums, as the
+/// all-reduce delivers them.
+struct Shard {
+  std::vector<int64_t> rows;
+  int64_t width, offset, total, ignoreIndex;
+};
+
+void addShard(std::vector<ConformanceCase> &cases, DType dtype, DType idType, const Shard &s,
+              uint64_t seed) {
+  std::string label = std::string(dtypeName(dtype)) + "_ids_" + dtypeName(idType) + "_" +
+                      shapeLabel(s.rows) + "_classes" + std::to_string(s.offset) + "_" +
+                      std::to_string(s.offset + s.width) + "_of" + std::to_string(s.total);
+  std::vector<int64_t> shape = s.rows;
+  shape.push_back(s.width);
+  auto targets = [=] {
+    RefTensor values = randomIds(s.rows, seed, 0, s.total);
+    for (int64_t i = 0; i < values.numel(); i += 4)
+      values.data[i] = static_cast<double>(s.ignoreIndex);
+    // Some targets inside this shard, whatever its share of the classes.
+    for (int64_t i = 1; i < values.numel(); i += 4)
+      values.data[i] = static_cast<double>(s.offset + (i * 7) % s.width);
+    return Buffer::of(values, idType);
+  };
+  // The shift stands for the row maximum: near it, exp(logit − shift) stays
+  // within f16's range in the gradient (logits are 3·N(0, 1)).
+  const double shiftMean = s.width > 5000 ? 12.0 : 4.0;
+  auto rowValues = [=](uint64_t offset, double scale, double shift) {
+    return Buffer::of(randomTensor(s.rows, seed + offset, scale, shift), DType::F32);
+  };
+  KernelAttrs a = attrs(
+      {}, {{"class_offset", s.offset}, {"num_classes", s.total}, {"ignore_index", s.ignoreIndex}});
+  KernelAttrs finish = attrs({}, {{"ignore_index", s.ignoreIndex}});
+  cases.push_back({"cross_entropy_partial", label, [=] {
+                     KernelCall k;
+                     k.input(randomTensor(shape, seed + 1, 3.0), dtype);
+                     k.input(targets());
+                     k.input(rowValues(2, 0.5, shiftMean)); // shift
+                     k.output(DType::F32, s.rows);
+                     k.output(DType::F32, s.rows);
+                     k.attrs = a;
+                     k.reference = [s](const std::vector<RefTensor> &in) {
+                       return ref::crossEntropyPartial(in[0], in[1], in[2], s.offset, s.total,
+                                                       s.ignoreIndex);
+                     };
+                     // The target's logit is copied.
+                     k.tolerances = k.cudaTolerances = {1e-5, 0.0};
+                     return k;
+                   }});
+  cases.push_back({"cross_entropy_partial_grad", label, [=] {
+                     KernelCall k;
+                     k.input(randomTensor(shape, seed + 1, 3.0), dtype);
+                     k.input(targets());
+                     k.input(rowValues(2, 0.5, shiftMean)); // shift
+                     k.input(rowValues(3, 0.1, 0.0)); // dsumexp
+                     k.input(rowValues(4, 0.1, 0.0)); // dtarget_logit
+                     k.output(dtype, shape);
+                     k.attrs = a;
+                     k.reference = [s](const std::vector<RefTensor> &in) {
+                       return std::vector<RefTensor>{ref::crossEntropyPartialGrad(
+                           in[0], in[1], in[2], in[3], in[4], s.offset, s.total, s.ignoreIndex)};
+                     };
+                     k.metric = k.cudaMetric = Metric::Norm;
+                     return k;
+                   }});
+  cases.push_back({"cross_entropy_finish", label, [=] {
+                     KernelCall k;
+                     k.input(rowValues(5, 0.3, 5.0)); // sumexp
+                     k.input(rowValues(2, 0.5, shiftMean)); // shift
+                     k.input(rowValues(4, 0.1, 0.0)); // target_logit
+                     k.input(targets());
+                     k.output(DType::F32, {});
+                     k.attrs = finish;
+                     k.reference = [s](const std::vector<RefTensor> &in) {
+                       return std::vector<RefTensor>{
+                           ref::crossEntropyFinish(in[0], in[1], in[2], in[3], s.ignoreIndex)};
+                     };
+                     k.tolerances = k.cudaTolerances = {1e-5};
+                     return k;
+                   }});
+  cases.push_back({"cross_entropy_finish_grad", label, [=] {
+                     KernelCall k;
+                     k.input(rowValues(5, 0.3, 5.0)); // sumexp
+                     k.input(targets());
+                     k.input(RefTensor{{}, {1.3}}, DType::F32);
+                     for (int i = 0; i < 3; ++i) k.output(DType::F32, s.rows);
+                     k.attrs = finish;
+                     k.reference = [s](const std::vector<RefTensor> &in) {
+                       return ref::crossEntropyFinishGrad(in[0], in[1], in[2].data[0],
+                                                          s.ignoreIndex);
+                     };
+                     k.tolerances = k.cudaTolerances = {1e-6};
+                     return k;
+                   }});
+}
+
+/// The cross-entropy family over one row and one class up to GPT-2's
+/// vocabulary, ignored rows (some, all), padded vocabularies whose rows are
+/// 16-byte aligned (the vectorised path: 136 columns, 50304) or not (133),
+/// and vocabulary shards. Losses are scalars (relative error 1e-5);
+/// gradients use the norm metric.
+std::vector<ConformanceCase> crossEntropyCases() {
+  const std::vector<WholeLoss> whole = {
+      {{1}, 1, 1, -1, 0},          {{7}, 13, 13, -1, 0},        {{3, 37}, 129, 129, -1, 3},
+      {{37}, 1000, 1000, -100, 2}, {{64}, 257, 257, 5, 0},      {{3}, 50257, 50257, -1, 0},
+      {{4, 7}, 11, 11, 3, 1},      {{64}, 50257, 50257, -1, 0}, {{2, 5}, 1031, 1031, -100, 2},
+      {{4, 9}, 9, 9, -1, 1},
+  };
+  const std::vector<WholeLoss> padded = {
+      {{3, 37}, 129, 136, -1, 5},  {{3, 37}, 129, 133, -1, 5}, {{64}, 50257, 50304, -1, 5},
+      {{5}, 1, 8, -1, 5},          {{3, 5}, 33, 40, -1, 5},    {{7}, 13, 64, -1, 5},
+      {{2, 5}, 1031, 1032, -1, 5},
+  };
+  const std::vector<Shard> shards = {{{1}, 1, 0, 1, -1},
+                                     {{7}, 13, 13, 39, -1},
+                                     {{3, 5}, 11, 22, 33, -100},
+                                     {{3, 37}, 129, 0, 300, 7},
+                                     {{37}, 1000, 1000, 2000, -100},
+                                     {{2, 512}, 12565, 25130, 50257, -1}};
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 10100;
+  for (DType dtype : kFloatTypes)
+    for (DType idType : {DType::I32, DType::I64}) {
+      for (const WholeLoss &c : whole) addWholeLoss(cases, dtype, idType, c, seed += 8);
+      for (const Shard &s : shards) addShard(cases, dtype, idType, s, seed += 8);
+    }
+  for (DType dtype : kFloatTypes)
+    for (const WholeLoss &c : padded) addWholeLoss(cases, dtype, DType::I32, c, seed += 8);
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(CrossEntropy, crossEntropyCases);
+
+TEST(CrossEntropyKernels, IgnoredRowsGetExactlyZeroGradient) {
+  for (DType dtype : kFloatTypes) {
+    SCOPED_TRACE(dtypeName(dtype));
+    const int64_t vocab = 33, ignore = -100;
+    RefTensor targets = targetsWithIgnored({3, 7}, 702, vocab, ignore, 3);
+    Buffer lb = Buffer::of(randomTensor({3, 7, vocab}, 701, 3.0), dtype),
+           tb = Buffer::of(targets, DType::I32),
+           dloss = Buffer::of(RefTensor{{}, {0.7}}, DType::F32), dlogits(dtype, {3, 7, vocab});
+    dlogits.poison();
+    ASSERT_TRUE(runKernel("cross_entropy_grad", {&lb, &tb, &dloss}, {&dlogits},
+                          attrs({}, {{"ignore_index", ignore}})));
+    RefTensor got = dlogits.toRef();
+    for (int64_t r = 0; r < targets.numel(); ++r) {
+      if (targets.data[r] != ignore)
+        continue;
+      for (int64_t j = 0; j < vocab; ++j) ASSERT_EQ(got.data[r * vocab + j], 0.0);
+    }
+  }
 }
 
 /// A padded vocabulary: rows `width` apart whose first `classes` columns

@@ -1,14 +1,15 @@
 //===- matmul_nf4_test.cpp - matmul_nf4 against dequantize + matmul -------===//
 //
-// The weight is random NF4 storage (random codes and absmax levels, scales
-// and a mean that leave some blocks' absmax ≤ 0, i.e. zero); the reference
-// expands it (ref::dequantizeNf4, the exact fp32 values) and multiplies in
-// double. Both layouts, rows on the few-rows path (1, 3, 16) and the sgemm
-// path (17, 40), blocks of 32 and 64, and shapes whose tiles, k-chunks and
-// column chunks end ragged. Norm metric, as matmul's.
+// matmul_nf4 is a conformance case (Conformance.h); the AVX2 expansion is
+// checked here the same way. The weight is random NF4 storage (random codes and absmax levels,
+// scales and a mean that leave some blocks' absmax ≤ 0, i.e. zero); the reference expands it
+// (ref::dequantizeNf4, the exact fp32 values) and multiplies in double. Both layouts, rows on the
+// few-rows path (1, 3, 16) and the sgemm path (17, 40), blocks of 32 and 64, and shapes whose
+// tiles, k-chunks and column chunks end ragged. Norm metric, as matmul's.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Conformance.h"
 #include "Nf4WeightCases.h"
 
 #include <cstdlib>
@@ -24,9 +25,92 @@ struct Case {
 
 void matchesDequantizeThenMatmul();
 
-TEST(MatmulNf4Kernel, MatchesDequantizeThenMatmul) { matchesDequantizeThenMatmul(); }
+/// Every layout, rows on the few-rows path (1, 3, 16) and the sgemm path
+/// (17, 40), blocks of 32 and 64; 600 columns make tiles of 256 end ragged,
+/// 200 rows of K a k-chunk of 64 ragged, K = 2048 sgemm column chunks of
+/// 512 (+ 88); GPT-2's fused QKV at 16 rows. On the GPU, bf16 multiplies
+/// the weights rounded to bf16 and the CPU in fp32: within 1e-2.
+const std::vector<Case> kCases = {
+    {{1}, 128, 192, 64},    {{1, 1}, 200, 600, 32}, {{3}, 96, 64, 32},        {{2, 8}, 64, 320, 64},
+    {{17}, 64, 96, 32},     {{40}, 200, 600, 64},   {{2, 20}, 2048, 600, 64}, {{1}, 2048, 600, 64},
+    {{3}, 64, 33 * 64, 64}, {{3}, 200, 640, 32},    {{16}, 768, 2304, 64},
+};
 
-/// The AVX2 expansion, on a CPU whose kernels would otherwise take AVX-512.
+std::vector<ConformanceCase> matmulNf4Cases() {
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 900;
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const Case &c : kCases)
+      for (bool tb : {false, true}) {
+        std::vector<int64_t> w =
+            tb ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n};
+        if (w[1] % c.block != 0)
+          continue;
+        std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(c.lead) + "_k" +
+                            std::to_string(c.k) + "_n" + std::to_string(c.n) + "_block" +
+                            std::to_string(c.block) + (tb ? "_transposed" : "");
+        cases.push_back(
+            {"matmul_nf4", label, [=, caseSeed = seed += 3] {
+               KernelCall k;
+               std::vector<int64_t> xShape = c.lead, yShape = c.lead;
+               xShape.push_back(c.k);
+               yShape.push_back(c.n);
+               k.input(randomTensor(xShape, caseSeed), dtype);
+               Nf4Weight wt = randomWeight(c.k * c.n, c.block, caseSeed + 1);
+               for (Buffer *b : {&wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf})
+                 k.input(*b);
+               k.output(dtype, yShape);
+               k.attrs = nf4Attrs(c.block, w, tb);
+               k.reference = [=](const std::vector<RefTensor> &in) {
+                 return std::vector<RefTensor>{
+                     ref::matmulNf4(in[0], in[1], in[2], in[3], in[4].data[0], w, c.block, tb)};
+               };
+               k.metric = k.cudaMetric = Metric::Norm;
+               return k;
+             }});
+      }
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(MatmulNf4, matmulNf4Cases);
+
+/// qat_dequantize_nf4 over odd element counts (a half-used last byte), one
+/// scale and several, and GPT-2's MLP weight in QLoRA's 64-element blocks;
+/// scales and a mean that leave some blocks' absmax ≤ 0 (y = 0). Exact: the
+/// CPU kernel is built without FMA contraction, the GPU rounds each
+/// operation explicitly, and both round the fp32 value once to `dtype`.
+std::vector<ConformanceCase> dequantizeNf4Cases() {
+  const std::vector<std::pair<std::vector<int64_t>, int64_t>> shapes = {
+      {{3, 7}, 7}, {{5, 33}, 3}, {{37, 128}, 64}, {{1000, 64}, 64}, {{768, 3072}, 64}};
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 700;
+  for (DType dtype : kFloatTypes)
+    for (const auto &[shape, block] : shapes) {
+      std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(shape) + "_block" +
+                          std::to_string(block);
+      cases.push_back(
+          {"qat_dequantize_nf4", label, [=, caseSeed = seed += 3] {
+             KernelCall k;
+             Nf4Weight wt = randomWeight(shape[0] * shape[1], block, caseSeed);
+             for (Buffer *b : {&wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf})
+               k.input(*b);
+             k.output(dtype, shape);
+             k.attrs = attrs({}, {{"block", block}});
+             k.reference = [=](const std::vector<RefTensor> &in) {
+               return std::vector<RefTensor>{roundTo(
+                   ref::dequantizeNf4(in[0], in[1], in[2], in[3].data[0], shape, block), dtype)};
+             };
+             k.tolerances = k.cudaTolerances = {0.0};
+             return k;
+           }});
+    }
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(QatDequantizeNf4, dequantizeNf4Cases);
+
+/// The AVX2 expansion, on a CPU whose kernels would otherwise take AVX-512
+/// (the conformance cases take the machine's widest).
 TEST(MatmulNf4Kernel, MatchesDequantizeThenMatmulWithoutAvx512) {
   setenv("LLMC_CPU_NO_AVX512", "1", 1);
   matchesDequantizeThenMatmul();
@@ -34,16 +118,9 @@ TEST(MatmulNf4Kernel, MatchesDequantizeThenMatmulWithoutAvx512) {
 }
 
 void matchesDequantizeThenMatmul() {
-  // K, N: 600 columns make tiles of 256 end ragged; 200 rows of K a k-chunk
-  // of 64 ragged; K = 2048 gives sgemm column chunks of 512 (+ 88).
-  const std::vector<Case> cases = {
-      {{1}, 128, 192, 64},     {{1, 1}, 200, 600, 32}, {{3}, 96, 64, 32},
-      {{2, 8}, 64, 320, 64},   {{17}, 64, 96, 32},     {{40}, 200, 600, 64},
-      {{2, 20}, 2048, 600, 64}, {{1}, 2048, 600, 64},  {{3}, 64, 33 * 64, 64},
-  };
   uint64_t seed = 900;
   for (DType dtype : {DType::F32, DType::BF16})
-    for (const Case &c : cases)
+    for (const Case &c : kCases)
       for (bool tb : {false, true}) {
         std::vector<int64_t> w = tb ? std::vector<int64_t>{c.n, c.k}
                                     : std::vector<int64_t>{c.k, c.n};

@@ -1,13 +1,13 @@
 //===- optimizer_test.cpp - global_norm, adamw and multi_tensor_adamw -----===//
 //
-// The norm is one scalar. adamw: p' and v' (a sum of positive terms) use
-// the elementwise metric; m' = β1·m + (1−β1)·g can cancel, so norm metric.
-// A non-finite norm skips the step: the outputs are the inputs, bit for bit.
+// global_norm is a conformance case (Conformance.h): one scalar. adamw: p'
+// and v' (a sum of positive terms) use the elementwise metric; m' = β1·m + (1−β1)·g can cancel, so
+// norm metric. A non-finite norm skips the step: the outputs are the inputs, bit for bit.
 // multi_tensor_adamw must be, bit for bit, the adamw kernel on each tensor
 // (after the cast kernel widening a bf16 gradient) and the cast kernel on
 // each updated master: the fusion changes no number of a training run.
 
-#include "KernelTest.h"
+#include "Conformance.h"
 
 #include <limits>
 #include <optional>
@@ -15,30 +15,59 @@
 namespace llmc::test {
 namespace {
 
-TEST(GlobalNormKernel, MatchesReferenceOverManyInputs) {
+/// global_norm over one or many inputs of one dtype or mixed, sizes below,
+/// at and across the CUDA kernel's 64K chunk, an empty input and
+/// GPT-2-sized parameters, as the norm and as `squared`. Both backends sum
+/// squares in double and round once: 1e-6 on the scalar.
+std::vector<ConformanceCase> globalNormCases() {
+  using Operand = std::pair<std::vector<int64_t>, DType>;
+  struct Inputs {
+    std::string label;
+    std::vector<Operand> operands;
+  };
+  std::vector<Inputs> sets;
   for (DType dtype : kFloatTypes) {
-    SCOPED_TRACE(dtypeName(dtype));
-    std::vector<RefTensor> xs = {roundTo(randomTensor({7}, 801), dtype),
-                                 roundTo(randomTensor({13, 33}, 802), dtype),
-                                 roundTo(randomTensor({300, 301}, 803), dtype)};
-    std::vector<Buffer> buffers;
-    for (const RefTensor &x : xs) buffers.push_back(Buffer::of(x, dtype));
-    std::vector<Buffer *> inputs;
-    for (Buffer &b : buffers) inputs.push_back(&b);
-    Buffer norm(DType::F32, {});
-    norm.poison();
-    ASSERT_TRUE(runKernel("global_norm", inputs, {&norm}));
-    EXPECT_CLOSE(norm.toRef(), ref::globalNorm(xs), Metric::Elementwise, 1e-6);
+    std::string name = dtypeName(dtype);
+    sets.push_back({name + "_one", {{{1}, dtype}}});
+    sets.push_back({name + "_three", {{{7}, dtype}, {{13, 33}, dtype}, {{300, 301}, dtype}}});
   }
+  sets.push_back({"mixed_small", {{{5}, DType::F32}, {{9}, DType::BF16}, {{11}, DType::F16}}});
+  sets.push_back({"mixed_chunks",
+                  {{{7}, DType::F32},
+                   {{37, 129}, DType::BF16},
+                   {{1 << 16}, DType::F32},
+                   {{(1 << 16) + 1}, DType::BF16},
+                   {{0}, DType::F32},
+                   {{768, 3072}, DType::F32},
+                   {{50257, 768}, DType::BF16},
+                   {{3, 1000}, DType::F16},
+                   {{1}, DType::BF16}}});
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 800;
+  for (const Inputs &set : sets)
+    for (int squared = 0; squared < 2; ++squared) {
+      cases.push_back(
+          {"global_norm", set.label + (squared ? "_squared" : ""), [=, caseSeed = seed += 16] {
+             KernelCall k;
+             uint64_t s = caseSeed;
+             for (const auto &[shape, dtype] : set.operands)
+               k.input(randomTensor(shape, ++s, 0.02), dtype);
+             k.output(DType::F32, {});
+             k.attrs = attrs({}, {{"squared", squared}});
+             k.reference = [squared](const std::vector<RefTensor> &in) {
+               RefTensor norm = ref::globalNorm(in);
+               if (squared)
+                 norm.data[0] *= norm.data[0];
+               return std::vector<RefTensor>{norm};
+             };
+             k.tolerances = k.cudaTolerances = {1e-6};
+             return k;
+           }});
+    }
+  return cases;
 }
 
-TEST(GlobalNormKernel, MixedDTypes) {
-  RefTensor a = randomTensor({5}, 811), b = roundTo(randomTensor({9}, 812), DType::BF16);
-  Buffer ab = Buffer::of(a, DType::F32), bb = Buffer::of(b, DType::BF16), norm(DType::F32, {});
-  ASSERT_TRUE(runKernel("global_norm", {&ab, &bb}, {&norm}));
-  EXPECT_CLOSE(norm.toRef(), ref::globalNorm({roundTo(a, DType::F32), b}), Metric::Elementwise,
-               1e-6);
-}
+LLMC_CONFORMANCE_CASES(GlobalNorm, globalNormCases);
 
 TEST(GlobalNormKernel, SquaredAndSqrtCombineShards) {
   // Σ‖shard‖² over two "ranks", then √: the norm of the whole.

@@ -1,7 +1,7 @@
 //===- paged_attention_test.cpp - kv_cache_write and paged_attention ------===//
 //
-// kv_cache_write moves bytes, so it is compared exactly (bit for bit with
-// the reference, in place and out of place). paged_attention is compared
+// kv_cache_write moves bytes: its conformance cases (Conformance.h) compare
+// it exactly, in place and out of place, on both backends. paged_attention is compared
 // two ways, with the norm metric (outputs are weighted sums of many terms):
 //  - against the double reference, on pools filled with random values
 //    everywhere, so a kernel reading a slot no sequence owns shows;
@@ -24,7 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelTest.h"
+#include "Conformance.h"
 #include "PagedCacheLayout.h"
 
 #include <omp.h>
@@ -276,28 +276,65 @@ int64_t addressedRows(const WriteCase &w) {
   return n;
 }
 
-TEST(KvCacheWriteKernels, InPlaceAndOutOfPlaceMatchReference) {
-  WriteCase w;
-  for (DType dtype : kFloatTypes)
-    for (DType indexType : {DType::I32, DType::I64}) {
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + " indices " + dtypeName(indexType));
-      RefTensor cache = roundTo(randomTensor(w.pool, 3001), dtype);
-      RefTensor fresh = roundTo(randomTensor({2, 5, 2, 8}, 3002), dtype);
-      Buffer expected = Buffer::of(ref::kvCacheWrite(cache, fresh, w.table, w.positions), dtype);
-      Buffer nb = Buffer::of(fresh, dtype), tb = Buffer::of(w.table, indexType),
-             pb = Buffer::of(w.positions, indexType);
-
-      Buffer inPlace = Buffer::of(cache, dtype);
-      ASSERT_TRUE(runKernel("kv_cache_write", {&inPlace, &nb, &tb, &pb}, {&inPlace}));
-      EXPECT_TRUE(inPlace.storage == expected.storage) << "in place";
-
-      Buffer source = Buffer::of(cache, dtype), out(dtype, w.pool);
-      out.poison();
-      ASSERT_TRUE(runKernel("kv_cache_write", {&source, &nb, &tb, &pb}, {&out}));
-      EXPECT_TRUE(out.storage == expected.storage) << "out of place";
-      EXPECT_TRUE(source.storage == Buffer::of(cache, dtype).storage) << "the input changed";
-    }
+/// kv_cache_write of `fresh` [B, T, KV, D] (of `freshType`) into a `cache`
+/// pool (of `cacheType`: fresh's type, or bf16/f16 under f32 rows, which
+/// round each value on write), in place or into a poisoned output: exact.
+ConformanceCase kvCacheWriteCase(const std::string &label, DType cacheType, DType freshType,
+                                 DType indexType, const std::vector<int64_t> &pool,
+                                 const std::vector<int64_t> &freshShape, const RefTensor &table,
+                                 const RefTensor &positions, bool inPlace, uint64_t seed) {
+  return {"kv_cache_write", label, [=] {
+            KernelCall k;
+            size_t cache = k.input(randomTensor(pool, seed), cacheType);
+            k.input(randomTensor(freshShape, seed + 1), freshType);
+            k.input(table, indexType);
+            k.input(positions, indexType);
+            if (inPlace)
+              k.outputs.push_back(cache);
+            else
+              k.output(cacheType, pool);
+            k.reference = [cacheType](const std::vector<RefTensor> &in) {
+              return std::vector<RefTensor>{
+                  roundTo(ref::kvCacheWrite(in[0], in[1], in[2], in[3]), cacheType)};
+            };
+            k.tolerances = k.cudaTolerances = {0.0};
+            return k;
+          }};
 }
+
+/// The WriteCase layout at head dims 8 and 64, in place and not, every
+/// float type with i32 and i64 indices; bf16 and f16 caches under f32 rows
+/// at head dims 16, 64 and 80; and a prefill's worth: 3 sequences (1, 17
+/// and 40 tokens) of 8 kv heads × 128 on shuffled pages of 16.
+std::vector<ConformanceCase> kvCacheWriteCases() {
+  WriteCase w;
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 3000;
+  for (int64_t d : {8, 64})
+    for (DType dtype : kFloatTypes)
+      for (DType indexType : {DType::I32, DType::I64})
+        for (bool inPlace : {false, true}) {
+          std::string label = std::string(dtypeName(dtype)) + "_D" + std::to_string(d) +
+                              "_indices_" + dtypeName(indexType) + (inPlace ? "_in_place" : "");
+          cases.push_back(kvCacheWriteCase(label, dtype, dtype, indexType, {6, 4, 2, d},
+                                           {2, 5, 2, d}, w.table, w.positions, inPlace, seed += 2));
+        }
+  for (int64_t d : {16, 64, 80})
+    for (DType cacheType : {DType::BF16, DType::F16}) {
+      std::string label =
+          std::string(dtypeName(cacheType)) + "_cache_f32_rows_D" + std::to_string(d);
+      cases.push_back(kvCacheWriteCase(label, cacheType, DType::F32, DType::I32, {6, 4, 2, d},
+                                       {2, 5, 2, d}, w.table, w.positions, true, seed += 2));
+    }
+  std::vector<int64_t> lengths = {1, 17, 40};
+  Pages pages = shuffledPages(lengths, 16, 12010);
+  cases.push_back(kvCacheWriteCase("bf16_prefill_3x40x8x128", DType::BF16, DType::BF16, DType::I32,
+                                   {pages.blocks, 16, 8, 128}, {3, 40, 8, 128}, pages.table,
+                                   lastPositions(lengths, 40), true, seed += 2));
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(KvCacheWrite, kvCacheWriteCases);
 
 /// Exactly the addressed slots change, each to its token's row; padding and
 /// unaddressable positions write nothing.

@@ -27,7 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelTest.h"
+#include "Conformance.h"
 
 #include "common/QuantScheme.h"
 
@@ -154,6 +154,139 @@ RefTensor runFakeQuantGrad(const RefTensor &x, const RefTensor &range, const Ref
   runKernel("qat_fake_quant_grad", {&xb, &rb, &dyb}, {&dx}, schemeAttrs(s));
   return dx.toRef();
 }
+
+//===----------------------------------------------------------------------===//
+// Conformance cases: qat_observe, qat_fake_quant, qat_fake_quant_grad
+//===----------------------------------------------------------------------===//
+
+/// Per tensor, per channel of every axis, and per block of each of `blocks`
+/// that divides the last dimension.
+std::vector<Scheme> groupings(const std::vector<int64_t> &shape, Format format, bool symmetric,
+                              const std::vector<int64_t> &blocks) {
+  std::vector<Scheme> schemes = {makeScheme(format, Granularity::Tensor, 0, 0, symmetric)};
+  for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis)
+    schemes.push_back(makeScheme(format, Granularity::Channel, axis, 0, symmetric));
+  for (int64_t block : blocks)
+    if (shape.back() % block == 0)
+      schemes.push_back(makeScheme(format, Granularity::Block, 0, block, symmetric));
+  return schemes;
+}
+
+/// Odd sizes, rank 1 to 3, and a vocabulary-wide row.
+const std::vector<std::vector<int64_t>> kOddShapes = {{1},        {7},       {37, 128},
+                                                      {3, 5, 64}, {7, 1000}, {3, 50257}};
+const std::vector<std::vector<int64_t>> kFakeQuantShapes = {{7}, {37, 128}, {3, 5, 64}, {3, 50257}};
+
+std::string schemeLabel(const Scheme &s, DType dtype, const std::vector<int64_t> &shape) {
+  return caseLabel(std::string(dtypeName(dtype)) + "_" + shapeLabel(shape) + "_" + describe(s));
+}
+
+/// qat_observe: per-group ranges are a min and a max, exact on every
+/// backend whatever the order.
+std::vector<ConformanceCase> observeCases() {
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 100;
+  for (const std::vector<int64_t> &shape : kOddShapes)
+    for (DType dtype : kFloatTypes)
+      for (const Scheme &s : groupings(shape, Format::Int8, true, {1, 8, 32, 64, 29}))
+        cases.push_back({"qat_observe", schemeLabel(s, dtype, shape), [=, caseSeed = ++seed] {
+                           KernelCall k;
+                           k.input(testData(shape, caseSeed), dtype);
+                           k.output(DType::F32, {quant::groupCount(s, shape), 2});
+                           k.attrs = schemeAttrs(s);
+                           k.reference = [s](const std::vector<RefTensor> &in) {
+                             return std::vector<RefTensor>{ref::quantObserve(in[0], s)};
+                           };
+                           k.tolerances = k.cudaTolerances = {0.0};
+                           return k;
+                         }});
+  return cases;
+}
+
+/// The ranges a fake-quant case runs with: the observed ones, half of them
+/// (clipping and saturation), and the observed ones with group 0 empty
+/// ((0, 0): y = 0, every nonzero x clipped).
+enum class RangeKind { Observed, Half, Empty };
+
+/// qat_fake_quant and its gradient for every format, symmetric and
+/// (integer formats) asymmetric. Against the reference: f32 within 1e-5
+/// elementwise (the tests below bound it by 1e-6 of the group's scale),
+/// 16-bit outputs within one rounding of the fp32 value. CUDA decides the
+/// grid with the CPU's fp32 operations, none of them fusable: exact, as is
+/// the gradient (dy or 0) everywhere.
+std::vector<ConformanceCase> fakeQuantCases() {
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 300;
+  int64_t schemes = 0;
+  for (const std::vector<int64_t> &shape : kFakeQuantShapes)
+    for (DType dtype : kFloatTypes)
+      for (Format format :
+           {Format::Int8, Format::Int4, Format::Fp8E4M3, Format::Fp8E5M2, Format::Nf4})
+        for (bool symmetric : {true, false}) {
+          if (!symmetric && !quant::isInteger(format))
+            continue;
+          // 16-bit storage only widens x and rounds y: one integer and one
+          // fp8 grid suffice there.
+          if (dtype != DType::F32 &&
+              !((format == Format::Int8 && symmetric) || format == Format::Fp8E4M3))
+            continue;
+          for (const Scheme &s : groupings(shape, format, symmetric, {8, 64})) {
+            // Narrow ranges in f32 only, half or empty in turn: the grid's
+            // decisions do not depend on the storage type.
+            const RangeKind narrow = schemes++ % 2 ? RangeKind::Half : RangeKind::Empty;
+            for (RangeKind kind : {RangeKind::Observed, RangeKind::Half, RangeKind::Empty}) {
+              if (kind != RangeKind::Observed && (dtype != DType::F32 || kind != narrow))
+                continue;
+              std::string label =
+                  schemeLabel(s, dtype, shape) + (kind == RangeKind::Half    ? "_half_range"
+                                                  : kind == RangeKind::Empty ? "_empty_group"
+                                                                             : "");
+              uint64_t caseSeed = seed += 2;
+              auto operands = [=](KernelCall &k) {
+                RefTensor x = roundTo(testData(shape, caseSeed), dtype);
+                RefTensor range = ref::quantObserve(x, s);
+                if (kind == RangeKind::Half)
+                  for (double &value : range.data) value *= 0.5;
+                if (kind == RangeKind::Empty)
+                  range.data[0] = range.data[1] = 0.0;
+                k.input(x, dtype);
+                k.input(range, DType::F32);
+                k.output(dtype, shape);
+                k.attrs = schemeAttrs(s);
+              };
+              cases.push_back({"qat_fake_quant", label, [=] {
+                                 KernelCall k;
+                                 operands(k);
+                                 k.reference = [s, dtype](const std::vector<RefTensor> &in) {
+                                   return std::vector<RefTensor>{
+                                       roundTo(ref::fakeQuant(in[0], in[1], s), dtype)};
+                                 };
+                                 k.cudaTolerances = {0.0};
+                                 return k;
+                               }});
+              cases.push_back({"qat_fake_quant_grad", label, [=] {
+                                 KernelCall k;
+                                 operands(k);
+                                 // dy goes between range and the output.
+                                 size_t dx = k.outputs.back();
+                                 k.outputs.pop_back();
+                                 k.input(randomTensor(shape, caseSeed + 1), dtype);
+                                 k.outputs.push_back(dx);
+                                 k.reference = [s](const std::vector<RefTensor> &in) {
+                                   return std::vector<RefTensor>{
+                                       ref::fakeQuantGrad(in[0], in[1], in[2], s)};
+                                 };
+                                 k.tolerances = k.cudaTolerances = {0.0};
+                                 return k;
+                               }});
+            }
+          }
+        }
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(QatObserve, observeCases);
+LLMC_CONFORMANCE_CASES(QatFakeQuant, fakeQuantCases);
 
 // The second shape is large enough for the kernels' parallel paths.
 const std::vector<std::vector<int64_t>> kShapes = {{6, 5, 128}, {24, 1536}};
@@ -552,6 +685,47 @@ TEST(QuantKernels, Nf4LevelsMapToThemselvesAndMidpointTiesGoDown) {
 //===----------------------------------------------------------------------===//
 // qat_ema
 //===----------------------------------------------------------------------===//
+
+/// qat_ema over odd and vocabulary-sized group counts, every third group's
+/// state empty (its first observation is copied), momenta at both ends and
+/// between, in place and not. States and observations are positive, as
+/// ranges are. 1e-6 elementwise: a compiler may fuse momentum·state +
+/// (1 − momentum)·observed into an FMA on one backend and not the other.
+std::vector<ConformanceCase> emaCases() {
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 600;
+  for (int64_t groups : {1, 7, 1000, 50257})
+    for (double momentum : {0.0, 0.37, 0.9, 1.0})
+      for (bool inPlace : {false, true}) {
+        std::string label = std::to_string(groups) + "_groups_momentum" +
+                            std::to_string(static_cast<int>(momentum * 100)) +
+                            (inPlace ? "_in_place" : "");
+        cases.push_back({"qat_ema", label, [=, caseSeed = seed += 2] {
+                           KernelCall k;
+                           RefTensor state = randomTensor({groups, 2}, caseSeed);
+                           RefTensor observed = randomTensor({groups, 2}, caseSeed + 1);
+                           for (double &v : state.data) v = std::abs(v) + 0.1;
+                           for (double &v : observed.data) v = std::abs(v) + 0.1;
+                           for (int64_t g = 0; g < groups; g += 3)
+                             state.data[2 * g] = state.data[2 * g + 1] = 0.0;
+                           size_t stateIndex = k.input(state, DType::F32);
+                           k.input(observed, DType::F32);
+                           if (inPlace)
+                             k.outputs.push_back(stateIndex);
+                           else
+                             k.output(DType::F32, {groups, 2});
+                           k.attrs = attrs({{"momentum", momentum}});
+                           k.reference = [momentum](const std::vector<RefTensor> &in) {
+                             return std::vector<RefTensor>{ref::quantEma(in[0], in[1], momentum)};
+                           };
+                           k.tolerances = k.cudaTolerances = {1e-6};
+                           return k;
+                         }});
+      }
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(QatEma, emaCases);
 
 RefTensor runEma(const RefTensor &state, const RefTensor &observed, double momentum) {
   Buffer sb = Buffer::of(state, DType::F32), ob = Buffer::of(observed, DType::F32),
