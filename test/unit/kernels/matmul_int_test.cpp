@@ -28,8 +28,7 @@ struct IntShape {
 
 int64_t rowsOf(const std::vector<int64_t> &lead) {
   int64_t rows = 1;
-  for (int64_t d : lead)
-    rows *= d;
+  for (int64_t d : lead) rows *= d;
   return rows;
 }
 
@@ -104,8 +103,8 @@ LLMC_CONFORMANCE_CASES(MatmulInt, matmulIntCases);
 /// int8 per 32 (QuantizedActivations.h), against the quantized-x reference
 /// (tight) and, in f32, the bound of that rounding against fp32 x.
 TEST(MatmulIntKernel, DecodeProductsQuantizeX) {
-  const std::vector<IntShape> shapes = {{{1}, 128, 192}, {{3}, 96, 64},     {{2, 8}, 64, 320},
-                                        {{3}, 64, 33 * 32}, {{16}, 768, 2304}};
+  const std::vector<IntShape> shapes = {
+      {{1}, 128, 192}, {{3}, 96, 64}, {{2, 8}, 64, 320}, {{3}, 64, 33 * 32}, {{16}, 768, 2304}};
   const std::vector<Grouping> groupings = {{0, -1}, {0, 0}, {32, -1}};
   uint64_t seed = 1700;
   for (DType dtype : {DType::F32, DType::BF16})
