@@ -397,6 +397,15 @@ void allRows(const Codes &w, const Scale &scale, Runs runs, int64_t n, const Row
   }
 }
 
+/// y = x · Wᵀ for a dense W [N, K] as stored, fp32 or bf16 (`bf16` says
+/// which): matmul's and linear's decode-step products.
+inline void denseRows(const void *w, bool bf16, int64_t n, const Rows &d, bool avx512) {
+  if (bf16)
+    allRows(Bf16Codes{static_cast<const uint16_t *>(w)}, NoScale{}, Runs{d.k}, n, d, avx512);
+  else
+    allRows(F32Codes{static_cast<const float *>(w)}, NoScale{}, Runs{d.k}, n, d, avx512);
+}
+
 } // namespace decode
 } // namespace llmc::cpu
 

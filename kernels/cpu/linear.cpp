@@ -118,12 +118,8 @@ private:
       widen(x_, xWide_.data(), rows * k);
       x = xWide_.data(), product = product_.data();
     }
-    const decode::Rows r{x, x, rows, k, product, b_.n};
-    if constexpr (std::is_same_v<T, bf16>)
-      decode::allRows(decode::Bf16Codes{reinterpret_cast<const uint16_t *>(w_)}, decode::NoScale{},
-                      decode::Runs{k}, b_.n, r, avx512_);
-    else if constexpr (std::is_same_v<T, float>)
-      decode::allRows(decode::F32Codes{w_}, decode::NoScale{}, decode::Runs{k}, b_.n, r, avx512_);
+    decode::denseRows(w_, std::is_same_v<T, bf16>, b_.n, decode::Rows{x, x, rows, k, product, b_.n},
+                      avx512_);
     return product;
   }
 

@@ -124,13 +124,8 @@ private:
       widen(static_cast<const T *>(a_), aWide_.data(), aSize_);
       a = aWide_.data(), c = cWide_.data();
     }
-    decode::Rows rows{a, a, d_.batch * d_.m, d_.k, c, d_.n};
-    if constexpr (std::is_same_v<T, bf16>)
-      decode::allRows(decode::Bf16Codes{static_cast<const uint16_t *>(b_)}, decode::NoScale{},
-                      decode::Runs{d_.k}, d_.n, rows, d_.avx512);
-    else
-      decode::allRows(decode::F32Codes{static_cast<const float *>(b_)}, decode::NoScale{},
-                      decode::Runs{d_.k}, d_.n, rows, d_.avx512);
+    decode::denseRows(b_, std::is_same_v<T, bf16>, d_.n,
+                      decode::Rows{a, a, d_.batch * d_.m, d_.k, c, d_.n}, d_.avx512);
     if constexpr (!std::is_same_v<T, float>)
       narrow(c, static_cast<T *>(c_), cSize_);
   }

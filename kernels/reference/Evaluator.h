@@ -11,8 +11,10 @@
 // exec lowering encodes kernel attributes: integers and booleans as ints
 // (a unit attribute present is 1), floats as doubles, integer arrays as
 // ints, a #qat.scheme as the kernels' `format`, `granularity`, `axis`,
-// `block`, `symmetric` (and `outlier`) of common/QuantScheme.h. Attributes
-// the op leaves unset are absent: evaluators apply the op's defaults.
+// `block`, `symmetric` (and `outlier`) of common/QuantScheme.h. An
+// attribute with a default in the op's definition is always there (MLIR
+// fills it in when the op is made), so evaluators read it as required;
+// only an optional attribute (OptionalAttr) may be absent.
 //
 // MLIR-free like the rest of the reference library.
 //

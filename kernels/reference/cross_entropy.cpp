@@ -72,12 +72,11 @@ RefTensor crossEntropyGrad(const RefTensor &logits, const RefTensor &targets, do
 //===----------------------------------------------------------------------===//
 // The op's defaults: ignore_index -1, every column a class (num_classes 0).
 LLMC_REGISTER_EVALUATOR("llm.cross_entropy", [](const RefCall &c) -> Results {
-  return {
-      crossEntropy(c.in(0), c.in(1), c.integer("ignore_index", -1), c.integer("num_classes", 0))};
+  return {crossEntropy(c.in(0), c.in(1), c.integer("ignore_index"), c.integer("num_classes"))};
 });
 LLMC_REGISTER_EVALUATOR("llm.cross_entropy_grad", [](const RefCall &c) -> Results {
-  return {crossEntropyGrad(c.in(0), c.in(1), c.scalar(2), c.integer("ignore_index", -1),
-                           c.integer("num_classes", 0))};
+  return {crossEntropyGrad(c.in(0), c.in(1), c.scalar(2), c.integer("ignore_index"),
+                           c.integer("num_classes"))};
 });
 
 } // namespace llmc::ref

@@ -93,19 +93,19 @@ std::vector<RefTensor> crossEntropyFinishGrad(const RefTensor &sumexp, const Ref
 // Evaluators of the ops these references define (kernels/reference/Evaluator.h)
 //===----------------------------------------------------------------------===//
 LLMC_REGISTER_EVALUATOR("llm.cross_entropy_partial", [](const RefCall &c) -> Results {
-  return crossEntropyPartial(c.in(0), c.in(1), c.in(2), c.integer("class_offset", 0),
-                             c.integer("num_classes"), c.integer("ignore_index", -1));
+  return crossEntropyPartial(c.in(0), c.in(1), c.in(2), c.integer("class_offset"),
+                             c.integer("num_classes"), c.integer("ignore_index"));
 });
 LLMC_REGISTER_EVALUATOR("llm.cross_entropy_partial_grad", [](const RefCall &c) -> Results {
   return {crossEntropyPartialGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4),
-                                  c.integer("class_offset", 0), c.integer("num_classes"),
-                                  c.integer("ignore_index", -1))};
+                                  c.integer("class_offset"), c.integer("num_classes"),
+                                  c.integer("ignore_index"))};
 });
 LLMC_REGISTER_EVALUATOR("llm.cross_entropy_finish", [](const RefCall &c) -> Results {
-  return {crossEntropyFinish(c.in(0), c.in(1), c.in(2), c.in(3), c.integer("ignore_index", -1))};
+  return {crossEntropyFinish(c.in(0), c.in(1), c.in(2), c.in(3), c.integer("ignore_index"))};
 });
 LLMC_REGISTER_EVALUATOR("llm.cross_entropy_finish_grad", [](const RefCall &c) -> Results {
-  return crossEntropyFinishGrad(c.in(0), c.in(1), c.scalar(2), c.integer("ignore_index", -1));
+  return crossEntropyFinishGrad(c.in(0), c.in(1), c.scalar(2), c.integer("ignore_index"));
 });
 
 } // namespace llmc::ref

@@ -47,11 +47,11 @@ RefTensor embeddingGrad(const RefTensor &ids, const RefTensor &dy, int64_t rows,
 //===----------------------------------------------------------------------===//
 // The op's defaults: the whole vocabulary (row_offset 0, vocab_size 0).
 LLMC_REGISTER_EVALUATOR("llm.embedding", [](const RefCall &c) -> Results {
-  return {embedding(c.in(0), c.in(1), c.integer("row_offset", 0), c.integer("vocab_size", 0))};
+  return {embedding(c.in(0), c.in(1), c.integer("row_offset"), c.integer("vocab_size"))};
 });
 LLMC_REGISTER_EVALUATOR("llm.embedding_grad", [](const RefCall &c) -> Results {
-  return {embeddingGrad(c.in(0), c.in(1), c.zeroResult(0).shape.at(0), c.integer("row_offset", 0),
-                        c.integer("vocab_size", 0))};
+  return {embeddingGrad(c.in(0), c.in(1), c.zeroResult(0).shape.at(0), c.integer("row_offset"),
+                        c.integer("vocab_size"))};
 });
 
 } // namespace llmc::ref

@@ -89,30 +89,29 @@ std::vector<RefTensor> linearCrossEntropyPartialGrad(
 LLMC_REGISTER_EVALUATOR("llm.linear_cross_entropy", [](const RefCall &c) -> Results {
   Results results =
       linearCrossEntropy(c.in(0), c.in(1), c.in(2), c.flag("transpose_b"),
-                         c.integer("ignore_index", -1), nullptr, c.integer("num_classes", 0));
+                         c.integer("ignore_index"), nullptr, c.integer("num_classes"));
   return {results[0], c.zeroResult(1)};
 });
 LLMC_REGISTER_EVALUATOR("llm.linear_cross_entropy_train", [](const RefCall &c) -> Results {
   double dloss = c.scalar(3);
-  Results results =
-      linearCrossEntropy(c.in(0), c.in(1), c.in(2), c.flag("transpose_b"),
-                         c.integer("ignore_index", -1), &dloss, c.integer("num_classes", 0));
+  Results results = linearCrossEntropy(c.in(0), c.in(1), c.in(2), c.flag("transpose_b"),
+                                       c.integer("ignore_index"), &dloss, c.integer("num_classes"));
   if (c.flag("frozen_weight"))
     results.pop_back(); // no dw
   results.push_back(c.zeroResult(c.resultShapes.size() - 1));
   return results;
 });
 LLMC_REGISTER_EVALUATOR("llm.linear_cross_entropy_partial", [](const RefCall &c) -> Results {
-  Results results = linearCrossEntropyPartial(
-      c.in(0), c.in(1), c.in(2), c.flag("transpose_b"), c.integer("class_offset", 0),
-      c.integer("num_classes"), c.integer("ignore_index", -1));
+  Results results = linearCrossEntropyPartial(c.in(0), c.in(1), c.in(2), c.flag("transpose_b"),
+                                              c.integer("class_offset"), c.integer("num_classes"),
+                                              c.integer("ignore_index"));
   results.push_back(c.zeroResult(3));
   return results;
 });
 LLMC_REGISTER_EVALUATOR("llm.linear_cross_entropy_partial_grad", [](const RefCall &c) -> Results {
   Results results = linearCrossEntropyPartialGrad(
       c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.in(5), c.flag("transpose_b"),
-      c.integer("class_offset", 0), c.integer("num_classes"), c.integer("ignore_index", -1));
+      c.integer("class_offset"), c.integer("num_classes"), c.integer("ignore_index"));
   if (c.flag("frozen_weight"))
     results.pop_back(); // no dw
   results.push_back(c.zeroResult(c.resultShapes.size() - 1));

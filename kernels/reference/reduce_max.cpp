@@ -31,7 +31,7 @@ RefTensor reduceMax(const RefTensor &x, int64_t classOffset, int64_t numClasses)
 // Evaluators of the ops these references define (kernels/reference/Evaluator.h)
 //===----------------------------------------------------------------------===//
 LLMC_REGISTER_EVALUATOR("llm.reduce_max", [](const RefCall &c) -> Results {
-  return {reduceMax(c.in(0), c.integer("class_offset", 0), c.integer("num_classes", 0))};
+  return {reduceMax(c.in(0), c.integer("class_offset"), c.integer("num_classes"))};
 });
 
 } // namespace llmc::ref

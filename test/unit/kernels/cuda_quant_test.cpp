@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaConformance.h"
+#include "QuantGroupings.h"
 
 #include "common/QuantScheme.h"
 
@@ -65,19 +66,6 @@ RefTensor testData(const std::vector<int64_t> &shape, uint64_t seed) {
   int64_t width = shape.back();
   for (int64_t i = 0; i < x.numel(); ++i) x.data[i] *= std::exp2((i / width) % 5 - 2);
   return x;
-}
-
-/// Per tensor, per channel of every axis, and per block of each of `blocks`
-/// that divides the last dimension.
-std::vector<Scheme> groupings(const std::vector<int64_t> &shape, Format format, bool symmetric,
-                              const std::vector<int64_t> &blocks) {
-  std::vector<Scheme> schemes = {makeScheme(format, Granularity::Tensor, 0, 0, symmetric)};
-  for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis)
-    schemes.push_back(makeScheme(format, Granularity::Channel, axis, 0, symmetric));
-  for (int64_t block : blocks)
-    if (shape.back() % block == 0)
-      schemes.push_back(makeScheme(format, Granularity::Block, 0, block, symmetric));
-  return schemes;
 }
 
 //===----------------------------------------------------------------------===//

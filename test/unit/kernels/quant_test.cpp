@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Conformance.h"
+#include "QuantGroupings.h"
 
 #include "common/QuantScheme.h"
 
@@ -158,19 +159,6 @@ RefTensor runFakeQuantGrad(const RefTensor &x, const RefTensor &range, const Ref
 //===----------------------------------------------------------------------===//
 // Conformance cases: qat_observe, qat_fake_quant, qat_fake_quant_grad
 //===----------------------------------------------------------------------===//
-
-/// Per tensor, per channel of every axis, and per block of each of `blocks`
-/// that divides the last dimension.
-std::vector<Scheme> groupings(const std::vector<int64_t> &shape, Format format, bool symmetric,
-                              const std::vector<int64_t> &blocks) {
-  std::vector<Scheme> schemes = {makeScheme(format, Granularity::Tensor, 0, 0, symmetric)};
-  for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis)
-    schemes.push_back(makeScheme(format, Granularity::Channel, axis, 0, symmetric));
-  for (int64_t block : blocks)
-    if (shape.back() % block == 0)
-      schemes.push_back(makeScheme(format, Granularity::Block, 0, block, symmetric));
-  return schemes;
-}
 
 /// Odd sizes, rank 1 to 3, and a vocabulary-wide row.
 const std::vector<std::vector<int64_t>> kOddShapes = {{1},        {7},       {37, 128},
