@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Weights.h"
 #include "common/Half.h"
 
+#include "runtime/Init.h"
 #include "runtime/Sharding.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/CheckpointReader.h"
@@ -358,6 +359,12 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       ++loaded.observers;
   }
   return loaded;
+}
+
+WeightsLoaded initializeFromWeights(const std::string &path, const Artifact &artifact,
+                                    const Arena &arena, uint64_t seed, int rank) {
+  initializeParameters(artifact, arena, seed, rank, isAdapterTensor);
+  return loadWeights(path, artifact, arena, rank);
 }
 
 } // namespace llmc

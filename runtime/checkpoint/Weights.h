@@ -47,6 +47,13 @@ struct WeightsLoaded {
 WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, const Arena &arena,
                           int rank);
 
+/// Starts a run from `path`: zeroes the persistent state, initialises only
+/// the LoRA adapters (a base model's file lacks them; one that holds them
+/// overwrites them) and then loads the file. Drawing every parameter first
+/// would cost a 1B model's start-up more than reading it.
+WeightsLoaded initializeFromWeights(const std::string &path, const Artifact &artifact,
+                                    const Arena &arena, uint64_t seed, int rank);
+
 } // namespace llmc
 
 #endif

@@ -9,7 +9,6 @@
 #include "common/Half.h"
 #include "runtime/Init.h"
 #include "runtime/RankRuntime.h"
-#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/checkpoint/Weights.h"
 #include "runtime/data/ByteTokenizer.h"
@@ -241,19 +240,15 @@ private:
   void loadParameters() {
     uint64_t seed = static_cast<uint64_t>(rt.artifact.metaNumber("seed", 1337));
     Arena &arena = rt.device->hostArena();
-    // With weights, only LoRA adapters a base model's file lacks keep
-    // their initial values: loadWeights sets every other parameter or
-    // refuses the file.
-    initializeParameters(rt.artifact, arena, seed, rt.rank, [&](const std::string &name) {
-      return opt.weights.empty() || isAdapterTensor(name);
-    });
     if (!opt.weights.empty()) {
-      WeightsLoaded loaded = loadWeights(opt.weights, rt.artifact, arena, rt.rank);
+      WeightsLoaded loaded = initializeFromWeights(opt.weights, rt.artifact, arena, seed, rt.rank);
       if (rt.rank == 0 && !opt.quiet)
         std::cerr << "weights: " << loaded.tensors << " parameters from " << opt.weights
                   << "\n";
-    } else if (rt.rank == 0 && !opt.quiet) {
-      std::cerr << "weights: none given (--weights); generating from random initialisation\n";
+    } else {
+      initializeParameters(rt.artifact, arena, seed, rt.rank);
+      if (rt.rank == 0 && !opt.quiet)
+        std::cerr << "weights: none given (--weights); generating from random initialisation\n";
     }
     rt.device->toDevice(0, rt.artifact.memory.persistentBytes);
   }

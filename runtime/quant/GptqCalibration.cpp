@@ -13,7 +13,6 @@
 #include "runtime/Artifact.h"
 #include "runtime/ExecutionDevice.h"
 #include "runtime/Executor.h"
-#include "runtime/Init.h"
 #include "runtime/checkpoint/Weights.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/DataLoader.h"
@@ -137,8 +136,7 @@ void run(const GptqRequest &request, GptqResult &result) {
   std::unique_ptr<Communicator> comm = makeSingleRankCommunicator();
   const Arena &arena = device->hostArena();
   uint64_t seed = static_cast<uint64_t>(artifact.metaNumber("seed", 1337));
-  initializeParameters(artifact, arena, seed, 0);
-  loadWeights(request.weights, artifact, arena, 0);
+  initializeFromWeights(request.weights, artifact, arena, seed, 0);
   BoundProgram program(*eval, *device, *comm, 0);
   TensorView tokens = program.view("tokens"), targets = program.view("targets");
   const int64_t T = tokens.dim(-1), rows = tokens.numel() / T;

@@ -590,9 +590,10 @@ int64_t Trainer::resume() {
 }
 
 void Trainer::initialize() {
-  initializeParameters(artifact, *arena, seed, rank);
-  if (!opt.weights.empty()) {
-    WeightsLoaded loaded = loadWeights(opt.weights, artifact, *arena, rank);
+  if (opt.weights.empty())
+    initializeParameters(artifact, *arena, seed, rank);
+  else {
+    WeightsLoaded loaded = initializeFromWeights(opt.weights, artifact, *arena, seed, rank);
     if (chatty)
       std::cout << "weights: " << loaded.tensors << " parameters from " << opt.weights
                 << (loaded.dequantized
