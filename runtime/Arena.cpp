@@ -7,7 +7,9 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <sstream>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace llmc {
@@ -71,5 +73,48 @@ size_t Arena::highWaterMark() const {
 }
 
 Arena::~Arena() { std::free(base_); }
+
+void Arena::placeOutside(size_t offset, size_t bytes, const uint8_t *data) {
+  if (offset + bytes > size_ || bytes == 0)
+    fail("arena: cannot place bytes [", offset, ", ", offset + bytes,
+         ") outside: the arena holds ", size_);
+  auto next = outside_.lower_bound(offset);
+  bool overlapsNext = next != outside_.end() && next->first < offset + bytes;
+  bool overlapsPrevious = next != outside_.begin() &&
+                          std::prev(next)->first + std::prev(next)->second.bytes > offset;
+  if (overlapsNext || overlapsPrevious)
+    fail("arena: bytes [", offset, ", ", offset + bytes, ") overlap a range placed outside before");
+  outside_.emplace(offset, OutsideRange{bytes, data});
+  // The arena's pages wholly inside the range are no longer read.
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGE_SIZE));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(base_ + offset);
+  const uintptr_t first = (start + page - 1) / page * page, last = (start + bytes) / page * page;
+  if (last > first)
+    madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
+}
+
+const uint8_t *Arena::outside(size_t offset, size_t bytes) const {
+  auto it = outside_.upper_bound(offset);
+  if (it != outside_.end() && it->first < offset + bytes)
+    fail("arena: bytes [", offset, ", ", offset + bytes, ") cover part of the range at ",
+         it->first, " that is read from outside the arena");
+  if (it == outside_.begin())
+    return nullptr;
+  --it;
+  const size_t end = it->first + it->second.bytes;
+  if (offset >= end)
+    return nullptr;
+  if (offset + bytes > end)
+    fail("arena: bytes [", offset, ", ", offset + bytes, ") cover part of the range [", it->first,
+         ", ", end, ") that is read from outside the arena");
+  return it->second.data + (offset - it->first);
+}
+
+size_t Arena::bytesOutside() const {
+  size_t total = 0;
+  for (const auto &[offset, range] : outside_)
+    total += range.bytes;
+  return total;
+}
 
 } // namespace llmc

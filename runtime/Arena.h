@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -41,9 +42,27 @@ public:
   /// the arena the run has written (measured, to compare with the plan).
   size_t highWaterMark() const;
 
+  /// Lets the bytes [offset, offset + bytes) be read from `data` instead (a
+  /// parameter used in place from a mapped weights file, which must outlive
+  /// every program bound to it) and hands the arena's own whole pages in
+  /// that range back to the system. Throws when the range leaves the arena
+  /// or overlaps one placed before.
+  void placeOutside(size_t offset, size_t bytes, const uint8_t *data);
+  /// Where [offset, offset + bytes) lives when it was placed outside, or
+  /// null when it is in the arena. Throws when the range covers part of a
+  /// placed one: no buffer may straddle it.
+  const uint8_t *outside(size_t offset, size_t bytes) const;
+  /// The bytes placed outside.
+  size_t bytesOutside() const;
+
 private:
   uint8_t *base_ = nullptr;
   size_t size_ = 0;
+  struct OutsideRange {
+    size_t bytes;
+    const uint8_t *data;
+  };
+  std::map<size_t, OutsideRange> outside_; ///< by arena offset
 };
 
 } // namespace llmc

@@ -61,10 +61,33 @@ std::vector<TransferRun> transferRuns(const ProgramInfo &program) {
 
 } // namespace
 
+uint8_t *BoundProgram::hostAddress(const BufferInfo &b) const {
+  const Arena &arena = device_.hostArena();
+  if (const uint8_t *outside = arena.outside(b.offset, b.bytes()))
+    return const_cast<uint8_t *>(outside); // read only: writes are refused when binding
+  return arena.base() + b.offset;
+}
+
+void BoundProgram::checkWritesStayInArena(size_t i, const std::string &prefix) const {
+  const InstructionInfo &inst = program_.instructions[i];
+  std::vector<uint32_t> written = inst.outputs;
+  if (inst.kind == InstructionKind::Recv)
+    written = inst.inputs;
+  for (uint32_t index : written) {
+    const BufferInfo &b = program_.buffers[index];
+    if (device_.hostArena().outside(b.offset, b.bytes()))
+      fail(prefix, describe(i), ": writes '", b.name,
+           "', which is read in place from its weights file (load with --copy-weights)");
+  }
+}
+
 TensorView BoundProgram::viewOf(uint32_t index) const {
   const BufferInfo &b = program_.buffers[index];
   TensorView view;
-  view.data = device_.kernelBase() + b.offset;
+  // Kernels on the host arena (the CPU) read placed-outside bytes where
+  // they are; a GPU's arena holds everything itself.
+  view.data = device_.kernelBase() == device_.hostArena().base() ? hostAddress(b)
+                                                                 : device_.kernelBase() + b.offset;
   view.dtype = b.dtype;
   view.shape = b.shape;
   return view;
@@ -90,6 +113,7 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device, 
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const InstructionInfo &inst = program.instructions[i];
     streams_.push_back(inst.stream);
+    checkWritesStayInArena(i, prefix);
     switch (inst.kind) {
     case InstructionKind::Kernel: steps_.push_back(bindKernel(i, prefix)); break;
     case InstructionKind::AllReduce:
@@ -339,7 +363,7 @@ TensorView BoundProgram::view(const std::string &bufferName) const {
 
 TensorView BoundProgram::bufferView(uint32_t index) const {
   TensorView v = viewOf(index);
-  v.data = device_.hostArena().base() + program_.buffers[index].offset;
+  v.data = hostAddress(program_.buffers[index]);
   return v;
 }
 

@@ -71,6 +71,12 @@ public:
 private:
   /// The buffer at kernelBase (what kernels and collectives are bound to).
   TensorView viewOf(uint32_t index) const;
+  /// Where `b` lives in host memory: the host arena, or where the arena
+  /// placed it outside (Arena::placeOutside).
+  uint8_t *hostAddress(const BufferInfo &b) const;
+  /// Refuses instruction i when it writes a buffer placed outside the
+  /// arena (a parameter read in place from a mapped file).
+  void checkWritesStayInArena(size_t i, const std::string &prefix) const;
   void runSteps(const StepContext &ctx, bool poison);
   /// Fills buffer `index` with NaN, on the device too.
   void fillWithNaN(uint32_t index);

@@ -191,10 +191,22 @@ std::map<std::string, std::string> storedSchemes(const Artifact &artifact) {
   return schemes;
 }
 
+/// Whether `view` can be read in place as `buffers`' one buffer: a
+/// parameter (not a master copy beside it, not optimizer state) held whole,
+/// in the file's dtype, at an address aligned to its element.
+bool readableInPlace(const SafeTensor &view, std::initializer_list<const BufferInfo *> buffers) {
+  const BufferInfo &b = **buffers.begin();
+  if (buffers.size() > 1 && *(buffers.begin() + 1))
+    return false;
+  const size_t element = dtypeSize(b.dtype);
+  return b.category == "param" && !b.shard.sharded() && view.dtype == b.dtype &&
+         view.bytes == b.bytes() && reinterpret_cast<uintptr_t>(view.data) % element == 0;
+}
+
 } // namespace
 
 WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, const Arena &arena,
-                          int rank) {
+                          int rank, WeightsInPlace *inPlace) {
   if (!std::ifstream(path))
     fail("--weights: cannot open '", path, "'");
   // A directory is an llmc checkpoint when it has a `latest` step and no
@@ -278,6 +290,11 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     if (!view)
       return false;
     checkShape(view->shape);
+    if (inPlace && readableInPlace(*view, buffers)) {
+      const BufferInfo &b = **buffers.begin();
+      inPlace->ranges.push_back({b.offset, b.bytes(), static_cast<const uint8_t *>(view->data)});
+      return true; // its pages stay mapped
+    }
     for (const BufferInfo *b : buffers)
       if (b)
         fillPieceFromView(*view, file->path() + ": tensor '" + stored + "'",
@@ -358,13 +375,32 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     if (b->name.rfind("qat_state/", 0) == 0 && load(b->name, {b}, dequantized))
       ++loaded.observers;
   }
+  if (inPlace && !inPlace->ranges.empty()) {
+    if (hf)
+      inPlace->files.push_back(std::shared_ptr<const void>(std::move(hf)));
+    if (plain)
+      inPlace->files.push_back(std::shared_ptr<const void>(std::move(plain)));
+  }
   return loaded;
 }
 
+void WeightsInPlace::placeIn(Arena &arena) const {
+  for (const Range &r : ranges)
+    arena.placeOutside(r.offset, r.bytes, r.data);
+}
+
+size_t WeightsInPlace::bytes() const {
+  size_t total = 0;
+  for (const Range &r : ranges)
+    total += r.bytes;
+  return total;
+}
+
 WeightsLoaded initializeFromWeights(const std::string &path, const Artifact &artifact,
-                                    const Arena &arena, uint64_t seed, int rank) {
+                                    const Arena &arena, uint64_t seed, int rank,
+                                    WeightsInPlace *inPlace) {
   initializeParameters(artifact, arena, seed, rank, isAdapterTensor);
-  return loadWeights(path, artifact, arena, rank);
+  return loadWeights(path, artifact, arena, rank, inPlace);
 }
 
 } // namespace llmc

@@ -26,7 +26,9 @@
 #include "runtime/Artifact.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace llmc {
 
@@ -37,6 +39,21 @@ struct WeightsLoaded {
   int64_t freshAdapters = 0; ///< LoRA adapters the file lacks: left as initialised
 };
 
+/// Parameters read in place from a mapped weights file instead of copied
+/// into the arena: the ranges to place outside it (Arena::placeOutside)
+/// and the files, which must stay mapped while programs read them.
+struct WeightsInPlace {
+  struct Range {
+    size_t offset = 0, bytes = 0;
+    const uint8_t *data = nullptr;
+  };
+  std::vector<Range> ranges;
+  std::vector<std::shared_ptr<const void>> files;
+  /// Places every range outside `arena`.
+  void placeIn(Arena &arena) const;
+  size_t bytes() const;
+};
+
 /// Sets every parameter of this rank (and its master copy, when the
 /// artifact keeps one) from `path`. Optimizer state, and LoRA adapters the
 /// file lacks (it holds the base model), are left as they are (the caller
@@ -44,15 +61,22 @@ struct WeightsLoaded {
 /// is missing, lacks a parameter, or holds it with another shape; for a
 /// Hugging Face directory also when config.json disagrees with the
 /// artifact's model or a tensor is no parameter.
+///
+/// With `inPlace`, a parameter that a safetensors file (or a Hugging Face
+/// directory's shard) holds exactly as the arena would — same dtype, the
+/// whole tensor (unsharded), aligned to its element — is not copied: its
+/// mapped bytes are recorded there instead, for a run whose programs only
+/// read parameters (inference on the CPU).
 WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, const Arena &arena,
-                          int rank);
+                          int rank, WeightsInPlace *inPlace = nullptr);
 
 /// Starts a run from `path`: zeroes the persistent state, initialises only
 /// the LoRA adapters (a base model's file lacks them; one that holds them
 /// overwrites them) and then loads the file. Drawing every parameter first
 /// would cost a 1B model's start-up more than reading it.
 WeightsLoaded initializeFromWeights(const std::string &path, const Artifact &artifact,
-                                    const Arena &arena, uint64_t seed, int rank);
+                                    const Arena &arena, uint64_t seed, int rank,
+                                    WeightsInPlace *inPlace = nullptr);
 
 } // namespace llmc
 

@@ -8,6 +8,7 @@
 
 #include "common/Half.h"
 #include "runtime/Init.h"
+#include "runtime/Inspect.h"
 #include "runtime/RankRuntime.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/checkpoint/Weights.h"
@@ -142,9 +143,11 @@ public:
     runtimeOptions.comm.timeoutSeconds = opt.commTimeout;
     rt = openRankRuntime(opt.artifact, runtimeOptions);
     shape = inferenceShape(rt.artifact, opt.artifact);
+    // Parameters first: a program binds to where each one lives, which a
+    // parameter read in place from its file decides.
+    loadParameters();
     Step prefill(rt.bind("prefill"), "prefill", opt.artifact);
     Step decode(rt.bind("decode"), "decode", opt.artifact);
-    loadParameters();
     lead = rt.rank == 0;
 
     int64_t vocab = decode.vocab();
@@ -241,9 +244,18 @@ private:
     uint64_t seed = static_cast<uint64_t>(rt.artifact.metaNumber("seed", 1337));
     Arena &arena = rt.device->hostArena();
     if (!opt.weights.empty()) {
-      WeightsLoaded loaded = initializeFromWeights(opt.weights, rt.artifact, arena, seed, rt.rank);
+      // On the CPU the programs read the arena itself, so parameters the
+      // file holds as the arena would are read from the mapping.
+      bool readInPlace = !opt.copyWeights && rt.device->kernelBase() == arena.base();
+      WeightsLoaded loaded = initializeFromWeights(opt.weights, rt.artifact, arena, seed, rt.rank,
+                                                   readInPlace ? &inPlace : nullptr);
+      inPlace.placeIn(arena);
       if (rt.rank == 0 && !opt.quiet)
         std::cerr << "weights: " << loaded.tensors << " parameters from " << opt.weights
+                  << (inPlace.ranges.empty()
+                          ? std::string()
+                          : " (" + std::to_string(inPlace.ranges.size()) + " read in place, " +
+                                formatBytes(inPlace.bytes()) + ")")
                   << "\n";
     } else {
       initializeParameters(rt.artifact, arena, seed, rt.rank);
@@ -287,6 +299,8 @@ private:
 
   GenerateOptions opt;
   RankRuntime rt;
+  /// Parameters read from the weights' mapping; it outlives the programs.
+  WeightsInPlace inPlace;
   InferenceShape shape;
   std::unique_ptr<Tokenizer> tokenizer; ///< null: prompts and output are token ids
   bool lead = true;

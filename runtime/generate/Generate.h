@@ -23,6 +23,10 @@ struct GenerateOptions {
   /// A checkpoint directory, an llmc weights file or a Hugging Face model
   /// directory; empty: the artifact's random initialisation.
   std::string weights;
+  /// Copies every parameter into the arena. Otherwise, on the CPU, one the
+  /// file holds as the arena would (dtype, whole tensor) is read in place
+  /// from the mapping, and the file must stay unchanged while the run lasts.
+  bool copyWeights = false;
   /// A Hugging Face model directory whose tokenizer reads the prompts;
   /// empty: the weights' directory when it has one, else bytes (vocabulary
   /// 256 models).

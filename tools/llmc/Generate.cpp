@@ -31,6 +31,11 @@ cl::opt<std::string> weights("weights",
                              cl::desc("Checkpoint directory, weights .safetensors or Hugging Face "
                                       "model directory (default: random initialisation)"),
                              GEN_OPT);
+cl::opt<bool> copyWeights("copy-weights",
+                          cl::desc("Copy every parameter into the arena (default on the CPU: "
+                                   "parameters the file holds as the model does are read in "
+                                   "place from the mapped file, which must not change meanwhile)"),
+                          GEN_OPT);
 cl::list<std::string> prompts("prompt", cl::desc("A prompt (repeatable)"), GEN_OPT);
 cl::opt<std::string> promptsFile("prompts", cl::desc("A file of prompts, one per line"),
                                  GEN_OPT);
@@ -73,6 +78,7 @@ int runGenerate() {
   GenerateOptions o;
   o.artifact = artifact;
   o.weights = weights;
+  o.copyWeights = copyWeights;
   o.prompts.assign(prompts.begin(), prompts.end());
   if (!promptsFile.empty()) {
     std::ifstream in(promptsFile);

@@ -97,6 +97,21 @@ TEST(Artifact, LoadsBindsAndRuns) {
   EXPECT_RUNTIME_ERROR(p.view("nope"), "has no buffer named 'nope'");
 }
 
+TEST(Artifact, RefusesToWriteAParameterReadInPlace) {
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  test::writeBytes(path, build({}));
+  Artifact a = loadArtifact(path);
+  auto device = makeCpuDevice(a.memory.arenaBytes);
+  auto comm = makeSingleRankCommunicator();
+  const BufferInfo &out = a.program("train_step")->buffers[0];
+  ASSERT_EQ(out.name, "out");
+  std::vector<uint8_t> file(out.bytes());
+  device->hostArena().placeOutside(out.offset, out.bytes(), file.data());
+  EXPECT_RUNTIME_ERROR(BoundProgram(*a.program("train_step"), *device, *comm, 0),
+                       "writes 'out', which is read in place from its weights file");
+}
+
 TEST(Artifact, CorruptionIsDetected) {
   test::TempDir dir;
   std::string path = dir.file("a.llmc");
