@@ -3,6 +3,7 @@
 #include "runtime/Arena.h"
 #include "runtime/support/Error.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -51,19 +52,22 @@ std::string arenaMemoryShortfall(size_t bytes, size_t available, size_t physical
   return os.str();
 }
 
-Arena::Arena(size_t bytes) : size_(bytes) {
+Arena::Arena(size_t bytes, size_t zeroPrefix) : size_(bytes) {
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
   size_t physical =
       pages > 0 && pageSize > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(pageSize) : 0;
   if (std::string why = arenaMemoryShortfall(bytes, availableMemory(), physical); !why.empty())
     fail(why);
-  size_t rounded = (bytes + 4095) / 4096 * 4096;
-  base_ = static_cast<uint8_t *>(std::aligned_alloc(4096, rounded ? rounded : 4096));
-  if (!base_)
+  mapped_ = std::max<size_t>((bytes + 4095) / 4096 * 4096, 4096);
+  // Fresh anonymous pages read zero until first written.
+  void *memory = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED)
     fail("cannot allocate the ", bytes, "-byte arena");
-  // Touch every page now: the first step should not pay for page faults, and
-  // what the memory held before must never leak into results.
-  std::memset(base_, kPattern, rounded);
+  base_ = static_cast<uint8_t *>(memory);
+  // Touch every other page now: the first step should not pay for page
+  // faults, and what the memory held before must never leak into results.
+  zeroPrefix = std::min(zeroPrefix, mapped_);
+  std::memset(base_ + zeroPrefix, kPattern, mapped_ - zeroPrefix);
 }
 
 size_t Arena::highWaterMark() const {
@@ -72,7 +76,7 @@ size_t Arena::highWaterMark() const {
   return end;
 }
 
-Arena::~Arena() { std::free(base_); }
+Arena::~Arena() { munmap(base_, mapped_); }
 
 void Arena::placeOutside(size_t offset, size_t bytes, const uint8_t *data) {
   if (offset + bytes > size_ || bytes == 0)

@@ -25,9 +25,12 @@ std::string arenaMemoryShortfall(size_t bytes, size_t available, size_t physical
 
 class Arena {
 public:
-  /// Allocates `bytes` and touches every page; throws when the machine's
-  /// memory, or what of it is available now, cannot hold them.
-  explicit Arena(size_t bytes);
+  /// Allocates `bytes` and touches every page from `zeroPrefix` on; throws
+  /// when the machine's memory, or what of it is available now, cannot hold
+  /// them. The first `zeroPrefix` bytes (the persistent state, which
+  /// initialisation sets) start zero and untouched, so the pages of a
+  /// parameter read from outside (placeOutside) are never resident.
+  explicit Arena(size_t bytes, size_t zeroPrefix = 0);
   ~Arena();
   Arena(const Arena &) = delete;
   Arena &operator=(const Arena &) = delete;
@@ -35,8 +38,9 @@ public:
   uint8_t *base() const { return base_; }
   size_t size() const { return size_; }
 
-  /// Every byte starts as this pattern (deterministic, so nothing depends
-  /// on what memory held before; distinct, so written bytes can be found).
+  /// Every byte past the zero prefix starts as this pattern (deterministic,
+  /// so nothing depends on what memory held before; distinct, so written
+  /// bytes can be found).
   static constexpr uint8_t kPattern = 0xA5;
   /// One past the highest byte that differs from the pattern: how much of
   /// the arena the run has written (measured, to compare with the plan).
@@ -57,7 +61,7 @@ public:
 
 private:
   uint8_t *base_ = nullptr;
-  size_t size_ = 0;
+  size_t size_ = 0, mapped_ = 0;
   struct OutsideRange {
     size_t bytes;
     const uint8_t *data;

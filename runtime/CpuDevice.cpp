@@ -46,7 +46,7 @@ private:
 
 class CpuDevice final : public ExecutionDevice {
 public:
-  explicit CpuDevice(size_t arenaBytes) : arena_(arenaBytes) {}
+  CpuDevice(size_t arenaBytes, size_t persistentBytes) : arena_(arenaBytes, persistentBytes) {}
   Backend backend() const override { return Backend::CPU; }
   Arena &hostArena() override { return arena_; }
   uint8_t *kernelBase() override { return arena_.base(); }
@@ -103,8 +103,8 @@ size_t ExecutionDevice::hostOffset(const TensorView &view) {
   return static_cast<size_t>(p - base);
 }
 
-std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes) {
-  return std::make_unique<CpuDevice>(arenaBytes);
+std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes, size_t persistentBytes) {
+  return std::make_unique<CpuDevice>(arenaBytes, persistentBytes);
 }
 
 } // namespace llmc

@@ -125,8 +125,9 @@ private:
 };
 
 /// The CPU backend: kernels run on the host arena on the calling thread,
-/// communication on stream 1 (if any) on a thread of its own.
-std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes);
+/// communication on stream 1 (if any) on a thread of its own. The arena's
+/// first `persistentBytes` start zero and untouched (Arena).
+std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes, size_t persistentBytes = 0);
 
 /// How a GPU rank's collectives and transfers travel (llmc-run
 /// --device-comm): NCCL, or the host transport staged through pinned

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 namespace llmc {
 namespace {
@@ -84,6 +86,32 @@ void fill(const ParameterInfo &p, void *data, DType dtype, const ShardMap &map, 
   }
 }
 
+/// Zeroes the persistent state (optimizer state and everything else)
+/// except the parameters `wanted` rejects and their master copies: the
+/// caller sets those next, and a parameter it reads from outside the arena
+/// keeps its pages untouched.
+void zeroPersistentState(const Artifact &artifact, const Arena &arena,
+                         const std::function<bool(const std::string &)> &wanted) {
+  std::vector<std::pair<uint64_t, uint64_t>> keep; // [offset, end) left as they are
+  for (const ParameterInfo &p : artifact.parameters)
+    if (!wanted(p.name))
+      keep.push_back({p.offset, p.offset + ShardMap(p.shard, p.shape, artifact.mesh).localNumel() *
+                                               dtypeSize(p.dtype)});
+  for (const ProgramInfo &program : artifact.programs)
+    for (const BufferInfo &b : program.buffers)
+      if (b.category == "optim" && b.name.rfind("master/", 0) == 0 && !wanted(b.name.substr(7)))
+        keep.push_back({b.offset, b.offset + b.bytes()});
+  std::sort(keep.begin(), keep.end());
+  uint64_t at = 0;
+  for (auto [begin, end] : keep) {
+    if (begin > at)
+      std::memset(arena.base() + at, 0, begin - at);
+    at = std::max(at, end);
+  }
+  if (artifact.memory.persistentBytes > at)
+    std::memset(arena.base() + at, 0, artifact.memory.persistentBytes - at);
+}
+
 } // namespace
 
 void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed,
@@ -93,8 +121,7 @@ void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t
 
 void initializeParameters(const Artifact &artifact, const Arena &arena, uint64_t seed, int rank,
                           const std::function<bool(const std::string &)> &wanted) {
-  // Optimizer state (and everything else persistent) starts at zero.
-  std::memset(arena.base(), 0, artifact.memory.persistentBytes);
+  zeroPersistentState(artifact, arena, wanted);
   for (const ParameterInfo &p : artifact.parameters)
     if (wanted(p.name))
       fill(p, arena.base() + p.offset, p.dtype, ShardMap(p.shard, p.shape, artifact.mesh), seed,

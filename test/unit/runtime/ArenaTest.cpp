@@ -53,3 +53,11 @@ TEST(Arena, RefusesRangesThatStraddleOrOverlap) {
   EXPECT_RUNTIME_ERROR(arena.placeOutside(4000, 100, file.data()), "overlap a range placed");
   EXPECT_RUNTIME_ERROR(arena.placeOutside(12000, 1000, file.data()), "the arena holds 12288");
 }
+
+TEST(Arena, LeavesTheZeroPrefixUntouched) {
+  Arena arena(3 * 4096, 4096 + 10);
+  EXPECT_EQ(arena.base()[0], 0);
+  EXPECT_EQ(arena.base()[4096 + 9], 0);
+  EXPECT_EQ(arena.base()[4096 + 10], Arena::kPattern);
+  EXPECT_EQ(arena.highWaterMark(), 4096u + 10);
+}

@@ -250,3 +250,21 @@ TEST(Init, InitializesParametersAndZeroesState) {
   for (int i = 0; i < 16; ++i)
     EXPECT_FLOAT_EQ(w[i], static_cast<float>(0.5 * initNormal(3, "w", i)));
 }
+
+TEST(Init, LeavesUnwantedParametersAsTheyAre) {
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  test::writeBytes(path, build({}));
+  Artifact a = loadArtifact(path);
+  a.memory.persistentBytes = a.memory.arenaBytes; // all of it persistent
+  Arena arena(a.memory.arenaBytes);
+  std::memset(arena.base(), 0xff, arena.size());
+  initializeParameters(a, arena, 3, 0, [](const std::string &) { return false; });
+  // "w" (16 floats at 512) is the caller's to set; the rest of the
+  // persistent state is zeroed.
+  EXPECT_EQ(arena.base()[512], 0xff);
+  EXPECT_EQ(arena.base()[512 + 63], 0xff);
+  EXPECT_EQ(arena.base()[511], 0);
+  EXPECT_EQ(arena.base()[512 + 64], 0);
+  EXPECT_EQ(arena.base()[a.memory.arenaBytes - 1], 0);
+}
