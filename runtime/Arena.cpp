@@ -80,12 +80,12 @@ Arena::~Arena() { munmap(base_, mapped_); }
 
 void Arena::placeOutside(size_t offset, size_t bytes, const uint8_t *data) {
   if (offset + bytes > size_ || bytes == 0)
-    fail("arena: cannot place bytes [", offset, ", ", offset + bytes,
-         ") outside: the arena holds ", size_);
+    fail("arena: cannot place bytes [", offset, ", ", offset + bytes, ") outside: the arena holds ",
+         size_);
   auto next = outside_.lower_bound(offset);
   bool overlapsNext = next != outside_.end() && next->first < offset + bytes;
-  bool overlapsPrevious = next != outside_.begin() &&
-                          std::prev(next)->first + std::prev(next)->second.bytes > offset;
+  bool overlapsPrevious =
+      next != outside_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > offset;
   if (overlapsNext || overlapsPrevious)
     fail("arena: bytes [", offset, ", ", offset + bytes, ") overlap a range placed outside before");
   outside_.emplace(offset, OutsideRange{bytes, data});
@@ -100,8 +100,8 @@ void Arena::placeOutside(size_t offset, size_t bytes, const uint8_t *data) {
 const uint8_t *Arena::outside(size_t offset, size_t bytes) const {
   auto it = outside_.upper_bound(offset);
   if (it != outside_.end() && it->first < offset + bytes)
-    fail("arena: bytes [", offset, ", ", offset + bytes, ") cover part of the range at ",
-         it->first, " that is read from outside the arena");
+    fail("arena: bytes [", offset, ", ", offset + bytes, ") cover part of the range at ", it->first,
+         " that is read from outside the arena");
   if (it == outside_.begin())
     return nullptr;
   --it;
@@ -116,8 +116,7 @@ const uint8_t *Arena::outside(size_t offset, size_t bytes) const {
 
 size_t Arena::bytesOutside() const {
   size_t total = 0;
-  for (const auto &[offset, range] : outside_)
-    total += range.bytes;
+  for (const auto &[offset, range] : outside_) total += range.bytes;
   return total;
 }
 

@@ -385,14 +385,12 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
 }
 
 void WeightsInPlace::placeIn(Arena &arena) const {
-  for (const Range &r : ranges)
-    arena.placeOutside(r.offset, r.bytes, r.data);
+  for (const Range &r : ranges) arena.placeOutside(r.offset, r.bytes, r.data);
 }
 
 size_t WeightsInPlace::bytes() const {
   size_t total = 0;
-  for (const Range &r : ranges)
-    total += r.bytes;
+  for (const Range &r : ranges) total += r.bytes;
   return total;
 }
 
