@@ -58,7 +58,6 @@ const std::map<std::string, std::string> kHandWrittenConformance = {
     {"linear_cross_entropy_partial", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
     {"linear_cross_entropy_partial_grad", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
     {"linear_cross_entropy_train", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
-    {"paged_attention", "paged_attention_test.cpp, cuda_paged_attention_test.cpp"},
 };
 
 TEST(KernelRegistry, EveryKernelHasAConformanceCase) {
