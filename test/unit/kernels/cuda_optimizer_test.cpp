@@ -1,7 +1,7 @@
 //===- cuda_optimizer_test.cpp - CUDA optimizer steps beyond conformance --===//
 //
 // adamw, adamw8bit and multi_tensor_adamw against the CPU are conformance
-// cases (optimizer_test.cpp, adam8bit_test.cpp). Here: the one-launch
+// cases (optimizer_test.cpp, adamw8bit_test.cpp). Here: the one-launch
 // update of a tensor list equals bit for bit the CUDA adamw and cast
 // kernels run tensor by tensor (the same device code per element), a
 // non-finite norm keeps the state, and binding errors match the CPU's.

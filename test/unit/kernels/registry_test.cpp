@@ -54,10 +54,6 @@ const std::map<std::string, std::string> kHandWrittenConformance = {
     {"attention_packed_grad", "attention_test.cpp, cuda_attention_test.cpp"},
     {"attention_rope", "attention_test.cpp, cuda_attention_test.cpp"},
     {"attention_rope_grad", "attention_test.cpp, cuda_attention_test.cpp"},
-    {"linear_cross_entropy", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
-    {"linear_cross_entropy_partial", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
-    {"linear_cross_entropy_partial_grad", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
-    {"linear_cross_entropy_train", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
 };
 
 TEST(KernelRegistry, EveryKernelHasAConformanceCase) {

@@ -1,4 +1,4 @@
-//===- adam8bit_test.cpp - the 8-bit AdamW state format and kernel --------===//
+//===- adamw8bit_test.cpp - the 8-bit AdamW state format and kernel -------===//
 //
 // The contract is common/Adam8bit.h. Tables and encoding are checked on
 // their own first (the fast Encoder must give encode()'s code for every
