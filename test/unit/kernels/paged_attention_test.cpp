@@ -1,10 +1,13 @@
 //===- paged_attention_test.cpp - kv_cache_write and paged_attention ------===//
 //
 // kv_cache_write moves bytes: its conformance cases (Conformance.h) compare
-// it exactly, in place and out of place, on both backends. paged_attention is compared
-// two ways, with the norm metric (outputs are weighted sums of many terms):
-//  - against the double reference, on pools filled with random values
-//    everywhere, so a kernel reading a slot no sequence owns shows;
+// it exactly, in place and out of place, on both backends. paged_attention
+// is compared two ways, with the norm metric (outputs are weighted sums of
+// many terms):
+//  - as conformance cases, against the double reference (and on a GPU
+//    CUDA against the CPU), on pools filled with random values
+//    everywhere, so a kernel reading a slot no sequence owns shows; and
+//    here with key ranges split over 1, 3 and 8 threads;
 //  - against the `attention` kernel, causal, on contiguous K/V: a sequence
 //    scattered by kv_cache_write into shuffled pages and attended at its
 //    positions 0..L−1 must give causal attention's rows (1e-5 in f32), and
