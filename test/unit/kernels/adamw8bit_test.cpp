@@ -3,8 +3,9 @@
 // The contract is common/Adam8bit.h. Tables and encoding are checked on
 // their own first (the fast Encoder must give encode()'s code for every
 // float). The kernel is then compared two ways:
-//  - as conformance cases (Conformance.h), against the double reference, which decides codes on the exact ratio
-//    m'/absmax'. The kernel decides on its fp32 ratio, so next to a
+//  - as conformance cases (Conformance.h), against the double reference,
+//    which decides codes on the exact ratio m'/absmax'. The kernel
+//    decides on its fp32 ratio, so next to a
 //    midpoint between two entries it may take the other one. That is not
 //    rare: the entries are midpoints of regular grids, so ratios of values
 //    with few mantissa bits (bf16 gradients on a fresh state) often fall
@@ -261,8 +262,8 @@ RefTensor decodeState(const std::array<float, 256> &table, const RefTensor &code
                       const RefTensor &absmax) {
   RefTensor x = RefTensor::zeros(codes.shape);
   for (int64_t i = 0; i < codes.numel(); ++i)
-    x.data[i] = table[static_cast<size_t>(codes.data[i])] *
-                static_cast<float>(absmax.data[i / kBlock]);
+    x.data[i] =
+        table[static_cast<size_t>(codes.data[i])] * static_cast<float>(absmax.data[i / kBlock]);
   return x;
 }
 
@@ -284,8 +285,7 @@ RefTensor decodeState(const std::array<float, 256> &table, const RefTensor &code
   const RefTensor &g = in[1];
   RefTensor mMagnitude = RefTensor::zeros(s.shape), vMagnitude = RefTensor::zeros(s.shape);
   for (int64_t i = 0; i < g.numel(); ++i) {
-    mMagnitude.data[i] =
-        std::abs(mOld.data[i]) + std::abs(g.data[i]) + std::abs(exact[1].data[i]);
+    mMagnitude.data[i] = std::abs(mOld.data[i]) + std::abs(g.data[i]) + std::abs(exact[1].data[i]);
     vMagnitude.data[i] = vOld.data[i] + g.data[i] * g.data[i] + exact[2].data[i];
   }
   auto bytes = [](const RefTensor &codes) {
@@ -293,10 +293,12 @@ RefTensor decodeState(const std::array<float, 256> &table, const RefTensor &code
   };
   ::testing::AssertionResult m =
       codesNearest(mTable, bytes(got[1]), want[1], exact[1], want[2], mMagnitude);
-  if (!m) return m << " (m codes)";
+  if (!m)
+    return m << " (m codes)";
   ::testing::AssertionResult v =
       codesNearest(vTable, bytes(got[3]), want[3], exact[2], want[4], vMagnitude);
-  if (!v) return v << " (v codes)";
+  if (!v)
+    return v << " (v codes)";
   return ::testing::AssertionSuccess();
 }
 
@@ -304,11 +306,10 @@ RefTensor decodeState(const std::array<float, 256> &table, const RefTensor &code
 /// moments' absmax' are fp32 whatever the parameter dtype (1e-6; by norm
 /// where the setting says so: a block of one element, the last of 2049,
 /// holds a single m', which β1·m + (1−β1)·g can cancel to far below the
-/// terms whose rounding it carries); the codes by codesAreNearest. CUDA against the CPU: the same, the codes
-/// exactly (integers): both backends run the same float operations per
-/// element, so a code could only differ if m'/absmax' landed within an ulp
-/// of a decision threshold *and* the two backends' constants differed in
-/// their last bit.
+/// terms whose rounding it carries); the codes by codesAreNearest. CUDA against the CPU: the same,
+/// the codes exactly (integers): both backends run the same float operations per element, so a code
+/// could only differ if m'/absmax' landed within an ulp of a decision threshold *and* the two
+/// backends' constants differed in their last bit.
 ConformanceCase adamw8bitCase(DType dtype, const Adam8bitSetting &s, uint64_t seed) {
   std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(s.shape) + "_step" +
                       std::to_string(static_cast<int>(s.step)) + "_clip" +
@@ -349,8 +350,8 @@ ConformanceCase adamw8bitCase(DType dtype, const Adam8bitSetting &s, uint64_t se
             k.reference = [s](const std::vector<RefTensor> &in) {
               double norm = s.withNorm ? in[8].data[0] : 0.0;
               return ref::adamw8bit(in[0], in[1], in[2], in[3], in[4], in[5], in[6].data[0],
-                                    in[7].data[0], s.withNorm ? &norm : nullptr, 0.9, s.beta2,
-                                    1e-8, 0.1, s.maxGradNorm);
+                                    in[7].data[0], s.withNorm ? &norm : nullptr, 0.9, s.beta2, 1e-8,
+                                    0.1, s.maxGradNorm);
             };
             const double codes = std::numeric_limits<double>::infinity();
             k.tolerances = {tolerance(dtype), codes, 1e-6, codes, 1e-6};
@@ -376,24 +377,19 @@ std::vector<ConformanceCase> adamw8bitCases() {
   uint64_t seed = 8100;
   for (DType dtype : kFloatTypes)
     for (const auto &shape : shapes)
-      for (const Adam8bitSetting &s : {Adam8bitSetting{shape, 3e-3, 1, 0.95, 1.0, true, -1,
-                                                       false, true},
-                                       Adam8bitSetting{shape, 3e-3, 10, 0.95, 1.0, true, -1,
-                                                       true, false},
-                                       Adam8bitSetting{shape, 3e-3, 3, 0.95, 0.0, true, -1,
-                                                       false, false},
-                                       Adam8bitSetting{shape, 3e-3, 7, 0.95, 1.0, false, -1,
-                                                       true, false},
-                                       Adam8bitSetting{shape, 3e-3, 2, 0.95, 100.0, true, -1,
-                                                       false, true}})
+      for (const Adam8bitSetting &s :
+           {Adam8bitSetting{shape, 3e-3, 1, 0.95, 1.0, true, -1, false, true},
+            Adam8bitSetting{shape, 3e-3, 10, 0.95, 1.0, true, -1, true, false},
+            Adam8bitSetting{shape, 3e-3, 3, 0.95, 0.0, true, -1, false, false},
+            Adam8bitSetting{shape, 3e-3, 7, 0.95, 1.0, false, -1, true, false},
+            Adam8bitSetting{shape, 3e-3, 2, 0.95, 100.0, true, -1, false, true}})
         cases.push_back(adamw8bitCase(dtype, s, seed += 8));
-  const std::vector<std::vector<int64_t>> wide = {{1},    {7},        {3, 129},  {2047},
+  const std::vector<std::vector<int64_t>> wide = {{1},    {7},        {3, 129},   {2047},
                                                   {2049}, {37, 1000}, {768, 3072}};
   seed = 10400;
   for (DType dtype : kFloatTypes)
     for (const auto &shape : wide) {
-      Adam8bitSetting plain = {shape, 1e-3, 25, 0.999, 0.0, false, 0, false, false,
-                               Metric::Norm};
+      Adam8bitSetting plain = {shape, 1e-3, 25, 0.999, 0.0, false, 0, false, false, Metric::Norm};
       Adam8bitSetting clipped = plain, inPlace = plain, fresh = plain;
       clipped.maxGradNorm = 1.0, clipped.withNorm = true, clipped.norm = 7.0;
       inPlace.inPlace = true;

@@ -40,14 +40,13 @@ struct ProgramCase {
 };
 
 ConformanceCase programCase(const ProgramCase &c) {
-  return {"fused_elementwise",
-          c.label + "_" + dtypeName(c.dtype) + "_" + shapeLabel(c.shape), [c] {
+  return {"fused_elementwise", c.label + "_" + dtypeName(c.dtype) + "_" + shapeLabel(c.shape), [c] {
             KernelCall k;
             uint64_t seed = c.seed;
             for (const auto &[scale, row] : c.inputs)
-              k.input(randomTensor(row ? std::vector<int64_t>{c.shape.back()} : c.shape, ++seed,
-                                   scale),
-                      c.dtype);
+              k.input(
+                  randomTensor(row ? std::vector<int64_t>{c.shape.back()} : c.shape, ++seed, scale),
+                  c.dtype);
             for (DType result : c.results) k.output(result, c.shape);
             k.attrs = c.program.attrs();
             if (!c.global.empty()) {
@@ -75,8 +74,17 @@ ProgramCase addBias(DType t, const std::vector<int64_t> &shape, uint64_t seed) {
   int64_t sum = p.emit(Opcode::Add, t, r0, r1);
   int64_t rb = p.emit(Opcode::Load, t, 2);
   p.yields = {p.emit(Opcode::Add, t, sum, rb), sum, p.emit(Opcode::Cast, DType::F32, sum)};
-  return {"add_bias", t, shape, {{1.0, false}, {1.0, false}, {1.0, true}},
-          {t, t, DType::F32}, p, 1, {}, {}, 0.0, seed};
+  return {"add_bias",
+          t,
+          shape,
+          {{1.0, false}, {1.0, false}, {1.0, true}},
+          {t, t, DType::F32},
+          p,
+          1,
+          {},
+          {},
+          0.0,
+          seed};
 }
 
 /// res + dropout(scale(gelu_grad(x, dy))) and the dropout alone, swiglu,
@@ -92,14 +100,21 @@ ProgramCase activations(DType t, const std::vector<int64_t> &shape, uint64_t see
   int64_t rs = p.emit(Opcode::Mul, t, rg, rf);
   int64_t rd = p.emit(Opcode::Dropout, t, rs, 17, ew::bitsOf(0.25));
   int64_t rres = p.emit(Opcode::Load, t, 3);
-  p.yields = {p.emit(Opcode::Add, t, rres, rd),
-              rd,
-              p.emit(Opcode::Swiglu, t, rx, ru),
-              p.emit(Opcode::SwigluGradGate, t, rx, ru, rdy),
-              p.emit(Opcode::SwigluGradUp, t, rx, rdy),
-              p.emit(Opcode::SiluGrad, t, rx, rdy)};
-  return {"activations", t, shape, {{2.5, false}, {1.0, false}, {1.0, false}, {1.0, false}},
-          std::vector<DType>(6, t), p, 5, {}, {}, tolerance(t), seed};
+  p.yields = {
+      p.emit(Opcode::Add, t, rres, rd),         rd,
+      p.emit(Opcode::Swiglu, t, rx, ru),        p.emit(Opcode::SwigluGradGate, t, rx, ru, rdy),
+      p.emit(Opcode::SwigluGradUp, t, rx, rdy), p.emit(Opcode::SiluGrad, t, rx, rdy)};
+  return {"activations",
+          t,
+          shape,
+          {{2.5, false}, {1.0, false}, {1.0, false}, {1.0, false}},
+          std::vector<DType>(6, t),
+          p,
+          5,
+          {},
+          {},
+          tolerance(t),
+          seed};
 }
 
 /// res + dropout(x) on a piece of a global tensor placed by global_shape
@@ -146,8 +161,8 @@ std::vector<ConformanceCase> fusedElementwiseCases() {
     for (int64_t a = 0; a < 2; ++a)
       for (int64_t b = 0; b < 3; ++b)
         for (int64_t c = 0; c < 2; ++c)
-          cases.push_back(programCase(
-              droppedPiece(t, local, global, {a * 2, b * 2, c * 17}, 9, 4, seed += 8)));
+          cases.push_back(
+              programCase(droppedPiece(t, local, global, {a * 2, b * 2, c * 17}, 9, 4, seed += 8)));
     cases.push_back(
         programCase(droppedPiece(t, {2, 3, 33}, {2, 8, 33}, {0, 3, 0}, 23, 6, seed += 8)));
     cases.push_back(

@@ -99,29 +99,37 @@ ConformanceCase headCase(const std::string &kernel, const HeadSetting &s, uint64
             std::vector<int64_t> wShape = s.transposeB ? std::vector<int64_t>{s.vocab, s.width}
                                                        : std::vector<int64_t>{s.width, s.vocab};
             RefTensor targets = randomIds(s.rows, seed + 3, 0, s.vocab);
-            if (s.ignoreOne) targets.data[s.cpuTargets ? 1 : 3] = s.cpuTargets ? -100 : -1;
+            if (s.ignoreOne)
+              targets.data[s.cpuTargets ? 1 : 3] = s.cpuTargets ? -100 : -1;
             const int64_t rows = targets.numel();
             k.input(randomTensor(hShape, seed + 1), s.dtype);
             k.input(randomTensor(wShape, seed + 2, s.wScale), s.dtype);
             k.input(targets, s.cpuTargets ? DType::I64 : DType::I32);
-            if (train) k.input(RefTensor{{}, {0.7}}, DType::F32);
+            if (train)
+              k.input(RefTensor{{}, {0.7}}, DType::F32);
             k.output(DType::F32, {});
-            if (train) k.output(s.dtype, hShape);
-            if (train && !frozen) k.output(s.dtype, wShape);
+            if (train)
+              k.output(s.dtype, hShape);
+            if (train && !frozen)
+              k.output(s.dtype, wShape);
             const std::vector<int64_t> scratch =
                 k.buffers[k.output(headScratch(rows, s.width, std::min(s.chunk, rows), s.vocab,
                                                s.dtype, train && !frozen))]
                     .shape;
             k.attrs = attrs({}, {{"chunk_rows", s.chunk}, {"transpose_b", s.transposeB}});
-            if (s.cpuTargets) k.attrs.setInt("ignore_index", -100);
-            if (frozen) k.attrs.setInt("frozen_weight", 1);
+            if (s.cpuTargets)
+              k.attrs.setInt("ignore_index", -100);
+            if (frozen)
+              k.attrs.setInt("frozen_weight", 1);
             const int64_t ignore = s.cpuTargets ? -100 : -1;
             k.reference = [s, train, frozen, ignore, scratch](const std::vector<RefTensor> &in) {
               const double dloss = 0.7;
               std::vector<RefTensor> r = ref::linearCrossEntropy(in[0], in[1], in[2], s.transposeB,
                                                                  ignore, train ? &dloss : nullptr);
-              if (!train) r.resize(1);
-              if (frozen) r.resize(2);
+              if (!train)
+                r.resize(1);
+              if (frozen)
+                r.resize(2);
               r.push_back(RefTensor::zeros(scratch)); // unspecified: not compared
               return r;
             };
@@ -133,7 +141,8 @@ ConformanceCase headCase(const std::string &kernel, const HeadSetting &s, uint64
             k.metrics[0] = Metric::Elementwise;
             k.cudaMetric = Metric::Norm;
             k.cudaTolerances.assign(k.outputs.size(), tol);
-            if (half) k.cudaTolerances[0] = 1e-3, k.cudaTolerances.back() = unchecked;
+            if (half)
+              k.cudaTolerances[0] = 1e-3, k.cudaTolerances.back() = unchecked;
             return k;
           }};
 }
@@ -145,8 +154,8 @@ ConformanceCase headCase(const std::string &kernel, const HeadSetting &s, uint64
 std::vector<ConformanceCase> headCases() {
   std::vector<HeadSetting> settings;
   for (const HeadCase &c : kHeads) {
-    const int64_t rows = std::accumulate(c.rows.begin(), c.rows.end(), int64_t{1},
-                                         std::multiplies<int64_t>());
+    const int64_t rows =
+        std::accumulate(c.rows.begin(), c.rows.end(), int64_t{1}, std::multiplies<int64_t>());
     for (int64_t chunk : {int64_t{1}, int64_t{4}, rows - 1, rows})
       settings.push_back({DType::F32, c.rows, c.width, c.vocab, c.transposeB, chunk, 0.5, true});
   }
@@ -197,7 +206,8 @@ ConformanceCase shardCase(const std::string &kernel, DType dtype, int64_t rank, 
               k.input(randomTensor({4, 16}, seed + 5, 1e-3), DType::F32);
               k.input(randomTensor({4, 16}, seed + 6, 1e-2), DType::F32);
               k.output(dtype, {4, 16, width});
-              if (!frozen) k.output(dtype, {shard, width});
+              if (!frozen)
+                k.output(dtype, {shard, width});
               k.output(headScratch(64, width, chunk, shard, dtype, !frozen));
             } else {
               for (int stat = 0; stat < 3; ++stat) k.output(DType::F32, {4, 16});
@@ -207,7 +217,8 @@ ConformanceCase shardCase(const std::string &kernel, DType dtype, int64_t rank, 
                                  {"transpose_b", 1},
                                  {"class_offset", rank * shard},
                                  {"num_classes", vocab}});
-            if (frozen) k.attrs.setInt("frozen_weight", 1);
+            if (frozen)
+              k.attrs.setInt("frozen_weight", 1);
             const std::vector<int64_t> scratch = k.buffers.back().shape;
             k.reference = [=](const std::vector<RefTensor> &in) {
               std::vector<RefTensor> r =
@@ -215,7 +226,8 @@ ConformanceCase shardCase(const std::string &kernel, DType dtype, int64_t rank, 
                                                             in[5], true, rank * shard, vocab, -1)
                        : ref::linearCrossEntropyPartial(in[0], in[1], in[2], true, rank * shard,
                                                         vocab, -1);
-              if (frozen) r.resize(1);
+              if (frozen)
+                r.resize(1);
               r.push_back(RefTensor::zeros(scratch)); // unspecified: not compared
               return r;
             };
@@ -237,8 +249,8 @@ std::vector<ConformanceCase> shardCases() {
         cases.push_back(
             shardCase("linear_cross_entropy_partial", dtype, rank, chunk, false, seed += 8));
         for (bool frozen : {false, true})
-          cases.push_back(shardCase("linear_cross_entropy_partial_grad", dtype, rank, chunk,
-                                    frozen, seed));
+          cases.push_back(
+              shardCase("linear_cross_entropy_partial_grad", dtype, rank, chunk, frozen, seed));
       }
   return cases;
 }

@@ -111,38 +111,37 @@ ConformanceCase adamwCase(DType dtype, const AdamWSetting &s, uint64_t seed) {
                       std::to_string(static_cast<int>(s.maxGradNorm)) +
                       (s.withNorm ? "_norm" : "") + (s.inPlace ? "_in_place" : "") + "_b" +
                       std::to_string(static_cast<int>(s.beta2 * 1000));
-  return {"adamw", label, [=] {
-            KernelCall k;
-            RefTensor g = roundTo(randomTensor(s.shape, seed + 2, 0.3), dtype);
-            RefTensor v = randomTensor(s.shape, seed + 4, s.vScale);
-            for (double &x : v.data) x = s.vSquared ? x * x : std::abs(x);
-            size_t p = k.input(randomTensor(s.shape, seed + 1), dtype);
-            k.input(g, dtype);
-            size_t m = k.input(randomTensor(s.shape, seed + 3, s.mScale), dtype);
-            size_t vi = k.input(v, dtype);
-            k.input(RefTensor{{}, {s.lr}}, DType::F32);
-            k.input(RefTensor{{}, {s.step}}, DType::F32);
-            if (s.withNorm) // the kernel sees an f32 scalar
-              k.input(RefTensor{{}, {s.norm < 0 ? ref::globalNorm({g}).data[0] : s.norm}},
-                      DType::F32);
-            if (s.inPlace)
-              k.outputs.insert(k.outputs.end(), {p, m, vi});
-            else
-              for (int i = 0; i < 3; ++i) k.output(dtype, s.shape);
-            k.attrs = attrs({{"beta1", 0.9},
-                             {"beta2", s.beta2},
-                             {"epsilon", 1e-8},
-                             {"weight_decay", 0.1},
-                             {"max_grad_norm", s.maxGradNorm}});
-            k.reference = [s](const std::vector<RefTensor> &in) {
-              double norm = s.withNorm ? in[6].data[0] : 0.0;
-              return ref::adamw(in[0], in[1], in[2], in[3], in[4].data[0], in[5].data[0],
-                                s.withNorm ? &norm : nullptr, 0.9, s.beta2, 1e-8, 0.1,
-                                s.maxGradNorm);
-            };
-            k.metrics = {Metric::Elementwise, Metric::Norm, Metric::Elementwise};
-            return k;
-          }};
+  return {
+      "adamw", label, [=] {
+        KernelCall k;
+        RefTensor g = roundTo(randomTensor(s.shape, seed + 2, 0.3), dtype);
+        RefTensor v = randomTensor(s.shape, seed + 4, s.vScale);
+        for (double &x : v.data) x = s.vSquared ? x * x : std::abs(x);
+        size_t p = k.input(randomTensor(s.shape, seed + 1), dtype);
+        k.input(g, dtype);
+        size_t m = k.input(randomTensor(s.shape, seed + 3, s.mScale), dtype);
+        size_t vi = k.input(v, dtype);
+        k.input(RefTensor{{}, {s.lr}}, DType::F32);
+        k.input(RefTensor{{}, {s.step}}, DType::F32);
+        if (s.withNorm) // the kernel sees an f32 scalar
+          k.input(RefTensor{{}, {s.norm < 0 ? ref::globalNorm({g}).data[0] : s.norm}}, DType::F32);
+        if (s.inPlace)
+          k.outputs.insert(k.outputs.end(), {p, m, vi});
+        else
+          for (int i = 0; i < 3; ++i) k.output(dtype, s.shape);
+        k.attrs = attrs({{"beta1", 0.9},
+                         {"beta2", s.beta2},
+                         {"epsilon", 1e-8},
+                         {"weight_decay", 0.1},
+                         {"max_grad_norm", s.maxGradNorm}});
+        k.reference = [s](const std::vector<RefTensor> &in) {
+          double norm = s.withNorm ? in[6].data[0] : 0.0;
+          return ref::adamw(in[0], in[1], in[2], in[3], in[4].data[0], in[5].data[0],
+                            s.withNorm ? &norm : nullptr, 0.9, s.beta2, 1e-8, 0.1, s.maxGradNorm);
+        };
+        k.metrics = {Metric::Elementwise, Metric::Norm, Metric::Elementwise};
+        return k;
+      }};
 }
 
 /// Clipping on, off and not binding (a norm below max_grad_norm), with and
@@ -160,7 +159,7 @@ std::vector<ConformanceCase> adamwCases() {
   uint64_t seed = 820;
   for (DType dtype : kFloatTypes)
     for (const AdamWSetting &s : small) cases.push_back(adamwCase(dtype, s, seed += 8));
-  const std::vector<std::vector<int64_t>> shapes = {{1},    {7},        {3, 129},  {2047},
+  const std::vector<std::vector<int64_t>> shapes = {{1},    {7},        {3, 129},   {2047},
                                                     {2049}, {37, 1000}, {768, 3072}};
   seed = 10300;
   for (DType dtype : kFloatTypes)
@@ -423,62 +422,66 @@ struct MultiSetting {
 ConformanceCase multiTensorAdamwCase(const MultiSetting &s, int variant, uint64_t seed) {
   static const char *const kVariants[] = {"norm", "no_norm", "loss_scale", "in_place"};
   const bool withNorm = variant != 1, withScale = variant == 2, inPlace = variant == 3;
-  return {"multi_tensor_adamw", s.label + "_" + kVariants[variant], [=] {
-            KernelCall k;
-            const size_t n = s.specs.size();
-            std::vector<int64_t> decay, castOf;
-            std::vector<size_t> p, m, v;
-            for (size_t i = 0; i < n; ++i)
-              p.push_back(k.input(randomTensor(s.specs[i].shape, seed + 4 * i + 1),
-                                  s.specs[i].param));
-            for (size_t i = 0; i < n; ++i)
-              k.input(randomTensor(s.specs[i].shape, seed + 4 * i + 2, s.gScale), s.specs[i].grad);
-            for (size_t i = 0; i < n; ++i)
-              m.push_back(k.input(randomTensor(s.specs[i].shape, seed + 4 * i + 3, s.mScale),
-                                  s.specs[i].param));
-            for (size_t i = 0; i < n; ++i) {
-              RefTensor values = randomTensor(s.specs[i].shape, seed + 4 * i + 4, s.vScale);
-              for (double &x : values.data) x = s.vSquared ? x * x : std::abs(x);
-              v.push_back(k.input(values, s.specs[i].param));
-              decay.push_back(s.specs[i].decay ? 1 : 0);
-              if (s.specs[i].castTo) castOf.push_back(static_cast<int64_t>(i));
-            }
-            k.input(RefTensor{{}, {s.lr}}, DType::F32);
-            k.input(RefTensor{{}, {s.step}}, DType::F32);
-            if (withNorm) k.input(RefTensor{{}, {s.norm}}, DType::F32);
-            if (withScale) k.input(RefTensor{{}, {s.lossScale}}, DType::F32);
-            for (const std::vector<size_t> *state : {&p, &m, &v})
-              for (size_t i = 0; i < n; ++i)
-                if (inPlace)
-                  k.outputs.push_back((*state)[i]);
-                else
-                  k.output(s.specs[i].param, s.specs[i].shape);
-            for (const TensorSpec &t : s.specs)
-              if (t.castTo) k.output(*t.castTo, t.shape);
-            k.attrs = attrs({{"beta1", 0.9},
-                             {"beta2", s.beta2},
-                             {"epsilon", 1e-8},
-                             {"weight_decay", 0.1},
-                             {"max_grad_norm", 1.0}});
-            k.attrs.setInts("decay", decay);
-            k.attrs.setInts("cast_of", castOf);
-            const int64_t count = static_cast<int64_t>(n);
-            k.attrs.setInts("operand_segments", {count, count, count, count, 1, 1,
-                                                 withNorm ? 1 : 0, withScale ? 1 : 0});
-            k.reference = [=](const std::vector<RefTensor> &in) {
-              auto list = [&](size_t first) {
-                return std::vector<RefTensor>(in.begin() + first * n, in.begin() + (first + 1) * n);
-              };
-              double norm = withNorm ? in[4 * n + 2].data[0] : 0.0;
-              double lossScale = withScale ? in[4 * n + 3].data[0] : 1.0;
-              return ref::multiTensorAdamw(list(0), list(1), list(2), list(3), in[4 * n].data[0],
-                                           in[4 * n + 1].data[0], withNorm ? &norm : nullptr, 0.9,
-                                           s.beta2, 1e-8, 0.1, 1.0, lossScale, decay, castOf);
-            };
-            k.metrics.assign(k.outputs.size(), Metric::Elementwise);
-            std::fill(k.metrics.begin() + n, k.metrics.begin() + 2 * n, Metric::Norm);
-            return k;
-          }};
+  return {
+      "multi_tensor_adamw", s.label + "_" + kVariants[variant], [=] {
+        KernelCall k;
+        const size_t n = s.specs.size();
+        std::vector<int64_t> decay, castOf;
+        std::vector<size_t> p, m, v;
+        for (size_t i = 0; i < n; ++i)
+          p.push_back(k.input(randomTensor(s.specs[i].shape, seed + 4 * i + 1), s.specs[i].param));
+        for (size_t i = 0; i < n; ++i)
+          k.input(randomTensor(s.specs[i].shape, seed + 4 * i + 2, s.gScale), s.specs[i].grad);
+        for (size_t i = 0; i < n; ++i)
+          m.push_back(k.input(randomTensor(s.specs[i].shape, seed + 4 * i + 3, s.mScale),
+                              s.specs[i].param));
+        for (size_t i = 0; i < n; ++i) {
+          RefTensor values = randomTensor(s.specs[i].shape, seed + 4 * i + 4, s.vScale);
+          for (double &x : values.data) x = s.vSquared ? x * x : std::abs(x);
+          v.push_back(k.input(values, s.specs[i].param));
+          decay.push_back(s.specs[i].decay ? 1 : 0);
+          if (s.specs[i].castTo)
+            castOf.push_back(static_cast<int64_t>(i));
+        }
+        k.input(RefTensor{{}, {s.lr}}, DType::F32);
+        k.input(RefTensor{{}, {s.step}}, DType::F32);
+        if (withNorm)
+          k.input(RefTensor{{}, {s.norm}}, DType::F32);
+        if (withScale)
+          k.input(RefTensor{{}, {s.lossScale}}, DType::F32);
+        for (const std::vector<size_t> *state : {&p, &m, &v})
+          for (size_t i = 0; i < n; ++i)
+            if (inPlace)
+              k.outputs.push_back((*state)[i]);
+            else
+              k.output(s.specs[i].param, s.specs[i].shape);
+        for (const TensorSpec &t : s.specs)
+          if (t.castTo)
+            k.output(*t.castTo, t.shape);
+        k.attrs = attrs({{"beta1", 0.9},
+                         {"beta2", s.beta2},
+                         {"epsilon", 1e-8},
+                         {"weight_decay", 0.1},
+                         {"max_grad_norm", 1.0}});
+        k.attrs.setInts("decay", decay);
+        k.attrs.setInts("cast_of", castOf);
+        const int64_t count = static_cast<int64_t>(n);
+        k.attrs.setInts("operand_segments",
+                        {count, count, count, count, 1, 1, withNorm ? 1 : 0, withScale ? 1 : 0});
+        k.reference = [=](const std::vector<RefTensor> &in) {
+          auto list = [&](size_t first) {
+            return std::vector<RefTensor>(in.begin() + first * n, in.begin() + (first + 1) * n);
+          };
+          double norm = withNorm ? in[4 * n + 2].data[0] : 0.0;
+          double lossScale = withScale ? in[4 * n + 3].data[0] : 1.0;
+          return ref::multiTensorAdamw(list(0), list(1), list(2), list(3), in[4 * n].data[0],
+                                       in[4 * n + 1].data[0], withNorm ? &norm : nullptr, 0.9,
+                                       s.beta2, 1e-8, 0.1, 1.0, lossScale, decay, castOf);
+        };
+        k.metrics.assign(k.outputs.size(), Metric::Elementwise);
+        std::fill(k.metrics.begin() + n, k.metrics.begin() + 2 * n, Metric::Norm);
+        return k;
+      }};
 }
 
 /// Each setting with a norm, without, with a loss scale, and in place.

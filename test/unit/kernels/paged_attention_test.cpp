@@ -509,22 +509,22 @@ ConformanceCase pagedCase(const PagedLayout &l, DType qType, DType cacheType, DT
 /// and 128 (fast) and 7, 32, 80, 256 (generic), groups of 2, 4 and 8 (two
 /// rounds of a block's 4 warps), pages of 1, 5 and 16 tokens.
 const std::vector<PagedCase> kCudaPathCases = {
-    {{1, 17, 40}, 1, 8, 2, 64, 16},   // decode, three sequences
+    {{1, 17, 40}, 1, 8, 2, 64, 16}, // decode, three sequences
     {{1, 17, 40}, 40, 8, 2, 128, 16}, // prefill with padding
-    {{300, 129}, 1, 32, 4, 128, 16},  // decode, group of 8: two warp rounds
-    {{300}, 16, 4, 1, 64, 16},        // MQA, a chunk part way into the context
-    {{77}, 77, 4, 4, 128, 5},         // multi-head, pages of 5
-    {{45, 3}, 2, 6, 2, 80, 16},       // generic head dims from here (and kCases' 32)
+    {{300, 129}, 1, 32, 4, 128, 16}, // decode, group of 8: two warp rounds
+    {{300}, 16, 4, 1, 64, 16}, // MQA, a chunk part way into the context
+    {{77}, 77, 4, 4, 128, 5}, // multi-head, pages of 5
+    {{45, 3}, 2, 6, 2, 80, 16}, // generic head dims from here (and kCases' 32)
     {{20}, 20, 2, 1, 7, 1}, // pages of one token
     {{70}, 1, 4, 4, 256, 16},
 };
 
 /// Narrow pools on both head-dim paths, MHA, GQA and MQA (beside kCases).
 const std::vector<PagedCase> kCudaNarrowCases = {
-    {{1, 17, 40}, 1, 8, 2, 64, 16},   // decode, GQA
+    {{1, 17, 40}, 1, 8, 2, 64, 16}, // decode, GQA
     {{1, 17, 40}, 40, 8, 2, 128, 16}, // prefill with padding
-    {{300}, 16, 4, 1, 64, 16},        // MQA, a chunk part way into the context
-    {{45, 3}, 2, 6, 6, 80, 5},        // multi-head, generic D, pages of 5
+    {{300}, 16, 4, 1, 64, 16}, // MQA, a chunk part way into the context
+    {{45, 3}, 2, 6, 6, 80, 5}, // multi-head, generic D, pages of 5
 };
 
 double scaleOf(const PagedCase &c) { return 1.0 / std::sqrt(static_cast<double>(c.d)); }
