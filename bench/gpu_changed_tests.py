@@ -35,7 +35,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = re.compile(r"^(common/HostDevice\.h|kernels/(Kernel\.h|Registry\.cpp|Tensor\.(h|cpp)|Validator\.(h|cpp)|CMakeLists\.txt)"
                     r"|kernels/cuda/(Device\.(cu|h)|Common\.cuh|BindScratch\.h|CMakeLists\.txt)"
-                    r"|test/unit/kernels/(CudaConformance|KernelTest)\.(h|cpp)|test/unit/kernels/CMakeLists\.txt)$")
+                    r"|test/unit/kernels/(Conformance|CudaConformance|KernelTest)\.(h|cpp)|test/unit/kernels/CMakeLists\.txt)$")
 REGISTER = re.compile(r'LLMC_REGISTER_KERNEL\(\s*(?:CPU|CUDA)\s*,\s*"([a-z0-9_]+)"')
 TEST_START = re.compile(r"^TEST(?:_F|_P)?\((\w+),\s*(\w+)\)", re.M)
 CONFORMANCE = re.compile(r"^LLMC_CONFORMANCE_CASES\((\w+),", re.M)

@@ -49,12 +49,25 @@ struct KernelCall {
   ReferenceFn reference;
   /// Against the reference: the metric and a tolerance per output (one
   /// value applies to all; empty: tolerance() of each output's dtype; an
-  /// infinite one skips an output the kernel leaves unspecified).
+  /// infinite one skips an output the kernel leaves unspecified, or one
+  /// that `check` judges). `metrics` names one per output where they
+  /// differ (an update whose outputs are maps and sums that can cancel);
+  /// empty: `metric` for all.
   Metric metric = Metric::Elementwise;
+  std::vector<Metric> metrics;
   std::vector<double> tolerances;
   /// CUDA against the CPU: as above (empty: tolerance() of the dtype).
+  /// Integer outputs are always compared exactly.
   Metric cudaMetric = Metric::Elementwise;
+  std::vector<Metric> cudaMetrics;
   std::vector<double> cudaTolerances;
+  /// A further check of the CPU's outputs, for what no metric states (an
+  /// 8-bit code that must be the nearest table entry up to rounding):
+  /// given the stored inputs, the outputs and the reference's.
+  std::function<::testing::AssertionResult(const std::vector<RefTensor> &inputs,
+                                           const std::vector<RefTensor> &outputs,
+                                           const std::vector<RefTensor> &reference)>
+      check;
 
   /// Adds a buffer as the next input; returns its index.
   size_t input(Buffer b);

@@ -117,7 +117,8 @@ std::vector<RefTensor> expectCudaMatchesCpu(const std::string &name,
       EXPECT_TRUE(std::equal(got.data.begin(), got.data.end(), want.data.begin()))
           << name << " output " << i << " (integer) differs from the CPU";
     else
-      EXPECT_TRUE(closeTo(got, want, cmp.metric, tol)) << name << " output " << i;
+      EXPECT_TRUE(closeTo(got, want, i < cmp.metrics.size() ? cmp.metrics[i] : cmp.metric, tol))
+          << name << " output " << i;
     gpuOut.push_back(std::move(got));
   }
   return gpuOut;
@@ -153,7 +154,8 @@ bool runCudaConformance(const ConformanceCase &c, std::string &why) {
   for (size_t i : call.inputs) inputs.push_back(&call.buffers[i]);
   for (size_t i : call.outputs) outputs.push_back(&call.buffers[i]);
   expectCudaMatchesCpu(c.kernel, inputs, outputs, call.attrs,
-                       {call.cudaMetric, call.cudaTolerances}, call.step, call.keepOutputs);
+                       {call.cudaMetric, call.cudaTolerances, call.cudaMetrics}, call.step,
+                       call.keepOutputs);
   return true;
 }
 

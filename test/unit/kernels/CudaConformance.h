@@ -39,11 +39,13 @@ std::string missingGpuReason();
   } while (0)
 
 /// How outputs are compared; `tolerances` per output (one value applies to
-/// all; an infinite one skips an output the kernel leaves unspecified).
+/// all; an infinite one skips an output the kernel leaves unspecified),
+/// `metrics` per output where they differ (empty: `metric` for all).
 /// Integer outputs are always compared exactly.
 struct Comparison {
   Metric metric = Metric::Elementwise;
   std::vector<double> tolerances;
+  std::vector<Metric> metrics = {};
 };
 
 /// Runs `name` on both backends and compares every output. `outputs` hold

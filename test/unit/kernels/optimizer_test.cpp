@@ -1,14 +1,16 @@
 //===- optimizer_test.cpp - global_norm, adamw and multi_tensor_adamw -----===//
 //
-// global_norm is a conformance case (Conformance.h): one scalar. adamw: p'
-// and v' (a sum of positive terms) use the elementwise metric; m' = β1·m + (1−β1)·g can cancel, so
-// norm metric. A non-finite norm skips the step: the outputs are the inputs, bit for bit.
+// global_norm, adamw and multi_tensor_adamw are conformance cases
+// (Conformance.h). adamw: p' and v' (a sum of positive terms) use the
+// elementwise metric; m' = β1·m + (1−β1)·g can cancel, so norm metric. A
+// non-finite norm skips the step: the outputs are the inputs, bit for bit.
 // multi_tensor_adamw must be, bit for bit, the adamw kernel on each tensor
 // (after the cast kernel widening a bf16 gradient) and the cast kernel on
 // each updated master: the fusion changes no number of a training run.
 
 #include "Conformance.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -83,57 +85,96 @@ TEST(GlobalNormKernel, SquaredAndSqrtCombineShards) {
   EXPECT_CLOSE(root.toRef(), ref::globalNorm({a, b}), Metric::Elementwise, 1e-6);
 }
 
-struct AdamWCase {
-  double step, maxGradNorm;
-  bool withNorm, inPlace;
+/// One adamw call: the parameter's shape and the state's scales (v is
+/// positive: a square, or a magnitude), the step's scalars, whether a norm
+/// is given (`norm` < 0: the gradient's own) and whether p, m, v are
+/// updated in place.
+struct AdamWSetting {
+  std::vector<int64_t> shape;
+  double lr, step, beta2, maxGradNorm;
+  bool withNorm;
+  double norm;
+  bool inPlace;
+  double mScale, vScale;
+  bool vSquared;
 };
 
-TEST(AdamWKernel, MatchesReferenceWithClippingAndInPlace) {
-  const AdamWCase cases[] = {{1, 1.0, true, false},
-                             {10, 1.0, true, true},
-                             {3, 0.0, true, false},
-                             {7, 1.0, false, true},
-                             {2, 100.0, true, false}};
-  const double lr = 3e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, wd = 0.1;
+/// p' is a map of well-conditioned terms and v' a sum of positive ones
+/// (elementwise metric); m' = β1·m + (1−β1)·g can cancel (norm metric),
+/// all at the dtype's tolerance against the reference. Both backends run
+/// the same float operations per element (AdamWStep.cuh mirrors the CPU's
+/// fused multiply-adds), so CUDA's p', m', v' agree with the CPU's to the
+/// rounding of the step constants: elementwise, the dtype's tolerance.
+ConformanceCase adamwCase(DType dtype, const AdamWSetting &s, uint64_t seed) {
+  std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(s.shape) + "_step" +
+                      std::to_string(static_cast<int>(s.step)) + "_clip" +
+                      std::to_string(static_cast<int>(s.maxGradNorm)) +
+                      (s.withNorm ? "_norm" : "") + (s.inPlace ? "_in_place" : "") + "_b" +
+                      std::to_string(static_cast<int>(s.beta2 * 1000));
+  return {
+      "adamw", label, [=] {
+        KernelCall k;
+        RefTensor g = roundTo(randomTensor(s.shape, seed + 2, 0.3), dtype);
+        RefTensor v = randomTensor(s.shape, seed + 4, s.vScale);
+        for (double &x : v.data) x = s.vSquared ? x * x : std::abs(x);
+        size_t p = k.input(randomTensor(s.shape, seed + 1), dtype);
+        k.input(g, dtype);
+        size_t m = k.input(randomTensor(s.shape, seed + 3, s.mScale), dtype);
+        size_t vi = k.input(v, dtype);
+        k.input(RefTensor{{}, {s.lr}}, DType::F32);
+        k.input(RefTensor{{}, {s.step}}, DType::F32);
+        if (s.withNorm) // the kernel sees an f32 scalar
+          k.input(RefTensor{{}, {s.norm < 0 ? ref::globalNorm({g}).data[0] : s.norm}}, DType::F32);
+        if (s.inPlace)
+          k.outputs.insert(k.outputs.end(), {p, m, vi});
+        else
+          for (int i = 0; i < 3; ++i) k.output(dtype, s.shape);
+        k.attrs = attrs({{"beta1", 0.9},
+                         {"beta2", s.beta2},
+                         {"epsilon", 1e-8},
+                         {"weight_decay", 0.1},
+                         {"max_grad_norm", s.maxGradNorm}});
+        k.reference = [s](const std::vector<RefTensor> &in) {
+          double norm = s.withNorm ? in[6].data[0] : 0.0;
+          return ref::adamw(in[0], in[1], in[2], in[3], in[4].data[0], in[5].data[0],
+                            s.withNorm ? &norm : nullptr, 0.9, s.beta2, 1e-8, 0.1, s.maxGradNorm);
+        };
+        k.metrics = {Metric::Elementwise, Metric::Norm, Metric::Elementwise};
+        return k;
+      }};
+}
+
+/// Clipping on, off and not binding (a norm below max_grad_norm), with and
+/// without a norm input, first and later steps, in place and not, on a
+/// small parameter; then GPT-2-like state (β2 = 0.999, small moments) on
+/// sizes across the CUDA kernel's blocks, up to an MLP weight.
+std::vector<ConformanceCase> adamwCases() {
+  std::vector<ConformanceCase> cases;
+  const std::vector<AdamWSetting> small = {
+      {{33, 7}, 3e-3, 1, 0.95, 1.0, true, -1, false, 0.1, 0.1, true},
+      {{33, 7}, 3e-3, 10, 0.95, 1.0, true, -1, true, 0.1, 0.1, true},
+      {{33, 7}, 3e-3, 3, 0.95, 0.0, true, -1, false, 0.1, 0.1, true},
+      {{33, 7}, 3e-3, 7, 0.95, 1.0, false, -1, true, 0.1, 0.1, true},
+      {{33, 7}, 3e-3, 2, 0.95, 100.0, true, -1, false, 0.1, 0.1, true}};
   uint64_t seed = 820;
   for (DType dtype : kFloatTypes)
-    for (const AdamWCase &c : cases) {
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + " step " + std::to_string(c.step) +
-                   (c.withNorm ? " norm" : "") + (c.inPlace ? " in place" : ""));
-      std::vector<int64_t> shape = {33, 7};
-      RefTensor p = roundTo(randomTensor(shape, ++seed), dtype);
-      RefTensor g = roundTo(randomTensor(shape, ++seed, 0.3), dtype);
-      RefTensor m = roundTo(randomTensor(shape, ++seed, 0.1), dtype);
-      RefTensor root = randomTensor(shape, ++seed, 0.1);
-      RefTensor v = roundTo(ref::mul(root, root), dtype); // second moments are >= 0
-      double gradNorm = ref::globalNorm({g}).data[0];
-      Buffer pb = Buffer::of(p, dtype), gb = Buffer::of(g, dtype), mb = Buffer::of(m, dtype),
-             vb = Buffer::of(v, dtype);
-      Buffer lrb = Buffer::of(RefTensor{{}, {lr}}, DType::F32),
-             stepb = Buffer::of(RefTensor{{}, {c.step}}, DType::F32),
-             normb = Buffer::of(RefTensor{{}, {gradNorm}}, DType::F32);
-      Buffer p1(dtype, shape), m1(dtype, shape), v1(dtype, shape);
-      p1.poison(), m1.poison(), v1.poison();
-      std::vector<Buffer *> inputs = {&pb, &gb, &mb, &vb, &lrb, &stepb};
-      if (c.withNorm) inputs.push_back(&normb);
-      std::vector<Buffer *> outputs =
-          c.inPlace ? std::vector<Buffer *>{&pb, &mb, &vb} : std::vector<Buffer *>{&p1, &m1, &v1};
-      ASSERT_TRUE(runKernel("adamw", inputs, outputs,
-                            attrs({{"beta1", beta1},
-                                   {"beta2", beta2},
-                                   {"epsilon", eps},
-                                   {"weight_decay", wd},
-                                   {"max_grad_norm", c.maxGradNorm}})));
-      float normF = static_cast<float>(gradNorm); // the kernel sees an f32 scalar
-      double normSeen = normF;
-      std::vector<RefTensor> expected =
-          ref::adamw(p, g, m, v, lr, c.step, c.withNorm ? &normSeen : nullptr, beta1, beta2, eps,
-                     wd, c.maxGradNorm);
-      EXPECT_CLOSE(outputs[0]->toRef(), expected[0], Metric::Elementwise, tolerance(dtype));
-      EXPECT_CLOSE(outputs[1]->toRef(), expected[1], Metric::Norm, tolerance(dtype));
-      EXPECT_CLOSE(outputs[2]->toRef(), expected[2], Metric::Elementwise, tolerance(dtype));
+    for (const AdamWSetting &s : small) cases.push_back(adamwCase(dtype, s, seed += 8));
+  const std::vector<std::vector<int64_t>> shapes = {{1},    {7},        {3, 129},   {2047},
+                                                    {2049}, {37, 1000}, {768, 3072}};
+  seed = 10300;
+  for (DType dtype : kFloatTypes)
+    for (const auto &shape : shapes) {
+      AdamWSetting plain = {shape, 3e-4, 17, 0.999, 0.0, false, 0, false, 0.03, 1e-3, false};
+      AdamWSetting clipped = plain, inPlace = plain;
+      clipped.step = 1, clipped.maxGradNorm = 1.0, clipped.withNorm = true, clipped.norm = 4.5;
+      inPlace.inPlace = true;
+      for (const AdamWSetting &s : {plain, clipped, inPlace})
+        cases.push_back(adamwCase(dtype, s, seed += 8));
     }
+  return cases;
 }
+
+LLMC_CONFORMANCE_CASES(AdamW, adamwCases);
 
 TEST(AdamWKernel, NonFiniteNormKeepsEveryValueBitForBit) {
   const std::vector<int64_t> shape = {33, 7};
@@ -354,29 +395,109 @@ TEST(MultiTensorAdamWKernel, IsAdamWAndCastPerTensorBitForBit) {
     }
 }
 
-TEST(MultiTensorAdamWKernel, MatchesReference) {
-  MultiCall call(kMultiSpecs, 1300, 1.0);
-  std::vector<Buffer *> outputs = call.outputs(false);
-  ASSERT_TRUE(runKernel("multi_tensor_adamw", call.inputs(true, false), outputs, call.attrs));
-  std::vector<RefTensor> ps, gs, ms, vs;
-  for (size_t i = 0; i < kMultiSpecs.size(); ++i) {
-    ps.push_back(call.p[i].toRef()), gs.push_back(call.g[i].toRef());
-    ms.push_back(call.m[i].toRef()), vs.push_back(call.v[i].toRef());
-  }
-  double norm = 3.5;
-  std::vector<RefTensor> expected = ref::multiTensorAdamw(
-      ps, gs, ms, vs, 2e-3, 4, &norm, 0.9, 0.95, 1e-8, 0.1, 1.0, 1.0,
-      call.attrs.getInts("decay"), call.attrs.getInts("cast_of"));
-  ASSERT_EQ(expected.size(), outputs.size());
-  const size_t n = kMultiSpecs.size();
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    SCOPED_TRACE("output " + std::to_string(k));
-    DType dtype = outputs[k]->dtype;
-    // m' can cancel (norm metric); p', v' and the casts are elementwise.
-    Metric metric = k >= n && k < 2 * n ? Metric::Norm : Metric::Elementwise;
-    EXPECT_CLOSE(outputs[k]->toRef(), expected[k], metric, tolerance(dtype));
-  }
+/// Sizes across the CUDA kernel's chunks (16·256 elements) as well: a
+/// GPT-2 MLP weight among the dtype combinations.
+const std::vector<TensorSpec> kChunkSpecs = {
+    {{1}, DType::F32, DType::F32, DType::BF16, false},
+    {{33, 7}, DType::F32, DType::BF16, DType::BF16, true},
+    {{4097}, DType::F32, DType::F32, std::nullopt, true},
+    {{768, 3072}, DType::F32, DType::F32, DType::BF16, true},
+    {{5, 2049}, DType::F32, DType::F16, DType::F16, true},
+    {{129}, DType::BF16, DType::BF16, std::nullopt, false},
+    {{3, 3}, DType::F16, DType::F16, std::nullopt, true}};
+
+/// One multi_tensor_adamw call: its tensors, the state's scales (v is
+/// positive: a square, or a magnitude) and the step's scalars.
+struct MultiSetting {
+  std::string label;
+  std::vector<TensorSpec> specs;
+  double lr, step, beta2, norm, lossScale, gScale, mScale, vScale;
+  bool vSquared;
+};
+
+/// As adamw's cases, per tensor: p', v' and the casts elementwise, m'
+/// (which can cancel) by norm, at each output dtype's tolerance against
+/// the reference; CUDA elementwise at the dtype's tolerance against the
+/// CPU (the same per-element arithmetic as CUDA's adamw).
+ConformanceCase multiTensorAdamwCase(const MultiSetting &s, int variant, uint64_t seed) {
+  static const char *const kVariants[] = {"norm", "no_norm", "loss_scale", "in_place"};
+  const bool withNorm = variant != 1, withScale = variant == 2, inPlace = variant == 3;
+  return {
+      "multi_tensor_adamw", s.label + "_" + kVariants[variant], [=] {
+        KernelCall k;
+        const size_t n = s.specs.size();
+        std::vector<int64_t> decay, castOf;
+        std::vector<size_t> p, m, v;
+        for (size_t i = 0; i < n; ++i)
+          p.push_back(k.input(randomTensor(s.specs[i].shape, seed + 4 * i + 1), s.specs[i].param));
+        for (size_t i = 0; i < n; ++i)
+          k.input(randomTensor(s.specs[i].shape, seed + 4 * i + 2, s.gScale), s.specs[i].grad);
+        for (size_t i = 0; i < n; ++i)
+          m.push_back(k.input(randomTensor(s.specs[i].shape, seed + 4 * i + 3, s.mScale),
+                              s.specs[i].param));
+        for (size_t i = 0; i < n; ++i) {
+          RefTensor values = randomTensor(s.specs[i].shape, seed + 4 * i + 4, s.vScale);
+          for (double &x : values.data) x = s.vSquared ? x * x : std::abs(x);
+          v.push_back(k.input(values, s.specs[i].param));
+          decay.push_back(s.specs[i].decay ? 1 : 0);
+          if (s.specs[i].castTo)
+            castOf.push_back(static_cast<int64_t>(i));
+        }
+        k.input(RefTensor{{}, {s.lr}}, DType::F32);
+        k.input(RefTensor{{}, {s.step}}, DType::F32);
+        if (withNorm)
+          k.input(RefTensor{{}, {s.norm}}, DType::F32);
+        if (withScale)
+          k.input(RefTensor{{}, {s.lossScale}}, DType::F32);
+        for (const std::vector<size_t> *state : {&p, &m, &v})
+          for (size_t i = 0; i < n; ++i)
+            if (inPlace)
+              k.outputs.push_back((*state)[i]);
+            else
+              k.output(s.specs[i].param, s.specs[i].shape);
+        for (const TensorSpec &t : s.specs)
+          if (t.castTo)
+            k.output(*t.castTo, t.shape);
+        k.attrs = attrs({{"beta1", 0.9},
+                         {"beta2", s.beta2},
+                         {"epsilon", 1e-8},
+                         {"weight_decay", 0.1},
+                         {"max_grad_norm", 1.0}});
+        k.attrs.setInts("decay", decay);
+        k.attrs.setInts("cast_of", castOf);
+        const int64_t count = static_cast<int64_t>(n);
+        k.attrs.setInts("operand_segments",
+                        {count, count, count, count, 1, 1, withNorm ? 1 : 0, withScale ? 1 : 0});
+        k.reference = [=](const std::vector<RefTensor> &in) {
+          auto list = [&](size_t first) {
+            return std::vector<RefTensor>(in.begin() + first * n, in.begin() + (first + 1) * n);
+          };
+          double norm = withNorm ? in[4 * n + 2].data[0] : 0.0;
+          double lossScale = withScale ? in[4 * n + 3].data[0] : 1.0;
+          return ref::multiTensorAdamw(list(0), list(1), list(2), list(3), in[4 * n].data[0],
+                                       in[4 * n + 1].data[0], withNorm ? &norm : nullptr, 0.9,
+                                       s.beta2, 1e-8, 0.1, 1.0, lossScale, decay, castOf);
+        };
+        k.metrics.assign(k.outputs.size(), Metric::Elementwise);
+        std::fill(k.metrics.begin() + n, k.metrics.begin() + 2 * n, Metric::Norm);
+        return k;
+      }};
 }
+
+/// Each setting with a norm, without, with a loss scale, and in place.
+std::vector<ConformanceCase> multiTensorAdamwCases() {
+  const std::vector<MultiSetting> settings = {
+      {"cpu_chunks", kMultiSpecs, 2e-3, 4, 0.95, 3.5, 1024, 30.0, 0.1, 0.1, true},
+      {"cuda_chunks", kChunkSpecs, 3e-4, 17, 0.999, 40.0, 1.0, 0.3, 0.03, 1e-3, false}};
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 1300;
+  for (const MultiSetting &s : settings)
+    for (int variant = 0; variant < 4; ++variant)
+      cases.push_back(multiTensorAdamwCase(s, variant, seed += 100));
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(MultiTensorAdamW, multiTensorAdamwCases);
 
 TEST(MultiTensorAdamWKernel, NonFiniteNormKeepsStateAndCastsTheMasters) {
   for (double bad : {std::numeric_limits<double>::quiet_NaN(),

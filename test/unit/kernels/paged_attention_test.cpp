@@ -1,10 +1,13 @@
 //===- paged_attention_test.cpp - kv_cache_write and paged_attention ------===//
 //
 // kv_cache_write moves bytes: its conformance cases (Conformance.h) compare
-// it exactly, in place and out of place, on both backends. paged_attention is compared
-// two ways, with the norm metric (outputs are weighted sums of many terms):
-//  - against the double reference, on pools filled with random values
-//    everywhere, so a kernel reading a slot no sequence owns shows;
+// it exactly, in place and out of place, on both backends. paged_attention
+// is compared two ways, with the norm metric (outputs are weighted sums of
+// many terms):
+//  - as conformance cases, against the double reference (and on a GPU
+//    CUDA against the CPU), on pools filled with random values
+//    everywhere, so a kernel reading a slot no sequence owns shows; and
+//    here with key ranges split over 1, 3 and 8 threads;
 //  - against the `attention` kernel, causal, on contiguous K/V: a sequence
 //    scattered by kv_cache_write into shuffled pages and attended at its
 //    positions 0..L−1 must give causal attention's rows (1e-5 in f32), and
@@ -87,12 +90,6 @@ void expectPagedAttentionMatchesReference(const PagedCase &c, DType dtype, uint6
                Metric::Norm, tolerance(dtype));
 }
 
-TEST(PagedAttentionKernels, MatchesReference) {
-  uint64_t seed = 1000;
-  for (DType dtype : kFloatTypes)
-    for (const PagedCase &c : kCases) expectPagedAttentionMatchesReference(c, dtype, seed += 10);
-}
-
 /// With fewer (sequence, kv head, chunk) tasks than threads the key range
 /// is split and merged; every thread count gives the reference.
 TEST(PagedAttentionKernels, KeySplitsMatchReference) {
@@ -105,42 +102,6 @@ TEST(PagedAttentionKernels, KeySplitsMatchReference) {
     expectPagedAttentionMatchesReference({{130}, 2, 2, 2, 16, 16}, DType::BF16, 1520);
   }
   omp_set_num_threads(saved);
-}
-
-/// Index tensors may be i64, like segment ids.
-TEST(PagedAttentionKernels, IndicesAcceptI64) {
-  const std::vector<int64_t> lengths = {9, 20};
-  Pages pages = shuffledPages(lengths, 4, 1600);
-  RefTensor q = randomTensor({2, 2, 2, 8}, 1601);
-  RefTensor k = randomTensor({pages.blocks, 4, 1, 8}, 1602);
-  RefTensor v = randomTensor({pages.blocks, 4, 1, 8}, 1603);
-  RefTensor positions = lastPositions(lengths, 2);
-  Buffer qb = Buffer::of(q, DType::F32), kb = Buffer::of(k, DType::F32),
-         vb = Buffer::of(v, DType::F32), tb = Buffer::of(pages.table, DType::I64),
-         pb = Buffer::of(positions, DType::I64), out(DType::F32, q.shape);
-  ASSERT_TRUE(
-      runKernel("paged_attention", {&qb, &kb, &vb, &tb, &pb}, {&out}, attrs({{"scale", 0.3}})));
-  EXPECT_CLOSE(out.toRef(), ref::pagedAttention(q, k, v, pages.table, positions, 0.3), Metric::Norm,
-               1e-5);
-}
-
-/// Keys whose page the table does not name (−1, or an id past the pool)
-/// and positions past the table are left out, never read.
-TEST(PagedAttentionKernels, UnaddressableKeysAreLeftOut) {
-  const int64_t page = 4, blocks = 5, maxBlocks = 3;
-  RefTensor table{{2, maxBlocks}, {3, -1, 0, 1, 7, 4}};
-  RefTensor positions{{2, 3}, {5, 11, 40, 2, 6, 9}}; // 11 and 40: past the table's 12 keys
-  RefTensor q = randomTensor({2, 3, 2, 8}, 1701);
-  RefTensor k = randomTensor({blocks, page, 2, 8}, 1702);
-  RefTensor v = randomTensor({blocks, page, 2, 8}, 1703);
-  Buffer qb = Buffer::of(q, DType::F32), kb = Buffer::of(k, DType::F32),
-         vb = Buffer::of(v, DType::F32), tb = Buffer::of(table, DType::I32),
-         pb = Buffer::of(positions, DType::I32), out(DType::F32, q.shape);
-  out.poison();
-  ASSERT_TRUE(
-      runKernel("paged_attention", {&qb, &kb, &vb, &tb, &pb}, {&out}, attrs({{"scale", 0.5}})));
-  EXPECT_CLOSE(out.toRef(), ref::pagedAttention(q, k, v, table, positions, 0.5), Metric::Norm,
-               1e-5);
 }
 
 //===----------------------------------------------------------------------===//
@@ -470,53 +431,146 @@ TEST(KvCacheWriteKernels, NarrowFloatCacheRoundsOnWrite) {
   }
 }
 
-/// paged_attention over int8 pools (random codes and scales everywhere)
-/// equals the reference over the values they hold, for q in f32, bf16 and
-/// f16; over bf16 and f16 pools under an f32 q, the reference over those.
-TEST(PagedAttentionKernels, NarrowCachesMatchReference) {
-  uint64_t seed = 4000;
-  for (const PagedCase &c : kCases) {
-    const int64_t b = static_cast<int64_t>(c.lengths.size());
-    const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
-    Pages pages = shuffledPages(c.lengths, c.page, seed += 10);
-    const std::vector<int64_t> pool = {pages.blocks, c.page, c.kv, c.d},
-                               scalePool = {pages.blocks, c.page, c.kv};
-    RefTensor positions = lastPositions(c.lengths, c.t);
-    Buffer tb = Buffer::of(pages.table, DType::I32), pb = Buffer::of(positions, DType::I32);
+//===----------------------------------------------------------------------===//
+// Conformance
+//===----------------------------------------------------------------------===//
 
-    RefTensor kCodes = randomCodes(pool, seed + 1), vCodes = randomCodes(pool, seed + 2);
-    RefTensor kScales = randomScales(scalePool, seed + 3),
-              vScales = randomScales(scalePool, seed + 4);
-    Buffer kb = codesBuffer(kCodes), vb = codesBuffer(vCodes);
-    Buffer ksb = Buffer::of(kScales, DType::F32), vsb = Buffer::of(vScales, DType::F32);
-    for (DType dtype : kFloatTypes) {
-      SCOPED_TRACE(std::string("int8 cache, q ") + dtypeName(dtype) + " " + describe(c));
-      RefTensor q = roundTo(randomTensor({b, c.t, c.h, c.d}, seed + 5), dtype);
-      Buffer qb = Buffer::of(q, dtype), out(dtype, q.shape);
-      out.poison();
-      ASSERT_TRUE(runKernel("paged_attention", {&qb, &kb, &vb, &tb, &pb, &ksb, &vsb}, {&out},
-                            attrs({{"scale", scale}})));
-      EXPECT_CLOSE(out.toRef(),
-                   ref::pagedAttention(q, ref::dequantizeCache(kCodes, kScales),
-                                       ref::dequantizeCache(vCodes, vScales), pages.table,
-                                       positions, scale),
-                   Metric::Norm, dtype == DType::F32 ? 1e-5 : tolerance(dtype));
-    }
-    for (DType cacheType : {DType::BF16, DType::F16}) {
-      SCOPED_TRACE(std::string(dtypeName(cacheType)) + " cache, q f32 " + describe(c));
-      RefTensor q = randomTensor({b, c.t, c.h, c.d}, seed + 6);
-      RefTensor k = roundTo(randomTensor(pool, seed + 7), cacheType);
-      RefTensor v = roundTo(randomTensor(pool, seed + 8), cacheType);
-      Buffer qb = Buffer::of(q, DType::F32), kc = Buffer::of(k, cacheType),
-             vc = Buffer::of(v, cacheType), out(DType::F32, q.shape);
-      out.poison();
-      ASSERT_TRUE(runKernel("paged_attention", {&qb, &kc, &vc, &tb, &pb}, {&out},
-                            attrs({{"scale", scale}})));
-      EXPECT_CLOSE(out.toRef(), ref::pagedAttention(q, k, v, pages.table, positions, scale),
-                   Metric::Norm, 1e-5);
-    }
-  }
+/// Where one paged_attention call's queries look: its pool's pages, block
+/// table and positions.
+struct PagedLayout {
+  std::string label;
+  std::vector<int64_t> q, pool; ///< [B, T, H, D], [blocks, page, KV, D]
+  RefTensor table, positions;
+};
+
+/// `c` on shuffled pages, queried at each row's last positions.
+PagedLayout layoutOf(const PagedCase &c, uint64_t seed) {
+  Pages pages = shuffledPages(c.lengths, c.page, seed);
+  std::string label = "L";
+  for (int64_t length : c.lengths) label += std::to_string(length) + "_";
+  label += "T" + std::to_string(c.t) + "_H" + std::to_string(c.h) + "_KV" + std::to_string(c.kv) +
+           "_D" + std::to_string(c.d) + "_P" + std::to_string(c.page);
+  return {label,
+          {static_cast<int64_t>(c.lengths.size()), c.t, c.h, c.d},
+          {pages.blocks, c.page, c.kv, c.d},
+          pages.table,
+          lastPositions(c.lengths, c.t)};
 }
+
+/// `bytes` (a u8 buffer's values) as the int8 codes they hold.
+RefTensor signedCodes(RefTensor bytes) {
+  for (double &x : bytes.data) x = x > 127 ? x - 256 : x;
+  return bytes;
+}
+
+/// paged_attention of a `qType` q over a `cacheType` pool (U8: int8 codes
+/// with f32 scales per slot and kv head), random everywhere, so a kernel
+/// reading a slot no sequence owns shows. Norm metric at `tol` both ways:
+/// outputs are weighted sums of many terms, added in different orders on
+/// the GPU, and both backends round their fp32 results once.
+ConformanceCase pagedCase(const PagedLayout &l, DType qType, DType cacheType, DType indexType,
+                          double scale, double tol, uint64_t seed) {
+  std::string label = l.label + "_q_" + dtypeName(qType) + "_cache_" +
+                      (cacheType == DType::U8 ? "int8" : dtypeName(cacheType)) + "_indices_" +
+                      dtypeName(indexType);
+  return {"paged_attention", label, [=] {
+            KernelCall k;
+            const bool int8 = cacheType == DType::U8;
+            const std::vector<int64_t> scalePool = {l.pool[0], l.pool[1], l.pool[2]};
+            k.input(randomTensor(l.q, seed + 1), qType);
+            if (int8) {
+              k.input(codesBuffer(randomCodes(l.pool, seed + 2)));
+              k.input(codesBuffer(randomCodes(l.pool, seed + 3)));
+            } else {
+              k.input(randomTensor(l.pool, seed + 2), cacheType);
+              k.input(randomTensor(l.pool, seed + 3), cacheType);
+            }
+            k.input(l.table, indexType);
+            k.input(l.positions, indexType);
+            if (int8) {
+              k.input(randomScales(scalePool, seed + 4), DType::F32);
+              k.input(randomScales(scalePool, seed + 5), DType::F32);
+            }
+            k.output(qType, l.q);
+            k.attrs = attrs({{"scale", scale}});
+            k.reference = [=](const std::vector<RefTensor> &in) {
+              RefTensor keys = int8 ? ref::dequantizeCache(signedCodes(in[1]), in[5]) : in[1];
+              RefTensor values = int8 ? ref::dequantizeCache(signedCodes(in[2]), in[6]) : in[2];
+              return std::vector<RefTensor>{
+                  ref::pagedAttention(in[0], keys, values, in[3], in[4], scale)};
+            };
+            k.metric = k.cudaMetric = Metric::Norm;
+            k.tolerances = k.cudaTolerances = {tol};
+            return k;
+          }};
+}
+
+/// The shapes above (kCases), and the CUDA kernels' paths: head dims 64
+/// and 128 (fast) and 7, 32, 80, 256 (generic), groups of 2, 4 and 8 (two
+/// rounds of a block's 4 warps), pages of 1, 5 and 16 tokens.
+const std::vector<PagedCase> kCudaPathCases = {
+    {{1, 17, 40}, 1, 8, 2, 64, 16}, // decode, three sequences
+    {{1, 17, 40}, 40, 8, 2, 128, 16}, // prefill with padding
+    {{300, 129}, 1, 32, 4, 128, 16}, // decode, group of 8: two warp rounds
+    {{300}, 16, 4, 1, 64, 16}, // MQA, a chunk part way into the context
+    {{77}, 77, 4, 4, 128, 5}, // multi-head, pages of 5
+    {{45, 3}, 2, 6, 2, 80, 16}, // generic head dims from here (and kCases' 32)
+    {{20}, 20, 2, 1, 7, 1}, // pages of one token
+    {{70}, 1, 4, 4, 256, 16},
+};
+
+/// Narrow pools on both head-dim paths, MHA, GQA and MQA (beside kCases).
+const std::vector<PagedCase> kCudaNarrowCases = {
+    {{1, 17, 40}, 1, 8, 2, 64, 16}, // decode, GQA
+    {{1, 17, 40}, 40, 8, 2, 128, 16}, // prefill with padding
+    {{300}, 16, 4, 1, 64, 16}, // MQA, a chunk part way into the context
+    {{45, 3}, 2, 6, 6, 80, 5}, // multi-head, generic D, pages of 5
+};
+
+double scaleOf(const PagedCase &c) { return 1.0 / std::sqrt(static_cast<double>(c.d)); }
+
+/// Float pools in every dtype: the dtype's tolerance. Int8 pools with q in
+/// f32 (1e-5: the codes' values are exact in fp32), bf16 and f16 (the
+/// dtype's); bf16 and f16 pools under an f32 q (1e-5: their values are
+/// exact in fp32). i64 indices; table entries −1 and past the pool, and
+/// positions past the table (11 and 40 past 12 keys), which must be left
+/// out, never read.
+std::vector<ConformanceCase> pagedAttentionCases() {
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 1000;
+  for (const std::vector<PagedCase> *list : {&kCases, &kCudaPathCases})
+    for (DType dtype : kFloatTypes)
+      for (const PagedCase &c : *list) {
+        seed += 10;
+        cases.push_back(pagedCase(layoutOf(c, seed), dtype, dtype, DType::I32, scaleOf(c),
+                                  tolerance(dtype), seed));
+      }
+  seed = 4000;
+  for (const std::vector<PagedCase> *list : {&kCases, &kCudaNarrowCases})
+    for (const PagedCase &c : *list) {
+      PagedLayout l = layoutOf(c, seed += 10);
+      for (DType q : kFloatTypes)
+        cases.push_back(pagedCase(l, q, DType::U8, DType::I32, scaleOf(c),
+                                  q == DType::F32 ? 1e-5 : tolerance(q), seed));
+      for (DType cacheType : {DType::BF16, DType::F16})
+        cases.push_back(
+            pagedCase(l, DType::F32, cacheType, DType::I32, scaleOf(c), 1e-5, seed + 20));
+    }
+  PagedCase i64a = {{9, 20}, 2, 2, 1, 8, 4}, i64b = {{50, 9}, 3, 4, 2, 64, 16};
+  cases.push_back(
+      pagedCase(layoutOf(i64a, 1600), DType::F32, DType::F32, DType::I64, 0.3, 1e-5, 1600));
+  cases.push_back(pagedCase(layoutOf(i64b, 11900), DType::F32, DType::F32, DType::I64,
+                            scaleOf(i64b), 1e-5, 11900));
+  const RefTensor table{{2, 3}, {3, -1, 0, 1, 7, 4}};
+  const RefTensor positions{{2, 3}, {5, 11, 40, 2, 6, 9}};
+  cases.push_back(pagedCase({"unaddressable_D8", {2, 3, 2, 8}, {5, 4, 2, 8}, table, positions},
+                            DType::F32, DType::F32, DType::I32, 0.5, 1e-5, 1700));
+  cases.push_back(pagedCase({"unaddressable_D64", {2, 3, 4, 64}, {5, 4, 2, 64}, table, positions},
+                            DType::F32, DType::F32, DType::I32, 0.125, 1e-5, 11910));
+  return cases;
+}
+
+LLMC_CONFORMANCE_CASES(PagedAttention, pagedAttentionCases);
 
 /// Keys and values written by kv_cache_write into int8 pools on shuffled
 /// pages, then attended: the reference over the written codes (1e-5, and

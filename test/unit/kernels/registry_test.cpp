@@ -48,21 +48,12 @@ TEST(KernelRegistry, EveryContractNameIsRegisteredOnCpu) {
 /// the files that hold them. Converting a kernel's tests to conformance
 /// cases removes it from here; a new kernel gets cases, not an entry.
 const std::map<std::string, std::string> kHandWrittenConformance = {
-    {"adamw", "optimizer_test.cpp, cuda_optimizer_test.cpp"},
-    {"adamw8bit", "adam8bit_test.cpp, cuda_optimizer_test.cpp"},
     {"attention", "attention_test.cpp, cuda_attention_test.cpp"},
     {"attention_grad", "attention_test.cpp, cuda_attention_test.cpp"},
     {"attention_packed", "attention_test.cpp, cuda_attention_test.cpp"},
     {"attention_packed_grad", "attention_test.cpp, cuda_attention_test.cpp"},
     {"attention_rope", "attention_test.cpp, cuda_attention_test.cpp"},
     {"attention_rope_grad", "attention_test.cpp, cuda_attention_test.cpp"},
-    {"fused_elementwise", "fused_elementwise_test.cpp, cuda_fused_elementwise_test.cpp"},
-    {"linear_cross_entropy", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
-    {"linear_cross_entropy_partial", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
-    {"linear_cross_entropy_partial_grad", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
-    {"linear_cross_entropy_train", "linear_cross_entropy_test.cpp, cuda_loss_test.cpp"},
-    {"multi_tensor_adamw", "optimizer_test.cpp, cuda_optimizer_test.cpp"},
-    {"paged_attention", "paged_attention_test.cpp, cuda_paged_attention_test.cpp"},
 };
 
 TEST(KernelRegistry, EveryKernelHasAConformanceCase) {

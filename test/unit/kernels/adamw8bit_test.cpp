@@ -1,10 +1,11 @@
-//===- adam8bit_test.cpp - the 8-bit AdamW state format and kernel --------===//
+//===- adamw8bit_test.cpp - the 8-bit AdamW state format and kernel -------===//
 //
 // The contract is common/Adam8bit.h. Tables and encoding are checked on
 // their own first (the fast Encoder must give encode()'s code for every
 // float). The kernel is then compared two ways:
-//  - against the double reference, which decides codes on the exact ratio
-//    m'/absmax'. The kernel decides on its fp32 ratio, so next to a
+//  - as conformance cases (Conformance.h), against the double reference,
+//    which decides codes on the exact ratio m'/absmax'. The kernel
+//    decides on its fp32 ratio, so next to a
 //    midpoint between two entries it may take the other one. That is not
 //    rare: the entries are midpoints of regular grids, so ratios of values
 //    with few mantissa bits (bf16 gradients on a fresh state) often fall
@@ -22,12 +23,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelTest.h"
+#include "Conformance.h"
 
 #include "common/Adam8bit.h"
 
 #include <cmath>
-#include <limits>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -56,13 +56,6 @@ uint8_t *bytesOf(Buffer &b) { return b.view().as<uint8_t>(); }
 std::vector<uint8_t> codesOf(const Buffer &b) {
   const uint8_t *data = b.view().as<uint8_t>();
   return std::vector<uint8_t>(data, data + b.view().numel());
-}
-
-RefTensor codesRef(const Buffer &b) {
-  RefTensor t = RefTensor::zeros(b.shape);
-  std::vector<uint8_t> codes = codesOf(b);
-  for (size_t i = 0; i < codes.size(); ++i) t.data[i] = codes[i];
-  return t;
 }
 
 Buffer scalar(double value) { return Buffer::of(RefTensor{{}, {value}}, DType::F32); }
@@ -250,74 +243,164 @@ TEST(Adam8bitEncode, EncoderGivesEncodesCodeForEveryFloat) {
 // The kernel
 //===----------------------------------------------------------------------===//
 
-struct Adam8bitCase {
-  double step, maxGradNorm;
-  bool withNorm, inPlace, fresh;
+/// One adamw8bit call: the parameter's shape, the step's scalars, whether
+/// a norm is given (`norm` < 0: the gradient's own), whether p and the
+/// state are updated in place, and whether the state is fresh (all zero).
+struct Adam8bitSetting {
+  std::vector<int64_t> shape;
+  double lr, step, beta2, maxGradNorm;
+  bool withNorm;
+  double norm;
+  bool inPlace, fresh;
+  /// How absmax' is compared with the reference (see adamw8bitCase).
+  Metric absmaxMetric = Metric::Elementwise;
 };
 
-TEST(AdamW8bitKernel, MatchesReference) {
-  const std::vector<std::vector<int64_t>> shapes = {{1}, {2047}, {2048}, {2049}, {50, 100}};
-  const Adam8bitCase cases[] = {{1, 1.0, true, false, true},
-                                {10, 1.0, true, true, false},
-                                {3, 0.0, true, false, false},
-                                {7, 1.0, false, true, false},
-                                {2, 100.0, true, false, true}};
-  const double lr = 3e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, wd = 0.1;
+/// `codes` (integral doubles) decoded as the contract says: table · absmax
+/// in fp32.
+RefTensor decodeState(const std::array<float, 256> &table, const RefTensor &codes,
+                      const RefTensor &absmax) {
+  RefTensor x = RefTensor::zeros(codes.shape);
+  for (int64_t i = 0; i < codes.numel(); ++i)
+    x.data[i] =
+        table[static_cast<size_t>(codes.data[i])] * static_cast<float>(absmax.data[i / kBlock]);
+  return x;
+}
+
+/// The codes of an adamw8bit call against the reference's ideal ones, as
+/// the file comment says: given the stored inputs, the kernel's outputs and
+/// the reference's.
+::testing::AssertionResult codesAreNearest(const Adam8bitSetting &s,
+                                           const std::vector<RefTensor> &in,
+                                           const std::vector<RefTensor> &got,
+                                           const std::vector<RefTensor> &want) {
   const std::array<float, 256> &mTable = adam8bit::signedTable();
   const std::array<float, 256> &vTable = adam8bit::unsignedTable();
+  RefTensor mOld = decodeState(mTable, in[2], in[3]), vOld = decodeState(vTable, in[4], in[5]);
+  double norm = s.withNorm ? in[8].data[0] : 0.0;
+  // The unquantized m', v' for judging codes that differ.
+  std::vector<RefTensor> exact =
+      ref::adamw(in[0], in[1], mOld, vOld, in[6].data[0], in[7].data[0],
+                 s.withNorm ? &norm : nullptr, 0.9, s.beta2, 1e-8, 0.1, s.maxGradNorm);
+  const RefTensor &g = in[1];
+  RefTensor mMagnitude = RefTensor::zeros(s.shape), vMagnitude = RefTensor::zeros(s.shape);
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    mMagnitude.data[i] = std::abs(mOld.data[i]) + std::abs(g.data[i]) + std::abs(exact[1].data[i]);
+    vMagnitude.data[i] = vOld.data[i] + g.data[i] * g.data[i] + exact[2].data[i];
+  }
+  auto bytes = [](const RefTensor &codes) {
+    return std::vector<uint8_t>(codes.data.begin(), codes.data.end());
+  };
+  ::testing::AssertionResult m =
+      codesNearest(mTable, bytes(got[1]), want[1], exact[1], want[2], mMagnitude);
+  if (!m)
+    return m << " (m codes)";
+  ::testing::AssertionResult v =
+      codesNearest(vTable, bytes(got[3]), want[3], exact[2], want[4], vMagnitude);
+  if (!v)
+    return v << " (v codes)";
+  return ::testing::AssertionSuccess();
+}
+
+/// Against the reference: p' at the dtype's tolerance (elementwise); the
+/// moments' absmax' are fp32 whatever the parameter dtype (1e-6; by norm
+/// where the setting says so: a block of one element, the last of 2049,
+/// holds a single m', which β1·m + (1−β1)·g can cancel to far below the
+/// terms whose rounding it carries); the codes by codesAreNearest. CUDA against the CPU: the same,
+/// the codes exactly (integers): both backends run the same float operations per element, so a code
+/// could only differ if m'/absmax' landed within an ulp of a decision threshold *and* the two
+/// backends' constants differed in their last bit.
+ConformanceCase adamw8bitCase(DType dtype, const Adam8bitSetting &s, uint64_t seed) {
+  std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(s.shape) + "_step" +
+                      std::to_string(static_cast<int>(s.step)) + "_clip" +
+                      std::to_string(static_cast<int>(s.maxGradNorm)) +
+                      (s.withNorm ? "_norm" : "") + (s.inPlace ? "_in_place" : "") +
+                      (s.fresh ? "_fresh" : "") + "_b" +
+                      std::to_string(static_cast<int>(s.beta2 * 1000));
+  return {"adamw8bit", label, [=] {
+            KernelCall k;
+            RefTensor g = roundTo(randomTensor(s.shape, seed + 2, 0.3), dtype);
+            State m = s.fresh ? State(s.shape) : State::random(s.shape, seed + 3, 0.05);
+            State v = s.fresh ? State(s.shape) : State::random(s.shape, seed + 4, 0.01);
+            std::vector<size_t> updated = {k.input(randomTensor(s.shape, seed + 1), dtype)};
+            k.input(g, dtype);
+            for (State *state : {&m, &v}) {
+              updated.push_back(k.input(std::move(state->codes)));
+              updated.push_back(k.input(std::move(state->absmax)));
+            }
+            k.input(RefTensor{{}, {s.lr}}, DType::F32);
+            k.input(RefTensor{{}, {s.step}}, DType::F32);
+            if (s.withNorm) // the kernel sees an f32 scalar
+              k.input(RefTensor{{}, {s.norm < 0 ? ref::globalNorm({g}).data[0] : s.norm}},
+                      DType::F32);
+            if (s.inPlace) {
+              k.outputs = updated;
+            } else {
+              k.output(dtype, s.shape);
+              for (int moment = 0; moment < 2; ++moment) {
+                k.output(DType::U8, s.shape);
+                k.output(DType::F32, {adam8bit::blockCount(State::product(s.shape))});
+              }
+            }
+            k.attrs = attrs({{"beta1", 0.9},
+                             {"beta2", s.beta2},
+                             {"epsilon", 1e-8},
+                             {"weight_decay", 0.1},
+                             {"max_grad_norm", s.maxGradNorm}});
+            k.reference = [s](const std::vector<RefTensor> &in) {
+              double norm = s.withNorm ? in[8].data[0] : 0.0;
+              return ref::adamw8bit(in[0], in[1], in[2], in[3], in[4], in[5], in[6].data[0],
+                                    in[7].data[0], s.withNorm ? &norm : nullptr, 0.9, s.beta2, 1e-8,
+                                    0.1, s.maxGradNorm);
+            };
+            const double codes = std::numeric_limits<double>::infinity();
+            k.tolerances = {tolerance(dtype), codes, 1e-6, codes, 1e-6};
+            k.metrics = {Metric::Elementwise, Metric::Elementwise, s.absmaxMetric,
+                         Metric::Elementwise, s.absmaxMetric};
+            k.check = [s](const std::vector<RefTensor> &in, const std::vector<RefTensor> &got,
+                          const std::vector<RefTensor> &want) {
+              return codesAreNearest(s, in, got, want);
+            };
+            k.cudaTolerances = {tolerance(dtype), 0.0, 1e-6, 0.0, 1e-6};
+            return k;
+          }};
+}
+
+/// Sizes below, at and across a block (2048), one of several blocks;
+/// clipping on, off and not binding, with and without a norm input, in
+/// place, fresh and random state. Then GPT-2-like settings (β2 = 0.999)
+/// on sizes up to an MLP weight, absmax' by norm (a one-element block's m'
+/// cancels at one of these seeds: 1.2e-6 of itself, elementwise).
+std::vector<ConformanceCase> adamw8bitCases() {
+  std::vector<ConformanceCase> cases;
+  const std::vector<std::vector<int64_t>> shapes = {{1}, {2047}, {2048}, {2049}, {50, 100}};
   uint64_t seed = 8100;
   for (DType dtype : kFloatTypes)
-    for (const std::vector<int64_t> &shape : shapes)
-      for (const Adam8bitCase &c : cases) {
-        int64_t n = State::product(shape);
-        SCOPED_TRACE(std::string(dtypeName(dtype)) + " n " + std::to_string(n) + " step " +
-                     std::to_string(c.step) + (c.withNorm ? " norm" : "") +
-                     (c.inPlace ? " in place" : "") + (c.fresh ? " fresh" : ""));
-        RefTensor p = roundTo(randomTensor(shape, ++seed), dtype);
-        RefTensor g = roundTo(randomTensor(shape, ++seed, 0.3), dtype);
-        State m = c.fresh ? State(shape) : State::random(shape, ++seed, 0.05);
-        State v = c.fresh ? State(shape) : State::random(shape, ++seed, 0.01);
-        double gradNorm = ref::globalNorm({g}).data[0];
-        double normSeen = static_cast<float>(gradNorm); // the kernel sees an f32 scalar
-        std::vector<RefTensor> want = ref::adamw8bit(
-            p, g, codesRef(m.codes), m.absmax.toRef(), codesRef(v.codes), v.absmax.toRef(), lr,
-            c.step, c.withNorm ? &normSeen : nullptr, beta1, beta2, eps, wd, c.maxGradNorm);
-        // The unquantized m', v' for judging codes that differ.
-        RefTensor mOld = m.decode(mTable), vOld = v.decode(vTable);
-        std::vector<RefTensor> exact =
-            ref::adamw(p, g, mOld, vOld, lr, c.step, c.withNorm ? &normSeen : nullptr, beta1,
-                       beta2, eps, wd, c.maxGradNorm);
-
-        Buffer pb = Buffer::of(p, dtype), gb = Buffer::of(g, dtype);
-        Buffer lrb = scalar(lr), stepb = scalar(c.step), normb = scalar(gradNorm);
-        Buffer p1(dtype, shape);
-        State m1(shape), v1(shape);
-        p1.poison(), m1.absmax.poison(), v1.absmax.poison();
-        std::memset(bytesOf(m1.codes), 0xA5, n), std::memset(bytesOf(v1.codes), 0x5A, n);
-        std::vector<Buffer *> inputs = {&pb, &gb, &m.codes, &m.absmax, &v.codes, &v.absmax,
-                                        &lrb, &stepb};
-        if (c.withNorm) inputs.push_back(&normb);
-        std::vector<Buffer *> outputs =
-            c.inPlace ? std::vector<Buffer *>{&pb, &m.codes, &m.absmax, &v.codes, &v.absmax}
-                      : std::vector<Buffer *>{&p1, &m1.codes, &m1.absmax, &v1.codes, &v1.absmax};
-        ASSERT_TRUE(runKernel("adamw8bit", inputs, outputs, adamAttrs(c.maxGradNorm)));
-
-        EXPECT_CLOSE(outputs[0]->toRef(), want[0], Metric::Elementwise, tolerance(dtype));
-        // The moments are fp32 whatever the parameter dtype.
-        EXPECT_CLOSE(outputs[2]->toRef(), want[2], Metric::Elementwise, 1e-6);
-        EXPECT_CLOSE(outputs[4]->toRef(), want[4], Metric::Elementwise, 1e-6);
-        RefTensor mMagnitude = RefTensor::zeros(shape), vMagnitude = RefTensor::zeros(shape);
-        for (int64_t i = 0; i < n; ++i) {
-          mMagnitude.data[i] = std::abs(mOld.data[i]) + std::abs(g.data[i]) +
-                               std::abs(exact[1].data[i]);
-          vMagnitude.data[i] = vOld.data[i] + g.data[i] * g.data[i] + exact[2].data[i];
-        }
-        EXPECT_TRUE(codesNearest(mTable, codesOf(*outputs[1]), want[1], exact[1], want[2],
-                                 mMagnitude));
-        EXPECT_TRUE(codesNearest(vTable, codesOf(*outputs[3]), want[3], exact[2], want[4],
-                                 vMagnitude));
-      }
+    for (const auto &shape : shapes)
+      for (const Adam8bitSetting &s :
+           {Adam8bitSetting{shape, 3e-3, 1, 0.95, 1.0, true, -1, false, true},
+            Adam8bitSetting{shape, 3e-3, 10, 0.95, 1.0, true, -1, true, false},
+            Adam8bitSetting{shape, 3e-3, 3, 0.95, 0.0, true, -1, false, false},
+            Adam8bitSetting{shape, 3e-3, 7, 0.95, 1.0, false, -1, true, false},
+            Adam8bitSetting{shape, 3e-3, 2, 0.95, 100.0, true, -1, false, true}})
+        cases.push_back(adamw8bitCase(dtype, s, seed += 8));
+  const std::vector<std::vector<int64_t>> wide = {{1},    {7},        {3, 129},   {2047},
+                                                  {2049}, {37, 1000}, {768, 3072}};
+  seed = 10400;
+  for (DType dtype : kFloatTypes)
+    for (const auto &shape : wide) {
+      Adam8bitSetting plain = {shape, 1e-3, 25, 0.999, 0.0, false, 0, false, false, Metric::Norm};
+      Adam8bitSetting clipped = plain, inPlace = plain, fresh = plain;
+      clipped.maxGradNorm = 1.0, clipped.withNorm = true, clipped.norm = 7.0;
+      inPlace.inPlace = true;
+      fresh.fresh = true, fresh.step = 1;
+      for (const Adam8bitSetting &s : {plain, clipped, inPlace, fresh})
+        cases.push_back(adamw8bitCase(dtype, s, seed += 8));
+    }
+  return cases;
 }
+
+LLMC_CONFORMANCE_CASES(AdamW8bit, adamw8bitCases);
 
 TEST(AdamW8bitKernel, MatchesFp32AdamWBitForBit) {
   // Large enough for the parallel path; the last block is partial. Random
