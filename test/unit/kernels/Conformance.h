@@ -10,9 +10,10 @@
 //    tolerances;
 //  - CudaKernelConformance.CudaMatchesCpu: the CUDA kernel of the same name
 //    against the CPU kernel (CudaConformance.h: same inputs, outputs
-//    poisoned on both, compared with the case's CUDA tolerances); skipped
-//    with the reason where no GPU is usable or the tests were built without
-//    CUDA.
+//    poisoned on both, compared with the case's CUDA tolerances), once per
+//    CudaVariant where a kernel has several CUDA implementations (each
+//    pinned, with its planned workspace and tolerances); skipped with the
+//    reason where no GPU is usable or the tests were built without CUDA.
 // Every case also records its kernel's name, so KernelRegistry's coverage
 // test can require a case for every registered kernel.
 //
@@ -21,6 +22,8 @@
 #define LLMC_TEST_UNIT_KERNELS_CONFORMANCE_H
 
 #include "KernelTest.h"
+
+#include "kernels/AttentionImpl.h"
 
 #include <functional>
 #include <ostream>
@@ -34,6 +37,21 @@ namespace llmc::test {
 /// widened to double (before the kernel ran: in-place kernels overwrite
 /// them).
 using ReferenceFn = std::function<std::vector<RefTensor>(const std::vector<RefTensor> &inputs)>;
+
+/// One run of a call's CUDA half, for kernels with several CUDA
+/// implementations (attention: cuDNN, tensor cores, CUDA cores).
+struct CudaVariant {
+  /// Pinned for the run (`llmc-run --attention`), and every kernel bound
+  /// must note that it ran there (kernels/cuda/AttentionChoice.h). Auto:
+  /// nothing pinned, nothing required. A cuDNN run without a loadable
+  /// cuDNN is skipped, saying why.
+  AttentionImpl attention = AttentionImpl::Auto;
+  /// Bytes of a u8 workspace appended to the outputs on both backends (what
+  /// `llmc compile --target cuda` plans); left unchecked. 0: none.
+  int64_t workspaceBytes = 0;
+  /// The run's tolerances (as KernelCall::cudaTolerances); empty: the call's.
+  std::vector<double> tolerances;
+};
 
 /// One kernel call, built when its case runs.
 struct KernelCall {
@@ -68,6 +86,10 @@ struct KernelCall {
                                            const std::vector<RefTensor> &outputs,
                                            const std::vector<RefTensor> &reference)>
       check;
+  /// The CUDA half's runs (empty: one, nothing pinned), and a further check
+  /// of the GPU's outputs (given them, in order) after each.
+  std::vector<CudaVariant> cudaVariants;
+  std::function<::testing::AssertionResult(const std::vector<RefTensor> &outputs)> cudaCheck;
 
   /// Adds a buffer as the next input; returns its index.
   size_t input(Buffer b);

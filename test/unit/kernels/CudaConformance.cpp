@@ -4,12 +4,16 @@
 #include "Conformance.h"
 
 #include <cmath>
+#include <limits>
 
+#include "kernels/cuda/AttentionChoice.h"
+#include "kernels/cuda/CudnnLibrary.h"
 #include "kernels/cuda/Device.h"
 
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 
 namespace llmc::test {
 
@@ -19,6 +23,22 @@ std::string missingGpuReason() {
     return cuda::deviceCount(&why) > 0 ? std::string() : why;
   }();
   return reason;
+}
+
+PinAttention::PinAttention(AttentionImpl impl) {
+  cuda::setAttentionImpl(impl);
+  cuda::takeAttentionNotes();
+}
+
+PinAttention::~PinAttention() {
+  cuda::setAttentionImpl(AttentionImpl::Auto);
+  cuda::takeAttentionNotes();
+}
+
+void expectBoundAsPinned() {
+  const std::string impl = attentionImplName(cuda::attentionImpl());
+  for (const std::string &line : cuda::takeAttentionNotes())
+    EXPECT_TRUE(line.rfind("attention: " + impl + " for ", 0) == 0 && line.back() != ')') << line;
 }
 
 namespace {
@@ -53,14 +73,16 @@ std::vector<RefTensor> expectCudaMatchesCpu(const std::string &name,
     auto &slot = cpu[b];
     if (!slot) {
       slot = std::make_unique<Buffer>(*b);
-      if (!isInput(b) && !keepOutputs) slot->poison();
+      if (!isInput(b) && !keepOutputs)
+        slot->poison();
     }
     return slot.get();
   };
   std::vector<Buffer *> cpuIn, cpuOutputs;
   for (Buffer *b : inputs) cpuIn.push_back(cpuOf(b));
   for (Buffer *b : outputs) cpuOutputs.push_back(cpuOf(b));
-  if (!runKernel(name, cpuIn, cpuOutputs, attrs, step)) return gpuOut;
+  if (!runKernel(name, cpuIn, cpuOutputs, attrs, step))
+    return gpuOut;
 
   // GPU: one device allocation per distinct buffer (aliases stay aliases).
   KernelFactory factory = findKernel(Backend::CUDA, name);
@@ -106,7 +128,7 @@ std::vector<RefTensor> expectCudaMatchesCpu(const std::string &name,
     Buffer back(outputs[i]->dtype, outputs[i]->shape);
     cuda::copyToHost(back.view().data, gpu[outputs[i]]->ptr, gpu[outputs[i]]->bytes);
     RefTensor got = back.toRef(), want = cpu[outputs[i]]->toRef();
-    double tol = cmp.tolerances.empty() ? tolerance(back.dtype)
+    double tol = cmp.tolerances.empty()      ? tolerance(back.dtype)
                  : i < cmp.tolerances.size() ? cmp.tolerances[i]
                                              : cmp.tolerances.back();
     if (std::isinf(tol)) { // an output the kernel leaves unspecified (scratch)
@@ -127,11 +149,13 @@ std::vector<RefTensor> expectCudaMatchesCpu(const std::string &name,
 std::string cudaBindError(const std::string &name, const std::vector<TensorView> &inputs,
                           const std::vector<TensorView> &outputs, const KernelAttrs &attrs) {
   KernelFactory factory = findKernel(Backend::CUDA, name);
-  if (!factory) return "no CUDA kernel named " + name;
+  if (!factory)
+    return "no CUDA kernel named " + name;
   KernelArgs args{inputs, outputs, attrs};
   std::string error;
   std::unique_ptr<Kernel> kernel = factory(args, error);
-  if (kernel) return "";
+  if (kernel)
+    return "";
   return error.empty() ? "<factory failed without a message>" : error;
 }
 
@@ -143,6 +167,62 @@ void expectCudaBindErrorsMatchCpu(const std::vector<CudaBindErrorCase> &cases) {
   }
 }
 
+namespace {
+
+/// The tolerance of each output in one run, a planned workspace's last and
+/// infinite (unchecked).
+std::vector<double> runTolerances(const KernelCall &call, const CudaVariant &variant,
+                                  size_t outputs) {
+  const std::vector<double> &given =
+      variant.tolerances.empty() ? call.cudaTolerances : variant.tolerances;
+  std::vector<double> all;
+  for (size_t i = 0; i < outputs; ++i)
+    all.push_back(given.empty()      ? tolerance(call.buffers[call.outputs[i]].dtype)
+                  : i < given.size() ? given[i]
+                                     : given.back());
+  if (variant.workspaceBytes > 0)
+    all.push_back(std::numeric_limits<double>::infinity());
+  return all;
+}
+
+/// One run of the CUDA half; false (and `why`) if it could not run.
+bool runVariant(KernelCall &call, const ConformanceCase &c, const CudaVariant &variant,
+                std::string &why) {
+  if (variant.attention == AttentionImpl::Cudnn) {
+    const cuda::CudnnLoad &cudnn = cuda::processCudnn();
+    if (!cudnn.handle) {
+      why = "cuDNN is not loaded (" + cudnn.why + "): its run is skipped";
+      return false;
+    }
+  }
+  std::optional<PinAttention> pin;
+  std::optional<::testing::ScopedTrace> trace;
+  if (variant.attention != AttentionImpl::Auto) {
+    pin.emplace(variant.attention);
+    trace.emplace(__FILE__, __LINE__,
+                  std::string("attention pinned to ") + attentionImplName(variant.attention));
+  }
+  std::vector<Buffer *> inputs, outputs;
+  for (size_t i : call.inputs) inputs.push_back(&call.buffers[i]);
+  for (size_t i : call.outputs) outputs.push_back(&call.buffers[i]);
+  std::vector<double> tolerances = runTolerances(call, variant, outputs.size());
+  Buffer workspace(DType::U8, {std::max<int64_t>(variant.workspaceBytes, 1)});
+  if (variant.workspaceBytes > 0)
+    outputs.push_back(&workspace);
+  std::vector<RefTensor> got = expectCudaMatchesCpu(c.kernel, inputs, outputs, call.attrs,
+                                                    {call.cudaMetric, tolerances, call.cudaMetrics},
+                                                    call.step, call.keepOutputs);
+  if (variant.attention != AttentionImpl::Auto)
+    expectBoundAsPinned();
+  if (call.cudaCheck && got.size() >= call.outputs.size()) {
+    got.resize(call.outputs.size());
+    EXPECT_TRUE(call.cudaCheck(got)) << c.kernel;
+  }
+  return true;
+}
+
+} // namespace
+
 bool runCudaConformance(const ConformanceCase &c, std::string &why) {
   why = missingGpuReason();
   if (!why.empty()) {
@@ -150,13 +230,17 @@ bool runCudaConformance(const ConformanceCase &c, std::string &why) {
     return false;
   }
   KernelCall call = c.build();
-  std::vector<Buffer *> inputs, outputs;
-  for (size_t i : call.inputs) inputs.push_back(&call.buffers[i]);
-  for (size_t i : call.outputs) outputs.push_back(&call.buffers[i]);
-  expectCudaMatchesCpu(c.kernel, inputs, outputs, call.attrs,
-                       {call.cudaMetric, call.cudaTolerances, call.cudaMetrics}, call.step,
-                       call.keepOutputs);
-  return true;
+  std::vector<CudaVariant> variants = call.cudaVariants;
+  if (variants.empty())
+    variants.push_back({});
+  std::string skipped;
+  for (const CudaVariant &variant : variants) {
+    std::string reason;
+    if (!runVariant(call, c, variant, reason))
+      skipped = reason;
+  }
+  why = skipped;
+  return skipped.empty();
 }
 
 } // namespace llmc::test

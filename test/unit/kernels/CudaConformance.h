@@ -21,6 +21,8 @@
 
 #include "KernelTest.h"
 
+#include "kernels/AttentionImpl.h"
+
 #include <random>
 #include <string>
 #include <vector>
@@ -31,12 +33,26 @@ namespace llmc::test {
 std::string missingGpuReason();
 
 /// First statement of every CUDA test.
-#define LLMC_REQUIRE_GPU()                                                                        \
-  do {                                                                                            \
-    std::string why_ = ::llmc::test::missingGpuReason();                                          \
-    if (!why_.empty())                                                                            \
-      GTEST_SKIP() << "no usable CUDA device (" << why_ << "): CUDA kernels are built, not run";  \
+#define LLMC_REQUIRE_GPU()                                                                         \
+  do {                                                                                             \
+    std::string why_ = ::llmc::test::missingGpuReason();                                           \
+    if (!why_.empty())                                                                             \
+      GTEST_SKIP() << "no usable CUDA device (" << why_ << "): CUDA kernels are built, not run";   \
   } while (0)
+
+/// Pins what runs attention (`llmc-run --attention`) while in scope, and
+/// clears the notes the factories leave.
+class PinAttention {
+public:
+  explicit PinAttention(AttentionImpl impl);
+  ~PinAttention();
+  PinAttention(const PinAttention &) = delete;
+  PinAttention &operator=(const PinAttention &) = delete;
+};
+
+/// Every attention kernel bound since the notes were last taken ran where
+/// the test pinned it, by the notes the factories leave (no reason given).
+void expectBoundAsPinned();
 
 /// How outputs are compared; `tolerances` per output (one value applies to
 /// all; an infinite one skips an output the kernel leaves unspecified),

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <map>
 #include <regex>
 #include <set>
 
@@ -43,30 +42,12 @@ TEST(KernelRegistry, EveryContractNameIsRegisteredOnCpu) {
     EXPECT_TRUE(contract.count(name)) << "registered but not in docs/kernels.md: " << name;
 }
 
-/// Kernels whose conformance is still written as two hand-made tests (the
-/// CPU kernel against the reference, the CUDA kernel against the CPU), with
-/// the files that hold them. Converting a kernel's tests to conformance
-/// cases removes it from here; a new kernel gets cases, not an entry.
-const std::map<std::string, std::string> kHandWrittenConformance = {
-    {"attention", "attention_test.cpp, cuda_attention_test.cpp"},
-    {"attention_grad", "attention_test.cpp, cuda_attention_test.cpp"},
-    {"attention_packed", "attention_test.cpp, cuda_attention_test.cpp"},
-    {"attention_packed_grad", "attention_test.cpp, cuda_attention_test.cpp"},
-    {"attention_rope", "attention_test.cpp, cuda_attention_test.cpp"},
-    {"attention_rope_grad", "attention_test.cpp, cuda_attention_test.cpp"},
-};
-
 TEST(KernelRegistry, EveryKernelHasAConformanceCase) {
   const std::set<std::string> &covered = coveredKernels();
   std::vector<std::string> cpu = kernelNames(Backend::CPU);
   for (const std::string &name : cpu)
-    EXPECT_TRUE(covered.count(name) || kHandWrittenConformance.count(name))
+    EXPECT_TRUE(covered.count(name))
         << name << " has no conformance case: add its cases (test/unit/kernels/Conformance.h)";
-  for (const auto &[name, files] : kHandWrittenConformance) {
-    EXPECT_FALSE(covered.count(name))
-        << name << " has conformance cases now: remove it from kHandWrittenConformance";
-    EXPECT_TRUE(std::count(cpu.begin(), cpu.end(), name)) << name << " is not registered";
-  }
   // The CUDA half of a case compares with the CPU kernel of the same name.
   for (const std::string &name : kernelNames(Backend::CUDA))
     EXPECT_TRUE(std::count(cpu.begin(), cpu.end(), name)) << "CUDA " << name << " has no CPU twin";
