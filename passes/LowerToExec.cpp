@@ -428,9 +428,8 @@ FailureOr<llvm::DenseMap<Value, Value>> ProgramLowering::findTiedResults() {
 }
 
 /// The value `op` is a view of (reshape, replicate, stop_gradient,
-/// qat.quantize_grad, a
-/// contiguous slice), with the view's byte offset into it; null for any
-/// other op.
+/// qat.quantize_grad, a contiguous slice), with the view's byte offset into
+/// it; null for any other op.
 static Value viewSource(Operation &op, int64_t &viewOffset) {
   viewOffset = 0;
   if (auto reshape = dyn_cast<llm::ReshapeOp>(op))

@@ -3,6 +3,7 @@
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=dp=2,tp=2 qat={gradients=fp8_e5m2} emit=train" | FileCheck %s --check-prefix=TRAIN
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=gradients=fp8_e5m2:channel" 2>&1 | FileCheck %s --check-prefix=CHANNEL
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=gradients=int8:ema" 2>&1 | FileCheck %s --check-prefix=EMA
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=gradients=int8:asym" 2>&1 | FileCheck %s --check-prefix=ASYM
 
 // gradients=: each weight matmul's output passes through qat.quantize_grad
 // (an identity whose backward fake-quantizes dY); the head is skipped.
@@ -21,5 +22,6 @@
 // TRAIN-NEXT: %[[DQ:.*]] = qat.fake_quant %[[DY]] range %[[G]]
 // TRAIN-NEXT: llm.matmul %[[DQ]]
 
-// CHANNEL: error: qat: bad scheme 'fp8_e5m2:channel': gradients= is per tensor with the minmax observer (each step's dY)
-// EMA: error: qat: bad scheme 'int8:ema': gradients= is per tensor with the minmax observer (each step's dY)
+// CHANNEL: error: qat: bad scheme 'fp8_e5m2:channel': gradients= is per tensor, symmetric, with the minmax observer (each step's dY)
+// EMA: error: qat: bad scheme 'int8:ema': gradients= is per tensor, symmetric, with the minmax observer (each step's dY)
+// ASYM: error: qat: bad scheme 'int8:asym': gradients= is per tensor, symmetric, with the minmax observer (each step's dY)
