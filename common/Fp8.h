@@ -103,8 +103,10 @@ LLMC_HOST_DEVICE inline uint8_t codeOfValue(float value, Kind kind) {
   uint32_t bits = half::bitsOf(value);
   uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
   uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7f);
-  if (magnitude == 0) return sign;
+  if (magnitude > 0x7f800000u)
+    return static_cast<uint8_t>(sign | 0x7f);
+  if (magnitude == 0)
+    return sign;
   int32_t e = static_cast<int32_t>(magnitude >> 23) - 127;
   if (e < s.emin) { // subnormal: a multiple of 2^(emin − mbits), exact
     float units = half::floatOf(magnitude) * powerOfTwo(s.mbits - s.emin);
@@ -130,8 +132,9 @@ LLMC_HOST_DEVICE inline float decode(uint8_t code, Kind kind) {
     return half::floatOf(sign | (mantissa == 0 ? 0x7f800000u : 0x7fc00000u));
   float magnitude =
       field == 0 ? static_cast<float>(mantissa) * powerOfTwo(s.emin - s.mbits)
-                 : half::floatOf((static_cast<uint32_t>(static_cast<int32_t>(field) - s.bias + 127) << 23) |
-                               (mantissa << (23 - s.mbits)));
+                 : half::floatOf(
+                       (static_cast<uint32_t>(static_cast<int32_t>(field) - s.bias + 127) << 23) |
+                       (mantissa << (23 - s.mbits)));
   return half::floatOf(half::bitsOf(magnitude) | sign);
 }
 

@@ -177,9 +177,8 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     b.setInsertionPointAfter(matmul);
     SmallVector<StringRef> names(axes.begin(), axes.end());
     Value y = matmul.getResult();
-    auto q = qat::QuantizeGradOp::create(b, matmul.getLoc(), y,
-                                         qatSpec.gradients->attr(&getContext(), 0),
-                                         b.getStrArrayAttr(names));
+    auto q = qat::QuantizeGradOp::create(
+        b, matmul.getLoc(), y, qatSpec.gradients->attr(&getContext(), 0), b.getStrArrayAttr(names));
     y.replaceAllUsesExcept(q.getResult(), q);
     if (batchDerived.contains(y))
       batchDerived.insert(q.getResult());

@@ -203,8 +203,8 @@ std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error) {
       if (!scheme)
         return std::nullopt;
       // quantize_grad observes each gradient whole, on every step.
-      if (scheme->granularity != "tensor" || scheme->observer != "minmax" ||
-          !scheme->symmetric || scheme->outlier > 0) {
+      if (scheme->granularity != "tensor" || scheme->observer != "minmax" || !scheme->symmetric ||
+          scheme->outlier > 0) {
         error = "bad scheme '" + value.str() +
                 "': gradients= is per tensor, symmetric, with the minmax observer (each "
                 "step's dY)";

@@ -410,9 +410,7 @@ bool parseSchemeString(const std::string &text, Scheme &s, std::string &error) {
   return true;
 }
 
-uint8_t encodeFp8(float value, Format format) {
-  return fp8::codeOfValue(value, fp8KindOf(format));
-}
+uint8_t encodeFp8(float value, Format format) { return fp8::codeOfValue(value, fp8KindOf(format)); }
 
 float decodeFp8(uint8_t code, Format format) { return fp8::decode(code, fp8KindOf(format)); }
 

@@ -34,7 +34,8 @@ std::vector<CastRecord> readTable() {
   uint32_t count = 0;
   in.read(magic, 8);
   in.read(reinterpret_cast<char *>(&count), 4);
-  if (!in || std::memcmp(magic, "LLMCFP8", 8) != 0) return {};
+  if (!in || std::memcmp(magic, "LLMCFP8", 8) != 0)
+    return {};
   std::vector<CastRecord> records(count);
   for (CastRecord &r : records) {
     uint32_t bits;
@@ -61,9 +62,9 @@ void checkAgainstTable(Kind kind) {
     uint8_t code = fp8::encode(r.x, kind);
     float value = fp8::round(r.x, kind);
     float expectedValue = fp8::decode(expected, kind);
-    bool ok = isNanCode(expected, kind) ? isNanCode(code, kind) && std::isnan(value)
-                                        : code == expected &&
-                                              std::memcmp(&value, &expectedValue, 4) == 0;
+    bool ok = isNanCode(expected, kind)
+                  ? isNanCode(code, kind) && std::isnan(value)
+                  : code == expected && std::memcmp(&value, &expectedValue, 4) == 0;
     if (!ok && ++mismatches <= 10)
       ADD_FAILURE() << nameOf(kind) << " of " << r.x << " (" << std::hexfloat << r.x
                     << std::defaultfloat << "): code " << int(code) << " value " << value
@@ -93,10 +94,14 @@ TEST(Fp8, TableCoversEveryCodeAndEveryTie) {
     for (int code = 0; code + 1 < 128; ++code) {
       float lo = fp8::decode(static_cast<uint8_t>(code), kind);
       float hi = fp8::decode(static_cast<uint8_t>(code + 1), kind);
-      if (!std::isfinite(hi)) break;
+      if (!std::isfinite(hi))
+        break;
       float mid = (lo + hi) / 2; // exact: at most mbits + 2 significant bits
       for (const CastRecord &r : table)
-        if (r.x == mid) { ++ties; break; }
+        if (r.x == mid) {
+          ++ties;
+          break;
+        }
     }
     EXPECT_EQ(ties, kind == Kind::E4M3 ? 126 : 123) << nameOf(kind);
   }
