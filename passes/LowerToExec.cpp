@@ -427,9 +427,9 @@ FailureOr<llvm::DenseMap<Value, Value>> ProgramLowering::findTiedResults() {
   return tiedTo;
 }
 
-/// The value `op` is a view of (reshape, replicate, stop_gradient, a
-/// contiguous slice), with the view's byte offset into it; null for any
-/// other op.
+/// The value `op` is a view of (reshape, replicate, stop_gradient,
+/// qat.quantize_grad, a contiguous slice), with the view's byte offset into
+/// it; null for any other op.
 static Value viewSource(Operation &op, int64_t &viewOffset) {
   viewOffset = 0;
   if (auto reshape = dyn_cast<llm::ReshapeOp>(op))
@@ -438,6 +438,8 @@ static Value viewSource(Operation &op, int64_t &viewOffset) {
     return replicate.getInput(); // identity forward
   if (auto stop = dyn_cast<llm::StopGradientOp>(op))
     return stop.getX(); // identity forward
+  if (auto quantizeGrad = dyn_cast<qat::QuantizeGradOp>(op))
+    return quantizeGrad.getX(); // identity forward
   if (auto slice = dyn_cast<llm::SliceOp>(op))
     if (auto offset = contiguousSliceOffset(slice)) {
       viewOffset = *offset;
