@@ -77,7 +77,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
       Value k = b.rope(b.reshape(project(L.k, L.kBias), {B, T, KV, D}), positions, c.ropeTheta,
                        scaling);
       Value v = b.reshape(project(L.v, L.vBias), {B, T, KV, D});
-      Value att = b.attention(q, k, v, segments, 1.0 / std::sqrt(double(D)));
+      Value att = b.attention(q, k, v, segments, 1.0 / std::sqrt(double(D)), c.slidingWindow);
       Value r = b.add(x, b.dropout(b.matmul(b.reshape(att, {B, T, H * D}), L.o, true),
                                    c.dropout));
       Value h2 = b.rmsnorm(r, L.postNorm, c.normEps);

@@ -14,7 +14,11 @@ and:
     TOL relative to the largest logit;
   * the first training loss equals transformers' loss on that batch
     within TOL, on one rank and under tensor parallelism (`--mesh tp=2`,
-    two ranks), and the loss then falls.
+    two ranks), and the loss then falls;
+  * with the window, `llmc generate` (paged KV cache, prompts and new
+    tokens past the window) samples each token from transformers' logits
+    of the whole sequence recomputed without a cache (TOL), and its greedy
+    tokens are transformers' `generate`.
 
 Run by run_hf_families.sh with the venv's python; no network, no
 downloaded models.
@@ -28,6 +32,8 @@ import sys
 import torch
 import transformers
 from safetensors.torch import load_file
+
+from hf_generate import NEW_TOKENS, PROMPTS, generate, relative
 
 TOL = 1e-4
 SEQ, BATCH = 16, 4
@@ -68,6 +74,25 @@ def first_loss(args, artifact, hf_dir, work, name, ranks=1):
         cmd = [args.mpirun, "-np", str(ranks), "--bind-to", "none"] + cmd
     run(*cmd)
     return [json.loads(line)["loss"] for line in open(metrics)]
+
+
+def check_generate(name, model, hf_dir, work, args):
+    """Greedy generation through the windowed paged cache against
+    transformers; returns the worst relative logit error."""
+    artifact = os.path.join(work, "gen.llmc")
+    run(os.path.join(args.bin, "llmc"), "compile", "--config", os.path.join(hf_dir, "config.json"),
+        "--inference", "max-batch=3,max-context=32,page=4,chunk=8", "-o", artifact)
+    worst = 0.0
+    for prompt, (tokens, logits) in zip(PROMPTS, generate(args, artifact, hf_dir, PROMPTS, work,
+                                                          "generate")):
+        with torch.no_grad():
+            ref = model(torch.tensor([prompt + tokens]), use_cache=False).logits[0, len(prompt) - 1:-1]
+            want = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS,
+                                  do_sample=False, pad_token_id=0)[0, len(prompt):].tolist()
+        worst = max(worst, relative(logits, ref))
+        assert tokens == want, f"{name} prompt {prompt}: {tokens} vs transformers' {want}"
+    assert worst <= TOL, f"{name}: generated logits differ by {worst:.3g} (> {TOL})"
+    return worst
 
 
 def check(name, family, args, **extra):
@@ -115,6 +140,14 @@ def check(name, family, args, **extra):
     assert torch.equal(ref, again), f"{name}: the exported model computes other logits"
     err = (logits - ref).abs().max().item() / ref.abs().max().item()
     assert err <= TOL, f"{name}: logits differ by {err:.3g} relative (> {TOL})"
+    if getattr(model.config, "sliding_window", None) and model.config.sliding_window < SEQ:
+        # The window must matter on this batch, or the check proves nothing.
+        model.config.sliding_window = None
+        with torch.no_grad():
+            unwindowed = model(tokens, use_cache=False).logits
+        model.config.sliding_window = extra["sliding_window"]
+        gap = (unwindowed - ref).abs().max().item() / ref.abs().max().item()
+        assert gap > 100 * TOL, f"{name}: the window changes the logits by only {gap:.3g}"
 
     losses = first_loss(args, artifact, hf_in, work, "train")
     tp_losses = first_loss(args, tp_artifact, hf_in, work, "train-tp2", ranks=2)
@@ -122,9 +155,14 @@ def check(name, family, args, **extra):
         loss_err = abs(ls[0] - ref_loss) / ref_loss
         assert loss_err <= TOL, f"{name} ({label}): first loss {ls[0]} vs transformers {ref_loss}"
         assert ls[-1] < ls[0], f"{name} ({label}): loss did not fall: {ls}"
+    generated = ""
+    if extra.get("sliding_window"):
+        worst = check_generate(name, model, hf_in, work, args)
+        generated = (f"; {len(PROMPTS)} prompts x {NEW_TOKENS} greedy tokens as transformers', "
+                     f"logits max rel err {worst:.2e} against recompute")
     print(f"{name}: {len(before)} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
           f"{err:.2e}; first loss {losses[0]:.6f} (tp=2 {tp_losses[0]:.6f}) vs transformers "
-          f"{ref_loss:.6f}")
+          f"{ref_loss:.6f}{generated}")
 
 
 def main():
@@ -138,6 +176,7 @@ def main():
     torch.set_num_threads(2)
     check("qwen2", "qwen2", args)
     check("mistral", "mistral", args, sliding_window=None)
+    check("mistral-window", "mistral", args, sliding_window=6)
     return 0
 
 
