@@ -53,7 +53,8 @@ inline std::string cudnnAttentionRefusal(const CudnnAttentionShape &s) {
   // each batch decides; llmc's tile skipping handles packed rows instead.
   if (s.segments) return "segment ids (packed documents run on llmc's kernels)";
   // cuDNN's diagonal band would take it; llmc has not wired and measured it.
-  if (s.window > 0) return "a sliding window (runs on llmc's kernels)";
+  if (s.window > 0)
+    return "a sliding window (runs on llmc's kernels)";
   if (s.b == 0 || s.t == 0 || s.s == 0 || s.h == 0) return "an empty operand";
   return "";
 }

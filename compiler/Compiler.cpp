@@ -107,8 +107,8 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, const ModelSource &source,
     if (adjust)
       adjust(*config);
     if (llvm::Error e = config->validate()) {
-      emitError(UnknownLoc::get(&context)) << "invalid " << family << " config: "
-                                           << llvm::toString(std::move(e));
+      emitError(UnknownLoc::get(&context))
+          << "invalid " << family << " config: " << llvm::toString(std::move(e));
       return nullptr;
     }
     module = buildModel(&context, *config);

@@ -94,10 +94,10 @@ Value GraphBuilder::rope(Value x, Value positions, double theta, const RopeScali
 }
 
 Value GraphBuilder::attention(Value q, Value k, Value v, Value segments, double scale,
-                            int64_t window) {
-  auto op = llm::AttentionOp::create(builder, loc("attention"), q, k, v, segments,
-                                     APFloat(scale), true,
-                                     window > 0 ? builder.getI64IntegerAttr(window) : nullptr);
+                              int64_t window) {
+  auto op =
+      llm::AttentionOp::create(builder, loc("attention"), q, k, v, segments, APFloat(scale), true,
+                               window > 0 ? builder.getI64IntegerAttr(window) : nullptr);
   return op.getOut();
 }
 

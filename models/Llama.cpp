@@ -30,7 +30,9 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
   const double std = c.initStd;
 
   Value embed = b.param("embed_tokens.weight", {V, C}, "normal", std);
-  struct Layer { Value inNorm, q, k, v, qBias, kBias, vBias, o, postNorm, gate, up, down; };
+  struct Layer {
+    Value inNorm, q, k, v, qBias, kBias, vBias, o, postNorm, gate, up, down;
+  };
   std::vector<Layer> layers;
   for (int64_t l = 0; l < c.nLayer; ++l) {
     std::string p = "layers." + std::to_string(l) + ".";
@@ -72,10 +74,10 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
         Value y = b.matmul(h, w, true);
         return bias ? b.add(y, bias) : y;
       };
-      Value q = b.rope(b.reshape(project(L.q, L.qBias), {B, T, H, D}), positions, c.ropeTheta,
-                       scaling);
-      Value k = b.rope(b.reshape(project(L.k, L.kBias), {B, T, KV, D}), positions, c.ropeTheta,
-                       scaling);
+      Value q =
+          b.rope(b.reshape(project(L.q, L.qBias), {B, T, H, D}), positions, c.ropeTheta, scaling);
+      Value k =
+          b.rope(b.reshape(project(L.k, L.kBias), {B, T, KV, D}), positions, c.ropeTheta, scaling);
       Value v = b.reshape(project(L.v, L.vBias), {B, T, KV, D});
       Value att = b.attention(q, k, v, segments, 1.0 / std::sqrt(double(D)), c.slidingWindow);
       Value r = b.add(x, b.dropout(b.matmul(b.reshape(att, {B, T, H * D}), L.o, true),

@@ -67,24 +67,71 @@ const std::vector<Field> &fields() {
       {"vocab_size", {}, "vocabulary size", intField(&ModelConfig::vocabSize)},
       {"n_layer", {"num_hidden_layers"}, "transformer blocks", intField(&ModelConfig::nLayer)},
       {"n_head", {"num_attention_heads"}, "query heads", intField(&ModelConfig::nHead)},
-      {"n_kv_head", {"num_key_value_heads"}, "key/value heads (GQA/MQA)", intField(&ModelConfig::nKvHead)},
+      {"n_kv_head",
+       {"num_key_value_heads"},
+       "key/value heads (GQA/MQA)",
+       intField(&ModelConfig::nKvHead)},
       {"n_embd", {"hidden_size"}, "model width", intField(&ModelConfig::nEmbd)},
-      {"ffn_hidden", {"intermediate_size", "n_inner"}, "MLP inner width", intField(&ModelConfig::ffnHidden)},
-      {"max_positions", {"n_positions", "max_position_embeddings"}, "position table rows (gpt2)", intField(&ModelConfig::maxPositions)},
-      {"seq_len", {"block_size"}, "sequence length T of the compiled graph", intField(&ModelConfig::seqLen)},
-      {"batch_size", {}, "batch size B of the compiled graph (per microbatch)", intField(&ModelConfig::batchSize)},
-      {"norm_eps", {"layer_norm_epsilon", "rms_norm_eps"}, "normalization epsilon", floatField(&ModelConfig::normEps)},
+      {"ffn_hidden",
+       {"intermediate_size", "n_inner"},
+       "MLP inner width",
+       intField(&ModelConfig::ffnHidden)},
+      {"max_positions",
+       {"n_positions", "max_position_embeddings"},
+       "position table rows (gpt2)",
+       intField(&ModelConfig::maxPositions)},
+      {"seq_len",
+       {"block_size"},
+       "sequence length T of the compiled graph",
+       intField(&ModelConfig::seqLen)},
+      {"batch_size",
+       {},
+       "batch size B of the compiled graph (per microbatch)",
+       intField(&ModelConfig::batchSize)},
+      {"norm_eps",
+       {"layer_norm_epsilon", "rms_norm_eps"},
+       "normalization epsilon",
+       floatField(&ModelConfig::normEps)},
       {"rope_theta", {}, "RoPE base (llama)", floatField(&ModelConfig::ropeTheta)},
-      {"rope_scaling", {}, "RoPE scaling (llama): none, or llama3 (Llama 3.1's, by wavelength; the four rope_* keys below)", stringField(&ModelConfig::ropeScaling)},
-      {"rope_factor", {}, "llama3 scaling: long wavelengths are stretched this many times (default 8)", floatField(&ModelConfig::ropeFactor)},
-      {"rope_low_freq_factor", {}, "llama3 scaling: wavelengths above rope_original_max_positions / this are stretched (default 1)", floatField(&ModelConfig::ropeLowFreqFactor)},
-      {"rope_high_freq_factor", {}, "llama3 scaling: wavelengths below rope_original_max_positions / this are kept (default 4)", floatField(&ModelConfig::ropeHighFreqFactor)},
-      {"rope_original_max_positions", {}, "llama3 scaling: the context the unscaled rates were trained for (default 8192)", intField(&ModelConfig::ropeOriginalMaxPositions)},
-      {"sliding_window", {}, "attention window: each query sees its last N keys, itself included (mistral); 0 none", intField(&ModelConfig::slidingWindow)},
-      {"tie_embeddings", {"tie_word_embeddings"}, "share the embedding table with the output head", boolField(&ModelConfig::tieEmbeddings)},
+      {"rope_scaling",
+       {},
+       "RoPE scaling (llama): none, or llama3 (Llama 3.1's, by wavelength; the four rope_* keys "
+       "below)",
+       stringField(&ModelConfig::ropeScaling)},
+      {"rope_factor",
+       {},
+       "llama3 scaling: long wavelengths are stretched this many times (default 8)",
+       floatField(&ModelConfig::ropeFactor)},
+      {"rope_low_freq_factor",
+       {},
+       "llama3 scaling: wavelengths above rope_original_max_positions / this are stretched "
+       "(default 1)",
+       floatField(&ModelConfig::ropeLowFreqFactor)},
+      {"rope_high_freq_factor",
+       {},
+       "llama3 scaling: wavelengths below rope_original_max_positions / this are kept (default 4)",
+       floatField(&ModelConfig::ropeHighFreqFactor)},
+      {"rope_original_max_positions",
+       {},
+       "llama3 scaling: the context the unscaled rates were trained for (default 8192)",
+       intField(&ModelConfig::ropeOriginalMaxPositions)},
+      {"sliding_window",
+       {},
+       "attention window: each query sees its last N keys, itself included (mistral); 0 none",
+       intField(&ModelConfig::slidingWindow)},
+      {"tie_embeddings",
+       {"tie_word_embeddings"},
+       "share the embedding table with the output head",
+       boolField(&ModelConfig::tieEmbeddings)},
       {"dropout", {"resid_pdrop"}, "dropout rate", floatField(&ModelConfig::dropout)},
-      {"init_std", {"initializer_range"}, "standard deviation of weight init", floatField(&ModelConfig::initStd)},
-      {"doc_separator", {}, "pack documents: the token opening each one (e.g. 50256, 10 for bytes); -1 none", intField(&ModelConfig::docSeparator)},
+      {"init_std",
+       {"initializer_range"},
+       "standard deviation of weight init",
+       floatField(&ModelConfig::initStd)},
+      {"doc_separator",
+       {},
+       "pack documents: the token opening each one (e.g. 50256, 10 for bytes); -1 none",
+       intField(&ModelConfig::docSeparator)},
   };
   return table;
 }
@@ -105,12 +152,26 @@ Expected<ModelConfig> qwen2Preset(ModelConfig c, const std::string &preset) {
   c.ropeTheta = 1e6;
   c.normEps = 1e-6;
   if (preset == "tiny") {
-    c.vocabSize = 256; c.nLayer = 4; c.nHead = 4; c.nKvHead = 2; c.nEmbd = 128;
-    c.ffnHidden = 352; c.seqLen = 128; c.batchSize = 8; c.tieEmbeddings = true;
+    c.vocabSize = 256;
+    c.nLayer = 4;
+    c.nHead = 4;
+    c.nKvHead = 2;
+    c.nEmbd = 128;
+    c.ffnHidden = 352;
+    c.seqLen = 128;
+    c.batchSize = 8;
+    c.tieEmbeddings = true;
   } else if (preset == "0.5B") {
     // Qwen2.5-0.5B.
-    c.vocabSize = 151936; c.nLayer = 24; c.nHead = 14; c.nKvHead = 2; c.nEmbd = 896;
-    c.ffnHidden = 4864; c.seqLen = 2048; c.batchSize = 1; c.tieEmbeddings = true;
+    c.vocabSize = 151936;
+    c.nLayer = 24;
+    c.nHead = 14;
+    c.nKvHead = 2;
+    c.nEmbd = 896;
+    c.ffnHidden = 4864;
+    c.seqLen = 2048;
+    c.batchSize = 1;
+    c.tieEmbeddings = true;
   } else {
     return fail("unknown preset '" + preset + "' for qwen2 (expected one of: tiny, 0.5B)");
   }
@@ -121,13 +182,27 @@ Expected<ModelConfig> qwen2Preset(ModelConfig c, const std::string &preset) {
 /// Mistral: Llama with sliding-window attention (v0.1's 4096 keys).
 Expected<ModelConfig> mistralPreset(ModelConfig c, const std::string &preset) {
   if (preset == "tiny") {
-    c.vocabSize = 256; c.nLayer = 4; c.nHead = 4; c.nKvHead = 2; c.nEmbd = 128;
-    c.ffnHidden = 352; c.seqLen = 128; c.batchSize = 8; c.tieEmbeddings = false;
+    c.vocabSize = 256;
+    c.nLayer = 4;
+    c.nHead = 4;
+    c.nKvHead = 2;
+    c.nEmbd = 128;
+    c.ffnHidden = 352;
+    c.seqLen = 128;
+    c.batchSize = 8;
+    c.tieEmbeddings = false;
     c.slidingWindow = 64; // half the sequence: the window shapes every batch
   } else if (preset == "7B") {
     // Mistral-7B-v0.1.
-    c.vocabSize = 32000; c.nLayer = 32; c.nHead = 32; c.nKvHead = 8; c.nEmbd = 4096;
-    c.ffnHidden = 14336; c.seqLen = 4096; c.batchSize = 1; c.tieEmbeddings = false;
+    c.vocabSize = 32000;
+    c.nLayer = 32;
+    c.nHead = 32;
+    c.nKvHead = 8;
+    c.nEmbd = 4096;
+    c.ffnHidden = 14336;
+    c.seqLen = 4096;
+    c.batchSize = 1;
+    c.tieEmbeddings = false;
     c.slidingWindow = 4096;
   } else {
     return fail("unknown preset '" + preset + "' for mistral (expected one of: tiny, 7B)");
@@ -207,7 +282,8 @@ Expected<ModelConfig> presetConfig(const std::string &family, const std::string 
   if (family == "mistral")
     return mistralPreset(c, preset);
   if (family == "qwen3" || family == "gemma2" || family == "gemma3")
-    return fail("model family '" + family + "' is not supported yet (llmc builds gpt2, llama, "
+    return fail("model family '" + family +
+                "' is not supported yet (llmc builds gpt2, llama, "
                 "qwen2 and mistral; docs/models.md)");
   return fail("unknown model family '" + family + "' (expected gpt2, llama, qwen2 or mistral)");
 }
@@ -344,8 +420,7 @@ Expected<std::string> configFamily(StringRef path) {
     // presetConfig names the families llmc builds and those it does not yet.
     Expected<ModelConfig> known = presetConfig(type->str(), "tiny");
     return fail("config '" + path + "': " +
-                (known ? std::string("model_type '") + *type + "'"
-                       : toString(known.takeError())));
+                (known ? std::string("model_type '") + *type + "'" : toString(known.takeError())));
   }
   return type->str();
 }

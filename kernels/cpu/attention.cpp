@@ -13,7 +13,8 @@
 // the partial output rescaled by exp(m_old − m_new) — so the T×S score
 // matrix never exists, only one tile of it in per-thread scratch. Causal
 // tasks stop at the diagonal, windowed ones start at the window, and every
-// pass skips the tiles that segment ids hide entirely (SegmentTiles.h), so packed documents cost Σ s_i².
+// pass skips the tiles that segment ids hide entirely (SegmentTiles.h), so packed documents cost Σ
+// s_i².
 //
 // Backward, with P = exp(scale·q·kᵀ − lse) recomputed per tile and
 // Dᵢ = rowsum(dout ∘ out) precomputed:
@@ -239,8 +240,7 @@ template <typename T> struct AttentionTiles {
         for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < cols; ++c) at(r, c) = kNegInf;
     if (n.window > 0 && j0 <= i0 + rows - 1 - n.window) // the tile reaches behind a window
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < std::min(cols, i0 + r - n.window + 1 - j0); ++c)
-          at(r, c) = kNegInf;
+        for (int64_t c = 0; c < std::min(cols, i0 + r - n.window + 1 - j0); ++c) at(r, c) = kNegInf;
     if (!n.segments) return;
     int64_t rowSegment[kBr], colSegment[kBc];
     for (int64_t r = 0; r < rows; ++r) rowSegment[r] = segmentIds[b * n.t + i0 + r];

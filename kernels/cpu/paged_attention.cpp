@@ -45,8 +45,8 @@
 #include "kernels/cpu/TileGemm.h"
 
 #include <array>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -356,7 +356,8 @@ private:
       int64_t p = positions_[c.b * n_.t + c.t0 + i];
       keyEnd[i] = p < 0 ? 0 : std::min(p + 1, n_.maxBlocks * n_.page);
       keyBegin[i] = n_.window > 0 ? std::max<int64_t>(0, p - n_.window + 1) : 0;
-      if (keyEnd[i] > keyBegin[i]) begin = std::min(begin, keyBegin[i]);
+      if (keyEnd[i] > keyBegin[i])
+        begin = std::min(begin, keyBegin[i]);
       end = std::max(end, keyEnd[i]);
     }
     const int64_t startTile = end > 0 ? begin / kKeys : 0;

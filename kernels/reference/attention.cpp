@@ -37,7 +37,8 @@ AttentionDims attentionDims(const RefTensor &q, const RefTensor &k, const RefTen
 bool visible(const AttentionDims &dims, const RefTensor *segmentIds, bool causal, int64_t window,
              int64_t b, int64_t i, int64_t j) {
   if (causal && j > i) return false;
-  if (window > 0 && j <= i - window) return false;
+  if (window > 0 && j <= i - window)
+    return false;
   if (segmentIds && segmentIds->data[b * dims.t + i] != segmentIds->data[b * dims.t + j])
     return false;
   return true;
@@ -164,7 +165,8 @@ Results unpackQkv(const RefTensor &qkv, int64_t heads, int64_t kvHeads) {
 } // namespace
 
 LLMC_REGISTER_EVALUATOR("llm.attention", [](const RefCall &c) -> Results {
-  return attention(c.in(0), c.in(1), c.in(2), c.optional(3), c.real("scale"), c.flag("causal"), c.integer("window", 0));
+  return attention(c.in(0), c.in(1), c.in(2), c.optional(3), c.real("scale"), c.flag("causal"),
+                   c.integer("window", 0));
 });
 LLMC_REGISTER_EVALUATOR("llm.attention_grad", [](const RefCall &c) -> Results {
   return attentionGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.in(5), c.optional(6),
@@ -173,7 +175,8 @@ LLMC_REGISTER_EVALUATOR("llm.attention_grad", [](const RefCall &c) -> Results {
 // The packed forms: the same references on qkv's column blocks.
 LLMC_REGISTER_EVALUATOR("llm.attention_packed", [](const RefCall &c) -> Results {
   Results qkv = unpackQkv(c.in(0), c.integer("heads"), c.integer("kv_heads"));
-  return attention(qkv[0], qkv[1], qkv[2], c.optional(1), c.real("scale"), c.flag("causal"), c.integer("window", 0));
+  return attention(qkv[0], qkv[1], qkv[2], c.optional(1), c.real("scale"), c.flag("causal"),
+                   c.integer("window", 0));
 });
 LLMC_REGISTER_EVALUATOR("llm.attention_packed_grad", [](const RefCall &c) -> Results {
   Results qkv = unpackQkv(c.in(0), c.integer("heads"), c.integer("kv_heads"));

@@ -163,8 +163,8 @@ LLMC_REGISTER_EVALUATOR("llm.paged_attention", [](const RefCall &c) -> Results {
   double scale = c.real("scale");
   Results scales = c.variadic(5);
   if (scales.empty())
-    return {pagedAttention(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), scale,
-                           c.integer("window", 0))};
+    return {
+        pagedAttention(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), scale, c.integer("window", 0))};
   return {pagedAttention(c.in(0), dequantizeCache(c.in(1), scales.at(0)),
                          dequantizeCache(c.in(2), scales.at(1)), c.in(3), c.in(4), scale,
                          c.integer("window", 0))};

@@ -53,11 +53,11 @@ cl::SubCommand exportHfCmd("export-hf",
 cl::opt<std::string> modelFamily(cl::Positional,
                                  cl::desc("<gpt2|llama|qwen2|mistral> (default: --config's "
                                           "model_type)"),
-                                 cl::Optional,
-                                 cl::sub(modelCmd), cl::cat(llmcCategory));
-cl::opt<std::string> modelPreset("preset", cl::desc("Preset name (gpt2: tiny, 124M, 350M, "
-                                                    "774M, 1.5B; llama: tiny, 1B; qwen2: tiny, "
-                                                    "0.5B; mistral: tiny, 7B)"),
+                                 cl::Optional, cl::sub(modelCmd), cl::cat(llmcCategory));
+cl::opt<std::string> modelPreset("preset",
+                                 cl::desc("Preset name (gpt2: tiny, 124M, 350M, "
+                                          "774M, 1.5B; llama: tiny, 1B; qwen2: tiny, "
+                                          "0.5B; mistral: tiny, 7B)"),
                                  cl::init("tiny"), cl::sub(modelCmd), cl::sub(compileCmd));
 cl::list<std::string> modelSet("set", cl::desc("Override a config key (key=value)"),
                                cl::sub(modelCmd), cl::sub(compileCmd), cl::cat(llmcCategory));
@@ -147,8 +147,7 @@ int runModel() {
               << "convention: every parameter tensor counted once; "
               << (config.tieEmbeddings ? "output head tied to the token embedding"
                                        : "separate output head")
-              << "; vocabulary " << config.vocabSize << vocabularyPadding(config.vocabSize)
-              << "\n"
+              << "; vocabulary " << config.vocabSize << vocabularyPadding(config.vocabSize) << "\n"
               << "shape:      n_layer=" << config.nLayer << " n_head=" << config.nHead
               << " n_kv_head=" << config.nKvHead << " n_embd=" << config.nEmbd
               << " ffn_hidden=" << config.ffnHidden << " seq_len=" << config.seqLen

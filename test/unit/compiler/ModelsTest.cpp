@@ -225,8 +225,7 @@ TEST(Models, ConfigJsonNamesTheFamily) {
   EXPECT_EQ(familyOf(R"({"model_type": "qwen2"})"), "qwen2");
   EXPECT_EQ(familyOf(R"({"model_type": "mistral"})"), "mistral");
   EXPECT_EQ(familyOf(R"({"model_type": "llama"})"), "llama");
-  EXPECT_EQ(familyOf(R"({"hidden_size": 64})"),
-            " has no model_type; give the family with --model");
+  EXPECT_EQ(familyOf(R"({"hidden_size": 64})"), " has no model_type; give the family with --model");
   EXPECT_EQ(familyOf(R"({"model_type": "gemma2"})"),
             ": model family 'gemma2' is not supported yet (llmc builds gpt2, llama, qwen2 and "
             "mistral; docs/models.md)");

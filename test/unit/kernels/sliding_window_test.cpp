@@ -31,9 +31,8 @@ const std::vector<WindowCase> kWindows = {
 };
 
 std::string label(const char *what, DType dtype, const WindowCase &c) {
-  return std::string(what) + "_" + dtypeName(dtype) + "_" +
-         shapeLabel({c.b, c.t, c.h, c.kv, c.d}) + "_w" + std::to_string(c.window) +
-         (c.segments ? "_segments" : "");
+  return std::string(what) + "_" + dtypeName(dtype) + "_" + shapeLabel({c.b, c.t, c.h, c.kv, c.d}) +
+         "_w" + std::to_string(c.window) + (c.segments ? "_segments" : "");
 }
 
 /// Documents of ~15 tokens in each row.
@@ -51,7 +50,8 @@ KernelAttrs windowAttrs(double scale, int64_t window) {
 void attentionTolerances(KernelCall &k, DType dtype, size_t outputs) {
   k.metric = k.cudaMetric = Metric::Norm;
   k.tolerances = k.cudaTolerances = std::vector<double>(outputs, tolerance(dtype));
-  if (outputs == 2) k.tolerances[1] = k.cudaTolerances[1] = 1e-5;
+  if (outputs == 2)
+    k.tolerances[1] = k.cudaTolerances[1] = 1e-5;
 }
 
 ConformanceCase forwardCase(DType dtype, const WindowCase &c, uint64_t seed) {
@@ -61,13 +61,14 @@ ConformanceCase forwardCase(DType dtype, const WindowCase &c, uint64_t seed) {
             k.input(randomTensor({c.b, c.t, c.h, c.d}, seed), dtype);
             k.input(randomTensor({c.b, c.t, c.kv, c.d}, seed + 1), dtype);
             k.input(randomTensor({c.b, c.t, c.kv, c.d}, seed + 2), dtype);
-            if (c.segments) k.input(Buffer::of(documents(c), DType::I32));
+            if (c.segments)
+              k.input(Buffer::of(documents(c), DType::I32));
             k.output(dtype, {c.b, c.t, c.h, c.d});
             k.output(DType::F32, {c.b, c.h, c.t});
             k.attrs = windowAttrs(scale, c.window);
             k.reference = [=](const std::vector<RefTensor> &in) {
-              return ref::attention(in[0], in[1], in[2], c.segments ? &in[3] : nullptr, scale,
-                                    true, c.window);
+              return ref::attention(in[0], in[1], in[2], c.segments ? &in[3] : nullptr, scale, true,
+                                    c.window);
             };
             attentionTolerances(k, dtype, 2);
             return k;
@@ -91,7 +92,8 @@ ConformanceCase backwardCase(DType dtype, const WindowCase &c, uint64_t seed) {
             k.input(roundTo(forward[0], dtype), dtype);
             k.input(forward[1], DType::F32);
             k.input(randomTensor({c.b, c.t, c.h, c.d}, seed + 3), dtype);
-            if (c.segments) k.input(Buffer::of(seg, DType::I32));
+            if (c.segments)
+              k.input(Buffer::of(seg, DType::I32));
             k.output(dtype, q.shape);
             k.output(dtype, kk.shape);
             k.output(dtype, v.shape);
@@ -145,8 +147,8 @@ const std::vector<PagedWindowCase> kPagedWindows = {
 
 ConformanceCase pagedCase(DType dtype, const PagedWindowCase &c, uint64_t seed) {
   std::string name = std::string("paged_") + dtypeName(dtype) + "_t" + std::to_string(c.t) +
-                     "_rows" + std::to_string(c.lengths.size()) + "_w" +
-                     std::to_string(c.window) + "_s" + std::to_string(c.lengths[0]);
+                     "_rows" + std::to_string(c.lengths.size()) + "_w" + std::to_string(c.window) +
+                     "_s" + std::to_string(c.lengths[0]);
   return {"paged_attention", name, [=] {
             KernelCall k;
             const int64_t b = static_cast<int64_t>(c.lengths.size());
@@ -175,7 +177,8 @@ std::vector<ConformanceCase> slidingWindowCases() {
     for (const WindowCase &c : kWindows) {
       cases.push_back(forwardCase(dtype, c, seed += 10));
       cases.push_back(backwardCase(dtype, c, seed += 10));
-      if (!c.segments) cases.push_back(ropeCase(dtype, c, seed += 10));
+      if (!c.segments)
+        cases.push_back(ropeCase(dtype, c, seed += 10));
     }
     for (const PagedWindowCase &c : kPagedWindows) cases.push_back(pagedCase(dtype, c, seed += 10));
   }
@@ -188,12 +191,14 @@ LLMC_CONFORMANCE_CASES(SlidingWindow, slidingWindowCases);
 TEST(SlidingWindowAttention, BindingErrors) {
   TensorView q = typeOnly(DType::F32, {1, 8, 2, 4}), k = typeOnly(DType::F32, {1, 8, 2, 4});
   TensorView out = typeOnly(DType::F32, {1, 8, 2, 4}), lse = typeOnly(DType::F32, {1, 2, 8});
-  expectBindErrorsMention(
-      "attention",
-      {{{q, k, k}, {out, lse}, attrs({{"scale", 0.5}}, {{"causal", 1}, {"window", -1}}),
-        "attribute 'window' must be >= 0, got -1"},
-       {{q, k, k}, {out, lse}, attrs({{"scale", 0.5}}, {{"window", 4}}),
-        "attribute 'window' needs causal attention"}});
+  expectBindErrorsMention("attention", {{{q, k, k},
+                                         {out, lse},
+                                         attrs({{"scale", 0.5}}, {{"causal", 1}, {"window", -1}}),
+                                         "attribute 'window' must be >= 0, got -1"},
+                                        {{q, k, k},
+                                         {out, lse},
+                                         attrs({{"scale", 0.5}}, {{"window", 4}}),
+                                         "attribute 'window' needs causal attention"}});
 }
 
 } // namespace
