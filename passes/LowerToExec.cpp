@@ -73,13 +73,15 @@ int64_t kernelWorkspaceBytes(Operation &op, StringRef target) {
   // packed forms say them in attributes; the others in k's shape).
   std::optional<bool> segments;
   bool packed = false, backward = false, rope = false;
-  int64_t heads = 0, kvHeads = 0;
+  int64_t heads = 0, kvHeads = 0, window = 0;
   auto unpacked = [&](auto attention, bool isBackward, bool isRope) {
     segments = static_cast<bool>(attention.getSegmentIds());
+    window = static_cast<int64_t>(attention.getWindow().value_or(0));
     backward = isBackward, rope = isRope;
   };
   auto packedForm = [&](auto attention, bool isBackward) {
     segments = static_cast<bool>(attention.getSegmentIds());
+    window = static_cast<int64_t>(attention.getWindow().value_or(0));
     packed = true, backward = isBackward;
     heads = static_cast<int64_t>(attention.getHeads());
     kvHeads = static_cast<int64_t>(attention.getKvHeads());
@@ -99,6 +101,7 @@ int64_t kernelWorkspaceBytes(Operation &op, StringRef target) {
   shape.halfPrecision = element.isBF16() || element.isF16();
   shape.elementBytes = element.getIntOrFloatBitWidth() / 8;
   shape.backward = backward, shape.rope = rope, shape.segments = *segments;
+  shape.window = window;
   shape.b = q.getDimSize(0), shape.t = q.getDimSize(1);
   if (packed) {
     shape.s = shape.t, shape.h = heads, shape.kv = kvHeads;

@@ -116,7 +116,7 @@ FailureOr<Grads> attentionVJP(OpBuilder &b, AttentionOp op, ArrayRef<Value> dys,
     return op.emitOpError("has no VJP through its lse result");
   auto grad = AttentionGradOp::create(b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getOut(),
                                       op.getLse(), dys[0], op.getSegmentIds(), op.getScale(),
-                                      op.getCausal());
+                                      op.getCausal(), op.getWindowAttr());
   Grads grads{grad.getDq(), grad.getDk(), grad.getDv()};
   if (op.getSegmentIds())
     grads.push_back(Value());
