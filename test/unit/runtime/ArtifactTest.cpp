@@ -26,7 +26,7 @@ struct Spec {
   int32_t rankOffsetIndex = 0;
   bool faultSite = false;                ///< mark the kernel as the fault-injection site
   fb::DType outputDType = fb::DType::F32; ///< of buffer 0
-  int32_t channel = 0;                    ///< the kernel's transfer channel (none is valid)
+  int32_t channel = 0; ///< the kernel's transfer channel (none is valid)
 };
 
 /// A one-program artifact: `kernel` writes buffer 0 (f32[4x8]).
@@ -149,7 +149,8 @@ TEST(Artifact, SemanticChecksNameTheField) {
   test::writeBytes(path, build({.rankOffsetAttr = "offset", .rankOffsetIndex = 1}));
   EXPECT_RUNTIME_ERROR(loadArtifact(path), "rank offset index 1 out of range for attribute 'offset' of 1 element(s)");
   test::writeBytes(path, build({.channel = 2}));
-  EXPECT_RUNTIME_ERROR(loadArtifact(path), "instruction 0: channel 2 on an instruction that is not a send or receive");
+  EXPECT_RUNTIME_ERROR(loadArtifact(path),
+                       "instruction 0: channel 2 on an instruction that is not a send or receive");
 }
 
 TEST(Artifact, OlderMinorVersionsLoad) {
