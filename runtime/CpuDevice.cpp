@@ -53,7 +53,7 @@ private:
 
 class CpuDevice final : public ExecutionDevice {
 public:
-  explicit CpuDevice(size_t arenaBytes) : arena_(arenaBytes), streams_(communicationLanes()) {}
+  explicit CpuDevice(size_t arenaBytes) : arena_(arenaBytes) {}
   Backend backend() const override { return Backend::CPU; }
   Arena &hostArena() override { return arena_; }
   uint8_t *kernelBase() override { return arena_.base(); }
@@ -105,7 +105,7 @@ private:
     return lanes;
   }
   Arena arena_;
-  HostStreams streams_;
+  HostStreams streams_{communicationLanes()};
 };
 
 } // namespace
