@@ -10,7 +10,9 @@
 # layout with llmc's kernels (flash attention, no dropout), and the layout
 # the planner would pick with the search open (--target cuda, llmc's
 # kernels). Layouts with pipeline stages are priced as the CPU target's
-# programs (--target cpu): the CUDA target does not compile pipelines yet.
+# programs (--target cpu), as in the run docs/planner.md records, made
+# before the CUDA target compiled every schedule (docs/cuda.md, "Pipeline
+# transfers"); the two targets' programs differ in streams and fusions.
 # docs/planner.md records a run.
 #
 #   bench/plan_published.sh [build-dir]

@@ -17,7 +17,8 @@ namespace llmc {
 /// major * 100 + minor. The runtime accepts the same major version.
 /// 1.5: padding shard levels (ShardLevel.pad_to).
 /// 1.6: the fault-injection site (Instruction.fault_site).
-inline constexpr uint32_t kArtifactSchemaVersion = 106;
+/// 1.7: pipeline transfer channels (Instruction.channel).
+inline constexpr uint32_t kArtifactSchemaVersion = 107;
 
 inline uint64_t fnv1a64(const uint8_t *data, size_t size) {
   uint64_t hash = 1469598103934665603ull;

@@ -29,6 +29,7 @@ struct CudnnAttentionShape {
   bool backward = false; ///< attention_grad and its fused forms
   bool rope = false;     ///< attention_rope(_grad): q and k are rotated first
   bool segments = false; ///< segment ids (packed documents)
+  int64_t window = 0;    ///< a sliding window (0: none)
 };
 
 /// Alignment of each part of the workspace (cuDNN wants 16 bytes; 256 keeps
@@ -51,6 +52,9 @@ inline std::string cudnnAttentionRefusal(const CudnnAttentionShape &s) {
   // cuDNN's ragged layout would need one batch entry per document, a count
   // each batch decides; llmc's tile skipping handles packed rows instead.
   if (s.segments) return "segment ids (packed documents run on llmc's kernels)";
+  // cuDNN's diagonal band would take it; llmc has not wired and measured it.
+  if (s.window > 0)
+    return "a sliding window (runs on llmc's kernels)";
   if (s.b == 0 || s.t == 0 || s.s == 0 || s.h == 0) return "an empty operand";
   return "";
 }

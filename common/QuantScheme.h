@@ -26,7 +26,8 @@
 //                   v = x / scale; clipped = |x| > amax (not |v| > fmax:
 //                   amax / scale can exceed fmax by an ulp); y = fp8(clamp(v)) ·
 //                   scale, fp8() rounding to the nearest value of the format
-//                   (subnormals included; ties to the even mantissa).
+//                   (subnormals included; ties to the even mantissa): the
+//                   shared rounding of common/Fp8.h.
 //      nf4:         v = x / amax; clipped = |v| > 1; y = the NF4 level
 //                   nearest clamp(v) (ties to the lower level) · amax.
 //  - asymmetric (integer formats only): lo = min(min, 0), hi = max(max, 0);
@@ -61,6 +62,8 @@
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_COMMON_QUANTSCHEME_H
 #define LLMC_COMMON_QUANTSCHEME_H
+
+#include "common/Fp8.h"
 
 #include <cmath>
 #include <cstdint>
@@ -115,8 +118,12 @@ inline int64_t integerMax(Format f) {
 inline bool isInteger(Format f) {
   return f == Format::Int8 || f == Format::Int4 || f == Format::Int3;
 }
+/// The common/Fp8.h format of an fp8 Format.
+inline fp8::Kind fp8KindOf(Format f) {
+  return f == Format::Fp8E4M3 ? fp8::Kind::E4M3 : fp8::Kind::E5M2;
+}
 /// Largest finite value of an fp8 format.
-inline double fp8Max(Format f) { return f == Format::Fp8E4M3 ? 448.0 : 57344.0; }
+inline double fp8Max(Format f) { return fp8::maxOf(fp8KindOf(f)); }
 
 inline const char *formatName(Format f) {
   switch (f) {
@@ -186,8 +193,8 @@ inline FormatConsts formatConsts(Format f) {
     k.qmin = -(k.qmax + 1.0f);
   } else if (f == Format::Fp8E4M3 || f == Format::Fp8E5M2) {
     k.fmax = static_cast<float>(fp8Max(f));
-    k.mbits = f == Format::Fp8E4M3 ? 3 : 2;
-    k.emin = f == Format::Fp8E4M3 ? -6 : -14;
+    k.mbits = fp8::specOf(fp8KindOf(f)).mbits;
+    k.emin = fp8::specOf(fp8KindOf(f)).emin;
   }
   for (int i = 0; i < 15; ++i) {
     // Two floats of like magnitude: their exact mean is a double.

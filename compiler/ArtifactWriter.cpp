@@ -162,6 +162,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_shift(c.getShift());
     b.add_tag(c.getTag());
     b.add_stream(c.getStream());
+    b.add_channel(c.getChannel());
     b.add_location(location);
     b.add_action(action);
     b.add_fault_site(faultSite);

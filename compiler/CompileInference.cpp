@@ -96,6 +96,8 @@ std::string unsupported(const CompileRequest &options) {
     return "--inference: recomputation and memory budgets apply to training";
   if (!p.insertPass.empty())
     return "--inference: --insert-pass is not supported with --inference";
+  if (p.precision == "fp8")
+    return "--inference: --precision fp8 is a training recipe; use bf16 or fp32";
   if (p.precision == "fp16")
     return "--inference: --precision fp16 is for training with loss scaling; use bf16 or fp32";
   return "";

@@ -79,7 +79,17 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, const ModelSource &source,
     if (!module)
       return nullptr;
   } else {
-    llvm::Expected<ModelConfig> config = presetConfig(source.family, source.preset);
+    // Without --model, config.json's model_type names the family.
+    std::string family = source.family;
+    if (family.empty() && !source.configJson.empty()) {
+      llvm::Expected<std::string> named = configFamily(source.configJson);
+      if (!named) {
+        emitError(UnknownLoc::get(&context)) << llvm::toString(named.takeError());
+        return nullptr;
+      }
+      family = *named;
+    }
+    llvm::Expected<ModelConfig> config = presetConfig(family, source.preset);
     if (!config) {
       emitError(UnknownLoc::get(&context)) << llvm::toString(config.takeError());
       return nullptr;
@@ -97,8 +107,8 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context, const ModelSource &source,
     if (adjust)
       adjust(*config);
     if (llvm::Error e = config->validate()) {
-      emitError(UnknownLoc::get(&context)) << "invalid " << source.family << " config: "
-                                           << llvm::toString(std::move(e));
+      emitError(UnknownLoc::get(&context))
+          << "invalid " << family << " config: " << llvm::toString(std::move(e));
       return nullptr;
     }
     module = buildModel(&context, *config);

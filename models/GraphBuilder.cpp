@@ -93,9 +93,11 @@ Value GraphBuilder::rope(Value x, Value positions, double theta, const RopeScali
                              /*position_limit=*/nullptr, factor, low, high, original);
 }
 
-Value GraphBuilder::attention(Value q, Value k, Value v, Value segments, double scale) {
-  auto op = llm::AttentionOp::create(builder, loc("attention"), q, k, v, segments,
-                                     APFloat(scale), true);
+Value GraphBuilder::attention(Value q, Value k, Value v, Value segments, double scale,
+                              int64_t window) {
+  auto op =
+      llm::AttentionOp::create(builder, loc("attention"), q, k, v, segments, APFloat(scale), true,
+                               window > 0 ? builder.getI64IntegerAttr(window) : nullptr);
   return op.getOut();
 }
 

@@ -41,9 +41,10 @@ public:
   /// Llama 3's frequency scaling when set.
   mlir::Value rope(mlir::Value x, mlir::Value positions, double theta,
                    const RopeScaling &scaling = {});
-  /// Causal; `segments` [B, T] (may be null) keeps each packed document to itself.
+  /// Causal; `segments` [B, T] (may be null) keeps each packed document to
+  /// itself; a `window` > 0 to the keys in (i − window, i].
   mlir::Value attention(mlir::Value q, mlir::Value k, mlir::Value v, mlir::Value segments,
-                        double scale);
+                        double scale, int64_t window = 0);
   mlir::Value crossEntropy(mlir::Value logits, mlir::Value targets);
   mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape);
   mlir::Value slice(mlir::Value x, llvm::ArrayRef<int64_t> offsets,

@@ -7,6 +7,10 @@
 // biases, optional tied output head. Linear weights are [out, in] (y = x·Wᵀ)
 // with HF names without the "model." prefix.
 //
+// Qwen2/2.5 and Mistral are this block too: Qwen2 adds biases to the q, k
+// and v projections; Mistral's attention may see only a window of the
+// latest keys (sliding_window).
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Annotations/Annotations.h"
@@ -20,13 +24,15 @@ using namespace mlir;
 namespace llmc {
 
 OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
-  GraphBuilder b(context, "llama");
+  GraphBuilder b(context, c.family);
   const int64_t B = c.batchSize, T = c.seqLen, C = c.nEmbd, V = c.vocabSize;
   const int64_t H = c.nHead, KV = c.nKvHead, D = c.headDim(), F = c.ffnHidden;
   const double std = c.initStd;
 
   Value embed = b.param("embed_tokens.weight", {V, C}, "normal", std);
-  struct Layer { Value inNorm, q, k, v, o, postNorm, gate, up, down; };
+  struct Layer {
+    Value inNorm, q, k, v, qBias, kBias, vBias, o, postNorm, gate, up, down;
+  };
   std::vector<Layer> layers;
   for (int64_t l = 0; l < c.nLayer; ++l) {
     std::string p = "layers." + std::to_string(l) + ".";
@@ -35,6 +41,11 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
     L.q = b.param(p + "self_attn.q_proj.weight", {H * D, C}, "normal", std);
     L.k = b.param(p + "self_attn.k_proj.weight", {KV * D, C}, "normal", std);
     L.v = b.param(p + "self_attn.v_proj.weight", {KV * D, C}, "normal", std);
+    if (c.qkvBias()) {
+      L.qBias = b.param(p + "self_attn.q_proj.bias", {H * D}, "zeros");
+      L.kBias = b.param(p + "self_attn.k_proj.bias", {KV * D}, "zeros");
+      L.vBias = b.param(p + "self_attn.v_proj.bias", {KV * D}, "zeros");
+    }
     L.o = b.param(p + "self_attn.o_proj.weight", {C, H * D}, "normal", std);
     L.postNorm = b.param(p + "post_attention_layernorm.weight", {C}, "ones");
     L.gate = b.param(p + "mlp.gate_proj.weight", {F, C}, "normal", std);
@@ -58,12 +69,17 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
     const Layer &L = layers[l];
     x = b.block("layers." + std::to_string(l), [&] {
       Value h = b.rmsnorm(x, L.inNorm, c.normEps);
-      Value q = b.rope(b.reshape(b.matmul(h, L.q, true), {B, T, H, D}), positions, c.ropeTheta,
-                       scaling);
-      Value k = b.rope(b.reshape(b.matmul(h, L.k, true), {B, T, KV, D}), positions, c.ropeTheta,
-                       scaling);
-      Value v = b.reshape(b.matmul(h, L.v, true), {B, T, KV, D});
-      Value att = b.attention(q, k, v, segments, 1.0 / std::sqrt(double(D)));
+      // x·Wᵀ (+ bias, Qwen2's q, k and v).
+      auto project = [&](Value w, Value bias) {
+        Value y = b.matmul(h, w, true);
+        return bias ? b.add(y, bias) : y;
+      };
+      Value q =
+          b.rope(b.reshape(project(L.q, L.qBias), {B, T, H, D}), positions, c.ropeTheta, scaling);
+      Value k =
+          b.rope(b.reshape(project(L.k, L.kBias), {B, T, KV, D}), positions, c.ropeTheta, scaling);
+      Value v = b.reshape(project(L.v, L.vBias), {B, T, KV, D});
+      Value att = b.attention(q, k, v, segments, 1.0 / std::sqrt(double(D)), c.slidingWindow);
       Value r = b.add(x, b.dropout(b.matmul(b.reshape(att, {B, T, H * D}), L.o, true),
                                    c.dropout));
       Value h2 = b.rmsnorm(r, L.postNorm, c.normEps);
@@ -96,6 +112,8 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
       b.getNamedAttr("norm_eps", b.getF64FloatAttr(config.normEps)),
       b.getNamedAttr("rope_theta", b.getF64FloatAttr(config.ropeTheta)),
   };
+  if (config.slidingWindow > 0)
+    model.push_back(b.getNamedAttr("sliding_window", b.getI64IntegerAttr(config.slidingWindow)));
   if (config.ropeScaling != "none") {
     model.push_back(b.getNamedAttr("rope_scaling", b.getStringAttr(config.ropeScaling)));
     model.push_back(b.getNamedAttr("rope_factor", b.getF64FloatAttr(config.ropeFactor)));

@@ -3,6 +3,7 @@
 #include "models/ModelConfig.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -66,23 +67,71 @@ const std::vector<Field> &fields() {
       {"vocab_size", {}, "vocabulary size", intField(&ModelConfig::vocabSize)},
       {"n_layer", {"num_hidden_layers"}, "transformer blocks", intField(&ModelConfig::nLayer)},
       {"n_head", {"num_attention_heads"}, "query heads", intField(&ModelConfig::nHead)},
-      {"n_kv_head", {"num_key_value_heads"}, "key/value heads (GQA/MQA)", intField(&ModelConfig::nKvHead)},
+      {"n_kv_head",
+       {"num_key_value_heads"},
+       "key/value heads (GQA/MQA)",
+       intField(&ModelConfig::nKvHead)},
       {"n_embd", {"hidden_size"}, "model width", intField(&ModelConfig::nEmbd)},
-      {"ffn_hidden", {"intermediate_size", "n_inner"}, "MLP inner width", intField(&ModelConfig::ffnHidden)},
-      {"max_positions", {"n_positions", "max_position_embeddings"}, "position table rows (gpt2)", intField(&ModelConfig::maxPositions)},
-      {"seq_len", {"block_size"}, "sequence length T of the compiled graph", intField(&ModelConfig::seqLen)},
-      {"batch_size", {}, "batch size B of the compiled graph (per microbatch)", intField(&ModelConfig::batchSize)},
-      {"norm_eps", {"layer_norm_epsilon", "rms_norm_eps"}, "normalization epsilon", floatField(&ModelConfig::normEps)},
+      {"ffn_hidden",
+       {"intermediate_size", "n_inner"},
+       "MLP inner width",
+       intField(&ModelConfig::ffnHidden)},
+      {"max_positions",
+       {"n_positions", "max_position_embeddings"},
+       "position table rows (gpt2)",
+       intField(&ModelConfig::maxPositions)},
+      {"seq_len",
+       {"block_size"},
+       "sequence length T of the compiled graph",
+       intField(&ModelConfig::seqLen)},
+      {"batch_size",
+       {},
+       "batch size B of the compiled graph (per microbatch)",
+       intField(&ModelConfig::batchSize)},
+      {"norm_eps",
+       {"layer_norm_epsilon", "rms_norm_eps"},
+       "normalization epsilon",
+       floatField(&ModelConfig::normEps)},
       {"rope_theta", {}, "RoPE base (llama)", floatField(&ModelConfig::ropeTheta)},
-      {"rope_scaling", {}, "RoPE scaling (llama): none, or llama3 (Llama 3.1's, by wavelength; the four rope_* keys below)", stringField(&ModelConfig::ropeScaling)},
-      {"rope_factor", {}, "llama3 scaling: long wavelengths are stretched this many times (default 8)", floatField(&ModelConfig::ropeFactor)},
-      {"rope_low_freq_factor", {}, "llama3 scaling: wavelengths above rope_original_max_positions / this are stretched (default 1)", floatField(&ModelConfig::ropeLowFreqFactor)},
-      {"rope_high_freq_factor", {}, "llama3 scaling: wavelengths below rope_original_max_positions / this are kept (default 4)", floatField(&ModelConfig::ropeHighFreqFactor)},
-      {"rope_original_max_positions", {}, "llama3 scaling: the context the unscaled rates were trained for (default 8192)", intField(&ModelConfig::ropeOriginalMaxPositions)},
-      {"tie_embeddings", {"tie_word_embeddings"}, "share the embedding table with the output head", boolField(&ModelConfig::tieEmbeddings)},
+      {"rope_scaling",
+       {},
+       "RoPE scaling (llama): none, or llama3 (Llama 3.1's, by wavelength; the four rope_* keys "
+       "below)",
+       stringField(&ModelConfig::ropeScaling)},
+      {"rope_factor",
+       {},
+       "llama3 scaling: long wavelengths are stretched this many times (default 8)",
+       floatField(&ModelConfig::ropeFactor)},
+      {"rope_low_freq_factor",
+       {},
+       "llama3 scaling: wavelengths above rope_original_max_positions / this are stretched "
+       "(default 1)",
+       floatField(&ModelConfig::ropeLowFreqFactor)},
+      {"rope_high_freq_factor",
+       {},
+       "llama3 scaling: wavelengths below rope_original_max_positions / this are kept (default 4)",
+       floatField(&ModelConfig::ropeHighFreqFactor)},
+      {"rope_original_max_positions",
+       {},
+       "llama3 scaling: the context the unscaled rates were trained for (default 8192)",
+       intField(&ModelConfig::ropeOriginalMaxPositions)},
+      {"sliding_window",
+       {},
+       "attention window: each query sees its last N keys, itself included (mistral); 0 none",
+       intField(&ModelConfig::slidingWindow)},
+      {"tie_embeddings",
+       {"tie_word_embeddings"},
+       "share the embedding table with the output head",
+       boolField(&ModelConfig::tieEmbeddings)},
       {"dropout", {"resid_pdrop"}, "dropout rate", floatField(&ModelConfig::dropout)},
-      {"init_std", {"initializer_range"}, "standard deviation of weight init", floatField(&ModelConfig::initStd)},
-      {"doc_separator", {}, "pack documents: the token opening each one (e.g. 50256, 10 for bytes); -1 none", intField(&ModelConfig::docSeparator)},
+      {"init_std",
+       {"initializer_range"},
+       "standard deviation of weight init",
+       floatField(&ModelConfig::initStd)},
+      {"doc_separator",
+       {},
+       "pack documents: the token opening each one (e.g. 50256, 10 for bytes); -1 none",
+       intField(&ModelConfig::docSeparator)},
   };
   return table;
 }
@@ -96,6 +145,70 @@ const Field *findField(StringRef key) {
         return &f;
   }
   return nullptr;
+}
+
+/// Qwen2/2.5: Llama with q/k/v biases, RoPE base 10⁶, RMSNorm ε 10⁻⁶.
+Expected<ModelConfig> qwen2Preset(ModelConfig c, const std::string &preset) {
+  c.ropeTheta = 1e6;
+  c.normEps = 1e-6;
+  if (preset == "tiny") {
+    c.vocabSize = 256;
+    c.nLayer = 4;
+    c.nHead = 4;
+    c.nKvHead = 2;
+    c.nEmbd = 128;
+    c.ffnHidden = 352;
+    c.seqLen = 128;
+    c.batchSize = 8;
+    c.tieEmbeddings = true;
+  } else if (preset == "0.5B") {
+    // Qwen2.5-0.5B.
+    c.vocabSize = 151936;
+    c.nLayer = 24;
+    c.nHead = 14;
+    c.nKvHead = 2;
+    c.nEmbd = 896;
+    c.ffnHidden = 4864;
+    c.seqLen = 2048;
+    c.batchSize = 1;
+    c.tieEmbeddings = true;
+  } else {
+    return fail("unknown preset '" + preset + "' for qwen2 (expected one of: tiny, 0.5B)");
+  }
+  c.maxPositions = c.seqLen;
+  return c;
+}
+
+/// Mistral: Llama with sliding-window attention (v0.1's 4096 keys).
+Expected<ModelConfig> mistralPreset(ModelConfig c, const std::string &preset) {
+  if (preset == "tiny") {
+    c.vocabSize = 256;
+    c.nLayer = 4;
+    c.nHead = 4;
+    c.nKvHead = 2;
+    c.nEmbd = 128;
+    c.ffnHidden = 352;
+    c.seqLen = 128;
+    c.batchSize = 8;
+    c.tieEmbeddings = false;
+    c.slidingWindow = 64; // half the sequence: the window shapes every batch
+  } else if (preset == "7B") {
+    // Mistral-7B-v0.1.
+    c.vocabSize = 32000;
+    c.nLayer = 32;
+    c.nHead = 32;
+    c.nKvHead = 8;
+    c.nEmbd = 4096;
+    c.ffnHidden = 14336;
+    c.seqLen = 4096;
+    c.batchSize = 1;
+    c.tieEmbeddings = false;
+    c.slidingWindow = 4096;
+  } else {
+    return fail("unknown preset '" + preset + "' for mistral (expected one of: tiny, 7B)");
+  }
+  c.maxPositions = c.seqLen;
+  return c;
 }
 
 } // namespace
@@ -116,6 +229,10 @@ std::vector<std::string> presetNames(const std::string &family) {
     return {"tiny", "124M", "350M", "774M", "1.5B"};
   if (family == "llama")
     return {"tiny", "1B"};
+  if (family == "qwen2")
+    return {"tiny", "0.5B"};
+  if (family == "mistral")
+    return {"tiny", "7B"};
   return {};
 }
 
@@ -160,7 +277,15 @@ Expected<ModelConfig> presetConfig(const std::string &family, const std::string 
     c.maxPositions = c.seqLen;
     return c;
   }
-  return fail("unknown model family '" + family + "' (expected gpt2 or llama)");
+  if (family == "qwen2")
+    return qwen2Preset(c, preset);
+  if (family == "mistral")
+    return mistralPreset(c, preset);
+  if (family == "qwen3" || family == "gemma2" || family == "gemma3")
+    return fail("model family '" + family +
+                "' is not supported yet (llmc builds gpt2, llama, "
+                "qwen2 and mistral; docs/models.md)");
+  return fail("unknown model family '" + family + "' (expected gpt2, llama, qwen2 or mistral)");
 }
 
 Error applyOverride(ModelConfig &config, StringRef assignment) {
@@ -228,19 +353,92 @@ Error applyRopeScaling(ModelConfig &config, const json::Value &value, StringRef 
   return Error::success();
 }
 
+/// config.json's model_type against the family being built: a file of
+/// another family would silently build the wrong model.
+Error checkModelType(const ModelConfig &config, const json::Object &object, StringRef path) {
+  std::optional<StringRef> type = object.getString("model_type");
+  if (!type || *type == config.family)
+    return Error::success();
+  return fail("config '" + path + "': model_type is '" + *type + "', but the model family is '" +
+              config.family + "'");
+}
+
+/// Settings of a config that change what the model computes and that llmc
+/// does not implement: an error naming the key, never a silently different
+/// model.
+Error refuseUnsupported(const ModelConfig &config, StringRef key, const json::Value &value,
+                        StringRef path) {
+  auto refuse = [&](const Twine &why) {
+    return fail("config '" + path + "': " + key + " = " + formatv("{0}", value).str() +
+                " is not supported: " + why);
+  };
+  if (!config.llamaLike())
+    return Error::success();
+  if (key == "hidden_act" && value.getAsString() != StringRef("silu"))
+    return refuse("llmc's " + config.family + " MLP is SwiGLU (silu)");
+  if ((key == "attention_bias" || key == "mlp_bias") && value.getAsBoolean().value_or(false))
+    return refuse("llmc's " + config.family + " has no " +
+                  (key == "mlp_bias" ? "MLP" : "output projection") + " biases");
+  // transformers 4.44's own Qwen2 attention (eager, sdpa) ignores the
+  // window; only its flash-attention path applies it, to the layers from
+  // max_window_layers on. Released Qwen2/2.5 checkpoints leave it off.
+  if (key == "use_sliding_window" && value.getAsBoolean().value_or(false))
+    return refuse("Qwen2's per-layer sliding window (max_window_layers) is not implemented");
+  if (key == "sliding_window" && config.family != "mistral" && config.family != "qwen2" &&
+      !value.getAsNull())
+    return refuse("only mistral's attention has a window");
+  return Error::success();
+}
+
 } // namespace
 
-Error applyConfigJson(ModelConfig &config, StringRef path) {
+namespace {
+
+/// A config.json file's top-level object, or an error naming the file.
+Expected<json::Value> readConfigObject(StringRef path) {
   auto buffer = MemoryBuffer::getFile(path);
   if (!buffer)
     return fail("cannot read config '" + path + "': " + buffer.getError().message());
   Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
   if (!parsed)
     return fail("config '" + path + "' is not valid JSON: " + toString(parsed.takeError()));
-  const json::Object *object = parsed->getAsObject();
-  if (!object)
+  if (!parsed->getAsObject())
     return fail("config '" + path + "' must be a JSON object");
+  return parsed;
+}
+
+} // namespace
+
+Expected<std::string> configFamily(StringRef path) {
+  Expected<json::Value> parsed = readConfigObject(path);
+  if (!parsed)
+    return parsed.takeError();
+  std::optional<StringRef> type = parsed->getAsObject()->getString("model_type");
+  if (!type)
+    return fail("config '" + path + "' has no model_type; give the family with --model");
+  if (presetNames(type->str()).empty()) {
+    // presetConfig names the families llmc builds and those it does not yet.
+    Expected<ModelConfig> known = presetConfig(type->str(), "tiny");
+    return fail("config '" + path + "': " +
+                (known ? std::string("model_type '") + *type + "'" : toString(known.takeError())));
+  }
+  return type->str();
+}
+
+Error applyConfigJson(ModelConfig &config, StringRef path) {
+  Expected<json::Value> parsed = readConfigObject(path);
+  if (!parsed)
+    return parsed.takeError();
+  const json::Object *object = parsed->getAsObject();
+  if (Error e = checkModelType(config, *object, path))
+    return e;
   for (const auto &[key, value] : *object) {
+    if (Error e = refuseUnsupported(config, key, value, path))
+      return e;
+    if (key == "sliding_window" && value.getAsNull()) {
+      config.slidingWindow = 0; // null: no window (Mistral v0.2 and later)
+      continue;
+    }
     if (key == "rope_scaling") {
       if (Error e = applyRopeScaling(config, value, path))
         return e;
@@ -274,6 +472,14 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
   for (const char *key : {"max_position_embeddings", "n_positions"})
     if (auto maxPos = object->getInteger(key))
       config.seqLen = std::min<int64_t>(config.seqLen, *maxPos);
+  // Qwen2 configs carry sliding_window even with use_sliding_window off.
+  if (config.family == "qwen2")
+    config.slidingWindow = 0;
+  if (auto headDim = object->getInteger("head_dim");
+      headDim && config.llamaLike() && *headDim != config.headDim())
+    return fail("config '" + path + "': head_dim = " + Twine(*headDim) +
+                " is not supported: llmc's heads are hidden_size / num_attention_heads = " +
+                Twine(config.headDim()) + " wide");
   return Error::success();
 }
 
@@ -300,8 +506,12 @@ Error ModelConfig::validate() const {
     return fail("seq_len (" + Twine(seqLen) + ") exceeds max_positions (" + Twine(maxPositions) + ")");
   if (family == "gpt2" && nKvHead != nHead)
     return fail("gpt2 has no grouped-query attention: n_kv_head must equal n_head");
-  if (family == "llama" && headDim() % 2 != 0)
-    return fail("llama needs an even head dim for RoPE, got " + Twine(headDim()));
+  if (llamaLike() && headDim() % 2 != 0)
+    return fail(family + " needs an even head dim for RoPE, got " + Twine(headDim()));
+  if (slidingWindow < 0)
+    return fail("sliding_window must be >= 0 (0: none), got " + Twine(slidingWindow));
+  if (slidingWindow > 0 && family != "mistral")
+    return fail("sliding_window applies to mistral's attention; " + family + " has none");
   if (!(dropout >= 0 && dropout < 1))
     return fail("dropout must be in [0, 1), got " + std::to_string(dropout));
   if (!(normEps > 0) || !(initStd > 0) || !(ropeTheta > 0))
@@ -309,7 +519,7 @@ Error ModelConfig::validate() const {
   if (ropeScaling != "none" && ropeScaling != "llama3")
     return fail("rope_scaling must be none or llama3, got '" + ropeScaling + "'");
   if (ropeScaling == "llama3") {
-    if (family != "llama")
+    if (!llamaLike())
       return fail("rope_scaling applies to llama's RoPE; " + family + " has no RoPE");
     if (!(ropeFactor > 0))
       return fail("rope_factor must be > 0, got " + std::to_string(ropeFactor));

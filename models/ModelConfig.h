@@ -18,7 +18,7 @@
 namespace llmc {
 
 struct ModelConfig {
-  std::string family;        ///< gpt2 | llama
+  std::string family;        ///< gpt2 | llama | qwen2 | mistral
   int64_t vocabSize = 256;
   int64_t nLayer = 2;
   int64_t nHead = 4;
@@ -39,6 +39,9 @@ struct ModelConfig {
   double ropeHighFreqFactor = 4.0;
   int64_t ropeOriginalMaxPositions = 8192;
   bool tieEmbeddings = true;
+  /// Attention sees the keys in (i − slidingWindow, i] (Mistral's
+  /// sliding_window); 0: every earlier key.
+  int64_t slidingWindow = 0;
   double dropout = 0.0;
   double initStd = 0.02;
   /// Packed rows: the token that opens each document (>= 0), so the graph
@@ -53,6 +56,11 @@ struct ModelConfig {
   bool takesPositions() const { return packed() || positionInputs; }
 
   int64_t headDim() const { return nEmbd / nHead; }
+  /// Llama's block: RMSNorm, RoPE, grouped-query attention, SwiGLU (llama,
+  /// qwen2, mistral); gpt2 is the other family.
+  bool llamaLike() const { return family != "gpt2"; }
+  /// Qwen2's q, k and v projections carry biases.
+  bool qkvBias() const { return family == "qwen2"; }
   /// The scaling the rope ops apply (unscaled unless ropeScaling is llama3).
   RopeScaling ropeScalingParameters() const;
   /// Checks the combination (divisibility, ranges); the message names the key.
@@ -66,6 +74,9 @@ llvm::Expected<ModelConfig> presetConfig(const std::string &family,
                                          const std::string &preset);
 /// Applies `key=value` (our names or HF aliases).
 llvm::Error applyOverride(ModelConfig &config, llvm::StringRef assignment);
+/// The family a Hugging Face config.json builds: its model_type, or an
+/// error naming the file (no model_type, or one llmc does not build).
+llvm::Expected<std::string> configFamily(llvm::StringRef path);
 /// Applies every known key of a Hugging Face style config.json.
 llvm::Error applyConfigJson(ModelConfig &config, llvm::StringRef path);
 /// One line per field, for --help and error messages.

@@ -231,7 +231,8 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
       if (quantized)
         scales = {kScales, vScales};
       auto out = llm::PagedAttentionOp::create(b, loc, attention.getQ(), k, v, table,
-                                               cachePositions, scales, attention.getScaleAttr());
+                                               cachePositions, scales, attention.getScaleAttr(),
+                                               attention.getWindowAttr());
       created.push_back(out);
       if (block) {
         for (Operation *op : created)

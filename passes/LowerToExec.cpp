@@ -73,13 +73,15 @@ int64_t kernelWorkspaceBytes(Operation &op, StringRef target) {
   // packed forms say them in attributes; the others in k's shape).
   std::optional<bool> segments;
   bool packed = false, backward = false, rope = false;
-  int64_t heads = 0, kvHeads = 0;
+  int64_t heads = 0, kvHeads = 0, window = 0;
   auto unpacked = [&](auto attention, bool isBackward, bool isRope) {
     segments = static_cast<bool>(attention.getSegmentIds());
+    window = static_cast<int64_t>(attention.getWindow().value_or(0));
     backward = isBackward, rope = isRope;
   };
   auto packedForm = [&](auto attention, bool isBackward) {
     segments = static_cast<bool>(attention.getSegmentIds());
+    window = static_cast<int64_t>(attention.getWindow().value_or(0));
     packed = true, backward = isBackward;
     heads = static_cast<int64_t>(attention.getHeads());
     kvHeads = static_cast<int64_t>(attention.getKvHeads());
@@ -99,6 +101,7 @@ int64_t kernelWorkspaceBytes(Operation &op, StringRef target) {
   shape.halfPrecision = element.isBF16() || element.isF16();
   shape.elementBytes = element.getIntOrFloatBitWidth() / 8;
   shape.backward = backward, shape.rope = rope, shape.segments = *segments;
+  shape.window = window;
   shape.b = q.getDimSize(0), shape.t = q.getDimSize(1);
   if (packed) {
     shape.s = shape.t, shape.h = heads, shape.kv = kvHeads;
@@ -427,9 +430,9 @@ FailureOr<llvm::DenseMap<Value, Value>> ProgramLowering::findTiedResults() {
   return tiedTo;
 }
 
-/// The value `op` is a view of (reshape, replicate, stop_gradient, a
-/// contiguous slice), with the view's byte offset into it; null for any
-/// other op.
+/// The value `op` is a view of (reshape, replicate, stop_gradient,
+/// qat.quantize_grad, a contiguous slice), with the view's byte offset into
+/// it; null for any other op.
 static Value viewSource(Operation &op, int64_t &viewOffset) {
   viewOffset = 0;
   if (auto reshape = dyn_cast<llm::ReshapeOp>(op))
@@ -438,6 +441,8 @@ static Value viewSource(Operation &op, int64_t &viewOffset) {
     return replicate.getInput(); // identity forward
   if (auto stop = dyn_cast<llm::StopGradientOp>(op))
     return stop.getX(); // identity forward
+  if (auto quantizeGrad = dyn_cast<qat::QuantizeGradOp>(op))
+    return quantizeGrad.getX(); // identity forward
   if (auto slice = dyn_cast<llm::SliceOp>(op))
     if (auto offset = contiguousSliceOffset(slice)) {
       viewOffset = *offset;

@@ -21,8 +21,9 @@ namespace {
 
 struct PlaceStreamsPass : public llmc::impl::PlaceStreamsBase<PlaceStreamsPass> {
   void runOnOperation() override {
-    // The CPU matches transfers by tag, but it runs the order CUDA needs
-    // too, so every --overlap-comm pipeline run checks that reordering.
+    // The CPU matches transfers by tag, but it runs the channels and the
+    // order CUDA needs too, so every --overlap-comm pipeline run checks them.
+    assignTransferChannels(getOperation());
     if (failed(orderSendsAsReceived(getOperation())) ||
         failed(placeStreams(getOperation(), getArgument())))
       signalPassFailure();

@@ -127,6 +127,8 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     if (skipped(op, weight))
       return success();
     auto a = cast<RankedTensorType>(matmul.getA().getType());
+    if (weight && qatSpec.gradients)
+      quantizeOutputGrad(matmul, weight);
     if (weight && qatSpec.weights) {
       // A weight's output channel: the dimension not contracted.
       if (failed(quantizeOperand(op, 1, qatSpec.weights->attr(&getContext(), site.outputAxis),
@@ -155,6 +157,31 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     return quantizeOperand(op, 0, qatSpec.activations->attr(&getContext(), a.getRank() - 1),
                            activationSplits(matmul.getA(), extra), nullptr,
                            (weight ? paramName(weight).str() : siteName(op)) + ".input");
+  }
+
+  /// Routes the matmul's output through qat.quantize_grad, so both backward
+  /// matmuls read the quantized dY. Its range is per tensor: combined over
+  /// every axis that splits the input's rows or the weight (an axis over
+  /// which dY is replicated combines equal ranges, which changes nothing).
+  void quantizeOutputGrad(llm::MatmulOp matmul, BlockArgument weight) {
+    SmallVector<std::string> axes;
+    auto add = [&](ArrayRef<ShardSplit> splits) {
+      for (const ShardSplit &s : splits)
+        for (const std::string &axis : s.axes)
+          if (!llvm::is_contained(axes, axis))
+            axes.push_back(axis);
+    };
+    add(activationSplits(matmul.getA(), {}));
+    add(paramSplits(weight));
+    OpBuilder b(matmul->getContext());
+    b.setInsertionPointAfter(matmul);
+    SmallVector<StringRef> names(axes.begin(), axes.end());
+    Value y = matmul.getResult();
+    auto q = qat::QuantizeGradOp::create(
+        b, matmul.getLoc(), y, qatSpec.gradients->attr(&getContext(), 0), b.getStrArrayAttr(names));
+    y.replaceAllUsesExcept(q.getResult(), q);
+    if (batchDerived.contains(y))
+      batchDerived.insert(q.getResult());
   }
 
   SmallVector<ShardSplit> activationSplits(Value v, ArrayRef<ShardSplit> extra) {

@@ -1,8 +1,9 @@
 //===- TargetCuda.cpp - programs for the CUDA executor --------------------===//
 //
-// The CUDA executor runs the programs on two streams (passes/lib/
-// StreamPlacement.h) and pipeline transfers as NCCL sends and receives,
-// which hang unless each rank posts them in the order its peer does.
+// The CUDA executor runs the programs on several streams (passes/lib/
+// StreamPlacement.h) and pipeline transfers as NCCL sends and receives, one
+// communicator per channel, which hang unless each rank posts them in the
+// order its peer does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,8 +24,9 @@ namespace {
 struct TargetCudaPass : public llmc::impl::TargetCudaBase<TargetCudaPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // Pipeline transfers are NCCL sends and receives on the communication
+    // Pipeline transfers are NCCL sends and receives on their channel's
     // stream: in the order the peer receives them, and proven not to hang.
+    assignTransferChannels(module);
     if (failed(orderSendsAsReceived(module)) || failed(placeStreams(module, getArgument())) ||
         failed(verifyPointToPointProgress(module)))
       return signalPassFailure();

@@ -14,7 +14,8 @@ ActivationShape activationShape(const Artifact &artifact) {
   shape.gptLayer = artifact.meta("model.family") == "gpt2";
   shape.sequenceParallel = artifact.metaNumber("sequence_parallel", 0) != 0;
   std::string precision = artifact.meta("precision");
-  shape.elementBytes = precision == "bf16" || precision == "fp16" ? 2 : 4;
+  // fp8 computes in bf16 outside its fake-quantized matmul operands.
+  shape.elementBytes = precision == "bf16" || precision == "fp16" || precision == "fp8" ? 2 : 4;
   // b: the rows one rank runs per microbatch (the forward graph's batch is
   // one microbatch of every data-parallel rank).
   int64_t rows = static_cast<int64_t>(artifact.metaNumber("model.batch_size", 0));

@@ -1,6 +1,7 @@
 //===- Artifact.cpp - load and verify a .llmc artifact --------------------===//
 
 #include "runtime/Artifact.h"
+#include "common/TransferChannel.h"
 
 #include "common/ArtifactFormat.h"
 #include "common/schema/artifact_generated.h"
@@ -202,6 +203,17 @@ void checkFaultSite(const InstructionInfo &inst, const ProgramInfo &program,
          " buffer; it must be f32, bf16 or f16");
 }
 
+/// A transfer's channel is one of common/TransferChannel.h's; nothing else
+/// has one.
+void checkChannel(const InstructionInfo &inst, const std::string &where) {
+  bool transfer = inst.kind == InstructionKind::Send || inst.kind == InstructionKind::Recv;
+  if (!transfer && inst.channel != kSharedChannel)
+    fail(where, ": channel ", inst.channel, " on an instruction that is not a send or receive");
+  if (inst.channel < 0 || inst.channel >= kTransferChannels)
+    fail(where, ": channel ", inst.channel, " (transfers travel on channels 0 to ",
+         kTransferChannels - 1, ")");
+}
+
 ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
                           uint64_t arenaBytes) {
   ProgramInfo program;
@@ -283,6 +295,8 @@ ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
       info.tag = in->tag();
       info.event = in->event();
       info.stream = in->stream();
+      info.channel = in->channel();
+      checkChannel(info, instWhere);
       info.location = str(in->location());
       info.action = str(in->action());
       info.faultSite = in->fault_site();

@@ -78,6 +78,9 @@ struct InstructionInfo {
   std::string reduction, axis;
   int64_t root = 0, shift = 0, tag = 0, event = 0;
   int32_t stream = 0;
+  /// Send/Recv: the communicator it travels on (common/TransferChannel.h;
+  /// 0, the collectives', before schema 1.7).
+  int32_t channel = 0;
   std::string location;
 };
 

@@ -1,11 +1,18 @@
 //===- CpuDevice.cpp - the CPU backend's execution device -----------------===//
 //
 // Kernels run on the host arena on the calling thread (stream 0); a
-// program with communication on stream 1 runs that stream on a second
-// thread, ordered by its events (HostStreams). There is nothing to copy.
+// program with communication on streams of its own (collectives on 1, the
+// pipeline transfer channels on theirs) runs all of them on a second
+// thread, ordered by its events (HostStreams). One thread, in launch
+// order, because the host transports take one caller at a time (MPI is
+// initialised MPI_THREAD_SERIALIZED) and their sends return at once, so
+// no transfer channel can hold up another as an NCCL send would; the
+// events between compute and every communication stream are the GPU's.
+// There is nothing to copy.
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/TransferChannel.h"
 #include "runtime/ExecutionDevice.h"
 #include "runtime/HostStreams.h"
 #include "runtime/support/Error.h"
@@ -51,8 +58,9 @@ public:
   Arena &hostArena() override { return arena_; }
   uint8_t *kernelBase() override { return arena_.base(); }
   void *stream(int index) override {
-    if (index != 0 && index != 1)
-      fail("the CPU backend has streams 0 (compute) and 1 (communication), not ", index);
+    if (index < 0 || index >= kMaxStreams)
+      fail("the CPU backend has streams 0 (compute) to ", kMaxStreams - 1, " (communication), not ",
+           index);
     return nullptr;
   }
   const int64_t *deviceStep() override { return nullptr; }
@@ -70,7 +78,7 @@ public:
     try {
       enqueue();
     } catch (...) {
-      // Stream 1's error, when it has one, is the cause of stream 0's.
+      // A communication stream's error, when it has one, is the cause of stream 0's.
       streams_.abandon();
       streams_.drain();
       throw;
@@ -90,8 +98,14 @@ public:
   std::string describe() override { return ""; }
 
 private:
+  /// Stream 0 on the calling thread, every communication stream on lane 1.
+  static std::vector<int> communicationLanes() {
+    std::vector<int> lanes(kMaxStreams, 1);
+    lanes[kComputeStream] = 0;
+    return lanes;
+  }
   Arena arena_;
-  HostStreams streams_;
+  HostStreams streams_{communicationLanes()};
 };
 
 } // namespace

@@ -1,6 +1,7 @@
 //===- Executor.cpp - a program bound to an arena and kernels -------------===//
 
 #include "runtime/Executor.h"
+#include "common/TransferChannel.h"
 #include "runtime/StreamOrder.h"
 #include "runtime/support/Error.h"
 
@@ -33,8 +34,11 @@ std::string collectiveSizeError(InstructionKind kind, const TensorView &in,
 /// Where a run of sends and receives on one stream opens and closes: the
 /// run, waits between its transfers included, is issued as one group
 /// (Communicator::beginTransfers; the waits, enqueued at once while the
-/// transfers start at the group's end, come first). The compiler proves
-/// this grouping free of deadlock (passes/lib/NcclTransfers.h).
+/// transfers start at the group's end, come first). Kernels on other
+/// streams may come between; any other communication closes the run first,
+/// since NCCL would take it into the open group (another stream's transfers
+/// or a collective). The compiler proves this grouping free of deadlock
+/// with the same rule (passes/lib/NcclTransfers.cpp).
 struct TransferRun {
   bool opens = false, closes = false;
 };
@@ -45,6 +49,16 @@ std::vector<TransferRun> transferRuns(const ProgramInfo &program) {
   std::map<int32_t, size_t> openRun; // stream -> the run's last transfer so far
   for (size_t i = 0; i < insts.size(); ++i) {
     InstructionKind kind = insts[i].kind;
+    bool communicates = kind != InstructionKind::Kernel && kind != InstructionKind::RecordEvent &&
+                        kind != InstructionKind::WaitEvent;
+    if (communicates)
+      for (auto it = openRun.begin(); it != openRun.end();)
+        if (it->first != insts[i].stream) {
+          runs[it->second].closes = true;
+          it = openRun.erase(it);
+        } else {
+          ++it;
+        }
     auto open = openRun.find(insts[i].stream);
     if (kind == InstructionKind::Send || kind == InstructionKind::Recv) {
       runs[i].opens = open == openRun.end();
@@ -105,7 +119,7 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device, 
                            int rank)
     : program_(program), device_(device), comm_(comm) {
   std::string prefix = "rank " + std::to_string(rank) + ", program '" + program.name + "', ";
-  // Two streams run concurrently: refuse a program whose events leave a
+  // Streams run concurrently: refuse a program whose events leave a
   // race before it runs, on any backend; and one whose events could never
   // be recorded (a wait would block forever), even on a single stream.
   checkStreamOrder(program, [&](size_t i) { return prefix + describe(i); });
@@ -240,18 +254,26 @@ ExecutionDevice::Step BoundProgram::bindTransfer(size_t i, const std::string &pr
   const InstructionInfo &inst = program_.instructions[i];
   if (inst.inputs.size() != 1)
     fail(prefix, describe(i), ": send/recv needs exactly one buffer");
+  // A GPU's communicator enqueues a channel's transfers on its stream.
+  if (device_.backend() == Backend::CUDA && inst.stream != streamOfChannel(inst.channel))
+    fail(prefix, describe(i), ": the CUDA backend runs channel ", inst.channel, " (",
+         channelName(inst.channel), ") on stream ", streamOfChannel(inst.channel), ", not ",
+         inst.stream);
+  device_.stream(inst.stream); // created (and checked) at bind time, never in a capture
   TensorView buf = viewOf(inst.inputs[0]);
   std::string axis = inst.axis;
   int shift = static_cast<int>(inst.shift), tag = static_cast<int>(inst.tag);
+  int channel = inst.channel;
   bool isSend = inst.kind == InstructionKind::Send;
   Communicator &comm = comm_;
-  return [&comm, buf, axis, shift, tag, isSend, opensGroup, closesGroup](const StepContext &) {
+  return [&comm, buf, axis, shift, tag, channel, isSend, opensGroup,
+          closesGroup](const StepContext &) {
     if (opensGroup)
       comm.beginTransfers();
     if (isSend)
-      comm.send(buf.data, buf.bytes(), axis, shift, tag);
+      comm.send(buf.data, buf.bytes(), axis, shift, tag, channel);
     else
-      comm.recv(buf.data, buf.bytes(), axis, shift, tag);
+      comm.recv(buf.data, buf.bytes(), axis, shift, tag, channel);
     if (closesGroup)
       comm.endTransfers();
   };

@@ -1,6 +1,7 @@
 //===- Inspect.cpp - human-readable artifact summary ----------------------===//
 
 #include "runtime/Inspect.h"
+#include "common/TransferChannel.h"
 #include "runtime/StreamOrder.h"
 
 #include "runtime/ActivationMemory.h"
@@ -244,6 +245,38 @@ std::string rankList(const std::vector<int> &ranks) {
   return text;
 }
 
+/// Throws, naming the role and program, if a program's events leave a race
+/// between its streams (StreamOrder.h).
+void checkStreams(const Artifact &a) {
+  std::string role = "rank " + std::to_string(a.ranks.empty() ? 0 : a.ranks.front());
+  for (const ProgramInfo &program : a.programs)
+    checkStreamOrder(program, [&](size_t i) {
+      return role + ", program '" + program.name + "', instruction " + std::to_string(i);
+    });
+}
+
+/// Which stream and communicator each pipeline transfer channel of a
+/// program uses, with its transfers (nothing without transfers).
+void printTransferChannels(const ProgramInfo &program, std::ostream &os) {
+  std::map<int, std::pair<int, int>> transfers; // channel → sends, receives
+  for (const InstructionInfo &inst : program.instructions)
+    if (inst.kind == InstructionKind::Send)
+      ++transfers[inst.channel].first;
+    else if (inst.kind == InstructionKind::Recv)
+      ++transfers[inst.channel].second;
+  if (transfers.empty())
+    return;
+  os << "channels:  ";
+  const char *separator = "";
+  for (auto &[channel, counts] : transfers) {
+    os << separator << " " << channelName(channel) << " (channel " << channel << ") on stream "
+       << streamOfChannel(channel) << ": " << counts.first << " sends, " << counts.second
+       << " receives";
+    separator = ";";
+  }
+  os << " in " << program.name << "\n";
+}
+
 } // namespace
 
 bool inspectArtifact(const std::string &path, std::ostream &os, std::string &error) {
@@ -253,6 +286,10 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     a = loadArtifact(path);
     for (size_t i = 1; i < a.roles.size(); ++i)
       stages.push_back(loadArtifact(path, a.roles[i].ranks.front()));
+    // Every role's programs are proven race-free, as llmc-run does before
+    // running them (here also for a GPU artifact on a machine without one).
+    checkStreams(a);
+    for (const Artifact &stage : stages) checkStreams(stage);
   } catch (const std::exception &e) {
     error = e.what();
     return false;
@@ -273,6 +310,7 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
       events += inst.kind == InstructionKind::RecordEvent;
     os << "streams:    kernels on stream 0, communication on stream 1 (" << events
        << " events in train_step)\n";
+    printTransferChannels(*step, os);
   }
   os << "model:      " << a.meta("model.family", "(from .mlir)");
   for (const char *key : {"vocab_size", "n_layer", "n_head", "n_embd", "seq_len"}) {

@@ -86,7 +86,8 @@ double bytesFor(const std::map<std::string, uint64_t> &bytes, const std::string 
 
 /// The published p, g, K for the artifact's precision and optimizer.
 void setPublishedConstants(ModelStates &m, const Artifact &artifact) {
-  bool mixed = artifact.meta("precision") == "bf16" || artifact.meta("precision") == "fp16";
+  const std::string precision = artifact.meta("precision");
+  bool mixed = precision == "bf16" || precision == "fp16" || precision == "fp8";
   bool eightBit = artifact.meta("optimizer") == "adamw8bit";
   m.paramBytes = m.gradBytes = mixed ? 2 : 4;
   // Artifacts from before --grad-dtype kept gradients in the compute type.

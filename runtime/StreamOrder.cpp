@@ -1,6 +1,7 @@
 //===- StreamOrder.cpp - every cross-stream hazard has an event -----------===//
 
 #include "runtime/StreamOrder.h"
+#include "common/TransferChannel.h"
 #include "runtime/support/Error.h"
 
 #include <array>
@@ -9,7 +10,7 @@
 namespace llmc {
 namespace {
 
-constexpr int kStreams = 2;
+constexpr int kStreams = kMaxStreams;
 using Clock = std::array<uint64_t, kStreams>;
 
 struct Access {
@@ -55,18 +56,19 @@ void checkStreamOrder(const ProgramInfo &program,
   // Per event: the clock of its stream when it was recorded, and where.
   std::vector<Clock> eventClock(n);
   std::vector<int64_t> recordedAt(n, -1);
-  // Accesses per stream, in stream order; those with time <= what the
-  // other stream knows are ordered before it for good, so each stream
-  // keeps a cursor past them.
+  // Accesses per stream, in stream order; those with time <= what another
+  // stream knows of this one are ordered before it for good, so each
+  // stream keeps a cursor past them per other stream.
   std::array<std::vector<Access>, kStreams> accesses;
-  std::array<size_t, kStreams> orderedPrefix{};
+  std::array<std::array<size_t, kStreams>, kStreams> orderedPrefix{};
   std::vector<std::pair<uint32_t, bool>> touched;
 
   for (size_t i = 0; i < n; ++i) {
     const InstructionInfo &inst = program.instructions[i];
     if (inst.stream < 0 || inst.stream >= kStreams)
-      fail(describe(i), ": stream ", inst.stream, " (programs have streams 0 and 1)");
-    const int s = inst.stream, other = 1 - s;
+      fail(describe(i), ": stream ", inst.stream, " (programs have streams 0 to ", kStreams - 1,
+           ")");
+    const int s = inst.stream;
     ++clock[s][s];
     if (inst.kind == InstructionKind::RecordEvent || inst.kind == InstructionKind::WaitEvent) {
       if (inst.event < 0 || static_cast<size_t>(inst.event) >= n)
@@ -87,25 +89,28 @@ void checkStreamOrder(const ProgramInfo &program,
       continue;
     }
     accessesOf(inst, touched);
-    // Everything of the other stream up to what this stream has waited
-    // for is ordered before this instruction.
-    std::vector<Access> &theirs = accesses[other];
-    size_t &from = orderedPrefix[s];
-    while (from < theirs.size() && theirs[from].time <= clock[s][other])
-      ++from;
     for (auto [buffer, write] : touched) {
       const BufferInfo &b = program.buffers[buffer];
       uint64_t begin = b.offset, end = b.offset + b.bytes();
-      for (size_t k = from; k < theirs.size(); ++k) {
-        const Access &a = theirs[k];
-        if (!(write || a.write) || a.end <= begin || end <= a.begin)
+      for (int other = 0; other < kStreams; ++other) {
+        if (other == s)
           continue;
-        const BufferInfo &ab = program.buffers[a.buffer];
-        fail(describe(i), " on stream ", s, (write ? " writes" : " reads"), " buffer '", b.name,
-             "' while ", describe(a.instruction), " on stream ", other,
-             (a.write ? " writes" : " reads"), " buffer '", ab.name, "' (arena bytes [",
-             std::max(begin, a.begin), ", ", std::min(end, a.end),
-             ") in common) with no event ordering them: a data race");
+        // Everything of the other stream up to what this stream has
+        // waited for is ordered before this instruction.
+        const std::vector<Access> &theirs = accesses[other];
+        size_t &from = orderedPrefix[s][other];
+        while (from < theirs.size() && theirs[from].time <= clock[s][other]) ++from;
+        for (size_t k = from; k < theirs.size(); ++k) {
+          const Access &a = theirs[k];
+          if (!(write || a.write) || a.end <= begin || end <= a.begin)
+            continue;
+          const BufferInfo &ab = program.buffers[a.buffer];
+          fail(describe(i), " on stream ", s, (write ? " writes" : " reads"), " buffer '", b.name,
+               "' while ", describe(a.instruction), " on stream ", other,
+               (a.write ? " writes" : " reads"), " buffer '", ab.name, "' (arena bytes [",
+               std::max(begin, a.begin), ", ", std::min(end, a.end),
+               ") in common) with no event ordering them: a data race");
+        }
       }
       accesses[s].push_back({i, buffer, begin, end, write, clock[s][s]});
     }

@@ -1,6 +1,6 @@
 //===- StreamOrder.h - every cross-stream hazard has an event ---*- C++ -*-===//
 //
-// A program's two streams run concurrently, ordered only by its events, and
+// A program's streams run concurrently, ordered only by its events, and
 // the arena planner reused bytes assuming one ordered list. So before a
 // program runs, the executor proves that no two instructions on different
 // streams touch overlapping arena bytes (one of them writing) unless an
@@ -12,7 +12,8 @@
 // The check follows happens-before with one vector clock per stream
 // (Lamport; as race detectors do), independently of how llmc-place-streams
 // chose its events. It also requires what HostStreams relies on: streams 0
-// and 1 only, each event recorded at most once and before any wait for it.
+// to kMaxStreams - 1 (common/TransferChannel.h), each event recorded at most
+// once and before any wait for it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_STREAMORDER_H

@@ -424,6 +424,10 @@ if wants shared; then
     step "shared-${layout%:*}" 90 do_shared_gpu "${layout%:*}" "${layout#*:}" \
       "shared-${layout%:*}-gpu.llmc" pipe-cpu.llmc
   done
+  for layout in pp2-interleaved-m8:2 pp2-zero-bubble-m8:2; do
+    step "shared-${layout%:*}" 90 do_shared_gpu "${layout%:*}" "${layout#*:}" \
+      "shared-${layout%:*}-gpu.llmc" pipe8-cpu.llmc
+  done
 fi
 if wants bench; then
   step bench-calibrate 120 do_calibrate

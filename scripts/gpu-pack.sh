@@ -68,7 +68,8 @@ TINY257=("${TINY[@]}" --set vocab_size=257)
 "$LLMC" compile "${TINY[@]}" --mesh tp=2 --target cuda -o "$A/tiny-tp2-gpu.llmc"
 # Several ranks on the one GPU (host-staged communication, llmc-run
 # --device-comm): layouts against one CPU rank; pipelines on 4 layers in 2
-# microbatches (the interleaved schedule's NCCL transfers are proven for 2).
+# microbatches, and in 8 under the schedules whose transfers need the two
+# channels' streams (docs/cuda.md, "Pipeline transfers").
 for layout in "zero1-dp2|--mesh dp=2 --zero 1" "zero3-dp2|--mesh dp=2 --zero 3" \
               "tp2-sp|--mesh tp=2 --sp" "dp2-tp2|--mesh dp=2,tp=2"; do
   "$LLMC" compile "${TINY[@]}" ${layout#*|} --target cuda -o "$A/shared-${layout%%|*}-gpu.llmc"
@@ -78,6 +79,12 @@ PIPE=(--model gpt2 --preset tiny --set n_layer=4 --set batch_size=4 --microbatch
 for layout in "pp2|--mesh pp=2" "pp2-interleaved|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2" \
               "pp2-dp2|--mesh pp=2,dp=2"; do
   "$LLMC" compile "${PIPE[@]}" ${layout#*|} --target cuda -o "$A/shared-${layout%%|*}-gpu.llmc"
+done
+PIPE8=(--model gpt2 --preset tiny --set n_layer=4 --set batch_size=8 --microbatches 8)
+"$LLMC" compile "${PIPE8[@]}" -o "$A/pipe8-cpu.llmc"
+for layout in "pp2-interleaved-m8|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2" \
+              "pp2-zero-bubble-m8|--mesh pp=2 --pipeline-schedule zero-bubble"; do
+  "$LLMC" compile "${PIPE8[@]}" ${layout#*|} --target cuda -o "$A/shared-${layout%%|*}-gpu.llmc"
 done
 # The benchmarks: GPT-2 124M as bench/gpu_gpt2.sh compiles it, and the
 # 1.5B shape (48 layers, C = 1600; about 40 GiB planned at B = 8).

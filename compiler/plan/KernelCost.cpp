@@ -179,7 +179,10 @@ double kernelFlops(Operation *op) {
     ArrayRef<int64_t> q = attentionQuery(kernel);
     if (!q.empty()) {
       double forward = 4.0 * q[0] * q[2] * q[1] * attentionKeys(kernel, q) * q[3];
-      if (attrInt(op, "causal"))
+      const double window = static_cast<double>(attrInt(op, "window")), rows = q[1];
+      if (window > 0 && window < rows) // query i sees min(i + 1, W) keys
+        forward *= (window * rows - window * (window - 1) / 2) / (rows * rows);
+      else if (attrInt(op, "causal"))
         forward /= 2;
       return name.ends_with("_grad") ? 2.5 * forward : forward;
     }

@@ -25,7 +25,8 @@
 namespace llmc::plan {
 
 /// FLOPs of one kernel call (0 for pure data movement): matmul 2·|C|·K;
-/// attention 4·B·H·Tq·Tk·d (halved when causal), its gradient 2.5× that
+/// attention 4·B·H·Tq·Tk·d (halved when causal; with a sliding window W
+/// < T, scaled to the (W·T − W(W−1)/2) pairs it scores), its gradient 2.5× that
 /// (the forward's two products recomputed plus three more); everything
 /// else one operation per output element.
 double kernelFlops(mlir::Operation *kernel);

@@ -11,10 +11,12 @@ namespace llmc::plan {
 
 bool Search::accepted(const Layout &l, std::string &why) {
   Layout small = l;
-  // Under --target cuda whether the stages' transfers make progress
-  // depends on the schedule's pattern over stages and microbatches: the
-  // probe keeps up to 4 stages and twice as many microbatches (the leaders
-  // are then compiled at their real counts, Planner.cpp).
+  // Under --target cuda the compiler proves that the stages' NCCL
+  // transfers (two channels, docs/cuda.md) make progress, which depends on
+  // the schedule's pattern over stages and microbatches: the probe keeps up
+  // to 4 stages and twice as many microbatches (the leaders are then
+  // compiled at their real counts, Planner.cpp), so a layout is offered
+  // only where that proof holds.
   bool transfersChecked = request.target == "cuda" && l.pp > 1;
   small.pp = std::min<int64_t>(l.pp, transfersChecked ? 4 : 2);
   small.dp = std::min<int64_t>(l.dp, 2);

@@ -185,6 +185,12 @@ template <typename OpT> static LogicalResult verifyPointToPoint(OpT op) {
     return op.emitOpError("shift ") << shift << " must be non-zero and smaller "
                                     << "than the size of axis '" << op.getAxis()
                                     << "' (" << *size << ")";
+  // The communicators of common/TransferChannel.h: shared, then the
+  // transfer channels.
+  int64_t channel = op.getChannelAttr().getInt();
+  if (channel < 0 || channel > 6)
+    return op.emitOpError("channel ")
+           << channel << " is not 0 (shared) or a transfer channel, 1 to 6";
   return success();
 }
 

@@ -180,9 +180,15 @@ def Exec_SendOp : Exec_Op<"send", [HasParent<"ProgramOp">]> {
     ```mlir
     exec.send %act axis "pp" shift 1 tag 3 : memref<4x64x64xf32>
     ```
+    `channel` names the communicator it travels on (common/TransferChannel.h):
+    0, the collectives' (the default); 1 and 2 downstream to the next stage,
+    3 and 4 upstream to the previous one, for an even and an odd lower
+    stage; 5 and 6 downstream and upstream further away; llmc-place-streams
+    and llmc-target-cuda assign it.
   }];
   let arguments = (ins Exec_Buffer:$buffer, StrAttr:$axis, I64Attr:$shift,
-                       I64Attr:$tag, DefaultValuedAttr<I64Attr, "0">:$stream);
+                       I64Attr:$tag, DefaultValuedAttr<I64Attr, "0">:$stream,
+                       DefaultValuedAttr<I64Attr, "0">:$channel);
   let assemblyFormat = "$buffer `axis` $axis `shift` $shift `tag` $tag attr-dict `:` type($buffer)";
   let hasVerifier = 1;
 }
@@ -193,9 +199,11 @@ def Exec_RecvOp : Exec_Op<"recv", [HasParent<"ProgramOp">]> {
     ```mlir
     exec.recv %act axis "pp" shift -1 tag 3 : memref<4x64x64xf32>
     ```
+    `channel` as for `exec.send`: the sender's.
   }];
   let arguments = (ins Exec_Buffer:$buffer, StrAttr:$axis, I64Attr:$shift,
-                       I64Attr:$tag, DefaultValuedAttr<I64Attr, "0">:$stream);
+                       I64Attr:$tag, DefaultValuedAttr<I64Attr, "0">:$stream,
+                       DefaultValuedAttr<I64Attr, "0">:$channel);
   let assemblyFormat = "$buffer `axis` $axis `shift` $shift `tag` $tag attr-dict `:` type($buffer)";
   let hasVerifier = 1;
 }

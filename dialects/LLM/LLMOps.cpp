@@ -100,6 +100,12 @@ LogicalResult checkAttentionAttrs(Operation *op, Value q, Value k, bool causal,
            << t << " and " << s;
   if (!(scale.convertToDouble() > 0))
     return op->emitOpError("scale must be > 0");
+  if (auto window = op->getAttrOfType<IntegerAttr>("window")) {
+    if (window.getInt() < 1)
+      return op->emitOpError("window must be >= 1, got ") << window.getInt();
+    if (!causal)
+      return op->emitOpError("a window needs causal attention");
+  }
   return success();
 }
 
@@ -553,6 +559,8 @@ LogicalResult PagedAttentionOp::verify() {
                                        << cache.getDimSize(2);
   if (!(getScale().convertToDouble() > 0))
     return emitOpError("scale must be > 0");
+  if (IntegerAttr window = getWindowAttr(); window && window.getInt() < 1)
+    return emitOpError("window must be >= 1, got ") << window.getInt();
   return success();
 }
 

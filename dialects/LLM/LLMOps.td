@@ -367,7 +367,9 @@ def LLM_AttentionOp : LLM_PureOp<"attention", [ExpensiveToRecompute, F32Trailing
     by KV (KV = H: multi-head, 1: multi-query, else grouped-query; query head
     h reads kv head h / (H / KV)). `causal` masks future positions.
     The optional `segment_ids` `[B, T]` confines attention to equal ids
-    (packed sequences). Results: the output `[B, T, H, D]` and the per-row
+    (packed sequences). A `window` (>= 1, causal only) confines query i
+    further to the keys in (i − window, i], itself and the window − 1 before
+    it (Mistral's sliding window). Results: the output `[B, T, H, D]` and the per-row
     log-sum-exp `[B, H, T]` in fp32, which the backward reuses.
 
     ```mlir
@@ -377,7 +379,7 @@ def LLM_AttentionOp : LLM_PureOp<"attention", [ExpensiveToRecompute, F32Trailing
   }];
   let arguments = (ins LLM_FloatTensor:$q, LLM_FloatTensor:$k, LLM_FloatTensor:$v,
                        Optional<LLM_IndexTensor>:$segment_ids,
-                       F64Attr:$scale, UnitAttr:$causal);
+                       F64Attr:$scale, UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
   let results = (outs LLM_FloatTensor:$out, LLM_FloatTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict
@@ -415,7 +417,8 @@ def LLM_AttentionPackedOp : LLM_PackedAttentionOp<"attention_packed", [Expensive
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$qkv, Optional<LLM_IndexTensor>:$segment_ids,
-                       I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale, UnitAttr:$causal);
+                       I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale, UnitAttr:$causal,
+                       OptionalAttr<I64Attr>:$window);
   let results = (outs LLM_FloatTensor:$out, LLM_FloatTensor:$lse);
   let assemblyFormat = [{
     $qkv (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict `:` type($qkv)
@@ -451,7 +454,8 @@ def LLM_AttentionRopeOp : LLM_PureOp<"attention_rope", [ExpensiveToRecompute, F3
                        OptionalAttr<F64Attr>:$scaling_factor,
                        OptionalAttr<F64Attr>:$low_freq_factor,
                        OptionalAttr<F64Attr>:$high_freq_factor,
-                       OptionalAttr<I64Attr>:$original_max_positions);
+                       OptionalAttr<I64Attr>:$original_max_positions,
+                       OptionalAttr<I64Attr>:$window);
   let results = (outs LLM_FloatTensor:$out, LLM_FloatTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`positions` $positions^ `:` type($positions))?
@@ -508,7 +512,8 @@ def LLM_PagedAttentionOp : LLM_PureOp<"paged_attention", [ExpensiveToRecompute,
     `q` is `[B, T, H, D]`; `k_cache` and `v_cache` are block pools
     `[NB, P, KV, D]` addressed through `block_table` `[B, M]` as in
     `kv_cache_write`. Query (b, t) at position p = `positions[b, t]` attends
-    to positions 0..p of row b's sequence (query head h reads kv head
+    to positions 0..p of row b's sequence (with a `window`, only to
+    p − window + 1..p, as `attention`'s window; query head h reads kv head
     h / (H / KV)); rows with p < 0 are padding and give zeros. Softmax in
     fp32; the result has q's type.
 
@@ -528,7 +533,8 @@ def LLM_PagedAttentionOp : LLM_PureOp<"paged_attention", [ExpensiveToRecompute,
   let arguments = (ins LLM_FloatTensor:$q, RankedTensorOf<[AnyFloat, I8]>:$k_cache,
                        RankedTensorOf<[AnyFloat, I8]>:$v_cache,
                        LLM_IndexTensor:$block_table, LLM_IndexTensor:$positions,
-                       Variadic<RankedTensorOf<[F32]>>:$scales, F64Attr:$scale);
+                       Variadic<RankedTensorOf<[F32]>>:$scales, F64Attr:$scale,
+                       OptionalAttr<I64Attr>:$window);
   let results = (outs LLM_FloatTensor:$out);
   let assemblyFormat = [{
     $q `,` $k_cache `,` $v_cache `,` $block_table `,` $positions
@@ -1256,7 +1262,7 @@ def LLM_AttentionGradOp : LLM_PureOp<"attention_grad", [AllTypesMatch<["k", "v"]
   let arguments = (ins LLM_FloatTensor:$q, LLM_FloatTensor:$k, LLM_FloatTensor:$v,
                        LLM_FloatTensor:$out, LLM_FloatTensor:$lse, LLM_FloatTensor:$dout,
                        Optional<LLM_IndexTensor>:$segment_ids,
-                       F64Attr:$scale, UnitAttr:$causal);
+                       F64Attr:$scale, UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
   let results = (outs LLM_FloatTensor:$dq, LLM_FloatTensor:$dk, LLM_FloatTensor:$dv);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $out `,` $lse `,` $dout
@@ -1281,7 +1287,8 @@ def LLM_AttentionPackedGradOp : LLM_PackedAttentionOp<"attention_packed_grad",
   }];
   let arguments = (ins LLM_FloatTensor:$qkv, LLM_FloatTensor:$out, LLM_FloatTensor:$lse,
                        LLM_FloatTensor:$dout, Optional<LLM_IndexTensor>:$segment_ids,
-                       I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale, UnitAttr:$causal);
+                       I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale, UnitAttr:$causal,
+                       OptionalAttr<I64Attr>:$window);
   let results = (outs LLM_FloatTensor:$dqkv);
   let assemblyFormat = [{
     $qkv `,` $out `,` $lse `,` $dout (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict
@@ -1313,7 +1320,8 @@ def LLM_AttentionRopeGradOp : LLM_PureOp<"attention_rope_grad", [AllTypesMatch<[
                        OptionalAttr<F64Attr>:$scaling_factor,
                        OptionalAttr<F64Attr>:$low_freq_factor,
                        OptionalAttr<F64Attr>:$high_freq_factor,
-                       OptionalAttr<I64Attr>:$original_max_positions);
+                       OptionalAttr<I64Attr>:$original_max_positions,
+                       OptionalAttr<I64Attr>:$window);
   let results = (outs LLM_FloatTensor:$dq, LLM_FloatTensor:$dk, LLM_FloatTensor:$dv);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $out `,` $lse `,` $dout (`positions` $positions^ `:` type($positions))?

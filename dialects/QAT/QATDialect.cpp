@@ -210,5 +210,14 @@ LogicalResult EmaOp::verify() {
   return success();
 }
 
+LogicalResult QuantizeGradOp::verify() {
+  // One range for the whole gradient: quantize_grad observes dy itself.
+  qat::SchemeAttr scheme = getScheme();
+  if (scheme.getGranularity() != "tensor" || scheme.getObserver() != "minmax" ||
+      !scheme.getSymmetric() || scheme.getOutlier().convertToDouble() > 0)
+    return emitOpError("scheme must be per tensor, symmetric, minmax, without outlier columns");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/QAT/QATOps.cpp.inc"

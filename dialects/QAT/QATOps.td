@@ -181,6 +181,29 @@ def QAT_EmaOp : Op<QAT_Dialect, "ema", [Pure, AllTypesMatch<["state", "observed"
   let hasVerifier = 1;
 }
 
+def QAT_QuantizeGradOp : Op<QAT_Dialect, "quantize_grad",
+                             [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "The identity, whose gradient is fake-quantized (fp8 training's dY)";
+  let description = [{
+    Forward: y = x (a view, no kernel). Backward: dx = fake_quant(dy,
+    range), range = qat.observe of dy under `scheme`, max-combined over the
+    mesh axes `axes` (the ranks that hold pieces of the tensor), so every
+    rank quantizes with the range one rank would see on the whole gradient.
+    Placed on a matmul's output, it quantizes the gradient both backward
+    matmuls read (E5M2 in fp8 training's hybrid recipe, docs/fp8.md).
+
+    ```mlir
+    %y = qat.quantize_grad %x {scheme = #qat.scheme<format = "fp8_e5m2">, axes = ["dp"]}
+        : tensor<4x16x128xbf16>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, QAT_SchemeAttr:$scheme,
+                       DefaultValuedAttr<StrArrayAttr, "{}">:$axes);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
 def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure, AlwaysRecompute]> {
   let summary = "Expands an NF4 weight with double-quantized block absmax (QLoRA storage)";
   let description = [{

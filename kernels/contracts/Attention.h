@@ -41,6 +41,9 @@ struct AttentionBinding {
   int64_t group = 1; ///< query heads per kv head, H / KV
   float scale = 1.0f;
   bool causal = false;
+  /// Sliding window (attribute `window`, causal only): query i sees the
+  /// keys in (i − window, i]; 0: every key up to i.
+  int64_t window = 0;
   bool segments = false;           ///< the segment_ids input is present
   DType segmentDType = DType::I32; ///< its dtype (i32 or i64), when present
   size_t segmentIndex = 0;         ///< its input index, when present
@@ -116,10 +119,22 @@ inline bool checkArity(Validator &v, const KernelArgs &args, size_t minInputs, s
          v.arity(minInputs, maxInputs, results + (dims->workspace ? 1 : 0));
 }
 
+/// The optional `window` attribute: >= 0, and only on causal attention.
+inline bool checkWindow(Validator &v, AttentionBinding *dims) {
+  if (!v.intAttr("window", &dims->window, 0))
+    return false;
+  if (dims->window < 0)
+    return v.fail("attribute 'window' must be >= 0, got " + std::to_string(dims->window));
+  if (dims->window > 0 && !dims->causal)
+    return v.fail("attribute 'window' needs causal attention");
+  return true;
+}
+
 /// Checks q, k, v and the attributes; fills `dims`.
 inline bool checkAttention(Validator &v, AttentionBinding *dims) {
   double scale;
-  if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &dims->causal))
+  if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &dims->causal) ||
+      !checkWindow(v, dims))
     return false;
   dims->scale = static_cast<float>(scale);
   const TensorView &q = v.in(0), &k = v.in(1), &val = v.in(2);
@@ -217,7 +232,8 @@ inline bool checkPacked(Validator &v, AttentionBinding *dims) {
   double scale;
   int64_t heads, kvHeads;
   if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &dims->causal) ||
-      !v.intAttr("heads", &heads, 0) || !v.intAttr("kv_heads", &kvHeads, 0))
+      !checkWindow(v, dims) || !v.intAttr("heads", &heads, 0) ||
+      !v.intAttr("kv_heads", &kvHeads, 0))
     return false;
   dims->scale = static_cast<float>(scale);
   const TensorView &qkv = v.in(0);

@@ -40,6 +40,9 @@ struct PagedCacheBinding {
   int64_t page = 0;      ///< P, tokens per page
   int64_t maxBlocks = 0; ///< M, pages a sequence may address
   float scale = 1.0f;
+  /// paged_attention's sliding window (attribute `window`): position p
+  /// sees positions (p − window, p]; 0: all of 0..p.
+  int64_t window = 0;
   DType tableDType = DType::I32;    ///< block_table's (i32 or i64)
   DType positionDType = DType::I32; ///< positions' (i32 or i64)
 };
@@ -155,8 +158,11 @@ inline bool bindPagedAttention(const KernelArgs &args, std::string &error, Paged
     return v.fail("int8 caches (u8 codes) take their scale pools [NB, P, KV] f32 as inputs 6 "
                   "and 7: expected 7 inputs, got " +
                   std::to_string(args.inputs.size()));
-  if (!v.arity(quantized ? 7 : 5, 1) || !v.floatAttr("scale", &scale))
+  if (!v.arity(quantized ? 7 : 5, 1) || !v.floatAttr("scale", &scale) ||
+      !v.intAttr("window", &dims.window, 0))
     return false;
+  if (dims.window < 0)
+    return v.fail("attribute 'window' must be >= 0, got " + std::to_string(dims.window));
   dims.scale = static_cast<float>(scale);
   const TensorView &q = v.in(0), &k = v.in(1), &val = v.in(2);
   if (!v.isFloat(q, "q") || !v.hasRank(q, "q", 4) || !checkCache(v, k, "k_cache", &dims) ||

@@ -3,7 +3,8 @@
 // softmax(scale·q·kᵀ + mask)·v for q [B,T,H,D], k, v [B,S,KV,D], where
 // query head h reads kv head h/(H/KV) (multi-head, grouped-query and
 // multi-query alike), masked by `causal` (key j visible to query i iff
-// j <= i) and optional segment ids (keys of another packed sequence are
+// j <= i; with a sliding `window`, iff i − window < j <= i) and optional
+// segment ids (keys of another packed sequence are
 // invisible). Besides the output, the per-row log-sum-exp [B,H,T] is kept
 // for the backward.
 //
@@ -11,8 +12,9 @@
 // tiles of kBc with an online softmax — running max m and sum l per query,
 // the partial output rescaled by exp(m_old − m_new) — so the T×S score
 // matrix never exists, only one tile of it in per-thread scratch. Causal
-// tasks stop at the diagonal, and every pass skips the tiles that segment
-// ids hide entirely (SegmentTiles.h), so packed documents cost Σ s_i².
+// tasks stop at the diagonal, windowed ones start at the window, and every
+// pass skips the tiles that segment ids hide entirely (SegmentTiles.h), so packed documents cost Σ
+// s_i².
 //
 // Backward, with P = exp(scale·q·kᵀ − lse) recomputed per tile and
 // Dᵢ = rowsum(dout ∘ out) precomputed:
@@ -62,6 +64,7 @@ struct AttentionDims {
   int64_t queryStride = 0, keyStride = 0; ///< elements between rows (b, t) of q and of k, v
   float scale = 1.0f;
   bool causal = false;
+  int64_t window = 0; ///< causal: keys in (i − window, i]; 0: all up to i
   bool segments = false;
   bool rope = false; ///< attention_rope: q and k (dq, dk) rotated
 };
@@ -74,6 +77,7 @@ AttentionDims dimsOf(const contracts::AttentionBinding &b) {
   dims.queryStride = b.queryStride(), dims.keyStride = b.keyStride();
   dims.scale = b.scale;
   dims.causal = b.causal;
+  dims.window = b.window;
   dims.segments = b.segments;
   dims.rope = b.rope;
   return dims;
@@ -127,9 +131,12 @@ template <typename T> struct AttentionTiles {
   void readSegments() {
     if (n.segments) segmentTiles.update(segmentIds);
   }
-  /// Whether segments hide every score of query tile i0 from key tile j0.
+  /// Whether segments or the window hide every score of query tile i0
+  /// from key tile j0 (the window: its last key is at or before i0 − window,
+  /// out of reach of the tile's first and so of every query).
   bool hidden(int64_t b, int64_t i0, int64_t j0) const {
-    return n.segments && !segmentTiles.meet(b, i0, j0);
+    return (n.window > 0 && j0 + kBc - 1 <= i0 - n.window) ||
+           (n.segments && !segmentTiles.meet(b, i0, j0));
   }
 
   /// Offset of query row i of head h in q (dq), in out (dout), and of key
@@ -231,6 +238,9 @@ template <typename T> struct AttentionTiles {
     if (n.causal && j0 + cols - 1 > i0) // the tile reaches past the diagonal
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < cols; ++c) at(r, c) = kNegInf;
+    if (n.window > 0 && j0 <= i0 + rows - 1 - n.window) // the tile reaches behind a window
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < std::min(cols, i0 + r - n.window + 1 - j0); ++c) at(r, c) = kNegInf;
     if (!n.segments) return;
     int64_t rowSegment[kBr], colSegment[kBc];
     for (int64_t r = 0; r < rows; ++r) rowSegment[r] = segmentIds[b * n.t + i0 + r];

@@ -16,11 +16,8 @@
 // groups in place when there are enough of them to share out, else each
 // thread reduces chunks into its own copy of the ranges.
 //
-// fp8 rounding is ldexp(nearbyint(ldexp(v, −s)), s) with 2^s the format's
-// step at v: |v| ≥ 2^emin keeps mbits bits after its leading bit, smaller
-// values sit on the subnormal grid 2^(emin − mbits); nearbyint's ties to
-// even are ties to the even mantissa code. (frexp/ldexp are written on the
-// bits so the loop vectorises; see roundFp8.) NF4 compares the value with
+// fp8 rounding is common/Fp8.h's, the one every fp8 path shares (written on
+// the bits, so the loop vectorises). NF4 compares the value with
 // the 15 midpoints between levels, each held as the largest float not above
 // the exact midpoint, so a value exactly on one takes the lower level.
 //
@@ -34,6 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/Fp8.h"
 #include "common/QuantScheme.h"
 #include "kernels/contracts/FakeQuant.h"
 #include "kernels/cpu/Common.h"
@@ -291,29 +289,9 @@ using quant::FormatConsts;
 using quant::Grid;
 using quant::formatConsts;
 
-inline float floatOfBits(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-/// v rounded to the fp8 format of k (|v| ≤ fmax, so no overflow): with
-/// |v| ∈ [2^e, 2^(e+1)), the format's step there is 2^s, s = max(e, emin) −
-/// mbits, and fp8(v) = ldexp(nearbyint(ldexp(v, −s)), s). frexp and ldexp
-/// are spelled out on the bits so the loop vectorises (libm's frexpf writes
-/// through a pointer and is never inlined): e is the exponent field − 127,
-/// exact for normal v; fp32 subnormals and 0 give −127, below every fp8
-/// emin, which is all that matters for them. Both scalings are by powers of
-/// two within fp32's normal range, hence exact, as ldexp's are. (Checked
-/// against the frexp/ldexp form on every float in [−fmax, fmax]: identical.)
+/// v (|v| ≤ fmax) rounded to the fp8 format of k.
 inline float roundFp8(float v, const FormatConsts &k) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  int32_t e = static_cast<int32_t>((bits >> 23) & 0xffu) - 127;
-  int32_t s = std::max(e, k.emin) - k.mbits;
-  float down = floatOfBits(static_cast<uint32_t>(127 - s) << 23); // 2^−s
-  float up = floatOfBits(static_cast<uint32_t>(127 + s) << 23);   // 2^s
-  return std::nearbyint(v * down) * up;
+  return fp8::roundToGrid(v, k.mbits, k.emin);
 }
 
 /// The NF4 level nearest c ∈ [−1, 1], ties to the lower.

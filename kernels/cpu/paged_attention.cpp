@@ -46,6 +46,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -61,6 +62,7 @@ constexpr int64_t kKeys = 64; // keys per tile
 struct PagedDims {
   int64_t b = 0, t = 0, h = 0, kv = 0, d = 0, group = 1, blocks = 0, page = 1, maxBlocks = 0;
   float scale = 1.0f;
+  int64_t window = 0; ///< position p sees (p − window, p]; 0: 0..p
 };
 
 PagedDims dimsOf(const contracts::PagedCacheBinding &b) {
@@ -68,6 +70,7 @@ PagedDims dimsOf(const contracts::PagedCacheBinding &b) {
   n.b = b.b, n.t = b.t, n.h = b.h, n.kv = b.kv, n.d = b.d, n.group = b.group;
   n.blocks = b.blocks, n.page = b.page, n.maxBlocks = b.maxBlocks;
   n.scale = b.scale;
+  n.window = b.window;
   return n;
 }
 
@@ -345,16 +348,22 @@ private:
     float *qs = base, *o = qs + rows_ * d, *kw = o + rows_ * d, *vw = kw + kKeys * d;
     float *s = vw + kKeys * d, *m = s + rows_ * kKeys, *l = m + rows_;
 
-    // Each token's key end (exclusive); the chunk's keys end at the largest.
-    std::array<int64_t, kRows> keyEnd;
-    int64_t end = 0;
+    // Each token's keys [keyBegin, keyEnd) (the window's start, its
+    // position + 1); the chunk's keys span the smallest to the largest.
+    std::array<int64_t, kRows> keyBegin, keyEnd;
+    int64_t begin = std::numeric_limits<int64_t>::max(), end = 0;
     for (int64_t i = 0; i < c.tokens; ++i) {
       int64_t p = positions_[c.b * n_.t + c.t0 + i];
       keyEnd[i] = p < 0 ? 0 : std::min(p + 1, n_.maxBlocks * n_.page);
+      keyBegin[i] = n_.window > 0 ? std::max<int64_t>(0, p - n_.window + 1) : 0;
+      if (keyEnd[i] > keyBegin[i])
+        begin = std::min(begin, keyBegin[i]);
       end = std::max(end, keyEnd[i]);
     }
-    const int64_t tiles = (end + kKeys - 1) / kKeys;
-    const int64_t firstTile = tiles * split / splits_, lastTile = tiles * (split + 1) / splits_;
+    const int64_t startTile = end > 0 ? begin / kKeys : 0;
+    const int64_t tiles = (end + kKeys - 1) / kKeys - startTile;
+    const int64_t firstTile = startTile + tiles * split / splits_,
+                  lastTile = startTile + tiles * (split + 1) / splits_;
 
     for (int64_t r = 0; r < rows; ++r) {
       const T *src = q_ + queryAt(c, r);
@@ -380,6 +389,8 @@ private:
           continue;
         }
         for (int64_t col = visible; col < cols; ++col) sr[col] = kNegInf;
+        for (int64_t col = 0; col < std::min(cols, keyBegin[r / n_.group] - j0); ++col)
+          sr[col] = kNegInf; // behind the row's window
         if (!allValid)
           for (int64_t col = 0; col < visible; ++col)
             if (!valid[col]) sr[col] = kNegInf;

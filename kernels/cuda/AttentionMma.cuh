@@ -221,7 +221,8 @@ __device__ __forceinline__ void mmaAccumulateShared(const T *w, const T *m, floa
 /// segment ids already staged.
 __device__ __forceinline__ bool mmaVisible(const Params &p, int64_t i, int64_t j, int64_t keyEnd,
                                            int64_t querySegment, int64_t keySegment) {
-  return j < keyEnd && (!p.causal || j <= i) && (!p.segments || querySegment == keySegment);
+  return j < keyEnd && (!p.causal || j <= i) && inWindow(p, i, j) &&
+         (!p.segments || querySegment == keySegment);
 }
 
 /// The backward's lse (backwardLse) and Drow of query rows [i0, i0 + 64)

@@ -88,6 +88,7 @@ contracts::CudnnAttentionShape cudnnShapeOf(const contracts::AttentionBinding &b
   s.backward = backward;
   s.rope = b.rope;
   s.segments = b.segments;
+  s.window = b.window;
   return s;
 }
 

@@ -98,6 +98,7 @@ struct Params {
   int d = 0;
   float scale = 1.0f;
   bool causal = false;
+  int64_t window = 0;             ///< causal: keys in (i − window, i]; 0: all up to i
   const void *segments = nullptr; ///< [B, T] i32 or i64; null without segment ids
   bool wideSegments = false;      ///< i64 segment ids
   /// attention_rope: cos, sin and the inverse's sin [ropeRows, D/2]; null
@@ -107,6 +108,11 @@ struct Params {
   const void *positions = nullptr; ///< [B, T] i32 or i64; null: position t
   bool widePositions = false;
 };
+
+/// Whether key j is inside query i's sliding window (always, without one).
+__device__ __forceinline__ bool inWindow(const Params &p, int64_t i, int64_t j) {
+  return p.window == 0 || j > i - p.window;
+}
 
 /// Offsets of query row i of head h in q (dq), in out (dout), and of key
 /// row j of kv head g in k, v (dk, dv).
@@ -291,7 +297,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int64_t i = firstRow + r;
-      const bool visible = j < keyEnd && (!p.causal || j <= i) &&
+      const bool visible = j < keyEnd && (!p.causal || j <= i) && inWindow(p, i, j) &&
                            (!p.segments || keySegment == rowSegment[r]);
       const float score = visible ? s[r] : -INFINITY;
       const float mNew = fmaxf(m[r], warpMax(score));
@@ -451,7 +457,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int64_t i = firstRow + r;
-      const bool visible = j < keyEnd && (!p.causal || j <= i) &&
+      const bool visible = j < keyEnd && (!p.causal || j <= i) && inWindow(p, i, j) &&
                            (!p.segments || keySegment == rowSegment[r]);
       const float weight = visible ? expf(s[r] - rowLse[r]) : 0.0f;
       s[r] = weight * (dp[r] - rowD[r]); // dS
@@ -565,7 +571,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < kRowsPerWarp; ++c) {
         const int64_t j = firstKey + c;
-        const bool visible = i < p.t && j < p.s && (!p.causal || j <= i) &&
+        const bool visible = i < p.t && j < p.s && (!p.causal || j <= i) && inWindow(p, i, j) &&
                              (!p.segments || querySegment == keySegment[c]);
         const float weight = visible ? expf(s[c] - queryLse) : 0.0f;
         s[c] = weight;                         // P
@@ -806,6 +812,7 @@ Params paramsOf(const contracts::AttentionBinding &b, const KernelArgs &args) {
   p.d = static_cast<int>(b.d);
   p.scale = b.scale;
   p.causal = b.causal;
+  p.window = b.window;
   if (b.segments) {
     p.segments = args.inputs[b.segmentIndex].data;
     p.wideSegments = b.segmentDType == DType::I64;

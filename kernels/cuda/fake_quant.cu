@@ -31,6 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/Fp8.h"
 #include "common/QuantScheme.h"
 #include "kernels/contracts/FakeQuant.h"
 #include "kernels/cuda/BindScratch.h"
@@ -75,17 +76,9 @@ using quant::FormatConsts;
 using quant::Grid;
 using quant::formatConsts;
 
-/// v rounded to the fp8 format of k (|v| ≤ fmax): with |v| ∈ [2^e, 2^(e+1))
-/// the format's step is 2^s, s = max(e, emin) − mbits, and fp8(v) =
-/// rint(v · 2^−s) · 2^s; both scalings are exact powers of two. e is the
-/// exponent field − 127 (fp32 subnormals and 0 give −127, below every fp8
-/// emin), as on the CPU.
+/// v (|v| ≤ fmax) rounded to the fp8 format of k, as on the CPU.
 __device__ __forceinline__ float roundFp8(float v, const FormatConsts &k) {
-  int32_t e = static_cast<int32_t>((__float_as_uint(v) >> 23) & 0xffu) - 127;
-  int32_t s = max(e, k.emin) - k.mbits;
-  float down = __uint_as_float(static_cast<uint32_t>(127 - s) << 23); // 2^−s
-  float up = __uint_as_float(static_cast<uint32_t>(127 + s) << 23);   // 2^s
-  return rintf(v * down) * up;
+  return fp8::roundToGrid(v, k.mbits, k.emin);
 }
 
 /// The NF4 level nearest c ∈ [−1, 1], ties to the lower.

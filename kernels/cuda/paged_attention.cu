@@ -58,6 +58,7 @@ struct Params {
   int64_t b = 0, t = 0, h = 0, kv = 0, group = 1, blocks = 0, page = 1, maxBlocks = 0;
   int d = 0;
   float scale = 1.0f;
+  int64_t window = 0; ///< position pos sees (pos − window, pos]; 0: 0..pos
   const void *table = nullptr;     ///< [B, M] i32 or i64
   const void *positions = nullptr; ///< [B, T] i32 or i64
   bool wideTable = false, widePositions = false;
@@ -243,6 +244,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t g = blockIdx.x % p.kv, bt = blockIdx.x / p.kv, b = bt / p.t;
   const int64_t pos = readId(p.positions, p.widePositions, bt);
   const int64_t keyEnd = pos < 0 ? 0 : min(pos + 1, p.maxBlocks * p.page); // block-uniform
+  // The sliding window's first key (block-uniform); tiles start at its tile.
+  const int64_t keyBegin = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
   const int64_t lastHead = (g + 1) * p.group;
 
   for (int64_t h0 = g * p.group; h0 < lastHead; h0 += kWarps) { // block-uniform
@@ -259,11 +262,11 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < kChunks; ++c) acc[c] = 0.0f;
     float m = -INFINITY, l = 0.0f;
 
-    for (int64_t j0 = 0; j0 < keyEnd; j0 += kTile) {
+    for (int64_t j0 = keyBegin / kTile * kTile; j0 < keyEnd; j0 += kTile) {
       __syncthreads(); // the previous tile's readers are done (and q is staged)
       if (threadIdx.x < kTile) {
         const int64_t j = j0 + threadIdx.x;
-        const int64_t page = j < keyEnd ? pageOf(p, b, j) : -1;
+        const int64_t page = j < keyEnd && j >= keyBegin ? pageOf(p, b, j) : -1;
         const int64_t head = (page * p.page + j % p.page) * p.kv + g;
         slots[threadIdx.x] = page < 0 ? -1 : head * d;
         if constexpr (kInt8) {
@@ -381,6 +384,7 @@ Params paramsOf(const contracts::PagedCacheBinding &b, const KernelArgs &args, s
   p.b = b.b, p.t = b.t, p.h = b.h, p.kv = b.kv, p.group = b.group;
   p.blocks = b.blocks, p.page = b.page, p.maxBlocks = b.maxBlocks;
   p.scale = b.scale;
+  p.window = b.window;
   p.table = args.inputs[tableIndex].data;
   p.positions = args.inputs[tableIndex + 1].data;
   p.wideTable = b.tableDType == DType::I64;

@@ -176,15 +176,16 @@ RefTensor rope(const RefTensor &x, const RefTensor *positions, double theta, boo
 /// softmax(scale·q·kᵀ + mask)·v with q [B,T,H,D], k, v [B,S,KV,D]; query head
 /// h reads kv head h/(H/KV). Returns {out [B,T,H,D], lse [B,H,T]}.
 /// `segmentIds` [B,T] (may be null) restricts keys to equal ids; `causal`
-/// to keys j <= i.
+/// to keys j <= i, and a `window` > 0 further to i − window < j.
 std::vector<RefTensor> attention(const RefTensor &q, const RefTensor &k, const RefTensor &v,
-                                 const RefTensor *segmentIds, double scale, bool causal);
+                                 const RefTensor *segmentIds, double scale, bool causal,
+                                 int64_t window = 0);
 /// {dq, dk, dv}, using the given forward `out` and `lse` as the kernels do:
 /// P = exp(scale·q·kᵀ − lse), dS = P ∘ (dout·vᵀ − rowsum(dout ∘ out)).
 std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, const RefTensor &v,
                                      const RefTensor &out, const RefTensor &lse,
                                      const RefTensor &dout, const RefTensor *segmentIds,
-                                     double scale, bool causal);
+                                     double scale, bool causal, int64_t window = 0);
 
 //===- paged_attention.cpp ------------------------------------------------===//
 //
@@ -208,10 +209,12 @@ std::vector<RefTensor> kvCacheWriteInt8(const RefTensor &codes, const RefTensor 
 /// The values an int8 cache holds: codes · scales, per slot and kv head.
 RefTensor dequantizeCache(const RefTensor &codes, const RefTensor &scales);
 /// out [B,T,H,D]: query (b, t, h) at position p >= 0 attends to the keys of
-/// sequence b at positions 0..p (unaddressable ones left out), kv head
-/// h/(H/KV): softmax(scale·q·kᵀ)·v. Rows at p < 0 are 0.
+/// sequence b at positions 0..p (with a `window` > 0, p − window + 1..p;
+/// unaddressable ones left out), kv head h/(H/KV): softmax(scale·q·kᵀ)·v.
+/// Rows at p < 0 are 0.
 RefTensor pagedAttention(const RefTensor &q, const RefTensor &kCache, const RefTensor &vCache,
-                         const RefTensor &blockTable, const RefTensor &positions, double scale);
+                         const RefTensor &blockTable, const RefTensor &positions, double scale,
+                         int64_t window = 0);
 
 //===- cross_entropy.cpp --------------------------------------------------===//
 

@@ -34,9 +34,11 @@ AttentionDims attentionDims(const RefTensor &q, const RefTensor &k, const RefTen
   return dims;
 }
 
-bool visible(const AttentionDims &dims, const RefTensor *segmentIds, bool causal, int64_t b,
-             int64_t i, int64_t j) {
+bool visible(const AttentionDims &dims, const RefTensor *segmentIds, bool causal, int64_t window,
+             int64_t b, int64_t i, int64_t j) {
   if (causal && j > i) return false;
+  if (window > 0 && j <= i - window)
+    return false;
   if (segmentIds && segmentIds->data[b * dims.t + i] != segmentIds->data[b * dims.t + j])
     return false;
   return true;
@@ -45,7 +47,8 @@ bool visible(const AttentionDims &dims, const RefTensor *segmentIds, bool causal
 } // namespace
 
 std::vector<RefTensor> attention(const RefTensor &q, const RefTensor &k, const RefTensor &v,
-                                 const RefTensor *segmentIds, double scale, bool causal) {
+                                 const RefTensor *segmentIds, double scale, bool causal,
+                                 int64_t window) {
   AttentionDims n = attentionDims(q, k, v, segmentIds, causal, "attention");
   RefTensor out = like(q), lse = RefTensor::zeros({n.b, n.h, n.t});
   auto qAt = [&](int64_t b, int64_t i, int64_t h) {
@@ -63,7 +66,7 @@ std::vector<RefTensor> attention(const RefTensor &q, const RefTensor &k, const R
         for (int64_t j = 0; j < n.s; ++j) {
           double dot = 0.0;
           for (int64_t e = 0; e < n.d; ++e) dot += qAt(b, i, h)[e] * kvAt(k, b, j, g)[e];
-          scores[i * n.s + j] = visible(n, segmentIds, causal, b, i, j)
+          scores[i * n.s + j] = visible(n, segmentIds, causal, window, b, i, j)
                                     ? scale * dot
                                     : -std::numeric_limits<double>::infinity();
         }
@@ -92,7 +95,7 @@ std::vector<RefTensor> attention(const RefTensor &q, const RefTensor &k, const R
 std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, const RefTensor &v,
                                      const RefTensor &out, const RefTensor &lse,
                                      const RefTensor &dout, const RefTensor *segmentIds,
-                                     double scale, bool causal) {
+                                     double scale, bool causal, int64_t window) {
   AttentionDims n = attentionDims(q, k, v, segmentIds, causal, "attentionGrad");
   require(out.shape == q.shape && dout.shape == q.shape, "attentionGrad",
           "out and dout must have q's shape");
@@ -112,7 +115,7 @@ std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, con
         for (int64_t e = 0; e < n.d; ++e) rowDot += dout.data[qi + e] * out.data[qi + e];
         for (int64_t j = 0; j < n.s; ++j) {
           size_t kj = at(k, n.s, n.kv, b, j, g);
-          if (!visible(n, segmentIds, causal, b, i, j)) {
+          if (!visible(n, segmentIds, causal, window, b, i, j)) {
             p[i * n.s + j] = ds[i * n.s + j] = 0.0;
             continue;
           }
@@ -162,21 +165,23 @@ Results unpackQkv(const RefTensor &qkv, int64_t heads, int64_t kvHeads) {
 } // namespace
 
 LLMC_REGISTER_EVALUATOR("llm.attention", [](const RefCall &c) -> Results {
-  return attention(c.in(0), c.in(1), c.in(2), c.optional(3), c.real("scale"), c.flag("causal"));
+  return attention(c.in(0), c.in(1), c.in(2), c.optional(3), c.real("scale"), c.flag("causal"),
+                   c.integer("window", 0));
 });
 LLMC_REGISTER_EVALUATOR("llm.attention_grad", [](const RefCall &c) -> Results {
   return attentionGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.in(5), c.optional(6),
-                       c.real("scale"), c.flag("causal"));
+                       c.real("scale"), c.flag("causal"), c.integer("window", 0));
 });
 // The packed forms: the same references on qkv's column blocks.
 LLMC_REGISTER_EVALUATOR("llm.attention_packed", [](const RefCall &c) -> Results {
   Results qkv = unpackQkv(c.in(0), c.integer("heads"), c.integer("kv_heads"));
-  return attention(qkv[0], qkv[1], qkv[2], c.optional(1), c.real("scale"), c.flag("causal"));
+  return attention(qkv[0], qkv[1], qkv[2], c.optional(1), c.real("scale"), c.flag("causal"),
+                   c.integer("window", 0));
 });
 LLMC_REGISTER_EVALUATOR("llm.attention_packed_grad", [](const RefCall &c) -> Results {
   Results qkv = unpackQkv(c.in(0), c.integer("heads"), c.integer("kv_heads"));
   Results grads = attentionGrad(qkv[0], qkv[1], qkv[2], c.in(1), c.in(2), c.in(3), c.optional(4),
-                                c.real("scale"), c.flag("causal"));
+                                c.real("scale"), c.flag("causal"), c.integer("window", 0));
   for (RefTensor &g : grads) g.shape = {g.shape[0], g.shape[1], g.shape[2] * g.shape[3]};
   return {concat(grads, -1)};
 });

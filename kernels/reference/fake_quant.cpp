@@ -285,5 +285,7 @@ LLMC_REGISTER_EVALUATOR("qat.fake_quant_grad", [](const RefCall &c) -> Results {
 LLMC_REGISTER_EVALUATOR("qat.ema", [](const RefCall &c) -> Results {
   return {quantEma(c.in(0), c.in(1), c.real("momentum"))};
 });
+// The identity forward (its backward is observe + fake_quant of dy).
+LLMC_REGISTER_EVALUATOR("qat.quantize_grad", [](const RefCall &c) -> Results { return {c.in(0)}; });
 
 } // namespace llmc::ref

@@ -105,7 +105,8 @@ RefTensor dequantizeCache(const RefTensor &codes, const RefTensor &scales) {
 }
 
 RefTensor pagedAttention(const RefTensor &q, const RefTensor &kCache, const RefTensor &vCache,
-                         const RefTensor &blockTable, const RefTensor &positions, double scale) {
+                         const RefTensor &blockTable, const RefTensor &positions, double scale,
+                         int64_t window) {
   PagedDims n = pagedDims(kCache, blockTable, positions, "pagedAttention");
   require(q.shape.size() == 4 && q.shape[0] == n.b && q.shape[1] == n.t && q.shape[3] == n.d,
           "pagedAttention", "q must be [B,T,H,D]");
@@ -123,7 +124,8 @@ RefTensor pagedAttention(const RefTensor &q, const RefTensor &kCache, const RefT
         int64_t g = head / group;
         // The visible keys, gathered from the pages.
         slots.clear();
-        for (int64_t j = 0, end = std::min(p + 1, n.maxBlocks * n.page); j < end; ++j) {
+        int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+        for (int64_t j = first, end = std::min(p + 1, n.maxBlocks * n.page); j < end; ++j) {
           int64_t slot = slotAt(n, blockTable, b, j, g);
           if (slot >= 0) slots.push_back(slot);
         }
@@ -161,9 +163,11 @@ LLMC_REGISTER_EVALUATOR("llm.paged_attention", [](const RefCall &c) -> Results {
   double scale = c.real("scale");
   Results scales = c.variadic(5);
   if (scales.empty())
-    return {pagedAttention(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), scale)};
+    return {
+        pagedAttention(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), scale, c.integer("window", 0))};
   return {pagedAttention(c.in(0), dequantizeCache(c.in(1), scales.at(0)),
-                         dequantizeCache(c.in(2), scales.at(1)), c.in(3), c.in(4), scale)};
+                         dequantizeCache(c.in(2), scales.at(1)), c.in(3), c.in(4), scale,
+                         c.integer("window", 0))};
 });
 
 } // namespace llmc::ref

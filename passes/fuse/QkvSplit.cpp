@@ -182,7 +182,7 @@ bool fuseQkvSplitAt(Operation *anchor, DominanceInfo &dominance, DenseSet<Operat
     AttentionGradOp g = b.grad;
     auto fused = AttentionPackedGradOp::create(builder, g.getLoc(), qkv, g.getOut(), g.getLse(),
                                                g.getDout(), g.getSegmentIds(), heads, kvHeads,
-                                               g.getScale(), g.getCausal());
+                                               g.getScale(), g.getCausal(), g.getWindowAttr());
     copyPlace(g, fused);
     b.adds.back()->getResult(0).replaceAllUsesWith(fused.getDqkv());
     for (Operation *op : llvm::reverse(b.adds)) op->erase();
@@ -196,7 +196,8 @@ bool fuseQkvSplitAt(Operation *anchor, DominanceInfo &dominance, DenseSet<Operat
   for (AttentionOp forward : readers->forwards) {
     OpBuilder builder(forward);
     auto fused = AttentionPackedOp::create(builder, forward.getLoc(), qkv, forward.getSegmentIds(),
-                                           heads, kvHeads, forward.getScale(), forward.getCausal());
+                                           heads, kvHeads, forward.getScale(), forward.getCausal(),
+                                           forward.getWindowAttr());
     copyPlace(forward, fused);
     forward.getOut().replaceAllUsesWith(fused.getOut());
     forward.getLse().replaceAllUsesWith(fused.getLse());

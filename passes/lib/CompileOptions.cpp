@@ -83,6 +83,9 @@ std::string resolveOptions(CompileOptions &o) {
   if (o.gradDtype != "fp32" && o.gradDtype != o.precision)
     return "--grad-dtype " + o.gradDtype + " needs --precision " + o.gradDtype +
            " (gradients are fp32 or in the compute type)";
+  if (o.precision == "fp8" && !o.qat.empty())
+    return "--precision fp8 fake-quantizes the blocks' linear layers itself; it does not "
+           "combine with --qat";
   if (o.microbatches < 1)
     return "--microbatches must be >= 1";
   if (o.virtualStages < 1)

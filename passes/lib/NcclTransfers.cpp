@@ -1,24 +1,32 @@
 //===- NcclTransfers.cpp - pipeline transfers as NCCL runs them -----------===//
 //
-// Ordering: each stage's sends to a peer are delayed until they come in
-// the order of the tags that peer receives.
+// Channels: a transfer's direction and the parity of its lower stage
+// (common/TransferChannel.h).
+//
+// Ordering: each stage's sends to a peer on a channel are delayed until
+// they come in the order of the tags that peer receives on it.
 //
 // Progress: each stage's program becomes, per stream, a list of steps that
-// can block: waits for events, groups of transfers (a run of sends and
-// receives on one stream with only waits between, as the runtime groups
-// them; the waits inside are enqueued before the group's transfers start)
-// and collectives over the pp axis. Everything else never blocks. Then
-// every stage's streams advance as far as they can, again and again:
+// can block: waits for events, groups of transfers and collectives over the
+// pp axis. Everything else never blocks. A group is what the runtime issues
+// between ncclGroupStart and ncclGroupEnd (runtime/Executor.cpp): a run of
+// sends and receives on one stream with only waits on that stream and
+// instructions that do not communicate between them (the waits inside are
+// enqueued before the group's transfers start); any other communication
+// instruction closes it, since NCCL would take it into the open group.
+// Then every stage's streams advance as far as they can, again and again:
 //  - a group posts its transfers when it reaches the head of its stream and
-//    finishes once the peer has posted the matching transfer of each;
+//    finishes once the peer has posted the matching transfer of each (the
+//    n-th between the two stages on that channel);
 //  - a collective over pp finishes once every stage has reached it;
-//  - a wait finishes once its event is recorded on the stage's other stream.
+//  - a wait finishes once its event is recorded on another of its streams.
 // If some stream can no longer advance before its end, the programs would
 // hang on GPUs, and the error says where each stuck stage stands.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/lib/NcclTransfers.h"
+#include "common/TransferChannel.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "passes/lib/EntryPoints.h"
 
@@ -35,11 +43,11 @@ using namespace llmc;
 
 namespace {
 
-/// One send or receive: the stage it talks to and its place among the
-/// transfers in that direction between the two.
+/// One send or receive: the stage it talks to, its channel and its place
+/// among the transfers in that direction between the two on the channel.
 struct Transfer {
   bool send = false;
-  int64_t peer = 0, seq = 0;
+  int64_t peer = 0, channel = 0, seq = 0;
   Operation *op = nullptr;
 };
 
@@ -75,6 +83,17 @@ int64_t peerOf(int64_t stage, Operation *transfer, int64_t n) {
 }
 
 int64_t tagOf(Operation *transfer) { return transfer->getAttrOfType<IntegerAttr>("tag").getInt(); }
+
+int64_t channelOf(Operation *transfer) {
+  auto channel = transfer->getAttrOfType<IntegerAttr>("channel");
+  return channel ? channel.getInt() : kSharedChannel;
+}
+
+/// Whether `op` is a communication instruction (NCCL would take it into
+/// an open group).
+bool communicates(Operation &op) {
+  return !isa<exec::KernelOp, exec::RecordEventOp, exec::WaitEventOp, exec::BufferOp>(op);
+}
 
 int64_t streamOf(Operation *op) {
   if (auto record = dyn_cast<exec::RecordEventOp>(op))
@@ -114,6 +133,11 @@ public:
       if (isa<exec::BufferOp>(op))
         continue;
       int64_t stream = streamOf(&op);
+      // Communication on one stream closes the groups open on the others.
+      if (communicates(op))
+        for (auto &[other, open] : groupOpen)
+          if (open && other != stream)
+            closeGroup(other);
       std::vector<Step> &steps = run.streams[stream];
       bool isSend = isa<exec::SendOp>(op);
       auto wait = dyn_cast<exec::WaitEventOp>(op);
@@ -180,18 +204,20 @@ public:
       for (int64_t t : tags) text += (text.empty() ? "" : ", ") + std::to_string(t);
       return "[" + text + "]";
     };
-    std::set<std::pair<int64_t, int64_t>> pairs;
-    for (auto &[key, tags] : sentTags) pairs.insert(key);
-    for (auto &[key, tags] : receivedTags) pairs.insert(key);
-    for (auto key : pairs) {
+    std::set<Link> links;
+    for (auto &[key, tags] : sentTags) links.insert(key);
+    for (auto &[key, tags] : receivedTags) links.insert(key);
+    for (const Link &key : links) {
       auto sent = sentTags.find(key), received = receivedTags.find(key);
       std::vector<int64_t> none;
       const auto &a = sent == sentTags.end() ? none : sent->second;
       const auto &b = received == receivedTags.end() ? none : received->second;
+      auto [from, to, channel] = key;
       if (a != b)
-        return "stage " + std::to_string(key.first) + " sends tags " + list(a) + " to stage " +
-               std::to_string(key.second) + ", which receives " + list(b) +
-               " from it; NCCL pairs transfers in order";
+        return "stage " + std::to_string(from) + " sends tags " + list(a) + " to stage " +
+               std::to_string(to) + " on channel " + std::to_string(channel) + " (" +
+               channelName(static_cast<int>(channel)) + "), which receives " + list(b) +
+               " from it there; NCCL pairs transfers in order";
     }
     return "";
   }
@@ -215,17 +241,17 @@ private:
 
   Transfer transfer(int64_t stage, Operation *op, bool isSend) {
     int64_t peer = peerOf(stage, op, static_cast<int64_t>(runs.size()));
-    int64_t from = isSend ? stage : peer, to = isSend ? peer : stage;
-    std::vector<int64_t> &tags = (isSend ? sentTags : receivedTags)[{from, to}];
+    int64_t from = isSend ? stage : peer, to = isSend ? peer : stage, channel = channelOf(op);
+    std::vector<int64_t> &tags = (isSend ? sentTags : receivedTags)[{from, to, channel}];
     tags.push_back(tagOf(op));
-    return {isSend, peer, static_cast<int64_t>(tags.size()) - 1, op};
+    return {isSend, peer, channel, static_cast<int64_t>(tags.size()) - 1, op};
   }
 
-  /// (from, to, n-th, posted by the sender) → posted.
-  using Posting = std::tuple<int64_t, int64_t, int64_t, bool>;
+  /// (from, to, channel, n-th, posted by the sender) → posted.
+  using Posting = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;
   Posting posting(int64_t stage, const Transfer &t, bool bySender) const {
     int64_t from = t.send ? stage : t.peer, to = t.send ? t.peer : stage;
-    return {from, to, t.seq, bySender};
+    return {from, to, t.channel, t.seq, bySender};
   }
 
   bool advance(int64_t stage, const Step &step) {
@@ -271,7 +297,8 @@ private:
         auto tag = t.op->getAttrOfType<IntegerAttr>("tag").getInt();
         auto action = t.op->getAttrOfType<StringAttr>("exec.action");
         what += std::string(" stage ") + std::to_string(t.peer) + "'s " +
-                (t.send ? "receive" : "send") + " of tag " + std::to_string(tag) +
+                (t.send ? "receive" : "send") + " of tag " + std::to_string(tag) + " on the " +
+                channelName(static_cast<int>(t.channel)) + " channel" +
                 (action ? " (" + action.getValue().str() + ")" : "") + ";";
       }
       return what;
@@ -280,9 +307,12 @@ private:
     return "";
   }
 
+  /// (from, to, channel): the transfers one stage sends another on one
+  /// channel, which NCCL pairs in order.
+  using Link = std::tuple<int64_t, int64_t, int64_t>;
   std::vector<StageRun> runs;
-  /// (from, to) → the tags of the transfers between them, in order.
-  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sentTags, receivedTags;
+  /// The tags of the transfers on each link, in order.
+  std::map<Link, std::vector<int64_t>> sentTags, receivedTags;
   std::set<Posting> posted;
   std::map<std::pair<std::string, int64_t>, std::set<int64_t>> rendezvous;
 };
@@ -323,37 +353,43 @@ LogicalResult llmc::verifyPointToPointProgress(ModuleOp module) {
 
 namespace {
 
-using TagOrders = std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>>;
+/// (from, to, channel) → the tags `to` receives from `from` there, in order.
+using TagOrders = std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>>;
 
 /// Moves `program`'s sends (stage `stage` of `n`) so that each peer gets
-/// them in `received[{stage, peer}]`'s order: a send that comes early is
-/// held and placed right after the send the peer receives before it.
+/// them on each channel in `received[{stage, peer, channel}]`'s order: a
+/// send that comes early is held and placed right after the send the peer
+/// receives before it.
 LogicalResult orderSends(exec::ProgramOp program, int64_t stage, int64_t n,
                          const TagOrders &received) {
+  using Route = std::pair<int64_t, int64_t>; // peer, channel
   SmallVector<exec::SendOp> sends(program.getOps<exec::SendOp>());
-  std::map<int64_t, size_t> next;                            // peer → place in its order
-  std::map<int64_t, std::map<int64_t, exec::SendOp>> held;   // peer → tag → send
+  std::map<Route, size_t> next;                            // place in the peer's order
+  std::map<Route, std::map<int64_t, exec::SendOp>> held;   // tag → send
   for (exec::SendOp send : sends) {
-    int64_t peer = peerOf(stage, send, n), tag = send.getTag();
-    auto order = received.find({stage, peer});
-    size_t &at = next[peer];
+    Route route{peerOf(stage, send, n), channelOf(send)};
+    int64_t tag = send.getTag();
+    auto order = received.find({stage, route.first, route.second});
+    size_t &at = next[route];
     if (order == received.end() || at >= order->second.size() || order->second[at] != tag) {
-      held[peer][tag] = send;
+      held[route][tag] = send;
       continue;
     }
     Operation *anchor = send;
-    for (++at; at < order->second.size() && held[peer].count(order->second[at]); ++at) {
-      exec::SendOp early = held[peer][order->second[at]];
-      held[peer].erase(order->second[at]);
+    for (++at; at < order->second.size() && held[route].count(order->second[at]); ++at) {
+      exec::SendOp early = held[route][order->second[at]];
+      held[route].erase(order->second[at]);
       early->moveAfter(anchor);
       anchor = early;
     }
   }
-  for (auto &[peer, sendsLeft] : held)
+  for (auto &[route, sendsLeft] : held)
     if (!sendsLeft.empty())
       return sendsLeft.begin()->second.emitOpError()
              << "stage " << stage << " sends tag " << sendsLeft.begin()->first << " to stage "
-             << peer << ", which does not receive it (or not after what it receives first)";
+             << route.first << " on the " << channelName(static_cast<int>(route.second))
+             << " channel, which does not receive it there (or not after what it receives "
+                "first)";
   return success();
 }
 
@@ -370,11 +406,27 @@ LogicalResult llmc::orderSendsAsReceived(ModuleOp module) {
       for (auto program : stages[p].getOps<exec::ProgramOp>())
         if (program.getSymName() == kind)
           for (exec::RecvOp recv : program.getOps<exec::RecvOp>())
-            received[{peerOf(p, recv, n), p}].push_back(recv.getTag());
+            received[{peerOf(p, recv, n), p, channelOf(recv)}].push_back(recv.getTag());
     for (int64_t s = 0; s < n; ++s)
       for (auto program : stages[s].getOps<exec::ProgramOp>())
         if (program.getSymName() == kind && failed(orderSends(program, s, n, received)))
           return failure();
   }
   return success();
+}
+
+void llmc::assignTransferChannels(ModuleOp module) {
+  SmallVector<ModuleOp> stages = programModules(module);
+  // Without stage modules the one program is every stage: its transfers
+  // take the even channels.
+  for (auto [stage, stageModule] : llvm::enumerate(stages))
+    stageModule.walk([&](Operation *op) {
+      if (!isa<exec::SendOp, exec::RecvOp>(op))
+        return;
+      int64_t shift = op->getAttrOfType<IntegerAttr>("shift").getInt();
+      int64_t index = stages.size() > 1 ? static_cast<int64_t>(stage) : 0;
+      op->setAttr("channel",
+                  IntegerAttr::get(IntegerType::get(op->getContext(), 64),
+                                   channelOfTransfer(isa<exec::SendOp>(op), index, shift)));
+    });
 }

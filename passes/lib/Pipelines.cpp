@@ -70,6 +70,14 @@ private:
 
 using AddPass = function_ref<void(std::unique_ptr<Pass>)>;
 
+/// --precision fp8 (docs/fp8.md): Transformer Engine's hybrid recipe with
+/// current per-tensor scaling — the blocks' weights and activations in
+/// E4M3, the gradients of their outputs in E5M2; the LM head (and the
+/// embedding, which --qat leaves alone unless ops=embedding) stays bf16.
+constexpr llvm::StringLiteral kFp8TrainingRecipe =
+    "weights=fp8_e4m3:tensor, activations=fp8_e4m3:tensor, gradients=fp8_e5m2:tensor, "
+    "skip=head";
+
 /// What the model computes: precision, layout, fake quantization, adapters.
 void addGraphPasses(AddPass add, const llmc::CompileOptions &options) {
   using namespace llmc;
@@ -81,7 +89,10 @@ void addGraphPasses(AddPass add, const llmc::CompileOptions &options) {
   if (options.precision != "fp32") {
     PrecisionOptions precision;
     // The option says fp16 (as --precision does), the pass the MLIR type.
-    precision.computeType = options.precision == "fp16" ? "f16" : options.precision;
+    // fp8 is bf16 everywhere but the blocks' linear layers (llmc-qat below).
+    precision.computeType = options.precision == "fp16"  ? "f16"
+                            : options.precision == "fp8" ? "bf16"
+                                                         : options.precision;
     add(createPrecision(precision));
   }
   if (!options.mesh.empty()) {
@@ -93,9 +104,9 @@ void addGraphPasses(AddPass add, const llmc::CompileOptions &options) {
     shard.sequenceParallel = options.sequenceParallel;
     add(createShard(shard));
   }
-  if (!options.qat.empty()) {
+  if (!options.qat.empty() || options.precision == "fp8") {
     QATOptions qat;
-    qat.spec = options.qat;
+    qat.spec = options.precision == "fp8" ? kFp8TrainingRecipe.str() : options.qat;
     add(createQAT(qat));
   }
   if (!options.lora.empty()) {

@@ -198,6 +198,19 @@ std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error) {
         return std::nullopt;
       }
       (key == "weights" ? spec.weights : spec.activations) = *scheme;
+    } else if (key == "gradients") {
+      std::optional<QATSchemeSpec> scheme = parseScheme(value, error);
+      if (!scheme)
+        return std::nullopt;
+      // quantize_grad observes each gradient whole, on every step.
+      if (scheme->granularity != "tensor" || scheme->observer != "minmax" || !scheme->symmetric ||
+          scheme->outlier > 0) {
+        error = "bad scheme '" + value.str() +
+                "': gradients= is per tensor, symmetric, with the minmax observer (each "
+                "step's dY)";
+        return std::nullopt;
+      }
+      spec.gradients = *scheme;
     } else if (key == "ops") {
       if (!opsGiven)
         spec.ops.clear();
@@ -208,7 +221,8 @@ std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error) {
       spec.skip.push_back(value.str());
       list = &spec.skip;
     } else {
-      error = "unknown --qat key '" + key.str() + "' (expected weights, activations, ops or skip)";
+      error = "unknown --qat key '" + key.str() +
+              "' (expected weights, activations, gradients, ops or skip)";
       return std::nullopt;
     }
   }
@@ -217,8 +231,8 @@ std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error) {
       error = "unknown --qat op '" + op + "' (expected matmul or embedding)";
       return std::nullopt;
     }
-  if (!spec.weights && !spec.activations) {
-    error = "--qat names neither weights=<scheme> nor activations=<scheme>";
+  if (!spec.weights && !spec.activations && !spec.gradients) {
+    error = "--qat names none of weights=<scheme>, activations=<scheme>, gradients=<scheme>";
     return std::nullopt;
   }
   return spec;

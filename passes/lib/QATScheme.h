@@ -48,9 +48,11 @@ struct QATSchemeSpec {
 };
 
 /// `weights=int4:block64:sym, activations=int8:tensor:asym:ema, ops=matmul,
-/// skip=embedding,head`; `activations=int8:outlier6` keeps outlier columns.
+/// skip=embedding,head`; `activations=int8:outlier6` keeps outlier columns;
+/// `gradients=fp8_e5m2` fake-quantizes the gradient of each weight matmul's
+/// output (per tensor, this step's range: fp8 training's dY).
 struct QATSpec {
-  std::optional<QATSchemeSpec> weights, activations;
+  std::optional<QATSchemeSpec> weights, activations, gradients;
   std::vector<std::string> ops{"matmul"}; ///< matmul, embedding
   std::vector<std::string> skip;          ///< head, embedding, layers, parameters
 };

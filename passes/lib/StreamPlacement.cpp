@@ -6,22 +6,29 @@
 // an offset once its previous buffer is dead, so two unrelated values can
 // share bytes, and only ranges see that hazard.
 //
-// For each instruction, in program order, placement looks at the other
+// For each instruction, in program order, placement looks at each other
 // stream's instructions not yet covered by an earlier wait, newest first;
 // the newest one that conflicts (overlapping bytes, at least one write) is
 // waited for: an event is recorded right after it on its stream and waited
 // for right before this instruction. Waiting for it also covers everything
-// before it on that stream, so later checks start after it.
+// before it on that stream, and everything that stream had itself waited
+// for by then (the streams' coverage is a vector clock), so later checks
+// start after those.
+//
+// Streams: kernels on 0, collectives on 1, each transfer channel on its own
+// (common/TransferChannel.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/lib/StreamPlacement.h"
 
+#include "common/TransferChannel.h"
 #include "dialects/Exec/ExecDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
 
 #include <array>
 #include <vector>
@@ -31,18 +38,27 @@ using namespace llmc;
 
 namespace {
 
-constexpr int64_t kComputeStream = 0, kCommStream = 1;
-
 struct ByteRange {
   int64_t begin = 0, end = 0;
   bool write = false;
 };
 
-/// One instruction already placed on a stream.
+/// Per stream, how many of each stream's instructions are ordered before
+/// the current point (a prefix, by stream order).
+using Coverage = std::array<size_t, kMaxStreams>;
+
+/// One instruction already placed on a stream, and what its stream had
+/// covered when it was placed (itself included).
 struct Placed {
   Operation *op;
   std::vector<ByteRange> ranges;
+  Coverage knows;
 };
+
+/// The stream an already placed instruction was put on.
+int64_t streamOf(Operation *placedOp) {
+  return placedOp->getAttrOfType<IntegerAttr>("stream").getInt();
+}
 
 bool conflicts(const std::vector<ByteRange> &a, const std::vector<ByteRange> &b) {
   for (const ByteRange &x : a)
@@ -84,20 +100,17 @@ LogicalResult describe(Operation *op, int64_t &stream, std::vector<ByteRange> &r
         return failure();
     return success();
   }
-  if (isa<exec::SendOp>(op)) {
-    stream = kCommStream;
-    return add(op->getOperand(0), false);
-  }
-  if (isa<exec::RecvOp>(op)) {
-    stream = kCommStream;
-    return add(op->getOperand(0), true);
+  if (isa<exec::SendOp, exec::RecvOp>(op)) {
+    auto channel = op->getAttrOfType<IntegerAttr>("channel");
+    stream = streamOfChannel(channel ? static_cast<int>(channel.getInt()) : kSharedChannel);
+    return add(op->getOperand(0), /*write=*/isa<exec::RecvOp>(op));
   }
   if (isa<exec::RecordEventOp, exec::WaitEventOp>(op))
     return op->emitOpError("program already has stream events; llmc-place-streams inserts "
                            "them and must run once, on programs without any");
   // Every collective: operand 0 read, operand 1 written.
   if (op->getNumOperands() == 2) {
-    stream = kCommStream;
+    stream = kCollectiveStream;
     if (failed(add(op->getOperand(0), false)) || failed(add(op->getOperand(1), true)))
       return failure();
     return success();
@@ -111,10 +124,9 @@ LogicalResult insertEvents(exec::ProgramOp program) {
     if (!isa<exec::BufferOp>(op))
       instructions.push_back(&op);
 
-  std::array<std::vector<Placed>, 2> placed;
-  // covered[s][o]: how many of stream o's instructions stream s has already
-  // waited for (a prefix, by stream order).
-  size_t covered[2][2] = {{0, 0}, {0, 0}};
+  std::array<std::vector<Placed>, kMaxStreams> placed;
+  // covered[s]: what stream s has already waited for, per stream.
+  std::array<Coverage, kMaxStreams> covered{};
   llvm::DenseMap<Operation *, int64_t> eventAfter;
   int64_t nextEvent = 0;
   OpBuilder builder(program.getContext());
@@ -124,25 +136,39 @@ LogicalResult insertEvents(exec::ProgramOp program) {
     std::vector<ByteRange> ranges;
     if (failed(describe(op, stream, ranges)))
       return failure();
-    int64_t other = 1 - stream;
-    std::vector<Placed> &theirs = placed[other];
-    for (size_t j = theirs.size(); j > covered[stream][other]; --j) {
-      if (!conflicts(ranges, theirs[j - 1].ranges))
+    Coverage &mine = covered[stream];
+    // Per other stream, the newest conflicting instruction not yet waited
+    // for; one that another of them already waited for needs no wait.
+    std::vector<const Placed *> needed;
+    for (int64_t other = 0; other < kMaxStreams; ++other) {
+      if (other == stream)
         continue;
-      Operation *earlier = theirs[j - 1].op;
-      auto [it, fresh] = eventAfter.try_emplace(earlier, nextEvent);
+      std::vector<Placed> &theirs = placed[other];
+      for (size_t j = theirs.size(); j > mine[other]; --j)
+        if (conflicts(ranges, theirs[j - 1].ranges)) {
+          needed.push_back(&theirs[j - 1]);
+          break;
+        }
+    }
+    for (const Placed *target : needed) {
+      int64_t other = streamOf(target->op);
+      size_t count = target->knows[other];
+      if (llvm::any_of(needed,
+                       [&](const Placed *by) { return by != target && by->knows[other] >= count; }))
+        continue;
+      auto [it, fresh] = eventAfter.try_emplace(target->op, nextEvent);
       if (fresh) {
         ++nextEvent;
-        builder.setInsertionPointAfter(earlier);
-        exec::RecordEventOp::create(builder, earlier->getLoc(), it->second, other);
+        builder.setInsertionPointAfter(target->op);
+        exec::RecordEventOp::create(builder, target->op->getLoc(), it->second, other);
       }
       builder.setInsertionPoint(op);
       exec::WaitEventOp::create(builder, op->getLoc(), it->second, stream);
-      covered[stream][other] = j;
-      break;
+      for (int64_t t = 0; t < kMaxStreams; ++t) mine[t] = std::max(mine[t], target->knows[t]);
     }
     op->setAttr("stream", builder.getI64IntegerAttr(stream));
-    placed[stream].push_back({op, std::move(ranges)});
+    mine[stream] = placed[stream].size() + 1;
+    placed[stream].push_back({op, std::move(ranges), mine});
   }
   return success();
 }

@@ -1,10 +1,12 @@
 //===- StreamPlacement.h - compute and communication streams ----*- C++ -*-===//
 //
 // Without placement a program is one ordered list (every instruction on
-// stream 0). With it kernels go to the compute stream (0) and communication
-// to its own stream (1) so collectives overlap compute: a GPU enqueues the
-// two on two CUDA streams, the CPU executor runs stream 1 on its own thread.
-// Then nothing orders the two streams except the events placement inserts.
+// stream 0). With it kernels go to the compute stream (0), collectives to
+// stream 1 and each pipeline transfer channel to a stream of its own
+// (common/TransferChannel.h), so communication overlaps compute and the two
+// pipeline directions never wait for each other: a GPU enqueues them on
+// CUDA streams, the CPU executor runs communication on a thread of its own.
+// Then nothing orders the streams except the events placement inserts.
 // llmc-place-streams and llmc-target-cuda place them.
 //
 //===----------------------------------------------------------------------===//
@@ -17,8 +19,8 @@
 namespace llmc {
 
 /// Puts every instruction of every exec program in `module` (also those of
-/// per-stage, nested, modules) on the compute or the communication stream
-/// and inserts the events that order them. Fails, naming `pass`, when
+/// per-stage, nested, modules) on the compute, collective or its transfer
+/// channel's stream and inserts the events that order them. Fails, naming `pass`, when
 /// `module` holds no lowered program.
 mlir::LogicalResult placeStreams(mlir::ModuleOp module, llvm::StringRef pass);
 

@@ -14,6 +14,7 @@
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "dialects/QAT/QATDialect.h"
+#include "passes/lib/Layout.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -115,7 +116,7 @@ FailureOr<Grads> attentionVJP(OpBuilder &b, AttentionOp op, ArrayRef<Value> dys,
     return op.emitOpError("has no VJP through its lse result");
   auto grad = AttentionGradOp::create(b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getOut(),
                                       op.getLse(), dys[0], op.getSegmentIds(), op.getScale(),
-                                      op.getCausal());
+                                      op.getCausal(), op.getWindowAttr());
   Grads grads{grad.getDq(), grad.getDk(), grad.getDv()};
   if (op.getSegmentIds())
     grads.push_back(Value());
@@ -242,6 +243,16 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
         grads[0] = qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy, q.getColumns(),
                                                 q.getScheme());
         return grads;
+      })
+      // fp8 training's dY: the gradient itself is fake-quantized, with the
+      // range of the whole tensor (combined over the ranks holding pieces).
+      .Case([&](qat::QuantizeGradOp q) -> FailureOr<Grads> {
+        Value range = qat::ObserveOp::create(b, loc, dy, Value(), q.getScheme());
+        if (!q.getAxes().empty())
+          range = dist::AllReduceOp::create(b, loc, range.getType(), range,
+                                            FlatSymbolRefAttr::get(b.getContext(), kMeshName),
+                                            q.getAxes(), b.getStringAttr("max"));
+        return Grads{qat::FakeQuantOp::create(b, loc, dy, range, Value(), q.getScheme())};
       })
       .Case([&](qat::ObserveOp o) -> FailureOr<Grads> { return Grads(o->getNumOperands()); })
       .Case([&](qat::EmaOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })

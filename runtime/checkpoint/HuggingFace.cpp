@@ -28,6 +28,27 @@ struct ConfigKey {
   std::string fallback;
 };
 
+/// The families whose directories llmc reads and writes, and the
+/// transformers class of each.
+const std::pair<const char *, const char *> kFamilies[] = {{"gpt2", "GPT2LMHeadModel"},
+                                                           {"llama", "LlamaForCausalLM"},
+                                                           {"qwen2", "Qwen2ForCausalLM"},
+                                                           {"mistral", "MistralForCausalLM"}};
+
+bool knownFamily(const std::string &family) {
+  for (const auto &[name, architecture] : kFamilies)
+    if (family == name)
+      return true;
+  return false;
+}
+
+const char *architectureOf(const std::string &family) {
+  for (const auto &[name, architecture] : kFamilies)
+    if (family == name)
+      return architecture;
+  return "";
+}
+
 /// The keys of a family's config, in the order export writes them.
 std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &artifact) {
   if (family == "gpt2")
@@ -44,8 +65,10 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
   return {{"vocab_size", "vocab_size", ConfigKey::Int, ""},
           {"num_hidden_layers", "n_layer", ConfigKey::Int, ""},
           {"num_attention_heads", "n_head", ConfigKey::Int, ""},
-          // absent or null: multi-head attention (LlamaConfig).
-          {"num_key_value_heads", "n_kv_head", ConfigKey::Int, artifact.meta("model.n_head")},
+          // null: multi-head attention; absent: MistralConfig's 8, the
+          // others' multi-head attention.
+          {"num_key_value_heads", "n_kv_head", ConfigKey::Int,
+           family == "mistral" ? "8" : artifact.meta("model.n_head")},
           {"hidden_size", "n_embd", ConfigKey::Int, ""},
           {"intermediate_size", "ffn_hidden", ConfigKey::Int, ""},
           {"max_position_embeddings", "max_positions", ConfigKey::Int, ""},
@@ -96,6 +119,23 @@ void checkSemantics(const json::Value &config, const std::string &family,
   requireSetting(config, path, "mlp_bias", json::Value(false), "Llama has no MLP biases");
   requireSetting(config, path, "head_dim", json::Value(headDim),
                  "Llama heads are hidden_size / num_attention_heads wide");
+  // transformers 4.44 applies Qwen2's window only in flash attention, to the
+  // layers from max_window_layers on: llmc does not build that model.
+  requireSetting(config, path, "use_sliding_window", json::Value(false),
+                 "Qwen2 attends to every earlier key (no per-layer sliding window)");
+}
+
+/// Mistral's sliding_window against the model's (model.sliding_window, 0
+/// or absent: none). null is no window; an absent key is MistralConfig's
+/// 4096.
+void checkSlidingWindow(const json::Value &config, const Artifact &artifact,
+                        const std::string &path) {
+  const int64_t want = static_cast<int64_t>(artifact.metaNumber("model.sliding_window", 0));
+  const json::Value *v = config.find("sliding_window");
+  const int64_t have = !v ? 4096 : v->isNull() ? 0 : static_cast<int64_t>(numberOf(*v, path));
+  if (have != want)
+    fail(path, ": sliding_window is ", v ? v->dump() : "4096 (default)",
+         ", but the model has sliding_window = ", want ? std::to_string(want) : "none");
 }
 
 /// config.json's `rope_scaling` against the model's: null (or type
@@ -165,9 +205,9 @@ std::map<std::string, std::vector<int64_t>> modelParameters(const Artifact &arti
 
 std::string familyOf(const Artifact &artifact, const std::string &what) {
   std::string family = artifact.meta("model.family");
-  if (family != "gpt2" && family != "llama")
+  if (!knownFamily(family))
     fail(what, ": the artifact's model is '", family,
-         "'; Hugging Face interop knows gpt2 and llama");
+         "'; Hugging Face interop knows gpt2, llama, qwen2 and mistral");
   return family;
 }
 
@@ -215,7 +255,7 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
     double have = v && !v->isNull() ? numberOf(*v, path + ": " + key.hf) : std::stod(key.fallback);
     // Llama computes RoPE at any position: the config's limit only has to
     // cover the compiled sequence length.
-    if (family_ == "llama" && std::string(key.meta) == "max_positions") {
+    if (family_ != "gpt2" && std::string(key.meta) == "max_positions") {
       if (have < artifact.metaNumber("model.seq_len", 0))
         fail(path, ": max_position_embeddings is ", have, ", below the model's seq_len ",
              artifact.meta("model.seq_len"));
@@ -228,8 +268,10 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
   checkSemantics(config, family_, path,
                  static_cast<int64_t>(artifact.metaNumber("model.n_embd", 0) /
                                       artifact.metaNumber("model.n_head", 1)));
-  if (family_ == "llama")
+  if (family_ != "gpt2")
     checkRopeScaling(config, artifact, path);
+  if (family_ == "mistral")
+    checkSlidingWindow(config, artifact, path);
   tied_ = artifact.metaNumber("model.tie_embeddings", 0) != 0;
   for (const auto &[name, shape] : modelParameters(artifact))
     parameters_.insert(huggingFaceName(family_, name));
@@ -272,9 +314,9 @@ std::string huggingFaceFamily(const std::string &dir) {
   json::Value config = json::parse(readText(path), path);
   const json::Value *type = config.find("model_type");
   std::string family = type ? type->asString(path + ": model_type") : "";
-  if (family != "gpt2" && family != "llama")
+  if (!knownFamily(family))
     fail(path, ": model_type is ", type ? type->dump() : "missing",
-         "; Hugging Face interop knows gpt2 and llama");
+         "; Hugging Face interop knows gpt2, llama, qwen2 and mistral");
   return family;
 }
 
@@ -425,7 +467,7 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
 
   json::Value config = json::Value::object();
   json::Value architectures = json::Value::array();
-  architectures.push(json::Value(family == "gpt2" ? "GPT2LMHeadModel" : "LlamaForCausalLM"));
+  architectures.push(json::Value(architectureOf(family)));
   config.set("architectures", architectures);
   config.set("model_type", json::Value(family));
   for (const ConfigKey &key : configKeys(family, artifact)) {
@@ -441,8 +483,16 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
     config.set("activation_function", json::Value("gelu_new"));
   } else {
     config.set("hidden_act", json::Value("silu"));
-    config.set("attention_bias", json::Value(false));
-    config.set("mlp_bias", json::Value(false));
+    if (family == "llama") {
+      config.set("attention_bias", json::Value(false));
+      config.set("mlp_bias", json::Value(false));
+    }
+    if (family == "qwen2")
+      config.set("use_sliding_window", json::Value(false));
+    if (family == "mistral") {
+      int64_t window = static_cast<int64_t>(artifact.metaNumber("model.sliding_window", 0));
+      config.set("sliding_window", window ? json::Value(window) : json::Value());
+    }
     if (artifact.meta("model.rope_scaling", "none") == "llama3") {
       json::Value scaling = json::Value::object();
       for (const auto &[hf, meta] : kLlama3Scaling) {

@@ -61,11 +61,14 @@ public:
   /// The group spanning `axes` that contains this rank (owned by the
   /// communicator).
   virtual CommGroup &group(const std::vector<std::string> &axes) = 0;
-  /// Point to point with the rank `shift` positions along `axis`.
-  virtual void send(const void *data, size_t bytes, const std::string &axis, int shift,
-                    int tag) = 0;
-  virtual void recv(void *data, size_t bytes, const std::string &axis, int shift,
-                    int tag) = 0;
+  /// Point to point with the rank `shift` positions along `axis`, on
+  /// transfer channel `channel` (common/TransferChannel.h). Transports
+  /// that pair transfers in order (NCCL) keep a communicator and stream per
+  /// channel; host transports match by tag and need no channels.
+  virtual void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag,
+                    int channel) = 0;
+  virtual void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag,
+                    int channel) = 0;
   /// Bracket a run of consecutive sends and receives on one stream that
   /// must progress together: NCCL's sends block their stream until the
   /// peer's receive is posted, so two stages sending to each other first

@@ -126,8 +126,10 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   CommGroup &group(const std::vector<std::string> &axes) override;
-  void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
-  void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
+  void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag,
+            int channel) override;
+  void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag,
+            int channel) override;
   void completeSends() override;
   void barrier() override {
     guarded(CommLabel{"barrier"}, [] { MPI_Barrier(MPI_COMM_WORLD); });
@@ -321,8 +323,9 @@ CommGroup &MpiCommunicator::group(const std::vector<std::string> &axes) {
   return ref;
 }
 
+// Matched by tag: the channel (an NCCL communicator) changes nothing here.
 void MpiCommunicator::send(const void *data, size_t bytes, const std::string &axis, int shift,
-                           int tag) {
+                           int tag, int) {
   int dest = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
   guarded(CommLabel{"send to rank ", nullptr, dest}, [&] {
     MPI_Request request;
@@ -341,7 +344,8 @@ void MpiCommunicator::completeSends() {
   pendingSends_.clear();
 }
 
-void MpiCommunicator::recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) {
+void MpiCommunicator::recv(void *data, size_t bytes, const std::string &axis, int shift, int tag,
+                           int) {
   int src = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
   guarded(CommLabel{"recv from rank ", nullptr, src}, [&] {
     MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);

@@ -7,7 +7,10 @@
 // is bootstrapped by broadcasting NCCL's unique id over the host
 // communicator (MPI or TCP); each mesh group is split from it the first
 // time a program binds it (ncclCommSplit, collective over the world, in
-// the same order on every rank as the MPI groups).
+// the same order on every rank as the MPI groups). On a mesh with a pp axis
+// each pipeline transfer channel (common/TransferChannel.h) gets a
+// communicator of its own, split from the world at start, whose transfers
+// run on the channel's stream; channel 0 is the world on stream 1.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_RUNTIME_COMM_NCCLCOMMUNICATOR_H

@@ -44,10 +44,10 @@ public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
   CommGroup &group(const std::vector<std::string> &) override { return group_; }
-  void send(const void *, size_t, const std::string &axis, int, int) override {
+  void send(const void *, size_t, const std::string &axis, int, int, int) override {
     fail("send along axis '", axis, "' in a single-rank run");
   }
-  void recv(void *, size_t, const std::string &axis, int, int) override {
+  void recv(void *, size_t, const std::string &axis, int, int, int) override {
     fail("recv along axis '", axis, "' in a single-rank run");
   }
   void barrier() override {}

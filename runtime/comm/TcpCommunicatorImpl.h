@@ -111,8 +111,10 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   CommGroup &group(const std::vector<std::string> &axes) override;
-  void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
-  void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) override;
+  void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag,
+            int channel) override;
+  void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag,
+            int channel) override;
   void barrier() override { world().barrierAs(CommLabel{"barrier"}); }
   void completeSends() override;
   std::vector<uint64_t> allGatherWorld(uint64_t value) override;

@@ -3,14 +3,17 @@
 // One GPU per rank. The arena is one cudaMalloc sized by the compiler's
 // plan (filled with Arena::kPattern so the run's high-water mark can be
 // measured, as on the CPU); the host arena is its mirror for the trainer.
-// Program stream 0 (kernels) and 1 (communication) are two non-blocking
-// streams; program events are cudaEvents created on first use.
+// Program streams — 0 kernels, 1 collectives, one per pipeline transfer
+// channel (common/TransferChannel.h) — are non-blocking streams created
+// when a program first names one; program events are cudaEvents created on
+// first use.
 //
 // A program runs eagerly the first time, since cuBLASLt and NCCL set
 // themselves up on first use (which a graph capture forbids); the second
-// time its instructions are captured from stream 0 into a CUDA graph
-// (stream 1 joins the capture through an event and is joined back at the
-// end), and later runs replay the graph: one launch per step. Replayed
+// time its instructions are captured from stream 0 into a CUDA graph (each
+// other stream forks into the capture through an event recorded on stream
+// 0 and is joined back at the end through one of its own), and later runs
+// replay the graph: one launch per step. Replayed
 // kernels keep the arguments they were captured with, so the only
 // per-step value a kernel needs besides arena tensors (the step, for
 // dropout masks) is written to a device word before every run and read
@@ -21,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/TransferChannel.h"
 #include "runtime/ExecutionDevice.h"
 #include "runtime/cuda/CudaEventTimer.h"
 #include "runtime/support/Error.h"
@@ -30,6 +34,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -66,12 +71,13 @@ public:
     check(cudaSetDevice(device_), "cudaSetDevice");
     check(cudaMalloc(&base_, host_.size() ? host_.size() : 1), "cudaMalloc of the arena");
     check(cudaMemset(base_, Arena::kPattern, host_.size()), "cudaMemset of the arena");
-    for (cudaStream_t &s : streams_)
-      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    // The compute and collective streams always; a transfer channel's when
+    // a program names it.
+    streamAt(kComputeStream);
+    streamAt(kCollectiveStream);
     check(cudaMalloc(&step_, sizeof(int64_t)), "cudaMalloc of the step word");
     check(cudaMallocHost(&hostStep_, sizeof(int64_t)), "cudaMallocHost");
     check(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate");
-    check(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
     check(cudaDeviceSynchronize(), "arena setup");
   }
 
@@ -82,8 +88,12 @@ public:
         cudaGraphExecDestroy(graph.exec);
     for (auto &[id, event] : events_) cudaEventDestroy(event);
     cudaEventDestroy(fork_);
-    cudaEventDestroy(join_);
-    for (cudaStream_t s : streams_) cudaStreamDestroy(s);
+    for (cudaEvent_t e : joins_)
+      if (e)
+        cudaEventDestroy(e);
+    for (cudaStream_t s : streams_)
+      if (s)
+        cudaStreamDestroy(s);
     cudaFreeHost(hostStep_);
     cudaFree(step_);
     cudaFree(base_);
@@ -132,18 +142,18 @@ public:
       {
         // Kernels that must not be captured (LtGemm's timing) hold back.
         CaptureMark capturing;
-        forkCommunication();
+        forkStreams();
         enqueue();
-        joinCommunication();
+        joinStreams();
       }
       check(cudaStreamEndCapture(streams_[0], &captured), "cudaStreamEndCapture");
       check(cudaGraphInstantiate(&graph.exec, captured, 0), "cudaGraphInstantiate");
       cudaGraphDestroy(captured);
       check(cudaGraphLaunch(graph.exec, streams_[0]), "cudaGraphLaunch");
     } else {
-      forkCommunication();
+      forkStreams();
       enqueue();
-      joinCommunication();
+      joinStreams();
     }
     ++graph.runs;
     check(cudaStreamSynchronize(streams_[0]), "the program's kernels");
@@ -209,9 +219,16 @@ private:
   };
 
   cudaStream_t streamAt(int index) {
-    if (index < 0 || index > 1)
-      fail("program stream ", index, " does not exist (the CUDA backend has streams 0 and 1)");
-    return streams_[index];
+    if (index < 0 || index >= kMaxStreams)
+      fail("program stream ", index, " does not exist (the CUDA backend has streams 0 to ",
+           kMaxStreams - 1, ")");
+    cudaStream_t &s = streams_[static_cast<size_t>(index)];
+    if (!s) {
+      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+      check(cudaEventCreateWithFlags(&joins_[static_cast<size_t>(index)], cudaEventDisableTiming),
+            "cudaEventCreate");
+    }
+    return s;
   }
   cudaEvent_t eventAt(int64_t id) {
     auto it = events_.find(id);
@@ -222,25 +239,32 @@ private:
     events_[id] = event;
     return event;
   }
-  /// Stream 1 starts after everything already on stream 0 (the batch, the
-  /// step word) and, inside a capture, joins it.
-  void forkCommunication() {
+  /// Every other stream starts after everything already on stream 0 (the
+  /// batch, the step word) and, inside a capture, joins it.
+  void forkStreams() {
     check(cudaEventRecord(fork_, streams_[0]), "cudaEventRecord (fork)");
-    check(cudaStreamWaitEvent(streams_[1], fork_, 0), "cudaStreamWaitEvent (fork)");
+    for (size_t i = 1; i < streams_.size(); ++i)
+      if (streams_[i])
+        check(cudaStreamWaitEvent(streams_[i], fork_, 0), "cudaStreamWaitEvent (fork)");
   }
-  /// Stream 0 ends after everything on stream 1.
-  void joinCommunication() {
-    check(cudaEventRecord(join_, streams_[1]), "cudaEventRecord (join)");
-    check(cudaStreamWaitEvent(streams_[0], join_, 0), "cudaStreamWaitEvent (join)");
+  /// Stream 0 ends after everything on every other stream (a capture must
+  /// join each stream it forked).
+  void joinStreams() {
+    for (size_t i = 1; i < streams_.size(); ++i)
+      if (streams_[i]) {
+        check(cudaEventRecord(joins_[i], streams_[i]), "cudaEventRecord (join)");
+        check(cudaStreamWaitEvent(streams_[0], joins_[i], 0), "cudaStreamWaitEvent (join)");
+      }
   }
 
   Arena host_;
   int device_ = 0;
   uint8_t *base_ = nullptr;
-  cudaStream_t streams_[2] = {nullptr, nullptr};
+  std::array<cudaStream_t, kMaxStreams> streams_{};
+  std::array<cudaEvent_t, kMaxStreams> joins_{}; ///< per stream, its join into stream 0
   int64_t *step_ = nullptr, *hostStep_ = nullptr;
   bool eagerOnly_ = false; ///< runEagerly(): a host-staged communicator
-  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  cudaEvent_t fork_ = nullptr;
   std::map<int64_t, cudaEvent_t> events_;
   std::map<const void *, Graph> graphs_;
 };

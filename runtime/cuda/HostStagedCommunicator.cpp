@@ -1,9 +1,9 @@
 //===- HostStagedCommunicator.cpp - GPU buffers through a host transport --===//
 //
-// Each operation: synchronize the communication stream (its waits and the
-// writes before them have finished), copy the device input into pinned
-// memory, run the host transport's operation there, copy the result back
-// on the communication stream. The next operation's synchronization
+// Each operation: synchronize its stream (the collectives' stream 1, or a
+// transfer channel's; its waits and the writes before them have finished),
+// copy the device input into pinned memory, run the host transport's
+// operation there, copy the result back on that stream. The next operation's synchronization
 // covers that copy before a staging buffer is reused. Sends return at once
 // and keep their buffer until completeSends(), so each send of a program
 // stages into a buffer of its own.
@@ -11,12 +11,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/HostStagedCommunicator.h"
+#include "common/TransferChannel.h"
 #include "kernels/Tensor.h"
 #include "runtime/ExecutionDevice.h"
 #include "runtime/support/Error.h"
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <map>
 #include <vector>
 
@@ -127,7 +129,8 @@ private:
 class HostStagedCommunicator final : public Communicator {
 public:
   HostStagedCommunicator(Communicator &host, ExecutionDevice &device)
-      : host_(host), stager_(static_cast<cudaStream_t>(device.stream(1))) {}
+      : host_(host), device_(device),
+        stager_(static_cast<cudaStream_t>(device.stream(kCollectiveStream))) {}
 
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }
@@ -138,17 +141,21 @@ public:
       group = std::make_unique<StagedGroup>(hostGroup, stager_);
     return *group;
   }
-  void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag) override {
+  // Matched by tag on the host; the copies on the channel's stream.
+  void send(const void *data, size_t bytes, const std::string &axis, int shift, int tag,
+            int channel) override {
     if (sends_ == sendStaging_.size())
       sendStaging_.push_back(std::make_unique<Staging>());
-    void *staged = stager_.down(*sendStaging_[sends_++], data, bytes);
-    host_.send(staged, bytes, axis, shift, tag);
+    void *staged = channelStager(channel).down(*sendStaging_[sends_++], data, bytes);
+    host_.send(staged, bytes, axis, shift, tag, channel);
   }
-  void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag) override {
+  void recv(void *data, size_t bytes, const std::string &axis, int shift, int tag,
+            int channel) override {
+    Stager &stager = channelStager(channel);
     void *staged = recvStaging_.get(bytes);
-    host_.recv(staged, bytes, axis, shift, tag);
-    stager_.up(data, staged, bytes);
-    stager_.wait(); // the staging buffer serves the next receive
+    host_.recv(staged, bytes, axis, shift, tag, channel);
+    stager.up(data, staged, bytes);
+    stager.wait(); // the staging buffer serves the next receive
   }
   void completeSends() override {
     host_.completeSends();
@@ -160,8 +167,22 @@ public:
   }
 
 private:
+  Stager &channelStager(int channel) {
+    if (channel == kSharedChannel)
+      return stager_;
+    if (channel < 0 || channel >= kTransferChannels)
+      fail("host-staged communication: transfer channel ", channel, " does not exist");
+    std::unique_ptr<Stager> &stager = channelStagers_[static_cast<size_t>(channel)];
+    if (!stager)
+      stager = std::make_unique<Stager>(
+          static_cast<cudaStream_t>(device_.stream(streamOfChannel(channel))));
+    return *stager;
+  }
+
   Communicator &host_;
+  ExecutionDevice &device_;
   Stager stager_;
+  std::array<std::unique_ptr<Stager>, kTransferChannels> channelStagers_;
   std::map<CommGroup *, std::unique_ptr<StagedGroup>> groups_;
   std::vector<std::unique_ptr<Staging>> sendStaging_;
   size_t sends_ = 0;

@@ -1,21 +1,21 @@
 //===- NcclCommunicator.cpp - collectives on GPU memory through NCCL ------===//
 
 #include "runtime/comm/NcclCommunicator.h"
-#include "runtime/ExecutionDevice.h"
 #include "common/Mesh.h"
+#include "common/TransferChannel.h"
+#include "runtime/ExecutionDevice.h"
 #include "runtime/comm/MeshGroup.h"
 #include "runtime/support/Error.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <array>
 #include <cstring>
 #include <map>
 
 namespace llmc {
 namespace {
-
-constexpr int kCommStream = 1;
 
 void check(ncclResult_t status, const CommLabel &what, int rank) {
   if (status != ncclSuccess)
@@ -102,12 +102,20 @@ private:
   int worldRank_;
 };
 
+/// Whether the mesh has pipeline stages (the transfers' axis).
+bool hasPipeline(const Mesh &mesh) {
+  for (const auto &[axis, size] : mesh)
+    if (axis == "pp" && size > 1)
+      return true;
+  return false;
+}
+
 class NcclCommunicator final : public Communicator {
 public:
   NcclCommunicator(Mesh mesh, Communicator &host, ExecutionDevice &device)
       : mesh_(std::move(mesh)), host_(host), rank_(host.rank()), size_(host.size()),
-        coords_(meshCoordinates(mesh_, rank_)),
-        stream_(static_cast<cudaStream_t>(device.stream(kCommStream))) {
+        coords_(meshCoordinates(mesh_, rank_)), device_(device),
+        stream_(static_cast<cudaStream_t>(device.stream(kCollectiveStream))) {
     // Every rank joins at start, together. A single rank joins only if its
     // program communicates at all (rarely: a mesh of size 1 has no
     // collectives), so one-GPU runs skip NCCL's start-up.
@@ -116,6 +124,9 @@ public:
   }
   ~NcclCommunicator() override {
     groups_.clear();
+    for (ncclComm_t comm : channels_)
+      if (comm)
+        ncclCommDestroy(comm);
     if (world_)
       ncclCommDestroy(world_);
   }
@@ -138,15 +149,16 @@ public:
     return ref;
   }
 
-  void send(const void *data, size_t bytes, const std::string &axis, int shift,
-            int) override {
+  void send(const void *data, size_t bytes, const std::string &axis, int shift, int,
+            int channel) override {
     int peer = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
-    check(ncclSend(data, bytes, ncclUint8, peer, world(), stream_),
+    check(ncclSend(data, bytes, ncclUint8, peer, channelComm(channel), channelStream(channel)),
           {"send to rank ", nullptr, peer}, rank_);
   }
-  void recv(void *data, size_t bytes, const std::string &axis, int shift, int) override {
+  void recv(void *data, size_t bytes, const std::string &axis, int shift, int,
+            int channel) override {
     int peer = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
-    check(ncclRecv(data, bytes, ncclUint8, peer, world(), stream_),
+    check(ncclRecv(data, bytes, ncclUint8, peer, channelComm(channel), channelStream(channel)),
           {"receive from rank ", nullptr, peer}, rank_);
   }
   void beginTransfers() override { check(ncclGroupStart(), {"ncclGroupStart"}, rank_); }
@@ -172,14 +184,55 @@ private:
     for (auto &[axis, size] : mesh_) all.push_back(axis);
     host_.group(all).broadcast(&id, sizeof(id), DType::U8, 0);
     check(ncclCommInitRank(&world_, size_, id, rank_), {"ncclCommInitRank"}, rank_);
+    if (hasPipeline(mesh_))
+      initChannels();
+  }
+  /// One communicator per transfer channel, each a copy of the world
+  /// (every rank one color, its rank the key), made by every rank at start
+  /// in channel order since ncclCommSplit is collective. NCCL pairs the
+  /// n-th send with the n-th receive per communicator and serializes one
+  /// communicator's work, so a channel's transfers, on their own stream
+  /// and communicator, never wait behind another channel's. Two stages use
+  /// two channels only.
+  void initChannels() {
+    int stages = 1;
+    for (const auto &[axis, size] : mesh_)
+      if (axis == "pp")
+        stages = size;
+    for (int c = kSharedChannel + 1; c < kTransferChannels; ++c) {
+      if (!channelUsedOn(c, stages))
+        continue;
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      std::string name = std::string(channelName(c)) + " channel";
+      check(ncclCommSplit(world_, 0, rank_, &channels_[static_cast<size_t>(c)], &config),
+            {"ncclCommSplit for the ", &name}, rank_);
+      channelStreams_[static_cast<size_t>(c)] =
+          static_cast<cudaStream_t>(device_.stream(streamOfChannel(c)));
+    }
+  }
+  ncclComm_t channelComm(int channel) {
+    if (channel == kSharedChannel)
+      return world();
+    if (channel < 0 || channel >= kTransferChannels || !channels_[static_cast<size_t>(channel)])
+      fail("rank ", rank_, ": transfer channel ", channel,
+           " has no NCCL communicator (channels exist on a mesh with a pp axis, 1 and 3 "
+           "only on two stages)");
+    return channels_[static_cast<size_t>(channel)];
+  }
+  cudaStream_t channelStream(int channel) {
+    return channel == kSharedChannel ? stream_ : channelStreams_[static_cast<size_t>(channel)];
   }
 
   Mesh mesh_;
   Communicator &host_;
   int rank_, size_;
   std::vector<int> coords_;
+  ExecutionDevice &device_;
   cudaStream_t stream_;
   ncclComm_t world_ = nullptr;
+  /// Per transfer channel > 0: its communicator and stream.
+  std::array<ncclComm_t, kTransferChannels> channels_{};
+  std::array<cudaStream_t, kTransferChannels> channelStreams_{};
   std::map<uint32_t, std::unique_ptr<NcclGroup>> groups_; ///< by MeshGroup::mask
 };
 

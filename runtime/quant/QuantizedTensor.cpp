@@ -104,26 +104,6 @@ int signedLevel(int code, int bits) {
   return code >= half ? code - 2 * half : code;
 }
 
-/// fp8 field layout.
-struct Fp8Format {
-  int mbits, bias, emin;
-};
-Fp8Format fp8Format(Format f) {
-  return f == Format::Fp8E4M3 ? Fp8Format{3, 7, -6} : Fp8Format{2, 15, -14};
-}
-
-/// v rounded to the fp8 grid (|v| ≤ fmax): the step at |v| ∈ [2^e, 2^(e+1))
-/// is 2^(max(e, emin) − mbits); nearbyint's ties to even are ties to the
-/// even mantissa. Both scalings are exact powers of two.
-float roundFp8(float v, Format format) {
-  if (v == 0.0f || !std::isfinite(v)) return v;
-  Fp8Format f = fp8Format(format);
-  int e;
-  std::frexp(v, &e); // |v| ∈ [2^(e−1), 2^e)
-  int step = std::max(e - 1, f.emin) - f.mbits;
-  return std::ldexp(std::nearbyint(std::ldexp(v, -step)), step);
-}
-
 /// The NF4 level index nearest c; of two at the same distance, the lower
 /// (the reference's scan, in double, of fp32 c against fp32 levels).
 int nearestNf4Index(float c) {
@@ -229,8 +209,7 @@ int encodeValue(float x, const Scheme &s, const GroupGrid &g) {
   }
   case Format::Fp8E4M3:
   case Format::Fp8E5M2: {
-    const float fmax = static_cast<float>(fp8Max(s.format));
-    return encodeFp8(roundFp8(std::min(std::max(v, -fmax), fmax), s.format), s.format);
+    return fp8::encode(v, fp8KindOf(s.format));
   }
   case Format::Nf4: return nearestNf4Index(std::min(std::max(v, -1.0f), 1.0f));
   }
@@ -431,28 +410,8 @@ bool parseSchemeString(const std::string &text, Scheme &s, std::string &error) {
   return true;
 }
 
-uint8_t encodeFp8(float value, Format format) {
-  Fp8Format f = fp8Format(format);
-  uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
-  float a = std::abs(value);
-  if (a == 0.0f) return sign;
-  int e;
-  std::frexp(a, &e);
-  int exponent = e - 1; // a ∈ [2^exponent, 2^(exponent+1))
-  if (exponent < f.emin) // subnormal: a multiple of 2^(emin − mbits)
-    return sign | static_cast<uint8_t>(std::ldexp(a, f.mbits - f.emin));
-  int mantissa = static_cast<int>(std::ldexp(a, f.mbits - exponent)) - (1 << f.mbits);
-  return sign | static_cast<uint8_t>(((exponent + f.bias) << f.mbits) | mantissa);
-}
+uint8_t encodeFp8(float value, Format format) { return fp8::codeOfValue(value, fp8KindOf(format)); }
 
-float decodeFp8(uint8_t code, Format format) {
-  Fp8Format f = fp8Format(format);
-  int exponentField = (code & 0x7f) >> f.mbits, mantissa = code & ((1 << f.mbits) - 1);
-  float magnitude =
-      exponentField == 0
-          ? std::ldexp(static_cast<float>(mantissa), f.emin - f.mbits)
-          : std::ldexp(static_cast<float>(mantissa + (1 << f.mbits)), exponentField - f.bias - f.mbits);
-  return (code & 0x80) ? -magnitude : magnitude;
-}
+float decodeFp8(uint8_t code, Format format) { return fp8::decode(code, fp8KindOf(format)); }
 
 } // namespace llmc::quant

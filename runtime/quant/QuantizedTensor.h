@@ -127,7 +127,8 @@ std::string schemeString(const Scheme &s);
 /// axis explicit). Returns false with `error` set.
 bool parseSchemeString(const std::string &text, Scheme &s, std::string &error);
 
-/// fp8 bit pattern of a value the format holds exactly, and back.
+/// fp8 bit pattern of a value the format holds exactly, and back
+/// (common/Fp8.h's codeOfValue and decode).
 uint8_t encodeFp8(float value, Format format);
 float decodeFp8(uint8_t code, Format format);
 

@@ -32,7 +32,7 @@ set -euo pipefail
 BIN=$1; WORK=$2; shift 2
 PAIRS=(--sample 8)
 [[ ${1:-} == --all ]] && PAIRS=(--all) && shift
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp composition}
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp composition}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,12 +41,12 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 
 # name | ranks | llmc compile flags | families (empty: gpt2 llama)
 LAYOUTS=(
-  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora gpt2-adam8 gpt2-packed llama-packed"
+  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed llama-packed"
   "dp4|4|--mesh dp=4"
   "dp2-ps|2|--mesh dp=2 --grad-sync ps"
   "dp2-small-buckets|2|--mesh dp=2 --grad-bucket-mb 0.05|gpt2"
   "dp2-no-buckets|2|--mesh dp=2 --grad-bucket-mb 0|gpt2"
-  "zero1-dp2|2|--mesh dp=2 --zero 1|gpt2 llama gpt2-lora gpt2-adam8 gpt2-packed"
+  "zero1-dp2|2|--mesh dp=2 --zero 1|gpt2 llama gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed"
   "zero2-dp2|2|--mesh dp=2 --zero 2"
   "zero2-dp4-micro2|4|--mesh dp=4 --zero 2 --microbatches 2 --set batch_size=4"
   "zero3-dp4|4|--mesh dp=4 --zero 3|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora gpt2-packed llama-packed"
@@ -58,7 +58,7 @@ LAYOUTS=(
   "zero1-dp2-tp2|4|--mesh dp=2,tp=2 --zero 1"
   "zero3-dp2-tp2|4|--mesh dp=2,tp=2 --zero 3"
   "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama gpt2-dropout gpt2-packed llama-packed"
-  "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp|gpt2 llama gpt2-qat gpt2-lora llama-lora gpt2-packed llama-packed"
+  "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp|gpt2 llama gpt2-qat gpt2-fp8 gpt2-lora llama-lora gpt2-packed llama-packed"
   "zero3-dp2-tp2-sp|4|--mesh dp=2,tp=2 --zero 3 --sp"
   "tp-slowest|4|--mesh dp=2,tp=2 --rank-order tp,dp|gpt2"
   "recompute-full|1|--recompute full|gpt2 llama gpt2-dropout"
@@ -91,7 +91,7 @@ LAYOUTS=(
   "vocab50257-padded-zero3-dp2|2|--mesh dp=2 --zero 3 --vocab-multiple 128|gpt2-vocab50257"
   # Pipelines (4 layers, 4 microbatches): every schedule, with and without
   # recomputation, alone and with data and tensor parallelism.
-  "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp gpt2-lora-pp gpt2-packed-pp llama-packed-pp"
+  "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp gpt2-fp8-pp gpt2-lora-pp gpt2-packed-pp llama-packed-pp"
   "pp2-gpipe|2|--mesh pp=2 --pipeline-schedule gpipe|gpt2-pp"
   "pp2-naive|2|--mesh pp=2 --pipeline-schedule naive|gpt2-pp"
   "pp4|4|--mesh pp=4|gpt2-pp llama-pp"
@@ -144,6 +144,11 @@ for family in $FAMILIES; do
   [[ $family == llama-uneven ]] && common=(--model "$model" --preset tiny --set n_layer=2
                                            --set batch_size=12 --set seq_len=32 --set vocab_size=257)
   [[ $family == *-bf16 ]] && common+=(--precision bf16) && tolerance=1e-3
+  # --precision fp8: bf16 as above, and every fp8 scale from an amax
+  # max-reduced over the ranks holding pieces of its tensor (the batch's
+  # rows on dp, the weights and activations on tp/sp), so each layout
+  # quantizes with one rank's scales.
+  [[ $family == *-fp8* ]] && common+=(--precision fp8) && tolerance=1e-3
   # Packed rows of 128 bytes: most hold the end of one story and the start
   # of the next (stories are ~500 bytes, separated by blank lines).
   [[ $family == *-packed* ]] && common+=(--set seq_len=128 --set doc_separator=10)

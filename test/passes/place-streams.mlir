@@ -10,7 +10,7 @@
 // pipeline transfers must pair in order, as NCCL pairs them
 // (nccl-transfers*.mlir): a send nobody receives is refused.
 // CUDA: module attributes {{{.*}}exec.backend = "cuda"
-// SEND: error: program 'train_step': stage 0 sends tags [0] to stage 1, which receives [] from it; NCCL pairs transfers in order
+// SEND: error: program 'train_step': stage 0 sends tags [0] to stage 1 on channel 1 (downstream-even), which receives [] from it there; NCCL pairs transfers in order
 // TWICE: error: 'exec.record_event' op program already has stream events; llmc-place-streams inserts them and must run once
 // UNLOWERED: error: llmc-place-streams needs lowered exec programs (run llmc-lower-to-exec first)
 
@@ -88,20 +88,23 @@ module attributes {exec.mesh = {dp = 2 : i64}, exec.mesh_axes = ["dp"]} {
 
 // -----
 
-// Pipeline transfers go to the communication stream: the send waits until
-// the kernel that made the activation finished; the receive lands in
-// bytes the second kernel wrote (%r reuses %b's), so it waits for that
-// kernel too; the kernel that consumes the received one waits for it.
+// Pipeline transfers go to their channels' streams (common/
+// TransferChannel.h): a send to the next stage on the downstream-even
+// stream 2, a receive from the next stage (shift 1) on the upstream-even
+// stream 4. The send waits until the
+// kernel that made the activation finished; the receive lands in bytes the
+// second kernel wrote (%r reuses %b's), so it waits for that kernel too;
+// the kernel that consumes the received one waits for it.
 // CHECK-LABEL: exec.program @stage
 // CHECK:      exec.kernel "fill"() -> (%[[A:.*]] : memref<8xf32>)
 // CHECK-NEXT: exec.record_event 0 stream 0
 // CHECK-NEXT: exec.kernel "scale"
 // CHECK-NEXT: exec.record_event 1 stream 0
-// CHECK-NEXT: exec.wait_event 0 stream 1
-// CHECK-NEXT: exec.send %[[A]] axis "pp" shift 1 tag 0 {stream = 1 : i64}
-// CHECK-NEXT: exec.wait_event 1 stream 1
-// CHECK-NEXT: exec.recv %{{.*}} axis "pp" shift -1 tag 1 {stream = 1 : i64}
-// CHECK-NEXT: exec.record_event 2 stream 1
+// CHECK-NEXT: exec.wait_event 0 stream 2
+// CHECK-NEXT: exec.send %[[A]] axis "pp" shift 1 tag 0 {channel = 1 : i64, stream = 2 : i64}
+// CHECK-NEXT: exec.wait_event 1 stream 4
+// CHECK-NEXT: exec.recv %{{.*}} axis "pp" shift 1 tag 1 {channel = 3 : i64, stream = 4 : i64}
+// CHECK-NEXT: exec.record_event 2 stream 4
 // CHECK-NEXT: exec.wait_event 2 stream 0
 // CHECK-NEXT: exec.kernel "scale"
 module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
@@ -113,7 +116,33 @@ module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
     exec.kernel "fill" () -> (%a : memref<8xf32>) {value = 1.0 : f64}
     exec.kernel "scale" (%a : memref<8xf32>) -> (%b : memref<8xf32>) {factor = 2.0 : f64}
     exec.send %a axis "pp" shift 1 tag 0 : memref<8xf32>
-    exec.recv %r axis "pp" shift -1 tag 1 : memref<8xf32>
+    exec.recv %r axis "pp" shift 1 tag 1 : memref<8xf32>
     exec.kernel "scale" (%r : memref<8xf32>) -> (%c : memref<8xf32>) {factor = 2.0 : f64}
+  }
+}
+
+// -----
+
+// A kernel that reads what stream 1 reduced and what stream 4 received
+// waits for both; the later receive on stream 4, which waited for the
+// reduction itself, covers it: one wait, for stream 4 (the streams'
+// coverage is transitive).
+// CHECK-LABEL: exec.program @chain
+// CHECK:      exec.all_reduce
+// CHECK-NEXT: exec.record_event 0 stream 1
+// CHECK-NEXT: exec.wait_event 0 stream 4
+// CHECK-NEXT: exec.recv
+// CHECK-NEXT: exec.record_event 1 stream 4
+// CHECK-NEXT: exec.wait_event 1 stream 0
+// CHECK-NEXT: exec.kernel "add"
+module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
+  exec.program @chain kind "train_step" {
+    %x = exec.buffer offset 0 : memref<8xf32>
+    %y = exec.buffer offset 64 : memref<8xf32>
+    %r = exec.buffer offset 64 : memref<8xf32>
+    %o = exec.buffer offset 128 : memref<8xf32>
+    exec.all_reduce %x -> %y group ["pp"] : memref<8xf32> -> memref<8xf32>
+    exec.recv %r axis "pp" shift 1 tag 1 : memref<8xf32>
+    exec.kernel "add" (%x, %r : memref<8xf32>, memref<8xf32>) -> (%o : memref<8xf32>)
   }
 }

@@ -124,8 +124,8 @@
 // ASYM: error: qat: bad scheme 'nf4:asym': format 'nf4' is symmetric only
 // BAD-BLOCK: error: qat: bad scheme 'int8:blocky': block size 'y' (write e.g. block64)
 // BAD-EMA: error: qat: bad scheme 'int8:ema2': ema momentum '2' must be in (0, 1) (write e.g. ema0.99)
-// BAD-KEY: error: qat: unknown --qat key 'bits' (expected weights, activations, ops or skip)
-// NOTHING: error: qat: --qat names neither weights=<scheme> nor activations=<scheme>
+// BAD-KEY: error: qat: unknown --qat key 'bits' (expected weights, activations, gradients, ops or skip)
+// NOTHING: error: qat: --qat names none of weights=<scheme>, activations=<scheme>, gradients=<scheme>
 // BAD-OP: error: qat: unknown --qat op 'conv' (expected matmul or embedding)
 // BAD-SKIP: error: qat: skip 'h.9' matches no layer, parameter, head or embedding of @forward
 // BLOCK-DIVIDES: tiny-gpt.mlir:12:10: error: 'llm.matmul' op qat: blocks of 3 do not divide the last dimension of 'h.0.mlp.weight' 'tensor<8x8xf32>'

@@ -22,7 +22,7 @@
 // OPT-SAME: beta2 = 0.98999999999999999
 // OPT-SAME: epsilon = 9.9999999999999995E-7
 
-// F16: error: {{(llmc-train-pipeline: )?}}unknown --precision 'f16' (expected fp32, bf16 or fp16)
+// F16: error: {{(llmc-train-pipeline: )?}}unknown --precision 'f16' (expected fp32, bf16, fp16 or fp8)
 // QLORA: error: llmc-train-pipeline: --qlora needs --lora
 // BUDGET: error: llmc-train-pipeline: bad --memory-budget 'lots' (expected a size such as 24GiB, 512MiB or 1e9)
 // ZERO: error: llmc-train-pipeline: unknown --zero '4' (expected 0, 1, 2 or 3)

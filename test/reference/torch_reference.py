@@ -47,6 +47,76 @@ def read_safetensors(path):
     return tensors, meta
 
 
+# --- fp8 training (--precision fp8's recipe) ---------------------------------
+#
+# Transformer Engine's hybrid recipe with current per-tensor scaling: a
+# linear layer's input and weight are fake-quantized to E4M3, the gradient
+# of its output to E5M2, each with scale = amax / max (fp32, as torchao's
+# tensorwise scaling), and the matmuls run on the dequantized values in fp32.
+# Casts: torch.float8_* where this torch has them (2.1+), else the nearest
+# value of the format found by search over its values (ties to the even
+# code, saturating: clamp to +-max first, as torchao's to_fp8_saturated).
+
+FP8 = {"e4m3": (3, 7, 448.0), "e5m2": (2, 15, 57344.0)}
+
+
+def fp8_values(fmt):
+    """The format's non-negative finite values, ascending: index = code."""
+    mbits, bias, top = FP8[fmt]
+    values = [m * 2.0 ** (1 - bias - mbits) for m in range(1 << mbits)]  # subnormals
+    e = 1
+    while True:
+        for m in range(1 << mbits):
+            v = (1 + m / (1 << mbits)) * 2.0 ** (e - bias)
+            if v > top:
+                return torch.tensor(values, dtype=torch.float64)
+            values.append(v)
+        e += 1
+
+
+def fp8_cast(v, fmt):
+    """v (fp32) rounded to the fp8 format, saturating."""
+    top = FP8[fmt][2]
+    dtype = getattr(torch, {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}[fmt], None)
+    v = v.clamp(-top, top)
+    if dtype is not None:
+        return v.to(dtype).to(torch.float32)
+    grid = fp8_values(fmt)
+    a = v.abs().double()
+    i = torch.searchsorted(grid, a).clamp(1, len(grid) - 1)
+    lo, hi = grid[i - 1], grid[i]
+    up = (hi - a < a - lo) | ((hi - a == a - lo) & (i % 2 == 0))
+    return (torch.where(up, hi, lo) * torch.sign(v.double())).to(torch.float32)
+
+
+def fake_quant(x, fmt):
+    amax = x.abs().max()
+    if not amax > 0:
+        return torch.zeros_like(x)
+    scale = amax / FP8[fmt][2]
+    return fp8_cast(x / scale, fmt) * scale
+
+
+class Fp8Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        xq, wq = fake_quant(x, "e4m3"), fake_quant(w, "e4m3")
+        ctx.save_for_backward(xq, wq)
+        return xq @ wq
+
+    @staticmethod
+    def backward(ctx, dy):
+        xq, wq = ctx.saved_tensors
+        dyq = fake_quant(dy, "e5m2")
+        dx = dyq @ wq.T
+        dw = xq.reshape(-1, xq.shape[-1]).T @ dyq.reshape(-1, dyq.shape[-1])
+        return dx, dw
+
+
+LINEAR = {"fp32": lambda x, w: x @ w, "fp8": Fp8Linear.apply}
+linear = LINEAR["fp32"]
+
+
 # --- models: functional, over llmc's parameter names -------------------------
 
 def attention(q, k, v, scale):
@@ -71,13 +141,13 @@ def gpt2_loss(p, cfg, tokens, targets):
     for l in range(cfg["n_layer"]):
         pre = f"h.{l}."
         h = F.layer_norm(x, (C,), p[pre + "ln_1.weight"], p[pre + "ln_1.bias"], cfg["eps"])
-        qkv = h @ p[pre + "attn.c_attn.weight"] + p[pre + "attn.c_attn.bias"]
+        qkv = linear(h, p[pre + "attn.c_attn.weight"]) + p[pre + "attn.c_attn.bias"]
         q, k, v = (qkv[..., i * C:(i + 1) * C].reshape(B, T, H, D) for i in range(3))
         a = attention(q, k, v, 1.0 / math.sqrt(D)).reshape(B, T, C)
-        x = x + a @ p[pre + "attn.c_proj.weight"] + p[pre + "attn.c_proj.bias"]
+        x = x + linear(a, p[pre + "attn.c_proj.weight"]) + p[pre + "attn.c_proj.bias"]
         h = F.layer_norm(x, (C,), p[pre + "ln_2.weight"], p[pre + "ln_2.bias"], cfg["eps"])
-        f = F.gelu(h @ p[pre + "mlp.c_fc.weight"] + p[pre + "mlp.c_fc.bias"], approximate="tanh")
-        x = x + f @ p[pre + "mlp.c_proj.weight"] + p[pre + "mlp.c_proj.bias"]
+        f = F.gelu(linear(h, p[pre + "mlp.c_fc.weight"]) + p[pre + "mlp.c_fc.bias"], approximate="tanh")
+        x = x + linear(f, p[pre + "mlp.c_proj.weight"]) + p[pre + "mlp.c_proj.bias"]
     x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], cfg["eps"])
     head = p.get("lm_head.weight", p["wte.weight"])
     logits = x @ head.T
@@ -107,14 +177,14 @@ def llama_loss(p, cfg, tokens, targets):
     for l in range(cfg["n_layer"]):
         pre = f"layers.{l}."
         h = rms_norm(x, p[pre + "input_layernorm.weight"], cfg["eps"])
-        q = rope((h @ p[pre + "self_attn.q_proj.weight"].T).reshape(B, T, H, D), cfg["theta"])
-        k = rope((h @ p[pre + "self_attn.k_proj.weight"].T).reshape(B, T, KV, D), cfg["theta"])
-        v = (h @ p[pre + "self_attn.v_proj.weight"].T).reshape(B, T, KV, D)
+        q = rope(linear(h, p[pre + "self_attn.q_proj.weight"].T).reshape(B, T, H, D), cfg["theta"])
+        k = rope(linear(h, p[pre + "self_attn.k_proj.weight"].T).reshape(B, T, KV, D), cfg["theta"])
+        v = linear(h, p[pre + "self_attn.v_proj.weight"].T).reshape(B, T, KV, D)
         a = attention(q, k, v, 1.0 / math.sqrt(D)).reshape(B, T, H * D)
-        x = x + a @ p[pre + "self_attn.o_proj.weight"].T
+        x = x + linear(a, p[pre + "self_attn.o_proj.weight"].T)
         h = rms_norm(x, p[pre + "post_attention_layernorm.weight"], cfg["eps"])
-        g = F.silu(h @ p[pre + "mlp.gate_proj.weight"].T) * (h @ p[pre + "mlp.up_proj.weight"].T)
-        x = x + g @ p[pre + "mlp.down_proj.weight"].T
+        g = F.silu(linear(h, p[pre + "mlp.gate_proj.weight"].T)) * linear(h, p[pre + "mlp.up_proj.weight"].T)
+        x = x + linear(g, p[pre + "mlp.down_proj.weight"].T)
     x = rms_norm(x, p["norm.weight"], cfg["eps"])
     head = p.get("lm_head.weight", p["embed_tokens.weight"])
     logits = x @ head.T
@@ -184,7 +254,11 @@ def main():
     ap.add_argument("--max-grad-norm", type=float, default=1.0)
     ap.add_argument("--grad-tol", type=float, default=1e-4)
     ap.add_argument("--loss-tol", type=float, default=1e-4)
+    ap.add_argument("--fp8", action="store_true",
+                    help="the blocks' linear layers in fp8 (--precision fp8's recipe)")
     args = ap.parse_args()
+    global linear
+    linear = LINEAR["fp8" if args.fp8 else "fp32"]
     cfg = json.loads(args.config)
     loss_fn = gpt2_loss if args.family == "gpt2" else llama_loss
 

@@ -50,10 +50,14 @@ cl::SubCommand exportHfCmd("export-hf",
                            "directory (config.json, model.safetensors)");
 
 // --- model -------------------------------------------------------------------
-cl::opt<std::string> modelFamily(cl::Positional, cl::desc("<gpt2|llama>"), cl::Required,
-                                 cl::sub(modelCmd), cl::cat(llmcCategory));
-cl::opt<std::string> modelPreset("preset", cl::desc("Preset name (gpt2: tiny, 124M, 350M, "
-                                                    "774M, 1.5B; llama: tiny, 1B)"),
+cl::opt<std::string> modelFamily(cl::Positional,
+                                 cl::desc("<gpt2|llama|qwen2|mistral> (default: --config's "
+                                          "model_type)"),
+                                 cl::Optional, cl::sub(modelCmd), cl::cat(llmcCategory));
+cl::opt<std::string> modelPreset("preset",
+                                 cl::desc("Preset name (gpt2: tiny, 124M, 350M, "
+                                          "774M, 1.5B; llama: tiny, 1B; qwen2: tiny, "
+                                          "0.5B; mistral: tiny, 7B)"),
                                  cl::init("tiny"), cl::sub(modelCmd), cl::sub(compileCmd));
 cl::list<std::string> modelSet("set", cl::desc("Override a config key (key=value)"),
                                cl::sub(modelCmd), cl::sub(compileCmd), cl::cat(llmcCategory));
@@ -121,6 +125,9 @@ std::string vocabularyPadding(int64_t vocab) {
 int runModel() {
   mlir::MLIRContext context;
   llmc::prepareContext(context);
+  if (modelFamily.empty() && modelConfig.empty())
+    return fail("llmc model", "give a family (gpt2, llama, qwen2, mistral) or --config "
+                              "<config.json>");
   llmc::ModelSource source{"", modelFamily, modelPreset, modelConfig, modelSet};
   llmc::ModelConfig config;
   llvm::SourceMgr sourceMgr;
@@ -134,14 +141,13 @@ int runModel() {
     return fail("llmc model", "cannot write '" + output + "': " + error);
   if (modelStats) {
     llmc::ParamStats stats = llmc::countParameters(*module);
-    out->os() << "model:      " << modelFamily << " " << modelPreset << "\n"
+    out->os() << "model:      " << config.family << " " << modelPreset << "\n"
               << "parameters: " << llmc::withCommas(stats.total) << " in " << stats.tensors
               << " tensors (" << llmc::withCommas(stats.trainable) << " trainable)\n"
               << "convention: every parameter tensor counted once; "
               << (config.tieEmbeddings ? "output head tied to the token embedding"
                                        : "separate output head")
-              << "; vocabulary " << config.vocabSize << vocabularyPadding(config.vocabSize)
-              << "\n"
+              << "; vocabulary " << config.vocabSize << vocabularyPadding(config.vocabSize) << "\n"
               << "shape:      n_layer=" << config.nLayer << " n_head=" << config.nHead
               << " n_kv_head=" << config.nKvHead << " n_embd=" << config.nEmbd
               << " ffn_hidden=" << config.ffnHidden << " seq_len=" << config.seqLen
@@ -158,8 +164,9 @@ int runCompile() {
   llmc::CompileRequest options;
   if (!compileInput.empty() && !compileModel.empty())
     return fail("llmc compile", "give either a graph file or --model, not both");
-  if (compileInput.empty() && compileModel.empty())
-    return fail("llmc compile", "no input: give <graph.mlir> or --model <family>");
+  if (compileInput.empty() && compileModel.empty() && modelConfig.empty())
+    return fail("llmc compile",
+                "no input: give <graph.mlir>, --model <family> or --config <config.json>");
   options.source = {compileInput, compileModel, modelPreset, modelConfig, modelSet};
   for (const std::string &path : passPlugins) {
     Expected<mlir::PassPlugin> plugin = mlir::PassPlugin::load(path);

@@ -244,6 +244,16 @@ module attributes {exec.mesh = {pp = 2 : i64}} {
 module attributes {exec.mesh = {pp = 2 : i64}} {
   exec.program @p kind "train_step" {
     %b = exec.buffer offset 0 : memref<4xf32>
+    // expected-error @+1 {{channel 7 is not 0 (shared) or a transfer channel, 1 to 6}}
+    exec.recv %b axis "pp" shift 1 tag 0 {channel = 7 : i64} : memref<4xf32>
+  }
+}
+
+// -----
+
+module attributes {exec.mesh = {pp = 2 : i64}} {
+  exec.program @p kind "train_step" {
+    %b = exec.buffer offset 0 : memref<4xf32>
     // expected-error @+1 {{mesh has no axis 'dp'}}
     exec.recv %b axis "dp" shift 1 tag 0 : memref<4xf32>
   }

@@ -38,6 +38,8 @@ module attributes {exec.arena_bytes = 4096 : i64, exec.mesh = {pp = 2 : i64, dp 
     exec.all_to_all %s -> %s group ["tp"] : memref<2x2x8xbf16> -> memref<2x2x8xbf16>
     // CHECK: exec.send %{{.*}} axis "pp" shift 1 tag 7 : memref<4x8xf32>
     exec.send %y axis "pp" shift 1 tag 7 : memref<4x8xf32>
+    // CHECK: exec.send %{{.*}} axis "pp" shift 1 tag 8 {channel = 1 : i64, stream = 2 : i64} : memref<4x8xf32>
+    exec.send %y axis "pp" shift 1 tag 8 {channel = 1 : i64, stream = 2 : i64} : memref<4x8xf32>
     // CHECK: exec.recv %{{.*}} axis "pp" shift -1 tag 7 {stream = 3 : i64} : memref<4x8xf32>
     exec.recv %y axis "pp" shift -1 tag 7 {stream = 3 : i64} : memref<4x8xf32>
     // CHECK: exec.record_event 0 stream 1

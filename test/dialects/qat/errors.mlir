@@ -242,3 +242,11 @@ func.func @f(%c: tensor<128x16xi8>, %q: tensor<128x1xi8>, %s: tensor<1xf32>, %m:
   %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64, whole_shape = array<i64: 128, 128>, chunks = array<i64: 1, 1>, piece_offset = array<i64: 0, 64>} : tensor<128x16xi8>, tensor<128x1xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x64xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{scheme must be per tensor, symmetric, minmax, without outlier columns}}
+  %a = qat.quantize_grad %x {scheme = #qat.scheme<format = "fp8_e5m2", granularity = "channel", axis = 1>} : tensor<4x8xf32>
+  return
+}

@@ -59,3 +59,12 @@ func.func @nf4_piece(%c: tensor<128x96xi8>, %q: tensor<128x3xi8>, %s: tensor<3xf
   %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64, whole_shape = array<i64: 128, 384>, chunks = array<i64: 1, 3>, piece_offset = array<i64: 0, 64>} : tensor<128x96xi8>, tensor<128x3xi8>, tensor<3xf32>, tensor<f32> -> tensor<128x192xf32>
   return %w : tensor<128x192xf32>
 }
+
+// CHECK-LABEL: func.func @quantize_grad
+// CHECK: qat.quantize_grad %{{.*}} {axes = ["dp", "tp"], scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<4x16x128xbf16>
+// CHECK: qat.quantize_grad %{{.*}} {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<4x128xf32>
+func.func @quantize_grad(%x: tensor<4x16x128xbf16>, %y: tensor<4x128xf32>) {
+  %a = qat.quantize_grad %x {scheme = #qat.scheme<format = "fp8_e5m2">, axes = ["dp", "tp"]} : tensor<4x16x128xbf16>
+  %b = qat.quantize_grad %y {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<4x128xf32>
+  return
+}

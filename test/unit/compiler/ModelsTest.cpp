@@ -44,8 +44,15 @@ TEST(Models, LlamaParameterCountMatchesPublished) {
   EXPECT_EQ(countFor("llama", "1B"), 1235814400);
 }
 
+// Qwen2.5-0.5B (tied embeddings, q/k/v biases) and Mistral-7B-v0.1 as
+// their model cards count them.
+TEST(Models, QwenAndMistralParameterCountsMatchPublished) {
+  EXPECT_EQ(countFor("qwen2", "0.5B"), 494032768);
+  EXPECT_EQ(countFor("mistral", "7B"), 7241732096);
+}
+
 TEST(Models, EveryPresetVerifies) {
-  for (const char *family : {"gpt2", "llama"})
+  for (const char *family : {"gpt2", "llama", "qwen2", "mistral"})
     for (const std::string &preset : llmc::presetNames(family)) {
       SCOPED_TRACE(std::string(family) + " " + preset);
       EXPECT_GT(countFor(family, preset), 0);
@@ -103,9 +110,10 @@ TEST(Models, HuggingFaceConfigJson) {
   llvm::sys::fs::remove(path);
 }
 
-/// Writes `text` to a temporary config.json and applies it to a tiny llama;
-/// the error message, or "" when it applies and validates.
-std::string applyJson(const std::string &text, llmc::ModelConfig &config) {
+/// Writes `text` to a temporary config.json and applies it to a tiny model
+/// of `family`; the error message, or "" when it applies and validates.
+std::string applyJson(const std::string &text, llmc::ModelConfig &config,
+                      const std::string &family = "llama") {
   llvm::SmallString<128> path;
   if (llvm::sys::fs::createTemporaryFile("llmc-config", "json", path))
     return "cannot create a temporary file";
@@ -114,7 +122,7 @@ std::string applyJson(const std::string &text, llmc::ModelConfig &config) {
     llvm::raw_fd_ostream os(path, ec);
     os << text;
   }
-  config = cantFail(llmc::presetConfig("llama", "tiny"));
+  config = cantFail(llmc::presetConfig(family, "tiny"));
   llvm::Error e = llmc::applyConfigJson(config, path);
   llvm::sys::fs::remove(path);
   if (!e)
@@ -191,6 +199,86 @@ TEST(Models, HuggingFaceRopeScaling) {
   llmc::ModelConfig big = cantFail(llmc::presetConfig("llama", "1B"));
   EXPECT_EQ(big.ropeScaling, "llama3");
   EXPECT_EQ(big.ropeFactor, 32.0);
+}
+
+/// config.json's model_type as configFamily reads it: the family, or the
+/// error after the file name.
+std::string familyOf(const std::string &text) {
+  llvm::SmallString<128> path;
+  if (llvm::sys::fs::createTemporaryFile("llmc-config", "json", path))
+    return "cannot create a temporary file";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    os << text;
+  }
+  llvm::Expected<std::string> family = llmc::configFamily(path);
+  llvm::sys::fs::remove(path);
+  if (family)
+    return *family;
+  std::string message = llvm::toString(family.takeError());
+  size_t quote = message.find(".json'");
+  return quote == std::string::npos ? message : message.substr(quote + 6);
+}
+
+TEST(Models, ConfigJsonNamesTheFamily) {
+  EXPECT_EQ(familyOf(R"({"model_type": "qwen2"})"), "qwen2");
+  EXPECT_EQ(familyOf(R"({"model_type": "mistral"})"), "mistral");
+  EXPECT_EQ(familyOf(R"({"model_type": "llama"})"), "llama");
+  EXPECT_EQ(familyOf(R"({"hidden_size": 64})"), " has no model_type; give the family with --model");
+  EXPECT_EQ(familyOf(R"({"model_type": "gemma2"})"),
+            ": model family 'gemma2' is not supported yet (llmc builds gpt2, llama, qwen2 and "
+            "mistral; docs/models.md)");
+  EXPECT_EQ(familyOf(R"({"model_type": "bert"})"),
+            ": unknown model family 'bert' (expected gpt2, llama, qwen2 or mistral)");
+}
+
+TEST(Models, QwenAndMistralConfigJson) {
+  auto error = [](const std::string &text, const std::string &family) {
+    llmc::ModelConfig config;
+    std::string message = applyJson(text, config, family);
+    size_t colon = message.find("': ");
+    return colon == std::string::npos ? message : message.substr(colon + 3);
+  };
+  llmc::ModelConfig config;
+  // Qwen2.5's files carry a window they leave off.
+  EXPECT_EQ(applyJson(R"({"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4,
+                          "num_key_value_heads": 2, "use_sliding_window": false,
+                          "sliding_window": 4096, "max_window_layers": 21,
+                          "hidden_act": "silu", "rope_theta": 1000000.0})",
+                      config, "qwen2"),
+            "");
+  EXPECT_EQ(config.slidingWindow, 0);
+  EXPECT_TRUE(config.qkvBias());
+  EXPECT_DOUBLE_EQ(config.ropeTheta, 1e6);
+  EXPECT_EQ(error(R"({"model_type": "qwen2", "use_sliding_window": true})", "qwen2"),
+            "use_sliding_window = true is not supported: Qwen2's per-layer sliding window "
+            "(max_window_layers) is not implemented");
+  EXPECT_EQ(error(R"({"model_type": "qwen2", "hidden_act": "gelu"})", "qwen2"),
+            "hidden_act = \"gelu\" is not supported: llmc's qwen2 MLP is SwiGLU (silu)");
+  EXPECT_EQ(error(R"({"model_type": "mistral"})", "qwen2"),
+            "model_type is 'mistral', but the model family is 'qwen2'");
+  EXPECT_EQ(error(R"({"model_type": "llama", "attention_bias": true})", "llama"),
+            "attention_bias = true is not supported: llmc's llama has no output projection "
+            "biases");
+  EXPECT_EQ(error(R"({"model_type": "mistral", "head_dim": 64})", "mistral"),
+            "head_dim = 64 is not supported: llmc's heads are hidden_size / "
+            "num_attention_heads = 32 wide");
+
+  // Mistral v0.1's window; v0.2 and later have none (null).
+  EXPECT_EQ(applyJson(R"({"model_type": "mistral", "sliding_window": 4096})", config, "mistral"),
+            "");
+  EXPECT_EQ(config.slidingWindow, 4096);
+  EXPECT_FALSE(config.qkvBias());
+  EXPECT_EQ(applyJson(R"({"model_type": "mistral", "sliding_window": null})", config, "mistral"),
+            "");
+  EXPECT_EQ(config.slidingWindow, 0);
+  EXPECT_EQ(error(R"({"sliding_window": -2})", "mistral"),
+            "sliding_window must be >= 0 (0: none), got -2");
+  config = cantFail(llmc::presetConfig("llama", "tiny"));
+  config.slidingWindow = 16;
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "sliding_window applies to mistral's attention; llama has none");
 }
 
 } // namespace

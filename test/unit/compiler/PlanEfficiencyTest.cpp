@@ -146,6 +146,26 @@ Cluster hopperCluster() {
   return c;
 }
 
+// A sliding window W < T scores W·T − W(W−1)/2 pairs, not T²/2.
+TEST(PlanKernelCost, SlidingWindowCountsItsPairs) {
+  const char *ir = R"mlir(
+    exec.program @train_step kind "train_step" {
+      %q = exec.buffer offset 0 : memref<2x1024x8x64xbf16>
+      %l = exec.buffer offset 0 : memref<2x8x1024xf32>
+      exec.kernel "attention"(%q, %q, %q : memref<2x1024x8x64xbf16>, memref<2x1024x8x64xbf16>, memref<2x1024x8x64xbf16>) -> (%q, %l : memref<2x1024x8x64xbf16>, memref<2x8x1024xf32>) {causal = 1 : i64, scale = 0.125 : f64, window = 256 : i64}
+      exec.kernel "attention"(%q, %q, %q : memref<2x1024x8x64xbf16>, memref<2x1024x8x64xbf16>, memref<2x1024x8x64xbf16>) -> (%q, %l : memref<2x1024x8x64xbf16>, memref<2x8x1024xf32>) {causal = 1 : i64, scale = 0.125 : f64, window = 4096 : i64}
+    }
+  )mlir";
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::vector<mlir::Operation *> k = kernelsOf(context, ir, module);
+  ASSERT_EQ(k.size(), 2u);
+  const double perPair = 4.0 * 2 * 8 * 64, pairs = 256.0 * 1024 - 256.0 * 255 / 2;
+  EXPECT_DOUBLE_EQ(kernelFlops(k[0]), perPair * pairs);
+  // A window past the sequence is plain causal attention.
+  EXPECT_DOUBLE_EQ(kernelFlops(k[1]), perPair * 1024 * 1024 / 2);
+}
+
 TEST(PlanKernelCost, EachKindAtItsRate) {
   const char *ir = R"mlir(
     exec.program @train_step kind "train_step" {

@@ -26,6 +26,7 @@ struct Spec {
   int32_t rankOffsetIndex = 0;
   bool faultSite = false;                ///< mark the kernel as the fault-injection site
   fb::DType outputDType = fb::DType::F32; ///< of buffer 0
+  int32_t channel = 0; ///< the kernel's transfer channel (none is valid)
 };
 
 /// A one-program artifact: `kernel` writes buffer 0 (f32[4x8]).
@@ -52,7 +53,7 @@ std::string build(const Spec &spec) {
       fbb.CreateVector(std::vector<uint32_t>{}),
       fbb.CreateVector(std::vector<uint32_t>{spec.outputIndex}), fbb.CreateVector(ints),
       fbb.CreateVector(floats), 0, 0, 0, 0, 0, 0, 0, 0, 0, fbb.CreateString("model.mlir:3:5"),
-      fbb.CreateVector(terms), fbb.CreateString("F0"), spec.faultSite);
+      fbb.CreateVector(terms), fbb.CreateString("F0"), spec.faultSite, spec.channel);
   auto program = fb::CreateProgram(fbb, fbb.CreateString("train_step"),
                                    fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Buffer>>{buffer, param}),
                                    fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Instruction>>{inst}), 128);
@@ -162,6 +163,20 @@ TEST(Artifact, SemanticChecksNameTheField) {
                                            "which the instruction does not have as an int or int array");
   test::writeBytes(path, build({.rankOffsetAttr = "offset", .rankOffsetIndex = 1}));
   EXPECT_RUNTIME_ERROR(loadArtifact(path), "rank offset index 1 out of range for attribute 'offset' of 1 element(s)");
+  test::writeBytes(path, build({.channel = 2}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path),
+                       "instruction 0: channel 2 on an instruction that is not a send or receive");
+}
+
+TEST(Artifact, OlderMinorVersionsLoad) {
+  // Schema 1.6 had no transfer channels: every field it lacks reads as
+  // its default (channel 0, the collectives' communicator).
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  test::writeBytes(path, build({.version = 106}));
+  Artifact old = loadArtifact(path);
+  EXPECT_EQ(old.schemaVersion, 106u);
+  EXPECT_EQ(old.program("train_step")->instructions.at(0).channel, 0);
 }
 
 TEST(Artifact, FaultSiteIsTheMarkedInstruction) {

@@ -53,8 +53,8 @@ public:
     created.push_back(axes);
     return single_->group(axes);
   }
-  void send(const void *, size_t, const std::string &, int, int) override {}
-  void recv(void *, size_t, const std::string &, int, int) override {}
+  void send(const void *, size_t, const std::string &, int, int, int) override {}
+  void recv(void *, size_t, const std::string &, int, int, int) override {}
   void barrier() override {}
   std::vector<uint64_t> allGatherWorld(uint64_t value) override {
     std::vector<uint64_t> all{value};

@@ -1,15 +1,19 @@
-//===- StreamsTest.cpp - the CPU's two streams and the race check ---------===//
+//===- StreamsTest.cpp - the CPU's streams and the race check -------------===//
 //
 // Stream 1 really runs beside stream 0 (a step on it finishes only once a
-// later step of stream 0 has run), events order the two, errors on either
+// later step of stream 0 has run), events order the streams, errors on any
 // stream end the run with the first cause, and a missing event is both a
 // real race (a poisoned buffer is read before the write it should have
-// waited for) and refused before any program with it runs.
+// waited for) and refused before any program with it runs. With the
+// pipeline transfer channels' streams (2 to 7) the check follows event
+// chains through several streams, and HostStreams runs each stream on a
+// thread of its own where asked.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Executor.h"
 #include "runtime/ExecutionDevice.h"
+#include "runtime/Executor.h"
+#include "runtime/HostStreams.h"
 #include "runtime/StreamOrder.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/support/Error.h"
@@ -23,6 +27,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 using namespace llmc;
@@ -105,14 +110,81 @@ TEST(StreamOrder, RejectsMalformedEventsAndStreams) {
   EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe),
                        "instruction 2: event 0 is recorded a second time (first by instruction 1)");
   p = orderedProgram();
-  p.instructions[5].stream = 2;
+  p.instructions[5].stream = 8;
   EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe),
-                       "instruction 5: stream 2 (programs have streams 0 and 1)");
+                       "instruction 5: stream 8 (programs have streams 0 to 7)");
   p = orderedProgram();
   p.instructions[1].event = 1000;
   EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe), "instruction 1: event 1000 out of range");
   p.instructions[1].event = -1;
   EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe), "instruction 1: event -1 out of range");
+}
+
+InstructionInfo transferOn(InstructionKind kind, uint32_t buffer, int channel) {
+  InstructionInfo inst;
+  inst.kind = kind;
+  inst.inputs = {buffer};
+  inst.axis = "pp";
+  inst.shift = 1;
+  inst.channel = channel;
+  inst.stream = 1 + channel;
+  return inst;
+}
+
+/// A stage's step on four streams: a receive on stream 2 (activations)
+/// writes a; the kernel on stream 0 reads it into b after event 0; the
+/// send on stream 3 (gradients) reads b after event 1; the all-reduce on
+/// stream 1 reads a after event 2, which stream 3 records after its own
+/// wait for event 1 — so the all-reduce is ordered after the receive only
+/// through streams 3 and 0 (a chain over three streams); stream 0 rewrites
+/// a last, after event 3 from stream 1.
+ProgramInfo fourStreamProgram() {
+  ProgramInfo p;
+  p.name = "train_step";
+  p.buffers = {{"a", "activation", 0, DType::F32, {8}, {}},
+               {"b", "activation", 64, DType::F32, {8}, {}},
+               {"s", "output", 128, DType::F32, {8}, {}}};
+  p.instructions = {transferOn(InstructionKind::Recv, 0, 1),          // 0
+                    eventInstruction(InstructionKind::RecordEvent, 0, 2), // 1
+                    eventInstruction(InstructionKind::WaitEvent, 0, 0),   // 2
+                    test::kernelInstruction("scale", {0}, {1}),           // 3
+                    eventInstruction(InstructionKind::RecordEvent, 1, 0), // 4
+                    eventInstruction(InstructionKind::WaitEvent, 1, 3),   // 5
+                    transferOn(InstructionKind::Send, 1, 2),              // 6
+                    eventInstruction(InstructionKind::RecordEvent, 2, 3), // 7
+                    eventInstruction(InstructionKind::WaitEvent, 2, 1),   // 8
+                    allReduce(0, 2),                                      // 9
+                    eventInstruction(InstructionKind::RecordEvent, 3, 1), // 10
+                    eventInstruction(InstructionKind::WaitEvent, 3, 0),   // 11
+                    fill(0, 3.0)};                                        // 12
+  return p;
+}
+
+TEST(StreamOrder, FollowsEventChainsThroughFourStreams) {
+  checkStreamOrder(fourStreamProgram(), describe);
+}
+
+TEST(StreamOrder, EveryRemovedEventOfFourStreamsIsRefused) {
+  struct Case {
+    size_t removed;
+    const char *error;
+  } cases[] = {
+      {2, "instruction 2 on stream 0 reads buffer 'a' while instruction 0 on stream 2 writes "
+          "buffer 'a'"},
+      {5, "instruction 5 on stream 3 reads buffer 'b' while instruction 3 on stream 0 writes "
+          "buffer 'b'"},
+      // Without stream 1's wait the all-reduce reads a beside the receive
+      // that writes it (the first conflict found, on stream 2).
+      {8, "instruction 8 on stream 1 reads buffer 'a' while instruction 0 on stream 2 writes "
+          "buffer 'a'"},
+      {11, "instruction 11 on stream 0 writes buffer 'a' while instruction 9 on stream 1 reads "
+           "buffer 'a'"}};
+  for (const Case &c : cases) {
+    ProgramInfo p = fourStreamProgram();
+    p.instructions.erase(p.instructions.begin() + static_cast<std::ptrdiff_t>(c.removed));
+    SCOPED_TRACE("without instruction " + std::to_string(c.removed));
+    EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe), c.error);
+  }
 }
 
 TEST(StreamOrder, ReadsSharingBytesNeedNoEvent) {
@@ -260,12 +332,75 @@ TEST(HostStreams, AnErrorOnStreamZeroReleasesStreamOne) {
                        "kernel 'matmul' rejected its input");
 }
 
-TEST(HostStreams, CpuStreamsAreZeroAndOne) {
+TEST(HostStreams, CpuStreamsAreZeroToSeven) {
   auto device = makeCpuDevice(64);
-  EXPECT_EQ(device->stream(0), nullptr);
-  EXPECT_EQ(device->stream(1), nullptr);
-  EXPECT_RUNTIME_ERROR(device->stream(2),
-                       "the CPU backend has streams 0 (compute) and 1 (communication), not 2");
+  for (int s = 0; s < 8; ++s) EXPECT_EQ(device->stream(s), nullptr);
+  EXPECT_RUNTIME_ERROR(device->stream(8),
+                       "the CPU backend has streams 0 (compute) to 7 (communication), not 8");
+}
+
+TEST(HostStreams, ThreeLanesRunBesideEachOtherOrderedOnlyByEvents) {
+  // Each stream on a thread of its own: stream 2's step finishes only
+  // once stream 3's (launched after it) has run, and stream 1 waits for an
+  // event stream 3 records after it — so three threads make progress
+  // together, and the wait really blocks until the record.
+  HostStreams streams;
+  std::atomic<bool> third{false}, sawThird{false}, afterRecord{false};
+  std::atomic<int> recorded{0};
+  Step waitForThird = [&](const StepContext &) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!third && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    sawThird = third.load();
+  };
+  Step setThird = [&](const StepContext &) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    third = true;
+    recorded = 1;
+  };
+  Step record = [&](const StepContext &) { streams.record(0); };
+  Step wait = [&](const StepContext &) { streams.wait(0); };
+  Step check = [&](const StepContext &) { afterRecord = recorded.load() == 1; };
+  StepContext ctx{0};
+  for (int run = 0; run < 3; ++run) {
+    third = false;
+    sawThird = false;
+    afterRecord = false;
+    recorded = 0;
+    streams.beginRun();
+    streams.launch(1, wait, ctx);
+    streams.launch(1, check, ctx);
+    streams.launch(2, waitForThird, ctx);
+    streams.launch(3, setThird, ctx);
+    streams.launch(3, record, ctx);
+    streams.drain();
+    EXPECT_TRUE(sawThird) << run;
+    EXPECT_TRUE(afterRecord) << "stream 1 ran past its wait before stream 3 recorded, run " << run;
+  }
+}
+
+TEST(HostStreams, SharedLaneRunsItsStreamsInLaunchOrder) {
+  // The CPU device's mapping: every communication stream on lane 1, one
+  // thread taking steps in launch order.
+  HostStreams streams({0, 1, 1, 1, 1, 1, 1, 1});
+  std::string order;
+  std::mutex mutex;
+  auto mark = [&](char c) {
+    return Step([&, c](const StepContext &) {
+      std::lock_guard<std::mutex> lock(mutex);
+      order += c;
+    });
+  };
+  Step a = mark('a'), b = mark('b'), c = mark('c');
+  StepContext ctx{0};
+  streams.setDelays(200, 3);
+  streams.beginRun();
+  streams.launch(3, a, ctx);
+  streams.launch(1, b, ctx);
+  streams.launch(2, c, ctx);
+  streams.drain();
+  EXPECT_EQ(order, "abc");
+  EXPECT_RUNTIME_ERROR(HostStreams({1, 0}), "stream 0 runs on the calling thread");
 }
 
 } // namespace

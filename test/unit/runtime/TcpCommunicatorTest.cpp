@@ -324,22 +324,22 @@ TEST(TcpCommunicator, SendRecvAlongAnAxisMatchesTags) {
     // Two messages to the next rank along tp; the receiver asks for them in
     // the opposite order (matched by tag, as MPI does).
     std::vector<int32_t> a(1000, rank), b(3, rank * 100);
-    comm.send(a.data(), a.size() * 4, "tp", 1, 1);
-    comm.send(b.data(), b.size() * 4, "tp", 1, 2);
+    comm.send(a.data(), a.size() * 4, "tp", 1, 1, 0);
+    comm.send(b.data(), b.size() * 4, "tp", 1, 2, 0);
     std::vector<int32_t> gotB(3), gotA(1000);
-    comm.recv(gotB.data(), gotB.size() * 4, "tp", -1, 2);
-    comm.recv(gotA.data(), gotA.size() * 4, "tp", -1, 1);
+    comm.recv(gotB.data(), gotB.size() * 4, "tp", -1, 2, 0);
+    comm.recv(gotA.data(), gotA.size() * 4, "tp", -1, 1, 0);
     EXPECT_EQ(gotA, std::vector<int32_t>(1000, next));
     EXPECT_EQ(gotB, std::vector<int32_t>(3, next * 100));
     // Along dp with a shift of 3 (= 1 modulo 2), and to itself (shift 2).
     int64_t x = rank, y = -1;
-    comm.send(&x, 8, "dp", 3, 5);
-    comm.recv(&y, 8, "dp", 1, 5);
+    comm.send(&x, 8, "dp", 3, 5, 0);
+    comm.recv(&y, 8, "dp", 1, 5, 0);
     EXPECT_EQ(y, (rank + 2) % 4);
-    comm.send(&x, 8, "dp", 2, 6);
-    comm.recv(&y, 8, "dp", 0, 6);
+    comm.send(&x, 8, "dp", 2, 6, 0);
+    comm.recv(&y, 8, "dp", 0, 6, 0);
     EXPECT_EQ(y, rank);
-    EXPECT_RUNTIME_ERROR(comm.send(&x, 8, "pp", 1, 0), "the mesh has no axis 'pp'");
+    EXPECT_RUNTIME_ERROR(comm.send(&x, 8, "pp", 1, 0, 0), "the mesh has no axis 'pp'");
   });
 }
 

@@ -3,7 +3,8 @@
 // The executor brackets each run of sends and receives on one stream (event
 // waits between them included) with Communicator::beginTransfers and
 // endTransfers, the groups NCCL needs and passes/lib/NcclTransfers.cpp proves
-// free of deadlock; anything else on that stream ends a run.
+// free of deadlock; anything else on that stream ends a run, and so does
+// communication on another stream (NCCL would take it into the open group).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,11 +28,11 @@ public:
   int rank() const override { return 0; }
   int size() const override { return 2; }
   CommGroup &group(const std::vector<std::string> &) override { return single->group({}); }
-  void send(const void *, size_t, const std::string &, int, int tag) override {
-    log("send" + std::to_string(tag));
+  void send(const void *, size_t, const std::string &, int, int tag, int channel) override {
+    log("send" + std::to_string(tag) + channelSuffix(channel));
   }
-  void recv(void *, size_t, const std::string &, int, int tag) override {
-    log("recv" + std::to_string(tag));
+  void recv(void *, size_t, const std::string &, int, int tag, int channel) override {
+    log("recv" + std::to_string(tag) + channelSuffix(channel));
   }
   void beginTransfers() override { log("["); }
   void endTransfers() override { log("]"); }
@@ -41,6 +42,9 @@ public:
   std::string calls;
 
 private:
+  static std::string channelSuffix(int channel) {
+    return channel ? "@" + std::to_string(channel) : "";
+  }
   void log(const std::string &what) {
     std::lock_guard<std::mutex> lock(mutex);
     calls += (calls.empty() ? "" : " ") + what;
@@ -49,14 +53,15 @@ private:
   std::unique_ptr<Communicator> single = makeSingleRankCommunicator();
 };
 
-InstructionInfo transfer(InstructionKind kind, uint32_t buffer, int64_t tag) {
+InstructionInfo transfer(InstructionKind kind, uint32_t buffer, int64_t tag, int channel = 0) {
   InstructionInfo inst;
   inst.kind = kind;
   inst.inputs = {buffer};
   inst.axis = "pp";
   inst.shift = 1;
   inst.tag = tag;
-  inst.stream = 1;
+  inst.channel = channel;
+  inst.stream = channel == 0 ? 1 : 1 + channel;
   return inst;
 }
 
@@ -77,6 +82,33 @@ TEST(TransferGroups, RunsOfTransfersAndWaitsAreOneGroup) {
   BoundProgram bound(p, *device, comm, 0);
   bound.run({});
   EXPECT_EQ(comm.calls, "[ send1 recv2 ] [ send3 ]");
+}
+
+TEST(TransferGroups, OtherCommunicationClosesAnOpenGroup) {
+  ProgramInfo p;
+  p.name = "train_step";
+  p.buffers = {{"a", "activation", 0, DType::F32, {8}, {}},
+               {"r", "activation", 64, DType::F32, {8}, {}},
+               {"b", "activation", 128, DType::F32, {8}, {}},
+               {"g", "grad", 192, DType::F32, {8}, {}},
+               {"s", "grad", 256, DType::F32, {8}, {}}};
+  InstructionInfo allReduce;
+  allReduce.kind = InstructionKind::AllReduce;
+  allReduce.inputs = {3};
+  allReduce.outputs = {4};
+  allReduce.group = {"pp"};
+  allReduce.stream = 1;
+  // Channel 1's send, then channel 2's receive (another stream): two
+  // groups. Channel 1's next send opens a third, which the all-reduce
+  // closes before it runs.
+  p.instructions = {transfer(InstructionKind::Send, 0, 1, 1),
+                    transfer(InstructionKind::Recv, 1, 2, 2),
+                    transfer(InstructionKind::Send, 2, 3, 1), allReduce};
+  auto device = makeCpuDevice(512);
+  RecordingCommunicator comm;
+  BoundProgram bound(p, *device, comm, 0);
+  bound.run({});
+  EXPECT_EQ(comm.calls, "[ send1@1 ] [ recv2@2 ] [ send3@1 ]");
 }
 
 } // namespace

@@ -1,0 +1,184 @@
+"""Qwen2 and Mistral against `transformers` itself (docs/models.md).
+
+For each case — Qwen2 (q/k/v biases, tied head, RoPE base 10⁶), Mistral
+without a window (sliding_window null), and Mistral whose window (6 keys)
+is shorter than the sequence (16) — a transformers model with random
+weights is saved as a Hugging Face directory and compiled from its
+config.json alone (`llmc compile --config`, the family from model_type),
+and:
+
+  * HF -> llmc -> HF is bit-exact (`--steps 0 --ckpt-dir`, `export-hf`)
+    with the config keys that change the model (sliding_window,
+    use_sliding_window) written back, and transformers loads the export;
+  * llmc's logits on a batch equal transformers' (eval mode, fp32) within
+    TOL relative to the largest logit;
+  * the first training loss equals transformers' loss on that batch
+    within TOL, on one rank and under tensor parallelism (`--mesh tp=2`,
+    two ranks), and the loss then falls;
+  * with the window, `llmc generate` (paged KV cache, prompts and new
+    tokens past the window) samples each token from transformers' logits
+    of the whole sequence recomputed without a cache (TOL), and its greedy
+    tokens are transformers' `generate`.
+
+Run by run_hf_families.sh with the venv's python; no network, no
+downloaded models.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import torch
+import transformers
+from safetensors.torch import load_file
+
+from hf_generate import NEW_TOKENS, PROMPTS, generate, relative
+
+TOL = 1e-4
+SEQ, BATCH = 16, 4
+
+
+def run(*cmd):
+    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
+
+
+def hf_model(family, **extra):
+    """A random 2-layer model of `family` (vocabulary 257, width 64, 4 query
+    and 2 key/value heads) with noise on every parameter, so a misplaced
+    bias or norm weight shows."""
+    torch.manual_seed(4321)
+    common = dict(vocab_size=257, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                  rms_norm_eps=1e-6, attn_implementation="eager")
+    if family == "qwen2":
+        config = transformers.Qwen2Config(rope_theta=1e6, tie_word_embeddings=True, **common,
+                                          **extra)
+        model = transformers.Qwen2ForCausalLM(config)
+    else:
+        config = transformers.MistralConfig(rope_theta=10000.0, tie_word_embeddings=False,
+                                            **common, **extra)
+        model = transformers.MistralForCausalLM(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return model
+
+
+def first_loss(args, artifact, hf_dir, work, name, ranks=1):
+    """Training losses of 3 steps from the HF weights (step 1: batch 0)."""
+    metrics = os.path.join(work, name + ".jsonl")
+    cmd = [os.path.join(args.bin, "llmc-run"), artifact, "--weights", hf_dir, "--steps", "3",
+           "--metrics", metrics, "--data", args.data, "--quiet"]
+    if ranks > 1:
+        cmd = [args.mpirun, "-np", str(ranks), "--bind-to", "none"] + cmd
+    run(*cmd)
+    return [json.loads(line)["loss"] for line in open(metrics)]
+
+
+def check_generate(name, model, hf_dir, work, args):
+    """Greedy generation through the windowed paged cache against
+    transformers; returns the worst relative logit error."""
+    artifact = os.path.join(work, "gen.llmc")
+    run(os.path.join(args.bin, "llmc"), "compile", "--config", os.path.join(hf_dir, "config.json"),
+        "--inference", "max-batch=3,max-context=32,page=4,chunk=8", "-o", artifact)
+    worst = 0.0
+    for prompt, (tokens, logits) in zip(PROMPTS, generate(args, artifact, hf_dir, PROMPTS, work,
+                                                          "generate")):
+        with torch.no_grad():
+            ref = model(torch.tensor([prompt + tokens]), use_cache=False).logits[0, len(prompt) - 1:-1]
+            want = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS,
+                                  do_sample=False, pad_token_id=0)[0, len(prompt):].tolist()
+        worst = max(worst, relative(logits, ref))
+        assert tokens == want, f"{name} prompt {prompt}: {tokens} vs transformers' {want}"
+    assert worst <= TOL, f"{name}: generated logits differ by {worst:.3g} (> {TOL})"
+    return worst
+
+
+def check(name, family, args, **extra):
+    work = os.path.join(args.work, name)
+    os.makedirs(work, exist_ok=True)
+    hf_in, hf_out = os.path.join(work, "hf"), os.path.join(work, "hf-out")
+    model = hf_model(family, **extra).eval()
+    model.save_pretrained(hf_in, safe_serialization=True)
+    llmc, llmc_run = os.path.join(args.bin, "llmc"), os.path.join(args.bin, "llmc-run")
+    compile_args = ["--config", os.path.join(hf_in, "config.json"), "--set", f"seq_len={SEQ}",
+                    "--set", f"batch_size={BATCH}", "--lr", "1e-3", "--warmup", "0",
+                    "--lr-schedule", "constant"]
+    artifact, tp_artifact = os.path.join(work, "m.llmc"), os.path.join(work, "tp2.llmc")
+    run(llmc, "compile", *compile_args, "-o", artifact)
+    run(llmc, "compile", *compile_args, "--mesh", "tp=2", "-o", tp_artifact)
+
+    # HF -> llmc checkpoint -> HF, and the logits of batch 0.
+    ck, dump = os.path.join(work, "ck"), os.path.join(work, "logits.safetensors")
+    run(llmc_run, artifact, "--weights", hf_in, "--steps", "0", "--ckpt-dir", ck,
+        "--dump-logits", dump, "--data", args.data, "--quiet")
+    run(llmc, "export-hf", ck, artifact, "-o", hf_out)
+    before, after = load_file(os.path.join(hf_in, "model.safetensors")), load_file(
+        os.path.join(hf_out, "model.safetensors"))
+    assert sorted(before) == sorted(after), (sorted(before), sorted(after))
+    for key in before:
+        assert torch.equal(before[key], after[key]), f"{name}: {key} differs after the round trip"
+    config_in, config_out = (json.load(open(os.path.join(d, "config.json")))
+                             for d in (hf_in, hf_out))
+    for key in ("model_type", "sliding_window", "use_sliding_window", "tie_word_embeddings",
+                "rope_theta"):
+        if key in config_out:
+            assert config_in.get(key) == config_out[key], (key, config_in.get(key),
+                                                           config_out[key])
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(
+        hf_out, torch_dtype=torch.float32, attn_implementation="eager").eval()
+
+    got = load_file(dump)
+    tokens, targets, logits = got["tokens"].long(), got["targets"].long(), got["logits"]
+    assert tokens.shape == (BATCH, SEQ), tokens.shape
+    with torch.no_grad():
+        ref = model(tokens, use_cache=False).logits
+        again = reloaded(tokens, use_cache=False).logits
+        ref_loss = torch.nn.functional.cross_entropy(ref.reshape(-1, ref.shape[-1]),
+                                                     targets.reshape(-1)).item()
+    assert torch.equal(ref, again), f"{name}: the exported model computes other logits"
+    err = (logits - ref).abs().max().item() / ref.abs().max().item()
+    assert err <= TOL, f"{name}: logits differ by {err:.3g} relative (> {TOL})"
+    if getattr(model.config, "sliding_window", None) and model.config.sliding_window < SEQ:
+        # The window must matter on this batch, or the check proves nothing.
+        model.config.sliding_window = None
+        with torch.no_grad():
+            unwindowed = model(tokens, use_cache=False).logits
+        model.config.sliding_window = extra["sliding_window"]
+        gap = (unwindowed - ref).abs().max().item() / ref.abs().max().item()
+        assert gap > 100 * TOL, f"{name}: the window changes the logits by only {gap:.3g}"
+
+    losses = first_loss(args, artifact, hf_in, work, "train")
+    tp_losses = first_loss(args, tp_artifact, hf_in, work, "train-tp2", ranks=2)
+    for label, ls in (("1 rank", losses), ("tp=2", tp_losses)):
+        loss_err = abs(ls[0] - ref_loss) / ref_loss
+        assert loss_err <= TOL, f"{name} ({label}): first loss {ls[0]} vs transformers {ref_loss}"
+        assert ls[-1] < ls[0], f"{name} ({label}): loss did not fall: {ls}"
+    generated = ""
+    if extra.get("sliding_window"):
+        worst = check_generate(name, model, hf_in, work, args)
+        generated = (f"; {len(PROMPTS)} prompts x {NEW_TOKENS} greedy tokens as transformers', "
+                     f"logits max rel err {worst:.2e} against recompute")
+    print(f"{name}: {len(before)} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
+          f"{err:.2e}; first loss {losses[0]:.6f} (tp=2 {tp_losses[0]:.6f}) vs transformers "
+          f"{ref_loss:.6f}{generated}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--mpirun", required=True)
+    args = p.parse_args()
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    torch.set_num_threads(2)
+    check("qwen2", "qwen2", args)
+    check("mistral", "mistral", args, sliding_window=None)
+    check("mistral-window", "mistral", args, sliding_window=6)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
