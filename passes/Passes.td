@@ -343,7 +343,7 @@ def FSDP : Pass<"llmc-fsdp", "mlir::ModuleOp"> {
     again; with `keep-gathered` each parameter is gathered once per step and
     kept for every microbatch (one gather instead of one per microbatch and
     phase, the stage's full parameters alive for the whole step). Under
-    pipeline stages llmc-pipeline-stages moves each gather into the action
+    pipeline stages llmc-pipeline-parallel moves each gather into the action
     that uses it.
   }];
   let options = [
@@ -393,7 +393,7 @@ def Recompute : Pass<"llmc-recompute", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }
 
-def PipelineStages : Pass<"llmc-pipeline-stages", "mlir::ModuleOp"> {
+def PipelineParallel : Pass<"llmc-pipeline-parallel", "mlir::ModuleOp"> {
   let summary = "Splits the training step into pipeline stages with a microbatch schedule";
   let description = [{
     With a `pp` axis of size p in the mesh: the layers are cut into p·v

@@ -189,11 +189,11 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm, const CompileOption
     add(createFSDP(fsdp));
   }
   if (!options.mesh.empty()) {
-    PipelineStagesOptions stages;
+    PipelineParallelOptions stages;
     stages.schedule = options.pipelineSchedule;
     stages.virtualStages = options.virtualStages;
     stages.stageLayout = options.stageLayout;
-    add(createPipelineStages(stages));
+    add(createPipelineParallel(stages));
     BucketGradientsOptions buckets;
     buckets.bucketBytes = options.gradBucketBytes;
     add(createBucketGradients(buckets));

@@ -7,7 +7,7 @@
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 microbatches=1 pipeline-schedule=naive stage-layout=3,1 emit=train" | FileCheck %s --check-prefix=LAYOUT
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 microbatches=2" | FileCheck %s --check-prefix=EXEC
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 pipeline-schedule=fast" 2>&1 | FileCheck %s --check-prefix=KIND-OPTION
-// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=pp=2" --llmc-autodiff --llmc-optimizer --llmc-pipeline-stages="schedule=fast" 2>&1 | FileCheck %s --check-prefix=KIND
+// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=pp=2" --llmc-autodiff --llmc-optimizer --llmc-pipeline-parallel="schedule=fast" 2>&1 | FileCheck %s --check-prefix=KIND
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=8" 2>&1 | FileCheck %s --check-prefix=LAYERS
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 stage-layout=2,1" 2>&1 | FileCheck %s --check-prefix=BADLAYOUT
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=pp=2 microbatches=3 pipeline-schedule=interleaved virtual-stages=2" 2>&1 | FileCheck %s --check-prefix=MULTIPLE

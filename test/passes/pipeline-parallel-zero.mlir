@@ -1,4 +1,4 @@
-// ZeRO-2 and ZeRO-3 under pipeline stages (llmc-pipeline-stages after
+// ZeRO-2 and ZeRO-3 under pipeline stages (llmc-pipeline-parallel after
 // llmc-optimizer and llmc-fsdp). A stage sums each parameter's whole
 // gradient over its microbatches and reduce-scatters it once, as soon as
 // its last microbatch's backward has made it (an op of no action, with no

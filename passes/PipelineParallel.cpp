@@ -1,4 +1,4 @@
-//===- PipelineStages.cpp - pipeline stages with a microbatch schedule ---===//
+//===- PipelineParallel.cpp - pipeline stages with a microbatch schedule --===//
 //
 // Runs on the whole single-program training step (after autodiff, the
 // optimizer and data/tensor sharding) and splits it over the `pp` axis:
@@ -47,7 +47,7 @@
 #include <sstream>
 
 namespace llmc {
-#define GEN_PASS_DEF_PIPELINESTAGES
+#define GEN_PASS_DEF_PIPELINEPARALLEL
 #include "passes/Passes.h.inc"
 } // namespace llmc
 
@@ -695,8 +695,8 @@ LogicalResult Splitter::emitStage(int s, ModuleOp into) {
 
 namespace {
 
-struct PipelineStagesPass : llmc::impl::PipelineStagesBase<PipelineStagesPass> {
-  using PipelineStagesBase::PipelineStagesBase;
+struct PipelineParallelPass : llmc::impl::PipelineParallelBase<PipelineParallelPass> {
+  using PipelineParallelBase::PipelineParallelBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
