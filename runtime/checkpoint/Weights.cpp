@@ -388,12 +388,6 @@ void WeightsInPlace::placeIn(Arena &arena) const {
   for (const Range &r : ranges) arena.placeOutside(r.offset, r.bytes, r.data);
 }
 
-size_t WeightsInPlace::bytes() const {
-  size_t total = 0;
-  for (const Range &r : ranges) total += r.bytes;
-  return total;
-}
-
 WeightsLoaded initializeFromWeights(const std::string &path, const Artifact &artifact,
                                     const Arena &arena, uint64_t seed, int rank,
                                     WeightsInPlace *inPlace) {

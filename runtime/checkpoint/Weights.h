@@ -51,7 +51,6 @@ struct WeightsInPlace {
   std::vector<std::shared_ptr<const void>> files;
   /// Places every range outside `arena`.
   void placeIn(Arena &arena) const;
-  size_t bytes() const;
 };
 
 /// Sets every parameter of this rank (and its master copy, when the

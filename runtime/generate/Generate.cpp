@@ -255,7 +255,7 @@ private:
                   << (inPlace.ranges.empty()
                           ? std::string()
                           : " (" + std::to_string(inPlace.ranges.size()) + " read in place, " +
-                                formatBytes(inPlace.bytes()) + ")")
+                                formatBytes(arena.bytesOutside()) + ")")
                   << "\n";
     } else {
       initializeParameters(rt.artifact, arena, seed, rt.rank);

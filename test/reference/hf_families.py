@@ -20,7 +20,7 @@ and:
     of the whole sequence recomputed without a cache (TOL), and its greedy
     tokens are transformers' `generate`.
 
-Run by run_hf_families.sh with the venv's python; no network, no
+Run by run_hf.sh with the venv's python; no network, no
 downloaded models.
 """
 import argparse

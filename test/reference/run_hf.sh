@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Hugging Face interop against transformers (test/reference/hf_interop.py):
-# round trip, logits and first training loss for GPT-2 and Llama. Exit 77
-# (ctest: skipped) when the venv scripts/setup-hf.sh makes is missing.
+# Runs one of the checks against Hugging Face's libraries in this
+# directory (hf_interop.py, hf_tokenizer.py, hf_generate.py,
+# hf_families.py) with the venv scripts/setup-hf.sh makes, in a fresh work
+# directory. Exit 77 (ctest: skipped) when the venv is missing.
+#
+# Usage: run_hf.sh <script.py> <bin> <venv> <work> [script arguments...]
 set -euo pipefail
-BIN=$1; VENV=$2; SRC=$3; WORK=$4
-if ! "$VENV/bin/python" -c "import transformers, safetensors, torch" 2>/dev/null; then
+SCRIPT=$1; BIN=$2; VENV=$3; WORK=$4
+shift 4
+if ! "$VENV/bin/python" -c "import transformers, tokenizers, safetensors, torch" 2>/dev/null; then
   echo "SKIP: no transformers venv at $VENV (scripts/setup-hf.sh installs one)"
   exit 77
 fi
 rm -rf "$WORK" && mkdir -p "$WORK"
-export OMP_WAIT_POLICY=PASSIVE
-"$VENV/bin/python" "$SRC/test/reference/hf_interop.py" --bin "$BIN" --work "$WORK" \
-  --data "$SRC/data/tinytales.txt"
+export OMP_WAIT_POLICY=PASSIVE TRANSFORMERS_VERBOSITY=error TOKENIZERS_PARALLELISM=false
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+cd "$(dirname "${BASH_SOURCE[0]}")"
+"$VENV/bin/python" -W ignore "$SCRIPT" --bin "$BIN" --work "$WORK" "$@"

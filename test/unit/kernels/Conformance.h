@@ -101,6 +101,14 @@ struct KernelCall {
   size_t output(DType dtype, std::vector<int64_t> shape) {
     return output(Buffer(dtype, std::move(shape)));
   }
+  /// Adds an output of `dtype` and `shape`, or, `inPlace`, names input
+  /// `input` as the output: the kernel writes over it.
+  size_t outputMaybeInPlace(bool inPlace, size_t input, DType dtype, std::vector<int64_t> shape) {
+    if (!inPlace)
+      return output(dtype, std::move(shape));
+    outputs.push_back(input);
+    return input;
+  }
 };
 
 /// A named call of one kernel.

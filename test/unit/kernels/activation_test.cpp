@@ -103,10 +103,7 @@ ConformanceCase dropoutCase(DType dtype, const std::vector<int64_t> &shape, doub
   return {"dropout", label, [=] {
             KernelCall k;
             size_t x = k.input(randomTensor(shape, seed), dtype);
-            if (inPlace)
-              k.outputs.push_back(x);
-            else
-              k.output(dtype, shape);
+            k.outputMaybeInPlace(inPlace, x, dtype, shape);
             k.attrs = attrs({{"rate", rate}}, {{"seed", 1234}});
             k.step = step;
             k.reference = [rate, step](const std::vector<RefTensor> &in) {

@@ -52,10 +52,7 @@ ConformanceCase broadcastCase(const std::string &name, DType dtype, const Broadc
             KernelCall k;
             size_t lhs = k.input(randomTensor(c.lhs, seed), dtype);
             k.input(randomTensor(c.rhs, seed + 1), dtype);
-            if (inPlace)
-              k.outputs.push_back(lhs);
-            else
-              k.output(dtype, c.lhs);
+            k.outputMaybeInPlace(inPlace, lhs, dtype, c.lhs);
             auto fn = referenceOf(name);
             k.reference = [fn](const std::vector<RefTensor> &in) {
               return std::vector<RefTensor>{fn(in[0], in[1])};
@@ -71,10 +68,7 @@ ConformanceCase scaleCase(DType dtype, const std::vector<int64_t> &shape, double
   return {"scale", label, [=] {
             KernelCall k;
             size_t x = k.input(randomTensor(shape, seed), dtype);
-            if (inPlace)
-              k.outputs.push_back(x);
-            else
-              k.output(dtype, shape);
+            k.outputMaybeInPlace(inPlace, x, dtype, shape);
             k.attrs = attrs({{"factor", factor}});
             k.reference = [factor](const std::vector<RefTensor> &in) {
               return std::vector<RefTensor>{ref::scale(in[0], factor)};
@@ -109,10 +103,7 @@ ConformanceCase sqrtCase(const std::vector<int64_t> &shape, bool inPlace, uint64
             for (double &v : values.data) v = std::abs(v);
             values.data[0] = 0.0;
             size_t x = k.input(values, DType::F32);
-            if (inPlace)
-              k.outputs.push_back(x);
-            else
-              k.output(DType::F32, shape);
+            k.outputMaybeInPlace(inPlace, x, DType::F32, shape);
             k.reference = [](const std::vector<RefTensor> &in) {
               RefTensor out = in[0];
               for (double &v : out.data) v = std::sqrt(v);

@@ -451,10 +451,7 @@ ConformanceCase multiTensorAdamwCase(const MultiSetting &s, int variant, uint64_
           k.input(RefTensor{{}, {s.lossScale}}, DType::F32);
         for (const std::vector<size_t> *state : {&p, &m, &v})
           for (size_t i = 0; i < n; ++i)
-            if (inPlace)
-              k.outputs.push_back((*state)[i]);
-            else
-              k.output(s.specs[i].param, s.specs[i].shape);
+            k.outputMaybeInPlace(inPlace, (*state)[i], s.specs[i].param, s.specs[i].shape);
         for (const TensorSpec &t : s.specs)
           if (t.castTo)
             k.output(*t.castTo, t.shape);

@@ -250,10 +250,7 @@ ConformanceCase kvCacheWriteCase(const std::string &label, DType cacheType, DTyp
             k.input(randomTensor(freshShape, seed + 1), freshType);
             k.input(table, indexType);
             k.input(positions, indexType);
-            if (inPlace)
-              k.outputs.push_back(cache);
-            else
-              k.output(cacheType, pool);
+            k.outputMaybeInPlace(inPlace, cache, cacheType, pool);
             k.reference = [cacheType](const std::vector<RefTensor> &in) {
               return std::vector<RefTensor>{
                   roundTo(ref::kvCacheWrite(in[0], in[1], in[2], in[3]), cacheType)};

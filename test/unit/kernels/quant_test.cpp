@@ -698,10 +698,7 @@ std::vector<ConformanceCase> emaCases() {
                              state.data[2 * g] = state.data[2 * g + 1] = 0.0;
                            size_t stateIndex = k.input(state, DType::F32);
                            k.input(observed, DType::F32);
-                           if (inPlace)
-                             k.outputs.push_back(stateIndex);
-                           else
-                             k.output(DType::F32, {groups, 2});
+                           k.outputMaybeInPlace(inPlace, stateIndex, DType::F32, {groups, 2});
                            k.attrs = attrs({{"momentum", momentum}});
                            k.reference = [momentum](const std::vector<RefTensor> &in) {
                              return std::vector<RefTensor>{ref::quantEma(in[0], in[1], momentum)};
