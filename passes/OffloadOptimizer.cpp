@@ -190,7 +190,7 @@ private:
   }
 
   /// The host copy of device value `v`, copied right after the last write of
-  /// its bytes before `user` (the program's start when nothing wrote them).
+  /// its bytes before `user` (after its declaration when nothing wrote them).
   Value stageDown(Value v, Operation *user) {
     Range r = deviceAt.lookup(v);
     for (auto &[range, copy] : staged)
@@ -199,26 +199,17 @@ private:
         return copy;
     OpBuilder b(user);
     Value copy = hostBuffer(user->getLoc(), cast<MemRefType>(v.getType()), b);
-    Operation *after = nullptr;
+    Operation *after = v.getDefiningOp();
     for (auto &[range, writer] : llvm::reverse(writers))
       if (range.overlaps(r)) {
-        after = writer;
+        if (after->isBeforeInBlock(writer))
+          after = writer;
         break;
       }
-    if (after)
-      b.setInsertionPointAfter(after);
-    else
-      b.setInsertionPoint(firstInstruction());
+    b.setInsertionPointAfter(after);
     exec::KernelOp::create(b, user->getLoc(), "copy_to_host", ValueRange{v}, ValueRange{copy});
     staged.push_back({r, copy});
     return copy;
-  }
-
-  Operation *firstInstruction() {
-    for (Operation &op : program.getBody().front())
-      if (!isa<exec::BufferOp>(op))
-        return &op;
-    return nullptr;
   }
 
   /// Runs `kernel` on the host: device inputs are staged down, device

@@ -81,8 +81,9 @@ void printHostTraffic(const ProgramInfo &p, std::ostream &os) {
       up += p.buffers[inst.inputs[0]].bytes();
   }
   if (onHost || down || up)
-    os << "  " << std::setw(12) << "" << "  " << onHost << " kernels on the host; copied "
-       << formatBytes(down) << " to the host, " << formatBytes(up) << " to the device\n";
+    os << "  " << std::setw(12) << "" << "  on the host: " << onHost
+       << (onHost == 1 ? " kernel" : " kernels") << "; copied " << formatBytes(down)
+       << " to the host, " << formatBytes(up) << " to the device\n";
 }
 
 /// How a training artifact trains: precision, optimizer, adapters,
