@@ -207,7 +207,11 @@ private:
         break;
       }
     b.setInsertionPointAfter(after);
-    exec::KernelOp::create(b, user->getLoc(), "copy_to_host", ValueRange{v}, ValueRange{copy});
+    auto down =
+        exec::KernelOp::create(b, user->getLoc(), "copy_to_host", ValueRange{v}, ValueRange{copy});
+    // Traces show the copy as part of the step's action that made the value.
+    if (Attribute action = after->getAttr(exec::kActionAttr))
+      down->setAttr(exec::kActionAttr, action);
     staged.push_back({r, copy});
     return copy;
   }
@@ -241,6 +245,8 @@ private:
       out = host;
       auto up = exec::KernelOp::create(after, kernel.getLoc(), "copy_to_device", ValueRange{host},
                                        ValueRange{device});
+      if (Attribute action = kernel->getAttr(exec::kActionAttr))
+        up->setAttr(exec::kActionAttr, action);
       after.setInsertionPointAfter(up);
       llvm::erase_if(staged, [&](auto &entry) { return entry.first.overlaps(r); });
       writers.push_back({r, up});
