@@ -85,10 +85,13 @@ LogicalResult BufferOp::verify() {
                << kHostBytesAttr << "'";
       int64_t begin = host ? arena.getInt() : 0,
               end = host ? arena.getInt() + hostBytes.getInt() : arena.getInt();
-      if (offset < begin || offset + bufferBytes(type) > end)
+      if (host && (offset < begin || offset + bufferBytes(type) > end))
         return emitOpError("bytes [") << offset << ", " << offset + bufferBytes(type)
-                                      << ") exceed the " << (host ? "host space [" : "arena [")
-                                      << begin << ", " << end << ")";
+                                      << ") exceed the host space [" << begin << ", " << end
+                                      << ")";
+      if (!host && offset + bufferBytes(type) > end)
+        return emitOpError("bytes [") << offset << ", " << offset + bufferBytes(type)
+                                      << ") exceed the arena of " << end << " bytes";
     }
   if (getName() && getName()->empty())
     return emitOpError("name must not be empty");

@@ -308,7 +308,7 @@ module attributes {exec.arena_bytes = 64 : i64, exec.host_bytes = 64 : i64} {
     %d = exec.buffer offset 0 : memref<4xf32>
     %h = exec.buffer offset 64 {exec.host_space} : memref<4xf32>
     // expected-error @+1 {{output 0 is in device memory, but 'copy_to_host' writes host memory}}
-    exec.kernel "copy_to_host" (%h : memref<4xf32>) -> (%d : memref<4xf32>)
+    exec.kernel "copy_to_host" (%d : memref<4xf32>) -> (%d : memref<4xf32>)
   }
 }
 
