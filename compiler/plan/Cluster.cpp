@@ -29,8 +29,14 @@ constexpr double kNvlinkEfficiency = 0.80;
 /// which collectives get kNvlinkEfficiency; a DGX node has one InfiniBand
 /// port per GPU (A100: HDR 200 Gb/s, H100 and H200: NDR 400 Gb/s). Peaks are dense bf16 tensor-core rates (no
 /// sparsity), from NVIDIA's datasheets.
+///
+/// Host side (ZeRO-Offload, nominal datasheet rates): each GPU's PCIe x16
+/// link, per direction (Gen4 on A100: 32 GB/s; Gen5 on H100 and H200: 64
+/// GB/s), and the node's two CPUs' memory (DGX A100: 2 × AMD EPYC 7742, 8
+/// channels of DDR4-3200 each, 409.6 GB/s; DGX H100/H200: 2 × Xeon
+/// Platinum 8480C, 8 channels of DDR5-4800 each, 614.4 GB/s).
 Cluster dgx(const std::string &name, double memoryGiB, double tflops, double hbm, double nvlink,
-            double ib) {
+            double ib, double pcie, double hostMemory) {
   Cluster c;
   c.name = name;
   c.nodeSize = 8;
@@ -45,6 +51,8 @@ Cluster dgx(const std::string &name, double memoryGiB, double tflops, double hbm
   c.interLatency = 10e-6;
   // Launching one kernel of a captured graph, plus its tail.
   c.kernelOverhead = 2e-6;
+  c.hostLinkBandwidth = pcie * 1e9;
+  c.hostMemoryBandwidth = hostMemory * 1e9;
   c.efficiency.tiles = largeGemmTiles();
   return c;
 }
@@ -64,7 +72,7 @@ Cluster preset(const std::string &name, bool &found) {
   found = true;
   if (name == "dgx-a100") {
     // A100 SXM4 80GB: 108 SMs, 2.039 TB/s HBM2e.
-    Cluster c = dgx(name, 80, 312, 2.039, 300, 200);
+    Cluster c = dgx(name, 80, 312, 2.039, 300, 200, 32, 409.6);
     c.deviceName = "A100 SXM4 80GB";
     c.efficiency.sms = 108;
     // The maximum achievable bf16 matmul rate measured on an A100 SXM
@@ -82,7 +90,7 @@ Cluster preset(const std::string &name, bool &found) {
   }
   if (name == "dgx-h100") {
     // H100 SXM5 80GB: 132 SMs, 3.35 TB/s HBM3.
-    Cluster c = dgx(name, 80, 989, 3.35, 450, 400);
+    Cluster c = dgx(name, 80, 989, 3.35, 450, 400, 64, 614.4);
     c.deviceName = "H100 SXM5 80GB";
     c.efficiency.sms = 132;
     // The maximum achievable bf16 matmul rate measured on an H100 SXM
@@ -96,7 +104,7 @@ Cluster preset(const std::string &name, bool &found) {
   if (name == "dgx-h200") {
     // H200 141GB: the H100's 132 SMs and peak, 4.8 TB/s HBM3e; the device
     // reports about 139 GiB.
-    Cluster c = dgx(name, 139, 989, 4.8, 450, 400);
+    Cluster c = dgx(name, 139, 989, 4.8, 450, 400, 64, 614.4);
     c.deviceName = "H200 141GB";
     c.efficiency.sms = 132;
     // cuBLASLt's bf16 8192³ product, measured on an H200 with llmc's
@@ -187,6 +195,8 @@ std::string validate(const Cluster &c) {
       return error;
   if (c.intraLatency < 0 || c.interLatency < 0 || c.kernelOverhead < 0)
     return "latencies and the kernel overhead cannot be negative";
+  if (c.hostLinkBandwidth < 0 || c.hostMemoryBandwidth < 0)
+    return "--host-bw and --host-memory-bw cannot be negative";
   if (std::string bad = validate(c.efficiency); !bad.empty())
     return bad;
   if (c.devices > c.nodeSize && c.devices % c.nodeSize != 0)

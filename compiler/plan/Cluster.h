@@ -39,6 +39,12 @@ struct Cluster {
   double intraLatency = 0;    ///< seconds per message inside a node
   double interLatency = 0;    ///< seconds per message between nodes
   double kernelOverhead = 0;  ///< seconds added to every kernel launch
+  /// Bytes/s one device copies to or from host memory, each direction
+  /// (its PCIe link); 0: unknown, offloading is not searched.
+  double hostLinkBandwidth = 0;
+  /// Bytes/s of a node's host memory, shared by its devices' host-side
+  /// optimizer updates; 0: unknown.
+  double hostMemoryBandwidth = 0;
   /// Whether data-parallel communication runs beside compute (a GPU's
   /// communication stream); false prices every collective as blocking.
   bool overlap = true;

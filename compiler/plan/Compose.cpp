@@ -1,5 +1,6 @@
 //===- Compose.cpp - one layout's memory and step time from probe pieces --===//
 
+#include "compiler/plan/OffloadCost.h"
 #include "compiler/plan/Search.h"
 
 #include "passes/lib/SizeFormat.h"
@@ -8,6 +9,19 @@
 #include <cmath>
 
 namespace llmc::plan {
+
+OffloadTraffic offloadTraffic(const Layout &l, const Piece &stage) {
+  OffloadTraffic t;
+  if (!l.offload)
+    return t;
+  t.downBytes = stage.hostDownBytes;
+  t.upBytes = stage.hostUpBytes;
+  t.updateBytes = stage.hostUpdateBytes;
+  t.stagingBytes = stage.hostStagingBytes;
+  t = t.shard(l.zero, l.dp);
+  t.stateBytes = stage.hostStateBytes(l.zero, l.dp);
+  return t;
+}
 
 bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
                      Prediction &prediction, std::string &why,
@@ -42,7 +56,7 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
   double workspace = pieces.single.otherBytes;
   if (p > 1)
     workspace = std::max({workspace, pieces.first.otherBytes, pieces.last.otherBytes});
-  double largest = 0;
+  double largest = 0, largestHost = 0;
   if (stageMemory)
     stageMemory->clear();
   for (int64_t s = 0; s < p; ++s) {
@@ -64,10 +78,12 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
     double bytes = stage[s].persistentBytes(l.zero, l.dp) + activations + gradients + gathered +
                    workspace;
     largest = std::max(largest, bytes);
+    largestHost = std::max(largestHost, offloadTraffic(l, stage[s]).hostBytes());
     if (stageMemory)
       stageMemory->push_back(bytes);
   }
   prediction.memoryBytes = largest;
+  prediction.hostBytes = largestHost;
   if (largest > memoryCap) {
     why = "needs " + formatSize(static_cast<int64_t>(largest)) + " per GPU";
     return false;
@@ -142,9 +158,15 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
                      hidden(at(DpTraffic::EachBackward), B[s])) +
                 hidden(at(DpTraffic::StepBackward), B[s]) + at(DpTraffic::StepAfter);
     }
-    double end = finish[s] + optimizer + exposed;
+    // Offloading: the copies and the host update run in stream order
+    // after the backward, not beside it.
+    OffloadTraffic host = offloadTraffic(l, stage[s]);
+    double offload = offloadSeconds(host, c);
+    double end = finish[s] + optimizer + exposed + offload;
     if (end >= step) {
       step = end;
+      prediction.offloadSeconds = offload;
+      prediction.offload = host;
       exposedWorst = exposed + m * tpComm[s] + p2pTotal;
     }
   }

@@ -27,6 +27,8 @@ std::string Layout::label() const {
   os << " " << (recompute == "selective" ? "sel" : recompute);
   if (recompute == "budget")
     os << "(" << budgetFullLayers << " full)";
+  if (offload)
+    os << " off";
   return os.str();
 }
 
@@ -65,6 +67,8 @@ std::string Layout::compileFlags(const Request &request) const {
   } else if (recompute != "none") {
     os << " --recompute " << recompute;
   }
+  if (offload)
+    os << " --offload optimizer";
   return os.str();
 }
 
@@ -144,6 +148,13 @@ std::string validate(const Request &r) {
   for (const std::string &kind : r.onlySchedule)
     if (!is(kind, {"1f1b", "interleaved", "zero-bubble"}))
       return "--pipeline-schedule: '" + kind + "' is not 1f1b, interleaved or zero-bubble";
+  for (const std::string &choice : r.offload)
+    if (!is(choice, {"none", "optimizer"}))
+      return "--offload: '" + choice + "' is not none or optimizer";
+  if (std::find(r.offload.begin(), r.offload.end(), "optimizer") != r.offload.end() &&
+      !(r.cluster.hostLinkBandwidth > 0 && r.cluster.hostMemoryBandwidth > 0))
+    return "--offload optimizer: the cluster needs --host-bw and --host-memory-bw (a preset "
+           "has them)";
   if (r.maxVirtualStages < 1)
     return "the largest number of virtual stages must be at least 1";
   return "";

@@ -25,6 +25,7 @@
 
 #include "compiler/Compiler.h"
 #include "compiler/plan/Cluster.h"
+#include "compiler/plan/OffloadCost.h"
 
 #include <cstdint>
 #include <string>
@@ -50,6 +51,10 @@ struct Request {
   std::vector<int64_t> onlyTp, onlyPp, onlyZero;
   std::vector<std::string> onlyRecompute, onlySchedule;
   int onlySp = -1; ///< -1 both, 0 off, 1 on
+  /// ZeRO-Offload choices ("none", "optimizer"); empty: offload a layout
+  /// only where it does not fit without (and the cluster's host link is
+  /// known).
+  std::vector<std::string> offload;
 };
 
 struct Layout {
@@ -59,7 +64,8 @@ struct Layout {
   std::string schedule = "1f1b";   ///< 1f1b | interleaved | zero-bubble
   std::string recompute = "none";  ///< none | selective | full | budget
   int64_t budgetFullLayers = 0;    ///< budget: layers per stage recomputed in full
-  std::string label() const;       ///< "tp8 pp16 dp8 z1 sp mbs1 1f1b sel"
+  bool offload = false;            ///< --offload optimizer
+  std::string label() const;       ///< "tp8 pp16 dp8 z1 sp mbs1 1f1b sel off"
   /// The `llmc compile` flags of this layout for `request`.
   std::string compileFlags(const Request &request) const;
 };
@@ -67,6 +73,9 @@ struct Layout {
 struct Prediction {
   Layout layout;
   double memoryBytes = 0;   ///< the largest stage's arena per rank
+  double hostBytes = 0;     ///< offloaded: the largest stage's host memory per rank
+  double offloadSeconds = 0; ///< offloaded: host copies and update per step (in stepSeconds)
+  OffloadTraffic offload;    ///< offloaded: the slowest stage's host traffic per rank
   double stepSeconds = 0;
   double bubble = 0;        ///< idle share of the pipeline
   double commShare = 0;     ///< exposed communication / step
@@ -83,6 +92,8 @@ struct Rejected {
 struct Result {
   std::vector<Prediction> ranked; ///< fitting layouts, fastest first
   std::vector<Rejected> rejected;
+  /// Families that fit only with --offload optimizer, and why not without.
+  std::vector<Rejected> offloadOnly;
   int64_t layoutsSearched = 0;
   int64_t probesCompiled = 0;
   double probeSeconds = 0, searchSeconds = 0;

@@ -27,6 +27,10 @@ Piece Piece::operator+(const Piece &o) const {
   p.activationBytes += o.activationBytes;
   p.gradientBytes += o.gradientBytes;
   p.otherBytes += o.otherBytes;
+  p.hostDownBytes += o.hostDownBytes;
+  p.hostUpBytes += o.hostUpBytes;
+  p.hostUpdateBytes += o.hostUpdateBytes;
+  p.hostStagingBytes += o.hostStagingBytes;
   for (auto &[kind, n] : o.states)
     p.states[kind] += n;
   return p;
@@ -41,6 +45,10 @@ Piece Piece::scaled(double k) const {
   p.activationBytes = activationBytes * k;
   p.gradientBytes = gradientBytes * k;
   p.otherBytes = otherBytes * k;
+  p.hostDownBytes = hostDownBytes * k;
+  p.hostUpBytes = hostUpBytes * k;
+  p.hostUpdateBytes = hostUpdateBytes * k;
+  p.hostStagingBytes = hostStagingBytes * k;
   for (auto &[kind, n] : states)
     p.states[kind] = static_cast<int64_t>(n * k);
   return p;
@@ -48,15 +56,35 @@ Piece Piece::scaled(double k) const {
 
 Piece Piece::operator-(const Piece &o) const { return *this + o.scaled(-1); }
 
-double Piece::persistentBytes(int64_t zero, int64_t dp) const {
+namespace {
+
+/// Bytes per rank of the states `counted` admits, ZeRO-sharded.
+template <typename Admit>
+double stateBytes(const std::map<StateKind, int64_t> &states, int64_t zero, int64_t dp,
+                  Admit counted) {
   double bytes = 0;
   for (auto &[kind, n] : states) {
     auto &[category, rows, rowBytes] = kind;
-    bool sharded = (category == "optim" && zero >= 1) || (category == "param" && zero >= 3);
+    if (!counted(category))
+      continue;
+    bool optimizer = category == "optim" || category == "host_optim";
+    bool sharded = (optimizer && zero >= 1) || (category == "param" && zero >= 3);
     int64_t kept = sharded ? (rows + dp - 1) / dp : rows;
     bytes += n * kept * rowBytes;
   }
   return bytes;
+}
+
+} // namespace
+
+double Piece::persistentBytes(int64_t zero, int64_t dp) const {
+  return stateBytes(states, zero, dp,
+                    [](const std::string &category) { return category != "host_optim"; });
+}
+
+double Piece::hostStateBytes(int64_t zero, int64_t dp) const {
+  return stateBytes(states, zero, dp,
+                    [](const std::string &category) { return category == "host_optim"; });
 }
 
 double Piece::parameterBytes() const {
@@ -131,6 +159,28 @@ std::string meshSpec(int64_t pp, int64_t dp, int64_t tp) {
   return mesh;
 }
 
+double memrefBytes(Value v) {
+  auto type = cast<MemRefType>(v.getType());
+  return type.getNumElements() * type.getElementTypeBitWidth() / 8.0;
+}
+
+/// --offload optimizer's copies each way and the bytes the host kernels
+/// read and write, over the whole step.
+void countHostTraffic(exec::ProgramOp program, Piece &piece) {
+  program.walk([&](exec::KernelOp kernel) {
+    StringRef name = kernel.getCallee();
+    if (name == "copy_to_host" || name == "copy_to_device") {
+      double bytes = 0;
+      for (Value v : kernel.getInputs())
+        bytes += memrefBytes(v);
+      (name == "copy_to_host" ? piece.hostDownBytes : piece.hostUpBytes) += bytes;
+    } else if (kernel->hasAttr(exec::kOnHostAttr)) {
+      for (Value v : kernel->getOperands())
+        piece.hostUpdateBytes += memrefBytes(v);
+    }
+  });
+}
+
 int64_t planValue(DictionaryAttr plan, StringRef key) {
   if (!plan)
     return 0;
@@ -151,6 +201,7 @@ CompileOptions layoutOptions(const Request &request, const Layout &layout) {
   o.pipelineSchedule = layout.schedule;
   o.virtualStages = layout.virtualStages;
   o.recompute = layout.recompute == "budget" ? "none" : layout.recompute;
+  o.offload = layout.offload ? "optimizer" : "none";
   return o;
 }
 
@@ -222,6 +273,7 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
   layout.microbatchSize = key.microbatchSize;
   layout.microbatches = std::max(stages, key.microbatches);
   layout.recompute = key.recompute;
+  layout.offload = key.offload;
   OwningOpRef<ModuleOp> module =
       compile(layoutOptions(request, layout), layers, key.microbatchSize, error);
   if (!module)
@@ -265,6 +317,8 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
                           : 1;
     double peak = planValue(plan, "peak"), activation = planValue(plan, "activation"),
            gradient = planValue(plan, "grad");
+    piece.hostStagingBytes =
+        planValue(memory, "host") - planValue(memory, "host_optimizer_state");
     piece.activationBytes = activation / inFlight;
     piece.gradientBytes = gradient;
     piece.otherBytes = peak - activation - gradient;
@@ -279,8 +333,12 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
       auto type = cast<MemRefType>(buffer.getType());
       int64_t rows = type.getRank() ? type.getDimSize(0) : 1;
       double bytes = type.getNumElements() * type.getElementTypeBitWidth() / 8.0;
-      piece.states[{category.str(), rows, rows ? bytes / rows : 0}] += 1;
+      std::string kind = category.str();
+      if (buffer->hasAttr(exec::kHostSpaceAttr))
+        kind = "host_" + kind;
+      piece.states[{kind, rows, rows ? bytes / rows : 0}] += 1;
     });
+    countHostTraffic(train, piece);
     out.push_back(std::move(piece));
     ++stageIndex;
   }

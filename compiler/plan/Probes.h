@@ -32,6 +32,7 @@ namespace llmc::plan {
 /// category, dim 0 (what ZeRO shards) and bytes per row. Pieces count how
 /// many tensors of each kind they hold, so subtracting probes subtracts
 /// tensors without relying on names.
+/// Offloaded optimizer state has category "host_optim".
 using StateKind = std::tuple<std::string, int64_t, double>;
 
 /// A piece of a stage: per microbatch (F, B, W) and per step (S) work, and
@@ -42,13 +43,19 @@ struct Piece {
   double gradientBytes = 0;   ///< live at the arena peak (one microbatch)
   double otherBytes = 0;      ///< workspace, inputs, outputs at the peak
   double savedPerLayer = 0;   ///< the plan's saved bytes of one layer, one microbatch
+  /// --offload optimizer, per step: bytes copied to the host and back, and
+  /// the bytes the host kernels touch (OffloadCost.h); the host memory
+  /// planned beside the optimizer state (staging copies).
+  double hostDownBytes = 0, hostUpBytes = 0, hostUpdateBytes = 0, hostStagingBytes = 0;
   std::map<StateKind, int64_t> states; ///< kind → count
   Piece operator-(const Piece &o) const;
   Piece operator+(const Piece &o) const;
   Piece scaled(double k) const; ///< k layers (states repeated k times)
-  /// Persistent bytes per rank with ZeRO `zero` over `dp` ranks (dim 0
-  /// padded to a multiple of dp, as the ZeRO passes do).
+  /// Persistent bytes per rank in the device arena with ZeRO `zero` over
+  /// `dp` ranks (dim 0 padded to a multiple of dp, as the ZeRO passes do).
   double persistentBytes(int64_t zero, int64_t dp) const;
+  /// Optimizer state per rank kept in host memory (--offload optimizer).
+  double hostStateBytes(int64_t zero, int64_t dp) const;
   double parameterBytes() const; ///< unsharded, this rank's tp shard
 };
 
@@ -83,9 +90,10 @@ struct ProbeKey {
   /// 1, or 2 for layouts with several microbatches: then the plans hold
   /// the gradient accumulators that live through the step.
   int64_t microbatches = 1;
+  bool offload = false; ///< compiled with --offload optimizer
   bool operator<(const ProbeKey &o) const {
-    return std::tie(tp, sp, microbatchSize, recompute, microbatches) <
-           std::tie(o.tp, o.sp, o.microbatchSize, o.recompute, o.microbatches);
+    return std::tie(tp, sp, microbatchSize, recompute, microbatches, offload) <
+           std::tie(o.tp, o.sp, o.microbatchSize, o.recompute, o.microbatches, o.offload);
   }
 };
 

@@ -91,6 +91,12 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
     if (isa<exec::ProgramOp, exec::BufferOp>(op))
       return;
     Cost cost;
+    // --offload optimizer's host kernels and copies are priced per step
+    // from their bytes (OffloadCost.h), not as device kernels.
+    if (auto kernel = dyn_cast<exec::KernelOp>(op);
+        kernel && (kernel->hasAttr(exec::kOnHostAttr) || kernel.getCallee() == "copy_to_host" ||
+                   kernel.getCallee() == "copy_to_device"))
+      return;
     if (isa<exec::KernelOp>(op)) {
       cost.computeSeconds = kernelSeconds(op, cluster, fp32MatmulScale);
       cost.flops = kernelFlops(op);

@@ -5,6 +5,7 @@
 #include "passes/lib/SizeFormat.h"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 namespace llmc::plan {
@@ -74,7 +75,7 @@ bool Search::evaluate(const Layout &l, Prediction &prediction, std::string &why,
     return false;
   int64_t k = shape.layers / l.pp;
   ProbeKey key{l.tp, l.sp, l.microbatchSize, l.recompute == "budget" ? "none" : l.recompute,
-               l.microbatches > 1 ? 2 : 1};
+               l.microbatches > 1 ? 2 : 1, l.offload};
   const Pieces *pieces = probes.get(key, l.pp > 1, why);
   if (!pieces)
     return false;
@@ -165,6 +166,49 @@ void Search::run() {
   std::map<std::string, std::pair<double, std::string>> familyBest; // best step per family
   std::map<std::string, std::string> familyWhy;
   std::map<std::string, double> familySmallest;
+  // Families that fit only offloaded: the smallest layout without.
+  std::map<std::string, std::pair<double, std::string>> familyPlain;
+  std::set<std::string> fitsPlain;
+  bool autoOffload = request.offload.empty();
+  bool offloadKnown = c.hostLinkBandwidth > 0 && c.hostMemoryBandwidth > 0;
+  std::vector<bool> offloadChoices;
+  for (bool offload : {false, true})
+    if (autoOffload ? !offload || offloadKnown
+                    : allowed(request.offload, std::string(offload ? "optimizer" : "none")))
+      offloadChoices.push_back(offload);
+  bool tooBig = false; // the last layout considered did not fit the memory
+  // Evaluates `l`; true when it fits.
+  auto consider = [&](const Layout &l, const std::string &family) {
+    ++result.layoutsSearched;
+    Prediction prediction;
+    std::string why;
+    tooBig = false;
+    if (evaluate(l, prediction, why)) {
+      result.ranked.push_back(prediction);
+      if (!l.offload)
+        fitsPlain.insert(family);
+      auto &best = familyBest[family];
+      if (best.second.empty() || prediction.stepSeconds < best.first)
+        best = {prediction.stepSeconds, l.label()};
+      return true;
+    }
+    if (why.empty())
+      return false;
+    if (!familyWhy.count(family))
+      familyWhy[family] = why;
+    if (prediction.memoryBytes <= 0)
+      return false;
+    tooBig = true;
+    if (!l.offload && (!familyPlain.count(family) ||
+                       prediction.memoryBytes < familyPlain[family].first))
+      familyPlain[family] = {prediction.memoryBytes, l.label() + ") " + why};
+    if (!familySmallest.count(family) || prediction.memoryBytes < familySmallest[family]) {
+      familySmallest[family] = prediction.memoryBytes;
+      familyWhy[family] = "does not fit: the smallest layout (" + l.label() + ") " + why +
+                          " of " + formatSize(static_cast<int64_t>(c.memoryBytes));
+    }
+    return false;
+  };
   for (int64_t t : tps)
     for (int64_t pp : divisorsOf(G / t)) {
       if (G % (t * pp) || !allowed(request.onlyTp, t) || !allowed(request.onlyPp, pp))
@@ -212,25 +256,13 @@ void Search::run() {
                     (pp > 1 && !allowed(request.onlySchedule, kind)) ||
                     (request.onlySp >= 0 && t > 1 && sp != (request.onlySp == 1)))
                   continue;
-                ++result.layoutsSearched;
-                Prediction prediction;
-                std::string why;
-                if (evaluate(l, prediction, why)) {
-                  result.ranked.push_back(prediction);
-                  auto &best = familyBest[family];
-                  if (best.second.empty() || prediction.stepSeconds < best.first)
-                    best = {prediction.stepSeconds, l.label()};
-                } else if (!why.empty()) {
-                  if (!familyWhy.count(family))
-                    familyWhy[family] = why;
-                  if (prediction.memoryBytes > 0 &&
-                      (!familySmallest.count(family) ||
-                       prediction.memoryBytes < familySmallest[family])) {
-                    familySmallest[family] = prediction.memoryBytes;
-                    familyWhy[family] = "does not fit: the smallest layout (" + l.label() +
-                                        ") " + why + " of " +
-                                        formatSize(static_cast<int64_t>(c.memoryBytes));
-                  }
+                for (bool offload : offloadChoices) {
+                  // By default a layout is offloaded only where it does
+                  // not fit without: offloading only adds time.
+                  if (offload && autoOffload && !tooBig)
+                    continue;
+                  l.offload = offload;
+                  consider(l, family);
                 }
               }
       }
@@ -241,6 +273,11 @@ void Search::run() {
       }
       if (!familyBest.count(family))
         reject(family, familyWhy[family]);
+      else if (!fitsPlain.count(family) && familyPlain.count(family))
+        result.offloadOnly.push_back(
+            {family, "fits only with --offload optimizer: without it the smallest layout (" +
+                         familyPlain[family].second + " of " +
+                         formatSize(static_cast<int64_t>(c.memoryBytes))});
     }
   // One line per refusal, with the first combination it refused.
   std::map<std::string, std::vector<std::string>> refused;

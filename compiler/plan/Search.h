@@ -7,6 +7,7 @@
 #ifndef LLMC_COMPILER_PLAN_SEARCH_H
 #define LLMC_COMPILER_PLAN_SEARCH_H
 
+#include "compiler/plan/OffloadCost.h"
 #include "compiler/plan/Planner.h"
 #include "compiler/plan/Probes.h"
 #include "passes/lib/MicrobatchSchedule.h"
@@ -17,6 +18,9 @@
 #include <vector>
 
 namespace llmc::plan {
+
+/// One stage's host traffic per rank under `l` (none without offloading).
+OffloadTraffic offloadTraffic(const Layout &l, const Piece &stage);
 
 struct ModelShape {
   int64_t layers = 0, heads = 0, kvHeads = 0, seqLen = 0;

@@ -82,6 +82,14 @@ Opt<double> interLatency("inter-latency",
                          PLAN_OPT);
 Opt<double> kernelOverhead("kernel-overhead", cl::desc("Fixed cost of each kernel, microseconds"),
                            PLAN_OPT);
+Opt<double> hostBw("host-bw",
+                   cl::desc("Bandwidth one device copies to or from host memory (its PCIe "
+                            "link), each direction, GB/s"),
+                   PLAN_OPT);
+Opt<double> hostMemoryBw("host-memory-bw",
+                         cl::desc("A node's host memory bandwidth, shared by its devices' "
+                                  "offloaded optimizer updates, GB/s"),
+                         PLAN_OPT);
 Opt<bool> noOverlap("no-overlap",
                     cl::desc("Communication does not run beside compute (the CPU executor): "
                              "price every collective as blocking"),
@@ -110,6 +118,10 @@ cl::list<std::string> onlyRecompute("recompute",
 cl::list<std::string> onlySchedule("pipeline-schedule",
                                    cl::desc("Only these: 1f1b, interleaved, zero-bubble"),
                                    cl::CommaSeparated, PLAN_OPT);
+cl::list<std::string> offload("offload",
+                              cl::desc("ZeRO-Offload choices: none, optimizer (default: offload "
+                                       "a layout only where it does not fit without)"),
+                              cl::CommaSeparated, PLAN_OPT);
 Opt<std::string> onlySp("sp", cl::desc("Sequence parallelism: on, off or both"), cl::init("both"),
                         PLAN_OPT);
 Opt<int64_t> top("top", cl::desc("Rows to print"), cl::init(10), PLAN_OPT);
@@ -207,6 +219,10 @@ bool buildCluster(plan::Cluster &c, std::string &error) {
     c.interLatency = interLatency * 1e-6;
   if (kernelOverhead.getNumOccurrences())
     c.kernelOverhead = kernelOverhead * 1e-6;
+  if (hostBw.getNumOccurrences())
+    c.hostLinkBandwidth = hostBw * 1e9;
+  if (hostMemoryBw.getNumOccurrences())
+    c.hostMemoryBandwidth = hostMemoryBw * 1e9;
   if (noOverlap)
     c.overlap = false;
   error = plan::validate(c);
@@ -267,6 +283,10 @@ void printRow(raw_ostream &os, size_t rank, const plan::Prediction &p, const pla
                fixed(p.tflopsPerDevice, p.tflopsPerDevice < 10 ? 3 : 1).c_str(),
                (fixed(100 * p.mfu, 1) + "%").c_str(), (fixed(100 * p.bubble, 1) + "%").c_str(),
                (fixed(100 * p.commShare, 1) + "%").c_str());
+  if (p.layout.offload)
+    os << format("%6s  host %s, +%s offloaded\n", "",
+                 formatSize(static_cast<int64_t>(p.hostBytes)).c_str(),
+                 seconds(p.offloadSeconds).c_str());
 }
 
 } // namespace
@@ -295,6 +315,7 @@ int runPlan() {
   request.onlyRecompute.assign(onlyRecompute.begin(), onlyRecompute.end());
   request.onlySchedule.assign(onlySchedule.begin(), onlySchedule.end());
   request.onlySp = onlySp == "both" ? -1 : onlySp == "on";
+  request.offload.assign(offload.begin(), offload.end());
   if (std::string bad = plan::validate(request); !bad.empty())
     return fail(bad);
   plan::Result result;
@@ -318,7 +339,15 @@ int runPlan() {
      << (nodes == 1 ? "" : "s") << " of " << c.nodeSize << "), "
      << fixed(c.peakFlops / 1e12, c.peakFlops < 1e13 ? 3 : 0) << " TFLOP/s and "
      << formatSize(static_cast<int64_t>(c.memoryBytes)) << " each\n"
-     << "device:   " << describeDevice(c) << "\n"
+     << "device:   " << describeDevice(c) << "\n";
+  if (std::any_of(result.ranked.begin(), result.ranked.end(),
+                  [](const plan::Prediction &p) { return p.layout.offload; }))
+    os << "offload:  rows marked off keep the optimizer state in host memory: gradients down "
+          "and parameters up at "
+       << fixed(c.hostLinkBandwidth / 1e9, 1) << " GB/s per device each way, the update at "
+       << fixed(c.hostMemoryBandwidth / 1e9, 1)
+       << " GB/s of host memory per node, not overlapped (docs/planner.md)\n";
+  os
      << "batch:    " << request.globalBatch << " sequences × " << result.seqLen
      << " tokens per step, " << request.precision << ", --target " << request.target
      << "; model FLOPs per step " << flops(result.modelFlopsPerStep) << "\n"
@@ -365,6 +394,11 @@ int runPlan() {
            << fixed(100 * (predicted[s] / compiled[s] - 1), 1) << "%)";
       os << "\n";
     }
+  }
+  if (explain && !result.offloadOnly.empty()) {
+    os << "\nfits only offloaded:\n";
+    for (const plan::Rejected &r : result.offloadOnly)
+      os << "  " << r.family << ": " << r.reason << "\n";
   }
   if (explain) {
     os << "\nrejected:\n";

@@ -264,3 +264,107 @@ TEST(PlanSearch, RanksFittingLayoutsAndExplainsTheRest) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(PlanOffload, CostByHand) {
+  // 1e9 parameters under ZeRO-1 over 8 ranks of a DGX H100 node: fp32
+  // gradients down (4 bytes each), bf16 parameters up (2), and the update
+  // touching 30 bytes per parameter, each rank its eighth.
+  Cluster c;
+  std::string error;
+  ASSERT_TRUE(parseCluster("dgx-h100:8", c, error)) << error;
+  EXPECT_DOUBLE_EQ(c.hostLinkBandwidth, 64e9);      // PCIe Gen5 x16, each way
+  EXPECT_DOUBLE_EQ(c.hostMemoryBandwidth, 614.4e9); // 2 × 8 channels DDR5-4800
+  OffloadTraffic whole{4e9, 2e9, 30e9, 12e9, 6e9};
+  OffloadTraffic t = whole.shard(1, 8);
+  EXPECT_DOUBLE_EQ(t.downBytes, 0.5e9);
+  EXPECT_DOUBLE_EQ(t.upBytes, 0.25e9);
+  EXPECT_DOUBLE_EQ(t.updateBytes, 3.75e9);
+  EXPECT_DOUBLE_EQ(t.hostBytes(), 1.5e9 + 0.75e9);
+  // 0.75 GB over 64 GB/s, 3.75 GB over 614.4/8 GB/s (eight GPUs share the
+  // host's memory): 11.71875 ms + 48.828125 ms.
+  EXPECT_DOUBLE_EQ(offloadSeconds(t, c), 0.060546875);
+  // ZeRO-0 keeps everything on every rank; nothing offloaded costs nothing.
+  EXPECT_DOUBLE_EQ(whole.shard(0, 8).downBytes, 4e9);
+  EXPECT_EQ(offloadSeconds(OffloadTraffic(), c), 0);
+  // One device alone has the host's memory to itself.
+  c.devices = 1;
+  EXPECT_DOUBLE_EQ(offloadSeconds(whole, c), 6e9 / 64e9 + 30e9 / 614.4e9);
+}
+
+TEST(PlanOffload, TrafficOfACompiledLayout) {
+  // GPT-2 tiny in fp32 (no master weights) on two ranks: each step moves
+  // every gradient and parameter down (4 + 4 bytes per parameter) and the
+  // updated parameter up (4 bytes); AdamW reads parameter, gradient, m and
+  // v and writes parameter, m and v (28 bytes). ZeRO-1 halves it all.
+  Request r = tinyRequest();
+  r.cluster.hostLinkBandwidth = 8e9;
+  r.cluster.hostMemoryBandwidth = 20e9;
+  r.offload = {"optimizer"};
+  r.onlyTp = {1};
+  r.onlyPp = {1};
+  r.onlyZero = {0, 1};
+  r.onlyRecompute = {"none"};
+  r.microbatchSizes = {4};
+  Result result;
+  std::string error;
+  ASSERT_TRUE(runPlan(r, 0, result, error)) << error;
+  ASSERT_EQ(result.ranked.size(), 2u); // z0 and z1
+  double n = result.parameters;
+  for (const Prediction &p : result.ranked) {
+    ASSERT_TRUE(p.layout.offload);
+    EXPECT_NE(p.layout.label().find(" off"), std::string::npos);
+    EXPECT_NE(p.layout.compileFlags(r).find("--offload optimizer"), std::string::npos);
+    double share = p.layout.zero >= 1 ? 0.5 : 1.0;
+    const OffloadTraffic &t = p.offload;
+    EXPECT_NEAR(t.downBytes / (8 * n * share), 1, 0.01) << p.layout.label();
+    EXPECT_NEAR(t.upBytes / (4 * n * share), 1, 0.01) << p.layout.label();
+    EXPECT_NEAR(t.updateBytes / (28 * n * share), 1, 0.01) << p.layout.label();
+    EXPECT_NEAR(t.stateBytes / (8 * n * share), 1, 0.01) << p.layout.label();
+    EXPECT_DOUBLE_EQ(p.offloadSeconds,
+                     (t.downBytes + t.upBytes) / 8e9 + t.updateBytes / (20e9 / 2));
+  }
+  // Without a host link offloading cannot be priced.
+  r.cluster.hostLinkBandwidth = 0;
+  EXPECT_FALSE(runPlan(r, 0, result, error));
+  EXPECT_NE(error.find("--host-bw"), std::string::npos) << error;
+}
+
+TEST(PlanOffload, SearchedWhereNothingFitsWithout) {
+  // By default a layout is offloaded only where it does not fit without;
+  // a device between the two arenas fits only the offloaded layout.
+  Request r = tinyRequest();
+  r.cluster.devices = r.cluster.nodeSize = 1;
+  r.cluster.hostLinkBandwidth = 8e9;
+  r.cluster.hostMemoryBandwidth = 20e9;
+  r.onlyRecompute = {"none"};
+  r.microbatchSizes = {8};
+  Result plain;
+  std::string error;
+  r.offload = {"none", "optimizer"};
+  ASSERT_TRUE(runPlan(r, 0, plain, error)) << error;
+  ASSERT_EQ(plain.ranked.size(), 2u);
+  double without = 0, with = 0;
+  for (const Prediction &p : plain.ranked)
+    (p.layout.offload ? with : without) = p.memoryBytes;
+  ASSERT_LT(with, without);
+  r.offload.clear();
+  r.cluster.memoryBytes = (with + without) / 2;
+  Result result;
+  ASSERT_TRUE(runPlan(r, 0, result, error)) << error;
+  ASSERT_EQ(result.ranked.size(), 1u);
+  EXPECT_TRUE(result.ranked[0].layout.offload);
+  ASSERT_EQ(result.offloadOnly.size(), 1u);
+  EXPECT_NE(result.offloadOnly[0].reason.find("fits only with --offload optimizer"),
+            std::string::npos);
+  // Where the layout fits, the default does not offload it.
+  r.cluster.memoryBytes = 1e9;
+  Result roomy;
+  ASSERT_TRUE(runPlan(r, 0, roomy, error)) << error;
+  ASSERT_EQ(roomy.ranked.size(), 1u);
+  for (const Prediction &p : roomy.ranked)
+    EXPECT_FALSE(p.layout.offload) << p.layout.label();
+}
+
+} // namespace
