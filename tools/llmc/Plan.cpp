@@ -340,7 +340,9 @@ int runPlan() {
      << fixed(c.peakFlops / 1e12, c.peakFlops < 1e13 ? 3 : 0) << " TFLOP/s and "
      << formatSize(static_cast<int64_t>(c.memoryBytes)) << " each\n"
      << "device:   " << describeDevice(c) << "\n";
-  if (std::any_of(result.ranked.begin(), result.ranked.end(),
+  // The host's rates, where a printed row is offloaded.
+  size_t shown = bottom ? result.ranked.size() : std::min<size_t>(top, result.ranked.size());
+  if (std::any_of(result.ranked.begin(), result.ranked.begin() + shown,
                   [](const plan::Prediction &p) { return p.layout.offload; }))
     os << "offload:  rows marked off keep the optimizer state in host memory: gradients down "
           "and parameters up at "
