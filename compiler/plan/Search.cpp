@@ -177,7 +177,7 @@ void Search::run() {
                     : allowed(request.offload, std::string(offload ? "optimizer" : "none")))
       offloadChoices.push_back(offload);
   bool tooBig = false; // the last layout considered did not fit the memory
-  // Evaluates `l`; true when it fits.
+  // Evaluates `l`: ranks it, or notes why not for its family.
   auto consider = [&](const Layout &l, const std::string &family) {
     ++result.layoutsSearched;
     Prediction prediction;
@@ -190,14 +190,14 @@ void Search::run() {
       auto &best = familyBest[family];
       if (best.second.empty() || prediction.stepSeconds < best.first)
         best = {prediction.stepSeconds, l.label()};
-      return true;
+      return;
     }
     if (why.empty())
-      return false;
+      return;
     if (!familyWhy.count(family))
       familyWhy[family] = why;
     if (prediction.memoryBytes <= 0)
-      return false;
+      return;
     tooBig = true;
     if (!l.offload && (!familyPlain.count(family) ||
                        prediction.memoryBytes < familyPlain[family].first))
@@ -207,7 +207,6 @@ void Search::run() {
       familyWhy[family] = "does not fit: the smallest layout (" + l.label() + ") " + why +
                           " of " + formatSize(static_cast<int64_t>(c.memoryBytes));
     }
-    return false;
   };
   for (int64_t t : tps)
     for (int64_t pp : divisorsOf(G / t)) {
@@ -258,7 +257,7 @@ void Search::run() {
                   continue;
                 for (bool offload : offloadChoices) {
                   // By default a layout is offloaded only where it does
-                  // not fit without: offloading only adds time.
+                  // not fit without (docs/planner.md).
                   if (offload && autoOffload && !tooBig)
                     continue;
                   l.offload = offload;
