@@ -230,9 +230,9 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
       SmallVector<Value> scales;
       if (quantized)
         scales = {kScales, vScales};
-      auto out = llm::PagedAttentionOp::create(b, loc, attention.getQ(), k, v, table,
-                                               cachePositions, scales, attention.getScaleAttr(),
-                                               attention.getWindowAttr());
+      auto out = llm::PagedAttentionOp::create(
+          b, loc, attention.getQ(), k, v, table, cachePositions, scales, attention.getScaleAttr(),
+          attention.getWindowAttr(), attention.getSoftcapAttr());
       created.push_back(out);
       if (block) {
         for (Operation *op : created)

@@ -116,7 +116,7 @@ FailureOr<Grads> attentionVJP(OpBuilder &b, AttentionOp op, ArrayRef<Value> dys,
     return op.emitOpError("has no VJP through its lse result");
   auto grad = AttentionGradOp::create(b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getOut(),
                                       op.getLse(), dys[0], op.getSegmentIds(), op.getScale(),
-                                      op.getCausal(), op.getWindowAttr());
+                                      op.getCausal(), op.getWindowAttr(), op.getSoftcapAttr());
   Grads grads{grad.getDq(), grad.getDk(), grad.getDv()};
   if (op.getSegmentIds())
     grads.push_back(Value());
@@ -162,11 +162,18 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
       .Case([&](GeluOp g) -> FailureOr<Grads> {
         return Grads{GeluGradOp::create(b, loc, g.getX(), dy)};
       })
+      .Case([&](SoftcapOp s) -> FailureOr<Grads> {
+        return Grads{SoftcapGradOp::create(b, loc, s.getX(), dy, s.getCap())};
+      })
       .Case([&](SiluOp s) -> FailureOr<Grads> {
         return Grads{SiluGradOp::create(b, loc, s.getX(), dy)};
       })
       .Case([&](SwigluOp s) -> FailureOr<Grads> {
         auto g = SwigluGradOp::create(b, loc, s.getGate(), s.getUp(), dy);
+        return Grads{g.getDgate(), g.getDup()};
+      })
+      .Case([&](GegluOp s) -> FailureOr<Grads> {
+        auto g = GegluGradOp::create(b, loc, s.getGate(), s.getUp(), dy);
         return Grads{g.getDgate(), g.getDup()};
       })
       .Case([&](DropoutOp d) -> FailureOr<Grads> {
@@ -191,7 +198,8 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
         return Grads{g.getDx(), g.getDgamma(), g.getDbeta()};
       })
       .Case([&](RMSNormOp rn) -> FailureOr<Grads> {
-        auto g = RMSNormGradOp::create(b, loc, rn.getX(), rn.getGamma(), dy, rn.getEpsilon());
+        auto g = RMSNormGradOp::create(b, loc, rn.getX(), rn.getGamma(), dy, rn.getEpsilon(),
+                                       rn.getUnitOffset());
         return Grads{g.getDx(), g.getDgamma()};
       })
       .Case([&](EmbeddingOp e) -> FailureOr<Grads> {
