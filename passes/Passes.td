@@ -89,7 +89,7 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
     Option<"fp32Gradients", "fp32-gradients", "bool", "true",
            "Accumulate, reduce and clip the gradients of bf16/f16 parameters in fp32">,
   ];
-  let dependentDialects = ["::llmc::llm::LLMDialect"];
+  let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::qat::QATDialect"];
 }
 
 def InferenceEntryPoints : Pass<"llmc-inference-entry-points", "mlir::ModuleOp"> {
@@ -324,6 +324,14 @@ def QAT : Pass<"llmc-qat", "mlir::ModuleOp"> {
     the range comes from `qat.ema` over a persistent state argument
     (`llmc.role = "qat_state"`, named `qat/<site>`), which @forward returns
     updated (`llmc.tied_to`).
+
+    A `delayed` observer (`fp8_e4m3:delayed1024:margin0:max`, fp8 formats
+    per tensor; `--precision fp8 --fp8-scaling delayed`) is Transformer
+    Engine's delayed scaling: each site gets an amax history as its
+    persistent state (`qat/<site>`, `<param>.output_grad` for a gradient),
+    quantizes with `qat.delayed_range` of it and records this step's
+    combined range with `qat.amax_history`; llmc-optimizer commits the
+    updated histories only when the step is applied (`qat.commit_state`).
   }];
   let options = [
     Option<"spec", "spec", "std::string", "\"\"",

@@ -20,6 +20,14 @@
 // keeps the columns one rank would; the quantization range is then observed
 // over the remaining columns and combined like any other.
 //
+// Delayed scaling (an fp8 scheme with the `delayed` observer, Transformer
+// Engine's DelayedScaling) keeps one amax history per tensor as persistent
+// state (`qat_state`, tensor<(history+1)xf32>): the tensor is quantized
+// with the range qat.delayed_range reads from the history, and
+// qat.amax_history records this step's range, combined over the ranks like
+// a current range is, so every rank holds the same history. A weight's or
+// input's history is updated in the forward, dY's in the backward.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Annotations/Annotations.h"
@@ -177,8 +185,12 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     b.setInsertionPointAfter(matmul);
     SmallVector<StringRef> names(axes.begin(), axes.end());
     Value y = matmul.getResult();
-    auto q = qat::QuantizeGradOp::create(
-        b, matmul.getLoc(), y, qatSpec.gradients->attr(&getContext(), 0), b.getStrArrayAttr(names));
+    qat::SchemeAttr scheme = qatSpec.gradients->attr(&getContext(), 0);
+    Value state;
+    if (scheme.getObserver() == "delayed")
+      state = historyState(matmul, scheme, paramName(weight).str() + ".output_grad");
+    auto q = qat::QuantizeGradOp::create(b, matmul.getLoc(), y, state, scheme,
+                                         b.getStrArrayAttr(names));
     y.replaceAllUsesExcept(q.getResult(), q);
     if (batchDerived.contains(y))
       batchDerived.insert(q.getResult());
@@ -285,6 +297,20 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     return Value(forward.getArgument(index));
   }
 
+  /// A delayed scheme's amax history, a new persistent state argument of
+  /// @forward: the range, then `history` amaxes (common/QuantScheme.h). It
+  /// is replicated: the ranks that hold pieces of the tensor combine their
+  /// ranges before recording them, and other ranks hold other tensors.
+  Value historyState(Operation *op, qat::SchemeAttr scheme, const std::string &site) {
+    OpBuilder b(&getContext());
+    auto type = RankedTensorType::get({scheme.getHistory() + 1}, b.getF32Type());
+    SmallVector<NamedAttribute> attrs{b.getNamedAttr(kRoleAttr, b.getStringAttr(kQatStateRole)),
+                                      b.getNamedAttr(kNameAttr, b.getStringAttr(site))};
+    unsigned index = forward.getNumArguments();
+    (void)forward.insertArgument(index, type, b.getDictionaryAttr(attrs), op->getLoc());
+    return forward.getArgument(index);
+  }
+
   LogicalResult quantizeOperand(Operation *op, unsigned index, qat::SchemeAttr scheme,
                                 ArrayRef<ShardSplit> splits, BlockArgument weight,
                                 const std::string &site) {
@@ -323,7 +349,14 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     } else {
       range = combineMax(b, loc, qat::ObserveOp::create(b, loc, x, *columns, scheme), *axes);
     }
-    if (scheme.getObserver() == "ema") {
+    if (scheme.getObserver() == "delayed") {
+      if (!sitesNamed.insert(site).second)
+        return op->emitOpError("qat: two amax histories would share the state '") << site << "'";
+      Value state = historyState(op, scheme, site);
+      Value observed = range;
+      range = qat::DelayedRangeOp::create(b, loc, state, observed, scheme);
+      qat::AmaxHistoryOp::create(b, loc, state, observed, scheme);
+    } else if (scheme.getObserver() == "ema") {
       if (!sitesNamed.insert(site).second)
         return op->emitOpError("qat: two observers would share the state '") << site << "'";
       FailureOr<Value> state = emaState(op, scheme, type, splits, static_cast<bool>(weight), site);
@@ -362,7 +395,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     auto type = cast<RankedTensorType>(x.getType());
     auto perColumn = qat::SchemeAttr::get(&getContext(), scheme.getFormat(), "channel",
                                           type.getRank() - 1, 0, scheme.getSymmetric(), "minmax",
-                                          scheme.getMomentum(), APFloat(0.0));
+                                          scheme.getMomentum(), APFloat(0.0), 0, 0, "max");
     FailureOr<SmallVector<std::string>> axes = reductionAxes(op, perColumn, type, splits);
     if (failed(axes))
       return failure();
