@@ -173,7 +173,7 @@ struct AutodiffPass : llmc::impl::AutodiffBase<AutodiffPass> {
         return emitError(arg.getLoc())
                << "autodiff: observer state argument " << arg.getArgNumber()
                << " must be updated by exactly one qat.ema or qat.amax_history (and read "
-                  "otherwise only by qat.delayed_range or qat.quantize_grad)";
+                  "otherwise only by qat.delayed_range)";
       states.push_back({updates[0]->getResult(0), arg.getArgNumber()});
       results.push_back(updates[0]->getResult(0));
     }

@@ -55,6 +55,11 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
     `adam_v`) plus one fp32 absmax per block of 2048 (`adam_m_absmax`,
     `adam_v_absmax`) and updates with llm.adamw8bit.
 
+    Observer states are threaded through the microbatches in order; an
+    amax history (delayed fp8 scaling, `qat.amax_history`) is then
+    committed with `qat.commit_state` on the global norm, so a skipped step
+    leaves it unchanged as it leaves the parameters.
+
     `loss-scaling` (fp16) adds the input `loss_scale` after `step`: the
     backward of every microbatch is seeded with it instead of 1 (the
     autodiff seed, marked `llmc.loss_seed`), so the fp16 gradients carry the

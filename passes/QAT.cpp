@@ -135,8 +135,8 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     if (skipped(op, weight))
       return success();
     auto a = cast<RankedTensorType>(matmul.getA().getType());
-    if (weight && qatSpec.gradients)
-      quantizeOutputGrad(matmul, weight);
+    if (weight && qatSpec.gradients && failed(quantizeOutputGrad(matmul, weight)))
+      return failure();
     if (weight && qatSpec.weights) {
       // A weight's output channel: the dimension not contracted.
       if (failed(quantizeOperand(op, 1, qatSpec.weights->attr(&getContext(), site.outputAxis),
@@ -171,7 +171,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   /// matmuls read the quantized dY. Its range is per tensor: combined over
   /// every axis that splits the input's rows or the weight (an axis over
   /// which dY is replicated combines equal ranges, which changes nothing).
-  void quantizeOutputGrad(llm::MatmulOp matmul, BlockArgument weight) {
+  LogicalResult quantizeOutputGrad(llm::MatmulOp matmul, BlockArgument weight) {
     SmallVector<std::string> axes;
     auto add = [&](ArrayRef<ShardSplit> splits) {
       for (const ShardSplit &s : splits)
@@ -187,13 +187,19 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     Value y = matmul.getResult();
     qat::SchemeAttr scheme = qatSpec.gradients->attr(&getContext(), 0);
     Value state;
-    if (scheme.getObserver() == "delayed")
-      state = historyState(matmul, scheme, paramName(weight).str() + ".output_grad");
+    if (scheme.getObserver() == "delayed") {
+      std::string site = paramName(weight).str() + ".output_grad";
+      if (!sitesNamed.insert(site).second)
+        return matmul.emitOpError("qat: two amax histories would share the state '")
+               << site << "'";
+      state = historyState(matmul, scheme, site);
+    }
     auto q = qat::QuantizeGradOp::create(b, matmul.getLoc(), y, state, scheme,
                                          b.getStrArrayAttr(names));
     y.replaceAllUsesExcept(q.getResult(), q);
     if (batchDerived.contains(y))
       batchDerived.insert(q.getResult());
+    return success();
   }
 
   SmallVector<ShardSplit> activationSplits(Value v, ArrayRef<ShardSplit> extra) {
@@ -298,7 +304,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   }
 
   /// A delayed scheme's amax history, a new persistent state argument of
-  /// @forward: the range, then `history` amaxes (common/QuantScheme.h). It
+  /// @forward: the range, then `history` amaxes (common/DelayedScaling.h). It
   /// is replicated: the ranks that hold pieces of the tensor combine their
   /// ranges before recording them, and other ranks hold other tensors.
   Value historyState(Operation *op, qat::SchemeAttr scheme, const std::string &site) {

@@ -8,6 +8,8 @@
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=int8:delayed" 2>&1 | FileCheck %s --check-prefix=INT8
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-qat="spec=weights=fp8_e4m3:channel:delayed" 2>&1 | FileCheck %s --check-prefix=CHANNEL
 // RUN: not llmc-opt %t.mlir --llmc-train-pipeline="precision=fp8 fp8-scaling=delayed,algo=mean" 2>&1 | FileCheck %s --check-prefix=FLAG
+// RUN: not llmc-opt %S/Inputs/shared-weight.mlir --llmc-qat="spec={weights=fp8_e4m3:delayed4, skip=head}" 2>&1 | FileCheck %s --check-prefix=SHARED
+// RUN: not llmc-opt %S/Inputs/shared-weight.mlir --llmc-qat="spec={gradients=fp8_e5m2:delayed4, skip=head}" 2>&1 | FileCheck %s --check-prefix=SHARED-GRAD
 
 // Each site's amax history is a new state argument (the range, then the
 // amaxes): a weight's, an input's and dY's.
@@ -57,3 +59,8 @@
 // INT8: error: qat: bad scheme 'int8:delayed': delayed scaling needs an fp8 format (fp8_e4m3 or fp8_e5m2), got 'int8'
 // CHANNEL: error: qat: bad scheme 'fp8_e4m3:channel:delayed': delayed scaling is per tensor (one amax history per tensor)
 // FLAG: llmc-train-pipeline: bad --fp8-scaling 'delayed,algo=mean': unknown algo 'mean' (expected max or most_recent)
+
+// A weight two blocks read would need two histories of one name (one state
+// per tensor, named after it): refused, naming it.
+// SHARED: shared-weight.mlir:13:10: error: 'llm.matmul' op qat: two amax histories would share the state 'shared.weight'
+// SHARED-GRAD: shared-weight.mlir:13:10: error: 'llm.matmul' op qat: two amax histories would share the state 'shared.weight.output_grad'
