@@ -860,6 +860,11 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
         // A threshold only where there is one: absent reads as none.
         if (k.outlier > 0)
           kernel->setAttr("outlier", pb.getF64FloatAttr(k.outlier));
+        // Delayed scaling's history update (common/DelayedScaling.h).
+        if (scheme.getObserver() == "delayed") {
+          kernel->setAttr("margin", pb.getI64IntegerAttr(scheme.getMargin()));
+          kernel->setAttr("most_recent", pb.getI64IntegerAttr(scheme.getAlgo() == "most_recent"));
+        }
         continue;
       } else if (!isa<DenseI64ArrayAttr>(value))
         return op.emitOpError("attribute '") << name << "' has no kernel encoding";

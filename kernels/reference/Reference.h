@@ -381,6 +381,19 @@ RefTensor fakeQuantGrad(const RefTensor &x, const RefTensor &range, const RefTen
 /// momentum·state + (1 − momentum)·observed. All [G, 2].
 RefTensor quantEma(const RefTensor &state, const RefTensor &observed, double momentum);
 
+//===- delayed_scaling.cpp ------------------------------------------------===//
+
+/// fp8 delayed scaling (common/DelayedScaling.h): the [1, 2] range a tensor
+/// with current range `observed` ([1, 2]) is quantized with, from `state`
+/// ([N + 1]: the range, then N amaxes) of a format whose largest value is
+/// `fmax`.
+RefTensor delayedRange(const RefTensor &state, const RefTensor &observed, double fmax);
+/// The state after recording `observed`'s amax.
+RefTensor amaxHistory(const RefTensor &state, const RefTensor &observed, int64_t margin,
+                      bool mostRecent);
+/// `candidate` where `norm` is finite, else `state`.
+RefTensor commitState(const RefTensor &state, const RefTensor &candidate, double norm);
+
 } // namespace llmc::ref
 
 #endif

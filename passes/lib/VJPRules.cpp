@@ -246,22 +246,39 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
       // Fake quantization: the straight-through estimator, zero where x was
       // clipped (outlier columns pass dy whole); ranges and per-column
       // ranges are statistics and get no gradient.
+      // Under delayed scaling dy passes whole, as through a Transformer
+      // Engine fp8 GEMM: its backward reads the saturated operand and masks
+      // nothing.
       .Case([&](qat::FakeQuantOp q) -> FailureOr<Grads> {
         Grads grads(q->getNumOperands());
-        grads[0] = qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy, q.getColumns(),
-                                                q.getScheme());
+        grads[0] = q.getScheme().getObserver() == "delayed"
+                       ? dy
+                       : qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy,
+                                                      q.getColumns(), q.getScheme())
+                             .getResult();
         return grads;
       })
       // fp8 training's dY: the gradient itself is fake-quantized, with the
-      // range of the whole tensor (combined over the ranks holding pieces).
+      // range of the whole tensor (combined over the ranks holding pieces),
+      // or under delayed scaling with the range of dY's amax history, into
+      // which this step's range is recorded.
       .Case([&](qat::QuantizeGradOp q) -> FailureOr<Grads> {
         Value range = qat::ObserveOp::create(b, loc, dy, Value(), q.getScheme());
         if (!q.getAxes().empty())
           range = dist::AllReduceOp::create(b, loc, range.getType(), range,
                                             FlatSymbolRefAttr::get(b.getContext(), kMeshName),
                                             q.getAxes(), b.getStringAttr("max"));
-        return Grads{qat::FakeQuantOp::create(b, loc, dy, range, Value(), q.getScheme())};
+        Grads grads(q->getNumOperands());
+        if (Value state = q.getState()) {
+          Value observed = range;
+          range = qat::DelayedRangeOp::create(b, loc, state, observed, q.getScheme());
+          qat::AmaxHistoryOp::create(b, loc, state, observed, q.getScheme());
+        }
+        grads[0] = qat::FakeQuantOp::create(b, loc, dy, range, Value(), q.getScheme());
+        return grads;
       })
+      .Case([&](qat::DelayedRangeOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
+      .Case([&](qat::AmaxHistoryOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
       .Case([&](qat::ObserveOp o) -> FailureOr<Grads> { return Grads(o->getNumOperands()); })
       .Case([&](qat::EmaOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
       // Collectives, in the SPMD convention that a replicated value's
