@@ -97,7 +97,8 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
       }
     for (NamedAttribute attr : kernel->getDiscardableAttrs()) {
       if (attr.getName() == dist::DistDialect::kRankOffsetsAttrName ||
-          attr.getName() == exec::kActionAttr || attr.getName() == exec::kFaultSiteAttr)
+          attr.getName() == exec::kActionAttr || attr.getName() == exec::kFaultSiteAttr ||
+          attr.getName() == exec::kOnHostAttr)
         continue;
       auto name = fbb.CreateString(attr.getName().getValue().str());
       if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
@@ -130,6 +131,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_location(location);
     b.add_action(action);
     b.add_fault_site(faultSite);
+    b.add_on_host(kernel->hasAttr(exec::kOnHostAttr));
     return b.Finish();
   }
 
@@ -237,7 +239,10 @@ FailureOr<flatbuffers::Offset<fb::Program>> Writer::program(exec::ProgramOp op) 
                                          fbb.CreateString(buffer.getCategory().str()),
                                          buffer.getOffset(), *dtype, fbb.CreateVector(shape),
                                          fbb.CreateVector(globalShape),
-                                         fbb.CreateVector(levels)));
+                                         fbb.CreateVector(levels),
+                                         buffer->hasAttr(exec::kHostSpaceAttr)
+                                             ? fb::MemorySpace::Host
+                                             : fb::MemorySpace::Device));
       continue;
     }
     FailureOr<flatbuffers::Offset<fb::Instruction>> inst = instruction(&inner, index);
@@ -282,8 +287,12 @@ FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
     auto v = d ? d.getAs<IntegerAttr>(key) : IntegerAttr();
     return v ? v.getInt() : 0;
   };
-  std::map<std::string, uint64_t> breakdown{{"params", get(plan, "params")},
-                                            {"optimizer_state", get(plan, "optimizer_state")}};
+  // The arena's breakdown: optimizer state offloaded to host memory is not
+  // in it.
+  uint64_t hostState = get(plan, "host_optimizer_state");
+  std::map<std::string, uint64_t> breakdown{
+      {"params", get(plan, "params")},
+      {"optimizer_state", get(plan, "optimizer_state") - hostState}};
   if (uint64_t kvCache = get(plan, "kv_cache"))
     breakdown["kv_cache"] = kvCache;
   DictionaryAttr worst;
@@ -340,7 +349,7 @@ FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
   auto parts = categoryVector(gradientParts);
   auto memory = fb::CreateMemoryPlan(fbb, arena.getInt(), get(plan, "persistent"),
                                      arena.getInt(), categories, peaks, microbatches, layers,
-                                     parts);
+                                     parts, get(plan, "host"), hostState);
   return fb::CreateRole(fbb, fbb.CreateVector(ranks), fbb.CreateVector(programs),
                         fbb.CreateVector(parameters), memory);
 }

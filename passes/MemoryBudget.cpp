@@ -30,7 +30,8 @@ const char *remedy(StringRef category) {
            "microbatch (a smaller batch_size with more --microbatches), more pipeline stages "
            "(pp) or tensor parallelism (tp, --sp)";
   if (category == "optimizer state")
-    return "--zero 1 (shards it over dp), more pp or tp";
+    return "--zero 1 (shards it over dp), --offload optimizer (keeps it in host memory), "
+           "more pp or tp";
   if (category == "gradients")
     return "--zero 2 (shards them over dp), --precision bf16, more pp or tp";
   if (category == "workspace")
@@ -72,7 +73,8 @@ struct MemoryBudgetPass : llmc::impl::MemoryBudgetBase<MemoryBudgetPass> {
         return v ? v.getInt() : 0;
       };
       parts["parameters"] = get(plan, "params");
-      parts["optimizer state"] = get(plan, "optimizer_state");
+      // Optimizer state offloaded to host memory is not in the arena.
+      parts["optimizer state"] = get(plan, "optimizer_state") - get(plan, "host_optimizer_state");
       DictionaryAttr worst;
       if (auto programs = plan.getAs<DictionaryAttr>("programs"))
         for (NamedAttribute p : programs)

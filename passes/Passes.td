@@ -466,6 +466,23 @@ def BucketGradients : Pass<"llmc-bucket-gradients", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
 }
 
+def OffloadOptimizer : Pass<"llmc-offload-optimizer", "mlir::ModuleOp"> {
+  let summary = "ZeRO-Offload: optimizer state in host memory, its update on the host";
+  let description = [{
+    Runs after llmc-lower-to-exec. The optimizer state (fp32 masters and
+    AdamW's moments) moves from the device arena to the host memory space,
+    numbered after the arena (`exec.host_bytes` on the module,
+    `exec.host_space` on its buffers), and every kernel that reads or writes
+    it runs on the host (`exec.on_host`): the AdamW updates, and under mixed
+    precision the casts of the updated masters to the parameters' type.
+    Device values those kernels read are copied down by `copy_to_host`
+    right after their last write (a gradient as soon as it is final); device
+    values they write are copied up by `copy_to_device` right after them.
+    The arena shrinks by the state's bytes; the memory plan gains `host`
+    and `host_optimizer_state`. A collective on the state is an error.
+  }];
+}
+
 def MemoryBudget : Pass<"llmc-memory-budget", "mlir::ModuleOp"> {
   let summary = "Fails compilation when a rank's planned arena exceeds the budget";
   let description = [{

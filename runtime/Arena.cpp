@@ -70,8 +70,8 @@ Arena::Arena(size_t bytes, size_t zeroPrefix) : size_(bytes) {
   std::memset(base_ + zeroPrefix, kPattern, mapped_ - zeroPrefix);
 }
 
-size_t Arena::highWaterMark() const {
-  size_t end = size_;
+size_t Arena::highWaterMark(size_t end) const {
+  end = std::min(end, size_);
   while (end > 0 && base_[end - 1] == kPattern) --end;
   return end;
 }

@@ -44,7 +44,9 @@ public:
   static constexpr uint8_t kPattern = 0xA5;
   /// One past the highest byte that differs from the pattern: how much of
   /// the arena the run has written (measured, to compare with the plan).
-  size_t highWaterMark() const;
+  size_t highWaterMark() const { return highWaterMark(size_); }
+  /// The same within the arena's first `end` bytes.
+  size_t highWaterMark(size_t end) const;
 
   /// Lets the bytes [offset, offset + bytes) be read from `data` instead (a
   /// parameter used in place from a mapped weights file, which must outlive

@@ -214,8 +214,32 @@ void checkChannel(const InstructionInfo &inst, const std::string &where) {
          kTransferChannels - 1, ")");
 }
 
+/// Host memory (ZeRO-Offload): a host kernel reads and writes host buffers
+/// only; every other instruction device buffers only, except copy_to_host
+/// (device to host) and copy_to_device (host to device).
+void checkMemorySpaces(const InstructionInfo &inst, const ProgramInfo &program,
+                       const std::string &where) {
+  bool kernel = inst.kind == InstructionKind::Kernel;
+  if (inst.onHost && !kernel)
+    fail(where, ": only a kernel can run on the host");
+  if (inst.onHost && inst.kernel.rfind("copy_to_", 0) == 0)
+    fail(where, ": '", inst.kernel, "' runs on the device, not the host");
+  bool inputsHost = inst.onHost || (kernel && inst.kernel == "copy_to_device");
+  bool outputsHost = inst.onHost || (kernel && inst.kernel == "copy_to_host");
+  auto check = [&](const std::vector<uint32_t> &buffers, bool host, const char *what) {
+    for (uint32_t index : buffers)
+      if (index < program.buffers.size() && program.buffers[index].host != host)
+        fail(where, ": ", what, " buffer ", index, " is in ",
+             program.buffers[index].host ? "host" : "device", " memory; this instruction ",
+             what == std::string("input") ? "reads " : "writes ", host ? "host" : "device",
+             " memory");
+  };
+  check(inst.inputs, inputsHost, "input");
+  check(inst.outputs, outputsHost, "output");
+}
+
 ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
-                          uint64_t arenaBytes) {
+                          uint64_t arenaBytes, uint64_t hostBytes) {
   ProgramInfo program;
   program.name = str(p->name());
   program.peakBytes = p->peak_bytes();
@@ -232,8 +256,15 @@ ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
       info.dtype = dtypeOf(b->dtype(), bufWhere);
       info.shape = vec(b->shape());
       info.shard = shardOf(b, info.shape, bufWhere);
-      checkPlacement(info.shape, info.dtype, info.offset, arenaBytes,
-                     bufWhere + " ('" + info.name + "')");
+      info.host = b->space() == fb::MemorySpace::Host;
+      if (static_cast<int>(b->space()) > static_cast<int>(fb::MemorySpace::Host))
+        fail(bufWhere, ": unknown memory space ", static_cast<int>(b->space()));
+      if (info.host && info.offset < arenaBytes)
+        fail(bufWhere, " ('", info.name, "'): a host buffer at offset ", info.offset,
+             " lies in the device arena of ", arenaBytes, " bytes");
+      checkPlacement(info.shape, info.dtype, info.offset, info.host ? arenaBytes + hostBytes
+                                                                   : arenaBytes,
+                     bufWhere + " ('" + info.name + "')" + (info.host ? " in host memory" : ""));
       program.buffers.push_back(std::move(info));
     }
   if (p->instructions())
@@ -300,6 +331,8 @@ ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
       info.location = str(in->location());
       info.action = str(in->action());
       info.faultSite = in->fault_site();
+      info.onHost = in->on_host();
+      checkMemorySpaces(info, program, instWhere);
       if (info.kind == InstructionKind::Kernel && info.kernel.empty())
         fail(instWhere, ": kernel instruction without a kernel name");
       if (info.faultSite)
@@ -365,9 +398,10 @@ Artifact loadArtifact(const std::string &path, int rank) {
       RoleState state;
       state.ranks = ranks;
       uint64_t arena = candidate->memory() ? candidate->memory()->arena_bytes() : 0;
+      uint64_t host = candidate->memory() ? candidate->memory()->host_bytes() : 0;
       if (candidate->programs())
         for (const fb::Program *p : *candidate->programs())
-          for (BufferInfo &b : decodeProgram(p, path, arena).buffers)
+          for (BufferInfo &b : decodeProgram(p, path, arena, host).buffers)
             if (!b.name.empty() && (b.category == "param" || b.category == "optim") &&
                 std::none_of(state.persistent.begin(), state.persistent.end(),
                              [&](const BufferInfo &o) { return o.name == b.name; }))
@@ -383,6 +417,13 @@ Artifact loadArtifact(const std::string &path, int rank) {
   artifact.memory.arenaBytes = plan->arena_bytes();
   artifact.memory.persistentBytes = plan->persistent_bytes();
   artifact.memory.peakBytes = plan->peak_bytes();
+  artifact.memory.hostBytes = plan->host_bytes();
+  artifact.memory.hostOptimizerStateBytes = plan->host_optimizer_state_bytes();
+  if (artifact.memory.hostBytes > UINT64_MAX - artifact.memory.arenaBytes ||
+      artifact.memory.hostOptimizerStateBytes > artifact.memory.hostBytes)
+    fail(path, ": memory plan: host_optimizer_state_bytes ",
+         artifact.memory.hostOptimizerStateBytes, " and host_bytes ", artifact.memory.hostBytes,
+         " do not fit beside the arena of ", artifact.memory.arenaBytes, " bytes");
   if (plan->breakdown())
     for (const fb::MemoryCategory *c : *plan->breakdown())
       artifact.memory.breakdown.push_back({c->name()->str(), c->bytes()});
@@ -404,7 +445,8 @@ Artifact loadArtifact(const std::string &path, int rank) {
   if (!role->programs() || role->programs()->size() == 0)
     fail(path, ": role of rank ", rank, " has no programs");
   for (const fb::Program *p : *role->programs())
-    artifact.programs.push_back(decodeProgram(p, path, artifact.memory.arenaBytes));
+    artifact.programs.push_back(
+        decodeProgram(p, path, artifact.memory.arenaBytes, artifact.memory.hostBytes));
   if (role->parameters())
     for (const fb::Parameter *p : *role->parameters()) {
       ParameterInfo info;

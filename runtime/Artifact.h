@@ -46,6 +46,8 @@ struct BufferInfo {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   ShardInfo shard;
+  /// In host memory (ZeRO-Offload): offsets [arena, arena + hostBytes).
+  bool host = false;
   size_t bytes() const;
 };
 
@@ -74,6 +76,8 @@ struct InstructionInfo {
   /// After this instruction a fault test overwrites the buffer it writes
   /// with NaN (exec.fault_site; never set before schema 1.6).
   bool faultSite = false;
+  /// A kernel that runs on the host's cores on host buffers (ZeRO-Offload).
+  bool onHost = false;
   std::vector<std::string> group;
   std::string reduction, axis;
   int64_t root = 0, shift = 0, tag = 0, event = 0;
@@ -110,6 +114,9 @@ struct ParameterInfo {
 
 struct MemoryPlanInfo {
   uint64_t arenaBytes = 0, persistentBytes = 0, peakBytes = 0;
+  /// Host memory beside the arena (ZeRO-Offload; 0 without), numbered
+  /// after it, and how much of it is optimizer state.
+  uint64_t hostBytes = 0, hostOptimizerStateBytes = 0;
   std::vector<std::pair<std::string, uint64_t>> breakdown;
   /// Per category of transient bytes, the most ever live at once.
   std::map<std::string, uint64_t> categoryPeaks;

@@ -8,7 +8,8 @@
 // initialised MPI_THREAD_SERIALIZED) and their sends return at once, so
 // no transfer channel can hold up another as an NCCL send would; the
 // events between compute and every communication stream are the GPU's.
-// There is nothing to copy.
+// There is nothing to copy. Host memory (ZeRO-Offload) follows the arena
+// in the same allocation; the first bytes stand for the device's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,7 +54,8 @@ private:
 
 class CpuDevice final : public ExecutionDevice {
 public:
-  CpuDevice(size_t arenaBytes, size_t persistentBytes) : arena_(arenaBytes, persistentBytes) {}
+  CpuDevice(size_t arenaBytes, size_t hostBytes, size_t persistentBytes)
+      : arena_(arenaBytes + hostBytes, persistentBytes), deviceBytes_(arenaBytes) {}
   Backend backend() const override { return Backend::CPU; }
   Arena &hostArena() override { return arena_; }
   uint8_t *kernelBase() override { return arena_.base(); }
@@ -94,7 +96,7 @@ public:
   }
   void toDevice(size_t, size_t) override {}
   void toHost(size_t, size_t) override {}
-  size_t highWaterMark() override { return arena_.highWaterMark(); }
+  size_t highWaterMark() override { return arena_.highWaterMark(deviceBytes_); }
   std::string describe() override { return ""; }
 
 private:
@@ -105,6 +107,7 @@ private:
     return lanes;
   }
   Arena arena_;
+  size_t deviceBytes_; ///< the arena's bytes that stand for device memory
   HostStreams streams_{communicationLanes()};
 };
 
@@ -118,7 +121,12 @@ size_t ExecutionDevice::hostOffset(const TensorView &view) {
 }
 
 std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes, size_t persistentBytes) {
-  return std::make_unique<CpuDevice>(arenaBytes, persistentBytes);
+  return std::make_unique<CpuDevice>(arenaBytes, 0, persistentBytes);
+}
+
+std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes, size_t hostBytes,
+                                               size_t persistentBytes) {
+  return std::make_unique<CpuDevice>(arenaBytes, hostBytes, persistentBytes);
 }
 
 } // namespace llmc

@@ -76,6 +76,11 @@ public:
   /// the CPU runs stream 0 here and queues stream 1 for its thread.
   /// `step` and `ctx` must live until runProgram returns.
   virtual void launch(int stream, const Step &step, const StepContext &ctx) = 0;
+  /// A step that runs `hostWork` (a host kernel, ZeRO-Offload's update) on
+  /// the host in the order of program stream `stream`: after the work issued
+  /// before it, before the work issued after it. The CPU runs it as is; a
+  /// GPU enqueues it as a host function on the stream.
+  virtual Step hostStep(int stream, Step hostWork) { return hostWork; }
   /// Testing aid (llmc-run --debug-stream-delay-us): a random 0..maxMicros
   /// µs pause before every instruction on every stream; the CPU only.
   virtual void setStreamDelays(int maxMicros, uint64_t seed) = 0;
@@ -128,6 +133,11 @@ private:
 /// communication on stream 1 (if any) on a thread of its own. The arena's
 /// first `persistentBytes` start zero and untouched (Arena).
 std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes, size_t persistentBytes = 0);
+/// The CPU backend with host memory beside the arena (ZeRO-Offload): the
+/// arena's `arenaBytes` stand for device memory and `hostBytes` follow them
+/// in the same allocation; highWaterMark() measures the arena alone.
+std::unique_ptr<ExecutionDevice> makeCpuDevice(size_t arenaBytes, size_t hostBytes,
+                                               size_t persistentBytes);
 
 /// How a GPU rank's collectives and transfers travel (llmc-run
 /// --device-comm): NCCL, or the host transport staged through pinned
@@ -155,7 +165,8 @@ struct CudaOptions {
 /// rank's local index (mpirun, torchrun or Slurm) modulo the visible GPUs.
 /// Throws RuntimeError saying why when this build has no CUDA or no GPU is
 /// usable.
-std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOptions &options);
+std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOptions &options,
+                                                size_t hostBytes = 0);
 
 } // namespace llmc
 

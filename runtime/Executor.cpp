@@ -99,9 +99,11 @@ TensorView BoundProgram::viewOf(uint32_t index) const {
   const BufferInfo &b = program_.buffers[index];
   TensorView view;
   // Kernels on the host arena (the CPU) read placed-outside bytes where
-  // they are; a GPU's arena holds everything itself.
-  view.data = device_.kernelBase() == device_.hostArena().base() ? hostAddress(b)
-                                                                 : device_.kernelBase() + b.offset;
+  // they are; a GPU's arena holds everything itself. Host memory
+  // (ZeRO-Offload) is the host arena's, past the device arena, everywhere.
+  view.data = b.host || device_.kernelBase() == device_.hostArena().base()
+                  ? hostAddress(b)
+                  : device_.kernelBase() + b.offset;
   view.dtype = b.dtype;
   view.shape = b.shape;
   return view;
@@ -153,7 +155,8 @@ BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device, 
 
 ExecutionDevice::Step BoundProgram::bindKernel(size_t i, const std::string &prefix) {
   const InstructionInfo &inst = program_.instructions[i];
-  Backend backend = device_.backend();
+  // A host kernel (ZeRO-Offload's update) is the CPU backend's on any device.
+  Backend backend = inst.onHost ? Backend::CPU : device_.backend();
   KernelFactory factory = findKernel(backend, inst.kernel);
   if (!factory)
     fail(prefix, describe(i), ": the ", backendName(backend), " backend has no kernel named '",
@@ -180,6 +183,13 @@ ExecutionDevice::Step BoundProgram::bindKernel(size_t i, const std::string &pref
   Kernel *k = kernel.get();
   kernels_.push_back(std::move(kernel));
   void *stream = device_.stream(inst.stream);
+  if (inst.onHost)
+    return device_.hostStep(inst.stream, [k](const StepContext &ctx) {
+      StepContext on = ctx;
+      on.stream = nullptr;
+      on.deviceStep = nullptr;
+      k->run(on);
+    });
   const int64_t *deviceStep = device_.deviceStep();
   return [k, stream, deviceStep](const StepContext &ctx) {
     StepContext on = ctx;

@@ -102,14 +102,25 @@ void zeroPersistentState(const Artifact &artifact, const Arena &arena,
       if (b.category == "optim" && b.name.rfind("master/", 0) == 0 && !wanted(b.name.substr(7)))
         keep.push_back({b.offset, b.offset + b.bytes()});
   std::sort(keep.begin(), keep.end());
-  uint64_t at = 0;
-  for (auto [begin, end] : keep) {
-    if (begin > at)
-      std::memset(arena.base() + at, 0, begin - at);
-    at = std::max(at, end);
-  }
-  if (artifact.memory.persistentBytes > at)
-    std::memset(arena.base() + at, 0, artifact.memory.persistentBytes - at);
+  // The persistent state: the arena's first bytes, and the optimizer state
+  // in host memory (ZeRO-Offload).
+  auto zeroRange = [&](uint64_t from, uint64_t to) {
+    uint64_t at = from;
+    for (auto [begin, end] : keep) {
+      if (end <= from || begin >= to)
+        continue;
+      if (begin > at)
+        std::memset(arena.base() + at, 0, begin - at);
+      at = std::max(at, end);
+    }
+    if (to > at)
+      std::memset(arena.base() + at, 0, to - at);
+  };
+  zeroRange(0, artifact.memory.persistentBytes);
+  for (const ProgramInfo &program : artifact.programs)
+    for (const BufferInfo &b : program.buffers)
+      if (b.host && b.category == "optim" && !b.name.empty())
+        zeroRange(b.offset, b.offset + b.bytes());
 }
 
 } // namespace

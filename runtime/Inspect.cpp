@@ -60,6 +60,30 @@ void printMemoryPlan(const Artifact &a, const std::string &title, std::ostream &
     }
     os << "\n";
   }
+  if (a.memory.hostBytes) {
+    row("host memory", a.memory.hostBytes)
+        << "  (--offload optimizer: beside the arena, not in it)\n";
+    row("  optimizer_state", a.memory.hostOptimizerStateBytes) << "  (fp32 masters, AdamW moments)\n";
+    row("  staging", a.memory.hostBytes - a.memory.hostOptimizerStateBytes)
+        << "  (copies of what the host update reads and writes)\n";
+  }
+}
+
+/// Host kernels and the bytes copied each way per run (ZeRO-Offload).
+void printHostTraffic(const ProgramInfo &p, std::ostream &os) {
+  int onHost = 0;
+  uint64_t down = 0, up = 0;
+  for (const InstructionInfo &inst : p.instructions) {
+    onHost += inst.onHost;
+    if (inst.kind == InstructionKind::Kernel && inst.kernel == "copy_to_host")
+      down += p.buffers[inst.inputs[0]].bytes();
+    if (inst.kind == InstructionKind::Kernel && inst.kernel == "copy_to_device")
+      up += p.buffers[inst.inputs[0]].bytes();
+  }
+  if (onHost || down || up)
+    os << "  " << std::setw(12) << "" << "  on the host: " << onHost
+       << (onHost == 1 ? " kernel" : " kernels") << "; copied " << formatBytes(down)
+       << " to the host, " << formatBytes(up) << " to the device\n";
 }
 
 /// How a training artifact trains: precision, optimizer, adapters,
@@ -440,6 +464,7 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     if (p.liveBytesBound)
       os << " (live-bytes bound " << formatBytes(p.liveBytesBound) << ")";
     os << "\n";
+    printHostTraffic(p, os);
   }
   return true;
 }

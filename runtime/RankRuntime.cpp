@@ -134,8 +134,10 @@ RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOp
   if (options.streamDelayMicros > 0 && r.gpu())
     fail("--debug-stream-delay-us applies to artifacts compiled for --target cpu");
   r.device = r.gpu()
-                 ? makeCudaDevice(r.artifact.memory.arenaBytes, options.cuda)
-                 : makeCpuDevice(r.artifact.memory.arenaBytes, r.artifact.memory.persistentBytes);
+                 ? makeCudaDevice(r.artifact.memory.arenaBytes, options.cuda,
+                                  r.artifact.memory.hostBytes)
+                 : makeCpuDevice(r.artifact.memory.arenaBytes, r.artifact.memory.hostBytes,
+                                 r.artifact.memory.persistentBytes);
   if (options.streamDelayMicros > 0)
     r.device->setStreamDelays(options.streamDelayMicros, static_cast<uint64_t>(r.rank) + 1);
   if (r.gpu()) {

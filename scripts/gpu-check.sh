@@ -266,6 +266,28 @@ do_multi_tensor_adamw() {
     --metrics "$w/per-tensor.jsonl" --quiet &&
   python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/fused.jsonl" "$w/per-tensor.jsonl" 0
 }
+# --offload optimizer on the GPU: pinned host memory, copies on the
+# stream, the update as a host function. The update runs the CPU's AdamW
+# kernel instead of the GPU's, so the losses agree to bf16 training's
+# tolerance, not bit for bit; the step times with and without offloading
+# are printed (median of steps 2-10 from the metrics).
+do_offload() {
+  local w=$OUT_DIR/parity/offload
+  rm -rf "$w" && mkdir -p "$w"
+  "$BIN/llmc-run" "$A/tiny-bf16-gpu.llmc" --steps 10 --no-gemm-timing --metrics "$w/device.jsonl" \
+    --quiet &&
+  "$BIN/llmc-run" "$A/tiny-bf16-offload-gpu.llmc" --steps 10 --no-gemm-timing \
+    --metrics "$w/offload.jsonl" | tee "$w/offload.out" &&
+  python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/offload.jsonl" "$w/device.jsonl" 1e-2 &&
+  python3 - "$w/device.jsonl" "$w/offload.jsonl" <<'PY'
+import json, statistics, sys
+def median_ms(path):
+    rows = [json.loads(line) for line in open(path)][1:]
+    return statistics.median(r["ms"] for r in rows if "ms" in r) if rows else float("nan")
+print(f"step time: {median_ms(sys.argv[1]):.2f} ms without offloading, "
+      f"{median_ms(sys.argv[2]):.2f} ms with --offload optimizer")
+PY
+}
 do_resume_on_cpu() {  # the fp32 GPU run's checkpoint, 10 more steps on the CPU
   "$BIN/llmc-run" "$A/tiny-cpu.llmc" --steps 60 --resume --ckpt-dir "$CK_DIR/fp32" --quiet
 }
@@ -363,7 +385,7 @@ PY
 export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
 export -f do_build do_preflight do_conformance_cuda do_conformance_changed do_ctest do_sanitize \
   do_sanitize_run parity_pair do_resume_on_cpu attention_baseline do_attention_variant \
-  do_multi_tensor_adamw do_two_ranks do_shared_gpu do_bench_gpt2 do_profile_gpt2 do_bench_attention \
+  do_multi_tensor_adamw do_offload do_two_ranks do_shared_gpu do_bench_gpt2 do_profile_gpt2 do_bench_attention \
   do_bench_head do_bench_1p5b do_ncu do_calibrate
 
 {
@@ -410,6 +432,7 @@ if wants parity; then
   step parity-attention-cudnn 150 do_attention_variant cudnn
   step parity-attention-tc 120 do_attention_variant tensor-cores
   step parity-multi-tensor-adamw 60 do_multi_tensor_adamw
+  step parity-offload 60 do_offload
 fi
 if wants multigpu; then
   step multigpu-dp2 120 do_two_ranks dp2 tiny-dp2-gpu.llmc

@@ -63,6 +63,10 @@ TINY257=("${TINY[@]}" --set vocab_size=257)
 "$LLMC" compile "${TINY[@]}" --precision bf16 --target cuda --fuse \
   add-norm,bias,bias-gelu,bias-grad,elementwise,gelu-grad,linear-cross-entropy,qkv-split,residual,rope,swiglu-grad \
   -o "$A/tiny-bf16-per-tensor-gpu.llmc"
+# ZeRO-Offload: the bf16 optimizer state in pinned host memory, the update
+# on the host, against tiny-bf16-gpu.llmc.
+"$LLMC" compile "${TINY[@]}" --precision bf16 --target cuda --offload optimizer \
+  -o "$A/tiny-bf16-offload-gpu.llmc"
 # Two ranks over NCCL (one GPU each): data and tensor parallel.
 "$LLMC" compile "${TINY[@]}" --mesh dp=2 --target cuda -o "$A/tiny-dp2-gpu.llmc"
 "$LLMC" compile "${TINY[@]}" --mesh tp=2 --target cuda -o "$A/tiny-tp2-gpu.llmc"

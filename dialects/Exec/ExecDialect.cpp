@@ -77,12 +77,22 @@ LogicalResult BufferOp::verify() {
     return emitOpError("offset ") << offset << " is not aligned to the "
                                   << elementBytes << "-byte element size";
   if (auto module = (*this)->getParentOfType<ModuleOp>())
-    if (auto arena = module->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
-      if (offset + bufferBytes(type) > arena.getInt())
-        return emitOpError("bytes [") << offset << ", "
-                                      << offset + bufferBytes(type)
-                                      << ") exceed the arena of " << arena.getInt()
-                                      << " bytes";
+    if (auto arena = module->getAttrOfType<IntegerAttr>(kArenaBytesAttr)) {
+      bool host = (*this)->hasAttr(kHostSpaceAttr);
+      auto hostBytes = module->getAttrOfType<IntegerAttr>(kHostBytesAttr);
+      if (host && !hostBytes)
+        return emitOpError("is in the host space, but the module has no '")
+               << kHostBytesAttr << "'";
+      int64_t begin = host ? arena.getInt() : 0,
+              end = host ? arena.getInt() + hostBytes.getInt() : arena.getInt();
+      if (host && (offset < begin || offset + bufferBytes(type) > end))
+        return emitOpError("bytes [") << offset << ", " << offset + bufferBytes(type)
+                                      << ") exceed the host space [" << begin << ", " << end
+                                      << ")";
+      if (!host && offset + bufferBytes(type) > end)
+        return emitOpError("bytes [") << offset << ", " << offset + bufferBytes(type)
+                                      << ") exceed the arena of " << end << " bytes";
+    }
   if (getName() && getName()->empty())
     return emitOpError("name must not be empty");
   return success();
@@ -101,9 +111,9 @@ LogicalResult KernelOp::verify() {
     if (attr.getName().getValue().starts_with("dist.") || attr.getName() == kActionAttr)
       continue;
     Attribute value = attr.getValue();
-    if (attr.getName() == kFaultSiteAttr) {
+    if (attr.getName() == kFaultSiteAttr || attr.getName() == kOnHostAttr) {
       if (!isa<UnitAttr>(value))
-        return emitOpError("'") << kFaultSiteAttr << "' must be a unit attribute";
+        return emitOpError("'") << attr.getName().getValue() << "' must be a unit attribute";
       continue;
     }
     bool ok = isa<IntegerAttr, FloatAttr, DenseI64ArrayAttr>(value);
@@ -113,6 +123,31 @@ LogicalResult KernelOp::verify() {
       return emitOpError("attribute '") << attr.getName().getValue()
                                         << "' must be an integer, float or integer array";
   }
+  return verifyMemorySpaces();
+}
+
+/// A host kernel reads and writes host memory only; a device kernel device
+/// memory only, except the copies between the two.
+LogicalResult KernelOp::verifyMemorySpaces() {
+  auto onHost = [](Value v) {
+    auto buffer = v.getDefiningOp<BufferOp>();
+    return buffer && buffer->hasAttr(kHostSpaceAttr);
+  };
+  bool hostKernel = (*this)->hasAttr(kOnHostAttr);
+  bool inputsHost = hostKernel || getCallee() == "copy_to_device";
+  bool outputsHost = hostKernel || getCallee() == "copy_to_host";
+  if (hostKernel && getCallee().starts_with("copy_to_"))
+    return emitOpError("'") << getCallee() << "' runs on the device, not the host";
+  for (auto [i, v] : llvm::enumerate(getInputs()))
+    if (onHost(v) != inputsHost)
+      return emitOpError("input ") << i << " is in " << (onHost(v) ? "host" : "device")
+                                   << " memory, but '" << getCallee() << "' reads "
+                                   << (inputsHost ? "host" : "device") << " memory";
+  for (auto [i, v] : llvm::enumerate(getOutputs()))
+    if (onHost(v) != outputsHost)
+      return emitOpError("output ") << i << " is in " << (onHost(v) ? "host" : "device")
+                                    << " memory, but '" << getCallee() << "' writes "
+                                    << (outputsHost ? "host" : "device") << " memory";
   return success();
 }
 
@@ -120,6 +155,10 @@ LogicalResult KernelOp::verify() {
 /// the reduction is known, root is a group member, shapes agree.
 template <typename OpT>
 static LogicalResult verifyCollective(OpT op, StringRef shapeRule) {
+  for (Value v : {op.getInput(), op.getOutput()})
+    if (auto buffer = v.getDefiningOp<BufferOp>(); buffer && buffer->hasAttr(kHostSpaceAttr))
+      return op.emitOpError("communicates a buffer in host memory; collectives move device "
+                            "memory");
   if (op.getGroup().empty())
     return op.emitOpError("group must name at least one mesh axis");
   int64_t groupSize = 1;

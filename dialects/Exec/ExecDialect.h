@@ -33,6 +33,13 @@ inline constexpr llvm::StringLiteral kActionAttr = "exec.action";
 /// NaN: the rank's first floating-point activations. A testing aid the
 /// compiler places, so the runtime needs no knowledge of kernel names.
 inline constexpr llvm::StringLiteral kFaultSiteAttr = "exec.fault_site";
+/// Module attribute: bytes of the host memory space (llmc-offload-optimizer),
+/// numbered after the device arena: [exec.arena_bytes, + exec.host_bytes).
+inline constexpr llvm::StringLiteral kHostBytesAttr = "exec.host_bytes";
+/// On a buffer: its bytes are in the host memory space.
+inline constexpr llvm::StringLiteral kHostSpaceAttr = "exec.host_space";
+/// On a kernel: it runs on the host's cores, on host-space buffers only.
+inline constexpr llvm::StringLiteral kOnHostAttr = "exec.on_host";
 
 /// Bytes a buffer of this memref type occupies.
 int64_t bufferBytes(mlir::MemRefType type);

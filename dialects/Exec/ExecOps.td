@@ -86,6 +86,11 @@ def Exec_KernelOp : Exec_Op<"kernel", [HasParent<"ProgramOp">, AttrSizedOperandS
     stream 0: one ordered list. `llmc-place-streams` moves communication
     to stream 1 and orders the two streams with events.
 
+    Under `llmc-offload-optimizer` a kernel with the unit attribute
+    `exec.on_host` runs on the host's cores on buffers marked
+    `exec.host_space` only; `copy_to_host` and `copy_to_device` are the
+    device kernels that move bytes between the two memories.
+
     ```mlir
     exec.kernel "matmul" (%x, %w : memref<4x64xf32>, memref<64x64xf32>)
         -> (%y : memref<4x64xf32>) {transpose_b = 1 : i64}
@@ -99,6 +104,9 @@ def Exec_KernelOp : Exec_Op<"kernel", [HasParent<"ProgramOp">, AttrSizedOperandS
     attr-dict
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult verifyMemorySpaces();
+  }];
 }
 
 class Exec_CollectiveOp<string mnemonic, string what> : Exec_Op<mnemonic,

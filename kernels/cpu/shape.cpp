@@ -247,6 +247,37 @@ std::unique_ptr<Kernel> makeCopy(const KernelArgs &args, std::string &error) {
   return std::make_unique<CopyKernel>(x.data, out.data, x.bytes());
 }
 
+/// copy_to_host / copy_to_device (ZeRO-Offload): the same bytes, from one
+/// memory to the other. The CPU backend's two memories are both the host's
+/// (the first part of its arena stands for the device's), so a byte copy.
+std::unique_ptr<Kernel> makeSpaceCopy(const char *name, const KernelArgs &args,
+                                      std::string &error) {
+  Validator v(name, args, error);
+  if (!v.arity(1, 1) || !sameDTypeAsX(v)) return nullptr;
+  const TensorView &x = v.in(0), &out = v.out(0);
+  if (out.shape != x.shape)
+    return v.reject("out " + out.describe() + " must have x's shape " + x.describe());
+  if (x.data && x.data == out.data)
+    return v.reject("x and out are the same bytes; a copy between memories needs two");
+  class SpaceCopyKernel final : public Kernel {
+  public:
+    SpaceCopyKernel(const void *src, void *dst, size_t bytes) : src_(src), dst_(dst), bytes_(bytes) {}
+    void run(const StepContext &) override { copyBytes(dst_, src_, bytes_); }
+
+  private:
+    const void *src_;
+    void *dst_;
+    size_t bytes_;
+  };
+  return std::make_unique<SpaceCopyKernel>(x.data, out.data, x.bytes());
+}
+std::unique_ptr<Kernel> makeCopyToHost(const KernelArgs &args, std::string &error) {
+  return makeSpaceCopy("copy_to_host", args, error);
+}
+std::unique_ptr<Kernel> makeCopyToDevice(const KernelArgs &args, std::string &error) {
+  return makeSpaceCopy("copy_to_device", args, error);
+}
+
 //===----------------------------------------------------------------------===//
 // reduce_sum
 //===----------------------------------------------------------------------===//
@@ -289,6 +320,8 @@ LLMC_REGISTER_KERNEL(CPU, "slice", makeSlice);
 LLMC_REGISTER_KERNEL(CPU, "pad", makePad);
 LLMC_REGISTER_KERNEL(CPU, "concat", makeConcat);
 LLMC_REGISTER_KERNEL(CPU, "copy", makeCopy);
+LLMC_REGISTER_KERNEL(CPU, "copy_to_host", makeCopyToHost);
+LLMC_REGISTER_KERNEL(CPU, "copy_to_device", makeCopyToDevice);
 LLMC_REGISTER_KERNEL(CPU, "reduce_sum", makeReduceSum);
 
 } // namespace llmc::cpu

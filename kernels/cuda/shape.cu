@@ -298,6 +298,47 @@ std::unique_ptr<Kernel> makeCudaCopy(const KernelArgs &args, std::string &error)
 }
 
 //===----------------------------------------------------------------------===//
+// copy_to_host / copy_to_device (ZeRO-Offload)
+//===----------------------------------------------------------------------===//
+
+/// Between device memory and the pinned host memory past the arena, on the
+/// kernel's stream. cudaMemcpyDefault lets unified addressing tell the
+/// direction from the pointers, so the same kernel also runs between two
+/// device buffers (the conformance tests' binding).
+class SpaceCopyKernel final : public Kernel {
+public:
+  SpaceCopyKernel(TensorView in, TensorView out) : in_(std::move(in)), out_(std::move(out)) {}
+  void run(const StepContext &ctx) override {
+    LLMC_CUDA_CHECK(cudaMemcpyAsync(out_.data, in_.data, in_.bytes(), cudaMemcpyDefault,
+                                    streamOf(ctx)));
+  }
+
+private:
+  TensorView in_, out_;
+};
+
+std::unique_ptr<Kernel> makeCudaSpaceCopy(const char *name, const KernelArgs &args,
+                                          std::string &error) {
+  if (args.inputs.size() != 1 || args.outputs.size() != 1) {
+    error = std::string(name) + ": expects one input and one output";
+    return nullptr;
+  }
+  const TensorView &x = args.inputs[0], &out = args.outputs[0];
+  if (x.dtype != out.dtype || x.shape != out.shape || (x.data && x.data == out.data)) {
+    error = std::string(name) + ": input " + x.describe() + " and output " + out.describe() +
+            " must be distinct buffers of one dtype and shape";
+    return nullptr;
+  }
+  return std::make_unique<SpaceCopyKernel>(x, out);
+}
+std::unique_ptr<Kernel> makeCudaCopyToHost(const KernelArgs &args, std::string &error) {
+  return makeCudaSpaceCopy("copy_to_host", args, error);
+}
+std::unique_ptr<Kernel> makeCudaCopyToDevice(const KernelArgs &args, std::string &error) {
+  return makeCudaSpaceCopy("copy_to_device", args, error);
+}
+
+//===----------------------------------------------------------------------===//
 // reduce_sum
 //===----------------------------------------------------------------------===//
 
@@ -394,6 +435,8 @@ LLMC_REGISTER_KERNEL(CUDA, "slice", makeCudaSlice);
 LLMC_REGISTER_KERNEL(CUDA, "pad", makeCudaPad);
 LLMC_REGISTER_KERNEL(CUDA, "concat", makeCudaConcat);
 LLMC_REGISTER_KERNEL(CUDA, "copy", makeCudaCopy);
+LLMC_REGISTER_KERNEL(CUDA, "copy_to_host", makeCudaCopyToHost);
+LLMC_REGISTER_KERNEL(CUDA, "copy_to_device", makeCudaCopyToDevice);
 LLMC_REGISTER_KERNEL(CUDA, "reduce_sum", makeCudaReduceSum);
 
 } // namespace llmc::cuda

@@ -131,6 +131,8 @@ void addLoweringPasses(AddPass add, const llmc::CompileOptions &options) {
   lower.target = options.target;
   add(createLowerToExec(lower));
   add(createVerifyCollectives());
+  if (options.offload == "optimizer")
+    add(createOffloadOptimizer());
   if (options.memoryBudgetBytes > 0) {
     MemoryBudgetOptions budget;
     budget.bytes = options.memoryBudgetBytes;

@@ -34,6 +34,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <map>
@@ -66,11 +67,18 @@ std::string formatGiB(size_t bytes) {
 
 class CudaDevice final : public ExecutionDevice {
 public:
-  CudaDevice(size_t arenaBytes, int device)
-      : host_(arenaBytes), device_(device) {
+  CudaDevice(size_t arenaBytes, size_t hostBytes, int device)
+      : host_(arenaBytes + hostBytes), deviceBytes_(arenaBytes), device_(device) {
     check(cudaSetDevice(device_), "cudaSetDevice");
-    check(cudaMalloc(&base_, host_.size() ? host_.size() : 1), "cudaMalloc of the arena");
-    check(cudaMemset(base_, Arena::kPattern, host_.size()), "cudaMemset of the arena");
+    check(cudaMalloc(&base_, deviceBytes_ ? deviceBytes_ : 1), "cudaMalloc of the arena");
+    check(cudaMemset(base_, Arena::kPattern, deviceBytes_), "cudaMemset of the arena");
+    // Host memory (ZeRO-Offload) is the mirror's tail, pinned so the copy
+    // kernels' cudaMemcpyAsync run asynchronously on their stream.
+    if (hostBytes) {
+      check(cudaHostRegister(host_.base() + deviceBytes_, hostBytes, cudaHostRegisterDefault),
+            "cudaHostRegister of the host memory");
+      pinned_ = host_.base() + deviceBytes_;
+    }
     // The compute and collective streams always; a transfer channel's when
     // a program names it.
     streamAt(kComputeStream);
@@ -94,6 +102,8 @@ public:
     for (cudaStream_t s : streams_)
       if (s)
         cudaStreamDestroy(s);
+    if (pinned_)
+      cudaHostUnregister(pinned_);
     cudaFreeHost(hostStep_);
     cudaFree(step_);
     cudaFree(base_);
@@ -113,6 +123,21 @@ public:
 
   // Steps enqueue their work on the stream they were bound to.
   void launch(int, const Step &step, const StepContext &ctx) override { step(ctx); }
+
+  /// A host kernel as a host function on its stream. The work and the
+  /// context it runs with live in hostCalls_; a captured graph would replay
+  /// the context of its capture, so a program with host work runs eagerly.
+  Step hostStep(int stream, Step hostWork) override {
+    eagerOnly_ = true;
+    hostCalls_.push_back(std::make_unique<HostCall>());
+    HostCall *call = hostCalls_.back().get();
+    call->work = std::move(hostWork);
+    cudaStream_t s = streamAt(stream);
+    return [this, call, s](const StepContext &ctx) {
+      call->ctx = ctx;
+      check(cudaLaunchHostFunc(s, &HostCall::run, call), "cudaLaunchHostFunc");
+    };
+  }
   void setStreamDelays(int, uint64_t) override {
     fail("stream delays are a CPU testing aid; the CUDA backend has none");
   }
@@ -169,12 +194,20 @@ public:
   // streams are non-blocking, so only stream order puts an upload before
   // the kernels that read it (a pageable cudaMemcpy may return before its
   // DMA lands). The host buffer is staged before the call returns.
+  // Host memory past the arena has no device copy: only the arena's part
+  // of a range moves.
   void toDevice(size_t offset, size_t bytes) override {
+    bytes = offset >= deviceBytes_ ? 0 : std::min(bytes, deviceBytes_ - offset);
+    if (!bytes)
+      return;
     check(cudaMemcpyAsync(base_ + offset, host_.base() + offset, bytes, cudaMemcpyHostToDevice,
                           streams_[0]),
           "cudaMemcpyAsync to the device");
   }
   void toHost(size_t offset, size_t bytes) override {
+    bytes = offset >= deviceBytes_ ? 0 : std::min(bytes, deviceBytes_ - offset);
+    if (!bytes)
+      return;
     check(cudaMemcpyAsync(host_.base() + offset, base_ + offset, bytes, cudaMemcpyDeviceToHost,
                           streams_[0]),
           "cudaMemcpyAsync to the host");
@@ -184,7 +217,7 @@ public:
   size_t highWaterMark() override {
     // Scans down from the end in chunks: only the tail is ever read.
     std::vector<uint8_t> chunk(size_t(64) << 20);
-    size_t end = host_.size();
+    size_t end = deviceBytes_;
     while (end > 0) {
       size_t n = std::min(chunk.size(), end);
       check(cudaMemcpy(chunk.data(), base_ + end - n, n, cudaMemcpyDeviceToHost),
@@ -202,7 +235,7 @@ public:
     cudaMemGetInfo(&freeBytes, &totalBytes);
     return "GPU " + std::to_string(device_) + " (" + cuda::describeDevice(device_) + "): " +
            formatGiB(totalBytes - freeBytes) + " in use by all processes, arena " +
-           formatGiB(host_.size());
+           formatGiB(deviceBytes_);
   }
 
   std::vector<std::string> bindingNotes() override { return cuda::takeAttentionNotes(); }
@@ -257,7 +290,20 @@ private:
       }
   }
 
+  /// A host kernel's work and the context of its latest launch.
+  struct HostCall {
+    Step work;
+    StepContext ctx;
+    static void CUDART_CB run(void *self) {
+      auto *call = static_cast<HostCall *>(self);
+      call->work(call->ctx);
+    }
+  };
+
   Arena host_;
+  size_t deviceBytes_ = 0; ///< the mirror's first bytes, the device arena's
+  uint8_t *pinned_ = nullptr; ///< the registered host memory, if any
+  std::vector<std::unique_ptr<HostCall>> hostCalls_;
   int device_ = 0;
   uint8_t *base_ = nullptr;
   std::array<cudaStream_t, kMaxStreams> streams_{};
@@ -273,7 +319,8 @@ private:
 
 int visibleGpuCount() { return cuda::deviceCount(); }
 
-std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOptions &options) {
+std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOptions &options,
+                                                size_t hostBytes) {
   // Checked before anything is allocated: the answer on a machine without
   // a GPU is immediate.
   std::string why;
@@ -284,7 +331,7 @@ std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOpt
   cuda::setAllowTf32(options.tf32);
   cuda::setAttentionImpl(options.attention);
   cuda::setGemmTiming(options.gemmTiming && cuda::gemmTiming());
-  return std::make_unique<CudaDevice>(arenaBytes, localRank() % count);
+  return std::make_unique<CudaDevice>(arenaBytes, hostBytes, localRank() % count);
 }
 
 } // namespace llmc

@@ -20,7 +20,7 @@ namespace {
 }
 } // namespace
 
-std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t, const CudaOptions &) { noCuda(); }
+std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t, const CudaOptions &, size_t) { noCuda(); }
 
 int visibleGpuCount() { return 0; }
 

@@ -258,3 +258,77 @@ module attributes {exec.mesh = {pp = 2 : i64}} {
     exec.recv %b axis "dp" shift 1 tag 0 : memref<4xf32>
   }
 }
+
+// -----
+
+// Host memory (llmc-offload-optimizer): numbered after the arena, declared
+// by the module, kept apart from device kernels and collectives.
+module attributes {exec.arena_bytes = 64 : i64} {
+  exec.program @p kind "train_step" {
+    // expected-error @+1 {{is in the host space, but the module has no 'exec.host_bytes'}}
+    %h = exec.buffer offset 64 {exec.host_space} : memref<4xf32>
+  }
+}
+
+// -----
+
+module attributes {exec.arena_bytes = 64 : i64, exec.host_bytes = 16 : i64} {
+  exec.program @p kind "train_step" {
+    // expected-error @+1 {{bytes [32, 48) exceed the host space [64, 80)}}
+    %h = exec.buffer offset 32 {exec.host_space} : memref<4xf32>
+  }
+}
+
+// -----
+
+module attributes {exec.arena_bytes = 64 : i64, exec.host_bytes = 64 : i64} {
+  exec.program @p kind "train_step" {
+    %d = exec.buffer offset 0 : memref<4xf32>
+    %h = exec.buffer offset 64 {exec.host_space} : memref<4xf32>
+    // expected-error @+1 {{input 0 is in device memory, but 'adamw' reads host memory}}
+    exec.kernel "adamw" (%d : memref<4xf32>) -> (%h : memref<4xf32>) {exec.on_host}
+  }
+}
+
+// -----
+
+module attributes {exec.arena_bytes = 64 : i64, exec.host_bytes = 64 : i64} {
+  exec.program @p kind "train_step" {
+    %d = exec.buffer offset 0 : memref<4xf32>
+    %h = exec.buffer offset 64 {exec.host_space} : memref<4xf32>
+    // expected-error @+1 {{input 0 is in host memory, but 'scale' reads device memory}}
+    exec.kernel "scale" (%h : memref<4xf32>) -> (%d : memref<4xf32>)
+  }
+}
+
+// -----
+
+module attributes {exec.arena_bytes = 64 : i64, exec.host_bytes = 64 : i64} {
+  exec.program @p kind "train_step" {
+    %d = exec.buffer offset 0 : memref<4xf32>
+    %h = exec.buffer offset 64 {exec.host_space} : memref<4xf32>
+    // expected-error @+1 {{output 0 is in device memory, but 'copy_to_host' writes host memory}}
+    exec.kernel "copy_to_host" (%d : memref<4xf32>) -> (%d : memref<4xf32>)
+  }
+}
+
+// -----
+
+module attributes {exec.arena_bytes = 64 : i64, exec.host_bytes = 64 : i64} {
+  exec.program @p kind "train_step" {
+    %d = exec.buffer offset 0 : memref<4xf32>
+    %h = exec.buffer offset 64 {exec.host_space} : memref<4xf32>
+    // expected-error @+1 {{'copy_to_device' runs on the device, not the host}}
+    exec.kernel "copy_to_device" (%h : memref<4xf32>) -> (%d : memref<4xf32>) {exec.on_host}
+  }
+}
+
+// -----
+
+module attributes {exec.arena_bytes = 64 : i64, exec.host_bytes = 64 : i64, exec.mesh = {dp = 2 : i64}} {
+  exec.program @p kind "train_step" {
+    %h = exec.buffer offset 64 {exec.host_space} : memref<4xf32>
+    // expected-error @+1 {{communicates a buffer in host memory; collectives move device memory}}
+    exec.all_reduce %h -> %h group ["dp"] : memref<4xf32> -> memref<4xf32>
+  }
+}

@@ -214,6 +214,15 @@ std::vector<ConformanceCase> fillCopyCases() {
                                          return std::vector<RefTensor>{out};
                                        });
                      }});
+  // ZeRO-Offload's copies between device and host memory: the same bytes
+  // and shape.
+  for (const char *name : {"copy_to_host", "copy_to_device"})
+    for (const CopyCase &c : {CopyCase{DType::F32, {6, 35}, {6, 35}},
+                              CopyCase{DType::BF16, {3, 1000}, {3, 1000}}})
+      cases.push_back({name, std::string(dtypeName(c.dtype)) + "_" + shapeLabel(c.from), [=] {
+                         return moveCall(valuesFor(c.from, 52, c.dtype), c.dtype, c.to, {},
+                                         [](const std::vector<RefTensor> &in) { return in; });
+                       }});
   return cases;
 }
 

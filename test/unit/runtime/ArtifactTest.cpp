@@ -27,6 +27,9 @@ struct Spec {
   bool faultSite = false;                ///< mark the kernel as the fault-injection site
   fb::DType outputDType = fb::DType::F32; ///< of buffer 0
   int32_t channel = 0; ///< the kernel's transfer channel (none is valid)
+  uint64_t host = 0;       ///< bytes of host memory after the arena
+  bool outputHost = false; ///< buffer 0 is in host memory
+  bool onHost = false;     ///< the kernel runs on the host
 };
 
 /// A one-program artifact: `kernel` writes buffer 0 (f32[4x8]).
@@ -35,7 +38,8 @@ std::string build(const Spec &spec) {
   fbb.ForceDefaults(true);
   auto buffer =
       fb::CreateBuffer(fbb, fbb.CreateString("out"), fbb.CreateString("output"), spec.bufferOffset,
-                       spec.outputDType, fbb.CreateVector(std::vector<int64_t>{4, 8}));
+                       spec.outputDType, fbb.CreateVector(std::vector<int64_t>{4, 8}), 0, 0,
+                       spec.outputHost ? fb::MemorySpace::Host : fb::MemorySpace::Device);
   auto param = fb::CreateBuffer(fbb, fbb.CreateString("w"), fbb.CreateString("param"), 512,
                                 fb::DType::F32, fbb.CreateVector(std::vector<int64_t>{16}));
   std::vector<flatbuffers::Offset<fb::FloatAttr>> floats = {
@@ -53,14 +57,14 @@ std::string build(const Spec &spec) {
       fbb.CreateVector(std::vector<uint32_t>{}),
       fbb.CreateVector(std::vector<uint32_t>{spec.outputIndex}), fbb.CreateVector(ints),
       fbb.CreateVector(floats), 0, 0, 0, 0, 0, 0, 0, 0, 0, fbb.CreateString("model.mlir:3:5"),
-      fbb.CreateVector(terms), fbb.CreateString("F0"), spec.faultSite, spec.channel);
+      fbb.CreateVector(terms), fbb.CreateString("F0"), spec.faultSite, spec.channel, spec.onHost);
   auto program = fb::CreateProgram(fbb, fbb.CreateString("train_step"),
                                    fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Buffer>>{buffer, param}),
                                    fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Instruction>>{inst}), 128);
   auto parameter = fb::CreateParameter(fbb, fbb.CreateString("w"),
                                        fbb.CreateVector(std::vector<int64_t>{16}), fb::DType::F32, 512,
                                        fbb.CreateString("normal"), 0.5, true);
-  auto memory = fb::CreateMemoryPlan(fbb, spec.arena, 0, spec.arena);
+  auto memory = fb::CreateMemoryPlan(fbb, spec.arena, 0, spec.arena, 0, 0, 0, 0, 0, spec.host);
   auto role = fb::CreateRole(fbb, fbb.CreateVector(std::vector<int32_t>{0}),
                              fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Program>>{program}),
                              fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Parameter>>{parameter}),
@@ -166,6 +170,48 @@ TEST(Artifact, SemanticChecksNameTheField) {
   test::writeBytes(path, build({.channel = 2}));
   EXPECT_RUNTIME_ERROR(loadArtifact(path),
                        "instruction 0: channel 2 on an instruction that is not a send or receive");
+}
+
+TEST(Artifact, HostKernelsWriteHostMemoryBesideTheArena) {
+  // ZeRO-Offload's host memory: numbered after the arena, allocated beside
+  // it, written by host kernels; the arena's high-water mark leaves it out.
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  test::writeBytes(path, build({.bufferOffset = 1024, .host = 256, .outputHost = true,
+                                .onHost = true}));
+  Artifact a = loadArtifact(path);
+  EXPECT_EQ(a.memory.hostBytes, 256u);
+  ASSERT_TRUE(a.program("train_step")->buffers[0].host);
+  ASSERT_TRUE(a.program("train_step")->instructions[0].onHost);
+  auto device = makeCpuDevice(a.memory.arenaBytes, a.memory.hostBytes, 0);
+  auto comm = makeSingleRankCommunicator();
+  BoundProgram p(*a.program("train_step"), *device, *comm, 0);
+  p.run(StepContext{1});
+  TensorView out = p.view("out");
+  EXPECT_EQ(static_cast<uint8_t *>(out.data), device->hostArena().base() + 1024);
+  for (int64_t i = 0; i < out.numel(); ++i) EXPECT_EQ(out.as<float>()[i], 2.5f);
+  EXPECT_EQ(device->highWaterMark(), 0u);
+}
+
+TEST(Artifact, MemorySpacesAreChecked) {
+  test::TempDir dir;
+  std::string path = dir.file("a.llmc");
+  test::writeBytes(path, build({.host = 256, .outputHost = true, .onHost = true}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "buffer 0 ('out'): a host buffer at offset 0 lies in "
+                                           "the device arena of 1024 bytes");
+  test::writeBytes(path, build({.bufferOffset = 1216, .host = 256, .outputHost = true,
+                                .onHost = true}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "buffer 0 ('out') in host memory: bytes [1216, 1344) "
+                                           "lie outside the arena of 1280 bytes");
+  test::writeBytes(path, build({.onHost = true}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "instruction 0: output buffer 0 is in device memory; "
+                                           "this instruction writes host memory");
+  test::writeBytes(path, build({.bufferOffset = 1024, .host = 256, .outputHost = true}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "instruction 0: output buffer 0 is in host memory; "
+                                           "this instruction writes device memory");
+  test::writeBytes(path, build({.kernel = "copy_to_host", .bufferOffset = 1024, .host = 256,
+                                .outputHost = true, .onHost = true}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "'copy_to_host' runs on the device, not the host");
 }
 
 TEST(Artifact, OlderMinorVersionsLoad) {
