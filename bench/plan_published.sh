@@ -9,11 +9,9 @@
 # attention probabilities (Megatron-LM's GPT defaults). Beside it, the same
 # layout with llmc's kernels (flash attention, no dropout), and the layout
 # the planner would pick with the search open (--target cuda, llmc's
-# kernels). Layouts with pipeline stages are priced as the CPU target's
-# programs (--target cpu), as in the run docs/planner.md records, made
-# before the CUDA target compiled every schedule (docs/cuda.md, "Pipeline
-# transfers"); the two targets' programs differ in streams and fusions.
-# docs/planner.md records a run.
+# kernels). Every layout, pipelined or not, is priced as the CUDA target's
+# programs (--target cuda), which compile every pipeline schedule
+# (docs/cuda.md, "Pipeline transfers"). docs/planner.md records a run.
 #
 #   bench/plan_published.sh [build-dir]
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -34,11 +32,9 @@ printf '%-8s %-22s %6s %6s | %9s %9s %6s | %6s | %s\n' model "layers h heads" GP
 while read -r name layers hidden heads tp pp gpus batch published; do
   shape=(--set n_layer=$layers --set n_embd=$hidden --set n_head=$heads --set n_kv_head=$heads
          --set ffn_hidden=$((4 * hidden)))
-  target=cuda
-  ((pp > 1)) && target=cpu
   layout=(--cluster dgx-a100:$gpus --global-batch $batch --tp $tp --pp $pp --zero 0 --sp off
           --recompute full --microbatch-sizes 1,2 --pipeline-schedule 1f1b,interleaved
-          --target $target)
+          --target cuda)
   published_kernels=$(plan "${shape[@]}" "${layout[@]}" "${megatron[@]}")
   llmc_kernels=$(plan "${shape[@]}" "${layout[@]}")
   open=$(plan "${shape[@]}" --cluster dgx-a100:$gpus --global-batch $batch)
@@ -76,7 +72,7 @@ for mode in "full off 42.1" "selective on 54.2"; do
   read -r rc sp published <<< "$mode"
   out=$(plan "${shape[@]}" --cluster dgx-a100:2240 --global-batch 2240 --tp 8 --pp 35 --zero 0 \
         --sp $sp --recompute $rc --microbatch-sizes 1 --pipeline-schedule 1f1b,interleaved \
-        --target cpu "${megatron[@]}")
+        --target cuda "${megatron[@]}")
   $PY - "$(step_of <<< "$out")" "$rc" "$sp" "$published" <<'PY'
 import sys
 step = float(sys.argv[1]); rc, sp, pub = sys.argv[2], sys.argv[3], float(sys.argv[4])

@@ -30,6 +30,7 @@ struct CudnnAttentionShape {
   bool rope = false;     ///< attention_rope(_grad): q and k are rotated first
   bool segments = false; ///< segment ids (packed documents)
   int64_t window = 0;    ///< a sliding window (0: none)
+  bool softcap = false;  ///< scores capped by c·tanh(s / c)
 };
 
 /// Alignment of each part of the workspace (cuDNN wants 16 bytes; 256 keeps
@@ -55,6 +56,9 @@ inline std::string cudnnAttentionRefusal(const CudnnAttentionShape &s) {
   // cuDNN's diagonal band would take it; llmc has not wired and measured it.
   if (s.window > 0)
     return "a sliding window (runs on llmc's kernels)";
+  // cuDNN's SDPA graph has no score modifier llmc has wired for tanh.
+  if (s.softcap)
+    return "a score soft-cap (runs on llmc's kernels)";
   if (s.b == 0 || s.t == 0 || s.s == 0 || s.h == 0) return "an empty operand";
   return "";
 }

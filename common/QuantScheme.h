@@ -111,6 +111,12 @@ inline constexpr float kNf4Levels[16] = {
     -0.09105004f, 0.0f,        0.0795803f,   0.1609302f,  0.2461123f,   0.33791524f,
     0.44070983f,  0.562617f,   0.72295684f,  1.0f};
 
+/// kNf4Levels as their nearest multiples of 1/127, in 127ths: the integer
+/// weights the CPU's decode-step NF4 dots multiply (llama.cpp's IQ4_NL
+/// likewise defines its levels in int8).
+inline constexpr int8_t kNf4Int8Levels[16] = {-127, -88, -67, -50, -36, -23, -12, 0,
+                                              10,   20,  31,  43,  56,  71,  92,  127};
+
 /// Largest integer level of a symmetric integer format (127 / 7 / 3).
 inline int64_t integerMax(Format f) {
   return f == Format::Int8 ? 127 : f == Format::Int4 ? 7 : 3;

@@ -52,6 +52,10 @@ void addAttribute(ref::RefCall &call, StringRef name, Attribute value) {
     call.ints["symmetric"] = k.symmetric;
     if (k.outlier > 0)
       call.floats["outlier"] = k.outlier;
+    if (scheme.getObserver() == "delayed") {
+      call.ints["margin"] = scheme.getMargin();
+      call.ints["most_recent"] = scheme.getAlgo() == "most_recent";
+    }
   }
 }
 

@@ -107,6 +107,15 @@ bool Validator::floatAttr(const char *name, double *value) {
   return true;
 }
 
+bool Validator::floatAttr(const char *name, double *value, double fallback) {
+  const KernelAttrs &a = args_.attrs;
+  if (!a.hasFloat(name) && !a.hasInt(name)) {
+    *value = fallback;
+    return true;
+  }
+  return floatAttr(name, value);
+}
+
 bool Validator::intAttr(const char *name, int64_t *value, int64_t fallback) {
   const KernelAttrs &a = args_.attrs;
   if (a.hasFloat(name) && !a.hasInt(name))

@@ -65,6 +65,8 @@ public:
 
   /// A required float attribute (an int attribute is accepted and widened).
   bool floatAttr(const char *name, double *value);
+  /// An optional float attribute (an int one is widened).
+  bool floatAttr(const char *name, double *value, double fallback);
   /// An optional int attribute.
   bool intAttr(const char *name, int64_t *value, int64_t fallback);
   /// An optional 0/1 attribute; absent means false.

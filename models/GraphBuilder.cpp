@@ -61,6 +61,18 @@ Value GraphBuilder::swiglu(Value gate, Value up) {
   return llm::SwigluOp::create(builder, loc("swiglu"), gate, up);
 }
 
+Value GraphBuilder::geglu(Value gate, Value up) {
+  return llm::GegluOp::create(builder, loc("geglu"), gate, up);
+}
+
+Value GraphBuilder::scale(Value x, double factor) {
+  return llm::ScaleOp::create(builder, loc("scale"), x, APFloat(factor));
+}
+
+Value GraphBuilder::softcap(Value x, double cap) {
+  return llm::SoftcapOp::create(builder, loc("softcap"), x, APFloat(cap));
+}
+
 Value GraphBuilder::dropout(Value x, double rate) {
   if (rate == 0.0)
     return x;
@@ -72,8 +84,8 @@ Value GraphBuilder::layernorm(Value x, Value gamma, Value beta, double eps) {
   return llm::LayerNormOp::create(builder, loc("layernorm"), x, gamma, beta, APFloat(eps));
 }
 
-Value GraphBuilder::rmsnorm(Value x, Value gamma, double eps) {
-  return llm::RMSNormOp::create(builder, loc("rmsnorm"), x, gamma, APFloat(eps));
+Value GraphBuilder::rmsnorm(Value x, Value gamma, double eps, bool unitOffset) {
+  return llm::RMSNormOp::create(builder, loc("rmsnorm"), x, gamma, APFloat(eps), unitOffset);
 }
 
 Value GraphBuilder::embedding(Value table, Value ids) {
@@ -94,10 +106,10 @@ Value GraphBuilder::rope(Value x, Value positions, double theta, const RopeScali
 }
 
 Value GraphBuilder::attention(Value q, Value k, Value v, Value segments, double scale,
-                              int64_t window) {
-  auto op =
-      llm::AttentionOp::create(builder, loc("attention"), q, k, v, segments, APFloat(scale), true,
-                               window > 0 ? builder.getI64IntegerAttr(window) : nullptr);
+                              int64_t window, double softcap) {
+  auto op = llm::AttentionOp::create(builder, loc("attention"), q, k, v, segments, APFloat(scale),
+                                     true, window > 0 ? builder.getI64IntegerAttr(window) : nullptr,
+                                     softcap > 0 ? builder.getF64FloatAttr(softcap) : nullptr);
   return op.getOut();
 }
 

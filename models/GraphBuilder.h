@@ -33,18 +33,24 @@ public:
   mlir::Value add(mlir::Value a, mlir::Value b);
   mlir::Value gelu(mlir::Value x);
   mlir::Value swiglu(mlir::Value gate, mlir::Value up);
+  mlir::Value geglu(mlir::Value gate, mlir::Value up);
+  mlir::Value scale(mlir::Value x, double factor);
+  /// cap·tanh(x / cap).
+  mlir::Value softcap(mlir::Value x, double cap);
   mlir::Value dropout(mlir::Value x, double rate);
   mlir::Value layernorm(mlir::Value x, mlir::Value gamma, mlir::Value beta, double eps);
-  mlir::Value rmsnorm(mlir::Value x, mlir::Value gamma, double eps);
+  /// x / rms(x) · gamma, or · (1 + gamma) with `unitOffset` (Gemma).
+  mlir::Value rmsnorm(mlir::Value x, mlir::Value gamma, double eps, bool unitOffset = false);
   mlir::Value embedding(mlir::Value table, mlir::Value ids);
   /// `positions` [B, T] (may be null: 0..T−1 in every row); `scaling`:
   /// Llama 3's frequency scaling when set.
   mlir::Value rope(mlir::Value x, mlir::Value positions, double theta,
                    const RopeScaling &scaling = {});
   /// Causal; `segments` [B, T] (may be null) keeps each packed document to
-  /// itself; a `window` > 0 to the keys in (i − window, i].
+  /// itself; a `window` > 0 to the keys in (i − window, i]; a `softcap` > 0
+  /// caps the scores to softcap·tanh(s / softcap).
   mlir::Value attention(mlir::Value q, mlir::Value k, mlir::Value v, mlir::Value segments,
-                        double scale, int64_t window = 0);
+                        double scale, int64_t window = 0, double softcap = 0.0);
   mlir::Value crossEntropy(mlir::Value logits, mlir::Value targets);
   mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape);
   mlir::Value slice(mlir::Value x, llvm::ArrayRef<int64_t> offsets,

@@ -79,7 +79,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
       Value k =
           b.rope(b.reshape(project(L.k, L.kBias), {B, T, KV, D}), positions, c.ropeTheta, scaling);
       Value v = b.reshape(project(L.v, L.vBias), {B, T, KV, D});
-      Value att = b.attention(q, k, v, segments, 1.0 / std::sqrt(double(D)), c.slidingWindow);
+      Value att = b.attention(q, k, v, segments, c.attentionScale(), c.windowOfLayer(l));
       Value r = b.add(x, b.dropout(b.matmul(b.reshape(att, {B, T, H * D}), L.o, true),
                                    c.dropout));
       Value h2 = b.rmsnorm(r, L.postNorm, c.normEps);
@@ -94,6 +94,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
 
 OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config) {
   OwningOpRef<ModuleOp> module = config.family == "gpt2" ? buildGPT2(context, config)
+                                 : config.gemma2()       ? buildGemma2(context, config)
                                                          : buildLlama(context, config);
   OpBuilder b(context);
   SmallVector<NamedAttribute> model = {
@@ -114,6 +115,15 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
   };
   if (config.slidingWindow > 0)
     model.push_back(b.getNamedAttr("sliding_window", b.getI64IntegerAttr(config.slidingWindow)));
+  if (config.gemma2()) {
+    model.push_back(b.getNamedAttr("head_dim", b.getI64IntegerAttr(config.headDim())));
+    model.push_back(
+        b.getNamedAttr("query_pre_attn_scalar", b.getF64FloatAttr(config.queryPreAttnScalar > 0
+                                                                      ? config.queryPreAttnScalar
+                                                                      : double(config.headDim()))));
+    model.push_back(b.getNamedAttr("attn_softcap", b.getF64FloatAttr(config.attnSoftcap)));
+    model.push_back(b.getNamedAttr("final_softcap", b.getF64FloatAttr(config.finalSoftcap)));
+  }
   if (config.ropeScaling != "none") {
     model.push_back(b.getNamedAttr("rope_scaling", b.getStringAttr(config.ropeScaling)));
     model.push_back(b.getNamedAttr("rope_factor", b.getF64FloatAttr(config.ropeFactor)));

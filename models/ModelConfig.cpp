@@ -7,6 +7,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <cmath>
 #include <functional>
 
 using namespace llvm;
@@ -119,6 +120,22 @@ const std::vector<Field> &fields() {
        {},
        "attention window: each query sees its last N keys, itself included (mistral); 0 none",
        intField(&ModelConfig::slidingWindow)},
+      {"head_dim",
+       {},
+       "attention head width (gemma2; the other families' heads are n_embd / n_head wide)",
+       intField(&ModelConfig::headDimension)},
+      {"query_pre_attn_scalar",
+       {},
+       "gemma2: attention scores are scaled by this^-1/2 (0: head_dim^-1/2)",
+       floatField(&ModelConfig::queryPreAttnScalar)},
+      {"attn_softcap",
+       {"attn_logit_softcapping"},
+       "gemma2: attention scores s become c*tanh(s/c); 0 none",
+       floatField(&ModelConfig::attnSoftcap)},
+      {"final_softcap",
+       {"final_logit_softcapping"},
+       "gemma2: logits z become c*tanh(z/c) before the loss and sampling; 0 none",
+       floatField(&ModelConfig::finalSoftcap)},
       {"tie_embeddings",
        {"tie_word_embeddings"},
        "share the embedding table with the output head",
@@ -211,6 +228,47 @@ Expected<ModelConfig> mistralPreset(ModelConfig c, const std::string &preset) {
   return c;
 }
 
+/// Gemma 2: GeGLU MLP, (1 + w) RMSNorms before and after each sublayer,
+/// scaled embeddings, soft-capped attention scores and logits, a sliding
+/// window on every other layer; RoPE base 10⁴, RMSNorm ε 10⁻⁶, tied head.
+Expected<ModelConfig> gemma2Preset(ModelConfig c, const std::string &preset) {
+  c.normEps = 1e-6;
+  c.ropeTheta = 10000.0;
+  c.tieEmbeddings = true;
+  c.attnSoftcap = 50.0;
+  c.finalSoftcap = 30.0;
+  if (preset == "tiny") {
+    c.vocabSize = 256;
+    c.nLayer = 4;
+    c.nHead = 4;
+    c.nKvHead = 2;
+    c.nEmbd = 128;
+    c.headDimension = 48; // not n_embd / n_head, as Gemma's heads
+    c.queryPreAttnScalar = 48;
+    c.ffnHidden = 352;
+    c.seqLen = 128;
+    c.batchSize = 8;
+    c.slidingWindow = 64; // half the sequence, on layers 0 and 2
+  } else if (preset == "2B") {
+    // google/gemma-2-2b.
+    c.vocabSize = 256000;
+    c.nLayer = 26;
+    c.nHead = 8;
+    c.nKvHead = 4;
+    c.nEmbd = 2304;
+    c.headDimension = 256;
+    c.queryPreAttnScalar = 256;
+    c.ffnHidden = 9216;
+    c.seqLen = 8192;
+    c.batchSize = 1;
+    c.slidingWindow = 4096;
+  } else {
+    return fail("unknown preset '" + preset + "' for gemma2 (expected one of: tiny, 2B)");
+  }
+  c.maxPositions = c.seqLen;
+  return c;
+}
+
 } // namespace
 
 std::string describeKeys() {
@@ -233,6 +291,8 @@ std::vector<std::string> presetNames(const std::string &family) {
     return {"tiny", "0.5B"};
   if (family == "mistral")
     return {"tiny", "7B"};
+  if (family == "gemma2")
+    return {"tiny", "2B"};
   return {};
 }
 
@@ -281,11 +341,14 @@ Expected<ModelConfig> presetConfig(const std::string &family, const std::string 
     return qwen2Preset(c, preset);
   if (family == "mistral")
     return mistralPreset(c, preset);
-  if (family == "qwen3" || family == "gemma2" || family == "gemma3")
+  if (family == "gemma2")
+    return gemma2Preset(c, preset);
+  if (family == "qwen3" || family == "gemma3")
     return fail("model family '" + family +
                 "' is not supported yet (llmc builds gpt2, llama, "
-                "qwen2 and mistral; docs/models.md)");
-  return fail("unknown model family '" + family + "' (expected gpt2, llama, qwen2 or mistral)");
+                "qwen2, mistral and gemma2; docs/models.md)");
+  return fail("unknown model family '" + family +
+              "' (expected gpt2, llama, qwen2, mistral or gemma2)");
 }
 
 Error applyOverride(ModelConfig &config, StringRef assignment) {
@@ -374,6 +437,16 @@ Error refuseUnsupported(const ModelConfig &config, StringRef key, const json::Va
   };
   if (!config.llamaLike())
     return Error::success();
+  if (config.gemma2()) {
+    // Gemma2MLP reads hidden_activation; transformers 4.44 ignores hidden_act.
+    std::optional<StringRef> act = value.getAsString();
+    if (key == "hidden_activation" && act != StringRef("gelu_pytorch_tanh") &&
+        act != StringRef("gelu_new"))
+      return refuse("llmc's gemma2 MLP is GeGLU with the tanh GELU (gelu_pytorch_tanh)");
+    if (key == "attention_bias" && value.getAsBoolean().value_or(false))
+      return refuse("llmc's gemma2 has no attention biases");
+    return Error::success();
+  }
   if (key == "hidden_act" && value.getAsString() != StringRef("silu"))
     return refuse("llmc's " + config.family + " MLP is SwiGLU (silu)");
   if ((key == "attention_bias" || key == "mlp_bias") && value.getAsBoolean().value_or(false))
@@ -386,7 +459,11 @@ Error refuseUnsupported(const ModelConfig &config, StringRef key, const json::Va
     return refuse("Qwen2's per-layer sliding window (max_window_layers) is not implemented");
   if (key == "sliding_window" && config.family != "mistral" && config.family != "qwen2" &&
       !value.getAsNull())
-    return refuse("only mistral's attention has a window");
+    return refuse("only mistral's and gemma2's attention have a window");
+  for (const char *gemmaKey :
+       {"query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping"})
+    if (key == gemmaKey && !value.getAsNull())
+      return refuse("only gemma2 has it");
   return Error::success();
 }
 
@@ -425,6 +502,30 @@ Expected<std::string> configFamily(StringRef path) {
   return type->str();
 }
 
+namespace {
+
+/// What Gemma2Config assumes for the keys a config.json leaves out, so the
+/// file builds the model transformers builds from it.
+void applyGemma2Defaults(ModelConfig &config, const json::Object &object) {
+  auto absent = [&](const char *key) { return !object.get(key); };
+  if (absent("num_key_value_heads"))
+    config.nKvHead = 16;
+  if (absent("head_dim"))
+    config.headDimension = 256;
+  if (absent("query_pre_attn_scalar"))
+    config.queryPreAttnScalar = 224;
+  if (absent("attn_logit_softcapping"))
+    config.attnSoftcap = 50.0;
+  if (absent("final_logit_softcapping"))
+    config.finalSoftcap = 30.0;
+  if (absent("sliding_window"))
+    config.slidingWindow = 4096;
+  if (absent("tie_word_embeddings"))
+    config.tieEmbeddings = true;
+}
+
+} // namespace
+
 Error applyConfigJson(ModelConfig &config, StringRef path) {
   Expected<json::Value> parsed = readConfigObject(path);
   if (!parsed)
@@ -437,6 +538,14 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
       return e;
     if (key == "sliding_window" && value.getAsNull()) {
       config.slidingWindow = 0; // null: no window (Mistral v0.2 and later)
+      continue;
+    }
+    if (key == "attn_logit_softcapping" && value.getAsNull()) {
+      config.attnSoftcap = 0; // null: uncapped (transformers: `is not None`)
+      continue;
+    }
+    if (key == "final_logit_softcapping" && value.getAsNull()) {
+      config.finalSoftcap = 0;
       continue;
     }
     if (key == "rope_scaling") {
@@ -475,11 +584,14 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
   // Qwen2 configs carry sliding_window even with use_sliding_window off.
   if (config.family == "qwen2")
     config.slidingWindow = 0;
-  if (auto headDim = object->getInteger("head_dim");
-      headDim && config.llamaLike() && *headDim != config.headDim())
+  if (config.gemma2())
+    applyGemma2Defaults(config, *object);
+  else if (auto headDim = object->getInteger("head_dim");
+           headDim && config.llamaLike() && *headDim != config.nEmbd / config.nHead)
     return fail("config '" + path + "': head_dim = " + Twine(*headDim) +
-                " is not supported: llmc's heads are hidden_size / num_attention_heads = " +
-                Twine(config.headDim()) + " wide");
+                " is not supported: llmc's " + config.family +
+                " heads are hidden_size / num_attention_heads = " +
+                Twine(config.nEmbd / config.nHead) + " wide");
   return Error::success();
 }
 
@@ -495,8 +607,21 @@ Error ModelConfig::validate() const {
                          {batchSize, "batch_size"}, {maxPositions, "max_positions"}})
     if (Error e = positive(v, name))
       return e;
-  if (nEmbd % nHead != 0)
+  if (headDimension < 0)
+    return fail("head_dim must be >= 1 (0: n_embd / n_head), got " + Twine(headDimension));
+  if (headDimension > 0 && !gemma2() && (nEmbd % nHead != 0 || headDimension != nEmbd / nHead))
+    return fail("head_dim = " + Twine(headDimension) + " is not supported: llmc's " + family +
+                " heads are n_embd / n_head wide");
+  if (headDimension == 0 && nEmbd % nHead != 0)
     return fail("n_embd (" + Twine(nEmbd) + ") must be divisible by n_head (" + Twine(nHead) + ")");
+  for (auto [v, name] : {std::pair{queryPreAttnScalar, "query_pre_attn_scalar"},
+                         {attnSoftcap, "attn_softcap"},
+                         {finalSoftcap, "final_softcap"}}) {
+    if (!(v >= 0))
+      return fail(Twine(name) + " must be >= 0 (0: none), got " + std::to_string(v));
+    if (v > 0 && !gemma2())
+      return fail(Twine(name) + " applies to gemma2; " + family + " has none");
+  }
   if (nHead % nKvHead != 0)
     return fail("n_head (" + Twine(nHead) + ") must be divisible by n_kv_head (" + Twine(nKvHead) + ")");
   if (docSeparator < -1 || docSeparator >= vocabSize)
@@ -510,8 +635,9 @@ Error ModelConfig::validate() const {
     return fail(family + " needs an even head dim for RoPE, got " + Twine(headDim()));
   if (slidingWindow < 0)
     return fail("sliding_window must be >= 0 (0: none), got " + Twine(slidingWindow));
-  if (slidingWindow > 0 && family != "mistral")
-    return fail("sliding_window applies to mistral's attention; " + family + " has none");
+  if (slidingWindow > 0 && family != "mistral" && !gemma2())
+    return fail("sliding_window applies to mistral's and gemma2's attention; " + family +
+                " has none");
   if (!(dropout >= 0 && dropout < 1))
     return fail("dropout must be in [0, 1), got " + std::to_string(dropout));
   if (!(normEps > 0) || !(initStd > 0) || !(ropeTheta > 0))
@@ -532,6 +658,16 @@ Error ModelConfig::validate() const {
                   Twine(ropeOriginalMaxPositions));
   }
   return Error::success();
+}
+
+double ModelConfig::attentionScale() const {
+  return 1.0 / std::sqrt(queryPreAttnScalar > 0 ? queryPreAttnScalar : double(headDim()));
+}
+
+int64_t ModelConfig::windowOfLayer(int64_t layer) const {
+  if (gemma2())
+    return layer % 2 == 0 ? slidingWindow : 0;
+  return slidingWindow;
 }
 
 RopeScaling ModelConfig::ropeScalingParameters() const {

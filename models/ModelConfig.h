@@ -18,7 +18,7 @@
 namespace llmc {
 
 struct ModelConfig {
-  std::string family;        ///< gpt2 | llama | qwen2 | mistral
+  std::string family;        ///< gpt2 | llama | qwen2 | mistral | gemma2
   int64_t vocabSize = 256;
   int64_t nLayer = 2;
   int64_t nHead = 4;
@@ -40,8 +40,19 @@ struct ModelConfig {
   int64_t ropeOriginalMaxPositions = 8192;
   bool tieEmbeddings = true;
   /// Attention sees the keys in (i − slidingWindow, i] (Mistral's
-  /// sliding_window); 0: every earlier key.
+  /// sliding_window; Gemma 2's on its even layers); 0: every earlier key.
   int64_t slidingWindow = 0;
+  /// Gemma 2: the heads' width when it is not nEmbd / nHead (head_dim);
+  /// 0: nEmbd / nHead.
+  int64_t headDimension = 0;
+  /// Gemma 2: attention scores are scaled by this^−½ (query_pre_attn_scalar);
+  /// 0: by head_dim^−½.
+  double queryPreAttnScalar = 0.0;
+  /// Gemma 2's soft-caps c·tanh(s / c) of the attention scores
+  /// (attn_logit_softcapping) and of the logits (final_logit_softcapping);
+  /// 0: none.
+  double attnSoftcap = 0.0;
+  double finalSoftcap = 0.0;
   double dropout = 0.0;
   double initStd = 0.02;
   /// Packed rows: the token that opens each document (>= 0), so the graph
@@ -55,10 +66,17 @@ struct ModelConfig {
   bool packed() const { return docSeparator >= 0; }
   bool takesPositions() const { return packed() || positionInputs; }
 
-  int64_t headDim() const { return nEmbd / nHead; }
+  int64_t headDim() const { return headDimension > 0 ? headDimension : nEmbd / nHead; }
+  /// Attention's score scale: query_pre_attn_scalar^−½, else head_dim^−½.
+  double attentionScale() const;
   /// Llama's block: RMSNorm, RoPE, grouped-query attention, SwiGLU (llama,
-  /// qwen2, mistral); gpt2 is the other family.
+  /// qwen2, mistral); gpt2 is the other family. Gemma 2 shares the norms,
+  /// RoPE and attention (its builder adds what differs).
   bool llamaLike() const { return family != "gpt2"; }
+  bool gemma2() const { return family == "gemma2"; }
+  /// The window of layer `layer`: Gemma 2 slides only on even layers (as
+  /// transformers 4.44's Gemma2Attention), Mistral on every layer.
+  int64_t windowOfLayer(int64_t layer) const;
   /// Qwen2's q, k and v projections carry biases.
   bool qkvBias() const { return family == "qwen2"; }
   /// The scaling the rope ops apply (unscaled unless ropeScaling is llama3).

@@ -142,19 +142,38 @@ struct AutodiffPass : llmc::impl::AutodiffBase<AutodiffPass> {
         g = llm::FillOp::create(builder, param.getLoc(), param.getType(), APFloat(0.0));
       results.push_back(g);
     }
+    // A delayed qat.quantize_grad is the identity forward, and only its
+    // backward (emitted above) reads dY's history: dropped, no microbatch's
+    // forward waits for the previous microbatch's backward update of it.
+    func.walk([](qat::QuantizeGradOp q) {
+      if (q.getState()) {
+        q.getResult().replaceAllUsesWith(q.getX());
+        q.erase();
+      }
+    });
     // Observer states (llmc.role = "qat_state") come back updated, each
-    // tied to the argument it replaces.
+    // tied to the argument it replaces: by its one qat.ema, or by its one
+    // qat.amax_history (forward or backward), which qat.delayed_range may
+    // read beside.
     SmallVector<std::pair<Value, unsigned>> states;
     for (BlockArgument arg : func.getArguments()) {
       auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
       if (!role || role.getValue() != kQatStateRole)
         continue;
-      SmallVector<Operation *> updates(arg.getUsers());
-      if (updates.size() != 1 || !isa<qat::EmaOp>(updates[0]) ||
-          updates[0]->getOperand(0) != arg)
-        return emitError(arg.getLoc()) << "autodiff: observer state argument "
-                                       << arg.getArgNumber()
-                                       << " must be read by exactly one qat.ema";
+      SmallVector<Operation *> updates, others;
+      for (Operation *user : arg.getUsers())
+        (isa<qat::EmaOp, qat::AmaxHistoryOp>(user) && user->getOperand(0) == arg ? updates
+                                                                                  : others)
+            .push_back(user);
+      bool readersOk = llvm::all_of(others, [&](Operation *user) {
+        return isa<qat::DelayedRangeOp>(user) &&
+               !updates.empty() && isa<qat::AmaxHistoryOp>(updates[0]);
+      });
+      if (updates.size() != 1 || !readersOk)
+        return emitError(arg.getLoc())
+               << "autodiff: observer state argument " << arg.getArgNumber()
+               << " must be updated by exactly one qat.ema or qat.amax_history (and read "
+                  "otherwise only by qat.delayed_range)";
       states.push_back({updates[0]->getResult(0), arg.getArgNumber()});
       results.push_back(updates[0]->getResult(0));
     }

@@ -84,6 +84,12 @@ struct InferenceEntryPointsPass
     forward.walk([&](qat::EmaOp ema) {
       ema.setMomentumAttr(FloatAttr::get(Float64Type::get(&getContext()), 1.0));
     });
+    // Delayed fp8 scaling's histories likewise: quantize with the trained
+    // range, record nothing.
+    forward.walk([&](qat::AmaxHistoryOp update) {
+      if (update->use_empty())
+        update->erase();
+    });
     if (lookupFunc(module, "logits"))
       return;
     OpBuilder b(module.getContext());

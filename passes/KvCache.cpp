@@ -62,7 +62,8 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
   }
 
   /// Runs the head on the last column only: walks from the returned logits
-  /// [B, T, V] through casts, vocabulary gathers and slices to the matmul
+  /// [B, T, V] through casts, vocabulary gathers, slices and soft-caps
+  /// (Gemma 2's, elementwise) to the matmul
   /// producing them, slices its input to [B, 1, C] and narrows every type
   /// on the way back. Returns the [B, V] logits.
   FailureOr<Value> lastColumnLogits(OpBuilder &b, Value logits) {
@@ -75,9 +76,10 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
       chain.push_back(def);
       if (isProduct(def))
         break;
-      if (!isa<llm::CastOp, llm::SliceOp, dist::AllGatherOp>(def) || def->getNumOperands() != 1)
+      if (!isa<llm::CastOp, llm::SliceOp, dist::AllGatherOp, llm::SoftcapOp>(def) ||
+          def->getNumOperands() != 1)
         return def->emitOpError("kv-cache: expected the logits to come from the head's "
-                                "llm.matmul through casts, gathers and slices");
+                                "llm.matmul through casts, gathers, slices and soft-caps");
       v = def->getOperand(0);
     }
     // llm.matmul, or llm.matmul_nf4 / matmul_int over a quantized head: x is
@@ -230,9 +232,9 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
       SmallVector<Value> scales;
       if (quantized)
         scales = {kScales, vScales};
-      auto out = llm::PagedAttentionOp::create(b, loc, attention.getQ(), k, v, table,
-                                               cachePositions, scales, attention.getScaleAttr(),
-                                               attention.getWindowAttr());
+      auto out = llm::PagedAttentionOp::create(
+          b, loc, attention.getQ(), k, v, table, cachePositions, scales, attention.getScaleAttr(),
+          attention.getWindowAttr(), attention.getSoftcapAttr());
       created.push_back(out);
       if (block) {
         for (Operation *op : created)

@@ -74,14 +74,17 @@ int64_t kernelWorkspaceBytes(Operation &op, StringRef target) {
   std::optional<bool> segments;
   bool packed = false, backward = false, rope = false;
   int64_t heads = 0, kvHeads = 0, window = 0;
+  bool softcap = false;
   auto unpacked = [&](auto attention, bool isBackward, bool isRope) {
     segments = static_cast<bool>(attention.getSegmentIds());
     window = static_cast<int64_t>(attention.getWindow().value_or(0));
+    softcap = static_cast<bool>(attention.getSoftcapAttr());
     backward = isBackward, rope = isRope;
   };
   auto packedForm = [&](auto attention, bool isBackward) {
     segments = static_cast<bool>(attention.getSegmentIds());
     window = static_cast<int64_t>(attention.getWindow().value_or(0));
+    softcap = static_cast<bool>(attention.getSoftcapAttr());
     packed = true, backward = isBackward;
     heads = static_cast<int64_t>(attention.getHeads());
     kvHeads = static_cast<int64_t>(attention.getKvHeads());
@@ -102,6 +105,7 @@ int64_t kernelWorkspaceBytes(Operation &op, StringRef target) {
   shape.elementBytes = element.getIntOrFloatBitWidth() / 8;
   shape.backward = backward, shape.rope = rope, shape.segments = *segments;
   shape.window = window;
+  shape.softcap = softcap;
   shape.b = q.getDimSize(0), shape.t = q.getDimSize(1);
   if (packed) {
     shape.s = shape.t, shape.h = heads, shape.kv = kvHeads;
@@ -856,6 +860,11 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
         // A threshold only where there is one: absent reads as none.
         if (k.outlier > 0)
           kernel->setAttr("outlier", pb.getF64FloatAttr(k.outlier));
+        // Delayed scaling's history update (common/DelayedScaling.h).
+        if (scheme.getObserver() == "delayed") {
+          kernel->setAttr("margin", pb.getI64IntegerAttr(scheme.getMargin()));
+          kernel->setAttr("most_recent", pb.getI64IntegerAttr(scheme.getAlgo() == "most_recent"));
+        }
         continue;
       } else if (!isa<DenseI64ArrayAttr>(value))
         return op.emitOpError("attribute '") << name << "' has no kernel encoding";

@@ -583,10 +583,22 @@ private:
     results.append(newMasters);
     for (const SmallVector<Value> &slot : newSlots)
       results.append(slot);
+    commitHistories();
     results.append(states);
     if (norm)
       results.push_back(norm);
     return results;
+  }
+
+  /// An amax history (delayed fp8 scaling) keeps a step's update only if
+  /// the step is applied: a skipped step's ranges, inf or NaN among them,
+  /// must not steer the next steps' scales.
+  void commitHistories() {
+    if (!norm)
+      return;
+    for (size_t k = 0; k < nStates; ++k)
+      if (states[k].getDefiningOp<qat::AmaxHistoryOp>())
+        states[k] = qat::CommitStateOp::create(b, loc, stepArg(stateBase + k), states[k], norm);
   }
 
   /// The AdamW (or 8-bit AdamW) update of trainable parameter `t`.

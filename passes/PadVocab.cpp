@@ -82,7 +82,12 @@ struct PadVocabPass : llmc::impl::PadVocabBase<PadVocabPass> {
   }
 
   LogicalResult padHead(func::FuncOp forward, llm::CrossEntropyOp loss) {
-    auto head = loss.getLogits().getDefiningOp<llm::MatmulOp>();
+    // Gemma 2's logit soft-cap sits between head and loss: elementwise, it
+    // is padded with the head (the padding's capped logits are 0 as well).
+    auto cap = loss.getLogits().getDefiningOp<llm::SoftcapOp>();
+    if (cap && !cap->hasOneUse())
+      return success();
+    auto head = (cap ? cap.getX() : loss.getLogits()).getDefiningOp<llm::MatmulOp>();
     BlockArgument weight = headWeight(forward, head);
     if (!weight || loss.getNumClasses() != 0)
       return success(); // not a head of ours, or padded already
@@ -122,6 +127,8 @@ struct PadVocabPass : llmc::impl::PadVocabBase<PadVocabPass> {
     SmallVector<int64_t> logitsShape(logits.getShape());
     logitsShape.back() = padded;
     head.getResult().setType(RankedTensorType::get(logitsShape, logits.getElementType()));
+    if (cap)
+      cap.getResult().setType(head.getResult().getType());
     loss.setNumClasses(vocab);
     recordPadding(padded);
     return success();

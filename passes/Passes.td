@@ -55,6 +55,11 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
     `adam_v`) plus one fp32 absmax per block of 2048 (`adam_m_absmax`,
     `adam_v_absmax`) and updates with llm.adamw8bit.
 
+    Observer states are threaded through the microbatches in order; an
+    amax history (delayed fp8 scaling, `qat.amax_history`) is then
+    committed with `qat.commit_state` on the global norm, so a skipped step
+    leaves it unchanged as it leaves the parameters.
+
     `loss-scaling` (fp16) adds the input `loss_scale` after `step`: the
     backward of every microbatch is seeded with it instead of 1 (the
     autodiff seed, marked `llmc.loss_seed`), so the fp16 gradients carry the
@@ -89,7 +94,7 @@ def Optimizer : Pass<"llmc-optimizer", "mlir::ModuleOp"> {
     Option<"fp32Gradients", "fp32-gradients", "bool", "true",
            "Accumulate, reduce and clip the gradients of bf16/f16 parameters in fp32">,
   ];
-  let dependentDialects = ["::llmc::llm::LLMDialect"];
+  let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::qat::QATDialect"];
 }
 
 def InferenceEntryPoints : Pass<"llmc-inference-entry-points", "mlir::ModuleOp"> {
@@ -324,6 +329,14 @@ def QAT : Pass<"llmc-qat", "mlir::ModuleOp"> {
     the range comes from `qat.ema` over a persistent state argument
     (`llmc.role = "qat_state"`, named `qat/<site>`), which @forward returns
     updated (`llmc.tied_to`).
+
+    A `delayed` observer (`fp8_e4m3:delayed1024:margin0:max`, fp8 formats
+    per tensor; `--precision fp8 --fp8-scaling delayed`) is Transformer
+    Engine's delayed scaling: each site gets an amax history as its
+    persistent state (`qat/<site>`, `<param>.output_grad` for a gradient),
+    quantizes with `qat.delayed_range` of it and records this step's
+    combined range with `qat.amax_history`; llmc-optimizer commits the
+    updated histories only when the step is applied (`qat.commit_state`).
   }];
   let options = [
     Option<"spec", "spec", "std::string", "\"\"",

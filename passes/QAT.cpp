@@ -20,6 +20,14 @@
 // keeps the columns one rank would; the quantization range is then observed
 // over the remaining columns and combined like any other.
 //
+// Delayed scaling (an fp8 scheme with the `delayed` observer, Transformer
+// Engine's DelayedScaling) keeps one amax history per tensor as persistent
+// state (`qat_state`, tensor<(history+1)xf32>): the tensor is quantized
+// with the range qat.delayed_range reads from the history, and
+// qat.amax_history records this step's range, combined over the ranks like
+// a current range is, so every rank holds the same history. A weight's or
+// input's history is updated in the forward, dY's in the backward.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Annotations/Annotations.h"
@@ -127,8 +135,8 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     if (skipped(op, weight))
       return success();
     auto a = cast<RankedTensorType>(matmul.getA().getType());
-    if (weight && qatSpec.gradients)
-      quantizeOutputGrad(matmul, weight);
+    if (weight && qatSpec.gradients && failed(quantizeOutputGrad(matmul, weight)))
+      return failure();
     if (weight && qatSpec.weights) {
       // A weight's output channel: the dimension not contracted.
       if (failed(quantizeOperand(op, 1, qatSpec.weights->attr(&getContext(), site.outputAxis),
@@ -163,7 +171,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   /// matmuls read the quantized dY. Its range is per tensor: combined over
   /// every axis that splits the input's rows or the weight (an axis over
   /// which dY is replicated combines equal ranges, which changes nothing).
-  void quantizeOutputGrad(llm::MatmulOp matmul, BlockArgument weight) {
+  LogicalResult quantizeOutputGrad(llm::MatmulOp matmul, BlockArgument weight) {
     SmallVector<std::string> axes;
     auto add = [&](ArrayRef<ShardSplit> splits) {
       for (const ShardSplit &s : splits)
@@ -177,11 +185,21 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     b.setInsertionPointAfter(matmul);
     SmallVector<StringRef> names(axes.begin(), axes.end());
     Value y = matmul.getResult();
-    auto q = qat::QuantizeGradOp::create(
-        b, matmul.getLoc(), y, qatSpec.gradients->attr(&getContext(), 0), b.getStrArrayAttr(names));
+    qat::SchemeAttr scheme = qatSpec.gradients->attr(&getContext(), 0);
+    Value state;
+    if (scheme.getObserver() == "delayed") {
+      std::string site = paramName(weight).str() + ".output_grad";
+      if (!sitesNamed.insert(site).second)
+        return matmul.emitOpError("qat: two amax histories would share the state '")
+               << site << "'";
+      state = historyState(matmul, scheme, site);
+    }
+    auto q = qat::QuantizeGradOp::create(b, matmul.getLoc(), y, state, scheme,
+                                         b.getStrArrayAttr(names));
     y.replaceAllUsesExcept(q.getResult(), q);
     if (batchDerived.contains(y))
       batchDerived.insert(q.getResult());
+    return success();
   }
 
   SmallVector<ShardSplit> activationSplits(Value v, ArrayRef<ShardSplit> extra) {
@@ -285,6 +303,20 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     return Value(forward.getArgument(index));
   }
 
+  /// A delayed scheme's amax history, a new persistent state argument of
+  /// @forward: the range, then `history` amaxes (common/DelayedScaling.h). It
+  /// is replicated: the ranks that hold pieces of the tensor combine their
+  /// ranges before recording them, and other ranks hold other tensors.
+  Value historyState(Operation *op, qat::SchemeAttr scheme, const std::string &site) {
+    OpBuilder b(&getContext());
+    auto type = RankedTensorType::get({scheme.getHistory() + 1}, b.getF32Type());
+    SmallVector<NamedAttribute> attrs{b.getNamedAttr(kRoleAttr, b.getStringAttr(kQatStateRole)),
+                                      b.getNamedAttr(kNameAttr, b.getStringAttr(site))};
+    unsigned index = forward.getNumArguments();
+    (void)forward.insertArgument(index, type, b.getDictionaryAttr(attrs), op->getLoc());
+    return forward.getArgument(index);
+  }
+
   LogicalResult quantizeOperand(Operation *op, unsigned index, qat::SchemeAttr scheme,
                                 ArrayRef<ShardSplit> splits, BlockArgument weight,
                                 const std::string &site) {
@@ -323,7 +355,14 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     } else {
       range = combineMax(b, loc, qat::ObserveOp::create(b, loc, x, *columns, scheme), *axes);
     }
-    if (scheme.getObserver() == "ema") {
+    if (scheme.getObserver() == "delayed") {
+      if (!sitesNamed.insert(site).second)
+        return op->emitOpError("qat: two amax histories would share the state '") << site << "'";
+      Value state = historyState(op, scheme, site);
+      Value observed = range;
+      range = qat::DelayedRangeOp::create(b, loc, state, observed, scheme);
+      qat::AmaxHistoryOp::create(b, loc, state, observed, scheme);
+    } else if (scheme.getObserver() == "ema") {
       if (!sitesNamed.insert(site).second)
         return op->emitOpError("qat: two observers would share the state '") << site << "'";
       FailureOr<Value> state = emaState(op, scheme, type, splits, static_cast<bool>(weight), site);
@@ -362,7 +401,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     auto type = cast<RankedTensorType>(x.getType());
     auto perColumn = qat::SchemeAttr::get(&getContext(), scheme.getFormat(), "channel",
                                           type.getRank() - 1, 0, scheme.getSymmetric(), "minmax",
-                                          scheme.getMomentum(), APFloat(0.0));
+                                          scheme.getMomentum(), APFloat(0.0), 0, 0, "max");
     FailureOr<SmallVector<std::string>> axes = reductionAxes(op, perColumn, type, splits);
     if (failed(axes))
       return failure();

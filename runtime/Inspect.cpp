@@ -99,6 +99,8 @@ void printTraining(const Artifact &a, std::ostream &os) {
      << a.meta("optimizer.max_grad_norm") << ")\n";
   if (!a.meta("qat").empty())
     os << "qat:        " << a.meta("qat") << "\n";
+  if (a.meta("precision") == "fp8")
+    os << "fp8:        " << a.meta("fp8_scaling", "current") << " scaling\n";
   if (!a.meta("lora").empty()) {
     int adapters = 0;
     for (const ParameterInfo &p : a.parameters)

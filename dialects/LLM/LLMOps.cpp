@@ -106,6 +106,9 @@ LogicalResult checkAttentionAttrs(Operation *op, Value q, Value k, bool causal,
     if (!causal)
       return op->emitOpError("a window needs causal attention");
   }
+  if (auto softcap = op->getAttrOfType<FloatAttr>("softcap");
+      softcap && !(softcap.getValueAsDouble() > 0))
+    return op->emitOpError("softcap must be > 0, got ") << softcap.getValueAsDouble();
   return success();
 }
 
@@ -247,7 +250,10 @@ LLMC_SAME_AS_OPERAND(GeluOp, getX)
 LLMC_SAME_AS_OPERAND(SiluOp, getX)
 LLMC_SAME_AS_OPERAND(SqrtOp, getX)
 LLMC_SAME_AS_OPERAND(ScaleOp, getX)
+LLMC_SAME_AS_OPERAND(SoftcapOp, getX)
+LLMC_SAME_AS_OPERAND(SoftcapGradOp, getX)
 LLMC_SAME_AS_OPERAND(SwigluOp, getGate)
+LLMC_SAME_AS_OPERAND(GegluOp, getGate)
 LLMC_SAME_AS_OPERAND(GeluGradOp, getX)
 LLMC_SAME_AS_OPERAND(SiluGradOp, getX)
 
@@ -271,6 +277,18 @@ static LogicalResult verifyDropoutPiece(Operation *op, ArrayRef<int64_t> local,
       return op->emitOpError("dimension ") << d << ": a piece of " << local[d] << " at offset "
                                            << (*offsets)[d] << " does not fit in "
                                            << (*global)[d];
+  return success();
+}
+
+LogicalResult SoftcapOp::verify() {
+  if (!(getCap().convertToDouble() > 0))
+    return emitOpError("cap must be > 0, got ") << getCap().convertToDouble();
+  return success();
+}
+
+LogicalResult SoftcapGradOp::verify() {
+  if (!(getCap().convertToDouble() > 0))
+    return emitOpError("cap must be > 0, got ") << getCap().convertToDouble();
   return success();
 }
 
@@ -561,6 +579,8 @@ LogicalResult PagedAttentionOp::verify() {
     return emitOpError("scale must be > 0");
   if (IntegerAttr window = getWindowAttr(); window && window.getInt() < 1)
     return emitOpError("window must be >= 1, got ") << window.getInt();
+  if (FloatAttr softcap = getSoftcapAttr(); softcap && !(softcap.getValueAsDouble() > 0))
+    return emitOpError("softcap must be > 0, got ") << softcap.getValueAsDouble();
   return success();
 }
 
@@ -1367,6 +1387,12 @@ LogicalResult RMSNormGradAddOp::verify() { return checkEpsilon(*this, getEpsilon
 
 LogicalResult SwigluGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  types.append({adaptor.getGate().getType(), adaptor.getGate().getType()});
+  return success();
+}
+
+LogicalResult GegluGradOp::inferReturnTypes(MLIRContext *, std::optional<Location>, Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
   types.append({adaptor.getGate().getType(), adaptor.getGate().getType()});
   return success();
 }

@@ -148,6 +148,35 @@ def LLM_ScaleOp : LLM_PureOp<"scale", [Positionwise]> {
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
+def LLM_GegluOp : LLM_PureOp<"geglu", [Positionwise, ColumnParallelInterior,
+                                        AllTypesMatch<["gate", "up"]>]> {
+  let summary = "GeGLU gate: gelu(gate) · up (tanh GELU, as Gemma's MLP)";
+  let description = [{
+    ```mlir
+    %h = llm.geglu %gate, %up : tensor<4x64x344xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$gate, LLM_FloatTensor:$up);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($gate)";
+}
+
+def LLM_SoftcapOp : LLM_PureOp<"softcap", [Positionwise]> {
+  let summary = "Soft-cap: cap·tanh(x / cap)";
+  let description = [{
+    Squashes every element smoothly into (−cap, cap), as Gemma 2 caps its
+    final logits (final_logit_softcapping) before the loss and sampling.
+
+    ```mlir
+    %y = llm.softcap %x {cap = 30.0 : f64} : tensor<4x64x256xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, F64Attr:$cap);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
 def LLM_SwigluOp : LLM_PureOp<"swiglu", [Positionwise, ColumnParallelInterior,
                                           AllTypesMatch<["gate", "up"]>]> {
   let summary = "SwiGLU gate: silu(gate) · up";
@@ -225,13 +254,16 @@ def LLM_LayerNormOp : LLM_PureOp<"layernorm", [Positionwise, AllTypesMatch<["gam
 def LLM_RMSNormOp : LLM_PureOp<"rmsnorm", [Positionwise]> {
   let summary = "RMS normalization over the last dimension";
   let description = [{
-    y = x / √(mean(x²) + ε) · gamma.
+    y = x / √(mean(x²) + ε) · gamma, or with `unit_offset` · (1 + gamma)
+    (Gemma's RMSNorm, whose weights hold the offset from 1; the sum is
+    formed in fp32 inside the kernel, whatever gamma's storage type).
 
     ```mlir
     %y = llm.rmsnorm %x, %g {epsilon = 1.0e-5 : f64} : tensor<4x64x128xf32>, tensor<128xf32>
     ```
   }];
-  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$gamma, F64Attr:$epsilon);
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$gamma, F64Attr:$epsilon,
+                       UnitAttr:$unit_offset);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = "$x `,` $gamma attr-dict `:` type($x) `,` type($gamma)";
   let hasVerifier = 1;
@@ -281,7 +313,7 @@ def LLM_AddRMSNormOp : LLM_PureOp<"add_rmsnorm", [Positionwise,
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$a, LLM_FloatTensor:$b, LLM_FloatTensor:$gamma,
-                       F64Attr:$epsilon);
+                       F64Attr:$epsilon, UnitAttr:$unit_offset);
   let results = (outs LLM_FloatTensor:$sum, LLM_FloatTensor:$y);
   let assemblyFormat = "$a `,` $b `,` $gamma attr-dict `:` type($a) `,` type($gamma)";
   let hasVerifier = 1;
@@ -369,7 +401,10 @@ def LLM_AttentionOp : LLM_PureOp<"attention", [ExpensiveToRecompute, F32Trailing
     The optional `segment_ids` `[B, T]` confines attention to equal ids
     (packed sequences). A `window` (>= 1, causal only) confines query i
     further to the keys in (i − window, i], itself and the window − 1 before
-    it (Mistral's sliding window). Results: the output `[B, T, H, D]` and the per-row
+    it (Mistral's sliding window). A `softcap` c (> 0) caps every score
+    s = scale·q·k to c·tanh(s / c) before the masks and the softmax (Gemma
+    2's attn_logit_softcapping); the backward multiplies the score gradient
+    by 1 − tanh². Results: the output `[B, T, H, D]` and the per-row
     log-sum-exp `[B, H, T]` in fp32, which the backward reuses.
 
     ```mlir
@@ -379,7 +414,8 @@ def LLM_AttentionOp : LLM_PureOp<"attention", [ExpensiveToRecompute, F32Trailing
   }];
   let arguments = (ins LLM_FloatTensor:$q, LLM_FloatTensor:$k, LLM_FloatTensor:$v,
                        Optional<LLM_IndexTensor>:$segment_ids,
-                       F64Attr:$scale, UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
+                       F64Attr:$scale, UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs LLM_FloatTensor:$out, LLM_FloatTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict
@@ -418,7 +454,8 @@ def LLM_AttentionPackedOp : LLM_PackedAttentionOp<"attention_packed", [Expensive
   }];
   let arguments = (ins LLM_FloatTensor:$qkv, Optional<LLM_IndexTensor>:$segment_ids,
                        I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale, UnitAttr:$causal,
-                       OptionalAttr<I64Attr>:$window);
+                       OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs LLM_FloatTensor:$out, LLM_FloatTensor:$lse);
   let assemblyFormat = [{
     $qkv (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict `:` type($qkv)
@@ -455,7 +492,8 @@ def LLM_AttentionRopeOp : LLM_PureOp<"attention_rope", [ExpensiveToRecompute, F3
                        OptionalAttr<F64Attr>:$low_freq_factor,
                        OptionalAttr<F64Attr>:$high_freq_factor,
                        OptionalAttr<I64Attr>:$original_max_positions,
-                       OptionalAttr<I64Attr>:$window);
+                       OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs LLM_FloatTensor:$out, LLM_FloatTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`positions` $positions^ `:` type($positions))?
@@ -513,7 +551,8 @@ def LLM_PagedAttentionOp : LLM_PureOp<"paged_attention", [ExpensiveToRecompute,
     `[NB, P, KV, D]` addressed through `block_table` `[B, M]` as in
     `kv_cache_write`. Query (b, t) at position p = `positions[b, t]` attends
     to positions 0..p of row b's sequence (with a `window`, only to
-    p − window + 1..p, as `attention`'s window; query head h reads kv head
+    p − window + 1..p, as `attention`'s window; a `softcap` caps the
+    scores as `attention`'s; query head h reads kv head
     h / (H / KV)); rows with p < 0 are padding and give zeros. Softmax in
     fp32; the result has q's type.
 
@@ -534,7 +573,8 @@ def LLM_PagedAttentionOp : LLM_PureOp<"paged_attention", [ExpensiveToRecompute,
                        RankedTensorOf<[AnyFloat, I8]>:$v_cache,
                        LLM_IndexTensor:$block_table, LLM_IndexTensor:$positions,
                        Variadic<RankedTensorOf<[F32]>>:$scales, F64Attr:$scale,
-                       OptionalAttr<I64Attr>:$window);
+                       OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs LLM_FloatTensor:$out);
   let assemblyFormat = [{
     $q `,` $k_cache `,` $v_cache `,` $block_table `,` $positions
@@ -1172,7 +1212,7 @@ def LLM_RMSNormGradOp : LLM_PureOp<"rmsnorm_grad", [AllTypesMatch<["x", "dy"]>]>
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$gamma,
-                       LLM_FloatTensor:$dy, F64Attr:$epsilon);
+                       LLM_FloatTensor:$dy, F64Attr:$epsilon, UnitAttr:$unit_offset);
   let results = (outs LLM_FloatTensor:$dx, LLM_FloatTensor:$dgamma);
   let assemblyFormat = "$x `,` $gamma `,` $dy attr-dict `:` type($x) `,` type($gamma)";
 }
@@ -1213,7 +1253,8 @@ def LLM_RMSNormGradAddOp : LLM_PureOp<"rmsnorm_grad_add",
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$gamma,
-                       LLM_FloatTensor:$dy, LLM_FloatTensor:$addend, F64Attr:$epsilon);
+                       LLM_FloatTensor:$dy, LLM_FloatTensor:$addend, F64Attr:$epsilon,
+                       UnitAttr:$unit_offset);
   let results = (outs LLM_FloatTensor:$dx, LLM_FloatTensor:$dgamma);
   let assemblyFormat = "$x `,` $gamma `,` $dy `,` $addend attr-dict `:` type($x) `,` type($gamma)";
   let hasVerifier = 1;
@@ -1234,6 +1275,31 @@ class LLM_UnaryGradOp<string mnemonic, string of>
 
 def LLM_GeluGradOp : LLM_UnaryGradOp<"gelu_grad", "gelu">;
 def LLM_SiluGradOp : LLM_UnaryGradOp<"silu_grad", "silu">;
+
+def LLM_GegluGradOp : LLM_PureOp<"geglu_grad", [AllTypesMatch<["gate", "up", "dy"]>]> {
+  let summary = "Backward of geglu: dgate, dup";
+  let description = [{
+    ```mlir
+    %dgate, %dup = llm.geglu_grad %gate, %up, %dy : tensor<4x64x344xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$gate, LLM_FloatTensor:$up, LLM_FloatTensor:$dy);
+  let results = (outs LLM_FloatTensor:$dgate, LLM_FloatTensor:$dup);
+  let assemblyFormat = "$gate `,` $up `,` $dy attr-dict `:` type($gate)";
+}
+
+def LLM_SoftcapGradOp : LLM_PureOp<"softcap_grad", [AllTypesMatch<["x", "dy"]>]> {
+  let summary = "Backward of softcap: dy·(1 − tanh²(x / cap))";
+  let description = [{
+    ```mlir
+    %dx = llm.softcap_grad %x, %dy {cap = 30.0 : f64} : tensor<4x64x256xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$dy, F64Attr:$cap);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
 
 def LLM_SwigluGradOp : LLM_PureOp<"swiglu_grad", [AllTypesMatch<["gate", "up", "dy"]>]> {
   let summary = "Backward of swiglu: dgate, dup";
@@ -1262,7 +1328,8 @@ def LLM_AttentionGradOp : LLM_PureOp<"attention_grad", [AllTypesMatch<["k", "v"]
   let arguments = (ins LLM_FloatTensor:$q, LLM_FloatTensor:$k, LLM_FloatTensor:$v,
                        LLM_FloatTensor:$out, LLM_FloatTensor:$lse, LLM_FloatTensor:$dout,
                        Optional<LLM_IndexTensor>:$segment_ids,
-                       F64Attr:$scale, UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
+                       F64Attr:$scale, UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs LLM_FloatTensor:$dq, LLM_FloatTensor:$dk, LLM_FloatTensor:$dv);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $out `,` $lse `,` $dout
@@ -1288,7 +1355,8 @@ def LLM_AttentionPackedGradOp : LLM_PackedAttentionOp<"attention_packed_grad",
   let arguments = (ins LLM_FloatTensor:$qkv, LLM_FloatTensor:$out, LLM_FloatTensor:$lse,
                        LLM_FloatTensor:$dout, Optional<LLM_IndexTensor>:$segment_ids,
                        I64Attr:$heads, I64Attr:$kv_heads, F64Attr:$scale, UnitAttr:$causal,
-                       OptionalAttr<I64Attr>:$window);
+                       OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs LLM_FloatTensor:$dqkv);
   let assemblyFormat = [{
     $qkv `,` $out `,` $lse `,` $dout (`segments` $segment_ids^ `:` type($segment_ids))? attr-dict
@@ -1321,7 +1389,8 @@ def LLM_AttentionRopeGradOp : LLM_PureOp<"attention_rope_grad", [AllTypesMatch<[
                        OptionalAttr<F64Attr>:$low_freq_factor,
                        OptionalAttr<F64Attr>:$high_freq_factor,
                        OptionalAttr<I64Attr>:$original_max_positions,
-                       OptionalAttr<I64Attr>:$window);
+                       OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs LLM_FloatTensor:$dq, LLM_FloatTensor:$dk, LLM_FloatTensor:$dv);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $out `,` $lse `,` $dout (`positions` $positions^ `:` type($positions))?

@@ -30,10 +30,34 @@ void QATDialect::initialize() {
       >();
 }
 
+/// The delayed-scaling parameters: meaningful (and then checked) under the
+/// `delayed` observer only, which needs an fp8 format per tensor.
+static LogicalResult verifyDelayed(function_ref<InFlightDiagnostic()> emitError,
+                                   StringRef format, StringRef granularity, StringRef observer,
+                                   int64_t history, int64_t margin, StringRef algo) {
+  if (observer != "delayed") {
+    if (history != 0 || margin != 0 || algo != "max")
+      return emitError() << "history, margin and algo need the delayed observer";
+    return success();
+  }
+  if (format != "fp8_e4m3" && format != "fp8_e5m2")
+    return emitError() << "delayed scaling needs an fp8 format, got '" << format << "'";
+  if (granularity != "tensor")
+    return emitError() << "delayed scaling is per tensor, got granularity " << granularity;
+  if (history < 1)
+    return emitError() << "delayed scaling's amax history length must be >= 1, got " << history;
+  if (margin < 0)
+    return emitError() << "delayed scaling's margin must be >= 0, got " << margin;
+  if (algo != "max" && algo != "most_recent")
+    return emitError() << "unknown amax algorithm '" << algo << "' (expected max or most_recent)";
+  return success();
+}
+
 LogicalResult SchemeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  StringRef format, StringRef granularity, int64_t axis,
                                  int64_t block, bool symmetric, StringRef observer,
-                                 APFloat momentum, APFloat outlier) {
+                                 APFloat momentum, APFloat outlier, int64_t history,
+                                 int64_t margin, StringRef algo) {
   bool integer = format == "int8" || format == "int4" || format == "int3";
   if (!integer && format != "fp8_e4m3" && format != "fp8_e5m2" && format != "nf4")
     return emitError() << "unknown format '" << format
@@ -48,8 +72,11 @@ LogicalResult SchemeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "channel axis must be >= 0, got " << axis;
   if (!symmetric && !integer)
     return emitError() << "format '" << format << "' is symmetric only";
-  if (observer != "minmax" && observer != "ema")
-    return emitError() << "unknown observer '" << observer << "' (expected minmax or ema)";
+  if (observer != "minmax" && observer != "ema" && observer != "delayed")
+    return emitError() << "unknown observer '" << observer
+                       << "' (expected minmax, ema or delayed)";
+  if (failed(verifyDelayed(emitError, format, granularity, observer, history, margin, algo)))
+    return failure();
   double m = momentum.convertToDouble();
   if (!(m > 0 && m < 1))
     return emitError() << "ema momentum must be in (0, 1), got " << m;
@@ -126,6 +153,27 @@ LogicalResult verifyColumns(Operation *op, Value x, Value columns, SchemeAttr sc
   if (columns.getType() != expected)
     return op->emitOpError("columns must be ")
            << expected << " ([last dimension, −min/max]), got " << columns.getType();
+  return success();
+}
+
+/// A delayed scheme's amax history: tensor<(history + 1)xf32>.
+LogicalResult verifyHistoryState(Operation *op, Value state, SchemeAttr scheme) {
+  if (scheme.getObserver() != "delayed")
+    return op->emitOpError("needs a delayed scheme, got observer '")
+           << scheme.getObserver() << "'";
+  auto expected = RankedTensorType::get({scheme.getHistory() + 1}, Float32Type::get(op->getContext()));
+  if (state.getType() != expected)
+    return op->emitOpError("state must be ")
+           << expected << " (the range, then " << scheme.getHistory() << " amaxes), got "
+           << state.getType();
+  return success();
+}
+
+/// One range for the whole tensor: tensor<1x2xf32>.
+LogicalResult verifyTensorRange(Operation *op, Value range) {
+  auto expected = rangeType(op->getContext(), 1);
+  if (range.getType() != expected)
+    return op->emitOpError("observed must be ") << expected << ", got " << range.getType();
   return success();
 }
 
@@ -213,10 +261,30 @@ LogicalResult EmaOp::verify() {
 LogicalResult QuantizeGradOp::verify() {
   // One range for the whole gradient: quantize_grad observes dy itself.
   qat::SchemeAttr scheme = getScheme();
-  if (scheme.getGranularity() != "tensor" || scheme.getObserver() != "minmax" ||
+  bool delayed = scheme.getObserver() == "delayed";
+  if (scheme.getGranularity() != "tensor" || scheme.getObserver() == "ema" ||
       !scheme.getSymmetric() || scheme.getOutlier().convertToDouble() > 0)
-    return emitOpError("scheme must be per tensor, symmetric, minmax, without outlier columns");
+    return emitOpError("scheme must be per tensor, symmetric, minmax or delayed, without "
+                       "outlier columns");
+  if (delayed != static_cast<bool>(getState()))
+    return emitOpError(delayed ? "needs the state operand (dY's amax history) for its delayed "
+                                 "scheme"
+                               : "has a state operand but its scheme is not delayed");
+  if (delayed)
+    return verifyHistoryState(*this, getState(), scheme);
   return success();
+}
+
+LogicalResult DelayedRangeOp::verify() {
+  if (failed(verifyHistoryState(*this, getState(), getScheme())))
+    return failure();
+  return verifyTensorRange(*this, getObserved());
+}
+
+LogicalResult AmaxHistoryOp::verify() {
+  if (failed(verifyHistoryState(*this, getState(), getScheme())))
+    return failure();
+  return verifyTensorRange(*this, getObserved());
 }
 
 #define GET_OP_CLASSES

@@ -36,10 +36,15 @@ def QAT_SchemeAttr : AttrDef<QAT_Dialect, "Scheme"> {
       dimension).
     - `symmetric`: absmax scaling around zero, or scale + zero point from
       the min and max (integer formats only).
-    - `observer`: `minmax` (ranges from the current tensor) or `ema`
+    - `observer`: `minmax` (ranges from the current tensor), `ema`
       (exponential moving average of the ranges with `momentum`, see
-      qat.ema). The llmc-qat pass reads it to build the range; qat.observe
-      and qat.fake_quant ignore it.
+      qat.ema) or `delayed` (fp8 formats per tensor only: Transformer
+      Engine's delayed scaling, the range from an amax history of the last
+      `history` steps, widened by 2^`margin`, the history's `algo` `max` or
+      `most_recent`; see qat.amax_history). The llmc-qat pass reads it to
+      build the range; qat.observe ignores it, and qat.fake_quant's
+      gradient passes dy whole under `delayed` (as a Transformer Engine fp8
+      GEMM's backward does: nothing masks the values saturation clipped).
     - `outlier`: 0 (none), or a threshold t > 0 on |x| (integer formats,
       tensor or channel granularity): columns (indices of the last
       dimension) holding an |x| > t stay in high precision, as in
@@ -51,6 +56,7 @@ def QAT_SchemeAttr : AttrDef<QAT_Dialect, "Scheme"> {
     #qat.scheme<format = "int8", granularity = "channel", axis = 0, symmetric = false>
     #qat.scheme<format = "int8", granularity = "tensor", observer = "ema", momentum = 0.99>
     #qat.scheme<format = "int8", outlier = 6.0>
+    #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 16, margin = 1>
     ```
   }];
   let parameters = (ins
@@ -61,7 +67,10 @@ def QAT_SchemeAttr : AttrDef<QAT_Dialect, "Scheme"> {
     DefaultValuedParameter<"bool", "true">:$symmetric,
     StringRefParameter<"range observer", "\"minmax\"">:$observer,
     LLMC_F64Parameter<"EMA momentum", "0.99">:$momentum,
-    LLMC_F64Parameter<"outlier-column threshold on |x| (0: none)", "0.0">:$outlier
+    LLMC_F64Parameter<"outlier-column threshold on |x| (0: none)", "0.0">:$outlier,
+    DefaultValuedParameter<"int64_t", "0">:$history,
+    DefaultValuedParameter<"int64_t", "0">:$margin,
+    StringRefParameter<"the amax a delayed history yields", "\"max\"">:$algo
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -192,16 +201,96 @@ def QAT_QuantizeGradOp : Op<QAT_Dialect, "quantize_grad",
     Placed on a matmul's output, it quantizes the gradient both backward
     matmuls read (E5M2 in fp8 training's hybrid recipe, docs/fp8.md).
 
+    Under a `delayed` scheme, `state` (required then) is dY's amax history
+    (see qat.amax_history): the backward quantizes dY with the range
+    qat.delayed_range reads from it and records dY's range into the
+    updated history, which the training step returns in the state's place.
+
     ```mlir
     %y = qat.quantize_grad %x {scheme = #qat.scheme<format = "fp8_e5m2">, axes = ["dp"]}
         : tensor<4x16x128xbf16>
+    %z = qat.quantize_grad %x state %s {scheme = #qat.scheme<format = "fp8_e5m2",
+        observer = "delayed", history = 16>} : tensor<4x16x128xbf16>, tensor<17xf32>
     ```
   }];
-  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, QAT_SchemeAttr:$scheme,
-                       DefaultValuedAttr<StrArrayAttr, "{}">:$axes);
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, Optional<RankedTensorOf<[F32]>>:$state,
+                       QAT_SchemeAttr:$scheme, DefaultValuedAttr<StrArrayAttr, "{}">:$axes);
   let results = (outs RankedTensorOf<[AnyFloat]>:$result);
-  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let assemblyFormat = "$x (`state` $state^)? attr-dict `:` type($x) (`,` type($state)^)?";
   let hasVerifier = 1;
+}
+
+def QAT_DelayedRangeOp : Op<QAT_Dialect, "delayed_range",
+                            [Pure, AllTypesMatch<["observed", "range"]>]> {
+  let summary = "The range delayed scaling quantizes with: last step's, from the history";
+  let description = [{
+    `state` is an amax history (qat.amax_history): `tensor<(history+1)xf32>`
+    whose element 0 is the range r the previous steps settled on (0: none
+    yet). The result, the `[−min, max]` pair fake_quant reads, is [r, r],
+    or [fmax, fmax] (a scale of 1, as Transformer Engine starts) while r is
+    0. `observed` is this step's range of the tensor (qat.observe, combined
+    over ranks): it does not move the result, except that a non-finite one
+    is passed on as the result, so an inf or NaN in the tensor makes the
+    quantized tensor NaN and the step non-finite (saturation would
+    otherwise hide an inf).
+
+    ```mlir
+    %r = qat.delayed_range %s, %o {scheme = #qat.scheme<format = "fp8_e4m3",
+        observer = "delayed", history = 16>} : tensor<17xf32>, tensor<1x2xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$state, RankedTensorOf<[F32]>:$observed,
+                       QAT_SchemeAttr:$scheme);
+  let results = (outs RankedTensorOf<[F32]>:$range);
+  let assemblyFormat = "$state `,` $observed attr-dict `:` type($state) `,` type($observed)";
+  let hasVerifier = 1;
+}
+
+def QAT_AmaxHistoryOp : Op<QAT_Dialect, "amax_history",
+                           [Pure, AllTypesMatch<["state", "result"]>]> {
+  let summary = "Delayed scaling's state update: record this step's amax, derive the range";
+  let description = [{
+    Transformer Engine's `DelayedScaling` recipe as a functional update.
+    `state`: `tensor<(N+1)xf32>`, N = the scheme's `history`; element 0
+    is the range the next step quantizes with (0: none yet, scale 1),
+    elements 1..N the amaxes of the last N steps, the most recent first
+    (0 where fewer steps have been seen). `observed` is this step's
+    `[−min, max]`; its amax a = max(−min, max). The result shifts a into
+    the history (dropping the oldest), takes amax = the history's maximum
+    (`algo = max`) or a (`most_recent`), and sets element 0 to
+    amax · 2^margin — the range whose scale fmax / range is TE's
+    scale = (fmax / amax) / 2^margin — unless amax is not a finite value
+    > 0, where the previous range stays (TE keeps the previous scale).
+
+    ```mlir
+    %s1 = qat.amax_history %s, %o {scheme = #qat.scheme<format = "fp8_e4m3",
+        observer = "delayed", history = 16>} : tensor<17xf32>, tensor<1x2xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$state, RankedTensorOf<[F32]>:$observed,
+                       QAT_SchemeAttr:$scheme);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = "$state `,` $observed attr-dict `:` type($state) `,` type($observed)";
+  let hasVerifier = 1;
+}
+
+def QAT_CommitStateOp : Op<QAT_Dialect, "commit_state",
+                           [Pure, AllTypesMatch<["state", "candidate", "result"]>]> {
+  let summary = "A step's state update, kept only when the step is applied";
+  let description = [{
+    result = candidate where `norm` (the step's global gradient norm, every
+    AdamW update's verdict) is finite, else state unchanged: a skipped
+    (non-finite) step leaves amax histories as it leaves parameters. In
+    place (result in state's buffer) is allowed.
+
+    ```mlir
+    %s2 = qat.commit_state %s, %s1, %norm : tensor<17xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$state, RankedTensorOf<[F32]>:$candidate,
+                       0DTensorOf<[F32]>:$norm);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = "$state `,` $candidate `,` $norm attr-dict `:` type($state) `,` type($norm)";
 }
 
 def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure, AlwaysRecompute]> {

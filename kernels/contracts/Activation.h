@@ -1,8 +1,8 @@
 //===- Activation.h - binding contract of gelu, silu, swiglu and their grads -*- C++ -*-===//
 //
 // What both backends check and derive when they bind the elementwise
-// activations gelu, silu and swiglu and their gradients: every operand is
-// of one float dtype and one shape. The CPU and CUDA factories call the
+// activations gelu, silu, swiglu and softcap and their gradients: every
+// operand is of one float dtype and one shape. The CPU and CUDA factories call the
 // bind functions and add only what is specific to their backend.
 //
 //===----------------------------------------------------------------------===//
@@ -21,6 +21,7 @@ namespace llmc::contracts {
 struct ActivationBinding {
   DType dtype = DType::F32; ///< of every operand
   int64_t numel = 0;
+  float cap = 0.0f; ///< softcap(_grad)'s attribute `cap` (> 0)
 };
 inline bool bindGelu(const KernelArgs &args, std::string &error, ActivationBinding *out);
 inline bool bindGeluGrad(const KernelArgs &args, std::string &error, ActivationBinding *out);
@@ -28,6 +29,13 @@ inline bool bindSilu(const KernelArgs &args, std::string &error, ActivationBindi
 inline bool bindSiluGrad(const KernelArgs &args, std::string &error, ActivationBinding *out);
 inline bool bindSwiglu(const KernelArgs &args, std::string &error, ActivationBinding *out);
 inline bool bindSwigluGrad(const KernelArgs &args, std::string &error, ActivationBinding *out);
+/// geglu(gate, up) -> gelu(gate)·up (tanh GELU) and its gradient.
+inline bool bindGeglu(const KernelArgs &args, std::string &error, ActivationBinding *out);
+inline bool bindGegluGrad(const KernelArgs &args, std::string &error, ActivationBinding *out);
+/// softcap(x) -> cap·tanh(x / cap) and softcap_grad(x, dy) -> dx, with the
+/// float attribute `cap` > 0.
+inline bool bindSoftcap(const KernelArgs &args, std::string &error, ActivationBinding *out);
+inline bool bindSoftcapGrad(const KernelArgs &args, std::string &error, ActivationBinding *out);
 
 //===----------------------------------------------------------------------===//
 // Definitions
@@ -57,6 +65,21 @@ inline bool bindActivation(const char *name, std::initializer_list<const char *>
   return true;
 }
 
+/// bindActivation, then the `cap` attribute.
+inline bool bindCapped(const char *name, std::initializer_list<const char *> inputNames,
+                       const KernelArgs &args, std::string &error, ActivationBinding *out) {
+  if (!bindActivation(name, inputNames, {inputNames.size() == 1 ? "out" : "dx"}, args, error, out))
+    return false;
+  Validator v(name, args, error);
+  double cap;
+  if (!v.floatAttr("cap", &cap))
+    return false;
+  if (!(cap > 0))
+    return v.fail("attribute 'cap' must be > 0, got " + std::to_string(cap));
+  out->cap = static_cast<float>(cap);
+  return true;
+}
+
 } // namespace activation_impl
 using namespace activation_impl;
 
@@ -77,6 +100,18 @@ inline bool bindSwiglu(const KernelArgs &args, std::string &error, ActivationBin
 }
 inline bool bindSwigluGrad(const KernelArgs &args, std::string &error, ActivationBinding *out) {
   return bindActivation("swiglu_grad", {"gate", "up", "dy"}, {"dgate", "dup"}, args, error, out);
+}
+inline bool bindGeglu(const KernelArgs &args, std::string &error, ActivationBinding *out) {
+  return bindActivation("geglu", {"gate", "up"}, {"out"}, args, error, out);
+}
+inline bool bindGegluGrad(const KernelArgs &args, std::string &error, ActivationBinding *out) {
+  return bindActivation("geglu_grad", {"gate", "up", "dy"}, {"dgate", "dup"}, args, error, out);
+}
+inline bool bindSoftcap(const KernelArgs &args, std::string &error, ActivationBinding *out) {
+  return bindCapped("softcap", {"x"}, args, error, out);
+}
+inline bool bindSoftcapGrad(const KernelArgs &args, std::string &error, ActivationBinding *out) {
+  return bindCapped("softcap_grad", {"x", "dy"}, args, error, out);
 }
 
 } // namespace llmc::contracts

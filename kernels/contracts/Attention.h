@@ -44,6 +44,9 @@ struct AttentionBinding {
   /// Sliding window (attribute `window`, causal only): query i sees the
   /// keys in (i − window, i]; 0: every key up to i.
   int64_t window = 0;
+  /// Score soft-cap (attribute `softcap`): scores s become c·tanh(s / c)
+  /// before masking; 0: uncapped.
+  float softcap = 0.0f;
   bool segments = false;           ///< the segment_ids input is present
   DType segmentDType = DType::I32; ///< its dtype (i32 or i64), when present
   size_t segmentIndex = 0;         ///< its input index, when present
@@ -130,11 +133,22 @@ inline bool checkWindow(Validator &v, AttentionBinding *dims) {
   return true;
 }
 
+/// The optional `softcap` attribute: >= 0 (absent or 0: uncapped).
+inline bool checkSoftcap(Validator &v, float *softcap) {
+  double cap;
+  if (!v.floatAttr("softcap", &cap, 0.0))
+    return false;
+  if (cap < 0)
+    return v.fail("attribute 'softcap' must be >= 0, got " + std::to_string(cap));
+  *softcap = static_cast<float>(cap);
+  return true;
+}
+
 /// Checks q, k, v and the attributes; fills `dims`.
 inline bool checkAttention(Validator &v, AttentionBinding *dims) {
   double scale;
   if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &dims->causal) ||
-      !checkWindow(v, dims))
+      !checkWindow(v, dims) || !checkSoftcap(v, &dims->softcap))
     return false;
   dims->scale = static_cast<float>(scale);
   const TensorView &q = v.in(0), &k = v.in(1), &val = v.in(2);
@@ -232,7 +246,7 @@ inline bool checkPacked(Validator &v, AttentionBinding *dims) {
   double scale;
   int64_t heads, kvHeads;
   if (!v.floatAttr("scale", &scale) || !v.flagAttr("causal", &dims->causal) ||
-      !checkWindow(v, dims) || !v.intAttr("heads", &heads, 0) ||
+      !checkWindow(v, dims) || !checkSoftcap(v, &dims->softcap) || !v.intAttr("heads", &heads, 0) ||
       !v.intAttr("kv_heads", &kvHeads, 0))
     return false;
   dims->scale = static_cast<float>(scale);

@@ -20,6 +20,7 @@
 
 #include "kernels/Kernel.h"
 #include "kernels/Validator.h"
+#include "kernels/contracts/Attention.h"
 
 #include <cstdint>
 #include <string>
@@ -43,6 +44,9 @@ struct PagedCacheBinding {
   /// paged_attention's sliding window (attribute `window`): position p
   /// sees positions (p − window, p]; 0: all of 0..p.
   int64_t window = 0;
+  /// paged_attention's score soft-cap (attribute `softcap`; 0: none), as
+  /// attention's.
+  float softcap = 0.0f;
   DType tableDType = DType::I32;    ///< block_table's (i32 or i64)
   DType positionDType = DType::I32; ///< positions' (i32 or i64)
 };
@@ -159,7 +163,7 @@ inline bool bindPagedAttention(const KernelArgs &args, std::string &error, Paged
                   "and 7: expected 7 inputs, got " +
                   std::to_string(args.inputs.size()));
   if (!v.arity(quantized ? 7 : 5, 1) || !v.floatAttr("scale", &scale) ||
-      !v.intAttr("window", &dims.window, 0))
+      !v.intAttr("window", &dims.window, 0) || !checkSoftcap(v, &dims.softcap))
     return false;
   if (dims.window < 0)
     return v.fail("attribute 'window' must be >= 0, got " + std::to_string(dims.window));

@@ -33,6 +33,8 @@ struct RowNormShape {
   DType dtype = DType::F32; ///< of every operand
   int64_t rows = 0, width = 0;
   double epsilon = 0;
+  /// rmsnorm's `unit_offset` (Gemma): scale by 1 + gamma, not gamma.
+  bool unitOffset = false;
 };
 
 /// Checks `kernel`'s arity, its epsilon, input 0 (named `first`: a float

@@ -10,13 +10,17 @@
 //
 // So results are not the fp32 product's: |x − q·d| ≤ d/2 per element, and
 // |y − y_fp32| ≤ Σ_blocks d/2 · Σ_block |W| (plus fp32 rounding). Prefill
-// (more than a few rows) and NF4 (levels that are not integers) keep fp32
-// activations (DecodeGemv.h).
+// (more than a few rows) keeps fp32 activations (DecodeGemv.h).
+//
+// NF4's levels are not integers: here each is its nearest multiple of 1/127
+// (quant::kNf4Int8Levels; llama.cpp's IQ4_NL defines its levels in int8),
+// so W moves by at most absmax/254 per element, beside x's d/2.
 //
 // The unsigned × signed byte dot (vpdpbusd, or vpmaddubsw + vpmaddwd) takes
 // int4 codes unsigned, as nibble ^ 8 (level + 8); the excess, 8 · Σ q of
 // the block, is the accumulator's starting value (`bias`, one per block,
-// computed with q). int8 takes |w| and sign(w)·q (no overflow of
+// computed with q). NF4's zmm body likewise looks up level + 128 (vpshufb);
+// int8 and NF4's ymm bodies take |w| and sign(w)·q (no overflow of
 // vpmaddubsw's int16 pairs).
 //
 // Bodies, chosen at bind time (chooseDotIsa): AVX-512 VNNI (zmm, int4: 4
@@ -30,6 +34,7 @@
 #ifndef LLMC_KERNELS_CPU_DECODEGEMVINT8_H
 #define LLMC_KERNELS_CPU_DECODEGEMVINT8_H
 
+#include "common/QuantScheme.h"
 #include "kernels/cpu/DecodeGemv.h"
 
 #include <cmath>
@@ -37,6 +42,13 @@
 #include <vector>
 
 namespace llmc::cpu::decode {
+
+/// The codes an integer-dot body multiplies.
+enum class CodeKind {
+  Int8, ///< one signed byte per element
+  Int4, ///< a signed nibble (level + 8) per element, two per byte
+  Nf4,  ///< an NF4 level index per element, two per byte (quant::kNf4Int8Levels)
+};
 
 /// The integer-dot body a kernel runs.
 enum class DotIsa {
@@ -82,10 +94,16 @@ struct QLayout {
   int64_t blocksPerStep = 1, lanesPerBlock = 8;
   int offset = 0;
   bool nibbles = false;
-  static QLayout of(DotIsa isa, bool nibbles) {
+  static QLayout of(DotIsa isa, CodeKind codes) {
+    const int zmmOffset = codes == CodeKind::Nf4 ? 128 : 8;
     if (isa == DotIsa::Avx512Vnni)
-      return QLayout{4, 4, 8, true};
-    return nibbles ? QLayout{1, 8, 8, true} : QLayout{1, 8, 0, false};
+      return QLayout{4, 4, zmmOffset, true};
+    switch (codes) {
+    case CodeKind::Int4: return QLayout{1, 8, 8, true};
+    case CodeKind::Nf4: return QLayout{1, 8, 0, true};
+    case CodeKind::Int8: break;
+    }
+    return QLayout{1, 8, 0, false};
   }
 };
 
@@ -161,13 +179,19 @@ struct QRows {
 };
 
 /// W's scale of each 32-element block: flat block j has scale j / per.
+/// The bodies take any type with `per` and `row` (matmul_nf4 computes its
+/// scales a row at a time into `scratch`).
 struct BlockScales {
   const float *scales;
   int64_t per; ///< blocks of 32 per scale (run / 32)
+  /// Floats of scratch `row` writes for a row of K elements.
+  static int64_t scratchFloats(int64_t) { return 0; }
 
   /// Row r's scales (K a multiple of 32): block b of the row has
-  /// RowScales::at[b / per], since runs divide K or are whole rows.
-  const float *row(int64_t r, int64_t k) const { return scales + r * (k / kQBlock) / per; }
+  /// row(...)[b / per], since runs divide K or are whole rows.
+  const float *row(int64_t r, int64_t k, float * /*scratch*/) const {
+    return scales + r * (k / kQBlock) / per;
+  }
 };
 
 #pragma GCC diagnostic push
@@ -190,12 +214,13 @@ LLMC_VNNI512 inline __m512 scaleLanes(const float *at, int64_t per, int64_t b, i
   return _mm512_permutexvar_ps(laneBlock, v);
 }
 
-/// Rows [r0, r1) of y, M rows of x from i0, AVX-512 VNNI, int4 codes (row
-/// r's at codes + r · K / 2); S parts of the range side by side (as
-/// DecodeGemv.h's rows512).
-template <int M, int S>
-LLMC_VNNI512 void intRows512(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t r1,
+/// Rows [r0, r1) of y, M rows of x from i0, AVX-512 VNNI, int4 or NF4
+/// codes (row r's at codes + r · K / 2); S parts of the range side by side
+/// (as DecodeGemv.h's rows512).
+template <int M, int S, CodeKind Codes, typename Scales>
+LLMC_VNNI512 void intRows512(const uint8_t *codes, const Scales &ws, int64_t r0, int64_t r1,
                              const QRows &d, int64_t i0) {
+  static_assert(Codes != CodeKind::Int8, "int8 codes have no zmm body (chooseDotIsa)");
   const QuantizedX &qx = *d.x;
   // A step: 64 bytes of codes, 4 blocks (QLayout), 4 int32 lanes each.
   constexpr int64_t g = 4, blockBytes = 16, lanes = 4;
@@ -204,13 +229,21 @@ LLMC_VNNI512 void intRows512(const uint8_t *codes, const BlockScales &ws, int64_
       _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x88));
   const __m512i nibble = _mm512_set1_epi8(0x0F);
+  // NF4: level + 128 by index, in each 128-bit lane (vpshufb's table).
+  uint8_t excess[64];
+  for (int c = 0; c < 64; ++c)
+    excess[c] = static_cast<uint8_t>(quant::kNf4Int8Levels[c % 16] + 128);
+  const __m512i levels = _mm512_loadu_si512(excess);
   const bool oneScale = ws.per >= blocks; // a scale per row, or for all of W
+  std::vector<float> scratch(S * ws.scratchFloats(k));
   for (int64_t t = 0; t < q; ++t) {
     int64_t row[S];
     const float *at[S];
     __m512 acc[S][M], rowScale[S];
     for (int s = 0; s < S; ++s) {
-      row[s] = r0 + s * q + t, at[s] = ws.row(row[s], k), rowScale[s] = _mm512_set1_ps(*at[s]);
+      row[s] = r0 + s * q + t;
+      at[s] = ws.row(row[s], k, scratch.data() + s * ws.scratchFloats(k));
+      rowScale[s] = _mm512_set1_ps(*at[s]);
       for (int i = 0; i < M; ++i) acc[s][i] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < blocks; b += g) {
@@ -218,13 +251,18 @@ LLMC_VNNI512 void intRows512(const uint8_t *codes, const BlockScales &ws, int64_
       for (int s = 0; s < S; ++s) {
         // The last step of a row may hold fewer blocks: read only theirs.
         const uint8_t *p = codes + row[s] * rowBytes + b * blockBytes;
-        const __m512i w =
-            _mm512_xor_si512(n == g ? _mm512_loadu_si512(p)
-                                    : _mm512_maskz_loadu_epi8((1ull << (n * blockBytes)) - 1, p),
-                             flip);
+        const __m512i bytes = n == g ? _mm512_loadu_si512(p)
+                                     : _mm512_maskz_loadu_epi8((1ull << (n * blockBytes)) - 1, p);
         const __m512 wl = oneScale ? rowScale[s] : scaleLanes(at[s], ws.per, b, n, laneBlock);
-        const __m512i lo = _mm512_and_si512(w, nibble);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
+        __m512i lo, hi;
+        if constexpr (Codes == CodeKind::Int4) {
+          const __m512i w = _mm512_xor_si512(bytes, flip);
+          lo = _mm512_and_si512(w, nibble);
+          hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
+        } else {
+          lo = _mm512_shuffle_epi8(levels, _mm512_and_si512(bytes, nibble));
+          hi = _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble));
+        }
         for (int i = 0; i < M; ++i) {
           const int8_t *xq = qx.qRow(i0 + i) + b * kQBlock;
           const int64_t lane = b * lanes;
@@ -240,7 +278,7 @@ LLMC_VNNI512 void intRows512(const uint8_t *codes, const BlockScales &ws, int64_
       for (int i = 0; i < M; ++i) d.y[(i0 + i) * d.ldy + row[s]] = _mm512_reduce_add_ps(acc[s][i]);
   }
   if constexpr (S > 1)
-    intRows512<M, 1>(codes, ws, r0 + S * q, r1, d, i0);
+    intRows512<M, 1, Codes>(codes, ws, r0 + S * q, r1, d, i0);
 }
 
 #undef LLMC_VNNI512
@@ -261,19 +299,29 @@ template <DotIsa Isa> inline __m256i dot256(__m256i acc, __m256i u, __m256i v) {
 }
 
 /// intRows512 with ymm: one block a step.
-template <int M, int S, bool Nibbles, DotIsa Isa>
-void intRows256(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t r1, const QRows &d,
+template <int M, int S, CodeKind Codes, DotIsa Isa, typename Scales>
+void intRows256(const uint8_t *codes, const Scales &ws, int64_t r0, int64_t r1, const QRows &d,
                 int64_t i0) {
   const QuantizedX &qx = *d.x;
   const int64_t k = qx.k, blocks = qx.blocks;
   const int64_t q = (r1 - r0) / S;
   const bool oneScale = ws.per >= blocks; // a scale per row, or for all of W
+  // NF4: |level| and level by index, in each 128-bit lane (vpshufb's table).
+  alignas(16) int8_t magnitude[16];
+  for (int c = 0; c < 16; ++c)
+    magnitude[c] = static_cast<int8_t>(std::abs(quant::kNf4Int8Levels[c]));
+  const __m256i levelAbs =
+      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i *>(magnitude)));
+  const __m256i levelSigned = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i *>(quant::kNf4Int8Levels)));
+  std::vector<float> scratch(S * ws.scratchFloats(k));
   for (int64_t t = 0; t < q; ++t) {
     int64_t row[S];
     const float *at[S];
     __m256 acc[S][M];
     for (int s = 0; s < S; ++s) {
-      row[s] = r0 + s * q + t, at[s] = ws.row(row[s], k);
+      row[s] = r0 + s * q + t;
+      at[s] = ws.row(row[s], k, scratch.data() + s * ws.scratchFloats(k));
       for (int i = 0; i < M; ++i) acc[s][i] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < blocks; ++b)
@@ -281,12 +329,18 @@ void intRows256(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t
         const int64_t j = (row[s] * k) / kQBlock + b;
         const __m256 wl = _mm256_set1_ps(oneScale ? *at[s] : at[s][ws.per == 1 ? b : b / ws.per]);
         __m256i u, sign;
-        if constexpr (Nibbles) {
+        if constexpr (Codes == CodeKind::Int4) {
           const __m128i bytes =
               _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(codes + j * 16)),
                             _mm_set1_epi8(static_cast<char>(0x88)));
           u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes),
                                _mm256_set1_epi8(0x0F));
+        } else if constexpr (Codes == CodeKind::Nf4) {
+          const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i *>(codes + j * 16));
+          const __m256i index = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes),
+                                                 _mm256_set1_epi8(0x0F));
+          u = _mm256_shuffle_epi8(levelAbs, index);
+          sign = _mm256_shuffle_epi8(levelSigned, index);
         } else {
           sign = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(codes + j * kQBlock));
           u = _mm256_sign_epi8(sign, sign); // |w|
@@ -296,7 +350,7 @@ void intRows256(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t
           __m256i v =
               _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qx.qRow(i0 + i) + b * kQBlock));
           __m256i sum;
-          if constexpr (Nibbles) {
+          if constexpr (Codes == CodeKind::Int4) {
             sum = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(qx.biasRow(i0 + i) + lane));
           } else {
             sum = _mm256_setzero_si256();
@@ -311,7 +365,7 @@ void intRows256(const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t
       for (int i = 0; i < M; ++i) d.y[(i0 + i) * d.ldy + row[s]] = sum256(acc[s][i]);
   }
   if constexpr (S > 1)
-    intRows256<M, 1, Nibbles, Isa>(codes, ws, r0 + S * q, r1, d, i0);
+    intRows256<M, 1, Codes, Isa>(codes, ws, r0 + S * q, r1, d, i0);
 }
 
 /// Whether rows of K int8/int4 codes in runs of `run` (a block, a row, the
@@ -323,23 +377,23 @@ inline bool canDotQuantized(int64_t k, int64_t run) {
 
 /// Rows [r0, r1) of y for every row of x, through `isa`'s body (as
 /// rowsOf in DecodeGemv.h).
-template <bool Nibbles>
-void intRowsOf(DotIsa isa, const uint8_t *codes, const BlockScales &ws, int64_t r0, int64_t r1,
+template <CodeKind Codes, typename Scales>
+void intRowsOf(DotIsa isa, const uint8_t *codes, const Scales &ws, int64_t r0, int64_t r1,
                const QRows &d) {
   forRowChunks(r0, r1, d.x->m, [&](auto rows, auto streams, int64_t a, int64_t b, int64_t i0) {
     constexpr int kM = decltype(rows)::value, kS = decltype(streams)::value;
     switch (isa) {
     case DotIsa::Avx512Vnni:
-      if constexpr (Nibbles) // chooseDotIsa: int8 has no zmm body
-        intRows512<kM, kS>(codes, ws, a, b, d, i0);
+      if constexpr (Codes != CodeKind::Int8) // chooseDotIsa: int8 has no zmm body
+        intRows512<kM, kS, Codes>(codes, ws, a, b, d, i0);
       break;
     case DotIsa::YmmVnniVex:
-      intRows256<kM, kS, Nibbles, DotIsa::YmmVnniVex>(codes, ws, a, b, d, i0);
+      intRows256<kM, kS, Codes, DotIsa::YmmVnniVex>(codes, ws, a, b, d, i0);
       break;
     case DotIsa::YmmVnniEvex:
-      intRows256<kM, kS, Nibbles, DotIsa::YmmVnniEvex>(codes, ws, a, b, d, i0);
+      intRows256<kM, kS, Codes, DotIsa::YmmVnniEvex>(codes, ws, a, b, d, i0);
       break;
-    case DotIsa::Avx2: intRows256<kM, kS, Nibbles, DotIsa::Avx2>(codes, ws, a, b, d, i0); break;
+    case DotIsa::Avx2: intRows256<kM, kS, Codes, DotIsa::Avx2>(codes, ws, a, b, d, i0); break;
     }
   });
 }

@@ -5,8 +5,9 @@
 // multi-query alike), masked by `causal` (key j visible to query i iff
 // j <= i; with a sliding `window`, iff i − window < j <= i) and optional
 // segment ids (keys of another packed sequence are
-// invisible). Besides the output, the per-row log-sum-exp [B,H,T] is kept
-// for the backward.
+// invisible). A `softcap` c replaces each score s by c·tanh(s / c) before
+// the masks (Gemma 2). Besides the output, the per-row log-sum-exp [B,H,T]
+// is kept for the backward.
 //
 // Forward: one task per (b, h, tile of kBr queries). The task walks key
 // tiles of kBc with an online softmax — running max m and sum l per query,
@@ -18,7 +19,9 @@
 //
 // Backward, with P = exp(scale·q·kᵀ − lse) recomputed per tile and
 // Dᵢ = rowsum(dout ∘ out) precomputed:
-//   dV += Pᵀ·dO,  dS = P ∘ (dO·Vᵀ − D),  dK += scale·dSᵀ·Q,  dQ += scale·dS·K.
+//   dV += Pᵀ·dO,  dS = P ∘ (dO·Vᵀ − D),  dK += scale·dSᵀ·Q,  dQ += scale·dS·K,
+// where under a soft-cap P comes from the capped scores and dS is further
+// multiplied by the cap's slope 1 − tanh² = 1 − (capped / c)².
 // To avoid atomics (and keep results deterministic) it runs two passes:
 // pass A owns one kv tile per task and loops over every query head of its
 // group and every query tile, accumulating dK and dV; pass B owns a query
@@ -65,6 +68,7 @@ struct AttentionDims {
   float scale = 1.0f;
   bool causal = false;
   int64_t window = 0; ///< causal: keys in (i − window, i]; 0: all up to i
+  float softcap = 0.0f; ///< scores capped to c·tanh(s / c); 0: uncapped
   bool segments = false;
   bool rope = false; ///< attention_rope: q and k (dq, dk) rotated
 };
@@ -78,6 +82,7 @@ AttentionDims dimsOf(const contracts::AttentionBinding &b) {
   dims.scale = b.scale;
   dims.causal = b.causal;
   dims.window = b.window;
+  dims.softcap = b.softcap;
   dims.segments = b.segments;
   dims.rope = b.rope;
   return dims;
@@ -225,6 +230,27 @@ template <typename T> struct AttentionTiles {
     }
   }
 
+  /// The soft-cap, if any, on an outer × inner tile s[o·ld + i]:
+  /// s ← c·tanh(s / c). Runs before mask(), so every score is finite.
+  void capScores(float *s, int64_t ld, int64_t outer, int64_t inner) const {
+    if (n.softcap <= 0.0f)
+      return;
+    const float cap = n.softcap, inverse = 1.0f / n.softcap;
+    for (int64_t o = 0; o < outer; ++o) {
+      float *line = s + o * ld;
+      for (int64_t i = 0; i < inner; ++i) line[i] = cap * std::tanh(line[i] * inverse);
+    }
+  }
+  /// d capped / d score at a capped score: 1 − tanh² (1 without a cap). A
+  /// masked score (−inf) has P = 0; its slope is taken as 1 so 0·slope
+  /// stays 0.
+  float capSlope(float capped, float p) const {
+    if (n.softcap <= 0.0f || p == 0.0f)
+      return 1.0f;
+    const float t = capped / n.softcap;
+    return 1.0f - t * t;
+  }
+
   /// Exclusive end of the keys any query of [i0, i0+rows) may see.
   int64_t keyEnd(int64_t i0, int64_t rows) const { return n.causal ? i0 + rows : n.s; }
 
@@ -303,6 +329,7 @@ private:
       const float *kr = tiles_.keyRows(k_, b, g, j0, cols, n.rope, kw);
       const float *vr = tiles_.keyRows(v_, b, g, j0, cols, false, vw);
       tileGemm(cols, rows, d, kr, d, qt, kBr, st, kBr, false); // Sᵀ = K·(scale·Q)ᵀ
+      tiles_.capScores(st, kBr, cols, rows);
       tiles_.mask(st, kBr, true, b, i0, rows, j0, cols);
 
       // Online softmax, vectorised across the queries of the tile: Sᵀ ← Pᵀ.
@@ -451,6 +478,7 @@ private:
         const float *dor = tiles_.outRows(dout_, b, h, i0, rows, dow);
         loadRowStats(b, h, i0, rows, lse, rowDot);
         tileGemm(rows, cols, d, qr, d, kt, kBc, s, kBc, false); // S
+        tiles_.capScores(s, kBc, rows, cols);
         tiles_.mask(s, kBc, false, b, i0, rows, j0, cols);
         tileGemm(rows, cols, d, dor, d, vt, kBc, dp, kBc, false); // dP
         for (int64_t r = 0; r < rows; ++r) {
@@ -458,8 +486,9 @@ private:
 #pragma omp simd
           for (int64_t c = 0; c < cols; ++c) {
             float p = expFast(sr[c] - l);
+            float slope = tiles_.capSlope(sr[c], p);
             sr[c] = p;
-            dpr[c] = p * (dpr[c] - dot); // dS
+            dpr[c] = p * (dpr[c] - dot) * slope; // dS
           }
         }
         tileGemm<true>(cols, d, rows, s, kBc, dor, d, accV, d, true); // dV += Pᵀ·dO
@@ -494,6 +523,7 @@ private:
       const float *kr = tiles_.keyRows(k_, b, g, j0, cols, n.rope, kw);
       const float *vr = tiles_.keyRows(v_, b, g, j0, cols, false, vw);
       tileGemm(cols, rows, d, kr, d, qt, kBr, st, kBr, false); // Sᵀ
+      tiles_.capScores(st, kBr, cols, rows);
       tiles_.mask(st, kBr, true, b, i0, rows, j0, cols);
       tileGemm(cols, rows, d, vr, d, dot, kBr, dpt, kBr, false); // dPᵀ
       for (int64_t c = 0; c < cols; ++c) {
@@ -501,7 +531,7 @@ private:
 #pragma omp simd
         for (int64_t r = 0; r < rows; ++r) {
           float p = expFast(sc[r] - lse[r]);
-          dpc[r] = p * (dpc[r] - rowDot[r]); // dSᵀ
+          dpc[r] = p * (dpc[r] - rowDot[r]) * tiles_.capSlope(sc[r], p); // dSᵀ
         }
       }
       tileGemm<true>(rows, d, cols, dpt, kBr, kr, d, dq, d, true); // dQ += dS·K

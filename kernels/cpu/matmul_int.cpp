@@ -70,13 +70,15 @@ public:
   bool canDotQuantized(int64_t k) const {
     return !zeroPoints_ && decode::canDotQuantized(k, layout_.run);
   }
-  decode::QLayout quantizedLayout() const { return decode::QLayout::of(isa_, nibbles()); }
+  decode::QLayout quantizedLayout() const {
+    return decode::QLayout::of(isa_, nibbles() ? decode::CodeKind::Int4 : decode::CodeKind::Int8);
+  }
   void dotQuantized(int64_t r0, int64_t r1, const decode::QRows &d) const {
     const decode::BlockScales scales{scales_, layout_.run / decode::kQBlock};
     if (nibbles())
-      decode::intRowsOf<true>(isa_, codes_, scales, r0, r1, d);
+      decode::intRowsOf<decode::CodeKind::Int4>(isa_, codes_, scales, r0, r1, d);
     else
-      decode::intRowsOf<false>(isa_, codes_, scales, r0, r1, d);
+      decode::intRowsOf<decode::CodeKind::Int8>(isa_, codes_, scales, r0, r1, d);
   }
 
 private:

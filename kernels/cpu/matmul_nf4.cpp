@@ -14,6 +14,11 @@
 // (chosen at bind time, the library being built for AVX2; the environment
 // variable LLMC_CPU_NO_AVX512 keeps to AVX2), else eight.
 //
+// A decode step's product over W [N, K] in blocks of whole 32s that divide
+// K takes the integer dots of DecodeGemvInt8.h instead: x quantized to
+// int8 per 32, each level its nearest multiple of 1/127 (quant::kNf4Int8Levels)
+// and each block's scale absmax / 127, computed a row at a time.
+//
 //===----------------------------------------------------------------------===//
 
 #include "common/QuantScheme.h"
@@ -36,9 +41,9 @@ public:
   /// The mean is read where it is used: loading weights after the kernel
   /// binds changes it.
   Nf4Expander(const uint8_t *codes, const uint8_t *absmaxQ, const float *absmaxScale,
-              const float *mean, int64_t block, Nf4Piece piece, bool avx512)
-      : codes_(codes), absmaxQ_(absmaxQ), absmaxScale_(absmaxScale), mean_(mean),
-        block_(block), piece_(piece), avx512_(avx512) {}
+              const float *mean, int64_t block, Nf4Piece piece, bool avx512, decode::DotIsa isa)
+      : codes_(codes), absmaxQ_(absmaxQ), absmaxScale_(absmaxScale), mean_(mean), block_(block),
+        piece_(piece), avx512_(avx512), isa_(isa) {}
 
   int64_t alignment() const { return block_; }
 
@@ -87,10 +92,17 @@ public:
   /// Rows of K elements in whole steps, blocks of whole steps.
   bool canDotRows(int64_t k) const { return decode::canStep(k, block_, true); }
   bool nibbles() const { return true; }
-  /// NF4's levels are not integers: x stays fp32 (dotRows).
-  bool canDotQuantized(int64_t) const { return false; }
-  decode::QLayout quantizedLayout() const { return {}; }
-  void dotQuantized(int64_t, int64_t, const decode::QRows &) const {}
+  /// Blocks of whole 32s that divide K (each row's own blocks).
+  bool canDotQuantized(int64_t k) const {
+    return k % block_ == 0 && decode::canDotQuantized(k, block_);
+  }
+  decode::QLayout quantizedLayout() const {
+    return decode::QLayout::of(isa_, decode::CodeKind::Nf4);
+  }
+  void dotQuantized(int64_t r0, int64_t r1, const decode::QRows &d) const {
+    decode::intRowsOf<decode::CodeKind::Nf4>(isa_, codes_,
+                                             IntScales{this, block_ / decode::kQBlock}, r0, r1, d);
+  }
   void dotRows(int64_t r0, int64_t r1, const decode::Rows &d, bool avx512) const {
     decode::rowsOf(decode::NibbleCodes{codes_, quant::kNf4Levels}, BlockScale{this},
                    decode::Runs{block_}, r0, r1, d, avx512);
@@ -103,6 +115,60 @@ private:
     static constexpr bool kScaled = true;
     float operator()(int64_t g) const { return self->scaleOf(g); }
   };
+
+  /// dotQuantized's scales: absmax / 127 of each block of a row, the
+  /// levels being in 127ths (decode::BlockScales' interface).
+  struct IntScales {
+    const Nf4Expander *self;
+    int64_t per; ///< blocks of 32 per NF4 block
+    static int64_t scratchFloats(int64_t k) { return k / decode::kQBlock + 16; }
+    const float *row(int64_t r, int64_t k, float *scratch) const {
+      const int64_t blocks = k / self->block_, g0 = r * blocks;
+      int64_t j = 0;
+#if defined(__AVX2__)
+      if (self->avx512_ && !self->piece_.split)
+        j = self->intScales512(g0, blocks, scratch);
+#endif
+      for (; j < blocks; ++j) scratch[j] = self->scaleOf(g0 + j) / 127.0f;
+      return scratch;
+    }
+  };
+
+#if defined(__AVX2__)
+// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own
+// _mm512_undefined operands (GCC PR 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+  /// IntScales::row's blocks [g0, g0 + n) of an unsplit weight sixteen at
+  /// a time (scaleOf's two fp32 operations, in order, then / 127); returns
+  /// the blocks done.
+  __attribute__((target("avx512f,avx512bw"))) int64_t intScales512(int64_t g0, int64_t n,
+                                                                   float *out) const {
+    const __m512 mean = _mm512_set1_ps(*mean_), zero = _mm512_setzero_ps();
+    const __m512 divisor = _mm512_set1_ps(127.0f);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      const int64_t g = g0 + j;
+      const __m512 level = _mm512_cvtepi32_ps(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(absmaxQ_ + g))));
+      // The sixteen blocks share one scale or cross into the next.
+      const int64_t first = g / quant::kNf4DoubleQuantBlock;
+      const int crossing = static_cast<int>((first + 1) * quant::kNf4DoubleQuantBlock - g);
+      const __mmask16 next = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32(crossing));
+      const __m512 scale = _mm512_mask_blend_ps(
+          next, _mm512_set1_ps(absmaxScale_[first]),
+          _mm512_set1_ps(
+              absmaxScale_[std::min(first + 1, (g + 15) / quant::kNf4DoubleQuantBlock)]));
+      const __m512 absmax = _mm512_add_ps(_mm512_mul_ps(level, scale), mean);
+      // max(NaN, 0) is 0, as scaleOf's "not > 0".
+      _mm512_storeu_ps(out + j, _mm512_div_ps(_mm512_max_ps(absmax, zero), divisor));
+    }
+    return j;
+  }
+#pragma GCC diagnostic pop
+#endif
 
   /// Block g's absmax, or nf4Value's 0 where it is not > 0.
   float scaleOf(int64_t g) const {
@@ -216,14 +282,20 @@ private:
   int64_t block_;
   Nf4Piece piece_;
   bool avx512_;
+  decode::DotIsa isa_;
 };
 
 std::unique_ptr<Kernel> makeMatmulNf4(const KernelArgs &args, std::string &error) {
   contracts::MatmulNf4Binding d;
-  if (!contracts::bindMatmulNf4(args, error, &d)) return nullptr;
+  if (!contracts::bindMatmulNf4(args, error, &d))
+    return nullptr;
+  decode::DotIsa isa;
+  std::string isaError;
+  if (!decode::chooseDotIsa(true, isa, isaError))
+    return Validator("matmul_nf4", args, error).reject(isaError);
   Nf4Expander expand(args.inputs[1].as<uint8_t>(), args.inputs[2].as<uint8_t>(),
-                     args.inputs[3].as<float>(), args.inputs[4].as<float>(), d.block,
-                     d.piece, useAvx512());
+                     args.inputs[3].as<float>(), args.inputs[4].as<float>(), d.block, d.piece,
+                     useAvx512(), isa);
   return makeQuantizedMatmul("matmul_nf4", args, d, expand, error);
 }
 

@@ -63,6 +63,7 @@ struct PagedDims {
   int64_t b = 0, t = 0, h = 0, kv = 0, d = 0, group = 1, blocks = 0, page = 1, maxBlocks = 0;
   float scale = 1.0f;
   int64_t window = 0; ///< position p sees (p − window, p]; 0: 0..p
+  float softcap = 0.0f; ///< scores capped to c·tanh(s / c); 0: uncapped
 };
 
 PagedDims dimsOf(const contracts::PagedCacheBinding &b) {
@@ -71,6 +72,7 @@ PagedDims dimsOf(const contracts::PagedCacheBinding &b) {
   n.blocks = b.blocks, n.page = b.page, n.maxBlocks = b.maxBlocks;
   n.scale = b.scale;
   n.window = b.window;
+  n.softcap = b.softcap;
   return n;
 }
 
@@ -388,6 +390,9 @@ private:
           std::fill(sr, sr + cols, 0.0f);
           continue;
         }
+        if (n_.softcap > 0.0f) // attention's soft-cap, before the masks
+          for (int64_t col = 0; col < cols; ++col)
+            sr[col] = n_.softcap * std::tanh(sr[col] / n_.softcap);
         for (int64_t col = visible; col < cols; ++col) sr[col] = kNegInf;
         for (int64_t col = 0; col < std::min(cols, keyBegin[r / n_.group] - j0); ++col)
           sr[col] = kNegInf; // behind the row's window

@@ -11,6 +11,9 @@
 // read, and the addend added to dx (rounded first) where dx is written; see
 // layernorm.cpp.
 //
+// With `unit_offset` (Gemma's RMSNorm) γ is 1 + gamma, formed in fp32 as
+// gamma is widened; dγ is then the gradient of gamma itself.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/RmsNorm.h"
@@ -18,6 +21,13 @@
 
 namespace llmc::cpu {
 namespace {
+
+/// γ in fp32: gamma widened, plus `offset` (1 under unit_offset).
+template <typename T> void widenGamma(const T *gamma, float offset, float *out, int64_t c) {
+  widenVector(gamma, out, c);
+  if (offset != 0.0f)
+    for (int64_t i = 0; i < c; ++i) out[i] += offset;
+}
 
 inline float rowRstd(const float *x, int64_t c, float eps) {
   float sum = 0.0f;
@@ -30,16 +40,16 @@ template <typename T> class RmsNormKernel final : public Kernel {
 public:
   /// rmsnorm (x, gamma → y) or, with `residual`, add_rmsnorm
   /// (a, b, gamma → sum, y).
-  RmsNormKernel(const KernelArgs &args, float eps, bool residual)
+  RmsNormKernel(const KernelArgs &args, float eps, float gammaOffset, bool residual)
       : x_(args.inputs[0].as<T>()), b_(residual ? args.inputs[1].as<T>() : nullptr),
         gamma_(args.inputs[residual ? 2 : 1].as<T>()),
         sum_(residual ? args.outputs[0].as<T>() : nullptr),
-        out_(args.outputs[residual ? 1 : 0].as<T>()),
-        c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps),
+        out_(args.outputs[residual ? 1 : 0].as<T>()), c_(args.inputs[0].dim(-1)),
+        rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), gammaOffset_(gammaOffset),
         threads_(bindThreads()), gammaWide_(c_), rowScratch_(threads_, c_) {}
 
   void run(const StepContext &) override {
-    widenVector(gamma_, gammaWide_.data(), c_);
+    widenGamma(gamma_, gammaOffset_, gammaWide_.data(), c_);
     const float *gamma = gammaWide_.data();
     const int64_t c = c_;
 #pragma omp parallel num_threads(threads_) if (rows_ * c > kParallelGrain)
@@ -62,6 +72,7 @@ private:
   T *sum_, *out_;
   int64_t c_, rows_;
   float eps_;
+  float gammaOffset_; // 1 under unit_offset (Gemma): γ is 1 + gamma
   int threads_;
   std::vector<float> gammaWide_;
   ThreadScratch rowScratch_;
@@ -70,14 +81,15 @@ private:
 template <typename T> class RmsNormGradKernel final : public Kernel {
 public:
   /// rmsnorm_grad, or with a fourth input rmsnorm_grad_add.
-  RmsNormGradKernel(const KernelArgs &args, float eps)
+  RmsNormGradKernel(const KernelArgs &args, float eps, float gammaOffset)
       : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), dy_(args.inputs[2].as<T>()),
-        addend_(args.inputs.size() > 3 ? args.inputs[3].as<T>() : nullptr), dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
-        rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), threads_(bindThreads()),
-        gammaWide_(c_), scratch_(threads_, 4 * c_) {}
+        addend_(args.inputs.size() > 3 ? args.inputs[3].as<T>() : nullptr),
+        dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
+        rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), gammaOffset_(gammaOffset),
+        threads_(bindThreads()), gammaWide_(c_), scratch_(threads_, 4 * c_) {}
 
   void run(const StepContext &) override {
-    widenVector(gamma_, gammaWide_.data(), c_);
+    widenGamma(gamma_, gammaOffset_, gammaWide_.data(), c_);
     const float *g = gammaWide_.data();
     const int64_t c = c_;
     const float invC = 1.0f / static_cast<float>(c);
@@ -124,6 +136,7 @@ private:
   T *dx_, *dgamma_;
   int64_t c_, rows_;
   float eps_;
+  float gammaOffset_; // 1 under unit_offset (Gemma): γ is 1 + gamma
   int threads_;
   std::vector<float> gammaWide_;
   ThreadScratch scratch_; // per thread: x row, dy row, dγ partial, dx row
@@ -132,25 +145,29 @@ private:
 std::unique_ptr<Kernel> makeRmsNorm(const KernelArgs &args, std::string &error) {
   contracts::RmsNormBinding b;
   if (!contracts::bindRmsNorm(args, error, &b)) return nullptr;
-  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), false);
+  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon),
+                                        b.unitOffset ? 1.0f : 0.0f, false);
 }
 
 std::unique_ptr<Kernel> makeAddRmsNorm(const KernelArgs &args, std::string &error) {
   contracts::RmsNormBinding b;
   if (!contracts::bindAddRmsNorm(args, error, &b)) return nullptr;
-  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), true);
+  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon),
+                                        b.unitOffset ? 1.0f : 0.0f, true);
 }
 
 std::unique_ptr<Kernel> makeRmsNormGrad(const KernelArgs &args, std::string &error) {
   contracts::RmsNormBinding b;
   if (!contracts::bindRmsNormGrad(args, error, &b)) return nullptr;
-  return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+  return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon),
+                                            b.unitOffset ? 1.0f : 0.0f);
 }
 
 std::unique_ptr<Kernel> makeRmsNormGradAdd(const KernelArgs &args, std::string &error) {
   contracts::RmsNormBinding b;
   if (!contracts::bindRmsNormGradAdd(args, error, &b)) return nullptr;
-  return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+  return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon),
+                                            b.unitOffset ? 1.0f : 0.0f);
 }
 
 } // namespace

@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(kMmaThreads)
         const int c = lane + 32 * half;
         const bool visible =
             mmaVisible(p, i, j0 + c, keyEnd, querySegments[row], keySegments[c]);
-        score[half] = visible ? p.scale * ss[row * L::ldS + c] : -INFINITY;
+        score[half] = visible ? capScore(p, p.scale * ss[row * L::ldS + c]) : -INFINITY;
         tileMax = fmaxf(tileMax, score[half]);
       }
       const float mOld = rowMax[row];
@@ -412,8 +412,10 @@ __global__ void __launch_bounds__(kMmaThreads)
       const int row = wr + idx / kMmaTile, c = idx % kMmaTile;
       const bool visible =
           mmaVisible(p, i0 + row, j0 + c, keyEnd, querySegments[row], keySegments[c]);
-      const float weight = visible ? expf(p.scale * ss[row * L::ldS + c] - lses[row]) : 0.0f;
-      store(dss, row * L::ldP + c, weight * (dps[row * L::ldS + c] - dots[row])); // dS
+      const float score = capScore(p, p.scale * ss[row * L::ldS + c]);
+      const float weight = visible ? expf(score - lses[row]) : 0.0f;
+      const float slope = visible ? capSlope(p, score) : 0.0f;
+      store(dss, row * L::ldP + c, weight * (dps[row * L::ldS + c] - dots[row]) * slope); // dS
     }
     __syncwarp();
     acc.add(dss + wr * L::ldP, ks); // dq += dS·k
@@ -479,9 +481,11 @@ __global__ void __launch_bounds__(kMmaThreads)
         const int64_t i = i0 + c;
         const bool visible = i < p.t && mmaVisible(p, i, j0 + key, p.s, querySegments[c],
                                                    keySegments[key]);
-        const float weight = visible ? expf(p.scale * sts[key * L::ldS + c] - lses[c]) : 0.0f;
+        const float score = capScore(p, p.scale * sts[key * L::ldS + c]);
+        const float weight = visible ? expf(score - lses[c]) : 0.0f;
+        const float slope = visible ? capSlope(p, score) : 0.0f;
         store(pts, key * L::ldP + c, weight);
-        store(dsts, key * L::ldP + c, weight * (dpts[key * L::ldS + c] - dots[c]));
+        store(dsts, key * L::ldP + c, weight * (dpts[key * L::ldS + c] - dots[c]) * slope);
       }
       __syncwarp();
       accV.add(pts + wr * L::ldP, dos); // dv += Pᵀ·dout

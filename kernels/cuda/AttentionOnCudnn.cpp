@@ -89,6 +89,7 @@ contracts::CudnnAttentionShape cudnnShapeOf(const contracts::AttentionBinding &b
   s.rope = b.rope;
   s.segments = b.segments;
   s.window = b.window;
+  s.softcap = b.softcap > 0;
   return s;
 }
 

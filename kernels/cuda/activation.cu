@@ -1,4 +1,4 @@
-//===- activation.cu - gelu, silu, swiglu and their gradients on the GPU --===//
+//===- activation.cu - gelu, silu, swiglu, softcap, gradients, on the GPU -===//
 //
 // Pointwise maps: one grid-stride loop per op, each thread reading its
 // elements and writing the results, so every op is memory bound and needs
@@ -16,11 +16,24 @@
 namespace llmc::cuda {
 namespace {
 
-enum class Act { Gelu, GeluGrad, Silu, SiluGrad, Swiglu, SwigluGrad };
+enum class Act {
+  Gelu,
+  GeluGrad,
+  Silu,
+  SiluGrad,
+  Swiglu,
+  SwigluGrad,
+  Geglu,
+  GegluGrad,
+  Softcap,
+  SoftcapGrad
+};
 
-/// Up to three inputs a, b, c and two outputs o0, o1 of n elements.
+/// Up to three inputs a, b, c and two outputs o0, o1 of n elements; `cap`
+/// is softcap's.
 template <Act A, typename T>
-__global__ void activationKernel(const T *a, const T *b, const T *c, T *o0, T *o1, int64_t n) {
+__global__ void activationKernel(const T *a, const T *b, const T *c, T *o0, T *o1, int64_t n,
+                                 float cap) {
   LLMC_GRID_STRIDE(i, n) {
     if constexpr (A == Act::Gelu) {
       store(o0, i, geluTanh(load(a, i)));
@@ -30,6 +43,17 @@ __global__ void activationKernel(const T *a, const T *b, const T *c, T *o0, T *o
       store(o0, i, siluOf(load(a, i)));
     } else if constexpr (A == Act::SiluGrad) {
       store(o0, i, siluGradOf(load(a, i), load(b, i)));
+    } else if constexpr (A == Act::Geglu) {
+      store(o0, i, geluTanh(load(a, i)) * load(b, i));
+    } else if constexpr (A == Act::GegluGrad) {
+      float g = load(a, i), up = load(b, i), dy = load(c, i);
+      store(o0, i, geluTanhGrad(g, dy * up));
+      store(o1, i, dy * geluTanh(g));
+    } else if constexpr (A == Act::Softcap) {
+      store(o0, i, cap * tanhf(load(a, i) * (1.0f / cap)));
+    } else if constexpr (A == Act::SoftcapGrad) {
+      const float t = tanhf(load(a, i) * (1.0f / cap));
+      store(o0, i, load(b, i) * (1.0f - t * t));
     } else if constexpr (A == Act::Swiglu) {
       store(o0, i, swigluOf(load(a, i), load(b, i)));
     } else {
@@ -43,7 +67,7 @@ __global__ void activationKernel(const T *a, const T *b, const T *c, T *o0, T *o
 template <Act A> struct ActivationOp {
   template <typename T> class Kernel final : public ::llmc::Kernel {
   public:
-    explicit Kernel(const KernelArgs &args) : n_(args.inputs[0].numel()) {
+    Kernel(const KernelArgs &args, float cap) : n_(args.inputs[0].numel()), cap_(cap) {
       for (size_t i = 0; i < args.inputs.size(); ++i) in_[i] = args.inputs[i].as<T>();
       for (size_t i = 0; i < args.outputs.size(); ++i) out_[i] = args.outputs[i].as<T>();
     }
@@ -51,12 +75,13 @@ template <Act A> struct ActivationOp {
     void run(const StepContext &ctx) override {
       if (n_ == 0) return;
       activationKernel<A, T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(in_[0], in_[1], in_[2],
-                                                                        out_[0], out_[1], n_);
+                                                                        out_[0], out_[1], n_, cap_);
       LLMC_CUDA_CHECK_LAUNCH();
     }
 
   private:
     int64_t n_;
+    float cap_;
     const T *in_[3] = {};
     T *out_[2] = {};
   };
@@ -70,7 +95,7 @@ std::unique_ptr<Kernel> makeActivation(BindActivation bind, const KernelArgs &ar
                                        std::string &error) {
   contracts::ActivationBinding b;
   if (!bind(args, error, &b)) return nullptr;
-  return makeFloatKernel<ActivationOp<A>::template Kernel>(b.dtype, args);
+  return makeFloatKernel<ActivationOp<A>::template Kernel>(b.dtype, args, b.cap);
 }
 
 std::unique_ptr<Kernel> makeCudaGelu(const KernelArgs &args, std::string &error) {
@@ -91,6 +116,18 @@ std::unique_ptr<Kernel> makeCudaSwiglu(const KernelArgs &args, std::string &erro
 std::unique_ptr<Kernel> makeCudaSwigluGrad(const KernelArgs &args, std::string &error) {
   return makeActivation<Act::SwigluGrad>(contracts::bindSwigluGrad, args, error);
 }
+std::unique_ptr<Kernel> makeCudaGeglu(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::Geglu>(contracts::bindGeglu, args, error);
+}
+std::unique_ptr<Kernel> makeCudaGegluGrad(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::GegluGrad>(contracts::bindGegluGrad, args, error);
+}
+std::unique_ptr<Kernel> makeCudaSoftcap(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::Softcap>(contracts::bindSoftcap, args, error);
+}
+std::unique_ptr<Kernel> makeCudaSoftcapGrad(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::SoftcapGrad>(contracts::bindSoftcapGrad, args, error);
+}
 
 } // namespace
 
@@ -100,5 +137,9 @@ LLMC_REGISTER_KERNEL(CUDA, "silu", makeCudaSilu);
 LLMC_REGISTER_KERNEL(CUDA, "silu_grad", makeCudaSiluGrad);
 LLMC_REGISTER_KERNEL(CUDA, "swiglu", makeCudaSwiglu);
 LLMC_REGISTER_KERNEL(CUDA, "swiglu_grad", makeCudaSwigluGrad);
+LLMC_REGISTER_KERNEL(CUDA, "geglu", makeCudaGeglu);
+LLMC_REGISTER_KERNEL(CUDA, "geglu_grad", makeCudaGegluGrad);
+LLMC_REGISTER_KERNEL(CUDA, "softcap", makeCudaSoftcap);
+LLMC_REGISTER_KERNEL(CUDA, "softcap_grad", makeCudaSoftcapGrad);
 
 } // namespace llmc::cuda

@@ -5,7 +5,9 @@
 // iff j <= i; S == T) and optional segment ids [B,T] (keys of another
 // packed sequence are invisible; S == T), with the semantics of
 // kernels/cpu/attention.cpp: a query that sees no key gets out = 0 and
-// lse = −inf, and the backward reads that lse as +inf (its P is 0).
+// lse = −inf, and the backward reads that lse as +inf (its P is 0). A
+// `softcap` c makes each score s into c·tanh(s / c) before the masks, and
+// the backward multiplies dS by the slope 1 − tanh² (capScore, capSlope).
 // Never is a T×S matrix stored: scores live one tile at a time in registers.
 // As on the CPU, a query tile and a key tile whose segment id ranges do not
 // meet are skipped in every pass, so packed documents cost Σ s_i².
@@ -99,6 +101,7 @@ struct Params {
   float scale = 1.0f;
   bool causal = false;
   int64_t window = 0;             ///< causal: keys in (i − window, i]; 0: all up to i
+  float softcap = 0.0f;           ///< scores capped to c·tanh(s / c); 0: uncapped
   const void *segments = nullptr; ///< [B, T] i32 or i64; null without segment ids
   bool wideSegments = false;      ///< i64 segment ids
   /// attention_rope: cos, sin and the inverse's sin [ropeRows, D/2]; null
@@ -112,6 +115,18 @@ struct Params {
 /// Whether key j is inside query i's sliding window (always, without one).
 __device__ __forceinline__ bool inWindow(const Params &p, int64_t i, int64_t j) {
   return p.window == 0 || j > i - p.window;
+}
+
+/// Gemma 2's soft-cap of a score: c·tanh(s / c) (s without a cap).
+__device__ __forceinline__ float capScore(const Params &p, float s) {
+  return p.softcap > 0.0f ? p.softcap * tanhf(s / p.softcap) : s;
+}
+/// The cap's slope at a visible capped score: 1 − tanh² (1 without a cap).
+__device__ __forceinline__ float capSlope(const Params &p, float capped) {
+  if (p.softcap <= 0.0f)
+    return 1.0f;
+  const float t = capped / p.softcap;
+  return 1.0f - t * t;
 }
 
 /// Offsets of query row i of head h in q (dq), in out (dout), and of key
@@ -299,7 +314,7 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t i = firstRow + r;
       const bool visible = j < keyEnd && (!p.causal || j <= i) && inWindow(p, i, j) &&
                            (!p.segments || keySegment == rowSegment[r]);
-      const float score = visible ? s[r] : -INFINITY;
+      const float score = visible ? capScore(p, s[r]) : -INFINITY;
       const float mNew = fmaxf(m[r], warpMax(score));
       const float safe = mNew == -INFINITY ? 0.0f : mNew; // nothing visible yet: P = 0, not NaN
       const float alpha = expf(m[r] - safe);
@@ -459,8 +474,9 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t i = firstRow + r;
       const bool visible = j < keyEnd && (!p.causal || j <= i) && inWindow(p, i, j) &&
                            (!p.segments || keySegment == rowSegment[r]);
-      const float weight = visible ? expf(s[r] - rowLse[r]) : 0.0f;
-      s[r] = weight * (dp[r] - rowD[r]); // dS
+      const float score = capScore(p, s[r]);
+      const float weight = visible ? expf(score - rowLse[r]) : 0.0f;
+      s[r] = visible ? weight * (dp[r] - rowD[r]) * capSlope(p, score) : 0.0f; // dS
     }
 
     // dq += dS·K: lane owns elements lane + 32c.
@@ -573,9 +589,10 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t j = firstKey + c;
         const bool visible = i < p.t && j < p.s && (!p.causal || j <= i) && inWindow(p, i, j) &&
                              (!p.segments || querySegment == keySegment[c]);
-        const float weight = visible ? expf(s[c] - queryLse) : 0.0f;
-        s[c] = weight;                         // P
-        dp[c] = weight * (dp[c] - queryD);     // dS
+        const float score = capScore(p, s[c]);
+        const float weight = visible ? expf(score - queryLse) : 0.0f;
+        s[c] = weight; // P
+        dp[c] = visible ? weight * (dp[c] - queryD) * capSlope(p, score) : 0.0f; // dS
       }
 
       // dv += Pᵀ·dout, dk += dSᵀ·q: lane owns elements lane + 32x.
@@ -813,6 +830,7 @@ Params paramsOf(const contracts::AttentionBinding &b, const KernelArgs &args) {
   p.scale = b.scale;
   p.causal = b.causal;
   p.window = b.window;
+  p.softcap = b.softcap;
   if (b.segments) {
     p.segments = args.inputs[b.segmentIndex].data;
     p.wideSegments = b.segmentDType == DType::I64;

@@ -59,6 +59,7 @@ struct Params {
   int d = 0;
   float scale = 1.0f;
   int64_t window = 0; ///< position pos sees (pos − window, pos]; 0: 0..pos
+  float softcap = 0.0f; ///< scores capped to c·tanh(s / c); 0: uncapped
   const void *table = nullptr;     ///< [B, M] i32 or i64
   const void *positions = nullptr; ///< [B, T] i32 or i64
   bool wideTable = false, widePositions = false;
@@ -294,7 +295,8 @@ __global__ void __launch_bounds__(kThreads)
       float s = 0.0f;
       const float *krow = ks + lane * (d + 1);
       for (int e = 0; e < d; ++e) s += qw[e] * krow[e];
-      const float score = slots[lane] < 0 ? -INFINITY : s;
+      const float capped = p.softcap > 0.0f ? p.softcap * tanhf(s / p.softcap) : s;
+      const float score = slots[lane] < 0 ? -INFINITY : capped;
 
       // Online softmax over the tile.
       const float mNew = fmaxf(m, warpMax(score));
@@ -385,6 +387,7 @@ Params paramsOf(const contracts::PagedCacheBinding &b, const KernelArgs &args, s
   p.blocks = b.blocks, p.page = b.page, p.maxBlocks = b.maxBlocks;
   p.scale = b.scale;
   p.window = b.window;
+  p.softcap = b.softcap;
   p.table = args.inputs[tableIndex].data;
   p.positions = args.inputs[tableIndex + 1].data;
   p.wideTable = b.tableDType == DType::I64;

@@ -57,11 +57,19 @@ __device__ __forceinline__ float rowRstd(const T *xr, int64_t c, float eps, floa
   return 1.0f / sqrtf(blockSum(s, red) / static_cast<float>(c) + eps);
 }
 
+/// Pack p of γ in fp32: gamma plus `offset` (1 under unit_offset, Gemma).
+template <int V, typename T>
+__device__ __forceinline__ void loadGamma(const T *gamma, int64_t p, float offset, float (&g)[V]) {
+  loadPack<V>(gamma, p, g);
+#pragma unroll
+  for (int u = 0; u < V; ++u) g[u] += offset;
+}
+
 /// y = rmsnorm(x); with `b` (add_rmsnorm) x is a, and the row of a + b is
 /// written to `sum` first and normalized from there.
 template <int V, typename T>
-__global__ void rmsNormKernel(const T *x, const T *b, T *sum, const T *gamma, T *out,
-                              int64_t rows, int64_t c, float eps) {
+__global__ void rmsNormKernel(const T *x, const T *b, T *sum, const T *gamma, T *out, int64_t rows,
+                              int64_t c, float eps, float gammaOffset) {
   __shared__ float red[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *xr = x + r * c;
@@ -83,7 +91,7 @@ __global__ void rmsNormKernel(const T *x, const T *b, T *sum, const T *gamma, T 
     LLMC_RMS_PACKS(p, c / V) {
       float xv[V], g[V];
       loadPack<V>(xr, p, xv);
-      loadPack<V>(gamma, p, g);
+      loadGamma<V>(gamma, p, gammaOffset, g);
 #pragma unroll
       for (int u = 0; u < V; ++u) xv[u] = xv[u] * rstd * g[u];
       storePack<V>(outr, p, xv);
@@ -94,7 +102,8 @@ __global__ void rmsNormKernel(const T *x, const T *b, T *sum, const T *gamma, T 
 /// dx per row; block b's column partial of dγ into partial[b] ([C]).
 template <int V, typename T>
 __global__ void rmsNormGradKernel(const T *x, const T *gamma, const T *dy, const T *addend, T *dx,
-                                  float *partial, int64_t rows, int64_t c, float eps) {
+                                  float *partial, int64_t rows, int64_t c, float eps,
+                                  float gammaOffset) {
   __shared__ float red[32];
   float *dgamma = partial + blockIdx.x * c;
   for (int64_t i = threadIdx.x; i < c; i += blockDim.x) dgamma[i] = 0.0f;
@@ -108,7 +117,7 @@ __global__ void rmsNormGradKernel(const T *x, const T *gamma, const T *dy, const
       float xv[V], d[V], g[V];
       loadPack<V>(xr, p, xv);
       loadPack<V>(dyr, p, d);
-      loadPack<V>(gamma, p, g);
+      loadGamma<V>(gamma, p, gammaOffset, g);
 #pragma unroll
       for (int u = 0; u < V; ++u) {
         float xhat = xv[u] * rstd;
@@ -123,7 +132,7 @@ __global__ void rmsNormGradKernel(const T *x, const T *gamma, const T *dy, const
       float xv[V], d[V], g[V];
       loadPack<V>(xr, p, xv);
       loadPack<V>(dyr, p, d);
-      loadPack<V>(gamma, p, g);
+      loadGamma<V>(gamma, p, gammaOffset, g);
 #pragma unroll
       for (int u = 0; u < V; ++u) xv[u] = rstd * (d[u] * g[u] - xv[u] * rstd * meanGX);
       if (addr) {
@@ -150,23 +159,23 @@ __global__ void rmsColumnSumKernel(const float *partial, int64_t blocks, int64_t
 template <typename T> class RmsNormKernel final : public Kernel {
 public:
   /// rmsnorm, or with `residual` add_rmsnorm (a, b, gamma → sum, y).
-  RmsNormKernel(const KernelArgs &args, float eps, bool residual)
+  RmsNormKernel(const KernelArgs &args, float eps, float gammaOffset, bool residual)
       : x_(args.inputs[0].as<T>()), b_(residual ? args.inputs[1].as<T>() : nullptr),
         gamma_(args.inputs[residual ? 2 : 1].as<T>()),
         sum_(residual ? args.outputs[0].as<T>() : nullptr),
-        out_(args.outputs[residual ? 1 : 0].as<T>()),
-        c_(args.inputs[0].dim(-1)), rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps),
+        out_(args.outputs[residual ? 1 : 0].as<T>()), c_(args.inputs[0].dim(-1)),
+        rows_(c_ ? args.inputs[0].numel() / c_ : 0), eps_(eps), gammaOffset_(gammaOffset),
         packed_(packable<T>(c_, {x_, b_, gamma_, sum_, out_})) {}
 
   void run(const StepContext &ctx) override {
     if (rows_ == 0) return;
     if (packed_)
-      rmsNormKernel<kPackOf<T>, T><<<rmsRowGrid(rows_), rmsRowThreads(c_ / kPackOf<T>), 0,
-                                     streamOf(ctx)>>>(x_, b_, sum_, gamma_, out_, rows_, c_,
-                                                      eps_);
+      rmsNormKernel<kPackOf<T>, T>
+          <<<rmsRowGrid(rows_), rmsRowThreads(c_ / kPackOf<T>), 0, streamOf(ctx)>>>(
+              x_, b_, sum_, gamma_, out_, rows_, c_, eps_, gammaOffset_);
     else
       rmsNormKernel<1, T><<<rmsRowGrid(rows_), rmsRowThreads(c_), 0, streamOf(ctx)>>>(
-          x_, b_, sum_, gamma_, out_, rows_, c_, eps_);
+          x_, b_, sum_, gamma_, out_, rows_, c_, eps_, gammaOffset_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -175,17 +184,19 @@ private:
   T *sum_, *out_;
   int64_t c_, rows_;
   float eps_;
+  float gammaOffset_; ///< 1 under unit_offset: γ is 1 + gamma
   bool packed_; ///< rows move in 16-byte packs (RowPack.cuh)
 };
 
 template <typename T> class RmsNormGradKernel final : public Kernel {
 public:
   /// rmsnorm_grad, or with a fourth input rmsnorm_grad_add.
-  RmsNormGradKernel(const KernelArgs &args, float eps)
+  RmsNormGradKernel(const KernelArgs &args, float eps, float gammaOffset)
       : x_(args.inputs[0].as<T>()), gamma_(args.inputs[1].as<T>()), dy_(args.inputs[2].as<T>()),
-        addend_(args.inputs.size() > 3 ? args.inputs[3].as<T>() : nullptr), dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
+        addend_(args.inputs.size() > 3 ? args.inputs[3].as<T>() : nullptr),
+        dx_(args.outputs[0].as<T>()), dgamma_(args.outputs[1].as<T>()), c_(args.inputs[0].dim(-1)),
         rows_(c_ ? args.inputs[0].numel() / c_ : 0),
-        blocks_(rows_ < kGradBlocks ? rows_ : kGradBlocks), eps_(eps),
+        blocks_(rows_ < kGradBlocks ? rows_ : kGradBlocks), eps_(eps), gammaOffset_(gammaOffset),
         packed_(packable<T>(c_, {x_, gamma_, dy_, addend_, dx_})),
         partial_(static_cast<size_t>(blocks_ * c_) * sizeof(float)) {}
 
@@ -194,12 +205,12 @@ public:
     if (rows_ > 0) {
       const int blocks = static_cast<int>(blocks_);
       if (packed_)
-        rmsNormGradKernel<kPackOf<T>, T><<<blocks, rmsRowThreads(c_ / kPackOf<T>), 0,
-                                           streamOf(ctx)>>>(x_, gamma_, dy_, addend_, dx_,
-                                                            partial_.as<float>(), rows_, c_, eps_);
+        rmsNormGradKernel<kPackOf<T>, T>
+            <<<blocks, rmsRowThreads(c_ / kPackOf<T>), 0, streamOf(ctx)>>>(
+                x_, gamma_, dy_, addend_, dx_, partial_.as<float>(), rows_, c_, eps_, gammaOffset_);
       else
         rmsNormGradKernel<1, T><<<blocks, rmsRowThreads(c_), 0, streamOf(ctx)>>>(
-            x_, gamma_, dy_, addend_, dx_, partial_.as<float>(), rows_, c_, eps_);
+            x_, gamma_, dy_, addend_, dx_, partial_.as<float>(), rows_, c_, eps_, gammaOffset_);
       LLMC_CUDA_CHECK_LAUNCH();
     }
     // With no rows the sum is empty: dγ = 0, as on the CPU.
@@ -213,6 +224,7 @@ private:
   T *dx_, *dgamma_;
   int64_t c_, rows_, blocks_;
   float eps_;
+  float gammaOffset_; ///< 1 under unit_offset: γ is 1 + gamma
   bool packed_; ///< rows move in 16-byte packs (RowPack.cuh)
   BindScratch partial_; // [blocks, C]: dγ partials per block
 };
@@ -220,25 +232,29 @@ private:
 std::unique_ptr<Kernel> makeCudaRmsNorm(const KernelArgs &args, std::string &error) {
   contracts::RmsNormBinding b;
   if (!contracts::bindRmsNorm(args, error, &b)) return nullptr;
-  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), false);
+  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon),
+                                        b.unitOffset ? 1.0f : 0.0f, false);
 }
 
 std::unique_ptr<Kernel> makeCudaAddRmsNorm(const KernelArgs &args, std::string &error) {
   contracts::RmsNormBinding b;
   if (!contracts::bindAddRmsNorm(args, error, &b)) return nullptr;
-  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon), true);
+  return makeFloatKernel<RmsNormKernel>(b.dtype, args, static_cast<float>(b.epsilon),
+                                        b.unitOffset ? 1.0f : 0.0f, true);
 }
 
 std::unique_ptr<Kernel> makeCudaRmsNormGrad(const KernelArgs &args, std::string &error) {
   contracts::RmsNormBinding b;
   if (!contracts::bindRmsNormGrad(args, error, &b)) return nullptr;
-  return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+  return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon),
+                                            b.unitOffset ? 1.0f : 0.0f);
 }
 
 std::unique_ptr<Kernel> makeCudaRmsNormGradAdd(const KernelArgs &args, std::string &error) {
   contracts::RmsNormBinding b;
   if (!contracts::bindRmsNormGradAdd(args, error, &b)) return nullptr;
-  return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon));
+  return makeFloatKernel<RmsNormGradKernel>(b.dtype, args, static_cast<float>(b.epsilon),
+                                            b.unitOffset ? 1.0f : 0.0f);
 }
 
 } // namespace

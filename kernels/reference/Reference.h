@@ -99,6 +99,13 @@ RefTensor siluGrad(const RefTensor &x, const RefTensor &dy);
 RefTensor swiglu(const RefTensor &gate, const RefTensor &up);
 /// {dgate, dup}.
 std::vector<RefTensor> swigluGrad(const RefTensor &gate, const RefTensor &up, const RefTensor &dy);
+/// gelu(gate) · up (Gemma's MLP) and its {dgate, dup}.
+RefTensor geglu(const RefTensor &gate, const RefTensor &up);
+std::vector<RefTensor> gegluGrad(const RefTensor &gate, const RefTensor &up, const RefTensor &dy);
+/// cap·tanh(x / cap) (Gemma 2's final logit soft-cap) and its backward
+/// dy·(1 − tanh²(x / cap)).
+RefTensor softcap(const RefTensor &x, double cap);
+RefTensor softcapGrad(const RefTensor &x, const RefTensor &dy, double cap);
 
 //===- dropout.cpp --------------------------------------------------------===//
 
@@ -176,16 +183,19 @@ RefTensor rope(const RefTensor &x, const RefTensor *positions, double theta, boo
 /// softmax(scale·q·kᵀ + mask)·v with q [B,T,H,D], k, v [B,S,KV,D]; query head
 /// h reads kv head h/(H/KV). Returns {out [B,T,H,D], lse [B,H,T]}.
 /// `segmentIds` [B,T] (may be null) restricts keys to equal ids; `causal`
-/// to keys j <= i, and a `window` > 0 further to i − window < j.
+/// to keys j <= i, and a `window` > 0 further to i − window < j. A
+/// `softcap` c > 0 makes each score s = scale·q·k into c·tanh(s / c).
 std::vector<RefTensor> attention(const RefTensor &q, const RefTensor &k, const RefTensor &v,
                                  const RefTensor *segmentIds, double scale, bool causal,
-                                 int64_t window = 0);
+                                 int64_t window = 0, double softcap = 0.0);
 /// {dq, dk, dv}, using the given forward `out` and `lse` as the kernels do:
-/// P = exp(scale·q·kᵀ − lse), dS = P ∘ (dout·vᵀ − rowsum(dout ∘ out)).
+/// P = exp(scale·q·kᵀ − lse), dS = P ∘ (dout·vᵀ − rowsum(dout ∘ out))
+/// (capped: P of the capped scores, dS times 1 − tanh²).
 std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, const RefTensor &v,
                                      const RefTensor &out, const RefTensor &lse,
                                      const RefTensor &dout, const RefTensor *segmentIds,
-                                     double scale, bool causal, int64_t window = 0);
+                                     double scale, bool causal, int64_t window = 0,
+                                     double softcap = 0.0);
 
 //===- paged_attention.cpp ------------------------------------------------===//
 //
@@ -210,11 +220,12 @@ std::vector<RefTensor> kvCacheWriteInt8(const RefTensor &codes, const RefTensor 
 RefTensor dequantizeCache(const RefTensor &codes, const RefTensor &scales);
 /// out [B,T,H,D]: query (b, t, h) at position p >= 0 attends to the keys of
 /// sequence b at positions 0..p (with a `window` > 0, p − window + 1..p;
-/// unaddressable ones left out), kv head h/(H/KV): softmax(scale·q·kᵀ)·v.
-/// Rows at p < 0 are 0.
+/// unaddressable ones left out), kv head h/(H/KV): softmax(scale·q·kᵀ)·v
+/// (scores soft-capped as attention's with `softcap` > 0). Rows at p < 0
+/// are 0.
 RefTensor pagedAttention(const RefTensor &q, const RefTensor &kCache, const RefTensor &vCache,
                          const RefTensor &blockTable, const RefTensor &positions, double scale,
-                         int64_t window = 0);
+                         int64_t window = 0, double softcap = 0.0);
 
 //===- cross_entropy.cpp --------------------------------------------------===//
 
@@ -369,6 +380,19 @@ RefTensor fakeQuantGrad(const RefTensor &x, const RefTensor &range, const RefTen
 /// Per group: observed where state is (0, 0), else
 /// momentum·state + (1 − momentum)·observed. All [G, 2].
 RefTensor quantEma(const RefTensor &state, const RefTensor &observed, double momentum);
+
+//===- delayed_scaling.cpp ------------------------------------------------===//
+
+/// fp8 delayed scaling (common/DelayedScaling.h): the [1, 2] range a tensor
+/// with current range `observed` ([1, 2]) is quantized with, from `state`
+/// ([N + 1]: the range, then N amaxes) of a format whose largest value is
+/// `fmax`.
+RefTensor delayedRange(const RefTensor &state, const RefTensor &observed, double fmax);
+/// The state after recording `observed`'s amax.
+RefTensor amaxHistory(const RefTensor &state, const RefTensor &observed, int64_t margin,
+                      bool mostRecent);
+/// `candidate` where `norm` is finite, else `state`.
+RefTensor commitState(const RefTensor &state, const RefTensor &candidate, double norm);
 
 } // namespace llmc::ref
 

@@ -2,7 +2,8 @@
 //
 // The pointwise nonlinearities and their derivatives times dy, in double:
 // GELU in GPT-2's tanh approximation (the form the kernels use, not the erf
-// one), SiLU x·σ(x), and SwiGLU silu(gate)·up with its two gradients.
+// one), SiLU x·σ(x), SwiGLU silu(gate)·up and GeGLU gelu(gate)·up with
+// their two gradients, and the soft-cap c·tanh(x / c).
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,6 +77,38 @@ std::vector<RefTensor> swigluGrad(const RefTensor &gate, const RefTensor &up, co
   return {dgate, dup};
 }
 
+RefTensor geglu(const RefTensor &gate, const RefTensor &up) {
+  require(gate.shape == up.shape, "geglu", "gate and up shapes differ");
+  RefTensor out = gelu(gate);
+  for (int64_t i = 0; i < gate.numel(); ++i) out.data[i] *= up.data[i];
+  return out;
+}
+
+std::vector<RefTensor> gegluGrad(const RefTensor &gate, const RefTensor &up, const RefTensor &dy) {
+  require(gate.shape == up.shape && gate.shape == dy.shape, "gegluGrad", "shapes differ");
+  RefTensor dyUp = like(dy);
+  for (int64_t i = 0; i < dy.numel(); ++i) dyUp.data[i] = dy.data[i] * up.data[i];
+  RefTensor dgate = geluGrad(gate, dyUp), dup = gelu(gate);
+  for (int64_t i = 0; i < dy.numel(); ++i) dup.data[i] *= dy.data[i];
+  return {dgate, dup};
+}
+
+RefTensor softcap(const RefTensor &x, double cap) {
+  RefTensor out = like(x);
+  for (int64_t i = 0; i < x.numel(); ++i) out.data[i] = cap * std::tanh(x.data[i] / cap);
+  return out;
+}
+
+RefTensor softcapGrad(const RefTensor &x, const RefTensor &dy, double cap) {
+  require(x.shape == dy.shape, "softcapGrad", "x and dy shapes differ");
+  RefTensor dx = like(x);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double t = std::tanh(x.data[i] / cap);
+    dx.data[i] = dy.data[i] * (1.0 - t * t);
+  }
+  return dx;
+}
+
 //===----------------------------------------------------------------------===//
 // Evaluators of the ops these references define (kernels/reference/Evaluator.h)
 //===----------------------------------------------------------------------===//
@@ -83,6 +116,17 @@ LLMC_REGISTER_EVALUATOR("llm.gelu", [](const RefCall &c) -> Results { return {ge
 LLMC_REGISTER_EVALUATOR("llm.silu", [](const RefCall &c) -> Results { return {silu(c.in(0))}; });
 LLMC_REGISTER_EVALUATOR("llm.swiglu",
                         [](const RefCall &c) -> Results { return {swiglu(c.in(0), c.in(1))}; });
+LLMC_REGISTER_EVALUATOR("llm.geglu",
+                        [](const RefCall &c) -> Results { return {geglu(c.in(0), c.in(1))}; });
+LLMC_REGISTER_EVALUATOR("llm.geglu_grad", [](const RefCall &c) -> Results {
+  return gegluGrad(c.in(0), c.in(1), c.in(2));
+});
+LLMC_REGISTER_EVALUATOR("llm.softcap", [](const RefCall &c) -> Results {
+  return {softcap(c.in(0), c.real("cap"))};
+});
+LLMC_REGISTER_EVALUATOR("llm.softcap_grad", [](const RefCall &c) -> Results {
+  return {softcapGrad(c.in(0), c.in(1), c.real("cap"))};
+});
 LLMC_REGISTER_EVALUATOR("llm.gelu_grad",
                         [](const RefCall &c) -> Results { return {geluGrad(c.in(0), c.in(1))}; });
 LLMC_REGISTER_EVALUATOR("llm.silu_grad",

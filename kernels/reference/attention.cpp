@@ -34,6 +34,11 @@ AttentionDims attentionDims(const RefTensor &q, const RefTensor &k, const RefTen
   return dims;
 }
 
+/// Gemma 2's soft-cap c·tanh(s / c) (s itself when c is 0).
+double capScore(double s, double softcap) {
+  return softcap > 0 ? softcap * std::tanh(s / softcap) : s;
+}
+
 bool visible(const AttentionDims &dims, const RefTensor *segmentIds, bool causal, int64_t window,
              int64_t b, int64_t i, int64_t j) {
   if (causal && j > i) return false;
@@ -48,7 +53,7 @@ bool visible(const AttentionDims &dims, const RefTensor *segmentIds, bool causal
 
 std::vector<RefTensor> attention(const RefTensor &q, const RefTensor &k, const RefTensor &v,
                                  const RefTensor *segmentIds, double scale, bool causal,
-                                 int64_t window) {
+                                 int64_t window, double softcap) {
   AttentionDims n = attentionDims(q, k, v, segmentIds, causal, "attention");
   RefTensor out = like(q), lse = RefTensor::zeros({n.b, n.h, n.t});
   auto qAt = [&](int64_t b, int64_t i, int64_t h) {
@@ -67,7 +72,7 @@ std::vector<RefTensor> attention(const RefTensor &q, const RefTensor &k, const R
           double dot = 0.0;
           for (int64_t e = 0; e < n.d; ++e) dot += qAt(b, i, h)[e] * kvAt(k, b, j, g)[e];
           scores[i * n.s + j] = visible(n, segmentIds, causal, window, b, i, j)
-                                    ? scale * dot
+                                    ? capScore(scale * dot, softcap)
                                     : -std::numeric_limits<double>::infinity();
         }
       for (int64_t i = 0; i < n.t; ++i) {
@@ -95,7 +100,7 @@ std::vector<RefTensor> attention(const RefTensor &q, const RefTensor &k, const R
 std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, const RefTensor &v,
                                      const RefTensor &out, const RefTensor &lse,
                                      const RefTensor &dout, const RefTensor *segmentIds,
-                                     double scale, bool causal, int64_t window) {
+                                     double scale, bool causal, int64_t window, double softcap) {
   AttentionDims n = attentionDims(q, k, v, segmentIds, causal, "attentionGrad");
   require(out.shape == q.shape && dout.shape == q.shape, "attentionGrad",
           "out and dout must have q's shape");
@@ -124,8 +129,11 @@ std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, con
             dot += q.data[qi + e] * k.data[kj + e];
             dp += dout.data[qi + e] * v.data[kj + e];
           }
-          p[i * n.s + j] = std::exp(scale * dot - lse.data[(b * n.h + h) * n.t + i]);
-          ds[i * n.s + j] = p[i * n.s + j] * (dp - rowDot);
+          double score = capScore(scale * dot, softcap);
+          p[i * n.s + j] = std::exp(score - lse.data[(b * n.h + h) * n.t + i]);
+          // d capped / d raw = 1 − tanh² = 1 − (capped / c)².
+          double slope = softcap > 0 ? 1.0 - (score / softcap) * (score / softcap) : 1.0;
+          ds[i * n.s + j] = p[i * n.s + j] * (dp - rowDot) * slope;
         }
       }
       for (int64_t i = 0; i < n.t; ++i)
@@ -166,22 +174,24 @@ Results unpackQkv(const RefTensor &qkv, int64_t heads, int64_t kvHeads) {
 
 LLMC_REGISTER_EVALUATOR("llm.attention", [](const RefCall &c) -> Results {
   return attention(c.in(0), c.in(1), c.in(2), c.optional(3), c.real("scale"), c.flag("causal"),
-                   c.integer("window", 0));
+                   c.integer("window", 0), c.real("softcap", 0.0));
 });
 LLMC_REGISTER_EVALUATOR("llm.attention_grad", [](const RefCall &c) -> Results {
   return attentionGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.in(5), c.optional(6),
-                       c.real("scale"), c.flag("causal"), c.integer("window", 0));
+                       c.real("scale"), c.flag("causal"), c.integer("window", 0),
+                       c.real("softcap", 0.0));
 });
 // The packed forms: the same references on qkv's column blocks.
 LLMC_REGISTER_EVALUATOR("llm.attention_packed", [](const RefCall &c) -> Results {
   Results qkv = unpackQkv(c.in(0), c.integer("heads"), c.integer("kv_heads"));
   return attention(qkv[0], qkv[1], qkv[2], c.optional(1), c.real("scale"), c.flag("causal"),
-                   c.integer("window", 0));
+                   c.integer("window", 0), c.real("softcap", 0.0));
 });
 LLMC_REGISTER_EVALUATOR("llm.attention_packed_grad", [](const RefCall &c) -> Results {
   Results qkv = unpackQkv(c.in(0), c.integer("heads"), c.integer("kv_heads"));
   Results grads = attentionGrad(qkv[0], qkv[1], qkv[2], c.in(1), c.in(2), c.in(3), c.optional(4),
-                                c.real("scale"), c.flag("causal"), c.integer("window", 0));
+                                c.real("scale"), c.flag("causal"), c.integer("window", 0),
+                                c.real("softcap", 0.0));
   for (RefTensor &g : grads) g.shape = {g.shape[0], g.shape[1], g.shape[2] * g.shape[3]};
   return {concat(grads, -1)};
 });

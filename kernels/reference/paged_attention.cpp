@@ -106,7 +106,7 @@ RefTensor dequantizeCache(const RefTensor &codes, const RefTensor &scales) {
 
 RefTensor pagedAttention(const RefTensor &q, const RefTensor &kCache, const RefTensor &vCache,
                          const RefTensor &blockTable, const RefTensor &positions, double scale,
-                         int64_t window) {
+                         int64_t window, double softcap) {
   PagedDims n = pagedDims(kCache, blockTable, positions, "pagedAttention");
   require(q.shape.size() == 4 && q.shape[0] == n.b && q.shape[1] == n.t && q.shape[3] == n.d,
           "pagedAttention", "q must be [B,T,H,D]");
@@ -136,7 +136,7 @@ RefTensor pagedAttention(const RefTensor &q, const RefTensor &kCache, const RefT
         for (size_t j = 0; j < slots.size(); ++j) {
           double dot = 0.0;
           for (int64_t e = 0; e < n.d; ++e) dot += qRow[e] * kCache.data[slots[j] + e];
-          scores[j] = scale * dot;
+          scores[j] = softcap > 0 ? softcap * std::tanh(scale * dot / softcap) : scale * dot;
           m = std::max(m, scores[j]);
         }
         double sum = 0.0;
@@ -163,11 +163,11 @@ LLMC_REGISTER_EVALUATOR("llm.paged_attention", [](const RefCall &c) -> Results {
   double scale = c.real("scale");
   Results scales = c.variadic(5);
   if (scales.empty())
-    return {
-        pagedAttention(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), scale, c.integer("window", 0))};
+    return {pagedAttention(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), scale,
+                           c.integer("window", 0), c.real("softcap", 0.0))};
   return {pagedAttention(c.in(0), dequantizeCache(c.in(1), scales.at(0)),
                          dequantizeCache(c.in(2), scales.at(1)), c.in(3), c.in(4), scale,
-                         c.integer("window", 0))};
+                         c.integer("window", 0), c.real("softcap", 0.0))};
 });
 
 } // namespace llmc::ref

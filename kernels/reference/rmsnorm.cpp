@@ -67,17 +67,30 @@ std::vector<RefTensor> rmsnormGradAdd(const RefTensor &x, const RefTensor &gamma
 //===----------------------------------------------------------------------===//
 // Evaluators of the ops these references define (kernels/reference/Evaluator.h)
 //===----------------------------------------------------------------------===//
+namespace {
+
+/// Input `index` as the γ the op scales by: 1 + gamma under `unit_offset`
+/// (Gemma), where dγ is gamma's own gradient.
+RefTensor gammaOf(const RefCall &c, size_t index) {
+  RefTensor gamma = c.in(index);
+  if (c.flag("unit_offset"))
+    for (double &g : gamma.data) g += 1.0;
+  return gamma;
+}
+
+} // namespace
+
 LLMC_REGISTER_EVALUATOR("llm.rmsnorm", [](const RefCall &c) -> Results {
-  return {rmsnorm(c.in(0), c.in(1), c.real("epsilon"))};
+  return {rmsnorm(c.in(0), gammaOf(c, 1), c.real("epsilon"))};
 });
 LLMC_REGISTER_EVALUATOR("llm.rmsnorm_grad", [](const RefCall &c) -> Results {
-  return rmsnormGrad(c.in(0), c.in(1), c.in(2), c.real("epsilon"));
+  return rmsnormGrad(c.in(0), gammaOf(c, 1), c.in(2), c.real("epsilon"));
 });
 LLMC_REGISTER_EVALUATOR("llm.add_rmsnorm", [](const RefCall &c) -> Results {
-  return addRmsnorm(c.in(0), c.in(1), c.in(2), c.real("epsilon"));
+  return addRmsnorm(c.in(0), c.in(1), gammaOf(c, 2), c.real("epsilon"));
 });
 LLMC_REGISTER_EVALUATOR("llm.rmsnorm_grad_add", [](const RefCall &c) -> Results {
-  return rmsnormGradAdd(c.in(0), c.in(1), c.in(2), c.in(3), c.real("epsilon"));
+  return rmsnormGradAdd(c.in(0), gammaOf(c, 1), c.in(2), c.in(3), c.real("epsilon"));
 });
 
 } // namespace llmc::ref

@@ -64,7 +64,8 @@ LLMC_REGISTER_EVALUATOR("llm.attention_rope", [](const RefCall &c) -> Results {
   double theta = c.real("theta");
   return attention(rope(c.in(0), positions, theta, false, scalingOf(c)),
                    rope(c.in(1), positions, theta, false, scalingOf(c)), c.in(2), c.optional(4),
-                   c.real("scale"), c.flag("causal"), c.integer("window", 0));
+                   c.real("scale"), c.flag("causal"), c.integer("window", 0),
+                   c.real("softcap", 0.0));
 });
 LLMC_REGISTER_EVALUATOR("llm.attention_rope_grad", [](const RefCall &c) -> Results {
   const RefTensor *positions = c.optional(6);
@@ -72,7 +73,7 @@ LLMC_REGISTER_EVALUATOR("llm.attention_rope_grad", [](const RefCall &c) -> Resul
   Results grads = attentionGrad(rope(c.in(0), positions, theta, false, scalingOf(c)),
                                 rope(c.in(1), positions, theta, false, scalingOf(c)), c.in(2),
                                 c.in(3), c.in(4), c.in(5), c.optional(7), c.real("scale"),
-                                c.flag("causal"), c.integer("window", 0));
+                                c.flag("causal"), c.integer("window", 0), c.real("softcap", 0.0));
   for (int i = 0; i < 2; ++i) grads[i] = rope(grads[i], positions, theta, true, scalingOf(c));
   return grads;
 });

@@ -153,7 +153,7 @@ template <typename NormOp> bool fuseForward(NormOp norm, DominanceInfo &dominanc
                                    norm.getBeta(), bias, norm.getEpsilon());
   } else {
     fused = AddRMSNormOp::create(builder, builder.getFusedLoc(locs), add.getLhs(), add.getRhs(),
-                                 norm.getGamma(), norm.getEpsilon());
+                                 norm.getGamma(), norm.getEpsilon(), norm.getUnitOffset());
   }
   copyPlace(point, fused);
   norm.getResult().replaceAllUsesWith(fused->getResult(1));
@@ -194,7 +194,7 @@ template <typename GradOp> bool fuseBackward(GradOp grad, DominanceInfo &dominan
                                        addend, grad.getEpsilon());
   else
     fused = RMSNormGradAddOp::create(builder, loc, grad.getX(), grad.getGamma(), grad.getDy(),
-                                     addend, grad.getEpsilon());
+                                     addend, grad.getEpsilon(), grad.getUnitOffset());
   copyPlace(point, fused);
   add.getResult().replaceAllUsesWith(fused->getResult(0));
   for (unsigned i = 1; i < grad->getNumResults(); ++i)

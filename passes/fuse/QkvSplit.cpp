@@ -180,9 +180,9 @@ bool fuseQkvSplitAt(Operation *anchor, DominanceInfo &dominance, DenseSet<Operat
   for (Backward &b : backwards) {
     OpBuilder builder(b.grad);
     AttentionGradOp g = b.grad;
-    auto fused = AttentionPackedGradOp::create(builder, g.getLoc(), qkv, g.getOut(), g.getLse(),
-                                               g.getDout(), g.getSegmentIds(), heads, kvHeads,
-                                               g.getScale(), g.getCausal(), g.getWindowAttr());
+    auto fused = AttentionPackedGradOp::create(
+        builder, g.getLoc(), qkv, g.getOut(), g.getLse(), g.getDout(), g.getSegmentIds(), heads,
+        kvHeads, g.getScale(), g.getCausal(), g.getWindowAttr(), g.getSoftcapAttr());
     copyPlace(g, fused);
     b.adds.back()->getResult(0).replaceAllUsesWith(fused.getDqkv());
     for (Operation *op : llvm::reverse(b.adds)) op->erase();
@@ -197,7 +197,7 @@ bool fuseQkvSplitAt(Operation *anchor, DominanceInfo &dominance, DenseSet<Operat
     OpBuilder builder(forward);
     auto fused = AttentionPackedOp::create(builder, forward.getLoc(), qkv, forward.getSegmentIds(),
                                            heads, kvHeads, forward.getScale(), forward.getCausal(),
-                                           forward.getWindowAttr());
+                                           forward.getWindowAttr(), forward.getSoftcapAttr());
     copyPlace(forward, fused);
     forward.getOut().replaceAllUsesWith(fused.getOut());
     forward.getLse().replaceAllUsesWith(fused.getLse());

@@ -91,7 +91,7 @@ bool fuseRopeAt(Operation *anchor, DominanceInfo &dominance, DenseSet<Operation 
         k.getX(), g.getV(), g.getOut(), g.getLse(), g.getDout(), q.getPositions(),
         g.getSegmentIds(), g.getScale(), g.getCausal(), q.getTheta(), q.getScalingFactorAttr(),
         q.getLowFreqFactorAttr(), q.getHighFreqFactorAttr(), q.getOriginalMaxPositionsAttr(),
-        g.getWindowAttr());
+        g.getWindowAttr(), g.getSoftcapAttr());
     copyPlace(g, fused);
     b.dq.getResult().replaceAllUsesWith(fused.getDq());
     b.dk.getResult().replaceAllUsesWith(fused.getDk());
@@ -107,7 +107,8 @@ bool fuseRopeAt(Operation *anchor, DominanceInfo &dominance, DenseSet<Operation 
         builder, builder.getFusedLoc({q.getLoc(), k.getLoc(), forward.getLoc()}), q.getX(),
         k.getX(), forward.getV(), q.getPositions(), forward.getSegmentIds(), forward.getScale(),
         forward.getCausal(), q.getTheta(), q.getScalingFactorAttr(), q.getLowFreqFactorAttr(),
-        q.getHighFreqFactorAttr(), q.getOriginalMaxPositionsAttr(), forward.getWindowAttr());
+        q.getHighFreqFactorAttr(), q.getOriginalMaxPositionsAttr(), forward.getWindowAttr(),
+        forward.getSoftcapAttr());
     copyPlace(forward, fused);
     forward.getOut().replaceAllUsesWith(fused.getOut());
     forward.getLse().replaceAllUsesWith(fused.getLse());

@@ -86,6 +86,12 @@ std::string resolveOptions(CompileOptions &o) {
   if (o.precision == "fp8" && !o.qat.empty())
     return "--precision fp8 fake-quantizes the blocks' linear layers itself; it does not "
            "combine with --qat";
+  if (o.fp8Scaling != "current") {
+    if (o.precision != "fp8")
+      return "--fp8-scaling needs --precision fp8 (it chooses how fp8 training scales)";
+    if (std::string error; !fp8ScalingSuffix(o.fp8Scaling, error))
+      return error;
+  }
   if (o.microbatches < 1)
     return "--microbatches must be >= 1";
   if (o.virtualStages < 1)

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/lib/QATScheme.h"
 
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -71,12 +72,16 @@ private:
 using AddPass = function_ref<void(std::unique_ptr<Pass>)>;
 
 /// --precision fp8 (docs/fp8.md): Transformer Engine's hybrid recipe with
-/// current per-tensor scaling — the blocks' weights and activations in
-/// E4M3, the gradients of their outputs in E5M2; the LM head (and the
-/// embedding, which --qat leaves alone unless ops=embedding) stays bf16.
-constexpr llvm::StringLiteral kFp8TrainingRecipe =
-    "weights=fp8_e4m3:tensor, activations=fp8_e4m3:tensor, gradients=fp8_e5m2:tensor, "
-    "skip=head";
+/// per-tensor scaling, current or (--fp8-scaling delayed) delayed — the
+/// blocks' weights and activations in E4M3, the gradients of their outputs
+/// in E5M2; the LM head (and the embedding, which --qat leaves alone unless
+/// ops=embedding) stays bf16.
+std::string fp8TrainingRecipe(const llmc::CompileOptions &options) {
+  std::string error;
+  std::string scaling = llmc::fp8ScalingSuffix(options.fp8Scaling, error).value_or("");
+  return "weights=fp8_e4m3:tensor" + scaling + ", activations=fp8_e4m3:tensor" + scaling +
+         ", gradients=fp8_e5m2:tensor" + scaling + ", skip=head";
+}
 
 /// What the model computes: precision, layout, fake quantization, adapters.
 void addGraphPasses(AddPass add, const llmc::CompileOptions &options) {
@@ -106,7 +111,7 @@ void addGraphPasses(AddPass add, const llmc::CompileOptions &options) {
   }
   if (!options.qat.empty() || options.precision == "fp8") {
     QATOptions qat;
-    qat.spec = options.precision == "fp8" ? kFp8TrainingRecipe.str() : options.qat;
+    qat.spec = options.precision == "fp8" ? fp8TrainingRecipe(options) : options.qat;
     add(createQAT(qat));
   }
   if (!options.lora.empty()) {

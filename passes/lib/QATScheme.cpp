@@ -57,16 +57,20 @@ quant::Scheme kernelScheme(qat::SchemeAttr scheme) {
 
 qat::SchemeAttr QATSchemeSpec::attr(MLIRContext *context, int64_t defaultAxis) const {
   int64_t channelAxis = granularity == "channel" ? axis.value_or(defaultAxis) : 0;
+  bool delayed = observer == "delayed";
   return qat::SchemeAttr::get(context, format, granularity, channelAxis, block, symmetric, observer,
-                              llvm::APFloat(momentum), llvm::APFloat(outlier));
+                              llvm::APFloat(momentum), llvm::APFloat(outlier),
+                              delayed ? history : 0, delayed ? margin : 0,
+                              delayed ? algo : "max");
 }
 
 namespace {
 
 /// `int4:block64:sym`, `int8:tensor:asym:ema0.9`, `fp8_e4m3:channel1`,
-/// `int8:outlier6`.
+/// `int8:outlier6`, `fp8_e4m3:delayed16:margin1:most_recent`.
 std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &error) {
   QATSchemeSpec spec;
+  std::string delayedField; // a field that only delayed scaling reads
   auto bad = [&](const llvm::Twine &why) {
     error = ("bad scheme '" + text + "': " + why).str();
     return std::nullopt;
@@ -107,6 +111,22 @@ std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &erro
           return bad("ema momentum '" + field + "' must be in (0, 1) (write e.g. ema0.99)");
         spec.momentum = real;
       }
+    } else if (field.consume_front("delayed")) {
+      spec.observer = "delayed";
+      if (!field.empty()) {
+        if (field.getAsInteger(10, number) || number < 1)
+          return bad("amax history length '" + field +
+                     "' must be an integer >= 1 (write e.g. delayed1024)");
+        spec.history = number;
+      }
+    } else if (field.consume_front("margin")) {
+      if (field.getAsInteger(10, number) || number < 0)
+        return bad("margin '" + field + "' must be an integer >= 0 (write e.g. margin0)");
+      spec.margin = number;
+      delayedField = "margin";
+    } else if (field == "max" || field == "most_recent") {
+      spec.algo = field.str();
+      delayedField = field.str();
     } else if (field.consume_front("outlier")) {
       // LLM.int8()'s threshold by default.
       spec.outlier = 6.0;
@@ -119,13 +139,24 @@ std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &erro
     } else {
       return bad("unknown field '" + field +
                  "' (formats int8 int4 int3 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], "
-                 "block<size>; sym, asym; minmax, ema[<momentum>]; outlier[<threshold>])");
+                 "block<size>; sym, asym; minmax, ema[<momentum>], delayed[<history>] with "
+                 "margin<M>, max or most_recent; outlier[<threshold>])");
     }
   }
   if (spec.format.empty())
     return bad("no format (int8, int4, fp8_e4m3, fp8_e5m2 or nf4)");
   if (!spec.symmetric && spec.format != "int8" && spec.format != "int4")
     return bad("format '" + spec.format + "' is symmetric only");
+  if (spec.observer == "delayed") {
+    if (spec.format != "fp8_e4m3" && spec.format != "fp8_e5m2")
+      return bad("delayed scaling needs an fp8 format (fp8_e4m3 or fp8_e5m2), got '" +
+                 spec.format + "'");
+    if (spec.granularity != "tensor")
+      return bad("delayed scaling is per tensor (one amax history per tensor)");
+  } else if (!delayedField.empty()) {
+    return bad("'" + delayedField + "' needs the delayed observer (write e.g. delayed1024:" +
+               delayedField + ")");
+  }
   if (spec.outlier > 0) {
     if (spec.format != "int8" && spec.format != "int4")
       return bad("outlier columns need an integer format (int8 or int4), got '" + spec.format +
@@ -203,11 +234,11 @@ std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error) {
       if (!scheme)
         return std::nullopt;
       // quantize_grad observes each gradient whole, on every step.
-      if (scheme->granularity != "tensor" || scheme->observer != "minmax" || !scheme->symmetric ||
+      if (scheme->granularity != "tensor" || scheme->observer == "ema" || !scheme->symmetric ||
           scheme->outlier > 0) {
         error = "bad scheme '" + value.str() +
-                "': gradients= is per tensor, symmetric, with the minmax observer (each "
-                "step's dY)";
+                "': gradients= is per tensor, symmetric, with the minmax or delayed observer "
+                "(each step's dY)";
         return std::nullopt;
       }
       spec.gradients = *scheme;
@@ -236,6 +267,45 @@ std::optional<QATSpec> parseQATSpec(llvm::StringRef text, std::string &error) {
     return std::nullopt;
   }
   return spec;
+}
+
+std::optional<std::string> fp8ScalingSuffix(llvm::StringRef text, std::string &error) {
+  auto bad = [&](const llvm::Twine &why) {
+    error = ("bad --fp8-scaling '" + text + "': " + why).str();
+    return std::nullopt;
+  };
+  llvm::SmallVector<llvm::StringRef> items;
+  text.split(items, ',');
+  llvm::StringRef kind = items.front().trim();
+  if (kind == "current") {
+    if (items.size() > 1)
+      return bad("current scaling takes no parameters (history=, margin= and algo= are "
+                 "delayed scaling's)");
+    return std::string();
+  }
+  if (kind != "delayed")
+    return bad("expected current or delayed[,history=N,margin=M,algo=max|most_recent]");
+  int64_t history = 1024, margin = 0;
+  std::string algo = "max";
+  for (llvm::StringRef item : llvm::drop_begin(items)) {
+    auto [key, value] = item.trim().split('=');
+    key = key.trim();
+    value = value.trim();
+    if (key == "history") {
+      if (value.getAsInteger(10, history) || history < 1)
+        return bad("history '" + value + "' must be an integer >= 1");
+    } else if (key == "margin") {
+      if (value.getAsInteger(10, margin) || margin < 0)
+        return bad("margin '" + value + "' must be an integer >= 0");
+    } else if (key == "algo") {
+      if (value != "max" && value != "most_recent")
+        return bad("unknown algo '" + value + "' (expected max or most_recent)");
+      algo = value.str();
+    } else {
+      return bad("unknown parameter '" + item.trim() + "' (expected history=, margin= or algo=)");
+    }
+  }
+  return (":delayed" + llvm::Twine(history) + ":margin" + llvm::Twine(margin) + ":" + algo).str();
 }
 
 } // namespace llmc

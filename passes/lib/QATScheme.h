@@ -42,6 +42,9 @@ struct QATSchemeSpec {
   std::string observer = "minmax";
   double momentum = 0.99;
   double outlier = 0.0; ///< outlier-column threshold (activations only); 0: none
+  int64_t history = 1024;  ///< delayed: amax history length (Transformer Engine's default)
+  int64_t margin = 0;      ///< delayed: scale = (fmax / amax) / 2^margin
+  std::string algo = "max"; ///< delayed: the history's max or its most_recent amax
 
   /// The attribute for a site whose default channel axis is `defaultAxis`.
   qat::SchemeAttr attr(mlir::MLIRContext *context, int64_t defaultAxis) const;
@@ -61,6 +64,13 @@ struct QATSpec {
 /// at any granularity and symmetry, or nf4 in blocks (`nf4` alone: blocks
 /// of 64); on error returns nullopt with `error` set to a one-line reason.
 std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::string &error);
+
+/// The scheme fields `--fp8-scaling current|delayed[,history=N,margin=M,
+/// algo=max|most_recent]` appends to each scheme of --precision fp8's
+/// recipe: "" for current scaling, else ":delayed<N>:margin<M>:<algo>"
+/// (defaults: Transformer Engine's DelayedScaling, 1024, 0, max). On error
+/// returns nullopt with `error` set to a one-line reason.
+std::optional<std::string> fp8ScalingSuffix(llvm::StringRef text, std::string &error);
 
 /// Parses a --qat spec; on error returns nullopt with `error` set to a
 /// one-line reason quoting the offending part.

@@ -392,8 +392,13 @@ LogicalResult TensorParallel::vocabParallelEmbedding(llm::EmbeddingOp embedding)
 
 /// logits = x·Wᵀ with W [V, C] (or x·W, W [C, V]) becomes column-parallel
 /// over the vocabulary, and the loss is assembled from per-row statistics.
+/// A soft-cap between the head and the loss (Gemma 2) is elementwise: it
+/// runs on each rank's columns.
 LogicalResult TensorParallel::vocabParallelLoss(llm::CrossEntropyOp loss) {
-  auto head = loss.getLogits().getDefiningOp<llm::MatmulOp>();
+  auto cap = loss.getLogits().getDefiningOp<llm::SoftcapOp>();
+  if (cap && !cap->hasOneUse())
+    return success();
+  auto head = (cap ? cap.getX() : loss.getLogits()).getDefiningOp<llm::MatmulOp>();
   if (!head || head.getTransposeA() || cast<RankedTensorType>(head.getB().getType()).getRank() != 2)
     return success(); // not a projection: the loss stays replicated
   auto logitsType = cast<RankedTensorType>(head.getType());
@@ -419,6 +424,11 @@ LogicalResult TensorParallel::vocabParallelLoss(llm::CrossEntropyOp loss) {
   Location loc = loss.getLoc();
   builder.setInsertionPoint(loss);
   Value logits = head.getResult();
+  if (cap) {
+    cap.getResult().setType(local);
+    explicitTypes[cap] = local;
+    logits = cap.getResult();
+  }
   auto max = llm::ReduceMaxOp::create(builder, loc, logits, /*class_offset=*/0, vocab);
   addRankOffset(max, "class_offset", 0, builder.getStrArrayAttr({axis}), shard);
   Value shift = llm::StopGradientOp::create(builder, loc, allReduce(max, "max", loc));

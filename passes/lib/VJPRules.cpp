@@ -116,7 +116,7 @@ FailureOr<Grads> attentionVJP(OpBuilder &b, AttentionOp op, ArrayRef<Value> dys,
     return op.emitOpError("has no VJP through its lse result");
   auto grad = AttentionGradOp::create(b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getOut(),
                                       op.getLse(), dys[0], op.getSegmentIds(), op.getScale(),
-                                      op.getCausal(), op.getWindowAttr());
+                                      op.getCausal(), op.getWindowAttr(), op.getSoftcapAttr());
   Grads grads{grad.getDq(), grad.getDk(), grad.getDv()};
   if (op.getSegmentIds())
     grads.push_back(Value());
@@ -162,11 +162,18 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
       .Case([&](GeluOp g) -> FailureOr<Grads> {
         return Grads{GeluGradOp::create(b, loc, g.getX(), dy)};
       })
+      .Case([&](SoftcapOp s) -> FailureOr<Grads> {
+        return Grads{SoftcapGradOp::create(b, loc, s.getX(), dy, s.getCap())};
+      })
       .Case([&](SiluOp s) -> FailureOr<Grads> {
         return Grads{SiluGradOp::create(b, loc, s.getX(), dy)};
       })
       .Case([&](SwigluOp s) -> FailureOr<Grads> {
         auto g = SwigluGradOp::create(b, loc, s.getGate(), s.getUp(), dy);
+        return Grads{g.getDgate(), g.getDup()};
+      })
+      .Case([&](GegluOp s) -> FailureOr<Grads> {
+        auto g = GegluGradOp::create(b, loc, s.getGate(), s.getUp(), dy);
         return Grads{g.getDgate(), g.getDup()};
       })
       .Case([&](DropoutOp d) -> FailureOr<Grads> {
@@ -191,7 +198,8 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
         return Grads{g.getDx(), g.getDgamma(), g.getDbeta()};
       })
       .Case([&](RMSNormOp rn) -> FailureOr<Grads> {
-        auto g = RMSNormGradOp::create(b, loc, rn.getX(), rn.getGamma(), dy, rn.getEpsilon());
+        auto g = RMSNormGradOp::create(b, loc, rn.getX(), rn.getGamma(), dy, rn.getEpsilon(),
+                                       rn.getUnitOffset());
         return Grads{g.getDx(), g.getDgamma()};
       })
       .Case([&](EmbeddingOp e) -> FailureOr<Grads> {
@@ -238,22 +246,39 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
       // Fake quantization: the straight-through estimator, zero where x was
       // clipped (outlier columns pass dy whole); ranges and per-column
       // ranges are statistics and get no gradient.
+      // Under delayed scaling dy passes whole, as through a Transformer
+      // Engine fp8 GEMM: its backward reads the saturated operand and masks
+      // nothing.
       .Case([&](qat::FakeQuantOp q) -> FailureOr<Grads> {
         Grads grads(q->getNumOperands());
-        grads[0] = qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy, q.getColumns(),
-                                                q.getScheme());
+        grads[0] = q.getScheme().getObserver() == "delayed"
+                       ? dy
+                       : qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy,
+                                                      q.getColumns(), q.getScheme())
+                             .getResult();
         return grads;
       })
       // fp8 training's dY: the gradient itself is fake-quantized, with the
-      // range of the whole tensor (combined over the ranks holding pieces).
+      // range of the whole tensor (combined over the ranks holding pieces),
+      // or under delayed scaling with the range of dY's amax history, into
+      // which this step's range is recorded.
       .Case([&](qat::QuantizeGradOp q) -> FailureOr<Grads> {
         Value range = qat::ObserveOp::create(b, loc, dy, Value(), q.getScheme());
         if (!q.getAxes().empty())
           range = dist::AllReduceOp::create(b, loc, range.getType(), range,
                                             FlatSymbolRefAttr::get(b.getContext(), kMeshName),
                                             q.getAxes(), b.getStringAttr("max"));
-        return Grads{qat::FakeQuantOp::create(b, loc, dy, range, Value(), q.getScheme())};
+        Grads grads(q->getNumOperands());
+        if (Value state = q.getState()) {
+          Value observed = range;
+          range = qat::DelayedRangeOp::create(b, loc, state, observed, q.getScheme());
+          qat::AmaxHistoryOp::create(b, loc, state, observed, q.getScheme());
+        }
+        grads[0] = qat::FakeQuantOp::create(b, loc, dy, range, Value(), q.getScheme());
+        return grads;
       })
+      .Case([&](qat::DelayedRangeOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
+      .Case([&](qat::AmaxHistoryOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
       .Case([&](qat::ObserveOp o) -> FailureOr<Grads> { return Grads(o->getNumOperands()); })
       .Case([&](qat::EmaOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
       // Collectives, in the SPMD convention that a replicated value's

@@ -33,7 +33,8 @@ struct ConfigKey {
 const std::pair<const char *, const char *> kFamilies[] = {{"gpt2", "GPT2LMHeadModel"},
                                                            {"llama", "LlamaForCausalLM"},
                                                            {"qwen2", "Qwen2ForCausalLM"},
-                                                           {"mistral", "MistralForCausalLM"}};
+                                                           {"mistral", "MistralForCausalLM"},
+                                                           {"gemma2", "Gemma2ForCausalLM"}};
 
 bool knownFamily(const std::string &family) {
   for (const auto &[name, architecture] : kFamilies)
@@ -62,19 +63,46 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
             {"n_positions", "max_positions", ConfigKey::Int, ""},
             {"layer_norm_epsilon", "norm_eps", ConfigKey::Float, "1e-05"},
             {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, "1"}};
-  return {{"vocab_size", "vocab_size", ConfigKey::Int, ""},
-          {"num_hidden_layers", "n_layer", ConfigKey::Int, ""},
-          {"num_attention_heads", "n_head", ConfigKey::Int, ""},
-          // null: multi-head attention; absent: MistralConfig's 8, the
-          // others' multi-head attention.
-          {"num_key_value_heads", "n_kv_head", ConfigKey::Int,
-           family == "mistral" ? "8" : artifact.meta("model.n_head")},
-          {"hidden_size", "n_embd", ConfigKey::Int, ""},
-          {"intermediate_size", "ffn_hidden", ConfigKey::Int, ""},
-          {"max_position_embeddings", "max_positions", ConfigKey::Int, ""},
-          {"rms_norm_eps", "norm_eps", ConfigKey::Float, "1e-06"},
-          {"rope_theta", "rope_theta", ConfigKey::Float, "10000"},
-          {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, "0"}};
+  const bool gemma2 = family == "gemma2";
+  std::vector<ConfigKey> keys = {
+      {"vocab_size", "vocab_size", ConfigKey::Int, ""},
+      {"num_hidden_layers", "n_layer", ConfigKey::Int, ""},
+      {"num_attention_heads", "n_head", ConfigKey::Int, ""},
+      // null: multi-head attention; absent: MistralConfig's 8,
+      // Gemma2Config's 16, the others' multi-head attention.
+      {"num_key_value_heads", "n_kv_head", ConfigKey::Int,
+       family == "mistral" ? "8"
+       : gemma2            ? "16"
+                           : artifact.meta("model.n_head")},
+      {"hidden_size", "n_embd", ConfigKey::Int, ""},
+      {"intermediate_size", "ffn_hidden", ConfigKey::Int, ""},
+      {"max_position_embeddings", "max_positions", ConfigKey::Int, ""},
+      {"rms_norm_eps", "norm_eps", ConfigKey::Float, "1e-06"},
+      {"rope_theta", "rope_theta", ConfigKey::Float, "10000"},
+      {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, gemma2 ? "1" : "0"}};
+  if (gemma2) {
+    // Gemma2Config's defaults.
+    keys.push_back({"head_dim", "head_dim", ConfigKey::Int, "256"});
+    keys.push_back({"query_pre_attn_scalar", "query_pre_attn_scalar", ConfigKey::Float, "224"});
+  }
+  return keys;
+}
+
+/// Keys whose null means "none" (the model's 0) and whose absence means
+/// the config class's default: Mistral's window, Gemma 2's window and
+/// soft-caps. {config.json key, model.<meta>, default when absent}.
+struct OptionalKey {
+  const char *hf, *meta;
+  double absent;
+};
+std::vector<OptionalKey> optionalKeys(const std::string &family) {
+  if (family == "mistral")
+    return {{"sliding_window", "sliding_window", 4096}};
+  if (family == "gemma2")
+    return {{"sliding_window", "sliding_window", 4096},
+            {"attn_logit_softcapping", "attn_softcap", 50.0},
+            {"final_logit_softcapping", "final_softcap", 30.0}};
+  return {};
 }
 
 /// Llama 3's RoPE scaling: the members of config.json's `rope_scaling` (in
@@ -102,6 +130,17 @@ void requireSetting(const json::Value &config, const std::string &path, const ch
 /// What llmc's models compute that a config could choose otherwise.
 void checkSemantics(const json::Value &config, const std::string &family,
                     const std::string &path, int64_t headDim) {
+  if (family == "gemma2") {
+    // Gemma2MLP reads hidden_activation (transformers 4.44 ignores hidden_act).
+    if (const json::Value *act = config.find("hidden_activation");
+        act && !act->isNull() && act->asString() != "gelu_pytorch_tanh" &&
+        act->asString() != "gelu_new")
+      fail(path, ": hidden_activation is \"", act->asString(),
+           "\", but llmc's Gemma 2 MLP is GeGLU with the tanh GELU (gelu_pytorch_tanh)");
+    requireSetting(config, path, "attention_bias", json::Value(false),
+                   "Gemma 2 has no attention biases");
+    return;
+  }
   if (family == "gpt2") {
     if (const json::Value *act = config.find("activation_function");
         act && act->asString() != "gelu_new" && act->asString() != "gelu_pytorch_tanh")
@@ -125,17 +164,21 @@ void checkSemantics(const json::Value &config, const std::string &family,
                  "Qwen2 attends to every earlier key (no per-layer sliding window)");
 }
 
-/// Mistral's sliding_window against the model's (model.sliding_window, 0
-/// or absent: none). null is no window; an absent key is MistralConfig's
-/// 4096.
-void checkSlidingWindow(const json::Value &config, const Artifact &artifact,
-                        const std::string &path) {
-  const int64_t want = static_cast<int64_t>(artifact.metaNumber("model.sliding_window", 0));
-  const json::Value *v = config.find("sliding_window");
-  const int64_t have = !v ? 4096 : v->isNull() ? 0 : static_cast<int64_t>(numberOf(*v, path));
-  if (have != want)
-    fail(path, ": sliding_window is ", v ? v->dump() : "4096 (default)",
-         ", but the model has sliding_window = ", want ? std::to_string(want) : "none");
+/// The optional keys (Mistral's sliding_window, Gemma 2's window and
+/// soft-caps) against the model's (model.<meta>, 0 or absent: none). null
+/// is none; an absent key is the config class's default.
+void checkOptionalKeys(const json::Value &config, const Artifact &artifact,
+                       const std::string &family, const std::string &path) {
+  for (const OptionalKey &key : optionalKeys(family)) {
+    const double want = artifact.metaNumber(std::string("model.") + key.meta, 0);
+    const json::Value *v = config.find(key.hf);
+    const double have = !v ? key.absent : v->isNull() ? 0 : numberOf(*v, path + ": " + key.hf);
+    if (std::fabs(have - want) > 1e-12 * std::fabs(want))
+      fail(path, ": ", key.hf, " is ",
+           v ? v->dump() : std::to_string(static_cast<int64_t>(key.absent)) + " (default)",
+           ", but the model has ", key.meta, " = ",
+           want ? artifact.meta(std::string("model.") + key.meta) : "none");
+  }
 }
 
 /// config.json's `rope_scaling` against the model's: null (or type
@@ -207,7 +250,7 @@ std::string familyOf(const Artifact &artifact, const std::string &what) {
   std::string family = artifact.meta("model.family");
   if (!knownFamily(family))
     fail(what, ": the artifact's model is '", family,
-         "'; Hugging Face interop knows gpt2, llama, qwen2 and mistral");
+         "'; Hugging Face interop knows gpt2, llama, qwen2, mistral and gemma2");
   return family;
 }
 
@@ -270,8 +313,7 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
                                       artifact.metaNumber("model.n_head", 1)));
   if (family_ != "gpt2")
     checkRopeScaling(config, artifact, path);
-  if (family_ == "mistral")
-    checkSlidingWindow(config, artifact, path);
+  checkOptionalKeys(config, artifact, family_, path);
   tied_ = artifact.metaNumber("model.tie_embeddings", 0) != 0;
   for (const auto &[name, shape] : modelParameters(artifact))
     parameters_.insert(huggingFaceName(family_, name));
@@ -316,7 +358,7 @@ std::string huggingFaceFamily(const std::string &dir) {
   std::string family = type ? type->asString(path + ": model_type") : "";
   if (!knownFamily(family))
     fail(path, ": model_type is ", type ? type->dump() : "missing",
-         "; Hugging Face interop knows gpt2, llama, qwen2 and mistral");
+         "; Hugging Face interop knows gpt2, llama, qwen2, mistral and gemma2");
   return family;
 }
 
@@ -481,6 +523,11 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
   }
   if (family == "gpt2") {
     config.set("activation_function", json::Value("gelu_new"));
+  } else if (family == "gemma2") {
+    // Both names, as Google's releases write them (Gemma2MLP reads the second).
+    config.set("hidden_act", json::Value("gelu_pytorch_tanh"));
+    config.set("hidden_activation", json::Value("gelu_pytorch_tanh"));
+    config.set("attention_bias", json::Value(false));
   } else {
     config.set("hidden_act", json::Value("silu"));
     if (family == "llama") {
@@ -489,21 +536,24 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
     }
     if (family == "qwen2")
       config.set("use_sliding_window", json::Value(false));
-    if (family == "mistral") {
-      int64_t window = static_cast<int64_t>(artifact.metaNumber("model.sliding_window", 0));
-      config.set("sliding_window", window ? json::Value(window) : json::Value());
+  }
+  for (const OptionalKey &key : optionalKeys(family)) {
+    double v = artifact.metaNumber(std::string("model.") + key.meta, 0);
+    bool integral = std::string(key.hf) == "sliding_window";
+    config.set(key.hf, v == 0     ? json::Value()
+                       : integral ? json::Value(static_cast<int64_t>(v))
+                                  : json::Value(v));
+  }
+  if (family != "gpt2" && artifact.meta("model.rope_scaling", "none") == "llama3") {
+    json::Value scaling = json::Value::object();
+    for (const auto &[hf, meta] : kLlama3Scaling) {
+      double v = artifact.metaNumber(std::string("model.") + meta, 0);
+      scaling.set(hf, std::string(hf) == "original_max_position_embeddings"
+                          ? json::Value(static_cast<int64_t>(v))
+                          : json::Value(v));
     }
-    if (artifact.meta("model.rope_scaling", "none") == "llama3") {
-      json::Value scaling = json::Value::object();
-      for (const auto &[hf, meta] : kLlama3Scaling) {
-        double v = artifact.metaNumber(std::string("model.") + meta, 0);
-        scaling.set(hf, std::string(hf) == "original_max_position_embeddings"
-                            ? json::Value(static_cast<int64_t>(v))
-                            : json::Value(v));
-      }
-      scaling.set("rope_type", json::Value("llama3"));
-      config.set("rope_scaling", scaling);
-    }
+    scaling.set("rope_type", json::Value("llama3"));
+    config.set("rope_scaling", scaling);
   }
   config.set("torch_dtype", json::Value(report.dtype));
 

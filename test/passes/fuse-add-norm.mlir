@@ -86,6 +86,18 @@ func.func @rmsnorm(%a: tensor<2x4x8xbf16>, %b: tensor<2x4x8xbf16>, %g: tensor<8x
 
 // -----
 
+// Gemma's (1 + w) norm keeps its unit_offset through the fusion.
+// CHECK-LABEL: func.func @unit_offset
+// CHECK-NEXT:  %[[S:.*]], %[[Y:.*]] = llm.add_rmsnorm %arg0, %arg1, %arg2 {epsilon = {{.*}} : f64, unit_offset} : tensor<2x4x8xf32>, tensor<8xf32>
+func.func @unit_offset(%a: tensor<2x4x8xf32>, %b: tensor<2x4x8xf32>, %g: tensor<8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %s = llm.add %a, %b : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %y = llm.rmsnorm %s, %g {epsilon = 1.0e-6 : f64, unit_offset} : tensor<2x4x8xf32>, tensor<8xf32>
+  return %s, %y : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
 // A reader of the sum between add and norm: the fused op stands at the add
 // (the norm's parameters are there already).
 // CHECK-LABEL: func.func @reader_between

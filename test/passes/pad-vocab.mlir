@@ -32,6 +32,25 @@ func.func @forward(%wte: tensor<257x16xf32> {llm.param = #llm.param<name = "wte.
 
 // -----
 
+// Gemma 2: the logit soft-cap between head and loss is padded with them.
+// CHECK: family = "gemma2", padded_vocab_size = 320
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[L:.*]] = llm.matmul %{{.*}}, %arg0 {transpose_b} : tensor<2x4x16xf32>, tensor<320x16xf32> -> tensor<2x4x320xf32>
+// CHECK: %[[C:.*]] = llm.softcap %[[L]] {cap = 3.000000e+01 : f64} : tensor<2x4x320xf32>
+// CHECK: llm.cross_entropy %[[C]], %arg2 {num_classes = 257 : i64} : tensor<2x4x320xf32>, tensor<2x4xi32>
+module attributes {llmc.model = {family = "gemma2", vocab_size = 257 : i64}} {
+func.func @forward(%wte: tensor<257x16xf32> {llm.param = #llm.param<name = "embed_tokens.weight", init = "normal", scale = 0.02>},
+                   %tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> {
+  %x = llm.embedding %wte, %tokens : tensor<257x16xf32>, tensor<2x4xi32>
+  %l = llm.matmul %x, %wte {transpose_b} : tensor<2x4x16xf32>, tensor<257x16xf32> -> tensor<2x4x257xf32>
+  %c = llm.softcap %l {cap = 30.0 : f64} : tensor<2x4x257xf32>
+  %loss = llm.cross_entropy %c, %targets : tensor<2x4x257xf32>, tensor<2x4xi32>
+  return %loss : tensor<f32>
+}
+}
+
+// -----
+
 // A [D, V] head pads its columns.
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: %arg0: tensor<16x128xf32> {llm.param = #llm.param<name = "lm_head.weight"{{.*}}>, llmc.shard = {global_shape = array<i64: 16, 100>, levels = [{axes = [], blocks = 1 : i64, dim = 1 : i64, pad_to = 128 : i64}]}}

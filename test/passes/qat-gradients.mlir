@@ -22,6 +22,6 @@
 // TRAIN-NEXT: %[[DQ:.*]] = qat.fake_quant %[[DY]] range %[[G]]
 // TRAIN-NEXT: llm.matmul %[[DQ]]
 
-// CHANNEL: error: qat: bad scheme 'fp8_e5m2:channel': gradients= is per tensor, symmetric, with the minmax observer (each step's dY)
-// EMA: error: qat: bad scheme 'int8:ema': gradients= is per tensor, symmetric, with the minmax observer (each step's dY)
-// ASYM: error: qat: bad scheme 'int8:asym': gradients= is per tensor, symmetric, with the minmax observer (each step's dY)
+// CHANNEL: error: qat: bad scheme 'fp8_e5m2:channel': gradients= is per tensor, symmetric, with the minmax or delayed observer (each step's dY)
+// EMA: error: qat: bad scheme 'int8:ema': gradients= is per tensor, symmetric, with the minmax or delayed observer (each step's dY)
+// ASYM: error: qat: bad scheme 'int8:asym': gradients= is per tensor, symmetric, with the minmax or delayed observer (each step's dY)

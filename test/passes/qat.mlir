@@ -119,7 +119,7 @@
 // EMA-BLOCK: error: 'llm.matmul' op qat: an ema observer needs tensor or channel granularity (block ranges are per position; use minmax)
 // EMA-ROWS: error: 'llm.matmul' op qat: an ema observer of an activation's dimension 0 (its rows) is not supported; use the default (last) channel axis
 
-// BAD-FORMAT: error: qat: bad scheme 'int2': unknown field 'int2' (formats int8 int4 int3 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], block<size>; sym, asym; minmax, ema[<momentum>]; outlier[<threshold>])
+// BAD-FORMAT: error: qat: bad scheme 'int2': unknown field 'int2' (formats int8 int4 int3 fp8_e4m3 fp8_e5m2 nf4; tensor, channel[<axis>], block<size>; sym, asym; minmax, ema[<momentum>], delayed[<history>] with margin<M>, max or most_recent; outlier[<threshold>])
 // TWO-FORMATS: error: qat: bad scheme 'int8:int4': two formats ('int8' and 'int4')
 // ASYM: error: qat: bad scheme 'nf4:asym': format 'nf4' is symmetric only
 // BAD-BLOCK: error: qat: bad scheme 'int8:blocky': block size 'y' (write e.g. block64)

@@ -23,6 +23,9 @@ and the test strings, in the layouts transformers saves:
                 (prepend_scheme "first", no split; transformers' legacy=False)
   meta-split    Metaspace split on "▁", prepend_scheme "always", Metaspace
                 decoder
+  gemma         Gemma's sentencepiece BPE: a Replace normalizer alone (no
+                Prepend, no pre-tokenizer), byte_fallback, a decoder
+                without Strip, the bos prepended by the post-processor
 
 For every directory and string: the ids (transformers' encode without
 special tokens) must be equal; with special tokens they must be llmc's bos
@@ -167,6 +170,18 @@ def llama_like(vocab, merges, pre_tokenizer=None, decoder=None, legacy=True):
     return tok
 
 
+def gemma_like(vocab, merges):
+    """Gemma (1, 2)'s tokenizer.json layout on the llama vocabulary."""
+    tok = Tokenizer(models.BPE(vocab, merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                     decoders.Fuse()])
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in ("<unk>", "<s>", "</s>")])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                       special_tokens=[("<s>", 1)])
+    return tok
+
+
 def build(src, work):
     """{name: (llmc's directory, transformers' directory)}."""
     corpus = train_corpus(src, work)
@@ -214,6 +229,7 @@ def build(src, work):
         ("meta-split", llama_like(vocab, merges, legacy=False, pre_tokenizer=pre_tokenizers.Metaspace(
             replacement="▁", prepend_scheme="always", split=True),
             decoder=decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True))),
+        ("gemma", gemma_like(vocab, merges)),
     ]:
         d = os.path.join(work, name)
         cls = LlamaTokenizerFast if name == "llama" else PreTrainedTokenizerFast

@@ -113,7 +113,118 @@ class Fp8Linear(torch.autograd.Function):
         return dx, dw
 
 
-LINEAR = {"fp32": lambda x, w: x @ w, "fp8": Fp8Linear.apply}
+# --- fp8 delayed scaling (--fp8-scaling delayed) -----------------------------
+#
+# Transformer Engine's DelayedScaling recipe, as TE (transformer_engine/
+# pytorch/fp8.py) writes it: each tensor has an amax history whose slot 0
+# receives the current step's amax while the tensor is cast with the scale
+# of the previous update (x * scale, cast, times scale_inv = 1 / scale);
+# after the step, amax = max(history) or history[0] (most_recent), the
+# history is rolled by one and slot 0 zeroed, and
+#   scale = (fp8_max / amax) / 2 ** margin,
+# kept where amax is 0 or not finite. The scale starts at 1. The gradient
+# of an input or weight passes whole, as through TE's fp8 GEMM backward.
+
+class DelayedScaler:
+    def __init__(self, fmt, history, margin, algo):
+        self.fmt, self.margin, self.algo = fmt, margin, algo
+        self.amax_history = torch.zeros(history, dtype=torch.float32)
+        self.scale = torch.ones((), dtype=torch.float32)
+
+    def quantize(self, x):
+        self.amax_history[0] = torch.maximum(self.amax_history[0], x.detach().abs().max())
+        return fp8_cast(x * self.scale, self.fmt) * (1.0 / self.scale)
+
+    def update(self):
+        if self.algo == "max":
+            amax = torch.max(self.amax_history, dim=0).values
+        else:
+            amax = self.amax_history[0].clone()
+        if self.amax_history.shape[0] > 1:
+            self.amax_history = torch.roll(self.amax_history, -1, 0)
+        self.amax_history[0] = 0.0
+        sf = (FP8[self.fmt][2] / amax) / (2 ** self.margin)
+        sf = torch.where(amax > 0.0, sf, self.scale)
+        self.scale = torch.where(torch.isfinite(amax), sf, self.scale)
+
+
+class DelayedFp8:
+    """The scalers of every linear layer, keyed by its weight's storage."""
+    def __init__(self, history, margin, algo):
+        self.config = (history, margin, algo)
+        self.scalers = {}
+
+    def of(self, w):
+        key = w.data_ptr()
+        if key not in self.scalers:
+            self.scalers[key] = {role: DelayedScaler(fmt, *self.config)
+                                 for role, fmt in (("x", "e4m3"), ("w", "e4m3"), ("dy", "e5m2"))}
+        return self.scalers[key]
+
+    def update(self):
+        for scalers in self.scalers.values():
+            for scaler in scalers.values():
+                scaler.update()
+
+    def compare(self, params, checkpoint, tol):
+        """Each of llmc's histories (qat_state/<weight>[.input|.output_grad]
+        in a checkpoint: the range fp8_max / scale, then the amaxes, newest
+        first) against the scaler of that weight's tensor: the range
+        (relative error <= tol) and the N - 1 amaxes TE's history holds
+        beside its zeroed slot. The amaxes are of tensors that drift apart
+        as the losses do; a wrong margin or algorithm is off by 2x or more."""
+        import glob
+        import os
+        states = {}
+        for path in glob.glob(os.path.join(checkpoint, "*.safetensors")):
+            states.update({k[len("qat_state/"):]: v for k, v in read_safetensors(path)[0].items()
+                           if k.startswith("qat_state/")})
+        suffix = {"x": ".input", "w": "", "dy": ".output_grad"}
+        compared, worst, ok = 0, 0.0, True
+        for name, p in params.items():
+            for role, scaler in self.scalers.get(p.data_ptr(), {}).items():
+                state = states.get(name + suffix[role])
+                if state is None:
+                    continue  # inputs shared by several layers have one history
+                ours = torch.tensor(state.astype(np.float64))
+                n = scaler.amax_history.shape[0]
+                theirs = torch.cat([FP8[scaler.fmt][2] / scaler.scale.double().reshape(1),
+                                    scaler.amax_history[1:].double().flip(0)])
+                err = ((ours[:n] - theirs).abs() / theirs.abs().clamp(min=1e-30)).max().item()
+                worst, compared = max(worst, err), compared + 1
+                if err > tol:
+                    print(f"MISMATCH: history {name}{suffix[role]}: llmc {ours[:n].tolist()} "
+                          f"torch {theirs.tolist()}")
+                    ok = False
+        print(f"histories: {compared} compared, worst relative error {worst:.3e}")
+        return ok and compared > 0
+
+
+class DelayedFp8Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, scalers):
+        xq, wq = scalers["x"].quantize(x), scalers["w"].quantize(w)
+        ctx.save_for_backward(xq, wq)
+        ctx.scalers = scalers
+        return xq @ wq
+
+    @staticmethod
+    def backward(ctx, dy):
+        xq, wq = ctx.saved_tensors
+        dyq = ctx.scalers["dy"].quantize(dy)
+        dx = dyq @ wq.T
+        dw = xq.reshape(-1, xq.shape[-1]).T @ dyq.reshape(-1, dyq.shape[-1])
+        return dx, dw, None
+
+
+delayed = None  # the DelayedFp8 of a --fp8-delayed run
+
+
+def delayed_linear(x, w):
+    return DelayedFp8Linear.apply(x, w, delayed.of(w))
+
+
+LINEAR = {"fp32": lambda x, w: x @ w, "fp8": Fp8Linear.apply, "fp8-delayed": delayed_linear}
 linear = LINEAR["fp32"]
 
 
@@ -256,9 +367,19 @@ def main():
     ap.add_argument("--loss-tol", type=float, default=1e-4)
     ap.add_argument("--fp8", action="store_true",
                     help="the blocks' linear layers in fp8 (--precision fp8's recipe)")
+    ap.add_argument("--fp8-delayed", metavar="HISTORY,MARGIN,ALGO",
+                    help="with --fp8: Transformer Engine's delayed scaling, e.g. 16,1,max")
+    ap.add_argument("--histories", metavar="STEP_DIR",
+                    help="with --fp8-delayed and --metrics: an llmc checkpoint of the run, "
+                         "whose amax histories must match the scalers' after its step")
+    ap.add_argument("--history-tol", type=float, default=1e-2)
     args = ap.parse_args()
-    global linear
+    global linear, delayed
     linear = LINEAR["fp8" if args.fp8 else "fp32"]
+    if args.fp8_delayed:
+        history, margin, algo = args.fp8_delayed.split(",")
+        linear = LINEAR["fp8-delayed"]
+        delayed = DelayedFp8(int(history), int(margin), algo)
     cfg = json.loads(args.config)
     loss_fn = gpt2_loss if args.family == "gpt2" else llama_loss
 
@@ -287,8 +408,13 @@ def main():
             ok = False
     print(f"gradients: {len(params)} tensors, worst relative error {worst:.3e}")
 
-    # 2. Training losses.
+    # 2. Training losses (delayed scaling: from fresh histories, as llmc's).
     if args.metrics:
+        if delayed:
+            delayed.scalers = {}
+        if args.histories:
+            state = json.load(open(args.histories + "/state.json"))
+            histories_step = int(state["step"])
         steps = [json.loads(line) for line in open(args.metrics)]
         text = open(args.data, "rb").read()
         data = np.frombuffer(text, dtype=np.uint8).astype(np.int64)
@@ -311,6 +437,10 @@ def main():
             if args.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(list(train.values()), args.max_grad_norm)
             opt.step()
+            if delayed:
+                delayed.update()
+                if args.histories and record["step"] == histories_step:
+                    ok = delayed.compare(train, args.histories, args.history_tol) and ok
             diff = abs(l.item() - record["loss"])
             worst = max(worst, diff)
             print(f"step {record['step']:3d}: llmc {record['loss']:.6f} torch {l.item():.6f} |diff| {diff:.2e}")

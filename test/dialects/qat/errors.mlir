@@ -50,7 +50,7 @@ func.func @f(%w: tensor<8x8xf32>) {
 // -----
 
 func.func @f(%w: tensor<8x8xf32>) {
-  // expected-error @+1 {{unknown observer 'percentile' (expected minmax or ema)}}
+  // expected-error @+1 {{unknown observer 'percentile' (expected minmax, ema or delayed)}}
   %a = qat.observe %w {scheme = #qat.scheme<format = "int8", observer = "percentile">} : tensor<8x8xf32> -> tensor<1x2xf32>
   return
 }
@@ -246,7 +246,95 @@ func.func @f(%c: tensor<128x16xi8>, %q: tensor<128x1xi8>, %s: tensor<1xf32>, %m:
 // -----
 
 func.func @f(%x: tensor<4x8xf32>) {
-  // expected-error @+1 {{scheme must be per tensor, symmetric, minmax, without outlier columns}}
+  // expected-error @+1 {{scheme must be per tensor, symmetric, minmax or delayed, without outlier columns}}
   %a = qat.quantize_grad %x {scheme = #qat.scheme<format = "fp8_e5m2", granularity = "channel", axis = 1>} : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<8x8xf32>) {
+  // expected-error @+1 {{delayed scaling needs an fp8 format, got 'int8'}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "int8", observer = "delayed", history = 4>} : tensor<8x8xf32> -> tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<8x8xf32>) {
+  // expected-error @+1 {{delayed scaling is per tensor, got granularity channel}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel", observer = "delayed", history = 4>} : tensor<8x8xf32> -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<8x8xf32>) {
+  // expected-error @+1 {{delayed scaling's amax history length must be >= 1, got 0}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed">} : tensor<8x8xf32> -> tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<8x8xf32>) {
+  // expected-error @+1 {{delayed scaling's margin must be >= 0, got -1}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 4, margin = -1>} : tensor<8x8xf32> -> tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<8x8xf32>) {
+  // expected-error @+1 {{unknown amax algorithm 'mean' (expected max or most_recent)}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 4, algo = "mean">} : tensor<8x8xf32> -> tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<8x8xf32>) {
+  // expected-error @+1 {{history, margin and algo need the delayed observer}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3", history = 4>} : tensor<8x8xf32> -> tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<4xf32>, %o: tensor<1x2xf32>) {
+  // expected-error @+1 {{'qat.amax_history' op state must be 'tensor<5xf32>' (the range, then 4 amaxes), got 'tensor<4xf32>'}}
+  %a = qat.amax_history %s, %o {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 4>} : tensor<4xf32>, tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<5xf32>, %o: tensor<2x2xf32>) {
+  // expected-error @+1 {{'qat.amax_history' op observed must be 'tensor<1x2xf32>', got 'tensor<2x2xf32>'}}
+  %a = qat.amax_history %s, %o {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 4>} : tensor<5xf32>, tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<5xf32>, %o: tensor<1x2xf32>) {
+  // expected-error @+1 {{'qat.delayed_range' op needs a delayed scheme, got observer 'minmax'}}
+  %a = qat.delayed_range %s, %o {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<5xf32>, tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'qat.quantize_grad' op needs the state operand (dY's amax history) for its delayed scheme}}
+  %a = qat.quantize_grad %x {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 4>} : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %s: tensor<5xf32>) {
+  // expected-error @+1 {{'qat.quantize_grad' op has a state operand but its scheme is not delayed}}
+  %a = qat.quantize_grad %x state %s {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<4x8xf32>, tensor<5xf32>
   return
 }

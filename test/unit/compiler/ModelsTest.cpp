@@ -52,7 +52,7 @@ TEST(Models, QwenAndMistralParameterCountsMatchPublished) {
 }
 
 TEST(Models, EveryPresetVerifies) {
-  for (const char *family : {"gpt2", "llama", "qwen2", "mistral"})
+  for (const char *family : {"gpt2", "llama", "qwen2", "mistral", "gemma2"})
     for (const std::string &preset : llmc::presetNames(family)) {
       SCOPED_TRACE(std::string(family) + " " + preset);
       EXPECT_GT(countFor(family, preset), 0);
@@ -226,11 +226,12 @@ TEST(Models, ConfigJsonNamesTheFamily) {
   EXPECT_EQ(familyOf(R"({"model_type": "mistral"})"), "mistral");
   EXPECT_EQ(familyOf(R"({"model_type": "llama"})"), "llama");
   EXPECT_EQ(familyOf(R"({"hidden_size": 64})"), " has no model_type; give the family with --model");
-  EXPECT_EQ(familyOf(R"({"model_type": "gemma2"})"),
-            ": model family 'gemma2' is not supported yet (llmc builds gpt2, llama, qwen2 and "
-            "mistral; docs/models.md)");
+  EXPECT_EQ(familyOf(R"({"model_type": "gemma2"})"), "gemma2");
+  EXPECT_EQ(familyOf(R"({"model_type": "gemma3"})"),
+            ": model family 'gemma3' is not supported yet (llmc builds gpt2, llama, qwen2, "
+            "mistral and gemma2; docs/models.md)");
   EXPECT_EQ(familyOf(R"({"model_type": "bert"})"),
-            ": unknown model family 'bert' (expected gpt2, llama, qwen2 or mistral)");
+            ": unknown model family 'bert' (expected gpt2, llama, qwen2, mistral or gemma2)");
 }
 
 TEST(Models, QwenAndMistralConfigJson) {
@@ -262,7 +263,7 @@ TEST(Models, QwenAndMistralConfigJson) {
             "attention_bias = true is not supported: llmc's llama has no output projection "
             "biases");
   EXPECT_EQ(error(R"({"model_type": "mistral", "head_dim": 64})", "mistral"),
-            "head_dim = 64 is not supported: llmc's heads are hidden_size / "
+            "head_dim = 64 is not supported: llmc's mistral heads are hidden_size / "
             "num_attention_heads = 32 wide");
 
   // Mistral v0.1's window; v0.2 and later have none (null).
@@ -278,7 +279,65 @@ TEST(Models, QwenAndMistralConfigJson) {
   config = cantFail(llmc::presetConfig("llama", "tiny"));
   config.slidingWindow = 16;
   EXPECT_EQ(llvm::toString(config.validate()),
-            "sliding_window applies to mistral's attention; llama has none");
+            "sliding_window applies to mistral's and gemma2's attention; llama has none");
+}
+
+// google/gemma-2-2b as its model card counts it (tied head).
+TEST(Models, Gemma2ParameterCountMatchesPublished) {
+  EXPECT_EQ(countFor("gemma2", "2B"), 2614341888);
+}
+
+TEST(Models, Gemma2ConfigJson) {
+  auto error = [](const std::string &text, const std::string &family) {
+    llmc::ModelConfig config;
+    std::string message = applyJson(text, config, family);
+    size_t colon = message.find("': ");
+    return colon == std::string::npos ? message : message.substr(colon + 3);
+  };
+  llmc::ModelConfig config;
+  // google/gemma-2-2b's keys.
+  EXPECT_EQ(applyJson(R"({"model_type": "gemma2", "hidden_size": 2304, "num_attention_heads": 8,
+                          "num_key_value_heads": 4, "head_dim": 256, "intermediate_size": 9216,
+                          "num_hidden_layers": 26, "vocab_size": 256000,
+                          "query_pre_attn_scalar": 256, "attn_logit_softcapping": 50.0,
+                          "final_logit_softcapping": 30.0, "sliding_window": 4096,
+                          "hidden_act": "gelu_pytorch_tanh",
+                          "hidden_activation": "gelu_pytorch_tanh", "cache_implementation": "hybrid",
+                          "rms_norm_eps": 1e-06, "rope_theta": 10000.0})",
+                      config, "gemma2"),
+            "");
+  EXPECT_EQ(config.headDim(), 256);
+  EXPECT_DOUBLE_EQ(config.attentionScale(), 1.0 / 16);
+  EXPECT_DOUBLE_EQ(config.attnSoftcap, 50.0);
+  EXPECT_DOUBLE_EQ(config.finalSoftcap, 30.0);
+  EXPECT_EQ(config.windowOfLayer(0), 4096);
+  EXPECT_EQ(config.windowOfLayer(1), 0);
+  EXPECT_TRUE(config.tieEmbeddings);
+  // null caps are none; absent keys are Gemma2Config's defaults.
+  EXPECT_EQ(applyJson(R"({"model_type": "gemma2", "hidden_size": 64, "num_attention_heads": 4,
+                          "num_key_value_heads": 2, "attn_logit_softcapping": null,
+                          "final_logit_softcapping": null})",
+                      config, "gemma2"),
+            "");
+  EXPECT_EQ(config.attnSoftcap, 0.0);
+  EXPECT_EQ(config.finalSoftcap, 0.0);
+  EXPECT_EQ(config.headDim(), 256);
+  EXPECT_DOUBLE_EQ(config.queryPreAttnScalar, 224);
+  EXPECT_EQ(config.slidingWindow, 4096);
+  EXPECT_EQ(error(R"({"model_type": "gemma2", "hidden_activation": "gelu"})", "gemma2"),
+            "hidden_activation = \"gelu\" is not supported: llmc's gemma2 MLP is GeGLU with the "
+            "tanh GELU (gelu_pytorch_tanh)");
+  EXPECT_EQ(error(R"({"model_type": "gemma2", "attention_bias": true})", "gemma2"),
+            "attention_bias = true is not supported: llmc's gemma2 has no attention biases");
+  EXPECT_EQ(error(R"({"model_type": "llama", "final_logit_softcapping": 30.0})", "llama"),
+            "final_logit_softcapping = 30 is not supported: only gemma2 has it");
+  config = cantFail(llmc::presetConfig("llama", "tiny"));
+  config.attnSoftcap = 50;
+  EXPECT_EQ(llvm::toString(config.validate()), "attn_softcap applies to gemma2; llama has none");
+  config = cantFail(llmc::presetConfig("llama", "tiny"));
+  config.headDimension = 64;
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "head_dim = 64 is not supported: llmc's llama heads are n_embd / n_head wide");
 }
 
 } // namespace

@@ -163,6 +163,12 @@ TEST(VJP, Activations) {
   }
   checkGradients(projected(param("g", "tensor<3x7xf32>") + ", " + param("u", "tensor<3x7xf32>"),
                            "  %y = llm.swiglu %g, %u : tensor<3x7xf32>", "tensor<3x7xf32>"));
+  // Gemma 2's MLP and final logits.
+  checkGradients(projected(param("g", "tensor<3x7xf32>") + ", " + param("u", "tensor<3x7xf32>"),
+                           "  %y = llm.geglu %g, %u : tensor<3x7xf32>", "tensor<3x7xf32>"));
+  checkGradients(projected(param("x", "tensor<3x7xf32>"),
+                           "  %y = llm.softcap %x {cap = 0.75 : f64} : tensor<3x7xf32>",
+                           "tensor<3x7xf32>"));
 }
 
 TEST(VJP, DropoutAndCast) {
@@ -188,6 +194,10 @@ TEST(VJP, Norms) {
                            "tensor<2x3x8xf32>"));
   checkGradients(projected(param("x", "tensor<2x3x8xf32>") + ", " + param("g", "tensor<8xf32>"),
                            "  %y = llm.rmsnorm %x, %g {epsilon = 1.0e-5 : f64} : tensor<2x3x8xf32>, tensor<8xf32>",
+                           "tensor<2x3x8xf32>"));
+  checkGradients(projected(param("x", "tensor<2x3x8xf32>") + ", " + param("g", "tensor<8xf32>"),
+                           "  %y = llm.rmsnorm %x, %g {epsilon = 1.0e-5 : f64, unit_offset} : "
+                           "tensor<2x3x8xf32>, tensor<8xf32>",
                            "tensor<2x3x8xf32>"));
 }
 
@@ -232,6 +242,16 @@ TEST(VJP, AttentionCausalMultiHead) {
   std::string q = "tensor<2x5x2x4xf32>";
   checkGradients(projected(param("q", q) + ", " + param("k", q) + ", " + param("v", q),
                            "  %y, %lse = llm.attention %q, %k, %v {causal, scale = 0.5 : f64} : " + q + ", " + q,
+                           q));
+}
+
+// Gemma 2: scores soft-capped (a small cap, so tanh bends), windowed.
+TEST(VJP, AttentionSoftcapWindow) {
+  std::string q = "tensor<1x6x4x4xf32>", k = "tensor<1x6x2x4xf32>";
+  checkGradients(projected(param("q", q) + ", " + param("k", k) + ", " + param("v", k),
+                           "  %y, %lse = llm.attention %q, %k, %v {causal, scale = 0.5 : f64, "
+                           "softcap = 0.4 : f64, window = 3 : i64} : " +
+                               q + ", " + k,
                            q));
 }
 

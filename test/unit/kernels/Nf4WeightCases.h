@@ -55,6 +55,32 @@ inline Nf4Weight randomWeight(int64_t numel, int64_t block, uint64_t seed) {
           Buffer::of(mean, DType::F32)};
 }
 
+/// Whether matmul_nf4 takes the integer dots (x quantized to int8 per 32,
+/// levels in 127ths: kernels/cpu/DecodeGemvInt8.h): a decode step's few
+/// rows (≤ 16) times Wᵀ [N, K], blocks of whole 32s that divide K.
+inline bool takesIntegerDots(int64_t rows, int64_t k, int64_t block, bool transposeB) {
+  return rows <= 16 && transposeB && block % 32 == 0 && k % block == 0;
+}
+
+/// The weight (`shape`, blocks of `block` along its rows) with each level
+/// its int8 form (quant::kNf4Int8Levels / 127): what the integer dots
+/// multiply.
+inline RefTensor nf4Int8Weights(const Nf4Weight &wt, const std::vector<int64_t> &shape,
+                                int64_t block) {
+  RefTensor w = RefTensor::zeros(shape);
+  std::vector<uint8_t> codes(wt.codes.data.begin(), wt.codes.data.end());
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const int64_t g = i / block;
+    const float absmax =
+        quant::nf4Absmax(static_cast<int8_t>(wt.absmaxQ.data[g]),
+                         static_cast<float>(wt.absmaxScale.data[g / quant::kNf4DoubleQuantBlock]),
+                         static_cast<float>(wt.mean));
+    const int level = quant::kNf4Int8Levels[quant::nf4Index(codes.data(), i)];
+    w.data[i] = absmax > 0.0f ? level / 127.0 * absmax : 0.0;
+  }
+  return w;
+}
+
 inline KernelAttrs nf4Attrs(int64_t block, std::vector<int64_t> weightShape, bool transposeB) {
   KernelAttrs a = attrs({}, {{"block", block}, {"transpose_b", transposeB}});
   a.setInts("weight_shape", std::move(weightShape));

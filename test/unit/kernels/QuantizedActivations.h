@@ -67,18 +67,24 @@ inline RefTensor productQuantized(const QuantizedRef &x, const RefTensor &w) {
 
 /// Whether every element of y is within the int8 rounding bound of the
 /// fp32-activation product: Σ_blocks d/2 · Σ_block |W|, widened by 1e-6
-/// relative, plus 1e-5 · Σ |x| |W| for the fp32 sums.
+/// relative, plus 1e-5 · Σ |x| |W| for the fp32 sums. With `exact`, W is
+/// the weights the dots multiply and `exact` the stored ones (NF4's
+/// levels in 127ths): the bound grows by Σ |x| · |W − exact| and y is
+/// compared with x · exactᵀ.
 inline ::testing::AssertionResult withinRoundingBound(const RefTensor &y, const RefTensor &x,
-                                                      const QuantizedRef &q, const RefTensor &w) {
+                                                      const QuantizedRef &q, const RefTensor &w,
+                                                      const RefTensor *exactW = nullptr) {
   const int64_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
+  const RefTensor &stored = exactW ? *exactW : w;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t r = 0; r < n; ++r) {
       double exact = 0.0, bound = 0.0, magnitude = 0.0;
       for (int64_t c = 0; c < k; ++c) {
-        const double wc = w.data[r * k + c];
-        exact += x.data[i * k + c] * wc;
-        magnitude += std::fabs(x.data[i * k + c] * wc);
-        bound += q.d.data[i * (k / 32) + c / 32] / 2 * std::fabs(wc);
+        const double wc = w.data[r * k + c], xc = x.data[i * k + c];
+        const double sc = stored.data[r * k + c];
+        exact += xc * sc;
+        magnitude += std::fabs(xc * sc);
+        bound += q.d.data[i * (k / 32) + c / 32] / 2 * std::fabs(wc) + std::fabs(xc * (wc - sc));
       }
       bound = bound * (1 + 1e-6) + 1e-5 * magnitude;
       const double err = std::fabs(y.data[i * n + r] - exact);

@@ -1,6 +1,6 @@
-//===- activation_test.cpp - gelu, silu, swiglu, dropout, cast -----------===//
+//===- activation_test.cpp - activations, dropout, cast -------------------===//
 //
-// gelu, silu, swiglu, their gradients, dropout and cast are conformance
+// gelu, silu, swiglu, geglu, softcap, their gradients, dropout and cast are conformance
 // cases (Conformance.h), run against the reference and, on a GPU, CUDA
 // against the CPU; cast exactly (tolerance 0), with its ties and special
 // encodings checked bit for bit by the CastKernel tests below. Forward activations use the
@@ -54,27 +54,61 @@ void addUnary(std::vector<ConformanceCase> &cases, const std::string &name, Unar
                    }});
 }
 
-void addSwiglu(std::vector<ConformanceCase> &cases, DType dtype, const std::vector<int64_t> &shape,
-               uint64_t seed) {
-  cases.push_back({"swiglu", labelOf(dtype, shape), [=] {
+using Gated = RefTensor (*)(const RefTensor &, const RefTensor &);
+using GatedGrad = std::vector<RefTensor> (*)(const RefTensor &, const RefTensor &,
+                                             const RefTensor &);
+
+/// swiglu or geglu (`name`) and its gradient.
+void addGated(std::vector<ConformanceCase> &cases, const std::string &name, Gated forward,
+              GatedGrad grad, DType dtype, const std::vector<int64_t> &shape, uint64_t seed) {
+  cases.push_back({name, labelOf(dtype, shape), [=] {
                      KernelCall k;
                      k.input(randomTensor(shape, seed, 2.0), dtype);
                      k.input(randomTensor(shape, seed + 1), dtype);
                      k.output(dtype, shape);
-                     k.reference = [](const std::vector<RefTensor> &in) {
-                       return std::vector<RefTensor>{ref::swiglu(in[0], in[1])};
+                     k.reference = [forward](const std::vector<RefTensor> &in) {
+                       return std::vector<RefTensor>{forward(in[0], in[1])};
                      };
                      return k;
                    }});
-  cases.push_back({"swiglu_grad", labelOf(dtype, shape), [=] {
+  cases.push_back({name + "_grad", labelOf(dtype, shape), [=] {
                      KernelCall k;
                      k.input(randomTensor(shape, seed, 2.0), dtype);
                      k.input(randomTensor(shape, seed + 1), dtype);
                      k.input(randomTensor(shape, seed + 2), dtype);
                      k.output(dtype, shape);
                      k.output(dtype, shape);
-                     k.reference = [](const std::vector<RefTensor> &in) {
-                       return ref::swigluGrad(in[0], in[1], in[2]);
+                     k.reference = [grad](const std::vector<RefTensor> &in) {
+                       return grad(in[0], in[1], in[2]);
+                     };
+                     k.metric = k.cudaMetric = Metric::Norm;
+                     return k;
+                   }});
+}
+
+/// softcap(x) and softcap_grad(x, dy) at cap 5: x over [-7.5, 7.5] reaches
+/// well into the saturated tails.
+void addSoftcap(std::vector<ConformanceCase> &cases, DType dtype, const std::vector<int64_t> &shape,
+                uint64_t seed) {
+  const double cap = 5.0;
+  cases.push_back({"softcap", labelOf(dtype, shape), [=] {
+                     KernelCall k;
+                     k.input(randomTensor(shape, seed, 2.5), dtype);
+                     k.output(dtype, shape);
+                     k.attrs = attrs({{"cap", cap}});
+                     k.reference = [cap](const std::vector<RefTensor> &in) {
+                       return std::vector<RefTensor>{ref::softcap(in[0], cap)};
+                     };
+                     return k;
+                   }});
+  cases.push_back({"softcap_grad", labelOf(dtype, shape), [=] {
+                     KernelCall k;
+                     k.input(randomTensor(shape, seed, 2.5), dtype);
+                     k.input(randomTensor(shape, seed + 1), dtype);
+                     k.output(dtype, shape);
+                     k.attrs = attrs({{"cap", cap}});
+                     k.reference = [cap](const std::vector<RefTensor> &in) {
+                       return std::vector<RefTensor>{ref::softcapGrad(in[0], in[1], cap)};
                      };
                      k.metric = k.cudaMetric = Metric::Norm;
                      return k;
@@ -88,7 +122,9 @@ std::vector<ConformanceCase> activationCases() {
     for (const std::vector<int64_t> &shape : kShapes) {
       addUnary(cases, "gelu", ref::gelu, ref::geluGrad, dtype, shape, seed += 3);
       addUnary(cases, "silu", ref::silu, ref::siluGrad, dtype, shape, seed += 3);
-      addSwiglu(cases, dtype, shape, seed += 3);
+      addGated(cases, "swiglu", ref::swiglu, ref::swigluGrad, dtype, shape, seed += 3);
+      addGated(cases, "geglu", ref::geglu, ref::gegluGrad, dtype, shape, seed += 3);
+      addSoftcap(cases, dtype, shape, seed += 3);
     }
   return cases;
 }

@@ -954,6 +954,9 @@ TEST(AttentionWorkspace, RefusalsAndFormula) {
   EXPECT_EQ(contracts::cudnnAttentionRefusal(refused),
             "segment ids (packed documents run on llmc's kernels)");
   EXPECT_EQ(contracts::cudnnAttentionWorkspaceBytes(refused), 0);
+  refused = s, refused.softcap = true; // Gemma 2's score cap
+  EXPECT_EQ(contracts::cudnnAttentionRefusal(refused), "a score soft-cap (runs on llmc's kernels)");
+  EXPECT_EQ(contracts::cudnnAttentionWorkspaceBytes(refused), 0);
 }
 
 } // namespace

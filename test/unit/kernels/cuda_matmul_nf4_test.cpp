@@ -25,7 +25,8 @@ TEST(CudaMatmulNf4, PiecesMatchCpu) {
     std::vector<int64_t> piece, whole, chunks, offset;
     bool transposeB;
   };
-  const int64_t block = 64, rows = 5;
+  // 17 rows: the CPU's few-row products over Wᵀ quantize x (matmul_nf4_test.cpp).
+  const int64_t block = 64, rows = 17;
   const std::vector<Case> cases = {{{768, 1152}, {768, 2304}, {1, 3}, {0, 384}, false},
                                    {{384, 768}, {768, 768}, {1, 1}, {384, 0}, false},
                                    {{1152, 768}, {2304, 768}, {3, 1}, {384, 0}, true}};

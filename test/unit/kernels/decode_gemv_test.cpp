@@ -16,7 +16,8 @@
 // sums, so only fp32 scaling and summing differ: tolerance(F32)), and
 // element by element against the fp32-activation reference within the
 // bound of that rounding, Σ_blocks d/2 · Σ_block |W| (d = amax/127 of x's
-// block), plus fp32 summation slack.
+// block), plus fp32 summation slack. NF4 likewise, its levels in 127ths
+// (W'), the bound widened by Σ |x| · |W' − W|.
 //
 //===----------------------------------------------------------------------===//
 
@@ -132,12 +133,19 @@ TEST(DecodeGemv, UnknownDotBodyIsAnError) {
   unsetenv("LLMC_CPU_DOT");
 }
 
+TEST(DecodeGemv, Nf4Int8LevelsAreTheNearestMultiplesOf127ths) {
+  for (int c = 0; c < 16; ++c)
+    EXPECT_EQ(quant::kNf4Int8Levels[c], std::nearbyint(127.0 * quant::kNf4Levels[c])) << c;
+}
+
+// Blocks of 32 and 64 whose sixteen-block runs of a row cross a 256-block
+// scale (K = 768 in blocks of 32, 1536 in blocks of 64: 24 blocks a row).
 TEST(DecodeGemv, Nf4CodesMatchTheReference) {
   onEachIsa([] {
     uint64_t seed = 5100;
     for (int64_t block : {32, 64})
-      for (int64_t k : {64, 192})
-        for (int64_t n : {1, 17, 100})
+      for (int64_t k : {int64_t{64}, int64_t{192}, 24 * block})
+        for (int64_t n : {1, 17, 30})
           for (int64_t m : kRows) {
             const Shape s{m, n, k};
             SCOPED_TRACE("nf4 block" + std::to_string(block) + " " + s.name());
@@ -149,10 +157,15 @@ TEST(DecodeGemv, Nf4CodesMatchTheReference) {
             ASSERT_TRUE(runKernel("matmul_nf4",
                                   {&xb, &wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf},
                                   {&out}, nf4Attrs(block, shape, true)));
-            EXPECT_CLOSE(out.toRef(),
-                         ref::matmulNf4(x, wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean, shape,
-                                        block, true),
-                         Metric::Norm, tolerance(DType::F32));
+            // x quantized per 32 and the levels in 127ths: exact integer
+            // sums, so only fp32 scaling and summing differ.
+            const RefTensor wInt8 = nf4Int8Weights(wt, {n, k}, block);
+            const QuantizedRef q = quantizeQ8(x);
+            EXPECT_CLOSE(out.toRef(), productQuantized(q, wInt8), Metric::Norm,
+                         tolerance(DType::F32));
+            const RefTensor wRef =
+                ref::dequantizeNf4(wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean, shape, block);
+            EXPECT_TRUE(withinRoundingBound(out.toRef(), x, q, wInt8, &wRef));
           }
   });
 }

@@ -1,16 +1,21 @@
 //===- matmul_nf4_test.cpp - matmul_nf4 against dequantize + matmul -------===//
 //
 // matmul_nf4 is a conformance case (Conformance.h); the AVX2 expansion is
-// checked here the same way. The weight is random NF4 storage (random codes and absmax levels,
-// scales and a mean that leave some blocks' absmax ≤ 0, i.e. zero); the reference expands it
-// (ref::dequantizeNf4, the exact fp32 values) and multiplies in double. Both layouts, rows on the
-// few-rows path (1, 3, 16) and the sgemm path (17, 40), blocks of 32 and 64, and shapes whose
-// tiles, k-chunks and column chunks end ragged. Norm metric, as matmul's.
+// checked here the same way. A decode step's products (few rows of x times
+// Wᵀ in blocks of whole 32s) quantize x to int8 and the levels to 127ths
+// (kernels/cpu/DecodeGemvInt8.h): those are not conformance cases but
+// checked against a reference that does the same. The weight is random NF4 storage (random codes
+// and absmax levels, scales and a mean that leave some blocks' absmax ≤ 0, i.e. zero); the
+// reference expands it (ref::dequantizeNf4, the exact fp32 values) and multiplies in double. Both
+// layouts, rows on the few-rows path (1, 3, 16) and the sgemm path (17, 40), blocks of 32 and 64,
+// and shapes whose tiles, k-chunks and column chunks end ragged. Norm metric, as matmul's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Conformance.h"
 #include "Nf4WeightCases.h"
+#include "QuantizedActivations.h"
+#include "kernels/reference/Common.h"
 
 #include <cstdlib>
 #include <random>
@@ -44,7 +49,7 @@ std::vector<ConformanceCase> matmulNf4Cases() {
       for (bool tb : {false, true}) {
         std::vector<int64_t> w =
             tb ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n};
-        if (w[1] % c.block != 0)
+        if (w[1] % c.block != 0 || takesIntegerDots(ref::product(c.lead), c.k, c.block, tb))
           continue;
         std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(c.lead) + "_k" +
                             std::to_string(c.k) + "_n" + std::to_string(c.n) + "_block" +
@@ -124,7 +129,8 @@ void matchesDequantizeThenMatmul() {
       for (bool tb : {false, true}) {
         std::vector<int64_t> w = tb ? std::vector<int64_t>{c.n, c.k}
                                     : std::vector<int64_t>{c.k, c.n};
-        if (w[1] % c.block != 0) continue;
+        if (w[1] % c.block != 0 || takesIntegerDots(ref::product(c.lead), c.k, c.block, tb))
+          continue;
         SCOPED_TRACE(std::string(dtypeName(dtype)) + " k" + std::to_string(c.k) + " n" +
                      std::to_string(c.n) + " block " + std::to_string(c.block) +
                      (tb ? " transposed" : "") + " rows " + std::to_string(c.lead.back()));
@@ -168,6 +174,89 @@ TEST(MatmulNf4Kernel, OddElementCountsAndUnalignedSegments) {
                                 false),
                  Metric::Norm, 1e-5);
   }
+}
+
+/// The products the conformance cases leave out: a decode step's, x
+/// quantized to int8 per 32 and the levels to 127ths, against a reference
+/// that does the same (tight) and, in f32, the bound of both roundings
+/// against fp32 x and the stored levels (QuantizedActivations.h).
+TEST(MatmulNf4Kernel, DecodeProductsQuantizeX) {
+  uint64_t seed = 1900;
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const Case &c : kCases) {
+      const int64_t rows = ref::product(c.lead);
+      if (!takesIntegerDots(rows, c.k, c.block, true))
+        continue;
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " k" + std::to_string(c.k) + " n" +
+                   std::to_string(c.n) + " block " + std::to_string(c.block) + " rows " +
+                   std::to_string(rows));
+      const std::vector<int64_t> shape = {c.n, c.k};
+      Nf4Weight wt = randomWeight(c.k * c.n, c.block, seed += 3);
+      std::vector<int64_t> xShape = c.lead, yShape = c.lead;
+      xShape.push_back(c.k);
+      yShape.push_back(c.n);
+      RefTensor x = roundTo(randomTensor(xShape, ++seed), dtype);
+      Buffer xb = Buffer::of(x, dtype), out(dtype, yShape);
+      out.poison();
+      ASSERT_TRUE(runKernel("matmul_nf4",
+                            {&xb, &wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf}, {&out},
+                            nf4Attrs(c.block, shape, true)));
+      RefTensor x2 = x, y = out.toRef();
+      x2.shape = {rows, c.k}, y.shape = {rows, c.n};
+      const RefTensor wInt8 = nf4Int8Weights(wt, shape, c.block);
+      const QuantizedRef q = quantizeQ8(x2);
+      EXPECT_CLOSE(y, productQuantized(q, wInt8), Metric::Norm, tolerance(dtype));
+      if (dtype == DType::F32) {
+        const RefTensor stored =
+            ref::dequantizeNf4(wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean, shape, c.block);
+        EXPECT_TRUE(withinRoundingBound(y, x2, q, wInt8, &stored));
+      }
+    }
+}
+
+/// A piece of a split weight on the integer dots finds its blocks' scales
+/// by their index in the whole weight: rank 1's rows of GPT-2's fused QKV
+/// (Wᵀ [1152, 768] of [2304, 768] in three chunks). The piece's weights are
+/// read back through the expanding path (x = I, 768 rows), then the levels
+/// put in 127ths for the reference.
+TEST(MatmulNf4Kernel, DecodeProductsOfAPieceFindTheirScales) {
+  const int64_t n = 1152, k = 768, block = 64, wholeBlocks = 2304 * 768 / block;
+  Buffer codes = u8Buffer(randomBytes(n * k / 2, 31)),
+         absmaxQ = u8Buffer(randomBytes(n * k / block, 32));
+  const RefTensor codesRef = randomBytes(n * k / 2, 31);
+  Buffer scale =
+      Buffer::of(randomTensor({quant::nf4ScaleCount(wholeBlocks)}, 33, 0.01), DType::F32);
+  RefTensor mean = RefTensor::zeros({1});
+  mean.data[0] = 0.3;
+  Buffer meanBuf = Buffer::of(mean, DType::F32);
+  KernelAttrs a = nf4Attrs(block, {n, k}, true);
+  a.setInts("whole_shape", {2304, 768});
+  a.setInts("chunks", {3, 1});
+  a.setInts("piece_offset", {384, 0});
+  auto run = [&](const RefTensor &x) {
+    Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {x.shape[0], n});
+    out.poison();
+    EXPECT_TRUE(runKernel("matmul_nf4", {&xb, &codes, &absmaxQ, &scale, &meanBuf}, {&out}, a));
+    return out.toRef();
+  };
+  RefTensor identity = RefTensor::zeros({k, k});
+  for (int64_t i = 0; i < k; ++i) identity.data[i * k + i] = 1.0;
+  const RefTensor wT = run(identity); // [k, n]: the piece's stored weights, transposed
+  RefTensor stored = RefTensor::zeros({n, k}), wInt8 = RefTensor::zeros({n, k});
+  std::vector<uint8_t> bytes(codesRef.data.begin(), codesRef.data.end());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c) {
+      const int index = quant::nf4Index(bytes.data(), r * k + c);
+      const double w = wT.data[c * n + r];
+      stored.data[r * k + c] = w;
+      wInt8.data[r * k + c] =
+          index == 7 ? 0.0 : w * (quant::kNf4Int8Levels[index] / 127.0) / quant::kNf4Levels[index];
+    }
+  const RefTensor x = randomTensor({5, k}, 34);
+  const RefTensor y = run(x);
+  const QuantizedRef q = quantizeQ8(x);
+  EXPECT_CLOSE(y, productQuantized(q, wInt8), Metric::Norm, tolerance(DType::F32));
+  EXPECT_TRUE(withinRoundingBound(y, x, q, wInt8, &stored));
 }
 
 /// The attributes of matmul_nf4 over a [64, 128] piece of a weight of

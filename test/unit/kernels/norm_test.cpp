@@ -122,53 +122,65 @@ void addLayerNormCases(std::vector<ConformanceCase> &cases, const NormOperands &
                    }});
 }
 
+/// gamma, or under `unit_offset` (Gemma) the 1 + gamma the kernels scale by.
+RefTensor scaleOf(const RefTensor &gamma, bool unitOffset) {
+  RefTensor g = gamma;
+  if (unitOffset)
+    for (double &v : g.data) v += 1.0;
+  return g;
+}
+
 /// rmsnorm's output is a product (elementwise metric); its gradients are
-/// sums (norm metric).
-void addRmsNormCases(std::vector<ConformanceCase> &cases, const NormOperands &o) {
+/// sums (norm metric). With `unitOffset` the four kernels scale by 1 + gamma.
+void addRmsNormCases(std::vector<ConformanceCase> &cases, const NormOperands &o,
+                     bool unitOffset = false) {
   const double eps = 1e-6;
+  const std::string label = labelOf(o) + (unitOffset ? "_unit_offset" : "");
   auto base = [=](Metric metric) {
     KernelCall k;
-    k.attrs = attrs({{"epsilon", eps}});
+    k.attrs = attrs({{"epsilon", eps}}, {{"unit_offset", unitOffset ? 1 : 0}});
     k.metric = k.cudaMetric = metric;
     return k;
   };
-  cases.push_back({"rmsnorm", labelOf(o), [=] {
+  cases.push_back({"rmsnorm", label, [=] {
                      KernelCall k = base(Metric::Elementwise);
                      k.input(o.x(), o.dtype), k.input(o.gamma(), o.dtype);
                      k.output(o.dtype, o.shape);
                      k.reference = [=](const std::vector<RefTensor> &in) {
-                       return std::vector<RefTensor>{ref::rmsnorm(in[0], in[1], eps)};
+                       return std::vector<RefTensor>{
+                           ref::rmsnorm(in[0], scaleOf(in[1], unitOffset), eps)};
                      };
                      return k;
                    }});
-  cases.push_back({"rmsnorm_grad", labelOf(o), [=] {
+  cases.push_back({"rmsnorm_grad", label, [=] {
                      KernelCall k = base(Metric::Norm);
                      k.input(o.x(), o.dtype), k.input(o.gamma(), o.dtype);
                      k.input(o.dy(), o.dtype);
                      k.output(o.dtype, o.shape), k.output(o.dtype, o.row());
                      k.reference = [=](const std::vector<RefTensor> &in) {
-                       return ref::rmsnormGrad(in[0], in[1], in[2], eps);
+                       return ref::rmsnormGrad(in[0], scaleOf(in[1], unitOffset), in[2], eps);
                      };
                      k.tolerances = gradTolerances(o);
                      return k;
                    }});
-  cases.push_back({"add_rmsnorm", labelOf(o), [=] {
+  cases.push_back({"add_rmsnorm", label, [=] {
                      KernelCall k = base(Metric::Elementwise);
                      k.input(o.x(), o.dtype), k.input(o.addend(), o.dtype);
                      k.input(o.gamma(), o.dtype);
                      k.output(o.dtype, o.shape), k.output(o.dtype, o.shape);
                      k.reference = [=](const std::vector<RefTensor> &in) {
-                       return ref::addRmsnorm(in[0], in[1], in[2], eps);
+                       return ref::addRmsnorm(in[0], in[1], scaleOf(in[2], unitOffset), eps);
                      };
                      return k;
                    }});
-  cases.push_back({"rmsnorm_grad_add", labelOf(o), [=] {
+  cases.push_back({"rmsnorm_grad_add", label, [=] {
                      KernelCall k = base(Metric::Norm);
                      k.input(o.x(), o.dtype), k.input(o.gamma(), o.dtype);
                      k.input(o.dy(), o.dtype), k.input(o.addend(), o.dtype);
                      k.output(o.dtype, o.shape), k.output(o.dtype, o.row());
                      k.reference = [=](const std::vector<RefTensor> &in) {
-                       return ref::rmsnormGradAdd(in[0], in[1], in[2], in[3], eps);
+                       return ref::rmsnormGradAdd(in[0], scaleOf(in[1], unitOffset), in[2], in[3],
+                                                  eps);
                      };
                      k.tolerances = gradTolerances(o);
                      return k;
@@ -182,6 +194,7 @@ std::vector<ConformanceCase> normCases() {
     for (const std::vector<int64_t> &shape : kCaseShapes) {
       addLayerNormCases(cases, {dtype, shape, seed += 10});
       addRmsNormCases(cases, {dtype, shape, seed += 10});
+      addRmsNormCases(cases, {dtype, shape, seed += 10}, /*unitOffset=*/true);
     }
   return cases;
 }
