@@ -143,7 +143,7 @@ TEST(Nf4Piece, DequantizedPiecesAreTheWholeWeightsValuesBitForBit) {
 }
 
 TEST(Nf4Piece, MatmulOnAPieceIsTheProductWithTheWholeWeightsValues) {
-  const int64_t block = 32, rows = 4;
+  const int64_t block = 32;
   quant::QuantizedTensor q = quantizedWhole(96, 768, block, 9);
   const std::vector<float> whole = quant::dequantize(q);
   std::mt19937_64 rng(11);
@@ -154,6 +154,10 @@ TEST(Nf4Piece, MatmulOnAPieceIsTheProductWithTheWholeWeightsValues) {
         SCOPED_TRACE(describe(s) + ", rank " + std::to_string(rank) +
                      (transposeB ? ", transposed" : ""));
         Piece p = cut(q, block, s, rank);
+        // Few rows of x times Wᵀ quantize x to int8 (a decode step's
+        // products; matmul_nf4_test.cpp checks a piece's there): 17 rows
+        // multiply the fp32 weights.
+        const int64_t rows = transposeB ? 17 : 4;
         const int64_t k = transposeB ? p.shape[1] : p.shape[0];
         const int64_t n = transposeB ? p.shape[0] : p.shape[1];
         std::vector<float> x(rows * k), y(rows * n, std::nanf(""));
