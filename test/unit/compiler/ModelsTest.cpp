@@ -130,6 +130,15 @@ std::string applyJson(const std::string &text, llmc::ModelConfig &config,
   return e ? llvm::toString(std::move(e)) : "";
 }
 
+/// The message applyJson gives `text` for `family`, without the file name
+/// it starts with.
+std::string configError(const std::string &text, const std::string &family = "llama") {
+  llmc::ModelConfig config;
+  std::string message = applyJson(text, config, family);
+  size_t colon = message.find("': ");
+  return colon == std::string::npos ? message : message.substr(colon + 3);
+}
+
 TEST(Models, HuggingFaceRopeScaling) {
   llmc::ModelConfig config;
   // Llama 3.1's, under either spelling of the type.
@@ -155,25 +164,20 @@ TEST(Models, HuggingFaceRopeScaling) {
   EXPECT_EQ(applyJson(R"({"rope_scaling": {"rope_type": "default"}})", config), "");
   EXPECT_EQ(config.ropeScaling, "none");
 
-  auto error = [&](const std::string &text) {
-    std::string message = applyJson(text, config);
-    size_t colon = message.find("': ");
-    return colon == std::string::npos ? message : message.substr(colon + 3);
-  };
-  EXPECT_EQ(error(R"({"rope_scaling": {"type": "linear", "factor": 2.0}})"),
+  EXPECT_EQ(configError(R"({"rope_scaling": {"type": "linear", "factor": 2.0}})"),
             "rope_scaling type 'linear' is not supported (llmc implements llama3)");
-  EXPECT_EQ(error(R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})"),
+  EXPECT_EQ(configError(R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})"),
             "rope_scaling type 'yarn' is not supported (llmc implements llama3)");
-  EXPECT_EQ(error(R"({"rope_scaling": {"factor": 2.0}})"), "rope_scaling has no rope_type");
-  EXPECT_EQ(error(R"({"rope_scaling": 2})"), "rope_scaling must be an object or null");
-  EXPECT_EQ(error(R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+  EXPECT_EQ(configError(R"({"rope_scaling": {"factor": 2.0}})"), "rope_scaling has no rope_type");
+  EXPECT_EQ(configError(R"({"rope_scaling": 2})"), "rope_scaling must be an object or null");
+  EXPECT_EQ(configError(R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0,
                       "low_freq_factor": 1.0, "high_freq_factor": 4.0}})"),
             "rope_scaling (llama3) has no 'original_max_position_embeddings'");
-  EXPECT_EQ(error(R"({"rope_scaling": {"rope_type": "llama3", "factor": "8",
+  EXPECT_EQ(configError(R"({"rope_scaling": {"rope_type": "llama3", "factor": "8",
                       "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                       "original_max_position_embeddings": 8192}})"),
             "rope_scaling.factor must be a number");
-  EXPECT_EQ(error(R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+  EXPECT_EQ(configError(R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0,
                       "low_freq_factor": 4.0, "high_freq_factor": 1.0,
                       "original_max_position_embeddings": 8192}})"),
             "rope_low_freq_factor (4.000000) and rope_high_freq_factor (1.000000) must satisfy "
@@ -235,12 +239,6 @@ TEST(Models, ConfigJsonNamesTheFamily) {
 }
 
 TEST(Models, QwenAndMistralConfigJson) {
-  auto error = [](const std::string &text, const std::string &family) {
-    llmc::ModelConfig config;
-    std::string message = applyJson(text, config, family);
-    size_t colon = message.find("': ");
-    return colon == std::string::npos ? message : message.substr(colon + 3);
-  };
   llmc::ModelConfig config;
   // Qwen2.5's files carry a window they leave off.
   EXPECT_EQ(applyJson(R"({"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4,
@@ -252,17 +250,17 @@ TEST(Models, QwenAndMistralConfigJson) {
   EXPECT_EQ(config.slidingWindow, 0);
   EXPECT_TRUE(config.qkvBias());
   EXPECT_DOUBLE_EQ(config.ropeTheta, 1e6);
-  EXPECT_EQ(error(R"({"model_type": "qwen2", "use_sliding_window": true})", "qwen2"),
+  EXPECT_EQ(configError(R"({"model_type": "qwen2", "use_sliding_window": true})", "qwen2"),
             "use_sliding_window = true is not supported: Qwen2's per-layer sliding window "
             "(max_window_layers) is not implemented");
-  EXPECT_EQ(error(R"({"model_type": "qwen2", "hidden_act": "gelu"})", "qwen2"),
+  EXPECT_EQ(configError(R"({"model_type": "qwen2", "hidden_act": "gelu"})", "qwen2"),
             "hidden_act = \"gelu\" is not supported: llmc's qwen2 MLP is SwiGLU (silu)");
-  EXPECT_EQ(error(R"({"model_type": "mistral"})", "qwen2"),
+  EXPECT_EQ(configError(R"({"model_type": "mistral"})", "qwen2"),
             "model_type is 'mistral', but the model family is 'qwen2'");
-  EXPECT_EQ(error(R"({"model_type": "llama", "attention_bias": true})", "llama"),
+  EXPECT_EQ(configError(R"({"model_type": "llama", "attention_bias": true})", "llama"),
             "attention_bias = true is not supported: llmc's llama has no output projection "
             "biases");
-  EXPECT_EQ(error(R"({"model_type": "mistral", "head_dim": 64})", "mistral"),
+  EXPECT_EQ(configError(R"({"model_type": "mistral", "head_dim": 64})", "mistral"),
             "head_dim = 64 is not supported: llmc's mistral heads are hidden_size / "
             "num_attention_heads = 32 wide");
 
@@ -274,7 +272,7 @@ TEST(Models, QwenAndMistralConfigJson) {
   EXPECT_EQ(applyJson(R"({"model_type": "mistral", "sliding_window": null})", config, "mistral"),
             "");
   EXPECT_EQ(config.slidingWindow, 0);
-  EXPECT_EQ(error(R"({"sliding_window": -2})", "mistral"),
+  EXPECT_EQ(configError(R"({"sliding_window": -2})", "mistral"),
             "sliding_window must be >= 0 (0: none), got -2");
   config = cantFail(llmc::presetConfig("llama", "tiny"));
   config.slidingWindow = 16;
@@ -288,12 +286,6 @@ TEST(Models, Gemma2ParameterCountMatchesPublished) {
 }
 
 TEST(Models, Gemma2ConfigJson) {
-  auto error = [](const std::string &text, const std::string &family) {
-    llmc::ModelConfig config;
-    std::string message = applyJson(text, config, family);
-    size_t colon = message.find("': ");
-    return colon == std::string::npos ? message : message.substr(colon + 3);
-  };
   llmc::ModelConfig config;
   // google/gemma-2-2b's keys.
   EXPECT_EQ(applyJson(R"({"model_type": "gemma2", "hidden_size": 2304, "num_attention_heads": 8,
@@ -324,12 +316,12 @@ TEST(Models, Gemma2ConfigJson) {
   EXPECT_EQ(config.headDim(), 256);
   EXPECT_DOUBLE_EQ(config.queryPreAttnScalar, 224);
   EXPECT_EQ(config.slidingWindow, 4096);
-  EXPECT_EQ(error(R"({"model_type": "gemma2", "hidden_activation": "gelu"})", "gemma2"),
+  EXPECT_EQ(configError(R"({"model_type": "gemma2", "hidden_activation": "gelu"})", "gemma2"),
             "hidden_activation = \"gelu\" is not supported: llmc's gemma2 MLP is GeGLU with the "
             "tanh GELU (gelu_pytorch_tanh)");
-  EXPECT_EQ(error(R"({"model_type": "gemma2", "attention_bias": true})", "gemma2"),
+  EXPECT_EQ(configError(R"({"model_type": "gemma2", "attention_bias": true})", "gemma2"),
             "attention_bias = true is not supported: llmc's gemma2 has no attention biases");
-  EXPECT_EQ(error(R"({"model_type": "llama", "final_logit_softcapping": 30.0})", "llama"),
+  EXPECT_EQ(configError(R"({"model_type": "llama", "final_logit_softcapping": 30.0})", "llama"),
             "final_logit_softcapping = 30 is not supported: only gemma2 has it");
   config = cantFail(llmc::presetConfig("llama", "tiny"));
   config.attnSoftcap = 50;
