@@ -194,6 +194,16 @@ struct BlockScales {
   }
 };
 
+/// This thread's scratch for row scales a body computes (matmul_nf4's),
+/// at least `floats` long: grown on a thread's first products, so a step
+/// allocates nothing.
+inline float *rowScaleScratch(int64_t floats) {
+  thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < floats)
+    scratch.resize(floats);
+  return scratch.data();
+}
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -235,14 +245,14 @@ LLMC_VNNI512 void intRows512(const uint8_t *codes, const Scales &ws, int64_t r0,
     excess[c] = static_cast<uint8_t>(quant::kNf4Int8Levels[c % 16] + 128);
   const __m512i levels = _mm512_loadu_si512(excess);
   const bool oneScale = ws.per >= blocks; // a scale per row, or for all of W
-  std::vector<float> scratch(S * ws.scratchFloats(k));
+  float *scratch = rowScaleScratch(S * ws.scratchFloats(k));
   for (int64_t t = 0; t < q; ++t) {
     int64_t row[S];
     const float *at[S];
     __m512 acc[S][M], rowScale[S];
     for (int s = 0; s < S; ++s) {
       row[s] = r0 + s * q + t;
-      at[s] = ws.row(row[s], k, scratch.data() + s * ws.scratchFloats(k));
+      at[s] = ws.row(row[s], k, scratch + s * ws.scratchFloats(k));
       rowScale[s] = _mm512_set1_ps(*at[s]);
       for (int i = 0; i < M; ++i) acc[s][i] = _mm512_setzero_ps();
     }
@@ -314,14 +324,14 @@ void intRows256(const uint8_t *codes, const Scales &ws, int64_t r0, int64_t r1, 
       _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i *>(magnitude)));
   const __m256i levelSigned = _mm256_broadcastsi128_si256(
       _mm_loadu_si128(reinterpret_cast<const __m128i *>(quant::kNf4Int8Levels)));
-  std::vector<float> scratch(S * ws.scratchFloats(k));
+  float *scratch = rowScaleScratch(S * ws.scratchFloats(k));
   for (int64_t t = 0; t < q; ++t) {
     int64_t row[S];
     const float *at[S];
     __m256 acc[S][M];
     for (int s = 0; s < S; ++s) {
       row[s] = r0 + s * q + t;
-      at[s] = ws.row(row[s], k, scratch.data() + s * ws.scratchFloats(k));
+      at[s] = ws.row(row[s], k, scratch + s * ws.scratchFloats(k));
       for (int i = 0; i < M; ++i) acc[s][i] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < blocks; ++b)
