@@ -191,16 +191,38 @@ std::map<std::string, std::string> storedSchemes(const Artifact &artifact) {
   return schemes;
 }
 
-/// Whether `view` can be read in place as `buffers`' one buffer: a
-/// parameter (not a master copy beside it, not optimizer state) held whole,
-/// in the file's dtype, at an address aligned to its element.
-bool readableInPlace(const SafeTensor &view, std::initializer_list<const BufferInfo *> buffers) {
+/// Where `buffers`' one buffer starts in `view`, in elements, when it can
+/// be read in place: a parameter (not a master copy beside it, not
+/// optimizer state) in the file's dtype, the whole tensor in the file, at
+/// an address aligned to its element, whose piece (`map`, `rank`) is one
+/// run of the tensor: held whole, or split along its leading dimensions
+/// only (column-parallel rows, a vocabulary-parallel table); else -1.
+int64_t inPlaceStart(const SafeTensor &view, std::initializer_list<const BufferInfo *> buffers,
+                     const ShardMap &map, int rank) {
   const BufferInfo &b = **buffers.begin();
   if (buffers.size() > 1 && *(buffers.begin() + 1))
-    return false;
+    return -1;
   const size_t element = dtypeSize(b.dtype);
-  return b.category == "param" && !b.shard.sharded() && view.dtype == b.dtype &&
-         view.bytes == b.bytes() && reinterpret_cast<uintptr_t>(view.data) % element == 0;
+  int64_t wholeNumel = 1;
+  for (int64_t d : map.globalShape()) wholeNumel *= d;
+  if (b.category != "param" || view.dtype != b.dtype ||
+      view.bytes != static_cast<size_t>(wholeNumel) * element ||
+      reinterpret_cast<uintptr_t>(view.data) % element != 0)
+    return -1;
+  if (!b.shard.sharded())
+    return 0;
+  // A piece's elements, in order, are increasing indices of the whole
+  // (a block of a row-major array): one run when its ends are n − 1 apart
+  // and no padding ends it (toGlobal −1). Inner points are checked too.
+  const int64_t n = map.localNumel();
+  if (n <= 0 || static_cast<size_t>(n) * element != b.bytes())
+    return -1;
+  const std::vector<int> at = map.positions(rank);
+  const int64_t first = map.toGlobal(at, 0);
+  for (int64_t i : {n - 1, n / 2, n / 4, 3 * (n / 4)})
+    if (first < 0 || map.toGlobal(at, i) != first + i)
+      return -1;
+  return first;
 }
 
 } // namespace
@@ -290,10 +312,14 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     if (!view)
       return false;
     checkShape(view->shape);
-    if (inPlace && readableInPlace(*view, buffers)) {
+    if (inPlace) {
       const BufferInfo &b = **buffers.begin();
-      inPlace->ranges.push_back({b.offset, b.bytes(), static_cast<const uint8_t *>(view->data)});
-      return true; // its pages stay mapped
+      const int64_t first = inPlaceStart(*view, buffers, pieceMap(b), rank);
+      if (first >= 0) {
+        const auto *data = static_cast<const uint8_t *>(view->data) + first * dtypeSize(b.dtype);
+        inPlace->ranges.push_back({b.offset, b.bytes(), data});
+        return true; // its pages stay mapped; a rank touches only its piece's
+      }
     }
     for (const BufferInfo *b : buffers)
       if (b)
