@@ -110,18 +110,24 @@ TEST(Models, HuggingFaceConfigJson) {
   llvm::sys::fs::remove(path);
 }
 
+/// Writes `text` to a new temporary config.json at `path`; false when no
+/// file can be created.
+bool writeTemporaryConfig(const std::string &text, llvm::SmallString<128> &path) {
+  if (llvm::sys::fs::createTemporaryFile("llmc-config", "json", path))
+    return false;
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  os << text;
+  return true;
+}
+
 /// Writes `text` to a temporary config.json and applies it to a tiny model
 /// of `family`; the error message, or "" when it applies and validates.
 std::string applyJson(const std::string &text, llmc::ModelConfig &config,
                       const std::string &family = "llama") {
   llvm::SmallString<128> path;
-  if (llvm::sys::fs::createTemporaryFile("llmc-config", "json", path))
+  if (!writeTemporaryConfig(text, path))
     return "cannot create a temporary file";
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    os << text;
-  }
   config = cantFail(llmc::presetConfig(family, "tiny"));
   llvm::Error e = llmc::applyConfigJson(config, path);
   llvm::sys::fs::remove(path);
@@ -209,13 +215,8 @@ TEST(Models, HuggingFaceRopeScaling) {
 /// error after the file name.
 std::string familyOf(const std::string &text) {
   llvm::SmallString<128> path;
-  if (llvm::sys::fs::createTemporaryFile("llmc-config", "json", path))
+  if (!writeTemporaryConfig(text, path))
     return "cannot create a temporary file";
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    os << text;
-  }
   llvm::Expected<std::string> family = llmc::configFamily(path);
   llvm::sys::fs::remove(path);
   if (family)

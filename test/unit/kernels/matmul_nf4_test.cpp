@@ -28,6 +28,27 @@ struct Case {
   int64_t k, n, block;
 };
 
+/// Runs matmul_nf4 on random x [lead..., K] in `dtype` (seed `seed`) and
+/// `wt` (`w`, transposed or not) into `out`, poisoned first; x is left in
+/// `x`. False when the kernel does not bind.
+bool runOnCase(const Case &c, DType dtype, Nf4Weight &wt, const std::vector<int64_t> &w, bool tb,
+               uint64_t seed, RefTensor &x, Buffer &out) {
+  std::vector<int64_t> xShape = c.lead;
+  xShape.push_back(c.k);
+  x = roundTo(randomTensor(xShape, seed), dtype);
+  Buffer xb = Buffer::of(x, dtype);
+  out.poison();
+  return runKernel("matmul_nf4", {&xb, &wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf},
+                   {&out}, nf4Attrs(c.block, w, tb));
+}
+
+/// x's shape with its last dimension `n`: the output's.
+std::vector<int64_t> outShape(const Case &c) {
+  std::vector<int64_t> shape = c.lead;
+  shape.push_back(c.n);
+  return shape;
+}
+
 void matchesDequantizeThenMatmul();
 
 /// Every layout, rows on the few-rows path (1, 3, 16) and the sgemm path
@@ -135,21 +156,15 @@ void matchesDequantizeThenMatmul() {
                      std::to_string(c.n) + " block " + std::to_string(c.block) +
                      (tb ? " transposed" : "") + " rows " + std::to_string(c.lead.back()));
         Nf4Weight wt = randomWeight(c.k * c.n, c.block, seed += 3);
-        std::vector<int64_t> xShape = c.lead, yShape = c.lead;
-        xShape.push_back(c.k);
-        yShape.push_back(c.n);
-        RefTensor x = roundTo(randomTensor(xShape, ++seed), dtype);
-        Buffer xb = Buffer::of(x, dtype), out(dtype, yShape);
-        out.poison();
-        ASSERT_TRUE(runKernel("matmul_nf4",
-                              {&xb, &wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf},
-                              {&out}, nf4Attrs(c.block, w, tb)));
+        RefTensor x;
+        Buffer out(dtype, outShape(c));
+        ASSERT_TRUE(runOnCase(c, dtype, wt, w, tb, ++seed, x, out));
         RefTensor weight =
             ref::dequantizeNf4(wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean, w, c.block);
         RefTensor rows = x;
         rows.shape = {x.numel() / c.k, c.k};
         RefTensor expected = ref::matmul(rows, weight, false, tb);
-        expected.shape = yShape;
+        expected.shape = outShape(c);
         EXPECT_CLOSE(out.toRef(), expected, Metric::Norm, tolerance(dtype));
         EXPECT_CLOSE(out.toRef(),
                      ref::matmulNf4(x, wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean, w, c.block,
@@ -192,15 +207,9 @@ TEST(MatmulNf4Kernel, DecodeProductsQuantizeX) {
                    std::to_string(rows));
       const std::vector<int64_t> shape = {c.n, c.k};
       Nf4Weight wt = randomWeight(c.k * c.n, c.block, seed += 3);
-      std::vector<int64_t> xShape = c.lead, yShape = c.lead;
-      xShape.push_back(c.k);
-      yShape.push_back(c.n);
-      RefTensor x = roundTo(randomTensor(xShape, ++seed), dtype);
-      Buffer xb = Buffer::of(x, dtype), out(dtype, yShape);
-      out.poison();
-      ASSERT_TRUE(runKernel("matmul_nf4",
-                            {&xb, &wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf}, {&out},
-                            nf4Attrs(c.block, shape, true)));
+      RefTensor x;
+      Buffer out(dtype, outShape(c));
+      ASSERT_TRUE(runOnCase(c, dtype, wt, shape, true, ++seed, x, out));
       RefTensor x2 = x, y = out.toRef();
       x2.shape = {rows, c.k}, y.shape = {rows, c.n};
       const RefTensor wInt8 = nf4Int8Weights(wt, shape, c.block);
