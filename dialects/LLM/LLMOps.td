@@ -1625,4 +1625,6 @@ def LLM_MultiTensorAdamWOp : LLM_PureOp<"multi_tensor_adamw", [MixesBatchRows,
   let hasVerifier = 1;
 }
 
+include "dialects/LLM/MoEOps.td"
+
 #endif // LLMC_LLM_OPS

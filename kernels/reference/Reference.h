@@ -394,6 +394,32 @@ RefTensor amaxHistory(const RefTensor &state, const RefTensor &observed, int64_t
 /// `candidate` where `norm` is finite, else `state`.
 RefTensor commitState(const RefTensor &state, const RefTensor &candidate, double norm);
 
+//===- moe.cpp ------------------------------------------------------------===//
+
+/// llm.moe_route of logits [N, E]: weights, experts, positions, offsets,
+/// prob_sum, counts, z_sum (dialects/LLM/MoEOps.td).
+std::vector<RefTensor> moeRoute(const RefTensor &logits, int64_t k, bool normalize);
+/// dlogits of moe_route from the gradients of weights, prob_sum and z_sum.
+RefTensor moeRouteGrad(const RefTensor &logits, const RefTensor &experts,
+                       const RefTensor &dweights, const RefTensor &dprobSum, double dzSum,
+                       bool normalize);
+/// out[positions[n, j]] = weights[n, j]·x[n] (weights may be null: 1).
+RefTensor moeDispatch(const RefTensor &x, const RefTensor &positions, const RefTensor *weights);
+/// y[n] = Σ_j weights[n, j]·ys[positions[n, j]] (weights may be null: 1).
+RefTensor moeCombine(const RefTensor &ys, const RefTensor &positions, const RefTensor *weights);
+/// dw[n, j] = ⟨ys[positions[n, j]], dy[n]⟩.
+RefTensor moeCombineWeightGrad(const RefTensor &ys, const RefTensor &positions,
+                               const RefTensor &dy);
+//===- grouped_matmul.cpp -------------------------------------------------===//
+
+/// Rows [offsets[g], offsets[g+1]) of x times weights[g] ([K, F], or [F, K]
+/// with transposeB).
+RefTensor groupedMatmul(const RefTensor &x, const RefTensor &offsets,
+                        const std::vector<RefTensor> &weights, bool transposeB);
+/// Per group: xᵀ·dy, or dyᵀ·x with transposeB; zeros for an empty group.
+std::vector<RefTensor> groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy,
+                                               const RefTensor &offsets, bool transposeB);
+
 } // namespace llmc::ref
 
 #endif

@@ -1,0 +1,198 @@
+//===- MoEOps.cpp - shape rules of the mixture-of-experts ops -------------===//
+//
+// Tokens are rows of [N, C]; routing makes k copies of each (N·k rows,
+// sorted by expert), so every shape here follows from N, k, C and the
+// number of experts — none depends on how the tokens are routed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/LLM/LLMDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+
+using namespace mlir;
+using namespace llmc::llm;
+
+namespace {
+
+RankedTensorType tensorOf(Value value) { return cast<RankedTensorType>(value.getType()); }
+
+RankedTensorType i32Tensor(MLIRContext *context, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, IntegerType::get(context, 32));
+}
+
+RankedTensorType f32Tensor(MLIRContext *context, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, Float32Type::get(context));
+}
+
+LogicalResult expectRank2(std::optional<Location> loc, Value v, StringRef name) {
+  if (tensorOf(v).getRank() != 2)
+    return emitOptionalError(loc, name, " must be rank 2, got ", v.getType());
+  return success();
+}
+
+/// positions [N, k] for N tokens; weights (if present) [N, k] f32.
+LogicalResult checkRouting(std::optional<Location> loc, int64_t tokens, Value positions,
+                           Value weights) {
+  if (failed(expectRank2(loc, positions, "positions")))
+    return failure();
+  RankedTensorType pos = tensorOf(positions);
+  if (pos.getDimSize(0) != tokens)
+    return emitOptionalError(loc, "positions must have ", tokens, " rows (one per token), got ",
+                             positions.getType());
+  if (weights && (tensorOf(weights).getShape() != pos.getShape() ||
+                  !tensorOf(weights).getElementType().isF32()))
+    return emitOptionalError(loc, "weights must be f32 of positions' shape ",
+                             pos.getDimSize(0), "x", pos.getDimSize(1), ", got ",
+                             weights.getType());
+  return success();
+}
+
+} // namespace
+
+LogicalResult MoERouteOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                           Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(expectRank2(loc, adaptor.getLogits(), "logits")))
+    return failure();
+  RankedTensorType logits = tensorOf(adaptor.getLogits());
+  const int64_t n = logits.getDimSize(0), e = logits.getDimSize(1);
+  const int64_t k = adaptor.getTopK();
+  if (k < 1 || k > e)
+    return emitOptionalError(loc, "top_k must be in [1, ", e, "] for ", e, " experts, got ", k);
+  types.append({f32Tensor(context, {n, k}), i32Tensor(context, {n, k}),
+                i32Tensor(context, {n, k}), i32Tensor(context, {e + 1}), f32Tensor(context, {e}),
+                f32Tensor(context, {e}), f32Tensor(context, {})});
+  return success();
+}
+
+LogicalResult MoERouteGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                               Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(expectRank2(loc, adaptor.getLogits(), "logits")))
+    return failure();
+  RankedTensorType logits = tensorOf(adaptor.getLogits());
+  const int64_t n = logits.getDimSize(0), e = logits.getDimSize(1);
+  if (failed(checkRouting(loc, n, adaptor.getExperts(), adaptor.getDweights())))
+    return failure();
+  RankedTensorType dps = tensorOf(adaptor.getDprobSum());
+  if (dps.getRank() != 1 || dps.getDimSize(0) != e || !dps.getElementType().isF32())
+    return emitOptionalError(loc, "dprob_sum must be f32 [", e, "], got ", dps);
+  types.push_back(logits);
+  return success();
+}
+
+LogicalResult MoEDispatchOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(expectRank2(loc, adaptor.getX(), "x")))
+    return failure();
+  RankedTensorType x = tensorOf(adaptor.getX());
+  if (failed(checkRouting(loc, x.getDimSize(0), adaptor.getPositions(), adaptor.getWeights())))
+    return failure();
+  const int64_t copies = x.getDimSize(0) * tensorOf(adaptor.getPositions()).getDimSize(1);
+  types.push_back(RankedTensorType::get({copies, x.getDimSize(1)}, x.getElementType()));
+  return success();
+}
+
+namespace {
+
+/// moe_combine's result for ys [N·k, C] and positions [N, k]: [N, C].
+FailureOr<RankedTensorType> combinedType(std::optional<Location> loc, Value ysValue,
+                                         Value positions, Value weights) {
+  if (failed(expectRank2(loc, ysValue, "ys")) || failed(expectRank2(loc, positions, "positions")))
+    return failure();
+  RankedTensorType ys = tensorOf(ysValue), pos = tensorOf(positions);
+  const int64_t n = pos.getDimSize(0);
+  if (failed(checkRouting(loc, n, positions, weights)))
+    return failure();
+  if (ys.getDimSize(0) != n * pos.getDimSize(1))
+    return emitOptionalError(loc, "ys must have ", n * pos.getDimSize(1),
+                             " rows (tokens × top_k), got ", ys);
+  return RankedTensorType::get({n, ys.getDimSize(1)}, ys.getElementType());
+}
+
+} // namespace
+
+LogicalResult MoECombineOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  FailureOr<RankedTensorType> type =
+      combinedType(loc, adaptor.getYs(), adaptor.getPositions(), adaptor.getWeights());
+  if (failed(type))
+    return failure();
+  types.push_back(*type);
+  return success();
+}
+
+LogicalResult MoECombineWeightGradOp::inferReturnTypes(MLIRContext *context,
+                                                       std::optional<Location> loc,
+                                                       Adaptor adaptor,
+                                                       SmallVectorImpl<Type> &types) {
+  FailureOr<RankedTensorType> combined =
+      combinedType(loc, adaptor.getYs(), adaptor.getPositions(), Value());
+  if (failed(combined))
+    return failure();
+  if (adaptor.getDy().getType() != *combined)
+    return emitOptionalError(loc, "dy must be ", *combined, " (moe_combine's result), got ",
+                             adaptor.getDy().getType());
+  types.push_back(f32Tensor(context, tensorOf(adaptor.getPositions()).getShape()));
+  return success();
+}
+
+namespace {
+
+/// The [K, F] (or [F, K] transposed) shape every group's weight has and the
+/// number of groups offsets [G + 1] describes.
+LogicalResult checkGroups(std::optional<Location> loc, RankedTensorType x, Value offsets,
+                          size_t groups) {
+  RankedTensorType off = tensorOf(offsets);
+  if (x.getRank() != 2)
+    return emitOptionalError(loc, "x must be rank 2 [rows, K], got ", x);
+  if (groups == 0)
+    return emitOptionalError(loc, "needs at least one group");
+  if (off.getRank() != 1 || off.getDimSize(0) != int64_t(groups) + 1)
+    return emitOptionalError(loc, "offsets must be [", groups + 1, "] for ", groups,
+                             " groups, got ", off);
+  return success();
+}
+
+} // namespace
+
+LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType x = tensorOf(adaptor.getX());
+  ValueRange weights = adaptor.getWeights();
+  if (failed(checkGroups(loc, x, adaptor.getOffsets(), weights.size())))
+    return failure();
+  RankedTensorType w = tensorOf(weights.front());
+  for (Value other : weights)
+    if (other.getType() != w)
+      return emitOptionalError(loc, "every group's weight must be ", w, ", got ",
+                               other.getType());
+  const bool tb = adaptor.getTransposeB();
+  if (w.getRank() != 2 || w.getDimSize(tb ? 1 : 0) != x.getDimSize(1))
+    return emitOptionalError(loc, "weights must be ", tb ? "[F, " : "[", x.getDimSize(1),
+                             tb ? "]" : ", F]", " for x ", x, ", got ", w);
+  if (w.getElementType() != x.getElementType())
+    return emitOptionalError(loc, "x and the weights must share an element type, got ",
+                             x.getElementType(), " and ", w.getElementType());
+  types.push_back(
+      RankedTensorType::get({x.getDimSize(0), w.getDimSize(tb ? 0 : 1)}, x.getElementType()));
+  return success();
+}
+
+LogicalResult GroupedMatmulWeightGradOp::verify() {
+  RankedTensorType x = getX().getType(), dy = getDy().getType();
+  Location loc = getLoc();
+  if (failed(checkGroups(loc, x, getOffsets(), getResults().size())))
+    return failure();
+  if (dy.getRank() != 2 || dy.getDimSize(0) != x.getDimSize(0) ||
+      dy.getElementType() != x.getElementType())
+    return emitOpError("dy must be [") << x.getDimSize(0) << ", F] of x's element type, got "
+                                       << dy;
+  const int64_t k = x.getDimSize(1), f = dy.getDimSize(1);
+  auto expected = getTransposeB() ? RankedTensorType::get({f, k}, dy.getElementType())
+                                  : RankedTensorType::get({k, f}, dy.getElementType());
+  for (Value r : getResults())
+    if (r.getType() != expected)
+      return emitOpError("every result must be ") << expected << ", got " << r.getType();
+  return success();
+}

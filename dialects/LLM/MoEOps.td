@@ -1,0 +1,173 @@
+//===- MoEOps.td - mixture-of-experts ops ------------------*- tablegen -*-===//
+//
+// A mixture-of-experts layer is written with five ops, each a plain kernel:
+//
+//   %w, %e, %pos, %off, %psum, %cnt, %z = llm.moe_route %logits {top_k = 2}
+//   %xs  = llm.moe_dispatch %x, %pos           // token copies, expert-sorted
+//   %h   = llm.grouped_matmul %xs, %off, %w1_0, %w1_1, ... {transpose_b}
+//   ...                                          // any positionwise ops
+//   %ys  = llm.grouped_matmul %h, %off, %w2_0, %w2_1, ... {transpose_b}
+//   %y   = llm.moe_combine %ys, %pos weights %w  // Σ_j w[n,j]·ys[pos[n,j]]
+//
+// Routing is dropless: each of the N tokens is copied to exactly top_k
+// experts, so the sorted copies are always N·top_k rows and every shape is
+// static; how many rows each expert receives is data (`offsets`), read by
+// the grouped matmul at run time. Each expert's weights are a parameter of
+// their own, named as Hugging Face names them.
+//
+//===----------------------------------------------------------------------===//
+
+def LLM_MoERouteOp : LLM_PureOp<"moe_route", [KeepsPrecision, MixesBatchRows]> {
+  let summary = "Top-k softmax routing of tokens to experts, sorted by expert";
+  let description = [{
+    For router logits `[N, E]` (any float type; computed in fp32):
+
+    - `p = softmax(logits)` per token; the `top_k` largest (ties: the lower
+      expert index first) give `experts [N, k]` (i32) in descending order
+      and `weights [N, k]` (f32): `p` of each, or with `normalize` `p`
+      divided by the chosen ones' sum (Mixtral; Qwen-MoE's
+      `norm_topk_prob`).
+    - `positions [N, k]` (i32): where copy j of token n lands among the
+      N·k expert-sorted rows — a stable sort by expert, then token, then j;
+      `offsets [E + 1]` (i32): expert e's rows are `[offsets[e],
+      offsets[e+1])`.
+    - For the auxiliary losses: `prob_sum [E]` = Σₙ p[n, e], `counts [E]`
+      = the copies expert e received (as f32; no gradient), `z_sum` =
+      Σₙ logsumexp(logits[n])² (the router z-loss's sum).
+
+    ```mlir
+    %w, %e, %pos, %off, %psum, %cnt, %z = llm.moe_route %logits {top_k = 2 : i64, normalize}
+        : tensor<64x8xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$logits, I64Attr:$top_k, UnitAttr:$normalize);
+  let results = (outs LLM_FloatTensor:$weights, LLM_IndexTensor:$experts,
+                      LLM_IndexTensor:$positions, LLM_IndexTensor:$offsets,
+                      LLM_FloatTensor:$prob_sum, LLM_FloatTensor:$counts,
+                      LLM_F32Scalar:$z_sum);
+  let assemblyFormat = "$logits attr-dict `:` type($logits)";
+}
+
+def LLM_MoERouteGradOp : LLM_PureOp<"moe_route_grad"> {
+  let summary = "Backward of moe_route: dlogits from dweights, dprob_sum, dz_sum";
+  let description = [{
+    The gradient of the logits through the chosen weights (the softmax, or
+    with `normalize` the softmax over the chosen experts), `prob_sum` and
+    `z_sum`; `experts` are the forward's choices.
+
+    ```mlir
+    %dl = llm.moe_route_grad %logits, %e, %dw, %dpsum, %dz {normalize}
+        : tensor<64x8xf32>, tensor<64x2xi32>, tensor<64x2xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$logits, LLM_IndexTensor:$experts,
+                       LLM_FloatTensor:$dweights, LLM_FloatTensor:$dprob_sum,
+                       LLM_F32Scalar:$dz_sum, UnitAttr:$normalize);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $experts `,` $dweights `,` $dprob_sum `,` $dz_sum attr-dict `:` type($logits)
+    `,` type($experts) `,` type($dweights) `,` type($dprob_sum)
+  }];
+}
+
+def LLM_MoEDispatchOp : LLM_PureOp<"moe_dispatch", [MixesBatchRows]> {
+  let summary = "Copies each token to its experts' rows: out[positions[n, j]] = x[n]";
+  let description = [{
+    `x [N, C]`, `positions [N, k]` a permutation of `0 .. N·k−1`; the
+    result is `[N·k, C]` of x's type. With `weights [N, k]` (f32) each copy
+    is scaled: `out[positions[n, j]] = weights[n, j]·x[n]` (moe_combine's
+    backward).
+
+    ```mlir
+    %xs = llm.moe_dispatch %x, %pos : tensor<64x32xf32>, tensor<64x2xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_IndexTensor:$positions,
+                       Optional<LLM_FloatTensor>:$weights);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $positions (`weights` $weights^)? attr-dict `:` type($x) `,` type($positions)
+    (`weights` type($weights)^)?
+  }];
+}
+
+def LLM_MoECombineOp : LLM_PureOp<"moe_combine", [MixesBatchRows]> {
+  let summary = "Sums each token's expert rows: y[n] = Σ_j weights[n, j]·ys[positions[n, j]]";
+  let description = [{
+    `ys [N·k, C]`, `positions [N, k]`; the result is `[N, C]` of ys's type,
+    summed in fp32 over j in order and rounded once. Without `weights` each
+    row counts once (moe_dispatch's backward).
+
+    ```mlir
+    %y = llm.moe_combine %ys, %pos weights %w : tensor<128x32xf32>, tensor<64x2xi32>
+        weights tensor<64x2xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$ys, LLM_IndexTensor:$positions,
+                       Optional<LLM_FloatTensor>:$weights);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ys `,` $positions (`weights` $weights^)? attr-dict `:` type($ys) `,` type($positions)
+    (`weights` type($weights)^)?
+  }];
+}
+
+def LLM_MoECombineWeightGradOp : LLM_PureOp<"moe_combine_weight_grad", [MixesBatchRows]> {
+  let summary = "dweights[n, j] = ⟨ys[positions[n, j]], dy[n]⟩ (fp32)";
+  let description = [{
+    The gradient of moe_combine's weights (and of moe_dispatch's, with the
+    dispatched gradient as `ys` and x as `dy`), accumulated in fp32.
+
+    ```mlir
+    %dw = llm.moe_combine_weight_grad %ys, %pos, %dy
+        : tensor<128x32xf32>, tensor<64x2xi32>, tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$ys, LLM_IndexTensor:$positions, LLM_FloatTensor:$dy);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$ys `,` $positions `,` $dy attr-dict `:` type($ys) `,` type($positions) `,` type($dy)";
+}
+
+def LLM_GroupedMatmulOp : LLM_PureOp<"grouped_matmul", [ExpensiveToRecompute]> {
+  let summary = "Each group of rows times its own weight: experts as one op";
+  let description = [{
+    `x [M, K]`; `offsets [G + 1]` (i32, data): group g is rows
+    `[offsets[g], offsets[g+1])`, `offsets[0] = 0`, `offsets[G] = M`; one
+    weight per group, all of one type, `[K, F]` or with `transpose_b`
+    `[F, K]` (Hugging Face's Linear layout). The result `[M, F]` holds each
+    group's rows times its weight, as `llm.matmul` computes them.
+
+    ```mlir
+    %h = llm.grouped_matmul %xs, %off, %w0, %w1 {transpose_b}
+        : tensor<128x32xf32>, tensor<3xi32>, tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_IndexTensor:$offsets,
+                       Variadic<LLM_FloatTensor>:$weights, UnitAttr:$transpose_b);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $offsets `,` $weights attr-dict `:` type($x) `,` type($offsets) `,` type($weights)
+  }];
+}
+
+def LLM_GroupedMatmulWeightGradOp : LLM_Op<"grouped_matmul_weight_grad",
+    [Pure, ExpensiveToRecompute, MixesBatchRows]> {
+  let summary = "Backward of grouped_matmul for its weights: one gradient per group";
+  let description = [{
+    For group g's rows of `x [M, K]` and `dy [M, F]`: `xᵀ·dy [K, F]`, or
+    with `transpose_b` `dyᵀ·x [F, K]`; a group without rows gets zeros.
+
+    ```mlir
+    %dw0, %dw1 = llm.grouped_matmul_weight_grad %xs, %dh, %off {transpose_b}
+        : tensor<128x32xf32>, tensor<128x64xf32>, tensor<3xi32> -> tensor<64x32xf32>, tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$dy, LLM_IndexTensor:$offsets,
+                       UnitAttr:$transpose_b);
+  let results = (outs Variadic<LLM_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $x `,` $dy `,` $offsets attr-dict `:` type($x) `,` type($dy) `,` type($offsets) `->`
+    type($results)
+  }];
+  let hasVerifier = 1;
+}

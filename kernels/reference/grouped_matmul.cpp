@@ -1,0 +1,77 @@
+//===- grouped_matmul.cpp - each group of rows times its own weight -------===//
+//
+// The experts of a mixture-of-experts layer as one op: row groups given by
+// offsets (data), one weight per group, in float64 through matmul.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
+
+#include <algorithm>
+
+namespace llmc::ref {
+
+namespace {
+
+/// Rows [begin, end) of a [M, C] tensor.
+RefTensor rowsOf(const RefTensor &x, int64_t begin, int64_t end) {
+  const int64_t c = x.shape[1];
+  RefTensor part = RefTensor::zeros({end - begin, c});
+  std::copy(x.data.begin() + begin * c, x.data.begin() + end * c, part.data.begin());
+  return part;
+}
+
+/// Group g's rows [begin, end) from offsets [G + 1], checked.
+std::pair<int64_t, int64_t> groupRows(const RefTensor &offsets, size_t g, int64_t rows,
+                                      const char *fn) {
+  int64_t begin = toId(offsets.data[g], rows + 1, fn), end = toId(offsets.data[g + 1], rows + 1, fn);
+  require(begin <= end, fn, "offsets must not decrease");
+  require(g != 0 || begin == 0, fn, "offsets[0] must be 0");
+  require(g + 2 != offsets.data.size() || end == rows, fn, "offsets[G] must be the row count");
+  return {begin, end};
+}
+
+} // namespace
+
+RefTensor groupedMatmul(const RefTensor &x, const RefTensor &offsets,
+                        const std::vector<RefTensor> &weights, bool transposeB) {
+  const int64_t m = x.shape[0];
+  const int64_t f = transposeB ? weights.at(0).shape[0] : weights.at(0).shape[1];
+  RefTensor y = RefTensor::zeros({m, f});
+  for (size_t g = 0; g < weights.size(); ++g) {
+    auto [begin, end] = groupRows(offsets, g, m, "groupedMatmul");
+    if (begin == end) continue;
+    RefTensor part = matmul(rowsOf(x, begin, end), weights[g], false, transposeB);
+    std::copy(part.data.begin(), part.data.end(), y.data.begin() + begin * f);
+  }
+  return y;
+}
+
+std::vector<RefTensor> groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy,
+                                               const RefTensor &offsets, bool transposeB) {
+  const int64_t m = x.shape[0], k = x.shape[1], f = dy.shape[1];
+  std::vector<RefTensor> grads;
+  for (size_t g = 0; g + 1 < offsets.data.size(); ++g) {
+    auto [begin, end] = groupRows(offsets, g, m, "groupedMatmulWeightGrad");
+    RefTensor xs = rowsOf(x, begin, end), dys = rowsOf(dy, begin, end);
+    grads.push_back(begin == end ? RefTensor::zeros(transposeB ? std::vector<int64_t>{f, k}
+                                                               : std::vector<int64_t>{k, f})
+                    : transposeB ? matmul(dys, xs, true, false)
+                                 : matmul(xs, dys, true, false));
+  }
+  return grads;
+}
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+
+LLMC_REGISTER_EVALUATOR("llm.grouped_matmul", [](const RefCall &c) -> Results {
+  return {groupedMatmul(c.in(0), c.in(1), c.variadic(2), c.flag("transpose_b"))};
+});
+LLMC_REGISTER_EVALUATOR("llm.grouped_matmul_weight_grad", [](const RefCall &c) -> Results {
+  return groupedMatmulWeightGrad(c.in(0), c.in(1), c.in(2), c.flag("transpose_b"));
+});
+
+} // namespace llmc::ref

@@ -1,0 +1,157 @@
+//===- moe.cpp - mixture-of-experts references ----------------------------===//
+//
+// Routing and the expert-sorted copies of the tokens, in float64, written from the definitions in dialects/LLM/MoEOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/reference/Common.h"
+#include "kernels/reference/Evaluator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace llmc::ref {
+namespace {
+
+/// softmax of row n of logits [N, E] and its log-sum-exp.
+std::vector<double> softmaxRow(const RefTensor &logits, int64_t n, double *lse) {
+  const int64_t e = logits.shape[1];
+  const double *row = logits.data.data() + n * e;
+  double top = *std::max_element(row, row + e), sum = 0;
+  std::vector<double> p(e);
+  for (int64_t i = 0; i < e; ++i) sum += p[i] = std::exp(row[i] - top);
+  for (double &v : p) v /= sum;
+  *lse = top + std::log(sum);
+  return p;
+}
+
+/// The k experts of largest p, in descending order (ties: lower index first).
+std::vector<int64_t> topExperts(const std::vector<double> &p, int64_t k) {
+  std::vector<int64_t> order(p.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+  order.resize(k);
+  return order;
+}
+
+} // namespace
+
+std::vector<RefTensor> moeRoute(const RefTensor &logits, int64_t k, bool normalize) {
+  require(logits.shape.size() == 2, "moeRoute", "logits must be [N, E]");
+  const int64_t n = logits.shape[0], e = logits.shape[1];
+  require(k >= 1 && k <= e, "moeRoute", "top_k must be in [1, E]");
+  RefTensor weights = RefTensor::zeros({n, k}), experts = RefTensor::zeros({n, k});
+  RefTensor positions = RefTensor::zeros({n, k}), offsets = RefTensor::zeros({e + 1});
+  RefTensor probSum = RefTensor::zeros({e}), counts = RefTensor::zeros({e});
+  RefTensor zSum = RefTensor::zeros({});
+  for (int64_t t = 0; t < n; ++t) {
+    double lse;
+    std::vector<double> p = softmaxRow(logits, t, &lse);
+    zSum.data[0] += lse * lse;
+    for (int64_t i = 0; i < e; ++i) probSum.data[i] += p[i];
+    std::vector<int64_t> top = topExperts(p, k);
+    double chosen = 0;
+    for (int64_t expert : top) chosen += p[expert];
+    for (int64_t j = 0; j < k; ++j) {
+      experts.data[t * k + j] = double(top[j]);
+      weights.data[t * k + j] = normalize ? p[top[j]] / chosen : p[top[j]];
+      counts.data[top[j]] += 1;
+    }
+  }
+  // Stable sort of the copies by expert: expert e's rows start after every
+  // copy of a lower expert, in token order, then j.
+  for (int64_t i = 0; i < e; ++i) offsets.data[i + 1] = offsets.data[i] + counts.data[i];
+  std::vector<double> cursor(offsets.data.begin(), offsets.data.end() - 1);
+  for (int64_t c = 0; c < n * k; ++c)
+    positions.data[c] = cursor[int64_t(experts.data[c])]++;
+  return {weights, experts, positions, offsets, probSum, counts, zSum};
+}
+
+RefTensor moeRouteGrad(const RefTensor &logits, const RefTensor &experts,
+                       const RefTensor &dweights, const RefTensor &dprobSum, double dzSum,
+                       bool normalize) {
+  const int64_t n = logits.shape[0], e = logits.shape[1], k = experts.shape[1];
+  RefTensor dlogits = like(logits);
+  for (int64_t t = 0; t < n; ++t) {
+    double lse;
+    std::vector<double> p = softmaxRow(logits, t, &lse);
+    std::vector<double> g(e, 0.0); // d/dp of what depends on p
+    for (int64_t i = 0; i < e; ++i) g[i] = dprobSum.data[i];
+    double chosen = 0;
+    for (int64_t j = 0; j < k; ++j) chosen += p[toId(experts.data[t * k + j], e, "moeRouteGrad")];
+    // w_j = p_j / chosen (normalize) or p_j: dL/dp_i over the chosen ones.
+    double weighted = 0;
+    for (int64_t j = 0; j < k; ++j)
+      weighted += dweights.data[t * k + j] * p[int64_t(experts.data[t * k + j])];
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t i = int64_t(experts.data[t * k + j]);
+      g[i] += normalize ? dweights.data[t * k + j] / chosen - weighted / (chosen * chosen)
+                        : dweights.data[t * k + j];
+    }
+    // Through the softmax: dl_i = p_i (g_i − Σ_m g_m p_m); z_sum adds
+    // 2·lse·p_i·dz.
+    double mean = 0;
+    for (int64_t i = 0; i < e; ++i) mean += g[i] * p[i];
+    for (int64_t i = 0; i < e; ++i)
+      dlogits.data[t * e + i] = p[i] * (g[i] - mean) + 2.0 * lse * p[i] * dzSum;
+  }
+  return dlogits;
+}
+
+RefTensor moeDispatch(const RefTensor &x, const RefTensor &positions, const RefTensor *weights) {
+  const int64_t n = x.shape[0], c = x.shape[1], k = positions.shape[1];
+  RefTensor out = RefTensor::zeros({n * k, c});
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t row = toId(positions.data[t * k + j], n * k, "moeDispatch");
+      double w = weights ? weights->data[t * k + j] : 1.0;
+      for (int64_t i = 0; i < c; ++i) out.data[row * c + i] = w * x.data[t * c + i];
+    }
+  return out;
+}
+
+RefTensor moeCombine(const RefTensor &ys, const RefTensor &positions, const RefTensor *weights) {
+  const int64_t n = positions.shape[0], k = positions.shape[1], c = ys.shape[1];
+  RefTensor y = RefTensor::zeros({n, c});
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t row = toId(positions.data[t * k + j], n * k, "moeCombine");
+      double w = weights ? weights->data[t * k + j] : 1.0;
+      for (int64_t i = 0; i < c; ++i) y.data[t * c + i] += w * ys.data[row * c + i];
+    }
+  return y;
+}
+
+RefTensor moeCombineWeightGrad(const RefTensor &ys, const RefTensor &positions,
+                               const RefTensor &dy) {
+  const int64_t n = positions.shape[0], k = positions.shape[1], c = ys.shape[1];
+  RefTensor dw = RefTensor::zeros({n, k});
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t row = toId(positions.data[t * k + j], n * k, "moeCombineWeightGrad");
+      for (int64_t i = 0; i < c; ++i) dw.data[t * k + j] += ys.data[row * c + i] * dy.data[t * c + i];
+    }
+  return dw;
+}
+
+//===----------------------------------------------------------------------===//
+// Evaluators of the ops these references define (kernels/reference/Evaluator.h)
+//===----------------------------------------------------------------------===//
+
+LLMC_REGISTER_EVALUATOR("llm.moe_route", [](const RefCall &c) -> Results {
+  return moeRoute(c.in(0), c.integer("top_k"), c.flag("normalize"));
+});
+LLMC_REGISTER_EVALUATOR("llm.moe_route_grad", [](const RefCall &c) -> Results {
+  return {moeRouteGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.scalar(4), c.flag("normalize"))};
+});
+LLMC_REGISTER_EVALUATOR("llm.moe_dispatch", [](const RefCall &c) -> Results {
+  return {moeDispatch(c.in(0), c.in(1), c.optional(2))};
+});
+LLMC_REGISTER_EVALUATOR("llm.moe_combine", [](const RefCall &c) -> Results {
+  return {moeCombine(c.in(0), c.in(1), c.optional(2))};
+});
+LLMC_REGISTER_EVALUATOR("llm.moe_combine_weight_grad", [](const RefCall &c) -> Results {
+  return {moeCombineWeightGrad(c.in(0), c.in(1), c.in(2))};
+});
+} // namespace llmc::ref
