@@ -55,6 +55,22 @@ Value GraphBuilder::add(Value a, Value b) {
   return llm::AddOp::create(builder, loc("add"), a, b);
 }
 
+Value GraphBuilder::mul(Value a, Value b) { return llm::MulOp::create(builder, loc("mul"), a, b); }
+
+Value GraphBuilder::zeros(ArrayRef<int64_t> shape) {
+  return llm::FillOp::create(builder, loc("zeros"), type(shape, builder.getF32Type()),
+                             APFloat(0.0));
+}
+
+Value GraphBuilder::stopGradient(Value x) {
+  return llm::StopGradientOp::create(builder, loc("stop_gradient"), x);
+}
+
+Value GraphBuilder::reduceSum(Value x, ArrayRef<int64_t> shape) {
+  auto element = cast<RankedTensorType>(x.getType()).getElementType();
+  return llm::ReduceSumOp::create(builder, loc("reduce_sum"), type(shape, element), x);
+}
+
 Value GraphBuilder::gelu(Value x) { return llm::GeluOp::create(builder, loc("gelu"), x); }
 
 Value GraphBuilder::swiglu(Value gate, Value up) {
@@ -117,6 +133,25 @@ Value GraphBuilder::crossEntropy(Value logits, Value targets) {
   return llm::CrossEntropyOp::create(builder, loc("cross_entropy"), logits, targets, -1);
 }
 
+GraphBuilder::MoeRouting GraphBuilder::moeRoute(Value logits, int64_t topK, bool normalize) {
+  auto op = llm::MoERouteOp::create(builder, loc("moe_route"), logits, topK, normalize);
+  return {op.getWeights(), op.getExperts(), op.getPositions(), op.getOffsets(),
+          op.getProbSum(), op.getCounts(),  op.getZSum()};
+}
+
+Value GraphBuilder::moeDispatch(Value x, Value positions) {
+  return llm::MoEDispatchOp::create(builder, loc("moe_dispatch"), x, positions, Value());
+}
+
+Value GraphBuilder::moeCombine(Value ys, Value positions, Value weights) {
+  return llm::MoECombineOp::create(builder, loc("moe_combine"), ys, positions, weights);
+}
+
+Value GraphBuilder::groupedMatmul(Value x, Value offsets, ValueRange weights, bool transposeB) {
+  return llm::GroupedMatmulOp::create(builder, loc("grouped_matmul"), x, offsets, weights,
+                                      transposeB);
+}
+
 Value GraphBuilder::reshape(Value x, ArrayRef<int64_t> shape) {
   auto element = cast<RankedTensorType>(x.getType()).getElementType();
   return llm::ReshapeOp::create(builder, loc("reshape"), type(shape, element), x);
@@ -128,21 +163,26 @@ Value GraphBuilder::slice(Value x, ArrayRef<int64_t> offsets, ArrayRef<int64_t> 
 }
 
 Value GraphBuilder::block(StringRef name, const std::function<Value()> &body) {
+  return blockValues(name, [&] { return SmallVector<Value>{body()}; })[0];
+}
+
+SmallVector<Value> GraphBuilder::blockValues(StringRef name,
+                                             const std::function<SmallVector<Value>()> &body) {
   auto op = llm::BlockOp::create(builder, loc(name), TypeRange{}, name);
   Block *inner = new Block();
   op.getBody().push_back(inner);
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(inner);
   currentBlock = name.str();
-  Value result = body();
-  llm::YieldOp::create(builder, loc("yield"), result);
+  SmallVector<Value> results = body();
+  llm::YieldOp::create(builder, loc("yield"), results);
   currentBlock.clear();
   // Results are known only now: rebuild the op with them.
   builder.setInsertionPoint(op);
-  auto typed = llm::BlockOp::create(builder, op.getLoc(), TypeRange{result.getType()}, name);
+  auto typed = llm::BlockOp::create(builder, op.getLoc(), ValueRange(results).getTypes(), name);
   typed.getBody().takeBody(op.getBody());
   op.erase();
-  return typed.getResult(0);
+  return SmallVector<Value>(typed.getResults());
 }
 
 OwningOpRef<ModuleOp> GraphBuilder::finish(Value loss) {

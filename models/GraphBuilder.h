@@ -31,6 +31,12 @@ public:
 
   mlir::Value matmul(mlir::Value a, mlir::Value b, bool transposeB = false);
   mlir::Value add(mlir::Value a, mlir::Value b);
+  mlir::Value mul(mlir::Value a, mlir::Value b);
+  /// An f32 tensor of zeros.
+  mlir::Value zeros(llvm::ArrayRef<int64_t> shape);
+  mlir::Value stopGradient(mlir::Value x);
+  /// Sums x down to `shape` (a suffix of x's; {} for a scalar).
+  mlir::Value reduceSum(mlir::Value x, llvm::ArrayRef<int64_t> shape);
   mlir::Value gelu(mlir::Value x);
   mlir::Value swiglu(mlir::Value gate, mlir::Value up);
   mlir::Value geglu(mlir::Value gate, mlir::Value up);
@@ -52,12 +58,30 @@ public:
   mlir::Value attention(mlir::Value q, mlir::Value k, mlir::Value v, mlir::Value segments,
                         double scale, int64_t window = 0, double softcap = 0.0);
   mlir::Value crossEntropy(mlir::Value logits, mlir::Value targets);
+
+  /// llm.moe_route's results (dialects/LLM/MoEOps.td).
+  struct MoeRouting {
+    mlir::Value weights, experts, positions, offsets, probSum, counts, zSum;
+  };
+  /// Top-k softmax routing of router logits [N, E].
+  MoeRouting moeRoute(mlir::Value logits, int64_t topK, bool normalize);
+  /// x [N, C] copied to its experts' rows [N·k, C].
+  mlir::Value moeDispatch(mlir::Value x, mlir::Value positions);
+  /// ys [N·k, C] summed back per token by the routing weights: [N, C].
+  mlir::Value moeCombine(mlir::Value ys, mlir::Value positions, mlir::Value weights);
+  /// Each expert's rows of x times its weight ([F, K] with transposeB).
+  mlir::Value groupedMatmul(mlir::Value x, mlir::Value offsets, mlir::ValueRange weights,
+                            bool transposeB);
   mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape);
   mlir::Value slice(mlir::Value x, llvm::ArrayRef<int64_t> offsets,
                     llvm::ArrayRef<int64_t> sizes);
 
   /// Emits `body` inside `llm.block "name"`, returning what it returns.
   mlir::Value block(llvm::StringRef name, const std::function<mlir::Value()> &body);
+  /// The same for a layer with several outputs (a mixture-of-experts
+  /// layer's running router statistics beside the hidden state).
+  llvm::SmallVector<mlir::Value>
+  blockValues(llvm::StringRef name, const std::function<llvm::SmallVector<mlir::Value>()> &body);
 
   /// Finishes @forward returning `loss`; the module is verified by the caller.
   mlir::OwningOpRef<mlir::ModuleOp> finish(mlir::Value loss);

@@ -7,14 +7,17 @@
 // biases, optional tied output head. Linear weights are [out, in] (y = x·Wᵀ)
 // with HF names without the "model." prefix.
 //
-// Qwen2/2.5 and Mistral are this block too: Qwen2 adds biases to the q, k
-// and v projections; Mistral's attention may see only a window of the
-// latest keys (sliding_window).
+// Qwen2/2.5, Mistral and Mixtral are this block too: Qwen2 adds biases to
+// the q, k and v projections; Mistral's attention may see only a window of
+// the latest keys (sliding_window); Mixtral's MLP is a mixture of experts
+// (models/MixtureOfExperts.cpp), whose router statistics each block passes
+// on beside the hidden state, to the loss.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Annotations/Annotations.h"
 #include "models/GraphBuilder.h"
+#include "models/MixtureOfExperts.h"
 #include "models/Models.h"
 
 #include <cmath>
@@ -32,6 +35,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
   Value embed = b.param("embed_tokens.weight", {V, C}, "normal", std);
   struct Layer {
     Value inNorm, q, k, v, qBias, kBias, vBias, o, postNorm, gate, up, down;
+    ExpertWeights experts;
   };
   std::vector<Layer> layers;
   for (int64_t l = 0; l < c.nLayer; ++l) {
@@ -48,9 +52,13 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
     }
     L.o = b.param(p + "self_attn.o_proj.weight", {C, H * D}, "normal", std);
     L.postNorm = b.param(p + "post_attention_layernorm.weight", {C}, "ones");
-    L.gate = b.param(p + "mlp.gate_proj.weight", {F, C}, "normal", std);
-    L.up = b.param(p + "mlp.up_proj.weight", {F, C}, "normal", std);
-    L.down = b.param(p + "mlp.down_proj.weight", {C, F}, "normal", std);
+    if (c.moe()) {
+      L.experts = declareExperts(b, c, p);
+    } else {
+      L.gate = b.param(p + "mlp.gate_proj.weight", {F, C}, "normal", std);
+      L.up = b.param(p + "mlp.up_proj.weight", {F, C}, "normal", std);
+      L.down = b.param(p + "mlp.down_proj.weight", {C, F}, "normal", std);
+    }
     layers.push_back(L);
   }
   Value norm = b.param("norm.weight", {C}, "ones");
@@ -65,9 +73,10 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
 
   const RopeScaling scaling = c.ropeScalingParameters();
   Value x = b.embedding(embed, tokens);
+  RouterSums sums = c.moe() ? startRouterSums(b, c) : RouterSums();
   for (int64_t l = 0; l < c.nLayer; ++l) {
     const Layer &L = layers[l];
-    x = b.block("layers." + std::to_string(l), [&] {
+    SmallVector<Value> out = b.blockValues("layers." + std::to_string(l), [&] {
       Value h = b.rmsnorm(x, L.inNorm, c.normEps);
       // x·Wᵀ (+ bias, Qwen2's q, k and v).
       auto project = [&](Value w, Value bias) {
@@ -83,13 +92,22 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
       Value r = b.add(x, b.dropout(b.matmul(b.reshape(att, {B, T, H * D}), L.o, true),
                                    c.dropout));
       Value h2 = b.rmsnorm(r, L.postNorm, c.normEps);
+      if (c.moe()) {
+        Value mlp = mixtureOfExperts(b, c, L.experts, h2, sums);
+        return SmallVector<Value>{b.add(r, b.dropout(mlp, c.dropout)), sums.probSum, sums.counts,
+                                  sums.zSum};
+      }
       Value act = b.swiglu(b.matmul(h2, L.gate, true), b.matmul(h2, L.up, true));
-      return b.add(r, b.dropout(b.matmul(act, L.down, true), c.dropout));
+      return SmallVector<Value>{b.add(r, b.dropout(b.matmul(act, L.down, true), c.dropout))};
     });
+    x = out[0];
+    if (c.moe())
+      sums = {out[1], out[2], out[3]};
   }
   x = b.rmsnorm(x, norm, c.normEps);
   Value logits = b.matmul(x, head, /*transposeB=*/true);
-  return b.finish(b.crossEntropy(logits, targets));
+  Value loss = b.crossEntropy(logits, targets);
+  return b.finish(c.moe() ? addRouterLosses(b, c, loss, sums) : loss);
 }
 
 OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config) {
@@ -115,6 +133,17 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
   };
   if (config.slidingWindow > 0)
     model.push_back(b.getNamedAttr("sliding_window", b.getI64IntegerAttr(config.slidingWindow)));
+  if (config.moe()) {
+    model.push_back(b.getNamedAttr("num_experts", b.getI64IntegerAttr(config.numExperts)));
+    model.push_back(
+        b.getNamedAttr("experts_per_token", b.getI64IntegerAttr(config.expertsPerToken)));
+    model.push_back(
+        b.getNamedAttr("router_aux_loss_coef", b.getF64FloatAttr(config.routerAuxLossCoef)));
+    model.push_back(
+        b.getNamedAttr("output_router_logits", b.getI64IntegerAttr(config.outputRouterLogits)));
+    model.push_back(
+        b.getNamedAttr("router_z_loss_coef", b.getF64FloatAttr(config.routerZLossCoef)));
+  }
   if (config.gemma2()) {
     model.push_back(b.getNamedAttr("head_dim", b.getI64IntegerAttr(config.headDim())));
     model.push_back(

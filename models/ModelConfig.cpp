@@ -136,6 +136,26 @@ const std::vector<Field> &fields() {
        {"final_logit_softcapping"},
        "gemma2: logits z become c*tanh(z/c) before the loss and sampling; 0 none",
        floatField(&ModelConfig::finalSoftcap)},
+      {"num_experts",
+       {"num_local_experts"},
+       "mixtral: experts per layer (0: a dense MLP)",
+       intField(&ModelConfig::numExperts)},
+      {"experts_per_token",
+       {"num_experts_per_tok"},
+       "mixtral: experts each token is routed to (top-k)",
+       intField(&ModelConfig::expertsPerToken)},
+      {"router_aux_loss_coef",
+       {},
+       "mixtral: weight of the load-balancing loss (added when output_router_logits)",
+       floatField(&ModelConfig::routerAuxLossCoef)},
+      {"output_router_logits",
+       {},
+       "mixtral: add the load-balancing loss to the training loss (as transformers)",
+       boolField(&ModelConfig::outputRouterLogits)},
+      {"router_z_loss_coef",
+       {},
+       "mixtral: weight of the router z-loss (mean logsumexp(router logits)^2); 0 none",
+       floatField(&ModelConfig::routerZLossCoef)},
       {"tie_embeddings",
        {"tie_word_embeddings"},
        "share the embedding table with the output head",
@@ -228,6 +248,42 @@ Expected<ModelConfig> mistralPreset(ModelConfig c, const std::string &preset) {
   return c;
 }
 
+/// Mixtral: Mistral's block with a mixture of top-2 SwiGLU experts as its
+/// MLP; RoPE base 10⁶, no window (v0.1's sliding_window is null).
+Expected<ModelConfig> mixtralPreset(ModelConfig c, const std::string &preset) {
+  c.ropeTheta = 1e6;
+  c.tieEmbeddings = false;
+  c.expertsPerToken = 2;
+  c.routerAuxLossCoef = 0.02;
+  if (preset == "tiny") {
+    c.vocabSize = 256;
+    c.nLayer = 4;
+    c.nHead = 4;
+    c.nKvHead = 2;
+    c.nEmbd = 128;
+    c.ffnHidden = 176;
+    c.numExperts = 4;
+    c.seqLen = 128;
+    c.batchSize = 8;
+    c.outputRouterLogits = true; // train with the load-balancing loss
+  } else if (preset == "8x7B") {
+    // Mixtral-8x7B-v0.1 (its config.json leaves output_router_logits off).
+    c.vocabSize = 32000;
+    c.nLayer = 32;
+    c.nHead = 32;
+    c.nKvHead = 8;
+    c.nEmbd = 4096;
+    c.ffnHidden = 14336;
+    c.numExperts = 8;
+    c.seqLen = 4096;
+    c.batchSize = 1;
+  } else {
+    return fail("unknown preset '" + preset + "' for mixtral (expected one of: tiny, 8x7B)");
+  }
+  c.maxPositions = c.seqLen;
+  return c;
+}
+
 /// Gemma 2: GeGLU MLP, (1 + w) RMSNorms before and after each sublayer,
 /// scaled embeddings, soft-capped attention scores and logits, a sliding
 /// window on every other layer; RoPE base 10⁴, RMSNorm ε 10⁻⁶, tied head.
@@ -293,6 +349,8 @@ std::vector<std::string> presetNames(const std::string &family) {
     return {"tiny", "7B"};
   if (family == "gemma2")
     return {"tiny", "2B"};
+  if (family == "mixtral")
+    return {"tiny", "8x7B"};
   return {};
 }
 
@@ -343,12 +401,14 @@ Expected<ModelConfig> presetConfig(const std::string &family, const std::string 
     return mistralPreset(c, preset);
   if (family == "gemma2")
     return gemma2Preset(c, preset);
-  if (family == "qwen3" || family == "gemma3")
+  if (family == "mixtral")
+    return mixtralPreset(c, preset);
+  if (family == "qwen3" || family == "gemma3" || family == "qwen2_moe")
     return fail("model family '" + family +
                 "' is not supported yet (llmc builds gpt2, llama, "
-                "qwen2, mistral and gemma2; docs/models.md)");
+                "qwen2, mistral, gemma2 and mixtral; docs/models.md)");
   return fail("unknown model family '" + family +
-              "' (expected gpt2, llama, qwen2, mistral or gemma2)");
+              "' (expected gpt2, llama, qwen2, mistral, gemma2 or mixtral)");
 }
 
 Error applyOverride(ModelConfig &config, StringRef assignment) {
@@ -457,7 +517,9 @@ Error refuseUnsupported(const ModelConfig &config, StringRef key, const json::Va
   // max_window_layers on. Released Qwen2/2.5 checkpoints leave it off.
   if (key == "use_sliding_window" && value.getAsBoolean().value_or(false))
     return refuse("Qwen2's per-layer sliding window (max_window_layers) is not implemented");
-  if (key == "sliding_window" && config.family != "mistral" && config.family != "qwen2" &&
+  if (key == "router_jitter_noise" && value.getAsNumber().value_or(0.0) != 0.0)
+    return refuse("llmc's router adds no noise to the router logits");
+  if (key == "sliding_window" && !config.windowed() && config.family != "qwen2" &&
       !value.getAsNull())
     return refuse("only mistral's and gemma2's attention have a window");
   for (const char *gemmaKey :
@@ -524,6 +586,27 @@ void applyGemma2Defaults(ModelConfig &config, const json::Object &object) {
     config.tieEmbeddings = true;
 }
 
+/// What MixtralConfig assumes for the keys a config.json leaves out.
+void applyMixtralDefaults(ModelConfig &config, const json::Object &object) {
+  auto absent = [&](const char *key) { return !object.get(key) || object.get(key)->getAsNull(); };
+  if (absent("num_key_value_heads"))
+    config.nKvHead = 8;
+  if (absent("num_local_experts"))
+    config.numExperts = 8;
+  if (absent("num_experts_per_tok"))
+    config.expertsPerToken = 2;
+  if (absent("router_aux_loss_coef"))
+    config.routerAuxLossCoef = 0.001;
+  if (absent("output_router_logits"))
+    config.outputRouterLogits = false;
+  if (absent("sliding_window"))
+    config.slidingWindow = 0;
+  if (absent("rope_theta"))
+    config.ropeTheta = 1e6;
+  if (absent("tie_word_embeddings"))
+    config.tieEmbeddings = false;
+}
+
 } // namespace
 
 Error applyConfigJson(ModelConfig &config, StringRef path) {
@@ -584,6 +667,8 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
   // Qwen2 configs carry sliding_window even with use_sliding_window off.
   if (config.family == "qwen2")
     config.slidingWindow = 0;
+  if (config.family == "mixtral")
+    applyMixtralDefaults(config, *object);
   if (config.gemma2())
     applyGemma2Defaults(config, *object);
   else if (auto headDim = object->getInteger("head_dim");
@@ -635,9 +720,11 @@ Error ModelConfig::validate() const {
     return fail(family + " needs an even head dim for RoPE, got " + Twine(headDim()));
   if (slidingWindow < 0)
     return fail("sliding_window must be >= 0 (0: none), got " + Twine(slidingWindow));
-  if (slidingWindow > 0 && family != "mistral" && !gemma2())
+  if (slidingWindow > 0 && !windowed())
     return fail("sliding_window applies to mistral's and gemma2's attention; " + family +
                 " has none");
+  if (Error e = validateExperts())
+    return e;
   if (!(dropout >= 0 && dropout < 1))
     return fail("dropout must be in [0, 1), got " + std::to_string(dropout));
   if (!(normEps > 0) || !(initStd > 0) || !(ropeTheta > 0))
@@ -657,6 +744,21 @@ Error ModelConfig::validate() const {
       return fail("rope_original_max_positions must be >= 1, got " +
                   Twine(ropeOriginalMaxPositions));
   }
+  return Error::success();
+}
+
+Error ModelConfig::validateExperts() const {
+  if (numExperts < 0)
+    return fail("num_experts must be >= 0 (0: a dense MLP), got " + Twine(numExperts));
+  if (family == "mixtral" && numExperts == 0)
+    return fail("mixtral needs num_experts >= 1");
+  if (numExperts > 0 && family != "mixtral")
+    return fail("num_experts applies to mixtral; " + family + " has a dense MLP");
+  if (numExperts > 0 && (expertsPerToken < 1 || expertsPerToken > numExperts))
+    return fail("experts_per_token must be in [1, num_experts = " + Twine(numExperts) + "], got " +
+                Twine(expertsPerToken));
+  if (!(routerAuxLossCoef >= 0) || !(routerZLossCoef >= 0))
+    return fail("router_aux_loss_coef and router_z_loss_coef must be >= 0");
   return Error::success();
 }
 

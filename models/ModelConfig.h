@@ -18,7 +18,7 @@
 namespace llmc {
 
 struct ModelConfig {
-  std::string family;        ///< gpt2 | llama | qwen2 | mistral | gemma2
+  std::string family;        ///< gpt2 | llama | qwen2 | mistral | gemma2 | mixtral
   int64_t vocabSize = 256;
   int64_t nLayer = 2;
   int64_t nHead = 4;
@@ -53,6 +53,19 @@ struct ModelConfig {
   /// 0: none.
   double attnSoftcap = 0.0;
   double finalSoftcap = 0.0;
+  /// Mixtral: each layer's MLP is this many experts (num_local_experts),
+  /// each token routed to expertsPerToken of them (num_experts_per_tok);
+  /// 0: a dense MLP.
+  int64_t numExperts = 0;
+  int64_t expertsPerToken = 2;
+  /// The load-balancing loss of transformers' load_balancing_loss_func,
+  /// added to the loss times routerAuxLossCoef when outputRouterLogits is
+  /// set (transformers adds it only then).
+  double routerAuxLossCoef = 0.001;
+  bool outputRouterLogits = false;
+  /// The router z-loss (ST-MoE): the mean over routed tokens and layers of
+  /// logsumexp(router logits)², times this; 0: none.
+  double routerZLossCoef = 0.0;
   double dropout = 0.0;
   double initStd = 0.02;
   /// Packed rows: the token that opens each document (>= 0), so the graph
@@ -74,6 +87,11 @@ struct ModelConfig {
   /// RoPE and attention (its builder adds what differs).
   bool llamaLike() const { return family != "gpt2"; }
   bool gemma2() const { return family == "gemma2"; }
+  /// The MLP is a mixture of experts.
+  bool moe() const { return numExperts > 0; }
+  /// The attention of this family may slide (mistral, gemma2; transformers
+  /// 4.44's Mixtral applies its window only in flash attention).
+  bool windowed() const { return family == "mistral" || gemma2(); }
   /// The window of layer `layer`: Gemma 2 slides only on even layers (as
   /// transformers 4.44's Gemma2Attention), Mistral on every layer.
   int64_t windowOfLayer(int64_t layer) const;
@@ -83,6 +101,8 @@ struct ModelConfig {
   RopeScaling ropeScalingParameters() const;
   /// Checks the combination (divisibility, ranges); the message names the key.
   llvm::Error validate() const;
+  /// The mixture-of-experts keys' part of validate().
+  llvm::Error validateExperts() const;
 };
 
 /// The preset names of a family ("tiny", "124M", ...).

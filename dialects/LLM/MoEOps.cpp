@@ -18,6 +18,14 @@ namespace {
 
 RankedTensorType tensorOf(Value value) { return cast<RankedTensorType>(value.getType()); }
 
+/// An attribute an op's shape rule reads: from its properties, or while the
+/// op is being parsed (properties not yet filled in) from the dictionary.
+template <typename A> A attributeOf(A fromProperties, DictionaryAttr attributes, StringRef name) {
+  if (fromProperties || !attributes)
+    return fromProperties;
+  return dyn_cast_or_null<A>(attributes.get(name));
+}
+
 RankedTensorType i32Tensor(MLIRContext *context, ArrayRef<int64_t> shape) {
   return RankedTensorType::get(shape, IntegerType::get(context, 32));
 }
@@ -57,7 +65,10 @@ LogicalResult MoERouteOp::inferReturnTypes(MLIRContext *context, std::optional<L
     return failure();
   RankedTensorType logits = tensorOf(adaptor.getLogits());
   const int64_t n = logits.getDimSize(0), e = logits.getDimSize(1);
-  const int64_t k = adaptor.getTopK();
+  auto topK = attributeOf<IntegerAttr>(adaptor.getTopKAttr(), adaptor.getAttributes(), "top_k");
+  if (!topK)
+    return emitOptionalError(loc, "needs a top_k attribute");
+  const int64_t k = topK.getInt();
   if (k < 1 || k > e)
     return emitOptionalError(loc, "top_k must be in [1, ", e, "] for ", e, " experts, got ", k);
   types.append({f32Tensor(context, {n, k}), i32Tensor(context, {n, k}),
@@ -167,7 +178,8 @@ LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext *, std::optional<Loc
     if (other.getType() != w)
       return emitOptionalError(loc, "every group's weight must be ", w, ", got ",
                                other.getType());
-  const bool tb = adaptor.getTransposeB();
+  const bool tb = static_cast<bool>(
+      attributeOf<UnitAttr>(adaptor.getTransposeBAttr(), adaptor.getAttributes(), "transpose_b"));
   if (w.getRank() != 2 || w.getDimSize(tb ? 1 : 0) != x.getDimSize(1))
     return emitOptionalError(loc, "weights must be ", tb ? "[F, " : "[", x.getDimSize(1),
                              tb ? "]" : ", F]", " for x ", x, ", got ", w);

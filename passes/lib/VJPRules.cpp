@@ -136,6 +136,60 @@ FailureOr<Grads> concatVJP(OpBuilder &b, ConcatOp op, Value dy, ArrayRef<bool> n
   return grads;
 }
 
+/// Routing's gradient reaches the logits through the chosen weights and the
+/// auxiliary losses' sums (a missing one is zero); experts, positions,
+/// offsets and counts are piecewise constant in the logits: no gradient.
+FailureOr<Grads> moeRouteVJP(OpBuilder &b, MoERouteOp op, ArrayRef<Value> dys) {
+  Location loc = op.getLoc();
+  auto orZeros = [&](Value d, Value like) {
+    return d ? d : FillOp::create(b, loc, like.getType(), APFloat(0.0)).getResult();
+  };
+  return Grads{MoERouteGradOp::create(
+      b, loc, op.getLogits(), op.getExperts(), orZeros(dys[0], op.getWeights()),
+      orZeros(dys[4], op.getProbSum()), orZeros(dys[6], op.getZSum()), op.getNormalize())};
+}
+
+/// dispatch and combine are each other's transposes (the same positions,
+/// the same weights); a weight's gradient is the dot product of the row it
+/// scaled with the gradient of what it produced.
+FailureOr<Grads> moeDispatchVJP(OpBuilder &b, MoEDispatchOp op, Value dy, ArrayRef<bool> need) {
+  Location loc = op.getLoc();
+  Grads grads(op->getNumOperands());
+  if (need[0])
+    grads[0] = MoECombineOp::create(b, loc, dy, op.getPositions(), op.getWeights());
+  if (op.getWeights() && need[2])
+    grads[2] = MoECombineWeightGradOp::create(b, loc, dy, op.getPositions(), op.getX());
+  return grads;
+}
+
+FailureOr<Grads> moeCombineVJP(OpBuilder &b, MoECombineOp op, Value dy, ArrayRef<bool> need) {
+  Location loc = op.getLoc();
+  Grads grads(op->getNumOperands());
+  if (need[0])
+    grads[0] = MoEDispatchOp::create(b, loc, dy, op.getPositions(), op.getWeights());
+  if (op.getWeights() && need[2])
+    grads[2] = MoECombineWeightGradOp::create(b, loc, op.getYs(), op.getPositions(), dy);
+  return grads;
+}
+
+/// dx = dy times each group's weight the other way round; the weights'
+/// gradients come from one grouped_matmul_weight_grad.
+FailureOr<Grads> groupedMatmulVJP(OpBuilder &b, GroupedMatmulOp op, Value dy, ArrayRef<bool> need) {
+  Location loc = op.getLoc();
+  Grads grads(op->getNumOperands());
+  if (need[0])
+    grads[0] =
+        GroupedMatmulOp::create(b, loc, dy, op.getOffsets(), op.getWeights(), !op.getTransposeB());
+  if (llvm::any_of(need.drop_front(2), [](bool n) { return n; })) {
+    auto dws = GroupedMatmulWeightGradOp::create(b, loc, op.getWeights().getTypes(), op.getX(), dy,
+                                                 op.getOffsets(), op.getTransposeB());
+    for (auto [i, dw] : llvm::enumerate(dws.getResults()))
+      if (need[2 + i])
+        grads[2 + i] = dw;
+  }
+  return grads;
+}
+
 } // namespace
 
 // NOLINTNEXTLINE(readability-function-size): one case per op
@@ -216,6 +270,10 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
                                     r.getOriginalMaxPositionsAttr())};
       })
       .Case([&](AttentionOp a) { return attentionVJP(b, a, dys, need); })
+      .Case([&](MoERouteOp r) { return moeRouteVJP(b, r, dys); })
+      .Case([&](MoEDispatchOp d) { return moeDispatchVJP(b, d, dy, need); })
+      .Case([&](MoECombineOp c) { return moeCombineVJP(b, c, dy, need); })
+      .Case([&](GroupedMatmulOp g) { return groupedMatmulVJP(b, g, dy, need); })
       .Case([&](CrossEntropyOp ce) -> FailureOr<Grads> {
         return Grads{CrossEntropyGradOp::create(b, loc, ce.getLogits(), ce.getTargets(), dy,
                                                 ce.getIgnoreIndex(), ce.getNumClasses()),

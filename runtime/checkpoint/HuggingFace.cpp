@@ -30,11 +30,10 @@ struct ConfigKey {
 
 /// The families whose directories llmc reads and writes, and the
 /// transformers class of each.
-const std::pair<const char *, const char *> kFamilies[] = {{"gpt2", "GPT2LMHeadModel"},
-                                                           {"llama", "LlamaForCausalLM"},
-                                                           {"qwen2", "Qwen2ForCausalLM"},
-                                                           {"mistral", "MistralForCausalLM"},
-                                                           {"gemma2", "Gemma2ForCausalLM"}};
+const std::pair<const char *, const char *> kFamilies[] = {
+    {"gpt2", "GPT2LMHeadModel"},     {"llama", "LlamaForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},   {"mistral", "MistralForCausalLM"},
+    {"gemma2", "Gemma2ForCausalLM"}, {"mixtral", "MixtralForCausalLM"}};
 
 bool knownFamily(const std::string &family) {
   for (const auto &[name, architecture] : kFamilies)
@@ -71,19 +70,26 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
       // null: multi-head attention; absent: MistralConfig's 8,
       // Gemma2Config's 16, the others' multi-head attention.
       {"num_key_value_heads", "n_kv_head", ConfigKey::Int,
-       family == "mistral" ? "8"
-       : gemma2            ? "16"
-                           : artifact.meta("model.n_head")},
+       family == "mistral" || family == "mixtral" ? "8"
+       : gemma2                                   ? "16"
+                                                  : artifact.meta("model.n_head")},
       {"hidden_size", "n_embd", ConfigKey::Int, ""},
       {"intermediate_size", "ffn_hidden", ConfigKey::Int, ""},
       {"max_position_embeddings", "max_positions", ConfigKey::Int, ""},
-      {"rms_norm_eps", "norm_eps", ConfigKey::Float, "1e-06"},
-      {"rope_theta", "rope_theta", ConfigKey::Float, "10000"},
+      {"rms_norm_eps", "norm_eps", ConfigKey::Float, family == "mixtral" ? "1e-05" : "1e-06"},
+      {"rope_theta", "rope_theta", ConfigKey::Float, family == "mixtral" ? "1e6" : "10000"},
       {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, gemma2 ? "1" : "0"}};
   if (gemma2) {
     // Gemma2Config's defaults.
     keys.push_back({"head_dim", "head_dim", ConfigKey::Int, "256"});
     keys.push_back({"query_pre_attn_scalar", "query_pre_attn_scalar", ConfigKey::Float, "224"});
+  }
+  if (family == "mixtral") {
+    // MixtralConfig's defaults.
+    keys.push_back({"num_local_experts", "num_experts", ConfigKey::Int, "8"});
+    keys.push_back({"num_experts_per_tok", "experts_per_token", ConfigKey::Int, "2"});
+    keys.push_back({"router_aux_loss_coef", "router_aux_loss_coef", ConfigKey::Float, "0.001"});
+    keys.push_back({"output_router_logits", "output_router_logits", ConfigKey::Bool, "0"});
   }
   return keys;
 }
@@ -98,6 +104,8 @@ struct OptionalKey {
 std::vector<OptionalKey> optionalKeys(const std::string &family) {
   if (family == "mistral")
     return {{"sliding_window", "sliding_window", 4096}};
+  if (family == "mixtral")
+    return {{"sliding_window", "sliding_window", 0}};
   if (family == "gemma2")
     return {{"sliding_window", "sliding_window", 4096},
             {"attn_logit_softcapping", "attn_softcap", 50.0},
@@ -152,6 +160,10 @@ void checkSemantics(const json::Value &config, const std::string &family,
                    "GPT-2 does not scale attention by layer");
     return;
   }
+  if (const json::Value *jitter = config.find("router_jitter_noise");
+      jitter && !jitter->isNull() && numberOf(*jitter, path + ": router_jitter_noise") != 0)
+    fail(path, ": router_jitter_noise is ", jitter->dump(),
+         ", but llmc's Mixtral router adds no noise to its logits");
   requireSetting(config, path, "hidden_act", json::Value("silu"), "Llama uses SwiGLU (silu)");
   requireSetting(config, path, "attention_bias", json::Value(false),
                  "Llama has no attention biases");
@@ -250,7 +262,7 @@ std::string familyOf(const Artifact &artifact, const std::string &what) {
   std::string family = artifact.meta("model.family");
   if (!knownFamily(family))
     fail(what, ": the artifact's model is '", family,
-         "'; Hugging Face interop knows gpt2, llama, qwen2, mistral and gemma2");
+         "'; Hugging Face interop knows gpt2, llama, qwen2, mistral, gemma2 and mixtral");
   return family;
 }
 
@@ -358,7 +370,7 @@ std::string huggingFaceFamily(const std::string &dir) {
   std::string family = type ? type->asString(path + ": model_type") : "";
   if (!knownFamily(family))
     fail(path, ": model_type is ", type ? type->dump() : "missing",
-         "; Hugging Face interop knows gpt2, llama, qwen2, mistral and gemma2");
+         "; Hugging Face interop knows gpt2, llama, qwen2, mistral, gemma2 and mixtral");
   return family;
 }
 

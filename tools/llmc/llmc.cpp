@@ -126,8 +126,9 @@ int runModel() {
   mlir::MLIRContext context;
   llmc::prepareContext(context);
   if (modelFamily.empty() && modelConfig.empty())
-    return fail("llmc model", "give a family (gpt2, llama, qwen2, mistral, gemma2) or --config "
-                              "<config.json>");
+    return fail("llmc model",
+                "give a family (gpt2, llama, qwen2, mistral, gemma2, mixtral) or --config "
+                "<config.json>");
   llmc::ModelSource source{"", modelFamily, modelPreset, modelConfig, modelSet};
   llmc::ModelConfig config;
   llvm::SourceMgr sourceMgr;

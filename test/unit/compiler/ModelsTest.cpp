@@ -52,7 +52,7 @@ TEST(Models, QwenAndMistralParameterCountsMatchPublished) {
 }
 
 TEST(Models, EveryPresetVerifies) {
-  for (const char *family : {"gpt2", "llama", "qwen2", "mistral", "gemma2"})
+  for (const char *family : {"gpt2", "llama", "qwen2", "mistral", "gemma2", "mixtral"})
     for (const std::string &preset : llmc::presetNames(family)) {
       SCOPED_TRACE(std::string(family) + " " + preset);
       EXPECT_GT(countFor(family, preset), 0);
@@ -234,9 +234,10 @@ TEST(Models, ConfigJsonNamesTheFamily) {
   EXPECT_EQ(familyOf(R"({"model_type": "gemma2"})"), "gemma2");
   EXPECT_EQ(familyOf(R"({"model_type": "gemma3"})"),
             ": model family 'gemma3' is not supported yet (llmc builds gpt2, llama, qwen2, "
-            "mistral and gemma2; docs/models.md)");
+            "mistral, gemma2 and mixtral; docs/models.md)");
   EXPECT_EQ(familyOf(R"({"model_type": "bert"})"),
-            ": unknown model family 'bert' (expected gpt2, llama, qwen2, mistral or gemma2)");
+            ": unknown model family 'bert' (expected gpt2, llama, qwen2, mistral, gemma2 or "
+            "mixtral)");
 }
 
 TEST(Models, QwenAndMistralConfigJson) {
@@ -331,6 +332,54 @@ TEST(Models, Gemma2ConfigJson) {
   config.headDimension = 64;
   EXPECT_EQ(llvm::toString(config.validate()),
             "head_dim = 64 is not supported: llmc's llama heads are n_embd / n_head wide");
+}
+
+// Mixtral-8x7B-v0.1 as its model card counts it (46.7B; every expert's
+// three matrices, the routers, untied head).
+TEST(Models, MixtralParameterCountMatchesPublished) {
+  EXPECT_EQ(countFor("mixtral", "8x7B"), 46702792704);
+}
+
+TEST(Models, MixtralConfigJson) {
+  llmc::ModelConfig config;
+  // mistralai/Mixtral-8x7B-v0.1's keys.
+  EXPECT_EQ(applyJson(R"({"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+                          "num_attention_heads": 32, "num_key_value_heads": 8,
+                          "num_hidden_layers": 32, "num_local_experts": 8,
+                          "num_experts_per_tok": 2, "output_router_logits": false,
+                          "router_aux_loss_coef": 0.02, "rms_norm_eps": 1e-05,
+                          "rope_theta": 1000000.0, "sliding_window": null,
+                          "tie_word_embeddings": false, "vocab_size": 32000,
+                          "hidden_act": "silu", "router_jitter_noise": 0.0})",
+                      config, "mixtral"),
+            "");
+  EXPECT_EQ(config.numExperts, 8);
+  EXPECT_EQ(config.expertsPerToken, 2);
+  EXPECT_DOUBLE_EQ(config.routerAuxLossCoef, 0.02);
+  EXPECT_FALSE(config.outputRouterLogits);
+  EXPECT_EQ(config.slidingWindow, 0);
+  // Absent keys are MixtralConfig's defaults.
+  EXPECT_EQ(applyJson(R"({"model_type": "mixtral", "hidden_size": 256, "num_attention_heads": 32})",
+                      config, "mixtral"),
+            "");
+  EXPECT_EQ(config.numExperts, 8);
+  EXPECT_EQ(config.nKvHead, 8);
+  EXPECT_DOUBLE_EQ(config.routerAuxLossCoef, 0.001);
+  EXPECT_DOUBLE_EQ(config.ropeTheta, 1e6);
+  EXPECT_EQ(configError(R"({"model_type": "mixtral", "router_jitter_noise": 0.5})", "mixtral"),
+            "router_jitter_noise = 0.5 is not supported: llmc's router adds no noise to the "
+            "router logits");
+  EXPECT_EQ(configError(R"({"model_type": "mixtral", "sliding_window": 4096})", "mixtral"),
+            "sliding_window = 4096 is not supported: only mistral's and gemma2's attention have "
+            "a window");
+  config = cantFail(llmc::presetConfig("mixtral", "tiny"));
+  config.expertsPerToken = 5;
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "experts_per_token must be in [1, num_experts = 4], got 5");
+  config = cantFail(llmc::presetConfig("llama", "tiny"));
+  config.numExperts = 4;
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "num_experts applies to mixtral; llama has a dense MLP");
 }
 
 } // namespace

@@ -508,6 +508,71 @@ TEST(VJP, FakeQuantOutlierColumnsPassTheGradientWhole) {
   }
 }
 
+/// A mixture-of-experts MLP of 6 tokens over 4 experts (top 2):
+/// route, dispatch, each expert's up projection, SiLU, its down
+/// projection, combine by the routing weights.
+std::string moeLayer(bool normalize, bool transposeB) {
+  auto weight = [&](const std::string &name, int64_t out, int64_t in) {
+    return param(name, transposeB
+                           ? "tensor<" + std::to_string(out) + "x" + std::to_string(in) + "xf32>"
+                           : "tensor<" + std::to_string(in) + "x" + std::to_string(out) + "xf32>");
+  };
+  std::string args = param("x", "tensor<6x3xf32>") + ", " + param("router", "tensor<6x4xf32>");
+  std::string ups, downs, upTypes, downTypes;
+  for (int e = 0; e < 4; ++e) {
+    std::string i = std::to_string(e);
+    args += ", " + weight("u" + i, 5, 3) + ", " + weight("d" + i, 3, 5);
+    ups += (e ? ", %u" : "%u") + i;
+    downs += (e ? ", %d" : "%d") + i;
+    upTypes += std::string(e ? ", " : "") + (transposeB ? "tensor<5x3xf32>" : "tensor<3x5xf32>");
+    downTypes += std::string(e ? ", " : "") + (transposeB ? "tensor<3x5xf32>" : "tensor<5x3xf32>");
+  }
+  std::string attrs = transposeB ? " {transpose_b}" : "";
+  std::string ops =
+      std::string("  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64") +
+      (normalize ? ", normalize" : "") + "} : tensor<6x4xf32>\n" +
+      "  %xs = llm.moe_dispatch %x, %pos : tensor<6x3xf32>, tensor<6x2xi32>\n"
+      "  %h = llm.grouped_matmul %xs, %off, " +
+      ups + attrs + " : tensor<12x3xf32>, tensor<5xi32>, " + upTypes + "\n" +
+      "  %a = llm.silu %h : tensor<12x5xf32>\n"
+      "  %ys = llm.grouped_matmul %a, %off, " +
+      downs + attrs + " : tensor<12x5xf32>, tensor<5xi32>, " + downTypes + "\n" +
+      "  %y = llm.moe_combine %ys, %pos weights %w : tensor<12x3xf32>, tensor<6x2xi32> weights "
+      "tensor<6x2xf32>";
+  return projected(args, ops, "tensor<6x3xf32>");
+}
+
+TEST(VJP, MixtureOfExperts) {
+  for (bool normalize : {true, false})
+    for (bool transposeB : {true, false}) {
+      SCOPED_TRACE(std::string(normalize ? "normalize" : "softmax weights") +
+                   (transposeB ? ", [F, K] weights" : ", [K, F] weights"));
+      checkGradients(moeLayer(normalize, transposeB));
+    }
+}
+
+TEST(VJP, MixtureOfExpertsAuxiliaryLosses) {
+  // loss = Σ prob_sum ⊙ r + z_sum · s + Σ weights ⊙ q, through a dispatch
+  // that scales the copies (combine's transpose as a forward op).
+  std::string text =
+      "func.func @forward(" + param("router", "tensor<5x4xf32>") + ", " +
+      param("x", "tensor<5x3xf32>") +
+      ", %r: tensor<4xf32>, %s: tensor<f32>, %q: tensor<10x3xf32>) -> tensor<f32> {\n"
+      "  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64} : "
+      "tensor<5x4xf32>\n"
+      "  %xs = llm.moe_dispatch %x, %pos weights %w : tensor<5x3xf32>, tensor<5x2xi32> weights "
+      "tensor<5x2xf32>\n"
+      "  %a = llm.mul %ps, %r : tensor<4xf32>, tensor<4xf32>\n"
+      "  %b = llm.reduce_sum %a : tensor<4xf32> to tensor<f32>\n"
+      "  %c = llm.mul %z, %s : tensor<f32>, tensor<f32>\n"
+      "  %d = llm.mul %xs, %q : tensor<10x3xf32>, tensor<10x3xf32>\n"
+      "  %e2 = llm.reduce_sum %d : tensor<10x3xf32> to tensor<f32>\n"
+      "  %f = llm.add %b, %c : tensor<f32>, tensor<f32>\n"
+      "  %l = llm.add %f, %e2 : tensor<f32>, tensor<f32>\n"
+      "  return %l : tensor<f32>\n}";
+  checkGradients(text);
+}
+
 TEST(VJP, UnknownOpIsAnError) {
   MLIRContext context;
   llmc::prepareContext(context);

@@ -1,0 +1,43 @@
+//===- MixtureOfExperts.h - a mixture-of-experts MLP for the builders -*- C++ -*-===//
+//
+// Mixtral's sparse MLP (transformers' MixtralSparseMoeBlock) as llm ops,
+// and the router losses added to the model's loss.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_MODELS_MIXTUREOFEXPERTS_H
+#define LLMC_MODELS_MIXTUREOFEXPERTS_H
+
+#include "models/GraphBuilder.h"
+#include "models/ModelConfig.h"
+
+namespace llmc {
+
+/// One layer's router and experts, as Hugging Face names them
+/// (`block_sparse_moe.gate`, `block_sparse_moe.experts.<e>.w1/w2/w3`).
+struct ExpertWeights {
+  mlir::Value router;
+  llvm::SmallVector<mlir::Value> gate, down, up; ///< w1, w2, w3 of each expert
+};
+ExpertWeights declareExperts(GraphBuilder &b, const ModelConfig &c, const std::string &prefix);
+
+/// The router statistics summed over the layers so far, carried through
+/// the blocks to the loss.
+struct RouterSums {
+  mlir::Value probSum, counts, zSum;
+};
+/// Zeros, before the first layer.
+RouterSums startRouterSums(GraphBuilder &b, const ModelConfig &c);
+
+/// The MLP of h [B, T, C]: every token through its top-k experts' SwiGLU,
+/// summed by its routing weights; adds this layer's statistics to `sums`.
+mlir::Value mixtureOfExperts(GraphBuilder &b, const ModelConfig &c, const ExpertWeights &w,
+                             mlir::Value h, RouterSums &sums);
+
+/// loss + router_aux_loss_coef · (transformers' load_balancing_loss_func,
+/// when output_router_logits) + router_z_loss_coef · (mean z-loss).
+mlir::Value addRouterLosses(GraphBuilder &b, const ModelConfig &c, mlir::Value loss,
+                            const RouterSums &sums);
+
+} // namespace llmc
+
+#endif
