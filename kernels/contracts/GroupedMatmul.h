@@ -99,9 +99,9 @@ inline bool bindGroupedMatmul(const KernelArgs &args, std::string &error,
     return false;
   b.f = w0.dim(b.transposeB ? 0 : 1);
   if (w0.dim(b.transposeB ? 1 : 0) != b.k)
-    return v.fail("weight 0 " + w0.describe() + " does not match x " + v.in(0).describe() +
-                  (b.transposeB ? " (weights are [F, K] with transpose_b)"
-                                : " (weights are [K, F])"));
+    return v.fail(
+        "weight 0 " + w0.describe() + " does not match x " + v.in(0).describe() +
+        (b.transposeB ? " (weights are [F, K] with transpose_b)" : " (weights are [K, F])"));
   for (int64_t g = 1; g < b.groups; ++g) {
     const std::string name = "weight " + std::to_string(g);
     if (!v.hasType(v.in(2 + g), name.c_str(), b.dtype, w0.shape))

@@ -62,8 +62,7 @@ struct Offsets {
 /// the block gets the answer.
 __device__ bool validOffsets(Offsets offsets, int64_t groups, int64_t rows) {
   int bad = threadIdx.x == 0 && (offsets[0] != 0 || offsets[groups] != rows);
-  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x)
-    bad |= offsets[g + 1] < offsets[g];
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) bad |= offsets[g + 1] < offsets[g];
   return !__syncthreads_or(bad);
 }
 
@@ -72,8 +71,10 @@ __device__ int64_t groupOf(Offsets offsets, int64_t groups, int64_t r) {
   int64_t lo = 0, hi = groups - 1; // the last g with offsets[g] <= r
   while (lo < hi) {
     const int64_t mid = (lo + hi + 1) / 2;
-    if (offsets[mid] <= r) lo = mid;
-    else hi = mid - 1;
+    if (offsets[mid] <= r)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -84,7 +85,8 @@ template <typename T>
 __device__ void nanTile(T *out, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
   for (int e = threadIdx.x; e < kTileM * kTileN; e += kThreads) {
     const int64_t r = r0 + e / kTileN, c = c0 + e % kTileN;
-    if (r < rows && c < cols) store(out, r * cols + c, __int_as_float(0x7fc00000));
+    if (r < rows && c < cols)
+      store(out, r * cols + c, __int_as_float(0x7fc00000));
   }
 }
 
@@ -119,11 +121,13 @@ __device__ void storeTile(const float (&acc)[kPer][kPer], T *out, int64_t r0, in
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int64_t r = r0 + ty + kSide * i;
-    if (r < lo || r >= hi) continue;
+    if (r < lo || r >= hi)
+      continue;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       const int64_t c = c0 + tx + kSide * j;
-      if (c < cols) store(out, r * cols + c, acc[i][j]);
+      if (c < cols)
+        store(out, r * cols + c, acc[i][j]);
     }
   }
 }
@@ -145,8 +149,7 @@ __device__ void groupTile(const T *x, const T *w, T *y, int64_t r0, int64_t c0, 
       const int kk = transposeB ? e % kTileK : e / kTileN;
       const int n = transposeB ? e / kTileK : e % kTileN;
       const int64_t row = k0 + kk, col = c0 + n;
-      t.b[kk][n] =
-          row < k && col < f ? load(w, transposeB ? col * k + row : row * f + col) : 0.0f;
+      t.b[kk][n] = row < k && col < f ? load(w, transposeB ? col * k + row : row * f + col) : 0.0f;
     }
     __syncthreads();
     multiplyTiles(t, acc);
@@ -231,9 +234,9 @@ public:
       return;
     const dim3 grid(static_cast<unsigned>(ceilDiv(b_.rows, kTileM)),
                     static_cast<unsigned>(ceilDiv(b_.f, kTileN)));
-    groupedMatmulKernel<T><<<grid, kThreads, 0, streamOf(ctx)>>>(
-        x_, offsets_, weights_.as<const T *const>(), y_, b_.rows, b_.k, b_.f, b_.groups,
-        b_.transposeB);
+    groupedMatmulKernel<T>
+        <<<grid, kThreads, 0, streamOf(ctx)>>>(x_, offsets_, weights_.as<const T *const>(), y_,
+                                               b_.rows, b_.k, b_.f, b_.groups, b_.transposeB);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -263,8 +266,8 @@ public:
     const int64_t p = b_.transposeB ? b_.f : b_.k, q = b_.transposeB ? b_.k : b_.f;
     const dim3 grid(static_cast<unsigned>(ceilDiv(p, kTileM) * ceilDiv(q, kTileN)),
                     static_cast<unsigned>(b_.groups));
-    groupedWeightGradKernel<T><<<grid, kThreads, 0, streamOf(ctx)>>>(
-        a, p, b, q, offsets_, b_.rows, b_.groups, dw_.as<T *const>());
+    groupedWeightGradKernel<T><<<grid, kThreads, 0, streamOf(ctx)>>>(a, p, b, q, offsets_, b_.rows,
+                                                                     b_.groups, dw_.as<T *const>());
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
