@@ -1,0 +1,211 @@
+//===- grouped_matmul.cpp - each group of rows times its own weight -------===//
+//
+// The experts of a mixture-of-experts layer as one kernel
+// (contracts/GroupedMatmul.h). The rows of a group are contiguous, so each
+// non-empty group is one plain GEMM through OpenBLAS's sgemm, the call
+// matmul makes for the same operands: y's rows [b, e) = x's rows [b, e) ·
+// weight g. The weight gradient is one GEMM per group over the same rows,
+// xᵀ·dy (dyᵀ·x with transpose_b), and zeros for an empty group.
+//
+// Parallelism is BLAS's threads inside each GEMM, so a step with a few big
+// groups (experts with many tokens each) keeps every core busy; many tiny
+// groups run one after the other, each GEMM too small to spread.
+//
+// bf16 and f16 are storage only, as in matmul: x (and dy) are widened once
+// into fp32 scratch sized at bind time, each used weight one at a time into
+// one [K, F] scratch, the GEMMs write fp32, and the result is rounded once.
+//
+// The offsets are read on every run; invalid ones (contracts/
+// GroupedMatmul.h) make every output NaN, never an out-of-bounds access.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/contracts/GroupedMatmul.h"
+#include "kernels/cpu/Blas.h"
+#include "kernels/cpu/Common.h"
+
+namespace llmc::cpu {
+namespace {
+
+using contracts::GroupedMatmulBinding;
+
+template <typename T> void widen(const T *in, float *out, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = load(in, i);
+}
+
+template <typename T> void narrow(const float *in, T *out, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) store(out, i, in[i]);
+}
+
+template <typename T> void fillNaN(T *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) store(out, i, kNaN);
+}
+
+/// Whether `offsets` [G + 1] cut `rows` rows into G groups: offsets[0] = 0,
+/// offsets[G] = rows, never decreasing (so each lies in [0, rows]).
+bool validOffsets(const IdView &offsets, int64_t groups, int64_t rows) {
+  if (offsets[0] != 0 || offsets[groups] != rows)
+    return false;
+  for (int64_t g = 0; g < groups; ++g)
+    if (offsets[g + 1] < offsets[g])
+      return false;
+  return true;
+}
+
+/// `x` (a float tensor) as fp32: itself, or widened into `scratch`.
+template <typename T> const float *asFloat(const T *x, int64_t n, std::vector<float> &scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    widen(x, scratch.data(), n);
+    return scratch.data();
+  }
+}
+
+/// Where a float output is computed in fp32: itself, or `scratch`.
+template <typename T> float *outAsFloat(T *out, std::vector<float> &scratch) {
+  if constexpr (std::is_same_v<T, float>)
+    return out;
+  else
+    return scratch.data();
+}
+
+/// Scratch for a float tensor of `n` elements: none for f32.
+template <typename T> std::vector<float> wideScratch(int64_t n) {
+  return std::vector<float>(std::is_same_v<T, float> ? 0 : n);
+}
+
+template <typename T> class GroupedMatmulKernel final : public Kernel {
+public:
+  GroupedMatmulKernel(const KernelArgs &args, const GroupedMatmulBinding &b, SgemmFn sgemm)
+      : b_(b), sgemm_(sgemm), x_(args.inputs[0].as<T>()), offsets_(args.inputs[1]),
+        y_(args.outputs[0].as<T>()), xWide_(wideScratch<T>(b.rows * b.k)),
+        wWide_(wideScratch<T>(b.k * b.f)), yWide_(wideScratch<T>(b.rows * b.f)) {
+    for (int64_t g = 0; g < b.groups; ++g) weights_.push_back(args.inputs[2 + g].as<T>());
+  }
+
+  void run(const StepContext &) override {
+    const int64_t size = b_.rows * b_.f;
+    if (size == 0)
+      return;
+    if (!validOffsets(offsets_, b_.groups, b_.rows)) {
+      fillNaN(y_, size);
+      return;
+    }
+    const float *x = asFloat(x_, b_.rows * b_.k, xWide_);
+    float *y = outAsFloat(y_, yWide_);
+    for (int64_t g = 0; g < b_.groups; ++g) {
+      const int64_t begin = offsets_[g], end = offsets_[g + 1];
+      if (begin < end)
+        product(x + begin * b_.k, asFloat(weights_[g], b_.k * b_.f, wWide_), y + begin * b_.f,
+                end - begin);
+    }
+    if constexpr (!std::is_same_v<T, float>)
+      narrow(y, y_, size);
+  }
+
+private:
+  /// y [rows, F] = x [rows, K] · w (w [K, F], or [F, K] transposed).
+  void product(const float *x, const float *w, float *y, int64_t rows) const {
+    const int k = static_cast<int>(b_.k), f = static_cast<int>(b_.f);
+    if (k == 0) { // an empty sum
+      std::fill(y, y + rows * b_.f, 0.0f);
+      return;
+    }
+    sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasTrans : CblasNoTrans,
+           static_cast<int>(rows), f, k, 1.0f, x, k, w, b_.transposeB ? k : f, 0.0f, y, f);
+  }
+
+  GroupedMatmulBinding b_;
+  SgemmFn sgemm_;
+  const T *x_;
+  IdView offsets_;
+  T *y_;
+  std::vector<const T *> weights_;
+  std::vector<float> xWide_, wWide_, yWide_; // bf16, f16 only: fp32 copies
+};
+
+template <typename T> class GroupedMatmulWeightGradKernel final : public Kernel {
+public:
+  GroupedMatmulWeightGradKernel(const KernelArgs &args, const GroupedMatmulBinding &b,
+                                SgemmFn sgemm)
+      : b_(b), sgemm_(sgemm), x_(args.inputs[0].as<T>()), dy_(args.inputs[1].as<T>()),
+        offsets_(args.inputs[2]), xWide_(wideScratch<T>(b.rows * b.k)),
+        dyWide_(wideScratch<T>(b.rows * b.f)), dwWide_(wideScratch<T>(b.k * b.f)) {
+    for (int64_t g = 0; g < b.groups; ++g) dw_.push_back(args.outputs[g].as<T>());
+  }
+
+  void run(const StepContext &) override {
+    const int64_t size = b_.k * b_.f;
+    if (size == 0)
+      return;
+    if (!validOffsets(offsets_, b_.groups, b_.rows)) {
+      for (T *dw : dw_) fillNaN(dw, size);
+      return;
+    }
+    const float *x = asFloat(x_, b_.rows * b_.k, xWide_);
+    const float *dy = asFloat(dy_, b_.rows * b_.f, dyWide_);
+    for (int64_t g = 0; g < b_.groups; ++g) {
+      const int64_t begin = offsets_[g], end = offsets_[g + 1];
+      float *dw = outAsFloat(dw_[g], dwWide_);
+      gradient(x + begin * b_.k, dy + begin * b_.f, dw, end - begin);
+      if constexpr (!std::is_same_v<T, float>)
+        narrow(dw, dw_[g], size);
+    }
+  }
+
+private:
+  /// dw = xᵀ·dy [K, F], or dyᵀ·x [F, K] transposed, over `rows` rows; zeros
+  /// for none.
+  void gradient(const float *x, const float *dy, float *dw, int64_t rows) const {
+    if (rows == 0) {
+      std::fill(dw, dw + b_.k * b_.f, 0.0f);
+      return;
+    }
+    const int k = static_cast<int>(b_.k), f = static_cast<int>(b_.f), r = static_cast<int>(rows);
+    if (b_.transposeB)
+      sgemm_(CblasRowMajor, CblasTrans, CblasNoTrans, f, k, r, 1.0f, dy, f, x, k, 0.0f, dw, k);
+    else
+      sgemm_(CblasRowMajor, CblasTrans, CblasNoTrans, k, f, r, 1.0f, x, k, dy, f, 0.0f, dw, f);
+  }
+
+  GroupedMatmulBinding b_;
+  SgemmFn sgemm_;
+  const T *x_, *dy_;
+  IdView offsets_;
+  std::vector<T *> dw_;
+  std::vector<float> xWide_, dyWide_, dwWide_; // bf16, f16 only: fp32 copies
+};
+
+std::unique_ptr<Kernel> makeGroupedMatmul(const KernelArgs &args, std::string &error) {
+  GroupedMatmulBinding binding;
+  if (!contracts::bindGroupedMatmul(args, error, &binding))
+    return nullptr;
+  Validator v("grouped_matmul", args, error);
+  std::string blasError;
+  SgemmFn sgemm = blasSgemm(blasError);
+  if (!sgemm)
+    return v.reject(blasError);
+  return makeFloatKernel<GroupedMatmulKernel>(binding.dtype, args, binding, sgemm);
+}
+
+std::unique_ptr<Kernel> makeGroupedMatmulWeightGrad(const KernelArgs &args, std::string &error) {
+  GroupedMatmulBinding binding;
+  if (!contracts::bindGroupedMatmulWeightGrad(args, error, &binding))
+    return nullptr;
+  Validator v("grouped_matmul_weight_grad", args, error);
+  std::string blasError;
+  SgemmFn sgemm = blasSgemm(blasError);
+  if (!sgemm)
+    return v.reject(blasError);
+  return makeFloatKernel<GroupedMatmulWeightGradKernel>(binding.dtype, args, binding, sgemm);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CPU, "grouped_matmul", makeGroupedMatmul);
+LLMC_REGISTER_KERNEL(CPU, "grouped_matmul_weight_grad", makeGroupedMatmulWeightGrad);
+
+} // namespace llmc::cpu
