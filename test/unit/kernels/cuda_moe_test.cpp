@@ -11,7 +11,7 @@
 namespace llmc::test {
 namespace {
 
-TEST(CudaStepMoe, RoutingIsDeterministic) {
+TEST(CudaMoeKernels, RoutingIsDeterministic) {
   LLMC_REQUIRE_GPU();
   // 16 sequences of 1024 tokens, 64 experts, 6 chosen (DeepSeek-like).
   const int64_t n = 16 * 1024, e = 64, k = 6;
@@ -33,7 +33,7 @@ TEST(CudaStepMoe, RoutingIsDeterministic) {
   }
 }
 
-TEST(CudaStepMoe, BindErrorsMatchCpu) {
+TEST(CudaMoeKernels, BindErrorsMatchCpu) {
   LLMC_REQUIRE_GPU();
   const TensorView logits = typeOnly(DType::F32, {4, 3}), w = typeOnly(DType::F32, {4, 2}),
                    ids = typeOnly(DType::I32, {4, 2}), off = typeOnly(DType::I32, {4}),
