@@ -143,6 +143,44 @@ TEST(ReferenceGradients, Embedding) {
       kFdTolerance);
 }
 
+/// moe_route's differentiable outputs (weights, prob_sum, z_sum) for the
+/// forward's choice of experts, which steps of h do not change.
+TEST(ReferenceGradients, MoeRoute) {
+  const int64_t topK = 3;
+  const RefTensor logits = randomTensor({6, 5}, 1101, 2.0), dw = randomTensor({6, topK}, 1102),
+                  dprobSum = randomTensor({5}, 1103);
+  const double dz = 0.7;
+  for (bool normalize : {false, true}) {
+    SCOPED_TRACE(normalize ? "normalize" : "softmax weights");
+    const RefTensor experts = ref::moeRoute(logits, topK, normalize)[1];
+    auto loss = [&](const RefTensor &t) {
+      std::vector<RefTensor> out = ref::moeRoute(t, topK, normalize);
+      EXPECT_EQ(out[1].data, experts.data) << "a step changed the experts chosen";
+      return dot(out[0], dw) + dot(out[4], dprobSum) + dz * out[6].data[0];
+    };
+    EXPECT_LT(finiteDifferenceError(
+                  logits, ref::moeRouteGrad(logits, experts, dw, dprobSum, dz, normalize), loss),
+              kFdTolerance);
+  }
+}
+
+/// moe_combine's backward: moe_dispatch of dy (weighted) for ys,
+/// moe_combine_weight_grad for the weights.
+TEST(ReferenceGradients, MoeCombine) {
+  const RefTensor ys = randomTensor({8, 3}, 1111), weights = randomTensor({4, 2}, 1112),
+                  dy = randomTensor({4, 3}, 1113);
+  const RefTensor positions{{4, 2}, {5, 0, 7, 2, 1, 6, 3, 4}};
+  EXPECT_LT(finiteDifferenceError(ys, ref::moeDispatch(dy, positions, &weights),
+                                  [&](const RefTensor &t) {
+                                    return dot(ref::moeCombine(t, positions, &weights), dy);
+                                  }),
+            kFdTolerance);
+  EXPECT_LT(finiteDifferenceError(
+                weights, ref::moeCombineWeightGrad(ys, positions, dy),
+                [&](const RefTensor &t) { return dot(ref::moeCombine(ys, positions, &t), dy); }),
+            kFdTolerance);
+}
+
 TEST(ReferenceGradients, MatmulThroughTransposedMatmulsAndReduceSum) {
   uint64_t seed = 1070;
   for (bool batchedB : {false, true})
