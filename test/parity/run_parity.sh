@@ -17,7 +17,9 @@
 # ZeRO-3 (which shards the padded rows), against the unpadded one rank; packed
 # GPT-2s and Llamas (rows of whole stories, doc_separator=10) check that the
 # segment and position inputs follow the tokens in every layout, the
-# sequence-split ones included. Each layout runs twice: plainly (one
+# sequence-split ones included; a 4-layer Mixtral (mixture-of-experts MLPs,
+# the load-balancing loss's router sums passed from stage to stage) runs
+# the pipeline schedules. Each layout runs twice: plainly (one
 # ordered list per rank), and compiled with --overlap-comm (communication
 # on its own thread, ordered by the events --target cuda places) with
 # random delays before every instruction on either stream and before every
@@ -32,7 +34,7 @@ set -euo pipefail
 BIN=$1; WORK=$2; shift 2
 PAIRS=(--sample 8)
 [[ ${1:-} == --all ]] && PAIRS=(--all) && shift
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp composition}
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp mixtral-pp composition}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -91,16 +93,16 @@ LAYOUTS=(
   "vocab50257-padded-zero3-dp2|2|--mesh dp=2 --zero 3 --vocab-multiple 128|gpt2-vocab50257"
   # Pipelines (4 layers, 4 microbatches): every schedule, with and without
   # recomputation, alone and with data and tensor parallelism.
-  "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp gpt2-fp8-pp gpt2-lora-pp gpt2-packed-pp llama-packed-pp"
+  "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp gpt2-fp8-pp gpt2-lora-pp gpt2-packed-pp llama-packed-pp mixtral-pp"
   "pp2-gpipe|2|--mesh pp=2 --pipeline-schedule gpipe|gpt2-pp"
   "pp2-naive|2|--mesh pp=2 --pipeline-schedule naive|gpt2-pp"
-  "pp4|4|--mesh pp=4|gpt2-pp llama-pp"
+  "pp4|4|--mesh pp=4|gpt2-pp llama-pp mixtral-pp"
   "pp2-dp2|4|--mesh pp=2,dp=2|gpt2-pp llama-pp"
   "pp2-dp2-tp2|8|--mesh pp=2,dp=2,tp=2 --zero 1|gpt2-pp llama-pp gpt2-packed-pp"
-  "pp2-interleaved-v2|2|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2|gpt2-pp llama-pp"
-  "pp2-zero-bubble|2|--mesh pp=2 --pipeline-schedule zero-bubble|gpt2-pp llama-pp"
-  "pp2-recompute-full|2|--mesh pp=2 --recompute full|gpt2-pp llama-pp"
-  "pp2-recompute-selective|2|--mesh pp=2 --recompute selective|gpt2-pp llama-pp"
+  "pp2-interleaved-v2|2|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2|gpt2-pp llama-pp mixtral-pp"
+  "pp2-zero-bubble|2|--mesh pp=2 --pipeline-schedule zero-bubble|gpt2-pp llama-pp mixtral-pp"
+  "pp2-recompute-full|2|--mesh pp=2 --recompute full|gpt2-pp llama-pp mixtral-pp"
+  "pp2-recompute-selective|2|--mesh pp=2 --recompute selective|gpt2-pp llama-pp mixtral-pp"
   "pp2-interleaved-recompute-full|2|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2 --recompute full|gpt2-pp"
   "pp2-zero-bubble-recompute-selective|2|--mesh pp=2 --pipeline-schedule zero-bubble --recompute selective|gpt2-pp llama-pp"
   "pp2-dp2-tp2-sp-recompute-full|8|--mesh pp=2,dp=2,tp=2 --sp --recompute full|gpt2-pp"

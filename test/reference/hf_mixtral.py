@@ -33,7 +33,7 @@ from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_fun
 
 from hf_families import BATCH, SEQ, TOL, check_generate, first_loss, run
 
-EXPERTS, TOP_K, AUX = 4, 2, 0.02
+EXPERTS, TOP_K, AUX = 4, 2, 0.1
 
 
 def hf_model(output_router_logits):
