@@ -55,20 +55,9 @@ Value GraphBuilder::add(Value a, Value b) {
   return llm::AddOp::create(builder, loc("add"), a, b);
 }
 
-Value GraphBuilder::mul(Value a, Value b) { return llm::MulOp::create(builder, loc("mul"), a, b); }
-
 Value GraphBuilder::zeros(ArrayRef<int64_t> shape) {
   return llm::FillOp::create(builder, loc("zeros"), type(shape, builder.getF32Type()),
                              APFloat(0.0));
-}
-
-Value GraphBuilder::stopGradient(Value x) {
-  return llm::StopGradientOp::create(builder, loc("stop_gradient"), x);
-}
-
-Value GraphBuilder::reduceSum(Value x, ArrayRef<int64_t> shape) {
-  auto element = cast<RankedTensorType>(x.getType()).getElementType();
-  return llm::ReduceSumOp::create(builder, loc("reduce_sum"), type(shape, element), x);
 }
 
 Value GraphBuilder::gelu(Value x) { return llm::GeluOp::create(builder, loc("gelu"), x); }
@@ -145,6 +134,12 @@ Value GraphBuilder::moeDispatch(Value x, Value positions) {
 
 Value GraphBuilder::moeCombine(Value ys, Value positions, Value weights) {
   return llm::MoECombineOp::create(builder, loc("moe_combine"), ys, positions, weights);
+}
+
+Value GraphBuilder::routerLoss(Value probSum, Value counts, Value zSum, double auxScale,
+                               double zScale) {
+  return llm::RouterLossOp::create(builder, loc("router_loss"), probSum, counts, zSum,
+                                   APFloat(auxScale), APFloat(zScale));
 }
 
 Value GraphBuilder::groupedMatmul(Value x, Value offsets, ValueRange weights, bool transposeB) {

@@ -31,12 +31,8 @@ public:
 
   mlir::Value matmul(mlir::Value a, mlir::Value b, bool transposeB = false);
   mlir::Value add(mlir::Value a, mlir::Value b);
-  mlir::Value mul(mlir::Value a, mlir::Value b);
   /// An f32 tensor of zeros.
   mlir::Value zeros(llvm::ArrayRef<int64_t> shape);
-  mlir::Value stopGradient(mlir::Value x);
-  /// Sums x down to `shape` (a suffix of x's; {} for a scalar).
-  mlir::Value reduceSum(mlir::Value x, llvm::ArrayRef<int64_t> shape);
   mlir::Value gelu(mlir::Value x);
   mlir::Value swiglu(mlir::Value gate, mlir::Value up);
   mlir::Value geglu(mlir::Value gate, mlir::Value up);
@@ -69,6 +65,9 @@ public:
   mlir::Value moeDispatch(mlir::Value x, mlir::Value positions);
   /// ys [N·k, C] summed back per token by the routing weights: [N, C].
   mlir::Value moeCombine(mlir::Value ys, mlir::Value positions, mlir::Value weights);
+  /// auxScale·Σ counts·probSum + zScale·zSum (llm.router_loss).
+  mlir::Value routerLoss(mlir::Value probSum, mlir::Value counts, mlir::Value zSum, double auxScale,
+                         double zScale);
   /// Each expert's rows of x times its weight ([F, K] with transposeB).
   mlir::Value groupedMatmul(mlir::Value x, mlir::Value offsets, mlir::ValueRange weights,
                             bool transposeB);

@@ -14,8 +14,9 @@
 // tokens of the one-hot top-k mask, summed over the k slots) and Σ probₑ
 // the softmax probabilities of e summed over all layers' tokens. It is not
 // a sum of per-layer terms, so the sums are carried through the blocks and
-// the product taken once at the end. The counts take no gradient (they are
-// piecewise constant), as in transformers, where they come from topk.
+// the product taken once at the end, by llm.router_loss. The counts take
+// no gradient (they are piecewise constant), as in transformers, where
+// they come from topk.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,21 +56,19 @@ Value mixtureOfExperts(GraphBuilder &b, const ModelConfig &c, const ExpertWeight
                        b.groupedMatmul(xs, route.offsets, w.up, true));
   Value ys = b.groupedMatmul(act, route.offsets, w.down, true);
   sums.probSum = b.add(sums.probSum, route.probSum);
-  sums.counts = b.add(sums.counts, b.stopGradient(route.counts));
+  sums.counts = b.add(sums.counts, route.counts);
   sums.zSum = b.add(sums.zSum, route.zSum);
   return b.reshape(b.moeCombine(ys, route.positions, route.weights), {B, T, C});
 }
 
 Value addRouterLosses(GraphBuilder &b, const ModelConfig &c, Value loss, const RouterSums &sums) {
   const double routed = double(c.batchSize) * double(c.seqLen) * double(c.nLayer);
-  if (c.outputRouterLogits && c.routerAuxLossCoef > 0) {
-    Value balance = b.reduceSum(b.mul(sums.counts, sums.probSum), {});
-    loss = b.add(loss, b.scale(balance, c.routerAuxLossCoef * double(c.numExperts) /
-                                            (routed * routed)));
-  }
-  if (c.routerZLossCoef > 0)
-    loss = b.add(loss, b.scale(sums.zSum, c.routerZLossCoef / routed));
-  return loss;
+  const double auxScale =
+      c.outputRouterLogits ? c.routerAuxLossCoef * double(c.numExperts) / (routed * routed) : 0.0;
+  const double zScale = c.routerZLossCoef / routed;
+  if (auxScale == 0 && zScale == 0)
+    return loss;
+  return b.add(loss, b.routerLoss(sums.probSum, sums.counts, sums.zSum, auxScale, zScale));
 }
 
 } // namespace llmc

@@ -186,9 +186,7 @@ private:
 LogicalResult Splitter::classify(bool splitWeightGradients) {
   Block &body = func.getBody().front();
   int64_t position = 0;
-  for (Operation &op : body)
-    order[&op] = position++;
-  int lastChunk = p * v - 1;
+  for (Operation &op : body) order[&op] = position++;
   SmallVector<Operation *> unplaced;
   for (Operation &op : body.without_terminator()) {
     auto mb = op.getAttrOfType<IntegerAttr>(kMicrobatchAttr);
@@ -219,14 +217,19 @@ LogicalResult Splitter::classify(bool splitWeightGradients) {
     if (s.chunk < 0)
       unplaced.push_back(&op);
   }
-  // Ops reading only arguments (an embedding, a constant) join their first
-  // user.
+  // Ops reading only arguments (an embedding, a constant) join the user
+  // that runs first: in the forward the lowest chunk; in the backward,
+  // where gradients flow to lower chunks, the highest (a loss seed scaled
+  // for every layer's router is sent down from the last chunk).
   for (Operation *op : llvm::reverse(unplaced)) {
-    int chunk = lastChunk + 1;
+    const bool backward = info[op].phase == Phase::Backward;
+    int chunk = -1;
     for (Operation *user : op->getUsers())
-      if (info.count(user) && info[user].chunk >= 0)
-        chunk = std::min(chunk, info[user].chunk);
-    info[op].chunk = chunk > lastChunk ? 0 : chunk;
+      if (info.count(user) && info[user].chunk >= 0) {
+        const int c = info[user].chunk;
+        chunk = chunk < 0 ? c : backward ? std::max(chunk, c) : std::min(chunk, c);
+      }
+    info[op].chunk = chunk < 0 ? 0 : chunk;
   }
   if (!splitWeightGradients) {
     placeParameterGathers();

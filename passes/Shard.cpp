@@ -260,8 +260,28 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
     return failure(result.wasInterrupted());
   }
 
+  /// Each rank's router statistics are sums over its rows. The
+  /// load-balancing loss needs the whole batch's counts (summed over the
+  /// batch axes; they take no gradient); then it is linear in this rank's
+  /// prob_sum, as the z-loss is in its z_sum, so both count `parts` times
+  /// and the ranks' losses (and gradients) average to the whole batch's.
+  void splitRouterLoss(llm::RouterLossOp loss, int64_t parts, ArrayAttr axes) {
+    OpBuilder b(loss);
+    Value counts = loss.getCounts();
+    Value total = dist::AllReduceOp::create(b, loss.getLoc(), counts.getType(), counts,
+                                            FlatSymbolRefAttr::get(b.getContext(), kMeshName), axes,
+                                            b.getStringAttr("sum"));
+    loss.getCountsMutable().assign(total);
+    loss.setAuxScaleAttr(b.getF64FloatAttr(loss.getAuxScale().convertToDouble() * parts));
+    loss.setZScaleAttr(b.getF64FloatAttr(loss.getZScale().convertToDouble() * parts));
+  }
+
   LogicalResult splitOp(Operation *op, int64_t parts, ArrayAttr axes,
                         llvm::DenseSet<Value> &batched) {
+    if (auto loss = dyn_cast<llm::RouterLossOp>(op)) {
+      splitRouterLoss(loss, parts, axes);
+      return success();
+    }
     // Ops that would mix rows of different ranks say so themselves.
     if (auto rule = dyn_cast<llm::RowSplitOpInterface>(op)) {
       SmallVector<bool> rowSplit;

@@ -208,3 +208,12 @@ LogicalResult GroupedMatmulWeightGradOp::verify() {
       return emitOpError("every result must be ") << expected << ", got " << r.getType();
   return success();
 }
+
+LogicalResult RouterLossOp::verify() {
+  RankedTensorType probSum = getProbSum().getType(), counts = getCounts().getType();
+  if (probSum.getRank() != 1 || !probSum.getElementType().isF32())
+    return emitOpError("prob_sum must be f32 [experts], got ") << probSum;
+  if (counts != probSum)
+    return emitOpError("counts must be ") << probSum << " (prob_sum's type), got " << counts;
+  return success();
+}

@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-def LLM_MoERouteOp : LLM_PureOp<"moe_route", [KeepsPrecision, MixesBatchRows]> {
+def LLM_MoERouteOp : LLM_PureOp<"moe_route", [KeepsPrecision]> {
   let summary = "Top-k softmax routing of tokens to experts, sorted by expert";
   let description = [{
     For router logits `[N, E]` (any float type; computed in fp32):
@@ -70,7 +70,7 @@ def LLM_MoERouteGradOp : LLM_PureOp<"moe_route_grad"> {
   }];
 }
 
-def LLM_MoEDispatchOp : LLM_PureOp<"moe_dispatch", [MixesBatchRows]> {
+def LLM_MoEDispatchOp : LLM_PureOp<"moe_dispatch"> {
   let summary = "Copies each token to its experts' rows: out[positions[n, j]] = x[n]";
   let description = [{
     `x [N, C]`, `positions [N, k]` a permutation of `0 .. N·k−1`; the
@@ -91,7 +91,7 @@ def LLM_MoEDispatchOp : LLM_PureOp<"moe_dispatch", [MixesBatchRows]> {
   }];
 }
 
-def LLM_MoECombineOp : LLM_PureOp<"moe_combine", [MixesBatchRows]> {
+def LLM_MoECombineOp : LLM_PureOp<"moe_combine"> {
   let summary = "Sums each token's expert rows: y[n] = Σ_j weights[n, j]·ys[positions[n, j]]";
   let description = [{
     `ys [N·k, C]`, `positions [N, k]`; the result is `[N, C]` of ys's type,
@@ -112,7 +112,7 @@ def LLM_MoECombineOp : LLM_PureOp<"moe_combine", [MixesBatchRows]> {
   }];
 }
 
-def LLM_MoECombineWeightGradOp : LLM_PureOp<"moe_combine_weight_grad", [MixesBatchRows]> {
+def LLM_MoECombineWeightGradOp : LLM_PureOp<"moe_combine_weight_grad"> {
   let summary = "dweights[n, j] = ⟨ys[positions[n, j]], dy[n]⟩ (fp32)";
   let description = [{
     The gradient of moe_combine's weights (and of moe_dispatch's, with the
@@ -169,5 +169,32 @@ def LLM_GroupedMatmulWeightGradOp : LLM_Op<"grouped_matmul_weight_grad",
     $x `,` $dy `,` $offsets attr-dict `:` type($x) `,` type($dy) `,` type($offsets) `->`
     type($results)
   }];
+  let hasVerifier = 1;
+}
+
+def LLM_RouterLossOp : LLM_Op<"router_loss", [Pure, KeepsPrecision]> {
+  let summary = "The router losses: aux_scale·Σₑ counts·prob_sum + z_scale·z_sum";
+  let description = [{
+    From a model's router statistics (moe_route's `prob_sum`, `counts` and
+    `z_sum`, summed over its layers): the load-balancing loss
+    `aux_scale · Σₑ counts[e]·prob_sum[e]` plus the z-loss
+    `z_scale · z_sum`, accumulated in double and rounded once. `counts`
+    takes no gradient.
+
+    Under data parallelism each rank holds its rows' sums: llmc-shard sums
+    `counts` over the batch axes and multiplies both scales by the number
+    of ranks, so that the ranks' losses average to the whole batch's (the
+    load-balancing loss is linear in `prob_sum` once the counts are the
+    whole batch's).
+
+    ```mlir
+    %l = llm.router_loss %psum, %cnt, %z {aux_scale = 1.0e-03 : f64, z_scale = 0.0 : f64}
+        : tensor<8xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$prob_sum, LLM_FloatTensor:$counts, LLM_F32Scalar:$z_sum,
+                       F64Attr:$aux_scale, F64Attr:$z_scale);
+  let results = (outs LLM_F32Scalar:$result);
+  let assemblyFormat = "$prob_sum `,` $counts `,` $z_sum attr-dict `:` type($prob_sum) `,` type($counts)";
   let hasVerifier = 1;
 }

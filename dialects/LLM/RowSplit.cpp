@@ -59,9 +59,12 @@ LogicalResult MatmulOp::verifyRowSplit(ArrayRef<bool> rowSplit, int64_t) {
   return success();
 }
 
-LogicalResult ReshapeOp::verifyRowSplit(ArrayRef<bool>, int64_t) {
+/// A reshape keeps the order of the elements, so each rank's block of the
+/// input's rows is a block of the output's rows whenever the output's
+/// leading dimension splits as evenly ([B·T, C] back to [B, T, C] too).
+LogicalResult ReshapeOp::verifyRowSplit(ArrayRef<bool>, int64_t parts) {
   auto in = getX().getType(), out = getType();
-  if (in.getRank() == 0 || out.getRank() == 0 || out.getDimSize(0) % in.getDimSize(0) != 0)
+  if (in.getRank() == 0 || out.getRank() == 0 || out.getDimSize(0) % parts != 0)
     return emitOpError("reshapes the batch dimension away (")
            << in << " to " << out << "); it cannot be split";
   return success();

@@ -1,8 +1,8 @@
 //===- MoE.h - binding contract of the mixture-of-experts kernels -*- C++ -*-===//
 //
 // What both backends check and derive when they bind moe_route,
-// moe_route_grad, moe_dispatch, moe_combine and moe_combine_weight_grad
-// (dialects/LLM/MoEOps.td): N tokens, E experts, k copies per token, C
+// moe_route_grad, moe_dispatch, moe_combine, moe_combine_weight_grad and
+// router_loss (dialects/LLM/MoEOps.td): N tokens, E experts, k copies per token, C
 // columns. The CPU and CUDA factories call the bind functions and add only
 // what is specific to their backend.
 //
@@ -53,6 +53,14 @@ inline bool bindMoeDispatch(const KernelArgs &args, std::string &error, MoeRowsB
 inline bool bindMoeCombine(const KernelArgs &args, std::string &error, MoeRowsBinding *out);
 inline bool bindMoeCombineWeightGrad(const KernelArgs &args, std::string &error,
                                      MoeRowsBinding *out);
+
+/// router_loss: prob_sum and counts [experts], the two scales. Both
+/// backends add the experts' products in order, in double, and round once.
+struct RouterLossBinding {
+  int64_t experts = 0;
+  double auxScale = 0, zScale = 0;
+};
+inline bool bindRouterLoss(const KernelArgs &args, std::string &error, RouterLossBinding *out);
 
 /// Tokens per chunk of moe_route's sums over tokens (see the file comment).
 inline constexpr int64_t kMoeRouteChunk = 64;
@@ -183,6 +191,20 @@ inline bool bindMoeCombineWeightGrad(const KernelArgs &args, std::string &error,
   return v.arity(3, 1) && checkCopies(v, v.in(0), v.in(1), out) &&
          v.hasType(v.in(2), "dy", out->dtype, {out->tokens, out->width}) &&
          v.hasType(v.out(0), "dweights", DType::F32, v.in(1).shape);
+}
+
+inline bool bindRouterLoss(const KernelArgs &args, std::string &error, RouterLossBinding *out) {
+  Validator v("router_loss", args, error);
+  if (!v.arity(3, 1) || !v.hasRank(v.in(0), "prob_sum", 1))
+    return false;
+  const int64_t e = v.in(0).dim(0);
+  if (!v.hasType(v.in(0), "prob_sum", DType::F32, {e}) ||
+      !v.hasType(v.in(1), "counts", DType::F32, {e}) || !v.isF32Scalar(v.in(2), "z_sum") ||
+      !v.isF32Scalar(v.out(0), "loss") || !v.floatAttr("aux_scale", &out->auxScale) ||
+      !v.floatAttr("z_scale", &out->zScale))
+    return false;
+  out->experts = e;
+  return true;
 }
 
 } // namespace llmc::contracts

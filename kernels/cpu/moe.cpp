@@ -332,6 +332,32 @@ private:
   int64_t k_, c_, copies_;
 };
 
+/// router_loss: a handful of products, in order, in double.
+class RouterLossKernel final : public Kernel {
+public:
+  RouterLossKernel(const KernelArgs &args, const contracts::RouterLossBinding &b)
+      : probSum_(args.inputs[0].as<float>()), counts_(args.inputs[1].as<float>()),
+        zSum_(args.inputs[2].as<float>()), loss_(args.outputs[0].as<float>()), b_(b) {}
+
+  void run(const StepContext &) override {
+    double balance = 0;
+    for (int64_t e = 0; e < b_.experts; ++e) balance += double(counts_[e]) * double(probSum_[e]);
+    *loss_ = static_cast<float>(b_.auxScale * balance + b_.zScale * double(*zSum_));
+  }
+
+private:
+  const float *probSum_, *counts_, *zSum_;
+  float *loss_;
+  contracts::RouterLossBinding b_;
+};
+
+std::unique_ptr<Kernel> makeRouterLoss(const KernelArgs &args, std::string &error) {
+  contracts::RouterLossBinding b;
+  if (!contracts::bindRouterLoss(args, error, &b))
+    return nullptr;
+  return std::make_unique<RouterLossKernel>(args, b);
+}
+
 std::unique_ptr<Kernel> makeMoeRoute(const KernelArgs &args, std::string &error) {
   MoeRouteBinding b;
   if (!contracts::bindMoeRoute(args, error, &b))
@@ -374,5 +400,6 @@ LLMC_REGISTER_KERNEL(CPU, "moe_route_grad", makeMoeRouteGrad);
 LLMC_REGISTER_KERNEL(CPU, "moe_dispatch", makeMoeDispatch);
 LLMC_REGISTER_KERNEL(CPU, "moe_combine", makeMoeCombine);
 LLMC_REGISTER_KERNEL(CPU, "moe_combine_weight_grad", makeMoeCombineWeightGrad);
+LLMC_REGISTER_KERNEL(CPU, "router_loss", makeRouterLoss);
 
 } // namespace llmc::cpu

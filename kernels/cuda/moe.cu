@@ -490,6 +490,39 @@ private:
   int64_t k_, c_, copies_;
 };
 
+/// router_loss on one thread: E products in order, in double, as the CPU.
+__global__ void routerLossKernel(const float *probSum, const float *counts, const float *zSum,
+                                 float *loss, int64_t experts, double auxScale, double zScale) {
+  double balance = 0;
+  for (int64_t e = 0; e < experts; ++e) balance += double(counts[e]) * double(probSum[e]);
+  *loss = static_cast<float>(auxScale * balance + zScale * double(*zSum));
+}
+
+class RouterLossKernel final : public Kernel {
+public:
+  RouterLossKernel(const KernelArgs &args, const contracts::RouterLossBinding &b)
+      : probSum_(args.inputs[0].as<float>()), counts_(args.inputs[1].as<float>()),
+        zSum_(args.inputs[2].as<float>()), loss_(args.outputs[0].as<float>()), b_(b) {}
+
+  void run(const StepContext &ctx) override {
+    routerLossKernel<<<1, 1, 0, streamOf(ctx)>>>(probSum_, counts_, zSum_, loss_, b_.experts,
+                                                 b_.auxScale, b_.zScale);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  const float *probSum_, *counts_, *zSum_;
+  float *loss_;
+  contracts::RouterLossBinding b_;
+};
+
+std::unique_ptr<Kernel> makeCudaRouterLoss(const KernelArgs &args, std::string &error) {
+  contracts::RouterLossBinding b;
+  if (!contracts::bindRouterLoss(args, error, &b))
+    return nullptr;
+  return std::make_unique<RouterLossKernel>(args, b);
+}
+
 std::unique_ptr<Kernel> makeCudaMoeRoute(const KernelArgs &args, std::string &error) {
   MoeRouteBinding b;
   if (!contracts::bindMoeRoute(args, error, &b))
@@ -532,5 +565,6 @@ LLMC_REGISTER_KERNEL(CUDA, "moe_route_grad", makeCudaMoeRouteGrad);
 LLMC_REGISTER_KERNEL(CUDA, "moe_dispatch", makeCudaMoeDispatch);
 LLMC_REGISTER_KERNEL(CUDA, "moe_combine", makeCudaMoeCombine);
 LLMC_REGISTER_KERNEL(CUDA, "moe_combine_weight_grad", makeCudaMoeCombineWeightGrad);
+LLMC_REGISTER_KERNEL(CUDA, "router_loss", makeCudaRouterLoss);
 
 } // namespace llmc::cuda

@@ -410,6 +410,9 @@ RefTensor moeCombine(const RefTensor &ys, const RefTensor &positions, const RefT
 /// dw[n, j] = ⟨ys[positions[n, j]], dy[n]⟩.
 RefTensor moeCombineWeightGrad(const RefTensor &ys, const RefTensor &positions,
                                const RefTensor &dy);
+/// auxScale·Σₑ counts·probSum + zScale·zSum, a scalar.
+RefTensor routerLoss(const RefTensor &probSum, const RefTensor &counts, double zSum,
+                     double auxScale, double zScale);
 //===- grouped_matmul.cpp -------------------------------------------------===//
 
 /// Rows [offsets[g], offsets[g+1]) of x times weights[g] ([K, F], or [F, K]

@@ -135,6 +135,17 @@ RefTensor moeCombineWeightGrad(const RefTensor &ys, const RefTensor &positions,
   return dw;
 }
 
+RefTensor routerLoss(const RefTensor &probSum, const RefTensor &counts, double zSum,
+                     double auxScale, double zScale) {
+  require(probSum.shape == counts.shape && probSum.shape.size() == 1, "routerLoss",
+          "prob_sum and counts must be [E]");
+  RefTensor loss = RefTensor::zeros({});
+  double balance = 0;
+  for (size_t e = 0; e < probSum.data.size(); ++e) balance += counts.data[e] * probSum.data[e];
+  loss.data[0] = auxScale * balance + zScale * zSum;
+  return loss;
+}
+
 //===----------------------------------------------------------------------===//
 // Evaluators of the ops these references define (kernels/reference/Evaluator.h)
 //===----------------------------------------------------------------------===//
@@ -150,6 +161,9 @@ LLMC_REGISTER_EVALUATOR("llm.moe_dispatch", [](const RefCall &c) -> Results {
 });
 LLMC_REGISTER_EVALUATOR("llm.moe_combine", [](const RefCall &c) -> Results {
   return {moeCombine(c.in(0), c.in(1), c.optional(2))};
+});
+LLMC_REGISTER_EVALUATOR("llm.router_loss", [](const RefCall &c) -> Results {
+  return {routerLoss(c.in(0), c.in(1), c.scalar(2), c.real("aux_scale"), c.real("z_scale"))};
 });
 LLMC_REGISTER_EVALUATOR("llm.moe_combine_weight_grad", [](const RefCall &c) -> Results {
   return {moeCombineWeightGrad(c.in(0), c.in(1), c.in(2))};

@@ -274,6 +274,17 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
       .Case([&](MoEDispatchOp d) { return moeDispatchVJP(b, d, dy, need); })
       .Case([&](MoECombineOp c) { return moeCombineVJP(b, c, dy, need); })
       .Case([&](GroupedMatmulOp g) { return groupedMatmulVJP(b, g, dy, need); })
+      .Case([&](RouterLossOp r) -> FailureOr<Grads> {
+        // Linear in prob_sum and z_sum; counts take no gradient; a term
+        // with a zero scale gives none either.
+        Grads grads(3);
+        if (!r.getAuxScale().isZero())
+          grads[0] = ScaleOp::create(b, loc, MulOp::create(b, loc, r.getCounts(), dy),
+                                     r.getAuxScaleAttr().getValue());
+        if (!r.getZScale().isZero())
+          grads[2] = ScaleOp::create(b, loc, dy, r.getZScaleAttr().getValue());
+        return grads;
+      })
       .Case([&](CrossEntropyOp ce) -> FailureOr<Grads> {
         return Grads{CrossEntropyGradOp::create(b, loc, ce.getLogits(), ce.getTargets(), dy,
                                                 ce.getIgnoreIndex(), ce.getNumClasses()),

@@ -17,9 +17,10 @@
 # ZeRO-3 (which shards the padded rows), against the unpadded one rank; packed
 # GPT-2s and Llamas (rows of whole stories, doc_separator=10) check that the
 # segment and position inputs follow the tokens in every layout, the
-# sequence-split ones included; a 4-layer Mixtral (mixture-of-experts MLPs,
-# the load-balancing loss's router sums passed from stage to stage) runs
-# the pipeline schedules. Each layout runs twice: plainly (one
+# sequence-split ones included; Mixtrals (mixture-of-experts MLPs, with the
+# load-balancing loss, whose router counts data parallelism sums over the
+# ranks and whose sums the pipeline passes from stage to stage) check data
+# parallelism, ZeRO and the pipeline schedules. Each layout runs twice: plainly (one
 # ordered list per rank), and compiled with --overlap-comm (communication
 # on its own thread, ordered by the events --target cuda places) with
 # random delays before every instruction on either stream and before every
@@ -34,7 +35,7 @@ set -euo pipefail
 BIN=$1; WORK=$2; shift 2
 PAIRS=(--sample 8)
 [[ ${1:-} == --all ]] && PAIRS=(--all) && shift
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp mixtral-pp composition}
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp mixtral mixtral-pp composition}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,15 +44,15 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 
 # name | ranks | llmc compile flags | families (empty: gpt2 llama)
 LAYOUTS=(
-  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed llama-packed"
-  "dp4|4|--mesh dp=4"
+  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed llama-packed mixtral"
+  "dp4|4|--mesh dp=4|gpt2 llama mixtral"
   "dp2-ps|2|--mesh dp=2 --grad-sync ps"
   "dp2-small-buckets|2|--mesh dp=2 --grad-bucket-mb 0.05|gpt2"
   "dp2-no-buckets|2|--mesh dp=2 --grad-bucket-mb 0|gpt2"
-  "zero1-dp2|2|--mesh dp=2 --zero 1|gpt2 llama gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed"
+  "zero1-dp2|2|--mesh dp=2 --zero 1|gpt2 llama gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed mixtral"
   "zero2-dp2|2|--mesh dp=2 --zero 2"
   "zero2-dp4-micro2|4|--mesh dp=4 --zero 2 --microbatches 2 --set batch_size=4"
-  "zero3-dp4|4|--mesh dp=4 --zero 3|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora gpt2-packed llama-packed"
+  "zero3-dp4|4|--mesh dp=4 --zero 3|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora gpt2-packed llama-packed mixtral"
   "zero3-dp2-keep|2|--mesh dp=2 --zero 3 --fsdp-reshard-after-forward=false --fsdp-prefetch 0"
   "hybrid-dp2-fsdp2|4|--mesh dp=2,fsdp=2 --zero 3"
   "tp2|2|--mesh tp=2|gpt2 llama gpt2-qat gpt2-lora llama-lora gpt2-adam8 gpt2-packed llama-packed"
@@ -97,7 +98,7 @@ LAYOUTS=(
   "pp2-gpipe|2|--mesh pp=2 --pipeline-schedule gpipe|gpt2-pp"
   "pp2-naive|2|--mesh pp=2 --pipeline-schedule naive|gpt2-pp"
   "pp4|4|--mesh pp=4|gpt2-pp llama-pp mixtral-pp"
-  "pp2-dp2|4|--mesh pp=2,dp=2|gpt2-pp llama-pp"
+  "pp2-dp2|4|--mesh pp=2,dp=2|gpt2-pp llama-pp mixtral-pp"
   "pp2-dp2-tp2|8|--mesh pp=2,dp=2,tp=2 --zero 1|gpt2-pp llama-pp gpt2-packed-pp"
   "pp2-interleaved-v2|2|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2|gpt2-pp llama-pp mixtral-pp"
   "pp2-zero-bubble|2|--mesh pp=2 --pipeline-schedule zero-bubble|gpt2-pp llama-pp mixtral-pp"
@@ -137,6 +138,8 @@ for family in $FAMILIES; do
   [[ $family == *-pp ]] && common=(--model "$model" --preset tiny --set n_layer=4
                                    --set batch_size=2 --set seq_len=32 --microbatches 4)
   [[ $family == *-dropout ]] && common+=(--set dropout=0.1)
+  # Both router losses: the load-balancing loss (the tiny preset's) and a z-loss.
+  [[ $family == mixtral* ]] && common+=(--set router_z_loss_coef=0.001)
   [[ $family == gpt2-uneven ]] && common=(--model "$model" --preset tiny --set n_layer=2
                                           --set batch_size=12 --set seq_len=32 --set vocab_size=257
                                           --set n_embd=70 --set n_head=2 --set n_kv_head=2)

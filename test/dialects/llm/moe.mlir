@@ -112,3 +112,20 @@ func.func @f(%x: tensor<12x8xf32>, %dy: tensor<12x16xf32>, %off: tensor<4xi32>) 
   %g:2 = llm.grouped_matmul_weight_grad %x, %dy, %off {transpose_b} : tensor<12x8xf32>, tensor<12x16xf32>, tensor<4xi32> -> tensor<16x8xf32>, tensor<16x8xf32>
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @losses
+// CHECK: llm.router_loss %{{.*}}, %{{.*}}, %{{.*}} {aux_scale = 1.000000e-03 : f64, z_scale = 0.000000e+00 : f64} : tensor<8xf32>, tensor<8xf32>
+func.func @losses(%ps: tensor<8xf32>, %c: tensor<8xf32>, %z: tensor<f32>) -> tensor<f32> {
+  %l = llm.router_loss %ps, %c, %z {aux_scale = 1.0e-03 : f64, z_scale = 0.0 : f64} : tensor<8xf32>, tensor<8xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @f(%ps: tensor<8xf32>, %c: tensor<4xf32>, %z: tensor<f32>) {
+  // expected-error @+1 {{counts must be 'tensor<8xf32>' (prob_sum's type), got 'tensor<4xf32>'}}
+  %l = "llm.router_loss"(%ps, %c, %z) {aux_scale = 1.0 : f64, z_scale = 0.0 : f64} : (tensor<8xf32>, tensor<4xf32>, tensor<f32>) -> tensor<f32>
+  return
+}

@@ -552,23 +552,21 @@ TEST(VJP, MixtureOfExperts) {
 }
 
 TEST(VJP, MixtureOfExpertsAuxiliaryLosses) {
-  // loss = Σ prob_sum ⊙ r + z_sum · s + Σ weights ⊙ q, through a dispatch
-  // that scales the copies (combine's transpose as a forward op).
+  // loss = router_loss(prob_sum, counts, z_sum) + Σ weights ⊙ q, through a
+  // dispatch that scales the copies (combine's transpose as a forward op).
   std::string text =
       "func.func @forward(" + param("router", "tensor<5x4xf32>") + ", " +
       param("x", "tensor<5x3xf32>") +
-      ", %r: tensor<4xf32>, %s: tensor<f32>, %q: tensor<10x3xf32>) -> tensor<f32> {\n"
+      ", %q: tensor<10x3xf32>) -> tensor<f32> {\n"
       "  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64} : "
       "tensor<5x4xf32>\n"
       "  %xs = llm.moe_dispatch %x, %pos weights %w : tensor<5x3xf32>, tensor<5x2xi32> weights "
       "tensor<5x2xf32>\n"
-      "  %a = llm.mul %ps, %r : tensor<4xf32>, tensor<4xf32>\n"
-      "  %b = llm.reduce_sum %a : tensor<4xf32> to tensor<f32>\n"
-      "  %c = llm.mul %z, %s : tensor<f32>, tensor<f32>\n"
+      "  %b = llm.router_loss %ps, %cnt, %z {aux_scale = 0.7 : f64, z_scale = 0.3 : f64} : "
+      "tensor<4xf32>, tensor<4xf32>\n"
       "  %d = llm.mul %xs, %q : tensor<10x3xf32>, tensor<10x3xf32>\n"
       "  %e2 = llm.reduce_sum %d : tensor<10x3xf32> to tensor<f32>\n"
-      "  %f = llm.add %b, %c : tensor<f32>, tensor<f32>\n"
-      "  %l = llm.add %f, %e2 : tensor<f32>, tensor<f32>\n"
+      "  %l = llm.add %b, %e2 : tensor<f32>, tensor<f32>\n"
       "  return %l : tensor<f32>\n}";
   checkGradients(text);
 }

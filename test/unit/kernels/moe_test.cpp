@@ -360,7 +360,35 @@ std::vector<ConformanceCase> combineCases() {
   return cases;
 }
 
+/// router_loss: E products and a scalar; both backends add in double, in
+/// order, and round once, so they agree exactly.
+std::vector<ConformanceCase> routerLossCases() {
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 16100;
+  for (int64_t experts : {1, 8, 60})
+    for (double zScale : {0.0, 1e-3}) {
+      std::string label = "E" + std::to_string(experts) + (zScale > 0 ? "_z" : "");
+      cases.push_back(
+          {"router_loss", label, [=, caseSeed = seed += 3] {
+             KernelCall k;
+             k.input(randomTensor({experts}, caseSeed), DType::F32);
+             k.input(randomIds({experts}, caseSeed + 1, 0, 50), DType::F32);
+             k.input(randomTensor({}, caseSeed + 2), DType::F32);
+             k.output(DType::F32, {});
+             k.attrs =
+                 attrs({{"aux_scale", 0.02 * double(experts) / 4096.0}, {"z_scale", zScale}}, {});
+             k.reference = [=](const std::vector<RefTensor> &in) {
+               return std::vector<RefTensor>{ref::routerLoss(
+                   in[0], in[1], in[2].data[0], 0.02 * double(experts) / 4096.0, zScale)};
+             };
+             return k;
+           }});
+    }
+  return cases;
+}
+
 LLMC_CONFORMANCE_CASES(MoeRoute, routeCases);
+LLMC_CONFORMANCE_CASES(RouterLoss, routerLossCases);
 LLMC_CONFORMANCE_CASES(MoeRouteGrad, routeGradCases);
 LLMC_CONFORMANCE_CASES(MoeDispatch, dispatchCases);
 LLMC_CONFORMANCE_CASES(MoeCombine, combineCases);
