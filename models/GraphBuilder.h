@@ -38,6 +38,8 @@ public:
   /// Sums x down to `shape` (a suffix of x's; {} for a scalar).
   mlir::Value reduceSum(mlir::Value x, llvm::ArrayRef<int64_t> shape);
   mlir::Value gelu(mlir::Value x);
+  /// 1 / (1 + exp(−x)).
+  mlir::Value sigmoid(mlir::Value x);
   mlir::Value swiglu(mlir::Value gate, mlir::Value up);
   mlir::Value geglu(mlir::Value gate, mlir::Value up);
   mlir::Value scale(mlir::Value x, double factor);
