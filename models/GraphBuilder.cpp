@@ -62,6 +62,8 @@ Value GraphBuilder::zeros(ArrayRef<int64_t> shape) {
 
 Value GraphBuilder::gelu(Value x) { return llm::GeluOp::create(builder, loc("gelu"), x); }
 
+Value GraphBuilder::sigmoid(Value x) { return llm::SigmoidOp::create(builder, loc("sigmoid"), x); }
+
 Value GraphBuilder::swiglu(Value gate, Value up) {
   return llm::SwigluOp::create(builder, loc("swiglu"), gate, up);
 }

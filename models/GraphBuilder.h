@@ -34,6 +34,8 @@ public:
   /// An f32 tensor of zeros.
   mlir::Value zeros(llvm::ArrayRef<int64_t> shape);
   mlir::Value gelu(mlir::Value x);
+  /// 1 / (1 + exp(−x)).
+  mlir::Value sigmoid(mlir::Value x);
   mlir::Value swiglu(mlir::Value gate, mlir::Value up);
   mlir::Value geglu(mlir::Value gate, mlir::Value up);
   mlir::Value scale(mlir::Value x, double factor);

@@ -7,11 +7,13 @@
 // biases, optional tied output head. Linear weights are [out, in] (y = x·Wᵀ)
 // with HF names without the "model." prefix.
 //
-// Qwen2/2.5, Mistral and Mixtral are this block too: Qwen2 adds biases to
-// the q, k and v projections; Mistral's attention may see only a window of
-// the latest keys (sliding_window); Mixtral's MLP is a mixture of experts
-// (models/MixtureOfExperts.cpp), whose router statistics each block passes
-// on beside the hidden state, to the loss.
+// Qwen2/2.5, Mistral, Mixtral and Qwen-MoE are this block too: Qwen2 adds
+// biases to the q, k and v projections; Mistral's attention may see only a
+// window of the latest keys (sliding_window); Mixtral's MLP is a mixture of
+// experts (models/MixtureOfExperts.cpp), whose router statistics each block
+// passes on beside the hidden state, to the loss; Qwen-MoE has Qwen2's
+// attention and a mixture of experts with a shared expert in its sparse
+// layers, a dense MLP in the others.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,7 +54,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
     }
     L.o = b.param(p + "self_attn.o_proj.weight", {C, H * D}, "normal", std);
     L.postNorm = b.param(p + "post_attention_layernorm.weight", {C}, "ones");
-    if (c.moe()) {
+    if (c.sparseLayer(l)) {
       L.experts = declareExperts(b, c, p);
     } else {
       L.gate = b.param(p + "mlp.gate_proj.weight", {F, C}, "normal", std);
@@ -92,13 +94,18 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
       Value r = b.add(x, b.dropout(b.matmul(b.reshape(att, {B, T, H * D}), L.o, true),
                                    c.dropout));
       Value h2 = b.rmsnorm(r, L.postNorm, c.normEps);
-      if (c.moe()) {
-        Value mlp = mixtureOfExperts(b, c, L.experts, h2, sums);
-        return SmallVector<Value>{b.add(r, b.dropout(mlp, c.dropout)), sums.probSum, sums.counts,
-                                  sums.zSum};
+      Value mlp;
+      if (c.sparseLayer(l)) {
+        mlp = mixtureOfExperts(b, c, L.experts, h2, sums);
+      } else {
+        Value act = b.swiglu(b.matmul(h2, L.gate, true), b.matmul(h2, L.up, true));
+        mlp = b.matmul(act, L.down, true);
       }
-      Value act = b.swiglu(b.matmul(h2, L.gate, true), b.matmul(h2, L.up, true));
-      return SmallVector<Value>{b.add(r, b.dropout(b.matmul(act, L.down, true), c.dropout))};
+      Value out = b.add(r, b.dropout(mlp, c.dropout));
+      // A dense layer of a mixture-of-experts model passes the sums on unchanged.
+      if (c.moe())
+        return SmallVector<Value>{out, sums.probSum, sums.counts, sums.zSum};
+      return SmallVector<Value>{out};
     });
     x = out[0];
     if (c.moe())
@@ -107,7 +114,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
   x = b.rmsnorm(x, norm, c.normEps);
   Value logits = b.matmul(x, head, /*transposeB=*/true);
   Value loss = b.crossEntropy(logits, targets);
-  return b.finish(c.moe() ? addRouterLosses(b, c, loss, sums) : loss);
+  return b.finish(c.moe() ? addRouterLosses(b, c, loss, sums, c.sparseLayerCount()) : loss);
 }
 
 OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config) {
@@ -143,6 +150,18 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
         b.getNamedAttr("output_router_logits", b.getI64IntegerAttr(config.outputRouterLogits)));
     model.push_back(
         b.getNamedAttr("router_z_loss_coef", b.getF64FloatAttr(config.routerZLossCoef)));
+    model.push_back(b.getNamedAttr("norm_topk_prob", b.getI64IntegerAttr(config.normTopkProb)));
+  }
+  if (config.qwen2Moe()) {
+    model.push_back(b.getNamedAttr("moe_ffn_hidden", b.getI64IntegerAttr(config.moeFfnHidden)));
+    model.push_back(b.getNamedAttr("shared_expert_ffn_hidden",
+                                   b.getI64IntegerAttr(config.sharedExpertFfnHidden)));
+    model.push_back(
+        b.getNamedAttr("decoder_sparse_step", b.getI64IntegerAttr(config.decoderSparseStep)));
+    std::string dense;
+    for (int64_t layer : config.mlpOnlyLayers)
+      dense += (dense.empty() ? "" : ",") + std::to_string(layer);
+    model.push_back(b.getNamedAttr("mlp_only_layers", b.getStringAttr(dense)));
   }
   if (config.gemma2()) {
     model.push_back(b.getNamedAttr("head_dim", b.getI64IntegerAttr(config.headDim())));

@@ -1,12 +1,16 @@
-//===- MixtureOfExperts.cpp - Mixtral's sparse MLP as llm ops -------------===//
+//===- MixtureOfExperts.cpp - sparse MLPs as llm ops ----------------------===//
 //
 // transformers 4.44's MixtralSparseMoeBlock: router logits x·Wgᵀ, softmax,
 // the top-k experts renormalised to sum to 1, each expert the SwiGLU MLP
 // w2(silu(w1·x) ⊙ w3·x), the token's output the weighted sum. Routing is
 // dropless: every token reaches its k experts (llm.moe_route).
 //
-// The load-balancing loss is load_balancing_loss_func's, over the layers'
-// router logits concatenated (N tokens per layer, L layers):
+// Qwen2MoeSparseMoeBlock is the same with the renormalisation optional
+// (norm_topk_prob) and a shared expert every token passes through, its
+// output scaled by σ(shared_expert_gate · x), a number per token, and added.
+//
+// The load-balancing loss is load_balancing_loss_func's, over the sparse
+// layers' router logits concatenated (N tokens per layer, L sparse layers):
 //
 //   aux = E · Σₑ (countₑ / (N·L)) · (Σ probₑ / (N·L))
 //
@@ -26,8 +30,12 @@ using namespace mlir;
 
 namespace llmc {
 
-ExpertWeights declareExperts(GraphBuilder &b, const ModelConfig &c, const std::string &prefix) {
-  const int64_t C = c.nEmbd, F = c.ffnHidden;
+namespace {
+
+/// Mixtral's names: block_sparse_moe.{gate, experts.<e>.w1/w2/w3}.
+ExpertWeights declareMixtralExperts(GraphBuilder &b, const ModelConfig &c,
+                                    const std::string &prefix) {
+  const int64_t C = c.nEmbd, F = c.expertFfnHidden();
   ExpertWeights w;
   w.router = b.param(prefix + "block_sparse_moe.gate.weight", {c.numExperts, C}, "normal",
                      c.initStd);
@@ -40,6 +48,46 @@ ExpertWeights declareExperts(GraphBuilder &b, const ModelConfig &c, const std::s
   return w;
 }
 
+/// Qwen-MoE's names: mlp.{gate, experts.<e>.*_proj, shared_expert.*_proj,
+/// shared_expert_gate}.
+ExpertWeights declareQwen2MoeExperts(GraphBuilder &b, const ModelConfig &c,
+                                     const std::string &prefix) {
+  const int64_t C = c.nEmbd, F = c.expertFfnHidden(), S = c.sharedExpertFfnHidden;
+  const double std = c.initStd;
+  ExpertWeights w;
+  w.router = b.param(prefix + "mlp.gate.weight", {c.numExperts, C}, "normal", std);
+  for (int64_t e = 0; e < c.numExperts; ++e) {
+    std::string p = prefix + "mlp.experts." + std::to_string(e) + ".";
+    w.gate.push_back(b.param(p + "gate_proj.weight", {F, C}, "normal", std));
+    w.up.push_back(b.param(p + "up_proj.weight", {F, C}, "normal", std));
+    w.down.push_back(b.param(p + "down_proj.weight", {C, F}, "normal", std));
+  }
+  std::string p = prefix + "mlp.shared_expert.";
+  w.sharedGate = b.param(p + "gate_proj.weight", {S, C}, "normal", std);
+  w.sharedUp = b.param(p + "up_proj.weight", {S, C}, "normal", std);
+  w.sharedDown = b.param(p + "down_proj.weight", {C, S}, "normal", std);
+  w.sharedExpertGate = b.param(prefix + "mlp.shared_expert_gate.weight", {1, C}, "normal", std);
+  return w;
+}
+
+/// σ(x·gᵀ) [N, 1] times the shared expert's SwiGLU of x [N, C]. llm.mul
+/// broadcasts only a suffix, so each token's gate scales its row as a
+/// batched product [N, 1, 1]·[N, 1, C]: one multiplication per element,
+/// exact as the elementwise product, in the compute type.
+Value sharedExpert(GraphBuilder &b, const ModelConfig &c, const ExpertWeights &w, Value x) {
+  const int64_t N = c.batchSize * c.seqLen, C = c.nEmbd;
+  Value act = b.swiglu(b.matmul(x, w.sharedGate, true), b.matmul(x, w.sharedUp, true));
+  Value y = b.matmul(act, w.sharedDown, true);
+  Value gate = b.sigmoid(b.matmul(x, w.sharedExpertGate, true));
+  return b.reshape(b.matmul(b.reshape(gate, {N, 1, 1}), b.reshape(y, {N, 1, C})), {N, C});
+}
+
+} // namespace
+
+ExpertWeights declareExperts(GraphBuilder &b, const ModelConfig &c, const std::string &prefix) {
+  return c.qwen2Moe() ? declareQwen2MoeExperts(b, c, prefix) : declareMixtralExperts(b, c, prefix);
+}
+
 RouterSums startRouterSums(GraphBuilder &b, const ModelConfig &c) {
   return {b.zeros({c.numExperts}), b.zeros({c.numExperts}), b.zeros({})};
 }
@@ -49,8 +97,7 @@ Value mixtureOfExperts(GraphBuilder &b, const ModelConfig &c, const ExpertWeight
   const int64_t B = c.batchSize, T = c.seqLen, C = c.nEmbd;
   Value x = b.reshape(h, {B * T, C});
   GraphBuilder::MoeRouting route =
-      b.moeRoute(b.matmul(x, w.router, /*transposeB=*/true), c.expertsPerToken,
-                 /*normalize=*/true);
+      b.moeRoute(b.matmul(x, w.router, /*transposeB=*/true), c.expertsPerToken, c.normTopkProb);
   Value xs = b.moeDispatch(x, route.positions);
   Value act = b.swiglu(b.groupedMatmul(xs, route.offsets, w.gate, true),
                        b.groupedMatmul(xs, route.offsets, w.up, true));
@@ -58,11 +105,15 @@ Value mixtureOfExperts(GraphBuilder &b, const ModelConfig &c, const ExpertWeight
   sums.probSum = b.add(sums.probSum, route.probSum);
   sums.counts = b.add(sums.counts, route.counts);
   sums.zSum = b.add(sums.zSum, route.zSum);
-  return b.reshape(b.moeCombine(ys, route.positions, route.weights), {B, T, C});
+  Value y = b.moeCombine(ys, route.positions, route.weights);
+  if (w.sharedExpertGate)
+    y = b.add(y, sharedExpert(b, c, w, x));
+  return b.reshape(y, {B, T, C});
 }
 
-Value addRouterLosses(GraphBuilder &b, const ModelConfig &c, Value loss, const RouterSums &sums) {
-  const double routed = double(c.batchSize) * double(c.seqLen) * double(c.nLayer);
+Value addRouterLosses(GraphBuilder &b, const ModelConfig &c, Value loss, const RouterSums &sums,
+                      int64_t routedLayers) {
+  const double routed = double(c.batchSize) * double(c.seqLen) * double(routedLayers);
   const double auxScale =
       c.outputRouterLogits ? c.routerAuxLossCoef * double(c.numExperts) / (routed * routed) : 0.0;
   const double zScale = c.routerZLossCoef / routed;

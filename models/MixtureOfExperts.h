@@ -1,7 +1,8 @@
 //===- MixtureOfExperts.h - a mixture-of-experts MLP for the builders -*- C++ -*-===//
 //
-// Mixtral's sparse MLP (transformers' MixtralSparseMoeBlock) as llm ops,
-// and the router losses added to the model's loss.
+// Mixtral's and Qwen-MoE's sparse MLPs (transformers' MixtralSparseMoeBlock,
+// Qwen2MoeSparseMoeBlock) as llm ops, and the router losses added to the
+// model's loss.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_MODELS_MIXTUREOFEXPERTS_H
@@ -12,11 +13,16 @@
 
 namespace llmc {
 
-/// One layer's router and experts, as Hugging Face names them
-/// (`block_sparse_moe.gate`, `block_sparse_moe.experts.<e>.w1/w2/w3`).
+/// One layer's router and experts, as Hugging Face names them: Mixtral's
+/// `block_sparse_moe.gate`, `block_sparse_moe.experts.<e>.w1/w2/w3`;
+/// Qwen-MoE's `mlp.gate`, `mlp.experts.<e>.gate_proj/up_proj/down_proj`,
+/// and its shared expert `mlp.shared_expert.*` gated by
+/// `mlp.shared_expert_gate` [1, C].
 struct ExpertWeights {
   mlir::Value router;
   llvm::SmallVector<mlir::Value> gate, down, up; ///< w1, w2, w3 of each expert
+  mlir::Value sharedGate, sharedUp, sharedDown;  ///< null without a shared expert
+  mlir::Value sharedExpertGate;                  ///< [1, C]: σ(this · x) scales it
 };
 ExpertWeights declareExperts(GraphBuilder &b, const ModelConfig &c, const std::string &prefix);
 
@@ -29,14 +35,16 @@ struct RouterSums {
 RouterSums startRouterSums(GraphBuilder &b, const ModelConfig &c);
 
 /// The MLP of h [B, T, C]: every token through its top-k experts' SwiGLU,
-/// summed by its routing weights; adds this layer's statistics to `sums`.
+/// summed by its routing weights (plus the gated shared expert's output);
+/// adds this layer's statistics to `sums`.
 mlir::Value mixtureOfExperts(GraphBuilder &b, const ModelConfig &c, const ExpertWeights &w,
                              mlir::Value h, RouterSums &sums);
 
 /// loss + router_aux_loss_coef · (transformers' load_balancing_loss_func,
-/// when output_router_logits) + router_z_loss_coef · (mean z-loss).
+/// when output_router_logits) + router_z_loss_coef · (mean z-loss), over
+/// the `routedLayers` layers whose statistics `sums` holds.
 mlir::Value addRouterLosses(GraphBuilder &b, const ModelConfig &c, mlir::Value loss,
-                            const RouterSums &sums);
+                            const RouterSums &sums, int64_t routedLayers);
 
 } // namespace llmc
 

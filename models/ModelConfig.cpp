@@ -25,6 +25,7 @@ struct Field {
   std::vector<const char *> aliases;
   const char *help;
   std::function<bool(ModelConfig &, StringRef)> set;
+  bool list = false; ///< config.json gives it as an array of integers
 };
 
 template <typename T> std::function<bool(ModelConfig &, StringRef)> intField(T ModelConfig::*member) {
@@ -52,6 +53,25 @@ std::function<bool(ModelConfig &, StringRef)> boolField(bool ModelConfig::*membe
     if (v == "true" || v == "1") c.*member = true;
     else if (v == "false" || v == "0") c.*member = false;
     else return false;
+    return true;
+  };
+}
+
+/// A list of integers, comma-separated ("0,3"; empty: none); config.json
+/// gives it as an array.
+std::function<bool(ModelConfig &, StringRef)>
+intListField(std::vector<int64_t> ModelConfig::*member) {
+  return [member](ModelConfig &c, StringRef v) {
+    std::vector<int64_t> parsed;
+    SmallVector<StringRef> items;
+    v.split(items, ',', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+    for (StringRef item : items) {
+      int64_t n;
+      if (item.trim().getAsInteger(10, n))
+        return false;
+      parsed.push_back(n);
+    }
+    c.*member = parsed;
     return true;
   };
 }
@@ -138,23 +158,46 @@ const std::vector<Field> &fields() {
        floatField(&ModelConfig::finalSoftcap)},
       {"num_experts",
        {"num_local_experts"},
-       "mixtral: experts per layer (0: a dense MLP)",
+       "mixtral, qwen2_moe: experts per layer (0: a dense MLP)",
        intField(&ModelConfig::numExperts)},
       {"experts_per_token",
        {"num_experts_per_tok"},
-       "mixtral: experts each token is routed to (top-k)",
+       "mixtral, qwen2_moe: experts each token is routed to (top-k)",
        intField(&ModelConfig::expertsPerToken)},
+      {"norm_topk_prob",
+       {},
+       "mixtral, qwen2_moe: divide the chosen experts' softmax weights by their sum (mixtral: "
+       "always)",
+       boolField(&ModelConfig::normTopkProb)},
+      {"moe_ffn_hidden",
+       {"moe_intermediate_size"},
+       "qwen2_moe: each routed expert's MLP width",
+       intField(&ModelConfig::moeFfnHidden)},
+      {"shared_expert_ffn_hidden",
+       {"shared_expert_intermediate_size"},
+       "qwen2_moe: the shared expert's MLP width (its output gated by sigmoid(gate . x))",
+       intField(&ModelConfig::sharedExpertFfnHidden)},
+      {"decoder_sparse_step",
+       {},
+       "qwen2_moe: layer l is sparse when (l + 1) % this == 0 (and not in mlp_only_layers)",
+       intField(&ModelConfig::decoderSparseStep)},
+      {"mlp_only_layers",
+       {},
+       "qwen2_moe: layers with a dense MLP ffn_hidden wide, comma-separated (e.g. 0,3)",
+       intListField(&ModelConfig::mlpOnlyLayers),
+       /*list=*/true},
       {"router_aux_loss_coef",
        {},
-       "mixtral: weight of the load-balancing loss (added when output_router_logits)",
+       "mixtral, qwen2_moe: weight of the load-balancing loss (added when output_router_logits)",
        floatField(&ModelConfig::routerAuxLossCoef)},
       {"output_router_logits",
        {},
-       "mixtral: add the load-balancing loss to the training loss (as transformers)",
+       "mixtral, qwen2_moe: add the load-balancing loss to the training loss (as transformers)",
        boolField(&ModelConfig::outputRouterLogits)},
       {"router_z_loss_coef",
        {},
-       "mixtral: weight of the router z-loss (mean logsumexp(router logits)^2); 0 none",
+       "mixtral, qwen2_moe: weight of the router z-loss (mean logsumexp(router logits)^2); 0 "
+       "none",
        floatField(&ModelConfig::routerZLossCoef)},
       {"tie_embeddings",
        {"tie_word_embeddings"},
@@ -325,6 +368,52 @@ Expected<ModelConfig> gemma2Preset(ModelConfig c, const std::string &preset) {
   return c;
 }
 
+/// Qwen-MoE (Qwen1.5-MoE, Qwen2-MoE): Qwen2's attention (q/k/v biases)
+/// and RMSNorm with a mixture of top-k SwiGLU experts plus a gated shared
+/// expert as the MLP; transformers' Qwen2MoeConfig leaves norm_topk_prob off.
+Expected<ModelConfig> qwen2MoePreset(ModelConfig c, const std::string &preset) {
+  c.normEps = 1e-6;
+  c.tieEmbeddings = false;
+  c.normTopkProb = false;
+  c.routerAuxLossCoef = 0.001;
+  if (preset == "tiny") {
+    c.vocabSize = 256;
+    c.nLayer = 4;
+    c.nHead = 4;
+    c.nKvHead = 2;
+    c.nEmbd = 128;
+    c.ffnHidden = 352;
+    c.numExperts = 8;
+    c.expertsPerToken = 2;
+    c.moeFfnHidden = 64;
+    c.sharedExpertFfnHidden = 128;
+    c.mlpOnlyLayers = {0}; // one dense layer beside the sparse ones
+    c.ropeTheta = 1e6;
+    c.seqLen = 128;
+    c.batchSize = 8;
+    c.outputRouterLogits = true; // train with the load-balancing loss
+  } else if (preset == "A2.7B") {
+    // Qwen1.5-MoE-A2.7B (its config.json leaves output_router_logits off).
+    c.vocabSize = 151936;
+    c.nLayer = 24;
+    c.nHead = 16;
+    c.nKvHead = 16;
+    c.nEmbd = 2048;
+    c.ffnHidden = 5632;
+    c.numExperts = 60;
+    c.expertsPerToken = 4;
+    c.moeFfnHidden = 1408;
+    c.sharedExpertFfnHidden = 5632;
+    c.ropeTheta = 1e6;
+    c.seqLen = 4096;
+    c.batchSize = 1;
+  } else {
+    return fail("unknown preset '" + preset + "' for qwen2_moe (expected one of: tiny, A2.7B)");
+  }
+  c.maxPositions = c.seqLen;
+  return c;
+}
+
 } // namespace
 
 std::string describeKeys() {
@@ -351,6 +440,8 @@ std::vector<std::string> presetNames(const std::string &family) {
     return {"tiny", "2B"};
   if (family == "mixtral")
     return {"tiny", "8x7B"};
+  if (family == "qwen2_moe")
+    return {"tiny", "A2.7B"};
   return {};
 }
 
@@ -403,12 +494,14 @@ Expected<ModelConfig> presetConfig(const std::string &family, const std::string 
     return gemma2Preset(c, preset);
   if (family == "mixtral")
     return mixtralPreset(c, preset);
-  if (family == "qwen3" || family == "gemma3" || family == "qwen2_moe")
+  if (family == "qwen2_moe")
+    return qwen2MoePreset(c, preset);
+  if (family == "qwen3" || family == "gemma3")
     return fail("model family '" + family +
                 "' is not supported yet (llmc builds gpt2, llama, "
-                "qwen2, mistral, gemma2 and mixtral; docs/models.md)");
+                "qwen2, mistral, gemma2, mixtral and qwen2_moe; docs/models.md)");
   return fail("unknown model family '" + family +
-              "' (expected gpt2, llama, qwen2, mistral, gemma2 or mixtral)");
+              "' (expected gpt2, llama, qwen2, mistral, gemma2, mixtral or qwen2_moe)");
 }
 
 Error applyOverride(ModelConfig &config, StringRef assignment) {
@@ -520,7 +613,7 @@ Error refuseUnsupported(const ModelConfig &config, StringRef key, const json::Va
   if (key == "router_jitter_noise" && value.getAsNumber().value_or(0.0) != 0.0)
     return refuse("llmc's router adds no noise to the router logits");
   if (key == "sliding_window" && !config.windowed() && config.family != "qwen2" &&
-      !value.getAsNull())
+      !config.qwen2Moe() && !value.getAsNull())
     return refuse("only mistral's and gemma2's attention have a window");
   for (const char *gemmaKey :
        {"query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping"})
@@ -607,6 +700,61 @@ void applyMixtralDefaults(ModelConfig &config, const json::Object &object) {
     config.tieEmbeddings = false;
 }
 
+/// What Qwen2MoeConfig assumes for the keys a config.json leaves out.
+void applyQwen2MoeDefaults(ModelConfig &config, const json::Object &object) {
+  auto absent = [&](const char *key) { return !object.get(key) || object.get(key)->getAsNull(); };
+  if (absent("num_key_value_heads"))
+    config.nKvHead = 16;
+  if (absent("num_experts"))
+    config.numExperts = 60;
+  if (absent("num_experts_per_tok"))
+    config.expertsPerToken = 4;
+  if (absent("moe_intermediate_size"))
+    config.moeFfnHidden = 1408;
+  if (absent("shared_expert_intermediate_size"))
+    config.sharedExpertFfnHidden = 5632;
+  if (absent("norm_topk_prob"))
+    config.normTopkProb = false;
+  if (absent("decoder_sparse_step"))
+    config.decoderSparseStep = 1;
+  if (absent("mlp_only_layers"))
+    config.mlpOnlyLayers.clear();
+  if (absent("router_aux_loss_coef"))
+    config.routerAuxLossCoef = 0.001;
+  if (absent("output_router_logits"))
+    config.outputRouterLogits = false;
+  if (absent("rope_theta"))
+    config.ropeTheta = 10000.0;
+  if (absent("rms_norm_eps"))
+    config.normEps = 1e-6;
+  if (absent("tie_word_embeddings"))
+    config.tieEmbeddings = false;
+}
+
+/// config.json's value as the text a Field parses: a number or a boolean,
+/// or for a list field an array of integers ("0,3"); empty when it is not.
+std::string fieldText(const json::Value &value, bool list) {
+  if (list != (value.getAsArray() != nullptr))
+    return "";
+  if (auto i = value.getAsInteger())
+    return std::to_string(*i);
+  if (auto d = value.getAsNumber())
+    return std::to_string(*d);
+  if (auto b = value.getAsBoolean())
+    return *b ? "true" : "false";
+  const json::Array *items = value.getAsArray();
+  if (!items)
+    return "";
+  std::string text;
+  for (const json::Value &item : *items) {
+    std::optional<int64_t> n = item.getAsInteger();
+    if (!n)
+      return "";
+    text += (text.empty() ? "" : ",") + std::to_string(*n);
+  }
+  return text.empty() ? "," : text; // "," parses as the empty list
+}
+
 } // namespace
 
 Error applyConfigJson(ModelConfig &config, StringRef path) {
@@ -640,11 +788,10 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     if (!field || value.getAsNull())
       continue; // HF configs carry many keys we do not model (architectures, ...);
                 // null asks for the default (GPT-2's n_inner: 4 · n_embd)
-    std::string text;
-    if (auto i = value.getAsInteger()) text = std::to_string(*i);
-    else if (auto d = value.getAsNumber()) text = std::to_string(*d);
-    else if (auto b = value.getAsBoolean()) text = *b ? "true" : "false";
-    else return fail("config '" + path + "': key '" + key.str() + "' must be a number or boolean");
+    std::string text = fieldText(value, field->list);
+    if (text.empty())
+      return fail("config '" + path + "': key '" + key.str() + "' must be " +
+                  (field->list ? "a list of integers" : "a number or boolean"));
     if (!field->set(config, text))
       return fail("config '" + path + "': bad value for '" + key.str() + "'");
   }
@@ -665,10 +812,12 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     if (auto maxPos = object->getInteger(key))
       config.seqLen = std::min<int64_t>(config.seqLen, *maxPos);
   // Qwen2 configs carry sliding_window even with use_sliding_window off.
-  if (config.family == "qwen2")
+  if (config.family == "qwen2" || config.qwen2Moe())
     config.slidingWindow = 0;
   if (config.family == "mixtral")
     applyMixtralDefaults(config, *object);
+  if (config.qwen2Moe())
+    applyQwen2MoeDefaults(config, *object);
   if (config.gemma2())
     applyGemma2Defaults(config, *object);
   else if (auto headDim = object->getInteger("head_dim");
@@ -748,18 +897,60 @@ Error ModelConfig::validate() const {
 }
 
 Error ModelConfig::validateExperts() const {
+  const bool routed = family == "mixtral" || qwen2Moe();
   if (numExperts < 0)
     return fail("num_experts must be >= 0 (0: a dense MLP), got " + Twine(numExperts));
-  if (family == "mixtral" && numExperts == 0)
-    return fail("mixtral needs num_experts >= 1");
-  if (numExperts > 0 && family != "mixtral")
-    return fail("num_experts applies to mixtral; " + family + " has a dense MLP");
+  if (routed && numExperts == 0)
+    return fail(family + " needs num_experts >= 1");
+  if (numExperts > 0 && !routed)
+    return fail("num_experts applies to mixtral and qwen2_moe; " + family + " has a dense MLP");
   if (numExperts > 0 && (expertsPerToken < 1 || expertsPerToken > numExperts))
     return fail("experts_per_token must be in [1, num_experts = " + Twine(numExperts) + "], got " +
                 Twine(expertsPerToken));
+  if (family == "mixtral" && !normTopkProb)
+    return fail("norm_topk_prob = false is not supported for mixtral: its router always "
+                "renormalises the chosen experts' weights");
   if (!(routerAuxLossCoef >= 0) || !(routerZLossCoef >= 0))
     return fail("router_aux_loss_coef and router_z_loss_coef must be >= 0");
+  return validateSparseLayers();
+}
+
+Error ModelConfig::validateSparseLayers() const {
+  if (!qwen2Moe()) {
+    if (moeFfnHidden != 0 || sharedExpertFfnHidden != 0 || decoderSparseStep != 1 ||
+        !mlpOnlyLayers.empty())
+      return fail("moe_ffn_hidden, shared_expert_ffn_hidden, decoder_sparse_step and "
+                  "mlp_only_layers apply to qwen2_moe; " +
+                  family + " has none");
+    return Error::success();
+  }
+  if (moeFfnHidden < 1 || sharedExpertFfnHidden < 1)
+    return fail("qwen2_moe needs moe_ffn_hidden >= 1 and shared_expert_ffn_hidden >= 1, got " +
+                Twine(moeFfnHidden) + " and " + Twine(sharedExpertFfnHidden));
+  if (decoderSparseStep < 1)
+    return fail("decoder_sparse_step must be >= 1, got " + Twine(decoderSparseStep));
+  for (int64_t layer : mlpOnlyLayers)
+    if (layer < 0 || layer >= nLayer)
+      return fail("mlp_only_layers: layer " + Twine(layer) +
+                  " is not in [0, n_layer = " + Twine(nLayer) + ")");
+  if (sparseLayerCount() == 0)
+    return fail("qwen2_moe: no layer is sparse (decoder_sparse_step = " + Twine(decoderSparseStep) +
+                ", mlp_only_layers); build qwen2 for a dense model");
   return Error::success();
+}
+
+bool ModelConfig::sparseLayer(int64_t layer) const {
+  if (!moe())
+    return false;
+  if (llvm::is_contained(mlpOnlyLayers, layer))
+    return false;
+  return (layer + 1) % decoderSparseStep == 0;
+}
+
+int64_t ModelConfig::sparseLayerCount() const {
+  int64_t count = 0;
+  for (int64_t l = 0; l < nLayer; ++l) count += sparseLayer(l);
+  return count;
 }
 
 double ModelConfig::attentionScale() const {

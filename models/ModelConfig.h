@@ -18,7 +18,7 @@
 namespace llmc {
 
 struct ModelConfig {
-  std::string family;        ///< gpt2 | llama | qwen2 | mistral | gemma2 | mixtral
+  std::string family;        ///< gpt2 | llama | qwen2 | mistral | gemma2 | mixtral | qwen2_moe
   int64_t vocabSize = 256;
   int64_t nLayer = 2;
   int64_t nHead = 4;
@@ -53,11 +53,25 @@ struct ModelConfig {
   /// 0: none.
   double attnSoftcap = 0.0;
   double finalSoftcap = 0.0;
-  /// Mixtral: each layer's MLP is this many experts (num_local_experts),
-  /// each token routed to expertsPerToken of them (num_experts_per_tok);
-  /// 0: a dense MLP.
+  /// Mixtral, Qwen-MoE: each (sparse) layer's MLP is this many experts
+  /// (num_local_experts, num_experts), each token routed to
+  /// expertsPerToken of them (num_experts_per_tok); 0: a dense MLP.
   int64_t numExperts = 0;
   int64_t expertsPerToken = 2;
+  /// The chosen experts' softmax weights are divided by their sum
+  /// (Mixtral always; Qwen-MoE's norm_topk_prob).
+  bool normTopkProb = true;
+  /// Qwen-MoE: each routed expert's width (moe_intermediate_size; Mixtral's
+  /// experts are ffnHidden wide), and the width of the shared expert every
+  /// token also passes through, gated by σ(shared_expert_gate · x)
+  /// (shared_expert_intermediate_size).
+  int64_t moeFfnHidden = 0;
+  int64_t sharedExpertFfnHidden = 0;
+  /// Qwen-MoE: layer l is sparse when (l + 1) % decoderSparseStep == 0 and
+  /// l is not in mlpOnlyLayers (transformers' Qwen2MoeDecoderLayer); the
+  /// others have a dense MLP ffnHidden wide.
+  int64_t decoderSparseStep = 1;
+  std::vector<int64_t> mlpOnlyLayers;
   /// The load-balancing loss of transformers' load_balancing_loss_func,
   /// added to the loss times routerAuxLossCoef when outputRouterLogits is
   /// set (transformers adds it only then).
@@ -87,22 +101,31 @@ struct ModelConfig {
   /// RoPE and attention (its builder adds what differs).
   bool llamaLike() const { return family != "gpt2"; }
   bool gemma2() const { return family == "gemma2"; }
-  /// The MLP is a mixture of experts.
+  /// The MLP is a mixture of experts (in the sparse layers).
   bool moe() const { return numExperts > 0; }
+  bool qwen2Moe() const { return family == "qwen2_moe"; }
+  /// Layer `layer`'s MLP is the mixture of experts.
+  bool sparseLayer(int64_t layer) const;
+  /// How many layers route their tokens (the load-balancing loss's L).
+  int64_t sparseLayerCount() const;
+  /// A routed expert's width.
+  int64_t expertFfnHidden() const { return qwen2Moe() ? moeFfnHidden : ffnHidden; }
   /// The attention of this family may slide (mistral, gemma2; transformers
   /// 4.44's Mixtral applies its window only in flash attention).
   bool windowed() const { return family == "mistral" || gemma2(); }
   /// The window of layer `layer`: Gemma 2 slides only on even layers (as
   /// transformers 4.44's Gemma2Attention), Mistral on every layer.
   int64_t windowOfLayer(int64_t layer) const;
-  /// Qwen2's q, k and v projections carry biases.
-  bool qkvBias() const { return family == "qwen2"; }
+  /// Qwen2's (and Qwen-MoE's) q, k and v projections carry biases.
+  bool qkvBias() const { return family == "qwen2" || qwen2Moe(); }
   /// The scaling the rope ops apply (unscaled unless ropeScaling is llama3).
   RopeScaling ropeScalingParameters() const;
   /// Checks the combination (divisibility, ranges); the message names the key.
   llvm::Error validate() const;
   /// The mixture-of-experts keys' part of validate().
   llvm::Error validateExperts() const;
+  /// Qwen-MoE's expert widths and which layers are sparse.
+  llvm::Error validateSparseLayers() const;
 };
 
 /// The preset names of a family ("tiny", "124M", ...).

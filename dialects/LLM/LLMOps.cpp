@@ -248,6 +248,7 @@ LogicalResult MulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
 
 LLMC_SAME_AS_OPERAND(GeluOp, getX)
 LLMC_SAME_AS_OPERAND(SiluOp, getX)
+LLMC_SAME_AS_OPERAND(SigmoidOp, getX)
 LLMC_SAME_AS_OPERAND(SqrtOp, getX)
 LLMC_SAME_AS_OPERAND(ScaleOp, getX)
 LLMC_SAME_AS_OPERAND(SoftcapOp, getX)
@@ -256,6 +257,7 @@ LLMC_SAME_AS_OPERAND(SwigluOp, getGate)
 LLMC_SAME_AS_OPERAND(GegluOp, getGate)
 LLMC_SAME_AS_OPERAND(GeluGradOp, getX)
 LLMC_SAME_AS_OPERAND(SiluGradOp, getX)
+LLMC_SAME_AS_OPERAND(SigmoidGradOp, getX)
 
 LLMC_SAME_AS_OPERAND(DropoutOp, getX)
 

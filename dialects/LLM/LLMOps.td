@@ -135,6 +135,9 @@ def LLM_GeluOp : LLM_UnaryOp<"gelu",
   "%y = llm.gelu %x : tensor<4x64x512xf32>", [ColumnParallelInterior]>;
 def LLM_SiluOp : LLM_UnaryOp<"silu", "SiLU: x·sigmoid(x)",
   "%y = llm.silu %x : tensor<4x64x512xf32>", [ColumnParallelInterior]>;
+def LLM_SigmoidOp : LLM_UnaryOp<"sigmoid",
+  "Logistic sigmoid: 1 / (1 + exp(−x)) (Qwen-MoE's shared-expert gate)",
+  "%g = llm.sigmoid %x : tensor<256x1xf32>">;
 
 def LLM_ScaleOp : LLM_PureOp<"scale", [Positionwise]> {
   let summary = "Multiplies every element by a constant";
@@ -1275,6 +1278,7 @@ class LLM_UnaryGradOp<string mnemonic, string of>
 
 def LLM_GeluGradOp : LLM_UnaryGradOp<"gelu_grad", "gelu">;
 def LLM_SiluGradOp : LLM_UnaryGradOp<"silu_grad", "silu">;
+def LLM_SigmoidGradOp : LLM_UnaryGradOp<"sigmoid_grad", "sigmoid">;
 
 def LLM_GegluGradOp : LLM_PureOp<"geglu_grad", [AllTypesMatch<["gate", "up", "dy"]>]> {
   let summary = "Backward of geglu: dgate, dup";

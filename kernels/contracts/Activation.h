@@ -1,7 +1,7 @@
-//===- Activation.h - binding contract of gelu, silu, swiglu and their grads -*- C++ -*-===//
+//===- Activation.h - binding contract of the activations and their grads -*- C++ -*-===//
 //
 // What both backends check and derive when they bind the elementwise
-// activations gelu, silu, swiglu and softcap and their gradients: every
+// activations gelu, silu, sigmoid, swiglu, geglu and softcap and their gradients: every
 // operand is of one float dtype and one shape. The CPU and CUDA factories call the
 // bind functions and add only what is specific to their backend.
 //
@@ -27,6 +27,9 @@ inline bool bindGelu(const KernelArgs &args, std::string &error, ActivationBindi
 inline bool bindGeluGrad(const KernelArgs &args, std::string &error, ActivationBinding *out);
 inline bool bindSilu(const KernelArgs &args, std::string &error, ActivationBinding *out);
 inline bool bindSiluGrad(const KernelArgs &args, std::string &error, ActivationBinding *out);
+/// sigmoid(x) -> 1 / (1 + exp(-x)) and sigmoid_grad(x, dy) -> dy·σ(x)(1 − σ(x)).
+inline bool bindSigmoid(const KernelArgs &args, std::string &error, ActivationBinding *out);
+inline bool bindSigmoidGrad(const KernelArgs &args, std::string &error, ActivationBinding *out);
 inline bool bindSwiglu(const KernelArgs &args, std::string &error, ActivationBinding *out);
 inline bool bindSwigluGrad(const KernelArgs &args, std::string &error, ActivationBinding *out);
 /// geglu(gate, up) -> gelu(gate)·up (tanh GELU) and its gradient.
@@ -94,6 +97,12 @@ inline bool bindSilu(const KernelArgs &args, std::string &error, ActivationBindi
 }
 inline bool bindSiluGrad(const KernelArgs &args, std::string &error, ActivationBinding *out) {
   return bindActivation("silu_grad", {"x", "dy"}, {"dx"}, args, error, out);
+}
+inline bool bindSigmoid(const KernelArgs &args, std::string &error, ActivationBinding *out) {
+  return bindActivation("sigmoid", {"x"}, {"out"}, args, error, out);
+}
+inline bool bindSigmoidGrad(const KernelArgs &args, std::string &error, ActivationBinding *out) {
+  return bindActivation("sigmoid_grad", {"x", "dy"}, {"dx"}, args, error, out);
 }
 inline bool bindSwiglu(const KernelArgs &args, std::string &error, ActivationBinding *out) {
   return bindActivation("swiglu", {"gate", "up"}, {"out"}, args, error, out);

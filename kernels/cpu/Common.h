@@ -284,6 +284,10 @@ inline float siluGradOf(float x, float dy) {
   float s = sigmoidFast(x);
   return dy * s * (1.0f + x * (1.0f - s));
 }
+inline float sigmoidGradOf(float x, float dy) {
+  float s = sigmoidFast(x);
+  return dy * s * (1.0f - s);
+}
 inline float swigluOf(float gate, float up) { return gate * sigmoidFast(gate) * up; }
 inline float swigluGradGate(float gate, float up, float dy) {
   float s = sigmoidFast(gate);

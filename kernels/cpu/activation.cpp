@@ -1,11 +1,12 @@
-//===- activation.cpp - gelu, silu, swiglu, softcap and their gradients ---===//
+//===- activation.cpp - gelu, silu, sigmoid, swiglu, softcap, gradients ---===//
 //
 // Pointwise nonlinearities in fp32 with vectorised exp. GELU is the tanh
 // approximation, rewritten through 1 + tanh(u) = 2·σ(2u):
 //   gelu(x)  = x · σ(2u),                 u = √(2/π)(x + 0.044715x³)
 //   gelu'(x) = σ(2u) + 2x·σ(2u)(1 − σ(2u))·u'(x)
 // which avoids the cancellation of 1 + tanh(u) for negative x and needs a
-// single exp. SiLU is x·σ(x); SwiGLU is silu(gate)·up; GeGLU gelu(gate)·up
+// single exp. SiLU is x·σ(x), its gate σ(x) alone the sigmoid (whose
+// gradient is dy·σ(1 − σ)); SwiGLU is silu(gate)·up; GeGLU gelu(gate)·up
 // (Gemma's MLP). Softcap is
 // cap·tanh(x / cap), its gradient dy·(1 − tanh²(x / cap)).
 //
@@ -22,6 +23,8 @@ enum class Act {
   GeluGrad,
   Silu,
   SiluGrad,
+  Sigmoid,
+  SigmoidGrad,
   Swiglu,
   SwigluGrad,
   Geglu,
@@ -30,7 +33,7 @@ enum class Act {
   SoftcapGrad
 };
 
-/// One elementwise kernel for all ten ops: up to three inputs, two
+/// One elementwise kernel for all twelve ops: up to three inputs, two
 /// outputs, all of one shape and dtype; `cap` is softcap's.
 template <typename T> class ActivationKernel final : public Kernel {
 public:
@@ -60,6 +63,14 @@ public:
     case Act::SiluGrad:
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
       for (int64_t i = 0; i < n; ++i) store(o0, i, siluGradOf(load(a, i), load(b, i)));
+      break;
+    case Act::Sigmoid:
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) store(o0, i, sigmoidFast(load(a, i)));
+      break;
+    case Act::SigmoidGrad:
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) store(o0, i, sigmoidGradOf(load(a, i), load(b, i)));
       break;
     case Act::Swiglu:
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
@@ -133,6 +144,12 @@ std::unique_ptr<Kernel> makeSilu(const KernelArgs &args, std::string &error) {
 std::unique_ptr<Kernel> makeSiluGrad(const KernelArgs &args, std::string &error) {
   return makeActivation(contracts::bindSiluGrad, Act::SiluGrad, args, error);
 }
+std::unique_ptr<Kernel> makeSigmoid(const KernelArgs &args, std::string &error) {
+  return makeActivation(contracts::bindSigmoid, Act::Sigmoid, args, error);
+}
+std::unique_ptr<Kernel> makeSigmoidGrad(const KernelArgs &args, std::string &error) {
+  return makeActivation(contracts::bindSigmoidGrad, Act::SigmoidGrad, args, error);
+}
 std::unique_ptr<Kernel> makeSwiglu(const KernelArgs &args, std::string &error) {
   return makeActivation(contracts::bindSwiglu, Act::Swiglu, args, error);
 }
@@ -158,6 +175,8 @@ LLMC_REGISTER_KERNEL(CPU, "gelu", makeGelu);
 LLMC_REGISTER_KERNEL(CPU, "gelu_grad", makeGeluGrad);
 LLMC_REGISTER_KERNEL(CPU, "silu", makeSilu);
 LLMC_REGISTER_KERNEL(CPU, "silu_grad", makeSiluGrad);
+LLMC_REGISTER_KERNEL(CPU, "sigmoid", makeSigmoid);
+LLMC_REGISTER_KERNEL(CPU, "sigmoid_grad", makeSigmoidGrad);
 LLMC_REGISTER_KERNEL(CPU, "swiglu", makeSwiglu);
 LLMC_REGISTER_KERNEL(CPU, "swiglu_grad", makeSwigluGrad);
 LLMC_REGISTER_KERNEL(CPU, "geglu", makeGeglu);

@@ -36,6 +36,10 @@ __device__ __forceinline__ float siluGradOf(float x, float dy) {
   float s = sigmoid(x);
   return dy * s * (1.0f + x * (1.0f - s));
 }
+__device__ __forceinline__ float sigmoidGradOf(float x, float dy) {
+  float s = sigmoid(x);
+  return dy * s * (1.0f - s);
+}
 __device__ __forceinline__ float swigluOf(float gate, float up) {
   return gate * sigmoid(gate) * up;
 }

@@ -1,4 +1,4 @@
-//===- activation.cu - gelu, silu, swiglu, softcap, gradients, on the GPU -===//
+//===- activation.cu - the activations and their gradients on the GPU -----===//
 //
 // Pointwise maps: one grid-stride loop per op, each thread reading its
 // elements and writing the results, so every op is memory bound and needs
@@ -21,6 +21,8 @@ enum class Act {
   GeluGrad,
   Silu,
   SiluGrad,
+  Sigmoid,
+  SigmoidGrad,
   Swiglu,
   SwigluGrad,
   Geglu,
@@ -43,6 +45,10 @@ __global__ void activationKernel(const T *a, const T *b, const T *c, T *o0, T *o
       store(o0, i, siluOf(load(a, i)));
     } else if constexpr (A == Act::SiluGrad) {
       store(o0, i, siluGradOf(load(a, i), load(b, i)));
+    } else if constexpr (A == Act::Sigmoid) {
+      store(o0, i, sigmoid(load(a, i)));
+    } else if constexpr (A == Act::SigmoidGrad) {
+      store(o0, i, sigmoidGradOf(load(a, i), load(b, i)));
     } else if constexpr (A == Act::Geglu) {
       store(o0, i, geluTanh(load(a, i)) * load(b, i));
     } else if constexpr (A == Act::GegluGrad) {
@@ -110,6 +116,12 @@ std::unique_ptr<Kernel> makeCudaSilu(const KernelArgs &args, std::string &error)
 std::unique_ptr<Kernel> makeCudaSiluGrad(const KernelArgs &args, std::string &error) {
   return makeActivation<Act::SiluGrad>(contracts::bindSiluGrad, args, error);
 }
+std::unique_ptr<Kernel> makeCudaSigmoid(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::Sigmoid>(contracts::bindSigmoid, args, error);
+}
+std::unique_ptr<Kernel> makeCudaSigmoidGrad(const KernelArgs &args, std::string &error) {
+  return makeActivation<Act::SigmoidGrad>(contracts::bindSigmoidGrad, args, error);
+}
 std::unique_ptr<Kernel> makeCudaSwiglu(const KernelArgs &args, std::string &error) {
   return makeActivation<Act::Swiglu>(contracts::bindSwiglu, args, error);
 }
@@ -135,6 +147,8 @@ LLMC_REGISTER_KERNEL(CUDA, "gelu", makeCudaGelu);
 LLMC_REGISTER_KERNEL(CUDA, "gelu_grad", makeCudaGeluGrad);
 LLMC_REGISTER_KERNEL(CUDA, "silu", makeCudaSilu);
 LLMC_REGISTER_KERNEL(CUDA, "silu_grad", makeCudaSiluGrad);
+LLMC_REGISTER_KERNEL(CUDA, "sigmoid", makeCudaSigmoid);
+LLMC_REGISTER_KERNEL(CUDA, "sigmoid_grad", makeCudaSigmoidGrad);
 LLMC_REGISTER_KERNEL(CUDA, "swiglu", makeCudaSwiglu);
 LLMC_REGISTER_KERNEL(CUDA, "swiglu_grad", makeCudaSwigluGrad);
 LLMC_REGISTER_KERNEL(CUDA, "geglu", makeCudaGeglu);

@@ -95,6 +95,9 @@ RefTensor gelu(const RefTensor &x);
 RefTensor geluGrad(const RefTensor &x, const RefTensor &dy);
 RefTensor silu(const RefTensor &x);
 RefTensor siluGrad(const RefTensor &x, const RefTensor &dy);
+/// 1 / (1 + exp(−x)) and its derivative σ(1 − σ) times dy.
+RefTensor sigmoid(const RefTensor &x);
+RefTensor sigmoidGrad(const RefTensor &x, const RefTensor &dy);
 /// silu(gate) · up.
 RefTensor swiglu(const RefTensor &gate, const RefTensor &up);
 /// {dgate, dup}.

@@ -1,9 +1,10 @@
-//===- activation.cpp - gelu, silu, swiglu references ---------------------===//
+//===- activation.cpp - gelu, silu, sigmoid, swiglu references ------------===//
 //
 // The pointwise nonlinearities and their derivatives times dy, in double:
 // GELU in GPT-2's tanh approximation (the form the kernels use, not the erf
-// one), SiLU x·σ(x), SwiGLU silu(gate)·up and GeGLU gelu(gate)·up with
-// their two gradients, and the soft-cap c·tanh(x / c).
+// one), SiLU x·σ(x), the sigmoid σ(x) itself, SwiGLU silu(gate)·up and
+// GeGLU gelu(gate)·up with their two gradients, and the soft-cap
+// c·tanh(x / c).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,7 +15,7 @@ namespace llmc::ref {
 
 namespace {
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sigmoidOf(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 constexpr double kGeluC = 0.79788456080286535588; // √(2/π)
 constexpr double kGeluA = 0.044715;
@@ -44,15 +45,31 @@ RefTensor geluGrad(const RefTensor &x, const RefTensor &dy) {
 
 RefTensor silu(const RefTensor &x) {
   RefTensor out = like(x);
-  for (int64_t i = 0; i < x.numel(); ++i) out.data[i] = x.data[i] * sigmoid(x.data[i]);
+  for (int64_t i = 0; i < x.numel(); ++i) out.data[i] = x.data[i] * sigmoidOf(x.data[i]);
   return out;
+}
+
+RefTensor sigmoid(const RefTensor &x) {
+  RefTensor out = like(x);
+  for (int64_t i = 0; i < x.numel(); ++i) out.data[i] = sigmoidOf(x.data[i]);
+  return out;
+}
+
+RefTensor sigmoidGrad(const RefTensor &x, const RefTensor &dy) {
+  require(x.shape == dy.shape, "sigmoidGrad", "x and dy shapes differ");
+  RefTensor dx = like(x);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double s = sigmoidOf(x.data[i]);
+    dx.data[i] = dy.data[i] * s * (1.0 - s);
+  }
+  return dx;
 }
 
 RefTensor siluGrad(const RefTensor &x, const RefTensor &dy) {
   require(x.shape == dy.shape, "siluGrad", "x and dy shapes differ");
   RefTensor dx = like(x);
   for (int64_t i = 0; i < x.numel(); ++i) {
-    double s = sigmoid(x.data[i]);
+    double s = sigmoidOf(x.data[i]);
     dx.data[i] = dy.data[i] * s * (1.0 + x.data[i] * (1.0 - s));
   }
   return dx;
@@ -62,7 +79,7 @@ RefTensor swiglu(const RefTensor &gate, const RefTensor &up) {
   require(gate.shape == up.shape, "swiglu", "gate and up shapes differ");
   RefTensor out = like(gate);
   for (int64_t i = 0; i < gate.numel(); ++i)
-    out.data[i] = gate.data[i] * sigmoid(gate.data[i]) * up.data[i];
+    out.data[i] = gate.data[i] * sigmoidOf(gate.data[i]) * up.data[i];
   return out;
 }
 
@@ -70,7 +87,7 @@ std::vector<RefTensor> swigluGrad(const RefTensor &gate, const RefTensor &up, co
   require(gate.shape == up.shape && gate.shape == dy.shape, "swigluGrad", "shapes differ");
   RefTensor dgate = like(gate), dup = like(up);
   for (int64_t i = 0; i < gate.numel(); ++i) {
-    double g = gate.data[i], s = sigmoid(g);
+    double g = gate.data[i], s = sigmoidOf(g);
     dgate.data[i] = dy.data[i] * up.data[i] * s * (1.0 + g * (1.0 - s));
     dup.data[i] = dy.data[i] * g * s;
   }
@@ -114,6 +131,11 @@ RefTensor softcapGrad(const RefTensor &x, const RefTensor &dy, double cap) {
 //===----------------------------------------------------------------------===//
 LLMC_REGISTER_EVALUATOR("llm.gelu", [](const RefCall &c) -> Results { return {gelu(c.in(0))}; });
 LLMC_REGISTER_EVALUATOR("llm.silu", [](const RefCall &c) -> Results { return {silu(c.in(0))}; });
+LLMC_REGISTER_EVALUATOR("llm.sigmoid",
+                        [](const RefCall &c) -> Results { return {sigmoid(c.in(0))}; });
+LLMC_REGISTER_EVALUATOR("llm.sigmoid_grad", [](const RefCall &c) -> Results {
+  return {sigmoidGrad(c.in(0), c.in(1))};
+});
 LLMC_REGISTER_EVALUATOR("llm.swiglu",
                         [](const RefCall &c) -> Results { return {swiglu(c.in(0), c.in(1))}; });
 LLMC_REGISTER_EVALUATOR("llm.geglu",

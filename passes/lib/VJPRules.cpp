@@ -222,6 +222,9 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
       .Case([&](SiluOp s) -> FailureOr<Grads> {
         return Grads{SiluGradOp::create(b, loc, s.getX(), dy)};
       })
+      .Case([&](SigmoidOp s) -> FailureOr<Grads> {
+        return Grads{SigmoidGradOp::create(b, loc, s.getX(), dy)};
+      })
       .Case([&](SwigluOp s) -> FailureOr<Grads> {
         auto g = SwigluGradOp::create(b, loc, s.getGate(), s.getUp(), dy);
         return Grads{g.getDgate(), g.getDup()};

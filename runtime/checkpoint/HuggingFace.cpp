@@ -31,9 +31,10 @@ struct ConfigKey {
 /// The families whose directories llmc reads and writes, and the
 /// transformers class of each.
 const std::pair<const char *, const char *> kFamilies[] = {
-    {"gpt2", "GPT2LMHeadModel"},     {"llama", "LlamaForCausalLM"},
-    {"qwen2", "Qwen2ForCausalLM"},   {"mistral", "MistralForCausalLM"},
-    {"gemma2", "Gemma2ForCausalLM"}, {"mixtral", "MixtralForCausalLM"}};
+    {"gpt2", "GPT2LMHeadModel"},         {"llama", "LlamaForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},       {"mistral", "MistralForCausalLM"},
+    {"gemma2", "Gemma2ForCausalLM"},     {"mixtral", "MixtralForCausalLM"},
+    {"qwen2_moe", "Qwen2MoeForCausalLM"}};
 
 bool knownFamily(const std::string &family) {
   for (const auto &[name, architecture] : kFamilies)
@@ -68,10 +69,11 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
       {"num_hidden_layers", "n_layer", ConfigKey::Int, ""},
       {"num_attention_heads", "n_head", ConfigKey::Int, ""},
       // null: multi-head attention; absent: MistralConfig's 8,
-      // Gemma2Config's 16, the others' multi-head attention.
+      // Gemma2Config's and Qwen2MoeConfig's 16, the others' multi-head
+      // attention.
       {"num_key_value_heads", "n_kv_head", ConfigKey::Int,
        family == "mistral" || family == "mixtral" ? "8"
-       : gemma2                                   ? "16"
+       : gemma2 || family == "qwen2_moe"          ? "16"
                                                   : artifact.meta("model.n_head")},
       {"hidden_size", "n_embd", ConfigKey::Int, ""},
       {"intermediate_size", "ffn_hidden", ConfigKey::Int, ""},
@@ -88,6 +90,18 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
     // MixtralConfig's defaults.
     keys.push_back({"num_local_experts", "num_experts", ConfigKey::Int, "8"});
     keys.push_back({"num_experts_per_tok", "experts_per_token", ConfigKey::Int, "2"});
+    keys.push_back({"router_aux_loss_coef", "router_aux_loss_coef", ConfigKey::Float, "0.001"});
+    keys.push_back({"output_router_logits", "output_router_logits", ConfigKey::Bool, "0"});
+  }
+  if (family == "qwen2_moe") {
+    // Qwen2MoeConfig's defaults (mlp_only_layers, a list: checkDenseLayers).
+    keys.push_back({"num_experts", "num_experts", ConfigKey::Int, "60"});
+    keys.push_back({"num_experts_per_tok", "experts_per_token", ConfigKey::Int, "4"});
+    keys.push_back({"moe_intermediate_size", "moe_ffn_hidden", ConfigKey::Int, "1408"});
+    keys.push_back(
+        {"shared_expert_intermediate_size", "shared_expert_ffn_hidden", ConfigKey::Int, "5632"});
+    keys.push_back({"norm_topk_prob", "norm_topk_prob", ConfigKey::Bool, "0"});
+    keys.push_back({"decoder_sparse_step", "decoder_sparse_step", ConfigKey::Int, "1"});
     keys.push_back({"router_aux_loss_coef", "router_aux_loss_coef", ConfigKey::Float, "0.001"});
     keys.push_back({"output_router_logits", "output_router_logits", ConfigKey::Bool, "0"});
   }
@@ -236,6 +250,39 @@ void checkRopeScaling(const json::Value &config, const Artifact &artifact,
   }
 }
 
+/// Qwen-MoE's layers with a dense MLP: config.json's mlp_only_layers (absent
+/// or null: none) against the model's (model.mlp_only_layers, "0,3").
+std::string denseLayersOf(const json::Value &config, const std::string &path) {
+  const json::Value *layers = config.find("mlp_only_layers");
+  std::string text;
+  if (!layers || layers->isNull())
+    return text;
+  for (const json::Value &layer : layers->asArray(path + ": mlp_only_layers"))
+    text += (text.empty() ? "" : ",") + std::to_string(layer.asInt(path + ": mlp_only_layers[]"));
+  return text;
+}
+
+void checkDenseLayers(const json::Value &config, const Artifact &artifact,
+                      const std::string &path) {
+  const std::string have = denseLayersOf(config, path),
+                    want = artifact.meta("model.mlp_only_layers");
+  if (have != want)
+    fail(path, ": mlp_only_layers is [", have, "], but the model has mlp_only_layers = [", want,
+         "]");
+}
+
+/// Qwen-MoE's mlp_only_layers for config.json: "0,3" as [0, 3].
+json::Value denseLayersJson(const Artifact &artifact) {
+  json::Value dense = json::Value::array();
+  const std::string list = artifact.meta("model.mlp_only_layers");
+  for (size_t start = 0; start < list.size();) {
+    size_t end = std::min(list.find(',', start), list.size());
+    dense.push(json::Value(static_cast<int64_t>(std::stoll(list.substr(start, end - start)))));
+    start = end + 1;
+  }
+  return dense;
+}
+
 /// Tensors older transformers saved that are buffers, not parameters:
 /// GPT-2's causal masks, Llama's RoPE frequencies. Recomputed, not loaded.
 bool isBuffer(const std::string &hf) {
@@ -262,7 +309,8 @@ std::string familyOf(const Artifact &artifact, const std::string &what) {
   std::string family = artifact.meta("model.family");
   if (!knownFamily(family))
     fail(what, ": the artifact's model is '", family,
-         "'; Hugging Face interop knows gpt2, llama, qwen2, mistral, gemma2 and mixtral");
+         "'; Hugging Face interop knows gpt2, llama, qwen2, mistral, gemma2, mixtral and "
+         "qwen2_moe");
   return family;
 }
 
@@ -326,6 +374,8 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
   if (family_ != "gpt2")
     checkRopeScaling(config, artifact, path);
   checkOptionalKeys(config, artifact, family_, path);
+  if (family_ == "qwen2_moe")
+    checkDenseLayers(config, artifact, path);
   tied_ = artifact.metaNumber("model.tie_embeddings", 0) != 0;
   for (const auto &[name, shape] : modelParameters(artifact))
     parameters_.insert(huggingFaceName(family_, name));
@@ -370,7 +420,8 @@ std::string huggingFaceFamily(const std::string &dir) {
   std::string family = type ? type->asString(path + ": model_type") : "";
   if (!knownFamily(family))
     fail(path, ": model_type is ", type ? type->dump() : "missing",
-         "; Hugging Face interop knows gpt2, llama, qwen2, mistral, gemma2 and mixtral");
+         "; Hugging Face interop knows gpt2, llama, qwen2, mistral, gemma2, mixtral and "
+         "qwen2_moe");
   return family;
 }
 
@@ -546,8 +597,10 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
       config.set("attention_bias", json::Value(false));
       config.set("mlp_bias", json::Value(false));
     }
-    if (family == "qwen2")
+    if (family == "qwen2" || family == "qwen2_moe")
       config.set("use_sliding_window", json::Value(false));
+    if (family == "qwen2_moe")
+      config.set("mlp_only_layers", denseLayersJson(artifact));
   }
   for (const OptionalKey &key : optionalKeys(family)) {
     double v = artifact.metaNumber(std::string("model.") + key.meta, 0);

@@ -127,8 +127,8 @@ int runModel() {
   llmc::prepareContext(context);
   if (modelFamily.empty() && modelConfig.empty())
     return fail("llmc model",
-                "give a family (gpt2, llama, qwen2, mistral, gemma2, mixtral) or --config "
-                "<config.json>");
+                "give a family (gpt2, llama, qwen2, mistral, gemma2, mixtral, qwen2_moe) or "
+                "--config <config.json>");
   llmc::ModelSource source{"", modelFamily, modelPreset, modelConfig, modelSet};
   llmc::ModelConfig config;
   llvm::SourceMgr sourceMgr;

@@ -1286,3 +1286,19 @@ func.func @f(%p: tensor<8xf32>, %s: tensor<f32>) {
   %r:3 = llm.multi_tensor_adamw params(%p : tensor<8xf32>) grads(%p : tensor<8xf32>) m(%p : tensor<8xf32>) v(%p : tensor<8xf32>) lr %s step %s loss_scale %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.1 : f64, max_grad_norm = 0.0 : f64, decay = array<i64: 1>, cast_of = array<i64>}
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<6x1xi32>) {
+  // expected-error @+1 {{'llm.sigmoid' op operand #0 must be ranked tensor of floating-point values, but got 'tensor<6x1xi32>'}}
+  %g = llm.sigmoid %x : tensor<6x1xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<6x1xf32>, %dy: tensor<6x2xf32>) {
+  // expected-error @+1 {{'llm.sigmoid_grad' op failed to verify that all of {x, dy} have same type}}
+  %dx = "llm.sigmoid_grad"(%x, %dy) : (tensor<6x1xf32>, tensor<6x2xf32>) -> tensor<6x1xf32>
+  return
+}

@@ -218,6 +218,15 @@ func.func @matmul_int(%x: tensor<2x1x64xf32>, %c: tensor<8192xi8>, %s: tensor<12
   return %y, %y4 : tensor<2x1x128xf32>, tensor<2x1x128xbf16>
 }
 
+// CHECK-LABEL: func.func @sigmoid
+// CHECK: llm.sigmoid %{{.*}} : tensor<6x1xf32>
+// CHECK: llm.sigmoid_grad %{{.*}}, %{{.*}} : tensor<6x1xf32>
+func.func @sigmoid(%x: tensor<6x1xf32>) -> tensor<6x1xf32> {
+  %g = llm.sigmoid %x : tensor<6x1xf32>
+  %dx = llm.sigmoid_grad %x, %g : tensor<6x1xf32>
+  return %dx : tensor<6x1xf32>
+}
+
 // CHECK-LABEL: func.func @matmul_nf4
 // CHECK: llm.matmul_nf4 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block = 64 : i64, transpose_b, weight_shape = array<i64: 128, 64>} : tensor<2x1x64xbf16>, tensor<4096xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x1x128xbf16>
 func.func @matmul_nf4(%x: tensor<2x1x64xbf16>, %c: tensor<4096xi8>, %q: tensor<128xi8>,

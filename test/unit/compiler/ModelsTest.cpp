@@ -52,7 +52,7 @@ TEST(Models, QwenAndMistralParameterCountsMatchPublished) {
 }
 
 TEST(Models, EveryPresetVerifies) {
-  for (const char *family : {"gpt2", "llama", "qwen2", "mistral", "gemma2", "mixtral"})
+  for (const char *family : {"gpt2", "llama", "qwen2", "mistral", "gemma2", "mixtral", "qwen2_moe"})
     for (const std::string &preset : llmc::presetNames(family)) {
       SCOPED_TRACE(std::string(family) + " " + preset);
       EXPECT_GT(countFor(family, preset), 0);
@@ -234,10 +234,11 @@ TEST(Models, ConfigJsonNamesTheFamily) {
   EXPECT_EQ(familyOf(R"({"model_type": "gemma2"})"), "gemma2");
   EXPECT_EQ(familyOf(R"({"model_type": "gemma3"})"),
             ": model family 'gemma3' is not supported yet (llmc builds gpt2, llama, qwen2, "
-            "mistral, gemma2 and mixtral; docs/models.md)");
+            "mistral, gemma2, mixtral and qwen2_moe; docs/models.md)");
   EXPECT_EQ(familyOf(R"({"model_type": "bert"})"),
-            ": unknown model family 'bert' (expected gpt2, llama, qwen2, mistral, gemma2 or "
-            "mixtral)");
+            ": unknown model family 'bert' (expected gpt2, llama, qwen2, mistral, gemma2, "
+            "mixtral or qwen2_moe)");
+  EXPECT_EQ(familyOf(R"({"model_type": "qwen2_moe"})"), "qwen2_moe");
 }
 
 TEST(Models, QwenAndMistralConfigJson) {
@@ -379,7 +380,121 @@ TEST(Models, MixtralConfigJson) {
   config = cantFail(llmc::presetConfig("llama", "tiny"));
   config.numExperts = 4;
   EXPECT_EQ(llvm::toString(config.validate()),
-            "num_experts applies to mixtral; llama has a dense MLP");
+            "num_experts applies to mixtral and qwen2_moe; llama has a dense MLP");
+}
+
+// Qwen1.5-MoE-A2.7B from its config (14.3B on its model card): 24 layers
+// of Qwen2 attention with q/k/v biases (16,783,360), two norms (4,096) and
+// a sparse MLP (553,773,056: router 60 x 2048, 60 experts of three
+// 1408 x 2048 matrices, the shared expert's three 5632 x 2048 and its gate
+// 1 x 2048), the embedding and the untied head (2 x 151936 x 2048), the
+// final norm: 14,315,784,192.
+TEST(Models, Qwen2MoeParameterCountMatchesPublished) {
+  EXPECT_EQ(countFor("qwen2_moe", "A2.7B"), 14315784192);
+}
+
+TEST(Models, Qwen2MoeSparseLayersAsTransformersChoosesThem) {
+  llmc::ModelConfig config = cantFail(llmc::presetConfig("qwen2_moe", "tiny"));
+  config.nLayer = 6;
+  config.mlpOnlyLayers = {0, 4};
+  config.decoderSparseStep = 2; // layers 1, 3, 5; 5 alone of them not listed
+  EXPECT_FALSE(config.sparseLayer(0));
+  EXPECT_TRUE(config.sparseLayer(1));
+  EXPECT_FALSE(config.sparseLayer(2));
+  EXPECT_TRUE(config.sparseLayer(3));
+  EXPECT_FALSE(config.sparseLayer(4));
+  EXPECT_TRUE(config.sparseLayer(5));
+  EXPECT_EQ(config.sparseLayerCount(), 3);
+  EXPECT_EQ(llvm::toString(config.validate()), "");
+  config.mlpOnlyLayers = {1, 3, 5};
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "qwen2_moe: no layer is sparse (decoder_sparse_step = 2, mlp_only_layers); build "
+            "qwen2 for a dense model");
+  config.mlpOnlyLayers = {6};
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "mlp_only_layers: layer 6 is not in [0, n_layer = 6)");
+  config = cantFail(llmc::presetConfig("qwen2_moe", "tiny"));
+  config.moeFfnHidden = 0;
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "qwen2_moe needs moe_ffn_hidden >= 1 and shared_expert_ffn_hidden >= 1, got 0 and 128");
+  config = cantFail(llmc::presetConfig("mixtral", "tiny"));
+  config.mlpOnlyLayers = {0};
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "moe_ffn_hidden, shared_expert_ffn_hidden, decoder_sparse_step and mlp_only_layers "
+            "apply to qwen2_moe; mixtral has none");
+  config = cantFail(llmc::presetConfig("mixtral", "tiny"));
+  config.normTopkProb = false;
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "norm_topk_prob = false is not supported for mixtral: its router always renormalises "
+            "the chosen experts' weights");
+  EXPECT_EQ(llvm::toString(llmc::applyOverride(config, "mlp_only_layers=0, 2")), "");
+  EXPECT_EQ(config.mlpOnlyLayers, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(llvm::toString(llmc::applyOverride(config, "mlp_only_layers=")), "");
+  EXPECT_TRUE(config.mlpOnlyLayers.empty());
+  EXPECT_EQ(llvm::toString(llmc::applyOverride(config, "mlp_only_layers=0,x")),
+            "bad value '0,x' for config key 'mlp_only_layers'");
+}
+
+TEST(Models, Qwen2MoeConfigJson) {
+  llmc::ModelConfig config;
+  // Qwen/Qwen1.5-MoE-A2.7B's keys.
+  EXPECT_EQ(applyJson(R"({"model_type": "qwen2_moe", "hidden_size": 2048,
+                          "intermediate_size": 5632, "num_attention_heads": 16,
+                          "num_key_value_heads": 16, "num_hidden_layers": 24,
+                          "decoder_sparse_step": 1, "moe_intermediate_size": 1408,
+                          "shared_expert_intermediate_size": 5632, "num_experts": 60,
+                          "num_experts_per_tok": 4, "norm_topk_prob": false,
+                          "output_router_logits": false, "router_aux_loss_coef": 0.001,
+                          "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+                          "use_sliding_window": false, "sliding_window": 32768,
+                          "max_window_layers": 21, "tie_word_embeddings": false,
+                          "vocab_size": 151936, "hidden_act": "silu"})",
+                      config, "qwen2_moe"),
+            "");
+  EXPECT_EQ(config.numExperts, 60);
+  EXPECT_EQ(config.expertsPerToken, 4);
+  EXPECT_EQ(config.moeFfnHidden, 1408);
+  EXPECT_EQ(config.sharedExpertFfnHidden, 5632);
+  EXPECT_EQ(config.ffnHidden, 5632);
+  EXPECT_FALSE(config.normTopkProb);
+  EXPECT_EQ(config.slidingWindow, 0);
+  EXPECT_TRUE(config.qkvBias());
+  EXPECT_TRUE(config.mlpOnlyLayers.empty());
+  EXPECT_EQ(config.sparseLayerCount(), 24);
+  EXPECT_EQ(applyJson(R"({"model_type": "qwen2_moe", "num_hidden_layers": 4,
+                          "num_key_value_heads": 2, "mlp_only_layers": [0, 2],
+                          "decoder_sparse_step": 1,
+                          "norm_topk_prob": true})",
+                      config, "qwen2_moe"),
+            "");
+  EXPECT_EQ(config.mlpOnlyLayers, (std::vector<int64_t>{0, 2}));
+  EXPECT_TRUE(config.normTopkProb);
+  EXPECT_EQ(config.sparseLayerCount(), 2);
+  // Absent keys are Qwen2MoeConfig's defaults.
+  EXPECT_EQ(applyJson(R"({"model_type": "qwen2_moe", "hidden_size": 256,
+                          "num_attention_heads": 32})",
+                      config, "qwen2_moe"),
+            "");
+  EXPECT_EQ(config.numExperts, 60);
+  EXPECT_EQ(config.expertsPerToken, 4);
+  EXPECT_EQ(config.moeFfnHidden, 1408);
+  EXPECT_EQ(config.sharedExpertFfnHidden, 5632);
+  EXPECT_EQ(config.nKvHead, 16);
+  EXPECT_FALSE(config.normTopkProb);
+  EXPECT_DOUBLE_EQ(config.ropeTheta, 10000.0);
+  EXPECT_DOUBLE_EQ(config.routerAuxLossCoef, 0.001);
+  EXPECT_EQ(configError(R"({"model_type": "qwen2_moe", "use_sliding_window": true})", "qwen2_moe"),
+            "use_sliding_window = true is not supported: Qwen2's per-layer sliding window "
+            "(max_window_layers) is not implemented");
+  EXPECT_EQ(configError(R"({"model_type": "qwen2_moe", "hidden_act": "gelu"})", "qwen2_moe"),
+            "hidden_act = \"gelu\" is not supported: llmc's qwen2_moe MLP is SwiGLU (silu)");
+  EXPECT_EQ(configError(R"({"model_type": "qwen2_moe", "mlp_only_layers": ["0"]})", "qwen2_moe"),
+            "key 'mlp_only_layers' must be a list of integers");
+  EXPECT_EQ(configError(R"({"model_type": "qwen2_moe", "mlp_only_layers": 0})", "qwen2_moe"),
+            "key 'mlp_only_layers' must be a list of integers");
+  EXPECT_EQ(
+      configError(R"({"model_type": "qwen2_moe", "moe_intermediate_size": [1]})", "qwen2_moe"),
+      "key 'moe_intermediate_size' must be a number or boolean");
 }
 
 } // namespace

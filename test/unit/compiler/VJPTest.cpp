@@ -155,7 +155,7 @@ TEST(VJP, AddMulScaleWithBroadcast) {
 }
 
 TEST(VJP, Activations) {
-  for (const char *op : {"gelu", "silu"}) {
+  for (const char *op : {"gelu", "silu", "sigmoid"}) {
     SCOPED_TRACE(op);
     checkGradients(projected(param("x", "tensor<3x7xf32>"),
                              std::string("  %y = llm.") + op + " %x : tensor<3x7xf32>",

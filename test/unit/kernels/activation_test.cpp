@@ -126,6 +126,11 @@ std::vector<ConformanceCase> activationCases() {
       addGated(cases, "geglu", ref::geglu, ref::gegluGrad, dtype, shape, seed += 3);
       addSoftcap(cases, dtype, shape, seed += 3);
     }
+  // Qwen-MoE's shared-expert gate; seeded apart so the cases above keep theirs.
+  uint64_t sigmoidSeed = 9900;
+  for (DType dtype : kFloatTypes)
+    for (const std::vector<int64_t> &shape : kShapes)
+      addUnary(cases, "sigmoid", ref::sigmoid, ref::sigmoidGrad, dtype, shape, sigmoidSeed += 3);
   return cases;
 }
 
@@ -195,11 +200,14 @@ LLMC_CONFORMANCE_CASES(Cast, castCases);
 
 TEST(ActivationKernels, ExtremeInputsStayFinite) {
   RefTensor x{{8}, {-200.0, -90.0, -30.0, -1e-8, 0.0, 1e-8, 30.0, 200.0}};
-  for (const char *name : {"gelu", "silu"}) {
+  for (const char *name : {"gelu", "silu", "sigmoid"}) {
     SCOPED_TRACE(name);
     Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {8});
     ASSERT_TRUE(runKernel(name, {&xb}, {&out}));
-    RefTensor expected = std::string(name) == "gelu" ? ref::gelu(x) : ref::silu(x);
+    const std::string op = name;
+    RefTensor expected = op == "gelu"   ? ref::gelu(x)
+                         : op == "silu" ? ref::silu(x)
+                                        : ref::sigmoid(x);
     RefTensor got = out.toRef();
     for (int i = 0; i < 8; ++i)
       EXPECT_NEAR(got.data[i], expected.data[i], 1e-6 * (1 + std::abs(expected.data[i])));

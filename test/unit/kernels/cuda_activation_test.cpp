@@ -1,6 +1,6 @@
 //===- cuda_activation_test.cpp - CUDA pointwise kernels against the CPU --===//
 //
-// gelu, silu, swiglu and dropout (activation_test.cpp) and rope
+// gelu, silu, sigmoid, swiglu and dropout (activation_test.cpp) and rope
 // (embedding_test.cpp) are conformance cases. Here: dropout of a piece of a
 // global tensor (the mask is shared code, so outputs must be equal exactly)
 // and binding errors.
