@@ -13,6 +13,8 @@
 //    dimension;
 //  - every activation (gelu, silu, swiglu) fed by such matmuls splits the
 //    MLP's inner dimension, back to its (column-parallel) up-projections;
+//    a mixture of experts' (llm.grouped_matmul) splits every expert's inner
+//    dimension the same way, routing and dispatch replicated on every rank;
 //  - the matmul consuming the split heads or activation is row-parallel: its
 //    weight is split along the contraction dimension and its result is a
 //    partial sum, completed by an all_reduce (Megatron's g);
@@ -73,6 +75,8 @@ private:
   LogicalResult splitProducer(Value v, Split split);
   /// The row-parallel consumer of split value `v` (through reshapes).
   LogicalResult rowParallel(Value v);
+  /// A mixture of experts' down projections as row-parallel matmuls.
+  LogicalResult rowParallelExperts(llm::GroupedMatmulOp grouped);
   /// With `pad`, a dimension tp does not divide is padded to a multiple of it.
   LogicalResult splitParam(Value param, Split split, Operation *user, bool pad = false);
   /// Megatron's vocabulary-parallel embedding and cross-entropy.
@@ -218,7 +222,37 @@ LogicalResult TensorParallel::splitProducer(Value v, Split s) {
     matmul.getAMutable().assign(replicated(matmul.getA(), def));
     return success();
   }
+  if (auto grouped = dyn_cast<llm::GroupedMatmulOp>(def)) {
+    // Every expert column-parallel: each weight split along its output
+    // dimension; the dispatched copies stay replicated (the f operator).
+    if (s.dim != last)
+      return def->emitOpError("tensor parallelism: expected the experts' projections x·W");
+    for (Value w : grouped.getWeights())
+      if (failed(splitParam(w, Split{grouped.getTransposeB() ? 0 : 1, s.blocks}, def)))
+        return failure();
+    grouped.getXMutable().assign(replicated(grouped.getX(), def));
+    return success();
+  }
   return def->emitOpError("tensor parallelism: cannot split the value this op produces");
+}
+
+LogicalResult TensorParallel::rowParallelExperts(llm::GroupedMatmulOp grouped) {
+  if (!rowDone.insert(grouped).second)
+    return success();
+  // Each expert row-parallel: its weight split along the contraction; the
+  // partial sums of all experts' rows are completed by one all-reduce.
+  for (Value w : grouped.getWeights())
+    if (failed(splitParam(w, Split{grouped.getTransposeB() ? 1 : 0, 1}, grouped)))
+      return failure();
+  builder.setInsertionPointAfter(grouped);
+  auto reduce =
+      dist::AllReduceOp::create(builder, grouped.getLoc(), grouped.getType(), grouped.getResult(),
+                                FlatSymbolRefAttr::get(builder.getContext(), "mesh"),
+                                builder.getStrArrayAttr({axis}), builder.getStringAttr("sum"));
+  if (auto name = grouped->getAttr(kBlockNameAttr))
+    reduce->setAttr(kBlockNameAttr, name);
+  grouped.getResult().replaceAllUsesExcept(reduce, reduce);
+  return success();
 }
 
 LogicalResult TensorParallel::rowParallel(Value v) {
@@ -229,6 +263,11 @@ LogicalResult TensorParallel::rowParallel(Value v) {
       split[reshape.getResult()] = Split{out.getRank() - 1, 1};
       explicitTypes[user] = localType(out, Split{out.getRank() - 1, 1});
       if (failed(rowParallel(reshape.getResult())))
+        return failure();
+      continue;
+    }
+    if (auto grouped = dyn_cast<llm::GroupedMatmulOp>(user); grouped && grouped.getX() == v) {
+      if (failed(rowParallelExperts(grouped)))
         return failure();
       continue;
     }
