@@ -71,6 +71,12 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       module.emitError("qat: no @forward");
       return signalPassFailure();
     }
+    // A mixture of experts' weights are not matmul weights: quantizing
+    // everything else would leave most of the model's weights untouched.
+    if (failed(refuseExperts(forward, "qat: the experts of a mixture of experts are not "
+                                      "fake-quantized yet (--qat and --precision fp8 cover "
+                                      "llm.matmul and llm.embedding)")))
+      return signalPassFailure();
     layout = readLayout(module);
     markBatchDerived();
 

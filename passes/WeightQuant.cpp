@@ -65,6 +65,9 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       module.emitError("weight-quant: no @forward");
       return signalPassFailure();
     }
+    if (failed(refuseExperts(forward, "weight-quant: the experts of a mixture of experts are not "
+                                      "quantized yet (--weight-quant covers llm.matmul weights)")))
+      return signalPassFailure();
     std::string error;
     std::optional<QATSchemeSpec> spec = parseWeightOnlyScheme(scheme, error);
     if (!spec) {

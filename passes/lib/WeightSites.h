@@ -36,6 +36,11 @@ struct WeightSite {
 /// regions too), in the order func::FuncOp::walk visits them.
 llvm::SmallVector<WeightSite> findWeightSites(mlir::func::FuncOp forward);
 
+/// Fails with `message` at the first llm.grouped_matmul of `forward`: the
+/// experts' weights are no weight sites, so a pass that quantizes weight
+/// sites would leave them as they are.
+mlir::LogicalResult refuseExperts(mlir::func::FuncOp forward, llvm::StringRef message);
+
 } // namespace llmc
 
 #endif
