@@ -113,6 +113,8 @@ Value mixtureOfExperts(GraphBuilder &b, const ModelConfig &c, const ExpertWeight
 
 Value addRouterLosses(GraphBuilder &b, const ModelConfig &c, Value loss, const RouterSums &sums,
                       int64_t routedLayers) {
+  if (routedLayers == 0)
+    return loss; // every layer dense: no router
   const double routed = double(c.batchSize) * double(c.seqLen) * double(routedLayers);
   const double auxScale =
       c.outputRouterLogits ? c.routerAuxLossCoef * double(c.numExperts) / (routed * routed) : 0.0;

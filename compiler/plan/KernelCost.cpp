@@ -167,6 +167,13 @@ double kernelFlops(Operation *op) {
     return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0]).back());
   if (name == "linear_weight_grad" && inputs.size() >= 2)
     return 2.0 * outElements * static_cast<double>(leading(shapeOf(inputs[0]), 1));
+  // A mixture of experts: each routed copy's row times its expert's weight;
+  // the experts' weight gradients together sum over every copy once (one
+  // output per expert, each dw of outElements).
+  if (name == "grouped_matmul" && inputs.size() >= 2)
+    return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0]).back());
+  if (name == "grouped_matmul_weight_grad" && !inputs.empty())
+    return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0])[0]);
   // The fused head + loss: the logits' product, and in its backward forms
   // also dh's product and, unless the head is frozen, dw's.
   if (isHead(name) && inputs.size() >= 3) {
@@ -261,6 +268,17 @@ std::vector<GemmShape> kernelGemms(Operation *op) {
     return {{1, leading(out, 1), out.back(), x.back()}};
   if (name == "linear_weight_grad") // dw [K, N] summed over every row
     return {{1, out[0], out[1], leading(x, 1)}};
+  // A mixture of experts: one GEMM per expert over its share of the M
+  // routed rows, priced as if routing were balanced (the load-balancing
+  // loss's aim; which expert gets how many is known only at run time).
+  if (name == "grouped_matmul") {
+    const int64_t groups = shapeOf(inputs[1])[0] - 1, rows = x[0];
+    return std::vector<GemmShape>(groups, {1, (rows + groups - 1) / groups, out[1], x[1]});
+  }
+  if (name == "grouped_matmul_weight_grad") { // each dw [a, b] over its rows
+    const int64_t groups = static_cast<int64_t>(outputs.size()), rows = x[0];
+    return std::vector<GemmShape>(groups, {1, out[0], out[1], (rows + groups - 1) / groups});
+  }
   return {};
 }
 

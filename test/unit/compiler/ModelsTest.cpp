@@ -406,13 +406,16 @@ TEST(Models, Qwen2MoeSparseLayersAsTransformersChoosesThem) {
   EXPECT_TRUE(config.sparseLayer(5));
   EXPECT_EQ(config.sparseLayerCount(), 3);
   EXPECT_EQ(llvm::toString(config.validate()), "");
+  // Every layer dense, and a layer past the last: valid, as transformers
+  // reads them.
   config.mlpOnlyLayers = {1, 3, 5};
-  EXPECT_EQ(llvm::toString(config.validate()),
-            "qwen2_moe: no layer is sparse (decoder_sparse_step = 2, mlp_only_layers); build "
-            "qwen2 for a dense model");
+  EXPECT_EQ(config.sparseLayerCount(), 0);
+  EXPECT_EQ(llvm::toString(config.validate()), "");
   config.mlpOnlyLayers = {6};
-  EXPECT_EQ(llvm::toString(config.validate()),
-            "mlp_only_layers: layer 6 is not in [0, n_layer = 6)");
+  EXPECT_EQ(config.sparseLayerCount(), 3);
+  EXPECT_EQ(llvm::toString(config.validate()), "");
+  config.mlpOnlyLayers = {-1};
+  EXPECT_EQ(llvm::toString(config.validate()), "mlp_only_layers: layer -1 is negative");
   config = cantFail(llmc::presetConfig("qwen2_moe", "tiny"));
   config.moeFfnHidden = 0;
   EXPECT_EQ(llvm::toString(config.validate()),

@@ -314,12 +314,41 @@ TEST(PlanMfu, NeverAboveWhatTheDeviceWasMeasuredAt) {
     expectMfuWithinTheDevice("gpt2", preset, "dgx-h100:8", 64);
   for (const char *preset : {"tiny", "1B"})
     expectMfuWithinTheDevice("llama", preset, "dgx-h100:8", 64);
+  // Mixtures of experts: the experts' grouped GEMMs are model FLOPs too.
+  expectMfuWithinTheDevice("mixtral", "tiny", "dgx-h100:8", 64);
+  expectMfuWithinTheDevice("qwen2_moe", "tiny", "dgx-h100:8", 64);
   // The search's extremes: one GPU, one sequence, a huge batch, 1024 GPUs.
   expectMfuWithinTheDevice("llama", "1B", "dgx-h200:1", 8);
   expectMfuWithinTheDevice("gpt2", "124M", "dgx-h100:1", 1);
   expectMfuWithinTheDevice("gpt2", "124M", "dgx-a100:8", 65536);
   expectMfuWithinTheDevice("llama", "1B", "dgx-h100:1024", 1024);
   expectMfuWithinTheDevice("gpt2", "1.5B", "dgx-h100:1024", 65536);
+}
+
+/// A mixture of experts' model FLOPs count every routed copy once: the
+/// experts' three GEMMs of N·k rows (forward, input and weight gradients)
+/// beside the rest, as for a dense MLP of k experts' width.
+TEST(PlanMfu, MixtureOfExpertsCountsTheRoutedExperts) {
+  auto flopsOf = [](const std::string &family, std::vector<std::string> sets) {
+    Request r;
+    r.model.family = family;
+    r.model.preset = "tiny";
+    r.model.overrides = std::move(sets);
+    std::string error;
+    EXPECT_TRUE(parseCluster("dgx-h100:1", r.cluster, error)) << error;
+    r.globalBatch = 8;
+    r.microbatchSizes = {8};
+    Result result;
+    EXPECT_TRUE(runPlan(r, 0, result, error)) << error;
+    return result.modelFlopsPerStep;
+  };
+  // Mixtral tiny (4 experts, top 2, width 176) against the same model with
+  // one expert of width 352 (top 1): the same routed FLOPs per token but
+  // for the router's [C, E] product.
+  const double moe = flopsOf("mixtral", {});
+  const double dense = flopsOf("mixtral", {"num_experts=1", "experts_per_token=1",
+                                           "ffn_hidden=352"});
+  EXPECT_NEAR(moe / dense, 1.0, 0.01);
 }
 
 } // namespace
