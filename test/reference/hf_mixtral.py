@@ -21,19 +21,18 @@ config.json alone (`llmc compile --config`, the family from model_type):
 
 Run by run_hf.sh with the venv's python; no network, no downloaded models.
 """
-import argparse
-import json
-import os
 import sys
 
 import torch
 import transformers
-from safetensors.torch import load_file
 from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func
 
-from hf_families import BATCH, SEQ, TOL, check_generate, first_loss, run
+from hf_families import TOL, check_generate
+from hf_moe import logits_error, parse_args, reference_loss, through_llmc, training_losses
 
 EXPERTS, TOP_K, AUX = 4, 2, 0.1
+CONFIG_KEYS = ("model_type", "num_local_experts", "num_experts_per_tok", "router_aux_loss_coef",
+               "output_router_logits", "sliding_window", "rope_theta", "tie_word_embeddings")
 
 
 def hf_model(output_router_logits):
@@ -51,64 +50,17 @@ def hf_model(output_router_logits):
     return model.eval()
 
 
-def reference_loss(model, tokens, targets):
-    """transformers' training loss of the batch: the cross-entropy of the
-    targets plus, with output_router_logits, coef · load_balancing_loss_func."""
-    with torch.no_grad():
-        out = model(tokens, use_cache=False, output_router_logits=True)
-        logits = out.logits
-        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                               targets.reshape(-1)).item()
-        aux = load_balancing_loss_func(out.router_logits, EXPERTS, TOP_K).item()
-    return logits, ce, aux
-
-
 def check(name, args, output_router_logits):
-    work = os.path.join(args.work, name)
-    os.makedirs(work, exist_ok=True)
-    hf_in, hf_out = os.path.join(work, "hf"), os.path.join(work, "hf-out")
     model = hf_model(output_router_logits)
-    model.save_pretrained(hf_in, safe_serialization=True)
-    llmc, llmc_run = os.path.join(args.bin, "llmc"), os.path.join(args.bin, "llmc-run")
-    artifact = os.path.join(work, "m.llmc")
-    run(llmc, "compile", "--config", os.path.join(hf_in, "config.json"), "--set",
-        f"seq_len={SEQ}", "--set", f"batch_size={BATCH}", "--lr", "1e-3", "--warmup", "0",
-        "--lr-schedule", "constant", "-o", artifact)
-
-    ck, dump = os.path.join(work, "ck"), os.path.join(work, "logits.safetensors")
-    run(llmc_run, artifact, "--weights", hf_in, "--steps", "0", "--ckpt-dir", ck,
-        "--dump-logits", dump, "--data", args.data, "--quiet")
-    run(llmc, "export-hf", ck, artifact, "-o", hf_out)
-    before, after = (load_file(os.path.join(d, "model.safetensors")) for d in (hf_in, hf_out))
-    assert sorted(before) == sorted(after), (sorted(before), sorted(after))
-    for key in before:
-        assert torch.equal(before[key], after[key]), f"{name}: {key} differs after the round trip"
-    config_out = json.load(open(os.path.join(hf_out, "config.json")))
-    for key in ("model_type", "num_local_experts", "num_experts_per_tok", "router_aux_loss_coef",
-                "output_router_logits", "sliding_window", "rope_theta", "tie_word_embeddings"):
-        assert getattr(model.config, key) == config_out[key], (key, config_out.get(key))
-    reloaded = transformers.AutoModelForCausalLM.from_pretrained(
-        hf_out, torch_dtype=torch.float32, attn_implementation="eager").eval()
-
-    got = load_file(dump)
-    tokens, targets, logits = got["tokens"].long(), got["targets"].long(), got["logits"]
-    assert tokens.shape == (BATCH, SEQ), tokens.shape
-    ref, ce, aux = reference_loss(model, tokens, targets)
-    with torch.no_grad():
-        assert torch.equal(ref, reloaded(tokens, use_cache=False).logits), \
-            f"{name}: the exported model computes other logits"
-    err = (logits - ref).abs().max().item() / ref.abs().max().item()
-    assert err <= TOL, f"{name}: logits differ by {err:.3g} relative (> {TOL})"
+    case = through_llmc(name, args, model, CONFIG_KEYS)
+    ref, ce, aux, _ = reference_loss(model, case, load_balancing_loss_func, EXPERTS, TOP_K)
+    err = logits_error(case, ref)
     ref_loss = ce + (AUX * aux if output_router_logits else 0.0)
     if output_router_logits:
         assert AUX * aux > 100 * TOL * ref_loss, f"{name}: the aux loss is too small to see"
-
-    losses = first_loss(args, artifact, hf_in, work, "train")
-    loss_err = abs(losses[0] - ref_loss) / ref_loss
-    assert loss_err <= TOL, f"{name}: first loss {losses[0]} vs transformers {ref_loss}"
-    assert losses[-1] < losses[0], f"{name}: loss did not fall: {losses}"
-    worst = check_generate(name, model, hf_in, work, args)
-    print(f"{name}: {len(before)} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
+    losses = training_losses(args, case, ref_loss)
+    worst = check_generate(name, model, case.hf_in, case.work, args)
+    print(f"{name}: {case.tensors} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
           f"{err:.2e}; first loss {losses[0]:.6f} vs transformers {ref_loss:.6f} "
           f"(cross-entropy {ce:.6f} + {AUX} x load balancing {aux:.6f}"
           f"{'' if output_router_logits else ', not added'}); greedy generation as "
@@ -116,14 +68,7 @@ def check(name, args, output_router_logits):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--bin", required=True)
-    p.add_argument("--work", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--mpirun", required=True)
-    args = p.parse_args()
-    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
-    torch.set_num_threads(2)
+    args = parse_args()
     check("mixtral", args, output_router_logits=True)
     check("mixtral-no-aux", args, output_router_logits=False)
     return 0

@@ -30,18 +30,15 @@ For each:
 
 Run by run_hf.sh with the venv's python; no network, no downloaded models.
 """
-import argparse
 import copy
-import json
-import os
 import sys
 
 import torch
 import transformers
-from safetensors.torch import load_file
 from transformers.models.qwen2_moe.modeling_qwen2_moe import load_balancing_loss_func
 
-from hf_families import BATCH, SEQ, TOL, check_generate, first_loss, run
+from hf_families import TOL, check_generate
+from hf_moe import logits_error, parse_args, reference_loss, through_llmc, training_losses
 
 EXPERTS, TOP_K, AUX = 6, 3, 0.1
 CONFIG_KEYS = ("model_type", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
@@ -66,19 +63,6 @@ def hf_model(**moe):
     return model.eval()
 
 
-def reference_loss(model, tokens, targets):
-    """transformers' training loss of the batch: the cross-entropy of the
-    targets plus coef · load_balancing_loss_func of the sparse layers'
-    router logits (the dense layers return none)."""
-    with torch.no_grad():
-        out = model(tokens, use_cache=False, output_router_logits=True)
-        logits = out.logits
-        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                               targets.reshape(-1)).item()
-        aux = load_balancing_loss_func(out.router_logits, EXPERTS, TOP_K).item()
-    return logits, ce, aux, len(out.router_logits)
-
-
 def logits_changed(model, tokens, ref, change):
     """How far transformers' logits move when `change` edits a copy of the model."""
     other = copy.deepcopy(model)
@@ -100,64 +84,25 @@ def flip_norm_topk(model):
             layer.mlp.norm_topk_prob = not layer.mlp.norm_topk_prob
 
 
-def check_round_trip(name, model, hf_in, hf_out):
-    before, after = (load_file(os.path.join(d, "model.safetensors")) for d in (hf_in, hf_out))
-    assert sorted(before) == sorted(after), (sorted(before), sorted(after))
-    assert any("shared_expert_gate" in key for key in before), sorted(before)
-    for key in before:
-        assert torch.equal(before[key], after[key]), f"{name}: {key} differs after the round trip"
-    config_out = json.load(open(os.path.join(hf_out, "config.json")))
-    for key in CONFIG_KEYS:
-        assert getattr(model.config, key) == config_out[key], (key, config_out.get(key))
-    return len(before)
-
-
 def check(name, args, **moe):
-    work = os.path.join(args.work, name)
-    os.makedirs(work, exist_ok=True)
-    hf_in, hf_out = os.path.join(work, "hf"), os.path.join(work, "hf-out")
     model = hf_model(**moe)
-    model.save_pretrained(hf_in, safe_serialization=True)
-    llmc, llmc_run = os.path.join(args.bin, "llmc"), os.path.join(args.bin, "llmc-run")
-    artifact = os.path.join(work, "m.llmc")
-    run(llmc, "compile", "--config", os.path.join(hf_in, "config.json"), "--set",
-        f"seq_len={SEQ}", "--set", f"batch_size={BATCH}", "--lr", "1e-3", "--warmup", "0",
-        "--lr-schedule", "constant", "-o", artifact)
-
-    ck, dump = os.path.join(work, "ck"), os.path.join(work, "logits.safetensors")
-    run(llmc_run, artifact, "--weights", hf_in, "--steps", "0", "--ckpt-dir", ck,
-        "--dump-logits", dump, "--data", args.data, "--quiet")
-    run(llmc, "export-hf", ck, artifact, "-o", hf_out)
-    tensors = check_round_trip(name, model, hf_in, hf_out)
-    reloaded = transformers.AutoModelForCausalLM.from_pretrained(
-        hf_out, torch_dtype=torch.float32, attn_implementation="eager").eval()
-
-    got = load_file(dump)
-    tokens, targets, logits = got["tokens"].long(), got["targets"].long(), got["logits"]
-    assert tokens.shape == (BATCH, SEQ), tokens.shape
-    ref, ce, aux, sparse = reference_loss(model, tokens, targets)
-    with torch.no_grad():
-        assert torch.equal(ref, reloaded(tokens, use_cache=False).logits), \
-            f"{name}: the exported model computes other logits"
-    err = (logits - ref).abs().max().item() / ref.abs().max().item()
-    assert err <= TOL, f"{name}: logits differ by {err:.3g} relative (> {TOL})"
-    shared = logits_changed(model, tokens, ref, without_shared_experts)
-    norm = logits_changed(model, tokens, ref, flip_norm_topk)
+    case = through_llmc(name, args, model, CONFIG_KEYS)
+    assert any("shared_expert_gate" in n for n, _ in model.named_parameters())
+    ref, ce, aux, sparse = reference_loss(model, case, load_balancing_loss_func, EXPERTS, TOP_K)
+    err = logits_error(case, ref)
+    shared = logits_changed(model, case.tokens, ref, without_shared_experts)
+    norm = logits_changed(model, case.tokens, ref, flip_norm_topk)
     for what, moved in (("the shared expert", shared), ("norm_topk_prob", norm)):
         assert moved > 100 * TOL, f"{name}: {what} moves the logits by only {moved:.3g}"
-
     ref_loss = ce + AUX * aux
     assert AUX * aux > 100 * TOL * ref_loss, f"{name}: the aux loss is too small to see"
-    losses = first_loss(args, artifact, hf_in, work, "train")
-    loss_err = abs(losses[0] - ref_loss) / ref_loss
-    assert loss_err <= TOL, f"{name}: first loss {losses[0]} vs transformers {ref_loss}"
-    assert losses[-1] < losses[0], f"{name}: loss did not fall: {losses}"
+    losses = training_losses(args, case, ref_loss)
     # transformers 4.44's generate computes the aux loss from an attention
     # mask sized for every layer, which fails with dense layers; generation
     # needs no router logits.
     model.config.output_router_logits = False
-    worst = check_generate(name, model, hf_in, work, args)
-    print(f"{name}: {tensors} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
+    worst = check_generate(name, model, case.hf_in, case.work, args)
+    print(f"{name}: {case.tensors} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
           f"{err:.2e} (without the shared expert they move {shared:.2e}, with norm_topk_prob "
           f"flipped {norm:.2e}); first loss {losses[0]:.6f} vs transformers {ref_loss:.6f} "
           f"(cross-entropy {ce:.6f} + {AUX} x load balancing {aux:.6f} over {sparse} sparse "
@@ -166,14 +111,7 @@ def check(name, args, **moe):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--bin", required=True)
-    p.add_argument("--work", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--mpirun", required=True)
-    args = p.parse_args()
-    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
-    torch.set_num_threads(2)
+    args = parse_args()
     check("qwen2_moe", args, norm_topk_prob=False, mlp_only_layers=[1])
     check("qwen2_moe-norm-topk", args, norm_topk_prob=True, decoder_sparse_step=2)
     return 0

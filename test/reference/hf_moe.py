@@ -1,0 +1,104 @@
+"""The steps hf_mixtral.py and hf_qwen2_moe.py share: a transformers
+mixture-of-experts model saved as a Hugging Face directory, compiled from
+its config.json alone, its weights taken through llmc and back, its
+logits and first training loss compared with transformers'."""
+import argparse
+import json
+import os
+from dataclasses import dataclass
+
+import torch
+import transformers
+from safetensors.torch import load_file
+
+from hf_families import BATCH, SEQ, TOL, first_loss, run
+
+
+@dataclass
+class Case:
+    name: str
+    work: str
+    hf_in: str
+    artifact: str
+    tensors: int  # bit-exact after HF -> llmc -> HF
+    tokens: torch.Tensor
+    targets: torch.Tensor
+    logits: torch.Tensor  # llmc's, of batch 0
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    for flag in ("--bin", "--work", "--data", "--mpirun"):
+        p.add_argument(flag, required=True)
+    args = p.parse_args()
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    torch.set_num_threads(2)
+    return args
+
+
+def through_llmc(name, args, model, config_keys):
+    """Compiles `model`'s saved config, dumps batch 0's logits from its
+    weights, exports the step-0 checkpoint back and checks the round trip:
+    every tensor bit-exact, `config_keys` written back as transformers reads
+    them, and transformers loads the export to the same logits."""
+    work = os.path.join(args.work, name)
+    os.makedirs(work, exist_ok=True)
+    hf_in, hf_out = os.path.join(work, "hf"), os.path.join(work, "hf-out")
+    model.save_pretrained(hf_in, safe_serialization=True)
+    llmc, llmc_run = os.path.join(args.bin, "llmc"), os.path.join(args.bin, "llmc-run")
+    artifact = os.path.join(work, "m.llmc")
+    run(llmc, "compile", "--config", os.path.join(hf_in, "config.json"), "--set",
+        f"seq_len={SEQ}", "--set", f"batch_size={BATCH}", "--lr", "1e-3", "--warmup", "0",
+        "--lr-schedule", "constant", "-o", artifact)
+    ck, dump = os.path.join(work, "ck"), os.path.join(work, "logits.safetensors")
+    run(llmc_run, artifact, "--weights", hf_in, "--steps", "0", "--ckpt-dir", ck,
+        "--dump-logits", dump, "--data", args.data, "--quiet")
+    run(llmc, "export-hf", ck, artifact, "-o", hf_out)
+    before, after = (load_file(os.path.join(d, "model.safetensors")) for d in (hf_in, hf_out))
+    assert sorted(before) == sorted(after), (sorted(before), sorted(after))
+    for key in before:
+        assert torch.equal(before[key], after[key]), f"{name}: {key} differs after the round trip"
+    config_out = json.load(open(os.path.join(hf_out, "config.json")))
+    for key in config_keys:
+        assert getattr(model.config, key) == config_out[key], (key, config_out.get(key))
+    got = load_file(dump)
+    case = Case(name, work, hf_in, artifact, len(before), got["tokens"].long(),
+                got["targets"].long(), got["logits"])
+    assert case.tokens.shape == (BATCH, SEQ), case.tokens.shape
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(
+        hf_out, torch_dtype=torch.float32, attn_implementation="eager").eval()
+    with torch.no_grad():
+        assert torch.equal(model(case.tokens, use_cache=False).logits,
+                           reloaded(case.tokens, use_cache=False).logits), \
+            f"{name}: the exported model computes other logits"
+    return case
+
+
+def reference_loss(model, case, load_balancing_loss_func, experts, top_k):
+    """transformers' logits of batch 0, its cross-entropy of the targets
+    and its own load_balancing_loss_func of the router logits (of the
+    layers that route), and how many layers those are."""
+    with torch.no_grad():
+        out = model(case.tokens, use_cache=False, output_router_logits=True)
+        logits = out.logits
+        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                               case.targets.reshape(-1)).item()
+        aux = load_balancing_loss_func(out.router_logits, experts, top_k).item()
+    return logits, ce, aux, len(out.router_logits)
+
+
+def logits_error(case, ref):
+    """llmc's logits against transformers', relative to the largest; ≤ TOL."""
+    err = (case.logits - ref).abs().max().item() / ref.abs().max().item()
+    assert err <= TOL, f"{case.name}: logits differ by {err:.3g} relative (> {TOL})"
+    return err
+
+
+def training_losses(args, case, ref_loss):
+    """3 training steps from the HF weights: the first equals `ref_loss`
+    within TOL, and the loss falls."""
+    losses = first_loss(args, case.artifact, case.hf_in, case.work, "train")
+    assert abs(losses[0] - ref_loss) / ref_loss <= TOL, \
+        f"{case.name}: first loss {losses[0]} vs transformers {ref_loss}"
+    assert losses[-1] < losses[0], f"{case.name}: loss did not fall: {losses}"
+    return losses
