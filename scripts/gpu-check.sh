@@ -14,7 +14,9 @@
 #                only (fp32, and bf16 in several head chunks); a GPU
 #                checkpoint resumed on the CPU; GPT-2 124M, 10 steps,
 #                --attention cudnn and tensor-cores each vs cuda-cores, ≤ 1e-2;
-#                the one-launch AdamW vs per-tensor kernels, bit for bit
+#                the one-launch AdamW vs per-tensor kernels, bit for bit; a
+#                tiny Mixtral (routing, grouped GEMMs, router losses), fp32
+#                ≤ 1e-4 and bf16 ≤ 1e-2
 #   shared       several ranks on this one GPU through the host transport
 #                (--device-comm): ZeRO-1 and ZeRO-3 dp2, tp2+sp, dp2×tp2,
 #                pp2 (1F1B and interleaved) and pp2×dp2, 20 steps each
@@ -428,6 +430,8 @@ if wants parity; then
   step parity-dropout 120 parity_pair dropout tiny-dropout-cpu.llmc tiny-dropout-gpu.llmc 20 1e-4
   step parity-padded 120 parity_pair padded tiny257-cpu.llmc tiny257-gpu.llmc 50 1e-4
   step parity-padded-bf16 120 parity_pair padded-bf16 tiny257-bf16-cpu.llmc tiny257-bf16-gpu.llmc 50 1e-2
+  step parity-moe 120 parity_pair moe moe-cpu.llmc moe-gpu.llmc 50 1e-4
+  step parity-moe-bf16 120 parity_pair moe-bf16 moe-bf16-cpu.llmc moe-bf16-gpu.llmc 50 1e-2
   step parity-resume-on-cpu 60 do_resume_on_cpu
   step parity-attention-cudnn 150 do_attention_variant cudnn
   step parity-attention-tc 120 do_attention_variant tensor-cores

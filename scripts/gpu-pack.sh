@@ -59,6 +59,14 @@ TINY257=("${TINY[@]}" --set vocab_size=257)
 "$LLMC" compile "${TINY257[@]}" --precision bf16 --fuse-chunk-mb 0.1 -o "$A/tiny257-bf16-cpu.llmc"
 "$LLMC" compile "${TINY257[@]}" --precision bf16 --fuse-chunk-mb 0.1 --target cuda \
   -o "$A/tiny257-bf16-gpu.llmc"
+# A mixture of experts (Mixtral tiny, 2 layers): routing, dispatch, the
+# grouped GEMMs and the router losses on the GPU against one CPU rank, fp32
+# and bf16.
+MOE=(--model mixtral --preset tiny --set n_layer=2 --set router_z_loss_coef=0.001)
+"$LLMC" compile "${MOE[@]}" -o "$A/moe-cpu.llmc"
+"$LLMC" compile "${MOE[@]}" --target cuda -o "$A/moe-gpu.llmc"
+"$LLMC" compile "${MOE[@]}" --precision bf16 -o "$A/moe-bf16-cpu.llmc"
+"$LLMC" compile "${MOE[@]}" --precision bf16 --target cuda -o "$A/moe-bf16-gpu.llmc"
 # bf16 with every fusion but multi-tensor-adamw: per-tensor adamw and casts.
 "$LLMC" compile "${TINY[@]}" --precision bf16 --target cuda --fuse \
   add-norm,bias,bias-gelu,bias-grad,elementwise,gelu-grad,linear-cross-entropy,qkv-split,residual,rope,swiglu-grad \
