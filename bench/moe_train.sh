@@ -18,6 +18,9 @@ case $SIZE in
   *) echo "bench/moe_train.sh: SIZE must be tiny or small, got '$SIZE'" >&2; exit 2 ;;
 esac
 read -r L H KV C F E K V <<<"${shape[*]}"
+# The BLAS kernels llmc picks for itself (kernels/cpu/blas.cpp), given to
+# PyTorch's OpenBLAS too: Debian's falls back to SSE3 kernels otherwise.
+grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 PYTHON=$BUILD/hf-venv/bin/python
 [[ -x $PYTHON ]] || { echo "bench/moe_train.sh: no $PYTHON (scripts/setup-hf.sh makes it)" >&2; exit 2; }
 
@@ -40,7 +43,9 @@ import json, sys
 llmc_ms = float(sys.argv[1]); torch = json.loads(sys.argv[2])
 size, batch, seq, experts, k = sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
 tokens = batch * seq
-print(f"Mixtral {size} ({experts} experts, top {k}; B={batch}, T={seq}), {torch['threads']} threads, median step")
+import os
+print(f"Mixtral {size} ({experts} experts, top {k}; B={batch}, T={seq}), {torch['threads']} threads, "
+      f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'default')}, median step")
 print(f"  llmc          {llmc_ms:8.1f} ms  {tokens / llmc_ms * 1000:9.0f} tok/s")
 print(f"  PyTorch eager {torch['median_ms']:8.1f} ms  {torch['tokens_per_s']:9.0f} tok/s  "
       f"(torch {torch['torch']}, transformers {torch['transformers']})")
