@@ -37,8 +37,8 @@ ExpertWeights declareMixtralExperts(GraphBuilder &b, const ModelConfig &c,
                                     const std::string &prefix) {
   const int64_t C = c.nEmbd, F = c.expertFfnHidden();
   ExpertWeights w;
-  w.router = b.param(prefix + "block_sparse_moe.gate.weight", {c.numExperts, C}, "normal",
-                     c.initStd);
+  w.router =
+      b.param(prefix + "block_sparse_moe.gate.weight", {c.numExperts, C}, "normal", c.initStd);
   for (int64_t e = 0; e < c.numExperts; ++e) {
     std::string p = prefix + "block_sparse_moe.experts." + std::to_string(e) + ".";
     w.gate.push_back(b.param(p + "w1.weight", {F, C}, "normal", c.initStd));

@@ -51,9 +51,8 @@ LogicalResult checkRouting(std::optional<Location> loc, int64_t tokens, Value po
                              positions.getType());
   if (weights && (tensorOf(weights).getShape() != pos.getShape() ||
                   !tensorOf(weights).getElementType().isF32()))
-    return emitOptionalError(loc, "weights must be f32 of positions' shape ",
-                             pos.getDimSize(0), "x", pos.getDimSize(1), ", got ",
-                             weights.getType());
+    return emitOptionalError(loc, "weights must be f32 of positions' shape ", pos.getDimSize(0),
+                             "x", pos.getDimSize(1), ", got ", weights.getType());
   return success();
 }
 
@@ -71,9 +70,9 @@ LogicalResult MoERouteOp::inferReturnTypes(MLIRContext *context, std::optional<L
   const int64_t k = topK.getInt();
   if (k < 1 || k > e)
     return emitOptionalError(loc, "top_k must be in [1, ", e, "] for ", e, " experts, got ", k);
-  types.append({f32Tensor(context, {n, k}), i32Tensor(context, {n, k}),
-                i32Tensor(context, {n, k}), i32Tensor(context, {e + 1}), f32Tensor(context, {e}),
-                f32Tensor(context, {e}), f32Tensor(context, {})});
+  types.append({f32Tensor(context, {n, k}), i32Tensor(context, {n, k}), i32Tensor(context, {n, k}),
+                i32Tensor(context, {e + 1}), f32Tensor(context, {e}), f32Tensor(context, {e}),
+                f32Tensor(context, {})});
   return success();
 }
 
@@ -134,8 +133,7 @@ LogicalResult MoECombineOp::inferReturnTypes(MLIRContext *, std::optional<Locati
 }
 
 LogicalResult MoECombineWeightGradOp::inferReturnTypes(MLIRContext *context,
-                                                       std::optional<Location> loc,
-                                                       Adaptor adaptor,
+                                                       std::optional<Location> loc, Adaptor adaptor,
                                                        SmallVectorImpl<Type> &types) {
   FailureOr<RankedTensorType> combined =
       combinedType(loc, adaptor.getYs(), adaptor.getPositions(), Value());
@@ -176,8 +174,7 @@ LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext *, std::optional<Loc
   RankedTensorType w = tensorOf(weights.front());
   for (Value other : weights)
     if (other.getType() != w)
-      return emitOptionalError(loc, "every group's weight must be ", w, ", got ",
-                               other.getType());
+      return emitOptionalError(loc, "every group's weight must be ", w, ", got ", other.getType());
   const bool tb = static_cast<bool>(
       attributeOf<UnitAttr>(adaptor.getTransposeBAttr(), adaptor.getAttributes(), "transpose_b"));
   if (w.getRank() != 2 || w.getDimSize(tb ? 1 : 0) != x.getDimSize(1))
@@ -198,8 +195,7 @@ LogicalResult GroupedMatmulWeightGradOp::verify() {
     return failure();
   if (dy.getRank() != 2 || dy.getDimSize(0) != x.getDimSize(0) ||
       dy.getElementType() != x.getElementType())
-    return emitOpError("dy must be [") << x.getDimSize(0) << ", F] of x's element type, got "
-                                       << dy;
+    return emitOpError("dy must be [") << x.getDimSize(0) << ", F] of x's element type, got " << dy;
   const int64_t k = x.getDimSize(1), f = dy.getDimSize(1);
   auto expected = getTransposeB() ? RankedTensorType::get({f, k}, dy.getElementType())
                                   : RankedTensorType::get({k, f}, dy.getElementType());

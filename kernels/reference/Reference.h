@@ -403,9 +403,8 @@ RefTensor commitState(const RefTensor &state, const RefTensor &candidate, double
 /// prob_sum, counts, z_sum (dialects/LLM/MoEOps.td).
 std::vector<RefTensor> moeRoute(const RefTensor &logits, int64_t k, bool normalize);
 /// dlogits of moe_route from the gradients of weights, prob_sum and z_sum.
-RefTensor moeRouteGrad(const RefTensor &logits, const RefTensor &experts,
-                       const RefTensor &dweights, const RefTensor &dprobSum, double dzSum,
-                       bool normalize);
+RefTensor moeRouteGrad(const RefTensor &logits, const RefTensor &experts, const RefTensor &dweights,
+                       const RefTensor &dprobSum, double dzSum, bool normalize);
 /// out[positions[n, j]] = weights[n, j]·x[n] (weights may be null: 1).
 RefTensor moeDispatch(const RefTensor &x, const RefTensor &positions, const RefTensor *weights);
 /// y[n] = Σ_j weights[n, j]·ys[positions[n, j]] (weights may be null: 1).

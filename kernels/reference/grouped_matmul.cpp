@@ -25,7 +25,8 @@ RefTensor rowsOf(const RefTensor &x, int64_t begin, int64_t end) {
 /// Group g's rows [begin, end) from offsets [G + 1], checked.
 std::pair<int64_t, int64_t> groupRows(const RefTensor &offsets, size_t g, int64_t rows,
                                       const char *fn) {
-  int64_t begin = toId(offsets.data[g], rows + 1, fn), end = toId(offsets.data[g + 1], rows + 1, fn);
+  int64_t begin = toId(offsets.data[g], rows + 1, fn),
+          end = toId(offsets.data[g + 1], rows + 1, fn);
   require(begin <= end, fn, "offsets must not decrease");
   require(g != 0 || begin == 0, fn, "offsets[0] must be 0");
   require(g + 2 != offsets.data.size() || end == rows, fn, "offsets[G] must be the row count");
@@ -41,7 +42,8 @@ RefTensor groupedMatmul(const RefTensor &x, const RefTensor &offsets,
   RefTensor y = RefTensor::zeros({m, f});
   for (size_t g = 0; g < weights.size(); ++g) {
     auto [begin, end] = groupRows(offsets, g, m, "groupedMatmul");
-    if (begin == end) continue;
+    if (begin == end)
+      continue;
     RefTensor part = matmul(rowsOf(x, begin, end), weights[g], false, transposeB);
     std::copy(part.data.begin(), part.data.end(), y.data.begin() + begin * f);
   }

@@ -1,6 +1,7 @@
 //===- moe.cpp - mixture-of-experts references ----------------------------===//
 //
-// Routing and the expert-sorted copies of the tokens, in float64, written from the definitions in dialects/LLM/MoEOps.td.
+// Routing and the expert-sorted copies of the tokens, in float64, written from the definitions in
+// dialects/LLM/MoEOps.td.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,14 +64,12 @@ std::vector<RefTensor> moeRoute(const RefTensor &logits, int64_t k, bool normali
   // copy of a lower expert, in token order, then j.
   for (int64_t i = 0; i < e; ++i) offsets.data[i + 1] = offsets.data[i] + counts.data[i];
   std::vector<double> cursor(offsets.data.begin(), offsets.data.end() - 1);
-  for (int64_t c = 0; c < n * k; ++c)
-    positions.data[c] = cursor[int64_t(experts.data[c])]++;
+  for (int64_t c = 0; c < n * k; ++c) positions.data[c] = cursor[int64_t(experts.data[c])]++;
   return {weights, experts, positions, offsets, probSum, counts, zSum};
 }
 
-RefTensor moeRouteGrad(const RefTensor &logits, const RefTensor &experts,
-                       const RefTensor &dweights, const RefTensor &dprobSum, double dzSum,
-                       bool normalize) {
+RefTensor moeRouteGrad(const RefTensor &logits, const RefTensor &experts, const RefTensor &dweights,
+                       const RefTensor &dprobSum, double dzSum, bool normalize) {
   const int64_t n = logits.shape[0], e = logits.shape[1], k = experts.shape[1];
   RefTensor dlogits = like(logits);
   for (int64_t t = 0; t < n; ++t) {
@@ -130,7 +129,8 @@ RefTensor moeCombineWeightGrad(const RefTensor &ys, const RefTensor &positions,
   for (int64_t t = 0; t < n; ++t)
     for (int64_t j = 0; j < k; ++j) {
       int64_t row = toId(positions.data[t * k + j], n * k, "moeCombineWeightGrad");
-      for (int64_t i = 0; i < c; ++i) dw.data[t * k + j] += ys.data[row * c + i] * dy.data[t * c + i];
+      for (int64_t i = 0; i < c; ++i)
+        dw.data[t * k + j] += ys.data[row * c + i] * dy.data[t * c + i];
     }
   return dw;
 }

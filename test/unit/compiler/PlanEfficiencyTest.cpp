@@ -346,8 +346,8 @@ TEST(PlanMfu, MixtureOfExpertsCountsTheRoutedExperts) {
   // one expert of width 352 (top 1): the same routed FLOPs per token but
   // for the router's [C, E] product.
   const double moe = flopsOf("mixtral", {});
-  const double dense = flopsOf("mixtral", {"num_experts=1", "experts_per_token=1",
-                                           "ffn_hidden=352"});
+  const double dense =
+      flopsOf("mixtral", {"num_experts=1", "experts_per_token=1", "ffn_hidden=352"});
   EXPECT_NEAR(moe / dense, 1.0, 0.01);
 }
 
