@@ -108,7 +108,7 @@ std::optional<LoRASpec> llmc::parseLoRASpec(StringRef text, std::string &error) 
 namespace {
 
 /// The structural kinds of matmul `targets=` can name.
-constexpr llvm::StringLiteral kKinds[] = {"qkv", "proj", "mlp", "head"};
+constexpr llvm::StringLiteral kKinds[] = {"qkv", "proj", "mlp", "router", "head"};
 
 struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
   using LoRABase::LoRABase;
@@ -128,6 +128,8 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       module.emitError("lora: no @forward");
       return signalPassFailure();
     }
+    if (failed(refuseExpertMlps()))
+      return signalPassFailure();
     SmallVector<llm::MatmulOp> sites;
     for (const WeightSite &site : findWeightSites(forward))
       if (!site.embedding && site.weight && chosen(cast<llm::MatmulOp>(site.op)))
@@ -136,12 +138,12 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       if (loraSpec.targetsGiven && !matchedTargets.contains(target)) {
         module.emitError() << "lora: target '" << target
                            << "' matches no matmul weight of @forward (kinds: qkv, proj, mlp, "
-                              "head; or a layer or parameter name)";
+                              "router, head; or a layer or parameter name)";
         return signalPassFailure();
       }
     if (sites.empty()) {
       module.emitError() << "lora: the targets choose no matmul weight of @forward (kinds: qkv, "
-                            "proj, mlp, head; or a layer or parameter name)";
+                            "proj, mlp, router, head; or a layer or parameter name)";
       return signalPassFailure();
     }
     // Freeze the base model before adding the (trainable) adapters.
@@ -153,6 +155,22 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     for (llm::MatmulOp m : sites)
       if (failed(addAdapter(m)))
         return signalPassFailure();
+  }
+
+  /// A mixture of experts' experts (llm.grouped_matmul) take no adapters
+  /// yet: `mlp` among the targets would adapt a dense layer's or a shared
+  /// expert's matmuls and silently leave the routed experts frozen.
+  LogicalResult refuseExpertMlps() {
+    if (!llvm::is_contained(loraSpec.targets, "mlp"))
+      return success();
+    LogicalResult result = success();
+    forward.walk([&](llm::GroupedMatmulOp experts) {
+      experts.emitOpError("lora: the experts of a mixture of experts take no adapters yet; name "
+                          "targets without mlp (e.g. targets=qkv,proj)");
+      result = failure();
+      return WalkResult::interrupt();
+    });
+    return result;
   }
 
   BlockArgument paramOf(Value v) { return parameterRead(forward, v); }
@@ -186,12 +204,15 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     return false;
   }
 
-  /// The structural kind of a weight matmul: qkv, proj, mlp or head.
+  /// The structural kind of a weight matmul: qkv, proj, mlp, router (a
+  /// mixture of experts' router logits) or head.
   StringRef kindOf(llm::MatmulOp m) {
     if (!m->getParentOfType<llm::BlockOp>())
       return feedsLoss(m.getResult()) ? "head" : "";
     if (reaches<llm::AttentionOp>(m.getResult()))
       return "qkv";
+    if (reaches<llm::MoERouteOp>(m.getResult()))
+      return "router";
     if (fromAttention(m.getA()))
       return "proj";
     return "mlp";

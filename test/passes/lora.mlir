@@ -117,7 +117,7 @@
 // RANK-TOO-BIG: error: 'llm.matmul' op lora: rank 8 is not below the smaller dimension of 'h.0.mlp.weight' (8x8)
 // BAD-RANK: error: lora: rank must be a positive integer, got '0'
 // BAD-ALPHA: error: lora: alpha must be a positive number, got '-1'
-// BAD-TARGET: error: lora: target 'conv' matches no matmul weight of @forward (kinds: qkv, proj, mlp, head; or a layer or parameter name)
+// BAD-TARGET: error: lora: target 'conv' matches no matmul weight of @forward (kinds: qkv, proj, mlp, router, head; or a layer or parameter name)
 // NOTHING: error: lora: target 'qkv' matches no matmul weight of @forward
 // BAD-KEY: error: lora: unknown key 'bits' (expected rank, alpha or targets)
 // NO-KEY: error: lora: 'qkv' has no key (expected rank=, alpha= or targets=)
