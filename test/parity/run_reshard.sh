@@ -8,7 +8,8 @@
 # checkpoints moving between padded and unpadded artifacts); the pipe-*
 # layouts a 4-layer
 # GPT-2 in 4 microbatches, across pipeline stages, schedules and the
-# layouts without them.
+# layouts without them; the moe-* layouts a 4-layer Mixtral (its experts'
+# parameters split by tp and ZeRO-3, its router sums crossing stages).
 #
 #   run_reshard.sh <bin dir> <work dir>
 set -euo pipefail
@@ -20,6 +21,8 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 common=(--model gpt2 --preset tiny --set n_layer=2 --set batch_size=8 --set seq_len=32)
 pipe=(--model gpt2 --preset tiny --set n_layer=4 --set batch_size=2 --set seq_len=32
       --microbatches 4)
+moe=(--model mixtral --preset tiny --set n_layer=4 --set batch_size=2 --set seq_len=32
+     --microbatches 4 --set router_z_loss_coef=0.001)
 uneven=(--model gpt2 --preset tiny --set n_layer=2 --set batch_size=12 --set seq_len=32
         --set vocab_size=257 --set n_embd=70 --set n_head=2 --set n_kv_head=2)
 
@@ -56,10 +59,15 @@ add pipe-pp2-interleaved 2 "--mesh pp=2 --pipeline-schedule interleaved --virtua
 add pipe-pp2-zero-bubble 2 "--mesh pp=2 --pipeline-schedule zero-bubble"
 add pipe-pp2-zero3-dp2 4 "--mesh pp=2,dp=2 --zero 3"
 add pipe-pp2-zero2-dp2 4 "--mesh pp=2,dp=2 --zero 2 --pipeline-schedule zero-bubble"
+add moe-one 1 ""
+add moe-zero3-dp2 2 "--mesh dp=2 --zero 3"
+add moe-dp2-tp2 4 "--mesh dp=2,tp=2 --zero 1"
+add moe-pp2 2 "--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2"
 for name in "${!RANKS[@]}"; do
   model=("${common[@]}")
   [[ $name == uneven-* || $name == padded-* ]] && model=("${uneven[@]}")
   [[ $name == pipe-* ]] && model=("${pipe[@]}")
+  [[ $name == moe-* ]] && model=("${moe[@]}")
   # shellcheck disable=SC2086
   "$BIN/llmc" compile "${model[@]}" ${FLAGS[$name]} -o "$WORK/$name.llmc"
 done
@@ -71,6 +79,7 @@ run() { # layout, extra llmc-run args...
 run one --steps 12 --metrics "$WORK/reference.jsonl" --quiet
 run uneven-one --steps 12 --metrics "$WORK/uneven-reference.jsonl" --quiet
 run pipe-one --steps 12 --metrics "$WORK/pipe-reference.jsonl" --quiet
+run moe-one --steps 12 --metrics "$WORK/moe-reference.jsonl" --quiet
 
 fail=0
 for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-dp4" \
@@ -86,11 +95,14 @@ for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-
             "pipe-pp2-dp2:pipe-zero3-dp2" "pipe-zero3-dp2:pipe-pp2-tp2" \
             "pipe-pp2-tp2:pipe-pp2-interleaved" "pipe-pp2-interleaved:pipe-pp2-zero-bubble" \
             "pipe-pp2-zero-bubble:pipe-pp4" "pipe-pp4:pipe-pp2-zero3-dp2" \
-            "pipe-pp2-zero3-dp2:pipe-pp2-zero2-dp2" "pipe-pp2-zero2-dp2:pipe-one"; do
+            "pipe-pp2-zero3-dp2:pipe-pp2-zero2-dp2" "pipe-pp2-zero2-dp2:pipe-one" \
+            "moe-one:moe-zero3-dp2" "moe-zero3-dp2:moe-dp2-tp2" "moe-dp2-tp2:moe-pp2" \
+            "moe-pp2:moe-one"; do
   from=${pair%%:*}; to=${pair##*:}
   reference=reference
   [[ $from == uneven-* || $from == padded-* ]] && reference=uneven-reference
   [[ $from == pipe-* ]] && reference=pipe-reference
+  [[ $from == moe-* ]] && reference=moe-reference
   ck="$WORK/ck-$from-$to"
   run "$from" --steps 12 --stop-at 6 --ckpt-dir "$ck" --quiet
   run "$to" --steps 12 --resume --ckpt-dir "$ck" --metrics "$WORK/$from-$to.jsonl" --quiet
