@@ -420,6 +420,13 @@ int run() {
   func::FuncOp forward = lookupFunc(*module, "forward");
   if (!forward)
     return failWith("the model has no @forward");
+  // The experts' weights are no weight sites: a quantized file would keep
+  // them as stored, and --weight-quant refuses such a model anyway.
+  if (!exportPlain &&
+      failed(refuseExperts(forward, "quantize: the experts of a mixture of experts are not "
+                                    "quantized yet (llmc quantize covers matmul and embedding "
+                                    "weights)")))
+    return 1;
   std::vector<std::string> skip(skipList.begin(), skipList.end());
   ParamUses sites(forward, ops, skip);
   for (const std::string &entry : skip)
