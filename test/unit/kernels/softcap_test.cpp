@@ -12,142 +12,30 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Conformance.h"
-#include "PagedCacheLayout.h"
-
-#include <cmath>
+#include "MaskedAttentionCases.h"
 
 namespace llmc::test {
 namespace {
 
 constexpr double kCap = 2.0;
 
-struct CapCase {
-  int64_t b, t, h, kv, d, window;
-  bool segments = false;
+/// Queries spread 3× so |s| reaches ~4 caps.
+const std::vector<MaskedAttention> kCaps = {
+    {2, 33, 4, 4, 8, 0, false, kCap, 3.0},   // multi-head, no window
+    {2, 70, 4, 2, 16, 5, false, kCap, 3.0},  // GQA with Gemma's window
+    {1, 150, 2, 1, 32, 64, false, kCap, 3.0}, // MQA, the window one CPU tile wide
+    {2, 90, 2, 2, 8, 0, true, kCap, 3.0},    // packed documents
 };
-
-const std::vector<CapCase> kCaps = {
-    {2, 33, 4, 4, 8, 0},        // multi-head, no window
-    {2, 70, 4, 2, 16, 5},       // GQA with Gemma's window
-    {1, 150, 2, 1, 32, 64},     // MQA, the window one CPU tile wide
-    {2, 90, 2, 2, 8, 0, true},  // packed documents
-};
-
-std::string label(const char *what, DType dtype, const CapCase &c) {
-  return std::string(what) + "_" + dtypeName(dtype) + "_" + shapeLabel({c.b, c.t, c.h, c.kv, c.d}) +
-         "_w" + std::to_string(c.window) + (c.segments ? "_segments" : "");
-}
-
-RefTensor documents(const CapCase &c) {
-  RefTensor ids = RefTensor::zeros({c.b, c.t});
-  for (int64_t i = 0; i < c.b * c.t; ++i) ids.data[i] = static_cast<double>(i % c.t / 15);
-  return ids;
-}
-
-double scaleOf(const CapCase &c) { return 1.0 / std::sqrt(static_cast<double>(c.d)); }
-
-KernelAttrs capAttrs(const CapCase &c) {
-  KernelAttrs a = attrs({{"scale", scaleOf(c)}, {"softcap", kCap}}, {{"causal", 1}});
-  if (c.window > 0)
-    a.setInt("window", c.window);
-  return a;
-}
-
-void attentionTolerances(KernelCall &k, DType dtype, size_t outputs) {
-  k.metric = k.cudaMetric = Metric::Norm;
-  k.tolerances = k.cudaTolerances = std::vector<double>(outputs, tolerance(dtype));
-  if (outputs == 2)
-    k.tolerances[1] = k.cudaTolerances[1] = 1e-5;
-}
-
-/// q spread 3× so |s| reaches ~4 caps.
-RefTensor queries(const CapCase &c, uint64_t seed) {
-  return randomTensor({c.b, c.t, c.h, c.d}, seed, 3.0);
-}
-
-ConformanceCase forwardCase(DType dtype, const CapCase &c, uint64_t seed) {
-  return {"attention", label("forward", dtype, c), [=] {
-            KernelCall k;
-            k.input(queries(c, seed), dtype);
-            k.input(randomTensor({c.b, c.t, c.kv, c.d}, seed + 1), dtype);
-            k.input(randomTensor({c.b, c.t, c.kv, c.d}, seed + 2), dtype);
-            if (c.segments)
-              k.input(Buffer::of(documents(c), DType::I32));
-            k.output(dtype, {c.b, c.t, c.h, c.d});
-            k.output(DType::F32, {c.b, c.h, c.t});
-            k.attrs = capAttrs(c);
-            k.reference = [=](const std::vector<RefTensor> &in) {
-              return ref::attention(in[0], in[1], in[2], c.segments ? &in[3] : nullptr, scaleOf(c),
-                                    true, c.window, kCap);
-            };
-            attentionTolerances(k, dtype, 2);
-            return k;
-          }};
-}
-
-ConformanceCase backwardCase(DType dtype, const CapCase &c, uint64_t seed) {
-  return {"attention_grad", label("backward", dtype, c), [=] {
-            KernelCall k;
-            RefTensor q = roundTo(queries(c, seed), dtype);
-            RefTensor kk = roundTo(randomTensor({c.b, c.t, c.kv, c.d}, seed + 1), dtype);
-            RefTensor v = roundTo(randomTensor({c.b, c.t, c.kv, c.d}, seed + 2), dtype);
-            RefTensor seg = documents(c);
-            std::vector<RefTensor> forward = ref::attention(q, kk, v, c.segments ? &seg : nullptr,
-                                                            scaleOf(c), true, c.window, kCap);
-            k.input(q, dtype);
-            k.input(kk, dtype);
-            k.input(v, dtype);
-            k.input(roundTo(forward[0], dtype), dtype);
-            k.input(forward[1], DType::F32);
-            k.input(randomTensor({c.b, c.t, c.h, c.d}, seed + 3), dtype);
-            if (c.segments)
-              k.input(Buffer::of(seg, DType::I32));
-            k.output(dtype, q.shape);
-            k.output(dtype, kk.shape);
-            k.output(dtype, v.shape);
-            k.attrs = capAttrs(c);
-            k.reference = [=](const std::vector<RefTensor> &in) {
-              return ref::attentionGrad(in[0], in[1], in[2], in[3], in[4], in[5],
-                                        c.segments ? &in[6] : nullptr, scaleOf(c), true, c.window,
-                                        kCap);
-            };
-            attentionTolerances(k, dtype, 3);
-            return k;
-          }};
-}
-
-/// attention_rope (llmc-fuse's rope): the cap applies to the rotated scores.
-ConformanceCase ropeCase(DType dtype, const CapCase &c, uint64_t seed) {
-  return {"attention_rope", label("rope", dtype, c), [=] {
-            KernelCall k;
-            const double theta = 10000.0;
-            k.input(queries(c, seed), dtype);
-            k.input(randomTensor({c.b, c.t, c.kv, c.d}, seed + 1), dtype);
-            k.input(randomTensor({c.b, c.t, c.kv, c.d}, seed + 2), dtype);
-            k.output(dtype, {c.b, c.t, c.h, c.d});
-            k.output(DType::F32, {c.b, c.h, c.t});
-            k.attrs = capAttrs(c);
-            k.attrs.setFloat("theta", theta);
-            k.reference = [=](const std::vector<RefTensor> &in) {
-              RefTensor q = roundTo(ref::rope(in[0], nullptr, theta, false), dtype);
-              RefTensor kk = roundTo(ref::rope(in[1], nullptr, theta, false), dtype);
-              return ref::attention(q, kk, in[2], nullptr, scaleOf(c), true, c.window, kCap);
-            };
-            attentionTolerances(k, dtype, 2);
-            return k;
-          }};
-}
 
 /// attention_packed: q, k, v as column blocks of one qkv.
-ConformanceCase packedCase(DType dtype, const CapCase &c, uint64_t seed) {
-  return {"attention_packed", label("packed", dtype, c), [=] {
+ConformanceCase packedCase(DType dtype, const MaskedAttention &c, uint64_t seed) {
+  return {"attention_packed", maskedLabel("packed", dtype, c), [=] {
             KernelCall k;
             const int64_t width = (c.h + 2 * c.kv) * c.d;
             k.input(randomTensor({c.b, c.t, width}, seed, 3.0), dtype);
             k.output(dtype, {c.b, c.t, c.h, c.d});
             k.output(DType::F32, {c.b, c.h, c.t});
-            k.attrs = capAttrs(c);
+            k.attrs = maskedAttrs(c);
             k.attrs.setInt("heads", c.h);
             k.attrs.setInt("kv_heads", c.kv);
             k.reference = [=](const std::vector<RefTensor> &in) {
@@ -157,50 +45,31 @@ ConformanceCase packedCase(DType dtype, const CapCase &c, uint64_t seed) {
                 return piece;
               };
               return ref::attention(block(0, c.h), block(c.h * c.d, c.kv),
-                                    block((c.h + c.kv) * c.d, c.kv), nullptr, scaleOf(c), true,
-                                    c.window, kCap);
+                                    block((c.h + c.kv) * c.d, c.kv), nullptr, c.scale(), true,
+                                    c.window, c.softcap);
             };
-            attentionTolerances(k, dtype, 2);
+            maskedTolerances(k, dtype, 2);
             return k;
           }};
 }
 
 /// paged_attention over two sequences, queried at their last `t` positions.
 ConformanceCase pagedCase(DType dtype, int64_t t, int64_t window, uint64_t seed) {
-  const std::vector<int64_t> lengths = {100, 37};
-  const int64_t h = 4, kv = 2, d = 16, page = 16;
   std::string name = std::string("paged_") + dtypeName(dtype) + "_t" + std::to_string(t) + "_w" +
                      std::to_string(window);
-  return {"paged_attention", name, [=] {
-            KernelCall k;
-            const int64_t b = static_cast<int64_t>(lengths.size());
-            const double scale = 0.25;
-            Pages pages = shuffledPages(lengths, page, seed);
-            k.input(randomTensor({b, t, h, d}, seed + 1, 3.0), dtype);
-            k.input(randomTensor({pages.blocks, page, kv, d}, seed + 2), dtype);
-            k.input(randomTensor({pages.blocks, page, kv, d}, seed + 3), dtype);
-            k.input(Buffer::of(pages.table, DType::I32));
-            k.input(Buffer::of(lastPositions(lengths, t), DType::I32));
-            k.output(dtype, {b, t, h, d});
-            k.attrs = attrs({{"scale", scale}, {"softcap", kCap}}, {{"window", window}});
-            k.reference = [=](const std::vector<RefTensor> &in) {
-              return std::vector<RefTensor>{
-                  ref::pagedAttention(in[0], in[1], in[2], in[3], in[4], scale, window, kCap)};
-            };
-            attentionTolerances(k, dtype, 1);
-            return k;
-          }};
+  MaskedAttention shape{0, t, 4, 2, 16, window, false, kCap, 3.0};
+  return maskedPagedCase(dtype, shape, {100, 37}, 16, 0.25, name, seed);
 }
 
 std::vector<ConformanceCase> softcapAttentionCases() {
   std::vector<ConformanceCase> cases;
   uint64_t seed = 7700;
   for (DType dtype : {DType::F32, DType::BF16}) {
-    for (const CapCase &c : kCaps) {
-      cases.push_back(forwardCase(dtype, c, seed += 10));
-      cases.push_back(backwardCase(dtype, c, seed += 10));
+    for (const MaskedAttention &c : kCaps) {
+      cases.push_back(maskedForwardCase(dtype, c, seed += 10));
+      cases.push_back(maskedBackwardCase(dtype, c, seed += 10));
       if (!c.segments) {
-        cases.push_back(ropeCase(dtype, c, seed += 10));
+        cases.push_back(maskedRopeCase(dtype, c, seed += 10));
         cases.push_back(packedCase(dtype, c, seed += 10));
       }
     }
@@ -215,11 +84,11 @@ LLMC_CONFORMANCE_CASES(SoftcapAttention, softcapAttentionCases);
 /// The cap must change these outputs by far more than the tolerance, or
 /// the cases above prove nothing.
 TEST(SoftcapAttention, CapMattersOnTheseInputs) {
-  const CapCase &c = kCaps[1];
-  RefTensor q = queries(c, 1), k = randomTensor({c.b, c.t, c.kv, c.d}, 2),
+  const MaskedAttention &c = kCaps[1];
+  RefTensor q = maskedQueries(c, 1), k = randomTensor({c.b, c.t, c.kv, c.d}, 2),
             v = randomTensor({c.b, c.t, c.kv, c.d}, 3);
-  RefTensor capped = ref::attention(q, k, v, nullptr, scaleOf(c), true, c.window, kCap)[0];
-  RefTensor plain = ref::attention(q, k, v, nullptr, scaleOf(c), true, c.window)[0];
+  RefTensor capped = ref::attention(q, k, v, nullptr, c.scale(), true, c.window, c.softcap)[0];
+  RefTensor plain = ref::attention(q, k, v, nullptr, c.scale(), true, c.window)[0];
   double diff = 0, norm = 0;
   for (int64_t i = 0; i < plain.numel(); ++i) {
     diff += (capped.data[i] - plain.data[i]) * (capped.data[i] - plain.data[i]);
