@@ -344,6 +344,11 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     if (!v.empty()) os << " " << key << "=" << v;
   }
   os << "\n";
+  // A mixture of experts: how each token is routed (dropless: every token
+  // reaches its k experts, so no capacity to report).
+  if (std::string experts = a.meta("model.num_experts"); !experts.empty())
+    os << "experts:    " << experts << " per MoE layer, each token routed to its top "
+       << a.meta("model.experts_per_token", "?") << " (dropless)\n";
   if (std::string padded = a.meta("model.padded_vocab_size"); !padded.empty())
     os << "vocabulary: padded to " << padded << " classes inside the artifact (--vocab-multiple "
        << a.meta("vocab_multiple", "?")
