@@ -204,6 +204,20 @@ inline void copyBytes(void *dst, const void *src, size_t bytes) {
 /// more than the work.
 constexpr int64_t kParallelGrain = 1 << 15;
 
+/// Widens n elements to fp32, over the threads when n is large (a
+/// bf16/f16 operand copied for sgemm).
+template <typename T> void widenParallel(const T *in, float *out, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = load(in, i);
+}
+
+/// Rounds n fp32 values to T (nearest even), over the threads when n is
+/// large (sgemm's fp32 result stored in the operands' type).
+template <typename T> void narrowParallel(const float *in, T *out, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) store(out, i, in[i]);
+}
+
 //===----------------------------------------------------------------------===//
 // Math
 //===----------------------------------------------------------------------===//

@@ -29,16 +29,6 @@ namespace {
 
 using contracts::GroupedMatmulBinding;
 
-template <typename T> void widen(const T *in, float *out, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) out[i] = load(in, i);
-}
-
-template <typename T> void narrow(const float *in, T *out, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) store(out, i, in[i]);
-}
-
 template <typename T> void fillNaN(T *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) store(out, i, kNaN);
 }
@@ -59,7 +49,7 @@ template <typename T> const float *asFloat(const T *x, int64_t n, std::vector<fl
   if constexpr (std::is_same_v<T, float>) {
     return x;
   } else {
-    widen(x, scratch.data(), n);
+    widenParallel(x, scratch.data(), n);
     return scratch.data();
   }
 }
@@ -103,7 +93,7 @@ public:
                 end - begin);
     }
     if constexpr (!std::is_same_v<T, float>)
-      narrow(y, y_, size);
+      narrowParallel(y, y_, size);
   }
 
 private:
@@ -152,7 +142,7 @@ public:
       float *dw = outAsFloat(dw_[g], dwWide_);
       gradient(x + begin * b_.k, dy + begin * b_.f, dw, end - begin);
       if constexpr (!std::is_same_v<T, float>)
-        narrow(dw, dw_[g], size);
+        narrowParallel(dw, dw_[g], size);
     }
   }
 

@@ -86,8 +86,8 @@ public:
       product = y_; // the epilogue then works in place
       gemm(x_, w_, product);
     } else {
-      widen(x_, xWide_.data(), rows * k);
-      widen(w_, wWide_.data(), k * n);
+      widenParallel(x_, xWide_.data(), rows * k);
+      widenParallel(w_, wWide_.data(), k * n);
       product = product_.data();
       gemm(xWide_.data(), wWide_.data(), product);
     }
@@ -98,11 +98,6 @@ public:
   }
 
 private:
-  template <typename U> static void widen(const U *in, float *out, int64_t count) {
-#pragma omp parallel for simd schedule(static) if (count > kParallelGrain)
-    for (int64_t i = 0; i < count; ++i) out[i] = load(in, i);
-  }
-
   /// Rows of x up to which a product with W [N, K] is row dots.
   static constexpr int64_t kDecodeRows = 4;
 
@@ -115,7 +110,7 @@ private:
     if constexpr (std::is_same_v<T, float>) {
       x = x_, product = y_;
     } else {
-      widen(x_, xWide_.data(), rows * k);
+      widenParallel(x_, xWide_.data(), rows * k);
       x = xWide_.data(), product = product_.data();
     }
     decode::denseRows(w_, std::is_same_v<T, bf16>, b_.n, decode::Rows{x, x, rows, k, product, b_.n},

@@ -97,7 +97,8 @@ protected:
       float *dhc = kWide ? reinterpret_cast<float *>(dh_) + r0 * d : dhWide_.data();
       sgemm_(CblasRowMajor, CblasNoTrans, b_.transposeB ? CblasNoTrans : CblasTrans, n, dim,
              cols, 1.0f, scratch_, ld, w, ldw, 0.0f, dhc, dim);
-      if constexpr (!kWide) narrow(dhc, dh_ + r0 * d, n * d);
+      if constexpr (!kWide)
+        narrowParallel(dhc, dh_ + r0 * d, n * d);
       if (!dw_)
         continue;
       // dw += gᵀ · h_c ([V, D]) or h_cᵀ · g ([D, V]); the first chunk sets it.
@@ -111,7 +112,8 @@ protected:
     }
     if (dw_) {
       zeroPadding(dw);
-      if constexpr (!kWide) narrow(dw, dw_, vocab * d);
+      if constexpr (!kWide)
+        narrowParallel(dw, dw_, vocab * d);
     }
   }
 
@@ -146,11 +148,6 @@ private:
     }
     for (int64_t i = 0; i < d; ++i)
       std::fill(dw + i * vocab + columns_, dw + (i + 1) * vocab, 0.0f);
-  }
-
-  static void narrow(const float *x, T *out, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) store(out, i, x[i]);
   }
 
   /// Rounds fp32 values to T and back, in place (nothing for fp32).

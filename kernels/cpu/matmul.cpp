@@ -40,16 +40,6 @@ struct MatmulDims {
   SgemvFn sgemv = nullptr;
 };
 
-template <typename T> void widen(const T *in, float *out, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) out[i] = load(in, i);
-}
-
-template <typename T> void narrow(const float *in, T *out, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) store(out, i, in[i]);
-}
-
 /// C = op(A)·op(B) + beta·C over every leading index, all fp32.
 void gemm(const MatmulDims &d, const float *a, const float *b, float *c, float beta) {
   CBLAS_TRANSPOSE ta = d.transposeA ? CblasTrans : CblasNoTrans;
@@ -105,11 +95,12 @@ public:
       gemm(d_, static_cast<const float *>(a_), static_cast<const float *>(b_),
            static_cast<float *>(c_), beta);
     } else {
-      widen(static_cast<const T *>(a_), aWide_.data(), aSize_);
-      widen(static_cast<const T *>(b_), bWide_.data(), bSize_);
-      if (d_.accumulate) widen(static_cast<const T *>(c_), cWide_.data(), cSize_);
+      widenParallel(static_cast<const T *>(a_), aWide_.data(), aSize_);
+      widenParallel(static_cast<const T *>(b_), bWide_.data(), bSize_);
+      if (d_.accumulate)
+        widenParallel(static_cast<const T *>(c_), cWide_.data(), cSize_);
       gemm(d_, aWide_.data(), bWide_.data(), cWide_.data(), beta);
-      narrow(cWide_.data(), static_cast<T *>(c_), cSize_);
+      narrowParallel(cWide_.data(), static_cast<T *>(c_), cSize_);
     }
   }
 
@@ -121,13 +112,13 @@ private:
     if constexpr (std::is_same_v<T, float>) {
       a = static_cast<const float *>(a_), c = static_cast<float *>(c_);
     } else {
-      widen(static_cast<const T *>(a_), aWide_.data(), aSize_);
+      widenParallel(static_cast<const T *>(a_), aWide_.data(), aSize_);
       a = aWide_.data(), c = cWide_.data();
     }
     decode::denseRows(b_, std::is_same_v<T, bf16>, d_.n,
                       decode::Rows{a, a, d_.batch * d_.m, d_.k, c, d_.n}, d_.avx512);
     if constexpr (!std::is_same_v<T, float>)
-      narrow(c, static_cast<T *>(c_), cSize_);
+      narrowParallel(c, static_cast<T *>(c_), cSize_);
   }
 
   MatmulDims d_;
