@@ -244,14 +244,8 @@ LogicalResult TensorParallel::rowParallelExperts(llm::GroupedMatmulOp grouped) {
   for (Value w : grouped.getWeights())
     if (failed(splitParam(w, Split{grouped.getTransposeB() ? 1 : 0, 1}, grouped)))
       return failure();
-  builder.setInsertionPointAfter(grouped);
-  auto reduce =
-      dist::AllReduceOp::create(builder, grouped.getLoc(), grouped.getType(), grouped.getResult(),
-                                FlatSymbolRefAttr::get(builder.getContext(), "mesh"),
-                                builder.getStrArrayAttr({axis}), builder.getStringAttr("sum"));
-  if (auto name = grouped->getAttr(kBlockNameAttr))
-    reduce->setAttr(kBlockNameAttr, name);
-  grouped.getResult().replaceAllUsesExcept(reduce, reduce);
+  Value reduced = allReduce(grouped.getResult(), "sum", grouped.getLoc());
+  grouped.getResult().replaceAllUsesExcept(reduced, reduced.getDefiningOp());
   return success();
 }
 
@@ -282,14 +276,8 @@ LogicalResult TensorParallel::rowParallel(Value v) {
     // Row-parallel: W split along the contraction; partial sums all-reduced.
     if (failed(splitParam(matmul.getB(), Split{matmul.getTransposeB() ? 1 : 0, 1}, user)))
       return failure();
-    builder.setInsertionPointAfter(user);
-    auto reduce =
-        dist::AllReduceOp::create(builder, user->getLoc(), matmul.getType(), matmul.getResult(),
-                                  FlatSymbolRefAttr::get(builder.getContext(), "mesh"),
-                                  builder.getStrArrayAttr({axis}), builder.getStringAttr("sum"));
-    if (auto name = user->getAttr(kBlockNameAttr))
-      reduce->setAttr(kBlockNameAttr, name);
-    matmul.getResult().replaceAllUsesExcept(reduce, reduce);
+    Value reduced = allReduce(matmul.getResult(), "sum", user->getLoc());
+    matmul.getResult().replaceAllUsesExcept(reduced, reduced.getDefiningOp());
   }
   return success();
 }
