@@ -18,6 +18,23 @@
 
 namespace llmc::contracts {
 
+/// Which activation (or gradient) a kernel computes: both backends'
+/// kernels are one template over it.
+enum class Activation {
+  Gelu,
+  GeluGrad,
+  Silu,
+  SiluGrad,
+  Sigmoid,
+  SigmoidGrad,
+  Swiglu,
+  SwigluGrad,
+  Geglu,
+  GegluGrad,
+  Softcap,
+  SoftcapGrad
+};
+
 struct ActivationBinding {
   DType dtype = DType::F32; ///< of every operand
   int64_t numel = 0;

@@ -18,20 +18,7 @@
 namespace llmc::cpu {
 namespace {
 
-enum class Act {
-  Gelu,
-  GeluGrad,
-  Silu,
-  SiluGrad,
-  Sigmoid,
-  SigmoidGrad,
-  Swiglu,
-  SwigluGrad,
-  Geglu,
-  GegluGrad,
-  Softcap,
-  SoftcapGrad
-};
+using Act = contracts::Activation;
 
 /// One elementwise kernel for all twelve ops: up to three inputs, two
 /// outputs, all of one shape and dtype; `cap` is softcap's.

@@ -16,20 +16,7 @@
 namespace llmc::cuda {
 namespace {
 
-enum class Act {
-  Gelu,
-  GeluGrad,
-  Silu,
-  SiluGrad,
-  Sigmoid,
-  SigmoidGrad,
-  Swiglu,
-  SwigluGrad,
-  Geglu,
-  GegluGrad,
-  Softcap,
-  SoftcapGrad
-};
+using Act = contracts::Activation;
 
 /// Up to three inputs a, b, c and two outputs o0, o1 of n elements; `cap`
 /// is softcap's.
