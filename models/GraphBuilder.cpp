@@ -144,7 +144,7 @@ Value GraphBuilder::routerLoss(Value probSum, Value counts, Value zSum, double a
                                    APFloat(auxScale), APFloat(zScale));
 }
 
-Value GraphBuilder::groupedMatmul(Value x, Value offsets, ValueRange weights, bool transposeB) {
+Value GraphBuilder::groupedMatmul(Value x, Value offsets, Value weights, bool transposeB) {
   return llm::GroupedMatmulOp::create(builder, loc("grouped_matmul"), x, offsets, weights,
                                       transposeB);
 }

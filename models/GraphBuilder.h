@@ -70,8 +70,9 @@ public:
   /// auxScale·Σ counts·probSum + zScale·zSum (llm.router_loss).
   mlir::Value routerLoss(mlir::Value probSum, mlir::Value counts, mlir::Value zSum, double auxScale,
                          double zScale);
-  /// Each expert's rows of x times its weight ([F, K] with transposeB).
-  mlir::Value groupedMatmul(mlir::Value x, mlir::Value offsets, mlir::ValueRange weights,
+  /// Each expert's rows of x times its slice of the stacked weights ([E, F, K]
+  /// with transposeB).
+  mlir::Value groupedMatmul(mlir::Value x, mlir::Value offsets, mlir::Value weights,
                             bool transposeB);
   mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape);
   mlir::Value slice(mlir::Value x, llvm::ArrayRef<int64_t> offsets,

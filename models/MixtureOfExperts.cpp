@@ -32,36 +32,32 @@ namespace llmc {
 
 namespace {
 
-/// Mixtral's names: block_sparse_moe.{gate, experts.<e>.w1/w2/w3}.
+/// Mixtral's names: block_sparse_moe.{gate, experts.w1/w2/w3} (stacked).
 ExpertWeights declareMixtralExperts(GraphBuilder &b, const ModelConfig &c,
                                     const std::string &prefix) {
-  const int64_t C = c.nEmbd, F = c.expertFfnHidden();
+  const int64_t E = c.numExperts, C = c.nEmbd, F = c.expertFfnHidden();
   ExpertWeights w;
-  w.router =
-      b.param(prefix + "block_sparse_moe.gate.weight", {c.numExperts, C}, "normal", c.initStd);
-  for (int64_t e = 0; e < c.numExperts; ++e) {
-    std::string p = prefix + "block_sparse_moe.experts." + std::to_string(e) + ".";
-    w.gate.push_back(b.param(p + "w1.weight", {F, C}, "normal", c.initStd));
-    w.down.push_back(b.param(p + "w2.weight", {C, F}, "normal", c.initStd));
-    w.up.push_back(b.param(p + "w3.weight", {F, C}, "normal", c.initStd));
-  }
+  w.router = b.param(prefix + "block_sparse_moe.gate.weight", {E, C}, "normal", c.initStd);
+  std::string p = prefix + "block_sparse_moe.experts.";
+  w.gate = b.param(p + "w1.weight", {E, F, C}, "normal", c.initStd);
+  w.down = b.param(p + "w2.weight", {E, C, F}, "normal", c.initStd);
+  w.up = b.param(p + "w3.weight", {E, F, C}, "normal", c.initStd);
   return w;
 }
 
-/// Qwen-MoE's names: mlp.{gate, experts.<e>.*_proj, shared_expert.*_proj,
-/// shared_expert_gate}.
+/// Qwen-MoE's names: mlp.{gate, experts.*_proj (stacked),
+/// shared_expert.*_proj, shared_expert_gate}.
 ExpertWeights declareQwen2MoeExperts(GraphBuilder &b, const ModelConfig &c,
                                      const std::string &prefix) {
   const int64_t C = c.nEmbd, F = c.expertFfnHidden(), S = c.sharedExpertFfnHidden;
   const double std = c.initStd;
+  const int64_t E = c.numExperts;
   ExpertWeights w;
-  w.router = b.param(prefix + "mlp.gate.weight", {c.numExperts, C}, "normal", std);
-  for (int64_t e = 0; e < c.numExperts; ++e) {
-    std::string p = prefix + "mlp.experts." + std::to_string(e) + ".";
-    w.gate.push_back(b.param(p + "gate_proj.weight", {F, C}, "normal", std));
-    w.up.push_back(b.param(p + "up_proj.weight", {F, C}, "normal", std));
-    w.down.push_back(b.param(p + "down_proj.weight", {C, F}, "normal", std));
-  }
+  w.router = b.param(prefix + "mlp.gate.weight", {E, C}, "normal", std);
+  std::string experts = prefix + "mlp.experts.";
+  w.gate = b.param(experts + "gate_proj.weight", {E, F, C}, "normal", std);
+  w.up = b.param(experts + "up_proj.weight", {E, F, C}, "normal", std);
+  w.down = b.param(experts + "down_proj.weight", {E, C, F}, "normal", std);
   std::string p = prefix + "mlp.shared_expert.";
   w.sharedGate = b.param(p + "gate_proj.weight", {S, C}, "normal", std);
   w.sharedUp = b.param(p + "up_proj.weight", {S, C}, "normal", std);

@@ -13,14 +13,16 @@
 
 namespace llmc {
 
-/// One layer's router and experts, as Hugging Face names them: Mixtral's
-/// `block_sparse_moe.gate`, `block_sparse_moe.experts.<e>.w1/w2/w3`;
-/// Qwen-MoE's `mlp.gate`, `mlp.experts.<e>.gate_proj/up_proj/down_proj`,
-/// and its shared expert `mlp.shared_expert.*` gated by
-/// `mlp.shared_expert_gate` [1, C].
+/// One layer's router and experts, named after Hugging Face's tensors:
+/// Mixtral's `block_sparse_moe.gate`, `block_sparse_moe.experts.w1/w2/w3`;
+/// Qwen-MoE's `mlp.gate`, `mlp.experts.gate_proj/up_proj/down_proj`, and
+/// its shared expert `mlp.shared_expert.*` gated by
+/// `mlp.shared_expert_gate` [1, C]. The experts' projections are stacked
+/// [E, F, C] (down: [E, C, F]); Hugging Face stores expert e's slice as
+/// `experts.<e>.w1.weight` (runtime/checkpoint/HuggingFace.h).
 struct ExpertWeights {
   mlir::Value router;
-  llvm::SmallVector<mlir::Value> gate, down, up; ///< w1, w2, w3 of each expert
+  mlir::Value gate, down, up; ///< w1, w2, w3, stacked over the experts
   mlir::Value sharedGate, sharedUp, sharedDown;  ///< null without a shared expert
   mlir::Value sharedExpertGate;                  ///< [1, C]: σ(this · x) scales it
 };

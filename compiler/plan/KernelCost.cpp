@@ -168,12 +168,14 @@ double kernelFlops(Operation *op) {
   if (name == "linear_weight_grad" && inputs.size() >= 2)
     return 2.0 * outElements * static_cast<double>(leading(shapeOf(inputs[0]), 1));
   // A mixture of experts: each routed copy's row times its expert's weight;
-  // the experts' weight gradients together sum over every copy once (one
-  // output per expert, each dw of outElements).
+  // the experts' weight gradients together sum over every copy once (the
+  // output stacks one dw [a, b] per expert: outElements / G each).
   if (name == "grouped_matmul" && inputs.size() >= 2)
     return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0]).back());
-  if (name == "grouped_matmul_weight_grad" && !inputs.empty())
-    return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0])[0]);
+  if (name == "grouped_matmul_weight_grad" && !inputs.empty()) {
+    const double groups = static_cast<double>(shapeOf(outputs[0])[0]);
+    return 2.0 * outElements / groups * static_cast<double>(shapeOf(inputs[0])[0]);
+  }
   // The fused head + loss: the logits' product, and in its backward forms
   // also dh's product and, unless the head is frozen, dw's.
   if (isHead(name) && inputs.size() >= 3) {
@@ -276,8 +278,8 @@ std::vector<GemmShape> kernelGemms(Operation *op) {
     return std::vector<GemmShape>(groups, {1, (rows + groups - 1) / groups, out[1], x[1]});
   }
   if (name == "grouped_matmul_weight_grad") { // each dw [a, b] over its rows
-    const int64_t groups = static_cast<int64_t>(outputs.size()), rows = x[0];
-    return std::vector<GemmShape>(groups, {1, out[0], out[1], (rows + groups - 1) / groups});
+    const int64_t groups = out[0], rows = x[0];
+    return std::vector<GemmShape>(groups, {1, out[1], out[2], (rows + groups - 1) / groups});
   }
   return {};
 }

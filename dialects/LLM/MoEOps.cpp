@@ -148,19 +148,19 @@ LogicalResult MoECombineWeightGradOp::inferReturnTypes(MLIRContext *context,
 
 namespace {
 
-/// The [K, F] (or [F, K] transposed) shape every group's weight has and the
-/// number of groups offsets [G + 1] describes.
-LogicalResult checkGroups(std::optional<Location> loc, RankedTensorType x, Value offsets,
-                          size_t groups) {
+/// x [rows, K] and offsets [G + 1] for G >= 1 groups; returns G.
+FailureOr<int64_t> checkGroups(std::optional<Location> loc, RankedTensorType x, Value offsets) {
   RankedTensorType off = tensorOf(offsets);
   if (x.getRank() != 2)
     return emitOptionalError(loc, "x must be rank 2 [rows, K], got ", x);
-  if (groups == 0)
-    return emitOptionalError(loc, "needs at least one group");
-  if (off.getRank() != 1 || off.getDimSize(0) != int64_t(groups) + 1)
-    return emitOptionalError(loc, "offsets must be [", groups + 1, "] for ", groups,
-                             " groups, got ", off);
-  return success();
+  if (off.getRank() != 1 || off.getDimSize(0) < 2)
+    return emitOptionalError(loc, "offsets must be [G + 1] for G >= 1 groups, got ", off);
+  return off.getDimSize(0) - 1;
+}
+
+/// The stacked weights' (or gradients') shape: [G, K, F], or [G, F, K].
+SmallVector<int64_t> stackedShape(int64_t groups, int64_t k, int64_t f, bool transposeB) {
+  return transposeB ? SmallVector<int64_t>{groups, f, k} : SmallVector<int64_t>{groups, k, f};
 }
 
 } // namespace
@@ -168,40 +168,37 @@ LogicalResult checkGroups(std::optional<Location> loc, RankedTensorType x, Value
 LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                 Adaptor adaptor, SmallVectorImpl<Type> &types) {
   RankedTensorType x = tensorOf(adaptor.getX());
-  ValueRange weights = adaptor.getWeights();
-  if (failed(checkGroups(loc, x, adaptor.getOffsets(), weights.size())))
+  FailureOr<int64_t> groups = checkGroups(loc, x, adaptor.getOffsets());
+  if (failed(groups))
     return failure();
-  RankedTensorType w = tensorOf(weights.front());
-  for (Value other : weights)
-    if (other.getType() != w)
-      return emitOptionalError(loc, "every group's weight must be ", w, ", got ", other.getType());
+  RankedTensorType w = tensorOf(adaptor.getWeights());
   const bool tb = static_cast<bool>(
       attributeOf<UnitAttr>(adaptor.getTransposeBAttr(), adaptor.getAttributes(), "transpose_b"));
-  if (w.getRank() != 2 || w.getDimSize(tb ? 1 : 0) != x.getDimSize(1))
-    return emitOptionalError(loc, "weights must be ", tb ? "[F, " : "[", x.getDimSize(1),
-                             tb ? "]" : ", F]", " for x ", x, ", got ", w);
+  if (w.getRank() != 3 || w.getDimSize(0) != *groups || w.getDimSize(tb ? 2 : 1) != x.getDimSize(1))
+    return emitOptionalError(loc, "weights must be stacked ", tb ? "[G, F, K]" : "[G, K, F]",
+                             " with G = ", *groups, " and K = ", x.getDimSize(1), " (x ", x,
+                             "), got ", w);
   if (w.getElementType() != x.getElementType())
     return emitOptionalError(loc, "x and the weights must share an element type, got ",
                              x.getElementType(), " and ", w.getElementType());
   types.push_back(
-      RankedTensorType::get({x.getDimSize(0), w.getDimSize(tb ? 0 : 1)}, x.getElementType()));
+      RankedTensorType::get({x.getDimSize(0), w.getDimSize(tb ? 1 : 2)}, x.getElementType()));
   return success();
 }
 
 LogicalResult GroupedMatmulWeightGradOp::verify() {
   RankedTensorType x = getX().getType(), dy = getDy().getType();
-  Location loc = getLoc();
-  if (failed(checkGroups(loc, x, getOffsets(), getResults().size())))
+  FailureOr<int64_t> groups = checkGroups(getLoc(), x, getOffsets());
+  if (failed(groups))
     return failure();
   if (dy.getRank() != 2 || dy.getDimSize(0) != x.getDimSize(0) ||
       dy.getElementType() != x.getElementType())
     return emitOpError("dy must be [") << x.getDimSize(0) << ", F] of x's element type, got " << dy;
-  const int64_t k = x.getDimSize(1), f = dy.getDimSize(1);
-  auto expected = getTransposeB() ? RankedTensorType::get({f, k}, dy.getElementType())
-                                  : RankedTensorType::get({k, f}, dy.getElementType());
-  for (Value r : getResults())
-    if (r.getType() != expected)
-      return emitOpError("every result must be ") << expected << ", got " << r.getType();
+  auto expected = RankedTensorType::get(
+      stackedShape(*groups, x.getDimSize(1), dy.getDimSize(1), getTransposeB()),
+      dy.getElementType());
+  if (getResult().getType() != expected)
+    return emitOpError("the result must be ") << expected << ", got " << getResult().getType();
   return success();
 }
 

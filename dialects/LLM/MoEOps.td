@@ -4,16 +4,17 @@
 //
 //   %w, %e, %pos, %off, %psum, %cnt, %z = llm.moe_route %logits {top_k = 2}
 //   %xs  = llm.moe_dispatch %x, %pos           // token copies, expert-sorted
-//   %h   = llm.grouped_matmul %xs, %off, %w1_0, %w1_1, ... {transpose_b}
+//   %h   = llm.grouped_matmul %xs, %off, %w1 {transpose_b}  // w1 [E, F, C]
 //   ...                                          // any positionwise ops
-//   %ys  = llm.grouped_matmul %h, %off, %w2_0, %w2_1, ... {transpose_b}
+//   %ys  = llm.grouped_matmul %h, %off, %w2 {transpose_b}   // w2 [E, C, F]
 //   %y   = llm.moe_combine %ys, %pos weights %w  // Σ_j w[n,j]·ys[pos[n,j]]
 //
 // Routing is dropless: each of the N tokens is copied to exactly top_k
 // experts, so the sorted copies are always N·top_k rows and every shape is
 // static; how many rows each expert receives is data (`offsets`), read by
-// the grouped matmul at run time. Each expert's weights are a parameter of
-// their own, named as Hugging Face names them.
+// the grouped matmul at run time. The experts' weights are stacked, one
+// parameter [E, …] per projection (Hugging Face's per-expert tensors are
+// its slices), so expert parallelism splits them along dimension 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -132,18 +133,20 @@ def LLM_GroupedMatmulOp : LLM_PureOp<"grouped_matmul", [ExpensiveToRecompute]> {
   let summary = "Each group of rows times its own weight: experts as one op";
   let description = [{
     `x [M, K]`; `offsets [G + 1]` (i32, data): group g is rows
-    `[offsets[g], offsets[g+1])`, `offsets[0] = 0`, `offsets[G] = M`; one
-    weight per group, all of one type, `[K, F]` or with `transpose_b`
-    `[F, K]` (Hugging Face's Linear layout). The result `[M, F]` holds each
-    group's rows times its weight, as `llm.matmul` computes them.
+    `[offsets[g], offsets[g+1])`, `offsets[0] = 0`, `offsets[G] <= M`; the
+    groups' weights stacked, `[G, K, F]` or with `transpose_b` `[G, F, K]`
+    (each slice Hugging Face's Linear layout). The result `[M, F]` holds
+    each group's rows times its weight, as `llm.matmul` computes them; rows
+    past `offsets[G]` (an expert-parallel buffer sized for the worst case)
+    are zero.
 
     ```mlir
-    %h = llm.grouped_matmul %xs, %off, %w0, %w1 {transpose_b}
-        : tensor<128x32xf32>, tensor<3xi32>, tensor<64x32xf32>
+    %h = llm.grouped_matmul %xs, %off, %w {transpose_b}
+        : tensor<128x32xf32>, tensor<3xi32>, tensor<2x64x32xf32>
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$x, LLM_IndexTensor:$offsets,
-                       Variadic<LLM_FloatTensor>:$weights, UnitAttr:$transpose_b);
+                       LLM_FloatTensor:$weights, UnitAttr:$transpose_b);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = [{
     $x `,` $offsets `,` $weights attr-dict `:` type($x) `,` type($offsets) `,` type($weights)
@@ -155,19 +158,20 @@ def LLM_GroupedMatmulWeightGradOp : LLM_Op<"grouped_matmul_weight_grad",
   let summary = "Backward of grouped_matmul for its weights: one gradient per group";
   let description = [{
     For group g's rows of `x [M, K]` and `dy [M, F]`: `xᵀ·dy [K, F]`, or
-    with `transpose_b` `dyᵀ·x [F, K]`; a group without rows gets zeros.
+    with `transpose_b` `dyᵀ·x [F, K]`, stacked `[G, K, F]` (`[G, F, K]`); a
+    group without rows gets zeros; rows past `offsets[G]` are not read.
 
     ```mlir
-    %dw0, %dw1 = llm.grouped_matmul_weight_grad %xs, %dh, %off {transpose_b}
-        : tensor<128x32xf32>, tensor<128x64xf32>, tensor<3xi32> -> tensor<64x32xf32>, tensor<64x32xf32>
+    %dw = llm.grouped_matmul_weight_grad %xs, %dh, %off {transpose_b}
+        : tensor<128x32xf32>, tensor<128x64xf32>, tensor<3xi32> -> tensor<2x64x32xf32>
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$x, LLM_FloatTensor:$dy, LLM_IndexTensor:$offsets,
                        UnitAttr:$transpose_b);
-  let results = (outs Variadic<LLM_FloatTensor>:$results);
+  let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = [{
     $x `,` $dy `,` $offsets attr-dict `:` type($x) `,` type($dy) `,` type($offsets) `->`
-    type($results)
+    type($result)
   }];
   let hasVerifier = 1;
 }

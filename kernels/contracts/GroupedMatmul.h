@@ -1,19 +1,20 @@
 //===- GroupedMatmul.h - contract of the grouped (expert) matmuls -*- C++ -*-===//
 //
-// grouped_matmul: inputs x [M, K], offsets [G + 1] (i32 or i64), then G
-// weights, each [K, F] or with `transpose_b` [F, K], all of x's float
-// dtype; output y [M, F] of x's dtype. Group g is rows [offsets[g],
-// offsets[g + 1]) of x and y: y's rows of group g = x's rows · weight g
-// (fp32 accumulation, rounded once, as matmul computes it). Groups may be
-// empty.
+// grouped_matmul: inputs x [M, K], offsets [G + 1] (i32 or i64), the G
+// groups' weights stacked, [G, K, F] or with `transpose_b` [G, F, K], of
+// x's float dtype; output y [M, F] of x's dtype. Group g is rows
+// [offsets[g], offsets[g + 1]) of x and y: y's rows of group g = x's rows ·
+// weight g (fp32 accumulation, rounded once, as matmul computes it).
+// Groups may be empty; rows from offsets[G] to M belong to no group and
+// are zero in y (an expert-parallel buffer sized for the worst case).
 //
 // grouped_matmul_weight_grad: inputs x [M, K], dy [M, F] (x's dtype),
-// offsets [G + 1]; outputs G gradients, each [K, F] = xᵀ·dy over the
-// group's rows, or with `transpose_b` [F, K] = dyᵀ·x; zeros for an empty
-// group.
+// offsets [G + 1]; output the stacked gradients [G, K, F], group g's = xᵀ·dy
+// over its rows, or with `transpose_b` [G, F, K], dyᵀ·x; zeros for an
+// empty group. Rows past offsets[G] are not read.
 //
 // The offsets are data: the binding checks only their shape. They are
-// valid when offsets[0] = 0, offsets[G] = M and they never decrease
+// valid when offsets[0] = 0, they never decrease and offsets[G] <= M
 // (every offset then lies in [0, M]); both backends check them on every
 // run, where they are (the CUDA kernels on the device, without a host
 // read, so a captured CUDA graph stays valid), and on invalid offsets fill
@@ -41,15 +42,16 @@ struct GroupedMatmulBinding {
   DType dtype = DType::F32; ///< of every float operand
   int64_t rows = 0, k = 0, f = 0, groups = 0; ///< M, K, F, G
   bool transposeB = false;
-  /// The weight's (or gradient's) shape: [K, F], or [F, K] transposed.
+  /// The stacked weights' (or gradients') shape: [G, K, F], or [G, F, K]
+  /// transposed.
   std::vector<int64_t> weightShape() const {
-    return transposeB ? std::vector<int64_t>{f, k} : std::vector<int64_t>{k, f};
+    return transposeB ? std::vector<int64_t>{groups, f, k} : std::vector<int64_t>{groups, k, f};
   }
 };
-/// grouped_matmul(x, offsets, w_0 ... w_{G-1}) -> y.
+/// grouped_matmul(x, offsets, w) -> y.
 inline bool bindGroupedMatmul(const KernelArgs &args, std::string &error,
                               GroupedMatmulBinding *out);
-/// grouped_matmul_weight_grad(x, dy, offsets) -> dw_0 ... dw_{G-1}.
+/// grouped_matmul_weight_grad(x, dy, offsets) -> dw.
 inline bool bindGroupedMatmulWeightGrad(const KernelArgs &args, std::string &error,
                                         GroupedMatmulBinding *out);
 
@@ -69,14 +71,13 @@ inline bool bindRows(Validator &v, const TensorView &x, GroupedMatmulBinding &b)
   return true;
 }
 
-/// offsets [G + 1], i32 or i64, for G groups (`per`: what there is one of
-/// per group, for the message).
-inline bool bindOffsets(Validator &v, const TensorView &offsets, int64_t groups, const char *per) {
+/// offsets [G + 1], i32 or i64, G >= 1; sets groups.
+inline bool bindOffsets(Validator &v, const TensorView &offsets, GroupedMatmulBinding &b) {
   if (!v.isIndex(offsets, "offsets"))
     return false;
-  if (offsets.rank() != 1 || offsets.dim(0) != groups + 1)
-    return v.fail("offsets must be [" + std::to_string(groups + 1) + "] for " +
-                  std::to_string(groups) + " " + per + ", got " + offsets.describe());
+  if (offsets.rank() != 1 || offsets.dim(0) < 2)
+    return v.fail("offsets must be [G + 1] for G >= 1 groups, got " + offsets.describe());
+  b.groups = offsets.dim(0) - 1;
   return true;
 }
 
@@ -87,26 +88,18 @@ inline bool bindGroupedMatmul(const KernelArgs &args, std::string &error,
   using namespace grouped_matmul_impl;
   Validator v("grouped_matmul", args, error);
   GroupedMatmulBinding b;
-  if (!v.flagAttr("transpose_b", &b.transposeB) || !v.arity(3, SIZE_MAX, 1) ||
-      !bindRows(v, v.in(0), b))
+  if (!v.flagAttr("transpose_b", &b.transposeB) || !v.arity(3, 1) || !bindRows(v, v.in(0), b) ||
+      !bindOffsets(v, v.in(1), b))
     return false;
-  b.groups = static_cast<int64_t>(args.inputs.size()) - 2;
-  if (!bindOffsets(v, v.in(1), b.groups, b.groups == 1 ? "weight" : "weights"))
+  const TensorView &w = v.in(2);
+  if (!v.hasDType(w, "weights", b.dtype) || !v.hasRank(w, "weights", 3) ||
+      !v.fitsInt(w, "weights"))
     return false;
-  const TensorView &w0 = v.in(2);
-  if (!v.hasDType(w0, "weight 0", b.dtype) || !v.hasRank(w0, "weight 0", 2) ||
-      !v.fitsInt(w0, "weight 0"))
-    return false;
-  b.f = w0.dim(b.transposeB ? 0 : 1);
-  if (w0.dim(b.transposeB ? 1 : 0) != b.k)
-    return v.fail(
-        "weight 0 " + w0.describe() + " does not match x " + v.in(0).describe() +
-        (b.transposeB ? " (weights are [F, K] with transpose_b)" : " (weights are [K, F])"));
-  for (int64_t g = 1; g < b.groups; ++g) {
-    const std::string name = "weight " + std::to_string(g);
-    if (!v.hasType(v.in(2 + g), name.c_str(), b.dtype, w0.shape))
-      return false;
-  }
+  b.f = w.dim(b.transposeB ? 1 : 2);
+  if (w.dim(0) != b.groups || w.dim(b.transposeB ? 2 : 1) != b.k)
+    return v.fail("weights " + w.describe() + " do not match x " + v.in(0).describe() + " and " +
+                  std::to_string(b.groups) + " groups (stacked weights are " +
+                  (b.transposeB ? "[G, F, K] with transpose_b)" : "[G, K, F])"));
   if (!v.hasType(v.out(0), "y", b.dtype, {b.rows, b.f}))
     return false;
   *out = b;
@@ -118,12 +111,7 @@ inline bool bindGroupedMatmulWeightGrad(const KernelArgs &args, std::string &err
   using namespace grouped_matmul_impl;
   Validator v("grouped_matmul_weight_grad", args, error);
   GroupedMatmulBinding b;
-  if (!v.flagAttr("transpose_b", &b.transposeB))
-    return false;
-  if (args.outputs.empty())
-    return v.fail("expected one output per group, got none");
-  b.groups = static_cast<int64_t>(args.outputs.size());
-  if (!v.arity(3, args.outputs.size()) || !bindRows(v, v.in(0), b))
+  if (!v.flagAttr("transpose_b", &b.transposeB) || !v.arity(3, 1) || !bindRows(v, v.in(0), b))
     return false;
   const TensorView &dy = v.in(1);
   if (!v.hasDType(dy, "dy", b.dtype) || !v.hasRank(dy, "dy", 2) || !v.fitsInt(dy, "dy"))
@@ -131,14 +119,8 @@ inline bool bindGroupedMatmulWeightGrad(const KernelArgs &args, std::string &err
   if (dy.dim(0) != b.rows)
     return v.fail("dy " + dy.describe() + " must have as many rows as x " + v.in(0).describe());
   b.f = dy.dim(1);
-  if (!bindOffsets(v, v.in(2), b.groups, b.groups == 1 ? "output" : "outputs"))
+  if (!bindOffsets(v, v.in(2), b) || !v.hasType(v.out(0), "dw", b.dtype, b.weightShape()))
     return false;
-  const std::vector<int64_t> shape = b.weightShape();
-  for (int64_t g = 0; g < b.groups; ++g) {
-    const std::string name = "dw " + std::to_string(g);
-    if (!v.hasType(v.out(g), name.c_str(), b.dtype, shape))
-      return false;
-  }
   *out = b;
   return true;
 }

@@ -4,8 +4,9 @@
 // (contracts/GroupedMatmul.h). The rows of a group are contiguous, so each
 // non-empty group is one plain GEMM through OpenBLAS's sgemm, the call
 // matmul makes for the same operands: y's rows [b, e) = x's rows [b, e) ·
-// weight g. The weight gradient is one GEMM per group over the same rows,
-// xᵀ·dy (dyᵀ·x with transpose_b), and zeros for an empty group.
+// weight g (slice g of the stacked weights). The weight gradient is one
+// GEMM per group over the same rows, xᵀ·dy (dyᵀ·x with transpose_b), and
+// zeros for an empty group. Rows past the last group are zero in y.
 //
 // Parallelism is BLAS's threads inside each GEMM, so a step with a few big
 // groups (experts with many tokens each) keeps every core busy; many tiny
@@ -33,10 +34,11 @@ template <typename T> void fillNaN(T *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) store(out, i, kNaN);
 }
 
-/// Whether `offsets` [G + 1] cut `rows` rows into G groups: offsets[0] = 0,
-/// offsets[G] = rows, never decreasing (so each lies in [0, rows]).
+/// Whether `offsets` [G + 1] cut the first rows of `rows` into G groups:
+/// offsets[0] = 0, never decreasing, offsets[G] <= rows (so each lies in
+/// [0, rows]).
 bool validOffsets(const IdView &offsets, int64_t groups, int64_t rows) {
-  if (offsets[0] != 0 || offsets[groups] != rows)
+  if (offsets[0] != 0 || offsets[groups] > rows)
     return false;
   for (int64_t g = 0; g < groups; ++g)
     if (offsets[g + 1] < offsets[g])
@@ -71,10 +73,9 @@ template <typename T> class GroupedMatmulKernel final : public Kernel {
 public:
   GroupedMatmulKernel(const KernelArgs &args, const GroupedMatmulBinding &b, SgemmFn sgemm)
       : b_(b), sgemm_(sgemm), x_(args.inputs[0].as<T>()), offsets_(args.inputs[1]),
-        y_(args.outputs[0].as<T>()), xWide_(wideScratch<T>(b.rows * b.k)),
-        wWide_(wideScratch<T>(b.k * b.f)), yWide_(wideScratch<T>(b.rows * b.f)) {
-    for (int64_t g = 0; g < b.groups; ++g) weights_.push_back(args.inputs[2 + g].as<T>());
-  }
+        weights_(args.inputs[2].as<T>()), y_(args.outputs[0].as<T>()),
+        xWide_(wideScratch<T>(b.rows * b.k)), wWide_(wideScratch<T>(b.k * b.f)),
+        yWide_(wideScratch<T>(b.rows * b.f)) {}
 
   void run(const StepContext &) override {
     const int64_t size = b_.rows * b_.f;
@@ -86,12 +87,15 @@ public:
     }
     const float *x = asFloat(x_, b_.rows * b_.k, xWide_);
     float *y = outAsFloat(y_, yWide_);
+    const int64_t weightSize = b_.k * b_.f;
     for (int64_t g = 0; g < b_.groups; ++g) {
       const int64_t begin = offsets_[g], end = offsets_[g + 1];
       if (begin < end)
-        product(x + begin * b_.k, asFloat(weights_[g], b_.k * b_.f, wWide_), y + begin * b_.f,
-                end - begin);
+        product(x + begin * b_.k, asFloat(weights_ + g * weightSize, weightSize, wWide_),
+                y + begin * b_.f, end - begin);
     }
+    const int64_t used = offsets_[b_.groups];
+    std::fill(y + used * b_.f, y + size, 0.0f);
     if constexpr (!std::is_same_v<T, float>)
       narrowParallel(y, y_, size);
   }
@@ -112,8 +116,8 @@ private:
   SgemmFn sgemm_;
   const T *x_;
   IdView offsets_;
+  const T *weights_; ///< [G, K, F] or [G, F, K]
   T *y_;
-  std::vector<const T *> weights_;
   std::vector<float> xWide_, wWide_, yWide_; // bf16, f16 only: fp32 copies
 };
 
@@ -122,27 +126,27 @@ public:
   GroupedMatmulWeightGradKernel(const KernelArgs &args, const GroupedMatmulBinding &b,
                                 SgemmFn sgemm)
       : b_(b), sgemm_(sgemm), x_(args.inputs[0].as<T>()), dy_(args.inputs[1].as<T>()),
-        offsets_(args.inputs[2]), xWide_(wideScratch<T>(b.rows * b.k)),
-        dyWide_(wideScratch<T>(b.rows * b.f)), dwWide_(wideScratch<T>(b.k * b.f)) {
-    for (int64_t g = 0; g < b.groups; ++g) dw_.push_back(args.outputs[g].as<T>());
-  }
+        offsets_(args.inputs[2]), dw_(args.outputs[0].as<T>()),
+        xWide_(wideScratch<T>(b.rows * b.k)), dyWide_(wideScratch<T>(b.rows * b.f)),
+        dwWide_(wideScratch<T>(b.k * b.f)) {}
 
   void run(const StepContext &) override {
     const int64_t size = b_.k * b_.f;
     if (size == 0)
       return;
     if (!validOffsets(offsets_, b_.groups, b_.rows)) {
-      for (T *dw : dw_) fillNaN(dw, size);
+      fillNaN(dw_, size * b_.groups);
       return;
     }
     const float *x = asFloat(x_, b_.rows * b_.k, xWide_);
     const float *dy = asFloat(dy_, b_.rows * b_.f, dyWide_);
     for (int64_t g = 0; g < b_.groups; ++g) {
       const int64_t begin = offsets_[g], end = offsets_[g + 1];
-      float *dw = outAsFloat(dw_[g], dwWide_);
+      T *dwg = dw_ + g * size;
+      float *dw = outAsFloat(dwg, dwWide_);
       gradient(x + begin * b_.k, dy + begin * b_.f, dw, end - begin);
       if constexpr (!std::is_same_v<T, float>)
-        narrowParallel(dw, dw_[g], size);
+        narrowParallel(dw, dwg, size);
     }
   }
 
@@ -165,7 +169,7 @@ private:
   SgemmFn sgemm_;
   const T *x_, *dy_;
   IdView offsets_;
-  std::vector<T *> dw_;
+  T *dw_; ///< [G, K, F] or [G, F, K]
   std::vector<float> xWide_, dyWide_, dwWide_; // bf16, f16 only: fp32 copies
 };
 

@@ -8,19 +8,20 @@
 //
 // grouped_matmul: a grid over (row tiles of all M rows, column tiles of
 // F). A block finds the groups its kTileM rows meet by binary search in the
-// offsets and, for each, multiplies those rows by the group's weight: a
-// tiled GEMM through shared memory, kTileK of K at a time, each thread 4×4
+// offsets and, for each, multiplies those rows by the group's weight (a
+// slice of the stacked weights): a tiled GEMM through shared memory, kTileK of K at a time, each thread 4×4
 // outputs accumulated in fp32 and rounded once on store. A tile that
 // straddles a group boundary runs once per group it meets (with the other
-// rows masked), so the work is at most (M / kTileM + G) tile passes.
+// rows masked), so the work is at most (M / kTileM + G) tile passes. Its
+// rows past the last group (offsets[G] < M) it writes as zeros.
 //
 // grouped_matmul_weight_grad: a grid over (output tiles, group); a block
 // loops over its group's rows kTileK at a time, accumulating its tile of
 // Aᵀ·B in fp32 (A = x, B = dy; or A = dy, B = x with transpose_b), and
 // writes zeros for an empty group.
 //
-// Every block first checks the offsets (offsets[0] = 0, offsets[G] = M,
-// never decreasing) and, when they are invalid, writes NaN over its tile
+// Every block first checks the offsets (offsets[0] = 0, never decreasing,
+// offsets[G] <= M) and, when they are invalid, writes NaN over its tile
 // instead: every output is then NaN, and nothing is read or written
 // outside a tensor.
 //
@@ -31,10 +32,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/GroupedMatmul.h"
-#include "kernels/cuda/BindScratch.h"
 #include "kernels/cuda/Common.cuh"
-
-#include <vector>
 
 namespace llmc::cuda {
 namespace {
@@ -58,10 +56,10 @@ struct Offsets {
   }
 };
 
-/// Whether `offsets` cut `rows` rows into `groups` groups; every thread of
-/// the block gets the answer.
+/// Whether `offsets` cut the first of `rows` rows into `groups` groups;
+/// every thread of the block gets the answer.
 __device__ bool validOffsets(Offsets offsets, int64_t groups, int64_t rows) {
-  int bad = threadIdx.x == 0 && (offsets[0] != 0 || offsets[groups] != rows);
+  int bad = threadIdx.x == 0 && (offsets[0] != 0 || offsets[groups] > rows);
   for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) bad |= offsets[g + 1] < offsets[g];
   return !__syncthreads_or(bad);
 }
@@ -158,11 +156,22 @@ __device__ void groupTile(const T *x, const T *w, T *y, int64_t r0, int64_t c0, 
   storeTile(acc, y, r0, c0, lo, hi, f);
 }
 
+/// Zeros over rows [lo, hi) of the tile at (r0, c0) of a [rows, cols] output.
+template <typename T>
+__device__ void zeroRows(T *out, int64_t r0, int64_t c0, int64_t lo, int64_t hi, int64_t cols) {
+  for (int e = threadIdx.x; e < kTileM * kTileN; e += kThreads) {
+    const int64_t r = r0 + e / kTileN, c = c0 + e % kTileN;
+    if (r >= lo && r < hi && c < cols)
+      store(out, r * cols + c, 0.0f);
+  }
+}
+
 /// Block (blockIdx.x, blockIdx.y): rows [64 bx, 64 bx + 64) and columns
-/// [64 by, 64 by + 64) of y [rows, f], group by group.
+/// [64 by, 64 by + 64) of y [rows, f], group by group; `weights` are the
+/// stacked [groups, K, F] (or [groups, F, K]).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    groupedMatmulKernel(const T *x, Offsets offsets, const T *const *weights, T *y, int64_t rows,
+    groupedMatmulKernel(const T *x, Offsets offsets, const T *weights, T *y, int64_t rows,
                         int64_t k, int64_t f, int64_t groups, bool transposeB) {
   __shared__ Tiles tiles;
   const int64_t r0 = blockIdx.x * static_cast<int64_t>(kTileM);
@@ -175,21 +184,24 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t g = groupOf(offsets, groups, r0); g < groups && offsets[g] < r1; ++g) {
     const int64_t lo = max(r0, offsets[g]), hi = min(r1, offsets[g + 1]);
     if (lo < hi)
-      groupTile(x, weights[g], y, r0, c0, lo, hi, k, f, transposeB, tiles);
+      groupTile(x, weights + g * k * f, y, r0, c0, lo, hi, k, f, transposeB, tiles);
   }
+  zeroRows(y, r0, c0, max(r0, offsets[groups]), r1, f);
 }
 
 /// Block (blockIdx.x, g): one tile of dw_g [p, q] = Σ over the group's rows
-/// of aᵀ·b, a [rows, p] and b [rows, q]; zeros for an empty group.
+/// of aᵀ·b, a [rows, p] and b [rows, q]; zeros for an empty group. `dw`:
+/// the stacked [groups, p, q].
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     groupedWeightGradKernel(const T *a, int64_t p, const T *b, int64_t q, Offsets offsets,
-                            int64_t rows, int64_t groups, T *const *dw) {
+                            int64_t rows, int64_t groups, T *dw) {
   __shared__ Tiles t;
   const int64_t g = blockIdx.y, tilesQ = (q + kTileN - 1) / kTileN;
   const int64_t p0 = (blockIdx.x / tilesQ) * kTileM, q0 = (blockIdx.x % tilesQ) * kTileN;
+  T *dwg = dw + g * p * q;
   if (!validOffsets(offsets, groups, rows)) {
-    nanTile(dw[g], p0, q0, p, q);
+    nanTile(dwg, p0, q0, p, q);
     return;
   }
   const int64_t lo = offsets[g], hi = offsets[g + 1];
@@ -205,15 +217,7 @@ __global__ void __launch_bounds__(kThreads)
     multiplyTiles(t, acc);
     __syncthreads();
   }
-  storeTile(acc, dw[g], p0, q0, 0, p, q);
-}
-
-/// `pointers` copied into device memory owned by the kernel (the array the
-/// kernels index by group).
-template <typename P> BindScratch devicePointers(const std::vector<P> &pointers) {
-  BindScratch scratch(pointers.size() * sizeof(P));
-  copyToDevice(scratch.as<void>(), pointers.data(), pointers.size() * sizeof(P));
-  return scratch;
+  storeTile(acc, dwg, p0, q0, 0, p, q);
 }
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -223,11 +227,7 @@ public:
   GroupedMatmulKernel(const KernelArgs &args, const GroupedMatmulBinding &b)
       : b_(b), x_(args.inputs[0].as<T>()),
         offsets_{args.inputs[1].data, args.inputs[1].dtype == DType::I64},
-        y_(args.outputs[0].as<T>()) {
-    std::vector<const T *> weights;
-    for (int64_t g = 0; g < b.groups; ++g) weights.push_back(args.inputs[2 + g].as<T>());
-    weights_ = devicePointers(weights);
-  }
+        weights_(args.inputs[2].as<T>()), y_(args.outputs[0].as<T>()) {}
 
   void run(const StepContext &ctx) override {
     if (b_.rows == 0 || b_.f == 0)
@@ -235,7 +235,7 @@ public:
     const dim3 grid(static_cast<unsigned>(ceilDiv(b_.rows, kTileM)),
                     static_cast<unsigned>(ceilDiv(b_.f, kTileN)));
     groupedMatmulKernel<T>
-        <<<grid, kThreads, 0, streamOf(ctx)>>>(x_, offsets_, weights_.as<const T *const>(), y_,
+        <<<grid, kThreads, 0, streamOf(ctx)>>>(x_, offsets_, weights_, y_,
                                                b_.rows, b_.k, b_.f, b_.groups, b_.transposeB);
     LLMC_CUDA_CHECK_LAUNCH();
   }
@@ -244,19 +244,16 @@ private:
   GroupedMatmulBinding b_;
   const T *x_;
   Offsets offsets_;
+  const T *weights_; ///< [G, K, F] or [G, F, K]
   T *y_;
-  BindScratch weights_; // G device pointers
 };
 
 template <typename T> class GroupedMatmulWeightGradKernel final : public Kernel {
 public:
   GroupedMatmulWeightGradKernel(const KernelArgs &args, const GroupedMatmulBinding &b)
       : b_(b), x_(args.inputs[0].as<T>()), dy_(args.inputs[1].as<T>()),
-        offsets_{args.inputs[2].data, args.inputs[2].dtype == DType::I64} {
-    std::vector<T *> dw;
-    for (int64_t g = 0; g < b.groups; ++g) dw.push_back(args.outputs[g].as<T>());
-    dw_ = devicePointers(dw);
-  }
+        offsets_{args.inputs[2].data, args.inputs[2].dtype == DType::I64},
+        dw_(args.outputs[0].as<T>()) {}
 
   void run(const StepContext &ctx) override {
     if (b_.k == 0 || b_.f == 0)
@@ -267,7 +264,7 @@ public:
     const dim3 grid(static_cast<unsigned>(ceilDiv(p, kTileM) * ceilDiv(q, kTileN)),
                     static_cast<unsigned>(b_.groups));
     groupedWeightGradKernel<T><<<grid, kThreads, 0, streamOf(ctx)>>>(a, p, b, q, offsets_, b_.rows,
-                                                                     b_.groups, dw_.as<T *const>());
+                                                                     b_.groups, dw_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -275,7 +272,7 @@ private:
   GroupedMatmulBinding b_;
   const T *x_, *dy_;
   Offsets offsets_;
-  BindScratch dw_; // G device pointers
+  T *dw_; ///< [G, K, F] or [G, F, K]
 };
 
 std::unique_ptr<Kernel> makeCudaGroupedMatmul(const KernelArgs &args, std::string &error) {

@@ -417,13 +417,15 @@ RefTensor routerLoss(const RefTensor &probSum, const RefTensor &counts, double z
                      double auxScale, double zScale);
 //===- grouped_matmul.cpp -------------------------------------------------===//
 
-/// Rows [offsets[g], offsets[g+1]) of x times weights[g] ([K, F], or [F, K]
-/// with transposeB).
-RefTensor groupedMatmul(const RefTensor &x, const RefTensor &offsets,
-                        const std::vector<RefTensor> &weights, bool transposeB);
-/// Per group: xᵀ·dy, or dyᵀ·x with transposeB; zeros for an empty group.
-std::vector<RefTensor> groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy,
-                                               const RefTensor &offsets, bool transposeB);
+/// Rows [offsets[g], offsets[g+1]) of x times slice g of the stacked
+/// weights ([G, K, F], or [G, F, K] with transposeB); rows past offsets[G]
+/// are zero.
+RefTensor groupedMatmul(const RefTensor &x, const RefTensor &offsets, const RefTensor &weights,
+                        bool transposeB);
+/// Per group, stacked [G, K, F]: xᵀ·dy, or [G, F, K] dyᵀ·x with transposeB;
+/// zeros for an empty group.
+RefTensor groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy,
+                                  const RefTensor &offsets, bool transposeB);
 
 } // namespace llmc::ref
 

@@ -223,13 +223,14 @@ LogicalResult TensorParallel::splitProducer(Value v, Split s) {
     return success();
   }
   if (auto grouped = dyn_cast<llm::GroupedMatmulOp>(def)) {
-    // Every expert column-parallel: each weight split along its output
-    // dimension; the dispatched copies stay replicated (the f operator).
+    // Every expert column-parallel: the stacked weights [E, F, K] (or
+    // [E, K, F]) split along the output dimension; the dispatched copies
+    // stay replicated (the f operator).
     if (s.dim != last)
       return def->emitOpError("tensor parallelism: expected the experts' projections x·W");
-    for (Value w : grouped.getWeights())
-      if (failed(splitParam(w, Split{grouped.getTransposeB() ? 0 : 1, s.blocks}, def)))
-        return failure();
+    if (failed(splitParam(grouped.getWeights(), Split{grouped.getTransposeB() ? 1 : 2, s.blocks},
+                          def)))
+      return failure();
     grouped.getXMutable().assign(replicated(grouped.getX(), def));
     return success();
   }
@@ -239,11 +240,11 @@ LogicalResult TensorParallel::splitProducer(Value v, Split s) {
 LogicalResult TensorParallel::rowParallelExperts(llm::GroupedMatmulOp grouped) {
   if (!rowDone.insert(grouped).second)
     return success();
-  // Each expert row-parallel: its weight split along the contraction; the
-  // partial sums of all experts' rows are completed by one all-reduce.
-  for (Value w : grouped.getWeights())
-    if (failed(splitParam(w, Split{grouped.getTransposeB() ? 1 : 0, 1}, grouped)))
-      return failure();
+  // Each expert row-parallel: the stacked weights split along the
+  // contraction; the partial sums of all experts' rows are completed by
+  // one all-reduce.
+  if (failed(splitParam(grouped.getWeights(), Split{grouped.getTransposeB() ? 2 : 1, 1}, grouped)))
+    return failure();
   Value reduced = allReduce(grouped.getResult(), "sum", grouped.getLoc());
   grouped.getResult().replaceAllUsesExcept(reduced, reduced.getDefiningOp());
   return success();

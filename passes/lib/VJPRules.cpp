@@ -172,21 +172,17 @@ FailureOr<Grads> moeCombineVJP(OpBuilder &b, MoECombineOp op, Value dy, ArrayRef
   return grads;
 }
 
-/// dx = dy times each group's weight the other way round; the weights'
-/// gradients come from one grouped_matmul_weight_grad.
+/// dx = dy times each group's weight the other way round; the stacked
+/// weights' gradient is one grouped_matmul_weight_grad.
 FailureOr<Grads> groupedMatmulVJP(OpBuilder &b, GroupedMatmulOp op, Value dy, ArrayRef<bool> need) {
   Location loc = op.getLoc();
   Grads grads(op->getNumOperands());
   if (need[0])
     grads[0] =
         GroupedMatmulOp::create(b, loc, dy, op.getOffsets(), op.getWeights(), !op.getTransposeB());
-  if (llvm::any_of(need.drop_front(2), [](bool n) { return n; })) {
-    auto dws = GroupedMatmulWeightGradOp::create(b, loc, op.getWeights().getTypes(), op.getX(), dy,
+  if (need[2])
+    grads[2] = GroupedMatmulWeightGradOp::create(b, loc, op.getWeights().getType(), op.getX(), dy,
                                                  op.getOffsets(), op.getTransposeB());
-    for (auto [i, dw] : llvm::enumerate(dws.getResults()))
-      if (need[2 + i])
-        grads[2 + i] = dw;
-  }
   return grads;
 }
 

@@ -10,6 +10,8 @@
 #include "runtime/support/Json.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -331,6 +333,21 @@ std::string huggingFaceName(const std::string &family, const std::string &name) 
   return (family == "gpt2" ? "transformer." : "model.") + name;
 }
 
+std::vector<std::string> expertSliceNames(const std::string &family, const std::string &name,
+                                          int64_t experts) {
+  static const std::string kMarker = ".experts.";
+  const size_t at = name.find(kMarker);
+  const size_t next = at == std::string::npos ? at : at + kMarker.size();
+  if (at == std::string::npos || next >= name.size() ||
+      std::isdigit(static_cast<unsigned char>(name[next])))
+    return {};
+  std::vector<std::string> names;
+  for (int64_t e = 0; e < experts; ++e)
+    names.push_back(huggingFaceName(
+        family, name.substr(0, next) + std::to_string(e) + "." + name.substr(next)));
+  return names;
+}
+
 bool isDirectory(const std::string &path) {
   struct stat s;
   return stat(path.c_str(), &s) == 0 && S_ISDIR(s.st_mode);
@@ -377,8 +394,13 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
   if (family_ == "qwen2_moe")
     checkDenseLayers(config, artifact, path);
   tied_ = artifact.metaNumber("model.tie_embeddings", 0) != 0;
-  for (const auto &[name, shape] : modelParameters(artifact))
-    parameters_.insert(huggingFaceName(family_, name));
+  for (const auto &[name, shape] : modelParameters(artifact)) {
+    std::vector<std::string> slices =
+        expertSliceNames(family_, name, shape.empty() ? 0 : shape[0]);
+    if (slices.empty())
+      slices.push_back(huggingFaceName(family_, name));
+    parameters_.insert(slices.begin(), slices.end());
+  }
 
   files_ = std::make_unique<HuggingFaceFiles>(dir);
   checkNoExtraTensors();
@@ -510,7 +532,8 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
   // config.json describes exactly the artifact's parameters.
   std::map<std::string, std::vector<int64_t>> expected = modelParameters(artifact);
   std::vector<SafeTensor> tensors;
-  std::vector<size_t> sourceOf; // tensors[i] is stored[sourceOf[i]]
+  std::vector<size_t> sourceOf; // tensors[i] is (slice sliceOf[i] of) stored[sourceOf[i]]
+  std::vector<size_t> sliceOf;
   std::set<DType> dtypes;
   for (size_t i = 0; i < names.size(); ++i) {
     if (isAdapterTensor(names[i]))
@@ -531,11 +554,22 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
            " (quantized?); Hugging Face models hold float tensors");
     DType dtype = torchDType.empty() ? t.dtype : target;
     dtypes.insert(dtype);
+    // One tensor, or a stacked experts' parameter as one tensor per expert.
+    std::vector<std::string> slices =
+        expertSliceNames(family, names[i], t.shape.empty() ? 0 : t.shape[0]);
+    std::vector<int64_t> shape = t.shape;
+    if (!slices.empty())
+      shape.erase(shape.begin());
+    else
+      slices.push_back(huggingFaceName(family, names[i]));
     int64_t numel = 1;
-    for (int64_t d : t.shape) numel *= d;
-    tensors.push_back({huggingFaceName(family, names[i]), dtype, t.shape, nullptr,
-                       static_cast<size_t>(numel) * dtypeSize(dtype)});
-    sourceOf.push_back(i);
+    for (int64_t d : shape) numel *= d;
+    for (size_t e = 0; e < slices.size(); ++e) {
+      tensors.push_back(
+          {slices[e], dtype, shape, nullptr, static_cast<size_t>(numel) * dtypeSize(dtype)});
+      sourceOf.push_back(i);
+      sliceOf.push_back(e);
+    }
   }
   if (!expected.empty())
     fail(source, ": no '", expected.begin()->first, "' (a parameter of ", artifactPath,
@@ -543,24 +577,31 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
   if (dtypes.size() > 1)
     fail(source, ": parameters of several dtypes; Hugging Face's torch_dtype names one");
   // Tensor i's bytes, in the written dtype: the mapped file's own when no
-  // conversion is asked, else a converted copy held until the next.
+  // conversion is asked, else a converted copy of its parameter held until
+  // the next parameter (a stacked parameter's slices share one).
   GlobalTensor current;
-  auto bytesOf = [&](size_t i) -> const void * {
-    size_t k = sourceOf[i];
-    if (file && stored[k].dtype == tensors[i].dtype) {
+  size_t currentSource = SIZE_MAX;
+  auto wholeBytes = [&](size_t k, DType dtype) -> const uint8_t * {
+    if (file && stored[k].dtype == dtype) {
       file->checkUnchanged();
-      return stored[k].data;
+      return static_cast<const uint8_t *>(stored[k].data);
     }
-    if (file) {
-      const uint8_t *data = static_cast<const uint8_t *>(stored[k].data);
-      current = {stored[k].dtype, stored[k].shape,
-                 std::vector<uint8_t>(data, data + stored[k].bytes)};
-    } else {
-      current = reader->readParameter(names[k]);
+    if (k != currentSource) {
+      if (file) {
+        const uint8_t *data = static_cast<const uint8_t *>(stored[k].data);
+        current = {stored[k].dtype, stored[k].shape,
+                   std::vector<uint8_t>(data, data + stored[k].bytes)};
+      } else {
+        current = reader->readParameter(names[k]);
+      }
+      if (current.dtype != dtype)
+        current = convert(current, dtype, names[k]);
+      currentSource = k;
     }
-    if (current.dtype != tensors[i].dtype)
-      current = convert(current, tensors[i].dtype, names[k]);
     return current.bytes.data();
+  };
+  auto bytesOf = [&](size_t i) -> const void * {
+    return wholeBytes(sourceOf[i], tensors[i].dtype) + sliceOf[i] * tensors[i].bytes;
   };
 
   HuggingFaceExport report;

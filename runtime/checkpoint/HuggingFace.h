@@ -7,7 +7,9 @@
 // with the fused c_attn; Llama's [out, in] projections and rotate_half
 // RoPE over the two halves of a head), so a tensor maps to a parameter by
 // name alone: HF's "transformer." (GPT-2) or "model." (Llama) prefix,
-// lm_head.weight as is; a tied head is the embedding table in both.
+// lm_head.weight as is; a tied head is the embedding table in both. A
+// mixture of experts' stacked projections are the per-expert tensors
+// (expertSliceNames), one slice each.
 //
 // Loading (`llmc-run --weights hf_dir/`) checks config.json against the
 // artifact's model first; the tensors then take llmc's one loading path
@@ -30,6 +32,13 @@ namespace llmc {
 
 /// The Hugging Face name of parameter `name` of a `family` model.
 std::string huggingFaceName(const std::string &family, const std::string &name);
+
+/// A mixture of experts' stacked parameter ("layers.0.block_sparse_moe.
+/// experts.w1.weight", [E, ...]) is E tensors in a Hugging Face directory,
+/// one per expert ("model.layers.0.block_sparse_moe.experts.<e>.w1.weight"):
+/// their names, in expert order, given E; empty for any other parameter.
+std::vector<std::string> expertSliceNames(const std::string &family, const std::string &name,
+                                          int64_t experts);
 
 /// Whether `path` is a directory (then it must be a Hugging Face model).
 bool isDirectory(const std::string &path);
@@ -72,6 +81,10 @@ public:
   /// The file holding parameter `name` and the tensor's name in it, or
   /// null when no file does.
   const SafetensorsFile *find(const std::string &name, std::string &stored) const;
+  /// The file holding the tensor of HF name `hfName`, or null.
+  const SafetensorsFile *findTensor(const std::string &hfName) const {
+    return files_->find(hfName);
+  }
 
 private:
   void checkNoExtraTensors() const;

@@ -225,6 +225,46 @@ int64_t inPlaceStart(const SafeTensor &view, std::initializer_list<const BufferI
   return first;
 }
 
+/// A mixture of experts' stacked parameter `name` of global shape `shape`
+/// from a Hugging Face directory's per-expert tensors (expertSliceNames):
+/// assembled in memory, one parameter at a time, and handed to `fill` as
+/// one tensor. False for any other parameter, or when the directory has no
+/// slice of it; throws naming a missing slice, or one of another shape or
+/// dtype.
+template <typename Fill>
+bool loadExpertSlices(const HuggingFaceModel &hf, const std::string &name,
+                      const std::vector<int64_t> &shape, Fill fill) {
+  std::vector<std::string> slices =
+      expertSliceNames(hf.family(), name, shape.empty() ? 0 : shape[0]);
+  if (slices.empty() || !hf.findTensor(slices[0]))
+    return false;
+  const std::vector<int64_t> sliceShape(shape.begin() + 1, shape.end());
+  SafeTensor whole{name, DType::F32, shape, nullptr, 0};
+  std::vector<uint8_t> bytes;
+  for (size_t e = 0; e < slices.size(); ++e) {
+    const std::string &slice = slices[e];
+    const SafetensorsFile *file = hf.findTensor(slice);
+    if (!file)
+      fail("--weights: no tensor '", slice, "' (expert ", e, " of '", name, "')");
+    const SafeTensor *view = file->find(slice);
+    if (view->shape != sliceShape)
+      fail(file->path(), ": tensor '", slice, "' is ", shapeList(view->shape),
+           " but the model needs ", shapeList(sliceShape), " for each expert of '", name, "'");
+    if (e == 0)
+      whole.dtype = view->dtype;
+    else if (view->dtype != whole.dtype)
+      fail(file->path(), ": tensor '", slice, "' is ", dtypeName(view->dtype), ", expert 0 of '",
+           name, "' ", dtypeName(whole.dtype));
+    const auto *data = static_cast<const uint8_t *>(view->data);
+    bytes.insert(bytes.end(), data, data + view->bytes);
+    file->release(*view);
+  }
+  whole.data = bytes.data();
+  whole.bytes = bytes.size();
+  fill(whole, "--weights: the experts of '" + name + "'");
+  return true;
+}
+
 } // namespace
 
 WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, const Arena &arena,
@@ -287,6 +327,14 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
           fillFromCheckpoint(name, *b);
       return true;
     }
+    if (hf && loadExpertSlices(*hf, name, shape, [&](const SafeTensor &whole,
+                                                      const std::string &where) {
+          for (const BufferInfo *b : buffers)
+            if (b)
+              fillPieceFromView(whole, where, arena.base() + b->offset, b->dtype, pieceMap(*b),
+                                rank, b->name);
+        }))
+      return true;
     std::string stored = name;
     const SafetensorsFile *file = hf ? hf->find(name, stored) : plain.get();
     if (!file)

@@ -509,34 +509,25 @@ TEST(VJP, FakeQuantOutlierColumnsPassTheGradientWhole) {
 }
 
 /// A mixture-of-experts MLP of 6 tokens over 4 experts (top 2):
-/// route, dispatch, each expert's up projection, SiLU, its down
-/// projection, combine by the routing weights.
+/// route, dispatch, the experts' up projection (stacked weights), SiLU,
+/// their down projection, combine by the routing weights.
 std::string moeLayer(bool normalize, bool transposeB) {
-  auto weight = [&](const std::string &name, int64_t out, int64_t in) {
-    return param(name, transposeB
-                           ? "tensor<" + std::to_string(out) + "x" + std::to_string(in) + "xf32>"
-                           : "tensor<" + std::to_string(in) + "x" + std::to_string(out) + "xf32>");
+  auto stacked = [&](int64_t out, int64_t in) {
+    return transposeB ? "tensor<4x" + std::to_string(out) + "x" + std::to_string(in) + "xf32>"
+                      : "tensor<4x" + std::to_string(in) + "x" + std::to_string(out) + "xf32>";
   };
-  std::string args = param("x", "tensor<6x3xf32>") + ", " + param("router", "tensor<6x4xf32>");
-  std::string ups, downs, upTypes, downTypes;
-  for (int e = 0; e < 4; ++e) {
-    std::string i = std::to_string(e);
-    args += ", " + weight("u" + i, 5, 3) + ", " + weight("d" + i, 3, 5);
-    ups += (e ? ", %u" : "%u") + i;
-    downs += (e ? ", %d" : "%d") + i;
-    upTypes += std::string(e ? ", " : "") + (transposeB ? "tensor<5x3xf32>" : "tensor<3x5xf32>");
-    downTypes += std::string(e ? ", " : "") + (transposeB ? "tensor<3x5xf32>" : "tensor<5x3xf32>");
-  }
+  std::string args = param("x", "tensor<6x3xf32>") + ", " + param("router", "tensor<6x4xf32>") +
+                     ", " + param("u", stacked(5, 3)) + ", " + param("d", stacked(3, 5));
   std::string attrs = transposeB ? " {transpose_b}" : "";
   std::string ops =
       std::string("  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64") +
       (normalize ? ", normalize" : "") + "} : tensor<6x4xf32>\n" +
       "  %xs = llm.moe_dispatch %x, %pos : tensor<6x3xf32>, tensor<6x2xi32>\n"
-      "  %h = llm.grouped_matmul %xs, %off, " +
-      ups + attrs + " : tensor<12x3xf32>, tensor<5xi32>, " + upTypes + "\n" +
+      "  %h = llm.grouped_matmul %xs, %off, %u" +
+      attrs + " : tensor<12x3xf32>, tensor<5xi32>, " + stacked(5, 3) + "\n" +
       "  %a = llm.silu %h : tensor<12x5xf32>\n"
-      "  %ys = llm.grouped_matmul %a, %off, " +
-      downs + attrs + " : tensor<12x5xf32>, tensor<5xi32>, " + downTypes + "\n" +
+      "  %ys = llm.grouped_matmul %a, %off, %d" +
+      attrs + " : tensor<12x5xf32>, tensor<5xi32>, " + stacked(3, 5) + "\n" +
       "  %y = llm.moe_combine %ys, %pos weights %w : tensor<12x3xf32>, tensor<6x2xi32> weights "
       "tensor<6x2xf32>";
   return projected(args, ops, "tensor<6x3xf32>");

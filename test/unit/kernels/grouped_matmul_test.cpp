@@ -6,7 +6,9 @@
 // near zero; 1e-5 in f32, 1e-2 where the outputs are stored in 16 bits.
 // The group layouts: one group; four with an empty one; empty groups first
 // and last; every row in one of four; groups that start and end inside
-// the CUDA kernels' 64-row tiles; i64 offsets; K = 0 (zeros, exactly).
+// the CUDA kernels' 64-row tiles; rows past the last group (an
+// expert-parallel buffer's tail: zeros in y, unread by the gradient); i64
+// offsets; K = 0 (zeros, exactly).
 //
 // Invalid offsets are data: each case starts the outputs from finite
 // values and expects every element NaN afterwards, so a kernel that bails
@@ -22,8 +24,8 @@ namespace {
 struct Groups {
   std::string name;
   int64_t k, f;
-  std::vector<int64_t> offsets; ///< [G + 1]; M = offsets.back() where valid
-  int64_t rows = -1;            ///< M where the offsets are invalid
+  std::vector<int64_t> offsets; ///< [G + 1]; M = offsets.back() unless `rows`
+  int64_t rows = -1;            ///< M where it is not offsets.back()
   int64_t m() const { return rows >= 0 ? rows : offsets.back(); }
   int64_t groups() const { return static_cast<int64_t>(offsets.size()) - 1; }
 };
@@ -63,19 +65,17 @@ ConformanceCase forwardCase(DType dtype, const Groups &g, int tb, DType index, b
   return {"grouped_matmul", label(dtype, g, tb, index), [=] {
             KernelCall k;
             const int64_t m = g.m();
-            const std::vector<int64_t> wShape =
-                tb ? std::vector<int64_t>{g.f, g.k} : std::vector<int64_t>{g.k, g.f};
+            const std::vector<int64_t> wShape = tb ? std::vector<int64_t>{g.groups(), g.f, g.k}
+                                                   : std::vector<int64_t>{g.groups(), g.k, g.f};
             k.input(randomTensor({m, g.k}, seed), dtype);
             k.input(Buffer::of(offsetsTensor(g.offsets), index));
-            for (int64_t w = 0; w < g.groups(); ++w)
-              k.input(randomTensor(wShape, seed + 1 + w), dtype);
+            k.input(randomTensor(wShape, seed + 1), dtype);
             k.output(Buffer::of(randomTensor({m, g.f}, seed + 99), dtype));
             k.attrs = attrs({}, {{"transpose_b", tb}});
             k.reference = [=](const std::vector<RefTensor> &in) {
               if (!valid)
                 return std::vector<RefTensor>{nanTensor({m, g.f})};
-              std::vector<RefTensor> weights(in.begin() + 2, in.end());
-              return std::vector<RefTensor>{ref::groupedMatmul(in[0], in[1], weights, tb)};
+              return std::vector<RefTensor>{ref::groupedMatmul(in[0], in[1], in[2], tb)};
             };
             expectations(k, g, valid);
             return k;
@@ -87,18 +87,17 @@ ConformanceCase weightGradCase(DType dtype, const Groups &g, int tb, DType index
   return {"grouped_matmul_weight_grad", label(dtype, g, tb, index), [=] {
             KernelCall k;
             const int64_t m = g.m();
-            const std::vector<int64_t> dwShape =
-                tb ? std::vector<int64_t>{g.f, g.k} : std::vector<int64_t>{g.k, g.f};
+            const std::vector<int64_t> dwShape = tb ? std::vector<int64_t>{g.groups(), g.f, g.k}
+                                                    : std::vector<int64_t>{g.groups(), g.k, g.f};
             k.input(randomTensor({m, g.k}, seed), dtype);
             k.input(randomTensor({m, g.f}, seed + 1), dtype);
             k.input(Buffer::of(offsetsTensor(g.offsets), index));
-            for (int64_t w = 0; w < g.groups(); ++w)
-              k.output(Buffer::of(randomTensor(dwShape, seed + 2 + w), dtype));
+            k.output(Buffer::of(randomTensor(dwShape, seed + 2), dtype));
             k.attrs = attrs({}, {{"transpose_b", tb}});
             k.reference = [=](const std::vector<RefTensor> &in) {
               if (!valid)
-                return std::vector<RefTensor>(g.groups(), nanTensor(dwShape));
-              return ref::groupedMatmulWeightGrad(in[0], in[1], in[2], tb);
+                return std::vector<RefTensor>{nanTensor(dwShape)};
+              return std::vector<RefTensor>{ref::groupedMatmulWeightGrad(in[0], in[1], in[2], tb)};
             };
             expectations(k, g, valid);
             return k;
@@ -108,7 +107,8 @@ ConformanceCase weightGradCase(DType dtype, const Groups &g, int tb, DType index
 /// Layouts of valid offsets: G = 1; G = 4 with an empty group; odd sizes
 /// over several 64-row tiles, groups starting and ending inside them,
 /// empty groups first and last; every row in one group of four; K = 0;
-/// and an MoE layer's experts (8 of them, 256 token copies).
+/// an MoE layer's experts (8 of them, 256 token copies); and rows past the
+/// last group, inside a tile and over whole tiles.
 std::vector<Groups> validLayouts() {
   return {
       {"one_group", 13, 5, {0, 7}},
@@ -117,16 +117,17 @@ std::vector<Groups> validLayouts() {
       {"all_in_one", 9, 17, {0, 0, 0, 45, 45}},
       {"k0", 0, 6, {0, 4, 4, 9}},
       {"moe8", 64, 96, {0, 31, 64, 64, 100, 165, 190, 250, 256}},
+      {"tail", 13, 9, {0, 10, 20, 36}, 37},
+      {"tail_tiles", 20, 70, {0, 5, 5, 40}, 200},
   };
 }
 
 /// Offsets a kernel must refuse: decreasing, offsets[0] ≠ 0 (negative),
-/// offsets[G] ≠ M (short, and beyond M).
+/// offsets[G] beyond M.
 std::vector<Groups> invalidLayouts() {
   return {
       {"decreasing", 13, 9, {0, 20, 10, 37}, 37},
       {"negative_first", 13, 9, {-3, 10, 20, 37}, 37},
-      {"short_last", 13, 9, {0, 10, 20, 36}, 37},
       {"beyond_m", 13, 9, {0, 10, 40, 40}, 37},
   };
 }
@@ -164,45 +165,51 @@ TEST(GroupedMatmulKernels, BindingErrorsNameTheOperand) {
           {{f32({7, 13}), i32({3})},
            {f32({7, 5})},
            {},
-           "grouped_matmul: expected 3 or more inputs, got 2"},
-          {{f32({7, 13}), i32({4}), f32({13, 5}), f32({13, 5})},
+           "grouped_matmul: expected 3 inputs, got 2"},
+          {{f32({7, 13}), i32({1}), f32({0, 13, 5})},
            {f32({7, 5})},
            {},
-           "grouped_matmul: offsets must be [3] for 2 weights, got i32[4]"},
-          {{f32({7, 13}), f32({2}), f32({13, 5})},
+           "grouped_matmul: offsets must be [G + 1] for G >= 1 groups, got i32[1]"},
+          {{f32({7, 13}), i32({4}), f32({2, 13, 5})},
+           {f32({7, 5})},
+           {},
+           "grouped_matmul: weights f32[2x13x5] do not match x f32[7x13] and 3 groups (stacked "
+           "weights are [G, K, F])"},
+          {{f32({7, 13}), f32({2}), f32({1, 13, 5})},
            {f32({7, 5})},
            {},
            "grouped_matmul: offsets must be i32 or i64, got f32[2]"},
-          {{typeOnly(DType::I32, {7, 13}), i32({2}), f32({13, 5})},
+          {{typeOnly(DType::I32, {7, 13}), i32({2}), f32({1, 13, 5})},
            {f32({7, 5})},
            {},
            "grouped_matmul: x must be f32, bf16 or f16, got i32[7x13]"},
-          {{f32({2, 7, 13}), i32({2}), f32({13, 5})},
+          {{f32({2, 7, 13}), i32({2}), f32({1, 13, 5})},
            {f32({14, 5})},
            {},
            "grouped_matmul: x must have rank 2, got f32[2x7x13]"},
-          {{f32({7, 13}), i32({2}), typeOnly(DType::BF16, {13, 5})},
+          {{f32({7, 13}), i32({2}), typeOnly(DType::BF16, {1, 13, 5})},
            {f32({7, 5})},
            {},
-           "grouped_matmul: weight 0 must be f32, got bf16[13x5]"},
-          {{f32({7, 13}), i32({2}), f32({12, 5})},
-           {f32({7, 5})},
-           {},
-           "grouped_matmul: weight 0 f32[12x5] does not match x f32[7x13] (weights are [K, F])"},
+           "grouped_matmul: weights must be f32, got bf16[1x13x5]"},
           {{f32({7, 13}), i32({2}), f32({13, 5})},
+           {f32({7, 5})},
+           {},
+           "grouped_matmul: weights must have rank 3, got f32[13x5]"},
+          {{f32({7, 13}), i32({2}), f32({1, 12, 5})},
+           {f32({7, 5})},
+           {},
+           "grouped_matmul: weights f32[1x12x5] do not match x f32[7x13] and 1 groups (stacked "
+           "weights are [G, K, F])"},
+          {{f32({7, 13}), i32({2}), f32({1, 13, 5})},
            {f32({7, 13})},
            tb,
-           "grouped_matmul: weight 0 f32[13x5] does not match x f32[7x13] (weights are [F, K] "
-           "with transpose_b)"},
-          {{f32({7, 13}), i32({4}), f32({13, 5}), f32({13, 5}), f32({13, 6})},
-           {f32({7, 5})},
-           {},
-           "grouped_matmul: weight 2 must be f32[13x5], got f32[13x6]"},
-          {{f32({7, 13}), i32({2}), f32({13, 5})},
+           "grouped_matmul: weights f32[1x13x5] do not match x f32[7x13] and 1 groups (stacked "
+           "weights are [G, F, K] with transpose_b)"},
+          {{f32({7, 13}), i32({2}), f32({1, 13, 5})},
            {f32({7, 6})},
            {},
            "grouped_matmul: y must be f32[7x5], got f32[7x6]"},
-          {{f32({7, 13}), i32({2}), f32({13, 5})},
+          {{f32({7, 13}), i32({2}), f32({1, 13, 5})},
            {f32({7, 5})},
            attrs({}, {{"transpose_b", 2}}),
            "grouped_matmul: attribute 'transpose_b' must be 0 or 1, got 2"},
@@ -210,34 +217,30 @@ TEST(GroupedMatmulKernels, BindingErrorsNameTheOperand) {
   expectBindErrorsMention(
       "grouped_matmul_weight_grad",
       {
-          {{f32({7, 13}), f32({7, 5}), i32({1})},
+          {{f32({7, 13}), f32({7, 5}), i32({3})},
            {},
            {},
-           "grouped_matmul_weight_grad: expected one output per group, got none"},
+           "grouped_matmul_weight_grad: expected 1 output, got 0"},
           {{f32({7, 13}), f32({7, 5}), i32({3}), i32({3})},
-           {f32({13, 5}), f32({13, 5})},
+           {f32({2, 13, 5})},
            {},
            "grouped_matmul_weight_grad: expected 3 inputs, got 4"},
           {{f32({7, 13}), f32({7, 5}), i32({3})},
-           {f32({13, 5}), f32({13, 5}), f32({13, 5})},
+           {f32({3, 13, 5})},
            {},
-           "grouped_matmul_weight_grad: offsets must be [4] for 3 outputs, got i32[3]"},
+           "grouped_matmul_weight_grad: dw must be f32[2x13x5], got f32[3x13x5]"},
           {{f32({7, 13}), f32({6, 5}), i32({3})},
-           {f32({13, 5}), f32({13, 5})},
+           {f32({2, 13, 5})},
            {},
            "grouped_matmul_weight_grad: dy f32[6x5] must have as many rows as x f32[7x13]"},
           {{f32({7, 13}), typeOnly(DType::BF16, {7, 5}), i32({3})},
-           {f32({13, 5}), f32({13, 5})},
+           {f32({2, 13, 5})},
            {},
            "grouped_matmul_weight_grad: dy must be f32, got bf16[7x5]"},
           {{f32({7, 13}), f32({7, 5}), i32({3})},
-           {f32({5, 13}), f32({13, 5})},
+           {f32({2, 13, 5})},
            tb,
-           "grouped_matmul_weight_grad: dw 1 must be f32[5x13], got f32[13x5]"},
-          {{f32({7, 13}), f32({7, 5}), i32({3})},
-           {f32({13, 5}), f32({5, 13})},
-           {},
-           "grouped_matmul_weight_grad: dw 1 must be f32[13x5], got f32[5x13]"},
+           "grouped_matmul_weight_grad: dw must be f32[2x5x13], got f32[2x13x5]"},
       });
 }
 

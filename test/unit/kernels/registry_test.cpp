@@ -136,10 +136,11 @@ TEST(KernelRegistry, FactoriesNameTheBadOperandOrAttribute) {
        attrs({}, {{"transpose_a", 2}}),
        "matmul: attribute 'transpose_a' must be 0 or 1, got 2"},
       {"grouped_matmul",
-       {f32({7, 13}), i32({4}), f32({13, 5}), f32({13, 5})},
+       {f32({7, 13}), i32({4}), f32({2, 13, 5})},
        {f32({7, 5})},
        {},
-       "grouped_matmul: offsets must be [3] for 2 weights, got i32[4]"},
+       "grouped_matmul: weights f32[2x13x5] do not match x f32[7x13] and 3 groups (stacked "
+       "weights are [G, K, F])"},
       {"add",
        {f32({3, 7}), f32({3})},
        {f32({3, 7})},
