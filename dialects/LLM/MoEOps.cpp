@@ -265,8 +265,8 @@ LogicalResult MoEPackOp::verify() {
     return emitOpError("packed must have xs's width ")
            << xs.getDimSize(1) << " and element type " << xs.getElementType() << ", got "
            << packed;
-  if (getCapacity() < 0)
-    return emitOpError("capacity must be ≥ 0 (0: unlimited), got ") << getCapacity();
+  if (getCapacityAttr().getInt() < 0)
+    return emitOpError("capacity must be ≥ 0 (0: unlimited), got ") << getCapacityAttr().getInt();
   return success();
 }
 
