@@ -263,8 +263,7 @@ LogicalResult MoEPackOp::verify() {
     return failure();
   if (packed.getDimSize(1) != xs.getDimSize(1) || packed.getElementType() != xs.getElementType())
     return emitOpError("packed must have xs's width ")
-           << xs.getDimSize(1) << " and element type " << xs.getElementType() << ", got "
-           << packed;
+           << xs.getDimSize(1) << " and element type " << xs.getElementType() << ", got " << packed;
   if (getCapacityAttr().getInt() < 0)
     return emitOpError("capacity must be ≥ 0 (0: unlimited), got ") << getCapacityAttr().getInt();
   return success();
@@ -298,8 +297,7 @@ LogicalResult MoERegroupOp::inferReturnTypes(MLIRContext *context, std::optional
 
 LogicalResult MoEUngroupOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  RankedTensorType grouped = tensorOf(adaptor.getGrouped()),
-                   counts = tensorOf(adaptor.getCounts());
+  RankedTensorType grouped = tensorOf(adaptor.getGrouped()), counts = tensorOf(adaptor.getCounts());
   if (failed(checkPerRankCounts(loc, counts, "counts")) ||
       failed(checkSlots(loc, grouped, counts.getDimSize(0), "grouped")))
     return failure();

@@ -199,10 +199,10 @@ FailureOr<Grads> moeExchangeVJP(OpBuilder &b, Operation *op, Value dy, ArrayRef<
   Grads grads(op->getNumOperands());
   if (!dy || !need[0])
     return grads;
-  if (auto pack = dyn_cast<MoEPackOp>(op))
-    grads[0] = MoEUnpackOp::create(b, loc, pack.getXs().getType(), dy, pack.getOffsets(),
-                                   pack.getKept());
-  else if (auto unpack = dyn_cast<MoEUnpackOp>(op)) {
+  if (auto pack = dyn_cast<MoEPackOp>(op)) {
+    grads[0] =
+        MoEUnpackOp::create(b, loc, pack.getXs().getType(), dy, pack.getOffsets(), pack.getKept());
+  } else if (auto unpack = dyn_cast<MoEUnpackOp>(op)) {
     // pack recomputes kept from the offsets: with the capacity of the pack
     // that made unpack's kept, it keeps exactly those rows.
     auto source = unpack.getKept().getDefiningOp<MoEPackOp>();
@@ -212,11 +212,11 @@ FailureOr<Grads> moeExchangeVJP(OpBuilder &b, Operation *op, Value dy, ArrayRef<
     grads[0] = MoEPackOp::create(b, loc, unpack.getPacked().getType(), source.getKept().getType(),
                                  dy, unpack.getOffsets(), source.getCapacityAttr())
                    .getPacked();
-  }
-  else if (auto regroup = dyn_cast<MoERegroupOp>(op))
+  } else if (auto regroup = dyn_cast<MoERegroupOp>(op)) {
     grads[0] = MoEUngroupOp::create(b, loc, dy, regroup.getCounts());
-  else if (auto ungroup = dyn_cast<MoEUngroupOp>(op))
-    grads[0] = MoERegroupOp::create(b, loc, dy, ungroup.getCounts()).getGrouped();
+  } else {
+    grads[0] = MoERegroupOp::create(b, loc, dy, cast<MoEUngroupOp>(op).getCounts()).getGrouped();
+  }
   return grads;
 }
 
