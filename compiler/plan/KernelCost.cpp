@@ -224,6 +224,12 @@ double kernelFlops(Operation *op) {
     }
   static const std::set<std::string> movesOnly = {"slice", "pad", "concat", "transpose", "fill",
                                                   "embedding", "copy", "cast"};
+  // Expert parallelism's row copies around the all-to-all: memory-bound,
+  // priced by the bytes kernelBytes counts.
+  static const std::set<std::string> moeExchange = {"moe_pack", "moe_unpack", "moe_regroup",
+                                                    "moe_ungroup"};
+  if (moeExchange.count(name.str()))
+    return 0;
   return movesOnly.count(name.str()) ? 0 : outElements;
 }
 

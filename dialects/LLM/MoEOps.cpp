@@ -210,3 +210,94 @@ LogicalResult RouterLossOp::verify() {
     return emitOpError("counts must be ") << probSum << " (prob_sum's type), got " << counts;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Expert parallelism: moe_pack, moe_unpack, moe_regroup, moe_ungroup
+//===----------------------------------------------------------------------===//
+//
+// P ranks, El experts each, slots of S rows: `kept`/`counts` [P, El] give P
+// and El, a packed buffer's P·S rows give S.
+
+namespace {
+
+/// counts (or kept) [P, El] with P, El ≥ 1 (`what` names it).
+LogicalResult checkPerRankCounts(std::optional<Location> loc, RankedTensorType counts,
+                                 StringRef what) {
+  if (counts.getRank() != 2 || counts.getDimSize(0) < 1 || counts.getDimSize(1) < 1)
+    return emitOptionalError(loc, what, " must be [ranks, experts per rank] with both ≥ 1, got ",
+                             counts);
+  return success();
+}
+
+/// A packed buffer [P·S, width] (`what` names it) for P ranks.
+LogicalResult checkSlots(std::optional<Location> loc, RankedTensorType packed, int64_t ranks,
+                         StringRef what) {
+  if (packed.getRank() != 2 || packed.getDimSize(0) % ranks != 0)
+    return emitOptionalError(loc, what, " must be [", ranks, "·S, width] (one slot of S rows per ",
+                             "rank), got ", packed);
+  return success();
+}
+
+/// offsets [P·El + 1] for kept [P, El].
+LogicalResult checkExpertOffsets(std::optional<Location> loc, RankedTensorType offsets,
+                                 RankedTensorType kept) {
+  const int64_t experts = kept.getDimSize(0) * kept.getDimSize(1);
+  if (offsets.getRank() != 1 || offsets.getDimSize(0) != experts + 1)
+    return emitOptionalError(loc, "offsets must be [", experts + 1, "] for ", kept.getDimSize(0),
+                             " ranks × ", kept.getDimSize(1), " experts, got ", offsets);
+  return success();
+}
+
+} // namespace
+
+LogicalResult MoEPackOp::verify() {
+  RankedTensorType xs = getXs().getType(), packed = getPacked().getType(),
+                   kept = getKept().getType();
+  Location loc = getLoc();
+  if (failed(expectRank2(loc, getXs(), "xs")) || failed(checkPerRankCounts(loc, kept, "kept")) ||
+      failed(checkExpertOffsets(loc, getOffsets().getType(), kept)) ||
+      failed(checkSlots(loc, packed, kept.getDimSize(0), "packed")))
+    return failure();
+  if (packed.getDimSize(1) != xs.getDimSize(1) || packed.getElementType() != xs.getElementType())
+    return emitOpError("packed must have xs's width ")
+           << xs.getDimSize(1) << " and element type " << xs.getElementType() << ", got " << packed;
+  if (getCapacityAttr().getInt() < 0)
+    return emitOpError("capacity must be ≥ 0 (0: unlimited), got ") << getCapacityAttr().getInt();
+  return success();
+}
+
+LogicalResult MoEUnpackOp::verify() {
+  RankedTensorType packed = getPacked().getType(), kept = getKept().getType(),
+                   y = getResult().getType();
+  Location loc = getLoc();
+  if (failed(checkPerRankCounts(loc, kept, "kept")) ||
+      failed(checkExpertOffsets(loc, getOffsets().getType(), kept)) ||
+      failed(checkSlots(loc, packed, kept.getDimSize(0), "packed")))
+    return failure();
+  if (y.getRank() != 2 || y.getDimSize(1) != packed.getDimSize(1) ||
+      y.getElementType() != packed.getElementType())
+    return emitOpError("result must be [rows, ")
+           << packed.getDimSize(1) << "] of " << packed.getElementType()
+           << " (packed's width and type), got " << y;
+  return success();
+}
+
+LogicalResult MoERegroupOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType recv = tensorOf(adaptor.getRecv()), counts = tensorOf(adaptor.getCounts());
+  if (failed(checkPerRankCounts(loc, counts, "counts")) ||
+      failed(checkSlots(loc, recv, counts.getDimSize(0), "recv")))
+    return failure();
+  types.append({recv, i32Tensor(context, {counts.getDimSize(1) + 1})});
+  return success();
+}
+
+LogicalResult MoEUngroupOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType grouped = tensorOf(adaptor.getGrouped()), counts = tensorOf(adaptor.getCounts());
+  if (failed(checkPerRankCounts(loc, counts, "counts")) ||
+      failed(checkSlots(loc, grouped, counts.getDimSize(0), "grouped")))
+    return failure();
+  types.push_back(grouped);
+  return success();
+}

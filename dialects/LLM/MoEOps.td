@@ -202,3 +202,118 @@ def LLM_RouterLossOp : LLM_Op<"router_loss", [Pure, KeepsPrecision]> {
   let assemblyFormat = "$prob_sum `,` $counts `,` $z_sum attr-dict `:` type($prob_sum) `,` type($counts)";
   let hasVerifier = 1;
 }
+
+//===----------------------------------------------------------------------===//
+// Expert parallelism: the local ops around a fixed-size all-to-all
+//===----------------------------------------------------------------------===//
+//
+// With the E experts split over P ranks (rank p owns the El = E / P
+// consecutive experts p·El .. p·El + El − 1), each rank sends every peer a
+// slot of S rows, GShard-style: static shapes, one all-to-all of P·S rows.
+//
+//   %packed, %kept = llm.moe_pack %xs, %off {capacity = C}  // slot p: rank p's experts
+//   ... all-to-all of %packed [P·S, C] and %kept [P, El] ...
+//   %g, %loff = llm.moe_regroup %recv, %counts  // source-major → expert-major
+//   %h = llm.grouped_matmul %g, %loff, ...      // El experts, rows past the total: none
+//   %y = llm.moe_ungroup %h2, %counts           // expert-major → source-major
+//   ... all-to-all back ...
+//   %ys = llm.moe_unpack %back, %off, %kept     // dropped tokens' rows: zero
+//
+// All four only copy rows (no arithmetic). Counts and offsets are data:
+// invalid ones (decreasing, negative, a slot overflowing) make the outputs
+// NaN, so the loss shows it, rather than read or write outside a tensor.
+
+def LLM_I32Tensor : RankedTensorOf<[I32]>;
+
+def LLM_MoEPackOp : LLM_Op<"moe_pack", [Pure]> {
+  let summary = "Packs expert-sorted rows into one fixed slot per rank";
+  let description = [{
+    `xs [R, C]` holds expert e's rows at `[offsets[e], offsets[e+1])`
+    (moe_dispatch's result, `offsets [E + 1]` moe_route's). The results'
+    types give the ranks P and the slot size S: `packed [P·S, C]` (xs's
+    type), `kept [P, El]` (i32) with E = P·El. For expert e = p·El + j,
+    `kept[p][j]` is its row count n_e, or `min(n_e, capacity)` when
+    `capacity > 0` (the expert's first rows win, as Switch and GShard keep
+    the earliest tokens); those rows are copied in order into slot p from
+    row `p·S + Σ_{j' < j} kept[p][j']`. Every other row of `packed` is
+    zero. Invalid offsets (offsets[0] ≠ 0, decreasing, offsets[E] ≠ R) or
+    a slot overflowing (Σ_j kept[p][j] > S) make `packed` NaN and `kept`
+    all 0.
+
+    ```mlir
+    %packed, %kept = llm.moe_pack %xs, %off {capacity = 6 : i64}
+        : tensor<24x32xbf16>, tensor<9xi32> -> tensor<32x32xbf16>, tensor<2x4xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$xs, LLM_IndexTensor:$offsets,
+                       DefaultValuedAttr<I64Attr, "0">:$capacity);
+  let results = (outs LLM_FloatTensor:$packed, LLM_I32Tensor:$kept);
+  let assemblyFormat = [{
+    $xs `,` $offsets attr-dict `:` type($xs) `,` type($offsets) `->` type($packed) `,` type($kept)
+  }];
+  let hasVerifier = 1;
+}
+
+def LLM_MoEUnpackOp : LLM_Op<"moe_unpack", [Pure]> {
+  let summary = "moe_pack's transpose: slot rows back to expert-sorted rows";
+  let description = [{
+    `packed [P·S, F]`, `offsets [E + 1]`, `kept [P, El]` (E = P·El) as
+    moe_pack made them; the result `y [R, F]` (packed's type, R = offsets[E]
+    at run time) holds `y[offsets[e] + i] = packed[p·S + Σ_{j' < j}
+    kept[p][j'] + i]` for `i < kept[p][j]`, e = p·El + j; the rows of
+    dropped tokens (i ≥ kept) are zero. Invalid offsets, a kept count
+    outside `[0, n_e]` or a slot overflowing make `y` NaN.
+
+    ```mlir
+    %ys = llm.moe_unpack %back, %off, %kept
+        : tensor<32x32xbf16>, tensor<9xi32>, tensor<2x4xi32> -> tensor<24x32xbf16>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$packed, LLM_IndexTensor:$offsets,
+                       LLM_IndexTensor:$kept);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = [{
+    $packed `,` $offsets `,` $kept attr-dict `:` type($packed) `,` type($offsets) `,` type($kept)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def LLM_MoERegroupOp : LLM_PureOp<"moe_regroup"> {
+  let summary = "Received slots (source-major) to this rank's experts' groups";
+  let description = [{
+    `recv [P·S, C]` is source-major: slot q (rows `[q·S, (q+1)·S)`) holds
+    source q's rows for this rank's El experts in expert order,
+    `counts[q][j]` of them for local expert j (`counts [P, El]`, the
+    sources' kept rows). `grouped` (recv's type) is expert-major: for each
+    j, for each q, source q's rows of expert j; `local_offsets [El + 1]`
+    (i32) are the groups' bounds for llm.grouped_matmul, rows past the
+    total are zero. Invalid counts (negative, or a source's summing past S)
+    make `grouped` NaN and `local_offsets` {0, …, 0, P·S}, so the NaN rows
+    flow on through the next grouped matmul.
+
+    ```mlir
+    %g, %loff = llm.moe_regroup %recv, %counts : tensor<32x32xbf16>, tensor<2x4xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$recv, LLM_IndexTensor:$counts);
+  let results = (outs LLM_FloatTensor:$grouped, LLM_I32Tensor:$local_offsets);
+  let assemblyFormat = "$recv `,` $counts attr-dict `:` type($recv) `,` type($counts)";
+}
+
+def LLM_MoEUngroupOp : LLM_PureOp<"moe_ungroup"> {
+  let summary = "moe_regroup's transpose: expert-major groups back to source slots";
+  let description = [{
+    `grouped [P·S, F]` in moe_regroup's order for `counts [P, El]`; the
+    result `[P·S, F]` (grouped's type) is source-major again, each source's
+    rows in slot q in expert order; rows of a slot past that source's total
+    are zero. Invalid counts make it NaN.
+
+    ```mlir
+    %back = llm.moe_ungroup %h, %counts : tensor<32x32xbf16>, tensor<2x4xi32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$grouped, LLM_IndexTensor:$counts);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = "$grouped `,` $counts attr-dict `:` type($grouped) `,` type($counts)";
+}

@@ -427,6 +427,24 @@ RefTensor groupedMatmul(const RefTensor &x, const RefTensor &offsets, const RefT
 RefTensor groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy,
                                   const RefTensor &offsets, bool transposeB);
 
+//===- moe_exchange.cpp ---------------------------------------------------===//
+// Expert parallelism's row copies around the all-to-all (P ranks, El
+// experts each, slots of S rows; dialects/LLM/MoEOps.td). Invalid offsets
+// or counts give NaN rows (and pack's kept, regroup's local_offsets as the
+// ops define them).
+
+/// llm.moe_pack: packed [P·S, C] and kept [P, El] for `ranks` slots of
+/// `slotRows` rows; capacity 0: every row.
+std::vector<RefTensor> moePack(const RefTensor &xs, const RefTensor &offsets, int64_t ranks,
+                               int64_t slotRows, int64_t capacity);
+/// llm.moe_unpack: y [rows, F].
+RefTensor moeUnpack(const RefTensor &packed, const RefTensor &offsets, const RefTensor &kept,
+                    int64_t rows);
+/// llm.moe_regroup: grouped [P·S, C] and local_offsets [El + 1].
+std::vector<RefTensor> moeRegroup(const RefTensor &recv, const RefTensor &counts);
+/// llm.moe_ungroup: y [P·S, F].
+RefTensor moeUngroup(const RefTensor &grouped, const RefTensor &counts);
+
 } // namespace llmc::ref
 
 #endif

@@ -186,6 +186,36 @@ FailureOr<Grads> groupedMatmulVJP(OpBuilder &b, GroupedMatmulOp op, Value dy, Ar
   return grads;
 }
 
+/// Expert parallelism's copies: pack and unpack are each other's
+/// transposes for the same offsets and kept counts (pack drops the same
+/// rows whose gradient unpack zeroes), regroup and ungroup for the same
+/// counts; the integer operands and results take no gradient.
+FailureOr<Grads> moeExchangeVJP(OpBuilder &b, Operation *op, Value dy, ArrayRef<bool> need) {
+  Location loc = op->getLoc();
+  Grads grads(op->getNumOperands());
+  if (!dy || !need[0])
+    return grads;
+  if (auto pack = dyn_cast<MoEPackOp>(op)) {
+    grads[0] =
+        MoEUnpackOp::create(b, loc, pack.getXs().getType(), dy, pack.getOffsets(), pack.getKept());
+  } else if (auto unpack = dyn_cast<MoEUnpackOp>(op)) {
+    // pack recomputes kept from the offsets: with the capacity of the pack
+    // that made unpack's kept, it keeps exactly those rows.
+    auto source = unpack.getKept().getDefiningOp<MoEPackOp>();
+    if (!source || source.getOffsets() != unpack.getOffsets())
+      return unpack.emitOpError("has a VJP only when its kept and offsets are an llm.moe_pack's "
+                                "(whose capacity the gradient's pack repeats)");
+    grads[0] = MoEPackOp::create(b, loc, unpack.getPacked().getType(), source.getKept().getType(),
+                                 dy, unpack.getOffsets(), source.getCapacityAttr())
+                   .getPacked();
+  } else if (auto regroup = dyn_cast<MoERegroupOp>(op)) {
+    grads[0] = MoEUngroupOp::create(b, loc, dy, regroup.getCounts());
+  } else {
+    grads[0] = MoERegroupOp::create(b, loc, dy, cast<MoEUngroupOp>(op).getCounts()).getGrouped();
+  }
+  return grads;
+}
+
 } // namespace
 
 // NOLINTNEXTLINE(readability-function-size): one case per op
@@ -273,6 +303,8 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
       .Case([&](MoEDispatchOp d) { return moeDispatchVJP(b, d, dy, need); })
       .Case([&](MoECombineOp c) { return moeCombineVJP(b, c, dy, need); })
       .Case([&](GroupedMatmulOp g) { return groupedMatmulVJP(b, g, dy, need); })
+      .Case<MoEPackOp, MoEUnpackOp, MoERegroupOp, MoEUngroupOp>(
+          [&](Operation *x) { return moeExchangeVJP(b, x, dy, need); })
       .Case([&](RouterLossOp r) -> FailureOr<Grads> {
         // Linear in prob_sum and z_sum; counts take no gradient; a term
         // with a zero scale gives none either.

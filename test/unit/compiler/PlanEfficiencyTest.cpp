@@ -166,6 +166,36 @@ TEST(PlanKernelCost, SlidingWindowCountsItsPairs) {
   EXPECT_DOUBLE_EQ(kernelFlops(k[1]), perPair * 1024 * 1024 / 2);
 }
 
+TEST(PlanKernelCost, MoeExchangeCopiesAreMemoryBound) {
+  // Pack, unpack, regroup and ungroup only move rows: no FLOPs, priced by
+  // the bytes of their operands (the kept counts and offsets included).
+  const char *ir = R"mlir(
+    exec.program @train_step kind "train_step" {
+      %xs = exec.buffer offset 0 : memref<4096x512xbf16>
+      %off = exec.buffer offset 0 : memref<9xi32>
+      %p = exec.buffer offset 0 : memref<6144x512xbf16>
+      %k = exec.buffer offset 0 : memref<2x4xi32>
+      %l = exec.buffer offset 0 : memref<5xi32>
+      exec.kernel "moe_pack"(%xs, %off : memref<4096x512xbf16>, memref<9xi32>) -> (%p, %k : memref<6144x512xbf16>, memref<2x4xi32>) {capacity = 768 : i64}
+      exec.kernel "moe_unpack"(%p, %off, %k : memref<6144x512xbf16>, memref<9xi32>, memref<2x4xi32>) -> (%xs : memref<4096x512xbf16>)
+      exec.kernel "moe_regroup"(%p, %k : memref<6144x512xbf16>, memref<2x4xi32>) -> (%p, %l : memref<6144x512xbf16>, memref<5xi32>)
+      exec.kernel "moe_ungroup"(%p, %k : memref<6144x512xbf16>, memref<2x4xi32>) -> (%p : memref<6144x512xbf16>)
+    }
+  )mlir";
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::vector<mlir::Operation *> k = kernelsOf(context, ir, module);
+  ASSERT_EQ(k.size(), 4u);
+  const double rows = 4096.0 * 512 * 2, slots = 6144.0 * 512 * 2;
+  const std::vector<double> bytes = {rows + 36 + slots + 32, slots + 36 + 32 + rows,
+                                     slots + 32 + slots + 20, slots + 32 + slots};
+  for (size_t i = 0; i < k.size(); ++i) {
+    EXPECT_EQ(kernelFlops(k[i]), 0.0) << i;
+    EXPECT_EQ(kernelModelFlops(k[i]), 0.0) << i;
+    EXPECT_DOUBLE_EQ(kernelBytes(k[i]), bytes[i]) << i;
+  }
+}
+
 TEST(PlanKernelCost, EachKindAtItsRate) {
   const char *ir = R"mlir(
     exec.program @train_step kind "train_step" {

@@ -562,6 +562,104 @@ TEST(VJP, MixtureOfExpertsAuxiliaryLosses) {
   checkGradients(text);
 }
 
+/// A mixture of experts of 6 tokens over 4 experts (top 2) laid out as
+/// expert parallelism lays it out: the copies packed into `ranks` slots of
+/// `capacity`·El rows (rows past an expert's capacity dropped), regrouped
+/// by expert, an elementwise "expert" (SiLU times a parameter of the
+/// grouped rows' shape, so each row's gradient depends on where regroup
+/// put it), ungrouped, unpacked and combined. The all-to-all between pack
+/// and regroup (and back) is the identity: with one rank it is, and with
+/// two every source's slot is taken to be the one this rank packed for
+/// it, which exercises the source-major to expert-major reordering with
+/// the same shapes.
+std::string exchangeLayer(int64_t ranks, int64_t capacity) {
+  const int64_t local = 4 / ranks, rows = ranks * local * capacity;
+  const std::string packed = "tensor<" + std::to_string(rows) + "x3xf32>";
+  const std::string kept = "tensor<" + std::to_string(ranks) + "x" + std::to_string(local) + "xi32>";
+  std::string args = param("x", "tensor<6x3xf32>") + ", " + param("router", "tensor<6x4xf32>") +
+                     ", " + param("s", packed);
+  std::string ops =
+      "  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64} : "
+      "tensor<6x4xf32>\n"
+      "  %xs = llm.moe_dispatch %x, %pos : tensor<6x3xf32>, tensor<6x2xi32>\n"
+      "  %packed, %kept = llm.moe_pack %xs, %off {capacity = " + std::to_string(capacity) +
+      " : i64} : tensor<12x3xf32>, tensor<5xi32> -> " + packed + ", " + kept + "\n" +
+      "  %g, %loff = llm.moe_regroup %packed, %kept : " + packed + ", " + kept + "\n" +
+      "  %a = llm.silu %g : " + packed + "\n" +
+      "  %o = llm.mul %a, %s : " + packed + ", " + packed + "\n" +
+      "  %back = llm.moe_ungroup %o, %kept : " + packed + ", " + kept + "\n" +
+      "  %ys = llm.moe_unpack %back, %off, %kept : " + packed + ", tensor<5xi32>, " + kept +
+      " -> tensor<12x3xf32>\n"
+      "  %y = llm.moe_combine %ys, %pos weights %w : tensor<12x3xf32>, tensor<6x2xi32> weights "
+      "tensor<6x2xf32>";
+  return projected(args, ops, "tensor<6x3xf32>");
+}
+
+TEST(VJP, MixtureOfExpertsExchange) {
+  // Capacity 2 of 3 copies per expert on average drops some; 12 drops none.
+  for (int64_t ranks : {1, 2})
+    for (int64_t capacity : {2, 12}) {
+      SCOPED_TRACE(std::to_string(ranks) + " ranks, capacity " + std::to_string(capacity));
+      checkGradients(exchangeLayer(ranks, capacity));
+    }
+}
+
+TEST(VJP, MixtureOfExpertsExchangeTransposes) {
+  // Each op alone on a parameter: pack with a capacity dropping rows,
+  // unpack after it, regroup and ungroup of given counts (each source's
+  // slot of 4 rows holding at most 4).
+  const std::string xs = param("xs", "tensor<12x3xf32>");
+  auto route = [](const std::string &body) {
+    return "  %w, %e, %pos, %off2, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64} : "
+           "tensor<6x4xf32>\n" + body;
+  };
+  const std::string router = ", %router: tensor<6x4xf32>";
+  checkGradients(projected(
+      xs + router,
+      route("  %y, %k = llm.moe_pack %xs, %off2 {capacity = 2 : i64} : tensor<12x3xf32>, "
+            "tensor<5xi32> -> tensor<8x3xf32>, tensor<2x2xi32>"),
+      "tensor<8x3xf32>"));
+  checkGradients(projected(
+      param("slots", "tensor<8x3xf32>") + ", " + param("xs", "tensor<12x3xf32>") + router,
+      route("  %q, %k = llm.moe_pack %xs, %off2 {capacity = 2 : i64} : tensor<12x3xf32>, "
+            "tensor<5xi32> -> tensor<8x3xf32>, tensor<2x2xi32>\n"
+            "  %y = llm.moe_unpack %slots, %off2, %k : tensor<8x3xf32>, tensor<5xi32>, "
+            "tensor<2x2xi32> -> tensor<12x3xf32>"),
+      "tensor<12x3xf32>"));
+  for (const char *op : {"moe_regroup", "moe_ungroup"}) {
+    SCOPED_TRACE(op);
+    const std::string result = std::string(op) == "moe_regroup" ? "%y, %bounds" : "%y";
+    checkGradients(projected(param("recv", "tensor<8x3xf32>") + ", " +
+                                 intArg("c", "tensor<2x2xi32>", 3),
+                             "  " + result + " = llm." + op +
+                                 " %recv, %c : tensor<8x3xf32>, tensor<2x2xi32>",
+                             "tensor<8x3xf32>"));
+  }
+}
+
+TEST(VJP, MixtureOfExpertsUnpackNeedsItsPack) {
+  MLIRContext context;
+  llmc::prepareContext(context);
+  std::string text =
+      projected(param("slots", "tensor<8x3xf32>") + ", %off: tensor<5xi32>, %k: tensor<2x2xi32>",
+                "  %y = llm.moe_unpack %slots, %off, %k : tensor<8x3xf32>, tensor<5xi32>, "
+                "tensor<2x2xi32> -> tensor<12x3xf32>",
+                "tensor<12x3xf32>");
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module);
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+    diagnostics += d.str();
+    return success();
+  });
+  PassManager pm(&context);
+  pm.addPass(llmc::createAutodiff());
+  EXPECT_TRUE(failed(pm.run(*module)));
+  EXPECT_NE(diagnostics.find("has a VJP only when its kept and offsets are an llm.moe_pack's"),
+            std::string::npos)
+      << diagnostics;
+}
+
 TEST(VJP, UnknownOpIsAnError) {
   MLIRContext context;
   llmc::prepareContext(context);

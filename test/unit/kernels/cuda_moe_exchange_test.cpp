@@ -1,0 +1,55 @@
+//===- cuda_moe_exchange_test.cpp - CUDA expert-parallel copies vs CPU ----===//
+//
+// The four kernels are conformance cases (moe_exchange_test.cpp), compared
+// with the CPU exactly. Here what a case cannot say: a DeepSeek-sized
+// exchange (256 experts over 8 ranks, 16k routed rows) through the
+// single-threaded device plan, and the bind errors are the CPU's.
+
+#include "CudaConformance.h"
+
+#include <random>
+
+namespace llmc::test {
+namespace {
+
+TEST(CudaMoeExchangeKernels, LargeExchangeMatchesCpu) {
+  LLMC_REQUIRE_GPU();
+  const int64_t ranks = 8, local = 32, experts = ranks * local, rows = 16 * 1024, width = 256;
+  const int64_t capacity = 80, slotRows = local * capacity;
+  std::mt19937_64 rng(18501);
+  std::uniform_int_distribution<int64_t> pick(0, experts - 1);
+  RefTensor offsets = RefTensor::zeros({experts + 1});
+  for (int64_t r = 0; r < rows; ++r) offsets.data[pick(rng) + 1] += 1;
+  for (int64_t e = 0; e < experts; ++e) offsets.data[e + 1] += offsets.data[e];
+  Buffer xs = Buffer::of(randomTensor({rows, width}, 18502), DType::BF16);
+  Buffer off = Buffer::of(offsets, DType::I32);
+  Buffer packed(DType::BF16, {ranks * slotRows, width}), kept(DType::I32, {ranks, local});
+  const Comparison exact{Metric::Elementwise, {0.0}};
+  const KernelAttrs cap = attrs({}, {{"capacity", capacity}});
+  std::vector<RefTensor> gpu = expectCudaMatchesCpu("moe_pack", {&xs, &off}, {&packed, &kept}, cap,
+                                                    exact);
+  ASSERT_EQ(gpu.size(), 2u);
+  // Feed the GPU's results on: regroup as if every source sent these slots.
+  Buffer recv = Buffer::of(gpu[0], DType::BF16), counts = Buffer::of(gpu[1], DType::I32);
+  Buffer grouped(DType::BF16, {ranks * slotRows, width}), localOffsets(DType::I32, {local + 1});
+  expectCudaMatchesCpu("moe_regroup", {&recv, &counts}, {&grouped, &localOffsets}, {}, exact);
+  Buffer y(DType::BF16, {rows, width});
+  expectCudaMatchesCpu("moe_unpack", {&recv, &off, &counts}, {&y}, {}, exact);
+}
+
+TEST(CudaMoeExchangeKernels, BindErrorsMatchCpu) {
+  LLMC_REQUIRE_GPU();
+  const TensorView xs = typeOnly(DType::F32, {10, 4}), off = typeOnly(DType::I32, {7}),
+                   packed = typeOnly(DType::F32, {12, 4}), kept = typeOnly(DType::I32, {2, 3});
+  expectCudaBindErrorsMatchCpu({
+      {"moe_pack", {xs, typeOnly(DType::I32, {6})}, {packed, kept}, {}},
+      {"moe_pack", {xs, off}, {typeOnly(DType::F32, {11, 4}), kept}, {}},
+      {"moe_pack", {xs, off}, {packed, kept}, attrs({}, {{"capacity", -1}})},
+      {"moe_unpack", {packed, off, typeOnly(DType::F32, {2, 3})}, {xs}, {}},
+      {"moe_regroup", {packed, kept}, {packed, typeOnly(DType::I32, {3})}, {}},
+      {"moe_ungroup", {typeOnly(DType::F32, {13, 4}), kept}, {packed}, {}},
+  });
+}
+
+} // namespace
+} // namespace llmc::test
