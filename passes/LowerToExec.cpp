@@ -717,6 +717,11 @@ static LogicalResult emitCollective(OpBuilder &pb, Operation *op, BufferFor &buf
       return failure();
     auto [in, out] = inOut();
     exec::AllSliceOp::create(pb, loc, in, out, c.getAxes(), "sum", 0, kOneStream);
+  } else if (auto c = dyn_cast<dist::AllToAllOp>(op)) {
+    if (failed(dim0(c.getSplitDimAttr())) || failed(dim0(c.getConcatDimAttr())))
+      return failure();
+    auto [in, out] = inOut();
+    exec::AllToAllOp::create(pb, loc, in, out, c.getAxes(), "sum", 0, kOneStream);
   } else if (auto c = dyn_cast<dist::ReduceOp>(op)) {
     auto [in, out] = inOut();
     exec::ReduceOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(),

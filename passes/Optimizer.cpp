@@ -110,8 +110,29 @@ public:
   /// Mean over all batch axes (all_reduce, or reduce + broadcast for the
   /// parameter-server option).
   Value average(Value v, Location loc) { return averageOver(v, layout ? layout->batchAxes : std::vector<std::string>{}, loc); }
-  /// Mean over the batch axes ZeRO does not shard over (hybrid sharding).
-  Value averageOutsideZero(Value v, Location loc) { return averageOver(v, otherAxes, loc); }
+
+  /// A gradient's mean over the batch axes (those outside ZeRO's, for a
+  /// ZeRO-sharded one) when its parameter is split over `paramAxes`. A
+  /// batch axis that also splits the parameter (ep: each rank keeps its
+  /// experts) holds different pieces, each already the sum of every rank's
+  /// contribution (the tokens came to it): it is left out of the mean, and
+  /// the piece divided by its size instead.
+  Value averageGradient(Value v, ArrayRef<std::string> paramAxes, bool zeroSharded,
+                        Location loc) {
+    if (!layout)
+      return v;
+    std::vector<std::string> axes = zeroSharded ? otherAxes : layout->batchAxes;
+    std::vector<std::string> splitting;
+    for (const std::string &axis : paramAxes)
+      if (llvm::is_contained(layout->batchAxes, axis))
+        splitting.push_back(axis);
+    if (splitting.empty())
+      return averageOver(v, axes, loc);
+    llvm::erase_if(axes, [&](const std::string &a) { return llvm::is_contained(splitting, a); });
+    Value piece = llm::ScaleOp::create(
+        b, loc, v, APFloat(1.0 / static_cast<double>(layout->size(splitting))));
+    return averageOver(piece, axes, loc);
+  }
 
   /// The sharding of a ZeRO-sharded state tensor: whatever sharding the
   /// parameter had (tensor parallelism), then dim 0 over the ZeRO axes.
@@ -523,8 +544,8 @@ private:
       f = llm::ScaleOp::create(b, f.getLoc(), f, inverseM());
     if (sharded[t] && sync.zero() >= 1 && !sync.scatterPerMicrobatch())
       f = sync.reduceScatter(f, f.getLoc());
-    finalGrads[t] =
-        sharded[t] ? sync.averageOutsideZero(f, f.getLoc()) : sync.average(f, f.getLoc());
+    finalGrads[t] = sync.averageGradient(f, shardAxes(paramShard(trainableArgs[t])), sharded[t],
+                                         f.getLoc());
     if (Operation *syncOp = finalGrads[t].getDefiningOp(); syncOp && syncOp != f.getDefiningOp())
       syncOp->setAttr(kGradientSyncAttr, b.getUnitAttr());
   }

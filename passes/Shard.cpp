@@ -12,6 +12,7 @@
 #include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
 #include "passes/lib/EntryPoints.h"
+#include "passes/lib/ExpertParallel.h"
 #include "passes/lib/Layout.h"
 #include "passes/lib/ShardAttr.h"
 #include "passes/lib/TensorParallel.h"
@@ -112,8 +113,10 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
                                      b.getDenseI64ArrayAttr(sizes));
     Layout layout;
     layout.mesh = mesh;
+    // Expert parallelism spreads the experts over ranks that also split
+    // the batch (as DeepSpeed-MoE and Megatron-Core place it).
     for (auto &[name, size] : *axes)
-      if (name == "dp" || name == "fsdp")
+      if (name == "dp" || name == "fsdp" || name == "ep")
         layout.batchAxes.push_back(name);
     // ZeRO shards over `fsdp` when present (hybrid: replicate over dp),
     // else over `dp`.
@@ -133,10 +136,11 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
                         b.getNamedAttr("grad_sync", b.getStringAttr(gradSync)),
                     }));
     for (auto &[name, size] : *axes)
-      if (name != "dp" && name != "fsdp" && name != "tp" && name != "pp" && size > 1) {
+      if (name != "dp" && name != "fsdp" && name != "tp" && name != "pp" && name != "ep" &&
+          size > 1) {
         module.emitError() << "shard: axis '" << name
                            << "' is not supported (data parallel: dp, fsdp; tensor parallel: "
-                              "tp; pipeline: pp)";
+                              "tp; pipeline: pp; expert parallel: ep)";
         return signalPassFailure();
       }
 
@@ -148,6 +152,8 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
     if (layout.batchSize() > 1 &&
         failed(splitBatch(forward, layout.batchSize(),
                           layout.axesAttr(module.getContext(), layout.batchAxes))))
+      return signalPassFailure();
+    if (int64_t ep = mesh.axisSize("ep"); ep > 1 && failed(applyExpertParallel(forward, "ep", ep)))
       return signalPassFailure();
     int64_t tp = mesh.axisSize("tp");
     if (sequenceParallel && tp <= 1) {
@@ -187,8 +193,9 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
   }
 
   /// Puts the axes in rank order (slowest first): `rank-order` when given,
-  /// else pp, dp, fsdp, the others as written, tp — so the ranks of a
-  /// tensor-parallel group, which communicate most, are consecutive.
+  /// else pp, dp, fsdp, the others as written (ep), tp — so the ranks of a
+  /// tensor-parallel group, which communicate most, are consecutive, and
+  /// an expert-parallel group's next.
   FailureOr<std::vector<std::pair<std::string, int64_t>>>
   orderAxes(ModuleOp module, std::vector<std::pair<std::string, int64_t>> axes) {
     if (StringRef(rankOrder).trim().empty()) {

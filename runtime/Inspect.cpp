@@ -9,6 +9,7 @@
 #include "runtime/ModelStates.h"
 #include "runtime/support/Error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <map>
@@ -187,7 +188,7 @@ void printActivationsPerLayer(const Artifact &a, const std::string &title, std::
       ++j;
     std::string names = layers[i].first + (j > i ? " .. " + layers[j].first : "");
     const std::string &mode = modes[layers[i].first];
-    os << "  " << std::left << std::setw(16) << names << std::setw(10) << mode << std::right
+    os << "  " << std::left << std::setw(16) << names << " " << std::setw(10) << mode << std::right
        << std::setw(12) << formatBytes(layers[i].second);
     if (known) {
       os << " = " << std::fixed << std::setprecision(2) << layers[i].second / shape.sbh()
@@ -239,6 +240,34 @@ void printAttentionWorkspaces(const Artifact &a, std::ostream &os) {
   }
 }
 
+/// The ranks of `a`'s mesh that differ only in `axes`.
+int64_t groupSize(const Artifact &a, const std::vector<std::string> &axes) {
+  int64_t n = 1;
+  for (const auto &[axis, size] : a.mesh)
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end())
+      n *= size;
+  return n;
+}
+
+/// Expert parallelism's exchanges: the bytes each rank's all-to-alls send
+/// to other ranks per run (a buffer's (P-1)/P; its own chunk stays). The
+/// buffers are sized for the worst case dropless routing allows, so this
+/// is what moves whatever the routing.
+void printAllToAllBytes(const Artifact &a, const ProgramInfo &p, std::ostream &os) {
+  size_t count = 0;
+  uint64_t sent = 0;
+  for (const InstructionInfo &inst : p.instructions) {
+    if (inst.kind != InstructionKind::AllToAll)
+      continue;
+    const int64_t ranks = std::max<int64_t>(1, groupSize(a, inst.group));
+    ++count;
+    sent += p.buffers[inst.inputs.at(0)].bytes() / ranks * (ranks - 1);
+  }
+  if (count > 0)
+    os << "  " << std::left << std::setw(12) << "" << std::right << std::setw(6) << count
+       << " all-to-alls sending " << formatBytes(sent) << " to other ranks per run\n";
+}
+
 /// Per program: the instructions a step launches and the bytes its kernels
 /// move, counting every input read and every output written once — what
 /// fusion reduces. Attention workspaces are capacity, not traffic: left out.
@@ -262,6 +291,7 @@ void printProgramWork(const Artifact &a, std::ostream &os) {
     os << "  " << std::left << std::setw(12) << p.name << std::right << std::setw(6) << kernels
        << " kernels " << std::setw(12) << formatBytes(bytes) << "   " << communication
        << " communication instructions\n";
+    printAllToAllBytes(a, p, os);
   }
 }
 
@@ -345,10 +375,16 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
   }
   os << "\n";
   // A mixture of experts: how each token is routed (dropless: every token
-  // reaches its k experts, so no capacity to report).
-  if (std::string experts = a.meta("model.num_experts"); !experts.empty())
+  // reaches its k experts, so no capacity to report) and, under expert
+  // parallelism, how many experts each rank keeps.
+  if (std::string experts = a.meta("model.num_experts"); !experts.empty()) {
     os << "experts:    " << experts << " per MoE layer, each token routed to its top "
-       << a.meta("model.experts_per_token", "?") << " (dropless)\n";
+       << a.meta("model.experts_per_token", "?") << " (dropless)";
+    if (int64_t ep = groupSize(a, {"ep"}); ep > 1)
+      os << "; " << std::stoll(experts) / ep << " on each of the " << ep
+         << " ranks of ep, rows exchanged by all-to-all";
+    os << "\n";
+  }
   if (std::string padded = a.meta("model.padded_vocab_size"); !padded.empty())
     os << "vocabulary: padded to " << padded << " classes inside the artifact (--vocab-multiple "
        << a.meta("vocab_multiple", "?")

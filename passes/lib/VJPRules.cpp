@@ -411,6 +411,12 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
         return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
                                                c.getAxes(), c.getDimAttr())};
       })
+      .Case([&](dist::AllToAllOp c) -> FailureOr<Grads> {
+        // The chunks go back where they came from.
+        return Grads{dist::AllToAllOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
+                                              c.getAxes(), c.getConcatDimAttr(),
+                                              c.getSplitDimAttr())};
+      })
       .Default([&](Operation *other) -> FailureOr<Grads> {
         return other->emitOpError("has no VJP rule; autodiff cannot differentiate it");
       });

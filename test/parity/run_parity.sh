@@ -21,7 +21,8 @@
 # MLPs, Qwen-MoE's with a shared expert and a dense layer, with both router
 # losses, whose counts data parallelism sums over the ranks and whose sums
 # the pipeline passes from stage to stage; tensor parallelism splits every
-# expert) check data, tensor and sequence parallelism, ZeRO and the
+# expert) check data, tensor, sequence and expert parallelism (experts
+# spread over ep ranks, rows exchanged by all-to-all), ZeRO and the
 # pipeline schedules. Each layout runs twice: plainly (one
 # ordered list per rank), and compiled with --overlap-comm (communication
 # on its own thread, ordered by the events --target cuda places) with
@@ -63,6 +64,13 @@ LAYOUTS=(
   "zero1-dp2-tp2|4|--mesh dp=2,tp=2 --zero 1"
   "zero3-dp2-tp2|4|--mesh dp=2,tp=2 --zero 3|gpt2 llama mixtral"
   "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama gpt2-dropout gpt2-packed llama-packed mixtral qwen2_moe"
+  "ep2|2|--mesh ep=2|mixtral qwen2_moe"
+  "ep4|4|--mesh ep=4|mixtral"
+  "dp2-ep2|4|--mesh dp=2,ep=2|mixtral qwen2_moe"
+  "zero1-dp2-ep2|4|--mesh dp=2,ep=2 --zero 1|mixtral"
+  "zero3-dp2-ep2|4|--mesh dp=2,ep=2 --zero 3|mixtral"
+  "ep2-tp2|4|--mesh ep=2,tp=2|mixtral qwen2_moe"
+  "ep2-tp2-sp|4|--mesh ep=2,tp=2 --sp|mixtral"
   "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp|gpt2 llama gpt2-qat gpt2-fp8 gpt2-lora llama-lora gpt2-packed llama-packed"
   "zero3-dp2-tp2-sp|4|--mesh dp=2,tp=2 --zero 3 --sp"
   "tp-slowest|4|--mesh dp=2,tp=2 --rank-order tp,dp|gpt2"
@@ -101,6 +109,7 @@ LAYOUTS=(
   "pp2-naive|2|--mesh pp=2 --pipeline-schedule naive|gpt2-pp"
   "pp4|4|--mesh pp=4|gpt2-pp llama-pp mixtral-pp"
   "pp2-dp2|4|--mesh pp=2,dp=2|gpt2-pp llama-pp mixtral-pp"
+  "pp2-ep2|4|--mesh pp=2,ep=2|mixtral-pp qwen2_moe-pp"
   "pp2-dp2-tp2|8|--mesh pp=2,dp=2,tp=2 --zero 1|gpt2-pp llama-pp gpt2-packed-pp mixtral-pp"
   "pp2-interleaved-v2|2|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2|gpt2-pp llama-pp mixtral-pp qwen2_moe-pp"
   "pp2-zero-bubble|2|--mesh pp=2 --pipeline-schedule zero-bubble|gpt2-pp llama-pp mixtral-pp"

@@ -1,0 +1,22 @@
+//===- ExpertParallel.h - experts spread over a mesh axis -------*- C++ -*-===//
+#ifndef LLMC_PASSES_LIB_EXPERTPARALLEL_H
+#define LLMC_PASSES_LIB_EXPERTPARALLEL_H
+
+#include "dialects/Dist/DistDialect.h"
+#include "dialects/LLM/LLMDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace llmc {
+
+/// Spreads the experts of every mixture-of-experts layer of `forward`
+/// (already split by rows over the batch axes, `axis` among them) over the
+/// `parts` ranks of mesh axis `axis`: each rank keeps E / parts experts'
+/// stacked weights, and the routed rows travel to their expert's rank and
+/// back by all-to-all. Errors name the op or parameter that cannot be
+/// split.
+mlir::LogicalResult applyExpertParallel(mlir::func::FuncOp forward, llvm::StringRef axis,
+                                        int64_t parts);
+
+} // namespace llmc
+
+#endif
