@@ -19,7 +19,8 @@
 #                ≤ 1e-4 and bf16 ≤ 1e-2
 #   shared       several ranks on this one GPU through the host transport
 #                (--device-comm): ZeRO-1 and ZeRO-3 dp2, tp2+sp, dp2×tp2,
-#                pp2 (1F1B and interleaved) and pp2×dp2, 20 steps each
+#                pp2 (1F1B and interleaved) and pp2×dp2, a tiny Mixtral
+#                under ep2 and dp2×ep2 (all-to-alls), 20 steps each
 #                against one CPU rank, ≤ 1e-4
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
 #   bench        the device's calibration for llmc plan (cuBLASLt GEMMs,
@@ -454,6 +455,10 @@ if wants shared; then
   for layout in pp2-interleaved-m8:2 pp2-zero-bubble-m8:2; do
     step "shared-${layout%:*}" 90 do_shared_gpu "${layout%:*}" "${layout#*:}" \
       "shared-${layout%:*}-gpu.llmc" pipe8-cpu.llmc
+  done
+  for layout in ep2:2 dp2-ep2:4; do
+    step "shared-moe-${layout%:*}" 90 do_shared_gpu "moe-${layout%:*}" "${layout#*:}" \
+      "shared-moe-${layout%:*}-gpu.llmc" moe-cpu.llmc
   done
 fi
 if wants bench; then

@@ -67,6 +67,11 @@ MOE=(--model mixtral --preset tiny --set n_layer=2 --set router_z_loss_coef=0.00
 "$LLMC" compile "${MOE[@]}" --target cuda -o "$A/moe-gpu.llmc"
 "$LLMC" compile "${MOE[@]}" --precision bf16 -o "$A/moe-bf16-cpu.llmc"
 "$LLMC" compile "${MOE[@]}" --precision bf16 --target cuda -o "$A/moe-bf16-gpu.llmc"
+# Expert parallelism on the one GPU (host-staged all-to-alls): each rank
+# keeps half the experts, against moe-cpu.llmc.
+for layout in "ep2|--mesh ep=2" "dp2-ep2|--mesh dp=2,ep=2"; do
+  "$LLMC" compile "${MOE[@]}" ${layout#*|} --target cuda -o "$A/shared-moe-${layout%%|*}-gpu.llmc"
+done
 # bf16 with every fusion but multi-tensor-adamw: per-tensor adamw and casts.
 "$LLMC" compile "${TINY[@]}" --precision bf16 --target cuda --fuse \
   add-norm,bias,bias-gelu,bias-grad,elementwise,gelu-grad,linear-cross-entropy,qkv-split,residual,rope,swiglu-grad \
