@@ -117,8 +117,7 @@ public:
   /// experts) holds different pieces, each already the sum of every rank's
   /// contribution (the tokens came to it): it is left out of the mean, and
   /// the piece divided by its size instead.
-  Value averageGradient(Value v, ArrayRef<std::string> paramAxes, bool zeroSharded,
-                        Location loc) {
+  Value averageGradient(Value v, ArrayRef<std::string> paramAxes, bool zeroSharded, Location loc) {
     if (!layout)
       return v;
     std::vector<std::string> axes = zeroSharded ? otherAxes : layout->batchAxes;
@@ -129,8 +128,8 @@ public:
     if (splitting.empty())
       return averageOver(v, axes, loc);
     llvm::erase_if(axes, [&](const std::string &a) { return llvm::is_contained(splitting, a); });
-    Value piece = llm::ScaleOp::create(
-        b, loc, v, APFloat(1.0 / static_cast<double>(layout->size(splitting))));
+    Value piece = llm::ScaleOp::create(b, loc, v,
+                                       APFloat(1.0 / static_cast<double>(layout->size(splitting))));
     return averageOver(piece, axes, loc);
   }
 
@@ -544,8 +543,8 @@ private:
       f = llm::ScaleOp::create(b, f.getLoc(), f, inverseM());
     if (sharded[t] && sync.zero() >= 1 && !sync.scatterPerMicrobatch())
       f = sync.reduceScatter(f, f.getLoc());
-    finalGrads[t] = sync.averageGradient(f, shardAxes(paramShard(trainableArgs[t])), sharded[t],
-                                         f.getLoc());
+    finalGrads[t] =
+        sync.averageGradient(f, shardAxes(paramShard(trainableArgs[t])), sharded[t], f.getLoc());
     if (Operation *syncOp = finalGrads[t].getDefiningOp(); syncOp && syncOp != f.getDefiningOp())
       syncOp->setAttr(kGradientSyncAttr, b.getUnitAttr());
   }

@@ -92,8 +92,7 @@ inline bool bindGroupedMatmul(const KernelArgs &args, std::string &error,
       !bindOffsets(v, v.in(1), b))
     return false;
   const TensorView &w = v.in(2);
-  if (!v.hasDType(w, "weights", b.dtype) || !v.hasRank(w, "weights", 3) ||
-      !v.fitsInt(w, "weights"))
+  if (!v.hasDType(w, "weights", b.dtype) || !v.hasRank(w, "weights", 3) || !v.fitsInt(w, "weights"))
     return false;
   b.f = w.dim(b.transposeB ? 1 : 2);
   if (w.dim(0) != b.groups || w.dim(b.transposeB ? 2 : 1) != b.k)

@@ -253,9 +253,8 @@ inline bool bindMoeUnpack(const KernelArgs &args, std::string &error, MoeExchang
   Validator v("moe_unpack", args, error);
   MoeExchangeBinding b;
   b.op = MoeExchangeOp::Unpack;
-  if (!v.arity(3, 1) || !bindCounts(v, v.in(2), "kept", b) ||
-      !bindSlots(v, v.in(0), "packed", b) || !bindOffsets(v, v.in(1), b) ||
-      !bindRows(v, v.out(0), "y", b))
+  if (!v.arity(3, 1) || !bindCounts(v, v.in(2), "kept", b) || !bindSlots(v, v.in(0), "packed", b) ||
+      !bindOffsets(v, v.in(1), b) || !bindRows(v, v.out(0), "y", b))
     return false;
   *out = b;
   return true;
@@ -266,8 +265,7 @@ inline bool bindMoeRegroup(const KernelArgs &args, std::string &error, MoeExchan
   Validator v("moe_regroup", args, error);
   MoeExchangeBinding b;
   b.op = MoeExchangeOp::Regroup;
-  if (!v.arity(2, 2) || !bindCounts(v, v.in(1), "counts", b) ||
-      !bindSlots(v, v.in(0), "recv", b) ||
+  if (!v.arity(2, 2) || !bindCounts(v, v.in(1), "counts", b) || !bindSlots(v, v.in(0), "recv", b) ||
       !v.hasType(v.out(0), "grouped", b.dtype, v.in(0).shape) ||
       !v.hasType(v.out(1), "local_offsets", DType::I32, {b.localExperts + 1}))
     return false;

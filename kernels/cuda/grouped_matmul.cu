@@ -9,11 +9,10 @@
 // grouped_matmul: a grid over (row tiles of all M rows, column tiles of
 // F). A block finds the groups its kTileM rows meet by binary search in the
 // offsets and, for each, multiplies those rows by the group's weight (a
-// slice of the stacked weights): a tiled GEMM through shared memory, kTileK of K at a time, each thread 4×4
-// outputs accumulated in fp32 and rounded once on store. A tile that
-// straddles a group boundary runs once per group it meets (with the other
-// rows masked), so the work is at most (M / kTileM + G) tile passes. Its
-// rows past the last group (offsets[G] < M) it writes as zeros.
+// slice of the stacked weights): a tiled GEMM through shared memory, kTileK of K at a time, each
+// thread 4×4 outputs accumulated in fp32 and rounded once on store. A tile that straddles a group
+// boundary runs once per group it meets (with the other rows masked), so the work is at most (M /
+// kTileM + G) tile passes. Its rows past the last group (offsets[G] < M) it writes as zeros.
 //
 // grouped_matmul_weight_grad: a grid over (output tiles, group); a block
 // loops over its group's rows kTileK at a time, accumulating its tile of
@@ -234,9 +233,8 @@ public:
       return;
     const dim3 grid(static_cast<unsigned>(ceilDiv(b_.rows, kTileM)),
                     static_cast<unsigned>(ceilDiv(b_.f, kTileN)));
-    groupedMatmulKernel<T>
-        <<<grid, kThreads, 0, streamOf(ctx)>>>(x_, offsets_, weights_, y_,
-                                               b_.rows, b_.k, b_.f, b_.groups, b_.transposeB);
+    groupedMatmulKernel<T><<<grid, kThreads, 0, streamOf(ctx)>>>(
+        x_, offsets_, weights_, y_, b_.rows, b_.k, b_.f, b_.groups, b_.transposeB);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -263,8 +261,8 @@ public:
     const int64_t p = b_.transposeB ? b_.f : b_.k, q = b_.transposeB ? b_.k : b_.f;
     const dim3 grid(static_cast<unsigned>(ceilDiv(p, kTileM) * ceilDiv(q, kTileN)),
                     static_cast<unsigned>(b_.groups));
-    groupedWeightGradKernel<T><<<grid, kThreads, 0, streamOf(ctx)>>>(a, p, b, q, offsets_, b_.rows,
-                                                                     b_.groups, dw_);
+    groupedWeightGradKernel<T>
+        <<<grid, kThreads, 0, streamOf(ctx)>>>(a, p, b, q, offsets_, b_.rows, b_.groups, dw_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 

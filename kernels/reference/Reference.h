@@ -424,8 +424,8 @@ RefTensor groupedMatmul(const RefTensor &x, const RefTensor &offsets, const RefT
                         bool transposeB);
 /// Per group, stacked [G, K, F]: xᵀ·dy, or [G, F, K] dyᵀ·x with transposeB;
 /// zeros for an empty group.
-RefTensor groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy,
-                                  const RefTensor &offsets, bool transposeB);
+RefTensor groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy, const RefTensor &offsets,
+                                  bool transposeB);
 
 //===- moe_exchange.cpp ---------------------------------------------------===//
 // Expert parallelism's row copies around the all-to-all (P ranks, El

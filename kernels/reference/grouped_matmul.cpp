@@ -60,8 +60,8 @@ RefTensor groupedMatmul(const RefTensor &x, const RefTensor &offsets, const RefT
   return y;
 }
 
-RefTensor groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy,
-                                  const RefTensor &offsets, bool transposeB) {
+RefTensor groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy, const RefTensor &offsets,
+                                  bool transposeB) {
   const int64_t m = x.shape[0], k = x.shape[1], f = dy.shape[1];
   const int64_t groups = static_cast<int64_t>(offsets.data.size()) - 1, size = k * f;
   RefTensor grads = RefTensor::zeros(transposeB ? std::vector<int64_t>{groups, f, k}

@@ -65,8 +65,9 @@ template <typename Visit> void walkSlots(const RefTensor &kept, int64_t slotRows
 
 /// Calls visit(sourceRow, groupedRow, n) for each (expert j, source q) in
 /// the expert-major order of moe_regroup.
-template <typename Visit> int64_t walkGroups(const RefTensor &counts, int64_t slotRows,
-                                              std::vector<double> *groupStarts, Visit visit) {
+template <typename Visit>
+int64_t walkGroups(const RefTensor &counts, int64_t slotRows, std::vector<double> *groupStarts,
+                   Visit visit) {
   const int64_t ranks = counts.shape[0], local = counts.shape[1];
   int64_t grouped = 0;
   for (int64_t j = 0; j < local; ++j) {
@@ -171,11 +172,9 @@ LLMC_REGISTER_EVALUATOR("llm.moe_pack", [](const RefCall &c) -> Results {
 LLMC_REGISTER_EVALUATOR("llm.moe_unpack", [](const RefCall &c) -> Results {
   return {moeUnpack(c.in(0), c.in(1), c.in(2), c.resultShapes[0][0])};
 });
-LLMC_REGISTER_EVALUATOR("llm.moe_regroup", [](const RefCall &c) -> Results {
-  return moeRegroup(c.in(0), c.in(1));
-});
-LLMC_REGISTER_EVALUATOR("llm.moe_ungroup", [](const RefCall &c) -> Results {
-  return {moeUngroup(c.in(0), c.in(1))};
-});
+LLMC_REGISTER_EVALUATOR("llm.moe_regroup",
+                        [](const RefCall &c) -> Results { return moeRegroup(c.in(0), c.in(1)); });
+LLMC_REGISTER_EVALUATOR("llm.moe_ungroup",
+                        [](const RefCall &c) -> Results { return {moeUngroup(c.in(0), c.in(1))}; });
 
 } // namespace llmc::ref

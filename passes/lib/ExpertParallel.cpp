@@ -85,8 +85,7 @@ private:
     const int64_t numExperts = offsetsType.getDimSize(0) - 1;
     if (numExperts % parts != 0)
       return dispatch.emitOpError("expert parallelism: ")
-             << numExperts << " experts do not split evenly over " << parts << " ranks of "
-             << axis;
+             << numExperts << " experts do not split evenly over " << parts << " ranks of " << axis;
     for (llm::GroupedMatmulOp grouped : experts)
       if (grouped.getOffsets() != offsets)
         return grouped.emitOpError("expert parallelism: the experts of one layer must share "
@@ -148,8 +147,7 @@ private:
       }
       if (failed(inferAgain(op)))
         return WalkResult::interrupt();
-      for (Value r : op->getResults())
-        received.insert(r);
+      for (Value r : op->getResults()) received.insert(r);
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
@@ -171,8 +169,7 @@ private:
       return op->emitOpError("expert parallelism: cannot run on the rows an expert receives "
                              "(between llm.moe_dispatch and llm.moe_combine only row-wise ops "
                              "may stand)");
-    for (auto [r, t] : llvm::zip(op->getResults(), types))
-      r.setType(t);
+    for (auto [r, t] : llvm::zip(op->getResults(), types)) r.setType(t);
     return success();
   }
 
@@ -209,11 +206,11 @@ private:
     if (!done.insert(arg).second)
       return grouped.emitOpError("expert parallelism: the experts' weights feed two layers");
     auto type = cast<RankedTensorType>(arg.getType());
-    func.setArgAttr(arg.getArgNumber(), kShardAttr,
-                    addShardLevel(func.getContext(),
-                                  func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(),
-                                                                        kShardAttr),
-                                  type, builder.getStrArrayAttr({axis}), 0));
+    func.setArgAttr(
+        arg.getArgNumber(), kShardAttr,
+        addShardLevel(func.getContext(),
+                      func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kShardAttr), type,
+                      builder.getStrArrayAttr({axis}), 0));
     arg.setType(slice(type));
     for (Operation *cast : llvm::reverse(casts))
       cast->getResult(0).setType(slice(cast->getResult(0).getType()));

@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -343,8 +343,8 @@ std::vector<std::string> expertSliceNames(const std::string &family, const std::
     return {};
   std::vector<std::string> names;
   for (int64_t e = 0; e < experts; ++e)
-    names.push_back(huggingFaceName(
-        family, name.substr(0, next) + std::to_string(e) + "." + name.substr(next)));
+    names.push_back(huggingFaceName(family, name.substr(0, next) + std::to_string(e) + "." +
+                                                name.substr(next)));
   return names;
 }
 
@@ -395,8 +395,7 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
     checkDenseLayers(config, artifact, path);
   tied_ = artifact.metaNumber("model.tie_embeddings", 0) != 0;
   for (const auto &[name, shape] : modelParameters(artifact)) {
-    std::vector<std::string> slices =
-        expertSliceNames(family_, name, shape.empty() ? 0 : shape[0]);
+    std::vector<std::string> slices = expertSliceNames(family_, name, shape.empty() ? 0 : shape[0]);
     if (slices.empty())
       slices.push_back(huggingFaceName(family_, name));
     parameters_.insert(slices.begin(), slices.end());

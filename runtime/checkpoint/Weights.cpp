@@ -327,8 +327,8 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
           fillFromCheckpoint(name, *b);
       return true;
     }
-    if (hf && loadExpertSlices(*hf, name, shape, [&](const SafeTensor &whole,
-                                                      const std::string &where) {
+    if (hf &&
+        loadExpertSlices(*hf, name, shape, [&](const SafeTensor &whole, const std::string &where) {
           for (const BufferInfo *b : buffers)
             if (b)
               fillPieceFromView(whole, where, arena.base() + b->offset, b->dtype, pieceMap(*b),

@@ -575,19 +575,19 @@ TEST(VJP, MixtureOfExpertsAuxiliaryLosses) {
 std::string exchangeLayer(int64_t ranks, int64_t capacity) {
   const int64_t local = 4 / ranks, rows = ranks * local * capacity;
   const std::string packed = "tensor<" + std::to_string(rows) + "x3xf32>";
-  const std::string kept = "tensor<" + std::to_string(ranks) + "x" + std::to_string(local) + "xi32>";
+  const std::string kept =
+      "tensor<" + std::to_string(ranks) + "x" + std::to_string(local) + "xi32>";
   std::string args = param("x", "tensor<6x3xf32>") + ", " + param("router", "tensor<6x4xf32>") +
                      ", " + param("s", packed);
   std::string ops =
       "  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64} : "
       "tensor<6x4xf32>\n"
       "  %xs = llm.moe_dispatch %x, %pos : tensor<6x3xf32>, tensor<6x2xi32>\n"
-      "  %packed, %kept = llm.moe_pack %xs, %off {capacity = " + std::to_string(capacity) +
-      " : i64} : tensor<12x3xf32>, tensor<5xi32> -> " + packed + ", " + kept + "\n" +
-      "  %g, %loff = llm.moe_regroup %packed, %kept : " + packed + ", " + kept + "\n" +
-      "  %a = llm.silu %g : " + packed + "\n" +
-      "  %o = llm.mul %a, %s : " + packed + ", " + packed + "\n" +
-      "  %back = llm.moe_ungroup %o, %kept : " + packed + ", " + kept + "\n" +
+      "  %packed, %kept = llm.moe_pack %xs, %off {capacity = " +
+      std::to_string(capacity) + " : i64} : tensor<12x3xf32>, tensor<5xi32> -> " + packed + ", " +
+      kept + "\n" + "  %g, %loff = llm.moe_regroup %packed, %kept : " + packed + ", " + kept +
+      "\n" + "  %a = llm.silu %g : " + packed + "\n" + "  %o = llm.mul %a, %s : " + packed + ", " +
+      packed + "\n" + "  %back = llm.moe_ungroup %o, %kept : " + packed + ", " + kept + "\n" +
       "  %ys = llm.moe_unpack %back, %off, %kept : " + packed + ", tensor<5xi32>, " + kept +
       " -> tensor<12x3xf32>\n"
       "  %y = llm.moe_combine %ys, %pos weights %w : tensor<12x3xf32>, tensor<6x2xi32> weights "
@@ -611,29 +611,29 @@ TEST(VJP, MixtureOfExpertsExchangeTransposes) {
   const std::string xs = param("xs", "tensor<12x3xf32>");
   auto route = [](const std::string &body) {
     return "  %w, %e, %pos, %off2, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64} : "
-           "tensor<6x4xf32>\n" + body;
+           "tensor<6x4xf32>\n" +
+           body;
   };
   const std::string router = ", %router: tensor<6x4xf32>";
-  checkGradients(projected(
-      xs + router,
-      route("  %y, %k = llm.moe_pack %xs, %off2 {capacity = 2 : i64} : tensor<12x3xf32>, "
-            "tensor<5xi32> -> tensor<8x3xf32>, tensor<2x2xi32>"),
-      "tensor<8x3xf32>"));
-  checkGradients(projected(
-      param("slots", "tensor<8x3xf32>") + ", " + param("xs", "tensor<12x3xf32>") + router,
-      route("  %q, %k = llm.moe_pack %xs, %off2 {capacity = 2 : i64} : tensor<12x3xf32>, "
-            "tensor<5xi32> -> tensor<8x3xf32>, tensor<2x2xi32>\n"
-            "  %y = llm.moe_unpack %slots, %off2, %k : tensor<8x3xf32>, tensor<5xi32>, "
-            "tensor<2x2xi32> -> tensor<12x3xf32>"),
-      "tensor<12x3xf32>"));
+  checkGradients(
+      projected(xs + router,
+                route("  %y, %k = llm.moe_pack %xs, %off2 {capacity = 2 : i64} : tensor<12x3xf32>, "
+                      "tensor<5xi32> -> tensor<8x3xf32>, tensor<2x2xi32>"),
+                "tensor<8x3xf32>"));
+  checkGradients(
+      projected(param("slots", "tensor<8x3xf32>") + ", " + param("xs", "tensor<12x3xf32>") + router,
+                route("  %q, %k = llm.moe_pack %xs, %off2 {capacity = 2 : i64} : tensor<12x3xf32>, "
+                      "tensor<5xi32> -> tensor<8x3xf32>, tensor<2x2xi32>\n"
+                      "  %y = llm.moe_unpack %slots, %off2, %k : tensor<8x3xf32>, tensor<5xi32>, "
+                      "tensor<2x2xi32> -> tensor<12x3xf32>"),
+                "tensor<12x3xf32>"));
   for (const char *op : {"moe_regroup", "moe_ungroup"}) {
     SCOPED_TRACE(op);
     const std::string result = std::string(op) == "moe_regroup" ? "%y, %bounds" : "%y";
-    checkGradients(projected(param("recv", "tensor<8x3xf32>") + ", " +
-                                 intArg("c", "tensor<2x2xi32>", 3),
-                             "  " + result + " = llm." + op +
-                                 " %recv, %c : tensor<8x3xf32>, tensor<2x2xi32>",
-                             "tensor<8x3xf32>"));
+    checkGradients(
+        projected(param("recv", "tensor<8x3xf32>") + ", " + intArg("c", "tensor<2x2xi32>", 3),
+                  "  " + result + " = llm." + op + " %recv, %c : tensor<8x3xf32>, tensor<2x2xi32>",
+                  "tensor<8x3xf32>"));
   }
 }
 

@@ -19,10 +19,7 @@ TEST(CudaGroupedMatmul, BindingErrorsMatchTheCpu) {
       {"grouped_matmul", {f32({7, 13}), i32({2}), f32({1, 13, 5})}, {f32({7, 5})}, tb},
       {"grouped_matmul", {f32({7, 13}), i32({3}), f32({13, 5})}, {f32({7, 5})}, {}},
       {"grouped_matmul_weight_grad", {f32({7, 13}), f32({7, 5}), i32({1})}, {f32({0, 13, 5})}, {}},
-      {"grouped_matmul_weight_grad",
-       {f32({7, 13}), f32({7, 5}), i32({3})},
-       {f32({2, 13, 5})},
-       tb},
+      {"grouped_matmul_weight_grad", {f32({7, 13}), f32({7, 5}), i32({3})}, {f32({2, 13, 5})}, tb},
   });
 }
 

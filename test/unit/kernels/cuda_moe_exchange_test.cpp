@@ -26,8 +26,8 @@ TEST(CudaMoeExchangeKernels, LargeExchangeMatchesCpu) {
   Buffer packed(DType::BF16, {ranks * slotRows, width}), kept(DType::I32, {ranks, local});
   const Comparison exact{Metric::Elementwise, {0.0}};
   const KernelAttrs cap = attrs({}, {{"capacity", capacity}});
-  std::vector<RefTensor> gpu = expectCudaMatchesCpu("moe_pack", {&xs, &off}, {&packed, &kept}, cap,
-                                                    exact);
+  std::vector<RefTensor> gpu =
+      expectCudaMatchesCpu("moe_pack", {&xs, &off}, {&packed, &kept}, cap, exact);
   ASSERT_EQ(gpu.size(), 2u);
   // Feed the GPU's results on: regroup as if every source sent these slots.
   Buffer recv = Buffer::of(gpu[0], DType::BF16), counts = Buffer::of(gpu[1], DType::I32);

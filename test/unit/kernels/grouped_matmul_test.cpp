@@ -162,10 +162,7 @@ TEST(GroupedMatmulKernels, BindingErrorsNameTheOperand) {
   expectBindErrorsMention(
       "grouped_matmul",
       {
-          {{f32({7, 13}), i32({3})},
-           {f32({7, 5})},
-           {},
-           "grouped_matmul: expected 3 inputs, got 2"},
+          {{f32({7, 13}), i32({3})}, {f32({7, 5})}, {}, "grouped_matmul: expected 3 inputs, got 2"},
           {{f32({7, 13}), i32({1}), f32({0, 13, 5})},
            {f32({7, 5})},
            {},

@@ -28,7 +28,7 @@ struct ExchangeShape {
 };
 
 const std::vector<ExchangeShape> kShapes = {
-    {1, 1, 3, 1, 0, 0},      {1, 4, 12, 5, 0, 0},    {2, 4, 16, 7, 3, 0},
+    {1, 1, 3, 1, 0, 0},      {1, 4, 12, 5, 0, 0},         {2, 4, 16, 7, 3, 0},
     {4, 2, 40, 33, 0, 5},    {3, 5, 300, 64, 0, 2, true}, {8, 8, 2048, 128, 40, 0},
     {2, 32, 3000, 96, 0, 1}, {2, 3, 50, 9, 1000, 4},
 };
@@ -134,8 +134,8 @@ ConformanceCase unpackCase(DType dtype, const ExchangeShape &s, DType idType, Fa
                            uint64_t seed) {
   return {"moe_unpack", shapeLabel(dtype, s, idType) + faultName(fault), [=] {
             auto [offsets, slotRows] = faultyOffsets(s, Fault::None, seed);
-            RefTensor kept = ref::moePack(RefTensor::zeros({s.rows, 1}), offsets, s.ranks,
-                                          slotRows, s.capacity)[1];
+            RefTensor kept = ref::moePack(RefTensor::zeros({s.rows, 1}), offsets, s.ranks, slotRows,
+                                          s.capacity)[1];
             if (fault == Fault::KeptPastExpert) // one row more than expert 0 has
               kept.data[0] = offsets.data[1] - offsets.data[0] + 1;
             if (fault == Fault::NegativeCount)
@@ -234,8 +234,8 @@ TEST(MoeExchangeKernels, RoundTrips) {
   const RefTensor x = xs.toRef(); // as stored
   Buffer packed(DType::F32, {packedRows, s.width}), kept(DType::I32, {s.ranks, s.localExperts});
   Buffer back(DType::F32, {s.rows, s.width});
-  ASSERT_TRUE(runKernel("moe_pack", {&xs, &off}, {&packed, &kept},
-                        attrs({}, {{"capacity", s.capacity}})));
+  ASSERT_TRUE(
+      runKernel("moe_pack", {&xs, &off}, {&packed, &kept}, attrs({}, {{"capacity", s.capacity}})));
   ASSERT_TRUE(runKernel("moe_unpack", {&packed, &off, &kept}, {&back}));
   const RefTensor got = back.toRef(), k = kept.toRef();
   int64_t dropped = 0;
