@@ -23,8 +23,7 @@ std::string Layout::label() const {
   os << "tp" << tp << " pp" << pp << " dp" << dp;
   if (ep > 1)
     os << " ep" << ep;
-  os << " z" << zero << (sp ? " sp" : "") << " mbs"
-     << microbatchSize << " m" << microbatches;
+  os << " z" << zero << (sp ? " sp" : "") << " mbs" << microbatchSize << " m" << microbatches;
   if (pp > 1)
     os << " " << schedule << (virtualStages > 1 ? "×" + std::to_string(virtualStages) : "");
   os << " " << (recompute == "selective" ? "sel" : recompute);
@@ -48,8 +47,8 @@ std::string Layout::compileFlags(const Request &request) const {
   if (request.seqLen > 0)
     os << " --set seq_len=" << request.seqLen;
   // The model's batch_size is one microbatch over all data-parallel ranks.
-  os << " --set batch_size=" << batchRanks() * microbatchSize << " --precision " << request.precision
-     << " --target " << request.target;
+  os << " --set batch_size=" << batchRanks() * microbatchSize << " --precision "
+     << request.precision << " --target " << request.target;
   CompileOptions options = layoutOptions(request, *this);
   if (!options.mesh.empty())
     os << " --mesh " << options.mesh;

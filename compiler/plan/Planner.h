@@ -1,10 +1,11 @@
 //===- Planner.h - `llmc plan`: choose a layout for a cluster ---*- C++ -*-===//
 //
 // Searches tensor (tp), pipeline (pp), data (dp) and, for a mixture of
-// experts, expert (ep) parallelism, the ZeRO stage, sequence parallelism, recomputation (none, selective, full, or the
-// fewest fully recomputed layers that fit), the microbatch size and the
-// pipeline schedule (1F1B, interleaved with v virtual stages, zero-bubble)
-// for a model, a global batch and a cluster, and ranks the layouts that fit
+// experts, expert (ep) parallelism, the ZeRO stage, sequence parallelism,
+// recomputation (none, selective, full, or the fewest fully recomputed
+// layers that fit), the microbatch size and the pipeline schedule (1F1B,
+// interleaved with v virtual stages, zero-bubble) for a model, a global
+// batch and a cluster, and ranks the layouts that fit
 // by predicted step time.
 //
 // Nothing is fitted to measurements: every prediction prices compiled

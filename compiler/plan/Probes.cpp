@@ -279,9 +279,8 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
   layout.recompute = key.recompute;
   layout.offload = key.offload;
   layout.ep = key.ep;
-  OwningOpRef<ModuleOp> module =
-      compile(layoutOptions(request, layout), layers, layout.batchRanks() * key.microbatchSize,
-              error);
+  OwningOpRef<ModuleOp> module = compile(layoutOptions(request, layout), layers,
+                                         layout.batchRanks() * key.microbatchSize, error);
   if (!module)
     return false;
   // Microbatches in flight per stage: 1F1B keeps p − s on stage s.
