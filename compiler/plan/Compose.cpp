@@ -28,8 +28,10 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
                      std::vector<double> *stageMemory) {
   const Cluster &c = request.cluster;
   const ScheduleInfo &info = schedule(l);
-  const TrafficPieces *traffic = l.dp > 1 ? probes.traffic(l.tp, l.sp, l.zero, why) : nullptr;
-  if (l.dp > 1 && !traffic)
+  const bool batchSplit = l.batchRanks() > 1;
+  const TrafficPieces *traffic =
+      batchSplit ? probes.traffic(l.tp, l.sp, l.zero, l.ep, why) : nullptr;
+  if (batchSplit && !traffic)
     return false;
   if (!info.error.empty()) {
     why = info.error;
@@ -93,15 +95,14 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
   // pipeline transfers on the pp link, then the optimizer and whatever
   // data-parallel communication the backward could not hide.
   MeshShape mesh;
-  mesh.axes = {{"pp", l.pp}, {"dp", l.dp}, {"tp", l.tp}};
-  auto linkOf = [&](const char *axis, double &alpha, double &beta) {
-    bool inside = groupInsideNode(mesh, {axis}, c.nodeSize);
+  mesh.axes = {{"pp", l.pp}, {"dp", l.dp}, {"ep", l.ep}, {"tp", l.tp}};
+  auto linkOf = [&](const std::vector<std::string> &axes, double &alpha, double &beta) {
+    bool inside = groupInsideNode(mesh, axes, c.nodeSize);
     alpha = inside ? c.intraLatency : c.interLatency;
     beta = inside ? c.intraBandwidth : c.interBandwidth;
   };
-  double ppAlpha, ppBeta, dpAlpha, dpBeta;
-  linkOf("pp", ppAlpha, ppBeta);
-  linkOf("dp", dpAlpha, dpBeta);
+  double ppAlpha, ppBeta;
+  linkOf({"pp"}, ppAlpha, ppBeta);
   double sendF = collectiveSeconds(Collective::SendRecv, 2, pieces.p2pForwardBytes, ppAlpha, ppBeta);
   double sendB = collectiveSeconds(Collective::SendRecv, 2, pieces.p2pBackwardBytes, ppAlpha, ppBeta);
   bool split = l.schedule == "zero-bubble";
@@ -142,15 +143,28 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
   for (int64_t s = 0; s < p; ++s) {
     double optimizer = stage[s].step.seconds() / (l.zero >= 1 ? l.dp : 1);
     double exposed = 0;
-    if (l.dp > 1) {
+    if (batchSplit) {
       // The stage's data-parallel traffic: its layers, plus the rest of
-      // the model on the stages holding the embedding or the (tied) head.
-      DpTraffic t = traffic->layer.scaled(static_cast<double>(k));
-      if (s == 0 || s == p - 1)
-        t = t + traffic->base;
-      if (scatterOnce)
-        t = t.scatteredOncePerStep();
-      auto at = [&](DpTraffic::When when) { return t.seconds(when, l.dp, dpAlpha, dpBeta); };
+      // the model on the stages holding the embedding or the (tied) head;
+      // each batch-axis group on its own ranks and link.
+      auto at = [&](DpTraffic::When when) {
+        double seconds = 0;
+        for (auto &[axes, layer] : traffic->layer) {
+          DpTraffic t = layer.scaled(static_cast<double>(k));
+          if (s == 0 || s == p - 1)
+            if (auto base = traffic->base.find(axes); base != traffic->base.end())
+              t = t + base->second;
+          if (scatterOnce)
+            t = t.scatteredOncePerStep();
+          int64_t ranks = 1;
+          for (const std::string &axis : axes)
+            ranks *= mesh.size(axis);
+          double alpha, beta;
+          linkOf(axes, alpha, beta);
+          seconds += t.seconds(when, ranks, alpha, beta);
+        }
+        return seconds;
+      };
       auto hidden = [&](double comm, double compute) {
         return c.overlap ? std::max(0.0, comm - compute) : comm;
       };

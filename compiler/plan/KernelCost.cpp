@@ -47,6 +47,18 @@ bool isAttention(StringRef name) {
 
 bool isHead(StringRef name) { return name.starts_with("linear_cross_entropy"); }
 
+bool isGrouped(StringRef name) {
+  return name == "grouped_matmul" || name == "grouped_matmul_weight_grad";
+}
+
+/// The rows of a grouped kernel's row buffers (x's dimension 0) it
+/// computes: all of them, or under expert parallelism the 1/ep share of
+/// the worst-case receive buffer a rank gets on average (KernelCost.h).
+int64_t computedRows(exec::KernelOp kernel, int64_t expertRanks) {
+  const int64_t rows = shapeOf(kernel.getInputs()[0])[0];
+  return expertRanks > 1 ? (rows + expertRanks - 1) / expertRanks : rows;
+}
+
 /// q's [B, T, H, D] of an attention kernel (the packed forward's output,
 /// its backward's second input, have q's shape); empty when not 4-D.
 ArrayRef<int64_t> attentionQuery(exec::KernelOp kernel) {
@@ -144,7 +156,7 @@ double unfusedAttentionSeconds(const Cluster &c, ArrayRef<int64_t> q, int64_t ke
 
 } // namespace
 
-double kernelFlops(Operation *op) {
+double kernelFlops(Operation *op, int64_t expertRanks) {
   auto kernel = cast<exec::KernelOp>(op);
   StringRef name = kernel.getCallee();
   auto inputs = kernel.getInputs();
@@ -171,10 +183,11 @@ double kernelFlops(Operation *op) {
   // the experts' weight gradients together sum over every copy once (the
   // output stacks one dw [a, b] per expert: outElements / G each).
   if (name == "grouped_matmul" && inputs.size() >= 2)
-    return 2.0 * outElements * static_cast<double>(shapeOf(inputs[0]).back());
+    return 2.0 * static_cast<double>(computedRows(kernel, expertRanks)) *
+           shapeOf(outputs[0]).back() * static_cast<double>(shapeOf(inputs[0]).back());
   if (name == "grouped_matmul_weight_grad" && !inputs.empty()) {
     const double groups = static_cast<double>(shapeOf(outputs[0])[0]);
-    return 2.0 * outElements / groups * static_cast<double>(shapeOf(inputs[0])[0]);
+    return 2.0 * outElements / groups * static_cast<double>(computedRows(kernel, expertRanks));
   }
   // The fused head + loss: the logits' product, and in its backward forms
   // also dh's product and, unless the head is frozen, dw's.
@@ -233,23 +246,34 @@ double kernelFlops(Operation *op) {
   return movesOnly.count(name.str()) ? 0 : outElements;
 }
 
-double kernelBytes(Operation *op) {
+double kernelBytes(Operation *op, int64_t expertRanks) {
+  auto kernel = cast<exec::KernelOp>(op);
+  // A grouped kernel's row buffers (x's dimension 0 rows) count the rows
+  // it computes; its weights and offsets count whole.
+  const bool grouped = isGrouped(kernel.getCallee()) && !kernel.getInputs().empty();
+  const int64_t rows = grouped ? shapeOf(kernel.getInputs()[0])[0] : 0;
+  const double share =
+      grouped ? static_cast<double>(computedRows(kernel, expertRanks)) / std::max<int64_t>(1, rows)
+              : 1;
   double bytes = 0;
-  for (Value v : op->getOperands())
-    bytes += bytesOf(v.getType());
+  for (Value v : op->getOperands()) {
+    auto type = dyn_cast<MemRefType>(v.getType());
+    bool rowBuffer = grouped && type && type.getRank() >= 1 && type.getDimSize(0) == rows;
+    bytes += bytesOf(v.getType()) * (rowBuffer ? share : 1);
+  }
   return bytes;
 }
 
-double kernelModelFlops(Operation *op) {
+double kernelModelFlops(Operation *op, int64_t expertRanks) {
   StringRef name = cast<exec::KernelOp>(op).getCallee();
   if (isAttention(name))
     return name.ends_with("_grad") ? kernelFlops(op) / 2.5 * 2 : kernelFlops(op);
-  if (name == "paged_attention" || !kernelGemms(op).empty())
-    return kernelFlops(op);
+  if (name == "paged_attention" || !kernelGemms(op, expertRanks).empty())
+    return kernelFlops(op, expertRanks);
   return 0;
 }
 
-std::vector<GemmShape> kernelGemms(Operation *op) {
+std::vector<GemmShape> kernelGemms(Operation *op, int64_t expertRanks) {
   auto kernel = cast<exec::KernelOp>(op);
   StringRef name = kernel.getCallee();
   auto inputs = kernel.getInputs();
@@ -280,11 +304,11 @@ std::vector<GemmShape> kernelGemms(Operation *op) {
   // routed rows, priced as if routing were balanced (the load-balancing
   // loss's aim; which expert gets how many is known only at run time).
   if (name == "grouped_matmul") {
-    const int64_t groups = shapeOf(inputs[1])[0] - 1, rows = x[0];
+    const int64_t groups = shapeOf(inputs[1])[0] - 1, rows = computedRows(kernel, expertRanks);
     return std::vector<GemmShape>(groups, {1, (rows + groups - 1) / groups, out[1], x[1]});
   }
   if (name == "grouped_matmul_weight_grad") { // each dw [a, b] over its rows
-    const int64_t groups = out[0], rows = x[0];
+    const int64_t groups = out[0], rows = computedRows(kernel, expertRanks);
     return std::vector<GemmShape>(groups, {1, out[1], out[2], (rows + groups - 1) / groups});
   }
   return {};
@@ -306,11 +330,12 @@ double attentionSeconds(exec::KernelOp kernel, const Cluster &c, ArrayRef<int64_
 
 } // namespace
 
-double kernelSeconds(Operation *op, const Cluster &c, double fp32MatmulScale) {
+double kernelSeconds(Operation *op, const Cluster &c, double fp32MatmulScale,
+                     int64_t expertRanks) {
   auto kernel = cast<exec::KernelOp>(op);
   StringRef name = kernel.getCallee();
-  double compute = kernelFlops(op) / c.peakFlops;
-  if (std::vector<GemmShape> gemms = kernelGemms(op); !gemms.empty()) {
+  double compute = kernelFlops(op, expertRanks) / c.peakFlops;
+  if (std::vector<GemmShape> gemms = kernelGemms(op, expertRanks); !gemms.empty()) {
     // fp32 products run on the TF32 path; bf16 and f16 at the full rate.
     bool fp32 = cast<MemRefType>(kernel.getInputs()[0].getType()).getElementType().isF32();
     compute = 0;
@@ -322,7 +347,7 @@ double kernelSeconds(Operation *op, const Cluster &c, double fp32MatmulScale) {
     if (ArrayRef<int64_t> q = attentionQuery(kernel); !q.empty())
       compute = attentionSeconds(kernel, c, q);
   }
-  return std::max(compute, kernelBytes(op) / c.memoryBandwidth) + c.kernelOverhead;
+  return std::max(compute, kernelBytes(op, expertRanks) / c.memoryBandwidth) + c.kernelOverhead;
 }
 
 } // namespace llmc::plan

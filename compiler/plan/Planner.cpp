@@ -20,8 +20,10 @@ namespace llmc::plan {
 
 std::string Layout::label() const {
   std::ostringstream os;
-  os << "tp" << tp << " pp" << pp << " dp" << dp << " z" << zero << (sp ? " sp" : "") << " mbs"
-     << microbatchSize << " m" << microbatches;
+  os << "tp" << tp << " pp" << pp << " dp" << dp;
+  if (ep > 1)
+    os << " ep" << ep;
+  os << " z" << zero << (sp ? " sp" : "") << " mbs" << microbatchSize << " m" << microbatches;
   if (pp > 1)
     os << " " << schedule << (virtualStages > 1 ? "×" + std::to_string(virtualStages) : "");
   os << " " << (recompute == "selective" ? "sel" : recompute);
@@ -45,8 +47,8 @@ std::string Layout::compileFlags(const Request &request) const {
   if (request.seqLen > 0)
     os << " --set seq_len=" << request.seqLen;
   // The model's batch_size is one microbatch over all data-parallel ranks.
-  os << " --set batch_size=" << dp * microbatchSize << " --precision " << request.precision
-     << " --target " << request.target;
+  os << " --set batch_size=" << batchRanks() * microbatchSize << " --precision "
+     << request.precision << " --target " << request.target;
   CompileOptions options = layoutOptions(request, *this);
   if (!options.mesh.empty())
     os << " --mesh " << options.mesh;
@@ -100,6 +102,7 @@ bool modelShape(const Request &request, ModelShape &shape, std::string &error) {
   shape.kvHeads = config.nKvHead > 0 ? config.nKvHead : config.nHead;
   shape.parameters = static_cast<double>(countParameters(*module).total);
   shape.dropout = config.dropout;
+  shape.experts = config.moe() ? config.numExperts : 0;
   return true;
 }
 
@@ -139,6 +142,9 @@ std::string validate(const Request &r) {
   for (int64_t pp : r.onlyPp)
     if (pp <= 0)
       return "--pp: " + std::to_string(pp) + " is not a positive number of stages";
+  for (int64_t ep : r.onlyEp)
+    if (ep <= 0)
+      return "--ep: " + std::to_string(ep) + " is not a positive number of expert-parallel ranks";
   for (int64_t zero : r.onlyZero)
     if (zero < 0 || zero > 3)
       return "--zero: " + std::to_string(zero) + " is not a ZeRO stage (0, 1, 2 or 3)";
@@ -168,6 +174,13 @@ bool runPlan(const Request &request, int64_t verified, Result &result, std::stri
   ModelShape shape;
   if (!modelShape(request, shape, error))
     return false;
+  for (int64_t ep : request.onlyEp)
+    if (ep > 1 && (shape.experts <= 1 || shape.experts % ep)) {
+      error = "--ep: " + std::to_string(ep) + " does not divide the model's " +
+              std::to_string(shape.experts) + " experts" +
+              (shape.experts ? "" : " (a dense model has no expert parallelism)");
+      return false;
+    }
   Request resolved = request;
   if (resolved.seqLen <= 0)
     resolved.seqLen = shape.seqLen;
@@ -198,7 +211,7 @@ bool runPlan(const Request &request, int64_t verified, Result &result, std::stri
       reduced.recompute = "selective";
     std::string why;
     if (search.cache().compile(layoutOptions(resolved, reduced), l.pp * l.virtualStages,
-                               l.dp * l.microbatchSize, why))
+                               l.batchRanks() * l.microbatchSize, why))
       kept.push_back(p);
     else
       result.rejected.push_back({l.label(), "the compiler refuses it: " + why});
@@ -223,7 +236,7 @@ bool compiledStageBytes(const Request &request, const Layout &layout, std::vecto
     return false;
   }
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      cache.compile(options, shape.layers, layout.dp * layout.microbatchSize, error);
+      cache.compile(options, shape.layers, layout.batchRanks() * layout.microbatchSize, error);
   if (!module)
     return false;
   bytes = stageArenaBytes(*module);

@@ -1,10 +1,11 @@
 //===- Planner.h - `llmc plan`: choose a layout for a cluster ---*- C++ -*-===//
 //
-// Searches tensor (tp), pipeline (pp) and data (dp) parallelism, the ZeRO
-// stage, sequence parallelism, recomputation (none, selective, full, or the
-// fewest fully recomputed layers that fit), the microbatch size and the
-// pipeline schedule (1F1B, interleaved with v virtual stages, zero-bubble)
-// for a model, a global batch and a cluster, and ranks the layouts that fit
+// Searches tensor (tp), pipeline (pp), data (dp) and, for a mixture of
+// experts, expert (ep) parallelism, the ZeRO stage, sequence parallelism,
+// recomputation (none, selective, full, or the fewest fully recomputed
+// layers that fit), the microbatch size and the pipeline schedule (1F1B,
+// interleaved with v virtual stages, zero-bubble) for a model, a global
+// batch and a cluster, and ranks the layouts that fit
 // by predicted step time.
 //
 // Nothing is fitted to measurements: every prediction prices compiled
@@ -49,6 +50,8 @@ struct Request {
   /// Restrict the search (empty: every value): to price one published
   /// layout, or to search only what a job may use.
   std::vector<int64_t> onlyTp, onlyPp, onlyZero;
+  /// Only these expert-parallel sizes (a mixture of experts; 1: none).
+  std::vector<int64_t> onlyEp;
   std::vector<std::string> onlyRecompute, onlySchedule;
   int onlySp = -1; ///< -1 both, 0 off, 1 on
   /// ZeRO-Offload choices ("none", "optimizer"); empty: offload a layout
@@ -59,13 +62,19 @@ struct Request {
 
 struct Layout {
   int64_t tp = 1, pp = 1, dp = 1, zero = 0;
+  /// Expert parallelism: a batch axis beside dp (the batch splits over
+  /// dp × ep ranks) that also splits every layer's experts; ZeRO shards
+  /// over dp only.
+  int64_t ep = 1;
   bool sp = false;
   int64_t microbatchSize = 1, microbatches = 1, virtualStages = 1;
   std::string schedule = "1f1b";   ///< 1f1b | interleaved | zero-bubble
   std::string recompute = "none";  ///< none | selective | full | budget
   int64_t budgetFullLayers = 0;    ///< budget: layers per stage recomputed in full
   bool offload = false;            ///< --offload optimizer
-  std::string label() const;       ///< "tp8 pp16 dp8 z1 sp mbs1 1f1b sel off"
+  /// The ranks one microbatch's sequences are split over (dp × ep).
+  int64_t batchRanks() const { return dp * ep; }
+  std::string label() const;       ///< "tp8 pp16 dp8 ep2 z1 sp mbs1 1f1b sel off"
   /// The `llmc compile` flags of this layout for `request`.
   std::string compileFlags(const Request &request) const;
 };

@@ -147,7 +147,10 @@ void clampBytes(Piece &piece) {
   piece.otherBytes = std::max(0.0, piece.otherBytes);
 }
 
-std::string meshSpec(int64_t pp, int64_t dp, int64_t tp) {
+/// Ranks outermost first: pipeline stages, data-parallel replicas, the
+/// expert-parallel ranks of a replica, tensor-parallel ranks innermost (an
+/// ep group stays inside a node while tp·ep fits one).
+std::string meshSpec(int64_t pp, int64_t dp, int64_t ep, int64_t tp) {
   std::string mesh;
   auto add = [&](const char *axis, int64_t n) {
     if (n > 1)
@@ -155,6 +158,7 @@ std::string meshSpec(int64_t pp, int64_t dp, int64_t tp) {
   };
   add("pp", pp);
   add("dp", dp);
+  add("ep", ep);
   add("tp", tp);
   return mesh;
 }
@@ -194,7 +198,7 @@ CompileOptions layoutOptions(const Request &request, const Layout &layout) {
   CompileOptions o;
   o.precision = request.precision;
   o.target = request.target;
-  o.mesh = meshSpec(layout.pp, layout.dp, layout.tp);
+  o.mesh = meshSpec(layout.pp, layout.dp, layout.ep, layout.tp);
   o.zero = layout.zero;
   o.sequenceParallel = layout.sp;
   o.microbatches = layout.microbatches;
@@ -274,8 +278,9 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
   layout.microbatches = std::max(stages, key.microbatches);
   layout.recompute = key.recompute;
   layout.offload = key.offload;
-  OwningOpRef<ModuleOp> module =
-      compile(layoutOptions(request, layout), layers, key.microbatchSize, error);
+  layout.ep = key.ep;
+  OwningOpRef<ModuleOp> module = compile(layoutOptions(request, layout), layers,
+                                         layout.batchRanks() * key.microbatchSize, error);
   if (!module)
     return false;
   // Microbatches in flight per stage: 1F1B keeps p − s on stage s.
@@ -285,7 +290,7 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
   std::string scheduleError;
   pipeline::Stats stats = pipeline::simulate(spec, pipeline::buildSchedule(spec, scheduleError));
   MeshShape mesh;
-  mesh.axes = {{"pp", stages}, {"tp", key.tp}};
+  mesh.axes = {{"pp", stages}, {"ep", key.ep}, {"tp", key.tp}};
   out.clear();
   p2pForward = p2pBackward = 0;
   int stageIndex = 0;
@@ -299,7 +304,9 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
       error = "a probe has no train_step program";
       return false;
     }
-    ProgramCost cost = costProgram(train, request.cluster, mesh, request.fp32MatmulScale);
+    // The gradients' average over ep is data-parallel traffic (priced by
+    // the traffic probes); the all-to-alls are priced here.
+    ProgramCost cost = costProgram(train, request.cluster, mesh, request.fp32MatmulScale, {"ep"});
     double m = static_cast<double>(std::max<int64_t>(1, cost.microbatches));
     piece.forward = cost.phase('F').scaled(1 / m);
     piece.backward = cost.phase('B').scaled(1 / m);
@@ -345,58 +352,86 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
   return true;
 }
 
-bool ProbeCache::collectTraffic(int64_t tp, bool sp, int64_t zero, int64_t layers,
-                                DpTraffic &out, std::string &error) {
+namespace {
+
+using Groups = TrafficPieces::Groups;
+
+Groups plus(const Groups &a, const Groups &b, double scaleB = 1) {
+  Groups sum = a;
+  for (auto &[group, traffic] : b)
+    sum[group] = sum[group] + traffic.scaled(scaleB);
+  return sum;
+}
+
+/// The batch axes of a collective's group: what sets its size and link.
+std::vector<std::string> batchAxesOf(const std::vector<std::string> &group) {
+  std::vector<std::string> axes;
+  for (const std::string &axis : group)
+    if (axis == "dp" || axis == "ep")
+      axes.push_back(axis);
+  return axes;
+}
+
+} // namespace
+
+bool ProbeCache::collectTraffic(int64_t tp, bool sp, int64_t zero, int64_t ep, int64_t layers,
+                                Groups &out, std::string &error) {
   // Two ranks and two microbatches tell per-microbatch traffic (the same
   // in both) from per-step traffic (only in the last backward, or after).
+  // Expert parallelism keeps its own size: it sets the experts' shapes.
   Layout layout;
   layout.tp = tp;
   layout.sp = sp;
   layout.dp = 2;
+  layout.ep = ep;
   layout.zero = zero;
   layout.microbatches = 2;
-  OwningOpRef<ModuleOp> module = compile(layoutOptions(request, layout), layers, layout.dp, error);
+  OwningOpRef<ModuleOp> module =
+      compile(layoutOptions(request, layout), layers, layout.batchRanks(), error);
   if (!module)
     return false;
   MeshShape mesh;
-  mesh.axes = {{"dp", 2}, {"tp", tp}};
-  DpTraffic first, second, after;
+  mesh.axes = {{"dp", 2}, {"ep", ep}, {"tp", tp}};
+  Groups first, second, after;
   for (ModuleOp stage : programModules(*module))
     for (auto program : stage.getOps<exec::ProgramOp>()) {
       if (program.getSymName() != "train_step")
         continue;
       ProgramCost cost =
-          costProgram(program, request.cluster, mesh, request.fp32MatmulScale, {"dp"});
+          costProgram(program, request.cluster, mesh, request.fp32MatmulScale, {"dp", "ep"});
       for (const Message &m : cost.deferred) {
-        DpTraffic &into = m.microbatch == 0 ? first : m.microbatch == 1 ? second : after;
+        Groups &into = m.microbatch == 0 ? first : m.microbatch == 1 ? second : after;
         int when = m.phase == 'F' ? DpTraffic::EachForward : DpTraffic::EachBackward;
         if (&into == &after)
           when = DpTraffic::StepAfter;
-        auto &entry = into.messages[{when, static_cast<int>(m.kind)}];
+        auto &entry = into[batchAxesOf(m.group)].messages[{when, static_cast<int>(m.kind)}];
         entry.first += 1;
         entry.second += m.bytes;
       }
     }
-  out = first + after;
+  out = plus(first, after);
   // What the second microbatch sends beyond the first runs once per step.
-  for (auto &[key, value] : (second + first.scaled(-1)).messages) {
-    auto &entry = out.messages[{DpTraffic::StepBackward, key.second}];
-    entry.first += value.first;
-    entry.second += value.second;
-  }
+  for (auto &[group, traffic] : plus(second, first, -1))
+    for (auto &[key, value] : traffic.messages) {
+      auto &entry = out[group].messages[{DpTraffic::StepBackward, key.second}];
+      entry.first += value.first;
+      entry.second += value.second;
+    }
   return true;
 }
 
-const TrafficPieces *ProbeCache::traffic(int64_t tp, bool sp, int64_t zero, std::string &error) {
-  auto key = std::make_tuple(tp, sp, zero);
+const TrafficPieces *ProbeCache::traffic(int64_t tp, bool sp, int64_t zero, int64_t ep,
+                                         std::string &error) {
+  auto key = std::make_tuple(tp, sp, zero, ep);
   if (auto it = traffics.find(key); it != traffics.end())
     return it->second.get();
-  DpTraffic one, two;
-  if (!collectTraffic(tp, sp, zero, 1, one, error) || !collectTraffic(tp, sp, zero, 2, two, error))
+  Groups one, two;
+  if (!collectTraffic(tp, sp, zero, ep, 1, one, error) ||
+      !collectTraffic(tp, sp, zero, ep, 2, two, error))
     return nullptr;
   auto pieces = std::make_unique<TrafficPieces>();
-  pieces->layer = two + one.scaled(-1);
-  pieces->base = one + pieces->layer.scaled(-1);
+  pieces->layer = plus(two, one, -1);
+  pieces->base = plus(one, pieces->layer, -1);
   return (traffics[key] = std::move(pieces)).get();
 }
 

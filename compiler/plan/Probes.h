@@ -1,7 +1,7 @@
 //===- Probes.h - what one layer, the first and the last stage cost -*- C++ -*-===//
 //
-// The planner never compiles a whole layout. For each (tp, sp, microbatch
-// size, recomputation) it compiles three probe models of the real width —
+// The planner never compiles a whole layout. For each (tp, ep, sp,
+// microbatch size, recomputation) it compiles three probe models of the real width —
 // one layer on one stage, two layers on one stage, two layers on two
 // pipeline stages — and subtracts: two layers minus one is a layer; the
 // one-layer model minus a layer is the embedding and head; the pipeline's
@@ -10,6 +10,12 @@
 // microbatch and phase, its saved activations per microbatch, its gradient
 // and optimizer work, and its persistent tensors (so ZeRO's sharding of
 // the exact shapes, padding included, follows for any dp).
+//
+// Expert parallelism changes the shapes themselves (each rank keeps 1/ep
+// of the experts; the exchange's buffers hold ep·R rows), so probes are
+// compiled at the layout's ep: their memory plans hold the split experts,
+// their gradients and optimizer state, and the all-to-all buffers; their
+// programs price the all-to-alls on the ep group's link.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_COMPILER_PLAN_PROBES_H
@@ -78,8 +84,15 @@ struct DpTraffic {
   double seconds(When when, int64_t n, double alpha, double beta) const;
 };
 
+/// A layout's data-parallel traffic by the batch axes each collective
+/// spans: {dp} for a dense model; under expert parallelism also {ep} and
+/// {dp, ep} (an expert's gradient is averaged over dp only; a replicated
+/// one over both; ZeRO shards over dp and leaves ep to an all-reduce).
+/// Other axes a group spans (tp under sequence parallelism) are left out:
+/// the batch axes set its size and link.
 struct TrafficPieces {
-  DpTraffic layer, base; ///< one layer; the rest of the one-layer model
+  using Groups = std::map<std::vector<std::string>, DpTraffic>;
+  Groups layer, base; ///< one layer; the rest of the one-layer model
 };
 
 struct ProbeKey {
@@ -91,9 +104,10 @@ struct ProbeKey {
   /// the gradient accumulators that live through the step.
   int64_t microbatches = 1;
   bool offload = false; ///< compiled with --offload optimizer
+  int64_t ep = 1;       ///< expert-parallel ranks (the probe's batch is ep × microbatch size)
   bool operator<(const ProbeKey &o) const {
-    return std::tie(tp, sp, microbatchSize, recompute, microbatches, offload) <
-           std::tie(o.tp, o.sp, o.microbatchSize, o.recompute, o.microbatches, o.offload);
+    return std::tie(tp, sp, microbatchSize, recompute, microbatches, offload, ep) <
+           std::tie(o.tp, o.sp, o.microbatchSize, o.recompute, o.microbatches, o.offload, o.ep);
   }
 };
 
@@ -112,8 +126,9 @@ public:
   /// The pieces for `key`; `pipeline` also compiles the two-stage probe.
   /// Null with `error` set (the compiler's message) when a probe fails.
   const Pieces *get(const ProbeKey &key, bool pipeline, std::string &error);
-  /// The data-parallel traffic for (tp, sp, zero).
-  const TrafficPieces *traffic(int64_t tp, bool sp, int64_t zero, std::string &error);
+  /// The data-parallel traffic for (tp, sp, zero, ep).
+  const TrafficPieces *traffic(int64_t tp, bool sp, int64_t zero, int64_t ep,
+                               std::string &error);
   int64_t compiled() const { return compiledCount; }
   double seconds() const { return compileSeconds; }
   /// Compiles the model with `layers` layers and `batchSize` rows per
@@ -130,9 +145,9 @@ private:
   std::unique_ptr<mlir::MLIRContext> context;
   std::map<std::pair<ProbeKey, bool>, std::unique_ptr<Pieces>> cache;
   std::map<std::pair<ProbeKey, bool>, std::string> failures;
-  std::map<std::tuple<int64_t, bool, int64_t>, std::unique_ptr<TrafficPieces>> traffics;
-  bool collectTraffic(int64_t tp, bool sp, int64_t zero, int64_t layers, DpTraffic &out,
-                      std::string &error);
+  std::map<std::tuple<int64_t, bool, int64_t, int64_t>, std::unique_ptr<TrafficPieces>> traffics;
+  bool collectTraffic(int64_t tp, bool sp, int64_t zero, int64_t ep, int64_t layers,
+                      TrafficPieces::Groups &out, std::string &error);
   int64_t compiledCount = 0;
   double compileSeconds = 0;
 };

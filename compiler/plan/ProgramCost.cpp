@@ -73,6 +73,7 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
                         double fp32MatmulScale, const std::vector<std::string> &deferredAxes) {
   ProgramCost result;
   std::set<std::string> microbatches;
+  const int64_t expertRanks = mesh.size("ep");
   auto link = [&](const std::vector<std::string> &group, double &alpha, double &beta) {
     bool inside = groupInsideNode(mesh, group, cluster.nodeSize);
     alpha = inside ? cluster.intraLatency : cluster.interLatency;
@@ -98,10 +99,10 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
                    kernel.getCallee() == "copy_to_device"))
       return;
     if (isa<exec::KernelOp>(op)) {
-      cost.computeSeconds = kernelSeconds(op, cluster, fp32MatmulScale);
-      cost.flops = kernelFlops(op);
-      cost.modelFlops = kernelModelFlops(op);
-      cost.bytes = kernelBytes(op);
+      cost.computeSeconds = kernelSeconds(op, cluster, fp32MatmulScale, expertRanks);
+      cost.flops = kernelFlops(op, expertRanks);
+      cost.modelFlops = kernelModelFlops(op, expertRanks);
+      cost.bytes = kernelBytes(op, expertRanks);
       cost.kernels = 1;
     } else if (auto send = dyn_cast<exec::SendOp>(op)) {
       cost.p2pBytes = bytesOf(send.getBuffer().getType());
@@ -111,11 +112,12 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
         int64_t n;
         std::vector<std::string> group = groupOf(axes, n, mesh);
         for (const std::string &axis : group)
-          if (llvm::is_contained(deferredAxes, axis)) {
+          if (kind != Collective::AllToAll && llvm::is_contained(deferredAxes, axis)) {
             Message message;
             message.phase = phaseOf(op, microbatches, message.microbatch);
             message.kind = kind;
             message.bytes = bytesOf(full);
+            message.group = group;
             result.deferred.push_back(message);
             return;
           }

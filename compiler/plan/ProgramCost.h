@@ -47,6 +47,7 @@ struct Message {
   int microbatch = -1; ///< -1 outside microbatches
   Collective kind = Collective::AllReduce;
   double bytes = 0;    ///< the full buffer (see collectiveSeconds)
+  std::vector<std::string> group; ///< the mesh axes it spans ("dp", "ep")
 };
 
 /// Work by phase: 'F' forward, 'B' backward (input and weight gradients),
@@ -65,7 +66,10 @@ struct ProgramCost {
 /// CPU; ½ on tensor-core GPUs, whose fp32 path is TF32 at half the bf16
 /// rate).
 /// Collectives whose group includes one of `deferredAxes` are recorded in
-/// `deferred` instead of priced.
+/// `deferred` instead of priced, but for all-to-alls: expert parallelism's
+/// exchange is compiled at the layout's own ep size, so it is priced where
+/// it stands, on the link its ep group spans. Under an `ep` axis the
+/// experts' grouped matmuls are priced at the rows received (KernelCost.h).
 ProgramCost costProgram(mlir::Operation *program, const Cluster &cluster, const MeshShape &mesh,
                         double fp32MatmulScale, const std::vector<std::string> &deferredAxes = {});
 

@@ -30,8 +30,8 @@ bool Search::accepted(const Layout &l, std::string &why) {
   auto it = refusals.find(key);
   if (it == refusals.end()) {
     std::string error;
-    if (probes.compile(layoutOptions(request, small), small.pp * small.virtualStages, small.dp,
-                       error))
+    if (probes.compile(layoutOptions(request, small), small.pp * small.virtualStages,
+                       small.batchRanks(), error))
       error.clear();
     it = refusals.emplace(key, error).first;
   }
@@ -75,7 +75,7 @@ bool Search::evaluate(const Layout &l, Prediction &prediction, std::string &why,
     return false;
   int64_t k = shape.layers / l.pp;
   ProbeKey key{l.tp, l.sp, l.microbatchSize, l.recompute == "budget" ? "none" : l.recompute,
-               l.microbatches > 1 ? 2 : 1, l.offload};
+               l.microbatches > 1 ? 2 : 1, l.offload, l.ep};
   const Pieces *pieces = probes.get(key, l.pp > 1, why);
   if (!pieces)
     return false;
@@ -133,6 +133,15 @@ std::vector<int64_t> divisorsOf(int64_t n) {
 }
 
 } // namespace
+
+std::vector<int64_t> Search::expertParallelSizes(int64_t batchRanks) const {
+  std::vector<int64_t> sizes;
+  for (int64_t ep : divisorsOf(batchRanks))
+    if ((ep == 1 || (shape.experts > 1 && shape.experts % ep == 0)) &&
+        allowed(request.onlyEp, ep))
+      sizes.push_back(ep);
+  return sizes;
+}
 
 void Search::run() {
   const Cluster &c = request.cluster;
@@ -224,59 +233,64 @@ void Search::run() {
                              std::to_string(pp) + " stages");
         continue;
       }
-      int64_t dp = G / (t * pp);
-      std::string family = "tp" + std::to_string(t) + " pp" + std::to_string(pp) + " dp" +
-                           std::to_string(dp);
-      bool anyBatch = false;
-      for (int64_t mbs : request.microbatchSizes) {
-        if (request.globalBatch % (dp * mbs))
-          continue;
-        anyBatch = true;
-        int64_t m = request.globalBatch / (dp * mbs);
-        std::vector<std::pair<std::string, int64_t>> scheduleChoices = {{"1f1b", 1}};
-        if (pp > 1) {
-          scheduleChoices.push_back({"zero-bubble", 1});
-          for (int64_t v = 2; v <= request.maxVirtualStages; v *= 2)
-            if ((L / pp) % v == 0 && m % pp == 0)
-              scheduleChoices.push_back({"interleaved", v});
-        }
-        for (bool sp : t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
-          for (int64_t zero = 0; zero <= 3; ++zero)
-            for (const char *rc : {"none", "selective", "full", "budget"})
-              for (auto &[kind, v] : scheduleChoices) {
-                Layout l;
-                l.tp = t, l.pp = pp, l.dp = dp, l.zero = zero, l.sp = sp;
-                l.microbatchSize = mbs, l.microbatches = m;
-                l.schedule = kind, l.virtualStages = v, l.recompute = rc;
-                if (zero > 0 && dp == 1)
-                  continue; // ZeRO over one rank is stage 0
-                if (!allowed(request.onlyZero, zero) ||
-                    !allowed(request.onlyRecompute, std::string(rc)) ||
-                    (pp > 1 && !allowed(request.onlySchedule, kind)) ||
-                    (request.onlySp >= 0 && t > 1 && sp != (request.onlySp == 1)))
-                  continue;
-                for (bool offload : offloadChoices) {
-                  // By default a layout is offloaded only where it does
-                  // not fit without (docs/planner.md).
-                  if (offload && autoOffload && !tooBig)
+      // The batch ranks of the layout (G / (tp·pp)) split into dp × ep.
+      int64_t batchRanks = G / (t * pp);
+      for (int64_t ep : expertParallelSizes(batchRanks)) {
+        int64_t dp = batchRanks / ep;
+        std::string family = "tp" + std::to_string(t) + " pp" + std::to_string(pp) + " dp" +
+                             std::to_string(dp) + (ep > 1 ? " ep" + std::to_string(ep) : "");
+        bool anyBatch = false;
+        for (int64_t mbs : request.microbatchSizes) {
+          if (request.globalBatch % (dp * ep * mbs))
+            continue;
+          anyBatch = true;
+          int64_t m = request.globalBatch / (dp * ep * mbs);
+          std::vector<std::pair<std::string, int64_t>> scheduleChoices = {{"1f1b", 1}};
+          if (pp > 1) {
+            scheduleChoices.push_back({"zero-bubble", 1});
+            for (int64_t v = 2; v <= request.maxVirtualStages; v *= 2)
+              if ((L / pp) % v == 0 && m % pp == 0)
+                scheduleChoices.push_back({"interleaved", v});
+          }
+          for (bool sp : t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
+            for (int64_t zero = 0; zero <= 3; ++zero)
+              for (const char *rc : {"none", "selective", "full", "budget"})
+                for (auto &[kind, v] : scheduleChoices) {
+                  Layout l;
+                  l.tp = t, l.pp = pp, l.dp = dp, l.ep = ep, l.zero = zero, l.sp = sp;
+                  l.microbatchSize = mbs, l.microbatches = m;
+                  l.schedule = kind, l.virtualStages = v, l.recompute = rc;
+                  if (zero > 0 && dp == 1)
+                    continue; // ZeRO over one rank is stage 0
+                  if (!allowed(request.onlyZero, zero) ||
+                      !allowed(request.onlyRecompute, std::string(rc)) ||
+                      (pp > 1 && !allowed(request.onlySchedule, kind)) ||
+                      (request.onlySp >= 0 && t > 1 && sp != (request.onlySp == 1)))
                     continue;
-                  l.offload = offload;
-                  consider(l, family);
+                  for (bool offload : offloadChoices) {
+                    // By default a layout is offloaded only where it does
+                    // not fit without (docs/planner.md).
+                    if (offload && autoOffload && !tooBig)
+                      continue;
+                    l.offload = offload;
+                    consider(l, family);
+                  }
                 }
-              }
+        }
+        if (!anyBatch) {
+          reject(family, "the global batch (" + std::to_string(request.globalBatch) +
+                             ") does not divide into dp × " + (ep > 1 ? "ep × " : "") +
+                             "microbatch size for any size tried");
+          continue;
+        }
+        if (!familyBest.count(family))
+          reject(family, familyWhy[family]);
+        else if (!fitsPlain.count(family) && familyPlain.count(family))
+          result.offloadOnly.push_back(
+              {family, "fits only with --offload optimizer: without it the smallest layout (" +
+                           familyPlain[family].second + " of " +
+                           formatSize(static_cast<int64_t>(c.memoryBytes))});
       }
-      if (!anyBatch) {
-        reject(family, "the global batch (" + std::to_string(request.globalBatch) +
-                           ") does not divide into dp × microbatch size for any size tried");
-        continue;
-      }
-      if (!familyBest.count(family))
-        reject(family, familyWhy[family]);
-      else if (!fitsPlain.count(family) && familyPlain.count(family))
-        result.offloadOnly.push_back(
-            {family, "fits only with --offload optimizer: without it the smallest layout (" +
-                         familyPlain[family].second + " of " +
-                         formatSize(static_cast<int64_t>(c.memoryBytes))});
     }
   // One line per refusal, with the first combination it refused.
   std::map<std::string, std::vector<std::string>> refused;

@@ -26,6 +26,7 @@ struct ModelShape {
   int64_t layers = 0, heads = 0, kvHeads = 0, seqLen = 0;
   double parameters = 0;
   double dropout = 0;
+  int64_t experts = 0; ///< experts per MoE layer; 0: a dense model
 };
 
 /// The model's shape (layers, heads, parameters, sequence), from its builder.
@@ -54,6 +55,10 @@ public:
 
 private:
   const ScheduleInfo &schedule(const Layout &layout);
+  /// The expert-parallel sizes a layout with `batchRanks` (dp × ep) batch
+  /// ranks may take: 1 alone for a dense model; for a mixture of experts
+  /// each divisor of `batchRanks` that divides the experts (and --ep).
+  std::vector<int64_t> expertParallelSizes(int64_t batchRanks) const;
   /// Whether the compiler accepts the combination of features `layout`
   /// uses (checked once per combination on a two-stage, two-rank, one-
   /// layer-per-chunk version of it).

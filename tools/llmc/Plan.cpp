@@ -112,6 +112,11 @@ cl::list<int64_t> onlyTp("tp", cl::desc("Only these tensor-parallel sizes"), cl:
                          PLAN_OPT);
 cl::list<int64_t> onlyPp("pp", cl::desc("Only these pipeline sizes"), cl::CommaSeparated,
                          PLAN_OPT);
+cl::list<int64_t> onlyEp("ep",
+                         cl::desc("Only these expert-parallel sizes (a mixture of experts; "
+                                  "default: every divisor of its experts that divides the "
+                                  "data-parallel ranks)"),
+                         cl::CommaSeparated, PLAN_OPT);
 cl::list<int64_t> onlyZero("zero", cl::desc("Only these ZeRO stages"), cl::CommaSeparated,
                            PLAN_OPT);
 cl::list<std::string> onlyRecompute("recompute",
@@ -314,6 +319,7 @@ int runPlan() {
   request.onlyTp.assign(onlyTp.begin(), onlyTp.end());
   request.onlyPp.assign(onlyPp.begin(), onlyPp.end());
   request.onlyZero.assign(onlyZero.begin(), onlyZero.end());
+  request.onlyEp.assign(onlyEp.begin(), onlyEp.end());
   request.onlyRecompute.assign(onlyRecompute.begin(), onlyRecompute.end());
   request.onlySchedule.assign(onlySchedule.begin(), onlySchedule.end());
   request.onlySp = onlySp == "both" ? -1 : onlySp == "on";
