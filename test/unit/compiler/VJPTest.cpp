@@ -647,39 +647,24 @@ std::string batchCapacityLayer() {
                      ", " + param("s", packed);
   std::string ops =
       "  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64} : "
-      "tensor<6x4xf32>
-"
-      "  %xs = llm.moe_dispatch %x, %pos : tensor<6x3xf32>, tensor<6x2xi32>
-"
-      "  %used = llm.fill 5.0 : tensor<1x2xf32>
-"
-      "  %part = llm.fill 2.0 : tensor<1x1xf32>
-"
-      "  %none = llm.fill 0.0 : tensor<1x1xf32>
-"
+      "tensor<6x4xf32>\n"
+      "  %xs = llm.moe_dispatch %x, %pos : tensor<6x3xf32>, tensor<6x2xi32>\n"
+      "  %used = llm.fill 5.0 : tensor<1x2xf32>\n"
+      "  %part = llm.fill 2.0 : tensor<1x1xf32>\n"
+      "  %none = llm.fill 0.0 : tensor<1x1xf32>\n"
       "  %first = llm.concat %used, %part, %none {dim = 1 : i64} : tensor<1x2xf32>, "
-      "tensor<1x1xf32>, tensor<1x1xf32> -> tensor<1x4xf32>
-"
-      "  %mine = llm.reshape %cnt : tensor<4xf32> to tensor<1x4xf32>
-"
-      "  %last = llm.fill 7.0 : tensor<1x4xf32>
-"
+      "tensor<1x1xf32>, tensor<1x1xf32> -> tensor<1x4xf32>\n"
+      "  %mine = llm.reshape %cnt : tensor<4xf32> to tensor<1x4xf32>\n"
+      "  %last = llm.fill 7.0 : tensor<1x4xf32>\n"
       "  %gc = llm.concat %first, %mine, %last {dim = 0 : i64} : tensor<1x4xf32>, tensor<1x4xf32>, "
-      "tensor<1x4xf32> -> tensor<3x4xf32>
-"
+      "tensor<1x4xf32> -> tensor<3x4xf32>\n"
       "  %packed, %kept = llm.moe_pack %xs, %off group %gc {capacity = 4 : i64, group_position = "
       "array<i64: 1>} : tensor<12x3xf32>, tensor<5xi32> group tensor<3x4xf32> -> " +
-      packed + ", " + kept + "
-" + "  %g, %loff = llm.moe_regroup %packed, %kept : " + packed +
-      ", " + kept + "
-" + "  %a = llm.silu %g : " + packed + "
-" + "  %o = llm.mul %a, %s : " +
-      packed + ", " + packed + "
-" + "  %back = llm.moe_ungroup %o, %kept : " + packed + ", " +
-      kept + "
-" + "  %ys = llm.moe_unpack %back, %off, %kept : " + packed + ", tensor<5xi32>, " +
-      kept + " -> tensor<12x3xf32>
-"
+      packed + ", " + kept + "\n" + "  %g, %loff = llm.moe_regroup %packed, %kept : " + packed +
+      ", " + kept + "\n" + "  %a = llm.silu %g : " + packed + "\n" + "  %o = llm.mul %a, %s : " +
+      packed + ", " + packed + "\n" + "  %back = llm.moe_ungroup %o, %kept : " + packed + ", " +
+      kept + "\n" + "  %ys = llm.moe_unpack %back, %off, %kept : " + packed + ", tensor<5xi32>, " +
+      kept + " -> tensor<12x3xf32>\n"
       "  %y = llm.moe_combine %ys, %pos weights %w : tensor<12x3xf32>, tensor<6x2xi32> weights "
       "tensor<6x2xf32>";
   return projected(args, ops, "tensor<6x3xf32>");
