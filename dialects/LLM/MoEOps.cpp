@@ -268,8 +268,8 @@ LogicalResult verifyPackGroup(MoEPackOp op) {
   if (counts.getRank() != 2 || !counts.getElementType().isF32() ||
       counts.getDimSize(1) != experts || counts.getDimSize(0) == 0)
     return op.emitOpError("group_counts must be f32 [ranks ≥ 1, ")
-           << experts << "] (each rank's counts of the offsets' " << experts
-           << " experts), got " << counts;
+           << experts << "] (each rank's counts of the offsets' " << experts << " experts), got "
+           << counts;
   if (position && !counts.isDynamicDim(0) &&
       ((*position)[0] < 0 || (*position)[0] >= counts.getDimSize(0)))
     return op.emitOpError("group_position must lie in [0, ")

@@ -91,8 +91,7 @@ struct RowRun {
 /// without). Returns false on invalid data, with every run empty.
 /// Single-threaded: O(D·E).
 LLMC_HOST_DEVICE inline bool planExchange(const MoeExchangeBinding &b, IndexRead first,
-                                          IndexRead second, const float *groupCounts,
-                                          RowRun *runs);
+                                          IndexRead second, const float *groupCounts, RowRun *runs);
 /// The input row output row `row` copies, or −1 where it is zero.
 LLMC_HOST_DEVICE inline int64_t exchangeSource(const MoeExchangeBinding &b, const RowRun *runs,
                                                int64_t row);

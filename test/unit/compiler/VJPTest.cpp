@@ -661,10 +661,11 @@ std::string batchCapacityLayer() {
       "  %packed, %kept = llm.moe_pack %xs, %off group %gc {capacity = 4 : i64, group_position = "
       "array<i64: 1>} : tensor<12x3xf32>, tensor<5xi32> group tensor<3x4xf32> -> " +
       packed + ", " + kept + "\n" + "  %g, %loff = llm.moe_regroup %packed, %kept : " + packed +
-      ", " + kept + "\n" + "  %a = llm.silu %g : " + packed + "\n" + "  %o = llm.mul %a, %s : " +
-      packed + ", " + packed + "\n" + "  %back = llm.moe_ungroup %o, %kept : " + packed + ", " +
-      kept + "\n" + "  %ys = llm.moe_unpack %back, %off, %kept : " + packed + ", tensor<5xi32>, " +
-      kept + " -> tensor<12x3xf32>\n"
+      ", " + kept + "\n" + "  %a = llm.silu %g : " + packed + "\n" +
+      "  %o = llm.mul %a, %s : " + packed + ", " + packed + "\n" +
+      "  %back = llm.moe_ungroup %o, %kept : " + packed + ", " + kept + "\n" +
+      "  %ys = llm.moe_unpack %back, %off, %kept : " + packed + ", tensor<5xi32>, " + kept +
+      " -> tensor<12x3xf32>\n"
       "  %y = llm.moe_combine %ys, %pos weights %w : tensor<12x3xf32>, tensor<6x2xi32> weights "
       "tensor<6x2xf32>";
   return projected(args, ops, "tensor<6x3xf32>");

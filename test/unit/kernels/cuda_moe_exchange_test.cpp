@@ -63,9 +63,8 @@ TEST(CudaMoeExchangeKernels, LargeBatchCapacityMatchesCpu) {
   Buffer packed(DType::BF16, {ranks * slotRows, width}), kept(DType::I32, {ranks, local});
   KernelAttrs a = attrs({}, {{"capacity", capacity}});
   a.setInts("group_position", {position});
-  std::vector<RefTensor> gpu = expectCudaMatchesCpu("moe_pack", {&xs, &off, &group},
-                                                    {&packed, &kept}, a,
-                                                    {Metric::Elementwise, {0.0}});
+  std::vector<RefTensor> gpu = expectCudaMatchesCpu(
+      "moe_pack", {&xs, &off, &group}, {&packed, &kept}, a, {Metric::Elementwise, {0.0}});
   ASSERT_EQ(gpu.size(), 2u);
   int64_t partial = 0;
   for (int64_t e = 0; e < experts; ++e) {
@@ -84,7 +83,9 @@ TEST(CudaMoeExchangeKernels, BindErrorsMatchCpu) {
       {"moe_pack", {xs, off}, {typeOnly(DType::F32, {11, 4}), kept}, {}},
       {"moe_pack", {xs, off}, {packed, kept}, attrs({}, {{"capacity", -1}})},
       {"moe_pack", {xs, off, typeOnly(DType::F32, {3, 6})}, {packed, kept}, {}},
-      {"moe_pack", {xs, off, typeOnly(DType::F16, {3, 6})}, {packed, kept},
+      {"moe_pack",
+       {xs, off, typeOnly(DType::F16, {3, 6})},
+       {packed, kept},
        attrs({}, {{"capacity", 2}})},
       {"moe_unpack", {packed, off, typeOnly(DType::F32, {2, 3})}, {xs}, {}},
       {"moe_regroup", {packed, kept}, {packed, typeOnly(DType::I32, {3})}, {}},

@@ -207,6 +207,9 @@ ConformanceCase groupsCase(const char *kernel, DType dtype, const ExchangeShape 
 struct GroupShape {
   ExchangeShape rank; ///< this rank's rows (its capacity field unused)
   int64_t groupRanks, position, capacity;
+  /// The earlier ranks' counts drawn like the later ones' instead of
+  /// aimed at the capacity (with a large one: nothing dropped).
+  bool plainPriors = false;
 };
 
 /// What is wrong with a group case's group_counts.
@@ -226,7 +229,8 @@ const char *groupFaultName(GroupFault f) {
 
 /// group_counts [D, E]: row `position` this rank's n_e; the earlier rows
 /// sum, per expert in turn, to more than the capacity (nothing left),
-/// to leave part of n_e, or to leave all of it; later rows at random.
+/// to leave part of n_e, or to leave all of it (or, plainPriors, are
+/// drawn as the later rows are: at random in [0, 2·n_e]).
 RefTensor groupCounts(const GroupShape &g, const RefTensor &offsets, uint64_t seed) {
   const int64_t experts = offsets.numel() - 1;
   std::mt19937_64 rng(seed);
@@ -241,7 +245,8 @@ RefTensor groupCounts(const GroupShape &g, const RefTensor &offsets, uint64_t se
     else
       prior = std::max<int64_t>(0, g.capacity - n - e % 2); // all of n_e left
     for (int64_t q = 0; q < g.position; ++q) { // split the prior over the earlier ranks
-      const int64_t share = q + 1 == g.position
+      const int64_t share = g.plainPriors ? std::uniform_int_distribution<int64_t>(0, 2 * n)(rng)
+                            : q + 1 == g.position
                                 ? prior
                                 : std::uniform_int_distribution<int64_t>(0, prior)(rng);
       counts.data[q * experts + e] = static_cast<double>(share);
@@ -270,7 +275,7 @@ void applyGroupFault(RefTensor &counts, const GroupShape &g, GroupFault fault) {
 std::string groupLabel(DType dtype, const GroupShape &g, GroupFault fault) {
   return shapeLabel(dtype, g.rank, DType::I32) + "_D" + std::to_string(g.groupRanks) + "_at" +
          std::to_string(g.position) + "_batch_capacity" + std::to_string(g.capacity) +
-         groupFaultName(fault);
+         (g.plainPriors ? "_plain_priors" : "") + groupFaultName(fault);
 }
 
 ConformanceCase groupPackCase(DType dtype, const GroupShape &g, GroupFault fault, uint64_t seed) {
@@ -314,12 +319,16 @@ std::vector<ConformanceCase> groupPackCases() {
   const ExchangeShape small{2, 4, 40, 7, 0, 0}, idle{3, 5, 300, 64, 0, 2, true},
       wide{8, 8, 2048, 128, 0, 1};
   const std::vector<GroupShape> shapes = {
-      {small, 1, 0, 4},   {small, 2, 0, 6},  {small, 2, 1, 6},   {small, 4, 2, 5},
-      {small, 4, 3, 8},   {idle, 3, 1, 20},  {idle, 6, 5, 25},   {idle, 5, 0, 18},
-      {wide, 4, 2, 40},   {wide, 2, 1, 16},  {small, 3, 2, 1000}, // capacity past everything
+      {small, 1, 0, 4},       {small, 2, 0, 6},
+      {small, 2, 1, 6},       {small, 4, 2, 5},
+      {small, 4, 3, 8},       {idle, 3, 1, 20},
+      {idle, 6, 5, 25},       {idle, 5, 0, 18},
+      {wide, 4, 2, 40},       {wide, 2, 1, 16},
+      {idle, 4, 3, 60, true}, {small, 3, 2, 1000, true}, // capacity past everything
   };
   for (DType dtype : kFloatTypes)
-    for (const GroupShape &g : shapes) cases.push_back(groupPackCase(dtype, g, GroupFault::None, seed += 5));
+    for (const GroupShape &g : shapes)
+      cases.push_back(groupPackCase(dtype, g, GroupFault::None, seed += 5));
   for (GroupFault fault : {GroupFault::Fraction, GroupFault::Negative, GroupFault::NaN,
                            GroupFault::PastInt32, GroupFault::NotThisRank}) {
     cases.push_back(groupPackCase(DType::F32, {small, 4, 2, 5}, fault, seed += 5));
