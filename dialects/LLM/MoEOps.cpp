@@ -248,6 +248,35 @@ LogicalResult checkExpertOffsets(std::optional<Location> loc, RankedTensorType o
   return success();
 }
 
+/// moe_pack's group_counts [D, E] and group_position (one element in
+/// [0, D), or absent: 0; rank offsets shift it later, so 0 is always
+/// accepted).
+LogicalResult verifyPackGroup(MoEPackOp op) {
+  std::optional<ArrayRef<int64_t>> position = op.getGroupPosition();
+  if (position && position->size() != 1)
+    return op.emitOpError("group_position must have one element (this rank's index among the ")
+           << "batch's ranks), got " << position->size();
+  if (!op.getGroupCounts()) {
+    if (position)
+      return op.emitOpError("group_position needs group_counts");
+    return success();
+  }
+  if (op.getCapacityAttr().getInt() == 0)
+    return op.emitOpError("group_counts need a capacity > 0 (they count tokens against it)");
+  RankedTensorType counts = op.getGroupCounts().getType();
+  const int64_t experts = op.getOffsets().getType().getDimSize(0) - 1;
+  if (counts.getRank() != 2 || !counts.getElementType().isF32() ||
+      counts.getDimSize(1) != experts || counts.getDimSize(0) == 0)
+    return op.emitOpError("group_counts must be f32 [ranks ≥ 1, ")
+           << experts << "] (each rank's counts of the offsets' " << experts << " experts), got "
+           << counts;
+  if (position && !counts.isDynamicDim(0) &&
+      ((*position)[0] < 0 || (*position)[0] >= counts.getDimSize(0)))
+    return op.emitOpError("group_position must lie in [0, ")
+           << counts.getDimSize(0) << ") (group_counts' ranks), got " << (*position)[0];
+  return success();
+}
+
 } // namespace
 
 LogicalResult MoEPackOp::verify() {
@@ -263,7 +292,7 @@ LogicalResult MoEPackOp::verify() {
            << xs.getDimSize(1) << " and element type " << xs.getElementType() << ", got " << packed;
   if (getCapacityAttr().getInt() < 0)
     return emitOpError("capacity must be ≥ 0 (0: unlimited), got ") << getCapacityAttr().getInt();
-  return success();
+  return verifyPackGroup(*this);
 }
 
 LogicalResult MoEUnpackOp::verify() {

@@ -212,6 +212,7 @@ def LLM_RouterLossOp : LLM_Op<"router_loss", [Pure, KeepsPrecision]> {
 // slot of S rows, GShard-style: static shapes, one all-to-all of P·S rows.
 //
 //   %packed, %kept = llm.moe_pack %xs, %off {capacity = C}  // slot p: rank p's experts
+//                          (group %counts: the capacity counted over the batch's ranks)
 //   ... all-to-all of %packed [P·S, C] and %kept [P, El] ...
 //   %g, %loff = llm.moe_regroup %recv, %counts  // source-major → expert-major
 //   %h = llm.grouped_matmul %g, %loff, ...      // El experts, rows past the total: none
@@ -240,17 +241,45 @@ def LLM_MoEPackOp : LLM_Op<"moe_pack", [Pure]> {
     a slot overflowing (Σ_j kept[p][j] > S) make `packed` NaN and `kept`
     all 0.
 
+    The capacity is the whole batch's: when D ranks split the batch (data
+    or expert parallelism), `group_counts [D, E]` (f32, moe_route's
+    `counts` of each of them, gathered in batch order: row q is rank q's)
+    and `group_position` (this rank's q, default 0; `dist.rank_offsets`
+    makes it rank-dependent) let rank q keep of expert e only what the
+    ranks before it left: `kept = clamp(capacity − prior_e, 0, n_e)` with
+    `prior_e = Σ_{q' < q} group_counts[q'][e]`, still its first rows. So
+    every layout drops the tokens one rank holding the whole batch would.
+    Group counts that are not integers in `[0, 2³¹)`, or whose row q is not
+    this rank's n_e (a position or gather out of step), are invalid data
+    like bad offsets: `packed` NaN, `kept` all 0. Group counts need
+    `capacity > 0`.
+
     ```mlir
     %packed, %kept = llm.moe_pack %xs, %off {capacity = 6 : i64}
         : tensor<24x32xbf16>, tensor<9xi32> -> tensor<32x32xbf16>, tensor<2x4xi32>
+    %p2, %k2 = llm.moe_pack %xs, %off group %gcounts {capacity = 24 : i64,
+                                                       group_position = array<i64: 1>}
+        : tensor<24x32xbf16>, tensor<9xi32> group tensor<4x8xf32>
+        -> tensor<32x32xbf16>, tensor<2x4xi32>
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$xs, LLM_IndexTensor:$offsets,
-                       DefaultValuedAttr<I64Attr, "0">:$capacity);
+                       Optional<LLM_FloatTensor>:$group_counts,
+                       DefaultValuedAttr<I64Attr, "0">:$capacity,
+                       OptionalAttr<DenseI64ArrayAttr>:$group_position);
   let results = (outs LLM_FloatTensor:$packed, LLM_I32Tensor:$kept);
   let assemblyFormat = [{
-    $xs `,` $offsets attr-dict `:` type($xs) `,` type($offsets) `->` type($packed) `,` type($kept)
+    $xs `,` $offsets (`group` $group_counts^)? attr-dict `:` type($xs) `,` type($offsets)
+    (`group` type($group_counts)^)? `->` type($packed) `,` type($kept)
   }];
+  let builders = [
+    // A pack whose capacity counts this rank's rows only (or none).
+    OpBuilder<(ins "::mlir::Type":$packed, "::mlir::Type":$kept, "::mlir::Value":$xs,
+                   "::mlir::Value":$offsets, "::mlir::IntegerAttr":$capacity), [{
+      build($_builder, $_state, packed, kept, xs, offsets, /*group_counts=*/::mlir::Value(),
+            capacity, /*group_position=*/nullptr);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

@@ -5,9 +5,11 @@
 // all-to-all: P ranks, El experts each (E = P·El), one slot of S rows per
 // rank.
 //
-//  - moe_pack: xs [R, C] (float), offsets [E + 1] (i32/i64) → packed
-//    [P·S, C] (xs's dtype), kept [P, El] (i32); attribute `capacity`
-//    (optional, ≥ 0, 0: unlimited).
+//  - moe_pack: xs [R, C] (float), offsets [E + 1] (i32/i64), optionally
+//    group_counts [D, E] (f32) → packed [P·S, C] (xs's dtype), kept
+//    [P, El] (i32); attributes `capacity` (optional, ≥ 0, 0: unlimited;
+//    > 0 with group_counts) and `group_position` (optional, an int or one
+//    element, in [0, D), default 0; a rank offset may have moved it).
 //  - moe_unpack: packed [P·S, F], offsets [E + 1], kept [P, El] (i32/i64)
 //    → y [R, F] (packed's dtype).
 //  - moe_regroup: recv [P·S, C], counts [P, El] (i32/i64) → grouped
@@ -50,6 +52,9 @@ struct MoeExchangeBinding {
   int64_t rows = 0;     ///< R: expert-sorted rows (pack's input, unpack's output)
   int64_t width = 0;    ///< columns of the float rows
   int64_t capacity = 0; ///< pack only: rows kept per expert, 0: all
+  /// pack only: D, the ranks group_counts [D, E] count the batch over
+  /// (0: no group_counts), and this rank's position q among them.
+  int64_t groupRanks = 0, groupPosition = 0;
   LLMC_HOST_DEVICE int64_t experts() const { return ranks * localExperts; }
   LLMC_HOST_DEVICE int64_t packedRows() const { return ranks * slotRows; }
   /// Rows of the float output.
@@ -82,10 +87,11 @@ struct RowRun {
 };
 
 /// Derives an op's E runs from its index inputs (`first`: offsets, or
-/// counts; `second`: unpack's kept). Returns false on invalid data, with
-/// every run empty. Single-threaded: O(E).
+/// counts; `second`: unpack's kept) and pack's `groupCounts` [D, E] (null
+/// without). Returns false on invalid data, with every run empty.
+/// Single-threaded: O(D·E).
 LLMC_HOST_DEVICE inline bool planExchange(const MoeExchangeBinding &b, IndexRead first,
-                                          IndexRead second, RowRun *runs);
+                                          IndexRead second, const float *groupCounts, RowRun *runs);
 /// The input row output row `row` copies, or −1 where it is zero.
 LLMC_HOST_DEVICE inline int64_t exchangeSource(const MoeExchangeBinding &b, const RowRun *runs,
                                                int64_t row);
@@ -151,6 +157,40 @@ inline bool bindRows(Validator &v, const TensorView &rows, const char *what,
   return true;
 }
 
+/// pack's group_counts [D, E] (f32, input 2, when `present`) and
+/// group_position: an int or a one-element array (a rank offset may have
+/// made either), in [0, D).
+inline bool bindGroup(Validator &v, bool present, MoeExchangeBinding &b) {
+  const KernelAttrs &attrs = v.attrs();
+  if (!present) {
+    if (attrs.hasInt("group_position") || attrs.hasInts("group_position"))
+      return v.fail("attribute 'group_position' needs the group_counts input");
+    return true;
+  }
+  if (b.capacity == 0)
+    return v.fail("group_counts need attribute 'capacity' > 0");
+  const TensorView &counts = v.in(2);
+  if (!v.hasDType(counts, "group_counts", DType::F32) || !v.hasRank(counts, "group_counts", 2))
+    return false;
+  if (counts.dim(0) < 1 || counts.dim(1) != b.experts())
+    return v.fail("group_counts must be [ranks ≥ 1, " + std::to_string(b.experts()) +
+                  "] (each rank's counts per expert), got " + counts.describe());
+  b.groupRanks = counts.dim(0);
+  if (attrs.hasInts("group_position")) {
+    const std::vector<int64_t> &position = attrs.getInts("group_position");
+    if (position.size() != 1)
+      return v.fail("attribute 'group_position' must have one element, got " +
+                    std::to_string(position.size()));
+    b.groupPosition = position[0];
+  } else if (!v.intAttr("group_position", &b.groupPosition, 0)) {
+    return false;
+  }
+  if (b.groupPosition < 0 || b.groupPosition >= b.groupRanks)
+    return v.fail("attribute 'group_position' must lie in [0, " + std::to_string(b.groupRanks) +
+                  ") (group_counts' ranks), got " + std::to_string(b.groupPosition));
+  return true;
+}
+
 /// Whether offsets [E + 1] cut R rows into E runs: offsets[0] = 0,
 /// offsets[E] = R, never decreasing (every offset checked to lie in
 /// [0, R] before any difference is taken).
@@ -168,24 +208,58 @@ LLMC_HOST_DEVICE inline bool clearRuns(RowRun *runs, int64_t n) {
   return false;
 }
 
-/// pack (kept from the offsets and capacity) or unpack (kept given):
+/// A group count as an exact row count, or −1 when it is not an integer in
+/// [0, 2³¹) (NaN fails the first comparison).
+LLMC_HOST_DEVICE inline int64_t groupCount(float count) {
+  if (!(count >= 0.0f && count < 2147483648.0f))
+    return -1;
+  const int64_t n = static_cast<int64_t>(count);
+  return static_cast<float>(n) == count ? n : -1;
+}
+
+/// Whether group_counts [D, E] are all row counts and row `groupPosition`
+/// is this rank's (offsets already valid): a gather or position out of
+/// step with the offsets would drop other tokens than one rank would.
+LLMC_HOST_DEVICE inline bool validGroupCounts(const MoeExchangeBinding &b, IndexRead offsets,
+                                              const float *groupCounts) {
+  const int64_t experts = b.experts();
+  for (int64_t q = 0; q < b.groupRanks; ++q)
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t n = groupCount(groupCounts[q * experts + e]);
+      if (n < 0 || (q == b.groupPosition && n != offsets[e + 1] - offsets[e]))
+        return false;
+    }
+  return true;
+}
+
+/// The rows pack keeps of expert e's n: all without a capacity; else what
+/// the capacity leaves after the ranks before this one (group counts
+/// already valid).
+LLMC_HOST_DEVICE inline int64_t packKept(const MoeExchangeBinding &b, const float *groupCounts,
+                                         int64_t e, int64_t n) {
+  if (b.capacity <= 0)
+    return n;
+  int64_t room = b.capacity;
+  for (int64_t q = 0; groupCounts && q < b.groupPosition; ++q)
+    room -= static_cast<int64_t>(groupCounts[q * b.experts() + e]);
+  return room < 0 ? 0 : (room < n ? room : n);
+}
+
+/// pack (kept from the offsets, capacity and group counts) or unpack (kept given):
 /// run e = p·El + j joins expert e's rows [offsets[e], …) and its place
 /// in slot p. Pack copies slot ← rows, unpack rows ← slot.
 LLMC_HOST_DEVICE inline bool planSlots(const MoeExchangeBinding &b, IndexRead offsets,
-                                       IndexRead kept, RowRun *runs) {
+                                       IndexRead kept, const float *groupCounts, RowRun *runs) {
   const int64_t experts = b.experts();
-  if (!validOffsets(offsets, experts, b.rows))
-    return clearRuns(runs, experts);
   const bool pack = b.op == MoeExchangeOp::Pack;
+  if (!validOffsets(offsets, experts, b.rows) ||
+      (pack && groupCounts && !validGroupCounts(b, offsets, groupCounts)))
+    return clearRuns(runs, experts);
   for (int64_t p = 0; p < b.ranks; ++p) {
     int64_t used = 0;
     for (int64_t j = 0; j < b.localExperts; ++j) {
       const int64_t e = p * b.localExperts + j, n = offsets[e + 1] - offsets[e];
-      int64_t k = n;
-      if (pack && b.capacity > 0 && b.capacity < n)
-        k = b.capacity;
-      if (!pack)
-        k = kept[e];
+      const int64_t k = pack ? packKept(b, groupCounts, e, n) : kept[e];
       if (k < 0 || k > n || k > b.slotRows - used)
         return clearRuns(runs, experts);
       const int64_t slotRow = p * b.slotRows + used;
@@ -235,14 +309,14 @@ inline bool bindMoePack(const KernelArgs &args, std::string &error, MoeExchangeB
   Validator v("moe_pack", args, error);
   MoeExchangeBinding b;
   b.op = MoeExchangeOp::Pack;
-  if (!v.arity(2, 2) || !v.isFloat(v.in(0), "xs") || !bindCounts(v, v.out(1), "kept", b) ||
+  if (!v.arity(2, 3, 2) || !v.isFloat(v.in(0), "xs") || !bindCounts(v, v.out(1), "kept", b) ||
       !v.hasDType(v.out(1), "kept", DType::I32) || !bindSlots(v, v.out(0), "packed", b) ||
       !bindOffsets(v, v.in(1), b) || !v.intAttr("capacity", &b.capacity, 0))
     return false;
   if (b.capacity < 0)
     return v.fail("attribute 'capacity' must be ≥ 0 (0: unlimited), got " +
                   std::to_string(b.capacity));
-  if (!bindRows(v, v.in(0), "xs", b))
+  if (!bindRows(v, v.in(0), "xs", b) || !bindGroup(v, args.inputs.size() > 2, b))
     return false;
   *out = b;
   return true;
@@ -286,9 +360,10 @@ inline bool bindMoeUngroup(const KernelArgs &args, std::string &error, MoeExchan
 }
 
 LLMC_HOST_DEVICE inline bool planExchange(const MoeExchangeBinding &b, IndexRead first,
-                                          IndexRead second, RowRun *runs) {
+                                          IndexRead second, const float *groupCounts,
+                                          RowRun *runs) {
   if (b.op == MoeExchangeOp::Pack || b.op == MoeExchangeOp::Unpack)
-    return moe_exchange_impl::planSlots(b, first, second, runs);
+    return moe_exchange_impl::planSlots(b, first, second, groupCounts, runs);
   return moe_exchange_impl::planGroups(b, first, runs);
 }
 

@@ -27,11 +27,12 @@ public:
       : in_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()),
         counts_(args.outputs.size() > 1 ? args.outputs[1].as<int32_t>() : nullptr),
         first_(indexRead(args.inputs[1])),
-        second_(args.inputs.size() > 2 ? indexRead(args.inputs[2]) : IndexRead{}), b_(b),
+        second_(b.op == MoeExchangeOp::Unpack ? indexRead(args.inputs[2]) : IndexRead{}),
+        groupCounts_(b.groupRanks > 0 ? args.inputs[2].as<float>() : nullptr), b_(b),
         runs_(static_cast<size_t>(b.experts())) {}
 
   void run(const StepContext &) override {
-    const bool valid = contracts::planExchange(b_, first_, second_, runs_.data());
+    const bool valid = contracts::planExchange(b_, first_, second_, groupCounts_, runs_.data());
     if (counts_)
       contracts::writeExchangeCounts(b_, runs_.data(), valid, counts_);
     const int64_t rows = b_.outputRows(), c = b_.width;
@@ -57,7 +58,8 @@ private:
   const T *in_;
   T *out_;
   int32_t *counts_; // pack's kept or regroup's local_offsets; else null
-  IndexRead first_, second_;
+  IndexRead first_, second_;  // second: unpack's kept
+  const float *groupCounts_; // pack's group_counts [D, E]; else null
   MoeExchangeBinding b_;
   std::vector<RowRun> runs_; // [E]: the plan
 };

@@ -5,7 +5,8 @@
 // no host read of the offsets or counts, so a captured CUDA graph stays
 // valid:
 //  1. one thread runs the contract's plan (O(E) over the offsets or
-//     counts, which stay in L1 after their first line) into scratch: one
+//     counts, O(D·E) over pack's group counts; they stay in L1 after
+//     their first line) into scratch: one
 //     run of rows per (rank, expert) and whether the data were valid; it
 //     also writes pack's kept or regroup's local_offsets;
 //  2. one warp per output row: lane 0 finds the row's run by the
@@ -25,6 +26,7 @@ namespace {
 
 using contracts::IndexRead;
 using contracts::MoeExchangeBinding;
+using contracts::MoeExchangeOp;
 using contracts::RowRun;
 
 constexpr int kWarpsPerBlock = kBlock / 32;
@@ -32,9 +34,10 @@ constexpr int kWarpsPerBlock = kBlock / 32;
 IndexRead indexRead(const TensorView &t) { return {t.data, t.dtype == DType::I64}; }
 
 /// Step 1, on one thread.
-__global__ void planKernel(MoeExchangeBinding b, IndexRead first, IndexRead second, RowRun *runs,
-                           int32_t *valid, int32_t *counts) {
-  const bool ok = contracts::planExchange(b, first, second, runs);
+__global__ void planKernel(MoeExchangeBinding b, IndexRead first, IndexRead second,
+                           const float *groupCounts, RowRun *runs, int32_t *valid,
+                           int32_t *counts) {
+  const bool ok = contracts::planExchange(b, first, second, groupCounts, runs);
   *valid = ok;
   if (counts)
     contracts::writeExchangeCounts(b, runs, ok, counts);
@@ -72,14 +75,15 @@ public:
       : in_(args.inputs[0].as<T>()), out_(args.outputs[0].as<T>()),
         counts_(args.outputs.size() > 1 ? args.outputs[1].as<int32_t>() : nullptr),
         first_(indexRead(args.inputs[1])),
-        second_(args.inputs.size() > 2 ? indexRead(args.inputs[2]) : IndexRead{}), b_(b),
+        second_(b.op == MoeExchangeOp::Unpack ? indexRead(args.inputs[2]) : IndexRead{}),
+        groupCounts_(b.groupRanks > 0 ? args.inputs[2].as<float>() : nullptr), b_(b),
         scratch_(static_cast<size_t>(b.experts()) * sizeof(RowRun) + sizeof(int64_t)) {}
 
   void run(const StepContext &ctx) override {
     cudaStream_t stream = streamOf(ctx);
     RowRun *runs = scratch_.as<RowRun>();
     int32_t *valid = reinterpret_cast<int32_t *>(runs + b_.experts());
-    planKernel<<<1, 1, 0, stream>>>(b_, first_, second_, runs, valid, counts_);
+    planKernel<<<1, 1, 0, stream>>>(b_, first_, second_, groupCounts_, runs, valid, counts_);
     LLMC_CUDA_CHECK_LAUNCH();
     const int64_t rows = b_.outputRows();
     if (rows == 0 || b_.width == 0)
@@ -94,7 +98,8 @@ private:
   const T *in_;
   T *out_;
   int32_t *counts_; // pack's kept or regroup's local_offsets; else null
-  IndexRead first_, second_;
+  IndexRead first_, second_;  // second: unpack's kept
+  const float *groupCounts_; // pack's group_counts [D, E]; else null
   MoeExchangeBinding b_;
   BindScratch scratch_; // [E] runs, then the plan's verdict (i32)
 };

@@ -434,9 +434,12 @@ RefTensor groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy, const
 // ops define them).
 
 /// llm.moe_pack: packed [P·S, C] and kept [P, El] for `ranks` slots of
-/// `slotRows` rows; capacity 0: every row.
+/// `slotRows` rows; capacity 0: every row. With `groupCounts` [D, E] the
+/// capacity is the batch's: this rank, at `groupPosition` among the D,
+/// keeps what the ranks before it left.
 std::vector<RefTensor> moePack(const RefTensor &xs, const RefTensor &offsets, int64_t ranks,
-                               int64_t slotRows, int64_t capacity);
+                               int64_t slotRows, int64_t capacity,
+                               const RefTensor *groupCounts = nullptr, int64_t groupPosition = 0);
 /// llm.moe_unpack: y [rows, F].
 RefTensor moeUnpack(const RefTensor &packed, const RefTensor &offsets, const RefTensor &kept,
                     int64_t rows);

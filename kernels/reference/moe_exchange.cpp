@@ -32,6 +32,21 @@ int64_t expertRows(const RefTensor &offsets, int64_t e) {
   return static_cast<int64_t>(offsets.data[e + 1] - offsets.data[e]);
 }
 
+/// Whether every group count [D, E] is an integer in [0, 2³¹) and row
+/// `position` holds this rank's row counts.
+bool groupCountsValid(const RefTensor &groupCounts, const RefTensor &offsets, int64_t position) {
+  const int64_t experts = groupCounts.shape[1];
+  for (int64_t i = 0; i < groupCounts.numel(); ++i) {
+    const double c = groupCounts.data[i];
+    if (!(c >= 0 && c < 2147483648.0) || c != std::floor(c))
+      return false;
+  }
+  for (int64_t e = 0; e < experts; ++e)
+    if (groupCounts.data[position * experts + e] != static_cast<double>(expertRows(offsets, e)))
+      return false;
+  return true;
+}
+
 /// Whether counts [P, El] are ≥ 0 and each rank's sum is at most S.
 bool slotsFit(const RefTensor &counts, int64_t slotRows) {
   const int64_t ranks = counts.shape[0], local = counts.shape[1];
@@ -88,18 +103,23 @@ int64_t walkGroups(const RefTensor &counts, int64_t slotRows, std::vector<double
 } // namespace
 
 std::vector<RefTensor> moePack(const RefTensor &xs, const RefTensor &offsets, int64_t ranks,
-                               int64_t slotRows, int64_t capacity) {
+                               int64_t slotRows, int64_t capacity, const RefTensor *groupCounts,
+                               int64_t groupPosition) {
   const int64_t experts = offsets.numel() - 1;
   require(ranks > 0 && experts % ranks == 0, "moePack", "E must be a multiple of P");
   RefTensor packed = RefTensor::zeros({ranks * slotRows, xs.shape[1]});
   RefTensor kept = RefTensor::zeros({ranks, experts / ranks});
-  if (!offsetsValid(offsets, xs.shape[0])) {
+  if (!offsetsValid(offsets, xs.shape[0]) ||
+      (groupCounts && !groupCountsValid(*groupCounts, offsets, groupPosition))) {
     fillNaN(packed);
     return {packed, kept};
   }
   for (int64_t e = 0; e < experts; ++e) {
-    const int64_t n = expertRows(offsets, e);
-    kept.data[e] = static_cast<double>(capacity > 0 ? std::min(n, capacity) : n);
+    const double n = static_cast<double>(expertRows(offsets, e));
+    double room = capacity > 0 ? static_cast<double>(capacity) : n;
+    for (int64_t q = 0; groupCounts && q < groupPosition; ++q)
+      room -= groupCounts->data[q * experts + e];
+    kept.data[e] = std::clamp(room, 0.0, n);
   }
   if (!slotsFit(kept, slotRows)) {
     fillNaN(packed);
@@ -167,7 +187,9 @@ RefTensor moeUngroup(const RefTensor &grouped, const RefTensor &counts) {
 
 LLMC_REGISTER_EVALUATOR("llm.moe_pack", [](const RefCall &c) -> Results {
   const int64_t ranks = c.resultShapes[1][0];
-  return moePack(c.in(0), c.in(1), ranks, c.resultShapes[0][0] / ranks, c.integer("capacity"));
+  const std::vector<int64_t> position = c.array("group_position");
+  return moePack(c.in(0), c.in(1), ranks, c.resultShapes[0][0] / ranks, c.integer("capacity"),
+                 c.optional(2), position.empty() ? 0 : position[0]);
 });
 LLMC_REGISTER_EVALUATOR("llm.moe_unpack", [](const RefCall &c) -> Results {
   return {moeUnpack(c.in(0), c.in(1), c.in(2), c.resultShapes[0][0])};

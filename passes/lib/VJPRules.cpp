@@ -199,15 +199,18 @@ FailureOr<Grads> moeExchangeVJP(OpBuilder &b, Operation *op, Value dy, ArrayRef<
     grads[0] =
         MoEUnpackOp::create(b, loc, pack.getXs().getType(), dy, pack.getOffsets(), pack.getKept());
   } else if (auto unpack = dyn_cast<MoEUnpackOp>(op)) {
-    // pack recomputes kept from the offsets: with the capacity of the pack
-    // that made unpack's kept, it keeps exactly those rows.
+    // pack recomputes kept from the offsets: with the capacity, group
+    // counts and (rank-dependent) group position of the pack that made
+    // unpack's kept, it keeps exactly those rows.
     auto source = unpack.getKept().getDefiningOp<MoEPackOp>();
     if (!source || source.getOffsets() != unpack.getOffsets())
       return unpack.emitOpError("has a VJP only when its kept and offsets are an llm.moe_pack's "
                                 "(whose capacity the gradient's pack repeats)");
-    grads[0] = MoEPackOp::create(b, loc, unpack.getPacked().getType(), source.getKept().getType(),
-                                 dy, unpack.getOffsets(), source.getCapacityAttr())
-                   .getPacked();
+    auto pack = MoEPackOp::create(b, loc, unpack.getPacked().getType(), source.getKept().getType(),
+                                  dy, unpack.getOffsets(), source.getGroupCounts(),
+                                  source.getCapacityAttr(), source.getGroupPositionAttr());
+    copyRankOffsets(source, pack);
+    grads[0] = pack.getPacked();
   } else if (auto regroup = dyn_cast<MoERegroupOp>(op)) {
     grads[0] = MoEUngroupOp::create(b, loc, dy, regroup.getCounts());
   } else {

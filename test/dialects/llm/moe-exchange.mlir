@@ -77,6 +77,97 @@ func.func @f(%xs: tensor<24x32xf32>, %off: tensor<9xi32>) {
 
 // -----
 
+// The batch's capacity over 4 ranks: group counts [4, E], this rank's
+// position (absent: 0), and the rank offset that moves it.
+// CHECK: dist.mesh @mesh axes ["dp", "ep"] shape [2, 2]
+// CHECK-LABEL: func.func @batch_capacity
+// CHECK: llm.moe_pack %{{.*}}, %{{.*}} group %{{.*}} {capacity = 24 : i64, group_position = array<i64: 1>} : tensor<24x32xbf16>, tensor<9xi32> group tensor<4x8xf32> -> tensor<32x32xbf16>, tensor<2x4xi32>
+// CHECK: llm.moe_pack %{{.*}}, %{{.*}} group %{{.*}} {capacity = 24 : i64, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "group_position", index = 0, axes = ["dp", "ep"], stride = 1>], group_position = array<i64: 0>} : tensor<24x32xbf16>, tensor<9xi64> group tensor<4x8xf32> -> tensor<32x32xbf16>, tensor<2x4xi32>
+// CHECK: llm.moe_pack %{{.*}}, %{{.*}} group %{{.*}} {capacity = 24 : i64} : tensor<24x32xbf16>, tensor<9xi32> group tensor<1x8xf32> -> tensor<32x32xbf16>, tensor<2x4xi32>
+dist.mesh @mesh axes ["dp", "ep"] shape [2, 2]
+func.func @batch_capacity(%xs: tensor<24x32xbf16>, %off: tensor<9xi32>, %off64: tensor<9xi64>,
+                          %counts: tensor<4x8xf32>, %one: tensor<1x8xf32>)
+    -> (tensor<32x32xbf16>, tensor<32x32xbf16>, tensor<32x32xbf16>) {
+  %p1, %k1 = llm.moe_pack %xs, %off group %counts {capacity = 24 : i64, group_position = array<i64: 1>} : tensor<24x32xbf16>, tensor<9xi32> group tensor<4x8xf32> -> tensor<32x32xbf16>, tensor<2x4xi32>
+  %p2, %k2 = llm.moe_pack %xs, %off64 group %counts {capacity = 24 : i64, group_position = array<i64: 0>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "group_position", index = 0, axes = ["dp", "ep"], stride = 1>]} : tensor<24x32xbf16>, tensor<9xi64> group tensor<4x8xf32> -> tensor<32x32xbf16>, tensor<2x4xi32>
+  %p3, %k3 = llm.moe_pack %xs, %off group %one {capacity = 24 : i64} : tensor<24x32xbf16>, tensor<9xi32> group tensor<1x8xf32> -> tensor<32x32xbf16>, tensor<2x4xi32>
+  return %p1, %p2, %p3 : tensor<32x32xbf16>, tensor<32x32xbf16>, tensor<32x32xbf16>
+}
+
+// -----
+
+func.func @f(%xs: tensor<24x32xf32>, %off: tensor<9xi32>, %counts: tensor<4x8xf32>) {
+  // expected-error @+1 {{group_counts need a capacity > 0 (they count tokens against it)}}
+  %p, %k = llm.moe_pack %xs, %off group %counts : tensor<24x32xf32>, tensor<9xi32> group tensor<4x8xf32> -> tensor<32x32xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%xs: tensor<24x32xf32>, %off: tensor<9xi32>, %counts: tensor<4x8xbf16>) {
+  // expected-error @+1 {{group_counts must be f32 [ranks ≥ 1, 8] (each rank's counts of the offsets' 8 experts), got 'tensor<4x8xbf16>'}}
+  %p, %k = llm.moe_pack %xs, %off group %counts {capacity = 6 : i64} : tensor<24x32xf32>, tensor<9xi32> group tensor<4x8xbf16> -> tensor<32x32xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%xs: tensor<24x32xf32>, %off: tensor<9xi32>, %counts: tensor<4x7xf32>) {
+  // expected-error @+1 {{group_counts must be f32 [ranks ≥ 1, 8] (each rank's counts of the offsets' 8 experts), got 'tensor<4x7xf32>'}}
+  %p, %k = llm.moe_pack %xs, %off group %counts {capacity = 6 : i64} : tensor<24x32xf32>, tensor<9xi32> group tensor<4x7xf32> -> tensor<32x32xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%xs: tensor<24x32xf32>, %off: tensor<9xi32>, %counts: tensor<0x8xf32>) {
+  // expected-error @+1 {{group_counts must be f32 [ranks ≥ 1, 8] (each rank's counts of the offsets' 8 experts), got 'tensor<0x8xf32>'}}
+  %p, %k = llm.moe_pack %xs, %off group %counts {capacity = 6 : i64} : tensor<24x32xf32>, tensor<9xi32> group tensor<0x8xf32> -> tensor<32x32xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%xs: tensor<24x32xf32>, %off: tensor<9xi32>, %counts: tensor<32xf32>) {
+  // expected-error @+1 {{group_counts must be f32 [ranks ≥ 1, 8] (each rank's counts of the offsets' 8 experts), got 'tensor<32xf32>'}}
+  %p, %k = llm.moe_pack %xs, %off group %counts {capacity = 6 : i64} : tensor<24x32xf32>, tensor<9xi32> group tensor<32xf32> -> tensor<32x32xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%xs: tensor<24x32xf32>, %off: tensor<9xi32>, %counts: tensor<4x8xf32>) {
+  // expected-error @+1 {{group_position must lie in [0, 4) (group_counts' ranks), got 4}}
+  %p, %k = llm.moe_pack %xs, %off group %counts {capacity = 6 : i64, group_position = array<i64: 4>} : tensor<24x32xf32>, tensor<9xi32> group tensor<4x8xf32> -> tensor<32x32xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%xs: tensor<24x32xf32>, %off: tensor<9xi32>, %counts: tensor<4x8xf32>) {
+  // expected-error @+1 {{group_position must lie in [0, 4) (group_counts' ranks), got -1}}
+  %p, %k = llm.moe_pack %xs, %off group %counts {capacity = 6 : i64, group_position = array<i64: -1>} : tensor<24x32xf32>, tensor<9xi32> group tensor<4x8xf32> -> tensor<32x32xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%xs: tensor<24x32xf32>, %off: tensor<9xi32>, %counts: tensor<4x8xf32>) {
+  // expected-error @+1 {{group_position must have one element (this rank's index among the batch's ranks), got 2}}
+  %p, %k = llm.moe_pack %xs, %off group %counts {capacity = 6 : i64, group_position = array<i64: 1, 2>} : tensor<24x32xf32>, tensor<9xi32> group tensor<4x8xf32> -> tensor<32x32xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%xs: tensor<24x32xf32>, %off: tensor<9xi32>) {
+  // expected-error @+1 {{group_position needs group_counts}}
+  %p, %k = llm.moe_pack %xs, %off {capacity = 6 : i64, group_position = array<i64: 0>} : tensor<24x32xf32>, tensor<9xi32> -> tensor<32x32xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
 func.func @f(%p: tensor<32x32xf32>, %off: tensor<9xi32>, %k: tensor<2x4x1xi32>) {
   // expected-error @+1 {{kept must be [ranks, experts per rank] with both ≥ 1, got 'tensor<2x4x1xi32>'}}
   %y = llm.moe_unpack %p, %off, %k : tensor<32x32xf32>, tensor<9xi32>, tensor<2x4x1xi32> -> tensor<24x32xf32>

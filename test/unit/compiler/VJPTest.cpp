@@ -637,6 +637,83 @@ TEST(VJP, MixtureOfExpertsExchangeTransposes) {
   }
 }
 
+/// exchangeLayer's pack with the batch's capacity (4 per expert) over 3
+/// ranks, this one second: the first rank routed [5, 5, 2, 0] rows to the
+/// experts, using up experts 0 and 1 entirely and expert 2 in part; this
+/// rank's own row is the route's counts, the last rank's anything (7s).
+std::string batchCapacityLayer() {
+  const std::string packed = "tensor<16x3xf32>", kept = "tensor<2x2xi32>";
+  std::string args = param("x", "tensor<6x3xf32>") + ", " + param("router", "tensor<6x4xf32>") +
+                     ", " + param("s", packed);
+  std::string ops =
+      "  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64} : "
+      "tensor<6x4xf32>\n"
+      "  %xs = llm.moe_dispatch %x, %pos : tensor<6x3xf32>, tensor<6x2xi32>\n"
+      "  %used = llm.fill 5.0 : tensor<1x2xf32>\n"
+      "  %part = llm.fill 2.0 : tensor<1x1xf32>\n"
+      "  %none = llm.fill 0.0 : tensor<1x1xf32>\n"
+      "  %first = llm.concat %used, %part, %none {dim = 1 : i64} : tensor<1x2xf32>, "
+      "tensor<1x1xf32>, tensor<1x1xf32> -> tensor<1x4xf32>\n"
+      "  %mine = llm.reshape %cnt : tensor<4xf32> to tensor<1x4xf32>\n"
+      "  %last = llm.fill 7.0 : tensor<1x4xf32>\n"
+      "  %gc = llm.concat %first, %mine, %last {dim = 0 : i64} : tensor<1x4xf32>, tensor<1x4xf32>, "
+      "tensor<1x4xf32> -> tensor<3x4xf32>\n"
+      "  %packed, %kept = llm.moe_pack %xs, %off group %gc {capacity = 4 : i64, group_position = "
+      "array<i64: 1>} : tensor<12x3xf32>, tensor<5xi32> group tensor<3x4xf32> -> " +
+      packed + ", " + kept + "\n" + "  %g, %loff = llm.moe_regroup %packed, %kept : " + packed +
+      ", " + kept + "\n" + "  %a = llm.silu %g : " + packed + "\n" +
+      "  %o = llm.mul %a, %s : " + packed + ", " + packed + "\n" +
+      "  %back = llm.moe_ungroup %o, %kept : " + packed + ", " + kept + "\n" +
+      "  %ys = llm.moe_unpack %back, %off, %kept : " + packed + ", tensor<5xi32>, " + kept +
+      " -> tensor<12x3xf32>\n"
+      "  %y = llm.moe_combine %ys, %pos weights %w : tensor<12x3xf32>, tensor<6x2xi32> weights "
+      "tensor<6x2xf32>";
+  return projected(args, ops, "tensor<6x3xf32>");
+}
+
+TEST(VJP, MixtureOfExpertsExchangeWithTheBatchCapacity) {
+  // The forward drops what the earlier rank used up; the gradient's pack
+  // must drop the same rows (its group counts and position the forward's).
+  for (uint64_t seed : {7, 8, 9}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    checkGradients(batchCapacityLayer(), 1e-6, seed);
+  }
+}
+
+TEST(VJP, MixtureOfExpertsUnpackGradientRepeatsThePacksGroup) {
+  // unpack's gradient is a pack with its pack's capacity, group counts,
+  // group position and the rank offset that moves the position.
+  MLIRContext context;
+  llmc::prepareContext(context);
+  std::string text =
+      "dist.mesh @mesh axes [\"dp\"] shape [3]\n" +
+      projected(param("slots", "tensor<8x3xf32>") + ", " + param("xs", "tensor<12x3xf32>") +
+                    ", %off: tensor<5xi32>, %gc: tensor<3x4xf32>",
+                "  %q, %k = llm.moe_pack %xs, %off group %gc {capacity = 2 : i64, group_position = "
+                "array<i64: 0>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "
+                "\"group_position\", index = 0, axes = [\"dp\"], stride = 1>]} : "
+                "tensor<12x3xf32>, tensor<5xi32> group tensor<3x4xf32> -> tensor<8x3xf32>, "
+                "tensor<2x2xi32>\n"
+                "  %y = llm.moe_unpack %slots, %off, %k : tensor<8x3xf32>, tensor<5xi32>, "
+                "tensor<2x2xi32> -> tensor<12x3xf32>",
+                "tensor<12x3xf32>");
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module);
+  PassManager pm(&context);
+  pm.addPass(llmc::createAutodiff());
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+  llmc::llm::MoEPackOp forward, gradient;
+  module->lookupSymbol<func::FuncOp>("grad").walk([&](llmc::llm::MoEPackOp pack) {
+    (pack->hasAttr("llmc.backward") ? gradient : forward) = pack;
+  });
+  ASSERT_TRUE(forward && gradient);
+  EXPECT_EQ(gradient.getGroupCounts(), forward.getGroupCounts());
+  EXPECT_EQ(gradient.getCapacityAttr(), forward.getCapacityAttr());
+  EXPECT_EQ(gradient.getGroupPositionAttr(), forward.getGroupPositionAttr());
+  EXPECT_EQ(gradient->getAttr("dist.rank_offsets"), forward->getAttr("dist.rank_offsets"));
+  EXPECT_TRUE(gradient->getAttr("dist.rank_offsets"));
+}
+
 TEST(VJP, MixtureOfExpertsUnpackNeedsItsPack) {
   MLIRContext context;
   llmc::prepareContext(context);
