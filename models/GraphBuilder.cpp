@@ -138,6 +138,34 @@ Value GraphBuilder::moeCombine(Value ys, Value positions, Value weights) {
   return llm::MoECombineOp::create(builder, loc("moe_combine"), ys, positions, weights);
 }
 
+std::pair<Value, Value> GraphBuilder::moePack(Value xs, Value offsets, int64_t capacity,
+                                              int64_t parts, int64_t slot) {
+  auto x = cast<RankedTensorType>(xs.getType());
+  const int64_t experts = cast<RankedTensorType>(offsets.getType()).getDimSize(0) - 1;
+  auto packed = RankedTensorType::get({parts * slot, x.getDimSize(1)}, x.getElementType());
+  auto kept = RankedTensorType::get({parts, experts / parts}, builder.getI32Type());
+  Operation *pack = llm::MoEPackOp::create(
+      builder, loc("moe_pack"), TypeRange{packed, kept}, ValueRange{xs, offsets},
+      {builder.getNamedAttr("capacity", builder.getI64IntegerAttr(capacity))});
+  return {pack->getResult(0), pack->getResult(1)};
+}
+
+std::pair<Value, Value> GraphBuilder::moeRegroup(Value received, Value counts) {
+  auto regroup = llm::MoERegroupOp::create(builder, loc("moe_regroup"), received, counts);
+  return {regroup.getGrouped(), regroup.getLocalOffsets()};
+}
+
+Value GraphBuilder::moeUngroup(Value grouped, Value counts) {
+  return llm::MoEUngroupOp::create(builder, loc("moe_ungroup"), grouped, counts);
+}
+
+Value GraphBuilder::moeUnpack(Value packed, Value offsets, Value kept, int64_t rows) {
+  auto p = cast<RankedTensorType>(packed.getType());
+  return llm::MoEUnpackOp::create(builder, loc("moe_unpack"),
+                                  RankedTensorType::get({rows, p.getDimSize(1)}, p.getElementType()),
+                                  packed, offsets, kept);
+}
+
 Value GraphBuilder::routerLoss(Value probSum, Value counts, Value zSum, double auxScale,
                                double zScale) {
   return llm::RouterLossOp::create(builder, loc("router_loss"), probSum, counts, zSum,

@@ -67,6 +67,16 @@ public:
   mlir::Value moeDispatch(mlir::Value x, mlir::Value positions);
   /// ys [N·k, C] summed back per token by the routing weights: [N, C].
   mlir::Value moeCombine(mlir::Value ys, mlir::Value positions, mlir::Value weights);
+  /// Expert-sorted rows xs [R, C] (offsets [E + 1]) with each expert's
+  /// first `capacity` kept, packed into `parts` slots of `slot` rows
+  /// (llm.moe_pack): {packed [parts·slot, C], kept [parts, E / parts]}.
+  std::pair<mlir::Value, mlir::Value> moePack(mlir::Value xs, mlir::Value offsets,
+                                              int64_t capacity, int64_t parts, int64_t slot);
+  /// Received slots to groups by local expert: {grouped, group offsets}.
+  std::pair<mlir::Value, mlir::Value> moeRegroup(mlir::Value received, mlir::Value counts);
+  mlir::Value moeUngroup(mlir::Value grouped, mlir::Value counts);
+  /// The slots back to expert-sorted rows [rows, C], dropped rows zero.
+  mlir::Value moeUnpack(mlir::Value packed, mlir::Value offsets, mlir::Value kept, int64_t rows);
   /// auxScale·Σ counts·probSum + zScale·zSum (llm.router_loss).
   mlir::Value routerLoss(mlir::Value probSum, mlir::Value counts, mlir::Value zSum, double auxScale,
                          double zScale);

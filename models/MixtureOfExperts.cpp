@@ -26,6 +26,9 @@
 
 #include "models/MixtureOfExperts.h"
 
+#include <algorithm>
+#include <cmath>
+
 using namespace mlir;
 
 namespace llmc {
@@ -78,6 +81,25 @@ Value sharedExpert(GraphBuilder &b, const ModelConfig &c, const ExpertWeights &w
   return b.reshape(b.matmul(b.reshape(gate, {N, 1, 1}), b.reshape(y, {N, 1, C})), {N, C});
 }
 
+/// What the experts read: the dispatched copies and the routing offsets,
+/// or under a capacity factor (training) each expert's first copies packed
+/// and regrouped, with `kept` to unpack their outputs by.
+struct ExpertRows {
+  Value rows, offsets, kept;
+};
+
+ExpertRows limitToCapacity(GraphBuilder &b, const ModelConfig &c, Value xs, Value offsets) {
+  if (c.moeCapacityFactor <= 0 || c.positionInputs)
+    return {xs, offsets, Value()};
+  const int64_t copies = cast<RankedTensorType>(xs.getType()).getDimSize(0);
+  const auto capacity = static_cast<int64_t>(
+      std::ceil(c.moeCapacityFactor * double(copies) / double(c.numExperts)));
+  auto [packed, kept] =
+      b.moePack(xs, offsets, capacity, /*parts=*/1, std::min(copies, c.numExperts * capacity));
+  auto [grouped, groupOffsets] = b.moeRegroup(packed, kept);
+  return {grouped, groupOffsets, kept};
+}
+
 } // namespace
 
 ExpertWeights declareExperts(GraphBuilder &b, const ModelConfig &c, const std::string &prefix) {
@@ -94,10 +116,13 @@ Value mixtureOfExperts(GraphBuilder &b, const ModelConfig &c, const ExpertWeight
   Value x = b.reshape(h, {B * T, C});
   GraphBuilder::MoeRouting route =
       b.moeRoute(b.matmul(x, w.router, /*transposeB=*/true), c.expertsPerToken, c.normTopkProb);
-  Value xs = b.moeDispatch(x, route.positions);
-  Value act = b.swiglu(b.groupedMatmul(xs, route.offsets, w.gate, true),
-                       b.groupedMatmul(xs, route.offsets, w.up, true));
-  Value ys = b.groupedMatmul(act, route.offsets, w.down, true);
+  ExpertRows in = limitToCapacity(b, c, b.moeDispatch(x, route.positions), route.offsets);
+  Value act = b.swiglu(b.groupedMatmul(in.rows, in.offsets, w.gate, true),
+                       b.groupedMatmul(in.rows, in.offsets, w.up, true));
+  Value ys = b.groupedMatmul(act, in.offsets, w.down, true);
+  if (in.kept)
+    ys = b.moeUnpack(b.moeUngroup(ys, in.kept), route.offsets, in.kept,
+                     B * T * c.expertsPerToken);
   sums.probSum = b.add(sums.probSum, route.probSum);
   sums.counts = b.add(sums.counts, route.counts);
   sums.zSum = b.add(sums.zSum, route.zSum);

@@ -199,6 +199,11 @@ const std::vector<Field> &fields() {
        "mixtral, qwen2_moe: weight of the router z-loss (mean logsumexp(router logits)^2); 0 "
        "none",
        floatField(&ModelConfig::routerZLossCoef)},
+      {"moe_capacity_factor",
+       {},
+       "mixtral, qwen2_moe: training keeps at most ceil(f*N*k/E) of a step's N*k routed copies "
+       "per expert, the earliest tokens first (Switch's capacity factor); 0 dropless",
+       floatField(&ModelConfig::moeCapacityFactor)},
       {"tie_embeddings",
        {"tie_word_embeddings"},
        "share the embedding table with the output head",
@@ -912,6 +917,12 @@ Error ModelConfig::validateExperts() const {
                 "renormalises the chosen experts' weights");
   if (!(routerAuxLossCoef >= 0) || !(routerZLossCoef >= 0))
     return fail("router_aux_loss_coef and router_z_loss_coef must be >= 0");
+  if (!(moeCapacityFactor >= 0) || std::isinf(moeCapacityFactor))
+    return fail("moe_capacity_factor must be a finite number >= 0 (0: dropless), got " +
+                llvm::formatv("{0}", moeCapacityFactor).str());
+  if (moeCapacityFactor > 0 && !routed)
+    return fail("moe_capacity_factor applies to mixtral and qwen2_moe; " + family +
+                " has no experts");
   return validateSparseLayers();
 }
 

@@ -80,6 +80,11 @@ struct ModelConfig {
   /// The router z-loss (ST-MoE): the mean over routed tokens and layers of
   /// logsumexp(router logits)², times this; 0: none.
   double routerZLossCoef = 0.0;
+  /// Switch Transformer's capacity factor: in training, each expert takes
+  /// at most ceil(f · N·k / E) of a step's N·k routed copies (the earliest
+  /// tokens first); a dropped copy adds nothing to its token's output. 0:
+  /// dropless. Inference stays dropless.
+  double moeCapacityFactor = 0.0;
   double dropout = 0.0;
   double initStd = 0.02;
   /// Packed rows: the token that opens each document (>= 0), so the graph

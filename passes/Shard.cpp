@@ -283,12 +283,45 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
     loss.setZScaleAttr(b.getF64FloatAttr(loss.getZScale().convertToDouble() * parts));
   }
 
+  /// A capacity factor counts an expert's copies over the whole batch, as
+  /// one rank would (docs/models.md): each rank keeps what the ranks before
+  /// it in batch order left of the capacity, so it learns every rank's
+  /// per-expert counts (an all-gather of E numbers per layer; they take no
+  /// gradient) and its own position among them. Its slot keeps the local
+  /// rows, up to the capacity of every expert in it.
+  LogicalResult splitCapacity(llm::MoEPackOp pack, int64_t parts, ArrayAttr axes,
+                              llvm::DenseSet<Value> &batched) {
+    auto route = pack.getOffsets().getDefiningOp<llm::MoERouteOp>();
+    if (!route)
+      return pack.emitOpError("shard: a capacity-limited pack must read llm.moe_route's offsets");
+    OpBuilder b(pack);
+    Location loc = pack.getLoc();
+    Value counts = route.getCounts();
+    const int64_t experts = cast<RankedTensorType>(counts.getType()).getDimSize(0);
+    Value row = llm::ReshapeOp::create(b, loc, RankedTensorType::get({1, experts}, b.getF32Type()),
+                                       counts);
+    Value all = dist::AllGatherOp::create(
+        b, loc, RankedTensorType::get({parts, experts}, b.getF32Type()), row, kMeshName, axes, 0);
+    pack.getGroupCountsMutable().assign(all);
+    pack->setAttr("group_position", b.getDenseI64ArrayAttr({0}));
+    addRankOffset(pack, "group_position", 0, axes, 1);
+    RankedTensorType xs = pack.getXs().getType(), kept = pack.getKept().getType();
+    const int64_t slot =
+        std::min(xs.getDimSize(0), kept.getDimSize(1) * static_cast<int64_t>(pack.getCapacity()));
+    pack.getPacked().setType(RankedTensorType::get({kept.getDimSize(0) * slot, xs.getDimSize(1)},
+                                                   xs.getElementType()));
+    batched.insert(pack.getPacked());
+    return success();
+  }
+
   LogicalResult splitOp(Operation *op, int64_t parts, ArrayAttr axes,
                         llvm::DenseSet<Value> &batched) {
     if (auto loss = dyn_cast<llm::RouterLossOp>(op)) {
       splitRouterLoss(loss, parts, axes);
       return success();
     }
+    if (auto pack = dyn_cast<llm::MoEPackOp>(op))
+      return splitCapacity(pack, parts, axes, batched);
     // Ops that would mix rows of different ranks say so themselves.
     if (auto rule = dyn_cast<llm::RowSplitOpInterface>(op)) {
       SmallVector<bool> rowSplit;

@@ -374,12 +374,16 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     if (!v.empty()) os << " " << key << "=" << v;
   }
   os << "\n";
-  // A mixture of experts: how each token is routed (dropless: every token
-  // reaches its k experts, so no capacity to report) and, under expert
-  // parallelism, how many experts each rank keeps.
+  // A mixture of experts: how each token is routed (dropless, or up to a
+  // capacity) and, under expert parallelism, how many experts each rank
+  // keeps.
   if (std::string experts = a.meta("model.num_experts"); !experts.empty()) {
+    std::string capacity = a.meta("model.moe_capacity_factor");
     os << "experts:    " << experts << " per MoE layer, each token routed to its top "
-       << a.meta("model.experts_per_token", "?") << " (dropless)";
+       << a.meta("model.experts_per_token", "?")
+       << (capacity.empty() ? " (dropless)"
+                            : " (capacity factor " + capacity + ": at most ⌈" + capacity +
+                                  "·N·k/E⌉ of a batch's N·k copies per expert)");
     if (int64_t ep = groupSize(a, {"ep"}); ep > 1)
       os << "; " << std::stoll(experts) / ep << " on each of the " << ep
          << " ranks of ep, rows exchanged by all-to-all";

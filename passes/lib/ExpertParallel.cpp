@@ -17,12 +17,15 @@
 //   %y             = llm.moe_unpack %ret, %off, %kept
 //   llm.moe_combine %y, ...
 //
-// Routing is dropless, so a peer may receive all R = N·k rows of a rank:
-// each slot holds S = R rows and the buffers are P·R rows, the worst case,
-// which is what the memory plan sizes (rows past the received ones stay
-// zero and the grouped matmul skips them). The all-to-all moves P·R rows
-// per rank, P times what balanced routing needs, in exchange for shapes
-// that never change (a CUDA graph, a static memory plan).
+// Dropless routing may send all R = N·k rows of a rank to one peer: each
+// slot holds S = R rows and the buffers are P·R rows, the worst case, which
+// is what the memory plan sizes (rows past the received ones stay zero and
+// the grouped matmul skips them). The all-to-all moves P·R rows per rank,
+// P times what balanced routing needs, in exchange for shapes that never
+// change (a CUDA graph, a static memory plan). Under a capacity factor the
+// model already packs each expert's first `capacity` rows into one slot
+// (models/MixtureOfExperts.cpp); that chain becomes the P-slot exchange,
+// each slot min(R, E/P · capacity) rows.
 //
 // Autodiff then derives the backward: each op's transpose (all_to_all's
 // is itself; pack/unpack and regroup/ungroup are each other's). A rank's
@@ -70,6 +73,9 @@ private:
   /// One layer: the exchange around its experts, their weights split.
   LogicalResult spreadLayer(llm::MoEDispatchOp dispatch) {
     Value xs = dispatch.getResult();
+    if (xs.hasOneUse())
+      if (auto pack = dyn_cast<llm::MoEPackOp>(*xs.getUsers().begin()))
+        return spreadPackedLayer(pack);
     SmallVector<llm::GroupedMatmulOp> experts;
     for (Operation *user : xs.getUsers()) {
       auto grouped = dyn_cast<llm::GroupedMatmulOp>(user);
@@ -81,22 +87,97 @@ private:
     if (experts.empty())
       return dispatch.emitOpError("expert parallelism: the dispatched rows reach no experts");
     Value offsets = experts.front().getOffsets();
-    auto offsetsType = cast<RankedTensorType>(offsets.getType());
-    const int64_t numExperts = offsetsType.getDimSize(0) - 1;
-    if (numExperts % parts != 0)
-      return dispatch.emitOpError("expert parallelism: ")
-             << numExperts << " experts do not split evenly over " << parts << " ranks of " << axis;
+    const int64_t numExperts = cast<RankedTensorType>(offsets.getType()).getDimSize(0) - 1;
+    if (failed(checkExperts(dispatch, numExperts)))
+      return failure();
     for (llm::GroupedMatmulOp grouped : experts)
       if (grouped.getOffsets() != offsets)
         return grouped.emitOpError("expert parallelism: the experts of one layer must share "
                                    "their routing offsets");
 
-    Exchange exchange = sendToExperts(dispatch, offsets, numExperts / parts);
+    // Dropless: a slot holds all of a rank's rows.
+    builder.setInsertionPointAfter(dispatch);
+    const int64_t rows = cast<RankedTensorType>(xs.getType()).getDimSize(0);
+    Operation *pack =
+        createPack(dispatch.getLoc(), SmallVector<Value>{xs, offsets}, {}, numExperts, rows);
+    Exchange exchange = sendAndRegroup(pack);
     for (llm::GroupedMatmulOp grouped : experts) {
       grouped.getXMutable().assign(exchange.grouped);
       grouped.getOffsetsMutable().assign(exchange.localOffsets);
     }
-    return retypeExpertRows(exchange, offsets);
+    Operation *end = retypeExpertRows(exchange, offsets, [](Operation *op, const auto &received) {
+      auto combine = dyn_cast<llm::MoECombineOp>(op);
+      return combine && received.contains(combine.getYs());
+    });
+    if (!end)
+      return failure();
+    auto combine = cast<llm::MoECombineOp>(end);
+    builder.setInsertionPoint(combine);
+    Value back = llm::MoEUngroupOp::create(builder, combine.getLoc(), combine.getYs(),
+                                           exchange.counts);
+    Value home = allToAll(back, combine.getLoc());
+    combine.getYsMutable().assign(llm::MoEUnpackOp::create(builder, combine.getLoc(),
+                                                           xs.getType(), home, offsets,
+                                                           exchange.kept));
+    return success();
+  }
+
+  /// A layer with a capacity factor: its one-slot pack, regroup, ungroup
+  /// and unpack (models/MixtureOfExperts.cpp) become the P-slot exchange,
+  /// each slot holding up to the capacity of each of the peer's experts.
+  LogicalResult spreadPackedLayer(llm::MoEPackOp single) {
+    const int64_t numExperts = single.getKept().getType().getDimSize(1);
+    auto regroup = dyn_cast<llm::MoERegroupOp>(*single.getPacked().getUsers().begin());
+    if (single.getKept().getType().getDimSize(0) != 1 || !single.getPacked().hasOneUse() ||
+        !regroup)
+      return single.emitOpError("expert parallelism: expected one slot, regrouped");
+    if (failed(checkExperts(single, numExperts)))
+      return failure();
+    const int64_t rows = single.getXs().getType().getDimSize(0),
+                  capacity = static_cast<int64_t>(single.getCapacity());
+    builder.setInsertionPoint(single);
+    Operation *pack = createPack(single.getLoc(), single->getOperands(), single->getAttrs(),
+                                 numExperts, std::min(rows, numExperts / parts * capacity));
+    Exchange exchange = sendAndRegroup(pack);
+    regroup->replaceAllUsesWith(ValueRange{exchange.grouped, exchange.localOffsets});
+    regroup->erase();
+    Operation *end = retypeExpertRows(exchange, Value(), [](Operation *op, const auto &received) {
+      auto ungroup = dyn_cast<llm::MoEUngroupOp>(op);
+      return ungroup && received.contains(ungroup.getGrouped());
+    });
+    if (!end)
+      return failure();
+    auto ungroup = cast<llm::MoEUngroupOp>(end);
+    ungroup.getCountsMutable().assign(exchange.counts);
+    ungroup.getResult().setType(ungroup.getGrouped().getType());
+    builder.setInsertionPointAfter(ungroup);
+    Value home = allToAll(ungroup.getResult(), ungroup.getLoc());
+    ungroup.getResult().replaceAllUsesExcept(home, home.getDefiningOp());
+    single.getKept().replaceAllUsesWith(exchange.kept);
+    single.erase();
+    return success();
+  }
+
+  LogicalResult checkExperts(Operation *op, int64_t numExperts) {
+    if (numExperts % parts == 0)
+      return success();
+    return op->emitOpError("expert parallelism: ")
+           << numExperts << " experts do not split evenly over " << parts << " ranks of " << axis;
+  }
+
+  /// llm.moe_pack of `operands` (xs, offsets[, group counts]) into one
+  /// slot of `slot` rows per rank of `axis`.
+  Operation *createPack(Location loc, ValueRange operands, ArrayRef<NamedAttribute> attrs,
+                        int64_t numExperts, int64_t slot) {
+    auto xs = cast<RankedTensorType>(operands[0].getType());
+    OperationState state(loc, llm::MoEPackOp::getOperationName());
+    state.addOperands(operands);
+    state.addAttributes(attrs);
+    if (!state.attributes.get("capacity"))
+      state.addAttribute("capacity", builder.getI64IntegerAttr(0));
+    state.addTypes({RankedTensorType::get({parts * slot, xs.getDimSize(1)}, xs.getElementType()),
+                    RankedTensorType::get({parts, numExperts / parts}, builder.getI32Type())});
+    return builder.create(state);
   }
 
   /// What the forward exchange made, for the way back.
@@ -104,19 +185,14 @@ private:
     Value kept, counts, grouped, localOffsets;
   };
 
-  Exchange sendToExperts(llm::MoEDispatchOp dispatch, Value offsets, int64_t localExperts) {
-    Location loc = dispatch.getLoc();
-    auto xs = cast<RankedTensorType>(dispatch.getResult().getType());
-    const int64_t rows = xs.getDimSize(0); // a slot holds all of them: dropless
-    builder.setInsertionPointAfter(dispatch);
-    auto packedType = RankedTensorType::get({parts * rows, xs.getDimSize(1)}, xs.getElementType());
-    auto countsType = RankedTensorType::get({parts, localExperts}, builder.getI32Type());
-    auto pack = llm::MoEPackOp::create(builder, loc, packedType, countsType, dispatch.getResult(),
-                                       offsets, builder.getI64IntegerAttr(0));
-    Value counts = allToAll(pack.getKept(), loc);
-    Value received = allToAll(pack.getPacked(), loc);
+  /// The pack's slots and counts to their ranks, regrouped by local expert.
+  Exchange sendAndRegroup(Operation *pack) {
+    Location loc = pack->getLoc();
+    Value kept = pack->getResult(1);
+    Value counts = allToAll(kept, loc);
+    Value received = allToAll(pack->getResult(0), loc);
     auto regroup = llm::MoERegroupOp::create(builder, loc, received, counts);
-    return {pack.getKept(), counts, regroup.getGrouped(), regroup.getLocalOffsets()};
+    return {kept, counts, regroup.getGrouped(), regroup.getLocalOffsets()};
   }
 
   /// Chunk i of dimension 0 to rank i of `axis`, chunk j from rank j.
@@ -125,38 +201,39 @@ private:
                                     builder.getStrArrayAttr({axis}), 0, 0);
   }
 
-  /// The values between the exchange and llm.moe_combine hold the
+  /// The values from the exchange to the op `isEnd` accepts hold the
   /// received rows now: the experts' weights lose all but this rank's
-  /// slice, every op's result is inferred again, and the combine gets the
-  /// rows back from their experts' ranks.
-  LogicalResult retypeExpertRows(const Exchange &exchange, Value offsets) {
+  /// slice (and read `offsets` by the local experts' groups), every op's
+  /// result is inferred again. Returns the end, or null after an error.
+  template <typename IsEnd>
+  Operation *retypeExpertRows(const Exchange &exchange, Value offsets, IsEnd isEnd) {
     llvm::DenseSet<Value> received{exchange.grouped};
-    llm::MoECombineOp combine;
+    Operation *end = nullptr;
     WalkResult result = func.walk([&](Operation *op) {
-      if (llvm::none_of(op->getOperands(), [&](Value v) { return received.contains(v); }))
+      if (end || llvm::none_of(op->getOperands(), [&](Value v) { return received.contains(v); }))
         return WalkResult::advance();
-      if (auto c = dyn_cast<llm::MoECombineOp>(op); c && received.contains(c.getYs())) {
-        combine = c;
+      if (isEnd(op, received)) {
+        end = op;
         return WalkResult::advance();
       }
       if (auto grouped = dyn_cast<llm::GroupedMatmulOp>(op)) {
-        if (grouped.getOffsets() == offsets)
+        if (offsets && grouped.getOffsets() == offsets)
           grouped.getOffsetsMutable().assign(exchange.localOffsets);
         if (failed(splitWeights(grouped)))
           return WalkResult::interrupt();
       }
       if (failed(inferAgain(op)))
         return WalkResult::interrupt();
-      for (Value r : op->getResults()) received.insert(r);
+      for (Value r : op->getResults())
+        received.insert(r);
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
-      return failure();
-    if (!combine)
-      return emitError(exchange.grouped.getLoc(),
-                       "expert parallelism: the experts' rows reach no llm.moe_combine");
-    returnToTokens(combine, exchange, offsets);
-    return success();
+      return nullptr;
+    if (!end)
+      emitError(exchange.grouped.getLoc(),
+                "expert parallelism: the experts' rows never return to their tokens");
+    return end;
   }
 
   LogicalResult inferAgain(Operation *op) {
@@ -169,22 +246,9 @@ private:
       return op->emitOpError("expert parallelism: cannot run on the rows an expert receives "
                              "(between llm.moe_dispatch and llm.moe_combine only row-wise ops "
                              "may stand)");
-    for (auto [r, t] : llvm::zip(op->getResults(), types)) r.setType(t);
+    for (auto [r, t] : llvm::zip(op->getResults(), types))
+      r.setType(t);
     return success();
-  }
-
-  void returnToTokens(llm::MoECombineOp combine, const Exchange &exchange, Value offsets) {
-    Location loc = combine.getLoc();
-    builder.setInsertionPoint(combine);
-    Value ys = combine.getYs();
-    Value back = llm::MoEUngroupOp::create(builder, loc, ys, exchange.counts);
-    Value home = allToAll(back, loc);
-    auto tokenRows = cast<RankedTensorType>(
-        combine.getYs().getType()); // [P·R, C]: R rows of this rank's own tokens
-    auto type = RankedTensorType::get({tokenRows.getDimSize(0) / parts, tokenRows.getDimSize(1)},
-                                      tokenRows.getElementType());
-    Value unpacked = llm::MoEUnpackOp::create(builder, loc, type, home, offsets, exchange.kept);
-    combine.getYsMutable().assign(unpacked);
   }
 
   /// The stacked weights of `grouped` keep this rank's experts: dimension

@@ -23,7 +23,8 @@
 # the pipeline passes from stage to stage; tensor parallelism splits every
 # expert) check data, tensor, sequence and expert parallelism (experts
 # spread over ep ranks, rows exchanged by all-to-all), ZeRO and the
-# pipeline schedules. Each layout runs twice: plainly (one
+# pipeline schedules; a Mixtral with a capacity factor of 1 (copies
+# dropped, the same in every layout) under dp, ep and their mixes. Each layout runs twice: plainly (one
 # ordered list per rank), and compiled with --overlap-comm (communication
 # on its own thread, ordered by the events --target cuda places) with
 # random delays before every instruction on either stream and before every
@@ -38,7 +39,7 @@ set -euo pipefail
 BIN=$1; WORK=$2; shift 2
 PAIRS=(--sample 8)
 [[ ${1:-} == --all ]] && PAIRS=(--all) && shift
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp mixtral mixtral-pp qwen2_moe qwen2_moe-pp composition}
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp mixtral mixtral-pp mixtral-capacity qwen2_moe qwen2_moe-pp composition}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -47,7 +48,7 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 
 # name | ranks | llmc compile flags | families (empty: gpt2 llama)
 LAYOUTS=(
-  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed llama-packed mixtral qwen2_moe"
+  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed llama-packed mixtral qwen2_moe mixtral-capacity"
   "dp4|4|--mesh dp=4|gpt2 llama mixtral"
   "dp2-ps|2|--mesh dp=2 --grad-sync ps"
   "dp2-small-buckets|2|--mesh dp=2 --grad-bucket-mb 0.05|gpt2"
@@ -64,12 +65,12 @@ LAYOUTS=(
   "zero1-dp2-tp2|4|--mesh dp=2,tp=2 --zero 1"
   "zero3-dp2-tp2|4|--mesh dp=2,tp=2 --zero 3|gpt2 llama mixtral"
   "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama gpt2-dropout gpt2-packed llama-packed mixtral qwen2_moe"
-  "ep2|2|--mesh ep=2|mixtral qwen2_moe"
-  "ep4|4|--mesh ep=4|mixtral"
-  "dp2-ep2|4|--mesh dp=2,ep=2|mixtral qwen2_moe"
+  "ep2|2|--mesh ep=2|mixtral qwen2_moe mixtral-capacity"
+  "ep4|4|--mesh ep=4|mixtral mixtral-capacity"
+  "dp2-ep2|4|--mesh dp=2,ep=2|mixtral qwen2_moe mixtral-capacity"
   "zero1-dp2-ep2|4|--mesh dp=2,ep=2 --zero 1|mixtral"
-  "zero3-dp2-ep2|4|--mesh dp=2,ep=2 --zero 3|mixtral"
-  "ep2-tp2|4|--mesh ep=2,tp=2|mixtral qwen2_moe"
+  "zero3-dp2-ep2|4|--mesh dp=2,ep=2 --zero 3|mixtral mixtral-capacity"
+  "ep2-tp2|4|--mesh ep=2,tp=2|mixtral qwen2_moe mixtral-capacity"
   "ep2-tp2-sp|4|--mesh ep=2,tp=2 --sp|mixtral"
   "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp|gpt2 llama gpt2-qat gpt2-fp8 gpt2-lora llama-lora gpt2-packed llama-packed"
   "zero3-dp2-tp2-sp|4|--mesh dp=2,tp=2 --zero 3 --sp"
@@ -151,6 +152,9 @@ for family in $FAMILIES; do
   [[ $family == *-dropout ]] && common+=(--set dropout=0.1)
   # Both router losses: the load-balancing loss (the tiny preset's) and a z-loss.
   [[ $family == mixtral* || $family == qwen2_moe* ]] && common+=(--set router_z_loss_coef=0.001)
+  # A capacity of one balanced share per expert: copies are dropped, the
+  # same ones in every layout (the capacity counts the whole batch).
+  [[ $family == *-capacity ]] && common+=(--set moe_capacity_factor=1.0)
   [[ $family == gpt2-uneven ]] && common=(--model "$model" --preset tiny --set n_layer=2
                                           --set batch_size=12 --set seq_len=32 --set vocab_size=257
                                           --set n_embd=70 --set n_head=2 --set n_kv_head=2)
