@@ -161,9 +161,9 @@ Value GraphBuilder::moeUngroup(Value grouped, Value counts) {
 
 Value GraphBuilder::moeUnpack(Value packed, Value offsets, Value kept, int64_t rows) {
   auto p = cast<RankedTensorType>(packed.getType());
-  return llm::MoEUnpackOp::create(builder, loc("moe_unpack"),
-                                  RankedTensorType::get({rows, p.getDimSize(1)}, p.getElementType()),
-                                  packed, offsets, kept);
+  return llm::MoEUnpackOp::create(
+      builder, loc("moe_unpack"),
+      RankedTensorType::get({rows, p.getDimSize(1)}, p.getElementType()), packed, offsets, kept);
 }
 
 Value GraphBuilder::routerLoss(Value probSum, Value counts, Value zSum, double auxScale,

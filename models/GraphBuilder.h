@@ -70,8 +70,8 @@ public:
   /// Expert-sorted rows xs [R, C] (offsets [E + 1]) with each expert's
   /// first `capacity` kept, packed into `parts` slots of `slot` rows
   /// (llm.moe_pack): {packed [parts·slot, C], kept [parts, E / parts]}.
-  std::pair<mlir::Value, mlir::Value> moePack(mlir::Value xs, mlir::Value offsets,
-                                              int64_t capacity, int64_t parts, int64_t slot);
+  std::pair<mlir::Value, mlir::Value> moePack(mlir::Value xs, mlir::Value offsets, int64_t capacity,
+                                              int64_t parts, int64_t slot);
   /// Received slots to groups by local expert: {grouped, group offsets}.
   std::pair<mlir::Value, mlir::Value> moeRegroup(mlir::Value received, mlir::Value counts);
   mlir::Value moeUngroup(mlir::Value grouped, mlir::Value counts);

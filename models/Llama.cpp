@@ -152,8 +152,8 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
         b.getNamedAttr("router_z_loss_coef", b.getF64FloatAttr(config.routerZLossCoef)));
     model.push_back(b.getNamedAttr("norm_topk_prob", b.getI64IntegerAttr(config.normTopkProb)));
     if (config.moeCapacityFactor > 0)
-      model.push_back(b.getNamedAttr("moe_capacity_factor",
-                                     b.getF64FloatAttr(config.moeCapacityFactor)));
+      model.push_back(
+          b.getNamedAttr("moe_capacity_factor", b.getF64FloatAttr(config.moeCapacityFactor)));
   }
   if (config.qwen2Moe()) {
     model.push_back(b.getNamedAttr("moe_ffn_hidden", b.getI64IntegerAttr(config.moeFfnHidden)));

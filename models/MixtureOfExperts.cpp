@@ -92,8 +92,8 @@ ExpertRows limitToCapacity(GraphBuilder &b, const ModelConfig &c, Value xs, Valu
   if (c.moeCapacityFactor <= 0 || c.positionInputs)
     return {xs, offsets, Value()};
   const int64_t copies = cast<RankedTensorType>(xs.getType()).getDimSize(0);
-  const auto capacity = static_cast<int64_t>(
-      std::ceil(c.moeCapacityFactor * double(copies) / double(c.numExperts)));
+  const auto capacity =
+      static_cast<int64_t>(std::ceil(c.moeCapacityFactor * double(copies) / double(c.numExperts)));
   auto [packed, kept] =
       b.moePack(xs, offsets, capacity, /*parts=*/1, std::min(copies, c.numExperts * capacity));
   auto [grouped, groupOffsets] = b.moeRegroup(packed, kept);
@@ -121,8 +121,7 @@ Value mixtureOfExperts(GraphBuilder &b, const ModelConfig &c, const ExpertWeight
                        b.groupedMatmul(in.rows, in.offsets, w.up, true));
   Value ys = b.groupedMatmul(act, in.offsets, w.down, true);
   if (in.kept)
-    ys = b.moeUnpack(b.moeUngroup(ys, in.kept), route.offsets, in.kept,
-                     B * T * c.expertsPerToken);
+    ys = b.moeUnpack(b.moeUngroup(ys, in.kept), route.offsets, in.kept, B * T * c.expertsPerToken);
   sums.probSum = b.add(sums.probSum, route.probSum);
   sums.counts = b.add(sums.counts, route.counts);
   sums.zSum = b.add(sums.zSum, route.zSum);

@@ -298,8 +298,8 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
     Location loc = pack.getLoc();
     Value counts = route.getCounts();
     const int64_t experts = cast<RankedTensorType>(counts.getType()).getDimSize(0);
-    Value row = llm::ReshapeOp::create(b, loc, RankedTensorType::get({1, experts}, b.getF32Type()),
-                                       counts);
+    Value row =
+        llm::ReshapeOp::create(b, loc, RankedTensorType::get({1, experts}, b.getF32Type()), counts);
     Value all = dist::AllGatherOp::create(
         b, loc, RankedTensorType::get({parts, experts}, b.getF32Type()), row, kMeshName, axes, 0);
     pack.getGroupCountsMutable().assign(all);
@@ -308,8 +308,8 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
     RankedTensorType xs = pack.getXs().getType(), kept = pack.getKept().getType();
     const int64_t slot =
         std::min(xs.getDimSize(0), kept.getDimSize(1) * static_cast<int64_t>(pack.getCapacity()));
-    pack.getPacked().setType(RankedTensorType::get({kept.getDimSize(0) * slot, xs.getDimSize(1)},
-                                                   xs.getElementType()));
+    pack.getPacked().setType(
+        RankedTensorType::get({kept.getDimSize(0) * slot, xs.getDimSize(1)}, xs.getElementType()));
     batched.insert(pack.getPacked());
     return success();
   }

@@ -157,8 +157,7 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
           if (scatterOnce)
             t = t.scatteredOncePerStep();
           int64_t ranks = 1;
-          for (const std::string &axis : axes)
-            ranks *= mesh.size(axis);
+          for (const std::string &axis : axes) ranks *= mesh.size(axis);
           double alpha, beta;
           linkOf(axes, alpha, beta);
           seconds += t.seconds(when, ranks, alpha, beta);

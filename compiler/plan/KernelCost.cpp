@@ -330,8 +330,7 @@ double attentionSeconds(exec::KernelOp kernel, const Cluster &c, ArrayRef<int64_
 
 } // namespace
 
-double kernelSeconds(Operation *op, const Cluster &c, double fp32MatmulScale,
-                     int64_t expertRanks) {
+double kernelSeconds(Operation *op, const Cluster &c, double fp32MatmulScale, int64_t expertRanks) {
   auto kernel = cast<exec::KernelOp>(op);
   StringRef name = kernel.getCallee();
   double compute = kernelFlops(op, expertRanks) / c.peakFlops;

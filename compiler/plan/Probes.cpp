@@ -358,8 +358,7 @@ using Groups = TrafficPieces::Groups;
 
 Groups plus(const Groups &a, const Groups &b, double scaleB = 1) {
   Groups sum = a;
-  for (auto &[group, traffic] : b)
-    sum[group] = sum[group] + traffic.scaled(scaleB);
+  for (auto &[group, traffic] : b) sum[group] = sum[group] + traffic.scaled(scaleB);
   return sum;
 }
 

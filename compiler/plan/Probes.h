@@ -127,8 +127,7 @@ public:
   /// Null with `error` set (the compiler's message) when a probe fails.
   const Pieces *get(const ProbeKey &key, bool pipeline, std::string &error);
   /// The data-parallel traffic for (tp, sp, zero, ep).
-  const TrafficPieces *traffic(int64_t tp, bool sp, int64_t zero, int64_t ep,
-                               std::string &error);
+  const TrafficPieces *traffic(int64_t tp, bool sp, int64_t zero, int64_t ep, std::string &error);
   int64_t compiled() const { return compiledCount; }
   double seconds() const { return compileSeconds; }
   /// Compiles the model with `layers` layers and `batchSize` rows per

@@ -74,8 +74,13 @@ bool Search::evaluate(const Layout &l, Prediction &prediction, std::string &why,
   if (!accepted(l, why))
     return false;
   int64_t k = shape.layers / l.pp;
-  ProbeKey key{l.tp, l.sp, l.microbatchSize, l.recompute == "budget" ? "none" : l.recompute,
-               l.microbatches > 1 ? 2 : 1, l.offload, l.ep};
+  ProbeKey key{l.tp,
+               l.sp,
+               l.microbatchSize,
+               l.recompute == "budget" ? "none" : l.recompute,
+               l.microbatches > 1 ? 2 : 1,
+               l.offload,
+               l.ep};
   const Pieces *pieces = probes.get(key, l.pp > 1, why);
   if (!pieces)
     return false;
@@ -137,8 +142,7 @@ std::vector<int64_t> divisorsOf(int64_t n) {
 std::vector<int64_t> Search::expertParallelSizes(int64_t batchRanks) const {
   std::vector<int64_t> sizes;
   for (int64_t ep : divisorsOf(batchRanks))
-    if ((ep == 1 || (shape.experts > 1 && shape.experts % ep == 0)) &&
-        allowed(request.onlyEp, ep))
+    if ((ep == 1 || (shape.experts > 1 && shape.experts % ep == 0)) && allowed(request.onlyEp, ep))
       sizes.push_back(ep);
   return sizes;
 }

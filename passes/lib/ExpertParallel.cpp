@@ -113,12 +113,11 @@ private:
       return failure();
     auto combine = cast<llm::MoECombineOp>(end);
     builder.setInsertionPoint(combine);
-    Value back = llm::MoEUngroupOp::create(builder, combine.getLoc(), combine.getYs(),
-                                           exchange.counts);
+    Value back =
+        llm::MoEUngroupOp::create(builder, combine.getLoc(), combine.getYs(), exchange.counts);
     Value home = allToAll(back, combine.getLoc());
-    combine.getYsMutable().assign(llm::MoEUnpackOp::create(builder, combine.getLoc(),
-                                                           xs.getType(), home, offsets,
-                                                           exchange.kept));
+    combine.getYsMutable().assign(llm::MoEUnpackOp::create(builder, combine.getLoc(), xs.getType(),
+                                                           home, offsets, exchange.kept));
     return success();
   }
 
@@ -224,8 +223,7 @@ private:
       }
       if (failed(inferAgain(op)))
         return WalkResult::interrupt();
-      for (Value r : op->getResults())
-        received.insert(r);
+      for (Value r : op->getResults()) received.insert(r);
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
@@ -246,8 +244,7 @@ private:
       return op->emitOpError("expert parallelism: cannot run on the rows an expert receives "
                              "(between llm.moe_dispatch and llm.moe_combine only row-wise ops "
                              "may stand)");
-    for (auto [r, t] : llvm::zip(op->getResults(), types))
-      r.setType(t);
+    for (auto [r, t] : llvm::zip(op->getResults(), types)) r.setType(t);
     return success();
   }
 

@@ -148,8 +148,8 @@ TEST(PlanExpertParallel, AllToAllsPricedFromTheCompiledBuffers) {
   train.walk([&](exec::AllToAllOp a) {
     ++count;
     bytes += bytesOf(a.getInput().getType());
-    alone += collectiveSeconds(Collective::AllToAll, ep, bytesOf(a.getInput().getType()), 1e-6,
-                               4e9);
+    alone +=
+        collectiveSeconds(Collective::AllToAll, ep, bytesOf(a.getInput().getType()), 1e-6, 4e9);
   });
   EXPECT_EQ(count, layers * 5);
   EXPECT_EQ(bytes, layers * (ep * (experts / ep) * 4.0 + 4.0 * ep * R * C * 4));
@@ -161,8 +161,7 @@ TEST(PlanExpertParallel, AllToAllsPricedFromTheCompiledBuffers) {
   auto comm = [&](const Cluster &c) {
     ProgramCost cost = costProgram(train, c, mesh, 1, {"ep"});
     double seconds = 0;
-    for (auto &[phase, phaseCost] : cost.phases)
-      seconds += phaseCost.commSeconds;
+    for (auto &[phase, phaseCost] : cost.phases) seconds += phaseCost.commSeconds;
     return seconds;
   };
   EXPECT_NEAR(comm(r.cluster) / alone, 1, 1e-12);
