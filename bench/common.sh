@@ -36,3 +36,17 @@ for kind, r in rates.items():
     print(f'{kind}: decode median {statistics.median(r):.1f} tok/s, {statistics.median(r) / base:.2f}x {first} (runs: {runs})')
 "
 }
+
+# The Mixtral shapes of the mixture-of-experts benches: sets L H KV C F E K V
+# (layers, heads, kv heads, width, expert width, experts, top-k, vocabulary).
+#   tiny:  4 layers, width 128, 4 heads (2 kv), 4 experts of 176, top 2, vocabulary 256
+#   small: 4 layers, width 512, 8 heads (4 kv), 8 experts of 1024, top 2, vocabulary 8192
+moe_shape() {
+  local shape
+  case $1 in
+    tiny) shape=(4 4 2 128 176 4 2 256) ;;
+    small) shape=(4 8 4 512 1024 8 2 8192) ;;
+    *) echo "SIZE must be tiny or small, got '$1'" >&2; exit 2 ;;
+  esac
+  read -r L H KV C F E K V <<<"${shape[*]}"
+}

@@ -7,8 +7,7 @@
 # per step (llmc inspect) and the arena (the expert state halves, the
 # exchange buffers appear).
 # Usage: [SIZE=tiny|small] [BATCH=8] [SEQ=128] [CAPACITY=1] bench/moe_ep.sh [build-dir] [steps]
-#   tiny:  4 layers, width 128, 4 heads (2 kv), 4 experts of 176, top 2, vocabulary 256
-#   small: 4 layers, width 512, 8 heads (4 kv), 8 experts of 1024, top 2, vocabulary 8192
+#   (SIZE: bench/common.sh's moe_shape)
 set -euo pipefail
 THREADS=1
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -16,12 +15,7 @@ SIZE=${SIZE:-small}
 BATCH=${BATCH:-8}
 SEQ=${SEQ:-128}
 CAPACITY=${CAPACITY:-1}
-case $SIZE in
-  tiny) shape=(4 4 2 128 176 4 2 256) ;;
-  small) shape=(4 8 4 512 1024 8 2 8192) ;;
-  *) echo "bench/moe_ep.sh: SIZE must be tiny or small, got '$SIZE'" >&2; exit 2 ;;
-esac
-read -r L H KV C F E K V <<<"${shape[*]}"
+moe_shape "$SIZE"
 grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 MODEL=(--model mixtral --preset tiny --set n_layer="$L" --set n_head="$H" --set n_kv_head="$KV"

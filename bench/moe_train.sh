@@ -5,19 +5,13 @@
 # batch, load-balancing loss, AdamW and threads, in one run. Prints the
 # median step time of each and llmc's throughput ratio.
 # Usage: [SIZE=tiny|small] [BATCH=8] [SEQ=128] bench/moe_train.sh [build-dir] [steps]
-#   tiny:  4 layers, width 128, 4 heads (2 kv), 4 experts of 176, top 2, vocabulary 256
-#   small: 4 layers, width 512, 8 heads (4 kv), 8 experts of 1024, top 2, vocabulary 8192
+#   (SIZE: bench/common.sh's moe_shape)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 SIZE=${SIZE:-tiny}
 BATCH=${BATCH:-8}
 SEQ=${SEQ:-128}
-case $SIZE in
-  tiny) shape=(4 4 2 128 176 4 2 256) ;;
-  small) shape=(4 8 4 512 1024 8 2 8192) ;;
-  *) echo "bench/moe_train.sh: SIZE must be tiny or small, got '$SIZE'" >&2; exit 2 ;;
-esac
-read -r L H KV C F E K V <<<"${shape[*]}"
+moe_shape "$SIZE"
 # The BLAS kernels llmc picks for itself (kernels/cpu/blas.cpp), given to
 # PyTorch's OpenBLAS too: Debian's falls back to SSE3 kernels otherwise.
 grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
