@@ -152,7 +152,8 @@ TEST(PlanExpertParallel, AllToAllsPricedFromTheCompiledBuffers) {
         collectiveSeconds(Collective::AllToAll, ep, bytesOf(a.getInput().getType()), 1e-6, 4e9);
   });
   EXPECT_EQ(count, layers * 5);
-  EXPECT_EQ(bytes, layers * (ep * (experts / ep) * 4.0 + 4.0 * ep * R * C * 4));
+  const int64_t localExperts = experts / ep; // the counts' [ep, E/ep] i32
+  EXPECT_EQ(bytes, layers * (4.0 * ep * localExperts + 4.0 * ep * R * C * 4));
   // The probe's price: exactly those all-to-alls on the node's link, each
   // rank sending (ep − 1)/ep of its buffer; the gradients' average over ep
   // is left to the data-parallel traffic.

@@ -748,7 +748,8 @@ TEST(VJP, MixtureOfExpertsUnpackNeedsItsPack) {
 TEST(VJP, UnknownOpIsAnError) {
   MLIRContext context;
   llmc::prepareContext(context);
-  std::string text = "func.func @forward(" + param("x", "tensor<4xf32>") + ", %s: tensor<f32>) -> tensor<f32> {\n"
+  std::string text = "func.func @forward(" + param("x", "tensor<4xf32>") +
+                     ", %s: tensor<f32>) -> tensor<f32> {\n"
                      "  %g = llm.global_norm %x : tensor<4xf32>\n  return %g : tensor<f32>\n}";
   std::string diagnostics = autodiffErrors(context, text);
   EXPECT_NE(diagnostics.find("has no VJP rule"), std::string::npos) << diagnostics;
