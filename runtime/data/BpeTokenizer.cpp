@@ -14,6 +14,7 @@
 #include "runtime/data/ByteLevel.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/Json.h"
+#include "runtime/support/Normalize.h"
 #include "runtime/support/Unicode.h"
 
 #include <algorithm>
@@ -29,6 +30,7 @@ namespace llmc {
 struct BpeTokenizer::Step {
   enum class Kind {
     Prepend,      // normalizer: `text` before non-empty text
+    Nfc,          // normalizer: Unicode normalization form C
     Replace,      // normalizer, decoder: every `text` by `content`
     ByteLevel,    // pre-tokenizer, decoder
     Split,        // pre-tokenizer: `split`'s pieces, no byte mapping
@@ -358,6 +360,8 @@ void BpeTokenizer::parseNormalizer(const json::Value &v, const std::string &wher
     normalizers_.push_back(s);
   } else if (type == "Replace") {
     normalizers_.push_back(replaceStep(v, where, source));
+  } else if (type == "NFC") {
+    normalizers_.push_back(Step{Step::Kind::Nfc});
   } else {
     unsupported(source, "normalizer " + type);
   }
@@ -422,7 +426,11 @@ void BpeTokenizer::parsePreTokenizer(const json::Value &v, const std::string &wh
 
 BpeTokenizer::Step BpeTokenizer::splitStep(const json::Value &v, const std::string &where,
                                            const std::string &source) {
-  // The two regexes the byte-level splitters implement.
+  // The regexes the byte-level splitters implement; Qwen2's is cl100k's
+  // with numbers one digit each.
+  static const std::string kQwen2Pattern =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|)"
+      R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   static const std::string kGpt2Pattern =
       R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
   static const std::string kCl100kPattern =
@@ -435,10 +443,11 @@ BpeTokenizer::Step BpeTokenizer::splitStep(const json::Value &v, const std::stri
   Step s{Step::Kind::Split};
   s.splitter = text == kGpt2Pattern     ? bytelevel::splitGpt2
                : text == kCl100kPattern ? bytelevel::splitCl100k
+               : text == kQwen2Pattern  ? bytelevel::splitQwen2
                                         : nullptr;
   if (!s.splitter || behavior != "Isolated" || flag(v, "invert", false, where))
     unsupported(source, "pre_tokenizer Split with pattern " + pattern.dump() + ", behavior " +
-                            behavior + " (only GPT-2's or cl100k's regex, Isolated)");
+                            behavior + " (only GPT-2's, cl100k's or Qwen2's regex, Isolated)");
   return s;
 }
 
@@ -712,6 +721,8 @@ std::string BpeTokenizer::normalize(std::string text) const {
     if (s.kind == Step::Kind::Prepend) {
       if (!text.empty())
         text = s.text + text;
+    } else if (s.kind == Step::Kind::Nfc) {
+      text = unicode::toNfc(text);
     } else {
       replaceAll(text, s.text, s.content);
     }

@@ -156,9 +156,9 @@ size_t nextGpt2(const Scanner &s, size_t i) {
   return s.spaceRun(i);
 }
 
-// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,Digits}|
 //  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-size_t nextCl100k(const Scanner &s, size_t i) {
+template <size_t Digits> size_t nextCl100k(const Scanner &s, size_t i) {
   if (size_t c = s.contraction(i, true))
     return i + c;
   if (s.cls(i) == Class::Letter)
@@ -167,7 +167,7 @@ size_t nextCl100k(const Scanner &s, size_t i) {
   if (s.cls(i) != Class::Number && !s.isCrLf(i) && i + 1 < s.n && s.cls(i + 1) == Class::Letter)
     return s.runOf(i + 1, Class::Letter);
   if (s.cls(i) == Class::Number)
-    return std::min(s.runOf(i, Class::Number), i + 3);
+    return std::min(s.runOf(i, Class::Number), i + Digits);
   size_t others = s.cls(i) == Class::Other                                      ? i
                   : s.is(i, ' ') && i + 1 < s.n && s.cls(i + 1) == Class::Other ? i + 1
                                                                                 : s.n;
@@ -192,7 +192,11 @@ std::vector<std::pair<size_t, size_t>> splitGpt2(const std::string &text) {
 }
 
 std::vector<std::pair<size_t, size_t>> splitCl100k(const std::string &text) {
-  return pieces(Scanner(text), nextCl100k);
+  return pieces(Scanner(text), nextCl100k<3>);
+}
+
+std::vector<std::pair<size_t, size_t>> splitQwen2(const std::string &text) {
+  return pieces(Scanner(text), nextCl100k<1>);
 }
 
 } // namespace llmc::bytelevel

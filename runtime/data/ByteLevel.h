@@ -49,6 +49,10 @@ std::vector<std::pair<size_t, size_t>> splitGpt2(const std::string &text);
 /// in threes, and line breaks stay with what they end.
 std::vector<std::pair<size_t, size_t>> splitCl100k(const std::string &text);
 
+/// The same with numbers one digit each (`\p{N}` for `\p{N}{1,3}`): Qwen2's
+/// Split pre-tokenizer.
+std::vector<std::pair<size_t, size_t>> splitQwen2(const std::string &text);
+
 } // namespace llmc::bytelevel
 
 #endif

@@ -26,14 +26,18 @@ and the test strings, in the layouts transformers saves:
   gemma         Gemma's sentencepiece BPE: a Replace normalizer alone (no
                 Prepend, no pre-tokenizer), byte_fallback, a decoder
                 without Strip, the bos prepended by the post-processor
+  qwen2         Qwen2's layout: an NFC normalizer, a Split pre-tokenizer
+                with cl100k's regex but one digit per number, then
+                ByteLevel without its own; no bos
 
 For every directory and string: the ids (transformers' encode without
 special tokens) must be equal; with special tokens they must be llmc's bos
 (if any) and the ids; decoding the ids must give transformers' decode
 (without clean_up_tokenization_spaces; llmc's bytes that are not UTF-8 read
 as U+FFFD, as the library writes them) and the string itself wherever the
-library gives it; vocabulary size, bos and eos must agree. For gpt2 and
-llama3, the pieces the pre-tokenizer cuts must be the library's, for the
+library gives it; vocabulary size, bos and eos must agree. For gpt2,
+llama3 and qwen2, the pieces the pre-tokenizer cuts (of the normalized
+text) must be the library's, for the
 strings and for probes of every code point of planes 0-3 and 14 (and every
 997th above), so that llmc's letter/number/whitespace classes are checked
 against the library's regex engine, not against the tables they came from.
@@ -91,10 +95,13 @@ TEXTS = [
     "!!\n\n\nx  \n  y\r\n\r\n\tz \n",
     "<|begin_of_text|>Hi<|end_of_text|>",
     "ignore merges: zqxj zqxjzqxj",
+    # Normalization form C: composed, reordered, excluded, Hangul jamo.
+    "cafe\u0301 A\u030a \u212b \u1100\u1161\u11a8 \u0958 q\u0307\u0323 a\u0323\u0307 \ufb01 x\u0307",
 ]
 
 CL100K = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
           r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = CL100K.replace(r"\p{N}{1,3}", r"\p{N}")
 
 
 def train_corpus(src, work):
@@ -182,6 +189,15 @@ def gemma_like(vocab, merges):
     return tok
 
 
+def qwen2(corpus, vocab_size):
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok = byte_level(corpus, vocab_size, special_tokens=specials, pre_tokenizer=pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]))
+    tok.normalizer = normalizers.NFC()
+    return tok
+
+
 def build(src, work):
     """{name: (llmc's directory, transformers' directory)}."""
     corpus = train_corpus(src, work)
@@ -220,6 +236,11 @@ def build(src, work):
     PreTrainedTokenizerFast(tokenizer_object=llama3(corpus, 1500), bos_token="<|begin_of_text|>",
                             eos_token="<|end_of_text|>", **quiet).save_pretrained(d)
     dirs["llama3"] = (d, d)
+
+    d = os.path.join(work, "qwen2")
+    PreTrainedTokenizerFast(tokenizer_object=qwen2(corpus, 1500), eos_token="<|endoftext|>",
+                            **quiet).save_pretrained(d)
+    dirs["qwen2"] = (d, d)
 
     vocab, merges = sentencepiece_bpe(corpus, 1000)
     for name, tok in [
@@ -314,14 +335,15 @@ def main():
 
     # The pre-tokenizers' pieces, against the library's regex engine.
     probes, points = code_point_probes()
-    for name in ("gpt2", "llama3"):
+    for name in ("gpt2", "llama3", "qwen2"):
         ref = AutoTokenizer.from_pretrained(dirs[name][1])
         pre = ref.backend_tokenizer.pre_tokenizer
+        norm = ref.backend_tokenizer.normalizer
         plain = [t for t in texts if "<|" not in t] + probes
         got = run_llmc(a.bin, dirs[name][0], plain)
         pieces = 0
         for i, text in enumerate(plain):
-            want = [w for w, _ in pre.pre_tokenize_str(text)]
+            want = [w for w, _ in pre.pre_tokenize_str(norm.normalize_str(text) if norm else text)]
             mine = got["words"][i]
             pieces += len(want)
             if mine != want:
