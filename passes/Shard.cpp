@@ -306,8 +306,8 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
     pack->setAttr("group_position", b.getDenseI64ArrayAttr({0}));
     addRankOffset(pack, "group_position", 0, axes, 1);
     RankedTensorType xs = pack.getXs().getType(), kept = pack.getKept().getType();
-    const int64_t slot =
-        std::min(xs.getDimSize(0), kept.getDimSize(1) * static_cast<int64_t>(pack.getCapacity()));
+    const int64_t slot = capacitySlotRows(xs.getDimSize(0), kept.getDimSize(1),
+                                          static_cast<int64_t>(pack.getCapacity()));
     pack.getPacked().setType(
         RankedTensorType::get({kept.getDimSize(0) * slot, xs.getDimSize(1)}, xs.getElementType()));
     batched.insert(pack.getPacked());

@@ -136,7 +136,7 @@ private:
                   capacity = static_cast<int64_t>(single.getCapacity());
     builder.setInsertionPoint(single);
     Operation *pack = createPack(single.getLoc(), single->getOperands(), single->getAttrs(),
-                                 numExperts, std::min(rows, numExperts / parts * capacity));
+                                 numExperts, capacitySlotRows(rows, numExperts / parts, capacity));
     Exchange exchange = sendAndRegroup(pack);
     regroup->replaceAllUsesWith(ValueRange{exchange.grouped, exchange.localOffsets});
     regroup->erase();

@@ -6,6 +6,9 @@
 #include "dialects/LLM/LLMDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace llmc {
 
 /// Spreads the experts of every mixture-of-experts layer of `forward`
@@ -14,6 +17,13 @@ namespace llmc {
 /// stacked weights, and the routed rows travel to their expert's rank and
 /// back by all-to-all. Errors name the op or parameter that cannot be
 /// split.
+/// The rows of one slot of a capacity-limited llm.moe_pack: a rank's
+/// `rows` copies, at most `capacity` for each of the slot's
+/// `expertsPerSlot` experts.
+inline int64_t capacitySlotRows(int64_t rows, int64_t expertsPerSlot, int64_t capacity) {
+  return std::min(rows, expertsPerSlot * capacity);
+}
+
 mlir::LogicalResult applyExpertParallel(mlir::func::FuncOp forward, llvm::StringRef axis,
                                         int64_t parts);
 

@@ -571,6 +571,19 @@ TEST(VJP, MixtureOfExpertsAuxiliaryLosses) {
 /// and regroup (and back) is the identity: with one rank it is, and with
 /// two every source's slot is taken to be the one this rank packed for
 /// it, which exercises the source-major to expert-major reordering with
+/// After a pack of 12 routed copies (6 tokens, top 2) into `packed`
+/// slots with `kept` counts: regroup, an elementwise "expert" (SiLU times
+/// %s), ungroup, unpack and combine by the routing weights %w.
+std::string expertsAfterPack(const std::string &packed, const std::string &kept) {
+  return "  %g, %loff = llm.moe_regroup %packed, %kept : " + packed + ", " + kept + "\n" +
+         "  %a = llm.silu %g : " + packed + "\n" + "  %o = llm.mul %a, %s : " + packed + ", " +
+         packed + "\n" + "  %back = llm.moe_ungroup %o, %kept : " + packed + ", " + kept + "\n" +
+         "  %ys = llm.moe_unpack %back, %off, %kept : " + packed + ", tensor<5xi32>, " + kept +
+         " -> tensor<12x3xf32>\n"
+         "  %y = llm.moe_combine %ys, %pos weights %w : tensor<12x3xf32>, tensor<6x2xi32> weights "
+         "tensor<6x2xf32>";
+}
+
 /// the same shapes.
 std::string exchangeLayer(int64_t ranks, int64_t capacity) {
   const int64_t local = 4 / ranks, rows = ranks * local * capacity;
@@ -585,13 +598,7 @@ std::string exchangeLayer(int64_t ranks, int64_t capacity) {
       "  %xs = llm.moe_dispatch %x, %pos : tensor<6x3xf32>, tensor<6x2xi32>\n"
       "  %packed, %kept = llm.moe_pack %xs, %off {capacity = " +
       std::to_string(capacity) + " : i64} : tensor<12x3xf32>, tensor<5xi32> -> " + packed + ", " +
-      kept + "\n" + "  %g, %loff = llm.moe_regroup %packed, %kept : " + packed + ", " + kept +
-      "\n" + "  %a = llm.silu %g : " + packed + "\n" + "  %o = llm.mul %a, %s : " + packed + ", " +
-      packed + "\n" + "  %back = llm.moe_ungroup %o, %kept : " + packed + ", " + kept + "\n" +
-      "  %ys = llm.moe_unpack %back, %off, %kept : " + packed + ", tensor<5xi32>, " + kept +
-      " -> tensor<12x3xf32>\n"
-      "  %y = llm.moe_combine %ys, %pos weights %w : tensor<12x3xf32>, tensor<6x2xi32> weights "
-      "tensor<6x2xf32>";
+      kept + "\n" + expertsAfterPack(packed, kept);
   return projected(args, ops, "tensor<6x3xf32>");
 }
 
@@ -660,14 +667,7 @@ std::string batchCapacityLayer() {
       "tensor<1x4xf32> -> tensor<3x4xf32>\n"
       "  %packed, %kept = llm.moe_pack %xs, %off group %gc {capacity = 4 : i64, group_position = "
       "array<i64: 1>} : tensor<12x3xf32>, tensor<5xi32> group tensor<3x4xf32> -> " +
-      packed + ", " + kept + "\n" + "  %g, %loff = llm.moe_regroup %packed, %kept : " + packed +
-      ", " + kept + "\n" + "  %a = llm.silu %g : " + packed + "\n" +
-      "  %o = llm.mul %a, %s : " + packed + ", " + packed + "\n" +
-      "  %back = llm.moe_ungroup %o, %kept : " + packed + ", " + kept + "\n" +
-      "  %ys = llm.moe_unpack %back, %off, %kept : " + packed + ", tensor<5xi32>, " + kept +
-      " -> tensor<12x3xf32>\n"
-      "  %y = llm.moe_combine %ys, %pos weights %w : tensor<12x3xf32>, tensor<6x2xi32> weights "
-      "tensor<6x2xf32>";
+      packed + ", " + kept + "\n" + expertsAfterPack(packed, kept);
   return projected(args, ops, "tensor<6x3xf32>");
 }
 
