@@ -1,14 +1,17 @@
-//===- IntWeight.h - one element of an int8/int4-stored weight --*- C++ -*-===//
+//===- IntWeight.h - one element of an int8/int4/fp8-stored weight -*- C++ -*-===//
 //
 // The value `llm.matmul_int` reads for element i of a weight that `llmc
-// quantize --scheme int8:... / int4:...` stored (docs/quantization.md):
+// quantize --scheme int8:... / int4:... / fp8_e4m3:...` stored
+// (docs/quantization.md):
 //
 //   level = the element's signed code (int8: the byte as two's complement;
 //           int4: its nibble, element 2k in the low nibble of byte k, as
 //           4-bit two's complement)
 //   y     = float(level − zero_point[g]) · scale[g]   (one fp32 product)
 //
-// with the zero point 0 for a symmetric scheme. That is the arithmetic of
+// with the zero point 0 for a symmetric scheme; an E4M3 code (OCP "FN",
+// common/Fp8.h) is read as its exact fp32 value v, y = v · scale[g], and
+// has no zero point. That is the arithmetic of
 // runtime/quant/QuantizedTensor.cpp's dequantize(), so a weight expanded
 // inside the product is, bit for bit, the weight an fp32 artifact loads
 // from the same file.
@@ -23,6 +26,7 @@
 #ifndef LLMC_KERNELS_INTWEIGHT_H
 #define LLMC_KERNELS_INTWEIGHT_H
 
+#include "common/Fp8.h"
 #include "common/HostDevice.h"
 
 #include <cstdint>
@@ -31,6 +35,7 @@ namespace llmc {
 
 struct IntWeightLayout {
   int bits = 8;        ///< 8 or 4
+  bool fp8 = false;    ///< 8-bit codes that are E4M3 bit patterns, not integers
   int64_t run = 0;     ///< elements per group, consecutive; 0: one group per column
   int64_t cols = 1;    ///< the weight's last dimension
   bool asymmetric = false;
@@ -77,11 +82,23 @@ LLMC_HOST_DEVICE inline float intDequantize(int level, int zeroPoint, float scal
 #endif
 }
 
+/// An E4M3 code's value · scale, never fused with what follows.
+LLMC_HOST_DEVICE inline float fp8Dequantize(uint8_t code, float scale) {
+  const float value = fp8::decode(code, fp8::Kind::E4M3);
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(value, scale);
+#else
+  return value * scale;
+#endif
+}
+
 /// Element i of the weight (zeroPoints null when symmetric).
 LLMC_HOST_DEVICE inline float intWeightElement(const uint8_t *codes, const float *scales,
                                                const int32_t *zeroPoints,
                                                const IntWeightLayout &l, int64_t i) {
   const int64_t g = intGroup(l, i);
+  if (l.fp8)
+    return fp8Dequantize(codes[i], scales[g]);
   return intDequantize(intLevel(codes, l.bits, i), zeroPoints ? zeroPoints[g] : 0, scales[g]);
 }
 

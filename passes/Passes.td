@@ -125,7 +125,10 @@ def WeightQuant : Pass<"llmc-weight-quant", "mlir::ModuleOp"> {
       `W.absmax_scale`, `W.absmax_mean` (QLoRA's storage);
     - `int8` / `int4` (`:tensor`, `:channel[<axis>]`, `:block<N>`, `:asym`):
       `llm.matmul_int` over `W.qweight`, `W.scale` and, asymmetric,
-      `W.zero_point`; a channel axis left out is W's output channel.
+      `W.zero_point`; a channel axis left out is W's output channel;
+    - `fp8` (`fp8_e4m3`; `:tensor`, `:channel[<axis>]`, `:block<N>`):
+      `llm.matmul_int {fp8}` over one E4M3 byte per element in
+      `W.qweight` and `W.scale`.
     A parameter another op also reads (GPT-2's tied `wte`, read by
     `llm.embedding`) stays in the compute type.
 

@@ -10,7 +10,9 @@
 //    fp32 scale per 256 blocks; passes/lib/QuantizedStorage.h);
 //  - int8 / int4 at tensor, channel or block granularity, symmetric or
 //    not: llm.matmul_int over codes, an fp32 scale per group and,
-//    asymmetric, an int32 zero point per group (addIntStorage).
+//    asymmetric, an int32 zero point per group (addIntStorage);
+//  - fp8 (E4M3) at any granularity, symmetric: llm.matmul_int {fp8} over
+//    one E4M3 byte per element and an fp32 scale per group.
 // The storage parameters have the names and layout `llmc quantize
 // --scheme <scheme>` writes, so its file loads into them as it is.
 //
@@ -160,11 +162,12 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     return product.getResult();
   }
 
-  /// llm.matmul_int over the int8/int4 storage of `m`'s weight.
+  /// llm.matmul_int over the int8/int4/fp8 storage of `m`'s weight.
   FailureOr<Value> intProduct(func::FuncOp forward, llm::MatmulOp m, StringRef name,
                               RankedTensorType type, DictionaryAttr shard,
                               const quant::Scheme &s) {
-    const int bits = s.format == quant::Format::Int8 ? 8 : 4;
+    const bool fp8 = s.format == quant::Format::Fp8E4M3;
+    const int bits = s.format == quant::Format::Int4 ? 4 : 8;
     FailureOr<IntStorageTypes> types =
         shard ? splitStorage(m, name, type, shard, s, bits) : wholeStorage(type, s, bits);
     if (failed(types))
@@ -177,7 +180,8 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     if (s.granularity == quant::Granularity::Channel)
       axis = b.getI64IntegerAttr(s.axis);
     return llm::MatmulIntOp::create(b, m.getLoc(), m.getA(), storage.codes, storage.scale,
-                                    storage.zeroPoint, b.getI64IntegerAttr(bits), block, axis,
+                                    storage.zeroPoint, b.getI64IntegerAttr(bits),
+                                    fp8 ? b.getUnitAttr() : UnitAttr(), block, axis,
                                     b.getDenseI64ArrayAttr(type.getShape()),
                                     m.getTransposeB() ? b.getUnitAttr() : UnitAttr())
         .getResult();

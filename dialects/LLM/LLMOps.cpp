@@ -1108,6 +1108,8 @@ LogicalResult MatmulIntOp::verify() {
   int64_t bits = getBits();
   if (bits != 8 && bits != 4)
     return emitOpError("bits must be 8 or 4, got ") << bits;
+  if (getFp8() && (bits != 8 || getZeroPoint()))
+    return emitOpError("fp8 codes are 8 bits each and take no zero_point");
   std::optional<int64_t> block = getBlock(), axis = getChannelAxis();
   if (block && axis)
     return emitOpError("give block or channel_axis, not both");

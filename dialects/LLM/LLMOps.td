@@ -818,31 +818,37 @@ def LLM_MatmulNf4Op : LLM_PureOp<"matmul_nf4", [ExpensiveToRecompute]> {
 }
 
 def LLM_MatmulIntOp : LLM_PureOp<"matmul_int", [ExpensiveToRecompute]> {
-  let summary = "x · W with W kept as int8 or int4 codes, expanded inside the product";
+  let summary = "x · W with W kept as int8, int4 or fp8 codes, expanded inside the product";
   let description = [{
-    Weight-only quantized inference with an integer scheme (what
+    Weight-only quantized inference with an integer or fp8 scheme (what
     llmc-weight-quant rewrites an `llm.matmul` reading a parameter into
-    under `--weight-quant int8:... / int4:...`): `W`, of shape
+    under `--weight-quant int8:... / int4:... / fp8:...`): `W`, of shape
     `weight_shape` (`[K, N]`, or `[N, K]` with `transpose_b`), is stored as
     `llmc quantize` writes it — `codes` (`bits` = 8: one two's-complement
-    byte per element; 4: two 4-bit levels per byte, low nibble first),
-    one fp32 `scale` per group and, for an asymmetric scheme, one int32
-    `zero_point` per group. Groups: `block` consecutive elements of W's
-    last dimension, or one per index of `channel_axis`, or (neither) one
-    for all of W. Element value: `float(level − zero_point) · scale`. The
-    result is `x · W` (`x · Wᵀ` with `transpose_b`), `[..., N]` in `x`'s
-    type; the kernel expands W a tile at a time and never stores all of it.
+    byte per element, or with `fp8` one E4M3 bit pattern per element; 4:
+    two 4-bit levels per byte, low nibble first), one fp32 `scale` per
+    group and, for an asymmetric integer scheme, one int32 `zero_point` per
+    group. Groups: `block` consecutive elements of W's last dimension, or
+    one per index of `channel_axis`, or (neither) one for all of W.
+    Element value: `float(level − zero_point) · scale`, or with `fp8` the
+    code's exact value times `scale`. The result is `x · W` (`x · Wᵀ` with
+    `transpose_b`), `[..., N]` in `x`'s type; the kernel expands W a tile
+    at a time and never stores all of it.
 
     ```mlir
     %y = llm.matmul_int %x, %codes, %scale
         {bits = 8 : i64, channel_axis = 0 : i64, weight_shape = array<i64: 512, 128>,
          transpose_b}
         : tensor<2x1x128xf32>, tensor<65536xi8>, tensor<512xf32> -> tensor<2x1x512xf32>
+    %z = llm.matmul_int %x, %codes, %scale
+        {bits = 8 : i64, fp8, weight_shape = array<i64: 512, 128>, transpose_b}
+        : tensor<2x1x128xf32>, tensor<65536xi8>, tensor<1xf32> -> tensor<2x1x512xf32>
     ```
   }];
   let arguments = (ins LLM_FloatTensor:$x, RankedTensorOf<[I8]>:$codes,
                        RankedTensorOf<[F32]>:$scale,
                        Optional<RankedTensorOf<[I32]>>:$zero_point, I64Attr:$bits,
+                       UnitAttr:$fp8,
                        OptionalAttr<I64Attr>:$block, OptionalAttr<I64Attr>:$channel_axis,
                        DenseI64ArrayAttr:$weight_shape, UnitAttr:$transpose_b);
   let results = (outs LLM_FloatTensor:$result);

@@ -43,8 +43,8 @@ struct MatmulNf4Binding : QuantizedProduct {
 inline bool bindMatmulNf4(const KernelArgs &args, std::string &error, MatmulNf4Binding *out);
 
 /// matmul_int(x, codes, scale[, zero_point]) -> y, with attributes bits,
-/// block or channel_axis (or neither: one scale), weight_shape and
-/// transpose_b.
+/// fp8 (8-bit codes that are E4M3 values; symmetric), block or
+/// channel_axis (or neither: one scale), weight_shape and transpose_b.
 struct MatmulIntBinding : QuantizedProduct {
   IntWeightLayout layout;
   int64_t block = 0; ///< 0 unless grouped in blocks
@@ -105,11 +105,14 @@ inline bool bindMatmulInt(const KernelArgs &args, std::string &error, MatmulIntB
   Validator v("matmul_int", args, error);
   MatmulIntBinding d;
   int64_t bits = 0, axis = -1;
+  bool fp8 = false;
   if (!v.arity(3, 4, 1) || !v.intAttr("bits", &bits, 0) || !v.intAttr("block", &d.block, 0) ||
-      !v.intAttr("channel_axis", &axis, -1) || !bindProduct(v, d))
+      !v.intAttr("channel_axis", &axis, -1) || !v.flagAttr("fp8", &fp8) || !bindProduct(v, d))
     return false;
   if (bits != 8 && bits != 4)
     return v.fail("attribute 'bits' must be 8 or 4, got " + std::to_string(bits));
+  if (fp8 && (bits != 8 || args.inputs.size() == 4))
+    return v.fail("fp8 codes are 8 bits each and take no zero point");
   if (d.block > 0 && axis >= 0)
     return v.fail("attributes 'block' and 'channel_axis' exclude each other");
   if (d.block < 0 || (d.block > 0 && d.cols % d.block != 0))
@@ -119,6 +122,7 @@ inline bool bindMatmulInt(const KernelArgs &args, std::string &error, MatmulIntB
     return v.fail("attribute 'channel_axis' must be 0 or 1, got " + std::to_string(axis));
   const bool asymmetric = args.inputs.size() == 4;
   d.layout = IntWeightLayout::of(static_cast<int>(bits), d.rows, d.cols, axis, d.block, asymmetric);
+  d.layout.fp8 = fp8;
   const int64_t groups = d.layout.groups(d.rows);
   if (!v.holds(v.in(1), "codes", DType::U8, intCodeBytes(d.layout.bits, d.rows * d.cols)) ||
       !v.holds(v.in(2), "scale", DType::F32, groups) ||

@@ -1,7 +1,7 @@
 //===- DecodeGemv.h - few-row products over W [N, K] from storage -*- C++ -*-===//
 //
 // y[i, r] = Σ_c x[i, c] · W[r, c] for rows r of W [N, K] held as fp32,
-// bf16, int8, int4 or NF4 codes: a decode step's product (M = 1..few rows
+// bf16, int8, E4M3, int4 or NF4 codes: a decode step's product (M = 1..few rows
 // of x), which reads every weight once and so runs at the speed the
 // weights stream from memory where the arithmetic per weight is small.
 //
@@ -30,6 +30,7 @@
 #ifndef LLMC_KERNELS_CPU_DECODEGEMV_H
 #define LLMC_KERNELS_CPU_DECODEGEMV_H
 
+#include "common/Fp8.h"
 #include "common/Half.h"
 
 #include <algorithm>
@@ -144,6 +145,47 @@ struct Int8Codes {
     for (int q = 0; q < 4; ++q) {
       __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(w + e + 8 * q));
       v[q] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+    }
+  }
+};
+
+/// OCP E4M3 codes (common/Fp8.h), widened through fp16: a code's sign and
+/// its 7 exponent-and-mantissa bits placed at fp16 bits 15 and 7..13 make
+/// the fp16 of value · 2^−8 (fp16's exponent bias is 15, E4M3's 7, and
+/// subnormals land on subnormals), which vcvtph2ps widens exactly; the
+/// 2^8 is one exact product. S.1111.111, E4M3's NaN, would read ±480
+/// (past E4M3's largest, 448): that value is turned back into NaN.
+struct E4m3Codes {
+  const uint8_t *w;
+  static constexpr bool kNibbles = false;
+  float element(int64_t e) const { return fp8::decode(w[e], fp8::Kind::E4M3); }
+  /// 16-bit lanes of codes → the fp16 bits of value · 2^−8.
+  static __m128i halves128(__m128i codes16) {
+    const __m128i sign = _mm_slli_epi16(_mm_and_si128(codes16, _mm_set1_epi16(0x80)), 8);
+    return _mm_or_si128(sign, _mm_slli_epi16(_mm_and_si128(codes16, _mm_set1_epi16(0x7F)), 7));
+  }
+  LLMC_AVX512 static __m512 widen512(const uint8_t *p) {
+    const __m256i codes16 =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(codes16, _mm256_set1_epi16(0x80)), 8);
+    const __m256i bits = _mm256_or_si256(
+        sign, _mm256_slli_epi16(_mm256_and_si256(codes16, _mm256_set1_epi16(0x7F)), 7));
+    const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(bits), _mm512_set1_ps(256.0f));
+    const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(480.0f), _CMP_EQ_OQ);
+    return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(__builtin_nanf("")));
+  }
+  LLMC_AVX512 void step512(int64_t e, __m512 &a, __m512 &b) const {
+    a = widen512(w + e), b = widen512(w + e + 16);
+  }
+  void step256(int64_t e, __m256 *v) const {
+    const __m256 scale = _mm256_set1_ps(256.0f), nanValue = _mm256_set1_ps(__builtin_nanf(""));
+    const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int q = 0; q < 4; ++q) {
+      const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(w + e + 8 * q));
+      const __m256 x = _mm256_mul_ps(_mm256_cvtph_ps(halves128(_mm_cvtepu8_epi16(codes))), scale);
+      const __m256 nan =
+          _mm256_cmp_ps(_mm256_and_ps(x, absMask), _mm256_set1_ps(480.0f), _CMP_EQ_OQ);
+      v[q] = _mm256_blendv_ps(x, nanValue, nan);
     }
   }
 };

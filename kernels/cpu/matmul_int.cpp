@@ -1,17 +1,19 @@
-//===- matmul_int.cpp - x · W with W expanded from int8/int4 codes --------===//
+//===- matmul_int.cpp - x · W with W expanded from int8/int4/fp8 codes ----===//
 //
 // matmul_int: y = x · W (or x · Wᵀ), W held as `llmc quantize` stores an
-// int8 or int4 weight (kernels/IntWeight.h: a signed level per element, an
-// fp32 scale and, asymmetric, an int32 zero point per group), through the
-// quantized-matmul kernel of QuantizedMatmul.h with the expander below.
+// int8, int4 or fp8 weight (kernels/IntWeight.h: a signed level or an E4M3
+// value per element, an fp32 scale and, asymmetric, an int32 zero point
+// per group), through the quantized-matmul kernel of QuantizedMatmul.h
+// with the expander below.
 //
 // The expander walks a range of W in runs that share one scale (a block,
 // a row, the whole tensor) or, with one scale per column, along the row
 // with a scale per element; each run is one vectorized loop (int4 with
 // AVX2 intrinsics: the compiler does not vectorize the nibble unpacking
-// well). Element
-// values are IntWeight.h's float(level − zero point) · scale, so the
-// weights are bit for bit those an fp32 artifact loads from the same file.
+// well; E4M3 codes through a table of their 256 values). Element values
+// are IntWeight.h's float(level − zero point) · scale (an E4M3 code's
+// value · scale), so the weights are bit for bit those an fp32 artifact
+// loads from the same file.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +21,7 @@
 #include "kernels/cpu/QuantizedMatmul.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #if defined(__AVX2__)
@@ -30,6 +33,16 @@ namespace {
 
 /// The signed level of each 4-bit code (IntWeight.h's intLevel).
 constexpr float kInt4Levels[16] = {0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1};
+
+/// The value of each E4M3 code (common/Fp8.h's decode).
+const float *e4m3Values() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = fp8::decode(static_cast<uint8_t>(c), fp8::Kind::E4M3);
+    return t;
+  }();
+  return table.data();
+}
 
 class IntExpander {
 public:
@@ -56,7 +69,9 @@ public:
   void dotRows(int64_t r0, int64_t r1, const decode::Rows &d, bool avx512) const {
     const decode::ScaleArray scale{scales_};
     const decode::Runs runs{layout_.run};
-    if (layout_.bits == 8)
+    if (layout_.fp8)
+      decode::rowsOf(decode::E4m3Codes{codes_}, scale, runs, r0, r1, d, avx512);
+    else if (layout_.bits == 8)
       decode::rowsOf(decode::Int8Codes{reinterpret_cast<const int8_t *>(codes_)}, scale, runs, r0,
                      r1, d, avx512);
     else
@@ -66,9 +81,10 @@ public:
     visit<true>(first, count, xv, acc);
   }
 
-  /// Symmetric codes in runs of whole blocks of 32 (DecodeGemvInt8.h).
+  /// Symmetric integer codes in runs of whole blocks of 32
+  /// (DecodeGemvInt8.h); E4M3 values are not integers.
   bool canDotQuantized(int64_t k) const {
-    return !zeroPoints_ && decode::canDotQuantized(k, layout_.run);
+    return !zeroPoints_ && !layout_.fp8 && decode::canDotQuantized(k, layout_.run);
   }
   decode::QLayout quantizedLayout() const {
     return decode::QLayout::of(isa_, nibbles() ? decode::CodeKind::Int4 : decode::CodeKind::Int8);
@@ -113,6 +129,13 @@ private:
   /// Elements [first, first + n), all of one group (scale s, zero point z).
   template <bool Accumulate>
   void oneScale(int64_t first, int64_t n, float s, int z, float xv, float *out) const {
+    if (layout_.fp8) {
+      const float *value = e4m3Values();
+      const uint8_t *q = codes_ + first;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) put<Accumulate>(out, j, value[q[j]] * s, xv);
+      return;
+    }
     if (layout_.bits == 8) {
       const auto *q = reinterpret_cast<const int8_t *>(codes_) + first;
 #pragma omp simd
@@ -185,6 +208,13 @@ private:
   void perColumn(int64_t first, int64_t n, int64_t c0, float xv, float *out) const {
     const float *s = scales_ + c0;
     const int32_t *z = zeroPoints_ ? zeroPoints_ + c0 : nullptr;
+    if (layout_.fp8) {
+      const float *value = e4m3Values();
+      const uint8_t *q = codes_ + first;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) put<Accumulate>(out, j, value[q[j]] * s[j], xv);
+      return;
+    }
     if (layout_.bits == 8) {
       const auto *q = reinterpret_cast<const int8_t *>(codes_) + first;
       if (z) {

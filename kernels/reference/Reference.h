@@ -67,18 +67,21 @@ RefTensor matmulNf4(const RefTensor &x, const RefTensor &codes, const RefTensor 
 
 //===- matmul_int.cpp -----------------------------------------------------===//
 
-/// The weight of `shape` ([rows, cols]) that int8/int4 storage holds
-/// (kernels/IntWeight.h): `codes` holds byte values, `bits` 8 or 4; one
-/// scale (and zero point, when `zeroPoint` has data) per `block`
-/// elements of the last dimension (block > 0), per index of `channelAxis`
-/// (>= 0), or for all of it.
-RefTensor dequantizeInt(const RefTensor &codes, const RefTensor &scale,
-                        const RefTensor &zeroPoint, const std::vector<int64_t> &shape,
-                        int bits, int64_t block, int64_t channelAxis);
+/// The weight of `shape` ([rows, cols]) that int8/int4/fp8 storage holds
+/// (kernels/IntWeight.h): `codes` holds byte values, `bits` 8 or 4 (with
+/// `fp8`, 8-bit E4M3 bit patterns); one scale (and zero point, when
+/// `zeroPoint` has data) per `block` elements of the last dimension
+/// (block > 0), per index of `channelAxis` (>= 0), or for all of it.
+RefTensor dequantizeInt(const RefTensor &codes, const RefTensor &scale, const RefTensor &zeroPoint,
+                        const std::vector<int64_t> &shape, int bits, int64_t block,
+                        int64_t channelAxis, bool fp8 = false);
 /// x · W, or x · Wᵀ with `transposeB`, W = dequantizeInt(...).
 RefTensor matmulInt(const RefTensor &x, const RefTensor &codes, const RefTensor &scale,
-                    const RefTensor &zeroPoint, const std::vector<int64_t> &weightShape,
-                    int bits, int64_t block, int64_t channelAxis, bool transposeB);
+                    const RefTensor &zeroPoint, const std::vector<int64_t> &weightShape, int bits,
+                    int64_t block, int64_t channelAxis, bool transposeB, bool fp8 = false);
+/// The value of OCP E4M3 ("FN") code `byte`, from the format's definition
+/// (sign, 4 exponent bits of bias 7, 3 mantissa bits; S.1111.111 is NaN).
+double e4m3Value(int64_t byte);
 
 //===- binary.cpp ---------------------------------------------------------===//
 

@@ -175,7 +175,15 @@ std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &erro
 } // namespace
 
 std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::string &error) {
-  std::optional<QATSchemeSpec> spec = parseScheme(text, error);
+  // `fp8` names E4M3, the format stored weights take (E5M2's two mantissa
+  // bits are for gradients).
+  llvm::SmallVector<llvm::StringRef> fields;
+  text.split(fields, ':');
+  std::string canonical;
+  for (llvm::StringRef field : fields)
+    canonical +=
+        (canonical.empty() ? "" : ":") + (field.trim() == "fp8" ? "fp8_e4m3" : field.str());
+  std::optional<QATSchemeSpec> spec = parseScheme(canonical, error);
   if (!spec)
     return std::nullopt;
   auto bad = [&](const llvm::Twine &why) {
@@ -188,8 +196,12 @@ std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::st
       spec->granularity = "block", spec->block = quant::kNf4Block;
     if (spec->granularity != "block")
       return bad("NF4 weights are stored in blocks (nf4:block<N>)");
-  } else if (spec->format != "int8" && spec->format != "int4") {
-    return bad("weight-only inference stores int8, int4 or nf4 weights, not " + spec->format);
+  } else if (spec->format == "fp8_e5m2") {
+    return bad("fp8 weights are stored as fp8_e4m3 (fp8); E5M2 keeps two mantissa bits, for "
+               "gradients");
+  } else if (spec->format != "int8" && spec->format != "int4" && spec->format != "fp8_e4m3") {
+    return bad("weight-only inference stores int8, int4, fp8 (E4M3) or nf4 weights, not " +
+               spec->format);
   }
   if (spec->observer != "minmax" || spec->outlier > 0)
     return bad("an observer or outlier columns have no meaning for stored weights");

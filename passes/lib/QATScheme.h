@@ -61,8 +61,9 @@ struct QATSpec {
 };
 
 /// Parses a --weight-quant scheme (one --qat weight scheme): int8 or int4
-/// at any granularity and symmetry, or nf4 in blocks (`nf4` alone: blocks
-/// of 64); on error returns nullopt with `error` set to a one-line reason.
+/// at any granularity and symmetry, fp8 (E4M3; `fp8` or `fp8_e4m3`)
+/// symmetric at any granularity, or nf4 in blocks (`nf4` alone: blocks of
+/// 64); on error returns nullopt with `error` set to a one-line reason.
 std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::string &error);
 
 /// The scheme fields `--fp8-scaling current|delayed[,history=N,margin=M,

@@ -160,7 +160,9 @@ quant::Scheme storedScheme(const InstructionInfo &inst) {
   int64_t block = a.getInt("block", 0);
   if (inst.kernel != "matmul_int")
     return quant::makeScheme(quant::Format::Nf4, quant::Granularity::Block, 0, block);
-  quant::Format format = a.getInt("bits") == 8 ? quant::Format::Int8 : quant::Format::Int4;
+  quant::Format format = a.getInt("fp8", 0) != 0 ? quant::Format::Fp8E4M3
+                         : a.getInt("bits") == 8 ? quant::Format::Int8
+                                                 : quant::Format::Int4;
   int64_t axis = a.getInt("channel_axis", -1);
   return quant::makeScheme(format,
                            block > 0   ? quant::Granularity::Block

@@ -17,12 +17,16 @@
 // RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int4:block4:asym" | FileCheck %s --check-prefix=INT4
 // RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=LLAMA-INT8
 // RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=int4" | FileCheck %s --check-prefix=LLAMA-INT4
-// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=fp8_e4m3" 2>&1 | FileCheck %s --check-prefix=FP8
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=fp8:channel" | FileCheck %s --check-prefix=FP8
+// RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=fp8_e4m3" | FileCheck %s --check-prefix=LLAMA-FP8
+// RUN: llmc-opt %t-gpt2.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=fp8:block32" | FileCheck %s --check-prefix=TP-FP8
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=fp8_e5m2" 2>&1 | FileCheck %s --check-prefix=E5M2
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=fp8:asym" 2>&1 | FileCheck %s --check-prefix=FP8-ASYM
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=nf4:channel" 2>&1 | FileCheck %s --check-prefix=NF4-CHANNEL
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:ema" 2>&1 | FileCheck %s --check-prefix=OBSERVER
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:channel2" 2>&1 | FileCheck %s --check-prefix=AXIS
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="inference=max-batch=1,max-context=8 weight-quant=int4:block0" 2>&1 | FileCheck %s --check-prefix=BAD-BLOCK
-// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="inference=max-batch=1,max-context=8 weight-quant=fp8" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="inference=max-batch=1,max-context=8 weight-quant=fp16" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
 // The MLP weight, read by its matmul alone, becomes NF4 storage (the names
 // and layout of `llmc quantize --scheme nf4:block8`), frozen, after the
@@ -72,6 +76,23 @@
 // LLAMA-INT8-COUNT-8: llm.matmul_int {{.*}} {bits = 8 : i64, channel_axis = 0 : i64, transpose_b
 // LLAMA-INT4-COUNT-8: llm.matmul_int {{.*}} {bits = 4 : i64, transpose_b
 
+// fp8 (E4M3) per output channel: one E4M3 byte per weight and a scale per
+// column, read by llm.matmul_int {fp8}; no zero point (symmetric only).
+// FP8-NOT: name = "h.0.mlp.weight",
+// FP8: %[[C:arg[0-9]+]]: tensor<64xi8> {llm.param = #llm.param<name = "h.0.mlp.weight.qweight", init = "zeros", trainable = false>}
+// FP8-SAME: %[[S:arg[0-9]+]]: tensor<8xf32> {llm.param = #llm.param<name = "h.0.mlp.weight.scale", init = "zeros", trainable = false>}
+// FP8-NOT: zero_point
+// FP8: llm.matmul_int %{{.*}}, %[[C]], %[[S]] {bits = 8 : i64, channel_axis = 1 : i64, fp8, weight_shape = array<i64: 8, 8>} : tensor<2x4x8xf32>, tensor<64xi8>, tensor<8xf32> -> tensor<2x4x8xf32>
+// `fp8_e4m3` alone: one scale per weight, every Llama matmul.
+// LLAMA-FP8-COUNT-8: llm.matmul_int {{.*}} {bits = 8 : i64, fp8, transpose_b, weight_shape
+// LLAMA-FP8-NOT: llm.matmul_int
+
+// Under tp=2 fp8 storage in blocks splits as int8's does: c_attn's codes
+// and block scales with its columns (three q/k/v chunks).
+// TP-FP8: tensor<128x192xi8> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 128, 384>, levels = [{axes = ["tp"], blocks = 3 : i64, dim = 1 : i64}]}}
+// TP-FP8-SAME: tensor<128x6xf32> {llm.param = #llm.param<name = "h.0.attn.c_attn.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 128, 12>, levels = [{axes = ["tp"], blocks = 3 : i64, dim = 1 : i64}]}}
+// TP-FP8: llm.matmul_int {{.*}} {bits = 8 : i64, block = 32 : i64, fp8, weight_shape = array<i64: 128, 192>}
+
 // BLOCK: error: 'llm.matmul' op weight-quant: blocks of 5 do not divide the last dimension of 'h.0.mlp.weight' 'tensor<8x8xf32>'
 
 // Under tp=2 NF4 storage takes the weights' splits too: c_attn's codes
@@ -110,8 +131,9 @@
 // TP-INT8: llm.matmul_int {{.*}} {bits = 8 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 128, 192>}
 // NO-INFERENCE: --weight-quant needs --inference (training keeps its weights in full precision; see --qlora)
 // BAD-BLOCK: --weight-quant: bad scheme 'int4:block0': block size '0' (write e.g. block64)
-// UNKNOWN: --weight-quant: bad scheme 'fp8': unknown field 'fp8'
-// FP8: error: weight-quant: scheme 'fp8_e4m3': weight-only inference stores int8, int4 or nf4 weights, not fp8_e4m3
+// UNKNOWN: --weight-quant: bad scheme 'fp16': unknown field 'fp16'
+// E5M2: error: weight-quant: scheme 'fp8_e5m2': fp8 weights are stored as fp8_e4m3 (fp8); E5M2 keeps two mantissa bits, for gradients
+// FP8-ASYM: error: weight-quant: bad scheme 'fp8_e4m3:asym': format 'fp8_e4m3' is symmetric only
 // NF4-CHANNEL: error: weight-quant: scheme 'nf4:channel': NF4 weights are stored in blocks (nf4:block<N>)
 // OBSERVER: error: weight-quant: scheme 'int8:ema': an observer or outlier columns have no meaning for stored weights
 // AXIS: error: weight-quant: scheme 'int8:channel2': channel axis 2 of a 2-D weight (0 or 1)

@@ -1048,6 +1048,22 @@ func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<1xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{fp8 codes are 8 bits each and take no zero_point}}
+  %y = llm.matmul_int %x, %c, %s {bits = 4 : i64, fp8, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<4096xi8>, tensor<1xf32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<1xf32>, %z: tensor<1xi32>) {
+  // expected-error @+1 {{fp8 codes are 8 bits each and take no zero_point}}
+  %y = llm.matmul_int %x, %c, %s, %z {bits = 8 : i64, fp8, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<1xf32>, tensor<1xi32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>) {
   // expected-error @+1 {{give block or channel_axis, not both}}
   %y = llm.matmul_int %x, %c, %s {bits = 8 : i64, block = 64 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x128xf32>

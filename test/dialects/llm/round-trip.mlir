@@ -208,14 +208,18 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
 // CHECK-LABEL: func.func @matmul_int
 // CHECK: llm.matmul_int %{{.*}}, %{{.*}}, %{{.*}} {bits = 8 : i64, channel_axis = 0 : i64, transpose_b, weight_shape = array<i64: 128, 64>} : tensor<2x1x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x1x128xf32>
 // CHECK: llm.matmul_int %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {bits = 4 : i64, block = 32 : i64, weight_shape = array<i64: 64, 128>} : tensor<2x1x64xbf16>, tensor<4096xi8>, tensor<256xf32>, tensor<256xi32> -> tensor<2x1x128xbf16>
+// CHECK: llm.matmul_int %{{.*}}, %{{.*}}, %{{.*}} {bits = 8 : i64, fp8, transpose_b, weight_shape = array<i64: 128, 64>} : tensor<2x1x64xf32>, tensor<8192xi8>, tensor<1xf32> -> tensor<2x1x128xf32>
 func.func @matmul_int(%x: tensor<2x1x64xf32>, %c: tensor<8192xi8>, %s: tensor<128xf32>,
                       %xb: tensor<2x1x64xbf16>, %c4: tensor<4096xi8>, %s4: tensor<256xf32>,
-                      %z4: tensor<256xi32>) -> (tensor<2x1x128xf32>, tensor<2x1x128xbf16>) {
+                      %z4: tensor<256xi32>, %s1: tensor<1xf32>)
+    -> (tensor<2x1x128xf32>, tensor<2x1x128xbf16>, tensor<2x1x128xf32>) {
   %y = llm.matmul_int %x, %c, %s {bits = 8 : i64, channel_axis = 0 : i64, weight_shape = array<i64: 128, 64>, transpose_b}
       : tensor<2x1x64xf32>, tensor<8192xi8>, tensor<128xf32> -> tensor<2x1x128xf32>
   %y4 = llm.matmul_int %xb, %c4, %s4, %z4 {bits = 4 : i64, block = 32 : i64, weight_shape = array<i64: 64, 128>}
       : tensor<2x1x64xbf16>, tensor<4096xi8>, tensor<256xf32>, tensor<256xi32> -> tensor<2x1x128xbf16>
-  return %y, %y4 : tensor<2x1x128xf32>, tensor<2x1x128xbf16>
+  %y8 = llm.matmul_int %x, %c, %s1 {bits = 8 : i64, fp8, weight_shape = array<i64: 128, 64>, transpose_b}
+      : tensor<2x1x64xf32>, tensor<8192xi8>, tensor<1xf32> -> tensor<2x1x128xf32>
+  return %y, %y4, %y8 : tensor<2x1x128xf32>, tensor<2x1x128xbf16>, tensor<2x1x128xf32>
 }
 
 // CHECK-LABEL: func.func @sigmoid

@@ -1,8 +1,8 @@
 //===- decode_gemv_test.cpp - decode-step products from stored weights ----===//
 //
 // The few-row products over W [N, K] that decode in registers
-// (kernels/cpu/DecodeGemv.h, DecodeGemvInt8.h): matmul_int (int8 and int4,
-// symmetric, in blocks, per row and per tensor), matmul_nf4 and matmul in
+// (kernels/cpu/DecodeGemv.h, DecodeGemvInt8.h): matmul_int (int8, int4 and
+// fp8, symmetric, in blocks, per row and per tensor), matmul_nf4 and matmul in
 // fp32 and bf16 with transpose_b. M = 1..5 rows (5: four rows of x, then
 // one), N not a multiple of 16 or of the threads' share, K a multiple of a
 // step, not one, and runs (one scale per row) ending in a partial step;
@@ -75,7 +75,7 @@ TEST(DecodeGemv, IntCodesMatchTheReference) {
     // a row's one scale ends in a partial step, so x stays fp32.
     const std::vector<int64_t> ns = {1, 17, 100};
     const std::vector<Grouping> groupings = {{0, -1}, {0, 0}, {32, -1}, {64, -1}};
-    for (int bits : {8, 4})
+    for (const CodeFormat &f : allCodeFormats())
       for (int64_t k : {64, 96, 100, 160})
         for (const Grouping &g : groupings)
           for (int64_t n : ns)
@@ -83,17 +83,16 @@ TEST(DecodeGemv, IntCodesMatchTheReference) {
               if (g.block > 0 && k % g.block != 0)
                 continue;
               const Shape s{m, n, k};
-              SCOPED_TRACE("int" + std::to_string(bits) + " " + g.name() + " " + s.name());
+              SCOPED_TRACE(f.name() + " " + g.name() + " " + s.name());
               std::vector<int64_t> shape = {n, k};
-              IntWeight w = randomWeight(bits, n, k, g, false, seed += 3);
+              IntWeight w = randomWeight(f, n, k, g, false, seed += 3);
               RefTensor x = randomTensor({m, k}, ++seed);
               Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {m, n});
               out.poison();
               ASSERT_TRUE(
-                  runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(bits, g, shape, true)));
-              const RefTensor wRef = ref::dequantizeInt(w.codes, w.scale, w.zeroPoint, shape, bits,
-                                                        g.block, g.channelAxis);
-              if (k % 32 != 0) { // fp32 activations
+                  runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(f, g, shape, true)));
+              const RefTensor wRef = referenceWeight(w, f, shape, g);
+              if (k % 32 != 0 || f.fp8) { // fp32 activations
                 EXPECT_CLOSE(out.toRef(), ref::matmul(x, wRef, false, true), Metric::Norm,
                              tolerance(DType::F32));
                 continue;
@@ -109,26 +108,49 @@ TEST(DecodeGemv, IntCodesMatchTheReference) {
 TEST(DecodeGemv, QuantizedActivationsKeepNonFiniteValues) {
   onEachIsa([] {
     const int64_t n = 5, k = 64;
-    IntWeight w = randomWeight(4, n, k, {32, -1}, false, 77);
+    IntWeight w = randomWeight({4, false}, n, k, {32, -1}, false, 77);
     w.scaleBuf.view().as<float>()[0] = 0.5f; // no zero scale: every row sees x
     RefTensor x = randomTensor({1, k}, 78);
     x.data[40] = std::numeric_limits<double>::quiet_NaN();
     Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {1, n});
-    ASSERT_TRUE(
-        runKernel("matmul_int", inputsOf(xb, w), {&out}, intAttrs(4, {32, -1}, {n, k}, true)));
+    ASSERT_TRUE(runKernel("matmul_int", inputsOf(xb, w), {&out},
+                          intAttrs({4, false}, {32, -1}, {n, k}, true)));
     for (int64_t r = 0; r < n; ++r) EXPECT_TRUE(std::isnan(out.view().as<float>()[r])) << r;
+  });
+}
+
+/// An E4M3 NaN code (S.1111.111) reads as NaN, never as the 480 its fp16
+/// widening would give, on the decode path (one row of x, Wᵀ in steps of
+/// 32) and the expanding one (40 rows): its column of y is NaN, the others
+/// finite.
+TEST(DecodeGemv, Fp8NanCodesReadAsNan) {
+  onEachIsa([] {
+    const int64_t n = 8, k = 64, nanRow = 3;
+    for (int64_t rows : {1, 40})
+      for (uint8_t nanCode : {uint8_t{0x7F}, uint8_t{0xFF}}) {
+        SCOPED_TRACE("rows " + std::to_string(rows) + " code " + std::to_string(nanCode));
+        IntWeight w = randomWeight({8, true}, n, k, {0, 0}, false, 31);
+        w.codesBuf.view().as<uint8_t>()[nanRow * k + 5] = nanCode;
+        Buffer xb = Buffer::of(randomTensor({rows, k}, 32), DType::F32), out(DType::F32, {rows, n});
+        ASSERT_TRUE(runKernel("matmul_int", inputsOf(xb, w), {&out},
+                              intAttrs({8, true}, {0, 0}, {n, k}, true)));
+        const float *y = out.view().as<float>();
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < n; ++c)
+            EXPECT_EQ(std::isnan(y[r * n + c]), c == nanRow) << "row " << r << " column " << c;
+      }
   });
 }
 
 TEST(DecodeGemv, UnknownDotBodyIsAnError) {
   setenv("LLMC_CPU_DOT", "avx1024", 1);
-  IntWeight w = randomWeight(4, 2, 32, {32, -1}, false, 9);
+  IntWeight w = randomWeight({4, false}, 2, 32, {32, -1}, false, 9);
   RefTensor x = randomTensor({1, 32}, 10);
   Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {1, 2});
   std::vector<TensorView> inputs;
   for (Buffer *b : inputsOf(xb, w)) inputs.push_back(b->view());
   const std::string error =
-      bindError("matmul_int", inputs, {out.view()}, intAttrs(4, {32, -1}, {2, 32}, true));
+      bindError("matmul_int", inputs, {out.view()}, intAttrs({4, false}, {32, -1}, {2, 32}, true));
   EXPECT_NE(error.find("LLMC_CPU_DOT=avx1024"), std::string::npos) << error;
   unsetenv("LLMC_CPU_DOT");
 }
