@@ -3,7 +3,8 @@
 // llmc-bench-decode-gemv: y = x · Wᵀ for a few rows of x over `layers`
 // weights W [N, K] (more than the caches hold), bound through the registry
 // as a decode step binds them: matmul in fp32 and bf16, matmul_int int8
-// per row and int4 in blocks of 32, matmul_nf4 in blocks of 32. Prints the
+// and fp8 (E4M3) per row and int4 in blocks of 32, matmul_nf4 in blocks of
+// 32. Prints the
 // best time of a pass over all the weights and the weight bytes read per
 // second (codes and scales). The codes are zeros: the kernels' time does not
 // depend on their values. LLMC_CPU_NO_AVX512=1 times the AVX2 bodies;
@@ -76,7 +77,7 @@ std::vector<std::unique_ptr<Tensor>> weightOperands(const std::string &kind, con
   if (kind == "fp32" || kind == "bf16") {
     w.push_back(std::make_unique<Tensor>(kind == "fp32" ? DType::F32 : DType::BF16,
                                          std::vector<int64_t>{o.n, o.k}));
-  } else if (kind == "int8") {
+  } else if (kind == "int8" || kind == "fp8") {
     w.push_back(std::make_unique<Tensor>(DType::U8, std::vector<int64_t>{numel}));
     w.push_back(std::make_unique<Tensor>(DType::F32, std::vector<int64_t>{o.n}));
   } else if (kind == "int4") {
@@ -100,7 +101,9 @@ Format bind(const std::string &kind, const Options &o, Tensor &x, Tensor &xBf16,
   const std::string kernel = kind == "fp32" || bf16 ? "matmul"
                              : kind == "nf4"        ? "matmul_nf4"
                                                     : "matmul_int";
-  const KernelAttrs attrs = kind == "int8"   ? weightAttrs(o, {{"bits", 8}, {"channel_axis", 0}})
+  const KernelAttrs attrs = kind == "int8" ? weightAttrs(o, {{"bits", 8}, {"channel_axis", 0}})
+                            : kind == "fp8"
+                                ? weightAttrs(o, {{"bits", 8}, {"fp8", 1}, {"channel_axis", 0}})
                             : kind == "int4" ? weightAttrs(o, {{"bits", 4}, {"block", 32}})
                             : kind == "nf4"  ? weightAttrs(o, {{"block", 32}})
                                              : weightAttrs(o, {});
@@ -127,7 +130,7 @@ int main(int argc, char **argv) {
   std::printf("# W [%lld, %lld] x %lld layers, %lld row(s) of x\n", static_cast<long long>(o.n),
               static_cast<long long>(o.k), static_cast<long long>(o.layers),
               static_cast<long long>(o.m));
-  for (const char *kind : {"fp32", "bf16", "int8", "int4", "nf4"}) {
+  for (const char *kind : {"fp32", "bf16", "int8", "fp8", "int4", "nf4"}) {
     Format f = bind(kind, o, x, xBf16, y, yBf16);
     std::vector<Kernel *> kernels;
     for (auto &k : f.kernels) kernels.push_back(k.get());

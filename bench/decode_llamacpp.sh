@@ -5,7 +5,8 @@
 # (bench/random_llama_hf.py), converted to GGUF with the gguf package's
 # writer (bench/hf_llama_to_gguf.py), both with THREADS threads, runs
 # alternated. Rows: llmc fp32 (the HF weights) beside F32, int8:channel
-# beside Q8_0, int4:block32 and nf4:block32 beside Q4_0, bf16 beside BF16.
+# and fp8:channel (E4M3, which llama.cpp does not store) beside Q8_0,
+# int4:block32 and nf4:block32 beside Q4_0, bf16 beside BF16.
 # llmc's quantized rows decode the artifact's initialised storage of the
 # same shapes (decode time does not depend on the codes' values); llama.cpp's
 # are the HF weights quantized.
@@ -14,7 +15,7 @@
 # LLAMACPP_VENV and reused; MODEL_DIR keeps the HF directory and GGUF files
 # between runs (default: a scratch directory, removed on exit; ~11 GB).
 #
-# Usage: [PROMPT=32] [NEW=32] [RUNS=3] [ROWS="fp32 int8 int4 nf4 bf16"]
+# Usage: [PROMPT=32] [NEW=32] [RUNS=3] [ROWS="fp32 int8 int4 nf4 bf16 fp8"]
 #        [LLAMACPP_VENV=build/llamacpp-venv] [MODEL_DIR=dir] [SIZE="--layers 22"]
 #        bench/decode_llamacpp.sh [build-dir]
 set -euo pipefail
@@ -22,7 +23,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PROMPT=${PROMPT:-32}
 NEW=${NEW:-32}
 RUNS=${RUNS:-3}
-ROWS=${ROWS:-fp32 int8 int4 nf4 bf16}
+ROWS=${ROWS:-fp32 int8 int4 nf4 bf16 fp8}
 HF_PY=${HF_PY:-$BUILD/hf-venv/bin/python}
 LLAMACPP_VENV=${LLAMACPP_VENV:-$BUILD/llamacpp-venv}
 MODEL_DIR=${MODEL_DIR:-$WORK/model}
@@ -41,8 +42,8 @@ HF=$MODEL_DIR/hf
 mkdir -p "$MODEL_DIR"
 # shellcheck disable=SC2086 # SIZE is a list of options
 [[ -f $HF/model.safetensors ]] || "$HF_PY" "$ROOT/bench/random_llama_hf.py" "$HF" $SIZE
-declare -A GGUF_TYPE=([fp32]=F32 [int8]=Q8_0 [int4]=Q4_0 [nf4]=Q4_0 [bf16]=BF16)
-declare -A SCHEME=([int8]=int8:channel [int4]=int4:block32 [nf4]=nf4:block32)
+declare -A GGUF_TYPE=([fp32]=F32 [int8]=Q8_0 [int4]=Q4_0 [nf4]=Q4_0 [bf16]=BF16 [fp8]=Q8_0)
+declare -A SCHEME=([int8]=int8:channel [int4]=int4:block32 [nf4]=nf4:block32 [fp8]=fp8:channel)
 for row in $ROWS; do
   type=${GGUF_TYPE[$row]}
   [[ -f $MODEL_DIR/$type.gguf ]] || "$LPY" "$ROOT/bench/hf_llama_to_gguf.py" "$HF" "$MODEL_DIR/$type.gguf" "$type"
@@ -79,7 +80,7 @@ for line in sys.stdin:
     row, who, rate = line.split()
     rates.setdefault(row, {}).setdefault(who, []).append(float(rate))
 names = {'fp32': ('fp32', 'F32'), 'int8': ('int8:channel', 'Q8_0'), 'int4': ('int4:block32', 'Q4_0'),
-         'nf4': ('nf4:block32', 'Q4_0'), 'bf16': ('bf16', 'BF16')}
+         'nf4': ('nf4:block32', 'Q4_0'), 'bf16': ('bf16', 'BF16'), 'fp8': ('fp8:channel', 'Q8_0')}
 print('| llmc | llama.cpp | llmc tok/s | llama.cpp tok/s | ratio | llmc runs | llama.cpp runs |')
 print('| --- | --- | ---: | ---: | ---: | --- | --- |')
 for row, by in rates.items():

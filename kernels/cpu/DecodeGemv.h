@@ -149,43 +149,53 @@ struct Int8Codes {
   }
 };
 
-/// OCP E4M3 codes (common/Fp8.h), widened through fp16: a code's sign and
-/// its 7 exponent-and-mantissa bits placed at fp16 bits 15 and 7..13 make
-/// the fp16 of value · 2^−8 (fp16's exponent bias is 15, E4M3's 7, and
-/// subnormals land on subnormals), which vcvtph2ps widens exactly; the
-/// 2^8 is one exact product. S.1111.111, E4M3's NaN, would read ±480
-/// (past E4M3's largest, 448): that value is turned back into NaN.
+/// OCP E4M3 codes (common/Fp8.h), widened through fp16: a code's sign at
+/// fp16 bit 15 and its 7 exponent-and-mantissa bits at bits 7..13 make the
+/// fp16 of value · 2^−8 (fp16's exponent bias is 15, E4M3's 7, and
+/// subnormals land on subnormals), which vcvtph2ps widens exactly. Steps
+/// and element() give value · 2^−8, and E4m3Scale multiplies the 2^8 back
+/// into each scale (exact: powers of two). E4M3's NaN, S.1111.111, would
+/// read as ±1.875 (480 · 2^−8): a step holding one sets its lanes to NaN.
 struct E4m3Codes {
   const uint8_t *w;
   static constexpr bool kNibbles = false;
-  float element(int64_t e) const { return fp8::decode(w[e], fp8::Kind::E4M3); }
-  /// 16-bit lanes of codes → the fp16 bits of value · 2^−8.
-  static __m128i halves128(__m128i codes16) {
-    const __m128i sign = _mm_slli_epi16(_mm_and_si128(codes16, _mm_set1_epi16(0x80)), 8);
-    return _mm_or_si128(sign, _mm_slli_epi16(_mm_and_si128(codes16, _mm_set1_epi16(0x7F)), 7));
-  }
-  LLMC_AVX512 static __m512 widen512(const uint8_t *p) {
-    const __m256i codes16 =
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
-    const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(codes16, _mm256_set1_epi16(0x80)), 8);
-    const __m256i bits = _mm256_or_si256(
-        sign, _mm256_slli_epi16(_mm256_and_si256(codes16, _mm256_set1_epi16(0x7F)), 7));
-    const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(bits), _mm512_set1_ps(256.0f));
-    const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(480.0f), _CMP_EQ_OQ);
-    return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(__builtin_nanf("")));
-  }
+  float element(int64_t e) const { return fp8::decode(w[e], fp8::Kind::E4M3) * 0x1p-8f; }
   LLMC_AVX512 void step512(int64_t e, __m512 &a, __m512 &b) const {
-    a = widen512(w + e), b = widen512(w + e + 16);
+    const __m512i codes =
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(w + e)));
+    const __m512i low7 = _mm512_and_si512(codes, _mm512_set1_epi16(0x7F));
+    // (sign & 0x8000) | magnitude: vpternlog's A & C | B.
+    const __m512i half = _mm512_ternarylogic_epi32(
+        _mm512_slli_epi16(codes, 8), _mm512_slli_epi16(low7, 7), _mm512_set1_epi16(-0x8000), 0xEC);
+    a = _mm512_cvtph_ps(_mm512_castsi512_si256(half));
+    b = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1));
+    const __mmask32 nan = _mm512_cmpeq_epi16_mask(low7, _mm512_set1_epi16(0x7F));
+    if (nan != 0) {
+      const __m512 quiet = _mm512_set1_ps(__builtin_nanf(""));
+      a = _mm512_mask_mov_ps(a, static_cast<__mmask16>(nan), quiet);
+      b = _mm512_mask_mov_ps(b, static_cast<__mmask16>(nan >> 16), quiet);
+    }
   }
   void step256(int64_t e, __m256 *v) const {
-    const __m256 scale = _mm256_set1_ps(256.0f), nanValue = _mm256_set1_ps(__builtin_nanf(""));
-    const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    for (int q = 0; q < 4; ++q) {
-      const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(w + e + 8 * q));
-      const __m256 x = _mm256_mul_ps(_mm256_cvtph_ps(halves128(_mm_cvtepu8_epi16(codes))), scale);
-      const __m256 nan =
-          _mm256_cmp_ps(_mm256_and_ps(x, absMask), _mm256_set1_ps(480.0f), _CMP_EQ_OQ);
-      v[q] = _mm256_blendv_ps(x, nanValue, nan);
+    for (int q = 0; q < 2; ++q) {
+      const __m256i codes =
+          _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + e + 16 * q)));
+      const __m256i low7 = _mm256_and_si256(codes, _mm256_set1_epi16(0x7F));
+      const __m256i sign =
+          _mm256_and_si256(_mm256_slli_epi16(codes, 8), _mm256_set1_epi16(-0x8000));
+      const __m256i half = _mm256_or_si256(sign, _mm256_slli_epi16(low7, 7));
+      v[2 * q] = _mm256_cvtph_ps(_mm256_castsi256_si128(half));
+      v[2 * q + 1] = _mm256_cvtph_ps(_mm256_extracti128_si256(half, 1));
+      const __m256i nan = _mm256_cmpeq_epi16(low7, _mm256_set1_epi16(0x7F));
+      if (!_mm256_testz_si256(nan, nan)) {
+        const __m256 quiet = _mm256_set1_ps(__builtin_nanf(""));
+        for (int h = 0; h < 2; ++h) {
+          const __m128i lanes =
+              h == 0 ? _mm256_castsi256_si128(nan) : _mm256_extracti128_si256(nan, 1);
+          v[2 * q + h] = _mm256_blendv_ps(v[2 * q + h], quiet,
+                                          _mm256_castsi256_ps(_mm256_cvtepi16_epi32(lanes)));
+        }
+      }
     }
   }
 };
@@ -237,6 +247,14 @@ struct ScaleArray {
   const float *scales;
   static constexpr bool kScaled = true;
   float operator()(int64_t g) const { return scales[g]; }
+};
+
+/// The scales of E4m3Codes, whose values are 2^−8 of the codes': each
+/// scale times 2^8.
+struct E4m3Scale {
+  const float *scales;
+  static constexpr bool kScaled = true;
+  float operator()(int64_t g) const { return scales[g] * 256.0f; }
 };
 
 /// How a row's elements fall into runs of one scale: `run` consecutive

@@ -70,7 +70,8 @@ public:
     const decode::ScaleArray scale{scales_};
     const decode::Runs runs{layout_.run};
     if (layout_.fp8)
-      decode::rowsOf(decode::E4m3Codes{codes_}, scale, runs, r0, r1, d, avx512);
+      decode::rowsOf(decode::E4m3Codes{codes_}, decode::E4m3Scale{scales_}, runs, r0, r1, d,
+                     avx512);
     else if (layout_.bits == 8)
       decode::rowsOf(decode::Int8Codes{reinterpret_cast<const int8_t *>(codes_)}, scale, runs, r0,
                      r1, d, avx512);
