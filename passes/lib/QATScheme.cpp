@@ -174,16 +174,18 @@ std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &erro
 
 } // namespace
 
-std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::string &error) {
-  // `fp8` names E4M3, the format stored weights take (E5M2's two mantissa
-  // bits are for gradients).
+std::string canonicalWeightScheme(llvm::StringRef text) {
   llvm::SmallVector<llvm::StringRef> fields;
   text.split(fields, ':');
   std::string canonical;
   for (llvm::StringRef field : fields)
     canonical +=
         (canonical.empty() ? "" : ":") + (field.trim() == "fp8" ? "fp8_e4m3" : field.str());
-  std::optional<QATSchemeSpec> spec = parseScheme(canonical, error);
+  return canonical;
+}
+
+std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::string &error) {
+  std::optional<QATSchemeSpec> spec = parseScheme(canonicalWeightScheme(text), error);
   if (!spec)
     return std::nullopt;
   auto bad = [&](const llvm::Twine &why) {

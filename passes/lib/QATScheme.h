@@ -60,6 +60,10 @@ struct QATSpec {
   std::vector<std::string> skip;          ///< head, embedding, layers, parameters
 };
 
+/// A stored weight scheme with `fp8` spelled `fp8_e4m3`: fp8 weights are
+/// E4M3 (E5M2's two mantissa bits are for gradients).
+std::string canonicalWeightScheme(llvm::StringRef text);
+
 /// Parses a --weight-quant scheme (one --qat weight scheme): int8 or int4
 /// at any granularity and symmetry, fp8 (E4M3; `fp8` or `fp8_e4m3`)
 /// symmetric at any granularity, or nf4 in blocks (`nf4` alone: blocks of

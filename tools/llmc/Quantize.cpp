@@ -66,7 +66,8 @@ cl::opt<std::string> modelConfig("config", cl::desc("Hugging Face style config.j
                                  cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
 cl::opt<std::string> schemeText("scheme",
                                 cl::desc("Weight scheme, e.g. int8:channel, int4:block64, "
-                                         "nf4:block64 (docs/quantization.md); none: export "
+                                         "fp8:channel (E4M3), nf4:block64 "
+                                         "(docs/quantization.md); none: export "
                                          "the parameters unquantized"),
                                 cl::Required, cl::sub(quantizeCommand),
                                 cl::cat(quantizeCategory()));
@@ -391,7 +392,8 @@ int run() {
   bool exportPlain = schemeText == "none";
   if (StringRef(schemeText).contains(','))
     return failWith("bad scheme '" + schemeText + "': one scheme, not a list");
-  std::string weightsSpec = "weights=" + (exportPlain ? std::string("int8") : schemeText.getValue());
+  std::string weightsSpec =
+      "weights=" + (exportPlain ? std::string("int8") : canonicalWeightScheme(schemeText));
   std::optional<QATSpec> spec = parseQATSpec(weightsSpec, error);
   if (!spec)
     return failWith(error);
