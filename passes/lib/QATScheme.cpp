@@ -55,6 +55,13 @@ quant::Scheme kernelScheme(qat::SchemeAttr scheme) {
   return s;
 }
 
+std::optional<int64_t> kernelStringAttr(llvm::StringRef name, llvm::StringRef value) {
+  quant::AbsmaxFormat format;
+  if (name == "absmax_format" && quant::parseAbsmaxFormat(value.str(), format))
+    return static_cast<int64_t>(format);
+  return std::nullopt;
+}
+
 qat::SchemeAttr QATSchemeSpec::attr(MLIRContext *context, int64_t defaultAxis) const {
   int64_t channelAxis = granularity == "channel" ? axis.value_or(defaultAxis) : 0;
   bool delayed = observer == "delayed";
@@ -173,6 +180,15 @@ std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &erro
 }
 
 } // namespace
+
+std::optional<quant::AbsmaxFormat> parseDoubleQuant(llvm::StringRef text, std::string &error) {
+  if (text == "int8")
+    return quant::AbsmaxFormat::Int8;
+  if (text == "fp8")
+    return quant::AbsmaxFormat::Fp8E4M3;
+  error = ("'" + text + "' (expected int8 or fp8: the format of NF4's absmax levels)").str();
+  return std::nullopt;
+}
 
 std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::string &error) {
   std::optional<QATSchemeSpec> spec = parseScheme(text, error);

@@ -17,8 +17,9 @@ namespace llmc::test {
 namespace {
 
 /// Rank 1's piece of a column split in three chunks (GPT-2's fused QKV)
-/// and of a row split, both layouts: the blocks' scales are found by their
-/// index in the whole weight on both backends.
+/// and of a row split, both layouts, int8 and E4M3 absmax levels: the
+/// blocks' scales are found by their index in the whole weight on both
+/// backends.
 TEST(CudaMatmulNf4, PiecesMatchCpu) {
   LLMC_REQUIRE_GPU();
   struct Case {
@@ -32,6 +33,7 @@ TEST(CudaMatmulNf4, PiecesMatchCpu) {
                                    {{1152, 768}, {2304, 768}, {3, 1}, {384, 0}, true}};
   uint64_t seed = 1400;
   for (DType dtype : {DType::F32, DType::BF16})
+    for (quant::AbsmaxFormat format : {quant::AbsmaxFormat::Int8, quant::AbsmaxFormat::Fp8E4M3})
     for (const Case &c : cases) {
       const int64_t n = c.piece[0] * c.piece[1], blocks = n / block;
       const int64_t wholeBlocks = c.whole[0] * c.whole[1] / block;
@@ -49,6 +51,7 @@ TEST(CudaMatmulNf4, PiecesMatchCpu) {
       a.setInts("whole_shape", c.whole);
       a.setInts("chunks", c.chunks);
       a.setInts("piece_offset", c.offset);
+      a.setInt("absmax_format", static_cast<int64_t>(format));
       expectCudaMatchesCpu("matmul_nf4", {&x, &codes, &absmaxQ, &scale, &meanBuf}, {&out}, a,
                            {Metric::Norm, {tolerance(dtype)}});
     }
