@@ -47,7 +47,8 @@ inline mlir::LogicalResult verifyAbsmaxFormat(mlir::Operation *op, llvm::StringR
   quant::AbsmaxFormat parsed;
   if (quant::parseAbsmaxFormat(format.str(), parsed))
     return mlir::success();
-  return op->emitOpError("absmax_format must be \"int8\" or \"fp8_e4m3\", got \"") << format << "\"";
+  return op->emitOpError("absmax_format must be \"int8\" or \"fp8_e4m3\", got \"")
+         << format << "\"";
 }
 
 } // namespace llmc

@@ -82,8 +82,10 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       return signalPassFailure();
     }
     if (*absmaxFormat != quant::AbsmaxFormat::Int8 && spec_.format != "nf4") {
-      module.emitError("weight-quant: double-quant=") << doubleQuant << " is for nf4 storage (its "
-                                                          "absmax levels), not " << scheme;
+      module.emitError("weight-quant: double-quant=") << doubleQuant
+                                                      << " is for nf4 storage (its "
+                                                         "absmax levels), not "
+                                                      << scheme;
       return signalPassFailure();
     }
     absmaxFormat_ = *absmaxFormat;
@@ -165,9 +167,8 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     auto product = llm::MatmulNf4Op::create(
         b, m.getLoc(), m.getA(), storage.codes, storage.absmaxQ, storage.absmaxScale,
         storage.absmaxMean, b.getI64IntegerAttr(s.block), b.getDenseI64ArrayAttr(type.getShape()),
-        m.getTransposeB() ? b.getUnitAttr() : UnitAttr(), DenseI64ArrayAttr(),
-        DenseI64ArrayAttr(), DenseI64ArrayAttr(),
-        b.getStringAttr(quant::absmaxFormatName(absmaxFormat_)));
+        m.getTransposeB() ? b.getUnitAttr() : UnitAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
+        DenseI64ArrayAttr(), b.getStringAttr(quant::absmaxFormatName(absmaxFormat_)));
     if (split)
       setNf4Piece(product, *split);
     return product.getResult();

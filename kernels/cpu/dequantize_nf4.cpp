@@ -26,8 +26,8 @@ public:
                       quant::AbsmaxFormat absmaxFormat)
       : codes_(args.inputs[0].as<uint8_t>()), absmaxQ_(args.inputs[1].as<uint8_t>()),
         absmaxScale_(args.inputs[2].as<float>()), absmaxMean_(args.inputs[3].as<float>()),
-        out_(args.outputs[0].as<T>()), n_(args.outputs[0].numel()), block_(block),
-        piece_(piece), absmaxFormat_(absmaxFormat) {}
+        out_(args.outputs[0].as<T>()), n_(args.outputs[0].numel()), block_(block), piece_(piece),
+        absmaxFormat_(absmaxFormat) {}
 
   void run(const StepContext &) override {
     const int64_t blocks = n_ / block_;

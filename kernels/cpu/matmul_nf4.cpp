@@ -159,9 +159,8 @@ private:
       const int64_t g = g0 + j;
       const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i *>(absmaxQ_ + g));
       // nf4AbsmaxLevel: the int8, or the E4M3 number looked up.
-      const __m512 level =
-          e4m3 ? _mm512_i32gather_ps(_mm512_cvtepu8_epi32(codes), e4m3Values, 4)
-               : _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes));
+      const __m512 level = e4m3 ? _mm512_i32gather_ps(_mm512_cvtepu8_epi32(codes), e4m3Values, 4)
+                                : _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes));
       // The sixteen blocks share one scale or cross into the next.
       const int64_t first = g / quant::kNf4DoubleQuantBlock;
       const int crossing = static_cast<int>((first + 1) * quant::kNf4DoubleQuantBlock - g);

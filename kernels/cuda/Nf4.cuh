@@ -37,9 +37,8 @@ __device__ inline float nf4Element(const uint8_t *codes, const uint8_t *absmaxQ,
                                    const Nf4Levels &levels, const Nf4Piece &piece,
                                    quant::AbsmaxFormat format, int64_t i, int64_t block) {
   const int64_t g = i / block;
-  const float deviation =
-      __fmul_rn(quant::nf4AbsmaxLevel(absmaxQ[g], format),
-                absmaxScale[piece.wholeBlock(g) / quant::kNf4DoubleQuantBlock]);
+  const float deviation = __fmul_rn(quant::nf4AbsmaxLevel(absmaxQ[g], format),
+                                    absmaxScale[piece.wholeBlock(g) / quant::kNf4DoubleQuantBlock]);
   const float absmax = __fadd_rn(deviation, absmaxMean);
   const uint8_t byte = codes[i / 2];
   const int index = (i % 2 == 0) ? (byte & 0x0F) : (byte >> 4);

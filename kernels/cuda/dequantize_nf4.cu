@@ -2,11 +2,12 @@
 //
 // qat_dequantize_nf4, as kernels/cpu/dequantize_nf4.cpp: codes (u8, two
 // NF4 indices per byte, low nibble first), absmax_q (u8 holding an 8-bit
-// level per block, int8 or E4M3 as absmax_format says), absmax_scale (f32, one per 256 blocks), absmax_mean
-// (f32 scalar) → the weight, or a tensor-parallel piece of it (its blocks'
-// scales found through common/Nf4Piece.h). Each element is independent, so one thread
-// per element in a grid-stride loop expands it (Nf4.cuh: the CPU's value
-// bit for bit).
+// level per block, int8 or E4M3 as absmax_format says), absmax_scale (f32,
+// one per 256 blocks), absmax_mean (f32 scalar) → the weight, or a
+// tensor-parallel piece of it (its blocks' scales found through
+// common/Nf4Piece.h). Each element is independent, so one thread per
+// element in a grid-stride loop expands it (Nf4.cuh: the CPU's value bit
+// for bit).
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,15 +36,15 @@ public:
                       quant::AbsmaxFormat absmaxFormat)
       : codes_(args.inputs[0].as<uint8_t>()), absmaxQ_(args.inputs[1].as<uint8_t>()),
         absmaxScale_(args.inputs[2].as<float>()), absmaxMean_(args.inputs[3].as<float>()),
-        out_(args.outputs[0].as<T>()), n_(args.outputs[0].numel()), block_(block),
-        piece_(piece), absmaxFormat_(absmaxFormat) {
+        out_(args.outputs[0].as<T>()), n_(args.outputs[0].numel()), block_(block), piece_(piece),
+        absmaxFormat_(absmaxFormat) {
     levels_ = Nf4Levels::fromScheme();
   }
 
   void run(const StepContext &ctx) override {
-    dequantizeNf4<T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(
-        codes_, absmaxQ_, absmaxScale_, absmaxMean_, levels_, piece_, absmaxFormat_, n_, block_,
-        out_);
+    dequantizeNf4<T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(codes_, absmaxQ_, absmaxScale_,
+                                                                absmaxMean_, levels_, piece_,
+                                                                absmaxFormat_, n_, block_, out_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 

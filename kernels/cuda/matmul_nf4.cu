@@ -33,10 +33,14 @@ struct Nf4Element {
 std::unique_ptr<Kernel> makeCudaMatmulNf4(const KernelArgs &args, std::string &error) {
   contracts::MatmulNf4Binding d;
   if (!contracts::bindMatmulNf4(args, error, &d)) return nullptr;
-  Nf4Element element{args.inputs[1].as<uint8_t>(), args.inputs[2].as<uint8_t>(),
-                     args.inputs[3].as<float>(),   args.inputs[4].as<float>(),
-                     d.block,                      Nf4Levels::fromScheme(),
-                     d.piece,                      d.absmaxFormat};
+  Nf4Element element{args.inputs[1].as<uint8_t>(),
+                     args.inputs[2].as<uint8_t>(),
+                     args.inputs[3].as<float>(),
+                     args.inputs[4].as<float>(),
+                     d.block,
+                     Nf4Levels::fromScheme(),
+                     d.piece,
+                     d.absmaxFormat};
   return makeQuantizedMatmul("matmul_nf4", args, d, element, error);
 }
 

@@ -27,10 +27,9 @@ RefTensor dequantizeNf4(const RefTensor &codes, const RefTensor &absmaxQ,
   const float mean = static_cast<float>(absmaxMean);
   for (int64_t i = 0; i < n; ++i) {
     int64_t g = i / block;
-    float absmax =
-        quant::nf4Absmax(byte(absmaxQ.data[g]), absmaxFormat,
-                         static_cast<float>(absmaxScale.data[g / quant::kNf4DoubleQuantBlock]),
-                         mean);
+    float absmax = quant::nf4Absmax(
+        byte(absmaxQ.data[g]), absmaxFormat,
+        static_cast<float>(absmaxScale.data[g / quant::kNf4DoubleQuantBlock]), mean);
     uint8_t c = byte(codes.data[i / 2]);
     w.data[i] = quant::nf4Value(i % 2 == 0 ? (c & 0x0F) : (c >> 4), absmax);
   }

@@ -191,8 +191,7 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
       }
       entry.set("levels", levels);
       if (isNf4AbsmaxLevels(b->name))
-        entry.set("absmax_format",
-                  json::Value(quant::absmaxFormatName(nf4AbsmaxFormat(artifact))));
+        entry.set("absmax_format", json::Value(quant::absmaxFormatName(nf4AbsmaxFormat(artifact))));
       json::Value shards = json::Value::array();
       for (int r = 0; r < artifact.worldSize; ++r)
         if (writes(artifact, *b, r)) {

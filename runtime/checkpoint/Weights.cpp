@@ -254,8 +254,9 @@ bool loadExpertSlices(const HuggingFaceModel &hf, const std::string &name,
       fail(file->path(), ": tensor '", slice, "' is ", shapeList(view->shape),
            " but the model needs ", shapeList(sliceShape), " for each expert of '", name, "'");
     if (view->e4m3)
-      fail(file->path(), ": tensor '", slice, "' is F8_E4M3; parameters load from F32, BF16, F16 "
-                         "or F64");
+      fail(file->path(), ": tensor '", slice,
+           "' is F8_E4M3; parameters load from F32, BF16, F16 "
+           "or F64");
     if (e == 0)
       whole.dtype = view->dtype;
     else if (view->dtype != whole.dtype)
@@ -296,8 +297,9 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
   auto checkE4m3 = [&](const SafeTensor &view, const std::string &file, const std::string &name) {
     const bool levels = isNf4AbsmaxLevels(name);
     if (view.e4m3 && !levels)
-      fail(file, ": tensor '", view.name, "' is F8_E4M3, which llmc reads only as NF4's absmax "
-                 "levels ('<weight>.absmax_q')");
+      fail(file, ": tensor '", view.name,
+           "' is F8_E4M3, which llmc reads only as NF4's absmax "
+           "levels ('<weight>.absmax_q')");
     if (levels)
       checkAbsmaxFormat(view.e4m3 ? quant::AbsmaxFormat::Fp8E4M3 : quant::AbsmaxFormat::Int8,
                         absmaxFormat, file, view.name);
@@ -409,7 +411,8 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
   // A tied head's table is quantized only when the lookup's reads count.
   auto quantizeHint = [&](const std::string &weight) {
     auto it = schemes.find(weight);
-    const bool fp8 = it != schemes.end() && it->second.find("double_quant=fp8") != std::string::npos;
+    const bool fp8 =
+        it != schemes.end() && it->second.find("double_quant=fp8") != std::string::npos;
     return "llmc quantize <ckpt> --model ... --scheme " + schemeOf(weight) +
            (fp8 ? " --double-quant fp8" : "") +
            (lookupReads(artifact, weight) ? " --ops matmul,embedding" : "") + " -o q.safetensors";
@@ -430,10 +433,10 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       return text.find("double_quant=fp8") != std::string::npos ? "fp8" : "int8";
     };
     auto rest = [](const std::string &text) { return text.substr(0, text.find(" double_quant=")); };
-    const std::string compileHint = rest(record->second) == rest(expected->second)
-                                        ? std::string("compile with --double-quant ") +
-                                              levelsOf(record->second)
-                                        : "compile with the file's scheme";
+    const std::string compileHint =
+        rest(record->second) == rest(expected->second)
+            ? std::string("compile with --double-quant ") + levelsOf(record->second)
+            : "compile with the file's scheme";
     if (record->second != expected->second)
       fail(path, ": '", weight, "' is stored as ", record->second, ", but the model reads it as ",
            expected->second, " (", compileHint, ", or ", quantizeHint(weight), ")");

@@ -101,8 +101,8 @@ void appendQuantized(const std::string &name, const quant::QuantizedTensor &q,
         q.zeroPoints.data(), q.zeroPoints.size() * 4);
   if (q.doubleQuantized()) {
     // The dtype says which levels the bytes are: U8 int8, F8_E4M3 E4M3.
-    add(".absmax_q", DType::U8, {static_cast<int64_t>(q.absmaxCodes.size())},
-        q.absmaxCodes.data(), q.absmaxCodes.size(), q.doubleQuant == quant::DoubleQuant::Fp8E4M3);
+    add(".absmax_q", DType::U8, {static_cast<int64_t>(q.absmaxCodes.size())}, q.absmaxCodes.data(),
+        q.absmaxCodes.size(), q.doubleQuant == quant::DoubleQuant::Fp8E4M3);
     add(".absmax_scale", DType::F32, {static_cast<int64_t>(q.absmaxScales.size())},
         q.absmaxScales.data(), q.absmaxScales.size() * 4);
     add(".absmax_mean", DType::F32, {}, &q.absmaxMean, 4);

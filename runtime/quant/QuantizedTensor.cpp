@@ -266,10 +266,9 @@ std::string quantize(const float *x, const std::vector<int64_t> &shape, const Sc
   return quantizeWithRanges(x, shape, s, doubleQuant, negMin, max, out);
 }
 
-std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape,
-                               const Scheme &s, DoubleQuant doubleQuant,
-                               const std::vector<float> &negMin, const std::vector<float> &max,
-                               QuantizedTensor &out) {
+std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
+                               DoubleQuant doubleQuant, const std::vector<float> &negMin,
+                               const std::vector<float> &max, QuantizedTensor &out) {
   if (std::string why = schemeMismatch(s, shape); !why.empty())
     return why;
   const int64_t n = product(shape), groups = groupCount(s, shape);
@@ -310,8 +309,8 @@ std::vector<float> nf4Absmax(const QuantizedTensor &q) {
   const AbsmaxFormat format = absmaxFormatOf(q.doubleQuant);
   std::vector<float> absmax(q.absmaxCodes.size());
   for (size_t g = 0; g < absmax.size(); ++g)
-    absmax[g] = nf4Absmax(q.absmaxCodes[g], format, q.absmaxScales[g / kNf4DoubleQuantBlock],
-                          q.absmaxMean);
+    absmax[g] =
+        nf4Absmax(q.absmaxCodes[g], format, q.absmaxScales[g / kNf4DoubleQuantBlock], q.absmaxMean);
   return absmax;
 }
 

@@ -108,10 +108,9 @@ void observeRanges(const float *x, const std::vector<int64_t> &shape, const Sche
 /// quantize() with each group's range given instead of observed (GPTQ
 /// fixes a group's range before the values it stores are final): the
 /// codes of x on each group's grid, clipped where x leaves the range.
-std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape,
-                               const Scheme &s, DoubleQuant doubleQuant,
-                               const std::vector<float> &negMin, const std::vector<float> &max,
-                               QuantizedTensor &out);
+std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
+                               DoubleQuant doubleQuant, const std::vector<float> &negMin,
+                               const std::vector<float> &max, QuantizedTensor &out);
 
 /// One group's grid as quantize() derives it from the range: the scale
 /// (nf4: the absmax), the zero point (asymmetric integers) and whether the

@@ -379,8 +379,7 @@ std::optional<quant::DoubleQuant> chooseDoubleQuant(const QATSchemeSpec &weights
       schemeText != "none" && weights.format == "nf4" && weights.granularity == "block";
   if ((given || noDoubleQuant) && !nf4Blocks) {
     error = std::string(given ? "--double-quant" : "--no-double-quant") +
-            " applies to NF4 blocks' absmax (--scheme nf4:block<N>), not to '" + schemeText +
-            "'";
+            " applies to NF4 blocks' absmax (--scheme nf4:block<N>), not to '" + schemeText + "'";
     return std::nullopt;
   }
   if (noDoubleQuant)
@@ -490,10 +489,10 @@ int run() {
                           "; give the axis (channel<N>) or skip it");
       t.scheme = kernelScheme(weights.attr(&context, axis));
       // QLoRA's double quantization of the per-block absmax.
-      t.doubleQuant = t.scheme.format == quant::Format::Nf4 &&
-                              t.scheme.granularity == quant::Granularity::Block
-                          ? *doubleQuant
-                          : quant::DoubleQuant::None;
+      t.doubleQuant =
+          t.scheme.format == quant::Format::Nf4 && t.scheme.granularity == quant::Granularity::Block
+              ? *doubleQuant
+              : quant::DoubleQuant::None;
     }
     if (const Use *u = p.blocker(); u && !exportPlain) {
       std::string why = u->skipped ? "the " + u->what + " reading it is skipped"

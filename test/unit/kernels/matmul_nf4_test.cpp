@@ -144,10 +144,9 @@ std::vector<ConformanceCase> dequantizeNf4Cases() {
                if (format != quant::AbsmaxFormat::Int8)
                  k.attrs.setInt("absmax_format", static_cast<int64_t>(format));
                k.reference = [=](const std::vector<RefTensor> &in) {
-                 return std::vector<RefTensor>{
-                     roundTo(ref::dequantizeNf4(in[0], in[1], in[2], in[3].data[0], shape, block,
-                                                format),
-                             dtype)};
+                 return std::vector<RefTensor>{roundTo(
+                     ref::dequantizeNf4(in[0], in[1], in[2], in[3].data[0], shape, block, format),
+                     dtype)};
                };
                k.tolerances = k.cudaTolerances = {0.0};
                return k;
@@ -222,29 +221,29 @@ TEST(MatmulNf4Kernel, DecodeProductsQuantizeX) {
   uint64_t seed = 1900;
   for (DType dtype : {DType::F32, DType::BF16})
     for (quant::AbsmaxFormat format : absmaxFormatsFor(dtype))
-    for (const Case &c : kCases) {
-      const int64_t rows = ref::product(c.lead);
-      if (!takesIntegerDots(rows, c.k, c.block, true))
-        continue;
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + " k" + std::to_string(c.k) + " n" +
-                   std::to_string(c.n) + " block " + std::to_string(c.block) + " rows " +
-                   std::to_string(rows) + " " + quant::absmaxFormatName(format) + " absmax");
-      const std::vector<int64_t> shape = {c.n, c.k};
-      Nf4Weight wt = randomWeight(c.k * c.n, c.block, seed += 3, format);
-      RefTensor x;
-      Buffer out(dtype, outShape(c));
-      ASSERT_TRUE(runOnCase(c, dtype, wt, shape, true, ++seed, x, out));
-      RefTensor x2 = x, y = out.toRef();
-      x2.shape = {rows, c.k}, y.shape = {rows, c.n};
-      const RefTensor wInt8 = nf4Int8Weights(wt, shape, c.block);
-      const QuantizedRef q = quantizeQ8(x2);
-      EXPECT_CLOSE(y, productQuantized(q, wInt8), Metric::Norm, tolerance(dtype));
-      if (dtype == DType::F32) {
-        const RefTensor stored = ref::dequantizeNf4(wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean,
-                                                    shape, c.block, format);
-        EXPECT_TRUE(withinRoundingBound(y, x2, q, wInt8, &stored));
+      for (const Case &c : kCases) {
+        const int64_t rows = ref::product(c.lead);
+        if (!takesIntegerDots(rows, c.k, c.block, true))
+          continue;
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " k" + std::to_string(c.k) + " n" +
+                     std::to_string(c.n) + " block " + std::to_string(c.block) + " rows " +
+                     std::to_string(rows) + " " + quant::absmaxFormatName(format) + " absmax");
+        const std::vector<int64_t> shape = {c.n, c.k};
+        Nf4Weight wt = randomWeight(c.k * c.n, c.block, seed += 3, format);
+        RefTensor x;
+        Buffer out(dtype, outShape(c));
+        ASSERT_TRUE(runOnCase(c, dtype, wt, shape, true, ++seed, x, out));
+        RefTensor x2 = x, y = out.toRef();
+        x2.shape = {rows, c.k}, y.shape = {rows, c.n};
+        const RefTensor wInt8 = nf4Int8Weights(wt, shape, c.block);
+        const QuantizedRef q = quantizeQ8(x2);
+        EXPECT_CLOSE(y, productQuantized(q, wInt8), Metric::Norm, tolerance(dtype));
+        if (dtype == DType::F32) {
+          const RefTensor stored = ref::dequantizeNf4(wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean,
+                                                      shape, c.block, format);
+          EXPECT_TRUE(withinRoundingBound(y, x2, q, wInt8, &stored));
+        }
       }
-    }
 }
 
 /// A piece of a split weight on the integer dots finds its blocks' scales

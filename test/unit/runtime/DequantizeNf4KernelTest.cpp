@@ -65,28 +65,28 @@ TEST(DequantizeNf4Kernel, MatchesTheExportedStorageBitForBit) {
   for (quant::DoubleQuant levels : {quant::DoubleQuant::Int8, quant::DoubleQuant::Fp8E4M3})
     for (auto [shape, block] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
              {{128, 384}, 64}, {{3, 64}, 64}, {{1, 7}, 7}, {{600, 512}, 64}, {{5, 96}, 32}}) {
-    SCOPED_TRACE(levels == quant::DoubleQuant::Int8 ? "int8 levels" : "E4M3 levels");
-    quant::QuantizedTensor q = storedNf4(shape, block, 7, levels);
-    std::vector<float> expected = quant::dequantize(q);
-    std::vector<float> out(expected.size(), std::nanf(""));
-    Bound b = bind(q, out.data(), DType::F32, block);
-    ASSERT_TRUE(b.kernel) << b.error;
-    b.kernel->run(StepContext{});
-    for (size_t i = 0; i < out.size(); ++i)
-      ASSERT_EQ(out[i], expected[i]) << "element " << i << " of " << shape[0] << "x" << shape[1]
-                                     << ", block " << block;
+      SCOPED_TRACE(levels == quant::DoubleQuant::Int8 ? "int8 levels" : "E4M3 levels");
+      quant::QuantizedTensor q = storedNf4(shape, block, 7, levels);
+      std::vector<float> expected = quant::dequantize(q);
+      std::vector<float> out(expected.size(), std::nanf(""));
+      Bound b = bind(q, out.data(), DType::F32, block);
+      ASSERT_TRUE(b.kernel) << b.error;
+      b.kernel->run(StepContext{});
+      for (size_t i = 0; i < out.size(); ++i)
+        ASSERT_EQ(out[i], expected[i])
+            << "element " << i << " of " << shape[0] << "x" << shape[1] << ", block " << block;
 
-    std::vector<uint16_t> half(expected.size(), 0xFFFF);
-    Bound h = bind(q, half.data(), DType::BF16, block);
-    ASSERT_TRUE(h.kernel) << h.error;
-    h.kernel->run(StepContext{});
-    for (size_t i = 0; i < expected.size(); ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, &expected[i], 4);
-      uint32_t rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16; // nearest even
-      ASSERT_EQ(half[i], rounded) << "element " << i;
+      std::vector<uint16_t> half(expected.size(), 0xFFFF);
+      Bound h = bind(q, half.data(), DType::BF16, block);
+      ASSERT_TRUE(h.kernel) << h.error;
+      h.kernel->run(StepContext{});
+      for (size_t i = 0; i < expected.size(); ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &expected[i], 4);
+        uint32_t rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16; // nearest even
+        ASSERT_EQ(half[i], rounded) << "element " << i;
+      }
     }
-  }
 }
 
 TEST(DequantizeNf4Kernel, BadShapesAreNamed) {

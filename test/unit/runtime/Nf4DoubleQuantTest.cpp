@@ -40,9 +40,8 @@ double e4m3Value(int c) {
   const int exponent = (c >> 3) & 15, mantissa = c & 7;
   if (exponent == 15 && mantissa == 7)
     return std::numeric_limits<double>::quiet_NaN();
-  const double magnitude = exponent == 0
-                               ? mantissa / 8.0 * std::ldexp(1.0, -6)
-                               : (1.0 + mantissa / 8.0) * std::ldexp(1.0, exponent - 7);
+  const double magnitude = exponent == 0 ? mantissa / 8.0 * std::ldexp(1.0, -6)
+                                         : (1.0 + mantissa / 8.0) * std::ldexp(1.0, exponent - 7);
   return (c & 0x80) ? -magnitude : magnitude;
 }
 
@@ -234,9 +233,9 @@ TEST(Nf4DoubleQuant, MeasuredErrorOfInt8AndFp8Levels) {
       }
       std::printf("  %s levels: absmax RMS error %.4e (relative: RMS %.4e, max %.4e); weight "
                   "RMS error %.4e, against fp32 absmax %.4e; %.4f bits per parameter\n",
-                  levels == DoubleQuant::Fp8E4M3 ? "E4M3" : "int8", rms(absmaxError),
-                  rms(relative), *std::max_element(relative.begin(), relative.end()),
-                  rms(weightError), rms(vsPlain), q.bitsPerParameter());
+                  levels == DoubleQuant::Fp8E4M3 ? "E4M3" : "int8", rms(absmaxError), rms(relative),
+                  *std::max_element(relative.begin(), relative.end()), rms(weightError),
+                  rms(vsPlain), q.bitsPerParameter());
       // Either form leaves NF4's own error within 1 %: the absmax levels
       // are far finer than the 4-bit grid.
       EXPECT_LT(rms(weightError), 1.01 * rms(nf4Error));

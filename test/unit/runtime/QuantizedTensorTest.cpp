@@ -208,18 +208,17 @@ TEST(QuantizedTensor, BitsPerParameter) {
   EXPECT_DOUBLE_EQ(bitsOf(nf4, DoubleQuant::Fp8E4M3),
                    4.0 + 8.0 / 64 + 32.0 / (64 * 256) + 32.0 / n);
   EXPECT_DOUBLE_EQ(bitsOf(nf4, DoubleQuant::None), 4.0 + 32.0 / 64);
-  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Int4, Granularity::Block, 0, 64, true),
-                          DoubleQuant::None),
-                   4.5);
-  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Int8, Granularity::Channel, 1, 0, true),
-                          DoubleQuant::None),
-                   8.0 + 32.0 * 384 / n);
-  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Int8, Granularity::Channel, 1, 0, false),
-                          DoubleQuant::None),
-                   8.0 + 64.0 * 384 / n);
-  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Fp8E4M3, Granularity::Tensor, 0, 0, true),
-                          DoubleQuant::None),
-                   8.0 + 32.0 / n);
+  EXPECT_DOUBLE_EQ(
+      bitsOf(makeScheme(Format::Int4, Granularity::Block, 0, 64, true), DoubleQuant::None), 4.5);
+  EXPECT_DOUBLE_EQ(
+      bitsOf(makeScheme(Format::Int8, Granularity::Channel, 1, 0, true), DoubleQuant::None),
+      8.0 + 32.0 * 384 / n);
+  EXPECT_DOUBLE_EQ(
+      bitsOf(makeScheme(Format::Int8, Granularity::Channel, 1, 0, false), DoubleQuant::None),
+      8.0 + 64.0 * 384 / n);
+  EXPECT_DOUBLE_EQ(
+      bitsOf(makeScheme(Format::Fp8E4M3, Granularity::Tensor, 0, 0, true), DoubleQuant::None),
+      8.0 + 32.0 / n);
 }
 
 TEST(QuantizedTensor, Fp8CodecCoversEveryPattern) {
@@ -245,8 +244,8 @@ TEST(QuantizedTensor, FourBitCodesPackLowNibbleFirst) {
   std::vector<int64_t> shape = {3};
   std::vector<float> x = {7.0f, -7.0f, 1.0f};
   quant::QuantizedTensor q;
-  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int4, Granularity::Tensor, 0, 0,
-                                                        true),
+  ASSERT_EQ(quant::quantize(x.data(), shape,
+                            makeScheme(Format::Int4, Granularity::Tensor, 0, 0, true),
                             quant::DoubleQuant::None, q),
             "");
   ASSERT_EQ(q.codes.size(), 2u);
@@ -254,8 +253,8 @@ TEST(QuantizedTensor, FourBitCodesPackLowNibbleFirst) {
   EXPECT_EQ(q.codes[1], 0x01); // 1, then the padding 0
   EXPECT_EQ(q.scales[0], 1.0f);
   // int8 is the two's complement byte.
-  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int8, Granularity::Tensor, 0, 0,
-                                                        true),
+  ASSERT_EQ(quant::quantize(x.data(), shape,
+                            makeScheme(Format::Int8, Granularity::Tensor, 0, 0, true),
                             quant::DoubleQuant::None, q),
             "");
   EXPECT_EQ(q.codes[1], static_cast<uint8_t>(-127));
@@ -268,7 +267,8 @@ TEST(QuantizedTensor, ThreeBitCodesPackAsABitStream) {
   std::vector<float> x = {3.0f, -3.0f, 1.0f, -1.0f, 0.0f, 2.0f, -2.0f, 3.0f, 1.0f};
   std::vector<int64_t> shape = {9};
   quant::QuantizedTensor q;
-  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int3), quant::DoubleQuant::None, q), "");
+  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int3), quant::DoubleQuant::None, q),
+            "");
   ASSERT_EQ(q.codes.size(), 4u); // 27 bits
   uint64_t stream = 0;
   const int levels[] = {3, -3, 1, -1, 0, 2, -2, 3, 1};
@@ -278,8 +278,8 @@ TEST(QuantizedTensor, ThreeBitCodesPackAsABitStream) {
   EXPECT_EQ(quant::codeBytes(Format::Int3, 8), 3);
   // Asymmetric int3 uses all eight levels, −4 included.
   std::vector<float> y = {-4.0f, 3.0f, 0.0f, -1.0f};
-  ASSERT_EQ(quant::quantize(y.data(), {4}, makeScheme(Format::Int3, Granularity::Tensor, 0, 0,
-                                                      false),
+  ASSERT_EQ(quant::quantize(y.data(), {4},
+                            makeScheme(Format::Int3, Granularity::Tensor, 0, 0, false),
                             quant::DoubleQuant::None, q),
             "");
   EXPECT_EQ(q.zeroPoints[0], 0);
@@ -289,16 +289,16 @@ TEST(QuantizedTensor, ThreeBitCodesPackAsABitStream) {
 TEST(QuantizedTensor, SchemesThatDoNotFitAreRejected) {
   std::vector<float> x(6 * 100, 1.0f);
   quant::QuantizedTensor q;
-  EXPECT_EQ(quant::quantize(x.data(), {6, 100}, makeScheme(Format::Int4, Granularity::Block, 0,
-                                                           64, true),
+  EXPECT_EQ(quant::quantize(x.data(), {6, 100},
+                            makeScheme(Format::Int4, Granularity::Block, 0, 64, true),
                             quant::DoubleQuant::None, q),
             "blocks of 64 do not divide the last dimension (100)");
-  EXPECT_EQ(quant::quantize(x.data(), {6, 100}, makeScheme(Format::Int8, Granularity::Channel, 2,
-                                                           0, true),
+  EXPECT_EQ(quant::quantize(x.data(), {6, 100},
+                            makeScheme(Format::Int8, Granularity::Channel, 2, 0, true),
                             quant::DoubleQuant::None, q),
             "channel axis 2 is out of range for rank 2");
-  EXPECT_NE(quant::quantize(x.data(), {6, 100}, makeScheme(Format::Nf4, Granularity::Tensor, 0,
-                                                           0, false),
+  EXPECT_NE(quant::quantize(x.data(), {6, 100},
+                            makeScheme(Format::Nf4, Granularity::Tensor, 0, 0, false),
                             quant::DoubleQuant::None, q),
             "");
 }
@@ -325,12 +325,12 @@ TEST(QuantizedFile, RoundTripAndErrors) {
   std::vector<int64_t> shape = {16, 128};
   std::vector<float> w = sample(shape, 5), bias = {0.5f, -1.25f};
   std::vector<quant::QuantizedTensor> qs(2);
-  ASSERT_EQ(quant::quantize(w.data(), shape, makeScheme(Format::Int8, Granularity::Channel, 0, 0,
-                                                        false),
+  ASSERT_EQ(quant::quantize(w.data(), shape,
+                            makeScheme(Format::Int8, Granularity::Channel, 0, 0, false),
                             quant::DoubleQuant::None, qs[0]),
             "");
-  ASSERT_EQ(quant::quantize(w.data(), shape, makeScheme(Format::Nf4, Granularity::Block, 0, 64,
-                                                        true),
+  ASSERT_EQ(quant::quantize(w.data(), shape,
+                            makeScheme(Format::Nf4, Granularity::Block, 0, 64, true),
                             quant::DoubleQuant::Int8, qs[1]),
             "");
   std::vector<SafeTensor> tensors;
