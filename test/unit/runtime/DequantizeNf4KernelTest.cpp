@@ -45,7 +45,7 @@ Bound bind(quant::QuantizedTensor &q, void *out, DType outType, int64_t block) {
   return b;
 }
 
-quant::QuantizedTensor storedNf4(std::vector<int64_t> shape, int64_t block, uint64_t seed,
+quant::QuantizedTensor storedNf4(const std::vector<int64_t> &shape, int64_t block, uint64_t seed,
                                  quant::DoubleQuant levels = quant::DoubleQuant::Int8) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

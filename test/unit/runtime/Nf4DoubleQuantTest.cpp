@@ -152,7 +152,7 @@ TEST(Nf4DoubleQuant, ReferenceE4M3CoversTheFormat) {
 TEST(Nf4DoubleQuant, Fp8LevelsMatchTheReferenceBitForBit) {
   // 40 × 448 in blocks of 64 (280 absmax values, 256 + a partial 24), and
   // GPT-2's MLP weight in blocks of 64 (36864 blocks, 144 scales).
-  for (auto [shape, block] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+  for (const auto &[shape, block] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
            {{40, 448}, 64}, {{768, 3072}, 64}, {{5, 96}, 32}}) {
     std::vector<float> w = randomWeight(shape, 11);
     quant::QuantizedTensor plain = quantized(w, shape, block, DoubleQuant::None);
