@@ -82,10 +82,8 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       return signalPassFailure();
     }
     if (*absmaxFormat != quant::AbsmaxFormat::Int8 && spec_.format != "nf4") {
-      module.emitError("weight-quant: double-quant=") << doubleQuant
-                                                      << " is for nf4 storage (its "
-                                                         "absmax levels), not "
-                                                      << scheme;
+      module.emitError() << "weight-quant: double-quant=" << doubleQuant
+                         << " is for nf4 storage (its absmax levels), not " << scheme;
       return signalPassFailure();
     }
     absmaxFormat_ = *absmaxFormat;

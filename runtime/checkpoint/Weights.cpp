@@ -255,8 +255,7 @@ bool loadExpertSlices(const HuggingFaceModel &hf, const std::string &name,
            " but the model needs ", shapeList(sliceShape), " for each expert of '", name, "'");
     if (view->e4m3)
       fail(file->path(), ": tensor '", slice,
-           "' is F8_E4M3; parameters load from F32, BF16, F16 "
-           "or F64");
+           "' is F8_E4M3; parameters load from F32, BF16, F16 or F64");
     if (e == 0)
       whole.dtype = view->dtype;
     else if (view->dtype != whole.dtype)
@@ -298,8 +297,7 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     const bool levels = isNf4AbsmaxLevels(name);
     if (view.e4m3 && !levels)
       fail(file, ": tensor '", view.name,
-           "' is F8_E4M3, which llmc reads only as NF4's absmax "
-           "levels ('<weight>.absmax_q')");
+           "' is F8_E4M3, which llmc reads only as NF4's absmax levels ('<weight>.absmax_q')");
     if (levels)
       checkAbsmaxFormat(view.e4m3 ? quant::AbsmaxFormat::Fp8E4M3 : quant::AbsmaxFormat::Int8,
                         absmaxFormat, file, view.name);
