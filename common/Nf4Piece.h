@@ -2,12 +2,12 @@
 //
 // Tensor parallelism splits an NF4-stored weight (QLoRA's storage,
 // common/QuantScheme.h) with the weight: each rank holds the codes and the
-// int8 absmax levels of its piece's blocks, shaped after the piece. The
-// fp32 scales of the second quantization level are not split: each covers
-// 256 consecutive blocks of the *whole* weight in row-major order, a run
-// that crosses rows and pieces, so cutting them would mean quantizing the
-// absmax again, per piece, and a piece would no longer hold the file's
-// values. Every rank keeps all of them (one fp32 per 16384 elements in
+// 8-bit absmax levels (int8 or E4M3) of its piece's blocks, shaped after
+// the piece. The fp32 scales of the second quantization level are not
+// split: each covers 256 consecutive blocks of the *whole* weight in
+// row-major order, a run that crosses rows and pieces, so cutting them
+// would mean quantizing the absmax again, per piece, and a piece would no
+// longer hold the file's values. Every rank keeps all of them (one fp32 per 16384 elements in
 // blocks of 64) and finds a block's scale through the block's index in the
 // whole weight, which Nf4Piece computes.
 //

@@ -217,23 +217,54 @@ inline FormatConsts formatConsts(Format f) {
 //
 // A stored NF4 tensor: per element the index 0..15 of its level, two per
 // byte (element 2k in the low nibble of byte k); per block of elements one
-// absmax, itself stored as an int8 level q with one fp32 scale per
+// absmax, itself stored as an 8-bit level with one fp32 scale per
 // kNf4DoubleQuantBlock consecutive blocks and one fp32 mean:
-// absmax = float(q) · scale + mean (two fp32 operations, in that order).
+// absmax = level(code) · scale + mean (two fp32 operations, in that order).
+// The level is the code read as an int8 (two's complement; levels ±127,
+// scale = max |absmax − mean| / 127) or as an OCP E4M3 number (QLoRA's
+// 8-bit floats: common/Fp8.h, scale = max |absmax − mean| / 448).
 // Element value: kNf4Levels[index] · absmax, or 0 where absmax is not > 0.
 
-/// Blocks sharing one fp32 scale of their int8 absmax.
+/// Blocks sharing one fp32 scale of their 8-bit absmax levels.
 inline constexpr int64_t kNf4DoubleQuantBlock = 256;
 /// Elements per block of QLoRA's stored weights (`--qlora`).
 inline constexpr int64_t kNf4Block = 64;
+
+/// How a double-quantized absmax level is stored: kernel attribute
+/// `absmax_format` (the numbers are what artifacts hold).
+enum class AbsmaxFormat : int64_t { Int8 = 0, Fp8E4M3 = 1 };
+
+/// "int8" / "fp8_e4m3": the ops' attribute and the file record's spelling.
+inline const char *absmaxFormatName(AbsmaxFormat f) {
+  return f == AbsmaxFormat::Fp8E4M3 ? "fp8_e4m3" : "int8";
+}
+/// Parses absmaxFormatName's spelling; false for anything else.
+inline bool parseAbsmaxFormat(const std::string &name, AbsmaxFormat &out) {
+  for (AbsmaxFormat f : {AbsmaxFormat::Int8, AbsmaxFormat::Fp8E4M3})
+    if (name == absmaxFormatName(f)) {
+      out = f;
+      return true;
+    }
+  return false;
+}
+/// The largest level of a format (127 / 448): a block of 256's scale is
+/// its largest |absmax − mean| over this.
+inline float absmaxLevelMax(AbsmaxFormat f) {
+  return f == AbsmaxFormat::Fp8E4M3 ? fp8::maxOf(fp8::Kind::E4M3) : 127.0f;
+}
 
 /// The fp32 scales of `blocks` double-quantized absmax values.
 inline int64_t nf4ScaleCount(int64_t blocks) {
   return (blocks + kNf4DoubleQuantBlock - 1) / kNf4DoubleQuantBlock;
 }
 
-inline float nf4Absmax(int8_t level, float scale, float mean) {
-  float deviation = static_cast<float>(level) * scale;
+/// The level a stored absmax code holds (exact in fp32).
+LLMC_HOST_DEVICE inline float nf4AbsmaxLevel(uint8_t code, AbsmaxFormat format) {
+  return format == AbsmaxFormat::Fp8E4M3 ? fp8::decode(code, fp8::Kind::E4M3)
+                                         : static_cast<float>(static_cast<int8_t>(code));
+}
+inline float nf4Absmax(uint8_t code, AbsmaxFormat format, float scale, float mean) {
+  float deviation = nf4AbsmaxLevel(code, format) * scale;
   return deviation + mean;
 }
 inline float nf4Value(int index, float absmax) {

@@ -28,7 +28,7 @@ std::vector<int64_t> shapeOf(Type type) {
 }
 
 /// Adds attribute `name` = `value` to `call` in the kernels' encoding;
-/// attributes no evaluator reads (types, strings) are left out.
+/// attributes no evaluator reads (types, other strings) are left out.
 void addAttribute(ref::RefCall &call, StringRef name, Attribute value) {
   std::string key = name.str();
   if (name == "operandSegmentSizes") {
@@ -41,6 +41,9 @@ void addAttribute(ref::RefCall &call, StringRef name, Attribute value) {
     call.ints[key] = i.getInt();
   } else if (auto f = dyn_cast<FloatAttr>(value)) {
     call.floats[key] = f.getValueAsDouble();
+  } else if (auto text = dyn_cast<StringAttr>(value)) {
+    if (std::optional<int64_t> code = kernelStringAttr(name, text.getValue()))
+      call.ints[key] = *code;
   } else if (auto a = dyn_cast<DenseI64ArrayAttr>(value)) {
     call.arrays[key] = std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end());
   } else if (auto scheme = dyn_cast<qat::SchemeAttr>(value)) {

@@ -3,14 +3,16 @@
 // qat.dequantize_nf4 and llm.matmul_nf4 read NF4 storage, whole or one
 // rank's piece of a weight split by tensor parallelism, which the optional
 // attributes whole_shape, chunks and piece_offset place in the whole weight
-// (common/Nf4Piece.h). Both verifiers check them here, with the kernels'
-// own check.
+// (common/Nf4Piece.h), with its absmax levels in the format absmax_format
+// names (common/QuantScheme.h). Both verifiers check them here, the piece
+// with the kernels' own check.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_DIALECTS_NF4PIECE_H
 #define LLMC_DIALECTS_NF4PIECE_H
 
 #include "common/Nf4Piece.h"
+#include "common/QuantScheme.h"
 
 #include "mlir/IR/Operation.h"
 
@@ -37,6 +39,16 @@ verifyNf4Piece(mlir::Operation *op, llvm::ArrayRef<int64_t> shape, int64_t block
   if (!error.empty())
     return op->emitOpError(error);
   return piece;
+}
+
+/// Success when `format` names an absmax level format (int8, fp8_e4m3),
+/// else failure after an error on `op`.
+inline mlir::LogicalResult verifyAbsmaxFormat(mlir::Operation *op, llvm::StringRef format) {
+  quant::AbsmaxFormat parsed;
+  if (quant::parseAbsmaxFormat(format.str(), parsed))
+    return mlir::success();
+  return op->emitOpError("absmax_format must be \"int8\" or \"fp8_e4m3\", got \"")
+         << format << "\"";
 }
 
 } // namespace llmc

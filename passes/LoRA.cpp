@@ -25,8 +25,9 @@
 //    sequence parallelism it is read through dist.replicate, as each rank
 //    then sees only its rows.
 //
-// QLoRA (`qlora`) stores each adapted weight in NF4 and expands it right
-// before it is read; under tensor parallelism the storage is split with
+// QLoRA (`qlora`) stores each adapted weight in NF4 (its absmax levels
+// int8, or E4M3 with qlora-double-quant=fp8) and expands it right before
+// it is read; under tensor parallelism the storage is split with
 // the weight (passes/lib/QuantizedStorage.h). A tied head's table, which the
 // embedding lookup reads too, is stored once: both read its expansion, and
 // the adapter joins the head's product only (as PEFT's on a tied lm_head).
@@ -41,6 +42,7 @@
 #include "passes/lib/Layout.h"
 #include "passes/lib/LoRASpec.h"
 #include "passes/lib/Parameters.h"
+#include "passes/lib/QATScheme.h"
 #include "passes/lib/QuantizedStorage.h"
 #include "passes/lib/ShardAttr.h"
 #include "passes/lib/WeightSites.h"
@@ -122,6 +124,17 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       return signalPassFailure();
     }
     loraSpec = *parsed;
+    std::optional<quant::AbsmaxFormat> format = parseDoubleQuant(qloraDoubleQuant, error);
+    if (!format) {
+      module.emitError() << "lora: bad qlora-double-quant " << error;
+      return signalPassFailure();
+    }
+    absmaxFormat = *format;
+    if (!qlora && absmaxFormat != quant::AbsmaxFormat::Int8) {
+      module.emitError() << "lora: qlora-double-quant sets the absmax levels of QLoRA's NF4 "
+                            "storage; it needs qlora";
+      return signalPassFailure();
+    }
     layout = readLayout(module);
     forward = lookupFunc(module, "forward");
     if (!forward) {
@@ -404,7 +417,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     auto expanded = qat::DequantizeNf4Op::create(
         b, loc, type, storage.codes, storage.absmaxQ, storage.absmaxScale, storage.absmaxMean,
         b.getI64IntegerAttr(qloraBlock), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
-        DenseI64ArrayAttr());
+        DenseI64ArrayAttr(), b.getStringAttr(quant::absmaxFormatName(absmaxFormat)));
     if (split)
       setNf4Piece(expanded, *split);
     weight.replaceAllUsesWith(expanded.getResult());
@@ -437,6 +450,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
   }
 
   LoRASpec loraSpec;
+  quant::AbsmaxFormat absmaxFormat = quant::AbsmaxFormat::Int8;
   std::optional<Layout> layout;
   func::FuncOp forward;
   llvm::StringSet<> matchedTargets;

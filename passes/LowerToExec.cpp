@@ -854,6 +854,9 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
         value = pb.getI64IntegerAttr(i.getInt());
       else if (auto f = dyn_cast<FloatAttr>(value))
         value = pb.getF64FloatAttr(f.getValueAsDouble());
+      else if (auto text = dyn_cast<StringAttr>(value);
+               text && kernelStringAttr(name, text.getValue()))
+        value = pb.getI64IntegerAttr(*kernelStringAttr(name, text.getValue()));
       else if (auto scheme = dyn_cast<qat::SchemeAttr>(value)) {
         // The kernels' integer encoding (common/QuantScheme.h).
         quant::Scheme k = kernelScheme(scheme);

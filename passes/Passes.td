@@ -122,7 +122,9 @@ def WeightQuant : Pass<"llmc-weight-quant", "mlir::ModuleOp"> {
     instead — frozen parameters with the names and layout `llmc quantize
     --scheme <scheme>` writes — and W is removed:
     - `nf4:block<N>`: `llm.matmul_nf4` over `W.qweight`, `W.absmax_q`,
-      `W.absmax_scale`, `W.absmax_mean` (QLoRA's storage);
+      `W.absmax_scale`, `W.absmax_mean` (QLoRA's storage; `double-quant`
+      says whether the file's absmax levels are int8 or E4M3, as
+      `llmc quantize --double-quant` wrote them);
     - `int8` / `int4` (`:tensor`, `:channel[<axis>]`, `:block<N>`, `:asym`):
       `llm.matmul_int` over `W.qweight`, `W.scale` and, asymmetric,
       `W.zero_point`; a channel axis left out is W's output channel;
@@ -141,12 +143,14 @@ def WeightQuant : Pass<"llmc-weight-quant", "mlir::ModuleOp"> {
     ```
 
     Errors: a scheme weight-only inference does not store, a block that
-    does not divide a weight's last dimension, and a weight split by tensor
-    parallelism (quantized storage is of whole weights).
+    does not divide a weight's last dimension, `double-quant` other than
+    int8 or fp8, or fp8 with an integer scheme.
   }];
   let options = [
     Option<"scheme", "scheme", "std::string", "\"nf4:block64\"",
            "The weights' scheme, as `llmc quantize --scheme` takes it">,
+    Option<"doubleQuant", "double-quant", "std::string", "\"int8\"",
+           "NF4's absmax levels: int8 | fp8 (E4M3), as `llmc quantize --double-quant`">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::qat::QATDialect"];
 }
@@ -284,12 +288,15 @@ def LoRA : Pass<"llmc-lora", "mlir::ModuleOp"> {
     a rank not below the weight's smaller dimension, is an error.
 
     `qlora`: each adapted weight W becomes four frozen tensors in QLoRA's
-    storage — `W.qweight` (NF4 indices, two per byte), `W.absmax_q` (int8
-    per block of `qlora-block`), `W.absmax_scale` (fp32 per 256 blocks),
-    `W.absmax_mean` — the layout `llmc quantize --scheme nf4:block<N>`
-    writes, expanded by qat.dequantize_nf4 right before its matmul (and
-    again for the backward: see llmc-recompute). Not with tensor
-    parallelism, nor for a weight another op also reads (a tied head).
+    storage — `W.qweight` (NF4 indices, two per byte), `W.absmax_q` (an
+    8-bit level per block of `qlora-block`: int8, or E4M3 with
+    `qlora-double-quant=fp8`), `W.absmax_scale` (fp32 per 256 blocks),
+    `W.absmax_mean` — the layout `llmc quantize --scheme nf4:block<N>
+    [--double-quant fp8]` writes, expanded by qat.dequantize_nf4 right
+    before its matmul (and again for the backward: see llmc-recompute).
+    Split with its weight under tensor parallelism when the pieces are
+    whole blocks; not for a weight another op than its matmul and a lookup
+    reads.
   }];
   let options = [
     Option<"spec", "spec", "std::string", "\"\"", "rank=, alpha=, targets=">,
@@ -298,6 +305,8 @@ def LoRA : Pass<"llmc-lora", "mlir::ModuleOp"> {
            "quantized absmax) and expand it inside the step">,
     Option<"qloraBlock", "qlora-block", "int64_t", "::llmc::quant::kNf4Block",
            "NF4 block size">,
+    Option<"qloraDoubleQuant", "qlora-double-quant", "std::string", "\"int8\"",
+           "NF4's absmax levels: int8 | fp8 (E4M3), as `llmc quantize --double-quant`">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect",
                            "::llmc::qat::QATDialect"];

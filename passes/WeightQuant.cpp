@@ -6,8 +6,9 @@
 // weight's quantized storage instead, which its kernel expands a tile at a
 // time:
 //  - nf4:block<N>: llm.matmul_nf4 over QLoRA's storage (about 4.1 bits an
-//    element in blocks of 64: a 4-bit level, an 8-bit absmax per block, an
-//    fp32 scale per 256 blocks; passes/lib/QuantizedStorage.h);
+//    element in blocks of 64: a 4-bit level, an 8-bit absmax per block —
+//    int8, or E4M3 with double-quant=fp8 — an fp32 scale per 256 blocks;
+//    passes/lib/QuantizedStorage.h);
 //  - int8 / int4 at tensor, channel or block granularity, symmetric or
 //    not: llm.matmul_int over codes, an fp32 scale per group and,
 //    asymmetric, an int32 zero point per group (addIntStorage);
@@ -77,6 +78,17 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       return signalPassFailure();
     }
     spec_ = *spec;
+    std::optional<quant::AbsmaxFormat> absmaxFormat = parseDoubleQuant(doubleQuant, error);
+    if (!absmaxFormat) {
+      module.emitError("weight-quant: bad double-quant ") << error;
+      return signalPassFailure();
+    }
+    if (*absmaxFormat != quant::AbsmaxFormat::Int8 && spec_.format != "nf4") {
+      module.emitError() << "weight-quant: double-quant=" << doubleQuant
+                         << " is for nf4 storage (its absmax levels), not " << scheme;
+      return signalPassFailure();
+    }
+    absmaxFormat_ = *absmaxFormat;
     // Matmuls reading a parameter; rewrite() takes those whose weight
     // nothing else reads.
     SmallVector<llm::MatmulOp> sites;
@@ -155,8 +167,8 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     auto product = llm::MatmulNf4Op::create(
         b, m.getLoc(), m.getA(), storage.codes, storage.absmaxQ, storage.absmaxScale,
         storage.absmaxMean, b.getI64IntegerAttr(s.block), b.getDenseI64ArrayAttr(type.getShape()),
-        m.getTransposeB() ? b.getUnitAttr() : UnitAttr(), DenseI64ArrayAttr(),
-        DenseI64ArrayAttr(), DenseI64ArrayAttr());
+        m.getTransposeB() ? b.getUnitAttr() : UnitAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
+        DenseI64ArrayAttr(), b.getStringAttr(quant::absmaxFormatName(absmaxFormat_)));
     if (split)
       setNf4Piece(product, *split);
     return product.getResult();
@@ -248,6 +260,7 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
   }
 
   QATSchemeSpec spec_;
+  quant::AbsmaxFormat absmaxFormat_ = quant::AbsmaxFormat::Int8;
 };
 
 } // namespace

@@ -72,6 +72,16 @@ bool lookupReads(const Artifact &artifact, const std::string &weight) {
   return false;
 }
 
+quant::AbsmaxFormat nf4AbsmaxFormat(const Artifact &artifact) {
+  // `llmc compile --double-quant`'s spelling (passes/lib/CompileOptions.def).
+  const std::string text = artifact.meta("double_quant", "int8");
+  if (text == "int8")
+    return quant::AbsmaxFormat::Int8;
+  if (text == "fp8")
+    return quant::AbsmaxFormat::Fp8E4M3;
+  fail(artifact.path, ": unknown double_quant '", text, "' in the metadata (int8 or fp8)");
+}
+
 std::string Artifact::meta(const std::string &key, const std::string &fallback) const {
   auto it = metadata.find(key);
   return it == metadata.end() ? fallback : it->second;

@@ -10,6 +10,7 @@
 #ifndef LLMC_RUNTIME_ARTIFACT_H
 #define LLMC_RUNTIME_ARTIFACT_H
 
+#include "common/QuantScheme.h"
 #include "kernels/Kernel.h"
 
 #include <cstdint>
@@ -164,6 +165,11 @@ struct Artifact {
 /// `weight`, as stored or expanded from its NF4 storage (QLoRA): a tied
 /// head's table.
 bool lookupReads(const Artifact &artifact, const std::string &weight);
+
+/// The format of the absmax levels of every NF4 storage `artifact` holds
+/// (`--double-quant`; int8 for an artifact that does not record it);
+/// throws naming the artifact for a value it does not know.
+quant::AbsmaxFormat nf4AbsmaxFormat(const Artifact &artifact);
 
 /// Loads the role of `rank` from `path`.
 Artifact loadArtifact(const std::string &path, int rank = 0);

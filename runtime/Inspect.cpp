@@ -108,6 +108,9 @@ void printTraining(const Artifact &a, std::ostream &os) {
       adapters += p.name.size() > 7 && p.name.compare(p.name.size() - 7, 7, ".lora_A") == 0;
     os << "lora:       " << a.meta("lora") << " (" << adapters << " adapted matmuls"
        << (a.meta("qlora") == "1" ? ", base weights in NF4" : "")
+       << (a.meta("qlora") == "1" && nf4AbsmaxFormat(a) == quant::AbsmaxFormat::Fp8E4M3
+               ? " (E4M3 absmax levels)"
+               : "")
        << "; every other parameter frozen)\n";
   }
   std::string recompute = a.meta("recompute", "none");

@@ -1140,7 +1140,7 @@ LogicalResult MatmulNf4Op::verify() {
                                      << shapeString(w) << ")";
   FailureOr<Nf4Piece> piece =
       verifyNf4Piece(*this, w, block, getWholeShape(), getChunks(), getPieceOffset());
-  if (failed(piece))
+  if (failed(piece) || failed(verifyAbsmaxFormat(*this, getAbsmaxFormat())))
     return failure();
   int64_t numel = w[0] * w[1], groups = numel / block;
   if (failed(expectStorage(*this, getCodes(), (numel + 1) / 2, "codes (two per byte)", w)) ||

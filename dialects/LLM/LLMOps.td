@@ -783,10 +783,11 @@ def LLM_MatmulNf4Op : LLM_PureOp<"matmul_nf4", [ExpensiveToRecompute]> {
     `llm.matmul` reading a parameter into): `W`, of shape `weight_shape`
     (`[K, N]`, or `[N, K]` with `transpose_b`), is stored as
     `qat.dequantize_nf4` reads it — `codes` (NF4 level indices, two per
-    byte), one int8 `absmax_q` per block of `block` consecutive elements
-    of its last dimension, `absmax_scale` (fp32, one per 256 blocks) and
-    `absmax_mean` — the layout `llmc quantize --scheme nf4:block<N>`
-    writes. The result is `x · W` (`x · Wᵀ` with `transpose_b`), `[..., N]`
+    byte), one 8-bit `absmax_q` per block of `block` consecutive elements
+    of its last dimension (an int8 level, or an E4M3 number with
+    `absmax_format = "fp8_e4m3"`), `absmax_scale` (fp32, one per 256
+    blocks) and `absmax_mean` — the layout `llmc quantize --scheme
+    nf4:block<N> [--double-quant fp8]` writes. The result is `x · W` (`x · Wᵀ` with `transpose_b`), `[..., N]`
     in `x`'s type, equal to `llm.matmul %x, (qat.dequantize_nf4 ...)`; the
     kernel expands W a tile at a time and never stores all of it. Under
     tensor parallelism W is one rank's piece, placed in the whole weight by
@@ -807,7 +808,8 @@ def LLM_MatmulNf4Op : LLM_PureOp<"matmul_nf4", [ExpensiveToRecompute]> {
                        DenseI64ArrayAttr:$weight_shape, UnitAttr:$transpose_b,
                        OptionalAttr<DenseI64ArrayAttr>:$whole_shape,
                        OptionalAttr<DenseI64ArrayAttr>:$chunks,
-                       OptionalAttr<DenseI64ArrayAttr>:$piece_offset);
+                       OptionalAttr<DenseI64ArrayAttr>:$piece_offset,
+                       DefaultValuedStrAttr<StrAttr, "int8">:$absmax_format);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = [{
     $x `,` $codes `,` $absmax_q `,` $absmax_scale `,` $absmax_mean attr-dict `:` type($x) `,`

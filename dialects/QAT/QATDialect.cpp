@@ -228,7 +228,7 @@ LogicalResult DequantizeNf4Op::verify() {
     return emitOpError("blocks of ") << block << " must divide the last dimension of " << result;
   FailureOr<Nf4Piece> piece = verifyNf4Piece(*this, result.getShape(), block, getWholeShape(),
                                              getChunks(), getPieceOffset());
-  if (failed(piece))
+  if (failed(piece) || failed(verifyAbsmaxFormat(*this, getAbsmaxFormat())))
     return failure();
   int64_t numel = result.getNumElements();
   int64_t groups = numel / block;

@@ -299,11 +299,13 @@ def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure, AlwaysRecompu
     The QLoRA storage of a frozen weight with `numel` elements, in blocks of
     `block` consecutive elements of its last dimension: `codes` holds the
     NF4 level index of every element, two per byte (element 2k in the low
-    nibble of byte k); each block's absmax is stored as an int8 `absmax_q`
-    (two's complement), reconstructed as absmax_q · absmax_scale[g / 256] +
-    absmax_mean. The result is level · absmax in the result's float type (0
-    for a block whose absmax is not > 0), the layout `llmc quantize
-    --scheme nf4:block<N>` writes (common/QuantScheme.h).
+    nibble of byte k); each block's absmax is stored as an 8-bit `absmax_q`,
+    an int8 level (two's complement) or, with `absmax_format = "fp8_e4m3"`,
+    an OCP E4M3 number (QLoRA's 8-bit floats), reconstructed as
+    level · absmax_scale[g / 256] + absmax_mean. The result is NF4 level ·
+    absmax in the result's float type (0 for a block whose absmax is not >
+    0), the layout `llmc quantize --scheme nf4:block<N> [--double-quant
+    fp8]` writes (common/QuantScheme.h).
 
     Under tensor parallelism the result is one rank's piece of a 2-D
     weight, and `whole_shape`, `chunks` and `piece_offset` (given together)
@@ -323,13 +325,16 @@ def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure, AlwaysRecompu
             piece_offset = array<i64: 0, 0>, dist.rank_offsets = [#dist.rank_offset<
               mesh = @mesh, attr = "piece_offset", index = 1, axes = ["tp"], stride = 128>]}
         : tensor<128x64xi8>, tensor<128x2xi8>, tensor<2xf32>, tensor<f32> -> tensor<128x128xf32>
+    %e = qat.dequantize_nf4 %codes, %aq, %as, %am {block = 64 : i64, absmax_format = "fp8_e4m3"}
+        : tensor<8192xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xf32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[I8]>:$codes, RankedTensorOf<[I8]>:$absmax_q,
                        RankedTensorOf<[F32]>:$absmax_scale, 0DTensorOf<[F32]>:$absmax_mean,
                        I64Attr:$block, OptionalAttr<DenseI64ArrayAttr>:$whole_shape,
                        OptionalAttr<DenseI64ArrayAttr>:$chunks,
-                       OptionalAttr<DenseI64ArrayAttr>:$piece_offset);
+                       OptionalAttr<DenseI64ArrayAttr>:$piece_offset,
+                       DefaultValuedStrAttr<StrAttr, "int8">:$absmax_format);
   let results = (outs RankedTensorOf<[AnyFloat]>:$result);
   let assemblyFormat = [{
     $codes `,` $absmax_q `,` $absmax_scale `,` $absmax_mean attr-dict `:` type($codes) `,`

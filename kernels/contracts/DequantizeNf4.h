@@ -31,6 +31,7 @@ struct DequantizeNf4Binding {
   int64_t block = 0;        ///< elements per absmax
   int64_t numel = 0, groups = 0, scales = 0;
   Nf4Piece piece; ///< where the result lies in the whole weight
+  quant::AbsmaxFormat absmaxFormat = quant::AbsmaxFormat::Int8;
 };
 inline bool bindDequantizeNf4(const KernelArgs &args, std::string &error,
                               DequantizeNf4Binding *out);
@@ -40,11 +41,13 @@ inline bool bindDequantizeNf4(const KernelArgs &args, std::string &error,
 /// (which divides its last dimension), and reads the optional attributes
 /// that place a 2-D weight in a whole one split by tensor parallelism:
 /// whole_shape [R, C], chunks [row chunks, column chunks] and piece_offset
-/// [first row, first column within each chunk] — all three or none.
-/// Whole, the codes and absmax_q are flat; a piece's hold its elements in
-/// any shape, and absmax_scale holds the whole weight's scales.
+/// [first row, first column within each chunk] — all three or none — and
+/// absmax_format, how absmax_q holds its levels (quant::AbsmaxFormat; 0,
+/// int8, when absent). Whole, the codes and absmax_q are flat; a piece's
+/// hold its elements in any shape, and absmax_scale holds the whole
+/// weight's scales.
 inline bool bindNf4Storage(Validator &v, size_t first, const std::vector<int64_t> &shape,
-                           int64_t block, Nf4Piece *piece);
+                           int64_t block, Nf4Piece *piece, quant::AbsmaxFormat *absmaxFormat);
 
 //===----------------------------------------------------------------------===//
 // Definitions
@@ -68,12 +71,23 @@ inline bool bindPiece(Validator &v, const std::vector<int64_t> &shape, int64_t b
   return error.empty() || v.fail(error);
 }
 
+/// Reads absmax_format (int8 when absent).
+inline bool bindAbsmaxFormat(Validator &v, quant::AbsmaxFormat *format) {
+  int64_t code = v.attrs().getInt("absmax_format", 0);
+  if (code != static_cast<int64_t>(quant::AbsmaxFormat::Int8) &&
+      code != static_cast<int64_t>(quant::AbsmaxFormat::Fp8E4M3))
+    return v.fail("attribute 'absmax_format' must be 0 (int8) or 1 (fp8_e4m3), got " +
+                  std::to_string(code));
+  *format = static_cast<quant::AbsmaxFormat>(code);
+  return true;
+}
+
 } // namespace dequantize_nf4_impl
 using namespace dequantize_nf4_impl;
 
 inline bool bindNf4Storage(Validator &v, size_t first, const std::vector<int64_t> &shape,
-                           int64_t block, Nf4Piece *piece) {
-  if (!bindPiece(v, shape, block, piece))
+                           int64_t block, Nf4Piece *piece, quant::AbsmaxFormat *absmaxFormat) {
+  if (!bindPiece(v, shape, block, piece) || !bindAbsmaxFormat(v, absmaxFormat))
     return false;
   int64_t n = product(shape), groups = n / block;
   if (!piece->split) {
@@ -101,7 +115,7 @@ inline bool bindDequantizeNf4(const KernelArgs &args, std::string &error,
   if (block < 1 || result.rank() < 1 || result.shape.back() % block != 0)
     return v.fail("attribute 'block' (" + std::to_string(block) +
                   ") must divide the last dimension of the result " + result.describe());
-  if (!bindNf4Storage(v, 0, result.shape, block, &out->piece))
+  if (!bindNf4Storage(v, 0, result.shape, block, &out->piece, &out->absmaxFormat))
     return false;
   out->dtype = result.dtype;
   out->block = block;

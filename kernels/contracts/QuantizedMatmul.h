@@ -35,10 +35,11 @@ struct QuantizedProduct {
 /// matmul_nf4(x, codes, absmax_q, absmax_scale, absmax_mean) -> y, with
 /// attributes block, weight_shape and transpose_b, and, for a piece of a
 /// weight split by tensor parallelism, whole_shape, chunks and
-/// piece_offset (contracts::bindNf4Storage).
+/// piece_offset, and absmax_format (contracts::bindNf4Storage).
 struct MatmulNf4Binding : QuantizedProduct {
   int64_t block = 0; ///< elements per absmax, along W's last dimension
   Nf4Piece piece;    ///< where W lies in the whole weight
+  quant::AbsmaxFormat absmaxFormat = quant::AbsmaxFormat::Int8;
 };
 inline bool bindMatmulNf4(const KernelArgs &args, std::string &error, MatmulNf4Binding *out);
 
@@ -95,7 +96,7 @@ inline bool bindMatmulNf4(const KernelArgs &args, std::string &error, MatmulNf4B
   if (d.block < 1 || d.cols % d.block != 0)
     return v.fail("attribute 'block' (" + std::to_string(d.block) +
                   ") must divide the weight's last dimension (" + std::to_string(d.cols) + ")");
-  if (!bindNf4Storage(v, 1, {d.rows, d.cols}, d.block, &d.piece))
+  if (!bindNf4Storage(v, 1, {d.rows, d.cols}, d.block, &d.piece, &d.absmaxFormat))
     return false;
   *out = d;
   return true;

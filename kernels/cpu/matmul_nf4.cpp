@@ -6,7 +6,9 @@
 // kernel of QuantizedMatmul.h with the expander below.
 //
 // A piece of a weight split by tensor parallelism finds its blocks'
-// scales by their index in the whole weight (common/Nf4Piece.h).
+// scales by their index in the whole weight (common/Nf4Piece.h). A block's
+// absmax level is its code read as an int8 or an E4M3 number
+// (absmax_format; quant::nf4AbsmaxLevel).
 // Expansion multiplies a level by its block's absmax exactly as
 // qat_dequantize_nf4 does (a single fp32 product; 0 where the absmax is not
 // > 0), so the weights are those `llmc quantize` dequantizes. Levels are
@@ -25,6 +27,7 @@
 #include "kernels/cpu/QuantizedMatmul.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #if defined(__AVX2__)
@@ -41,9 +44,10 @@ public:
   /// The mean is read where it is used: loading weights after the kernel
   /// binds changes it.
   Nf4Expander(const uint8_t *codes, const uint8_t *absmaxQ, const float *absmaxScale,
-              const float *mean, int64_t block, Nf4Piece piece, bool avx512, decode::DotIsa isa)
+              const float *mean, int64_t block, Nf4Piece piece, quant::AbsmaxFormat absmaxFormat,
+              bool avx512, decode::DotIsa isa)
       : codes_(codes), absmaxQ_(absmaxQ), absmaxScale_(absmaxScale), mean_(mean), block_(block),
-        piece_(piece), avx512_(avx512), isa_(isa) {}
+        piece_(piece), absmaxFormat_(absmaxFormat), avx512_(avx512), isa_(isa) {}
 
   int64_t alignment() const { return block_; }
 
@@ -148,11 +152,15 @@ private:
     const __m512 mean = _mm512_set1_ps(*mean_), zero = _mm512_setzero_ps();
     const __m512 divisor = _mm512_set1_ps(127.0f);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const bool e4m3 = absmaxFormat_ == quant::AbsmaxFormat::Fp8E4M3;
+    const float *e4m3Values = e4m3Table().data();
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
       const int64_t g = g0 + j;
-      const __m512 level = _mm512_cvtepi32_ps(
-          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(absmaxQ_ + g))));
+      const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i *>(absmaxQ_ + g));
+      // nf4AbsmaxLevel: the int8, or the E4M3 number looked up.
+      const __m512 level = e4m3 ? _mm512_i32gather_ps(_mm512_cvtepu8_epi32(codes), e4m3Values, 4)
+                                : _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes));
       // The sixteen blocks share one scale or cross into the next.
       const int64_t first = g / quant::kNf4DoubleQuantBlock;
       const int crossing = static_cast<int>((first + 1) * quant::kNf4DoubleQuantBlock - g);
@@ -170,10 +178,22 @@ private:
 #pragma GCC diagnostic pop
 #endif
 
+  /// Every E4M3 code's value (common/Fp8.h's decode), which intScales512
+  /// gathers.
+  static const std::array<float, 256> &e4m3Table() {
+    static const std::array<float, 256> table = [] {
+      std::array<float, 256> values;
+      for (int code = 0; code < 256; ++code)
+        values[code] = fp8::decode(static_cast<uint8_t>(code), fp8::Kind::E4M3);
+      return values;
+    }();
+    return table;
+  }
+
   /// Block g's absmax, or nf4Value's 0 where it is not > 0.
   float scaleOf(int64_t g) const {
     float scale = absmaxScale_[piece_.wholeBlock(g) / quant::kNf4DoubleQuantBlock];
-    float absmax = quant::nf4Absmax(static_cast<int8_t>(absmaxQ_[g]), scale, *mean_);
+    float absmax = quant::nf4Absmax(absmaxQ_[g], absmaxFormat_, scale, *mean_);
     return absmax > 0.0f ? absmax : 0.0f;
   }
 
@@ -281,6 +301,7 @@ private:
   const float *absmaxScale_, *mean_;
   int64_t block_;
   Nf4Piece piece_;
+  quant::AbsmaxFormat absmaxFormat_;
   bool avx512_;
   decode::DotIsa isa_;
 };
@@ -295,7 +316,7 @@ std::unique_ptr<Kernel> makeMatmulNf4(const KernelArgs &args, std::string &error
     return Validator("matmul_nf4", args, error).reject(isaError);
   Nf4Expander expand(args.inputs[1].as<uint8_t>(), args.inputs[2].as<uint8_t>(),
                      args.inputs[3].as<float>(), args.inputs[4].as<float>(), d.block, d.piece,
-                     useAvx512(), isa);
+                     d.absmaxFormat, useAvx512(), isa);
   return makeQuantizedMatmul("matmul_nf4", args, d, expand, error);
 }
 

@@ -22,19 +22,25 @@ struct Nf4Element {
   int64_t block;
   Nf4Levels levels;
   Nf4Piece piece;
+  quant::AbsmaxFormat absmaxFormat;
 
   __device__ float operator()(int64_t i) const {
-    return nf4Element(codes, absmaxQ, absmaxScale, *absmaxMean, levels, piece, i, block);
+    return nf4Element(codes, absmaxQ, absmaxScale, *absmaxMean, levels, piece, absmaxFormat, i,
+                      block);
   }
 };
 
 std::unique_ptr<Kernel> makeCudaMatmulNf4(const KernelArgs &args, std::string &error) {
   contracts::MatmulNf4Binding d;
   if (!contracts::bindMatmulNf4(args, error, &d)) return nullptr;
-  Nf4Element element{args.inputs[1].as<uint8_t>(), args.inputs[2].as<uint8_t>(),
-                     args.inputs[3].as<float>(),   args.inputs[4].as<float>(),
-                     d.block,                      Nf4Levels::fromScheme(),
-                     d.piece};
+  Nf4Element element{args.inputs[1].as<uint8_t>(),
+                     args.inputs[2].as<uint8_t>(),
+                     args.inputs[3].as<float>(),
+                     args.inputs[4].as<float>(),
+                     d.block,
+                     Nf4Levels::fromScheme(),
+                     d.piece,
+                     d.absmaxFormat};
   return makeQuantizedMatmul("matmul_nf4", args, d, element, error);
 }
 

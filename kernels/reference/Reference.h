@@ -55,15 +55,18 @@ RefTensor matmul(const RefTensor &a, const RefTensor &b, bool transposeA, bool t
 
 /// The weight of `shape` that NF4 storage holds (common/QuantScheme.h):
 /// `codes` and `absmaxQ` hold byte values (an absmax level is the byte read
-/// as int8), in blocks of `block` elements of the last dimension.
+/// as int8, or as an E4M3 number with `absmaxFormat` Fp8E4M3), in blocks of
+/// `block` elements of the last dimension.
 RefTensor dequantizeNf4(const RefTensor &codes, const RefTensor &absmaxQ,
                         const RefTensor &absmaxScale, double absmaxMean,
-                        const std::vector<int64_t> &shape, int64_t block);
+                        const std::vector<int64_t> &shape, int64_t block,
+                        quant::AbsmaxFormat absmaxFormat = quant::AbsmaxFormat::Int8);
 /// x · W, or x · Wᵀ with `transposeB`, W = dequantizeNf4(..., weightShape,
-/// block): x is [..., K], the result [..., N].
+/// block, absmaxFormat): x is [..., K], the result [..., N].
 RefTensor matmulNf4(const RefTensor &x, const RefTensor &codes, const RefTensor &absmaxQ,
                     const RefTensor &absmaxScale, double absmaxMean,
-                    const std::vector<int64_t> &weightShape, int64_t block, bool transposeB);
+                    const std::vector<int64_t> &weightShape, int64_t block, bool transposeB,
+                    quant::AbsmaxFormat absmaxFormat = quant::AbsmaxFormat::Int8);
 
 //===- matmul_int.cpp -----------------------------------------------------===//
 

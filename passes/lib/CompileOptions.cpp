@@ -118,14 +118,20 @@ std::string resolveOptions(CompileOptions &o) {
     return "--qlora-block needs --qlora (it sets the block of QLoRA's NF4 storage)";
   if (o.qloraBlock < 1)
     return "--qlora-block must be >= 1, got " + std::to_string(o.qloraBlock);
+  bool nf4WeightQuant = false;
   if (!o.weightQuant.empty()) {
     if (o.inference.empty())
       return "--weight-quant needs --inference (training keeps its weights in full precision; "
              "see --qlora)";
     std::string error;
-    if (!parseWeightOnlyScheme(o.weightQuant, error))
+    std::optional<QATSchemeSpec> scheme = parseWeightOnlyScheme(o.weightQuant, error);
+    if (!scheme)
       return "--weight-quant: " + error;
+    nf4WeightQuant = scheme->format == "nf4";
   }
+  if (o.doubleQuant != "int8" && !o.qlora && !nf4WeightQuant)
+    return "--double-quant sets the absmax levels of NF4 storage: it needs --qlora or "
+           "--weight-quant nf4[:block<N>]";
   o.gradBucketBytes = static_cast<int64_t>(o.gradBucketMb * (1 << 20));
 
   o.memoryBudgetBytes = 0;

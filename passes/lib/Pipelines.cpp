@@ -119,6 +119,7 @@ void addGraphPasses(AddPass add, const llmc::CompileOptions &options) {
     lora.spec = options.lora;
     lora.qlora = options.qlora;
     lora.qloraBlock = options.qloraBlock;
+    lora.qloraDoubleQuant = options.doubleQuant;
     add(createLoRA(lora));
   }
 }
@@ -223,6 +224,7 @@ void llmc::buildInferencePipeline(OpPassManager &pm, const CompileOptions &optio
   if (!options.weightQuant.empty()) {
     WeightQuantOptions quant;
     quant.scheme = options.weightQuant;
+    quant.doubleQuant = options.doubleQuant;
     add(createWeightQuant(quant));
   }
   add(createInferenceEntryPoints());

@@ -55,6 +55,13 @@ quant::Scheme kernelScheme(qat::SchemeAttr scheme) {
   return s;
 }
 
+std::optional<int64_t> kernelStringAttr(llvm::StringRef name, llvm::StringRef value) {
+  quant::AbsmaxFormat format;
+  if (name == "absmax_format" && quant::parseAbsmaxFormat(value.str(), format))
+    return static_cast<int64_t>(format);
+  return std::nullopt;
+}
+
 qat::SchemeAttr QATSchemeSpec::attr(MLIRContext *context, int64_t defaultAxis) const {
   int64_t channelAxis = granularity == "channel" ? axis.value_or(defaultAxis) : 0;
   bool delayed = observer == "delayed";
@@ -182,6 +189,15 @@ std::string canonicalWeightScheme(llvm::StringRef text) {
     canonical +=
         (canonical.empty() ? "" : ":") + (field.trim() == "fp8" ? "fp8_e4m3" : field.str());
   return canonical;
+}
+
+std::optional<quant::AbsmaxFormat> parseDoubleQuant(llvm::StringRef text, std::string &error) {
+  if (text == "int8")
+    return quant::AbsmaxFormat::Int8;
+  if (text == "fp8")
+    return quant::AbsmaxFormat::Fp8E4M3;
+  error = ("'" + text + "' (expected int8 or fp8: the format of NF4's absmax levels)").str();
+  return std::nullopt;
 }
 
 std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::string &error) {

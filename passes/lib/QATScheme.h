@@ -24,6 +24,11 @@ namespace llmc {
 /// The kernels' encoding of `scheme`.
 quant::Scheme kernelScheme(qat::SchemeAttr scheme);
 
+/// The kernels' integer for string attribute `name` = `value` of an llm or
+/// qat op (absmax_format: quant::AbsmaxFormat), or nullopt for a string no
+/// kernel reads (which ops verify before lowering).
+std::optional<int64_t> kernelStringAttr(llvm::StringRef name, llvm::StringRef value);
+
 /// Whether `skip=` entries exclude site `op` of `forward` (reading parameter
 /// `weight`, or null): `head` (the matmul feeding the loss), `embedding`, a
 /// layer, a parameter or dotted prefix. Adds the entries that match to
@@ -63,6 +68,13 @@ struct QATSpec {
 /// A stored weight scheme with `fp8` spelled `fp8_e4m3`: fp8 weights are
 /// E4M3 (E5M2's two mantissa bits are for gradients).
 std::string canonicalWeightScheme(llvm::StringRef text);
+
+/// Parses the value of `--double-quant` (`llmc quantize`, `llmc compile`
+/// and the passes' options): `int8` (the default) or `fp8` (OCP E4M3,
+/// QLoRA's 8-bit floats), the format of NF4's absmax levels; on error
+/// returns nullopt with `error` quoting the value and saying what is
+/// expected (for the caller to prefix with the option's name).
+std::optional<quant::AbsmaxFormat> parseDoubleQuant(llvm::StringRef text, std::string &error);
 
 /// Parses a --weight-quant scheme (one --qat weight scheme): int8 or int4
 /// at any granularity and symmetry, fp8 (E4M3; `fp8` or `fp8_e4m3`)

@@ -190,6 +190,8 @@ void saveCheckpoint(const std::string &dir, const Artifact &artifact, const Aren
         levels.push(level);
       }
       entry.set("levels", levels);
+      if (isNf4AbsmaxLevels(b->name))
+        entry.set("absmax_format", json::Value(quant::absmaxFormatName(nf4AbsmaxFormat(artifact))));
       json::Value shards = json::Value::array();
       for (int r = 0; r < artifact.worldSize; ++r)
         if (writes(artifact, *b, r)) {
@@ -394,6 +396,35 @@ bool isQuantizedStorage(const std::string &name) {
   return false;
 }
 
+bool isNf4AbsmaxLevels(const std::string &name) {
+  const std::string suffix = ".absmax_q";
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+quant::AbsmaxFormat savedAbsmaxFormat(const json::Value &entry, const std::string &where) {
+  const json::Value *recorded = entry.find("absmax_format");
+  if (!recorded)
+    return quant::AbsmaxFormat::Int8;
+  quant::AbsmaxFormat format;
+  const std::string text = recorded->asString(where + ": absmax_format");
+  if (!quant::parseAbsmaxFormat(text, format))
+    fail(where, ": unknown absmax_format '", text, "' (int8 or fp8_e4m3)");
+  return format;
+}
+
+void checkAbsmaxFormat(quant::AbsmaxFormat saved, quant::AbsmaxFormat wanted,
+                       const std::string &where, const std::string &name) {
+  if (saved == wanted)
+    return;
+  auto flag = [](quant::AbsmaxFormat f) {
+    return f == quant::AbsmaxFormat::Fp8E4M3 ? "fp8" : "int8";
+  };
+  fail(where, ": tensor '", name, "' holds ", quant::absmaxFormatName(saved),
+       " absmax levels, but the model reads ", quant::absmaxFormatName(wanted),
+       " ones (compile with --double-quant ", flag(saved), ", as the weights were quantized)");
+}
+
 bool storedShapeFits(const std::string &name, const std::vector<int64_t> &stored,
                      const std::vector<int64_t> &wanted) {
   auto numel = [](const std::vector<int64_t> &shape) {
@@ -466,6 +497,9 @@ TrainState loadCheckpoint(const std::string &dir, const Artifact &artifact,
              TensorView{nullptr, DType::F32, shape}.describe().substr(3), " ",
              entry->at("dtype").asString(), " but the model needs ",
              TensorView{nullptr, b->dtype, globalShapeOf(*b)}.describe());
+      if (isNf4AbsmaxLevels(b->name))
+        checkAbsmaxFormat(savedAbsmaxFormat(*entry, indexPath + ": tensor '" + b->name + "'"),
+                          nf4AbsmaxFormat(artifact), indexPath, b->name);
       restoreTensor(*b, *entry, shape, stepDir, indexPath, artifact, arena, rank, files);
     }
   return state;

@@ -105,6 +105,22 @@ bool isAdapterTensor(const std::string &name);
 /// groups per row]) where tensor parallelism splits the weight.
 bool isQuantizedStorage(const std::string &name);
 
+/// Whether tensor `name` holds NF4's double-quantized absmax levels
+/// (`<weight>.absmax_q`), whose format (int8 or E4M3) the bytes do not say:
+/// a checkpoint's index records it per tensor (`absmax_format`).
+bool isNf4AbsmaxLevels(const std::string &name);
+
+/// The absmax level format a checkpoint index `entry` records for a
+/// tensor (int8 when it records none, as before fp8 levels existed);
+/// throws naming `where` for one it does not know.
+quant::AbsmaxFormat savedAbsmaxFormat(const json::Value &entry, const std::string &where);
+
+/// Throws, naming `where` and tensor `name`, when absmax levels saved in
+/// format `saved` are not the ones the model reads (`wanted`): the bytes
+/// would be read as the other format's numbers.
+void checkAbsmaxFormat(quant::AbsmaxFormat saved, quant::AbsmaxFormat wanted,
+                       const std::string &where, const std::string &name);
+
 /// Whether a stored tensor `name` of shape `stored` fills a tensor of global
 /// shape `wanted`: the same shape, or quantized storage of as many elements
 /// (flat and shaped storage hold their elements in the same order).

@@ -111,6 +111,13 @@ void CheckpointReader::describe(const std::string &name, DType &dtype,
     shape.push_back(d.asInt(where + " shape"));
 }
 
+quant::AbsmaxFormat CheckpointReader::absmaxFormat(const std::string &name) const {
+  const json::Value *entry = index_.at("tensors").find(name);
+  if (!entry)
+    fail(indexPath_, ": checkpoint has no tensor '", name, "'");
+  return savedAbsmaxFormat(*entry, indexPath_ + ": tensor '" + name + "'");
+}
+
 std::vector<uint8_t> CheckpointReader::readPiece(const std::string &name,
                                                  const std::vector<int64_t> &savedShape,
                                                  const ShardMap &target,

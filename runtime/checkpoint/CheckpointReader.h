@@ -11,6 +11,7 @@
 #ifndef LLMC_RUNTIME_CHECKPOINT_CHECKPOINTREADER_H
 #define LLMC_RUNTIME_CHECKPOINT_CHECKPOINTREADER_H
 
+#include "common/QuantScheme.h"
 #include "runtime/Sharding.h"
 #include "runtime/checkpoint/Safetensors.h"
 #include "runtime/support/Json.h"
@@ -61,6 +62,9 @@ public:
                                  const ShardMap &target, const std::vector<int> &positions);
   /// The parameters' names (tensors that are no role's state), in order.
   std::vector<std::string> parameterNames() const;
+  /// The format of NF4 absmax levels tensor `name` (`<weight>.absmax_q`)
+  /// holds, as the index records it; throws when absent.
+  quant::AbsmaxFormat absmaxFormat(const std::string &name) const;
 
 private:
   std::string stepDir_, indexPath_;

@@ -23,8 +23,17 @@ const char *safetensorsDType(DType dtype) {
   return "?";
 }
 
+const char *safetensorsDType(const SafeTensor &t) {
+  return t.e4m3 ? "F8_E4M3" : safetensorsDType(t.dtype);
+}
+
 namespace {
-bool parseSafetensorsDType(const std::string &name, DType *out) {
+bool parseSafetensorsDType(const std::string &name, DType *out, bool *e4m3) {
+  *e4m3 = name == "F8_E4M3";
+  if (*e4m3) {
+    *out = DType::U8; // bytes, which the readers of NF4 storage take as E4M3
+    return true;
+  }
   for (DType d : {DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64, DType::U8,
                   DType::F64})
     if (name == safetensorsDType(d)) {
@@ -52,7 +61,7 @@ void writeSafetensors(const std::string &path, const std::vector<SafeTensor> &te
   uint64_t offset = 0;
   for (const SafeTensor &t : tensors) {
     json::Value entry = json::Value::object();
-    entry.set("dtype", json::Value(safetensorsDType(t.dtype)));
+    entry.set("dtype", json::Value(safetensorsDType(t)));
     json::Value shape = json::Value::array();
     for (int64_t d : t.shape) shape.push(json::Value(d));
     entry.set("shape", shape);
@@ -106,7 +115,7 @@ SafetensorsFile::SafetensorsFile(const std::string &path)
     SafeTensor t;
     t.name = name;
     const std::string &dtype = entry.at("dtype").asString(where + " dtype");
-    if (!parseSafetensorsDType(dtype, &t.dtype))
+    if (!parseSafetensorsDType(dtype, &t.dtype, &t.e4m3))
       fail(where, ": unknown dtype '", dtype, "'");
     size_t count = 1;
     for (const json::Value &d : entry.at("shape").asArray(where + " shape")) {

@@ -33,6 +33,10 @@ struct SafeTensor {
   std::vector<int64_t> shape;
   const void *data = nullptr;
   size_t bytes = 0;
+  /// One byte per element holding an OCP E4M3 number (safetensors'
+  /// F8_E4M3; dtype U8): NF4's double-quantized absmax levels in QLoRA's
+  /// 8-bit float form. A reader that takes U8 tensors as codes checks it.
+  bool e4m3 = false;
 };
 
 /// Writes `tensors` (in order) and `metadata` to `path` atomically.
@@ -79,6 +83,8 @@ private:
 
 /// "F32", "BF16", ... (the safetensors spelling).
 const char *safetensorsDType(DType dtype);
+/// The safetensors spelling of `t`'s dtype ("F8_E4M3" for an E4M3 tensor).
+const char *safetensorsDType(const SafeTensor &t);
 
 } // namespace llmc
 

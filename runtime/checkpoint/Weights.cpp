@@ -186,7 +186,10 @@ std::map<std::string, std::string> storedSchemes(const Artifact &artifact) {
       quant::QuantizedTensor q;
       q.shape = storedWeightShape(program, inst, codes);
       q.scheme = storedScheme(inst);
-      q.doubleQuant = inst.kernel != "matmul_int";
+      q.doubleQuant = inst.kernel == "matmul_int"
+                          ? quant::DoubleQuant::None
+                          : quant::doubleQuantOf(static_cast<quant::AbsmaxFormat>(
+                                inst.attrs.getInt("absmax_format", 0)));
       const std::string &name = program.buffers[inst.inputs[codes]].name;
       schemes[name.substr(0, name.size() - std::strlen(".qweight"))] = quantizedRecord(q);
     }
@@ -252,6 +255,9 @@ bool loadExpertSlices(const HuggingFaceModel &hf, const std::string &name,
     if (view->shape != sliceShape)
       fail(file->path(), ": tensor '", slice, "' is ", shapeList(view->shape),
            " but the model needs ", shapeList(sliceShape), " for each expert of '", name, "'");
+    if (view->e4m3)
+      fail(file->path(), ": tensor '", slice,
+           "' is F8_E4M3; parameters load from F32, BF16, F16 or F64");
     if (e == 0)
       whole.dtype = view->dtype;
     else if (view->dtype != whole.dtype)
@@ -287,6 +293,17 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
   else
     plain = std::make_unique<SafetensorsFile>(path);
   WeightsLoaded loaded;
+  // NF4 absmax levels load as bytes: their format must be the model's.
+  const quant::AbsmaxFormat absmaxFormat = nf4AbsmaxFormat(artifact);
+  auto checkE4m3 = [&](const SafeTensor &view, const std::string &file, const std::string &name) {
+    const bool levels = isNf4AbsmaxLevels(name);
+    if (view.e4m3 && !levels)
+      fail(file, ": tensor '", view.name,
+           "' is F8_E4M3, which llmc reads only as NF4's absmax levels ('<weight>.absmax_q')");
+    if (levels)
+      checkAbsmaxFormat(view.e4m3 ? quant::AbsmaxFormat::Fp8E4M3 : quant::AbsmaxFormat::Int8,
+                        absmaxFormat, file, view.name);
+  };
   // One tensor at a time, each buffer (the parameter, and its fp32 master
   // copy when mixed precision keeps one) filled with this rank's piece.
   std::map<std::string, const BufferInfo *> masters;
@@ -307,6 +324,9 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     const bool codes = isQuantizedStorage(name) && (dtype == DType::U8 || dtype == DType::I32);
     if (!codes && dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
       fail("checkpoint tensor '", source, "' is ", dtypeName(dtype), ", not a float tensor");
+    if (isNf4AbsmaxLevels(name))
+      checkAbsmaxFormat(checkpoint->absmaxFormat(source), absmaxFormat, checkpoint->stepDir(),
+                        source);
     ShardMap map = pieceMap(b);
     std::vector<uint8_t> piece = checkpoint->readPiece(source, saved, map, map.positions(rank));
     withStoredValues(
@@ -362,6 +382,7 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     if (!view)
       return false;
     checkShape(view->shape);
+    checkE4m3(*view, file->path(), name);
     if (inPlace) {
       const BufferInfo &b = **buffers.begin();
       const int64_t first = inPlaceStart(*view, buffers, pieceMap(b), rank);
@@ -389,7 +410,11 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
   };
   // A tied head's table is quantized only when the lookup's reads count.
   auto quantizeHint = [&](const std::string &weight) {
+    auto it = schemes.find(weight);
+    const bool fp8 =
+        it != schemes.end() && it->second.find("double_quant=fp8") != std::string::npos;
     return "llmc quantize <ckpt> --model ... --scheme " + schemeOf(weight) +
+           (fp8 ? " --double-quant fp8" : "") +
            (lookupReads(artifact, weight) ? " --ops matmul,embedding" : "") + " -o q.safetensors";
   };
   auto fullPrecisionRefusal = [&](const std::string &weight) {
@@ -403,9 +428,18 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     auto record = plain->metadata().find(weight);
     if (record == plain->metadata().end())
       fail(path, ": tensor '", weight, ".qweight' has no record of its scheme in the metadata");
+    // Records that differ only in their absmax levels' format name the flag.
+    auto levelsOf = [](const std::string &text) {
+      return text.find("double_quant=fp8") != std::string::npos ? "fp8" : "int8";
+    };
+    auto rest = [](const std::string &text) { return text.substr(0, text.find(" double_quant=")); };
+    const std::string compileHint =
+        rest(record->second) == rest(expected->second)
+            ? std::string("compile with --double-quant ") + levelsOf(record->second)
+            : "compile with the file's scheme";
     if (record->second != expected->second)
       fail(path, ": '", weight, "' is stored as ", record->second, ", but the model reads it as ",
-           expected->second, " (compile with the file's scheme, or ", quantizeHint(weight), ")");
+           expected->second, " (", compileHint, ", or ", quantizeHint(weight), ")");
   };
   // A checkpoint of another model (more layers, other names) is refused
   // rather than loaded in part.

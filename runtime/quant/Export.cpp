@@ -65,6 +65,10 @@ GlobalTensor copyOut(const SafetensorsFile &file, const std::string &stored) {
     fail(file.path(), ": tensor '", stored,
          "' is stored quantized; quantize from full-precision weights");
   const SafeTensor *t = file.find(stored);
+  if (t->e4m3)
+    fail(file.path(), ": tensor '", stored,
+         "' is F8_E4M3, which llmc reads only as NF4's absmax levels; a parameter is F32, BF16 "
+         "or F16");
   const uint8_t *data = static_cast<const uint8_t *>(t->data);
   GlobalTensor out{t->dtype, t->shape, std::vector<uint8_t>(data, data + t->bytes)};
   file.release(*t);
@@ -166,7 +170,10 @@ void run(const ExportRequest &request, ExportReport &report) {
         why = quant::quantize(values.data(), t.shape, want.scheme, want.doubleQuant, q);
       if (!why.empty())
         fail("'", want.name, "' ", shapeList(t.shape), ": ", why);
-      row.scheme = quant::schemeString(q.scheme) + (q.doubleQuant ? "+dq" : "");
+      row.scheme = quant::schemeString(q.scheme) +
+                   (q.doubleQuant == quant::DoubleQuant::Int8      ? "+dq"
+                    : q.doubleQuant == quant::DoubleQuant::Fp8E4M3 ? "+dq_fp8"
+                                                                   : "");
       row.bytesAfter = q.storageBytes();
       appendQuantized(want.name, q, tensors, metadata);
       std::vector<uint8_t>().swap(t.bytes); // only the quantized form is written

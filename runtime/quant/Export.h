@@ -27,7 +27,7 @@ struct ExportRequest {
     std::vector<int64_t> shape; ///< what the model expects (checked)
     bool quantize = false;
     quant::Scheme scheme;
-    bool doubleQuant = false;
+    quant::DoubleQuant doubleQuant = quant::DoubleQuant::None;
     /// Already quantized (GPTQ): written as given instead of quantizing
     /// the checkpoint's values to nearest.
     const quant::QuantizedTensor *given = nullptr;
@@ -42,7 +42,7 @@ struct ExportRequest {
 struct ExportedTensor {
   std::string name;
   std::vector<int64_t> shape;
-  std::string scheme;     ///< schemeString (+ "+dq"), empty when kept as is
+  std::string scheme;     ///< schemeString (+ "+dq", "+dq_fp8"), empty when kept as is
   DType dtype = DType::F32; ///< as the checkpoint held it
   int64_t numel = 0, bytesBefore = 0, bytesAfter = 0;
 };

@@ -67,7 +67,7 @@ bool inverseUpperFactor(const std::vector<double> &L, int64_t K, std::vector<dou
 } // namespace
 
 std::string gptqQuantize(const float *w, const std::vector<int64_t> &shape, int64_t inputAxis,
-                         std::vector<double> H, const Scheme &s, bool doubleQuant,
+                         std::vector<double> H, const Scheme &s, DoubleQuant doubleQuant,
                          const GptqOptions &options, QuantizedTensor &out, GptqStats *stats) {
   if (shape.size() != 2 || (inputAxis != 0 && inputAxis != 1))
     return "GPTQ quantizes 2-D weights with input dimension 0 or 1";

@@ -35,7 +35,7 @@ struct GptqRequest {
   struct Tensor {
     std::string name;
     quant::Scheme scheme;
-    bool doubleQuant = false;
+    quant::DoubleQuant doubleQuant = quant::DoubleQuant::None;
   };
   std::vector<Tensor> tensors; ///< the weights to quantize
   quant::GptqOptions options;

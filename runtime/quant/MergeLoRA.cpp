@@ -34,7 +34,8 @@ std::vector<float> expandNf4(CheckpointReader &reader, const std::string &base,
   quant::QuantizedTensor q;
   q.scheme = quant::makeScheme(quant::Format::Nf4, quant::Granularity::Block, 0, block);
   q.shape = shape;
-  q.doubleQuant = true;
+  // The levels' format is the checkpoint's (its index records it).
+  q.doubleQuant = quant::doubleQuantOf(reader.absmaxFormat(base + ".absmax_q"));
   q.codes = reader.read(base + ".qweight").bytes;
   q.absmaxCodes = reader.read(base + ".absmax_q").bytes;
   q.absmaxScales = readFloats(reader, base + ".absmax_scale");

@@ -11,27 +11,36 @@
 namespace llmc {
 namespace {
 
-const char *kDoubleQuantRecord = "double_quant=int8:block256";
+/// The record's field for a double quantization (not None), e.g.
+/// "double_quant=fp8_e4m3:block256".
+std::string doubleQuantField(quant::DoubleQuant d) {
+  return std::string("double_quant=") + quant::absmaxFormatName(quant::absmaxFormatOf(d)) +
+         ":block" + std::to_string(quant::kNf4DoubleQuantBlock);
+}
 
-/// A tensor's bytes copied out (file data need not be aligned for T).
+/// A tensor's bytes copied out (file data need not be aligned for T), of
+/// `dtype` (`e4m3`: U8 typed F8_E4M3).
 template <typename T>
 std::vector<T> arrayOf(const SafetensorsFile &file, const std::string &name, DType dtype,
-                       bool required, const std::string &weight) {
+                       bool required, const std::string &weight, bool e4m3 = false) {
   const SafeTensor *t = file.find(name);
   if (!t) {
     if (required)
       fail(file.path(), ": quantized tensor '", weight, "' has no '", name, "'");
     return {};
   }
-  if (t->dtype != dtype)
-    fail(file.path(), ": tensor '", name, "' is ", safetensorsDType(t->dtype), ", expected ",
-         safetensorsDType(dtype));
+  SafeTensor expected;
+  expected.dtype = dtype;
+  expected.e4m3 = e4m3;
+  if (t->dtype != dtype || t->e4m3 != e4m3)
+    fail(file.path(), ": tensor '", name, "' is ", safetensorsDType(*t), ", expected ",
+         safetensorsDType(expected));
   std::vector<T> out(t->bytes / sizeof(T));
   if (t->bytes) std::memcpy(out.data(), t->data, t->bytes);
   return out;
 }
 
-/// Parses "<scheme> shape=AxB [double_quant=int8:block256]".
+/// Parses "<scheme> shape=AxB [double_quant=<int8|fp8_e4m3>:block256]".
 void parseRecord(const std::string &record, const std::string &where, quant::QuantizedTensor &q) {
   std::istringstream in(record);
   std::string schemeText, field, error;
@@ -40,8 +49,14 @@ void parseRecord(const std::string &record, const std::string &where, quant::Qua
     fail(where, ": ", error);
   bool haveShape = false;
   while (in >> field) {
-    if (field == kDoubleQuantRecord) {
-      q.doubleQuant = true;
+    if (field.rfind("double_quant=", 0) == 0) {
+      for (quant::DoubleQuant d : {quant::DoubleQuant::Int8, quant::DoubleQuant::Fp8E4M3})
+        if (field == doubleQuantField(d))
+          q.doubleQuant = d;
+      if (!q.doubleQuantized())
+        fail(where, ": unknown double quantization '", field, "' in record '", record,
+             "' (expected ", doubleQuantField(quant::DoubleQuant::Int8), " or ",
+             doubleQuantField(quant::DoubleQuant::Fp8E4M3), ")");
     } else if (field.rfind("shape=", 0) == 0) {
       std::string dims = field.substr(6);
       size_t start = 0;
@@ -67,14 +82,16 @@ void parseRecord(const std::string &record, const std::string &where, quant::Qua
 
 std::string quantizedRecord(const quant::QuantizedTensor &q) {
   return quant::schemeString(q.scheme) + " shape=" + shapeString(q.shape) +
-         (q.doubleQuant ? std::string(" ") + kDoubleQuantRecord : std::string());
+         (q.doubleQuantized() ? " " + doubleQuantField(q.doubleQuant) : std::string());
 }
 
 void appendQuantized(const std::string &name, const quant::QuantizedTensor &q,
                      std::vector<SafeTensor> &tensors,
                      std::map<std::string, std::string> &metadata) {
   auto add = [&](const char *suffix, DType dtype, std::vector<int64_t> shape, const void *data,
-                 size_t bytes) { tensors.push_back({name + suffix, dtype, std::move(shape), data, bytes}); };
+                 size_t bytes, bool e4m3 = false) {
+    tensors.push_back({name + suffix, dtype, std::move(shape), data, bytes, e4m3});
+  };
   add(".qweight", DType::U8, {static_cast<int64_t>(q.codes.size())}, q.codes.data(), q.codes.size());
   if (!q.scales.empty())
     add(".scale", DType::F32, {static_cast<int64_t>(q.scales.size())}, q.scales.data(),
@@ -82,9 +99,10 @@ void appendQuantized(const std::string &name, const quant::QuantizedTensor &q,
   if (!q.zeroPoints.empty())
     add(".zero_point", DType::I32, {static_cast<int64_t>(q.zeroPoints.size())},
         q.zeroPoints.data(), q.zeroPoints.size() * 4);
-  if (q.doubleQuant) {
-    add(".absmax_q", DType::U8, {static_cast<int64_t>(q.absmaxCodes.size())},
-        q.absmaxCodes.data(), q.absmaxCodes.size());
+  if (q.doubleQuantized()) {
+    // The dtype says which levels the bytes are: U8 int8, F8_E4M3 E4M3.
+    add(".absmax_q", DType::U8, {static_cast<int64_t>(q.absmaxCodes.size())}, q.absmaxCodes.data(),
+        q.absmaxCodes.size(), q.doubleQuant == quant::DoubleQuant::Fp8E4M3);
     add(".absmax_scale", DType::F32, {static_cast<int64_t>(q.absmaxScales.size())},
         q.absmaxScales.data(), q.absmaxScales.size() * 4);
     add(".absmax_mean", DType::F32, {}, &q.absmaxMean, 4);
@@ -103,10 +121,11 @@ bool readFloatTensor(const SafetensorsFile &file, const std::string &name, Float
     quant::QuantizedTensor q;
     parseRecord(record->second, where, q);
     q.codes = arrayOf<uint8_t>(file, name + ".qweight", DType::U8, true, name);
-    q.scales = arrayOf<float>(file, name + ".scale", DType::F32, !q.doubleQuant, name);
+    q.scales = arrayOf<float>(file, name + ".scale", DType::F32, !q.doubleQuantized(), name);
     q.zeroPoints = arrayOf<int32_t>(file, name + ".zero_point", DType::I32, !q.scheme.symmetric, name);
-    if (q.doubleQuant) {
-      q.absmaxCodes = arrayOf<uint8_t>(file, name + ".absmax_q", DType::U8, true, name);
+    if (q.doubleQuantized()) {
+      q.absmaxCodes = arrayOf<uint8_t>(file, name + ".absmax_q", DType::U8, true, name,
+                                       q.doubleQuant == quant::DoubleQuant::Fp8E4M3);
       q.absmaxScales = arrayOf<float>(file, name + ".absmax_scale", DType::F32, true, name);
       std::vector<float> mean = arrayOf<float>(file, name + ".absmax_mean", DType::F32, true, name);
       if (mean.size() != 1)
@@ -123,6 +142,9 @@ bool readFloatTensor(const SafetensorsFile &file, const std::string &name, Float
   const SafeTensor *t = file.find(name);
   if (!t)
     return false;
+  if (t->e4m3)
+    fail(where, " is F8_E4M3, which llmc reads only as NF4's absmax levels ('<weight>.absmax_q' "
+                "of a quantized weight)");
   size_t n = t->bytes / dtypeSize(t->dtype);
   out.shape = t->shape;
   out.scheme.clear();

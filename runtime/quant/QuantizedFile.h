@@ -5,10 +5,12 @@
 //   W.scale         F32  [groups]       (not with double quantization)
 //   W.zero_point    I32  [groups]       asymmetric only
 //   W.absmax_q      U8   [groups]       NF4 double quantization: int8 levels
+//                   (F8_E4M3: E4M3 levels, QLoRA's 8-bit floats)
 //   W.absmax_scale  F32  [ceil(groups / 256)]
 //   W.absmax_mean   F32  []
 // and the `__metadata__` entry "W" → "<scheme> shape=<d0>x<d1>..." (plus
-// " double_quant=int8:block256" with double quantization), e.g.
+// " double_quant=int8:block256", or " double_quant=fp8_e4m3:block256", with
+// double quantization: the record and absmax_q's dtype must agree), e.g.
 // "int4:block64:sym shape=128x384". Every other tensor is stored as is. A
 // reader takes W from W.qweight when the file has it, else from W.
 //

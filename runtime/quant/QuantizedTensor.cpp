@@ -118,9 +118,21 @@ int nearestNf4Index(float c) {
 /// Index of the NF4 level 0.0 (an empty group's code).
 constexpr int kNf4Zero = 7;
 
-/// Double-quantizes the per-group absmax values into `q` and returns their
-/// reconstruction (what the codes are then chosen against).
+/// The code of the 8-bit level nearest v (= (absmax − mean) / scale):
+/// int8 rounded to nearest, ties to even, clamped to ±127; E4M3 by
+/// common/Fp8.h's rounding (ties to the even mantissa, saturating at 448).
+uint8_t absmaxCode(float v, AbsmaxFormat format) {
+  if (format == AbsmaxFormat::Fp8E4M3)
+    return fp8::encode(v, fp8::Kind::E4M3);
+  int level = static_cast<int>(std::clamp(std::nearbyint(v), -127.0f, 127.0f));
+  return static_cast<uint8_t>(static_cast<int8_t>(level));
+}
+
+/// Double-quantizes the per-group absmax values into `q` (to the levels of
+/// q.doubleQuant) and returns their reconstruction (what the codes are
+/// then chosen against).
 std::vector<float> doubleQuantize(const std::vector<float> &absmax, QuantizedTensor &q) {
+  const AbsmaxFormat format = absmaxFormatOf(q.doubleQuant);
   int64_t groups = static_cast<int64_t>(absmax.size());
   double sum = 0;
   for (float a : absmax) sum += a;
@@ -133,16 +145,16 @@ std::vector<float> doubleQuantize(const std::vector<float> &absmax, QuantizedTen
     int64_t begin = b * kNf4DoubleQuantBlock, end = std::min(groups, begin + kNf4DoubleQuantBlock);
     float amax = 0.0f;
     for (int64_t g = begin; g < end; ++g) amax = std::max(amax, std::abs(absmax[g] - q.absmaxMean));
-    float scale = amax > 0.0f ? amax / 127.0f : 0.0f;
+    float scale = amax > 0.0f ? amax / absmaxLevelMax(format) : 0.0f;
     q.absmaxScales[b] = scale;
     for (int64_t g = begin; g < end; ++g) {
-      int level = 0;
+      uint8_t code = 0; // the level 0 in both formats
       if (scale > 0.0f) {
         float deviation = absmax[g] - q.absmaxMean;
-        level = static_cast<int>(std::clamp(std::nearbyint(deviation / scale), -127.0f, 127.0f));
+        code = absmaxCode(deviation / scale, format);
       }
-      q.absmaxCodes[g] = static_cast<uint8_t>(static_cast<int8_t>(level));
-      reconstructed[g] = nf4Absmax(static_cast<int8_t>(level), scale, q.absmaxMean);
+      q.absmaxCodes[g] = code;
+      reconstructed[g] = nf4Absmax(code, format, scale, q.absmaxMean);
     }
   }
   return reconstructed;
@@ -157,7 +169,7 @@ int64_t QuantizedTensor::groups() const { return groupCount(scheme, shape); }
 int64_t QuantizedTensor::storageBytes() const {
   return static_cast<int64_t>(codes.size() + 4 * scales.size() + 4 * zeroPoints.size() +
                               absmaxCodes.size() + 4 * absmaxScales.size()) +
-         (doubleQuant ? 4 : 0);
+         (doubleQuantized() ? 4 : 0);
 }
 
 double QuantizedTensor::bitsPerParameter() const {
@@ -245,7 +257,7 @@ void observeRanges(const float *x, const std::vector<int64_t> &shape, const Sche
 }
 
 std::string quantize(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
-                     bool doubleQuant, QuantizedTensor &out) {
+                     DoubleQuant doubleQuant, QuantizedTensor &out) {
   if (std::string why = schemeMismatch(s, shape); !why.empty())
     return why;
   // Each group's range [−min, max], as qat.observe computes it.
@@ -254,10 +266,9 @@ std::string quantize(const float *x, const std::vector<int64_t> &shape, const Sc
   return quantizeWithRanges(x, shape, s, doubleQuant, negMin, max, out);
 }
 
-std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape,
-                               const Scheme &s, bool doubleQuant,
-                               const std::vector<float> &negMin, const std::vector<float> &max,
-                               QuantizedTensor &out) {
+std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
+                               DoubleQuant doubleQuant, const std::vector<float> &negMin,
+                               const std::vector<float> &max, QuantizedTensor &out) {
   if (std::string why = schemeMismatch(s, shape); !why.empty())
     return why;
   const int64_t n = product(shape), groups = groupCount(s, shape);
@@ -267,13 +278,13 @@ std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape
   QuantizedTensor q;
   q.scheme = s;
   q.shape = shape;
-  q.doubleQuant = doubleQuant && s.format == Format::Nf4;
+  q.doubleQuant = s.format == Format::Nf4 ? doubleQuant : DoubleQuant::None;
   const int bits = codeBits(s.format);
   GroupIndex groupOf(s, shape);
 
   std::vector<GroupGrid> grid(groups);
   for (int64_t g = 0; g < groups; ++g) grid[g] = groupGrid(s, negMin[g], max[g]);
-  if (q.doubleQuant) {
+  if (q.doubleQuantized()) {
     // The codes are chosen against the absmax the file will reconstruct.
     std::vector<float> absmax(groups);
     for (int64_t g = 0; g < groups; ++g) absmax[g] = grid[g].scale;
@@ -284,7 +295,7 @@ std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape
   q.codes.assign(codeBytes(s.format, n), 0);
   for (int64_t i = 0; i < n; ++i)
     putCode(q.codes, bits, i, encodeValue(x[i], s, grid[groupOf(i)]));
-  if (!q.doubleQuant)
+  if (!q.doubleQuantized())
     for (const GroupGrid &g : grid) q.scales.push_back(g.scale);
   if (!s.symmetric)
     for (const GroupGrid &g : grid) q.zeroPoints.push_back(static_cast<int32_t>(g.zeroPoint));
@@ -293,12 +304,13 @@ std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape
 }
 
 std::vector<float> nf4Absmax(const QuantizedTensor &q) {
-  if (!q.doubleQuant)
+  if (!q.doubleQuantized())
     return q.scales;
+  const AbsmaxFormat format = absmaxFormatOf(q.doubleQuant);
   std::vector<float> absmax(q.absmaxCodes.size());
   for (size_t g = 0; g < absmax.size(); ++g)
-    absmax[g] = nf4Absmax(static_cast<int8_t>(q.absmaxCodes[g]),
-                          q.absmaxScales[g / kNf4DoubleQuantBlock], q.absmaxMean);
+    absmax[g] =
+        nf4Absmax(q.absmaxCodes[g], format, q.absmaxScales[g / kNf4DoubleQuantBlock], q.absmaxMean);
   return absmax;
 }
 
@@ -339,7 +351,7 @@ std::string validate(const QuantizedTensor &q) {
   };
   if (static_cast<int64_t>(q.codes.size()) != codeBytes(s.format, n))
     return size("qweight", q.codes.size(), codeBytes(s.format, n));
-  if (q.doubleQuant) {
+  if (q.doubleQuantized()) {
     if (s.format != Format::Nf4)
       return "double quantization is for nf4 only";
     int64_t blocks = nf4ScaleCount(groups);
@@ -349,6 +361,12 @@ std::string validate(const QuantizedTensor &q) {
       return size("absmax_q", q.absmaxCodes.size(), groups);
     if (static_cast<int64_t>(q.absmaxScales.size()) != blocks)
       return size("absmax_scale", q.absmaxScales.size(), blocks);
+    // E4M3's S.1111.111 is NaN, a level quantization never writes.
+    if (q.doubleQuant == DoubleQuant::Fp8E4M3)
+      for (size_t g = 0; g < q.absmaxCodes.size(); ++g)
+        if ((q.absmaxCodes[g] & 0x7f) == 0x7f)
+          return "absmax_q[" + std::to_string(g) + "] is an E4M3 NaN (code " +
+                 std::to_string(q.absmaxCodes[g]) + ")";
   } else if (static_cast<int64_t>(q.scales.size()) != groups) {
     return size("scale", q.scales.size(), groups);
   }

@@ -27,9 +27,12 @@
 //    (y = (q − zero point) · scale).
 //  - NF4 double quantization (QLoRA, Dettmers et al. 2023) replaces the
 //    fp32 absmax of every group by 8 bits: the absmax values minus their
-//    mean are quantized int8 symmetric (absmax scaling, levels ±127, ties
-//    to even, in fp32) in blocks of 256 consecutive groups, each block with
-//    one fp32 scale; reconstructed absmax = q · blockScale + mean. Codes are
+//    mean are quantized in blocks of 256 consecutive groups, each block
+//    with one fp32 scale s = max |absmax − mean| / M, to an 8-bit level q
+//    of (absmax − mean) / s (in fp32): int8 (M = 127, round to nearest,
+//    ties to even, clamped to ±127) or OCP E4M3 (M = 448, QLoRA's 8-bit
+//    floats: common/Fp8.h's rounding, nearest with ties to the even
+//    mantissa, saturating); reconstructed absmax = q · s + mean. Codes are
 //    then chosen against the reconstructed absmax, so the stored tensor is
 //    still exactly fake_quant(x) with that absmax as the group's range. A
 //    group whose reconstructed absmax is not > 0 dequantizes to 0, as an
@@ -50,16 +53,31 @@
 
 namespace llmc::quant {
 
+/// How NF4 stores each group's absmax: in fp32 (None), or double-quantized
+/// to 8-bit levels, int8 or E4M3.
+enum class DoubleQuant { None, Int8, Fp8E4M3 };
+
+/// The level format of a double quantization (Int8 for None).
+inline AbsmaxFormat absmaxFormatOf(DoubleQuant d) {
+  return d == DoubleQuant::Fp8E4M3 ? AbsmaxFormat::Fp8E4M3 : AbsmaxFormat::Int8;
+}
+/// The double quantization to levels of `format`.
+inline DoubleQuant doubleQuantOf(AbsmaxFormat format) {
+  return format == AbsmaxFormat::Fp8E4M3 ? DoubleQuant::Fp8E4M3 : DoubleQuant::Int8;
+}
+
 struct QuantizedTensor {
   Scheme scheme;
   std::vector<int64_t> shape;
   std::vector<uint8_t> codes;
   std::vector<float> scales;        ///< per group; empty with double quantization
   std::vector<int32_t> zeroPoints;  ///< per group; asymmetric only
-  bool doubleQuant = false;
-  std::vector<uint8_t> absmaxCodes;  ///< per group, int8 two's complement
+  DoubleQuant doubleQuant = DoubleQuant::None;
+  std::vector<uint8_t> absmaxCodes;  ///< per group, levels as doubleQuant says
   std::vector<float> absmaxScales;   ///< per block of kNf4DoubleQuantBlock groups
   float absmaxMean = 0.0f;
+
+  bool doubleQuantized() const { return doubleQuant != DoubleQuant::None; }
 
   int64_t numel() const;
   int64_t groups() const;
@@ -80,7 +98,7 @@ int64_t codeBytes(Format format, int64_t numel);
 /// string, or why the scheme does not fit (block not dividing the last
 /// dimension, channel axis out of range, asymmetric non-integer format).
 std::string quantize(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
-                     bool doubleQuant, QuantizedTensor &out);
+                     DoubleQuant doubleQuant, QuantizedTensor &out);
 
 /// Each group's range [−min, max] as qat.observe takes it (negMin[g] =
 /// −min, max[g] = max over the group's elements).
@@ -90,10 +108,9 @@ void observeRanges(const float *x, const std::vector<int64_t> &shape, const Sche
 /// quantize() with each group's range given instead of observed (GPTQ
 /// fixes a group's range before the values it stores are final): the
 /// codes of x on each group's grid, clipped where x leaves the range.
-std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape,
-                               const Scheme &s, bool doubleQuant,
-                               const std::vector<float> &negMin, const std::vector<float> &max,
-                               QuantizedTensor &out);
+std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
+                               DoubleQuant doubleQuant, const std::vector<float> &negMin,
+                               const std::vector<float> &max, QuantizedTensor &out);
 
 /// One group's grid as quantize() derives it from the range: the scale
 /// (nf4: the absmax), the zero point (asymmetric integers) and whether the
@@ -116,8 +133,8 @@ std::vector<float> dequantize(const QuantizedTensor &q);
 /// reconstruction of the double-quantized one.
 std::vector<float> nf4Absmax(const QuantizedTensor &q);
 
-/// Empty, or why the arrays do not fit the scheme and shape (sizes), for
-/// a tensor read from a file.
+/// Empty, or why the arrays do not fit the scheme and shape (sizes; an
+/// E4M3 absmax level that is NaN), for a tensor read from a file.
 std::string validate(const QuantizedTensor &q);
 
 /// The canonical spelling of a scheme: "int4:block64:sym",

@@ -29,6 +29,13 @@
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=targets=qkv" 2>&1 | FileCheck %s --check-prefix=NOTHING
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec=bits=4" 2>&1 | FileCheck %s --check-prefix=BAD-KEY
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2,qkv}" 2>&1 | FileCheck %s --check-prefix=NO-KEY
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2} qlora=true qlora-block=8 qlora-double-quant=fp8" | FileCheck %s --check-prefix=QLORA-FP8
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="lora={rank=4} qlora=true double-quant=fp8 emit=train" | FileCheck %s --check-prefix=QLORA-FP8-TRAIN
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="lora={rank=2} qlora=true qlora-block=8 double-quant=fp8 emit=exec" | FileCheck %s --check-prefix=QLORA-FP8-EXEC
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="lora={rank=2} qlora=true qlora-block=8 emit=exec" | FileCheck %s --check-prefix=QLORA-INT8-EXEC
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2} qlora-double-quant=fp8" 2>&1 | FileCheck %s --check-prefix=QLORA-FP8-NO-QLORA
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-lora="spec={rank=2} qlora=true qlora-double-quant=fp16" 2>&1 | FileCheck %s --check-prefix=QLORA-BAD-LEVELS
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="lora={rank=2} double-quant=fp8" 2>&1 | FileCheck %s --check-prefix=LORA-FP8-LEVELS
 
 // Every base parameter frozen; the adapters (A uniform ±1/√K, B zeros) are
 // the only trainable parameters, placed after the base ones. The default
@@ -205,3 +212,18 @@
 // QAT-ACT-NEXT: llm.matmul %[[X]], %[[W]]
 // QAT-ACT-NEXT: %[[XA:.*]] = llm.matmul %[[X]], %arg16
 // QAT-ACT-NEXT: llm.matmul %[[XA]], %arg17
+
+// QLoRA's storage with E4M3 absmax levels (qlora-double-quant=fp8, which
+// the pipeline's double-quant sets): every expansion, the backward's
+// recomputed ones included, reads them as such.
+// QLORA-FP8: qat.dequantize_nf4 %{{.*}} {absmax_format = "fp8_e4m3", block = 8 : i64} : tensor<32xi8>, tensor<8xi8>, tensor<1xf32>, tensor<f32> -> tensor<8x8xf32>
+// QLORA-FP8-TRAIN-LABEL: func.func @train_step
+// QLORA-FP8-TRAIN-COUNT-4: qat.dequantize_nf4 %{{.*}} {absmax_format = "fp8_e4m3", block = 64 : i64, llmc.block_name = "h.0", llmc.microbatch = 0 : i64}
+// QLORA-FP8-TRAIN: qat.dequantize_nf4 {{.*}}absmax_format = "fp8_e4m3"{{.*}}llmc.backward{{.*}}llmc.recomputed
+// The exec lowering hands the kernels the integer of common/QuantScheme.h's
+// AbsmaxFormat: 1 for E4M3, 0 for int8.
+// QLORA-FP8-EXEC: exec.kernel "qat_dequantize_nf4"{{.*}}absmax_format = 1 : i64
+// QLORA-INT8-EXEC: exec.kernel "qat_dequantize_nf4"{{.*}}absmax_format = 0 : i64
+// QLORA-FP8-NO-QLORA: error: lora: qlora-double-quant sets the absmax levels of QLoRA's NF4 storage; it needs qlora
+// QLORA-BAD-LEVELS: error: lora: bad qlora-double-quant 'fp16' (expected int8 or fp8: the format of NF4's absmax levels)
+// LORA-FP8-LEVELS: --double-quant sets the absmax levels of NF4 storage: it needs --qlora or --weight-quant nf4[:block<N>]

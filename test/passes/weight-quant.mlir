@@ -27,6 +27,11 @@
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:channel2" 2>&1 | FileCheck %s --check-prefix=AXIS
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="inference=max-batch=1,max-context=8 weight-quant=int4:block0" 2>&1 | FileCheck %s --check-prefix=BAD-BLOCK
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="inference=max-batch=1,max-context=8 weight-quant=fp16" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=nf4:block8 double-quant=fp8" | FileCheck %s --check-prefix=FP8-LEVELS
+// RUN: llmc-opt %t-gpt2.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="double-quant=fp8" | FileCheck %s --check-prefix=TP-FP8-LEVELS
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="scheme=int8:channel double-quant=fp8" 2>&1 | FileCheck %s --check-prefix=FP8-LEVELS-INT8
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-weight-quant="double-quant=e5m2" 2>&1 | FileCheck %s --check-prefix=BAD-LEVELS
+// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="inference=max-batch=1,max-context=8 weight-quant=int4:block4 double-quant=fp8" 2>&1 | FileCheck %s --check-prefix=PIPELINE-LEVELS
 
 // The MLP weight, read by its matmul alone, becomes NF4 storage (the names
 // and layout of `llmc quantize --scheme nf4:block8`), frozen, after the
@@ -137,3 +142,13 @@
 // NF4-CHANNEL: error: weight-quant: scheme 'nf4:channel': NF4 weights are stored in blocks (nf4:block<N>)
 // OBSERVER: error: weight-quant: scheme 'int8:ema': an observer or outlier columns have no meaning for stored weights
 // AXIS: error: weight-quant: scheme 'int8:channel2': channel axis 2 of a 2-D weight (0 or 1)
+
+// double-quant=fp8: the absmax levels are E4M3 (`llmc quantize
+// --double-quant fp8`), which the product reads as its absmax_format says;
+// int8 levels, the default, print nothing. Split by tp=2, each piece keeps
+// the format.
+// FP8-LEVELS: llm.matmul_nf4 %{{.*}} {absmax_format = "fp8_e4m3", block = 8 : i64, weight_shape = array<i64: 8, 8>} : tensor<2x4x8xf32>, tensor<32xi8>, tensor<8xi8>, tensor<1xf32>, tensor<f32>
+// TP-FP8-LEVELS-COUNT-2: llm.matmul_nf4 {{.*}} {absmax_format = "fp8_e4m3", block = 64 : i64, chunks =
+// FP8-LEVELS-INT8: error: weight-quant: double-quant=fp8 is for nf4 storage (its absmax levels), not int8:channel
+// BAD-LEVELS: error: weight-quant: bad double-quant 'e5m2' (expected int8 or fp8: the format of NF4's absmax levels)
+// PIPELINE-LEVELS: --double-quant sets the absmax levels of NF4 storage: it needs --qlora or --weight-quant nf4[:block<N>]

@@ -83,6 +83,11 @@ cl::opt<bool> noDoubleQuant("no-double-quant",
                             cl::desc("nf4 blocks: keep each block's absmax in fp32 instead of "
                                      "8 bits (QLoRA's double quantization)"),
                             cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<std::string> doubleQuantText(
+    "double-quant",
+    cl::desc("nf4 blocks: the 8-bit levels of each block's absmax, int8 (default) | fp8 "
+             "(OCP E4M3, QLoRA's 8-bit floats); compile the model with the same --double-quant"),
+    cl::init(""), cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
 cl::opt<std::string> output("o", cl::desc("Output safetensors file"), cl::Required,
                             cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
 cl::opt<std::string> method("method",
@@ -360,6 +365,35 @@ bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &r
   return true;
 }
 
+/// How NF4 blocks store their absmax (--double-quant, --no-double-quant),
+/// or nullopt with `error` set when the options conflict, name no format,
+/// or are given for a scheme without NF4 blocks.
+std::optional<quant::DoubleQuant> chooseDoubleQuant(const QATSchemeSpec &weights,
+                                                    std::string &error) {
+  const bool given = doubleQuantText.getNumOccurrences() > 0;
+  if (given && noDoubleQuant) {
+    error = "--double-quant and --no-double-quant exclude each other (the absmax of NF4 "
+            "blocks is stored in 8 bits or in fp32)";
+    return std::nullopt;
+  }
+  const bool nf4Blocks =
+      schemeText != "none" && weights.format == "nf4" && weights.granularity == "block";
+  if ((given || noDoubleQuant) && !nf4Blocks) {
+    error = std::string(given ? "--double-quant" : "--no-double-quant") +
+            " applies to NF4 blocks' absmax (--scheme nf4:block<N>), not to '" + schemeText + "'";
+    return std::nullopt;
+  }
+  if (noDoubleQuant)
+    return quant::DoubleQuant::None;
+  std::optional<quant::AbsmaxFormat> format =
+      parseDoubleQuant(given ? doubleQuantText.getValue() : "int8", error);
+  if (!format) {
+    error = "bad --double-quant " + error;
+    return std::nullopt;
+  }
+  return quant::doubleQuantOf(*format);
+}
+
 /// A Hugging Face directory describes its model: its config.json and
 /// model_type stand in for --config and --model when those are not given.
 bool modelFromHuggingFace(std::string &error) {
@@ -403,6 +437,9 @@ int run() {
                     "': an observer has no meaning here (each tensor's own min/max is its range)");
   if (std::string why = checkMethod(exportPlain); !why.empty())
     return failWith(why);
+  std::optional<quant::DoubleQuant> doubleQuant = chooseDoubleQuant(weights, error);
+  if (!doubleQuant)
+    return failWith(error);
   std::vector<std::string> ops(opsList.begin(), opsList.end());
   if (ops.empty())
     ops = {"matmul"};
@@ -454,8 +491,10 @@ int run() {
                           "; give the axis (channel<N>) or skip it");
       t.scheme = kernelScheme(weights.attr(&context, axis));
       // QLoRA's double quantization of the per-block absmax.
-      t.doubleQuant = t.scheme.format == quant::Format::Nf4 &&
-                      t.scheme.granularity == quant::Granularity::Block && !noDoubleQuant;
+      t.doubleQuant =
+          t.scheme.format == quant::Format::Nf4 && t.scheme.granularity == quant::Granularity::Block
+              ? *doubleQuant
+              : quant::DoubleQuant::None;
     }
     if (const Use *u = p.blocker(); u && !exportPlain) {
       std::string why = u->skipped ? "the " + u->what + " reading it is skipped"

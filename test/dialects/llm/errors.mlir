@@ -861,6 +861,14 @@ func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>, %s: 
 
 // -----
 
+func.func @f(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'llm.matmul_nf4' op absmax_format must be "int8" or "fp8_e4m3", got "fp8_e5m2"}}
+  %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 64, 128>, absmax_format = "fp8_e5m2"} : tensor<2x64xf32>, tensor<4096xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
+  return
+}
+
+// -----
+
 // A piece of a weight split by tensor parallelism (rows 64..127 of 128):
 // inside the whole weight, with the whole weight's scales.
 func.func @f(%x: tensor<2x64xf32>, %c: tensor<64x64xi8>, %q: tensor<64x2xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {

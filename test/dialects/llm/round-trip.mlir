@@ -231,6 +231,15 @@ func.func @sigmoid(%x: tensor<6x1xf32>) -> tensor<6x1xf32> {
   return %dx : tensor<6x1xf32>
 }
 
+// CHECK-LABEL: func.func @matmul_nf4_fp8_levels
+// CHECK: llm.matmul_nf4 {{.*}} {absmax_format = "fp8_e4m3", block = 64 : i64, weight_shape = array<i64: 64, 128>}
+func.func @matmul_nf4_fp8_levels(%x: tensor<2x64xf32>, %c: tensor<4096xi8>, %q: tensor<128xi8>,
+                                 %s: tensor<1xf32>, %m: tensor<f32>) -> tensor<2x128xf32> {
+  %y = llm.matmul_nf4 %x, %c, %q, %s, %m {block = 64 : i64, weight_shape = array<i64: 64, 128>, absmax_format = "fp8_e4m3"}
+      : tensor<2x64xf32>, tensor<4096xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x128xf32>
+  return %y : tensor<2x128xf32>
+}
+
 // CHECK-LABEL: func.func @matmul_nf4
 // CHECK: llm.matmul_nf4 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block = 64 : i64, transpose_b, weight_shape = array<i64: 128, 64>} : tensor<2x1x64xbf16>, tensor<4096xi8>, tensor<128xi8>, tensor<1xf32>, tensor<f32> -> tensor<2x1x128xbf16>
 func.func @matmul_nf4(%x: tensor<2x1x64xbf16>, %c: tensor<4096xi8>, %q: tensor<128xi8>,

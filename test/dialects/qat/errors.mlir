@@ -180,6 +180,14 @@ func.func @f(%x: tensor<4x8xf32>, %r: tensor<1x2xf32>, %dy: tensor<4x8xf32>, %c:
 // -----
 
 func.func @f(%c: tensor<8192xi8>, %q: tensor<256xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{'qat.dequantize_nf4' op absmax_format must be "int8" or "fp8_e4m3", got "fp8"}}
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64, absmax_format = "fp8"} : tensor<8192xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<8192xi8>, %q: tensor<256xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
   // expected-error @+1 {{'qat.dequantize_nf4' op blocks of 48 must divide the last dimension of 'tensor<128x128xf32>'}}
   %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 48 : i64} : tensor<8192xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xf32>
   return

@@ -51,6 +51,17 @@ func.func @nf4_storage(%c: tensor<8192xi8>, %q: tensor<256xi8>, %s: tensor<1xf32
   return %w : tensor<128x128xbf16>
 }
 
+// E4M3 absmax levels (`llmc quantize --double-quant fp8`); int8, the
+// default, is not printed.
+// CHECK-LABEL: func.func @nf4_fp8_levels
+// CHECK: qat.dequantize_nf4 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {absmax_format = "fp8_e4m3", block = 64 : i64} : tensor<8192xi8>
+// CHECK: qat.dequantize_nf4 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block = 64 : i64} : tensor<8192xi8>
+func.func @nf4_fp8_levels(%c: tensor<8192xi8>, %q: tensor<256xi8>, %s: tensor<1xf32>, %m: tensor<f32>) -> (tensor<128x128xf32>, tensor<128x128xf32>) {
+  %w = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64, absmax_format = "fp8_e4m3"} : tensor<8192xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xf32>
+  %v = qat.dequantize_nf4 %c, %q, %s, %m {block = 64 : i64, absmax_format = "int8"} : tensor<8192xi8>, tensor<256xi8>, tensor<1xf32>, tensor<f32> -> tensor<128x128xf32>
+  return %w, %v : tensor<128x128xf32>, tensor<128x128xf32>
+}
+
 // Rank 1's piece of a weight split over two ranks (columns in three
 // chunks): shaped storage, the whole weight's scales.
 // CHECK-LABEL: func.func @nf4_piece

@@ -1,8 +1,9 @@
 //===- Nf4WeightCases.h - random NF4 weights for kernel tests ---*- C++ -*-===//
 //
-// Random NF4 storage (random codes and absmax levels, scales and a mean
-// that leave some blocks' absmax <= 0, i.e. zero) with its ref tensors and
-// buffers, and matmul_nf4's attributes.
+// Random NF4 storage (random codes and absmax levels — int8, or E4M3 with
+// its NaN codes among them — scales and a mean that leave some blocks'
+// absmax <= 0 or NaN, i.e. zero) with its ref tensors and buffers, and
+// matmul_nf4's attributes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_TEST_UNIT_KERNELS_NF4WEIGHTCASES_H
@@ -36,9 +37,13 @@ struct Nf4Weight {
   RefTensor codes, absmaxQ, absmaxScale;
   double mean = 0.3;
   Buffer codesBuf, absmaxQBuf, scaleBuf, meanBuf;
+  quant::AbsmaxFormat absmaxFormat = quant::AbsmaxFormat::Int8;
 };
 
-inline Nf4Weight randomWeight(int64_t numel, int64_t block, uint64_t seed) {
+/// Random storage whose absmax levels are read in `format` (random bytes
+/// either way).
+inline Nf4Weight randomWeight(int64_t numel, int64_t block, uint64_t seed,
+                              quant::AbsmaxFormat format = quant::AbsmaxFormat::Int8) {
   int64_t groups = numel / block;
   RefTensor codes = randomBytes((numel + 1) / 2, seed), absmaxQ = randomBytes(groups, seed + 1);
   RefTensor scale =
@@ -52,7 +57,8 @@ inline Nf4Weight randomWeight(int64_t numel, int64_t block, uint64_t seed) {
           u8Buffer(codes),
           u8Buffer(absmaxQ),
           Buffer::of(scale, DType::F32),
-          Buffer::of(mean, DType::F32)};
+          Buffer::of(mean, DType::F32),
+          format};
 }
 
 /// Whether matmul_nf4 takes the integer dots (x quantized to int8 per 32,
@@ -72,7 +78,7 @@ inline RefTensor nf4Int8Weights(const Nf4Weight &wt, const std::vector<int64_t> 
   for (int64_t i = 0; i < w.numel(); ++i) {
     const int64_t g = i / block;
     const float absmax =
-        quant::nf4Absmax(static_cast<int8_t>(wt.absmaxQ.data[g]),
+        quant::nf4Absmax(static_cast<uint8_t>(wt.absmaxQ.data[g]), wt.absmaxFormat,
                          static_cast<float>(wt.absmaxScale.data[g / quant::kNf4DoubleQuantBlock]),
                          static_cast<float>(wt.mean));
     const int level = quant::kNf4Int8Levels[quant::nf4Index(codes.data(), i)];
@@ -81,9 +87,14 @@ inline RefTensor nf4Int8Weights(const Nf4Weight &wt, const std::vector<int64_t> 
   return w;
 }
 
-inline KernelAttrs nf4Attrs(int64_t block, std::vector<int64_t> weightShape, bool transposeB) {
+/// matmul_nf4's attributes; absmax_format only for E4M3 levels (absent,
+/// it reads as int8).
+inline KernelAttrs nf4Attrs(int64_t block, std::vector<int64_t> weightShape, bool transposeB,
+                            quant::AbsmaxFormat format = quant::AbsmaxFormat::Int8) {
   KernelAttrs a = attrs({}, {{"block", block}, {"transpose_b", transposeB}});
   a.setInts("weight_shape", std::move(weightShape));
+  if (format != quant::AbsmaxFormat::Int8)
+    a.setInt("absmax_format", static_cast<int64_t>(format));
   return a;
 }
 

@@ -17,8 +17,9 @@ namespace llmc::test {
 namespace {
 
 /// Rank 1's piece of a column split in three chunks (GPT-2's fused QKV)
-/// and of a row split, both layouts: the blocks' scales are found by their
-/// index in the whole weight on both backends.
+/// and of a row split, both layouts, int8 and E4M3 absmax levels: the
+/// blocks' scales are found by their index in the whole weight on both
+/// backends.
 TEST(CudaMatmulNf4, PiecesMatchCpu) {
   LLMC_REQUIRE_GPU();
   struct Case {
@@ -32,26 +33,28 @@ TEST(CudaMatmulNf4, PiecesMatchCpu) {
                                    {{1152, 768}, {2304, 768}, {3, 1}, {384, 0}, true}};
   uint64_t seed = 1400;
   for (DType dtype : {DType::F32, DType::BF16})
-    for (const Case &c : cases) {
-      const int64_t n = c.piece[0] * c.piece[1], blocks = n / block;
-      const int64_t wholeBlocks = c.whole[0] * c.whole[1] / block;
-      const int64_t k = c.transposeB ? c.piece[1] : c.piece[0];
-      const int64_t cols = c.transposeB ? c.piece[0] : c.piece[1];
-      Buffer codes = randomBytes(n / 2, ++seed), absmaxQ = randomBytes(blocks, ++seed);
-      Buffer scale =
-          Buffer::of(randomTensor({quant::nf4ScaleCount(wholeBlocks)}, ++seed, 0.01), DType::F32);
-      RefTensor mean = RefTensor::zeros({1});
-      mean.data[0] = 0.3;
-      Buffer meanBuf = Buffer::of(mean, DType::F32);
-      Buffer x = Buffer::of(randomTensor({rows, k}, ++seed), dtype), out(dtype, {rows, cols});
-      KernelAttrs a = attrs({}, {{"block", block}, {"transpose_b", c.transposeB}});
-      a.setInts("weight_shape", c.piece);
-      a.setInts("whole_shape", c.whole);
-      a.setInts("chunks", c.chunks);
-      a.setInts("piece_offset", c.offset);
-      expectCudaMatchesCpu("matmul_nf4", {&x, &codes, &absmaxQ, &scale, &meanBuf}, {&out}, a,
-                           {Metric::Norm, {tolerance(dtype)}});
-    }
+    for (quant::AbsmaxFormat format : {quant::AbsmaxFormat::Int8, quant::AbsmaxFormat::Fp8E4M3})
+      for (const Case &c : cases) {
+        const int64_t n = c.piece[0] * c.piece[1], blocks = n / block;
+        const int64_t wholeBlocks = c.whole[0] * c.whole[1] / block;
+        const int64_t k = c.transposeB ? c.piece[1] : c.piece[0];
+        const int64_t cols = c.transposeB ? c.piece[0] : c.piece[1];
+        Buffer codes = randomBytes(n / 2, ++seed), absmaxQ = randomBytes(blocks, ++seed);
+        Buffer scale =
+            Buffer::of(randomTensor({quant::nf4ScaleCount(wholeBlocks)}, ++seed, 0.01), DType::F32);
+        RefTensor mean = RefTensor::zeros({1});
+        mean.data[0] = 0.3;
+        Buffer meanBuf = Buffer::of(mean, DType::F32);
+        Buffer x = Buffer::of(randomTensor({rows, k}, ++seed), dtype), out(dtype, {rows, cols});
+        KernelAttrs a = attrs({}, {{"block", block}, {"transpose_b", c.transposeB}});
+        a.setInts("weight_shape", c.piece);
+        a.setInts("whole_shape", c.whole);
+        a.setInts("chunks", c.chunks);
+        a.setInts("piece_offset", c.offset);
+        a.setInt("absmax_format", static_cast<int64_t>(format));
+        expectCudaMatchesCpu("matmul_nf4", {&x, &codes, &absmaxQ, &scale, &meanBuf}, {&out}, a,
+                             {Metric::Norm, {tolerance(dtype)}});
+      }
 }
 
 TEST(CudaMatmulNf4, BindingErrorsMatchCpu) {

@@ -196,7 +196,8 @@ TEST(CudaQuant, OutlierColumnsMatchCpu) {
 
 /// A tensor-parallel piece: rank 1's of GPT-2's fused QKV columns in three
 /// chunks over two ranks, and rank 1's of a row split over four, whose
-/// blocks' scales the kernel finds by their index in the whole weight.
+/// blocks' scales the kernel finds by their index in the whole weight;
+/// int8 and E4M3 absmax levels.
 TEST(CudaQuant, DequantizeNf4PieceMatchesCpu) {
   LLMC_REQUIRE_GPU();
   struct Case {
@@ -207,23 +208,25 @@ TEST(CudaQuant, DequantizeNf4PieceMatchesCpu) {
                                    {{192, 3072}, {768, 3072}, {1, 1}, {192, 0}}};
   uint64_t seed = 750;
   for (DType dtype : kFloatTypes)
-    for (const Case &c : cases) {
-      const int64_t n = c.piece[0] * c.piece[1], blocks = n / block;
-      const int64_t wholeBlocks = c.whole[0] * c.whole[1] / block;
-      Buffer codes = randomBytes(n / 2, ++seed), absmaxQ = randomBytes(blocks, ++seed);
-      Buffer scale = Buffer::of(randomTensor({quant::nf4ScaleCount(wholeBlocks)}, ++seed, 0.01),
-                                DType::F32);
-      RefTensor mean = RefTensor::zeros({1});
-      mean.data[0] = 0.3;
-      Buffer meanBuf = Buffer::of(mean, DType::F32);
-      Buffer out(dtype, c.piece);
-      KernelAttrs a = attrs({}, {{"block", block}});
-      a.setInts("whole_shape", c.whole);
-      a.setInts("chunks", c.chunks);
-      a.setInts("piece_offset", c.offset);
-      expectCudaMatchesCpu("qat_dequantize_nf4", {&codes, &absmaxQ, &scale, &meanBuf}, {&out}, a,
-                           kExact);
-    }
+    for (quant::AbsmaxFormat format : {quant::AbsmaxFormat::Int8, quant::AbsmaxFormat::Fp8E4M3})
+      for (const Case &c : cases) {
+        const int64_t n = c.piece[0] * c.piece[1], blocks = n / block;
+        const int64_t wholeBlocks = c.whole[0] * c.whole[1] / block;
+        Buffer codes = randomBytes(n / 2, ++seed), absmaxQ = randomBytes(blocks, ++seed);
+        Buffer scale =
+            Buffer::of(randomTensor({quant::nf4ScaleCount(wholeBlocks)}, ++seed, 0.01), DType::F32);
+        RefTensor mean = RefTensor::zeros({1});
+        mean.data[0] = 0.3;
+        Buffer meanBuf = Buffer::of(mean, DType::F32);
+        Buffer out(dtype, c.piece);
+        KernelAttrs a = attrs({}, {{"block", block}});
+        a.setInts("whole_shape", c.whole);
+        a.setInts("chunks", c.chunks);
+        a.setInts("piece_offset", c.offset);
+        a.setInt("absmax_format", static_cast<int64_t>(format));
+        expectCudaMatchesCpu("qat_dequantize_nf4", {&codes, &absmaxQ, &scale, &meanBuf}, {&out}, a,
+                             kExact);
+      }
 }
 
 //===----------------------------------------------------------------------===//

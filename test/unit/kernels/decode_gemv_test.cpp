@@ -161,34 +161,37 @@ TEST(DecodeGemv, Nf4Int8LevelsAreTheNearestMultiplesOf127ths) {
 }
 
 // Blocks of 32 and 64 whose sixteen-block runs of a row cross a 256-block
-// scale (K = 768 in blocks of 32, 1536 in blocks of 64: 24 blocks a row).
+// scale (K = 768 in blocks of 32, 1536 in blocks of 64: 24 blocks a row),
+// with int8 and E4M3 absmax levels (AVX-512 gathers the latter's values).
 TEST(DecodeGemv, Nf4CodesMatchTheReference) {
   onEachIsa([] {
     uint64_t seed = 5100;
-    for (int64_t block : {32, 64})
-      for (int64_t k : {int64_t{64}, int64_t{192}, 24 * block})
-        for (int64_t n : {1, 17, 30})
-          for (int64_t m : kRows) {
-            const Shape s{m, n, k};
-            SCOPED_TRACE("nf4 block" + std::to_string(block) + " " + s.name());
-            std::vector<int64_t> shape = {n, k};
-            Nf4Weight wt = randomWeight(n * k, block, seed += 3);
-            RefTensor x = randomTensor({m, k}, ++seed);
-            Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {m, n});
-            out.poison();
-            ASSERT_TRUE(runKernel("matmul_nf4",
-                                  {&xb, &wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf},
-                                  {&out}, nf4Attrs(block, shape, true)));
+    for (quant::AbsmaxFormat format : {quant::AbsmaxFormat::Int8, quant::AbsmaxFormat::Fp8E4M3})
+      for (int64_t block : {32, 64})
+        for (int64_t k : {int64_t{64}, int64_t{192}, 24 * block})
+          for (int64_t n : {1, 17, 30})
+            for (int64_t m : kRows) {
+              const Shape s{m, n, k};
+              SCOPED_TRACE("nf4 block" + std::to_string(block) + " " + s.name() + " " +
+                           quant::absmaxFormatName(format) + " absmax");
+              std::vector<int64_t> shape = {n, k};
+              Nf4Weight wt = randomWeight(n * k, block, seed += 3, format);
+              RefTensor x = randomTensor({m, k}, ++seed);
+              Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {m, n});
+              out.poison();
+              ASSERT_TRUE(runKernel("matmul_nf4",
+                                    {&xb, &wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf},
+                                    {&out}, nf4Attrs(block, shape, true, format)));
             // x quantized per 32 and the levels in 127ths: exact integer
             // sums, so only fp32 scaling and summing differ.
-            const RefTensor wInt8 = nf4Int8Weights(wt, {n, k}, block);
-            const QuantizedRef q = quantizeQ8(x);
-            EXPECT_CLOSE(out.toRef(), productQuantized(q, wInt8), Metric::Norm,
-                         tolerance(DType::F32));
-            const RefTensor wRef =
-                ref::dequantizeNf4(wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean, shape, block);
-            EXPECT_TRUE(withinRoundingBound(out.toRef(), x, q, wInt8, &wRef));
-          }
+              const RefTensor wInt8 = nf4Int8Weights(wt, {n, k}, block);
+              const QuantizedRef q = quantizeQ8(x);
+              EXPECT_CLOSE(out.toRef(), productQuantized(q, wInt8), Metric::Norm,
+                           tolerance(DType::F32));
+              const RefTensor wRef = ref::dequantizeNf4(wt.codes, wt.absmaxQ, wt.absmaxScale,
+                                                        wt.mean, shape, block, format);
+              EXPECT_TRUE(withinRoundingBound(out.toRef(), x, q, wInt8, &wRef));
+            }
   });
 }
 

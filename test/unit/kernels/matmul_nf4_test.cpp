@@ -8,7 +8,8 @@
 // and absmax levels, scales and a mean that leave some blocks' absmax ≤ 0, i.e. zero); the
 // reference expands it (ref::dequantizeNf4, the exact fp32 values) and multiplies in double. Both
 // layouts, rows on the few-rows path (1, 3, 16) and the sgemm path (17, 40), blocks of 32 and 64,
-// and shapes whose tiles, k-chunks and column chunks end ragged. Norm metric, as matmul's.
+// and shapes whose tiles, k-chunks and column chunks end ragged; absmax levels int8 and (f32
+// activations) E4M3, whose products keep the int8 form's tolerance. Norm metric, as matmul's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,7 +40,7 @@ bool runOnCase(const Case &c, DType dtype, Nf4Weight &wt, const std::vector<int6
   Buffer xb = Buffer::of(x, dtype);
   out.poison();
   return runKernel("matmul_nf4", {&xb, &wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf},
-                   {&out}, nf4Attrs(c.block, w, tb));
+                   {&out}, nf4Attrs(c.block, w, tb, wt.absmaxFormat));
 }
 
 /// x's shape with its last dimension `n`: the output's.
@@ -62,39 +63,54 @@ const std::vector<Case> kCases = {
     {{3}, 64, 33 * 64, 64}, {{3}, 200, 640, 32},    {{16}, 768, 2304, 64},
 };
 
+/// The absmax level formats a case runs with: E4M3 in f32 only (the
+/// levels change the weights, not how bf16 activations round).
+std::vector<quant::AbsmaxFormat> absmaxFormatsFor(DType dtype) {
+  if (dtype == DType::F32)
+    return {quant::AbsmaxFormat::Int8, quant::AbsmaxFormat::Fp8E4M3};
+  return {quant::AbsmaxFormat::Int8};
+}
+
+/// "" for int8 levels (the cases' names before E4M3 levels existed).
+std::string formatLabel(quant::AbsmaxFormat format) {
+  return format == quant::AbsmaxFormat::Int8 ? "" : "_e4m3";
+}
+
 std::vector<ConformanceCase> matmulNf4Cases() {
   std::vector<ConformanceCase> cases;
   uint64_t seed = 900;
   for (DType dtype : {DType::F32, DType::BF16})
-    for (const Case &c : kCases)
-      for (bool tb : {false, true}) {
-        std::vector<int64_t> w =
-            tb ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n};
-        if (w[1] % c.block != 0 || takesIntegerDots(ref::product(c.lead), c.k, c.block, tb))
-          continue;
-        std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(c.lead) + "_k" +
-                            std::to_string(c.k) + "_n" + std::to_string(c.n) + "_block" +
-                            std::to_string(c.block) + (tb ? "_transposed" : "");
-        cases.push_back(
-            {"matmul_nf4", label, [=, caseSeed = seed += 3] {
-               KernelCall k;
-               std::vector<int64_t> xShape = c.lead, yShape = c.lead;
-               xShape.push_back(c.k);
-               yShape.push_back(c.n);
-               k.input(randomTensor(xShape, caseSeed), dtype);
-               Nf4Weight wt = randomWeight(c.k * c.n, c.block, caseSeed + 1);
-               for (Buffer *b : {&wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf})
-                 k.input(*b);
-               k.output(dtype, yShape);
-               k.attrs = nf4Attrs(c.block, w, tb);
-               k.reference = [=](const std::vector<RefTensor> &in) {
-                 return std::vector<RefTensor>{
-                     ref::matmulNf4(in[0], in[1], in[2], in[3], in[4].data[0], w, c.block, tb)};
-               };
-               k.metric = k.cudaMetric = Metric::Norm;
-               return k;
-             }});
-      }
+    for (quant::AbsmaxFormat format : absmaxFormatsFor(dtype))
+      for (const Case &c : kCases)
+        for (bool tb : {false, true}) {
+          std::vector<int64_t> w =
+              tb ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n};
+          if (w[1] % c.block != 0 || takesIntegerDots(ref::product(c.lead), c.k, c.block, tb))
+            continue;
+          std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(c.lead) + "_k" +
+                              std::to_string(c.k) + "_n" + std::to_string(c.n) + "_block" +
+                              std::to_string(c.block) + (tb ? "_transposed" : "") +
+                              formatLabel(format);
+          cases.push_back(
+              {"matmul_nf4", label, [=, caseSeed = seed += 3] {
+                 KernelCall k;
+                 std::vector<int64_t> xShape = c.lead, yShape = c.lead;
+                 xShape.push_back(c.k);
+                 yShape.push_back(c.n);
+                 k.input(randomTensor(xShape, caseSeed), dtype);
+                 Nf4Weight wt = randomWeight(c.k * c.n, c.block, caseSeed + 1, format);
+                 for (Buffer *b : {&wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf})
+                   k.input(*b);
+                 k.output(dtype, yShape);
+                 k.attrs = nf4Attrs(c.block, w, tb, format);
+                 k.reference = [=](const std::vector<RefTensor> &in) {
+                   return std::vector<RefTensor>{ref::matmulNf4(
+                       in[0], in[1], in[2], in[3], in[4].data[0], w, c.block, tb, format)};
+                 };
+                 k.metric = k.cudaMetric = Metric::Norm;
+                 return k;
+               }});
+        }
   return cases;
 }
 
@@ -102,34 +118,40 @@ LLMC_CONFORMANCE_CASES(MatmulNf4, matmulNf4Cases);
 
 /// qat_dequantize_nf4 over odd element counts (a half-used last byte), one
 /// scale and several, and GPT-2's MLP weight in QLoRA's 64-element blocks;
-/// scales and a mean that leave some blocks' absmax ≤ 0 (y = 0). Exact: the
-/// CPU kernel is built without FMA contraction, the GPU rounds each
-/// operation explicitly, and both round the fp32 value once to `dtype`.
+/// scales and a mean that leave some blocks' absmax ≤ 0 (y = 0); int8 and
+/// E4M3 absmax levels (E4M3's NaN codes among the random bytes: zero
+/// blocks). Exact: the CPU kernel is built without FMA contraction, the
+/// GPU rounds each operation explicitly, and both round the fp32 value
+/// once to `dtype`.
 std::vector<ConformanceCase> dequantizeNf4Cases() {
   const std::vector<std::pair<std::vector<int64_t>, int64_t>> shapes = {
       {{3, 7}, 7}, {{5, 33}, 3}, {{37, 128}, 64}, {{1000, 64}, 64}, {{768, 3072}, 64}};
   std::vector<ConformanceCase> cases;
   uint64_t seed = 700;
-  for (DType dtype : kFloatTypes)
-    for (const auto &[shape, block] : shapes) {
-      std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(shape) + "_block" +
-                          std::to_string(block);
-      cases.push_back(
-          {"qat_dequantize_nf4", label, [=, caseSeed = seed += 3] {
-             KernelCall k;
-             Nf4Weight wt = randomWeight(shape[0] * shape[1], block, caseSeed);
-             for (Buffer *b : {&wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf})
-               k.input(*b);
-             k.output(dtype, shape);
-             k.attrs = attrs({}, {{"block", block}});
-             k.reference = [=](const std::vector<RefTensor> &in) {
-               return std::vector<RefTensor>{roundTo(
-                   ref::dequantizeNf4(in[0], in[1], in[2], in[3].data[0], shape, block), dtype)};
-             };
-             k.tolerances = k.cudaTolerances = {0.0};
-             return k;
-           }});
-    }
+  for (quant::AbsmaxFormat format : {quant::AbsmaxFormat::Int8, quant::AbsmaxFormat::Fp8E4M3})
+    for (DType dtype : kFloatTypes)
+      for (const auto &[shape, block] : shapes) {
+        std::string label = std::string(dtypeName(dtype)) + "_" + shapeLabel(shape) + "_block" +
+                            std::to_string(block) + formatLabel(format);
+        cases.push_back(
+            {"qat_dequantize_nf4", label, [=, caseSeed = seed += 3] {
+               KernelCall k;
+               Nf4Weight wt = randomWeight(shape[0] * shape[1], block, caseSeed, format);
+               for (Buffer *b : {&wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf})
+                 k.input(*b);
+               k.output(dtype, shape);
+               k.attrs = attrs({}, {{"block", block}});
+               if (format != quant::AbsmaxFormat::Int8)
+                 k.attrs.setInt("absmax_format", static_cast<int64_t>(format));
+               k.reference = [=](const std::vector<RefTensor> &in) {
+                 return std::vector<RefTensor>{roundTo(
+                     ref::dequantizeNf4(in[0], in[1], in[2], in[3].data[0], shape, block, format),
+                     dtype)};
+               };
+               k.tolerances = k.cudaTolerances = {0.0};
+               return k;
+             }});
+      }
   return cases;
 }
 
@@ -198,29 +220,30 @@ TEST(MatmulNf4Kernel, OddElementCountsAndUnalignedSegments) {
 TEST(MatmulNf4Kernel, DecodeProductsQuantizeX) {
   uint64_t seed = 1900;
   for (DType dtype : {DType::F32, DType::BF16})
-    for (const Case &c : kCases) {
-      const int64_t rows = ref::product(c.lead);
-      if (!takesIntegerDots(rows, c.k, c.block, true))
-        continue;
-      SCOPED_TRACE(std::string(dtypeName(dtype)) + " k" + std::to_string(c.k) + " n" +
-                   std::to_string(c.n) + " block " + std::to_string(c.block) + " rows " +
-                   std::to_string(rows));
-      const std::vector<int64_t> shape = {c.n, c.k};
-      Nf4Weight wt = randomWeight(c.k * c.n, c.block, seed += 3);
-      RefTensor x;
-      Buffer out(dtype, outShape(c));
-      ASSERT_TRUE(runOnCase(c, dtype, wt, shape, true, ++seed, x, out));
-      RefTensor x2 = x, y = out.toRef();
-      x2.shape = {rows, c.k}, y.shape = {rows, c.n};
-      const RefTensor wInt8 = nf4Int8Weights(wt, shape, c.block);
-      const QuantizedRef q = quantizeQ8(x2);
-      EXPECT_CLOSE(y, productQuantized(q, wInt8), Metric::Norm, tolerance(dtype));
-      if (dtype == DType::F32) {
-        const RefTensor stored =
-            ref::dequantizeNf4(wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean, shape, c.block);
-        EXPECT_TRUE(withinRoundingBound(y, x2, q, wInt8, &stored));
+    for (quant::AbsmaxFormat format : absmaxFormatsFor(dtype))
+      for (const Case &c : kCases) {
+        const int64_t rows = ref::product(c.lead);
+        if (!takesIntegerDots(rows, c.k, c.block, true))
+          continue;
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " k" + std::to_string(c.k) + " n" +
+                     std::to_string(c.n) + " block " + std::to_string(c.block) + " rows " +
+                     std::to_string(rows) + " " + quant::absmaxFormatName(format) + " absmax");
+        const std::vector<int64_t> shape = {c.n, c.k};
+        Nf4Weight wt = randomWeight(c.k * c.n, c.block, seed += 3, format);
+        RefTensor x;
+        Buffer out(dtype, outShape(c));
+        ASSERT_TRUE(runOnCase(c, dtype, wt, shape, true, ++seed, x, out));
+        RefTensor x2 = x, y = out.toRef();
+        x2.shape = {rows, c.k}, y.shape = {rows, c.n};
+        const RefTensor wInt8 = nf4Int8Weights(wt, shape, c.block);
+        const QuantizedRef q = quantizeQ8(x2);
+        EXPECT_CLOSE(y, productQuantized(q, wInt8), Metric::Norm, tolerance(dtype));
+        if (dtype == DType::F32) {
+          const RefTensor stored = ref::dequantizeNf4(wt.codes, wt.absmaxQ, wt.absmaxScale, wt.mean,
+                                                      shape, c.block, format);
+          EXPECT_TRUE(withinRoundingBound(y, x2, q, wInt8, &stored));
+        }
       }
-    }
 }
 
 /// A piece of a split weight on the integer dots finds its blocks' scales
@@ -304,6 +327,10 @@ TEST(MatmulNf4Kernel, ContractErrorsNameTheOperandOrAttribute) {
       {good, {typeOnly(DType::BF16, {2, 128})}, nf4Attrs(64, {64, 128}, false), "y"},
       {good, {f32({2, 64})}, nf4Attrs(64, {64, 128}, false), "y"},
       {good, {f32({2, 128})}, attrs({}, {{"block", 64}}), "weight_shape"},
+      {good,
+       {f32({2, 128})},
+       nf4Attrs(64, {64, 128}, false, static_cast<quant::AbsmaxFormat>(7)),
+       "attribute 'absmax_format' must be 0 (int8) or 1 (fp8_e4m3), got 7"},
       // A piece: all three placing attributes, inside the whole weight, and
       // the whole weight's scales.
       {good, {f32({2, 128})}, piece({128, 128}, {1, 1}, {0, 0}, false), "'chunks'"},

@@ -93,7 +93,7 @@ std::vector<Scheme> schemes(int64_t outAxis) {
 
 std::vector<float> rtn(const std::vector<float> &w, int64_t inputAxis, const Scheme &s) {
   quant::QuantizedTensor q;
-  EXPECT_EQ(quant::quantize(w.data(), shapeFor(inputAxis), s, false, q), "");
+  EXPECT_EQ(quant::quantize(w.data(), shapeFor(inputAxis), s, quant::DoubleQuant::None, q), "");
   return quant::dequantize(q);
 }
 
@@ -101,8 +101,8 @@ std::vector<float> gptq(const std::vector<float> &w, int64_t inputAxis, const Sc
                         const std::vector<double> &H, const quant::GptqOptions &options = {},
                         quant::GptqStats *stats = nullptr) {
   quant::QuantizedTensor q;
-  EXPECT_EQ(quant::gptqQuantize(w.data(), shapeFor(inputAxis), inputAxis, H, s, false, options,
-                                q, stats),
+  EXPECT_EQ(quant::gptqQuantize(w.data(), shapeFor(inputAxis), inputAxis, H, s,
+                                quant::DoubleQuant::None, options, q, stats),
             "");
   EXPECT_EQ(quant::validate(q), "");
   return quant::dequantize(q);
@@ -141,9 +141,10 @@ TEST(Gptq, DiagonalHessianStoresRoundToNearest) {
         quant::GptqOptions options;
         options.actOrder = actOrder;
         quant::QuantizedTensor a, b;
-        ASSERT_EQ(quant::quantize(w.data(), shapeFor(inputAxis), s, false, a), "");
-        ASSERT_EQ(quant::gptqQuantize(w.data(), shapeFor(inputAxis), inputAxis, H, s, false,
-                                      options, b),
+        ASSERT_EQ(quant::quantize(w.data(), shapeFor(inputAxis), s, quant::DoubleQuant::None, a),
+                  "");
+        ASSERT_EQ(quant::gptqQuantize(w.data(), shapeFor(inputAxis), inputAxis, H, s,
+                                      quant::DoubleQuant::None, options, b),
                   "");
         EXPECT_EQ(a.codes, b.codes) << quant::schemeString(s);
         EXPECT_EQ(a.scales, b.scales) << quant::schemeString(s);
@@ -179,7 +180,8 @@ TEST(Gptq, DampeningMakesASingularHessianUsable) {
   quant::QuantizedTensor q;
   quant::GptqOptions undamped;
   undamped.dampening = 0.0;
-  std::string why = quant::gptqQuantize(w.data(), shapeFor(1), 1, H, s, false, undamped, q);
+  std::string why =
+      quant::gptqQuantize(w.data(), shapeFor(1), 1, H, s, quant::DoubleQuant::None, undamped, q);
   EXPECT_NE(why.find("not positive definite"), std::string::npos) << why;
   std::vector<float> damped = gptq(w, 1, s, H);
   EXPECT_LT(outputError(x, n, w, damped, 1), outputError(x, n, w, rtn(w, 1, s), 1));
@@ -208,11 +210,12 @@ TEST(Gptq, RejectsWhatDoesNotFit) {
   std::vector<double> H(kIn * kIn, 0.0);
   for (int64_t i = 0; i < kIn; ++i) H[i * kIn + i] = 1.0;
   quant::QuantizedTensor q;
-  EXPECT_EQ(quant::gptqQuantize(w.data(), shapeFor(1), 1, std::vector<double>(10), makeScheme(Format::Int4),
-                                false, {}, q),
+  EXPECT_EQ(quant::gptqQuantize(w.data(), shapeFor(1), 1, std::vector<double>(10),
+                                makeScheme(Format::Int4), quant::DoubleQuant::None, {}, q),
             "the Hessian has 10 entries, expected 64x64");
   EXPECT_EQ(quant::gptqQuantize(w.data(), shapeFor(1), 1, H,
-                                makeScheme(Format::Int4, Granularity::Block, 0, 60), false, {}, q),
+                                makeScheme(Format::Int4, Granularity::Block, 0, 60),
+                                quant::DoubleQuant::None, {}, q),
             "blocks of 60 do not divide the last dimension (64)");
 }
 

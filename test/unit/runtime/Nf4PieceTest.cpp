@@ -71,7 +71,7 @@ quant::QuantizedTensor quantizedWhole(int64_t rows, int64_t cols, int64_t block,
   quant::QuantizedTensor q;
   quant::Scheme scheme =
       quant::makeScheme(quant::Format::Nf4, quant::Granularity::Block, 0, block);
-  EXPECT_EQ(quant::quantize(x.data(), {rows, cols}, scheme, /*doubleQuant=*/true, q), "");
+  EXPECT_EQ(quant::quantize(x.data(), {rows, cols}, scheme, quant::DoubleQuant::Int8, q), "");
   return q;
 }
 

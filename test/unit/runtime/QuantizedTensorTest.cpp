@@ -109,7 +109,7 @@ TEST(QuantizedTensor, DequantizeIsFakeQuantEverywhere) {
       std::string what = quant::schemeString(s) + " on " + std::to_string(shape.size()) +
                          "-d tensor of " + std::to_string(numelOf(shape));
       quant::QuantizedTensor q;
-      ASSERT_EQ(quant::quantize(x.data(), shape, s, false, q), "") << what;
+      ASSERT_EQ(quant::quantize(x.data(), shape, s, quant::DoubleQuant::None, q), "") << what;
       EXPECT_EQ(quant::validate(q), "") << what;
       EXPECT_EQ(static_cast<int64_t>(q.codes.size()),
                 (quant::codeBits(s.format) * numelOf(shape) + 7) / 8)
@@ -131,7 +131,7 @@ TEST(QuantizedTensor, RoundingTiesMatchTheContract) {
     for (Format f : {Format::Int8, Format::Int4}) {
       Scheme s = makeScheme(f, Granularity::Tensor, 0, 0, symmetric);
       quant::QuantizedTensor q;
-      ASSERT_EQ(quant::quantize(x.data(), shape, s, false, q), "");
+      ASSERT_EQ(quant::quantize(x.data(), shape, s, quant::DoubleQuant::None, q), "");
       expectSame(quant::dequantize(q), fakeQuant(x, shape, s), quant::schemeString(s));
     }
 }
@@ -143,7 +143,7 @@ TEST(QuantizedTensor, EmptyGroupsStoreZero) {
   for (Format f : kFormats) {
     Scheme s = makeScheme(f, Granularity::Channel, 0, 0, true);
     quant::QuantizedTensor q;
-    ASSERT_EQ(quant::quantize(x.data(), shape, s, false, q), "");
+    ASSERT_EQ(quant::quantize(x.data(), shape, s, quant::DoubleQuant::None, q), "");
     EXPECT_EQ(q.scales[0], 0.0f);
     std::vector<float> y = quant::dequantize(q);
     for (int64_t i = 0; i < 32; ++i) EXPECT_EQ(y[i], 0.0f) << quant::formatName(f);
@@ -158,8 +158,8 @@ TEST(QuantizedTensor, Nf4DoubleQuantization) {
   std::vector<float> x = sample(shape, 7);
   Scheme s = makeScheme(Format::Nf4, Granularity::Block, 0, 64, true);
   quant::QuantizedTensor q;
-  ASSERT_EQ(quant::quantize(x.data(), shape, s, true, q), "");
-  ASSERT_TRUE(q.doubleQuant);
+  ASSERT_EQ(quant::quantize(x.data(), shape, s, quant::DoubleQuant::Int8, q), "");
+  ASSERT_EQ(q.doubleQuant, quant::DoubleQuant::Int8);
   EXPECT_EQ(quant::validate(q), "");
   EXPECT_TRUE(q.scales.empty());
   ASSERT_EQ(q.absmaxCodes.size(), 280u);
@@ -185,8 +185,8 @@ TEST(QuantizedTensor, Nf4DoubleQuantization) {
 
   // Without double quantization the fp32 absmax is stored.
   quant::QuantizedTensor plain;
-  ASSERT_EQ(quant::quantize(x.data(), shape, s, false, plain), "");
-  EXPECT_FALSE(plain.doubleQuant);
+  ASSERT_EQ(quant::quantize(x.data(), shape, s, quant::DoubleQuant::None, plain), "");
+  EXPECT_FALSE(plain.doubleQuantized());
   EXPECT_EQ(plain.scales.size(), 280u);
   expectSame(quant::dequantize(plain), fakeQuant(x, shape, s), "nf4 without double quant");
 }
@@ -194,25 +194,31 @@ TEST(QuantizedTensor, Nf4DoubleQuantization) {
 TEST(QuantizedTensor, BitsPerParameter) {
   std::vector<int64_t> shape = {128, 384};
   std::vector<float> x = sample(shape, 3);
-  auto bitsOf = [&](Scheme s, bool doubleQuant) {
+  auto bitsOf = [&](Scheme s, quant::DoubleQuant doubleQuant) {
     quant::QuantizedTensor q;
     EXPECT_EQ(quant::quantize(x.data(), shape, s, doubleQuant, q), "");
     return q.bitsPerParameter();
   };
+  using quant::DoubleQuant;
   const double n = 128.0 * 384.0;
   // NF4 blocks of 64 + double quantization: 4 + 8/64 + 32/(64·256) bits,
-  // plus one fp32 mean per tensor.
-  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Nf4, Granularity::Block, 0, 64, true), true),
+  // plus one fp32 mean per tensor, whichever 8-bit levels hold the absmax.
+  const Scheme nf4 = makeScheme(Format::Nf4, Granularity::Block, 0, 64, true);
+  EXPECT_DOUBLE_EQ(bitsOf(nf4, DoubleQuant::Int8), 4.0 + 8.0 / 64 + 32.0 / (64 * 256) + 32.0 / n);
+  EXPECT_DOUBLE_EQ(bitsOf(nf4, DoubleQuant::Fp8E4M3),
                    4.0 + 8.0 / 64 + 32.0 / (64 * 256) + 32.0 / n);
-  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Nf4, Granularity::Block, 0, 64, true), false),
-                   4.0 + 32.0 / 64);
-  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Int4, Granularity::Block, 0, 64, true), false), 4.5);
-  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Int8, Granularity::Channel, 1, 0, true), false),
-                   8.0 + 32.0 * 384 / n);
-  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Int8, Granularity::Channel, 1, 0, false), false),
-                   8.0 + 64.0 * 384 / n);
-  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Fp8E4M3, Granularity::Tensor, 0, 0, true), false),
-                   8.0 + 32.0 / n);
+  EXPECT_DOUBLE_EQ(bitsOf(nf4, DoubleQuant::None), 4.0 + 32.0 / 64);
+  EXPECT_DOUBLE_EQ(
+      bitsOf(makeScheme(Format::Int4, Granularity::Block, 0, 64, true), DoubleQuant::None), 4.5);
+  EXPECT_DOUBLE_EQ(
+      bitsOf(makeScheme(Format::Int8, Granularity::Channel, 1, 0, true), DoubleQuant::None),
+      8.0 + 32.0 * 384 / n);
+  EXPECT_DOUBLE_EQ(
+      bitsOf(makeScheme(Format::Int8, Granularity::Channel, 1, 0, false), DoubleQuant::None),
+      8.0 + 64.0 * 384 / n);
+  EXPECT_DOUBLE_EQ(
+      bitsOf(makeScheme(Format::Fp8E4M3, Granularity::Tensor, 0, 0, true), DoubleQuant::None),
+      8.0 + 32.0 / n);
 }
 
 TEST(QuantizedTensor, Fp8CodecCoversEveryPattern) {
@@ -238,18 +244,18 @@ TEST(QuantizedTensor, FourBitCodesPackLowNibbleFirst) {
   std::vector<int64_t> shape = {3};
   std::vector<float> x = {7.0f, -7.0f, 1.0f};
   quant::QuantizedTensor q;
-  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int4, Granularity::Tensor, 0, 0,
-                                                        true),
-                            false, q),
+  ASSERT_EQ(quant::quantize(x.data(), shape,
+                            makeScheme(Format::Int4, Granularity::Tensor, 0, 0, true),
+                            quant::DoubleQuant::None, q),
             "");
   ASSERT_EQ(q.codes.size(), 2u);
   EXPECT_EQ(q.codes[0], 0x97); // 7 low, −7 (0b1001) high
   EXPECT_EQ(q.codes[1], 0x01); // 1, then the padding 0
   EXPECT_EQ(q.scales[0], 1.0f);
   // int8 is the two's complement byte.
-  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int8, Granularity::Tensor, 0, 0,
-                                                        true),
-                            false, q),
+  ASSERT_EQ(quant::quantize(x.data(), shape,
+                            makeScheme(Format::Int8, Granularity::Tensor, 0, 0, true),
+                            quant::DoubleQuant::None, q),
             "");
   EXPECT_EQ(q.codes[1], static_cast<uint8_t>(-127));
 }
@@ -261,7 +267,8 @@ TEST(QuantizedTensor, ThreeBitCodesPackAsABitStream) {
   std::vector<float> x = {3.0f, -3.0f, 1.0f, -1.0f, 0.0f, 2.0f, -2.0f, 3.0f, 1.0f};
   std::vector<int64_t> shape = {9};
   quant::QuantizedTensor q;
-  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int3), false, q), "");
+  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int3), quant::DoubleQuant::None, q),
+            "");
   ASSERT_EQ(q.codes.size(), 4u); // 27 bits
   uint64_t stream = 0;
   const int levels[] = {3, -3, 1, -1, 0, 2, -2, 3, 1};
@@ -271,9 +278,9 @@ TEST(QuantizedTensor, ThreeBitCodesPackAsABitStream) {
   EXPECT_EQ(quant::codeBytes(Format::Int3, 8), 3);
   // Asymmetric int3 uses all eight levels, −4 included.
   std::vector<float> y = {-4.0f, 3.0f, 0.0f, -1.0f};
-  ASSERT_EQ(quant::quantize(y.data(), {4}, makeScheme(Format::Int3, Granularity::Tensor, 0, 0,
-                                                      false),
-                            false, q),
+  ASSERT_EQ(quant::quantize(y.data(), {4},
+                            makeScheme(Format::Int3, Granularity::Tensor, 0, 0, false),
+                            quant::DoubleQuant::None, q),
             "");
   EXPECT_EQ(q.zeroPoints[0], 0);
   EXPECT_EQ(quant::dequantize(q), y);
@@ -282,17 +289,17 @@ TEST(QuantizedTensor, ThreeBitCodesPackAsABitStream) {
 TEST(QuantizedTensor, SchemesThatDoNotFitAreRejected) {
   std::vector<float> x(6 * 100, 1.0f);
   quant::QuantizedTensor q;
-  EXPECT_EQ(quant::quantize(x.data(), {6, 100}, makeScheme(Format::Int4, Granularity::Block, 0,
-                                                           64, true),
-                            false, q),
+  EXPECT_EQ(quant::quantize(x.data(), {6, 100},
+                            makeScheme(Format::Int4, Granularity::Block, 0, 64, true),
+                            quant::DoubleQuant::None, q),
             "blocks of 64 do not divide the last dimension (100)");
-  EXPECT_EQ(quant::quantize(x.data(), {6, 100}, makeScheme(Format::Int8, Granularity::Channel, 2,
-                                                           0, true),
-                            false, q),
+  EXPECT_EQ(quant::quantize(x.data(), {6, 100},
+                            makeScheme(Format::Int8, Granularity::Channel, 2, 0, true),
+                            quant::DoubleQuant::None, q),
             "channel axis 2 is out of range for rank 2");
-  EXPECT_NE(quant::quantize(x.data(), {6, 100}, makeScheme(Format::Nf4, Granularity::Tensor, 0,
-                                                           0, false),
-                            false, q),
+  EXPECT_NE(quant::quantize(x.data(), {6, 100},
+                            makeScheme(Format::Nf4, Granularity::Tensor, 0, 0, false),
+                            quant::DoubleQuant::None, q),
             "");
 }
 
@@ -318,13 +325,13 @@ TEST(QuantizedFile, RoundTripAndErrors) {
   std::vector<int64_t> shape = {16, 128};
   std::vector<float> w = sample(shape, 5), bias = {0.5f, -1.25f};
   std::vector<quant::QuantizedTensor> qs(2);
-  ASSERT_EQ(quant::quantize(w.data(), shape, makeScheme(Format::Int8, Granularity::Channel, 0, 0,
-                                                        false),
-                            false, qs[0]),
+  ASSERT_EQ(quant::quantize(w.data(), shape,
+                            makeScheme(Format::Int8, Granularity::Channel, 0, 0, false),
+                            quant::DoubleQuant::None, qs[0]),
             "");
-  ASSERT_EQ(quant::quantize(w.data(), shape, makeScheme(Format::Nf4, Granularity::Block, 0, 64,
-                                                        true),
-                            true, qs[1]),
+  ASSERT_EQ(quant::quantize(w.data(), shape,
+                            makeScheme(Format::Nf4, Granularity::Block, 0, 64, true),
+                            quant::DoubleQuant::Int8, qs[1]),
             "");
   std::vector<SafeTensor> tensors;
   std::map<std::string, std::string> metadata;
