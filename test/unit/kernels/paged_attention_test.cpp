@@ -664,7 +664,7 @@ void expectCodesWrittenThenReadMatchAttention(Format f, double bound) {
   };
   const int saved = omp_get_max_threads();
   uint64_t seed = 4500;
-  double worst = 0.0;
+  double best = 1.0, worst = 0.0;
   for (const Case &c : cases)
     for (DType dtype : {DType::F32, DType::BF16}) {
       SCOPED_TRACE(std::string(nameOf(f)) + " cache, " + dtypeName(dtype) + " " +
@@ -717,20 +717,22 @@ void expectCodesWrittenThenReadMatchAttention(Format f, double bound) {
       RefTensor expected = maskedCausalAttention(q, k, v, scale, c.lengths);
       const double error = normError(reference, expected);
       EXPECT_LE(error, bound);
+      best = std::min(best, error);
       worst = std::max(worst, error);
     }
-  std::printf("[ info ] %s cache: attention within %.2e (norm) of the unquantized keys' and "
-              "values'\n", nameOf(f), worst);
+  std::printf("[ info ] %s cache: attention %.2e to %.2e (norm) from the unquantized keys' "
+              "and values'\n", nameOf(f), best, worst);
 }
 
 /// int8: measured 0.6-0.9% of the output's norm, bounded by 2%.
 TEST(PagedAttentionKernels, Int8CacheWrittenThenReadMatchesAttention) {
   expectCodesWrittenThenReadMatchAttention(Format::Int8, 2e-2);
 }
-/// fp8 E4M3 (3 mantissa bits: a relative step of 2^-3 against int8's
-/// 1/127 of the row's amax): measured FP8MEASURED, bounded by FP8BOUND.
+/// fp8 E4M3 (3 mantissa bits: a step of 2^-3 of a value's power of two,
+/// against int8's 1/127 of the row's amax): measured 2.7-3.3%, bounded by
+/// 5%.
 TEST(PagedAttentionKernels, Fp8CacheWrittenThenReadMatchesAttention) {
-  expectCodesWrittenThenReadMatchAttention(Format::Fp8E4M3, 1e-1);
+  expectCodesWrittenThenReadMatchAttention(Format::Fp8E4M3, 5e-2);
 }
 
 //===----------------------------------------------------------------------===//
