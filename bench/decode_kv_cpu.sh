@@ -3,7 +3,7 @@
 # (GQA, 4 layers, 2 kv heads of 32) at batch 8 over long prompts, where a
 # decode step reads far more cache than weights (8 x 1024 tokens x 2 KiB =
 # 16 MiB of fp32 cache against 3.2 MB of weights), compiled with kv=f32,
-# bf16 and int8 (random weights: the timing does not depend on their
+# bf16, int8 and fp8 (random weights: the timing does not depend on their
 # values), runs alternated.
 #
 # Usage: [PROMPT=1024] [NEW=32] [BATCH=8] [RUNS=5] bench/decode_kv_cpu.sh [build-dir]
@@ -13,7 +13,7 @@ PROMPT=${PROMPT:-1024}
 NEW=${NEW:-32}
 BATCH=${BATCH:-8}
 RUNS=${RUNS:-5}
-KINDS=${KINDS:-f32 bf16 int8}
+KINDS=${KINDS:-f32 bf16 int8 fp8}
 SPEC="max-batch=$BATCH,max-context=$((PROMPT + NEW)),page=16,chunk=256"
 for kv in $KINDS; do
   "$BUILD/bin/llmc" compile --model llama --preset tiny --inference "$SPEC,kv=$kv" -o "$WORK/$kv.llmc"

@@ -153,12 +153,12 @@ TEST(KvCacheStep, PrefillOverEachCacheTypeGivesTheModelsLogits) {
 
   // int8: codes up to ±127; fp8: up to ±448, with 3 mantissa bits a step
   // near the top of 32/448 of the row's amax against int8's 1/127, so a
-  // looser bound.
+  // looser bound (measured 5.5e-3 and 1.6e-2 of the logits' range).
   struct Codes {
     const char *type;
     double top, bound;
   };
-  for (Codes c : {Codes{"int8", 127.0, 2e-2}, Codes{"fp8_e4m3", 448.0, 1e-1}}) {
+  for (Codes c : {Codes{"int8", 127.0, 2e-2}, Codes{"fp8_e4m3", 448.0, 5e-2}}) {
     SCOPED_TRACE(std::string("cache-type '") + c.type + "'");
     std::vector<RefTensor> got = prefill(context, c.type);
     ASSERT_EQ(got.size(), 5u); // logits, k codes and scales, v codes and scales
