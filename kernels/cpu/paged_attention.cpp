@@ -238,12 +238,16 @@ inline void scoreTile(int64_t rows, int64_t cols, int64_t d, const float *q, con
 }
 
 /// out[e] = codes[e]'s value · scale (common/KvCacheCodes.h): one key or
-/// value row of codes widened to fp32. Int8 codes eight per instruction
-/// (sign-extended, converted, scaled); fp8 codes by fp8::decodeE4M3, whose
-/// branch-free form the loop vectorises.
+/// value row of codes widened to fp32, several codes per instruction: fp8
+/// sixteen at a time through f16 (fp8::decodeE4M3x16), int8 eight at a
+/// time, sign-extended, converted and scaled.
 inline void widenCodes(const Fp8E4M3Code *codes, float scale, float *out, int64_t d) {
-#pragma omp simd
-  for (int64_t e = 0; e < d; ++e) out[e] = kvcache::valueOf(codes[e], scale);
+  int64_t e = 0;
+#if defined(__AVX2__) && defined(__F16C__)
+  const uint8_t *bytes = reinterpret_cast<const uint8_t *>(codes);
+  for (; e + 16 <= d; e += 16) fp8::decodeE4M3x16(bytes + e, scale, out + e);
+#endif
+  for (; e < d; ++e) out[e] = kvcache::valueOf(codes[e], scale);
 }
 inline void widenCodes(const int8_t *codes, float scale, float *out, int64_t d) {
   int64_t e = 0;
