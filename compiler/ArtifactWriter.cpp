@@ -36,7 +36,8 @@ FailureOr<fb::DType> dtypeOf(Location loc, Type element) {
   if (element.isInteger(64)) return fb::DType::I64;
   // Bytes: int8 codes, and fp8 E4M3 codes (a KV cache's; the kernels get
   // their format as an attribute, llm::cacheCodeFormat).
-  if (element.isInteger(8) || isa<Float8E4M3FNType>(element)) return fb::DType::U8;
+  if (element.isInteger(8) || isa<Float8E4M3FNType>(element))
+    return fb::DType::U8;
   return emitError(loc) << "artifact: unsupported element type " << element;
 }
 

@@ -45,13 +45,13 @@ std::string parseCacheType(StringRef value, std::string &error) {
     return "fp8_e4m3";
   if (kv == "int8" || kv == "bf16" || kv == "f16" || kv == "f32")
     return kv.str();
-  const char *accepted = "int8, fp8 (or fp8_e4m3), bf16, f16 or f32";
+  const std::string accepted = "int8, fp8 (or fp8_e4m3), bf16, f16 or f32";
   if (kv == "fp8_e5m2")
-    error = std::string("--inference: kv=fp8_e5m2 is not supported (a cache keeps E4M3's "
-                        "3 mantissa bits; its scales make E5M2's range unnecessary): kv must "
-                        "be ") + accepted;
+    error = "--inference: kv=fp8_e5m2 is not supported (a cache keeps E4M3's 3 mantissa bits; "
+            "its scales make E5M2's range unnecessary): kv must be " +
+            accepted;
   else
-    error = std::string("--inference: kv must be ") + accepted + ", got '" + value.str() + "'";
+    error = "--inference: kv must be " + accepted + ", got '" + value.str() + "'";
   return "";
 }
 
@@ -132,7 +132,8 @@ std::string checkCacheType(InferenceSpec &spec, StringRef precision) {
   if (spec.kv.empty())
     spec.kv = compute;
   if (compute == "bf16" && (spec.kv == "f32" || spec.kv == "f16"))
-    return "--inference: kv=" + spec.kv + " under --precision bf16: the keys are bf16, so the "
+    return "--inference: kv=" + spec.kv +
+           " under --precision bf16: the keys are bf16, so the "
            "cache is bf16, int8 or fp8";
   return "";
 }

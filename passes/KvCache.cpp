@@ -135,8 +135,7 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
                        .Case("fp8_e4m3", b.getType<Float8E4M3FNType>())
                        .Default(nullptr);
     if (!element)
-      return func.emitError(
-                 "kv-cache: cache-type must be f32, bf16, f16, int8 or fp8_e4m3, got '")
+      return func.emitError("kv-cache: cache-type must be f32, bf16, f16, int8 or fp8_e4m3, got '")
              << cacheType << "'";
     // A float wider than the keys holds nothing they do not.
     if (element != keys && !isCodes(element) &&

@@ -501,9 +501,7 @@ static LogicalResult checkCachePool(std::optional<Location> loc, RankedTensorTyp
 
 /// Whether a pool of `cache` elements holds one-byte codes with scales:
 /// int8, or fp8 E4M3 (OCP's, f8E4M3FN).
-static bool isCodeCache(Type cache) {
-  return cache.isInteger(8) || isa<Float8E4M3FNType>(cache);
-}
+static bool isCodeCache(Type cache) { return cache.isInteger(8) || isa<Float8E4M3FNType>(cache); }
 
 std::optional<int64_t> llmc::llm::cacheCodeFormat(Operation *op) {
   Value pool;

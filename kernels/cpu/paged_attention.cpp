@@ -508,10 +508,13 @@ std::unique_ptr<Kernel> makeForCache(const contracts::PagedCacheBinding &b,
   const PagedDims dims = dimsOf(b);
   if (b.quantized && b.codes == quant::Format::Fp8E4M3)
     return std::make_unique<K<T, Fp8E4M3Code>>(args, dims);
-  if (b.quantized) return std::make_unique<K<T, int8_t>>(args, dims);
+  if (b.quantized)
+    return std::make_unique<K<T, int8_t>>(args, dims);
   if constexpr (std::is_same_v<T, float>) {
-    if (b.cacheDType == DType::BF16) return std::make_unique<K<float, bf16>>(args, dims);
-    if (b.cacheDType == DType::F16) return std::make_unique<K<float, f16>>(args, dims);
+    if (b.cacheDType == DType::BF16)
+      return std::make_unique<K<float, bf16>>(args, dims);
+    if (b.cacheDType == DType::F16)
+      return std::make_unique<K<float, f16>>(args, dims);
   }
   return std::make_unique<K<T, T>>(args, dims);
 }

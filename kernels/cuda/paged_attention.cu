@@ -421,10 +421,13 @@ std::unique_ptr<Kernel> bindForCache(Validator &v, const KernelArgs &args, const
                                      const contracts::PagedCacheBinding &b) {
   if (b.quantized && b.codes == quant::Format::Fp8E4M3)
     return bindPagedAttention<T, Fp8E4M3Code>(v, args, p);
-  if (b.quantized) return bindPagedAttention<T, int8_t>(v, args, p);
+  if (b.quantized)
+    return bindPagedAttention<T, int8_t>(v, args, p);
   if constexpr (std::is_same_v<T, float>) {
-    if (b.cacheDType == DType::BF16) return bindPagedAttention<float, bf16>(v, args, p);
-    if (b.cacheDType == DType::F16) return bindPagedAttention<float, f16>(v, args, p);
+    if (b.cacheDType == DType::BF16)
+      return bindPagedAttention<float, bf16>(v, args, p);
+    if (b.cacheDType == DType::F16)
+      return bindPagedAttention<float, f16>(v, args, p);
   }
   return bindPagedAttention<T, T>(v, args, p);
 }

@@ -121,7 +121,8 @@ void expectWrittenSlots(const std::vector<RefTensor> &got, double top) {
         const bool written = page != 2 && page != 4;
         EXPECT_EQ(scales.data[head] > 0, written) << "page " << page << " slot " << slot;
         double largest = 0;
-        for (int64_t e = 0; e < 8; ++e) largest = std::max(largest, std::fabs(codes.data[head * 8 + e]));
+        for (int64_t e = 0; e < 8; ++e)
+          largest = std::max(largest, std::fabs(codes.data[head * 8 + e]));
         EXPECT_EQ(largest, written ? top : 0.0);
       }
   }

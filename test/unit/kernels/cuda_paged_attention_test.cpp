@@ -62,8 +62,8 @@ void expectCodesMatchCpu(quant::Format format) {
       std::copy(std::begin(edges), std::end(edges), values.data.begin() + 2 * d);
       Buffer fresh = Buffer::of(values, dtype);
       Buffer cache = randomCodes({6, 4, 2, d}, 12102), scales = randomScales({6, 4, 2}, 12103);
-      expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb, &scales},
-                           {&cache, &scales}, attrsOf, {Metric::Elementwise, {0.0}});
+      expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb, &scales}, {&cache, &scales},
+                           attrsOf, {Metric::Elementwise, {0.0}});
       Buffer out(DType::U8, {6, 4, 2, d}), outScales(DType::F32, {6, 4, 2});
       expectCudaMatchesCpu("kv_cache_write", {&cache, &fresh, &tb, &pb, &scales},
                            {&out, &outScales}, attrsOf, {Metric::Elementwise, {0.0}});

@@ -332,7 +332,8 @@ TEST(KvCacheWriteKernels, OnlyAddressedSlotsChange) {
 using quant::Format;
 
 /// The kernels' `format` attribute for codes of `f`.
-KernelAttrs formatAttrs(Format f, std::initializer_list<std::pair<const char *, double>> floats = {}) {
+KernelAttrs formatAttrs(Format f,
+                        std::initializer_list<std::pair<const char *, double>> floats = {}) {
   return attrs(floats, {{"format", static_cast<int64_t>(f)}});
 }
 
@@ -367,7 +368,8 @@ RefTensor randomCodes(const std::vector<int64_t> &shape, uint64_t seed, Format f
     return randomIds(shape, seed, -127, 128);
   RefTensor bytes = randomIds(shape, seed, 0, 254); // 0x00..0xfd, then 0x7f moves to 0xfe
   for (double &x : bytes.data)
-    if (x == 0x7f) x = 0xfe;
+    if (x == 0x7f)
+      x = 0xfe;
   return codeValues(bytes, f);
 }
 
@@ -434,10 +436,10 @@ void expectCodesMatchReference(Format f) {
         double largest = 0.0;
         for (int64_t e = 0; e < 8; ++e) {
           const int64_t i = head * 8 + e;
-          const double step = f == Format::Fp8E4M3
-                                  ? std::max(std::ldexp(std::fabs(exact.data[i]), -4),
-                                             std::ldexp(s, -10))
-                                  : 0.5 * s;
+          const double step =
+              f == Format::Fp8E4M3
+                  ? std::max(std::ldexp(std::fabs(exact.data[i]), -4), std::ldexp(s, -10))
+                  : 0.5 * s;
           EXPECT_LE(std::fabs(back.data[i] - exact.data[i]), step * (1 + 1e-4) + 1e-12)
               << "slot " << head / 2 << " head " << head % 2;
           largest = std::max(largest, std::fabs(expected[0].data[i]));
@@ -449,7 +451,9 @@ void expectCodesMatchReference(Format f) {
     }
 }
 
-TEST(KvCacheWriteKernels, Int8MatchesReferenceBitForBit) { expectCodesMatchReference(Format::Int8); }
+TEST(KvCacheWriteKernels, Int8MatchesReferenceBitForBit) {
+  expectCodesMatchReference(Format::Int8);
+}
 TEST(KvCacheWriteKernels, Fp8MatchesReferenceBitForBit) {
   expectCodesMatchReference(Format::Fp8E4M3);
 }
@@ -460,9 +464,14 @@ TEST(KvCacheWriteKernels, Fp8MatchesReferenceBitForBit) {
 /// rounding's (fp8::encode) of x / s, and an f32 cache's reads match.
 TEST(KvCacheWriteKernels, Fp8RoundsTiesToEvenAndSubnormals) {
   // s = 448 / 448 = 1 exactly: x / s = x, so the ties below are exact.
-  const std::vector<double> row = {448.0, 0.5 * (1.0 + 1.125), 0.5 * (1.125 + 1.25),
-                                   std::ldexp(3.0, -10), std::ldexp(1.0, -10),
-                                   std::ldexp(1.0, -12), -0.0, -300.0};
+  const std::vector<double> row = {448.0,
+                                   0.5 * (1.0 + 1.125),
+                                   0.5 * (1.125 + 1.25),
+                                   std::ldexp(3.0, -10),
+                                   std::ldexp(1.0, -10),
+                                   std::ldexp(1.0, -12),
+                                   -0.0,
+                                   -300.0};
   RefTensor fresh{{1, 1, 1, 8}, row};
   RefTensor table{{1, 1}, {0}}, positions{{1, 1}, {0}};
   Buffer cache(DType::U8, {1, 1, 1, 8}), scales(DType::F32, {1, 1, 1});
@@ -553,7 +562,8 @@ ConformanceCase pagedCase(const PagedLayout &l, DType qType, DType cacheType, DT
               k.input(randomScales(scalePool, seed + 5, codes), DType::F32);
             }
             k.output(qType, l.q);
-            k.attrs = quantized ? formatAttrs(codes, {{"scale", scale}}) : attrs({{"scale", scale}});
+            k.attrs =
+                quantized ? formatAttrs(codes, {{"scale", scale}}) : attrs({{"scale", scale}});
             k.reference = [=](const std::vector<RefTensor> &in) {
               RefTensor keys =
                   quantized ? ref::dequantizeCache(codeValues(in[1], codes), in[5]) : in[1];
@@ -595,9 +605,8 @@ double scaleOf(const PagedCase &c) { return 1.0 / std::sqrt(static_cast<double>(
 /// Float pools in every dtype: the dtype's tolerance. Int8 and fp8 pools
 /// with q in f32 (1e-5: the reference takes the kernels' fp32 products of
 /// codes and scales), bf16 and f16 (the dtype's); bf16 and f16 pools under
-/// an f32 q (1e-5: their values are exact in fp32). i64 indices; table entries −1 and past the pool, and
-/// positions past the table (11 and 40 past 12 keys), which must be left
-/// out, never read.
+/// an f32 q (1e-5: their values are exact in fp32). i64 indices; table entries −1 and past the
+/// pool, and positions past the table (11 and 40 past 12 keys), which must be left out, never read.
 std::vector<ConformanceCase> pagedAttentionCases() {
   std::vector<ConformanceCase> cases;
   uint64_t seed = 1000;
@@ -668,9 +677,9 @@ void expectCodesWrittenThenReadMatchAttention(Format f, double bound) {
   for (const Case &c : cases)
     for (DType dtype : {DType::F32, DType::BF16}) {
       SCOPED_TRACE(std::string(nameOf(f)) + " cache, " + dtypeName(dtype) + " " +
-                   describeLengths(c.lengths) + " H" +
-                   std::to_string(c.h) + " KV" + std::to_string(c.kv) + " D" +
-                   std::to_string(c.d) + " P" + std::to_string(c.page));
+                   describeLengths(c.lengths) + " H" + std::to_string(c.h) + " KV" +
+                   std::to_string(c.kv) + " D" + std::to_string(c.d) + " P" +
+                   std::to_string(c.page));
       seed += 10;
       const int64_t b = static_cast<int64_t>(c.lengths.size());
       const int64_t t = *std::max_element(c.lengths.begin(), c.lengths.end());
@@ -699,8 +708,7 @@ void expectCodesWrittenThenReadMatchAttention(Format f, double bound) {
 
       RefTensor reference = ref::pagedAttention(
           q.toRef(), ref::dequantizeCache(codesOf(kPool, f), kScales.toRef()),
-          ref::dequantizeCache(codesOf(vPool, f), vScales.toRef()), pages.table, positions,
-          scale);
+          ref::dequantizeCache(codesOf(vPool, f), vScales.toRef()), pages.table, positions, scale);
       for (int threads : {saved, 1, 3, 8}) {
         SCOPED_TRACE(std::to_string(threads) + " threads");
         omp_set_num_threads(threads);
@@ -721,7 +729,8 @@ void expectCodesWrittenThenReadMatchAttention(Format f, double bound) {
       worst = std::max(worst, error);
     }
   std::printf("[ info ] %s cache: attention %.2e to %.2e (norm) from the unquantized keys' "
-              "and values'\n", nameOf(f), best, worst);
+              "and values'\n",
+              nameOf(f), best, worst);
 }
 
 /// int8: measured 0.6-0.9% of the output's norm, bounded by 2%.
@@ -876,15 +885,13 @@ TEST(PagedCacheKernels, FactoriesNameTheBadOperand) {
        "paged_attention: caches of codes (u8) take their scale pools [NB, P, KV] f32 as inputs "
        "6 and 7: expected 7 inputs, got 5"},
       {"paged_attention",
-       {q, u8({6, 4, 2, 8}), u8({6, 4, 2, 8}), table, positions, f32({6, 4, 2}),
-        f32({6, 4, 2})},
+       {q, u8({6, 4, 2, 8}), u8({6, 4, 2, 8}), table, positions, f32({6, 4, 2}), f32({6, 4, 2})},
        {q},
        attrs({{"scale", 0.35}}, {{"format", 1}}),
        "paged_attention: attribute 'format' of a u8 cache must be 0 (int8) or 2 (fp8_e4m3), got "
        "1"},
       {"paged_attention",
-       {q, u8({6, 4, 2, 8}), u8({6, 4, 2, 8}), table, positions, f32({6, 4, 2}),
-        f32({6, 4, 1})},
+       {q, u8({6, 4, 2, 8}), u8({6, 4, 2, 8}), table, positions, f32({6, 4, 2}), f32({6, 4, 1})},
        {q},
        scale,
        "paged_attention: v_scales must be f32[6x4x2], got f32[6x4x1]"},
