@@ -189,13 +189,9 @@ public:
                                       cudaMemcpyDeviceToDevice, stream));
     if (n_ == 0) return;
     if (cache_.dtype == DType::U8 && codes_ == quant::Format::Fp8E4M3) {
-      const int64_t heads = n_ / p_.d;
-      kvCacheQuantize<<<gridFor(heads * 32), kBlock, 0, stream>>>(
-          fresh_, static_cast<Fp8E4M3Code *>(out_), outScales_, p_, heads);
+      quantize<Fp8E4M3Code>(stream);
     } else if (cache_.dtype == DType::U8) {
-      const int64_t heads = n_ / p_.d;
-      kvCacheQuantize<<<gridFor(heads * 32), kBlock, 0, stream>>>(
-          fresh_, static_cast<int8_t *>(out_), outScales_, p_, heads);
+      quantize<int8_t>(stream);
     } else if (cache_.dtype == DType::BF16) {
       kvCacheNarrow<<<gridFor(n_), kBlock, 0, stream>>>(fresh_, static_cast<bf16 *>(out_), p_,
                                                         rowElems_, n_);
@@ -207,6 +203,13 @@ public:
   }
 
 private:
+  /// One warp per (token, kv head) row of new: its codes and scale.
+  template <typename Code> void quantize(cudaStream_t stream) {
+    const int64_t heads = n_ / p_.d;
+    kvCacheQuantize<<<gridFor(heads * 32), kBlock, 0, stream>>>(fresh_, static_cast<Code *>(out_),
+                                                                outScales_, p_, heads);
+  }
+
   TensorView cache_, scales_;
   const T *fresh_;
   void *out_;
