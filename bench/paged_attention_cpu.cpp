@@ -2,18 +2,20 @@
 //
 // Times, on the CPU backend, one decode step's paged_attention (B sequences
 // of L cached tokens, one query each, pages of 16 shuffled through a pool)
-// with the cache in f32, bf16 and int8 (codes and scales): how much reading
-// a quarter of the bytes gains against widening each code on the way in.
+// with the cache in f32, bf16, int8 and fp8 E4M3 (codes and scales): how
+// much reading a quarter of the bytes gains against widening each code on
+// the way in.
 // Each type is run `reps` times after a warm-up; the best time is printed,
 // in rounds that alternate the types (other work on the machine moves the
 // mean, rarely the best).
 //
 // Usage: llmc-bench-paged-attention <B> <L> <H> <KV> <D> [--reps R] [--rounds N]
-//                                   [--kinds f32,bf16,int8]
+//                                   [--kinds f32,bf16,int8,fp8]
 //
 //===----------------------------------------------------------------------===//
 
 #include "bench/KernelBench.h"
+#include "common/QuantScheme.h"
 
 #include <algorithm>
 #include <cmath>
@@ -42,13 +44,13 @@ std::unique_ptr<Kernel> bind(const std::string &name, const std::vector<Tensor *
 int main(int argc, char **argv) {
   if (argc < 6) {
     std::fprintf(stderr, "usage: llmc-bench-paged-attention <B> <L> <H> <KV> <D> [--reps R] "
-                         "[--rounds N] [--kinds f32,bf16,int8]\n");
+                         "[--rounds N] [--kinds f32,bf16,int8,fp8]\n");
     return 2;
   }
   const int64_t b = std::atoll(argv[1]), l = std::atoll(argv[2]), h = std::atoll(argv[3]),
                 kv = std::atoll(argv[4]), d = std::atoll(argv[5]), page = 16;
   int reps = 50, rounds = 3;
-  std::string kinds = "f32,bf16,int8";
+  std::string kinds = "f32,bf16,int8,fp8";
   for (int i = 6; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
@@ -72,7 +74,7 @@ int main(int argc, char **argv) {
     double bytes = 0;
   };
   std::vector<Kind> runs;
-  for (const char *name : {"f32", "bf16", "int8"}) {
+  for (const char *name : {"f32", "bf16", "int8", "fp8"}) {
     if (kinds.find(name) == std::string::npos) continue;
     Kind kind;
     kind.name = name;
@@ -86,7 +88,10 @@ int main(int argc, char **argv) {
       inputs.push_back(kind.ks.get());
       inputs.push_back(kind.vs.get());
     }
-    kind.kernel = bind("paged_attention", inputs, {&out}, attrs);
+    KernelAttrs kindAttrs = attrs;
+    if (kind.name == "fp8") // the codes' format (common/QuantScheme.h); int8's is 0
+      kindAttrs.setInt("format", static_cast<int64_t>(quant::Format::Fp8E4M3));
+    kind.kernel = bind("paged_attention", inputs, {&out}, kindAttrs);
     kind.bytes = 2.0 * b * l * kv * (d * dtypeSize(dtype) + (dtype == DType::U8 ? 4 : 0));
     runs.push_back(std::move(kind));
   }

@@ -1,9 +1,9 @@
 //===- Fp8.h - E4M3 / E5M2 rounding, bit for bit on every backend -*- C++ -*-===//
 //
 // The one definition of fp8 rounding in llmc: QAT's fake quantization (CPU
-// and CUDA kernels), `llmc quantize`'s stored fp8 codes and the fp8 matmuls
-// all call these functions, so a value rounds to the same fp8 number
-// everywhere.
+// and CUDA kernels), `llmc quantize`'s stored fp8 codes, the fp8 matmuls
+// and the fp8 KV cache (common/KvCacheCodes.h) all call these functions,
+// so a value rounds to the same fp8 number everywhere.
 //
 // Formats (OCP 8-bit floating point, as `torch.float8_e4m3fn` and
 // `torch.float8_e5m2`):
@@ -41,6 +41,10 @@
 
 #include <cmath>
 #include <cstdint>
+
+#if defined(__AVX2__) && defined(__F16C__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
 
 namespace llmc::fp8 {
 
@@ -137,6 +141,46 @@ LLMC_HOST_DEVICE inline float decode(uint8_t code, Kind kind) {
                        (mantissa << (23 - s.mbits)));
   return half::floatOf(half::bitsOf(magnitude) | sign);
 }
+
+/// decode(code, Kind::E4M3), bit for bit, without branches, so that a loop
+/// widening codes vectorises (the fp8 KV cache's reads): a normal code's
+/// exponent field is rebased from bias 7 to fp32's 127 with its mantissa
+/// moved to the top of fp32's; a subnormal's value is its mantissa · 2^−9
+/// (exact); S.1111.111 is NaN.
+LLMC_HOST_DEVICE inline float decodeE4M3(uint8_t code) {
+  const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
+  const uint32_t magnitude = code & 0x7fu;
+  const uint32_t normal = (magnitude << 20) + (120u << 23);
+  const uint32_t subnormal = half::bitsOf(static_cast<float>(magnitude) * 0x1p-9f);
+  const uint32_t bits = magnitude == 0x7fu ? 0x7fc00000u : magnitude < 8u ? subnormal : normal;
+  return half::floatOf(bits | sign);
+}
+
+#if defined(__AVX2__) && defined(__F16C__) && !defined(__CUDACC__)
+/// out[i] = decodeE4M3(codes[i]) · scale for 16 codes, bit for bit (one
+/// fp32 product each), with AVX2 and F16C: the CPU kernels' targets; the
+/// fp8 KV cache widens its tiles with it. An E4M3 code's exponent and
+/// mantissa bits moved into an f16's (S.EEEE.MMM → S.0EEEE.MMM0000000) are
+/// that f16 at 2^−8 of the E4M3 value, subnormals included (the biases
+/// differ by 8); vcvtph2ps widens an f16 exactly, and 2^8 · scale is
+/// exact, so each product rounds once, as the scalar one does. A NaN code
+/// (S.1111.111, an f16 of 480 here) sends the 16 to the scalar decoder.
+inline void decodeE4M3x16(const uint8_t *codes, float scale, float *out) {
+  const __m256i bytes =
+      _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(codes)));
+  const __m256i magnitude = _mm256_and_si256(bytes, _mm256_set1_epi16(0x7f));
+  const __m256i nan = _mm256_cmpeq_epi16(magnitude, _mm256_set1_epi16(0x7f));
+  if (!_mm256_testz_si256(nan, nan)) {
+    for (int i = 0; i < 16; ++i) out[i] = decodeE4M3(codes[i]) * scale;
+    return;
+  }
+  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(bytes, _mm256_set1_epi16(0x80)), 8);
+  const __m256i f16 = _mm256_or_si256(sign, _mm256_slli_epi16(magnitude, 7));
+  const __m256 s = _mm256_set1_ps(scale * 256.0f);
+  _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(f16)), s));
+  _mm256_storeu_ps(out + 8, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(f16, 1)), s));
+}
+#endif
 
 } // namespace llmc::fp8
 

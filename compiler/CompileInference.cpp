@@ -30,10 +30,30 @@ using detail::reportFailure;
 /// `--inference max-batch=8,max-context=2048,page=16,chunk=256,blocks=1024,kv=int8`.
 struct InferenceSpec {
   int64_t maxBatch = 0, maxContext = 0, page = 16, chunk = 0, blocks = 0;
-  std::string kv; ///< the cache's element type; empty: the compute type
+  /// The cache's element type (f32, bf16, f16, int8, fp8_e4m3); empty: the
+  /// compute type.
+  std::string kv;
 
   int64_t maxBlocks() const { return (maxContext + page - 1) / page; }
 };
+
+/// The cache type `kv=` names, by its canonical name (llmc-kv-cache's
+/// `cache-type`, the artifact's `inference.kv`), or "" with `error` set.
+std::string parseCacheType(StringRef value, std::string &error) {
+  StringRef kv = value.trim();
+  if (kv == "fp8" || kv == "fp8_e4m3")
+    return "fp8_e4m3";
+  if (kv == "int8" || kv == "bf16" || kv == "f16" || kv == "f32")
+    return kv.str();
+  const std::string accepted = "int8, fp8 (or fp8_e4m3), bf16, f16 or f32";
+  if (kv == "fp8_e5m2")
+    error = "--inference: kv=fp8_e5m2 is not supported (a cache keeps E4M3's 3 mantissa bits; "
+            "its scales make E5M2's range unnecessary): kv must be " +
+            accepted;
+  else
+    error = "--inference: kv must be " + accepted + ", got '" + value.str() + "'";
+  return "";
+}
 
 std::string parseSpec(StringRef text, InferenceSpec &spec) {
   SmallVector<StringRef> items;
@@ -42,9 +62,10 @@ std::string parseSpec(StringRef text, InferenceSpec &spec) {
     auto [key, value] = item.split('=');
     key = key.trim();
     if (key == "kv") {
-      spec.kv = value.trim().str();
-      if (spec.kv != "int8" && spec.kv != "bf16" && spec.kv != "f16" && spec.kv != "f32")
-        return "--inference: kv must be int8, bf16, f16 or f32, got '" + value.str() + "'";
+      std::string error;
+      spec.kv = parseCacheType(value, error);
+      if (!error.empty())
+        return error;
       continue;
     }
     int64_t *field = llvm::StringSwitch<int64_t *>(key)
@@ -111,8 +132,9 @@ std::string checkCacheType(InferenceSpec &spec, StringRef precision) {
   if (spec.kv.empty())
     spec.kv = compute;
   if (compute == "bf16" && (spec.kv == "f32" || spec.kv == "f16"))
-    return "--inference: kv=" + spec.kv + " under --precision bf16: the keys are bf16, so the "
-           "cache is bf16 or int8";
+    return "--inference: kv=" + spec.kv +
+           " under --precision bf16: the keys are bf16, so the "
+           "cache is bf16, int8 or fp8";
   return "";
 }
 

@@ -103,6 +103,9 @@ ref::RefCall Interpreter::callOf(Operation *op) {
   for (NamedAttribute attr : op->getAttrDictionary())
     if (!attr.getName().getValue().contains('.'))
       addAttribute(call, attr.getName().getValue(), attr.getValue());
+  // As the exec lowering adds it: which codes a KV cache's pools hold.
+  if (std::optional<int64_t> format = cacheCodeFormat(op))
+    call.ints["format"] = *format;
   for (Type t : op->getResultTypes()) call.resultShapes.push_back(shapeOf(t));
   return call;
 }

@@ -13,8 +13,9 @@
 // `cache_positions` [B, T] (−1: padding) inputs.
 //
 // The pools may be narrower than the keys (`cache-type`): a 16-bit float
-// under f32, or int8 codes with one f32 scale per token slot and kv head,
-// kept in scale pools beside the code pools. Decode reads the whole cache
+// under f32, or one-byte codes, int8 (i8) or fp8 E4M3 (f8E4M3FN), with one
+// f32 scale per token slot and kv head, kept in scale pools beside the code
+// pools. Decode reads the whole cache
 // every step, so its bytes are the step's time once the weights are small.
 //
 //===----------------------------------------------------------------------===//
@@ -116,6 +117,11 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
         .getResult();
   }
 
+  /// Whether pools of `element` hold codes with scale pools (int8, fp8).
+  static bool isCodes(Type element) {
+    return element.isInteger(8) || isa<Float8E4M3FNType>(element);
+  }
+
   /// The pools' element type for keys of type `keys`: `cache-type`, or
   /// the keys' own when it is empty.
   FailureOr<Type> cacheElementType(func::FuncOp func, Type keys) {
@@ -126,16 +132,17 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
                        .Case("bf16", b.getBF16Type())
                        .Case("f16", b.getF16Type())
                        .Case("int8", b.getIntegerType(8))
+                       .Case("fp8_e4m3", b.getType<Float8E4M3FNType>())
                        .Default(nullptr);
     if (!element)
-      return func.emitError("kv-cache: cache-type must be f32, bf16, f16 or int8, got '")
+      return func.emitError("kv-cache: cache-type must be f32, bf16, f16, int8 or fp8_e4m3, got '")
              << cacheType << "'";
     // A float wider than the keys holds nothing they do not.
-    if (element != keys && !element.isInteger(8) &&
+    if (element != keys && !isCodes(element) &&
         !(keys.isF32() && (element.isBF16() || element.isF16())))
       return func.emitError("kv-cache: a ")
              << element << " cache cannot hold " << keys
-             << " keys: use the keys' type, a 16-bit float under f32, or int8";
+             << " keys: use the keys' type, a 16-bit float under f32, int8 or fp8_e4m3";
     return element;
   }
 
@@ -203,14 +210,14 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
       FailureOr<Type> element = cacheElementType(func, keys.getElementType());
       if (failed(element))
         return signalPassFailure();
-      const bool quantized = element->isInteger(8);
+      const bool quantized = isCodes(*element);
       int64_t kv = keys.getDimSize(2), d = keys.getDimSize(3);
       auto poolType = RankedTensorType::get({blocks, page, kv, d}, *element);
       auto scaleType = RankedTensorType::get({blocks, page, kv}, b.getF32Type());
       b.setInsertionPoint(attention);
       Location loc = attention.getLoc();
       SmallVector<Operation *> created;
-      // One pool (and with int8 its scale pool) per input, written in place.
+      // One pool (and with codes its scale pool) per input, written in place.
       auto cacheOf = [&](Value rows, StringRef which) -> std::pair<Value, Value> {
         BlockArgument pool = addArgument(func, poolType, "kv_cache", prefix + "." + which.str());
         BlockArgument scales =

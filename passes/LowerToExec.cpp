@@ -820,6 +820,9 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
     std::string callee = dialect == "qat" ? ("qat_" + op.getName().stripDialect()).str()
                                           : op.getName().stripDialect().str();
     auto kernel = exec::KernelOp::create(pb, op.getLoc(), callee, ins, outs);
+    // Codes reach the kernel as bytes: their format travels beside them.
+    if (std::optional<int64_t> format = llm::cacheCodeFormat(&op))
+      kernel->setAttr("format", pb.getI64IntegerAttr(*format));
     // Rank-dependent terms travel with the kernel; their targets must be
     // explicit even where the op leaves them at the default (0).
     if (Attribute terms = op.getAttr(dist::DistDialect::kRankOffsetsAttrName)) {

@@ -179,10 +179,11 @@ def KvCache : Pass<"llmc-kv-cache", "mlir::ModuleOp"> {
     ```
 
     `cache-type` stores the pools in another type than the keys': bf16 or
-    f16 under f32 (rounded on write, widened on read), or int8 codes with
-    an f32 scale per token slot and kv head (`kv/<block>.k_scale` and
-    `.v_scale`, `[blocks, page, KV]`, tied like the pools): the writes
-    quantize, attention dequantizes each key and value as it reads it.
+    f16 under f32 (rounded on write, widened on read), or one-byte codes,
+    `int8` (i8 pools) or `fp8_e4m3` (f8E4M3FN pools), with an f32 scale per
+    token slot and kv head (`kv/<block>.k_scale` and `.v_scale`,
+    `[blocks, page, KV]`, tied like the pools): the writes quantize,
+    attention dequantizes each key and value as it reads it.
   }];
   let options = [
     Option<"program", "program", "std::string", "\"decode\"", "prefill | decode">,
@@ -191,7 +192,8 @@ def KvCache : Pass<"llmc-kv-cache", "mlir::ModuleOp"> {
     Option<"maxBlocks", "max-blocks", "int64_t", "1",
            "Blocks per sequence (block_table columns): max context / page, rounded up">,
     Option<"cacheType", "cache-type", "std::string", "\"\"",
-           "The pools' element type: empty for the keys' own, f32, bf16, f16 or int8">,
+           "The pools' element type: empty for the keys' own, f32, bf16, f16, int8 or "
+           "fp8_e4m3">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }

@@ -123,14 +123,14 @@ void printTraining(const Artifact &a, std::ostream &os) {
 }
 
 /// An inference artifact's steps and the KV cache they share: its shape per
-/// layer and what a token of context costs (an int8 cache's scale pools
-/// included).
+/// layer and what a token of context costs (the scale pools of a cache of
+/// int8 or fp8 codes included).
 void printInference(const Artifact &a, std::ostream &os) {
   const ProgramInfo *decode = a.program("decode");
   if (!decode)
     return;
-  // By name, each once: the pools [NB, P, KV, D] and an int8 cache's scale
-  // pools [NB, P, KV].
+  // By name, each once: the pools [NB, P, KV, D] and a cache of codes'
+  // scale pools [NB, P, KV].
   std::map<std::string, const BufferInfo *> pools, scales;
   for (const BufferInfo &b : decode->buffers)
     if (b.category == "kv_cache")
@@ -150,7 +150,8 @@ void printInference(const Artifact &a, std::ostream &os) {
   int64_t layers = static_cast<int64_t>(pools.size() / 2);
   int64_t blocks = pool.shape[0], page = pool.shape[1];
   uint64_t perLayer = 2 * pool.bytes() + (scales.empty() ? 0 : 2 * scales.begin()->second->bytes());
-  // The codes are stored as bytes; the artifact says they are int8.
+  // The codes are stored as bytes; the artifact says which (int8,
+  // fp8_e4m3; artifacts older than fp8 caches were int8).
   std::string element = scales.empty() ? dtypeName(pool.dtype) : a.meta("inference.kv", "int8");
   os << "kv cache:   " << formatBytes(total) << " on this rank: " << layers << " layers x (k + v) of ["
      << blocks << ", " << page << ", " << pool.shape[2] << ", " << pool.shape[3] << "] "

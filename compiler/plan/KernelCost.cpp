@@ -209,8 +209,9 @@ double kernelFlops(Operation *op, int64_t expertRanks) {
       return name.ends_with("_grad") ? 2.5 * forward : forward;
     }
   }
-  // Over a paged cache: every key a row can address (M·P), at most; an
-  // int8 cache adds one multiply per key and value element read.
+  // Over a paged cache: every key a row can address (M·P), at most; a
+  // cache of codes (int8, fp8) adds one multiply per key and value element
+  // read, and its bytes are its byte-wide buffers'.
   if (name == "paged_attention" && inputs.size() >= 4) {
     ArrayRef<int64_t> q = shapeOf(inputs[0]), pool = shapeOf(inputs[1]),
                       table = shapeOf(inputs[3]);

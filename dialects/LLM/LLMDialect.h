@@ -33,6 +33,13 @@ inline constexpr llvm::StringLiteral kParamAttrName = "llm.param";
 /// The parameter attribute of argument `index` of `func`, or null.
 ParamAttr getParamAttr(mlir::func::FuncOp func, unsigned index);
 
+/// The kernels' attribute `format` (common/QuantScheme.h's number) of the
+/// codes that the pools of a kv_cache_write or paged_attention hold: int8
+/// for i8 pools, fp8_e4m3 for f8E4M3FN pools; none for float pools and
+/// other ops. Buffers hold bytes, so the exec lowering and the IR
+/// interpreter pass the element type on as this attribute.
+std::optional<int64_t> cacheCodeFormat(mlir::Operation *op);
+
 } // namespace llmc::llm
 
 #endif

@@ -499,26 +499,47 @@ static LogicalResult checkCachePool(std::optional<Location> loc, RankedTensorTyp
   return success();
 }
 
+/// Whether a pool of `cache` elements holds one-byte codes with scales:
+/// int8, or fp8 E4M3 (OCP's, f8E4M3FN).
+static bool isCodeCache(Type cache) { return cache.isInteger(8) || isa<Float8E4M3FNType>(cache); }
+
+std::optional<int64_t> llmc::llm::cacheCodeFormat(Operation *op) {
+  Value pool;
+  if (auto write = dyn_cast<KvCacheWriteOp>(op))
+    pool = write.getCache();
+  else if (auto attention = dyn_cast<PagedAttentionOp>(op))
+    pool = attention.getKCache();
+  if (!pool)
+    return std::nullopt;
+  Type element = cast<RankedTensorType>(pool.getType()).getElementType();
+  if (element.isInteger(8))
+    return static_cast<int64_t>(quant::Format::Int8);
+  if (isa<Float8E4M3FNType>(element))
+    return static_cast<int64_t>(quant::Format::Fp8E4M3);
+  return std::nullopt;
+}
+
 /// What a cache of `cache`'s elements may hold for attention computed in
 /// `compute`: the compute type itself, a 16-bit float under f32 (rounded in,
-/// widened out), or int8 codes with scales. A float wider than the compute
-/// type would hold nothing more than the compute type does.
+/// widened out), or int8 or fp8 E4M3 codes with scales. A float wider than
+/// the compute type would hold nothing more than the compute type does.
 static bool cacheTypeAllowed(Type compute, Type cache) {
-  return cache == compute || cache.isInteger(8) ||
+  return cache == compute || isCodeCache(cache) ||
          (compute.isF32() && (cache.isBF16() || cache.isF16()));
 }
 
-/// An int8 pool's scale pools are [NB, P, KV] f32, one per token slot and
+/// A pool of codes has scale pools [NB, P, KV] f32, one per token slot and
 /// kv head; a float pool has none.
 static LogicalResult checkCacheScales(Operation *op, RankedTensorType cache, ValueRange scales,
                                       size_t expected, StringRef what) {
-  if (!cache.getElementType().isInteger(8)) {
+  if (!isCodeCache(cache.getElementType())) {
     if (!scales.empty())
       return op->emitOpError("a ") << cache.getElementType() << " cache takes no scales";
     return success();
   }
   if (scales.size() != expected)
-    return op->emitOpError("an int8 cache needs ") << what << " [NB, P, KV] f32";
+    return op->emitOpError("a cache of ")
+           << cache.getElementType() << " codes needs " << what << " [NB, P, KV] f32";
   auto type = RankedTensorType::get(cache.getShape().take_front(3),
                                     Float32Type::get(op->getContext()));
   for (Value s : scales)
@@ -547,7 +568,8 @@ LogicalResult KvCacheWriteOp::verify() {
   if (!cacheTypeAllowed(rows.getElementType(), cache.getElementType()))
     return emitOpError("a cache of ")
            << cache.getElementType() << " cannot hold " << rows.getElementType()
-           << " rows (expected the rows' type, bf16 or f16 under f32, or i8 with scales)";
+           << " rows (expected the rows' type, bf16 or f16 under f32, or i8 or f8E4M3FN with "
+              "scales)";
   SmallVector<Value> scales;
   if (getScales())
     scales.push_back(getScales());
@@ -571,7 +593,7 @@ LogicalResult PagedAttentionOp::verify() {
   if (!cacheTypeAllowed(q.getElementType(), cache.getElementType()))
     return emitOpError("a cache of ")
            << cache.getElementType() << " cannot serve a " << q.getElementType()
-           << " q (expected q's type, bf16 or f16 under f32, or i8 with scales)";
+           << " q (expected q's type, bf16 or f16 under f32, or i8 or f8E4M3FN with scales)";
   if (failed(checkCacheScales(*this, cache, getScales(), 2, "two scale pools (keys', values')")))
     return failure();
   if (q.getDimSize(2) % cache.getDimSize(2) != 0)

@@ -521,17 +521,23 @@ def LLM_KvCacheWriteOp : LLM_PureOp<"kv_cache_write"> {
     state, it is written in place: only the addressed slots change.
 
     The cache holds `rows`' type, a 16-bit float under f32 rows (rounded to
-    nearest even on the way in), or int8 codes. An int8 cache takes a scale
-    pool `[NB, P, KV]` f32 and returns it updated as a second result: each
-    token's row of D values per kv head is stored as
-    `code = round_even(x / s)` with `s = absmax(row) / 127` (fp32; an
-    all-zero row stores s = 0 and zero codes), read back as `code · s`.
+    nearest even on the way in), or one-byte codes: `i8` (int8) or
+    `f8E4M3FN` (fp8 E4M3). A cache of codes takes a scale pool
+    `[NB, P, KV]` f32 and returns it updated as a second result: each
+    token's row of D values per kv head gets `s = absmax(row) / 127` (int8)
+    or `/ 448` (E4M3's largest value) and codes `round_even(x / s)`
+    (int8, clamped to ±127) or the E4M3 rounding of `x / s` (to nearest
+    even, saturated), all in fp32 (an all-zero row stores s = 0 and zero
+    codes); a code reads back as its value times `s`
+    (common/KvCacheCodes.h).
 
     ```mlir
     %kc1 = llm.kv_cache_write %kc, %k, %table, %pos
         : tensor<64x16x4x32xf32>, tensor<8x1x4x32xf32>, tensor<8x8xi32>, tensor<8x1xi32>
     %qc1, %ks1 = llm.kv_cache_write %qc, %k, %table, %pos scales %ks : tensor<64x16x4xf32>
         : tensor<64x16x4x32xi8>, tensor<8x1x4x32xf32>, tensor<8x8xi32>, tensor<8x1xi32>
+    %fc1, %fs1 = llm.kv_cache_write %fc, %k, %table, %pos scales %fs : tensor<64x16x4xf32>
+        : tensor<64x16x4x32xf8E4M3FN>, tensor<8x1x4x32xf32>, tensor<8x8xi32>, tensor<8x1xi32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat, I8]>:$cache, LLM_FloatTensor:$rows,
@@ -559,10 +565,10 @@ def LLM_PagedAttentionOp : LLM_PureOp<"paged_attention", [ExpensiveToRecompute,
     h / (H / KV)); rows with p < 0 are padding and give zeros. Softmax in
     fp32; the result has q's type.
 
-    The pools hold q's type, a 16-bit float under an f32 q, or int8 codes;
-    int8 pools come with their scale pools `[NB, P, KV]` f32 (`scales`: the
-    keys', then the values'), and each key and value is read as code ·
-    scale as it is used.
+    The pools hold q's type, a 16-bit float under an f32 q, or int8 or fp8
+    E4M3 codes (`i8`, `f8E4M3FN`); pools of codes come with their scale
+    pools `[NB, P, KV]` f32 (`scales`: the keys', then the values'), and
+    each key and value is read as its code's value · scale as it is used.
 
     ```mlir
     %o = llm.paged_attention %q, %kc, %vc, %table, %pos {scale = 0.17 : f64}

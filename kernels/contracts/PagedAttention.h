@@ -9,15 +9,18 @@
 // which add their head-dim and grid limits).
 //
 // A pool holds the compute type (new's, q's), a 16-bit float under f32, or
-// int8 codes (u8 buffers, two's complement) with a scale pool [NB, P, KV]
-// f32 per pool: kv_cache_write(codes, new, block_table, positions, scales)
-// -> (codes', scales') and paged_attention(q, k_codes, v_codes,
-// block_table, positions, k_scales, v_scales) -> out.
+// one-byte codes (u8 buffers) with a scale pool [NB, P, KV] f32 per pool:
+// kv_cache_write(codes, new, block_table, positions, scales) ->
+// (codes', scales') and paged_attention(q, k_codes, v_codes, block_table,
+// positions, k_scales, v_scales) -> out. Attribute `format` says what the
+// codes are (common/QuantScheme.h's numbers, common/KvCacheCodes.h's
+// arithmetic): 0 int8 (two's complement; also when absent), 2 fp8_e4m3.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_CONTRACTS_PAGEDATTENTION_H
 #define LLMC_KERNELS_CONTRACTS_PAGEDATTENTION_H
 
+#include "common/QuantScheme.h"
 #include "kernels/Kernel.h"
 #include "kernels/Validator.h"
 #include "kernels/contracts/Attention.h"
@@ -31,8 +34,10 @@ namespace llmc::contracts {
 /// paged_attention(q, k_cache, v_cache, block_table, positions) -> out.
 struct PagedCacheBinding {
   DType dtype = DType::F32;      ///< the compute type: new's (kv_cache_write), q's
-  DType cacheDType = DType::F32; ///< the pools': dtype, BF16/F16 under F32, or U8 (int8)
-  bool quantized = false;        ///< int8 codes with scale pools
+  DType cacheDType = DType::F32; ///< the pools': dtype, BF16/F16 under F32, or U8 (codes)
+  bool quantized = false;        ///< one-byte codes with scale pools
+  /// The codes' format (attribute `format`): Int8 or Fp8E4M3.
+  quant::Format codes = quant::Format::Int8;
   int64_t b = 0, t = 0;     ///< batch rows and tokens per row
   int64_t h = 0;            ///< query heads (paged_attention; KV for kv_cache_write)
   int64_t kv = 0, d = 0;
@@ -60,7 +65,7 @@ inline bool bindPagedAttention(const KernelArgs &args, std::string &error, Paged
 namespace paged_attention_impl {
 
 /// Whether a pool of `cache` may hold values computed in `compute`: the
-/// compute type, a 16-bit float under f32, or int8 codes (u8).
+/// compute type, a 16-bit float under f32, or codes (u8).
 inline bool cacheTypeAllowed(DType compute, DType cache) {
   return cache == compute || cache == DType::U8 ||
          (compute == DType::F32 && (cache == DType::BF16 || cache == DType::F16));
@@ -72,7 +77,7 @@ inline bool checkCacheType(Validator &v, const TensorView &cache, const char *wh
                            const char *computeName, PagedCacheBinding *dims) {
   if (!cacheTypeAllowed(compute, cache.dtype)) {
     std::string allowed = std::string(dtypeName(compute)) + " (" + computeName + "'s type)" +
-                          (compute == DType::F32 ? ", bf16, f16" : "") + " or u8 (int8 codes)";
+                          (compute == DType::F32 ? ", bf16, f16" : "") + " or u8 (codes)";
     return v.fail(std::string(what) + " must be " + allowed + ", got " + cache.describe());
   }
   dims->cacheDType = cache.dtype;
@@ -80,7 +85,30 @@ inline bool checkCacheType(Validator &v, const TensorView &cache, const char *wh
   return true;
 }
 
-/// Checks a scale pool [NB, P, KV] f32 of an int8 pool `cache`.
+/// Reads attribute `format`, the codes' format of a u8 pool: int8 (0, or
+/// absent) or fp8_e4m3 (2); a float pool takes none.
+inline bool checkCodeFormat(Validator &v, PagedCacheBinding *dims) {
+  int64_t format = -1;
+  if (!v.intAttr("format", &format, -1))
+    return false;
+  if (!dims->quantized) {
+    if (format != -1)
+      return v.fail(std::string("attribute 'format' applies to caches of codes (u8), got a "
+                                "cache of ") +
+                    dtypeName(dims->cacheDType));
+    return true;
+  }
+  if (format == -1)
+    format = static_cast<int64_t>(quant::Format::Int8);
+  if (format != static_cast<int64_t>(quant::Format::Int8) &&
+      format != static_cast<int64_t>(quant::Format::Fp8E4M3))
+    return v.fail("attribute 'format' of a u8 cache must be 0 (int8) or 2 (fp8_e4m3), got " +
+                  std::to_string(format));
+  dims->codes = static_cast<quant::Format>(format);
+  return true;
+}
+
+/// Checks a scale pool [NB, P, KV] f32 of a code pool `cache`.
 inline bool checkScales(Validator &v, const TensorView &scales, const char *what,
                         const TensorView &cache) {
   return v.hasType(scales, what, DType::F32, {cache.dim(0), cache.dim(1), cache.dim(2)});
@@ -125,17 +153,18 @@ using namespace paged_attention_impl;
 inline bool bindKvCacheWrite(const KernelArgs &args, std::string &error, PagedCacheBinding *out) {
   Validator v("kv_cache_write", args, error);
   PagedCacheBinding dims;
-  // An int8 cache (u8 codes) comes with its scale pool, in and out.
+  // A cache of codes (u8) comes with its scale pool, in and out.
   const bool quantized = !args.inputs.empty() && args.inputs[0].dtype == DType::U8;
   if (quantized && args.inputs.size() != 5)
-    return v.fail("an int8 cache (u8 codes) takes its scale pool [NB, P, KV] f32 as input 5 "
+    return v.fail("a cache of codes (u8) takes its scale pool [NB, P, KV] f32 as input 5 "
                   "and output 2: expected 5 inputs, got " +
                   std::to_string(args.inputs.size()));
   if (!v.arity(quantized ? 5 : 4, quantized ? 2 : 1))
     return false;
   const TensorView &cache = v.in(0), &fresh = v.in(1);
   if (!checkCache(v, cache, "cache", &dims) || !v.isFloat(fresh, "new") ||
-      !v.hasRank(fresh, "new", 4) || !checkCacheType(v, cache, "cache", fresh.dtype, "new", &dims))
+      !v.hasRank(fresh, "new", 4) ||
+      !checkCacheType(v, cache, "cache", fresh.dtype, "new", &dims) || !checkCodeFormat(v, &dims))
     return false;
   if (fresh.dim(2) != dims.kv || fresh.dim(3) != dims.d)
     return v.fail("new must be [B, T, KV, D] with cache's KV and D: cache is " + cache.describe() +
@@ -155,11 +184,11 @@ inline bool bindPagedAttention(const KernelArgs &args, std::string &error, Paged
   Validator v("paged_attention", args, error);
   PagedCacheBinding dims;
   double scale;
-  // int8 pools (u8 codes) come with their scale pools, the keys' then the
+  // Pools of codes (u8) come with their scale pools, the keys' then the
   // values'.
   const bool quantized = args.inputs.size() > 1 && args.inputs[1].dtype == DType::U8;
   if (quantized && args.inputs.size() != 7)
-    return v.fail("int8 caches (u8 codes) take their scale pools [NB, P, KV] f32 as inputs 6 "
+    return v.fail("caches of codes (u8) take their scale pools [NB, P, KV] f32 as inputs 6 "
                   "and 7: expected 7 inputs, got " +
                   std::to_string(args.inputs.size()));
   if (!v.arity(quantized ? 7 : 5, 1) || !v.floatAttr("scale", &scale) ||
@@ -170,7 +199,7 @@ inline bool bindPagedAttention(const KernelArgs &args, std::string &error, Paged
   dims.scale = static_cast<float>(scale);
   const TensorView &q = v.in(0), &k = v.in(1), &val = v.in(2);
   if (!v.isFloat(q, "q") || !v.hasRank(q, "q", 4) || !checkCache(v, k, "k_cache", &dims) ||
-      !checkCacheType(v, k, "k_cache", q.dtype, "q", &dims) ||
+      !checkCacheType(v, k, "k_cache", q.dtype, "q", &dims) || !checkCodeFormat(v, &dims) ||
       !v.hasType(val, "v_cache", k.dtype, k.shape))
     return false;
   if (quantized &&

@@ -16,11 +16,12 @@
 //
 // A cache narrower than the compute type is converted on the way in and
 // widened on the way out, in the tile loads attention already does: bf16 or
-// f16 under f32 (rounded to nearest even), or int8 codes with one fp32
-// scale per (token slot, kv head), s = absmax / 127 over the head's D
-// values and code = round_even(x / s). Attention multiplies each code by
-// its slot's scale as it widens a key or value tile, so no dequantized copy
-// of the cache exists beyond the 64-key tile. The f32 cache keeps its
+// f16 under f32 (rounded to nearest even), or one-byte codes (int8 or fp8
+// E4M3) with one fp32 scale per (token slot, kv head): s = absmax / 127 or
+// / 448 over the head's D values, each code the rounding of x / s
+// (common/KvCacheCodes.h). Attention multiplies each code's value by its
+// slot's scale as it widens a key or value tile, so no dequantized copy of
+// the cache exists beyond the 64-key tile. The f32 cache keeps its
 // byte-copy write and its load loop unchanged.
 //
 // paged_attention is the decode hot path and memory bound: every key and
@@ -40,6 +41,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/KvCacheCodes.h"
 #include "kernels/contracts/PagedAttention.h"
 #include "kernels/cpu/Common.h"
 #include "kernels/cpu/TileGemm.h"
@@ -119,36 +121,36 @@ private:
   size_t cacheBytes_, rowBytes_;
 };
 
-/// One token's D values of one kv head as int8 codes and their scale,
-/// s = absmax / 127 and code = round_even(x / s) in fp32 (ref::
-/// kvCacheWriteInt8's arithmetic); an all-zero row stores s = 0, codes 0.
-template <typename T> inline void quantizeRow(const T *x, int64_t d, int8_t *codes, float *scale) {
+using kvcache::Fp8E4M3Code;
+
+/// One token's D values of one kv head as codes and their scale
+/// (common/KvCacheCodes.h, as ref::kvCacheWriteCodes computes them); an
+/// all-zero row stores s = 0, codes 0.
+template <typename Code, typename T>
+inline void quantizeRow(const T *x, int64_t d, Code *codes, float *scale) {
   float absmax = 0.0f;
 #pragma omp simd reduction(max : absmax)
   for (int64_t e = 0; e < d; ++e) absmax = std::max(absmax, std::fabs(load(x, e)));
-  const float s = absmax / 127.0f;
+  const float s = kvcache::rowScale<Code>(absmax);
   *scale = s;
   if (!(s > 0.0f)) {
-    std::fill(codes, codes + d, int8_t{0});
+    std::fill(codes, codes + d, Code{0});
     return;
   }
-  for (int64_t e = 0; e < d; ++e) { // NaN: -127, as the reference
-    const float code = std::nearbyint(load(x, e) / s);
-    codes[e] = static_cast<int8_t>(std::fmin(std::fmax(code, -127.0f), 127.0f));
-  }
+  for (int64_t e = 0; e < d; ++e) codes[e] = kvcache::CodeFormat<Code>::encode(load(x, e), s);
 }
 
-/// new [B, T, KV, D] of T into a cache of C (a narrower float, or int8
-/// codes with a scale pool): each token's row converted into its slot.
+/// new [B, T, KV, D] of T into a cache of C (a narrower float, or codes
+/// with a scale pool): each token's row converted into its slot.
 template <typename T, typename C> class KvCacheConvertKernel final : public Kernel {
 public:
-  static constexpr bool kInt8 = std::is_same_v<C, int8_t>;
+  static constexpr bool kCodes = kvcache::kIsCode<C>;
 
   KvCacheConvertKernel(const KernelArgs &args, const PagedDims &dims)
       : cache_(args.inputs[0]), fresh_(args.inputs[1].as<T>()),
         out_(static_cast<C *>(args.outputs[0].data)), table_(args.inputs[2]),
         positions_(args.inputs[3]), n_(dims) {
-    if constexpr (kInt8) {
+    if constexpr (kCodes) {
       scales_ = args.inputs[4];
       outScales_ = args.outputs[1].as<float>();
     }
@@ -156,7 +158,7 @@ public:
 
   void run(const StepContext &) override {
     if (out_ != cache_.data) copyBytes(out_, cache_.data, cache_.bytes());
-    if constexpr (kInt8)
+    if constexpr (kCodes)
       if (outScales_ != scales_.data) copyBytes(outScales_, scales_.data, scales_.bytes());
     const int64_t rows = n_.b * n_.t, rowElems = n_.kv * n_.d;
     const bool parallel = rows * rowElems * static_cast<int64_t>(sizeof(T)) > 4 * kParallelGrain;
@@ -167,7 +169,7 @@ public:
       const int64_t slot = page * n_.page + p % n_.page;
       const T *src = fresh_ + row * rowElems;
       C *dst = out_ + slot * rowElems;
-      if constexpr (kInt8) {
+      if constexpr (kCodes) {
         for (int64_t g = 0; g < n_.kv; ++g)
           quantizeRow(src + g * n_.d, n_.d, dst + g * n_.d, outScales_ + slot * n_.kv + g);
       } else {
@@ -235,8 +237,18 @@ inline void scoreTile(int64_t rows, int64_t cols, int64_t d, const float *q, con
     }
 }
 
-/// out[e] = scale · codes[e]: one int8 key or value row widened to fp32,
-/// eight codes per instruction (sign-extended, converted, scaled).
+/// out[e] = codes[e]'s value · scale (common/KvCacheCodes.h): one key or
+/// value row of codes widened to fp32, several codes per instruction: fp8
+/// sixteen at a time through f16 (fp8::decodeE4M3x16), int8 eight at a
+/// time, sign-extended, converted and scaled.
+inline void widenCodes(const Fp8E4M3Code *codes, float scale, float *out, int64_t d) {
+  int64_t e = 0;
+#if defined(__AVX2__) && defined(__F16C__)
+  const uint8_t *bytes = reinterpret_cast<const uint8_t *>(codes);
+  for (; e + 16 <= d; e += 16) fp8::decodeE4M3x16(bytes + e, scale, out + e);
+#endif
+  for (; e < d; ++e) out[e] = kvcache::valueOf(codes[e], scale);
+}
 inline void widenCodes(const int8_t *codes, float scale, float *out, int64_t d) {
   int64_t e = 0;
 #if defined(__AVX2__)
@@ -246,20 +258,21 @@ inline void widenCodes(const int8_t *codes, float scale, float *out, int64_t d) 
     _mm256_storeu_ps(out + e, _mm256_mul_ps(s, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes))));
   }
 #endif
-  for (; e < d; ++e) out[e] = scale * static_cast<float>(codes[e]);
+  for (; e < d; ++e) out[e] = kvcache::valueOf(codes[e], scale);
 }
 
 /// q and out of T; the pools of C: T itself, a 16-bit float under an f32
-/// T, or int8 codes (with scale pools).
+/// T, or codes (with scale pools).
 template <typename T, typename C> class PagedAttentionKernel final : public Kernel {
 public:
-  static constexpr bool kInt8 = std::is_same_v<C, int8_t>;
+  static constexpr bool kCodes = kvcache::kIsCode<C>;
 
   PagedAttentionKernel(const KernelArgs &args, const PagedDims &dims)
       : q_(args.inputs[0].as<T>()), k_(static_cast<const C *>(args.inputs[1].data)),
         v_(static_cast<const C *>(args.inputs[2].data)),
-        kScales_(kInt8 ? args.inputs[5].as<float>() : nullptr),
-        vScales_(kInt8 ? args.inputs[6].as<float>() : nullptr), out_(args.outputs[0].as<T>()), table_(args.inputs[3]), positions_(args.inputs[4]), n_(dims),
+        kScales_(kCodes ? args.inputs[5].as<float>() : nullptr),
+        vScales_(kCodes ? args.inputs[6].as<float>() : nullptr), out_(args.outputs[0].as<T>()),
+        table_(args.inputs[3]), positions_(args.inputs[4]), n_(dims),
         tokens_(std::max<int64_t>(1, kRows / dims.group)), rows_(tokens_ * dims.group),
         chunks_((dims.t + tokens_ - 1) / tokens_), threads_(bindThreads()), splits_(chooseSplits()),
         scratch_(threads_, 2 * rows_ * dims.d + 2 * kKeys * dims.d + rows_ * kKeys + 2 * rows_),
@@ -329,7 +342,7 @@ private:
       }
       const int64_t head = (page * n_.page + j % n_.page) * n_.kv + c.g, at = head * d;
       const C *kSrc = k_ + at, *vSrc = v_ + at;
-      if constexpr (kInt8) {
+      if constexpr (kCodes) {
         widenCodes(kSrc, kScales_[head], kRow, d);
         widenCodes(vSrc, vScales_[head], vRow, d);
       } else {
@@ -470,7 +483,7 @@ private:
 
   const T *q_;
   const C *k_, *v_;
-  const float *kScales_, *vScales_; ///< int8 pools' [NB, P, KV] scales
+  const float *kScales_, *vScales_; ///< code pools' [NB, P, KV] scales
   T *out_;
   IdView table_, positions_;
   PagedDims n_;
@@ -488,13 +501,20 @@ private:
 //===----------------------------------------------------------------------===//
 
 /// K<T, C> for the compute type T and the cache type the contract allowed:
-/// T itself, bf16 or f16 under f32, or int8.
+/// T itself, bf16 or f16 under f32, or int8 or fp8 E4M3 codes.
 template <template <typename, typename> class K, typename T>
-std::unique_ptr<Kernel> makeForCache(DType cache, const KernelArgs &args, const PagedDims &dims) {
-  if (cache == DType::U8) return std::make_unique<K<T, int8_t>>(args, dims);
+std::unique_ptr<Kernel> makeForCache(const contracts::PagedCacheBinding &b,
+                                     const KernelArgs &args) {
+  const PagedDims dims = dimsOf(b);
+  if (b.quantized && b.codes == quant::Format::Fp8E4M3)
+    return std::make_unique<K<T, Fp8E4M3Code>>(args, dims);
+  if (b.quantized)
+    return std::make_unique<K<T, int8_t>>(args, dims);
   if constexpr (std::is_same_v<T, float>) {
-    if (cache == DType::BF16) return std::make_unique<K<float, bf16>>(args, dims);
-    if (cache == DType::F16) return std::make_unique<K<float, f16>>(args, dims);
+    if (b.cacheDType == DType::BF16)
+      return std::make_unique<K<float, bf16>>(args, dims);
+    if (b.cacheDType == DType::F16)
+      return std::make_unique<K<float, f16>>(args, dims);
   }
   return std::make_unique<K<T, T>>(args, dims);
 }
@@ -502,7 +522,7 @@ std::unique_ptr<Kernel> makeForCache(DType cache, const KernelArgs &args, const 
 template <template <typename, typename> class K>
 std::unique_ptr<Kernel> makeFor(const contracts::PagedCacheBinding &b, const KernelArgs &args) {
   return dispatchFloat<FloatTypes>(b.dtype, [&](auto compute) {
-    return makeForCache<K, typename decltype(compute)::type>(b.cacheDType, args, dimsOf(b));
+    return makeForCache<K, typename decltype(compute)::type>(b, args);
   });
 }
 

@@ -9,9 +9,10 @@
 // kv_cache_write: one thread per element of `new`, after a device copy of
 // the cache when out is not the cache itself (in place, the usual binding,
 // copies nothing). Elements are moved as 2- or 4-byte words; into a bf16 or
-// f16 cache under f32 each is rounded to nearest even. Into an int8 cache
-// one warp quantizes one (token, kv head) row: absmax by a warp reduction,
-// s = absmax / 127 and code = round_even(x / s) with IEEE division, as the
+// f16 cache under f32 each is rounded to nearest even. Into a cache of
+// codes (int8 or fp8 E4M3) one warp quantizes one (token, kv head) row:
+// absmax by a warp reduction, then the scale and codes of
+// common/KvCacheCodes.h (IEEE division, the shared fp8 rounding), as the
 // CPU kernel and the reference compute them, so the codes and scales agree
 // bit for bit.
 //
@@ -26,10 +27,10 @@
 // reductions; in the accumulation phase lane owns head-dim elements lane,
 // lane+32, … and takes each key's weight by a shuffle. fp32 throughout;
 // bf16 and f16 are widened on the way in and rounded once on the way out.
-// A cache narrower than q (bf16, f16 under f32; int8 codes) is widened as
-// its tile is staged, an int8 code times its slot's scale (the tile's
-// scales staged beside its slots), so fp32 q and caches run the same code
-// as before.
+// A cache narrower than q (bf16, f16 under f32; int8 or fp8 codes) is
+// widened as its tile is staged, a code's value times its slot's scale (the
+// tile's scales staged beside its slots), so fp32 q and caches run the same
+// code as before.
 //
 // Head dims 64 and 128 have their own instantiations; any other D up to
 // 256 runs the generic path rounded up to 32, 64, 128 or 256. Shared memory
@@ -38,6 +39,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/KvCacheCodes.h"
 #include "kernels/contracts/PagedAttention.h"
 #include "kernels/cuda/Common.cuh"
 
@@ -106,10 +108,12 @@ __global__ void kvCacheNarrow(const T *__restrict__ fresh, C *__restrict__ out, 
   }
 }
 
-/// One warp per (token row, kv head) of new [B·T, KV, D]: int8 codes and
+using kvcache::Fp8E4M3Code;
+
+/// One warp per (token row, kv head) of new [B·T, KV, D]: the codes and
 /// the scale into the row's slot.
-template <typename T>
-__global__ void kvCacheQuantize(const T *__restrict__ fresh, int8_t *__restrict__ out,
+template <typename T, typename Code>
+__global__ void kvCacheQuantize(const T *__restrict__ fresh, Code *__restrict__ out,
                                 float *__restrict__ scales, Params p, int64_t heads) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
@@ -123,14 +127,10 @@ __global__ void kvCacheQuantize(const T *__restrict__ fresh, int8_t *__restrict_
     float absmax = 0.0f;
     for (int e = lane; e < p.d; e += 32) absmax = fmaxf(absmax, fabsf(load(src, e)));
     absmax = warpMax(absmax);
-    const float s = __fdiv_rn(absmax, 127.0f);
+    const float s = kvcache::rowScale<Code>(absmax);
     const int64_t head = (page * p.page + pos % p.page) * p.kv + g;
-    int8_t *dst = out + head * p.d;
-    for (int e = lane; e < p.d; e += 32) {
-      // NaN: -127, as the CPU kernel.
-      const float code = s > 0.0f ? rintf(__fdiv_rn(load(src, e), s)) : 0.0f;
-      dst[e] = static_cast<int8_t>(fminf(fmaxf(code, -127.0f), 127.0f));
-    }
+    Code *dst = out + head * p.d;
+    for (int e = lane; e < p.d; e += 32) dst[e] = kvcache::encode<Code>(load(src, e), s);
     if (lane == 0) scales[head] = s;
   }
 }
@@ -166,12 +166,13 @@ private:
 };
 
 /// new of T into a cache of another type: a 16-bit float under f32, or
-/// int8 codes with their scale pool (input 4, output 1).
+/// codes of format `codes` with their scale pool (input 4, output 1).
 template <typename T> class KvCacheConvertKernel final : public Kernel {
 public:
-  KvCacheConvertKernel(const KernelArgs &args, const Params &p)
+  KvCacheConvertKernel(const KernelArgs &args, const Params &p, quant::Format codes)
       : cache_(args.inputs[0]), fresh_(args.inputs[1].as<T>()), out_(args.outputs[0].data), p_(p),
-        rowElems_(args.inputs[1].dim(2) * args.inputs[1].dim(3)), n_(args.inputs[1].numel()) {
+        codes_(codes), rowElems_(args.inputs[1].dim(2) * args.inputs[1].dim(3)),
+        n_(args.inputs[1].numel()) {
     if (cache_.dtype == DType::U8) {
       scales_ = args.inputs[4];
       outScales_ = args.outputs[1].as<float>();
@@ -187,10 +188,10 @@ public:
       LLMC_CUDA_CHECK(cudaMemcpyAsync(outScales_, scales_.data, scales_.bytes(),
                                       cudaMemcpyDeviceToDevice, stream));
     if (n_ == 0) return;
-    if (cache_.dtype == DType::U8) {
-      const int64_t heads = n_ / p_.d;
-      kvCacheQuantize<<<gridFor(heads * 32), kBlock, 0, stream>>>(
-          fresh_, static_cast<int8_t *>(out_), outScales_, p_, heads);
+    if (cache_.dtype == DType::U8 && codes_ == quant::Format::Fp8E4M3) {
+      quantize<Fp8E4M3Code>(stream);
+    } else if (cache_.dtype == DType::U8) {
+      quantize<int8_t>(stream);
     } else if (cache_.dtype == DType::BF16) {
       kvCacheNarrow<<<gridFor(n_), kBlock, 0, stream>>>(fresh_, static_cast<bf16 *>(out_), p_,
                                                         rowElems_, n_);
@@ -202,27 +203,26 @@ public:
   }
 
 private:
+  /// One warp per (token, kv head) row of new: its codes and scale.
+  template <typename Code> void quantize(cudaStream_t stream) {
+    const int64_t heads = n_ / p_.d;
+    kvCacheQuantize<<<gridFor(heads * 32), kBlock, 0, stream>>>(fresh_, static_cast<Code *>(out_),
+                                                                outScales_, p_, heads);
+  }
+
   TensorView cache_, scales_;
   const T *fresh_;
   void *out_;
   float *outScales_ = nullptr;
   Params p_;
-  int64_t rowElems_; ///< KV·D, one token's row
-  int64_t n_;        ///< elements of new
+  quant::Format codes_; ///< a u8 cache's codes
+  int64_t rowElems_;    ///< KV·D, one token's row
+  int64_t n_;           ///< elements of new
 };
 
 //===----------------------------------------------------------------------===//
 // paged_attention
 //===----------------------------------------------------------------------===//
-
-/// A cache element widened to fp32: a float as it is, an int8 code as its
-/// integer (the caller applies the scale).
-template <typename C> __device__ __forceinline__ float loadCache(const C *p, int64_t i) {
-  return load(p, i);
-}
-template <> __device__ __forceinline__ float loadCache(const int8_t *p, int64_t i) {
-  return static_cast<float>(p[i]);
-}
 
 /// Block: (b, t, kv head g). Shared: scale·q [4][D], k [32][D+1], v [32][D],
 /// and the tile's key offsets in the pool (−1: not visible).
@@ -232,10 +232,10 @@ __global__ void __launch_bounds__(kThreads)
                    const C *__restrict__ vCache, const float *__restrict__ kScales,
                    const float *__restrict__ vScales, T *__restrict__ out, Params p) {
   constexpr int kChunks = kMaxD / 32;
-  constexpr bool kInt8 = std::is_same_v<C, int8_t>;
+  constexpr bool kCodes = kvcache::kIsCode<C>;
   extern __shared__ float smem[];
   __shared__ int64_t slots[kTile];
-  __shared__ float kScale[kInt8 ? kTile : 1], vScale[kInt8 ? kTile : 1];
+  __shared__ float kScale[kCodes ? kTile : 1], vScale[kCodes ? kTile : 1];
   const int d = kExact ? kMaxD : p.d;
   float *qs = smem;
   float *ks = qs + kWarps * d;
@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t page = j < keyEnd && j >= keyBegin ? pageOf(p, b, j) : -1;
         const int64_t head = (page * p.page + j % p.page) * p.kv + g;
         slots[threadIdx.x] = page < 0 ? -1 : head * d;
-        if constexpr (kInt8) {
+        if constexpr (kCodes) {
           kScale[threadIdx.x] = page < 0 ? 0.0f : kScales[head];
           vScale[threadIdx.x] = page < 0 ? 0.0f : vScales[head];
         }
@@ -279,11 +279,16 @@ __global__ void __launch_bounds__(kThreads)
       for (int idx = threadIdx.x; idx < kTile * d; idx += kThreads) {
         const int c = idx / d, e = idx - c * d;
         const int64_t at = slots[c];
-        float kx = at < 0 ? 0.0f : loadCache(kCache, at + e);
-        float vx = at < 0 ? 0.0f : loadCache(vCache, at + e);
-        if constexpr (kInt8) {
-          kx *= kScale[c];
-          vx *= vScale[c];
+        // A float as it is, a code as its value times its slot's scale.
+        float kx = 0.0f, vx = 0.0f;
+        if (at >= 0) {
+          if constexpr (kCodes) {
+            kx = kvcache::valueOf(kCache[at + e], kScale[c]);
+            vx = kvcache::valueOf(vCache[at + e], vScale[c]);
+          } else {
+            kx = load(kCache, at + e);
+            vx = load(vCache, at + e);
+          }
         }
         ks[c * (d + 1) + e] = kx;
         vs[c * d + e] = vx;
@@ -367,7 +372,7 @@ public:
 private:
   const T *q_;
   const C *k_, *v_;
-  const float *kScales_, *vScales_; ///< int8 pools' [NB, P, KV] scales
+  const float *kScales_, *vScales_; ///< code pools' [NB, P, KV] scales
   T *out_;
   Params p_;
   PagedAttentionFn<T, C> fn_;
@@ -402,7 +407,7 @@ std::unique_ptr<Kernel> makeCudaKvCacheWrite(const KernelArgs &args, std::string
   p.d = static_cast<int>(b.d);
   // A cache of new's type takes its rows as words.
   if (b.cacheDType == b.dtype) return std::make_unique<KvCacheWriteKernel>(args, p);
-  return makeFloatKernel<KvCacheConvertKernel>(b.dtype, args, p);
+  return makeFloatKernel<KvCacheConvertKernel>(b.dtype, args, p, b.codes);
 }
 
 template <typename T, typename C>
@@ -412,15 +417,20 @@ std::unique_ptr<Kernel> bindPagedAttention(Validator &v, const KernelArgs &args,
   return std::make_unique<PagedAttentionKernel<T, C>>(args, p, fn);
 }
 
-/// The pools' type the contract allowed for q of T: T, int8, or under f32
-/// bf16 or f16.
+/// The pools' type the contract allowed for q of T: T, int8 or fp8 E4M3
+/// codes, or under f32 bf16 or f16.
 template <typename T>
 std::unique_ptr<Kernel> bindForCache(Validator &v, const KernelArgs &args, const Params &p,
-                                     DType cache) {
-  if (cache == DType::U8) return bindPagedAttention<T, int8_t>(v, args, p);
+                                     const contracts::PagedCacheBinding &b) {
+  if (b.quantized && b.codes == quant::Format::Fp8E4M3)
+    return bindPagedAttention<T, Fp8E4M3Code>(v, args, p);
+  if (b.quantized)
+    return bindPagedAttention<T, int8_t>(v, args, p);
   if constexpr (std::is_same_v<T, float>) {
-    if (cache == DType::BF16) return bindPagedAttention<float, bf16>(v, args, p);
-    if (cache == DType::F16) return bindPagedAttention<float, f16>(v, args, p);
+    if (b.cacheDType == DType::BF16)
+      return bindPagedAttention<float, bf16>(v, args, p);
+    if (b.cacheDType == DType::F16)
+      return bindPagedAttention<float, f16>(v, args, p);
   }
   return bindPagedAttention<T, T>(v, args, p);
 }
@@ -439,7 +449,7 @@ std::unique_ptr<Kernel> makeCudaPagedAttention(const KernelArgs &args, std::stri
   Params p = paramsOf(b, args, 3);
   p.d = static_cast<int>(b.d);
   return dispatchFloat<FloatTypes>(b.dtype, [&](auto compute) {
-    return bindForCache<typename decltype(compute)::type>(v, args, p, b.cacheDType);
+    return bindForCache<typename decltype(compute)::type>(v, args, p, b);
   });
 }
 

@@ -218,14 +218,17 @@ std::vector<RefTensor> attentionGrad(const RefTensor &q, const RefTensor &k, con
 /// padding and unaddressable positions write nothing.
 RefTensor kvCacheWrite(const RefTensor &cache, const RefTensor &fresh, const RefTensor &blockTable,
                        const RefTensor &positions);
-/// {codes, scales}: kvCacheWrite into an int8 cache, codes [NB,P,KV,D]
-/// (integers in [-127, 127]) and scales [NB,P,KV]: each written row of D
-/// values x gets s = absmax(x) / 127 and codes round_even(x / s), in fp32
-/// as the kernels compute them (s = 0 and codes 0 for an all-zero row).
-std::vector<RefTensor> kvCacheWriteInt8(const RefTensor &codes, const RefTensor &scales,
-                                        const RefTensor &fresh, const RefTensor &blockTable,
-                                        const RefTensor &positions);
-/// The values an int8 cache holds: codes · scales, per slot and kv head.
+/// {codes, scales}: kvCacheWrite into a cache of `format`'s codes (Int8
+/// or Fp8E4M3), codes [NB,P,KV,D] held as their values (int8: integers in
+/// [-127, 127]; fp8_e4m3: E4M3 numbers) and scales [NB,P,KV]: each written
+/// row of D values x gets s = absmax(x) / 127 (/ 448) and codes the
+/// rounding of x / s, in fp32 as the kernels compute them
+/// (common/KvCacheCodes.h; s = 0 and codes 0 for an all-zero row).
+std::vector<RefTensor> kvCacheWriteCodes(const RefTensor &codes, const RefTensor &scales,
+                                         const RefTensor &fresh, const RefTensor &blockTable,
+                                         const RefTensor &positions, quant::Format format);
+/// The values a cache of codes holds: code value · scale per slot and kv
+/// head, the fp32 product the kernels take.
 RefTensor dequantizeCache(const RefTensor &codes, const RefTensor &scales);
 /// out [B,T,H,D]: query (b, t, h) at position p >= 0 attends to the keys of
 /// sequence b at positions 0..p (with a `window` > 0, p − window + 1..p;

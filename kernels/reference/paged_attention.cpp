@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/KvCacheCodes.h"
 #include "kernels/reference/Common.h"
 #include "kernels/reference/Evaluator.h"
 
@@ -62,13 +63,19 @@ RefTensor kvCacheWrite(const RefTensor &cache, const RefTensor &fresh, const Ref
   return out;
 }
 
-std::vector<RefTensor> kvCacheWriteInt8(const RefTensor &codes, const RefTensor &scales,
-                                        const RefTensor &fresh, const RefTensor &blockTable,
-                                        const RefTensor &positions) {
-  PagedDims n = pagedDims(codes, blockTable, positions, "kvCacheWriteInt8");
-  require(fresh.shape == std::vector<int64_t>{n.b, n.t, n.kv, n.d}, "kvCacheWriteInt8",
+namespace {
+
+/// kvCacheWriteCodes for codes of type Code: each row in fp32 exactly as
+/// the kernels compute it (common/KvCacheCodes.h), kept as the codes'
+/// values.
+template <typename Code>
+std::vector<RefTensor> writeCodes(const RefTensor &codes, const RefTensor &scales,
+                                  const RefTensor &fresh, const RefTensor &blockTable,
+                                  const RefTensor &positions) {
+  PagedDims n = pagedDims(codes, blockTable, positions, "kvCacheWriteCodes");
+  require(fresh.shape == std::vector<int64_t>{n.b, n.t, n.kv, n.d}, "kvCacheWriteCodes",
           "new must be [B,T,KV,D]");
-  require(scales.shape == std::vector<int64_t>{n.blocks, n.page, n.kv}, "kvCacheWriteInt8",
+  require(scales.shape == std::vector<int64_t>{n.blocks, n.page, n.kv}, "kvCacheWriteCodes",
           "scales must be [NB,P,KV]");
   RefTensor out = codes, outScales = scales;
   for (int64_t b = 0; b < n.b; ++b)
@@ -78,20 +85,29 @@ std::vector<RefTensor> kvCacheWriteInt8(const RefTensor &codes, const RefTensor 
         int64_t slot = slotAt(n, blockTable, b, p, g);
         if (slot < 0) continue;
         const double *src = &fresh.data[((b * n.t + i) * n.kv + g) * n.d];
-        // The kernels' fp32 arithmetic, step by step: absmax, s = absmax /
-        // 127, code = round_even(x / s) (|x / s| <= 127 up to rounding).
         float absmax = 0.0f;
         for (int64_t e = 0; e < n.d; ++e)
           absmax = std::max(absmax, std::fabs(static_cast<float>(src[e])));
-        const float scale = absmax / 127.0f;
-        for (int64_t e = 0; e < n.d; ++e) {
-          float code = scale > 0.0f ? std::nearbyint(static_cast<float>(src[e]) / scale) : 0.0f;
-          out.data[slot + e] = std::fmin(std::fmax(code, -127.0f), 127.0f); // NaN: -127
-        }
+        const float scale = kvcache::rowScale<Code>(absmax);
+        for (int64_t e = 0; e < n.d; ++e)
+          out.data[slot + e] = kvcache::CodeFormat<Code>::value(
+              kvcache::encode<Code>(static_cast<float>(src[e]), scale));
         outScales.data[slot / n.d] = scale;
       }
     }
   return {out, outScales};
+}
+
+} // namespace
+
+std::vector<RefTensor> kvCacheWriteCodes(const RefTensor &codes, const RefTensor &scales,
+                                         const RefTensor &fresh, const RefTensor &blockTable,
+                                         const RefTensor &positions, quant::Format format) {
+  require(kvcache::isCacheFormat(format), "kvCacheWriteCodes",
+          "the codes must be int8 or fp8_e4m3");
+  if (format == quant::Format::Fp8E4M3)
+    return writeCodes<kvcache::Fp8E4M3Code>(codes, scales, fresh, blockTable, positions);
+  return writeCodes<int8_t>(codes, scales, fresh, blockTable, positions);
 }
 
 RefTensor dequantizeCache(const RefTensor &codes, const RefTensor &scales) {
@@ -100,7 +116,9 @@ RefTensor dequantizeCache(const RefTensor &codes, const RefTensor &scales) {
           "dequantizeCache", "codes must be [NB,P,KV,D] and scales [NB,P,KV]");
   RefTensor out = codes;
   const int64_t d = codes.shape[3];
-  for (size_t i = 0; i < out.data.size(); ++i) out.data[i] *= scales.data[i / d];
+  // The kernels' fp32 product (a code's value is exact in fp32).
+  for (size_t i = 0; i < out.data.size(); ++i)
+    out.data[i] = static_cast<float>(out.data[i]) * static_cast<float>(scales.data[i / d]);
   return out;
 }
 
@@ -152,11 +170,13 @@ RefTensor pagedAttention(const RefTensor &q, const RefTensor &kCache, const RefT
 //===----------------------------------------------------------------------===//
 // Evaluators of the ops these references define (kernels/reference/Evaluator.h)
 //===----------------------------------------------------------------------===//
-// Float caches hold the values as casts do here (exactly); an int8 cache
-// holds what its codes and scales say.
+// Float caches hold the values as casts do here (exactly); a cache of codes
+// holds the codes' values (attribute `format`: which codes), read with
+// their scales.
 LLMC_REGISTER_EVALUATOR("llm.kv_cache_write", [](const RefCall &c) -> Results {
   if (const RefTensor *scales = c.optional(4))
-    return kvCacheWriteInt8(c.in(0), *scales, c.in(1), c.in(2), c.in(3));
+    return kvCacheWriteCodes(c.in(0), *scales, c.in(1), c.in(2), c.in(3),
+                             static_cast<quant::Format>(c.integer("format", 0)));
   return {kvCacheWrite(c.in(0), c.in(1), c.in(2), c.in(3))};
 });
 LLMC_REGISTER_EVALUATOR("llm.paged_attention", [](const RefCall &c) -> Results {

@@ -8,7 +8,7 @@
 // CHECK:       llm.paged_attention {{.*}} : tensor<2x1x2x16xbf16>, tensor<6x4x2x16xi8>
 
 // A float cache other than the keys' own holds nothing more under bf16.
-// WIDE: error: kv-cache: a 'f32' cache cannot hold 'bf16' keys: use the keys' type, a 16-bit float under f32, or int8
+// WIDE: error: kv-cache: a 'f32' cache cannot hold 'bf16' keys: use the keys' type, a 16-bit float under f32, int8 or fp8_e4m3
 // F16: error: kv-cache: a 'f16' cache cannot hold 'bf16' keys
 func.func @logits(%w: tensor<32x32xbf16> {llm.param = #llm.param<name = "wte.weight", init = "normal", scale = 0.02>},
                   %tokens: tensor<2x1xi32> {llmc.name = "tokens", llmc.role = "input"},

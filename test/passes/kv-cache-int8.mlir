@@ -31,7 +31,7 @@
 // f32 is the keys' own type: the cache as without the option.
 // F32:         %arg5: tensor<6x4x2x16xf32> {llmc.name = "kv/h.0.k", llmc.role = "kv_cache"}
 
-// BAD: error: kv-cache: cache-type must be f32, bf16, f16 or int8, got 'int4'
+// BAD: error: kv-cache: cache-type must be f32, bf16, f16, int8 or fp8_e4m3, got 'int4'
 func.func @logits(%w: tensor<32x32xf32> {llm.param = #llm.param<name = "wte.weight", init = "normal", scale = 0.02>},
                   %tokens: tensor<2x1xi32> {llmc.name = "tokens", llmc.role = "input"},
                   %positions: tensor<2x1xi32> {llmc.name = "positions", llmc.role = "input"})
