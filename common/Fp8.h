@@ -157,25 +157,37 @@ LLMC_HOST_DEVICE inline float decodeE4M3(uint8_t code) {
 }
 
 #if defined(__AVX2__) && defined(__F16C__) && !defined(__CUDACC__)
+/// The f16 bits of 2^−8 · the value of 16 E4M3 codes held in 16-bit lanes:
+/// a code's exponent and mantissa bits moved into an f16's (S.EEEE.MMM →
+/// S.0EEEE.MMM0000000) are that f16 at 2^−8 of the E4M3 value, subnormals
+/// included (the biases differ by 8), and vcvtph2ps widens an f16 exactly.
+/// E4M3's NaN (S.1111.111) becomes ±480 · 2^−8: see e4m3HasNan.
+inline __m256i e4m3ToF16(__m256i codes16) {
+  const __m256i magnitude = _mm256_and_si256(codes16, _mm256_set1_epi16(0x7f));
+  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(codes16, _mm256_set1_epi16(0x80)), 8);
+  return _mm256_or_si256(sign, _mm256_slli_epi16(magnitude, 7));
+}
+
+/// The 16-bit lanes of `codes16` holding E4M3's NaN code (all ones), or 0s.
+inline __m256i e4m3NanLanes(__m256i codes16) {
+  const __m256i magnitude = _mm256_and_si256(codes16, _mm256_set1_epi16(0x7f));
+  return _mm256_cmpeq_epi16(magnitude, _mm256_set1_epi16(0x7f));
+}
+
 /// out[i] = decodeE4M3(codes[i]) · scale for 16 codes, bit for bit (one
 /// fp32 product each), with AVX2 and F16C: the CPU kernels' targets; the
-/// fp8 KV cache widens its tiles with it. An E4M3 code's exponent and
-/// mantissa bits moved into an f16's (S.EEEE.MMM → S.0EEEE.MMM0000000) are
-/// that f16 at 2^−8 of the E4M3 value, subnormals included (the biases
-/// differ by 8); vcvtph2ps widens an f16 exactly, and 2^8 · scale is
-/// exact, so each product rounds once, as the scalar one does. A NaN code
-/// (S.1111.111, an f16 of 480 here) sends the 16 to the scalar decoder.
+/// fp8 KV cache widens its tiles with it. Through e4m3ToF16, and 2^8 ·
+/// scale is exact, so each product rounds once, as the scalar one does. A
+/// NaN code sends the 16 to the scalar decoder.
 inline void decodeE4M3x16(const uint8_t *codes, float scale, float *out) {
   const __m256i bytes =
       _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(codes)));
-  const __m256i magnitude = _mm256_and_si256(bytes, _mm256_set1_epi16(0x7f));
-  const __m256i nan = _mm256_cmpeq_epi16(magnitude, _mm256_set1_epi16(0x7f));
+  const __m256i nan = e4m3NanLanes(bytes);
   if (!_mm256_testz_si256(nan, nan)) {
     for (int i = 0; i < 16; ++i) out[i] = decodeE4M3(codes[i]) * scale;
     return;
   }
-  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(bytes, _mm256_set1_epi16(0x80)), 8);
-  const __m256i f16 = _mm256_or_si256(sign, _mm256_slli_epi16(magnitude, 7));
+  const __m256i f16 = e4m3ToF16(bytes);
   const __m256 s = _mm256_set1_ps(scale * 256.0f);
   _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(f16)), s));
   _mm256_storeu_ps(out + 8, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(f16, 1)), s));

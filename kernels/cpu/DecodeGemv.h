@@ -149,10 +149,9 @@ struct Int8Codes {
   }
 };
 
-/// OCP E4M3 codes (common/Fp8.h), widened through fp16: a code's sign at
-/// fp16 bit 15 and its 7 exponent-and-mantissa bits at bits 7..13 make the
-/// fp16 of value · 2^−8 (fp16's exponent bias is 15, E4M3's 7, and
-/// subnormals land on subnormals), which vcvtph2ps widens exactly. Steps
+/// OCP E4M3 codes (common/Fp8.h), widened through fp16 as fp8::e4m3ToF16
+/// places them (the zmm step 32 at a time, its sign by one vpternlog):
+/// the fp16 of value · 2^−8, which vcvtph2ps widens exactly. Steps
 /// and element() give value · 2^−8, and E4m3Scale multiplies the 2^8 back
 /// into each scale (exact: powers of two). E4M3's NaN, S.1111.111, would
 /// read as ±1.875 (480 · 2^−8): a step holding one sets its lanes to NaN.
@@ -180,13 +179,10 @@ struct E4m3Codes {
     for (int q = 0; q < 2; ++q) {
       const __m256i codes =
           _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + e + 16 * q)));
-      const __m256i low7 = _mm256_and_si256(codes, _mm256_set1_epi16(0x7F));
-      const __m256i sign =
-          _mm256_and_si256(_mm256_slli_epi16(codes, 8), _mm256_set1_epi16(-0x8000));
-      const __m256i half = _mm256_or_si256(sign, _mm256_slli_epi16(low7, 7));
+      const __m256i half = fp8::e4m3ToF16(codes);
       v[2 * q] = _mm256_cvtph_ps(_mm256_castsi256_si128(half));
       v[2 * q + 1] = _mm256_cvtph_ps(_mm256_extracti128_si256(half, 1));
-      const __m256i nan = _mm256_cmpeq_epi16(low7, _mm256_set1_epi16(0x7F));
+      const __m256i nan = fp8::e4m3NanLanes(codes);
       if (!_mm256_testz_si256(nan, nan)) {
         const __m256 quiet = _mm256_set1_ps(__builtin_nanf(""));
         for (int h = 0; h < 2; ++h) {
