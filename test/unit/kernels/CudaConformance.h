@@ -20,6 +20,7 @@
 #define LLMC_TEST_UNIT_KERNELS_CUDACONFORMANCE_H
 
 #include "KernelTest.h"
+#include "common/QuantScheme.h"
 
 #include "kernels/AttentionImpl.h"
 
@@ -81,6 +82,24 @@ inline Buffer randomBytes(int64_t n, uint64_t seed) {
   uint8_t *bytes = b.view().as<uint8_t>();
   for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(rng() >> 56);
   return b;
+}
+
+/// Random NF4 storage of a piece of `pieceNumel` elements of a weight of
+/// `wholeNumel`, in blocks of `block`: the piece's codes and absmax levels,
+/// the whole weight's double-quantized scales and a mean of 0.3 — the
+/// operands of qat_dequantize_nf4, and of matmul_nf4 after x. Each draws
+/// the next of `seed`.
+struct Nf4PieceStorage {
+  Buffer codes, absmaxQ, scale, mean;
+};
+inline Nf4PieceStorage randomNf4Piece(int64_t pieceNumel, int64_t wholeNumel, int64_t block,
+                                      uint64_t &seed) {
+  RefTensor mean = RefTensor::zeros({1});
+  mean.data[0] = 0.3;
+  return {randomBytes(pieceNumel / 2, ++seed), randomBytes(pieceNumel / block, ++seed),
+          Buffer::of(randomTensor({quant::nf4ScaleCount(wholeNumel / block)}, ++seed, 0.01),
+                     DType::F32),
+          Buffer::of(mean, DType::F32)};
 }
 
 /// A binding expected to fail on both backends.

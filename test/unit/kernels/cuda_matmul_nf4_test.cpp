@@ -35,16 +35,10 @@ TEST(CudaMatmulNf4, PiecesMatchCpu) {
   for (DType dtype : {DType::F32, DType::BF16})
     for (quant::AbsmaxFormat format : {quant::AbsmaxFormat::Int8, quant::AbsmaxFormat::Fp8E4M3})
       for (const Case &c : cases) {
-        const int64_t n = c.piece[0] * c.piece[1], blocks = n / block;
-        const int64_t wholeBlocks = c.whole[0] * c.whole[1] / block;
         const int64_t k = c.transposeB ? c.piece[1] : c.piece[0];
         const int64_t cols = c.transposeB ? c.piece[0] : c.piece[1];
-        Buffer codes = randomBytes(n / 2, ++seed), absmaxQ = randomBytes(blocks, ++seed);
-        Buffer scale =
-            Buffer::of(randomTensor({quant::nf4ScaleCount(wholeBlocks)}, ++seed, 0.01), DType::F32);
-        RefTensor mean = RefTensor::zeros({1});
-        mean.data[0] = 0.3;
-        Buffer meanBuf = Buffer::of(mean, DType::F32);
+        Nf4PieceStorage w =
+            randomNf4Piece(c.piece[0] * c.piece[1], c.whole[0] * c.whole[1], block, seed);
         Buffer x = Buffer::of(randomTensor({rows, k}, ++seed), dtype), out(dtype, {rows, cols});
         KernelAttrs a = attrs({}, {{"block", block}, {"transpose_b", c.transposeB}});
         a.setInts("weight_shape", c.piece);
@@ -52,7 +46,7 @@ TEST(CudaMatmulNf4, PiecesMatchCpu) {
         a.setInts("chunks", c.chunks);
         a.setInts("piece_offset", c.offset);
         a.setInt("absmax_format", static_cast<int64_t>(format));
-        expectCudaMatchesCpu("matmul_nf4", {&x, &codes, &absmaxQ, &scale, &meanBuf}, {&out}, a,
+        expectCudaMatchesCpu("matmul_nf4", {&x, &w.codes, &w.absmaxQ, &w.scale, &w.mean}, {&out}, a,
                              {Metric::Norm, {tolerance(dtype)}});
       }
 }

@@ -32,8 +32,8 @@ namespace {
 
 using quant::Format;
 using quant::Granularity;
-using quant::Scheme;
 using quant::makeScheme;
+using quant::Scheme;
 
 const Comparison kExact{Metric::Elementwise, {0.0}};
 
@@ -43,7 +43,8 @@ KernelAttrs schemeAttrs(const Scheme &s) {
                              {"axis", s.axis},
                              {"block", s.block},
                              {"symmetric", s.symmetric ? 1 : 0}});
-  if (s.outlier > 0) a.setFloat("outlier", s.outlier);
+  if (s.outlier > 0)
+    a.setFloat("outlier", s.outlier);
   return a;
 }
 
@@ -56,7 +57,8 @@ std::string describe(const Scheme &s, const std::vector<int64_t> &shape, DType d
   case Granularity::Channel: out += " channel(axis " + std::to_string(s.axis) + ")"; break;
   case Granularity::Block: out += " block" + std::to_string(s.block); break;
   }
-  if (s.outlier > 0) out += " outlier " + std::to_string(s.outlier);
+  if (s.outlier > 0)
+    out += " outlier " + std::to_string(s.outlier);
   return out + (s.symmetric ? " symmetric" : " asymmetric");
 }
 
@@ -121,11 +123,10 @@ TEST(CudaQuant, FakeQuantModelSizedMatchesCpu) {
   const std::vector<int64_t> shape = {8192, 768};
   uint64_t seed = 400;
   for (DType dtype : kFloatTypes)
-    for (auto [format, symmetric] :
-         std::vector<std::pair<Format, bool>>{{Format::Int8, true},
-                                              {Format::Int4, false},
-                                              {Format::Fp8E4M3, true},
-                                              {Format::Nf4, true}})
+    for (auto [format, symmetric] : std::vector<std::pair<Format, bool>>{{Format::Int8, true},
+                                                                         {Format::Int4, false},
+                                                                         {Format::Fp8E4M3, true},
+                                                                         {Format::Nf4, true}})
       for (const Scheme &s : groupings(shape, format, symmetric, {64}))
         expectFakeQuantMatches(shape, s, dtype, seed += 2);
 }
@@ -136,8 +137,7 @@ TEST(CudaQuant, FakeQuantModelSizedMatchesCpu) {
 
 /// testData scaled under the threshold t, with `count` planted outlier
 /// columns (2–5·t) and one column whose largest |x| is exactly t (kept).
-RefTensor dataWithOutliers(const std::vector<int64_t> &shape, double t, int count,
-                           uint64_t seed) {
+RefTensor dataWithOutliers(const std::vector<int64_t> &shape, double t, int count, uint64_t seed) {
   RefTensor x = testData(shape, seed);
   int64_t width = shape.back(), rows = x.numel() / width;
   double amax = 0.0;
@@ -184,8 +184,8 @@ TEST(CudaQuant, OutlierColumnsMatchCpu) {
               Buffer r = Buffer::of(ref::quantObserve(xr, s, &columns), DType::F32);
               Buffer y(dtype, shape), dx(dtype, shape);
               expectCudaMatchesCpu("qat_fake_quant", {&x, &r, &cb}, {&y}, schemeAttrs(s), kExact);
-              expectCudaMatchesCpu("qat_fake_quant_grad", {&x, &r, &dy, &cb}, {&dx},
-                                   schemeAttrs(s), kExact);
+              expectCudaMatchesCpu("qat_fake_quant_grad", {&x, &r, &dy, &cb}, {&dx}, schemeAttrs(s),
+                                   kExact);
             }
       }
 }
@@ -210,22 +210,16 @@ TEST(CudaQuant, DequantizeNf4PieceMatchesCpu) {
   for (DType dtype : kFloatTypes)
     for (quant::AbsmaxFormat format : {quant::AbsmaxFormat::Int8, quant::AbsmaxFormat::Fp8E4M3})
       for (const Case &c : cases) {
-        const int64_t n = c.piece[0] * c.piece[1], blocks = n / block;
-        const int64_t wholeBlocks = c.whole[0] * c.whole[1] / block;
-        Buffer codes = randomBytes(n / 2, ++seed), absmaxQ = randomBytes(blocks, ++seed);
-        Buffer scale =
-            Buffer::of(randomTensor({quant::nf4ScaleCount(wholeBlocks)}, ++seed, 0.01), DType::F32);
-        RefTensor mean = RefTensor::zeros({1});
-        mean.data[0] = 0.3;
-        Buffer meanBuf = Buffer::of(mean, DType::F32);
+        Nf4PieceStorage w =
+            randomNf4Piece(c.piece[0] * c.piece[1], c.whole[0] * c.whole[1], block, seed);
         Buffer out(dtype, c.piece);
         KernelAttrs a = attrs({}, {{"block", block}});
         a.setInts("whole_shape", c.whole);
         a.setInts("chunks", c.chunks);
         a.setInts("piece_offset", c.offset);
         a.setInt("absmax_format", static_cast<int64_t>(format));
-        expectCudaMatchesCpu("qat_dequantize_nf4", {&codes, &absmaxQ, &scale, &meanBuf}, {&out}, a,
-                             kExact);
+        expectCudaMatchesCpu("qat_dequantize_nf4", {&w.codes, &w.absmaxQ, &w.scale, &w.mean},
+                             {&out}, a, kExact);
       }
 }
 
