@@ -39,6 +39,7 @@
 #include "common/Half.h"
 #include "common/HostDevice.h"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -154,6 +155,17 @@ LLMC_HOST_DEVICE inline float decodeE4M3(uint8_t code) {
   const uint32_t subnormal = half::bitsOf(static_cast<float>(magnitude) * 0x1p-9f);
   const uint32_t bits = magnitude == 0x7fu ? 0x7fc00000u : magnitude < 8u ? subnormal : normal;
   return half::floatOf(bits | sign);
+}
+
+/// Every E4M3 code's value (decode), for CPU loops that look codes up.
+inline const float *e4m3Values() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> values{};
+    for (int code = 0; code < 256; ++code)
+      values[code] = decode(static_cast<uint8_t>(code), Kind::E4M3);
+    return values;
+  }();
+  return table.data();
 }
 
 #if defined(__AVX2__) && defined(__F16C__) && !defined(__CUDACC__)

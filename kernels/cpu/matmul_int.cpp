@@ -21,7 +21,6 @@
 #include "kernels/cpu/QuantizedMatmul.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 
 #if defined(__AVX2__)
@@ -33,16 +32,6 @@ namespace {
 
 /// The signed level of each 4-bit code (IntWeight.h's intLevel).
 constexpr float kInt4Levels[16] = {0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1};
-
-/// The value of each E4M3 code (common/Fp8.h's decode).
-const float *e4m3Values() {
-  static const auto table = [] {
-    std::array<float, 256> t{};
-    for (int c = 0; c < 256; ++c) t[c] = fp8::decode(static_cast<uint8_t>(c), fp8::Kind::E4M3);
-    return t;
-  }();
-  return table.data();
-}
 
 class IntExpander {
 public:
@@ -107,8 +96,7 @@ private:
       out[j] = w;
   }
 
-  template <bool Accumulate>
-  void visit(int64_t first, int64_t count, float xv, float *out) const {
+  template <bool Accumulate> void visit(int64_t first, int64_t count, float xv, float *out) const {
     const int64_t end = first + count;
     while (first < end) {
       int64_t stop;
@@ -131,7 +119,7 @@ private:
   template <bool Accumulate>
   void oneScale(int64_t first, int64_t n, float s, int z, float xv, float *out) const {
     if (layout_.fp8) {
-      const float *value = e4m3Values();
+      const float *value = fp8::e4m3Values();
       const uint8_t *q = codes_ + first;
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) put<Accumulate>(out, j, value[q[j]] * s, xv);
@@ -191,8 +179,8 @@ private:
     for (; j + 16 <= n; j += 16) {
       __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(bytes + j));
       __m128i low = _mm_sub_epi8(_mm_xor_si128(_mm_and_si128(b, nibble), eight), eight);
-      __m128i high = _mm_sub_epi8(
-          _mm_xor_si128(_mm_and_si128(_mm_srli_epi16(b, 4), nibble), eight), eight);
+      __m128i high =
+          _mm_sub_epi8(_mm_xor_si128(_mm_and_si128(_mm_srli_epi16(b, 4), nibble), eight), eight);
       __m128i first = _mm_unpacklo_epi8(low, high), second = _mm_unpackhi_epi8(low, high);
       put8(out + 2 * j, first);
       put8(out + 2 * j + 8, _mm_srli_si128(first, 8));
@@ -210,7 +198,7 @@ private:
     const float *s = scales_ + c0;
     const int32_t *z = zeroPoints_ ? zeroPoints_ + c0 : nullptr;
     if (layout_.fp8) {
-      const float *value = e4m3Values();
+      const float *value = fp8::e4m3Values();
       const uint8_t *q = codes_ + first;
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) put<Accumulate>(out, j, value[q[j]] * s[j], xv);
@@ -220,7 +208,8 @@ private:
       const auto *q = reinterpret_cast<const int8_t *>(codes_) + first;
       if (z) {
 #pragma omp simd
-        for (int64_t j = 0; j < n; ++j) put<Accumulate>(out, j, intDequantize(q[j], z[j], s[j]), xv);
+        for (int64_t j = 0; j < n; ++j)
+          put<Accumulate>(out, j, intDequantize(q[j], z[j], s[j]), xv);
       } else {
 #pragma omp simd
         for (int64_t j = 0; j < n; ++j) put<Accumulate>(out, j, intDequantize(q[j], 0, s[j]), xv);
@@ -241,7 +230,8 @@ private:
 
 std::unique_ptr<Kernel> makeMatmulInt(const KernelArgs &args, std::string &error) {
   contracts::MatmulIntBinding d;
-  if (!contracts::bindMatmulInt(args, error, &d)) return nullptr;
+  if (!contracts::bindMatmulInt(args, error, &d))
+    return nullptr;
   decode::DotIsa isa;
   std::string isaError;
   if (!decode::chooseDotIsa(d.layout.bits == 4, isa, isaError))

@@ -27,7 +27,6 @@
 #include "kernels/cpu/QuantizedMatmul.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 
 #if defined(__AVX2__)
@@ -68,12 +67,14 @@ public:
       int64_t stop = std::min(end, (g + 1) * block_);
       const float a = scaleOf(g);
       int64_t i = first;
-      if (i % 2 != 0 && i < stop) *out++ = quant::kNf4Levels[codes_[i / 2] >> 4] * a, ++i;
+      if (i % 2 != 0 && i < stop)
+        *out++ = quant::kNf4Levels[codes_[i / 2] >> 4] * a, ++i;
       int64_t pairs = (stop - i) / 2;
       expandBytes(codes_ + i / 2, pairs, a, out);
       out += 2 * pairs;
       i += 2 * pairs;
-      if (i < stop) *out++ = quant::kNf4Levels[codes_[i / 2] & 0x0F] * a, ++i;
+      if (i < stop)
+        *out++ = quant::kNf4Levels[codes_[i / 2] & 0x0F] * a, ++i;
       first = stop;
     }
   }
@@ -153,7 +154,7 @@ private:
     const __m512 divisor = _mm512_set1_ps(127.0f);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const bool e4m3 = absmaxFormat_ == quant::AbsmaxFormat::Fp8E4M3;
-    const float *e4m3Values = e4m3Table().data();
+    const float *e4m3Values = fp8::e4m3Values();
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
       const int64_t g = g0 + j;
@@ -177,18 +178,6 @@ private:
   }
 #pragma GCC diagnostic pop
 #endif
-
-  /// Every E4M3 code's value (common/Fp8.h's decode), which intScales512
-  /// gathers.
-  static const std::array<float, 256> &e4m3Table() {
-    static const std::array<float, 256> table = [] {
-      std::array<float, 256> values;
-      for (int code = 0; code < 256; ++code)
-        values[code] = fp8::decode(static_cast<uint8_t>(code), fp8::Kind::E4M3);
-      return values;
-    }();
-    return table;
-  }
 
   /// Block g's absmax, or nf4Value's 0 where it is not > 0.
   float scaleOf(int64_t g) const {
