@@ -25,7 +25,8 @@ The numbers a report shows come from the data of these steps:
   bench-gpt2-124M    {"batch", "seq", "llmc_ms": {variant: ms}, "torch_compile_ms", "torch"}
   bench-attention-D  {"rows": [{"seq", "heads", "head_dim", "tflops": {variant: x}, "sdpa_tflops"}]}
   bench-head         {"rows": [{"vocab", "ms", "tflops", ...}]}
-  bench-gpt2-1.5B    {"median_ms", "tokens_per_s", "mfu_percent"}
+  bench-gpt2-1.5B    {"median_ms", "tokens_per_s", "mfu_percent"} (bf16; "precision" in newer leases)
+  bench-gpt2-1.5B-fp8  the same for --precision fp8
   bench-calibrate    llmc-bench-calibrate's file: {"gemm": {"large_tflops"}, "bandwidth_gbs", ...}
 """
 import argparse
@@ -106,6 +107,12 @@ def metrics(lease):
     if "mfu_percent" in big:
         rows["GPT-2 1.5B shape, MFU"] = (big["mfu_percent"], "%", True)
         rows["GPT-2 1.5B shape, step"] = (big["median_ms"], "ms", False)
+    fp8 = step_data(lease, "bench-gpt2-1.5B-fp8")
+    if "median_ms" in fp8:
+        rows["GPT-2 1.5B shape, fp8 step"] = (fp8["median_ms"], "ms", False)
+        if "median_ms" in big:
+            rows["GPT-2 1.5B shape, bf16 / fp8 step time"] = (
+                big["median_ms"] / fp8["median_ms"], "×", True)
     return rows
 
 

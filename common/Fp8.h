@@ -157,16 +157,19 @@ LLMC_HOST_DEVICE inline float decodeE4M3(uint8_t code) {
   return half::floatOf(bits | sign);
 }
 
-/// Every E4M3 code's value (decode), for CPU loops that look codes up.
-inline const float *e4m3Values() {
-  static const std::array<float, 256> table = [] {
+/// Every code's value in `kind` (decode), for CPU loops that look codes up.
+inline const float *values(Kind kind) {
+  auto tableOf = [](Kind k) {
     std::array<float, 256> values{};
-    for (int code = 0; code < 256; ++code)
-      values[code] = decode(static_cast<uint8_t>(code), Kind::E4M3);
+    for (int code = 0; code < 256; ++code) values[code] = decode(static_cast<uint8_t>(code), k);
     return values;
-  }();
-  return table.data();
+  };
+  static const std::array<float, 256> e4m3 = tableOf(Kind::E4M3), e5m2 = tableOf(Kind::E5M2);
+  return kind == Kind::E4M3 ? e4m3.data() : e5m2.data();
 }
+
+/// Every E4M3 code's value (decode).
+inline const float *e4m3Values() { return values(Kind::E4M3); }
 
 #if defined(__AVX2__) && defined(__F16C__) && !defined(__CUDACC__)
 /// The f16 bits of 2^−8 · the value of 16 E4M3 codes held in 16-bit lanes:

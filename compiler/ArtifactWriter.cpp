@@ -34,9 +34,9 @@ FailureOr<fb::DType> dtypeOf(Location loc, Type element) {
   if (element.isF64()) return fb::DType::F64;
   if (element.isInteger(32)) return fb::DType::I32;
   if (element.isInteger(64)) return fb::DType::I64;
-  // Bytes: int8 codes, and fp8 E4M3 codes (a KV cache's; the kernels get
-  // their format as an attribute, llm::cacheCodeFormat).
-  if (element.isInteger(8) || isa<Float8E4M3FNType>(element))
+  // Bytes: int8 codes, and fp8 codes (a KV cache's, fp8 GEMM operands';
+  // the kernels get their format as an attribute).
+  if (element.isInteger(8) || isa<Float8E4M3FNType, Float8E5M2Type>(element))
     return fb::DType::U8;
   return emitError(loc) << "artifact: unsupported element type " << element;
 }

@@ -64,11 +64,30 @@ MemRefType memrefOf(Type tensorType) {
 
 int64_t bytesOf(Type tensorType) { return exec::bufferBytes(memrefOf(tensorType)); }
 
+/// The kernels' format number (common/QuantScheme.h) of fp8 codes `v`.
+int64_t fp8FormatOf(Value v) {
+  Type element = cast<RankedTensorType>(v.getType()).getElementType();
+  return static_cast<int64_t>(isa<Float8E5M2Type>(element) ? quant::Format::Fp8E5M2
+                                                           : quant::Format::Fp8E4M3);
+}
+
+/// cuBLASLt multiplies fp8 only with both operands K-major (a [M, K], b
+/// [N, K]): the CUDA qat_matmul_fp8 transposes the others into its
+/// workspace first (16-byte aligned pieces).
+int64_t fp8TransposeBytes(qat::MatmulFp8Op op) {
+  auto bytes = [](Value v) {
+    return (cast<RankedTensorType>(v.getType()).getNumElements() + 255) / 256 * 256;
+  };
+  return (op.getTransposeA() ? bytes(op.getA()) : 0) + (op.getTransposeB() ? 0 : bytes(op.getB()));
+}
+
 /// The workspace the kernel of `op` needs on `target` besides its operands,
 /// in bytes (0: none): under cuda, what cuDNN's attention may need.
 int64_t kernelWorkspaceBytes(Operation &op, StringRef target) {
   if (target != "cuda")
     return 0;
+  if (auto fp8 = dyn_cast<qat::MatmulFp8Op>(op))
+    return fp8TransposeBytes(fp8);
   // Which attention op, whether it has segment ids, and its kv heads (the
   // packed forms say them in attributes; the others in k's shape).
   std::optional<bool> segments;
@@ -823,6 +842,10 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
     // Codes reach the kernel as bytes: their format travels beside them.
     if (std::optional<int64_t> format = llm::cacheCodeFormat(&op))
       kernel->setAttr("format", pb.getI64IntegerAttr(*format));
+    if (auto fp8 = dyn_cast<qat::MatmulFp8Op>(op)) {
+      kernel->setAttr("a_format", pb.getI64IntegerAttr(fp8FormatOf(fp8.getA())));
+      kernel->setAttr("b_format", pb.getI64IntegerAttr(fp8FormatOf(fp8.getB())));
+    }
     // Rank-dependent terms travel with the kernel; their targets must be
     // explicit even where the op leaves them at the default (0).
     if (Attribute terms = op.getAttr(dist::DistDialect::kRankOffsetsAttrName)) {

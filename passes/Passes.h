@@ -22,7 +22,7 @@ namespace llmc {
 
 /// The training pipeline: forward graph → pad vocab → precision → shard → qat → lora →
 /// autodiff → optimizer → inference entry points → cse → recompute → fsdp →
-/// pipeline stages → gradient buckets → fuse → decompose collectives →
+/// fp8 matmuls → pipeline stages → gradient buckets → fuse → decompose collectives →
 /// lower-to-exec → verify collectives → memory budget → place streams or
 /// target cuda (each only where the options ask for it), plus the
 /// `--insert-pass` insertions.

@@ -198,6 +198,27 @@ def KvCache : Pass<"llmc-kv-cache", "mlir::ModuleOp"> {
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }
 
+def Fp8Matmuls : Pass<"llmc-fp8-matmuls", "mlir::ModuleOp"> {
+  let summary = "Matmuls of fp8 fake-quantized operands become fp8 GEMMs on fp8 storage";
+  let description = [{
+    Runs after autodiff (and recomputation). A `qat.fake_quant` with a per
+    tensor, symmetric fp8 scheme whose every reader is a matmul (directly
+    or through `llm.reshape`) becomes a `qat.quantize_fp8` (fp8 codes and
+    one scale), and each matmul of two such operands a `qat.matmul_fp8`
+    that reads the codes (reshaped like the originals). Two E5M2 operands
+    are never paired. Everything else is left as it is.
+
+    ```mlir
+    %c, %s = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "fp8_e4m3">}
+        : tensor<4x16x128xbf16>, tensor<1x2xf32> -> tensor<4x16x128xf8E4M3FN>, tensor<1xf32>
+    %y = qat.matmul_fp8 %c, %s, %wc, %ws
+        : tensor<4x16x128xf8E4M3FN>, tensor<1xf32>, tensor<128x512xf8E4M3FN>, tensor<1xf32>
+        -> tensor<4x16x512xbf16>
+    ```
+  }];
+  let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::qat::QATDialect"];
+}
+
 def PadVocab : Pass<"llmc-pad-vocab", "mlir::ModuleOp"> {
   let summary = "Pads the LM head's vocabulary to a multiple of classes";
   let description = [{

@@ -65,11 +65,16 @@ constexpr llvm::StringLiteral kAxis = "pp";
 double flopsOf(Operation *root) {
   double flops = 0;
   root->walk([&](Operation *op) {
-    if (auto m = dyn_cast<llm::MatmulOp>(op)) {
-      auto c = m.getType();
-      int64_t k = m.getTransposeA() ? m.getA().getType().getShape().end()[-2]
-                                    : m.getA().getType().getShape().back();
+    auto product = [&](auto m) {
+      auto c = cast<RankedTensorType>(m.getType());
+      auto a = cast<RankedTensorType>(m.getA().getType());
+      int64_t k = m.getTransposeA() ? a.getShape().end()[-2] : a.getShape().back();
       flops += 2.0 * c.getNumElements() * k;
+    };
+    if (auto m = dyn_cast<llm::MatmulOp>(op)) {
+      product(m);
+    } else if (auto m = dyn_cast<qat::MatmulFp8Op>(op)) {
+      product(m);
     } else if (auto a = dyn_cast<llm::AttentionOp>(op)) {
       auto q = a.getQ().getType(); // [B, T, H, D]; S keys
       int64_t s = a.getK().getType().getDimSize(1);

@@ -366,22 +366,23 @@ do_calibrate() {
   "$BIN/llmc-bench-calibrate" -o "$STEP_DATA" && cp "$STEP_DATA" "$OUT_DIR/calibration.json"
 }
 # The 1.5B shape: fits, step time, tokens/s and MFU (no baseline).
-do_bench_1p5b() {
-  local w=$OUT_DIR/bench-1.5B
+do_bench_1p5b() {  # precision: bf16 or fp8
+  local w=$OUT_DIR/bench-1.5B-$1
   rm -rf "$w" && mkdir -p "$w"
-  "$BIN/llmc-run" "$A/gpt2-1.5B-bf16-gpu.llmc" --steps 15 --metrics "$w/m.jsonl" &&
-  python3 - "$w/m.jsonl" "$STEP_DATA" <<'PY'
+  "$BIN/llmc-run" "$A/gpt2-1.5B-$1-gpu.llmc" --steps 15 --metrics "$w/m.jsonl" &&
+  python3 - "$w/m.jsonl" "$STEP_DATA" "$1" <<'PY'
 import json, sys
+precision = sys.argv[3]
 ms = sorted(json.loads(l)["ms"] for l in list(open(sys.argv[1]))[5:])
 med = ms[len(ms) // 2]
 L, C, V, T, B = 48, 1600, 50257, 1024, 8
 N = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
 tps = B * T / med * 1000
 mfu = 100 * tps * (6 * N + 6 * L * C * T) / 989e12
-print(f"GPT-2 1.5B shape, bf16, B={B}, T={T}: median step {med:.1f} ms, {tps:.0f} tok/s, "
-      f"MFU {mfu:.1f} % of 989 TF/s")
-json.dump({"batch": B, "seq": T, "median_ms": med, "tokens_per_s": tps, "mfu_percent": mfu},
-          open(sys.argv[2], "w"))
+print(f"GPT-2 1.5B shape, {precision}, B={B}, T={T}: median step {med:.1f} ms, {tps:.0f} tok/s, "
+      f"MFU {mfu:.1f} % of 989 TF/s (bf16's dense peak)")
+json.dump({"precision": precision, "batch": B, "seq": T, "median_ms": med, "tokens_per_s": tps,
+           "mfu_percent": mfu}, open(sys.argv[2], "w"))
 PY
 }
 
@@ -429,6 +430,7 @@ if wants parity; then
   step parity-fp32 120 parity_pair fp32 tiny-cpu.llmc tiny-gpu.llmc 50 1e-4
   step parity-bf16 120 parity_pair bf16 tiny-bf16-cpu.llmc tiny-bf16-gpu.llmc 50 1e-2
   step parity-dropout 120 parity_pair dropout tiny-dropout-cpu.llmc tiny-dropout-gpu.llmc 20 1e-4
+  step parity-fp8 120 parity_pair fp8 tiny-fp8-cpu.llmc tiny-fp8-gpu.llmc 50 1e-2
   step parity-padded 120 parity_pair padded tiny257-cpu.llmc tiny257-gpu.llmc 50 1e-4
   step parity-padded-bf16 120 parity_pair padded-bf16 tiny257-bf16-cpu.llmc tiny257-bf16-gpu.llmc 50 1e-2
   step parity-moe 120 parity_pair moe moe-cpu.llmc moe-gpu.llmc 50 1e-4
@@ -468,7 +470,8 @@ if wants bench; then
   step bench-attention-64 150 do_bench_attention 64 12
   step bench-attention-128 150 do_bench_attention 128 16
   step bench-head 120 do_bench_head
-  step bench-gpt2-1.5B 240 do_bench_1p5b
+  step bench-gpt2-1.5B 240 do_bench_1p5b bf16
+  step bench-gpt2-1.5B-fp8 240 do_bench_1p5b fp8
   # Nsight Compute replays every kernel many times: too slow for --perf,
   # whose profile step splits the step by kernel already.
   ((PERF)) || step bench-ncu-124M 240 do_ncu

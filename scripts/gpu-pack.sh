@@ -48,6 +48,10 @@ TINY=(--model gpt2 --preset tiny --set n_layer=2)
 "$LLMC" compile "${TINY[@]}" --target cuda -o "$A/tiny-gpu.llmc"
 "$LLMC" compile "${TINY[@]}" --precision bf16 -o "$A/tiny-bf16-cpu.llmc"
 "$LLMC" compile "${TINY[@]}" --precision bf16 --target cuda -o "$A/tiny-bf16-gpu.llmc"
+# fp8 training: the blocks' linear layers as fp8 GEMMs (cuBLASLt on the GPU,
+# the fp32 reference GEMM on the CPU).
+"$LLMC" compile "${TINY[@]}" --precision fp8 -o "$A/tiny-fp8-cpu.llmc"
+"$LLMC" compile "${TINY[@]}" --precision fp8 --target cuda -o "$A/tiny-fp8-gpu.llmc"
 "$LLMC" compile "${TINY[@]}" --set dropout=0.1 -o "$A/tiny-dropout-cpu.llmc"
 "$LLMC" compile "${TINY[@]}" --set dropout=0.1 --target cuda -o "$A/tiny-dropout-gpu.llmc"
 # A vocabulary of 257: the GPU artifacts pad it to 384 (--target cuda's
@@ -107,8 +111,10 @@ done
 # 1.5B shape (48 layers, C = 1600; about 40 GiB planned at B = 8).
 "$LLMC" compile --model gpt2 --preset 124M --precision bf16 --target cuda \
   --set batch_size=16 --set seq_len=1024 -o "$A/gpt2-124M-bf16-gpu.llmc"
-"$LLMC" compile --model gpt2 --preset 1.5B --precision bf16 --target cuda \
-  --set batch_size=8 --set seq_len=1024 -o "$A/gpt2-1.5B-bf16-gpu.llmc"
+for precision in bf16 fp8; do
+  "$LLMC" compile --model gpt2 --preset 1.5B --precision $precision --target cuda \
+    --set batch_size=8 --set seq_len=1024 -o "$A/gpt2-1.5B-$precision-gpu.llmc"
+done
 
 # ---- Dependencies -------------------------------------------------------------
 D=$PACK/deps

@@ -164,7 +164,8 @@ double kernelFlops(Operation *op, int64_t expertRanks) {
   if (outputs.empty())
     return 0;
   double outElements = cast<MemRefType>(outputs[0].getType()).getNumElements();
-  if (name == "matmul" && inputs.size() >= 2) {
+  // qat_matmul_fp8(a, a_scale, b, b_scale) has matmul's shapes.
+  if ((name == "matmul" || name == "qat_matmul_fp8") && inputs.size() >= 2) {
     ArrayRef<int64_t> a = shapeOf(inputs[0]);
     int64_t k = attrInt(op, "transpose_a") ? a[a.size() - 2] : a.back();
     return 2.0 * outElements * k;
@@ -286,13 +287,14 @@ std::vector<GemmShape> kernelGemms(Operation *op, int64_t expertRanks) {
   ArrayRef<int64_t> out = shapeOf(outputs[0]), x = shapeOf(inputs[0]);
   if (out.size() < 2 || x.empty())
     return {};
-  if (name == "matmul") {
+  if (name == "matmul" || name == "qat_matmul_fp8") {
     // As the CUDA matmul calls cuBLASLt: a shared 2-D b under an
     // untransposed a folds a's leading dims into M; otherwise one strided
     // batch over the leading dims.
     bool transposeA = attrInt(op, "transpose_a");
     int64_t k = transposeA ? x[x.size() - 2] : x.back();
-    if (shapeOf(inputs[1]).size() == 2 && !transposeA)
+    Value b = inputs[name == "matmul" ? 1 : 2];
+    if (shapeOf(b).size() == 2 && !transposeA)
       return {{1, leading(out, 1), out.back(), k}};
     return {{leading(out, 2), out[out.size() - 2], out.back(), k}};
   }

@@ -287,5 +287,67 @@ LogicalResult AmaxHistoryOp::verify() {
   return verifyTensorRange(*this, getObserved());
 }
 
+/// The fp8 element type of `format` ("fp8_e4m3", "fp8_e5m2"); null for any
+/// other format.
+Type llmc::qat::fp8ElementType(MLIRContext *context, StringRef format) {
+  if (format == "fp8_e4m3")
+    return Float8E4M3FNType::get(context);
+  if (format == "fp8_e5m2")
+    return Float8E5M2Type::get(context);
+  return {};
+}
+
+void QuantizeFp8Op::build(OpBuilder &builder, OperationState &state, Value x, Value range,
+                          SchemeAttr scheme) {
+  auto type = cast<RankedTensorType>(x.getType());
+  Type codes = type.clone(fp8ElementType(builder.getContext(), scheme.getFormat()));
+  build(builder, state, codes, RankedTensorType::get({1}, builder.getF32Type()), x, range, scheme);
+}
+
+LogicalResult QuantizeFp8Op::verify() {
+  SchemeAttr scheme = getScheme();
+  Type element = fp8ElementType(getContext(), scheme.getFormat());
+  if (!element || scheme.getGranularity() != "tensor" || !scheme.getSymmetric() ||
+      scheme.getOutlier().convertToDouble() > 0)
+    return emitOpError("scheme must be fp8 (fp8_e4m3 or fp8_e5m2), per tensor and symmetric, "
+                       "without outlier columns");
+  if (failed(verifyRange(*this, getX(), getRange(), scheme)))
+    return failure();
+  auto x = cast<RankedTensorType>(getX().getType());
+  if (getCodes().getType() != x.clone(element))
+    return emitOpError("codes must be ") << x.clone(element) << " (x's shape in the scheme's "
+                                         << "format), got " << getCodes().getType();
+  if (getScale().getType() != RankedTensorType::get({1}, Float32Type::get(getContext())))
+    return emitOpError("scale must be tensor<1xf32>, got ") << getScale().getType();
+  return success();
+}
+
+LogicalResult MatmulFp8Op::verify() {
+  auto a = cast<RankedTensorType>(getA().getType()), b = cast<RankedTensorType>(getB().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  auto scalar = RankedTensorType::get({1}, Float32Type::get(getContext()));
+  if (getAScale().getType() != scalar || getBScale().getType() != scalar)
+    return emitOpError("scales must be tensor<1xf32>");
+  if (isa<Float8E5M2Type>(a.getElementType()) && isa<Float8E5M2Type>(b.getElementType()))
+    return emitOpError("multiplies two E5M2 operands, which no fp8 tensor core does");
+  if (a.getRank() < 2 || (b.getRank() != 2 && b.getRank() != a.getRank()))
+    return emitOpError("a must have rank >= 2 and b rank 2 or a's, got ") << a << " and " << b;
+  int64_t rank = a.getRank();
+  ArrayRef<int64_t> as = a.getShape(), bs = b.getShape();
+  bool ta = getTransposeA(), tb = getTransposeB();
+  int64_t m = ta ? as[rank - 1] : as[rank - 2], k = ta ? as[rank - 2] : as[rank - 1];
+  int64_t kb = tb ? bs.back() : bs[bs.size() - 2], n = tb ? bs[bs.size() - 2] : bs.back();
+  if (k != kb)
+    return emitOpError("contraction dims differ: a ")
+           << a << " has K = " << k << ", b " << b << " has K = " << kb;
+  if (b.getRank() == rank && as.drop_back(2) != bs.drop_back(2))
+    return emitOpError("batched b must have a's leading dims, got ") << a << " and " << b;
+  SmallVector<int64_t> shape(as.drop_back(2));
+  shape.append({m, n});
+  if (result.getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("result must have shape [") << shape << "], got " << result;
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/QAT/QATOps.cpp.inc"

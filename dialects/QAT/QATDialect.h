@@ -24,4 +24,10 @@
 #define GET_OP_CLASSES
 #include "dialects/QAT/QATOps.h.inc"
 
+namespace llmc::qat {
+/// The fp8 element type of a scheme's `format` ("fp8_e4m3": f8E4M3FN,
+/// "fp8_e5m2": f8E5M2); null for any other format.
+mlir::Type fp8ElementType(mlir::MLIRContext *context, llvm::StringRef format);
+} // namespace llmc::qat
+
 #endif

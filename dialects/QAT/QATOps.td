@@ -343,4 +343,63 @@ def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure, AlwaysRecompu
   let hasVerifier = 1;
 }
 
+def QAT_Fp8Tensor : RankedTensorOf<[F8E4M3FN, F8E5M2]>;
+
+def QAT_QuantizeFp8Op : Op<QAT_Dialect, "quantize_fp8", [Pure]> {
+  let summary = "fp8 codes of a tensor with one scale (the storage of an fp8 GEMM operand)";
+  let description = [{
+    What qat.fake_quant computes under a per-tensor symmetric fp8 `scheme`,
+    kept as the fp8 numbers and their scale instead of their product:
+    `scale` = amax / fmax (amax = max of `range`'s two entries, fmax the
+    format's largest finite value: 448 for E4M3, 57344 for E5M2) and
+    `codes` = round(x / scale) in the format of `codes`' element type
+    (saturating, ties to even; common/Fp8.h). Where amax is not > 0 every
+    code is 0 (and the scale 0, or NaN for a NaN amax, which keeps a
+    non-finite step non-finite). codes · scale is exactly fake_quant's
+    value before it is stored in x's type.
+
+    ```mlir
+    %c, %s = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "fp8_e4m3">}
+        : tensor<4x16x128xbf16>, tensor<1x2xf32> -> tensor<4x16x128xf8E4M3FN>, tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, RankedTensorOf<[F32]>:$range,
+                       QAT_SchemeAttr:$scheme);
+  let results = (outs QAT_Fp8Tensor:$codes, RankedTensorOf<[F32]>:$scale);
+  let assemblyFormat = [{
+    $x `range` $range attr-dict `:` type($x) `,` type($range) `->` type($codes) `,` type($scale)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$x, "::mlir::Value":$range,
+                                "::llmc::qat::SchemeAttr":$scheme)>];
+  let hasVerifier = 1;
+}
+
+def QAT_MatmulFp8Op : Op<QAT_Dialect, "matmul_fp8", [Pure, ExpensiveToRecompute]> {
+  let summary = "Matrix product of fp8 codes with per-tensor scales, fp32 accumulation";
+  let description = [{
+    result = (op(a) · op(b)) · a_scale · b_scale, the product of fp8 codes
+    (qat.quantize_fp8's) accumulated in fp32 and stored in the result's
+    float type; op and the shapes are llm.matmul's (`a` `[..., M, K]`,
+    `b` a shared `[K, N]` or batched like `a`, transposes by flag). E4M3
+    and E5M2 mix freely, except that two E5M2 operands are refused (no fp8
+    tensor core multiplies them; in fp8 training a gradient meets a weight
+    or an activation, never another gradient).
+
+    ```mlir
+    %y = qat.matmul_fp8 %x, %sx, %w, %sw {transpose_b}
+        : tensor<4x16x128xf8E4M3FN>, tensor<1xf32>, tensor<512x128xf8E4M3FN>, tensor<1xf32>
+        -> tensor<4x16x512xbf16>
+    ```
+  }];
+  let arguments = (ins QAT_Fp8Tensor:$a, RankedTensorOf<[F32]>:$a_scale, QAT_Fp8Tensor:$b,
+                       RankedTensorOf<[F32]>:$b_scale, UnitAttr:$transpose_a,
+                       UnitAttr:$transpose_b);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $a `,` $a_scale `,` $b `,` $b_scale attr-dict `:` type($a) `,` type($a_scale) `,` type($b) `,`
+    type($b_scale) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // LLMC_QAT_OPS

@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/Matmul.h"
+#include "kernels/cpu/BatchedGemm.h"
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/Common.h"
 #include "kernels/cpu/DecodeGemv.h"
@@ -31,40 +32,6 @@ namespace {
 
 /// Rows of x up to which a product with a shared W [N, K] is row dots.
 constexpr int64_t kDecodeRows = 4;
-
-struct MatmulDims {
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  bool transposeA = false, transposeB = false, sharedB = false, accumulate = false;
-  bool decodeRows = false, avx512 = false; // few rows of x times a shared W [N, K]
-  SgemmFn sgemm = nullptr;
-  SgemvFn sgemv = nullptr;
-};
-
-/// C = op(A)·op(B) + beta·C over every leading index, all fp32.
-void gemm(const MatmulDims &d, const float *a, const float *b, float *c, float beta) {
-  CBLAS_TRANSPOSE ta = d.transposeA ? CblasTrans : CblasNoTrans;
-  CBLAS_TRANSPOSE tb = d.transposeB ? CblasTrans : CblasNoTrans;
-  int lda = static_cast<int>(d.transposeA ? d.m : d.k);
-  int ldb = static_cast<int>(d.transposeB ? d.k : d.n);
-  int n = static_cast<int>(d.n), k = static_cast<int>(d.k);
-  if (d.sharedB && d.batch * d.m == 1) {
-    // c[1, n] = a[1, k] · op(b): b [k, n] gives bᵀ·a, a transposed b [n, k] b·a.
-    int incA = d.transposeA ? lda : 1;
-    if (d.transposeB)
-      d.sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b, ldb, a, incA, beta, c, 1);
-    else
-      d.sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b, ldb, a, incA, beta, c, 1);
-    return;
-  }
-  if (d.sharedB && !d.transposeA) {
-    d.sgemm(CblasRowMajor, ta, tb, static_cast<int>(d.batch * d.m), n, k, 1.0f, a, lda, b, ldb,
-            beta, c, n);
-    return;
-  }
-  for (int64_t t = 0; t < d.batch; ++t)
-    d.sgemm(CblasRowMajor, ta, tb, static_cast<int>(d.m), n, k, 1.0f, a + t * d.m * d.k, lda,
-            b + (d.sharedB ? 0 : t * d.k * d.n), ldb, beta, c + t * d.m * d.n, n);
-}
 
 template <typename T> class MatmulKernel final : public Kernel {
 public:
@@ -92,14 +59,14 @@ public:
     }
     float beta = d_.accumulate ? 1.0f : 0.0f;
     if constexpr (std::is_same_v<T, float>) {
-      gemm(d_, static_cast<const float *>(a_), static_cast<const float *>(b_),
-           static_cast<float *>(c_), beta);
+      batchedGemm(d_, static_cast<const float *>(a_), static_cast<const float *>(b_),
+                  static_cast<float *>(c_), beta);
     } else {
       widenParallel(static_cast<const T *>(a_), aWide_.data(), aSize_);
       widenParallel(static_cast<const T *>(b_), bWide_.data(), bSize_);
       if (d_.accumulate)
         widenParallel(static_cast<const T *>(c_), cWide_.data(), cSize_);
-      gemm(d_, aWide_.data(), bWide_.data(), cWide_.data(), beta);
+      batchedGemm(d_, aWide_.data(), bWide_.data(), cWide_.data(), beta);
       narrowParallel(cWide_.data(), static_cast<T *>(c_), cSize_);
     }
   }

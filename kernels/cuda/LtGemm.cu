@@ -135,6 +135,31 @@ Stored storedC(const GemmDesc &d, const void *ptr) {
   return {ptr, d.m, d.n, d.ldc ? d.ldc : d.n, d.strideC, d.batch};
 }
 
+/// Bytes per element of a and b (c's are dtypeSize(d.dtype)).
+size_t operandSize(const GemmDesc &d) { return d.fp8 ? 1 : dtypeSize(d.dtype); }
+
+/// cuBLASLt's type of fp8 codes of `kind`.
+cudaDataType fp8Type(fp8::Kind kind) {
+  return kind == fp8::Kind::E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
+}
+
+/// Why cuBLASLt cannot take `d`'s fp8 operands, or empty.
+std::string fp8Refusal(const GemmDesc &d) {
+  if (!d.fp8)
+    return "";
+  if (d.transposeA || !d.transposeB)
+    return "fp8 operands must be K-major (a [M, K], b [N, K])";
+  if (d.epilogue != GemmEpilogue::None || d.addend || d.batch != 1)
+    return "fp8 GEMMs take no epilogue, addend or batch";
+  if (!d.scaleA || !d.scaleB)
+    return "fp8 GEMMs need both scale pointers";
+  if (d.fp8A == fp8::Kind::E5M2 && d.fp8B == fp8::Kind::E5M2)
+    return "no fp8 GEMM multiplies two E5M2 operands";
+  if (d.k % 16 != 0)
+    return "fp8 GEMMs need K a multiple of 16";
+  return "";
+}
+
 /// Device scratch shaped like a GEMM's operands, each placed at its bound
 /// operand's offset modulo 256 so the timed runs see the same alignment.
 class TimingScratch {
@@ -222,10 +247,11 @@ size_t timeCandidates(const GemmDesc &d, const Candidates &cands, const void *bi
     choice = "heuristic (a graph was being captured)";
     return 0;
   }
-  const size_t es = dtypeSize(d.dtype);
+  const size_t es = dtypeSize(d.dtype), abSize = operandSize(d);
   TimingScratch scratch;
   const Stored a = storedA(d), b = storedB(d), c = storedC(d, d.c);
-  const size_t offA = scratch.reserve(d.a, a.span(es)), offB = scratch.reserve(d.b, b.span(es));
+  const size_t offA = scratch.reserve(d.a, a.span(abSize)),
+               offB = scratch.reserve(d.b, b.span(abSize));
   const size_t offD = scratch.reserve(d.c, c.span(es));
   const size_t offC = d.addend ? scratch.reserve(d.addend, c.span(es)) : offD;
   const size_t offBias = biasPointer ? scratch.reserve(biasPointer, static_cast<size_t>(d.n) * es) : 0;
@@ -271,6 +297,9 @@ size_t timeCandidates(const GemmDesc &d, const Candidates &cands, const void *bi
 
 std::string LtGemm::describe(const GemmDesc &d) {
   std::ostringstream os;
+  auto kindName = [](fp8::Kind kind) { return kind == fp8::Kind::E4M3 ? "e4m3" : "e5m2"; };
+  if (d.fp8)
+    os << "fp8 " << kindName(d.fp8A) << "·" << kindName(d.fp8B) << " -> ";
   os << dtypeName(d.dtype) << " c[";
   if (d.batch != 1) os << d.batch << "x";
   os << d.m << "x" << d.n << "] = a" << (d.transposeA ? "^T" : "") << "["
@@ -312,6 +341,10 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
     error = "cuBLASLt GEMM: a bias epilogue needs a bias: " + describe(d);
     return nullptr;
   }
+  if (std::string why = fp8Refusal(d); !why.empty()) {
+    error = "cuBLASLt GEMM: " + why + ": " + describe(d);
+    return nullptr;
+  }
   if (d.accumulate && d.addend) {
     error = "cuBLASLt GEMM: accumulate into c or add an addend, not both: " + describe(d);
     return nullptr;
@@ -349,7 +382,9 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
                                                     : CUDA_R_32F;
   const cublasComputeType_t compute =
       d.dtype == DType::F32 && allowTf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  const size_t elementSize = dtypeSize(d.dtype);
+  const size_t elementSize = dtypeSize(d.dtype), abSize = operandSize(d);
+  // cuBLASLt's A is b, its B is a (below).
+  const cudaDataType typeA = d.fp8 ? fp8Type(d.fp8B) : type, typeB = d.fp8 ? fp8Type(d.fp8A) : type;
 
   // Read column-major, a row-major operand stored as rows × cols (ld
   // apart) is cols × rows with leading dimension ld: its transpose.
@@ -360,12 +395,13 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   const Stored a = storedA(d), b = storedB(d), c = storedC(d, d.c);
 
   const int32_t batch = static_cast<int32_t>(d.batch);
-  auto makeLayout = [&](cublasLtMatrixLayout_t *layout, const Stored &o) {
+  auto makeLayout = [&](cublasLtMatrixLayout_t *layout, const Stored &o, cudaDataType type) {
     if (!ok(cublasLtMatrixLayoutCreate(layout, type, static_cast<uint64_t>(o.cols),
                                        static_cast<uint64_t>(o.rows), o.ld),
             "cublasLtMatrixLayoutCreate", error))
       return false;
-    if (batch == 1) return true;
+    if (batch == 1)
+      return true;
     return ok(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
                                                sizeof(batch)),
               "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)", error) &&
@@ -373,8 +409,8 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
                                                &o.stride, sizeof(o.stride)),
               "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)", error);
   };
-  if (!makeLayout(&g->layoutA_, b) || !makeLayout(&g->layoutB_, a) ||
-      !makeLayout(&g->layoutC_, c)) {
+  if (!makeLayout(&g->layoutA_, b, typeA) || !makeLayout(&g->layoutB_, a, typeB) ||
+      !makeLayout(&g->layoutC_, c, type)) {
     error += ": " + describe(d);
     return nullptr;
   }
@@ -412,6 +448,21 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
                 ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                   &auxLd, sizeof(auxLd)),
                    "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)", error);
+  if (described && d.fp8) {
+    // Scales of cuBLASLt's A (our b) and B (our a); fp32 accumulation
+    // throughout, as the CPU's sgemm (fast accumulation would add the
+    // partial sums in lower precision).
+    const int8_t fastAccumulation = 0;
+    described = ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                  &d.scaleB, sizeof(d.scaleB)),
+                   "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)", error) &&
+                ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                  &d.scaleA, sizeof(d.scaleA)),
+                   "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)", error) &&
+                ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
+                                                  &fastAccumulation, sizeof(fastAccumulation)),
+                   "cublasLtMatmulDescSetAttribute(FAST_ACCUM)", error);
+  }
   if (!described) {
     error += ": " + describe(d);
     return nullptr;
@@ -419,8 +470,8 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
 
   // cuBLASLt's A is b, its B is a; its D is c, and so is its C unless an
   // addend is.
-  const uint32_t alignA = b.alignment(elementSize);
-  const uint32_t alignB = a.alignment(elementSize);
+  const uint32_t alignA = b.alignment(abSize);
+  const uint32_t alignB = a.alignment(abSize);
   const uint32_t alignC = storedC(d, d.addend ? d.addend : d.c).alignment(elementSize);
   const uint32_t alignD = c.alignment(elementSize);
   // No preference names the bias or the aux matrix; their alignment is part
@@ -443,28 +494,30 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   };
   static std::map<std::vector<int64_t>, Plan> cache;
   const bool batched = d.batch > 1;
-  std::vector<int64_t> key = {device,
-                              static_cast<int64_t>(d.dtype),
-                              static_cast<int64_t>(compute),
-                              d.m,
-                              d.n,
-                              d.k,
-                              d.batch,
-                              batched ? d.strideA : 0,
-                              batched ? d.strideB : 0,
-                              batched ? d.strideC : 0,
-                              d.transposeA ? 1 : 0,
-                              d.transposeB ? 1 : 0,
-                              a.ld,
-                              b.ld,
-                              c.ld,
-                              static_cast<int64_t>(d.epilogue),
-                              alignA,
-                              alignB,
-                              alignC,
-                              alignD,
-                              alignBias,
-                              alignAux};
+  std::vector<int64_t> key = {
+      device,
+      static_cast<int64_t>(d.dtype),
+      static_cast<int64_t>(compute),
+      d.m,
+      d.n,
+      d.k,
+      d.batch,
+      batched ? d.strideA : 0,
+      batched ? d.strideB : 0,
+      batched ? d.strideC : 0,
+      d.transposeA ? 1 : 0,
+      d.transposeB ? 1 : 0,
+      a.ld,
+      b.ld,
+      c.ld,
+      static_cast<int64_t>(d.epilogue),
+      d.fp8 ? 1 + static_cast<int64_t>(d.fp8A) * 2 + static_cast<int64_t>(d.fp8B) : 0,
+      alignA,
+      alignB,
+      alignC,
+      alignD,
+      alignBias,
+      alignAux};
   if (auto it = cache.find(key); it != cache.end()) {
     g->algo_ = it->second.algo;
     g->choice_ = it->second.choice;

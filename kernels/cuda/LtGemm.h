@@ -18,6 +18,7 @@
 #ifndef LLMC_KERNELS_CUDA_LTGEMM_H
 #define LLMC_KERNELS_CUDA_LTGEMM_H
 
+#include "common/Fp8.h"
 #include "kernels/Tensor.h"
 
 #include <cublasLt.h>
@@ -77,6 +78,15 @@ struct GemmDesc {
   /// requires), whatever c's leading dimension.
   void *aux = nullptr;
   void *biasGrad = nullptr; ///< BiasGradB, DGeluBGrad: the [n] sums, of dtype
+  /// fp8 operands: a and b hold OCP E4M3 or E5M2 codes (one byte each),
+  /// `dtype` is c's, and the product is multiplied by *scaleA · *scaleB
+  /// (device pointers, read when the GEMM runs) with fp32 accumulation
+  /// (no fast accumulation). cuBLASLt multiplies fp8 only K-major (a
+  /// [M, K], b [N, K]: transposeA false, transposeB true), without
+  /// epilogue or batch, on sm_89 or newer.
+  bool fp8 = false;
+  fp8::Kind fp8A = fp8::Kind::E4M3, fp8B = fp8::Kind::E4M3;
+  const float *scaleA = nullptr, *scaleB = nullptr;
   /// The bound operands: their alignment steers the algorithm choice.
   const void *a = nullptr, *b = nullptr;
   void *c = nullptr;

@@ -389,9 +389,30 @@ RefTensor fakeQuant(const RefTensor &x, const RefTensor &range, const quant::Sch
 /// dy throughout outlier columns.
 RefTensor fakeQuantGrad(const RefTensor &x, const RefTensor &range, const RefTensor &dy,
                         const quant::Scheme &s, const RefTensor *columns = nullptr);
+/// The value of fp8 `format` nearest v (v within the format's range, or
+/// NaN); of two at the same distance, the one whose mantissa is even.
+double nearestFp8(float v, quant::Format format);
 /// Per group: observed where state is (0, 0), else
 /// momentum·state + (1 − momentum)·observed. All [G, 2].
 RefTensor quantEma(const RefTensor &state, const RefTensor &observed, double momentum);
+
+//===- matmul_fp8.cpp -----------------------------------------------------===//
+
+/// An fp8 GEMM operand: x's values in fp8 `format` and the scale they
+/// multiply (values · scale is fakeQuant's per-tensor result).
+struct Fp8Operand {
+  RefTensor values;
+  double scale = 0;
+};
+/// x quantized to `format` per tensor with the range [1, 2] of
+/// qat.observe: scale = amax / fmax in fp32, values nearest x / scale
+/// (saturated; all 0 when amax is not > 0).
+Fp8Operand quantizeFp8(const RefTensor &x, const RefTensor &range, quant::Format format);
+/// The value of OCP E5M2 code `byte`, from the format's definition (sign,
+/// 5 exponent bits of bias 15, 2 mantissa bits; exponent 31 is inf or NaN).
+double e5m2Value(int64_t byte);
+/// matmul(a.values, b.values) · a.scale · b.scale.
+RefTensor matmulFp8(const Fp8Operand &a, const Fp8Operand &b, bool transposeA, bool transposeB);
 
 //===- delayed_scaling.cpp ------------------------------------------------===//
 

@@ -92,6 +92,8 @@ std::vector<Fp8Value> decodeFp8(quant::Format format) {
   return values;
 }
 
+} // namespace
+
 /// The value of `format` nearest v; of two at the same distance, the one
 /// whose mantissa field is even.
 double nearestFp8(float v, quant::Format format) {
@@ -111,6 +113,8 @@ double nearestFp8(float v, quant::Format format) {
   }
   return best->value;
 }
+
+namespace {
 
 /// The NF4 level nearest c; of two at the same distance, the lower.
 double nearestNf4(float c) {

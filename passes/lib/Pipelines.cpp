@@ -196,6 +196,10 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm, const CompileOption
     fsdp.keepGathered = options.fsdpKeepGathered;
     add(createFSDP(fsdp));
   }
+  // fp8 storage for the products fake quantization rounded to fp8, once
+  // the backward and its recomputation are in place.
+  if (!options.qat.empty() || options.precision == "fp8")
+    add(createFp8Matmuls());
   if (!options.mesh.empty()) {
     PipelineParallelOptions stages;
     stages.schedule = options.pipelineSchedule;

@@ -351,10 +351,14 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
       // ranges are statistics and get no gradient.
       // Under delayed scaling dy passes whole, as through a Transformer
       // Engine fp8 GEMM: its backward reads the saturated operand and masks
-      // nothing.
+      // nothing. An fp8 format with minmax ranges clips nothing (its range
+      // is the tensor's amax, or a wider one combined over ranks), so dy
+      // passes whole there too, and x is not kept for the backward.
       .Case([&](qat::FakeQuantOp q) -> FailureOr<Grads> {
         Grads grads(q->getNumOperands());
-        grads[0] = q.getScheme().getObserver() == "delayed"
+        qat::SchemeAttr scheme = q.getScheme();
+        bool fp8 = scheme.getFormat().starts_with("fp8_");
+        grads[0] = scheme.getObserver() == "delayed" || (fp8 && scheme.getObserver() == "minmax")
                        ? dy
                        : qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy,
                                                       q.getColumns(), q.getScheme())

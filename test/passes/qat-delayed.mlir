@@ -44,7 +44,7 @@
 // TRAIN-NEXT: %[[G:.*]] = dist.all_reduce %[[R]] on @mesh axes ["dp", "tp"] reduction "max"
 // TRAIN-NEXT: %[[DR:.*]] = qat.delayed_range %[[DS:[^,]*]], %[[G]]
 // TRAIN-NEXT: qat.amax_history %[[DS]], %[[G]]
-// TRAIN-NEXT: qat.fake_quant %[[DY]] range %[[DR]]
+// TRAIN-NEXT: qat.quantize_fp8 %[[DY]] range %[[DR]]
 // TRAIN-NOT: qat.fake_quant_grad
 // TRAIN: func.func @train_step(
 // The step commits each of the 12 histories with the global norm.

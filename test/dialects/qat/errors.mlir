@@ -346,3 +346,67 @@ func.func @f(%x: tensor<4x8xf32>, %s: tensor<5xf32>) {
   %a = qat.quantize_grad %x state %s {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<4x8xf32>, tensor<5xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %r: tensor<1x2xf32>) {
+  // expected-error @+1 {{scheme must be fp8 (fp8_e4m3 or fp8_e5m2), per tensor and symmetric, without outlier columns}}
+  %c, %s = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "int8">} : tensor<4x8xf32>, tensor<1x2xf32> -> tensor<4x8xf8E4M3FN>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %r: tensor<8x2xf32>) {
+  // expected-error @+1 {{scheme must be fp8 (fp8_e4m3 or fp8_e5m2), per tensor and symmetric, without outlier columns}}
+  %c, %s = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel", axis = 1>} : tensor<4x8xf32>, tensor<8x2xf32> -> tensor<4x8xf8E4M3FN>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %r: tensor<1x2xf32>) {
+  // expected-error @+1 {{codes must be 'tensor<4x8xf8E5M2>' (x's shape in the scheme's format), got 'tensor<4x8xf8E4M3FN>'}}
+  %c, %s = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<4x8xf32>, tensor<1x2xf32> -> tensor<4x8xf8E4M3FN>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %r: tensor<2x2xf32>) {
+  // expected-error @+1 {{range must be 'tensor<1x2xf32>'}}
+  %c, %s = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<4x8xf32>, tensor<2x2xf32> -> tensor<4x8xf8E4M3FN>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x8xf8E5M2>, %b: tensor<8x16xf8E5M2>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{multiplies two E5M2 operands, which no fp8 tensor core does}}
+  %c = qat.matmul_fp8 %a, %s, %b, %s : tensor<4x8xf8E5M2>, tensor<1xf32>, tensor<8x16xf8E5M2>, tensor<1xf32> -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x8xf8E4M3FN>, %b: tensor<16x16xf8E5M2>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{contraction dims differ: a 'tensor<4x8xf8E4M3FN>' has K = 8, b 'tensor<16x16xf8E5M2>' has K = 16}}
+  %c = qat.matmul_fp8 %a, %s, %b, %s : tensor<4x8xf8E4M3FN>, tensor<1xf32>, tensor<16x16xf8E5M2>, tensor<1xf32> -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x8xf8E4M3FN>, %b: tensor<8x16xf8E5M2>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{result must have shape [4, 16], got 'tensor<4x8xbf16>'}}
+  %c = qat.matmul_fp8 %a, %s, %b, %s : tensor<4x8xf8E4M3FN>, tensor<1xf32>, tensor<8x16xf8E5M2>, tensor<1xf32> -> tensor<4x8xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4x8xf8E4M3FN>, %b: tensor<8x16xf8E5M2>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{scales must be tensor<1xf32>}}
+  %c = qat.matmul_fp8 %a, %s, %b, %s : tensor<4x8xf8E4M3FN>, tensor<2xf32>, tensor<8x16xf8E5M2>, tensor<2xf32> -> tensor<4x16xbf16>
+  return
+}

@@ -94,3 +94,18 @@ func.func @delayed(%s: tensor<17xf32>, %o: tensor<1x2xf32>, %n: tensor<f32>, %y:
   %q = qat.quantize_grad %y state %s {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 16>} : tensor<4x128xf32>, tensor<17xf32>
   return
 }
+
+// fp8 GEMM operands and their product (llmc-fp8-matmuls).
+// CHECK-LABEL: func.func @fp8_gemm
+func.func @fp8_gemm(%x: tensor<4x16x128xbf16>, %r: tensor<1x2xf32>, %w: tensor<512x128xbf16>, %dy: tensor<4x16x512xbf16>) -> (tensor<4x16x512xbf16>, tensor<4x16x128xbf16>) {
+  // CHECK: %[[XC:.*]], %[[XS:.*]] = qat.quantize_fp8 %{{.*}} range %{{.*}} {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<4x16x128xbf16>, tensor<1x2xf32> -> tensor<4x16x128xf8E4M3FN>, tensor<1xf32>
+  %xc, %xs = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<4x16x128xbf16>, tensor<1x2xf32> -> tensor<4x16x128xf8E4M3FN>, tensor<1xf32>
+  %wc, %ws = qat.quantize_fp8 %w range %r {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<512x128xbf16>, tensor<1x2xf32> -> tensor<512x128xf8E4M3FN>, tensor<1xf32>
+  // CHECK: qat.quantize_fp8 %{{.*}} -> tensor<4x16x512xf8E5M2>, tensor<1xf32>
+  %dc, %ds = qat.quantize_fp8 %dy range %r {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<4x16x512xbf16>, tensor<1x2xf32> -> tensor<4x16x512xf8E5M2>, tensor<1xf32>
+  // CHECK: qat.matmul_fp8 %[[XC]], %[[XS]], %{{.*}}, %{{.*}} {transpose_b} : tensor<4x16x128xf8E4M3FN>, tensor<1xf32>, tensor<512x128xf8E4M3FN>, tensor<1xf32> -> tensor<4x16x512xbf16>
+  %y = qat.matmul_fp8 %xc, %xs, %wc, %ws {transpose_b} : tensor<4x16x128xf8E4M3FN>, tensor<1xf32>, tensor<512x128xf8E4M3FN>, tensor<1xf32> -> tensor<4x16x512xbf16>
+  // CHECK: qat.matmul_fp8 {{.*}} : tensor<4x16x512xf8E5M2>, tensor<1xf32>, tensor<512x128xf8E4M3FN>, tensor<1xf32> -> tensor<4x16x128xbf16>
+  %dx = qat.matmul_fp8 %dc, %ds, %wc, %ws : tensor<4x16x512xf8E5M2>, tensor<1xf32>, tensor<512x128xf8E4M3FN>, tensor<1xf32> -> tensor<4x16x128xbf16>
+  return %y, %dx : tensor<4x16x512xbf16>, tensor<4x16x128xbf16>
+}

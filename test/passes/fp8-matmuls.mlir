@@ -1,0 +1,78 @@
+// RUN: llmc-opt %s --llmc-fp8-matmuls | FileCheck %s
+// RUN: llmc model gpt2 --preset tiny --set n_layer=1 -o %t.mlir
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=dp=2,tp=2 precision=fp8 emit=train" | FileCheck %s --check-prefix=TRAIN --implicit-check-not=qat.fake_quant
+
+// One linear layer's three products, as autodiff leaves them: y = q(x)·q(w),
+// dx = q(dy)·q(w)ᵀ, dw = q(x)ᵀ·q(dy) over the folded batch. Each operand is
+// quantized once, kept as fp8 codes and a scale, reshaped as its copy was.
+// CHECK-LABEL: func.func @linear
+// CHECK-DAG: %[[XC:.*]], %[[XS:.*]] = qat.quantize_fp8 %arg0 range %{{.*}} {llmc.microbatch = 1 : i64, scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<4x8x32xbf16>, tensor<1x2xf32> -> tensor<4x8x32xf8E4M3FN>, tensor<1xf32>
+// CHECK-DAG: %[[WC:.*]], %[[WS:.*]] = qat.quantize_fp8 %arg1 range %{{.*}} -> tensor<32x64xf8E4M3FN>, tensor<1xf32>
+// CHECK-DAG: %[[DC:.*]], %[[DS:.*]] = qat.quantize_fp8 %arg2 range %{{.*}} -> tensor<4x8x64xf8E5M2>, tensor<1xf32>
+// CHECK-DAG: %[[Y:.*]] = qat.matmul_fp8 %[[XC]], %[[XS]], %[[WC]], %[[WS]] {llmc.microbatch = 1 : i64} : tensor<4x8x32xf8E4M3FN>, tensor<1xf32>, tensor<32x64xf8E4M3FN>, tensor<1xf32> -> tensor<4x8x64xbf16>
+// CHECK-DAG: %[[DX:.*]] = qat.matmul_fp8 %[[DC]], %[[DS]], %[[WC]], %[[WS]] {transpose_b}
+// CHECK-DAG: %[[X2:.*]] = llm.reshape %[[XC]] : tensor<4x8x32xf8E4M3FN> to tensor<32x32xf8E4M3FN>
+// CHECK-DAG: %[[D2:.*]] = llm.reshape %[[DC]] : tensor<4x8x64xf8E5M2> to tensor<32x64xf8E5M2>
+// CHECK-DAG: %[[DW:.*]] = qat.matmul_fp8 %[[X2]], %[[XS]], %[[D2]], %[[DS]] {transpose_a}
+// CHECK-NOT: qat.fake_quant
+// CHECK-NOT: llm.matmul
+// CHECK: return %[[Y]], %[[DX]], %[[DW]]
+func.func @linear(%x: tensor<4x8x32xbf16>, %w: tensor<32x64xbf16>, %dy: tensor<4x8x64xbf16>) -> (tensor<4x8x64xbf16>, tensor<4x8x32xbf16>, tensor<32x64xbf16>) {
+  %rx = qat.observe %x {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<4x8x32xbf16> -> tensor<1x2xf32>
+  %qx = qat.fake_quant %x range %rx {scheme = #qat.scheme<format = "fp8_e4m3">, llmc.microbatch = 1 : i64} : tensor<4x8x32xbf16>, tensor<1x2xf32>
+  %rw = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<32x64xbf16> -> tensor<1x2xf32>
+  %qw = qat.fake_quant %w range %rw {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<32x64xbf16>, tensor<1x2xf32>
+  %y = llm.matmul %qx, %qw {llmc.microbatch = 1 : i64} : tensor<4x8x32xbf16>, tensor<32x64xbf16> -> tensor<4x8x64xbf16>
+  %rd = qat.observe %dy {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<4x8x64xbf16> -> tensor<1x2xf32>
+  %qd = qat.fake_quant %dy range %rd {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<4x8x64xbf16>, tensor<1x2xf32>
+  %dx = llm.matmul %qd, %qw {transpose_b} : tensor<4x8x64xbf16>, tensor<32x64xbf16> -> tensor<4x8x32xbf16>
+  %x2 = llm.reshape %qx : tensor<4x8x32xbf16> to tensor<32x32xbf16>
+  %d2 = llm.reshape %qd : tensor<4x8x64xbf16> to tensor<32x64xbf16>
+  %dw = llm.matmul %x2, %d2 {transpose_a} : tensor<32x32xbf16>, tensor<32x64xbf16> -> tensor<32x64xbf16>
+  return %y, %dx, %dw : tensor<4x8x64xbf16>, tensor<4x8x32xbf16>, tensor<32x64xbf16>
+}
+
+// Left as they are: a quantized value something else also reads (and so
+// every product of it), a product with one operand not quantized, two E5M2
+// gradients, an integer format, and per-channel fp8 scales.
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: qat.quantize_fp8
+// CHECK-NOT: qat.matmul_fp8
+// CHECK-COUNT-5: llm.matmul
+// CHECK-NOT: llm.matmul
+// CHECK: return
+func.func @kept(%x: tensor<8x32xf32>, %w: tensor<32x64xf32>, %v: tensor<32x64xf32>, %g: tensor<8x64xf32>) -> (tensor<8x64xf32>, tensor<8x32xf32>, tensor<8x64xf32>, tensor<32x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>) {
+  %r = qat.observe %x {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x32xf32> -> tensor<1x2xf32>
+  %qx = qat.fake_quant %x range %r {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x32xf32>, tensor<1x2xf32>
+  %rw = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<32x64xf32> -> tensor<1x2xf32>
+  %qw = qat.fake_quant %w range %rw {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<32x64xf32>, tensor<1x2xf32>
+  %shared = llm.matmul %qx, %qw : tensor<8x32xf32>, tensor<32x64xf32> -> tensor<8x64xf32>
+  %half = llm.matmul %qx, %v : tensor<8x32xf32>, tensor<32x64xf32> -> tensor<8x64xf32>
+  %rg = qat.observe %g {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<8x64xf32> -> tensor<1x2xf32>
+  %qg = qat.fake_quant %g range %rg {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<8x64xf32>, tensor<1x2xf32>
+  %gg = llm.matmul %qg, %qg {transpose_a} : tensor<8x64xf32>, tensor<8x64xf32> -> tensor<64x64xf32>
+  %ri = qat.observe %v {scheme = #qat.scheme<format = "int8">} : tensor<32x64xf32> -> tensor<1x2xf32>
+  %qi = qat.fake_quant %v range %ri {scheme = #qat.scheme<format = "int8">} : tensor<32x64xf32>, tensor<1x2xf32>
+  %int = llm.matmul %qx, %qi : tensor<8x32xf32>, tensor<32x64xf32> -> tensor<8x64xf32>
+  %rc = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel", axis = 1>} : tensor<32x64xf32> -> tensor<64x2xf32>
+  %qc = qat.fake_quant %w range %rc {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel", axis = 1>} : tensor<32x64xf32>, tensor<64x2xf32>
+  %chan = llm.matmul %qx, %qc : tensor<8x32xf32>, tensor<32x64xf32> -> tensor<8x64xf32>
+  return %shared, %qx, %half, %qw, %int, %chan : tensor<8x64xf32>, tensor<8x32xf32>, tensor<8x64xf32>, tensor<32x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>
+}
+
+// --precision fp8 through the whole pipeline (dp2 × tp2): the attention
+// block's QKV product in the forward, then in the backward dY's E5M2 codes
+// read by dX's product (with the forward's weight codes) and dW's (with
+// the forward's input codes, rows folded); no fake quantization is left.
+// TRAIN-LABEL: func.func @grad(
+// TRAIN: %[[WC:[^,]*]], %[[WS:[^ ]*]] = qat.quantize_fp8 %arg4 range {{.*}} -> tensor<128x192xf8E4M3FN>, tensor<1xf32>
+// TRAIN-NEXT: qat.observe
+// TRAIN-NEXT: dist.all_reduce
+// TRAIN-NEXT: %[[XC:[^,]*]], %[[XS:[^ ]*]] = qat.quantize_fp8 {{.*}} -> tensor<4x128x128xf8E4M3FN>, tensor<1xf32>
+// TRAIN-NEXT: qat.matmul_fp8 %[[XC]], %[[XS]], %[[WC]], %[[WS]] {llmc.block_name = "h.0"} {{.*}} -> tensor<4x128x192xbf16>
+// TRAIN: %[[DC:[^,]*]], %[[DS:[^ ]*]] = qat.quantize_fp8 {{.*}}format = "fp8_e5m2"{{.*}} -> tensor<4x128x192xf8E5M2>, tensor<1xf32>
+// TRAIN-NEXT: qat.matmul_fp8 %[[DC]], %[[DS]], %[[WC]], %[[WS]] {llmc.backward, llmc.block_name = "h.0", transpose_b}
+// TRAIN-NEXT: %[[XR:.*]] = llm.reshape %[[XC]] {{.*}} to tensor<512x128xf8E4M3FN>
+// TRAIN-NEXT: %[[DR:.*]] = llm.reshape %[[DC]] {{.*}} to tensor<512x192xf8E5M2>
+// TRAIN-NEXT: qat.matmul_fp8 %[[XR]], %[[XS]], %[[DR]], %[[DS]] {llmc.backward, llmc.block_name = "h.0", transpose_a} {{.*}} -> tensor<128x192xbf16>
+// TRAIN-LABEL: func.func @train_step(
