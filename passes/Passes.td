@@ -350,11 +350,17 @@ def QAT : Pass<"llmc-qat", "mlir::ModuleOp"> {
       channel and an activation's last dimension; block<size> along the last
       dimension), sym | asym, observer minmax | ema[<momentum>].
     - `ops=`: which ops' operands are quantized: matmul (its weight and its
-      activation input), embedding (its table as a weight).
+      activation input; a mixture of experts' `llm.grouped_matmul` too, its
+      stacked experts' weight as one tensor and its routed rows as the
+      input), embedding (its table as a weight).
     - `skip=`: `head` (the matmul whose result reaches the loss),
-      `embedding`, a layer (`h.3`) or a parameter (`h.0.attn.c_attn.weight`,
-      or any dotted prefix such as `h.0.mlp`). An entry that matches nothing
-      is an error.
+      `embedding`, `router` (the matmuls computing a mixture of experts'
+      router logits), a layer (`h.3`) or a parameter
+      (`h.0.attn.c_attn.weight`, or any dotted prefix such as `h.0.mlp`). An
+      entry that matches nothing is an error. `keep-routers` skips the
+      routers of a model that has them and is silent for one that has none
+      (`--precision fp8`, which keeps gating in high precision as
+      DeepSeek-V3's fp8 recipe does).
 
     Each site becomes `qat.observe` (the ranges of the current tensor) →
     [`dist.all_reduce max` over the mesh axes that split a quantization
@@ -376,6 +382,8 @@ def QAT : Pass<"llmc-qat", "mlir::ModuleOp"> {
   let options = [
     Option<"spec", "spec", "std::string", "\"\"",
            "weights=<scheme>, activations=<scheme>, ops=..., skip=...">,
+    Option<"keepRouters", "keep-routers", "bool", "false",
+           "Skip the mixture-of-experts routers' matmuls where there are any">,
   ];
   let dependentDialects = ["::llmc::qat::QATDialect", "::llmc::dist::DistDialect"];
 }

@@ -20,6 +20,11 @@
 // keeps the columns one rank would; the quantization range is then observed
 // over the remaining columns and combined like any other.
 //
+// A mixture of experts' llm.grouped_matmul is a matmul site too: its
+// stacked experts' weight is one tensor (its range combined over ep, which
+// splits the experts, and tp), its routed rows the input. Its router's
+// matmul can be left alone (skip=router; keep-routers for --precision fp8).
+//
 // Delayed scaling (an fp8 scheme with the `delayed` observer, Transformer
 // Engine's DelayedScaling) keeps one amax history per tensor as persistent
 // state (`qat_state`, tensor<(history+1)xf32>): the tensor is quantized
@@ -34,6 +39,7 @@
 #include "passes/Passes.h"
 #include "passes/lib/EntryPoints.h"
 #include "passes/lib/Layout.h"
+#include "passes/lib/Parameters.h"
 #include "passes/lib/QATScheme.h"
 #include "passes/lib/ShardAttr.h"
 #include "passes/lib/WeightSites.h"
@@ -71,12 +77,11 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       module.emitError("qat: no @forward");
       return signalPassFailure();
     }
-    // A mixture of experts' weights are not matmul weights: quantizing
-    // everything else would leave most of the model's weights untouched.
-    if (failed(refuseExperts(forward, "qat: the experts of a mixture of experts are not "
-                                      "fake-quantized yet (--qat and --precision fp8 cover "
-                                      "llm.matmul and llm.embedding)")))
-      return signalPassFailure();
+    // Routers in llm.block bodies too.
+    bool routers = false;
+    forward.walk([&](llm::MoERouteOp) { routers = true; });
+    if (keepRouters && routers && !llvm::is_contained(qatSpec.skip, "router"))
+      qatSpec.skip.push_back("router");
     layout = readLayout(module);
     markBatchDerived();
 
@@ -85,6 +90,13 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     for (const WeightSite &site : findWeightSites(forward))
       if (site.embedding ? embeddings : matmuls)
         if (failed(quantizeSite(site)))
+          return signalPassFailure();
+    // A mixture of experts' grouped products are matmuls too.
+    SmallVector<llm::GroupedMatmulOp> experts;
+    forward.walk([&](llm::GroupedMatmulOp g) { experts.push_back(g); });
+    if (matmuls)
+      for (llm::GroupedMatmulOp g : experts)
+        if (failed(quantizeExperts(g)))
           return signalPassFailure();
     for (const std::string &entry : qatSpec.skip)
       if (!matchedSkips.contains(entry)) {
@@ -141,7 +153,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     if (skipped(op, weight))
       return success();
     auto a = cast<RankedTensorType>(matmul.getA().getType());
-    if (weight && qatSpec.gradients && failed(quantizeOutputGrad(matmul, weight)))
+    if (weight && qatSpec.gradients && failed(quantizeOutputGrad(matmul, matmul.getA(), weight)))
       return failure();
     if (weight && qatSpec.weights) {
       // A weight's output channel: the dimension not contracted.
@@ -173,11 +185,46 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
                            (weight ? paramName(weight).str() : siteName(op)) + ".input");
   }
 
-  /// Routes the matmul's output through qat.quantize_grad, so both backward
-  /// matmuls read the quantized dY. Its range is per tensor: combined over
-  /// every axis that splits the input's rows or the weight (an axis over
-  /// which dY is replicated combines equal ranges, which changes nothing).
-  LogicalResult quantizeOutputGrad(llm::MatmulOp matmul, BlockArgument weight) {
+  /// An llm.grouped_matmul of a mixture of experts, like a weight's matmul:
+  /// the stacked experts' weight [G, K, F] (or [G, F, K]) quantized as one
+  /// tensor (split over ep by expert, over tp within each), the routed rows
+  /// [M, K] as an activation (rows past the groups are zero and leave the
+  /// range alone), and dY.
+  LogicalResult quantizeExperts(llm::GroupedMatmulOp experts) {
+    Operation *op = experts;
+    BlockArgument weight = parameterRead(forward, experts.getWeights());
+    if (!weight)
+      return op->emitOpError("qat: the experts' weights are not a parameter");
+    if (skipped(op, weight))
+      return success();
+    if (qatSpec.gradients && failed(quantizeOutputGrad(op, experts.getX(), weight)))
+      return failure();
+    int64_t outputAxis = experts.getTransposeB() ? 1 : 2, contraction = 3 - outputAxis;
+    if (qatSpec.weights &&
+        failed(quantizeOperand(op, 2, qatSpec.weights->attr(&getContext(), outputAxis),
+                               paramSplits(weight), weight, paramName(weight).str())))
+      return failure();
+    if (!qatSpec.activations)
+      return success();
+    // Weights split along their contraction dimension (row-parallel
+    // experts) split the rows' last dimension alike.
+    SmallVector<ShardSplit> extra;
+    for (ShardSplit s : paramSplits(weight))
+      if (s.dim == contraction) {
+        s.dim = 1;
+        extra.push_back(s);
+      }
+    return quantizeOperand(op, 0, qatSpec.activations->attr(&getContext(), 1),
+                           activationSplits(experts.getX(), extra), nullptr,
+                           paramName(weight).str() + ".input");
+  }
+
+  /// Routes the output of `op` (a matmul reading `input` and `weight`)
+  /// through qat.quantize_grad, so both backward matmuls read the quantized
+  /// dY. Its range is per tensor: combined over every axis that splits the
+  /// input's rows or the weight (an axis over which dY is replicated
+  /// combines equal ranges, which changes nothing).
+  LogicalResult quantizeOutputGrad(Operation *op, Value input, BlockArgument weight) {
     SmallVector<std::string> axes;
     auto add = [&](ArrayRef<ShardSplit> splits) {
       for (const ShardSplit &s : splits)
@@ -185,23 +232,22 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
           if (!llvm::is_contained(axes, axis))
             axes.push_back(axis);
     };
-    add(activationSplits(matmul.getA(), {}));
+    add(activationSplits(input, {}));
     add(paramSplits(weight));
-    OpBuilder b(matmul->getContext());
-    b.setInsertionPointAfter(matmul);
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
     SmallVector<StringRef> names(axes.begin(), axes.end());
-    Value y = matmul.getResult();
+    Value y = op->getResult(0);
     qat::SchemeAttr scheme = qatSpec.gradients->attr(&getContext(), 0);
     Value state;
     if (scheme.getObserver() == "delayed") {
       std::string site = paramName(weight).str() + ".output_grad";
       if (!sitesNamed.insert(site).second)
-        return matmul.emitOpError("qat: two amax histories would share the state '")
-               << site << "'";
-      state = historyState(matmul, scheme, site);
+        return op->emitOpError("qat: two amax histories would share the state '") << site << "'";
+      state = historyState(op, scheme, site);
     }
-    auto q = qat::QuantizeGradOp::create(b, matmul.getLoc(), y, state, scheme,
-                                         b.getStrArrayAttr(names));
+    auto q =
+        qat::QuantizeGradOp::create(b, op->getLoc(), y, state, scheme, b.getStrArrayAttr(names));
     y.replaceAllUsesExcept(q.getResult(), q);
     if (batchDerived.contains(y))
       batchDerived.insert(q.getResult());

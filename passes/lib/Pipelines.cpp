@@ -112,6 +112,8 @@ void addGraphPasses(AddPass add, const llmc::CompileOptions &options) {
   if (!options.qat.empty() || options.precision == "fp8") {
     QATOptions qat;
     qat.spec = options.precision == "fp8" ? fp8TrainingRecipe(options) : options.qat;
+    // Gating stays in high precision, as DeepSeek-V3's fp8 recipe keeps it.
+    qat.keepRouters = options.precision == "fp8";
     add(createQAT(qat));
   }
   if (!options.lora.empty()) {

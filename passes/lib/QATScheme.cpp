@@ -14,6 +14,22 @@ using namespace mlir;
 
 namespace llmc {
 
+/// Whether `v` becomes a mixture of experts' router logits (read by
+/// llm.moe_route, through casts and reshapes).
+static bool feedsRouter(Value v) {
+  SmallVector<Value> values{v};
+  while (!values.empty()) {
+    Value next = values.pop_back_val();
+    for (Operation *user : next.getUsers()) {
+      if (isa<llm::MoERouteOp>(user))
+        return true;
+      if (isa<llm::CastOp, llm::ReshapeOp>(user))
+        values.push_back(user->getResult(0));
+    }
+  }
+  return false;
+}
+
 bool skipMatches(func::FuncOp forward, Operation *op, BlockArgument weight,
                  llvm::ArrayRef<std::string> skip, llvm::StringSet<> &matched) {
   bool hit = false;
@@ -28,6 +44,7 @@ bool skipMatches(func::FuncOp forward, Operation *op, BlockArgument weight,
     StringRef e(entry);
     match(e, e == "head" && isa<llm::MatmulOp>(op) && feedsLoss(op->getResult(0)));
     match(e, e == "embedding" && isa<llm::EmbeddingOp>(op));
+    match(e, e == "router" && isa<llm::MatmulOp>(op) && feedsRouter(op->getResult(0)));
     match(e, block && block.getName() == e);
     if (weight)
       match(e, namesParameter(llm::getParamAttr(forward, weight.getArgNumber()).getName(), e));

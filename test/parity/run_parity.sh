@@ -24,7 +24,9 @@
 # expert) check data, tensor, sequence and expert parallelism (experts
 # spread over ep ranks, rows exchanged by all-to-all), ZeRO and the
 # pipeline schedules; a Mixtral with a capacity factor of 1 (copies
-# dropped, the same in every layout) under dp, ep and their mixes. Each layout runs twice: plainly (one
+# dropped, the same in every layout) under dp, ep and their mixes; an fp8
+# Mixtral (--precision fp8, the experts' products included) under dp, ep
+# and ep×tp. Each layout runs twice: plainly (one
 # ordered list per rank), and compiled with --overlap-comm (communication
 # on its own thread, ordered by the events --target cuda places) with
 # random delays before every instruction on either stream and before every
@@ -39,7 +41,7 @@ set -euo pipefail
 BIN=$1; WORK=$2; shift 2
 PAIRS=(--sample 8)
 [[ ${1:-} == --all ]] && PAIRS=(--all) && shift
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp mixtral mixtral-pp mixtral-capacity qwen2_moe qwen2_moe-pp composition}
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp mixtral mixtral-pp mixtral-capacity mixtral-fp8 qwen2_moe qwen2_moe-pp composition}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -48,7 +50,7 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 
 # name | ranks | llmc compile flags | families (empty: gpt2 llama)
 LAYOUTS=(
-  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed llama-packed mixtral qwen2_moe mixtral-capacity"
+  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed llama-packed mixtral qwen2_moe mixtral-capacity mixtral-fp8"
   "dp4|4|--mesh dp=4|gpt2 llama mixtral"
   "dp2-ps|2|--mesh dp=2 --grad-sync ps"
   "dp2-small-buckets|2|--mesh dp=2 --grad-bucket-mb 0.05|gpt2"
@@ -65,12 +67,12 @@ LAYOUTS=(
   "zero1-dp2-tp2|4|--mesh dp=2,tp=2 --zero 1"
   "zero3-dp2-tp2|4|--mesh dp=2,tp=2 --zero 3|gpt2 llama mixtral"
   "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama gpt2-dropout gpt2-packed llama-packed mixtral qwen2_moe"
-  "ep2|2|--mesh ep=2|mixtral qwen2_moe mixtral-capacity"
+  "ep2|2|--mesh ep=2|mixtral qwen2_moe mixtral-capacity mixtral-fp8"
   "ep4|4|--mesh ep=4|mixtral mixtral-capacity"
   "dp2-ep2|4|--mesh dp=2,ep=2|mixtral qwen2_moe mixtral-capacity"
   "zero1-dp2-ep2|4|--mesh dp=2,ep=2 --zero 1|mixtral"
   "zero3-dp2-ep2|4|--mesh dp=2,ep=2 --zero 3|mixtral"
-  "ep2-tp2|4|--mesh ep=2,tp=2|mixtral mixtral-capacity"
+  "ep2-tp2|4|--mesh ep=2,tp=2|mixtral mixtral-capacity mixtral-fp8"
   "ep2-tp2-sp|4|--mesh ep=2,tp=2 --sp|mixtral"
   "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp|gpt2 llama gpt2-qat gpt2-fp8 gpt2-lora llama-lora gpt2-packed llama-packed"
   "zero3-dp2-tp2-sp|4|--mesh dp=2,tp=2 --zero 3 --sp"
@@ -166,8 +168,8 @@ for family in $FAMILIES; do
   [[ $family == *-bf16 ]] && common+=(--precision bf16) && tolerance=1e-3
   # --precision fp8: bf16 as above, and every fp8 scale from an amax
   # max-reduced over the ranks holding pieces of its tensor (the batch's
-  # rows on dp, the weights and activations on tp/sp), so each layout
-  # quantizes with one rank's scales.
+  # rows on dp and ep, the weights and activations on tp/sp, the experts'
+  # weights on ep), so each layout quantizes with one rank's scales.
   [[ $family == *-fp8* ]] && common+=(--precision fp8) && tolerance=1e-3
   # Packed rows of 128 bytes: most hold the end of one story and the start
   # of the next (stories are ~500 bytes, separated by blank lines).
@@ -190,6 +192,14 @@ for family in $FAMILIES; do
   [[ $family == *-qat-outlier ]] && qat="weights=int4:block16, activations=int8:asym:outlier3"
   [[ $family == *-qat* ]] && common+=(--qat "$qat") &&
     tolerance=5e-4 && strict=(1:1e-6) && export OMP_NUM_THREADS=1
+  # A mixture of experts in fp8: a value that an fp8 rounding flips can flip
+  # a token's top-2 experts too, so the runs drift further apart (measured
+  # 1.3e-3 at dp2 by step 17); the first step, on one thread per rank, must
+  # still agree, which a wrong scale anywhere would break — except under tp,
+  # whose row-parallel bf16 sums differ from one rank's in the last bit
+  # before the next layer rounds them to fp8 (step 1: 1.2e-4 at ep2·tp2).
+  [[ $family == mixtral-fp8 ]] && tolerance=2e-3 && strict=(1:1e-6) &&
+    export OMP_NUM_THREADS=1
   # LoRA, base frozen: GPT-2 adapts every layer's matmuls and keeps its head
   # frozen (the fused head without a weight gradient), Llama adapts the
   # head too (an adapted head is not fused).
@@ -216,7 +226,9 @@ for family in $FAMILIES; do
       "$BIN/llmc" compile "${common[@]}" $flags "${extra[@]}" -o "$artifact"
       mpirun -np "$ranks" --bind-to none "$BIN/llmc-run" "$artifact" \
         --steps $STEPS --metrics "$out" --quiet "${delays[@]}"
-      if result=$(python3 "$HERE/../e2e/Inputs/compare_losses.py" "$WORK/$family-1.jsonl" "$out" $tolerance "${strict[@]}"); then
+      check=("${strict[@]}")
+      [[ $family == *-fp8 && $flags == *tp=* ]] && check=()
+      if result=$(python3 "$HERE/../e2e/Inputs/compare_losses.py" "$WORK/$family-1.jsonl" "$out" $tolerance "${check[@]}"); then
         echo "PASS $family $name ($variant): $result"
       else
         echo "FAIL $family $name ($variant): $result"
