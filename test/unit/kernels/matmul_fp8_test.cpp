@@ -202,12 +202,11 @@ TEST(MatmulFp8, DegenerateRanges) {
 }
 
 TEST(MatmulFp8, BindingErrors) {
-  std::string error;
   auto u8 = [](std::vector<int64_t> s) { return typeOnly(DType::U8, std::move(s)); };
   auto f32 = [](std::vector<int64_t> s) { return typeOnly(DType::F32, std::move(s)); };
-  auto bind = [&](std::vector<TensorView> in, std::vector<TensorView> out, KernelAttrs a) {
-    return bindError("qat_matmul_fp8", std::move(in), std::move(out), std::move(a));
-  };
+  auto bind = [](const std::vector<TensorView> &in, const std::vector<TensorView> &out,
+                 const KernelAttrs &a) { return bindError("qat_matmul_fp8", in, out, a); };
+
   KernelAttrs e4e4 = attrs({}, {{"a_format", kE4M3}, {"b_format", kE4M3}});
   EXPECT_EQ(bind({u8({4, 16}), f32({1}), u8({16, 8}), f32({1})}, {f32({4, 8})},
                  attrs({}, {{"a_format", kE5M2}, {"b_format", kE5M2}})),
