@@ -237,8 +237,6 @@ private:
   /// Gives each kernel that needs a workspace on the target its block.
   void planWorkspaces();
   LogicalResult allocate();
-  /// Places the host classes in host memory, by liveness as in the arena.
-  LogicalResult allocateHost(ArrayRef<ClassInfo *> hostBlocks);
   bool isPersistentArg(Value v) const { return persistentArgs.count(v); }
 
   func::FuncOp func;
@@ -255,6 +253,8 @@ private:
     int64_t microbatch = -1; ///< of the producing op, when it has one
   };
   void classifyTransients();
+  /// Places the host classes in host memory, by liveness as in the arena.
+  LogicalResult allocateHost(ArrayRef<ClassInfo *> hostBlocks);
   /// What a gradient class is (see gradientPeakParts).
   std::string gradientKind(Value root) const {
     // A cast that is its source's only use converts the gradient (fp32

@@ -27,6 +27,7 @@
 #include "passes/lib/EntryPoints.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 
 #include <map>
@@ -68,13 +69,19 @@ public:
   /// Offloads every saved value of a chosen layer; returns the layers seen.
   std::set<std::string> run() {
     number();
-    SmallVector<Value> candidates;
+    // A value and its reshapes are one buffer: grouped by the value they
+    // view, so each moves once.
+    llvm::MapVector<Value, SmallVector<Value>> groups;
     for (Operation &op : body)
       if (!op.hasAttr(kBackwardAttr))
-        for (Value result : op.getResults())
-          candidates.push_back(result);
-    for (Value v : candidates)
-      offload(v);
+        for (Value result : op.getResults()) {
+          Value root = result;
+          while (auto reshape = root.getDefiningOp<llm::ReshapeOp>())
+            root = reshape.getX();
+          groups[root].push_back(result);
+        }
+    for (auto &[root, members] : groups)
+      offload(root, members);
     return seen;
   }
 
@@ -121,9 +128,9 @@ private:
       return reader;
     int64_t readerStart = order.lookup(reader);
     if (auto name = reader->getAttrOfType<StringAttr>(kBlockNameAttr))
-      if (Operation *start =
-              backwardStart.lookup({microbatchOf(reader), name.getValue().str()}))
-        readerStart = order.lookup(start);
+      if (auto it = backwardStart.find({microbatchOf(reader), name.getValue().str()});
+          it != backwardStart.end())
+        readerStart = order.lookup(it->second);
     Operation *before = nullptr;
     for (Operation *start : starts)
       if (order.lookup(start) < readerStart)
@@ -133,23 +140,27 @@ private:
     return reader;
   }
 
-  void offload(Value v) {
-    if (!isa<RankedTensorType>(v.getType()) || isStateView(v))
+  /// Offloads `root` once for itself and its reshapes (`members`, root
+  /// included when the backward reads it): one copy each way, and each
+  /// reshape redone on the copy.
+  void offload(Value root, ArrayRef<Value> members) {
+    if (!isa<RankedTensorType>(root.getType()) || isStateView(root))
       return;
     // The forward's last use and the backward's first; a value some forward
     // op (or the step's result) reads after its backward began stays.
-    Operation *firstBackward = nullptr, *lastForward = v.getDefiningOp();
-    for (OpOperand &use : v.getUses()) {
-      Operation *user = userIn(use);
-      if (!user)
-        return;
-      if (user->hasAttr(kBackwardAttr)) {
-        if (!firstBackward || order.lookup(user) < order.lookup(firstBackward))
-          firstBackward = user;
-      } else if (order.lookup(user) > order.lookup(lastForward)) {
-        lastForward = user;
+    Operation *firstBackward = nullptr, *lastForward = root.getDefiningOp();
+    for (Value member : members)
+      for (OpOperand &use : member.getUses()) {
+        Operation *user = userIn(use);
+        if (!user)
+          return;
+        if (user->hasAttr(kBackwardAttr)) {
+          if (!firstBackward || order.lookup(user) < order.lookup(firstBackward))
+            firstBackward = user;
+        } else if (order.lookup(user) > order.lookup(lastForward)) {
+          lastForward = user;
+        }
       }
-    }
     if (!firstBackward || order.lookup(lastForward) > order.lookup(firstBackward) ||
         isa<func::ReturnOp>(lastForward))
       return;
@@ -157,24 +168,31 @@ private:
     auto layer = firstBackward->getAttrOfType<StringAttr>(kBlockNameAttr);
     if (!layer || (!chosen.empty() && !chosen.count(layer.getValue().str())))
       return;
-    Operation *def = v.getDefiningOp();
+    Operation *def = root.getDefiningOp();
     OpBuilder b(def->getContext());
     b.setInsertionPointAfter(lastForward);
-    auto down = llm::CopyToHostOp::create(b, v.getLoc(), v);
+    auto down = llm::CopyToHostOp::create(b, root.getLoc(), root);
     for (StringRef attr : {kBlockNameAttr, kMicrobatchAttr})
       if (Attribute value = def->getAttr(attr))
         down->setAttr(attr, value);
     b.setInsertionPoint(fetchPoint(firstBackward, lastForward));
-    auto up = llm::CopyToDeviceOp::create(b, v.getLoc(), down.getResult());
+    auto up = llm::CopyToDeviceOp::create(b, root.getLoc(), down.getResult());
     // The copy back belongs to the backward that reads it first.
     for (StringRef attr : {kBlockNameAttr, kMicrobatchAttr})
       if (Attribute value = firstBackward->getAttr(attr))
         up->setAttr(attr, value);
     up->setAttr(kBackwardAttr, b.getUnitAttr());
-    v.replaceUsesWithIf(up.getResult(), [&](OpOperand &use) {
-      Operation *user = userIn(use);
-      return user && user != up && user->hasAttr(kBackwardAttr);
-    });
+    for (Value member : members) {
+      Operation *replacement = up;
+      if (member != root) {
+        replacement = llm::ReshapeOp::create(b, member.getLoc(), member.getType(), up.getResult());
+        replacement->setDiscardableAttrs(up->getDiscardableAttrDictionary());
+      }
+      member.replaceUsesWithIf(replacement->getResult(0), [&](OpOperand &use) {
+        Operation *user = userIn(use);
+        return user && user != replacement && user->hasAttr(kBackwardAttr);
+      });
+    }
   }
 };
 
