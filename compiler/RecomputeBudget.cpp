@@ -146,9 +146,9 @@ FailureOr<std::string> chooseRecompute(ModuleOp forward, const CompileOptions &o
     llvm::WithColor::note(llvm::errs(), tool)
         << "no recomputation fits " << formatSize(options.memoryBudgetBytes)
         << ": with every layer recomputed in full each rank needs " << formatSize(fullBytes)
-        << (offloadable(options) ? ", and with every layer's input offloaded too " +
-                                       formatSize(largest)
-                                 : std::string())
+        << (offloadable(options)
+                ? ", and with every layer's input offloaded too " + formatSize(largest)
+                : std::string())
         << "\n";
     return recomputeLevel(layers, offloadable(options) ? top + layers.size() : top);
   }

@@ -707,15 +707,13 @@ LogicalResult ProgramLowering::allocate() {
 
 LogicalResult ProgramLowering::allocateHost(ArrayRef<ClassInfo *> hostBlocks) {
   std::vector<arena::Interval> intervals;
-  for (ClassInfo *info : hostBlocks)
-    intervals.push_back({info->start, info->end, info->bytes});
+  for (ClassInfo *info : hostBlocks) intervals.push_back({info->start, info->end, info->bytes});
   arena::Plan plan = arena::planArena(intervals, kAlignment);
   if (auto conflict = arena::findConflict(intervals, plan.offsets, kAlignment))
     return func.emitError("host placement (")
            << arena::strategyName(plan.strategy) << ") puts two values live at once in the same "
            << "bytes: classes " << conflict->first << " and " << conflict->second;
-  for (auto [info, offset] : llvm::zip(hostBlocks, plan.offsets))
-    info->offset = offset;
+  for (auto [info, offset] : llvm::zip(hostBlocks, plan.offsets)) info->offset = offset;
   hostPeak = plan.extent;
   return success();
 }
@@ -820,8 +818,8 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
       StringAttr name = owner && !info.name.empty() ? pb.getStringAttr(info.name) : nullptr;
       bool host = info.category == kHostActivation;
       buffer = exec::BufferOp::create(pb, v.getLoc(), type,
-                                      (host ? hostBase : base) + info.offset + place.offset,
-                                      name, host ? StringRef("activation") : StringRef(info.category));
+                                      (host ? hostBase : base) + info.offset + place.offset, name,
+                                      host ? StringRef("activation") : StringRef(info.category));
       if (host)
         buffer.getDefiningOp()->setAttr(exec::kHostSpaceAttr, pb.getUnitAttr());
     }
@@ -1006,8 +1004,7 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
       transient = std::max(transient, lowering->transientPeak);
       host = std::max(host, lowering->hostPeak);
     }
-    for (auto &lowering : lowerings)
-      lowering->hostBase = persistent.bytes + transient;
+    for (auto &lowering : lowerings) lowering->hostBase = persistent.bytes + transient;
     for (auto [i, entry] : llvm::enumerate(todo)) {
       auto &[f, programName] = entry;
       ProgramLowering *lowering = lowerings[i].get();

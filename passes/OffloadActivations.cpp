@@ -76,12 +76,10 @@ public:
       if (!op.hasAttr(kBackwardAttr))
         for (Value result : op.getResults()) {
           Value root = result;
-          while (auto reshape = root.getDefiningOp<llm::ReshapeOp>())
-            root = reshape.getX();
+          while (auto reshape = root.getDefiningOp<llm::ReshapeOp>()) root = reshape.getX();
           groups[root].push_back(result);
         }
-    for (auto &[root, members] : groups)
-      offload(root, members);
+    for (auto &[root, members] : groups) offload(root, members);
     return seen;
   }
 
@@ -109,8 +107,7 @@ private:
       if (!name || !op.hasAttr(kBackwardAttr))
         continue;
       seen.insert(name.getValue().str());
-      auto [it, added] =
-          backwardStart.insert({{microbatchOf(&op), name.getValue().str()}, &op});
+      auto [it, added] = backwardStart.insert({{microbatchOf(&op), name.getValue().str()}, &op});
       if (added)
         starts.push_back(&op);
     }

@@ -305,8 +305,7 @@ struct OffloadOptimizerPass : llmc::impl::OffloadOptimizerBase<OffloadOptimizerP
     }
     int64_t hostBytes = priorHost + space.movedBytes;
     for (auto program : module.getOps<exec::ProgramOp>()) {
-      FailureOr<int64_t> top =
-          ProgramOffload(program, space, hostBytes, arena.getInt()).run();
+      FailureOr<int64_t> top = ProgramOffload(program, space, hostBytes, arena.getInt()).run();
       if (failed(top))
         return failure();
       hostBytes = std::max(hostBytes, *top);

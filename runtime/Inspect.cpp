@@ -65,7 +65,8 @@ void printMemoryPlan(const Artifact &a, const std::string &title, std::ostream &
     const auto &m = a.memory;
     std::string offload = a.meta("offload", "none");
     row("host memory", m.hostBytes)
-        << "  (" << (offload != "none" ? "--offload " + offload : "--recompute budget's offloaded layers")
+        << "  ("
+        << (offload != "none" ? "--offload " + offload : "--recompute budget's offloaded layers")
         << ": beside the arena, not in it)\n";
     if (m.hostActivationsBytes)
       row("  activations", m.hostActivationsBytes)

@@ -92,8 +92,7 @@ std::string offloadedLayers(const CompileOptions &options) {
     if (eq == std::string::npos)
       continue;
     std::string mode = entry.substr(eq + 1);
-    if (mode == "offload" ||
-        (mode.size() > 8 && mode.compare(mode.size() - 8, 8, "+offload") == 0))
+    if (mode == "offload" || (mode.size() > 8 && mode.compare(mode.size() - 8, 8, "+offload") == 0))
       layers += (layers.empty() ? "" : ",") + entry.substr(0, eq);
   }
   return layers;
