@@ -6,11 +6,11 @@
 // llmc.block_name and llmc.microbatch, and backward ops llmc.backward (as
 // llmc-recompute uses them), so the values the forward makes and a chosen
 // layer's backward reads first are known (a layer's input is its own, as
-// the memory plan and Korthikanti et al. count). Each goes down through llm.copy_to_host
-// after its last forward use and comes back through llm.copy_to_device
-// before the backward needs it; the lowering places the copies' results in
-// host memory and the device arena respectively, so the device holds a
-// value only while its forward and its backward use it.
+// the memory plan and Korthikanti et al. count). Each goes down through
+// llm.copy_to_host after its last forward use and comes back through
+// llm.copy_to_device before the backward needs it; the lowering places the
+// copies' results in host memory and the device arena respectively, so the
+// device holds a value only while its forward and its backward use it.
 //
 // The copy back is placed one layer ahead: at the start of the backward of
 // the layer that runs right before the reader's (in a GPU's stream order
