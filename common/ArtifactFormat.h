@@ -19,7 +19,8 @@ namespace llmc {
 /// 1.6: the fault-injection site (Instruction.fault_site).
 /// 1.7: pipeline transfer channels (Instruction.channel).
 /// 1.8: host memory (Buffer.space, Instruction.on_host, MemoryPlan.host_bytes).
-inline constexpr uint32_t kArtifactSchemaVersion = 108;
+/// 1.9: offloaded activations (MemoryPlan.host_activations_bytes).
+inline constexpr uint32_t kArtifactSchemaVersion = 109;
 
 inline uint64_t fnv1a64(const uint8_t *data, size_t size) {
   uint64_t hash = 1469598103934665603ull;

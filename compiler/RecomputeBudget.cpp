@@ -30,9 +30,10 @@ std::string recomputeLevel(const std::vector<std::string> &layers, size_t level)
   size_t count = layers.size();
   std::string modes;
   for (size_t i = 0; i < count; ++i) {
-    const char *mode = level > count && i < level - count ? "full"
-                       : i < level                       ? "selective"
-                                                         : nullptr;
+    const char *mode = level > 2 * count && i < level - 2 * count ? "full+offload"
+                       : level > count && i < level - count       ? "full"
+                       : i < level                                ? "selective"
+                                                                  : nullptr;
     if (mode)
       modes += (modes.empty() ? "" : ",") + layers[i] + "=" + mode;
   }
@@ -57,6 +58,41 @@ FailureOr<int64_t> plannedArenaBytes(ModuleOp forward, const CompileOptions &opt
   return largest;
 }
 
+/// Whether the search may offload activations: not under pipeline stages
+/// (llmc-offload-activations refuses them) nor when --offload activations
+/// already offloads every layer.
+static bool offloadable(const CompileOptions &options) {
+  CompileOptions probe = options;
+  probe.offload = "activations";
+  probe.recompute = "none";
+  return resolveOptions(probe).empty() && !offloads(options, "activations");
+}
+
+/// The offloading levels above full recomputation (every layer full, the
+/// first k layers' inputs in host memory), as few layers as fit: memory falls
+/// as k rises, so by bisection. None when even every layer offloaded does
+/// not fit.
+template <typename Fits>
+static FailureOr<std::optional<std::string>>
+chooseOffload(const CompileOptions &options, const std::vector<std::string> &layers, Fits &fits) {
+  if (!offloadable(options))
+    return std::optional<std::string>();
+  size_t low = 2 * layers.size(), high = low + layers.size(); // low does not fit
+  FailureOr<bool> all = fits(high);
+  if (failed(all))
+    return failure();
+  if (!*all)
+    return std::optional<std::string>();
+  while (high - low > 1) {
+    size_t mid = (low + high) / 2;
+    FailureOr<bool> ok = fits(mid);
+    if (failed(ok))
+      return failure();
+    (*ok ? high : low) = mid;
+  }
+  return std::optional<std::string>(recomputeLevel(layers, high));
+}
+
 FailureOr<std::string> chooseRecompute(ModuleOp forward, const CompileOptions &options,
                                        StringRef tool) {
   std::vector<std::string> layers = layerNames(forward);
@@ -77,6 +113,8 @@ FailureOr<std::string> chooseRecompute(ModuleOp forward, const CompileOptions &o
   };
   // Memory falls as the level rises (each level keeps fewer activations),
   // so the cheapest fitting level is found by bisection: O(log L) compiles.
+  // Offloading comes last: it costs host memory and a copy each way per
+  // step, where recomputation costs FLOPs the device has.
   size_t top = 2 * layers.size();
   FailureOr<bool> fitsNone = fits(0);
   if (failed(fitsNone))
@@ -98,12 +136,21 @@ FailureOr<std::string> chooseRecompute(ModuleOp forward, const CompileOptions &o
       if (*ok)
         return recomputeLevel(layers, level);
     }
+    FailureOr<std::optional<std::string>> offloaded = chooseOffload(options, layers, fits);
+    if (failed(offloaded))
+      return failure();
+    if (*offloaded)
+      return **offloaded;
     // Compiling this plan fails in llmc-memory-budget, which says what
     // else to change; say first that recomputation alone is not enough.
     llvm::WithColor::note(llvm::errs(), tool)
         << "no recomputation fits " << formatSize(options.memoryBudgetBytes)
-        << ": with every layer recomputed in full each rank needs " << formatSize(fullBytes) << "\n";
-    return recomputeLevel(layers, top);
+        << ": with every layer recomputed in full each rank needs " << formatSize(fullBytes)
+        << (offloadable(options)
+                ? ", and with every layer's input offloaded too " + formatSize(largest)
+                : std::string())
+        << "\n";
+    return recomputeLevel(layers, offloadable(options) ? top + layers.size() : top);
   }
   size_t low = 0, high = top; // low does not fit, high does
   while (high - low > 1) {

@@ -24,8 +24,10 @@ std::vector<std::string> layerNames(mlir::ModuleOp forward);
 
 /// Plan `level` of the ladder the search walks, for `layers` (L of them):
 /// level k <= L makes the first k layers selective; level L + k makes every
-/// layer selective and the first k full. Returned as `recompute` layer
-/// modes ("h.0=full,h.1=selective"; empty at level 0). Earlier layers go
+/// layer selective and the first k full; level 2L + k makes every layer
+/// full and offloads the first k layers' activations (their inputs) to host
+/// memory. Returned as `recompute` layer modes
+/// ("h.0=full+offload,h.1=full"; empty at level 0). Earlier layers go
 /// first because they hold their activations longest (and, in a pipeline,
 /// the first stage holds the most microbatches in flight).
 std::string recomputeLevel(const std::vector<std::string> &layers, size_t level);
@@ -34,8 +36,9 @@ std::string recomputeLevel(const std::vector<std::string> &layers, size_t level)
 /// `options` (whose recomputation and budget are taken as given).
 mlir::FailureOr<int64_t> plannedArenaBytes(mlir::ModuleOp forward, const CompileOptions &options);
 
-/// The cheapest level that fits `options.memoryBudgetBytes`, as layer modes. When
-/// no level fits, returns full recomputation of every layer:
+/// The cheapest level that fits `options.memoryBudgetBytes`, as layer modes;
+/// the offloading levels only when no recomputation alone fits (and not
+/// under pipeline stages). When no level fits, returns the last level:
 /// compiling it fails in llmc-memory-budget, which says what else to change.
 mlir::FailureOr<std::string> chooseRecompute(mlir::ModuleOp forward, const CompileOptions &options,
                                              llvm::StringRef tool = "llmc");

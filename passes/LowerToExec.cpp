@@ -55,6 +55,10 @@ namespace {
 
 constexpr int64_t kAlignment = 64;
 
+/// The category of a value llm.copy_to_host puts in host memory: planned
+/// apart from the arena, in the host memory space numbered after it.
+constexpr llvm::StringLiteral kHostActivation = "host_activation";
+
 int64_t alignUp(int64_t value) { return (value + kAlignment - 1) / kAlignment * kAlignment; }
 
 MemRefType memrefOf(Type tensorType) {
@@ -198,6 +202,10 @@ public:
   LogicalResult emit(OpBuilder &builder, StringRef programName, StringRef kind);
 
   int64_t transientPeak = 0;
+  /// Host memory the program's offloaded activations need (their own plan).
+  int64_t hostPeak = 0;
+  /// The device arena's size, which host offsets follow (set before emit).
+  int64_t hostBase = 0;
   /// The most bytes live at one instruction: no placement's peak is lower.
   int64_t liveBytesBound = 0;
   std::map<std::string, int64_t> peakBreakdown;
@@ -264,6 +272,8 @@ private:
     int64_t microbatch = -1; ///< of the producing op, when it has one
   };
   void classifyTransients();
+  /// Places the host classes in host memory, by liveness as in the arena.
+  LogicalResult allocateHost(ArrayRef<ClassInfo *> hostBlocks);
   /// What a gradient class is (see gradientPeakParts).
   std::string gradientKind(Value root) const {
     // A cast that is its source's only use converts the gradient (fp32
@@ -499,6 +509,8 @@ LogicalResult ProgramLowering::placeResults(Operation &op,
     }
     if (!placeInPlace(op, result, at))
       newClass(result, at);
+    if (isa<llm::CopyToHostOp>(op))
+      classes[result].category = kHostActivation.str();
   }
   return success();
 }
@@ -599,9 +611,11 @@ void ProgramLowering::classifyTransients() {
       savedPerLayer[layer.getValue().str()] += info.bytes;
     if (info.category != "activation")
       continue;
+    // A value copied back from host memory is a saved activation, in
+    // flight to the backward that reads it.
     if (isa<dist::DistDialect>(def->getDialect()))
       info.category = "communication";
-    else if (!isSaved)
+    else if (!isSaved && !isa<llm::CopyToDeviceOp>(def))
       info.category = "workspace";
   }
 }
@@ -624,12 +638,18 @@ void ProgramLowering::planWorkspaces() {
 LogicalResult ProgramLowering::allocate() {
   // Every block of the arena: the value classes (with their root), then the
   // kernels' workspaces (without one).
-  SmallVector<ClassInfo *> blocks;
+  SmallVector<ClassInfo *> blocks, hostBlocks;
   SmallVector<Value> roots;
   for (auto &[root, info] : classes) {
+    if (info.category == kHostActivation) {
+      hostBlocks.push_back(&info);
+      continue;
+    }
     blocks.push_back(&info);
     roots.push_back(root);
   }
+  if (failed(allocateHost(hostBlocks)))
+    return failure();
   for (auto &[op, info] : workspaces) {
     blocks.push_back(&info);
     roots.push_back(Value());
@@ -701,6 +721,19 @@ LogicalResult ProgramLowering::allocate() {
     if (info->category == "activation")
       peakActivationsByMicrobatch[std::max<int64_t>(info->microbatch, 0)] += bytes;
   }
+  return success();
+}
+
+LogicalResult ProgramLowering::allocateHost(ArrayRef<ClassInfo *> hostBlocks) {
+  std::vector<arena::Interval> intervals;
+  for (ClassInfo *info : hostBlocks) intervals.push_back({info->start, info->end, info->bytes});
+  arena::Plan plan = arena::planArena(intervals, kAlignment);
+  if (auto conflict = arena::findConflict(intervals, plan.offsets, kAlignment))
+    return func.emitError("host placement (")
+           << arena::strategyName(plan.strategy) << ") puts two values live at once in the same "
+           << "bytes: classes " << conflict->first << " and " << conflict->second;
+  for (auto [info, offset] : llvm::zip(hostBlocks, plan.offsets)) info->offset = offset;
+  hostPeak = plan.extent;
   return success();
 }
 
@@ -802,8 +835,12 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
       ClassInfo &info = classes[place.root];
       bool owner = place.root == v;
       StringAttr name = owner && !info.name.empty() ? pb.getStringAttr(info.name) : nullptr;
-      buffer = exec::BufferOp::create(pb, v.getLoc(), type, base + info.offset + place.offset,
-                                      name, info.category);
+      bool host = info.category == kHostActivation;
+      buffer = exec::BufferOp::create(pb, v.getLoc(), type,
+                                      (host ? hostBase : base) + info.offset + place.offset, name,
+                                      host ? StringRef("activation") : StringRef(info.category));
+      if (host)
+        buffer.getDefiningOp()->setAttr(exec::kHostSpaceAttr, pb.getUnitAttr());
     }
     buffers[v] = buffer;
     return buffer;
@@ -983,12 +1020,19 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
       if (failed(lowerings.back()->prepare()))
         return failure();
     }
+    // Host memory is numbered after the arena, whose size is known once
+    // every program is placed.
+    int64_t host = 0;
+    for (auto &lowering : lowerings) {
+      transient = std::max(transient, lowering->transientPeak);
+      host = std::max(host, lowering->hostPeak);
+    }
+    for (auto &lowering : lowerings) lowering->hostBase = persistent.bytes + transient;
     for (auto [i, entry] : llvm::enumerate(todo)) {
       auto &[f, programName] = entry;
       ProgramLowering *lowering = lowerings[i].get();
       if (failed(lowering->emit(b, programName, programName)))
         return failure();
-      transient = std::max(transient, lowering->transientPeak);
       SmallVector<NamedAttribute> plan{
           b.getNamedAttr("peak", b.getI64IntegerAttr(lowering->transientPeak)),
           b.getNamedAttr("live_bound", b.getI64IntegerAttr(lowering->liveBytesBound))};
@@ -1044,6 +1088,11 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
         b.getNamedAttr("programs", b.getDictionaryAttr(programsAttr))};
     if (kvCache) // inference steps only
       memoryPlan.push_back(b.getNamedAttr("kv_cache", b.getI64IntegerAttr(kvCache)));
+    if (host) { // offloaded activations (llmc-offload-activations)
+      module->setAttr(exec::kHostBytesAttr, b.getI64IntegerAttr(host));
+      memoryPlan.push_back(b.getNamedAttr("host", b.getI64IntegerAttr(host)));
+      memoryPlan.push_back(b.getNamedAttr("host_activations", b.getI64IntegerAttr(host)));
+    }
     module->setAttr("exec.memory_plan", b.getDictionaryAttr(memoryPlan));
     return success();
   }

@@ -26,9 +26,9 @@ namespace {
 /// What shrinks each kind of memory.
 const char *remedy(StringRef category) {
   if (category == "activations")
-    return "--recompute selective|full|budget=<bytes>, --precision bf16, fewer rows per "
-           "microbatch (a smaller batch_size with more --microbatches), more pipeline stages "
-           "(pp) or tensor parallelism (tp, --sp)";
+    return "--recompute selective|full|budget=<bytes>, --offload activations (keeps them in "
+           "host memory), --precision bf16, fewer rows per microbatch (a smaller batch_size "
+           "with more --microbatches), more pipeline stages (pp) or tensor parallelism (tp, --sp)";
   if (category == "optimizer state")
     return "--zero 1 (shards it over dp), --offload optimizer (keeps it in host memory), "
            "more pp or tp";

@@ -9,7 +9,9 @@
 // Offsets: the device arena is [0, arena); the host space is [arena, arena
 // + host) of the same numbering, so persistent state keeps one offset for
 // initialisation and checkpoints, while the two ranges live in separate
-// memories (a GPU's device memory and pinned host memory).
+// memories (a GPU's device memory and pinned host memory). Activations
+// already offloaded (llmc-offload-activations, placed by the lowering)
+// keep the start of the host space; the state and staging follow them.
 //
 // Copies are explicit kernels: `copy_to_host` moves a device value a host
 // kernel reads (a gradient, the parameter under fp32, lr, the norm) into a
@@ -93,8 +95,9 @@ struct SpaceMap {
 
 class ProgramOffload {
 public:
-  ProgramOffload(exec::ProgramOp program, const SpaceMap &space, int64_t stagingBase)
-      : program(program), space(space), hostTop(stagingBase) {}
+  ProgramOffload(exec::ProgramOp program, const SpaceMap &space, int64_t stagingBase,
+                 int64_t arenaBytes)
+      : program(program), space(space), hostTop(stagingBase), arenaBytes(arenaBytes) {}
 
   /// Moves the program's buffers to their spaces and runs every kernel that
   /// touches host memory on the host; returns the host space's size.
@@ -118,6 +121,7 @@ private:
   exec::ProgramOp program;
   const SpaceMap &space;
   int64_t hostTop;
+  int64_t arenaBytes; ///< the device arena's size before offloading
   /// Host offsets of host buffers (relative to the host space), and the
   /// device ranges of device buffers, before any offset is final.
   llvm::DenseMap<Value, int64_t> hostAt;
@@ -128,6 +132,11 @@ private:
   SmallVector<std::pair<Range, Operation *>> writers;
 
   void placeBuffer(exec::BufferOp buffer) {
+    // Offloaded activations: only their copies read or write them.
+    if (buffer->hasAttr(exec::kHostSpaceAttr)) {
+      buffer.setOffset(buffer.getOffset() - arenaBytes); // relative, as below
+      return;
+    }
     Range r = rangeOf(buffer);
     if (std::optional<int64_t> host = space.hostOffset(r)) {
       hostAt[buffer] = *host;
@@ -271,8 +280,11 @@ struct OffloadOptimizerPass : llmc::impl::OffloadOptimizerBase<OffloadOptimizerP
     auto plan = module->getAttrOfType<DictionaryAttr>("exec.memory_plan");
     if (!arena || !plan)
       return module.emitError("offload: the module is not lowered (run llmc-lower-to-exec)");
-    if (module->hasAttr(exec::kHostBytesAttr))
+    if (plan.get("host_optimizer_state"))
       return module.emitError("offload: the module's optimizer state is already offloaded");
+    // Host memory the lowering gave offloaded activations, at its start.
+    auto prior = module->getAttrOfType<IntegerAttr>(exec::kHostBytesAttr);
+    int64_t priorHost = prior ? prior.getInt() : 0;
     SpaceMap space;
     for (auto program : module.getOps<exec::ProgramOp>())
       for (auto buffer : program.getOps<exec::BufferOp>())
@@ -288,12 +300,12 @@ struct OffloadOptimizerPass : llmc::impl::OffloadOptimizerBase<OffloadOptimizerP
       return module.emitError("offload: no optimizer state to offload (--offload optimizer "
                               "needs a training step with AdamW)");
     for (auto &[begin, slot] : space.slots) {
-      slot.second = space.movedBytes;
+      slot.second = priorHost + space.movedBytes;
       space.movedBytes += slot.first - begin;
     }
-    int64_t hostBytes = space.movedBytes;
+    int64_t hostBytes = priorHost + space.movedBytes;
     for (auto program : module.getOps<exec::ProgramOp>()) {
-      FailureOr<int64_t> top = ProgramOffload(program, space, space.movedBytes).run();
+      FailureOr<int64_t> top = ProgramOffload(program, space, hostBytes, arena.getInt()).run();
       if (failed(top))
         return failure();
       hostBytes = std::max(hostBytes, *top);

@@ -444,7 +444,34 @@ def Recompute : Pass<"llmc-recompute", "mlir::ModuleOp"> {
   let options = [
     Option<"mode", "mode", "std::string", "\"none\"", "none | full | selective">,
     Option<"layerModes", "layers", "std::string", "\"\"",
-           "Per layer, overriding mode: h.0=full,h.1=selective,...">,
+           "Per layer, overriding mode: h.0=full,h.1=selective,... (a mode with +offload, "
+           "or offload for none, is that mode here; llmc-offload-activations moves it)">,
+  ];
+  let dependentDialects = ["::llmc::llm::LLMDialect"];
+}
+
+def OffloadActivations : Pass<"llmc-offload-activations", "mlir::ModuleOp"> {
+  let summary = "Activation offloading: saved activations in host memory between the passes";
+  let description = [{
+    Works on @train_step (and @grad), per layer (`llm.block`) and microbatch,
+    after recomputation has decided what each layer keeps. Every value a
+    chosen layer's forward produces and a backward reads goes to host memory
+    through `llm.copy_to_host` right after its last forward use, and comes
+    back through `llm.copy_to_device` before the backward reads it: one
+    layer ahead (at the start of the backward of the layer that runs before
+    it), so on a GPU the copy can overlap that layer's compute, and right
+    before its reader when no earlier layer's backward follows the copy
+    down. The backward reads the copy; the device arena holds only the
+    layers in flight. Copies are exact, so losses do not change.
+
+    `layers` names the layers (empty: every layer). Pipeline stages are not
+    supported yet.
+  }];
+  let options = [
+    Option<"layers", "layers", "std::string", "\"\"",
+           "Comma-separated layers to offload (empty: every layer)">,
+    Option<"prefetch", "prefetch", "bool", "true",
+           "Bring a layer's activations back at the start of the backward before its own">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect"];
 }

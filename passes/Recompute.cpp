@@ -70,12 +70,19 @@ struct RecomputePass : llmc::impl::RecomputeBase<RecomputePass> {
       if (item.empty())
         continue;
       auto [layer, m] = item.split('=');
-      if (layer.trim().empty() || !known(m.trim())) {
+      // Offloading (llmc-offload-activations) moves what the mode keeps.
+      m = m.trim();
+      if (m == "offload")
+        m = "none";
+      else
+        m.consume_back("+offload");
+      if (layer.trim().empty() || !known(m)) {
         module.emitError() << "recompute: bad layer mode '" << item
-                           << "' (expected <layer>=none|full|selective)";
+                           << "' (expected <layer>=none|full|selective, each optionally "
+                              "+offload, or offload)";
         return signalPassFailure();
       }
-      perLayer[layer.trim()] = m.trim().str();
+      perLayer[layer.trim()] = m.str();
     }
     // The training step, and @grad (gradients for inspection), which would
     // otherwise set the arena's size.

@@ -32,7 +32,19 @@ ActivationShape activationShape(const Artifact &artifact) {
   return shape;
 }
 
-double korthikantiBytes(const ActivationShape &x, const std::string &mode) {
+namespace {
+/// The recomputation a layer mode names: offloading ("+offload", or
+/// "offload" for none) moves what the layer keeps, not how much it is.
+std::string recomputation(const std::string &mode) {
+  if (mode == "offload")
+    return "none";
+  size_t plus = mode.find("+offload");
+  return plus == std::string::npos ? mode : mode.substr(0, plus);
+}
+} // namespace
+
+double korthikantiBytes(const ActivationShape &x, const std::string &layerMode) {
+  std::string mode = recomputation(layerMode);
   double sbh = x.sbh(), t = static_cast<double>(x.t);
   double attention = 5.0 * x.a * x.s / x.h; // the 5as/h term
   if (mode == "full")
@@ -43,7 +55,8 @@ double korthikantiBytes(const ActivationShape &x, const std::string &mode) {
   return sbh * (10 + 24 / t + core * attention / t);
 }
 
-std::string korthikantiFormula(const ActivationShape &x, const std::string &mode) {
+std::string korthikantiFormula(const ActivationShape &x, const std::string &layerMode) {
+  std::string mode = recomputation(layerMode);
   bool tp = x.t > 1;
   if (mode == "full")
     return x.sequenceParallel && tp ? "2sbh/t" : "2sbh";
@@ -67,6 +80,12 @@ std::map<std::string, std::string> recomputeModes(const Artifact &artifact) {
     if (eq != std::string::npos)
       modes[item.substr(0, eq)] = item.substr(eq + 1);
   }
+  // --offload activations moves every layer's saved values to host memory.
+  std::string offload = "," + artifact.meta("offload", "none") + ",";
+  if (offload.find(",activations,") != std::string::npos)
+    for (auto &[layer, mode] : modes)
+      if (mode.find("offload") == std::string::npos)
+        mode = mode == "none" ? "offload" : mode + "+offload";
   return modes;
 }
 

@@ -40,14 +40,17 @@ struct ActivationShape {
 ActivationShape activationShape(const Artifact &artifact);
 
 /// Korthikanti et al.'s bytes per layer for `shape` under recompute `mode`
-/// (none | selective | full), at 16-bit activations.
+/// (none | selective | full, each optionally "+offload", or offload), at
+/// 16-bit activations; offloading does not change them.
 double korthikantiBytes(const ActivationShape &shape, const std::string &mode);
 
 /// The formula that korthikantiBytes evaluates, e.g. "sbh(10 + 24/t)".
 std::string korthikantiFormula(const ActivationShape &shape, const std::string &mode);
 
 /// Each layer's recompute mode, from the `recompute` and
-/// `recompute.layers` metadata ("h.0=full,h.1=selective").
+/// `recompute.layers` metadata ("h.0=full,h.1=selective"), with "+offload"
+/// (or "offload" for none) where the layer's activations live in host
+/// memory (--offload activations, or chosen by a budget).
 std::map<std::string, std::string> recomputeModes(const Artifact &artifact);
 
 } // namespace llmc

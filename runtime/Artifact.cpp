@@ -429,10 +429,14 @@ Artifact loadArtifact(const std::string &path, int rank) {
   artifact.memory.peakBytes = plan->peak_bytes();
   artifact.memory.hostBytes = plan->host_bytes();
   artifact.memory.hostOptimizerStateBytes = plan->host_optimizer_state_bytes();
+  artifact.memory.hostActivationsBytes = plan->host_activations_bytes();
   if (artifact.memory.hostBytes > UINT64_MAX - artifact.memory.arenaBytes ||
-      artifact.memory.hostOptimizerStateBytes > artifact.memory.hostBytes)
+      artifact.memory.hostOptimizerStateBytes > artifact.memory.hostBytes ||
+      artifact.memory.hostActivationsBytes >
+          artifact.memory.hostBytes - artifact.memory.hostOptimizerStateBytes)
     fail(path, ": memory plan: host_optimizer_state_bytes ",
-         artifact.memory.hostOptimizerStateBytes, " and host_bytes ", artifact.memory.hostBytes,
+         artifact.memory.hostOptimizerStateBytes, ", host_activations_bytes ",
+         artifact.memory.hostActivationsBytes, " and host_bytes ", artifact.memory.hostBytes,
          " do not fit beside the arena of ", artifact.memory.arenaBytes, " bytes");
   if (plan->breakdown())
     for (const fb::MemoryCategory *c : *plan->breakdown())

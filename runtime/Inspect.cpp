@@ -62,11 +62,20 @@ void printMemoryPlan(const Artifact &a, const std::string &title, std::ostream &
     os << "\n";
   }
   if (a.memory.hostBytes) {
-    row("host memory", a.memory.hostBytes)
-        << "  (--offload optimizer: beside the arena, not in it)\n";
-    row("  optimizer_state", a.memory.hostOptimizerStateBytes) << "  (fp32 masters, AdamW moments)\n";
-    row("  staging", a.memory.hostBytes - a.memory.hostOptimizerStateBytes)
-        << "  (copies of what the host update reads and writes)\n";
+    const auto &m = a.memory;
+    std::string offload = a.meta("offload", "none");
+    row("host memory", m.hostBytes)
+        << "  ("
+        << (offload != "none" ? "--offload " + offload : "--recompute budget's offloaded layers")
+        << ": beside the arena, not in it)\n";
+    if (m.hostActivationsBytes)
+      row("  activations", m.hostActivationsBytes)
+          << "  (saved between each layer's forward and backward)\n";
+    if (m.hostOptimizerStateBytes) {
+      row("  optimizer_state", m.hostOptimizerStateBytes) << "  (fp32 masters, AdamW moments)\n";
+      row("  staging", m.hostBytes - m.hostOptimizerStateBytes - m.hostActivationsBytes)
+          << "  (copies of what the host update reads and writes)\n";
+    }
   }
 }
 

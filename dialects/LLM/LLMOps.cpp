@@ -309,6 +309,22 @@ LogicalResult CastOp::verify() {
   return success();
 }
 
+/// Host memory holds the value between the two copies and nothing else
+/// reads it there: no kernel but the copy back runs on host buffers.
+LogicalResult CopyToHostOp::verify() {
+  for (Operation *user : getResult().getUsers())
+    if (!isa<CopyToDeviceOp>(user))
+      return emitOpError("result lives in host memory; only llm.copy_to_device may read it, not ")
+             << user->getName();
+  return success();
+}
+
+LogicalResult CopyToDeviceOp::verify() {
+  if (!getX().getDefiningOp<CopyToHostOp>())
+    return emitOpError("operand must be an llm.copy_to_host result (a value in host memory)");
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Normalization, embedding, position
 //===----------------------------------------------------------------------===//

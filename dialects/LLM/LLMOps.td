@@ -1048,6 +1048,42 @@ def LLM_StopGradientOp : LLM_Op<"stop_gradient", [Pure, AllTypesMatch<["x", "res
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
+def LLM_CopyToHostOp : LLM_Op<"copy_to_host", [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "The identity, whose result lives in host memory";
+  let description = [{
+    Activation offloading (`llmc-offload-activations`): a value the forward
+    saves for the backward leaves the device arena after its last forward
+    use. The lowering places the result in the host memory space beside
+    the arena and runs the `copy_to_host` kernel; only `llm.copy_to_device`
+    may read it.
+
+    ```mlir
+    %h = llm.copy_to_host %a : tensor<4x64x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def LLM_CopyToDeviceOp : LLM_Op<"copy_to_device", [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "The identity, bringing an offloaded value back to the device";
+  let description = [{
+    Reads the result of an `llm.copy_to_host` and gives it a device buffer
+    again, before the backward that reads it (one layer ahead, so on a GPU
+    the copy can run beside the layer before it).
+
+    ```mlir
+    %d = llm.copy_to_device %h : tensor<4x64x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
 def LLM_CrossEntropyPartialOp : LLM_PureOp<"cross_entropy_partial"> {
   let summary = "One vocabulary shard's share of a softmax cross-entropy";
   let description = [{

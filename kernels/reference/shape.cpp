@@ -127,6 +127,10 @@ LLMC_REGISTER_EVALUATOR("llm.reshape", [](const RefCall &c) -> Results {
 });
 LLMC_REGISTER_EVALUATOR("llm.cast", [](const RefCall &c) -> Results { return {c.in(0)}; });
 LLMC_REGISTER_EVALUATOR("llm.stop_gradient", [](const RefCall &c) -> Results { return {c.in(0)}; });
+// Activation offloading's copies between memories: the same values.
+LLMC_REGISTER_EVALUATOR("llm.copy_to_host", [](const RefCall &c) -> Results { return {c.in(0)}; });
+LLMC_REGISTER_EVALUATOR("llm.copy_to_device",
+                        [](const RefCall &c) -> Results { return {c.in(0)}; });
 LLMC_REGISTER_EVALUATOR("llm.fill", [](const RefCall &c) -> Results {
   RefTensor t = c.zeroResult(0);
   std::fill(t.data.begin(), t.data.end(), c.real("value"));

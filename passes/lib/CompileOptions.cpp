@@ -41,7 +41,62 @@ std::string checkChoice(const char *flag, const std::string &value, const std::s
   return std::string("unknown --") + flag + " '" + value + "' (expected " + expected + ")";
 }
 
+/// The size of mesh axis `axis` in a --mesh text ("dp=2,pp=2"); 1 when absent.
+int64_t meshAxisSize(const std::string &mesh, const std::string &axis) {
+  size_t at = 0;
+  while ((at = mesh.find(axis + "=", at)) != std::string::npos) {
+    if (at == 0 || mesh[at - 1] == ',')
+      return std::atoll(mesh.c_str() + at + axis.size() + 1);
+    at += axis.size();
+  }
+  return 1;
+}
+
+/// --offload is a comma-separated list of optimizer and activations, or none.
+std::string checkOffload(const CompileOptions &o) {
+  std::string item;
+  std::istringstream items(o.offload);
+  while (std::getline(items, item, ','))
+    if (item != "optimizer" && item != "activations" && !(item == "none" && o.offload == "none"))
+      return "unknown --offload '" + o.offload +
+             "' (expected none, optimizer, activations or optimizer,activations)";
+  if (!offloads(o, "activations"))
+    return "";
+  if (!o.inference.empty())
+    return "--offload activations moves what training saves for the backward; --inference "
+           "has no backward";
+  if (meshAxisSize(o.mesh, "pp") > 1)
+    return "--offload activations does not support pipeline parallelism (pp) yet: a stage "
+           "interleaves microbatches' forwards and backwards; use --recompute there";
+  return "";
+}
+
 } // namespace
+
+bool offloads(const CompileOptions &options, const std::string &what) {
+  std::string item;
+  std::istringstream items(options.offload);
+  while (std::getline(items, item, ','))
+    if (item == what)
+      return true;
+  return false;
+}
+
+std::string offloadedLayers(const CompileOptions &options) {
+  if (offloads(options, "activations"))
+    return "*";
+  std::string layers, entry;
+  std::istringstream entries(options.recomputeLayers);
+  while (std::getline(entries, entry, ',')) {
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos)
+      continue;
+    std::string mode = entry.substr(eq + 1);
+    if (mode == "offload" || (mode.size() > 8 && mode.compare(mode.size() - 8, 8, "+offload") == 0))
+      layers += (layers.empty() ? "" : ",") + entry.substr(0, eq);
+  }
+  return layers;
+}
 
 int64_t parseByteSize(const std::string &input) {
   std::string text = input;
@@ -158,6 +213,8 @@ std::string resolveOptions(CompileOptions &o) {
       o.recompute != "budget")
     return "unknown --recompute '" + o.recompute +
            "' (expected none, full, selective or budget=<bytes>)";
+  if (std::string error = checkOffload(o); !error.empty())
+    return error;
   if (o.recompute == "budget" && o.memoryBudgetBytes <= 0)
     return "--recompute budget needs a budget: --recompute budget=<bytes> or "
            "--memory-budget <bytes>";

@@ -27,7 +27,9 @@ struct CompileOptions {
   // Derived by resolveOptions(), never set by a flag.
   int64_t memoryBudgetBytes = 0;      ///< --memory-budget in bytes; 0: no limit
   int64_t gradBucketBytes = 25 << 20; ///< --grad-bucket-mb in bytes; 0: no buckets
-  std::string recomputeLayers;        ///< per layer: h.0=full,h.1=selective
+  /// Per layer: h.0=full,h.1=selective; "+offload" (or "offload" alone, for
+  /// none) also keeps what the layer saves in host memory.
+  std::string recomputeLayers;
   /// Stop after this stage: graph | train | exec (set by the driver's --emit).
   std::string emit = "exec";
 };
@@ -63,6 +65,14 @@ std::string resolveOptions(const ScheduleDefaults &schedule);
 /// (1024 under --target cuda, else 256). resolveOptions() fills them in.
 int64_t resolvedVocabMultiple(const CompileOptions &options);
 double resolvedFuseChunkMb(const CompileOptions &options);
+
+/// Whether --offload names `what` (optimizer, activations).
+bool offloads(const CompileOptions &options, const std::string &what);
+
+/// The layers whose activations live in host memory: every layer ("*") under
+/// --offload activations, else those recomputeLayers marks "+offload",
+/// comma-separated ("" for none).
+std::string offloadedLayers(const CompileOptions &options);
 
 /// The options' artifact metadata (keys from CompileOptions.def).
 std::map<std::string, std::string> optionMetadata(const CompileOptions &options,

@@ -134,7 +134,7 @@ void addLoweringPasses(AddPass add, const llmc::CompileOptions &options) {
   lower.target = options.target;
   add(createLowerToExec(lower));
   add(createVerifyCollectives());
-  if (options.offload == "optimizer")
+  if (llmc::offloads(options, "optimizer"))
     add(createOffloadOptimizer());
   if (options.memoryBudgetBytes > 0) {
     MemoryBudgetOptions budget;
@@ -217,6 +217,13 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm, const CompileOption
   fuse.chunkMb = resolvedFuseChunkMb(options);
   fuse.target = options.target;
   add(createFuse(fuse));
+  // After fusion, whose patterns read the unsplit forward values; on the
+  // layers recomputation left, so what a layer keeps is what moves.
+  if (std::string layers = offloadedLayers(options); !layers.empty()) {
+    OffloadActivationsOptions offload;
+    offload.layers = layers == "*" ? "" : layers;
+    add(createOffloadActivations(offload));
+  }
   if (options.emit == "train")
     return builder.finish(error);
   addLoweringPasses(add, options);

@@ -38,5 +38,5 @@
 
 // BAD: error: recompute: unknown mode 'some' (expected none, full or selective)
 
-// BAD-LAYER-MODE: error: recompute: bad layer mode 'h.0=most' (expected <layer>=none|full|selective)
+// BAD-LAYER-MODE: error: recompute: bad layer mode 'h.0=most' (expected <layer>=none|full|selective, each optionally +offload, or offload)
 // NO-LAYER: error: recompute: no layer named 'h.7' (layers: h.0)

@@ -1326,3 +1326,20 @@ func.func @f(%x: tensor<6x1xf32>, %dy: tensor<6x2xf32>) {
   %dx = "llm.sigmoid_grad"(%x, %dy) : (tensor<6x1xf32>, tensor<6x2xf32>) -> tensor<6x1xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<6x2xf32>) -> tensor<6x2xf32> {
+  // expected-error @+1 {{'llm.copy_to_host' op result lives in host memory; only llm.copy_to_device may read it, not llm.gelu}}
+  %h = llm.copy_to_host %x : tensor<6x2xf32>
+  %g = llm.gelu %h : tensor<6x2xf32>
+  return %g : tensor<6x2xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<6x2xf32>) -> tensor<6x2xf32> {
+  // expected-error @+1 {{'llm.copy_to_device' op operand must be an llm.copy_to_host result (a value in host memory)}}
+  %d = llm.copy_to_device %x : tensor<6x2xf32>
+  return %d : tensor<6x2xf32>
+}

@@ -170,6 +170,10 @@ func.func @forward(%wte: tensor<256x64xf32> {llm.param = #llm.param<name = "wte"
   %mx = llm.reduce_max %logits : tensor<2x8x256xf32> -> tensor<2x8xf32>
   // CHECK: llm.stop_gradient %{{.*}} : tensor<2x8xf32>
   %sh = llm.stop_gradient %mx : tensor<2x8xf32>
+  // CHECK: llm.copy_to_host %{{.*}} : tensor<2x8xf32>
+  // CHECK: llm.copy_to_device %{{.*}} : tensor<2x8xf32>
+  %mxHost = llm.copy_to_host %mx : tensor<2x8xf32>
+  %mxBack = llm.copy_to_device %mxHost : tensor<2x8xf32>
   // CHECK: llm.cross_entropy_partial %{{.*}}, %{{.*}}, %{{.*}} {num_classes = 256 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>, tensor<2x8xf32>
   %se, %tl = llm.cross_entropy_partial %logits, %targets, %sh {class_offset = 0 : i64, num_classes = 256 : i64} : tensor<2x8x256xf32>, tensor<2x8xi32>, tensor<2x8xf32>
   // CHECK: llm.cross_entropy_finish %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8xf32>, tensor<2x8xi32>

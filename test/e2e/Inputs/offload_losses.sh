@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Trains one configuration compiled without and with --offload optimizer
-# and requires identical per-step losses and identical final checkpoints
-# (parameters, masters, moments): the offloaded program runs the same
-# kernels on the same values, only its optimizer state lives in host memory
-# and its update on the host, so not one bit may change. Then resumes the
+# (or $OFFLOAD, e.g. activations) and requires identical per-step losses and
+# identical final checkpoints (parameters, masters, moments): the offloaded
+# program runs the same kernels on the same values, only its optimizer
+# state (or its saved activations) lives in host memory and its update on
+# the host, so not one bit may change. Then resumes the
 # offloaded run from its step-2 checkpoint and requires the uninterrupted
 # run's losses for steps 3 and 4.
 #
@@ -13,6 +14,7 @@
 set -euo pipefail
 BIN=$1 WORK=$2 NAME=$3 RANKS=$4 LAUNCH=$5
 shift 5
+OFFLOAD=${OFFLOAD:-optimizer}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p "$WORK"
 run() {
@@ -22,7 +24,7 @@ run() {
     "$BIN/llmc-run" "$@"
   fi
 }
-for mode in none optimizer; do
+for mode in none "$OFFLOAD"; do
   tag=$NAME-$mode
   "$BIN/llmc" compile "$@" --offload "$mode" -o "$WORK/$tag.llmc"
   rm -rf "$WORK/$tag.ck"
@@ -30,19 +32,19 @@ for mode in none optimizer; do
     --ckpt-dir "$WORK/$tag.ck" --ckpt-every 2
 done
 echo -n "$NAME: "
-python3 "$HERE/compare_losses.py" "$WORK/$NAME-none.jsonl" "$WORK/$NAME-optimizer.jsonl" 0
+python3 "$HERE/compare_losses.py" "$WORK/$NAME-none.jsonl" "$WORK/$NAME-$OFFLOAD.jsonl" 0
 echo -n "$NAME: "
 python3 "$HERE/same_checkpoint.py" "$WORK/$NAME-none.ck/step_00000004" \
-  "$WORK/$NAME-optimizer.ck/step_00000004" | tr '\n' ' '
+  "$WORK/$NAME-$OFFLOAD.ck/step_00000004" | tr '\n' ' '
 echo
 # Resume: steps 3 and 4 again from the offloaded run's step-2 checkpoint.
 resumed=$WORK/$NAME-resumed
 rm -rf "$resumed.ck" && mkdir -p "$resumed.ck"
-cp -r "$WORK/$NAME-optimizer.ck/step_00000002" "$resumed.ck/"
+cp -r "$WORK/$NAME-$OFFLOAD.ck/step_00000002" "$resumed.ck/"
 echo step_00000002 > "$resumed.ck/latest"
-run "$WORK/$NAME-optimizer.llmc" --steps 4 --resume --ckpt-dir "$resumed.ck" \
+run "$WORK/$NAME-$OFFLOAD.llmc" --steps 4 --resume --ckpt-dir "$resumed.ck" \
   --metrics "$resumed.jsonl" --quiet
-python3 - "$WORK/$NAME-optimizer.jsonl" "$resumed.jsonl" "$NAME" <<'PY'
+python3 - "$WORK/$NAME-$OFFLOAD.jsonl" "$resumed.jsonl" "$NAME" <<'PY'
 import json, sys
 whole = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1]))}
 again = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2]))}
