@@ -72,6 +72,20 @@ static bool offloadable(const CompileOptions &options) {
 /// first k layers' inputs in host memory), as few layers as fit: memory falls
 /// as k rises, so by bisection. None when even every layer offloaded does
 /// not fit.
+/// The lowest level in (low, high] that fits, by bisection (memory falls
+/// as the level rises): `low` does not fit, `high` does.
+template <typename Fits>
+static FailureOr<size_t> lowestFitting(size_t low, size_t high, Fits &fits) {
+  while (high - low > 1) {
+    size_t mid = (low + high) / 2;
+    FailureOr<bool> ok = fits(mid);
+    if (failed(ok))
+      return failure();
+    (*ok ? high : low) = mid;
+  }
+  return high;
+}
+
 template <typename Fits>
 static FailureOr<std::optional<std::string>>
 chooseOffload(const CompileOptions &options, const std::vector<std::string> &layers, Fits &fits) {
@@ -83,14 +97,10 @@ chooseOffload(const CompileOptions &options, const std::vector<std::string> &lay
     return failure();
   if (!*all)
     return std::optional<std::string>();
-  while (high - low > 1) {
-    size_t mid = (low + high) / 2;
-    FailureOr<bool> ok = fits(mid);
-    if (failed(ok))
-      return failure();
-    (*ok ? high : low) = mid;
-  }
-  return std::optional<std::string>(recomputeLevel(layers, high));
+  FailureOr<size_t> level = lowestFitting(low, high, fits);
+  if (failed(level))
+    return failure();
+  return std::optional<std::string>(recomputeLevel(layers, *level));
 }
 
 FailureOr<std::string> chooseRecompute(ModuleOp forward, const CompileOptions &options,
@@ -152,15 +162,10 @@ FailureOr<std::string> chooseRecompute(ModuleOp forward, const CompileOptions &o
         << "\n";
     return recomputeLevel(layers, offloadable(options) ? top + layers.size() : top);
   }
-  size_t low = 0, high = top; // low does not fit, high does
-  while (high - low > 1) {
-    size_t mid = (low + high) / 2;
-    FailureOr<bool> ok = fits(mid);
-    if (failed(ok))
-      return failure();
-    (*ok ? high : low) = mid;
-  }
-  return recomputeLevel(layers, high);
+  FailureOr<size_t> level = lowestFitting(0, top, fits);
+  if (failed(level))
+    return failure();
+  return recomputeLevel(layers, *level);
 }
 
 } // namespace llmc
