@@ -20,7 +20,8 @@ namespace llmc {
 /// 1.7: pipeline transfer channels (Instruction.channel).
 /// 1.8: host memory (Buffer.space, Instruction.on_host, MemoryPlan.host_bytes).
 /// 1.9: offloaded activations (MemoryPlan.host_activations_bytes).
-inline constexpr uint32_t kArtifactSchemaVersion = 109;
+/// 1.10: streamed generation weights (MemoryPlan.host_weights_bytes).
+inline constexpr uint32_t kArtifactSchemaVersion = 110;
 
 inline uint64_t fnv1a64(const uint8_t *data, size_t size) {
   uint64_t hash = 1469598103934665603ull;

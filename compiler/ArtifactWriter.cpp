@@ -298,6 +298,8 @@ FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
       {"optimizer_state", get(plan, "optimizer_state") - hostState}};
   if (uint64_t kvCache = get(plan, "kv_cache"))
     breakdown["kv_cache"] = kvCache;
+  if (uint64_t staging = get(plan, "weight_staging"))
+    breakdown["weight_staging"] = staging;
   DictionaryAttr worst;
   if (auto progs = plan.getAs<DictionaryAttr>("programs"))
     for (NamedAttribute entry : progs)
@@ -352,7 +354,8 @@ FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
   auto parts = categoryVector(gradientParts);
   auto memory = fb::CreateMemoryPlan(fbb, arena.getInt(), get(plan, "persistent"), arena.getInt(),
                                      categories, peaks, microbatches, layers, parts,
-                                     get(plan, "host"), hostState, get(plan, "host_activations"));
+                                     get(plan, "host"), hostState, get(plan, "host_activations"),
+                                     get(plan, "host_weights"));
   return fb::CreateRole(fbb, fbb.CreateVector(ranks), fbb.CreateVector(programs),
                         fbb.CreateVector(parameters), memory);
 }

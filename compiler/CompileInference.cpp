@@ -114,7 +114,8 @@ std::string unsupported(const CompileRequest &options) {
     return "--inference: --qat, --lora and --qlora change training; quantize the weights "
            "with `llmc quantize` instead";
   if (p.recompute != "none" || !p.recomputeLayers.empty() || !p.memoryBudget.empty())
-    return "--inference: recomputation and memory budgets apply to training";
+    return "--inference: recomputation and --memory-budget apply to training (a generation "
+           "step's budget is --device-memory)";
   if (!p.insertPass.empty())
     return "--inference: --insert-pass is not supported with --inference";
   if (p.precision == "fp8")

@@ -553,6 +553,25 @@ def OffloadOptimizer : Pass<"llmc-offload-optimizer", "mlir::ModuleOp"> {
   }];
 }
 
+def OffloadWeights : Pass<"llmc-offload-weights", "mlir::ModuleOp"> {
+  let summary = "Generation: the last layers' weights in host memory, streamed to the device";
+  let description = [{
+    Runs after llmc-lower-to-exec on generation steps (`llmc compile
+    --inference ... --device-memory <bytes>`). When the arena exceeds
+    `device-bytes`, the weights of the last decoder layers (the fewest that
+    fit) move to the host memory space (`exec.host_space`), and each step
+    copies them (`copy_to_device`) into two device staging slots that take
+    turns, one layer ahead of the kernels that read them. The memory plan
+    gains `host`, `host_weights` and `weight_staging`. An arena that fits
+    is left alone; a budget that nothing fits is an error naming the least
+    device memory that would do.
+  }];
+  let options = [
+    Option<"deviceBytes", "device-bytes", "int64_t", "0",
+           "Device memory per rank in bytes (0: no limit)">,
+  ];
+}
+
 def MemoryBudget : Pass<"llmc-memory-budget", "mlir::ModuleOp"> {
   let summary = "Fails compilation when a rank's planned arena exceeds the budget";
   let description = [{

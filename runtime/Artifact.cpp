@@ -430,14 +430,20 @@ Artifact loadArtifact(const std::string &path, int rank) {
   artifact.memory.hostBytes = plan->host_bytes();
   artifact.memory.hostOptimizerStateBytes = plan->host_optimizer_state_bytes();
   artifact.memory.hostActivationsBytes = plan->host_activations_bytes();
-  if (artifact.memory.hostBytes > UINT64_MAX - artifact.memory.arenaBytes ||
-      artifact.memory.hostOptimizerStateBytes > artifact.memory.hostBytes ||
-      artifact.memory.hostActivationsBytes >
-          artifact.memory.hostBytes - artifact.memory.hostOptimizerStateBytes)
-    fail(path, ": memory plan: host_optimizer_state_bytes ",
-         artifact.memory.hostOptimizerStateBytes, ", host_activations_bytes ",
-         artifact.memory.hostActivationsBytes, " and host_bytes ", artifact.memory.hostBytes,
-         " do not fit beside the arena of ", artifact.memory.arenaBytes, " bytes");
+  artifact.memory.hostWeightsBytes = plan->host_weights_bytes();
+  const MemoryPlanInfo &m = artifact.memory;
+  // Each part no larger than what the parts before it left of host_bytes.
+  uint64_t left = m.hostBytes;
+  bool partsFit = true;
+  for (uint64_t part : {m.hostOptimizerStateBytes, m.hostActivationsBytes, m.hostWeightsBytes}) {
+    partsFit = partsFit && part <= left;
+    left = partsFit ? left - part : 0;
+  }
+  if (m.hostBytes > UINT64_MAX - m.arenaBytes || !partsFit)
+    fail(path, ": memory plan: host_optimizer_state_bytes ", m.hostOptimizerStateBytes,
+         ", host_activations_bytes ", m.hostActivationsBytes, ", host_weights_bytes ",
+         m.hostWeightsBytes, " and host_bytes ", m.hostBytes, " do not fit beside the arena of ",
+         m.arenaBytes, " bytes");
   if (plan->breakdown())
     for (const fb::MemoryCategory *c : *plan->breakdown())
       artifact.memory.breakdown.push_back({c->name()->str(), c->bytes()});
@@ -472,7 +478,9 @@ Artifact loadArtifact(const std::string &path, int rank) {
       info.scale = p->scale();
       info.trainable = p->trainable();
       info.shard = shardOf(p, info.shape, path + ": parameter '" + info.name + "'");
-      checkPlacement(info.shape, info.dtype, info.offset, artifact.memory.arenaBytes,
+      // Streamed generation weights (--device-memory) live in host memory.
+      checkPlacement(info.shape, info.dtype, info.offset,
+                     artifact.memory.arenaBytes + artifact.memory.hostBytes,
                      path + ": parameter '" + info.name + "'");
       if (info.init != "normal" && info.init != "uniform" && info.init != "zeros" &&
           info.init != "ones")

@@ -117,7 +117,8 @@ struct MemoryPlanInfo {
   uint64_t arenaBytes = 0, persistentBytes = 0, peakBytes = 0;
   /// Host memory beside the arena (ZeRO-Offload; 0 without), numbered
   /// after it, and how much of it is optimizer state.
-  uint64_t hostBytes = 0, hostOptimizerStateBytes = 0, hostActivationsBytes = 0;
+  uint64_t hostBytes = 0, hostOptimizerStateBytes = 0, hostActivationsBytes = 0,
+           hostWeightsBytes = 0;
   std::vector<std::pair<std::string, uint64_t>> breakdown;
   /// Per category of transient bytes, the most ever live at once.
   std::map<std::string, uint64_t> categoryPeaks;

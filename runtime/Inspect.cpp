@@ -1,6 +1,7 @@
 //===- Inspect.cpp - human-readable artifact summary ----------------------===//
 
 #include "runtime/Inspect.h"
+#include "common/LayerName.h"
 #include "common/TransferChannel.h"
 #include "runtime/StreamOrder.h"
 
@@ -64,10 +65,13 @@ void printMemoryPlan(const Artifact &a, const std::string &title, std::ostream &
   if (a.memory.hostBytes) {
     const auto &m = a.memory;
     std::string offload = a.meta("offload", "none");
-    row("host memory", m.hostBytes)
-        << "  ("
-        << (offload != "none" ? "--offload " + offload : "--recompute budget's offloaded layers")
-        << ": beside the arena, not in it)\n";
+    std::string why = offload != "none"    ? "--offload " + offload
+                      : m.hostWeightsBytes ? "--device-memory " + a.meta("device_memory")
+                                           : "--recompute budget's offloaded layers";
+    row("host memory", m.hostBytes) << "  (" << why << ": beside the arena, not in it)\n";
+    if (m.hostWeightsBytes)
+      row("  weights", m.hostWeightsBytes)
+          << "  (the last layers', copied to the device a layer ahead of use)\n";
     if (m.hostActivationsBytes)
       row("  activations", m.hostActivationsBytes)
           << "  (saved between each layer's forward and backward)\n";
@@ -177,6 +181,39 @@ void printInference(const Artifact &a, std::ostream &os) {
     os << "(head dim x 1 B + a 4 B scale))\n";
   if (!scales.empty())
     os << "            of which scales " << formatBytes(scaleBytes) << "\n";
+}
+
+/// Under --device-memory: each layer's weights on the device and in host
+/// memory (runs of equal layers on one line).
+void printWeightsPerLayer(const Artifact &a, std::ostream &os) {
+  const ProgramInfo *decode = a.program("decode");
+  if (!decode || !a.memory.hostWeightsBytes)
+    return;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> bytes; // layer -> device, host
+  std::vector<std::string> order;
+  std::set<std::string> seen;
+  for (const BufferInfo &b : decode->buffers) {
+    std::string layer(layerOfParameter(b.name));
+    if (b.category != "param" || layer.empty() || !seen.insert(b.name).second)
+      continue;
+    if (!bytes.count(layer))
+      order.push_back(layer);
+    (b.host ? bytes[layer].second : bytes[layer].first) += b.bytes();
+  }
+  std::stable_sort(order.begin(), order.end(), [](const std::string &x, const std::string &y) {
+    return layerIndex(x) < layerIndex(y);
+  });
+  os << "weights by layer (--device-memory " << a.meta("device_memory") << "):\n";
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i + 1;
+    while (j < order.size() && bytes[order[j]] == bytes[order[i]]) ++j;
+    auto [device, host] = bytes[order[i]];
+    std::string name = j - i == 1 ? order[i] : order[i] + " .. " + order[j - 1];
+    os << "  " << std::left << std::setw(22) << name << std::right << " device "
+       << std::setw(10) << formatBytes(device) << "   host " << std::setw(10)
+       << formatBytes(host) << (host ? "  (streamed)" : "") << "\n";
+    i = j;
+  }
 }
 
 /// What each layer keeps for its backward, beside Korthikanti et al.'s
@@ -464,8 +501,10 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
                                               std::to_string(i + 1), os);
   }
 
-  if (inference)
+  if (inference) {
     printInference(a, os);
+    printWeightsPerLayer(a, os);
+  }
   ModelStates m = modelStates(a);
   if (m.psi > 0 && !inference) {
     auto row = [&](const char *name, uint64_t planned, double formula, const std::string &text) {

@@ -196,6 +196,16 @@ std::string resolveOptions(CompileOptions &o) {
       return "bad --memory-budget '" + o.memoryBudget +
              "' (expected a size such as 24GiB, 512MiB or 1e9)";
   }
+  o.deviceMemoryBytes = 0;
+  if (!o.deviceMemory.empty()) {
+    if (o.inference.empty())
+      return "--device-memory needs --inference (training fits a budget with --recompute "
+             "budget=<bytes> and --offload)";
+    o.deviceMemoryBytes = parseByteSize(o.deviceMemory);
+    if (o.deviceMemoryBytes <= 0)
+      return "bad --device-memory '" + o.deviceMemory +
+             "' (expected a size such as 24GiB, 512MiB or 1e9)";
+  }
   // --recompute budget=<bytes> is --recompute budget --memory-budget <bytes>.
   if (o.recompute.rfind("budget=", 0) == 0) {
     std::string size = o.recompute.substr(7);

@@ -26,6 +26,7 @@ struct CompileOptions {
 
   // Derived by resolveOptions(), never set by a flag.
   int64_t memoryBudgetBytes = 0;      ///< --memory-budget in bytes; 0: no limit
+  int64_t deviceMemoryBytes = 0;     ///< --device-memory in bytes; 0: no limit
   int64_t gradBucketBytes = 25 << 20; ///< --grad-bucket-mb in bytes; 0: no buckets
   /// Per layer: h.0=full,h.1=selective; "+offload" (or "offload" alone, for
   /// none) also keeps what the layer saves in host memory.

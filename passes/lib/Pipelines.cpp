@@ -136,6 +136,11 @@ void addLoweringPasses(AddPass add, const llmc::CompileOptions &options) {
   add(createVerifyCollectives());
   if (llmc::offloads(options, "optimizer"))
     add(createOffloadOptimizer());
+  if (options.deviceMemoryBytes > 0) { // generation only (resolveOptions)
+    OffloadWeightsOptions weights;
+    weights.deviceBytes = options.deviceMemoryBytes;
+    add(createOffloadWeights(weights));
+  }
   if (options.memoryBudgetBytes > 0) {
     MemoryBudgetOptions budget;
     budget.bytes = options.memoryBudgetBytes;

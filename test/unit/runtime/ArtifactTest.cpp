@@ -28,7 +28,7 @@ struct Spec {
   fb::DType outputDType = fb::DType::F32; ///< of buffer 0
   int32_t channel = 0; ///< the kernel's transfer channel (none is valid)
   uint64_t host = 0;       ///< bytes of host memory after the arena
-  uint64_t hostOptimizerState = 0, hostActivations = 0; ///< parts of it
+  uint64_t hostOptimizerState = 0, hostActivations = 0, hostWeights = 0; ///< parts of it
   bool outputHost = false; ///< buffer 0 is in host memory
   bool onHost = false;     ///< the kernel runs on the host
 };
@@ -66,7 +66,8 @@ std::string build(const Spec &spec) {
                                        fbb.CreateVector(std::vector<int64_t>{16}), fb::DType::F32, 512,
                                        fbb.CreateString("normal"), 0.5, true);
   auto memory = fb::CreateMemoryPlan(fbb, spec.arena, 0, spec.arena, 0, 0, 0, 0, 0, spec.host,
-                                     spec.hostOptimizerState, spec.hostActivations);
+                                     spec.hostOptimizerState, spec.hostActivations,
+                                     spec.hostWeights);
   auto role = fb::CreateRole(fbb, fbb.CreateVector(std::vector<int32_t>{0}),
                              fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Program>>{program}),
                              fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Parameter>>{parameter}),
@@ -222,8 +223,16 @@ TEST(Artifact, MemorySpacesAreChecked) {
                                 .outputHost = true,
                                 .onHost = true}));
   EXPECT_RUNTIME_ERROR(loadArtifact(path),
-                       "memory plan: host_optimizer_state_bytes 192, host_activations_bytes 128 "
-                       "and host_bytes 256 do not fit beside the arena of 1024 bytes");
+                       "memory plan: host_optimizer_state_bytes 192, host_activations_bytes 128, "
+                       "host_weights_bytes 0 and host_bytes 256 do not fit beside the arena of "
+                       "1024 bytes");
+  test::writeBytes(path, build({.bufferOffset = 1024,
+                                .host = 256,
+                                .hostActivations = 128,
+                                .hostWeights = 192,
+                                .outputHost = true,
+                                .onHost = true}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "host_weights_bytes 192 and host_bytes 256 do not fit");
 }
 
 TEST(Artifact, OlderMinorVersionsLoad) {
