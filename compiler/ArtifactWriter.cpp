@@ -352,10 +352,10 @@ FailureOr<flatbuffers::Offset<fb::Role>> Writer::role(ModuleOp roleModule,
   auto microbatches = categoryVector(byMicrobatch);
   auto layers = categoryVector(perLayer);
   auto parts = categoryVector(gradientParts);
-  auto memory = fb::CreateMemoryPlan(fbb, arena.getInt(), get(plan, "persistent"), arena.getInt(),
-                                     categories, peaks, microbatches, layers, parts,
-                                     get(plan, "host"), hostState, get(plan, "host_activations"),
-                                     get(plan, "host_weights"));
+  auto memory =
+      fb::CreateMemoryPlan(fbb, arena.getInt(), get(plan, "persistent"), arena.getInt(), categories,
+                           peaks, microbatches, layers, parts, get(plan, "host"), hostState,
+                           get(plan, "host_activations"), get(plan, "host_weights"));
   return fb::CreateRole(fbb, fbb.CreateVector(ranks), fbb.CreateVector(programs),
                         fbb.CreateVector(parameters), memory);
 }

@@ -93,8 +93,7 @@ struct WeightMap {
       l.bytes += slot.end - slot.begin;
     }
     SmallVector<LayerWeights *> ordered;
-    for (auto &[name, l] : layers)
-      ordered.push_back(&l);
+    for (auto &[name, l] : layers) ordered.push_back(&l);
     llvm::stable_sort(ordered, [](auto *a, auto *b) { return a->index < b->index; });
     return ordered;
   }
@@ -140,8 +139,7 @@ OffloadPlan planOffload(ArrayRef<LayerWeights *> ordered, size_t count, int64_t 
     plan.offloadRank[l->name] = static_cast<int64_t>(plan.offloadRank.size());
     plan.movedBytes += l->bytes;
     plan.slotBytes = std::max(plan.slotBytes, l->bytes);
-    for (WeightSlot *slot : l->slots)
-      moved[slot->begin] = slot;
+    for (WeightSlot *slot : l->slots) moved[slot->begin] = slot;
   }
   plan.slotCount = std::min<int64_t>(2, static_cast<int64_t>(count));
   int64_t running = 0;
@@ -163,8 +161,7 @@ public:
 
   LogicalResult run() {
     SmallVector<Operation *> ops;
-    for (Operation &op : program.getBody().front())
-      ops.push_back(&op);
+    for (Operation &op : program.getBody().front()) ops.push_back(&op);
     for (Operation *op : ops)
       if (auto buffer = dyn_cast<exec::BufferOp>(op))
         placeBuffer(buffer);
@@ -207,8 +204,8 @@ private:
     OpBuilder b(buffer);
     b.setInsertionPointAfter(buffer);
     int64_t at = plan.stagingBase() +
-                 plan.offloadRank.at(slot->layer) % plan.slotCount * plan.slotBytes +
-                 slot->packed + (begin - slot->begin);
+                 plan.offloadRank.at(slot->layer) % plan.slotCount * plan.slotBytes + slot->packed +
+                 (begin - slot->begin);
     stagingView[buffer] = exec::BufferOp::create(b, buffer.getLoc(), buffer.getType(), at,
                                                  StringAttr(), StringRef("workspace"));
   }
@@ -219,8 +216,7 @@ private:
       auto it = hostWeight.find(operand.get());
       if (it == hostWeight.end())
         continue;
-      std::string name =
-          operand.get().getDefiningOp<exec::BufferOp>().getName().value_or("").str();
+      std::string name = operand.get().getDefiningOp<exec::BufferOp>().getName().value_or("").str();
       if (!kernel)
         return op->emitOpError("reads weight '")
                << name << "', which --device-memory keeps in host memory; only kernels may";
@@ -242,9 +238,9 @@ private:
   /// slot's previous occupant (at the step's start for the first two).
   LogicalResult insertCopies() {
     SmallVector<LayerUse *> byFirstUse;
-    for (auto &[layer, use] : uses)
-      byFirstUse.push_back(&use);
-    llvm::sort(byFirstUse, [](LayerUse *a, LayerUse *b) { return a->first->isBeforeInBlock(b->first); });
+    for (auto &[layer, use] : uses) byFirstUse.push_back(&use);
+    llvm::sort(byFirstUse,
+               [](LayerUse *a, LayerUse *b) { return a->first->isBeforeInBlock(b->first); });
     Operation *start = nullptr;
     for (Operation &op : program.getBody().front())
       if (!isa<exec::BufferOp>(op)) {
@@ -284,13 +280,13 @@ struct OffloadWeightsPass : llmc::impl::OffloadWeightsBase<OffloadWeightsPass> {
     auto arena = module->getAttrOfType<IntegerAttr>(exec::kArenaBytesAttr);
     auto memoryPlan = module->getAttrOfType<DictionaryAttr>("exec.memory_plan");
     if (!arena || !memoryPlan)
-      return module.emitError("offload-weights: the module is not lowered (run llmc-lower-to-exec)");
+      return module.emitError(
+          "offload-weights: the module is not lowered (run llmc-lower-to-exec)");
     if (arena.getInt() <= deviceBytes)
       return success();
     WeightMap weights;
     for (auto program : module.getOps<exec::ProgramOp>())
-      for (auto buffer : program.getOps<exec::BufferOp>())
-        weights.add(buffer);
+      for (auto buffer : program.getOps<exec::BufferOp>()) weights.add(buffer);
     SmallVector<LayerWeights *> ordered = weights.group();
     auto prior = module->getAttrOfType<IntegerAttr>(exec::kHostBytesAttr);
     int64_t priorHost = prior ? prior.getInt() : 0;

@@ -209,9 +209,9 @@ void printWeightsPerLayer(const Artifact &a, std::ostream &os) {
     while (j < order.size() && bytes[order[j]] == bytes[order[i]]) ++j;
     auto [device, host] = bytes[order[i]];
     std::string name = j - i == 1 ? order[i] : order[i] + " .. " + order[j - 1];
-    os << "  " << std::left << std::setw(22) << name << std::right << " device "
-       << std::setw(10) << formatBytes(device) << "   host " << std::setw(10)
-       << formatBytes(host) << (host ? "  (streamed)" : "") << "\n";
+    os << "  " << std::left << std::setw(22) << name << std::right << " device " << std::setw(10)
+       << formatBytes(device) << "   host " << std::setw(10) << formatBytes(host)
+       << (host ? "  (streamed)" : "") << "\n";
     i = j;
   }
 }

@@ -65,9 +65,9 @@ std::string build(const Spec &spec) {
   auto parameter = fb::CreateParameter(fbb, fbb.CreateString("w"),
                                        fbb.CreateVector(std::vector<int64_t>{16}), fb::DType::F32, 512,
                                        fbb.CreateString("normal"), 0.5, true);
-  auto memory = fb::CreateMemoryPlan(fbb, spec.arena, 0, spec.arena, 0, 0, 0, 0, 0, spec.host,
-                                     spec.hostOptimizerState, spec.hostActivations,
-                                     spec.hostWeights);
+  auto memory =
+      fb::CreateMemoryPlan(fbb, spec.arena, 0, spec.arena, 0, 0, 0, 0, 0, spec.host,
+                           spec.hostOptimizerState, spec.hostActivations, spec.hostWeights);
   auto role = fb::CreateRole(fbb, fbb.CreateVector(std::vector<int32_t>{0}),
                              fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Program>>{program}),
                              fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Parameter>>{parameter}),
