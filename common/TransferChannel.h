@@ -48,8 +48,14 @@ enum TransferChannel : int32_t {
 };
 inline constexpr int kTransferChannels = 7;
 
-/// Streams a program may use: compute, collectives, one per channel > 0.
-inline constexpr int kMaxStreams = 2 + kTransferChannels - 1;
+/// Copies between device and host memory (offloaded optimizer state,
+/// activations and weights) run on a stream of their own, so a copy issued
+/// a layer ahead overlaps the compute between it and its reader.
+inline constexpr int kCopyStream = 2 + kTransferChannels - 1;
+
+/// Streams a program may use: compute, collectives, one per channel > 0,
+/// copies.
+inline constexpr int kMaxStreams = kCopyStream + 1;
 
 /// The stream a channel's transfers run on.
 constexpr int streamOfChannel(int channel) {

@@ -61,8 +61,8 @@ public:
   uint8_t *kernelBase() override { return arena_.base(); }
   void *stream(int index) override {
     if (index < 0 || index >= kMaxStreams)
-      fail("the CPU backend has streams 0 (compute) to ", kMaxStreams - 1, " (communication), not ",
-           index);
+      fail("the CPU backend has streams 0 (compute) to ", kMaxStreams - 1,
+           " (communication, then copies), not ", index);
     return nullptr;
   }
   const int64_t *deviceStep() override { return nullptr; }
@@ -100,10 +100,12 @@ public:
   std::string describe() override { return ""; }
 
 private:
-  /// Stream 0 on the calling thread, every communication stream on lane 1.
+  /// Stream 0 on the calling thread, every communication stream on lane 1,
+  /// the copy stream on lane 2 (its copies overlap compute as on a GPU).
   static std::vector<int> communicationLanes() {
     std::vector<int> lanes(kMaxStreams, 1);
     lanes[kComputeStream] = 0;
+    lanes[kCopyStream] = 2;
     return lanes;
   }
   Arena arena_;

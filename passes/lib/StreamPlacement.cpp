@@ -91,7 +91,8 @@ LogicalResult describe(Operation *op, int64_t &stream, std::vector<ByteRange> &r
     return success();
   };
   if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
-    stream = kComputeStream;
+    bool copy = kernel.getCallee() == "copy_to_host" || kernel.getCallee() == "copy_to_device";
+    stream = copy ? kCopyStream : kComputeStream;
     for (Value v : kernel.getInputs())
       if (failed(add(v, false)))
         return failure();

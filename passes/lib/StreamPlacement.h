@@ -2,10 +2,12 @@
 //
 // Without placement a program is one ordered list (every instruction on
 // stream 0). With it kernels go to the compute stream (0), collectives to
-// stream 1 and each pipeline transfer channel to a stream of its own
-// (common/TransferChannel.h), so communication overlaps compute and the two
-// pipeline directions never wait for each other: a GPU enqueues them on
-// CUDA streams, the CPU executor runs communication on a thread of its own.
+// stream 1, each pipeline transfer channel to a stream of its own and the
+// copies between device and host memory to the copy stream
+// (common/TransferChannel.h), so communication and copies overlap compute
+// and the two pipeline directions never wait for each other: a GPU
+// enqueues them on CUDA streams, the CPU executor runs communication on a
+// thread of its own and copies on another.
 // Then nothing orders the streams except the events placement inserts.
 // llmc-place-streams and llmc-target-cuda place them.
 //

@@ -146,3 +146,29 @@ module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"]} {
     exec.kernel "add" (%x, %r : memref<8xf32>, memref<8xf32>) -> (%o : memref<8xf32>)
   }
 }
+
+// -----
+
+// Copies between device and host memory go to the copy stream (8): a
+// prefetch overlaps the kernel before its reader, which waits for it; the
+// host kernel that then overwrites the copy's source needs no second wait
+// (stream 0 already waited for the copy).
+// CHECK-LABEL: exec.program @copies
+// CHECK:      exec.kernel "copy_to_device"(%{{.*}}) -> (%{{.*}}) {stream = 8 : i64}
+// CHECK-NEXT: exec.record_event 0 stream 8
+// CHECK-NEXT: exec.kernel "fill"() -> (%{{.*}}) {value = 1.0
+// CHECK-NEXT: exec.wait_event 0 stream 0
+// CHECK-NEXT: exec.kernel "scale"
+// CHECK-NEXT: exec.kernel "fill"() -> (%{{.*}}) {exec.on_host, value = 0.0
+module attributes {exec.arena_bytes = 192 : i64, exec.host_bytes = 64 : i64} {
+  exec.program @copies kind "decode" {
+    %h = exec.buffer offset 192 {exec.host_space} : memref<8xf32>
+    %d = exec.buffer offset 0 : memref<8xf32>
+    %x = exec.buffer offset 64 : memref<8xf32>
+    %y = exec.buffer offset 128 : memref<8xf32>
+    exec.kernel "copy_to_device" (%h : memref<8xf32>) -> (%d : memref<8xf32>)
+    exec.kernel "fill" () -> (%x : memref<8xf32>) {value = 1.0 : f64}
+    exec.kernel "scale" (%d : memref<8xf32>) -> (%y : memref<8xf32>) {factor = 0.5 : f64}
+    exec.kernel "fill" () -> (%h : memref<8xf32>) {value = 0.0 : f64, exec.on_host}
+  }
+}

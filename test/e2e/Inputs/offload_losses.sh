@@ -11,6 +11,7 @@
 #   offload_losses.sh <bin dir> <work dir> <name> <ranks> <launcher> [llmc compile flags...]
 #
 # <launcher> is the mpirun command for ranks > 1 (ignored for one rank).
+# $RUN_FLAGS, if set, go to every llmc-run (e.g. --debug-stream-delay-us).
 set -euo pipefail
 BIN=$1 WORK=$2 NAME=$3 RANKS=$4 LAUNCH=$5
 shift 5
@@ -28,8 +29,9 @@ for mode in none "$OFFLOAD"; do
   tag=$NAME-$mode
   "$BIN/llmc" compile "$@" --offload "$mode" -o "$WORK/$tag.llmc"
   rm -rf "$WORK/$tag.ck"
+  # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
   run "$WORK/$tag.llmc" --steps 4 --metrics "$WORK/$tag.jsonl" --quiet \
-    --ckpt-dir "$WORK/$tag.ck" --ckpt-every 2
+    --ckpt-dir "$WORK/$tag.ck" --ckpt-every 2 ${RUN_FLAGS:-}
 done
 echo -n "$NAME: "
 python3 "$HERE/compare_losses.py" "$WORK/$NAME-none.jsonl" "$WORK/$NAME-$OFFLOAD.jsonl" 0

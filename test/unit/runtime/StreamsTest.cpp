@@ -110,9 +110,9 @@ TEST(StreamOrder, RejectsMalformedEventsAndStreams) {
   EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe),
                        "instruction 2: event 0 is recorded a second time (first by instruction 1)");
   p = orderedProgram();
-  p.instructions[5].stream = 8;
+  p.instructions[5].stream = 9;
   EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe),
-                       "instruction 5: stream 8 (programs have streams 0 to 7)");
+                       "instruction 5: stream 9 (programs have streams 0 to 8)");
   p = orderedProgram();
   p.instructions[1].event = 1000;
   EXPECT_RUNTIME_ERROR(checkStreamOrder(p, describe), "instruction 1: event 1000 out of range");
@@ -332,11 +332,11 @@ TEST(HostStreams, AnErrorOnStreamZeroReleasesStreamOne) {
                        "kernel 'matmul' rejected its input");
 }
 
-TEST(HostStreams, CpuStreamsAreZeroToSeven) {
+TEST(HostStreams, CpuStreamsAreZeroToEight) {
   auto device = makeCpuDevice(64);
-  for (int s = 0; s < 8; ++s) EXPECT_EQ(device->stream(s), nullptr);
-  EXPECT_RUNTIME_ERROR(device->stream(8),
-                       "the CPU backend has streams 0 (compute) to 7 (communication), not 8");
+  for (int s = 0; s < 9; ++s) EXPECT_EQ(device->stream(s), nullptr);
+  EXPECT_RUNTIME_ERROR(device->stream(9), "the CPU backend has streams 0 (compute) to 8 "
+                                          "(communication, then copies), not 9");
 }
 
 TEST(HostStreams, ThreeLanesRunBesideEachOtherOrderedOnlyByEvents) {
