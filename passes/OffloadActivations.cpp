@@ -198,11 +198,6 @@ struct OffloadActivationsPass : llmc::impl::OffloadActivationsBase<OffloadActiva
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (programModules(module).size() > 1) {
-      module.emitError("offload activations: pipeline stages (a pp mesh axis) are not "
-                       "supported yet; use --recompute to save activation memory there");
-      return signalPassFailure();
-    }
     std::set<std::string> chosen;
     for (StringRef layer : llvm::split(StringRef(layers), ','))
       if (!layer.trim().empty())
@@ -210,11 +205,14 @@ struct OffloadActivationsPass : llmc::impl::OffloadActivationsBase<OffloadActiva
     std::set<std::string> seen;
     // The training step, and @grad (gradients for inspection), which would
     // otherwise set the arena's size.
-    for (StringRef name : {"train_step", "grad"})
-      if (func::FuncOp f = lookupFunc(module, name)) {
-        std::set<std::string> layersHere = StepOffload(f, chosen, prefetch).run();
-        seen.insert(layersHere.begin(), layersHere.end());
-      }
+    // Each pipeline stage's step on its own: what a stage saves comes
+    // back one layer ahead of its backward in the stage's schedule.
+    for (ModuleOp stage : programModules(module))
+      for (StringRef name : {"train_step", "grad"})
+        if (func::FuncOp f = lookupFunc(stage, name)) {
+          std::set<std::string> layersHere = StepOffload(f, chosen, prefetch).run();
+          seen.insert(layersHere.begin(), layersHere.end());
+        }
     if (seen.empty()) {
       module.emitError("offload activations: no training step with layers (llm.block) to "
                        "offload (--offload activations needs a model with layers)");

@@ -41,17 +41,6 @@ std::string checkChoice(const char *flag, const std::string &value, const std::s
   return std::string("unknown --") + flag + " '" + value + "' (expected " + expected + ")";
 }
 
-/// The size of mesh axis `axis` in a --mesh text ("dp=2,pp=2"); 1 when absent.
-int64_t meshAxisSize(const std::string &mesh, const std::string &axis) {
-  size_t at = 0;
-  while ((at = mesh.find(axis + "=", at)) != std::string::npos) {
-    if (at == 0 || mesh[at - 1] == ',')
-      return std::atoll(mesh.c_str() + at + axis.size() + 1);
-    at += axis.size();
-  }
-  return 1;
-}
-
 /// --offload is a comma-separated list of optimizer and activations, or none.
 std::string checkOffload(const CompileOptions &o) {
   std::string item;
@@ -65,9 +54,6 @@ std::string checkOffload(const CompileOptions &o) {
   if (!o.inference.empty())
     return "--offload activations moves what training saves for the backward; --inference "
            "has no backward";
-  if (meshAxisSize(o.mesh, "pp") > 1)
-    return "--offload activations does not support pipeline parallelism (pp) yet: a stage "
-           "interleaves microbatches' forwards and backwards; use --recompute there";
   return "";
 }
 

@@ -5,9 +5,8 @@
 // RUN: llmc-opt %S/Inputs/shared-weight.mlir --llmc-train-pipeline="fuse=none" | FileCheck %s --check-prefix=BASE
 // RUN: llmc-opt %S/Inputs/shared-weight.mlir --llmc-train-pipeline="offload=optimizer,activations fuse=none" | FileCheck %s --check-prefix=BOTH
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="emit=train" --llmc-offload-activations="layers=h.7" 2>&1 | FileCheck %s --check-prefix=NO-LAYER
-// RUN: not llmc-opt %S/Inputs/shared-weight.mlir --llmc-train-pipeline="mesh=pp=2 microbatches=2 emit=train" --llmc-offload-activations 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: llmc-opt %S/Inputs/shared-weight.mlir --llmc-train-pipeline="mesh=pp=2 microbatches=2 emit=train" --llmc-offload-activations | FileCheck %s --check-prefix=STAGES
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-offload-activations 2>&1 | FileCheck %s --check-prefix=NO-STEP
-// RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="offload=activations mesh=pp=2" 2>&1 | FileCheck %s --check-prefix=PP
 // RUN: not llmc-opt %S/Inputs/tiny-gpt.mlir --llmc-train-pipeline="offload=disk" 2>&1 | FileCheck %s --check-prefix=CHOICE
 
 // Two one-matmul layers. What a layer's backward reads first is its own: h.0
@@ -62,7 +61,18 @@
 // BOTH-DAG: exec.buffer offset 3328 name "adam_m/wte" category "optim" {exec.host_space}
 
 // NO-LAYER: error: offload activations: no layer named 'h.7' (layers: h.0)
-// STAGES: error: offload activations: pipeline stages (a pp mesh axis) are not supported yet; use --recompute to save activation memory there
 // NO-STEP: error: offload activations: no training step with layers (llm.block) to offload (--offload activations needs a model with layers)
-// PP: error: llmc-train-pipeline: --offload activations does not support pipeline parallelism (pp) yet
 // CHOICE: error: llmc-train-pipeline: unknown --offload 'disk' (expected none, optimizer, activations or optimizer,activations)
+
+// Pipeline stages: each stage's step offloads what its own layers save,
+// per microbatch, and brings it back in its own schedule (1F1B over two
+// microbatches here: stage 0's h.0 values of both come back only at their
+// backwards, after stage 1's).
+// STAGES-LABEL: module @stage0
+// STAGES:      llm.copy_to_host {{.*}}llmc.microbatch = 0
+// STAGES:      llm.copy_to_host {{.*}}llmc.microbatch = 1
+// STAGES:      llm.copy_to_device {{.*}}{llmc.backward, llmc.block_name = "h.0", llmc.microbatch = 0
+// STAGES:      llm.copy_to_device {{.*}}{llmc.backward, llmc.block_name = "h.0", llmc.microbatch = 1
+// STAGES-LABEL: module @stage1
+// STAGES:      llm.copy_to_device {{.*}}{llmc.backward, llmc.block_name = "h.1", llmc.microbatch = 0
+// STAGES:      llm.copy_to_device {{.*}}{llmc.backward, llmc.block_name = "h.1", llmc.microbatch = 1
