@@ -35,10 +35,10 @@
 #include "common/AttentionWorkspace.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <deque>
 #include <map>
@@ -53,13 +53,9 @@ using namespace llmc;
 
 namespace {
 
-constexpr int64_t kAlignment = 64;
-
 /// The category of a value llm.copy_to_host puts in host memory: planned
 /// apart from the arena, in the host memory space numbered after it.
 constexpr llvm::StringLiteral kHostActivation = "host_activation";
-
-int64_t alignUp(int64_t value) { return (value + kAlignment - 1) / kAlignment * kAlignment; }
 
 MemRefType memrefOf(Type tensorType) {
   auto t = cast<RankedTensorType>(tensorType);
@@ -163,16 +159,15 @@ struct PersistentLayout {
     std::string key = role == "param" ? name.str() : (role + "/" + name).str();
     if (Persistent *existing = byName.lookup(key)) {
       if (existing->type != type)
-        return emitError(loc) << "persistent buffer '" << key << "' has type "
-                              << existing->type << " in one program and " << type
-                              << " in another";
+        return emitError(loc) << "persistent buffer '" << key << "' has type " << existing->type
+                              << " in one program and " << type << " in another";
       return existing;
     }
     // The KV cache is a category of its own: neither weights nor training
     // state, never checkpointed.
     StringRef category = role == "param" ? "param" : role == "kv_cache" ? "kv_cache" : "optim";
     buffers.push_back({key, category.str(), type, bytes, param, shard});
-    bytes = alignUp(bytes + bytesOf(type));
+    bytes = arena::alignedSize(bytes + bytesOf(type), exec::kBufferAlignment);
     byName[key] = &buffers.back();
     return &buffers.back();
   }
@@ -279,21 +274,19 @@ private:
     // A cast that is its source's only use converts the gradient (fp32
     // gradients: the backward's bf16 result becomes the fp32 gradient);
     // one beside other uses (the norm read the bf16 gradient) copies it.
-    auto converts = [](llm::CastOp cast) {
-      return cast && cast.getX().hasOneUse();
-    };
+    auto converts = [](llm::CastOp cast) { return cast && cast.getX().hasOneUse(); };
     if (root.hasOneUse() && converts(dyn_cast<llm::CastOp>(*root.getUsers().begin())))
       return "awaiting widening";
     // The second operand of an accumulating add (or any but the first of a
     // fused loop's) is a contribution alive beside the sum it joins (a
     // tied weight's second use, a microbatch).
     for (OpOperand &use : root.getUses())
-      if (isa<llm::AddOp, llm::FusedElementwiseOp>(use.getOwner()) &&
-          use.getOperandNumber() >= 1 &&
+      if (isa<llm::AddOp, llm::FusedElementwiseOp>(use.getOwner()) && use.getOperandNumber() >= 1 &&
           llvm::any_of(use.getOwner()->getResults(),
                        [&](Value result) { return gradValues.contains(result); }))
         return "partial sums";
-    if (llvm::any_of(root.getUsers(), [](Operation *user) { return isa<dist::ReduceScatterOp>(user); }))
+    if (llvm::any_of(root.getUsers(),
+                     [](Operation *user) { return isa<dist::ReduceScatterOp>(user); }))
       return "awaiting reduce-scatter";
     if (root.getDefiningOp<dist::ReduceScatterOp>())
       return "shards";
@@ -366,8 +359,7 @@ LogicalResult ProgramLowering::placeValues() {
 
 void ProgramLowering::numberOps() {
   Block &body = func.getBody().front();
-  for (Operation &op : body)
-    index[&op] = numOps++;
+  for (Operation &op : body) index[&op] = numOps++;
   for (Operation &op : body)
     for (Value operand : op.getOperands())
       lastUse[operand] = std::max(lastUse.lookup(operand), index[&op]);
@@ -400,8 +392,7 @@ void ProgramLowering::findGradients() {
     // last wrote it.
     Operation *def = v.getDefiningOp();
     if (def && isa<llm::AddOp, llm::ScaleOp, llm::ConcatOp>(def))
-      for (Value operand : def->getOperands())
-        worklist.push_back(operand);
+      for (Value operand : def->getOperands()) worklist.push_back(operand);
     // A fused elementwise loop (the last microbatch's sum and mean): its
     // operands of the gradient's type are the contributions it sums.
     if (def && isa<llm::FusedElementwiseOp>(def))
@@ -434,8 +425,9 @@ LogicalResult ProgramLowering::placeArguments() {
     if (param || (role && role.getValue() != "input")) {
       StringRef r = role ? role.getValue() : StringRef("param");
       StringRef n = name ? name.getValue() : param.getName();
-      FailureOr<Persistent *> p = persistent.get(arg.getLoc(), r, n, arg.getType(), param,
-                                                 func.getArgAttrOfType<DictionaryAttr>(i, kShardAttr));
+      FailureOr<Persistent *> p =
+          persistent.get(arg.getLoc(), r, n, arg.getType(), param,
+                         func.getArgAttrOfType<DictionaryAttr>(i, kShardAttr));
       if (failed(p))
         return failure();
       persistentArgs[arg] = *p;
@@ -607,7 +599,8 @@ void ProgramLowering::classifyTransients() {
     if (auto mb = def->getAttrOfType<IntegerAttr>(kMicrobatchAttr))
       info.microbatch = mb.getInt();
     bool isSaved = saved.count(root);
-    if (StringAttr layer = isSaved ? saved.lookup(root) : StringAttr(); layer && info.microbatch <= 0)
+    if (StringAttr layer = isSaved ? saved.lookup(root) : StringAttr();
+        layer && info.microbatch <= 0)
       savedPerLayer[layer.getValue().str()] += info.bytes;
     if (info.category != "activation")
       continue;
@@ -655,17 +648,15 @@ LogicalResult ProgramLowering::allocate() {
     roots.push_back(Value());
   }
   std::vector<arena::Interval> intervals;
-  for (ClassInfo *info : blocks)
-    intervals.push_back({info->start, info->end, info->bytes});
-  arena::Plan plan = arena::planArena(intervals, kAlignment);
+  for (ClassInfo *info : blocks) intervals.push_back({info->start, info->end, info->bytes});
+  arena::Plan plan = arena::planArena(intervals, exec::kBufferAlignment);
   // A wrong offset corrupts values silently at run time; checking is cheap.
-  if (auto conflict = arena::findConflict(intervals, plan.offsets, kAlignment))
+  if (auto conflict = arena::findConflict(intervals, plan.offsets, exec::kBufferAlignment))
     return func.emitError("arena placement (")
            << arena::strategyName(plan.strategy) << ") puts two values live at once in the same "
            << "bytes: classes " << conflict->first << " and " << conflict->second;
-  for (auto [info, offset] : llvm::zip(blocks, plan.offsets))
-    info->offset = offset;
-  liveBytesBound = arena::liveBytesBound(intervals, kAlignment);
+  for (auto [info, offset] : llvm::zip(blocks, plan.offsets)) info->offset = offset;
+  liveBytesBound = arena::liveBytesBound(intervals, exec::kBufferAlignment);
 
   transientPeak = plan.extent;
 
@@ -673,17 +664,19 @@ LogicalResult ProgramLowering::allocate() {
   // what is live as each block starts.
   SmallVector<size_t> order = llvm::to_vector(llvm::seq<size_t>(0, blocks.size()));
   llvm::stable_sort(order, [&](size_t a, size_t b) { return blocks[a]->start < blocks[b]->start; });
-  struct Live { int64_t bytes, end; size_t block; };
+  struct Live {
+    int64_t bytes, end;
+    size_t block;
+  };
   std::vector<Live> live;
   for (size_t i : order) {
     ClassInfo &info = *blocks[i];
-    live.erase(std::remove_if(live.begin(), live.end(),
-                              [&](const Live &l) { return l.end < info.start; }),
-               live.end());
-    live.push_back({arena::alignedSize(info.bytes, kAlignment), info.end, i});
+    live.erase(
+        std::remove_if(live.begin(), live.end(), [&](const Live &l) { return l.end < info.start; }),
+        live.end());
+    live.push_back({arena::alignedSize(info.bytes, exec::kBufferAlignment), info.end, i});
     std::map<std::string, int64_t> now;
-    for (const Live &l : live)
-      now[blocks[l.block]->category] += l.bytes;
+    for (const Live &l : live) now[blocks[l.block]->category] += l.bytes;
     if (now["grad"] > categoryPeaks["grad"]) {
       gradientPeakParts.clear();
       for (const Live &l : live)
@@ -699,24 +692,22 @@ LogicalResult ProgramLowering::allocate() {
   // meets the live-bytes bound, that is where the most bytes are live.
   std::vector<int64_t> liveAt(numOps + 2, 0);
   for (const arena::Interval &it : intervals) {
-    liveAt[it.start] += arena::alignedSize(it.bytes, kAlignment);
-    liveAt[it.end + 1] -= arena::alignedSize(it.bytes, kAlignment);
+    liveAt[it.start] += arena::alignedSize(it.bytes, exec::kBufferAlignment);
+    liveAt[it.end + 1] -= arena::alignedSize(it.bytes, exec::kBufferAlignment);
   }
-  for (size_t t = 1; t < liveAt.size(); ++t)
-    liveAt[t] += liveAt[t - 1];
+  for (size_t t = 1; t < liveAt.size(); ++t) liveAt[t] += liveAt[t - 1];
   int64_t peakAt = -1;
   for (const auto &[it, offset] : llvm::zip(intervals, plan.offsets)) {
-    if (offset + arena::alignedSize(it.bytes, kAlignment) != transientPeak)
+    if (offset + arena::alignedSize(it.bytes, exec::kBufferAlignment) != transientPeak)
       continue;
     for (int64_t t = it.start; t <= it.end; ++t)
-      if (peakAt < 0 || liveAt[t] > liveAt[peakAt] ||
-          (liveAt[t] == liveAt[peakAt] && t < peakAt))
+      if (peakAt < 0 || liveAt[t] > liveAt[peakAt] || (liveAt[t] == liveAt[peakAt] && t < peakAt))
         peakAt = t;
   }
   for (ClassInfo *info : blocks) {
     if (info->start > peakAt || info->end < peakAt)
       continue;
-    int64_t bytes = arena::alignedSize(info->bytes, kAlignment);
+    int64_t bytes = arena::alignedSize(info->bytes, exec::kBufferAlignment);
     peakBreakdown[info->category] += bytes;
     if (info->category == "activation")
       peakActivationsByMicrobatch[std::max<int64_t>(info->microbatch, 0)] += bytes;
@@ -727,8 +718,8 @@ LogicalResult ProgramLowering::allocate() {
 LogicalResult ProgramLowering::allocateHost(ArrayRef<ClassInfo *> hostBlocks) {
   std::vector<arena::Interval> intervals;
   for (ClassInfo *info : hostBlocks) intervals.push_back({info->start, info->end, info->bytes});
-  arena::Plan plan = arena::planArena(intervals, kAlignment);
-  if (auto conflict = arena::findConflict(intervals, plan.offsets, kAlignment))
+  arena::Plan plan = arena::planArena(intervals, exec::kBufferAlignment);
+  if (auto conflict = arena::findConflict(intervals, plan.offsets, exec::kBufferAlignment))
     return func.emitError("host placement (")
            << arena::strategyName(plan.strategy) << ") puts two values live at once in the same "
            << "bytes: classes " << conflict->first << " and " << conflict->second;
@@ -750,7 +741,9 @@ static LogicalResult emitCollective(OpBuilder &pb, Operation *op, BufferFor &buf
   Location loc = op->getLoc();
   // One ordered list; llmc-place-streams moves communication to stream 1.
   constexpr int64_t kOneStream = 0;
-  auto inOut = [&]() { return std::make_pair(bufferFor(op->getOperand(0)), bufferFor(op->getResult(0))); };
+  auto inOut = [&]() {
+    return std::make_pair(bufferFor(op->getOperand(0)), bufferFor(op->getResult(0)));
+  };
   if (auto c = dyn_cast<dist::AllReduceOp>(op)) {
     auto [in, out] = inOut();
     exec::AllReduceOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(), 0, kOneStream);
@@ -780,13 +773,14 @@ static LogicalResult emitCollective(OpBuilder &pb, Operation *op, BufferFor &buf
                            c.getRootAttr().getInt(), kOneStream);
   } else if (auto c = dyn_cast<dist::BroadcastOp>(op)) {
     auto [in, out] = inOut();
-    exec::BroadcastOp::create(pb, loc, in, out, c.getAxes(), "sum", c.getRootAttr().getInt(), kOneStream);
+    exec::BroadcastOp::create(pb, loc, in, out, c.getAxes(), "sum", c.getRootAttr().getInt(),
+                              kOneStream);
   } else if (auto c = dyn_cast<dist::SendOp>(op)) {
     exec::SendOp::create(pb, loc, bufferFor(c.getInput()), c.getAxis(), c.getShift(), c.getTag(),
                          kOneStream);
   } else if (auto c = dyn_cast<dist::RecvOp>(op)) {
-    exec::RecvOp::create(pb, loc, bufferFor(c.getResult()), c.getAxis(), c.getShift(),
-                         c.getTag(), kOneStream);
+    exec::RecvOp::create(pb, loc, bufferFor(c.getResult()), c.getAxis(), c.getShift(), c.getTag(),
+                         kOneStream);
   } else {
     return op->emitOpError("has no exec lowering yet");
   }
@@ -821,8 +815,8 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
     if (Persistent *p = persistentArgs.lookup(v)) {
       Value &shared = persistentBuffers[p->name];
       if (!shared || shared.getType() != type) {
-        auto op = exec::BufferOp::create(pb, v.getLoc(), type, p->offset,
-                                         pb.getStringAttr(p->name), p->category);
+        auto op = exec::BufferOp::create(pb, v.getLoc(), type, p->offset, pb.getStringAttr(p->name),
+                                         p->category);
         if (p->param)
           op->setAttr(llm::kParamAttrName, p->param);
         if (p->shard)
@@ -847,8 +841,7 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
   };
 
   // Declare inputs first so the runtime sees them even if unused.
-  for (BlockArgument arg : func.getArguments())
-    bufferFor(arg);
+  for (BlockArgument arg : func.getArguments()) bufferFor(arg);
 
   auto emitOp = [&](Operation &op) -> LogicalResult {
     if (viewOps.contains(&op)) {
@@ -864,10 +857,8 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
     if (dialect != "llm" && dialect != "qat")
       return op.emitOpError("cannot be lowered to exec (not an llm, qat or dist op)");
     SmallVector<Value> ins, outs;
-    for (Value operand : op.getOperands())
-      ins.push_back(bufferFor(operand));
-    for (Value result : op.getResults())
-      outs.push_back(bufferFor(result));
+    for (Value operand : op.getOperands()) ins.push_back(bufferFor(operand));
+    for (Value result : op.getResults()) outs.push_back(bufferFor(result));
     if (auto it = workspaces.find(&op); it != workspaces.end())
       outs.push_back(exec::BufferOp::create(
           pb, op.getLoc(), MemRefType::get({it->second.bytes}, pb.getI8Type()),
@@ -973,8 +964,7 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
   }
   // Outputs that are views of nothing computed here (none today) would need
   // a copy; make sure every output has its buffer declared.
-  for (Value v : func.getBody().front().getTerminator()->getOperands())
-    bufferFor(v);
+  for (Value v : func.getBody().front().getTerminator()->getOperands()) bufferFor(v);
   return success();
 }
 
@@ -1052,34 +1042,33 @@ struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
             b.getNamedAttr(std::to_string(microbatch), b.getI64IntegerAttr(bytes)));
       for (auto &[layer, bytes] : lowering->savedPerLayer)
         perLayer.push_back(b.getNamedAttr(layer, b.getI64IntegerAttr(bytes)));
-      plan.push_back(b.getNamedAttr("activations_by_microbatch", b.getDictionaryAttr(byMicrobatch)));
+      plan.push_back(
+          b.getNamedAttr("activations_by_microbatch", b.getDictionaryAttr(byMicrobatch)));
       plan.push_back(b.getNamedAttr("saved_per_layer", b.getDictionaryAttr(perLayer)));
       programPlans[programName.str()] = b.getDictionaryAttr(plan);
     }
     int64_t params = 0, optim = 0, kvCache = 0;
     for (const Persistent &p : persistent.buffers)
-      (p.category == "param" ? params : p.category == "kv_cache" ? kvCache : optim) +=
-          bytesOf(p.type);
+      (p.category == "param"      ? params
+       : p.category == "kv_cache" ? kvCache
+                                  : optim) += bytesOf(p.type);
 
-    for (auto [f, programName] : todo)
-      f.erase();
+    for (auto [f, programName] : todo) f.erase();
 
     SmallVector<NamedAttribute> programsAttr;
-    for (auto &[name, attr] : programPlans)
-      programsAttr.push_back(b.getNamedAttr(name, attr));
+    for (auto &[name, attr] : programPlans) programsAttr.push_back(b.getNamedAttr(name, attr));
     int64_t arena = persistent.bytes + transient;
     module->setAttr(exec::kArenaBytesAttr, b.getI64IntegerAttr(arena));
     if (auto mesh = module.lookupSymbol<dist::MeshOp>(kMeshName)) {
       SmallVector<NamedAttribute> axes;
-      for (auto [name, size] : llvm::zip(mesh.getAxes().getAsValueRange<StringAttr>(),
-                                         mesh.getShape()))
+      for (auto [name, size] :
+           llvm::zip(mesh.getAxes().getAsValueRange<StringAttr>(), mesh.getShape()))
         axes.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(size)));
       module->setAttr(exec::kMeshAttr, b.getDictionaryAttr(axes));
       module->setAttr(exec::kMeshAxesAttr, mesh.getAxes());
     }
     if (auto ranks = module->getAttrOfType<DenseI64ArrayAttr>(kStageRanksAttr))
-      for (auto program : module.getOps<exec::ProgramOp>())
-        program->setAttr("exec.ranks", ranks);
+      for (auto program : module.getOps<exec::ProgramOp>()) program->setAttr("exec.ranks", ranks);
     SmallVector<NamedAttribute> memoryPlan{
         b.getNamedAttr("arena", b.getI64IntegerAttr(arena)),
         b.getNamedAttr("persistent", b.getI64IntegerAttr(persistent.bytes)),

@@ -25,6 +25,7 @@
 
 #include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
+#include "passes/lib/ArenaPlacement.h"
 #include "passes/lib/EntryPoints.h"
 
 #include "mlir/IR/Builders.h"
@@ -42,18 +43,15 @@ using namespace llmc;
 
 namespace {
 
-constexpr int64_t kAlignment = 64;
-int64_t alignUp(int64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
-
 /// Optimizer state by the role prefix of its persistent name (LowerToExec
 /// names it "<role>/<parameter>"); observer states of QAT stay on the device.
 bool isOptimizerState(exec::BufferOp buffer) {
   if (buffer.getCategory() != "optim" || !buffer.getName())
     return false;
   StringRef name = *buffer.getName();
-  return llvm::any_of(ArrayRef<StringRef>{"master/", "adam_m/", "adam_v/", "adam_m_absmax/",
-                                          "adam_v_absmax/"},
-                      [&](StringRef role) { return name.starts_with(role); });
+  return llvm::any_of(
+      ArrayRef<StringRef>{"master/", "adam_m/", "adam_v/", "adam_m_absmax/", "adam_v_absmax/"},
+      [&](StringRef role) { return name.starts_with(role); });
 }
 
 /// A byte range of the (pre-offload) device arena.
@@ -103,8 +101,7 @@ public:
   /// touches host memory on the host; returns the host space's size.
   FailureOr<int64_t> run() {
     SmallVector<Operation *> ops;
-    for (Operation &op : program.getBody().front())
-      ops.push_back(&op);
+    for (Operation &op : program.getBody().front()) ops.push_back(&op);
     for (Operation *op : ops)
       if (auto buffer = dyn_cast<exec::BufferOp>(op))
         placeBuffer(buffer);
@@ -194,7 +191,7 @@ private:
         exec::BufferOp::create(b, loc, type, hostTop, StringAttr(), StringRef("workspace"));
     buffer->setAttr(exec::kHostSpaceAttr, b.getUnitAttr());
     hostAt[buffer] = hostTop;
-    hostTop = alignUp(hostTop + exec::bufferBytes(type));
+    hostTop = arena::alignedSize(hostTop + exec::bufferBytes(type), exec::kBufferAlignment);
     return buffer;
   }
 
@@ -290,9 +287,9 @@ struct OffloadOptimizerPass : llmc::impl::OffloadOptimizerBase<OffloadOptimizerP
       for (auto buffer : program.getOps<exec::BufferOp>())
         if (isOptimizerState(buffer)) {
           Range r = rangeOf(buffer);
-          auto [slot, added] =
-              space.slots.emplace(r.begin, std::make_pair(r.begin + alignUp(r.end - r.begin), 0));
-          slot->second.first = std::max(slot->second.first, r.begin + alignUp(r.end - r.begin));
+          int64_t slotEnd = r.begin + arena::alignedSize(r.end - r.begin, exec::kBufferAlignment);
+          auto [slot, added] = space.slots.emplace(r.begin, std::make_pair(slotEnd, 0));
+          slot->second.first = std::max(slot->second.first, slotEnd);
           int64_t &bytes = space.stateBytes[r.begin];
           bytes = std::max(bytes, r.end - r.begin);
         }
@@ -326,8 +323,7 @@ struct OffloadOptimizerPass : llmc::impl::OffloadOptimizerBase<OffloadOptimizerP
                 b.getI64IntegerAttr((persistent ? persistent.getInt() : 0) - space.movedBytes));
     updated.set("host", b.getI64IntegerAttr(hostBytes));
     int64_t stateBytes = 0;
-    for (auto &[begin, bytes] : space.stateBytes)
-      stateBytes += bytes;
+    for (auto &[begin, bytes] : space.stateBytes) stateBytes += bytes;
     updated.set("host_optimizer_state", b.getI64IntegerAttr(stateBytes));
     module->setAttr("exec.memory_plan", updated.getDictionary(module.getContext()));
     return success();

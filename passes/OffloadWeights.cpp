@@ -24,6 +24,7 @@
 
 #include "common/LayerName.h"
 #include "passes/Passes.h"
+#include "passes/lib/ArenaPlacement.h"
 #include "passes/lib/EntryPoints.h"
 
 #include "mlir/IR/Builders.h"
@@ -41,9 +42,6 @@ using namespace mlir;
 using namespace llmc;
 
 namespace {
-
-constexpr int64_t kAlignment = 64;
-int64_t alignUp(int64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
 
 std::string mib(int64_t bytes) {
   return llvm::formatv("{0:F2} MiB ({1} bytes)", static_cast<double>(bytes) / (1 << 20), bytes)
@@ -78,7 +76,8 @@ struct WeightMap {
     int64_t begin = buffer.getOffset();
     WeightSlot &slot = slots[begin];
     slot.begin = begin;
-    slot.end = std::max(slot.end, begin + alignUp(exec::bufferBytes(buffer.getType())));
+    slot.end = std::max(slot.end, begin + arena::alignedSize(exec::bufferBytes(buffer.getType()),
+                                                             exec::kBufferAlignment));
     slot.layer = std::string(layer);
   }
 

@@ -44,6 +44,10 @@ inline constexpr llvm::StringLiteral kOnHostAttr = "exec.on_host";
 /// Bytes a buffer of this memref type occupies.
 int64_t bufferBytes(mlir::MemRefType type);
 
+/// The alignment of every planned buffer, in bytes (a cache line, and
+/// enough for any vector load).
+inline constexpr int64_t kBufferAlignment = 64;
+
 } // namespace llmc::exec
 
 #endif
