@@ -410,12 +410,20 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     for (auto &[axis, size] : a.mesh) os << " " << axis << "=" << size;
   }
   os << "\n";
-  if (const ProgramInfo *step = a.program("train_step"); step && usesStreams(*step)) {
+  const ProgramInfo *step = a.program("train_step");
+  if (!step)
+    step = a.program("decode");
+  if (step && usesStreams(*step)) {
     size_t events = 0;
-    for (const InstructionInfo &inst : step->instructions)
+    bool copies = false;
+    for (const InstructionInfo &inst : step->instructions) {
       events += inst.kind == InstructionKind::RecordEvent;
-    os << "streams:    kernels on stream 0, communication on stream 1 (" << events
-       << " events in train_step)\n";
+      copies = copies || inst.stream == kCopyStream;
+    }
+    os << "streams:    kernels on stream 0, communication on stream 1"
+       << (copies ? ", copies to and from host memory on stream " + std::to_string(kCopyStream)
+                  : "")
+       << " (" << events << " events in " << step->name << ")\n";
     printTransferChannels(*step, os);
   }
   os << "model:      " << a.meta("model.family", "(from .mlir)");
