@@ -127,8 +127,8 @@ Value GraphBuilder::crossEntropy(Value logits, Value targets) {
 GraphBuilder::MoeRouting GraphBuilder::moeRoute(Value logits, int64_t topK, bool normalize,
                                                 const RouterScoring &scoring) {
   auto op = llm::MoERouteOp::create(builder, loc("moe_route"), logits, scoring.bias, topK,
-                                    normalize, scoring.sigmoid ? "sigmoid" : "softmax",
-                                    scoring.scale);
+                                    normalize, StringRef(scoring.sigmoid ? "sigmoid" : "softmax"),
+                                    APFloat(scoring.scale));
   return {op.getWeights(), op.getExperts(), op.getPositions(), op.getOffsets(),
           op.getProbSum(), op.getCounts(),  op.getZSum()};
 }

@@ -67,13 +67,17 @@ public:
   /// optional bias [E] that only steers the choice; the weights times
   /// `scale` either way.
   struct RouterScoring {
-    bool sigmoid = false;
-    double scale = 1.0;
+    bool sigmoid;
+    double scale;
     mlir::Value bias;
   };
-  /// Top-k routing of router logits [N, E].
+  /// Top-k softmax routing of router logits [N, E].
+  MoeRouting moeRoute(mlir::Value logits, int64_t topK, bool normalize) {
+    return moeRoute(logits, topK, normalize, RouterScoring{false, 1.0, mlir::Value()});
+  }
+  /// Top-k routing of router logits [N, E], scored as `scoring` says.
   MoeRouting moeRoute(mlir::Value logits, int64_t topK, bool normalize,
-                      const RouterScoring &scoring = {});
+                      const RouterScoring &scoring);
   /// x [N, C] copied to its experts' rows [N·k, C].
   mlir::Value moeDispatch(mlir::Value x, mlir::Value positions);
   /// ys [N·k, C] summed back per token by the routing weights: [N, C].

@@ -134,7 +134,8 @@ Value mixtureOfExperts(GraphBuilder &b, const ModelConfig &c, const ExpertWeight
   Value x = b.reshape(h, {B * T, C});
   GraphBuilder::MoeRouting route =
       b.moeRoute(b.matmul(x, w.router, /*transposeB=*/true), c.expertsPerToken, c.normTopkProb,
-                 {c.sigmoidRouter(), c.routedScalingFactor, w.scoreBias});
+                 GraphBuilder::RouterScoring{c.sigmoidRouter(), c.routedScalingFactor,
+                                             w.scoreBias});
   ExpertRows in = limitToCapacity(b, c, b.moeDispatch(x, route.positions), route.offsets);
   Value act = b.swiglu(b.groupedMatmul(in.rows, in.offsets, w.gate, true),
                        b.groupedMatmul(in.rows, in.offsets, w.up, true));

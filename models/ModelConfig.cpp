@@ -8,6 +8,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 
 using namespace llvm;
@@ -955,17 +956,22 @@ Error ModelConfig::validateExperts() const {
 }
 
 Error ModelConfig::validateRouterScoring() const {
+  auto number = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return std::string(text);
+  };
   const bool routed = family == "mixtral" || qwen2Moe();
   if (scoringFunc != "softmax" && scoringFunc != "sigmoid")
     return fail("scoring_func must be softmax or sigmoid, got '" + scoringFunc + "'");
   if (!(routedScalingFactor > 0) || std::isinf(routedScalingFactor))
     return fail("routed_scaling_factor must be a finite number > 0, got " +
-                llvm::formatv("{0}", routedScalingFactor).str());
+                number(routedScalingFactor));
   if (!routed && (sigmoidRouter() || routedScalingFactor != 1.0))
     return fail("scoring_func and routed_scaling_factor apply to mixtral and qwen2_moe; " + family +
                 " has no router");
   if (biasUpdateSpeed != 0.0)
-    return fail("bias_update_speed = " + llvm::formatv("{0}", biasUpdateSpeed).str() +
+    return fail("bias_update_speed = " + number(biasUpdateSpeed) +
                 " is not supported: llmc keeps e_score_correction_bias frozen (loaded, "
                 "checkpointed and exported, never updated); only 0");
   if (nGroup != 1 || topkGroup != 1)
