@@ -29,8 +29,8 @@ RankedTensorType GraphBuilder::type(ArrayRef<int64_t> shape, Type element) {
   return RankedTensorType::get(shape, element);
 }
 
-Value GraphBuilder::param(StringRef name, ArrayRef<int64_t> shape, StringRef init,
-                          double scale, bool trainable) {
+Value GraphBuilder::param(StringRef name, ArrayRef<int64_t> shape, StringRef init, double scale,
+                          bool trainable) {
   auto t = type(shape, builder.getF32Type());
   auto attr = llm::ParamAttr::get(context, name, init, APFloat(scale), trainable);
   auto attrs = builder.getDictionaryAttr(builder.getNamedAttr(llm::kParamAttrName, attr));

@@ -26,8 +26,8 @@ public:
   /// Declares a parameter argument (appended before the batch arguments);
   /// a frozen one (`trainable` false) is loaded and checkpointed but takes
   /// no optimizer step.
-  mlir::Value param(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
-                    llvm::StringRef init, double scale = 0.0, bool trainable = true);
+  mlir::Value param(llvm::StringRef name, llvm::ArrayRef<int64_t> shape, llvm::StringRef init,
+                    double scale = 0.0, bool trainable = true);
   /// Declares a batch argument (i32), e.g. "tokens".
   mlir::Value input(llvm::StringRef name, llvm::ArrayRef<int64_t> shape);
 

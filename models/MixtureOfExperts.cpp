@@ -132,10 +132,9 @@ Value mixtureOfExperts(GraphBuilder &b, const ModelConfig &c, const ExpertWeight
                        RouterSums &sums) {
   const int64_t B = c.batchSize, T = c.seqLen, C = c.nEmbd;
   Value x = b.reshape(h, {B * T, C});
-  GraphBuilder::MoeRouting route =
-      b.moeRoute(b.matmul(x, w.router, /*transposeB=*/true), c.expertsPerToken, c.normTopkProb,
-                 GraphBuilder::RouterScoring{c.sigmoidRouter(), c.routedScalingFactor,
-                                             w.scoreBias});
+  GraphBuilder::MoeRouting route = b.moeRoute(
+      b.matmul(x, w.router, /*transposeB=*/true), c.expertsPerToken, c.normTopkProb,
+      GraphBuilder::RouterScoring{c.sigmoidRouter(), c.routedScalingFactor, w.scoreBias});
   ExpertRows in = limitToCapacity(b, c, b.moeDispatch(x, route.positions), route.offsets);
   Value act = b.swiglu(b.groupedMatmul(in.rows, in.offsets, w.gate, true),
                        b.groupedMatmul(in.rows, in.offsets, w.up, true));

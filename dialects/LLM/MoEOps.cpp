@@ -118,8 +118,8 @@ LogicalResult MoERouteGradOp::inferReturnTypes(MLIRContext *, std::optional<Loca
     return emitOptionalError(loc, "dprob_sum must be f32 [", e, "], got ", dps);
   if (failed(checkScoring(
           loc, attributeOf<StringAttr>(adaptor.getScoreAttr(), adaptor.getAttributes(), "score"),
-          attributeOf<FloatAttr>(adaptor.getScaleAttr(), adaptor.getAttributes(), "scale"),
-          Value(), e)))
+          attributeOf<FloatAttr>(adaptor.getScaleAttr(), adaptor.getAttributes(), "scale"), Value(),
+          e)))
     return failure();
   types.push_back(logits);
   return success();

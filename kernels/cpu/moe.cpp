@@ -8,11 +8,12 @@
 // sort), and the chunk's sums of p, lse² and copies per expert, each in
 // token order. A sigmoid router scores each expert σ(logit) instead, picks
 // by σ + bias when it has a bias, and sums the scores normalised over the
-// experts as its p; the logsumexp (z-loss) is the logits' either way. The chunks' sums are then added in chunk order (prob_sum,
-// z_sum, counts, offsets), which also gives each chunk its first row per
-// expert; a second parallel pass over the chunks hands out the positions
-// from there in token order, then j: the stable counting sort the op
-// defines, independent of the thread count.
+// experts as its p; the logsumexp (z-loss) is the logits' either way.
+// The chunks' sums are then added in chunk order (prob_sum, z_sum,
+// counts, offsets), which also gives each chunk its first row per expert;
+// a second parallel pass over the chunks hands out the positions from
+// there in token order, then j: the stable counting sort the op defines,
+// independent of the thread count.
 //
 // moe_dispatch gathers rather than scatters: a serial pass over the N·k
 // positions finds each row's copy, then rows are filled in parallel, so a
@@ -131,7 +132,8 @@ private:
       chosen += weights[j] = scores[previous];
       ++rows[previous];
     }
-    for (int64_t j = 0; j < k_; ++j) weights[j] = (normalize_ ? weights[j] / chosen : weights[j]) * scale_;
+    for (int64_t j = 0; j < k_; ++j)
+      weights[j] = (normalize_ ? weights[j] / chosen : weights[j]) * scale_;
   }
 
   /// The chunks' sums in chunk order; chunkRows_ becomes each chunk's
@@ -247,8 +249,8 @@ private:
       weighted += scale_ * dw[j] * q;
     }
     for (int64_t j = 0; j < k_; ++j)
-      g[experts_[n * k_ + j]] += normalize_ ? scale_ * dw[j] / chosen - weighted / (chosen * chosen)
-                                            : scale_ * dw[j];
+      g[experts_[n * k_ + j]] +=
+          normalize_ ? scale_ * dw[j] / chosen - weighted / (chosen * chosen) : scale_ * dw[j];
   }
 
   const T *logits_;

@@ -151,8 +151,8 @@ __global__ void routeTokensKernel(const T *logits, int64_t n, int64_t e, int64_t
     }
     if (lane == 0)
       for (int64_t j = 0; j < k; ++j)
-        weights[t * k + j] = (normalize ? weights[t * k + j] / chosen : weights[t * k + j]) *
-                             scoring.scale;
+        weights[t * k + j] =
+            (normalize ? weights[t * k + j] / chosen : weights[t * k + j]) * scoring.scale;
   }
 }
 
@@ -358,10 +358,9 @@ public:
 
 private:
   template <typename I> void launch(cudaStream_t stream) {
-    routeGradKernel<T, I>
-        <<<warpGrid(n_), kBlock, 0, stream>>>(logits_, static_cast<const I *>(experts_), dweights_,
-                                              dprobSum_, dzSum_, dlogits_, n_, e_, k_, normalize_,
-                                              scoring_);
+    routeGradKernel<T, I><<<warpGrid(n_), kBlock, 0, stream>>>(
+        logits_, static_cast<const I *>(experts_), dweights_, dprobSum_, dzSum_, dlogits_, n_, e_,
+        k_, normalize_, scoring_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 

@@ -114,7 +114,8 @@ RefTensor moeRouteGrad(const RefTensor &logits, const RefTensor &experts, const 
     // chosen ones.
     double weighted = 0;
     for (int64_t j = 0; j < k; ++j)
-      weighted += scoring.scale * dweights.data[t * k + j] * scores[int64_t(experts.data[t * k + j])];
+      weighted +=
+          scoring.scale * dweights.data[t * k + j] * scores[int64_t(experts.data[t * k + j])];
     for (int64_t j = 0; j < k; ++j) {
       int64_t i = int64_t(experts.data[t * k + j]);
       const double dw = scoring.scale * dweights.data[t * k + j];
@@ -184,8 +185,8 @@ namespace {
 
 /// The scoring attributes of a moe_route(_grad) call (common/RouterScore.h).
 RouterScoring scoringOf(const RefCall &c, const RefTensor *bias) {
-  return {c.integer("score", 0) == static_cast<int64_t>(RouterScore::Sigmoid),
-          c.real("scale", 1.0), bias};
+  return {c.integer("score", 0) == static_cast<int64_t>(RouterScore::Sigmoid), c.real("scale", 1.0),
+          bias};
 }
 
 } // namespace

@@ -554,8 +554,7 @@ TEST(VJP, MixtureOfExperts) {
 /// multiplies the weights.
 TEST(VJP, MixtureOfExpertsSigmoidRouter) {
   for (bool normalize : {true, false})
-    for (const char *router : {"score = \"sigmoid\"",
-                               "bias score = \"sigmoid\", scale = 2.5 : f64",
+    for (const char *router : {"score = \"sigmoid\"", "bias score = \"sigmoid\", scale = 2.5 : f64",
                                "score = \"softmax\", scale = 0.5 : f64"}) {
       SCOPED_TRACE(std::string(router) + (normalize ? ", normalize" : ""));
       checkGradients(moeLayer(normalize, true, router));

@@ -109,13 +109,13 @@ KernelAttrs sigmoidAttrs(int64_t topK, bool normalize, double scale) {
                {{"top_k", topK}, {"normalize", normalize ? 1 : 0}, {"score", 1}});
 }
 
-const std::vector<RouteShape> kSigmoidShapes = {
-    {1, 1, 1}, {7, 4, 2}, {33, 8, 2}, {200, 16, 4}, {129, 60, 4}, {1500, 64, 6}};
+const std::vector<RouteShape> kSigmoidShapes = {{1, 1, 1},    {7, 4, 2},    {33, 8, 2},
+                                                {200, 16, 4}, {129, 60, 4}, {1500, 64, 6}};
 
 ConformanceCase sigmoidRouteCase(DType dtype, const RouteShape &s, bool normalize, bool biased,
                                  uint64_t seed) {
-  std::string label = routeLabel(dtype, s) + "_sigmoid" + (normalize ? "_normalize" : "") +
-                      (biased ? "_bias" : "");
+  std::string label =
+      routeLabel(dtype, s) + "_sigmoid" + (normalize ? "_normalize" : "") + (biased ? "_bias" : "");
   return {"moe_route", label, [=] {
             KernelCall k;
             k.input(routeLogits(s, Logits::Random, seed), dtype);
@@ -131,8 +131,7 @@ ConformanceCase sigmoidRouteCase(DType dtype, const RouteShape &s, bool normaliz
             k.output(DType::F32, {});
             k.attrs = sigmoidAttrs(topK, normalize, 2.5);
             k.reference = [topK, normalize, biased](const std::vector<RefTensor> &in) {
-              return ref::moeRoute(in[0], topK, normalize,
-                                   {true, 2.5, biased ? &in[1] : nullptr});
+              return ref::moeRoute(in[0], topK, normalize, {true, 2.5, biased ? &in[1] : nullptr});
             };
             k.tolerances = k.cudaTolerances = kRouteTolerances;
             return k;
@@ -231,30 +230,26 @@ std::vector<ConformanceCase> routeGradCases() {
   for (DType dtype : {DType::F32, DType::BF16})
     for (const RouteShape &s : kSigmoidShapes)
       for (bool normalize : {false, true})
-        cases.push_back({"moe_route_grad",
-                         routeLabel(dtype, s) + "_sigmoid" + (normalize ? "_normalize" : ""),
-                         [=, caseSeed = seed += 5] {
-                           KernelCall k;
-                           RefTensor logits =
-                               roundTo(routeLogits(s, Logits::Random, caseSeed), dtype);
-                           const RefTensor bias = randomTensor({s.experts}, caseSeed + 4, 0.3);
-                           k.input(logits, dtype);
-                           k.input(ref::moeRoute(logits, s.topK, normalize,
-                                                 {true, 2.5, &bias})[1],
-                                   DType::I32);
-                           k.input(randomTensor({s.tokens, s.topK}, caseSeed + 1), DType::F32);
-                           k.input(randomTensor({s.experts}, caseSeed + 2), DType::F32);
-                           k.input(randomTensor({}, caseSeed + 3), DType::F32);
-                           k.output(dtype, {s.tokens, s.experts});
-                           k.attrs = sigmoidAttrs(s.topK, normalize, 2.5);
-                           k.reference = [normalize](const std::vector<RefTensor> &in) {
-                             return std::vector<RefTensor>{
-                                 ref::moeRouteGrad(in[0], in[1], in[2], in[3], in[4].data[0],
-                                                   normalize, {true, 2.5, nullptr})};
-                           };
-                           k.metric = k.cudaMetric = Metric::Norm;
-                           return k;
-                         }});
+        cases.push_back(
+            {"moe_route_grad", routeLabel(dtype, s) + "_sigmoid" + (normalize ? "_normalize" : ""),
+             [=, caseSeed = seed += 5] {
+               KernelCall k;
+               RefTensor logits = roundTo(routeLogits(s, Logits::Random, caseSeed), dtype);
+               const RefTensor bias = randomTensor({s.experts}, caseSeed + 4, 0.3);
+               k.input(logits, dtype);
+               k.input(ref::moeRoute(logits, s.topK, normalize, {true, 2.5, &bias})[1], DType::I32);
+               k.input(randomTensor({s.tokens, s.topK}, caseSeed + 1), DType::F32);
+               k.input(randomTensor({s.experts}, caseSeed + 2), DType::F32);
+               k.input(randomTensor({}, caseSeed + 3), DType::F32);
+               k.output(dtype, {s.tokens, s.experts});
+               k.attrs = sigmoidAttrs(s.topK, normalize, 2.5);
+               k.reference = [normalize](const std::vector<RefTensor> &in) {
+                 return std::vector<RefTensor>{ref::moeRouteGrad(
+                     in[0], in[1], in[2], in[3], in[4].data[0], normalize, {true, 2.5, nullptr})};
+               };
+               k.metric = k.cudaMetric = Metric::Norm;
+               return k;
+             }});
   add(DType::F32, {33, 8, 2}, true, DType::I64, false);
   add(DType::F32, {33, 8, 2}, true, DType::I32, true);
   add(DType::BF16, {200, 16, 4}, false, DType::I64, true);
