@@ -29,10 +29,10 @@ RankedTensorType GraphBuilder::type(ArrayRef<int64_t> shape, Type element) {
   return RankedTensorType::get(shape, element);
 }
 
-Value GraphBuilder::param(StringRef name, ArrayRef<int64_t> shape, StringRef init,
-                          double scale) {
+Value GraphBuilder::param(StringRef name, ArrayRef<int64_t> shape, StringRef init, double scale,
+                          bool trainable) {
   auto t = type(shape, builder.getF32Type());
-  auto attr = llm::ParamAttr::get(context, name, init, APFloat(scale), true);
+  auto attr = llm::ParamAttr::get(context, name, init, APFloat(scale), trainable);
   auto attrs = builder.getDictionaryAttr(builder.getNamedAttr(llm::kParamAttrName, attr));
   (void)func.insertArgument(paramCount, t, attrs, loc(name));
   return func.getArgument(paramCount++);
@@ -124,8 +124,11 @@ Value GraphBuilder::crossEntropy(Value logits, Value targets) {
   return llm::CrossEntropyOp::create(builder, loc("cross_entropy"), logits, targets, -1);
 }
 
-GraphBuilder::MoeRouting GraphBuilder::moeRoute(Value logits, int64_t topK, bool normalize) {
-  auto op = llm::MoERouteOp::create(builder, loc("moe_route"), logits, topK, normalize);
+GraphBuilder::MoeRouting GraphBuilder::moeRoute(Value logits, int64_t topK, bool normalize,
+                                                const RouterScoring &scoring) {
+  auto op = llm::MoERouteOp::create(builder, loc("moe_route"), logits, scoring.bias, topK,
+                                    normalize, StringRef(scoring.sigmoid ? "sigmoid" : "softmax"),
+                                    APFloat(scoring.scale));
   return {op.getWeights(), op.getExperts(), op.getPositions(), op.getOffsets(),
           op.getProbSum(), op.getCounts(),  op.getZSum()};
 }

@@ -23,9 +23,11 @@ public:
   /// Starts `func.func @forward` in a new module.
   GraphBuilder(mlir::MLIRContext *context, llvm::StringRef modelName);
 
-  /// Declares a parameter argument (appended before the batch arguments).
-  mlir::Value param(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
-                    llvm::StringRef init, double scale = 0.0);
+  /// Declares a parameter argument (appended before the batch arguments);
+  /// a frozen one (`trainable` false) is loaded and checkpointed but takes
+  /// no optimizer step.
+  mlir::Value param(llvm::StringRef name, llvm::ArrayRef<int64_t> shape, llvm::StringRef init,
+                    double scale = 0.0, bool trainable = true);
   /// Declares a batch argument (i32), e.g. "tokens".
   mlir::Value input(llvm::StringRef name, llvm::ArrayRef<int64_t> shape);
 
@@ -61,8 +63,21 @@ public:
   struct MoeRouting {
     mlir::Value weights, experts, positions, offsets, probSum, counts, zSum;
   };
+  /// How moe_route scores the experts: softmax, or sigmoid with an
+  /// optional bias [E] that only steers the choice; the weights times
+  /// `scale` either way.
+  struct RouterScoring {
+    bool sigmoid;
+    double scale;
+    mlir::Value bias;
+  };
   /// Top-k softmax routing of router logits [N, E].
-  MoeRouting moeRoute(mlir::Value logits, int64_t topK, bool normalize);
+  MoeRouting moeRoute(mlir::Value logits, int64_t topK, bool normalize) {
+    return moeRoute(logits, topK, normalize, RouterScoring{false, 1.0, mlir::Value()});
+  }
+  /// Top-k routing of router logits [N, E], scored as `scoring` says.
+  MoeRouting moeRoute(mlir::Value logits, int64_t topK, bool normalize,
+                      const RouterScoring &scoring);
   /// x [N, C] copied to its experts' rows [N·k, C].
   mlir::Value moeDispatch(mlir::Value x, mlir::Value positions);
   /// ys [N·k, C] summed back per token by the routing weights: [N, C].

@@ -151,6 +151,9 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
     model.push_back(
         b.getNamedAttr("router_z_loss_coef", b.getF64FloatAttr(config.routerZLossCoef)));
     model.push_back(b.getNamedAttr("norm_topk_prob", b.getI64IntegerAttr(config.normTopkProb)));
+    model.push_back(b.getNamedAttr("scoring_func", b.getStringAttr(config.scoringFunc)));
+    model.push_back(
+        b.getNamedAttr("routed_scaling_factor", b.getF64FloatAttr(config.routedScalingFactor)));
     if (config.moeCapacityFactor > 0)
       model.push_back(
           b.getNamedAttr("moe_capacity_factor", b.getF64FloatAttr(config.moeCapacityFactor)));

@@ -9,6 +9,12 @@
 // (norm_topk_prob) and a shared expert every token passes through, its
 // output scaled by σ(shared_expert_gate · x), a number per token, and added.
 //
+// With scoring_func = sigmoid (DeepSeek-V3's MoEGate) the router scores
+// each expert σ(logit), chooses the top-k of σ + e_score_correction_bias
+// (a frozen per-expert parameter beside the router's weight) and weights
+// the chosen ones by their un-biased σ, renormalised with norm_topk_prob;
+// routed_scaling_factor multiplies the weights of either router.
+//
 // The load-balancing loss is load_balancing_loss_func's, over the sparse
 // layers' router logits concatenated (N tokens per layer, L sparse layers):
 //
@@ -16,7 +22,8 @@
 //
 // countₑ the copies routed to expert e over all layers (the mean over
 // tokens of the one-hot top-k mask, summed over the k slots) and Σ probₑ
-// the softmax probabilities of e summed over all layers' tokens. It is not
+// the softmax probabilities of e summed over all layers' tokens (a sigmoid
+// router's scores normalised over the experts, s / Σ s, DeepSeek-V3's s′). It is not
 // a sum of per-layer terms, so the sums are carried through the blocks and
 // the product taken once at the end, by llm.router_loss. The counts take
 // no gradient (they are piecewise constant), as in transformers, where
@@ -35,12 +42,22 @@ namespace llmc {
 
 namespace {
 
+/// A sigmoid router's e_score_correction_bias [E] beside its gate's weight:
+/// zeros until loaded, never trained; none for a softmax router.
+Value declareScoreBias(GraphBuilder &b, const ModelConfig &c, const std::string &gate) {
+  if (!c.sigmoidRouter())
+    return Value();
+  return b.param(gate + "e_score_correction_bias", {c.numExperts}, "zeros", 0.0,
+                 /*trainable=*/false);
+}
+
 /// Mixtral's names: block_sparse_moe.{gate, experts.w1/w2/w3} (stacked).
 ExpertWeights declareMixtralExperts(GraphBuilder &b, const ModelConfig &c,
                                     const std::string &prefix) {
   const int64_t E = c.numExperts, C = c.nEmbd, F = c.expertFfnHidden();
   ExpertWeights w;
   w.router = b.param(prefix + "block_sparse_moe.gate.weight", {E, C}, "normal", c.initStd);
+  w.scoreBias = declareScoreBias(b, c, prefix + "block_sparse_moe.gate.");
   std::string p = prefix + "block_sparse_moe.experts.";
   w.gate = b.param(p + "w1.weight", {E, F, C}, "normal", c.initStd);
   w.down = b.param(p + "w2.weight", {E, C, F}, "normal", c.initStd);
@@ -57,6 +74,7 @@ ExpertWeights declareQwen2MoeExperts(GraphBuilder &b, const ModelConfig &c,
   const int64_t E = c.numExperts;
   ExpertWeights w;
   w.router = b.param(prefix + "mlp.gate.weight", {E, C}, "normal", std);
+  w.scoreBias = declareScoreBias(b, c, prefix + "mlp.gate.");
   std::string experts = prefix + "mlp.experts.";
   w.gate = b.param(experts + "gate_proj.weight", {E, F, C}, "normal", std);
   w.up = b.param(experts + "up_proj.weight", {E, F, C}, "normal", std);
@@ -114,8 +132,9 @@ Value mixtureOfExperts(GraphBuilder &b, const ModelConfig &c, const ExpertWeight
                        RouterSums &sums) {
   const int64_t B = c.batchSize, T = c.seqLen, C = c.nEmbd;
   Value x = b.reshape(h, {B * T, C});
-  GraphBuilder::MoeRouting route =
-      b.moeRoute(b.matmul(x, w.router, /*transposeB=*/true), c.expertsPerToken, c.normTopkProb);
+  GraphBuilder::MoeRouting route = b.moeRoute(
+      b.matmul(x, w.router, /*transposeB=*/true), c.expertsPerToken, c.normTopkProb,
+      GraphBuilder::RouterScoring{c.sigmoidRouter(), c.routedScalingFactor, w.scoreBias});
   ExpertRows in = limitToCapacity(b, c, b.moeDispatch(x, route.positions), route.offsets);
   Value act = b.swiglu(b.groupedMatmul(in.rows, in.offsets, w.gate, true),
                        b.groupedMatmul(in.rows, in.offsets, w.up, true));

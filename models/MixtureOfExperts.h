@@ -22,6 +22,10 @@ namespace llmc {
 /// `experts.<e>.w1.weight` (runtime/checkpoint/HuggingFace.h).
 struct ExpertWeights {
   mlir::Value router;
+  /// A sigmoid router's e_score_correction_bias [E] (DeepSeek-V3's name,
+  /// `gate.e_score_correction_bias`): a frozen parameter that only steers
+  /// the top-k; null for softmax routers.
+  mlir::Value scoreBias;
   mlir::Value gate, down, up; ///< w1, w2, w3, stacked over the experts
   mlir::Value sharedGate, sharedUp, sharedDown;  ///< null without a shared expert
   mlir::Value sharedExpertGate;                  ///< [1, C]: σ(this · x) scales it

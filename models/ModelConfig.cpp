@@ -8,6 +8,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 
 using namespace llvm;
@@ -169,6 +170,28 @@ const std::vector<Field> &fields() {
        "mixtral, qwen2_moe: divide the chosen experts' softmax weights by their sum (mixtral: "
        "always)",
        boolField(&ModelConfig::normTopkProb)},
+      {"scoring_func",
+       {},
+       "mixtral, qwen2_moe: how the router scores experts: softmax, or sigmoid (DeepSeek-V3: "
+       "top-k of sigmoid + e_score_correction_bias)",
+       stringField(&ModelConfig::scoringFunc)},
+      {"routed_scaling_factor",
+       {},
+       "mixtral, qwen2_moe: the routing weights' factor (DeepSeek-V3's; 1: none)",
+       floatField(&ModelConfig::routedScalingFactor)},
+      {"bias_update_speed",
+       {},
+       "mixtral, qwen2_moe: DeepSeek-V3's bias update speed; only 0 (a frozen "
+       "e_score_correction_bias)",
+       floatField(&ModelConfig::biasUpdateSpeed)},
+      {"n_group",
+       {},
+       "mixtral, qwen2_moe: DeepSeek-V3's expert groups; only 1 (no group-limited routing)",
+       intField(&ModelConfig::nGroup)},
+      {"topk_group",
+       {},
+       "mixtral, qwen2_moe: DeepSeek-V3's groups per token; only 1",
+       intField(&ModelConfig::topkGroup)},
       {"moe_ffn_hidden",
        {"moe_intermediate_size"},
        "qwen2_moe: each routed expert's MLP width",
@@ -784,6 +807,10 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
       config.finalSoftcap = 0;
       continue;
     }
+    if (key == "scoring_func" && value.getAsString()) {
+      config.scoringFunc = value.getAsString()->str(); // validate() names the choices
+      continue;
+    }
     if (key == "rope_scaling") {
       if (Error e = applyRopeScaling(config, value, path))
         return e;
@@ -917,6 +944,8 @@ Error ModelConfig::validateExperts() const {
                 "renormalises the chosen experts' weights");
   if (!(routerAuxLossCoef >= 0) || !(routerZLossCoef >= 0))
     return fail("router_aux_loss_coef and router_z_loss_coef must be >= 0");
+  if (Error e = validateRouterScoring())
+    return e;
   if (!(moeCapacityFactor >= 0) || std::isinf(moeCapacityFactor))
     return fail("moe_capacity_factor must be a finite number >= 0 (0: dropless), got " +
                 llvm::formatv("{0}", moeCapacityFactor).str());
@@ -924,6 +953,32 @@ Error ModelConfig::validateExperts() const {
     return fail("moe_capacity_factor applies to mixtral and qwen2_moe; " + family +
                 " has no experts");
   return validateSparseLayers();
+}
+
+Error ModelConfig::validateRouterScoring() const {
+  auto number = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return std::string(text);
+  };
+  const bool routed = family == "mixtral" || qwen2Moe();
+  if (scoringFunc != "softmax" && scoringFunc != "sigmoid")
+    return fail("scoring_func must be softmax or sigmoid, got '" + scoringFunc + "'");
+  if (!(routedScalingFactor > 0) || std::isinf(routedScalingFactor))
+    return fail("routed_scaling_factor must be a finite number > 0, got " +
+                number(routedScalingFactor));
+  if (!routed && (sigmoidRouter() || routedScalingFactor != 1.0))
+    return fail("scoring_func and routed_scaling_factor apply to mixtral and qwen2_moe; " + family +
+                " has no router");
+  if (biasUpdateSpeed != 0.0)
+    return fail("bias_update_speed = " + number(biasUpdateSpeed) +
+                " is not supported: llmc keeps e_score_correction_bias frozen (loaded, "
+                "checkpointed and exported, never updated); only 0");
+  if (nGroup != 1 || topkGroup != 1)
+    return fail("n_group = " + Twine(nGroup) + ", topk_group = " + Twine(topkGroup) +
+                " is not supported: group-limited routing is not implemented (each token "
+                "chooses among all experts); only 1 and 1");
+  return Error::success();
 }
 
 Error ModelConfig::validateSparseLayers() const {

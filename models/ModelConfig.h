@@ -61,6 +61,18 @@ struct ModelConfig {
   /// The chosen experts' softmax weights are divided by their sum
   /// (Mixtral always; Qwen-MoE's norm_topk_prob).
   bool normTopkProb = true;
+  /// How the router scores the experts (scoring_func): "softmax"
+  /// (Mixtral, Qwen-MoE) or "sigmoid" (DeepSeek-V3: σ per expert, the
+  /// top-k chosen by σ + e_score_correction_bias, a per-layer, per-expert
+  /// buffer that is not trained). The weights are multiplied by
+  /// routedScalingFactor either way.
+  std::string scoringFunc = "softmax";
+  double routedScalingFactor = 1.0;
+  /// DeepSeek-V3's bias update speed γ (aux-loss-free balancing); only 0
+  /// (a frozen bias) is supported.
+  double biasUpdateSpeed = 0.0;
+  /// DeepSeek-V3's group-limited routing (n_group, topk_group); only 1.
+  int64_t nGroup = 1, topkGroup = 1;
   /// Qwen-MoE: each routed expert's width (moe_intermediate_size; Mixtral's
   /// experts are ffnHidden wide), and the width of the shared expert every
   /// token also passes through, gated by σ(shared_expert_gate · x)
@@ -95,6 +107,7 @@ struct ModelConfig {
   /// `positions` input [B, T] (set by the compiler, not a config key).
   bool positionInputs = false;
 
+  bool sigmoidRouter() const { return scoringFunc == "sigmoid"; }
   bool packed() const { return docSeparator >= 0; }
   bool takesPositions() const { return packed() || positionInputs; }
 
@@ -130,6 +143,7 @@ struct ModelConfig {
   /// The mixture-of-experts keys' part of validate().
   llvm::Error validateExperts() const;
   /// Qwen-MoE's expert widths and which layers are sparse.
+  llvm::Error validateRouterScoring() const;
   llvm::Error validateSparseLayers() const;
 };
 

@@ -11,6 +11,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace llmc::llm;
 
@@ -56,6 +58,28 @@ LogicalResult checkRouting(std::optional<Location> loc, int64_t tokens, Value po
   return success();
 }
 
+/// The scoring attributes both routing ops carry: `score` softmax or
+/// sigmoid, `scale` a finite number > 0, and (moe_route) a bias f32 [E]
+/// only with sigmoid scores.
+LogicalResult checkScoring(std::optional<Location> loc, StringAttr score, FloatAttr scale,
+                           Value bias, int64_t experts) {
+  const StringRef kind = score ? score.getValue() : "softmax";
+  if (kind != "softmax" && kind != "sigmoid")
+    return emitOptionalError(loc, "score must be \"softmax\" or \"sigmoid\", got \"", kind, "\"");
+  const double factor = scale ? scale.getValueAsDouble() : 1.0;
+  if (!(factor > 0) || std::isinf(factor))
+    return emitOptionalError(loc, "scale must be a finite number > 0, got ", factor);
+  if (!bias)
+    return success();
+  if (kind != "sigmoid")
+    return emitOptionalError(loc, "a bias needs score = \"sigmoid\" (it corrects sigmoid scores "
+                                  "before the top-k)");
+  RankedTensorType type = tensorOf(bias);
+  if (type.getRank() != 1 || type.getDimSize(0) != experts || !type.getElementType().isF32())
+    return emitOptionalError(loc, "bias must be f32 [", experts, "] (one per expert), got ", type);
+  return success();
+}
+
 } // namespace
 
 LogicalResult MoERouteOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
@@ -70,6 +94,11 @@ LogicalResult MoERouteOp::inferReturnTypes(MLIRContext *context, std::optional<L
   const int64_t k = topK.getInt();
   if (k < 1 || k > e)
     return emitOptionalError(loc, "top_k must be in [1, ", e, "] for ", e, " experts, got ", k);
+  if (failed(checkScoring(
+          loc, attributeOf<StringAttr>(adaptor.getScoreAttr(), adaptor.getAttributes(), "score"),
+          attributeOf<FloatAttr>(adaptor.getScaleAttr(), adaptor.getAttributes(), "scale"),
+          adaptor.getBias(), e)))
+    return failure();
   types.append({f32Tensor(context, {n, k}), i32Tensor(context, {n, k}), i32Tensor(context, {n, k}),
                 i32Tensor(context, {e + 1}), f32Tensor(context, {e}), f32Tensor(context, {e}),
                 f32Tensor(context, {})});
@@ -87,6 +116,11 @@ LogicalResult MoERouteGradOp::inferReturnTypes(MLIRContext *, std::optional<Loca
   RankedTensorType dps = tensorOf(adaptor.getDprobSum());
   if (dps.getRank() != 1 || dps.getDimSize(0) != e || !dps.getElementType().isF32())
     return emitOptionalError(loc, "dprob_sum must be f32 [", e, "], got ", dps);
+  if (failed(checkScoring(
+          loc, attributeOf<StringAttr>(adaptor.getScoreAttr(), adaptor.getAttributes(), "score"),
+          attributeOf<FloatAttr>(adaptor.getScaleAttr(), adaptor.getAttributes(), "scale"), Value(),
+          e)))
+    return failure();
   types.push_back(logits);
   return success();
 }

@@ -19,7 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 def LLM_MoERouteOp : LLM_PureOp<"moe_route", [KeepsPrecision]> {
-  let summary = "Top-k softmax routing of tokens to experts, sorted by expert";
+  let summary = "Top-k softmax or sigmoid routing of tokens to experts, sorted by expert";
   let description = [{
     For router logits `[N, E]` (any float type; computed in fp32):
 
@@ -36,25 +36,52 @@ def LLM_MoERouteOp : LLM_PureOp<"moe_route", [KeepsPrecision]> {
       = the copies expert e received (as f32; no gradient), `z_sum` =
       Σₙ logsumexp(logits[n])² (the router z-loss's sum).
 
+    With `score = "sigmoid"` (DeepSeek-V3's scoring_func) each expert's
+    score is `s = σ(logits)` instead, independently of the others:
+
+    - the choice is the top_k of `s + bias` (`bias [E]`, f32, optional:
+      DeepSeek-V3's e_score_correction_bias, which steers the choice and
+      nothing else), or without a bias of the logits (σ is monotone);
+    - `weights` are the chosen experts' `s`, with `normalize` divided by
+      their sum;
+    - `prob_sum` adds the scores normalised over all E experts,
+      `s[n, e] / Σₑ' s[n, e']` (DeepSeek-V3's s′ of its balance loss), so
+      the load-balancing loss is defined as for softmax; `z_sum` is still
+      the logits' logsumexp².
+
+    Either way the weights are finally multiplied by `scale` (DeepSeek's
+    routed_scaling_factor; default 1).
+
     ```mlir
     %w, %e, %pos, %off, %psum, %cnt, %z = llm.moe_route %logits {top_k = 2 : i64, normalize}
         : tensor<64x8xf32>
+    %w2, %e2, %pos2, %off2, %psum2, %cnt2, %z2 = llm.moe_route %logits bias %b
+        {top_k = 2 : i64, normalize, score = "sigmoid", scale = 2.5 : f64}
+        : tensor<64x8xf32> bias tensor<8xf32>
     ```
   }];
-  let arguments = (ins LLM_FloatTensor:$logits, I64Attr:$top_k, UnitAttr:$normalize);
+  let arguments = (ins LLM_FloatTensor:$logits, Optional<LLM_FloatTensor>:$bias,
+                       I64Attr:$top_k, UnitAttr:$normalize,
+                       DefaultValuedAttr<StrAttr, "\"softmax\"">:$score,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let results = (outs LLM_FloatTensor:$weights, LLM_IndexTensor:$experts,
                       LLM_IndexTensor:$positions, LLM_IndexTensor:$offsets,
                       LLM_FloatTensor:$prob_sum, LLM_FloatTensor:$counts,
                       LLM_F32Scalar:$z_sum);
-  let assemblyFormat = "$logits attr-dict `:` type($logits)";
+  let assemblyFormat = [{
+    $logits (`bias` $bias^)? attr-dict `:` type($logits) (`bias` type($bias)^)?
+  }];
 }
 
 def LLM_MoERouteGradOp : LLM_PureOp<"moe_route_grad"> {
   let summary = "Backward of moe_route: dlogits from dweights, dprob_sum, dz_sum";
   let description = [{
     The gradient of the logits through the chosen weights (the softmax, or
-    with `normalize` the softmax over the chosen experts), `prob_sum` and
-    `z_sum`; `experts` are the forward's choices.
+    with `normalize` the softmax over the chosen experts; with `score =
+    "sigmoid"` each chosen expert's σ, coupled to the others only by the
+    renormalisation), `prob_sum` and `z_sum`; `experts` are the forward's
+    choices, `score`, `normalize` and `scale` its attributes (the bias
+    only chose the experts: it takes no gradient and is not needed here).
 
     ```mlir
     %dl = llm.moe_route_grad %logits, %e, %dw, %dpsum, %dz {normalize}
@@ -63,7 +90,9 @@ def LLM_MoERouteGradOp : LLM_PureOp<"moe_route_grad"> {
   }];
   let arguments = (ins LLM_FloatTensor:$logits, LLM_IndexTensor:$experts,
                        LLM_FloatTensor:$dweights, LLM_FloatTensor:$dprob_sum,
-                       LLM_F32Scalar:$dz_sum, UnitAttr:$normalize);
+                       LLM_F32Scalar:$dz_sum, UnitAttr:$normalize,
+                       DefaultValuedAttr<StrAttr, "\"softmax\"">:$score,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $experts `,` $dweights `,` $dprob_sum `,` $dz_sum attr-dict `:` type($logits)

@@ -12,6 +12,10 @@
 //    without their rounding), NaN as −∞, ties to the lower expert index —
 //    a strict total order, so a sequential scan and a warp's tree of
 //    comparisons pick the same experts;
+//    With sigmoid scores and a bias the order is that of σ(logit) + bias
+//    (`routeKey`), each backend's σ in float from its own expf, so an
+//    exact tie between two experts' keys may fall differently on CPU and
+//    CUDA where their expf differ in the last bit;
 //  - the order of moe_route's sums over tokens (prob_sum, z_sum):
 //    chunks of kMoeRouteChunk tokens, each summed in token order from 0,
 //    then the chunks' sums in chunk order from 0. Sums over tokens never
@@ -23,9 +27,11 @@
 #define LLMC_KERNELS_CONTRACTS_MOE_H
 
 #include "common/HostDevice.h"
+#include "common/RouterScore.h"
 #include "kernels/Kernel.h"
 #include "kernels/Validator.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -38,6 +44,9 @@ struct MoeRouteBinding {
   DType dtype = DType::F32; ///< of the logits (and dlogits)
   int64_t tokens = 0, experts = 0, topK = 0;
   bool normalize = false;
+  RouterScore score = RouterScore::Softmax;
+  double scale = 1.0; ///< the weights' factor (routed_scaling_factor)
+  bool biased = false; ///< moe_route: a bias [experts] input is given
 };
 inline bool bindMoeRoute(const KernelArgs &args, std::string &error, MoeRouteBinding *out);
 inline bool bindMoeRouteGrad(const KernelArgs &args, std::string &error, MoeRouteBinding *out);
@@ -61,6 +70,9 @@ struct RouterLossBinding {
   double auxScale = 0, zScale = 0;
 };
 inline bool bindRouterLoss(const KernelArgs &args, std::string &error, RouterLossBinding *out);
+
+/// σ(x) in float, as both backends score a sigmoid router's experts.
+LLMC_HOST_DEVICE inline float routerSigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /// Tokens per chunk of moe_route's sums over tokens (see the file comment).
 inline constexpr int64_t kMoeRouteChunk = 64;
@@ -112,16 +124,36 @@ inline bool checkCopies(Validator &v, const TensorView &ys, const TensorView &po
   return copiesFitI32(v, tokens, topK);
 }
 
-/// logits [N, E] float; fills the shape of `out`.
+/// logits [N, E] float; fills the shape and the scoring of `out`.
 inline bool checkLogits(Validator &v, MoeRouteBinding *out) {
   const TensorView &logits = v.in(0);
+  int64_t score = 0;
   if (!v.isFloat(logits, "logits") || !v.hasRank(logits, "logits", 2) ||
-      !v.flagAttr("normalize", &out->normalize))
+      !v.flagAttr("normalize", &out->normalize) || !v.intAttr("score", &score, 0) ||
+      !v.floatAttr("scale", &out->scale, 1.0))
     return false;
+  if (score != static_cast<int64_t>(RouterScore::Softmax) &&
+      score != static_cast<int64_t>(RouterScore::Sigmoid))
+    return v.fail("attribute 'score' must be 0 (softmax) or 1 (sigmoid), got " +
+                  std::to_string(score));
+  if (!(out->scale > 0) || out->scale > std::numeric_limits<double>::max())
+    return v.fail("attribute 'scale' must be a finite number > 0, got " +
+                  std::to_string(out->scale));
+  out->score = static_cast<RouterScore>(score);
   out->dtype = logits.dtype;
   out->tokens = logits.dim(0);
   out->experts = logits.dim(1);
   return true;
+}
+
+/// moe_route's optional bias [E] (f32), which needs sigmoid scores.
+inline bool checkBias(Validator &v, const KernelArgs &args, MoeRouteBinding *out) {
+  out->biased = args.inputs.size() == 2;
+  if (!out->biased)
+    return true;
+  if (out->score != RouterScore::Sigmoid)
+    return v.fail("a bias needs attribute 'score' = 1 (sigmoid)");
+  return v.hasType(v.in(1), "bias", DType::F32, {out->experts});
 }
 
 } // namespace moe_impl
@@ -129,7 +161,7 @@ using namespace moe_impl;
 
 inline bool bindMoeRoute(const KernelArgs &args, std::string &error, MoeRouteBinding *out) {
   Validator v("moe_route", args, error);
-  if (!v.arity(1, 7) || !checkLogits(v, out))
+  if (!v.arity(1, 2, 7) || !checkLogits(v, out) || !checkBias(v, args, out))
     return false;
   const int64_t n = out->tokens, e = out->experts;
   if (!v.attrs().hasInt("top_k"))

@@ -6,11 +6,14 @@
 // one chunk per OpenMP iteration: each token's softmax and top-k (picked by
 // logit in routeBeats' order, one pass over the experts per pick, no
 // sort), and the chunk's sums of p, lse² and copies per expert, each in
-// token order. The chunks' sums are then added in chunk order (prob_sum,
-// z_sum, counts, offsets), which also gives each chunk its first row per
-// expert; a second parallel pass over the chunks hands out the positions
-// from there in token order, then j: the stable counting sort the op
-// defines, independent of the thread count.
+// token order. A sigmoid router scores each expert σ(logit) instead, picks
+// by σ + bias when it has a bias, and sums the scores normalised over the
+// experts as its p; the logsumexp (z-loss) is the logits' either way.
+// The chunks' sums are then added in chunk order (prob_sum, z_sum,
+// counts, offsets), which also gives each chunk its first row per expert;
+// a second parallel pass over the chunks hands out the positions from
+// there in token order, then j: the stable counting sort the op defines,
+// independent of the thread count.
 //
 // moe_dispatch gathers rather than scatters: a serial pass over the N·k
 // positions finds each row's copy, then rows are filled in parallel, so a
@@ -63,18 +66,19 @@ public:
       : logits_(args.inputs[0].as<T>()), weights_(args.outputs[0].as<float>()),
         experts_(args.outputs[1].as<int32_t>()), positions_(args.outputs[2].as<int32_t>()),
         offsets_(args.outputs[3].as<int32_t>()), probSum_(args.outputs[4].as<float>()),
-        counts_(args.outputs[5].as<float>()), zSum_(args.outputs[6].as<float>()), n_(b.tokens),
-        e_(b.experts), k_(b.topK), normalize_(b.normalize),
-        chunks_((n_ + kMoeRouteChunk - 1) / kMoeRouteChunk), threads_(bindThreads()),
-        rows_(threads_, 2 * e_), chunkProb_(chunks_ * e_), chunkZ_(chunks_),
-        chunkRows_(chunks_ * e_) {}
+        counts_(args.outputs[5].as<float>()), zSum_(args.outputs[6].as<float>()),
+        bias_(b.biased ? args.inputs[1].as<float>() : nullptr), n_(b.tokens), e_(b.experts),
+        k_(b.topK), normalize_(b.normalize), sigmoid_(b.score == RouterScore::Sigmoid),
+        scale_(static_cast<float>(b.scale)), chunks_((n_ + kMoeRouteChunk - 1) / kMoeRouteChunk),
+        threads_(bindThreads()), rows_(threads_, 4 * e_), chunkProb_(chunks_ * e_),
+        chunkZ_(chunks_), chunkRows_(chunks_ * e_) {}
 
   void run(const StepContext &) override {
 #pragma omp parallel num_threads(threads_) if (n_ * e_ > kParallelGrain)
     {
       float *row = rows_.at(omp_get_thread_num());
 #pragma omp for schedule(static)
-      for (int64_t c = 0; c < chunks_; ++c) routeChunk(c, row, row + e_);
+      for (int64_t c = 0; c < chunks_; ++c) routeChunk(c, row);
     }
     addChunks();
 #pragma omp parallel for num_threads(threads_) schedule(static) if (n_ * k_ > kParallelGrain)
@@ -82,29 +86,54 @@ public:
   }
 
 private:
-  /// Routes chunk c's tokens and sums its p, lse² and copies per expert.
-  void routeChunk(int64_t c, float *logits, float *p) {
+  /// Routes chunk c's tokens and sums its p, lse² and copies per expert;
+  /// `row` is scratch for 4·E floats.
+  void routeChunk(int64_t c, float *row) {
     float *prob = chunkProb_.data() + c * e_;
     int64_t *rows = chunkRows_.data() + c * e_;
     std::fill(prob, prob + e_, 0.0f);
     std::fill(rows, rows + e_, 0);
     float z = 0.0f;
     for (int64_t n = c * kMoeRouteChunk; n < std::min(n_, (c + 1) * kMoeRouteChunk); ++n) {
+      float *logits = row, *p = row + e_;
       const float lse = softmaxRow(logits_, n, e_, logits, p);
       z += lse * lse;
-      for (int64_t i = 0; i < e_; ++i) prob[i] += p[i];
-      int32_t *experts = experts_ + n * k_;
-      float *weights = weights_ + n * k_, chosen = 0.0f;
-      for (int64_t j = 0, previous = -1; j < k_; ++j) {
-        previous = nextExpert(logits, e_, previous);
-        experts[j] = static_cast<int32_t>(previous);
-        chosen += weights[j] = p[previous];
-        ++rows[previous];
-      }
-      if (normalize_)
-        for (int64_t j = 0; j < k_; ++j) weights[j] /= chosen;
+      const float *scores = p, *keys = logits;
+      if (sigmoid_)
+        scores = sigmoidScores(logits, prob, row + 2 * e_, row + 3 * e_, &keys);
+      else
+        for (int64_t i = 0; i < e_; ++i) prob[i] += p[i];
+      pick(n, keys, scores, rows);
     }
     chunkZ_[c] = z;
+  }
+
+  /// A sigmoid router's scores σ(logits) into `s`, their normalised
+  /// values added to `prob`; `*keys` becomes σ + bias when there is one.
+  const float *sigmoidScores(const float *logits, float *prob, float *s, float *biased,
+                             const float **keys) const {
+    float total = 0.0f;
+    for (int64_t i = 0; i < e_; ++i) total += s[i] = contracts::routerSigmoid(logits[i]);
+    for (int64_t i = 0; i < e_; ++i) prob[i] += s[i] / total;
+    if (bias_) {
+      for (int64_t i = 0; i < e_; ++i) biased[i] = s[i] + bias_[i];
+      *keys = biased;
+    }
+    return s;
+  }
+
+  /// Token n's top-k by `keys`, weighted by their `scores`.
+  void pick(int64_t n, const float *keys, const float *scores, int64_t *rows) {
+    int32_t *experts = experts_ + n * k_;
+    float *weights = weights_ + n * k_, chosen = 0.0f;
+    for (int64_t j = 0, previous = -1; j < k_; ++j) {
+      previous = nextExpert(keys, e_, previous);
+      experts[j] = static_cast<int32_t>(previous);
+      chosen += weights[j] = scores[previous];
+      ++rows[previous];
+    }
+    for (int64_t j = 0; j < k_; ++j)
+      weights[j] = (normalize_ ? weights[j] / chosen : weights[j]) * scale_;
   }
 
   /// The chunks' sums in chunk order; chunkRows_ becomes each chunk's
@@ -141,11 +170,13 @@ private:
   float *weights_;
   int32_t *experts_, *positions_, *offsets_;
   float *probSum_, *counts_, *zSum_;
+  const float *bias_;
   int64_t n_, e_, k_;
-  bool normalize_;
+  bool normalize_, sigmoid_;
+  float scale_;
   int64_t chunks_;
   int threads_;
-  ThreadScratch rows_;              // per thread: a token's logits and p
+  ThreadScratch rows_;              // per thread: a token's logits, p, σ, σ + bias
   std::vector<float> chunkProb_;    // [chunks, E]: Σ p over the chunk
   std::vector<float> chunkZ_;       // [chunks]: Σ lse²
   std::vector<int64_t> chunkRows_;  // [chunks, E]: copies, then first rows
@@ -157,22 +188,23 @@ public:
       : logits_(args.inputs[0].as<T>()), experts_(args.inputs[1]),
         dweights_(args.inputs[2].as<float>()), dprobSum_(args.inputs[3].as<float>()),
         dzSum_(args.inputs[4].as<float>()), dlogits_(args.outputs[0].as<T>()), n_(b.tokens),
-        e_(b.experts), k_(b.topK), normalize_(b.normalize), threads_(bindThreads()),
-        rows_(threads_, 3 * e_) {}
+        e_(b.experts), k_(b.topK), normalize_(b.normalize),
+        sigmoid_(b.score == RouterScore::Sigmoid), scale_(static_cast<float>(b.scale)),
+        threads_(bindThreads()), rows_(threads_, 4 * e_) {}
 
   void run(const StepContext &) override {
 #pragma omp parallel num_threads(threads_) if (n_ * e_ > kParallelGrain)
     {
       float *row = rows_.at(omp_get_thread_num());
 #pragma omp for schedule(static)
-      for (int64_t n = 0; n < n_; ++n) token(n, row, row + e_, row + 2 * e_);
+      for (int64_t n = 0; n < n_; ++n) token(n, row, row + e_, row + 2 * e_, row + 3 * e_);
     }
   }
 
 private:
   /// dlogits of token n: through the chosen weights (and their
-  /// normalization), prob_sum and z_sum, then the softmax.
-  void token(int64_t n, float *logits, float *p, float *g) const {
+  /// normalization), prob_sum and z_sum, then the softmax or the sigmoid.
+  void token(int64_t n, float *logits, float *p, float *s, float *g) const {
     T *out = dlogits_ + n * e_;
     for (int64_t j = 0; j < k_; ++j) {
       const int64_t expert = experts_[n * k_ + j];
@@ -182,19 +214,43 @@ private:
       }
     }
     const float lse = softmaxRow(logits_, n, e_, logits, p), dz = *dzSum_;
-    const float *dw = dweights_ + n * k_;
-    float chosen = 0.0f, weighted = 0.0f;
-    for (int64_t j = 0; j < k_; ++j) {
-      const float pj = p[experts_[n * k_ + j]];
-      chosen += pj;
-      weighted += dw[j] * pj;
+    const float *scores = sigmoid_ ? sigmoidGrad(logits, s, g) : p;
+    if (!sigmoid_)
+      std::copy(dprobSum_, dprobSum_ + e_, g);
+    addWeightsGrad(n, scores, g);
+    if (sigmoid_) {
+      for (int64_t i = 0; i < e_; ++i)
+        store(out, i, g[i] * s[i] * (1.0f - s[i]) + 2.0f * lse * p[i] * dz);
+      return;
     }
-    std::copy(dprobSum_, dprobSum_ + e_, g);
-    for (int64_t j = 0; j < k_; ++j)
-      g[experts_[n * k_ + j]] += normalize_ ? dw[j] / chosen - weighted / (chosen * chosen) : dw[j];
     float mean = 0.0f;
     for (int64_t i = 0; i < e_; ++i) mean += g[i] * p[i];
     for (int64_t i = 0; i < e_; ++i) store(out, i, p[i] * (g[i] - mean) + 2.0f * lse * p[i] * dz);
+  }
+
+  /// σ(logits) into `s`; `g` = d prob_sum's terms / ds, where each adds
+  /// s_i / Σ s: g_i = (dprob_sum_i − Σ_m dprob_sum_m s_m / Σ s) / Σ s.
+  const float *sigmoidGrad(const float *logits, float *s, float *g) const {
+    float total = 0.0f, weighted = 0.0f;
+    for (int64_t i = 0; i < e_; ++i) total += s[i] = contracts::routerSigmoid(logits[i]);
+    for (int64_t i = 0; i < e_; ++i) weighted += dprobSum_[i] * s[i];
+    for (int64_t i = 0; i < e_; ++i) g[i] = (dprobSum_[i] - weighted / total) / total;
+    return s;
+  }
+
+  /// Adds to `g` the chosen weights' gradient with respect to `scores`:
+  /// w_j = scale·q_j (/ Σ_chosen q with normalize).
+  void addWeightsGrad(int64_t n, const float *scores, float *g) const {
+    const float *dw = dweights_ + n * k_;
+    float chosen = 0.0f, weighted = 0.0f;
+    for (int64_t j = 0; j < k_; ++j) {
+      const float q = scores[experts_[n * k_ + j]];
+      chosen += q;
+      weighted += scale_ * dw[j] * q;
+    }
+    for (int64_t j = 0; j < k_; ++j)
+      g[experts_[n * k_ + j]] +=
+          normalize_ ? scale_ * dw[j] / chosen - weighted / (chosen * chosen) : scale_ * dw[j];
   }
 
   const T *logits_;
@@ -202,9 +258,10 @@ private:
   const float *dweights_, *dprobSum_, *dzSum_;
   T *dlogits_;
   int64_t n_, e_, k_;
-  bool normalize_;
+  bool normalize_, sigmoid_;
+  float scale_;
   int threads_;
-  ThreadScratch rows_; // per thread: a token's logits, p and dL/dp
+  ThreadScratch rows_; // per thread: a token's logits, p, σ and dL/dscore
 };
 
 /// Row `copy` of positions [N, k] when it is in [0, N·k), else −1.

@@ -8,6 +8,8 @@
 //     sum), p and lse² into scratch, and the top k picked one at a time by
 //     a warp reduction in routeBeats' order (contracts/MoE.h: a strict
 //     total order, so the CPU's sequential scan picks the same experts);
+//     a sigmoid router's p is σ normalised over the experts (a warp sum),
+//     its key σ + bias when it has a bias, its weights σ;
 //  2. one thread per (chunk of kMoeRouteChunk tokens, expert): the chunk's
 //     Σ p and copies in token order, and its Σ lse²;
 //  3. one block: the chunks' sums in chunk order (prob_sum, counts, z_sum),
@@ -73,16 +75,43 @@ template <typename T> __device__ RowStats rowStats(const T *row, int64_t e) {
   return {m, warpSum(s)};
 }
 
-/// The next expert after `previous` (−1: the first) in routeBeats' order,
-/// on every lane; its logit in `logit`.
+/// How a router scores and chooses: softmax, or sigmoid (with a bias [E]
+/// on the choice, or none); the weights times `scale`.
+struct Scoring {
+  bool sigmoid = false;
+  float scale = 1.0f;
+  const float *bias = nullptr;
+
+  /// What expert i of `row` is chosen by: its logit, or σ + bias.
+  template <typename T> __device__ float key(const T *row, int64_t i) const {
+    const float l = load(row, i);
+    return sigmoid && bias ? contracts::routerSigmoid(l) + bias[i] : l;
+  }
+  /// What expert i is weighted by: p from the softmax, or σ.
+  template <typename T>
+  __device__ float score(const T *row, int64_t i, const RowStats &stats) const {
+    const float l = load(row, i);
+    return sigmoid ? contracts::routerSigmoid(l) : stats.p(l);
+  }
+};
+
+/// Σ σ(logits) of a token's row, on every lane.
+template <typename T> __device__ float sigmoidTotal(const T *row, int64_t e) {
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x & 31; i < e; i += 32) s += contracts::routerSigmoid(load(row, i));
+  return warpSum(s);
+}
+
+/// The next expert after `previous` (−1: the first) in routeBeats' order
+/// of `scoring`'s keys, on every lane; its key in `logit`.
 template <typename T>
-__device__ int nextExpert(const T *row, int64_t e, int previous, float previousLogit,
-                          float *logit) {
+__device__ int nextExpert(const T *row, int64_t e, const Scoring &scoring, int previous,
+                          float previousLogit, float *logit) {
   const int lane = threadIdx.x & 31;
   int best = -1;
   float bestLogit = 0.0f;
   for (int i = lane; i < e; i += 32) {
-    const float l = load(row, i);
+    const float l = scoring.key(row, i);
     if (previous >= 0 && !routeBeats(previousLogit, previous, l, i))
       continue;
     if (best < 0 || routeBeats(l, i, bestLogit, best))
@@ -101,25 +130,29 @@ __device__ int nextExpert(const T *row, int64_t e, int previous, float previousL
 /// Step 1: one warp per token.
 template <typename T>
 __global__ void routeTokensKernel(const T *logits, int64_t n, int64_t e, int64_t k, bool normalize,
-                                  float *p, float *lseSquared, float *weights, int32_t *experts) {
+                                  Scoring scoring, float *p, float *lseSquared, float *weights,
+                                  int32_t *experts) {
   const int lane = threadIdx.x & 31;
   LLMC_WARP_STRIDE(t, n) {
     const T *row = logits + t * e;
     const RowStats stats = rowStats(row, e);
-    for (int64_t i = lane; i < e; i += 32) p[t * e + i] = stats.p(load(row, i));
+    const float total = scoring.sigmoid ? sigmoidTotal(row, e) : 1.0f;
+    for (int64_t i = lane; i < e; i += 32) p[t * e + i] = scoring.score(row, i, stats) / total;
     if (lane == 0)
       lseSquared[t] = stats.lse() * stats.lse();
     int previous = -1;
-    float previousLogit = 0.0f, chosen = 0.0f;
+    float previousKey = 0.0f, chosen = 0.0f;
     for (int64_t j = 0; j < k; ++j) {
-      previous = nextExpert(row, e, previous, previousLogit, &previousLogit);
-      const float w = stats.p(previousLogit);
+      previous = nextExpert(row, e, scoring, previous, previousKey, &previousKey);
+      const float w = scoring.score(row, previous, stats);
       chosen += w;
       if (lane == 0)
         experts[t * k + j] = previous, weights[t * k + j] = w;
     }
-    if (normalize && lane == 0)
-      for (int64_t j = 0; j < k; ++j) weights[t * k + j] /= chosen;
+    if (lane == 0)
+      for (int64_t j = 0; j < k; ++j)
+        weights[t * k + j] =
+            (normalize ? weights[t * k + j] / chosen : weights[t * k + j]) * scoring.scale;
   }
 }
 
@@ -196,6 +229,8 @@ public:
         offsets_(args.outputs[3].as<int32_t>()), probSum_(args.outputs[4].as<float>()),
         counts_(args.outputs[5].as<float>()), zSum_(args.outputs[6].as<float>()), n_(b.tokens),
         e_(b.experts), k_(b.topK), normalize_(b.normalize),
+        scoring_{b.score == RouterScore::Sigmoid, static_cast<float>(b.scale),
+                 b.biased ? args.inputs[1].as<float>() : nullptr},
         chunks_((n_ + kMoeRouteChunk - 1) / kMoeRouteChunk),
         p_(static_cast<size_t>(n_ * e_ + n_) * sizeof(float)),
         chunkProb_(static_cast<size_t>(chunks_ * e_ + chunks_) * sizeof(float)),
@@ -207,8 +242,8 @@ public:
     float *chunkProb = chunkProb_.as<float>(), *chunkZ = chunkProb + chunks_ * e_;
     int32_t *chunkRows = chunkRows_.as<int32_t>();
     if (n_ > 0) {
-      routeTokensKernel<T><<<warpGrid(n_), kBlock, 0, stream>>>(logits_, n_, e_, k_, normalize_, p,
-                                                                lseSquared, weights_, experts_);
+      routeTokensKernel<T><<<warpGrid(n_), kBlock, 0, stream>>>(
+          logits_, n_, e_, k_, normalize_, scoring_, p, lseSquared, weights_, experts_);
       LLMC_CUDA_CHECK_LAUNCH();
       chunkSumsKernel<<<gridFor(chunks_ * e_), kBlock, 0, stream>>>(
           p, lseSquared, experts_, n_, e_, k_, chunks_, chunkProb, chunkZ, chunkRows);
@@ -231,6 +266,7 @@ private:
   float *probSum_, *counts_, *zSum_;
   int64_t n_, e_, k_;
   bool normalize_;
+  Scoring scoring_;
   int64_t chunks_;
   BindScratch p_;         // [N, E] p, then [N] lse²
   BindScratch chunkProb_; // [chunks, E] Σ p, then [chunks] Σ lse²
@@ -238,11 +274,11 @@ private:
 };
 
 /// One warp per token: dlogits through the chosen weights, prob_sum and
-/// z_sum, then the softmax.
+/// z_sum, then the softmax or the sigmoid.
 template <typename T, typename I>
 __global__ void routeGradKernel(const T *logits, const I *experts, const float *dweights,
                                 const float *dprobSum, const float *dzSum, T *dlogits, int64_t n,
-                                int64_t e, int64_t k, bool normalize) {
+                                int64_t e, int64_t k, bool normalize, Scoring scoring) {
   const int lane = threadIdx.x & 31;
   LLMC_WARP_STRIDE(t, n) {
     const T *row = logits + t * e;
@@ -258,27 +294,45 @@ __global__ void routeGradKernel(const T *logits, const I *experts, const float *
     const RowStats stats = rowStats(row, e);
     float chosen = 0.0f, weighted = 0.0f;
     for (int64_t j = lane; j < k; j += 32) {
-      const float pj = stats.p(load(row, static_cast<int64_t>(chosenExperts[j])));
-      chosen += pj;
-      weighted += dw[j] * pj;
+      const float q = scoring.score(row, static_cast<int64_t>(chosenExperts[j]), stats);
+      chosen += q;
+      weighted += scoring.scale * dw[j] * q;
     }
     chosen = warpSum(chosen);
     weighted = warpSum(weighted);
-    // dL/dp_i: prob_sum's gradient, plus the weights' of each copy of i.
-    auto gradientOfP = [&](int64_t i) {
-      float g = dprobSum[i];
+    // A sigmoid router's prob_sum adds σ_i / Σ σ: its gradient through the
+    // normalisation needs Σ σ and Σ dprob_sum·σ.
+    float total = 1.0f, probWeighted = 0.0f;
+    if (scoring.sigmoid) {
+      total = sigmoidTotal(row, e);
+      for (int64_t i = lane; i < e; i += 32)
+        probWeighted += dprobSum[i] * contracts::routerSigmoid(load(row, i));
+      probWeighted = warpSum(probWeighted);
+    }
+    // dL/dscore_i: prob_sum's gradient, plus the weights' of each copy of i.
+    auto gradientOfScore = [&](int64_t i) {
+      float g = scoring.sigmoid ? (dprobSum[i] - probWeighted / total) / total : dprobSum[i];
       for (int64_t j = 0; j < k; ++j)
-        if (chosenExperts[j] == i)
-          g += normalize ? dw[j] / chosen - weighted / (chosen * chosen) : dw[j];
+        if (chosenExperts[j] == i) {
+          const float d = scoring.scale * dw[j];
+          g += normalize ? d / chosen - weighted / (chosen * chosen) : d;
+        }
       return g;
     };
-    float mean = 0.0f;
-    for (int64_t i = lane; i < e; i += 32) mean += gradientOfP(i) * stats.p(load(row, i));
-    mean = warpSum(mean);
     const float lse = stats.lse(), dz = *dzSum;
+    if (scoring.sigmoid) {
+      for (int64_t i = lane; i < e; i += 32) {
+        const float l = load(row, i), s = contracts::routerSigmoid(l);
+        store(out, i, gradientOfScore(i) * s * (1.0f - s) + 2.0f * lse * stats.p(l) * dz);
+      }
+      continue;
+    }
+    float mean = 0.0f;
+    for (int64_t i = lane; i < e; i += 32) mean += gradientOfScore(i) * stats.p(load(row, i));
+    mean = warpSum(mean);
     for (int64_t i = lane; i < e; i += 32) {
       const float p = stats.p(load(row, i));
-      store(out, i, p * (gradientOfP(i) - mean) + 2.0f * lse * p * dz);
+      store(out, i, p * (gradientOfScore(i) - mean) + 2.0f * lse * p * dz);
     }
   }
 }
@@ -290,7 +344,8 @@ public:
         wideExperts_(args.inputs[1].dtype == DType::I64), dweights_(args.inputs[2].as<float>()),
         dprobSum_(args.inputs[3].as<float>()), dzSum_(args.inputs[4].as<float>()),
         dlogits_(args.outputs[0].as<T>()), n_(b.tokens), e_(b.experts), k_(b.topK),
-        normalize_(b.normalize) {}
+        normalize_(b.normalize),
+        scoring_{b.score == RouterScore::Sigmoid, static_cast<float>(b.scale), nullptr} {}
 
   void run(const StepContext &ctx) override {
     if (n_ == 0)
@@ -303,9 +358,9 @@ public:
 
 private:
   template <typename I> void launch(cudaStream_t stream) {
-    routeGradKernel<T, I>
-        <<<warpGrid(n_), kBlock, 0, stream>>>(logits_, static_cast<const I *>(experts_), dweights_,
-                                              dprobSum_, dzSum_, dlogits_, n_, e_, k_, normalize_);
+    routeGradKernel<T, I><<<warpGrid(n_), kBlock, 0, stream>>>(
+        logits_, static_cast<const I *>(experts_), dweights_, dprobSum_, dzSum_, dlogits_, n_, e_,
+        k_, normalize_, scoring_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -316,6 +371,7 @@ private:
   T *dlogits_;
   int64_t n_, e_, k_;
   bool normalize_;
+  Scoring scoring_;
 };
 
 /// moe_dispatch, first pass: source[row] = the copy landing on it (−1

@@ -429,12 +429,21 @@ RefTensor commitState(const RefTensor &state, const RefTensor &candidate, double
 
 //===- moe.cpp ------------------------------------------------------------===//
 
+/// moe_route's scoring: softmax, or sigmoid with an optional bias [E]
+/// (the choice only); the weights times `scale` either way.
+struct RouterScoring {
+  bool sigmoid = false;
+  double scale = 1.0;
+  const RefTensor *bias = nullptr;
+};
 /// llm.moe_route of logits [N, E]: weights, experts, positions, offsets,
 /// prob_sum, counts, z_sum (dialects/LLM/MoEOps.td).
-std::vector<RefTensor> moeRoute(const RefTensor &logits, int64_t k, bool normalize);
+std::vector<RefTensor> moeRoute(const RefTensor &logits, int64_t k, bool normalize,
+                                const RouterScoring &scoring = {});
 /// dlogits of moe_route from the gradients of weights, prob_sum and z_sum.
 RefTensor moeRouteGrad(const RefTensor &logits, const RefTensor &experts, const RefTensor &dweights,
-                       const RefTensor &dprobSum, double dzSum, bool normalize);
+                       const RefTensor &dprobSum, double dzSum, bool normalize,
+                       const RouterScoring &scoring = {});
 /// out[positions[n, j]] = weights[n, j]·x[n] (weights may be null: 1).
 RefTensor moeDispatch(const RefTensor &x, const RefTensor &positions, const RefTensor *weights);
 /// y[n] = Σ_j weights[n, j]·ys[positions[n, j]] (weights may be null: 1).

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/RouterScore.h"
 #include "kernels/reference/Common.h"
 #include "kernels/reference/Evaluator.h"
 
@@ -27,6 +28,14 @@ std::vector<double> softmaxRow(const RefTensor &logits, int64_t n, double *lse) 
   return p;
 }
 
+/// σ of row n of logits [N, E].
+std::vector<double> sigmoidRow(const RefTensor &logits, int64_t n) {
+  const int64_t e = logits.shape[1];
+  std::vector<double> s(e);
+  for (int64_t i = 0; i < e; ++i) s[i] = 1.0 / (1.0 + std::exp(-logits.data[n * e + i]));
+  return s;
+}
+
 /// The k experts of largest p, in descending order (ties: lower index first).
 std::vector<int64_t> topExperts(const std::vector<double> &p, int64_t k) {
   std::vector<int64_t> order(p.size());
@@ -38,7 +47,8 @@ std::vector<int64_t> topExperts(const std::vector<double> &p, int64_t k) {
 
 } // namespace
 
-std::vector<RefTensor> moeRoute(const RefTensor &logits, int64_t k, bool normalize) {
+std::vector<RefTensor> moeRoute(const RefTensor &logits, int64_t k, bool normalize,
+                                const RouterScoring &scoring) {
   require(logits.shape.size() == 2, "moeRoute", "logits must be [N, E]");
   const int64_t n = logits.shape[0], e = logits.shape[1];
   require(k >= 1 && k <= e, "moeRoute", "top_k must be in [1, E]");
@@ -50,13 +60,24 @@ std::vector<RefTensor> moeRoute(const RefTensor &logits, int64_t k, bool normali
     double lse;
     std::vector<double> p = softmaxRow(logits, t, &lse);
     zSum.data[0] += lse * lse;
+    // The scores the weights are made of, and the keys that choose.
+    std::vector<double> scores = p, keys = p;
+    if (scoring.sigmoid) {
+      scores = sigmoidRow(logits, t);
+      const double total = std::accumulate(scores.begin(), scores.end(), 0.0);
+      for (int64_t i = 0; i < e; ++i) {
+        p[i] = scores[i] / total;
+        keys[i] = scores[i] + (scoring.bias ? scoring.bias->data[i] : 0.0);
+      }
+    }
     for (int64_t i = 0; i < e; ++i) probSum.data[i] += p[i];
-    std::vector<int64_t> top = topExperts(p, k);
+    std::vector<int64_t> top = topExperts(keys, k);
     double chosen = 0;
-    for (int64_t expert : top) chosen += p[expert];
+    for (int64_t expert : top) chosen += scores[expert];
     for (int64_t j = 0; j < k; ++j) {
       experts.data[t * k + j] = double(top[j]);
-      weights.data[t * k + j] = normalize ? p[top[j]] / chosen : p[top[j]];
+      const double w = scores[top[j]];
+      weights.data[t * k + j] = (normalize ? w / chosen : w) * scoring.scale;
       counts.data[top[j]] += 1;
     }
   }
@@ -69,31 +90,45 @@ std::vector<RefTensor> moeRoute(const RefTensor &logits, int64_t k, bool normali
 }
 
 RefTensor moeRouteGrad(const RefTensor &logits, const RefTensor &experts, const RefTensor &dweights,
-                       const RefTensor &dprobSum, double dzSum, bool normalize) {
+                       const RefTensor &dprobSum, double dzSum, bool normalize,
+                       const RouterScoring &scoring) {
   const int64_t n = logits.shape[0], e = logits.shape[1], k = experts.shape[1];
   RefTensor dlogits = like(logits);
   for (int64_t t = 0; t < n; ++t) {
     double lse;
     std::vector<double> p = softmaxRow(logits, t, &lse);
-    std::vector<double> g(e, 0.0); // d/dp of what depends on p
+    const std::vector<double> scores = scoring.sigmoid ? sigmoidRow(logits, t) : p;
+    std::vector<double> g(e, 0.0); // d/dscore of what depends on the scores
     for (int64_t i = 0; i < e; ++i) g[i] = dprobSum.data[i];
+    if (scoring.sigmoid) {
+      // prob_sum adds s_i / Σ s: its gradient through the normalisation.
+      const double total = std::accumulate(scores.begin(), scores.end(), 0.0);
+      double weighted = 0;
+      for (int64_t i = 0; i < e; ++i) weighted += dprobSum.data[i] * scores[i];
+      for (int64_t i = 0; i < e; ++i) g[i] = (dprobSum.data[i] - weighted / total) / total;
+    }
     double chosen = 0;
-    for (int64_t j = 0; j < k; ++j) chosen += p[toId(experts.data[t * k + j], e, "moeRouteGrad")];
-    // w_j = p_j / chosen (normalize) or p_j: dL/dp_i over the chosen ones.
+    for (int64_t j = 0; j < k; ++j)
+      chosen += scores[toId(experts.data[t * k + j], e, "moeRouteGrad")];
+    // w_j = scale·q_j / chosen (normalize) or scale·q_j: dL/dq_i over the
+    // chosen ones.
     double weighted = 0;
     for (int64_t j = 0; j < k; ++j)
-      weighted += dweights.data[t * k + j] * p[int64_t(experts.data[t * k + j])];
+      weighted +=
+          scoring.scale * dweights.data[t * k + j] * scores[int64_t(experts.data[t * k + j])];
     for (int64_t j = 0; j < k; ++j) {
       int64_t i = int64_t(experts.data[t * k + j]);
-      g[i] += normalize ? dweights.data[t * k + j] / chosen - weighted / (chosen * chosen)
-                        : dweights.data[t * k + j];
+      const double dw = scoring.scale * dweights.data[t * k + j];
+      g[i] += normalize ? dw / chosen - weighted / (chosen * chosen) : dw;
     }
-    // Through the softmax: dl_i = p_i (g_i − Σ_m g_m p_m); z_sum adds
-    // 2·lse·p_i·dz.
+    // Through the softmax: dl_i = p_i (g_i − Σ_m g_m p_m), or the sigmoid:
+    // dl_i = g_i s_i (1 − s_i); z_sum adds 2·lse·p_i·dz.
     double mean = 0;
     for (int64_t i = 0; i < e; ++i) mean += g[i] * p[i];
     for (int64_t i = 0; i < e; ++i)
-      dlogits.data[t * e + i] = p[i] * (g[i] - mean) + 2.0 * lse * p[i] * dzSum;
+      dlogits.data[t * e + i] =
+          (scoring.sigmoid ? g[i] * scores[i] * (1.0 - scores[i]) : p[i] * (g[i] - mean)) +
+          2.0 * lse * p[i] * dzSum;
   }
   return dlogits;
 }
@@ -146,15 +181,26 @@ RefTensor routerLoss(const RefTensor &probSum, const RefTensor &counts, double z
   return loss;
 }
 
+namespace {
+
+/// The scoring attributes of a moe_route(_grad) call (common/RouterScore.h).
+RouterScoring scoringOf(const RefCall &c, const RefTensor *bias) {
+  return {c.integer("score", 0) == static_cast<int64_t>(RouterScore::Sigmoid), c.real("scale", 1.0),
+          bias};
+}
+
+} // namespace
+
 //===----------------------------------------------------------------------===//
 // Evaluators of the ops these references define (kernels/reference/Evaluator.h)
 //===----------------------------------------------------------------------===//
 
 LLMC_REGISTER_EVALUATOR("llm.moe_route", [](const RefCall &c) -> Results {
-  return moeRoute(c.in(0), c.integer("top_k"), c.flag("normalize"));
+  return moeRoute(c.in(0), c.integer("top_k"), c.flag("normalize"), scoringOf(c, c.optional(1)));
 });
 LLMC_REGISTER_EVALUATOR("llm.moe_route_grad", [](const RefCall &c) -> Results {
-  return {moeRouteGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.scalar(4), c.flag("normalize"))};
+  return {moeRouteGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.scalar(4), c.flag("normalize"),
+                       scoringOf(c, nullptr))};
 });
 LLMC_REGISTER_EVALUATOR("llm.moe_dispatch", [](const RefCall &c) -> Results {
   return {moeDispatch(c.in(0), c.in(1), c.optional(2))};

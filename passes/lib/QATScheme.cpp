@@ -2,6 +2,7 @@
 
 #include "passes/lib/QATScheme.h"
 
+#include "common/RouterScore.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "passes/lib/Parameters.h"
 
@@ -76,6 +77,9 @@ std::optional<int64_t> kernelStringAttr(llvm::StringRef name, llvm::StringRef va
   quant::AbsmaxFormat format;
   if (name == "absmax_format" && quant::parseAbsmaxFormat(value.str(), format))
     return static_cast<int64_t>(format);
+  if (name == "score")
+    if (std::optional<RouterScore> score = parseRouterScore(value.str()))
+      return static_cast<int64_t>(*score);
   return std::nullopt;
 }
 

@@ -25,7 +25,8 @@ namespace llmc {
 quant::Scheme kernelScheme(qat::SchemeAttr scheme);
 
 /// The kernels' integer for string attribute `name` = `value` of an llm or
-/// qat op (absmax_format: quant::AbsmaxFormat), or nullopt for a string no
+/// qat op (absmax_format: quant::AbsmaxFormat; score: RouterScore), or
+/// nullopt for a string no
 /// kernel reads (which ops verify before lowering).
 std::optional<int64_t> kernelStringAttr(llvm::StringRef name, llvm::StringRef value);
 

@@ -139,14 +139,18 @@ FailureOr<Grads> concatVJP(OpBuilder &b, ConcatOp op, Value dy, ArrayRef<bool> n
 /// Routing's gradient reaches the logits through the chosen weights and the
 /// auxiliary losses' sums (a missing one is zero); experts, positions,
 /// offsets and counts are piecewise constant in the logits: no gradient.
+/// A sigmoid router's bias only chooses experts: none for it either.
 FailureOr<Grads> moeRouteVJP(OpBuilder &b, MoERouteOp op, ArrayRef<Value> dys) {
   Location loc = op.getLoc();
   auto orZeros = [&](Value d, Value like) {
     return d ? d : FillOp::create(b, loc, like.getType(), APFloat(0.0)).getResult();
   };
-  return Grads{MoERouteGradOp::create(
-      b, loc, op.getLogits(), op.getExperts(), orZeros(dys[0], op.getWeights()),
-      orZeros(dys[4], op.getProbSum()), orZeros(dys[6], op.getZSum()), op.getNormalize())};
+  Grads grads(op->getNumOperands());
+  grads[0] = MoERouteGradOp::create(b, loc, op.getLogits(), op.getExperts(),
+                                    orZeros(dys[0], op.getWeights()),
+                                    orZeros(dys[4], op.getProbSum()), orZeros(dys[6], op.getZSum()),
+                                    op.getNormalize(), op.getScore(), op.getScale());
+  return grads;
 }
 
 /// dispatch and combine are each other's transposes (the same positions,

@@ -192,6 +192,40 @@ void checkSemantics(const json::Value &config, const std::string &family,
                  "Qwen2 attends to every earlier key (no per-layer sliding window)");
 }
 
+/// A router's scoring keys (llmc's, named after DeepSeek-V3's config):
+/// scoring_func (absent: softmax), routed_scaling_factor (absent: 1)
+/// against the model's; n_group and topk_group, which llmc does not model,
+/// must be absent, null or 1.
+void checkRouterScoring(const json::Value &config, const Artifact &artifact,
+                        const std::string &path) {
+  const json::Value *func = config.find("scoring_func");
+  const std::string have =
+      func && !func->isNull() ? func->asString(path + ": scoring_func") : "softmax";
+  const std::string want = artifact.meta("model.scoring_func", "softmax");
+  if (have != want)
+    fail(path, ": scoring_func is ", have, ", but the model has scoring_func = ", want);
+  const json::Value *factor = config.find("routed_scaling_factor");
+  const double scale = factor && !factor->isNull() ? numberOf(*factor, path) : 1.0;
+  const double model = artifact.metaNumber("model.routed_scaling_factor", 1.0);
+  if (std::fabs(scale - model) > 1e-12 * std::fabs(model))
+    fail(path, ": routed_scaling_factor is ", scale, ", but the model has ", model);
+  for (const char *key : {"n_group", "topk_group"})
+    if (const json::Value *v = config.find(key); v && !v->isNull() && numberOf(*v, path) != 1)
+      fail(path, ": ", key, " = ", v->dump(),
+           " is not supported: llmc has no group-limited routing (only 1)");
+}
+
+/// scoring_func and routed_scaling_factor for config.json, when not the
+/// defaults (a softmax router's config stays transformers' own).
+void setRouterScoring(json::Value &config, const Artifact &artifact) {
+  const std::string func = artifact.meta("model.scoring_func", "softmax");
+  const double scale = artifact.metaNumber("model.routed_scaling_factor", 1.0);
+  if (func != "softmax")
+    config.set("scoring_func", json::Value(func));
+  if (scale != 1.0)
+    config.set("routed_scaling_factor", json::Value(scale));
+}
+
 /// The optional keys (Mistral's sliding_window, Gemma 2's window and
 /// soft-caps) against the model's (model.<meta>, 0 or absent: none). null
 /// is none; an absent key is the config class's default.
@@ -393,6 +427,8 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
   checkOptionalKeys(config, artifact, family_, path);
   if (family_ == "qwen2_moe")
     checkDenseLayers(config, artifact, path);
+  if (family_ == "mixtral" || family_ == "qwen2_moe")
+    checkRouterScoring(config, artifact, path);
   tied_ = artifact.metaNumber("model.tie_embeddings", 0) != 0;
   for (const auto &[name, shape] : modelParameters(artifact)) {
     std::vector<std::string> slices = expertSliceNames(family_, name, shape.empty() ? 0 : shape[0]);
@@ -641,6 +677,8 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
       config.set("use_sliding_window", json::Value(false));
     if (family == "qwen2_moe")
       config.set("mlp_only_layers", denseLayersJson(artifact));
+    if (family == "mixtral" || family == "qwen2_moe")
+      setRouterScoring(config, artifact);
   }
   for (const OptionalKey &key : optionalKeys(family)) {
     double v = artifact.metaNumber(std::string("model.") + key.meta, 0);

@@ -9,7 +9,10 @@
 # layouts a 4-layer
 # GPT-2 in 4 microbatches, across pipeline stages, schedules and the
 # layouts without them; the moe-* layouts a 4-layer Mixtral (its experts'
-# parameters split by tp and ZeRO-3, its router sums crossing stages).
+# parameters split by tp and ZeRO-3, its router sums crossing stages); the
+# sigmoid-* ones a Mixtral with a sigmoid router (DeepSeek-V3's), whose
+# frozen e_score_correction_bias moves with the rest between one rank and
+# dp2×ep2.
 #
 #   run_reshard.sh <bin dir> <work dir>
 set -euo pipefail
@@ -23,6 +26,10 @@ pipe=(--model gpt2 --preset tiny --set n_layer=4 --set batch_size=2 --set seq_le
       --microbatches 4)
 moe=(--model mixtral --preset tiny --set n_layer=4 --set batch_size=2 --set seq_len=32
      --microbatches 4 --set router_z_loss_coef=0.001)
+# A sigmoid router (DeepSeek-V3's): its frozen e_score_correction_bias
+# travels with the checkpoint between one rank and expert parallelism.
+sigmoid=(--model mixtral --preset tiny --set n_layer=2 --set batch_size=4 --set seq_len=32
+         --set scoring_func=sigmoid --set routed_scaling_factor=2.5 --set router_z_loss_coef=0.001)
 uneven=(--model gpt2 --preset tiny --set n_layer=2 --set batch_size=12 --set seq_len=32
         --set vocab_size=257 --set n_embd=70 --set n_head=2 --set n_kv_head=2)
 
@@ -63,11 +70,14 @@ add moe-one 1 ""
 add moe-zero3-dp2 2 "--mesh dp=2 --zero 3"
 add moe-dp2-tp2 4 "--mesh dp=2,tp=2 --zero 1"
 add moe-pp2 2 "--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2"
+add sigmoid-one 1 ""
+add sigmoid-dp2-ep2 4 "--mesh dp=2,ep=2 --zero 1"
 for name in "${!RANKS[@]}"; do
   model=("${common[@]}")
   [[ $name == uneven-* || $name == padded-* ]] && model=("${uneven[@]}")
   [[ $name == pipe-* ]] && model=("${pipe[@]}")
   [[ $name == moe-* ]] && model=("${moe[@]}")
+  [[ $name == sigmoid-* ]] && model=("${sigmoid[@]}")
   # shellcheck disable=SC2086
   "$BIN/llmc" compile "${model[@]}" ${FLAGS[$name]} -o "$WORK/$name.llmc"
 done
@@ -80,6 +90,7 @@ run one --steps 12 --metrics "$WORK/reference.jsonl" --quiet
 run uneven-one --steps 12 --metrics "$WORK/uneven-reference.jsonl" --quiet
 run pipe-one --steps 12 --metrics "$WORK/pipe-reference.jsonl" --quiet
 run moe-one --steps 12 --metrics "$WORK/moe-reference.jsonl" --quiet
+run sigmoid-one --steps 12 --metrics "$WORK/sigmoid-reference.jsonl" --quiet
 
 fail=0
 for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-dp4" \
@@ -97,12 +108,13 @@ for pair in "zero3-dp2:one" "zero3-dp4:zero3-dp2" "hybrid:zero1-dp2" "one:zero3-
             "pipe-pp2-zero-bubble:pipe-pp4" "pipe-pp4:pipe-pp2-zero3-dp2" \
             "pipe-pp2-zero3-dp2:pipe-pp2-zero2-dp2" "pipe-pp2-zero2-dp2:pipe-one" \
             "moe-one:moe-zero3-dp2" "moe-zero3-dp2:moe-dp2-tp2" "moe-dp2-tp2:moe-pp2" \
-            "moe-pp2:moe-one"; do
+            "moe-pp2:moe-one" "sigmoid-one:sigmoid-dp2-ep2" "sigmoid-dp2-ep2:sigmoid-one"; do
   from=${pair%%:*}; to=${pair##*:}
   reference=reference
   [[ $from == uneven-* || $from == padded-* ]] && reference=uneven-reference
   [[ $from == pipe-* ]] && reference=pipe-reference
   [[ $from == moe-* ]] && reference=moe-reference
+  [[ $from == sigmoid-* ]] && reference=sigmoid-reference
   ck="$WORK/ck-$from-$to"
   run "$from" --steps 12 --stop-at 6 --ckpt-dir "$ck" --quiet
   run "$to" --steps 12 --resume --ckpt-dir "$ck" --metrics "$WORK/$from-$to.jsonl" --quiet

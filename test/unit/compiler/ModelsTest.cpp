@@ -438,6 +438,44 @@ TEST(Models, Qwen2MoeSparseLayersAsTransformersChoosesThem) {
             "bad value '0,x' for config key 'mlp_only_layers'");
 }
 
+/// DeepSeek-V3's router keys on a mixture of experts' config.json: the
+/// sigmoid scoring and its scale are read; group-limited routing and a
+/// bias update speed are refused by name; absent keys are a softmax router.
+TEST(Models, SigmoidRouterConfigJson) {
+  llmc::ModelConfig config;
+  EXPECT_EQ(
+      applyJson(R"({"model_type": "qwen2_moe", "num_key_value_heads": 2, "num_hidden_layers": 2,
+                          "scoring_func": "sigmoid", "routed_scaling_factor": 2.5,
+                          "norm_topk_prob": true, "n_group": 1, "topk_group": 1})",
+                config, "qwen2_moe"),
+      "");
+  EXPECT_TRUE(config.sigmoidRouter());
+  EXPECT_DOUBLE_EQ(config.routedScalingFactor, 2.5);
+  EXPECT_EQ(
+      applyJson(R"({"model_type": "mixtral", "num_key_value_heads": 2, "num_hidden_layers": 2})",
+                config, "mixtral"),
+      "");
+  EXPECT_FALSE(config.sigmoidRouter());
+  EXPECT_DOUBLE_EQ(config.routedScalingFactor, 1.0);
+  EXPECT_EQ(
+      configError(
+          R"({"model_type": "mixtral", "num_key_value_heads": 2, "scoring_func": "sigmoid", "n_group": 8,
+                            "topk_group": 4})",
+          "mixtral"),
+      "n_group = 8, topk_group = 4 is not supported: group-limited routing is not "
+      "implemented (each token chooses among all experts); only 1 and 1");
+  EXPECT_EQ(
+      configError(
+          R"({"model_type": "mixtral", "num_key_value_heads": 2, "scoring_func": "softplus"})",
+          "mixtral"),
+      "scoring_func must be softmax or sigmoid, got 'softplus'");
+  EXPECT_EQ(
+      configError(
+          R"({"model_type": "mixtral", "num_key_value_heads": 2, "routed_scaling_factor": 0})",
+          "mixtral"),
+      "routed_scaling_factor must be a finite number > 0, got 0");
+}
+
 TEST(Models, Qwen2MoeConfigJson) {
   llmc::ModelConfig config;
   // Qwen/Qwen1.5-MoE-A2.7B's keys.

@@ -511,17 +511,23 @@ TEST(VJP, FakeQuantOutlierColumnsPassTheGradientWhole) {
 /// A mixture-of-experts MLP of 6 tokens over 4 experts (top 2):
 /// route, dispatch, the experts' up projection (stacked weights), SiLU,
 /// their down projection, combine by the routing weights.
-std::string moeLayer(bool normalize, bool transposeB) {
+/// `router` is the moe_route's extra attributes and bias (e.g. a sigmoid
+/// router's); the bias, when it names one, is an argument (not a param).
+std::string moeLayer(bool normalize, bool transposeB, const std::string &router = "") {
   auto stacked = [&](int64_t out, int64_t in) {
     return transposeB ? "tensor<4x" + std::to_string(out) + "x" + std::to_string(in) + "xf32>"
                       : "tensor<4x" + std::to_string(in) + "x" + std::to_string(out) + "xf32>";
   };
+  const bool biased = router.find("bias") != std::string::npos;
   std::string args = param("x", "tensor<6x3xf32>") + ", " + param("router", "tensor<6x4xf32>") +
-                     ", " + param("u", stacked(5, 3)) + ", " + param("d", stacked(3, 5));
+                     ", " + param("u", stacked(5, 3)) + ", " + param("d", stacked(3, 5)) +
+                     (biased ? ", %b: tensor<4xf32>" : "");
   std::string attrs = transposeB ? " {transpose_b}" : "";
   std::string ops =
-      std::string("  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64") +
-      (normalize ? ", normalize" : "") + "} : tensor<6x4xf32>\n" +
+      std::string("  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router") +
+      (biased ? " bias %b" : "") + " {top_k = 2 : i64" + (normalize ? ", normalize" : "") +
+      (router.empty() ? "" : ", " + router.substr(biased ? 5 : 0)) + "} : tensor<6x4xf32>" +
+      (biased ? " bias tensor<4xf32>" : "") + "\n" +
       "  %xs = llm.moe_dispatch %x, %pos : tensor<6x3xf32>, tensor<6x2xi32>\n"
       "  %h = llm.grouped_matmul %xs, %off, %u" +
       attrs + " : tensor<12x3xf32>, tensor<5xi32>, " + stacked(5, 3) + "\n" +
@@ -540,6 +546,39 @@ TEST(VJP, MixtureOfExperts) {
                    (transposeB ? ", [F, K] weights" : ", [K, F] weights"));
       checkGradients(moeLayer(normalize, transposeB));
     }
+}
+
+/// Sigmoid routers (DeepSeek-V3): each chosen weight is its own σ, coupled
+/// to the others only by the renormalisation; the bias chooses (so the
+/// choice is not the logits' top-k) and takes no gradient; the scale
+/// multiplies the weights.
+TEST(VJP, MixtureOfExpertsSigmoidRouter) {
+  for (bool normalize : {true, false})
+    for (const char *router : {"score = \"sigmoid\"", "bias score = \"sigmoid\", scale = 2.5 : f64",
+                               "score = \"softmax\", scale = 0.5 : f64"}) {
+      SCOPED_TRACE(std::string(router) + (normalize ? ", normalize" : ""));
+      checkGradients(moeLayer(normalize, true, router));
+    }
+}
+
+TEST(VJP, MixtureOfExpertsSigmoidAuxiliaryLosses) {
+  // As below with a sigmoid router and a bias: prob_sum adds the scores
+  // normalised over the experts, z_sum the logits' logsumexp².
+  std::string text =
+      "func.func @forward(" + param("router", "tensor<5x4xf32>") + ", " +
+      param("x", "tensor<5x3xf32>") +
+      ", %q: tensor<10x3xf32>, %bias: tensor<4xf32>) -> tensor<f32> {\n"
+      "  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router bias %bias {top_k = 2 : i64, "
+      "normalize, score = \"sigmoid\", scale = 1.5 : f64} : tensor<5x4xf32> bias tensor<4xf32>\n"
+      "  %xs = llm.moe_dispatch %x, %pos weights %w : tensor<5x3xf32>, tensor<5x2xi32> weights "
+      "tensor<5x2xf32>\n"
+      "  %b = llm.router_loss %ps, %cnt, %z {aux_scale = 0.7 : f64, z_scale = 0.3 : f64} : "
+      "tensor<4xf32>, tensor<4xf32>\n"
+      "  %d = llm.mul %xs, %q : tensor<10x3xf32>, tensor<10x3xf32>\n"
+      "  %e2 = llm.reduce_sum %d : tensor<10x3xf32> to tensor<f32>\n"
+      "  %l = llm.add %b, %e2 : tensor<f32>, tensor<f32>\n"
+      "  return %l : tensor<f32>\n}";
+  checkGradients(text);
 }
 
 TEST(VJP, MixtureOfExpertsAuxiliaryLosses) {

@@ -12,6 +12,9 @@
 //    between backends: one fp32 product each);
 //  - moe_combine, moe_combine_weight_grad, moe_route_grad: sums, norm
 //    metric.
+// Sigmoid routers (DeepSeek-V3) the same way: with and without a bias on
+// the choice (random, so the biased choice differs from the logits' order),
+// with and without normalisation, scaled by 2.5; their gradient too.
 // Shapes: one token and one expert up to Mixtral's (E = 8, k = 2) and
 // DeepSeek-like (E = 64, k = 6) routings over thousands of tokens, k = 1
 // and k = E, an expert no token chooses, positions out of range or
@@ -100,6 +103,41 @@ ConformanceCase routeCase(DType dtype, const RouteShape &s, bool normalize, Logi
           }};
 }
 
+/// A sigmoid router's attributes (common/RouterScore.h's encoding).
+KernelAttrs sigmoidAttrs(int64_t topK, bool normalize, double scale) {
+  return attrs({{"scale", scale}},
+               {{"top_k", topK}, {"normalize", normalize ? 1 : 0}, {"score", 1}});
+}
+
+const std::vector<RouteShape> kSigmoidShapes = {{1, 1, 1},    {7, 4, 2},    {33, 8, 2},
+                                                {200, 16, 4}, {129, 60, 4}, {1500, 64, 6}};
+
+ConformanceCase sigmoidRouteCase(DType dtype, const RouteShape &s, bool normalize, bool biased,
+                                 uint64_t seed) {
+  std::string label =
+      routeLabel(dtype, s) + "_sigmoid" + (normalize ? "_normalize" : "") + (biased ? "_bias" : "");
+  return {"moe_route", label, [=] {
+            KernelCall k;
+            k.input(routeLogits(s, Logits::Random, seed), dtype);
+            if (biased)
+              k.input(randomTensor({s.experts}, seed + 1, 0.3), DType::F32);
+            const int64_t n = s.tokens, e = s.experts, topK = s.topK;
+            k.output(DType::F32, {n, topK});
+            k.output(DType::I32, {n, topK});
+            k.output(DType::I32, {n, topK});
+            k.output(DType::I32, {e + 1});
+            k.output(DType::F32, {e});
+            k.output(DType::F32, {e});
+            k.output(DType::F32, {});
+            k.attrs = sigmoidAttrs(topK, normalize, 2.5);
+            k.reference = [topK, normalize, biased](const std::vector<RefTensor> &in) {
+              return ref::moeRoute(in[0], topK, normalize, {true, 2.5, biased ? &in[1] : nullptr});
+            };
+            k.tolerances = k.cudaTolerances = kRouteTolerances;
+            return k;
+          }};
+}
+
 std::vector<ConformanceCase> routeCases() {
   std::vector<ConformanceCase> cases;
   uint64_t seed = 15000;
@@ -114,6 +152,11 @@ std::vector<ConformanceCase> routeCases() {
         if (s.topK < s.experts)
           cases.push_back(routeCase(dtype, s, normalize, Logits::IdleExpert, ++seed));
       }
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const RouteShape &s : kSigmoidShapes)
+      for (bool normalize : {false, true})
+        for (bool biased : {false, true})
+          cases.push_back(sigmoidRouteCase(dtype, s, normalize, biased, seed += 2));
   return cases;
 }
 
@@ -182,6 +225,31 @@ std::vector<ConformanceCase> routeGradCases() {
   for (DType dtype : kFloatTypes)
     for (const RouteShape &s : kRouteShapes)
       for (bool normalize : {false, true}) add(dtype, s, normalize, DType::I32, false);
+  // Sigmoid routers: the experts a biased choice made (so not the logits'
+  // top-k), the weights scaled by 2.5.
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const RouteShape &s : kSigmoidShapes)
+      for (bool normalize : {false, true})
+        cases.push_back(
+            {"moe_route_grad", routeLabel(dtype, s) + "_sigmoid" + (normalize ? "_normalize" : ""),
+             [=, caseSeed = seed += 5] {
+               KernelCall k;
+               RefTensor logits = roundTo(routeLogits(s, Logits::Random, caseSeed), dtype);
+               const RefTensor bias = randomTensor({s.experts}, caseSeed + 4, 0.3);
+               k.input(logits, dtype);
+               k.input(ref::moeRoute(logits, s.topK, normalize, {true, 2.5, &bias})[1], DType::I32);
+               k.input(randomTensor({s.tokens, s.topK}, caseSeed + 1), DType::F32);
+               k.input(randomTensor({s.experts}, caseSeed + 2), DType::F32);
+               k.input(randomTensor({}, caseSeed + 3), DType::F32);
+               k.output(dtype, {s.tokens, s.experts});
+               k.attrs = sigmoidAttrs(s.topK, normalize, 2.5);
+               k.reference = [normalize](const std::vector<RefTensor> &in) {
+                 return std::vector<RefTensor>{ref::moeRouteGrad(
+                     in[0], in[1], in[2], in[3], in[4].data[0], normalize, {true, 2.5, nullptr})};
+               };
+               k.metric = k.cudaMetric = Metric::Norm;
+               return k;
+             }});
   add(DType::F32, {33, 8, 2}, true, DType::I64, false);
   add(DType::F32, {33, 8, 2}, true, DType::I32, true);
   add(DType::BF16, {200, 16, 4}, false, DType::I64, true);
@@ -447,6 +515,18 @@ TEST(MoeKernels, BindErrorsNameTheOperand) {
             "moe_route: z_sum must be an f32 scalar, got f32[3]");
   EXPECT_EQ(bindError("moe_route", {logits}, {w, ids}, top2),
             "moe_route: expected 7 outputs, got 2");
+  // Sigmoid routers: the score's encoding, the scale, the bias.
+  const TensorView bias = perExpert;
+  EXPECT_EQ(bindError("moe_route", {logits, bias}, routeOut, sigmoidAttrs(2, true, 2.5)), "");
+  EXPECT_EQ(bindError("moe_route", {logits, bias}, routeOut, top2),
+            "moe_route: a bias needs attribute 'score' = 1 (sigmoid)");
+  EXPECT_EQ(bindError("moe_route", {logits, typeOnly(DType::F32, {4})}, routeOut,
+                      sigmoidAttrs(2, true, 1.0)),
+            "moe_route: bias must be f32[3], got f32[4]");
+  EXPECT_EQ(bindError("moe_route", {logits}, routeOut, attrs({}, {{"top_k", 2}, {"score", 2}})),
+            "moe_route: attribute 'score' must be 0 (softmax) or 1 (sigmoid), got 2");
+  EXPECT_EQ(bindError("moe_route", {logits}, routeOut, sigmoidAttrs(2, true, -1.0)),
+            "moe_route: attribute 'scale' must be a finite number > 0, got -1.000000");
 
   const std::vector<TensorView> gradIn = {logits, ids, w, perExpert, scalar};
   auto gradWith = [&](size_t i, TensorView replacement) {
