@@ -510,15 +510,32 @@ const Pieces *ProbeCache::get(const ProbeKey &key, bool pipelined, std::string &
       pieces->single = one[0];
       // What a layer keeps for its backward is in the plan itself; the
       // difference of two peaks is not (they need not be at one moment).
-      // Offloaded, a layer's saved values are in the arena only in flight
-      // (between its forward and the copy, and once copied back): the
-      // difference of the two peaks is what a layer adds there.
-      pieces->layer.activationBytes =
-          key.offloadActivations ? two[0].activationBytes - one[0].activationBytes
-                                 : two[0].savedPerLayer;
+      pieces->layer.activationBytes = two[0].savedPerLayer;
+      std::vector<Piece> three;
+      if (key.offloadActivations) {
+        // Offloaded, saved values are in the arena only in flight (until
+        // copied down, and once copied back a layer ahead of their
+        // backward): at most three layers' worth at any depth (one in its
+        // forward, one in its backward, the next prefetched), which the
+        // three-layer probe's peak holds.
+        ok = compileProbe(key, 3, 1, three, f, b, error);
+        pieces->layer.activationBytes = 0;
+        pieces->inFlightByDepth = {one[0].activationBytes, two[0].activationBytes,
+                                   ok ? three[0].activationBytes : 0.0};
+        pieces->single.activationBytes =
+            *std::max_element(pieces->inFlightByDepth.begin(), pieces->inFlightByDepth.end());
+      }
       // Workspace is not per layer: the larger probe's stands for any depth.
       pieces->layer.otherBytes = 0;
       pieces->single.otherBytes = std::max(one[0].otherBytes, two[0].otherBytes);
+      if (key.offloadActivations && ok) {
+        pieces->single.otherBytes = std::max(pieces->single.otherBytes, three[0].otherBytes);
+        // With few activations in the arena the peak moves into the
+        // backward as layers are added, where more gradients are live:
+        // what the third layer adds at the peak stands for every layer.
+        pieces->layer.gradientBytes = std::max(pieces->layer.gradientBytes,
+                                               three[0].gradientBytes - two[0].gradientBytes);
+      }
       clampBytes(pieces->layer);
     }
   }

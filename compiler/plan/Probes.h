@@ -123,6 +123,9 @@ struct Pieces {
   Piece single;       ///< the whole one-stage model with one layer
   Piece first, last;  ///< a pipeline's first/last stage beyond its layers
   double p2pForwardBytes = 0, p2pBackwardBytes = 0; ///< per microbatch and chunk boundary
+  /// --offload activations: the activations in the arena at the peak of
+  /// one, two and three layers (in flight; no deeper model holds more).
+  std::vector<double> inFlightByDepth;
 };
 
 class ProbeCache {

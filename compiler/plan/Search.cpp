@@ -85,6 +85,14 @@ bool Search::evaluate(const Layout &l, Prediction &prediction, std::string &why,
   const Pieces *pieces = probes.get(key, l.pp > 1, why);
   if (!pieces)
     return false;
+  if (l.recompute != "budget" && l.offloadActivations && k < 3 &&
+      static_cast<int64_t>(pieces->inFlightByDepth.size()) >= k) {
+    // Fewer layers than saturate the in-flight activations: the probe of
+    // that depth's.
+    Pieces shallow = *pieces;
+    shallow.single.activationBytes = pieces->inFlightByDepth[k - 1];
+    return compose(l, shallow, shallow.layer.scaled(k), prediction, why, stageMemory);
+  }
   if (l.recompute != "budget")
     return compose(l, *pieces, pieces->layer.scaled(k), prediction, why, stageMemory);
   // The fewest layers per stage recomputed in full that fit (the compiler's
