@@ -118,8 +118,7 @@ Trial readTrial(ModuleOp module, const CompileOptions &options, const plan::Clus
         continue;
       plan::ProgramCost cost = plan::costProgram(program, device, mesh, fp32Scale);
       double seconds = 0;
-      for (auto &[phase, phaseCost] : cost.phases)
-        seconds += phaseCost.seconds();
+      for (auto &[phase, phaseCost] : cost.phases) seconds += phaseCost.seconds();
       trial.seconds = std::max(trial.seconds, seconds);
     }
   }
@@ -144,9 +143,9 @@ public:
     lowered.emit = "exec";
     lowered.memoryBudgetBytes = 0; // measured here, not enforced
     PassManager pm(forward.getContext());
-    if (failed(buildTrainingPipeline(pm, lowered, [&](const llvm::Twine &message) {
-          forward.emitError() << message.str();
-        })) ||
+    if (failed(buildTrainingPipeline(
+            pm, lowered,
+            [&](const llvm::Twine &message) { forward.emitError() << message.str(); })) ||
         failed(pm.run(*candidate)))
       return failure();
     return &(trials[modes] = readTrial(*candidate, lowered, device));

@@ -35,8 +35,8 @@ std::vector<Step> hullSteps(const LayerCosts &layer, const PriceModel &model, si
       double saved = at.deviceBytes - c.deviceBytes, added = c.seconds - at.seconds;
       double rate = added > 0 ? saved / added : std::numeric_limits<double>::infinity();
       if (!best || rate > bestRate ||
-          (rate == bestRate && std::tie(c.seconds, c.deviceBytes) <
-                                   std::tie(best->seconds, best->deviceBytes))) {
+          (rate == bestRate &&
+           std::tie(c.seconds, c.deviceBytes) < std::tie(best->seconds, best->deviceBytes))) {
         best = &c;
         bestRate = rate;
       }
@@ -62,10 +62,9 @@ std::vector<LayerChoice> layerChoices(const LayerCosts &layer, const PriceModel 
     choices.push_back({kModeNames[m], layer.recomputeSeconds[m], layer.keptBytes[m]});
   if (model.hostLinkBandwidth > 0)
     for (int m : {kKeep, kSelective, kFull})
-      choices.push_back({m == kKeep ? std::string("offload")
-                                    : std::string(kModeNames[m]) + "+offload",
-                         layer.recomputeSeconds[m] + offloadSeconds(layer.keptBytes[m], model),
-                         0});
+      choices.push_back(
+          {m == kKeep ? std::string("offload") : std::string(kModeNames[m]) + "+offload",
+           layer.recomputeSeconds[m] + offloadSeconds(layer.keptBytes[m], model), 0});
   return choices;
 }
 
@@ -81,8 +80,7 @@ std::vector<std::vector<std::string>> pricedLadder(const std::vector<LayerCosts>
                                                    const PriceModel &model) {
   std::vector<Step> steps;
   for (size_t i = 0; i < layers.size(); ++i)
-    for (Step &s : hullSteps(layers[i], model, i))
-      steps.push_back(std::move(s));
+    for (Step &s : hullSteps(layers[i], model, i)) steps.push_back(std::move(s));
   std::stable_sort(steps.begin(), steps.end(), [](const Step &a, const Step &b) {
     return std::make_tuple(-a.bytesPerSecond, a.layer, a.index) <
            std::make_tuple(-b.bytesPerSecond, b.layer, b.index);

@@ -10,7 +10,7 @@ OffloadTraffic OffloadTraffic::shard(int64_t zero, int64_t dp) const {
   if (zero < 1 || dp <= 1)
     return *this;
   double n = static_cast<double>(dp);
-  return {downBytes / n,    upBytes / n,         updateBytes / n, stateBytes / n,
+  return {downBytes / n,    upBytes / n,         updateBytes / n,    stateBytes / n,
           stagingBytes / n, activationCopyBytes, activationHostBytes};
 }
 

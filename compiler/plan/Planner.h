@@ -79,7 +79,7 @@ struct Layout {
   std::string offloadChoice() const;
   /// The ranks one microbatch's sequences are split over (dp × ep).
   int64_t batchRanks() const { return dp * ep; }
-  std::string label() const;       ///< "tp8 pp16 dp8 ep2 z1 sp mbs1 1f1b sel off", "... none act-off"
+  std::string label() const; ///< "tp8 pp16 dp8 ep2 z1 sp mbs1 1f1b sel off", "... none act-off"
   /// The `llmc compile` flags of this layout for `request`.
   std::string compileFlags(const Request &request) const;
 };

@@ -222,9 +222,9 @@ CompileOptions layoutOptions(const Request &request, const Layout &layout) {
   o.virtualStages = layout.virtualStages;
   o.recompute = layout.recompute == "budget" ? "none" : layout.recompute;
   o.offload = layout.offload && layout.offloadActivations ? "optimizer,activations"
-               : layout.offload                              ? "optimizer"
-               : layout.offloadActivations                   ? "activations"
-                                                             : "none";
+              : layout.offload                            ? "optimizer"
+              : layout.offloadActivations                 ? "activations"
+                                                          : "none";
   return o;
 }
 
@@ -345,8 +345,8 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
     double peak = planValue(plan, "peak"), activation = planValue(plan, "activation"),
            gradient = planValue(plan, "grad");
     piece.activationHostBytes = planValue(memory, "host_activations");
-    piece.hostStagingBytes = planValue(memory, "host") -
-                             planValue(memory, "host_optimizer_state") - piece.activationHostBytes;
+    piece.hostStagingBytes = planValue(memory, "host") - planValue(memory, "host_optimizer_state") -
+                             piece.activationHostBytes;
     piece.activationBytes = activation / inFlight;
     piece.gradientBytes = gradient;
     piece.otherBytes = peak - activation - gradient;
@@ -533,8 +533,8 @@ const Pieces *ProbeCache::get(const ProbeKey &key, bool pipelined, std::string &
         // With few activations in the arena the peak moves into the
         // backward as layers are added, where more gradients are live:
         // what the third layer adds at the peak stands for every layer.
-        pieces->layer.gradientBytes = std::max(pieces->layer.gradientBytes,
-                                               three[0].gradientBytes - two[0].gradientBytes);
+        pieces->layer.gradientBytes =
+            std::max(pieces->layer.gradientBytes, three[0].gradientBytes - two[0].gradientBytes);
       }
       clampBytes(pieces->layer);
     }

@@ -231,8 +231,8 @@ void Search::run() {
     if (prediction.memoryBytes <= 0)
       return;
     tooBig = true;
-    if (!l.offload && !l.offloadActivations && (!familyPlain.count(family) ||
-                       prediction.memoryBytes < familyPlain[family].first))
+    if (!l.offload && !l.offloadActivations &&
+        (!familyPlain.count(family) || prediction.memoryBytes < familyPlain[family].first))
       familyPlain[family] = {prediction.memoryBytes, l.label() + ") " + why};
     if (!familySmallest.count(family) || prediction.memoryBytes < familySmallest[family]) {
       familySmallest[family] = prediction.memoryBytes;
@@ -334,10 +334,10 @@ void Search::run() {
           std::string with;
           for (const char *kind : {"optimizer", "activations", "optimizer+activations"})
             if (familyOffloaded[family].count(kind))
-              with += (with.empty() ? "--offload " : " or --offload ") +
-                      std::string(kind == std::string("optimizer+activations")
-                                      ? "optimizer,activations"
-                                      : kind);
+              with +=
+                  (with.empty() ? "--offload " : " or --offload ") +
+                  std::string(kind == std::string("optimizer+activations") ? "optimizer,activations"
+                                                                           : kind);
           result.offloadOnly.push_back(
               {family, "fits only with " + with + ": without it the smallest layout (" +
                            familyPlain[family].second + " of " +

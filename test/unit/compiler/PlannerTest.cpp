@@ -403,8 +403,7 @@ TEST(PlanOffload, ActivationsPricedByTheirCopies) {
   // The host's memory rate is not needed (no update runs there); the link is.
   r.cluster.hostLinkBandwidth = 0;
   EXPECT_FALSE(runPlan(r, 0, result, error));
-  EXPECT_NE(error.find("--offload activations: the cluster needs --host-bw ("),
-            std::string::npos)
+  EXPECT_NE(error.find("--offload activations: the cluster needs --host-bw ("), std::string::npos)
       << error;
 }
 

@@ -1,7 +1,7 @@
 //===- RecomputeBudgetTest.cpp - the recompute ladder and its search ------===//
 
-#include "compiler/Compiler.h"
 #include "compiler/RecomputeBudget.h"
+#include "compiler/Compiler.h"
 #include "compiler/RecomputePrice.h"
 #include "models/Models.h"
 
