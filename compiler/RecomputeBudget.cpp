@@ -125,6 +125,23 @@ Trial readTrial(ModuleOp module, const CompileOptions &options, const plan::Clus
   return trial;
 }
 
+/// Compiles `forward` with `options` (their recomputation as given; the
+/// budget measured, not enforced) and reads the plan.
+FailureOr<Trial> compileTrial(ModuleOp forward, const CompileOptions &options,
+                              const plan::Cluster &device) {
+  OwningOpRef<ModuleOp> candidate(cast<ModuleOp>(forward->clone()));
+  CompileOptions lowered = options;
+  lowered.emit = "exec";
+  lowered.memoryBudgetBytes = 0;
+  PassManager pm(forward.getContext());
+  if (failed(buildTrainingPipeline(
+          pm, lowered,
+          [&](const llvm::Twine &message) { forward.emitError() << message.str(); })) ||
+      failed(pm.run(*candidate)))
+    return failure();
+  return readTrial(*candidate, lowered, device);
+}
+
 /// The candidates a budget search compiles, each once, by layer modes.
 class BudgetSearch {
 public:
@@ -136,19 +153,13 @@ public:
     auto it = trials.find(modes);
     if (it != trials.end())
       return &it->second;
-    OwningOpRef<ModuleOp> candidate(cast<ModuleOp>(forward->clone()));
-    CompileOptions lowered = options;
-    lowered.recompute = "none";
-    lowered.recomputeLayers = modes;
-    lowered.emit = "exec";
-    lowered.memoryBudgetBytes = 0; // measured here, not enforced
-    PassManager pm(forward.getContext());
-    if (failed(buildTrainingPipeline(
-            pm, lowered,
-            [&](const llvm::Twine &message) { forward.emitError() << message.str(); })) ||
-        failed(pm.run(*candidate)))
+    CompileOptions candidate = options;
+    candidate.recompute = "none";
+    candidate.recomputeLayers = modes;
+    FailureOr<Trial> compiled = compileTrial(forward, candidate, device);
+    if (failed(compiled))
       return failure();
-    return &(trials[modes] = readTrial(*candidate, lowered, device));
+    return &(trials[modes] = *compiled);
   }
 
   FailureOr<bool> fits(const std::string &modes) {
@@ -289,11 +300,11 @@ RecomputeChoice describe(const BudgetSearch &search, const std::vector<LayerCost
 } // namespace
 
 FailureOr<int64_t> plannedArenaBytes(ModuleOp forward, const CompileOptions &options) {
-  BudgetSearch search(forward, options);
-  FailureOr<const Trial *> trial = search.trial(options.recomputeLayers);
+  FailureOr<Trial> trial =
+      compileTrial(forward, options, plan::targetDevice(options.target, options.hostBw));
   if (failed(trial))
     return failure();
-  return (*trial)->arena;
+  return trial->arena;
 }
 
 FailureOr<std::string> chooseRecompute(ModuleOp forward, const CompileOptions &options,
