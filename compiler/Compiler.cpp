@@ -248,11 +248,14 @@ int compile(const CompileRequest &options, llvm::StringRef tool) {
   int64_t batchRows = globalBatchRows(*module);
   const std::string recomputeMode = pipeline.recompute; // before a budget picks layers
   if (pipeline.recompute == "budget") {
-    FailureOr<std::string> layers = chooseRecompute(*module, pipeline, tool);
+    RecomputeChoice priced;
+    FailureOr<std::string> layers = chooseRecompute(*module, pipeline, tool, &priced);
     if (failed(layers))
       return 1;
     pipeline.recompute = "none";
     pipeline.recomputeLayers = *layers;
+    pipeline.recomputePrice = priced.price;
+    pipeline.recomputePriceBasis = priced.basis;
   }
   pipeline.emit = options.emit == "artifact" ? "exec" : options.emit;
   PassManager pm(&context);

@@ -36,12 +36,27 @@ std::string recomputeLevel(const std::vector<std::string> &layers, size_t level)
 /// `options` (whose recomputation and budget are taken as given).
 mlir::FailureOr<int64_t> plannedArenaBytes(mlir::ModuleOp forward, const CompileOptions &options);
 
-/// The cheapest level that fits `options.memoryBudgetBytes`, as layer modes;
-/// the offloading levels only when no recomputation alone fits (and not
-/// under pipeline stages). When no level fits, returns the last level:
-/// compiling it fails in llmc-memory-budget, which says what else to change.
+/// What a budget search chose and what it costs (RecomputePrice.h).
+struct RecomputeChoice {
+  std::string layers; ///< layer modes, as chooseRecompute returns them
+  /// Per layer "h.0=offload:1.2e-04" (mode and seconds added per step).
+  std::string price;
+  std::string basis; ///< the device and host link it was priced on
+  double seconds = 0; ///< the sum
+};
+
+/// The plan that fits `options.memoryBudgetBytes` at the least priced time,
+/// as layer modes. Two orders are searched, each by bisection over its
+/// levels: the ladder above, and the priced ladder (RecomputePrice.h),
+/// which may keep a layer's values in host memory instead of recomputing
+/// them where the host link makes that cheaper (never under pipeline
+/// stages); the cheaper of their fitting plans wins, the ladder's on a tie.
+/// When nothing fits, returns the ladder's last level: compiling it fails
+/// in llmc-memory-budget, which says what else to change. `priced`, when
+/// given, receives the choice's price.
 mlir::FailureOr<std::string> chooseRecompute(mlir::ModuleOp forward, const CompileOptions &options,
-                                             llvm::StringRef tool = "llmc");
+                                             llvm::StringRef tool = "llmc",
+                                             RecomputeChoice *priced = nullptr);
 
 } // namespace llmc
 

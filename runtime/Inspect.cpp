@@ -100,6 +100,46 @@ void printHostTraffic(const ProgramInfo &p, std::ostream &os) {
        << " to the host, " << formatBytes(up) << " to the device\n";
 }
 
+/// `--recompute budget`'s price per layer ("h.0=offload:1.2e-04,..."): runs
+/// of layers with one mode and price on one line, in milliseconds.
+void printRecomputePrice(const Artifact &a, std::ostream &os) {
+  std::string text = a.meta("recompute.price");
+  if (text.empty())
+    return;
+  struct Entry {
+    std::string layer, mode;
+    double seconds;
+  };
+  std::vector<Entry> entries;
+  std::istringstream items(text);
+  std::string item;
+  double total = 0;
+  while (std::getline(items, item, ',')) {
+    size_t eq = item.find('='), colon = item.rfind(':');
+    if (eq == std::string::npos || colon == std::string::npos || colon < eq)
+      continue;
+    entries.push_back({item.substr(0, eq), item.substr(eq + 1, colon - eq - 1),
+                       std::atof(item.c_str() + colon + 1)});
+    total += entries.back().seconds;
+  }
+  auto ms = [](double seconds) {
+    std::ostringstream out;
+    out << "+" << std::fixed << std::setprecision(3) << seconds * 1e3 << " ms";
+    return out.str();
+  };
+  os << "  priced:   " << ms(total) << " per step (" << a.meta("recompute.price_basis") << ")\n";
+  for (size_t i = 0; i < entries.size();) {
+    size_t j = i;
+    while (j + 1 < entries.size() && entries[j + 1].mode == entries[i].mode &&
+           entries[j + 1].seconds == entries[i].seconds)
+      ++j;
+    std::string names = entries[i].layer + (j > i ? " .. " + entries[j].layer : "");
+    os << "    " << std::left << std::setw(16) << names << " " << std::setw(18) << entries[i].mode
+       << std::right << ms(entries[i].seconds) << (j > i ? " each" : "") << "\n";
+    i = j + 1;
+  }
+}
+
 /// How a training artifact trains: precision, optimizer, adapters,
 /// recomputation and the default schedule.
 void printTraining(const Artifact &a, std::ostream &os) {
@@ -130,6 +170,7 @@ void printTraining(const Artifact &a, std::ostream &os) {
   std::string layers = a.meta("recompute.layers");
   if (recompute != "none" || !layers.empty())
     os << "recompute:  " << recompute << (layers.empty() ? "" : " (" + layers + ")") << "\n";
+  printRecomputePrice(a, os);
   os << "schedule:   lr " << a.meta("schedule.lr") << " -> " << a.meta("schedule.min_lr")
      << ", " << a.meta("schedule.kind") << ", warmup " << a.meta("schedule.warmup")
      << ", steps " << a.meta("schedule.steps") << ", seed " << a.meta("seed") << "\n";

@@ -163,6 +163,37 @@ bool parseCluster(const std::string &spec, Cluster &cluster, std::string &error)
   return true;
 }
 
+Cluster targetDevice(const std::string &target, double hostLinkGBs) {
+  Cluster c;
+  if (target == "cuda") {
+    bool found = false;
+    c = preset("dgx-h100", found);
+    c.devices = 1;
+  } else {
+    // bench/plan_cpu.sh on the 2-core development VM, 2026-11-25, one
+    // thread (docs/planner.md, "Predicted vs measured (CPU ranks)"). On
+    // the CPU backend the arena and host memory are one allocation, so a
+    // copy between them is a memcpy at the copy rate.
+    c.name = "cpu";
+    c.deviceName = "CPU core (bench/plan_cpu.sh)";
+    c.devices = c.nodeSize = 1;
+    c.peakFlops = 59.2e9;
+    c.memoryBandwidth = 15.1e9;
+    c.kernelOverhead = 0.73e-6;
+    // The TCP transport's all-reduce on that VM: 1.39 ms per ring step,
+    // 0.58 GB/s.
+    c.intraBandwidth = c.interBandwidth = 0.58e9;
+    c.intraLatency = c.interLatency = 1.39e-3;
+    c.hostLinkBandwidth = 15.1e9;
+    c.hostMemoryBandwidth = 15.1e9;
+    c.overlap = false;
+    c.efficiency.source = "bench/plan_cpu.sh, one core of the development VM";
+  }
+  if (hostLinkGBs > 0)
+    c.hostLinkBandwidth = hostLinkGBs * 1e9;
+  return c;
+}
+
 bool parseBytes(const std::string &text, double &bytes) {
   char *end = nullptr;
   double value = std::strtod(text.c_str(), &end);

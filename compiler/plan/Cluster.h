@@ -60,6 +60,16 @@ std::vector<std::pair<std::string, std::string>> clusterPresets();
 /// False with `error` set on an unknown preset or a bad count.
 bool parseCluster(const std::string &spec, Cluster &cluster, std::string &error);
 
+/// The one device a compile for `target` (cpu, cuda) is priced on when
+/// `llmc compile --recompute budget` weighs recomputing against offloading
+/// (RecomputePrice.h): `cuda` is the dgx-h100 preset's H100 with its PCIe
+/// Gen5 x16 host link, 64 GB/s each way; `cpu` is one core of the
+/// development VM as bench/plan_cpu.sh measured it (GEMMs at 59.2 GFLOP/s,
+/// memory-bound kernels at its 15.1 GB/s copy rate, 0.73 µs per kernel),
+/// whose "host link" is a memcpy within RAM at that same copy rate.
+/// `hostLinkGBs` > 0 replaces the host link (GB/s each way).
+Cluster targetDevice(const std::string &target, double hostLinkGBs = 0);
+
 /// "80GiB", "40GB", "512MiB", "1e9" → bytes; false on a malformed size.
 bool parseBytes(const std::string &text, double &bytes);
 

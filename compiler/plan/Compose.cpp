@@ -12,14 +12,19 @@ namespace llmc::plan {
 
 OffloadTraffic offloadTraffic(const Layout &l, const Piece &stage) {
   OffloadTraffic t;
-  if (!l.offload)
-    return t;
-  t.downBytes = stage.hostDownBytes;
-  t.upBytes = stage.hostUpBytes;
-  t.updateBytes = stage.hostUpdateBytes;
-  t.stagingBytes = stage.hostStagingBytes;
-  t = t.shard(l.zero, l.dp);
-  t.stateBytes = stage.hostStateBytes(l.zero, l.dp);
+  if (l.offload) {
+    t.downBytes = stage.hostDownBytes;
+    t.upBytes = stage.hostUpBytes;
+    t.updateBytes = stage.hostUpdateBytes;
+    t.stagingBytes = stage.hostStagingBytes;
+    t = t.shard(l.zero, l.dp);
+    t.stateBytes = stage.hostStateBytes(l.zero, l.dp);
+  }
+  if (l.offloadActivations) {
+    // Every microbatch copies its saved values; they reuse one place.
+    t.activationCopyBytes = stage.activationCopyBytes * static_cast<double>(l.microbatches);
+    t.activationHostBytes = stage.activationHostBytes;
+  }
   return t;
 }
 
@@ -171,14 +176,16 @@ bool Search::compose(const Layout &l, const Pieces &pieces, const Piece &layers,
                      hidden(at(DpTraffic::EachBackward), B[s])) +
                 hidden(at(DpTraffic::StepBackward), B[s]) + at(DpTraffic::StepAfter);
     }
-    // Offloading: the copies and the host update run in stream order
-    // after the backward, not beside it.
+    // Offloading: the copies and the host update run in the compute
+    // stream's order, not beside it (the activations' inside each
+    // microbatch, the optimizer's after the backward).
     OffloadTraffic host = offloadTraffic(l, stage[s]);
     double offload = offloadSeconds(host, c);
     double end = finish[s] + optimizer + exposed + offload;
     if (end >= step) {
       step = end;
       prediction.offloadSeconds = offload;
+      prediction.activationOffloadSeconds = host.activationCopyBytes / c.hostLinkBandwidth;
       prediction.offload = host;
       exposedWorst = exposed + m * tpComm[s] + p2pTotal;
     }

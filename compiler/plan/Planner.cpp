@@ -29,9 +29,17 @@ std::string Layout::label() const {
   os << " " << (recompute == "selective" ? "sel" : recompute);
   if (recompute == "budget")
     os << "(" << budgetFullLayers << " full)";
+  if (offloadActivations)
+    os << " act-off";
   if (offload)
     os << " off";
   return os.str();
+}
+
+std::string Layout::offloadChoice() const {
+  if (offload && offloadActivations)
+    return "optimizer+activations";
+  return offload ? "optimizer" : offloadActivations ? "activations" : "none";
 }
 
 std::string Layout::compileFlags(const Request &request) const {
@@ -69,8 +77,8 @@ std::string Layout::compileFlags(const Request &request) const {
   } else if (recompute != "none") {
     os << " --recompute " << recompute;
   }
-  if (offload)
-    os << " --offload optimizer";
+  if (offload || offloadActivations)
+    os << " --offload " << options.offload;
   return os.str();
 }
 
@@ -155,12 +163,19 @@ std::string validate(const Request &r) {
     if (!is(kind, {"1f1b", "interleaved", "zero-bubble"}))
       return "--pipeline-schedule: '" + kind + "' is not 1f1b, interleaved or zero-bubble";
   for (const std::string &choice : r.offload)
-    if (!is(choice, {"none", "optimizer"}))
-      return "--offload: '" + choice + "' is not none or optimizer";
-  if (std::find(r.offload.begin(), r.offload.end(), "optimizer") != r.offload.end() &&
-      !(r.cluster.hostLinkBandwidth > 0 && r.cluster.hostMemoryBandwidth > 0))
-    return "--offload optimizer: the cluster needs --host-bw and --host-memory-bw (a preset "
-           "has them)";
+    if (!is(choice, {"none", "optimizer", "activations", "optimizer+activations"}))
+      return "--offload: '" + choice +
+             "' is not none, optimizer, activations or optimizer+activations";
+  for (const std::string &choice : r.offload) {
+    if (choice == "none")
+      continue;
+    // The optimizer's update runs in host memory; activations only cross
+    // the link.
+    bool update = choice != "activations";
+    if (!(r.cluster.hostLinkBandwidth > 0 && (!update || r.cluster.hostMemoryBandwidth > 0)))
+      return "--offload " + choice + ": the cluster needs --host-bw" +
+             (update ? " and --host-memory-bw" : "") + " (a preset has them)";
+  }
   if (r.maxVirtualStages < 1)
     return "the largest number of virtual stages must be at least 1";
   return "";

@@ -54,9 +54,9 @@ struct Request {
   std::vector<int64_t> onlyEp;
   std::vector<std::string> onlyRecompute, onlySchedule;
   int onlySp = -1; ///< -1 both, 0 off, 1 on
-  /// ZeRO-Offload choices ("none", "optimizer"); empty: offload a layout
-  /// only where it does not fit without (and the cluster's host link is
-  /// known).
+  /// Offloading choices ("none", "optimizer", "activations",
+  /// "optimizer+activations"); empty: offload a layout only where it does
+  /// not fit without (and the cluster's host link is known).
   std::vector<std::string> offload;
 };
 
@@ -72,9 +72,14 @@ struct Layout {
   std::string recompute = "none";  ///< none | selective | full | budget
   int64_t budgetFullLayers = 0;    ///< budget: layers per stage recomputed in full
   bool offload = false;            ///< --offload optimizer
+  /// --offload activations (one pipeline stage only: the compiler refuses
+  /// it under pp).
+  bool offloadActivations = false;
+  /// "none", "optimizer", "activations" or "optimizer+activations".
+  std::string offloadChoice() const;
   /// The ranks one microbatch's sequences are split over (dp × ep).
   int64_t batchRanks() const { return dp * ep; }
-  std::string label() const;       ///< "tp8 pp16 dp8 ep2 z1 sp mbs1 1f1b sel off"
+  std::string label() const; ///< "tp8 pp16 dp8 ep2 z1 sp mbs1 1f1b sel off", "... none act-off"
   /// The `llmc compile` flags of this layout for `request`.
   std::string compileFlags(const Request &request) const;
 };
@@ -84,6 +89,7 @@ struct Prediction {
   double memoryBytes = 0;   ///< the largest stage's arena per rank
   double hostBytes = 0;     ///< offloaded: the largest stage's host memory per rank
   double offloadSeconds = 0; ///< offloaded: host copies and update per step (in stepSeconds)
+  double activationOffloadSeconds = 0; ///< of which the activations' copies
   OffloadTraffic offload;    ///< offloaded: the slowest stage's host traffic per rank
   double stepSeconds = 0;
   double bubble = 0;        ///< idle share of the pipeline
@@ -101,7 +107,8 @@ struct Rejected {
 struct Result {
   std::vector<Prediction> ranked; ///< fitting layouts, fastest first
   std::vector<Rejected> rejected;
-  /// Families that fit only with --offload optimizer, and why not without.
+  /// Families that fit only offloaded (optimizer or activations), and why
+  /// not without.
   std::vector<Rejected> offloadOnly;
   int64_t layoutsSearched = 0;
   int64_t probesCompiled = 0;

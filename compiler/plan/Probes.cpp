@@ -31,6 +31,8 @@ Piece Piece::operator+(const Piece &o) const {
   p.hostUpBytes += o.hostUpBytes;
   p.hostUpdateBytes += o.hostUpdateBytes;
   p.hostStagingBytes += o.hostStagingBytes;
+  p.activationCopyBytes += o.activationCopyBytes;
+  p.activationHostBytes += o.activationHostBytes;
   for (auto &[kind, n] : o.states)
     p.states[kind] += n;
   return p;
@@ -49,6 +51,8 @@ Piece Piece::scaled(double k) const {
   p.hostUpBytes = hostUpBytes * k;
   p.hostUpdateBytes = hostUpdateBytes * k;
   p.hostStagingBytes = hostStagingBytes * k;
+  p.activationCopyBytes = activationCopyBytes * k;
+  p.activationHostBytes = activationHostBytes * k;
   for (auto &[kind, n] : states)
     p.states[kind] = static_cast<int64_t>(n * k);
   return p;
@@ -168,16 +172,28 @@ double memrefBytes(Value v) {
   return type.getNumElements() * type.getElementTypeBitWidth() / 8.0;
 }
 
+/// Whether `v` is a saved activation in host memory (--offload
+/// activations): what a copy to the host writes or a copy back reads.
+bool hostActivation(Value v) {
+  auto buffer = v.getDefiningOp<exec::BufferOp>();
+  return buffer && buffer->hasAttr(exec::kHostSpaceAttr) && buffer.getCategory() == "activation";
+}
+
 /// --offload optimizer's copies each way and the bytes the host kernels
-/// read and write, over the whole step.
-void countHostTraffic(exec::ProgramOp program, Piece &piece) {
+/// read and write, over the whole step; --offload activations' copies
+/// apart, both ways together, over the probe's `microbatches`.
+void countHostTraffic(exec::ProgramOp program, Piece &piece, double microbatches) {
   program.walk([&](exec::KernelOp kernel) {
     StringRef name = kernel.getCallee();
     if (name == "copy_to_host" || name == "copy_to_device") {
       double bytes = 0;
       for (Value v : kernel.getInputs())
         bytes += memrefBytes(v);
-      (name == "copy_to_host" ? piece.hostDownBytes : piece.hostUpBytes) += bytes;
+      Value host = name == "copy_to_host" ? kernel.getOutputs()[0] : kernel.getInputs()[0];
+      if (hostActivation(host))
+        piece.activationCopyBytes += bytes / microbatches;
+      else
+        (name == "copy_to_host" ? piece.hostDownBytes : piece.hostUpBytes) += bytes;
     } else if (kernel->hasAttr(exec::kOnHostAttr)) {
       for (Value v : kernel->getOperands())
         piece.hostUpdateBytes += memrefBytes(v);
@@ -205,7 +221,10 @@ CompileOptions layoutOptions(const Request &request, const Layout &layout) {
   o.pipelineSchedule = layout.schedule;
   o.virtualStages = layout.virtualStages;
   o.recompute = layout.recompute == "budget" ? "none" : layout.recompute;
-  o.offload = layout.offload ? "optimizer" : "none";
+  o.offload = layout.offload && layout.offloadActivations ? "optimizer,activations"
+              : layout.offload                            ? "optimizer"
+              : layout.offloadActivations                 ? "activations"
+                                                          : "none";
   return o;
 }
 
@@ -278,6 +297,7 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
   layout.microbatches = std::max(stages, key.microbatches);
   layout.recompute = key.recompute;
   layout.offload = key.offload;
+  layout.offloadActivations = key.offloadActivations;
   layout.ep = key.ep;
   OwningOpRef<ModuleOp> module = compile(layoutOptions(request, layout), layers,
                                          layout.batchRanks() * key.microbatchSize, error);
@@ -324,8 +344,9 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
                           : 1;
     double peak = planValue(plan, "peak"), activation = planValue(plan, "activation"),
            gradient = planValue(plan, "grad");
-    piece.hostStagingBytes =
-        planValue(memory, "host") - planValue(memory, "host_optimizer_state");
+    piece.activationHostBytes = planValue(memory, "host_activations");
+    piece.hostStagingBytes = planValue(memory, "host") - planValue(memory, "host_optimizer_state") -
+                             piece.activationHostBytes;
     piece.activationBytes = activation / inFlight;
     piece.gradientBytes = gradient;
     piece.otherBytes = peak - activation - gradient;
@@ -345,7 +366,7 @@ bool ProbeCache::compileProbe(const ProbeKey &key, int64_t layers, int64_t stage
         kind = "host_" + kind;
       piece.states[{kind, rows, rows ? bytes / rows : 0}] += 1;
     });
-    countHostTraffic(train, piece);
+    countHostTraffic(train, piece, m);
     out.push_back(std::move(piece));
     ++stageIndex;
   }
@@ -490,9 +511,31 @@ const Pieces *ProbeCache::get(const ProbeKey &key, bool pipelined, std::string &
       // What a layer keeps for its backward is in the plan itself; the
       // difference of two peaks is not (they need not be at one moment).
       pieces->layer.activationBytes = two[0].savedPerLayer;
+      std::vector<Piece> three;
+      if (key.offloadActivations) {
+        // Offloaded, saved values are in the arena only in flight (until
+        // copied down, and once copied back a layer ahead of their
+        // backward): at most three layers' worth at any depth (one in its
+        // forward, one in its backward, the next prefetched), which the
+        // three-layer probe's peak holds.
+        ok = compileProbe(key, 3, 1, three, f, b, error);
+        pieces->layer.activationBytes = 0;
+        pieces->inFlightByDepth = {one[0].activationBytes, two[0].activationBytes,
+                                   ok ? three[0].activationBytes : 0.0};
+        pieces->single.activationBytes =
+            *std::max_element(pieces->inFlightByDepth.begin(), pieces->inFlightByDepth.end());
+      }
       // Workspace is not per layer: the larger probe's stands for any depth.
       pieces->layer.otherBytes = 0;
       pieces->single.otherBytes = std::max(one[0].otherBytes, two[0].otherBytes);
+      if (key.offloadActivations && ok) {
+        pieces->single.otherBytes = std::max(pieces->single.otherBytes, three[0].otherBytes);
+        // With few activations in the arena the peak moves into the
+        // backward as layers are added, where more gradients are live:
+        // what the third layer adds at the peak stands for every layer.
+        pieces->layer.gradientBytes =
+            std::max(pieces->layer.gradientBytes, three[0].gradientBytes - two[0].gradientBytes);
+      }
       clampBytes(pieces->layer);
     }
   }

@@ -53,6 +53,9 @@ struct Piece {
   /// the bytes the host kernels touch (OffloadCost.h); the host memory
   /// planned beside the optimizer state (staging copies).
   double hostDownBytes = 0, hostUpBytes = 0, hostUpdateBytes = 0, hostStagingBytes = 0;
+  /// --offload activations: bytes copied down and back up per microbatch,
+  /// and the host memory holding them (per step: microbatches reuse it).
+  double activationCopyBytes = 0, activationHostBytes = 0;
   std::map<StateKind, int64_t> states; ///< kind → count
   Piece operator-(const Piece &o) const;
   Piece operator+(const Piece &o) const;
@@ -105,9 +108,12 @@ struct ProbeKey {
   int64_t microbatches = 1;
   bool offload = false; ///< compiled with --offload optimizer
   int64_t ep = 1;       ///< expert-parallel ranks (the probe's batch is ep × microbatch size)
+  bool offloadActivations = false; ///< compiled with --offload activations
   bool operator<(const ProbeKey &o) const {
-    return std::tie(tp, sp, microbatchSize, recompute, microbatches, offload, ep) <
-           std::tie(o.tp, o.sp, o.microbatchSize, o.recompute, o.microbatches, o.offload, o.ep);
+    return std::tie(tp, sp, microbatchSize, recompute, microbatches, offload, ep,
+                    offloadActivations) < std::tie(o.tp, o.sp, o.microbatchSize, o.recompute,
+                                                   o.microbatches, o.offload, o.ep,
+                                                   o.offloadActivations);
   }
 };
 
@@ -117,6 +123,9 @@ struct Pieces {
   Piece single;       ///< the whole one-stage model with one layer
   Piece first, last;  ///< a pipeline's first/last stage beyond its layers
   double p2pForwardBytes = 0, p2pBackwardBytes = 0; ///< per microbatch and chunk boundary
+  /// --offload activations: the activations in the arena at the peak of
+  /// one, two and three layers (in flight; no deeper model holds more).
+  std::vector<double> inFlightByDepth;
 };
 
 class ProbeCache {

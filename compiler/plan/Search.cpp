@@ -80,10 +80,19 @@ bool Search::evaluate(const Layout &l, Prediction &prediction, std::string &why,
                l.recompute == "budget" ? "none" : l.recompute,
                l.microbatches > 1 ? 2 : 1,
                l.offload,
-               l.ep};
+               l.ep,
+               l.offloadActivations};
   const Pieces *pieces = probes.get(key, l.pp > 1, why);
   if (!pieces)
     return false;
+  if (l.recompute != "budget" && l.offloadActivations && k < 3 &&
+      static_cast<int64_t>(pieces->inFlightByDepth.size()) >= k) {
+    // Fewer layers than saturate the in-flight activations: the probe of
+    // that depth's.
+    Pieces shallow = *pieces;
+    shallow.single.activationBytes = pieces->inFlightByDepth[k - 1];
+    return compose(l, shallow, shallow.layer.scaled(k), prediction, why, stageMemory);
+  }
   if (l.recompute != "budget")
     return compose(l, *pieces, pieces->layer.scaled(k), prediction, why, stageMemory);
   // The fewest layers per stage recomputed in full that fit (the compiler's
@@ -179,16 +188,24 @@ void Search::run() {
   std::map<std::string, std::pair<double, std::string>> familyBest; // best step per family
   std::map<std::string, std::string> familyWhy;
   std::map<std::string, double> familySmallest;
-  // Families that fit only offloaded: the smallest layout without.
+  // Families that fit only offloaded: the smallest layout without, and
+  // what was offloaded where they fit.
   std::map<std::string, std::pair<double, std::string>> familyPlain;
+  std::map<std::string, std::set<std::string>> familyOffloaded;
   std::set<std::string> fitsPlain;
+  // (optimizer, activations) offloaded, fewest first.
   bool autoOffload = request.offload.empty();
-  bool offloadKnown = c.hostLinkBandwidth > 0 && c.hostMemoryBandwidth > 0;
-  std::vector<bool> offloadChoices;
-  for (bool offload : {false, true})
-    if (autoOffload ? !offload || offloadKnown
-                    : allowed(request.offload, std::string(offload ? "optimizer" : "none")))
-      offloadChoices.push_back(offload);
+  bool linkKnown = c.hostLinkBandwidth > 0, updateKnown = linkKnown && c.hostMemoryBandwidth > 0;
+  std::vector<std::pair<bool, bool>> offloadChoices;
+  for (auto [optimizer, activations] :
+       {std::pair{false, false}, {false, true}, {true, false}, {true, true}}) {
+    Layout named;
+    named.offload = optimizer;
+    named.offloadActivations = activations;
+    if (autoOffload ? (!optimizer || updateKnown) && (!activations || linkKnown)
+                    : allowed(request.offload, named.offloadChoice()))
+      offloadChoices.push_back({optimizer, activations});
+  }
   bool tooBig = false; // the last layout considered did not fit the memory
   // Evaluates `l`: ranks it, or notes why not for its family.
   auto consider = [&](const Layout &l, const std::string &family) {
@@ -198,8 +215,10 @@ void Search::run() {
     tooBig = false;
     if (evaluate(l, prediction, why)) {
       result.ranked.push_back(prediction);
-      if (!l.offload)
+      if (!l.offload && !l.offloadActivations)
         fitsPlain.insert(family);
+      else
+        familyOffloaded[family].insert(l.offloadChoice());
       auto &best = familyBest[family];
       if (best.second.empty() || prediction.stepSeconds < best.first)
         best = {prediction.stepSeconds, l.label()};
@@ -212,13 +231,42 @@ void Search::run() {
     if (prediction.memoryBytes <= 0)
       return;
     tooBig = true;
-    if (!l.offload && (!familyPlain.count(family) ||
-                       prediction.memoryBytes < familyPlain[family].first))
+    if (!l.offload && !l.offloadActivations &&
+        (!familyPlain.count(family) || prediction.memoryBytes < familyPlain[family].first))
       familyPlain[family] = {prediction.memoryBytes, l.label() + ") " + why};
     if (!familySmallest.count(family) || prediction.memoryBytes < familySmallest[family]) {
       familySmallest[family] = prediction.memoryBytes;
       familyWhy[family] = "does not fit: the smallest layout (" + l.label() + ") " + why +
                           " of " + formatSize(static_cast<int64_t>(c.memoryBytes));
+    }
+  };
+  // Each offloading choice of `l`. By default a layout is offloaded only
+  // where it does not fit without (docs/planner.md): the optimizer or the
+  // activations where the plain layout is too big, both where each alone
+  // is. Activations not under pipeline stages (not yet priced per stage)
+  // nor with a budget (there the compiler's own search offloads layer by
+  // layer where that is cheaper than recomputing).
+  auto considerOffloaded = [&](Layout l, const std::string &family) {
+    std::map<std::pair<bool, bool>, bool> big;
+    auto tooBigOrSkipped = [&](bool optimizer, bool activations) {
+      auto it = big.find({optimizer, activations});
+      return it == big.end() || it->second;
+    };
+    for (auto [optimizer, activations] : offloadChoices) {
+      if (activations && (l.pp > 1 || l.recompute == "budget"))
+        continue;
+      if (autoOffload && (optimizer || activations)) {
+        auto plain = big.find({false, false});
+        if (plain == big.end() || !plain->second)
+          continue;
+        if (optimizer && activations &&
+            !(tooBigOrSkipped(true, false) && tooBigOrSkipped(false, true)))
+          continue;
+      }
+      l.offload = optimizer;
+      l.offloadActivations = activations;
+      consider(l, family);
+      big[{optimizer, activations}] = tooBig;
     }
   };
   for (int64_t t : tps)
@@ -271,14 +319,7 @@ void Search::run() {
                       (pp > 1 && !allowed(request.onlySchedule, kind)) ||
                       (request.onlySp >= 0 && t > 1 && sp != (request.onlySp == 1)))
                     continue;
-                  for (bool offload : offloadChoices) {
-                    // By default a layout is offloaded only where it does
-                    // not fit without (docs/planner.md).
-                    if (offload && autoOffload && !tooBig)
-                      continue;
-                    l.offload = offload;
-                    consider(l, family);
-                  }
+                  considerOffloaded(l, family);
                 }
         }
         if (!anyBatch) {
@@ -289,11 +330,19 @@ void Search::run() {
         }
         if (!familyBest.count(family))
           reject(family, familyWhy[family]);
-        else if (!fitsPlain.count(family) && familyPlain.count(family))
+        else if (!fitsPlain.count(family) && familyPlain.count(family)) {
+          std::string with;
+          for (const char *kind : {"optimizer", "activations", "optimizer+activations"})
+            if (familyOffloaded[family].count(kind))
+              with +=
+                  (with.empty() ? "--offload " : " or --offload ") +
+                  std::string(kind == std::string("optimizer+activations") ? "optimizer,activations"
+                                                                           : kind);
           result.offloadOnly.push_back(
-              {family, "fits only with --offload optimizer: without it the smallest layout (" +
+              {family, "fits only with " + with + ": without it the smallest layout (" +
                            familyPlain[family].second + " of " +
                            formatSize(static_cast<int64_t>(c.memoryBytes))});
+        }
       }
     }
   // One line per refusal, with the first combination it refused.

@@ -175,6 +175,9 @@ std::string resolveOptions(CompileOptions &o) {
            "--weight-quant nf4[:block<N>]";
   o.gradBucketBytes = static_cast<int64_t>(o.gradBucketMb * (1 << 20));
 
+  if (!(o.hostBw >= 0) || !std::isfinite(o.hostBw))
+    return "--host-bw must be a positive number of GB/s (0: the target's host link), not " +
+           text(o.hostBw);
   o.memoryBudgetBytes = 0;
   if (!o.memoryBudget.empty()) {
     o.memoryBudgetBytes = parseByteSize(o.memoryBudget);
@@ -281,6 +284,10 @@ std::map<std::string, std::string> optionMetadata(const CompileOptions &o,
     meta[key] = text(s.field);
 #include "passes/lib/CompileOptions.def"
   meta["recompute.layers"] = o.recomputeLayers;
+  if (!o.recomputePrice.empty()) {
+    meta["recompute.price"] = o.recomputePrice;
+    meta["recompute.price_basis"] = o.recomputePriceBasis;
+  }
   return meta;
 }
 

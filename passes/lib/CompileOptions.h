@@ -31,6 +31,10 @@ struct CompileOptions {
   /// Per layer: h.0=full,h.1=selective; "+offload" (or "offload" alone, for
   /// none) also keeps what the layer saves in host memory.
   std::string recomputeLayers;
+  /// What --recompute budget's choice costs, per layer
+  /// ("h.0=offload:1.2e-04,h.1=none:0"), and the device it was priced on;
+  /// recorded in the artifact for llmc inspect.
+  std::string recomputePrice, recomputePriceBasis;
   /// Stop after this stage: graph | train | exec (set by the driver's --emit).
   std::string emit = "exec";
 };

@@ -126,7 +126,8 @@ cl::list<std::string> onlySchedule("pipeline-schedule",
                                    cl::desc("Only these: 1f1b, interleaved, zero-bubble"),
                                    cl::CommaSeparated, PLAN_OPT);
 cl::list<std::string> offload("offload",
-                              cl::desc("ZeRO-Offload choices: none, optimizer (default: offload "
+                              cl::desc("Offloading choices: none, optimizer (ZeRO-Offload), "
+                                       "activations, optimizer+activations (default: offload "
                                        "a layout only where it does not fit without)"),
                               cl::CommaSeparated, PLAN_OPT);
 Opt<std::string> onlySp("sp", cl::desc("Sequence parallelism: on, off or both"), cl::init("both"),
@@ -290,10 +291,13 @@ void printRow(raw_ostream &os, size_t rank, const plan::Prediction &p, const pla
                fixed(p.tflopsPerDevice, p.tflopsPerDevice < 10 ? 3 : 1).c_str(),
                (fixed(100 * p.mfu, 1) + "%").c_str(), (fixed(100 * p.bubble, 1) + "%").c_str(),
                (fixed(100 * p.commShare, 1) + "%").c_str());
-  if (p.layout.offload)
-    os << format("%6s  host %s, +%s offloaded\n", "",
+  if (p.layout.offload || p.layout.offloadActivations)
+    os << format("%6s  host %s, +%s offloaded%s\n", "",
                  formatSize(static_cast<int64_t>(p.hostBytes)).c_str(),
-                 seconds(p.offloadSeconds).c_str());
+                 seconds(p.offloadSeconds).c_str(),
+                 p.layout.offload && p.layout.offloadActivations
+                     ? (" (activations +" + seconds(p.activationOffloadSeconds) + ")").c_str()
+                     : "");
 }
 
 } // namespace
@@ -357,6 +361,12 @@ int runPlan() {
        << fixed(c.hostLinkBandwidth / 1e9, 1) << " GB/s per device each way, the update at "
        << fixed(c.hostMemoryBandwidth / 1e9, 1)
        << " GB/s of host memory per node, not overlapped (docs/planner.md)\n";
+  if (std::any_of(result.ranked.begin(), result.ranked.begin() + shown,
+                  [](const plan::Prediction &p) { return p.layout.offloadActivations; }))
+    os << "offload:  rows marked act-off keep what each layer saves for its backward in host "
+          "memory: down after its forward, up before its backward, every microbatch, at "
+       << fixed(c.hostLinkBandwidth / 1e9, 1)
+       << " GB/s per device each way, in the compute stream's order (not overlapped)\n";
   os
      << "batch:    " << request.globalBatch << " sequences × " << result.seqLen
      << " tokens per step, " << request.precision << ", --target " << request.target

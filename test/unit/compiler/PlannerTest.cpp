@@ -353,11 +353,16 @@ TEST(PlanOffload, SearchedWhereNothingFitsWithout) {
   r.cluster.memoryBytes = (with + without) / 2;
   Result result;
   ASSERT_TRUE(runPlan(r, 0, result, error)) << error;
-  ASSERT_EQ(result.ranked.size(), 1u);
-  EXPECT_TRUE(result.ranked[0].layout.offload);
+  // Both ways of offloading fit where the plain layout does not (the
+  // activations' bytes exceed the optimizer's here).
+  ASSERT_EQ(result.ranked.size(), 2u);
+  for (const Prediction &p : result.ranked)
+    EXPECT_TRUE(p.layout.offload != p.layout.offloadActivations) << p.layout.label();
   ASSERT_EQ(result.offloadOnly.size(), 1u);
-  EXPECT_NE(result.offloadOnly[0].reason.find("fits only with --offload optimizer"),
-            std::string::npos);
+  EXPECT_NE(result.offloadOnly[0].reason.find(
+                "fits only with --offload optimizer or --offload activations"),
+            std::string::npos)
+      << result.offloadOnly[0].reason;
   // Where the layout fits, the default does not offload it.
   r.cluster.memoryBytes = 1e9;
   Result roomy;
@@ -365,6 +370,101 @@ TEST(PlanOffload, SearchedWhereNothingFitsWithout) {
   ASSERT_EQ(roomy.ranked.size(), 1u);
   for (const Prediction &p : roomy.ranked)
     EXPECT_FALSE(p.layout.offload) << p.layout.label();
+}
+
+// --offload activations in the planner: its copies are read from the
+// probe's program (every saved value down and back up, each microbatch)
+// and priced at the host link, exposed; a pipeline is never offered it.
+TEST(PlanOffload, ActivationsPricedByTheirCopies) {
+  Request r = tinyRequest();
+  r.cluster.hostLinkBandwidth = 8e9;
+  r.offload = {"activations"};
+  r.onlyRecompute = {"none", "full"};
+  r.microbatchSizes = {4, 2};
+  Result result;
+  std::string error;
+  ASSERT_TRUE(runPlan(r, 0, result, error)) << error;
+  ASSERT_FALSE(result.ranked.empty());
+  for (const Prediction &p : result.ranked) {
+    const Layout &l = p.layout;
+    EXPECT_TRUE(l.offloadActivations && !l.offload) << l.label();
+    EXPECT_EQ(l.pp, 1) << l.label();
+    EXPECT_NE(l.label().find(" act-off"), std::string::npos);
+    EXPECT_NE(l.compileFlags(r).find("--offload activations"), std::string::npos);
+    // Each saved byte crosses twice per microbatch: the host holds one
+    // microbatch's, so the copies are 2 x host bytes x microbatches.
+    const OffloadTraffic &t = p.offload;
+    EXPECT_GT(t.activationHostBytes, 0) << l.label();
+    EXPECT_NEAR(t.activationCopyBytes / (2 * t.activationHostBytes * l.microbatches), 1, 0.01)
+        << l.label();
+    EXPECT_DOUBLE_EQ(p.activationOffloadSeconds, t.activationCopyBytes / 8e9);
+    EXPECT_DOUBLE_EQ(p.offloadSeconds, p.activationOffloadSeconds);
+  }
+  // The host's memory rate is not needed (no update runs there); the link is.
+  r.cluster.hostLinkBandwidth = 0;
+  EXPECT_FALSE(runPlan(r, 0, result, error));
+  EXPECT_NE(error.find("--offload activations: the cluster needs --host-bw ("), std::string::npos)
+      << error;
+}
+
+// Against recomputation: over a fast link, keeping every layer's values in
+// host memory costs less than recomputing them in full; over a slow one,
+// more. The price, not a fixed order, ranks them.
+TEST(PlanOffload, ActivationsRankedAgainstRecomputation) {
+  Request r = tinyRequest();
+  r.cluster.devices = r.cluster.nodeSize = 1;
+  r.offload = {"none", "activations"};
+  r.onlyRecompute = {"none", "full"};
+  r.microbatchSizes = {8};
+  auto fastest = [&](double link, std::string &label) {
+    r.cluster.hostLinkBandwidth = link;
+    Result result;
+    std::string error;
+    ASSERT_TRUE(runPlan(r, 0, result, error)) << error;
+    double offloaded = 0, full = 0;
+    for (const Prediction &p : result.ranked) {
+      if (p.layout.offloadActivations && p.layout.recompute == "none")
+        offloaded = p.stepSeconds;
+      if (!p.layout.offloadActivations && p.layout.recompute == "full")
+        full = p.stepSeconds;
+    }
+    ASSERT_GT(offloaded, 0);
+    ASSERT_GT(full, 0);
+    label = offloaded < full ? "offload" : "full";
+  };
+  std::string fast, slow;
+  fastest(1e12, fast);
+  fastest(1e8, slow);
+  EXPECT_EQ(fast, "offload");
+  EXPECT_EQ(slow, "full");
+}
+
+// A device that only the offloaded activations fit: every other layout is
+// left out, and --explain says what it needs without.
+TEST(PlanOffload, FitsOnlyWithActivationsOffloaded) {
+  Request r = tinyRequest();
+  r.cluster.devices = r.cluster.nodeSize = 1;
+  r.cluster.hostLinkBandwidth = 8e9;
+  r.offload = {"none", "activations"};
+  r.onlyRecompute = {"none"};
+  r.microbatchSizes = {8};
+  Result both;
+  std::string error;
+  ASSERT_TRUE(runPlan(r, 0, both, error)) << error;
+  ASSERT_EQ(both.ranked.size(), 2u);
+  double with = 0, without = 0;
+  for (const Prediction &p : both.ranked)
+    (p.layout.offloadActivations ? with : without) = p.memoryBytes;
+  ASSERT_LT(with, without);
+  r.cluster.memoryBytes = (with + without) / 2;
+  Result result;
+  ASSERT_TRUE(runPlan(r, 0, result, error)) << error;
+  ASSERT_EQ(result.ranked.size(), 1u);
+  EXPECT_TRUE(result.ranked[0].layout.offloadActivations);
+  ASSERT_EQ(result.offloadOnly.size(), 1u);
+  EXPECT_NE(result.offloadOnly[0].reason.find("fits only with --offload activations:"),
+            std::string::npos)
+      << result.offloadOnly[0].reason;
 }
 
 } // namespace
