@@ -561,44 +561,37 @@ TEST(VJP, MixtureOfExpertsSigmoidRouter) {
     }
 }
 
+/// loss = router_loss(prob_sum, counts, z_sum) + Σ weights ⊙ q, through a
+/// dispatch that scales the copies (combine's transpose as a forward op),
+/// routed by `route` (which defines %w, %pos, %ps, %cnt, %z from %router
+/// and the arguments `extraArgs` adds).
+static std::string auxiliaryLossProgram(const std::string &extraArgs, const std::string &route) {
+  return "func.func @forward(" + param("router", "tensor<5x4xf32>") + ", " +
+         param("x", "tensor<5x3xf32>") + ", %q: tensor<10x3xf32>" + extraArgs +
+         ") -> tensor<f32> {\n" + route +
+         "  %xs = llm.moe_dispatch %x, %pos weights %w : tensor<5x3xf32>, tensor<5x2xi32> weights "
+         "tensor<5x2xf32>\n"
+         "  %b = llm.router_loss %ps, %cnt, %z {aux_scale = 0.7 : f64, z_scale = 0.3 : f64} : "
+         "tensor<4xf32>, tensor<4xf32>\n"
+         "  %d = llm.mul %xs, %q : tensor<10x3xf32>, tensor<10x3xf32>\n"
+         "  %e2 = llm.reduce_sum %d : tensor<10x3xf32> to tensor<f32>\n"
+         "  %l = llm.add %b, %e2 : tensor<f32>, tensor<f32>\n"
+         "  return %l : tensor<f32>\n}";
+}
+
 TEST(VJP, MixtureOfExpertsSigmoidAuxiliaryLosses) {
   // As below with a sigmoid router and a bias: prob_sum adds the scores
   // normalised over the experts, z_sum the logits' logsumexp².
-  std::string text =
-      "func.func @forward(" + param("router", "tensor<5x4xf32>") + ", " +
-      param("x", "tensor<5x3xf32>") +
-      ", %q: tensor<10x3xf32>, %bias: tensor<4xf32>) -> tensor<f32> {\n"
+  checkGradients(auxiliaryLossProgram(
+      ", %bias: tensor<4xf32>",
       "  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router bias %bias {top_k = 2 : i64, "
-      "normalize, score = \"sigmoid\", scale = 1.5 : f64} : tensor<5x4xf32> bias tensor<4xf32>\n"
-      "  %xs = llm.moe_dispatch %x, %pos weights %w : tensor<5x3xf32>, tensor<5x2xi32> weights "
-      "tensor<5x2xf32>\n"
-      "  %b = llm.router_loss %ps, %cnt, %z {aux_scale = 0.7 : f64, z_scale = 0.3 : f64} : "
-      "tensor<4xf32>, tensor<4xf32>\n"
-      "  %d = llm.mul %xs, %q : tensor<10x3xf32>, tensor<10x3xf32>\n"
-      "  %e2 = llm.reduce_sum %d : tensor<10x3xf32> to tensor<f32>\n"
-      "  %l = llm.add %b, %e2 : tensor<f32>, tensor<f32>\n"
-      "  return %l : tensor<f32>\n}";
-  checkGradients(text);
+      "normalize, score = \"sigmoid\", scale = 1.5 : f64} : tensor<5x4xf32> bias tensor<4xf32>\n"));
 }
 
 TEST(VJP, MixtureOfExpertsAuxiliaryLosses) {
-  // loss = router_loss(prob_sum, counts, z_sum) + Σ weights ⊙ q, through a
-  // dispatch that scales the copies (combine's transpose as a forward op).
-  std::string text =
-      "func.func @forward(" + param("router", "tensor<5x4xf32>") + ", " +
-      param("x", "tensor<5x3xf32>") +
-      ", %q: tensor<10x3xf32>) -> tensor<f32> {\n"
-      "  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64} : "
-      "tensor<5x4xf32>\n"
-      "  %xs = llm.moe_dispatch %x, %pos weights %w : tensor<5x3xf32>, tensor<5x2xi32> weights "
-      "tensor<5x2xf32>\n"
-      "  %b = llm.router_loss %ps, %cnt, %z {aux_scale = 0.7 : f64, z_scale = 0.3 : f64} : "
-      "tensor<4xf32>, tensor<4xf32>\n"
-      "  %d = llm.mul %xs, %q : tensor<10x3xf32>, tensor<10x3xf32>\n"
-      "  %e2 = llm.reduce_sum %d : tensor<10x3xf32> to tensor<f32>\n"
-      "  %l = llm.add %b, %e2 : tensor<f32>, tensor<f32>\n"
-      "  return %l : tensor<f32>\n}";
-  checkGradients(text);
+  checkGradients(auxiliaryLossProgram(
+      "", "  %w, %e, %pos, %off, %ps, %cnt, %z = llm.moe_route %router {top_k = 2 : i64} : "
+          "tensor<5x4xf32>\n"));
 }
 
 /// A mixture of experts of 6 tokens over 4 experts (top 2) laid out as

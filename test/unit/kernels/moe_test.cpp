@@ -65,6 +65,19 @@ KernelAttrs routeAttrs(int64_t topK, bool normalize) {
   return attrs({}, {{"top_k", topK}, {"normalize", normalize ? 1 : 0}});
 }
 
+/// moe_route's seven outputs for shape `s`: weights, experts, positions
+/// [N, k], offsets [E + 1], prob_sum, counts [E], z_sum.
+void addRouteOutputs(KernelCall &k, const RouteShape &s) {
+  const int64_t n = s.tokens, e = s.experts, topK = s.topK;
+  k.output(DType::F32, {n, topK});
+  k.output(DType::I32, {n, topK});
+  k.output(DType::I32, {n, topK});
+  k.output(DType::I32, {e + 1});
+  k.output(DType::F32, {e});
+  k.output(DType::F32, {e});
+  k.output(DType::F32, {});
+}
+
 /// Exact for the integer outputs and counts, 1e-5 for the weights and
 /// the sums of positive terms.
 const std::vector<double> kRouteTolerances = {1e-5, 0.0, 0.0, 0.0, 1e-5, 0.0, 1e-5};
@@ -79,14 +92,8 @@ ConformanceCase routeCase(DType dtype, const RouteShape &s, bool normalize, Logi
   return {"moe_route", label, [=] {
             KernelCall k;
             k.input(routeLogits(s, kind, seed), dtype);
-            const int64_t n = s.tokens, e = s.experts, topK = s.topK;
-            k.output(DType::F32, {n, topK});
-            k.output(DType::I32, {n, topK});
-            k.output(DType::I32, {n, topK});
-            k.output(DType::I32, {e + 1});
-            k.output(DType::F32, {e});
-            k.output(DType::F32, {e});
-            k.output(DType::F32, {});
+            const int64_t topK = s.topK;
+            addRouteOutputs(k, s);
             k.attrs = routeAttrs(topK, normalize);
             k.reference = [topK, normalize](const std::vector<RefTensor> &in) {
               return ref::moeRoute(in[0], topK, normalize);
@@ -121,14 +128,8 @@ ConformanceCase sigmoidRouteCase(DType dtype, const RouteShape &s, bool normaliz
             k.input(routeLogits(s, Logits::Random, seed), dtype);
             if (biased)
               k.input(randomTensor({s.experts}, seed + 1, 0.3), DType::F32);
-            const int64_t n = s.tokens, e = s.experts, topK = s.topK;
-            k.output(DType::F32, {n, topK});
-            k.output(DType::I32, {n, topK});
-            k.output(DType::I32, {n, topK});
-            k.output(DType::I32, {e + 1});
-            k.output(DType::F32, {e});
-            k.output(DType::F32, {e});
-            k.output(DType::F32, {});
+            const int64_t topK = s.topK;
+            addRouteOutputs(k, s);
             k.attrs = sigmoidAttrs(topK, normalize, 2.5);
             k.reference = [topK, normalize, biased](const std::vector<RefTensor> &in) {
               return ref::moeRoute(in[0], topK, normalize, {true, 2.5, biased ? &in[1] : nullptr});
