@@ -140,30 +140,62 @@ struct QuantizedX {
   }
 
 private:
-  /// Where element e of block b goes in a row's q.
-  int64_t position(int64_t b, int64_t e) const {
-    if (!layout.nibbles)
-      return b * kQBlock + e;
-    // A step's blocks' even elements (16 each), then their odd ones.
-    const int64_t g = layout.blocksPerStep, step = b / g, within = b % g;
-    return step * g * kQBlock + (e % 2) * g * (kQBlock / 2) + within * (kQBlock / 2) + e / 2;
+  /// Block b's 32 elements (four ymm of x): its scale d and the codes
+  /// round-to-nearest-even(x · (1 / d)) in order, as int8; returns Σ q.
+  /// A block with an infinity or NaN gets codes 0 and d NaN, so the dots
+  /// it enters are NaN, as the fp32 product's would be (or infinite).
+  static int32_t quantizeCodes(const float *xb, float &d, int8_t codes[kQBlock]) {
+    __m256 v[4], amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(xb + 8 * j);
+      amax = _mm256_max_ps(amax, _mm256_and_ps(v[j], magnitude));
+      // x · 0 is 0 for finite x, NaN for an infinity or NaN.
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_mul_ps(v[j], _mm256_setzero_ps()),
+                                            _mm256_setzero_ps(), _CMP_NEQ_UQ));
+    }
+    if (_mm256_movemask_ps(bad) != 0) {
+      d = std::nanf("");
+      std::memset(codes, 0, kQBlock);
+      return 0;
+    }
+    d = max256(amax) / 127.0f;
+    const __m256 inv = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    // vcvtps2dq rounds to nearest even (the default MXCSR mode, as nearbyint).
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], inv));
+    __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    // int32 → int8 (|q| ≤ 127), back in element order after the packs'
+    // per-lane interleaving.
+    const __m256i words = _mm256_packs_epi32(q[0], q[1]), words2 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(words, words2),
+                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(codes), bytes);
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    return _mm_cvtsi128_si32(s4);
+  }
+
+  static float max256(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
   }
 
   void quantizeBlock(int64_t i, int64_t b, const float *xb) {
-    float amax = 0.0f;
-    bool finite = true;
-    for (int64_t e = 0; e < kQBlock; ++e)
-      amax = std::max(amax, std::fabs(xb[e])), finite = finite && std::isfinite(xb[e]);
-    // A block with an infinity or NaN: codes 0 and scale NaN, so the dots
-    // it enters are NaN, as the fp32 product's would be (or infinite).
-    const float d = finite ? amax / 127.0f : std::nanf("");
-    const float inv = finite && d != 0.0f ? 1.0f / d : 0.0f;
+    float d;
+    alignas(32) int8_t codes[kQBlock];
+    const int32_t sum = quantizeCodes(xb, d, codes);
     int8_t *qi = q.data() + i * paddedBlocks * kQBlock;
-    int32_t sum = 0;
-    for (int64_t e = 0; e < kQBlock; ++e) {
-      const auto v = static_cast<int8_t>(std::nearbyint(xb[e] * inv));
-      qi[position(b, e)] = v;
-      sum += v;
+    if (!layout.nibbles) {
+      std::memcpy(qi + b * kQBlock, codes, kQBlock);
+    } else {
+      // A step's blocks' even elements (16 each), then their odd ones.
+      const int64_t g = layout.blocksPerStep, half = kQBlock / 2;
+      int8_t *even = qi + (b / g) * g * kQBlock + (b % g) * half, *odd = even + g * half;
+      for (int64_t e = 0; e < half; ++e) even[e] = codes[2 * e], odd[e] = codes[2 * e + 1];
     }
     const int64_t lanes = layout.lanesPerBlock, first = (i * paddedBlocks + b) * lanes;
     bias[first] = -layout.offset * sum;
@@ -178,9 +210,15 @@ struct QRows {
   int64_t ldy = 0;
 };
 
+/// Starts loading `bytes` from `at` into the cache, a line at a time.
+inline void prefetchBytes(const void *at, int64_t bytes) {
+  for (int64_t c = 0; c < bytes; c += 64)
+    _mm_prefetch(static_cast<const char *>(at) + c, _MM_HINT_T0);
+}
+
 /// W's scale of each 32-element block: flat block j has scale j / per.
-/// The bodies take any type with `per` and `row` (matmul_nf4 computes its
-/// scales a row at a time into `scratch`).
+/// The bodies take any type with `per`, `row` and `prefetch` (matmul_nf4
+/// computes its scales a row at a time into `scratch`).
 struct BlockScales {
   const float *scales;
   int64_t per; ///< blocks of 32 per scale (run / 32)
@@ -191,6 +229,10 @@ struct BlockScales {
   /// row(...)[b / per], since runs divide K or are whole rows.
   const float *row(int64_t r, int64_t k, float * /*scratch*/) const {
     return scales + r * (k / kQBlock) / per;
+  }
+  /// Starts loading row r's scales.
+  void prefetch(int64_t r, int64_t k) const {
+    prefetchBytes(row(r, k, nullptr), std::max<int64_t>(1, k / kQBlock / per) * sizeof(float));
   }
 };
 
@@ -376,36 +418,6 @@ void intRows256(const uint8_t *codes, const Scales &ws, int64_t r0, int64_t r1, 
   }
   if constexpr (S > 1)
     intRows256<M, 1, Codes, Isa>(codes, ws, r0 + S * q, r1, d, i0);
-}
-
-/// Whether rows of K int8/int4 codes in runs of `run` (a block, a row, the
-/// tensor) can take the integer bodies: whole blocks of 32, runs of them.
-inline bool canDotQuantized(int64_t k, int64_t run) {
-  return k > 0 && run > 0 && k % kQBlock == 0 && (run < k ? k % run == 0 : run % k == 0) &&
-         run % kQBlock == 0;
-}
-
-/// Rows [r0, r1) of y for every row of x, through `isa`'s body (as
-/// rowsOf in DecodeGemv.h).
-template <CodeKind Codes, typename Scales>
-void intRowsOf(DotIsa isa, const uint8_t *codes, const Scales &ws, int64_t r0, int64_t r1,
-               const QRows &d) {
-  forRowChunks(r0, r1, d.x->m, [&](auto rows, auto streams, int64_t a, int64_t b, int64_t i0) {
-    constexpr int kM = decltype(rows)::value, kS = decltype(streams)::value;
-    switch (isa) {
-    case DotIsa::Avx512Vnni:
-      if constexpr (Codes != CodeKind::Int8) // chooseDotIsa: int8 has no zmm body
-        intRows512<kM, kS, Codes>(codes, ws, a, b, d, i0);
-      break;
-    case DotIsa::YmmVnniVex:
-      intRows256<kM, kS, Codes, DotIsa::YmmVnniVex>(codes, ws, a, b, d, i0);
-      break;
-    case DotIsa::YmmVnniEvex:
-      intRows256<kM, kS, Codes, DotIsa::YmmVnniEvex>(codes, ws, a, b, d, i0);
-      break;
-    case DotIsa::Avx2: intRows256<kM, kS, Codes, DotIsa::Avx2>(codes, ws, a, b, d, i0); break;
-    }
-  });
 }
 
 } // namespace llmc::cpu::decode

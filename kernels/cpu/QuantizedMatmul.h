@@ -48,7 +48,7 @@
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/Common.h"
 #include "kernels/cpu/DecodeGemv.h"
-#include "kernels/cpu/DecodeGemvInt8.h"
+#include "kernels/cpu/DecodeGemvQuantized.h"
 
 #include <omp.h>
 

@@ -4,7 +4,8 @@
 // (kernels/cpu/DecodeGemv.h, DecodeGemvInt8.h): matmul_int (int8, int4 and
 // fp8, symmetric, in blocks, per row and per tensor), matmul_nf4 and matmul in
 // fp32 and bf16 with transpose_b. M = 1..5 rows (5: four rows of x, then
-// one), N not a multiple of 16 or of the threads' share, K a multiple of a
+// one), N not a multiple of 16 or of the threads' share (so 4-bit codes'
+// eight-row groups, DecodeGemvRowGroups.h, leave tails), K a multiple of a
 // step, not one, and runs (one scale per row) ending in a partial step;
 // each with every body this CPU can run (AVX-512, AVX2; for the integer
 // dots also the ymm VNNI body and AVX2's vpmaddubsw).
@@ -107,15 +108,19 @@ TEST(DecodeGemv, IntCodesMatchTheReference) {
 
 TEST(DecodeGemv, QuantizedActivationsKeepNonFiniteValues) {
   onEachIsa([] {
-    const int64_t n = 5, k = 64;
-    IntWeight w = randomWeight({4, false}, n, k, {32, -1}, false, 77);
-    w.scaleBuf.view().as<float>()[0] = 0.5f; // no zero scale: every row sees x
-    RefTensor x = randomTensor({1, k}, 78);
-    x.data[40] = std::numeric_limits<double>::quiet_NaN();
-    Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {1, n});
-    ASSERT_TRUE(runKernel("matmul_int", inputsOf(xb, w), {&out},
-                          intAttrs({4, false}, {32, -1}, {n, k}, true)));
-    for (int64_t r = 0; r < n; ++r) EXPECT_TRUE(std::isnan(out.view().as<float>()[r])) << r;
+    // 5 rows take the row-at-a-time bodies, 37 the eight-row groups too.
+    for (int64_t n : {5, 37}) {
+      const int64_t k = 64;
+      IntWeight w = randomWeight({4, false}, n, k, {32, -1}, false, 77);
+      w.scaleBuf.view().as<float>()[0] = 0.5f; // no zero scale: every row sees x
+      RefTensor x = randomTensor({1, k}, 78);
+      x.data[40] = std::numeric_limits<double>::quiet_NaN();
+      Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {1, n});
+      ASSERT_TRUE(runKernel("matmul_int", inputsOf(xb, w), {&out},
+                            intAttrs({4, false}, {32, -1}, {n, k}, true)));
+      for (int64_t r = 0; r < n; ++r)
+        EXPECT_TRUE(std::isnan(out.view().as<float>()[r])) << n << " rows, row " << r;
+    }
   });
 }
 
