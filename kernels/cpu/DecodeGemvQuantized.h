@@ -43,7 +43,9 @@ void intRowsOf(DotIsa isa, const uint8_t *codes, const Scales &ws, int64_t r0, i
       if constexpr (Codes != CodeKind::Int8) // chooseDotIsa: int8 has no zmm body
         intRows512<kM, kS, Codes>(codes, ws, a, b, d, i0);
       break;
-    case DotIsa::YmmVnniVex: ymmRows<kM, kS, Codes, DotIsa::YmmVnniVex>(codes, ws, a, b, d, i0); break;
+    case DotIsa::YmmVnniVex:
+      ymmRows<kM, kS, Codes, DotIsa::YmmVnniVex>(codes, ws, a, b, d, i0);
+      break;
     case DotIsa::YmmVnniEvex:
       ymmRows<kM, kS, Codes, DotIsa::YmmVnniEvex>(codes, ws, a, b, d, i0);
       break;

@@ -89,7 +89,8 @@ void groupScales(const Scales &ws, int64_t r, int64_t gap, int64_t k, float *row
 /// Starts loading what the scales of the next group's rows are made
 /// from, whose misses would otherwise stall groupScales (eight more
 /// streams beside the codes').
-template <typename Scales> void prefetchScales(const Scales &ws, int64_t r, int64_t gap, int64_t k) {
+template <typename Scales>
+void prefetchScales(const Scales &ws, int64_t r, int64_t gap, int64_t k) {
   for (int64_t t = 0; t < kGroupRows; ++t) ws.prefetch(r + t * gap, k);
 }
 
@@ -186,8 +187,7 @@ void intGroups256(const uint8_t *codes, const Scales &ws, int64_t r0, int64_t r1
       for (int i = 0; i < M; ++i) {
         const int64_t lane = b * qx.layout.lanesPerBlock;
         const __m256i start = _mm256_set1_epi32(qx.biasRow(i0 + i)[lane]);
-        const __m256i sum =
-            blockDot<Codes, Isa>(u, sign, qx.qRow(i0 + i) + b * kQBlock, start);
+        const __m256i sum = blockDot<Codes, Isa>(u, sign, qx.qRow(i0 + i) + b * kQBlock, start);
         const __m256 f = _mm256_mul_ps(_mm256_set1_ps(qx.scaleRow(i0 + i)[lane]), w);
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), f, acc[i]);
       }
