@@ -302,8 +302,7 @@ void Search::run() {
             scheduleChoices.push_back({"zero-bubble", 1});
             std::vector<int64_t> chunks = request.onlyVirtualStages;
             if (chunks.empty())
-              for (int64_t v = 2; v <= request.maxVirtualStages; v *= 2)
-                chunks.push_back(v);
+              for (int64_t v = 2; v <= request.maxVirtualStages; v *= 2) chunks.push_back(v);
             for (int64_t v : chunks)
               if ((L / pp) % v == 0 && m % pp == 0)
                 scheduleChoices.push_back({"interleaved", v});

@@ -206,7 +206,9 @@ TEST(PlanSchedule, BubbleAsPublished) {
   // no transfers that must give the formula. The layouts of Table 1's
   // pipelined runs (examples/sc21/run_table_1.sh of Megatron-LM):
   // (p, m, v) for 39.1B, 76.1B, 145.6B, 310.1B and 529.6B.
-  struct Row { int p, m, v; };
+  struct Row {
+    int p, m, v;
+  };
   for (Row row : {Row{2, 12, 1}, Row{4, 28, 3}, Row{8, 48, 2}, Row{16, 144, 2}, Row{35, 280, 3}}) {
     llmc::pipeline::Spec spec;
     spec.kind = row.v > 1 ? llmc::pipeline::Kind::Interleaved : llmc::pipeline::Kind::OneFOneB;
@@ -217,9 +219,10 @@ TEST(PlanSchedule, BubbleAsPublished) {
     auto schedule = llmc::pipeline::buildSchedule(spec, error);
     ASSERT_TRUE(error.empty()) << error;
     double F = 1, B = 2, v = row.v;
-    auto stats = llmc::pipeline::simulate(spec, schedule, [&](int, const llmc::pipeline::Action &a) {
-      return (a.phase == llmc::pipeline::Phase::Forward ? F : B) / v;
-    });
+    auto stats =
+        llmc::pipeline::simulate(spec, schedule, [&](int, const llmc::pipeline::Action &a) {
+          return (a.phase == llmc::pipeline::Phase::Forward ? F : B) / v;
+        });
     double ideal = row.m * (F + B);
     EXPECT_NEAR((stats.makespan - ideal) / ideal, (row.p - 1.0) / (v * row.m), 1e-12)
         << "p " << row.p << " m " << row.m << " v " << row.v;
