@@ -162,6 +162,10 @@ std::string validate(const Request &r) {
   for (const std::string &kind : r.onlySchedule)
     if (!is(kind, {"1f1b", "interleaved", "zero-bubble"}))
       return "--pipeline-schedule: '" + kind + "' is not 1f1b, interleaved or zero-bubble";
+  for (int64_t v : r.onlyVirtualStages)
+    if (v < 2)
+      return "--virtual-stages: " + std::to_string(v) +
+             " is not an interleaved schedule's chunk count (2 or more per stage)";
   for (const std::string &choice : r.offload)
     if (!is(choice, {"none", "optimizer", "activations", "optimizer+activations"}))
       return "--offload: '" + choice +

@@ -53,6 +53,10 @@ struct Request {
   /// Only these expert-parallel sizes (a mixture of experts; 1: none).
   std::vector<int64_t> onlyEp;
   std::vector<std::string> onlyRecompute, onlySchedule;
+  /// Only these chunk counts per stage for the interleaved schedule (each
+  /// at least 2; any that divides a stage's layers); empty: the powers of
+  /// two up to maxVirtualStages.
+  std::vector<int64_t> onlyVirtualStages;
   int onlySp = -1; ///< -1 both, 0 off, 1 on
   /// Offloading choices ("none", "optimizer", "activations",
   /// "optimizer+activations"); empty: offload a layout only where it does

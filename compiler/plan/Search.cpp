@@ -300,7 +300,10 @@ void Search::run() {
           std::vector<std::pair<std::string, int64_t>> scheduleChoices = {{"1f1b", 1}};
           if (pp > 1) {
             scheduleChoices.push_back({"zero-bubble", 1});
-            for (int64_t v = 2; v <= request.maxVirtualStages; v *= 2)
+            std::vector<int64_t> chunks = request.onlyVirtualStages;
+            if (chunks.empty())
+              for (int64_t v = 2; v <= request.maxVirtualStages; v *= 2) chunks.push_back(v);
+            for (int64_t v : chunks)
               if ((L / pp) % v == 0 && m % pp == 0)
                 scheduleChoices.push_back({"interleaved", v});
           }

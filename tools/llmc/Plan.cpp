@@ -125,6 +125,11 @@ cl::list<std::string> onlyRecompute("recompute",
 cl::list<std::string> onlySchedule("pipeline-schedule",
                                    cl::desc("Only these: 1f1b, interleaved, zero-bubble"),
                                    cl::CommaSeparated, PLAN_OPT);
+cl::list<int64_t> onlyVirtualStages(
+    "virtual-stages",
+    cl::desc("Only these chunk counts per stage for the interleaved schedule (default 2,4; any "
+             "that divides a stage's layers)"),
+    cl::CommaSeparated, PLAN_OPT);
 cl::list<std::string> offload("offload",
                               cl::desc("Offloading choices: none, optimizer (ZeRO-Offload), "
                                        "activations, optimizer+activations (default: offload "
@@ -326,6 +331,7 @@ int runPlan() {
   request.onlyEp.assign(onlyEp.begin(), onlyEp.end());
   request.onlyRecompute.assign(onlyRecompute.begin(), onlyRecompute.end());
   request.onlySchedule.assign(onlySchedule.begin(), onlySchedule.end());
+  request.onlyVirtualStages.assign(onlyVirtualStages.begin(), onlyVirtualStages.end());
   request.onlySp = onlySp == "both" ? -1 : onlySp == "on";
   request.offload.assign(offload.begin(), offload.end());
   if (std::string bad = plan::validate(request); !bad.empty())

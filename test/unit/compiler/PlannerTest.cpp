@@ -198,6 +198,37 @@ TEST(PlanSchedule, SimulationWithDurationsMatchesUnitCosts) {
   EXPECT_NEAR(unit.bubble, 3.0 / 11, 1e-12); // (p − 1)/(m + p − 1)
 }
 
+TEST(PlanSchedule, BubbleAsPublished) {
+  // Narayanan et al. 2021, section 2.2: the bubble over the ideal time is
+  // (p − 1)/m under 1F1B and (1/v)·(p − 1)/m interleaved over v chunks
+  // per stage. The planner runs the schedule with each chunk's forward and
+  // backward at 1/v of the stage's (Compose.cpp); with uniform stages and
+  // no transfers that must give the formula. The layouts of Table 1's
+  // pipelined runs (examples/sc21/run_table_1.sh of Megatron-LM):
+  // (p, m, v) for 39.1B, 76.1B, 145.6B, 310.1B and 529.6B.
+  struct Row {
+    int p, m, v;
+  };
+  for (Row row : {Row{2, 12, 1}, Row{4, 28, 3}, Row{8, 48, 2}, Row{16, 144, 2}, Row{35, 280, 3}}) {
+    llmc::pipeline::Spec spec;
+    spec.kind = row.v > 1 ? llmc::pipeline::Kind::Interleaved : llmc::pipeline::Kind::OneFOneB;
+    spec.stages = row.p;
+    spec.microbatches = row.m;
+    spec.virtualStages = row.v;
+    std::string error;
+    auto schedule = llmc::pipeline::buildSchedule(spec, error);
+    ASSERT_TRUE(error.empty()) << error;
+    double F = 1, B = 2, v = row.v;
+    auto stats =
+        llmc::pipeline::simulate(spec, schedule, [&](int, const llmc::pipeline::Action &a) {
+          return (a.phase == llmc::pipeline::Phase::Forward ? F : B) / v;
+        });
+    double ideal = row.m * (F + B);
+    EXPECT_NEAR((stats.makespan - ideal) / ideal, (row.p - 1.0) / (v * row.m), 1e-12)
+        << "p " << row.p << " m " << row.m << " v " << row.v;
+  }
+}
+
 Request tinyRequest() {
   Request r;
   r.model.family = "gpt2";
@@ -261,6 +292,33 @@ TEST(PlanSearch, RanksFittingLayoutsAndExplainsTheRest) {
   for (const Rejected &why : none.rejected)
     saysSo |= why.reason.find("does not fit") != std::string::npos;
   EXPECT_TRUE(saysSo);
+}
+
+TEST(PlanSearch, VirtualStagesAsGiven) {
+  // Six layers on two stages: three per stage, so the default chunk
+  // counts (2, 4) interleave nothing, and --virtual-stages 3 (Megatron-LM's
+  // --num-layers-per-virtual-pipeline-stage 1 here) offers exactly that.
+  Request r = tinyRequest();
+  r.model.overrides = {"n_layer=6"};
+  r.onlyPp = {2};
+  r.onlyZero = {0};
+  r.onlyRecompute = {"none"};
+  r.onlySchedule = {"interleaved"};
+  r.microbatchSizes = {1};
+  Result plain, three;
+  std::string error;
+  ASSERT_TRUE(runPlan(r, 0, plain, error)) << error;
+  EXPECT_TRUE(plain.ranked.empty());
+  r.onlyVirtualStages = {3};
+  ASSERT_TRUE(runPlan(r, 0, three, error)) << error;
+  ASSERT_FALSE(three.ranked.empty());
+  for (const Prediction &p : three.ranked) {
+    EXPECT_EQ(p.layout.schedule, "interleaved");
+    EXPECT_EQ(p.layout.virtualStages, 3) << p.layout.label();
+    EXPECT_NE(p.layout.compileFlags(r).find("--virtual-stages 3"), std::string::npos);
+  }
+  r.onlyVirtualStages = {1};
+  EXPECT_NE(validate(r).find("--virtual-stages: 1"), std::string::npos) << validate(r);
 }
 
 } // namespace
