@@ -6,7 +6,8 @@
 # writer (bench/hf_llama_to_gguf.py), both with THREADS threads, runs
 # alternated. Rows: llmc fp32 (the HF weights) beside F32, int8:channel
 # and fp8:channel (E4M3, which llama.cpp does not store) beside Q8_0,
-# int4:block32 and nf4:block32 beside Q4_0, bf16 beside BF16.
+# int4:block32 beside Q4_0, nf4:block32 beside IQ4_NL (llama.cpp's 4-bit
+# levels from a table; row nf4-q4_0 puts it beside Q4_0), bf16 beside BF16.
 # llmc's quantized rows decode the artifact's initialised storage of the
 # same shapes (decode time does not depend on the codes' values); llama.cpp's
 # are the HF weights quantized.
@@ -42,8 +43,10 @@ HF=$MODEL_DIR/hf
 mkdir -p "$MODEL_DIR"
 # shellcheck disable=SC2086 # SIZE is a list of options
 [[ -f $HF/model.safetensors ]] || "$HF_PY" "$ROOT/bench/random_llama_hf.py" "$HF" $SIZE
-declare -A GGUF_TYPE=([fp32]=F32 [int8]=Q8_0 [int4]=Q4_0 [nf4]=Q4_0 [bf16]=BF16 [fp8]=Q8_0)
-declare -A SCHEME=([int8]=int8:channel [int4]=int4:block32 [nf4]=nf4:block32 [fp8]=fp8:channel)
+declare -A GGUF_TYPE=([fp32]=F32 [int8]=Q8_0 [int4]=Q4_0 [nf4]=IQ4_NL [nf4-q4_0]=Q4_0 [bf16]=BF16
+  [fp8]=Q8_0)
+declare -A SCHEME=([int8]=int8:channel [int4]=int4:block32 [nf4]=nf4:block32 [nf4-q4_0]=nf4:block32
+  [fp8]=fp8:channel)
 for row in $ROWS; do
   type=${GGUF_TYPE[$row]}
   [[ -f $MODEL_DIR/$type.gguf ]] || "$LPY" "$ROOT/bench/hf_llama_to_gguf.py" "$HF" "$MODEL_DIR/$type.gguf" "$type"
@@ -80,7 +83,8 @@ for line in sys.stdin:
     row, who, rate = line.split()
     rates.setdefault(row, {}).setdefault(who, []).append(float(rate))
 names = {'fp32': ('fp32', 'F32'), 'int8': ('int8:channel', 'Q8_0'), 'int4': ('int4:block32', 'Q4_0'),
-         'nf4': ('nf4:block32', 'Q4_0'), 'bf16': ('bf16', 'BF16'), 'fp8': ('fp8:channel', 'Q8_0')}
+         'nf4': ('nf4:block32', 'IQ4_NL'), 'nf4-q4_0': ('nf4:block32', 'Q4_0'), 'bf16': ('bf16', 'BF16'),
+         'fp8': ('fp8:channel', 'Q8_0')}
 print('| llmc | llama.cpp | llmc tok/s | llama.cpp tok/s | ratio | llmc runs | llama.cpp runs |')
 print('| --- | --- | ---: | ---: | ---: | --- | --- |')
 for row, by in rates.items():

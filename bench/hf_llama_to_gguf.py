@@ -1,13 +1,18 @@
 """A Hugging Face Llama directory (config.json, model.safetensors in fp32)
-as a GGUF file for llama.cpp, with the `gguf` package's writer: F32, BF16, Q8_0 or
-Q4_0 for every 2-D weight (the head and the embedding table included, as
-`llama-quantize --pure` writes them), norms in F32. q_proj and k_proj rows
+as a GGUF file for llama.cpp, with the `gguf` package's writer: F32, BF16, Q8_0,
+Q4_0 or IQ4_NL for every 2-D weight (the head and the embedding table included,
+as `llama-quantize --pure` writes them), norms in F32. The `gguf` package
+cannot quantize IQ4_NL (llama.cpp's 4-bit format with a 16-entry table of
+int8 levels, the counterpart of NF4), so iq4_nl() below does: each block's
+scale is its largest-magnitude value over −127 and each weight takes the
+nearest level, without llama-quantize's search for a better scale (decode
+time does not depend on the values). q_proj and k_proj rows
 are permuted from HF's rotary layout back to llama.cpp's, as its own
 convert_hf_to_gguf.py does, so both read the same model. The vocabulary is
 placeholder pieces (SentencePiece-style: <unk>, <s>, </s>, 256 byte tokens,
 then "t<i>"): the benchmark feeds token ids.
 
-Usage: hf_llama_to_gguf.py <hf-dir> <out.gguf> {F32,BF16,Q8_0,Q4_0}
+Usage: hf_llama_to_gguf.py <hf-dir> <out.gguf> {F32,BF16,Q8_0,Q4_0,IQ4_NL}
 """
 import json
 import struct
@@ -39,12 +44,38 @@ def rotary_permute(w, heads):
     return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+IQ4_NL_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
+                         dtype=np.float32)
+
+
+def iq4_nl(array):
+    """[rows, cols] fp32 as IQ4_NL bytes [rows, cols / 32 * 18]: per block of
+    32 an fp16 scale, then 16 bytes holding element j in the low nibble of
+    byte j and element j + 16 in its high nibble (ggml's block_iq4_nl)."""
+    rows, cols = array.shape
+    out = np.empty((rows, cols // 32 * 18), dtype=np.uint8)
+    midpoints = (IQ4_NL_LEVELS[1:] + IQ4_NL_LEVELS[:-1]) / 2
+    step = max(1, (1 << 20) // cols)
+    for r in range(0, rows, step):
+        blocks = np.asarray(array[r:r + step], dtype=np.float32).reshape(-1, 32)
+        top = np.take_along_axis(blocks, np.abs(blocks).argmax(axis=-1)[:, None], axis=-1)
+        d = (top / IQ4_NL_LEVELS[0]).astype(np.float16)
+        inverse = np.where(d == 0, 0, 1 / np.where(d == 0, 1, d.astype(np.float32)))
+        index = np.searchsorted(midpoints, blocks * inverse).astype(np.uint8)
+        packed = index[:, :16] | (index[:, 16:] << np.uint8(4))
+        chunk = np.concatenate([d.view(np.uint8), packed], axis=-1)
+        out[r:r + step] = chunk.reshape(-1, cols // 32 * 18)
+    return out
+
+
 def main():
     hf_dir, out, kind = sys.argv[1:4]
     qtype = {"F32": gguf.GGMLQuantizationType.F32, "Q8_0": gguf.GGMLQuantizationType.Q8_0,
-             "Q4_0": gguf.GGMLQuantizationType.Q4_0, "BF16": gguf.GGMLQuantizationType.BF16}[kind]
+             "Q4_0": gguf.GGMLQuantizationType.Q4_0, "BF16": gguf.GGMLQuantizationType.BF16,
+             "IQ4_NL": gguf.GGMLQuantizationType.IQ4_NL}[kind]
     file_type = {"F32": gguf.LlamaFileType.ALL_F32, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-                 "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "BF16": gguf.LlamaFileType.MOSTLY_BF16}[kind]
+                 "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "BF16": gguf.LlamaFileType.MOSTLY_BF16,
+                 "IQ4_NL": gguf.LlamaFileType.MOSTLY_IQ4_NL}[kind]
     config = json.load(open(f"{hf_dir}/config.json"))
     tensors = safetensors_arrays(f"{hf_dir}/model.safetensors")
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
@@ -94,7 +125,9 @@ def main():
             target = names[name]
         else:
             sys.exit(f"{hf_dir}: unexpected tensor {name}")
-        if array.ndim == 2 and qtype != gguf.GGMLQuantizationType.F32:
+        if array.ndim == 2 and qtype == gguf.GGMLQuantizationType.IQ4_NL:
+            w.add_tensor(target, iq4_nl(array), raw_dtype=qtype)
+        elif array.ndim == 2 and qtype != gguf.GGMLQuantizationType.F32:
             w.add_tensor(target, gguf.quants.quantize(np.ascontiguousarray(array), qtype), raw_dtype=qtype)
         else:
             w.add_tensor(target, array)
