@@ -273,6 +273,9 @@ LogicalResult GroupedMatmulIntOp::inferReturnTypes(MLIRContext *, std::optional<
 
 LogicalResult GroupedMatmulIntOp::verify() {
   ArrayRef<int64_t> w = getWeightShape();
+  SmallVector<Type> inferred; // the shapes first: the storage checks index w
+  if (failed(inferQuantizedExperts(getLoc(), getX(), getOffsets(), w, getTransposeB(), inferred)))
+    return failure();
   const int64_t bits = getBits();
   if (bits != 8 && bits != 4)
     return emitOpError("bits must be 8 or 4, got ") << bits;
@@ -310,6 +313,9 @@ LogicalResult GroupedMatmulNf4Op::inferReturnTypes(MLIRContext *, std::optional<
 
 LogicalResult GroupedMatmulNf4Op::verify() {
   ArrayRef<int64_t> w = getWeightShape();
+  SmallVector<Type> inferred; // the shapes first: the storage checks index w
+  if (failed(inferQuantizedExperts(getLoc(), getX(), getOffsets(), w, getTransposeB(), inferred)))
+    return failure();
   const int64_t block = getBlock();
   if (block < 1 || w.back() % block != 0)
     return emitOpError("blocks of ") << block << " must divide the weights' last dimension ("

@@ -61,19 +61,21 @@
 
 namespace llmc::cpu {
 
-/// The product y [m, N] = x [m, K] · W (fp32) for any m up to the rows it
-/// was planned for (`d.m`), W read through the Expander passed to run():
-/// the paths above, chosen by m on each call, their scratch allocated once
-/// for the largest m. matmul's kernel runs it at its one m; the grouped
-/// kernels at each expert's rows, with each expert's expander.
+/// The product y [m, N] = x [m, K] · W (fp32), W read through the Expander
+/// passed to run(): the paths above, chosen by m on each call. Planned for
+/// `d.m` rows alone (matmul's kernel), or with `anyRows` for every m up to
+/// d.m, the scratch sized once for the largest need (the grouped kernels,
+/// which run it at each expert's rows with that expert's expander).
 template <typename Expander> class QuantizedGemm {
 public:
   /// Rows up to which the product is a per-thread tile loop, not sgemm.
   static constexpr int64_t kFewRows = 16;
 
-  QuantizedGemm(const contracts::QuantizedProduct &d, const Expander &like, SgemmFn sgemm)
+  QuantizedGemm(const contracts::QuantizedProduct &d, const Expander &like, SgemmFn sgemm,
+                bool anyRows)
       : d_(d), sgemm_(sgemm), align_(like.alignment()) {
-    const int64_t few = std::min(d.m, kFewRows);
+    // The most rows a few-rows call can have (0: none comes).
+    const int64_t few = anyRows ? std::min(d.m, kFewRows) : d.m <= kFewRows ? d.m : 0;
     if (few > 0 && d.transposeB && like.canDotQuantized(d.k)) {
       qx_.resize(like.quantizedLayout(), few, d.k);
     } else if (few > 0 && d.transposeB && like.canDotRows(d.k)) {
@@ -86,7 +88,7 @@ public:
       // tile's accumulators and k-chunk of expanded rows (the widest of
       // any m up to `few`).
       perThread_ = d.transposeB ? kRowGroup * d.k : 0;
-      for (int64_t m = 1; !d.transposeB && m <= few; ++m)
+      for (int64_t m = anyRows ? 1 : few; !d.transposeB && m <= few; ++m)
         perThread_ = std::max(perThread_, tileOf(m).perThread);
       scratch_.resize(perThread_ * omp_get_max_threads());
     }
@@ -309,7 +311,7 @@ template <typename T, typename Expander> class QuantizedMatmulKernel final : pub
 public:
   QuantizedMatmulKernel(const KernelArgs &args, const contracts::QuantizedProduct &d,
                         Expander expand, SgemmFn sgemm)
-      : d_(d), expand_(std::move(expand)), gemm_(d, expand_, sgemm), wide_(d.m * d.k, d.m * d.n),
+      : d_(d), expand_(std::move(expand)), gemm_(d, expand_, sgemm, /*anyRows=*/false), wide_(d.m * d.k, d.m * d.n),
         x_(args.inputs[0].as<T>()), y_(args.outputs[0].as<T>()) {}
 
   void run(const StepContext &) override {
@@ -340,7 +342,7 @@ public:
 
   GroupedQuantizedMatmulKernel(const KernelArgs &args, const contracts::GroupedQuantizedProduct &d,
                                ExpertOf expertOf, SgemmFn sgemm)
-      : d_(d), expertOf_(std::move(expertOf)), gemm_(d.expert, expertOf_(0), sgemm),
+      : d_(d), expertOf_(std::move(expertOf)), gemm_(d.expert, expertOf_(0), sgemm, /*anyRows=*/true),
         wide_(d.expert.m * d.expert.k, d.expert.m * d.expert.n), x_(args.inputs[0].as<T>()),
         offsets_(args.inputs[1]), y_(args.outputs[0].as<T>()) {}
 

@@ -1354,7 +1354,7 @@ func.func @f(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c: tensor<384xi8>, %s: te
 
 // -----
 
-func.func @f(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c: tensor<384xi8>, %s: tensor<24xf32>) {
+func.func @f(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c: tensor<384xi8>, %s: tensor<8xf32>) {
   // expected-error @+1 {{scale (each expert's groups) must hold 24 elements for stacked weights [3, 8, 32], got 'tensor<8xf32>'}}
   %y = llm.grouped_matmul_int %x, %o, %c, %s {bits = 4 : i64, block = 32 : i64, weight_shape = array<i64: 3, 8, 32>, transpose_b} : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<8xf32> -> tensor<5x8xf32>
   return

@@ -276,8 +276,8 @@ void expectDenseRows(const RefTensor &y, const Layout &l, int64_t g, const RefTe
 
 TEST(GroupedMatmulQuantKernel, ExpertsAreTheDenseProducts) {
   // Decode (one row per expert, an empty expert) and prefill (17 and 40 rows).
-  const std::vector<Layout> cases = {{"decode", 64, 48, {0, 1, 1, 2, 3}},
-                                     {"prefill", 64, 48, {0, 17, 17, 57, 60}}};
+  const std::vector<Layout> cases = {{"decode", 64, 96, {0, 1, 1, 2, 3}},
+                                     {"prefill", 64, 96, {0, 17, 17, 57, 60}}};
   const std::vector<Grouping> groupings = {{0, -1}, {0, 0}, {0, 1}, {32, -1}};
   uint64_t seed = 300;
   for (const Layout &l : cases)
