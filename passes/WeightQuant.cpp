@@ -172,12 +172,12 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
                    RankedTensorType type, const quant::Scheme &s) {
     OpBuilder b(g);
     Nf4Storage storage = addNf4Storage(forward, g.getLoc(), name, flatNf4Storage(type, s.block));
-    return llm::GroupedMatmulNf4Op::create(
-               b, g.getLoc(), g.getX(), g.getOffsets(), storage.codes, storage.absmaxQ,
-               storage.absmaxScale, storage.absmaxMean, b.getI64IntegerAttr(s.block),
-               b.getDenseI64ArrayAttr(type.getShape()),
-               g.getTransposeB() ? b.getUnitAttr() : UnitAttr(),
-               b.getStringAttr(quant::absmaxFormatName(absmaxFormat_)))
+    return llm::GroupedMatmulNf4Op::create(b, g.getLoc(), g.getX(), g.getOffsets(), storage.codes,
+                                           storage.absmaxQ, storage.absmaxScale, storage.absmaxMean,
+                                           b.getI64IntegerAttr(s.block),
+                                           b.getDenseI64ArrayAttr(type.getShape()),
+                                           g.getTransposeB() ? b.getUnitAttr() : UnitAttr(),
+                                           b.getStringAttr(quant::absmaxFormatName(absmaxFormat_)))
         .getResult();
   }
 

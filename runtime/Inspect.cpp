@@ -265,8 +265,8 @@ void printQuantizedWeights(const Artifact &a, std::ostream &os) {
     b << std::fixed << std::setprecision(2) << 8.0 * bytes[i] / std::max<int64_t>(1, weights[i]);
     return b.str();
   };
-  os << "quantized:  " << tensors[0] << " matrices, " << formatBytes(bytes[0]) << " ("
-     << bits(0) << " bits per weight)";
+  os << "quantized:  " << tensors[0] << " matrices, " << formatBytes(bytes[0]) << " (" << bits(0)
+     << " bits per weight)";
   if (tensors[1] > 0)
     os << "; experts: " << tensors[1] << " stacks, " << formatBytes(bytes[1]) << " (" << bits(1)
        << " bits per weight)";

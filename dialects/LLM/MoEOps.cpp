@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialects/LLM/LLMDialect.h"
 #include "common/QuantScheme.h"
+#include "dialects/LLM/LLMDialect.h"
 #include "dialects/Nf4Piece.h"
 
 #include "mlir/IR/Builders.h"
@@ -237,8 +237,8 @@ LogicalResult inferQuantizedExperts(std::optional<Location> loc, Value xValue, V
     return emitOptionalError(loc, "weight_shape must be stacked ",
                              transposeB ? "[G, F, K]" : "[G, K, F]", " with G = ", *groups,
                              " and K = ", x.getDimSize(1), " (x ", x, ")");
-  types.push_back(RankedTensorType::get({x.getDimSize(0), w[transposeB ? 1 : 2]},
-                                        x.getElementType()));
+  types.push_back(
+      RankedTensorType::get({x.getDimSize(0), w[transposeB ? 1 : 2]}, x.getElementType()));
   return success();
 }
 
@@ -257,18 +257,17 @@ LogicalResult expectExpertStorage(Operation *op, Value v, int64_t n, StringRef w
 /// number of elements per expert.
 LogicalResult checkWholeBytes(Operation *op, ArrayRef<int64_t> w, int64_t bits) {
   if (bits == 4 && (w[1] * w[2]) % 2 != 0)
-    return op->emitOpError("each expert's ") << w[1] << "x" << w[2]
-                                             << " 4-bit codes must fill whole bytes";
+    return op->emitOpError("each expert's ")
+           << w[1] << "x" << w[2] << " 4-bit codes must fill whole bytes";
   return success();
 }
 
 } // namespace
 
 LogicalResult GroupedMatmulIntOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                                   Adaptor adaptor,
-                                                   SmallVectorImpl<Type> &types) {
-  return inferQuantizedExperts(loc, adaptor.getX(), adaptor.getOffsets(),
-                               adaptor.getWeightShape(), adaptor.getTransposeB(), types);
+                                                   Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferQuantizedExperts(loc, adaptor.getX(), adaptor.getOffsets(), adaptor.getWeightShape(),
+                               adaptor.getTransposeB(), types);
 }
 
 LogicalResult GroupedMatmulIntOp::verify() {
@@ -285,18 +284,18 @@ LogicalResult GroupedMatmulIntOp::verify() {
   if (block && axis)
     return emitOpError("give block or channel_axis, not both");
   if (block && (*block < 1 || w.back() % *block != 0))
-    return emitOpError("blocks of ") << *block << " must divide the weights' last dimension ("
-                                     << w.back() << ")";
+    return emitOpError("blocks of ")
+           << *block << " must divide the weights' last dimension (" << w.back() << ")";
   if (axis && *axis != 0 && *axis != 1)
     return emitOpError("channel_axis (within an expert's slice) must be 0 or 1, got ") << *axis;
   if (failed(checkWholeBytes(*this, w, bits)))
     return failure();
   const int64_t slice = w[1] * w[2];
   const int64_t groups = block ? slice / *block : axis ? w[1 + *axis] : 1;
-  if (failed(expectExpertStorage(*this, getCodes(), w[0] * (bits == 8 ? slice : slice / 2),
-                                 "codes", w)) ||
-      failed(expectExpertStorage(*this, getScale(), w[0] * groups,
-                                 "scale (each expert's groups)", w)))
+  if (failed(expectExpertStorage(*this, getCodes(), w[0] * (bits == 8 ? slice : slice / 2), "codes",
+                                 w)) ||
+      failed(
+          expectExpertStorage(*this, getScale(), w[0] * groups, "scale (each expert's groups)", w)))
     return failure();
   if (getZeroPoint() && failed(expectExpertStorage(*this, getZeroPoint(), w[0] * groups,
                                                    "zero_point (each expert's groups)", w)))
@@ -305,10 +304,9 @@ LogicalResult GroupedMatmulIntOp::verify() {
 }
 
 LogicalResult GroupedMatmulNf4Op::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                                   Adaptor adaptor,
-                                                   SmallVectorImpl<Type> &types) {
-  return inferQuantizedExperts(loc, adaptor.getX(), adaptor.getOffsets(),
-                               adaptor.getWeightShape(), adaptor.getTransposeB(), types);
+                                                   Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferQuantizedExperts(loc, adaptor.getX(), adaptor.getOffsets(), adaptor.getWeightShape(),
+                               adaptor.getTransposeB(), types);
 }
 
 LogicalResult GroupedMatmulNf4Op::verify() {
@@ -318,8 +316,8 @@ LogicalResult GroupedMatmulNf4Op::verify() {
     return failure();
   const int64_t block = getBlock();
   if (block < 1 || w.back() % block != 0)
-    return emitOpError("blocks of ") << block << " must divide the weights' last dimension ("
-                                     << w.back() << ")";
+    return emitOpError("blocks of ")
+           << block << " must divide the weights' last dimension (" << w.back() << ")";
   if (failed(verifyAbsmaxFormat(*this, getAbsmaxFormat())) || failed(checkWholeBytes(*this, w, 4)))
     return failure();
   const int64_t numel = w[0] * w[1] * w[2], groups = numel / block;

@@ -94,7 +94,8 @@ public:
     }
     if (d.m > kFewRows) {
       chunk_ = std::max<int64_t>(1, kChunkBytes / (4 * d.k));
-      if (!d.transposeB && chunk_ >= align_) chunk_ -= chunk_ % align_;
+      if (!d.transposeB && chunk_ >= align_)
+        chunk_ -= chunk_ % align_;
       chunk_ = std::min(chunk_, d.n);
       scratch_.resize(std::max<size_t>(scratch_.size(), chunk_ * d.k));
     }
@@ -102,7 +103,8 @@ public:
 
   /// y [m, N] = x [m, K] · W, m <= the planned rows.
   void run(const Expander &expand, const float *x, float *y, int64_t m) {
-    if (m == 0) return;
+    if (m == 0)
+      return;
     if (m > kFewRows)
       manyRows(expand, x, y, m);
     else if (qx_.k > 0)
@@ -311,11 +313,12 @@ template <typename T, typename Expander> class QuantizedMatmulKernel final : pub
 public:
   QuantizedMatmulKernel(const KernelArgs &args, const contracts::QuantizedProduct &d,
                         Expander expand, SgemmFn sgemm)
-      : d_(d), expand_(std::move(expand)), gemm_(d, expand_, sgemm, /*anyRows=*/false), wide_(d.m * d.k, d.m * d.n),
-        x_(args.inputs[0].as<T>()), y_(args.outputs[0].as<T>()) {}
+      : d_(d), expand_(std::move(expand)), gemm_(d, expand_, sgemm, /*anyRows=*/false),
+        wide_(d.m * d.k, d.m * d.n), x_(args.inputs[0].as<T>()), y_(args.outputs[0].as<T>()) {}
 
   void run(const StepContext &) override {
-    if (d_.m == 0) return;
+    if (d_.m == 0)
+      return;
     gemm_.run(expand_, wide_.in(x_), wide_.out(y_), d_.m);
     wide_.finish(y_, d_.m * d_.n);
   }
@@ -342,13 +345,15 @@ public:
 
   GroupedQuantizedMatmulKernel(const KernelArgs &args, const contracts::GroupedQuantizedProduct &d,
                                ExpertOf expertOf, SgemmFn sgemm)
-      : d_(d), expertOf_(std::move(expertOf)), gemm_(d.expert, expertOf_(0), sgemm, /*anyRows=*/true),
+      : d_(d), expertOf_(std::move(expertOf)),
+        gemm_(d.expert, expertOf_(0), sgemm, /*anyRows=*/true),
         wide_(d.expert.m * d.expert.k, d.expert.m * d.expert.n), x_(args.inputs[0].as<T>()),
         offsets_(args.inputs[1]), y_(args.outputs[0].as<T>()) {}
 
   void run(const StepContext &) override {
     const int64_t m = d_.expert.m, k = d_.expert.k, n = d_.expert.n;
-    if (m * n == 0) return;
+    if (m * n == 0)
+      return;
     float *y = wide_.out(y_);
     if (!validOffsets(m)) {
       std::fill(y, y + m * n, std::numeric_limits<float>::quiet_NaN());
@@ -395,7 +400,8 @@ std::unique_ptr<Kernel> makeGroupedQuantizedMatmul(const char *name, const Kerne
   if (d.expert.m > QuantizedGemm<Expander>::kFewRows) {
     std::string blasError;
     sgemm = blasSgemm(blasError);
-    if (!sgemm) return Validator(name, args, error).reject(blasError);
+    if (!sgemm)
+      return Validator(name, args, error).reject(blasError);
   }
   return dispatchFloat<FloatTypes>(d.expert.dtype, [&](auto tag) -> std::unique_ptr<Kernel> {
     using Instance = GroupedQuantizedMatmulKernel<typename decltype(tag)::type, ExpertOf>;

@@ -50,10 +50,12 @@ struct ExpertIntElement {
 
 std::unique_ptr<Kernel> makeCudaGroupedMatmulInt(const KernelArgs &args, std::string &error) {
   contracts::GroupedMatmulIntBinding d;
-  if (!contracts::bindGroupedMatmulInt(args, error, &d)) return nullptr;
+  if (!contracts::bindGroupedMatmulInt(args, error, &d))
+    return nullptr;
   IntElement first{args.inputs[2].as<uint8_t>(), args.inputs[3].as<float>(),
                    d.layout.asymmetric ? args.inputs[4].as<int32_t>() : nullptr, d.layout};
-  return makeGroupedQuantizedMatmul(args, d, ExpertIntElement{first, d.expertBytes, d.expertGroups});
+  return makeGroupedQuantizedMatmul(args, d,
+                                    ExpertIntElement{first, d.expertBytes, d.expertGroups});
 }
 
 } // namespace

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cuda/Nf4.cuh"
 #include "kernels/cuda/GroupedQuantizedMatmul.cuh"
+#include "kernels/cuda/Nf4.cuh"
 #include "kernels/cuda/QuantizedMatmul.cuh"
 
 namespace llmc::cuda {
@@ -56,7 +56,8 @@ struct ExpertNf4Element {
 
 std::unique_ptr<Kernel> makeCudaGroupedMatmulNf4(const KernelArgs &args, std::string &error) {
   contracts::GroupedMatmulNf4Binding d;
-  if (!contracts::bindGroupedMatmulNf4(args, error, &d)) return nullptr;
+  if (!contracts::bindGroupedMatmulNf4(args, error, &d))
+    return nullptr;
   Nf4Element stack{args.inputs[2].as<uint8_t>(),
                    args.inputs[3].as<uint8_t>(),
                    args.inputs[4].as<float>(),

@@ -181,13 +181,13 @@ quant::Scheme storedScheme(const InstructionInfo &inst) {
                                                  : quant::Format::Int4;
   const bool experts = readsExperts(inst.kernel);
   int64_t axis = a.getInt("channel_axis", -1);
-  quant::Scheme s = quant::makeScheme(format,
-                                      block > 0   ? quant::Granularity::Block
-                                      : axis >= 0 ? quant::Granularity::Channel
-                                                  : quant::Granularity::Tensor,
-                                      std::max<int64_t>(axis, 0) + (experts && axis >= 0 ? 1 : 0),
-                                      block,
-                                      /*symmetric=*/inst.inputs.size() < (experts ? 5u : 4u));
+  quant::Scheme s =
+      quant::makeScheme(format,
+                        block > 0   ? quant::Granularity::Block
+                        : axis >= 0 ? quant::Granularity::Channel
+                                    : quant::Granularity::Tensor,
+                        std::max<int64_t>(axis, 0) + (experts && axis >= 0 ? 1 : 0), block,
+                        /*symmetric=*/inst.inputs.size() < (experts ? 5u : 4u));
   s.stacked = experts;
   return s;
 }

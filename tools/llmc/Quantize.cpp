@@ -126,7 +126,7 @@ int failWith(const Twine &message) {
 /// One op reading a parameter as a weight.
 /// One op reading a parameter (through casts).
 struct Use {
-  std::string what;    ///< "matmul", "head", "experts", "router", "embedding lookup", or the op's name
+  std::string what; ///< "matmul", "head", "experts", "router", "embedding lookup", or the op's name
   bool chosen = false; ///< a matmul weight or embedding table of an op kind in --ops
   bool skipped = false;
   int64_t outputAxis = 0; ///< experts: within each expert's slice

@@ -66,10 +66,8 @@ struct Layout {
 /// invalid offsets.
 std::vector<Layout> layouts() {
   return {
-      {"decode", 64, 48, {0, 1, 2, 2, 3}},
-      {"mixed", 96, 40, {0, 0, 3, 23, 24}},
-      {"odd", 32, 18, {0, 5, 5, 12}, 14},
-      {"wide", 128, 96, {0, 40, 41, 41, 60}},
+      {"decode", 64, 48, {0, 1, 2, 2, 3}},     {"mixed", 96, 40, {0, 0, 3, 23, 24}},
+      {"odd", 32, 18, {0, 5, 5, 12}, 14},      {"wide", 128, 96, {0, 40, 41, 41, 60}},
       {"decreasing", 32, 16, {0, 6, 3, 8}, 8},
   };
 }
@@ -175,8 +173,7 @@ ConformanceCase intCase(DType dtype, const CodeFormat &f, const Grouping &g, boo
             const std::vector<int64_t> slice = l.slice(tb);
             ExpertInts s = randomExperts(f, slice, l.groups(), g, asymmetric, seed);
             std::vector<RefTensor> experts;
-            for (const IntWeight &w : s.experts)
-              experts.push_back(referenceWeight(w, f, slice, g));
+            for (const IntWeight &w : s.experts) experts.push_back(referenceWeight(w, f, slice, g));
             const RefTensor weights = stacked(experts, l.stack(tb));
             k.input(randomTensor({l.m(), l.k}, seed + 1), dtype);
             k.input(Buffer::of(offsetsTensor(l.offsets), DType::I32));
@@ -203,8 +200,8 @@ ConformanceCase nf4Case(DType dtype, int64_t block, const Layout &l, bool tb, ui
             Nf4Weight w = randomWeight(numel, block, seed);
             // The stack's storage read flat: every expert's blocks in one
             // tensor, their scales per 256 blocks of the whole stack.
-            const RefTensor weights = ref::dequantizeNf4(
-                w.codes, w.absmaxQ, w.absmaxScale, w.mean, {numel}, block);
+            const RefTensor weights =
+                ref::dequantizeNf4(w.codes, w.absmaxQ, w.absmaxScale, w.mean, {numel}, block);
             RefTensor shaped = weights;
             shaped.shape = stack;
             k.input(randomTensor({l.m(), l.k}, seed + 1), dtype);
@@ -284,7 +281,8 @@ TEST(GroupedMatmulQuantKernel, ExpertsAreTheDenseProducts) {
     for (bool tb : {false, true}) {
       const std::vector<int64_t> slice = l.slice(tb);
       const RefTensor x = roundTo(randomTensor({l.m(), l.k}, seed += 7), DType::F32);
-      Buffer xb = Buffer::of(x, DType::F32), offsets = Buffer::of(offsetsTensor(l.offsets), DType::I32);
+      Buffer xb = Buffer::of(x, DType::F32),
+             offsets = Buffer::of(offsetsTensor(l.offsets), DType::I32);
       for (const CodeFormat &f : allCodeFormats())
         for (const Grouping &g : groupings)
           for (bool asymmetric : {false, true}) {
@@ -334,8 +332,8 @@ TEST(GroupedMatmulQuantKernel, ExpertsAreTheDenseProducts) {
           a.setInts("whole_shape", {l.groups() * slice[0], slice[1]});
           a.setInts("chunks", {1, 1});
           a.setInts("piece_offset", {e * slice[0], 0});
-          ASSERT_TRUE(runKernel("matmul_nf4", {&xe, &codes, &absmaxQ, &w.scaleBuf, &w.meanBuf},
-                                {&ye}, a));
+          ASSERT_TRUE(
+              runKernel("matmul_nf4", {&xe, &codes, &absmaxQ, &w.scaleBuf, &w.meanBuf}, {&ye}, a));
           expectDenseRows(got, l, e, ye.toRef());
         }
       }
@@ -364,8 +362,8 @@ TEST(GroupedMatmulQuantKernel, BindingErrorsNameTheOperandOrAttribute) {
   };
   expectBindErrorsMention("grouped_matmul_int", cases);
   // NF4: blocks of 32 over 3 × 8 × 32: 384 bytes, 24 levels, one scale.
-  const std::vector<TensorView> nf4 = {f32({5, 32}), i32({4}), u8({384}), u8({24}), f32({1}),
-                                       typeOnly(DType::F32, {})};
+  const std::vector<TensorView> nf4 = {f32({5, 32}), i32({4}), u8({384}),
+                                       u8({24}),     f32({1}), typeOnly(DType::F32, {})};
   EXPECT_EQ(bindError("grouped_matmul_nf4", nf4, {f32({5, 8})}, nf4Attrs(32, {3, 8, 32}, true)),
             "");
   expectBindErrorsMention("grouped_matmul_nf4",

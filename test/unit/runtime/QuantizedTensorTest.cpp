@@ -331,21 +331,20 @@ TEST(QuantizedTensor, StackedSchemesQuantizeEachSlice) {
   for (float &v : x) v = normal(rng);
   for (int64_t s = 0; s < slices; ++s) // slices of different ranges
     for (int64_t i = 0; i < n; ++i) x[s * n + i] *= static_cast<float>(s + 1);
-  const std::vector<Scheme> schemes = {
-      makeScheme(Format::Int8, Granularity::Channel, 1, 0, true),
-      makeScheme(Format::Int4, Granularity::Channel, 2, 0, false),
-      makeScheme(Format::Int4, Granularity::Tensor, 0, 0, true),
-      makeScheme(Format::Fp8E4M3, Granularity::Tensor, 0, 0, true),
-      makeScheme(Format::Int4, Granularity::Block, 0, 4, true)};
+  const std::vector<Scheme> schemes = {makeScheme(Format::Int8, Granularity::Channel, 1, 0, true),
+                                       makeScheme(Format::Int4, Granularity::Channel, 2, 0, false),
+                                       makeScheme(Format::Int4, Granularity::Tensor, 0, 0, true),
+                                       makeScheme(Format::Fp8E4M3, Granularity::Tensor, 0, 0, true),
+                                       makeScheme(Format::Int4, Granularity::Block, 0, 4, true)};
   for (Scheme stacked : schemes) {
     stacked.stacked = true;
     Scheme one = stacked;
     one.stacked = false;
     one.axis = std::max<int64_t>(0, one.axis - 1);
     quant::QuantizedTensor whole;
-    ASSERT_EQ(quant::quantize(x.data(), {slices, rows, cols}, stacked, quant::DoubleQuant::None,
-                              whole),
-              "");
+    ASSERT_EQ(
+        quant::quantize(x.data(), {slices, rows, cols}, stacked, quant::DoubleQuant::None, whole),
+        "");
     SCOPED_TRACE(quant::schemeString(stacked));
     std::vector<uint8_t> codes;
     std::vector<float> scales, values;
