@@ -154,7 +154,6 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     if (nibbles && (w[1] * w[2]) % 2 != 0)
       return g.emitOpError("weight-quant: each expert of '")
              << name << "' " << type << " has an odd number of 4-bit codes (whole bytes only)";
-    OpBuilder b(g);
     Value y = s.format == quant::Format::Nf4 ? nf4Experts(forward, g, name, type, s)
                                              : intExperts(forward, g, name, type, s);
     g.getResult().replaceAllUsesWith(y);

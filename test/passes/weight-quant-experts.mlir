@@ -10,6 +10,8 @@
 // RUN: llmc model mixtral --preset tiny --set n_layer=1 -o %t-176.mlir
 // RUN: not llmc-opt %t-176.mlir --llmc-weight-quant="scheme=int4:block32" 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: not llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=int8:channel" 2>&1 | FileCheck %s --check-prefix=TP
+// RUN: not llmc-opt %S/Inputs/odd-experts.mlir --llmc-weight-quant="scheme=int4:channel" 2>&1 | FileCheck %s --check-prefix=ODD
+// RUN: llmc-opt %S/Inputs/odd-experts.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=ODD-INT8
 
 // Each expert's slice of a stacked weight is quantized as a dense weight
 // of its shape (blocks of 32 along its rows; the names and layout of `llmc
@@ -60,3 +62,7 @@
 // BLOCK: error: 'llm.grouped_matmul' op weight-quant: blocks of 32 do not divide the last dimension of 'layers.0.block_sparse_moe.experts.w2.weight' 'tensor<4x128x176xf32>'
 
 // TP: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w{{[0-9]}}.weight' are split by expert or tensor parallelism, which quantized experts do not take yet
+
+// An expert's 4-bit codes must start on a byte; int8 codes take any shape.
+// ODD: error: 'llm.grouped_matmul' op weight-quant: each expert of 'experts.w' 'tensor<3x7x5xf32>' has an odd number of 4-bit codes (whole bytes only)
+// ODD-INT8: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, channel_axis = 0 : i64, transpose_b, weight_shape = array<i64: 3, 7, 5>} : tensor<4x5xf32>, tensor<4xi32>, tensor<105xi8>, tensor<21xf32> -> tensor<4x7xf32>
