@@ -3,7 +3,12 @@
 // The CPU kernel behind matmul_nf4 and matmul_int: y[m, :] = x[m, :] · W
 // (or · Wᵀ), W held in quantized storage that an Expander turns into fp32
 // a piece at a time. W is never expanded whole: a decode step is memory
-// bound, and reading 4–8 bits per weight instead of 32 is the point.
+// bound, and reading 4–8 bits per weight instead of 32 is the point. The
+// tiling below is QuantizedGemm, which matmul's kernel runs at its rows and
+// the grouped kernels (grouped_matmul_int, grouped_matmul_nf4: a mixture
+// of experts' stacked weights) run at each expert's rows with an expander
+// over that expert's storage, so an expert's decode rows take the same
+// paths a dense decode product takes.
 //
 //  - Few rows (M ≤ kFewRows, a decode step): threads share out the output
 //    columns. W [K, N]: a thread takes a tile of columns (its share of N
