@@ -12,6 +12,11 @@
 //             product of the dims after `axis`);
 //  - block:   `block` consecutive elements of the last dimension (which
 //             `block` divides): element i is in group i / block.
+// A `stacked` scheme reads dimension 0 as a stack of tensors, each
+// quantized on its own (a mixture of experts' weights [G, K, F], each
+// expert with its own scales): tensor is one group per slice, channel
+// one per (slice, index of `axis`), `axis` >= 1 counted in the whole
+// tensor; blocks, which never cross a row, are the same groups either way.
 //
 // A range is stored per group as the pair [−min, max] (tensor<G×2×f32>),
 // so ranges of pieces of one tensor on several ranks combine by an
@@ -85,6 +90,7 @@ struct Scheme {
   int64_t block = 0;    ///< block
   bool symmetric = true;
   double outlier = 0.0; ///< outlier-column threshold on |x|; 0: none
+  bool stacked = false; ///< dimension 0 stacks tensors quantized each on its own
 };
 
 /// A scheme in one expression: makeScheme(Format::Int4, Granularity::Block, 0, 64).
@@ -148,10 +154,13 @@ inline const char *formatName(Format f) {
 inline int64_t groupCount(const Scheme &s, const std::vector<int64_t> &shape) {
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  // Stacked tensor and channel groups repeat per slice of dimension 0.
+  const int64_t slices = s.stacked && rank >= 2 ? shape[0] : 1;
   switch (s.granularity) {
-  case Granularity::Tensor: return 1;
+  case Granularity::Tensor: return slices;
   case Granularity::Channel:
-    return s.axis >= 0 && s.axis < static_cast<int64_t>(shape.size()) ? shape[s.axis] : 0;
+    return s.axis >= (s.stacked ? 1 : 0) && s.axis < rank ? slices * shape[s.axis] : 0;
   case Granularity::Block:
     return !shape.empty() && s.block > 0 && shape.back() % s.block == 0 ? numel / s.block : 0;
   }
@@ -167,9 +176,14 @@ inline int64_t innerSize(const std::vector<int64_t> &shape, int64_t axis) {
 
 /// The group of flat element `i`.
 inline int64_t groupOf(const Scheme &s, const std::vector<int64_t> &shape, int64_t i) {
+  const bool stacked = s.stacked && shape.size() >= 2;
+  const int64_t slice = stacked ? innerSize(shape, 0) : 0;
   switch (s.granularity) {
-  case Granularity::Tensor: return 0;
-  case Granularity::Channel: return (i / innerSize(shape, s.axis)) % shape[s.axis];
+  case Granularity::Tensor: return stacked ? i / slice : 0;
+  case Granularity::Channel: {
+    const int64_t channel = (i / innerSize(shape, s.axis)) % shape[s.axis];
+    return stacked ? (i / slice) * shape[s.axis] + channel : channel;
+  }
   case Granularity::Block: return i / s.block;
   }
   return 0;

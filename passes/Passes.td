@@ -132,7 +132,12 @@ def WeightQuant : Pass<"llmc-weight-quant", "mlir::ModuleOp"> {
       `llm.matmul_int {fp8}` over one E4M3 byte per element in
       `W.qweight` and `W.scale`.
     A parameter another op also reads (GPT-2's tied `wte`, read by
-    `llm.embedding`) stays in the compute type.
+    `llm.embedding`) stays in the compute type. A mixture of experts'
+    `llm.grouped_matmul` over stacked weights `[G, K, F]` (`[G, F, K]`)
+    becomes `llm.grouped_matmul_int` / `llm.grouped_matmul_nf4`, each
+    expert's slice quantized as a dense weight of its shape with its own
+    scales (`llmc quantize` writes the `:stacked` scheme); the router's
+    matmul, whose logits pick the experts, stays in full precision.
 
     ```mlir
     %y = llm.matmul %x, %w {transpose_b} : tensor<2x1x128xf32>, tensor<512x128xf32> -> ...
@@ -144,7 +149,9 @@ def WeightQuant : Pass<"llmc-weight-quant", "mlir::ModuleOp"> {
 
     Errors: a scheme weight-only inference does not store, a block that
     does not divide a weight's last dimension, `double-quant` other than
-    int8 or fp8, or fp8 with an integer scheme.
+    int8 or fp8, fp8 with an integer scheme, experts whose 4-bit codes do
+    not fill whole bytes per expert, and experts split by expert or tensor
+    parallelism.
   }];
   let options = [
     Option<"scheme", "scheme", "std::string", "\"nf4:block64\"",

@@ -32,6 +32,17 @@
 // reads as well) keeps its full-precision parameter: quantizing it for one
 // reader would change what the other reads.
 //
+// A mixture of experts' llm.grouped_matmul over stacked weights [G, K, F]
+// (or [G, F, K]) becomes llm.grouped_matmul_int / grouped_matmul_nf4: each
+// expert's slice quantized as a dense weight of its shape is, with its own
+// scales (per expert and output channel, per block, or one per expert),
+// stored expert after expert — `llmc quantize`'s `:stacked` scheme; NF4's
+// blocks are per expert anyway, and its storage is the stack's, flat. The
+// router's matmul is a dense weight site like any other, but its logits
+// pick the experts, so it stays in full precision: quantizing it would
+// change which experts run, not only what they compute. Experts split by
+// expert or tensor parallelism are refused (their storage is not split).
+//
 //===----------------------------------------------------------------------===//
 
 #include "common/QuantScheme.h"
@@ -68,9 +79,6 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       module.emitError("weight-quant: no @forward");
       return signalPassFailure();
     }
-    if (failed(refuseExperts(forward, "weight-quant: the experts of a mixture of experts are not "
-                                      "quantized yet (--weight-quant covers llm.matmul weights)")))
-      return signalPassFailure();
     std::string error;
     std::optional<QATSchemeSpec> spec = parseWeightOnlyScheme(scheme, error);
     if (!spec) {
@@ -93,11 +101,110 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     // nothing else reads.
     SmallVector<llm::MatmulOp> sites;
     for (const WeightSite &site : findWeightSites(forward))
-      if (!site.embedding && site.weight)
+      if (!site.embedding && site.weight && !feedsRouter(site.op->getResult(0)))
         sites.push_back(cast<llm::MatmulOp>(site.op));
     for (llm::MatmulOp m : sites)
       if (failed(rewrite(forward, m)))
         return signalPassFailure();
+    SmallVector<llm::GroupedMatmulOp> experts;
+    forward.walk([&](llm::GroupedMatmulOp g) { experts.push_back(g); });
+    for (llm::GroupedMatmulOp g : experts)
+      if (failed(rewriteExperts(forward, g)))
+        return signalPassFailure();
+  }
+
+  /// The parameter `weights` reads (through at most one cast, nothing else
+  /// reading either), as soleWeight finds a matmul's.
+  static BlockArgument soleParameter(func::FuncOp forward, Value weights, llm::CastOp &castOp) {
+    castOp = weights.getDefiningOp<llm::CastOp>();
+    if (castOp) {
+      if (!castOp->hasOneUse())
+        return {};
+      weights = castOp.getOperand();
+    }
+    auto arg = dyn_cast<BlockArgument>(weights);
+    if (!arg || arg.getOwner() != &forward.getBody().front() ||
+        !llm::getParamAttr(forward, arg.getArgNumber()) || !arg.hasOneUse())
+      return {};
+    return arg;
+  }
+
+  /// `g` over its stacked weights' quantized storage, each expert's slice
+  /// quantized as a dense weight of the slice's shape.
+  LogicalResult rewriteExperts(func::FuncOp forward, llm::GroupedMatmulOp g) {
+    llm::CastOp castOp;
+    BlockArgument weight = soleParameter(forward, g.getWeights(), castOp);
+    if (!weight)
+      return success();
+    StringRef name = llm::getParamAttr(forward, weight.getArgNumber()).getName();
+    auto shard = forward.getArgAttrOfType<DictionaryAttr>(weight.getArgNumber(), kShardAttr);
+    if (!shardSplits(shard).empty())
+      return g.emitOpError("weight-quant: the experts' weights '")
+             << name << "' are split by expert or tensor parallelism, which quantized experts "
+             << "do not take yet";
+    auto type = cast<RankedTensorType>(weight.getType());
+    ArrayRef<int64_t> w = type.getShape();
+    // A channel axis left out is each expert's output channel.
+    quant::Scheme s =
+        kernelScheme(spec_.attr(g.getContext(), /*defaultAxis=*/g.getTransposeB() ? 0 : 1));
+    if (s.granularity == quant::Granularity::Block && (s.block < 1 || w.back() % s.block != 0))
+      return g.emitOpError("weight-quant: blocks of ")
+             << s.block << " do not divide the last dimension of '" << name << "' " << type;
+    const bool nibbles = s.format == quant::Format::Int4 || s.format == quant::Format::Nf4;
+    if (nibbles && (w[1] * w[2]) % 2 != 0)
+      return g.emitOpError("weight-quant: each expert of '")
+             << name << "' " << type << " has an odd number of 4-bit codes (whole bytes only)";
+    Value y = s.format == quant::Format::Nf4 ? nf4Experts(forward, g, name, type, s)
+                                             : intExperts(forward, g, name, type, s);
+    g.getResult().replaceAllUsesWith(y);
+    Location loc = g.getLoc();
+    g.erase();
+    if (castOp)
+      castOp.erase();
+    if (failed(forward.eraseArgument(weight.getArgNumber())))
+      return emitError(loc, "weight-quant: cannot remove the full-precision '") << name << "'";
+    return success();
+  }
+
+  /// llm.grouped_matmul_nf4 over the stack's NF4 storage, flat.
+  Value nf4Experts(func::FuncOp forward, llm::GroupedMatmulOp g, StringRef name,
+                   RankedTensorType type, const quant::Scheme &s) {
+    OpBuilder b(g);
+    Nf4Storage storage = addNf4Storage(forward, g.getLoc(), name, flatNf4Storage(type, s.block));
+    return llm::GroupedMatmulNf4Op::create(b, g.getLoc(), g.getX(), g.getOffsets(), storage.codes,
+                                           storage.absmaxQ, storage.absmaxScale, storage.absmaxMean,
+                                           b.getI64IntegerAttr(s.block),
+                                           b.getDenseI64ArrayAttr(type.getShape()),
+                                           g.getTransposeB() ? b.getUnitAttr() : UnitAttr(),
+                                           b.getStringAttr(quant::absmaxFormatName(absmaxFormat_)))
+        .getResult();
+  }
+
+  /// llm.grouped_matmul_int over each expert's int8/int4/fp8 storage,
+  /// expert after expert.
+  Value intExperts(func::FuncOp forward, llm::GroupedMatmulOp g, StringRef name,
+                   RankedTensorType type, const quant::Scheme &s) {
+    const bool fp8 = s.format == quant::Format::Fp8E4M3;
+    const int bits = s.format == quant::Format::Int4 ? 4 : 8;
+    ArrayRef<int64_t> w = type.getShape();
+    const int64_t experts = w[0], slice = w[1] * w[2];
+    const int64_t groups = quant::groupCount(s, {w[1], w[2]});
+    OpBuilder b(g);
+    IntStorageTypes t;
+    t.codes = RankedTensorType::get({experts * (bits == 8 ? slice : slice / 2)}, b.getI8Type());
+    t.scale = RankedTensorType::get({experts * groups}, b.getF32Type());
+    IntStorage storage = addIntStorage(forward, g.getLoc(), name, t, !s.symmetric);
+    IntegerAttr block, axis;
+    if (s.granularity == quant::Granularity::Block)
+      block = b.getI64IntegerAttr(s.block);
+    if (s.granularity == quant::Granularity::Channel)
+      axis = b.getI64IntegerAttr(s.axis);
+    return llm::GroupedMatmulIntOp::create(
+               b, g.getLoc(), g.getX(), g.getOffsets(), storage.codes, storage.scale,
+               storage.zeroPoint, b.getI64IntegerAttr(bits), fp8 ? b.getUnitAttr() : UnitAttr(),
+               block, axis, b.getDenseI64ArrayAttr(w),
+               g.getTransposeB() ? b.getUnitAttr() : UnitAttr())
+        .getResult();
   }
 
   /// The parameter `m` reads as its whole b operand, through at most one

@@ -224,6 +224,55 @@ void printInference(const Artifact &a, std::ostream &os) {
     os << "            of which scales " << formatBytes(scaleBytes) << "\n";
 }
 
+/// Weight-only quantized inference (--weight-quant): the weights kept in
+/// quantized storage (`<weight>.qweight` beside its scales), their bytes
+/// and bits per weight, a mixture of experts' stacks apart.
+void printQuantizedWeights(const Artifact &a, std::ostream &os) {
+  struct Stored {
+    int64_t weights = 0;
+    bool experts = false;
+  };
+  std::map<std::string, Stored> stored;
+  const std::string suffix = ".qweight";
+  for (const ProgramInfo &p : a.programs)
+    for (const InstructionInfo &inst : p.instructions) {
+      const bool experts =
+          inst.kernel == "grouped_matmul_int" || inst.kernel == "grouped_matmul_nf4";
+      if (inst.kind != InstructionKind::Kernel ||
+          (!experts && inst.kernel != "matmul_int" && inst.kernel != "matmul_nf4"))
+        continue;
+      const std::string &codes = p.buffers[inst.inputs[experts ? 2 : 1]].name;
+      if (codes.size() <= suffix.size() ||
+          codes.compare(codes.size() - suffix.size(), suffix.size(), suffix) != 0)
+        continue;
+      int64_t n = 1;
+      for (int64_t d : inst.attrs.getInts("weight_shape")) n *= d;
+      stored[codes.substr(0, codes.size() - suffix.size())] = {n, experts};
+    }
+  if (stored.empty())
+    return;
+  int64_t weights[2] = {0, 0}, tensors[2] = {0, 0};
+  uint64_t bytes[2] = {0, 0};
+  for (const auto &[name, s] : stored) weights[s.experts] += s.weights, ++tensors[s.experts];
+  for (const ParameterInfo &param : a.parameters) {
+    const size_t dot = param.name.rfind('.');
+    auto it = dot == std::string::npos ? stored.end() : stored.find(param.name.substr(0, dot));
+    if (it != stored.end())
+      bytes[it->second.experts] += param.numel() * dtypeSize(param.dtype);
+  }
+  auto bits = [&](int i) {
+    std::ostringstream b;
+    b << std::fixed << std::setprecision(2) << 8.0 * bytes[i] / std::max<int64_t>(1, weights[i]);
+    return b.str();
+  };
+  os << "quantized:  " << tensors[0] << " matrices, " << formatBytes(bytes[0]) << " (" << bits(0)
+     << " bits per weight)";
+  if (tensors[1] > 0)
+    os << "; experts: " << tensors[1] << " stacks, " << formatBytes(bytes[1]) << " (" << bits(1)
+       << " bits per weight)";
+  os << "\n";
+}
+
 /// Under --device-memory: each layer's weights on the device and in host
 /// memory (runs of equal layers on one line).
 void printWeightsPerLayer(const Artifact &a, std::ostream &os) {
@@ -518,6 +567,7 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
   for (const Artifact &stage : stages) count(stage);
   os << "parameters: " << total << " in " << counted.size() << " tensors (" << trainable
      << " trainable)" << (stages.empty() ? "" : ", over all pipeline stages") << "\n";
+  printQuantizedWeights(a, os);
 
   std::string schedule = a.meta("pipeline.schedule");
   if (!schedule.empty()) {

@@ -47,8 +47,14 @@ bool isAttention(StringRef name) {
 
 bool isHead(StringRef name) { return name.starts_with("linear_cross_entropy"); }
 
+/// The grouped products: each group of rows times its expert's weight
+/// (full precision or kept quantized, expanded inside the kernel).
+bool isGroupedProduct(StringRef name) {
+  return name == "grouped_matmul" || name == "grouped_matmul_int" || name == "grouped_matmul_nf4";
+}
+
 bool isGrouped(StringRef name) {
-  return name == "grouped_matmul" || name == "grouped_matmul_weight_grad";
+  return isGroupedProduct(name) || name == "grouped_matmul_weight_grad";
 }
 
 /// The rows of a grouped kernel's row buffers (x's dimension 0) it
@@ -183,7 +189,7 @@ double kernelFlops(Operation *op, int64_t expertRanks) {
   // A mixture of experts: each routed copy's row times its expert's weight;
   // the experts' weight gradients together sum over every copy once (the
   // output stacks one dw [a, b] per expert: outElements / G each).
-  if (name == "grouped_matmul" && inputs.size() >= 2)
+  if (isGroupedProduct(name) && inputs.size() >= 2)
     return 2.0 * static_cast<double>(computedRows(kernel, expertRanks)) *
            shapeOf(outputs[0]).back() * static_cast<double>(shapeOf(inputs[0]).back());
   if (name == "grouped_matmul_weight_grad" && !inputs.empty()) {
@@ -306,7 +312,7 @@ std::vector<GemmShape> kernelGemms(Operation *op, int64_t expertRanks) {
   // A mixture of experts: one GEMM per expert over its share of the M
   // routed rows, priced as if routing were balanced (the load-balancing
   // loss's aim; which expert gets how many is known only at run time).
-  if (name == "grouped_matmul") {
+  if (isGroupedProduct(name)) {
     const int64_t groups = shapeOf(inputs[1])[0] - 1, rows = computedRows(kernel, expertRanks);
     return std::vector<GemmShape>(groups, {1, (rows + groups - 1) / groups, out[1], x[1]});
   }

@@ -6,7 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/QuantScheme.h"
 #include "dialects/LLM/LLMDialect.h"
+#include "dialects/Nf4Piece.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -217,6 +219,113 @@ LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext *, std::optional<Loc
                              x.getElementType(), " and ", w.getElementType());
   types.push_back(
       RankedTensorType::get({x.getDimSize(0), w.getDimSize(tb ? 1 : 2)}, x.getElementType()));
+  return success();
+}
+
+namespace {
+
+/// The result [M, F] of x [M, K] times stacked weights of `w` ([G, K, F],
+/// or [G, F, K] with transposeB) held in quantized storage.
+LogicalResult inferQuantizedExperts(std::optional<Location> loc, Value xValue, Value offsets,
+                                    ArrayRef<int64_t> w, bool transposeB,
+                                    SmallVectorImpl<Type> &types) {
+  RankedTensorType x = tensorOf(xValue);
+  FailureOr<int64_t> groups = checkGroups(loc, x, offsets);
+  if (failed(groups))
+    return failure();
+  if (w.size() != 3 || w[0] != *groups || w[transposeB ? 2 : 1] != x.getDimSize(1))
+    return emitOptionalError(loc, "weight_shape must be stacked ",
+                             transposeB ? "[G, F, K]" : "[G, K, F]", " with G = ", *groups,
+                             " and K = ", x.getDimSize(1), " (x ", x, ")");
+  types.push_back(
+      RankedTensorType::get({x.getDimSize(0), w[transposeB ? 1 : 2]}, x.getElementType()));
+  return success();
+}
+
+/// Whether storage operand `v` holds `n` elements (flat); else an error of
+/// `op` naming it.
+LogicalResult expectExpertStorage(Operation *op, Value v, int64_t n, StringRef what,
+                                  ArrayRef<int64_t> w) {
+  RankedTensorType t = tensorOf(v);
+  if (t.hasStaticShape() && t.getNumElements() == n)
+    return success();
+  return op->emitOpError() << what << " must hold " << n << " elements for stacked weights ["
+                           << w[0] << ", " << w[1] << ", " << w[2] << "], got " << t;
+}
+
+/// Each expert's codes must start on a byte: 4-bit codes need an even
+/// number of elements per expert.
+LogicalResult checkWholeBytes(Operation *op, ArrayRef<int64_t> w, int64_t bits) {
+  if (bits == 4 && (w[1] * w[2]) % 2 != 0)
+    return op->emitOpError("each expert's ")
+           << w[1] << "x" << w[2] << " 4-bit codes must fill whole bytes";
+  return success();
+}
+
+} // namespace
+
+LogicalResult GroupedMatmulIntOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferQuantizedExperts(loc, adaptor.getX(), adaptor.getOffsets(), adaptor.getWeightShape(),
+                               adaptor.getTransposeB(), types);
+}
+
+LogicalResult GroupedMatmulIntOp::verify() {
+  ArrayRef<int64_t> w = getWeightShape();
+  SmallVector<Type> inferred; // the shapes first: the storage checks index w
+  if (failed(inferQuantizedExperts(getLoc(), getX(), getOffsets(), w, getTransposeB(), inferred)))
+    return failure();
+  const int64_t bits = getBits();
+  if (bits != 8 && bits != 4)
+    return emitOpError("bits must be 8 or 4, got ") << bits;
+  if (getFp8() && (bits != 8 || getZeroPoint()))
+    return emitOpError("fp8 codes are 8 bits each and take no zero_point");
+  std::optional<int64_t> block = getBlock(), axis = getChannelAxis();
+  if (block && axis)
+    return emitOpError("give block or channel_axis, not both");
+  if (block && (*block < 1 || w.back() % *block != 0))
+    return emitOpError("blocks of ")
+           << *block << " must divide the weights' last dimension (" << w.back() << ")";
+  if (axis && *axis != 0 && *axis != 1)
+    return emitOpError("channel_axis (within an expert's slice) must be 0 or 1, got ") << *axis;
+  if (failed(checkWholeBytes(*this, w, bits)))
+    return failure();
+  const int64_t slice = w[1] * w[2];
+  const int64_t groups = block ? slice / *block : axis ? w[1 + *axis] : 1;
+  if (failed(expectExpertStorage(*this, getCodes(), w[0] * (bits == 8 ? slice : slice / 2), "codes",
+                                 w)) ||
+      failed(
+          expectExpertStorage(*this, getScale(), w[0] * groups, "scale (each expert's groups)", w)))
+    return failure();
+  if (getZeroPoint() && failed(expectExpertStorage(*this, getZeroPoint(), w[0] * groups,
+                                                   "zero_point (each expert's groups)", w)))
+    return failure();
+  return success();
+}
+
+LogicalResult GroupedMatmulNf4Op::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                   Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferQuantizedExperts(loc, adaptor.getX(), adaptor.getOffsets(), adaptor.getWeightShape(),
+                               adaptor.getTransposeB(), types);
+}
+
+LogicalResult GroupedMatmulNf4Op::verify() {
+  ArrayRef<int64_t> w = getWeightShape();
+  SmallVector<Type> inferred; // the shapes first: the storage checks index w
+  if (failed(inferQuantizedExperts(getLoc(), getX(), getOffsets(), w, getTransposeB(), inferred)))
+    return failure();
+  const int64_t block = getBlock();
+  if (block < 1 || w.back() % block != 0)
+    return emitOpError("blocks of ")
+           << block << " must divide the weights' last dimension (" << w.back() << ")";
+  if (failed(verifyAbsmaxFormat(*this, getAbsmaxFormat())) || failed(checkWholeBytes(*this, w, 4)))
+    return failure();
+  const int64_t numel = w[0] * w[1] * w[2], groups = numel / block;
+  if (failed(expectExpertStorage(*this, getCodes(), numel / 2, "codes (two per byte)", w)) ||
+      failed(expectExpertStorage(*this, getAbsmaxQ(), groups, "absmax_q (one per block)", w)) ||
+      failed(expectExpertStorage(*this, getAbsmaxScale(), quant::nf4ScaleCount(groups),
+                                 "absmax_scale (one per 256 blocks)", w)))
+    return failure();
   return success();
 }
 

@@ -182,6 +182,78 @@ def LLM_GroupedMatmulOp : LLM_PureOp<"grouped_matmul", [ExpensiveToRecompute]> {
   }];
 }
 
+def LLM_GroupedMatmulIntOp : LLM_PureOp<"grouped_matmul_int", [ExpensiveToRecompute]> {
+  let summary = "grouped_matmul with each expert's weight kept as int8, int4 or fp8 codes";
+  let description = [{
+    Weight-only quantized inference of a mixture of experts (what
+    llmc-weight-quant rewrites an `llm.grouped_matmul` reading a parameter
+    into under `--weight-quant int8:... / int4:... / fp8:...`): `x [M, K]`
+    and `offsets [G + 1]` as `llm.grouped_matmul` reads them; the stacked
+    weights, of shape `weight_shape` (`[G, K, F]`, or `[G, F, K]` with
+    `transpose_b`), stored expert after expert, each expert's slice as
+    `llm.matmul_int` stores a weight of that slice's shape with the same
+    `bits`, `fp8`, `block` and `channel_axis` (0 or 1, within the slice):
+    `codes` (each expert's bytes, whole bytes per expert), `scale` and,
+    asymmetric, `zero_point` (each expert's groups, expert after expert).
+    So every expert has its own scales — `llmc quantize` writes the scheme
+    with `:stacked`. The result is what `llm.grouped_matmul` gives on the
+    dequantized weights; the kernel multiplies each expert's rows against
+    that expert's codes and never expands the whole stack.
+
+    ```mlir
+    %h = llm.grouped_matmul_int %xs, %off, %codes, %scale
+        {bits = 4 : i64, block = 32 : i64, weight_shape = array<i64: 4, 176, 128>, transpose_b}
+        : tensor<64x128xf32>, tensor<5xi32>, tensor<45056xi8>, tensor<2816xf32>
+        -> tensor<64x176xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_IndexTensor:$offsets, RankedTensorOf<[I8]>:$codes,
+                       RankedTensorOf<[F32]>:$scale,
+                       Optional<RankedTensorOf<[I32]>>:$zero_point, I64Attr:$bits,
+                       UnitAttr:$fp8,
+                       OptionalAttr<I64Attr>:$block, OptionalAttr<I64Attr>:$channel_axis,
+                       DenseI64ArrayAttr:$weight_shape, UnitAttr:$transpose_b);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $offsets `,` $codes `,` $scale (`,` $zero_point^)? attr-dict `:` type($x) `,`
+    type($offsets) `,` type($codes) `,` type($scale) (`,` type($zero_point)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def LLM_GroupedMatmulNf4Op : LLM_PureOp<"grouped_matmul_nf4", [ExpensiveToRecompute]> {
+  let summary = "grouped_matmul with the stacked experts' weights kept in NF4 storage";
+  let description = [{
+    `llm.grouped_matmul` over NF4 storage (`--weight-quant nf4`): the
+    stacked weights of shape `weight_shape` (`[G, K, F]`, or `[G, F, K]`
+    with `transpose_b`) stored as `llm.matmul_nf4` stores a weight, the
+    stack read flat: `codes` (two level indices per byte), an 8-bit
+    `absmax_q` per block of `block` elements of the last dimension (so
+    per expert), `absmax_scale` (fp32, one per 256 blocks of the whole
+    stack) and `absmax_mean`. Each expert's slice must be whole bytes. The
+    kernel multiplies each expert's rows against its own codes.
+
+    ```mlir
+    %h = llm.grouped_matmul_nf4 %xs, %off, %codes, %aq, %as, %am
+        {block = 64 : i64, weight_shape = array<i64: 4, 176, 128>, transpose_b}
+        : tensor<64x128xf32>, tensor<5xi32>, tensor<45056xi8>, tensor<1408xi8>, tensor<6xf32>,
+          tensor<f32> -> tensor<64x176xf32>
+    ```
+  }];
+  let arguments = (ins LLM_FloatTensor:$x, LLM_IndexTensor:$offsets, RankedTensorOf<[I8]>:$codes,
+                       RankedTensorOf<[I8]>:$absmax_q, RankedTensorOf<[F32]>:$absmax_scale,
+                       0DTensorOf<[F32]>:$absmax_mean, I64Attr:$block,
+                       DenseI64ArrayAttr:$weight_shape, UnitAttr:$transpose_b,
+                       DefaultValuedStrAttr<StrAttr, "int8">:$absmax_format);
+  let results = (outs LLM_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $offsets `,` $codes `,` $absmax_q `,` $absmax_scale `,` $absmax_mean attr-dict `:`
+    type($x) `,` type($offsets) `,` type($codes) `,` type($absmax_q) `,` type($absmax_scale) `,`
+    type($absmax_mean) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def LLM_GroupedMatmulWeightGradOp : LLM_Op<"grouped_matmul_weight_grad",
     [Pure, ExpensiveToRecompute, MixesBatchRows]> {
   let summary = "Backward of grouped_matmul for its weights: one gradient per group";

@@ -6,6 +6,10 @@
 // per group), through the quantized-matmul kernel of QuantizedMatmul.h
 // with the expander below.
 //
+// grouped_matmul_int, a mixture of experts' stacked weights stored expert
+// after expert, multiplies each expert's rows through the same kernel with
+// an expander over that expert's codes and scales.
+//
 // The expander walks a range of W in runs that share one scale (a block,
 // a row, the whole tensor) or, with one scale per column, along the row
 // with a scale per element; each run is one vectorized loop (int4 with
@@ -241,8 +245,28 @@ std::unique_ptr<Kernel> makeMatmulInt(const KernelArgs &args, std::string &error
   return makeQuantizedMatmul("matmul_int", args, d, expand, error);
 }
 
+/// Each expert's IntExpander over its own codes, scales and zero points.
+std::unique_ptr<Kernel> makeGroupedMatmulInt(const KernelArgs &args, std::string &error) {
+  contracts::GroupedMatmulIntBinding d;
+  if (!contracts::bindGroupedMatmulInt(args, error, &d))
+    return nullptr;
+  decode::DotIsa isa;
+  std::string isaError;
+  if (!decode::chooseDotIsa(d.layout.bits == 4, isa, isaError))
+    return Validator("grouped_matmul_int", args, error).reject(isaError);
+  const uint8_t *codes = args.inputs[2].as<uint8_t>();
+  const float *scales = args.inputs[3].as<float>();
+  const int32_t *zeroPoints = d.layout.asymmetric ? args.inputs[4].as<int32_t>() : nullptr;
+  auto expertOf = [=](int64_t g) {
+    return IntExpander(codes + g * d.expertBytes, scales + g * d.expertGroups,
+                       zeroPoints ? zeroPoints + g * d.expertGroups : nullptr, d.layout, isa);
+  };
+  return makeGroupedQuantizedMatmul("grouped_matmul_int", args, d, expertOf, error);
+}
+
 } // namespace
 
 LLMC_REGISTER_KERNEL(CPU, "matmul_int", makeMatmulInt);
+LLMC_REGISTER_KERNEL(CPU, "grouped_matmul_int", makeGroupedMatmulInt);
 
 } // namespace llmc::cpu

@@ -5,6 +5,9 @@
 // absmax per block of its last dimension), through the quantized-matmul
 // kernel of QuantizedMatmul.h with the expander below.
 //
+// grouped_matmul_nf4 multiplies each expert's rows through the same kernel,
+// an expert's slice being a piece of the stack's flat storage.
+//
 // A piece of a weight split by tensor parallelism finds its blocks'
 // scales by their index in the whole weight (common/Nf4Piece.h). A block's
 // absmax level is its code read as an int8 or an E4M3 number
@@ -348,8 +351,31 @@ std::unique_ptr<Kernel> makeMatmulNf4(const KernelArgs &args, std::string &error
   return makeQuantizedMatmul("matmul_nf4", args, d, expand, error);
 }
 
+/// Each expert's Nf4Expander over its codes and absmax levels, a piece of
+/// the stack whose blocks find their double-quantized scales in the
+/// whole stack's.
+std::unique_ptr<Kernel> makeGroupedMatmulNf4(const KernelArgs &args, std::string &error) {
+  contracts::GroupedMatmulNf4Binding d;
+  if (!contracts::bindGroupedMatmulNf4(args, error, &d))
+    return nullptr;
+  decode::DotIsa isa;
+  std::string isaError;
+  if (!decode::chooseDotIsa(true, isa, isaError))
+    return Validator("grouped_matmul_nf4", args, error).reject(isaError);
+  const uint8_t *codes = args.inputs[2].as<uint8_t>(), *absmaxQ = args.inputs[3].as<uint8_t>();
+  const float *absmaxScale = args.inputs[4].as<float>(), *mean = args.inputs[5].as<float>();
+  const int64_t slice = d.expert.rows * d.expert.cols;
+  const bool avx512 = useAvx512();
+  auto expertOf = [=](int64_t g) {
+    return Nf4Expander(codes + g * slice / 2, absmaxQ + g * slice / d.block, absmaxScale, mean,
+                       d.block, d.expertPiece(g), d.absmaxFormat, avx512, isa);
+  };
+  return makeGroupedQuantizedMatmul("grouped_matmul_nf4", args, d, expertOf, error);
+}
+
 } // namespace
 
 LLMC_REGISTER_KERNEL(CPU, "matmul_nf4", makeMatmulNf4);
+LLMC_REGISTER_KERNEL(CPU, "grouped_matmul_nf4", makeGroupedMatmulNf4);
 
 } // namespace llmc::cpu

@@ -15,9 +15,7 @@ using namespace mlir;
 
 namespace llmc {
 
-/// Whether `v` becomes a mixture of experts' router logits (read by
-/// llm.moe_route, through casts and reshapes).
-static bool feedsRouter(Value v) {
+bool feedsRouter(Value v) {
   SmallVector<Value> values{v};
   while (!values.empty()) {
     Value next = values.pop_back_val();

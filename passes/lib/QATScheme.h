@@ -30,6 +30,11 @@ quant::Scheme kernelScheme(qat::SchemeAttr scheme);
 /// kernel reads (which ops verify before lowering).
 std::optional<int64_t> kernelStringAttr(llvm::StringRef name, llvm::StringRef value);
 
+/// Whether `v` becomes a mixture of experts' router logits (read by
+/// llm.moe_route, through casts and reshapes): the values that pick the
+/// experts, which quantization leaves in full precision.
+bool feedsRouter(mlir::Value v);
+
 /// Whether `skip=` entries exclude site `op` of `forward` (reading parameter
 /// `weight`, or null): `head` (the matmul feeding the loss), `embedding`, a
 /// layer, a parameter or dotted prefix. Adds the entries that match to

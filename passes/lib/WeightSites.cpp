@@ -31,13 +31,3 @@ SmallVector<WeightSite> llmc::findWeightSites(func::FuncOp forward) {
   });
   return sites;
 }
-
-LogicalResult llmc::refuseExperts(func::FuncOp forward, StringRef message) {
-  LogicalResult result = success();
-  forward.walk([&](llm::GroupedMatmulOp experts) {
-    experts.emitOpError(message);
-    result = failure();
-    return WalkResult::interrupt();
-  });
-  return result;
-}

@@ -5,7 +5,8 @@
 // weight-only quantization stores matmul weights quantized; `llmc
 // quantize` exports the weights those ops read. All four start from the
 // same list: each llm.matmul and llm.embedding of @forward, with the
-// parameter it reads as its weight.
+// parameter it reads as its weight. (A mixture of experts' stacked
+// weights, read by llm.grouped_matmul, each pass finds on its own.)
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_PASSES_LIB_WEIGHTSITES_H
@@ -35,11 +36,6 @@ struct WeightSite {
 /// Every llm.matmul and llm.embedding of `forward` (inside llm.block
 /// regions too), in the order func::FuncOp::walk visits them.
 llvm::SmallVector<WeightSite> findWeightSites(mlir::func::FuncOp forward);
-
-/// Fails with `message` at the first llm.grouped_matmul of `forward`: the
-/// experts' weights are no weight sites, so a pass that quantizes weight
-/// sites would leave them as they are.
-mlir::LogicalResult refuseExperts(mlir::func::FuncOp forward, llvm::StringRef message);
 
 } // namespace llmc
 

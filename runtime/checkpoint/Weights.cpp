@@ -112,6 +112,16 @@ void fillPieceFromView(const SafeTensor &stored, const std::string &where, void 
                    [&](auto value) { fillPieceWith(value, data, dtype, map, rank, name); });
 }
 
+/// Whether kernel `name` reads int8/int4/fp8 storage (else NF4's).
+bool readsIntStorage(const std::string &name) {
+  return name == "matmul_int" || name == "grouped_matmul_int";
+}
+
+/// Whether kernel `name` reads a mixture of experts' stacked weights.
+bool readsExperts(const std::string &name) {
+  return name == "grouped_matmul_int" || name == "grouped_matmul_nf4";
+}
+
 /// The input of kernel `inst` that is a weight's quantized codes
 /// (`<weight>.qweight`), or -1 for a kernel that reads none.
 int codesInput(const ProgramInfo &program, const InstructionInfo &inst) {
@@ -119,6 +129,8 @@ int codesInput(const ProgramInfo &program, const InstructionInfo &inst) {
   if (inst.kind == InstructionKind::Kernel &&
       (inst.kernel == "matmul_int" || inst.kernel == "matmul_nf4"))
     index = 1;
+  if (inst.kind == InstructionKind::Kernel && readsExperts(inst.kernel))
+    index = 2; // after x and the offsets
   if (inst.kind == InstructionKind::Kernel && inst.kernel == "qat_dequantize_nf4")
     index = 0;
   if (index < 0 || static_cast<int>(inst.inputs.size()) <= index)
@@ -135,7 +147,9 @@ int codesInput(const ProgramInfo &program, const InstructionInfo &inst) {
 /// codes, input `codes`: the file's weight.
 std::vector<int64_t> storedWeightShape(const ProgramInfo &program, const InstructionInfo &inst,
                                        int codes) {
-  const bool nf4 = inst.kernel != "matmul_int";
+  if (readsExperts(inst.kernel)) // the stack [G, ...], never split
+    return inst.attrs.getInts("weight_shape");
+  const bool nf4 = !readsIntStorage(inst.kernel);
   std::vector<int64_t> shape = inst.kernel == "qat_dequantize_nf4"
                                    ? program.buffers[inst.outputs[0]].shape
                                    : inst.attrs.getInts("weight_shape"); // this rank's piece
@@ -154,26 +168,33 @@ std::vector<int64_t> storedWeightShape(const ProgramInfo &program, const Instruc
   return shape;
 }
 
-/// The scheme of the storage kernel `inst` reads.
+/// The scheme of the storage kernel `inst` reads: a mixture of experts'
+/// stacked (each expert's channel axis, within its slice, one further in
+/// the stack).
 quant::Scheme storedScheme(const InstructionInfo &inst) {
   const KernelAttrs &a = inst.attrs;
   int64_t block = a.getInt("block", 0);
-  if (inst.kernel != "matmul_int")
+  if (!readsIntStorage(inst.kernel))
     return quant::makeScheme(quant::Format::Nf4, quant::Granularity::Block, 0, block);
   quant::Format format = a.getInt("fp8", 0) != 0 ? quant::Format::Fp8E4M3
                          : a.getInt("bits") == 8 ? quant::Format::Int8
                                                  : quant::Format::Int4;
+  const bool experts = readsExperts(inst.kernel);
   int64_t axis = a.getInt("channel_axis", -1);
-  return quant::makeScheme(format,
-                           block > 0   ? quant::Granularity::Block
-                           : axis >= 0 ? quant::Granularity::Channel
-                                       : quant::Granularity::Tensor,
-                           std::max<int64_t>(axis, 0), block,
-                           /*symmetric=*/inst.inputs.size() < 4);
+  quant::Scheme s =
+      quant::makeScheme(format,
+                        block > 0   ? quant::Granularity::Block
+                        : axis >= 0 ? quant::Granularity::Channel
+                                    : quant::Granularity::Tensor,
+                        std::max<int64_t>(axis, 0) + (experts && axis >= 0 ? 1 : 0), block,
+                        /*symmetric=*/inst.inputs.size() < (experts ? 5u : 4u));
+  s.stacked = experts;
+  return s;
 }
 
 /// For each weight the programs read in quantized storage (matmul_int,
-/// matmul_nf4 and QLoRA's qat_dequantize_nf4, through `<weight>.qweight`),
+/// matmul_nf4, their grouped forms over experts and QLoRA's
+/// qat_dequantize_nf4, through `<weight>.qweight`),
 /// the record `llmc quantize` writes for that scheme and shape
 /// (runtime/quant/QuantizedFile.h).
 std::map<std::string, std::string> storedSchemes(const Artifact &artifact) {
@@ -186,7 +207,7 @@ std::map<std::string, std::string> storedSchemes(const Artifact &artifact) {
       quant::QuantizedTensor q;
       q.shape = storedWeightShape(program, inst, codes);
       q.scheme = storedScheme(inst);
-      q.doubleQuant = inst.kernel == "matmul_int"
+      q.doubleQuant = readsIntStorage(inst.kernel)
                           ? quant::DoubleQuant::None
                           : quant::doubleQuantOf(static_cast<quant::AbsmaxFormat>(
                                 inst.attrs.getInt("absmax_format", 0)));

@@ -85,8 +85,34 @@ public:
     std::string stored = huggingFaceName(family_, name);
     const SafetensorsFile *file = files_.find(stored);
     if (!file)
-      return false;
+      return readExperts(name, out);
     out = copyOut(*file, stored);
+    return true;
+  }
+
+  /// A mixture of experts' stacked parameter, from its per-expert tensors
+  /// (expertSliceNames; as many as the directory holds, in expert order).
+  bool readExperts(const std::string &name, GlobalTensor &out) {
+    std::vector<uint8_t> data;
+    for (int64_t e = 0;; ++e) {
+      std::vector<std::string> names = expertSliceNames(family_, name, e + 1);
+      const SafetensorsFile *file = names.empty() ? nullptr : files_.find(names.back());
+      if (!file)
+        break;
+      GlobalTensor slice = copyOut(*file, names.back());
+      if (e == 0) {
+        out = GlobalTensor{slice.dtype, slice.shape, {}};
+        out.shape.insert(out.shape.begin(), 0);
+      } else if (slice.dtype != out.dtype ||
+                 std::vector<int64_t>(out.shape.begin() + 1, out.shape.end()) != slice.shape) {
+        fail(file->path(), ": tensor '", names.back(), "' differs in shape or dtype from expert 0");
+      }
+      ++out.shape[0];
+      data.insert(data.end(), slice.bytes.begin(), slice.bytes.end());
+    }
+    if (data.empty())
+      return false;
+    out.bytes = std::move(data);
     return true;
   }
   std::string missing(const std::string &name) const override {

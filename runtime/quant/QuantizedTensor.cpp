@@ -27,11 +27,14 @@ public:
       inner_ = innerSize(shape, s.axis);
       channels_ = shape[s.axis];
     }
+    if (s.stacked && shape.size() >= 2)
+      slice_ = innerSize(shape, 0);
   }
   int64_t operator()(int64_t i) const {
     switch (s_.granularity) {
-    case Granularity::Tensor: return 0;
-    case Granularity::Channel: return (i / inner_) % channels_;
+    case Granularity::Tensor: return slice_ > 0 ? i / slice_ : 0;
+    case Granularity::Channel:
+      return (slice_ > 0 ? (i / slice_) * channels_ : 0) + (i / inner_) % channels_;
     case Granularity::Block: return i / s_.block;
     }
     return 0;
@@ -40,6 +43,7 @@ public:
 private:
   Scheme s_;
   int64_t inner_ = 1, channels_ = 1;
+  int64_t slice_ = 0; ///< elements per slice of a stacked scheme; 0 otherwise
 };
 
 int64_t product(const std::vector<int64_t> &shape) {
@@ -55,6 +59,11 @@ std::string schemeMismatch(const Scheme &s, const std::vector<int64_t> &shape) {
            formatName(s.format);
   if (shape.empty())
     return "a scalar has no elements to group (rank 0)";
+  if (s.stacked && shape.size() < 2)
+    return "a stacked scheme needs a stack of tensors (rank >= 2), got rank " +
+           std::to_string(shape.size());
+  if (s.stacked && s.granularity == Granularity::Channel && s.axis == 0)
+    return "the channel axis of a stacked scheme is within each slice (>= 1), not 0";
   if (s.granularity == Granularity::Channel &&
       (s.axis < 0 || s.axis >= static_cast<int64_t>(shape.size())))
     return "channel axis " + std::to_string(s.axis) + " is out of range for rank " +
@@ -380,7 +389,9 @@ std::string schemeString(const Scheme &s) {
                             : s.granularity == Granularity::Channel ? "channel" + std::to_string(s.axis)
                                                                     : "block" + std::to_string(s.block);
   return std::string(formatName(s.format)) + ":" + granularity + ":" +
-         (s.symmetric ? "sym" : "asym");
+         (s.symmetric ? "sym" : "asym") +
+         // Blocks never cross a row: a stack's are the same groups either way.
+         (s.stacked && s.granularity != Granularity::Block ? ":stacked" : "");
 }
 
 bool parseSchemeString(const std::string &text, Scheme &s, std::string &error) {
@@ -393,9 +404,13 @@ bool parseSchemeString(const std::string &text, Scheme &s, std::string &error) {
     error = "bad scheme '" + text + "': " + why;
     return false;
   };
-  if (fields.size() != 3)
-    return bad("expected <format>:<tensor|channel<axis>|block<size>>:<sym|asym>");
   Scheme parsed;
+  if (fields.size() == 4 && fields[3] == "stacked") {
+    parsed.stacked = true;
+    fields.pop_back();
+  }
+  if (fields.size() != 3)
+    return bad("expected <format>:<tensor|channel<axis>|block<size>>:<sym|asym>[:stacked]");
   bool known = false;
   for (Format f :
        {Format::Int8, Format::Int4, Format::Int3, Format::Fp8E4M3, Format::Fp8E5M2, Format::Nf4})

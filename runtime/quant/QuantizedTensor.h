@@ -138,7 +138,8 @@ std::vector<float> nf4Absmax(const QuantizedTensor &q);
 std::string validate(const QuantizedTensor &q);
 
 /// The canonical spelling of a scheme: "int4:block64:sym",
-/// "int8:channel1:asym", "nf4:tensor:sym".
+/// "int8:channel1:asym", "nf4:tensor:sym"; a stacked scheme ends in
+/// ":stacked" ("int8:channel1:sym:stacked": per expert and output channel).
 std::string schemeString(const Scheme &s);
 /// Parses a canonical scheme string (fields in that order; the channel
 /// axis explicit). Returns false with `error` set.

@@ -17,6 +17,7 @@
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "passes/lib/EntryPoints.h"
+#include "passes/lib/Parameters.h"
 #include "passes/lib/QATScheme.h"
 #include "passes/lib/WeightSites.h"
 #include "runtime/checkpoint/HuggingFace.h"
@@ -125,10 +126,10 @@ int failWith(const Twine &message) {
 /// One op reading a parameter as a weight.
 /// One op reading a parameter (through casts).
 struct Use {
-  std::string what;    ///< "matmul", "head", "embedding lookup", or the op's name
+  std::string what; ///< "matmul", "head", "experts", "router", "embedding lookup", or the op's name
   bool chosen = false; ///< a matmul weight or embedding table of an op kind in --ops
   bool skipped = false;
-  int64_t outputAxis = 0;
+  int64_t outputAxis = 0; ///< experts: within each expert's slice
 };
 
 struct Param {
@@ -136,6 +137,9 @@ struct Param {
   std::vector<int64_t> shape;
   std::vector<Use> uses;
 
+  /// A mixture of experts' stacked weights [G, ...], each expert quantized
+  /// on its own (a `:stacked` scheme).
+  bool experts() const { return !uses.empty() && uses.front().what == "experts"; }
   /// Every reader is a chosen, unskipped weight site (a tensor read
   /// elsewhere too would change that reader's numbers as well).
   bool quantized() const {
@@ -171,9 +175,19 @@ public:
         continue;
       if (site.embedding)
         addUse(site.op, site.weight, "embedding lookup", embeddings, site.outputAxis);
+      else if (feedsRouter(site.op->getResult(0)))
+        // The router's logits pick the experts: it stays in full precision,
+        // as --weight-quant keeps it.
+        params[index.at(site.weight.getArgNumber())].uses.push_back({"router", false, false, 0});
       else
         addUse(site.op, site.weight, site.head ? "head" : "matmul", matmuls, site.outputAxis);
     }
+    // A mixture of experts' stacked weights, each expert's output channel
+    // within its slice.
+    forward.walk([&](llm::GroupedMatmulOp g) {
+      if (BlockArgument weight = parameterRead(forward, g.getWeights()))
+        addUse(g, weight, "experts", matmuls, g.getTransposeB() ? 0 : 1);
+    });
     for (BlockArgument arg : forward.getArguments())
       if (auto it = index.find(arg.getArgNumber()); it != index.end())
         addOtherReaders(arg, it->second);
@@ -196,7 +210,8 @@ private:
       if (isa<llm::CastOp>(user))
         addOtherReaders(user->getResult(0), param);
       else if (!(isa<llm::MatmulOp>(user) && use.getOperandNumber() == 1) &&
-               !(isa<llm::EmbeddingOp>(user) && use.getOperandNumber() == 0))
+               !(isa<llm::EmbeddingOp>(user) && use.getOperandNumber() == 0) &&
+               !(isa<llm::GroupedMatmulOp>(user) && use.getOperandNumber() == 2))
         params[param].uses.push_back({user->getName().getStringRef().str(), false, false, 0});
     }
   }
@@ -459,13 +474,6 @@ int run() {
   func::FuncOp forward = lookupFunc(*module, "forward");
   if (!forward)
     return failWith("the model has no @forward");
-  // The experts' weights are no weight sites: a quantized file would keep
-  // them as stored, and --weight-quant refuses such a model anyway.
-  if (!exportPlain &&
-      failed(refuseExperts(forward, "quantize: the experts of a mixture of experts are not "
-                                    "quantized yet (llmc quantize covers matmul and embedding "
-                                    "weights)")))
-    return 1;
   std::vector<std::string> skip(skipList.begin(), skipList.end());
   ParamUses sites(forward, ops, skip);
   for (const std::string &entry : skip)
@@ -490,6 +498,16 @@ int run() {
                           std::to_string(axis) + " and " + std::to_string(u.outputAxis) +
                           "; give the axis (channel<N>) or skip it");
       t.scheme = kernelScheme(weights.attr(&context, axis));
+      if (p.experts()) {
+        // Each expert quantized on its own; its channel axis is within its
+        // slice, one further in the stack.
+        if (method == "gptq")
+          return failWith("'" + p.name + "' holds a mixture of experts' stacked weights, which " +
+                          "--method gptq does not quantize yet (use --method rtn, or skip it)");
+        t.scheme.stacked = true;
+        if (t.scheme.granularity == quant::Granularity::Channel)
+          t.scheme.axis += 1;
+      }
       // QLoRA's double quantization of the per-block absmax.
       t.doubleQuant =
           t.scheme.format == quant::Format::Nf4 && t.scheme.granularity == quant::Granularity::Block

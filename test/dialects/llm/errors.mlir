@@ -1343,3 +1343,51 @@ func.func @f(%x: tensor<6x2xf32>) -> tensor<6x2xf32> {
   %d = llm.copy_to_device %x : tensor<6x2xf32>
   return %d : tensor<6x2xf32>
 }
+
+// -----
+
+func.func @f(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c: tensor<384xi8>, %s: tensor<24xf32>) {
+  // expected-error @+1 {{weight_shape must be stacked [G, F, K] with G = 3 and K = 32}}
+  %y = llm.grouped_matmul_int %x, %o, %c, %s {bits = 4 : i64, block = 32 : i64, weight_shape = array<i64: 2, 8, 32>, transpose_b} : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<24xf32> -> tensor<5x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c: tensor<384xi8>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{scale (each expert's groups) must hold 24 elements for stacked weights [3, 8, 32], got 'tensor<8xf32>'}}
+  %y = llm.grouped_matmul_int %x, %o, %c, %s {bits = 4 : i64, block = 32 : i64, weight_shape = array<i64: 3, 8, 32>, transpose_b} : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<8xf32> -> tensor<5x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<5x5xf32>, %o: tensor<4xi32>, %c: tensor<53xi8>, %s: tensor<15xf32>) {
+  // expected-error @+1 {{each expert's 7x5 4-bit codes must fill whole bytes}}
+  %y = llm.grouped_matmul_int %x, %o, %c, %s {bits = 4 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 3, 7, 5>, transpose_b} : tensor<5x5xf32>, tensor<4xi32>, tensor<53xi8>, tensor<15xf32> -> tensor<5x7xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c: tensor<768xi8>, %s: tensor<24xf32>) {
+  // expected-error @+1 {{channel_axis (within an expert's slice) must be 0 or 1, got 2}}
+  %y = llm.grouped_matmul_int %x, %o, %c, %s {bits = 8 : i64, channel_axis = 2 : i64, weight_shape = array<i64: 3, 8, 32>, transpose_b} : tensor<5x32xf32>, tensor<4xi32>, tensor<768xi8>, tensor<24xf32> -> tensor<5x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c: tensor<384xi8>, %q: tensor<24xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{blocks of 24 must divide the weights' last dimension (32)}}
+  %y = llm.grouped_matmul_nf4 %x, %o, %c, %q, %s, %m {block = 24 : i64, weight_shape = array<i64: 3, 8, 32>, transpose_b} : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<24xi8>, tensor<1xf32>, tensor<f32> -> tensor<5x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c: tensor<384xi8>, %q: tensor<12xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{absmax_q (one per block) must hold 24 elements for stacked weights [3, 8, 32]}}
+  %y = llm.grouped_matmul_nf4 %x, %o, %c, %q, %s, %m {block = 32 : i64, weight_shape = array<i64: 3, 8, 32>, transpose_b} : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<12xi8>, tensor<1xf32>, tensor<f32> -> tensor<5x8xf32>
+  return
+}

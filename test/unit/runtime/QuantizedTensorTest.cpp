@@ -320,6 +320,68 @@ TEST(QuantizedTensor, SchemeStrings) {
   EXPECT_FALSE(quant::parseSchemeString("int8:channel", s, error));
 }
 
+/// A stacked scheme quantizes each slice of dimension 0 on its own: the
+/// stack's codes, scales and zero points are each slice's, quantized with
+/// the scheme alone (its channel axis one less), one slice after another.
+TEST(QuantizedTensor, StackedSchemesQuantizeEachSlice) {
+  const int64_t slices = 3, rows = 6, cols = 8, n = rows * cols;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(slices * n);
+  for (float &v : x) v = normal(rng);
+  for (int64_t s = 0; s < slices; ++s) // slices of different ranges
+    for (int64_t i = 0; i < n; ++i) x[s * n + i] *= static_cast<float>(s + 1);
+  const std::vector<Scheme> schemes = {makeScheme(Format::Int8, Granularity::Channel, 1, 0, true),
+                                       makeScheme(Format::Int4, Granularity::Channel, 2, 0, false),
+                                       makeScheme(Format::Int4, Granularity::Tensor, 0, 0, true),
+                                       makeScheme(Format::Fp8E4M3, Granularity::Tensor, 0, 0, true),
+                                       makeScheme(Format::Int4, Granularity::Block, 0, 4, true)};
+  for (Scheme stacked : schemes) {
+    stacked.stacked = true;
+    Scheme one = stacked;
+    one.stacked = false;
+    one.axis = std::max<int64_t>(0, one.axis - 1);
+    quant::QuantizedTensor whole;
+    ASSERT_EQ(
+        quant::quantize(x.data(), {slices, rows, cols}, stacked, quant::DoubleQuant::None, whole),
+        "");
+    SCOPED_TRACE(quant::schemeString(stacked));
+    std::vector<uint8_t> codes;
+    std::vector<float> scales, values;
+    std::vector<int32_t> zeroPoints;
+    for (int64_t s = 0; s < slices; ++s) {
+      quant::QuantizedTensor q;
+      ASSERT_EQ(quant::quantize(x.data() + s * n, {rows, cols}, one, quant::DoubleQuant::None, q),
+                "");
+      codes.insert(codes.end(), q.codes.begin(), q.codes.end());
+      scales.insert(scales.end(), q.scales.begin(), q.scales.end());
+      zeroPoints.insert(zeroPoints.end(), q.zeroPoints.begin(), q.zeroPoints.end());
+      std::vector<float> y = quant::dequantize(q);
+      values.insert(values.end(), y.begin(), y.end());
+    }
+    EXPECT_EQ(whole.codes, codes);
+    EXPECT_EQ(whole.scales, scales);
+    EXPECT_EQ(whole.zeroPoints, zeroPoints);
+    EXPECT_EQ(quant::dequantize(whole), values);
+    EXPECT_EQ(quant::validate(whole), "");
+  }
+  Scheme s;
+  std::string error;
+  ASSERT_TRUE(quant::parseSchemeString("int8:channel1:sym:stacked", s, error)) << error;
+  EXPECT_TRUE(s.stacked);
+  EXPECT_EQ(quant::schemeString(s), "int8:channel1:sym:stacked");
+  // Blocks are the same groups either way: no suffix.
+  s = makeScheme(Format::Int4, Granularity::Block, 0, 32, true);
+  s.stacked = true;
+  EXPECT_EQ(quant::schemeString(s), "int4:block32:sym");
+  EXPECT_FALSE(quant::parseSchemeString("int8:channel1:sym:stack", s, error));
+  quant::QuantizedTensor q;
+  s = makeScheme(Format::Int8, Granularity::Channel, 0, 0, true);
+  s.stacked = true;
+  EXPECT_EQ(quant::quantize(x.data(), {slices, rows, cols}, s, quant::DoubleQuant::None, q),
+            "the channel axis of a stacked scheme is within each slice (>= 1), not 0");
+}
+
 TEST(QuantizedFile, RoundTripAndErrors) {
   test::TempDir dir;
   std::vector<int64_t> shape = {16, 128};

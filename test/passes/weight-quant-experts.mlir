@@ -1,0 +1,68 @@
+// RUN: llmc model mixtral --preset tiny --set n_layer=1 --set ffn_hidden=192 -o %t.mlir
+// RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=int4:block32" | FileCheck %s
+// RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=INT8
+// RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=nf4:block64 double-quant=fp8" | FileCheck %s --check-prefix=NF4
+// RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=fp8" | FileCheck %s --check-prefix=FP8
+// RUN: llmc-opt %t.mlir --llmc-weight-quant="scheme=int4:tensor:asym" | FileCheck %s --check-prefix=ASYM
+// RUN: llmc-opt %t.mlir --llmc-precision --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=BF16
+// RUN: llmc model qwen2_moe --preset tiny --set n_layer=2 -o %t-qwen.mlir
+// RUN: llmc-opt %t-qwen.mlir --llmc-weight-quant="scheme=int4:block32" | FileCheck %s --check-prefix=QWEN
+// RUN: llmc model mixtral --preset tiny --set n_layer=1 -o %t-176.mlir
+// RUN: not llmc-opt %t-176.mlir --llmc-weight-quant="scheme=int4:block32" 2>&1 | FileCheck %s --check-prefix=BLOCK
+// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=int8:channel" 2>&1 | FileCheck %s --check-prefix=TP
+// RUN: not llmc-opt %S/Inputs/odd-experts.mlir --llmc-weight-quant="scheme=int4:channel" 2>&1 | FileCheck %s --check-prefix=ODD
+// RUN: llmc-opt %S/Inputs/odd-experts.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=ODD-INT8
+
+// Each expert's slice of a stacked weight is quantized as a dense weight
+// of its shape (blocks of 32 along its rows; the names and layout of `llmc
+// quantize`), stored expert after expert; the router's gate, whose logits
+// pick the experts, stays fp32 while attention's projections and the head
+// are quantized.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %[[GATE:arg[0-9]+]]: tensor<4x128xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.gate.weight"
+// CHECK-NOT: name = "layers.0.block_sparse_moe.experts.w1.weight",
+// CHECK-SAME: %[[C1:arg[0-9]+]]: tensor<49152xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.qweight", init = "zeros", trainable = false>}
+// CHECK-SAME: %[[S1:arg[0-9]+]]: tensor<3072xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.scale", init = "zeros", trainable = false>}
+// CHECK: llm.matmul_int {{.*}} {bits = 4 : i64, block = 32 : i64, transpose_b, weight_shape = array<i64: 128, 128>}
+// CHECK: %[[LOGITS:.*]] = llm.matmul %{{.*}}, %[[GATE]] {transpose_b} : tensor<1024x128xf32>, tensor<4x128xf32>
+// CHECK-NEXT: llm.moe_route %[[LOGITS]]
+// CHECK: llm.grouped_matmul_int %{{.*}}, %offsets, %{{.*}}, %{{.*}} {bits = 4 : i64, block = 32 : i64, transpose_b, weight_shape = array<i64: 4, 192, 128>} : tensor<2048x128xf32>, tensor<5xi32>, tensor<49152xi8>, tensor<3072xf32> -> tensor<2048x192xf32>
+// CHECK: llm.grouped_matmul_int %{{.*}}, %offsets, %[[C1]], %[[S1]]
+// CHECK: llm.grouped_matmul_int {{.*}} weight_shape = array<i64: 4, 128, 192>} : tensor<2048x192xf32>, tensor<5xi32>, tensor<49152xi8>, tensor<3072xf32> -> tensor<2048x128xf32>
+// CHECK-NOT: llm.grouped_matmul %
+// CHECK: llm.matmul_int {{.*}} weight_shape = array<i64: 256, 128>}
+
+// int8 per channel: each expert's output channels (its rows, [G, F, K]).
+// INT8: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, channel_axis = 0 : i64, transpose_b, weight_shape = array<i64: 4, 192, 128>} : tensor<2048x128xf32>, tensor<5xi32>, tensor<98304xi8>, tensor<768xf32>
+// INT8: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, channel_axis = 0 : i64, transpose_b, weight_shape = array<i64: 4, 128, 192>} : tensor<2048x192xf32>, tensor<5xi32>, tensor<98304xi8>, tensor<512xf32>
+
+// In NF4 the stack's storage is flat (1536 blocks of 64, 6 scales of 256
+// blocks), the absmax levels' format carried.
+// NF4: llm.grouped_matmul_nf4 {{.*}} {absmax_format = "fp8_e4m3", block = 64 : i64, transpose_b, weight_shape = array<i64: 4, 192, 128>} : tensor<2048x128xf32>, tensor<5xi32>, tensor<49152xi8>, tensor<1536xi8>, tensor<6xf32>, tensor<f32> -> tensor<2048x192xf32>
+
+// fp8 per tensor: one scale per expert.
+// FP8: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, fp8, transpose_b, weight_shape = array<i64: 4, 192, 128>} : tensor<2048x128xf32>, tensor<5xi32>, tensor<98304xi8>, tensor<4xf32>
+
+// Asymmetric int4 per tensor: a scale and a zero point per expert.
+// ASYM: llm.grouped_matmul_int {{.*}} {bits = 4 : i64, transpose_b, weight_shape = array<i64: 4, 192, 128>} : tensor<2048x128xf32>, tensor<5xi32>, tensor<49152xi8>, tensor<4xf32>, tensor<4xi32>
+
+// bf16 reads the experts through a cast, which goes with the weight.
+// BF16-NOT: name = "layers.0.block_sparse_moe.experts.w1.weight",
+// BF16: llm.grouped_matmul_int {{.*}} : tensor<2048x128xbf16>, tensor<5xi32>, tensor<98304xi8>, tensor<768xf32> -> tensor<2048x192xbf16>
+
+// Qwen-MoE: the routed experts per expert, the shared expert and its
+// sigmoid gate as dense matmuls; the router stays fp32.
+// QWEN: llm.matmul %{{.*}}, %{{.*}} {transpose_b} : tensor<1024x128xf32>, tensor<8x128xf32> -> tensor<1024x8xf32>
+// QWEN-NEXT: llm.moe_route
+// QWEN: llm.grouped_matmul_int {{.*}} weight_shape = array<i64: 8, 64, 128>}
+// QWEN: llm.matmul_int {{.*}} weight_shape = array<i64: 128, 128>}
+// QWEN: llm.matmul_int {{.*}} weight_shape = array<i64: 1, 128>}
+// QWEN-NEXT: llm.sigmoid
+
+// BLOCK: error: 'llm.grouped_matmul' op weight-quant: blocks of 32 do not divide the last dimension of 'layers.0.block_sparse_moe.experts.w2.weight' 'tensor<4x128x176xf32>'
+
+// TP: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w{{[0-9]}}.weight' are split by expert or tensor parallelism, which quantized experts do not take yet
+
+// An expert's 4-bit codes must start on a byte; int8 codes take any shape.
+// ODD: error: 'llm.grouped_matmul' op weight-quant: each expert of 'experts.w' 'tensor<3x7x5xf32>' has an odd number of 4-bit codes (whole bytes only)
+// ODD-INT8: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, channel_axis = 0 : i64, transpose_b, weight_shape = array<i64: 3, 7, 5>} : tensor<4x5xf32>, tensor<4xi32>, tensor<105xi8>, tensor<21xf32> -> tensor<4x7xf32>
