@@ -350,6 +350,22 @@ template <DotIsa Isa> inline __m256i dot256(__m256i acc, __m256i u, __m256i v) {
   }
 }
 
+/// NF4's int8 levels by index for vpshufb, in each 128-bit lane: their
+/// magnitudes, and the levels themselves (whose signs the ymm bodies
+/// apply to x, vpmaddubsw taking its first operand unsigned).
+struct Nf4Tables256 {
+  __m256i magnitude, level;
+  static Nf4Tables256 load() {
+    alignas(16) int8_t magnitudes[16];
+    for (int c = 0; c < 16; ++c)
+      magnitudes[c] = static_cast<int8_t>(std::abs(quant::kNf4Int8Levels[c]));
+    return {
+        _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i *>(magnitudes))),
+        _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i *>(quant::kNf4Int8Levels)))};
+  }
+};
+
 /// intRows512 with ymm: one block a step.
 template <int M, int S, CodeKind Codes, DotIsa Isa, typename Scales>
 void intRows256(const uint8_t *codes, const Scales &ws, int64_t r0, int64_t r1, const QRows &d,
@@ -358,14 +374,8 @@ void intRows256(const uint8_t *codes, const Scales &ws, int64_t r0, int64_t r1, 
   const int64_t k = qx.k, blocks = qx.blocks;
   const int64_t q = (r1 - r0) / S;
   const bool oneScale = ws.per >= blocks; // a scale per row, or for all of W
-  // NF4: |level| and level by index, in each 128-bit lane (vpshufb's table).
-  alignas(16) int8_t magnitude[16];
-  for (int c = 0; c < 16; ++c)
-    magnitude[c] = static_cast<int8_t>(std::abs(quant::kNf4Int8Levels[c]));
-  const __m256i levelAbs =
-      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i *>(magnitude)));
-  const __m256i levelSigned = _mm256_broadcastsi128_si256(
-      _mm_loadu_si128(reinterpret_cast<const __m128i *>(quant::kNf4Int8Levels)));
+  const Nf4Tables256 nf4 = Nf4Tables256::load();
+  const __m256i levelAbs = nf4.magnitude, levelSigned = nf4.level;
   float *scratch = rowScaleScratch(S * ws.scratchFloats(k));
   for (int64_t t = 0; t < q; ++t) {
     int64_t row[S];

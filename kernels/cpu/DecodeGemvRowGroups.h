@@ -151,13 +151,8 @@ void intGroups256(const uint8_t *codes, const Scales &ws, int64_t r0, int64_t r1
   const int64_t gap = (r1 - r0) / kGroupRows, rowFloats = kGroupRows * ws.scratchFloats(k);
   float *scratch = rowScaleScratch(rowFloats + blocks * kGroupRows);
   float *scales = scratch + rowFloats;
-  alignas(16) int8_t magnitude[16];
-  for (int c = 0; c < 16; ++c)
-    magnitude[c] = static_cast<int8_t>(std::abs(quant::kNf4Int8Levels[c]));
-  const __m256i levelAbs =
-      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i *>(magnitude)));
-  const __m256i levelSigned = _mm256_broadcastsi128_si256(
-      _mm_loadu_si128(reinterpret_cast<const __m128i *>(quant::kNf4Int8Levels)));
+  const Nf4Tables256 nf4 = Nf4Tables256::load();
+  const __m256i levelAbs = nf4.magnitude, levelSigned = nf4.level;
   const __m256i low = _mm256_set1_epi8(0x0F);
   for (int64_t r = r0; r < r0 + gap; ++r) {
     groupScales(ws, r, gap, k, scratch, scales);

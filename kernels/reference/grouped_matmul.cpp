@@ -2,7 +2,11 @@
 //
 // The experts of a mixture-of-experts layer as one op: row groups given by
 // offsets (data), the groups' weights stacked [G, K, F] (or [G, F, K]), in
-// float64 through matmul; rows past the last group are zero.
+// float64 through matmul; rows past the last group are zero. The
+// quantized forms (grouped_matmul_int, grouped_matmul_nf4) dequantize the
+// stack first (matmul_int.cpp's and matmul_nf4.cpp's references): int
+// storage expert after expert, each slice as matmul_int stores a weight of
+// its shape; NF4 storage flat over the whole stack.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +45,35 @@ std::pair<int64_t, int64_t> groupRows(const RefTensor &offsets, size_t g, int64_
   require(begin <= end, fn, "offsets must not decrease");
   require(g != 0 || begin == 0, fn, "offsets[0] must be 0");
   return {begin, end};
+}
+
+/// Elements [begin, begin + n) of a flat tensor; empty when `t` is.
+RefTensor flatRange(const RefTensor &t, int64_t begin, int64_t n) {
+  if (t.data.empty())
+    return RefTensor();
+  RefTensor part = RefTensor::zeros({n});
+  std::copy(t.data.begin() + begin, t.data.begin() + begin + n, part.data.begin());
+  return part;
+}
+
+/// The stacked weight [G, rows, cols] grouped_matmul_int's storage holds.
+RefTensor dequantizeIntStack(const RefCall &c, const std::vector<int64_t> &stack) {
+  const RefTensor &codes = c.in(2), &scale = c.in(3);
+  const RefTensor *zeroPoint = c.optional(4);
+  const int bits = static_cast<int>(c.integer("bits"));
+  const int64_t block = c.integer("block", 0), axis = c.integer("channel_axis", -1);
+  const int64_t rows = stack[1], cols = stack[2], numel = rows * cols;
+  const int64_t bytes = bits == 8 ? numel : (numel + 1) / 2;
+  const int64_t groups = block > 0 ? numel / block : axis == 0 ? rows : axis == 1 ? cols : 1;
+  RefTensor w = RefTensor::zeros(stack);
+  for (int64_t g = 0; g < stack[0]; ++g) {
+    RefTensor slice =
+        dequantizeInt(flatRange(codes, g * bytes, bytes), flatRange(scale, g * groups, groups),
+                      zeroPoint ? flatRange(*zeroPoint, g * groups, groups) : RefTensor(),
+                      {rows, cols}, bits, block, axis, c.flag("fp8"));
+    std::copy(slice.data.begin(), slice.data.end(), w.data.begin() + g * numel);
+  }
+  return w;
 }
 
 } // namespace
@@ -83,6 +116,20 @@ RefTensor groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy, const
 
 LLMC_REGISTER_EVALUATOR("llm.grouped_matmul", [](const RefCall &c) -> Results {
   return {groupedMatmul(c.in(0), c.in(1), c.in(2), c.flag("transpose_b"))};
+});
+LLMC_REGISTER_EVALUATOR("llm.grouped_matmul_int", [](const RefCall &c) -> Results {
+  const std::vector<int64_t> stack = c.array("weight_shape");
+  require(stack.size() == 3, "grouped_matmul_int", "weight_shape must be [G, rows, cols]");
+  return {groupedMatmul(c.in(0), c.in(1), dequantizeIntStack(c, stack), c.flag("transpose_b"))};
+});
+LLMC_REGISTER_EVALUATOR("llm.grouped_matmul_nf4", [](const RefCall &c) -> Results {
+  const std::vector<int64_t> stack = c.array("weight_shape");
+  require(stack.size() == 3, "grouped_matmul_nf4", "weight_shape must be [G, rows, cols]");
+  RefTensor w = dequantizeNf4(c.in(2), c.in(3), c.in(4), c.scalar(5),
+                              {stack[0] * stack[1] * stack[2]}, c.integer("block"),
+                              static_cast<quant::AbsmaxFormat>(c.integer("absmax_format", 0)));
+  w.shape = stack;
+  return {groupedMatmul(c.in(0), c.in(1), w, c.flag("transpose_b"))};
 });
 LLMC_REGISTER_EVALUATOR("llm.grouped_matmul_weight_grad", [](const RefCall &c) -> Results {
   return {groupedMatmulWeightGrad(c.in(0), c.in(1), c.in(2), c.flag("transpose_b"))};
