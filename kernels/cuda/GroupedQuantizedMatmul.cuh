@@ -21,18 +21,10 @@
 
 #include "kernels/contracts/QuantizedMatmul.h"
 #include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/GroupOffsets.cuh"
 
 namespace llmc::cuda {
 namespace grouped_quantized {
-
-/// Offsets stored as i32 or i64, read as int64.
-struct Offsets {
-  const void *data = nullptr;
-  bool wide = false;
-  __device__ __forceinline__ int64_t operator[](int64_t i) const {
-    return wide ? static_cast<const int64_t *>(data)[i] : static_cast<const int32_t *>(data)[i];
-  }
-};
 
 __device__ inline bool validOffsets(Offsets offsets, int64_t groups, int64_t rows) {
   if (offsets[0] != 0 || offsets[groups] > rows)
@@ -41,19 +33,6 @@ __device__ inline bool validOffsets(Offsets offsets, int64_t groups, int64_t row
     if (offsets[g + 1] < offsets[g])
       return false;
   return true;
-}
-
-/// The group holding row r of valid offsets: offsets[g] <= r < offsets[g + 1].
-__device__ inline int64_t groupOf(Offsets offsets, int64_t groups, int64_t r) {
-  int64_t lo = 0, hi = groups - 1;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (offsets[mid] <= r)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo; // the last such g: an empty group before it ends where it starts
 }
 
 template <typename T, typename Element>

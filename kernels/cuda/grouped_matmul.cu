@@ -32,6 +32,7 @@
 
 #include "kernels/contracts/GroupedMatmul.h"
 #include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/GroupOffsets.cuh"
 
 namespace llmc::cuda {
 namespace {
@@ -46,34 +47,12 @@ static_assert(kSide * kPer == kTileM && kSide * kPer == kTileN && kSide * kSide 
 /// The most blocks in a grid's y dimension.
 constexpr int64_t kMaxGridY = 65535;
 
-/// Offsets stored as i32 or i64, read as int64.
-struct Offsets {
-  const void *data = nullptr;
-  bool wide = false;
-  __device__ __forceinline__ int64_t operator[](int64_t i) const {
-    return wide ? static_cast<const int64_t *>(data)[i] : static_cast<const int32_t *>(data)[i];
-  }
-};
-
 /// Whether `offsets` cut the first of `rows` rows into `groups` groups;
 /// every thread of the block gets the answer.
 __device__ bool validOffsets(Offsets offsets, int64_t groups, int64_t rows) {
   int bad = threadIdx.x == 0 && (offsets[0] != 0 || offsets[groups] > rows);
   for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) bad |= offsets[g + 1] < offsets[g];
   return !__syncthreads_or(bad);
-}
-
-/// The group holding row `r` of valid offsets: offsets[g] <= r < offsets[g + 1].
-__device__ int64_t groupOf(Offsets offsets, int64_t groups, int64_t r) {
-  int64_t lo = 0, hi = groups - 1; // the last g with offsets[g] <= r
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (offsets[mid] <= r)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
 }
 
 /// NaN over the block's tile [r0, r0 + kTileM) × [c0, c0 + kTileN) of a
