@@ -62,6 +62,12 @@ struct Request {
   /// "optimizer+activations"); empty: offload a layout only where it does
   /// not fit without (and the cluster's host link is known).
   std::vector<std::string> offload;
+  /// The rows the caller reads (the fastest `shownRows`, and as many of the
+  /// slowest with `shownBottom`): the search confirms that the compiler
+  /// accepts their feature combinations, and each family's best's, and
+  /// leaves the other fitting rows unconfirmed (a compile each).
+  int64_t shownRows = 10;
+  bool shownBottom = false;
 };
 
 struct Layout {
@@ -109,7 +115,9 @@ struct Rejected {
 };
 
 struct Result {
-  std::vector<Prediction> ranked; ///< fitting layouts, fastest first
+  /// Fitting layouts, fastest first; the compiler's acceptance confirmed
+  /// for the rows Request::shownRows names and each family's best.
+  std::vector<Prediction> ranked;
   std::vector<Rejected> rejected;
   /// Families that fit only offloaded (optimizer or activations), and why
   /// not without.

@@ -19,6 +19,9 @@
 
 namespace llmc::plan {
 
+/// The family a layout belongs to: "tp8 pp2 dp64" (and " ep2").
+std::string familyOf(const Layout &l);
+
 /// One stage's host traffic per rank under `l` (none without offloading).
 OffloadTraffic offloadTraffic(const Layout &l, const Piece &stage);
 
@@ -63,6 +66,11 @@ private:
   /// uses (checked once per combination on a two-stage, two-rank, one-
   /// layer-per-chunk version of it).
   bool accepted(const Layout &layout, std::string &why);
+  /// Sorts result.ranked and confirms with accepted() the rows the request
+  /// shows and each family's best, fastest first; a refused row leaves the
+  /// ranking (its message kept in `refusals`). Returns each family's best
+  /// (step seconds, label) among the rows kept.
+  std::map<std::string, std::pair<double, std::string>> confirmShownRows();
   /// Composes and prices `layout`; false with `why` when it cannot run or
   /// does not fit.
   bool evaluate(const Layout &layout, Prediction &prediction, std::string &why,
@@ -80,6 +88,8 @@ private:
   double memoryCap; ///< a layout needing more per rank does not fit
   std::map<std::tuple<std::string, int64_t, int64_t, int64_t>, ScheduleInfo> schedules;
   std::map<std::string, std::string> refusals; ///< feature combination → "" or why not
+  /// A family's first refused row's message (the reason when none is kept).
+  std::map<std::string, std::string> familyRefusal;
 };
 
 } // namespace llmc::plan

@@ -92,7 +92,7 @@ FEATURES = [
     Feature("fp16", ["--precision", "fp16"], kind="precision", tolerance=1e-3),
     Feature("packing", ["--set", "seq_len=128", "--set", "doc_separator=10"]),
     Feature("overlap", ["--overlap-comm"],
-            runtime=["--debug-collective-delay-ms", "3", "--debug-stream-delay-us", "50"]),
+            runtime=["--debug-collective-delay-ms", "1", "--debug-stream-delay-us", "50"]),
     fusion("linear-cross-entropy"),
     fusion("bias"),
     fusion("bias-gelu", "gpt2"),

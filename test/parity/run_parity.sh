@@ -31,9 +31,10 @@
 # and ep×tp. Each layout runs twice: plainly (one
 # ordered list per rank), and compiled with --overlap-comm (communication
 # on its own thread, ordered by the events --target cuda places) with
-# random delays before every instruction on either stream and before every
-# collective (a stream or a rank that runs ahead must still wait for what
-# it depends on and meet its peers in the same order).
+# random delays before every instruction on either stream (0..50 us) and
+# before every collective (0..1 ms: far longer than any of these tiny
+# kernels, so a stream or a rank that runs ahead must still wait for what it
+# depends on and meet its peers in the same order).
 #
 # Last, the composition matrix (composition.py): a sample of the pairs of
 # features that compile, each against one rank; --all runs every pair.
@@ -226,7 +227,7 @@ for family in $FAMILIES; do
     for variant in plain overlap; do
       extra=() delays=()
       [[ $variant == overlap ]] && extra=(--overlap-comm) &&
-        delays=(--debug-collective-delay-ms 3 --debug-stream-delay-us 50)
+        delays=(--debug-collective-delay-ms 1 --debug-stream-delay-us 50)
       artifact="$WORK/$family-$name-$variant.llmc" out="$WORK/$family-$name-$variant.jsonl"
       # shellcheck disable=SC2086
       "$BIN/llmc" compile "${common[@]}" $flags "${extra[@]}" -o "$artifact"

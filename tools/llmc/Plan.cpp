@@ -334,6 +334,8 @@ int runPlan() {
   request.onlyVirtualStages.assign(onlyVirtualStages.begin(), onlyVirtualStages.end());
   request.onlySp = onlySp == "both" ? -1 : onlySp == "on";
   request.offload.assign(offload.begin(), offload.end());
+  request.shownRows = std::max<int64_t>({top, emitFlags, verify, compareCompiled});
+  request.shownBottom = bottom;
   if (std::string bad = plan::validate(request); !bad.empty())
     return fail(bad);
   plan::Result result;

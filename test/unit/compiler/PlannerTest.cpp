@@ -294,6 +294,34 @@ TEST(PlanSearch, RanksFittingLayoutsAndExplainsTheRest) {
   EXPECT_TRUE(saysSo);
 }
 
+TEST(PlanSearch, ConfirmsTheRowsShownAndEachFamilysBest) {
+  // Confirming a feature combination is a compile; the ranking does not
+  // depend on how many rows are confirmed, only the compile count does.
+  Request r = tinyRequest();
+  r.cluster.devices = r.cluster.nodeSize = 4;
+  r.shownRows = 1;
+  Result few, all;
+  std::string error;
+  ASSERT_TRUE(runPlan(r, 0, few, error)) << error;
+  r.shownRows = 100000;
+  ASSERT_TRUE(runPlan(r, 0, all, error)) << error;
+  ASSERT_EQ(few.ranked.size(), all.ranked.size());
+  ASSERT_GT(all.ranked.size(), 8u);
+  for (size_t i = 0; i < all.ranked.size(); ++i)
+    EXPECT_EQ(few.ranked[i].layout.label(), all.ranked[i].layout.label());
+  EXPECT_LT(few.probesCompiled, all.probesCompiled);
+  // Each family's best is confirmed either way: "worse by" names the same rows.
+  auto worseBy = [](const Result &result) {
+    std::vector<std::string> lines;
+    for (const Rejected &why : result.rejected)
+      if (why.reason.find("worse by") != std::string::npos)
+        lines.push_back(why.family + ": " + why.reason);
+    return lines;
+  };
+  EXPECT_FALSE(worseBy(all).empty());
+  EXPECT_EQ(worseBy(few), worseBy(all));
+}
+
 TEST(PlanSearch, VirtualStagesAsGiven) {
   // Six layers on two stages: three per stage, so the default chunk
   // counts (2, 4) interleave nothing, and --virtual-stages 3 (Megatron-LM's
