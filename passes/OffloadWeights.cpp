@@ -14,6 +14,11 @@
 // weights, so offloading pays from the third layer on; layers are taken
 // from the last down until the arena fits.
 //
+// With `run-on-host` (--offloaded-layers host) nothing is streamed: the
+// moved layers' KV cache joins their weights in host memory, and the
+// stretch of each step that runs those layers runs on the host's cores
+// (passes/lib/HostRegion.h), with no staging slots on the device.
+//
 // Offsets follow llmc-offload-optimizer's numbering: the device arena is
 // [0, arena), the host space [arena, arena + host). A moved weight keeps a
 // persistent offset in the host space, where loading and checkpoints find
@@ -26,6 +31,7 @@
 #include "passes/Passes.h"
 #include "passes/lib/ArenaPlacement.h"
 #include "passes/lib/EntryPoints.h"
+#include "passes/lib/HostRegion.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
@@ -53,6 +59,7 @@ std::string mib(int64_t bytes) {
 struct WeightSlot {
   int64_t begin = 0, end = 0;
   std::string layer;
+  bool cache = false; ///< a KV-cache pool (moved only when run on the host)
   int64_t packed = 0; ///< offset inside its layer's staging slot
 };
 
@@ -69,9 +76,15 @@ struct WeightMap {
   std::map<int64_t, WeightSlot> slots; ///< by begin
   std::map<std::string, LayerWeights> layers;
 
-  void add(exec::BufferOp buffer) {
-    std::string_view layer = layerOfParameter(buffer.getName().value_or(""));
-    if (buffer.getCategory() != "param" || layer.empty())
+  /// Records `buffer` when it is a layer's weight, or with `caches` a
+  /// layer's KV-cache pool ("kv_cache/kv/layers.3.k").
+  void add(exec::BufferOp buffer, bool caches) {
+    std::string_view name = buffer.getName().value_or("");
+    bool cache = buffer.getCategory() == "kv_cache";
+    if (cache)
+      name = name.substr(name.rfind('/') + 1);
+    std::string_view layer = layerOfParameter(name);
+    if (!(buffer.getCategory() == "param" || (caches && cache)) || layer.empty())
       return;
     int64_t begin = buffer.getOffset();
     WeightSlot &slot = slots[begin];
@@ -79,6 +92,7 @@ struct WeightMap {
     slot.end = std::max(slot.end, begin + arena::alignedSize(exec::bufferBytes(buffer.getType()),
                                                              exec::kBufferAlignment));
     slot.layer = std::string(layer);
+    slot.cache = cache;
   }
 
   /// Groups the slots by layer, ordered by layer index.
@@ -111,6 +125,7 @@ struct WeightMap {
 struct OffloadPlan {
   SmallVector<LayerWeights *> layers; ///< offloaded, in layer order
   int64_t movedBytes = 0;
+  int64_t cacheBytes = 0; ///< of which KV-cache pools (run on the host)
   int64_t slotBytes = 0; ///< one staging slot: the largest offloaded layer
   int64_t slotCount = 0;
   int64_t deviceBytes = 0;                    ///< the arena afterwards
@@ -130,7 +145,7 @@ struct OffloadPlan {
 
 /// The plan offloading the last `count` layers of `ordered`.
 OffloadPlan planOffload(ArrayRef<LayerWeights *> ordered, size_t count, int64_t arena,
-                        int64_t priorHost) {
+                        int64_t priorHost, bool onHost) {
   OffloadPlan plan;
   plan.layers.assign(ordered.end() - count, ordered.end());
   std::map<int64_t, const WeightSlot *> moved;
@@ -138,9 +153,12 @@ OffloadPlan planOffload(ArrayRef<LayerWeights *> ordered, size_t count, int64_t 
     plan.offloadRank[l->name] = static_cast<int64_t>(plan.offloadRank.size());
     plan.movedBytes += l->bytes;
     plan.slotBytes = std::max(plan.slotBytes, l->bytes);
-    for (WeightSlot *slot : l->slots) moved[slot->begin] = slot;
+    for (WeightSlot *slot : l->slots) {
+      moved[slot->begin] = slot;
+      plan.cacheBytes += slot->cache ? slot->end - slot->begin : 0;
+    }
   }
-  plan.slotCount = std::min<int64_t>(2, static_cast<int64_t>(count));
+  plan.slotCount = onHost ? 0 : std::min<int64_t>(2, static_cast<int64_t>(count));
   int64_t running = 0;
   for (auto &[begin, slot] : moved) {
     plan.hostOffsetOf[begin] = priorHost + running;
@@ -158,16 +176,22 @@ public:
                  int64_t arena)
       : program(program), weights(weights), plan(plan), arena(arena) {}
 
-  LogicalResult run() {
-    SmallVector<Operation *> ops;
-    for (Operation &op : program.getBody().front()) ops.push_back(&op);
-    for (Operation *op : ops)
-      if (auto buffer = dyn_cast<exec::BufferOp>(op))
-        placeBuffer(buffer);
+  /// Streams the moved layers' weights through the staging slots.
+  LogicalResult stream() {
+    SmallVector<Operation *> ops = placeBuffers();
     for (Operation *op : ops)
       if (!isa<exec::BufferOp>(op) && failed(readThroughStaging(op)))
         return failure();
     return insertCopies();
+  }
+
+  /// Runs the moved layers on the host; their mirrors of device buffers
+  /// from host offset `scratchBase`, `scratchBytes` the most any needs.
+  LogicalResult runOnHost(int64_t scratchBase, int64_t &scratchBytes) {
+    placeBuffers();
+    llvm::DenseSet<Value> moved;
+    for (auto &[value, slot] : hostWeight) moved.insert(value);
+    return runRegionOnHost(program, moved, scratchBase, scratchBytes);
   }
 
 private:
@@ -185,6 +209,15 @@ private:
   };
   std::map<std::string, LayerUse> uses;
 
+  SmallVector<Operation *> placeBuffers() {
+    SmallVector<Operation *> ops;
+    for (Operation &op : program.getBody().front()) ops.push_back(&op);
+    for (Operation *op : ops)
+      if (auto buffer = dyn_cast<exec::BufferOp>(op))
+        placeBuffer(buffer);
+    return ops;
+  }
+
   void placeBuffer(exec::BufferOp buffer) {
     if (buffer->hasAttr(exec::kHostSpaceAttr)) { // relative to the host space, as below
       buffer.setOffset(buffer.getOffset() - arena);
@@ -199,6 +232,8 @@ private:
     buffer.setOffset(plan.hostOffsetOf.at(slot->begin) + (begin - slot->begin));
     buffer->setAttr(exec::kHostSpaceAttr, UnitAttr::get(buffer.getContext()));
     hostWeight[buffer] = slot;
+    if (plan.slotCount == 0)
+      return; // run on the host: read in place
     // The view the step's kernels read, in the layer's staging slot.
     OpBuilder b(buffer);
     b.setInsertionPointAfter(buffer);
@@ -285,14 +320,14 @@ struct OffloadWeightsPass : llmc::impl::OffloadWeightsBase<OffloadWeightsPass> {
       return success();
     WeightMap weights;
     for (auto program : module.getOps<exec::ProgramOp>())
-      for (auto buffer : program.getOps<exec::BufferOp>()) weights.add(buffer);
+      for (auto buffer : program.getOps<exec::BufferOp>()) weights.add(buffer, runOnHost);
     SmallVector<LayerWeights *> ordered = weights.group();
     auto prior = module->getAttrOfType<IntegerAttr>(exec::kHostBytesAttr);
     int64_t priorHost = prior ? prior.getInt() : 0;
     std::optional<OffloadPlan> chosen;
     int64_t fewest = arena.getInt();
     for (size_t count = 1; count <= ordered.size() && !chosen; ++count) {
-      OffloadPlan plan = planOffload(ordered, count, arena.getInt(), priorHost);
+      OffloadPlan plan = planOffload(ordered, count, arena.getInt(), priorHost, runOnHost);
       fewest = std::min(fewest, plan.deviceBytes);
       if (plan.deviceBytes <= deviceBytes)
         chosen = std::move(plan);
@@ -302,21 +337,29 @@ struct OffloadWeightsPass : llmc::impl::OffloadWeightsBase<OffloadWeightsPass> {
              << mib(deviceBytes) << ": the generation steps need " << mib(arena.getInt())
              << " of device memory, and at least " << mib(fewest)
              << " with every decoder layer's weights (" << ordered.size()
-             << " layers) in host memory (the embeddings, head, KV cache, activations and two "
-                "layers' staging stay on the device); raise it, or shrink the KV cache "
+             << " layers) in host memory ("
+             << (runOnHost ? "run on the host: the embeddings, head, the other layers' KV cache "
+                             "and the activations stay on the device"
+                           : "the embeddings, head, KV cache, activations and two layers' "
+                             "staging stay on the device")
+             << "); raise it, or shrink the KV cache "
                 "(--inference blocks=, max-batch=) or the weights (--weight-quant)";
-    for (auto program : module.getOps<exec::ProgramOp>())
-      if (failed(ProgramRewrite(program, weights, *chosen, arena.getInt()).run()))
+    // Host mirrors of device buffers follow the moved layers in host memory.
+    int64_t scratchBase = priorHost + chosen->movedBytes, scratchBytes = 0;
+    for (auto program : module.getOps<exec::ProgramOp>()) {
+      ProgramRewrite rewrite(program, weights, *chosen, arena.getInt());
+      if (failed(runOnHost ? rewrite.runOnHost(scratchBase, scratchBytes) : rewrite.stream()))
         return failure();
-    record(module, *chosen, priorHost, memoryPlan);
+    }
+    record(module, *chosen, priorHost, scratchBytes, memoryPlan);
     return success();
   }
 
   /// Host offsets continue the device arena's numbering; the memory plan
   /// gains the host weights and the staging slots.
-  void record(ModuleOp module, const OffloadPlan &plan, int64_t priorHost,
+  void record(ModuleOp module, const OffloadPlan &plan, int64_t priorHost, int64_t scratchBytes,
               DictionaryAttr memoryPlan) {
-    int64_t hostBytes = priorHost + plan.movedBytes;
+    int64_t hostBytes = priorHost + plan.movedBytes + scratchBytes;
     for (auto program : module.getOps<exec::ProgramOp>())
       for (auto buffer : program.getOps<exec::BufferOp>())
         if (buffer->hasAttr(exec::kHostSpaceAttr))
@@ -330,11 +373,17 @@ struct OffloadWeightsPass : llmc::impl::OffloadWeightsBase<OffloadWeightsPass> {
     };
     NamedAttrList updated(memoryPlan);
     updated.set("arena", b.getI64IntegerAttr(plan.deviceBytes));
+    int64_t weightBytes = plan.movedBytes - plan.cacheBytes;
     updated.set("persistent", b.getI64IntegerAttr(get("persistent") - plan.movedBytes));
-    updated.set("params", b.getI64IntegerAttr(get("params") - plan.movedBytes));
+    updated.set("params", b.getI64IntegerAttr(get("params") - weightBytes));
     updated.set("host", b.getI64IntegerAttr(hostBytes));
-    updated.set("host_weights", b.getI64IntegerAttr(plan.movedBytes));
+    updated.set("host_weights", b.getI64IntegerAttr(weightBytes));
     updated.set("weight_staging", b.getI64IntegerAttr(plan.slotCount * plan.slotBytes));
+    if (runOnHost) {
+      updated.set("kv_cache", b.getI64IntegerAttr(get("kv_cache") - plan.cacheBytes));
+      updated.set("host_kv_cache", b.getI64IntegerAttr(plan.cacheBytes));
+      updated.set("host_scratch", b.getI64IntegerAttr(scratchBytes));
+    }
     module->setAttr("exec.memory_plan", updated.getDictionary(module.getContext()));
   }
 };

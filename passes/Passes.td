@@ -569,13 +569,20 @@ def OffloadWeights : Pass<"llmc-offload-weights", "mlir::ModuleOp"> {
     fit) move to the host memory space (`exec.host_space`), and each step
     copies them (`copy_to_device`) into two device staging slots that take
     turns, one layer ahead of the kernels that read them. The memory plan
-    gains `host`, `host_weights` and `weight_staging`. An arena that fits
-    is left alone; a budget that nothing fits is an error naming the least
-    device memory that would do.
+    gains `host`, `host_weights` and `weight_staging`. With `run-on-host`
+    the moved layers' KV-cache pools go to host memory too and the stretch
+    of each step running those layers runs on the host (`exec.on_host`),
+    with host mirrors of the device buffers it touches, copied in before
+    and out after it (`host_kv_cache`, `host_scratch`); nothing is staged.
+    An arena that fits is left alone; a budget that nothing fits is an
+    error naming the least device memory that would do.
   }];
   let options = [
     Option<"deviceBytes", "device-bytes", "int64_t", "0",
            "Device memory per rank in bytes (0: no limit)">,
+    Option<"runOnHost", "run-on-host", "bool", "false",
+           "Run the moved layers on the host's cores (their KV cache in host memory too) "
+           "instead of streaming their weights to the device">,
   ];
 }
 

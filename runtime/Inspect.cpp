@@ -39,6 +39,20 @@ bool artifactMetadata(const std::string &path, std::map<std::string, std::string
 
 namespace {
 
+/// --device-memory with --offloaded-layers host.
+bool runsLayersOnHost(const Artifact &a) { return a.meta("offloaded_layers") == "host"; }
+
+/// The KV-cache pools kept in host memory (the decode step's, each once).
+uint64_t hostCacheBytes(const Artifact &a) {
+  const ProgramInfo *decode = a.program("decode");
+  uint64_t bytes = 0;
+  std::set<std::string> seen;
+  for (const BufferInfo &b : decode ? decode->buffers : std::vector<BufferInfo>{})
+    if (b.host && b.category == "kv_cache" && seen.insert(b.name).second)
+      bytes += b.bytes();
+  return bytes;
+}
+
 void printMemoryPlan(const Artifact &a, const std::string &title, std::ostream &os) {
   auto row = [&](const std::string &name, uint64_t bytes) -> std::ostream & {
     return os << "  " << std::left << std::setw(22) << name << std::right << std::setw(12)
@@ -69,9 +83,16 @@ void printMemoryPlan(const Artifact &a, const std::string &title, std::ostream &
                       : m.hostWeightsBytes ? "--device-memory " + a.meta("device_memory")
                                            : "--recompute budget's offloaded layers";
     row("host memory", m.hostBytes) << "  (" << why << ": beside the arena, not in it)\n";
-    if (m.hostWeightsBytes)
+    if (m.hostWeightsBytes && runsLayersOnHost(a)) {
+      uint64_t cache = hostCacheBytes(a);
+      row("  weights", m.hostWeightsBytes) << "  (the last layers', run on the host's cores)\n";
+      row("  kv_cache", cache) << "  (those layers' pools)\n";
+      row("  mirrors", m.hostBytes - m.hostWeightsBytes - cache)
+          << "  (of the device buffers those layers read and write)\n";
+    } else if (m.hostWeightsBytes) {
       row("  weights", m.hostWeightsBytes)
           << "  (the last layers', copied to the device a layer ahead of use)\n";
+    }
     if (m.hostActivationsBytes)
       row("  activations", m.hostActivationsBytes)
           << "  (saved between each layer's forward and backward)\n";
@@ -274,7 +295,8 @@ void printQuantizedWeights(const Artifact &a, std::ostream &os) {
 }
 
 /// Under --device-memory: each layer's weights on the device and in host
-/// memory (runs of equal layers on one line).
+/// memory (runs of equal layers on one line), and whether the layers in
+/// host memory are streamed or run there.
 void printWeightsPerLayer(const Artifact &a, std::ostream &os) {
   const ProgramInfo *decode = a.program("decode");
   if (!decode || !a.memory.hostWeightsBytes)
@@ -301,7 +323,7 @@ void printWeightsPerLayer(const Artifact &a, std::ostream &os) {
     std::string name = j - i == 1 ? order[i] : order[i] + " .. " + order[j - 1];
     os << "  " << std::left << std::setw(22) << name << std::right << " device " << std::setw(10)
        << formatBytes(device) << "   host " << std::setw(10) << formatBytes(host)
-       << (host ? "  (streamed)" : "") << "\n";
+       << (host ? runsLayersOnHost(a) ? "  (run on the host)" : "  (streamed)" : "") << "\n";
     i = j;
   }
 }

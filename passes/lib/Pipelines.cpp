@@ -139,6 +139,7 @@ void addLoweringPasses(AddPass add, const llmc::CompileOptions &options) {
   if (options.deviceMemoryBytes > 0) { // generation only (resolveOptions)
     OffloadWeightsOptions weights;
     weights.deviceBytes = options.deviceMemoryBytes;
+    weights.runOnHost = options.offloadedLayers == "host";
     add(createOffloadWeights(weights));
   }
   if (options.memoryBudgetBytes > 0) {
