@@ -28,6 +28,8 @@
 #include "Nf4WeightCases.h"
 #include "QuantizedActivations.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace llmc::test {
@@ -340,6 +342,97 @@ TEST(GroupedMatmulQuantKernel, ExpertsAreTheDenseProducts) {
     }
 }
 
+/// Rows `rows` of a row-major `b` of `cols` entries a row, entries
+/// [first, first + n) of each, one after the other.
+template <typename T>
+Buffer piecesOf(const Buffer &b, int64_t cols, const std::vector<int64_t> &rows, int64_t first,
+                int64_t n) {
+  Buffer out(b.dtype, {static_cast<int64_t>(rows.size()) * n});
+  const T *p = b.view().as<T>();
+  T *q = out.view().as<T>();
+  for (int64_t r : rows) q = std::copy(p + r * cols + first, p + r * cols + first + n, q);
+  return out;
+}
+
+/// The largest difference of `got` from `want`, over want's largest magnitude.
+double normError(const RefTensor &got, const RefTensor &want) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    diff = std::max(diff, std::abs(got.data[i] - want.data[i]));
+    scale = std::max(scale, std::abs(want.data[i]));
+  }
+  return diff / scale;
+}
+
+TEST(GroupedMatmulQuantKernel, TensorParallelPiecesAreTheirPartOfTheStack) {
+  // Four experts [F = 32, K = 128] (HF's layout, transposed) in blocks of
+  // 16: 1024 blocks, four double-quantized scales, so a piece's blocks find
+  // theirs only through where they lie in the whole stack. Experts of one,
+  // two, none and 17 rows (the decode dots and the sgemm chunks).
+  const int64_t groups = 4, f = 32, k = 128, block = 16, tp = 2;
+  const Layout l{"pieces", k, f, {0, 1, 3, 3, 20}};
+  const RefTensor x = roundTo(randomTensor({l.m(), k}, 811), DType::F32);
+  Buffer xb = Buffer::of(x, DType::F32), offsets = Buffer::of(offsetsTensor(l.offsets), DType::I32);
+  Nf4Weight w = randomWeight(groups * f * k, block, 812);
+  Buffer whole(DType::F32, {l.m(), f});
+  ASSERT_TRUE(runKernel("grouped_matmul_nf4",
+                        {&xb, &offsets, &w.codesBuf, &w.absmaxQBuf, &w.scaleBuf, &w.meanBuf},
+                        {&whole}, nf4Attrs(block, {groups, f, k}, true)));
+  const RefTensor want = whole.toRef();
+  // Column-parallel (gate, up): rank r holds rows [r·F/tp, (r+1)·F/tp) of
+  // every expert, a chunk of the view [G·F, K] per expert; its y is those
+  // columns of the whole y.
+  for (int64_t r = 0; r < tp; ++r) {
+    SCOPED_TRACE("column-parallel rank " + std::to_string(r));
+    const int64_t piece = f / tp;
+    std::vector<int64_t> rows;
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t i = 0; i < piece; ++i) rows.push_back(g * f + r * piece + i);
+    Buffer codes = piecesOf<uint8_t>(w.codesBuf, k / 2, rows, 0, k / 2);
+    Buffer absmaxQ = piecesOf<uint8_t>(w.absmaxQBuf, k / block, rows, 0, k / block);
+    KernelAttrs a = nf4Attrs(block, {groups, piece, k}, true);
+    a.setInts("whole_shape", {groups * f, k});
+    a.setInts("chunks", {groups, 1});
+    a.setInts("piece_offset", {r * piece, 0});
+    Buffer y(DType::F32, {l.m(), piece});
+    y.poison();
+    ASSERT_TRUE(runKernel("grouped_matmul_nf4",
+                          {&xb, &offsets, &codes, &absmaxQ, &w.scaleBuf, &w.meanBuf}, {&y}, a));
+    RefTensor columns = RefTensor::zeros({l.m(), piece});
+    for (int64_t i = 0; i < l.m(); ++i)
+      for (int64_t j = 0; j < piece; ++j)
+        columns.data[i * piece + j] = want.data[i * f + r * piece + j];
+    EXPECT_LE(normError(y.toRef(), columns), 1e-5);
+  }
+  // Row-parallel (down): rank r holds columns [r·K/tp, (r+1)·K/tp) of
+  // every row and multiplies those columns of x; the ranks' partial sums
+  // add up to the whole y.
+  RefTensor sum = RefTensor::zeros({l.m(), f});
+  std::vector<int64_t> all(groups * f);
+  for (int64_t i = 0; i < groups * f; ++i) all[i] = i;
+  for (int64_t r = 0; r < tp; ++r) {
+    const int64_t piece = k / tp;
+    Buffer codes = piecesOf<uint8_t>(w.codesBuf, k / 2, all, r * piece / 2, piece / 2);
+    Buffer absmaxQ =
+        piecesOf<uint8_t>(w.absmaxQBuf, k / block, all, r * piece / block, piece / block);
+    RefTensor xr = RefTensor::zeros({l.m(), piece});
+    for (int64_t i = 0; i < l.m(); ++i)
+      for (int64_t j = 0; j < piece; ++j) xr.data[i * piece + j] = x.data[i * k + r * piece + j];
+    Buffer xrb = Buffer::of(xr, DType::F32);
+    KernelAttrs a = nf4Attrs(block, {groups, f, piece}, true);
+    a.setInts("whole_shape", {groups * f, k});
+    a.setInts("chunks", {1, 1});
+    a.setInts("piece_offset", {0, r * piece});
+    Buffer y(DType::F32, {l.m(), f});
+    y.poison();
+    ASSERT_TRUE(runKernel("grouped_matmul_nf4",
+                          {&xrb, &offsets, &codes, &absmaxQ, &w.scaleBuf, &w.meanBuf}, {&y}, a));
+    const RefTensor part = y.toRef();
+    for (int64_t i = 0; i < sum.numel(); ++i) sum.data[i] += part.data[i];
+  }
+  EXPECT_LE(normError(sum, want), 1e-5);
+}
+
 TEST(GroupedMatmulQuantKernel, BindingErrorsNameTheOperandOrAttribute) {
   auto f32 = [](std::vector<int64_t> s) { return typeOnly(DType::F32, std::move(s)); };
   auto u8 = [](std::vector<int64_t> s) { return typeOnly(DType::U8, std::move(s)); };
@@ -369,6 +462,20 @@ TEST(GroupedMatmulQuantKernel, BindingErrorsNameTheOperandOrAttribute) {
   expectBindErrorsMention("grouped_matmul_nf4",
                           {{nf4, {f32({5, 8})}, nf4Attrs(24, {3, 8, 32}, true), "must divide"},
                            {nf4, {f32({5, 8})}, nf4Attrs(32, {3, 8, 64}, true), "K = 64"}});
+  // A piece of a stack [3, 16, 32]: each expert's 8 rows from row 8 (the
+  // whole stack's one scale), or chunks of 4 rows that cut an expert.
+  KernelAttrs piece = nf4Attrs(32, {3, 8, 32}, true);
+  piece.setInts("whole_shape", {48, 32});
+  piece.setInts("chunks", {3, 1});
+  piece.setInts("piece_offset", {8, 0});
+  EXPECT_EQ(bindError("grouped_matmul_nf4", nf4, {f32({5, 8})}, piece), "");
+  KernelAttrs cut = piece;
+  cut.setInts("chunks", {6, 1});
+  cut.setInts("piece_offset", {0, 0});
+  KernelAttrs partial = nf4Attrs(32, {3, 8, 32}, true);
+  partial.setInts("whole_shape", {48, 32});
+  expectBindErrorsMention("grouped_matmul_nf4", {{nf4, {f32({5, 8})}, cut, "whole experts' rows"},
+                                                 {nf4, {f32({5, 8})}, partial, "chunks"}});
 }
 
 } // namespace
