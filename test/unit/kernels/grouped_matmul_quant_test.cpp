@@ -15,6 +15,10 @@
 // Σ d/2 · Σ |W|, about 0.5% of the norm on random data, docs/inference.md),
 // and the case allows 2e-2.
 //
+// A tensor-parallel rank's NF4 piece of a stack (each expert's rows, or
+// its columns; the whole stack's double-quantized scales) against the
+// whole stack's values there.
+//
 // ExpertsAreTheDenseProducts: each expert's rows of y are, bit for bit,
 // what matmul_int / matmul_nf4 computes for those rows alone against that
 // expert's storage — the grouped kernel takes the dense kernel's path (the
@@ -29,7 +33,6 @@
 #include "QuantizedActivations.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 namespace llmc::test {
@@ -222,6 +225,62 @@ ConformanceCase nf4Case(DType dtype, int64_t block, const Layout &l, bool tb, ui
           }};
 }
 
+/// Rows `rows` of a row-major `b` of `cols` entries a row, entries
+/// [first, first + n) of each, one after the other.
+template <typename T>
+Buffer piecesOf(const Buffer &b, int64_t cols, const std::vector<int64_t> &rows, int64_t first,
+                int64_t n) {
+  Buffer out(b.dtype, {static_cast<int64_t>(rows.size()) * n});
+  const T *p = b.view().as<T>();
+  T *q = out.view().as<T>();
+  for (int64_t r : rows) q = std::copy(p + r * cols + first, p + r * cols + first + n, q);
+  return out;
+}
+
+/// Rank `rank` of `tp`'s piece of a transposed NF4 stack [G, F, K] in
+/// blocks of `block`, split along each expert's rows F (`rows`: gate and
+/// up under tensor parallelism) or its columns K (down): the piece's codes
+/// and absmax levels, the whole stack's scales, against the whole stack's
+/// values there.
+ConformanceCase nf4PieceCase(bool rows, int64_t rank, int64_t tp, uint64_t seed) {
+  const int64_t groups = 4, f = 32, k = 128, block = 16;
+  const std::vector<int64_t> offsets = {0, 1, 3, 3, 20};
+  const int64_t pf = rows ? f / tp : f, pk = rows ? k : k / tp;
+  const std::string name = std::string(rows ? "rows" : "columns") + "_rank" + std::to_string(rank);
+  return {"grouped_matmul_nf4", "f32_nf4_piece_" + name, [=] {
+            KernelCall call;
+            Nf4Weight w = randomWeight(groups * f * k, block, seed);
+            const RefTensor whole = ref::dequantizeNf4(w.codes, w.absmaxQ, w.absmaxScale, w.mean,
+                                                       {groups * f * k}, block);
+            // The piece's rows of the view [G·F, K] and its first column.
+            std::vector<int64_t> pieceRows;
+            for (int64_t g = 0; g < groups; ++g)
+              for (int64_t i = 0; i < pf; ++i) pieceRows.push_back(g * f + (rows ? rank * pf : 0) + i);
+            const int64_t first = rows ? 0 : rank * pk;
+            RefTensor weights = RefTensor::zeros({groups, pf, pk});
+            for (size_t r = 0; r < pieceRows.size(); ++r)
+              for (int64_t c = 0; c < pk; ++c)
+                weights.data[r * pk + c] = whole.data[pieceRows[r] * k + first + c];
+            call.input(randomTensor({offsets.back(), pk}, seed + 1), DType::F32);
+            call.input(Buffer::of(offsetsTensor(offsets), DType::I32));
+            call.input(piecesOf<uint8_t>(w.codesBuf, k / 2, pieceRows, first / 2, pk / 2));
+            call.input(piecesOf<uint8_t>(w.absmaxQBuf, k / block, pieceRows, first / block, pk / block));
+            call.input(w.scaleBuf);
+            call.input(w.meanBuf);
+            call.output(Buffer::of(randomTensor({offsets.back(), pf}, seed + 2), DType::F32));
+            call.attrs = nf4Attrs(block, {groups, pf, pk}, true);
+            call.attrs.setInts("whole_shape", {groups * f, k});
+            call.attrs.setInts("chunks", {rows ? groups : 1, 1});
+            call.attrs.setInts("piece_offset", {rows ? rank * pf : 0, first});
+            const Layout l{name, pk, pf, offsets};
+            call.reference = [=](const std::vector<RefTensor> &in) {
+              return expected(l, in[0], in[1], weights, true);
+            };
+            expectations(call, l, quantizesSomeExpert(l, takesIntegerDots(1, pk, block, true)));
+            return call;
+          }};
+}
+
 std::vector<ConformanceCase> groupedQuantCases() {
   std::vector<ConformanceCase> cases;
   const std::vector<Grouping> groupings = {{0, -1}, {0, 0}, {0, 1}, {16, -1}, {32, -1}};
@@ -245,6 +304,11 @@ std::vector<ConformanceCase> groupedQuantCases() {
   cases.push_back(intCase(DType::BF16, {4, false}, {32, -1}, false, mixed, true, seed += 40));
   cases.push_back(intCase(DType::BF16, {8, false}, {0, 0}, false, mixed, true, seed += 40));
   cases.push_back(nf4Case(DType::BF16, 32, mixed, true, seed += 40));
+  // A tensor-parallel rank's piece of a stack, along each expert's rows or
+  // columns (the double-quantized scales the whole stack's).
+  for (bool rows : {true, false})
+    for (int64_t rank : {0, 1})
+      cases.push_back(nf4PieceCase(rows, rank, 2, seed += 40));
   return cases;
 }
 
@@ -340,97 +404,6 @@ TEST(GroupedMatmulQuantKernel, ExpertsAreTheDenseProducts) {
         }
       }
     }
-}
-
-/// Rows `rows` of a row-major `b` of `cols` entries a row, entries
-/// [first, first + n) of each, one after the other.
-template <typename T>
-Buffer piecesOf(const Buffer &b, int64_t cols, const std::vector<int64_t> &rows, int64_t first,
-                int64_t n) {
-  Buffer out(b.dtype, {static_cast<int64_t>(rows.size()) * n});
-  const T *p = b.view().as<T>();
-  T *q = out.view().as<T>();
-  for (int64_t r : rows) q = std::copy(p + r * cols + first, p + r * cols + first + n, q);
-  return out;
-}
-
-/// The largest difference of `got` from `want`, over want's largest magnitude.
-double normError(const RefTensor &got, const RefTensor &want) {
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    diff = std::max(diff, std::abs(got.data[i] - want.data[i]));
-    scale = std::max(scale, std::abs(want.data[i]));
-  }
-  return diff / scale;
-}
-
-TEST(GroupedMatmulQuantKernel, TensorParallelPiecesAreTheirPartOfTheStack) {
-  // Four experts [F = 32, K = 128] (HF's layout, transposed) in blocks of
-  // 16: 1024 blocks, four double-quantized scales, so a piece's blocks find
-  // theirs only through where they lie in the whole stack. Experts of one,
-  // two, none and 17 rows (the decode dots and the sgemm chunks).
-  const int64_t groups = 4, f = 32, k = 128, block = 16, tp = 2;
-  const Layout l{"pieces", k, f, {0, 1, 3, 3, 20}};
-  const RefTensor x = roundTo(randomTensor({l.m(), k}, 811), DType::F32);
-  Buffer xb = Buffer::of(x, DType::F32), offsets = Buffer::of(offsetsTensor(l.offsets), DType::I32);
-  Nf4Weight w = randomWeight(groups * f * k, block, 812);
-  Buffer whole(DType::F32, {l.m(), f});
-  ASSERT_TRUE(runKernel("grouped_matmul_nf4",
-                        {&xb, &offsets, &w.codesBuf, &w.absmaxQBuf, &w.scaleBuf, &w.meanBuf},
-                        {&whole}, nf4Attrs(block, {groups, f, k}, true)));
-  const RefTensor want = whole.toRef();
-  // Column-parallel (gate, up): rank r holds rows [r·F/tp, (r+1)·F/tp) of
-  // every expert, a chunk of the view [G·F, K] per expert; its y is those
-  // columns of the whole y.
-  for (int64_t r = 0; r < tp; ++r) {
-    SCOPED_TRACE("column-parallel rank " + std::to_string(r));
-    const int64_t piece = f / tp;
-    std::vector<int64_t> rows;
-    for (int64_t g = 0; g < groups; ++g)
-      for (int64_t i = 0; i < piece; ++i) rows.push_back(g * f + r * piece + i);
-    Buffer codes = piecesOf<uint8_t>(w.codesBuf, k / 2, rows, 0, k / 2);
-    Buffer absmaxQ = piecesOf<uint8_t>(w.absmaxQBuf, k / block, rows, 0, k / block);
-    KernelAttrs a = nf4Attrs(block, {groups, piece, k}, true);
-    a.setInts("whole_shape", {groups * f, k});
-    a.setInts("chunks", {groups, 1});
-    a.setInts("piece_offset", {r * piece, 0});
-    Buffer y(DType::F32, {l.m(), piece});
-    y.poison();
-    ASSERT_TRUE(runKernel("grouped_matmul_nf4",
-                          {&xb, &offsets, &codes, &absmaxQ, &w.scaleBuf, &w.meanBuf}, {&y}, a));
-    RefTensor columns = RefTensor::zeros({l.m(), piece});
-    for (int64_t i = 0; i < l.m(); ++i)
-      for (int64_t j = 0; j < piece; ++j)
-        columns.data[i * piece + j] = want.data[i * f + r * piece + j];
-    EXPECT_LE(normError(y.toRef(), columns), 1e-5);
-  }
-  // Row-parallel (down): rank r holds columns [r·K/tp, (r+1)·K/tp) of
-  // every row and multiplies those columns of x; the ranks' partial sums
-  // add up to the whole y.
-  RefTensor sum = RefTensor::zeros({l.m(), f});
-  std::vector<int64_t> all(groups * f);
-  for (int64_t i = 0; i < groups * f; ++i) all[i] = i;
-  for (int64_t r = 0; r < tp; ++r) {
-    const int64_t piece = k / tp;
-    Buffer codes = piecesOf<uint8_t>(w.codesBuf, k / 2, all, r * piece / 2, piece / 2);
-    Buffer absmaxQ =
-        piecesOf<uint8_t>(w.absmaxQBuf, k / block, all, r * piece / block, piece / block);
-    RefTensor xr = RefTensor::zeros({l.m(), piece});
-    for (int64_t i = 0; i < l.m(); ++i)
-      for (int64_t j = 0; j < piece; ++j) xr.data[i * piece + j] = x.data[i * k + r * piece + j];
-    Buffer xrb = Buffer::of(xr, DType::F32);
-    KernelAttrs a = nf4Attrs(block, {groups, f, piece}, true);
-    a.setInts("whole_shape", {groups * f, k});
-    a.setInts("chunks", {1, 1});
-    a.setInts("piece_offset", {0, r * piece});
-    Buffer y(DType::F32, {l.m(), f});
-    y.poison();
-    ASSERT_TRUE(runKernel("grouped_matmul_nf4",
-                          {&xrb, &offsets, &codes, &absmaxQ, &w.scaleBuf, &w.meanBuf}, {&y}, a));
-    const RefTensor part = y.toRef();
-    for (int64_t i = 0; i < sum.numel(); ++i) sum.data[i] += part.data[i];
-  }
-  EXPECT_LE(normError(sum, want), 1e-5);
 }
 
 TEST(GroupedMatmulQuantKernel, BindingErrorsNameTheOperandOrAttribute) {
