@@ -103,10 +103,9 @@ FailureOr<StorageSplit> llmc::readExpertSplit(Operation *op, StringRef pass, Str
                                 "(a generation step takes tensor parallelism only)");
     SmallVector<StringRef> axes(level.axes.begin(), level.axes.end());
     const int64_t chunks = level.blocks * (level.dim == 1 ? global[0] : 1);
-    levels.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("axes", b.getStrArrayAttr(axes)),
-         b.getNamedAttr("dim", b.getI64IntegerAttr(level.dim - 1)),
-         b.getNamedAttr("blocks", b.getI64IntegerAttr(chunks))}));
+    levels.push_back(b.getDictionaryAttr({b.getNamedAttr("axes", b.getStrArrayAttr(axes)),
+                                          b.getNamedAttr("dim", b.getI64IntegerAttr(level.dim - 1)),
+                                          b.getNamedAttr("blocks", b.getI64IntegerAttr(chunks))}));
   }
   split.shard =
       b.getDictionaryAttr({b.getNamedAttr("global_shape", b.getDenseI64ArrayAttr(split.global)),

@@ -255,7 +255,8 @@ ConformanceCase nf4PieceCase(bool rows, int64_t rank, int64_t tp, uint64_t seed)
             // The piece's rows of the view [G·F, K] and its first column.
             std::vector<int64_t> pieceRows;
             for (int64_t g = 0; g < groups; ++g)
-              for (int64_t i = 0; i < pf; ++i) pieceRows.push_back(g * f + (rows ? rank * pf : 0) + i);
+              for (int64_t i = 0; i < pf; ++i)
+                pieceRows.push_back(g * f + (rows ? rank * pf : 0) + i);
             const int64_t first = rows ? 0 : rank * pk;
             RefTensor weights = RefTensor::zeros({groups, pf, pk});
             for (size_t r = 0; r < pieceRows.size(); ++r)
@@ -264,7 +265,8 @@ ConformanceCase nf4PieceCase(bool rows, int64_t rank, int64_t tp, uint64_t seed)
             call.input(randomTensor({offsets.back(), pk}, seed + 1), DType::F32);
             call.input(Buffer::of(offsetsTensor(offsets), DType::I32));
             call.input(piecesOf<uint8_t>(w.codesBuf, k / 2, pieceRows, first / 2, pk / 2));
-            call.input(piecesOf<uint8_t>(w.absmaxQBuf, k / block, pieceRows, first / block, pk / block));
+            call.input(
+                piecesOf<uint8_t>(w.absmaxQBuf, k / block, pieceRows, first / block, pk / block));
             call.input(w.scaleBuf);
             call.input(w.meanBuf);
             call.output(Buffer::of(randomTensor({offsets.back(), pf}, seed + 2), DType::F32));
@@ -307,8 +309,7 @@ std::vector<ConformanceCase> groupedQuantCases() {
   // A tensor-parallel rank's piece of a stack, along each expert's rows or
   // columns (the double-quantized scales the whole stack's).
   for (bool rows : {true, false})
-    for (int64_t rank : {0, 1})
-      cases.push_back(nf4PieceCase(rows, rank, 2, seed += 40));
+    for (int64_t rank : {0, 1}) cases.push_back(nf4PieceCase(rows, rank, 2, seed += 40));
   return cases;
 }
 
