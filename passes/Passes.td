@@ -137,7 +137,9 @@ def WeightQuant : Pass<"llmc-weight-quant", "mlir::ModuleOp"> {
     becomes `llm.grouped_matmul_int` / `llm.grouped_matmul_nf4`, each
     expert's slice quantized as a dense weight of its shape with its own
     scales (`llmc quantize` writes the `:stacked` scheme); the router's
-    matmul, whose logits pick the experts, stays in full precision.
+    matmul, whose logits pick the experts, stays in full precision. Under
+    tensor parallelism a weight's storage (an expert stack's too, as its
+    2-D view `[G·A, B]`) is split with the weight.
 
     ```mlir
     %y = llm.matmul %x, %w {transpose_b} : tensor<2x1x128xf32>, tensor<512x128xf32> -> ...
@@ -150,8 +152,9 @@ def WeightQuant : Pass<"llmc-weight-quant", "mlir::ModuleOp"> {
     Errors: a scheme weight-only inference does not store, a block that
     does not divide a weight's last dimension, `double-quant` other than
     int8 or fp8, fp8 with an integer scheme, experts whose 4-bit codes do
-    not fill whole bytes per expert, and experts split by expert or tensor
-    parallelism.
+    not fill whole bytes per expert, a tensor-parallel piece (of a weight
+    or of an expert stack) that is not whole blocks or whole bytes, and
+    experts split by expert parallelism.
   }];
   let options = [
     Option<"scheme", "scheme", "std::string", "\"nf4:block64\"",

@@ -40,8 +40,14 @@
 // blocks are per expert anyway, and its storage is the stack's, flat. The
 // router's matmul is a dense weight site like any other, but its logits
 // pick the experts, so it stays in full precision: quantizing it would
-// change which experts run, not only what they compute. Experts split by
-// expert or tensor parallelism are refused (their storage is not split).
+// change which experts run, not only what they compute. Under tensor
+// parallelism the stack's storage is split as the 2-D view [G·A, B]'s
+// (passes/lib/QuantizedStorage.h): each expert's rows (gate and up,
+// column-parallel) split within the expert, its columns (down,
+// row-parallel) split in whole bytes and blocks; the stack's NF4
+// double-quantized scales whole on every rank, grouped_matmul_nf4 finding
+// each block's through where its piece lies. Experts split by expert
+// parallelism are refused: a generation step takes tensor parallelism only.
 //
 //===----------------------------------------------------------------------===//
 
@@ -138,25 +144,27 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       return success();
     StringRef name = llm::getParamAttr(forward, weight.getArgNumber()).getName();
     auto shard = forward.getArgAttrOfType<DictionaryAttr>(weight.getArgNumber(), kShardAttr);
-    if (!shardSplits(shard).empty())
-      return g.emitOpError("weight-quant: the experts' weights '")
-             << name << "' are split by expert or tensor parallelism, which quantized experts "
-             << "do not take yet";
     auto type = cast<RankedTensorType>(weight.getType());
-    ArrayRef<int64_t> w = type.getShape();
     // A channel axis left out is each expert's output channel.
     quant::Scheme s =
         kernelScheme(spec_.attr(g.getContext(), /*defaultAxis=*/g.getTransposeB() ? 0 : 1));
-    if (s.granularity == quant::Granularity::Block && (s.block < 1 || w.back() % s.block != 0))
-      return g.emitOpError("weight-quant: blocks of ")
-             << s.block << " do not divide the last dimension of '" << name << "' " << type;
-    const bool nibbles = s.format == quant::Format::Int4 || s.format == quant::Format::Nf4;
-    if (nibbles && (w[1] * w[2]) % 2 != 0)
-      return g.emitOpError("weight-quant: each expert of '")
-             << name << "' " << type << " has an odd number of 4-bit codes (whole bytes only)";
-    Value y = s.format == quant::Format::Nf4 ? nf4Experts(forward, g, name, type, s)
-                                             : intExperts(forward, g, name, type, s);
-    g.getResult().replaceAllUsesWith(y);
+    std::optional<StorageSplit> split;
+    RankedTensorType view; // the storage's 2-D view of this rank's piece
+    if (!shardSplits(shard).empty()) {
+      FailureOr<StorageSplit> read =
+          readExpertSplit(g, "weight-quant", name, type, shard, mesh(), view);
+      if (failed(read))
+        return failure();
+      split = *read;
+    } else if (failed(checkWholeExperts(g, name, type, s))) {
+      return failure();
+    }
+    FailureOr<Value> y = s.format == quant::Format::Nf4
+                             ? nf4Experts(forward, g, name, type, view, split, s)
+                             : intExperts(forward, g, name, type, view, split, s);
+    if (failed(y))
+      return failure();
+    g.getResult().replaceAllUsesWith(*y);
     Location loc = g.getLoc();
     g.erase();
     if (castOp)
@@ -166,34 +174,67 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     return success();
   }
 
-  /// llm.grouped_matmul_nf4 over the stack's NF4 storage, flat.
-  Value nf4Experts(func::FuncOp forward, llm::GroupedMatmulOp g, StringRef name,
-                   RankedTensorType type, const quant::Scheme &s) {
+  /// Whether a whole stack `type` takes scheme `s`: blocks that divide each
+  /// expert's rows, 4-bit codes that fill whole bytes per expert (a split
+  /// stack's pieces are checked with its split).
+  static LogicalResult checkWholeExperts(llm::GroupedMatmulOp g, StringRef name,
+                                         RankedTensorType type, const quant::Scheme &s) {
+    ArrayRef<int64_t> w = type.getShape();
+    if (s.granularity == quant::Granularity::Block && (s.block < 1 || w.back() % s.block != 0))
+      return g.emitOpError("weight-quant: blocks of ")
+             << s.block << " do not divide the last dimension of '" << name << "' " << type;
+    const bool nibbles = s.format == quant::Format::Int4 || s.format == quant::Format::Nf4;
+    if (nibbles && (w[1] * w[2]) % 2 != 0)
+      return g.emitOpError("weight-quant: each expert of '")
+             << name << "' " << type << " has an odd number of 4-bit codes (whole bytes only)";
+    return success();
+  }
+
+  /// llm.grouped_matmul_nf4 over the stack's NF4 storage: flat when whole;
+  /// split, the storage of the 2-D view `view` of this rank's piece.
+  FailureOr<Value> nf4Experts(func::FuncOp forward, llm::GroupedMatmulOp g, StringRef name,
+                              RankedTensorType type, RankedTensorType view,
+                              const std::optional<StorageSplit> &split, const quant::Scheme &s) {
+    FailureOr<Nf4StorageTypes> types = flatNf4Storage(type, s.block);
+    if (split)
+      types = splitNf4Storage(g, "weight-quant", name, view, *split, s.block);
+    if (failed(types))
+      return failure();
     OpBuilder b(g);
-    Nf4Storage storage = addNf4Storage(forward, g.getLoc(), name, flatNf4Storage(type, s.block));
-    return llm::GroupedMatmulNf4Op::create(b, g.getLoc(), g.getX(), g.getOffsets(), storage.codes,
-                                           storage.absmaxQ, storage.absmaxScale, storage.absmaxMean,
-                                           b.getI64IntegerAttr(s.block),
-                                           b.getDenseI64ArrayAttr(type.getShape()),
-                                           g.getTransposeB() ? b.getUnitAttr() : UnitAttr(),
-                                           b.getStringAttr(quant::absmaxFormatName(absmaxFormat_)))
-        .getResult();
+    Nf4Storage storage = addNf4Storage(forward, g.getLoc(), name, *types);
+    auto product = llm::GroupedMatmulNf4Op::create(
+        b, g.getLoc(), g.getX(), g.getOffsets(), storage.codes, storage.absmaxQ,
+        storage.absmaxScale, storage.absmaxMean, b.getI64IntegerAttr(s.block),
+        b.getDenseI64ArrayAttr(type.getShape()), g.getTransposeB() ? b.getUnitAttr() : UnitAttr(),
+        DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
+        b.getStringAttr(quant::absmaxFormatName(absmaxFormat_)));
+    if (split)
+      setNf4Piece(product, *split);
+    return product.getResult();
   }
 
   /// llm.grouped_matmul_int over each expert's int8/int4/fp8 storage,
-  /// expert after expert.
-  Value intExperts(func::FuncOp forward, llm::GroupedMatmulOp g, StringRef name,
-                   RankedTensorType type, const quant::Scheme &s) {
+  /// expert after expert: flat when whole; split, the storage of the 2-D
+  /// view `view` of this rank's piece.
+  FailureOr<Value> intExperts(func::FuncOp forward, llm::GroupedMatmulOp g, StringRef name,
+                              RankedTensorType type, RankedTensorType view,
+                              const std::optional<StorageSplit> &split, const quant::Scheme &s) {
     const bool fp8 = s.format == quant::Format::Fp8E4M3;
     const int bits = s.format == quant::Format::Int4 ? 4 : 8;
     ArrayRef<int64_t> w = type.getShape();
-    const int64_t experts = w[0], slice = w[1] * w[2];
-    const int64_t groups = quant::groupCount(s, {w[1], w[2]});
+    FailureOr<IntStorageTypes> types = IntStorageTypes();
+    if (split) {
+      types = splitStorage(g, name, view, *split, s, bits, /*experts=*/w[0]);
+    } else {
+      const int64_t slice = w[1] * w[2], groups = quant::groupCount(s, {w[1], w[2]});
+      Builder b(g.getContext());
+      types->codes = RankedTensorType::get({w[0] * (bits == 8 ? slice : slice / 2)}, b.getI8Type());
+      types->scale = RankedTensorType::get({w[0] * groups}, b.getF32Type());
+    }
+    if (failed(types))
+      return failure();
     OpBuilder b(g);
-    IntStorageTypes t;
-    t.codes = RankedTensorType::get({experts * (bits == 8 ? slice : slice / 2)}, b.getI8Type());
-    t.scale = RankedTensorType::get({experts * groups}, b.getF32Type());
-    IntStorage storage = addIntStorage(forward, g.getLoc(), name, t, !s.symmetric);
+    IntStorage storage = addIntStorage(forward, g.getLoc(), name, *types, !s.symmetric);
     IntegerAttr block, axis;
     if (s.granularity == quant::Granularity::Block)
       block = b.getI64IntegerAttr(s.block);
@@ -287,8 +328,14 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
                               const quant::Scheme &s) {
     const bool fp8 = s.format == quant::Format::Fp8E4M3;
     const int bits = s.format == quant::Format::Int4 ? 4 : 8;
-    FailureOr<IntStorageTypes> types =
-        shard ? splitStorage(m, name, type, shard, s, bits) : wholeStorage(type, s, bits);
+    FailureOr<IntStorageTypes> types = wholeStorage(type, s, bits);
+    if (shard) {
+      FailureOr<StorageSplit> split =
+          readStorageSplit(m, "weight-quant", name, type, shard, mesh());
+      if (failed(split))
+        return failure();
+      types = splitStorage(m, name, type, *split, s, bits);
+    }
     if (failed(types))
       return failure();
     OpBuilder b(m);
@@ -320,32 +367,33 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     return t;
   }
 
-  /// Storage of a weight split as `shard` records (`local` is this rank's
+  /// Storage of a weight split as `split` says (`local` is this rank's
   /// piece): 2-D codes and scales along the weight's dimensions, split
   /// with it. Evenly split weights only, in whole bytes and whole blocks.
-  FailureOr<IntStorageTypes> splitStorage(llm::MatmulOp m, StringRef name, RankedTensorType local,
-                                          DictionaryAttr shard, const quant::Scheme &s,
-                                          int bits) {
-    FailureOr<StorageSplit> split = readStorageSplit(m, "weight-quant", name, local, shard, mesh());
-    if (failed(split))
-      return failure();
+  /// A stack of `experts` (> 0) is its 2-D view's (readExpertSplit), with
+  /// per-column scales and the tensor's one per expert, whole along the
+  /// experts.
+  static FailureOr<IntStorageTypes> splitStorage(Operation *op, StringRef name,
+                                                 RankedTensorType local, const StorageSplit &split,
+                                                 const quant::Scheme &s, int bits,
+                                                 int64_t experts = 0) {
     // Columns of one piece of the split of dimension 1 (all columns when
     // the columns are not split).
-    const int64_t pieceColumns = split->piece(1);
+    const int64_t pieceColumns = split.piece(1);
     if (bits == 4 && pieceColumns % 2 != 0)
-      return refuseStorage(m, "weight-quant", name, local, *split)
+      return refuseStorage(op, "weight-quant", name, local, split)
              << "int4 rows split into pieces of " << pieceColumns << " columns, not whole bytes";
     if (s.granularity == quant::Granularity::Block && pieceColumns % s.block != 0)
-      return refuseStorage(m, "weight-quant", name, local, *split)
+      return refuseStorage(op, "weight-quant", name, local, split)
              << "blocks of " << s.block << " do not divide its pieces of " << pieceColumns
              << " columns";
-    MLIRContext *context = m.getContext();
+    MLIRContext *context = op->getContext();
     Builder b(context);
-    ArrayRef<int64_t> l = local.getShape(), global = split->global;
+    ArrayRef<int64_t> l = local.getShape(), global = split.global;
     const int64_t perByte = bits == 8 ? 1 : 2;
     IntStorageTypes t;
     t.codes = RankedTensorType::get({l[0], l[1] / perByte}, b.getI8Type());
-    t.codesShard = split->levelsOn(context, {0, 1}, {global[0], global[1] / perByte});
+    t.codesShard = split.levelsOn(context, {0, 1}, {global[0], global[1] / perByte});
     SmallVector<int64_t> scaleLocal, scaleGlobal;
     std::array<int64_t, 2> scaleDims = {-1, -1};
     switch (s.granularity) {
@@ -354,15 +402,20 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       scaleDims = {0, 1};
       break;
     case quant::Granularity::Channel:
+      if (experts > 0 && s.axis == 1) { // each expert's columns: [G, columns]
+        scaleLocal = {experts, l[1]}, scaleGlobal = {experts, global[1]};
+        scaleDims[1] = 1;
+        break;
+      }
       scaleLocal = {l[s.axis]}, scaleGlobal = {global[s.axis]};
       scaleDims[s.axis] = 0;
       break;
     case quant::Granularity::Tensor:
-      scaleLocal = scaleGlobal = {1};
+      scaleLocal = scaleGlobal = {std::max<int64_t>(experts, 1)};
       break;
     }
     t.scale = RankedTensorType::get(scaleLocal, b.getF32Type());
-    t.scaleShard = split->levelsOn(context, scaleDims, scaleGlobal);
+    t.scaleShard = split.levelsOn(context, scaleDims, scaleGlobal);
     return t;
   }
 

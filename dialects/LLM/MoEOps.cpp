@@ -320,10 +320,21 @@ LogicalResult GroupedMatmulNf4Op::verify() {
            << block << " must divide the weights' last dimension (" << w.back() << ")";
   if (failed(verifyAbsmaxFormat(*this, getAbsmaxFormat())) || failed(checkWholeBytes(*this, w, 4)))
     return failure();
+  // A piece of the stack: of its 2-D view, each expert's rows one run of
+  // the whole stack's.
+  FailureOr<Nf4Piece> piece = verifyNf4Piece(*this, {w[0] * w[1], w[2]}, block, getWholeShape(),
+                                             getChunks(), getPieceOffset());
+  if (failed(piece))
+    return failure();
+  if (piece->split && (piece->rows.extent / piece->rows.chunks) % w[1] != 0)
+    return emitOpError("each chunk of the piece's rows (")
+           << piece->rows.extent / piece->rows.chunks << ") must hold whole experts' rows (" << w[1]
+           << ")";
   const int64_t numel = w[0] * w[1] * w[2], groups = numel / block;
   if (failed(expectExpertStorage(*this, getCodes(), numel / 2, "codes (two per byte)", w)) ||
       failed(expectExpertStorage(*this, getAbsmaxQ(), groups, "absmax_q (one per block)", w)) ||
-      failed(expectExpertStorage(*this, getAbsmaxScale(), quant::nf4ScaleCount(groups),
+      failed(expectExpertStorage(*this, getAbsmaxScale(),
+                                 quant::nf4ScaleCount(piece->wholeBlocks(groups)),
                                  "absmax_scale (one per 256 blocks)", w)))
     return failure();
   return success();

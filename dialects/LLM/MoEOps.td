@@ -231,7 +231,13 @@ def LLM_GroupedMatmulNf4Op : LLM_PureOp<"grouped_matmul_nf4", [ExpensiveToRecomp
     `absmax_q` per block of `block` elements of the last dimension (so
     per expert), `absmax_scale` (fp32, one per 256 blocks of the whole
     stack) and `absmax_mean`. Each expert's slice must be whole bytes. The
-    kernel multiplies each expert's rows against its own codes.
+    kernel multiplies each expert's rows against its own codes. Under
+    tensor parallelism the stack is one rank's piece, the storage that of
+    its 2-D view `[G·rows, cols]`, placed in the whole stack's view by
+    `whole_shape`, `chunks` and `piece_offset` as `llm.matmul_nf4`'s piece
+    is (each expert's rows split within the expert: a chunk per expert);
+    the storage holds the piece's codes and absmax levels and the whole
+    stack's scales.
 
     ```mlir
     %h = llm.grouped_matmul_nf4 %xs, %off, %codes, %aq, %as, %am
@@ -244,6 +250,9 @@ def LLM_GroupedMatmulNf4Op : LLM_PureOp<"grouped_matmul_nf4", [ExpensiveToRecomp
                        RankedTensorOf<[I8]>:$absmax_q, RankedTensorOf<[F32]>:$absmax_scale,
                        0DTensorOf<[F32]>:$absmax_mean, I64Attr:$block,
                        DenseI64ArrayAttr:$weight_shape, UnitAttr:$transpose_b,
+                       OptionalAttr<DenseI64ArrayAttr>:$whole_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$chunks,
+                       OptionalAttr<DenseI64ArrayAttr>:$piece_offset,
                        DefaultValuedStrAttr<StrAttr, "int8">:$absmax_format);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = [{

@@ -76,16 +76,25 @@ inline bool bindGroupedMatmulInt(const KernelArgs &args, std::string &error,
 
 /// grouped_matmul_nf4(x, offsets, codes, absmax_q, absmax_scale,
 /// absmax_mean) -> y: the stack's NF4 storage, flat (attributes block,
-/// absmax_format); each expert's slice whole bytes.
+/// absmax_format); each expert's slice whole bytes. A tensor-parallel
+/// piece of the stack is a piece of its view [G · rows, cols] (whole_shape,
+/// chunks, piece_offset, as matmul_nf4's), each chunk of its rows whole
+/// experts' rows.
 struct GroupedMatmulNf4Binding : GroupedQuantizedProduct {
   int64_t block = 0;
   quant::AbsmaxFormat absmaxFormat = quant::AbsmaxFormat::Int8;
-  /// Expert g's slice as a piece of the stack read as [G · rows, cols].
+  Nf4Piece piece; ///< where the stack's view lies in the whole stack's
+  /// Expert g's slice as a piece of the whole stack read as [G · rows, cols].
   Nf4Piece expertPiece(int64_t g) const {
     Nf4Piece p;
     p.split = true;
-    p.rows = {groups * expert.rows, expert.rows, 1, g * expert.rows};
-    p.blocks = {expert.cols / block, expert.cols / block, 1, 0};
+    if (!piece.split) {
+      p.rows = {groups * expert.rows, expert.rows, 1, g * expert.rows};
+      p.blocks = {expert.cols / block, expert.cols / block, 1, 0};
+      return p;
+    }
+    p.rows = {piece.rows.whole, expert.rows, 1, piece.rows.wholeIndex(g * expert.rows)};
+    p.blocks = piece.blocks;
     return p;
   }
 };
@@ -253,10 +262,16 @@ inline bool bindGroupedMatmulNf4(const KernelArgs &args, std::string &error,
   if ((e.rows * e.cols) % 2 != 0)
     return v.fail("each expert's 4-bit codes must fill whole bytes (" +
                   std::to_string(e.rows * e.cols) + " elements)");
+  if (!bindPiece(v, {d.groups * e.rows, e.cols}, d.block, &d.piece))
+    return false;
+  if (d.piece.split && (d.piece.rows.extent / d.piece.rows.chunks) % e.rows != 0)
+    return v.fail("each chunk of the piece's rows must hold whole experts' rows (" +
+                  std::to_string(e.rows) + ")");
   const int64_t n = d.groups * e.rows * e.cols, blocks = n / d.block;
   if (!v.holds(v.in(2), "codes", DType::U8, n / 2) ||
       !v.holds(v.in(3), "absmax_q", DType::U8, blocks) ||
-      !v.hasType(v.in(4), "absmax_scale", DType::F32, {quant::nf4ScaleCount(blocks)}) ||
+      !v.hasType(v.in(4), "absmax_scale", DType::F32,
+                 {quant::nf4ScaleCount(d.piece.wholeBlocks(blocks))}) ||
       !v.isF32Scalar(v.in(5), "absmax_mean"))
     return false;
   *out = d;

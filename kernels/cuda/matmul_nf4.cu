@@ -46,9 +46,11 @@ std::unique_ptr<Kernel> makeCudaMatmulNf4(const KernelArgs &args, std::string &e
   return makeQuantizedMatmul("matmul_nf4", args, d, element, error);
 }
 
-/// Element i of expert g's slice: element g · slice + i of the stack.
+/// Element i of expert g's slice: element g · slice + i of the stack (or
+/// of this rank's piece of it, whose blocks find their scales in the whole
+/// stack's).
 struct ExpertNf4Element {
-  Nf4Element stack; ///< the whole stack's storage, unsplit
+  Nf4Element stack; ///< the stack's storage, read as its view [G · rows, cols]
   int64_t slice;
 
   __device__ float operator()(int64_t g, int64_t i) const { return stack(g * slice + i); }
@@ -64,7 +66,7 @@ std::unique_ptr<Kernel> makeCudaGroupedMatmulNf4(const KernelArgs &args, std::st
                    args.inputs[5].as<float>(),
                    d.block,
                    Nf4Levels::fromScheme(),
-                   Nf4Piece{},
+                   d.piece,
                    d.absmaxFormat};
   return makeGroupedQuantizedMatmul(args, d,
                                     ExpertNf4Element{stack, d.expert.rows * d.expert.cols});

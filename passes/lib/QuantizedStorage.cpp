@@ -11,26 +11,32 @@
 #include "dialects/LLM/LLMDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
 using namespace llmc;
 
 InFlightDiagnostic llmc::refuseStorage(Operation *op, StringRef pass, StringRef name,
                                        RankedTensorType local, const StorageSplit &split) {
-  return op->emitOpError() << pass << ": '" << name << "' " << local << " of " << split.global[0]
-                           << "x" << split.global[1] << ": ";
+  const bool stack = !split.stackGlobal.empty();
+  ArrayRef<int64_t> global = stack ? split.stackGlobal : split.global;
+  InFlightDiagnostic diag = op->emitOpError() << pass << ": ";
+  if (stack)
+    diag << "the experts' weights ";
+  diag << "'" << name << "' "
+       << (stack ? RankedTensorType::get(split.stackLocal, local.getElementType()) : local)
+       << " of ";
+  llvm::interleave(global, [&](int64_t d) { diag << d; }, [&] { diag << "x"; });
+  return std::move(diag << ": ");
 }
 
-FailureOr<StorageSplit> llmc::readStorageSplit(Operation *op, StringRef pass, StringRef name,
-                                               RankedTensorType local, DictionaryAttr shard,
-                                               dist::MeshOp mesh) {
-  StorageSplit split;
-  split.shard = shard;
-  split.global = shardGlobalShape(shard, local);
-  split.padded = split.global;
-  if (split.global.size() != 2)
-    return op->emitOpError() << pass << ": '" << name << "' is not a matrix";
-  for (const ShardSplit &level : shardSplits(shard)) {
+namespace {
+
+/// Fills `split` (its shard and shapes set) with the levels of its shard,
+/// or fails after an error on `op` when quantized storage cannot take them.
+LogicalResult readLevels(Operation *op, StringRef pass, StringRef name, RankedTensorType local,
+                         dist::MeshOp mesh, StorageSplit &split) {
+  for (const ShardSplit &level : shardSplits(split.shard)) {
     if (level.pads()) { // a padded vocabulary: the rows of the storage too
       if (level.dim != 0)
         return refuseStorage(op, pass, name, local, split)
@@ -53,6 +59,59 @@ FailureOr<StorageSplit> llmc::readStorageSplit(Operation *op, StringRef pass, St
     split.chunks[d] = level.blocks;
     split.axes[d].assign(level.axes.begin(), level.axes.end());
   }
+  return success();
+}
+
+} // namespace
+
+FailureOr<StorageSplit> llmc::readStorageSplit(Operation *op, StringRef pass, StringRef name,
+                                               RankedTensorType local, DictionaryAttr shard,
+                                               dist::MeshOp mesh) {
+  StorageSplit split;
+  split.shard = shard;
+  split.global = shardGlobalShape(shard, local);
+  split.padded = split.global;
+  if (split.global.size() != 2)
+    return op->emitOpError() << pass << ": '" << name << "' is not a matrix";
+  if (failed(readLevels(op, pass, name, local, mesh, split)))
+    return failure();
+  return split;
+}
+
+FailureOr<StorageSplit> llmc::readExpertSplit(Operation *op, StringRef pass, StringRef name,
+                                              RankedTensorType local, DictionaryAttr shard,
+                                              dist::MeshOp mesh, RankedTensorType &viewLocal) {
+  SmallVector<int64_t> global = shardGlobalShape(shard, local);
+  if (global.size() != 3)
+    return op->emitOpError() << pass << ": '" << name << "' is not a stack of matrices";
+  ArrayRef<int64_t> l = local.getShape();
+  StorageSplit split;
+  split.stackLocal.assign(l.begin(), l.end());
+  split.stackGlobal = global;
+  split.global = split.padded = {global[0] * global[1], global[2]};
+  viewLocal = RankedTensorType::get({l[0] * l[1], l[2]}, local.getElementType());
+  // Each level on the view: an expert's rows split within the expert (one
+  // chunk of the view's rows per expert), its columns as the view's.
+  MLIRContext *context = op->getContext();
+  Builder b(context);
+  SmallVector<Attribute> levels;
+  for (const ShardSplit &level : shardSplits(shard)) {
+    if (level.pads() || level.dim == 0)
+      return refuseStorage(op, pass, name, viewLocal, split)
+             << (level.pads() ? "quantized experts are not padded"
+                              : "split by expert parallelism, which quantized experts do not take "
+                                "(a generation step takes tensor parallelism only)");
+    SmallVector<StringRef> axes(level.axes.begin(), level.axes.end());
+    const int64_t chunks = level.blocks * (level.dim == 1 ? global[0] : 1);
+    levels.push_back(b.getDictionaryAttr({b.getNamedAttr("axes", b.getStrArrayAttr(axes)),
+                                          b.getNamedAttr("dim", b.getI64IntegerAttr(level.dim - 1)),
+                                          b.getNamedAttr("blocks", b.getI64IntegerAttr(chunks))}));
+  }
+  split.shard =
+      b.getDictionaryAttr({b.getNamedAttr("global_shape", b.getDenseI64ArrayAttr(split.global)),
+                           b.getNamedAttr("levels", b.getArrayAttr(levels))});
+  if (failed(readLevels(op, pass, name, viewLocal, mesh, split)))
+    return failure();
   return split;
 }
 

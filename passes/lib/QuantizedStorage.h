@@ -11,6 +11,14 @@
 // and the ops that expand a piece carry where it lies in the whole weight
 // (whole_shape, chunks, piece_offset; common/Nf4Piece.h).
 //
+// A mixture of experts' stacked weight [G, A, B] is quantized expert by
+// expert, its storage stored expert after expert: the storage of the 2-D
+// view [G·A, B], in which tensor parallelism's split of each expert's rows
+// (A) is a split of the view's rows in G chunks, one per expert, and a
+// split of each expert's columns (B) is the view's column split. So the
+// split stack's storage is a split matrix's, each expert's scales and
+// codes where that matrix keeps them.
+//
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_PASSES_LIB_QUANTIZEDSTORAGE_H
 #define LLMC_PASSES_LIB_QUANTIZEDSTORAGE_H
@@ -82,6 +90,9 @@ struct StorageSplit {
   std::array<int64_t, 2> parts = {1, 1};
   std::array<int64_t, 2> chunks = {1, 1};
   std::array<llvm::SmallVector<std::string>, 2> axes;
+  /// A stack of experts' matrices split as its 2-D view (readExpertSplit):
+  /// the stack's own piece and global shape, which errors name; else empty.
+  llvm::SmallVector<int64_t> stackLocal, stackGlobal;
 
   /// Indices of dimension `d` in one rank's piece of one chunk.
   int64_t piece(int d) const { return padded[d] / parts[d]; }
@@ -101,8 +112,19 @@ mlir::FailureOr<StorageSplit> readStorageSplit(mlir::Operation *op, llvm::String
                                                llvm::StringRef name, mlir::RankedTensorType local,
                                                mlir::DictionaryAttr shard, dist::MeshOp mesh);
 
+/// The split of a mixture of experts' stacked weight `name` [G, A, B] (this
+/// rank's piece `local`, split as `shard` records over `mesh`) as the split
+/// of its storage's 2-D view [G·A, B] (whose piece `viewLocal` gives), or
+/// failure after an error on `op` when quantized storage cannot take it:
+/// experts split by expert parallelism, which generation steps do not
+/// take, or not evenly.
+mlir::FailureOr<StorageSplit> readExpertSplit(mlir::Operation *op, llvm::StringRef pass,
+                                              llvm::StringRef name, mlir::RankedTensorType local,
+                                              mlir::DictionaryAttr shard, dist::MeshOp mesh,
+                                              mlir::RankedTensorType &viewLocal);
+
 /// An error on `op` about weight `name` of `split`, in readStorageSplit's
-/// form.
+/// form (a stack of experts named by its own shapes).
 mlir::InFlightDiagnostic refuseStorage(mlir::Operation *op, llvm::StringRef pass,
                                        llvm::StringRef name, mlir::RankedTensorType local,
                                        const StorageSplit &split);

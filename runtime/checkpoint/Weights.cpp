@@ -147,17 +147,20 @@ int codesInput(const ProgramInfo &program, const InstructionInfo &inst) {
 /// codes, input `codes`: the file's weight.
 std::vector<int64_t> storedWeightShape(const ProgramInfo &program, const InstructionInfo &inst,
                                        int codes) {
-  if (readsExperts(inst.kernel)) // the stack [G, ...], never split
-    return inst.attrs.getInts("weight_shape");
   const bool nf4 = !readsIntStorage(inst.kernel);
   std::vector<int64_t> shape = inst.kernel == "qat_dequantize_nf4"
                                    ? program.buffers[inst.outputs[0]].shape
                                    : inst.attrs.getInts("weight_shape"); // this rank's piece
   // Storage split by tensor parallelism is [rows, bytes per row]: the
-  // whole weight's shape follows from its global shape.
+  // whole weight's shape follows from its global shape. A stack of G
+  // experts' is its view's [G · rows, bytes per row] (never split along G).
   const BufferInfo &codesBuffer = program.buffers[inst.inputs[codes]];
   std::vector<int64_t> stored = globalShapeOf(codesBuffer);
   const int64_t perByte = nf4 || inst.attrs.getInt("bits", 8) == 4 ? 2 : 1;
+  if (readsExperts(inst.kernel))
+    return stored.size() == 2 && !shape.empty()
+               ? std::vector<int64_t>{shape[0], stored[0] / shape[0], stored[1] * perByte}
+               : shape;
   if (stored.size() == 2)
     return {stored[0], stored[1] * perByte};
   // NF4 codes of a head padded along its rows (llmc-pad-vocab) are the real

@@ -9,7 +9,14 @@
 // RUN: llmc-opt %t-qwen.mlir --llmc-weight-quant="scheme=int4:block32" | FileCheck %s --check-prefix=QWEN
 // RUN: llmc model mixtral --preset tiny --set n_layer=1 -o %t-176.mlir
 // RUN: not llmc-opt %t-176.mlir --llmc-weight-quant="scheme=int4:block32" 2>&1 | FileCheck %s --check-prefix=BLOCK
-// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=int8:channel" 2>&1 | FileCheck %s --check-prefix=TP
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=int4:block32" | FileCheck %s --check-prefix=TP
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=TP-CHANNEL
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=int8:channel1" | FileCheck %s --check-prefix=TP-COLUMNS
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=fp8" | FileCheck %s --check-prefix=TP-TENSOR
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=nf4:block32" | FileCheck %s --check-prefix=TP-NF4
+// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=int4:block64" 2>&1 | FileCheck %s --check-prefix=TP-BLOCK
+// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=nf4:block64" 2>&1 | FileCheck %s --check-prefix=TP-NF4-BLOCK
+// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=ep=2" --llmc-weight-quant="scheme=int8:channel" 2>&1 | FileCheck %s --check-prefix=EP
 // RUN: not llmc-opt %S/Inputs/odd-experts.mlir --llmc-weight-quant="scheme=int4:channel" 2>&1 | FileCheck %s --check-prefix=ODD
 // RUN: llmc-opt %S/Inputs/odd-experts.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=ODD-INT8
 
@@ -61,7 +68,52 @@
 
 // BLOCK: error: 'llm.grouped_matmul' op weight-quant: blocks of 32 do not divide the last dimension of 'layers.0.block_sparse_moe.experts.w2.weight' 'tensor<4x128x176xf32>'
 
-// TP: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w{{[0-9]}}.weight' are split by expert or tensor parallelism, which quantized experts do not take yet
+// Under tensor parallelism the stack's storage is its 2-D view [G·A, B]'s,
+// split with the stack: gate/up (column-parallel, [4, 96, 128] of
+// [4, 192, 128] per rank) split each expert's rows, a chunk of the view's
+// rows per expert; down (row-parallel, [4, 128, 96] of [4, 128, 192])
+// splits the view's columns, in whole bytes and blocks. The products read
+// this rank's piece; down's partial sums are all-reduced as before.
+// TP-LABEL: func.func @forward
+// TP-SAME: tensor<384x64xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 768, 64>, levels = [{axes = ["tp"], blocks = 4 : i64, dim = 0 : i64}]}}
+// TP-SAME: tensor<384x4xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 768, 4>, levels = [{axes = ["tp"], blocks = 4 : i64, dim = 0 : i64}]}}
+// TP-SAME: tensor<512x48xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w2.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 512, 96>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 1 : i64}]}}
+// TP-SAME: tensor<512x3xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w2.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 512, 6>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 1 : i64}]}}
+// TP: llm.grouped_matmul_int {{.*}} {bits = 4 : i64, block = 32 : i64, transpose_b, weight_shape = array<i64: 4, 96, 128>} : tensor<2048x128xf32>, tensor<5xi32>, tensor<384x64xi8>, tensor<384x4xf32> -> tensor<2048x96xf32>
+// TP: %[[DOWN:.*]] = llm.grouped_matmul_int {{.*}} weight_shape = array<i64: 4, 128, 96>} : tensor<2048x96xf32>, tensor<5xi32>, tensor<512x48xi8>, tensor<512x3xf32> -> tensor<2048x128xf32>
+// TP-NEXT: dist.all_reduce %[[DOWN]] on @mesh axes ["tp"] reduction "sum"
+
+// Per output channel (each expert's rows): gate/up's scales split with
+// their rows, down's whole on both ranks.
+// TP-CHANNEL: tensor<384xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 768>, levels = [{axes = ["tp"], blocks = 4 : i64, dim = 0 : i64}]}}
+// TP-CHANNEL: tensor<512xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w2.weight.scale", init = "zeros", trainable = false>}
+
+// Per input channel (each expert's columns): [G, columns], split with
+// down's columns, whole for gate/up.
+// TP-COLUMNS: tensor<4x128xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.scale", init = "zeros", trainable = false>}
+// TP-COLUMNS: tensor<4x96xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w2.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 4, 192>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 1 : i64}]}}
+// TP-COLUMNS: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, channel_axis = 1 : i64, transpose_b, weight_shape = array<i64: 4, 128, 96>} : tensor<2048x96xf32>, tensor<5xi32>, tensor<512x96xi8>, tensor<4x96xf32>
+
+// One scale per expert, whole on both ranks.
+// TP-TENSOR: tensor<4xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w2.weight.scale", init = "zeros", trainable = false>}
+// TP-TENSOR: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, fp8, transpose_b, weight_shape = array<i64: 4, 128, 96>} : tensor<2048x96xf32>, tensor<5xi32>, tensor<512x96xi8>, tensor<4xf32>
+
+// In NF4 the codes and absmax levels split as int4's; the stack's 12
+// double-quantized scales whole on both ranks, each product placing its
+// piece in the whole stack's view (a chunk per expert for gate/up, the
+// rank's offset moving it).
+// TP-NF4: tensor<384x4xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.absmax_q", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 768, 4>, levels = [{axes = ["tp"], blocks = 4 : i64, dim = 0 : i64}]}}
+// TP-NF4-SAME: tensor<12xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.absmax_scale", init = "zeros", trainable = false>}
+// TP-NF4: llm.grouped_matmul_nf4 {{.*}} {block = 32 : i64, chunks = array<i64: 4, 1>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 0, axes = ["tp"], stride = 96>], piece_offset = array<i64: 0, 0>, transpose_b, weight_shape = array<i64: 4, 96, 128>, whole_shape = array<i64: 768, 128>} : tensor<2048x128xf32>, tensor<5xi32>, tensor<384x64xi8>, tensor<384x4xi8>, tensor<12xf32>, tensor<f32> -> tensor<2048x96xf32>
+// TP-NF4: llm.grouped_matmul_nf4 {{.*}} {block = 32 : i64, chunks = array<i64: 1, 1>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 1, axes = ["tp"], stride = 96>], piece_offset = array<i64: 0, 0>, transpose_b, weight_shape = array<i64: 4, 128, 96>, whole_shape = array<i64: 512, 192>} : tensor<2048x96xf32>, tensor<5xi32>, tensor<512x48xi8>, tensor<512x3xi8>, tensor<12xf32>, tensor<f32> -> tensor<2048x128xf32>
+
+// A rank holds whole blocks of the file's storage, quantized expert by
+// expert whole: down's pieces of 96 columns do not take blocks of 64.
+// TP-BLOCK: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w2.weight' 'tensor<4x128x96xf32>' of 4x128x192: blocks of 64 do not divide its pieces of 96 columns
+// TP-NF4-BLOCK: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w2.weight' 'tensor<4x128x96xf32>' of 4x128x192: NF4 blocks of 64 do not divide its pieces of 96 columns
+
+// Expert parallelism is refused: a generation step does not take it.
+// EP: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w{{[0-9]}}.weight' 'tensor<2x{{[0-9]+}}x{{[0-9]+}}xf32>' of 4x{{[0-9]+}}x{{[0-9]+}}: split by expert parallelism, which quantized experts do not take (a generation step takes tensor parallelism only)
 
 // An expert's 4-bit codes must start on a byte; int8 codes take any shape.
 // ODD: error: 'llm.grouped_matmul' op weight-quant: each expert of 'experts.w' 'tensor<3x7x5xf32>' has an odd number of 4-bit codes (whole bytes only)

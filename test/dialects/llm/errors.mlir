@@ -1391,3 +1391,22 @@ func.func @f(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c: tensor<384xi8>, %q: te
   %y = llm.grouped_matmul_nf4 %x, %o, %c, %q, %s, %m {block = 32 : i64, weight_shape = array<i64: 3, 8, 32>, transpose_b} : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<12xi8>, tensor<1xf32>, tensor<f32> -> tensor<5x8xf32>
   return
 }
+
+// -----
+
+// A tensor-parallel piece of the stack: each chunk of its rows must hold
+// whole experts' rows (here 4 rows of experts of 8).
+func.func @f(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c: tensor<384xi8>, %q: tensor<24xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{each chunk of the piece's rows (4) must hold whole experts' rows (8)}}
+  %y = llm.grouped_matmul_nf4 %x, %o, %c, %q, %s, %m {block = 32 : i64, weight_shape = array<i64: 3, 8, 32>, transpose_b, whole_shape = array<i64: 48, 32>, chunks = array<i64: 6, 1>, piece_offset = array<i64: 0, 0>} : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<24xi8>, tensor<1xf32>, tensor<f32> -> tensor<5x8xf32>
+  return
+}
+
+// -----
+
+// A piece's double-quantized scales are the whole stack's (768 blocks).
+func.func @f(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c: tensor<384xi8>, %q: tensor<24xi8>, %s: tensor<1xf32>, %m: tensor<f32>) {
+  // expected-error @+1 {{absmax_scale (one per 256 blocks) must hold 3 elements for stacked weights [3, 8, 32]}}
+  %y = llm.grouped_matmul_nf4 %x, %o, %c, %q, %s, %m {block = 32 : i64, weight_shape = array<i64: 3, 8, 32>, transpose_b, whole_shape = array<i64: 768, 32>, chunks = array<i64: 3, 1>, piece_offset = array<i64: 8, 0>} : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<24xi8>, tensor<1xf32>, tensor<f32> -> tensor<5x8xf32>
+  return
+}

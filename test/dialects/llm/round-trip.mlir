@@ -257,6 +257,7 @@ func.func @matmul_nf4(%x: tensor<2x1x64xbf16>, %c: tensor<4096xi8>, %q: tensor<1
 // CHECK: llm.grouped_matmul_int %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {bits = 4 : i64, block = 32 : i64, transpose_b, weight_shape = array<i64: 3, 8, 32>} : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<24xf32> -> tensor<5x8xf32>
 // CHECK: llm.grouped_matmul_int %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {bits = 8 : i64, channel_axis = 1 : i64, weight_shape = array<i64: 3, 32, 8>} : tensor<5x32xf32>, tensor<4xi32>, tensor<768xi8>, tensor<24xf32>, tensor<24xi32> -> tensor<5x8xf32>
 // CHECK: llm.grouped_matmul_nf4 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block = 32 : i64, transpose_b, weight_shape = array<i64: 3, 8, 32>} : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<24xi8>, tensor<1xf32>, tensor<f32> -> tensor<5x8xf32>
+// CHECK: llm.grouped_matmul_nf4 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block = 32 : i64, chunks = array<i64: 3, 1>, piece_offset = array<i64: 8, 0>, transpose_b, weight_shape = array<i64: 3, 8, 32>, whole_shape = array<i64: 48, 32>} : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<24xi8>, tensor<1xf32>, tensor<f32> -> tensor<5x8xf32>
 func.func @grouped_matmul_quantized(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c4: tensor<384xi8>,
                                     %s4: tensor<24xf32>, %c8: tensor<768xi8>, %z8: tensor<24xi32>,
                                     %q: tensor<24xi8>, %as: tensor<1xf32>, %am: tensor<f32>)
@@ -267,5 +268,9 @@ func.func @grouped_matmul_quantized(%x: tensor<5x32xf32>, %o: tensor<4xi32>, %c4
       : tensor<5x32xf32>, tensor<4xi32>, tensor<768xi8>, tensor<24xf32>, tensor<24xi32> -> tensor<5x8xf32>
   %c = llm.grouped_matmul_nf4 %x, %o, %c4, %q, %as, %am {block = 32 : i64, weight_shape = array<i64: 3, 8, 32>, transpose_b}
       : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<24xi8>, tensor<1xf32>, tensor<f32> -> tensor<5x8xf32>
-  return %a, %b, %c : tensor<5x8xf32>, tensor<5x8xf32>, tensor<5x8xf32>
+  // One rank's piece of [3, 16, 32] (each expert's rows 8..15).
+  %d = llm.grouped_matmul_nf4 %x, %o, %c4, %q, %as, %am {block = 32 : i64, weight_shape = array<i64: 3, 8, 32>, transpose_b,
+      whole_shape = array<i64: 48, 32>, chunks = array<i64: 3, 1>, piece_offset = array<i64: 8, 0>}
+      : tensor<5x32xf32>, tensor<4xi32>, tensor<384xi8>, tensor<24xi8>, tensor<1xf32>, tensor<f32> -> tensor<5x8xf32>
+  return %a, %b, %d : tensor<5x8xf32>, tensor<5x8xf32>, tensor<5x8xf32>
 }

@@ -15,6 +15,10 @@
 // Σ d/2 · Σ |W|, about 0.5% of the norm on random data, docs/inference.md),
 // and the case allows 2e-2.
 //
+// A tensor-parallel rank's NF4 piece of a stack (each expert's rows, or
+// its columns; the whole stack's double-quantized scales) against the
+// whole stack's values there.
+//
 // ExpertsAreTheDenseProducts: each expert's rows of y are, bit for bit,
 // what matmul_int / matmul_nf4 computes for those rows alone against that
 // expert's storage — the grouped kernel takes the dense kernel's path (the
@@ -28,6 +32,7 @@
 #include "Nf4WeightCases.h"
 #include "QuantizedActivations.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace llmc::test {
@@ -220,6 +225,64 @@ ConformanceCase nf4Case(DType dtype, int64_t block, const Layout &l, bool tb, ui
           }};
 }
 
+/// Rows `rows` of a row-major `b` of `cols` entries a row, entries
+/// [first, first + n) of each, one after the other.
+template <typename T>
+Buffer piecesOf(const Buffer &b, int64_t cols, const std::vector<int64_t> &rows, int64_t first,
+                int64_t n) {
+  Buffer out(b.dtype, {static_cast<int64_t>(rows.size()) * n});
+  const T *p = b.view().as<T>();
+  T *q = out.view().as<T>();
+  for (int64_t r : rows) q = std::copy(p + r * cols + first, p + r * cols + first + n, q);
+  return out;
+}
+
+/// Rank `rank` of `tp`'s piece of a transposed NF4 stack [G, F, K] in
+/// blocks of `block`, split along each expert's rows F (`rows`: gate and
+/// up under tensor parallelism) or its columns K (down): the piece's codes
+/// and absmax levels, the whole stack's scales, against the whole stack's
+/// values there.
+ConformanceCase nf4PieceCase(bool rows, int64_t rank, int64_t tp, uint64_t seed) {
+  const int64_t groups = 4, f = 32, k = 128, block = 16;
+  const std::vector<int64_t> offsets = {0, 1, 3, 3, 20};
+  const int64_t pf = rows ? f / tp : f, pk = rows ? k : k / tp;
+  const std::string name = std::string(rows ? "rows" : "columns") + "_rank" + std::to_string(rank);
+  return {"grouped_matmul_nf4", "f32_nf4_piece_" + name, [=] {
+            KernelCall call;
+            Nf4Weight w = randomWeight(groups * f * k, block, seed);
+            const RefTensor whole = ref::dequantizeNf4(w.codes, w.absmaxQ, w.absmaxScale, w.mean,
+                                                       {groups * f * k}, block);
+            // The piece's rows of the view [G·F, K] and its first column.
+            std::vector<int64_t> pieceRows;
+            for (int64_t g = 0; g < groups; ++g)
+              for (int64_t i = 0; i < pf; ++i)
+                pieceRows.push_back(g * f + (rows ? rank * pf : 0) + i);
+            const int64_t first = rows ? 0 : rank * pk;
+            RefTensor weights = RefTensor::zeros({groups, pf, pk});
+            for (size_t r = 0; r < pieceRows.size(); ++r)
+              for (int64_t c = 0; c < pk; ++c)
+                weights.data[r * pk + c] = whole.data[pieceRows[r] * k + first + c];
+            call.input(randomTensor({offsets.back(), pk}, seed + 1), DType::F32);
+            call.input(Buffer::of(offsetsTensor(offsets), DType::I32));
+            call.input(piecesOf<uint8_t>(w.codesBuf, k / 2, pieceRows, first / 2, pk / 2));
+            call.input(
+                piecesOf<uint8_t>(w.absmaxQBuf, k / block, pieceRows, first / block, pk / block));
+            call.input(w.scaleBuf);
+            call.input(w.meanBuf);
+            call.output(Buffer::of(randomTensor({offsets.back(), pf}, seed + 2), DType::F32));
+            call.attrs = nf4Attrs(block, {groups, pf, pk}, true);
+            call.attrs.setInts("whole_shape", {groups * f, k});
+            call.attrs.setInts("chunks", {rows ? groups : 1, 1});
+            call.attrs.setInts("piece_offset", {rows ? rank * pf : 0, first});
+            const Layout l{name, pk, pf, offsets};
+            call.reference = [=](const std::vector<RefTensor> &in) {
+              return expected(l, in[0], in[1], weights, true);
+            };
+            expectations(call, l, quantizesSomeExpert(l, takesIntegerDots(1, pk, block, true)));
+            return call;
+          }};
+}
+
 std::vector<ConformanceCase> groupedQuantCases() {
   std::vector<ConformanceCase> cases;
   const std::vector<Grouping> groupings = {{0, -1}, {0, 0}, {0, 1}, {16, -1}, {32, -1}};
@@ -243,6 +306,10 @@ std::vector<ConformanceCase> groupedQuantCases() {
   cases.push_back(intCase(DType::BF16, {4, false}, {32, -1}, false, mixed, true, seed += 40));
   cases.push_back(intCase(DType::BF16, {8, false}, {0, 0}, false, mixed, true, seed += 40));
   cases.push_back(nf4Case(DType::BF16, 32, mixed, true, seed += 40));
+  // A tensor-parallel rank's piece of a stack, along each expert's rows or
+  // columns (the double-quantized scales the whole stack's).
+  for (bool rows : {true, false})
+    for (int64_t rank : {0, 1}) cases.push_back(nf4PieceCase(rows, rank, 2, seed += 40));
   return cases;
 }
 
@@ -369,6 +436,20 @@ TEST(GroupedMatmulQuantKernel, BindingErrorsNameTheOperandOrAttribute) {
   expectBindErrorsMention("grouped_matmul_nf4",
                           {{nf4, {f32({5, 8})}, nf4Attrs(24, {3, 8, 32}, true), "must divide"},
                            {nf4, {f32({5, 8})}, nf4Attrs(32, {3, 8, 64}, true), "K = 64"}});
+  // A piece of a stack [3, 16, 32]: each expert's 8 rows from row 8 (the
+  // whole stack's one scale), or chunks of 4 rows that cut an expert.
+  KernelAttrs piece = nf4Attrs(32, {3, 8, 32}, true);
+  piece.setInts("whole_shape", {48, 32});
+  piece.setInts("chunks", {3, 1});
+  piece.setInts("piece_offset", {8, 0});
+  EXPECT_EQ(bindError("grouped_matmul_nf4", nf4, {f32({5, 8})}, piece), "");
+  KernelAttrs cut = piece;
+  cut.setInts("chunks", {6, 1});
+  cut.setInts("piece_offset", {0, 0});
+  KernelAttrs partial = nf4Attrs(32, {3, 8, 32}, true);
+  partial.setInts("whole_shape", {48, 32});
+  expectBindErrorsMention("grouped_matmul_nf4", {{nf4, {f32({5, 8})}, cut, "whole experts' rows"},
+                                                 {nf4, {f32({5, 8})}, partial, "chunks"}});
 }
 
 } // namespace
