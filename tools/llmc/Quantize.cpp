@@ -320,6 +320,19 @@ std::string formatGptqReport(const GptqResult &result) {
        << "\n";
   }
   os << std::defaultfloat;
+  // Experts: the calibration rows the router sent to each, and those left
+  // to round-to-nearest.
+  for (const GptqTensorReport &r : result.reports) {
+    if (r.expertRows.empty())
+      continue;
+    os << "experts " << r.name << ": calibration rows";
+    for (int64_t rows : r.expertRows) os << " " << rows;
+    os << "\n";
+  }
+  for (const GptqTensorReport &r : result.reports)
+    for (const quant::ExpertFallback &f : r.fallbacks)
+      os << "note: " << r.name << " expert " << f.expert << " " << f.why
+         << ": rounded to nearest instead of GPTQ\n";
   return os.str();
 }
 
@@ -499,11 +512,9 @@ int run() {
                           "; give the axis (channel<N>) or skip it");
       t.scheme = kernelScheme(weights.attr(&context, axis));
       if (p.experts()) {
-        // Each expert quantized on its own; its channel axis is within its
-        // slice, one further in the stack.
-        if (method == "gptq")
-          return failWith("'" + p.name + "' holds a mixture of experts' stacked weights, which " +
-                          "--method gptq does not quantize yet (use --method rtn, or skip it)");
+        // Each expert quantized on its own (GPTQ: against the Hessian of
+        // its own routed rows); its channel axis is within its slice, one
+        // further in the stack.
         t.scheme.stacked = true;
         if (t.scheme.granularity == quant::Granularity::Channel)
           t.scheme.axis += 1;
