@@ -287,12 +287,15 @@ void run(const GptqRequest &request, GptqResult &result) {
     // H per input buffer (every weight of the stage reads the same ones),
     // one per expert; a dense input is one expert holding every row.
     std::map<uint32_t, quant::ExpertHessians> hessians;
+    // An input read by several matmuls of the stage (q, k and v; gate and
+    // up) counts its rows once per batch.
     std::map<size_t, const Site *> watched;
+    std::set<uint32_t> seen;
     for (const std::string &n : names)
       for (const Site &s : weights.at(n).sites) watched[s.instruction] = &s;
     program.setInstructionObserver([&](size_t i) {
       auto it = watched.find(i);
-      if (it == watched.end())
+      if (it == watched.end() || !seen.insert(it->second->input).second)
         return;
       const Site &site = *it->second;
       TensorView x = program.bufferView(site.input);
@@ -308,6 +311,7 @@ void run(const GptqRequest &request, GptqResult &result) {
     for (int64_t b = 0; b < request.batches; ++b) {
       loader.fill(b, rows, 0, rows, tokens.as<int32_t>(), targets.as<int32_t>());
       fillPackedInputs(program, tokens, docSeparator(artifact));
+      seen.clear();
       program.run(StepContext{});
     }
     program.setInstructionObserver({});

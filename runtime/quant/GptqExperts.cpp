@@ -77,8 +77,8 @@ std::string gptqQuantizeExperts(const float *w, const std::vector<int64_t> &shap
       GptqStats &st = local.experts[e];
       std::string why = gptqSolve(we, slice, inputAxis, hessians.H[e], one, options, solved, &st);
       if (st.notPositiveDefinite)
-        fallback = "its Hessian from " + std::to_string(hessians.samples[e]) +
-                   " rows is not positive definite after dampening";
+        fallback = "had a Hessian not positive definite after dampening (" +
+                   std::to_string(hessians.samples[e]) + " rows)";
       else if (!why.empty())
         return "expert " + std::to_string(e) + ": " + why;
     }

@@ -301,6 +301,25 @@ std::string checkMethod(bool exportPlain) {
   return "";
 }
 
+/// One note per reason for the experts of `r` left to round-to-nearest,
+/// naming them ("experts 1, 3 received no calibration rows").
+std::string formatFallbacks(const GptqTensorReport &r) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> byReason;
+  for (const quant::ExpertFallback &f : r.fallbacks) {
+    auto it = llvm::find_if(byReason, [&](const auto &b) { return b.first == f.why; });
+    if (it == byReason.end())
+      it = byReason.insert(byReason.end(), {f.why, {}});
+    it->second.push_back(f.expert);
+  }
+  std::ostringstream os;
+  for (const auto &[why, experts] : byReason) {
+    os << "note: " << r.name << (experts.size() > 1 ? " experts " : " expert ");
+    for (size_t i = 0; i < experts.size(); ++i) os << (i ? ", " : "") << experts[i];
+    os << " " << why << ": rounded to nearest instead of GPTQ\n";
+  }
+  return os.str();
+}
+
 /// GPTQ's per-weight lines: the layer output error on the calibration
 /// inputs, round-to-nearest against GPTQ.
 std::string formatGptqReport(const GptqResult &result) {
@@ -330,9 +349,7 @@ std::string formatGptqReport(const GptqResult &result) {
     os << "\n";
   }
   for (const GptqTensorReport &r : result.reports)
-    for (const quant::ExpertFallback &f : r.fallbacks)
-      os << "note: " << r.name << " expert " << f.expert << " " << f.why
-         << ": rounded to nearest instead of GPTQ\n";
+    os << formatFallbacks(r);
   return os.str();
 }
 

@@ -212,7 +212,7 @@ TEST(GptqExperts, SingularHessianFallsBackToRoundToNearest) {
   ASSERT_EQ(stats.fallbacks.size(), 1u);
   EXPECT_EQ(stats.fallbacks[0].expert, 2);
   EXPECT_EQ(stats.fallbacks[0].why,
-            "its Hessian from 5 rows is not positive definite after dampening");
+            "had a Hessian not positive definite after dampening (5 rows)");
   ASSERT_EQ(quant::quantize(w.data(), stackShape(0), s, quant::DoubleQuant::None, nearest), "");
   EXPECT_EQ(slice(quant::dequantize(stacked), 2), slice(quant::dequantize(nearest), 2));
   // With the default dampening the same expert is GPTQ's.
