@@ -126,7 +126,8 @@ std::string gptqSolve(const float *w, const std::vector<int64_t> &shape, int64_t
   for (int64_t c = 0; c < K; ++c) Hp[c * K + c] += options.dampening * meanDiag;
   std::vector<double> U;
   if (!cholesky(Hp, K) || !inverseUpperFactor(Hp, K, U)) {
-    if (stats) stats->notPositiveDefinite = true;
+    if (stats)
+      stats->notPositiveDefinite = true;
     return "the Hessian is not positive definite after dampening " +
            std::to_string(options.dampening) + " (more calibration data or a larger --damp)";
   }

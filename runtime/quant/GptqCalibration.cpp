@@ -154,9 +154,8 @@ quant::QuantizedTensor quantizeExperts(const GptqRequest &request, const std::st
   int64_t inputAxis = w.sites.front().inputAxis;
   quant::GptqExpertStats stats;
   quant::QuantizedTensor q, nearest;
-  std::string why = quant::gptqQuantizeExperts(original.data(), shape, inputAxis, h,
-                                               w.want->scheme, w.want->doubleQuant,
-                                               request.options, q, &stats);
+  std::string why = quant::gptqQuantizeExperts(original.data(), shape, inputAxis, h, w.want->scheme,
+                                               w.want->doubleQuant, request.options, q, &stats);
   if (!why.empty())
     fail("'", name, "' ", shapeList(shape), ": ", why);
   quant::quantize(original.data(), shape, w.want->scheme, w.want->doubleQuant, nearest);
@@ -173,7 +172,8 @@ quant::QuantizedTensor quantizeExperts(const GptqRequest &request, const std::st
     const float *we = original.data() + e * slice;
     report.samples += h.samples[e];
     report.deadColumns += stats.experts[e].deadColumns;
-    report.rtnError += rows * outputError(we, rtn.data() + e * slice, sliceShape, inputAxis, h.H[e]);
+    report.rtnError +=
+        rows * outputError(we, rtn.data() + e * slice, sliceShape, inputAxis, h.H[e]);
     report.gptqError +=
         rows * outputError(we, gptq.data() + e * slice, sliceShape, inputAxis, h.H[e]);
   }
@@ -225,8 +225,9 @@ void run(const GptqRequest &request, GptqResult &result) {
         fail("'", name, "' is read both as a dense matmul's weight and as experts' weights");
     if (w.experts() ? w.param->shape.size() != 3 || w.param->shard.sharded()
                     : wholeShape(*w.param).empty())
-      fail("'", name, "': GPTQ quantizes whole 2-D fp32 weights and whole stacks of experts' "
-                      "[G, K, F] weights");
+      fail("'", name,
+           "': GPTQ quantizes whole 2-D fp32 weights and whole stacks of experts' "
+           "[G, K, F] weights");
     if (w.param->dtype != DType::F32)
       fail("'", name, "': GPTQ quantizes fp32 weights; compile the model in fp32");
     if (w.experts() && !w.want->scheme.stacked)

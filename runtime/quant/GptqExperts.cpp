@@ -46,10 +46,9 @@ Scheme sliceScheme(const Scheme &stacked) {
 }
 
 std::string gptqQuantizeExperts(const float *w, const std::vector<int64_t> &shape,
-                                int64_t inputAxis, const ExpertHessians &hessians,
-                                const Scheme &s, DoubleQuant doubleQuant,
-                                const GptqOptions &options, QuantizedTensor &out,
-                                GptqExpertStats *stats) {
+                                int64_t inputAxis, const ExpertHessians &hessians, const Scheme &s,
+                                DoubleQuant doubleQuant, const GptqOptions &options,
+                                QuantizedTensor &out, GptqExpertStats *stats) {
   if (shape.size() != 3 || !s.stacked)
     return "GPTQ of experts quantizes a stack [G, A, B] with a stacked scheme";
   const int64_t G = shape[0];

@@ -65,10 +65,9 @@ struct GptqExpertStats {
 /// Returns an empty string, or why it cannot (a scheme or Hessian that
 /// does not fit).
 std::string gptqQuantizeExperts(const float *w, const std::vector<int64_t> &shape,
-                                int64_t inputAxis, const ExpertHessians &hessians,
-                                const Scheme &s, DoubleQuant doubleQuant,
-                                const GptqOptions &options, QuantizedTensor &out,
-                                GptqExpertStats *stats = nullptr);
+                                int64_t inputAxis, const ExpertHessians &hessians, const Scheme &s,
+                                DoubleQuant doubleQuant, const GptqOptions &options,
+                                QuantizedTensor &out, GptqExpertStats *stats = nullptr);
 
 /// The scheme of one expert's slice of a stacked scheme (its channel axis
 /// counted within the slice).

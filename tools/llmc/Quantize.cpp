@@ -348,8 +348,7 @@ std::string formatGptqReport(const GptqResult &result) {
     for (int64_t rows : r.expertRows) os << " " << rows;
     os << "\n";
   }
-  for (const GptqTensorReport &r : result.reports)
-    os << formatFallbacks(r);
+  for (const GptqTensorReport &r : result.reports) os << formatFallbacks(r);
   return os.str();
 }
 

@@ -21,8 +21,8 @@
 using namespace llmc;
 using quant::Format;
 using quant::Granularity;
-using quant::Scheme;
 using quant::makeScheme;
+using quant::Scheme;
 
 namespace {
 
@@ -101,9 +101,9 @@ TEST(GptqExperts, EachExpertIsDenseGptqOnItsRoutedRows) {
   std::vector<Batch> batches = {routedBatch({40, 7, 60, 21}, 1), routedBatch({12, 50, 3, 35}, 2)};
   quant::ExpertHessians stackH;
   for (const Batch &b : batches)
-    ASSERT_EQ(quant::accumulateExpertHessians(b.x.data(), b.offsets.back() + 2, kIn, b.offsets,
-                                              stackH),
-              "");
+    ASSERT_EQ(
+        quant::accumulateExpertHessians(b.x.data(), b.offsets.back() + 2, kIn, b.offsets, stackH),
+        "");
   // The dense layers' Hessians: each expert's rows alone, batch by batch.
   std::vector<std::vector<double>> denseH(kExperts);
   std::vector<int64_t> denseSamples(kExperts, 0);
@@ -181,8 +181,8 @@ TEST(GptqExperts, ExpertWithoutRowsIsRoundedToNearest) {
   s.stacked = true;
   quant::QuantizedTensor stacked, nearest;
   quant::GptqExpertStats stats;
-  ASSERT_EQ(quant::gptqQuantizeExperts(w.data(), stackShape(1), 1, h, s,
-                                       quant::DoubleQuant::None, {}, stacked, &stats),
+  ASSERT_EQ(quant::gptqQuantizeExperts(w.data(), stackShape(1), 1, h, s, quant::DoubleQuant::None,
+                                       {}, stacked, &stats),
             "");
   ASSERT_EQ(stats.fallbacks.size(), 1u);
   EXPECT_EQ(stats.fallbacks[0].expert, 1);
@@ -206,18 +206,17 @@ TEST(GptqExperts, SingularHessianFallsBackToRoundToNearest) {
   undamped.dampening = 0.0;
   quant::QuantizedTensor stacked, nearest;
   quant::GptqExpertStats stats;
-  ASSERT_EQ(quant::gptqQuantizeExperts(w.data(), stackShape(0), 0, h, s,
-                                       quant::DoubleQuant::None, undamped, stacked, &stats),
+  ASSERT_EQ(quant::gptqQuantizeExperts(w.data(), stackShape(0), 0, h, s, quant::DoubleQuant::None,
+                                       undamped, stacked, &stats),
             "");
   ASSERT_EQ(stats.fallbacks.size(), 1u);
   EXPECT_EQ(stats.fallbacks[0].expert, 2);
-  EXPECT_EQ(stats.fallbacks[0].why,
-            "had a Hessian not positive definite after dampening (5 rows)");
+  EXPECT_EQ(stats.fallbacks[0].why, "had a Hessian not positive definite after dampening (5 rows)");
   ASSERT_EQ(quant::quantize(w.data(), stackShape(0), s, quant::DoubleQuant::None, nearest), "");
   EXPECT_EQ(slice(quant::dequantize(stacked), 2), slice(quant::dequantize(nearest), 2));
   // With the default dampening the same expert is GPTQ's.
-  ASSERT_EQ(quant::gptqQuantizeExperts(w.data(), stackShape(0), 0, h, s,
-                                       quant::DoubleQuant::None, {}, stacked, &stats),
+  ASSERT_EQ(quant::gptqQuantizeExperts(w.data(), stackShape(0), 0, h, s, quant::DoubleQuant::None,
+                                       {}, stacked, &stats),
             "");
   EXPECT_TRUE(stats.fallbacks.empty());
 }
@@ -239,15 +238,15 @@ TEST(GptqExperts, RejectsWhatDoesNotFit) {
   Scheme s = makeScheme(Format::Int4, Granularity::Block, 0, 7);
   s.stacked = true;
   quant::QuantizedTensor q;
-  EXPECT_EQ(quant::gptqQuantizeExperts(w.data(), stackShape(1), 1, h, s, quant::DoubleQuant::None,
-                                       {}, q),
-            "blocks of 7 do not divide the last dimension (32)");
+  EXPECT_EQ(
+      quant::gptqQuantizeExperts(w.data(), stackShape(1), 1, h, s, quant::DoubleQuant::None, {}, q),
+      "blocks of 7 do not divide the last dimension (32)");
   s.block = 8;
-  EXPECT_EQ(quant::gptqQuantizeExperts(w.data(), stackShape(1), 1, h, s, quant::DoubleQuant::None,
-                                       {}, q),
-            "Hessians for 2 experts, expected 4");
+  EXPECT_EQ(
+      quant::gptqQuantizeExperts(w.data(), stackShape(1), 1, h, s, quant::DoubleQuant::None, {}, q),
+      "Hessians for 2 experts, expected 4");
   s.stacked = false;
-  EXPECT_EQ(quant::gptqQuantizeExperts(w.data(), stackShape(1), 1, h, s, quant::DoubleQuant::None,
-                                       {}, q),
-            "GPTQ of experts quantizes a stack [G, A, B] with a stacked scheme");
+  EXPECT_EQ(
+      quant::gptqQuantizeExperts(w.data(), stackShape(1), 1, h, s, quant::DoubleQuant::None, {}, q),
+      "GPTQ of experts quantizes a stack [G, A, B] with a stacked scheme");
 }
