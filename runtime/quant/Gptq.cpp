@@ -69,6 +69,19 @@ bool inverseUpperFactor(const std::vector<double> &L, int64_t K, std::vector<dou
 std::string gptqQuantize(const float *w, const std::vector<int64_t> &shape, int64_t inputAxis,
                          std::vector<double> H, const Scheme &s, DoubleQuant doubleQuant,
                          const GptqOptions &options, QuantizedTensor &out, GptqStats *stats) {
+  if (shape.size() == 2 && (groupCount(s, shape) == 0 || (!s.symmetric && !isInteger(s.format))))
+    return quantize(w, shape, s, doubleQuant, out); // says why the scheme does not fit
+  GptqSolution solution;
+  if (std::string why = gptqSolve(w, shape, inputAxis, std::move(H), s, options, solution, stats);
+      !why.empty())
+    return why;
+  return quantizeWithRanges(solution.values.data(), shape, s, doubleQuant, solution.negMin,
+                            solution.max, out);
+}
+
+std::string gptqSolve(const float *w, const std::vector<int64_t> &shape, int64_t inputAxis,
+                      std::vector<double> H, const Scheme &s, const GptqOptions &options,
+                      GptqSolution &out, GptqStats *stats) {
   if (shape.size() != 2 || (inputAxis != 0 && inputAxis != 1))
     return "GPTQ quantizes 2-D weights with input dimension 0 or 1";
   const int64_t K = shape[inputAxis], R = shape[1 - inputAxis];
@@ -80,7 +93,8 @@ std::string gptqQuantize(const float *w, const std::vector<int64_t> &shape, int6
   if (!(options.dampening >= 0.0))
     return "the dampening must be >= 0";
   if (groupCount(s, shape) == 0 || (!s.symmetric && !isInteger(s.format)))
-    return quantize(w, shape, s, doubleQuant, out); // says why the scheme does not fit
+    return "the scheme " + schemeString(s) + " does not fit a " + std::to_string(shape[0]) + "x" +
+           std::to_string(shape[1]) + " weight";
 
   // Work matrix W[r, c]: row r an output channel, column c the input
   // feature perm[c]; `flat` maps it back to the weight's element.
@@ -111,9 +125,12 @@ std::string gptqQuantize(const float *w, const std::vector<int64_t> &shape, int6
   meanDiag /= static_cast<double>(K);
   for (int64_t c = 0; c < K; ++c) Hp[c * K + c] += options.dampening * meanDiag;
   std::vector<double> U;
-  if (!cholesky(Hp, K) || !inverseUpperFactor(Hp, K, U))
+  if (!cholesky(Hp, K) || !inverseUpperFactor(Hp, K, U)) {
+    if (stats)
+      stats->notPositiveDefinite = true;
     return "the Hessian is not positive definite after dampening " +
            std::to_string(options.dampening) + " (more calibration data or a larger --damp)";
+  }
 
   // Each group: its elements (work indices) and, once taken, its range.
   const int64_t groups = groupCount(s, shape);
@@ -176,7 +193,10 @@ std::string gptqQuantize(const float *w, const std::vector<int64_t> &shape, int6
       }
     }
   }
-  return quantizeWithRanges(stored.data(), shape, s, doubleQuant, negMin, max, out);
+  out.values = std::move(stored);
+  out.negMin = std::move(negMin);
+  out.max = std::move(max);
+  return "";
 }
 
 void accumulateHessian(const float *x, int64_t rows, int64_t K, std::vector<double> &H,

@@ -59,7 +59,25 @@ struct GptqOptions {
 
 struct GptqStats {
   int64_t deadColumns = 0; ///< input columns whose diag H is 0 (their weights become 0)
+  /// H was not positive definite after dampening (the error says so too):
+  /// more data, a larger dampening, or no GPTQ for this weight.
+  bool notPositiveDefinite = false;
 };
+
+/// What GPTQ settles on before anything is stored: the values handed to
+/// the grid, in the weight's layout, and each group's range as
+/// quantizeWithRanges takes it. Storing them with that function gives
+/// gptqQuantize's tensor; a stack of experts concatenates its slices'.
+struct GptqSolution {
+  std::vector<float> values;
+  std::vector<float> negMin, max; ///< per group of the scheme on the weight's shape
+};
+
+/// GPTQ's solution for the 2-D weight `w`, as gptqQuantize takes it (the
+/// scheme must already fit the shape). Returns an empty string, or why not.
+std::string gptqSolve(const float *w, const std::vector<int64_t> &shape, int64_t inputAxis,
+                      std::vector<double> hessian, const Scheme &s, const GptqOptions &options,
+                      GptqSolution &out, GptqStats *stats = nullptr);
 
 /// Quantizes the 2-D weight `w` (row-major `shape`), whose dimension
 /// `inputAxis` (0 or 1) is contracted with the layer's input, against

@@ -6,9 +6,18 @@
 // input dimension 0) or [N, K] (transpose_b = 1, input dimension 1). A
 // weight read by several matmuls gets one H over all their inputs.
 //
+// A mixture of experts' stacked weight is the third operand of a
+// `grouped_matmul` ([G, K, F], or [G, F, K] with transpose_b): its first
+// operand holds the routed rows, expert after expert, as its second, the
+// offsets, says at this very run; each expert gets its own H from its own
+// rows (runtime/quant/GptqExperts.h). A dense weight is the one-expert
+// case of the same bookkeeping.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/quant/GptqCalibration.h"
+
+#include "runtime/quant/GptqExperts.h"
 
 #include "runtime/Artifact.h"
 #include "runtime/ExecutionDevice.h"
@@ -27,17 +36,29 @@
 namespace llmc {
 namespace {
 
+constexpr uint32_t kNoOffsets = UINT32_MAX;
+
 struct Site {
   size_t instruction = 0;
-  uint32_t input = 0; ///< buffer of the layer input X
-  int64_t inputAxis = 0;
+  uint32_t input = 0;            ///< buffer of the layer input X
+  uint32_t offsets = kNoOffsets; ///< a grouped matmul's offsets buffer
+  int64_t inputAxis = 0;         ///< within an expert's slice for a stack
 };
 
 struct Weight {
   const GptqRequest::Tensor *want = nullptr;
   const ParameterInfo *param = nullptr;
   std::vector<Site> sites;
+  bool experts() const { return !sites.empty() && sites.front().offsets != kNoOffsets; }
 };
+
+/// The offsets of a grouped matmul, whatever their index type.
+std::vector<int64_t> offsetsOf(const TensorView &v) {
+  std::vector<int64_t> out(v.numel());
+  for (int64_t i = 0; i < v.numel(); ++i)
+    out[i] = v.dtype == DType::I64 ? v.as<int64_t>()[i] : v.as<int32_t>()[i];
+  return out;
+}
 
 /// The real shape of a whole 2-D parameter whose buffer starts with it: the
 /// buffer's own, or the real rows of a vocabulary padded along dimension 0
@@ -55,9 +76,8 @@ std::vector<int64_t> wholeShape(const ParameterInfo &p) {
 
 /// The layer's output error tr(D H Dᵀ) / 2 of D = W − Q (work layout: rows
 /// the outputs), per calibration sample.
-double outputError(const std::vector<float> &w, const std::vector<float> &q,
-                   const std::vector<int64_t> &shape, int64_t inputAxis,
-                   const std::vector<double> &H) {
+double outputError(const float *w, const float *q, const std::vector<int64_t> &shape,
+                   int64_t inputAxis, const std::vector<double> &H) {
   const int64_t K = shape[inputAxis], R = shape[1 - inputAxis];
   std::vector<double> d(K);
   double total = 0.0;
@@ -73,6 +93,94 @@ double outputError(const std::vector<float> &w, const std::vector<float> &q,
     }
   }
   return total / 2.0;
+}
+
+/// One H per expert over every matmul reading the weight (their inputs'
+/// mean, each input weighted by its rows).
+quant::ExpertHessians meanHessians(const std::map<uint32_t, quant::ExpertHessians> &byInput) {
+  quant::ExpertHessians mean;
+  for (const auto &[buffer, h] : byInput) {
+    if (mean.H.empty()) {
+      mean.H.assign(h.H.size(), std::vector<double>(h.H.front().size(), 0.0));
+      mean.samples.assign(h.H.size(), 0);
+    }
+    for (size_t e = 0; e < h.H.size(); ++e) {
+      for (size_t i = 0; i < h.H[e].size(); ++i)
+        mean.H[e][i] += h.H[e][i] * static_cast<double>(h.samples[e]);
+      mean.samples[e] += h.samples[e];
+    }
+  }
+  for (size_t e = 0; e < mean.H.size(); ++e)
+    for (double &v : mean.H[e]) v /= static_cast<double>(std::max<int64_t>(mean.samples[e], 1));
+  return mean;
+}
+
+/// GPTQ of a dense weight against H (one expert's worth of Hessians).
+quant::QuantizedTensor quantizeDense(const GptqRequest &request, const std::string &name,
+                                     const Weight &w, const quant::ExpertHessians &h,
+                                     const float *values, GptqTensorReport &report) {
+  const std::vector<int64_t> shape = wholeShape(*w.param); // a padded head's real rows
+  const std::vector<double> &H = h.H.front();
+  std::vector<float> original(values, values + shape[0] * shape[1]);
+  int64_t inputAxis = w.sites.front().inputAxis;
+  quant::GptqStats stats;
+  quant::QuantizedTensor q, nearest;
+  std::string why = quant::gptqQuantize(original.data(), shape, inputAxis, H, w.want->scheme,
+                                        w.want->doubleQuant, request.options, q, &stats);
+  if (!why.empty())
+    fail("'", name, "' ", shapeList(shape), ": ", why);
+  quant::quantize(original.data(), shape, w.want->scheme, w.want->doubleQuant, nearest);
+  report.name = name;
+  report.inputs = shape[inputAxis];
+  report.samples = h.samples.front();
+  report.deadColumns = stats.deadColumns;
+  report.rtnError =
+      outputError(original.data(), quant::dequantize(nearest).data(), shape, inputAxis, H);
+  report.gptqError = outputError(original.data(), quant::dequantize(q).data(), shape, inputAxis, H);
+  return q;
+}
+
+/// GPTQ of a stack of experts, each against its own H; the errors are per
+/// routed row (each expert's weighted by the rows it received).
+quant::QuantizedTensor quantizeExperts(const GptqRequest &request, const std::string &name,
+                                       const Weight &w, const quant::ExpertHessians &h,
+                                       const float *values, GptqTensorReport &report) {
+  const std::vector<int64_t> &shape = w.param->shape;
+  const int64_t G = shape[0], slice = shape[1] * shape[2];
+  if (static_cast<int64_t>(h.H.size()) != G)
+    fail("'", name, "' ", shapeList(shape), " stacks ", G, " experts, but its grouped matmul has ",
+         h.H.size());
+  std::vector<float> original(values, values + G * slice);
+  int64_t inputAxis = w.sites.front().inputAxis;
+  quant::GptqExpertStats stats;
+  quant::QuantizedTensor q, nearest;
+  std::string why = quant::gptqQuantizeExperts(original.data(), shape, inputAxis, h, w.want->scheme,
+                                               w.want->doubleQuant, request.options, q, &stats);
+  if (!why.empty())
+    fail("'", name, "' ", shapeList(shape), ": ", why);
+  quant::quantize(original.data(), shape, w.want->scheme, w.want->doubleQuant, nearest);
+  std::vector<float> gptq = quant::dequantize(q), rtn = quant::dequantize(nearest);
+  const std::vector<int64_t> sliceShape{shape[1], shape[2]};
+  report.name = name;
+  report.inputs = sliceShape[inputAxis];
+  report.expertRows = h.samples;
+  report.fallbacks = stats.fallbacks;
+  for (int64_t e = 0; e < G; ++e) {
+    if (h.samples[e] == 0)
+      continue;
+    const double rows = static_cast<double>(h.samples[e]);
+    const float *we = original.data() + e * slice;
+    report.samples += h.samples[e];
+    report.deadColumns += stats.experts[e].deadColumns;
+    report.rtnError +=
+        rows * outputError(we, rtn.data() + e * slice, sliceShape, inputAxis, h.H[e]);
+    report.gptqError +=
+        rows * outputError(we, gptq.data() + e * slice, sliceShape, inputAxis, h.H[e]);
+  }
+  const double total = static_cast<double>(std::max<int64_t>(report.samples, 1));
+  report.rtnError /= total;
+  report.gptqError /= total;
+  return q;
 }
 
 void run(const GptqRequest &request, GptqResult &result) {
@@ -92,9 +200,11 @@ void run(const GptqRequest &request, GptqResult &result) {
     if (auto it = weights.find(p.name); it != weights.end()) it->second.param = &p;
   for (size_t i = 0; i < eval->instructions.size(); ++i) {
     const InstructionInfo &inst = eval->instructions[i];
-    if (inst.kind != InstructionKind::Kernel || inst.kernel != "matmul" || inst.inputs.size() < 2)
+    const bool grouped = inst.kernel == "grouped_matmul";
+    if (inst.kind != InstructionKind::Kernel || (inst.kernel != "matmul" && !grouped) ||
+        inst.inputs.size() < (grouped ? 3u : 2u))
       continue;
-    auto it = weights.find(eval->buffers[inst.inputs[1]].name);
+    auto it = weights.find(eval->buffers[inst.inputs[grouped ? 2 : 1]].name);
     if (it == weights.end())
       continue;
     const BufferInfo &x = eval->buffers[inst.inputs[0]];
@@ -104,13 +214,24 @@ void run(const GptqRequest &request, GptqResult &result) {
            "): the input of the matmul reading '", it->first,
            "' is not an fp32 [..., K] tensor; compile the model in fp32");
     int64_t transposeB = inst.attrs.hasInt("transpose_b") ? inst.attrs.getInt("transpose_b") : 0;
-    it->second.sites.push_back({i, inst.inputs[0], transposeB ? 1 : 0});
+    it->second.sites.push_back(
+        {i, inst.inputs[0], grouped ? inst.inputs[1] : kNoOffsets, transposeB ? 1 : 0});
   }
   for (auto &[name, w] : weights) {
     if (!w.param || w.sites.empty())
       fail("'", name, "' is not the weight of a matmul in ", request.artifact, "'s eval program");
-    if (wholeShape(*w.param).empty() || w.param->dtype != DType::F32)
-      fail("'", name, "': GPTQ quantizes whole 2-D fp32 weights");
+    for (const Site &s : w.sites)
+      if ((s.offsets == kNoOffsets) != !w.experts())
+        fail("'", name, "' is read both as a dense matmul's weight and as experts' weights");
+    if (w.experts() ? w.param->shape.size() != 3 || w.param->shard.sharded()
+                    : wholeShape(*w.param).empty())
+      fail("'", name,
+           "': GPTQ quantizes whole 2-D fp32 weights and whole stacks of experts' "
+           "[G, K, F] weights");
+    if (w.param->dtype != DType::F32)
+      fail("'", name, "': GPTQ quantizes fp32 weights; compile the model in fp32");
+    if (w.experts() && !w.want->scheme.stacked)
+      fail("'", name, "' holds experts' stacked weights: its scheme must be a stacked one");
     for (const Site &s : w.sites)
       if (s.inputAxis != w.sites.front().inputAxis)
         fail("'", name, "' is read by matmuls in two orientations");
@@ -164,62 +285,51 @@ void run(const GptqRequest &request, GptqResult &result) {
       for (const std::string &n : names) line << " " << n;
       request.progress(line.str());
     }
-    // H per input buffer (every weight of the stage reads the same ones).
-    std::map<uint32_t, std::pair<std::vector<double>, int64_t>> hessians;
-    std::map<size_t, uint32_t> watched;
+    // H per input buffer (every weight of the stage reads the same ones),
+    // one per expert; a dense input is one expert holding every row.
+    std::map<uint32_t, quant::ExpertHessians> hessians;
+    // An input read by several matmuls of the stage (q, k and v; gate and
+    // up) counts its rows once per batch.
+    std::map<size_t, const Site *> watched;
+    std::set<uint32_t> seen;
     for (const std::string &n : names)
-      for (const Site &s : weights.at(n).sites) watched[s.instruction] = s.input;
+      for (const Site &s : weights.at(n).sites) watched[s.instruction] = &s;
     program.setInstructionObserver([&](size_t i) {
       auto it = watched.find(i);
-      if (it == watched.end())
+      if (it == watched.end() || !seen.insert(it->second->input).second)
         return;
-      TensorView x = program.bufferView(it->second);
-      const int64_t K = x.dim(-1);
-      auto &[H, samples] = hessians[it->second];
-      quant::accumulateHessian(x.as<float>(), x.numel() / K, K, H, samples);
+      const Site &site = *it->second;
+      TensorView x = program.bufferView(site.input);
+      const int64_t K = x.dim(-1), rows = x.numel() / K;
+      std::vector<int64_t> offsets{0, rows};
+      if (site.offsets != kNoOffsets)
+        offsets = offsetsOf(program.bufferView(site.offsets));
+      std::string why =
+          quant::accumulateExpertHessians(x.as<float>(), rows, K, offsets, hessians[site.input]);
+      if (!why.empty())
+        fail(request.artifact, ": eval instruction ", i, ": ", why);
     });
     for (int64_t b = 0; b < request.batches; ++b) {
       loader.fill(b, rows, 0, rows, tokens.as<int32_t>(), targets.as<int32_t>());
       fillPackedInputs(program, tokens, docSeparator(artifact));
+      seen.clear();
       program.run(StepContext{});
     }
     program.setInstructionObserver({});
 
     for (const std::string &n : names) {
       const Weight &w = weights.at(n);
-      // One H over every matmul reading the weight (their inputs' mean).
-      std::vector<double> H;
-      int64_t samples = 0;
-      for (const auto &[buffer, hs] : hessians) {
-        const auto &[h, count] = hs;
-        if (H.empty()) H.assign(h.size(), 0.0);
-        for (size_t e = 0; e < h.size(); ++e)
-          H[e] += h[e] * static_cast<double>(count);
-        samples += count;
-      }
-      for (double &v : H) v /= static_cast<double>(std::max<int64_t>(samples, 1));
       float *values = paramData(*w.param);
-      const std::vector<int64_t> shape = wholeShape(*w.param); // a padded head's real rows
-      std::vector<float> original(values, values + shape[0] * shape[1]);
-      int64_t inputAxis = w.sites.front().inputAxis;
-      quant::GptqStats stats;
-      quant::QuantizedTensor q;
-      std::string why = quant::gptqQuantize(original.data(), shape, inputAxis, H, w.want->scheme,
-                                            w.want->doubleQuant, request.options, q, &stats);
-      if (!why.empty())
-        fail("'", n, "' ", shapeList(shape), ": ", why);
-      std::vector<float> dequantized = quant::dequantize(q);
-      quant::QuantizedTensor nearest;
-      quant::quantize(original.data(), shape, w.want->scheme, w.want->doubleQuant, nearest);
+      if (hessians.empty())
+        fail("'", n, "': the matmul reading it did not run in ", request.artifact,
+             "'s eval program");
       GptqTensorReport report;
-      report.name = n;
-      report.inputs = shape[inputAxis];
-      report.samples = samples;
-      report.deadColumns = stats.deadColumns;
-      report.rtnError = outputError(original, quant::dequantize(nearest), shape, inputAxis, H);
-      report.gptqError = outputError(original, dequantized, shape, inputAxis, H);
+      quant::QuantizedTensor q =
+          w.experts() ? quantizeExperts(request, n, w, meanHessians(hessians), values, report)
+                      : quantizeDense(request, n, w, meanHessians(hessians), values, report);
       result.reports.push_back(report);
       // Later stages see this weight quantized.
+      std::vector<float> dequantized = quant::dequantize(q);
       std::copy(dequantized.begin(), dequantized.end(), values);
       result.tensors[n] = std::move(q);
     }

@@ -5,6 +5,9 @@
 // reads, right after each matmul whose weight is a parameter to quantize,
 // that matmul's input X — the layer input GPTQ needs, H = 2·XᵀX / n. No
 // second model implementation: the activations are the compiled forward's.
+// A mixture of experts' stacked weights are read after each grouped
+// matmul: each expert gets the H of the rows routed to it
+// (runtime/quant/GptqExperts.h).
 //
 // Weights are quantized sequentially, in the order the forward reads them,
 // each with inputs from the model whose earlier weights are already
@@ -18,6 +21,7 @@
 #define LLMC_RUNTIME_QUANT_GPTQCALIBRATION_H
 
 #include "runtime/quant/Gptq.h"
+#include "runtime/quant/GptqExperts.h"
 
 #include <cstdint>
 #include <functional>
@@ -45,11 +49,15 @@ struct GptqRequest {
 
 /// One quantized weight: what GPTQ did to it. The errors are the layer's
 /// output error on the calibration inputs, tr((W − Q) H (W − Q)ᵀ) / 2 per
-/// sample, for round-to-nearest and for GPTQ, under the same H.
+/// sample, for round-to-nearest and for GPTQ, under the same H. For a
+/// stack of experts they are per routed row (expert e's under H_e,
+/// weighted by its rows), and `samples` and `deadColumns` sum over them.
 struct GptqTensorReport {
   std::string name;
   int64_t inputs = 0, samples = 0, deadColumns = 0;
   double rtnError = 0.0, gptqError = 0.0;
+  std::vector<int64_t> expertRows;                ///< experts: the rows each received
+  std::vector<quant::ExpertFallback> fallbacks; ///< experts rounded to nearest, and why
 };
 
 struct GptqResult {

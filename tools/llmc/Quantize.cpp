@@ -301,6 +301,25 @@ std::string checkMethod(bool exportPlain) {
   return "";
 }
 
+/// One note per reason for the experts of `r` left to round-to-nearest,
+/// naming them ("experts 1, 3 received no calibration rows").
+std::string formatFallbacks(const GptqTensorReport &r) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> byReason;
+  for (const quant::ExpertFallback &f : r.fallbacks) {
+    auto it = llvm::find_if(byReason, [&](const auto &b) { return b.first == f.why; });
+    if (it == byReason.end())
+      it = byReason.insert(byReason.end(), {f.why, {}});
+    it->second.push_back(f.expert);
+  }
+  std::ostringstream os;
+  for (const auto &[why, experts] : byReason) {
+    os << "note: " << r.name << (experts.size() > 1 ? " experts " : " expert ");
+    for (size_t i = 0; i < experts.size(); ++i) os << (i ? ", " : "") << experts[i];
+    os << " " << why << ": rounded to nearest instead of GPTQ\n";
+  }
+  return os.str();
+}
+
 /// GPTQ's per-weight lines: the layer output error on the calibration
 /// inputs, round-to-nearest against GPTQ.
 std::string formatGptqReport(const GptqResult &result) {
@@ -320,6 +339,16 @@ std::string formatGptqReport(const GptqResult &result) {
        << "\n";
   }
   os << std::defaultfloat;
+  // Experts: the calibration rows the router sent to each, and those left
+  // to round-to-nearest.
+  for (const GptqTensorReport &r : result.reports) {
+    if (r.expertRows.empty())
+      continue;
+    os << "experts " << r.name << ": calibration rows";
+    for (int64_t rows : r.expertRows) os << " " << rows;
+    os << "\n";
+  }
+  for (const GptqTensorReport &r : result.reports) os << formatFallbacks(r);
   return os.str();
 }
 
@@ -499,11 +528,9 @@ int run() {
                           "; give the axis (channel<N>) or skip it");
       t.scheme = kernelScheme(weights.attr(&context, axis));
       if (p.experts()) {
-        // Each expert quantized on its own; its channel axis is within its
-        // slice, one further in the stack.
-        if (method == "gptq")
-          return failWith("'" + p.name + "' holds a mixture of experts' stacked weights, which " +
-                          "--method gptq does not quantize yet (use --method rtn, or skip it)");
+        // Each expert quantized on its own (GPTQ: against the Hessian of
+        // its own routed rows); its channel axis is within its slice, one
+        // further in the stack.
         t.scheme.stacked = true;
         if (t.scheme.granularity == quant::Granularity::Channel)
           t.scheme.axis += 1;
