@@ -236,6 +236,10 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       return "router";
     if (fromAttention(m.getA()))
       return "proj";
+    // A product of one column is a per-token gate (Qwen-MoE's
+    // shared_expert_gate), not an MLP projection: no rank is below 1.
+    if (cast<RankedTensorType>(m.getResult().getType()).getShape().back() == 1)
+      return "";
     return "mlp";
   }
 
