@@ -336,14 +336,14 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
              << name << (lead ? "' is not a stack of matrices" : "' is not a matrix");
     if (site.offsets && qlora)
       return m->emitOpError("qlora: '")
-             << name << "' holds a mixture of experts' experts, whose NF4 storage takes no "
-                        "adapters yet; leave mlp out of the targets (e.g. targets=qkv,proj), "
-                        "or drop --qlora";
+             << name
+             << "' holds a mixture of experts' experts, whose NF4 storage takes no "
+                "adapters yet; leave mlp out of the targets (e.g. targets=qkv,proj), "
+                "or drop --qlora";
     int64_t K = global[contractDim], N = global[outputDim], r = loraSpec.rank;
     if (r >= std::min(K, N))
-      return m->emitOpError("lora: rank ")
-             << r << " is not below the smaller dimension of '" << name << "' (" << K << "x"
-             << N << ")";
+      return m->emitOpError("lora: rank ") << r << " is not below the smaller dimension of '"
+                                           << name << "' (" << K << "x" << N << ")";
     // Which of W's dimensions tensor parallelism splits; a padded
     // vocabulary (the head's output dimension) pads B's as well, before
     // any split, as W's. A's contraction and B's output dimension stand
