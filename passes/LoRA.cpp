@@ -13,6 +13,14 @@
 // of Hugging Face PEFT's lora_A / lora_B), so merging is W + (α/r)·A·B
 // (or B·A).
 //
+// A mixture of experts' routed experts (llm.grouped_matmul over stacked
+// weights W [G, K, N], or [G, N, K]) are `mlp` matmuls too: each expert
+// gets its own adapters, as PEFT gives each of Mixtral's expert Linears
+// theirs, stacked A [G, K, r] and B [G, r, N] (or [G, r, K] and [G, N, r])
+// and read by grouped matmuls over the same rows and offsets:
+// y' = y + (α/r)·grouped(grouped(x, A), B). Expert parallelism splits the
+// adapters by expert with their experts.
+//
 // The pass runs after llmc-shard, on each rank's piece. Under tensor
 // parallelism the branch is split like its weight:
 //  - column-parallel W (output dimension split): B is split the same way,
@@ -112,6 +120,16 @@ namespace {
 /// The structural kinds of matmul `targets=` can name.
 constexpr llvm::StringLiteral kKinds[] = {"qkv", "proj", "mlp", "router", "head"};
 
+/// A matmul x·W to adapt: an llm.matmul, or the llm.grouped_matmul of a
+/// mixture of experts' stacked weights, whose adapters are stacked too (one
+/// A and B per expert, read by the same rows and offsets).
+struct Site {
+  Operation *op;
+  Value x, weight;
+  Value offsets; ///< the experts' routing offsets; null for llm.matmul
+  bool transposed;
+};
+
 struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
   using LoRABase::LoRABase;
 
@@ -141,12 +159,18 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       module.emitError("lora: no @forward");
       return signalPassFailure();
     }
-    if (failed(refuseExpertMlps()))
-      return signalPassFailure();
-    SmallVector<llm::MatmulOp> sites;
+    SmallVector<Site> sites;
     for (const WeightSite &site : findWeightSites(forward))
-      if (!site.embedding && site.weight && chosen(cast<llm::MatmulOp>(site.op)))
-        sites.push_back(cast<llm::MatmulOp>(site.op));
+      if (!site.embedding && site.weight) {
+        auto m = cast<llm::MatmulOp>(site.op);
+        if (chosen(kindOf(m), m, m.getB()))
+          sites.push_back({m, m.getA(), m.getB(), Value(), m.getTransposeB()});
+      }
+    // A mixture of experts' routed experts are MLP matmuls, one per expert.
+    forward.walk([&](llm::GroupedMatmulOp g) {
+      if (paramOf(g.getWeights()) && chosen("mlp", g, g.getWeights()))
+        sites.push_back({g, g.getX(), g.getWeights(), g.getOffsets(), g.getTransposeB()});
+    });
     for (const std::string &target : loraSpec.targets)
       if (loraSpec.targetsGiven && !matchedTargets.contains(target)) {
         module.emitError() << "lora: target '" << target
@@ -165,25 +189,9 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
         forward.setArgAttr(i, llm::kParamAttrName,
                            llm::ParamAttr::get(&getContext(), p.getName(), p.getInit(),
                                                p.getScale(), /*trainable=*/false));
-    for (llm::MatmulOp m : sites)
-      if (failed(addAdapter(m)))
+    for (const Site &site : sites)
+      if (failed(addAdapter(site)))
         return signalPassFailure();
-  }
-
-  /// A mixture of experts' experts (llm.grouped_matmul) take no adapters
-  /// yet: `mlp` among the targets would adapt a dense layer's or a shared
-  /// expert's matmuls and silently leave the routed experts frozen.
-  LogicalResult refuseExpertMlps() {
-    if (!llvm::is_contained(loraSpec.targets, "mlp"))
-      return success();
-    LogicalResult result = success();
-    forward.walk([&](llm::GroupedMatmulOp experts) {
-      experts.emitOpError("lora: the experts of a mixture of experts take no adapters yet; name "
-                          "targets without mlp (e.g. targets=qkv,proj)");
-      result = failure();
-      return WalkResult::interrupt();
-    });
-    return result;
   }
 
   BlockArgument paramOf(Value v) { return parameterRead(forward, v); }
@@ -228,14 +236,18 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       return "router";
     if (fromAttention(m.getA()))
       return "proj";
+    // A product of one column is a per-token gate (Qwen-MoE's
+    // shared_expert_gate), not an MLP projection: no rank is below 1.
+    if (cast<RankedTensorType>(m.getResult().getType()).getShape().back() == 1)
+      return "";
     return "mlp";
   }
 
-  /// Whether `targets=` chooses matmul `m`, recording the entries that match.
-  bool chosen(llm::MatmulOp m) {
-    StringRef kind = kindOf(m);
-    StringRef name = llm::getParamAttr(forward, paramOf(m.getB()).getArgNumber()).getName();
-    auto block = m->getParentOfType<llm::BlockOp>();
+  /// Whether `targets=` chooses the matmul `op` of kind `kind` reading
+  /// `weight`, recording the entries that match.
+  bool chosen(StringRef kind, Operation *op, Value weight) {
+    StringRef name = llm::getParamAttr(forward, paramOf(weight).getArgNumber()).getName();
+    auto block = op->getParentOfType<llm::BlockOp>();
     bool hit = false;
     for (const std::string &target : loraSpec.targets) {
       StringRef t(target);
@@ -299,55 +311,75 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     return OpBuilder(&getContext()).getStrArrayAttr(names);
   }
 
-  LogicalResult addAdapter(llm::MatmulOp m) {
-    BlockArgument weight = paramOf(m.getB());
+  /// x·W, or each expert's rows times its own W.
+  static Value product(OpBuilder &b, Location loc, const Site &site, Value x, Value w) {
+    if (site.offsets)
+      return llm::GroupedMatmulOp::create(b, loc, x, site.offsets, w, site.transposed);
+    return llm::MatmulOp::create(b, loc, x, w, false, site.transposed);
+  }
+
+  LogicalResult addAdapter(const Site &site) {
+    Operation *m = site.op;
+    BlockArgument weight = paramOf(site.weight);
     StringRef name = llm::getParamAttr(forward, weight.getArgNumber()).getName();
-    bool transposed = m.getTransposeB();
-    int64_t contractDim = transposed ? 1 : 0, outputDim = transposed ? 0 : 1;
+    bool transposed = site.transposed;
+    // Stacked experts [G, K, N] lead with the expert dimension; each
+    // expert's A and B are stacked the same way.
+    const int64_t lead = site.offsets ? 1 : 0;
+    int64_t contractDim = lead + (transposed ? 1 : 0), outputDim = lead + (transposed ? 0 : 1);
     auto weightShard = forward.getArgAttrOfType<DictionaryAttr>(weight.getArgNumber(), kShardAttr);
     SmallVector<int64_t> global =
         shardGlobalShape(weightShard, cast<RankedTensorType>(weight.getType()));
     SmallVector<ShardSplit> splits = shardSplits(weightShard);
-    if (global.size() != 2)
-      return m.emitOpError("lora: weight '") << name << "' is not a matrix";
+    if (global.size() != static_cast<size_t>(2 + lead))
+      return m->emitOpError("lora: weight '")
+             << name << (lead ? "' is not a stack of matrices" : "' is not a matrix");
+    if (site.offsets && qlora)
+      return m->emitOpError("qlora: '")
+             << name
+             << "' holds a mixture of experts' experts, whose NF4 storage takes no "
+                "adapters yet; leave mlp out of the targets (e.g. targets=qkv,proj), "
+                "or drop --qlora";
     int64_t K = global[contractDim], N = global[outputDim], r = loraSpec.rank;
     if (r >= std::min(K, N))
-      return m.emitOpError("lora: rank ")
-             << r << " is not below the smaller dimension of '" << name << "' (" << K << "x"
-             << N << ")";
+      return m->emitOpError("lora: rank ") << r << " is not below the smaller dimension of '"
+                                           << name << "' (" << K << "x" << N << ")";
     // Which of W's dimensions tensor parallelism splits; a padded
     // vocabulary (the head's output dimension) pads B's as well, before
-    // any split, as W's.
+    // any split, as W's. A's contraction and B's output dimension stand
+    // where W's do; expert parallelism splits the experts of both.
     std::optional<ShardSplit> column, row;
     SmallVector<ShardSplit> aSplits, bSplits;
     for (const ShardSplit &s : splits) {
+      if (s.pads() && s.dim != outputDim)
+        return m->emitOpError("lora: '") << name << "' is padded along its input dimension";
+      if (s.dim < lead) {
+        aSplits.push_back(s);
+        bSplits.push_back(s);
+        continue;
+      }
       if (s.pads()) {
-        if (s.dim != outputDim)
-          return m.emitOpError("lora: '") << name << "' is padded along its input dimension";
-        ShardSplit pad = s;
-        pad.dim = transposed ? 0 : 1;
-        bSplits.push_back(pad);
+        bSplits.push_back(s);
         continue;
       }
       (s.dim == outputDim ? column : row) = s;
+      (s.dim == outputDim ? bSplits : aSplits).push_back(s);
     }
 
-    // A: [K, r] (transposed: [r, K]), split like W's contraction dimension.
-    SmallVector<int64_t> aShape = transposed ? SmallVector<int64_t>{r, K} : SmallVector<int64_t>{K, r};
-    SmallVector<int64_t> bShape = transposed ? SmallVector<int64_t>{N, r} : SmallVector<int64_t>{r, N};
-    if (row)
-      aSplits.push_back({transposed ? 1 : 0, row->axes, row->blocks});
-    if (column)
-      bSplits.push_back({transposed ? 0 : 1, column->axes, column->blocks});
+    // A: [K, r] (transposed: [r, K]), B: [r, N] (transposed: [N, r]),
+    // after the experts' dimension.
+    SmallVector<int64_t> aShape(global.begin(), global.begin() + lead), bShape(aShape);
+    aShape.append(transposed ? SmallVector<int64_t>{r, K} : SmallVector<int64_t>{K, r});
+    bShape.append(transposed ? SmallVector<int64_t>{N, r} : SmallVector<int64_t>{r, N});
     Type element = cast<RankedTensorType>(weight.getType()).getElementType();
-    Location loc = m.getLoc();
+    Location loc = m->getLoc();
     Value a = addParam(loc, (name + ".lora_A").str(), aShape, aSplits, element, "uniform",
                        1.0 / std::sqrt(static_cast<double>(K)));
     Value bParam = addParam(loc, (name + ".lora_B").str(), bShape, bSplits, element, "zeros", 0);
 
     OpBuilder b(m);
     b.setInsertionPointAfter(m);
-    auto computeType = cast<RankedTensorType>(m.getA().getType()).getElementType();
+    auto computeType = cast<RankedTensorType>(site.x.getType()).getElementType();
     auto castTo = [&](Value v) -> Value {
       auto t = cast<RankedTensorType>(v.getType());
       if (t.getElementType() == computeType)
@@ -361,17 +393,17 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
 
     // y: the value the branch joins — the matmul's result, or, for a
     // row-parallel weight, the collective that completes it.
-    Value y = m.getResult();
+    Value y = m->getResult(0);
     Operation *completion = nullptr;
     if (row) {
       for (Operation *user : y.getUsers())
         if (isa<dist::AllReduceOp, dist::ReduceScatterOp>(user))
           completion = user;
       if (!completion || !y.hasOneUse())
-        return m.emitOpError("lora: the row-parallel matmul of '")
+        return m->emitOpError("lora: the row-parallel matmul of '")
                << name << "' is not completed by one all_reduce or reduce_scatter";
     }
-    Value z = llm::MatmulOp::create(b, loc, m.getA(), aUse, false, transposed);
+    Value z = product(b, loc, site, site.x, aUse);
     if (completion) {
       b.setInsertionPointAfter(completion);
       auto zType = cast<RankedTensorType>(z.getType());
@@ -386,12 +418,12 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
         bUse = dist::ReplicateOp::create(b, loc, bUse.getType(), bUse, mesh, axesAttr(row->axes));
       y = completion->getResult(0);
     }
-    Value d = llm::MatmulOp::create(b, loc, z, bUse, false, transposed);
+    Value d = product(b, loc, site, z, bUse);
     d = llm::ScaleOp::create(b, loc, d, APFloat(loraSpec.scale()));
     auto sum = llm::AddOp::create(b, loc, y, d);
     y.replaceAllUsesExcept(sum.getResult(), sum);
     if (qlora)
-      return storeNf4(m, weight, name, weightShard);
+      return storeNf4(cast<llm::MatmulOp>(m), weight, name, weightShard);
     return success();
   }
 

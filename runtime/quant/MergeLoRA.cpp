@@ -48,6 +48,27 @@ std::vector<float> expandNf4(CheckpointReader &reader, const std::string &base,
   return quant::dequantize(q);
 }
 
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (int64_t d : shape) text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text;
+}
+
+/// w[k][n] += scale · Σ_j A[k][j] B[j][n] (transposed: w[n][k] += scale ·
+/// Σ_j B[n][j] A[j][k]), summed in double.
+void addProduct(float *w, const float *a, const float *b, int64_t K, int64_t N, int64_t r,
+                bool transposed, double scale) {
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      double sum = 0.0;
+      for (int64_t j = 0; j < r; ++j)
+        sum += transposed ? static_cast<double>(b[n * r + j]) * a[j * K + k]
+                          : static_cast<double>(a[k * r + j]) * b[j * N + n];
+      float &dst = transposed ? w[n * K + k] : w[k * N + n];
+      dst = static_cast<float>(dst + scale * sum);
+    }
+}
+
 MergeReport merge(const std::string &ckptDir, const Artifact &artifact,
                   const std::string &output) {
   std::string scaleText = artifact.meta("lora.scale");
@@ -90,8 +111,17 @@ MergeReport merge(const std::string &ckptDir, const Artifact &artifact,
     std::vector<int64_t> aShape, bShape;
     std::vector<float> a = readFloats(reader, aName, &aShape);
     std::vector<float> b = readFloats(reader, base + ".lora_B", &bShape);
-    if (aShape.size() != 2 || bShape.size() != 2)
-      fail("'", base, "': adapters must be matrices");
+    // A mixture of experts' stacked weights [G, ·, ·] have stacked
+    // adapters: each expert's pair merges into its own slice.
+    const bool stacked = aShape.size() == 3;
+    if (aShape.size() != bShape.size() || (aShape.size() != 2 && !stacked) ||
+        (stacked && aShape[0] != bShape[0]))
+      fail("'", base, "': adapters must be matrices, or stacks of as many matrices");
+    const int64_t groups = stacked ? aShape[0] : 1;
+    if (stacked) {
+      aShape.erase(aShape.begin());
+      bShape.erase(bShape.begin());
+    }
     // W [K, N]: A [K, r], B [r, N]. Transposed W [N, K]: A [r, K], B [N, r].
     // The rank is below both of W's dimensions, so A's smaller side is r.
     bool transposed = aShape[0] < aShape[1];
@@ -102,29 +132,23 @@ MergeReport merge(const std::string &ckptDir, const Artifact &artifact,
       fail("'", base, "': lora_A ", aShape[0], "x", aShape[1], " and lora_B ", bShape[0], "x",
            bShape[1], " do not share a rank");
     std::vector<int64_t> shape = transposed ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N};
+    if (stacked)
+      shape.insert(shape.begin(), groups);
     std::vector<float> w;
     if (reader.has(base)) {
       std::vector<int64_t> stored;
       w = readFloats(reader, base, &stored);
       if (stored != shape)
-        fail("'", base, "' does not have the shape its adapters imply (", shape[0], "x", shape[1],
-             ")");
+        fail("'", base, "' does not have the shape its adapters imply (", shapeText(shape), ")");
     } else if (reader.has(base + ".qweight")) {
       w = expandNf4(reader, base, shape, block);
       ++report.expanded;
     } else {
       fail(ckptDir, ": no base weight '", base, "' (plain or .qweight) for its adapters");
     }
-    // w[k][n] += scale · Σ_j A[k][j] B[j][n]  (transposed: w[n][k] += Σ_j B[n][j] A[j][k]).
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n) {
-        double sum = 0.0;
-        for (int64_t j = 0; j < r; ++j)
-          sum += transposed ? static_cast<double>(b[n * r + j]) * a[j * K + k]
-                            : static_cast<double>(a[k * r + j]) * b[j * N + n];
-        float &dst = transposed ? w[n * K + k] : w[k * N + n];
-        dst = static_cast<float>(dst + scale * sum);
-      }
+    for (int64_t g = 0; g < groups; ++g)
+      addProduct(w.data() + g * K * N, a.data() + g * K * r, b.data() + g * r * N, K, N, r,
+                 transposed, scale);
     names.push_back(base);
     shapes[base] = shape;
     merged[base] = std::move(w);
