@@ -24,7 +24,9 @@
 # expert) check data, tensor, sequence and expert parallelism (experts
 # spread over ep ranks, rows exchanged by all-to-all), ZeRO and the
 # pipeline schedules; a Mixtral with a sigmoid router (DeepSeek-V3's,
-# weights scaled by 2.5) under dp, tp, ep, ep×tp and pp; a Mixtral with a
+# weights scaled by 2.5) under dp, tp, ep, ep×tp and pp; a Mixtral with
+# LoRA adapters on its experts (mixtral-lora) under dp, ZeRO-3, tp+sp, ep,
+# ep×tp and pp; a Mixtral with a
 # capacity factor of 1 (copies
 # dropped, the same in every layout) under dp, ep and their mixes; an fp8
 # Mixtral (--precision fp8, the experts' products included) under dp, ep
@@ -45,7 +47,7 @@ set -euo pipefail
 BIN=$1; WORK=$2; shift 2
 PAIRS=(--sample 8)
 [[ ${1:-} == --all ]] && PAIRS=(--all) && shift
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp mixtral mixtral-pp mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-sigmoid-pp qwen2_moe qwen2_moe-pp composition}
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp mixtral mixtral-pp mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-sigmoid-pp mixtral-lora mixtral-lora-pp qwen2_moe qwen2_moe-pp composition}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -55,7 +57,7 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 
 # name | ranks | llmc compile flags | families (empty: gpt2 llama)
 LAYOUTS=(
-  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed llama-packed mixtral qwen2_moe mixtral-capacity mixtral-fp8 mixtral-sigmoid"
+  "dp2|2|--mesh dp=2|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed llama-packed mixtral qwen2_moe mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-lora"
   "dp4|4|--mesh dp=4|gpt2 llama mixtral"
   "dp2-ps|2|--mesh dp=2 --grad-sync ps"
   "dp2-small-buckets|2|--mesh dp=2 --grad-bucket-mb 0.05|gpt2"
@@ -63,7 +65,7 @@ LAYOUTS=(
   "zero1-dp2|2|--mesh dp=2 --zero 1|gpt2 llama gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed mixtral qwen2_moe"
   "zero2-dp2|2|--mesh dp=2 --zero 2"
   "zero2-dp4-micro2|4|--mesh dp=4 --zero 2 --microbatches 2 --set batch_size=4"
-  "zero3-dp4|4|--mesh dp=4 --zero 3|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora gpt2-packed llama-packed mixtral"
+  "zero3-dp4|4|--mesh dp=4 --zero 3|gpt2 llama gpt2-qat gpt2-qat-outlier gpt2-lora gpt2-packed llama-packed mixtral mixtral-lora"
   "zero3-dp2-keep|2|--mesh dp=2 --zero 3 --fsdp-reshard-after-forward=false --fsdp-prefetch 0"
   "hybrid-dp2-fsdp2|4|--mesh dp=2,fsdp=2 --zero 3"
   "tp2|2|--mesh tp=2|gpt2 llama gpt2-qat gpt2-lora llama-lora gpt2-adam8 gpt2-packed llama-packed mixtral qwen2_moe mixtral-sigmoid"
@@ -71,13 +73,13 @@ LAYOUTS=(
   "dp2-tp2|4|--mesh dp=2,tp=2|gpt2 llama mixtral qwen2_moe"
   "zero1-dp2-tp2|4|--mesh dp=2,tp=2 --zero 1"
   "zero3-dp2-tp2|4|--mesh dp=2,tp=2 --zero 3|gpt2 llama mixtral"
-  "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama gpt2-dropout gpt2-packed llama-packed mixtral qwen2_moe"
-  "ep2|2|--mesh ep=2|mixtral qwen2_moe mixtral-capacity mixtral-fp8 mixtral-sigmoid"
+  "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama gpt2-dropout gpt2-packed llama-packed mixtral qwen2_moe mixtral-lora"
+  "ep2|2|--mesh ep=2|mixtral qwen2_moe mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-lora"
   "ep4|4|--mesh ep=4|mixtral mixtral-capacity"
   "dp2-ep2|4|--mesh dp=2,ep=2|mixtral qwen2_moe mixtral-capacity"
   "zero1-dp2-ep2|4|--mesh dp=2,ep=2 --zero 1|mixtral"
   "zero3-dp2-ep2|4|--mesh dp=2,ep=2 --zero 3|mixtral"
-  "ep2-tp2|4|--mesh ep=2,tp=2|mixtral mixtral-capacity mixtral-fp8 mixtral-sigmoid"
+  "ep2-tp2|4|--mesh ep=2,tp=2|mixtral mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-lora"
   "ep2-tp2-sp|4|--mesh ep=2,tp=2 --sp|mixtral"
   "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp|gpt2 llama gpt2-qat gpt2-fp8 gpt2-lora llama-lora gpt2-packed llama-packed"
   "zero3-dp2-tp2-sp|4|--mesh dp=2,tp=2 --zero 3 --sp"
@@ -112,7 +114,7 @@ LAYOUTS=(
   "vocab50257-padded-zero3-dp2|2|--mesh dp=2 --zero 3 --vocab-multiple 128|gpt2-vocab50257"
   # Pipelines (4 layers, 4 microbatches): every schedule, with and without
   # recomputation, alone and with data and tensor parallelism.
-  "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp gpt2-fp8-pp gpt2-lora-pp gpt2-packed-pp llama-packed-pp mixtral-pp qwen2_moe-pp mixtral-sigmoid-pp"
+  "pp2|2|--mesh pp=2|gpt2-pp llama-pp gpt2-qat-pp gpt2-fp8-pp gpt2-lora-pp gpt2-packed-pp llama-packed-pp mixtral-pp qwen2_moe-pp mixtral-sigmoid-pp mixtral-lora-pp"
   "pp2-gpipe|2|--mesh pp=2 --pipeline-schedule gpipe|gpt2-pp"
   "pp2-naive|2|--mesh pp=2 --pipeline-schedule naive|gpt2-pp"
   "pp4|4|--mesh pp=4|gpt2-pp llama-pp mixtral-pp"
@@ -214,6 +216,9 @@ for family in $FAMILIES; do
   # head too (an adapted head is not fused).
   [[ $family == gpt2-lora* ]] && common+=(--lora "rank=4, alpha=8, targets=qkv,proj,mlp")
   [[ $family == llama-lora* ]] && common+=(--lora "rank=4, alpha=8, targets=qkv,proj,mlp,head")
+  # A Mixtral's routed experts adapted too: an A and a B per expert,
+  # split with their experts under ep and like their weights under tp.
+  [[ $family == mixtral-lora* ]] && common+=(--lora "rank=4, alpha=8, targets=qkv,proj,mlp")
   # 8-bit AdamW: blocks are cut from each rank's piece of a moment, so a
   # layout that splits a tensor into pieces that are not whole blocks
   # quantizes it differently (ZeRO-1 here): same trajectory, not the same
