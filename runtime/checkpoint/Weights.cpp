@@ -466,11 +466,16 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
            expected->second, " (", compileHint, ", or ", quantizeHint(weight), ")");
   };
   // A checkpoint of another model (more layers, other names) is refused
-  // rather than loaded in part.
+  // rather than loaded in part. The model is every role's parameters: a
+  // pipeline stage reads its own from a checkpoint of them all.
   if (checkpoint) {
     std::set<std::string> parameters;
     for (const BufferInfo *p : persistentBuffers(artifact, "param"))
       parameters.insert(p->name);
+    for (const RoleState &role : artifact.roles)
+      for (const BufferInfo &b : role.persistent)
+        if (b.category == "param")
+          parameters.insert(b.name);
     for (const std::string &name : checkpoint->parameterNames())
       if (!parameters.count(name)) {
         if (parameters.count(name + ".qweight"))

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <random>
@@ -284,6 +285,12 @@ MpiCommunicator::~MpiCommunicator() {
   MPI_Op_free(&bf16Max_);
   MPI_Op_free(&f16Sum_);
   MPI_Op_free(&f16Max_);
+  // Unwinding from this rank's error (a bad --weights file on one
+  // pipeline stage): MPI_Finalize would wait for peers still blocked on
+  // this rank. Leaving without it, after the error is printed, makes
+  // mpirun stop the job at once.
+  if (std::uncaught_exceptions() > 0 && size_ > 1)
+    return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
