@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/quant/GptqExperts.h"
+#include "test/unit/runtime/CorrelatedInputs.h"
 
 #include <gtest/gtest.h>
 
@@ -27,20 +28,6 @@ using quant::Scheme;
 namespace {
 
 constexpr int64_t kExperts = 4, kIn = 32, kOut = 24;
-
-/// Rows [n, K] with correlated features.
-std::vector<float> correlatedRows(int64_t n, int64_t K, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> mix(K * K), z(n * K), x(n * K, 0.0f);
-  for (float &v : mix) v = normal(rng) * 0.3f;
-  for (int64_t i = 0; i < K; ++i) mix[i * K + i] += 1.0f + 2.0f * (i % 5 == 0);
-  for (float &v : z) v = normal(rng);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < K; ++i)
-      for (int64_t j = 0; j < K; ++j) x[r * K + j] += z[r * K + i] * mix[i * K + j];
-  return x;
-}
 
 std::vector<float> randomStack(uint32_t seed) {
   std::mt19937 rng(seed);
@@ -85,7 +72,7 @@ Batch routedBatch(const std::vector<int64_t> &rowsPer, uint32_t seed) {
   for (int64_t n : rowsPer) b.offsets.push_back(b.offsets.back() + n);
   // Two spare rows past the last expert's, as an expert-parallel buffer
   // sized for the worst case has: no expert may read them.
-  b.x = correlatedRows(b.offsets.back() + 2, kIn, seed);
+  b.x = llmc::test::correlatedInputs(b.offsets.back() + 2, kIn, seed, 5);
   return b;
 }
 
@@ -222,7 +209,7 @@ TEST(GptqExperts, SingularHessianFallsBackToRoundToNearest) {
 }
 
 TEST(GptqExperts, RejectsWhatDoesNotFit) {
-  std::vector<float> x = correlatedRows(10, kIn, 9);
+  std::vector<float> x = llmc::test::correlatedInputs(10, kIn, 9, 5);
   quant::ExpertHessians h;
   EXPECT_EQ(quant::accumulateExpertHessians(x.data(), 10, kIn, {0, 4, 11}, h),
             "expert 1's rows [4, 11) do not lie in the input's 10 rows");

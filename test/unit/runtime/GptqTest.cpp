@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/quant/Gptq.h"
+#include "test/unit/runtime/CorrelatedInputs.h"
 
 #include <gtest/gtest.h>
 
@@ -27,20 +28,6 @@ using quant::makeScheme;
 namespace {
 
 constexpr int64_t kIn = 64, kOut = 48, kSamples = 512;
-
-/// Inputs [n, K] with correlated features of unequal scale.
-std::vector<float> correlatedInputs(int64_t n, int64_t K, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> mix(K * K), z(n * K), x(n * K, 0.0f);
-  for (float &v : mix) v = normal(rng) * 0.3f;
-  for (int64_t i = 0; i < K; ++i) mix[i * K + i] += 1.0f + 2.0f * (i % 7 == 0);
-  for (float &v : z) v = normal(rng);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < K; ++i)
-      for (int64_t j = 0; j < K; ++j) x[r * K + j] += z[r * K + i] * mix[i * K + j];
-  return x;
-}
 
 std::vector<double> hessianOf(const std::vector<float> &x, int64_t n, int64_t K) {
   std::vector<double> H;
@@ -111,7 +98,7 @@ std::vector<float> gptq(const std::vector<float> &w, int64_t inputAxis, const Sc
 } // namespace
 
 TEST(Gptq, BeatsRoundToNearestOnLayerOutput) {
-  std::vector<float> x = correlatedInputs(kSamples, kIn, 1);
+  std::vector<float> x = llmc::test::correlatedInputs(kSamples, kIn, 1, 7);
   std::vector<double> H = hessianOf(x, kSamples, kIn);
   for (int64_t inputAxis : {0, 1}) {
     std::vector<float> w = randomWeight(2);
@@ -154,7 +141,7 @@ TEST(Gptq, DiagonalHessianStoresRoundToNearest) {
 }
 
 TEST(Gptq, DeadInputsAreZeroed) {
-  std::vector<float> x = correlatedInputs(kSamples, kIn, 4);
+  std::vector<float> x = llmc::test::correlatedInputs(kSamples, kIn, 4, 7);
   for (int64_t r = 0; r < kSamples; ++r) x[r * kIn + 5] = x[r * kIn + 40] = 0.0f;
   std::vector<double> H = hessianOf(x, kSamples, kIn);
   std::vector<float> w = randomWeight(5);
@@ -173,7 +160,7 @@ TEST(Gptq, DeadInputsAreZeroed) {
 TEST(Gptq, DampeningMakesASingularHessianUsable) {
   // Fewer samples than inputs: XᵀX has rank 16 of 64.
   const int64_t n = 16;
-  std::vector<float> x = correlatedInputs(n, kIn, 6);
+  std::vector<float> x = llmc::test::correlatedInputs(n, kIn, 6, 7);
   std::vector<double> H = hessianOf(x, n, kIn);
   std::vector<float> w = randomWeight(7);
   Scheme s = makeScheme(Format::Int4, Granularity::Block, 0, 16);
@@ -190,7 +177,7 @@ TEST(Gptq, DampeningMakesASingularHessianUsable) {
 TEST(Gptq, LazyBatchSizeDoesNotChangeTheResult) {
   // The lazy update is the same algebra in another order: the stored
   // weights agree up to rounding flips of values within an ulp of a tie.
-  std::vector<float> x = correlatedInputs(kSamples, kIn, 8);
+  std::vector<float> x = llmc::test::correlatedInputs(kSamples, kIn, 8, 7);
   std::vector<double> H = hessianOf(x, kSamples, kIn);
   std::vector<float> w = randomWeight(9);
   Scheme s = makeScheme(Format::Int4, Granularity::Channel, 1);
@@ -221,7 +208,7 @@ TEST(Gptq, RejectsWhatDoesNotFit) {
 
 TEST(Gptq, HessianIsTheMeanOverBatches) {
   const int64_t K = 8;
-  std::vector<float> x = correlatedInputs(40, K, 11);
+  std::vector<float> x = llmc::test::correlatedInputs(40, K, 11, 7);
   std::vector<double> whole, pieces;
   int64_t n1 = 0, n2 = 0;
   quant::accumulateHessian(x.data(), 40, K, whole, n1);
