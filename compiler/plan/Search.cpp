@@ -380,17 +380,16 @@ void Search::run() {
       auto refused = familyRefusal.find(family);
       reject(family, refused != familyRefusal.end() ? refused->second : familyWhy[family]);
     } else if (!fitsPlain.count(family) && familyPlain.count(family)) {
-          std::string with;
-          for (const char *kind : {"optimizer", "activations", "optimizer+activations"})
-            if (familyOffloaded[family].count(kind))
-              with +=
-                  (with.empty() ? "--offload " : " or --offload ") +
+      std::string with;
+      for (const char *kind : {"optimizer", "activations", "optimizer+activations"})
+        if (familyOffloaded[family].count(kind))
+          with += (with.empty() ? "--offload " : " or --offload ") +
                   std::string(kind == std::string("optimizer+activations") ? "optimizer,activations"
                                                                            : kind);
-          result.offloadOnly.push_back(
-          {family, "fits only with " + with + ": without it the smallest layout (" +
-                       familyPlain[family].second + " of " +
-                       formatSize(static_cast<int64_t>(c.memoryBytes))});
+      result.offloadOnly.push_back({family, "fits only with " + with +
+                                                ": without it the smallest layout (" +
+                                                familyPlain[family].second + " of " +
+                                                formatSize(static_cast<int64_t>(c.memoryBytes))});
     }
   }
   // One line per refusal, with the first combination it refused.
