@@ -39,6 +39,15 @@ std::vector<int64_t> globalShapeOf(const BufferInfo &b) {
   return b.shard.sharded() ? b.shard.globalShape : b.shape;
 }
 
+std::map<std::string, std::vector<int64_t>> modelParameters(const Artifact &artifact) {
+  std::map<std::string, std::vector<int64_t>> params;
+  for (const RoleState &role : artifact.roles)
+    for (const BufferInfo &b : role.persistent)
+      if (b.category == "param")
+        params[b.name] = globalShapeOf(b);
+  return params;
+}
+
 namespace {
 
 /// The first role holding a tensor writes it (a pipeline repeats a tied

@@ -65,6 +65,10 @@ std::vector<const BufferInfo *> persistentBuffers(const Artifact &artifact,
 /// The global shape of persistent buffer `b` (its own when not sharded).
 std::vector<int64_t> globalShapeOf(const BufferInfo &b);
 
+/// Every parameter of the model and its global shape, from every role (a
+/// pipeline stage runs only its own layers).
+std::map<std::string, std::vector<int64_t>> modelParameters(const Artifact &artifact);
+
 /// A persistent buffer's piece as checkpoints store it: its trailing
 /// padding levels dropped, so a vocabulary padded inside the artifact is
 /// saved as its real rows unless a split follows the padding (tensor

@@ -330,17 +330,6 @@ bool isBuffer(const std::string &hf) {
          endsWith(".rotary_emb.inv_freq");
 }
 
-/// Every parameter of the model and its global shape, from every role (a
-/// pipeline stage runs only its own layers).
-std::map<std::string, std::vector<int64_t>> modelParameters(const Artifact &artifact) {
-  std::map<std::string, std::vector<int64_t>> params;
-  for (const RoleState &role : artifact.roles)
-    for (const BufferInfo &b : role.persistent)
-      if (b.category == "param")
-        params[b.name] = globalShapeOf(b);
-  return params;
-}
-
 std::string familyOf(const Artifact &artifact, const std::string &what) {
   std::string family = artifact.meta("model.family");
   if (!knownFamily(family))

@@ -469,13 +469,7 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
   // rather than loaded in part. The model is every role's parameters: a
   // pipeline stage reads its own from a checkpoint of them all.
   if (checkpoint) {
-    std::set<std::string> parameters;
-    for (const BufferInfo *p : persistentBuffers(artifact, "param"))
-      parameters.insert(p->name);
-    for (const RoleState &role : artifact.roles)
-      for (const BufferInfo &b : role.persistent)
-        if (b.category == "param")
-          parameters.insert(b.name);
+    const std::map<std::string, std::vector<int64_t>> parameters = modelParameters(artifact);
     for (const std::string &name : checkpoint->parameterNames())
       if (!parameters.count(name)) {
         if (parameters.count(name + ".qweight"))
