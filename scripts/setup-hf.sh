@@ -1,28 +1,39 @@
 #!/usr/bin/env bash
-# Installs Hugging Face `transformers` into a venv for the interop tests
+# Installs Hugging Face `transformers` into venvs for the interop tests
 # (test/reference/run_hf.sh): the library defines HF's file layouts and
-# module semantics, so the tests check llmc against it. The venv sees
-# Debian's torch 1.13 (--system-site-packages); the pin is a release that
-# imports and runs on it. Optional: without network the tests skip, saying
-# so. Idempotent.
+# module semantics, so the tests check llmc against it. The venvs see
+# Debian's torch 1.13 (--system-site-packages):
+#   build/hf-venv       transformers 4.44.2, a release that imports and runs
+#                       on it (GPT-2 … Gemma 2, Mixtral, Qwen-MoE);
+#   build/hf-venv-4.51  transformers 4.51.3, the first with Qwen3 and
+#                       Gemma 3, which runs on it through
+#                       test/reference/torch_compat.py (names it imports
+#                       but the tests' fp32 eager path never calls).
+# Optional: without network the tests skip, saying so. Idempotent.
 #
-#   scripts/setup-hf.sh            # venv in build/hf-venv
+#   scripts/setup-hf.sh            # venvs in build/
 #   BUILD_DIR=out scripts/setup-hf.sh
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
-VENV=$BUILD_DIR/hf-venv
-# transformers and the versions of its dependencies the tests last ran with.
-PIN=(transformers==4.44.2 tokenizers==0.19.1 safetensors==0.8.0 huggingface-hub==0.36.2)
+# One venv with its pinned packages (transformers and the versions of its
+# dependencies the tests last ran with); a venv that imports is kept.
+install_venv() {
+  local venv=$1; shift
+  if "$venv/bin/python" -c "import transformers, torch" 2>/dev/null; then
+    echo "setup-hf: transformers $("$venv/bin/python" -c 'import transformers; print(transformers.__version__)') present in $venv"
+    return
+  fi
+  mkdir -p "$BUILD_DIR"
+  if ! /usr/bin/python3 -m venv --system-site-packages "$venv" ||
+     ! "$venv/bin/pip" install -q --disable-pip-version-check "$@"; then
+    echo "setup-hf: could not install $* into $venv; the tests that need it will skip"
+    return
+  fi
+  echo "setup-hf: installed $* into $venv"
+}
 
-if "$VENV/bin/python" -c "import transformers, torch" 2>/dev/null; then
-  echo "setup-hf: transformers $("$VENV/bin/python" -c 'import transformers; print(transformers.__version__)') present in $VENV"
-  exit 0
-fi
-mkdir -p "$BUILD_DIR"
-if ! /usr/bin/python3 -m venv --system-site-packages "$VENV" ||
-   ! "$VENV/bin/pip" install -q --disable-pip-version-check "${PIN[@]}"; then
-  echo "setup-hf: could not install ${PIN[*]} into $VENV; the Hugging Face interop tests will skip"
-  exit 0
-fi
-echo "setup-hf: installed ${PIN[*]} into $VENV"
+install_venv "$BUILD_DIR/hf-venv" \
+  transformers==4.44.2 tokenizers==0.19.1 safetensors==0.8.0 huggingface-hub==0.36.2
+install_venv "$BUILD_DIR/hf-venv-4.51" \
+  transformers==4.51.3 tokenizers==0.21.4 safetensors==0.8.0 huggingface-hub==0.36.2
