@@ -12,9 +12,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Compiler.h"
+#include "compiler/OffloadChoice.h"
 
 #include "passes/lib/EntryPoints.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
@@ -139,6 +141,95 @@ std::string checkCacheType(InferenceSpec &spec, StringRef precision) {
   return "";
 }
 
+/// `merged` lowered with `options`, or null with the first error in `error`
+/// (diagnostics are kept, not printed: a refused choice is not a failure).
+OwningOpRef<ModuleOp> lowerQuietly(ModuleOp merged, const CompileOptions &options,
+                                   std::string &error) {
+  OwningOpRef<ModuleOp> lowered(cast<ModuleOp>(merged->clone()));
+  ScopedDiagnosticHandler quiet(merged.getContext(), [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error && error.empty())
+      error = d.str();
+    return success();
+  });
+  PassManager pm(merged.getContext());
+  pm.enableVerifier(true);
+  buildInferenceLowering(pm, options);
+  if (failed(pm.run(*lowered)))
+    return nullptr;
+  return lowered;
+}
+
+bool movesLayers(ModuleOp lowered) {
+  for (ModuleOp role : programModules(lowered))
+    if (auto host = role->getAttrOfType<IntegerAttr>(exec::kHostBytesAttr); host && host.getInt())
+      return true;
+  return false;
+}
+
+/// The request's priced seconds with `lowered`'s steps (the slowest rank's).
+double priceRequest(ModuleOp lowered, const CompileOptions &options, const InferenceSpec &spec,
+                    const RequestShape &request, bool streamed) {
+  plan::Cluster device = plan::targetDevice(options.target, options.hostBw);
+  double fp32Scale = options.target == "cuda" ? 0.5 : 1.0;
+  StepPrice steps[2];
+  for (ModuleOp role : programModules(lowered))
+    for (auto program : role.getOps<exec::ProgramOp>()) {
+      bool prefill = program.getSymName() == "prefill";
+      StepPrice price = priceStep(program, device, options.mesh, fp32Scale);
+      price.overlapped = streamed && device.overlap;
+      if (price.seconds() > steps[prefill ? 0 : 1].seconds())
+        steps[prefill ? 0 : 1] = price;
+    }
+  return requestSeconds(steps[0], steps[1], spec.chunk, request);
+}
+
+/// Resolves `--offloaded-layers auto` by lowering `merged` both ways and
+/// pricing one request with each (compiler/OffloadChoice.h); `options`
+/// gets the choice, `why` its reason. Returns the chosen lowering, or null
+/// after reporting an error.
+OwningOpRef<ModuleOp> lowerWithChosenLayers(ModuleOp merged, CompileOptions &options,
+                                            const InferenceSpec &spec, std::string &why,
+                                            StringRef tool) {
+  RequestShape request;
+  if (std::string error = parseRequest(options.request, spec.maxContext, request); !error.empty()) {
+    reportFailure(tool, error);
+    return nullptr;
+  }
+  CompileOptions stream = options, host = options;
+  stream.offloadedLayers = "stream";
+  host.offloadedLayers = "host";
+  std::string streamError, hostError;
+  OwningOpRef<ModuleOp> streamed = lowerQuietly(merged, stream, streamError);
+  if (streamed && !movesLayers(*streamed)) {
+    options.offloadedLayers = "stream";
+    why = "every layer fits in --device-memory";
+    return streamed;
+  }
+  OwningOpRef<ModuleOp> onHost = lowerQuietly(merged, host, hostError);
+  if (!streamed && !onHost) {
+    reportFailure(tool, "--offloaded-layers auto: neither form compiles; streamed: " + streamError +
+                            "; run on the host: " + hostError);
+    return nullptr;
+  }
+  std::ostringstream os;
+  os.precision(4);
+  os << "request of " << request.promptTokens << " prompt and " << request.newTokens
+     << " new tokens, " << options.target << " target: ";
+  if (!streamed || !onHost) {
+    options.offloadedLayers = streamed ? "stream" : "host";
+    os << (streamed ? "host refused (" + hostError + ")" : "stream refused (" + streamError + ")");
+    why = os.str();
+    return streamed ? std::move(streamed) : std::move(onHost);
+  }
+  double streamSeconds = priceRequest(*streamed, options, spec, request, true);
+  double hostSeconds = priceRequest(*onHost, options, spec, request, false);
+  bool chooseHost = hostSeconds < streamSeconds;
+  options.offloadedLayers = chooseHost ? "host" : "stream";
+  os << "stream " << streamSeconds * 1e3 << " ms, host " << hostSeconds * 1e3 << " ms";
+  why = os.str();
+  return chooseHost ? std::move(onHost) : std::move(streamed);
+}
+
 } // namespace
 
 int compileInference(const CompileRequest &options, StringRef tool) {
@@ -207,13 +298,22 @@ int compileInference(const CompileRequest &options, StringRef tool) {
 
   if (options.emit == "graph")
     return detail::writeOutput(*merged, options, {}, tool);
-  PassManager pm(&context);
-  pm.enableVerifier(true);
-  buildInferenceLowering(pm, options.pipeline);
-  if (failed(pm.run(*merged)))
-    return 1;
-  std::map<std::string, std::string> meta =
-      detail::collectMetadata(*merged, options, spec.maxBatch);
+  CompileRequest chosen = options;
+  std::string why;
+  if (chosen.pipeline.deviceMemoryBytes > 0 && chosen.pipeline.offloadedLayers == "auto") {
+    merged = lowerWithChosenLayers(*merged, chosen.pipeline, spec, why, tool);
+    if (!merged)
+      return 1;
+  } else {
+    PassManager pm(&context);
+    pm.enableVerifier(true);
+    buildInferenceLowering(pm, chosen.pipeline);
+    if (failed(pm.run(*merged)))
+      return 1;
+  }
+  std::map<std::string, std::string> meta = detail::collectMetadata(*merged, chosen, spec.maxBatch);
+  if (!why.empty())
+    meta["offloaded_layers.why"] = why;
   meta["inference.max_batch"] = std::to_string(spec.maxBatch);
   meta["inference.max_context"] = std::to_string(spec.maxContext);
   meta["inference.page"] = std::to_string(spec.page);
@@ -221,7 +321,7 @@ int compileInference(const CompileRequest &options, StringRef tool) {
   meta["inference.blocks"] = std::to_string(spec.blocks);
   meta["inference.max_blocks"] = std::to_string(spec.maxBlocks());
   meta["inference.kv"] = spec.kv;
-  return detail::writeOutput(*merged, options, meta, tool);
+  return detail::writeOutput(*merged, chosen, meta, tool);
 }
 
 } // namespace llmc

@@ -326,6 +326,9 @@ void printWeightsPerLayer(const Artifact &a, std::ostream &os) {
        << (host ? runsLayersOnHost(a) ? "  (run on the host)" : "  (streamed)" : "") << "\n";
     i = j;
   }
+  if (std::string why = a.meta("offloaded_layers.why"); !why.empty())
+    os << "  chosen by --offloaded-layers auto: " << a.meta("offloaded_layers") << " (" << why
+       << ")\n";
 }
 
 /// What each layer keeps for its backward, beside Korthikanti et al.'s

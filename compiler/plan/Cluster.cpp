@@ -27,16 +27,19 @@ constexpr double kNvlinkEfficiency = 0.80;
 /// A DGX node of 8 GPUs. Bandwidths are one direction: NVLink's quoted
 /// totals are bidirectional (A100 600 GB/s, H100 and H200 900 GB/s), of
 /// which collectives get kNvlinkEfficiency; a DGX node has one InfiniBand
-/// port per GPU (A100: HDR 200 Gb/s, H100 and H200: NDR 400 Gb/s). Peaks are dense bf16 tensor-core rates (no
-/// sparsity), from NVIDIA's datasheets.
+/// port per GPU (A100: HDR 200 Gb/s, H100 and H200: NDR 400 Gb/s). Peaks are dense bf16 tensor-core
+/// rates (no sparsity), from NVIDIA's datasheets.
 ///
 /// Host side (ZeRO-Offload, nominal datasheet rates): each GPU's PCIe x16
 /// link, per direction (Gen4 on A100: 32 GB/s; Gen5 on H100 and H200: 64
 /// GB/s), and the node's two CPUs' memory (DGX A100: 2 × AMD EPYC 7742, 8
 /// channels of DDR4-3200 each, 409.6 GB/s; DGX H100/H200: 2 × Xeon
-/// Platinum 8480C, 8 channels of DDR5-4800 each, 614.4 GB/s).
+/// Platinum 8480C, 8 channels of DDR5-4800 each, 614.4 GB/s). The CPUs'
+/// fp32 peak at base clock: EPYC 7742, 2 × 64 cores × 2.25 GHz × 32 FLOP
+/// per cycle (two 256-bit FMA pipes) = 9.2 TFLOP/s; Xeon 8480C, 2 × 56
+/// cores × 2.0 GHz × 64 (two 512-bit FMA pipes) = 14.3 TFLOP/s.
 Cluster dgx(const std::string &name, double memoryGiB, double tflops, double hbm, double nvlink,
-            double ib, double pcie, double hostMemory) {
+            double ib, double pcie, double hostMemory, double hostTflops) {
   Cluster c;
   c.name = name;
   c.nodeSize = 8;
@@ -53,6 +56,7 @@ Cluster dgx(const std::string &name, double memoryGiB, double tflops, double hbm
   c.kernelOverhead = 2e-6;
   c.hostLinkBandwidth = pcie * 1e9;
   c.hostMemoryBandwidth = hostMemory * 1e9;
+  c.hostFlops = hostTflops * 1e12;
   c.efficiency.tiles = largeGemmTiles();
   return c;
 }
@@ -72,7 +76,7 @@ Cluster preset(const std::string &name, bool &found) {
   found = true;
   if (name == "dgx-a100") {
     // A100 SXM4 80GB: 108 SMs, 2.039 TB/s HBM2e.
-    Cluster c = dgx(name, 80, 312, 2.039, 300, 200, 32, 409.6);
+    Cluster c = dgx(name, 80, 312, 2.039, 300, 200, 32, 409.6, 9.216);
     c.deviceName = "A100 SXM4 80GB";
     c.efficiency.sms = 108;
     // The maximum achievable bf16 matmul rate measured on an A100 SXM
@@ -90,7 +94,7 @@ Cluster preset(const std::string &name, bool &found) {
   }
   if (name == "dgx-h100") {
     // H100 SXM5 80GB: 132 SMs, 3.35 TB/s HBM3.
-    Cluster c = dgx(name, 80, 989, 3.35, 450, 400, 64, 614.4);
+    Cluster c = dgx(name, 80, 989, 3.35, 450, 400, 64, 614.4, 14.336);
     c.deviceName = "H100 SXM5 80GB";
     c.efficiency.sms = 132;
     // The maximum achievable bf16 matmul rate measured on an H100 SXM
@@ -104,7 +108,7 @@ Cluster preset(const std::string &name, bool &found) {
   if (name == "dgx-h200") {
     // H200 141GB: the H100's 132 SMs and peak, 4.8 TB/s HBM3e; the device
     // reports about 139 GiB.
-    Cluster c = dgx(name, 139, 989, 4.8, 450, 400, 64, 614.4);
+    Cluster c = dgx(name, 139, 989, 4.8, 450, 400, 64, 614.4, 14.336);
     c.deviceName = "H200 141GB";
     c.efficiency.sms = 132;
     // cuBLASLt's bf16 8192³ product, measured on an H200 with llmc's
@@ -186,6 +190,7 @@ Cluster targetDevice(const std::string &target, double hostLinkGBs) {
     c.intraLatency = c.interLatency = 1.39e-3;
     c.hostLinkBandwidth = 15.1e9;
     c.hostMemoryBandwidth = 15.1e9;
+    c.hostFlops = 59.2e9;
     c.overlap = false;
     c.efficiency.source = "bench/plan_cpu.sh, one core of the development VM";
   }

@@ -45,6 +45,9 @@ struct Cluster {
   /// Bytes/s of a node's host memory, shared by its devices' host-side
   /// optimizer updates; 0: unknown.
   double hostMemoryBandwidth = 0;
+  /// FLOP/s of a node's CPUs at fp32 (datasheet peak), shared by its
+  /// devices' host-side work; 0: unknown.
+  double hostFlops = 0;
   /// Whether data-parallel communication runs beside compute (a GPU's
   /// communication stream); false prices every collective as blocking.
   bool overlap = true;

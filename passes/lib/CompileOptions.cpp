@@ -186,9 +186,12 @@ std::string resolveOptions(CompileOptions &o) {
              "' (expected a size such as 24GiB, 512MiB or 1e9)";
   }
   o.deviceMemoryBytes = 0;
-  if (o.offloadedLayers != "stream" && o.deviceMemory.empty())
-    return "--offloaded-layers " + o.offloadedLayers +
-           " needs --device-memory (the budget that decides which layers leave the device)";
+  if (o.offloadedLayers == "host" && o.deviceMemory.empty())
+    return "--offloaded-layers host needs --device-memory (the budget that decides which "
+           "layers leave the device)";
+  if (!o.request.empty() && (o.deviceMemory.empty() || o.offloadedLayers != "auto"))
+    return "--request prices --offloaded-layers auto's choice: it needs --device-memory and "
+           "--offloaded-layers auto";
   if (!o.deviceMemory.empty()) {
     if (o.inference.empty())
       return "--device-memory needs --inference (training fits a budget with --recompute "

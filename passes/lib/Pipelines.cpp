@@ -139,6 +139,8 @@ void addLoweringPasses(AddPass add, const llmc::CompileOptions &options) {
   if (options.deviceMemoryBytes > 0) { // generation only (resolveOptions)
     OffloadWeightsOptions weights;
     weights.deviceBytes = options.deviceMemoryBytes;
+    // `auto` is resolved by llmc compile (compiler/OffloadChoice.h), which
+    // lowers both ways; a pipeline run directly streams.
     weights.runOnHost = options.offloadedLayers == "host";
     add(createOffloadWeights(weights));
   }
