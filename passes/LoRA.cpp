@@ -334,12 +334,13 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     if (global.size() != static_cast<size_t>(2 + lead))
       return m->emitOpError("lora: weight '")
              << name << (lead ? "' is not a stack of matrices" : "' is not a matrix");
-    if (site.offsets && qlora)
+    if (site.offsets && qlora && !splits.empty())
       return m->emitOpError("qlora: '")
              << name
-             << "' holds a mixture of experts' experts, whose NF4 storage takes no "
-                "adapters yet; leave mlp out of the targets (e.g. targets=qkv,proj), "
-                "or drop --qlora";
+             << "' holds a mixture of experts' experts split by tensor or expert "
+                "parallelism, whose NF4 storage QLoRA does not split yet; use data "
+                "parallelism or ZeRO for the experts, leave mlp out of the targets "
+                "(e.g. targets=qkv,proj), or drop --qlora";
     int64_t K = global[contractDim], N = global[outputDim], r = loraSpec.rank;
     if (r >= std::min(K, N))
       return m->emitOpError("lora: rank ") << r << " is not below the smaller dimension of '"
@@ -423,15 +424,16 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     auto sum = llm::AddOp::create(b, loc, y, d);
     y.replaceAllUsesExcept(sum.getResult(), sum);
     if (qlora)
-      return storeNf4(cast<llm::MatmulOp>(m), weight, name, weightShard);
+      return storeNf4(m, weight, name, weightShard);
     return success();
   }
 
   /// QLoRA: frozen `weight` becomes NF4 storage (the layout of `llmc
   /// quantize --scheme nf4:block<N>`; split with the weight under tensor
-  /// parallelism), expanded right before it is read.
-  LogicalResult storeNf4(llm::MatmulOp m, BlockArgument weight, StringRef name,
-                         DictionaryAttr shard) {
+  /// parallelism), expanded right before it is read. A stack of experts'
+  /// weights [G, A, B] (read by `m`, an llm.grouped_matmul) is stored whole,
+  /// expert after expert, as `llmc quantize`'s `:stacked` layout holds it.
+  LogicalResult storeNf4(Operation *m, BlockArgument weight, StringRef name, DictionaryAttr shard) {
     FailureOr<Operation *> firstRead = nf4Reads(m, weight, name);
     if (failed(firstRead))
       return failure();
@@ -442,7 +444,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
         nf4StorageFor(m, "qlora", name, type, shard, mesh, qloraBlock, split);
     if (failed(types))
       return failure();
-    Location loc = m.getLoc();
+    Location loc = m->getLoc();
     OpBuilder b(&getContext());
     Nf4Storage storage = addNf4Storage(forward, loc, name, *types);
     b.setInsertionPoint(*firstRead);
@@ -454,25 +456,26 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       setNf4Piece(expanded, *split);
     weight.replaceAllUsesWith(expanded.getResult());
     if (failed(forward.eraseArgument(weight.getArgNumber())))
-      return m.emitOpError("qlora: cannot remove the full-precision '") << name << "'";
+      return m->emitOpError("qlora: cannot remove the full-precision '") << name << "'";
     return success();
   }
 
   /// The first of `weight`'s reads, each of which must be matmul `m`'s or,
   /// for a tied head, an embedding lookup's (directly or through a cast):
   /// the stored weight is what both read.
-  FailureOr<Operation *> nf4Reads(llm::MatmulOp m, BlockArgument weight, StringRef name) {
-    auto reader = [&](Operation *op) { return op == m.getOperation() || isa<llm::EmbeddingOp>(op); };
+  FailureOr<Operation *> nf4Reads(Operation *m, BlockArgument weight, StringRef name) {
+    auto reader = [&](Operation *op) { return op == m || isa<llm::EmbeddingOp>(op); };
     Operation *first = nullptr;
     for (Operation *user : weight.getUsers()) {
       bool allowed = reader(user) ||
                      (isa<llm::CastOp>(user) && llvm::all_of(user->getUsers(), reader));
       if (!allowed && isa<qat::ObserveOp, qat::FakeQuantOp>(user))
-        return m.emitOpError("qlora: '")
-               << name << "' is fake-quantized by --qat weights=; QLoRA already stores it "
-                          "quantized (drop weights= from --qat, or --qlora)";
+        return m->emitOpError("qlora: '")
+               << name
+               << "' is fake-quantized by --qat weights=; QLoRA already stores it "
+                  "quantized (drop weights= from --qat, or --qlora)";
       if (!allowed)
-        return m.emitOpError("qlora: '")
+        return m->emitOpError("qlora: '")
                << name << "' is also read by '" << user->getName()
                << "'; leave its matmul out of the targets, or drop --qlora";
       if (!first || user->isBeforeInBlock(first))

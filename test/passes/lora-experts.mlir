@@ -5,7 +5,10 @@
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=ep=2 lora={rank=2, targets=mlp} emit=graph" | FileCheck %s --check-prefix=EP
 // RUN: llmc-opt %t.mlir --llmc-lora="spec={rank=2, targets=layers.0.block_sparse_moe.experts.w2}" | FileCheck %s --check-prefix=NAMED
 // RUN: not llmc-opt %t.mlir --llmc-lora="spec={rank=32, targets=mlp}" 2>&1 | FileCheck %s --check-prefix=RANK-TOO-BIG
-// RUN: not llmc-opt %t.mlir --llmc-lora="spec={rank=2, targets=mlp} qlora=true qlora-block=8" 2>&1 | FileCheck %s --check-prefix=QLORA
+// RUN: llmc-opt %t.mlir --llmc-lora="spec={rank=2, targets=mlp} qlora=true qlora-block=8" | FileCheck %s --check-prefix=QLORA
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="lora={rank=2, targets=mlp} qlora=true qlora-block=8 emit=train" | FileCheck %s --check-prefix=QLORA-TRAIN
+// RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 lora={rank=2, targets=mlp} qlora=true qlora-block=8 emit=graph" 2>&1 | FileCheck %s --check-prefix=QLORA-SPLIT
+// RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=ep=2 lora={rank=2, targets=mlp} qlora=true qlora-block=8 emit=graph" 2>&1 | FileCheck %s --check-prefix=QLORA-SPLIT
 // RUN: llmc model qwen2_moe --set n_layer=2 --set n_embd=32 --set n_head=2 --set n_kv_head=2 --set batch_size=2 --set seq_len=8 --set vocab_size=64 -o %t-qwen.mlir
 // RUN: llmc-opt %t-qwen.mlir --llmc-lora="spec={rank=2, targets=mlp}" | FileCheck %s --check-prefix=QWEN
 
@@ -82,7 +85,26 @@
 
 // RANK-TOO-BIG: error: 'llm.grouped_matmul' op lora: rank 32 is not below the smaller dimension of 'layers.0.block_sparse_moe.experts.w3.weight' (32x176)
 
-// QLORA: error: 'llm.grouped_matmul' op qlora: 'layers.0.block_sparse_moe.experts.w3.weight' holds a mixture of experts' experts, whose NF4 storage takes no adapters yet; leave mlp out of the targets (e.g. targets=qkv,proj), or drop --qlora
+// QLoRA: each stack [G, A, B] is stored whole in NF4, expert after expert
+// (4 · 176 · 32 weights: 11264 bytes of codes, 2816 blocks of 8, 11
+// double-quantized scales), frozen, and expanded right before the grouped
+// matmul that reads it; its adapters are the plain LoRA's.
+// QLORA-DAG: %[[CODES:[a-z0-9]+]]: tensor<11264xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w3.weight.qweight", init = "zeros", trainable = false>}
+// QLORA-DAG: %[[LEVELS:[a-z0-9]+]]: tensor<2816xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w3.weight.absmax_q", init = "zeros", trainable = false>}
+// QLORA-DAG: %[[SCALES:[a-z0-9]+]]: tensor<11xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w3.weight.absmax_scale", init = "zeros", trainable = false>}
+// QLORA-DAG: %[[MEAN:[a-z0-9]+]]: tensor<f32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w3.weight.absmax_mean", init = "zeros", trainable = false>}
+// QLORA-NOT: name = "layers.0.block_sparse_moe.experts.w3.weight",
+// QLORA: %[[W:.*]] = qat.dequantize_nf4 %[[CODES]], %[[LEVELS]], %[[SCALES]], %[[MEAN]] {block = 8 : i64} : tensor<11264xi8>, tensor<2816xi8>, tensor<11xf32>, tensor<f32> -> tensor<4x176x32xf32>
+// QLORA-NEXT: llm.grouped_matmul %{{.*}}, %[[OFF:.*]], %[[W]] {transpose_b} : tensor<32x32xf32>, tensor<5xi32>, tensor<4x176x32xf32>
+// QLORA-NEXT: llm.grouped_matmul %{{.*}}, %[[OFF]], %{{.*}} {transpose_b} : tensor<32x32xf32>, tensor<5xi32>, tensor<4x2x32xf32>
+
+// The backward expands the down projection's stack again, right before
+// the product that needs it, rather than keeping it from the forward.
+// QLORA-TRAIN-LABEL: func.func @train_step
+// QLORA-TRAIN: %[[WB:.*]] = qat.dequantize_nf4 {{.*}}llmc.backward{{.*}}llmc.recomputed{{.*}} -> tensor<4x32x176xf32>
+// QLORA-TRAIN-NEXT: llm.grouped_matmul %{{.*}}, %{{.*}}, %[[WB]] {{{.*}}llmc.backward
+
+// QLORA-SPLIT: error: 'llm.grouped_matmul' op qlora: 'layers.0.block_sparse_moe.experts.w3.weight' holds a mixture of experts' experts split by tensor or expert parallelism, whose NF4 storage QLoRA does not split yet; use data parallelism or ZeRO for the experts, leave mlp out of the targets (e.g. targets=qkv,proj), or drop --qlora
 
 // Qwen-MoE (layer 0 dense, layer 1 sparse): the routed experts and the shared expert's projections take
 // adapters; the shared expert's one-column gate is no MLP projection.
