@@ -61,20 +61,29 @@ struct Nf4Piece {
   }
 };
 
-/// The piece `shape` (2-D, in blocks of `block` along its rows) of a weight
+/// The piece `pieceShape` (in blocks of `block` along its rows) of a weight
 /// of `wholeShape`, whose dimensions are `chunks` equal chunks split alike,
 /// holding of each chunk the indices from `offset`: its Nf4Piece; or, with
-/// `error` saying why the numbers describe no such piece, a whole one. The
-/// compiler's verifiers and the kernels' contracts share this check.
-inline Nf4Piece makeNf4Piece(const std::vector<int64_t> &shape, int64_t block,
+/// `error` saying why the numbers describe no such piece, a whole one. A
+/// piece of more than two dimensions (a stack of experts' matrices, split
+/// within each expert) is read as its 2-D view, the leading dimensions
+/// flattened into rows, as its storage holds it. The compiler's verifiers
+/// and the kernels' contracts share this check.
+inline Nf4Piece makeNf4Piece(const std::vector<int64_t> &pieceShape, int64_t block,
                              const std::vector<int64_t> &wholeShape,
-                             const std::vector<int64_t> &chunks,
-                             const std::vector<int64_t> &offset, std::string &error) {
+                             const std::vector<int64_t> &chunks, const std::vector<int64_t> &offset,
+                             std::string &error) {
   auto list = [](const std::vector<int64_t> &v) {
     std::string text;
     for (int64_t x : v) text += (text.empty() ? "" : "x") + std::to_string(x);
     return text;
   };
+  std::vector<int64_t> shape = pieceShape;
+  if (shape.size() > 2) {
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
+    shape = {rows, shape.back()};
+  }
   Nf4Piece piece;
   if (shape.size() != 2 || wholeShape.size() != 2 || chunks.size() != 2 || offset.size() != 2) {
     error = "a piece of a weight (whole_shape, chunks, piece_offset) is 2-D, with two entries "

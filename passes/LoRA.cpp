@@ -334,13 +334,6 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     if (global.size() != static_cast<size_t>(2 + lead))
       return m->emitOpError("lora: weight '")
              << name << (lead ? "' is not a stack of matrices" : "' is not a matrix");
-    if (site.offsets && qlora && !splits.empty())
-      return m->emitOpError("qlora: '")
-             << name
-             << "' holds a mixture of experts' experts split by tensor or expert "
-                "parallelism, whose NF4 storage QLoRA does not split yet; use data "
-                "parallelism or ZeRO for the experts, leave mlp out of the targets "
-                "(e.g. targets=qkv,proj), or drop --qlora";
     int64_t K = global[contractDim], N = global[outputDim], r = loraSpec.rank;
     if (r >= std::min(K, N))
       return m->emitOpError("lora: rank ") << r << " is not below the smaller dimension of '"
@@ -424,16 +417,18 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     auto sum = llm::AddOp::create(b, loc, y, d);
     y.replaceAllUsesExcept(sum.getResult(), sum);
     if (qlora)
-      return storeNf4(m, weight, name, weightShard);
+      return storeNf4(m, weight, name, weightShard, /*stacked=*/lead == 1);
     return success();
   }
 
   /// QLoRA: frozen `weight` becomes NF4 storage (the layout of `llmc
   /// quantize --scheme nf4:block<N>`; split with the weight under tensor
-  /// parallelism), expanded right before it is read. A stack of experts'
-  /// weights [G, A, B] (read by `m`, an llm.grouped_matmul) is stored whole,
-  /// expert after expert, as `llmc quantize`'s `:stacked` layout holds it.
-  LogicalResult storeNf4(Operation *m, BlockArgument weight, StringRef name, DictionaryAttr shard) {
+  /// parallelism), expanded right before it is read. A `stacked` weight
+  /// [G, A, B] (a mixture of experts', read by `m`, an llm.grouped_matmul)
+  /// is stored as its 2-D view [G·A, B], expert after expert, as `llmc
+  /// quantize` writes it; tensor and expert parallelism split that view.
+  LogicalResult storeNf4(Operation *m, BlockArgument weight, StringRef name, DictionaryAttr shard,
+                         bool stacked) {
     FailureOr<Operation *> firstRead = nf4Reads(m, weight, name);
     if (failed(firstRead))
       return failure();
@@ -441,7 +436,8 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     std::optional<StorageSplit> split;
     auto mesh = getOperation().lookupSymbol<dist::MeshOp>(kMeshName);
     FailureOr<Nf4StorageTypes> types =
-        nf4StorageFor(m, "qlora", name, type, shard, mesh, qloraBlock, split);
+        stacked ? stackNf4Storage(m, name, type, shard, mesh, split)
+                : nf4StorageFor(m, "qlora", name, type, shard, mesh, qloraBlock, split);
     if (failed(types))
       return failure();
     Location loc = m->getLoc();
@@ -458,6 +454,22 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     if (failed(forward.eraseArgument(weight.getArgNumber())))
       return m->emitOpError("qlora: cannot remove the full-precision '") << name << "'";
     return success();
+  }
+
+  /// The NF4 storage of the experts' stack `name` (this rank's piece
+  /// `local`): whole when nothing splits it, else its 2-D view's piece.
+  FailureOr<Nf4StorageTypes> stackNf4Storage(Operation *m, StringRef name, RankedTensorType local,
+                                             DictionaryAttr shard, dist::MeshOp mesh,
+                                             std::optional<StorageSplit> &split) {
+    if (shardSplits(shard).empty())
+      return nf4StorageFor(m, "qlora", name, local, shard, mesh, qloraBlock, split);
+    RankedTensorType view;
+    FailureOr<StorageSplit> read =
+        readExpertSplit(m, "qlora", name, local, shard, mesh, view, /*byExperts=*/true);
+    if (failed(read))
+      return failure();
+    split = *read;
+    return splitNf4Storage(m, "qlora", name, view, *split, qloraBlock);
   }
 
   /// The first of `weight`'s reads, each of which must be matmul `m`'s or,

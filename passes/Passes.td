@@ -329,9 +329,9 @@ def LoRA : Pass<"llmc-lora", "mlir::ModuleOp"> {
     before its matmul (and again for the backward: see llmc-recompute).
     Split with its weight under tensor parallelism when the pieces are
     whole blocks; not for a weight another op than its matmul and a lookup
-    reads. A mixture of experts' stack is stored whole (expert after
-    expert) and expanded before its grouped matmul; a stack split by
-    tensor or expert parallelism is refused.
+    reads. A mixture of experts' stack is stored as its 2-D view (expert
+    after expert), split with the stack under tensor or expert
+    parallelism, and expanded before its grouped matmul.
   }];
   let options = [
     Option<"spec", "spec", "std::string", "\"\"", "rank=, alpha=, targets=">,

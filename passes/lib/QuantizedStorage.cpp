@@ -80,7 +80,8 @@ FailureOr<StorageSplit> llmc::readStorageSplit(Operation *op, StringRef pass, St
 
 FailureOr<StorageSplit> llmc::readExpertSplit(Operation *op, StringRef pass, StringRef name,
                                               RankedTensorType local, DictionaryAttr shard,
-                                              dist::MeshOp mesh, RankedTensorType &viewLocal) {
+                                              dist::MeshOp mesh, RankedTensorType &viewLocal,
+                                              bool byExperts) {
   SmallVector<int64_t> global = shardGlobalShape(shard, local);
   if (global.size() != 3)
     return op->emitOpError() << pass << ": '" << name << "' is not a stack of matrices";
@@ -90,21 +91,25 @@ FailureOr<StorageSplit> llmc::readExpertSplit(Operation *op, StringRef pass, Str
   split.stackGlobal = global;
   split.global = split.padded = {global[0] * global[1], global[2]};
   viewLocal = RankedTensorType::get({l[0] * l[1], l[2]}, local.getElementType());
-  // Each level on the view: an expert's rows split within the expert (one
-  // chunk of the view's rows per expert), its columns as the view's.
+  // Each level on the view: whole experts (expert parallelism) as runs of
+  // the view's rows, an expert's rows split within the expert (one chunk
+  // of the view's rows per expert), its columns as the view's.
   MLIRContext *context = op->getContext();
   Builder b(context);
   SmallVector<Attribute> levels;
   for (const ShardSplit &level : shardSplits(shard)) {
-    if (level.pads() || level.dim == 0)
+    if (level.pads() || (level.dim == 0 && !byExperts))
       return refuseStorage(op, pass, name, viewLocal, split)
              << (level.pads() ? "quantized experts are not padded"
                               : "split by expert parallelism, which quantized experts do not take "
                                 "(a generation step takes tensor parallelism only)");
     SmallVector<StringRef> axes(level.axes.begin(), level.axes.end());
+    // Whole experts (dimension 0) are runs of the view's rows; an expert's
+    // rows (dimension 1) one chunk of them per expert.
     const int64_t chunks = level.blocks * (level.dim == 1 ? global[0] : 1);
+    const int64_t viewDim = level.dim == 2 ? 1 : 0;
     levels.push_back(b.getDictionaryAttr({b.getNamedAttr("axes", b.getStrArrayAttr(axes)),
-                                          b.getNamedAttr("dim", b.getI64IntegerAttr(level.dim - 1)),
+                                          b.getNamedAttr("dim", b.getI64IntegerAttr(viewDim)),
                                           b.getNamedAttr("blocks", b.getI64IntegerAttr(chunks))}));
   }
   split.shard =

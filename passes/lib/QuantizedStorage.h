@@ -116,12 +116,15 @@ mlir::FailureOr<StorageSplit> readStorageSplit(mlir::Operation *op, llvm::String
 /// rank's piece `local`, split as `shard` records over `mesh`) as the split
 /// of its storage's 2-D view [G·A, B] (whose piece `viewLocal` gives), or
 /// failure after an error on `op` when quantized storage cannot take it:
-/// experts split by expert parallelism, which generation steps do not
-/// take, or not evenly.
+/// not evenly, or split by expert parallelism unless `byExperts` allows it
+/// (generation steps do not take it). Expert parallelism splits the view's
+/// rows into contiguous runs of whole experts; it does not combine with a
+/// split of each expert's rows (one split per dimension of the view).
 mlir::FailureOr<StorageSplit> readExpertSplit(mlir::Operation *op, llvm::StringRef pass,
                                               llvm::StringRef name, mlir::RankedTensorType local,
                                               mlir::DictionaryAttr shard, dist::MeshOp mesh,
-                                              mlir::RankedTensorType &viewLocal);
+                                              mlir::RankedTensorType &viewLocal,
+                                              bool byExperts = false);
 
 /// An error on `op` about weight `name` of `split`, in readStorageSplit's
 /// form (a stack of experts named by its own shapes).

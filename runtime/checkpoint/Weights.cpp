@@ -161,6 +161,14 @@ std::vector<int64_t> storedWeightShape(const ProgramInfo &program, const Instruc
     return stored.size() == 2 && !shape.empty()
                ? std::vector<int64_t>{shape[0], stored[0] / shape[0], stored[1] * perByte}
                : shape;
+  // QLoRA's expansion of a stack [G, A, B] split by tensor parallelism
+  // (within each expert: G chunks of the view's rows) or by expert
+  // parallelism (whole experts: this rank's A rows each).
+  if (stored.size() == 2 && shape.size() == 3) {
+    std::vector<int64_t> chunks = inst.attrs.getInts("chunks");
+    const int64_t experts = !chunks.empty() && chunks[0] > 1 ? chunks[0] : stored[0] / shape[1];
+    return {experts, stored[0] / experts, stored[1] * perByte};
+  }
   if (stored.size() == 2)
     return {stored[0], stored[1] * perByte};
   // NF4 codes of a head padded along its rows (llmc-pad-vocab) are the real

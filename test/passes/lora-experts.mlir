@@ -7,8 +7,9 @@
 // RUN: not llmc-opt %t.mlir --llmc-lora="spec={rank=32, targets=mlp}" 2>&1 | FileCheck %s --check-prefix=RANK-TOO-BIG
 // RUN: llmc-opt %t.mlir --llmc-lora="spec={rank=2, targets=mlp} qlora=true qlora-block=8" | FileCheck %s --check-prefix=QLORA
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="lora={rank=2, targets=mlp} qlora=true qlora-block=8 emit=train" | FileCheck %s --check-prefix=QLORA-TRAIN
-// RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 lora={rank=2, targets=mlp} qlora=true qlora-block=8 emit=graph" 2>&1 | FileCheck %s --check-prefix=QLORA-SPLIT
-// RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=ep=2 lora={rank=2, targets=mlp} qlora=true qlora-block=8 emit=graph" 2>&1 | FileCheck %s --check-prefix=QLORA-SPLIT
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 lora={rank=2, targets=mlp} qlora=true qlora-block=8 emit=graph" | FileCheck %s --check-prefix=QLORA-TP
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=ep=2 lora={rank=2, targets=mlp} qlora=true qlora-block=8 emit=graph" | FileCheck %s --check-prefix=QLORA-EP
+// RUN: not llmc-opt %t.mlir --llmc-train-pipeline="mesh=ep=2,tp=2 lora={rank=2, targets=mlp} qlora=true qlora-block=8 emit=graph" 2>&1 | FileCheck %s --check-prefix=QLORA-EPTP
 // RUN: llmc model qwen2_moe --set n_layer=2 --set n_embd=32 --set n_head=2 --set n_kv_head=2 --set batch_size=2 --set seq_len=8 --set vocab_size=64 -o %t-qwen.mlir
 // RUN: llmc-opt %t-qwen.mlir --llmc-lora="spec={rank=2, targets=mlp}" | FileCheck %s --check-prefix=QWEN
 
@@ -104,7 +105,23 @@
 // QLORA-TRAIN: %[[WB:.*]] = qat.dequantize_nf4 {{.*}}llmc.backward{{.*}}llmc.recomputed{{.*}} -> tensor<4x32x176xf32>
 // QLORA-TRAIN-NEXT: llm.grouped_matmul %{{.*}}, %{{.*}}, %[[WB]] {{{.*}}llmc.backward
 
-// QLORA-SPLIT: error: 'llm.grouped_matmul' op qlora: 'layers.0.block_sparse_moe.experts.w3.weight' holds a mixture of experts' experts split by tensor or expert parallelism, whose NF4 storage QLoRA does not split yet; use data parallelism or ZeRO for the experts, leave mlp out of the targets (e.g. targets=qkv,proj), or drop --qlora
+// Under tp the storage of the stack's view [G·A, B] = [704, 32] splits as
+// the stack does: w3's rows within each expert (4 chunks of the view's
+// rows, one per expert: each rank's 88 of each expert's 176), w2's columns
+// (each rank 88 of 176). The expansion yields this rank's piece of the
+// stack, placed in the whole view by whole_shape, chunks and piece_offset.
+// QLORA-TP-DAG: tensor<352x16xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w3.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 704, 16>, levels = [{axes = ["tp"], blocks = 4 : i64, dim = 0 : i64}]}}
+// QLORA-TP-DAG: tensor<128x44xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w2.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 128, 88>, levels = [{axes = ["tp"], blocks = 1 : i64, dim = 1 : i64}]}}
+// QLORA-TP: qat.dequantize_nf4 {{.*}} {block = 8 : i64, chunks = array<i64: 4, 1>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 0, axes = ["tp"], stride = 88>], piece_offset = array<i64: 0, 0>, whole_shape = array<i64: 704, 32>} : tensor<352x16xi8>, tensor<352x4xi8>, tensor<11xf32>, tensor<f32> -> tensor<4x88x32xf32>
+
+// Under ep each rank holds whole experts: a contiguous run of the view's
+// rows.
+// QLORA-EP-DAG: tensor<352x16xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w3.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 704, 16>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// QLORA-EP: qat.dequantize_nf4 {{.*}} {block = 8 : i64, chunks = array<i64: 1, 1>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 0, axes = ["ep"], stride = 352>], piece_offset = array<i64: 0, 0>, whole_shape = array<i64: 704, 32>} : tensor<352x16xi8>, tensor<352x4xi8>, tensor<11xf32>, tensor<f32> -> tensor<2x176x32xf32>
+
+// ep and tp both splitting an expert's rows would split the view's rows
+// twice.
+// QLORA-EPTP: error: 'llm.grouped_matmul' op qlora: the experts' weights 'layers.0.block_sparse_moe.experts.w3.weight' 'tensor<2x88x32xf32>' of 4x176x32: quantized storage takes one split per dimension
 
 // Qwen-MoE (layer 0 dense, layer 1 sparse): the routed experts and the shared expert's projections take
 // adapters; the shared expert's one-column gate is no MLP projection.
