@@ -23,7 +23,8 @@ Face directory and compiled from its config.json alone (`llmc compile
   * (`qwen3`) `llmc generate` through the paged KV cache samples each token
     from transformers' logits of the whole sequence recomputed without a
     cache (TOL), and its greedy tokens are transformers' (argmax of the
-    recomputed logits, token by token);
+    recomputed logits, token by token: 4.51's `generate` imports torch 2
+    modules); under `--mesh tp=2` it gives one rank's tokens and logits;
   * without q_norm, or without k_norm, transformers' logits move by far
     more than TOL on the batch, so the checks above see the norms.
 
@@ -109,12 +110,19 @@ def greedy(model, prompt):
 def check_generate(name, model, hf_dir, work, args):
     """Greedy generation through the paged cache against transformers;
     returns the worst relative logit error."""
-    artifact = os.path.join(work, "gen.llmc")
-    run(os.path.join(args.bin, "llmc"), "compile", "--config", os.path.join(hf_dir, "config.json"),
-        "--inference", "max-batch=3,max-context=32,page=4,chunk=8", "-o", artifact)
+    artifact, tp_artifact = os.path.join(work, "gen.llmc"), os.path.join(work, "gen-tp2.llmc")
+    for out, flags in ((artifact, []), (tp_artifact, ["--mesh", "tp=2"])):
+        run(os.path.join(args.bin, "llmc"), "compile", "--config",
+            os.path.join(hf_dir, "config.json"), "--inference",
+            "max-batch=3,max-context=32,page=4,chunk=8", *flags, "-o", out)
     worst = 0.0
-    for prompt, (tokens, logits) in zip(PROMPTS, generate(args, artifact, hf_dir, PROMPTS, work,
-                                                          "generate")):
+    batched = generate(args, artifact, hf_dir, PROMPTS, work, "generate")
+    # Under tp=2 each rank normalises its own heads' q and k.
+    for (tokens, logits), (want, ref) in zip(
+            generate(args, tp_artifact, hf_dir, PROMPTS, work, "generate-tp2", 2), batched):
+        assert tokens == want, f"{name} tp=2: {tokens} vs one rank's {want}"
+        assert relative(logits, ref) <= TOL, f"{name} tp=2: logits differ from one rank's"
+    for prompt, (tokens, logits) in zip(PROMPTS, batched):
         with torch.no_grad():
             ref = model(torch.tensor([prompt + tokens]), use_cache=False).logits[0, len(prompt) - 1:-1]
         worst = max(worst, relative(logits, ref))
@@ -206,8 +214,8 @@ def check(name, args, with_generate, **extra):
     generated = ""
     if with_generate:
         worst = check_generate(name, model, hf_in, work, args)
-        generated = (f"; {len(PROMPTS)} prompts x {NEW_TOKENS} greedy tokens as transformers', "
-                     f"logits max rel err {worst:.2e} against recompute")
+        generated = (f"; {len(PROMPTS)} prompts x {NEW_TOKENS} greedy tokens as transformers' "
+                     f"(and tp=2's), logits max rel err {worst:.2e} against recompute")
     print(f"{name}: {len(before)} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
           f"{err:.2e}; first loss {one[0]:.6f} (tp=2 {tp[0]:.6f}) vs transformers {ref_loss:.6f}; "
           f"{STEPS} steps' losses tp=2 vs one rank within {tp_err:.1e}, gradient norms "
