@@ -934,9 +934,9 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     applyQwen3Defaults(config, *object);
   if (config.gemma2())
     applyGemma2Defaults(config, *object);
-  else if (auto headDim = object->getInteger("head_dim");
-           headDim && config.llamaLike() && !config.freeHeadDim() &&
-           *headDim != config.nEmbd / config.nHead)
+  std::optional<int64_t> headDim = object->getInteger("head_dim");
+  if (headDim && config.llamaLike() && !config.freeHeadDim() &&
+      *headDim != config.nEmbd / config.nHead)
     return fail("config '" + path + "': head_dim = " + Twine(*headDim) +
                 " is not supported: llmc's " + config.family +
                 " heads are hidden_size / num_attention_heads = " +
@@ -958,8 +958,7 @@ Error ModelConfig::validate() const {
       return e;
   if (headDimension < 0)
     return fail("head_dim must be >= 1 (0: n_embd / n_head), got " + Twine(headDimension));
-  if (headDimension > 0 && !freeHeadDim() &&
-      (nEmbd % nHead != 0 || headDimension != nEmbd / nHead))
+  if (headDimension > 0 && !freeHeadDim() && (nEmbd % nHead != 0 || headDimension != nEmbd / nHead))
     return fail("head_dim = " + Twine(headDimension) + " is not supported: llmc's " + family +
                 " heads are n_embd / n_head wide");
   if (headDimension == 0 && nEmbd % nHead != 0)

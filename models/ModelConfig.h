@@ -18,7 +18,7 @@
 namespace llmc {
 
 struct ModelConfig {
-  std::string family;        ///< gpt2 | llama | qwen2 | qwen3 | mistral | gemma2 | mixtral | qwen2_moe
+  std::string family; ///< gpt2 | llama | qwen2 | qwen3 | mistral | gemma2 | mixtral | qwen2_moe
   int64_t vocabSize = 256;
   int64_t nLayer = 2;
   int64_t nHead = 4;

@@ -33,11 +33,10 @@ struct ConfigKey {
 /// The families whose directories llmc reads and writes, and the
 /// transformers class of each.
 const std::pair<const char *, const char *> kFamilies[] = {
-    {"gpt2", "GPT2LMHeadModel"},         {"llama", "LlamaForCausalLM"},
-    {"qwen2", "Qwen2ForCausalLM"},       {"qwen3", "Qwen3ForCausalLM"},
-    {"mistral", "MistralForCausalLM"},
-    {"gemma2", "Gemma2ForCausalLM"},     {"mixtral", "MixtralForCausalLM"},
-    {"qwen2_moe", "Qwen2MoeForCausalLM"}};
+    {"gpt2", "GPT2LMHeadModel"},       {"llama", "LlamaForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},     {"qwen3", "Qwen3ForCausalLM"},
+    {"mistral", "MistralForCausalLM"}, {"gemma2", "Gemma2ForCausalLM"},
+    {"mixtral", "MixtralForCausalLM"}, {"qwen2_moe", "Qwen2MoeForCausalLM"}};
 
 bool knownFamily(const std::string &family) {
   for (const auto &[name, architecture] : kFamilies)
@@ -195,7 +194,8 @@ void checkSemantics(const json::Value &config, const std::string &family,
                    "Qwen3 attends to every earlier key (no per-layer sliding window)");
     if (const json::Value *dropout = config.find("attention_dropout");
         dropout && !dropout->isNull() && numberOf(*dropout, path + ": attention_dropout") != 0)
-      fail(path, ": attention_dropout is ", dropout->dump(), ", but llmc's attention has no dropout");
+      fail(path, ": attention_dropout is ", dropout->dump(),
+           ", but llmc's attention has no dropout");
     return;
   }
   requireSetting(config, path, "attention_bias", json::Value(false),
