@@ -7,8 +7,11 @@
 // biases, optional tied output head. Linear weights are [out, in] (y = x·Wᵀ)
 // with HF names without the "model." prefix.
 //
-// Qwen2/2.5, Mistral, Mixtral and Qwen-MoE are this block too: Qwen2 adds
-// biases to the q, k and v projections; Mistral's attention may see only a
+// Qwen2/2.5, Qwen3, Mistral, Mixtral and Qwen-MoE are this block too: Qwen2
+// adds biases to the q, k and v projections; Qwen3 has heads head_dim wide
+// and normalises each head's q and k (an RMSNorm over head_dim, its own
+// weights q_norm and k_norm shared by the heads) before RoPE, with biases on
+// q, k, v and o only when attention_bias is set; Mistral's attention may see only a
 // window of the latest keys (sliding_window); Mixtral's MLP is a mixture of
 // experts (models/MixtureOfExperts.cpp), whose router statistics each block
 // passes on beside the hidden state, to the loss; Qwen-MoE has Qwen2's
@@ -36,7 +39,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
 
   Value embed = b.param("embed_tokens.weight", {V, C}, "normal", std);
   struct Layer {
-    Value inNorm, q, k, v, qBias, kBias, vBias, o, postNorm, gate, up, down;
+    Value inNorm, q, k, v, qBias, kBias, vBias, o, oBias, qNorm, kNorm, postNorm, gate, up, down;
     ExpertWeights experts;
   };
   std::vector<Layer> layers;
@@ -53,6 +56,12 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
       L.vBias = b.param(p + "self_attn.v_proj.bias", {KV * D}, "zeros");
     }
     L.o = b.param(p + "self_attn.o_proj.weight", {C, H * D}, "normal", std);
+    if (c.outputBias())
+      L.oBias = b.param(p + "self_attn.o_proj.bias", {C}, "zeros");
+    if (c.qwen3()) {
+      L.qNorm = b.param(p + "self_attn.q_norm.weight", {D}, "ones");
+      L.kNorm = b.param(p + "self_attn.k_norm.weight", {D}, "ones");
+    }
     L.postNorm = b.param(p + "post_attention_layernorm.weight", {C}, "ones");
     if (c.sparseLayer(l)) {
       L.experts = declareExperts(b, c, p);
@@ -85,14 +94,17 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
         Value y = b.matmul(h, w, true);
         return bias ? b.add(y, bias) : y;
       };
-      Value q =
-          b.rope(b.reshape(project(L.q, L.qBias), {B, T, H, D}), positions, c.ropeTheta, scaling);
-      Value k =
-          b.rope(b.reshape(project(L.k, L.kBias), {B, T, KV, D}), positions, c.ropeTheta, scaling);
+      // Qwen3's per-head norm of q and k, before the rotation.
+      auto heads = [&](Value y, int64_t n, Value norm) {
+        Value split = b.reshape(y, {B, T, n, D});
+        return norm ? b.rmsnorm(split, norm, c.normEps) : split;
+      };
+      Value q = b.rope(heads(project(L.q, L.qBias), H, L.qNorm), positions, c.ropeTheta, scaling);
+      Value k = b.rope(heads(project(L.k, L.kBias), KV, L.kNorm), positions, c.ropeTheta, scaling);
       Value v = b.reshape(project(L.v, L.vBias), {B, T, KV, D});
       Value att = b.attention(q, k, v, segments, c.attentionScale(), c.windowOfLayer(l));
-      Value r = b.add(x, b.dropout(b.matmul(b.reshape(att, {B, T, H * D}), L.o, true),
-                                   c.dropout));
+      Value o = b.matmul(b.reshape(att, {B, T, H * D}), L.o, true);
+      Value r = b.add(x, b.dropout(L.oBias ? b.add(o, L.oBias) : o, c.dropout));
       Value h2 = b.rmsnorm(r, L.postNorm, c.normEps);
       Value mlp;
       if (c.sparseLayer(l)) {
@@ -168,6 +180,10 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
     for (int64_t layer : config.mlpOnlyLayers)
       dense += (dense.empty() ? "" : ",") + std::to_string(layer);
     model.push_back(b.getNamedAttr("mlp_only_layers", b.getStringAttr(dense)));
+  }
+  if (config.qwen3()) {
+    model.push_back(b.getNamedAttr("head_dim", b.getI64IntegerAttr(config.headDim())));
+    model.push_back(b.getNamedAttr("attention_bias", b.getI64IntegerAttr(config.attentionBias)));
   }
   if (config.gemma2()) {
     model.push_back(b.getNamedAttr("head_dim", b.getI64IntegerAttr(config.headDim())));

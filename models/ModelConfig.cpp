@@ -143,8 +143,12 @@ const std::vector<Field> &fields() {
        intField(&ModelConfig::slidingWindow)},
       {"head_dim",
        {},
-       "attention head width (gemma2; the other families' heads are n_embd / n_head wide)",
+       "attention head width (gemma2, qwen3; the other families' heads are n_embd / n_head wide)",
        intField(&ModelConfig::headDimension)},
+      {"attention_bias",
+       {},
+       "qwen3: biases on the q, k, v and o projections (the other families: false only)",
+       boolField(&ModelConfig::attentionBias)},
       {"query_pre_attn_scalar",
        {},
        "gemma2: attention scores are scaled by this^-1/2 (0: head_dim^-1/2)",
@@ -282,6 +286,41 @@ Expected<ModelConfig> qwen2Preset(ModelConfig c, const std::string &preset) {
     c.tieEmbeddings = true;
   } else {
     return fail("unknown preset '" + preset + "' for qwen2 (expected one of: tiny, 0.5B)");
+  }
+  c.maxPositions = c.seqLen;
+  return c;
+}
+
+/// Qwen3: Qwen2's block without q/k/v biases, heads head_dim wide (not
+/// hidden / heads), an RMSNorm of each head's q and k before RoPE; RoPE base
+/// 10⁶, RMSNorm ε 10⁻⁶.
+Expected<ModelConfig> qwen3Preset(ModelConfig c, const std::string &preset) {
+  c.ropeTheta = 1e6;
+  c.normEps = 1e-6;
+  c.tieEmbeddings = true;
+  if (preset == "tiny") {
+    c.vocabSize = 256;
+    c.nLayer = 4;
+    c.nHead = 4;
+    c.nKvHead = 2;
+    c.nEmbd = 128;
+    c.headDimension = 48; // not n_embd / n_head, as Qwen3-0.6B's heads
+    c.ffnHidden = 352;
+    c.seqLen = 128;
+    c.batchSize = 8;
+  } else if (preset == "0.6B") {
+    // Qwen/Qwen3-0.6B.
+    c.vocabSize = 151936;
+    c.nLayer = 28;
+    c.nHead = 16;
+    c.nKvHead = 8;
+    c.nEmbd = 1024;
+    c.headDimension = 128;
+    c.ffnHidden = 3072;
+    c.seqLen = 4096;
+    c.batchSize = 1;
+  } else {
+    return fail("unknown preset '" + preset + "' for qwen3 (expected one of: tiny, 0.6B)");
   }
   c.maxPositions = c.seqLen;
   return c;
@@ -462,6 +501,8 @@ std::vector<std::string> presetNames(const std::string &family) {
     return {"tiny", "1B"};
   if (family == "qwen2")
     return {"tiny", "0.5B"};
+  if (family == "qwen3")
+    return {"tiny", "0.6B"};
   if (family == "mistral")
     return {"tiny", "7B"};
   if (family == "gemma2")
@@ -516,6 +557,8 @@ Expected<ModelConfig> presetConfig(const std::string &family, const std::string 
   }
   if (family == "qwen2")
     return qwen2Preset(c, preset);
+  if (family == "qwen3")
+    return qwen3Preset(c, preset);
   if (family == "mistral")
     return mistralPreset(c, preset);
   if (family == "gemma2")
@@ -524,12 +567,12 @@ Expected<ModelConfig> presetConfig(const std::string &family, const std::string 
     return mixtralPreset(c, preset);
   if (family == "qwen2_moe")
     return qwen2MoePreset(c, preset);
-  if (family == "qwen3" || family == "gemma3")
+  if (family == "gemma3")
     return fail("model family '" + family +
                 "' is not supported yet (llmc builds gpt2, llama, "
-                "qwen2, mistral, gemma2, mixtral and qwen2_moe; docs/models.md)");
+                "qwen2, qwen3, mistral, gemma2, mixtral and qwen2_moe; docs/models.md)");
   return fail("unknown model family '" + family +
-              "' (expected gpt2, llama, qwen2, mistral, gemma2, mixtral or qwen2_moe)");
+              "' (expected gpt2, llama, qwen2, qwen3, mistral, gemma2, mixtral or qwen2_moe)");
 }
 
 Error applyOverride(ModelConfig &config, StringRef assignment) {
@@ -607,6 +650,19 @@ Error checkModelType(const ModelConfig &config, const json::Object &object, Stri
               config.family + "'");
 }
 
+/// Qwen3's settings llmc does not implement (Qwen3Attention, transformers
+/// 4.51): its per-layer window and attention dropout. attention_bias is
+/// honoured (q, k, v and o biases); sliding_window is read only with
+/// use_sliding_window, as transformers reads it.
+Error refuseQwen3(StringRef key, const json::Value &value,
+                  const std::function<Error(const Twine &)> &refuse) {
+  if (key == "use_sliding_window" && value.getAsBoolean().value_or(false))
+    return refuse("Qwen3's per-layer sliding window (max_window_layers) is not implemented");
+  if (key == "attention_dropout" && value.getAsNumber().value_or(0.0) != 0.0)
+    return refuse("llmc's attention has no dropout");
+  return Error::success();
+}
+
 /// Settings of a config that change what the model computes and that llmc
 /// does not implement: an error naming the key, never a silently different
 /// model.
@@ -630,6 +686,12 @@ Error refuseUnsupported(const ModelConfig &config, StringRef key, const json::Va
   }
   if (key == "hidden_act" && value.getAsString() != StringRef("silu"))
     return refuse("llmc's " + config.family + " MLP is SwiGLU (silu)");
+  if (config.qwen3()) {
+    if (Error e = refuseQwen3(key, value, refuse))
+      return e;
+    if (key == "attention_bias" || key == "use_sliding_window" || key == "sliding_window")
+      return Error::success();
+  }
   if ((key == "attention_bias" || key == "mlp_bias") && value.getAsBoolean().value_or(false))
     return refuse("llmc's " + config.family + " has no " +
                   (key == "mlp_bias" ? "MLP" : "output projection") + " biases");
@@ -759,6 +821,24 @@ void applyQwen2MoeDefaults(ModelConfig &config, const json::Object &object) {
     config.tieEmbeddings = false;
 }
 
+/// What Qwen3Config (transformers 4.51) assumes for the keys a config.json
+/// leaves out.
+void applyQwen3Defaults(ModelConfig &config, const json::Object &object) {
+  auto absent = [&](const char *key) { return !object.get(key) || object.get(key)->getAsNull(); };
+  if (!object.get("num_key_value_heads"))
+    config.nKvHead = 32; // null: multi-head attention (set above)
+  if (absent("head_dim"))
+    config.headDimension = 128;
+  if (absent("rope_theta"))
+    config.ropeTheta = 10000.0;
+  if (absent("rms_norm_eps"))
+    config.normEps = 1e-6;
+  if (absent("tie_word_embeddings"))
+    config.tieEmbeddings = false;
+  if (absent("attention_bias"))
+    config.attentionBias = false;
+}
+
 /// config.json's value as the text a Field parses: a number or a boolean,
 /// or for a list field an array of integers ("0,3"); empty when it is not.
 std::string fieldText(const json::Value &value, bool list) {
@@ -844,16 +924,19 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     if (auto maxPos = object->getInteger(key))
       config.seqLen = std::min<int64_t>(config.seqLen, *maxPos);
   // Qwen2 configs carry sliding_window even with use_sliding_window off.
-  if (config.family == "qwen2" || config.qwen2Moe())
+  if (config.family == "qwen2" || config.qwen2Moe() || config.qwen3())
     config.slidingWindow = 0;
   if (config.family == "mixtral")
     applyMixtralDefaults(config, *object);
   if (config.qwen2Moe())
     applyQwen2MoeDefaults(config, *object);
+  if (config.qwen3())
+    applyQwen3Defaults(config, *object);
   if (config.gemma2())
     applyGemma2Defaults(config, *object);
-  else if (auto headDim = object->getInteger("head_dim");
-           headDim && config.llamaLike() && *headDim != config.nEmbd / config.nHead)
+  std::optional<int64_t> headDim = object->getInteger("head_dim");
+  if (headDim && config.llamaLike() && !config.freeHeadDim() &&
+      *headDim != config.nEmbd / config.nHead)
     return fail("config '" + path + "': head_dim = " + Twine(*headDim) +
                 " is not supported: llmc's " + config.family +
                 " heads are hidden_size / num_attention_heads = " +
@@ -875,7 +958,7 @@ Error ModelConfig::validate() const {
       return e;
   if (headDimension < 0)
     return fail("head_dim must be >= 1 (0: n_embd / n_head), got " + Twine(headDimension));
-  if (headDimension > 0 && !gemma2() && (nEmbd % nHead != 0 || headDimension != nEmbd / nHead))
+  if (headDimension > 0 && !freeHeadDim() && (nEmbd % nHead != 0 || headDimension != nEmbd / nHead))
     return fail("head_dim = " + Twine(headDimension) + " is not supported: llmc's " + family +
                 " heads are n_embd / n_head wide");
   if (headDimension == 0 && nEmbd % nHead != 0)
@@ -888,6 +971,9 @@ Error ModelConfig::validate() const {
     if (v > 0 && !gemma2())
       return fail(Twine(name) + " applies to gemma2; " + family + " has none");
   }
+  if (attentionBias && !qwen3())
+    return fail("attention_bias applies to qwen3; " + family + " has " +
+                (qkvBias() ? "biases on q, k and v only" : "no attention biases"));
   if (nHead % nKvHead != 0)
     return fail("n_head (" + Twine(nHead) + ") must be divisible by n_kv_head (" + Twine(nKvHead) + ")");
   if (docSeparator < -1 || docSeparator >= vocabSize)

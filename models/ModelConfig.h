@@ -18,7 +18,7 @@
 namespace llmc {
 
 struct ModelConfig {
-  std::string family;        ///< gpt2 | llama | qwen2 | mistral | gemma2 | mixtral | qwen2_moe
+  std::string family; ///< gpt2 | llama | qwen2 | qwen3 | mistral | gemma2 | mixtral | qwen2_moe
   int64_t vocabSize = 256;
   int64_t nLayer = 2;
   int64_t nHead = 4;
@@ -42,9 +42,12 @@ struct ModelConfig {
   /// Attention sees the keys in (i − slidingWindow, i] (Mistral's
   /// sliding_window; Gemma 2's on its even layers); 0: every earlier key.
   int64_t slidingWindow = 0;
-  /// Gemma 2: the heads' width when it is not nEmbd / nHead (head_dim);
-  /// 0: nEmbd / nHead.
+  /// Gemma 2, Qwen3: the heads' width when it is not nEmbd / nHead
+  /// (head_dim); 0: nEmbd / nHead.
   int64_t headDimension = 0;
+  /// Qwen3: biases on the q, k, v and o projections (attention_bias, as
+  /// transformers' Qwen3Attention gives all four).
+  bool attentionBias = false;
   /// Gemma 2: attention scores are scaled by this^−½ (query_pre_attn_scalar);
   /// 0: by head_dim^−½.
   double queryPreAttnScalar = 0.0;
@@ -119,6 +122,11 @@ struct ModelConfig {
   /// RoPE and attention (its builder adds what differs).
   bool llamaLike() const { return family != "gpt2"; }
   bool gemma2() const { return family == "gemma2"; }
+  /// Qwen3: Qwen2's block without q/k/v biases, heads head_dim wide, and an
+  /// RMSNorm of each head's q and k (q_norm, k_norm) before RoPE.
+  bool qwen3() const { return family == "qwen3"; }
+  /// The heads may be head_dim wide whatever n_embd / n_head is.
+  bool freeHeadDim() const { return gemma2() || qwen3(); }
   /// The MLP is a mixture of experts (in the sparse layers).
   bool moe() const { return numExperts > 0; }
   bool qwen2Moe() const { return family == "qwen2_moe"; }
@@ -134,8 +142,11 @@ struct ModelConfig {
   /// The window of layer `layer`: Gemma 2 slides only on even layers (as
   /// transformers 4.44's Gemma2Attention), Mistral on every layer.
   int64_t windowOfLayer(int64_t layer) const;
-  /// Qwen2's (and Qwen-MoE's) q, k and v projections carry biases.
-  bool qkvBias() const { return family == "qwen2" || qwen2Moe(); }
+  /// Qwen2's (and Qwen-MoE's) q, k and v projections carry biases; Qwen3's
+  /// with attention_bias.
+  bool qkvBias() const { return family == "qwen2" || qwen2Moe() || (qwen3() && attentionBias); }
+  /// The output projection carries a bias (Qwen3 with attention_bias).
+  bool outputBias() const { return qwen3() && attentionBias; }
   /// The scaling the rope ops apply (unscaled unless ropeScaling is llama3).
   RopeScaling ropeScalingParameters() const;
   /// Checks the combination (divisibility, ranges); the message names the key.

@@ -33,10 +33,10 @@ struct ConfigKey {
 /// The families whose directories llmc reads and writes, and the
 /// transformers class of each.
 const std::pair<const char *, const char *> kFamilies[] = {
-    {"gpt2", "GPT2LMHeadModel"},         {"llama", "LlamaForCausalLM"},
-    {"qwen2", "Qwen2ForCausalLM"},       {"mistral", "MistralForCausalLM"},
-    {"gemma2", "Gemma2ForCausalLM"},     {"mixtral", "MixtralForCausalLM"},
-    {"qwen2_moe", "Qwen2MoeForCausalLM"}};
+    {"gpt2", "GPT2LMHeadModel"},       {"llama", "LlamaForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},     {"qwen3", "Qwen3ForCausalLM"},
+    {"mistral", "MistralForCausalLM"}, {"gemma2", "Gemma2ForCausalLM"},
+    {"mixtral", "MixtralForCausalLM"}, {"qwen2_moe", "Qwen2MoeForCausalLM"}};
 
 bool knownFamily(const std::string &family) {
   for (const auto &[name, architecture] : kFamilies)
@@ -71,11 +71,12 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
       {"num_hidden_layers", "n_layer", ConfigKey::Int, ""},
       {"num_attention_heads", "n_head", ConfigKey::Int, ""},
       // null: multi-head attention; absent: MistralConfig's 8,
-      // Gemma2Config's and Qwen2MoeConfig's 16, the others' multi-head
-      // attention.
+      // Gemma2Config's and Qwen2MoeConfig's 16, Qwen3Config's 32, the
+      // others' multi-head attention.
       {"num_key_value_heads", "n_kv_head", ConfigKey::Int,
        family == "mistral" || family == "mixtral" ? "8"
        : gemma2 || family == "qwen2_moe"          ? "16"
+       : family == "qwen3"                        ? "32"
                                                   : artifact.meta("model.n_head")},
       {"hidden_size", "n_embd", ConfigKey::Int, ""},
       {"intermediate_size", "ffn_hidden", ConfigKey::Int, ""},
@@ -83,6 +84,11 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
       {"rms_norm_eps", "norm_eps", ConfigKey::Float, family == "mixtral" ? "1e-05" : "1e-06"},
       {"rope_theta", "rope_theta", ConfigKey::Float, family == "mixtral" ? "1e6" : "10000"},
       {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, gemma2 ? "1" : "0"}};
+  if (family == "qwen3") {
+    // Qwen3Config's defaults (transformers 4.51).
+    keys.push_back({"head_dim", "head_dim", ConfigKey::Int, "128"});
+    keys.push_back({"attention_bias", "attention_bias", ConfigKey::Bool, "0"});
+  }
   if (gemma2) {
     // Gemma2Config's defaults.
     keys.push_back({"head_dim", "head_dim", ConfigKey::Int, "256"});
@@ -181,6 +187,17 @@ void checkSemantics(const json::Value &config, const std::string &family,
     fail(path, ": router_jitter_noise is ", jitter->dump(),
          ", but llmc's Mixtral router adds no noise to its logits");
   requireSetting(config, path, "hidden_act", json::Value("silu"), "Llama uses SwiGLU (silu)");
+  if (family == "qwen3") {
+    // attention_bias and head_dim are model keys (configKeys); Qwen3's
+    // attention dropout and window are not implemented.
+    requireSetting(config, path, "use_sliding_window", json::Value(false),
+                   "Qwen3 attends to every earlier key (no per-layer sliding window)");
+    if (const json::Value *dropout = config.find("attention_dropout");
+        dropout && !dropout->isNull() && numberOf(*dropout, path + ": attention_dropout") != 0)
+      fail(path, ": attention_dropout is ", dropout->dump(),
+           ", but llmc's attention has no dropout");
+    return;
+  }
   requireSetting(config, path, "attention_bias", json::Value(false),
                  "Llama has no attention biases");
   requireSetting(config, path, "mlp_bias", json::Value(false), "Llama has no MLP biases");
@@ -334,8 +351,8 @@ std::string familyOf(const Artifact &artifact, const std::string &what) {
   std::string family = artifact.meta("model.family");
   if (!knownFamily(family))
     fail(what, ": the artifact's model is '", family,
-         "'; Hugging Face interop knows gpt2, llama, qwen2, mistral, gemma2, mixtral and "
-         "qwen2_moe");
+         "'; Hugging Face interop knows gpt2, llama, qwen2, qwen3, mistral, gemma2, "
+         "mixtral and qwen2_moe");
   return family;
 }
 
@@ -466,8 +483,8 @@ std::string huggingFaceFamily(const std::string &dir) {
   std::string family = type ? type->asString(path + ": model_type") : "";
   if (!knownFamily(family))
     fail(path, ": model_type is ", type ? type->dump() : "missing",
-         "; Hugging Face interop knows gpt2, llama, qwen2, mistral, gemma2, mixtral and "
-         "qwen2_moe");
+         "; Hugging Face interop knows gpt2, llama, qwen2, qwen3, mistral, gemma2, "
+         "mixtral and qwen2_moe");
   return family;
 }
 
@@ -662,8 +679,13 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
       config.set("attention_bias", json::Value(false));
       config.set("mlp_bias", json::Value(false));
     }
-    if (family == "qwen2" || family == "qwen2_moe")
+    if (family == "qwen2" || family == "qwen2_moe" || family == "qwen3")
       config.set("use_sliding_window", json::Value(false));
+    // No window, as Qwen3's releases write it: transformers 4.51's eager and
+    // sdpa masks apply a non-null sliding_window even with use_sliding_window
+    // off, and Qwen3Config's default is 4096.
+    if (family == "qwen3")
+      config.set("sliding_window", json::Value());
     if (family == "qwen2_moe")
       config.set("mlp_only_layers", denseLayersJson(artifact));
     if (family == "mixtral" || family == "qwen2_moe")

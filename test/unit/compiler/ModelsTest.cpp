@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace {
@@ -52,7 +54,8 @@ TEST(Models, QwenAndMistralParameterCountsMatchPublished) {
 }
 
 TEST(Models, EveryPresetVerifies) {
-  for (const char *family : {"gpt2", "llama", "qwen2", "mistral", "gemma2", "mixtral", "qwen2_moe"})
+  for (const char *family :
+       {"gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "mixtral", "qwen2_moe"})
     for (const std::string &preset : llmc::presetNames(family)) {
       SCOPED_TRACE(std::string(family) + " " + preset);
       EXPECT_GT(countFor(family, preset), 0);
@@ -234,10 +237,11 @@ TEST(Models, ConfigJsonNamesTheFamily) {
   EXPECT_EQ(familyOf(R"({"model_type": "gemma2"})"), "gemma2");
   EXPECT_EQ(familyOf(R"({"model_type": "gemma3"})"),
             ": model family 'gemma3' is not supported yet (llmc builds gpt2, llama, qwen2, "
-            "mistral, gemma2, mixtral and qwen2_moe; docs/models.md)");
+            "qwen3, mistral, gemma2, mixtral and qwen2_moe; docs/models.md)");
   EXPECT_EQ(familyOf(R"({"model_type": "bert"})"),
-            ": unknown model family 'bert' (expected gpt2, llama, qwen2, mistral, gemma2, "
+            ": unknown model family 'bert' (expected gpt2, llama, qwen2, qwen3, mistral, gemma2, "
             "mixtral or qwen2_moe)");
+  EXPECT_EQ(familyOf(R"({"model_type": "qwen3"})"), "qwen3");
   EXPECT_EQ(familyOf(R"({"model_type": "qwen2_moe"})"), "qwen2_moe");
 }
 
@@ -281,6 +285,76 @@ TEST(Models, QwenAndMistralConfigJson) {
   config.slidingWindow = 16;
   EXPECT_EQ(llvm::toString(config.validate()),
             "sliding_window applies to mistral's and gemma2's attention; llama has none");
+}
+
+// Qwen/Qwen3-0.6B (tied embeddings): 151936·1024 + 28 layers of
+// 15,730,944 (q 2048×1024, k and v 1024×1024, o 1024×2048, q_norm and
+// k_norm 128 each, two norms of 1024, the MLP 3·1024·3072) + the final
+// norm's 1024.
+TEST(Models, Qwen3ParameterCountMatchesPublished) {
+  EXPECT_EQ(countFor("qwen3", "0.6B"), 596049920);
+}
+
+TEST(Models, Qwen3ConfigJson) {
+  llmc::ModelConfig config;
+  // Qwen/Qwen3-0.6B's keys.
+  EXPECT_EQ(applyJson(R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
+                          "attention_bias": false, "attention_dropout": 0.0, "head_dim": 128,
+                          "hidden_act": "silu", "hidden_size": 1024, "intermediate_size": 3072,
+                          "max_position_embeddings": 40960, "max_window_layers": 28,
+                          "num_attention_heads": 16, "num_hidden_layers": 28,
+                          "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null,
+                          "rope_theta": 1000000, "sliding_window": null,
+                          "tie_word_embeddings": true, "use_sliding_window": false,
+                          "vocab_size": 151936})",
+                      config, "qwen3"),
+            "");
+  EXPECT_EQ(config.headDim(), 128);
+  EXPECT_EQ(config.nKvHead, 8);
+  EXPECT_EQ(config.slidingWindow, 0);
+  EXPECT_FALSE(config.qkvBias());
+  EXPECT_FALSE(config.outputBias());
+  EXPECT_TRUE(config.tieEmbeddings);
+  EXPECT_DOUBLE_EQ(config.attentionScale(), 1.0 / std::sqrt(128.0));
+  EXPECT_FALSE(static_cast<bool>(config.validate()));
+  // Absent keys are Qwen3Config's defaults; a window is read only with
+  // use_sliding_window; attention_bias gives q, k, v and o biases.
+  EXPECT_EQ(applyJson(R"({"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4,
+                          "num_key_value_heads": 2, "sliding_window": 4096,
+                          "attention_bias": true})",
+                      config, "qwen3"),
+            "");
+  EXPECT_EQ(config.headDim(), 128);
+  EXPECT_EQ(config.slidingWindow, 0);
+  EXPECT_DOUBLE_EQ(config.ropeTheta, 10000.0);
+  EXPECT_FALSE(config.tieEmbeddings);
+  EXPECT_TRUE(config.qkvBias());
+  EXPECT_TRUE(config.outputBias());
+  EXPECT_EQ(applyJson(R"({"model_type": "qwen3", "hidden_size": 64,
+                          "num_attention_heads": 32})",
+                      config, "qwen3"),
+            "");
+  EXPECT_EQ(config.nKvHead, 32);
+  EXPECT_EQ(configError(R"({"model_type": "qwen3", "use_sliding_window": true})", "qwen3"),
+            "use_sliding_window = true is not supported: Qwen3's per-layer sliding window "
+            "(max_window_layers) is not implemented");
+  EXPECT_EQ(configError(R"({"model_type": "qwen3", "attention_dropout": 0.5})", "qwen3"),
+            "attention_dropout = 0.5 is not supported: llmc's attention has no dropout");
+  EXPECT_EQ(configError(R"({"model_type": "qwen3", "hidden_act": "gelu"})", "qwen3"),
+            "hidden_act = \"gelu\" is not supported: llmc's qwen3 MLP is SwiGLU (silu)");
+  EXPECT_EQ(configError(R"({"model_type": "qwen3", "rope_scaling": {"rope_type": "yarn",
+                                                                     "factor": 4.0}})",
+                        "qwen3"),
+            "rope_scaling type 'yarn' is not supported (llmc implements llama3)");
+  EXPECT_EQ(configError(R"({"model_type": "qwen3", "mlp_bias": true})", "qwen3"),
+            "mlp_bias = true is not supported: llmc's qwen3 has no MLP biases");
+  config = cantFail(llmc::presetConfig("qwen2", "tiny"));
+  config.attentionBias = true;
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "attention_bias applies to qwen3; qwen2 has biases on q, k and v only");
+  config = cantFail(llmc::presetConfig("qwen3", "tiny"));
+  EXPECT_EQ(config.headDim(), 48);
+  EXPECT_FALSE(static_cast<bool>(config.validate()));
 }
 
 // google/gemma-2-2b as its model card counts it (tied head).
