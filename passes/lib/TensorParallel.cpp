@@ -6,7 +6,8 @@
 //
 //  - every llm.attention splits its heads (kv heads too: GQA/MQA need
 //    kv_heads % tp == 0; packed rows' segment ids and rope positions are
-//    per token, the same on every rank). Walking back from q, k, v through rope, reshape,
+//    per token, the same on every rank). Walking back from q, k, v through
+//    rope, a per-head rmsnorm (its weight replicated), reshape,
 //    the QKV split (a slice of a fused projection, whose columns become
 //    blocks split per rank), bias adds, reaches the projection matmuls:
 //    column-parallel, their weight (and bias) split along the output
@@ -180,6 +181,15 @@ LogicalResult TensorParallel::splitProducer(Value v, Split s) {
   int64_t last = type.getRank() - 1;
   if (auto rope = dyn_cast<llm::RopeOp>(def))
     return splitProducer(rope.getX(), s);
+  if (auto norm = dyn_cast<llm::RMSNormOp>(def)) {
+    // A norm of each head (Gemma 3's q_norm, k_norm): its weight stays
+    // whole, entering through the f operator, whose backward sums the
+    // ranks' partial gradients (each rank's heads contribute their share).
+    if (s.dim == last)
+      return def->emitOpError("tensor parallelism: cannot split the dimension a norm reduces");
+    norm.getGammaMutable().assign(replicated(norm.getGamma(), def));
+    return splitProducer(norm.getX(), s);
+  }
   if (auto reshape = dyn_cast<llm::ReshapeOp>(def)) {
     // [B, T, H·D] -> [B, T, H, D] split on heads: the input's last dim.
     auto in = reshape.getX().getType();

@@ -51,13 +51,14 @@ cl::SubCommand exportHfCmd("export-hf",
 
 // --- model -------------------------------------------------------------------
 cl::opt<std::string> modelFamily(cl::Positional,
-                                 cl::desc("<gpt2|llama|qwen2|mistral|gemma2> (default: --config's "
+                                 cl::desc("<gpt2|llama|qwen2|mistral|gemma2|gemma3_text> (default: --config's "
                                           "model_type)"),
                                  cl::Optional, cl::sub(modelCmd), cl::cat(llmcCategory));
 cl::opt<std::string> modelPreset("preset",
                                  cl::desc("Preset name (gpt2: tiny, 124M, 350M, "
                                           "774M, 1.5B; llama: tiny, 1B; qwen2: tiny, "
-                                          "0.5B; mistral: tiny, 7B; gemma2: tiny, 2B)"),
+                                          "0.5B; mistral: tiny, 7B; gemma2: tiny, 2B; "
+                                          "gemma3_text: tiny, 1B)"),
                                  cl::init("tiny"), cl::sub(modelCmd), cl::sub(compileCmd));
 cl::list<std::string> modelSet("set", cl::desc("Override a config key (key=value)"),
                                cl::sub(modelCmd), cl::sub(compileCmd), cl::cat(llmcCategory));
@@ -127,7 +128,8 @@ int runModel() {
   llmc::prepareContext(context);
   if (modelFamily.empty() && modelConfig.empty())
     return fail("llmc model",
-                "give a family (gpt2, llama, qwen2, mistral, gemma2, mixtral, qwen2_moe) or "
+                "give a family (gpt2, llama, qwen2, mistral, gemma2, gemma3_text, mixtral, "
+                "qwen2_moe) or "
                 "--config <config.json>");
   llmc::ModelSource source{"", modelFamily, modelPreset, modelConfig, modelSet};
   llmc::ModelConfig config;
