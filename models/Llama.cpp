@@ -180,8 +180,8 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
     model.push_back(b.getNamedAttr("final_softcap", b.getF64FloatAttr(config.finalSoftcap)));
   }
   if (config.gemma3()) {
-    model.push_back(b.getNamedAttr("sliding_window_pattern",
-                                   b.getI64IntegerAttr(config.slidingWindowPattern)));
+    model.push_back(
+        b.getNamedAttr("sliding_window_pattern", b.getI64IntegerAttr(config.slidingWindowPattern)));
     model.push_back(
         b.getNamedAttr("rope_local_base_freq", b.getF64FloatAttr(config.ropeLocalTheta)));
   }

@@ -1017,8 +1017,7 @@ Error ModelConfig::validate() const {
       return fail(Twine(name) + " applies to gemma2 and gemma3_text; " + family + " has none");
   }
   if (gemma3() && attnSoftcap > 0)
-    return fail("attn_softcap is not supported for gemma3_text: " +
-                Twine(kGemma3NoAttnSoftcap));
+    return fail("attn_softcap is not supported for gemma3_text: " + Twine(kGemma3NoAttnSoftcap));
   if (nHead % nKvHead != 0)
     return fail("n_head (" + Twine(nHead) + ") must be divisible by n_kv_head (" + Twine(nKvHead) + ")");
   if (docSeparator < -1 || docSeparator >= vocabSize)
@@ -1051,16 +1050,15 @@ Error ModelConfig::validateRope() const {
     if (!(ropeLocalTheta > 0))
       return fail("rope_local_base_freq must be > 0, got " + std::to_string(ropeLocalTheta));
     if (ropeScaling != "none" && ropeScaling != "linear")
-      return fail("rope_scaling must be none or linear for gemma3_text, got '" + ropeScaling +
-                  "'");
+      return fail("rope_scaling must be none or linear for gemma3_text, got '" + ropeScaling + "'");
     // Linear scaling rides on the llama3 form (common/RopeScaling.h), exact for theta >= 1.
     if (ropeScaling == "linear" && (!(ropeFactor > 0) || ropeTheta < 1))
       return fail("linear rope_scaling needs rope_factor > 0 and rope_theta >= 1");
     return Error::success();
   }
   if (slidingWindowPattern != 0 || ropeLocalTheta != 0)
-    return fail("sliding_window_pattern and rope_local_base_freq apply to gemma3_text; " +
-                family + " has neither");
+    return fail("sliding_window_pattern and rope_local_base_freq apply to gemma3_text; " + family +
+                " has neither");
   if (ropeScaling != "none" && ropeScaling != "llama3")
     return fail("rope_scaling must be none or llama3, got '" + ropeScaling + "'");
   if (ropeScaling == "llama3") {

@@ -33,14 +33,13 @@ struct ConfigKey {
 /// The families whose directories llmc reads and writes, and the
 /// transformers class of each.
 const std::pair<const char *, const char *> kFamilies[] = {
-    {"gpt2", "GPT2LMHeadModel"},         {"llama", "LlamaForCausalLM"},
-    {"qwen2", "Qwen2ForCausalLM"},       {"mistral", "MistralForCausalLM"},
-    {"gemma2", "Gemma2ForCausalLM"},     {"mixtral", "MixtralForCausalLM"},
+    {"gpt2", "GPT2LMHeadModel"},          {"llama", "LlamaForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},        {"mistral", "MistralForCausalLM"},
+    {"gemma2", "Gemma2ForCausalLM"},      {"mixtral", "MixtralForCausalLM"},
     {"qwen2_moe", "Qwen2MoeForCausalLM"}, {"gemma3_text", "Gemma3ForCausalLM"}};
 
 /// The families interop knows, for messages.
-const char *kFamilyList =
-    "gpt2, llama, qwen2, mistral, gemma2, gemma3_text, mixtral and qwen2_moe";
+const char *kFamilyList = "gpt2, llama, qwen2, mistral, gemma2, gemma3_text, mixtral and qwen2_moe";
 
 bool knownFamily(const std::string &family) {
   for (const auto &[name, architecture] : kFamilies)
@@ -286,8 +285,8 @@ void checkRopeScaling(const json::Value &config, const Artifact &artifact,
     if (have == "default")
       have = "none";
     else if (have != implemented)
-      fail(path, ": rope_scaling type '", have, "' is not supported (llmc implements ",
-           implemented, ")");
+      fail(path, ": rope_scaling type '", have, "' is not supported (llmc implements ", implemented,
+           ")");
   }
   // Artifacts compiled before llmc knew the scaling record none: unscaled.
   const std::string want = artifact.meta("model.rope_scaling", "none");
@@ -358,8 +357,8 @@ bool isBuffer(const std::string &hf) {
 std::string familyOf(const Artifact &artifact, const std::string &what) {
   std::string family = artifact.meta("model.family");
   if (!knownFamily(family))
-    fail(what, ": the artifact's model is '", family,
-         "'; Hugging Face interop knows ", kFamilyList);
+    fail(what, ": the artifact's model is '", family, "'; Hugging Face interop knows ",
+         kFamilyList);
   return family;
 }
 
@@ -489,8 +488,8 @@ std::string huggingFaceFamily(const std::string &dir) {
   const json::Value *type = config.find("model_type");
   std::string family = type ? type->asString(path + ": model_type") : "";
   if (!knownFamily(family))
-    fail(path, ": model_type is ", type ? type->dump() : "missing",
-         "; Hugging Face interop knows ", kFamilyList);
+    fail(path, ": model_type is ", type ? type->dump() : "missing", "; Hugging Face interop knows ",
+         kFamilyList);
   return family;
 }
 

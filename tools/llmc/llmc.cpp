@@ -50,10 +50,11 @@ cl::SubCommand exportHfCmd("export-hf",
                            "directory (config.json, model.safetensors)");
 
 // --- model -------------------------------------------------------------------
-cl::opt<std::string> modelFamily(cl::Positional,
-                                 cl::desc("<gpt2|llama|qwen2|mistral|gemma2|gemma3_text> (default: --config's "
-                                          "model_type)"),
-                                 cl::Optional, cl::sub(modelCmd), cl::cat(llmcCategory));
+cl::opt<std::string>
+    modelFamily(cl::Positional,
+                cl::desc("<gpt2|llama|qwen2|mistral|gemma2|gemma3_text> (default: --config's "
+                         "model_type)"),
+                cl::Optional, cl::sub(modelCmd), cl::cat(llmcCategory));
 cl::opt<std::string> modelPreset("preset",
                                  cl::desc("Preset name (gpt2: tiny, 124M, 350M, "
                                           "774M, 1.5B; llama: tiny, 1B; qwen2: tiny, "

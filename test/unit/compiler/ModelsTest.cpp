@@ -416,8 +416,8 @@ TEST(Models, Gemma3ConfigJson) {
   EXPECT_EQ(config.ropeScaling, "linear");
   EXPECT_DOUBLE_EQ(config.ropeFactor, 8.0);
   // A logit cap is honoured as Gemma3ForCausalLM applies it.
-  EXPECT_EQ(applyJson(R"({"model_type": "gemma3_text", "final_logit_softcapping": 30.0})",
-                      config, "gemma3_text"),
+  EXPECT_EQ(applyJson(R"({"model_type": "gemma3_text", "final_logit_softcapping": 30.0})", config,
+                      "gemma3_text"),
             "");
   EXPECT_DOUBLE_EQ(config.finalSoftcap, 30.0);
 
@@ -438,13 +438,13 @@ TEST(Models, Gemma3ConfigJson) {
                         "gemma3_text"),
             "attn_logit_softcapping = 50 is not supported: transformers' Gemma3Attention never "
             "applies it (Gemma 3's checkpoints leave it null)");
-  EXPECT_EQ(configError(R"({"model_type": "gemma3_text", "hidden_activation": "gelu"})",
-                        "gemma3_text"),
-            "hidden_activation = \"gelu\" is not supported: llmc's gemma3_text MLP is GeGLU with "
-            "the tanh GELU (gelu_pytorch_tanh)");
-  EXPECT_EQ(configError(R"({"model_type": "gemma3_text", "sliding_window_pattern": 0})",
-                        "gemma3_text"),
-            "sliding_window_pattern must be >= 1, got 0");
+  EXPECT_EQ(
+      configError(R"({"model_type": "gemma3_text", "hidden_activation": "gelu"})", "gemma3_text"),
+      "hidden_activation = \"gelu\" is not supported: llmc's gemma3_text MLP is GeGLU with "
+      "the tanh GELU (gelu_pytorch_tanh)");
+  EXPECT_EQ(
+      configError(R"({"model_type": "gemma3_text", "sliding_window_pattern": 0})", "gemma3_text"),
+      "sliding_window_pattern must be >= 1, got 0");
   EXPECT_EQ(configError(R"({"model_type": "gemma3", "text_config": {}})", "gemma3_text"),
             "model_type is 'gemma3', but the model family is 'gemma3_text'");
   EXPECT_EQ(configError(R"({"model_type": "llama", "sliding_window_pattern": 6})", "llama"),
