@@ -203,7 +203,8 @@ def check(name, args):
     loss_errs = []
     for label, ls in (("1 rank", losses), ("tp=2", tp_losses)):
         loss_errs.append(abs(ls[0] - ref_loss) / ref_loss)
-        assert loss_errs[-1] <= TOL, f"{name} ({label}): first loss {ls[0]} vs transformers {ref_loss}"
+        assert loss_errs[-1] <= TOL, \
+            f"{name} ({label}): first loss {ls[0]} vs transformers {ref_loss}"
         assert ls[-1] < ls[0], f"{name} ({label}): loss did not fall: {ls}"
     steps_gap = max(abs(a - b) / a for a, b in zip(losses, tp_losses))
     assert steps_gap <= TOL, f"{name}: tp=2 losses {tp_losses} vs one rank's {losses}"
