@@ -22,7 +22,8 @@ directories and compiled from their config.json alone (`llmc compile
     window) samples each token from transformers' logits of the whole
     sequence recomputed without a cache (TOL), and its greedy tokens are
     the argmax of those recomputed logits (transformers' own `generate`
-    needs its HybridCache, which needs torch >= 2);
+    needs its HybridCache, which needs torch >= 2); under `--mesh tp=2`
+    the same tokens, logits within TOL of one rank's;
   * each feature — the q/k norms, the local RoPE base, the window, the
     layer pattern, the linear scaling and the logits' soft-cap — changes
     transformers' logits by far more than TOL, so the checks above see it.
@@ -102,19 +103,31 @@ def first_loss(args, artifact, hf_dir, work, name, ranks=1):
 
 def check_generate(name, model, hf_dir, work, args):
     """Greedy generation through the windowed paged cache against the
-    recomputed logits; returns the worst relative logit error."""
-    artifact = os.path.join(work, "gen.llmc")
-    run(os.path.join(args.bin, "llmc"), "compile", "--config", os.path.join(hf_dir, "config.json"),
-        "--inference", "max-batch=3,max-context=32,page=4,chunk=8", "-o", artifact)
+    recomputed logits, and under tp=2 against one rank; returns the worst
+    relative logit errors of both."""
+    def compile_(out, *flags):
+        run(os.path.join(args.bin, "llmc"), "compile", "--config",
+            os.path.join(hf_dir, "config.json"), "--inference",
+            "max-batch=3,max-context=32,page=4,chunk=8", *flags, "-o", out)
+        return out
+
+    one = generate(args, compile_(os.path.join(work, "gen.llmc")), hf_dir, PROMPTS, work,
+                   "generate")
     worst = 0.0
-    for prompt, (tokens, logits) in zip(PROMPTS, generate(args, artifact, hf_dir, PROMPTS, work,
-                                                          "generate")):
+    for prompt, (tokens, logits) in zip(PROMPTS, one):
         ref = logits_of(model, torch.tensor([prompt + tokens]))[0, len(prompt) - 1:-1]
         worst = max(worst, relative(logits, ref))
         want = ref.argmax(-1).tolist()
         assert tokens == want, f"{name} prompt {prompt}: {tokens} vs transformers' {want}"
     assert worst <= TOL, f"{name}: generated logits differ by {worst:.3g} (> {TOL})"
-    return worst
+    tp = compile_(os.path.join(work, "gen-tp2.llmc"), "--mesh", "tp=2")
+    tp_worst = 0.0
+    for (tokens, logits), (want, ref) in zip(generate(args, tp, hf_dir, PROMPTS, work, "gen-tp2",
+                                                      ranks=2), one):
+        assert tokens == want, f"{name} tp=2: {tokens} vs one rank's {want}"
+        tp_worst = max(tp_worst, relative(logits, ref))
+    assert tp_worst <= TOL, f"{name} tp=2: generated logits differ by {tp_worst:.3g}"
+    return worst, tp_worst
 
 
 def feature_gaps(name, model, config_args, tokens, ref):
@@ -208,13 +221,14 @@ def check(name, args):
         assert ls[-1] < ls[0], f"{name} ({label}): loss did not fall: {ls}"
     steps_gap = max(abs(a - b) / a for a, b in zip(losses, tp_losses))
     assert steps_gap <= TOL, f"{name}: tp=2 losses {tp_losses} vs one rank's {losses}"
-    worst = check_generate(name, model, hf_in, work, args)
+    worst, tp_worst = check_generate(name, model, hf_in, work, args)
     print(f"{name}: {tensors} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
           f"{err:.2e}; first loss {losses[0]:.6f} (rel err {loss_errs[0]:.1e}), tp=2 "
           f"{tp_losses[0]:.6f} ({loss_errs[1]:.1e}) vs transformers {ref_loss:.6f}; 3 steps "
           f"{' '.join(f'{x:.6f}' for x in losses)}, tp=2 within {steps_gap:.1e}; "
           f"{len(PROMPTS)} prompts x {NEW_TOKENS} greedy tokens as transformers' argmax, "
-          f"logits max rel err {worst:.2e}; without each feature the logits move: " +
+          f"logits max rel err {worst:.2e}, tp=2 the same tokens within {tp_worst:.1e}; "
+          f"without each feature the logits move: " +
           ", ".join(f"{k} {v:.2g}" for k, v in gaps.items()))
 
 
