@@ -445,6 +445,10 @@ TEST(Models, Gemma3ConfigJson) {
   EXPECT_EQ(
       configError(R"({"model_type": "gemma3_text", "sliding_window_pattern": 0})", "gemma3_text"),
       "sliding_window_pattern must be >= 1, got 0");
+  EXPECT_EQ(
+      configError(R"({"model_type": "gemma3_text", "attention_dropout": 0.1})", "gemma3_text"),
+      "attention_dropout = 0.10000000000000001 is not supported: llmc's attention has no "
+      "dropout");
   EXPECT_EQ(configError(R"({"model_type": "gemma3", "text_config": {}})", "gemma3_text"),
             "model_type is 'gemma3', but the model family is 'gemma3_text'");
   EXPECT_EQ(configError(R"({"model_type": "llama", "sliding_window_pattern": 6})", "llama"),
