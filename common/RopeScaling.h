@@ -31,6 +31,15 @@ struct RopeScaling {
   bool scaled() const { return factor != 0; }
 };
 
+/// Linear scaling (Hugging Face `"rope_type": "linear"`, transformers'
+/// `_compute_linear_scaling_rope_parameters`: every rate divided by
+/// `factor`, as if positions were) is the llama3 scaling whose stretched
+/// band holds every wavelength: with L = 1 and low_freq_factor = 1 it is
+/// every wavelength above 1, and a wavelength 2π/rate is at least 2π
+/// whenever theta >= 1. So the rope ops, kernels and reference carry it
+/// unchanged.
+inline RopeScaling linearRopeScaling(double factor) { return {factor, 1.0, 2.0, 1}; }
+
 /// The angle per position of pair `i` of a `d`-wide head.
 inline double ropeInverseFrequency(double theta, int64_t i, int64_t d,
                                    const RopeScaling &s = {}) {

@@ -132,6 +132,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
 OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config) {
   OwningOpRef<ModuleOp> module = config.family == "gpt2" ? buildGPT2(context, config)
                                  : config.gemma2()       ? buildGemma2(context, config)
+                                 : config.gemma3()       ? buildGemma3(context, config)
                                                          : buildLlama(context, config);
   OpBuilder b(context);
   SmallVector<NamedAttribute> model = {
@@ -185,7 +186,7 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
     model.push_back(b.getNamedAttr("head_dim", b.getI64IntegerAttr(config.headDim())));
     model.push_back(b.getNamedAttr("attention_bias", b.getI64IntegerAttr(config.attentionBias)));
   }
-  if (config.gemma2()) {
+  if (config.gemma()) {
     model.push_back(b.getNamedAttr("head_dim", b.getI64IntegerAttr(config.headDim())));
     model.push_back(
         b.getNamedAttr("query_pre_attn_scalar", b.getF64FloatAttr(config.queryPreAttnScalar > 0
@@ -193,6 +194,12 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
                                                                       : double(config.headDim()))));
     model.push_back(b.getNamedAttr("attn_softcap", b.getF64FloatAttr(config.attnSoftcap)));
     model.push_back(b.getNamedAttr("final_softcap", b.getF64FloatAttr(config.finalSoftcap)));
+  }
+  if (config.gemma3()) {
+    model.push_back(
+        b.getNamedAttr("sliding_window_pattern", b.getI64IntegerAttr(config.slidingWindowPattern)));
+    model.push_back(
+        b.getNamedAttr("rope_local_base_freq", b.getF64FloatAttr(config.ropeLocalTheta)));
   }
   if (config.ropeScaling != "none") {
     model.push_back(b.getNamedAttr("rope_scaling", b.getStringAttr(config.ropeScaling)));

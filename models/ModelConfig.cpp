@@ -118,11 +118,12 @@ const std::vector<Field> &fields() {
       {"rope_scaling",
        {},
        "RoPE scaling (llama): none, or llama3 (Llama 3.1's, by wavelength; the four rope_* keys "
-       "below)",
+       "below); gemma3_text: none, or linear (the global layers' rates divided by rope_factor)",
        stringField(&ModelConfig::ropeScaling)},
       {"rope_factor",
        {},
-       "llama3 scaling: long wavelengths are stretched this many times (default 8)",
+       "llama3 scaling: long wavelengths are stretched this many times (default 8); linear: "
+       "every rate is divided by it",
        floatField(&ModelConfig::ropeFactor)},
       {"rope_low_freq_factor",
        {},
@@ -143,7 +144,8 @@ const std::vector<Field> &fields() {
        intField(&ModelConfig::slidingWindow)},
       {"head_dim",
        {},
-       "attention head width (gemma2, qwen3; the other families' heads are n_embd / n_head wide)",
+       "attention head width (gemma2, gemma3_text, qwen3; the other families' heads are n_embd / "
+       "n_head wide)",
        intField(&ModelConfig::headDimension)},
       {"attention_bias",
        {},
@@ -151,16 +153,25 @@ const std::vector<Field> &fields() {
        boolField(&ModelConfig::attentionBias)},
       {"query_pre_attn_scalar",
        {},
-       "gemma2: attention scores are scaled by this^-1/2 (0: head_dim^-1/2)",
+       "gemma2, gemma3_text: attention scores are scaled by this^-1/2 (0: head_dim^-1/2)",
        floatField(&ModelConfig::queryPreAttnScalar)},
       {"attn_softcap",
        {"attn_logit_softcapping"},
-       "gemma2: attention scores s become c*tanh(s/c); 0 none",
+       "gemma2, gemma3_text: attention scores s become c*tanh(s/c); 0 none",
        floatField(&ModelConfig::attnSoftcap)},
       {"final_softcap",
        {"final_logit_softcapping"},
-       "gemma2: logits z become c*tanh(z/c) before the loss and sampling; 0 none",
+       "gemma2, gemma3_text: logits z become c*tanh(z/c) before the loss and sampling; 0 none",
        floatField(&ModelConfig::finalSoftcap)},
+      {"sliding_window_pattern",
+       {},
+       "gemma3_text: layer l is global (no window, RoPE base rope_theta, rope_scaling) when "
+       "(l + 1) % this == 0, else local (sliding_window, rope_local_base_freq)",
+       intField(&ModelConfig::slidingWindowPattern)},
+      {"rope_local_base_freq",
+       {},
+       "gemma3_text: the RoPE base of the local (sliding-window) layers",
+       floatField(&ModelConfig::ropeLocalTheta)},
       {"num_experts",
        {"num_local_experts"},
        "mixtral, qwen2_moe: experts per layer (0: a dense MLP)",
@@ -435,6 +446,48 @@ Expected<ModelConfig> gemma2Preset(ModelConfig c, const std::string &preset) {
   return c;
 }
 
+/// Gemma 3's text model: Gemma 2's block with per-head q/k RMSNorms and
+/// five local (windowed, RoPE base 10⁴) layers per global one (RoPE base
+/// 10⁶); no soft-caps, tied head, RMSNorm ε 10⁻⁶.
+Expected<ModelConfig> gemma3Preset(ModelConfig c, const std::string &preset) {
+  c.normEps = 1e-6;
+  c.ropeTheta = 1e6;
+  c.ropeLocalTheta = 10000.0;
+  c.tieEmbeddings = true;
+  if (preset == "tiny") {
+    c.vocabSize = 256;
+    c.nLayer = 4;
+    c.nHead = 4;
+    c.nKvHead = 2; // two kv heads, so tp=2 splits them
+    c.nEmbd = 128;
+    c.headDimension = 48; // not n_embd / n_head, as Gemma's heads
+    c.queryPreAttnScalar = 48;
+    c.ffnHidden = 352;
+    c.seqLen = 128;
+    c.batchSize = 8;
+    c.slidingWindow = 64;        // half the sequence,
+    c.slidingWindowPattern = 2;  // on layers 0 and 2
+  } else if (preset == "1B") {
+    // google/gemma-3-1b-pt.
+    c.vocabSize = 262144;
+    c.nLayer = 26;
+    c.nHead = 4;
+    c.nKvHead = 1;
+    c.nEmbd = 1152;
+    c.headDimension = 256;
+    c.queryPreAttnScalar = 256;
+    c.ffnHidden = 6912;
+    c.seqLen = 32768;
+    c.batchSize = 1;
+    c.slidingWindow = 512;
+    c.slidingWindowPattern = 6;
+  } else {
+    return fail("unknown preset '" + preset + "' for gemma3_text (expected one of: tiny, 1B)");
+  }
+  c.maxPositions = c.seqLen;
+  return c;
+}
+
 /// Qwen-MoE (Qwen1.5-MoE, Qwen2-MoE): Qwen2's attention (q/k/v biases)
 /// and RMSNorm with a mixture of top-k SwiGLU experts plus a gated shared
 /// expert as the MLP; transformers' Qwen2MoeConfig leaves norm_topk_prob off.
@@ -507,6 +560,8 @@ std::vector<std::string> presetNames(const std::string &family) {
     return {"tiny", "7B"};
   if (family == "gemma2")
     return {"tiny", "2B"};
+  if (family == "gemma3_text")
+    return {"tiny", "1B"};
   if (family == "mixtral")
     return {"tiny", "8x7B"};
   if (family == "qwen2_moe")
@@ -563,16 +618,19 @@ Expected<ModelConfig> presetConfig(const std::string &family, const std::string 
     return mistralPreset(c, preset);
   if (family == "gemma2")
     return gemma2Preset(c, preset);
+  if (family == "gemma3_text")
+    return gemma3Preset(c, preset);
   if (family == "mixtral")
     return mixtralPreset(c, preset);
   if (family == "qwen2_moe")
     return qwen2MoePreset(c, preset);
   if (family == "gemma3")
-    return fail("model family '" + family +
-                "' is not supported yet (llmc builds gpt2, llama, "
-                "qwen2, qwen3, mistral, gemma2, mixtral and qwen2_moe; docs/models.md)");
+    return fail("model family 'gemma3' is Gemma3ForConditionalGeneration (a vision tower and "
+                "the language model, its tensors under language_model.); llmc builds the text "
+                "model alone: model_type gemma3_text (Gemma3ForCausalLM; docs/models.md)");
   return fail("unknown model family '" + family +
-              "' (expected gpt2, llama, qwen2, qwen3, mistral, gemma2, mixtral or qwen2_moe)");
+              "' (expected gpt2, llama, qwen2, qwen3, mistral, gemma2, gemma3_text, mixtral or "
+              "qwen2_moe)");
 }
 
 Error applyOverride(ModelConfig &config, StringRef assignment) {
@@ -590,6 +648,24 @@ Error applyOverride(ModelConfig &config, StringRef assignment) {
 }
 
 namespace {
+
+/// Gemma 3's `rope_scaling` (its global layers'): linear with a factor,
+/// as the 4B and larger checkpoints have it.
+Error applyLinearRopeScaling(ModelConfig &config, const json::Object &scaling, StringRef type,
+                             const std::string &where) {
+  if (type != "linear")
+    return fail(where + " type '" + type +
+                "' is not supported for gemma3_text (llmc implements linear)");
+  const json::Value *factor = scaling.get("factor");
+  if (!factor)
+    return fail(where + " (linear) has no 'factor'");
+  std::optional<double> d = factor->getAsNumber();
+  if (!d)
+    return fail(where + ".factor must be a number");
+  config.ropeFactor = *d;
+  config.ropeScaling = "linear";
+  return Error::success();
+}
 
 /// config.json's `rope_scaling`: null, or an object whose `rope_type`
 /// ("type" in older files) names the scheme, as transformers reads it.
@@ -611,6 +687,8 @@ Error applyRopeScaling(ModelConfig &config, const json::Value &value, StringRef 
     config.ropeScaling = "none";
     return Error::success();
   }
+  if (config.gemma3())
+    return applyLinearRopeScaling(config, *scaling, *type, where);
   if (*type != "llama3")
     return fail(where + " type '" + *type + "' is not supported (llmc implements llama3)");
   auto number = [&](const char *key, double &out) -> Error {
@@ -662,6 +740,11 @@ Error refuseQwen3(StringRef key, const json::Value &value,
     return refuse("llmc's attention has no dropout");
   return Error::success();
 }
+/// Gemma 3 keeps Gemma 2's key but not its use: transformers 4.51's
+/// Gemma3Attention never passes attn_logit_softcapping to the attention, so
+/// a value would build one model here and another there.
+const char *kGemma3NoAttnSoftcap =
+    "transformers' Gemma3Attention never applies it (Gemma 3's checkpoints leave it null)";
 
 /// Settings of a config that change what the model computes and that llmc
 /// does not implement: an error naming the key, never a silently different
@@ -674,14 +757,19 @@ Error refuseUnsupported(const ModelConfig &config, StringRef key, const json::Va
   };
   if (!config.llamaLike())
     return Error::success();
-  if (config.gemma2()) {
-    // Gemma2MLP reads hidden_activation; transformers 4.44 ignores hidden_act.
+  if (config.gemma()) {
+    // Gemma2MLP and Gemma3MLP read hidden_activation; they ignore hidden_act.
     std::optional<StringRef> act = value.getAsString();
     if (key == "hidden_activation" && act != StringRef("gelu_pytorch_tanh") &&
         act != StringRef("gelu_new"))
-      return refuse("llmc's gemma2 MLP is GeGLU with the tanh GELU (gelu_pytorch_tanh)");
+      return refuse("llmc's " + config.family +
+                    " MLP is GeGLU with the tanh GELU (gelu_pytorch_tanh)");
     if (key == "attention_bias" && value.getAsBoolean().value_or(false))
-      return refuse("llmc's gemma2 has no attention biases");
+      return refuse("llmc's " + config.family + " has no attention biases");
+    if (key == "attention_dropout" && value.getAsNumber().value_or(0.0) != 0.0)
+      return refuse("llmc's attention has no dropout");
+    if (config.gemma3() && key == "attn_logit_softcapping" && !value.getAsNull())
+      return refuse(kGemma3NoAttnSoftcap);
     return Error::success();
   }
   if (key == "hidden_act" && value.getAsString() != StringRef("silu"))
@@ -704,11 +792,14 @@ Error refuseUnsupported(const ModelConfig &config, StringRef key, const json::Va
     return refuse("llmc's router adds no noise to the router logits");
   if (key == "sliding_window" && !config.windowed() && config.family != "qwen2" &&
       !config.qwen2Moe() && !value.getAsNull())
-    return refuse("only mistral's and gemma2's attention have a window");
+    return refuse("only mistral's, gemma2's and gemma3_text's attention have a window");
   for (const char *gemmaKey :
        {"query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping"})
     if (key == gemmaKey && !value.getAsNull())
-      return refuse("only gemma2 has it");
+      return refuse("only gemma2 and gemma3_text have it");
+  for (const char *gemma3Key : {"sliding_window_pattern", "rope_local_base_freq"})
+    if (key == gemma3Key && !value.getAsNull())
+      return refuse("only gemma3_text has it");
   return Error::success();
 }
 
@@ -765,6 +856,36 @@ void applyGemma2Defaults(ModelConfig &config, const json::Object &object) {
     config.finalSoftcap = 30.0;
   if (absent("sliding_window"))
     config.slidingWindow = 4096;
+  if (absent("tie_word_embeddings"))
+    config.tieEmbeddings = true;
+}
+
+/// What Gemma3TextConfig assumes for the keys a config.json leaves out
+/// (its soft-caps default to none, as null gives).
+void applyGemma3Defaults(ModelConfig &config, const json::Object &object) {
+  auto absent = [&](const char *key) { return !object.get(key); };
+  if (absent("num_key_value_heads"))
+    config.nKvHead = 4;
+  if (absent("head_dim"))
+    config.headDimension = 256;
+  if (absent("query_pre_attn_scalar"))
+    config.queryPreAttnScalar = 256;
+  if (absent("attn_logit_softcapping"))
+    config.attnSoftcap = 0;
+  if (absent("final_logit_softcapping"))
+    config.finalSoftcap = 0;
+  if (absent("sliding_window"))
+    config.slidingWindow = 4096;
+  if (absent("sliding_window_pattern"))
+    config.slidingWindowPattern = 6;
+  if (absent("rope_theta"))
+    config.ropeTheta = 1e6;
+  if (absent("rope_local_base_freq"))
+    config.ropeLocalTheta = 10000.0;
+  if (absent("rope_scaling"))
+    config.ropeScaling = "none";
+  if (absent("rms_norm_eps"))
+    config.normEps = 1e-6;
   if (absent("tie_word_embeddings"))
     config.tieEmbeddings = true;
 }
@@ -934,6 +1055,8 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     applyQwen3Defaults(config, *object);
   if (config.gemma2())
     applyGemma2Defaults(config, *object);
+  else if (config.gemma3())
+    applyGemma3Defaults(config, *object);
   std::optional<int64_t> headDim = object->getInteger("head_dim");
   if (headDim && config.llamaLike() && !config.freeHeadDim() &&
       *headDim != config.nEmbd / config.nHead)
@@ -968,12 +1091,14 @@ Error ModelConfig::validate() const {
                          {finalSoftcap, "final_softcap"}}) {
     if (!(v >= 0))
       return fail(Twine(name) + " must be >= 0 (0: none), got " + std::to_string(v));
-    if (v > 0 && !gemma2())
-      return fail(Twine(name) + " applies to gemma2; " + family + " has none");
+    if (v > 0 && !gemma())
+      return fail(Twine(name) + " applies to gemma2 and gemma3_text; " + family + " has none");
   }
   if (attentionBias && !qwen3())
     return fail("attention_bias applies to qwen3; " + family + " has " +
                 (qkvBias() ? "biases on q, k and v only" : "no attention biases"));
+  if (gemma3() && attnSoftcap > 0)
+    return fail("attn_softcap is not supported for gemma3_text: " + Twine(kGemma3NoAttnSoftcap));
   if (nHead % nKvHead != 0)
     return fail("n_head (" + Twine(nHead) + ") must be divisible by n_kv_head (" + Twine(nKvHead) + ")");
   if (docSeparator < -1 || docSeparator >= vocabSize)
@@ -988,14 +1113,33 @@ Error ModelConfig::validate() const {
   if (slidingWindow < 0)
     return fail("sliding_window must be >= 0 (0: none), got " + Twine(slidingWindow));
   if (slidingWindow > 0 && !windowed())
-    return fail("sliding_window applies to mistral's and gemma2's attention; " + family +
-                " has none");
+    return fail("sliding_window applies to mistral's, gemma2's and gemma3_text's attention; " +
+                family + " has none");
   if (Error e = validateExperts())
     return e;
   if (!(dropout >= 0 && dropout < 1))
     return fail("dropout must be in [0, 1), got " + std::to_string(dropout));
   if (!(normEps > 0) || !(initStd > 0) || !(ropeTheta > 0))
     return fail("norm_eps, init_std and rope_theta must be > 0");
+  return validateRope();
+}
+
+Error ModelConfig::validateRope() const {
+  if (gemma3()) {
+    if (slidingWindowPattern < 1)
+      return fail("sliding_window_pattern must be >= 1, got " + Twine(slidingWindowPattern));
+    if (!(ropeLocalTheta > 0))
+      return fail("rope_local_base_freq must be > 0, got " + std::to_string(ropeLocalTheta));
+    if (ropeScaling != "none" && ropeScaling != "linear")
+      return fail("rope_scaling must be none or linear for gemma3_text, got '" + ropeScaling + "'");
+    // Linear scaling rides on the llama3 form (common/RopeScaling.h), exact for theta >= 1.
+    if (ropeScaling == "linear" && (!(ropeFactor > 0) || ropeTheta < 1))
+      return fail("linear rope_scaling needs rope_factor > 0 and rope_theta >= 1");
+    return Error::success();
+  }
+  if (slidingWindowPattern != 0 || ropeLocalTheta != 0)
+    return fail("sliding_window_pattern and rope_local_base_freq apply to gemma3_text; " + family +
+                " has neither");
   if (ropeScaling != "none" && ropeScaling != "llama3")
     return fail("rope_scaling must be none or llama3, got '" + ropeScaling + "'");
   if (ropeScaling == "llama3") {
@@ -1112,10 +1256,28 @@ double ModelConfig::attentionScale() const {
 int64_t ModelConfig::windowOfLayer(int64_t layer) const {
   if (gemma2())
     return layer % 2 == 0 ? slidingWindow : 0;
+  if (gemma3())
+    return localLayer(layer) ? slidingWindow : 0;
   return slidingWindow;
 }
 
+bool ModelConfig::localLayer(int64_t layer) const {
+  // Gemma3Attention: is_sliding = bool((layer_idx + 1) % sliding_window_pattern).
+  return gemma3() && (layer + 1) % slidingWindowPattern != 0;
+}
+
+double ModelConfig::ropeThetaOfLayer(int64_t layer) const {
+  return localLayer(layer) ? ropeLocalTheta : ropeTheta;
+}
+
+RopeScaling ModelConfig::ropeScalingOfLayer(int64_t layer) const {
+  // Gemma3TextModel's rotary_emb_local is built with rope_type "default".
+  return localLayer(layer) ? RopeScaling() : ropeScalingParameters();
+}
+
 RopeScaling ModelConfig::ropeScalingParameters() const {
+  if (ropeScaling == "linear")
+    return linearRopeScaling(ropeFactor);
   if (ropeScaling != "llama3")
     return {};
   return {ropeFactor, ropeLowFreqFactor, ropeHighFreqFactor, ropeOriginalMaxPositions};

@@ -18,7 +18,8 @@
 namespace llmc {
 
 struct ModelConfig {
-  std::string family; ///< gpt2 | llama | qwen2 | qwen3 | mistral | gemma2 | mixtral | qwen2_moe
+  std::string family; ///< gpt2 | llama | qwen2 | qwen3 | mistral | gemma2 | gemma3_text | mixtral
+                      ///< | qwen2_moe
   int64_t vocabSize = 256;
   int64_t nLayer = 2;
   int64_t nHead = 4;
@@ -32,7 +33,8 @@ struct ModelConfig {
   double ropeTheta = 10000.0;
   /// llama: "none", or "llama3": RoPE's rates rescaled by wavelength as
   /// Llama 3.1 does (common/RopeScaling.h) with the four numbers below,
-  /// whose defaults are Llama 3.1's.
+  /// whose defaults are Llama 3.1's. gemma3_text: "none", or "linear":
+  /// every rate of the global layers divided by ropeFactor.
   std::string ropeScaling = "none";
   double ropeFactor = 8.0;
   double ropeLowFreqFactor = 1.0;
@@ -56,6 +58,12 @@ struct ModelConfig {
   /// 0: none.
   double attnSoftcap = 0.0;
   double finalSoftcap = 0.0;
+  /// Gemma 3: layer l is global (full attention, RoPE base ropeTheta,
+  /// ropeScaling) when (l + 1) % slidingWindowPattern == 0, else local
+  /// (the window, RoPE base ropeLocalTheta, unscaled)
+  /// (sliding_window_pattern, rope_local_base_freq); 0: not gemma3_text.
+  int64_t slidingWindowPattern = 0;
+  double ropeLocalTheta = 0.0;
   /// Mixtral, Qwen-MoE: each (sparse) layer's MLP is this many experts
   /// (num_local_experts, num_experts), each token routed to
   /// expertsPerToken of them (num_experts_per_tok); 0: a dense MLP.
@@ -125,8 +133,13 @@ struct ModelConfig {
   /// Qwen3: Qwen2's block without q/k/v biases, heads head_dim wide, and an
   /// RMSNorm of each head's q and k (q_norm, k_norm) before RoPE.
   bool qwen3() const { return family == "qwen3"; }
+  /// Gemma 3's text model: Gemma 2's block with per-head q/k norms and
+  /// local/global layers.
+  bool gemma3() const { return family == "gemma3_text"; }
+  /// What Gemma 2 and 3 share: head_dim, query_pre_attn_scalar, soft-caps.
+  bool gemma() const { return gemma2() || gemma3(); }
   /// The heads may be head_dim wide whatever n_embd / n_head is.
-  bool freeHeadDim() const { return gemma2() || qwen3(); }
+  bool freeHeadDim() const { return gemma() || qwen3(); }
   /// The MLP is a mixture of experts (in the sparse layers).
   bool moe() const { return numExperts > 0; }
   bool qwen2Moe() const { return family == "qwen2_moe"; }
@@ -136,18 +149,27 @@ struct ModelConfig {
   int64_t sparseLayerCount() const;
   /// A routed expert's width.
   int64_t expertFfnHidden() const { return qwen2Moe() ? moeFfnHidden : ffnHidden; }
-  /// The attention of this family may slide (mistral, gemma2; transformers
-  /// 4.44's Mixtral applies its window only in flash attention).
-  bool windowed() const { return family == "mistral" || gemma2(); }
+  /// The attention of this family may slide (mistral, gemma2, gemma3_text;
+  /// transformers 4.44's Mixtral applies its window only in flash attention).
+  bool windowed() const { return family == "mistral" || gemma(); }
   /// The window of layer `layer`: Gemma 2 slides only on even layers (as
-  /// transformers 4.44's Gemma2Attention), Mistral on every layer.
+  /// transformers 4.44's Gemma2Attention), Gemma 3 on its local layers,
+  /// Mistral on every layer.
   int64_t windowOfLayer(int64_t layer) const;
+  /// Gemma 3: layer `layer` is local (windowed, RoPE base ropeLocalTheta).
+  bool localLayer(int64_t layer) const;
+  /// The RoPE base and scaling of layer `layer`: Gemma 3's local layers
+  /// rotate by ropeLocalTheta unscaled, every other layer by ropeTheta
+  /// with ropeScalingParameters().
+  double ropeThetaOfLayer(int64_t layer) const;
+  RopeScaling ropeScalingOfLayer(int64_t layer) const;
   /// Qwen2's (and Qwen-MoE's) q, k and v projections carry biases; Qwen3's
   /// with attention_bias.
   bool qkvBias() const { return family == "qwen2" || qwen2Moe() || (qwen3() && attentionBias); }
   /// The output projection carries a bias (Qwen3 with attention_bias).
   bool outputBias() const { return qwen3() && attentionBias; }
-  /// The scaling the rope ops apply (unscaled unless ropeScaling is llama3).
+  /// The scaling the rope ops apply (unscaled unless ropeScaling is llama3
+  /// or linear).
   RopeScaling ropeScalingParameters() const;
   /// Checks the combination (divisibility, ranges); the message names the key.
   llvm::Error validate() const;
@@ -156,6 +178,8 @@ struct ModelConfig {
   /// Qwen-MoE's expert widths and which layers are sparse.
   llvm::Error validateRouterScoring() const;
   llvm::Error validateSparseLayers() const;
+  /// rope_scaling and Gemma 3's local/global keys.
+  llvm::Error validateRope() const;
 };
 
 /// The preset names of a family ("tiny", "124M", ...).

@@ -18,6 +18,8 @@ mlir::OwningOpRef<mlir::ModuleOp> buildLlama(mlir::MLIRContext *context,
                                              const ModelConfig &config);
 mlir::OwningOpRef<mlir::ModuleOp> buildGemma2(mlir::MLIRContext *context,
                                               const ModelConfig &config);
+mlir::OwningOpRef<mlir::ModuleOp> buildGemma3(mlir::MLIRContext *context,
+                                              const ModelConfig &config);
 
 /// Parameter statistics of a @forward: total, trainable, and tensor count.
 struct ParamStats {

@@ -6,12 +6,13 @@
 //
 //  - every llm.attention splits its heads (kv heads too: GQA/MQA need
 //    kv_heads % tp == 0; packed rows' segment ids and rope positions are
-//    per token, the same on every rank). Walking back from q, k, v through rope, reshape,
-//    per-head norms (Qwen3's q_norm and k_norm: replicated weights whose
-//    gradients the f operator sums over the ranks' heads), the QKV split
-//    (a slice of a fused projection, whose columns become blocks split per
-//    rank), bias adds, reaches the projection matmuls: column-parallel,
-//    their weight (and bias) split along the output dimension;
+//    per token, the same on every rank). Walking back from q, k, v through
+//    rope, reshape, per-head norms (Qwen3's and Gemma 3's q_norm and
+//    k_norm: replicated weights whose gradients the f operator sums over
+//    the ranks' heads), the QKV split (a slice of a fused projection, whose
+//    columns become blocks split per rank), bias adds, reaches the
+//    projection matmuls: column-parallel, their weight (and bias) split
+//    along the output dimension;
 //  - every activation (gelu, silu, swiglu) fed by such matmuls splits the
 //    MLP's inner dimension, back to its (column-parallel) up-projections;
 //    a mixture of experts' (llm.grouped_matmul) splits every expert's inner
@@ -182,9 +183,9 @@ LogicalResult TensorParallel::splitProducer(Value v, Split s) {
   if (auto rope = dyn_cast<llm::RopeOp>(def))
     return splitProducer(rope.getX(), s);
   if (auto norm = dyn_cast<llm::RMSNormOp>(def)) {
-    // A norm of each head (Qwen3's q_norm, k_norm): the heads split, each
-    // whole. Its weight stays replicated and enters through the f operator,
-    // whose backward sums the ranks' partial gradients (each rank's heads).
+    // A norm of each head (Qwen3's and Gemma 3's q_norm, k_norm): the heads
+    // split, each whole. Its weight stays replicated and enters through the
+    // f operator, whose backward sums the ranks' partial gradients.
     if (s.dim == last)
       return def->emitOpError("tensor parallelism: cannot split the dimension a norm reduces");
     norm.getGammaMutable().assign(replicated(norm.getGamma(), def));

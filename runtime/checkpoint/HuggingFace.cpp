@@ -33,10 +33,15 @@ struct ConfigKey {
 /// The families whose directories llmc reads and writes, and the
 /// transformers class of each.
 const std::pair<const char *, const char *> kFamilies[] = {
-    {"gpt2", "GPT2LMHeadModel"},       {"llama", "LlamaForCausalLM"},
-    {"qwen2", "Qwen2ForCausalLM"},     {"qwen3", "Qwen3ForCausalLM"},
-    {"mistral", "MistralForCausalLM"}, {"gemma2", "Gemma2ForCausalLM"},
-    {"mixtral", "MixtralForCausalLM"}, {"qwen2_moe", "Qwen2MoeForCausalLM"}};
+    {"gpt2", "GPT2LMHeadModel"},          {"llama", "LlamaForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},        {"qwen3", "Qwen3ForCausalLM"},
+    {"mistral", "MistralForCausalLM"},    {"gemma2", "Gemma2ForCausalLM"},
+    {"mixtral", "MixtralForCausalLM"},    {"qwen2_moe", "Qwen2MoeForCausalLM"},
+    {"gemma3_text", "Gemma3ForCausalLM"}};
+
+/// The families interop knows, for messages.
+const char *kFamilyList =
+    "gpt2, llama, qwen2, qwen3, mistral, gemma2, gemma3_text, mixtral and qwen2_moe";
 
 bool knownFamily(const std::string &family) {
   for (const auto &[name, architecture] : kFamilies)
@@ -65,25 +70,27 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
             {"n_positions", "max_positions", ConfigKey::Int, ""},
             {"layer_norm_epsilon", "norm_eps", ConfigKey::Float, "1e-05"},
             {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, "1"}};
-  const bool gemma2 = family == "gemma2";
+  const bool gemma2 = family == "gemma2", gemma3 = family == "gemma3_text";
   std::vector<ConfigKey> keys = {
       {"vocab_size", "vocab_size", ConfigKey::Int, ""},
       {"num_hidden_layers", "n_layer", ConfigKey::Int, ""},
       {"num_attention_heads", "n_head", ConfigKey::Int, ""},
       // null: multi-head attention; absent: MistralConfig's 8,
-      // Gemma2Config's and Qwen2MoeConfig's 16, Qwen3Config's 32, the
-      // others' multi-head attention.
+      // Gemma2Config's and Qwen2MoeConfig's 16, Qwen3Config's 32,
+      // Gemma3TextConfig's 4, the others' multi-head attention.
       {"num_key_value_heads", "n_kv_head", ConfigKey::Int,
        family == "mistral" || family == "mixtral" ? "8"
        : gemma2 || family == "qwen2_moe"          ? "16"
        : family == "qwen3"                        ? "32"
+       : gemma3                                   ? "4"
                                                   : artifact.meta("model.n_head")},
       {"hidden_size", "n_embd", ConfigKey::Int, ""},
       {"intermediate_size", "ffn_hidden", ConfigKey::Int, ""},
       {"max_position_embeddings", "max_positions", ConfigKey::Int, ""},
       {"rms_norm_eps", "norm_eps", ConfigKey::Float, family == "mixtral" ? "1e-05" : "1e-06"},
-      {"rope_theta", "rope_theta", ConfigKey::Float, family == "mixtral" ? "1e6" : "10000"},
-      {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, gemma2 ? "1" : "0"}};
+      {"rope_theta", "rope_theta", ConfigKey::Float,
+       family == "mixtral" || gemma3 ? "1e6" : "10000"},
+      {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, gemma2 || gemma3 ? "1" : "0"}};
   if (family == "qwen3") {
     // Qwen3Config's defaults (transformers 4.51).
     keys.push_back({"head_dim", "head_dim", ConfigKey::Int, "128"});
@@ -93,6 +100,13 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
     // Gemma2Config's defaults.
     keys.push_back({"head_dim", "head_dim", ConfigKey::Int, "256"});
     keys.push_back({"query_pre_attn_scalar", "query_pre_attn_scalar", ConfigKey::Float, "224"});
+  }
+  if (gemma3) {
+    // Gemma3TextConfig's defaults.
+    keys.push_back({"head_dim", "head_dim", ConfigKey::Int, "256"});
+    keys.push_back({"query_pre_attn_scalar", "query_pre_attn_scalar", ConfigKey::Float, "256"});
+    keys.push_back({"sliding_window_pattern", "sliding_window_pattern", ConfigKey::Int, "6"});
+    keys.push_back({"rope_local_base_freq", "rope_local_base_freq", ConfigKey::Float, "10000"});
   }
   if (family == "mixtral") {
     // MixtralConfig's defaults.
@@ -132,16 +146,24 @@ std::vector<OptionalKey> optionalKeys(const std::string &family) {
     return {{"sliding_window", "sliding_window", 4096},
             {"attn_logit_softcapping", "attn_softcap", 50.0},
             {"final_logit_softcapping", "final_softcap", 30.0}};
+  if (family == "gemma3_text")
+    return {{"sliding_window", "sliding_window", 4096},
+            {"attn_logit_softcapping", "attn_softcap", 0},
+            {"final_logit_softcapping", "final_softcap", 0}};
   return {};
 }
 
 /// Llama 3's RoPE scaling: the members of config.json's `rope_scaling` (in
 /// transformers' order) and the metadata (`model.<meta>`) they must equal.
-const std::pair<const char *, const char *> kLlama3Scaling[] = {
+const std::vector<std::pair<const char *, const char *>> kLlama3Scaling = {
     {"factor", "rope_factor"},
     {"high_freq_factor", "rope_high_freq_factor"},
     {"low_freq_factor", "rope_low_freq_factor"},
     {"original_max_position_embeddings", "rope_original_max_positions"}};
+
+/// Gemma 3's linear scaling: its one member.
+const std::vector<std::pair<const char *, const char *>> kLinearScaling = {
+    {"factor", "rope_factor"}};
 
 /// A config.json value as a number (booleans as 0 / 1).
 double numberOf(const json::Value &v, const std::string &where) {
@@ -160,15 +182,17 @@ void requireSetting(const json::Value &config, const std::string &path, const ch
 /// What llmc's models compute that a config could choose otherwise.
 void checkSemantics(const json::Value &config, const std::string &family,
                     const std::string &path, int64_t headDim) {
-  if (family == "gemma2") {
-    // Gemma2MLP reads hidden_activation (transformers 4.44 ignores hidden_act).
+  if (family == "gemma2" || family == "gemma3_text") {
+    // Gemma2MLP and Gemma3MLP read hidden_activation (they ignore hidden_act).
+    const char *name = family == "gemma2" ? "Gemma 2" : "Gemma 3";
     if (const json::Value *act = config.find("hidden_activation");
         act && !act->isNull() && act->asString() != "gelu_pytorch_tanh" &&
         act->asString() != "gelu_new")
-      fail(path, ": hidden_activation is \"", act->asString(),
-           "\", but llmc's Gemma 2 MLP is GeGLU with the tanh GELU (gelu_pytorch_tanh)");
+      fail(path, ": hidden_activation is \"", act->asString(), "\", but llmc's ", name,
+           " MLP is GeGLU with the tanh GELU (gelu_pytorch_tanh)");
     requireSetting(config, path, "attention_bias", json::Value(false),
-                   "Gemma 2 has no attention biases");
+                   family == "gemma2" ? "Gemma 2 has no attention biases"
+                                      : "Gemma 3 has no attention biases");
     return;
   }
   if (family == "gpt2") {
@@ -276,10 +300,12 @@ void checkRopeScaling(const json::Value &config, const Artifact &artifact,
     if (!type || type->isNull())
       fail(path, ": rope_scaling has no rope_type");
     have = type->asString(path + ": rope_scaling.rope_type");
+    const char *implemented = artifact.meta("model.family") == "gemma3_text" ? "linear" : "llama3";
     if (have == "default")
       have = "none";
-    else if (have != "llama3")
-      fail(path, ": rope_scaling type '", have, "' is not supported (llmc implements llama3)");
+    else if (have != implemented)
+      fail(path, ": rope_scaling type '", have, "' is not supported (llmc implements ", implemented,
+           ")");
   }
   // Artifacts compiled before llmc knew the scaling record none: unscaled.
   const std::string want = artifact.meta("model.rope_scaling", "none");
@@ -289,7 +315,7 @@ void checkRopeScaling(const json::Value &config, const Artifact &artifact,
          ", but the model has rope_scaling = ", want);
   if (want == "none")
     return;
-  for (const auto &[hf, meta] : kLlama3Scaling) {
+  for (const auto &[hf, meta] : want == "linear" ? kLinearScaling : kLlama3Scaling) {
     std::string key = std::string("model.") + meta;
     const json::Value *v = scaling->find(hf);
     if (!v || v->isNull())
@@ -350,9 +376,8 @@ bool isBuffer(const std::string &hf) {
 std::string familyOf(const Artifact &artifact, const std::string &what) {
   std::string family = artifact.meta("model.family");
   if (!knownFamily(family))
-    fail(what, ": the artifact's model is '", family,
-         "'; Hugging Face interop knows gpt2, llama, qwen2, qwen3, mistral, gemma2, "
-         "mixtral and qwen2_moe");
+    fail(what, ": the artifact's model is '", family, "'; Hugging Face interop knows ",
+         kFamilyList);
   return family;
 }
 
@@ -482,9 +507,8 @@ std::string huggingFaceFamily(const std::string &dir) {
   const json::Value *type = config.find("model_type");
   std::string family = type ? type->asString(path + ": model_type") : "";
   if (!knownFamily(family))
-    fail(path, ": model_type is ", type ? type->dump() : "missing",
-         "; Hugging Face interop knows gpt2, llama, qwen2, qwen3, mistral, gemma2, "
-         "mixtral and qwen2_moe");
+    fail(path, ": model_type is ", type ? type->dump() : "missing", "; Hugging Face interop knows ",
+         kFamilyList);
   return family;
 }
 
@@ -668,8 +692,9 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
   }
   if (family == "gpt2") {
     config.set("activation_function", json::Value("gelu_new"));
-  } else if (family == "gemma2") {
-    // Both names, as Google's releases write them (Gemma2MLP reads the second).
+  } else if (family == "gemma2" || family == "gemma3_text") {
+    // Both names, as Google's releases write them (Gemma2MLP and Gemma3MLP
+    // read the second).
     config.set("hidden_act", json::Value("gelu_pytorch_tanh"));
     config.set("hidden_activation", json::Value("gelu_pytorch_tanh"));
     config.set("attention_bias", json::Value(false));
@@ -698,15 +723,16 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
                        : integral ? json::Value(static_cast<int64_t>(v))
                                   : json::Value(v));
   }
-  if (family != "gpt2" && artifact.meta("model.rope_scaling", "none") == "llama3") {
+  const std::string ropeScaling = artifact.meta("model.rope_scaling", "none");
+  if (family != "gpt2" && (ropeScaling == "llama3" || ropeScaling == "linear")) {
     json::Value scaling = json::Value::object();
-    for (const auto &[hf, meta] : kLlama3Scaling) {
+    for (const auto &[hf, meta] : ropeScaling == "linear" ? kLinearScaling : kLlama3Scaling) {
       double v = artifact.metaNumber(std::string("model.") + meta, 0);
       scaling.set(hf, std::string(hf) == "original_max_position_embeddings"
                           ? json::Value(static_cast<int64_t>(v))
                           : json::Value(v));
     }
-    scaling.set("rope_type", json::Value("llama3"));
+    scaling.set("rope_type", json::Value(ropeScaling));
     config.set("rope_scaling", scaling);
   }
   config.set("torch_dtype", json::Value(report.dtype));

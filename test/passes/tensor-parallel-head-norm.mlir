@@ -2,6 +2,9 @@
 // RUN: llmc-opt %t.qwen3.mlir --llmc-shard="mesh=tp=2" | FileCheck %s
 // RUN: llmc-opt %t.qwen3.mlir --llmc-train-pipeline="mesh=tp=2 emit=train" | FileCheck %s --check-prefix=GRAD
 // RUN: not llmc-opt %s --llmc-shard="mesh=tp=2" 2>&1 | FileCheck %s --check-prefix=ACROSS
+// RUN: llmc model gemma3_text --preset tiny --set n_layer=2 --set batch_size=2 --set seq_len=8 -o %t.gemma3.mlir
+// RUN: llmc-opt %t.gemma3.mlir --llmc-shard="mesh=tp=2" | FileCheck %s --check-prefix=GEMMA3
+// RUN: llmc-opt %t.gemma3.mlir --llmc-train-pipeline="mesh=tp=2 emit=train" | FileCheck %s --check-prefix=GEMMA3-GRAD
 
 // Qwen3's per-head norms of q and k: the heads split (4 query / 2 kv heads
 // 48 wide -> 2 / 1 per rank), each head whole, so the norm's weight stays
@@ -23,6 +26,18 @@
 // GRAD-LABEL: func.func @grad
 // GRAD-COUNT-2: dist.all_reduce %dgamma{{.*}} on @mesh axes ["tp"] reduction "sum" {llmc.backward, llmc.block_name = "layers.0"} : tensor<48xf32> -> tensor<48xf32>
 // GRAD: return
+
+// Gemma 3's q_norm and k_norm ((1 + w) norms, unit_offset) likewise.
+// GEMMA3-LABEL: func.func @forward
+// GEMMA3-SAME: %arg6: tensor<48xf32> {llm.param = #llm.param<name = "layers.0.self_attn.q_norm.weight", init = "zeros">}
+// GEMMA3: %[[Q:.*]] = dist.replicate %arg6 on @mesh axes ["tp"] : tensor<48xf32>
+// GEMMA3: llm.rmsnorm %{{.*}}, %[[Q]] {{.*}}unit_offset{{.*}} : tensor<2x8x2x48xf32>, tensor<48xf32>
+// GEMMA3: %[[K:.*]] = dist.replicate %arg7 on @mesh axes ["tp"] : tensor<48xf32>
+// GEMMA3: llm.rmsnorm %{{.*}}, %[[K]] {{.*}}unit_offset{{.*}} : tensor<2x8x1x48xf32>, tensor<48xf32>
+// GEMMA3: llm.attention {{.*}} : tensor<2x8x2x48xf32>, tensor<2x8x1x48xf32>
+// GEMMA3-GRAD-LABEL: func.func @grad
+// GEMMA3-GRAD: llm.rmsnorm_grad {{.*}} : tensor<2x8x1x48xf32>, tensor<48xf32>
+// GEMMA3-GRAD: dist.all_reduce %{{.*}} on @mesh axes ["tp"] reduction "sum" {{.*}}: tensor<48xf32> -> tensor<48xf32>
 
 // A norm over the dimension tensor parallelism splits cannot be computed
 // from one rank's piece.

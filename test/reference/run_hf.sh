@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs one of the checks against Hugging Face's libraries in this
 # directory (hf_interop.py, hf_tokenizer.py, hf_generate.py,
-# hf_families.py) with the venv scripts/setup-hf.sh makes, in a fresh work
-# directory. Exit 77 (ctest: skipped) when the venv is missing.
+# hf_families.py, hf_gemma3.py) with the venv scripts/setup-hf.sh makes,
+# in a fresh work directory. Exit 77 (ctest: skipped) when the venv is missing.
 #
 # Usage: run_hf.sh <script.py> <bin> <venv> <work> [script arguments...]
 set -euo pipefail

@@ -31,11 +31,11 @@ namespace {
 template <typename T> using Opt = cl::opt<T>;
 #define PLAN_OPT cl::sub(planCommand), cl::cat(planCategory())
 
-Opt<std::string>
-    model("model",
-          cl::desc("Built-in model family (gpt2, llama, qwen2, qwen3, mistral, gemma2, mixtral, "
-                   "qwen2_moe)"),
-          cl::Required, PLAN_OPT);
+Opt<std::string> model(
+    "model",
+    cl::desc("Built-in model family (gpt2, llama, qwen2, qwen3, mistral, gemma2, gemma3_text, "
+             "mixtral, qwen2_moe)"),
+    cl::Required, PLAN_OPT);
 Opt<std::string> preset("preset", cl::desc("Model preset"), cl::init("124M"), PLAN_OPT);
 cl::list<std::string> sets("set", cl::desc("Override a model config key (key=value)"), PLAN_OPT);
 Opt<std::string> configJson("config", cl::desc("Hugging Face style config.json"), PLAN_OPT);

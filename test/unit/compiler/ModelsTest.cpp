@@ -55,7 +55,8 @@ TEST(Models, QwenAndMistralParameterCountsMatchPublished) {
 
 TEST(Models, EveryPresetVerifies) {
   for (const char *family :
-       {"gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "mixtral", "qwen2_moe"})
+       {"gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3_text", "mixtral",
+        "qwen2_moe"})
     for (const std::string &preset : llmc::presetNames(family)) {
       SCOPED_TRACE(std::string(family) + " " + preset);
       EXPECT_GT(countFor(family, preset), 0);
@@ -235,12 +236,14 @@ TEST(Models, ConfigJsonNamesTheFamily) {
   EXPECT_EQ(familyOf(R"({"model_type": "llama"})"), "llama");
   EXPECT_EQ(familyOf(R"({"hidden_size": 64})"), " has no model_type; give the family with --model");
   EXPECT_EQ(familyOf(R"({"model_type": "gemma2"})"), "gemma2");
+  EXPECT_EQ(familyOf(R"({"model_type": "gemma3_text"})"), "gemma3_text");
   EXPECT_EQ(familyOf(R"({"model_type": "gemma3"})"),
-            ": model family 'gemma3' is not supported yet (llmc builds gpt2, llama, qwen2, "
-            "qwen3, mistral, gemma2, mixtral and qwen2_moe; docs/models.md)");
+            ": model family 'gemma3' is Gemma3ForConditionalGeneration (a vision tower and the "
+            "language model, its tensors under language_model.); llmc builds the text model "
+            "alone: model_type gemma3_text (Gemma3ForCausalLM; docs/models.md)");
   EXPECT_EQ(familyOf(R"({"model_type": "bert"})"),
             ": unknown model family 'bert' (expected gpt2, llama, qwen2, qwen3, mistral, gemma2, "
-            "mixtral or qwen2_moe)");
+            "gemma3_text, mixtral or qwen2_moe)");
   EXPECT_EQ(familyOf(R"({"model_type": "qwen3"})"), "qwen3");
   EXPECT_EQ(familyOf(R"({"model_type": "qwen2_moe"})"), "qwen2_moe");
 }
@@ -284,7 +287,8 @@ TEST(Models, QwenAndMistralConfigJson) {
   config = cantFail(llmc::presetConfig("llama", "tiny"));
   config.slidingWindow = 16;
   EXPECT_EQ(llvm::toString(config.validate()),
-            "sliding_window applies to mistral's and gemma2's attention; llama has none");
+            "sliding_window applies to mistral's, gemma2's and gemma3_text's attention; llama has "
+            "none");
 }
 
 // Qwen/Qwen3-0.6B (tied embeddings): 151936·1024 + 28 layers of
@@ -399,14 +403,145 @@ TEST(Models, Gemma2ConfigJson) {
   EXPECT_EQ(configError(R"({"model_type": "gemma2", "attention_bias": true})", "gemma2"),
             "attention_bias = true is not supported: llmc's gemma2 has no attention biases");
   EXPECT_EQ(configError(R"({"model_type": "llama", "final_logit_softcapping": 30.0})", "llama"),
-            "final_logit_softcapping = 30 is not supported: only gemma2 has it");
+            "final_logit_softcapping = 30 is not supported: only gemma2 and gemma3_text have it");
   config = cantFail(llmc::presetConfig("llama", "tiny"));
   config.attnSoftcap = 50;
-  EXPECT_EQ(llvm::toString(config.validate()), "attn_softcap applies to gemma2; llama has none");
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "attn_softcap applies to gemma2 and gemma3_text; llama has none");
   config = cantFail(llmc::presetConfig("llama", "tiny"));
   config.headDimension = 64;
   EXPECT_EQ(llvm::toString(config.validate()),
             "head_dim = 64 is not supported: llmc's llama heads are n_embd / n_head wide");
+}
+
+// google/gemma-3-1b-pt from its shapes (tied head): 262144·1152 embedding,
+// 26 layers of 26,842,112 (q/k/v/o, two 256-wide q/k norms, four norms,
+// the MLP), the final norm.
+TEST(Models, Gemma3ParameterCountMatchesPublished) {
+  EXPECT_EQ(countFor("gemma3_text", "1B"), 999885952);
+}
+
+TEST(Models, Gemma3LayersAlternateAsTransformersChoosesThem) {
+  llmc::ModelConfig c = cantFail(llmc::presetConfig("gemma3_text", "1B"));
+  // Gemma3Attention: is_sliding = bool((layer_idx + 1) % sliding_window_pattern).
+  for (int64_t l = 0; l < c.nLayer; ++l) {
+    SCOPED_TRACE(l);
+    const bool global = (l + 1) % 6 == 0;
+    EXPECT_EQ(c.localLayer(l), !global);
+    EXPECT_EQ(c.windowOfLayer(l), global ? 0 : 512);
+    EXPECT_DOUBLE_EQ(c.ropeThetaOfLayer(l), global ? 1e6 : 1e4);
+  }
+  EXPECT_DOUBLE_EQ(c.attentionScale(), 1.0 / 16);
+  EXPECT_EQ(c.attnSoftcap, 0.0);
+  EXPECT_EQ(c.finalSoftcap, 0.0);
+  // Linear scaling stretches the global layers' rates only, every one of them.
+  c.ropeScaling = "linear";
+  c.ropeFactor = 8.0;
+  EXPECT_FALSE(static_cast<bool>(c.validate()));
+  EXPECT_FALSE(c.ropeScalingOfLayer(0).scaled());
+  llmc::RopeScaling s = c.ropeScalingOfLayer(5);
+  for (int64_t i = 0; i < 128; ++i)
+    EXPECT_DOUBLE_EQ(llmc::ropeInverseFrequency(1e6, i, 256, s),
+                     llmc::ropeInverseFrequency(1e6, i, 256) / 8.0);
+}
+
+TEST(Models, Gemma3ConfigJson) {
+  llmc::ModelConfig config;
+  // google/gemma-3-1b-pt's keys.
+  EXPECT_EQ(applyJson(R"({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+                          "attention_bias": false, "attention_dropout": 0.0,
+                          "attn_logit_softcapping": null, "cache_implementation": "hybrid",
+                          "final_logit_softcapping": null, "head_dim": 256,
+                          "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152,
+                          "intermediate_size": 6912, "max_position_embeddings": 32768,
+                          "num_attention_heads": 4, "num_hidden_layers": 26,
+                          "num_key_value_heads": 1, "query_pre_attn_scalar": 256,
+                          "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000,
+                          "rope_scaling": null, "rope_theta": 1000000, "sliding_window": 512,
+                          "sliding_window_pattern": 6, "vocab_size": 262144})",
+                      config, "gemma3_text"),
+            "");
+  EXPECT_EQ(config.headDim(), 256);
+  EXPECT_EQ(config.nKvHead, 1);
+  EXPECT_EQ(config.slidingWindow, 512);
+  EXPECT_EQ(config.slidingWindowPattern, 6);
+  EXPECT_DOUBLE_EQ(config.ropeLocalTheta, 1e4);
+  EXPECT_DOUBLE_EQ(config.ropeTheta, 1e6);
+  EXPECT_EQ(config.ropeScaling, "none");
+  EXPECT_TRUE(config.tieEmbeddings);
+  // Absent keys are Gemma3TextConfig's defaults; the 4B's linear scaling.
+  EXPECT_EQ(applyJson(R"({"model_type": "gemma3_text", "hidden_size": 64,
+                          "num_attention_heads": 4,
+                          "rope_scaling": {"factor": 8.0, "rope_type": "linear"}})",
+                      config, "gemma3_text"),
+            "");
+  EXPECT_EQ(config.nKvHead, 4);
+  EXPECT_EQ(config.headDim(), 256);
+  EXPECT_DOUBLE_EQ(config.queryPreAttnScalar, 256);
+  EXPECT_EQ(config.slidingWindow, 4096);
+  EXPECT_EQ(config.slidingWindowPattern, 6);
+  EXPECT_DOUBLE_EQ(config.ropeLocalTheta, 1e4);
+  EXPECT_DOUBLE_EQ(config.ropeTheta, 1e6);
+  EXPECT_EQ(config.attnSoftcap, 0.0);
+  EXPECT_EQ(config.finalSoftcap, 0.0);
+  EXPECT_EQ(config.ropeScaling, "linear");
+  EXPECT_DOUBLE_EQ(config.ropeFactor, 8.0);
+  // A logit cap is honoured as Gemma3ForCausalLM applies it.
+  EXPECT_EQ(applyJson(R"({"model_type": "gemma3_text", "final_logit_softcapping": 30.0})", config,
+                      "gemma3_text"),
+            "");
+  EXPECT_DOUBLE_EQ(config.finalSoftcap, 30.0);
+
+  // What llmc does not build is refused by name.
+  EXPECT_EQ(configError(R"({"model_type": "gemma3_text",
+                            "rope_scaling": {"rope_type": "yarn", "factor": 8.0}})",
+                        "gemma3_text"),
+            "rope_scaling type 'yarn' is not supported for gemma3_text (llmc implements linear)");
+  EXPECT_EQ(configError(R"({"model_type": "gemma3_text",
+                            "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}})",
+                        "gemma3_text"),
+            "rope_scaling type 'dynamic' is not supported for gemma3_text (llmc implements "
+            "linear)");
+  EXPECT_EQ(configError(R"({"model_type": "gemma3_text", "rope_scaling": {"rope_type": "linear"}})",
+                        "gemma3_text"),
+            "rope_scaling (linear) has no 'factor'");
+  EXPECT_EQ(configError(R"({"model_type": "gemma3_text", "attn_logit_softcapping": 50.0})",
+                        "gemma3_text"),
+            "attn_logit_softcapping = 50 is not supported: transformers' Gemma3Attention never "
+            "applies it (Gemma 3's checkpoints leave it null)");
+  EXPECT_EQ(
+      configError(R"({"model_type": "gemma3_text", "hidden_activation": "gelu"})", "gemma3_text"),
+      "hidden_activation = \"gelu\" is not supported: llmc's gemma3_text MLP is GeGLU with "
+      "the tanh GELU (gelu_pytorch_tanh)");
+  EXPECT_EQ(
+      configError(R"({"model_type": "gemma3_text", "sliding_window_pattern": 0})", "gemma3_text"),
+      "sliding_window_pattern must be >= 1, got 0");
+  EXPECT_EQ(
+      configError(R"({"model_type": "gemma3_text", "attention_dropout": 0.1})", "gemma3_text"),
+      "attention_dropout = 0.10000000000000001 is not supported: llmc's attention has no "
+      "dropout");
+  EXPECT_EQ(configError(R"({"model_type": "gemma3", "text_config": {}})", "gemma3_text"),
+            "model_type is 'gemma3', but the model family is 'gemma3_text'");
+  EXPECT_EQ(configError(R"({"model_type": "llama", "sliding_window_pattern": 6})", "llama"),
+            "sliding_window_pattern = 6 is not supported: only gemma3_text has it");
+  EXPECT_EQ(configError(R"({"model_type": "llama",
+                            "rope_scaling": {"rope_type": "linear", "factor": 2.0}})",
+                        "llama"),
+            "rope_scaling type 'linear' is not supported (llmc implements llama3)");
+  config = cantFail(llmc::presetConfig("gemma3_text", "tiny"));
+  config.attnSoftcap = 50;
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "attn_softcap is not supported for gemma3_text: transformers' Gemma3Attention never "
+            "applies it (Gemma 3's checkpoints leave it null)");
+  config = cantFail(llmc::presetConfig("gemma3_text", "tiny"));
+  config.ropeScaling = "llama3";
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "rope_scaling must be none or linear for gemma3_text, got 'llama3'");
+  config = cantFail(llmc::presetConfig("llama", "tiny"));
+  config.ropeLocalTheta = 1e4;
+  EXPECT_EQ(llvm::toString(config.validate()),
+            "sliding_window_pattern and rope_local_base_freq apply to gemma3_text; llama has "
+            "neither");
 }
 
 // Mixtral-8x7B-v0.1 as its model card counts it (46.7B; every expert's
@@ -445,7 +580,8 @@ TEST(Models, MixtralConfigJson) {
             "router_jitter_noise = 0.5 is not supported: llmc's router adds no noise to the "
             "router logits");
   EXPECT_EQ(configError(R"({"model_type": "mixtral", "sliding_window": 4096})", "mixtral"),
-            "sliding_window = 4096 is not supported: only mistral's and gemma2's attention have "
+            "sliding_window = 4096 is not supported: only mistral's, gemma2's and gemma3_text's "
+            "attention have "
             "a window");
   config = cantFail(llmc::presetConfig("mixtral", "tiny"));
   config.expertsPerToken = 5;
