@@ -33,10 +33,10 @@ struct ConfigKey {
 /// The families whose directories llmc reads and writes, and the
 /// transformers class of each.
 const std::pair<const char *, const char *> kFamilies[] = {
-    {"gpt2", "GPT2LMHeadModel"},          {"llama", "LlamaForCausalLM"},
-    {"qwen2", "Qwen2ForCausalLM"},        {"qwen3", "Qwen3ForCausalLM"},
-    {"mistral", "MistralForCausalLM"},    {"gemma2", "Gemma2ForCausalLM"},
-    {"mixtral", "MixtralForCausalLM"},    {"qwen2_moe", "Qwen2MoeForCausalLM"},
+    {"gpt2", "GPT2LMHeadModel"},         {"llama", "LlamaForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},       {"qwen3", "Qwen3ForCausalLM"},
+    {"mistral", "MistralForCausalLM"},   {"gemma2", "Gemma2ForCausalLM"},
+    {"mixtral", "MixtralForCausalLM"},   {"qwen2_moe", "Qwen2MoeForCausalLM"},
     {"gemma3_text", "Gemma3ForCausalLM"}};
 
 /// The families interop knows, for messages.

@@ -54,9 +54,8 @@ TEST(Models, QwenAndMistralParameterCountsMatchPublished) {
 }
 
 TEST(Models, EveryPresetVerifies) {
-  for (const char *family :
-       {"gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3_text", "mixtral",
-        "qwen2_moe"})
+  for (const char *family : {"gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3_text",
+                             "mixtral", "qwen2_moe"})
     for (const std::string &preset : llmc::presetNames(family)) {
       SCOPED_TRACE(std::string(family) + " " + preset);
       EXPECT_GT(countFor(family, preset), 0);
