@@ -131,8 +131,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
 
 OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config) {
   OwningOpRef<ModuleOp> module = config.family == "gpt2" ? buildGPT2(context, config)
-                                 : config.gemma2()       ? buildGemma2(context, config)
-                                 : config.gemma3()       ? buildGemma3(context, config)
+                                 : config.gemma()        ? buildGemma(context, config)
                                                          : buildLlama(context, config);
   OpBuilder b(context);
   SmallVector<NamedAttribute> model = {
