@@ -32,13 +32,13 @@ import argparse
 import copy
 import json
 import os
-import subprocess
 import sys
 
 import torch
 import transformers
 from safetensors.torch import load_file
 
+from hf_artifacts import compile_pair, run, through_llmc
 from hf_generate import NEW_TOKENS, PROMPTS, generate, relative
 
 TOL = 1e-4
@@ -49,9 +49,6 @@ GEMMA2 = dict(head_dim=24, query_pre_attn_scalar=32, attn_logit_softcapping=1.0,
               final_logit_softcapping=3.0, sliding_window=6,
               hidden_activation="gelu_pytorch_tanh")
 
-
-def run(*cmd):
-    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
 
 
 def hf_model(family, **extra):
@@ -152,27 +149,12 @@ def check_setting_matters(name, model, tokens, ref, setting):
 def check(name, family, args, **extra):
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
-    hf_in, hf_out = os.path.join(work, "hf"), os.path.join(work, "hf-out")
+    hf_in = os.path.join(work, "hf")
     model = hf_model(family, **extra).eval()
     model.save_pretrained(hf_in, safe_serialization=True)
-    llmc, llmc_run = os.path.join(args.bin, "llmc"), os.path.join(args.bin, "llmc-run")
-    compile_args = ["--config", os.path.join(hf_in, "config.json"), "--set", f"seq_len={SEQ}",
-                    "--set", f"batch_size={BATCH}", "--lr", "1e-3", "--warmup", "0",
-                    "--lr-schedule", "constant"]
-    artifact, tp_artifact = os.path.join(work, "m.llmc"), os.path.join(work, "tp2.llmc")
-    run(llmc, "compile", *compile_args, "-o", artifact)
-    run(llmc, "compile", *compile_args, "--mesh", "tp=2", "-o", tp_artifact)
-
+    artifact, tp_artifact = compile_pair(args, hf_in, work, SEQ, BATCH)
     # HF -> llmc checkpoint -> HF, and the logits of batch 0.
-    ck, dump = os.path.join(work, "ck"), os.path.join(work, "logits.safetensors")
-    run(llmc_run, artifact, "--weights", hf_in, "--steps", "0", "--ckpt-dir", ck,
-        "--dump-logits", dump, "--data", args.data, "--quiet")
-    run(llmc, "export-hf", ck, artifact, "-o", hf_out)
-    before, after = load_file(os.path.join(hf_in, "model.safetensors")), load_file(
-        os.path.join(hf_out, "model.safetensors"))
-    assert sorted(before) == sorted(after), (sorted(before), sorted(after))
-    for key in before:
-        assert torch.equal(before[key], after[key]), f"{name}: {key} differs after the round trip"
+    hf_out, dump, after = through_llmc(name, args, artifact, hf_in, work)
     config_in, config_out = (json.load(open(os.path.join(d, "config.json")))
                              for d in (hf_in, hf_out))
     for key in ("model_type", "sliding_window", "use_sliding_window", "tie_word_embeddings",
@@ -213,7 +195,7 @@ def check(name, family, args, **extra):
         worst = check_generate(name, model, hf_in, work, args)
         generated = (f"; {len(PROMPTS)} prompts x {NEW_TOKENS} greedy tokens as transformers', "
                      f"logits max rel err {worst:.2e} against recompute")
-    print(f"{name}: {len(before)} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
+    print(f"{name}: {len(after)} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
           f"{err:.2e}; first loss {losses[0]:.6f} (tp=2 {tp_losses[0]:.6f}) vs transformers "
           f"{ref_loss:.6f}{generated}" +
           "".join(f"; without {k} the logits move {v:.2g}" for k, v in gaps.items()))

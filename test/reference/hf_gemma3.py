@@ -34,7 +34,6 @@ models.
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import torch_compat  # noqa: F401  (before transformers: torch 1.13 lacks names it imports)
@@ -42,6 +41,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
+from hf_artifacts import compile_pair, run, through_llmc
 from hf_generate import NEW_TOKENS, PROMPTS, generate, relative
 
 TOL = 1e-4
@@ -64,9 +64,6 @@ KEYS = ("model_type", "sliding_window", "sliding_window_pattern", "rope_theta",
         "attn_logit_softcapping", "final_logit_softcapping", "hidden_activation",
         "tie_word_embeddings", "num_key_value_heads", "rms_norm_eps")
 
-
-def run(*cmd):
-    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
 
 
 def build(config_args, state=None):
@@ -157,12 +154,9 @@ def feature_gaps(name, model, config_args, tokens, ref):
     return gaps
 
 
-def check_round_trip(name, model, hf_in, hf_out, tokens):
-    before, after = load_file(os.path.join(hf_in, "model.safetensors")), load_file(
-        os.path.join(hf_out, "model.safetensors"))
-    assert sorted(before) == sorted(after), (sorted(before), sorted(after))
-    for key in before:
-        assert torch.equal(before[key], after[key]), f"{name}: {key} differs after the round trip"
+def check_export(name, model, hf_out, after, tokens):
+    """The export's config.json keys, and its tensors in the model transformers
+    builds from that config.json computing `model`'s logits."""
     config_out = json.load(open(os.path.join(hf_out, "config.json")))
     for key in KEYS:
         # An unscaled RoPE is written as Llama's is: no rope_scaling (null).
@@ -176,33 +170,23 @@ def check_round_trip(name, model, hf_in, hf_out, tokens):
     assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
     assert torch.equal(logits_of(model, tokens), logits_of(reloaded, tokens)), \
         f"{name}: the exported model computes other logits"
-    return len(before)
+    return len(after)
 
 
 def check(name, args):
     config_args = {**COMMON, **CASES[name]}
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
-    hf_in, hf_out = os.path.join(work, "hf"), os.path.join(work, "hf-out")
+    hf_in = os.path.join(work, "hf")
     model = build(config_args)
     model.save_pretrained(hf_in, safe_serialization=True)
-    llmc, llmc_run = os.path.join(args.bin, "llmc"), os.path.join(args.bin, "llmc-run")
-    compile_args = ["--config", os.path.join(hf_in, "config.json"), "--set", f"seq_len={SEQ}",
-                    "--set", f"batch_size={BATCH}", "--lr", "1e-3", "--warmup", "0",
-                    "--lr-schedule", "constant"]
-    artifact, tp_artifact = os.path.join(work, "m.llmc"), os.path.join(work, "tp2.llmc")
-    run(llmc, "compile", *compile_args, "-o", artifact)
-    run(llmc, "compile", *compile_args, "--mesh", "tp=2", "-o", tp_artifact)
-
+    artifact, tp_artifact = compile_pair(args, hf_in, work, SEQ, BATCH)
     # HF -> llmc checkpoint -> HF, and the logits of batch 0.
-    ck, dump = os.path.join(work, "ck"), os.path.join(work, "logits.safetensors")
-    run(llmc_run, artifact, "--weights", hf_in, "--steps", "0", "--ckpt-dir", ck,
-        "--dump-logits", dump, "--data", args.data, "--quiet")
-    run(llmc, "export-hf", ck, artifact, "-o", hf_out)
+    hf_out, dump, after = through_llmc(name, args, artifact, hf_in, work)
     got = load_file(dump)
     tokens, targets, logits = got["tokens"].long(), got["targets"].long(), got["logits"]
     assert tokens.shape == (BATCH, SEQ), tokens.shape
-    tensors = check_round_trip(name, model, hf_in, hf_out, tokens)
+    tensors = check_export(name, model, hf_out, after, tokens)
 
     ref = logits_of(model, tokens)
     ref_loss = torch.nn.functional.cross_entropy(ref.reshape(-1, ref.shape[-1]),

@@ -34,7 +34,6 @@ downloaded models.
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import torch_compat  # noqa: F401  (before transformers)
@@ -42,14 +41,12 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
+from hf_artifacts import compile_pair, run, through_llmc
 from hf_generate import NEW_TOKENS, PROMPTS, generate, relative
 
 TOL = 1e-4
 SEQ, BATCH, STEPS = 16, 4, 4
 
-
-def run(*cmd):
-    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
 
 
 def hf_config(**extra):
@@ -151,28 +148,13 @@ def norm_matters(name, model, tokens, ref, which):
 def check(name, args, with_generate, **extra):
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
-    hf_in, hf_out = os.path.join(work, "hf"), os.path.join(work, "hf-out")
+    hf_in = os.path.join(work, "hf")
     model = hf_model(**extra)
     model.save_pretrained(hf_in, safe_serialization=True)
-    llmc, llmc_run = os.path.join(args.bin, "llmc"), os.path.join(args.bin, "llmc-run")
-    compile_args = ["--config", os.path.join(hf_in, "config.json"), "--set", f"seq_len={SEQ}",
-                    "--set", f"batch_size={BATCH}", "--lr", "1e-3", "--warmup", "0",
-                    "--lr-schedule", "constant"]
-    artifact, tp_artifact = os.path.join(work, "m.llmc"), os.path.join(work, "tp2.llmc")
-    run(llmc, "compile", *compile_args, "-o", artifact)
-    run(llmc, "compile", *compile_args, "--mesh", "tp=2", "-o", tp_artifact)
-
+    artifact, tp_artifact = compile_pair(args, hf_in, work, SEQ, BATCH)
     # HF -> llmc checkpoint -> HF, and the logits of batch 0.
-    ck, dump = os.path.join(work, "ck"), os.path.join(work, "logits.safetensors")
-    run(llmc_run, artifact, "--weights", hf_in, "--steps", "0", "--ckpt-dir", ck,
-        "--dump-logits", dump, "--data", args.data, "--quiet")
-    run(llmc, "export-hf", ck, artifact, "-o", hf_out)
-    before, after = load_file(os.path.join(hf_in, "model.safetensors")), load_file(
-        os.path.join(hf_out, "model.safetensors"))
-    assert sorted(before) == sorted(after), (sorted(before), sorted(after))
-    for key in before:
-        assert torch.equal(before[key], after[key]), f"{name}: {key} differs after the round trip"
-    assert any(".q_norm." in key for key in before), sorted(before)
+    hf_out, dump, after = through_llmc(name, args, artifact, hf_in, work)
+    assert any(".q_norm." in key for key in after), sorted(after)
     config_out = json.load(open(os.path.join(hf_out, "config.json")))
     assert config_out["architectures"] == ["Qwen3ForCausalLM"], config_out["architectures"]
     for key in ("model_type", "use_sliding_window", "sliding_window", "tie_word_embeddings",
@@ -216,7 +198,7 @@ def check(name, args, with_generate, **extra):
         worst = check_generate(name, model, hf_in, work, args)
         generated = (f"; {len(PROMPTS)} prompts x {NEW_TOKENS} greedy tokens as transformers' "
                      f"(and tp=2's), logits max rel err {worst:.2e} against recompute")
-    print(f"{name}: {len(before)} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
+    print(f"{name}: {len(after)} tensors bit-exact after HF -> llmc -> HF; logits max rel err "
           f"{err:.2e}; first loss {one[0]:.6f} (tp=2 {tp[0]:.6f}) vs transformers {ref_loss:.6f}; "
           f"{STEPS} steps' losses tp=2 vs one rank within {tp_err:.1e}, gradient norms "
           f"{norm_err:.1e} ({one[0]:.4f} -> {one[-1]:.4f}){generated}; without q_norm the logits move {gaps['q_norm']:.2g}, "
