@@ -17,8 +17,7 @@ mlir::OwningOpRef<mlir::ModuleOp> buildGPT2(mlir::MLIRContext *context,
 mlir::OwningOpRef<mlir::ModuleOp> buildLlama(mlir::MLIRContext *context,
                                              const ModelConfig &config);
 /// Gemma 2 and Gemma 3's text model (models/Gemma.cpp).
-mlir::OwningOpRef<mlir::ModuleOp> buildGemma(mlir::MLIRContext *context,
-                                             const ModelConfig &config);
+mlir::OwningOpRef<mlir::ModuleOp> buildGemma(mlir::MLIRContext *context, const ModelConfig &config);
 
 /// Parameter statistics of a @forward: total, trainable, and tensor count.
 struct ParamStats {
