@@ -2,11 +2,24 @@
 (hf_families.py, hf_qwen3.py, hf_gemma3.py): compile a Hugging Face
 directory with llmc, on one rank and under tp=2, and take it through an
 llmc checkpoint and back, which must give its tensors bit for bit."""
+import argparse
 import os
 import subprocess
 
 import torch
 from safetensors.torch import load_file
+
+
+def parse_args(transformers):
+    """run_hf.sh's arguments (--bin, --work, --data, --mpirun); prints the
+    versions checked against and keeps torch to the machine's two cores."""
+    p = argparse.ArgumentParser()
+    for name in ("--bin", "--work", "--data", "--mpirun"):
+        p.add_argument(name, required=True)
+    args = p.parse_args()
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    torch.set_num_threads(2)
+    return args
 
 
 def run(*cmd):

@@ -28,7 +28,6 @@ and:
 Run by run_hf.sh with the venv's python; no network, no
 downloaded models.
 """
-import argparse
 import copy
 import json
 import os
@@ -38,7 +37,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from hf_artifacts import compile_pair, run, through_llmc
+from hf_artifacts import compile_pair, parse_args, run, through_llmc
 from hf_generate import NEW_TOKENS, PROMPTS, generate, relative
 
 TOL = 1e-4
@@ -202,14 +201,7 @@ def check(name, family, args, **extra):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--bin", required=True)
-    p.add_argument("--work", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--mpirun", required=True)
-    args = p.parse_args()
-    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
-    torch.set_num_threads(2)
+    args = parse_args(transformers)
     check("qwen2", "qwen2", args)
     check("mistral", "mistral", args, sliding_window=None)
     check("mistral-window", "mistral", args, sliding_window=6)

@@ -31,7 +31,6 @@ directories and compiled from their config.json alone (`llmc compile
 Run by run_hf.sh with the 4.51 venv's python; no network, no downloaded
 models.
 """
-import argparse
 import json
 import os
 import sys
@@ -41,7 +40,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from hf_artifacts import compile_pair, run, through_llmc
+from hf_artifacts import compile_pair, parse_args, run, through_llmc
 from hf_generate import NEW_TOKENS, PROMPTS, generate, relative
 
 TOL = 1e-4
@@ -217,14 +216,7 @@ def check(name, args):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--bin", required=True)
-    p.add_argument("--work", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--mpirun", required=True)
-    args = p.parse_args()
-    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
-    torch.set_num_threads(2)
+    args = parse_args(transformers)
     for name in CASES:
         check(name, args)
     return 0

@@ -31,7 +31,6 @@ Face directory and compiled from its config.json alone (`llmc compile
 Run by run_hf.sh with the transformers 4.51 venv's python; no network, no
 downloaded models.
 """
-import argparse
 import json
 import os
 import sys
@@ -41,7 +40,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from hf_artifacts import compile_pair, run, through_llmc
+from hf_artifacts import compile_pair, parse_args, run, through_llmc
 from hf_generate import NEW_TOKENS, PROMPTS, generate, relative
 
 TOL = 1e-4
@@ -206,14 +205,7 @@ def check(name, args, with_generate, **extra):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--bin", required=True)
-    p.add_argument("--work", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--mpirun", required=True)
-    args = p.parse_args()
-    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
-    torch.set_num_threads(2)
+    args = parse_args(transformers)
     check("qwen3", args, with_generate=True, head_dim=24, tie_word_embeddings=True)
     check("qwen3-bias", args, with_generate=False, head_dim=16, tie_word_embeddings=False,
           attention_bias=True)
