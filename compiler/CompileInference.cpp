@@ -170,12 +170,13 @@ bool movesLayers(ModuleOp lowered) {
 double priceRequest(ModuleOp lowered, const CompileOptions &options, const InferenceSpec &spec,
                     const RequestShape &request, bool streamed) {
   plan::Cluster device = plan::targetDevice(options.target, options.hostBw);
-  double fp32Scale = options.target == "cuda" ? 0.5 : 1.0;
+  const plan::MeshShape mesh = plan::MeshShape::parse(options.mesh);
+  const double fp32Scale = plan::fp32MatmulScaleOf(options.target);
   StepPrice steps[2];
   for (ModuleOp role : programModules(lowered))
     for (auto program : role.getOps<exec::ProgramOp>()) {
       bool prefill = program.getSymName() == "prefill";
-      StepPrice price = priceStep(program, device, options.mesh, fp32Scale);
+      StepPrice price = priceStep(program, device, mesh, fp32Scale);
       price.overlapped = streamed && device.overlap;
       if (price.seconds() > steps[prefill ? 0 : 1].seconds())
         steps[prefill ? 0 : 1] = price;

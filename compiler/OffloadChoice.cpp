@@ -46,19 +46,15 @@ double StepPrice::seconds() const {
   return overlapped ? std::max(device, link) + host : device + host + link;
 }
 
-StepPrice priceStep(exec::ProgramOp program, const plan::Cluster &device, const std::string &mesh,
-                    double fp32MatmulScale) {
-  plan::MeshShape shape;
-  for (llvm::StringRef axis : llvm::split(mesh, ','))
-    if (auto [name, size] = axis.split('='); !name.trim().empty())
-      shape.axes.push_back({name.trim().str(), std::atoll(size.str().c_str())});
+StepPrice priceStep(exec::ProgramOp program, const plan::Cluster &device,
+                    const plan::MeshShape &mesh, double fp32MatmulScale) {
   StepPrice price;
   // costProgram leaves host kernels and copies out; they are priced below.
-  plan::ProgramCost cost = plan::costProgram(program, device, shape, fp32MatmulScale);
+  plan::ProgramCost cost = plan::costProgram(program, device, mesh, fp32MatmulScale);
   for (auto &[phase, phaseCost] : cost.phases) price.device += phaseCost.seconds();
   // The node's CPUs and their memory are shared by its devices.
   double sharing = static_cast<double>(
-      std::max<int64_t>(1, std::min(device.nodeSize, std::max<int64_t>(1, shape.size("tp")))));
+      std::max<int64_t>(1, std::min(device.nodeSize, std::max<int64_t>(1, mesh.size("tp")))));
   double hostFlops = device.hostFlops / sharing;
   double hostBandwidth = device.hostMemoryBandwidth / sharing;
   program.walk([&](exec::KernelOp kernel) {

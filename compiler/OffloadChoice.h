@@ -57,9 +57,9 @@ struct StepPrice {
   double seconds() const;
 };
 
-/// Prices `program` on `device` for a job laid out as `mesh` ("tp=2" or "").
-StepPrice priceStep(exec::ProgramOp program, const plan::Cluster &device, const std::string &mesh,
-                    double fp32MatmulScale);
+/// Prices `program` on `device` for a job laid out as `mesh`.
+StepPrice priceStep(exec::ProgramOp program, const plan::Cluster &device,
+                    const plan::MeshShape &mesh, double fp32MatmulScale);
 
 /// Seconds one request takes: ceil(prompt / chunk) prefills and `new` decodes.
 double requestSeconds(const StepPrice &prefill, const StepPrice &decode, int64_t chunk,

@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <map>
 #include <optional>
-#include <sstream>
 
 using namespace mlir;
 
@@ -82,26 +81,12 @@ struct Trial {
   double seconds = 0;
 };
 
-plan::MeshShape meshOf(const std::string &spec) {
-  plan::MeshShape mesh;
-  std::istringstream axes(spec);
-  std::string axis;
-  while (std::getline(axes, axis, ',')) {
-    size_t eq = axis.find('=');
-    if (eq != std::string::npos)
-      mesh.axes.push_back({axis.substr(0, eq), std::atoll(axis.c_str() + eq + 1)});
-  }
-  return mesh;
-}
-
 /// Reads a compiled module's arena, saved bytes per layer (the largest
 /// over ranks) and step price.
 Trial readTrial(ModuleOp module, const CompileOptions &options, const plan::Cluster &device) {
   Trial trial;
-  plan::MeshShape mesh = meshOf(options.mesh);
-  // fp32 products run at the device's fp32 rate: TF32, half the bf16 rate,
-  // on a GPU; a CPU's GEMM rate is its fp32 rate.
-  double fp32Scale = options.target == "cuda" ? 0.5 : 1.0;
+  plan::MeshShape mesh = plan::MeshShape::parse(options.mesh);
+  double fp32Scale = plan::fp32MatmulScaleOf(options.target);
   for (ModuleOp role : programModules(module)) {
     if (auto arena = role->getAttrOfType<IntegerAttr>(exec::kArenaBytesAttr))
       trial.arena = std::max(trial.arena, arena.getInt());

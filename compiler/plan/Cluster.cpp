@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 namespace llmc::plan {
 
@@ -240,6 +241,20 @@ std::string validate(const Cluster &c) {
            std::to_string(c.nodeSize) + "-device nodes";
   return "";
 }
+
+MeshShape MeshShape::parse(const std::string &spec) {
+  MeshShape mesh;
+  std::istringstream items(spec);
+  std::string axis;
+  while (std::getline(items, axis, ',')) {
+    size_t eq = axis.find('=');
+    if (eq != std::string::npos)
+      mesh.axes.push_back({axis.substr(0, eq), std::atoll(axis.c_str() + eq + 1)});
+  }
+  return mesh;
+}
+
+double fp32MatmulScaleOf(const std::string &target) { return target == "cuda" ? 0.5 : 1.0; }
 
 int64_t MeshShape::size(const std::string &axis) const {
   for (auto &[name, n] : axes)

@@ -73,6 +73,11 @@ bool parseCluster(const std::string &spec, Cluster &cluster, std::string &error)
 /// `hostLinkGBs` > 0 replaces the host link (GB/s each way).
 Cluster targetDevice(const std::string &target, double hostLinkGBs = 0);
 
+/// The factor on the GEMM rate of fp32 products compiled for `target`:
+/// TF32 at half the bf16 rate on a GPU (cuda), the fp32 rate itself on a
+/// CPU (costProgram's fp32MatmulScale).
+double fp32MatmulScaleOf(const std::string &target);
+
 /// "80GiB", "40GB", "512MiB", "1e9" → bytes; false on a malformed size.
 bool parseBytes(const std::string &text, double &bytes);
 
@@ -86,6 +91,8 @@ struct MeshShape {
   std::vector<std::pair<std::string, int64_t>> axes; ///< outermost first
   int64_t size(const std::string &axis) const;
   int64_t stride(const std::string &axis) const;
+  /// `llmc compile --mesh`'s "dp=2,tp=4" (an item without '=' is skipped).
+  static MeshShape parse(const std::string &spec);
 };
 
 /// Whether a collective over `group` (axes of `mesh`) stays inside one node

@@ -92,14 +92,15 @@ TEST(OffloadChoice, StepPricesHostKernelsAndCopiesApartFromTheDevice) {
   ASSERT_TRUE(module);
   auto program = *module->getOps<llmc::exec::ProgramOp>().begin();
   llmc::plan::Cluster device = llmc::plan::targetDevice("cuda");
-  llmc::StepPrice p = llmc::priceStep(program, device, "", 0.5);
+  llmc::StepPrice p = llmc::priceStep(program, device, {}, 0.5);
   EXPECT_GT(p.device, 0);
   EXPECT_DOUBLE_EQ(p.link, 2 * 16384 / device.hostLinkBandwidth);
   // One device on the node's CPUs: its whole memory bandwidth; the kernel
   // reads two 16 KiB operands and writes one.
   EXPECT_DOUBLE_EQ(p.host, 3 * 16384 / device.hostMemoryBandwidth + device.kernelOverhead);
   // Two tp ranks share the host.
-  llmc::StepPrice shared = llmc::priceStep(program, device, "tp=2", 0.5);
+  llmc::StepPrice shared =
+      llmc::priceStep(program, device, llmc::plan::MeshShape::parse("tp=2"), 0.5);
   EXPECT_DOUBLE_EQ(shared.host, 2 * 3 * 16384 / device.hostMemoryBandwidth + device.kernelOverhead);
 }
 
