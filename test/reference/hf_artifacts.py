@@ -1,7 +1,10 @@
 """What the checks of a model family against transformers do alike
-(hf_families.py, hf_qwen3.py, hf_gemma3.py): compile a Hugging Face
-directory with llmc, on one rank and under tp=2, and take it through an
-llmc checkpoint and back, which must give its tensors bit for bit."""
+(hf_families.py, hf_qwen3.py, hf_gemma3.py, and hf_moe.py for the
+mixtures of experts): compile a Hugging Face directory with llmc, on one
+rank and under tp=2, take it through an llmc checkpoint and back, which
+must give its tensors bit for bit, read the logits llmc dumped, and train
+a few steps from it."""
+import json
 import argparse
 import os
 import subprocess
@@ -26,17 +29,20 @@ def run(*cmd):
     subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
 
 
-def compile_pair(args, hf_in, work, seq, batch):
+def compile_artifact(args, hf_in, out, seq, batch, *flags):
     """`llmc compile --config` of `hf_in` at [batch, seq] with a constant
-    learning rate of 1e-3: the paths of the one-rank and the tp=2 artifact."""
-    compile_args = ["--config", os.path.join(hf_in, "config.json"), "--set", f"seq_len={seq}",
-                    "--set", f"batch_size={batch}", "--lr", "1e-3", "--warmup", "0",
-                    "--lr-schedule", "constant"]
-    artifact, tp_artifact = os.path.join(work, "m.llmc"), os.path.join(work, "tp2.llmc")
-    llmc = os.path.join(args.bin, "llmc")
-    run(llmc, "compile", *compile_args, "-o", artifact)
-    run(llmc, "compile", *compile_args, "--mesh", "tp=2", "-o", tp_artifact)
-    return artifact, tp_artifact
+    learning rate of 1e-3 (and `flags`) into `out`; returns `out`."""
+    run(os.path.join(args.bin, "llmc"), "compile", "--config", os.path.join(hf_in, "config.json"),
+        "--set", f"seq_len={seq}", "--set", f"batch_size={batch}", "--lr", "1e-3", "--warmup", "0",
+        "--lr-schedule", "constant", *flags, "-o", out)
+    return out
+
+
+def compile_pair(args, hf_in, work, seq, batch):
+    """compile_artifact on one rank and under tp=2: the two paths."""
+    return (compile_artifact(args, hf_in, os.path.join(work, "m.llmc"), seq, batch),
+            compile_artifact(args, hf_in, os.path.join(work, "tp2.llmc"), seq, batch, "--mesh",
+                             "tp=2"))
 
 
 def through_llmc(name, args, artifact, hf_in, work):
@@ -55,3 +61,28 @@ def through_llmc(name, args, artifact, hf_in, work):
     for key in before:
         assert torch.equal(before[key], after[key]), f"{name}: {key} differs after the round trip"
     return hf_out, dump, after
+
+
+def read_dump(dump, batch, seq):
+    """The tokens, targets and llmc's logits of the batch `dump` holds."""
+    got = load_file(dump)
+    tokens, targets, logits = got["tokens"].long(), got["targets"].long(), got["logits"]
+    assert tokens.shape == (batch, seq), tokens.shape
+    return tokens, targets, logits
+
+
+def train_metrics(args, artifact, hf_dir, work, name, steps, ranks=1):
+    """The metrics of `steps` training steps from the HF weights (step 1:
+    batch 0), on `ranks` ranks: a dict per step."""
+    metrics = os.path.join(work, name + ".jsonl")
+    cmd = [os.path.join(args.bin, "llmc-run"), artifact, "--weights", hf_dir, "--steps",
+           str(steps), "--metrics", metrics, "--data", args.data, "--quiet"]
+    if ranks > 1:
+        cmd = [args.mpirun, "-np", str(ranks), "--bind-to", "none"] + cmd
+    run(*cmd)
+    return [json.loads(line) for line in open(metrics)]
+
+
+def train_losses(args, artifact, hf_dir, work, name, ranks=1):
+    """The losses of 3 training steps from the HF weights (step 1: batch 0)."""
+    return [m["loss"] for m in train_metrics(args, artifact, hf_dir, work, name, 3, ranks)]

@@ -35,9 +35,8 @@ import sys
 
 import torch
 import transformers
-from safetensors.torch import load_file
 
-from hf_artifacts import compile_pair, parse_args, run, through_llmc
+from hf_artifacts import compile_pair, parse_args, read_dump, run, through_llmc, train_losses
 from hf_generate import NEW_TOKENS, PROMPTS, generate, relative
 
 TOL = 1e-4
@@ -73,17 +72,6 @@ def hf_model(family, **extra):
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
     return model
-
-
-def first_loss(args, artifact, hf_dir, work, name, ranks=1):
-    """Training losses of 3 steps from the HF weights (step 1: batch 0)."""
-    metrics = os.path.join(work, name + ".jsonl")
-    cmd = [os.path.join(args.bin, "llmc-run"), artifact, "--weights", hf_dir, "--steps", "3",
-           "--metrics", metrics, "--data", args.data, "--quiet"]
-    if ranks > 1:
-        cmd = [args.mpirun, "-np", str(ranks), "--bind-to", "none"] + cmd
-    run(*cmd)
-    return [json.loads(line)["loss"] for line in open(metrics)]
 
 
 def greedy(model, prompt):
@@ -166,9 +154,7 @@ def check(name, family, args, **extra):
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(
         hf_out, torch_dtype=torch.float32, attn_implementation="eager").eval()
 
-    got = load_file(dump)
-    tokens, targets, logits = got["tokens"].long(), got["targets"].long(), got["logits"]
-    assert tokens.shape == (BATCH, SEQ), tokens.shape
+    tokens, targets, logits = read_dump(dump, BATCH, SEQ)
     with torch.no_grad():
         ref = model(tokens, use_cache=False).logits
         again = reloaded(tokens, use_cache=False).logits
@@ -183,8 +169,8 @@ def check(name, family, args, **extra):
         if gap is not None:
             gaps[setting] = gap
 
-    losses = first_loss(args, artifact, hf_in, work, "train")
-    tp_losses = first_loss(args, tp_artifact, hf_in, work, "train-tp2", ranks=2)
+    losses = train_losses(args, artifact, hf_in, work, "train")
+    tp_losses = train_losses(args, tp_artifact, hf_in, work, "train-tp2", ranks=2)
     for label, ls in (("1 rank", losses), ("tp=2", tp_losses)):
         loss_err = abs(ls[0] - ref_loss) / ref_loss
         assert loss_err <= TOL, f"{name} ({label}): first loss {ls[0]} vs transformers {ref_loss}"

@@ -38,9 +38,8 @@ import sys
 import torch_compat  # noqa: F401  (before transformers: torch 1.13 lacks names it imports)
 import torch
 import transformers
-from safetensors.torch import load_file
 
-from hf_artifacts import compile_pair, parse_args, run, through_llmc
+from hf_artifacts import compile_pair, parse_args, read_dump, run, through_llmc, train_losses
 from hf_generate import NEW_TOKENS, PROMPTS, generate, relative
 
 TOL = 1e-4
@@ -84,17 +83,6 @@ def build(config_args, state=None):
 def logits_of(model, tokens):
     with torch.no_grad():
         return model(tokens, use_cache=False).logits
-
-
-def first_loss(args, artifact, hf_dir, work, name, ranks=1):
-    """Training losses of 3 steps from the HF weights (step 1: batch 0)."""
-    metrics = os.path.join(work, name + ".jsonl")
-    cmd = [os.path.join(args.bin, "llmc-run"), artifact, "--weights", hf_dir, "--steps", "3",
-           "--metrics", metrics, "--data", args.data, "--quiet"]
-    if ranks > 1:
-        cmd = [args.mpirun, "-np", str(ranks), "--bind-to", "none"] + cmd
-    run(*cmd)
-    return [json.loads(line)["loss"] for line in open(metrics)]
 
 
 def check_generate(name, model, hf_dir, work, args):
@@ -182,9 +170,7 @@ def check(name, args):
     artifact, tp_artifact = compile_pair(args, hf_in, work, SEQ, BATCH)
     # HF -> llmc checkpoint -> HF, and the logits of batch 0.
     hf_out, dump, after = through_llmc(name, args, artifact, hf_in, work)
-    got = load_file(dump)
-    tokens, targets, logits = got["tokens"].long(), got["targets"].long(), got["logits"]
-    assert tokens.shape == (BATCH, SEQ), tokens.shape
+    tokens, targets, logits = read_dump(dump, BATCH, SEQ)
     tensors = check_export(name, model, hf_out, after, tokens)
 
     ref = logits_of(model, tokens)
@@ -194,8 +180,8 @@ def check(name, args):
     assert err <= TOL, f"{name}: logits differ by {err:.3g} relative (> {TOL})"
     gaps = feature_gaps(name, model, config_args, tokens, ref)
 
-    losses = first_loss(args, artifact, hf_in, work, "train")
-    tp_losses = first_loss(args, tp_artifact, hf_in, work, "train-tp2", ranks=2)
+    losses = train_losses(args, artifact, hf_in, work, "train")
+    tp_losses = train_losses(args, tp_artifact, hf_in, work, "train-tp2", ranks=2)
     loss_errs = []
     for label, ls in (("1 rank", losses), ("tp=2", tp_losses)):
         loss_errs.append(abs(ls[0] - ref_loss) / ref_loss)

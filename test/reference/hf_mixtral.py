@@ -28,7 +28,8 @@ import transformers
 from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func
 
 from hf_families import TOL, check_generate
-from hf_moe import logits_error, parse_args, reference_loss, through_llmc, training_losses
+from hf_artifacts import parse_args
+from hf_moe import logits_error, reference_loss, through_llmc, training_losses
 
 EXPERTS, TOP_K, AUX = 4, 2, 0.1
 CONFIG_KEYS = ("model_type", "num_local_experts", "num_experts_per_tok", "router_aux_loss_coef",
@@ -68,7 +69,7 @@ def check(name, args, output_router_logits):
 
 
 def main():
-    args = parse_args()
+    args = parse_args(transformers)
     check("mixtral", args, output_router_logits=True)
     check("mixtral-no-aux", args, output_router_logits=False)
     return 0

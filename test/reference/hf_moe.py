@@ -2,16 +2,15 @@
 mixture-of-experts model saved as a Hugging Face directory, compiled from
 its config.json alone, its weights taken through llmc and back, its
 logits and first training loss compared with transformers'."""
-import argparse
 import json
 import os
 from dataclasses import dataclass
 
 import torch
 import transformers
-from safetensors.torch import load_file
 
-from hf_families import BATCH, SEQ, TOL, first_loss, run
+import hf_artifacts
+from hf_families import BATCH, SEQ, TOL
 
 
 @dataclass
@@ -26,16 +25,6 @@ class Case:
     logits: torch.Tensor  # llmc's, of batch 0
 
 
-def parse_args():
-    p = argparse.ArgumentParser()
-    for flag in ("--bin", "--work", "--data", "--mpirun"):
-        p.add_argument(flag, required=True)
-    args = p.parse_args()
-    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
-    torch.set_num_threads(2)
-    return args
-
-
 def through_llmc(name, args, model, config_keys):
     """Compiles `model`'s saved config, dumps batch 0's logits from its
     weights, exports the step-0 checkpoint back and checks the round trip:
@@ -43,28 +32,15 @@ def through_llmc(name, args, model, config_keys):
     them, and transformers loads the export to the same logits."""
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
-    hf_in, hf_out = os.path.join(work, "hf"), os.path.join(work, "hf-out")
+    hf_in = os.path.join(work, "hf")
     model.save_pretrained(hf_in, safe_serialization=True)
-    llmc, llmc_run = os.path.join(args.bin, "llmc"), os.path.join(args.bin, "llmc-run")
-    artifact = os.path.join(work, "m.llmc")
-    run(llmc, "compile", "--config", os.path.join(hf_in, "config.json"), "--set",
-        f"seq_len={SEQ}", "--set", f"batch_size={BATCH}", "--lr", "1e-3", "--warmup", "0",
-        "--lr-schedule", "constant", "-o", artifact)
-    ck, dump = os.path.join(work, "ck"), os.path.join(work, "logits.safetensors")
-    run(llmc_run, artifact, "--weights", hf_in, "--steps", "0", "--ckpt-dir", ck,
-        "--dump-logits", dump, "--data", args.data, "--quiet")
-    run(llmc, "export-hf", ck, artifact, "-o", hf_out)
-    before, after = (load_file(os.path.join(d, "model.safetensors")) for d in (hf_in, hf_out))
-    assert sorted(before) == sorted(after), (sorted(before), sorted(after))
-    for key in before:
-        assert torch.equal(before[key], after[key]), f"{name}: {key} differs after the round trip"
+    artifact = hf_artifacts.compile_artifact(args, hf_in, os.path.join(work, "m.llmc"), SEQ, BATCH)
+    hf_out, dump, after = hf_artifacts.through_llmc(name, args, artifact, hf_in, work)
     config_out = json.load(open(os.path.join(hf_out, "config.json")))
     for key in config_keys:
         assert getattr(model.config, key) == config_out[key], (key, config_out.get(key))
-    got = load_file(dump)
-    case = Case(name, work, hf_in, artifact, len(before), got["tokens"].long(),
-                got["targets"].long(), got["logits"])
-    assert case.tokens.shape == (BATCH, SEQ), case.tokens.shape
+    case = Case(name, work, hf_in, artifact, len(after),
+                *hf_artifacts.read_dump(dump, BATCH, SEQ))
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(
         hf_out, torch_dtype=torch.float32, attn_implementation="eager").eval()
     with torch.no_grad():
@@ -97,7 +73,7 @@ def logits_error(case, ref):
 def training_losses(args, case, ref_loss):
     """3 training steps from the HF weights: the first equals `ref_loss`
     within TOL, and the loss falls."""
-    losses = first_loss(args, case.artifact, case.hf_in, case.work, "train")
+    losses = hf_artifacts.train_losses(args, case.artifact, case.hf_in, case.work, "train")
     assert abs(losses[0] - ref_loss) / ref_loss <= TOL, \
         f"{case.name}: first loss {losses[0]} vs transformers {ref_loss}"
     assert losses[-1] < losses[0], f"{case.name}: loss did not fall: {losses}"

@@ -38,7 +38,8 @@ import transformers
 from transformers.models.qwen2_moe.modeling_qwen2_moe import load_balancing_loss_func
 
 from hf_families import TOL, check_generate
-from hf_moe import logits_error, parse_args, reference_loss, through_llmc, training_losses
+from hf_artifacts import parse_args
+from hf_moe import logits_error, reference_loss, through_llmc, training_losses
 
 EXPERTS, TOP_K, AUX = 6, 3, 0.1
 CONFIG_KEYS = ("model_type", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
@@ -111,7 +112,7 @@ def check(name, args, **moe):
 
 
 def main():
-    args = parse_args()
+    args = parse_args(transformers)
     check("qwen2_moe", args, norm_topk_prob=False, mlp_only_layers=[1])
     check("qwen2_moe-norm-topk", args, norm_topk_prob=True, decoder_sparse_step=2)
     return 0

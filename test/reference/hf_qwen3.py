@@ -40,7 +40,8 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from hf_artifacts import compile_pair, parse_args, run, through_llmc
+from hf_artifacts import (compile_pair, parse_args, read_dump, run, through_llmc,
+                          train_metrics)
 from hf_generate import NEW_TOKENS, PROMPTS, generate, relative
 
 TOL = 1e-4
@@ -79,18 +80,6 @@ def load_export(hf_dir):
     assert set(missing) <= allowed and not unexpected, (missing, unexpected)
     model.tie_weights()
     return model.eval()
-
-
-def train(args, artifact, hf_dir, work, name, ranks=1):
-    """The metrics of STEPS training steps from the HF weights (step 1:
-    batch 0): a dict per step."""
-    metrics = os.path.join(work, name + ".jsonl")
-    cmd = [os.path.join(args.bin, "llmc-run"), artifact, "--weights", hf_dir, "--steps",
-           str(STEPS), "--metrics", metrics, "--data", args.data, "--quiet"]
-    if ranks > 1:
-        cmd = [args.mpirun, "-np", str(ranks), "--bind-to", "none"] + cmd
-    run(*cmd)
-    return [json.loads(line) for line in open(metrics)]
 
 
 def greedy(model, prompt):
@@ -163,9 +152,7 @@ def check(name, args, with_generate, **extra):
                                                                config_out[key])
     reloaded = load_export(hf_out)
 
-    got = load_file(dump)
-    tokens, targets, logits = got["tokens"].long(), got["targets"].long(), got["logits"]
-    assert tokens.shape == (BATCH, SEQ), tokens.shape
+    tokens, targets, logits = read_dump(dump, BATCH, SEQ)
     with torch.no_grad():
         ref = model(tokens, use_cache=False).logits
         again = reloaded(tokens, use_cache=False).logits
@@ -176,8 +163,8 @@ def check(name, args, with_generate, **extra):
     assert err <= TOL, f"{name}: logits differ by {err:.3g} relative (> {TOL})"
     gaps = {which: norm_matters(name, model, tokens, ref, which) for which in ("q_norm", "k_norm")}
 
-    one_steps = train(args, artifact, hf_in, work, "train")
-    tp_steps = train(args, tp_artifact, hf_in, work, "train-tp2", ranks=2)
+    one_steps = train_metrics(args, artifact, hf_in, work, "train", STEPS)
+    tp_steps = train_metrics(args, tp_artifact, hf_in, work, "train-tp2", STEPS, ranks=2)
     one, tp = ([s["loss"] for s in steps] for steps in (one_steps, tp_steps))
     for label, ls in (("1 rank", one), ("tp=2", tp)):
         loss_err = abs(ls[0] - ref_loss) / ref_loss

@@ -43,8 +43,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from hf_families import run
-from hf_moe import parse_args
+from hf_artifacts import parse_args, run
 
 EXPERTS, TOP_K, AUX, Z, SCALE = 4, 2, 0.1, 0.01, 2.5
 SEQ, BATCH = 16, 4
@@ -166,7 +165,7 @@ def hf_grad(model, name):
 
 
 def main():
-    args = parse_args()
+    args = parse_args(transformers)
     work = os.path.join(args.work, "sigmoid")
     os.makedirs(work, exist_ok=True)
     model = hf_model()
