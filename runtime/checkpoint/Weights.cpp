@@ -161,14 +161,9 @@ std::vector<int64_t> storedWeightShape(const ProgramInfo &program, const Instruc
     return stored.size() == 2 && !shape.empty()
                ? std::vector<int64_t>{shape[0], stored[0] / shape[0], stored[1] * perByte}
                : shape;
-  // QLoRA's expansion of a stack [G, A, B] split by tensor parallelism
-  // (within each expert: G chunks of the view's rows) or by expert
-  // parallelism (whole experts: this rank's A rows each).
-  if (stored.size() == 2 && shape.size() == 3) {
-    std::vector<int64_t> chunks = inst.attrs.getInts("chunks");
-    const int64_t experts = !chunks.empty() && chunks[0] > 1 ? chunks[0] : stored[0] / shape[1];
-    return {experts, stored[0] / experts, stored[1] * perByte};
-  }
+  // (QLoRA's expansion of a stack split by tp or ep lands here too: its
+  // whole weight is the view [G · A, B], which is what checkScheme
+  // compares.)
   if (stored.size() == 2)
     return {stored[0], stored[1] * perByte};
   // NF4 codes of a head padded along its rows (llmc-pad-vocab) are the real
@@ -177,6 +172,27 @@ std::vector<int64_t> storedWeightShape(const ProgramInfo &program, const Instruc
   if (nf4 && codesBuffer.shard.sharded() && shape.size() == 2)
     shape[0] = stored[0] * 2 / shape[1];
   return shape;
+}
+
+/// `record` with its shape read as the 2-D view its storage is: a stack of
+/// experts' matrices [G, A, B], quantized expert after expert, is the bytes
+/// of [G · A, B], so a file's record of either shape fits either.
+std::string storageView(const std::string &record) {
+  const size_t at = record.find(" shape=");
+  if (at == std::string::npos)
+    return record;
+  const size_t begin = at + 7, end = std::min(record.find(' ', begin), record.size());
+  std::vector<std::string> dims;
+  for (size_t i = begin; i < end;) {
+    size_t x = std::min(record.find('x', i), end);
+    dims.push_back(record.substr(i, x - i));
+    i = x + 1;
+  }
+  if (dims.size() <= 2)
+    return record;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < dims.size(); ++d) rows *= std::atoll(dims[d].c_str());
+  return record.substr(0, begin) + std::to_string(rows) + "x" + dims.back() + record.substr(end);
 }
 
 /// The scheme of the storage kernel `inst` reads: a mixture of experts'
@@ -469,7 +485,7 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
         rest(record->second) == rest(expected->second)
             ? std::string("compile with --double-quant ") + levelsOf(record->second)
             : "compile with the file's scheme";
-    if (record->second != expected->second)
+    if (storageView(record->second) != storageView(expected->second))
       fail(path, ": '", weight, "' is stored as ", record->second, ", but the model reads it as ",
            expected->second, " (", compileHint, ", or ", quantizeHint(weight), ")");
   };
