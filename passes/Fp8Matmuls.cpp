@@ -16,8 +16,16 @@
 // fp8, are left as they are: the recipe's LM head (skip=head) and --qat
 // specs quantizing one side only keep fake quantization.
 //
+// fast-accumulation=forward marks the forward's products, as Transformer
+// Engine runs its fprop GEMMs with cuBLASLt's fast accumulation and its
+// dgrad and wgrad GEMMs without: a forward product's sum is one K-long dot
+// per output, while dW's sums run over every token of the batch. Recomputed
+// forward products are marked like the originals, so the backward reads
+// the activations the forward computed.
+//
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -51,6 +59,12 @@ qat::FakeQuantOp fp8Source(Value v) {
 
 bool isE5M2(qat::FakeQuantOp q) { return q.getScheme().getFormat() == "fp8_e5m2"; }
 
+/// Whether `m` computes the forward: not emitted by autodiff, or a
+/// forward op llmc-recompute cloned into the backward.
+bool isForwardProduct(llm::MatmulOp m) {
+  return !m->hasAttr(kBackwardAttr) || m->hasAttr(kRecomputedAttr);
+}
+
 /// Copies the discardable (dialect-prefixed) attributes: microbatch,
 /// backward and layer annotations the later passes read.
 void copyAnnotations(Operation *from, Operation *to) {
@@ -62,6 +76,12 @@ struct Fp8MatmulsPass : llmc::impl::Fp8MatmulsBase<Fp8MatmulsPass> {
   using Fp8MatmulsBase::Fp8MatmulsBase;
 
   void runOnOperation() override {
+    if (fastAccumulation != "forward" && fastAccumulation != "none") {
+      getOperation().emitError() << "llmc-fp8-matmuls: fast-accumulation must be forward or "
+                                    "none, got '"
+                                 << fastAccumulation << "'";
+      return signalPassFailure();
+    }
     getOperation().walk([&](func::FuncOp func) { rewrite(func); });
   }
 
@@ -139,7 +159,8 @@ struct Fp8MatmulsPass : llmc::impl::Fp8MatmulsBase<Fp8MatmulsPass> {
     Value bScale = quantized(fp8Source(m.getB())).getScale();
     OpBuilder builder(m);
     auto product = qat::MatmulFp8Op::create(builder, m.getLoc(), m.getType(), a, aScale, b, bScale,
-                                            m.getTransposeA(), m.getTransposeB());
+                                            m.getTransposeA(), m.getTransposeB(),
+                                            fastAccumulation == "forward" && isForwardProduct(m));
     copyAnnotations(m, product);
     m.replaceAllUsesWith(product.getResult());
     m.erase();

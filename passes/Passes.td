@@ -225,7 +225,16 @@ def Fp8Matmuls : Pass<"llmc-fp8-matmuls", "mlir::ModuleOp"> {
         : tensor<4x16x128xf8E4M3FN>, tensor<1xf32>, tensor<128x512xf8E4M3FN>, tensor<1xf32>
         -> tensor<4x16x512xbf16>
     ```
+
+    With `fast-accumulation=forward`, the forward's products (and their
+    recomputed copies in the backward) are marked `fast_accumulation`, as
+    Transformer Engine runs its forward GEMMs; the backward's dX and dW
+    products keep fp32 accumulation.
   }];
+  let options = [
+    Option<"fastAccumulation", "fast-accumulation", "std::string", "\"none\"",
+           "Products marked fast_accumulation: forward | none">,
+  ];
   let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::qat::QATDialect"];
 }
 

@@ -175,7 +175,9 @@ void printTraining(const Artifact &a, std::ostream &os) {
   if (!a.meta("qat").empty())
     os << "qat:        " << a.meta("qat") << "\n";
   if (a.meta("precision") == "fp8")
-    os << "fp8:        " << a.meta("fp8_scaling", "current") << " scaling\n";
+    // Artifacts from before the option summed every product in fp32.
+    os << "fp8:        " << a.meta("fp8_scaling", "current") << " scaling, fast accumulation "
+       << a.meta("fp8_fast_accumulation", "none") << "\n";
   if (!a.meta("lora").empty()) {
     int adapters = 0;
     for (const ParameterInfo &p : a.parameters)

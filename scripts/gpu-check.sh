@@ -431,6 +431,7 @@ if wants parity; then
   step parity-bf16 120 parity_pair bf16 tiny-bf16-cpu.llmc tiny-bf16-gpu.llmc 50 1e-2
   step parity-dropout 120 parity_pair dropout tiny-dropout-cpu.llmc tiny-dropout-gpu.llmc 20 1e-4
   step parity-fp8 120 parity_pair fp8 tiny-fp8-cpu.llmc tiny-fp8-gpu.llmc 50 1e-2
+  step parity-fp8-exact 120 parity_pair fp8-exact tiny-fp8-cpu.llmc tiny-fp8-exact-gpu.llmc 50 1e-2
   step parity-padded 120 parity_pair padded tiny257-cpu.llmc tiny257-gpu.llmc 50 1e-4
   step parity-padded-bf16 120 parity_pair padded-bf16 tiny257-bf16-cpu.llmc tiny257-bf16-gpu.llmc 50 1e-2
   step parity-moe 120 parity_pair moe moe-cpu.llmc moe-gpu.llmc 50 1e-4

@@ -49,9 +49,12 @@ TINY=(--model gpt2 --preset tiny --set n_layer=2)
 "$LLMC" compile "${TINY[@]}" --precision bf16 -o "$A/tiny-bf16-cpu.llmc"
 "$LLMC" compile "${TINY[@]}" --precision bf16 --target cuda -o "$A/tiny-bf16-gpu.llmc"
 # fp8 training: the blocks' linear layers as fp8 GEMMs (cuBLASLt on the GPU,
-# the fp32 reference GEMM on the CPU).
+# the fp32 reference GEMM on the CPU); on the GPU with the forward's fast
+# accumulation (the default) and without.
 "$LLMC" compile "${TINY[@]}" --precision fp8 -o "$A/tiny-fp8-cpu.llmc"
 "$LLMC" compile "${TINY[@]}" --precision fp8 --target cuda -o "$A/tiny-fp8-gpu.llmc"
+"$LLMC" compile "${TINY[@]}" --precision fp8 --fp8-fast-accumulation none --target cuda \
+  -o "$A/tiny-fp8-exact-gpu.llmc"
 "$LLMC" compile "${TINY[@]}" --set dropout=0.1 -o "$A/tiny-dropout-cpu.llmc"
 "$LLMC" compile "${TINY[@]}" --set dropout=0.1 --target cuda -o "$A/tiny-dropout-gpu.llmc"
 # A vocabulary of 257: the GPU artifacts pad it to 384 (--target cuda's

@@ -385,6 +385,13 @@ def QAT_MatmulFp8Op : Op<QAT_Dialect, "matmul_fp8", [Pure, ExpensiveToRecompute]
     tensor core multiplies them; in fp8 training a gradient meets a weight
     or an activation, never another gradient).
 
+    `fast_accumulation` lets the CUDA kernel use cuBLASLt's fast
+    accumulation (`CUBLASLT_MATMUL_DESC_FAST_ACCUM`: Hopper's fp8 tensor
+    cores keep adding partial sums in their own narrower accumulator
+    instead of promoting them to fp32 every few blocks of K), which
+    Transformer Engine uses for the forward's products; the CPU sums in
+    fp32 either way.
+
     ```mlir
     %y = qat.matmul_fp8 %x, %sx, %w, %sw {transpose_b}
         : tensor<4x16x128xf8E4M3FN>, tensor<1xf32>, tensor<512x128xf8E4M3FN>, tensor<1xf32>
@@ -393,7 +400,7 @@ def QAT_MatmulFp8Op : Op<QAT_Dialect, "matmul_fp8", [Pure, ExpensiveToRecompute]
   }];
   let arguments = (ins QAT_Fp8Tensor:$a, RankedTensorOf<[F32]>:$a_scale, QAT_Fp8Tensor:$b,
                        RankedTensorOf<[F32]>:$b_scale, UnitAttr:$transpose_a,
-                       UnitAttr:$transpose_b);
+                       UnitAttr:$transpose_b, UnitAttr:$fast_accumulation);
   let results = (outs RankedTensorOf<[AnyFloat]>:$result);
   let assemblyFormat = [{
     $a `,` $a_scale `,` $b `,` $b_scale attr-dict `:` type($a) `,` type($a_scale) `,` type($b) `,`

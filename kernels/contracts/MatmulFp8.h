@@ -30,10 +30,15 @@ struct QuantizeFp8Binding {
 inline bool bindQuantizeFp8(const KernelArgs &args, std::string &error, QuantizeFp8Binding *out);
 
 /// qat_matmul_fp8(a, a_scale, b, b_scale) -> c [, workspace]; attributes
-/// transpose_a, transpose_b, a_format, b_format. `dims.dtype` is c's.
+/// transpose_a, transpose_b, a_format, b_format, fast_accumulation.
+/// `dims.dtype` is c's.
 struct MatmulFp8Binding {
   MatmulBinding dims;
   fp8::Kind a = fp8::Kind::E4M3, b = fp8::Kind::E4M3;
+  /// The GEMM may add partial sums in the tensor cores' narrower
+  /// accumulator (cuBLASLt's fast accumulation); the CPU sums in fp32
+  /// either way.
+  bool fastAccumulation = false;
 };
 inline bool bindMatmulFp8(const KernelArgs &args, std::string &error, MatmulFp8Binding *out);
 
@@ -84,6 +89,7 @@ inline bool bindMatmulFp8(const KernelArgs &args, std::string &error, MatmulFp8B
     return v.fail("expects 4 inputs (a, a_scale, b, b_scale), got " +
                   std::to_string(args.inputs.size()));
   if (!v.flagAttr("transpose_a", &d.transposeA) || !v.flagAttr("transpose_b", &d.transposeB) ||
+      !v.flagAttr("fast_accumulation", &out->fastAccumulation) ||
       !matmul_fp8_impl::fp8Format(v, "a_format", &out->a) ||
       !matmul_fp8_impl::fp8Format(v, "b_format", &out->b))
     return false;

@@ -9,7 +9,9 @@
 // OpenBLAS's sgemm (fp32 accumulation, as cuBLASLt's fp8 GEMMs without
 // fast accumulation), and the sum scaled once by a_scale · b_scale before
 // it is stored in c's type. Expansion buffers are allocated at bind time,
-// like the bf16 matmul's.
+// like the bf16 matmul's. A product marked fast_accumulation sums in fp32
+// here too: the reference stays exact, and the CUDA kernel's faster sums
+// are checked against it within a tolerance.
 //
 //===----------------------------------------------------------------------===//
 

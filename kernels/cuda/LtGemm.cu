@@ -299,7 +299,8 @@ std::string LtGemm::describe(const GemmDesc &d) {
   std::ostringstream os;
   auto kindName = [](fp8::Kind kind) { return kind == fp8::Kind::E4M3 ? "e4m3" : "e5m2"; };
   if (d.fp8)
-    os << "fp8 " << kindName(d.fp8A) << "·" << kindName(d.fp8B) << " -> ";
+    os << "fp8 " << kindName(d.fp8A) << "·" << kindName(d.fp8B)
+       << (d.fp8FastAccumulation ? " (fast accumulation)" : "") << " -> ";
   os << dtypeName(d.dtype) << " c[";
   if (d.batch != 1) os << d.batch << "x";
   os << d.m << "x" << d.n << "] = a" << (d.transposeA ? "^T" : "") << "["
@@ -449,10 +450,10 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
                                                   &auxLd, sizeof(auxLd)),
                    "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)", error);
   if (described && d.fp8) {
-    // Scales of cuBLASLt's A (our b) and B (our a); fp32 accumulation
-    // throughout, as the CPU's sgemm (fast accumulation would add the
-    // partial sums in lower precision).
-    const int8_t fastAccumulation = 0;
+    // Scales of cuBLASLt's A (our b) and B (our a); fp32 accumulation as
+    // the CPU's sgemm unless the product asks for fast accumulation (the
+    // partial sums added in lower precision, which the forward tolerates).
+    const int8_t fastAccumulation = d.fp8FastAccumulation ? 1 : 0;
     described = ok(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
                                                   &d.scaleB, sizeof(d.scaleB)),
                    "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)", error) &&
@@ -512,6 +513,7 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
       c.ld,
       static_cast<int64_t>(d.epilogue),
       d.fp8 ? 1 + static_cast<int64_t>(d.fp8A) * 2 + static_cast<int64_t>(d.fp8B) : 0,
+      d.fp8 && d.fp8FastAccumulation ? 1 : 0,
       alignA,
       alignB,
       alignC,

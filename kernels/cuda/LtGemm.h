@@ -80,11 +80,13 @@ struct GemmDesc {
   void *biasGrad = nullptr; ///< BiasGradB, DGeluBGrad: the [n] sums, of dtype
   /// fp8 operands: a and b hold OCP E4M3 or E5M2 codes (one byte each),
   /// `dtype` is c's, and the product is multiplied by *scaleA · *scaleB
-  /// (device pointers, read when the GEMM runs) with fp32 accumulation
-  /// (no fast accumulation). cuBLASLt multiplies fp8 only K-major (a
+  /// (device pointers, read when the GEMM runs) with fp32 accumulation,
+  /// or with `fp8FastAccumulation` cuBLASLt's fast accumulation (partial
+  /// sums not promoted to fp32). cuBLASLt multiplies fp8 only K-major (a
   /// [M, K], b [N, K]: transposeA false, transposeB true), without
   /// epilogue or batch, on sm_89 or newer.
   bool fp8 = false;
+  bool fp8FastAccumulation = false;
   fp8::Kind fp8A = fp8::Kind::E4M3, fp8B = fp8::Kind::E4M3;
   const float *scaleA = nullptr, *scaleB = nullptr;
   /// The bound operands: their alignment steers the algorithm choice.

@@ -10,7 +10,9 @@
 //
 // The product is one cuBLASLt fp8 GEMM (LtGemm with fp8 operands): E4M3 or
 // E5M2 codes, the two scales passed by pointer (they are data, computed on
-// the device each step), fp32 accumulation, c in bf16, f16 or f32. fp8
+// the device each step), fp32 accumulation (or cuBLASLt's fast
+// accumulation where the product is marked fast_accumulation: the
+// forward's, by default), c in bf16, f16 or f32. fp8
 // tensor cores exist from sm_89 (Ada, Hopper); an older GPU is refused
 // when the kernel binds, naming the device. cuBLASLt takes fp8 operands
 // only K-major (a [M, K], b [N, K]); an operand stored the other way is
@@ -202,6 +204,7 @@ std::unique_ptr<Kernel> makeCudaMatmulFp8(const KernelArgs &args, std::string &e
   d.m = m, d.n = dims.n, d.k = dims.k;
   d.transposeA = false, d.transposeB = true;
   d.fp8 = true, d.fp8A = b.a, d.fp8B = b.b;
+  d.fp8FastAccumulation = b.fastAccumulation;
   d.scaleA = v.in(1).as<float>(), d.scaleB = v.in(3).as<float>();
   d.a = aKMajor, d.b = bKMajor, d.c = c.data;
   std::string gemmError;

@@ -133,6 +133,9 @@ std::string resolveOptions(CompileOptions &o) {
     if (std::string error; !fp8ScalingSuffix(o.fp8Scaling, error))
       return error;
   }
+  if (o.fp8FastAccumulation != "forward" && o.precision != "fp8" && o.qat.empty())
+    return "--fp8-fast-accumulation needs fp8 products (--precision fp8, or --qat with fp8 "
+           "schemes)";
   if (o.microbatches < 1)
     return "--microbatches must be >= 1";
   if (o.virtualStages < 1)

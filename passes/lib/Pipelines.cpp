@@ -208,8 +208,11 @@ LogicalResult llmc::buildTrainingPipeline(OpPassManager &pm, const CompileOption
   }
   // fp8 storage for the products fake quantization rounded to fp8, once
   // the backward and its recomputation are in place.
-  if (!options.qat.empty() || options.precision == "fp8")
-    add(createFp8Matmuls());
+  if (!options.qat.empty() || options.precision == "fp8") {
+    Fp8MatmulsOptions fp8;
+    fp8.fastAccumulation = options.fp8FastAccumulation;
+    add(createFp8Matmuls(fp8));
+  }
   if (!options.mesh.empty()) {
     PipelineParallelOptions stages;
     stages.schedule = options.pipelineSchedule;

@@ -1,6 +1,12 @@
-// RUN: llmc-opt %s --llmc-fp8-matmuls | FileCheck %s
+// RUN: llmc-opt %s --llmc-fp8-matmuls | FileCheck %s --implicit-check-not=fast_accumulation
+// RUN: llmc-opt %s --llmc-fp8-matmuls=fast-accumulation=forward | FileCheck %s --check-prefix=FAST
+// RUN: not llmc-opt %s --llmc-fp8-matmuls=fast-accumulation=all 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: llmc model gpt2 --preset tiny --set n_layer=1 -o %t.mlir
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=dp=2,tp=2 precision=fp8 emit=train" | FileCheck %s --check-prefix=TRAIN --implicit-check-not=qat.fake_quant
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="precision=fp8 recompute=full emit=train" | FileCheck %s --check-prefix=RECOMPUTE
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="precision=fp8 fp8-fast-accumulation=none recompute=full emit=train" | FileCheck %s --check-prefix=EXACT --implicit-check-not=fast_accumulation
+
+// BAD: llmc-fp8-matmuls: fast-accumulation must be forward or none, got 'all'
 
 // One linear layer's three products, as autodiff leaves them: y = q(x)·q(w),
 // dx = q(dy)·q(w)ᵀ, dw = q(x)ᵀ·q(dy) over the folded batch. Each operand is
@@ -30,6 +36,28 @@ func.func @linear(%x: tensor<4x8x32xbf16>, %w: tensor<32x64xbf16>, %dy: tensor<4
   %d2 = llm.reshape %qd : tensor<4x8x64xbf16> to tensor<32x64xbf16>
   %dw = llm.matmul %x2, %d2 {transpose_a} : tensor<32x32xbf16>, tensor<32x64xbf16> -> tensor<32x64xbf16>
   return %y, %dx, %dw : tensor<4x8x64xbf16>, tensor<4x8x32xbf16>, tensor<32x64xbf16>
+}
+
+// fast-accumulation=forward: the forward's product and its recomputed copy
+// are marked, autodiff's dX and dW are not.
+// CHECK-LABEL: func.func @annotated
+// FAST-LABEL: func.func @annotated
+// FAST-DAG: qat.matmul_fp8 {{.*}} {fast_accumulation} : tensor<8x32xf8E4M3FN>
+// FAST-DAG: qat.matmul_fp8 {{.*}} {fast_accumulation, llmc.backward, llmc.recomputed} : tensor<8x32xf8E4M3FN>
+// FAST-DAG: qat.matmul_fp8 {{.*}} {llmc.backward, transpose_b} : tensor<8x64xf8E5M2>
+// FAST-DAG: qat.matmul_fp8 {{.*}} {llmc.backward, transpose_a} : tensor<8x32xf8E4M3FN>
+func.func @annotated(%x: tensor<8x32xf32>, %w: tensor<32x64xf32>, %dy: tensor<8x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x32xf32>, tensor<32x64xf32>) {
+  %rx = qat.observe %x {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x32xf32> -> tensor<1x2xf32>
+  %qx = qat.fake_quant %x range %rx {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x32xf32>, tensor<1x2xf32>
+  %rw = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<32x64xf32> -> tensor<1x2xf32>
+  %qw = qat.fake_quant %w range %rw {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<32x64xf32>, tensor<1x2xf32>
+  %y = llm.matmul %qx, %qw : tensor<8x32xf32>, tensor<32x64xf32> -> tensor<8x64xf32>
+  %y2 = llm.matmul %qx, %qw {llmc.backward, llmc.recomputed} : tensor<8x32xf32>, tensor<32x64xf32> -> tensor<8x64xf32>
+  %rd = qat.observe %dy {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<8x64xf32> -> tensor<1x2xf32>
+  %qd = qat.fake_quant %dy range %rd {scheme = #qat.scheme<format = "fp8_e5m2">, llmc.backward} : tensor<8x64xf32>, tensor<1x2xf32>
+  %dx = llm.matmul %qd, %qw {llmc.backward, transpose_b} : tensor<8x64xf32>, tensor<32x64xf32> -> tensor<8x32xf32>
+  %dw = llm.matmul %qx, %qd {llmc.backward, transpose_a} : tensor<8x32xf32>, tensor<8x64xf32> -> tensor<32x64xf32>
+  return %y, %y2, %dx, %dw : tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x32xf32>, tensor<32x64xf32>
 }
 
 // Left as they are: a quantized value something else also reads (and so
@@ -69,10 +97,24 @@ func.func @kept(%x: tensor<8x32xf32>, %w: tensor<32x64xf32>, %v: tensor<32x64xf3
 // TRAIN-NEXT: qat.observe
 // TRAIN-NEXT: dist.all_reduce
 // TRAIN-NEXT: %[[XC:[^,]*]], %[[XS:[^ ]*]] = qat.quantize_fp8 {{.*}} -> tensor<4x128x128xf8E4M3FN>, tensor<1xf32>
-// TRAIN-NEXT: qat.matmul_fp8 %[[XC]], %[[XS]], %[[WC]], %[[WS]] {llmc.block_name = "h.0"} {{.*}} -> tensor<4x128x192xbf16>
+// TRAIN-NEXT: qat.matmul_fp8 %[[XC]], %[[XS]], %[[WC]], %[[WS]] {fast_accumulation, llmc.block_name = "h.0"} {{.*}} -> tensor<4x128x192xbf16>
 // TRAIN: %[[DC:[^,]*]], %[[DS:[^ ]*]] = qat.quantize_fp8 {{.*}}format = "fp8_e5m2"{{.*}} -> tensor<4x128x192xf8E5M2>, tensor<1xf32>
 // TRAIN-NEXT: qat.matmul_fp8 %[[DC]], %[[DS]], %[[WC]], %[[WS]] {llmc.backward, llmc.block_name = "h.0", transpose_b}
 // TRAIN-NEXT: %[[XR:.*]] = llm.reshape %[[XC]] {{.*}} to tensor<512x128xf8E4M3FN>
 // TRAIN-NEXT: %[[DR:.*]] = llm.reshape %[[DC]] {{.*}} to tensor<512x192xf8E5M2>
 // TRAIN-NEXT: qat.matmul_fp8 %[[XR]], %[[XS]], %[[DR]], %[[DS]] {llmc.backward, llmc.block_name = "h.0", transpose_a} {{.*}} -> tensor<128x192xbf16>
 // TRAIN-LABEL: func.func @train_step(
+
+// Full recomputation (--precision fp8's default fast accumulation): the
+// block's four forward products, and again in the backward the three
+// whose outputs the backward reads, are marked; its eight backward
+// products are not.
+// RECOMPUTE-LABEL: func.func @grad(
+// RECOMPUTE-COUNT-4: qat.matmul_fp8 {{.*}} {fast_accumulation, llmc.block_name = "h.0"}
+// RECOMPUTE-COUNT-3: qat.matmul_fp8 {{.*}} {fast_accumulation, llmc.backward, llmc.block_name = "h.0", llmc.recomputed}
+// RECOMPUTE-NOT: fast_accumulation
+// RECOMPUTE-LABEL: func.func @train_step(
+// EXACT-LABEL: func.func @grad(
+// EXACT-COUNT-15: qat.matmul_fp8
+// EXACT-NOT: qat.matmul_fp8
+// EXACT-LABEL: func.func @train_step(

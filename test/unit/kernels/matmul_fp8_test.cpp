@@ -103,13 +103,17 @@ std::vector<ConformanceCase> matmulCases() {
     std::vector<int64_t> a, b;
     bool transposeA, transposeB;
     const char *name;
+    bool fastAccumulation = false;
   };
   // A linear layer's three products: y = x·w (x [B, T, K], w [K, N]),
-  // dx = dy·wᵀ, dw = xᵀ·dy over the folded rows.
+  // dx = dy·wᵀ, dw = xᵀ·dy over the folded rows; then a forward product
+  // with fast accumulation over GPT-2's width, which the CPU sums exactly
+  // and CUDA's narrower accumulator must keep within the same bound.
   const std::vector<Shape> shapes = {
       {{2, 8, 32}, {32, 48}, false, false, "forward"},
       {{16, 48}, {32, 48}, false, true, "grad_input"},
       {{16, 32}, {16, 48}, true, false, "grad_weight"},
+      {{2, 16, 768}, {768, 64}, false, false, "forward_fast_accumulation", true},
   };
   const std::vector<std::pair<int64_t, int64_t>> formats = {
       {kE4M3, kE4M3}, {kE5M2, kE4M3}, {kE4M3, kE5M2}};
@@ -134,7 +138,8 @@ std::vector<ConformanceCase> matmulCases() {
                k.attrs = attrs({}, {{"transpose_a", s.transposeA ? 1 : 0},
                                     {"transpose_b", s.transposeB ? 1 : 0},
                                     {"a_format", fa},
-                                    {"b_format", fb}});
+                                    {"b_format", fb},
+                                    {"fast_accumulation", s.fastAccumulation ? 1 : 0}});
                k.reference = [=](const std::vector<RefTensor> &in) {
                  ref::Fp8Operand a{codeValues(in[0], fa), in[1].data[0]};
                  ref::Fp8Operand b{codeValues(in[2], fb), in[3].data[0]};
