@@ -21,7 +21,8 @@ namespace llmc {
 /// 1.8: host memory (Buffer.space, Instruction.on_host, MemoryPlan.host_bytes).
 /// 1.9: offloaded activations (MemoryPlan.host_activations_bytes).
 /// 1.10: streamed generation weights (MemoryPlan.host_weights_bytes).
-inline constexpr uint32_t kArtifactSchemaVersion = 110;
+/// 1.11: collectives on the host (Instruction.on_host on a collective).
+inline constexpr uint32_t kArtifactSchemaVersion = 111;
 
 inline uint64_t fnv1a64(const uint8_t *data, size_t size) {
   uint64_t hash = 1469598103934665603ull;

@@ -155,6 +155,7 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_stream(c.getStream());
     b.add_location(location);
     b.add_action(action);
+    b.add_on_host(c->hasAttr(exec::kOnHostAttr));
     return b.Finish();
   };
   auto p2p = [&](auto c, fb::OpKind kind) -> flatbuffers::Offset<fb::Instruction> {

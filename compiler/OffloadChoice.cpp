@@ -57,6 +57,19 @@ StepPrice priceStep(exec::ProgramOp program, const plan::Cluster &device,
       std::max<int64_t>(1, std::min(device.nodeSize, std::max<int64_t>(1, mesh.size("tp")))));
   double hostFlops = device.hostFlops / sharing;
   double hostBandwidth = device.hostMemoryBandwidth / sharing;
+  // A collective of host layers (tensor parallelism's all-reduces) runs
+  // through the host transport: the ring's bytes over host memory, at the
+  // node's message latency.
+  program.walk([&](Operation *op) {
+    if (isa<exec::KernelOp>(op) || !op->hasAttr(exec::kOnHostAttr))
+      return;
+    int64_t ranks = 1;
+    for (Attribute axis : op->getAttrOfType<ArrayAttr>("group"))
+      ranks *= mesh.size(cast<StringAttr>(axis).getValue().str());
+    price.host += plan::collectiveSeconds(plan::Collective::AllReduce, ranks,
+                                          plan::bytesOf(op->getOperand(0).getType()),
+                                          device.intraLatency, hostBandwidth);
+  });
   program.walk([&](exec::KernelOp kernel) {
     llvm::StringRef callee = kernel.getCallee();
     if (callee == "copy_to_host" || callee == "copy_to_device") {

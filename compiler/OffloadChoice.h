@@ -13,7 +13,9 @@
 //   host    they run on the host's cores: a step costs device + host +
 //           link, the link carrying only the activations in and out; each
 //           host kernel costs max(FLOPs / host FLOP/s, bytes / host memory
-//           bandwidth), the node's CPUs shared by its devices.
+//           bandwidth), the node's CPUs shared by its devices; each host
+//           collective (tensor parallelism's all-reduces) a ring
+//           all-reduce over host memory at the node's message latency.
 //
 // A request is `--request prompt=P,new=N` (default: half of max-context
 // each; one given, the other is the rest of the context): ceil(P / chunk) prefill steps and N
@@ -47,7 +49,7 @@ std::string parseRequest(const std::string &text, int64_t maxContext, RequestSha
 struct StepPrice {
   /// Kernels and collectives on the device.
   double device = 0;
-  /// Kernels on the host's cores.
+  /// Kernels on the host's cores, and collectives on its transport.
   double host = 0;
   /// Copies between host and device memory.
   double link = 0;

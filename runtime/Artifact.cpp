@@ -224,14 +224,18 @@ void checkChannel(const InstructionInfo &inst, const std::string &where) {
          kTransferChannels - 1, ")");
 }
 
-/// Host memory (ZeRO-Offload): a host kernel reads and writes host buffers
-/// only; every other instruction device buffers only, except copy_to_host
-/// (device to host) and copy_to_device (host to device).
+/// Host memory (ZeRO-Offload, layers run on the host): a host kernel or
+/// collective reads and writes host buffers only; every other instruction
+/// device buffers only, except copy_to_host (device to host) and
+/// copy_to_device (host to device).
 void checkMemorySpaces(const InstructionInfo &inst, const ProgramInfo &program,
                        const std::string &where) {
   bool kernel = inst.kind == InstructionKind::Kernel;
-  if (inst.onHost && !kernel)
-    fail(where, ": only a kernel can run on the host");
+  bool transferOrEvent = inst.kind == InstructionKind::Send || inst.kind == InstructionKind::Recv ||
+                         inst.kind == InstructionKind::RecordEvent ||
+                         inst.kind == InstructionKind::WaitEvent;
+  if (inst.onHost && transferOrEvent)
+    fail(where, ": only a kernel or a collective can run on the host");
   if (inst.onHost && inst.kernel.rfind("copy_to_", 0) == 0)
     fail(where, ": '", inst.kernel, "' runs on the device, not the host");
   bool inputsHost = inst.onHost || (kernel && inst.kernel == "copy_to_device");

@@ -118,8 +118,8 @@ std::string BoundProgram::describe(size_t i) const {
 }
 
 BoundProgram::BoundProgram(const ProgramInfo &program, ExecutionDevice &device, Communicator &comm,
-                           int rank)
-    : program_(program), device_(device), comm_(comm) {
+                           int rank, Communicator *hostComm)
+    : program_(program), device_(device), comm_(comm), hostComm_(hostComm ? *hostComm : comm) {
   std::string prefix = "rank " + std::to_string(rank) + ", program '" + program.name + "', ";
   // Streams run concurrently: refuse a program whose events leave a
   // race before it runs, on any backend; and one whose events could never
@@ -207,16 +207,32 @@ ExecutionDevice::Step BoundProgram::bindCollective(size_t i, const std::string &
   // A GPU's communicator enqueues on the communication stream.
   if (device_.backend() == Backend::CUDA && inst.stream != 1)
     fail(where(), ": the CUDA backend runs communication on stream 1, not ", inst.stream);
-  CommGroup &group = comm_.group(inst.group);
+  CommGroup &group = (inst.onHost ? hostComm_ : comm_).group(inst.group);
   TensorView in = viewOf(inst.inputs[0]), out = viewOf(inst.outputs[0]);
   if (in.dtype != out.dtype)
     fail(where(), ": input and output dtypes differ");
   if (std::string error = collectiveSizeError(inst.kind, in, out, group.size()); !error.empty())
     fail(where(), ": ", error);
+  ExecutionDevice::Step step = collectiveStep(inst, group, in, out);
+  // On the host: host memory, the host transport, in the stream's order.
+  return inst.onHost ? device_.hostStep(inst.stream, std::move(step)) : step;
+}
+
+ExecutionDevice::Step BoundProgram::collectiveStep(const InstructionInfo &inst, CommGroup &group,
+                                                   TensorView in, TensorView out) {
   Reduction op = parseReduction(inst.reduction.empty() ? "sum" : inst.reduction);
   size_t n = static_cast<size_t>(in.numel());
   int root = static_cast<int>(inst.root), stream = inst.stream;
+  // Copies within the step: the device's, or plain memory on the host
+  // (a host function may not call into the GPU's runtime).
   ExecutionDevice &device = device_;
+  const bool onHost = inst.onHost;
+  auto copy = [&device, onHost, stream](void *to, const void *from, size_t bytes) {
+    if (!onHost)
+      device.copy(to, from, bytes, stream);
+    else if (to != from)
+      std::memmove(to, from, bytes);
+  };
   switch (inst.kind) {
   case InstructionKind::AllReduce:
     return [&group, in, out, n, op](const StepContext &) {
@@ -233,8 +249,8 @@ ExecutionDevice::Step BoundProgram::bindCollective(size_t i, const std::string &
     };
   }
   case InstructionKind::Broadcast:
-    return [&group, &device, in, out, n, root, stream](const StepContext &) {
-      device.copy(out.data, in.data, n * dtypeSize(in.dtype), stream);
+    return [&group, copy, in, out, n, root](const StepContext &) {
+      copy(out.data, in.data, n * dtypeSize(in.dtype));
       group.broadcast(out.data, n, in.dtype, root);
     };
   case InstructionKind::Reduce:
@@ -246,9 +262,7 @@ ExecutionDevice::Step BoundProgram::bindCollective(size_t i, const std::string &
     // address is resolved here, once.
     size_t bytes = out.bytes();
     const uint8_t *src = static_cast<const uint8_t *>(in.data) + bytes * group.rank();
-    return [&device, src, out, bytes, stream](const StepContext &) {
-      device.copy(out.data, src, bytes, stream);
-    };
+    return [copy, src, out, bytes](const StepContext &) { copy(out.data, src, bytes); };
   }
   default: {
     size_t per = n / static_cast<size_t>(group.size());

@@ -27,8 +27,11 @@ class BoundProgram {
 public:
   /// Binds `program`; throws RuntimeError naming the instruction index,
   /// kernel and source location of the first instruction that cannot bind.
+  /// Collectives run on `comm`, except those marked to run on the host
+  /// (layers run on the host's cores), which run on `hostComm` (MPI or
+  /// TCP; `comm` itself when null, as on CPU ranks).
   BoundProgram(const ProgramInfo &program, ExecutionDevice &device, Communicator &comm,
-               int rank);
+               int rank, Communicator *hostComm = nullptr);
 
   /// Runs every instruction once and returns when all of them finished.
   void run(const StepContext &ctx);
@@ -86,6 +89,9 @@ private:
   // Binding instruction i; `prefix` ("rank r, program 'p', ") starts errors.
   ExecutionDevice::Step bindKernel(size_t i, const std::string &prefix);
   ExecutionDevice::Step bindCollective(size_t i, const std::string &prefix);
+  /// The work of collective `inst` on `group`, in and out already checked.
+  ExecutionDevice::Step collectiveStep(const InstructionInfo &inst, CommGroup &group,
+                                       TensorView in, TensorView out);
   /// A send or receive; the first of a run opens a transfer group, the
   /// last closes it (Communicator::beginTransfers).
   ExecutionDevice::Step bindTransfer(size_t i, const std::string &prefix, bool opensGroup,
@@ -97,6 +103,7 @@ private:
   const ProgramInfo &program_;
   ExecutionDevice &device_;
   Communicator &comm_;
+  Communicator &hostComm_;
   std::vector<ExecutionDevice::Step> steps_;
   std::vector<int> streams_; ///< each step's program stream
   std::vector<std::unique_ptr<Kernel>> kernels_;

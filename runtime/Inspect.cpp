@@ -104,12 +104,14 @@ void printMemoryPlan(const Artifact &a, const std::string &title, std::ostream &
   }
 }
 
-/// Host kernels and the bytes copied each way per run (ZeRO-Offload).
+/// Host kernels and collectives, and the bytes copied each way per run
+/// (ZeRO-Offload, layers run on the host).
 void printHostTraffic(const ProgramInfo &p, std::ostream &os) {
-  int onHost = 0;
+  int onHost = 0, collectives = 0;
   uint64_t down = 0, up = 0;
   for (const InstructionInfo &inst : p.instructions) {
-    onHost += inst.onHost;
+    onHost += inst.onHost && inst.kind == InstructionKind::Kernel;
+    collectives += inst.onHost && inst.kind != InstructionKind::Kernel;
     if (inst.kind == InstructionKind::Kernel && inst.kernel == "copy_to_host")
       down += p.buffers[inst.inputs[0]].bytes();
     if (inst.kind == InstructionKind::Kernel && inst.kernel == "copy_to_device")
@@ -117,7 +119,11 @@ void printHostTraffic(const ProgramInfo &p, std::ostream &os) {
   }
   if (onHost || down || up)
     os << "  " << std::setw(12) << "" << "  on the host: " << onHost
-       << (onHost == 1 ? " kernel" : " kernels") << "; copied " << formatBytes(down)
+       << (onHost == 1 ? " kernel" : " kernels")
+       << (collectives ? ", " + std::to_string(collectives) +
+                             (collectives == 1 ? " collective" : " collectives")
+                       : std::string())
+       << "; copied " << formatBytes(down)
        << " to the host, " << formatBytes(up) << " to the device\n";
 }
 

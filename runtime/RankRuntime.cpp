@@ -80,13 +80,14 @@ void shareCores(int localRanks) {
 }
 
 std::unique_ptr<BoundProgram> bindProgram(const Artifact &artifact, const char *name,
-                                          ExecutionDevice &device, Communicator &comm, int rank) {
+                                          ExecutionDevice &device, Communicator &comm, int rank,
+                                          Communicator *hostComm) {
   const ProgramInfo *p = artifact.program(name);
-  return p ? std::make_unique<BoundProgram>(*p, device, comm, rank) : nullptr;
+  return p ? std::make_unique<BoundProgram>(*p, device, comm, rank, hostComm) : nullptr;
 }
 
 std::unique_ptr<BoundProgram> RankRuntime::bind(const char *program) {
-  return bindProgram(artifact, program, *device, programComm(), rank);
+  return bindProgram(artifact, program, *device, programComm(), rank, comm.get());
 }
 
 RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOptions &options) {

@@ -44,8 +44,11 @@ struct RankRuntime {
 
 /// Program `name` of `artifact` bound to `device` and `comm`, or null when
 /// the artifact has no such program.
+/// Collectives the compiler moved to the host run on `hostComm` (null:
+/// `comm`).
 std::unique_ptr<BoundProgram> bindProgram(const Artifact &artifact, const char *name,
-                                          ExecutionDevice &device, Communicator &comm, int rank);
+                                          ExecutionDevice &device, Communicator &comm, int rank,
+                                          Communicator *hostComm = nullptr);
 
 /// Opens `artifactPath` as this process's rank; throws RuntimeError when the
 /// launch does not match the artifact's world size or an option does not

@@ -92,11 +92,13 @@ ProgramCost costProgram(Operation *program, const Cluster &cluster, const MeshSh
     if (isa<exec::ProgramOp, exec::BufferOp>(op))
       return;
     Cost cost;
-    // --offload optimizer's host kernels and copies are priced per step
-    // from their bytes (OffloadCost.h), not as device kernels.
+    // --offload optimizer's host kernels and copies, and the collectives
+    // of layers run on the host, are priced from their bytes (OffloadCost.h,
+    // OffloadChoice.h), not as the device's.
+    if (op->hasAttr(exec::kOnHostAttr))
+      return;
     if (auto kernel = dyn_cast<exec::KernelOp>(op);
-        kernel && (kernel->hasAttr(exec::kOnHostAttr) || kernel.getCallee() == "copy_to_host" ||
-                   kernel.getCallee() == "copy_to_device"))
+        kernel && (kernel.getCallee() == "copy_to_host" || kernel.getCallee() == "copy_to_device"))
       return;
     if (isa<exec::KernelOp>(op)) {
       cost.computeSeconds = kernelSeconds(op, cluster, fp32MatmulScale, expertRanks);

@@ -155,10 +155,20 @@ LogicalResult KernelOp::verifyMemorySpaces() {
 /// the reduction is known, root is a group member, shapes agree.
 template <typename OpT>
 static LogicalResult verifyCollective(OpT op, StringRef shapeRule) {
-  for (Value v : {op.getInput(), op.getOutput()})
-    if (auto buffer = v.getDefiningOp<BufferOp>(); buffer && buffer->hasAttr(kHostSpaceAttr))
-      return op.emitOpError("communicates a buffer in host memory; collectives move device "
-                            "memory");
+  // Device memory, or with exec.on_host (a layer run on the host's cores)
+  // host memory only.
+  bool onHostOp = op->hasAttr(kOnHostAttr);
+  if (onHostOp && !isa<UnitAttr>(op->getAttr(kOnHostAttr)))
+    return op.emitOpError("'") << kOnHostAttr << "' must be a unit attribute";
+  for (Value v : {op.getInput(), op.getOutput()}) {
+    auto buffer = v.getDefiningOp<BufferOp>();
+    bool host = buffer && buffer->hasAttr(kHostSpaceAttr);
+    if (buffer && host != onHostOp)
+      return op.emitOpError(host ? "communicates a buffer in host memory; only a collective "
+                                   "marked exec.on_host moves host memory"
+                                 : "runs on the host but communicates a buffer in device "
+                                   "memory");
+  }
   if (op.getGroup().empty())
     return op.emitOpError("group must name at least one mesh axis");
   int64_t groupSize = 1;

@@ -33,6 +33,34 @@ bool containedInOne(ArrayRef<Range> ranges, Range r) {
 }
 bool inHostSpace(Value v) { return v.getDefiningOp()->hasAttr(exec::kHostSpaceAttr); }
 
+bool isCollective(Operation *op) {
+  return isa<exec::AllReduceOp, exec::AllGatherOp, exec::ReduceScatterOp, exec::AllSliceOp,
+             exec::BroadcastOp, exec::ReduceOp, exec::AllToAllOp>(op);
+}
+
+/// The buffers an instruction reads: a kernel's inputs, a collective's
+/// input (a broadcast's root reads it, and it is copied to the output
+/// first), a send's buffer.
+SmallVector<Value> readsOf(Operation *op) {
+  if (auto kernel = dyn_cast<exec::KernelOp>(op))
+    return SmallVector<Value>(kernel.getInputs());
+  if (isCollective(op) || isa<exec::SendOp>(op))
+    return {op->getOperand(0)};
+  return {};
+}
+
+/// The buffers an instruction writes: a kernel's outputs, a collective's
+/// output, a receive's buffer.
+SmallVector<Value> writesOf(Operation *op) {
+  if (auto kernel = dyn_cast<exec::KernelOp>(op))
+    return SmallVector<Value>(kernel.getOutputs());
+  if (isCollective(op))
+    return {op->getOperand(1)};
+  if (isa<exec::RecvOp>(op))
+    return {op->getOperand(0)};
+  return {};
+}
+
 /// Buffers are views of arena bytes (a reshape is another buffer over the
 /// same bytes), so what the region reads and writes is tracked by range.
 class HostRegion {
@@ -62,9 +90,9 @@ public:
     for (Value v : out)
       exec::KernelOp::create(b, last->getLoc(), "copy_to_device", ValueRange{mirror[v]},
                              ValueRange{v});
-    for (exec::KernelOp kernel : region) {
-      kernel->setAttr(exec::kOnHostAttr, b.getUnitAttr());
-      for (OpOperand &operand : kernel->getOpOperands())
+    for (Operation *op : region) {
+      op->setAttr(exec::kOnHostAttr, b.getUnitAttr());
+      for (OpOperand &operand : op->getOpOperands())
         if (Value host = mirror.lookup(operand.get()))
           operand.set(host);
     }
@@ -72,25 +100,28 @@ public:
   }
 
 private:
-  /// The region's kernels, the device buffers they touch, which of those
-  /// they read before writing all of their bytes, and what they write.
+  /// The region's kernels and collectives (tensor parallelism's reductions
+  /// of the host layers' partial sums, which run on the host's transport),
+  /// the device buffers they touch, which of those they read before
+  /// writing all of their bytes, and what they write. Events stay: they
+  /// order the streams whose host work the region's instructions become.
   LogicalResult collect() {
     for (Operation *op = first;; op = op->getNextNode()) {
-      if (isa<exec::BufferOp>(op))
+      if (isa<exec::BufferOp, exec::RecordEventOp, exec::WaitEventOp>(op))
         continue;
       auto kernel = dyn_cast<exec::KernelOp>(op);
-      if (!kernel || kernel.getCallee().starts_with("copy_to_"))
+      if ((!kernel && !isCollective(op)) || (kernel && kernel.getCallee().starts_with("copy_to_")))
         return op->emitOpError("runs among the layers --offloaded-layers host keeps on the "
-                               "host, where it cannot run (a collective or a copy: under "
-                               "tensor parallelism use --offloaded-layers stream)");
-      region.push_back(kernel);
-      for (Value v : kernel.getInputs())
+                               "host, where it cannot run (a copy or a transfer between "
+                               "pipeline stages: use --offloaded-layers stream)");
+      region.push_back(op);
+      for (Value v : readsOf(op))
         if (!inHostSpace(v) && !mirror.count(v)) {
           mirror[v] = Value();
           if (!containedInOne(written, rangeOf(v)))
             copiedIn.push_back(v);
         }
-      for (Value v : kernel.getOutputs())
+      for (Value v : writesOf(op))
         if (!inHostSpace(v)) {
           mirror.try_emplace(v, Value());
           writers.insert(v);
@@ -110,10 +141,7 @@ private:
     llvm::SetVector<Value> out;
     SmallVector<Range> writtenLater;
     for (Operation *op = last->getNextNode(); op; op = op->getNextNode()) {
-      auto kernel = dyn_cast<exec::KernelOp>(op);
-      if (!kernel)
-        continue;
-      for (Value v : kernel.getInputs()) {
+      for (Value v : readsOf(op)) {
         Range r = rangeOf(v);
         if (inHostSpace(v) || containedInOne(writtenLater, r))
           continue;
@@ -126,7 +154,7 @@ private:
           if (overlaps(rangeOf(w), r))
             out.insert(w);
       }
-      for (Value v : kernel.getOutputs()) writtenLater.push_back(rangeOf(v));
+      for (Value v : writesOf(op)) writtenLater.push_back(rangeOf(v));
     }
     for (Value w : writers)
       if (w.getDefiningOp<exec::BufferOp>().getCategory() == "output")
@@ -159,7 +187,7 @@ private:
 
   Block &body;
   Operation *first = nullptr, *last = nullptr;
-  SmallVector<exec::KernelOp> region;
+  SmallVector<Operation *> region;
   llvm::MapVector<Value, Value> mirror; ///< device buffer → its host mirror
   SmallVector<Value> copiedIn;          ///< read before the region wrote all of it
   llvm::SetVector<Value> writers;       ///< written in the region

@@ -8,7 +8,9 @@
 // The host region of a program is every instruction from the first to the
 // last that touches one of those host buffers (they are the last layers,
 // so the region is one stretch). Its kernels run on the host
-// (`exec.on_host`), and every device buffer they touch gets a host mirror:
+// (`exec.on_host`), and so do its collectives (under tensor parallelism,
+// each layer's all-reduces of its partial sums, on the host transport:
+// MPI or TCP, never NCCL). Every device buffer they touch gets a host mirror:
 // at the region's start, each one it reads before writing is copied to
 // the host (the residual stream, positions, block tables); at its end,
 // each one it wrote that is read later, or that the step returns, is
@@ -30,7 +32,8 @@ namespace llmc {
 /// in the host space) onto the host, as above. Mirrors are placed from
 /// host offset `scratchBase` (relative to the host space); `scratchBytes`
 /// grows to the bytes they need. Fails, naming the instruction, when the
-/// stretch holds one that cannot run on the host (a collective, a copy).
+/// stretch holds one that cannot run on the host (a copy, a send or
+/// receive).
 mlir::LogicalResult runRegionOnHost(exec::ProgramOp program,
                                     const llvm::DenseSet<mlir::Value> &hostBuffers,
                                     int64_t scratchBase, int64_t &scratchBytes);

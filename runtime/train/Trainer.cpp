@@ -305,7 +305,7 @@ void Trainer::setup() {
   arena = &device->hostArena();
   Communicator &programComm = gpu ? *deviceComm : *comm;
   auto bind = [&](const char *name) {
-    return bindProgram(artifact, name, *device, programComm, rank);
+    return bindProgram(artifact, name, *device, programComm, rank, comm.get());
   };
   train = bind("train_step");
   eval = bind("eval");

@@ -55,7 +55,17 @@ module attributes {exec.arena_bytes = 640 : i64, exec.memory_plan = {arena = 640
 
 // -----
 
-// Tensor parallelism's all-reduce inside the layer cannot run on the host.
+// Tensor parallelism's all-reduce inside the layer runs on the host too, on
+// the host mirrors of its input and output (the host transport's).
+// CHECK: exec.mesh = {tp = 2 : i64}
+// CHECK: %[[W:.*]] = exec.buffer offset 512 name "h.1.w" category "param" {exec.host_space}
+// CHECK: %[[OUT:.*]] = exec.buffer offset 640 category "workspace" {exec.host_space}
+// CHECK: %[[IN:.*]] = exec.buffer offset 704 category "workspace" {exec.host_space}
+// CHECK: %[[SUM:.*]] = exec.buffer offset 768 category "workspace" {exec.host_space}
+// CHECK: exec.kernel "copy_to_host"({{.*}}) -> (%[[IN]] : memref<16xf32>)
+// CHECK-NEXT: exec.kernel "mul"(%[[IN]], %[[W]] : {{.*}}) -> (%[[SUM]] : memref<16xf32>) {exec.on_host}
+// CHECK-NEXT: exec.all_reduce %[[SUM]] -> %[[OUT]] group ["tp"] {exec.on_host}
+// CHECK-NEXT: exec.kernel "cache_write"({{.*}}, %[[OUT]] : {{.*}}) {exec.on_host}
 module attributes {exec.mesh = {tp = 2 : i64}, exec.mesh_axes = ["tp"], exec.arena_bytes = 640 : i64, exec.memory_plan = {arena = 640 : i64, kv_cache = 128 : i64, params = 192 : i64, persistent = 320 : i64, programs = {}}} {
   exec.program @decode kind "decode" {
     %0 = exec.buffer offset 0 name "h.0.w" category "param" : memref<16xf32>
@@ -66,8 +76,26 @@ module attributes {exec.mesh = {tp = 2 : i64}, exec.mesh_axes = ["tp"], exec.are
     %7 = exec.buffer offset 448 category "activation" : memref<16xf32>
     %8 = exec.buffer offset 512 category "activation" : memref<16xf32>
     exec.kernel "mul"(%7, %1 : memref<16xf32>, memref<16xf32>) -> (%8 : memref<16xf32>)
-    // expected-error @+1 {{'exec.all_reduce' op runs among the layers --offloaded-layers host keeps on the host, where it cannot run (a collective or a copy: under tensor parallelism use --offloaded-layers stream)}}
     exec.all_reduce %8 -> %6 group ["tp"] : memref<16xf32> -> memref<16xf32>
     exec.kernel "cache_write"(%3, %6 : memref<16xf32>, memref<16xf32>) -> (%3 : memref<16xf32>)
+  }
+}
+
+// -----
+
+// A transfer between pipeline stages cannot run on the host.
+module attributes {exec.mesh = {pp = 2 : i64}, exec.mesh_axes = ["pp"], exec.arena_bytes = 640 : i64, exec.memory_plan = {arena = 640 : i64, kv_cache = 128 : i64, params = 192 : i64, persistent = 320 : i64, programs = {}}} {
+  exec.program @decode kind "decode" {
+    %0 = exec.buffer offset 0 name "h.0.w" category "param" : memref<16xf32>
+    %1 = exec.buffer offset 64 name "h.1.w" category "param" : memref<16xf32>
+    %2 = exec.buffer offset 128 name "kv_cache/kv/h.0.k" category "kv_cache" : memref<16xf32>
+    %3 = exec.buffer offset 192 name "kv_cache/kv/h.1.k" category "kv_cache" : memref<16xf32>
+    %6 = exec.buffer offset 384 category "activation" : memref<16xf32>
+    %7 = exec.buffer offset 448 category "activation" : memref<16xf32>
+    %8 = exec.buffer offset 512 category "activation" : memref<16xf32>
+    exec.kernel "mul"(%7, %1 : memref<16xf32>, memref<16xf32>) -> (%8 : memref<16xf32>)
+    // expected-error @+1 {{'exec.send' op runs among the layers --offloaded-layers host keeps on the host, where it cannot run (a copy or a transfer between pipeline stages: use --offloaded-layers stream)}}
+    exec.send %8 axis "pp" shift 1 tag 0 : memref<16xf32>
+    exec.kernel "cache_write"(%3, %8 : memref<16xf32>, memref<16xf32>) -> (%3 : memref<16xf32>)
   }
 }

@@ -328,7 +328,17 @@ module attributes {exec.arena_bytes = 64 : i64, exec.host_bytes = 64 : i64} {
 module attributes {exec.arena_bytes = 64 : i64, exec.host_bytes = 64 : i64, exec.mesh = {dp = 2 : i64}} {
   exec.program @p kind "train_step" {
     %h = exec.buffer offset 64 {exec.host_space} : memref<4xf32>
-    // expected-error @+1 {{communicates a buffer in host memory; collectives move device memory}}
+    // expected-error @+1 {{communicates a buffer in host memory; only a collective marked exec.on_host moves host memory}}
     exec.all_reduce %h -> %h group ["dp"] : memref<4xf32> -> memref<4xf32>
+  }
+}
+
+// -----
+
+module attributes {exec.arena_bytes = 64 : i64, exec.host_bytes = 64 : i64, exec.mesh = {dp = 2 : i64}} {
+  exec.program @p kind "train_step" {
+    %d = exec.buffer offset 0 : memref<4xf32>
+    // expected-error @+1 {{runs on the host but communicates a buffer in device memory}}
+    exec.all_reduce %d -> %d group ["dp"] {exec.on_host} : memref<4xf32> -> memref<4xf32>
   }
 }

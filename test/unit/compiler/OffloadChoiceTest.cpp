@@ -104,4 +104,33 @@ TEST(OffloadChoice, StepPricesHostKernelsAndCopiesApartFromTheDevice) {
   EXPECT_DOUBLE_EQ(shared.host, 2 * 3 * 16384 / device.hostMemoryBandwidth + device.kernelOverhead);
 }
 
+// A host layer's tp all-reduce: priced on the host (a ring all-reduce
+// over the ranks' share of host memory, at the node's message latency),
+// not among the device's collectives.
+constexpr const char *kHostCollective = R"mlir(
+module attributes {exec.mesh = {tp = 2 : i64}, exec.mesh_axes = ["tp"]} {
+  exec.program @decode kind "decode" {
+    %0 = exec.buffer offset 0 {exec.host_space} : memref<4096xf32>
+    %1 = exec.buffer offset 16384 {exec.host_space} : memref<4096xf32>
+    exec.all_reduce %0 -> %1 group ["tp"] {exec.on_host} : memref<4096xf32> -> memref<4096xf32>
+  }
+}
+)mlir";
+
+TEST(OffloadChoice, StepPricesHostCollectivesOnTheHost) {
+  MLIRContext context;
+  llmc::prepareContext(context);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kHostCollective, &context);
+  ASSERT_TRUE(module);
+  auto program = *module->getOps<llmc::exec::ProgramOp>().begin();
+  llmc::plan::Cluster device = llmc::plan::targetDevice("cuda");
+  llmc::StepPrice p = llmc::priceStep(program, device, llmc::plan::MeshShape::parse("tp=2"), 0.5);
+  EXPECT_DOUBLE_EQ(p.device, 0);
+  EXPECT_DOUBLE_EQ(p.link, 0);
+  EXPECT_DOUBLE_EQ(p.host, llmc::plan::collectiveSeconds(llmc::plan::Collective::AllReduce, 2,
+                                                         16384, device.intraLatency,
+                                                         device.hostMemoryBandwidth / 2));
+  EXPECT_GT(p.host, 0);
+}
+
 } // namespace

@@ -31,6 +31,7 @@ struct Spec {
   uint64_t hostOptimizerState = 0, hostActivations = 0, hostWeights = 0; ///< parts of it
   bool outputHost = false; ///< buffer 0 is in host memory
   bool onHost = false;     ///< the kernel runs on the host
+  fb::OpKind kind = fb::OpKind::Kernel; ///< of the instruction
 };
 
 /// A one-program artifact: `kernel` writes buffer 0 (f32[4x8]).
@@ -54,7 +55,7 @@ std::string build(const Spec &spec) {
         fbb.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{fbb.CreateString("tp")}),
         16));
   auto inst = fb::CreateInstruction(
-      fbb, fb::OpKind::Kernel, fbb.CreateString(spec.kernel),
+      fbb, spec.kind, fbb.CreateString(spec.kernel),
       fbb.CreateVector(std::vector<uint32_t>{}),
       fbb.CreateVector(std::vector<uint32_t>{spec.outputIndex}), fbb.CreateVector(ints),
       fbb.CreateVector(floats), 0, 0, 0, 0, 0, 0, 0, 0, 0, fbb.CreateString("model.mlir:3:5"),
@@ -215,6 +216,14 @@ TEST(Artifact, MemorySpacesAreChecked) {
   test::writeBytes(path, build({.kernel = "copy_to_host", .bufferOffset = 1024, .host = 256,
                                 .outputHost = true, .onHost = true}));
   EXPECT_RUNTIME_ERROR(loadArtifact(path), "'copy_to_host' runs on the device, not the host");
+  // A collective may run on the host (a layer run there under tp), on host
+  // memory only; a transfer may not.
+  test::writeBytes(path, build({.onHost = true, .kind = fb::OpKind::AllReduce}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "instruction 0: output buffer 0 is in device memory; "
+                                           "this instruction writes host memory");
+  test::writeBytes(path, build({.bufferOffset = 1024, .host = 256, .outputHost = true,
+                                .onHost = true, .kind = fb::OpKind::Send}));
+  EXPECT_RUNTIME_ERROR(loadArtifact(path), "only a kernel or a collective can run on the host");
   // The parts of host memory the plan names must fit in it.
   test::writeBytes(path, build({.bufferOffset = 1024,
                                 .host = 256,
