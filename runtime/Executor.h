@@ -30,8 +30,8 @@ public:
   /// Collectives run on `comm`, except those marked to run on the host
   /// (layers run on the host's cores), which run on `hostComm` (MPI or
   /// TCP; `comm` itself when null, as on CPU ranks).
-  BoundProgram(const ProgramInfo &program, ExecutionDevice &device, Communicator &comm,
-               int rank, Communicator *hostComm = nullptr);
+  BoundProgram(const ProgramInfo &program, ExecutionDevice &device, Communicator &comm, int rank,
+               Communicator *hostComm = nullptr);
 
   /// Runs every instruction once and returns when all of them finished.
   void run(const StepContext &ctx);
@@ -90,8 +90,8 @@ private:
   ExecutionDevice::Step bindKernel(size_t i, const std::string &prefix);
   ExecutionDevice::Step bindCollective(size_t i, const std::string &prefix);
   /// The work of collective `inst` on `group`, in and out already checked.
-  ExecutionDevice::Step collectiveStep(const InstructionInfo &inst, CommGroup &group,
-                                       TensorView in, TensorView out);
+  ExecutionDevice::Step collectiveStep(const InstructionInfo &inst, CommGroup &group, TensorView in,
+                                       TensorView out);
   /// A send or receive; the first of a run opens a transfer group, the
   /// last closes it (Communicator::beginTransfers).
   ExecutionDevice::Step bindTransfer(size_t i, const std::string &prefix, bool opensGroup,

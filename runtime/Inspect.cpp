@@ -123,8 +123,8 @@ void printHostTraffic(const ProgramInfo &p, std::ostream &os) {
        << (collectives ? ", " + std::to_string(collectives) +
                              (collectives == 1 ? " collective" : " collectives")
                        : std::string())
-       << "; copied " << formatBytes(down)
-       << " to the host, " << formatBytes(up) << " to the device\n";
+       << "; copied " << formatBytes(down) << " to the host, " << formatBytes(up)
+       << " to the device\n";
 }
 
 /// `--recompute budget`'s price per layer ("h.0=offload:1.2e-04,..."): runs

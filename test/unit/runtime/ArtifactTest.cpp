@@ -55,8 +55,7 @@ std::string build(const Spec &spec) {
         fbb.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{fbb.CreateString("tp")}),
         16));
   auto inst = fb::CreateInstruction(
-      fbb, spec.kind, fbb.CreateString(spec.kernel),
-      fbb.CreateVector(std::vector<uint32_t>{}),
+      fbb, spec.kind, fbb.CreateString(spec.kernel), fbb.CreateVector(std::vector<uint32_t>{}),
       fbb.CreateVector(std::vector<uint32_t>{spec.outputIndex}), fbb.CreateVector(ints),
       fbb.CreateVector(floats), 0, 0, 0, 0, 0, 0, 0, 0, 0, fbb.CreateString("model.mlir:3:5"),
       fbb.CreateVector(terms), fbb.CreateString("F0"), spec.faultSite, spec.channel, spec.onHost);
@@ -221,8 +220,11 @@ TEST(Artifact, MemorySpacesAreChecked) {
   test::writeBytes(path, build({.onHost = true, .kind = fb::OpKind::AllReduce}));
   EXPECT_RUNTIME_ERROR(loadArtifact(path), "instruction 0: output buffer 0 is in device memory; "
                                            "this instruction writes host memory");
-  test::writeBytes(path, build({.bufferOffset = 1024, .host = 256, .outputHost = true,
-                                .onHost = true, .kind = fb::OpKind::Send}));
+  test::writeBytes(path, build({.bufferOffset = 1024,
+                                .host = 256,
+                                .outputHost = true,
+                                .onHost = true,
+                                .kind = fb::OpKind::Send}));
   EXPECT_RUNTIME_ERROR(loadArtifact(path), "only a kernel or a collective can run on the host");
   // The parts of host memory the plan names must fit in it.
   test::writeBytes(path, build({.bufferOffset = 1024,
