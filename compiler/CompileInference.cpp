@@ -166,9 +166,11 @@ bool movesLayers(ModuleOp lowered) {
   return false;
 }
 
-/// The request's priced seconds with `lowered`'s steps (the slowest rank's).
+/// The request's priced seconds with `lowered`'s steps (the slowest
+/// rank's); `form` says which steps stream their layers (their copies
+/// overlap the kernels on a GPU's copy stream).
 double priceRequest(ModuleOp lowered, const CompileOptions &options, const InferenceSpec &spec,
-                    const RequestShape &request, bool streamed) {
+                    const RequestShape &request, StringRef form) {
   plan::Cluster device = plan::targetDevice(options.target, options.hostBw);
   const plan::MeshShape mesh = plan::MeshShape::parse(options.mesh);
   const double fp32Scale = plan::fp32MatmulScaleOf(options.target);
@@ -176,6 +178,7 @@ double priceRequest(ModuleOp lowered, const CompileOptions &options, const Infer
   for (ModuleOp role : programModules(lowered))
     for (auto program : role.getOps<exec::ProgramOp>()) {
       bool prefill = program.getSymName() == "prefill";
+      bool streamed = form == "stream" || (form == "split" && prefill);
       StepPrice price = priceStep(program, device, mesh, fp32Scale);
       price.overlapped = streamed && device.overlap;
       if (price.seconds() > steps[prefill ? 0 : 1].seconds())
@@ -184,10 +187,18 @@ double priceRequest(ModuleOp lowered, const CompileOptions &options, const Infer
   return requestSeconds(steps[0], steps[1], spec.chunk, request);
 }
 
-/// Resolves `--offloaded-layers auto` by lowering `merged` both ways and
-/// pricing one request with each (compiler/OffloadChoice.h); `options`
-/// gets the choice, `why` its reason. Returns the chosen lowering, or null
-/// after reporting an error.
+/// One way of offloading the layers, lowered (or why not) and priced.
+struct OffloadForm {
+  const char *name;
+  OwningOpRef<ModuleOp> lowered;
+  std::string error;
+  double seconds = 0;
+};
+
+/// Resolves `--offloaded-layers auto` by lowering `merged` every way
+/// (stream, host, split) and pricing one request with each
+/// (compiler/OffloadChoice.h); `options` gets the choice, `why` its
+/// reason. Returns the chosen lowering, or null after reporting an error.
 OwningOpRef<ModuleOp> lowerWithChosenLayers(ModuleOp merged, CompileOptions &options,
                                             const InferenceSpec &spec, std::string &why,
                                             StringRef tool) {
@@ -196,39 +207,43 @@ OwningOpRef<ModuleOp> lowerWithChosenLayers(ModuleOp merged, CompileOptions &opt
     reportFailure(tool, error);
     return nullptr;
   }
-  CompileOptions stream = options, host = options;
-  stream.offloadedLayers = "stream";
-  host.offloadedLayers = "host";
-  std::string streamError, hostError;
-  OwningOpRef<ModuleOp> streamed = lowerQuietly(merged, stream, streamError);
-  if (streamed && !movesLayers(*streamed)) {
-    options.offloadedLayers = "stream";
-    why = "every layer fits in --device-memory";
-    return streamed;
+  OffloadForm forms[] = {{"stream"}, {"host"}, {"split"}};
+  for (OffloadForm &form : forms) {
+    CompileOptions formOptions = options;
+    formOptions.offloadedLayers = form.name;
+    form.lowered = lowerQuietly(merged, formOptions, form.error);
+    if (&form == &forms[0] && form.lowered && !movesLayers(*form.lowered)) {
+      options.offloadedLayers = "stream";
+      why = "every layer fits in --device-memory";
+      return std::move(form.lowered);
+    }
   }
-  OwningOpRef<ModuleOp> onHost = lowerQuietly(merged, host, hostError);
-  if (!streamed && !onHost) {
-    reportFailure(tool, "--offloaded-layers auto: neither form compiles; streamed: " + streamError +
-                            "; run on the host: " + hostError);
-    return nullptr;
-  }
-  std::ostringstream os;
+  OffloadForm *best = nullptr;
+  std::ostringstream os, refused;
   os.precision(4);
   os << "request of " << request.promptTokens << " prompt and " << request.newTokens
      << " new tokens, " << options.target << " target: ";
-  if (!streamed || !onHost) {
-    options.offloadedLayers = streamed ? "stream" : "host";
-    os << (streamed ? "host refused (" + hostError + ")" : "stream refused (" + streamError + ")");
-    why = os.str();
-    return streamed ? std::move(streamed) : std::move(onHost);
+  std::string separator;
+  for (OffloadForm &form : forms) {
+    if (!form.lowered) {
+      refused << "; " << form.name << " refused (" << form.error << ")";
+      continue;
+    }
+    form.seconds = priceRequest(*form.lowered, options, spec, request, form.name);
+    os << separator << form.name << " " << form.seconds * 1e3 << " ms";
+    separator = ", ";
+    if (!best || form.seconds < best->seconds)
+      best = &form;
   }
-  double streamSeconds = priceRequest(*streamed, options, spec, request, true);
-  double hostSeconds = priceRequest(*onHost, options, spec, request, false);
-  bool chooseHost = hostSeconds < streamSeconds;
-  options.offloadedLayers = chooseHost ? "host" : "stream";
-  os << "stream " << streamSeconds * 1e3 << " ms, host " << hostSeconds * 1e3 << " ms";
-  why = os.str();
-  return chooseHost ? std::move(onHost) : std::move(streamed);
+  if (!best) {
+    reportFailure(tool, std::string("--offloaded-layers auto: no form compiles; streamed: ") +
+                            forms[0].error + "; run on the host: " + forms[1].error +
+                            "; split: " + forms[2].error);
+    return nullptr;
+  }
+  options.offloadedLayers = best->name;
+  why = os.str() + refused.str();
+  return std::move(best->lowered);
 }
 
 } // namespace

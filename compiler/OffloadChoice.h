@@ -1,10 +1,10 @@
-//===- OffloadChoice.h - stream the offloaded layers, or run them on the host -*- C++ -*-===//
+//===- OffloadChoice.h - stream the offloaded layers or run them on the host -*- C++ -*-===//
 //
 // `llmc compile --inference … --device-memory <bytes>` moves the last
 // layers' weights to host memory. `--offloaded-layers auto` (the default)
-// lets the compiler decide what those layers do, by pricing both lowered
-// artifacts on the compile target's device (plan::targetDevice) for one
-// request:
+// lets the compiler decide what those layers do, by pricing the three
+// lowered artifacts on the compile target's device (plan::targetDevice)
+// for one request:
 //
 //   stream  their weights cross the host link every step, one layer ahead
 //           of use on the copy stream: a step costs max(device, link) where
@@ -15,12 +15,16 @@
 //           host kernel costs max(FLOPs / host FLOP/s, bytes / host memory
 //           bandwidth), the node's CPUs shared by its devices; each host
 //           collective (tensor parallelism's all-reduces) a ring
-//           all-reduce over host memory at the node's message latency.
+//           all-reduce over host memory at the node's message latency;
+//   split   prefill steps stream them (their KV pools with their weights,
+//           copied back after each layer) and decode steps run them on the
+//           host: each step priced as its form is.
 //
 // A request is `--request prompt=P,new=N` (default: half of max-context
 // each; one given, the other is the rest of the context): ceil(P / chunk) prefill steps and N
 // decode steps, every step at max-batch rows. Prefill is compute bound (the device wins: `stream`),
-// decode is bound by weight bytes (host memory beats the link: `host`).
+// decode is bound by weight bytes (host memory beats the link: `host`); a
+// request with both is often cheapest split.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_COMPILER_OFFLOADCHOICE_H

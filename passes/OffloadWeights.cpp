@@ -14,10 +14,17 @@
 // weights, so offloading pays from the third layer on; layers are taken
 // from the last down until the arena fits.
 //
-// With `run-on-host` (--offloaded-layers host) nothing is streamed: the
+// With `layers=host` (--offloaded-layers host) nothing is streamed: the
 // moved layers' KV cache joins their weights in host memory, and the
 // stretch of each step that runs those layers runs on the host's cores
 // (passes/lib/HostRegion.h), with no staging slots on the device.
+//
+// With `layers=split` the KV cache is in host memory as under `host`, and
+// each step takes the form its shape favours: @decode (a row of tokens,
+// bound by reading weights) runs the layers on the host; @prefill (a
+// chunk of prompt, bound by compute) streams them, each layer's KV pools
+// staged with its weights and copied back after its last kernel, since
+// the chunk writes them. A slot holds a layer's weights and pools.
 //
 // Offsets follow llmc-offload-optimizer's numbering: the device arena is
 // [0, arena), the host space [arena, arena + host). A moved weight keeps a
@@ -59,7 +66,7 @@ std::string mib(int64_t bytes) {
 struct WeightSlot {
   int64_t begin = 0, end = 0;
   std::string layer;
-  bool cache = false; ///< a KV-cache pool (moved only when run on the host)
+  bool cache = false; ///< a KV-cache pool (moved unless the layers stream)
   int64_t packed = 0; ///< offset inside its layer's staging slot
 };
 
@@ -125,7 +132,7 @@ struct WeightMap {
 struct OffloadPlan {
   SmallVector<LayerWeights *> layers; ///< offloaded, in layer order
   int64_t movedBytes = 0;
-  int64_t cacheBytes = 0; ///< of which KV-cache pools (run on the host)
+  int64_t cacheBytes = 0; ///< of which KV-cache pools (host and split)
   int64_t slotBytes = 0; ///< one staging slot: the largest offloaded layer
   int64_t slotCount = 0;
   int64_t deviceBytes = 0;                    ///< the arena afterwards
@@ -143,9 +150,10 @@ struct OffloadPlan {
   }
 };
 
-/// The plan offloading the last `count` layers of `ordered`.
+/// The plan offloading the last `count` layers of `ordered`; `staged`:
+/// whether some step streams them (two slots).
 OffloadPlan planOffload(ArrayRef<LayerWeights *> ordered, size_t count, int64_t arena,
-                        int64_t priorHost, bool onHost) {
+                        int64_t priorHost, bool staged) {
   OffloadPlan plan;
   plan.layers.assign(ordered.end() - count, ordered.end());
   std::map<int64_t, const WeightSlot *> moved;
@@ -158,7 +166,7 @@ OffloadPlan planOffload(ArrayRef<LayerWeights *> ordered, size_t count, int64_t 
       plan.cacheBytes += slot->cache ? slot->end - slot->begin : 0;
     }
   }
-  plan.slotCount = onHost ? 0 : std::min<int64_t>(2, static_cast<int64_t>(count));
+  plan.slotCount = staged ? std::min<int64_t>(2, static_cast<int64_t>(count)) : 0;
   int64_t running = 0;
   for (auto &[begin, slot] : moved) {
     plan.hostOffsetOf[begin] = priorHost + running;
@@ -176,18 +184,21 @@ public:
                  int64_t arena)
       : program(program), weights(weights), plan(plan), arena(arena) {}
 
-  /// Streams the moved layers' weights through the staging slots.
+  /// Streams the moved layers' weights (and under split their KV pools)
+  /// through the staging slots.
   LogicalResult stream() {
     SmallVector<Operation *> ops = placeBuffers();
     for (Operation *op : ops)
       if (!isa<exec::BufferOp>(op) && failed(readThroughStaging(op)))
         return failure();
+    insertCopiesBack();
     return insertCopies();
   }
 
   /// Runs the moved layers on the host; their mirrors of device buffers
   /// from host offset `scratchBase`, `scratchBytes` the most any needs.
   LogicalResult runOnHost(int64_t scratchBase, int64_t &scratchBytes) {
+    staged = false;
     placeBuffers();
     llvm::DenseSet<Value> moved;
     for (auto &[value, slot] : hostWeight) moved.insert(value);
@@ -199,13 +210,16 @@ private:
   const WeightMap &weights;
   const OffloadPlan &plan;
   int64_t arena; ///< the device arena's size before offloading
+  bool staged = true; ///< read through the staging slots (where there are any)
   /// Each host weight's slot, and the device view its readers now read.
   llvm::DenseMap<Value, const WeightSlot *> hostWeight;
   llvm::DenseMap<Value, Value> stagingView;
-  /// Per offloaded layer: the host weights it reads and its readers.
+  /// Per offloaded layer: the host weights (and pools) it reads, its
+  /// readers, and the last instruction using its slot (its last reader,
+  /// or the last copy of its pools back).
   struct LayerUse {
     SmallVector<Value> weights;
-    Operation *first = nullptr, *last = nullptr;
+    Operation *first = nullptr, *last = nullptr, *release = nullptr;
   };
   std::map<std::string, LayerUse> uses;
 
@@ -232,7 +246,7 @@ private:
     buffer.setOffset(plan.hostOffsetOf.at(slot->begin) + (begin - slot->begin));
     buffer->setAttr(exec::kHostSpaceAttr, UnitAttr::get(buffer.getContext()));
     hostWeight[buffer] = slot;
-    if (plan.slotCount == 0)
+    if (plan.slotCount == 0 || !staged)
       return; // run on the host: read in place
     // The view the step's kernels read, in the layer's staging slot.
     OpBuilder b(buffer);
@@ -254,7 +268,7 @@ private:
       if (!kernel)
         return op->emitOpError("reads weight '")
                << name << "', which --device-memory keeps in host memory; only kernels may";
-      if (llvm::is_contained(kernel.getOutputs(), operand.get()))
+      if (!it->second->cache && llvm::is_contained(kernel.getOutputs(), operand.get()))
         return op->emitOpError("writes weight '")
                << name << "', which --device-memory keeps in host memory";
       LayerUse &use = uses[it->second->layer];
@@ -268,8 +282,23 @@ private:
     return success();
   }
 
-  /// Each offloaded layer's copies, right after the last reader of its
-  /// slot's previous occupant (at the step's start for the first two).
+  /// Each staged KV pool back to host memory after its layer's last kernel.
+  void insertCopiesBack() {
+    for (auto &[layer, use] : uses) {
+      use.release = use.last;
+      for (Value pool : use.weights)
+        if (hostWeight.lookup(pool)->cache) {
+          OpBuilder b(use.release->getContext());
+          b.setInsertionPointAfter(use.release);
+          use.release =
+              exec::KernelOp::create(b, use.last->getLoc(), "copy_to_host",
+                                     ValueRange{stagingView.lookup(pool)}, ValueRange{pool});
+        }
+    }
+  }
+
+  /// Each offloaded layer's copies, right after the slot's previous
+  /// occupant is done with it (at the step's start for the first two).
   LogicalResult insertCopies() {
     SmallVector<LayerUse *> byFirstUse;
     for (auto &[layer, use] : uses) byFirstUse.push_back(&use);
@@ -284,12 +313,12 @@ private:
     for (auto [j, use] : llvm::enumerate(byFirstUse)) {
       OpBuilder b(start);
       if (static_cast<int64_t>(j) >= plan.slotCount) {
-        Operation *previous = byFirstUse[j - plan.slotCount]->last;
-        if (!previous->isBeforeInBlock(use->first))
+        LayerUse *before = byFirstUse[j - plan.slotCount];
+        if (!before->last->isBeforeInBlock(use->first))
           return use->first->emitOpError(
               "reads a streamed layer's weights while the layer before it in its staging slot "
               "is still being read; --device-memory cannot stream these layers");
-        b.setInsertionPointAfter(previous);
+        b.setInsertionPointAfter(before->release);
       }
       for (Value weight : use->weights)
         exec::KernelOp::create(b, use->first->getLoc(), "copy_to_device", ValueRange{weight},
@@ -305,6 +334,11 @@ struct OffloadWeightsPass : llmc::impl::OffloadWeightsBase<OffloadWeightsPass> {
   void runOnOperation() override {
     if (deviceBytes <= 0)
       return;
+    if (layers != "stream" && layers != "host" && layers != "split") {
+      getOperation().emitError() << "offload-weights: layers must be stream, host or split, got '"
+                                 << layers << "'";
+      return signalPassFailure();
+    }
     for (ModuleOp module : programModules(getOperation()))
       if (failed(offload(module)))
         return signalPassFailure();
@@ -318,16 +352,18 @@ struct OffloadWeightsPass : llmc::impl::OffloadWeightsBase<OffloadWeightsPass> {
           "offload-weights: the module is not lowered (run llmc-lower-to-exec)");
     if (arena.getInt() <= deviceBytes)
       return success();
+    // The KV pools move with their layers unless every step streams them.
+    const bool caches = layers != "stream", staged = layers != "host";
     WeightMap weights;
     for (auto program : module.getOps<exec::ProgramOp>())
-      for (auto buffer : program.getOps<exec::BufferOp>()) weights.add(buffer, runOnHost);
+      for (auto buffer : program.getOps<exec::BufferOp>()) weights.add(buffer, caches);
     SmallVector<LayerWeights *> ordered = weights.group();
     auto prior = module->getAttrOfType<IntegerAttr>(exec::kHostBytesAttr);
     int64_t priorHost = prior ? prior.getInt() : 0;
     std::optional<OffloadPlan> chosen;
     int64_t fewest = arena.getInt();
     for (size_t count = 1; count <= ordered.size() && !chosen; ++count) {
-      OffloadPlan plan = planOffload(ordered, count, arena.getInt(), priorHost, runOnHost);
+      OffloadPlan plan = planOffload(ordered, count, arena.getInt(), priorHost, staged);
       fewest = std::min(fewest, plan.deviceBytes);
       if (plan.deviceBytes <= deviceBytes)
         chosen = std::move(plan);
@@ -338,17 +374,23 @@ struct OffloadWeightsPass : llmc::impl::OffloadWeightsBase<OffloadWeightsPass> {
              << " of device memory, and at least " << mib(fewest)
              << " with every decoder layer's weights (" << ordered.size()
              << " layers) in host memory ("
-             << (runOnHost ? "run on the host: the embeddings, head, the other layers' KV cache "
-                             "and the activations stay on the device"
-                           : "the embeddings, head, KV cache, activations and two layers' "
-                             "staging stay on the device")
+             << (layers == "host"
+                     ? "run on the host: the embeddings, head, the other layers' KV cache and "
+                       "the activations stay on the device"
+                 : layers == "split"
+                     ? "split: the embeddings, head, the other layers' KV cache, activations "
+                       "and two layers' staging with their KV cache stay on the device"
+                     : "the embeddings, head, KV cache, activations and two layers' staging "
+                       "stay on the device")
              << "); raise it, or shrink the KV cache "
                 "(--inference blocks=, max-batch=) or the weights (--weight-quant)";
     // Host mirrors of device buffers follow the moved layers in host memory.
     int64_t scratchBase = priorHost + chosen->movedBytes, scratchBytes = 0;
     for (auto program : module.getOps<exec::ProgramOp>()) {
       ProgramRewrite rewrite(program, weights, *chosen, arena.getInt());
-      if (failed(runOnHost ? rewrite.runOnHost(scratchBase, scratchBytes) : rewrite.stream()))
+      // Under split a row of tokens runs on the host, a prompt streams.
+      bool onHost = layers == "host" || (layers == "split" && program.getSymName() == "decode");
+      if (failed(onHost ? rewrite.runOnHost(scratchBase, scratchBytes) : rewrite.stream()))
         return failure();
     }
     record(module, *chosen, priorHost, scratchBytes, memoryPlan);
@@ -379,7 +421,7 @@ struct OffloadWeightsPass : llmc::impl::OffloadWeightsBase<OffloadWeightsPass> {
     updated.set("host", b.getI64IntegerAttr(hostBytes));
     updated.set("host_weights", b.getI64IntegerAttr(weightBytes));
     updated.set("weight_staging", b.getI64IntegerAttr(plan.slotCount * plan.slotBytes));
-    if (runOnHost) {
+    if (layers != "stream") {
       updated.set("kv_cache", b.getI64IntegerAttr(get("kv_cache") - plan.cacheBytes));
       updated.set("host_kv_cache", b.getI64IntegerAttr(plan.cacheBytes));
       updated.set("host_scratch", b.getI64IntegerAttr(scratchBytes));

@@ -583,20 +583,25 @@ def OffloadWeights : Pass<"llmc-offload-weights", "mlir::ModuleOp"> {
     fit) move to the host memory space (`exec.host_space`), and each step
     copies them (`copy_to_device`) into two device staging slots that take
     turns, one layer ahead of the kernels that read them. The memory plan
-    gains `host`, `host_weights` and `weight_staging`. With `run-on-host`
+    gains `host`, `host_weights` and `weight_staging`. With `layers=host`
     the moved layers' KV-cache pools go to host memory too and the stretch
     of each step running those layers runs on the host (`exec.on_host`),
     with host mirrors of the device buffers it touches, copied in before
     and out after it (`host_kv_cache`, `host_scratch`); nothing is staged.
+    With `layers=split` the KV-cache pools go to host memory as under
+    `host`; @decode runs the moved layers on the host, @prefill streams
+    each one's weights and pools into the staging slots and copies its
+    pools back (`copy_to_host`) after its last kernel.
     An arena that fits is left alone; a budget that nothing fits is an
     error naming the least device memory that would do.
   }];
   let options = [
     Option<"deviceBytes", "device-bytes", "int64_t", "0",
            "Device memory per rank in bytes (0: no limit)">,
-    Option<"runOnHost", "run-on-host", "bool", "false",
-           "Run the moved layers on the host's cores (their KV cache in host memory too) "
-           "instead of streaming their weights to the device">,
+    Option<"layers", "layers", "std::string", "\"stream\"",
+           "What the moved layers do: stream (their weights copied to the device a layer "
+           "ahead) | host (run on the host's cores, their KV cache in host memory too) | "
+           "split (streamed with their KV cache for @prefill, run on the host for @decode)">,
   ];
 }
 

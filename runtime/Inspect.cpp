@@ -40,7 +40,12 @@ bool artifactMetadata(const std::string &path, std::map<std::string, std::string
 namespace {
 
 /// --device-memory with --offloaded-layers host.
-bool runsLayersOnHost(const Artifact &a) { return a.meta("offloaded_layers") == "host"; }
+/// Whether the offloaded layers run on the host in some step (host: every
+/// step; split: decoding, while prompts stream them).
+bool runsLayersOnHost(const Artifact &a) {
+  return a.meta("offloaded_layers") == "host" || a.meta("offloaded_layers") == "split";
+}
+bool splitsLayers(const Artifact &a) { return a.meta("offloaded_layers") == "split"; }
 
 /// The KV-cache pools kept in host memory (the decode step's, each once).
 uint64_t hostCacheBytes(const Artifact &a) {
@@ -85,7 +90,10 @@ void printMemoryPlan(const Artifact &a, const std::string &title, std::ostream &
     row("host memory", m.hostBytes) << "  (" << why << ": beside the arena, not in it)\n";
     if (m.hostWeightsBytes && runsLayersOnHost(a)) {
       uint64_t cache = hostCacheBytes(a);
-      row("  weights", m.hostWeightsBytes) << "  (the last layers', run on the host's cores)\n";
+      row("  weights", m.hostWeightsBytes)
+          << (splitsLayers(a) ? "  (the last layers', streamed for prefill, run on the host's "
+                                "cores for decode)\n"
+                              : "  (the last layers', run on the host's cores)\n");
       row("  kv_cache", cache) << "  (those layers' pools)\n";
       row("  mirrors", m.hostBytes - m.hostWeightsBytes - cache)
           << "  (of the device buffers those layers read and write)\n";
@@ -331,7 +339,11 @@ void printWeightsPerLayer(const Artifact &a, std::ostream &os) {
     std::string name = j - i == 1 ? order[i] : order[i] + " .. " + order[j - 1];
     os << "  " << std::left << std::setw(22) << name << std::right << " device " << std::setw(10)
        << formatBytes(device) << "   host " << std::setw(10) << formatBytes(host)
-       << (host ? runsLayersOnHost(a) ? "  (run on the host)" : "  (streamed)" : "") << "\n";
+       << (!host                 ? ""
+           : splitsLayers(a)     ? "  (streamed for prefill, run on the host for decode)"
+           : runsLayersOnHost(a) ? "  (run on the host)"
+                                 : "  (streamed)")
+       << "\n";
     i = j;
   }
   if (std::string why = a.meta("offloaded_layers.why"); !why.empty())

@@ -189,9 +189,9 @@ std::string resolveOptions(CompileOptions &o) {
              "' (expected a size such as 24GiB, 512MiB or 1e9)";
   }
   o.deviceMemoryBytes = 0;
-  if (o.offloadedLayers == "host" && o.deviceMemory.empty())
-    return "--offloaded-layers host needs --device-memory (the budget that decides which "
-           "layers leave the device)";
+  if ((o.offloadedLayers == "host" || o.offloadedLayers == "split") && o.deviceMemory.empty())
+    return "--offloaded-layers " + o.offloadedLayers +
+           " needs --device-memory (the budget that decides which layers leave the device)";
   if (!o.request.empty() && (o.deviceMemory.empty() || o.offloadedLayers != "auto"))
     return "--request prices --offloaded-layers auto's choice: it needs --device-memory and "
            "--offloaded-layers auto";

@@ -140,8 +140,8 @@ void addLoweringPasses(AddPass add, const llmc::CompileOptions &options) {
     OffloadWeightsOptions weights;
     weights.deviceBytes = options.deviceMemoryBytes;
     // `auto` is resolved by llmc compile (compiler/OffloadChoice.h), which
-    // lowers both ways; a pipeline run directly streams.
-    weights.runOnHost = options.offloadedLayers == "host";
+    // lowers every way; a pipeline run directly streams.
+    weights.layers = options.offloadedLayers == "auto" ? "stream" : options.offloadedLayers;
     add(createOffloadWeights(weights));
   }
   if (options.memoryBudgetBytes > 0) {

@@ -1,4 +1,4 @@
-// RUN: llmc-opt %s --split-input-file --verify-diagnostics --llmc-offload-weights="device-bytes=520 run-on-host=true" | FileCheck %s
+// RUN: llmc-opt %s --split-input-file --verify-diagnostics --llmc-offload-weights="device-bytes=520 layers=host" | FileCheck %s
 
 // --offloaded-layers host: two layers of a 64-byte weight and a 64-byte
 // KV-cache pool each. A 520-byte device takes the last layer off the arena
