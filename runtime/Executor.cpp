@@ -219,7 +219,7 @@ ExecutionDevice::Step BoundProgram::bindCollective(size_t i, const std::string &
 }
 
 ExecutionDevice::Step BoundProgram::collectiveStep(const InstructionInfo &inst, CommGroup &group,
-                                                   TensorView in, TensorView out) {
+                                                   const TensorView &in, const TensorView &out) {
   Reduction op = parseReduction(inst.reduction.empty() ? "sum" : inst.reduction);
   size_t n = static_cast<size_t>(in.numel());
   int root = static_cast<int>(inst.root), stream = inst.stream;

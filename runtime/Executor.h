@@ -90,8 +90,8 @@ private:
   ExecutionDevice::Step bindKernel(size_t i, const std::string &prefix);
   ExecutionDevice::Step bindCollective(size_t i, const std::string &prefix);
   /// The work of collective `inst` on `group`, in and out already checked.
-  ExecutionDevice::Step collectiveStep(const InstructionInfo &inst, CommGroup &group, TensorView in,
-                                       TensorView out);
+  ExecutionDevice::Step collectiveStep(const InstructionInfo &inst, CommGroup &group,
+                                       const TensorView &in, const TensorView &out);
   /// A send or receive; the first of a run opens a transfer group, the
   /// last closes it (Communicator::beginTransfers).
   ExecutionDevice::Step bindTransfer(size_t i, const std::string &prefix, bool opensGroup,
