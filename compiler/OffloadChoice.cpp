@@ -61,7 +61,7 @@ StepPrice priceStep(exec::ProgramOp program, const plan::Cluster &device,
   // through the host transport: the ring's bytes over host memory, at the
   // node's message latency.
   program.walk([&](Operation *op) {
-    if (isa<exec::KernelOp>(op) || !op->hasAttr(exec::kOnHostAttr))
+    if (!exec::isCollective(op) || !op->hasAttr(exec::kOnHostAttr))
       return;
     int64_t ranks = 1;
     for (Attribute axis : op->getAttrOfType<ArrayAttr>("group"))

@@ -147,16 +147,6 @@ private:
 
   bool onHost(Value v) const { return hostAt.contains(v); }
 
-  static SmallVector<Value> written(Operation *op) {
-    if (auto k = dyn_cast<exec::KernelOp>(op))
-      return SmallVector<Value>(k.getOutputs());
-    if (auto recv = dyn_cast<exec::RecvOp>(op))
-      return {recv.getBuffer()};
-    if (op->getNumOperands() == 2) // collectives: input, output
-      return {op->getOperand(1)};
-    return {};
-  }
-
   LogicalResult visit(Operation *op) {
     auto kernel = dyn_cast<exec::KernelOp>(op);
     bool touchesHost = llvm::any_of(op->getOperands(), [&](Value v) { return onHost(v); });
@@ -174,7 +164,7 @@ private:
   }
 
   void noteWrites(Operation *op) {
-    for (Value v : written(op)) {
+    for (Value v : exec::buffersWritten(op)) {
       auto it = deviceAt.find(v);
       if (it == deviceAt.end())
         continue;

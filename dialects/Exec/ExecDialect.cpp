@@ -23,6 +23,29 @@ int64_t llmc::exec::bufferBytes(MemRefType type) {
   return type.getNumElements() * ((bits + 7) / 8);
 }
 
+bool llmc::exec::isCollective(Operation *op) {
+  return isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllSliceOp, BroadcastOp, ReduceOp,
+             AllToAllOp>(op);
+}
+
+SmallVector<Value> llmc::exec::buffersRead(Operation *op) {
+  if (auto kernel = dyn_cast<KernelOp>(op))
+    return SmallVector<Value>(kernel.getInputs());
+  if (isCollective(op) || isa<SendOp>(op))
+    return {op->getOperand(0)};
+  return {};
+}
+
+SmallVector<Value> llmc::exec::buffersWritten(Operation *op) {
+  if (auto kernel = dyn_cast<KernelOp>(op))
+    return SmallVector<Value>(kernel.getOutputs());
+  if (isCollective(op))
+    return {op->getOperand(1)};
+  if (isa<RecvOp>(op))
+    return {op->getOperand(0)};
+  return {};
+}
+
 namespace {
 
 /// The mesh (axis → size) of the module enclosing `op`, or null.

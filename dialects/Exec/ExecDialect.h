@@ -38,11 +38,23 @@ inline constexpr llvm::StringLiteral kFaultSiteAttr = "exec.fault_site";
 inline constexpr llvm::StringLiteral kHostBytesAttr = "exec.host_bytes";
 /// On a buffer: its bytes are in the host memory space.
 inline constexpr llvm::StringLiteral kHostSpaceAttr = "exec.host_space";
-/// On a kernel: it runs on the host's cores, on host-space buffers only.
+/// On a kernel or collective: it runs on the host's cores (a collective on
+/// the host transport), on host-space buffers only.
 inline constexpr llvm::StringLiteral kOnHostAttr = "exec.on_host";
 
 /// Bytes a buffer of this memref type occupies.
 int64_t bufferBytes(mlir::MemRefType type);
+
+/// Whether `op` is a collective (exec.all_reduce ... exec.all_to_all).
+bool isCollective(mlir::Operation *op);
+
+/// The buffers instruction `op` reads: a kernel's inputs, a collective's
+/// input, a send's buffer; none for an event.
+llvm::SmallVector<mlir::Value> buffersRead(mlir::Operation *op);
+
+/// The buffers instruction `op` writes: a kernel's outputs, a
+/// collective's output, a receive's buffer; none for an event.
+llvm::SmallVector<mlir::Value> buffersWritten(mlir::Operation *op);
 
 /// The alignment of every planned buffer, in bytes (a cache line, and
 /// enough for any vector load).

@@ -33,34 +33,6 @@ bool containedInOne(ArrayRef<Range> ranges, Range r) {
 }
 bool inHostSpace(Value v) { return v.getDefiningOp()->hasAttr(exec::kHostSpaceAttr); }
 
-bool isCollective(Operation *op) {
-  return isa<exec::AllReduceOp, exec::AllGatherOp, exec::ReduceScatterOp, exec::AllSliceOp,
-             exec::BroadcastOp, exec::ReduceOp, exec::AllToAllOp>(op);
-}
-
-/// The buffers an instruction reads: a kernel's inputs, a collective's
-/// input (a broadcast's root reads it, and it is copied to the output
-/// first), a send's buffer.
-SmallVector<Value> readsOf(Operation *op) {
-  if (auto kernel = dyn_cast<exec::KernelOp>(op))
-    return SmallVector<Value>(kernel.getInputs());
-  if (isCollective(op) || isa<exec::SendOp>(op))
-    return {op->getOperand(0)};
-  return {};
-}
-
-/// The buffers an instruction writes: a kernel's outputs, a collective's
-/// output, a receive's buffer.
-SmallVector<Value> writesOf(Operation *op) {
-  if (auto kernel = dyn_cast<exec::KernelOp>(op))
-    return SmallVector<Value>(kernel.getOutputs());
-  if (isCollective(op))
-    return {op->getOperand(1)};
-  if (isa<exec::RecvOp>(op))
-    return {op->getOperand(0)};
-  return {};
-}
-
 /// Buffers are views of arena bytes (a reshape is another buffer over the
 /// same bytes), so what the region reads and writes is tracked by range.
 class HostRegion {
@@ -110,18 +82,19 @@ private:
       if (isa<exec::BufferOp, exec::RecordEventOp, exec::WaitEventOp>(op))
         continue;
       auto kernel = dyn_cast<exec::KernelOp>(op);
-      if ((!kernel && !isCollective(op)) || (kernel && kernel.getCallee().starts_with("copy_to_")))
+      if ((!kernel && !exec::isCollective(op)) ||
+          (kernel && kernel.getCallee().starts_with("copy_to_")))
         return op->emitOpError("runs among the layers --offloaded-layers host keeps on the "
                                "host, where it cannot run (a copy or a transfer between "
                                "pipeline stages: use --offloaded-layers stream)");
       region.push_back(op);
-      for (Value v : readsOf(op))
+      for (Value v : exec::buffersRead(op))
         if (!inHostSpace(v) && !mirror.count(v)) {
           mirror[v] = Value();
           if (!containedInOne(written, rangeOf(v)))
             copiedIn.push_back(v);
         }
-      for (Value v : writesOf(op))
+      for (Value v : exec::buffersWritten(op))
         if (!inHostSpace(v)) {
           mirror.try_emplace(v, Value());
           writers.insert(v);
@@ -141,7 +114,7 @@ private:
     llvm::SetVector<Value> out;
     SmallVector<Range> writtenLater;
     for (Operation *op = last->getNextNode(); op; op = op->getNextNode()) {
-      for (Value v : readsOf(op)) {
+      for (Value v : exec::buffersRead(op)) {
         Range r = rangeOf(v);
         if (inHostSpace(v) || containedInOne(writtenLater, r))
           continue;
@@ -154,7 +127,7 @@ private:
           if (overlaps(rangeOf(w), r))
             out.insert(w);
       }
-      for (Value v : writesOf(op)) writtenLater.push_back(rangeOf(v));
+      for (Value v : exec::buffersWritten(op)) writtenLater.push_back(rangeOf(v));
     }
     for (Value w : writers)
       if (w.getDefiningOp<exec::BufferOp>().getCategory() == "output")

@@ -93,30 +93,24 @@ LogicalResult describe(Operation *op, int64_t &stream, std::vector<ByteRange> &r
   if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
     bool copy = kernel.getCallee() == "copy_to_host" || kernel.getCallee() == "copy_to_device";
     stream = copy ? kCopyStream : kComputeStream;
-    for (Value v : kernel.getInputs())
-      if (failed(add(v, false)))
-        return failure();
-    for (Value v : kernel.getOutputs())
-      if (failed(add(v, true)))
-        return failure();
-    return success();
-  }
-  if (isa<exec::SendOp, exec::RecvOp>(op)) {
+  } else if (isa<exec::SendOp, exec::RecvOp>(op)) {
     auto channel = op->getAttrOfType<IntegerAttr>("channel");
     stream = streamOfChannel(channel ? static_cast<int>(channel.getInt()) : kSharedChannel);
-    return add(op->getOperand(0), /*write=*/isa<exec::RecvOp>(op));
-  }
-  if (isa<exec::RecordEventOp, exec::WaitEventOp>(op))
+  } else if (exec::isCollective(op)) {
+    stream = kCollectiveStream;
+  } else if (isa<exec::RecordEventOp, exec::WaitEventOp>(op)) {
     return op->emitOpError("program already has stream events; llmc-place-streams inserts "
                            "them and must run once, on programs without any");
-  // Every collective: operand 0 read, operand 1 written.
-  if (op->getNumOperands() == 2) {
-    stream = kCollectiveStream;
-    if (failed(add(op->getOperand(0), false)) || failed(add(op->getOperand(1), true)))
-      return failure();
-    return success();
+  } else {
+    return op->emitOpError("unexpected instruction in an exec.program");
   }
-  return op->emitOpError("unexpected instruction in an exec.program");
+  for (Value v : exec::buffersRead(op))
+    if (failed(add(v, false)))
+      return failure();
+  for (Value v : exec::buffersWritten(op))
+    if (failed(add(v, true)))
+      return failure();
+  return success();
 }
 
 LogicalResult insertEvents(exec::ProgramOp program) {
