@@ -27,6 +27,7 @@ The numbers a report shows come from the data of these steps:
   bench-head         {"rows": [{"vocab", "ms", "tflops", ...}]}
   bench-gpt2-1.5B    {"median_ms", "tokens_per_s", "mfu_percent"} (bf16; "precision" in newer leases)
   bench-gpt2-1.5B-fp8  the same for --precision fp8
+  bench-generate-1B  {"tokens_per_s": {form: {"prefill", "decode"}}} (device, stream, host, split)
   bench-calibrate    llmc-bench-calibrate's file: {"gemm": {"large_tflops"}, "bandwidth_gbs", ...}
 """
 import argparse
@@ -113,6 +114,13 @@ def metrics(lease):
         if "median_ms" in big:
             rows["GPT-2 1.5B shape, bf16 / fp8 step time"] = (
                 big["median_ms"] / fp8["median_ms"], "×", True)
+    generate = step_data(lease, "bench-generate-1B").get("tokens_per_s", {})
+    forms = {"device": "every layer on the device", "stream": "1.5 GiB, layers streamed",
+             "host": "1.5 GiB, layers on the host", "split": "1.5 GiB, layers split"}
+    for form, rates in generate.items():
+        for step in ("prefill", "decode"):
+            if step in rates:
+                rows[f"Llama 1B {step}, {forms.get(form, form)}"] = (rates[step], "tok/s", True)
     return rows
 
 

@@ -16,7 +16,9 @@
 #                --attention cudnn and tensor-cores each vs cuda-cores, ≤ 1e-2;
 #                the one-launch AdamW vs per-tensor kernels, bit for bit; a
 #                tiny Mixtral (routing, grouped GEMMs, router losses), fp32
-#                ≤ 1e-4 and bf16 ≤ 1e-2
+#                ≤ 1e-4 and bf16 ≤ 1e-2; generation through llmc-generate,
+#                a tiny Llama against one CPU rank and its layers streamed
+#                (bit for bit), on the host and split (≤ 1e-4), tp=2 too
 #   shared       several ranks on this one GPU through the host transport
 #                (--device-comm): ZeRO-1 and ZeRO-3 dp2, tp2+sp, dp2×tp2,
 #                pp2 (1F1B and interleaved) and pp2×dp2, a tiny Mixtral
@@ -31,7 +33,9 @@
 #                its per-kernel profile (CUDA events, each kernel's cuBLASLt
 #                GEMMs split out), attention vs SDPA at head dims 64 and 128,
 #                the LM head with its vocabulary padded and not, the 1.5B
-#                shape; ncu's time per kernel name over two steps of 124M
+#                shape; Llama 1B's prefill and decode tokens/s with every
+#                layer on the device and under a 1.5 GiB budget (streamed,
+#                host, split); ncu's time per kernel name over two steps of 124M
 #   conformance  kernel_tests Cuda* (CUDA kernels vs CPU kernels)
 #   ctest        every other runtime and kernel test through ctest
 #   sanitizer    compute-sanitizer memcheck on a few steps of llmc-run and on
@@ -291,6 +295,45 @@ print(f"step time: {median_ms(sys.argv[1]):.2f} ms without offloading, "
       f"{median_ms(sys.argv[2]):.2f} ms with --offload optimizer")
 PY
 }
+# Generation through llmc-generate (the runtime alone): two prompts of two
+# chunks each, greedy. The tiny Llama on the GPU against one CPU rank
+# (fp32, <= 1e-4); its last three layers streamed against the GPU keeping
+# every layer, bit for bit (the same kernels on the same bytes); run on the
+# host and split (prefill streamed, decode on the host; also with the
+# copies on their own stream) <= 1e-4, their host layers running the CPU's
+# kernels; tp=2 on this one GPU (host transport), all on the device and
+# split, <= 1e-4.
+generate_logits() {  # artifact output [launcher...]
+  local artifact=$1 out=$2; shift 2
+  "$@" "$BIN/llmc-generate" "$A/$artifact" --prompt-tokens 5,9,2,7,11,3 \
+    --prompt-tokens 8,1,4,4,2 --max-new-tokens 12 --temperature 0 --quiet \
+    --dump-logits "$out"
+}
+close_logits() {  # reference other tolerance
+  local verdict
+  verdict=$(python3 "$ROOT/test/e2e/Inputs/close_tensors.py" "$1" "$2" "$3") || return 1
+  echo "$(basename "$2") against $(basename "$1"): $verdict"
+  [[ $verdict == close* && $verdict != *differs* ]]
+}
+do_generate() {
+  local w=$OUT_DIR/parity/generate form status=0
+  rm -rf "$w" && mkdir -p "$w"
+  generate_logits gen-cpu.llmc "$w/cpu.out" && generate_logits gen-gpu.llmc "$w/gpu.out" &&
+    close_logits "$w/cpu.out" "$w/gpu.out" 1e-4 || return 1
+  generate_logits gen-stream-gpu.llmc "$w/stream.out" && cmp "$w/gpu.out" "$w/stream.out" &&
+    echo "gen-stream-gpu.llmc: the device's logits bit for bit" || status=1
+  for form in host split split-overlap; do
+    generate_logits "gen-$form-gpu.llmc" "$w/$form.out" &&
+      close_logits "$w/gpu.out" "$w/$form.out" 1e-4 || status=1
+  done
+  for form in tp2 split-tp2; do
+    generate_logits "gen-$form-gpu.llmc" "$w/$form.out" \
+      "$ROOT/test/e2e/Inputs/launch_ranks.sh" 2 torchrun "$w/$form-rank" -- | tee "$w/$form.launch" &&
+      grep -q '^exit=0' "$w/$form.launch" && close_logits "$w/gpu.out" "$w/$form.out" 1e-4 ||
+      status=1
+  done
+  return $status
+}
 do_resume_on_cpu() {  # the fp32 GPU run's checkpoint, 10 more steps on the CPU
   "$BIN/llmc-run" "$A/tiny-cpu.llmc" --steps 60 --resume --ckpt-dir "$CK_DIR/fp32" --quiet
 }
@@ -365,6 +408,30 @@ do_ncu() {
 do_calibrate() {
   "$BIN/llmc-bench-calibrate" -o "$STEP_DATA" && cp "$STEP_DATA" "$OUT_DIR/calibration.json"
 }
+# Llama 3.2 1B's shape in bf16 (random weights) generating 64 tokens after
+# a prompt of 1000: prefill and decode tokens/s with every layer on the
+# device and under a 1.5 GiB budget with the layers beyond it streamed, run
+# on the host's cores, split.
+do_bench_generate() {
+  local w=$OUT_DIR/bench-generate form prompt
+  rm -rf "$w" && mkdir -p "$w"
+  prompt=$(seq -s, 1 1000)
+  for form in device stream host split; do
+    "$BIN/llmc-generate" "$A/gen-1B-$form-gpu.llmc" --prompt-tokens "$prompt" \
+      --max-new-tokens 64 --temperature 0 > /dev/null 2> "$w/$form.err" || return 1
+    sed -n "s/^\(prefill\|decode\): */$form \1: /p" "$w/$form.err"
+  done
+  python3 - "$w" "$STEP_DATA" <<'PY'
+import json, re, sys
+rates = {}
+for form in ("device", "stream", "host", "split"):
+    text = open(f"{sys.argv[1]}/{form}.err").read()
+    rates[form] = {step: float(re.search(rf"^{step}: .*\(([0-9.]+) tok/s", text, re.M).group(1))
+                   for step in ("prefill", "decode")}
+json.dump({"model": "llama 1B shape, bf16", "prompt": 1000, "new_tokens": 64,
+           "device_memory": "1.5GiB", "tokens_per_s": rates}, open(sys.argv[2], "w"))
+PY
+}
 # The 1.5B shape: fits, step time, tokens/s and MFU (no baseline).
 do_bench_1p5b() {  # precision: bf16 or fp8
   local w=$OUT_DIR/bench-1.5B-$1
@@ -390,7 +457,8 @@ export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
 export -f do_build do_preflight do_conformance_cuda do_conformance_changed do_ctest do_sanitize \
   do_sanitize_run parity_pair do_resume_on_cpu attention_baseline do_attention_variant \
   do_multi_tensor_adamw do_offload do_two_ranks do_shared_gpu do_bench_gpt2 do_profile_gpt2 do_bench_attention \
-  do_bench_head do_bench_1p5b do_ncu do_calibrate
+  do_bench_head do_bench_1p5b do_ncu do_calibrate generate_logits close_logits do_generate \
+  do_bench_generate
 
 {
   echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
@@ -441,6 +509,7 @@ if wants parity; then
   step parity-attention-tc 120 do_attention_variant tensor-cores
   step parity-multi-tensor-adamw 60 do_multi_tensor_adamw
   step parity-offload 60 do_offload
+  step parity-generate 120 do_generate
 fi
 if wants multigpu; then
   step multigpu-dp2 120 do_two_ranks dp2 tiny-dp2-gpu.llmc
@@ -473,6 +542,7 @@ if wants bench; then
   step bench-head 120 do_bench_head
   step bench-gpt2-1.5B 240 do_bench_1p5b bf16
   step bench-gpt2-1.5B-fp8 240 do_bench_1p5b fp8
+  step bench-generate-1B 180 do_bench_generate
   # Nsight Compute replays every kernel many times: too slow for --perf,
   # whose profile step splits the step by kernel already.
   ((PERF)) || step bench-ncu-124M 240 do_ncu

@@ -110,6 +110,32 @@ for layout in "pp2-interleaved-m8|--mesh pp=2 --pipeline-schedule interleaved --
               "pp2-zero-bubble-m8|--mesh pp=2 --pipeline-schedule zero-bubble"; do
   "$LLMC" compile "${PIPE8[@]}" ${layout#*|} --target cuda -o "$A/shared-${layout%%|*}-gpu.llmc"
 done
+# Generation (llmc-generate): a tiny Llama with every layer on the device,
+# its CPU twin, and under a budget its last three layers streamed, run on
+# the host, split (streamed for prefill, on the host for decode; also with
+# the copies on their own stream, and under tp=2 on two ranks); prompts of
+# two chunks, so the second reads the keys the first wrote.
+GEN=(--model llama --preset tiny --set n_layer=4 --inference max-batch=2,max-context=64,chunk=4)
+"$LLMC" compile "${GEN[@]}" -o "$A/gen-cpu.llmc"
+"$LLMC" compile "${GEN[@]}" --target cuda -o "$A/gen-gpu.llmc"
+for form in stream host split; do
+  "$LLMC" compile "${GEN[@]}" --target cuda --device-memory 3300KiB --offloaded-layers $form \
+    -o "$A/gen-$form-gpu.llmc"
+done
+"$LLMC" compile "${GEN[@]}" --target cuda --device-memory 3300KiB --offloaded-layers split \
+  --overlap-comm -o "$A/gen-split-overlap-gpu.llmc"
+"$LLMC" compile "${GEN[@]}" --mesh tp=2 --target cuda -o "$A/gen-tp2-gpu.llmc"
+"$LLMC" compile "${GEN[@]}" --mesh tp=2 --target cuda --device-memory 1500KiB \
+  --offloaded-layers split -o "$A/gen-split-tp2-gpu.llmc"
+# Llama 3.2 1B's shape in bf16 (random weights): every layer on the device,
+# and each form under a 1.5 GiB budget, copies on their own stream.
+GEN1B=(--model llama --preset 1B --precision bf16 --target cuda
+       --inference max-batch=1,max-context=2048,chunk=512)
+"$LLMC" compile "${GEN1B[@]}" -o "$A/gen-1B-device-gpu.llmc"
+for form in stream host split; do
+  "$LLMC" compile "${GEN1B[@]}" --device-memory 1.5GiB --offloaded-layers $form --overlap-comm \
+    -o "$A/gen-1B-$form-gpu.llmc"
+done
 # The benchmarks: GPT-2 124M as bench/gpu_gpt2.sh compiles it, and the
 # 1.5B shape (48 layers, C = 1600; about 40 GiB planned at B = 8).
 "$LLMC" compile --model gpt2 --preset 124M --precision bf16 --target cuda \

@@ -141,6 +141,7 @@ public:
   int run() {
     RankRuntimeOptions runtimeOptions;
     runtimeOptions.comm.timeoutSeconds = opt.commTimeout;
+    runtimeOptions.cuda = opt.cuda;
     rt = openRankRuntime(opt.artifact, runtimeOptions);
     shape = inferenceShape(rt.artifact, opt.artifact);
     // Parameters first: a program binds to where each one lives, which a
@@ -312,7 +313,7 @@ int runGeneration(const GenerateOptions &options) {
   try {
     return Generator(options).run();
   } catch (const std::exception &e) {
-    std::cerr << "llmc generate: error: " << e.what() << "\n";
+    std::cerr << options.tool << ": error: " << e.what() << "\n";
     return 1;
   }
 }

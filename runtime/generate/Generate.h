@@ -10,6 +10,7 @@
 #ifndef LLMC_RUNTIME_GENERATE_GENERATE_H
 #define LLMC_RUNTIME_GENERATE_GENERATE_H
 
+#include "runtime/ExecutionDevice.h"
 #include "runtime/generate/Sampler.h"
 
 #include <cstdint>
@@ -42,10 +43,13 @@ struct GenerateOptions {
   /// sampled from to this safetensors file (testing, comparisons).
   std::string dumpLogits;
   double commTimeout = 300;
+  CudaOptions cuda;   ///< cuda artifacts: --tf32, --attention, ...
   bool quiet = false; ///< only the generated text
+  /// How errors name the tool: "llmc generate" or "llmc-generate".
+  std::string tool = "llmc generate";
 };
 
-/// Runs `llmc generate`; returns the process exit code. Errors are printed
+/// Runs the generation; returns the process exit code. Errors are printed
 /// as one line on stderr.
 int runGeneration(const GenerateOptions &options);
 

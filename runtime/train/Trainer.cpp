@@ -275,10 +275,7 @@ void Trainer::setup() {
   RankRuntimeOptions runtimeOptions;
   runtimeOptions.comm.timeoutSeconds = opt.commTimeout;
   runtimeOptions.comm.debugMaxDelayMs = opt.debugCollectiveDelayMs;
-  runtimeOptions.cuda.tf32 = opt.tf32;
-  runtimeOptions.cuda.attention = opt.attention;
-  runtimeOptions.cuda.comm = opt.deviceComm;
-  runtimeOptions.cuda.gemmTiming = opt.gemmTiming;
+  runtimeOptions.cuda = opt.cuda;
   runtimeOptions.streamDelayMicros = opt.debugStreamDelayMicros;
   RankRuntime opened = openRankRuntime(opt.artifact, runtimeOptions);
   rank = opened.rank;

@@ -48,10 +48,7 @@ struct TrainOptions {
   bool profile = false;          ///< time every instruction; print a table at the end
   std::string trace;             ///< Chrome-trace JSON of every step's timeline
   bool quiet = false;
-  bool tf32 = false;             ///< cuda artifacts: fp32 GEMMs on TF32 tensor cores
-  AttentionImpl attention = AttentionImpl::Auto; ///< cuda artifacts: what runs attention
-  DeviceComm deviceComm = DeviceComm::Auto; ///< cuda artifacts: --device-comm
-  bool gemmTiming = true;        ///< cuda artifacts: time GEMM algorithms when they bind
+  CudaOptions cuda; ///< cuda artifacts: --tf32, --attention, ...
   /// Stop (with a checkpoint of the last good state) after this many
   /// consecutive steps skipped for a non-finite loss or gradient norm;
   /// 0: never stop.

@@ -4,18 +4,18 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/CudaFlags.h"
+#include "runtime/support/ArgParser.h"
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>
 #include <cstdlib>
-#include <functional>
 #include <iostream>
-#include <map>
 #include <string>
 
 namespace {
 
-const char *kUsage = R"(usage: llmc-run <model.llmc> [options]
+const char *kUsageHead = R"(usage: llmc-run <model.llmc> [options]
 
 Trains a compiled artifact (see `llmc compile`).
 
@@ -76,23 +76,12 @@ reporting
   --profile          time every instruction; print time per kernel at the end (on a
                      GPU: CUDA events around each launch, and the cuBLASLt GEMMs
                      inside a kernel as a part of its own)
-  --tf32             cuda artifacts: fp32 matrix products on TF32 tensor cores
-                     (faster; ~1e-3 relative error instead of fp32's)
-  --attention I      cuda artifacts: what runs attention: auto (default: cuDNN's fused
-                     flash attention where it is loaded and takes the op, else
-                     cuda-cores), cudnn, tensor-cores (llmc's, bf16/f16 at head dim 64
-                     or 128) or cuda-cores (llmc's); a start-up line says what each
-                     attention op got (docs/cuda.md)
-  --device-comm C    cuda artifacts: how ranks' collectives and transfers travel:
-                     auto (default: NCCL, or the host transport through pinned
-                     memory where ranks share a GPU, which NCCL refuses), nccl,
-                     or host (docs/cuda.md)
-  --no-gemm-timing   cuda artifacts: take cuBLASLt's heuristic algorithm for each
-                     GEMM instead of timing its top candidates when the GEMM binds
-                     (also LLMC_GEMM_TIMING=0)
   --trace F          write a Chrome/Perfetto trace of every step to F: one row per
                      rank, one span per pipeline action or microbatch forward/backward
-multi-rank (mpirun -np N llmc-run ..., or N processes with RANK, WORLD_SIZE,
+)";
+
+const char *kUsageTail =
+    R"(multi-rank (mpirun -np N llmc-run ..., or N processes with RANK, WORLD_SIZE,
             MASTER_ADDR, MASTER_PORT set: see docs/parallelism.md, "Launching")
   --comm-timeout S   abort the job when a collective (or, without mpirun, the
                      start-up) takes longer than S seconds (default 300)
@@ -111,161 +100,104 @@ int usageError(const std::string &message) {
   return 1;
 }
 
+/// --inject-nonfinite STEP[,STEP...][@RANK]
+bool parseInjectNonFinite(const std::string &v, llmc::TrainOptions &options) {
+  std::string steps = v;
+  if (size_t at = v.find('@'); at != std::string::npos) {
+    int64_t rank = 0;
+    if (!llmc::ArgParser::integer(rank)(v.substr(at + 1)) || rank < 0)
+      return false;
+    options.injectRank = static_cast<int>(rank);
+    steps = v.substr(0, at);
+  }
+  options.injectNonFinite.clear();
+  for (size_t begin = 0; begin <= steps.size();) {
+    size_t end = std::min(steps.find(',', begin), steps.size());
+    int64_t step = 0;
+    if (!llmc::ArgParser::integer(step)(steps.substr(begin, end - begin)) || step < 1)
+      return false;
+    options.injectNonFinite.push_back(step);
+    begin = end + 1;
+  }
+  return true;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
+  using llmc::ArgParser;
   llmc::TrainOptions options;
-  using Setter = std::function<bool(const std::string &)>;
-  auto integer = [](int64_t &out) -> Setter {
-    return [&out](const std::string &v) {
-      char *end = nullptr;
-      long long parsed = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end) return false;
-      out = parsed;
-      return true;
-    };
-  };
-  auto number = [](double &out) -> Setter {
-    return [&out](const std::string &v) {
-      char *end = nullptr;
-      double parsed = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end) return false;
-      out = parsed;
-      return true;
-    };
-  };
-  auto text = [](std::string &out) -> Setter {
-    return [&out](const std::string &v) { out = v; return true; };
-  };
-  std::map<std::string, Setter> valued = {
-      {"--data", text(options.data)},
-      {"--val-data", text(options.valData)},
-      {"--val-shards",
-       [&](const std::string &v) {
-         return integer(options.valShards)(v) && options.valShards >= 1;
-       }},
-      {"--steps", integer(options.steps)},
-      {"--lr", number(options.lr)},
-      {"--stop-at", integer(options.stopAt)},
-      {"--min-lr", number(options.minLr)},
-      {"--warmup", integer(options.warmup)},
-      {"--lr-schedule", text(options.schedule)},
-      {"--schedule",
-       [&](const std::string &v) {
-         std::cerr << "llmc-run: note: --schedule is now spelled --lr-schedule\n";
-         options.schedule = v;
-         return true;
-       }},
-      {"--seed", integer(options.seed)},
-      {"--ckpt-dir", text(options.ckptDir)},
-      {"--ckpt-every", integer(options.ckptEvery)},
-      {"--keep-last", integer(options.retention.keepLast)},
-      {"--keep-every", integer(options.retention.keepEvery)},
-      {"--weights", text(options.weights)},
-      {"--calibrate", integer(options.calibrateBatches)},
-      {"--metrics", text(options.metrics)},
-      {"--log-every", integer(options.logEvery)},
-      {"--eval-every", integer(options.evalEvery)},
-      {"--eval-batches", integer(options.evalBatches)},
-      {"--sample", integer(options.sampleTokens)},
-      {"--prompt", text(options.prompt)},
-      {"--temperature", number(options.temperature)},
-      {"--top-k", integer(options.topK)},
-      {"--dump-grads", text(options.dumpGrads)},
-      {"--dump-logits", text(options.dumpLogits)},
-      {"--loss-scale", number(options.lossScale)},
-      {"--loss-scale-growth-interval", integer(options.lossScaleGrowthInterval)},
-      {"--loss-scale-backoff", number(options.lossScaleBackoff)},
-      {"--min-loss-scale", number(options.minLossScale)},
-      {"--trace", text(options.trace)},
-      {"--attention",
-       [&](const std::string &v) { return llmc::parseAttentionImpl(v, &options.attention); }},
-      {"--device-comm",
-       [&](const std::string &v) { return llmc::parseDeviceComm(v, &options.deviceComm); }},
-      {"--comm-timeout", number(options.commTimeout)},
-      {"--debug-collective-delay-ms",
-       [&](const std::string &v) {
-         int64_t n = 0;
-         if (!integer(n)(v) || n < 0)
-           return false;
-         options.debugCollectiveDelayMs = static_cast<int>(n);
-         return true;
-       }},
-      {"--debug-stream-delay-us",
-       [&](const std::string &v) {
-         int64_t n = 0;
-         if (!integer(n)(v) || n < 0 || n > 1000000)
-           return false;
-         options.debugStreamDelayMicros = static_cast<int>(n);
-         return true;
-       }},
-      {"--max-nonfinite-steps",
-       [&](const std::string &v) {
-         return integer(options.maxNonFiniteSteps)(v) && options.maxNonFiniteSteps >= 0;
-       }},
-      {"--inject-nonfinite",
-       [&](const std::string &v) {
-         // STEP[,STEP...][@RANK]
-         std::string steps = v;
-         if (size_t at = v.find('@'); at != std::string::npos) {
-           int64_t r = 0;
-           if (!integer(r)(v.substr(at + 1)) || r < 0)
-             return false;
-           options.injectRank = static_cast<int>(r);
-           steps = v.substr(0, at);
-         }
-         options.injectNonFinite.clear();
-         for (size_t begin = 0; begin <= steps.size();) {
-           size_t end = std::min(steps.find(',', begin), steps.size());
-           int64_t step = 0;
-           if (!integer(step)(steps.substr(begin, end - begin)) || step < 1)
-             return false;
-           options.injectNonFinite.push_back(step);
-           begin = end + 1;
-         }
-         return true;
-       }},
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      return 0;
-    }
-    if (arg == "--resume") { options.resume = true; continue; }
-    if (arg == "--quiet") { options.quiet = true; continue; }
-    if (arg == "--profile") { options.profile = true; continue; }
-    if (arg == "--tf32") { options.tf32 = true; continue; }
-    if (arg == "--attention-tensor-cores")
-      return usageError("--attention-tensor-cores is now --attention tensor-cores");
-    if (arg == "--no-gemm-timing") { options.gemmTiming = false; continue; }
-    std::string value;
-    bool inlineValue = false;
-    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      inlineValue = true;
-    }
-    auto it = valued.find(arg);
-    if (it != valued.end()) {
-      if (!inlineValue) {
-        if (i + 1 >= argc)
-          return usageError("option " + arg + " needs a value");
-        value = argv[++i];
-      }
-      if (!it->second(value))
-        return usageError("bad value '" + value + "' for " + arg +
-                          (arg == "--attention"
-                               ? std::string(" (expected ") + llmc::attentionImplChoices() + ")"
-                           : arg == "--device-comm" ? std::string(" (expected auto, nccl or host)")
-                                                    : std::string()));
-      continue;
-    }
-    if (arg.rfind("-", 0) == 0)
-      return usageError("unknown option '" + arg + "'");
-    if (!options.artifact.empty())
-      return usageError("more than one artifact given ('" + options.artifact + "', '" + arg + "')");
-    options.artifact = arg;
+  ArgParser args;
+  auto text = ArgParser::text;
+  auto integer = ArgParser::integer;
+  auto number = ArgParser::number;
+  args.option("--data", text(options.data));
+  args.option("--val-data", text(options.valData));
+  args.option("--val-shards", [&](const std::string &v) {
+    return integer(options.valShards)(v) && options.valShards >= 1;
+  });
+  args.option("--steps", integer(options.steps));
+  args.option("--lr", number(options.lr));
+  args.option("--stop-at", integer(options.stopAt));
+  args.option("--min-lr", number(options.minLr));
+  args.option("--warmup", integer(options.warmup));
+  args.option("--lr-schedule", text(options.schedule));
+  args.option("--schedule", [&](const std::string &v) {
+    std::cerr << "llmc-run: note: --schedule is now spelled --lr-schedule\n";
+    options.schedule = v;
+    return true;
+  });
+  args.option("--seed", integer(options.seed));
+  args.option("--ckpt-dir", text(options.ckptDir));
+  args.option("--ckpt-every", integer(options.ckptEvery));
+  args.option("--keep-last", integer(options.retention.keepLast));
+  args.option("--keep-every", integer(options.retention.keepEvery));
+  args.option("--weights", text(options.weights));
+  args.option("--calibrate", integer(options.calibrateBatches));
+  args.option("--metrics", text(options.metrics));
+  args.option("--log-every", integer(options.logEvery));
+  args.option("--eval-every", integer(options.evalEvery));
+  args.option("--eval-batches", integer(options.evalBatches));
+  args.option("--sample", integer(options.sampleTokens));
+  args.option("--prompt", text(options.prompt));
+  args.option("--temperature", number(options.temperature));
+  args.option("--top-k", integer(options.topK));
+  args.option("--dump-grads", text(options.dumpGrads));
+  args.option("--dump-logits", text(options.dumpLogits));
+  args.option("--loss-scale", number(options.lossScale));
+  args.option("--loss-scale-growth-interval", integer(options.lossScaleGrowthInterval));
+  args.option("--loss-scale-backoff", number(options.lossScaleBackoff));
+  args.option("--min-loss-scale", number(options.minLossScale));
+  args.option("--trace", text(options.trace));
+  llmc::addCudaFlags(args, options.cuda);
+  args.option("--comm-timeout", number(options.commTimeout));
+  args.option("--debug-collective-delay-ms", [&](const std::string &v) {
+    int64_t n = 0;
+    if (!integer(n)(v) || n < 0)
+      return false;
+    options.debugCollectiveDelayMs = static_cast<int>(n);
+    return true;
+  });
+  args.option("--debug-stream-delay-us", [&](const std::string &v) {
+    int64_t n = 0;
+    if (!integer(n)(v) || n < 0 || n > 1000000)
+      return false;
+    options.debugStreamDelayMicros = static_cast<int>(n);
+    return true;
+  });
+  args.option("--max-nonfinite-steps", [&](const std::string &v) {
+    return integer(options.maxNonFiniteSteps)(v) && options.maxNonFiniteSteps >= 0;
+  });
+  args.option("--inject-nonfinite",
+              [&](const std::string &v) { return parseInjectNonFinite(v, options); });
+  args.flag("--resume", options.resume);
+  args.flag("--quiet", options.quiet);
+  args.flag("--profile", options.profile);
+  if (std::string error = args.parse(argc, argv, "artifact", options.artifact); !error.empty())
+    return usageError(error);
+  if (args.helpRequested()) {
+    std::cout << kUsageHead << "GPUs\n" << llmc::kCudaFlagsHelp << kUsageTail;
+    return 0;
   }
   if (options.artifact.empty())
     return usageError("no artifact given");

@@ -15,9 +15,9 @@
 #include "models/Models.h"
 #include "runtime/Inspect.h"
 #include "runtime/checkpoint/HuggingFace.h"
+#include "runtime/generate/GenerateCommand.h"
 #include "runtime/quant/MergeLoRA.h"
 #include "tools/llmc/Data.h"
-#include "tools/llmc/Generate.h"
 #include "tools/llmc/Plan.h"
 #include "tools/llmc/Quantize.h"
 
@@ -260,8 +260,11 @@ int runExportHf() {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&llmcCategory, &llmc::quantizeCategory(), &llmc::planCategory(),
-                            &llmc::dataCategory(), &llmc::generateCategory()});
+  // `llmc generate` is llmc-generate: the runtime reads its flags.
+  if (argc >= 2 && StringRef(argv[1]) == "generate")
+    return llmc::generateMain("llmc generate", argc - 1, argv + 1);
+  cl::HideUnrelatedOptions(
+      {&llmcCategory, &llmc::quantizeCategory(), &llmc::planCategory(), &llmc::dataCategory()});
   if (!cl::ParseCommandLineOptions(argc, argv,
                                    "llmc: compile transformer training steps\n\n"
                                    "  llmc model <family> --preset <name>    print a forward graph\n"
@@ -296,8 +299,6 @@ int main(int argc, char **argv) {
     return llmc::runPlan();
   if (llmc::dataCommand)
     return llmc::runData();
-  if (llmc::generateCommand)
-    return llmc::runGenerate();
   return fail("llmc", "missing subcommand (model, compile, inspect, plan, quantize, merge-lora, "
                       "export-hf, data or generate); "
                       "see llmc --help");
