@@ -23,7 +23,8 @@
 #                (--device-comm): ZeRO-1 and ZeRO-3 dp2, tp2+sp, dp2×tp2,
 #                pp2 (1F1B and interleaved) and pp2×dp2, a tiny Mixtral
 #                under ep2 and dp2×ep2 (all-to-alls), 20 steps each
-#                against one CPU rank, ≤ 1e-4
+#                against one CPU rank, ≤ 1e-4; a killed rank, a stopped one
+#                and mismatched collectives ending the job cleanly
 #   multigpu     dp=2 and tp=2 over NCCL against one GPU (needs 2 GPUs)
 #   bench        the device's calibration for llmc plan (cuBLASLt GEMMs,
 #                a copy, attention: llmc-bench-calibrate, copied to
@@ -364,6 +365,30 @@ do_shared_gpu() {  # name ranks gpu-artifact cpu-artifact
   python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/gpu.jsonl" "$w/cpu.jsonl" 1e-4
 }
 
+# Failures of ranks sharing the GPU end the job cleanly, as on CPU ranks:
+# a killed rank (its peer reports the lost connection, exit 1, within the
+# bound), a stopped one (its peer gives up after --comm-timeout) and ranks
+# whose programs would issue different collectives (refused at start-up).
+do_shared_failures() {
+  local w=$OUT_DIR/shared/failures status=0
+  rm -rf "$w" && mkdir -p "$w"
+  local run=("$BIN/llmc-run" "$A/shared-zero1-dp2-gpu.llmc" --steps 1000000 --log-every 1)
+  "$ROOT/test/e2e/Inputs/launch_ranks.sh" 2 torchrun "$w/kill" KILL 1 -- "${run[@]}" |
+    tee "$w/kill.out"
+  grep -qE '^exit=[1-9][0-9]* elapsed_ok=yes' "$w/kill.out" &&
+    grep -q 'lost the connection to rank 1' "$w/kill.0.log" || status=1
+  "$ROOT/test/e2e/Inputs/launch_ranks.sh" 2 torchrun "$w/stop" STOP 1 -- "${run[@]}" \
+    --comm-timeout 2 | tee "$w/stop.out"
+  grep -qE '^exit=[1-9][0-9]* elapsed_ok=yes' "$w/stop.out" &&
+    grep -q 'has not completed after 2 s' "$w/stop.0.log" || status=1
+  "$ROOT/test/e2e/Inputs/launch_ranks.sh" 2 torchrun "$w/mismatch" -- bash -c \
+    'exec "$1" "$2/shared-zero$((RANK == 0 ? 1 : 3))-dp2-gpu.llmc" --steps 2' _ "$BIN/llmc-run" "$A" |
+    tee "$w/mismatch.out"
+  grep -qE '^exit=[1-9]' "$w/mismatch.out" &&
+    grep -q 'would issue different collective sequences' "$w/mismatch.0.log" || status=1
+  tail -n 3 "$w"/*.0.log
+  return $status
+}
 do_bench_gpt2() {
   ARTIFACT=$A/gpt2-124M-bf16-gpu.llmc RESULT_JSON=$STEP_DATA BASELINE_FROM=$ROOT/bench/results \
     "$ROOT/bench/gpu_gpt2.sh" "$BUILD" "${BENCH_STEPS:-40}" 16
@@ -458,7 +483,7 @@ export -f do_build do_preflight do_conformance_cuda do_conformance_changed do_ct
   do_sanitize_run parity_pair do_resume_on_cpu attention_baseline do_attention_variant \
   do_multi_tensor_adamw do_offload do_two_ranks do_shared_gpu do_bench_gpt2 do_profile_gpt2 do_bench_attention \
   do_bench_head do_bench_1p5b do_ncu do_calibrate generate_logits close_logits do_generate \
-  do_bench_generate
+  do_bench_generate do_shared_failures
 
 {
   echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; cat "$PACK/MANIFEST"
@@ -532,6 +557,7 @@ if wants shared; then
     step "shared-moe-${layout%:*}" 90 do_shared_gpu "moe-${layout%:*}" "${layout#*:}" \
       "shared-moe-${layout%:*}-gpu.llmc" moe-cpu.llmc
   done
+  step shared-failures 90 do_shared_failures
 fi
 if wants bench; then
   step bench-calibrate 120 do_calibrate

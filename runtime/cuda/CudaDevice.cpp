@@ -37,7 +37,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <vector>
 
@@ -132,6 +134,7 @@ public:
     hostCalls_.push_back(std::make_unique<HostCall>());
     HostCall *call = hostCalls_.back().get();
     call->work = std::move(hostWork);
+    call->failure = &hostFailure_;
     cudaStream_t s = streamAt(stream);
     return [this, call, s](const StepContext &ctx) {
       call->ctx = ctx;
@@ -182,10 +185,14 @@ public:
     }
     ++graph.runs;
     check(cudaStreamSynchronize(streams_[0]), "the program's kernels");
+    hostFailure_.rethrow();
   }
 
   void runEagerly() override { eagerOnly_ = true; }
-  void synchronize() override { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+  void synchronize() override {
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    hostFailure_.rethrow();
+  }
   std::unique_ptr<InstructionTimer> makeInstructionTimer(size_t instructions) override {
     return makeCudaEventTimer(instructions, [this](int s) -> void * { return streamAt(s); });
   }
@@ -291,12 +298,50 @@ private:
   }
 
   /// A host kernel's work and the context of its latest launch.
+  /// The first error of a host function. An exception must not leave a
+  /// CUDA callback (that would terminate the process), so it is kept here
+  /// and rethrown on the launching thread once the program has finished;
+  /// the host work after it is skipped, since a collective after a failed
+  /// one would only wait for peers in vain.
+  class HostFailure {
+  public:
+    bool failed() {
+      std::lock_guard<std::mutex> lock(mutex_);
+      return first_ != nullptr;
+    }
+    void keep(std::exception_ptr failure) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!first_)
+        first_ = failure;
+    }
+    void rethrow() {
+      std::exception_ptr failure;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        std::swap(failure, first_);
+      }
+      if (failure)
+        std::rethrow_exception(failure);
+    }
+
+  private:
+    std::mutex mutex_;
+    std::exception_ptr first_;
+  };
+
   struct HostCall {
     Step work;
     StepContext ctx;
+    HostFailure *failure = nullptr;
     static void CUDART_CB run(void *self) {
       auto *call = static_cast<HostCall *>(self);
-      call->work(call->ctx);
+      if (call->failure->failed())
+        return;
+      try {
+        call->work(call->ctx);
+      } catch (...) {
+        call->failure->keep(std::current_exception());
+      }
     }
   };
 
@@ -304,6 +349,7 @@ private:
   size_t deviceBytes_ = 0; ///< the mirror's first bytes, the device arena's
   uint8_t *pinned_ = nullptr; ///< the registered host memory, if any
   std::vector<std::unique_ptr<HostCall>> hostCalls_;
+  HostFailure hostFailure_;
   int device_ = 0;
   uint8_t *base_ = nullptr;
   std::array<cudaStream_t, kMaxStreams> streams_{};
