@@ -51,12 +51,18 @@
 # failed.
 #
 #   scripts/gpu-check.sh [--perf] [--pack DIR] [--out DIR] [--build DIR]
-#                        [--jobs N] [--steps a,b,...] [--budget SECONDS]
-#                        [--tar FILE] [--rerun-baseline] [--no-cuda]
+#                        [--jobs N] [--steps a,b,...] [--only p,q,...]
+#                        [--budget SECONDS] [--tar FILE] [--rerun-baseline]
+#                        [--no-cuda]
 #
 # --perf is the short lease's run: preflight, conformance-changed, parity,
 # bench, then conformance and sanitizer while time is left, under a budget
 # of 540 s unless --budget says otherwise.
+#
+# --only runs, within the groups --steps names, only the steps whose names
+# match one of these shell patterns (e.g. 'parity-fp32,bench-gpt2-*'), so a
+# short lease goes to what a change needs; preflight and build always run
+# when their groups are named.
 #
 # --tar FILE packs every log and result of <out> into one .tgz at the end
 # (a device tool may bring back only a few files); checkpoints are written
@@ -81,6 +87,7 @@ JOBS=$(nproc)
 ALL_STEPS=preflight,build,conformance-changed,parity,shared,multigpu,bench,conformance,ctest,sanitizer
 STEPS=preflight,build,conformance,ctest,parity,shared,multigpu,bench,sanitizer
 BUDGET=""
+ONLY=""
 PERF=0
 TAR=""
 CUDA=ON
@@ -92,6 +99,7 @@ while (($#)); do
     --build) BUILD=$2; shift 2 ;;
     --jobs) JOBS=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
     --budget) BUDGET=$2; shift 2 ;;
     --tar) TAR=$2; shift 2 ;;
     --perf) PERF=1; STEPS=preflight,conformance-changed,parity,shared,bench,conformance,sanitizer; shift ;;
@@ -168,6 +176,7 @@ FAILED=0
 START=$SECONDS
 step() {
   local name=$1 limit=$2; shift 2
+  asked "$name" || return 77
   if ((BUDGET > 0)); then
     local left=$((BUDGET - (SECONDS - START)))
     if ((left < 20)); then
@@ -197,6 +206,16 @@ record() {  # name verdict seconds
     echo "gpu-check: could not record $1 in $RESULTS" >&2
 }
 wants() { [[ ,$STEPS, == *,$1,* ]]; }
+asked() {  # step name: whether --only (if given) takes it
+  [[ -z $ONLY || $1 == preflight || $1 == build ]] && return 0
+  local pattern patterns
+  IFS=, read -ra patterns <<<"$ONLY"
+  for pattern in "${patterns[@]}"; do
+    # shellcheck disable=SC2053 # a pattern, unquoted on purpose
+    [[ $1 == $pattern ]] && return 0
+  done
+  return 1
+}
 
 do_build() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLMC_RUNTIME_ONLY=ON \
