@@ -12,13 +12,19 @@
 # same shapes (decode time does not depend on the codes' values); llama.cpp's
 # are the HF weights quantized.
 #
+# EXPERTS=E makes the model a Mixtral of that shape, each layer's MLP E
+# experts of which each token takes 2 (Mixtral's own count): llmc's
+# `--model mixtral` beside llama.cpp's expert tensors (SIZE="--layers 4"
+# keeps it within memory; MODEL_DIR then holds another model than the
+# Llama's, so give it a directory of its own).
+#
 # The llama.cpp venv is built once (about 12 minutes on 2 cores) at
 # LLAMACPP_VENV and reused; MODEL_DIR keeps the HF directory and GGUF files
 # between runs (default: a scratch directory, removed on exit; ~11 GB).
 #
 # Usage: [PROMPT=32] [NEW=32] [RUNS=3] [ROWS="fp32 int8 int4 nf4 bf16 fp8"]
 #        [LLAMACPP_VENV=build/llamacpp-venv] [MODEL_DIR=dir] [SIZE="--layers 22"]
-#        bench/decode_llamacpp.sh [build-dir]
+#        [EXPERTS=E] bench/decode_llamacpp.sh [build-dir]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PROMPT=${PROMPT:-32}
@@ -29,6 +35,12 @@ HF_PY=${HF_PY:-$BUILD/hf-venv/bin/python}
 LLAMACPP_VENV=${LLAMACPP_VENV:-$BUILD/llamacpp-venv}
 MODEL_DIR=${MODEL_DIR:-$WORK/model}
 SIZE=${SIZE:-}
+EXPERTS=${EXPERTS:-0}
+FAMILY=llama
+if ((EXPERTS > 0)); then
+  FAMILY=mixtral
+  SIZE="$SIZE --experts $EXPERTS"
+fi
 
 if [[ ! -x $LLAMACPP_VENV/bin/python ]] || ! "$LLAMACPP_VENV/bin/python" -c 'import llama_cpp, gguf' 2>/dev/null; then
   echo "# building llama-cpp-python 0.3.36 into $LLAMACPP_VENV (about 12 minutes on 2 cores)" >&2
@@ -54,7 +66,7 @@ done
 
 SPEC="max-batch=1,max-context=$((PROMPT + NEW)),page=16,chunk=$PROMPT"
 for row in $ROWS; do
-  args=(--model llama --config "$HF/config.json" --inference "$SPEC")
+  args=(--model "$FAMILY" --config "$HF/config.json" --inference "$SPEC")
   case $row in
   bf16) args+=(--precision bf16) ;;
   fp32) ;;
@@ -64,7 +76,7 @@ for row in $ROWS; do
 done
 TOKENS=$(python3 -c "import random; random.seed(0); print(','.join(str(random.randrange(3, 32000)) for _ in range($PROMPT)))")
 
-echo "# $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $(getconf _NPROCESSORS_ONLN) cores, $THREADS threads; Llama $(python3 -c "import json; c = json.load(open('$HF/config.json')); print(f\"hidden {c['hidden_size']}, {c['num_hidden_layers']} layers, {c['num_attention_heads']} heads, {c['num_key_value_heads']} kv heads, vocab {c['vocab_size']}\")"); batch 1, prompt $PROMPT tokens, $NEW new tokens, $RUNS runs alternated"
+echo "# $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $(getconf _NPROCESSORS_ONLN) cores, $THREADS threads; $FAMILY $(python3 -c "import json; c = json.load(open('$HF/config.json')); print(f\"hidden {c['hidden_size']}, {c['num_hidden_layers']} layers, {c['num_attention_heads']} heads, {c['num_key_value_heads']} kv heads, vocab {c['vocab_size']}\" + (f\", {c['num_local_experts']} experts, {c['num_experts_per_tok']} a token\" if 'num_local_experts' in c else ''))"); batch 1, prompt $PROMPT tokens, $NEW new tokens, $RUNS runs alternated"
 for ((r = 0; r < RUNS; ++r)); do
   for row in $ROWS; do
     weights=()

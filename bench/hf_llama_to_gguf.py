@@ -1,7 +1,11 @@
-"""A Hugging Face Llama directory (config.json, model.safetensors in fp32)
-as a GGUF file for llama.cpp, with the `gguf` package's writer: F32, BF16, Q8_0,
-Q4_0 or IQ4_NL for every 2-D weight (the head and the embedding table included,
-as `llama-quantize --pure` writes them), norms in F32. The `gguf` package
+"""A Hugging Face Llama or Mixtral directory (config.json, model.safetensors
+in fp32) as a GGUF file for llama.cpp, with the `gguf` package's writer: F32,
+BF16, Q8_0, Q4_0 or IQ4_NL for every matrix (the head, the embedding table
+and a Mixtral's stacked experts included, as `llama-quantize --pure` writes
+them), norms and a Mixtral's routers in F32 (llama-quantize never quantizes
+a router). A Mixtral is llama.cpp's "llama" architecture with an expert
+count: each layer's experts stacked into ffn_gate_exps, ffn_up_exps and
+ffn_down_exps [E, rows, cols], as its convert_hf_to_gguf.py writes them. The `gguf` package
 cannot quantize IQ4_NL (llama.cpp's 4-bit format with a 16-entry table of
 int8 levels, the counterpart of NF4), so iq4_nl() below does: each block's
 scale is its largest-magnitude value over −127 and each weight takes the
@@ -68,6 +72,17 @@ def iq4_nl(array):
     return out
 
 
+def add_matrix(w, target, array, qtype):
+    """A weight in the file's type (1-D ones, the norms, in F32)."""
+    if array.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32:
+        w.add_tensor(target, np.ascontiguousarray(array))
+    elif qtype == gguf.GGMLQuantizationType.IQ4_NL:
+        rows = iq4_nl(np.ascontiguousarray(array).reshape(-1, array.shape[-1]))
+        w.add_tensor(target, rows.reshape(*array.shape[:-1], -1), raw_dtype=qtype)
+    else:
+        w.add_tensor(target, gguf.quants.quantize(np.ascontiguousarray(array), qtype), raw_dtype=qtype)
+
+
 def main():
     hf_dir, out, kind = sys.argv[1:4]
     qtype = {"F32": gguf.GGMLQuantizationType.F32, "Q8_0": gguf.GGMLQuantizationType.Q8_0,
@@ -93,6 +108,10 @@ def main():
     w.add_layer_norm_rms_eps(config["rms_norm_eps"])
     w.add_vocab_size(vocab)
     w.add_file_type(file_type)
+    experts = config.get("num_local_experts", 0)
+    if experts:
+        w.add_expert_count(experts)
+        w.add_expert_used_count(config["num_experts_per_tok"])
     tokens = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
     tokens += [f"t{i}".encode() for i in range(len(tokens), vocab)]
     types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
@@ -110,10 +129,20 @@ def main():
                    "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
                    "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm",
                    "post_attention_layernorm": "ffn_norm"}
+    expert_parts = {"w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps"}
+    stacks = {}  # (layer, GGUF name) -> {expert: array}
     for name, array in tensors.items():
+        if ".block_sparse_moe.experts." in name:
+            # model.layers.<l>.block_sparse_moe.experts.<e>.w<i>.weight
+            fields = name.split(".")
+            stacks.setdefault((fields[2], expert_parts[fields[6]]), {})[int(fields[5])] = array
+            continue
         if name.startswith("model.layers."):
             _, _, index, rest = name.split(".", 3)
             part = rest.rsplit(".", 1)[0]
+            if part == "block_sparse_moe.gate":
+                w.add_tensor(f"blk.{index}.ffn_gate_inp.weight", np.ascontiguousarray(array))
+                continue
             if part not in layer_parts:
                 sys.exit(f"{hf_dir}: unexpected tensor {name}")
             target = f"blk.{index}.{layer_parts[part]}.weight"
@@ -125,12 +154,10 @@ def main():
             target = names[name]
         else:
             sys.exit(f"{hf_dir}: unexpected tensor {name}")
-        if array.ndim == 2 and qtype == gguf.GGMLQuantizationType.IQ4_NL:
-            w.add_tensor(target, iq4_nl(array), raw_dtype=qtype)
-        elif array.ndim == 2 and qtype != gguf.GGMLQuantizationType.F32:
-            w.add_tensor(target, gguf.quants.quantize(np.ascontiguousarray(array), qtype), raw_dtype=qtype)
-        else:
-            w.add_tensor(target, array)
+        add_matrix(w, target, array, qtype)
+    for (index, part), by_expert in stacks.items():
+        stacked = np.stack([by_expert[e] for e in range(experts)])
+        add_matrix(w, f"blk.{index}.{part}.weight", stacked, qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -12,9 +12,16 @@
 // groups (experts with many tokens each) keeps every core busy; many tiny
 // groups run one after the other, each GEMM too small to spread.
 //
+// A group of a few rows (a decode step's tokens of one expert) against a
+// transposed fp32 or bf16 weight [F, K] skips BLAS for DecodeGemv.h's row
+// dots, as matmul's decode products do: sgemm would pack (and bf16 widen)
+// the whole expert to multiply a row or two, so a decode step would move
+// the experts' bytes several times instead of once.
+//
 // bf16 and f16 are storage only, as in matmul: x (and dy) are widened once
-// into fp32 scratch sized at bind time, each used weight one at a time into
-// one [K, F] scratch, the GEMMs write fp32, and the result is rounded once.
+// into fp32 scratch sized at bind time, each weight a GEMM uses one at a
+// time into one [K, F] scratch, the GEMMs write fp32, and the result is
+// rounded once.
 //
 // The offsets are read on every run; invalid ones (contracts/
 // GroupedMatmul.h) make every output NaN, never an out-of-bounds access.
@@ -24,11 +31,15 @@
 #include "kernels/contracts/GroupedMatmul.h"
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/Common.h"
+#include "kernels/cpu/DecodeGemv.h"
 
 namespace llmc::cpu {
 namespace {
 
 using contracts::GroupedMatmulBinding;
+
+/// Rows of a group up to which its product is row dots (matmul's bound).
+constexpr int64_t kDecodeRows = 4;
 
 template <typename T> void fillNaN(T *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) store(out, i, kNaN);
@@ -72,8 +83,8 @@ template <typename T> std::vector<float> wideScratch(int64_t n) {
 template <typename T> class GroupedMatmulKernel final : public Kernel {
 public:
   GroupedMatmulKernel(const KernelArgs &args, const GroupedMatmulBinding &b, SgemmFn sgemm)
-      : b_(b), sgemm_(sgemm), x_(args.inputs[0].as<T>()), offsets_(args.inputs[1]),
-        weights_(args.inputs[2].as<T>()), y_(args.outputs[0].as<T>()),
+      : b_(b), sgemm_(sgemm), avx512_(useAvx512()), x_(args.inputs[0].as<T>()),
+        offsets_(args.inputs[1]), weights_(args.inputs[2].as<T>()), y_(args.outputs[0].as<T>()),
         xWide_(wideScratch<T>(b.rows * b.k)), wWide_(wideScratch<T>(b.k * b.f)),
         yWide_(wideScratch<T>(b.rows * b.f)) {}
 
@@ -90,7 +101,14 @@ public:
     const int64_t weightSize = b_.k * b_.f;
     for (int64_t g = 0; g < b_.groups; ++g) {
       const int64_t begin = offsets_[g], end = offsets_[g + 1];
-      if (begin < end)
+      if (begin == end)
+        continue;
+      if (rowDots(end - begin))
+        decode::denseRows(weights_ + g * weightSize, std::is_same_v<T, bf16>, b_.f,
+                          decode::Rows{x + begin * b_.k, x + begin * b_.k, end - begin, b_.k,
+                                       y + begin * b_.f, b_.f},
+                          avx512_);
+      else
         product(x + begin * b_.k, asFloat(weights_ + g * weightSize, weightSize, wWide_),
                 y + begin * b_.f, end - begin);
     }
@@ -101,6 +119,12 @@ public:
   }
 
 private:
+  /// Whether a group of `rows` rows takes the row dots: a few rows, the
+  /// weight [F, K] in fp32 or bf16, a sum that is not empty.
+  bool rowDots(int64_t rows) const {
+    return rows <= kDecodeRows && b_.transposeB && b_.k > 0 && !std::is_same_v<T, f16>;
+  }
+
   /// y [rows, F] = x [rows, K] · w (w [K, F], or [F, K] transposed).
   void product(const float *x, const float *w, float *y, int64_t rows) const {
     const int k = static_cast<int>(b_.k), f = static_cast<int>(b_.f);
@@ -114,6 +138,7 @@ private:
 
   GroupedMatmulBinding b_;
   SgemmFn sgemm_;
+  bool avx512_; ///< the row dots' AVX-512 body
   const T *x_;
   IdView offsets_;
   const T *weights_; ///< [G, K, F] or [G, F, K]

@@ -8,7 +8,9 @@
 // and last; every row in one of four; groups that start and end inside
 // the CUDA kernels' 64-row tiles; rows past the last group (an
 // expert-parallel buffer's tail: zeros in y, unread by the gradient); i64
-// offsets; K = 0 (zeros, exactly).
+// offsets; K = 0 (zeros, exactly); a decode step's groups of one to four
+// rows (the CPU's row dots over a transposed weight) beside one of five
+// (its GEMM), at a K that leaves a remainder past whole steps of 32.
 //
 // Invalid offsets are data: each case starts the outputs from finite
 // values and expects every element NaN afterwards, so a kernel that bails
@@ -107,8 +109,8 @@ ConformanceCase weightGradCase(DType dtype, const Groups &g, int tb, DType index
 /// Layouts of valid offsets: G = 1; G = 4 with an empty group; odd sizes
 /// over several 64-row tiles, groups starting and ending inside them,
 /// empty groups first and last; every row in one group of four; K = 0;
-/// an MoE layer's experts (8 of them, 256 token copies); and rows past the
-/// last group, inside a tile and over whole tiles.
+/// an MoE layer's experts (8 of them, 256 token copies); rows past the
+/// last group, inside a tile and over whole tiles; a decode step's groups.
 std::vector<Groups> validLayouts() {
   return {
       {"one_group", 13, 5, {0, 7}},
@@ -119,6 +121,7 @@ std::vector<Groups> validLayouts() {
       {"moe8", 64, 96, {0, 31, 64, 64, 100, 165, 190, 250, 256}},
       {"tail", 13, 9, {0, 10, 20, 36}, 37},
       {"tail_tiles", 20, 70, {0, 5, 5, 40}, 200},
+      {"decode_rows", 100, 70, {0, 1, 1, 3, 7, 8, 13}},
   };
 }
 
