@@ -49,7 +49,8 @@ public:
               const float *mean, int64_t block, Nf4Piece piece, quant::AbsmaxFormat absmaxFormat,
               bool avx512, decode::DotIsa isa)
       : codes_(codes), absmaxQ_(absmaxQ), absmaxScale_(absmaxScale), mean_(mean), block_(block),
-        piece_(piece), absmaxFormat_(absmaxFormat), avx512_(avx512), isa_(isa) {}
+        piece_(piece), runStart_(piece.isRun() ? piece.runStart() : -1),
+        absmaxFormat_(absmaxFormat), avx512_(avx512), isa_(isa) {}
 
   int64_t alignment() const { return block_; }
 
@@ -139,7 +140,7 @@ private:
       const int64_t blocks = k / self->block_, g0 = r * blocks;
       int64_t j = 0;
 #if defined(__AVX2__)
-      if (!self->piece_.split)
+      if (self->runStart_ >= 0)
         j = self->avx512_ ? self->intScales512(g0, blocks, scratch)
                           : self->intScales256(g0, blocks, scratch);
 #endif
@@ -159,9 +160,10 @@ private:
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-  /// IntScales::row's blocks [g0, g0 + n) of an unsplit weight sixteen at
-  /// a time (scaleOf's two fp32 operations, in order, then · kPer127); returns
-  /// the blocks done.
+  /// IntScales::row's blocks [g0, g0 + n) of a weight whose blocks are one
+  /// run of the whole weight's (runStart_: the whole weight, or an expert
+  /// of an unsplit stack) sixteen at a time (scaleOf's two fp32
+  /// operations, in order, then · kPer127); returns the blocks done.
   __attribute__((target("avx512f,avx512bw"))) int64_t intScales512(int64_t g0, int64_t n,
                                                                    float *out) const {
     const __m512 mean = _mm512_set1_ps(*mean_), zero = _mm512_setzero_ps();
@@ -176,14 +178,15 @@ private:
       // nf4AbsmaxLevel: the int8, or the E4M3 number looked up.
       const __m512 level = e4m3 ? _mm512_i32gather_ps(_mm512_cvtepu8_epi32(codes), e4m3Values, 4)
                                 : _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes));
-      // The sixteen blocks share one scale or cross into the next.
-      const int64_t first = g / quant::kNf4DoubleQuantBlock;
-      const int crossing = static_cast<int>((first + 1) * quant::kNf4DoubleQuantBlock - g);
+      // The sixteen blocks share one scale or cross into the next (by
+      // the whole weight's block index).
+      const int64_t whole = g + runStart_, first = whole / quant::kNf4DoubleQuantBlock;
+      const int crossing = static_cast<int>((first + 1) * quant::kNf4DoubleQuantBlock - whole);
       const __mmask16 next = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32(crossing));
       const __m512 scale = _mm512_mask_blend_ps(
           next, _mm512_set1_ps(absmaxScale_[first]),
           _mm512_set1_ps(
-              absmaxScale_[std::min(first + 1, (g + 15) / quant::kNf4DoubleQuantBlock)]));
+              absmaxScale_[std::min(first + 1, (whole + 15) / quant::kNf4DoubleQuantBlock)]));
       const __m512 absmax = _mm512_add_ps(_mm512_mul_ps(level, scale), mean);
       // max(NaN, 0) is 0, as scaleOf's "not > 0".
       _mm512_storeu_ps(out + j, _mm512_mul_ps(_mm512_max_ps(absmax, zero), per127));
@@ -205,13 +208,14 @@ private:
       const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(absmaxQ_ + g));
       const __m256 level = e4m3 ? _mm256_i32gather_ps(e4m3Values, _mm256_cvtepu8_epi32(codes), 4)
                                 : _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes));
-      const int64_t first = g / quant::kNf4DoubleQuantBlock;
-      const int crossing = static_cast<int>((first + 1) * quant::kNf4DoubleQuantBlock - g);
+      const int64_t whole = g + runStart_, first = whole / quant::kNf4DoubleQuantBlock;
+      const int crossing = static_cast<int>((first + 1) * quant::kNf4DoubleQuantBlock - whole);
       const __m256 next =
           _mm256_castsi256_ps(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(crossing - 1)));
       const __m256 scale = _mm256_blendv_ps(
           _mm256_set1_ps(absmaxScale_[first]),
-          _mm256_set1_ps(absmaxScale_[std::min(first + 1, (g + 7) / quant::kNf4DoubleQuantBlock)]),
+          _mm256_set1_ps(
+              absmaxScale_[std::min(first + 1, (whole + 7) / quant::kNf4DoubleQuantBlock)]),
           next);
       const __m256 absmax = _mm256_add_ps(_mm256_mul_ps(level, scale), mean);
       // max(NaN, 0) is 0 with NaN first (vmaxps returns its second operand).
@@ -332,6 +336,9 @@ private:
   const float *absmaxScale_, *mean_;
   int64_t block_;
   Nf4Piece piece_;
+  /// The whole weight's index of block 0 where the blocks are one run of
+  /// it (IntScales' vector path), else -1.
+  int64_t runStart_;
   quant::AbsmaxFormat absmaxFormat_;
   bool avx512_;
   decode::DotIsa isa_;

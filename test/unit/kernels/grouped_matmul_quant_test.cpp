@@ -15,6 +15,12 @@
 // Σ d/2 · Σ |W|, about 0.5% of the norm on random data, docs/inference.md),
 // and the case allows 2e-2.
 //
+// "ten_blocks": a decode step over rows of ten NF4 blocks of 32, each
+// expert's blocks starting mid-way through a 256-block group of the
+// double-quantized scales, so the vector path for a row's block scales
+// meets a group boundary inside its eight (expert 1's row 21: the stack's
+// blocks 510..517).
+//
 // A tensor-parallel rank's NF4 piece of a stack (each expert's rows, or
 // its columns; the whole stack's double-quantized scales) against the
 // whole stack's values there.
@@ -73,7 +79,7 @@ std::vector<Layout> layouts() {
   return {
       {"decode", 64, 48, {0, 1, 2, 2, 3}},     {"mixed", 96, 40, {0, 0, 3, 23, 24}},
       {"odd", 32, 18, {0, 5, 5, 12}, 14},      {"wide", 128, 96, {0, 40, 41, 41, 60}},
-      {"decreasing", 32, 16, {0, 6, 3, 8}, 8},
+      {"decreasing", 32, 16, {0, 6, 3, 8}, 8}, {"ten_blocks", 320, 30, {0, 1, 2, 3}},
   };
 }
 
