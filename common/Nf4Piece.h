@@ -55,14 +55,10 @@ struct Nf4Piece {
     return rows.wholeIndex(g / blocks.extent) * blocks.whole +
            blocks.wholeIndex(g % blocks.extent);
   }
-  /// Whether the piece's blocks are one run of the whole weight's (whole
-  /// rows, one chunk: an expert of an unsplit stack): block g is then the
-  /// whole weight's g + runStart().
-  LLMC_HOST_DEVICE bool isRun() const {
-    return !split || (rows.chunks == 1 && blocks.chunks == 1 && blocks.offset == 0 &&
-                      blocks.extent == blocks.whole);
-  }
-  LLMC_HOST_DEVICE int64_t runStart() const { return split ? rows.offset * blocks.whole : 0; }
+  /// Whether each row's blocks are one run of the whole weight's row (the
+  /// columns in one chunk): a row's block j is then the whole weight's
+  /// wholeBlock(first of the row) + j.
+  LLMC_HOST_DEVICE bool rowsAreRuns() const { return !split || blocks.chunks == 1; }
   /// The blocks of the whole weight, of which a piece's `pieceBlocks` are.
   int64_t wholeBlocks(int64_t pieceBlocks) const {
     return split ? rows.whole * blocks.whole : pieceBlocks;

@@ -49,8 +49,7 @@ public:
               const float *mean, int64_t block, Nf4Piece piece, quant::AbsmaxFormat absmaxFormat,
               bool avx512, decode::DotIsa isa)
       : codes_(codes), absmaxQ_(absmaxQ), absmaxScale_(absmaxScale), mean_(mean), block_(block),
-        piece_(piece), runStart_(piece.isRun() ? piece.runStart() : -1),
-        absmaxFormat_(absmaxFormat), avx512_(avx512), isa_(isa) {}
+        piece_(piece), absmaxFormat_(absmaxFormat), avx512_(avx512), isa_(isa) {}
 
   int64_t alignment() const { return block_; }
 
@@ -140,9 +139,11 @@ private:
       const int64_t blocks = k / self->block_, g0 = r * blocks;
       int64_t j = 0;
 #if defined(__AVX2__)
-      if (self->runStart_ >= 0)
-        j = self->avx512_ ? self->intScales512(g0, blocks, scratch)
-                          : self->intScales256(g0, blocks, scratch);
+      if (self->piece_.rowsAreRuns()) {
+        const int64_t whole0 = self->piece_.wholeBlock(g0);
+        j = self->avx512_ ? self->intScales512(g0, whole0, blocks, scratch)
+                          : self->intScales256(g0, whole0, blocks, scratch);
+      }
 #endif
       for (; j < blocks; ++j) scratch[j] = self->scaleOf(g0 + j) * kPer127;
       return scratch;
@@ -160,12 +161,13 @@ private:
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-  /// IntScales::row's blocks [g0, g0 + n) of a weight whose blocks are one
-  /// run of the whole weight's (runStart_: the whole weight, or an expert
-  /// of an unsplit stack) sixteen at a time (scaleOf's two fp32
-  /// operations, in order, then · kPer127); returns the blocks done.
-  __attribute__((target("avx512f,avx512bw"))) int64_t intScales512(int64_t g0, int64_t n,
-                                                                   float *out) const {
+  /// IntScales::row's blocks [g0, g0 + n), one run of the whole weight's
+  /// from its block whole0 (a row of the weight, of an expert of a stack,
+  /// or of a piece with its columns in one chunk), sixteen at a time
+  /// (scaleOf's two fp32 operations, in order, then · kPer127); returns
+  /// the blocks done.
+  __attribute__((target("avx512f,avx512bw"))) int64_t intScales512(int64_t g0, int64_t whole0,
+                                                                   int64_t n, float *out) const {
     const __m512 mean = _mm512_set1_ps(*mean_), zero = _mm512_setzero_ps();
     const __m512 per127 = _mm512_set1_ps(kPer127);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -180,7 +182,7 @@ private:
                                 : _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes));
       // The sixteen blocks share one scale or cross into the next (by
       // the whole weight's block index).
-      const int64_t whole = g + runStart_, first = whole / quant::kNf4DoubleQuantBlock;
+      const int64_t whole = whole0 + j, first = whole / quant::kNf4DoubleQuantBlock;
       const int crossing = static_cast<int>((first + 1) * quant::kNf4DoubleQuantBlock - whole);
       const __mmask16 next = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32(crossing));
       const __m512 scale = _mm512_mask_blend_ps(
@@ -196,7 +198,7 @@ private:
 #pragma GCC diagnostic pop
 
   /// intScales512 eight at a time with AVX2.
-  int64_t intScales256(int64_t g0, int64_t n, float *out) const {
+  int64_t intScales256(int64_t g0, int64_t whole0, int64_t n, float *out) const {
     const __m256 mean = _mm256_set1_ps(*mean_), zero = _mm256_setzero_ps();
     const __m256 per127 = _mm256_set1_ps(kPer127);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -208,7 +210,7 @@ private:
       const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(absmaxQ_ + g));
       const __m256 level = e4m3 ? _mm256_i32gather_ps(e4m3Values, _mm256_cvtepu8_epi32(codes), 4)
                                 : _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes));
-      const int64_t whole = g + runStart_, first = whole / quant::kNf4DoubleQuantBlock;
+      const int64_t whole = whole0 + j, first = whole / quant::kNf4DoubleQuantBlock;
       const int crossing = static_cast<int>((first + 1) * quant::kNf4DoubleQuantBlock - whole);
       const __m256 next =
           _mm256_castsi256_ps(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(crossing - 1)));
@@ -336,9 +338,6 @@ private:
   const float *absmaxScale_, *mean_;
   int64_t block_;
   Nf4Piece piece_;
-  /// The whole weight's index of block 0 where the blocks are one run of
-  /// it (IntScales' vector path), else -1.
-  int64_t runStart_;
   quant::AbsmaxFormat absmaxFormat_;
   bool avx512_;
   decode::DotIsa isa_;

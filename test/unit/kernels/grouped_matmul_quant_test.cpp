@@ -23,7 +23,9 @@
 //
 // A tensor-parallel rank's NF4 piece of a stack (each expert's rows, or
 // its columns; the whole stack's double-quantized scales) against the
-// whole stack's values there.
+// whole stack's values there: in blocks of 16, and in blocks of 32 over
+// rows of 10 and 20 blocks (the integer dots, the block scales' vector
+// path from each row's first block in the whole stack).
 //
 // ExpertsAreTheDenseProducts: each expert's rows of y are, bit for bit,
 // what matmul_int / matmul_nf4 computes for those rows alone against that
@@ -248,11 +250,13 @@ Buffer piecesOf(const Buffer &b, int64_t cols, const std::vector<int64_t> &rows,
 /// up under tensor parallelism) or its columns K (down): the piece's codes
 /// and absmax levels, the whole stack's scales, against the whole stack's
 /// values there.
-ConformanceCase nf4PieceCase(bool rows, int64_t rank, int64_t tp, uint64_t seed) {
-  const int64_t groups = 4, f = 32, k = 128, block = 16;
+ConformanceCase nf4PieceCase(bool rows, int64_t rank, int64_t tp, int64_t k, int64_t block,
+                             uint64_t seed) {
+  const int64_t groups = 4, f = 32;
   const std::vector<int64_t> offsets = {0, 1, 3, 3, 20};
   const int64_t pf = rows ? f / tp : f, pk = rows ? k : k / tp;
-  const std::string name = std::string(rows ? "rows" : "columns") + "_rank" + std::to_string(rank);
+  const std::string name = std::string(rows ? "rows" : "columns") + "_rank" + std::to_string(rank) +
+                           "_k" + std::to_string(k) + "_block" + std::to_string(block);
   return {"grouped_matmul_nf4", "f32_nf4_piece_" + name, [=] {
             KernelCall call;
             Nf4Weight w = randomWeight(groups * f * k, block, seed);
@@ -314,8 +318,10 @@ std::vector<ConformanceCase> groupedQuantCases() {
   cases.push_back(nf4Case(DType::BF16, 32, mixed, true, seed += 40));
   // A tensor-parallel rank's piece of a stack, along each expert's rows or
   // columns (the double-quantized scales the whole stack's).
-  for (bool rows : {true, false})
-    for (int64_t rank : {0, 1}) cases.push_back(nf4PieceCase(rows, rank, 2, seed += 40));
+  for (auto [k, block] : {std::pair<int64_t, int64_t>{128, 16}, {640, 32}})
+    for (bool rows : {true, false})
+      for (int64_t rank : {0, 1})
+        cases.push_back(nf4PieceCase(rows, rank, 2, k, block, seed += 40));
   return cases;
 }
 
