@@ -41,6 +41,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 namespace llmc {
@@ -312,7 +313,7 @@ private:
     void keep(std::exception_ptr failure) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!first_)
-        first_ = failure;
+        first_ = std::move(failure);
     }
     void rethrow() {
       std::exception_ptr failure;
