@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Executor.h"
 #include "runtime/ExecutionDevice.h"
+#include "runtime/Executor.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/support/Error.h"
 
