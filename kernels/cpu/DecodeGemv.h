@@ -56,6 +56,10 @@ namespace decode {
 
 /// Elements a step decodes.
 constexpr int64_t kStep = 32;
+/// Rows of x up to which an fp32 or bf16 product with W [N, K] is row dots
+/// (denseRows) rather than sgemm: matmul's, linear's and grouped_matmul's
+/// decode products.
+constexpr int64_t kDenseRows = 4;
 /// Rows of W read side by side for one row of x.
 constexpr int kStreams = 4;
 

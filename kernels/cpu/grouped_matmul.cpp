@@ -38,9 +38,6 @@ namespace {
 
 using contracts::GroupedMatmulBinding;
 
-/// Rows of a group up to which its product is row dots (matmul's bound).
-constexpr int64_t kDecodeRows = 4;
-
 template <typename T> void fillNaN(T *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) store(out, i, kNaN);
 }
@@ -122,7 +119,7 @@ private:
   /// Whether a group of `rows` rows takes the row dots: a few rows, the
   /// weight [F, K] in fp32 or bf16, a sum that is not empty.
   bool rowDots(int64_t rows) const {
-    return rows <= kDecodeRows && b_.transposeB && b_.k > 0 && !std::is_same_v<T, f16>;
+    return rows <= decode::kDenseRows && b_.transposeB && b_.k > 0 && !std::is_same_v<T, f16>;
   }
 
   /// y [rows, F] = x [rows, K] · w (w [K, F], or [F, K] transposed).

@@ -65,7 +65,8 @@ public:
     // A decode step's product (a few rows, W [N, K], fp32 or bf16) is row
     // dots over W as stored (DecodeGemv.h): sgemm would first pack, and
     // bf16 widen, the whole weight.
-    decodeRows_ = b.rows <= kDecodeRows && b.transposeB && b.k > 0 && !std::is_same_v<T, f16>;
+    decodeRows_ =
+        b.rows <= decode::kDenseRows && b.transposeB && b.k > 0 && !std::is_same_v<T, f16>;
     avx512_ = useAvx512();
     if constexpr (!std::is_same_v<T, float>) {
       xWide_.resize(b.rows * b.k);
@@ -98,9 +99,6 @@ public:
   }
 
 private:
-  /// Rows of x up to which a product with W [N, K] is row dots.
-  static constexpr int64_t kDecodeRows = 4;
-
   /// product = x · wᵀ by DecodeGemv.h's row dots, w read as stored; returns
   /// the product (y itself in fp32).
   float *decodeProduct() {

@@ -30,9 +30,6 @@
 namespace llmc::cpu {
 namespace {
 
-/// Rows of x up to which a product with a shared W [N, K] is row dots.
-constexpr int64_t kDecodeRows = 4;
-
 template <typename T> class MatmulKernel final : public Kernel {
 public:
   MatmulKernel(const KernelArgs &args, const MatmulDims &dims)
@@ -105,7 +102,7 @@ std::unique_ptr<Kernel> makeMatmul(const KernelArgs &args, std::string &error) {
   d.sharedB = binding.sharedB, d.accumulate = binding.accumulate;
   // A decode step's product: a few rows, W [N, K] in fp32 or bf16.
   d.decodeRows = d.sharedB && d.transposeB && !d.transposeA && !d.accumulate && d.k > 0 &&
-                 d.batch * d.m <= kDecodeRows && binding.dtype != DType::F16;
+                 d.batch * d.m <= decode::kDenseRows && binding.dtype != DType::F16;
   d.avx512 = useAvx512();
   std::string blasError;
   d.sgemm = blasSgemm(blasError);
