@@ -54,19 +54,19 @@ const char *kUsageTail = R"(several ranks (mpirun -np N, or N processes with RAN
 
 /// "1,2,3" as token ids; false (with `error` set) for anything else.
 bool parseTokenIds(const std::string &list, std::vector<int32_t> &ids, std::string &error) {
-  for (size_t begin = 0; begin <= list.size();) {
-    size_t end = std::min(list.find(',', begin), list.size());
-    std::string item = list.substr(begin, end - begin);
-    item.erase(0, item.find_first_not_of(' '));
-    item.erase(item.find_last_not_of(' ') + 1);
-    int64_t id = -1;
-    if (!ArgParser::integer(id)(item) || id < 0 || id > INT32_MAX) {
-      error = "--prompt-tokens: '" + item + "' is not a token id (in '" + list + "')";
-      return false;
+  std::vector<int64_t> values;
+  std::string bad;
+  bool read = ArgParser::integerList(list, values, bad);
+  for (size_t i = 0; read && i < values.size(); ++i)
+    if (values[i] < 0 || values[i] > INT32_MAX) {
+      bad = std::to_string(values[i]);
+      read = false;
     }
-    ids.push_back(static_cast<int32_t>(id));
-    begin = end + 1;
+  if (!read) {
+    error = "--prompt-tokens: '" + bad + "' is not a token id (in '" + list + "')";
+    return false;
   }
+  ids.assign(values.begin(), values.end());
   return true;
 }
 

@@ -2,6 +2,7 @@
 
 #include "runtime/support/ArgParser.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace llmc {
@@ -15,6 +16,24 @@ ArgParser::Setter ArgParser::integer(int64_t &out) {
     out = parsed;
     return true;
   };
+}
+
+bool ArgParser::integerList(const std::string &list, std::vector<int64_t> &out,
+                            std::string &bad) {
+  for (size_t begin = 0; begin <= list.size();) {
+    size_t end = std::min(list.find(',', begin), list.size());
+    std::string item = list.substr(begin, end - begin);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    int64_t value = 0;
+    if (!integer(value)(item)) {
+      bad = item;
+      return false;
+    }
+    out.push_back(value);
+    begin = end + 1;
+  }
+  return true;
 }
 
 ArgParser::Setter ArgParser::number(double &out) {

@@ -26,6 +26,9 @@ public:
   static Setter text(std::string &out);
   /// Each occurrence adds one value (repeatable options).
   static Setter append(std::vector<std::string> &out);
+  /// Reads "1, 2,3" into `out`; false, with the first malformed item in
+  /// `bad`, when an item is not an integer.
+  static bool integerList(const std::string &list, std::vector<int64_t> &out, std::string &bad);
 
   /// `--name` sets `out` to `value`.
   void flag(const std::string &name, bool &out, bool value = true);

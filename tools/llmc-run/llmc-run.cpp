@@ -111,15 +111,10 @@ bool parseInjectNonFinite(const std::string &v, llmc::TrainOptions &options) {
     steps = v.substr(0, at);
   }
   options.injectNonFinite.clear();
-  for (size_t begin = 0; begin <= steps.size();) {
-    size_t end = std::min(steps.find(',', begin), steps.size());
-    int64_t step = 0;
-    if (!llmc::ArgParser::integer(step)(steps.substr(begin, end - begin)) || step < 1)
-      return false;
-    options.injectNonFinite.push_back(step);
-    begin = end + 1;
-  }
-  return true;
+  std::string bad;
+  return llmc::ArgParser::integerList(steps, options.injectNonFinite, bad) &&
+         std::all_of(options.injectNonFinite.begin(), options.injectNonFinite.end(),
+                     [](int64_t step) { return step >= 1; });
 }
 
 } // namespace

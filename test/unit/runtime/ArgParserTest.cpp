@@ -79,6 +79,18 @@ TEST(ArgParser, HelpStopsReading) {
   EXPECT_TRUE(args.helpRequested());
 }
 
+TEST(ArgParser, IntegerListsNameTheBadItem) {
+  std::vector<int64_t> values;
+  std::string bad;
+  EXPECT_TRUE(ArgParser::integerList("1, 2,3", values, bad));
+  EXPECT_EQ(values, (std::vector<int64_t>{1, 2, 3}));
+  values.clear();
+  EXPECT_FALSE(ArgParser::integerList("1,x2,3", values, bad));
+  EXPECT_EQ(bad, "x2");
+  EXPECT_FALSE(ArgParser::integerList("1,,3", values, bad));
+  EXPECT_EQ(bad, "");
+}
+
 TEST(CudaFlags, SetTheDeviceOptions) {
   CudaOptions cuda;
   ArgParser args;
