@@ -105,9 +105,9 @@ std::string unsupported(const CompileRequest &options) {
     return "--inference builds the model at its step shapes: give --model (a preset or "
            "--config), not a .mlir graph";
   for (StringRef axis : llvm::split(p.mesh, ','))
-    if (!axis.empty() && axis.split('=').first.trim() != "tp")
-      return "--inference: only tensor parallelism (--mesh tp=N) applies to a generation "
-             "step, got --mesh " + p.mesh;
+    if (StringRef name = axis.split('=').first.trim(); !axis.empty() && name != "tp" && name != "ep")
+      return "--inference: only tensor and expert parallelism (--mesh tp=N,ep=M) apply to a "
+             "generation step, got --mesh " + p.mesh;
   if (p.sequenceParallel)
     return "--inference: --sp splits sequences a decode step does not have";
   if (p.zero != 0)

@@ -309,6 +309,11 @@ def Shard : Pass<"llmc-shard", "mlir::ModuleOp"> {
     Option<"sequenceParallel", "sp", "bool", "false",
            "Megatron sequence parallelism: split the residual stream of every "
            "llm.block along the sequence over tp">,
+    Option<"sharedTokens", "shared-tokens", "bool", "false",
+           "A generation step: every rank holds the whole batch, so ep spreads "
+           "the experts over ranks that share the tokens (each computes its "
+           "experts' rows; an all-reduce adds them) instead of splitting the "
+           "batch">,
   ];
   let dependentDialects = ["::llmc::llm::LLMDialect", "::llmc::dist::DistDialect"];
 }

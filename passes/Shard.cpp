@@ -114,9 +114,10 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
     Layout layout;
     layout.mesh = mesh;
     // Expert parallelism spreads the experts over ranks that also split
-    // the batch (as DeepSpeed-MoE and Megatron-Core place it).
+    // the batch (as DeepSpeed-MoE and Megatron-Core place it); a
+    // generation step's ranks share the batch instead.
     for (auto &[name, size] : *axes)
-      if (name == "dp" || name == "fsdp" || name == "ep")
+      if (name == "dp" || name == "fsdp" || (name == "ep" && !sharedTokens))
         layout.batchAxes.push_back(name);
     // ZeRO shards over `fsdp` when present (hybrid: replicate over dp),
     // else over `dp`.
@@ -153,7 +154,7 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
         failed(splitBatch(forward, layout.batchSize(),
                           layout.axesAttr(module.getContext(), layout.batchAxes))))
       return signalPassFailure();
-    if (int64_t ep = mesh.axisSize("ep"); ep > 1 && failed(applyExpertParallel(forward, "ep", ep)))
+    if (int64_t ep = mesh.axisSize("ep"); ep > 1 && failed(applyExpertParallel(forward, "ep", ep, sharedTokens)))
       return signalPassFailure();
     int64_t tp = mesh.axisSize("tp");
     if (sequenceParallel && tp <= 1) {

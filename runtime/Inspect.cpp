@@ -577,9 +577,13 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
        << (capacity.empty() ? " (dropless)"
                             : " (capacity factor " + capacity + ": at most ⌈" + capacity +
                                   "·N·k/E⌉ of a batch's N·k copies per expert)");
+    // A generation step's ranks share the tokens: nothing is exchanged,
+    // each computes its experts' rows and an all-reduce adds them.
     if (int64_t ep = groupSize(a, {"ep"}); ep > 1)
-      os << "; " << std::stoll(experts) / ep << " on each of the " << ep
-         << " ranks of ep, rows exchanged by all-to-all";
+      os << "; " << std::stoll(experts) / ep << " on each of the " << ep << " ranks of ep, "
+         << (a.meta("inference.max_batch").empty()
+                 ? "rows exchanged by all-to-all"
+                 : "each rank computing its experts' rows of every token, added by all-reduce");
     os << "\n";
   }
   if (std::string padded = a.meta("model.padded_vocab_size"); !padded.empty())

@@ -27,6 +27,15 @@
 // (models/MixtureOfExperts.cpp); that chain becomes the P-slot exchange,
 // each slot min(R, E/P · capacity) rows.
 //
+// A generation step (`sharedTokens`) holds the whole batch on every rank
+// of the axis: nothing needs to travel to compute an expert's rows. Each
+// rank takes its own slot of the pack (dist.all_slice, no communication)
+// where the exchange would receive, computes its experts, places their
+// rows back in its slot of a zero buffer (llm.pad at a rank-dependent
+// offset) so the unpack finds every other expert's rows zero, and an
+// all-reduce over the axis adds the ranks' partial moe_combine results —
+// N·C numbers per layer, where the all-to-alls would move P·N·k·C.
+//
 // Autodiff then derives the backward: each op's transpose (all_to_all's
 // is itself; pack/unpack and regroup/ungroup are each other's). A rank's
 // expert gradients sum the contributions of every peer's tokens; the
@@ -51,8 +60,9 @@ namespace {
 
 class ExpertParallel {
 public:
-  ExpertParallel(func::FuncOp forward, StringRef axis, int64_t parts)
-      : func(forward), builder(forward.getContext()), axis(axis.str()), parts(parts) {}
+  ExpertParallel(func::FuncOp forward, StringRef axis, int64_t parts, bool sharedTokens)
+      : func(forward), builder(forward.getContext()), axis(axis.str()), parts(parts),
+        sharedTokens(sharedTokens) {}
 
   LogicalResult run() {
     SmallVector<llm::MoEDispatchOp> dispatches;
@@ -115,9 +125,11 @@ private:
     builder.setInsertionPoint(combine);
     Value back =
         llm::MoEUngroupOp::create(builder, combine.getLoc(), combine.getYs(), exchange.counts);
-    Value home = allToAll(back, combine.getLoc());
+    Value home = sendHome(back, combine.getLoc());
     combine.getYsMutable().assign(llm::MoEUnpackOp::create(builder, combine.getLoc(), xs.getType(),
                                                            home, offsets, exchange.kept));
+    if (sharedTokens)
+      addPartialOutputs(combine);
     return success();
   }
 
@@ -150,10 +162,21 @@ private:
     ungroup.getCountsMutable().assign(exchange.counts);
     ungroup.getResult().setType(ungroup.getGrouped().getType());
     builder.setInsertionPointAfter(ungroup);
-    Value home = allToAll(ungroup.getResult(), ungroup.getLoc());
+    Value home = sendHome(ungroup.getResult(), ungroup.getLoc());
     ungroup.getResult().replaceAllUsesExcept(home, home.getDefiningOp());
     single.getKept().replaceAllUsesWith(exchange.kept);
     single.erase();
+    if (!sharedTokens)
+      return success();
+    auto unpack = home.hasOneUse() ? dyn_cast<llm::MoEUnpackOp>(*home.getUsers().begin())
+                                   : llm::MoEUnpackOp();
+    auto combine = unpack && unpack.getResult().hasOneUse()
+                       ? dyn_cast<llm::MoECombineOp>(*unpack.getResult().getUsers().begin())
+                       : llm::MoECombineOp();
+    if (!combine)
+      return ungroup.emitOpError("expert parallelism: expected the experts' rows to reach one "
+                                 "llm.moe_unpack and llm.moe_combine");
+    addPartialOutputs(combine);
     return success();
   }
 
@@ -184,12 +207,13 @@ private:
     Value kept, counts, grouped, localOffsets;
   };
 
-  /// The pack's slots and counts to their ranks, regrouped by local expert.
+  /// The pack's slots and counts to their ranks (with shared tokens, this
+  /// rank's own), regrouped by local expert.
   Exchange sendAndRegroup(Operation *pack) {
     Location loc = pack->getLoc();
     Value kept = pack->getResult(1);
-    Value counts = allToAll(kept, loc);
-    Value received = allToAll(pack->getResult(0), loc);
+    Value counts = sharedTokens ? ownSlot(kept, loc) : allToAll(kept, loc);
+    Value received = sharedTokens ? ownSlot(pack->getResult(0), loc) : allToAll(pack->getResult(0), loc);
     auto regroup = llm::MoERegroupOp::create(builder, loc, received, counts);
     return {kept, counts, regroup.getGrouped(), regroup.getLocalOffsets()};
   }
@@ -198,6 +222,40 @@ private:
   Value allToAll(Value v, Location loc) {
     return dist::AllToAllOp::create(builder, loc, v.getType(), v, kMeshName,
                                     builder.getStrArrayAttr({axis}), 0, 0);
+  }
+
+  /// This rank's chunk of dimension 0 over `axis`.
+  Value ownSlot(Value v, Location loc) {
+    return dist::AllSliceOp::create(builder, loc, slice(v.getType()), v, kMeshName,
+                                    builder.getStrArrayAttr({axis}), 0);
+  }
+
+  /// The experts' rows of every slot back to the ranks that sent them, or
+  /// with shared tokens this rank's slot placed among zero slots.
+  Value sendHome(Value slots, Location loc) {
+    if (!sharedTokens)
+      return allToAll(slots, loc);
+    auto type = cast<RankedTensorType>(slots.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    const int64_t slot = shape[0];
+    shape[0] *= parts;
+    auto pad = llm::PadOp::create(builder, loc, RankedTensorType::get(shape, type.getElementType()),
+                                  slots, builder.getDenseI64ArrayAttr({0, 0}));
+    addRankOffset(pad, "offsets", 0, builder.getStrArrayAttr({axis}), slot);
+    return pad;
+  }
+
+  /// With shared tokens each rank's moe_combine sums its own experts'
+  /// rows only: an all-reduce over `axis` completes the layer's output.
+  void addPartialOutputs(llm::MoECombineOp combine) {
+    builder.setInsertionPointAfter(combine);
+    Value partial = combine.getResult();
+    auto sum = dist::AllReduceOp::create(builder, combine.getLoc(), partial.getType(), partial,
+                                         kMeshName, builder.getStrArrayAttr({axis}),
+                                         builder.getStringAttr("sum"));
+    if (Attribute name = combine->getAttr(kBlockNameAttr))
+      sum->setAttr(kBlockNameAttr, name);
+    partial.replaceAllUsesExcept(sum, sum);
   }
 
   /// The values from the exchange to the op `isEnd` accepts hold the
@@ -289,13 +347,15 @@ private:
   OpBuilder builder;
   std::string axis;
   int64_t parts;
+  bool sharedTokens; ///< every rank holds the whole batch (a generation step)
   llvm::DenseSet<Value> done; ///< weights already split
 };
 
 } // namespace
 
-LogicalResult applyExpertParallel(func::FuncOp forward, StringRef axis, int64_t parts) {
-  return ExpertParallel(forward, axis, parts).run();
+LogicalResult applyExpertParallel(func::FuncOp forward, StringRef axis, int64_t parts,
+                                  bool sharedTokens) {
+  return ExpertParallel(forward, axis, parts, sharedTokens).run();
 }
 
 } // namespace llmc

@@ -11,12 +11,6 @@
 
 namespace llmc {
 
-/// Spreads the experts of every mixture-of-experts layer of `forward`
-/// (already split by rows over the batch axes, `axis` among them) over the
-/// `parts` ranks of mesh axis `axis`: each rank keeps E / parts experts'
-/// stacked weights, and the routed rows travel to their expert's rank and
-/// back by all-to-all. Errors name the op or parameter that cannot be
-/// split.
 /// The rows of one slot of a capacity-limited llm.moe_pack: a rank's
 /// `rows` copies, at most `capacity` for each of the slot's
 /// `expertsPerSlot` experts.
@@ -24,8 +18,16 @@ inline int64_t capacitySlotRows(int64_t rows, int64_t expertsPerSlot, int64_t ca
   return std::min(rows, expertsPerSlot * capacity);
 }
 
+/// Spreads the experts of every mixture-of-experts layer of `forward` over
+/// the `parts` ranks of mesh axis `axis`: each rank keeps E / parts
+/// experts' stacked weights. Training (`sharedTokens` false): the batch is
+/// already split over `axis`, and the routed rows travel to their expert's
+/// rank and back by all-to-all. A generation step (`sharedTokens`): every
+/// rank holds the same tokens, so each computes its own experts' rows and
+/// an all-reduce over `axis` adds the layer's partial outputs. Errors name
+/// the op or parameter that cannot be split.
 mlir::LogicalResult applyExpertParallel(mlir::func::FuncOp forward, llvm::StringRef axis,
-                                        int64_t parts);
+                                        int64_t parts, bool sharedTokens);
 
 } // namespace llmc
 

@@ -107,6 +107,7 @@ void addGraphPasses(AddPass add, const llmc::CompileOptions &options) {
     shard.gradSync = options.gradSync;
     shard.rankOrder = options.rankOrder;
     shard.sequenceParallel = options.sequenceParallel;
+    shard.sharedTokens = !options.inference.empty();
     add(createShard(shard));
   }
   if (!options.qat.empty() || options.precision == "fp8") {

@@ -102,7 +102,7 @@ FailureOr<StorageSplit> llmc::readExpertSplit(Operation *op, StringRef pass, Str
       return refuseStorage(op, pass, name, viewLocal, split)
              << (level.pads() ? "quantized experts are not padded"
                               : "split by expert parallelism, which quantized experts do not take "
-                                "(a generation step takes tensor parallelism only)");
+                                "(split them with --mesh tp=N, or keep them in full precision)");
     SmallVector<StringRef> axes(level.axes.begin(), level.axes.end());
     // Whole experts (dimension 0) are runs of the view's rows; an expert's
     // rows (dimension 1) one chunk of them per expert.

@@ -112,8 +112,8 @@
 // TP-BLOCK: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w2.weight' 'tensor<4x128x96xf32>' of 4x128x192: blocks of 64 do not divide its pieces of 96 columns
 // TP-NF4-BLOCK: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w2.weight' 'tensor<4x128x96xf32>' of 4x128x192: NF4 blocks of 64 do not divide its pieces of 96 columns
 
-// Expert parallelism is refused: a generation step does not take it.
-// EP: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w{{[0-9]}}.weight' 'tensor<2x{{[0-9]+}}x{{[0-9]+}}xf32>' of 4x{{[0-9]+}}x{{[0-9]+}}: split by expert parallelism, which quantized experts do not take (a generation step takes tensor parallelism only)
+// Quantized experts are not split by expert parallelism.
+// EP: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w{{[0-9]}}.weight' 'tensor<2x{{[0-9]+}}x{{[0-9]+}}xf32>' of 4x{{[0-9]+}}x{{[0-9]+}}: split by expert parallelism, which quantized experts do not take (split them with --mesh tp=N, or keep them in full precision)
 
 // An expert's 4-bit codes must start on a byte; int8 codes take any shape.
 // ODD: error: 'llm.grouped_matmul' op weight-quant: each expert of 'experts.w' 'tensor<3x7x5xf32>' has an odd number of 4-bit codes (whole bytes only)
