@@ -465,7 +465,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
       return nf4StorageFor(m, "qlora", name, local, shard, mesh, qloraBlock, split);
     RankedTensorType view;
     FailureOr<StorageSplit> read =
-        readExpertSplit(m, "qlora", name, local, shard, mesh, view, /*byExperts=*/true);
+        readExpertSplit(m, "qlora", name, local, shard, mesh, view);
     if (failed(read))
       return failure();
     split = *read;

@@ -371,8 +371,8 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
   /// piece): 2-D codes and scales along the weight's dimensions, split
   /// with it. Evenly split weights only, in whole bytes and whole blocks.
   /// A stack of `experts` (> 0) is its 2-D view's (readExpertSplit), with
-  /// per-column scales and the tensor's one per expert, whole along the
-  /// experts.
+  /// per-column scales and the tensor's one per expert, split along the
+  /// experts with them under expert parallelism, else whole.
   static FailureOr<IntStorageTypes> splitStorage(Operation *op, StringRef name,
                                                  RankedTensorType local, const StorageSplit &split,
                                                  const quant::Scheme &s, int bits,
@@ -403,8 +403,8 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       break;
     case quant::Granularity::Channel:
       if (experts > 0 && s.axis == 1) { // each expert's columns: [G, columns]
-        scaleLocal = {experts, l[1]}, scaleGlobal = {experts, global[1]};
-        scaleDims[1] = 1;
+        scaleLocal = {experts, l[1]}, scaleGlobal = {split.stackGlobal[0], global[1]};
+        scaleDims = {split.splitsExperts() ? 0 : -1, 1};
         break;
       }
       scaleLocal = {l[s.axis]}, scaleGlobal = {global[s.axis]};
@@ -412,6 +412,10 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       break;
     case quant::Granularity::Tensor:
       scaleLocal = scaleGlobal = {std::max<int64_t>(experts, 1)};
+      if (experts > 0 && split.splitsExperts()) {
+        scaleGlobal = {split.stackGlobal[0]};
+        scaleDims[0] = 0;
+      }
       break;
     }
     t.scale = RankedTensorType::get(scaleLocal, b.getF32Type());

@@ -201,6 +201,8 @@ std::optional<QATSchemeSpec> parseScheme(llvm::StringRef text, std::string &erro
 } // namespace
 
 std::string canonicalWeightScheme(llvm::StringRef text) {
+  if (text.trim() == "nf4")
+    return "nf4:block" + std::to_string(quant::kNf4Block);
   llvm::SmallVector<llvm::StringRef> fields;
   text.split(fields, ':');
   std::string canonical;
@@ -228,9 +230,7 @@ std::optional<QATSchemeSpec> parseWeightOnlyScheme(llvm::StringRef text, std::st
     return std::nullopt;
   };
   if (spec->format == "nf4") {
-    // QLoRA's storage: blocks (of 64 unless given), double-quantized absmax.
-    if (text.trim() == "nf4")
-      spec->granularity = "block", spec->block = quant::kNf4Block;
+    // QLoRA's storage: blocks, double-quantized absmax.
     if (spec->granularity != "block")
       return bad("NF4 weights are stored in blocks (nf4:block<N>)");
   } else if (spec->format == "fp8_e5m2") {

@@ -71,8 +71,10 @@ struct QATSpec {
   std::vector<std::string> skip;          ///< head, embedding, layers, parameters
 };
 
-/// A stored weight scheme with `fp8` spelled `fp8_e4m3`: fp8 weights are
-/// E4M3 (E5M2's two mantissa bits are for gradients).
+/// A stored weight scheme with `fp8` spelled `fp8_e4m3` (fp8 weights are
+/// E4M3: E5M2's two mantissa bits are for gradients) and a bare `nf4` as
+/// QLoRA's blocks of 64, so `llmc quantize` and `--weight-quant` read the
+/// same scheme from the same words.
 std::string canonicalWeightScheme(llvm::StringRef text);
 
 /// Parses the value of `--double-quant` (`llmc quantize`, `llmc compile`

@@ -80,8 +80,7 @@ FailureOr<StorageSplit> llmc::readStorageSplit(Operation *op, StringRef pass, St
 
 FailureOr<StorageSplit> llmc::readExpertSplit(Operation *op, StringRef pass, StringRef name,
                                               RankedTensorType local, DictionaryAttr shard,
-                                              dist::MeshOp mesh, RankedTensorType &viewLocal,
-                                              bool byExperts) {
+                                              dist::MeshOp mesh, RankedTensorType &viewLocal) {
   SmallVector<int64_t> global = shardGlobalShape(shard, local);
   if (global.size() != 3)
     return op->emitOpError() << pass << ": '" << name << "' is not a stack of matrices";
@@ -97,12 +96,15 @@ FailureOr<StorageSplit> llmc::readExpertSplit(Operation *op, StringRef pass, Str
   MLIRContext *context = op->getContext();
   Builder b(context);
   SmallVector<Attribute> levels;
-  for (const ShardSplit &level : shardSplits(shard)) {
-    if (level.pads() || (level.dim == 0 && !byExperts))
+  SmallVector<ShardSplit> splits = shardSplits(shard);
+  const bool byExperts = llvm::any_of(splits, [](const ShardSplit &s) { return s.dim == 0; });
+  for (const ShardSplit &level : splits) {
+    if (level.pads())
+      return refuseStorage(op, pass, name, viewLocal, split) << "quantized experts are not padded";
+    if (byExperts && level.dim == 1)
       return refuseStorage(op, pass, name, viewLocal, split)
-             << (level.pads() ? "quantized experts are not padded"
-                              : "split by expert parallelism, which quantized experts do not take "
-                                "(split them with --mesh tp=N, or keep them in full precision)");
+             << "split into whole experts (ep) and each expert's rows (tp), which quantized "
+                "experts do not take together (the view's rows split once)";
     SmallVector<StringRef> axes(level.axes.begin(), level.axes.end());
     // Whole experts (dimension 0) are runs of the view's rows; an expert's
     // rows (dimension 1) one chunk of them per expert.

@@ -98,6 +98,9 @@ struct StorageSplit {
   int64_t piece(int d) const { return padded[d] / parts[d]; }
   /// Whether the weight has rows past its real ones (a padded vocabulary).
   bool padsRows() const { return padded[0] != global[0]; }
+  /// Whether this is a stack of experts that expert parallelism splits
+  /// (each rank holding whole experts, runs of the view's rows).
+  bool splitsExperts() const { return !stackLocal.empty() && stackLocal[0] != stackGlobal[0]; }
   /// The llmc.shard of a storage tensor of `globalShape` whose dimension
   /// dims[d] indexes the weight's dimension d (-1: none does); null when
   /// no level is left.
@@ -115,16 +118,14 @@ mlir::FailureOr<StorageSplit> readStorageSplit(mlir::Operation *op, llvm::String
 /// The split of a mixture of experts' stacked weight `name` [G, A, B] (this
 /// rank's piece `local`, split as `shard` records over `mesh`) as the split
 /// of its storage's 2-D view [G·A, B] (whose piece `viewLocal` gives), or
-/// failure after an error on `op` when quantized storage cannot take it:
-/// not evenly, or split by expert parallelism unless `byExperts` allows it
-/// (generation steps do not take it). Expert parallelism splits the view's
-/// rows into contiguous runs of whole experts; it does not combine with a
-/// split of each expert's rows (one split per dimension of the view).
+/// failure after an error on `op` when quantized storage cannot take it
+/// (not evenly). Expert parallelism splits the view's rows into contiguous
+/// runs of whole experts; it does not combine with a split of each
+/// expert's rows (one split per dimension of the view).
 mlir::FailureOr<StorageSplit> readExpertSplit(mlir::Operation *op, llvm::StringRef pass,
                                               llvm::StringRef name, mlir::RankedTensorType local,
                                               mlir::DictionaryAttr shard, dist::MeshOp mesh,
-                                              mlir::RankedTensorType &viewLocal,
-                                              bool byExperts = false);
+                                              mlir::RankedTensorType &viewLocal);
 
 /// An error on `op` about weight `name` of `split`, in readStorageSplit's
 /// form (a stack of experts named by its own shapes).

@@ -12,6 +12,7 @@
 #include "runtime/quant/QuantizedFile.h"
 #include "runtime/support/Error.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -153,14 +154,22 @@ std::vector<int64_t> storedWeightShape(const ProgramInfo &program, const Instruc
                                    : inst.attrs.getInts("weight_shape"); // this rank's piece
   // Storage split by tensor parallelism is [rows, bytes per row]: the
   // whole weight's shape follows from its global shape. A stack of G
-  // experts' is its view's [G · rows, bytes per row] (never split along G).
+  // experts' is its view's [G · rows, bytes per row]; expert parallelism
+  // splits the view's rows into runs of whole experts (a level of one
+  // chunk), so this rank's piece holds G / parts of them.
   const BufferInfo &codesBuffer = program.buffers[inst.inputs[codes]];
   std::vector<int64_t> stored = globalShapeOf(codesBuffer);
   const int64_t perByte = nf4 || inst.attrs.getInt("bits", 8) == 4 ? 2 : 1;
-  if (readsExperts(inst.kernel))
-    return stored.size() == 2 && !shape.empty()
-               ? std::vector<int64_t>{shape[0], stored[0] / shape[0], stored[1] * perByte}
-               : shape;
+  if (readsExperts(inst.kernel)) {
+    if (stored.size() != 2 || shape.empty())
+      return shape;
+    const bool wholeExperts =
+        std::any_of(codesBuffer.shard.levels.begin(), codesBuffer.shard.levels.end(),
+                    [](const ShardLevel &l) { return l.dim == 0 && l.blocks == 1 && !l.pads(); });
+    const int64_t experts =
+        shape[0] * (wholeExperts ? stored[0] / std::max<int64_t>(1, codesBuffer.shape[0]) : 1);
+    return {experts, stored[0] / experts, stored[1] * perByte};
+  }
   // (QLoRA's expansion of a stack split by tp or ep lands here too: its
   // whole weight is the view [G · A, B], which is what checkScheme
   // compares.)

@@ -121,7 +121,7 @@
 
 // ep and tp both splitting an expert's rows would split the view's rows
 // twice.
-// QLORA-EPTP: error: 'llm.grouped_matmul' op qlora: the experts' weights 'layers.0.block_sparse_moe.experts.w3.weight' 'tensor<2x88x32xf32>' of 4x176x32: quantized storage takes one split per dimension
+// QLORA-EPTP: error: 'llm.grouped_matmul' op qlora: the experts' weights 'layers.0.block_sparse_moe.experts.w3.weight' 'tensor<2x88x32xf32>' of 4x176x32: split into whole experts (ep) and each expert's rows (tp), which quantized experts do not take together (the view's rows split once)
 
 // Qwen-MoE (layer 0 dense, layer 1 sparse): the routed experts and the shared expert's projections take
 // adapters; the shared expert's one-column gate is no MLP projection.

@@ -16,7 +16,10 @@
 // RUN: llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=nf4:block32" | FileCheck %s --check-prefix=TP-NF4
 // RUN: not llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=int4:block64" 2>&1 | FileCheck %s --check-prefix=TP-BLOCK
 // RUN: not llmc-opt %t.mlir --llmc-shard="mesh=tp=2" --llmc-weight-quant="scheme=nf4:block64" 2>&1 | FileCheck %s --check-prefix=TP-NF4-BLOCK
-// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=ep=2" --llmc-weight-quant="scheme=int8:channel" 2>&1 | FileCheck %s --check-prefix=EP
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=ep=2 shared-tokens=1" --llmc-weight-quant="scheme=int8:channel1" | FileCheck %s --check-prefix=EP
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=ep=2 shared-tokens=1" --llmc-weight-quant="scheme=fp8" | FileCheck %s --check-prefix=EP-TENSOR
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=ep=2 shared-tokens=1" --llmc-weight-quant="scheme=nf4:block32" | FileCheck %s --check-prefix=EP-NF4
+// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=ep=2,tp=2 shared-tokens=1" --llmc-weight-quant="scheme=int8:channel" 2>&1 | FileCheck %s --check-prefix=EP-TP
 // RUN: not llmc-opt %S/Inputs/odd-experts.mlir --llmc-weight-quant="scheme=int4:channel" 2>&1 | FileCheck %s --check-prefix=ODD
 // RUN: llmc-opt %S/Inputs/odd-experts.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=ODD-INT8
 
@@ -112,8 +115,21 @@
 // TP-BLOCK: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w2.weight' 'tensor<4x128x96xf32>' of 4x128x192: blocks of 64 do not divide its pieces of 96 columns
 // TP-NF4-BLOCK: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w2.weight' 'tensor<4x128x96xf32>' of 4x128x192: NF4 blocks of 64 do not divide its pieces of 96 columns
 
-// Quantized experts are not split by expert parallelism.
-// EP: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w{{[0-9]}}.weight' 'tensor<2x{{[0-9]+}}x{{[0-9]+}}xf32>' of 4x{{[0-9]+}}x{{[0-9]+}}: split by expert parallelism, which quantized experts do not take (split them with --mesh tp=N, or keep them in full precision)
+// Under expert parallelism (a generation step's, ranks sharing the
+// tokens) each rank keeps two whole experts: runs of the view's rows, with
+// the scales of each expert's columns, or the one scale per expert, split
+// along the experts with them; NF4's whole-stack scales stay on both ranks
+// and the product's piece offset moves by two experts' rows per rank.
+// EP: tensor<384x128xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 768, 128>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP-SAME: tensor<2x128xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 4, 128>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, channel_axis = 1 : i64, transpose_b, weight_shape = array<i64: 2, 192, 128>} : tensor<2048x128xf32>, tensor<3xi32>, tensor<384x128xi8>, tensor<2x128xf32> -> tensor<2048x192xf32>
+// EP-TENSOR: tensor<2xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 4>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP-NF4: tensor<12xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.absmax_scale", init = "zeros", trainable = false>}
+// EP-NF4: llm.grouped_matmul_nf4 {{.*}} {block = 32 : i64, chunks = array<i64: 1, 1>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 0, axes = ["ep"], stride = 384>], piece_offset = array<i64: 0, 0>, transpose_b, weight_shape = array<i64: 2, 192, 128>, whole_shape = array<i64: 768, 128>}
+
+// ep and tp both splitting each expert's rows would split the view's rows
+// twice.
+// EP-TP: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w{{[13]}}.weight' 'tensor<2x96x128xf32>' of 4x192x128: split into whole experts (ep) and each expert's rows (tp), which quantized experts do not take together (the view's rows split once)
 
 // An expert's 4-bit codes must start on a byte; int8 codes take any shape.
 // ODD: error: 'llm.grouped_matmul' op weight-quant: each expert of 'experts.w' 'tensor<3x7x5xf32>' has an odd number of 4-bit codes (whole bytes only)
