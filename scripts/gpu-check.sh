@@ -352,6 +352,11 @@ do_generate() {
       grep -q '^exit=0' "$w/$form.launch" && close_logits "$w/gpu.out" "$w/$form.out" 1e-4 ||
       status=1
   done
+  generate_logits gen-moe-cpu.llmc "$w/moe-cpu.out" &&
+    generate_logits gen-moe-ep2-gpu.llmc "$w/moe-ep2.out" \
+      "$ROOT/test/e2e/Inputs/launch_ranks.sh" 2 torchrun "$w/moe-ep2-rank" -- |
+    tee "$w/moe-ep2.launch" && grep -q '^exit=0' "$w/moe-ep2.launch" &&
+    close_logits "$w/moe-cpu.out" "$w/moe-ep2.out" 1e-4 || status=1
   return $status
 }
 do_resume_on_cpu() {  # the fp32 GPU run's checkpoint, 10 more steps on the CPU

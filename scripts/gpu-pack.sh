@@ -127,6 +127,11 @@ done
 "$LLMC" compile "${GEN[@]}" --mesh tp=2 --target cuda -o "$A/gen-tp2-gpu.llmc"
 "$LLMC" compile "${GEN[@]}" --mesh tp=2 --target cuda --device-memory 1500KiB \
   --offloaded-layers split -o "$A/gen-split-tp2-gpu.llmc"
+# A tiny Mixtral's generation under ep=2 (each rank its experts, the
+# partial outputs all-reduced) against its CPU twin.
+GENMOE=(--model mixtral --preset tiny --set n_layer=2 --inference max-batch=2,max-context=64,chunk=4)
+"$LLMC" compile "${GENMOE[@]}" -o "$A/gen-moe-cpu.llmc"
+"$LLMC" compile "${GENMOE[@]}" --mesh ep=2 --target cuda -o "$A/gen-moe-ep2-gpu.llmc"
 # Llama 3.2 1B's shape in bf16 (random weights): every layer on the device,
 # and each form under a 1.5 GiB budget, copies on their own stream.
 GEN1B=(--model llama --preset 1B --precision bf16 --target cuda
