@@ -105,9 +105,11 @@ std::string unsupported(const CompileRequest &options) {
     return "--inference builds the model at its step shapes: give --model (a preset or "
            "--config), not a .mlir graph";
   for (StringRef axis : llvm::split(p.mesh, ','))
-    if (StringRef name = axis.split('=').first.trim(); !axis.empty() && name != "tp" && name != "ep")
+    if (StringRef name = axis.split('=').first.trim();
+        !axis.empty() && name != "tp" && name != "ep")
       return "--inference: only tensor and expert parallelism (--mesh tp=N,ep=M) apply to a "
-             "generation step, got --mesh " + p.mesh;
+             "generation step, got --mesh " +
+             p.mesh;
   if (p.sequenceParallel)
     return "--inference: --sp splits sequences a decode step does not have";
   if (p.zero != 0)

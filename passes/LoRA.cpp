@@ -464,8 +464,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     if (shardSplits(shard).empty())
       return nf4StorageFor(m, "qlora", name, local, shard, mesh, qloraBlock, split);
     RankedTensorType view;
-    FailureOr<StorageSplit> read =
-        readExpertSplit(m, "qlora", name, local, shard, mesh, view);
+    FailureOr<StorageSplit> read = readExpertSplit(m, "qlora", name, local, shard, mesh, view);
     if (failed(read))
       return failure();
     split = *read;

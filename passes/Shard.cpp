@@ -154,7 +154,8 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
         failed(splitBatch(forward, layout.batchSize(),
                           layout.axesAttr(module.getContext(), layout.batchAxes))))
       return signalPassFailure();
-    if (int64_t ep = mesh.axisSize("ep"); ep > 1 && failed(applyExpertParallel(forward, "ep", ep, sharedTokens)))
+    if (int64_t ep = mesh.axisSize("ep");
+        ep > 1 && failed(applyExpertParallel(forward, "ep", ep, sharedTokens)))
       return signalPassFailure();
     int64_t tp = mesh.axisSize("tp");
     if (sequenceParallel && tp <= 1) {

@@ -213,7 +213,8 @@ private:
     Location loc = pack->getLoc();
     Value kept = pack->getResult(1);
     Value counts = sharedTokens ? ownSlot(kept, loc) : allToAll(kept, loc);
-    Value received = sharedTokens ? ownSlot(pack->getResult(0), loc) : allToAll(pack->getResult(0), loc);
+    Value received =
+        sharedTokens ? ownSlot(pack->getResult(0), loc) : allToAll(pack->getResult(0), loc);
     auto regroup = llm::MoERegroupOp::create(builder, loc, received, counts);
     return {kept, counts, regroup.getGrouped(), regroup.getLocalOffsets()};
   }
@@ -250,9 +251,9 @@ private:
   void addPartialOutputs(llm::MoECombineOp combine) {
     builder.setInsertionPointAfter(combine);
     Value partial = combine.getResult();
-    auto sum = dist::AllReduceOp::create(builder, combine.getLoc(), partial.getType(), partial,
-                                         kMeshName, builder.getStrArrayAttr({axis}),
-                                         builder.getStringAttr("sum"));
+    auto sum =
+        dist::AllReduceOp::create(builder, combine.getLoc(), partial.getType(), partial, kMeshName,
+                                  builder.getStrArrayAttr({axis}), builder.getStringAttr("sum"));
     if (Attribute name = combine->getAttr(kBlockNameAttr))
       sum->setAttr(kBlockNameAttr, name);
     partial.replaceAllUsesExcept(sum, sum);

@@ -18,8 +18,7 @@ ArgParser::Setter ArgParser::integer(int64_t &out) {
   };
 }
 
-bool ArgParser::integerList(const std::string &list, std::vector<int64_t> &out,
-                            std::string &bad) {
+bool ArgParser::integerList(const std::string &list, std::vector<int64_t> &out, std::string &bad) {
   for (size_t begin = 0; begin <= list.size();) {
     size_t end = std::min(list.find(',', begin), list.size());
     std::string item = list.substr(begin, end - begin);
