@@ -819,7 +819,10 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
                                          p->category);
         if (p->param)
           op->setAttr(llm::kParamAttrName, p->param);
-        if (p->shard)
+        // The split describes the state as stored; a view of it in another
+        // shape (a reshape the QAT of experts reads) is the same bytes and
+        // takes it from the state's own declaration.
+        if (p->shard && type == memrefOf(p->type))
           op->setAttr(kShardAttr, p->shard);
         shared = op;
       }

@@ -20,10 +20,15 @@
 // keeps the columns one rank would; the quantization range is then observed
 // over the remaining columns and combined like any other.
 //
-// A mixture of experts' llm.grouped_matmul is a matmul site too: its
-// stacked experts' weight is one tensor (its range combined over ep, which
-// splits the experts, and tp), its routed rows the input. Its router's
-// matmul can be left alone (skip=router; keep-routers for --precision fp8).
+// A mixture of experts' llm.grouped_matmul is a matmul site too, its
+// routed rows the input. Its stacked experts' weight [G, A, B] is G
+// weights, as `llmc quantize` stores it (":stacked"): a per-tensor scheme
+// takes one range per expert, a per-channel one a range per expert and
+// channel, each observed on a 2-D view of the stack whose rows are the
+// groups (ep, which splits the experts, then combines nothing; tp only
+// where it splits a group). Blocks never cross an expert's row, and a
+// delayed scheme keeps one history for the stack. Its router's matmul can
+// be left alone (skip=router; keep-routers for --precision fp8).
 //
 // Delayed scaling (an fp8 scheme with the `delayed` observer, Transformer
 // Engine's DelayedScaling) keeps one amax history per tensor as persistent
@@ -186,10 +191,10 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   }
 
   /// An llm.grouped_matmul of a mixture of experts, like a weight's matmul:
-  /// the stacked experts' weight [G, K, F] (or [G, F, K]) quantized as one
-  /// tensor (split over ep by expert, over tp within each), the routed rows
-  /// [M, K] as an activation (rows past the groups are zero and leave the
-  /// range alone), and dY.
+  /// the stacked experts' weight [G, K, F] (or [G, F, K]) quantized expert
+  /// by expert (quantizeExpertWeights), the routed rows [M, K] as an
+  /// activation (rows past the groups are zero and leave the range alone),
+  /// and dY.
   LogicalResult quantizeExperts(llm::GroupedMatmulOp experts) {
     Operation *op = experts;
     BlockArgument weight = parameterRead(forward, experts.getWeights());
@@ -200,10 +205,18 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     if (qatSpec.gradients && failed(quantizeOutputGrad(op, experts.getX(), weight)))
       return failure();
     int64_t outputAxis = experts.getTransposeB() ? 1 : 2, contraction = 3 - outputAxis;
-    if (qatSpec.weights &&
-        failed(quantizeOperand(op, 2, qatSpec.weights->attr(&getContext(), outputAxis),
-                               paramSplits(weight), weight, paramName(weight).str())))
-      return failure();
+    if (qatSpec.weights) {
+      // A channel axis names a dimension of each expert's matrix, as
+      // `llmc quantize` reads it; left out, the expert's output channel.
+      QATSchemeSpec spec = *qatSpec.weights;
+      if (spec.granularity == "channel" && spec.axis && *spec.axis > 1)
+        return op->emitOpError("qat: channel axis ")
+               << *spec.axis << " of each expert's matrix of '" << paramName(weight)
+               << "' (0 or 1)";
+      spec.axis = spec.axis ? *spec.axis + 1 : outputAxis;
+      if (failed(quantizeExpertWeights(experts, spec.attr(&getContext(), outputAxis), weight)))
+        return failure();
+    }
     if (!qatSpec.activations)
       return success();
     // Weights split along their contraction dimension (row-parallel
@@ -217,6 +230,57 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     return quantizeOperand(op, 0, qatSpec.activations->attr(&getContext(), 1),
                            activationSplits(experts.getX(), extra), nullptr,
                            paramName(weight).str() + ".input");
+  }
+
+  /// The stacked weights of `experts` [G, A, B] through fake quantization
+  /// one expert at a time: a per-tensor range per expert on the view
+  /// [G, A·B], a per-channel one per expert and row on [G·A, B] or per
+  /// expert and column on the transposed [G·B, A] — the view's rows, the
+  /// channel axis 0 — and back. The stack's splits move to the view's
+  /// dimensions, so a split of the groups combines nothing.
+  LogicalResult quantizeExpertWeights(llm::GroupedMatmulOp experts, qat::SchemeAttr scheme,
+                                      BlockArgument weight) {
+    Operation *op = experts;
+    const std::string site = paramName(weight).str();
+    StringRef granularity = scheme.getGranularity();
+    if (granularity == "block" || scheme.getObserver() == "delayed")
+      return quantizeOperand(op, 2, scheme, paramSplits(weight), weight, site);
+    auto stack = cast<RankedTensorType>(experts.getWeights().getType());
+    ArrayRef<int64_t> g = stack.getShape();
+    // Which view dimension each stack dimension lands in.
+    const bool columns = granularity == "channel" && scheme.getAxis() == 2;
+    std::array<int64_t, 3> viewDim = {0, 1, 1};
+    SmallVector<int64_t> view = {g[0], g[1] * g[2]};
+    if (granularity == "channel") {
+      viewDim = columns ? std::array<int64_t, 3>{0, 1, 0} : std::array<int64_t, 3>{0, 0, 1};
+      view = columns ? SmallVector<int64_t>{g[0] * g[2], g[1]}
+                     : SmallVector<int64_t>{g[0] * g[1], g[2]};
+    }
+    SmallVector<ShardSplit> splits = paramSplits(weight);
+    for (ShardSplit &s : splits) {
+      s.dim = viewDim[s.dim];
+      s.globalSize = 0;
+    }
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Value w = experts.getWeights();
+    Type element = stack.getElementType();
+    auto permute = [&](Value v) -> Value {
+      auto t = cast<RankedTensorType>(v.getType());
+      return llm::TransposeOp::create(
+          b, loc, RankedTensorType::get({t.getDimSize(0), t.getDimSize(2), t.getDimSize(1)}, element),
+          v, b.getDenseI64ArrayAttr({0, 2, 1}));
+    };
+    Value stacked = columns ? permute(w) : w;
+    auto stackedType = cast<RankedTensorType>(stacked.getType());
+    Value flat = llm::ReshapeOp::create(b, loc, RankedTensorType::get(view, element), stacked);
+    auto back = llm::ReshapeOp::create(b, loc, stackedType, flat);
+    experts.getWeightsMutable().assign(columns ? permute(back) : back.getResult());
+    qat::SchemeAttr perGroup = qat::SchemeAttr::get(
+        &getContext(), scheme.getFormat(), "channel", 0, scheme.getBlock(), scheme.getSymmetric(),
+        scheme.getObserver(), scheme.getMomentum(), scheme.getOutlier(), scheme.getHistory(),
+        scheme.getMargin(), scheme.getAlgo());
+    return quantizeOperand(back, 0, perGroup, splits, weight, site);
   }
 
   /// Routes the output of `op` (a matmul reading `input` and `weight`)
