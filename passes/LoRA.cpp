@@ -29,9 +29,11 @@
 //  - row-parallel W (contraction dimension split): A is split the same
 //    way; x·A is a partial sum completed by a copy of the collective that
 //    completes x·W (all_reduce, or reduce_scatter under sequence
-//    parallelism), and the branch joins after it. B is whole; under
-//    sequence parallelism it is read through dist.replicate, as each rank
-//    then sees only its rows.
+//    parallelism), and the branch joins after it (row-parallel experts'
+//    sum, which expert parallelism's way home defers, moves back to the
+//    experts: B's gradient needs x·A whole). B is whole; under sequence
+//    parallelism it is read through dist.replicate, as each rank then sees
+//    only its rows.
 //
 // QLoRA (`qlora`) stores each adapted weight in NF4 (its absmax levels
 // int8, or E4M3 with qlora-double-quant=fp8) and expands it right before
@@ -312,6 +314,33 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
   }
 
   /// x·W, or each expert's rows times its own W.
+  /// Under expert parallelism tensor parallelism completes row-parallel
+  /// experts' rows after their way home (passes/lib/TensorParallel.cpp);
+  /// the adapter's B reads x·A whole, completed where the experts' rows
+  /// are, so that sum moves back right after the experts' product `m`.
+  static void completeAtTheExperts(Operation *m) {
+    Value rows = m->getResult(0);
+    while (rows.hasOneUse()) {
+      Operation *user = *rows.getUsers().begin();
+      if (auto sum = dyn_cast<dist::AllReduceOp>(user)) {
+        if (rows == m->getResult(0))
+          return; // already there
+        sum.getResult().replaceAllUsesWith(rows);
+        sum->moveAfter(m);
+        sum->setOperand(0, m->getResult(0));
+        m->getResult(0).replaceAllUsesExcept(sum.getResult(), sum);
+        sum->getResult(0).setType(m->getResult(0).getType());
+        return;
+      }
+      const bool linear =
+          isa<dist::AllToAllOp, llm::PadOp>(user) ||
+          (isa<llm::MoEUngroupOp, llm::MoEUnpackOp>(user) && user->getOperand(0) == rows);
+      if (!linear)
+        return;
+      rows = user->getResult(0);
+    }
+  }
+
   static Value product(OpBuilder &b, Location loc, const Site &site, Value x, Value w) {
     if (site.offsets)
       return llm::GroupedMatmulOp::create(b, loc, x, site.offsets, w, site.transposed);
@@ -390,6 +419,10 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     Value y = m->getResult(0);
     Operation *completion = nullptr;
     if (row) {
+      if (lead == 1) {
+        completeAtTheExperts(m);
+        b.setInsertionPointAfter(m);
+      }
       for (Operation *user : y.getUsers())
         if (isa<dist::AllReduceOp, dist::ReduceScatterOp>(user))
           completion = user;

@@ -163,7 +163,7 @@ struct ShardPass : llmc::impl::ShardBase<ShardPass> {
                        "the mesh needs tp >= 2");
       return signalPassFailure();
     }
-    if (tp > 1 && failed(applyTensorParallel(forward, "tp", tp)))
+    if (tp > 1 && failed(applyTensorParallel(forward, "tp", tp, sharedTokens)))
       return signalPassFailure();
     if (sequenceParallel && failed(applySequenceParallel(forward, "tp", tp)))
       return signalPassFailure();

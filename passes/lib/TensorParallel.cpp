@@ -19,7 +19,9 @@
 //    dimension the same way, routing and dispatch replicated on every rank;
 //  - the matmul consuming the split heads or activation is row-parallel: its
 //    weight is split along the contraction dimension and its result is a
-//    partial sum, completed by an all_reduce (Megatron's g);
+//    partial sum, completed by an all_reduce (Megatron's g) — for experts
+//    where their rows reach the moe_combine, past expert parallelism's way
+//    home (and in a generation step past the combine itself);
 //  - the replicated input of the column-parallel matmuls goes through one
 //    dist.replicate per block half (Megatron's f), whose backward all-reduces
 //    the input gradient.
@@ -66,8 +68,9 @@ struct Split {
 
 class TensorParallel {
 public:
-  TensorParallel(func::FuncOp func, StringRef axis, int64_t tp)
-      : func(func), builder(func.getContext()), axis(axis.str()), tp(tp) {}
+  TensorParallel(func::FuncOp func, StringRef axis, int64_t tp, bool forwardOnly)
+      : func(func), builder(func.getContext()), axis(axis.str()), tp(tp), forwardOnly(forwardOnly) {
+  }
 
   LogicalResult run();
 
@@ -79,6 +82,9 @@ private:
   LogicalResult rowParallel(Value v);
   /// A mixture of experts' down projections as row-parallel matmuls.
   LogicalResult rowParallelExperts(llm::GroupedMatmulOp grouped);
+  /// The moe_combine the experts' output `rows` reach through ops linear in
+  /// them alone, or null.
+  llm::MoECombineOp combineOfExperts(Value rows);
   /// With `pad`, a dimension tp does not divide is padded to a multiple of it.
   LogicalResult splitParam(Value param, Split split, Operation *user, bool pad = false);
   /// Megatron's vocabulary-parallel embedding and cross-entropy.
@@ -97,6 +103,7 @@ private:
   OpBuilder builder;
   std::string axis;
   int64_t tp;
+  bool forwardOnly; ///< a generation step: nothing differentiates the program
   llvm::DenseMap<Value, Split> split;          // values (and params) now local
   llvm::DenseMap<Operation *, Type> explicitTypes; // reshapes / slices
   llvm::DenseMap<Value, Value> replicas;       // f operator per replicated input
@@ -253,12 +260,56 @@ LogicalResult TensorParallel::rowParallelExperts(llm::GroupedMatmulOp grouped) {
     return success();
   // Each expert row-parallel: the stacked weights split along the
   // contraction; the partial sums of all experts' rows are completed by
-  // one all-reduce.
+  // one all-reduce where the rows reach the layer's moe_combine through
+  // linear ops alone: on the combine's rows (expert parallelism's way home
+  // ends there: its P·k·N rows become k·N), or in a generation step on
+  // the combined N tokens, merged with expert parallelism's own sum of
+  // the partial outputs. (The combine's backward reads its rows for the
+  // routing weights' gradient, so a differentiated program sums them
+  // before it.)
   if (failed(splitParam(grouped.getWeights(), Split{grouped.getTransposeB() ? 2 : 1, 1}, grouped)))
     return failure();
+  llm::MoECombineOp combine = combineOfExperts(grouped.getResult());
+  if (combine && !forwardOnly) {
+    Value rows = combine.getYs();
+    Value reduced = allReduce(rows, "sum", combine.getLoc());
+    combine.getYsMutable().assign(reduced);
+    return success();
+  }
+  if (combine) {
+    Value out = combine.getResult();
+    auto epSum = out.hasOneUse() ? dyn_cast<dist::AllReduceOp>(*out.getUsers().begin())
+                                 : dist::AllReduceOp();
+    if (epSum && epSum.getReduction() == "sum") {
+      SmallVector<Attribute> axes(epSum.getAxes().begin(), epSum.getAxes().end());
+      axes.push_back(builder.getStringAttr(axis));
+      epSum.setAxesAttr(builder.getArrayAttr(axes));
+      return success();
+    }
+    Value reduced = allReduce(out, "sum", combine.getLoc());
+    out.replaceAllUsesExcept(reduced, reduced.getDefiningOp());
+    return success();
+  }
   Value reduced = allReduce(grouped.getResult(), "sum", grouped.getLoc());
   grouped.getResult().replaceAllUsesExcept(reduced, reduced.getDefiningOp());
   return success();
+}
+
+llm::MoECombineOp TensorParallel::combineOfExperts(Value rows) {
+  // The way home of expert parallelism (passes/lib/ExpertParallel.cpp)
+  // moves, pads and reorders rows: a sum over tp commutes with it.
+  while (rows.hasOneUse()) {
+    Operation *user = *rows.getUsers().begin();
+    if (auto combine = dyn_cast<llm::MoECombineOp>(user))
+      return combine.getYs() == rows ? combine : llm::MoECombineOp();
+    const bool linear =
+        isa<dist::AllToAllOp, llm::PadOp>(user) ||
+        (isa<llm::MoEUngroupOp, llm::MoEUnpackOp>(user) && user->getOperand(0) == rows);
+    if (!linear)
+      return {};
+    rows = user->getResult(0);
+  }
+  return {};
 }
 
 LogicalResult TensorParallel::rowParallel(Value v) {
@@ -501,8 +552,9 @@ LogicalResult TensorParallel::checkParamUses() {
 
 } // namespace
 
-LogicalResult applyTensorParallel(func::FuncOp forward, StringRef axis, int64_t tp) {
-  return TensorParallel(forward, axis, tp).run();
+LogicalResult applyTensorParallel(func::FuncOp forward, StringRef axis, int64_t tp,
+                                  bool forwardOnly) {
+  return TensorParallel(forward, axis, tp, forwardOnly).run();
 }
 
 } // namespace llmc

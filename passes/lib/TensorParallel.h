@@ -10,9 +10,11 @@ namespace llmc {
 
 /// Splits the attention heads and MLP of every llm.block of `forward` over
 /// mesh axis `axis` of size `tp` (column/row-parallel projections with f/g
-/// collectives). Errors name the op that cannot be parallelised.
+/// collectives). `forwardOnly` (a generation step, never differentiated)
+/// lets the experts' partial sums pass their combine, whose backward would
+/// read them whole. Errors name the op that cannot be parallelised.
 mlir::LogicalResult applyTensorParallel(mlir::func::FuncOp forward, llvm::StringRef axis,
-                                        int64_t tp);
+                                        int64_t tp, bool forwardOnly = false);
 
 /// After applyTensorParallel: splits the residual stream (everything outside
 /// the column/row-parallel regions that works position by position) along

@@ -3,6 +3,7 @@
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="lora={rank=2, targets=mlp} emit=train" | FileCheck %s --check-prefix=TRAIN
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=tp=2 lora={rank=2, targets=mlp} emit=graph" | FileCheck %s --check-prefix=TP
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=ep=2 lora={rank=2, targets=mlp} emit=graph" | FileCheck %s --check-prefix=EP
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=ep=2,tp=2" --llmc-lora="spec={rank=2, targets=layers.0.block_sparse_moe.experts.w2}" | FileCheck %s --check-prefix=EP-TP
 // RUN: llmc-opt %t.mlir --llmc-lora="spec={rank=2, targets=layers.0.block_sparse_moe.experts.w2}" | FileCheck %s --check-prefix=NAMED
 // RUN: not llmc-opt %t.mlir --llmc-lora="spec={rank=32, targets=mlp}" 2>&1 | FileCheck %s --check-prefix=RANK-TOO-BIG
 // RUN: llmc-opt %t.mlir --llmc-lora="spec={rank=2, targets=mlp} qlora=true qlora-block=8" | FileCheck %s --check-prefix=QLORA
@@ -69,6 +70,22 @@
 // TP-NEXT: %[[D:.*]] = llm.grouped_matmul %[[ZR]], %[[OFF]], %arg18 {transpose_b}
 // TP-NEXT: %[[S:.*]] = llm.scale %[[D]]
 // TP-NEXT: llm.add %[[YR]], %[[S]]
+
+// Under ep × tp tensor parallelism sums w2's partial rows after their way
+// home (test/passes/tensor-parallel-experts.mlir); B reads x·A whole, so
+// the adapted layer's sum moves back right after w2, and the branch joins
+// it there as under tp alone.
+// EP-TP: %[[Y:.*]] = llm.grouped_matmul %{{.*}}, %[[OFF:.*]], %{{.*}} {transpose_b} : tensor<{{[0-9]+}}x88xf32>, tensor<3xi32>, tensor<2x32x88xf32>
+// EP-TP-NEXT: %[[ZP:.*]] = llm.grouped_matmul %{{.*}}, %[[OFF]], %{{.*}} {transpose_b} : tensor<{{[0-9]+}}x88xf32>, tensor<3xi32>, tensor<2x2x88xf32>
+// EP-TP-NEXT: %[[YR:.*]] = dist.all_reduce %[[Y]] on @mesh axes ["tp"] reduction "sum"
+// EP-TP-NEXT: %[[ZR:.*]] = dist.all_reduce %[[ZP]] on @mesh axes ["tp"] reduction "sum"
+// EP-TP-NEXT: %[[D:.*]] = llm.grouped_matmul %[[ZR]], %[[OFF]]
+// EP-TP-NEXT: %[[S:.*]] = llm.scale %[[D]]
+// EP-TP-NEXT: %[[ROWS:.*]] = llm.add %[[YR]], %[[S]]
+// EP-TP-NOT: dist.all_reduce
+// EP-TP: llm.moe_ungroup %[[ROWS]]
+// EP-TP-NOT: dist.all_reduce
+// EP-TP: llm.moe_combine
 
 // Expert parallelism: each rank holds its experts' adapters (dimension 0
 // split with the experts) and reads them by the received rows and the
