@@ -268,8 +268,9 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     auto permute = [&](Value v) -> Value {
       auto t = cast<RankedTensorType>(v.getType());
       return llm::TransposeOp::create(
-          b, loc, RankedTensorType::get({t.getDimSize(0), t.getDimSize(2), t.getDimSize(1)}, element),
-          v, b.getDenseI64ArrayAttr({0, 2, 1}));
+          b, loc,
+          RankedTensorType::get({t.getDimSize(0), t.getDimSize(2), t.getDimSize(1)}, element), v,
+          b.getDenseI64ArrayAttr({0, 2, 1}));
     };
     Value stacked = columns ? permute(w) : w;
     auto stackedType = cast<RankedTensorType>(stacked.getType());
