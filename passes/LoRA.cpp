@@ -49,6 +49,7 @@
 #include "dialects/QAT/QATDialect.h"
 #include "passes/Passes.h"
 #include "passes/lib/EntryPoints.h"
+#include "passes/lib/ExpertParallel.h"
 #include "passes/lib/Layout.h"
 #include "passes/lib/LoRASpec.h"
 #include "passes/lib/Parameters.h"
@@ -332,10 +333,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
         sum->getResult(0).setType(m->getResult(0).getType());
         return;
       }
-      const bool linear =
-          isa<dist::AllToAllOp, llm::PadOp>(user) ||
-          (isa<llm::MoEUngroupOp, llm::MoEUnpackOp>(user) && user->getOperand(0) == rows);
-      if (!linear)
+      if (!movesExpertRows(user, rows))
         return;
       rows = user->getResult(0);
     }

@@ -26,6 +26,14 @@ inline int64_t capacitySlotRows(int64_t rows, int64_t expertsPerSlot, int64_t ca
 /// rank holds the same tokens, so each computes its own experts' rows and
 /// an all-reduce over `axis` adds the layer's partial outputs. Errors name
 /// the op or parameter that cannot be split.
+/// Whether `user` only moves the experts' output rows `rows` on their way
+/// home (moe_ungroup, dist.all_to_all, llm.pad, moe_unpack: linear in
+/// them), so a sum over ranks of partial rows commutes with it.
+inline bool movesExpertRows(mlir::Operation *user, mlir::Value rows) {
+  return mlir::isa<dist::AllToAllOp, llm::PadOp>(user) ||
+         (mlir::isa<llm::MoEUngroupOp, llm::MoEUnpackOp>(user) && user->getOperand(0) == rows);
+}
+
 mlir::LogicalResult applyExpertParallel(mlir::func::FuncOp forward, llvm::StringRef axis,
                                         int64_t parts, bool sharedTokens);
 

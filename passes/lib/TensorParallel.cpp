@@ -47,6 +47,7 @@
 #include "passes/lib/TensorParallel.h"
 
 #include "dialects/Annotations/Annotations.h"
+#include "passes/lib/ExpertParallel.h"
 #include "passes/lib/ShardAttr.h"
 
 #include "mlir/IR/Builders.h"
@@ -296,16 +297,13 @@ LogicalResult TensorParallel::rowParallelExperts(llm::GroupedMatmulOp grouped) {
 }
 
 llm::MoECombineOp TensorParallel::combineOfExperts(Value rows) {
-  // The way home of expert parallelism (passes/lib/ExpertParallel.cpp)
-  // moves, pads and reorders rows: a sum over tp commutes with it.
+  // The way home of expert parallelism moves, pads and reorders rows: a
+  // sum over tp commutes with it.
   while (rows.hasOneUse()) {
     Operation *user = *rows.getUsers().begin();
     if (auto combine = dyn_cast<llm::MoECombineOp>(user))
       return combine.getYs() == rows ? combine : llm::MoECombineOp();
-    const bool linear =
-        isa<dist::AllToAllOp, llm::PadOp>(user) ||
-        (isa<llm::MoEUngroupOp, llm::MoEUnpackOp>(user) && user->getOperand(0) == rows);
-    if (!linear)
+    if (!movesExpertRows(user, rows))
       return {};
     rows = user->getResult(0);
   }
