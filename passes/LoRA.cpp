@@ -314,7 +314,6 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     return OpBuilder(&getContext()).getStrArrayAttr(names);
   }
 
-  /// x·W, or each expert's rows times its own W.
   /// Under expert parallelism tensor parallelism completes row-parallel
   /// experts' rows after their way home (passes/lib/TensorParallel.cpp);
   /// the adapter's B reads x·A whole, completed where the experts' rows
@@ -339,6 +338,7 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     }
   }
 
+  /// x·W, or each expert's rows times its own W.
   static Value product(OpBuilder &b, Location loc, const Site &site, Value x, Value w) {
     if (site.offsets)
       return llm::GroupedMatmulOp::create(b, loc, x, site.offsets, w, site.transposed);

@@ -567,6 +567,7 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     if (!v.empty()) os << " " << key << "=" << v;
   }
   os << "\n";
+  const bool inference = !a.meta("inference.max_batch").empty();
   // A mixture of experts: how each token is routed (dropless, or up to a
   // capacity) and, under expert parallelism, how many experts each rank
   // keeps.
@@ -581,16 +582,14 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     // each computes its experts' rows and an all-reduce adds them.
     if (int64_t ep = groupSize(a, {"ep"}); ep > 1)
       os << "; " << std::stoll(experts) / ep << " on each of the " << ep << " ranks of ep, "
-         << (a.meta("inference.max_batch").empty()
-                 ? "rows exchanged by all-to-all"
-                 : "each rank computing its experts' rows of every token, added by all-reduce");
+         << (inference ? "each rank computing its experts' rows of every token, added by all-reduce"
+                       : "rows exchanged by all-to-all");
     os << "\n";
   }
   if (std::string padded = a.meta("model.padded_vocab_size"); !padded.empty())
     os << "vocabulary: padded to " << padded << " classes inside the artifact (--vocab-multiple "
        << a.meta("vocab_multiple", "?")
        << "); parameters, checkpoints and weight files hold the real ones\n";
-  bool inference = !a.meta("inference.max_batch").empty();
   if (inference)
     os << "precision:  " << a.meta("precision") << "\n";
   else
