@@ -307,6 +307,9 @@ private:
   llvm::MapVector<Operation *, ClassInfo> workspaces;
   llvm::DenseSet<Value> gradValues;
   llvm::DenseSet<Operation *> viewOps;
+  /// Contiguous slices a program output reads through views (one row of
+  /// a padded head's logits): copied, since an output owns its buffer.
+  llvm::DenseSet<Operation *> outputSlices;
   int64_t numOps = 0;
 };
 
@@ -337,6 +340,8 @@ std::optional<int64_t> contiguousSliceOffset(llm::SliceOp slice) {
   return linear * std::max<int64_t>(1, in.getElementTypeBitWidth() / 8);
 }
 
+static Value viewSource(Operation &op, int64_t &viewOffset);
+
 LogicalResult ProgramLowering::placeValues() {
   numberOps();
   findGradients();
@@ -345,6 +350,17 @@ LogicalResult ProgramLowering::placeValues() {
   FailureOr<llvm::DenseMap<Value, Value>> tiedTo = findTiedResults();
   if (failed(tiedTo))
     return failure();
+  for (Value v : func.getBody().front().getTerminator()->getOperands()) {
+    int64_t offset = 0;
+    for (Operation *def = v.getDefiningOp(); def; def = v.getDefiningOp()) {
+      if (isa<llm::SliceOp>(def)) {
+        outputSlices.insert(def);
+        break;
+      }
+      if (!(v = viewSource(*def, offset)))
+        break;
+    }
+  }
   for (Operation &op : func.getBody().front().without_terminator())
     if (failed(placeResults(op, *tiedTo)))
       return failure();
@@ -485,7 +501,8 @@ LogicalResult ProgramLowering::placeResults(Operation &op,
       continue;
     }
     int64_t viewOffset = 0;
-    if (Value source = viewSource(op, viewOffset)) {
+    Value source = outputSlices.contains(&op) ? Value() : viewSource(op, viewOffset);
+    if (source) {
       viewOps.insert(&op);
       if (isPersistentArg(source)) {
         persistentArgs[result] = persistentArgs.lookup(source);

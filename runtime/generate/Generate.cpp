@@ -58,8 +58,9 @@ InferenceShape inferenceShape(const Artifact &artifact, const std::string &path)
 /// One inference program with its host-side inputs and logits.
 class Step {
 public:
-  Step(std::unique_ptr<BoundProgram> program, const std::string &name, const std::string &path)
-      : program_(std::move(program)) {
+  Step(std::unique_ptr<BoundProgram> program, const std::string &name, const std::string &path,
+       int64_t rows)
+      : program_(std::move(program)), rows_(rows) {
     if (!program_)
       fail(path, ": has no ", name, " program (compile it with llmc compile --inference)");
     for (const char *input : {"tokens", "positions", "cache_positions", "block_table"}) {
@@ -71,9 +72,10 @@ public:
   }
 
   /// Logits per row. The buffer holds [rows, V] row-major, but under
-  /// tensor parallelism it is named in the shape its gather wrote it,
-  /// [rows, 1, ranks, V / ranks]: count, do not read the last dimension.
-  int64_t vocab() const { return logits_.numel() / logits_.dim(0); }
+  /// tensor parallelism it is named in the shape its gather wrote it
+  /// ([rows, 1, ranks, V / ranks], or for one row [V]): count its
+  /// elements, read no dimension.
+  int64_t vocab() const { return logits_.numel() / rows_; }
 
   /// Runs the program on `batch`; returns its logits [rows, V] in fp32.
   const float *run(const Batch &batch) {
@@ -103,6 +105,7 @@ private:
 
   std::unique_ptr<BoundProgram> program_;
   TensorView logits_;
+  int64_t rows_; ///< the artifact's max-batch: the logits' rows
   std::vector<float> widened_;
 };
 
@@ -147,8 +150,8 @@ public:
     // Parameters first: a program binds to where each one lives, which a
     // parameter read in place from its file decides.
     loadParameters();
-    Step prefill(rt.bind("prefill"), "prefill", opt.artifact);
-    Step decode(rt.bind("decode"), "decode", opt.artifact);
+    Step prefill(rt.bind("prefill"), "prefill", opt.artifact, shape.maxBatch);
+    Step decode(rt.bind("decode"), "decode", opt.artifact, shape.maxBatch);
     lead = rt.rank == 0;
 
     int64_t vocab = decode.vocab();
