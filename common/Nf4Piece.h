@@ -14,7 +14,12 @@
 // Along each dimension (rows in elements, columns in blocks) the whole
 // weight is `chunks` equal chunks, each split alike over the ranks (GPT-2's
 // fused QKV columns are three), and the piece holds, of each chunk, the
-// `extent / chunks` consecutive indices from `offset`.
+// `extent / chunks` consecutive indices from `offset`. A piece may hold
+// only some of the chunks (`held` consecutive ones): a stack of experts
+// whose rows tensor parallelism splits within each expert (a chunk per
+// expert) and expert parallelism splits into runs of whole experts; its
+// offset then counts from the whole weight's start, its first chunk's
+// start included.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_COMMON_NF4PIECE_H
@@ -33,11 +38,13 @@ struct Nf4PieceDim {
   int64_t whole = 1;  ///< the whole weight's extent
   int64_t extent = 1; ///< the piece's
   int64_t chunks = 1; ///< equal chunks of the dimension, each split alike
-  int64_t offset = 0; ///< the piece's first index within each chunk
+  int64_t offset = 0; ///< the whole weight's index of the piece's first one
+  int64_t held = 0;   ///< the consecutive chunks the piece holds (0: all)
 
+  LLMC_HOST_DEVICE int64_t heldChunks() const { return held > 0 ? held : chunks; }
   /// The whole weight's index of the piece's index `i`.
   LLMC_HOST_DEVICE int64_t wholeIndex(int64_t i) const {
-    const int64_t width = extent / chunks;
+    const int64_t width = extent / heldChunks();
     return (i / width) * (whole / chunks) + offset + i % width;
   }
 };
@@ -67,7 +74,8 @@ struct Nf4Piece {
 
 /// The piece `pieceShape` (in blocks of `block` along its rows) of a weight
 /// of `wholeShape`, whose dimensions are `chunks` equal chunks split alike,
-/// holding of each chunk the indices from `offset`: its Nf4Piece; or, with
+/// holding of `held` consecutive chunks (empty: of all) the indices from
+/// `offset` (counted from the whole's start): its Nf4Piece; or, with
 /// `error` saying why the numbers describe no such piece, a whole one. A
 /// piece of more than two dimensions (a stack of experts' matrices, split
 /// within each expert) is read as its 2-D view, the leading dimensions
@@ -76,7 +84,7 @@ struct Nf4Piece {
 inline Nf4Piece makeNf4Piece(const std::vector<int64_t> &pieceShape, int64_t block,
                              const std::vector<int64_t> &wholeShape,
                              const std::vector<int64_t> &chunks, const std::vector<int64_t> &offset,
-                             std::string &error) {
+                             std::string &error, const std::vector<int64_t> &held = {}) {
   auto list = [](const std::vector<int64_t> &v) {
     std::string text;
     for (int64_t x : v) text += (text.empty() ? "" : "x") + std::to_string(x);
@@ -89,9 +97,10 @@ inline Nf4Piece makeNf4Piece(const std::vector<int64_t> &pieceShape, int64_t blo
     shape = {rows, shape.back()};
   }
   Nf4Piece piece;
-  if (shape.size() != 2 || wholeShape.size() != 2 || chunks.size() != 2 || offset.size() != 2) {
-    error = "a piece of a weight (whole_shape, chunks, piece_offset) is 2-D, with two entries "
-            "each; got the weight " + list(shape);
+  if (shape.size() != 2 || wholeShape.size() != 2 || chunks.size() != 2 || offset.size() != 2 ||
+      (!held.empty() && held.size() != 2)) {
+    error = "a piece of a weight (whole_shape, chunks, piece_offset, held_chunks) is 2-D, with "
+            "two entries each; got the weight " + list(shape);
     return piece;
   }
   if (block < 1 || shape[1] % block != 0 || wholeShape[1] % block != 0 || offset[1] % block != 0 ||
@@ -105,12 +114,16 @@ inline Nf4Piece makeNf4Piece(const std::vector<int64_t> &pieceShape, int64_t blo
   Nf4PieceDim dims[2];
   for (int d = 0; d < 2; ++d) {
     Nf4PieceDim &p = dims[d];
-    p = {wholeShape[d] / unit[d], shape[d] / unit[d], chunks[d], offset[d] / unit[d]};
-    if (p.chunks < 1 || p.extent % p.chunks != 0 || p.whole % p.chunks != 0 || p.offset < 0 ||
-        p.offset + p.extent / p.chunks > p.whole / p.chunks) {
+    p = {wholeShape[d] / unit[d], shape[d] / unit[d], chunks[d], offset[d] / unit[d],
+         held.empty() ? 0 : held[d]};
+    const int64_t size = p.chunks < 1 ? 0 : p.whole / p.chunks, count = p.heldChunks();
+    if (p.chunks < 1 || size < 1 || count < 1 || count > p.chunks || p.extent % count != 0 ||
+        p.whole % p.chunks != 0 || p.offset < 0 || p.offset % size + p.extent / count > size ||
+        p.offset / size + count > p.chunks) {
       error = "the piece " + list(shape) + " at piece_offset " + list(offset) + " in chunks " +
-              list(chunks) + " does not lie within whole_shape " + list(wholeShape) +
-              " (dimension " + std::to_string(d) + ")";
+              list(chunks) + (held.empty() ? "" : ", holding " + list(held) + " of them,") +
+              " does not lie within whole_shape " + list(wholeShape) + " (dimension " +
+              std::to_string(d) + ")";
       return piece;
     }
   }

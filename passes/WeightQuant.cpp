@@ -206,7 +206,7 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
         b, g.getLoc(), g.getX(), g.getOffsets(), storage.codes, storage.absmaxQ,
         storage.absmaxScale, storage.absmaxMean, b.getI64IntegerAttr(s.block),
         b.getDenseI64ArrayAttr(type.getShape()), g.getTransposeB() ? b.getUnitAttr() : UnitAttr(),
-        DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
+        DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
         b.getStringAttr(quant::absmaxFormatName(absmaxFormat_)));
     if (split)
       setNf4Piece(product, *split);
@@ -396,6 +396,7 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     t.codesShard = split.levelsOn(context, {0, 1}, {global[0], global[1] / perByte});
     SmallVector<int64_t> scaleLocal, scaleGlobal;
     std::array<int64_t, 2> scaleDims = {-1, -1};
+    bool perExpert = false; // scales indexed by expert along their dimension 0
     switch (s.granularity) {
     case quant::Granularity::Block:
       scaleLocal = {l[0], l[1] / s.block}, scaleGlobal = {global[0], global[1] / s.block};
@@ -404,7 +405,8 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
     case quant::Granularity::Channel:
       if (experts > 0 && s.axis == 1) { // each expert's columns: [G, columns]
         scaleLocal = {experts, l[1]}, scaleGlobal = {split.stackGlobal[0], global[1]};
-        scaleDims = {split.splitsExperts() ? 0 : -1, 1};
+        scaleDims = {0, 1};
+        perExpert = true;
         break;
       }
       scaleLocal = {l[s.axis]}, scaleGlobal = {global[s.axis]};
@@ -412,14 +414,15 @@ struct WeightQuantPass : llmc::impl::WeightQuantBase<WeightQuantPass> {
       break;
     case quant::Granularity::Tensor:
       scaleLocal = scaleGlobal = {std::max<int64_t>(experts, 1)};
-      if (experts > 0 && split.splitsExperts()) {
+      if (experts > 0) { // one per expert: [G]
         scaleGlobal = {split.stackGlobal[0]};
         scaleDims[0] = 0;
+        perExpert = true;
       }
       break;
     }
     t.scale = RankedTensorType::get(scaleLocal, b.getF32Type());
-    t.scaleShard = split.levelsOn(context, scaleDims, scaleGlobal);
+    t.scaleShard = split.levelsOn(context, scaleDims, scaleGlobal, perExpert);
     return t;
   }
 

@@ -323,12 +323,12 @@ LogicalResult GroupedMatmulNf4Op::verify() {
   // A piece of the stack: of its 2-D view, each expert's rows one run of
   // the whole stack's.
   FailureOr<Nf4Piece> piece = verifyNf4Piece(*this, {w[0] * w[1], w[2]}, block, getWholeShape(),
-                                             getChunks(), getPieceOffset());
+                                             getChunks(), getPieceOffset(), getHeldChunks());
   if (failed(piece))
     return failure();
-  if (piece->split && (piece->rows.extent / piece->rows.chunks) % w[1] != 0)
+  if (piece->split && (piece->rows.extent / piece->rows.heldChunks()) % w[1] != 0)
     return emitOpError("each chunk of the piece's rows (")
-           << piece->rows.extent / piece->rows.chunks << ") must hold whole experts' rows (" << w[1]
+           << piece->rows.extent / piece->rows.heldChunks() << ") must hold whole experts' rows (" << w[1]
            << ")";
   const int64_t numel = w[0] * w[1] * w[2], groups = numel / block;
   if (failed(expectExpertStorage(*this, getCodes(), numel / 2, "codes (two per byte)", w)) ||

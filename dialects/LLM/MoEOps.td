@@ -237,7 +237,9 @@ def LLM_GroupedMatmulNf4Op : LLM_PureOp<"grouped_matmul_nf4", [ExpensiveToRecomp
     `whole_shape`, `chunks` and `piece_offset` as `llm.matmul_nf4`'s piece
     is (each expert's rows split within the expert: a chunk per expert);
     the storage holds the piece's codes and absmax levels and the whole
-    stack's scales.
+    stack's scales. Under expert parallelism as well, the piece holds the
+    chunks of its own experts only: `held_chunks` counts them, and
+    `piece_offset` then counts from the whole stack's start.
 
     ```mlir
     %h = llm.grouped_matmul_nf4 %xs, %off, %codes, %aq, %as, %am
@@ -253,6 +255,7 @@ def LLM_GroupedMatmulNf4Op : LLM_PureOp<"grouped_matmul_nf4", [ExpensiveToRecomp
                        OptionalAttr<DenseI64ArrayAttr>:$whole_shape,
                        OptionalAttr<DenseI64ArrayAttr>:$chunks,
                        OptionalAttr<DenseI64ArrayAttr>:$piece_offset,
+                       OptionalAttr<DenseI64ArrayAttr>:$held_chunks,
                        DefaultValuedStrAttr<StrAttr, "int8">:$absmax_format);
   let results = (outs LLM_FloatTensor:$result);
   let assemblyFormat = [{

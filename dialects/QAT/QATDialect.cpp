@@ -227,7 +227,7 @@ LogicalResult DequantizeNf4Op::verify() {
   if (block < 1 || result.getRank() < 1 || result.getShape().back() % block != 0)
     return emitOpError("blocks of ") << block << " must divide the last dimension of " << result;
   FailureOr<Nf4Piece> piece = verifyNf4Piece(*this, result.getShape(), block, getWholeShape(),
-                                             getChunks(), getPieceOffset());
+                                             getChunks(), getPieceOffset(), getHeldChunks());
   if (failed(piece) || failed(verifyAbsmaxFormat(*this, getAbsmaxFormat())))
     return failure();
   int64_t numel = result.getNumElements();

@@ -312,6 +312,10 @@ def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure, AlwaysRecompu
     place it in the whole one: each dimension is `chunks` equal chunks
     split alike over the ranks, and the piece holds, of each chunk, the
     indices from `piece_offset` (which `dist.rank_offsets` moves per rank).
+    With `held_chunks` the piece holds only that many consecutive chunks
+    (a stack of experts split by both tensor and expert parallelism, its
+    view's rows a chunk per expert), and `piece_offset` counts from the
+    whole weight's start, the first held chunk's start included.
     `codes` and `absmax_q` then hold the piece's (in any shape, usually
     shaped after the piece), and `absmax_scale` the whole weight's: block g
     of the piece reads the scale of its index in the whole weight
@@ -334,6 +338,7 @@ def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure, AlwaysRecompu
                        I64Attr:$block, OptionalAttr<DenseI64ArrayAttr>:$whole_shape,
                        OptionalAttr<DenseI64ArrayAttr>:$chunks,
                        OptionalAttr<DenseI64ArrayAttr>:$piece_offset,
+                       OptionalAttr<DenseI64ArrayAttr>:$held_chunks,
                        DefaultValuedStrAttr<StrAttr, "int8">:$absmax_format);
   let results = (outs RankedTensorOf<[AnyFloat]>:$result);
   let assemblyFormat = [{

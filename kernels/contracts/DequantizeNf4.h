@@ -55,19 +55,21 @@ inline bool bindNf4Storage(Validator &v, size_t first, const std::vector<int64_t
 
 namespace dequantize_nf4_impl {
 
-/// Reads whole_shape, chunks and piece_offset into `piece` (left whole when
-/// none is given).
+/// Reads whole_shape, chunks, piece_offset and the optional held_chunks
+/// into `piece` (left whole when none is given).
 inline bool bindPiece(Validator &v, const std::vector<int64_t> &shape, int64_t block,
                       Nf4Piece *piece) {
   const KernelAttrs &a = v.attrs();
-  if (!a.hasInts("whole_shape") && !a.hasInts("chunks") && !a.hasInts("piece_offset"))
+  if (!a.hasInts("whole_shape") && !a.hasInts("chunks") && !a.hasInts("piece_offset") &&
+      !a.hasInts("held_chunks"))
     return true;
-  std::vector<int64_t> whole, chunks, offset;
+  std::vector<int64_t> whole, chunks, offset, held;
   if (!v.intsAttr("whole_shape", &whole) || !v.intsAttr("chunks", &chunks) ||
-      !v.intsAttr("piece_offset", &offset))
+      !v.intsAttr("piece_offset", &offset) ||
+      (a.hasInts("held_chunks") && !v.intsAttr("held_chunks", &held)))
     return false;
   std::string error;
-  *piece = makeNf4Piece(shape, block, whole, chunks, offset, error);
+  *piece = makeNf4Piece(shape, block, whole, chunks, offset, error, held);
   return error.empty() || v.fail(error);
 }
 

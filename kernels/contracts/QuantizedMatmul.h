@@ -264,7 +264,7 @@ inline bool bindGroupedMatmulNf4(const KernelArgs &args, std::string &error,
                   std::to_string(e.rows * e.cols) + " elements)");
   if (!bindPiece(v, {d.groups * e.rows, e.cols}, d.block, &d.piece))
     return false;
-  if (d.piece.split && (d.piece.rows.extent / d.piece.rows.chunks) % e.rows != 0)
+  if (d.piece.split && (d.piece.rows.extent / d.piece.rows.heldChunks()) % e.rows != 0)
     return v.fail("each chunk of the piece's rows must hold whole experts' rows (" +
                   std::to_string(e.rows) + ")");
   const int64_t n = d.groups * e.rows * e.cols, blocks = n / d.block;

@@ -78,6 +78,27 @@ FailureOr<StorageSplit> llmc::readStorageSplit(Operation *op, StringRef pass, St
   return split;
 }
 
+namespace {
+
+/// The ranks `level` splits a dimension over: its blocks, each split over
+/// the ranks of its axes.
+int64_t levelParts(const ShardSplit &level, dist::MeshOp mesh) {
+  int64_t parts = level.blocks;
+  for (const std::string &axis : level.axes)
+    parts *= mesh ? std::max<int64_t>(1, mesh.axisSize(axis)) : 1;
+  return parts;
+}
+
+/// A level of the view's llmc.shard.
+DictionaryAttr viewLevel(Builder &b, const ShardSplit &level, int64_t viewDim, int64_t blocks) {
+  SmallVector<StringRef> axes(level.axes.begin(), level.axes.end());
+  return b.getDictionaryAttr({b.getNamedAttr("axes", b.getStrArrayAttr(axes)),
+                              b.getNamedAttr("dim", b.getI64IntegerAttr(viewDim)),
+                              b.getNamedAttr("blocks", b.getI64IntegerAttr(blocks))});
+}
+
+} // namespace
+
 FailureOr<StorageSplit> llmc::readExpertSplit(Operation *op, StringRef pass, StringRef name,
                                               RankedTensorType local, DictionaryAttr shard,
                                               dist::MeshOp mesh, RankedTensorType &viewLocal) {
@@ -90,46 +111,73 @@ FailureOr<StorageSplit> llmc::readExpertSplit(Operation *op, StringRef pass, Str
   split.stackGlobal = global;
   split.global = split.padded = {global[0] * global[1], global[2]};
   viewLocal = RankedTensorType::get({l[0] * l[1], l[2]}, local.getElementType());
-  // Each level on the view: whole experts (expert parallelism) as runs of
-  // the view's rows, an expert's rows split within the expert (one chunk
-  // of the view's rows per expert), its columns as the view's.
-  MLIRContext *context = op->getContext();
-  Builder b(context);
-  SmallVector<Attribute> levels;
-  SmallVector<ShardSplit> splits = shardSplits(shard);
-  const bool byExperts = llvm::any_of(splits, [](const ShardSplit &s) { return s.dim == 0; });
-  for (const ShardSplit &level : splits) {
+  // Each dimension of the stack split at most once, evenly: its experts
+  // into runs of whole experts, an expert's rows within the expert (a
+  // chunk of the view's rows per expert), its columns as the view's.
+  std::optional<ShardSplit> experts, rows, columns;
+  for (const ShardSplit &level : shardSplits(shard)) {
     if (level.pads())
       return refuseStorage(op, pass, name, viewLocal, split) << "quantized experts are not padded";
-    if (byExperts && level.dim == 1)
+    std::optional<ShardSplit> &slot = level.dim == 0 ? experts : level.dim == 1 ? rows : columns;
+    if (slot)
       return refuseStorage(op, pass, name, viewLocal, split)
-             << "split into whole experts (ep) and each expert's rows (tp), which quantized "
-                "experts do not take together (the view's rows split once)";
-    SmallVector<StringRef> axes(level.axes.begin(), level.axes.end());
-    // Whole experts (dimension 0) are runs of the view's rows; an expert's
-    // rows (dimension 1) one chunk of them per expert.
-    const int64_t chunks = level.blocks * (level.dim == 1 ? global[0] : 1);
-    const int64_t viewDim = level.dim == 2 ? 1 : 0;
-    levels.push_back(b.getDictionaryAttr({b.getNamedAttr("axes", b.getStrArrayAttr(axes)),
-                                          b.getNamedAttr("dim", b.getI64IntegerAttr(viewDim)),
-                                          b.getNamedAttr("blocks", b.getI64IntegerAttr(chunks))}));
+             << "quantized storage takes one split per dimension";
+    slot = level;
   }
+  if (experts) {
+    split.expertParts = levelParts(*experts, mesh);
+    split.expertAxes.assign(experts->axes.begin(), experts->axes.end());
+    if (experts->blocks != 1)
+      return refuseStorage(op, pass, name, viewLocal, split)
+             << "quantized experts split into one run of whole experts per rank, not "
+             << experts->blocks << " blocks";
+    if (global[0] % split.expertParts != 0)
+      return refuseStorage(op, pass, name, viewLocal, split)
+             << "quantized experts split evenly only, and " << global[0]
+             << " experts do not split into " << split.expertParts;
+  }
+  if (rows) {
+    split.chunks[0] = rows->blocks * global[0];
+    split.parts[0] = levelParts(*rows, mesh) * global[0];
+    split.axes[0].assign(rows->axes.begin(), rows->axes.end());
+  }
+  if (columns) {
+    split.chunks[1] = columns->blocks;
+    split.parts[1] = levelParts(*columns, mesh);
+    split.axes[1].assign(columns->axes.begin(), columns->axes.end());
+  }
+  for (int d = 0; d < 2; ++d)
+    if (split.padded[d] % split.parts[d] != 0)
+      return refuseStorage(op, pass, name, viewLocal, split)
+             << "quantized storage is split evenly only, and " << split.padded[d]
+             << " is not a multiple of the " << split.parts[d] << " pieces of dimension " << d;
+  // The view's levels: each expert's rows first (G chunks of the view's
+  // rows), then the runs of whole experts, which the rows' split leaves
+  // contiguous, then the columns.
+  Builder b(op->getContext());
+  SmallVector<Attribute> levels;
+  if (rows)
+    levels.push_back(viewLevel(b, *rows, 0, split.chunks[0]));
+  if (experts) {
+    split.expertLevel = static_cast<int>(levels.size());
+    levels.push_back(viewLevel(b, *experts, 0, 1));
+  }
+  if (columns)
+    levels.push_back(viewLevel(b, *columns, 1, columns->blocks));
   split.shard =
       b.getDictionaryAttr({b.getNamedAttr("global_shape", b.getDenseI64ArrayAttr(split.global)),
                            b.getNamedAttr("levels", b.getArrayAttr(levels))});
-  if (failed(readLevels(op, pass, name, viewLocal, mesh, split)))
-    return failure();
   return split;
 }
 
 DictionaryAttr StorageSplit::levelsOn(MLIRContext *context, std::array<int64_t, 2> dims,
-                                      ArrayRef<int64_t> globalShape) const {
+                                      ArrayRef<int64_t> globalShape, bool perExpert) const {
   Builder b(context);
   SmallVector<Attribute> levels;
-  for (Attribute level : shard.getAs<ArrayAttr>("levels")) {
+  for (auto [index, level] : llvm::enumerate(shard.getAs<ArrayAttr>("levels"))) {
     auto dict = cast<DictionaryAttr>(level);
     int64_t dim = dict.getAs<IntegerAttr>("dim").getInt();
-    if (dims[dim] < 0)
+    if (dims[dim] < 0 || (perExpert && dim == 0 && static_cast<int>(index) != expertLevel))
       continue;
     SmallVector<NamedAttribute> entries = {b.getNamedAttr("axes", dict.get("axes")),
                                            b.getNamedAttr("dim", b.getI64IntegerAttr(dims[dim])),
@@ -228,6 +276,16 @@ void llmc::setNf4Piece(Operation *op, const StorageSplit &split) {
     SmallVector<StringRef> axes(split.axes[d].begin(), split.axes[d].end());
     addRankOffset(op, "piece_offset", d, b.getStrArrayAttr(axes), split.piece(d));
   }
+  if (!split.splitsExperts())
+    return;
+  // A run of whole experts: its first row's offset in the whole stack, and
+  // of the rows' chunks (one per expert) only its experts'.
+  SmallVector<StringRef> axes(split.expertAxes.begin(), split.expertAxes.end());
+  addRankOffset(op, "piece_offset", 0, b.getStrArrayAttr(axes),
+                split.padded[0] / split.expertParts);
+  if (split.chunks[0] > 1)
+    op->setAttr("held_chunks",
+                b.getDenseI64ArrayAttr({split.chunks[0] / split.expertParts, split.chunks[1]}));
 }
 
 namespace {

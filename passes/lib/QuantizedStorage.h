@@ -14,10 +14,12 @@
 // A mixture of experts' stacked weight [G, A, B] is quantized expert by
 // expert, its storage stored expert after expert: the storage of the 2-D
 // view [G·A, B], in which tensor parallelism's split of each expert's rows
-// (A) is a split of the view's rows in G chunks, one per expert, and a
-// split of each expert's columns (B) is the view's column split. So the
-// split stack's storage is a split matrix's, each expert's scales and
-// codes where that matrix keeps them.
+// (A) is a split of the view's rows in G chunks, one per expert, expert
+// parallelism's split of the experts (G) a split of the view's rows into
+// runs of whole experts (after the first, as nested levels of the view's
+// rows), and a split of each expert's columns (B) the view's column split.
+// So the split stack's storage is a split matrix's, each expert's scales
+// and codes where that matrix keeps them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_PASSES_LIB_QUANTIZEDSTORAGE_H
@@ -82,7 +84,9 @@ IntStorage addIntStorage(mlir::func::FuncOp func, mlir::Location loc, llvm::Stri
 /// How tensor parallelism splits a 2-D weight, as quantized storage can
 /// take it: each dimension at most once, evenly, into `parts` pieces, which
 /// are `chunks` equal chunks (GPT-2's fused QKV columns: three) each split
-/// over the ranks of `axes`. Rows may be a padded vocabulary's.
+/// over the ranks of `axes`. Rows may be a padded vocabulary's. A stack of
+/// experts' view may also be split into runs of whole experts over
+/// `expertAxes` (expert parallelism), beside its rows' and columns' split.
 struct StorageSplit {
   mlir::DictionaryAttr shard;         ///< the weight's llmc.shard
   llvm::SmallVector<int64_t> global;  ///< the whole weight's shape, real rows
@@ -93,6 +97,12 @@ struct StorageSplit {
   /// A stack of experts' matrices split as its 2-D view (readExpertSplit):
   /// the stack's own piece and global shape, which errors name; else empty.
   llvm::SmallVector<int64_t> stackLocal, stackGlobal;
+  /// The runs of whole experts a stack's view rows split into, over
+  /// `expertAxes`, and the index of that level in `shard`'s levels (-1:
+  /// none).
+  int64_t expertParts = 1;
+  llvm::SmallVector<std::string> expertAxes;
+  int expertLevel = -1;
 
   /// Indices of dimension `d` in one rank's piece of one chunk.
   int64_t piece(int d) const { return padded[d] / parts[d]; }
@@ -100,12 +110,15 @@ struct StorageSplit {
   bool padsRows() const { return padded[0] != global[0]; }
   /// Whether this is a stack of experts that expert parallelism splits
   /// (each rank holding whole experts, runs of the view's rows).
-  bool splitsExperts() const { return !stackLocal.empty() && stackLocal[0] != stackGlobal[0]; }
+  bool splitsExperts() const { return expertParts > 1; }
   /// The llmc.shard of a storage tensor of `globalShape` whose dimension
   /// dims[d] indexes the weight's dimension d (-1: none does); null when
-  /// no level is left.
+  /// no level is left. With `perExpert`, dims[0] indexes a stack's experts
+  /// (one entry each): of the view rows' levels only expert parallelism's
+  /// applies.
   mlir::DictionaryAttr levelsOn(mlir::MLIRContext *context, std::array<int64_t, 2> dims,
-                                llvm::ArrayRef<int64_t> globalShape) const;
+                                llvm::ArrayRef<int64_t> globalShape,
+                                bool perExpert = false) const;
 };
 
 /// The split of weight `name` (this rank's piece `local`, split as `shard`
@@ -119,9 +132,9 @@ mlir::FailureOr<StorageSplit> readStorageSplit(mlir::Operation *op, llvm::String
 /// rank's piece `local`, split as `shard` records over `mesh`) as the split
 /// of its storage's 2-D view [G·A, B] (whose piece `viewLocal` gives), or
 /// failure after an error on `op` when quantized storage cannot take it
-/// (not evenly). Expert parallelism splits the view's rows into contiguous
-/// runs of whole experts; it does not combine with a split of each
-/// expert's rows (one split per dimension of the view).
+/// (not evenly, or a dimension of the stack split twice). Expert
+/// parallelism splits the view's rows into contiguous runs of whole
+/// experts, after tensor parallelism's split of each expert's rows.
 mlir::FailureOr<StorageSplit> readExpertSplit(mlir::Operation *op, llvm::StringRef pass,
                                               llvm::StringRef name, mlir::RankedTensorType local,
                                               mlir::DictionaryAttr shard, dist::MeshOp mesh,

@@ -147,7 +147,7 @@ int codesInput(const ProgramInfo &program, const InstructionInfo &inst) {
 /// The shape of the whole weight whose storage `inst` reads through its
 /// codes, input `codes`: the file's weight.
 std::vector<int64_t> storedWeightShape(const ProgramInfo &program, const InstructionInfo &inst,
-                                       int codes) {
+                                       int codes, const Mesh &mesh) {
   const bool nf4 = !readsIntStorage(inst.kernel);
   std::vector<int64_t> shape = inst.kernel == "qat_dequantize_nf4"
                                    ? program.buffers[inst.outputs[0]].shape
@@ -156,18 +156,20 @@ std::vector<int64_t> storedWeightShape(const ProgramInfo &program, const Instruc
   // whole weight's shape follows from its global shape. A stack of G
   // experts' is its view's [G · rows, bytes per row]; expert parallelism
   // splits the view's rows into runs of whole experts (a level of one
-  // chunk), so this rank's piece holds G / parts of them.
+  // chunk, after tensor parallelism's level of G chunks, one per expert),
+  // so this rank's piece holds G / parts of them.
   const BufferInfo &codesBuffer = program.buffers[inst.inputs[codes]];
   std::vector<int64_t> stored = globalShapeOf(codesBuffer);
   const int64_t perByte = nf4 || inst.attrs.getInt("bits", 8) == 4 ? 2 : 1;
   if (readsExperts(inst.kernel)) {
     if (stored.size() != 2 || shape.empty())
       return shape;
-    const bool wholeExperts =
-        std::any_of(codesBuffer.shard.levels.begin(), codesBuffer.shard.levels.end(),
-                    [](const ShardLevel &l) { return l.dim == 0 && l.blocks == 1 && !l.pads(); });
-    const int64_t experts =
-        shape[0] * (wholeExperts ? stored[0] / std::max<int64_t>(1, codesBuffer.shape[0]) : 1);
+    const std::vector<ShardLevel> &levels = codesBuffer.shard.levels;
+    const ShardMap map(codesBuffer.shard, codesBuffer.shape, mesh);
+    int64_t experts = shape[0];
+    for (size_t i = 0; i < levels.size(); ++i)
+      if (levels[i].dim == 0 && levels[i].blocks == 1 && !levels[i].pads())
+        experts *= map.parts()[i];
     return {experts, stored[0] / experts, stored[1] * perByte};
   }
   // (QLoRA's expansion of a stack split by tp or ep lands here too: its
@@ -241,7 +243,7 @@ std::map<std::string, std::string> storedSchemes(const Artifact &artifact) {
       if (codes < 0)
         continue;
       quant::QuantizedTensor q;
-      q.shape = storedWeightShape(program, inst, codes);
+      q.shape = storedWeightShape(program, inst, codes, artifact.mesh);
       q.scheme = storedScheme(inst);
       q.doubleQuant = readsIntStorage(inst.kernel)
                           ? quant::DoubleQuant::None

@@ -19,7 +19,11 @@
 // RUN: llmc-opt %t.mlir --llmc-shard="mesh=ep=2 shared-tokens=1" --llmc-weight-quant="scheme=int8:channel1" | FileCheck %s --check-prefix=EP
 // RUN: llmc-opt %t.mlir --llmc-shard="mesh=ep=2 shared-tokens=1" --llmc-weight-quant="scheme=fp8" | FileCheck %s --check-prefix=EP-TENSOR
 // RUN: llmc-opt %t.mlir --llmc-shard="mesh=ep=2 shared-tokens=1" --llmc-weight-quant="scheme=nf4:block32" | FileCheck %s --check-prefix=EP-NF4
-// RUN: not llmc-opt %t.mlir --llmc-shard="mesh=ep=2,tp=2 shared-tokens=1" --llmc-weight-quant="scheme=int8:channel" 2>&1 | FileCheck %s --check-prefix=EP-TP
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=ep=2,tp=2 shared-tokens=1" --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=EP-TP
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=ep=2,tp=2 shared-tokens=1" --llmc-weight-quant="scheme=int8:channel1" | FileCheck %s --check-prefix=EP-TP-COLUMNS
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=ep=2,tp=2 shared-tokens=1" --llmc-weight-quant="scheme=fp8" | FileCheck %s --check-prefix=EP-TP-TENSOR
+// RUN: llmc-opt %t.mlir --llmc-shard="mesh=ep=2,tp=2 shared-tokens=1" --llmc-weight-quant="scheme=nf4:block32" | FileCheck %s --check-prefix=EP-TP-NF4
+// RUN: not llmc-opt %S/Inputs/experts-split-unevenly.mlir --split-input-file --llmc-weight-quant="scheme=int8:channel" 2>&1 | FileCheck %s --check-prefix=UNEVEN
 // RUN: not llmc-opt %S/Inputs/odd-experts.mlir --llmc-weight-quant="scheme=int4:channel" 2>&1 | FileCheck %s --check-prefix=ODD
 // RUN: llmc-opt %S/Inputs/odd-experts.mlir --llmc-weight-quant="scheme=int8:channel" | FileCheck %s --check-prefix=ODD-INT8
 
@@ -127,9 +131,33 @@
 // EP-NF4: tensor<12xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.absmax_scale", init = "zeros", trainable = false>}
 // EP-NF4: llm.grouped_matmul_nf4 {{.*}} {block = 32 : i64, chunks = array<i64: 1, 1>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 0, axes = ["ep"], stride = 384>], piece_offset = array<i64: 0, 0>, transpose_b, weight_shape = array<i64: 2, 192, 128>, whole_shape = array<i64: 768, 128>}
 
-// ep and tp both splitting each expert's rows would split the view's rows
-// twice.
-// EP-TP: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'layers.0.block_sparse_moe.experts.w{{[13]}}.weight' 'tensor<2x96x128xf32>' of 4x192x128: split into whole experts (ep) and each expert's rows (tp), which quantized experts do not take together (the view's rows split once)
+// Under ep and tp together each rank keeps its tp piece of two whole
+// experts: the view's rows split first into each expert's tp pieces
+// (blocks of one expert), then along the experts; the scales of each
+// expert's rows follow the codes, those of each expert's columns and the
+// one scale per expert split with the experts only (and with down's
+// columns). NF4's products hold two of the whole stack's chunks, the
+// piece offset moving by a tp piece's rows and by two experts' rows.
+// EP-TP: tensor<192x128xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 768, 128>, levels = [{axes = ["tp"], blocks = 4 : i64, dim = 0 : i64}, {axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP-TP-SAME: tensor<192xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 768>, levels = [{axes = ["tp"], blocks = 4 : i64, dim = 0 : i64}, {axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP-TP: tensor<256x96xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w2.weight.qweight", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 512, 192>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}, {axes = ["tp"], blocks = 1 : i64, dim = 1 : i64}]}}
+// EP-TP-SAME: tensor<256xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w2.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 512>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP-TP: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, channel_axis = 0 : i64, transpose_b, weight_shape = array<i64: 2, 96, 128>} : tensor<2048x128xf32>, tensor<3xi32>, tensor<192x128xi8>, tensor<192xf32> -> tensor<2048x96xf32>
+// EP-TP: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, channel_axis = 0 : i64, transpose_b, weight_shape = array<i64: 2, 128, 96>} : tensor<2048x96xf32>, tensor<3xi32>, tensor<256x96xi8>, tensor<256xf32> -> tensor<2048x128xf32>
+// EP-TP-COLUMNS: tensor<2x128xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 4, 128>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP-TP-COLUMNS: tensor<2x96xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w2.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 4, 192>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}, {axes = ["tp"], blocks = 1 : i64, dim = 1 : i64}]}}
+// EP-TP-COLUMNS: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, channel_axis = 1 : i64, transpose_b, weight_shape = array<i64: 2, 128, 96>} : tensor<2048x96xf32>, tensor<3xi32>, tensor<256x96xi8>, tensor<2x96xf32> -> tensor<2048x128xf32>
+// EP-TP-TENSOR: tensor<2xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.scale", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 4>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP-TP-TENSOR: llm.grouped_matmul_int {{.*}} {bits = 8 : i64, fp8, transpose_b, weight_shape = array<i64: 2, 96, 128>} : tensor<2048x128xf32>, tensor<3xi32>, tensor<192x128xi8>, tensor<2xf32> -> tensor<2048x96xf32>
+// EP-TP-NF4: tensor<192x4xi8> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.absmax_q", init = "zeros", trainable = false>, llmc.shard = {global_shape = array<i64: 768, 4>, levels = [{axes = ["tp"], blocks = 4 : i64, dim = 0 : i64}, {axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP-TP-NF4-SAME: tensor<12xf32> {llm.param = #llm.param<name = "layers.0.block_sparse_moe.experts.w1.weight.absmax_scale", init = "zeros", trainable = false>}
+// EP-TP-NF4: llm.grouped_matmul_nf4 {{.*}} {block = 32 : i64, chunks = array<i64: 4, 1>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 0, axes = ["tp"], stride = 96>, #dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 0, axes = ["ep"], stride = 384>], held_chunks = array<i64: 2, 1>, piece_offset = array<i64: 0, 0>, transpose_b, weight_shape = array<i64: 2, 96, 128>, whole_shape = array<i64: 768, 128>} : tensor<2048x128xf32>, tensor<3xi32>, tensor<192x64xi8>, tensor<192x4xi8>, tensor<12xf32>, tensor<f32> -> tensor<2048x96xf32>
+// EP-TP-NF4: llm.grouped_matmul_nf4 {{.*}} {block = 32 : i64, chunks = array<i64: 1, 1>, dist.rank_offsets = [#dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 1, axes = ["tp"], stride = 96>, #dist.rank_offset<mesh = @mesh, attr = "piece_offset", index = 0, axes = ["ep"], stride = 256>], piece_offset = array<i64: 0, 0>, transpose_b, weight_shape = array<i64: 2, 128, 96>, whole_shape = array<i64: 512, 192>} : tensor<2048x96xf32>, tensor<3xi32>, tensor<256x48xi8>, tensor<256x3xi8>, tensor<12xf32>, tensor<f32> -> tensor<2048x128xf32>
+
+// A stack's dimension split twice, or experts split in blocks (each rank's
+// experts no one run of the stack), are refused.
+// UNEVEN: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'experts.w' 'tensor<4x2x4xf32>' of 4x8x4: quantized storage takes one split per dimension
+// UNEVEN: error: 'llm.grouped_matmul' op weight-quant: the experts' weights 'experts.w' 'tensor<2x8x4xf32>' of 4x8x4: quantized experts split into one run of whole experts per rank, not 2 blocks
 
 // An expert's 4-bit codes must start on a byte; int8 codes take any shape.
 // ODD: error: 'llm.grouped_matmul' op weight-quant: each expert of 'experts.w' 'tensor<3x7x5xf32>' has an odd number of 4-bit codes (whole bytes only)

@@ -187,6 +187,60 @@ TEST(Nf4Piece, MatmulOnAPieceIsTheProductWithTheWholeWeightsValues) {
       }
 }
 
+/// A stack of 4 experts of 24 rows, its view [96, 768] split as ep × tp
+/// split it: each expert's rows over tp (4 chunks), then runs of whole
+/// experts over ep. A piece holds 2 of the 4 chunks (held_chunks), its
+/// offset counting from the whole's start: ep's term plus tp's.
+TEST(Nf4Piece, PiecesOfWholeExpertsSplitTwiceAreTheWholeWeightsValues) {
+  const int64_t block = 32, experts = 4, rows = 24;
+  quant::QuantizedTensor q = quantizedWhole(experts * rows, 768, block, 13);
+  const std::vector<float> whole = quant::dequantize(q);
+  ShardInfo info;
+  info.globalShape = q.shape;
+  info.levels = {{{"tp"}, 0, static_cast<int>(experts)}, {{"ep"}, 0, 1}};
+  Mesh mesh{{"ep", 2}, {"tp", 2}};
+  const std::vector<int64_t> shape = {q.shape[0] / 4, q.shape[1]};
+  ShardMap map(info, shape, mesh);
+  auto cutStorage = [&](const std::vector<uint8_t> &values, int64_t perRow,
+                        const std::vector<int> &at) {
+    ShardInfo storage = info;
+    storage.globalShape = {q.shape[0], perRow};
+    ShardMap m(storage, {shape[0], perRow}, mesh);
+    std::vector<uint8_t> out(static_cast<size_t>(m.localNumel()));
+    for (int64_t i = 0; i < m.localNumel(); ++i) out[i] = values[m.toGlobal(at, i)];
+    return out;
+  };
+  for (int rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const std::vector<int> at = map.positions(rank); // {tp, ep}
+    Piece p;
+    p.shape = shape;
+    p.codes = cutStorage(q.codes, q.shape[1] / 2, at);
+    p.absmaxQ = cutStorage(q.absmaxCodes, q.shape[1] / block, at);
+    p.attrs.setInt("block", block);
+    p.attrs.setInts("whole_shape", q.shape);
+    p.attrs.setInts("chunks", {experts, 1});
+    p.attrs.setInts("held_chunks", {experts / 2, 1});
+    p.attrs.setInts("piece_offset", {at[1] * (q.shape[0] / 2) + at[0] * (rows / 2), 0});
+    std::vector<float> out(shape[0] * shape[1], std::nanf(""));
+    KernelArgs args;
+    addStorage(args, p, q);
+    args.outputs.push_back({out.data(), DType::F32, p.shape});
+    std::string error;
+    std::unique_ptr<Kernel> k = bind("qat_dequantize_nf4", args, error);
+    ASSERT_TRUE(k) << error;
+    k->run(StepContext{});
+    for (int64_t i = 0; i < map.localNumel(); ++i)
+      ASSERT_EQ(out[i], whole[map.toGlobal(at, i)]) << "element " << i;
+    // Three held chunks from the third would run past the whole's four.
+    KernelArgs bad = args;
+    bad.attrs.setInts("held_chunks", {3, 1});
+    bad.attrs.setInts("piece_offset", {48, 0});
+    EXPECT_FALSE(bind("qat_dequantize_nf4", bad, error));
+    EXPECT_NE(error.find("holding 3x1 of them, does not lie within"), std::string::npos) << error;
+  }
+}
+
 TEST(Nf4Piece, APieceOutsideItsWholeWeightIsRefusedAtBinding) {
   const int64_t block = 32;
   quant::QuantizedTensor q = quantizedWhole(96, 768, block, 3);
