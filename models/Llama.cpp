@@ -58,7 +58,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *context, const ModelConfig &c) {
     L.o = b.param(p + "self_attn.o_proj.weight", {C, H * D}, "normal", std);
     if (c.outputBias())
       L.oBias = b.param(p + "self_attn.o_proj.bias", {C}, "zeros");
-    if (c.qwen3()) {
+    if (c.qwen3Attention()) {
       L.qNorm = b.param(p + "self_attn.q_norm.weight", {D}, "ones");
       L.kNorm = b.param(p + "self_attn.k_norm.weight", {D}, "ones");
     }
@@ -170,10 +170,11 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
       model.push_back(
           b.getNamedAttr("moe_capacity_factor", b.getF64FloatAttr(config.moeCapacityFactor)));
   }
-  if (config.qwen2Moe()) {
+  if (config.qwenMoe()) {
     model.push_back(b.getNamedAttr("moe_ffn_hidden", b.getI64IntegerAttr(config.moeFfnHidden)));
-    model.push_back(b.getNamedAttr("shared_expert_ffn_hidden",
-                                   b.getI64IntegerAttr(config.sharedExpertFfnHidden)));
+    if (config.qwen2Moe())
+      model.push_back(b.getNamedAttr("shared_expert_ffn_hidden",
+                                     b.getI64IntegerAttr(config.sharedExpertFfnHidden)));
     model.push_back(
         b.getNamedAttr("decoder_sparse_step", b.getI64IntegerAttr(config.decoderSparseStep)));
     std::string dense;
@@ -181,7 +182,7 @@ OwningOpRef<ModuleOp> buildModel(MLIRContext *context, const ModelConfig &config
       dense += (dense.empty() ? "" : ",") + std::to_string(layer);
     model.push_back(b.getNamedAttr("mlp_only_layers", b.getStringAttr(dense)));
   }
-  if (config.qwen3()) {
+  if (config.qwen3Attention()) {
     model.push_back(b.getNamedAttr("head_dim", b.getI64IntegerAttr(config.headDim())));
     model.push_back(b.getNamedAttr("attention_bias", b.getI64IntegerAttr(config.attentionBias)));
   }

@@ -8,6 +8,7 @@
 // Qwen2MoeSparseMoeBlock is the same with the renormalisation optional
 // (norm_topk_prob) and a shared expert every token passes through, its
 // output scaled by σ(shared_expert_gate · x), a number per token, and added.
+// Qwen3MoeSparseMoeBlock is Qwen2's without the shared expert.
 //
 // With scoring_func = sigmoid (DeepSeek-V3's MoEGate) the router scores
 // each expert σ(logit), chooses the top-k of σ + e_score_correction_bias
@@ -65,10 +66,10 @@ ExpertWeights declareMixtralExperts(GraphBuilder &b, const ModelConfig &c,
   return w;
 }
 
-/// Qwen-MoE's names: mlp.{gate, experts.*_proj (stacked),
-/// shared_expert.*_proj, shared_expert_gate}.
-ExpertWeights declareQwen2MoeExperts(GraphBuilder &b, const ModelConfig &c,
-                                     const std::string &prefix) {
+/// Qwen-MoE's names: mlp.{gate, experts.*_proj (stacked)}, and Qwen2-MoE's
+/// mlp.{shared_expert.*_proj, shared_expert_gate} (Qwen3-MoE has none).
+ExpertWeights declareQwenMoeExperts(GraphBuilder &b, const ModelConfig &c,
+                                    const std::string &prefix) {
   const int64_t C = c.nEmbd, F = c.expertFfnHidden(), S = c.sharedExpertFfnHidden;
   const double std = c.initStd;
   const int64_t E = c.numExperts;
@@ -79,6 +80,8 @@ ExpertWeights declareQwen2MoeExperts(GraphBuilder &b, const ModelConfig &c,
   w.gate = b.param(experts + "gate_proj.weight", {E, F, C}, "normal", std);
   w.up = b.param(experts + "up_proj.weight", {E, F, C}, "normal", std);
   w.down = b.param(experts + "down_proj.weight", {E, C, F}, "normal", std);
+  if (!c.qwen2Moe())
+    return w;
   std::string p = prefix + "mlp.shared_expert.";
   w.sharedGate = b.param(p + "gate_proj.weight", {S, C}, "normal", std);
   w.sharedUp = b.param(p + "up_proj.weight", {S, C}, "normal", std);
@@ -121,7 +124,7 @@ ExpertRows limitToCapacity(GraphBuilder &b, const ModelConfig &c, Value xs, Valu
 } // namespace
 
 ExpertWeights declareExperts(GraphBuilder &b, const ModelConfig &c, const std::string &prefix) {
-  return c.qwen2Moe() ? declareQwen2MoeExperts(b, c, prefix) : declareMixtralExperts(b, c, prefix);
+  return c.qwenMoe() ? declareQwenMoeExperts(b, c, prefix) : declareMixtralExperts(b, c, prefix);
 }
 
 RouterSums startRouterSums(GraphBuilder &b, const ModelConfig &c) {

@@ -144,12 +144,13 @@ const std::vector<Field> &fields() {
        intField(&ModelConfig::slidingWindow)},
       {"head_dim",
        {},
-       "attention head width (gemma2, gemma3_text, qwen3; the other families' heads are n_embd / "
-       "n_head wide)",
+       "attention head width (gemma2, gemma3_text, qwen3, qwen3_moe; the other families' heads "
+       "are n_embd / n_head wide)",
        intField(&ModelConfig::headDimension)},
       {"attention_bias",
        {},
-       "qwen3: biases on the q, k, v and o projections (the other families: false only)",
+       "qwen3, qwen3_moe: biases on the q, k, v and o projections (the other families: false "
+       "only)",
        boolField(&ModelConfig::attentionBias)},
       {"query_pre_attn_scalar",
        {},
@@ -174,42 +175,42 @@ const std::vector<Field> &fields() {
        floatField(&ModelConfig::ropeLocalTheta)},
       {"num_experts",
        {"num_local_experts"},
-       "mixtral, qwen2_moe: experts per layer (0: a dense MLP)",
+       "mixtral, qwen2_moe, qwen3_moe: experts per layer (0: a dense MLP)",
        intField(&ModelConfig::numExperts)},
       {"experts_per_token",
        {"num_experts_per_tok"},
-       "mixtral, qwen2_moe: experts each token is routed to (top-k)",
+       "mixtral, qwen2_moe, qwen3_moe: experts each token is routed to (top-k)",
        intField(&ModelConfig::expertsPerToken)},
       {"norm_topk_prob",
        {},
-       "mixtral, qwen2_moe: divide the chosen experts' softmax weights by their sum (mixtral: "
+       "mixtral, qwen2_moe, qwen3_moe: divide the chosen experts' softmax weights by their sum (mixtral: "
        "always)",
        boolField(&ModelConfig::normTopkProb)},
       {"scoring_func",
        {},
-       "mixtral, qwen2_moe: how the router scores experts: softmax, or sigmoid (DeepSeek-V3: "
+       "mixtral, qwen2_moe, qwen3_moe: how the router scores experts: softmax, or sigmoid (DeepSeek-V3: "
        "top-k of sigmoid + e_score_correction_bias)",
        stringField(&ModelConfig::scoringFunc)},
       {"routed_scaling_factor",
        {},
-       "mixtral, qwen2_moe: the routing weights' factor (DeepSeek-V3's; 1: none)",
+       "mixtral, qwen2_moe, qwen3_moe: the routing weights' factor (DeepSeek-V3's; 1: none)",
        floatField(&ModelConfig::routedScalingFactor)},
       {"bias_update_speed",
        {},
-       "mixtral, qwen2_moe: DeepSeek-V3's bias update speed; only 0 (a frozen "
+       "mixtral, qwen2_moe, qwen3_moe: DeepSeek-V3's bias update speed; only 0 (a frozen "
        "e_score_correction_bias)",
        floatField(&ModelConfig::biasUpdateSpeed)},
       {"n_group",
        {},
-       "mixtral, qwen2_moe: DeepSeek-V3's expert groups; only 1 (no group-limited routing)",
+       "mixtral, qwen2_moe, qwen3_moe: DeepSeek-V3's expert groups; only 1 (no group-limited routing)",
        intField(&ModelConfig::nGroup)},
       {"topk_group",
        {},
-       "mixtral, qwen2_moe: DeepSeek-V3's groups per token; only 1",
+       "mixtral, qwen2_moe, qwen3_moe: DeepSeek-V3's groups per token; only 1",
        intField(&ModelConfig::topkGroup)},
       {"moe_ffn_hidden",
        {"moe_intermediate_size"},
-       "qwen2_moe: each routed expert's MLP width",
+       "qwen2_moe, qwen3_moe: each routed expert's MLP width",
        intField(&ModelConfig::moeFfnHidden)},
       {"shared_expert_ffn_hidden",
        {"shared_expert_intermediate_size"},
@@ -217,29 +218,30 @@ const std::vector<Field> &fields() {
        intField(&ModelConfig::sharedExpertFfnHidden)},
       {"decoder_sparse_step",
        {},
-       "qwen2_moe: layer l is sparse when (l + 1) % this == 0 (and not in mlp_only_layers)",
+       "qwen2_moe, qwen3_moe: layer l is sparse when (l + 1) % this == 0 (and not in "
+       "mlp_only_layers)",
        intField(&ModelConfig::decoderSparseStep)},
       {"mlp_only_layers",
        {},
-       "qwen2_moe: layers with a dense MLP ffn_hidden wide, comma-separated (e.g. 0,3)",
+       "qwen2_moe, qwen3_moe: layers with a dense MLP ffn_hidden wide, comma-separated (e.g. 0,3)",
        intListField(&ModelConfig::mlpOnlyLayers),
        /*list=*/true},
       {"router_aux_loss_coef",
        {},
-       "mixtral, qwen2_moe: weight of the load-balancing loss (added when output_router_logits)",
+       "mixtral, qwen2_moe, qwen3_moe: weight of the load-balancing loss (added when output_router_logits)",
        floatField(&ModelConfig::routerAuxLossCoef)},
       {"output_router_logits",
        {},
-       "mixtral, qwen2_moe: add the load-balancing loss to the training loss (as transformers)",
+       "mixtral, qwen2_moe, qwen3_moe: add the load-balancing loss to the training loss (as transformers)",
        boolField(&ModelConfig::outputRouterLogits)},
       {"router_z_loss_coef",
        {},
-       "mixtral, qwen2_moe: weight of the router z-loss (mean logsumexp(router logits)^2); 0 "
+       "mixtral, qwen2_moe, qwen3_moe: weight of the router z-loss (mean logsumexp(router logits)^2); 0 "
        "none",
        floatField(&ModelConfig::routerZLossCoef)},
       {"moe_capacity_factor",
        {},
-       "mixtral, qwen2_moe: training keeps at most ceil(f*N*k/E) of a step's N*k routed copies "
+       "mixtral, qwen2_moe, qwen3_moe: training keeps at most ceil(f*N*k/E) of a step's N*k routed copies "
        "per expert, the earliest tokens first (Switch's capacity factor); 0 dropless",
        floatField(&ModelConfig::moeCapacityFactor)},
       {"tie_embeddings",
@@ -534,6 +536,51 @@ Expected<ModelConfig> qwen2MoePreset(ModelConfig c, const std::string &preset) {
   return c;
 }
 
+/// Qwen3-MoE: Qwen3's attention (q/k norms, heads head_dim wide, no
+/// biases) with top-k SwiGLU experts in every layer and no shared expert;
+/// the chosen experts' weights renormalised, as the released models set
+/// norm_topk_prob (Qwen3MoeConfig's default leaves it off).
+Expected<ModelConfig> qwen3MoePreset(ModelConfig c, const std::string &preset) {
+  c.ropeTheta = 1e6;
+  c.normEps = 1e-6;
+  c.tieEmbeddings = false;
+  c.normTopkProb = true;
+  c.routerAuxLossCoef = 0.001;
+  if (preset == "tiny") {
+    c.vocabSize = 256;
+    c.nLayer = 4;
+    c.nHead = 4;
+    c.nKvHead = 2;
+    c.nEmbd = 128;
+    c.headDimension = 48; // not n_embd / n_head, as the released models' heads
+    c.ffnHidden = 352;
+    c.numExperts = 8;
+    c.expertsPerToken = 2;
+    c.moeFfnHidden = 64;
+    c.seqLen = 128;
+    c.batchSize = 8;
+    c.outputRouterLogits = true; // train with the load-balancing loss
+  } else if (preset == "30B-A3B") {
+    // Qwen/Qwen3-30B-A3B (its config.json leaves output_router_logits off).
+    c.vocabSize = 151936;
+    c.nLayer = 48;
+    c.nHead = 32;
+    c.nKvHead = 4;
+    c.nEmbd = 2048;
+    c.headDimension = 128;
+    c.ffnHidden = 6144;
+    c.numExperts = 128;
+    c.expertsPerToken = 8;
+    c.moeFfnHidden = 768;
+    c.seqLen = 4096;
+    c.batchSize = 1;
+  } else {
+    return fail("unknown preset '" + preset + "' for qwen3_moe (expected one of: tiny, 30B-A3B)");
+  }
+  c.maxPositions = c.seqLen;
+  return c;
+}
+
 } // namespace
 
 std::string describeKeys() {
@@ -566,6 +613,8 @@ std::vector<std::string> presetNames(const std::string &family) {
     return {"tiny", "8x7B"};
   if (family == "qwen2_moe")
     return {"tiny", "A2.7B"};
+  if (family == "qwen3_moe")
+    return {"tiny", "30B-A3B"};
   return {};
 }
 
@@ -624,13 +673,15 @@ Expected<ModelConfig> presetConfig(const std::string &family, const std::string 
     return mixtralPreset(c, preset);
   if (family == "qwen2_moe")
     return qwen2MoePreset(c, preset);
+  if (family == "qwen3_moe")
+    return qwen3MoePreset(c, preset);
   if (family == "gemma3")
     return fail("model family 'gemma3' is Gemma3ForConditionalGeneration (a vision tower and "
                 "the language model, its tensors under language_model.); llmc builds the text "
                 "model alone: model_type gemma3_text (Gemma3ForCausalLM; docs/models.md)");
   return fail("unknown model family '" + family +
-              "' (expected gpt2, llama, qwen2, qwen3, mistral, gemma2, gemma3_text, mixtral or "
-              "qwen2_moe)");
+              "' (expected gpt2, llama, qwen2, qwen3, mistral, gemma2, gemma3_text, mixtral, "
+              "qwen2_moe or qwen3_moe)");
 }
 
 Error applyOverride(ModelConfig &config, StringRef assignment) {
@@ -774,7 +825,7 @@ Error refuseUnsupported(const ModelConfig &config, StringRef key, const json::Va
   }
   if (key == "hidden_act" && value.getAsString() != StringRef("silu"))
     return refuse("llmc's " + config.family + " MLP is SwiGLU (silu)");
-  if (config.qwen3()) {
+  if (config.qwen3Attention()) {
     if (Error e = refuseQwen3(key, value, refuse))
       return e;
     if (key == "attention_bias" || key == "use_sliding_window" || key == "sliding_window")
@@ -791,7 +842,7 @@ Error refuseUnsupported(const ModelConfig &config, StringRef key, const json::Va
   if (key == "router_jitter_noise" && value.getAsNumber().value_or(0.0) != 0.0)
     return refuse("llmc's router adds no noise to the router logits");
   if (key == "sliding_window" && !config.windowed() && config.family != "qwen2" &&
-      !config.qwen2Moe() && !value.getAsNull())
+      !config.qwenMoe() && !value.getAsNull())
     return refuse("only mistral's, gemma2's and gemma3_text's attention have a window");
   for (const char *gemmaKey :
        {"query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping"})
@@ -942,6 +993,41 @@ void applyQwen2MoeDefaults(ModelConfig &config, const json::Object &object) {
     config.tieEmbeddings = false;
 }
 
+/// What Qwen3MoeConfig (transformers 4.51) assumes for the keys a
+/// config.json leaves out. Its attention reads head_dim with getattr, so
+/// without the key the heads are hidden_size / num_attention_heads wide.
+void applyQwen3MoeDefaults(ModelConfig &config, const json::Object &object) {
+  auto absent = [&](const char *key) { return !object.get(key) || object.get(key)->getAsNull(); };
+  if (!object.get("num_key_value_heads"))
+    config.nKvHead = 4;
+  if (absent("head_dim"))
+    config.headDimension = 0;
+  if (absent("num_experts"))
+    config.numExperts = 128;
+  if (absent("num_experts_per_tok"))
+    config.expertsPerToken = 8;
+  if (absent("moe_intermediate_size"))
+    config.moeFfnHidden = 768;
+  if (absent("norm_topk_prob"))
+    config.normTopkProb = false;
+  if (absent("decoder_sparse_step"))
+    config.decoderSparseStep = 1;
+  if (absent("mlp_only_layers"))
+    config.mlpOnlyLayers.clear();
+  if (absent("router_aux_loss_coef"))
+    config.routerAuxLossCoef = 0.001;
+  if (absent("output_router_logits"))
+    config.outputRouterLogits = false;
+  if (absent("rope_theta"))
+    config.ropeTheta = 10000.0;
+  if (absent("rms_norm_eps"))
+    config.normEps = 1e-6;
+  if (absent("tie_word_embeddings"))
+    config.tieEmbeddings = false;
+  if (absent("attention_bias"))
+    config.attentionBias = false;
+}
+
 /// What Qwen3Config (transformers 4.51) assumes for the keys a config.json
 /// leaves out.
 void applyQwen3Defaults(ModelConfig &config, const json::Object &object) {
@@ -1045,7 +1131,7 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     if (auto maxPos = object->getInteger(key))
       config.seqLen = std::min<int64_t>(config.seqLen, *maxPos);
   // Qwen2 configs carry sliding_window even with use_sliding_window off.
-  if (config.family == "qwen2" || config.qwen2Moe() || config.qwen3())
+  if (config.family == "qwen2" || config.qwenMoe() || config.qwen3())
     config.slidingWindow = 0;
   if (config.family == "mixtral")
     applyMixtralDefaults(config, *object);
@@ -1053,6 +1139,8 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
     applyQwen2MoeDefaults(config, *object);
   if (config.qwen3())
     applyQwen3Defaults(config, *object);
+  if (config.qwen3Moe())
+    applyQwen3MoeDefaults(config, *object);
   if (config.gemma2())
     applyGemma2Defaults(config, *object);
   else if (config.gemma3())
@@ -1094,8 +1182,8 @@ Error ModelConfig::validate() const {
     if (v > 0 && !gemma())
       return fail(Twine(name) + " applies to gemma2 and gemma3_text; " + family + " has none");
   }
-  if (attentionBias && !qwen3())
-    return fail("attention_bias applies to qwen3; " + family + " has " +
+  if (attentionBias && !qwen3Attention())
+    return fail("attention_bias applies to qwen3 and qwen3_moe; " + family + " has " +
                 (qkvBias() ? "biases on q, k and v only" : "no attention biases"));
   if (gemma3() && attnSoftcap > 0)
     return fail("attn_softcap is not supported for gemma3_text: " + Twine(kGemma3NoAttnSoftcap));
@@ -1159,13 +1247,14 @@ Error ModelConfig::validateRope() const {
 }
 
 Error ModelConfig::validateExperts() const {
-  const bool routed = family == "mixtral" || qwen2Moe();
+  const bool routed = routedFamily();
   if (numExperts < 0)
     return fail("num_experts must be >= 0 (0: a dense MLP), got " + Twine(numExperts));
   if (routed && numExperts == 0)
     return fail(family + " needs num_experts >= 1");
   if (numExperts > 0 && !routed)
-    return fail("num_experts applies to mixtral and qwen2_moe; " + family + " has a dense MLP");
+    return fail("num_experts applies to mixtral, qwen2_moe and qwen3_moe; " + family +
+                " has a dense MLP");
   if (numExperts > 0 && (expertsPerToken < 1 || expertsPerToken > numExperts))
     return fail("experts_per_token must be in [1, num_experts = " + Twine(numExperts) + "], got " +
                 Twine(expertsPerToken));
@@ -1180,7 +1269,7 @@ Error ModelConfig::validateExperts() const {
     return fail("moe_capacity_factor must be a finite number >= 0 (0: dropless), got " +
                 llvm::formatv("{0}", moeCapacityFactor).str());
   if (moeCapacityFactor > 0 && !routed)
-    return fail("moe_capacity_factor applies to mixtral and qwen2_moe; " + family +
+    return fail("moe_capacity_factor applies to mixtral, qwen2_moe and qwen3_moe; " + family +
                 " has no experts");
   return validateSparseLayers();
 }
@@ -1191,15 +1280,16 @@ Error ModelConfig::validateRouterScoring() const {
     std::snprintf(text, sizeof text, "%g", v);
     return std::string(text);
   };
-  const bool routed = family == "mixtral" || qwen2Moe();
+  const bool routed = routedFamily();
   if (scoringFunc != "softmax" && scoringFunc != "sigmoid")
     return fail("scoring_func must be softmax or sigmoid, got '" + scoringFunc + "'");
   if (!(routedScalingFactor > 0) || std::isinf(routedScalingFactor))
     return fail("routed_scaling_factor must be a finite number > 0, got " +
                 number(routedScalingFactor));
   if (!routed && (sigmoidRouter() || routedScalingFactor != 1.0))
-    return fail("scoring_func and routed_scaling_factor apply to mixtral and qwen2_moe; " + family +
-                " has no router");
+    return fail("scoring_func and routed_scaling_factor apply to mixtral, qwen2_moe and "
+                "qwen3_moe; " +
+                family + " has no router");
   if (biasUpdateSpeed != 0.0)
     return fail("bias_update_speed = " + number(biasUpdateSpeed) +
                 " is not supported: llmc keeps e_score_correction_bias frozen (loaded, "
@@ -1212,17 +1302,23 @@ Error ModelConfig::validateRouterScoring() const {
 }
 
 Error ModelConfig::validateSparseLayers() const {
-  if (!qwen2Moe()) {
+  if (!qwenMoe()) {
     if (moeFfnHidden != 0 || sharedExpertFfnHidden != 0 || decoderSparseStep != 1 ||
         !mlpOnlyLayers.empty())
       return fail("moe_ffn_hidden, shared_expert_ffn_hidden, decoder_sparse_step and "
-                  "mlp_only_layers apply to qwen2_moe; " +
+                  "mlp_only_layers apply to qwen2_moe and qwen3_moe (the shared expert to qwen2_moe "
+                  "only); " +
                   family + " has none");
     return Error::success();
   }
-  if (moeFfnHidden < 1 || sharedExpertFfnHidden < 1)
+  if (qwen3Moe() && sharedExpertFfnHidden != 0)
+    return fail("shared_expert_ffn_hidden = " + Twine(sharedExpertFfnHidden) +
+                " is not supported: qwen3_moe has no shared expert (Qwen3MoeSparseMoeBlock)");
+  if (qwen2Moe() && (moeFfnHidden < 1 || sharedExpertFfnHidden < 1))
     return fail("qwen2_moe needs moe_ffn_hidden >= 1 and shared_expert_ffn_hidden >= 1, got " +
                 Twine(moeFfnHidden) + " and " + Twine(sharedExpertFfnHidden));
+  if (moeFfnHidden < 1)
+    return fail(family + " needs moe_ffn_hidden >= 1, got " + Twine(moeFfnHidden));
   if (decoderSparseStep < 1)
     return fail("decoder_sparse_step must be >= 1, got " + Twine(decoderSparseStep));
   // As transformers reads the list: a layer is dense when it is listed;

@@ -19,7 +19,7 @@ namespace llmc {
 
 struct ModelConfig {
   std::string family; ///< gpt2 | llama | qwen2 | qwen3 | mistral | gemma2 | gemma3_text | mixtral
-                      ///< | qwen2_moe
+                      ///< | qwen2_moe | qwen3_moe
   int64_t vocabSize = 256;
   int64_t nLayer = 2;
   int64_t nHead = 4;
@@ -90,9 +90,9 @@ struct ModelConfig {
   /// (shared_expert_intermediate_size).
   int64_t moeFfnHidden = 0;
   int64_t sharedExpertFfnHidden = 0;
-  /// Qwen-MoE: layer l is sparse when (l + 1) % decoderSparseStep == 0 and
-  /// l is not in mlpOnlyLayers (transformers' Qwen2MoeDecoderLayer); the
-  /// others have a dense MLP ffnHidden wide.
+  /// Qwen-MoE (both): layer l is sparse when (l + 1) % decoderSparseStep
+  /// == 0 and l is not in mlpOnlyLayers (transformers' Qwen2MoeDecoderLayer
+  /// and Qwen3MoeDecoderLayer); the others have a dense MLP ffnHidden wide.
   int64_t decoderSparseStep = 1;
   std::vector<int64_t> mlpOnlyLayers;
   /// The load-balancing loss of transformers' load_balancing_loss_func,
@@ -133,22 +133,33 @@ struct ModelConfig {
   /// Qwen3: Qwen2's block without q/k/v biases, heads head_dim wide, and an
   /// RMSNorm of each head's q and k (q_norm, k_norm) before RoPE.
   bool qwen3() const { return family == "qwen3"; }
+  /// Qwen3-MoE: Qwen3's attention (q/k norms, head_dim) with Qwen-MoE's
+  /// sparse layers, without a shared expert.
+  bool qwen3Moe() const { return family == "qwen3_moe"; }
+  /// Qwen3's attention: per-head q/k RMSNorms, attention_bias.
+  bool qwen3Attention() const { return qwen3() || qwen3Moe(); }
   /// Gemma 3's text model: Gemma 2's block with per-head q/k norms and
   /// local/global layers.
   bool gemma3() const { return family == "gemma3_text"; }
   /// What Gemma 2 and 3 share: head_dim, query_pre_attn_scalar, soft-caps.
   bool gemma() const { return gemma2() || gemma3(); }
   /// The heads may be head_dim wide whatever n_embd / n_head is.
-  bool freeHeadDim() const { return gemma() || qwen3(); }
+  bool freeHeadDim() const { return gemma() || qwen3Attention(); }
   /// The MLP is a mixture of experts (in the sparse layers).
   bool moe() const { return numExperts > 0; }
   bool qwen2Moe() const { return family == "qwen2_moe"; }
+  /// Qwen-MoE's layout, either generation: mlp.experts.*, expert widths of
+  /// their own, dense and sparse layers by decoder_sparse_step and
+  /// mlp_only_layers.
+  bool qwenMoe() const { return qwen2Moe() || qwen3Moe(); }
+  /// A mixture-of-experts family (experts, a router).
+  bool routedFamily() const { return family == "mixtral" || qwenMoe(); }
   /// Layer `layer`'s MLP is the mixture of experts.
   bool sparseLayer(int64_t layer) const;
   /// How many layers route their tokens (the load-balancing loss's L).
   int64_t sparseLayerCount() const;
   /// A routed expert's width.
-  int64_t expertFfnHidden() const { return qwen2Moe() ? moeFfnHidden : ffnHidden; }
+  int64_t expertFfnHidden() const { return qwenMoe() ? moeFfnHidden : ffnHidden; }
   /// The attention of this family may slide (mistral, gemma2, gemma3_text;
   /// transformers 4.44's Mixtral applies its window only in flash attention).
   bool windowed() const { return family == "mistral" || gemma(); }
@@ -163,11 +174,13 @@ struct ModelConfig {
   /// with ropeScalingParameters().
   double ropeThetaOfLayer(int64_t layer) const;
   RopeScaling ropeScalingOfLayer(int64_t layer) const;
-  /// Qwen2's (and Qwen-MoE's) q, k and v projections carry biases; Qwen3's
-  /// with attention_bias.
-  bool qkvBias() const { return family == "qwen2" || qwen2Moe() || (qwen3() && attentionBias); }
+  /// Qwen2's (and Qwen2-MoE's) q, k and v projections carry biases;
+  /// Qwen3's and Qwen3-MoE's with attention_bias.
+  bool qkvBias() const {
+    return family == "qwen2" || qwen2Moe() || (qwen3Attention() && attentionBias);
+  }
   /// The output projection carries a bias (Qwen3 with attention_bias).
-  bool outputBias() const { return qwen3() && attentionBias; }
+  bool outputBias() const { return qwen3Attention() && attentionBias; }
   /// The scaling the rope ops apply (unscaled unless ropeScaling is llama3
   /// or linear).
   RopeScaling ropeScalingParameters() const;

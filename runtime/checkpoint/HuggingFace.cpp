@@ -37,11 +37,11 @@ const std::pair<const char *, const char *> kFamilies[] = {
     {"qwen2", "Qwen2ForCausalLM"},       {"qwen3", "Qwen3ForCausalLM"},
     {"mistral", "MistralForCausalLM"},   {"gemma2", "Gemma2ForCausalLM"},
     {"mixtral", "MixtralForCausalLM"},   {"qwen2_moe", "Qwen2MoeForCausalLM"},
-    {"gemma3_text", "Gemma3ForCausalLM"}};
+    {"gemma3_text", "Gemma3ForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"}};
 
 /// The families interop knows, for messages.
 const char *kFamilyList =
-    "gpt2, llama, qwen2, qwen3, mistral, gemma2, gemma3_text, mixtral and qwen2_moe";
+    "gpt2, llama, qwen2, qwen3, mistral, gemma2, gemma3_text, mixtral, qwen2_moe and qwen3_moe";
 
 bool knownFamily(const std::string &family) {
   for (const auto &[name, architecture] : kFamilies)
@@ -77,12 +77,13 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
       {"num_attention_heads", "n_head", ConfigKey::Int, ""},
       // null: multi-head attention; absent: MistralConfig's 8,
       // Gemma2Config's and Qwen2MoeConfig's 16, Qwen3Config's 32,
-      // Gemma3TextConfig's 4, the others' multi-head attention.
+      // Gemma3TextConfig's and Qwen3MoeConfig's 4, the others' multi-head
+      // attention.
       {"num_key_value_heads", "n_kv_head", ConfigKey::Int,
        family == "mistral" || family == "mixtral" ? "8"
        : gemma2 || family == "qwen2_moe"          ? "16"
        : family == "qwen3"                        ? "32"
-       : gemma3                                   ? "4"
+       : gemma3 || family == "qwen3_moe"          ? "4"
                                                   : artifact.meta("model.n_head")},
       {"hidden_size", "n_embd", ConfigKey::Int, ""},
       {"intermediate_size", "ffn_hidden", ConfigKey::Int, ""},
@@ -91,9 +92,17 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
       {"rope_theta", "rope_theta", ConfigKey::Float,
        family == "mixtral" || gemma3 ? "1e6" : "10000"},
       {"tie_word_embeddings", "tie_embeddings", ConfigKey::Bool, gemma2 || gemma3 ? "1" : "0"}};
-  if (family == "qwen3") {
-    // Qwen3Config's defaults (transformers 4.51).
-    keys.push_back({"head_dim", "head_dim", ConfigKey::Int, "128"});
+  if (family == "qwen3" || family == "qwen3_moe") {
+    // Qwen3Config's defaults (transformers 4.51); Qwen3MoeConfig has no
+    // head_dim of its own, and its attention's getattr falls back to
+    // hidden_size / num_attention_heads.
+    const int64_t heads = static_cast<int64_t>(artifact.metaNumber("model.n_head", 1));
+    keys.push_back(
+        {"head_dim", "head_dim", ConfigKey::Int,
+         family == "qwen3"
+             ? "128"
+             : std::to_string(static_cast<int64_t>(artifact.metaNumber("model.n_embd", 0)) /
+                              std::max<int64_t>(1, heads))});
     keys.push_back({"attention_bias", "attention_bias", ConfigKey::Bool, "0"});
   }
   if (gemma2) {
@@ -122,6 +131,16 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
     keys.push_back({"moe_intermediate_size", "moe_ffn_hidden", ConfigKey::Int, "1408"});
     keys.push_back(
         {"shared_expert_intermediate_size", "shared_expert_ffn_hidden", ConfigKey::Int, "5632"});
+    keys.push_back({"norm_topk_prob", "norm_topk_prob", ConfigKey::Bool, "0"});
+    keys.push_back({"decoder_sparse_step", "decoder_sparse_step", ConfigKey::Int, "1"});
+    keys.push_back({"router_aux_loss_coef", "router_aux_loss_coef", ConfigKey::Float, "0.001"});
+    keys.push_back({"output_router_logits", "output_router_logits", ConfigKey::Bool, "0"});
+  }
+  if (family == "qwen3_moe") {
+    // Qwen3MoeConfig's defaults (transformers 4.51; no shared expert).
+    keys.push_back({"num_experts", "num_experts", ConfigKey::Int, "128"});
+    keys.push_back({"num_experts_per_tok", "experts_per_token", ConfigKey::Int, "8"});
+    keys.push_back({"moe_intermediate_size", "moe_ffn_hidden", ConfigKey::Int, "768"});
     keys.push_back({"norm_topk_prob", "norm_topk_prob", ConfigKey::Bool, "0"});
     keys.push_back({"decoder_sparse_step", "decoder_sparse_step", ConfigKey::Int, "1"});
     keys.push_back({"router_aux_loss_coef", "router_aux_loss_coef", ConfigKey::Float, "0.001"});
@@ -211,7 +230,7 @@ void checkSemantics(const json::Value &config, const std::string &family,
     fail(path, ": router_jitter_noise is ", jitter->dump(),
          ", but llmc's Mixtral router adds no noise to its logits");
   requireSetting(config, path, "hidden_act", json::Value("silu"), "Llama uses SwiGLU (silu)");
-  if (family == "qwen3") {
+  if (family == "qwen3" || family == "qwen3_moe") {
     // attention_bias and head_dim are model keys (configKeys); Qwen3's
     // attention dropout and window are not implemented.
     requireSetting(config, path, "use_sliding_window", json::Value(false),
@@ -456,9 +475,10 @@ HuggingFaceModel::HuggingFaceModel(const std::string &dir, const Artifact &artif
   if (family_ != "gpt2")
     checkRopeScaling(config, artifact, path);
   checkOptionalKeys(config, artifact, family_, path);
-  if (family_ == "qwen2_moe")
+  const bool qwenMoe = family_ == "qwen2_moe" || family_ == "qwen3_moe";
+  if (qwenMoe)
     checkDenseLayers(config, artifact, path);
-  if (family_ == "mixtral" || family_ == "qwen2_moe")
+  if (family_ == "mixtral" || qwenMoe)
     checkRouterScoring(config, artifact, path);
   tied_ = artifact.metaNumber("model.tie_embeddings", 0) != 0;
   for (const auto &[name, shape] : modelParameters(artifact)) {
@@ -704,16 +724,18 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
       config.set("attention_bias", json::Value(false));
       config.set("mlp_bias", json::Value(false));
     }
-    if (family == "qwen2" || family == "qwen2_moe" || family == "qwen3")
+    const bool qwen3 = family == "qwen3" || family == "qwen3_moe";
+    const bool qwenMoe = family == "qwen2_moe" || family == "qwen3_moe";
+    if (family == "qwen2" || qwenMoe || qwen3)
       config.set("use_sliding_window", json::Value(false));
     // No window, as Qwen3's releases write it: transformers 4.51's eager and
     // sdpa masks apply a non-null sliding_window even with use_sliding_window
     // off, and Qwen3Config's default is 4096.
-    if (family == "qwen3")
+    if (qwen3)
       config.set("sliding_window", json::Value());
-    if (family == "qwen2_moe")
+    if (qwenMoe)
       config.set("mlp_only_layers", denseLayersJson(artifact));
-    if (family == "mixtral" || family == "qwen2_moe")
+    if (family == "mixtral" || qwenMoe)
       setRouterScoring(config, artifact);
   }
   for (const OptionalKey &key : optionalKeys(family)) {

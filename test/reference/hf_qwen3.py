@@ -69,11 +69,12 @@ def hf_model(**extra):
 
 
 def load_export(hf_dir):
-    """The exported directory as transformers builds it from config.json and
-    loads its tensors (a tied head is the embedding, not in the file)."""
+    """The exported directory as transformers builds it from config.json (the
+    class its `architectures` names) and loads its tensors (a tied head is
+    the embedding, not in the file)."""
     config = transformers.AutoConfig.from_pretrained(hf_dir)
     config._attn_implementation = "eager"
-    model = transformers.Qwen3ForCausalLM(config)
+    model = getattr(transformers, config.architectures[0])(config)
     missing, unexpected = model.load_state_dict(
         load_file(os.path.join(hf_dir, "model.safetensors")), strict=False)
     allowed = {"lm_head.weight"} if config.tie_word_embeddings else set()

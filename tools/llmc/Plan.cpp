@@ -34,7 +34,7 @@ template <typename T> using Opt = cl::opt<T>;
 Opt<std::string> model(
     "model",
     cl::desc("Built-in model family (gpt2, llama, qwen2, qwen3, mistral, gemma2, gemma3_text, "
-             "mixtral, qwen2_moe)"),
+             "mixtral, qwen2_moe, qwen3_moe)"),
     cl::Required, PLAN_OPT);
 Opt<std::string> preset("preset", cl::desc("Model preset"), cl::init("124M"), PLAN_OPT);
 cl::list<std::string> sets("set", cl::desc("Override a model config key (key=value)"), PLAN_OPT);

@@ -52,14 +52,15 @@ cl::SubCommand exportHfCmd("export-hf",
 // --- model -------------------------------------------------------------------
 cl::opt<std::string>
     modelFamily(cl::Positional,
-                cl::desc("<gpt2|llama|qwen2|qwen3|mistral|gemma2|gemma3_text> (default: --config's "
-                         "model_type)"),
+                cl::desc("<gpt2|llama|qwen2|qwen3|mistral|gemma2|gemma3_text|mixtral|qwen2_moe|"
+                         "qwen3_moe> (default: --config's model_type)"),
                 cl::Optional, cl::sub(modelCmd), cl::cat(llmcCategory));
 cl::opt<std::string> modelPreset("preset",
                                  cl::desc("Preset name (gpt2: tiny, 124M, 350M, "
                                           "774M, 1.5B; llama: tiny, 1B; qwen2: tiny, "
                                           "0.5B; qwen3: tiny, 0.6B; mistral: tiny, 7B; gemma2: "
-                                          "tiny, 2B; gemma3_text: tiny, 1B)"),
+                                          "tiny, 2B; gemma3_text: tiny, 1B; mixtral: tiny, 8x7B; "
+                                          "qwen2_moe: tiny, A2.7B; qwen3_moe: tiny, 30B-A3B)"),
                                  cl::init("tiny"), cl::sub(modelCmd), cl::sub(compileCmd));
 cl::list<std::string> modelSet("set", cl::desc("Override a config key (key=value)"),
                                cl::sub(modelCmd), cl::sub(compileCmd), cl::cat(llmcCategory));
@@ -130,7 +131,7 @@ int runModel() {
   if (modelFamily.empty() && modelConfig.empty())
     return fail("llmc model",
                 "give a family (gpt2, llama, qwen2, qwen3, mistral, gemma2, gemma3_text, mixtral, "
-                "qwen2_moe) or --config <config.json>");
+                "qwen2_moe, qwen3_moe) or --config <config.json>");
   llmc::ModelSource source{"", modelFamily, modelPreset, modelConfig, modelSet};
   llmc::ModelConfig config;
   llvm::SourceMgr sourceMgr;

@@ -55,7 +55,7 @@ TEST(Models, QwenAndMistralParameterCountsMatchPublished) {
 
 TEST(Models, EveryPresetVerifies) {
   for (const char *family : {"gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3_text",
-                             "mixtral", "qwen2_moe"})
+                             "mixtral", "qwen2_moe", "qwen3_moe"})
     for (const std::string &preset : llmc::presetNames(family)) {
       SCOPED_TRACE(std::string(family) + " " + preset);
       EXPECT_GT(countFor(family, preset), 0);
@@ -242,9 +242,10 @@ TEST(Models, ConfigJsonNamesTheFamily) {
             "alone: model_type gemma3_text (Gemma3ForCausalLM; docs/models.md)");
   EXPECT_EQ(familyOf(R"({"model_type": "bert"})"),
             ": unknown model family 'bert' (expected gpt2, llama, qwen2, qwen3, mistral, gemma2, "
-            "gemma3_text, mixtral or qwen2_moe)");
+            "gemma3_text, mixtral, qwen2_moe or qwen3_moe)");
   EXPECT_EQ(familyOf(R"({"model_type": "qwen3"})"), "qwen3");
   EXPECT_EQ(familyOf(R"({"model_type": "qwen2_moe"})"), "qwen2_moe");
+  EXPECT_EQ(familyOf(R"({"model_type": "qwen3_moe"})"), "qwen3_moe");
 }
 
 TEST(Models, QwenAndMistralConfigJson) {
@@ -354,7 +355,7 @@ TEST(Models, Qwen3ConfigJson) {
   config = cantFail(llmc::presetConfig("qwen2", "tiny"));
   config.attentionBias = true;
   EXPECT_EQ(llvm::toString(config.validate()),
-            "attention_bias applies to qwen3; qwen2 has biases on q, k and v only");
+            "attention_bias applies to qwen3 and qwen3_moe; qwen2 has biases on q, k and v only");
   config = cantFail(llmc::presetConfig("qwen3", "tiny"));
   EXPECT_EQ(config.headDim(), 48);
   EXPECT_FALSE(static_cast<bool>(config.validate()));
@@ -589,7 +590,7 @@ TEST(Models, MixtralConfigJson) {
   config = cantFail(llmc::presetConfig("llama", "tiny"));
   config.numExperts = 4;
   EXPECT_EQ(llvm::toString(config.validate()),
-            "num_experts applies to mixtral and qwen2_moe; llama has a dense MLP");
+            "num_experts applies to mixtral, qwen2_moe and qwen3_moe; llama has a dense MLP");
 }
 
 // Qwen1.5-MoE-A2.7B from its config (14.3B on its model card): 24 layers
@@ -633,7 +634,8 @@ TEST(Models, Qwen2MoeSparseLayersAsTransformersChoosesThem) {
   config.mlpOnlyLayers = {0};
   EXPECT_EQ(llvm::toString(config.validate()),
             "moe_ffn_hidden, shared_expert_ffn_hidden, decoder_sparse_step and mlp_only_layers "
-            "apply to qwen2_moe; mixtral has none");
+            "apply to qwen2_moe and qwen3_moe (the shared expert to qwen2_moe only); mixtral has "
+            "none");
   config = cantFail(llmc::presetConfig("mixtral", "tiny"));
   config.normTopkProb = false;
   EXPECT_EQ(llvm::toString(config.validate()),
@@ -745,6 +747,79 @@ TEST(Models, Qwen2MoeConfigJson) {
   EXPECT_EQ(
       configError(R"({"model_type": "qwen2_moe", "moe_intermediate_size": [1]})", "qwen2_moe"),
       "key 'moe_intermediate_size' must be a number or boolean");
+}
+
+// Qwen3-30B-A3B from its config (30.5B on its model card): 48 layers of
+// Qwen3 attention (q 4096 x 2048, k and v 512 x 2048, o 2048 x 4096, q/k
+// norms 2 x 128: 18,874,624), two norms (4,096) and a sparse MLP
+// (604,241,920: router 128 x 2048, 128 experts of three 768 x 2048
+// matrices), the embedding and the untied head (2 x 151936 x 2048), the
+// final norm: 30,532,122,624.
+TEST(Models, Qwen3MoeParameterCountMatchesPublished) {
+  EXPECT_EQ(countFor("qwen3_moe", "30B-A3B"), 30532122624);
+}
+
+TEST(Models, Qwen3MoeConfigJson) {
+  llmc::ModelConfig config;
+  // Qwen/Qwen3-30B-A3B's keys.
+  EXPECT_EQ(applyJson(R"({"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"],
+                          "attention_bias": false, "attention_dropout": 0.0,
+                          "decoder_sparse_step": 1, "head_dim": 128, "hidden_act": "silu",
+                          "hidden_size": 2048, "intermediate_size": 6144,
+                          "max_position_embeddings": 40960, "max_window_layers": 48,
+                          "mlp_only_layers": [], "moe_intermediate_size": 768,
+                          "norm_topk_prob": true, "num_attention_heads": 32,
+                          "num_experts": 128, "num_experts_per_tok": 8,
+                          "num_hidden_layers": 48, "num_key_value_heads": 4,
+                          "output_router_logits": false, "rms_norm_eps": 1e-06,
+                          "rope_scaling": null, "rope_theta": 1000000.0,
+                          "router_aux_loss_coef": 0.001, "sliding_window": null,
+                          "tie_word_embeddings": false, "use_sliding_window": false,
+                          "vocab_size": 151936})",
+                      config, "qwen3_moe"),
+            "");
+  EXPECT_EQ(config.numExperts, 128);
+  EXPECT_EQ(config.expertsPerToken, 8);
+  EXPECT_EQ(config.moeFfnHidden, 768);
+  EXPECT_EQ(config.expertFfnHidden(), 768);
+  EXPECT_EQ(config.sharedExpertFfnHidden, 0);
+  EXPECT_EQ(config.headDim(), 128);
+  EXPECT_TRUE(config.normTopkProb);
+  EXPECT_TRUE(config.qwen3Attention());
+  EXPECT_FALSE(config.qkvBias());
+  EXPECT_EQ(config.sparseLayerCount(), 48);
+  EXPECT_EQ(llvm::toString(config.validate()), "");
+  // Absent keys are Qwen3MoeConfig's defaults; without head_dim its
+  // attention's heads are hidden_size / num_attention_heads wide.
+  EXPECT_EQ(applyJson(R"({"model_type": "qwen3_moe", "hidden_size": 256,
+                          "num_attention_heads": 8, "num_hidden_layers": 2})",
+                      config, "qwen3_moe"),
+            "");
+  EXPECT_EQ(config.headDim(), 32);
+  EXPECT_EQ(config.numExperts, 128);
+  EXPECT_EQ(config.expertsPerToken, 8);
+  EXPECT_EQ(config.moeFfnHidden, 768);
+  EXPECT_EQ(config.nKvHead, 4);
+  EXPECT_FALSE(config.normTopkProb);
+  EXPECT_DOUBLE_EQ(config.ropeTheta, 10000.0);
+  EXPECT_EQ(applyJson(R"({"model_type": "qwen3_moe", "num_key_value_heads": 2,
+                          "attention_bias": true, "mlp_only_layers": [0]})",
+                      config, "qwen3_moe"),
+            "");
+  EXPECT_TRUE(config.qkvBias());
+  EXPECT_TRUE(config.outputBias());
+  EXPECT_EQ(config.sparseLayerCount(), config.nLayer - 1);
+  EXPECT_EQ(configError(R"({"model_type": "qwen3_moe", "use_sliding_window": true})", "qwen3_moe"),
+            "use_sliding_window = true is not supported: Qwen3's per-layer sliding window "
+            "(max_window_layers) is not implemented");
+  EXPECT_EQ(
+      configError(R"({"model_type": "qwen3_moe", "shared_expert_intermediate_size": 64})",
+                  "qwen3_moe"),
+      "shared_expert_ffn_hidden = 64 is not supported: qwen3_moe has no shared expert "
+      "(Qwen3MoeSparseMoeBlock)");
+  config = cantFail(llmc::presetConfig("qwen3_moe", "tiny"));
+  config.moeFfnHidden = 0;
+  EXPECT_EQ(llvm::toString(config.validate()), "qwen3_moe needs moe_ffn_hidden >= 1, got 0");
 }
 
 } // namespace
