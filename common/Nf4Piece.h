@@ -100,7 +100,8 @@ inline Nf4Piece makeNf4Piece(const std::vector<int64_t> &pieceShape, int64_t blo
   if (shape.size() != 2 || wholeShape.size() != 2 || chunks.size() != 2 || offset.size() != 2 ||
       (!held.empty() && held.size() != 2)) {
     error = "a piece of a weight (whole_shape, chunks, piece_offset, held_chunks) is 2-D, with "
-            "two entries each; got the weight " + list(shape);
+            "two entries each; got the weight " +
+            list(shape);
     return piece;
   }
   if (block < 1 || shape[1] % block != 0 || wholeShape[1] % block != 0 || offset[1] % block != 0 ||

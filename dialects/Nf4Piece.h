@@ -36,9 +36,9 @@ verifyNf4Piece(mlir::Operation *op, llvm::ArrayRef<int64_t> shape, int64_t block
     return op->emitOpError("whole_shape, chunks and piece_offset are given together");
   auto vec = [](llvm::ArrayRef<int64_t> a) { return std::vector<int64_t>(a.begin(), a.end()); };
   std::string error;
-  Nf4Piece piece = makeNf4Piece(vec(shape), block, vec(*wholeShape), vec(*chunks),
-                                vec(*pieceOffset), error,
-                                heldChunks ? vec(*heldChunks) : std::vector<int64_t>());
+  Nf4Piece piece =
+      makeNf4Piece(vec(shape), block, vec(*wholeShape), vec(*chunks), vec(*pieceOffset), error,
+                   heldChunks ? vec(*heldChunks) : std::vector<int64_t>());
   if (!error.empty())
     return op->emitOpError(error);
   return piece;

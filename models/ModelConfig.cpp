@@ -183,13 +183,13 @@ const std::vector<Field> &fields() {
        intField(&ModelConfig::expertsPerToken)},
       {"norm_topk_prob",
        {},
-       "mixtral, qwen2_moe, qwen3_moe: divide the chosen experts' softmax weights by their sum (mixtral: "
-       "always)",
+       "mixtral, qwen2_moe, qwen3_moe: divide the chosen experts' softmax weights by their sum "
+       "(mixtral: always)",
        boolField(&ModelConfig::normTopkProb)},
       {"scoring_func",
        {},
-       "mixtral, qwen2_moe, qwen3_moe: how the router scores experts: softmax, or sigmoid (DeepSeek-V3: "
-       "top-k of sigmoid + e_score_correction_bias)",
+       "mixtral, qwen2_moe, qwen3_moe: how the router scores experts: softmax, or sigmoid "
+       "(DeepSeek-V3: top-k of sigmoid + e_score_correction_bias)",
        stringField(&ModelConfig::scoringFunc)},
       {"routed_scaling_factor",
        {},
@@ -202,7 +202,8 @@ const std::vector<Field> &fields() {
        floatField(&ModelConfig::biasUpdateSpeed)},
       {"n_group",
        {},
-       "mixtral, qwen2_moe, qwen3_moe: DeepSeek-V3's expert groups; only 1 (no group-limited routing)",
+       "mixtral, qwen2_moe, qwen3_moe: DeepSeek-V3's expert groups; only 1 (no group-limited "
+       "routing)",
        intField(&ModelConfig::nGroup)},
       {"topk_group",
        {},
@@ -228,21 +229,23 @@ const std::vector<Field> &fields() {
        /*list=*/true},
       {"router_aux_loss_coef",
        {},
-       "mixtral, qwen2_moe, qwen3_moe: weight of the load-balancing loss (added when output_router_logits)",
+       "mixtral, qwen2_moe, qwen3_moe: weight of the load-balancing loss (added when "
+       "output_router_logits)",
        floatField(&ModelConfig::routerAuxLossCoef)},
       {"output_router_logits",
        {},
-       "mixtral, qwen2_moe, qwen3_moe: add the load-balancing loss to the training loss (as transformers)",
+       "mixtral, qwen2_moe, qwen3_moe: add the load-balancing loss to the training loss (as "
+       "transformers)",
        boolField(&ModelConfig::outputRouterLogits)},
       {"router_z_loss_coef",
        {},
-       "mixtral, qwen2_moe, qwen3_moe: weight of the router z-loss (mean logsumexp(router logits)^2); 0 "
-       "none",
+       "mixtral, qwen2_moe, qwen3_moe: weight of the router z-loss (mean logsumexp(router "
+       "logits)^2); 0 none",
        floatField(&ModelConfig::routerZLossCoef)},
       {"moe_capacity_factor",
        {},
-       "mixtral, qwen2_moe, qwen3_moe: training keeps at most ceil(f*N*k/E) of a step's N*k routed copies "
-       "per expert, the earliest tokens first (Switch's capacity factor); 0 dropless",
+       "mixtral, qwen2_moe, qwen3_moe: training keeps at most ceil(f*N*k/E) of a step's N*k routed "
+       "copies per expert, the earliest tokens first (Switch's capacity factor); 0 dropless",
        floatField(&ModelConfig::moeCapacityFactor)},
       {"tie_embeddings",
        {"tie_word_embeddings"},
@@ -1305,10 +1308,11 @@ Error ModelConfig::validateSparseLayers() const {
   if (!qwenMoe()) {
     if (moeFfnHidden != 0 || sharedExpertFfnHidden != 0 || decoderSparseStep != 1 ||
         !mlpOnlyLayers.empty())
-      return fail("moe_ffn_hidden, shared_expert_ffn_hidden, decoder_sparse_step and "
-                  "mlp_only_layers apply to qwen2_moe and qwen3_moe (the shared expert to qwen2_moe "
-                  "only); " +
-                  family + " has none");
+      return fail(
+          "moe_ffn_hidden, shared_expert_ffn_hidden, decoder_sparse_step and "
+          "mlp_only_layers apply to qwen2_moe and qwen3_moe (the shared expert to qwen2_moe "
+          "only); " +
+          family + " has none");
     return Error::success();
   }
   if (qwen3Moe() && sharedExpertFfnHidden != 0)

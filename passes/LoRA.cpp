@@ -478,7 +478,8 @@ struct LoRAPass : llmc::impl::LoRABase<LoRAPass> {
     auto expanded = qat::DequantizeNf4Op::create(
         b, loc, type, storage.codes, storage.absmaxQ, storage.absmaxScale, storage.absmaxMean,
         b.getI64IntegerAttr(qloraBlock), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
-        DenseI64ArrayAttr(), DenseI64ArrayAttr(), b.getStringAttr(quant::absmaxFormatName(absmaxFormat)));
+        DenseI64ArrayAttr(), DenseI64ArrayAttr(),
+        b.getStringAttr(quant::absmaxFormatName(absmaxFormat)));
     if (split)
       setNf4Piece(expanded, *split);
     weight.replaceAllUsesWith(expanded.getResult());

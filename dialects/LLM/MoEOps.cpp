@@ -328,8 +328,8 @@ LogicalResult GroupedMatmulNf4Op::verify() {
     return failure();
   if (piece->split && (piece->rows.extent / piece->rows.heldChunks()) % w[1] != 0)
     return emitOpError("each chunk of the piece's rows (")
-           << piece->rows.extent / piece->rows.heldChunks() << ") must hold whole experts' rows (" << w[1]
-           << ")";
+           << piece->rows.extent / piece->rows.heldChunks() << ") must hold whole experts' rows ("
+           << w[1] << ")";
   const int64_t numel = w[0] * w[1] * w[2], groups = numel / block;
   if (failed(expectExpertStorage(*this, getCodes(), numel / 2, "codes (two per byte)", w)) ||
       failed(expectExpertStorage(*this, getAbsmaxQ(), groups, "absmax_q (one per block)", w)) ||

@@ -117,8 +117,7 @@ struct StorageSplit {
   /// (one entry each): of the view rows' levels only expert parallelism's
   /// applies.
   mlir::DictionaryAttr levelsOn(mlir::MLIRContext *context, std::array<int64_t, 2> dims,
-                                llvm::ArrayRef<int64_t> globalShape,
-                                bool perExpert = false) const;
+                                llvm::ArrayRef<int64_t> globalShape, bool perExpert = false) const;
 };
 
 /// The split of weight `name` (this rank's piece `local`, split as `shard`

@@ -33,10 +33,10 @@ struct ConfigKey {
 /// The families whose directories llmc reads and writes, and the
 /// transformers class of each.
 const std::pair<const char *, const char *> kFamilies[] = {
-    {"gpt2", "GPT2LMHeadModel"},         {"llama", "LlamaForCausalLM"},
-    {"qwen2", "Qwen2ForCausalLM"},       {"qwen3", "Qwen3ForCausalLM"},
-    {"mistral", "MistralForCausalLM"},   {"gemma2", "Gemma2ForCausalLM"},
-    {"mixtral", "MixtralForCausalLM"},   {"qwen2_moe", "Qwen2MoeForCausalLM"},
+    {"gpt2", "GPT2LMHeadModel"},          {"llama", "LlamaForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},        {"qwen3", "Qwen3ForCausalLM"},
+    {"mistral", "MistralForCausalLM"},    {"gemma2", "Gemma2ForCausalLM"},
+    {"mixtral", "MixtralForCausalLM"},    {"qwen2_moe", "Qwen2MoeForCausalLM"},
     {"gemma3_text", "Gemma3ForCausalLM"}, {"qwen3_moe", "Qwen3MoeForCausalLM"}};
 
 /// The families interop knows, for messages.
@@ -97,12 +97,11 @@ std::vector<ConfigKey> configKeys(const std::string &family, const Artifact &art
     // head_dim of its own, and its attention's getattr falls back to
     // hidden_size / num_attention_heads.
     const int64_t heads = static_cast<int64_t>(artifact.metaNumber("model.n_head", 1));
-    keys.push_back(
-        {"head_dim", "head_dim", ConfigKey::Int,
-         family == "qwen3"
-             ? "128"
-             : std::to_string(static_cast<int64_t>(artifact.metaNumber("model.n_embd", 0)) /
-                              std::max<int64_t>(1, heads))});
+    keys.push_back({"head_dim", "head_dim", ConfigKey::Int,
+                    family == "qwen3" ? "128"
+                                      : std::to_string(static_cast<int64_t>(
+                                                           artifact.metaNumber("model.n_embd", 0)) /
+                                                       std::max<int64_t>(1, heads))});
     keys.push_back({"attention_bias", "attention_bias", ConfigKey::Bool, "0"});
   }
   if (gemma2) {

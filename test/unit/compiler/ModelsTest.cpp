@@ -812,11 +812,10 @@ TEST(Models, Qwen3MoeConfigJson) {
   EXPECT_EQ(configError(R"({"model_type": "qwen3_moe", "use_sliding_window": true})", "qwen3_moe"),
             "use_sliding_window = true is not supported: Qwen3's per-layer sliding window "
             "(max_window_layers) is not implemented");
-  EXPECT_EQ(
-      configError(R"({"model_type": "qwen3_moe", "shared_expert_intermediate_size": 64})",
-                  "qwen3_moe"),
-      "shared_expert_ffn_hidden = 64 is not supported: qwen3_moe has no shared expert "
-      "(Qwen3MoeSparseMoeBlock)");
+  EXPECT_EQ(configError(R"({"model_type": "qwen3_moe", "shared_expert_intermediate_size": 64})",
+                        "qwen3_moe"),
+            "shared_expert_ffn_hidden = 64 is not supported: qwen3_moe has no shared expert "
+            "(Qwen3MoeSparseMoeBlock)");
   config = cantFail(llmc::presetConfig("qwen3_moe", "tiny"));
   config.moeFfnHidden = 0;
   EXPECT_EQ(llvm::toString(config.validate()), "qwen3_moe needs moe_ffn_hidden >= 1, got 0");
