@@ -965,19 +965,10 @@ void applyMixtralDefaults(ModelConfig &config, const json::Object &object) {
     config.tieEmbeddings = false;
 }
 
-/// What Qwen2MoeConfig assumes for the keys a config.json leaves out.
-void applyQwen2MoeDefaults(ModelConfig &config, const json::Object &object) {
+/// What Qwen2MoeConfig and Qwen3MoeConfig both assume for the keys a
+/// config.json leaves out (absent or null).
+void applyQwenMoeDefaults(ModelConfig &config, const json::Object &object) {
   auto absent = [&](const char *key) { return !object.get(key) || object.get(key)->getAsNull(); };
-  if (absent("num_key_value_heads"))
-    config.nKvHead = 16;
-  if (absent("num_experts"))
-    config.numExperts = 60;
-  if (absent("num_experts_per_tok"))
-    config.expertsPerToken = 4;
-  if (absent("moe_intermediate_size"))
-    config.moeFfnHidden = 1408;
-  if (absent("shared_expert_intermediate_size"))
-    config.sharedExpertFfnHidden = 5632;
   if (absent("norm_topk_prob"))
     config.normTopkProb = false;
   if (absent("decoder_sparse_step"))
@@ -996,6 +987,22 @@ void applyQwen2MoeDefaults(ModelConfig &config, const json::Object &object) {
     config.tieEmbeddings = false;
 }
 
+/// What Qwen2MoeConfig assumes for the keys a config.json leaves out.
+void applyQwen2MoeDefaults(ModelConfig &config, const json::Object &object) {
+  auto absent = [&](const char *key) { return !object.get(key) || object.get(key)->getAsNull(); };
+  if (absent("num_key_value_heads"))
+    config.nKvHead = 16;
+  if (absent("num_experts"))
+    config.numExperts = 60;
+  if (absent("num_experts_per_tok"))
+    config.expertsPerToken = 4;
+  if (absent("moe_intermediate_size"))
+    config.moeFfnHidden = 1408;
+  if (absent("shared_expert_intermediate_size"))
+    config.sharedExpertFfnHidden = 5632;
+  applyQwenMoeDefaults(config, object);
+}
+
 /// What Qwen3MoeConfig (transformers 4.51) assumes for the keys a
 /// config.json leaves out. Its attention reads head_dim with getattr, so
 /// without the key the heads are hidden_size / num_attention_heads wide.
@@ -1011,22 +1018,7 @@ void applyQwen3MoeDefaults(ModelConfig &config, const json::Object &object) {
     config.expertsPerToken = 8;
   if (absent("moe_intermediate_size"))
     config.moeFfnHidden = 768;
-  if (absent("norm_topk_prob"))
-    config.normTopkProb = false;
-  if (absent("decoder_sparse_step"))
-    config.decoderSparseStep = 1;
-  if (absent("mlp_only_layers"))
-    config.mlpOnlyLayers.clear();
-  if (absent("router_aux_loss_coef"))
-    config.routerAuxLossCoef = 0.001;
-  if (absent("output_router_logits"))
-    config.outputRouterLogits = false;
-  if (absent("rope_theta"))
-    config.ropeTheta = 10000.0;
-  if (absent("rms_norm_eps"))
-    config.normEps = 1e-6;
-  if (absent("tie_word_embeddings"))
-    config.tieEmbeddings = false;
+  applyQwenMoeDefaults(config, object);
   if (absent("attention_bias"))
     config.attentionBias = false;
 }
