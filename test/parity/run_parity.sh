@@ -49,7 +49,7 @@ set -euo pipefail
 BIN=$1; WORK=$2; shift 2
 PAIRS=(--sample 8)
 [[ ${1:-} == --all ]] && PAIRS=(--all) && shift
-FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp mixtral mixtral-pp mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-sigmoid-pp mixtral-lora mixtral-lora-pp qwen2_moe qwen2_moe-pp qwen3 qwen3-pp composition}
+FAMILIES=${*:-gpt2 llama gpt2-dropout gpt2-bf16 gpt2-pp llama-pp gpt2-qat gpt2-qat-pp gpt2-qat-outlier gpt2-fp8 gpt2-fp8-pp gpt2-lora llama-lora gpt2-lora-pp gpt2-adam8 gpt2-uneven llama-uneven gpt2-vocab50257 gpt2-packed llama-packed gpt2-packed-pp llama-packed-pp mixtral mixtral-pp mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-sigmoid-pp mixtral-lora mixtral-lora-pp qwen2_moe qwen2_moe-pp qwen3 qwen3-pp qwen3_moe qwen3_moe-pp composition}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_WAIT_POLICY=PASSIVE
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -59,29 +59,29 @@ rm -rf "$WORK" && mkdir -p "$WORK"
 
 # name | ranks | llmc compile flags | families (empty: gpt2 llama)
 LAYOUTS=(
-  "dp2|2|--mesh dp=2|gpt2 llama qwen3 gpt2-qat gpt2-qat-outlier gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed llama-packed mixtral qwen2_moe mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-lora"
+  "dp2|2|--mesh dp=2|gpt2 llama qwen3 gpt2-qat gpt2-qat-outlier gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed llama-packed mixtral qwen2_moe qwen3_moe mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-lora"
   "dp4|4|--mesh dp=4|gpt2 llama mixtral"
   "dp2-ps|2|--mesh dp=2 --grad-sync ps"
   "dp2-small-buckets|2|--mesh dp=2 --grad-bucket-mb 0.05|gpt2"
   "dp2-no-buckets|2|--mesh dp=2 --grad-bucket-mb 0|gpt2"
-  "zero1-dp2|2|--mesh dp=2 --zero 1|gpt2 llama qwen3 gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed mixtral qwen2_moe"
+  "zero1-dp2|2|--mesh dp=2 --zero 1|gpt2 llama qwen3 gpt2-fp8 gpt2-lora gpt2-adam8 gpt2-packed mixtral qwen2_moe qwen3_moe"
   "zero2-dp2|2|--mesh dp=2 --zero 2"
   "zero2-dp4-micro2|4|--mesh dp=4 --zero 2 --microbatches 2 --set batch_size=4"
   "zero3-dp4|4|--mesh dp=4 --zero 3|gpt2 llama qwen3 gpt2-qat gpt2-qat-outlier gpt2-lora gpt2-packed llama-packed mixtral mixtral-lora"
   "zero3-dp2-keep|2|--mesh dp=2 --zero 3 --fsdp-reshard-after-forward=false --fsdp-prefetch 0"
   "hybrid-dp2-fsdp2|4|--mesh dp=2,fsdp=2 --zero 3"
-  "tp2|2|--mesh tp=2|gpt2 llama qwen3 gpt2-qat gpt2-lora llama-lora gpt2-adam8 gpt2-packed llama-packed mixtral qwen2_moe mixtral-sigmoid"
+  "tp2|2|--mesh tp=2|gpt2 llama qwen3 gpt2-qat gpt2-lora llama-lora gpt2-adam8 gpt2-packed llama-packed mixtral qwen2_moe qwen3_moe mixtral-sigmoid"
   "tp4|4|--mesh tp=4|gpt2"
   "dp2-tp2|4|--mesh dp=2,tp=2|gpt2 llama qwen3 mixtral qwen2_moe"
   "zero1-dp2-tp2|4|--mesh dp=2,tp=2 --zero 1"
   "zero3-dp2-tp2|4|--mesh dp=2,tp=2 --zero 3|gpt2 llama qwen3 mixtral"
-  "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama qwen3 gpt2-dropout gpt2-packed llama-packed mixtral qwen2_moe mixtral-lora"
-  "ep2|2|--mesh ep=2|mixtral qwen2_moe mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-lora"
+  "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama qwen3 gpt2-dropout gpt2-packed llama-packed mixtral qwen2_moe qwen3_moe mixtral-lora"
+  "ep2|2|--mesh ep=2|mixtral qwen2_moe qwen3_moe mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-lora"
   "ep4|4|--mesh ep=4|mixtral mixtral-capacity"
-  "dp2-ep2|4|--mesh dp=2,ep=2|mixtral qwen2_moe mixtral-capacity"
+  "dp2-ep2|4|--mesh dp=2,ep=2|mixtral qwen2_moe qwen3_moe mixtral-capacity"
   "zero1-dp2-ep2|4|--mesh dp=2,ep=2 --zero 1|mixtral"
   "zero3-dp2-ep2|4|--mesh dp=2,ep=2 --zero 3|mixtral"
-  "ep2-tp2|4|--mesh ep=2,tp=2|mixtral mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-lora"
+  "ep2-tp2|4|--mesh ep=2,tp=2|mixtral qwen3_moe mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-lora"
   "ep2-tp2-sp|4|--mesh ep=2,tp=2 --sp|mixtral"
   "dp2-tp2-sp|4|--mesh dp=2,tp=2 --sp|gpt2 llama qwen3 gpt2-qat gpt2-fp8 gpt2-lora llama-lora gpt2-packed llama-packed"
   "zero3-dp2-tp2-sp|4|--mesh dp=2,tp=2 --zero 3 --sp"
@@ -116,12 +116,12 @@ LAYOUTS=(
   "vocab50257-padded-zero3-dp2|2|--mesh dp=2 --zero 3 --vocab-multiple 128|gpt2-vocab50257"
   # Pipelines (4 layers, 4 microbatches): every schedule, with and without
   # recomputation, alone and with data and tensor parallelism.
-  "pp2|2|--mesh pp=2|gpt2-pp llama-pp qwen3-pp gpt2-qat-pp gpt2-fp8-pp gpt2-lora-pp gpt2-packed-pp llama-packed-pp mixtral-pp qwen2_moe-pp mixtral-sigmoid-pp mixtral-lora-pp"
+  "pp2|2|--mesh pp=2|gpt2-pp llama-pp qwen3-pp gpt2-qat-pp gpt2-fp8-pp gpt2-lora-pp gpt2-packed-pp llama-packed-pp mixtral-pp qwen2_moe-pp qwen3_moe-pp mixtral-sigmoid-pp mixtral-lora-pp"
   "pp2-gpipe|2|--mesh pp=2 --pipeline-schedule gpipe|gpt2-pp"
   "pp2-naive|2|--mesh pp=2 --pipeline-schedule naive|gpt2-pp"
   "pp4|4|--mesh pp=4|gpt2-pp llama-pp mixtral-pp"
   "pp2-dp2|4|--mesh pp=2,dp=2|gpt2-pp llama-pp mixtral-pp"
-  "pp2-ep2|4|--mesh pp=2,ep=2|mixtral-pp qwen2_moe-pp"
+  "pp2-ep2|4|--mesh pp=2,ep=2|mixtral-pp qwen2_moe-pp qwen3_moe-pp"
   "pp2-dp2-tp2|8|--mesh pp=2,dp=2,tp=2 --zero 1|gpt2-pp llama-pp qwen3-pp gpt2-packed-pp mixtral-pp"
   "pp2-interleaved-v2|2|--mesh pp=2 --pipeline-schedule interleaved --virtual-stages 2|gpt2-pp llama-pp qwen3-pp mixtral-pp qwen2_moe-pp"
   "pp2-zero-bubble|2|--mesh pp=2 --pipeline-schedule zero-bubble|gpt2-pp llama-pp mixtral-pp"
@@ -162,7 +162,7 @@ for family in $FAMILIES; do
                                    --set batch_size=2 --set seq_len=32 --microbatches 4)
   [[ $family == *-dropout ]] && common+=(--set dropout=0.1)
   # Both router losses: the load-balancing loss (the tiny preset's) and a z-loss.
-  [[ $family == mixtral* || $family == qwen2_moe* ]] && common+=(--set router_z_loss_coef=0.001)
+  [[ $family == mixtral* || $family == qwen*_moe* ]] && common+=(--set router_z_loss_coef=0.001)
   # A capacity of one balanced share per expert: copies are dropped, the
   # same ones in every layout (the capacity counts the whole batch).
   [[ $family == *-capacity ]] && common+=(--set moe_capacity_factor=1.0)
