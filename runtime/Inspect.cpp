@@ -264,48 +264,85 @@ void printInference(const Artifact &a, std::ostream &os) {
 /// Weight-only quantized inference (--weight-quant): the weights kept in
 /// quantized storage (`<weight>.qweight` beside its scales), their bytes
 /// and bits per weight, a mixture of experts' stacks apart.
-void printQuantizedWeights(const Artifact &a, std::ostream &os) {
-  struct Stored {
-    int64_t weights = 0;
-    bool experts = false;
-  };
-  std::map<std::string, Stored> stored;
-  const std::string suffix = ".qweight";
+/// A quantized matrix or experts' stack: its weights on this rank, whether
+/// it is a stack of experts, and the parameters that store it (its codes
+/// first, then scales and the like).
+struct QuantizedMatrix {
+  int64_t weights = 0;
+  bool experts = false;
+  std::vector<std::string> storage;
+};
+
+int64_t elements(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+/// The artifact's quantized matrices, by their codes' name: those its
+/// products read as codes (weight_shape), and QLoRA's, expanded before each
+/// use. Each kernel's storage operands are its parameters after x (and a
+/// grouped product's offsets).
+std::map<std::string, QuantizedMatrix> quantizedMatrices(const Artifact &a) {
+  std::map<std::string, QuantizedMatrix> stored;
   for (const ProgramInfo &p : a.programs)
     for (const InstructionInfo &inst : p.instructions) {
-      const bool experts =
+      if (inst.kind != InstructionKind::Kernel)
+        continue;
+      const bool grouped =
           inst.kernel == "grouped_matmul_int" || inst.kernel == "grouped_matmul_nf4";
-      if (inst.kind != InstructionKind::Kernel ||
-          (!experts && inst.kernel != "matmul_int" && inst.kernel != "matmul_nf4"))
+      const bool matmul = inst.kernel == "matmul_int" || inst.kernel == "matmul_nf4";
+      const bool expanded = inst.kernel == "qat_dequantize_nf4";
+      if (!grouped && !matmul && !expanded)
         continue;
-      const std::string &codes = p.buffers[inst.inputs[experts ? 2 : 1]].name;
-      if (codes.size() <= suffix.size() ||
-          codes.compare(codes.size() - suffix.size(), suffix.size(), suffix) != 0)
+      QuantizedMatrix matrix;
+      for (size_t i = grouped ? 2 : matmul ? 1 : 0; i < inst.inputs.size(); ++i)
+        if (p.buffers[inst.inputs[i]].category == "param")
+          matrix.storage.push_back(p.buffers[inst.inputs[i]].name);
+      if (matrix.storage.empty())
         continue;
-      int64_t n = 1;
-      for (int64_t d : inst.attrs.getInts("weight_shape")) n *= d;
-      stored[codes.substr(0, codes.size() - suffix.size())] = {n, experts};
+      const std::vector<int64_t> shape = expanded ? p.buffers[inst.outputs[0]].shape
+                                                  : inst.attrs.getInts("weight_shape");
+      matrix.weights = elements(shape);
+      matrix.experts = shape.size() == 3;
+      stored[matrix.storage.front()] = std::move(matrix);
     }
+  return stored;
+}
+
+/// Each storage parameter of `stored` and the codes' name of its matrix.
+std::map<std::string, std::string>
+storageOwners(const std::map<std::string, QuantizedMatrix> &stored) {
+  std::map<std::string, std::string> owners;
+  for (const auto &[codes, matrix] : stored)
+    for (const std::string &name : matrix.storage) owners[name] = codes;
+  return owners;
+}
+
+void printQuantizedWeights(const Artifact &a, std::ostream &os) {
+  const std::map<std::string, QuantizedMatrix> stored = quantizedMatrices(a);
   if (stored.empty())
     return;
+  const std::map<std::string, std::string> owners = storageOwners(stored);
   int64_t weights[2] = {0, 0}, tensors[2] = {0, 0};
   uint64_t bytes[2] = {0, 0};
   for (const auto &[name, s] : stored) weights[s.experts] += s.weights, ++tensors[s.experts];
   for (const ParameterInfo &param : a.parameters) {
-    const size_t dot = param.name.rfind('.');
-    auto it = dot == std::string::npos ? stored.end() : stored.find(param.name.substr(0, dot));
-    if (it != stored.end())
-      bytes[it->second.experts] += param.numel() * dtypeSize(param.dtype);
+    auto it = owners.find(param.name);
+    if (it != owners.end())
+      bytes[stored.at(it->second).experts] += param.numel() * dtypeSize(param.dtype);
   }
   auto bits = [&](int i) {
     std::ostringstream b;
     b << std::fixed << std::setprecision(2) << 8.0 * bytes[i] / std::max<int64_t>(1, weights[i]);
     return b.str();
   };
-  os << "quantized:  " << tensors[0] << " matrices, " << formatBytes(bytes[0]) << " (" << bits(0)
-     << " bits per weight)";
+  os << "quantized:  ";
+  if (tensors[0] > 0)
+    os << tensors[0] << " matrices, " << formatBytes(bytes[0]) << " (" << bits(0)
+       << " bits per weight)" << (tensors[1] > 0 ? "; " : "");
   if (tensors[1] > 0)
-    os << "; experts: " << tensors[1] << " stacks, " << formatBytes(bytes[1]) << " (" << bits(1)
+    os << "experts: " << tensors[1] << " stacks, " << formatBytes(bytes[1]) << " (" << bits(1)
        << " bits per weight)";
   os << "\n";
 }
@@ -597,16 +634,24 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
 
   // The whole model: every pipeline stage's parameters, each once (a tied
   // embedding/head lives on the first and the last stage), at global shape.
+  // A quantized matrix counts as its weights, one tensor, not as the codes
+  // and scales that store it.
   int64_t total = 0, trainable = 0;
   std::set<std::string> counted;
   auto count = [&](const Artifact &role) {
+    const std::map<std::string, QuantizedMatrix> quantized = quantizedMatrices(role);
+    const std::map<std::string, std::string> owners = storageOwners(quantized);
     for (const ParameterInfo &p : role.parameters) {
-      if (!counted.insert(p.name).second) continue;
+      auto matrix = quantized.find(p.name);
+      const bool codes = matrix != quantized.end();
+      if ((!codes && owners.count(p.name)) || !counted.insert(p.name).second) continue;
       int64_t n = p.numel();
       if (p.shard.sharded()) {
         n = 1;
         for (int64_t d : p.shard.globalShape) n *= d;
       }
+      // The codes' global elements over this rank's: the matrix's pieces.
+      if (codes) n = matrix->second.weights * (n / std::max<int64_t>(1, p.numel()));
       total += n;
       if (p.trainable) trainable += n;
     }
