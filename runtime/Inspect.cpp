@@ -301,8 +301,8 @@ std::map<std::string, QuantizedMatrix> quantizedMatrices(const Artifact &a) {
           matrix.storage.push_back(p.buffers[inst.inputs[i]].name);
       if (matrix.storage.empty())
         continue;
-      const std::vector<int64_t> shape = expanded ? p.buffers[inst.outputs[0]].shape
-                                                  : inst.attrs.getInts("weight_shape");
+      const std::vector<int64_t> shape =
+          expanded ? p.buffers[inst.outputs[0]].shape : inst.attrs.getInts("weight_shape");
       matrix.weights = elements(shape);
       matrix.experts = shape.size() == 3;
       stored[matrix.storage.front()] = std::move(matrix);
@@ -644,16 +644,19 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     for (const ParameterInfo &p : role.parameters) {
       auto matrix = quantized.find(p.name);
       const bool codes = matrix != quantized.end();
-      if ((!codes && owners.count(p.name)) || !counted.insert(p.name).second) continue;
+      if ((!codes && owners.count(p.name)) || !counted.insert(p.name).second)
+        continue;
       int64_t n = p.numel();
       if (p.shard.sharded()) {
         n = 1;
         for (int64_t d : p.shard.globalShape) n *= d;
       }
       // The codes' global elements over this rank's: the matrix's pieces.
-      if (codes) n = matrix->second.weights * (n / std::max<int64_t>(1, p.numel()));
+      if (codes)
+        n = matrix->second.weights * (n / std::max<int64_t>(1, p.numel()));
       total += n;
-      if (p.trainable) trainable += n;
+      if (p.trainable)
+        trainable += n;
     }
   };
   count(a);
