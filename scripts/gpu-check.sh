@@ -16,7 +16,8 @@
 #                --attention cudnn and tensor-cores each vs cuda-cores, ≤ 1e-2;
 #                the one-launch AdamW vs per-tensor kernels, bit for bit; a
 #                tiny Mixtral (routing, grouped GEMMs, router losses), fp32
-#                ≤ 1e-4 and bf16 ≤ 1e-2; generation through llmc-generate,
+#                ≤ 1e-4 and bf16 ≤ 1e-2; a tiny Qwen3-MoE (per-head q/k
+#                norms, heads 48 wide, experts), fp32 ≤ 1e-4; generation through llmc-generate,
 #                a tiny Llama against one CPU rank and its layers streamed
 #                (bit for bit), on the host and split (≤ 1e-4), tp=2 too
 #   shared       several ranks on this one GPU through the host transport
@@ -553,6 +554,7 @@ if wants parity; then
   step parity-padded-bf16 120 parity_pair padded-bf16 tiny257-bf16-cpu.llmc tiny257-bf16-gpu.llmc 50 1e-2
   step parity-moe 120 parity_pair moe moe-cpu.llmc moe-gpu.llmc 50 1e-4
   step parity-moe-bf16 120 parity_pair moe-bf16 moe-bf16-cpu.llmc moe-bf16-gpu.llmc 50 1e-2
+  step parity-qwen3-moe 120 parity_pair qwen3-moe qwen3-moe-cpu.llmc qwen3-moe-gpu.llmc 50 1e-4
   step parity-resume-on-cpu 60 do_resume_on_cpu
   step parity-attention-cudnn 150 do_attention_variant cudnn
   step parity-attention-tc 120 do_attention_variant tensor-cores

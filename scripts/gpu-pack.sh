@@ -74,6 +74,11 @@ MOE=(--model mixtral --preset tiny --set n_layer=2 --set router_z_loss_coef=0.00
 "$LLMC" compile "${MOE[@]}" --target cuda -o "$A/moe-gpu.llmc"
 "$LLMC" compile "${MOE[@]}" --precision bf16 -o "$A/moe-bf16-cpu.llmc"
 "$LLMC" compile "${MOE[@]}" --precision bf16 --target cuda -o "$A/moe-bf16-gpu.llmc"
+# Qwen3-MoE (tiny, 2 layers): per-head q/k norms, heads 48 wide (not
+# n_embd / n_head), routed experts without a shared expert, fp32.
+QWEN3MOE=(--model qwen3_moe --preset tiny --set n_layer=2 --set router_z_loss_coef=0.001)
+"$LLMC" compile "${QWEN3MOE[@]}" -o "$A/qwen3-moe-cpu.llmc"
+"$LLMC" compile "${QWEN3MOE[@]}" --target cuda -o "$A/qwen3-moe-gpu.llmc"
 # Expert parallelism on the one GPU (host-staged all-to-alls): each rank
 # keeps half the experts, against moe-cpu.llmc.
 for layout in "ep2|--mesh ep=2" "dp2-ep2|--mesh dp=2,ep=2"; do
