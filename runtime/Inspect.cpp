@@ -8,6 +8,7 @@
 #include "runtime/ActivationMemory.h"
 #include "runtime/Artifact.h"
 #include "runtime/ModelStates.h"
+#include "runtime/quant/StoredWeights.h"
 #include "runtime/support/Error.h"
 
 #include <algorithm>
@@ -264,11 +265,11 @@ void printInference(const Artifact &a, std::ostream &os) {
 /// Weight-only quantized inference (--weight-quant): the weights kept in
 /// quantized storage (`<weight>.qweight` beside its scales), their bytes
 /// and bits per weight, a mixture of experts' stacks apart.
-/// A quantized matrix or experts' stack: its weights on this rank, whether
-/// it is a stack of experts, and the parameters that store it (its codes
-/// first, then scales and the like).
+/// A quantized matrix or experts' stack: its weights on this rank and on
+/// all of them, whether it is a stack of experts, and the parameters that
+/// store it (its codes first, then scales and the like).
 struct QuantizedMatrix {
-  int64_t weights = 0;
+  int64_t localWeights = 0, weights = 0;
   bool experts = false;
   std::vector<std::string> storage;
 };
@@ -280,31 +281,26 @@ int64_t elements(const std::vector<int64_t> &shape) {
 }
 
 /// The artifact's quantized matrices, by their codes' name: those its
-/// products read as codes (weight_shape), and QLoRA's, expanded before each
-/// use. Each kernel's storage operands are its parameters after x (and a
-/// grouped product's offsets).
+/// products read in storage and QLoRA's, expanded before each use
+/// (runtime/quant/StoredWeights.h). A kernel's storage operands are its
+/// parameters from the codes on.
 std::map<std::string, QuantizedMatrix> quantizedMatrices(const Artifact &a) {
   std::map<std::string, QuantizedMatrix> stored;
   for (const ProgramInfo &p : a.programs)
     for (const InstructionInfo &inst : p.instructions) {
-      if (inst.kind != InstructionKind::Kernel)
-        continue;
-      const bool grouped =
-          inst.kernel == "grouped_matmul_int" || inst.kernel == "grouped_matmul_nf4";
-      const bool matmul = inst.kernel == "matmul_int" || inst.kernel == "matmul_nf4";
-      const bool expanded = inst.kernel == "qat_dequantize_nf4";
-      if (!grouped && !matmul && !expanded)
+      const int codes = codesInput(p, inst);
+      if (codes < 0)
         continue;
       QuantizedMatrix matrix;
-      for (size_t i = grouped ? 2 : matmul ? 1 : 0; i < inst.inputs.size(); ++i)
+      for (size_t i = codes; i < inst.inputs.size(); ++i)
         if (p.buffers[inst.inputs[i]].category == "param")
           matrix.storage.push_back(p.buffers[inst.inputs[i]].name);
-      if (matrix.storage.empty())
-        continue;
-      const std::vector<int64_t> shape =
+      const bool expanded = inst.kernel == "qat_dequantize_nf4";
+      const std::vector<int64_t> local =
           expanded ? p.buffers[inst.outputs[0]].shape : inst.attrs.getInts("weight_shape");
-      matrix.weights = elements(shape);
-      matrix.experts = shape.size() == 3;
+      matrix.localWeights = elements(local);
+      matrix.weights = elements(storedWeightShape(p, inst, codes, a.mesh));
+      matrix.experts = local.size() == 3;
       stored[matrix.storage.front()] = std::move(matrix);
     }
   return stored;
@@ -326,7 +322,7 @@ void printQuantizedWeights(const Artifact &a, std::ostream &os) {
   const std::map<std::string, std::string> owners = storageOwners(stored);
   int64_t weights[2] = {0, 0}, tensors[2] = {0, 0};
   uint64_t bytes[2] = {0, 0};
-  for (const auto &[name, s] : stored) weights[s.experts] += s.weights, ++tensors[s.experts];
+  for (const auto &[name, s] : stored) weights[s.experts] += s.localWeights, ++tensors[s.experts];
   for (const ParameterInfo &param : a.parameters) {
     auto it = owners.find(param.name);
     if (it != owners.end())
@@ -646,14 +642,8 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
       const bool codes = matrix != quantized.end();
       if ((!codes && owners.count(p.name)) || !counted.insert(p.name).second)
         continue;
-      int64_t n = p.numel();
-      if (p.shard.sharded()) {
-        n = 1;
-        for (int64_t d : p.shard.globalShape) n *= d;
-      }
-      // The codes' global elements over this rank's: the matrix's pieces.
-      if (codes)
-        n = matrix->second.weights * (n / std::max<int64_t>(1, p.numel()));
+      const int64_t n = codes ? matrix->second.weights
+                              : elements(p.shard.sharded() ? p.shard.globalShape : p.shape);
       total += n;
       if (p.trainable)
         trainable += n;

@@ -115,6 +115,16 @@ void addStorage(KernelArgs &args, Piece &p, quant::QuantizedTensor &q) {
   args.attrs = p.attrs;
 }
 
+/// qat_dequantize_nf4's arguments for piece `p` of `q`, into `out` (sized
+/// to the piece and filled with NaN, so an element left unwritten shows).
+KernelArgs dequantizeArgs(Piece &p, quant::QuantizedTensor &q, std::vector<float> &out) {
+  out.assign(static_cast<size_t>(p.shape[0] * p.shape[1]), std::nanf(""));
+  KernelArgs args;
+  addStorage(args, p, q);
+  args.outputs.push_back({out.data(), DType::F32, p.shape});
+  return args;
+}
+
 const std::vector<Split> kSplits = {{1, 1, 2}, {1, 3, 2}, {1, 1, 4}, {0, 1, 2}, {0, 3, 2}};
 
 TEST(Nf4Piece, DequantizedPiecesAreTheWholeWeightsValuesBitForBit) {
@@ -128,10 +138,8 @@ TEST(Nf4Piece, DequantizedPiecesAreTheWholeWeightsValuesBitForBit) {
     for (int rank = 0; rank < s.ranks; ++rank) {
       SCOPED_TRACE(describe(s) + ", rank " + std::to_string(rank));
       Piece p = cut(q, block, s, rank);
-      std::vector<float> out(p.shape[0] * p.shape[1], std::nanf(""));
-      KernelArgs args;
-      addStorage(args, p, q);
-      args.outputs.push_back({out.data(), DType::F32, p.shape});
+      std::vector<float> out;
+      KernelArgs args = dequantizeArgs(p, q, out);
       std::string error;
       std::unique_ptr<Kernel> k = bind("qat_dequantize_nf4", args, error);
       ASSERT_TRUE(k) << error;
@@ -222,10 +230,8 @@ TEST(Nf4Piece, PiecesOfWholeExpertsSplitTwiceAreTheWholeWeightsValues) {
     p.attrs.setInts("chunks", {experts, 1});
     p.attrs.setInts("held_chunks", {experts / 2, 1});
     p.attrs.setInts("piece_offset", {at[1] * (q.shape[0] / 2) + at[0] * (rows / 2), 0});
-    std::vector<float> out(shape[0] * shape[1], std::nanf(""));
-    KernelArgs args;
-    addStorage(args, p, q);
-    args.outputs.push_back({out.data(), DType::F32, p.shape});
+    std::vector<float> out;
+    KernelArgs args = dequantizeArgs(p, q, out);
     std::string error;
     std::unique_ptr<Kernel> k = bind("qat_dequantize_nf4", args, error);
     ASSERT_TRUE(k) << error;
@@ -245,13 +251,11 @@ TEST(Nf4Piece, APieceOutsideItsWholeWeightIsRefusedAtBinding) {
   const int64_t block = 32;
   quant::QuantizedTensor q = quantizedWhole(96, 768, block, 3);
   Piece p = cut(q, block, {1, 1, 2}, 1);
-  std::vector<float> out(p.shape[0] * p.shape[1]);
+  std::vector<float> out;
   auto error = [&](const std::string &attr, std::vector<int64_t> value) {
     Piece bad = p;
     bad.attrs.setInts(attr, std::move(value));
-    KernelArgs args;
-    addStorage(args, bad, q);
-    args.outputs.push_back({out.data(), DType::F32, bad.shape});
+    KernelArgs args = dequantizeArgs(bad, q, out);
     std::string message;
     EXPECT_FALSE(bind("qat_dequantize_nf4", args, message));
     return message;
