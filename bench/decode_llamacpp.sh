@@ -22,9 +22,17 @@
 # LLAMACPP_VENV and reused; MODEL_DIR keeps the HF directory and GGUF files
 # between runs (default: a scratch directory, removed on exit; ~11 GB).
 #
+# OpenMP's wait policy is libgomp's default (spin a while, then sleep),
+# what a shell that sets none gets: a decode step is some 200 short
+# parallel regions, and OMP_WAIT_POLICY=PASSIVE (bench/common.sh's choice
+# for training, where OpenBLAS's own threads need the cores) puts the
+# workers to sleep after each, which cost llmc's int4 row a fifth of its
+# tokens/s (docs/performance.md). llama.cpp's threads spin between its ops
+# whatever the policy. WAIT_POLICY=PASSIVE|ACTIVE sets one for both.
+#
 # Usage: [PROMPT=32] [NEW=32] [RUNS=3] [ROWS="fp32 int8 int4 nf4 bf16 fp8"]
 #        [LLAMACPP_VENV=build/llamacpp-venv] [MODEL_DIR=dir] [SIZE="--layers 22"]
-#        [EXPERTS=E] bench/decode_llamacpp.sh [build-dir]
+#        [EXPERTS=E] [WAIT_POLICY=] bench/decode_llamacpp.sh [build-dir]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PROMPT=${PROMPT:-32}
@@ -36,6 +44,11 @@ LLAMACPP_VENV=${LLAMACPP_VENV:-$BUILD/llamacpp-venv}
 MODEL_DIR=${MODEL_DIR:-$WORK/model}
 SIZE=${SIZE:-}
 EXPERTS=${EXPERTS:-0}
+if [[ -n ${WAIT_POLICY:-} ]]; then
+  export OMP_WAIT_POLICY=$WAIT_POLICY
+else
+  unset OMP_WAIT_POLICY
+fi
 FAMILY=llama
 if ((EXPERTS > 0)); then
   FAMILY=mixtral
@@ -76,7 +89,7 @@ for row in $ROWS; do
 done
 TOKENS=$(python3 -c "import random; random.seed(0); print(','.join(str(random.randrange(3, 32000)) for _ in range($PROMPT)))")
 
-echo "# $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $(getconf _NPROCESSORS_ONLN) cores, $THREADS threads; $FAMILY $(python3 -c "import json; c = json.load(open('$HF/config.json')); print(f\"hidden {c['hidden_size']}, {c['num_hidden_layers']} layers, {c['num_attention_heads']} heads, {c['num_key_value_heads']} kv heads, vocab {c['vocab_size']}\" + (f\", {c['num_local_experts']} experts, {c['num_experts_per_tok']} a token\" if 'num_local_experts' in c else ''))"); batch 1, prompt $PROMPT tokens, $NEW new tokens, $RUNS runs alternated"
+echo "# $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $(getconf _NPROCESSORS_ONLN) cores, $THREADS threads, OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset}; $FAMILY $(python3 -c "import json; c = json.load(open('$HF/config.json')); print(f\"hidden {c['hidden_size']}, {c['num_hidden_layers']} layers, {c['num_attention_heads']} heads, {c['num_key_value_heads']} kv heads, vocab {c['vocab_size']}\" + (f\", {c['num_local_experts']} experts, {c['num_experts_per_tok']} a token\" if 'num_local_experts' in c else ''))"); batch 1, prompt $PROMPT tokens, $NEW new tokens, $RUNS runs alternated"
 for ((r = 0; r < RUNS; ++r)); do
   for row in $ROWS; do
     weights=()

@@ -3,10 +3,13 @@
 # compiled with --precision bf16 and --precision fp8, trained STEPS steps
 # each on the CPU; prints the train loss averaged over the EVERY steps
 # ending at each row and the validation loss measured there (llmc-run
-# --eval-every), both runs side by side, and the relative gap.
+# --eval-every), both runs side by side, and the relative gap. DATA is
+# any `llmc-run --data` spec: text (bytes) or token shards, such as GPT-2
+# tokens from bench/gpt2_tokens.sh. PARALLEL=1 trains both at once, each
+# with THREADS threads (THREADS=1 on two cores halves the wall time).
 #
 # Usage: [MODEL="--model gpt2 --preset 124M --set batch_size=4 --set seq_len=128"]
-#        [EVERY=25] [DATA=data/tinytales.txt] [FP8_SCALING=current]
+#        [EVERY=25] [DATA=data/tinytales.txt] [FP8_SCALING=current] [PARALLEL=0]
 #        bench/fp8_loss_curve.sh [build-dir] [steps]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -14,17 +17,28 @@ read -r -a MODEL_ARGS <<< "${MODEL:---model gpt2 --preset 124M --set batch_size=
 EVERY=${EVERY:-25}
 DATA=${DATA:-$ROOT/data/tinytales.txt}
 FP8_SCALING=${FP8_SCALING:-current}
+PARALLEL=${PARALLEL:-0}
 
 "$BUILD/bin/llmc" compile "${MODEL_ARGS[@]}" --precision bf16 -o "$WORK/bf16.llmc"
 "$BUILD/bin/llmc" compile "${MODEL_ARGS[@]}" --precision fp8 --fp8-scaling "$FP8_SCALING" \
   -o "$WORK/fp8.llmc"
-echo "# $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $THREADS threads; ${MODEL_ARGS[*]}; $STEPS steps, data $(basename "$DATA"), fp8 scaling $FP8_SCALING"
-for kind in bf16 fp8; do
+echo "# $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $THREADS threads; ${MODEL_ARGS[*]}; $STEPS steps, data $(basename "$DATA"), fp8 scaling $FP8_SCALING, parallel $PARALLEL"
+train() {
+  local start
   start=$(date +%s)
-  "$BUILD/bin/llmc-run" "$WORK/$kind.llmc" --data "$DATA" --steps "$STEPS" --eval-every "$EVERY" \
-    --log-every "$STEPS" --metrics "$WORK/$kind.jsonl" > "$WORK/$kind.log"
-  echo "# $kind: $(($(date +%s) - start)) s"
-done
+  "$BUILD/bin/llmc-run" "$WORK/$1.llmc" --data "$DATA" --steps "$STEPS" --eval-every "$EVERY" \
+    --log-every "$STEPS" --metrics "$WORK/$1.jsonl" > "$WORK/$1.log"
+  echo "# $1: $(($(date +%s) - start)) s"
+}
+if ((PARALLEL)); then
+  train bf16 &
+  bf16=$!
+  train fp8
+  wait "$bf16"
+else
+  train bf16
+  train fp8
+fi
 python3 - "$WORK" "$EVERY" <<'EOF'
 import json, re, sys
 
