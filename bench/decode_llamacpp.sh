@@ -23,12 +23,12 @@
 # between runs (default: a scratch directory, removed on exit; ~11 GB).
 #
 # OpenMP's wait policy is libgomp's default (spin a while, then sleep),
-# what a shell that sets none gets: a decode step is some 200 short
-# parallel regions, and OMP_WAIT_POLICY=PASSIVE (bench/common.sh's choice
-# for training, where OpenBLAS's own threads need the cores) puts the
-# workers to sleep after each, which cost llmc's int4 row a fifth of its
-# tokens/s (docs/performance.md). llama.cpp's threads spin between its ops
-# whatever the policy. WAIT_POLICY=PASSIVE|ACTIVE sets one for both.
+# what a shell that sets none gets, for both programs (llama.cpp's build
+# uses OpenMP too): a decode step of TinyLlama's shape is 333 kernels,
+# most of them a short parallel region, and OMP_WAIT_POLICY=PASSIVE
+# (which bench/common.sh exports) puts the workers to sleep after each,
+# which slows both, llama.cpp's 4-bit rows most (docs/performance.md).
+# WAIT_POLICY=PASSIVE|ACTIVE sets one for both.
 #
 # Usage: [PROMPT=32] [NEW=32] [RUNS=3] [ROWS="fp32 int8 int4 nf4 bf16 fp8"]
 #        [LLAMACPP_VENV=build/llamacpp-venv] [MODEL_DIR=dir] [SIZE="--layers 22"]

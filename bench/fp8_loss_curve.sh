@@ -7,9 +7,10 @@
 # any `llmc-run --data` spec: text (bytes) or token shards, such as GPT-2
 # tokens from bench/gpt2_tokens.sh. PARALLEL=1 trains both at once, each
 # with THREADS threads (THREADS=1 on two cores halves the wall time).
+# RUN_ARGS go to both llmc-run commands (such as --seed N).
 #
 # Usage: [MODEL="--model gpt2 --preset 124M --set batch_size=4 --set seq_len=128"]
-#        [EVERY=25] [DATA=data/tinytales.txt] [FP8_SCALING=current] [PARALLEL=0]
+#        [EVERY=25] [DATA=data/tinytales.txt] [FP8_SCALING=current] [PARALLEL=0] [RUN_ARGS=]
 #        bench/fp8_loss_curve.sh [build-dir] [steps]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -18,16 +19,17 @@ EVERY=${EVERY:-25}
 DATA=${DATA:-$ROOT/data/tinytales.txt}
 FP8_SCALING=${FP8_SCALING:-current}
 PARALLEL=${PARALLEL:-0}
+read -r -a RUN_ARGS <<< "${RUN_ARGS:-}"
 
 "$BUILD/bin/llmc" compile "${MODEL_ARGS[@]}" --precision bf16 -o "$WORK/bf16.llmc"
 "$BUILD/bin/llmc" compile "${MODEL_ARGS[@]}" --precision fp8 --fp8-scaling "$FP8_SCALING" \
   -o "$WORK/fp8.llmc"
-echo "# $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $THREADS threads; ${MODEL_ARGS[*]}; $STEPS steps, data $(basename "$DATA"), fp8 scaling $FP8_SCALING, parallel $PARALLEL"
+echo "# $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $THREADS threads; ${MODEL_ARGS[*]}; $STEPS steps, data $(basename "$DATA"), fp8 scaling $FP8_SCALING, parallel $PARALLEL, llmc-run ${RUN_ARGS[*]}"
 train() {
   local start
   start=$(date +%s)
   "$BUILD/bin/llmc-run" "$WORK/$1.llmc" --data "$DATA" --steps "$STEPS" --eval-every "$EVERY" \
-    --log-every "$STEPS" --metrics "$WORK/$1.jsonl" > "$WORK/$1.log"
+    --log-every "$STEPS" --metrics "$WORK/$1.jsonl" "${RUN_ARGS[@]}" > "$WORK/$1.log"
   echo "# $1: $(($(date +%s) - start)) s"
 }
 if ((PARALLEL)); then
