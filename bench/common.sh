@@ -1,11 +1,18 @@
 # Sourced by the bench scripts: `bench/<name>.sh [build-dir] [steps]`.
 # Sets ROOT, BUILD, STEPS (default 40), THREADS (default: every core; the
 # same for llmc and any baseline) and a scratch WORK directory removed on exit.
+# OpenMP's wait policy, the same for llmc and any baseline: WAIT_POLICY
+# (default PASSIVE; `default` leaves libgomp's own, spin a while then sleep).
 ROOT=$(cd "$(dirname "${BASH_SOURCE[1]}")/.." && pwd)
 BUILD=${1:-$ROOT/build}
 STEPS=${2:-40}
 THREADS=${THREADS:-$(nproc)}
-export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$THREADS
+export OMP_NUM_THREADS=$THREADS
+if [[ ${WAIT_POLICY:-PASSIVE} == default ]]; then
+  unset OMP_WAIT_POLICY
+else
+  export OMP_WAIT_POLICY=${WAIT_POLICY:-PASSIVE}
+fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 

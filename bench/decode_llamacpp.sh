@@ -26,14 +26,15 @@
 # what a shell that sets none gets, for both programs (llama.cpp's build
 # uses OpenMP too): a decode step of TinyLlama's shape is 333 kernels,
 # most of them a short parallel region, and OMP_WAIT_POLICY=PASSIVE
-# (which bench/common.sh exports) puts the workers to sleep after each,
-# which slows both, llama.cpp's 4-bit rows most (docs/performance.md).
+# (bench/common.sh's default) puts the workers to sleep after each, which
+# slows both, llama.cpp's 4-bit rows most (docs/performance.md).
 # WAIT_POLICY=PASSIVE|ACTIVE sets one for both.
 #
 # Usage: [PROMPT=32] [NEW=32] [RUNS=3] [ROWS="fp32 int8 int4 nf4 bf16 fp8"]
 #        [LLAMACPP_VENV=build/llamacpp-venv] [MODEL_DIR=dir] [SIZE="--layers 22"]
-#        [EXPERTS=E] [WAIT_POLICY=] bench/decode_llamacpp.sh [build-dir]
+#        [EXPERTS=E] [WAIT_POLICY=default] bench/decode_llamacpp.sh [build-dir]
 set -euo pipefail
+WAIT_POLICY=${WAIT_POLICY:-default}
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PROMPT=${PROMPT:-32}
 NEW=${NEW:-32}
@@ -44,11 +45,6 @@ LLAMACPP_VENV=${LLAMACPP_VENV:-$BUILD/llamacpp-venv}
 MODEL_DIR=${MODEL_DIR:-$WORK/model}
 SIZE=${SIZE:-}
 EXPERTS=${EXPERTS:-0}
-if [[ -n ${WAIT_POLICY:-} ]]; then
-  export OMP_WAIT_POLICY=$WAIT_POLICY
-else
-  unset OMP_WAIT_POLICY
-fi
 FAMILY=llama
 if ((EXPERTS > 0)); then
   FAMILY=mixtral

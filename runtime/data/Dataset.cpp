@@ -4,6 +4,7 @@
 
 #include "runtime/data/TokenShard.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/Strings.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -17,10 +18,6 @@
 
 namespace llmc {
 namespace {
-
-bool endsWith(const std::string &s, const std::string &suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::vector<std::string> binFilesIn(const std::string &dir) {
   std::vector<std::string> files;

@@ -7,6 +7,7 @@
 #include "runtime/checkpoint/CheckpointReader.h"
 #include "runtime/quant/QuantizedTensor.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/Strings.h"
 
 #include <cstring>
 #include <map>
@@ -14,10 +15,6 @@
 
 namespace llmc {
 namespace {
-
-bool endsWith(const std::string &s, const std::string &suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 /// A parameter read whole at full precision, widened to fp32.
 std::vector<float> readFloats(CheckpointReader &reader, const std::string &name,

@@ -4,6 +4,7 @@
 
 #include "runtime/Sharding.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/support/Strings.h"
 
 #include <algorithm>
 
@@ -33,11 +34,7 @@ int codesInput(const ProgramInfo &program, const InstructionInfo &inst) {
   if (index < 0 || static_cast<int>(inst.inputs.size()) <= index)
     return -1;
   const std::string &name = program.buffers[inst.inputs[index]].name;
-  const std::string suffix = ".qweight";
-  if (name.size() <= suffix.size() ||
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return -1;
-  return index;
+  return name.size() > 8 && endsWith(name, ".qweight") ? index : -1;
 }
 
 /// The shape of the whole weight whose storage `inst` reads through its
