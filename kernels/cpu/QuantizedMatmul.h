@@ -40,6 +40,10 @@
 //   void dotQuantized(int64_t r0, int64_t r1, const decode::QRows &d) const;
 //       rows [r0, r1) of y = x · Wᵀ with x quantized to int8 per 32
 //       (DecodeGemvInt8.h)
+//   bool packs() const;  whether those products run from a repacked copy
+//       (then quantizedLayout() is PackedNibbles::xLayout's)
+//   decode::PackedNibbles pack(int64_t n, int64_t k) const;  that copy
+//       (DecodeGemvPacked.h), made at the first few-rows product
 // W [N, K] with few rows goes to dotQuantized, else dotRows, where the
 // expander takes it: a decode step's weights are multiplied from their
 // codes, never expanded into memory.
@@ -53,6 +57,7 @@
 #include "kernels/cpu/Blas.h"
 #include "kernels/cpu/Common.h"
 #include "kernels/cpu/DecodeGemv.h"
+#include "kernels/cpu/DecodeGemvPacked.h"
 #include "kernels/cpu/DecodeGemvQuantized.h"
 
 #include <omp.h>
@@ -82,6 +87,8 @@ public:
     // The most rows a few-rows call can have (0: none comes).
     const int64_t few = anyRows ? std::min(d.m, kFewRows) : d.m <= kFewRows ? d.m : 0;
     if (few > 0 && d.transposeB && like.canDotQuantized(d.k)) {
+      // A copy per weight: not for the grouped kernels' experts.
+      pack_ = !anyRows && like.packs();
       qx_.resize(like.quantizedLayout(), few, d.k);
     } else if (few > 0 && d.transposeB && like.canDotRows(d.k)) {
       dotRows_ = true;
@@ -212,6 +219,19 @@ private:
     qx_.quantize(x);
     const decode::QRows rows{&qx_, y, d_.n};
     const int64_t n = d_.n;
+    if (pack_) {
+      // The weights are loaded by the first product; they never change
+      // after it (inference artifacts write no parameter).
+      if (packed_.empty())
+        packed_ = expand.pack(n, d_.k);
+      const int64_t groups = packed_.groups();
+#pragma omp parallel if (n * d_.k > (1 << 15))
+      {
+        const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+        packed_.rows(groups * t / threads, groups * (t + 1) / threads, rows);
+      }
+      return;
+    }
 #pragma omp parallel if (n * d_.k > (1 << 15))
     {
       const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
@@ -273,6 +293,8 @@ private:
   bool dotRows_ = false, avx512_ = false; // few rows of W [N, K] from its codes
   std::vector<float> xStep_;               // x permuted for 4-bit codes
   decode::QuantizedX qx_;                  // x quantized (k > 0: the integer-dot path)
+  bool pack_ = false;                      // that path from a repacked copy of W
+  decode::PackedNibbles packed_;           // the copy, once made
   std::vector<float> scratch_; // expanded tiles (and accumulators), and a column chunk
 };
 

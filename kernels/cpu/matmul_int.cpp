@@ -39,9 +39,12 @@ constexpr float kInt4Levels[16] = {0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -
 
 class IntExpander {
 public:
+  /// `packable`: a weight of its own (not an expert of a stack), whose
+  /// int4 decode products may run from a repacked copy.
   IntExpander(const uint8_t *codes, const float *scales, const int32_t *zeroPoints,
-              IntWeightLayout layout, decode::DotIsa isa)
-      : codes_(codes), scales_(scales), zeroPoints_(zeroPoints), layout_(layout), isa_(isa) {}
+              IntWeightLayout layout, decode::DotIsa isa, bool packable)
+      : codes_(codes), scales_(scales), zeroPoints_(zeroPoints), layout_(layout), isa_(isa),
+        packs_(packable && nibbles() && decode::usePackedNibbles(isa)) {}
 
   /// Runs shorter than a row (blocks) keep tiles to whole blocks; else any
   /// multiple of 16 columns (whole bytes of int4 codes, whole vectors).
@@ -81,7 +84,14 @@ public:
     return !zeroPoints_ && !layout_.fp8 && decode::canDotQuantized(k, layout_.run);
   }
   decode::QLayout quantizedLayout() const {
+    if (packs_)
+      return decode::PackedNibbles::xLayout(decode::CodeKind::Int4);
     return decode::QLayout::of(isa_, nibbles() ? decode::CodeKind::Int4 : decode::CodeKind::Int8);
+  }
+  bool packs() const { return packs_; }
+  decode::PackedNibbles pack(int64_t n, int64_t k) const {
+    const decode::BlockScales scales{scales_, layout_.run / decode::kQBlock};
+    return decode::PackedNibbles::pack(codes_, scales, n, k, decode::CodeKind::Int4);
   }
   void dotQuantized(int64_t r0, int64_t r1, const decode::QRows &d) const {
     const decode::BlockScales scales{scales_, layout_.run / decode::kQBlock};
@@ -230,6 +240,7 @@ private:
   const int32_t *zeroPoints_;
   IntWeightLayout layout_;
   decode::DotIsa isa_;
+  bool packs_;
 };
 
 std::unique_ptr<Kernel> makeMatmulInt(const KernelArgs &args, std::string &error) {
@@ -241,7 +252,8 @@ std::unique_ptr<Kernel> makeMatmulInt(const KernelArgs &args, std::string &error
   if (!decode::chooseDotIsa(d.layout.bits == 4, isa, isaError))
     return Validator("matmul_int", args, error).reject(isaError);
   IntExpander expand(args.inputs[1].as<uint8_t>(), args.inputs[2].as<float>(),
-                     d.layout.asymmetric ? args.inputs[3].as<int32_t>() : nullptr, d.layout, isa);
+                     d.layout.asymmetric ? args.inputs[3].as<int32_t>() : nullptr, d.layout, isa,
+                     /*packable=*/true);
   return makeQuantizedMatmul("matmul_int", args, d, expand, error);
 }
 
@@ -259,7 +271,8 @@ std::unique_ptr<Kernel> makeGroupedMatmulInt(const KernelArgs &args, std::string
   const int32_t *zeroPoints = d.layout.asymmetric ? args.inputs[4].as<int32_t>() : nullptr;
   auto expertOf = [=](int64_t g) {
     return IntExpander(codes + g * d.expertBytes, scales + g * d.expertGroups,
-                       zeroPoints ? zeroPoints + g * d.expertGroups : nullptr, d.layout, isa);
+                       zeroPoints ? zeroPoints + g * d.expertGroups : nullptr, d.layout, isa,
+                       /*packable=*/false);
   };
   return makeGroupedQuantizedMatmul("grouped_matmul_int", args, d, expertOf, error);
 }

@@ -44,12 +44,14 @@ namespace {
 class Nf4Expander {
 public:
   /// The mean is read where it is used: loading weights after the kernel
-  /// binds changes it.
+  /// binds changes it. `packable`: a weight of its own (not an expert of
+  /// a stack), whose decode products may run from a repacked copy.
   Nf4Expander(const uint8_t *codes, const uint8_t *absmaxQ, const float *absmaxScale,
               const float *mean, int64_t block, Nf4Piece piece, quant::AbsmaxFormat absmaxFormat,
-              bool avx512, decode::DotIsa isa)
+              bool avx512, decode::DotIsa isa, bool packable)
       : codes_(codes), absmaxQ_(absmaxQ), absmaxScale_(absmaxScale), mean_(mean), block_(block),
-        piece_(piece), absmaxFormat_(absmaxFormat), avx512_(avx512), isa_(isa) {}
+        piece_(piece), absmaxFormat_(absmaxFormat), avx512_(avx512), isa_(isa),
+        packs_(packable && decode::usePackedNibbles(isa)) {}
 
   int64_t alignment() const { return block_; }
 
@@ -105,7 +107,14 @@ public:
     return k % block_ == 0 && decode::canDotQuantized(k, block_);
   }
   decode::QLayout quantizedLayout() const {
+    if (packs_)
+      return decode::PackedNibbles::xLayout(decode::CodeKind::Nf4);
     return decode::QLayout::of(isa_, decode::CodeKind::Nf4);
+  }
+  bool packs() const { return packs_; }
+  decode::PackedNibbles pack(int64_t n, int64_t k) const {
+    return decode::PackedNibbles::pack(codes_, IntScales{this, block_ / decode::kQBlock}, n, k,
+                                       decode::CodeKind::Nf4);
   }
   void dotQuantized(int64_t r0, int64_t r1, const decode::QRows &d) const {
     decode::intRowsOf<decode::CodeKind::Nf4>(isa_, codes_,
@@ -341,6 +350,7 @@ private:
   quant::AbsmaxFormat absmaxFormat_;
   bool avx512_;
   decode::DotIsa isa_;
+  bool packs_;
 };
 
 std::unique_ptr<Kernel> makeMatmulNf4(const KernelArgs &args, std::string &error) {
@@ -353,7 +363,7 @@ std::unique_ptr<Kernel> makeMatmulNf4(const KernelArgs &args, std::string &error
     return Validator("matmul_nf4", args, error).reject(isaError);
   Nf4Expander expand(args.inputs[1].as<uint8_t>(), args.inputs[2].as<uint8_t>(),
                      args.inputs[3].as<float>(), args.inputs[4].as<float>(), d.block, d.piece,
-                     d.absmaxFormat, useAvx512(), isa);
+                     d.absmaxFormat, useAvx512(), isa, /*packable=*/true);
   return makeQuantizedMatmul("matmul_nf4", args, d, expand, error);
 }
 
@@ -374,7 +384,8 @@ std::unique_ptr<Kernel> makeGroupedMatmulNf4(const KernelArgs &args, std::string
   const bool avx512 = useAvx512();
   auto expertOf = [=](int64_t g) {
     return Nf4Expander(codes + g * slice / 2, absmaxQ + g * slice / d.block, absmaxScale, mean,
-                       d.block, d.expertPiece(g), d.absmaxFormat, avx512, isa);
+                       d.block, d.expertPiece(g), d.absmaxFormat, avx512, isa,
+                       /*packable=*/false);
   };
   return makeGroupedQuantizedMatmul("grouped_matmul_nf4", args, d, expertOf, error);
 }

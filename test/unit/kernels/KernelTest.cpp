@@ -123,12 +123,12 @@ RefTensor roundTo(const RefTensor &values, DType dtype) {
   return Buffer::of(values, dtype).toRef();
 }
 
-bool runKernel(const std::string &name, const std::vector<Buffer *> &inputs,
-               const std::vector<Buffer *> &outputs, const KernelAttrs &attrs, int64_t step) {
+std::unique_ptr<Kernel> bindKernel(const std::string &name, const std::vector<Buffer *> &inputs,
+                                   const std::vector<Buffer *> &outputs, const KernelAttrs &attrs) {
   KernelFactory factory = findKernel(Backend::CPU, name);
   if (!factory) {
     ADD_FAILURE() << "no CPU kernel named " << name;
-    return false;
+    return nullptr;
   }
   KernelArgs args;
   for (Buffer *b : inputs) args.inputs.push_back(b->view());
@@ -136,10 +136,16 @@ bool runKernel(const std::string &name, const std::vector<Buffer *> &inputs,
   args.attrs = attrs;
   std::string error;
   std::unique_ptr<Kernel> kernel = factory(args, error);
-  if (!kernel) {
+  if (!kernel)
     ADD_FAILURE() << "binding " << name << " failed: " << error;
+  return kernel;
+}
+
+bool runKernel(const std::string &name, const std::vector<Buffer *> &inputs,
+               const std::vector<Buffer *> &outputs, const KernelAttrs &attrs, int64_t step) {
+  std::unique_ptr<Kernel> kernel = bindKernel(name, inputs, outputs, attrs);
+  if (!kernel)
     return false;
-  }
   StepContext ctx;
   ctx.step = step;
   kernel->run(ctx);

@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,11 @@ public:
 /// `dtype` tensor sees.
 RefTensor roundTo(const RefTensor &values, DType dtype);
 
+/// Binds `name` on the CPU backend; reports a failure (and returns null)
+/// when binding fails.
+std::unique_ptr<Kernel> bindKernel(const std::string &name, const std::vector<Buffer *> &inputs,
+                                   const std::vector<Buffer *> &outputs,
+                                   const KernelAttrs &attrs = {});
 /// Binds `name` on the CPU backend and runs it once; reports a failure (and
 /// returns false) when binding fails.
 bool runKernel(const std::string &name, const std::vector<Buffer *> &inputs,

@@ -8,7 +8,9 @@
 // eight-row groups, DecodeGemvRowGroups.h, leave tails), K a multiple of a
 // step, not one, and runs (one scale per row) ending in a partial step;
 // each with every body this CPU can run (AVX-512, AVX2; for the integer
-// dots also the ymm VNNI body and AVX2's vpmaddubsw).
+// dots also the ymm VNNI body and AVX2's vpmaddubsw; for 4-bit codes on
+// AVX-512 VNNI CPUs the repacked copy, DecodeGemvPacked.h, and the codes
+// read in place).
 //
 // fp32 activations: against the double reference of the expanded weight,
 // tolerance(dtype) of the norm (sums are fp32 in the kernel's own order).
@@ -39,11 +41,13 @@ struct Isa {
   std::vector<std::pair<const char *, const char *>> env;
 };
 
-/// Every body this CPU can run: the best (AVX-512 VNNI where available),
-/// ymm VNNI (AVX-VNNI, or AVX-512 VNNI's EVEX form), AVX2 without VNNI,
-/// and AVX2 only (no AVX-512).
+/// Every body this CPU can run: the best (AVX-512 VNNI where available:
+/// 4-bit codes repacked), AVX-512 VNNI reading 4-bit codes in place, ymm
+/// VNNI (AVX-VNNI, or AVX-512 VNNI's EVEX form), AVX2 without VNNI, and
+/// AVX2 only (no AVX-512).
 const std::vector<Isa> kIsas = {
     {"best", {}},
+    {"in place", {{"LLMC_CPU_NO_PACK", "1"}}},
     {"ymm VNNI", {{"LLMC_CPU_DOT", "avxvnni"}}},
     {"AVX2 dot", {{"LLMC_CPU_DOT", "avx2"}}},
     {"no AVX-512", {{"LLMC_CPU_NO_AVX512", "1"}}},
@@ -103,6 +107,54 @@ TEST(DecodeGemv, IntCodesMatchTheReference) {
                            tolerance(DType::F32));
               EXPECT_TRUE(withinRoundingBound(out.toRef(), x, q, wRef));
             }
+  });
+}
+
+/// Copies `from`'s bytes over `to`'s (buffers of one shape and dtype).
+void load(Buffer &to, Buffer &from) {
+  const TensorView a = to.view(), b = from.view();
+  ASSERT_EQ(a.bytes(), b.bytes());
+  std::memcpy(a.data, b.data, b.bytes());
+}
+
+/// A decode product's 4-bit weights come from the first product, not from
+/// binding: llmc-run binds its programs before --weights fills the
+/// parameters, and the repacked copy (DecodeGemvPacked.h) is made then.
+/// Two products after the load, with different x, both multiply the
+/// loaded weights.
+TEST(DecodeGemv, FourBitWeightsAreReadAtTheFirstProduct) {
+  onEachIsa([] {
+    const int64_t n = 37, k = 96;
+    const std::vector<int64_t> shape = {n, k};
+    const CodeFormat f{4, false};
+    const Grouping g{32, -1};
+    IntWeight bound = randomWeight(f, n, k, g, false, 610), loaded = randomWeight(f, n, k, g, false, 611);
+    Nf4Weight nf4 = randomWeight(n * k, 32, 612), nf4Loaded = randomWeight(n * k, 32, 613);
+    Buffer xb(DType::F32, {1, k}), out(DType::F32, {1, n});
+    std::unique_ptr<Kernel> ints =
+        bindKernel("matmul_int", inputsOf(xb, bound), {&out}, intAttrs(f, g, shape, true));
+    std::unique_ptr<Kernel> nf4s = bindKernel(
+        "matmul_nf4", {&xb, &nf4.codesBuf, &nf4.absmaxQBuf, &nf4.scaleBuf, &nf4.meanBuf}, {&out},
+        nf4Attrs(32, shape, true, nf4.absmaxFormat));
+    ASSERT_TRUE(ints && nf4s);
+    load(bound.codesBuf, loaded.codesBuf), load(bound.scaleBuf, loaded.scaleBuf);
+    for (auto [from, to] : {std::pair{&nf4Loaded.codesBuf, &nf4.codesBuf},
+                            {&nf4Loaded.absmaxQBuf, &nf4.absmaxQBuf},
+                            {&nf4Loaded.scaleBuf, &nf4.scaleBuf},
+                            {&nf4Loaded.meanBuf, &nf4.meanBuf}})
+      load(*to, *from);
+    const RefTensor intRef = referenceWeight(loaded, f, shape, g);
+    const RefTensor nf4Ref = nf4Int8Weights(nf4Loaded, shape, 32);
+    for (uint64_t seed : {614, 615}) {
+      const RefTensor x = randomTensor({1, k}, seed);
+      Buffer xs = Buffer::of(x, DType::F32);
+      load(xb, xs);
+      const QuantizedRef q = quantizeQ8(x);
+      ints->run(StepContext{});
+      EXPECT_CLOSE(out.toRef(), productQuantized(q, intRef), Metric::Norm, tolerance(DType::F32));
+      nf4s->run(StepContext{});
+      EXPECT_CLOSE(out.toRef(), productQuantized(q, nf4Ref), Metric::Norm, tolerance(DType::F32));
+    }
   });
 }
 
