@@ -293,8 +293,8 @@ private:
   bool dotRows_ = false, avx512_ = false; // few rows of W [N, K] from its codes
   std::vector<float> xStep_;               // x permuted for 4-bit codes
   decode::QuantizedX qx_;                  // x quantized (k > 0: the integer-dot path)
-  bool pack_ = false;                      // that path from a repacked copy of W
-  decode::PackedNibbles packed_;           // the copy, once made
+  bool pack_ = false; // that path from a repacked copy of W
+  decode::PackedNibbles packed_; // the copy, once made
   std::vector<float> scratch_; // expanded tiles (and accumulators), and a column chunk
 };
 

@@ -128,14 +128,15 @@ TEST(DecodeGemv, FourBitWeightsAreReadAtTheFirstProduct) {
     const std::vector<int64_t> shape = {n, k};
     const CodeFormat f{4, false};
     const Grouping g{32, -1};
-    IntWeight bound = randomWeight(f, n, k, g, false, 610), loaded = randomWeight(f, n, k, g, false, 611);
+    IntWeight bound = randomWeight(f, n, k, g, false, 610),
+              loaded = randomWeight(f, n, k, g, false, 611);
     Nf4Weight nf4 = randomWeight(n * k, 32, 612), nf4Loaded = randomWeight(n * k, 32, 613);
     Buffer xb(DType::F32, {1, k}), out(DType::F32, {1, n});
     std::unique_ptr<Kernel> ints =
         bindKernel("matmul_int", inputsOf(xb, bound), {&out}, intAttrs(f, g, shape, true));
-    std::unique_ptr<Kernel> nf4s = bindKernel(
-        "matmul_nf4", {&xb, &nf4.codesBuf, &nf4.absmaxQBuf, &nf4.scaleBuf, &nf4.meanBuf}, {&out},
-        nf4Attrs(32, shape, true, nf4.absmaxFormat));
+    std::unique_ptr<Kernel> nf4s =
+        bindKernel("matmul_nf4", {&xb, &nf4.codesBuf, &nf4.absmaxQBuf, &nf4.scaleBuf, &nf4.meanBuf},
+                   {&out}, nf4Attrs(32, shape, true, nf4.absmaxFormat));
     ASSERT_TRUE(ints && nf4s);
     load(bound.codesBuf, loaded.codesBuf), load(bound.scaleBuf, loaded.scaleBuf);
     for (auto [from, to] : {std::pair{&nf4Loaded.codesBuf, &nf4.codesBuf},
