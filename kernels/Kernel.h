@@ -67,6 +67,12 @@ class Kernel {
 public:
   virtual ~Kernel() = default;
   virtual void run(const StepContext &ctx) = 0;
+  /// Called once the parameters the kernel reads hold their final values
+  /// (the weights loaded), before the runs that follow: a kernel may
+  /// derive what it keeps from them then (a repacked copy of its weights)
+  /// rather than in its first run's time. A kernel that is never prepared
+  /// derives it in its first run.
+  virtual void prepare() {}
 };
 
 /// Validates `args` and binds them. On bad arguments returns null and sets

@@ -366,6 +366,10 @@ void BoundProgram::run(const StepContext &ctx) {
   comm_.completeSends();
 }
 
+void BoundProgram::prepare() {
+  for (const std::unique_ptr<Kernel> &kernel : kernels_) kernel->prepare();
+}
+
 void BoundProgram::runSteps(const StepContext &ctx, bool poison) {
   if (!poison && !observer_ && !profiling_) {
     for (size_t i = 0; i < steps_.size(); ++i) device_.launch(streams_[i], steps_[i], ctx);

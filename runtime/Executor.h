@@ -35,6 +35,8 @@ public:
 
   /// Runs every instruction once and returns when all of them finished.
   void run(const StepContext &ctx);
+  /// Kernel::prepare of every kernel: call once the parameters are loaded.
+  void prepare();
 
   /// The host-arena tensor of the named buffer (inputs, outputs, state);
   /// on a GPU, move it with toDevice/toHost around host access.

@@ -42,8 +42,9 @@
 //       (DecodeGemvInt8.h)
 //   bool packs() const;  whether those products run from a repacked copy
 //       (then quantizedLayout() is PackedNibbles::xLayout's)
-//   decode::PackedNibbles pack(int64_t n, int64_t k) const;  that copy
-//       (DecodeGemvPacked.h), made at the first few-rows product
+//   std::shared_ptr<const decode::PackedNibbles> pack(int64_t n, int64_t k) const;
+//       that copy (DecodeGemvPacked.h), made when the kernel is prepared
+//       or at its first few-rows product
 // W [N, K] with few rows goes to dotQuantized, else dotRows, where the
 // expander takes it: a decode step's weights are multiplied from their
 // codes, never expanded into memory.
@@ -111,6 +112,13 @@ public:
       chunk_ = std::min(chunk_, d.n);
       scratch_.resize(std::max<size_t>(scratch_.size(), chunk_ * d.k));
     }
+  }
+
+  /// Makes the repacked copy of W, where the few-rows products take one
+  /// (Kernel::prepare: the weights are loaded).
+  void prepare(const Expander &expand) {
+    if (pack_ && !packed_)
+      packed_ = expand.pack(d_.n, d_.k);
   }
 
   /// y [m, N] = x [m, K] · W, m <= the planned rows.
@@ -220,15 +228,15 @@ private:
     const decode::QRows rows{&qx_, y, d_.n};
     const int64_t n = d_.n;
     if (pack_) {
-      // The weights are loaded by the first product; they never change
-      // after it (inference artifacts write no parameter).
-      if (packed_.empty())
+      // Unprepared (Kernel::prepare), the weights are loaded by the first
+      // product; they never change after it (no program writes them).
+      if (!packed_)
         packed_ = expand.pack(n, d_.k);
-      const int64_t groups = packed_.groups();
+      const int64_t groups = packed_->groups();
 #pragma omp parallel if (n * d_.k > (1 << 15))
       {
         const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
-        packed_.rows(groups * t / threads, groups * (t + 1) / threads, rows);
+        packed_->rows(groups * t / threads, groups * (t + 1) / threads, rows);
       }
       return;
     }
@@ -294,7 +302,7 @@ private:
   std::vector<float> xStep_;               // x permuted for 4-bit codes
   decode::QuantizedX qx_;                  // x quantized (k > 0: the integer-dot path)
   bool pack_ = false; // that path from a repacked copy of W
-  decode::PackedNibbles packed_; // the copy, once made
+  std::shared_ptr<const decode::PackedNibbles> packed_; // the copy, once made
   std::vector<float> scratch_; // expanded tiles (and accumulators), and a column chunk
 };
 
@@ -349,6 +357,7 @@ public:
     gemm_.run(expand_, wide_.in(x_), wide_.out(y_), d_.m);
     wide_.finish(y_, d_.m * d_.n);
   }
+  void prepare() override { gemm_.prepare(expand_); }
 
 private:
   contracts::QuantizedProduct d_;

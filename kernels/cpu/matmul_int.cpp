@@ -44,7 +44,7 @@ public:
   IntExpander(const uint8_t *codes, const float *scales, const int32_t *zeroPoints,
               IntWeightLayout layout, decode::DotIsa isa, bool packable)
       : codes_(codes), scales_(scales), zeroPoints_(zeroPoints), layout_(layout), isa_(isa),
-        packs_(packable && nibbles() && decode::usePackedNibbles(isa)) {}
+        packs_(packable && nibbles() && decode::usePackedNibbles()) {}
 
   /// Runs shorter than a row (blocks) keep tiles to whole blocks; else any
   /// multiple of 16 columns (whole bytes of int4 codes, whole vectors).
@@ -85,13 +85,13 @@ public:
   }
   decode::QLayout quantizedLayout() const {
     if (packs_)
-      return decode::PackedNibbles::xLayout(decode::CodeKind::Int4);
+      return decode::PackedNibbles::xLayout(isa_, decode::CodeKind::Int4);
     return decode::QLayout::of(isa_, nibbles() ? decode::CodeKind::Int4 : decode::CodeKind::Int8);
   }
   bool packs() const { return packs_; }
-  decode::PackedNibbles pack(int64_t n, int64_t k) const {
+  std::shared_ptr<const decode::PackedNibbles> pack(int64_t n, int64_t k) const {
     const decode::BlockScales scales{scales_, layout_.run / decode::kQBlock};
-    return decode::PackedNibbles::pack(codes_, scales, n, k, decode::CodeKind::Int4);
+    return decode::PackedNibbles::shared(codes_, scales, n, k, decode::CodeKind::Int4, isa_);
   }
   void dotQuantized(int64_t r0, int64_t r1, const decode::QRows &d) const {
     const decode::BlockScales scales{scales_, layout_.run / decode::kQBlock};

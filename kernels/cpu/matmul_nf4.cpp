@@ -51,7 +51,7 @@ public:
               bool avx512, decode::DotIsa isa, bool packable)
       : codes_(codes), absmaxQ_(absmaxQ), absmaxScale_(absmaxScale), mean_(mean), block_(block),
         piece_(piece), absmaxFormat_(absmaxFormat), avx512_(avx512), isa_(isa),
-        packs_(packable && decode::usePackedNibbles(isa)) {}
+        packs_(packable && decode::usePackedNibbles()) {}
 
   int64_t alignment() const { return block_; }
 
@@ -108,13 +108,13 @@ public:
   }
   decode::QLayout quantizedLayout() const {
     if (packs_)
-      return decode::PackedNibbles::xLayout(decode::CodeKind::Nf4);
+      return decode::PackedNibbles::xLayout(isa_, decode::CodeKind::Nf4);
     return decode::QLayout::of(isa_, decode::CodeKind::Nf4);
   }
   bool packs() const { return packs_; }
-  decode::PackedNibbles pack(int64_t n, int64_t k) const {
-    return decode::PackedNibbles::pack(codes_, IntScales{this, block_ / decode::kQBlock}, n, k,
-                                       decode::CodeKind::Nf4);
+  std::shared_ptr<const decode::PackedNibbles> pack(int64_t n, int64_t k) const {
+    return decode::PackedNibbles::shared(codes_, IntScales{this, block_ / decode::kQBlock}, n, k,
+                                         decode::CodeKind::Nf4, isa_);
   }
   void dotQuantized(int64_t r0, int64_t r1, const decode::QRows &d) const {
     decode::intRowsOf<decode::CodeKind::Nf4>(isa_, codes_,

@@ -76,6 +76,7 @@ public:
   /// ([rows, 1, ranks, V / ranks], or for one row [V]): count its
   /// elements, read no dimension.
   int64_t vocab() const { return logits_.numel() / rows_; }
+  void prepare() { program_->prepare(); }
 
   /// Runs the program on `batch`; returns its logits [rows, V] in fp32.
   const float *run(const Batch &batch) {
@@ -152,6 +153,10 @@ public:
     loadParameters();
     Step prefill(rt.bind("prefill"), "prefill", opt.artifact, shape.maxBatch);
     Step decode(rt.bind("decode"), "decode", opt.artifact, shape.maxBatch);
+    // What kernels derive from the weights (repacked 4-bit decode weights)
+    // is made now, not in the first step's time.
+    prefill.prepare();
+    decode.prepare();
     lead = rt.rank == 0;
 
     int64_t vocab = decode.vocab();

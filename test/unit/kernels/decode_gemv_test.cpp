@@ -8,9 +8,8 @@
 // eight-row groups, DecodeGemvRowGroups.h, leave tails), K a multiple of a
 // step, not one, and runs (one scale per row) ending in a partial step;
 // each with every body this CPU can run (AVX-512, AVX2; for the integer
-// dots also the ymm VNNI body and AVX2's vpmaddubsw; for 4-bit codes on
-// AVX-512 VNNI CPUs the repacked copy, DecodeGemvPacked.h, and the codes
-// read in place).
+// dots also the ymm VNNI body and AVX2's vpmaddubsw; for 4-bit codes each
+// from the repacked copy, DecodeGemvPacked.h, and from the codes in place).
 //
 // fp32 activations: against the double reference of the expanded weight,
 // tolerance(dtype) of the norm (sums are fp32 in the kernel's own order).
@@ -41,16 +40,19 @@ struct Isa {
   std::vector<std::pair<const char *, const char *>> env;
 };
 
-/// Every body this CPU can run: the best (AVX-512 VNNI where available:
-/// 4-bit codes repacked), AVX-512 VNNI reading 4-bit codes in place, ymm
-/// VNNI (AVX-VNNI, or AVX-512 VNNI's EVEX form), AVX2 without VNNI, and
-/// AVX2 only (no AVX-512).
+/// Every body this CPU can run: the best (AVX-512 VNNI where available),
+/// ymm VNNI (AVX-VNNI, or AVX-512 VNNI's EVEX form), AVX2 without VNNI,
+/// and AVX2 only (no AVX-512); 4-bit codes from the repacked copy
+/// (DecodeGemvPacked.h), and in place with the zmm, ymm VNNI and AVX2
+/// bodies.
 const std::vector<Isa> kIsas = {
     {"best", {}},
-    {"in place", {{"LLMC_CPU_NO_PACK", "1"}}},
     {"ymm VNNI", {{"LLMC_CPU_DOT", "avxvnni"}}},
     {"AVX2 dot", {{"LLMC_CPU_DOT", "avx2"}}},
     {"no AVX-512", {{"LLMC_CPU_NO_AVX512", "1"}}},
+    {"best in place", {{"LLMC_CPU_NO_PACK", "1"}}},
+    {"ymm VNNI in place", {{"LLMC_CPU_DOT", "avxvnni"}, {"LLMC_CPU_NO_PACK", "1"}}},
+    {"AVX2 dot in place", {{"LLMC_CPU_DOT", "avx2"}, {"LLMC_CPU_NO_PACK", "1"}}},
 };
 
 /// Runs `body` under each of kIsas.
