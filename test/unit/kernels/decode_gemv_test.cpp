@@ -119,44 +119,61 @@ void load(Buffer &to, Buffer &from) {
   std::memcpy(a.data, b.data, b.bytes());
 }
 
-/// A decode product's 4-bit weights come from the first product, not from
-/// binding: llmc-run binds its programs before --weights fills the
-/// parameters, and the repacked copy (DecodeGemvPacked.h) is made then.
-/// Two products after the load, with different x, both multiply the
-/// loaded weights.
-TEST(DecodeGemv, FourBitWeightsAreReadAtTheFirstProduct) {
+/// A decode product's 4-bit weights are read when the kernel is prepared
+/// (Kernel::prepare, as llmc generate does once it has loaded them) or,
+/// unprepared, at the first product — never at binding: llmc-run binds its
+/// programs before --weights fills the parameters, and the repacked copy
+/// (DecodeGemvPacked.h) is made from what they hold then. Two products
+/// after the load, with different x, both multiply the loaded weights; a
+/// second kernel on the same storage with two rows of x (a prefill
+/// program's) shares the copy and multiplies them too.
+TEST(DecodeGemv, FourBitWeightsAreReadAfterLoading) {
   onEachIsa([] {
-    const int64_t n = 37, k = 96;
-    const std::vector<int64_t> shape = {n, k};
-    const CodeFormat f{4, false};
-    const Grouping g{32, -1};
-    IntWeight bound = randomWeight(f, n, k, g, false, 610),
-              loaded = randomWeight(f, n, k, g, false, 611);
-    Nf4Weight nf4 = randomWeight(n * k, 32, 612), nf4Loaded = randomWeight(n * k, 32, 613);
-    Buffer xb(DType::F32, {1, k}), out(DType::F32, {1, n});
-    std::unique_ptr<Kernel> ints =
-        bindKernel("matmul_int", inputsOf(xb, bound), {&out}, intAttrs(f, g, shape, true));
-    std::unique_ptr<Kernel> nf4s =
-        bindKernel("matmul_nf4", {&xb, &nf4.codesBuf, &nf4.absmaxQBuf, &nf4.scaleBuf, &nf4.meanBuf},
-                   {&out}, nf4Attrs(32, shape, true, nf4.absmaxFormat));
-    ASSERT_TRUE(ints && nf4s);
-    load(bound.codesBuf, loaded.codesBuf), load(bound.scaleBuf, loaded.scaleBuf);
-    for (auto [from, to] : {std::pair{&nf4Loaded.codesBuf, &nf4.codesBuf},
-                            {&nf4Loaded.absmaxQBuf, &nf4.absmaxQBuf},
-                            {&nf4Loaded.scaleBuf, &nf4.scaleBuf},
-                            {&nf4Loaded.meanBuf, &nf4.meanBuf}})
-      load(*to, *from);
-    const RefTensor intRef = referenceWeight(loaded, f, shape, g);
-    const RefTensor nf4Ref = nf4Int8Weights(nf4Loaded, shape, 32);
-    for (uint64_t seed : {614, 615}) {
-      const RefTensor x = randomTensor({1, k}, seed);
-      Buffer xs = Buffer::of(x, DType::F32);
-      load(xb, xs);
-      const QuantizedRef q = quantizeQ8(x);
-      ints->run(StepContext{});
-      EXPECT_CLOSE(out.toRef(), productQuantized(q, intRef), Metric::Norm, tolerance(DType::F32));
-      nf4s->run(StepContext{});
-      EXPECT_CLOSE(out.toRef(), productQuantized(q, nf4Ref), Metric::Norm, tolerance(DType::F32));
+    for (bool prepared : {false, true}) {
+      SCOPED_TRACE(prepared ? "prepared" : "unprepared");
+      const int64_t n = 37, k = 96;
+      const std::vector<int64_t> shape = {n, k};
+      const CodeFormat f{4, false};
+      const Grouping g{32, -1};
+      IntWeight ints = randomWeight(f, n, k, g, false, 610),
+                loaded = randomWeight(f, n, k, g, false, 611);
+      Nf4Weight nf4 = randomWeight(n * k, 32, 612), nf4Loaded = randomWeight(n * k, 32, 613);
+      std::vector<std::unique_ptr<Kernel>> kernels;
+      std::vector<Buffer> xs, outs;
+      for (int64_t m : {1, 2}) {
+        xs.emplace_back(DType::F32, std::vector<int64_t>{m, k});
+        outs.emplace_back(DType::F32, std::vector<int64_t>{m, n});
+      }
+      for (size_t i = 0; i < xs.size(); ++i) {
+        kernels.push_back(bindKernel("matmul_int", inputsOf(xs[i], ints), {&outs[i]},
+                                     intAttrs(f, g, shape, true)));
+        kernels.push_back(bindKernel(
+            "matmul_nf4", {&xs[i], &nf4.codesBuf, &nf4.absmaxQBuf, &nf4.scaleBuf, &nf4.meanBuf},
+            {&outs[i]}, nf4Attrs(32, shape, true, nf4.absmaxFormat)));
+      }
+      for (const auto &kernel : kernels) ASSERT_TRUE(kernel);
+      load(ints.codesBuf, loaded.codesBuf), load(ints.scaleBuf, loaded.scaleBuf);
+      for (auto [from, to] : {std::pair{&nf4Loaded.codesBuf, &nf4.codesBuf},
+                              {&nf4Loaded.absmaxQBuf, &nf4.absmaxQBuf},
+                              {&nf4Loaded.scaleBuf, &nf4.scaleBuf},
+                              {&nf4Loaded.meanBuf, &nf4.meanBuf}})
+        load(*to, *from);
+      if (prepared)
+        for (const auto &kernel : kernels) kernel->prepare();
+      const RefTensor refs[2] = {referenceWeight(loaded, f, shape, g),
+                                 nf4Int8Weights(nf4Loaded, shape, 32)};
+      for (uint64_t seed : {614, 615})
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const RefTensor x = randomTensor({xs[i].shape[0], k}, seed);
+          Buffer values = Buffer::of(x, DType::F32);
+          load(xs[i], values);
+          const QuantizedRef q = quantizeQ8(x);
+          for (int codes = 0; codes < 2; ++codes) {
+            kernels[2 * i + codes]->run(StepContext{});
+            EXPECT_CLOSE(outs[i].toRef(), productQuantized(q, refs[codes]), Metric::Norm,
+                         tolerance(DType::F32));
+          }
+        }
     }
   });
 }
