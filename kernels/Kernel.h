@@ -67,12 +67,13 @@ class Kernel {
 public:
   virtual ~Kernel() = default;
   virtual void run(const StepContext &ctx) = 0;
-  /// Called once the parameters the kernel reads hold their final values
-  /// (the weights loaded), before the runs that follow: a kernel may
-  /// derive what it keeps from them then (a repacked copy of its weights)
-  /// rather than in its first run's time. A kernel that is never prepared
-  /// derives it in its first run.
-  virtual void prepare() {}
+  /// Called once the parameters hold their final values (the weights
+  /// loaded), before the runs that follow. `constantInputs[i]`: input i is
+  /// such a parameter, which no run changes (not a buffer the program
+  /// writes, such as a layer's weights streamed into a reused slot). A
+  /// kernel may derive what it keeps from those inputs then (a repacked
+  /// copy of its weights); unprepared, it reads them as bound.
+  virtual void prepare(const std::vector<bool> &constantInputs) {}
 };
 
 /// Validates `args` and binds them. On bad arguments returns null and sets

@@ -182,6 +182,7 @@ ExecutionDevice::Step BoundProgram::bindKernel(size_t i, const std::string &pref
     fail(prefix, describe(i), ": ", error.empty() ? "kernel rejected its arguments" : error);
   Kernel *k = kernel.get();
   kernels_.push_back(std::move(kernel));
+  kernelInstructions_.push_back(i);
   void *stream = device_.stream(inst.stream);
   if (inst.onHost)
     return device_.hostStep(inst.stream, [k](const StepContext &ctx) {
@@ -367,7 +368,16 @@ void BoundProgram::run(const StepContext &ctx) {
 }
 
 void BoundProgram::prepare() {
-  for (const std::unique_ptr<Kernel> &kernel : kernels_) kernel->prepare();
+  std::vector<bool> written(program_.buffers.size(), false);
+  for (const InstructionInfo &inst : program_.instructions)
+    for (uint32_t out : inst.outputs) written[out] = true;
+  for (size_t j = 0; j < kernels_.size(); ++j) {
+    const InstructionInfo &inst = program_.instructions[kernelInstructions_[j]];
+    std::vector<bool> constant;
+    for (uint32_t in : inst.inputs)
+      constant.push_back(program_.buffers[in].category == "param" && !written[in]);
+    kernels_[j]->prepare(constant);
+  }
 }
 
 void BoundProgram::runSteps(const StepContext &ctx, bool poison) {

@@ -35,7 +35,9 @@ public:
 
   /// Runs every instruction once and returns when all of them finished.
   void run(const StepContext &ctx);
-  /// Kernel::prepare of every kernel: call once the parameters are loaded.
+  /// Kernel::prepare of every kernel, its constant inputs the parameters
+  /// no instruction of the program writes: call once they are loaded, in
+  /// a program that writes no parameter an inference step reads.
   void prepare();
 
   /// The host-arena tensor of the named buffer (inputs, outputs, state);
@@ -109,6 +111,7 @@ private:
   std::vector<ExecutionDevice::Step> steps_;
   std::vector<int> streams_; ///< each step's program stream
   std::vector<std::unique_ptr<Kernel>> kernels_;
+  std::vector<size_t> kernelInstructions_; ///< kernels_[j]'s instruction
   bool profiling_ = false;
   std::unique_ptr<InstructionTimer> timer_; ///< while profiling
   std::vector<double> micros_, starts_;

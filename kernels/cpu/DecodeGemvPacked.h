@@ -26,9 +26,12 @@
 // broadcast int32. The bodies are DecodeGemvPackedBodies.h's.
 //
 // The copy costs as much memory as the codes and their scales at fp32 per
-// block (5/8 byte per weight) and is made at the first decode product,
-// when the weights have been loaded; the stored codes stay for prefill.
-// LLMC_CPU_NO_PACK=1 keeps to the in-place bodies.
+// block (5/8 byte per weight) and is made when the kernel is prepared with
+// its weights constant parameters (Kernel::prepare: llmc generate, once
+// they are loaded); unprepared kernels, and weights a program writes
+// (layers streamed into a reused slot), take the in-place bodies. The
+// stored codes stay for prefill. LLMC_CPU_NO_PACK=1 keeps to the in-place
+// bodies.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_CPU_DECODEGEMVPACKED_H
@@ -74,6 +77,8 @@ public:
                     std::weak_ptr<const PackedNibbles>>
         copies;
     std::lock_guard<std::mutex> hold(lock);
+    for (auto it = copies.begin(); it != copies.end();) // forget copies no kernel holds
+      it = it->second.expired() ? copies.erase(it) : std::next(it);
     std::weak_ptr<const PackedNibbles> &slot = copies[{codes, n, k, kind, isa}];
     if (std::shared_ptr<const PackedNibbles> kept = slot.lock())
       return kept;

@@ -40,11 +40,12 @@
 //   void dotQuantized(int64_t r0, int64_t r1, const decode::QRows &d) const;
 //       rows [r0, r1) of y = x · Wᵀ with x quantized to int8 per 32
 //       (DecodeGemvInt8.h)
-//   bool packs() const;  whether those products run from a repacked copy
-//       (then quantizedLayout() is PackedNibbles::xLayout's)
+//   bool packs() const;  whether those products may run from a repacked
+//       copy (DecodeGemvPacked.h), made when the kernel is prepared with
+//       its weights constant (Kernel::prepare)
+//   decode::QLayout packedLayout() const;  how the copy's body wants x
 //   std::shared_ptr<const decode::PackedNibbles> pack(int64_t n, int64_t k) const;
-//       that copy (DecodeGemvPacked.h), made when the kernel is prepared
-//       or at its first few-rows product
+//       that copy
 // W [N, K] with few rows goes to dotQuantized, else dotRows, where the
 // expander takes it: a decode step's weights are multiplied from their
 // codes, never expanded into memory.
@@ -90,6 +91,7 @@ public:
     if (few > 0 && d.transposeB && like.canDotQuantized(d.k)) {
       // A copy per weight: not for the grouped kernels' experts.
       pack_ = !anyRows && like.packs();
+      few_ = few;
       qx_.resize(like.quantizedLayout(), few, d.k);
     } else if (few > 0 && d.transposeB && like.canDotRows(d.k)) {
       dotRows_ = true;
@@ -114,11 +116,13 @@ public:
     }
   }
 
-  /// Makes the repacked copy of W, where the few-rows products take one
-  /// (Kernel::prepare: the weights are loaded).
+  /// Makes the repacked copy of W for the few-rows products that take
+  /// one (Kernel::prepare: the weights loaded and constant).
   void prepare(const Expander &expand) {
-    if (pack_ && !packed_)
-      packed_ = expand.pack(d_.n, d_.k);
+    if (!pack_ || packed_)
+      return;
+    packed_ = expand.pack(d_.n, d_.k);
+    qx_.resize(expand.packedLayout(), few_, d_.k);
   }
 
   /// y [m, N] = x [m, K] · W, m <= the planned rows.
@@ -227,11 +231,7 @@ private:
     qx_.quantize(x);
     const decode::QRows rows{&qx_, y, d_.n};
     const int64_t n = d_.n;
-    if (pack_) {
-      // Unprepared (Kernel::prepare), the weights are loaded by the first
-      // product; they never change after it (no program writes them).
-      if (!packed_)
-        packed_ = expand.pack(n, d_.k);
+    if (packed_) {
       const int64_t groups = packed_->groups();
 #pragma omp parallel if (n * d_.k > (1 << 15))
       {
@@ -301,7 +301,8 @@ private:
   bool dotRows_ = false, avx512_ = false; // few rows of W [N, K] from its codes
   std::vector<float> xStep_;               // x permuted for 4-bit codes
   decode::QuantizedX qx_;                  // x quantized (k > 0: the integer-dot path)
-  bool pack_ = false; // that path from a repacked copy of W
+  bool pack_ = false; // that path may take a repacked copy of W
+  int64_t few_ = 0; // the most rows it takes
   std::shared_ptr<const decode::PackedNibbles> packed_; // the copy, once made
   std::vector<float> scratch_; // expanded tiles (and accumulators), and a column chunk
 };
@@ -357,7 +358,12 @@ public:
     gemm_.run(expand_, wide_.in(x_), wide_.out(y_), d_.m);
     wide_.finish(y_, d_.m * d_.n);
   }
-  void prepare() override { gemm_.prepare(expand_); }
+  /// The copy needs every weight input (all after x) constant.
+  void prepare(const std::vector<bool> &constantInputs) override {
+    if (constantInputs.size() > 1 &&
+        std::all_of(constantInputs.begin() + 1, constantInputs.end(), [](bool c) { return c; }))
+      gemm_.prepare(expand_);
+  }
 
 private:
   contracts::QuantizedProduct d_;

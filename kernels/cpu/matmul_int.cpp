@@ -84,11 +84,12 @@ public:
     return !zeroPoints_ && !layout_.fp8 && decode::canDotQuantized(k, layout_.run);
   }
   decode::QLayout quantizedLayout() const {
-    if (packs_)
-      return decode::PackedNibbles::xLayout(isa_, decode::CodeKind::Int4);
     return decode::QLayout::of(isa_, nibbles() ? decode::CodeKind::Int4 : decode::CodeKind::Int8);
   }
   bool packs() const { return packs_; }
+  decode::QLayout packedLayout() const {
+    return decode::PackedNibbles::xLayout(isa_, decode::CodeKind::Int4);
+  }
   std::shared_ptr<const decode::PackedNibbles> pack(int64_t n, int64_t k) const {
     const decode::BlockScales scales{scales_, layout_.run / decode::kQBlock};
     return decode::PackedNibbles::shared(codes_, scales, n, k, decode::CodeKind::Int4, isa_);

@@ -107,11 +107,12 @@ public:
     return k % block_ == 0 && decode::canDotQuantized(k, block_);
   }
   decode::QLayout quantizedLayout() const {
-    if (packs_)
-      return decode::PackedNibbles::xLayout(isa_, decode::CodeKind::Nf4);
     return decode::QLayout::of(isa_, decode::CodeKind::Nf4);
   }
   bool packs() const { return packs_; }
+  decode::QLayout packedLayout() const {
+    return decode::PackedNibbles::xLayout(isa_, decode::CodeKind::Nf4);
+  }
   std::shared_ptr<const decode::PackedNibbles> pack(int64_t n, int64_t k) const {
     return decode::PackedNibbles::shared(codes_, IntScales{this, block_ / decode::kQBlock}, n, k,
                                          decode::CodeKind::Nf4, isa_);

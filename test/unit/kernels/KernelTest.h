@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,13 +65,27 @@ public:
 /// `dtype` tensor sees.
 RefTensor roundTo(const RefTensor &values, DType dtype);
 
+/// An environment variable set for a scope (kernels read theirs when they
+/// bind), unset at its end.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+private:
+  const char *name_;
+};
+
 /// Binds `name` on the CPU backend; reports a failure (and returns null)
 /// when binding fails.
 std::unique_ptr<Kernel> bindKernel(const std::string &name, const std::vector<Buffer *> &inputs,
                                    const std::vector<Buffer *> &outputs,
                                    const KernelAttrs &attrs = {});
-/// Binds `name` on the CPU backend and runs it once; reports a failure (and
-/// returns false) when binding fails.
+/// Binds `name` on the CPU backend, prepares it with every input constant
+/// (Kernel::prepare) and runs it once; reports a failure (and returns
+/// false) when binding fails.
 bool runKernel(const std::string &name, const std::vector<Buffer *> &inputs,
                const std::vector<Buffer *> &outputs, const KernelAttrs &attrs = {},
                int64_t step = 1);

@@ -119,50 +119,76 @@ void load(Buffer &to, Buffer &from) {
   std::memcpy(a.data, b.data, b.bytes());
 }
 
-/// A decode product's 4-bit weights are read when the kernel is prepared
-/// (Kernel::prepare, as llmc generate does once it has loaded them) or,
-/// unprepared, at the first product — never at binding: llmc-run binds its
-/// programs before --weights fills the parameters, and the repacked copy
-/// (DecodeGemvPacked.h) is made from what they hold then. Two products
-/// after the load, with different x, both multiply the loaded weights; a
-/// second kernel on the same storage with two rows of x (a prefill
-/// program's) shares the copy and multiplies them too.
+/// An int4 weight [37, 96] in blocks of 32 and an NF4 one in blocks of 32.
+struct FourBitWeights {
+  IntWeight ints;
+  Nf4Weight nf4;
+  static constexpr int64_t n = 37, k = 96;
+  static FourBitWeights random(uint64_t seed) {
+    return {randomWeight(CodeFormat{4, false}, n, k, Grouping{32, -1}, false, seed),
+            randomWeight(n * k, 32, seed + 1)};
+  }
+  /// The int4 and the NF4 products' reference weights (NF4's in 127ths).
+  std::vector<RefTensor> references() const {
+    return {referenceWeight(ints, CodeFormat{4, false}, {n, k}, Grouping{32, -1}),
+            nf4Int8Weights(nf4, {n, k}, 32)};
+  }
+  /// Copies `other`'s storage over this one's (what loading weights does).
+  void load(FourBitWeights &other) {
+    for (auto [to, from] : {std::pair{&ints.codesBuf, &other.ints.codesBuf},
+                            {&ints.scaleBuf, &other.ints.scaleBuf},
+                            {&nf4.codesBuf, &other.nf4.codesBuf},
+                            {&nf4.absmaxQBuf, &other.nf4.absmaxQBuf},
+                            {&nf4.scaleBuf, &other.nf4.scaleBuf},
+                            {&nf4.meanBuf, &other.nf4.meanBuf}})
+      test::load(*to, *from);
+  }
+};
+
+/// A decode product's 4-bit weights are read after binding: llmc-run and
+/// llmc generate bind their programs before or after --weights fills the
+/// parameters. Prepared with its weights constant (Kernel::prepare, as
+/// llmc generate does once it has loaded them), a kernel reads the
+/// repacked copy (DecodeGemvPacked.h) made then, and a second kernel on
+/// the same storage with two rows of x (a prefill program's) shares it.
+/// Unprepared, or with a weight input not constant (a layer streamed into
+/// a reused slot), a kernel reads the storage as it is at each product:
+/// weights loaded between two products are the second one's.
 TEST(DecodeGemv, FourBitWeightsAreReadAfterLoading) {
   onEachIsa([] {
-    for (bool prepared : {false, true}) {
-      SCOPED_TRACE(prepared ? "prepared" : "unprepared");
-      const int64_t n = 37, k = 96;
-      const std::vector<int64_t> shape = {n, k};
-      const CodeFormat f{4, false};
-      const Grouping g{32, -1};
-      IntWeight ints = randomWeight(f, n, k, g, false, 610),
-                loaded = randomWeight(f, n, k, g, false, 611);
-      Nf4Weight nf4 = randomWeight(n * k, 32, 612), nf4Loaded = randomWeight(n * k, 32, 613);
-      std::vector<std::unique_ptr<Kernel>> kernels;
+    for (int prepared : {0, 1, 2}) { // no, with the scales not constant, yes
+      SCOPED_TRACE(prepared == 2 ? "prepared" : prepared == 1 ? "scales vary" : "unprepared");
+      const int64_t k = FourBitWeights::k;
+      FourBitWeights bound = FourBitWeights::random(610), first = FourBitWeights::random(612),
+                     second = FourBitWeights::random(614);
+      std::vector<std::unique_ptr<Kernel>> kernels; // per rows of x: int4's, NF4's
       std::vector<Buffer> xs, outs;
       for (int64_t m : {1, 2}) {
         xs.emplace_back(DType::F32, std::vector<int64_t>{m, k});
-        outs.emplace_back(DType::F32, std::vector<int64_t>{m, n});
+        outs.emplace_back(DType::F32, std::vector<int64_t>{m, FourBitWeights::n});
       }
+      const std::vector<int64_t> shape = {FourBitWeights::n, k};
       for (size_t i = 0; i < xs.size(); ++i) {
-        kernels.push_back(bindKernel("matmul_int", inputsOf(xs[i], ints), {&outs[i]},
-                                     intAttrs(f, g, shape, true)));
-        kernels.push_back(bindKernel(
-            "matmul_nf4", {&xs[i], &nf4.codesBuf, &nf4.absmaxQBuf, &nf4.scaleBuf, &nf4.meanBuf},
-            {&outs[i]}, nf4Attrs(32, shape, true, nf4.absmaxFormat)));
+        kernels.push_back(bindKernel("matmul_int", inputsOf(xs[i], bound.ints), {&outs[i]},
+                                     intAttrs({4, false}, {32, -1}, shape, true)));
+        Nf4Weight &w = bound.nf4;
+        kernels.push_back(bindKernel("matmul_nf4",
+                                     {&xs[i], &w.codesBuf, &w.absmaxQBuf, &w.scaleBuf, &w.meanBuf},
+                                     {&outs[i]}, nf4Attrs(32, shape, true, w.absmaxFormat)));
       }
       for (const auto &kernel : kernels) ASSERT_TRUE(kernel);
-      load(ints.codesBuf, loaded.codesBuf), load(ints.scaleBuf, loaded.scaleBuf);
-      for (auto [from, to] : {std::pair{&nf4Loaded.codesBuf, &nf4.codesBuf},
-                              {&nf4Loaded.absmaxQBuf, &nf4.absmaxQBuf},
-                              {&nf4Loaded.scaleBuf, &nf4.scaleBuf},
-                              {&nf4Loaded.meanBuf, &nf4.meanBuf}})
-        load(*to, *from);
-      if (prepared)
-        for (const auto &kernel : kernels) kernel->prepare();
-      const RefTensor refs[2] = {referenceWeight(loaded, f, shape, g),
-                                 nf4Int8Weights(nf4Loaded, shape, 32)};
-      for (uint64_t seed : {614, 615})
+      bound.load(first);
+      if (prepared > 0)
+        for (size_t j = 0; j < kernels.size(); ++j) {
+          std::vector<bool> constant(j % 2 == 0 ? 3 : 5, true);
+          constant[2] = prepared == 2;
+          kernels[j]->prepare(constant);
+        }
+      for (uint64_t seed : {620, 621}) {
+        if (seed == 621 && prepared < 2)
+          bound.load(second);
+        const std::vector<RefTensor> refs =
+            seed == 621 && prepared < 2 ? second.references() : first.references();
         for (size_t i = 0; i < xs.size(); ++i) {
           const RefTensor x = randomTensor({xs[i].shape[0], k}, seed);
           Buffer values = Buffer::of(x, DType::F32);
@@ -174,6 +200,7 @@ TEST(DecodeGemv, FourBitWeightsAreReadAfterLoading) {
                          tolerance(DType::F32));
           }
         }
+      }
     }
   });
 }
