@@ -39,6 +39,7 @@
 
 #include "kernels/cpu/DecodeGemvPackedBodies.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -68,7 +69,9 @@ public:
   /// block scales `ws` (BlockScales' interface) for `isa`'s body, shared
   /// by every kernel that reads those codes (a prefill program of up to
   /// 16 rows and the decode program): made by the first to ask, the
-  /// groups over threads, and kept while a kernel holds it.
+  /// groups over threads, and kept while a kernel holds it. Null, after a
+  /// one-line notice, where the memory for it cannot be had: the products
+  /// then read the codes in place.
   template <typename Scales>
   static std::shared_ptr<const PackedNibbles>
   shared(const uint8_t *codes, const Scales &ws, int64_t n, int64_t k, CodeKind kind, DotIsa isa) {
@@ -84,7 +87,18 @@ public:
       return kept;
     auto p = std::make_shared<PackedNibbles>();
     p->n_ = n, p->k_ = k, p->kind_ = kind, p->isa_ = isa;
-    p->tiles_.reset(static_cast<uint8_t *>(std::aligned_alloc(64, p->groups() * p->groupBytes())));
+    const int64_t bytes = p->groups() * p->groupBytes();
+    if (bytes == 0) // no rows or columns: nothing to copy
+      return nullptr;
+    p->tiles_.reset(static_cast<uint8_t *>(std::aligned_alloc(64, bytes)));
+    if (!p->tiles_) {
+      std::fprintf(stderr,
+                   "llmc: no memory for a repacked copy of a [%lld, %lld] 4-bit weight (%lld "
+                   "bytes); its decode products read its codes in place\n",
+                   static_cast<long long>(n), static_cast<long long>(k),
+                   static_cast<long long>(bytes));
+      return nullptr;
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t g = 0; g < p->groups(); ++g) p->packGroup(codes, ws, g);
     slot = p;

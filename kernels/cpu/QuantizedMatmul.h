@@ -122,7 +122,8 @@ public:
     if (!pack_ || packed_)
       return;
     packed_ = expand.pack(d_.n, d_.k);
-    qx_.resize(expand.packedLayout(), few_, d_.k);
+    if (packed_) // else (no memory for it) the codes in place
+      qx_.resize(expand.packedLayout(), few_, d_.k);
   }
 
   /// y [m, N] = x [m, K] · W, m <= the planned rows.

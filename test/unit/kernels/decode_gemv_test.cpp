@@ -59,9 +59,9 @@ const std::vector<Isa> kIsas = {
 template <typename Body> void onEachIsa(Body body) {
   for (const Isa &isa : kIsas) {
     SCOPED_TRACE(isa.name);
-    for (const auto &[key, value] : isa.env) setenv(key, value, 1);
+    std::vector<std::unique_ptr<ScopedEnv>> env;
+    for (const auto &[key, value] : isa.env) env.push_back(std::make_unique<ScopedEnv>(key, value));
     body();
-    for (const auto &[key, value] : isa.env) unsetenv(key);
   }
 }
 
@@ -247,7 +247,7 @@ TEST(DecodeGemv, Fp8NanCodesReadAsNan) {
 }
 
 TEST(DecodeGemv, UnknownDotBodyIsAnError) {
-  setenv("LLMC_CPU_DOT", "avx1024", 1);
+  const ScopedEnv unknown("LLMC_CPU_DOT", "avx1024");
   IntWeight w = randomWeight({4, false}, 2, 32, {32, -1}, false, 9);
   RefTensor x = randomTensor({1, 32}, 10);
   Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {1, 2});
@@ -256,7 +256,6 @@ TEST(DecodeGemv, UnknownDotBodyIsAnError) {
   const std::string error =
       bindError("matmul_int", inputs, {out.view()}, intAttrs({4, false}, {32, -1}, {2, 32}, true));
   EXPECT_NE(error.find("LLMC_CPU_DOT=avx1024"), std::string::npos) << error;
-  unsetenv("LLMC_CPU_DOT");
 }
 
 TEST(DecodeGemv, Nf4Int8LevelsAreTheNearestMultiplesOf127ths) {

@@ -160,9 +160,8 @@ LLMC_CONFORMANCE_CASES(QatDequantizeNf4, dequantizeNf4Cases);
 /// The AVX2 expansion, on a CPU whose kernels would otherwise take AVX-512
 /// (the conformance cases take the machine's widest).
 TEST(MatmulNf4Kernel, MatchesDequantizeThenMatmulWithoutAvx512) {
-  setenv("LLMC_CPU_NO_AVX512", "1", 1);
+  const ScopedEnv noAvx512("LLMC_CPU_NO_AVX512", "1");
   matchesDequantizeThenMatmul();
-  unsetenv("LLMC_CPU_NO_AVX512");
 }
 
 void matchesDequantizeThenMatmul() {
