@@ -18,7 +18,7 @@ namespace {
 /// Kernels asking for the copy of the same codes (with the same body)
 /// while one holds it get that copy; other codes or another body, another.
 TEST(PackedNibbles, CopiesAreSharedWhileHeld) {
-  std::vector<uint8_t> codes(17 * 64 / 2, 0x21), other(codes);
+  std::vector<uint8_t> codes(17 * 64 / 2, 0x21), other(17 * 64 / 2, 0x21);
   std::vector<float> scales(17 * 2, 0.5f);
   const BlockScales ws{scales.data(), 1};
   auto first = PackedNibbles::shared(codes.data(), ws, 17, 64, CodeKind::Int4, DotIsa::Avx2);
