@@ -1,8 +1,11 @@
 //===- DecodeGemvRowGroups.h - 4-bit decode dots, eight rows a step -*- C++ -*-===//
 //
 // DecodeGemvInt8.h's int4 and NF4 products with ymm registers, eight rows
-// of W at a time: the ymm body that int4 and NF4 take on CPUs without
-// AVX-512 VNNI. Walking one row at a time (intRows256), every block of 32
+// of W at a time: the ymm body that int4 and NF4 take from the codes in
+// place on CPUs without AVX-512 VNNI (a weight that is not repacked,
+// DecodeGemvPacked.h: an expert of a stack, a streamed layer, an
+// unprepared kernel, LLMC_CPU_NO_PACK). The repacked bodies reuse its
+// block dot. Walking one row at a time (intRows256), every block of 32
 // weights costs its own int32 sum, conversion, scale product and
 // fused multiply-add; here eight rows' blocks are transposed in registers
 // so that each 32-bit lane holds one row:
