@@ -408,22 +408,27 @@ void rows256(const Codes &w, const Scale &scale, Runs runs, int64_t r0, int64_t 
 #undef LLMC_AVX512
 #pragma GCC diagnostic pop
 
+/// body(std::integral_constant<int, M>) for M = min(4, rows): the rows of
+/// x one call of a body takes, as a template argument.
+template <typename Body> void withRowsOfX(int64_t rows, Body body) {
+  switch (std::min<int64_t>(4, rows)) {
+  case 1: body(std::integral_constant<int, 1>{}); break;
+  case 2: body(std::integral_constant<int, 2>{}); break;
+  case 3: body(std::integral_constant<int, 3>{}); break;
+  default: body(std::integral_constant<int, 4>{}); break;
+  }
+}
+
 /// Calls body(M, S, a, b, i0) (M, S integral constants) over rows [r0,
 /// r1) of W for all m rows of x, four rows of x at a time; a single row
 /// of x walks S = kStreams parts side by side. Past four rows of x, row by
 /// row of W, so that its next four rows of x find it in L1.
 template <typename Body> void forRowChunks(int64_t r0, int64_t r1, int64_t m, Body body) {
   auto chunk = [&](int64_t a, int64_t b, int64_t i0) {
-    auto run = [&](auto rows) {
+    withRowsOfX(m - i0, [&](auto rows) {
       constexpr int kM = decltype(rows)::value, kS = kM == 1 ? kStreams : 1;
       body(rows, std::integral_constant<int, kS>{}, a, b, i0);
-    };
-    switch (std::min<int64_t>(4, m - i0)) {
-    case 1: run(std::integral_constant<int, 1>{}); break;
-    case 2: run(std::integral_constant<int, 2>{}); break;
-    case 3: run(std::integral_constant<int, 3>{}); break;
-    default: run(std::integral_constant<int, 4>{}); break;
-    }
+    });
   };
   if (m <= 4) {
     chunk(r0, r1, 0);

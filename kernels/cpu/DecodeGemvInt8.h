@@ -266,6 +266,15 @@ LLMC_VNNI512 inline __m512 scaleLanes(const float *at, int64_t per, int64_t b, i
   return _mm512_permutexvar_ps(laneBlock, v);
 }
 
+/// NF4's levels + 128 by index, in each 128-bit lane (vpshufb's table):
+/// vpdpbusd's unsigned operand for NF4 codes.
+LLMC_VNNI512 inline __m512i nf4ExcessLevels512() {
+  uint8_t excess[64];
+  for (int c = 0; c < 64; ++c)
+    excess[c] = static_cast<uint8_t>(quant::kNf4Int8Levels[c % 16] + 128);
+  return _mm512_loadu_si512(excess);
+}
+
 /// Rows [r0, r1) of y, M rows of x from i0, AVX-512 VNNI, int4 or NF4
 /// codes (row r's at codes + r · K / 2); S parts of the range side by side
 /// (as DecodeGemv.h's rows512).
@@ -281,11 +290,7 @@ LLMC_VNNI512 void intRows512(const uint8_t *codes, const Scales &ws, int64_t r0,
       _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x88));
   const __m512i nibble = _mm512_set1_epi8(0x0F);
-  // NF4: level + 128 by index, in each 128-bit lane (vpshufb's table).
-  uint8_t excess[64];
-  for (int c = 0; c < 64; ++c)
-    excess[c] = static_cast<uint8_t>(quant::kNf4Int8Levels[c % 16] + 128);
-  const __m512i levels = _mm512_loadu_si512(excess);
+  const __m512i levels = nf4ExcessLevels512();
   const bool oneScale = ws.per >= blocks; // a scale per row, or for all of W
   float *scratch = rowScaleScratch(S * ws.scratchFloats(k));
   for (int64_t t = 0; t < q; ++t) {

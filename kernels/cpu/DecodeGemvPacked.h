@@ -166,19 +166,13 @@ void PackedNibbles::groupsOf(int64_t g0, int64_t g1, const QRows &d, int64_t i0)
 
 inline void PackedNibbles::rows(int64_t g0, int64_t g1, const QRows &d) const {
   for (int64_t i0 = 0; i0 < d.x->m; i0 += 4) {
-    auto run = [&](auto rows) {
+    withRowsOfX(d.x->m - i0, [&](auto rows) {
       constexpr int kM = decltype(rows)::value;
       if (kind_ == CodeKind::Nf4)
         groupsOf<kM, CodeKind::Nf4>(g0, g1, d, i0);
       else
         groupsOf<kM, CodeKind::Int4>(g0, g1, d, i0);
-    };
-    switch (std::min<int64_t>(4, d.x->m - i0)) {
-    case 1: run(std::integral_constant<int, 1>{}); break;
-    case 2: run(std::integral_constant<int, 2>{}); break;
-    case 3: run(std::integral_constant<int, 3>{}); break;
-    default: run(std::integral_constant<int, 4>{}); break;
-    }
+    });
   }
 }
 

@@ -73,10 +73,7 @@ LLMC_PACKED512 void packedGroups512(const PackedTiles &w, int64_t g0, int64_t g1
                                     int64_t i0) {
   const QuantizedX &qx = *d.x;
   const __m512i low = _mm512_set1_epi8(0x0F);
-  uint8_t excess[64];
-  for (int c = 0; c < 64; ++c)
-    excess[c] = static_cast<uint8_t>(quant::kNf4Int8Levels[c % 16] + 128);
-  const __m512i levels = _mm512_loadu_si512(excess);
+  const __m512i levels = nf4ExcessLevels512();
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t *tile = w.group(g);
     __m512 acc[M];
