@@ -3,8 +3,9 @@
 // llmc-bench-decode-gemv: y = x · Wᵀ for a few rows of x over `layers`
 // weights W [N, K] (more than the caches hold), bound through the registry
 // as a decode step binds them: matmul in fp32 and bf16, matmul_int int8
-// and fp8 (E4M3) per row and int4 in blocks of 32, matmul_nf4 in blocks of
-// 32. Prints the
+// and fp8 (E4M3) per row and int4 in blocks of 32 (int4h: its scales fp16
+// values, as `llmc quantize --scale-dtype f16` writes them, which the
+// repacked copy then holds in fp16), matmul_nf4 in blocks of 32. Prints the
 // best time of a pass over all the weights and the weight bytes read per
 // second (codes and scales). The codes are zeros: the kernels' time does not
 // depend on their values. LLMC_CPU_NO_AVX512=1 times the AVX2 bodies;
@@ -16,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelBench.h"
+#include "common/Half.h"
 #include "common/QuantScheme.h"
 
 #include <cstring>
@@ -80,9 +82,14 @@ std::vector<std::unique_ptr<Tensor>> weightOperands(const std::string &kind, con
   } else if (kind == "int8" || kind == "fp8") {
     w.push_back(std::make_unique<Tensor>(DType::U8, std::vector<int64_t>{numel}));
     w.push_back(std::make_unique<Tensor>(DType::F32, std::vector<int64_t>{o.n}));
-  } else if (kind == "int4") {
+  } else if (kind == "int4" || kind == "int4h") {
     w.push_back(std::make_unique<Tensor>(DType::U8, std::vector<int64_t>{numel / 2}));
     w.push_back(std::make_unique<Tensor>(DType::F32, std::vector<int64_t>{numel / 32}));
+    if (kind == "int4h")
+      for (int64_t i = 0; i < numel / 32; ++i) {
+        float &scale = w.back()->view.as<float>()[i];
+        scale = half::toFloat(half::fromFloat(scale));
+      }
   } else { // nf4
     w.push_back(std::make_unique<Tensor>(DType::U8, std::vector<int64_t>{numel / 2}));
     w.push_back(std::make_unique<Tensor>(DType::U8, std::vector<int64_t>{numel / 32}));
@@ -104,7 +111,8 @@ Format bind(const std::string &kind, const Options &o, Tensor &x, Tensor &xBf16,
   const KernelAttrs attrs = kind == "int8" ? weightAttrs(o, {{"bits", 8}, {"channel_axis", 0}})
                             : kind == "fp8"
                                 ? weightAttrs(o, {{"bits", 8}, {"fp8", 1}, {"channel_axis", 0}})
-                            : kind == "int4" ? weightAttrs(o, {{"bits", 4}, {"block", 32}})
+                            : kind == "int4" || kind == "int4h"
+                                ? weightAttrs(o, {{"bits", 4}, {"block", 32}})
                             : kind == "nf4"  ? weightAttrs(o, {{"block", 32}})
                                              : weightAttrs(o, {});
   for (int64_t l = 0; l < o.layers; ++l) {
@@ -130,7 +138,7 @@ int main(int argc, char **argv) {
   std::printf("# W [%lld, %lld] x %lld layers, %lld row(s) of x\n", static_cast<long long>(o.n),
               static_cast<long long>(o.k), static_cast<long long>(o.layers),
               static_cast<long long>(o.m));
-  for (const char *kind : {"fp32", "bf16", "int8", "fp8", "int4", "nf4"}) {
+  for (const char *kind : {"fp32", "bf16", "int8", "fp8", "int4", "int4h", "nf4"}) {
     Format f = bind(kind, o, x, xBf16, y, yBf16);
     std::vector<Kernel *> kernels;
     for (auto &k : f.kernels) kernels.push_back(k.get());

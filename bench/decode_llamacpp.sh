@@ -6,11 +6,11 @@
 # writer (bench/hf_llama_to_gguf.py), both with THREADS threads, runs
 # alternated. Rows: llmc fp32 (the HF weights) beside F32, int8:channel
 # and fp8:channel (E4M3, which llama.cpp does not store) beside Q8_0,
-# int4:block32 beside Q4_0, nf4:block32 beside IQ4_NL (llama.cpp's 4-bit
-# levels from a table; row nf4-q4_0 puts it beside Q4_0), bf16 beside BF16.
-# llmc's quantized rows decode the artifact's initialised storage of the
-# same shapes (decode time does not depend on the codes' values); llama.cpp's
-# are the HF weights quantized.
+# int4:block32 beside Q4_0 with fp32 scales (int4) and with fp16 scales
+# as Q4_0's (int4h: `llmc quantize --scale-dtype f16`), nf4:block32 beside
+# IQ4_NL (llama.cpp's 4-bit levels from a table; row nf4-q4_0 puts it
+# beside Q4_0), bf16 beside BF16. Both quantize the same HF weights:
+# llmc's rows load `llmc quantize`'s file of the row's scheme.
 #
 # EXPERTS=E makes the model a Mixtral of that shape, each layer's MLP E
 # experts of which each token takes 2 (Mixtral's own count): llmc's
@@ -30,7 +30,7 @@
 # slows both, llama.cpp's 4-bit rows most (docs/performance.md).
 # WAIT_POLICY=PASSIVE|ACTIVE sets one for both.
 #
-# Usage: [PROMPT=32] [NEW=32] [RUNS=3] [ROWS="fp32 int8 int4 nf4 bf16 fp8"]
+# Usage: [PROMPT=32] [NEW=32] [RUNS=3] [ROWS="fp32 int8 int4 int4h nf4 bf16 fp8"]
 #        [LLAMACPP_VENV=build/llamacpp-venv] [MODEL_DIR=dir] [SIZE="--layers 22"]
 #        [EXPERTS=E] [WAIT_POLICY=default] bench/decode_llamacpp.sh [build-dir]
 set -euo pipefail
@@ -39,7 +39,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PROMPT=${PROMPT:-32}
 NEW=${NEW:-32}
 RUNS=${RUNS:-3}
-ROWS=${ROWS:-fp32 int8 int4 nf4 bf16 fp8}
+ROWS=${ROWS:-fp32 int8 int4 int4h nf4 bf16 fp8}
 HF_PY=${HF_PY:-$BUILD/hf-venv/bin/python}
 LLAMACPP_VENV=${LLAMACPP_VENV:-$BUILD/llamacpp-venv}
 MODEL_DIR=${MODEL_DIR:-$WORK/model}
@@ -64,10 +64,11 @@ HF=$MODEL_DIR/hf
 mkdir -p "$MODEL_DIR"
 # shellcheck disable=SC2086 # SIZE is a list of options
 [[ -f $HF/model.safetensors ]] || "$HF_PY" "$ROOT/bench/random_llama_hf.py" "$HF" $SIZE
-declare -A GGUF_TYPE=([fp32]=F32 [int8]=Q8_0 [int4]=Q4_0 [nf4]=IQ4_NL [nf4-q4_0]=Q4_0 [bf16]=BF16
-  [fp8]=Q8_0)
-declare -A SCHEME=([int8]=int8:channel [int4]=int4:block32 [nf4]=nf4:block32 [nf4-q4_0]=nf4:block32
-  [fp8]=fp8:channel)
+declare -A GGUF_TYPE=([fp32]=F32 [int8]=Q8_0 [int4]=Q4_0 [int4h]=Q4_0 [nf4]=IQ4_NL [nf4-q4_0]=Q4_0
+  [bf16]=BF16 [fp8]=Q8_0)
+declare -A SCHEME=([int8]=int8:channel [int4]=int4:block32 [int4h]=int4:block32 [nf4]=nf4:block32
+  [nf4-q4_0]=nf4:block32 [fp8]=fp8:channel)
+declare -A QUANTIZE_ARGS=([int4h]="--scale-dtype f16")
 for row in $ROWS; do
   type=${GGUF_TYPE[$row]}
   [[ -f $MODEL_DIR/$type.gguf ]] || "$LPY" "$ROOT/bench/hf_llama_to_gguf.py" "$HF" "$MODEL_DIR/$type.gguf" "$type"
@@ -79,7 +80,13 @@ for row in $ROWS; do
   case $row in
   bf16) args+=(--precision bf16) ;;
   fp32) ;;
-  *) args+=(--weight-quant "${SCHEME[$row]}") ;;
+  *)
+    args+=(--weight-quant "${SCHEME[$row]}")
+    # shellcheck disable=SC2086 # QUANTIZE_ARGS holds a list of options
+    [[ -f $MODEL_DIR/llmc-$row.safetensors ]] ||
+      "$BUILD/bin/llmc" quantize "$HF" --scheme "${SCHEME[$row]}" ${QUANTIZE_ARGS[$row]:-} \
+        -o "$MODEL_DIR/llmc-$row.safetensors" > /dev/null
+    ;;
   esac
   "$BUILD/bin/llmc" compile "${args[@]}" -o "$WORK/$row.llmc"
 done
@@ -88,7 +95,7 @@ TOKENS=$(python3 -c "import random; random.seed(0); print(','.join(str(random.ra
 echo "# $(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $(getconf _NPROCESSORS_ONLN) cores, $THREADS threads, OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset}; $FAMILY $(python3 -c "import json; c = json.load(open('$HF/config.json')); print(f\"hidden {c['hidden_size']}, {c['num_hidden_layers']} layers, {c['num_attention_heads']} heads, {c['num_key_value_heads']} kv heads, vocab {c['vocab_size']}\" + (f\", {c['num_local_experts']} experts, {c['num_experts_per_tok']} a token\" if 'num_local_experts' in c else ''))"); batch 1, prompt $PROMPT tokens, $NEW new tokens, $RUNS runs alternated"
 for ((r = 0; r < RUNS; ++r)); do
   for row in $ROWS; do
-    weights=()
+    weights=(--weights "$MODEL_DIR/llmc-$row.safetensors")
     [[ $row == fp32 || $row == bf16 ]] && weights=(--weights "$HF")
     "$BUILD/bin/llmc" generate "$WORK/$row.llmc" "${weights[@]}" --prompt-tokens "$TOKENS" \
       --max-new-tokens "$NEW" --temperature 0 2>&1 > /dev/null |
@@ -104,6 +111,7 @@ for line in sys.stdin:
     row, who, rate = line.split()
     rates.setdefault(row, {}).setdefault(who, []).append(float(rate))
 names = {'fp32': ('fp32', 'F32'), 'int8': ('int8:channel', 'Q8_0'), 'int4': ('int4:block32', 'Q4_0'),
+         'int4h': ('int4:block32, fp16 scales', 'Q4_0'),
          'nf4': ('nf4:block32', 'IQ4_NL'), 'nf4-q4_0': ('nf4:block32', 'Q4_0'), 'bf16': ('bf16', 'BF16'),
          'fp8': ('fp8:channel', 'Q8_0')}
 print('| llmc | llama.cpp | llmc tok/s | llama.cpp tok/s | ratio | llmc runs | llama.cpp runs |')

@@ -11,32 +11,42 @@
 // thread reads one sequential stream.
 //
 // Layout: rows in groups of 16 (the last group padded with zero scales);
-// group g's blocks one after the other, each a 320-byte tile
+// group g's blocks one after the other, in units of 64 bytes of scales
+// and the codes of one block (fp32 scales) or two (fp16 scales):
 //
-//   bytes   0..63   the 16 rows' fp32 scales of the block (BlockScales'
-//                   scale of the block, whatever run it came from)
-//   bytes  64..319  four chunks of 64 bytes: lane t (4 bytes) of chunk c
+//   bytes   0..63   the 16 rows' scales of the unit's block, fp32 (the
+//                   scale of the block BlockScales gives, whatever run it
+//                   came from); or of its two blocks, fp16, the first
+//                   block's 16 then the second's
+//   then per block  four chunks of 64 bytes: lane t (4 bytes) of chunk c
 //                   holds row t's code bytes 4c..4c+3 of the block
 //                   (elements 8c..8c+7: low nibbles the even ones)
 //
-// so groups and tiles follow each other in memory. int4 codes are stored
-// as level + 8 (the nibble ^ 8), NF4's as their index. x is quantized a
-// block at a time (xLayout): the block's even elements, then its odd ones,
-// so that the four bytes of x a chunk's low (high) nibbles meet are one
-// broadcast int32. The bodies are DecodeGemvPackedBodies.h's.
+// so groups and units follow each other in memory, each unit a whole
+// number of cache lines (320 or 576 bytes; a group's last fp16 unit keeps
+// room for a second block when the blocks are odd). The scales are stored
+// in fp16 when every one of W's is an fp16 value (`llmc quantize
+// --scale-dtype f16` writes such scales, as GGUF's Q4_0 and GPTQ store
+// theirs): the copy then reads 4.5 bits a weight instead of 5, and
+// multiplies by the same values. int4 codes are stored as level + 8 (the
+// nibble ^ 8), NF4's as their index. x is quantized a block at a time
+// (xLayout): the block's even elements, then its odd ones, so that the
+// four bytes of x a chunk's low (high) nibbles meet are one broadcast
+// int32. The bodies are DecodeGemvPackedBodies.h's.
 //
-// The copy costs as much memory as the codes and their scales at fp32 per
-// block (5/8 byte per weight) and is made when the kernel is prepared with
-// its weights constant parameters (Kernel::prepare: llmc generate, once
-// they are loaded); unprepared kernels, and weights a program writes
-// (layers streamed into a reused slot), take the in-place bodies. The
-// stored codes stay for prefill. LLMC_CPU_NO_PACK=1 keeps to the in-place
-// bodies.
+// The copy costs as much memory as the codes and their scales per block
+// (5/8 byte per weight with fp32 scales, 9/16 with fp16) and is made when
+// the kernel is prepared with its weights constant parameters
+// (Kernel::prepare: llmc generate, once they are loaded); unprepared
+// kernels, and weights a program writes (layers streamed into a reused
+// slot), take the in-place bodies. The stored codes stay for prefill.
+// LLMC_CPU_NO_PACK=1 keeps to the in-place bodies.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_CPU_DECODEGEMVPACKED_H
 #define LLMC_KERNELS_CPU_DECODEGEMVPACKED_H
 
+#include "common/Half.h"
 #include "kernels/cpu/DecodeGemvPackedBodies.h"
 
 #include <cstdio>
@@ -45,6 +55,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 
 namespace llmc::cpu::decode {
 
@@ -87,6 +98,7 @@ public:
       return kept;
     auto p = std::make_shared<PackedNibbles>();
     p->n_ = n, p->k_ = k, p->kind_ = kind, p->isa_ = isa;
+    p->half_ = scalesAreHalves(ws, n, k);
     const int64_t bytes = p->groups() * p->groupBytes();
     if (bytes == 0) // no rows or columns: nothing to copy
       return nullptr;
@@ -108,6 +120,9 @@ public:
   /// Rows of y in groups [g0, g1), for every row of x (four at a time).
   void rows(int64_t g0, int64_t g1, const QRows &d) const;
 
+  /// Whether the copy holds its scales in fp16.
+  bool halfScales() const { return half_; }
+
 private:
   static constexpr int64_t kRows = kPackedRows;
   struct Free {
@@ -115,7 +130,22 @@ private:
   };
 
   int64_t blocks() const { return k_ / kQBlock; }
-  int64_t groupBytes() const { return blocks() * kTileBytes; }
+  PackedTiles tiles() const { return PackedTiles{tiles_.get(), n_, blocks(), half_}; }
+  int64_t groupBytes() const { return tiles().units() * tiles().unitBytes(); }
+
+  /// Whether every block scale of W [n, k] is an fp16 value (NaN is not).
+  template <typename Scales> static bool scalesAreHalves(const Scales &ws, int64_t n, int64_t k) {
+    float *scratch = rowScaleScratch(ws.scratchFloats(k));
+    // A row's scales: one per run of `per` blocks, or one shared by rows.
+    const int64_t perRow = std::max<int64_t>(1, k / kQBlock / ws.per);
+    for (int64_t r = 0; r < n; ++r) {
+      const float *scales = ws.row(r, k, scratch);
+      for (int64_t j = 0; j < perRow; ++j)
+        if (half::toFloat(half::fromFloat(scales[j])) != scales[j])
+          return false;
+    }
+    return true;
+  }
 
   template <typename Scales> void packGroup(const uint8_t *codes, const Scales &ws, int64_t g) {
     const int64_t rowBytes = k_ / 2, rowFloats = ws.scratchFloats(k_);
@@ -126,11 +156,20 @@ private:
         scales[t] = ws.row(g * kRows + t, k_, scratch + t * rowFloats);
     // int4's level + 8; NF4's index as stored. Padding rows: scale 0.
     const uint32_t flip = kind_ == CodeKind::Int4 ? 0x88888888u : 0u;
-    uint8_t *tile = tiles_.get() + g * groupBytes();
-    for (int64_t b = 0; b < blocks(); ++b, tile += kTileBytes) {
-      float *s = reinterpret_cast<float *>(tile);
+    const PackedTiles w = tiles();
+    uint8_t *unit = tiles_.get() + g * groupBytes();
+    std::memset(unit, 0, groupBytes()); // a last unit's missing block
+    for (int64_t b = 0; b < blocks(); ++b) {
+      const int64_t j = b % w.perUnit();
+      uint8_t *tile = unit + kUnitScaleBytes + j * kBlockCodeBytes;
       for (int64_t t = 0; t < kRows; ++t) {
-        s[t] = scales[t] ? scales[t][b / ws.per] : 0.0f;
+        const float scale = scales[t] ? scales[t][b / ws.per] : 0.0f;
+        if (half_) {
+          const uint16_t bits = half::fromFloat(scale);
+          std::memcpy(unit + 2 * (kRows * j + t), &bits, 2);
+        } else {
+          std::memcpy(unit + 4 * t, &scale, 4);
+        }
         const uint8_t *row =
             scales[t] ? codes + (g * kRows + t) * rowBytes + b * (kQBlock / 2) : nullptr;
         for (int c = 0; c < 4; ++c) { // row t's bytes 4c..4c+3 to lane t of chunk c
@@ -138,9 +177,11 @@ private:
           if (row)
             std::memcpy(&four, row + 4 * c, 4);
           four ^= flip;
-          std::memcpy(tile + 64 + 64 * c + 4 * t, &four, 4);
+          std::memcpy(tile + 64 * c + 4 * t, &four, 4);
         }
       }
+      if (j + 1 == w.perUnit())
+        unit += w.unitBytes();
     }
   }
 
@@ -149,19 +190,31 @@ private:
 
   std::unique_ptr<uint8_t, Free> tiles_;
   int64_t n_ = 0, k_ = 0;
+  bool half_ = false;
   CodeKind kind_ = CodeKind::Int4;
   DotIsa isa_ = DotIsa::Avx2;
 };
 
 template <int M, CodeKind Codes>
 void PackedNibbles::groupsOf(int64_t g0, int64_t g1, const QRows &d, int64_t i0) const {
-  const PackedTiles w{tiles_.get(), n_, blocks()};
-  switch (isa_) {
-  case DotIsa::Avx512Vnni: packedGroups512<M, Codes>(w, g0, g1, d, i0); break;
-  case DotIsa::YmmVnniVex: packedGroups256<M, Codes, DotIsa::YmmVnniVex>(w, g0, g1, d, i0); break;
-  case DotIsa::YmmVnniEvex: packedGroups256<M, Codes, DotIsa::YmmVnniEvex>(w, g0, g1, d, i0); break;
-  case DotIsa::Avx2: packedGroups256<M, Codes, DotIsa::Avx2>(w, g0, g1, d, i0); break;
-  }
+  const PackedTiles w = tiles();
+  auto run = [&](auto half) {
+    constexpr bool kHalf = decltype(half)::value;
+    switch (isa_) {
+    case DotIsa::Avx512Vnni: packedGroups512<M, Codes, kHalf>(w, g0, g1, d, i0); break;
+    case DotIsa::YmmVnniVex:
+      packedGroups256<M, Codes, DotIsa::YmmVnniVex, kHalf>(w, g0, g1, d, i0);
+      break;
+    case DotIsa::YmmVnniEvex:
+      packedGroups256<M, Codes, DotIsa::YmmVnniEvex, kHalf>(w, g0, g1, d, i0);
+      break;
+    case DotIsa::Avx2: packedGroups256<M, Codes, DotIsa::Avx2, kHalf>(w, g0, g1, d, i0); break;
+    }
+  };
+  if (half_)
+    run(std::true_type{});
+  else
+    run(std::false_type{});
 }
 
 inline void PackedNibbles::rows(int64_t g0, int64_t g1, const QRows &d) const {

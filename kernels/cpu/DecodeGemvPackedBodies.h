@@ -1,9 +1,10 @@
 //===- DecodeGemvPackedBodies.h - products over repacked 4-bit tiles -*- C++ -*-===//
 //
-// The bodies that multiply DecodeGemvPacked.h's tiles (sixteen rows of W
-// per block of 32, their scales first) with x quantized a block at a time.
+// The bodies that multiply DecodeGemvPacked.h's units (sixteen rows of W,
+// their scales of one block in fp32 or of two blocks in fp16, then the
+// blocks' codes) with x quantized a block at a time.
 //
-// zmm (AVX-512 VNNI): a tile's four 64-byte chunks are sixteen rows wide,
+// zmm (AVX-512 VNNI): a block's four 64-byte chunks are sixteen rows wide,
 // one vpdpbusd per nibble half advances all of them, and NF4's indices are
 // looked up as level + 128 (vpshufb), the excess taken off by x's bias as
 // int4's level + 8 is.
@@ -13,7 +14,7 @@
 // the block dot of DecodeGemvRowGroups.h without its transposes: int4 as
 // level + 8 with the bias, NF4 as |level| against sign(level) · q.
 //
-// Both prefetch eight tiles ahead: the prefetchers alone left a Zen 4 core
+// Both prefetch eight units ahead: the prefetchers alone left a Zen 4 core
 // waiting on memory a quarter of the time.
 //
 //===----------------------------------------------------------------------===//
@@ -24,25 +25,31 @@
 
 namespace llmc::cpu::decode {
 
-/// Rows of W a tile holds, and its bytes: 16 fp32 scales, 4 × 64 code
-/// bytes.
-constexpr int64_t kPackedRows = 16, kTileBytes = 320;
+/// Rows of W a unit holds; bytes of its scales (16 fp32, or 2 × 16 fp16)
+/// and of one block's codes (4 chunks of 64 bytes).
+constexpr int64_t kPackedRows = 16, kUnitScaleBytes = 64, kBlockCodeBytes = 256;
 
-/// Repacked tiles of W [N, K]: group g's tile of block b at
-/// tiles + (g · blocks + b) · kTileBytes.
+/// Repacked units of W [N, K]: group g's unit u at
+/// tiles + (g · units + u) · unitBytes; a unit holds `perUnit` blocks (1
+/// with fp32 scales, 2 with fp16), the last one of a group fewer when the
+/// blocks do not fill it.
 struct PackedTiles {
   const uint8_t *tiles;
   int64_t n, blocks;
-  const uint8_t *group(int64_t g) const { return tiles + g * blocks * kTileBytes; }
+  bool halfScales;
+  int64_t perUnit() const { return halfScales ? 2 : 1; }
+  int64_t units() const { return (blocks + perUnit() - 1) / perUnit(); }
+  int64_t unitBytes() const { return kUnitScaleBytes + perUnit() * kBlockCodeBytes; }
+  const uint8_t *group(int64_t g) const { return tiles + g * units() * unitBytes(); }
   /// Rows of group g that are W's (the last group's may be fewer).
   int64_t validRows(int64_t g) const { return std::min(kPackedRows, n - g * kPackedRows); }
 };
 
-/// Starts loading the tile eight ahead of `tile`.
-inline void prefetchTileAhead(const uint8_t *tile) {
-  constexpr int64_t kAhead = 8 * kTileBytes;
-  for (int64_t line = 0; line < kTileBytes; line += 64)
-    _mm_prefetch(reinterpret_cast<const char *>(tile + kAhead + line), _MM_HINT_T0);
+/// Starts loading the unit eight ahead of `unit` (`bytes` long).
+inline void prefetchUnitAhead(const uint8_t *unit, int64_t bytes) {
+  const uint8_t *ahead = unit + 8 * bytes;
+  for (int64_t line = 0; line < bytes; line += 64)
+    _mm_prefetch(reinterpret_cast<const char *>(ahead + line), _MM_HINT_T0);
 }
 
 #pragma GCC diagnostic push
@@ -67,38 +74,54 @@ LLMC_PACKED512 inline __m512i unsignedCodes(__m512i nibbles, __m512i levels) {
     return nibbles;
 }
 
+/// Block j's sixteen scales of a unit, as fp32.
+template <bool Half> LLMC_PACKED512 inline __m512 unitScales512(const uint8_t *unit, int64_t j) {
+  if constexpr (Half)
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i *>(unit) + j));
+  else
+    return _mm512_load_ps(reinterpret_cast<const float *>(unit));
+}
+
 /// Rows of y in groups [g0, g1) for M rows of x from i0, zmm.
-template <int M, CodeKind Codes>
+template <int M, CodeKind Codes, bool Half>
 LLMC_PACKED512 void packedGroups512(const PackedTiles &w, int64_t g0, int64_t g1, const QRows &d,
                                     int64_t i0) {
   const QuantizedX &qx = *d.x;
   const __m512i low = _mm512_set1_epi8(0x0F);
   const __m512i levels = nf4ExcessLevels512();
+  constexpr int64_t kPerUnit = Half ? 2 : 1;
+  const int64_t units = w.units(), unitBytes = w.unitBytes();
   for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t *tile = w.group(g);
+    const uint8_t *unit = w.group(g);
     __m512 acc[M];
     for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < w.blocks; ++b, tile += kTileBytes) {
-      prefetchTileAhead(tile);
-      __m512i lo[4], hi[4];
-      for (int c = 0; c < 4; ++c) {
-        const __m512i bytes = _mm512_load_si512(tile + 64 + 64 * c);
-        lo[c] = unsignedCodes<Codes>(_mm512_and_si512(bytes, low), levels);
-        hi[c] = unsignedCodes<Codes>(_mm512_and_si512(_mm512_srli_epi16(bytes, 4), low), levels);
-      }
-      const __m512 scales = _mm512_load_ps(reinterpret_cast<const float *>(tile));
-      for (int i = 0; i < M; ++i) {
-        const int8_t *xq = qx.qRow(i0 + i) + b * kQBlock;
-        // Two chains of four dots (even and odd chunks), added once.
-        __m512i even = _mm512_set1_epi32(qx.biasRow(i0 + i)[b]), odd = _mm512_setzero_si512();
-        for (int c = 0; c < 4; c += 2) {
-          even = _mm512_dpbusd_epi32(even, lo[c], broadcastFour(xq + 4 * c));
-          even = _mm512_dpbusd_epi32(even, hi[c], broadcastFour(xq + 16 + 4 * c));
-          odd = _mm512_dpbusd_epi32(odd, lo[c + 1], broadcastFour(xq + 4 * c + 4));
-          odd = _mm512_dpbusd_epi32(odd, hi[c + 1], broadcastFour(xq + 20 + 4 * c));
+    for (int64_t u = 0; u < units; ++u, unit += unitBytes) {
+      prefetchUnitAhead(unit, unitBytes);
+      const int64_t count = std::min(kPerUnit, w.blocks - u * kPerUnit);
+      for (int64_t j = 0; j < count; ++j) {
+        const int64_t b = u * kPerUnit + j;
+        const uint8_t *codes = unit + kUnitScaleBytes + j * kBlockCodeBytes;
+        __m512i lo[4], hi[4];
+        for (int c = 0; c < 4; ++c) {
+          const __m512i bytes = _mm512_load_si512(codes + 64 * c);
+          lo[c] = unsignedCodes<Codes>(_mm512_and_si512(bytes, low), levels);
+          hi[c] =
+              unsignedCodes<Codes>(_mm512_and_si512(_mm512_srli_epi16(bytes, 4), low), levels);
         }
-        const __m512 f = _mm512_mul_ps(scales, _mm512_set1_ps(qx.scaleRow(i0 + i)[b]));
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), f, acc[i]);
+        const __m512 scales = unitScales512<Half>(unit, j);
+        for (int i = 0; i < M; ++i) {
+          const int8_t *xq = qx.qRow(i0 + i) + b * kQBlock;
+          // Two chains of four dots (even and odd chunks), added once.
+          __m512i even = _mm512_set1_epi32(qx.biasRow(i0 + i)[b]), odd = _mm512_setzero_si512();
+          for (int c = 0; c < 4; c += 2) {
+            even = _mm512_dpbusd_epi32(even, lo[c], broadcastFour(xq + 4 * c));
+            even = _mm512_dpbusd_epi32(even, hi[c], broadcastFour(xq + 16 + 4 * c));
+            odd = _mm512_dpbusd_epi32(odd, lo[c + 1], broadcastFour(xq + 4 * c + 4));
+            odd = _mm512_dpbusd_epi32(odd, hi[c + 1], broadcastFour(xq + 20 + 4 * c));
+          }
+          const __m512 f = _mm512_mul_ps(scales, _mm512_set1_ps(qx.scaleRow(i0 + i)[b]));
+          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), f, acc[i]);
+        }
       }
     }
     const auto mask = static_cast<__mmask16>((1u << w.validRows(g)) - 1);
@@ -116,42 +139,58 @@ inline void storeFirst(float *at, __m256 v, int64_t count) {
   _mm256_maskstore_ps(at, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane), v);
 }
 
+/// Half h (rows 8h..8h+7) of block j's scales of a unit, as fp32.
+template <bool Half> inline __m256 unitScales256(const uint8_t *unit, int64_t j, int h) {
+  if constexpr (Half)
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(unit) + 2 * j + h));
+  else
+    return _mm256_load_ps(reinterpret_cast<const float *>(unit) + 8 * h);
+}
+
 /// Rows of y in groups [g0, g1) for M rows of x from i0, ymm: each
-/// group's two halves of eight rows in turn.
-template <int M, CodeKind Codes, DotIsa Isa>
+/// block's two halves of eight rows in turn.
+template <int M, CodeKind Codes, DotIsa Isa, bool Half>
 void packedGroups256(const PackedTiles &w, int64_t g0, int64_t g1, const QRows &d, int64_t i0) {
   const QuantizedX &qx = *d.x;
   const __m256i low = _mm256_set1_epi8(0x0F);
   const Nf4Tables256 nf4 = Nf4Tables256::load();
+  constexpr int64_t kPerUnit = Half ? 2 : 1;
+  const int64_t units = w.units(), unitBytes = w.unitBytes();
   for (int64_t g = g0; g < g1; ++g) {
     __m256 acc[2][M];
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < M; ++i) acc[h][i] = _mm256_setzero_ps();
-    const uint8_t *tile = w.group(g);
-    for (int64_t b = 0; b < w.blocks; ++b, tile += kTileBytes) {
-      prefetchTileAhead(tile);
-      for (int h = 0; h < 2; ++h) {
-        __m256i u[8], sign[8];
-        for (int c = 0; c < 4; ++c) {
-          const __m256i bytes =
-              _mm256_load_si256(reinterpret_cast<const __m256i *>(tile + 64 + 64 * c + 32 * h));
-          const __m256i lo = _mm256_and_si256(bytes, low);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
-          if constexpr (Codes == CodeKind::Int4) {
-            u[2 * c] = lo, u[2 * c + 1] = hi;
-          } else {
-            u[2 * c] = _mm256_shuffle_epi8(nf4.magnitude, lo);
-            u[2 * c + 1] = _mm256_shuffle_epi8(nf4.magnitude, hi);
-            sign[2 * c] = _mm256_shuffle_epi8(nf4.level, lo);
-            sign[2 * c + 1] = _mm256_shuffle_epi8(nf4.level, hi);
+    const uint8_t *unit = w.group(g);
+    for (int64_t u = 0; u < units; ++u, unit += unitBytes) {
+      prefetchUnitAhead(unit, unitBytes);
+      const int64_t count = std::min(kPerUnit, w.blocks - u * kPerUnit);
+      for (int64_t j = 0; j < count; ++j) {
+        const int64_t b = u * kPerUnit + j;
+        const uint8_t *codes = unit + kUnitScaleBytes + j * kBlockCodeBytes;
+        for (int h = 0; h < 2; ++h) {
+          __m256i nibbles[8], sign[8];
+          for (int c = 0; c < 4; ++c) {
+            const __m256i bytes =
+                _mm256_load_si256(reinterpret_cast<const __m256i *>(codes + 64 * c + 32 * h));
+            const __m256i lo = _mm256_and_si256(bytes, low);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+            if constexpr (Codes == CodeKind::Int4) {
+              nibbles[2 * c] = lo, nibbles[2 * c + 1] = hi;
+            } else {
+              nibbles[2 * c] = _mm256_shuffle_epi8(nf4.magnitude, lo);
+              nibbles[2 * c + 1] = _mm256_shuffle_epi8(nf4.magnitude, hi);
+              sign[2 * c] = _mm256_shuffle_epi8(nf4.level, lo);
+              sign[2 * c + 1] = _mm256_shuffle_epi8(nf4.level, hi);
+            }
           }
-        }
-        const __m256 scales = _mm256_load_ps(reinterpret_cast<const float *>(tile) + 8 * h);
-        for (int i = 0; i < M; ++i) {
-          const __m256i start = _mm256_set1_epi32(qx.biasRow(i0 + i)[b]);
-          const __m256i sum = blockDot<Codes, Isa>(u, sign, qx.qRow(i0 + i) + b * kQBlock, start);
-          const __m256 f = _mm256_mul_ps(scales, _mm256_set1_ps(qx.scaleRow(i0 + i)[b]));
-          acc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), f, acc[h][i]);
+          const __m256 scales = unitScales256<Half>(unit, j, h);
+          for (int i = 0; i < M; ++i) {
+            const __m256i start = _mm256_set1_epi32(qx.biasRow(i0 + i)[b]);
+            const __m256i sum =
+                blockDot<Codes, Isa>(nibbles, sign, qx.qRow(i0 + i) + b * kQBlock, start);
+            const __m256 f = _mm256_mul_ps(scales, _mm256_set1_ps(qx.scaleRow(i0 + i)[b]));
+            acc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), f, acc[h][i]);
+          }
         }
       }
     }

@@ -193,13 +193,14 @@ void run(const ExportRequest &request, ExportReport &report) {
       if (want.given)
         q = *want.given;
       else
-        why = quant::quantize(values.data(), t.shape, want.scheme, want.doubleQuant, q);
+        why = quant::quantize(values.data(), t.shape, want.scheme, want.storage, q);
       if (!why.empty())
         fail("'", want.name, "' ", shapeList(t.shape), ": ", why);
       row.scheme = quant::schemeString(q.scheme) +
                    (q.doubleQuant == quant::DoubleQuant::Int8      ? "+dq"
                     : q.doubleQuant == quant::DoubleQuant::Fp8E4M3 ? "+dq_fp8"
-                                                                   : "");
+                                                                   : "") +
+                   (q.scaleFormat == quant::ScaleFormat::F16 ? "+f16" : "");
       row.bytesAfter = q.storageBytes();
       appendQuantized(want.name, q, tensors, metadata);
       std::vector<uint8_t>().swap(t.bytes); // only the quantized form is written

@@ -27,7 +27,7 @@ struct ExportRequest {
     std::vector<int64_t> shape; ///< what the model expects (checked)
     bool quantize = false;
     quant::Scheme scheme;
-    quant::DoubleQuant doubleQuant = quant::DoubleQuant::None;
+    quant::StorageFormat storage; ///< NF4's double quantization, the scales' format
     /// Already quantized (GPTQ): written as given instead of quantizing
     /// the checkpoint's values to nearest.
     const quant::QuantizedTensor *given = nullptr;

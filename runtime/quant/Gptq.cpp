@@ -67,15 +67,15 @@ bool inverseUpperFactor(const std::vector<double> &L, int64_t K, std::vector<dou
 } // namespace
 
 std::string gptqQuantize(const float *w, const std::vector<int64_t> &shape, int64_t inputAxis,
-                         std::vector<double> H, const Scheme &s, DoubleQuant doubleQuant,
+                         std::vector<double> H, const Scheme &s, const StorageFormat &storage,
                          const GptqOptions &options, QuantizedTensor &out, GptqStats *stats) {
   if (shape.size() == 2 && (groupCount(s, shape) == 0 || (!s.symmetric && !isInteger(s.format))))
-    return quantize(w, shape, s, doubleQuant, out); // says why the scheme does not fit
+    return quantize(w, shape, s, storage, out); // says why the scheme does not fit
   GptqSolution solution;
   if (std::string why = gptqSolve(w, shape, inputAxis, std::move(H), s, options, solution, stats);
       !why.empty())
     return why;
-  return quantizeWithRanges(solution.values.data(), shape, s, doubleQuant, solution.negMin,
+  return quantizeWithRanges(solution.values.data(), shape, s, storage, solution.negMin,
                             solution.max, out);
 }
 

@@ -85,7 +85,7 @@ std::string gptqSolve(const float *w, const std::vector<int64_t> &shape, int64_t
 /// empty string, or why it cannot (a scheme that does not fit the shape, a
 /// Hessian of the wrong size, one not positive definite after damping).
 std::string gptqQuantize(const float *w, const std::vector<int64_t> &shape, int64_t inputAxis,
-                         std::vector<double> hessian, const Scheme &s, DoubleQuant doubleQuant,
+                         std::vector<double> hessian, const Scheme &s, const StorageFormat &storage,
                          const GptqOptions &options, QuantizedTensor &out,
                          GptqStats *stats = nullptr);
 

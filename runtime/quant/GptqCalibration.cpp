@@ -126,10 +126,10 @@ quant::QuantizedTensor quantizeDense(const GptqRequest &request, const std::stri
   quant::GptqStats stats;
   quant::QuantizedTensor q, nearest;
   std::string why = quant::gptqQuantize(original.data(), shape, inputAxis, H, w.want->scheme,
-                                        w.want->doubleQuant, request.options, q, &stats);
+                                        w.want->storage, request.options, q, &stats);
   if (!why.empty())
     fail("'", name, "' ", shapeList(shape), ": ", why);
-  quant::quantize(original.data(), shape, w.want->scheme, w.want->doubleQuant, nearest);
+  quant::quantize(original.data(), shape, w.want->scheme, w.want->storage, nearest);
   report.name = name;
   report.inputs = shape[inputAxis];
   report.samples = h.samples.front();
@@ -155,10 +155,10 @@ quant::QuantizedTensor quantizeExperts(const GptqRequest &request, const std::st
   quant::GptqExpertStats stats;
   quant::QuantizedTensor q, nearest;
   std::string why = quant::gptqQuantizeExperts(original.data(), shape, inputAxis, h, w.want->scheme,
-                                               w.want->doubleQuant, request.options, q, &stats);
+                                               w.want->storage, request.options, q, &stats);
   if (!why.empty())
     fail("'", name, "' ", shapeList(shape), ": ", why);
-  quant::quantize(original.data(), shape, w.want->scheme, w.want->doubleQuant, nearest);
+  quant::quantize(original.data(), shape, w.want->scheme, w.want->storage, nearest);
   std::vector<float> gptq = quant::dequantize(q), rtn = quant::dequantize(nearest);
   const std::vector<int64_t> sliceShape{shape[1], shape[2]};
   report.name = name;

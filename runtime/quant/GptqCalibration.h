@@ -39,7 +39,7 @@ struct GptqRequest {
   struct Tensor {
     std::string name;
     quant::Scheme scheme;
-    quant::DoubleQuant doubleQuant = quant::DoubleQuant::None;
+    quant::StorageFormat storage; ///< NF4's double quantization, the scales' format
   };
   std::vector<Tensor> tensors; ///< the weights to quantize
   quant::GptqOptions options;

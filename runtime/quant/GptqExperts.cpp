@@ -47,7 +47,7 @@ Scheme sliceScheme(const Scheme &stacked) {
 
 std::string gptqQuantizeExperts(const float *w, const std::vector<int64_t> &shape,
                                 int64_t inputAxis, const ExpertHessians &hessians, const Scheme &s,
-                                DoubleQuant doubleQuant, const GptqOptions &options,
+                                const StorageFormat &storage, const GptqOptions &options,
                                 QuantizedTensor &out, GptqExpertStats *stats) {
   if (shape.size() != 3 || !s.stacked)
     return "GPTQ of experts quantizes a stack [G, A, B] with a stacked scheme";
@@ -56,7 +56,7 @@ std::string gptqQuantizeExperts(const float *w, const std::vector<int64_t> &shap
   const Scheme one = sliceScheme(s);
   const int64_t perSlice = groupCount(one, slice);
   if (perSlice == 0 || groupCount(s, shape) != G * perSlice)
-    return quantize(w, shape, s, doubleQuant, out); // says why the scheme does not fit
+    return quantize(w, shape, s, storage, out); // says why the scheme does not fit
   if (static_cast<int64_t>(hessians.H.size()) != G ||
       static_cast<int64_t>(hessians.samples.size()) != G)
     return "Hessians for " + std::to_string(hessians.H.size()) + " experts, expected " +
@@ -93,7 +93,7 @@ std::string gptqQuantizeExperts(const float *w, const std::vector<int64_t> &shap
   }
   if (stats)
     *stats = std::move(local);
-  return quantizeWithRanges(values.data(), shape, s, doubleQuant, negMin, max, out);
+  return quantizeWithRanges(values.data(), shape, s, storage, negMin, max, out);
 }
 
 } // namespace llmc::quant

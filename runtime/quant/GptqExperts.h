@@ -66,7 +66,7 @@ struct GptqExpertStats {
 /// does not fit).
 std::string gptqQuantizeExperts(const float *w, const std::vector<int64_t> &shape,
                                 int64_t inputAxis, const ExpertHessians &hessians, const Scheme &s,
-                                DoubleQuant doubleQuant, const GptqOptions &options,
+                                const StorageFormat &storage, const GptqOptions &options,
                                 QuantizedTensor &out, GptqExpertStats *stats = nullptr);
 
 /// The scheme of one expert's slice of a stacked scheme (its channel axis

@@ -40,6 +40,19 @@ std::vector<T> arrayOf(const SafetensorsFile &file, const std::string &name, DTy
   return out;
 }
 
+/// W.scale, F32 or F16 (widened exactly; the tensor then says F16).
+void readScales(const SafetensorsFile &file, const std::string &weight, bool required,
+                quant::QuantizedTensor &q) {
+  const SafeTensor *t = file.find(weight + ".scale");
+  if (!t || t->dtype != DType::F16) {
+    q.scales = arrayOf<float>(file, weight + ".scale", DType::F32, required, weight);
+    return;
+  }
+  q.scaleFormat = quant::ScaleFormat::F16;
+  q.halfScales = arrayOf<uint16_t>(file, weight + ".scale", DType::F16, true, weight);
+  for (uint16_t bits : q.halfScales) q.scales.push_back(half::toFloat(bits));
+}
+
 /// Parses "<scheme> shape=AxB [double_quant=<int8|fp8_e4m3>:block256]".
 void parseRecord(const std::string &record, const std::string &where, quant::QuantizedTensor &q) {
   std::istringstream in(record);
@@ -93,7 +106,10 @@ void appendQuantized(const std::string &name, const quant::QuantizedTensor &q,
     tensors.push_back({name + suffix, dtype, std::move(shape), data, bytes, e4m3});
   };
   add(".qweight", DType::U8, {static_cast<int64_t>(q.codes.size())}, q.codes.data(), q.codes.size());
-  if (!q.scales.empty())
+  if (q.scaleFormat == quant::ScaleFormat::F16)
+    add(".scale", DType::F16, {static_cast<int64_t>(q.halfScales.size())}, q.halfScales.data(),
+        q.halfScales.size() * 2);
+  else if (!q.scales.empty())
     add(".scale", DType::F32, {static_cast<int64_t>(q.scales.size())}, q.scales.data(),
         q.scales.size() * 4);
   if (!q.zeroPoints.empty())
@@ -121,7 +137,7 @@ bool readFloatTensor(const SafetensorsFile &file, const std::string &name, Float
     quant::QuantizedTensor q;
     parseRecord(record->second, where, q);
     q.codes = arrayOf<uint8_t>(file, name + ".qweight", DType::U8, true, name);
-    q.scales = arrayOf<float>(file, name + ".scale", DType::F32, !q.doubleQuantized(), name);
+    readScales(file, name, !q.doubleQuantized(), q);
     q.zeroPoints = arrayOf<int32_t>(file, name + ".zero_point", DType::I32, !q.scheme.symmetric, name);
     if (q.doubleQuantized()) {
       q.absmaxCodes = arrayOf<uint8_t>(file, name + ".absmax_q", DType::U8, true, name,

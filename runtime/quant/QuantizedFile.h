@@ -2,7 +2,8 @@
 //
 // A quantized weight W (runtime/quant/QuantizedTensor.h) is stored as
 //   W.qweight       U8   [code bytes]   the codes, flat, row-major
-//   W.scale         F32  [groups]       (not with double quantization)
+//   W.scale         F32  [groups]       (not with double quantization; F16
+//                                       with fp16 scales)
 //   W.zero_point    I32  [groups]       asymmetric only
 //   W.absmax_q      U8   [groups]       NF4 double quantization: int8 levels
 //                   (F8_E4M3: E4M3 levels, QLoRA's 8-bit floats)

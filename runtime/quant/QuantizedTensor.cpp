@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/quant/QuantizedTensor.h"
+#include "common/Half.h"
 
 #include <algorithm>
 #include <cmath>
@@ -169,6 +170,36 @@ std::vector<float> doubleQuantize(const std::vector<float> &absmax, QuantizedTen
   return reconstructed;
 }
 
+/// Rounds every group's scale to the nearest fp16 value, the zero point
+/// (asymmetric) derived from the group's min (−negMin) on the rounded
+/// scale as groupGrid derives it; a scale that rounds to 0 leaves its
+/// group empty. Returns why not when a scale is beyond fp16's largest
+/// value.
+std::string roundScalesToHalf(const Scheme &s, const std::vector<float> &negMin,
+                              std::vector<GroupGrid> &grid) {
+  const float qmax = isInteger(s.format) ? static_cast<float>(integerMax(s.format)) : 0.0f;
+  const float qmin = -(qmax + 1.0f);
+  for (size_t g = 0; g < grid.size(); ++g) {
+    GroupGrid &group = grid[g];
+    if (!group.live)
+      continue;
+    const float rounded = half::toFloat(half::fromFloat(group.scale));
+    if (std::isinf(rounded))
+      return "group " + std::to_string(g) + "'s scale " + std::to_string(group.scale) +
+             " is beyond fp16's largest value (65504); store the scales in fp32";
+    group.scale = rounded;
+    if (!(rounded > 0.0f)) {
+      group = GroupGrid{};
+      continue;
+    }
+    if (!s.symmetric) {
+      const float lo = std::min(-negMin[g], 0.0f);
+      group.zeroPoint = std::min(std::max(std::nearbyint(qmin - lo / rounded), qmin), qmax);
+    }
+  }
+  return "";
+}
+
 } // namespace
 
 int64_t QuantizedTensor::numel() const { return product(shape); }
@@ -176,7 +207,8 @@ int64_t QuantizedTensor::numel() const { return product(shape); }
 int64_t QuantizedTensor::groups() const { return groupCount(scheme, shape); }
 
 int64_t QuantizedTensor::storageBytes() const {
-  return static_cast<int64_t>(codes.size() + 4 * scales.size() + 4 * zeroPoints.size() +
+  const size_t scaleBytes = scaleFormat == ScaleFormat::F16 ? 2 : 4;
+  return static_cast<int64_t>(codes.size() + scaleBytes * scales.size() + 4 * zeroPoints.size() +
                               absmaxCodes.size() + 4 * absmaxScales.size()) +
          (doubleQuantized() ? 4 : 0);
 }
@@ -266,17 +298,17 @@ void observeRanges(const float *x, const std::vector<int64_t> &shape, const Sche
 }
 
 std::string quantize(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
-                     DoubleQuant doubleQuant, QuantizedTensor &out) {
+                     const StorageFormat &storage, QuantizedTensor &out) {
   if (std::string why = schemeMismatch(s, shape); !why.empty())
     return why;
   // Each group's range [−min, max], as qat.observe computes it.
   std::vector<float> negMin, max;
   observeRanges(x, shape, s, negMin, max);
-  return quantizeWithRanges(x, shape, s, doubleQuant, negMin, max, out);
+  return quantizeWithRanges(x, shape, s, storage, negMin, max, out);
 }
 
 std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
-                               DoubleQuant doubleQuant, const std::vector<float> &negMin,
+                               const StorageFormat &storage, const std::vector<float> &negMin,
                                const std::vector<float> &max, QuantizedTensor &out) {
   if (std::string why = schemeMismatch(s, shape); !why.empty())
     return why;
@@ -287,7 +319,11 @@ std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape
   QuantizedTensor q;
   q.scheme = s;
   q.shape = shape;
-  q.doubleQuant = s.format == Format::Nf4 ? doubleQuant : DoubleQuant::None;
+  q.doubleQuant = s.format == Format::Nf4 ? storage.doubleQuant : DoubleQuant::None;
+  q.scaleFormat = storage.scales;
+  if (q.doubleQuantized() && q.scaleFormat == ScaleFormat::F16)
+    return "fp16 scales and double quantization exclude each other (a double-quantized nf4 "
+           "tensor stores its absmax in 8 bits, not as scales)";
   const int bits = codeBits(s.format);
   GroupIndex groupOf(s, shape);
 
@@ -300,12 +336,17 @@ std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape
     absmax = doubleQuantize(absmax, q);
     for (int64_t g = 0; g < groups; ++g) grid[g] = {absmax[g], 0.0f, absmax[g] > 0.0f};
   }
+  if (q.scaleFormat == ScaleFormat::F16)
+    if (std::string why = roundScalesToHalf(s, negMin, grid); !why.empty())
+      return why;
 
   q.codes.assign(codeBytes(s.format, n), 0);
   for (int64_t i = 0; i < n; ++i)
     putCode(q.codes, bits, i, encodeValue(x[i], s, grid[groupOf(i)]));
   if (!q.doubleQuantized())
     for (const GroupGrid &g : grid) q.scales.push_back(g.scale);
+  if (q.scaleFormat == ScaleFormat::F16)
+    for (float scale : q.scales) q.halfScales.push_back(half::fromFloat(scale));
   if (!s.symmetric)
     for (const GroupGrid &g : grid) q.zeroPoints.push_back(static_cast<int32_t>(g.zeroPoint));
   out = std::move(q);
@@ -378,6 +419,8 @@ std::string validate(const QuantizedTensor &q) {
                  std::to_string(q.absmaxCodes[g]) + ")";
   } else if (static_cast<int64_t>(q.scales.size()) != groups) {
     return size("scale", q.scales.size(), groups);
+  } else if (q.scaleFormat == ScaleFormat::F16 && q.halfScales.size() != q.scales.size()) {
+    return size("fp16 scale", q.halfScales.size(), groups);
   }
   if (static_cast<int64_t>(q.zeroPoints.size()) != (s.symmetric ? 0 : groups))
     return size("zero_point", q.zeroPoints.size(), s.symmetric ? 0 : groups);

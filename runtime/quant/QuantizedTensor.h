@@ -22,7 +22,15 @@
 //      fp8_e4m3 / fp8_e5m2: the fp8 bit pattern (e4m3: OCP "FN", bias 7;
 //                 e5m2: bias 15), one byte.
 //  - scales: one fp32 per group — scale for integer and fp8 formats (y =
-//    level · scale), the group's absmax for nf4 (y = level · absmax).
+//    level · scale), the group's absmax for nf4 (y = level · absmax). With
+//    fp16 scales (ScaleFormat::F16, `llmc quantize --scale-dtype f16`, as
+//    GGUF's Q4_0 and GPTQ checkpoints store theirs) each group's scale is
+//    rounded to the nearest fp16 value (ties to even) before its codes are
+//    chosen, and the codes are chosen against the rounded scale, so the
+//    stored tensor is fake_quant(x) on that slightly moved grid (relative
+//    change ≤ 2^−11; for asymmetric formats the zero point follows it); a
+//    scale below fp16's smallest subnormal rounds to 0 and its group
+//    dequantizes to 0 like an empty one. The file stores them as F16.
 //  - zeroPoints: one int32 per group, asymmetric integer formats only
 //    (y = (q − zero point) · scale).
 //  - NF4 double quantization (QLoRA, Dettmers et al. 2023) replaces the
@@ -66,11 +74,27 @@ inline DoubleQuant doubleQuantOf(AbsmaxFormat format) {
   return format == AbsmaxFormat::Fp8E4M3 ? DoubleQuant::Fp8E4M3 : DoubleQuant::Int8;
 }
 
+/// How the per-group scales are stored: fp32, or rounded to fp16 values.
+enum class ScaleFormat { F32, F16 };
+
+/// What a quantized tensor stores beside its scheme's codes: NF4's double
+/// quantization and the scales' format. Implicit from a DoubleQuant, as
+/// most callers choose only that.
+struct StorageFormat {
+  DoubleQuant doubleQuant = DoubleQuant::None;
+  ScaleFormat scales = ScaleFormat::F32;
+  StorageFormat(DoubleQuant d = DoubleQuant::None, // NOLINT(google-explicit-constructor)
+                ScaleFormat s = ScaleFormat::F32)
+      : doubleQuant(d), scales(s) {}
+};
+
 struct QuantizedTensor {
   Scheme scheme;
   std::vector<int64_t> shape;
   std::vector<uint8_t> codes;
   std::vector<float> scales;        ///< per group; empty with double quantization
+  ScaleFormat scaleFormat = ScaleFormat::F32; ///< F16: every scale an fp16 value, stored so
+  std::vector<uint16_t> halfScales; ///< F16: the scales' fp16 bits (what the file holds)
   std::vector<int32_t> zeroPoints;  ///< per group; asymmetric only
   DoubleQuant doubleQuant = DoubleQuant::None;
   std::vector<uint8_t> absmaxCodes;  ///< per group, levels as doubleQuant says
@@ -94,11 +118,13 @@ int codeBits(Format format);
 int64_t codeBytes(Format format, int64_t numel);
 
 /// Quantizes x (row-major, `shape`) with `s`, each group's range its own
-/// min/max. `doubleQuant` applies to nf4 only. Returns an empty error
-/// string, or why the scheme does not fit (block not dividing the last
-/// dimension, channel axis out of range, asymmetric non-integer format).
+/// min/max, stored as `storage` says (its doubleQuant applies to nf4
+/// only). Returns an empty error string, or why the scheme does not fit
+/// (block not dividing the last dimension, channel axis out of range,
+/// asymmetric non-integer format) or the storage does not (fp16 scales
+/// with double quantization, a scale beyond fp16's range).
 std::string quantize(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
-                     DoubleQuant doubleQuant, QuantizedTensor &out);
+                     const StorageFormat &storage, QuantizedTensor &out);
 
 /// Each group's range [−min, max] as qat.observe takes it (negMin[g] =
 /// −min, max[g] = max over the group's elements).
@@ -109,7 +135,7 @@ void observeRanges(const float *x, const std::vector<int64_t> &shape, const Sche
 /// fixes a group's range before the values it stores are final): the
 /// codes of x on each group's grid, clipped where x leaves the range.
 std::string quantizeWithRanges(const float *x, const std::vector<int64_t> &shape, const Scheme &s,
-                               DoubleQuant doubleQuant, const std::vector<float> &negMin,
+                               const StorageFormat &storage, const std::vector<float> &negMin,
                                const std::vector<float> &max, QuantizedTensor &out);
 
 /// One group's grid as quantize() derives it from the range: the scale

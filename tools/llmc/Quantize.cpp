@@ -89,6 +89,11 @@ cl::opt<std::string> doubleQuantText(
     cl::desc("nf4 blocks: the 8-bit levels of each block's absmax, int8 (default) | fp8 "
              "(OCP E4M3, QLoRA's 8-bit floats); compile the model with the same --double-quant"),
     cl::init(""), cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
+cl::opt<std::string> scaleDtype(
+    "scale-dtype",
+    cl::desc("Per-group scales: f32 (default) | f16 (each rounded to fp16 before the codes are "
+             "chosen, stored as F16: 4.5 bits a weight for int4:block32, as GGUF's Q4_0)"),
+    cl::init("f32"), cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
 cl::opt<std::string> output("o", cl::desc("Output safetensors file"), cl::Required,
                             cl::sub(quantizeCommand), cl::cat(quantizeCategory()));
 cl::opt<std::string> method("method",
@@ -400,7 +405,7 @@ bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &r
   gptq.options.dampening = dampening;
   gptq.options.blockSize = lazyBatch;
   for (const ExportRequest::Tensor &t : request.tensors)
-    if (t.quantize) gptq.tensors.push_back({t.name, t.scheme, t.doubleQuant});
+    if (t.quantize) gptq.tensors.push_back({t.name, t.scheme, t.storage});
   gptq.progress = [](const std::string &line) { errs() << "gptq " << line << "\n"; };
   if (!runGptq(gptq, result, error))
     return false;
@@ -436,6 +441,29 @@ std::optional<quant::DoubleQuant> chooseDoubleQuant(const QATSchemeSpec &weights
     return std::nullopt;
   }
   return quant::doubleQuantOf(*format);
+}
+
+/// The scales' format (--scale-dtype), or nullopt with `error` set for an
+/// unknown one, or fp16 scales where the scheme stores none (none,
+/// double-quantized NF4 blocks).
+std::optional<quant::ScaleFormat> chooseScaleFormat(quant::DoubleQuant nf4Blocks,
+                                                    bool exportPlain, std::string &error) {
+  if (scaleDtype != "f32" && scaleDtype != "f16") {
+    error = "bad --scale-dtype '" + scaleDtype + "' (expected f32 or f16)";
+    return std::nullopt;
+  }
+  if (scaleDtype == "f32")
+    return quant::ScaleFormat::F32;
+  if (exportPlain) {
+    error = "--scale-dtype applies to a quantizing --scheme, not to 'none'";
+    return std::nullopt;
+  }
+  if (nf4Blocks != quant::DoubleQuant::None) {
+    error = "--scale-dtype f16 needs --no-double-quant with nf4 blocks (QLoRA's double "
+            "quantization stores each block's absmax in 8 bits, not as a scale)";
+    return std::nullopt;
+  }
+  return quant::ScaleFormat::F16;
 }
 
 /// A Hugging Face directory describes its model: its config.json and
@@ -483,6 +511,11 @@ int run() {
     return failWith(why);
   std::optional<quant::DoubleQuant> doubleQuant = chooseDoubleQuant(weights, error);
   if (!doubleQuant)
+    return failWith(error);
+  const bool nf4Blocks = weights.format == "nf4" && weights.granularity == "block";
+  std::optional<quant::ScaleFormat> scales = chooseScaleFormat(
+      nf4Blocks ? *doubleQuant : quant::DoubleQuant::None, exportPlain, error);
+  if (!scales)
     return failWith(error);
   std::vector<std::string> ops(opsList.begin(), opsList.end());
   if (ops.empty())
@@ -536,10 +569,11 @@ int run() {
           t.scheme.axis += 1;
       }
       // QLoRA's double quantization of the per-block absmax.
-      t.doubleQuant =
+      t.storage.doubleQuant =
           t.scheme.format == quant::Format::Nf4 && t.scheme.granularity == quant::Granularity::Block
               ? *doubleQuant
               : quant::DoubleQuant::None;
+      t.storage.scales = *scales;
     }
     if (const Use *u = p.blocker(); u && !exportPlain) {
       std::string why = u->skipped ? "the " + u->what + " reading it is skipped"

@@ -3,6 +3,7 @@
 //   llmc quantize <ckpt-dir | hf-dir | weights.safetensors>
 //       (--model <family> --preset <name> [--set k=v]... | <graph.mlir>)
 //       --scheme <scheme> [--skip ...] [--ops matmul,embedding] [--no-double-quant]
+//       [--scale-dtype f32|f16]
 //       [--method rtn|gptq --calibration <data> --batches N [--act-order]
 //        [--damp 0.01] [--gptq-block-size 128]]
 //       -o out.safetensors

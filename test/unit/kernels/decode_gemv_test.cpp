@@ -298,6 +298,52 @@ TEST(DecodeGemv, Nf4CodesMatchTheReference) {
   });
 }
 
+/// 4-bit weights whose every scale is an fp16 value (`llmc quantize
+/// --scale-dtype f16`'s) are read from a copy holding the scales in fp16,
+/// two blocks a unit (DecodeGemvPacked.h): an even, an odd and a single
+/// block per row (K = 128, 96, 32) and runs of two blocks (int4 in blocks
+/// of 64); NF4 with absmax levels in 2^−10 and mean 0, whose absmax are
+/// fp16 values. The same products as with fp32 scales.
+TEST(DecodeGemv, FourBitHalfScalesMatchTheReference) {
+  onEachIsa([] {
+    uint64_t seed = 7100;
+    for (int64_t k : {32, 96, 128})
+      for (int64_t n : {17, 37})
+        for (int64_t m : {1, 2, 5}) {
+          const Shape s{m, n, k};
+          const RefTensor x = randomTensor({m, k}, ++seed);
+          const QuantizedRef q = quantizeQ8(x);
+          Buffer xb = Buffer::of(x, DType::F32), out(DType::F32, {m, n});
+          for (int64_t block : {32, 64}) {
+            if (k % block != 0)
+              continue;
+            SCOPED_TRACE("int4 block" + std::to_string(block) + " " + s.name());
+            IntWeight w = randomWeight({4, false}, n, k, {block, -1}, false, seed += 3);
+            w.scale = roundTo(w.scale, DType::F16);
+            w.scaleBuf = Buffer::of(w.scale, DType::F32);
+            out.poison();
+            ASSERT_TRUE(runKernel("matmul_int", inputsOf(xb, w), {&out},
+                                  intAttrs({4, false}, {block, -1}, {n, k}, true)));
+            const RefTensor wRef = referenceWeight(w, {4, false}, {n, k}, {block, -1});
+            EXPECT_CLOSE(out.toRef(), productQuantized(q, wRef), Metric::Norm,
+                         tolerance(DType::F32));
+          }
+          SCOPED_TRACE("nf4 block32 " + s.name());
+          Nf4Weight wt = randomWeight(n * k, 32, seed += 3);
+          for (double &scale : wt.absmaxScale.data) scale = 1.0 / 1024;
+          wt.mean = 0.0;
+          wt.scaleBuf = Buffer::of(wt.absmaxScale, DType::F32);
+          wt.meanBuf = Buffer::of(RefTensor::zeros({1}), DType::F32);
+          out.poison();
+          ASSERT_TRUE(runKernel("matmul_nf4",
+                                {&xb, &wt.codesBuf, &wt.absmaxQBuf, &wt.scaleBuf, &wt.meanBuf},
+                                {&out}, nf4Attrs(32, {n, k}, true, quant::AbsmaxFormat::Int8)));
+          EXPECT_CLOSE(out.toRef(), productQuantized(q, nf4Int8Weights(wt, {n, k}, 32)),
+                       Metric::Norm, tolerance(DType::F32));
+        }
+  });
+}
+
 TEST(DecodeGemv, FloatWeightsMatchTheReference) {
   onEachIsa([] {
     uint64_t seed = 6100;

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace llmc::cpu::decode {
@@ -43,6 +44,31 @@ TEST(PackedNibbles, GroupsCoverEveryRow) {
             1);
   EXPECT_EQ(PackedNibbles::shared(codes.data(), ws, 33, 32, CodeKind::Int4, DotIsa::Avx2)->groups(),
             3);
+}
+
+/// The copy holds its scales in fp16 exactly when every scale of W is an
+/// fp16 value: one that is not (in any row, or NaN) keeps them in fp32.
+TEST(PackedNibbles, ScalesAreHalvedOnlyWhenExact) {
+  std::vector<uint8_t> codes(17 * 96 / 2, 0x35);
+  std::vector<float> scales(17 * 3, 0.375f);
+  auto copy = [&] {
+    return PackedNibbles::shared(codes.data(), BlockScales{scales.data(), 1}, 17, 96,
+                                 CodeKind::Int4, DotIsa::Avx2);
+  };
+  EXPECT_TRUE(copy()->halfScales());
+  scales[16 * 3 + 2] = 0.1f; // not an fp16 value, in the last row's last block
+  EXPECT_FALSE(copy()->halfScales());
+  scales[16 * 3 + 2] = std::nanf("");
+  EXPECT_FALSE(copy()->halfScales());
+  // One scale for the whole weight (runs longer than a row).
+  float one = 65504.0f;
+  EXPECT_TRUE(PackedNibbles::shared(codes.data(), BlockScales{&one, 17 * 3}, 17, 96,
+                                    CodeKind::Int4, DotIsa::Avx2)
+                  ->halfScales());
+  one = 65505.0f;
+  EXPECT_FALSE(PackedNibbles::shared(codes.data(), BlockScales{&one, 17 * 3}, 17, 96,
+                                     CodeKind::Int4, DotIsa::Avx2)
+                   ->halfScales());
 }
 
 } // namespace

@@ -191,12 +191,88 @@ TEST(QuantizedTensor, Nf4DoubleQuantization) {
   expectSame(quant::dequantize(plain), fakeQuant(x, shape, s), "nf4 without double quant");
 }
 
+/// fp16 scales: every symmetric format's groups are fake_quant on the grid
+/// of the fp32 scale rounded to fp16 (the reference given the range
+/// fp16(scale) · qmax, whose quotient by qmax is exactly that scale), the
+/// file keeps them as F16 and reads back the same tensor.
+TEST(QuantizedTensor, HalfScalesAreTheRoundedGrid) {
+  test::TempDir dir;
+  const std::vector<int64_t> shape = {6, 64};
+  const std::vector<float> x = sample(shape, 21);
+  const quant::StorageFormat half16(quant::DoubleQuant::None, quant::ScaleFormat::F16);
+  for (Format f : kFormats)
+    for (Granularity g : {Granularity::Channel, Granularity::Block}) {
+      const Scheme s = makeScheme(f, g, 0, g == Granularity::Block ? 32 : 0, true);
+      const std::string what = quant::schemeString(s);
+      quant::QuantizedTensor wide, q;
+      ASSERT_EQ(quant::quantize(x.data(), shape, s, quant::DoubleQuant::None, wide), "");
+      ASSERT_EQ(quant::quantize(x.data(), shape, s, half16, q), "") << what;
+      EXPECT_EQ(quant::validate(q), "") << what;
+      ASSERT_EQ(q.scales.size(), wide.scales.size());
+      const double full = quant::isInteger(f)   ? static_cast<double>(quant::integerMax(f))
+                          : f == Format::Nf4 ? 1.0
+                                             : quant::fp8Max(f);
+      ref::RefTensor range = ref::RefTensor::zeros({static_cast<int64_t>(q.scales.size()), 2});
+      for (size_t i = 0; i < q.scales.size(); ++i) {
+        EXPECT_EQ(q.scales[i], half::toFloat(half::fromFloat(wide.scales[i]))) << what;
+        EXPECT_EQ(q.halfScales[i], half::fromFloat(q.scales[i])) << what;
+        range.data[2 * i] = range.data[2 * i + 1] = static_cast<float>(q.scales[i] * full);
+      }
+      ref::RefTensor want = ref::fakeQuant(toRef(x, shape), range, s);
+      expectSame(quant::dequantize(q), std::vector<float>(want.data.begin(), want.data.end()),
+                 what + " with fp16 scales");
+
+      std::vector<SafeTensor> tensors;
+      std::map<std::string, std::string> metadata;
+      appendQuantized("w", q, tensors, metadata);
+      const std::string path = dir.file(std::string(quant::formatName(f)) + ".safetensors");
+      writeSafetensors(path, tensors, metadata);
+      SafetensorsFile file(path);
+      EXPECT_EQ(file.find("w.scale")->dtype, DType::F16) << what;
+      FloatTensor back;
+      ASSERT_TRUE(readFloatTensor(file, "w", back));
+      expectSame(back.data, quant::dequantize(q), what + " read back");
+    }
+}
+
+/// Asymmetric groups keep their zero point on the rounded scale; scales
+/// beyond fp16 are refused, below its smallest subnormal they empty the
+/// group, and NF4's double quantization stores no scales to narrow.
+TEST(QuantizedTensor, HalfScalesAtTheirLimits) {
+  const quant::StorageFormat half16(quant::DoubleQuant::None, quant::ScaleFormat::F16);
+  const std::vector<int64_t> shape = {3, 32};
+  std::vector<float> x = sample(shape, 9);
+  for (int64_t i = 0; i < 32; ++i) x[i] = 0.5f + 0.01f * static_cast<float>(i); // all above 0
+  quant::QuantizedTensor q;
+  const Scheme asym = makeScheme(Format::Int4, Granularity::Channel, 0, 0, false);
+  ASSERT_EQ(quant::quantize(x.data(), shape, asym, half16, q), "");
+  std::vector<float> y = quant::dequantize(q);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t i = 0; i < 32; ++i) // within half a step of the range's grid
+      EXPECT_LE(std::abs(y[r * 32 + i] - x[r * 32 + i]), 0.5f * q.scales[r] * 1.0001f)
+          << "row " << r << " element " << i;
+
+  std::vector<float> huge(32, 1.0e6f), tiny(32, 1.0e-9f);
+  const Scheme int4 = makeScheme(Format::Int4, Granularity::Block, 0, 32, true);
+  EXPECT_NE(quant::quantize(huge.data(), {1, 32}, int4, half16, q).find("beyond fp16"),
+            std::string::npos);
+  ASSERT_EQ(quant::quantize(tiny.data(), {1, 32}, int4, half16, q), "");
+  EXPECT_EQ(q.scales[0], 0.0f);
+  EXPECT_EQ(quant::dequantize(q), std::vector<float>(32, 0.0f));
+  const Scheme nf4 = makeScheme(Format::Nf4, Granularity::Block, 0, 32, true);
+  EXPECT_NE(quant::quantize(x.data(), shape, nf4,
+                            quant::StorageFormat(quant::DoubleQuant::Int8, quant::ScaleFormat::F16),
+                            q)
+                .find("exclude each other"),
+            std::string::npos);
+}
+
 TEST(QuantizedTensor, BitsPerParameter) {
   std::vector<int64_t> shape = {128, 384};
   std::vector<float> x = sample(shape, 3);
-  auto bitsOf = [&](Scheme s, quant::DoubleQuant doubleQuant) {
+  auto bitsOf = [&](Scheme s, const quant::StorageFormat &storage) {
     quant::QuantizedTensor q;
-    EXPECT_EQ(quant::quantize(x.data(), shape, s, doubleQuant, q), "");
+    EXPECT_EQ(quant::quantize(x.data(), shape, s, storage, q), "");
     return q.bitsPerParameter();
   };
   using quant::DoubleQuant;
@@ -210,6 +286,9 @@ TEST(QuantizedTensor, BitsPerParameter) {
   EXPECT_DOUBLE_EQ(bitsOf(nf4, DoubleQuant::None), 4.0 + 32.0 / 64);
   EXPECT_DOUBLE_EQ(
       bitsOf(makeScheme(Format::Int4, Granularity::Block, 0, 64, true), DoubleQuant::None), 4.5);
+  EXPECT_DOUBLE_EQ(bitsOf(makeScheme(Format::Int4, Granularity::Block, 0, 32, true),
+                          quant::StorageFormat(DoubleQuant::None, quant::ScaleFormat::F16)),
+                   4.5);
   EXPECT_DOUBLE_EQ(
       bitsOf(makeScheme(Format::Int8, Granularity::Channel, 1, 0, true), DoubleQuant::None),
       8.0 + 32.0 * 384 / n);
