@@ -108,13 +108,12 @@ Format bind(const std::string &kind, const Options &o, Tensor &x, Tensor &xBf16,
   const std::string kernel = kind == "fp32" || bf16 ? "matmul"
                              : kind == "nf4"        ? "matmul_nf4"
                                                     : "matmul_int";
-  const KernelAttrs attrs = kind == "int8" ? weightAttrs(o, {{"bits", 8}, {"channel_axis", 0}})
-                            : kind == "fp8"
-                                ? weightAttrs(o, {{"bits", 8}, {"fp8", 1}, {"channel_axis", 0}})
-                            : kind == "int4" || kind == "int4h"
-                                ? weightAttrs(o, {{"bits", 4}, {"block", 32}})
-                            : kind == "nf4"  ? weightAttrs(o, {{"block", 32}})
-                                             : weightAttrs(o, {});
+  const KernelAttrs attrs =
+      kind == "int8"  ? weightAttrs(o, {{"bits", 8}, {"channel_axis", 0}})
+      : kind == "fp8" ? weightAttrs(o, {{"bits", 8}, {"fp8", 1}, {"channel_axis", 0}})
+      : kind == "int4" || kind == "int4h" ? weightAttrs(o, {{"bits", 4}, {"block", 32}})
+      : kind == "nf4"                     ? weightAttrs(o, {{"block", 32}})
+                                          : weightAttrs(o, {});
   for (int64_t l = 0; l < o.layers; ++l) {
     std::vector<std::unique_ptr<Tensor>> w = weightOperands(kind, o);
     std::vector<Tensor *> inputs = {bf16 ? &xBf16 : &x};

@@ -105,8 +105,7 @@ LLMC_PACKED512 void packedGroups512(const PackedTiles &w, int64_t g0, int64_t g1
         for (int c = 0; c < 4; ++c) {
           const __m512i bytes = _mm512_load_si512(codes + 64 * c);
           lo[c] = unsignedCodes<Codes>(_mm512_and_si512(bytes, low), levels);
-          hi[c] =
-              unsignedCodes<Codes>(_mm512_and_si512(_mm512_srli_epi16(bytes, 4), low), levels);
+          hi[c] = unsignedCodes<Codes>(_mm512_and_si512(_mm512_srli_epi16(bytes, 4), low), levels);
         }
         const __m512 scales = unitScales512<Half>(unit, j);
         for (int i = 0; i < M; ++i) {

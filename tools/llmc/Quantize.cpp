@@ -405,7 +405,8 @@ bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &r
   gptq.options.dampening = dampening;
   gptq.options.blockSize = lazyBatch;
   for (const ExportRequest::Tensor &t : request.tensors)
-    if (t.quantize) gptq.tensors.push_back({t.name, t.scheme, t.storage});
+    if (t.quantize)
+      gptq.tensors.push_back({t.name, t.scheme, t.storage});
   gptq.progress = [](const std::string &line) { errs() << "gptq " << line << "\n"; };
   if (!runGptq(gptq, result, error))
     return false;
@@ -446,8 +447,8 @@ std::optional<quant::DoubleQuant> chooseDoubleQuant(const QATSchemeSpec &weights
 /// The scales' format (--scale-dtype), or nullopt with `error` set for an
 /// unknown one, or fp16 scales where the scheme stores none (none,
 /// double-quantized NF4 blocks).
-std::optional<quant::ScaleFormat> chooseScaleFormat(quant::DoubleQuant nf4Blocks,
-                                                    bool exportPlain, std::string &error) {
+std::optional<quant::ScaleFormat> chooseScaleFormat(quant::DoubleQuant nf4Blocks, bool exportPlain,
+                                                    std::string &error) {
   if (scaleDtype != "f32" && scaleDtype != "f16") {
     error = "bad --scale-dtype '" + scaleDtype + "' (expected f32 or f16)";
     return std::nullopt;
@@ -513,8 +514,8 @@ int run() {
   if (!doubleQuant)
     return failWith(error);
   const bool nf4Blocks = weights.format == "nf4" && weights.granularity == "block";
-  std::optional<quant::ScaleFormat> scales = chooseScaleFormat(
-      nf4Blocks ? *doubleQuant : quant::DoubleQuant::None, exportPlain, error);
+  std::optional<quant::ScaleFormat> scales =
+      chooseScaleFormat(nf4Blocks ? *doubleQuant : quant::DoubleQuant::None, exportPlain, error);
   if (!scales)
     return failWith(error);
   std::vector<std::string> ops(opsList.begin(), opsList.end());

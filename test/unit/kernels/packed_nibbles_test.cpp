@@ -62,8 +62,8 @@ TEST(PackedNibbles, ScalesAreHalvedOnlyWhenExact) {
   EXPECT_FALSE(copy()->halfScales());
   // One scale for the whole weight (runs longer than a row).
   float one = 65504.0f;
-  EXPECT_TRUE(PackedNibbles::shared(codes.data(), BlockScales{&one, 17 * 3}, 17, 96,
-                                    CodeKind::Int4, DotIsa::Avx2)
+  EXPECT_TRUE(PackedNibbles::shared(codes.data(), BlockScales{&one, 17 * 3}, 17, 96, CodeKind::Int4,
+                                    DotIsa::Avx2)
                   ->halfScales());
   one = 65505.0f;
   EXPECT_FALSE(PackedNibbles::shared(codes.data(), BlockScales{&one, 17 * 3}, 17, 96,

@@ -209,9 +209,9 @@ TEST(QuantizedTensor, HalfScalesAreTheRoundedGrid) {
       ASSERT_EQ(quant::quantize(x.data(), shape, s, half16, q), "") << what;
       EXPECT_EQ(quant::validate(q), "") << what;
       ASSERT_EQ(q.scales.size(), wide.scales.size());
-      const double full = quant::isInteger(f)   ? static_cast<double>(quant::integerMax(f))
-                          : f == Format::Nf4 ? 1.0
-                                             : quant::fp8Max(f);
+      const double full = quant::isInteger(f) ? static_cast<double>(quant::integerMax(f))
+                          : f == Format::Nf4  ? 1.0
+                                              : quant::fp8Max(f);
       ref::RefTensor range = ref::RefTensor::zeros({static_cast<int64_t>(q.scales.size()), 2});
       for (size_t i = 0; i < q.scales.size(); ++i) {
         EXPECT_EQ(q.scales[i], half::toFloat(half::fromFloat(wide.scales[i]))) << what;
