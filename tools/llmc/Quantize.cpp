@@ -446,9 +446,10 @@ std::optional<quant::DoubleQuant> chooseDoubleQuant(const QATSchemeSpec &weights
 
 /// The scales' format (--scale-dtype), or nullopt with `error` set for an
 /// unknown one, or fp16 scales where the scheme stores none (none,
-/// double-quantized NF4 blocks).
-std::optional<quant::ScaleFormat> chooseScaleFormat(quant::DoubleQuant nf4Blocks, bool exportPlain,
-                                                    std::string &error) {
+/// double-quantized NF4 blocks). `nf4DoubleQuant`: NF4 blocks' double
+/// quantization (None for any other scheme).
+std::optional<quant::ScaleFormat> chooseScaleFormat(quant::DoubleQuant nf4DoubleQuant,
+                                                    bool exportPlain, std::string &error) {
   if (scaleDtype != "f32" && scaleDtype != "f16") {
     error = "bad --scale-dtype '" + scaleDtype + "' (expected f32 or f16)";
     return std::nullopt;
@@ -459,7 +460,7 @@ std::optional<quant::ScaleFormat> chooseScaleFormat(quant::DoubleQuant nf4Blocks
     error = "--scale-dtype applies to a quantizing --scheme, not to 'none'";
     return std::nullopt;
   }
-  if (nf4Blocks != quant::DoubleQuant::None) {
+  if (nf4DoubleQuant != quant::DoubleQuant::None) {
     error = "--scale-dtype f16 needs --no-double-quant with nf4 blocks (QLoRA's double "
             "quantization stores each block's absmax in 8 bits, not as a scale)";
     return std::nullopt;
