@@ -131,7 +131,7 @@ private:
 
   int64_t blocks() const { return k_ / kQBlock; }
   PackedTiles tiles() const { return PackedTiles{tiles_.get(), n_, blocks(), half_}; }
-  int64_t groupBytes() const { return tiles().units() * tiles().unitBytes(); }
+  int64_t groupBytes() const { return tiles().units() * unitBytes(half_); }
 
   /// Whether every block scale of W [n, k] is an fp16 value (NaN is not).
   template <typename Scales> static bool scalesAreHalves(const Scales &ws, int64_t n, int64_t k) {
@@ -156,11 +156,12 @@ private:
         scales[t] = ws.row(g * kRows + t, k_, scratch + t * rowFloats);
     // int4's level + 8; NF4's index as stored. Padding rows: scale 0.
     const uint32_t flip = kind_ == CodeKind::Int4 ? 0x88888888u : 0u;
-    const PackedTiles w = tiles();
-    uint8_t *unit = tiles_.get() + g * groupBytes();
-    std::memset(unit, 0, groupBytes()); // a last unit's missing block
+    uint8_t *group = tiles_.get() + g * groupBytes();
+    std::memset(group, 0, groupBytes()); // a last unit's missing block
     for (int64_t b = 0; b < blocks(); ++b) {
-      const int64_t j = b % w.perUnit();
+      // Where PackedTiles::block finds block b.
+      const int64_t j = b % blocksPerUnit(half_);
+      uint8_t *unit = group + b / blocksPerUnit(half_) * unitBytes(half_);
       uint8_t *tile = unit + kUnitScaleBytes + j * kBlockCodeBytes;
       for (int64_t t = 0; t < kRows; ++t) {
         const float scale = scales[t] ? scales[t][b / ws.per] : 0.0f;
@@ -180,8 +181,6 @@ private:
           std::memcpy(tile + 64 * c + 4 * t, &four, 4);
         }
       }
-      if (j + 1 == w.perUnit())
-        unit += w.unitBytes();
     }
   }
 
