@@ -44,6 +44,9 @@ std::vector<T> arrayOf(const SafetensorsFile &file, const std::string &name, DTy
 void readScales(const SafetensorsFile &file, const std::string &weight, bool required,
                 quant::QuantizedTensor &q) {
   const SafeTensor *t = file.find(weight + ".scale");
+  if (t && t->dtype != DType::F32 && t->dtype != DType::F16)
+    fail(file.path(), ": tensor '", weight, ".scale' is ", safetensorsDType(*t),
+         ", expected F32 or F16");
   if (!t || t->dtype != DType::F16) {
     q.scales = arrayOf<float>(file, weight + ".scale", DType::F32, required, weight);
     return;

@@ -233,6 +233,26 @@ TEST(QuantizedTensor, HalfScalesAreTheRoundedGrid) {
       ASSERT_TRUE(readFloatTensor(file, "w", back));
       expectSame(back.data, quant::dequantize(q), what + " read back");
     }
+  // Scales of another dtype are refused by name.
+  quant::QuantizedTensor q;
+  ASSERT_EQ(quant::quantize(x.data(), shape, makeScheme(Format::Int4, Granularity::Block, 0, 32),
+                            half16, q),
+            "");
+  std::vector<SafeTensor> tensors;
+  std::map<std::string, std::string> metadata;
+  appendQuantized("w", q, tensors, metadata);
+  tensors[1].dtype = DType::BF16;
+  writeSafetensors(dir.file("bf16.safetensors"), tensors, metadata);
+  SafetensorsFile file(dir.file("bf16.safetensors"));
+  FloatTensor back;
+  try {
+    readFloatTensor(file, "w", back);
+    ADD_FAILURE() << "no error";
+  } catch (const RuntimeError &e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'w.scale' is BF16, expected F32 or F16"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 /// Asymmetric groups keep their zero point on the rounded scale; scales
