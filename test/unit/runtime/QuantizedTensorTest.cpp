@@ -82,6 +82,18 @@ void expectSame(const std::vector<float> &got, const std::vector<float> &want,
   EXPECT_EQ(bad, 0) << what;
 }
 
+/// Reading `name` from `file` fails with an error containing `message`.
+void expectReadError(const SafetensorsFile &file, const std::string &name,
+                     const std::string &message) {
+  FloatTensor t;
+  try {
+    readFloatTensor(file, name, t);
+    ADD_FAILURE() << "no error reading " << name;
+  } catch (const RuntimeError &e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+}
+
 std::vector<Scheme> schemesFor(const std::vector<int64_t> &shape) {
   std::vector<Scheme> schemes;
   for (Format f : kFormats)
@@ -243,16 +255,8 @@ TEST(QuantizedTensor, HalfScalesAreTheRoundedGrid) {
   appendQuantized("w", q, tensors, metadata);
   tensors[1].dtype = DType::BF16;
   writeSafetensors(dir.file("bf16.safetensors"), tensors, metadata);
-  SafetensorsFile file(dir.file("bf16.safetensors"));
-  FloatTensor back;
-  try {
-    readFloatTensor(file, "w", back);
-    ADD_FAILURE() << "no error";
-  } catch (const RuntimeError &e) {
-    EXPECT_NE(std::string(e.what()).find("tensor 'w.scale' is BF16, expected F32 or F16"),
-              std::string::npos)
-        << e.what();
-  }
+  expectReadError(SafetensorsFile(dir.file("bf16.safetensors")), "w",
+                  "tensor 'w.scale' is BF16, expected F32 or F16");
 }
 
 /// Asymmetric groups keep their zero point on the rounded scale; scales
@@ -527,15 +531,8 @@ TEST(QuantizedFile, RoundTripAndErrors) {
   for (const SafeTensor &s : tensors)
     if (s.name != "a.weight.scale") broken.push_back(s);
   writeSafetensors(dir.file("broken.safetensors"), broken, metadata);
-  SafetensorsFile brokenFile(dir.file("broken.safetensors"));
-  try {
-    readFloatTensor(brokenFile, "a.weight", t);
-    ADD_FAILURE() << "no error";
-  } catch (const RuntimeError &e) {
-    EXPECT_NE(std::string(e.what()).find("quantized tensor 'a.weight' has no 'a.weight.scale'"),
-              std::string::npos)
-        << e.what();
-  }
+  expectReadError(SafetensorsFile(dir.file("broken.safetensors")), "a.weight",
+                  "quantized tensor 'a.weight' has no 'a.weight.scale'");
   metadata["a.weight"] = "int8:channel0:asym shape=16x64";
   writeSafetensors(dir.file("shape.safetensors"), tensors, metadata);
   SafetensorsFile shapeFile(dir.file("shape.safetensors"));
