@@ -16,7 +16,7 @@ BATCH=${BATCH:-8}
 SEQ=${SEQ:-128}
 CAPACITY=${CAPACITY:-1}
 moe_shape "$SIZE"
-grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+source "$ROOT/scripts/openblas-coretype.sh" # PyTorch with llmc's BLAS kernels
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 MODEL=(--model mixtral --preset tiny --set n_layer="$L" --set n_head="$H" --set n_kv_head="$KV"
   --set n_embd="$C" --set ffn_hidden="$F" --set num_experts="$E" --set experts_per_token="$K"

@@ -14,7 +14,7 @@ SEQ=${SEQ:-128}
 moe_shape "$SIZE"
 # The BLAS kernels llmc picks for itself (kernels/cpu/blas.cpp), given to
 # PyTorch's OpenBLAS too: Debian's falls back to SSE3 kernels otherwise.
-grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+source "$ROOT/scripts/openblas-coretype.sh" # PyTorch with llmc's BLAS kernels
 PYTHON=$BUILD/hf-venv/bin/python
 [[ -x $PYTHON ]] || { echo "bench/moe_train.sh: no $PYTHON (scripts/setup-hf.sh makes it)" >&2; exit 2; }
 

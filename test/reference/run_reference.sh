@@ -12,18 +12,11 @@ fi
 rm -rf "$WORK" && mkdir -p "$WORK"
 DATA="$SRC/data/tinytales.txt"
 export OMP_WAIT_POLICY=PASSIVE
-# PyTorch's OpenBLAS (Debian's python3-torch links it) runs llmc's kernels:
-# kernels/cpu/blas.cpp picks SkylakeX on CPUs with AVX-512, where OpenBLAS
-# 0.3.21 alone falls back to SSE3 ones on Sapphire Rapids and picks its
-# AVX2 Zen ones on Zen 4. Different kernels sum in different orders, and
-# the fp8 checks below turn last-bit differences into rounding flips (on
-# Sapphire Rapids, SkylakeX against SSE3 moved a gradient by 5.8e-3,
-# beyond 5e-3; with both SkylakeX, 1.2e-4).
-if [[ -z ${OPENBLAS_CORETYPE:-} ]] &&
-  [[ $(grep -m1 '^flags' /proc/cpuinfo | grep -ow 'avx512f\|avx512bw\|avx512dq\|avx512vl' |
-    sort -u | wc -l) == 4 ]]; then
-  export OPENBLAS_CORETYPE=SkylakeX
-fi
+# PyTorch runs llmc's OpenBLAS kernels: the fp8 checks below turn the
+# last-bit differences of two summation orders into rounding flips (on
+# Sapphire Rapids, SkylakeX against SSE3 kernels moved a gradient by
+# 5.8e-3, beyond 5e-3; with both SkylakeX, 1.2e-4).
+source "$SRC/scripts/openblas-coretype.sh"
 
 check() { # family, config json, extra compile flags...
   local family=$1 config=$2; shift 2

@@ -415,9 +415,9 @@ bool runGptqFor(const ModelSource &source, ExportRequest &request, GptqResult &r
   return true;
 }
 
-/// How NF4 blocks store their absmax (--double-quant, --no-double-quant),
-/// or nullopt with `error` set when the options conflict, name no format,
-/// or are given for a scheme without NF4 blocks.
+/// How NF4 blocks store their absmax (--double-quant, --no-double-quant):
+/// None for a scheme without them, or nullopt with `error` set when the
+/// options conflict, name no format, or are given for such a scheme.
 std::optional<quant::DoubleQuant> chooseDoubleQuant(const QATSchemeSpec &weights,
                                                     std::string &error) {
   const bool given = doubleQuantText.getNumOccurrences() > 0;
@@ -433,7 +433,7 @@ std::optional<quant::DoubleQuant> chooseDoubleQuant(const QATSchemeSpec &weights
             " applies to NF4 blocks' absmax (--scheme nf4:block<N>), not to '" + schemeText + "'";
     return std::nullopt;
   }
-  if (noDoubleQuant)
+  if (noDoubleQuant || !nf4Blocks)
     return quant::DoubleQuant::None;
   std::optional<quant::AbsmaxFormat> format =
       parseDoubleQuant(given ? doubleQuantText.getValue() : "int8", error);
@@ -444,28 +444,31 @@ std::optional<quant::DoubleQuant> chooseDoubleQuant(const QATSchemeSpec &weights
   return quant::doubleQuantOf(*format);
 }
 
-/// The scales' format (--scale-dtype), or nullopt with `error` set for an
-/// unknown one, or fp16 scales where the scheme stores none (none,
-/// double-quantized NF4 blocks). `nf4DoubleQuant`: NF4 blocks' double
-/// quantization (None for any other scheme).
-std::optional<quant::ScaleFormat> chooseScaleFormat(quant::DoubleQuant nf4DoubleQuant,
-                                                    bool exportPlain, std::string &error) {
+/// What every quantized weight stores beside its codes: NF4 blocks' double
+/// quantization and the scales' format (--scale-dtype), or nullopt with
+/// `error` set (chooseDoubleQuant's errors; an unknown dtype; fp16 scales
+/// where the scheme stores none: none, double-quantized NF4 blocks).
+std::optional<quant::StorageFormat> chooseStorage(const QATSchemeSpec &weights, bool exportPlain,
+                                                  std::string &error) {
+  std::optional<quant::DoubleQuant> doubleQuant = chooseDoubleQuant(weights, error);
+  if (!doubleQuant)
+    return std::nullopt;
   if (scaleDtype != "f32" && scaleDtype != "f16") {
     error = "bad --scale-dtype '" + scaleDtype + "' (expected f32 or f16)";
     return std::nullopt;
   }
   if (scaleDtype == "f32")
-    return quant::ScaleFormat::F32;
+    return quant::StorageFormat(*doubleQuant, quant::ScaleFormat::F32);
   if (exportPlain) {
     error = "--scale-dtype applies to a quantizing --scheme, not to 'none'";
     return std::nullopt;
   }
-  if (nf4DoubleQuant != quant::DoubleQuant::None) {
+  if (*doubleQuant != quant::DoubleQuant::None) {
     error = "--scale-dtype f16 needs --no-double-quant with nf4 blocks (QLoRA's double "
             "quantization stores each block's absmax in 8 bits, not as a scale)";
     return std::nullopt;
   }
-  return quant::ScaleFormat::F16;
+  return quant::StorageFormat(quant::DoubleQuant::None, quant::ScaleFormat::F16);
 }
 
 /// A Hugging Face directory describes its model: its config.json and
@@ -511,13 +514,8 @@ int run() {
                     "': an observer has no meaning here (each tensor's own min/max is its range)");
   if (std::string why = checkMethod(exportPlain); !why.empty())
     return failWith(why);
-  std::optional<quant::DoubleQuant> doubleQuant = chooseDoubleQuant(weights, error);
-  if (!doubleQuant)
-    return failWith(error);
-  const bool nf4Blocks = weights.format == "nf4" && weights.granularity == "block";
-  std::optional<quant::ScaleFormat> scales =
-      chooseScaleFormat(nf4Blocks ? *doubleQuant : quant::DoubleQuant::None, exportPlain, error);
-  if (!scales)
+  std::optional<quant::StorageFormat> storage = chooseStorage(weights, exportPlain, error);
+  if (!storage)
     return failWith(error);
   std::vector<std::string> ops(opsList.begin(), opsList.end());
   if (ops.empty())
@@ -570,12 +568,7 @@ int run() {
         if (t.scheme.granularity == quant::Granularity::Channel)
           t.scheme.axis += 1;
       }
-      // QLoRA's double quantization of the per-block absmax.
-      t.storage.doubleQuant =
-          t.scheme.format == quant::Format::Nf4 && t.scheme.granularity == quant::Granularity::Block
-              ? *doubleQuant
-              : quant::DoubleQuant::None;
-      t.storage.scales = *scales;
+      t.storage = *storage;
     }
     if (const Use *u = p.blocker(); u && !exportPlain) {
       std::string why = u->skipped ? "the " + u->what + " reading it is skipped"
