@@ -12,7 +12,14 @@
 // multiplied are the same; only where the scale is applied moves (after
 // the fp32 sum instead of into each operand).
 //
-// A fake_quant with any other reader, and a matmul with one operand not in
+// A mixture of experts' grouped products are products of the same kind:
+// llm.grouped_matmul (forward and dX) becomes qat.grouped_matmul_fp8 and
+// llm.grouped_matmul_weight_grad qat.grouped_matmul_weight_grad_fp8. The
+// experts' stacked weight is quantized expert by expert (llmc-qat's
+// per-slice scheme on the view [G, A·B]), which qat.quantize_fp8 keeps as
+// one scale per expert.
+//
+// A fake_quant with any other reader, and a product with one operand not in
 // fp8, are left as they are: the recipe's LM head (skip=head) and --qat
 // specs quantizing one side only keep fake quantization.
 //
@@ -42,22 +49,55 @@ using namespace llmc;
 
 namespace {
 
-/// A fake_quant this pass can keep as fp8 codes: an fp8 format, one
-/// symmetric scale for the whole tensor, no outlier columns.
+/// A fake_quant this pass can keep as fp8 codes with one scale: an fp8
+/// format, one symmetric scale for the whole tensor, no outlier columns.
 bool isFp8TensorQuant(qat::FakeQuantOp q) {
-  qat::SchemeAttr scheme = q.getScheme();
-  return qat::fp8ElementType(q.getContext(), scheme.getFormat()) &&
-         scheme.getGranularity() == "tensor" && scheme.getSymmetric() && !q.getColumns();
+  return qat::isFp8ScaledScheme(q.getScheme()) && q.getScheme().getGranularity() == "tensor" &&
+         !q.getColumns();
 }
 
-/// The eligible fake_quant `v` is (through reshapes), or null.
-qat::FakeQuantOp fp8Source(Value v) {
+/// The fake_quant `v` is (through reshapes), or null.
+qat::FakeQuantOp fakeQuantOf(Value v) {
   while (auto reshape = v.getDefiningOp<llm::ReshapeOp>()) v = reshape.getX();
-  auto q = v.getDefiningOp<qat::FakeQuantOp>();
+  return v.getDefiningOp<qat::FakeQuantOp>();
+}
+
+/// The per-tensor fp8 fake_quant `v` is (through reshapes), or null.
+qat::FakeQuantOp fp8Source(Value v) {
+  qat::FakeQuantOp q = fakeQuantOf(v);
   return q && isFp8TensorQuant(q) ? q : qat::FakeQuantOp();
 }
 
+/// The fp8 fake_quant of a stack of `groups` experts' weights `v`: per
+/// tensor, or per expert (per slice of dimension 0 of a view whose
+/// dimension 0 is the experts); null for any other.
+qat::FakeQuantOp fp8StackSource(Value v, int64_t groups) {
+  qat::FakeQuantOp q = fakeQuantOf(v);
+  if (!q || q.getColumns() || !qat::isFp8ScaledScheme(q.getScheme()))
+    return {};
+  if (q.getScheme().getGranularity() == "tensor")
+    return q;
+  return cast<RankedTensorType>(q.getX().getType()).getDimSize(0) == groups ? q
+                                                                            : qat::FakeQuantOp();
+}
+
 bool isE5M2(qat::FakeQuantOp q) { return q.getScheme().getFormat() == "fp8_e5m2"; }
+
+/// The fp8 sources of a product's two multiplied operands (null where an
+/// operand is not one this pass can keep): matmul's a and b, a grouped
+/// product's rows and stacked weights, a grouped weight gradient's x and
+/// dy; nothing for any other op.
+std::pair<qat::FakeQuantOp, qat::FakeQuantOp> fp8Operands(Operation *op) {
+  if (auto m = dyn_cast<llm::MatmulOp>(op))
+    return {fp8Source(m.getA()), fp8Source(m.getB())};
+  if (auto g = dyn_cast<llm::GroupedMatmulOp>(op)) {
+    int64_t groups = cast<RankedTensorType>(g.getWeights().getType()).getDimSize(0);
+    return {fp8Source(g.getX()), fp8StackSource(g.getWeights(), groups)};
+  }
+  if (auto g = dyn_cast<llm::GroupedMatmulWeightGradOp>(op))
+    return {fp8Source(g.getX()), fp8Source(g.getDy())};
+  return {};
+}
 
 /// Whether `m` computes the forward: not emitted by autodiff, or a
 /// forward op llmc-recompute cloned into the backward.
@@ -88,37 +128,38 @@ struct Fp8MatmulsPass : llmc::impl::Fp8MatmulsBase<Fp8MatmulsPass> {
   void rewrite(func::FuncOp func) {
     // Per function: erased ops' addresses may be reused by the next one's.
     quantizes.clear(), reshapedCodes.clear(), dead.clear();
-    // Matmuls of two fp8 operands (never two E5M2 gradients), then only
-    // those whose operands' every reader is such a matmul, until stable.
-    llvm::SetVector<llm::MatmulOp> matmuls;
-    func.walk([&](llm::MatmulOp m) {
-      qat::FakeQuantOp a = fp8Source(m.getA()), b = fp8Source(m.getB());
+    // Products of two fp8 operands (never two E5M2 gradients), then only
+    // those whose operands' every reader is such a product, until stable.
+    llvm::SetVector<Operation *> products;
+    func.walk([&](Operation *op) {
+      auto [a, b] = fp8Operands(op);
       if (a && b && !(isE5M2(a) && isE5M2(b)))
-        matmuls.insert(m);
+        products.insert(op);
     });
     for (bool changed = true; changed;) {
       changed = false;
-      for (llm::MatmulOp m : llvm::to_vector(matmuls))
-        if (!onlyFp8Matmuls(fp8Source(m.getA()), matmuls) ||
-            !onlyFp8Matmuls(fp8Source(m.getB()), matmuls)) {
-          matmuls.remove(m);
+      for (Operation *op : llvm::to_vector(products)) {
+        auto [a, b] = fp8Operands(op);
+        if (!onlyFp8Products(a, products) || !onlyFp8Products(b, products)) {
+          products.remove(op);
           changed = true;
         }
+      }
     }
-    for (llm::MatmulOp m : matmuls) replace(m);
-    // The fake_quants and reshapes the matmuls read are dead now.
+    for (Operation *op : products) replace(op);
+    // The fake_quants and reshapes the products read are dead now.
     for (qat::FakeQuantOp q : dead) eraseWithReshapes(q);
   }
 
-  /// Whether every reader of q (through reshapes) is in `matmuls`.
-  static bool onlyFp8Matmuls(qat::FakeQuantOp q, const llvm::SetVector<llm::MatmulOp> &matmuls) {
+  /// Whether every reader of q (through reshapes) is in `products`.
+  static bool onlyFp8Products(qat::FakeQuantOp q, const llvm::SetVector<Operation *> &products) {
     SmallVector<Value> values{q.getResult()};
     while (!values.empty()) {
       Value v = values.pop_back_val();
       for (Operation *user : v.getUsers()) {
         if (auto reshape = dyn_cast<llm::ReshapeOp>(user))
           values.push_back(reshape.getResult());
-        else if (auto m = dyn_cast<llm::MatmulOp>(user); !m || !matmuls.contains(m))
+        else if (!products.contains(user))
           return false;
       }
     }
@@ -153,17 +194,31 @@ struct Fp8MatmulsPass : llmc::impl::Fp8MatmulsBase<Fp8MatmulsPass> {
     return quantized(v.getDefiningOp<qat::FakeQuantOp>()).getCodes();
   }
 
-  void replace(llm::MatmulOp m) {
-    Value a = codesOf(m.getA()), b = codesOf(m.getB());
-    Value aScale = quantized(fp8Source(m.getA())).getScale();
-    Value bScale = quantized(fp8Source(m.getB())).getScale();
-    OpBuilder builder(m);
-    auto product = qat::MatmulFp8Op::create(builder, m.getLoc(), m.getType(), a, aScale, b, bScale,
-                                            m.getTransposeA(), m.getTransposeB(),
-                                            fastAccumulation == "forward" && isForwardProduct(m));
-    copyAnnotations(m, product);
-    m.replaceAllUsesWith(product.getResult());
-    m.erase();
+  /// The scale of `v`'s codes.
+  Value scaleOf(Value v) { return quantized(fakeQuantOf(v)).getScale(); }
+
+  void replace(Operation *op) {
+    OpBuilder builder(op);
+    Location loc = op->getLoc();
+    Operation *product;
+    if (auto m = dyn_cast<llm::MatmulOp>(op)) {
+      product = qat::MatmulFp8Op::create(builder, loc, m.getType(), codesOf(m.getA()),
+                                         scaleOf(m.getA()), codesOf(m.getB()), scaleOf(m.getB()),
+                                         m.getTransposeA(), m.getTransposeB(),
+                                         fastAccumulation == "forward" && isForwardProduct(m));
+    } else if (auto g = dyn_cast<llm::GroupedMatmulOp>(op)) {
+      product = qat::GroupedMatmulFp8Op::create(
+          builder, loc, g.getType(), codesOf(g.getX()), scaleOf(g.getX()), g.getOffsets(),
+          codesOf(g.getWeights()), scaleOf(g.getWeights()), g.getTransposeB());
+    } else {
+      auto w = cast<llm::GroupedMatmulWeightGradOp>(op);
+      product = qat::GroupedMatmulWeightGradFp8Op::create(
+          builder, loc, w.getType(), codesOf(w.getX()), scaleOf(w.getX()), codesOf(w.getDy()),
+          scaleOf(w.getDy()), w.getOffsets(), w.getTransposeB());
+    }
+    copyAnnotations(op, product);
+    op->replaceAllUsesWith(product->getResults());
+    op->erase();
   }
 
   /// Erases q and the reshapes of its result, all unused by now.

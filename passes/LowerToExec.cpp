@@ -893,6 +893,12 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
     if (auto fp8 = dyn_cast<qat::MatmulFp8Op>(op)) {
       kernel->setAttr("a_format", pb.getI64IntegerAttr(fp8FormatOf(fp8.getA())));
       kernel->setAttr("b_format", pb.getI64IntegerAttr(fp8FormatOf(fp8.getB())));
+    } else if (auto grouped = dyn_cast<qat::GroupedMatmulFp8Op>(op)) {
+      kernel->setAttr("x_format", pb.getI64IntegerAttr(fp8FormatOf(grouped.getX())));
+      kernel->setAttr("w_format", pb.getI64IntegerAttr(fp8FormatOf(grouped.getW())));
+    } else if (auto grad = dyn_cast<qat::GroupedMatmulWeightGradFp8Op>(op)) {
+      kernel->setAttr("x_format", pb.getI64IntegerAttr(fp8FormatOf(grad.getX())));
+      kernel->setAttr("dy_format", pb.getI64IntegerAttr(fp8FormatOf(grad.getDy())));
     }
     // Rank-dependent terms travel with the kernel; their targets must be
     // explicit even where the op leaves them at the default (0).

@@ -215,8 +215,13 @@ def Fp8Matmuls : Pass<"llmc-fp8-matmuls", "mlir::ModuleOp"> {
     tensor, symmetric fp8 scheme whose every reader is a matmul (directly
     or through `llm.reshape`) becomes a `qat.quantize_fp8` (fp8 codes and
     one scale), and each matmul of two such operands a `qat.matmul_fp8`
-    that reads the codes (reshaped like the originals). Two E5M2 operands
-    are never paired. Everything else is left as it is.
+    that reads the codes (reshaped like the originals). A mixture of
+    experts' `llm.grouped_matmul` and `llm.grouped_matmul_weight_grad`
+    become `qat.grouped_matmul_fp8` and
+    `qat.grouped_matmul_weight_grad_fp8` alike, the stacked experts'
+    weight kept with one scale per expert where it was quantized expert by
+    expert. Two E5M2 operands are never paired. Everything else is left as
+    it is.
 
     ```mlir
     %c, %s = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "fp8_e4m3">}

@@ -50,12 +50,15 @@ bool isHead(StringRef name) { return name.starts_with("linear_cross_entropy"); }
 /// The grouped products: each group of rows times its expert's weight
 /// (full precision or kept quantized, expanded inside the kernel).
 bool isGroupedProduct(StringRef name) {
-  return name == "grouped_matmul" || name == "grouped_matmul_int" || name == "grouped_matmul_nf4";
+  return name == "grouped_matmul" || name == "grouped_matmul_int" || name == "grouped_matmul_nf4" ||
+         name == "qat_grouped_matmul_fp8";
 }
 
-bool isGrouped(StringRef name) {
-  return isGroupedProduct(name) || name == "grouped_matmul_weight_grad";
+bool isGroupedWeightGrad(StringRef name) {
+  return name == "grouped_matmul_weight_grad" || name == "qat_grouped_matmul_weight_grad_fp8";
 }
+
+bool isGrouped(StringRef name) { return isGroupedProduct(name) || isGroupedWeightGrad(name); }
 
 /// The rows of a grouped kernel's row buffers (x's dimension 0) it
 /// computes: all of them, or under expert parallelism the 1/ep share of
@@ -192,7 +195,7 @@ double kernelFlops(Operation *op, int64_t expertRanks) {
   if (isGroupedProduct(name) && inputs.size() >= 2)
     return 2.0 * static_cast<double>(computedRows(kernel, expertRanks)) *
            shapeOf(outputs[0]).back() * static_cast<double>(shapeOf(inputs[0]).back());
-  if (name == "grouped_matmul_weight_grad" && !inputs.empty()) {
+  if (isGroupedWeightGrad(name) && !inputs.empty()) {
     const double groups = static_cast<double>(shapeOf(outputs[0])[0]);
     return 2.0 * outElements / groups * static_cast<double>(computedRows(kernel, expertRanks));
   }
@@ -313,10 +316,12 @@ std::vector<GemmShape> kernelGemms(Operation *op, int64_t expertRanks) {
   // routed rows, priced as if routing were balanced (the load-balancing
   // loss's aim; which expert gets how many is known only at run time).
   if (isGroupedProduct(name)) {
-    const int64_t groups = shapeOf(inputs[1])[0] - 1, rows = computedRows(kernel, expertRanks);
+    // offsets [G + 1]: after x, or after x and its scale in the fp8 form.
+    const Value offsets = inputs[name == "qat_grouped_matmul_fp8" ? 2 : 1];
+    const int64_t groups = shapeOf(offsets)[0] - 1, rows = computedRows(kernel, expertRanks);
     return std::vector<GemmShape>(groups, {1, (rows + groups - 1) / groups, out[1], x[1]});
   }
-  if (name == "grouped_matmul_weight_grad") { // each dw [a, b] over its rows
+  if (isGroupedWeightGrad(name)) { // each dw [a, b] over its rows
     const int64_t groups = out[0], rows = computedRows(kernel, expertRanks);
     return std::vector<GemmShape>(groups, {1, out[1], out[2], (rows + groups - 1) / groups});
   }

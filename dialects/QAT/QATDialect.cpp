@@ -301,24 +301,36 @@ void QuantizeFp8Op::build(OpBuilder &builder, OperationState &state, Value x, Va
                           SchemeAttr scheme) {
   auto type = cast<RankedTensorType>(x.getType());
   Type codes = type.clone(fp8ElementType(builder.getContext(), scheme.getFormat()));
-  build(builder, state, codes, RankedTensorType::get({1}, builder.getF32Type()), x, range, scheme);
+  auto scale = RankedTensorType::get({scheme.groupCount(type.getShape())}, builder.getF32Type());
+  build(builder, state, codes, scale, x, range, scheme);
+}
+
+/// Whether `scheme` gives one fp8 scale per tensor or per slice of
+/// dimension 0: symmetric, no outlier columns.
+bool llmc::qat::isFp8ScaledScheme(SchemeAttr scheme) {
+  bool perSlice = scheme.getGranularity() == "channel" && scheme.getAxis() == 0;
+  return fp8ElementType(scheme.getContext(), scheme.getFormat()) &&
+         (scheme.getGranularity() == "tensor" || perSlice) && scheme.getSymmetric() &&
+         scheme.getOutlier().convertToDouble() <= 0;
 }
 
 LogicalResult QuantizeFp8Op::verify() {
   SchemeAttr scheme = getScheme();
-  Type element = fp8ElementType(getContext(), scheme.getFormat());
-  if (!element || scheme.getGranularity() != "tensor" || !scheme.getSymmetric() ||
-      scheme.getOutlier().convertToDouble() > 0)
-    return emitOpError("scheme must be fp8 (fp8_e4m3 or fp8_e5m2), per tensor and symmetric, "
-                       "without outlier columns");
+  if (!isFp8ScaledScheme(scheme))
+    return emitOpError("scheme must be fp8 (fp8_e4m3 or fp8_e5m2), symmetric, per tensor or per "
+                       "slice of dimension 0 (channel axis 0), without outlier columns");
   if (failed(verifyRange(*this, getX(), getRange(), scheme)))
     return failure();
   auto x = cast<RankedTensorType>(getX().getType());
+  Type element = fp8ElementType(getContext(), scheme.getFormat());
   if (getCodes().getType() != x.clone(element))
     return emitOpError("codes must be ") << x.clone(element) << " (x's shape in the scheme's "
                                          << "format), got " << getCodes().getType();
-  if (getScale().getType() != RankedTensorType::get({1}, Float32Type::get(getContext())))
-    return emitOpError("scale must be tensor<1xf32>, got ") << getScale().getType();
+  auto scale =
+      RankedTensorType::get({scheme.groupCount(x.getShape())}, Float32Type::get(getContext()));
+  if (getScale().getType() != scale)
+    return emitOpError("scale must be ")
+           << scale << " (one per group), got " << getScale().getType();
   return success();
 }
 
@@ -347,6 +359,73 @@ LogicalResult MatmulFp8Op::verify() {
   if (result.getShape() != ArrayRef<int64_t>(shape))
     return emitOpError("result must have shape [") << shape << "], got " << result;
   return success();
+}
+
+/// Checks a grouped fp8 operand's scale: tensor<1xf32> or one per group.
+static LogicalResult verifyGroupScale(Operation *op, StringRef name, Value scale, int64_t groups) {
+  auto type = cast<RankedTensorType>(scale.getType());
+  if (type.getRank() != 1 || (type.getDimSize(0) != 1 && type.getDimSize(0) != groups))
+    return op->emitOpError() << name << " must be tensor<1xf32> or one per group (tensor<" << groups
+                             << "xf32>), got " << type;
+  return success();
+}
+
+/// The groups of an offsets tensor [G + 1], or failure.
+static FailureOr<int64_t> groupsOf(Operation *op, Value offsets) {
+  auto type = cast<RankedTensorType>(offsets.getType());
+  if (type.getRank() != 1 || type.getDimSize(0) < 2)
+    return op->emitOpError("offsets must be [G + 1] for G >= 1 groups, got ") << type;
+  return type.getDimSize(0) - 1;
+}
+
+static bool bothE5M2(Type a, Type b) {
+  return isa<Float8E5M2Type>(cast<RankedTensorType>(a).getElementType()) &&
+         isa<Float8E5M2Type>(cast<RankedTensorType>(b).getElementType());
+}
+
+LogicalResult GroupedMatmulFp8Op::verify() {
+  FailureOr<int64_t> groups = groupsOf(*this, getOffsets());
+  if (failed(groups))
+    return failure();
+  auto x = cast<RankedTensorType>(getX().getType()), w = cast<RankedTensorType>(getW().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (bothE5M2(x, w))
+    return emitOpError("multiplies two E5M2 operands, which no fp8 tensor core does");
+  if (x.getRank() != 2 || w.getRank() != 3)
+    return emitOpError("x must be [M, K] and w the stacked [G, K, F] (or [G, F, K]), got ")
+           << x << " and " << w;
+  bool tb = getTransposeB();
+  int64_t k = w.getDimSize(tb ? 2 : 1), f = w.getDimSize(tb ? 1 : 2);
+  if (w.getDimSize(0) != *groups || k != x.getDimSize(1))
+    return emitOpError("w ") << w << " does not match x " << x << " and " << *groups
+                             << " groups (stacked weights are "
+                             << (tb ? "[G, F, K] with transpose_b)" : "[G, K, F])");
+  if (result.getShape() != ArrayRef<int64_t>{x.getDimSize(0), f})
+    return emitOpError("result must be [") << x.getDimSize(0) << ", " << f << "], got " << result;
+  if (failed(verifyGroupScale(*this, "x_scale", getXScale(), *groups)))
+    return failure();
+  return verifyGroupScale(*this, "w_scale", getWScale(), *groups);
+}
+
+LogicalResult GroupedMatmulWeightGradFp8Op::verify() {
+  FailureOr<int64_t> groups = groupsOf(*this, getOffsets());
+  if (failed(groups))
+    return failure();
+  auto x = cast<RankedTensorType>(getX().getType()), dy = cast<RankedTensorType>(getDy().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (bothE5M2(x, dy))
+    return emitOpError("multiplies two E5M2 operands, which no fp8 tensor core does");
+  if (x.getRank() != 2 || dy.getRank() != 2 || x.getDimSize(0) != dy.getDimSize(0))
+    return emitOpError("x [M, K] and dy [M, F] must have the same rows, got ")
+           << x << " and " << dy;
+  int64_t k = x.getDimSize(1), f = dy.getDimSize(1);
+  SmallVector<int64_t> shape =
+      getTransposeB() ? SmallVector<int64_t>{*groups, f, k} : SmallVector<int64_t>{*groups, k, f};
+  if (result.getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("result must be [") << shape << "], got " << result;
+  if (failed(verifyGroupScale(*this, "x_scale", getXScale(), *groups)))
+    return failure();
+  return verifyGroupScale(*this, "dy_scale", getDyScale(), *groups);
 }
 
 #define GET_OP_CLASSES

@@ -28,6 +28,10 @@ namespace llmc::qat {
 /// The fp8 element type of a scheme's `format` ("fp8_e4m3": f8E4M3FN,
 /// "fp8_e5m2": f8E5M2); null for any other format.
 mlir::Type fp8ElementType(mlir::MLIRContext *context, llvm::StringRef format);
+/// Whether qat.quantize_fp8 keeps `scheme`'s groups as fp8 codes: an fp8
+/// format, symmetric, without outlier columns, one scale per tensor or per
+/// slice of dimension 0 (channel axis 0).
+bool isFp8ScaledScheme(SchemeAttr scheme);
 } // namespace llmc::qat
 
 #endif

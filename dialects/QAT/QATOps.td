@@ -353,10 +353,13 @@ def QAT_Fp8Tensor : RankedTensorOf<[F8E4M3FN, F8E5M2]>;
 def QAT_QuantizeFp8Op : Op<QAT_Dialect, "quantize_fp8", [Pure]> {
   let summary = "fp8 codes of a tensor with one scale (the storage of an fp8 GEMM operand)";
   let description = [{
-    What qat.fake_quant computes under a per-tensor symmetric fp8 `scheme`,
-    kept as the fp8 numbers and their scale instead of their product:
-    `scale` = amax / fmax (amax = max of `range`'s two entries, fmax the
-    format's largest finite value: 448 for E4M3, 57344 for E5M2) and
+    What qat.fake_quant computes under a symmetric fp8 `scheme`, per
+    tensor or per slice of dimension 0 (`granularity = "channel", axis =
+    0`: a stack of experts' weights viewed `[G, A·B]`, one scale each),
+    kept as the fp8 numbers and their scales instead of their product:
+    `scale` = amax / fmax per group (amax = max of its `range` row's two
+    entries, fmax the format's largest finite value: 448 for E4M3, 57344
+    for E5M2), `tensor<Gxf32>` for G groups, and
     `codes` = round(x / scale) in the format of `codes`' element type
     (saturating, ties to even; common/Fp8.h). Where amax is not > 0 every
     code is 0 (and the scale 0, or NaN for a NaN amax, which keeps a
@@ -410,6 +413,66 @@ def QAT_MatmulFp8Op : Op<QAT_Dialect, "matmul_fp8", [Pure, ExpensiveToRecompute]
   let assemblyFormat = [{
     $a `,` $a_scale `,` $b `,` $b_scale attr-dict `:` type($a) `,` type($a_scale) `,` type($b) `,`
     type($b_scale) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+
+def QAT_GroupedMatmulFp8Op : Op<QAT_Dialect, "grouped_matmul_fp8",
+                                [Pure, ExpensiveToRecompute]> {
+  let summary = "llm.grouped_matmul of fp8 codes, a scale per operand or per group";
+  let description = [{
+    `llm.grouped_matmul` (each group of rows of `x [M, K]` times its own
+    weight of the stack `w`, `[G, K, F]` or with `transpose_b` `[G, F, K]`;
+    group g is rows `[offsets[g], offsets[g+1])`, rows past `offsets[G]`
+    are zero) on fp8 codes (qat.quantize_fp8's): group g's rows are
+    (x's rows · w_g) · x_scale · w_scale[g], the sum accumulated in fp32
+    and stored in the result's float type. Each scale is `tensor<1xf32>`
+    (one for the whole operand) or `tensor<Gxf32>` (one per group: an
+    expert's weight, quantized expert by expert). As qat.matmul_fp8, two
+    E5M2 operands are refused.
+
+    ```mlir
+    %h = qat.grouped_matmul_fp8 %xc, %xs, %off, %wc, %ws {transpose_b}
+        : tensor<128x32xf8E4M3FN>, tensor<1xf32>, tensor<3xi32>, tensor<2x64x32xf8E4M3FN>,
+          tensor<2xf32> -> tensor<128x64xbf16>
+    ```
+  }];
+  let arguments = (ins QAT_Fp8Tensor:$x, RankedTensorOf<[F32]>:$x_scale,
+                       RankedTensorOf<[I32, I64]>:$offsets, QAT_Fp8Tensor:$w,
+                       RankedTensorOf<[F32]>:$w_scale, UnitAttr:$transpose_b);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $x `,` $x_scale `,` $offsets `,` $w `,` $w_scale attr-dict `:` type($x) `,` type($x_scale)
+    `,` type($offsets) `,` type($w) `,` type($w_scale) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def QAT_GroupedMatmulWeightGradFp8Op : Op<QAT_Dialect, "grouped_matmul_weight_grad_fp8",
+                                          [Pure, ExpensiveToRecompute]> {
+  let summary = "llm.grouped_matmul_weight_grad of fp8 codes";
+  let description = [{
+    `llm.grouped_matmul_weight_grad` on fp8 codes: for group g's rows of
+    `x [M, K]` and `dy [M, F]`, (xᵀ·dy) · x_scale · dy_scale `[K, F]`, or
+    with `transpose_b` (dyᵀ·x) · x_scale · dy_scale `[F, K]`, stacked
+    `[G, K, F]` (`[G, F, K]`), summed in fp32; a group without rows gets
+    zeros, rows past `offsets[G]` are not read. Each scale is
+    `tensor<1xf32>` or one per group, `tensor<Gxf32>`.
+
+    ```mlir
+    %dw = qat.grouped_matmul_weight_grad_fp8 %xc, %xs, %dc, %ds, %off {transpose_b}
+        : tensor<128x32xf8E4M3FN>, tensor<1xf32>, tensor<128x64xf8E5M2>, tensor<1xf32>,
+          tensor<3xi32> -> tensor<2x64x32xbf16>
+    ```
+  }];
+  let arguments = (ins QAT_Fp8Tensor:$x, RankedTensorOf<[F32]>:$x_scale, QAT_Fp8Tensor:$dy,
+                       RankedTensorOf<[F32]>:$dy_scale, RankedTensorOf<[I32, I64]>:$offsets,
+                       UnitAttr:$transpose_b);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $x `,` $x_scale `,` $dy `,` $dy_scale `,` $offsets attr-dict `:` type($x) `,` type($x_scale)
+    `,` type($dy) `,` type($dy_scale) `,` type($offsets) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -1,6 +1,7 @@
 //===- MatmulFp8.h - binding contract of the fp8 GEMM kernels ---*- C++ -*-===//
 //
-// The checks of qat_quantize_fp8 (fp8 codes and one scale of a tensor) and
+// The checks of qat_quantize_fp8 (fp8 codes of a tensor, one scale or one
+// per slice of dimension 0) and
 // qat_matmul_fp8 (the product of two such operands), shared by the CPU
 // factories (kernels/cpu/matmul_fp8.cpp) and the CUDA ones
 // (kernels/cuda/matmul_fp8.cu), so both backends accept the same inputs
@@ -21,10 +22,14 @@
 
 namespace llmc::contracts {
 
-/// qat_quantize_fp8(x, range) -> codes, scale; attribute format.
+/// qat_quantize_fp8(x, range) -> codes, scale; attribute format. One scale
+/// (range [1, 2], scale [1]) or one per slice of x's dimension 0 (range
+/// [x.dim(0), 2], scale [x.dim(0)]: each slice's numel / groups elements
+/// are contiguous).
 struct QuantizeFp8Binding {
   DType dtype = DType::F32; ///< of x
   int64_t numel = 0;
+  int64_t groups = 1;
   fp8::Kind kind = fp8::Kind::E4M3;
 };
 inline bool bindQuantizeFp8(const KernelArgs &args, std::string &error, QuantizeFp8Binding *out);
@@ -68,13 +73,21 @@ inline bool bindQuantizeFp8(const KernelArgs &args, std::string &error, Quantize
   Validator v("qat_quantize_fp8", args, error);
   if (!v.arity(2, 2) || !matmul_fp8_impl::fp8Format(v, "format", &out->kind))
     return false;
-  const TensorView &x = v.in(0), &codes = v.out(0);
-  if (!v.isFloat(x, "x") || !v.hasType(v.in(1), "range", DType::F32, {1, 2}) ||
+  const TensorView &x = v.in(0), &range = v.in(1), &codes = v.out(0);
+  if (!v.isFloat(x, "x"))
+    return false;
+  const int64_t groups = range.rank() == 2 ? range.dim(0) : 0;
+  if (groups != 1 && (x.rank() == 0 || groups != x.dim(0)))
+    return v.fail("range must be [1, 2] (one scale) or one row per slice of x's dimension 0, "
+                  "got " +
+                  range.describe() + " for x " + x.describe());
+  if (!v.hasType(range, "range", DType::F32, {groups, 2}) ||
       !v.hasType(codes, "codes", DType::U8, x.shape) ||
-      !v.hasType(v.out(1), "scale", DType::F32, {1}))
+      !v.hasType(v.out(1), "scale", DType::F32, {groups}))
     return false;
   out->dtype = x.dtype;
   out->numel = x.numel();
+  out->groups = groups;
   return true;
 }
 

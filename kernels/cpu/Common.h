@@ -162,6 +162,18 @@ struct IdView {
   }
 };
 
+/// Whether group offsets [G + 1] cut the first of `rows` rows into
+/// `groups` groups: offsets[0] = 0, never decreasing, offsets[G] <= rows
+/// (contracts/GroupedMatmul.h).
+inline bool validGroupOffsets(const IdView &offsets, int64_t groups, int64_t rows) {
+  if (offsets[0] != 0 || offsets[groups] > rows)
+    return false;
+  for (int64_t g = 0; g < groups; ++g)
+    if (offsets[g + 1] < offsets[g])
+      return false;
+  return true;
+}
+
 //===----------------------------------------------------------------------===//
 // Threads and scratch
 //===----------------------------------------------------------------------===//

@@ -398,7 +398,7 @@ public:
     if (m * n == 0)
       return;
     float *y = wide_.out(y_);
-    if (!validOffsets(m)) {
+    if (!validGroupOffsets(offsets_, d_.groups, m)) {
       std::fill(y, y + m * n, std::numeric_limits<float>::quiet_NaN());
       wide_.finish(y_, m * n);
       return;
@@ -414,16 +414,6 @@ public:
   }
 
 private:
-  /// offsets[0] = 0, never decreasing, offsets[G] <= rows.
-  bool validOffsets(int64_t rows) const {
-    if (offsets_[0] != 0 || offsets_[d_.groups] > rows)
-      return false;
-    for (int64_t g = 0; g < d_.groups; ++g)
-      if (offsets_[g + 1] < offsets_[g])
-        return false;
-    return true;
-  }
-
   contracts::GroupedQuantizedProduct d_;
   ExpertOf expertOf_;
   QuantizedGemm<Expander> gemm_;

@@ -42,18 +42,6 @@ template <typename T> void fillNaN(T *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) store(out, i, kNaN);
 }
 
-/// Whether `offsets` [G + 1] cut the first rows of `rows` into G groups:
-/// offsets[0] = 0, never decreasing, offsets[G] <= rows (so each lies in
-/// [0, rows]).
-bool validOffsets(const IdView &offsets, int64_t groups, int64_t rows) {
-  if (offsets[0] != 0 || offsets[groups] > rows)
-    return false;
-  for (int64_t g = 0; g < groups; ++g)
-    if (offsets[g + 1] < offsets[g])
-      return false;
-  return true;
-}
-
 /// `x` (a float tensor) as fp32: itself, or widened into `scratch`.
 template <typename T> const float *asFloat(const T *x, int64_t n, std::vector<float> &scratch) {
   if constexpr (std::is_same_v<T, float>) {
@@ -89,7 +77,7 @@ public:
     const int64_t size = b_.rows * b_.f;
     if (size == 0)
       return;
-    if (!validOffsets(offsets_, b_.groups, b_.rows)) {
+    if (!validGroupOffsets(offsets_, b_.groups, b_.rows)) {
       fillNaN(y_, size);
       return;
     }
@@ -156,7 +144,7 @@ public:
     const int64_t size = b_.k * b_.f;
     if (size == 0)
       return;
-    if (!validOffsets(offsets_, b_.groups, b_.rows)) {
+    if (!validGroupOffsets(offsets_, b_.groups, b_.rows)) {
       fillNaN(dw_, size * b_.groups);
       return;
     }

@@ -2,7 +2,7 @@
 //
 // qat_quantize_fp8: codes = round(x / scale) in E4M3 or E5M2 (common/Fp8.h,
 // the rounding qat_fake_quant and `llmc quantize` use), scale = amax / fmax
-// from the tensor's range.
+// from the range of the tensor, or of each slice of its dimension 0.
 //
 // qat_matmul_fp8: the reference of an fp8 tensor-core GEMM. The codes are
 // expanded to their exact fp32 values (a 256-entry table), multiplied by
@@ -36,34 +36,42 @@ public:
   QuantizeFp8Kernel(const KernelArgs &args, const contracts::QuantizeFp8Binding &b)
       : x_(args.inputs[0].as<T>()), range_(args.inputs[1].as<float>()),
         codes_(args.outputs[0].as<uint8_t>()), scale_(args.outputs[1].as<float>()), numel_(b.numel),
-        kind_(b.kind) {}
+        groups_(b.groups), kind_(b.kind) {}
 
   void run(const StepContext &) override {
-    // A NaN in either entry makes the scale NaN (std::max alone would
-    // drop a NaN second operand).
-    float amax =
-        std::isnan(range_[0]) || std::isnan(range_[1]) ? NAN : std::max(range_[0], range_[1]);
-    float scale = amax / fp8::maxOf(kind_);
-    *scale_ = scale;
-    // A tensor of zeros (or a NaN range) has no scale to divide by: every
-    // code is 0, and the scale (0 or NaN) says the rest.
-    if (!(amax > 0.0f)) {
-      std::memset(codes_, 0, static_cast<size_t>(numel_));
+    if (numel_ == 0)
       return;
-    }
-    const T *x = x_;
-    uint8_t *codes = codes_;
-    const fp8::Kind kind = kind_;
-#pragma omp parallel for simd schedule(static) if (numel_ > kParallelGrain)
-    for (int64_t i = 0; i < numel_; ++i) codes[i] = fp8::encode(load(x, i) / scale, kind);
+    const int64_t slice = numel_ / groups_;
+    for (int64_t g = 0; g < groups_; ++g)
+      quantizeSlice(range_ + 2 * g, g * slice, slice, scale_[g]);
   }
 
 private:
+  /// Elements [begin, begin + n) with the range `range`; sets `scaleOut`.
+  void quantizeSlice(const float *range, int64_t begin, int64_t n, float &scaleOut) const {
+    // A NaN in either entry makes the scale NaN (std::max alone would
+    // drop a NaN second operand).
+    float amax = std::isnan(range[0]) || std::isnan(range[1]) ? NAN : std::max(range[0], range[1]);
+    const float scale = amax / fp8::maxOf(kind_);
+    scaleOut = scale;
+    uint8_t *codes = codes_ + begin;
+    // A slice of zeros (or a NaN range) has no scale to divide by: every
+    // code is 0, and the scale (0 or NaN) says the rest.
+    if (!(amax > 0.0f)) {
+      std::memset(codes, 0, static_cast<size_t>(n));
+      return;
+    }
+    const T *x = x_ + begin;
+    const fp8::Kind kind = kind_;
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) codes[i] = fp8::encode(load(x, i) / scale, kind);
+  }
+
   const T *x_;
   const float *range_;
   uint8_t *codes_;
   float *scale_;
-  int64_t numel_;
+  int64_t numel_, groups_;
   fp8::Kind kind_;
 };
 

@@ -3,8 +3,8 @@
 // qat_quantize_fp8 and qat_matmul_fp8 with the semantics of
 // kernels/cpu/matmul_fp8.cpp.
 //
-// Quantizing is a map: every thread derives the scale amax / fmax from the
-// range (the same fp32 division as the CPU) and encodes x / scale with
+// Quantizing is a map: every thread derives its slice's scale amax / fmax
+// from the range (the same fp32 division as the CPU) and encodes x / scale with
 // common/Fp8.h's encode, the function the CPU calls, so the codes are the
 // CPU's bit for bit.
 //
@@ -35,17 +35,23 @@ namespace {
 // qat_quantize_fp8
 //===----------------------------------------------------------------------===//
 
+/// Element i of the tensor belongs to slice i / slice; the scale of each
+/// slice is written by the thread that quantizes the slice's first element.
 template <typename T>
 __global__ void quantizeFp8(const T *x, const float *range, uint8_t *codes, float *scaleOut,
-                            int64_t n, fp8::Kind kind) {
-  const float amax = fmaxf(range[0], range[1]);
-  const float scale = amax / fp8::maxOf(kind);
-  // fmaxf drops a NaN operand; the CPU's std::max keeps range[0]'s NaN.
-  const bool nan = range[0] != range[0] || range[1] != range[1];
-  if (blockIdx.x == 0 && threadIdx.x == 0)
-    *scaleOut = nan ? range[0] + range[1] : scale;
-  const bool live = amax > 0.0f && !nan;
-  LLMC_GRID_STRIDE(i, n) { codes[i] = live ? fp8::encode(load(x, i) / scale, kind) : 0; }
+                            int64_t n, int64_t slice, fp8::Kind kind) {
+  LLMC_GRID_STRIDE(i, n) {
+    const int64_t g = i / slice;
+    const float lo = range[2 * g], hi = range[2 * g + 1];
+    const float amax = fmaxf(lo, hi);
+    const float scale = amax / fp8::maxOf(kind);
+    // fmaxf drops a NaN operand; the CPU's std::max keeps range[0]'s NaN.
+    const bool nan = lo != lo || hi != hi;
+    if (i == g * slice)
+      scaleOut[g] = nan ? lo + hi : scale;
+    const bool live = amax > 0.0f && !nan;
+    codes[i] = live ? fp8::encode(load(x, i) / scale, kind) : 0;
+  }
 }
 
 template <typename T> class QuantizeFp8Kernel final : public Kernel {
@@ -53,11 +59,13 @@ public:
   QuantizeFp8Kernel(const KernelArgs &args, const contracts::QuantizeFp8Binding &b)
       : x_(args.inputs[0].as<T>()), range_(args.inputs[1].as<float>()),
         codes_(args.outputs[0].as<uint8_t>()), scale_(args.outputs[1].as<float>()), n_(b.numel),
-        kind_(b.kind) {}
+        groups_(b.groups), kind_(b.kind) {}
 
   void run(const StepContext &ctx) override {
-    quantizeFp8<T>
-        <<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(x_, range_, codes_, scale_, n_, kind_);
+    if (n_ == 0)
+      return;
+    quantizeFp8<T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(x_, range_, codes_, scale_, n_,
+                                                              n_ / groups_, kind_);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -66,7 +74,7 @@ private:
   const float *range_;
   uint8_t *codes_;
   float *scale_;
-  int64_t n_;
+  int64_t n_, groups_;
   fp8::Kind kind_;
 };
 

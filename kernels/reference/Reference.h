@@ -408,6 +408,14 @@ struct Fp8Operand {
 /// qat.observe: scale = amax / fmax in fp32, values nearest x / scale
 /// (saturated; all 0 when amax is not > 0).
 Fp8Operand quantizeFp8(const RefTensor &x, const RefTensor &range, quant::Format format);
+/// An fp8 operand with one scale per slice of its dimension 0 (or one).
+struct Fp8Slices {
+  RefTensor values;
+  std::vector<double> scales;
+};
+/// x quantized to `format` as quantizeFp8 does, slice by slice of its
+/// dimension 0 with range [G, 2] (G = 1: the whole tensor).
+Fp8Slices quantizeFp8Slices(const RefTensor &x, const RefTensor &range, quant::Format format);
 /// The value of OCP E5M2 code `byte`, from the format's definition (sign,
 /// 5 exponent bits of bias 15, 2 mantissa bits; exponent 31 is inf or NaN).
 double e5m2Value(int64_t byte);
@@ -465,6 +473,16 @@ RefTensor groupedMatmul(const RefTensor &x, const RefTensor &offsets, const RefT
 /// zeros for an empty group.
 RefTensor groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy, const RefTensor &offsets,
                                   bool transposeB);
+/// groupedMatmul of fp8 values, group g's rows scaled by xScales[g] ·
+/// wScales[g] (a one-element list scales every group).
+RefTensor groupedMatmulFp8(const RefTensor &x, const std::vector<double> &xScales,
+                           const RefTensor &offsets, const RefTensor &weights,
+                           const std::vector<double> &wScales, bool transposeB);
+/// groupedMatmulWeightGrad of fp8 values, group g's gradient scaled by
+/// xScales[g] · dyScales[g].
+RefTensor groupedMatmulWeightGradFp8(const RefTensor &x, const std::vector<double> &xScales,
+                                     const RefTensor &dy, const std::vector<double> &dyScales,
+                                     const RefTensor &offsets, bool transposeB);
 
 //===- moe_exchange.cpp ---------------------------------------------------===//
 // Expert parallelism's row copies around the all-to-all (P ranks, El

@@ -6,7 +6,9 @@
 // quantized forms (grouped_matmul_int, grouped_matmul_nf4) dequantize the
 // stack first (matmul_int.cpp's and matmul_nf4.cpp's references): int
 // storage expert after expert, each slice as matmul_int stores a weight of
-// its shape; NF4 storage flat over the whole stack.
+// its shape; NF4 storage flat over the whole stack. The fp8 forms
+// (qat.grouped_matmul_fp8 and its weight gradient) scale each group's rows
+// and each expert's slice by their scales, then multiply.
 //
 //===----------------------------------------------------------------------===//
 
@@ -110,6 +112,49 @@ RefTensor groupedMatmulWeightGrad(const RefTensor &x, const RefTensor &dy, const
   return grads;
 }
 
+namespace {
+
+/// Scale `i` of a list of one or one per group.
+double scaleOf(const std::vector<double> &scales, int64_t i) {
+  return scales.size() == 1 ? scales[0] : scales.at(static_cast<size_t>(i));
+}
+
+/// x [M, C] with group g's rows multiplied by scales[g].
+RefTensor scaleRows(RefTensor x, const RefTensor &offsets, const std::vector<double> &scales) {
+  const int64_t m = x.shape[0], c = x.shape[1];
+  for (size_t g = 0; g + 1 < offsets.data.size(); ++g) {
+    auto [begin, end] = groupRows(offsets, g, m, "groupedMatmulFp8");
+    for (int64_t i = begin * c; i < end * c; ++i) x.data[i] *= scaleOf(scales, g);
+  }
+  return x;
+}
+
+/// The stacked [G, a, b] with slice g multiplied by scales[g].
+RefTensor scaleSlices(RefTensor w, const std::vector<double> &scales) {
+  const int64_t size = w.shape[1] * w.shape[2];
+  for (int64_t i = 0; i < w.numel(); ++i) w.data[i] *= scaleOf(scales, i / size);
+  return w;
+}
+
+/// The values of scale operand `i` of a call.
+std::vector<double> scalesOf(const RefCall &c, size_t i) { return c.in(i).data; }
+
+} // namespace
+
+RefTensor groupedMatmulFp8(const RefTensor &x, const std::vector<double> &xScales,
+                           const RefTensor &offsets, const RefTensor &weights,
+                           const std::vector<double> &wScales, bool transposeB) {
+  return groupedMatmul(scaleRows(x, offsets, xScales), offsets, scaleSlices(weights, wScales),
+                       transposeB);
+}
+
+RefTensor groupedMatmulWeightGradFp8(const RefTensor &x, const std::vector<double> &xScales,
+                                     const RefTensor &dy, const std::vector<double> &dyScales,
+                                     const RefTensor &offsets, bool transposeB) {
+  return groupedMatmulWeightGrad(scaleRows(x, offsets, xScales), scaleRows(dy, offsets, dyScales),
+                                 offsets, transposeB);
+}
+
 //===----------------------------------------------------------------------===//
 // Evaluators of the ops these references define (kernels/reference/Evaluator.h)
 //===----------------------------------------------------------------------===//
@@ -133,6 +178,16 @@ LLMC_REGISTER_EVALUATOR("llm.grouped_matmul_nf4", [](const RefCall &c) -> Result
 });
 LLMC_REGISTER_EVALUATOR("llm.grouped_matmul_weight_grad", [](const RefCall &c) -> Results {
   return {groupedMatmulWeightGrad(c.in(0), c.in(1), c.in(2), c.flag("transpose_b"))};
+});
+
+// The fp8 forms: codes held as their values (qat.quantize_fp8's evaluator).
+LLMC_REGISTER_EVALUATOR("qat.grouped_matmul_fp8", [](const RefCall &c) -> Results {
+  return {groupedMatmulFp8(c.in(0), scalesOf(c, 1), c.in(2), c.in(3), scalesOf(c, 4),
+                           c.flag("transpose_b"))};
+});
+LLMC_REGISTER_EVALUATOR("qat.grouped_matmul_weight_grad_fp8", [](const RefCall &c) -> Results {
+  return {groupedMatmulWeightGradFp8(c.in(0), scalesOf(c, 1), c.in(2), scalesOf(c, 3), c.in(4),
+                                     c.flag("transpose_b"))};
 });
 
 } // namespace llmc::ref

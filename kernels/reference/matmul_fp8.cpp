@@ -1,7 +1,8 @@
 //===- matmul_fp8.cpp - fp8 GEMM operand and product references -----------===//
 //
 // qat_quantize_fp8 and qat_matmul_fp8 as their definition says: the scale
-// amax / fmax in fp32 (as every fp8 path computes it), each value the
+// amax / fmax in fp32 (as every fp8 path computes it; one per slice of
+// dimension 0 where the range has a row per slice), each value the
 // nearest fp8 number by a search over the format's decoded values
 // (fake_quant.cpp's nearestFp8), and the product a plain double matmul of
 // those values scaled once. The codes themselves are represented by their
@@ -18,19 +19,33 @@
 
 namespace llmc::ref {
 
-Fp8Operand quantizeFp8(const RefTensor &x, const RefTensor &range, quant::Format format) {
-  require(range.shape == std::vector<int64_t>{1, 2}, "quantizeFp8", "range must be [1, 2]");
-  float amax = std::max(static_cast<float>(range.data[0]), static_cast<float>(range.data[1]));
-  float fmax = static_cast<float>(quant::fp8Max(format));
-  float scale = amax / fmax;
-  Fp8Operand out{RefTensor::zeros(x.shape), scale};
-  if (!(amax > 0.0f))
-    return out;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    float v = static_cast<float>(x.data[i]) / scale;
-    out.values.data[i] = nearestFp8(std::clamp(v, -fmax, fmax), format);
+Fp8Slices quantizeFp8Slices(const RefTensor &x, const RefTensor &range, quant::Format format) {
+  require(range.shape.size() == 2 && range.shape[1] == 2, "quantizeFp8", "range must be [G, 2]");
+  const int64_t groups = range.shape[0];
+  require(groups == 1 || (!x.shape.empty() && x.shape[0] == groups), "quantizeFp8",
+          "range must have one row, or one per slice of x's dimension 0");
+  const float fmax = static_cast<float>(quant::fp8Max(format));
+  Fp8Slices out{RefTensor::zeros(x.shape), {}};
+  const int64_t slice = groups == 0 ? 0 : x.numel() / groups;
+  for (int64_t g = 0; g < groups; ++g) {
+    float amax =
+        std::max(static_cast<float>(range.data[2 * g]), static_cast<float>(range.data[2 * g + 1]));
+    float scale = amax / fmax;
+    out.scales.push_back(scale);
+    if (!(amax > 0.0f))
+      continue;
+    for (int64_t i = g * slice; i < (g + 1) * slice; ++i) {
+      float v = static_cast<float>(x.data[i]) / scale;
+      out.values.data[i] = nearestFp8(std::clamp(v, -fmax, fmax), format);
+    }
   }
   return out;
+}
+
+Fp8Operand quantizeFp8(const RefTensor &x, const RefTensor &range, quant::Format format) {
+  require(range.shape == std::vector<int64_t>{1, 2}, "quantizeFp8", "range must be [1, 2]");
+  Fp8Slices q = quantizeFp8Slices(x, range, format);
+  return {q.values, q.scales[0]};
 }
 
 double e5m2Value(int64_t byte) {
@@ -56,8 +71,9 @@ RefTensor matmulFp8(const Fp8Operand &a, const Fp8Operand &b, bool transposeA, b
 //===----------------------------------------------------------------------===//
 // The codes are held as their values; the scale as a one-element tensor.
 LLMC_REGISTER_EVALUATOR("qat.quantize_fp8", [](const RefCall &c) -> Results {
-  Fp8Operand q = quantizeFp8(c.in(0), c.in(1), c.scheme().format);
-  return {q.values, RefTensor{{1}, {q.scale}}};
+  Fp8Slices q = quantizeFp8Slices(c.in(0), c.in(1), c.scheme().format);
+  const int64_t groups = static_cast<int64_t>(q.scales.size());
+  return {q.values, RefTensor{{groups}, q.scales}};
 });
 LLMC_REGISTER_EVALUATOR("qat.matmul_fp8", [](const RefCall &c) -> Results {
   return {matmulFp8({c.in(0), c.scalar(1)}, {c.in(2), c.scalar(3)}, c.flag("transpose_a"),

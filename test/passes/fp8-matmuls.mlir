@@ -5,6 +5,8 @@
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=dp=2,tp=2 precision=fp8 emit=train" | FileCheck %s --check-prefix=TRAIN --implicit-check-not=qat.fake_quant
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="precision=fp8 recompute=full emit=train" | FileCheck %s --check-prefix=RECOMPUTE
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="precision=fp8 fp8-fast-accumulation=none recompute=full emit=train" | FileCheck %s --check-prefix=EXACT --implicit-check-not=fast_accumulation
+// RUN: llmc model mixtral --preset tiny --set n_layer=1 -o %t.moe.mlir
+// RUN: llmc-opt %t.moe.mlir --llmc-train-pipeline="mesh=ep=2,tp=2 precision=fp8 emit=train" | FileCheck %s --check-prefix=MOE --implicit-check-not=qat.fake_quant
 
 // BAD: llmc-fp8-matmuls: fast-accumulation must be forward or none, got 'all'
 
@@ -88,6 +90,60 @@ func.func @kept(%x: tensor<8x32xf32>, %w: tensor<32x64xf32>, %v: tensor<32x64xf3
   return %shared, %qx, %half, %qw, %int, %chan : tensor<8x64xf32>, tensor<8x32xf32>, tensor<8x64xf32>, tensor<32x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>
 }
 
+// A mixture of experts' three products, as autodiff leaves them: the
+// routed rows times each expert's weight, dX = q(dy)·q(w)ᵀ expert by
+// expert, dW per expert. The stack's per-expert quantization (a per-slice
+// scheme on the view [G, A·B]) keeps one scale per expert.
+// CHECK-LABEL: func.func @experts
+// CHECK-DAG: %[[XC:.*]], %[[XS:.*]] = qat.quantize_fp8 %arg0 range {{.*}} -> tensor<8x16xf8E4M3FN>, tensor<1xf32>
+// CHECK-DAG: %[[VC:.*]], %[[WS:.*]] = qat.quantize_fp8 %{{.*}} range {{.*}} granularity = "channel"{{.*}} -> tensor<2x512xf8E4M3FN>, tensor<2xf32>
+// CHECK-DAG: %[[WC:.*]] = llm.reshape %[[VC]] : tensor<2x512xf8E4M3FN> to tensor<2x32x16xf8E4M3FN>
+// CHECK-DAG: %[[DC:.*]], %[[DS:.*]] = qat.quantize_fp8 %arg3 range {{.*}} -> tensor<8x32xf8E5M2>, tensor<1xf32>
+// CHECK-DAG: %[[Y:.*]] = qat.grouped_matmul_fp8 %[[XC]], %[[XS]], %arg1, %[[WC]], %[[WS]] {transpose_b} : {{.*}} -> tensor<8x32xbf16>
+// CHECK-DAG: %[[DX:.*]] = qat.grouped_matmul_fp8 %[[DC]], %[[DS]], %arg1, %[[WC]], %[[WS]] : {{.*}} -> tensor<8x16xbf16>
+// CHECK-DAG: %[[DW:.*]] = qat.grouped_matmul_weight_grad_fp8 %[[XC]], %[[XS]], %[[DC]], %[[DS]], %arg1 {transpose_b} : {{.*}} -> tensor<2x32x16xbf16>
+// CHECK-NOT: qat.fake_quant
+// CHECK-NOT: llm.grouped_matmul
+// CHECK: return %[[Y]], %[[DX]], %[[DW]]
+func.func @experts(%x: tensor<8x16xbf16>, %off: tensor<3xi32>, %w: tensor<2x32x16xbf16>, %dy: tensor<8x32xbf16>) -> (tensor<8x32xbf16>, tensor<8x16xbf16>, tensor<2x32x16xbf16>) {
+  %rx = qat.observe %x {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x16xbf16> -> tensor<1x2xf32>
+  %qx = qat.fake_quant %x range %rx {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x16xbf16>, tensor<1x2xf32>
+  %vw = llm.reshape %w : tensor<2x32x16xbf16> to tensor<2x512xbf16>
+  %rw = qat.observe %vw {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<2x512xbf16> -> tensor<2x2xf32>
+  %qv = qat.fake_quant %vw range %rw {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<2x512xbf16>, tensor<2x2xf32>
+  %qw = llm.reshape %qv : tensor<2x512xbf16> to tensor<2x32x16xbf16>
+  %y = llm.grouped_matmul %qx, %off, %qw {transpose_b} : tensor<8x16xbf16>, tensor<3xi32>, tensor<2x32x16xbf16>
+  %rd = qat.observe %dy {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<8x32xbf16> -> tensor<1x2xf32>
+  %qd = qat.fake_quant %dy range %rd {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<8x32xbf16>, tensor<1x2xf32>
+  %dx = llm.grouped_matmul %qd, %off, %qw : tensor<8x32xbf16>, tensor<3xi32>, tensor<2x32x16xbf16>
+  %dw = llm.grouped_matmul_weight_grad %qx, %qd, %off {transpose_b} : tensor<8x16xbf16>, tensor<8x32xbf16>, tensor<3xi32> -> tensor<2x32x16xbf16>
+  return %y, %dx, %dw : tensor<8x32xbf16>, tensor<8x16xbf16>, tensor<2x32x16xbf16>
+}
+
+// Left as they are: a stack quantized per row of each expert (the view
+// [G·A, B]: its scales are not one per expert), and a per-slice scheme on
+// an operand that is not a stack of experts (the rows).
+// CHECK-LABEL: func.func @kept_experts
+// CHECK-NOT: qat.quantize_fp8
+// CHECK-NOT: qat.grouped_matmul_fp8
+// CHECK-COUNT-2: llm.grouped_matmul
+// CHECK: return
+func.func @kept_experts(%x: tensor<8x16xf32>, %off: tensor<3xi32>, %w: tensor<2x32x16xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %rx = qat.observe %x {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x16xf32> -> tensor<1x2xf32>
+  %qx = qat.fake_quant %x range %rx {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x16xf32>, tensor<1x2xf32>
+  %vw = llm.reshape %w : tensor<2x32x16xf32> to tensor<64x16xf32>
+  %rw = qat.observe %vw {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<64x16xf32> -> tensor<64x2xf32>
+  %qv = qat.fake_quant %vw range %rw {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<64x16xf32>, tensor<64x2xf32>
+  %qw = llm.reshape %qv : tensor<64x16xf32> to tensor<2x32x16xf32>
+  %rows = llm.grouped_matmul %qx, %off, %qw {transpose_b} : tensor<8x16xf32>, tensor<3xi32>, tensor<2x32x16xf32>
+  %ry = qat.observe %x {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<8x16xf32> -> tensor<8x2xf32>
+  %qy = qat.fake_quant %x range %ry {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<8x16xf32>, tensor<8x2xf32>
+  %rv = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<2x32x16xf32> -> tensor<1x2xf32>
+  %qt = qat.fake_quant %w range %rv {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<2x32x16xf32>, tensor<1x2xf32>
+  %sliced = llm.grouped_matmul %qy, %off, %qt {transpose_b} : tensor<8x16xf32>, tensor<3xi32>, tensor<2x32x16xf32>
+  return %rows, %sliced : tensor<8x32xf32>, tensor<8x32xf32>
+}
+
 // --precision fp8 through the whole pipeline (dp2 × tp2): the attention
 // block's QKV product in the forward, then in the backward dY's E5M2 codes
 // read by dX's product (with the forward's weight codes) and dW's (with
@@ -118,3 +174,16 @@ func.func @kept(%x: tensor<8x32xf32>, %w: tensor<32x64xf32>, %v: tensor<32x64xf3
 // EXACT-COUNT-15: qat.matmul_fp8
 // EXACT-NOT: qat.matmul_fp8
 // EXACT-LABEL: func.func @train_step(
+
+// --precision fp8 on a mixture of experts under ep2 × tp2: each rank's
+// two experts, split by tp, quantized expert by expert (a scale each); the
+// gate, up and down products and their dX and dW read the routed rows'
+// and dY's codes; no fake quantization is left.
+// MOE-LABEL: func.func @grad(
+// MOE: %[[WC:[^,]*]], %[[WS:[^ ]*]] = qat.quantize_fp8 {{.*}}granularity = "channel"{{.*}} : tensor<2x11264xbf16>, tensor<2x2xf32> -> tensor<2x11264xf8E4M3FN>, tensor<2xf32>
+// MOE: %[[XC:[^,]*]], %[[XS:[^ ]*]] = qat.quantize_fp8 {{.*}} -> tensor<{{[0-9]+}}x128xf8E4M3FN>, tensor<1xf32>
+// MOE-NEXT: %[[GATE:.*]] = qat.grouped_matmul_fp8 %[[XC]], %[[XS]], %local_offsets, %{{[0-9]+}}, %[[WS]] {llmc.block_name = "layers.0", transpose_b}
+// MOE-COUNT-2: qat.grouped_matmul_fp8 {{.*}} {llmc.block_name = "layers.0", transpose_b}
+// MOE-COUNT-3: qat.grouped_matmul_weight_grad_fp8 {{.*}} {llmc.backward, llmc.block_name = "layers.0", transpose_b}
+// MOE-NOT: llm.grouped_matmul
+// MOE-LABEL: func.func @train_step(

@@ -350,7 +350,7 @@ func.func @f(%x: tensor<4x8xf32>, %s: tensor<5xf32>) {
 // -----
 
 func.func @f(%x: tensor<4x8xf32>, %r: tensor<1x2xf32>) {
-  // expected-error @+1 {{scheme must be fp8 (fp8_e4m3 or fp8_e5m2), per tensor and symmetric, without outlier columns}}
+  // expected-error @+1 {{scheme must be fp8 (fp8_e4m3 or fp8_e5m2), symmetric, per tensor or per slice of dimension 0 (channel axis 0), without outlier columns}}
   %c, %s = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "int8">} : tensor<4x8xf32>, tensor<1x2xf32> -> tensor<4x8xf8E4M3FN>, tensor<1xf32>
   return
 }
@@ -358,7 +358,7 @@ func.func @f(%x: tensor<4x8xf32>, %r: tensor<1x2xf32>) {
 // -----
 
 func.func @f(%x: tensor<4x8xf32>, %r: tensor<8x2xf32>) {
-  // expected-error @+1 {{scheme must be fp8 (fp8_e4m3 or fp8_e5m2), per tensor and symmetric, without outlier columns}}
+  // expected-error @+1 {{scheme must be fp8 (fp8_e4m3 or fp8_e5m2), symmetric, per tensor or per slice of dimension 0 (channel axis 0), without outlier columns}}
   %c, %s = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel", axis = 1>} : tensor<4x8xf32>, tensor<8x2xf32> -> tensor<4x8xf8E4M3FN>, tensor<1xf32>
   return
 }
@@ -408,5 +408,77 @@ func.func @f(%a: tensor<4x8xf8E4M3FN>, %b: tensor<8x16xf8E5M2>, %s: tensor<1xf32
 func.func @f(%a: tensor<4x8xf8E4M3FN>, %b: tensor<8x16xf8E5M2>, %s: tensor<2xf32>) {
   // expected-error @+1 {{scales must be tensor<1xf32>}}
   %c = qat.matmul_fp8 %a, %s, %b, %s : tensor<4x8xf8E4M3FN>, tensor<2xf32>, tensor<8x16xf8E5M2>, tensor<2xf32> -> tensor<4x16xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %r: tensor<4x2xf32>) {
+  // expected-error @+1 {{scale must be 'tensor<4xf32>' (one per group), got 'tensor<1xf32>'}}
+  %c, %s = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel", axis = 0>} : tensor<4x8xf32>, tensor<4x2xf32> -> tensor<4x8xf8E4M3FN>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf8E5M2>, %o: tensor<3xi32>, %w: tensor<2x16x4xf8E5M2>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{multiplies two E5M2 operands, which no fp8 tensor core does}}
+  %y = qat.grouped_matmul_fp8 %x, %s, %o, %w, %s : tensor<8x16xf8E5M2>, tensor<1xf32>, tensor<3xi32>, tensor<2x16x4xf8E5M2>, tensor<1xf32> -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf8E4M3FN>, %o: tensor<3xi32>, %w: tensor<2x16x4xf8E4M3FN>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{w 'tensor<2x16x4xf8E4M3FN>' does not match x 'tensor<8x16xf8E4M3FN>' and 2 groups (stacked weights are [G, F, K] with transpose_b)}}
+  %y = qat.grouped_matmul_fp8 %x, %s, %o, %w, %s {transpose_b} : tensor<8x16xf8E4M3FN>, tensor<1xf32>, tensor<3xi32>, tensor<2x16x4xf8E4M3FN>, tensor<1xf32> -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf8E4M3FN>, %o: tensor<3xi32>, %w: tensor<2x16x4xf8E4M3FN>, %s: tensor<1xf32>, %t: tensor<3xf32>) {
+  // expected-error @+1 {{w_scale must be tensor<1xf32> or one per group (tensor<2xf32>), got 'tensor<3xf32>'}}
+  %y = qat.grouped_matmul_fp8 %x, %s, %o, %w, %t : tensor<8x16xf8E4M3FN>, tensor<1xf32>, tensor<3xi32>, tensor<2x16x4xf8E4M3FN>, tensor<3xf32> -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf8E4M3FN>, %o: tensor<1xi32>, %w: tensor<2x16x4xf8E4M3FN>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{offsets must be [G + 1] for G >= 1 groups, got 'tensor<1xi32>'}}
+  %y = qat.grouped_matmul_fp8 %x, %s, %o, %w, %s : tensor<8x16xf8E4M3FN>, tensor<1xf32>, tensor<1xi32>, tensor<2x16x4xf8E4M3FN>, tensor<1xf32> -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf8E4M3FN>, %o: tensor<3xi32>, %w: tensor<2x16x4xf8E4M3FN>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{result must be [8, 4], got 'tensor<8x16xbf16>'}}
+  %y = qat.grouped_matmul_fp8 %x, %s, %o, %w, %s : tensor<8x16xf8E4M3FN>, tensor<1xf32>, tensor<3xi32>, tensor<2x16x4xf8E4M3FN>, tensor<1xf32> -> tensor<8x16xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf8E4M3FN>, %dy: tensor<6x4xf8E5M2>, %o: tensor<3xi32>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{x [M, K] and dy [M, F] must have the same rows, got 'tensor<8x16xf8E4M3FN>' and 'tensor<6x4xf8E5M2>'}}
+  %dw = qat.grouped_matmul_weight_grad_fp8 %x, %s, %dy, %s, %o : tensor<8x16xf8E4M3FN>, tensor<1xf32>, tensor<6x4xf8E5M2>, tensor<1xf32>, tensor<3xi32> -> tensor<2x16x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf8E4M3FN>, %dy: tensor<8x4xf8E5M2>, %o: tensor<3xi32>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{result must be [2, 4, 16], got 'tensor<2x16x4xbf16>'}}
+  %dw = qat.grouped_matmul_weight_grad_fp8 %x, %s, %dy, %s, %o {transpose_b} : tensor<8x16xf8E4M3FN>, tensor<1xf32>, tensor<8x4xf8E5M2>, tensor<1xf32>, tensor<3xi32> -> tensor<2x16x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf8E5M2>, %dy: tensor<8x4xf8E5M2>, %o: tensor<3xi32>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{multiplies two E5M2 operands, which no fp8 tensor core does}}
+  %dw = qat.grouped_matmul_weight_grad_fp8 %x, %s, %dy, %s, %o : tensor<8x16xf8E5M2>, tensor<1xf32>, tensor<8x4xf8E5M2>, tensor<1xf32>, tensor<3xi32> -> tensor<2x16x4xbf16>
   return
 }

@@ -109,3 +109,18 @@ func.func @fp8_gemm(%x: tensor<4x16x128xbf16>, %r: tensor<1x2xf32>, %w: tensor<5
   %dx = qat.matmul_fp8 %dc, %ds, %wc, %ws : tensor<4x16x512xf8E5M2>, tensor<1xf32>, tensor<512x128xf8E4M3FN>, tensor<1xf32> -> tensor<4x16x128xbf16>
   return %y, %dx : tensor<4x16x512xbf16>, tensor<4x16x128xbf16>
 }
+
+// A mixture of experts' products on fp8 codes: the stacked weights with a
+// scale per expert (a per-slice scheme on the view [G, A·B]).
+// CHECK-LABEL: func.func @fp8_experts
+func.func @fp8_experts(%x: tensor<8x16xbf16>, %rx: tensor<1x2xf32>, %off: tensor<3xi32>, %w: tensor<2x512xbf16>, %rw: tensor<2x2xf32>, %dy: tensor<8x32xf8E5M2>, %ds: tensor<1xf32>) -> (tensor<8x32xbf16>, tensor<2x32x16xbf16>) {
+  %xc, %xs = qat.quantize_fp8 %x range %rx {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x16xbf16>, tensor<1x2xf32> -> tensor<8x16xf8E4M3FN>, tensor<1xf32>
+  // CHECK: qat.quantize_fp8 {{.*}} {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<2x512xbf16>, tensor<2x2xf32> -> tensor<2x512xf8E4M3FN>, tensor<2xf32>
+  %vc, %ws = qat.quantize_fp8 %w range %rw {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<2x512xbf16>, tensor<2x2xf32> -> tensor<2x512xf8E4M3FN>, tensor<2xf32>
+  %wc = llm.reshape %vc : tensor<2x512xf8E4M3FN> to tensor<2x32x16xf8E4M3FN>
+  // CHECK: qat.grouped_matmul_fp8 {{.*}} {transpose_b} : tensor<8x16xf8E4M3FN>, tensor<1xf32>, tensor<3xi32>, tensor<2x32x16xf8E4M3FN>, tensor<2xf32> -> tensor<8x32xbf16>
+  %y = qat.grouped_matmul_fp8 %xc, %xs, %off, %wc, %ws {transpose_b} : tensor<8x16xf8E4M3FN>, tensor<1xf32>, tensor<3xi32>, tensor<2x32x16xf8E4M3FN>, tensor<2xf32> -> tensor<8x32xbf16>
+  // CHECK: qat.grouped_matmul_weight_grad_fp8 {{.*}} {transpose_b} : tensor<8x16xf8E4M3FN>, tensor<1xf32>, tensor<8x32xf8E5M2>, tensor<1xf32>, tensor<3xi32> -> tensor<2x32x16xbf16>
+  %dw = qat.grouped_matmul_weight_grad_fp8 %xc, %xs, %dy, %ds, %off {transpose_b} : tensor<8x16xf8E4M3FN>, tensor<1xf32>, tensor<8x32xf8E5M2>, tensor<1xf32>, tensor<3xi32> -> tensor<2x32x16xbf16>
+  return %y, %dw : tensor<8x32xbf16>, tensor<2x32x16xbf16>
+}

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Conformance.h"
+#include "Fp8Codes.h"
 
 #include "common/Fp8.h"
 #include "common/QuantScheme.h"
@@ -19,31 +20,6 @@
 namespace llmc::test {
 namespace {
 
-constexpr int64_t kE4M3 = 2, kE5M2 = 3;
-
-const char *formatName(int64_t format) { return format == kE4M3 ? "e4m3" : "e5m2"; }
-
-/// Random finite codes of `format` (NaN and, for E5M2, inf left out).
-RefTensor randomCodes(std::vector<int64_t> shape, uint64_t seed, int64_t format) {
-  const int64_t gap = format == kE4M3 ? 1 : 4, first = 128 - gap; // 0x7f / 0x7c..0x7f
-  RefTensor codes = randomIds(std::move(shape), seed, 0, 256 - 2 * gap);
-  for (double &c : codes.data) {
-    int64_t v = static_cast<int64_t>(c);
-    c = static_cast<double>(v < first ? v : v + gap);
-  }
-  return codes;
-}
-
-/// The values of `codes` in `format`, from the references' definitions.
-RefTensor codeValues(const RefTensor &codes, int64_t format) {
-  RefTensor values = codes;
-  for (double &v : values.data) {
-    int64_t byte = static_cast<int64_t>(v);
-    v = format == kE4M3 ? ref::e4m3Value(byte) : ref::e5m2Value(byte);
-  }
-  return values;
-}
-
 /// The range [1, 2] (−min, max) of a tensor whose amax is `amax`.
 RefTensor rangeOf(double amax) { return RefTensor{{1, 2}, {0.5 * amax, amax}}; }
 
@@ -53,7 +29,7 @@ std::vector<ConformanceCase> quantizeCases() {
   for (int64_t format : {kE4M3, kE5M2})
     for (DType dtype : kFloatTypes)
       for (double amax : {0.0, 3.0, 1e-3}) {
-        std::string label = std::string(formatName(format)) + "_" + dtypeName(dtype) + "_amax" +
+        std::string label = std::string(fp8FormatName(format)) + "_" + dtypeName(dtype) + "_amax" +
                             std::to_string(static_cast<int>(amax * 1000));
         cases.push_back({"qat_quantize_fp8", label, [=, caseSeed = seed += 2] {
                            KernelCall k;
@@ -91,6 +67,50 @@ std::vector<ConformanceCase> quantizeCases() {
   return cases;
 }
 
+/// One scale per slice of dimension 0 (a stack of experts' weights viewed
+/// [G, A·B]): slices of different ranges, one of them all zeros.
+std::vector<ConformanceCase> quantizeSliceCases() {
+  std::vector<ConformanceCase> cases;
+  for (int64_t format : {kE4M3, kE5M2})
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      std::string label = std::string(fp8FormatName(format)) + "_" + dtypeName(dtype);
+      cases.push_back({"qat_quantize_fp8", "slices_" + label, [=] {
+                         KernelCall k;
+                         const std::vector<double> amax = {3.0, 0.0, 1e-3};
+                         RefTensor x = randomTensor({3, 4, 40}, 3190 + format, 1.0);
+                         for (int64_t i = 0; i < x.numel(); ++i) x.data[i] *= amax[i / 160];
+                         RefTensor range = RefTensor::zeros({3, 2});
+                         for (int g = 0; g < 3; ++g) range.data[2 * g + 1] = amax[g];
+                         k.input(x, dtype);
+                         k.input(range, DType::F32);
+                         k.output(DType::U8, {3, 4, 40});
+                         k.output(DType::F32, {3});
+                         k.attrs = attrs({}, {{"format", format}});
+                         auto f = static_cast<quant::Format>(format);
+                         k.reference = [f](const std::vector<RefTensor> &in) {
+                           ref::Fp8Slices q = ref::quantizeFp8Slices(in[0], in[1], f);
+                           return std::vector<RefTensor>{q.values, RefTensor{{3}, q.scales}};
+                         };
+                         double inf = std::numeric_limits<double>::infinity();
+                         k.tolerances = {inf, 0.0};
+                         k.check = [format](const std::vector<RefTensor> &,
+                                            const std::vector<RefTensor> &out,
+                                            const std::vector<RefTensor> &expected) {
+                           RefTensor values = codeValues(out[0], format);
+                           for (int64_t i = 0; i < values.numel(); ++i)
+                             if (values.data[i] != expected[0].data[i])
+                               return ::testing::AssertionFailure()
+                                      << "element " << i << ": code " << out[0].data[i] << " is "
+                                      << values.data[i] << ", expected " << expected[0].data[i];
+                           return ::testing::AssertionSuccess();
+                         };
+                         k.cudaTolerances = {0.0, 0.0};
+                         return k;
+                       }});
+    }
+  return cases;
+}
+
 /// Bytes of the K-major copies the CUDA kernel needs (LowerToExec's plan).
 int64_t transposeBytes(int64_t aNumel, int64_t bNumel, bool transposeA, bool transposeB) {
   auto aligned = [](int64_t n) { return (n + 255) / 256 * 256; };
@@ -121,8 +141,8 @@ std::vector<ConformanceCase> matmulCases() {
   for (const Shape &s : shapes)
     for (auto [fa, fb] : formats)
       for (DType dtype : {DType::F32, DType::BF16}) {
-        std::string label = std::string(s.name) + "_" + formatName(fa) + "_" + formatName(fb) +
-                            "_" + dtypeName(dtype);
+        std::string label = std::string(s.name) + "_" + fp8FormatName(fa) + "_" +
+                            fp8FormatName(fb) + "_" + dtypeName(dtype);
         cases.push_back(
             {"qat_matmul_fp8", label, [=, caseSeed = seed += 4] {
                KernelCall k;
@@ -161,13 +181,14 @@ std::vector<ConformanceCase> matmulCases() {
 }
 
 LLMC_CONFORMANCE_CASES(QatQuantizeFp8, quantizeCases);
+LLMC_CONFORMANCE_CASES(QatQuantizeFp8Slices, quantizeSliceCases);
 LLMC_CONFORMANCE_CASES(QatMatmulFp8, matmulCases);
 
 /// codes · scale is exactly qat_fake_quant's value for the same x and
 /// range: the fp8 GEMM multiplies what fake quantization rounded to.
 TEST(MatmulFp8, CodesTimesScaleIsFakeQuantsValue) {
   for (int64_t format : {kE4M3, kE5M2}) {
-    SCOPED_TRACE(formatName(format));
+    SCOPED_TRACE(fp8FormatName(format));
     Buffer x = Buffer::of(randomTensor({4, 96}, 41, 2.5), DType::F32);
     Buffer range = Buffer::of(rangeOf(6.0), DType::F32);
     Buffer codes(DType::U8, {4, 96}), scale(DType::F32, {1}), fake(DType::F32, {4, 96});
@@ -227,6 +248,13 @@ TEST(MatmulFp8, BindingErrors) {
   EXPECT_EQ(bindError("qat_quantize_fp8", {f32({4, 16}), f32({1, 2})}, {u8({4, 8}), f32({1})},
                       attrs({}, {{"format", kE4M3}})),
             "qat_quantize_fp8: codes must be u8[4x16], got u8[4x8]");
+  EXPECT_EQ(bindError("qat_quantize_fp8", {f32({4, 16}), f32({3, 2})}, {u8({4, 16}), f32({3})},
+                      attrs({}, {{"format", kE4M3}})),
+            "qat_quantize_fp8: range must be [1, 2] (one scale) or one row per slice of x's "
+            "dimension 0, got f32[3x2] for x f32[4x16]");
+  EXPECT_EQ(bindError("qat_quantize_fp8", {f32({4, 16}), f32({4, 2})}, {u8({4, 16}), f32({1})},
+                      attrs({}, {{"format", kE4M3}})),
+            "qat_quantize_fp8: scale must be f32[4], got f32[1]");
 }
 
 } // namespace

@@ -1,0 +1,229 @@
+//===- GroupedTiles.cuh - the grouped products' tiled device code -*- CUDA -*-===//
+//
+// The device side of the grouped (expert) products, shared by
+// grouped_matmul.cu (float operands) and grouped_matmul_fp8.cu (fp8 codes):
+// operands are read through small readers (FloatOperand, Fp8Operand) that
+// give each element as fp32, and each group's sums are multiplied by
+// GroupScales before they are stored (1 for float operands).
+//
+// Grouped product: a grid over (row tiles of all M rows, column tiles of
+// F). A block finds the groups its kTileM rows meet by binary search in the
+// offsets and, for each, multiplies those rows by the group's weight (a
+// slice of the stacked weights): a tiled GEMM through shared memory, kTileK
+// of K at a time, each thread 4×4 outputs accumulated in fp32 and rounded
+// once on store. A tile that straddles a group boundary runs once per group
+// it meets (with the other rows masked), so the work is at most (M /
+// kTileM + G) tile passes. Its rows past the last group (offsets[G] < M) it
+// writes as zeros.
+//
+// Weight gradient: a grid over (output tiles, group); a block loops over
+// its group's rows kTileK at a time, accumulating its tile of Aᵀ·B in fp32,
+// and writes zeros for an empty group.
+//
+// Every block first checks the offsets (offsets[0] = 0, never decreasing,
+// offsets[G] <= M) and, when they are invalid, writes NaN over its tile
+// instead: every output is then NaN, and nothing is read or written
+// outside a tensor.
+//
+//===----------------------------------------------------------------------===//
+#ifndef LLMC_KERNELS_CUDA_GROUPEDTILES_CUH
+#define LLMC_KERNELS_CUDA_GROUPEDTILES_CUH
+
+#include "common/Fp8.h"
+#include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/GroupOffsets.cuh"
+
+namespace llmc::cuda::grouped {
+
+constexpr int kTileM = 64, kTileN = 64, kTileK = 16;
+/// 16 × 16 threads, each owning 4 × 4 outputs of a 64 × 64 tile, strided
+/// by 16 so a warp's loads from shared memory hit distinct banks.
+constexpr int kThreads = 256, kSide = 16, kPer = 4;
+static_assert(kSide * kPer == kTileM && kSide * kPer == kTileN && kSide * kSide == kThreads);
+/// The most blocks in a grid's y dimension.
+constexpr int64_t kMaxGridY = 65535;
+
+/// Whether `offsets` cut the first of `rows` rows into `groups` groups;
+/// every thread of the block gets the answer.
+__device__ inline bool validOffsets(Offsets offsets, int64_t groups, int64_t rows) {
+  int bad = threadIdx.x == 0 && (offsets[0] != 0 || offsets[groups] > rows);
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) bad |= offsets[g + 1] < offsets[g];
+  return !__syncthreads_or(bad);
+}
+
+/// NaN over the block's tile [r0, r0 + kTileM) × [c0, c0 + kTileN) of a
+/// [rows, cols] output.
+template <typename T>
+__device__ void nanTile(T *out, int64_t r0, int64_t c0, int64_t rows, int64_t cols) {
+  for (int e = threadIdx.x; e < kTileM * kTileN; e += kThreads) {
+    const int64_t r = r0 + e / kTileN, c = c0 + e % kTileN;
+    if (r < rows && c < cols)
+      store(out, r * cols + c, __int_as_float(0x7fc00000));
+  }
+}
+
+/// The tiles in shared memory, padded a column so that filling a column
+/// of 16 from 16 threads hits distinct banks.
+struct Tiles {
+  float a[kTileK][kTileM + 1];
+  float b[kTileK][kTileN + 1];
+};
+
+/// The scale a group's sums are multiplied by before they are stored: 1
+/// for float operands; for fp8 codes their two scales, each one for the
+/// whole operand or one per group.
+struct GroupScales {
+  const float *a = nullptr, *b = nullptr;
+  bool aPerGroup = false, bPerGroup = false;
+  __device__ __forceinline__ float operator()(int64_t g) const {
+    const float sa = a ? a[aPerGroup ? g : 0] : 1.0f, sb = b ? b[bPerGroup ? g : 0] : 1.0f;
+    return sa * sb;
+  }
+};
+
+/// Reads a float operand's element i as fp32.
+template <typename T> struct FloatOperand {
+  const T *p;
+  __device__ __forceinline__ float operator()(int64_t i) const { return load(p, i); }
+  __device__ __forceinline__ FloatOperand at(int64_t offset) const { return {p + offset}; }
+};
+
+/// Reads an fp8 operand's code i as its exact fp32 value.
+struct Fp8Operand {
+  const uint8_t *p;
+  fp8::Kind kind;
+  __device__ __forceinline__ float operator()(int64_t i) const { return fp8::decode(p[i], kind); }
+  __device__ __forceinline__ Fp8Operand at(int64_t offset) const { return {p + offset, kind}; }
+};
+
+/// acc[i][j] += Σ_kk a[kk][ty + 16 i] · b[kk][tx + 16 j].
+__device__ __forceinline__ void multiplyTiles(const Tiles &t, float (&acc)[kPer][kPer]) {
+  const int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
+#pragma unroll
+  for (int kk = 0; kk < kTileK; ++kk) {
+    float a[kPer], b[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) a[i] = t.a[kk][ty + kSide * i], b[i] = t.b[kk][tx + kSide * i];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+  }
+}
+
+/// Stores the thread's outputs of the tile at (r0, c0) of a [rows, cols]
+/// output whose rows [lo, hi) are this block's to write, times `scale`.
+template <typename T>
+__device__ void storeTile(const float (&acc)[kPer][kPer], T *out, int64_t r0, int64_t c0,
+                          int64_t lo, int64_t hi, int64_t cols, float scale) {
+  const int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int64_t r = r0 + ty + kSide * i;
+    if (r < lo || r >= hi)
+      continue;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int64_t c = c0 + tx + kSide * j;
+      if (c < cols)
+        store(out, r * cols + c, acc[i][j] * scale);
+    }
+  }
+}
+
+/// y's rows [lo, hi) within the tile at (r0, c0) = (x's rows · w) · scale,
+/// w [K, F] (or [F, K] transposed).
+template <typename X, typename W, typename T>
+__device__ void groupTile(X x, W w, T *y, int64_t r0, int64_t c0, int64_t lo, int64_t hi, int64_t k,
+                          int64_t f, bool transposeB, float scale, Tiles &t) {
+  float acc[kPer][kPer] = {};
+  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
+    for (int e = threadIdx.x; e < kTileM * kTileK; e += kThreads) {
+      const int r = e / kTileK, kk = e % kTileK; // along K: x's contiguous dim
+      const int64_t row = r0 + r, col = k0 + kk;
+      t.a[kk][r] = row >= lo && row < hi && col < k ? x(row * k + col) : 0.0f;
+    }
+    for (int e = threadIdx.x; e < kTileK * kTileN; e += kThreads) {
+      // Along w's contiguous dim: F, or K when transposed.
+      const int kk = transposeB ? e % kTileK : e / kTileN;
+      const int n = transposeB ? e / kTileK : e % kTileN;
+      const int64_t row = k0 + kk, col = c0 + n;
+      t.b[kk][n] = row < k && col < f ? w(transposeB ? col * k + row : row * f + col) : 0.0f;
+    }
+    __syncthreads();
+    multiplyTiles(t, acc);
+    __syncthreads();
+  }
+  storeTile(acc, y, r0, c0, lo, hi, f, scale);
+}
+
+/// Zeros over rows [lo, hi) of the tile at (r0, c0) of a [rows, cols] output.
+template <typename T>
+__device__ void zeroRows(T *out, int64_t r0, int64_t c0, int64_t lo, int64_t hi, int64_t cols) {
+  for (int e = threadIdx.x; e < kTileM * kTileN; e += kThreads) {
+    const int64_t r = r0 + e / kTileN, c = c0 + e % kTileN;
+    if (r >= lo && r < hi && c < cols)
+      store(out, r * cols + c, 0.0f);
+  }
+}
+
+/// Block (blockIdx.x, blockIdx.y): rows [64 bx, 64 bx + 64) and columns
+/// [64 by, 64 by + 64) of y [rows, f], group by group; `weights` are the
+/// stacked [groups, K, F] (or [groups, F, K]); group g's sums are
+/// multiplied by scales(g).
+template <typename X, typename W, typename T>
+__global__ void __launch_bounds__(kThreads)
+    groupedMatmulKernel(X x, Offsets offsets, W weights, T *y, int64_t rows, int64_t k, int64_t f,
+                        int64_t groups, bool transposeB, GroupScales scales) {
+  __shared__ Tiles tiles;
+  const int64_t r0 = blockIdx.x * static_cast<int64_t>(kTileM);
+  const int64_t c0 = blockIdx.y * static_cast<int64_t>(kTileN);
+  if (!validOffsets(offsets, groups, rows)) {
+    nanTile(y, r0, c0, rows, f);
+    return;
+  }
+  const int64_t r1 = min(r0 + kTileM, rows);
+  for (int64_t g = groupOf(offsets, groups, r0); g < groups && offsets[g] < r1; ++g) {
+    const int64_t lo = max(r0, offsets[g]), hi = min(r1, offsets[g + 1]);
+    if (lo < hi)
+      groupTile(x, weights.at(g * k * f), y, r0, c0, lo, hi, k, f, transposeB, scales(g), tiles);
+  }
+  zeroRows(y, r0, c0, max(r0, offsets[groups]), r1, f);
+}
+
+/// Block (blockIdx.x, g): one tile of dw_g [p, q] = Σ over the group's rows
+/// of aᵀ·b · scales(g), a [rows, p] and b [rows, q]; zeros for an empty
+/// group. `dw`: the stacked [groups, p, q].
+template <typename A, typename B, typename T>
+__global__ void __launch_bounds__(kThreads)
+    groupedWeightGradKernel(A a, int64_t p, B b, int64_t q, Offsets offsets, int64_t rows,
+                            int64_t groups, GroupScales scales, T *dw) {
+  __shared__ Tiles t;
+  const int64_t g = blockIdx.y, tilesQ = (q + kTileN - 1) / kTileN;
+  const int64_t p0 = (blockIdx.x / tilesQ) * kTileM, q0 = (blockIdx.x % tilesQ) * kTileN;
+  T *dwg = dw + g * p * q;
+  if (!validOffsets(offsets, groups, rows)) {
+    nanTile(dwg, p0, q0, p, q);
+    return;
+  }
+  const int64_t lo = offsets[g], hi = offsets[g + 1];
+  float acc[kPer][kPer] = {};
+  for (int64_t r0 = lo; r0 < hi; r0 += kTileK) {
+    for (int e = threadIdx.x; e < kTileK * kTileM; e += kThreads) {
+      const int kk = e / kTileM, i = e % kTileM; // along p and q: contiguous
+      const int64_t row = r0 + kk;
+      t.a[kk][i] = row < hi && p0 + i < p ? a(row * p + p0 + i) : 0.0f;
+      t.b[kk][i] = row < hi && q0 + i < q ? b(row * q + q0 + i) : 0.0f;
+    }
+    __syncthreads();
+    multiplyTiles(t, acc);
+    __syncthreads();
+  }
+  storeTile(acc, dwg, p0, q0, 0, p, q, scales(g));
+}
+
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+} // namespace llmc::cuda::grouped
+
+#endif

@@ -1,0 +1,122 @@
+//===- grouped_matmul_fp8.cu - the experts' products on fp8 codes ---------===//
+//
+// qat_grouped_matmul_fp8 and qat_grouped_matmul_weight_grad_fp8 with the
+// semantics of kernels/cpu/grouped_matmul_fp8.cpp (contracts/
+// GroupedMatmulFp8.h), on the tiled device code of grouped_matmul.cu
+// (kernels/cuda/GroupedTiles.cuh): each code is decoded to its exact fp32
+// value as the tiles are filled (common/Fp8.h's decode, the CPU's table),
+// the sums run in fp32 and are scaled once by the group's two scales, read
+// from device memory. As for grouped_matmul, the offsets are never read
+// by the host, so the kernels stay valid inside a captured CUDA graph.
+//
+// Speed: CUDA cores, not fp8 tensor cores — the dense products run on
+// cuBLASLt's fp8 GEMMs (matmul_fp8.cu); a grouped fp8 tensor-core GEMM
+// needs each group's row count on the host, or a device-side grouped
+// GEMM, neither of which is here yet. What this form saves is memory: the
+// routed rows, dY and the experts' weights are kept one byte an element.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/contracts/GroupedMatmulFp8.h"
+#include "kernels/cuda/GroupedTiles.cuh"
+
+#include <climits>
+
+namespace llmc::cuda {
+namespace {
+
+using namespace grouped;
+using contracts::GroupedMatmulFp8Binding;
+
+Offsets offsetsOf(const TensorView &t) { return {t.data, t.dtype == DType::I64}; }
+
+template <typename T> class GroupedMatmulFp8Kernel final : public Kernel {
+public:
+  GroupedMatmulFp8Kernel(const KernelArgs &args, const GroupedMatmulFp8Binding &b)
+      : d_(b.dims), x_{args.inputs[0].as<uint8_t>(), b.a}, offsets_(offsetsOf(args.inputs[2])),
+        w_{args.inputs[3].as<uint8_t>(), b.b},
+        scales_{args.inputs[1].as<float>(), args.inputs[4].as<float>(), b.aScalePerGroup,
+                b.bScalePerGroup},
+        y_(args.outputs[0].as<T>()) {}
+
+  void run(const StepContext &ctx) override {
+    if (d_.rows == 0 || d_.f == 0)
+      return;
+    const dim3 grid(static_cast<unsigned>(ceilDiv(d_.rows, kTileM)),
+                    static_cast<unsigned>(ceilDiv(d_.f, kTileN)));
+    groupedMatmulKernel<<<grid, kThreads, 0, streamOf(ctx)>>>(
+        x_, offsets_, w_, y_, d_.rows, d_.k, d_.f, d_.groups, d_.transposeB, scales_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  contracts::GroupedMatmulBinding d_;
+  Fp8Operand x_;
+  Offsets offsets_;
+  Fp8Operand w_; ///< [G, K, F] or [G, F, K]
+  GroupScales scales_;
+  T *y_;
+};
+
+template <typename T> class GroupedMatmulWeightGradFp8Kernel final : public Kernel {
+public:
+  GroupedMatmulWeightGradFp8Kernel(const KernelArgs &args, const GroupedMatmulFp8Binding &b)
+      : d_(b.dims), x_{args.inputs[0].as<uint8_t>(), b.a}, dy_{args.inputs[2].as<uint8_t>(), b.b},
+        offsets_(offsetsOf(args.inputs[4])),
+        scales_{args.inputs[1].as<float>(), args.inputs[3].as<float>(), b.aScalePerGroup,
+                b.bScalePerGroup},
+        dw_(args.outputs[0].as<T>()) {}
+
+  void run(const StepContext &ctx) override {
+    if (d_.k == 0 || d_.f == 0)
+      return;
+    // dw [K, F] = xᵀ·dy, or [F, K] = dyᵀ·x.
+    const bool t = d_.transposeB;
+    const int64_t p = t ? d_.f : d_.k, q = t ? d_.k : d_.f;
+    const dim3 grid(static_cast<unsigned>(ceilDiv(p, kTileM) * ceilDiv(q, kTileN)),
+                    static_cast<unsigned>(d_.groups));
+    groupedWeightGradKernel<<<grid, kThreads, 0, streamOf(ctx)>>>(
+        t ? dy_ : x_, p, t ? x_ : dy_, q, offsets_, d_.rows, d_.groups, scales_, dw_);
+    LLMC_CUDA_CHECK_LAUNCH();
+  }
+
+private:
+  contracts::GroupedMatmulBinding d_;
+  Fp8Operand x_, dy_;
+  Offsets offsets_;
+  GroupScales scales_;
+  T *dw_; ///< [G, K, F] or [G, F, K]
+};
+
+std::unique_ptr<Kernel> makeCudaGroupedMatmulFp8(const KernelArgs &args, std::string &error) {
+  GroupedMatmulFp8Binding b;
+  if (!contracts::bindGroupedMatmulFp8(args, error, &b))
+    return nullptr;
+  Validator v("qat_grouped_matmul_fp8", args, error);
+  if (ceilDiv(b.dims.f, kTileN) > kMaxGridY)
+    return v.reject("F = " + std::to_string(b.dims.f) + " needs more than " +
+                    std::to_string(kMaxGridY) + " column tiles of " + std::to_string(kTileN));
+  return makeFloatKernel<GroupedMatmulFp8Kernel>(b.dims.dtype, args, b);
+}
+
+std::unique_ptr<Kernel> makeCudaGroupedMatmulWeightGradFp8(const KernelArgs &args,
+                                                           std::string &error) {
+  GroupedMatmulFp8Binding b;
+  if (!contracts::bindGroupedMatmulWeightGradFp8(args, error, &b))
+    return nullptr;
+  Validator v("qat_grouped_matmul_weight_grad_fp8", args, error);
+  if (b.dims.groups > kMaxGridY)
+    return v.reject(std::to_string(b.dims.groups) + " groups are more than the " +
+                    std::to_string(kMaxGridY) + " the grid holds");
+  if (ceilDiv(b.dims.k, kTileM) * ceilDiv(b.dims.f, kTileN) > INT_MAX)
+    return v.reject("dw has more tiles than a grid holds");
+  return makeFloatKernel<GroupedMatmulWeightGradFp8Kernel>(b.dims.dtype, args, b);
+}
+
+} // namespace
+
+LLMC_REGISTER_KERNEL(CUDA, "qat_grouped_matmul_fp8", makeCudaGroupedMatmulFp8);
+LLMC_REGISTER_KERNEL(CUDA, "qat_grouped_matmul_weight_grad_fp8",
+                     makeCudaGroupedMatmulWeightGradFp8);
+
+} // namespace llmc::cuda
