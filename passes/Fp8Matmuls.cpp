@@ -17,7 +17,9 @@
 // llm.grouped_matmul_weight_grad qat.grouped_matmul_weight_grad_fp8. The
 // experts' stacked weight is quantized expert by expert (llmc-qat's
 // per-slice scheme on the view [G, A·B]), which qat.quantize_fp8 keeps as
-// one scale per expert.
+// one scale per expert; so are the routed rows and dY (a per-row
+// fake_quant of qat.row_ranges), which qat.quantize_fp8 with the
+// product's offsets keeps as one scale per group of rows.
 //
 // A fake_quant with any other reader, and a product with one operand not in
 // fp8, are left as they are: the recipe's LM head (skip=head) and --qat
@@ -34,6 +36,7 @@
 
 #include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
+#include "passes/lib/RowGroupQuant.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
@@ -81,6 +84,25 @@ qat::FakeQuantOp fp8StackSource(Value v, int64_t groups) {
                                                                             : qat::FakeQuantOp();
 }
 
+/// The fp8 fake_quant of rows `v` quantized group by group of rows
+/// (llmc-qat's per-row fake_quant whose ranges are qat.row_ranges of the
+/// groups `offsets`), or null.
+qat::FakeQuantOp fp8RowGroupSource(Value v, Value offsets) {
+  auto q = v.getDefiningOp<qat::FakeQuantOp>();
+  if (!q || q.getColumns() || !qat::isFp8ScaledScheme(q.getScheme()) ||
+      q.getScheme().getGranularity() != "channel")
+    return {};
+  auto rows = q.getRange().getDefiningOp<qat::RowRangesOp>();
+  return rows && rows.getOffsets() == offsets ? q : qat::FakeQuantOp();
+}
+
+/// The fp8 fake_quant of a grouped product's rows: per tensor or per group
+/// of rows.
+qat::FakeQuantOp fp8RowsSource(Value v, Value offsets) {
+  qat::FakeQuantOp q = fp8Source(v);
+  return q ? q : fp8RowGroupSource(v, offsets);
+}
+
 bool isE5M2(qat::FakeQuantOp q) { return q.getScheme().getFormat() == "fp8_e5m2"; }
 
 /// The fp8 sources of a product's two multiplied operands (null where an
@@ -92,10 +114,10 @@ std::pair<qat::FakeQuantOp, qat::FakeQuantOp> fp8Operands(Operation *op) {
     return {fp8Source(m.getA()), fp8Source(m.getB())};
   if (auto g = dyn_cast<llm::GroupedMatmulOp>(op)) {
     int64_t groups = cast<RankedTensorType>(g.getWeights().getType()).getDimSize(0);
-    return {fp8Source(g.getX()), fp8StackSource(g.getWeights(), groups)};
+    return {fp8RowsSource(g.getX(), g.getOffsets()), fp8StackSource(g.getWeights(), groups)};
   }
   if (auto g = dyn_cast<llm::GroupedMatmulWeightGradOp>(op))
-    return {fp8Source(g.getX()), fp8Source(g.getDy())};
+    return {fp8RowsSource(g.getX(), g.getOffsets()), fp8RowsSource(g.getDy(), g.getOffsets())};
   return {};
 }
 
@@ -166,12 +188,20 @@ struct Fp8MatmulsPass : llmc::impl::Fp8MatmulsBase<Fp8MatmulsPass> {
     return true;
   }
 
-  /// The fp8 codes and scale of q, created once, where q was.
+  /// The fp8 codes and scale of q, created once, where q was: rows
+  /// quantized group by group keep a scale per group (the groups' ranges
+  /// before qat.row_ranges gave them to the rows).
   qat::QuantizeFp8Op quantized(qat::FakeQuantOp q) {
     auto [it, inserted] = quantizes.try_emplace(q.getOperation());
     if (inserted) {
       OpBuilder b(q);
-      it->second = qat::QuantizeFp8Op::create(b, q.getLoc(), q.getX(), q.getRange(), q.getScheme());
+      auto rows = q.getRange().getDefiningOp<qat::RowRangesOp>();
+      it->second =
+          rows && q.getScheme().getGranularity() == "channel"
+              ? qat::QuantizeFp8Op::create(b, q.getLoc(), q.getX(), rows.getGroups(),
+                                           rows.getOffsets(), perTensorScheme(q.getScheme()))
+              : qat::QuantizeFp8Op::create(b, q.getLoc(), q.getX(), q.getRange(), Value(),
+                                           q.getScheme());
       copyAnnotations(q, it->second);
       dead.insert(q);
     }
@@ -221,14 +251,18 @@ struct Fp8MatmulsPass : llmc::impl::Fp8MatmulsBase<Fp8MatmulsPass> {
     op->erase();
   }
 
-  /// Erases q and the reshapes of its result, all unused by now.
+  /// Erases q and the reshapes of its result, all unused by now, and
+  /// the qat.row_ranges q alone read.
   static void eraseWithReshapes(qat::FakeQuantOp q) {
+    auto rows = q.getRange().getDefiningOp<qat::RowRangesOp>();
     SmallVector<Operation *> order{q};
     for (size_t i = 0; i < order.size(); ++i)
       for (Operation *user : order[i]->getUsers()) order.push_back(user);
     for (Operation *op : llvm::reverse(order))
       if (op->use_empty())
         op->erase();
+    if (rows && rows->use_empty())
+      rows->erase();
   }
 
   llvm::DenseMap<Operation *, qat::QuantizeFp8Op> quantizes;

@@ -27,7 +27,11 @@
 // channel, each observed on a 2-D view of the stack whose rows are the
 // groups (ep, which splits the experts, then combines nothing; tp only
 // where it splits a group). Blocks never cross an expert's row, and a
-// delayed scheme keeps one history for the stack. Its router's matmul can
+// delayed scheme keeps one history for the stack. Under a minmax
+// per-tensor scheme the routed rows and dY are quantized expert by expert
+// as well (passes/lib/RowGroupQuant.h): a range per group of rows,
+// combined over the axes that split a group's rows but ep, whose ranks
+// hold other experts. Its router's matmul can
 // be left alone (skip=router; keep-routers for --precision fp8).
 //
 // Delayed scaling (an fp8 scheme with the `delayed` observer, Transformer
@@ -46,6 +50,7 @@
 #include "passes/lib/Layout.h"
 #include "passes/lib/Parameters.h"
 #include "passes/lib/QATScheme.h"
+#include "passes/lib/RowGroupQuant.h"
 #include "passes/lib/ShardAttr.h"
 #include "passes/lib/WeightSites.h"
 
@@ -202,7 +207,8 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       return op->emitOpError("qat: the experts' weights are not a parameter");
     if (skipped(op, weight))
       return success();
-    if (qatSpec.gradients && failed(quantizeOutputGrad(op, experts.getX(), weight)))
+    if (qatSpec.gradients &&
+        failed(quantizeOutputGrad(op, experts.getX(), weight, experts.getOffsets())))
       return failure();
     int64_t outputAxis = experts.getTransposeB() ? 1 : 2, contraction = 3 - outputAxis;
     if (qatSpec.weights) {
@@ -227,9 +233,52 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
         s.dim = 1;
         extra.push_back(s);
       }
-    return quantizeOperand(op, 0, qatSpec.activations->attr(&getContext(), 1),
-                           activationSplits(experts.getX(), extra), nullptr,
+    qat::SchemeAttr scheme = qatSpec.activations->attr(&getContext(), 1);
+    if (quantizesRowGroups(scheme))
+      return quantizeRowGroups(experts, scheme, activationSplits(experts.getX(), extra));
+    return quantizeOperand(op, 0, scheme, activationSplits(experts.getX(), extra), nullptr,
                            paramName(weight).str() + ".input");
+  }
+
+  /// The routed rows of `experts` through fake quantization expert by
+  /// expert: a range per group of rows, combined over the axes that split
+  /// a group's rows or columns — not ep, whose ranks hold other experts'
+  /// rows (each rank's rows of its experts come from every ep rank's
+  /// tokens).
+  LogicalResult quantizeRowGroups(llm::GroupedMatmulOp experts, qat::SchemeAttr scheme,
+                                  ArrayRef<ShardSplit> splits) {
+    Operation *op = experts;
+    Value x = experts.getX();
+    auto key = std::make_tuple(x.getAsOpaquePointer(), scheme.getAsOpaquePointer(),
+                               static_cast<const void *>(op->getBlock()));
+    if (auto it = quantized.find(key); it != quantized.end()) {
+      experts.getXMutable().assign(it->second);
+      return success();
+    }
+    FailureOr<SmallVector<std::string>> axes =
+        reductionAxes(op, scheme, cast<RankedTensorType>(x.getType()), splits);
+    if (failed(axes))
+      return failure();
+    OpBuilder b(op);
+    Value q = fakeQuantRowGroups(b, op->getLoc(), x, experts.getOffsets(), scheme,
+                                 axesAttr(withoutExpertAxis(*axes)));
+    quantized[key] = q;
+    experts.getXMutable().assign(q);
+    return success();
+  }
+
+  /// `axes` without ep (the expert axis).
+  static SmallVector<std::string> withoutExpertAxis(ArrayRef<std::string> axes) {
+    SmallVector<std::string> kept;
+    for (const std::string &axis : axes)
+      if (axis != "ep")
+        kept.push_back(axis);
+    return kept;
+  }
+
+  ArrayAttr axesAttr(ArrayRef<std::string> axes) {
+    SmallVector<StringRef> names(axes.begin(), axes.end());
+    return OpBuilder(&getContext()).getStrArrayAttr(names);
   }
 
   /// The stacked weights of `experts` [G, A, B] through fake quantization
@@ -288,8 +337,11 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   /// through qat.quantize_grad, so both backward matmuls read the quantized
   /// dY. Its range is per tensor: combined over every axis that splits the
   /// input's rows or the weight (an axis over which dY is replicated
-  /// combines equal ranges, which changes nothing).
-  LogicalResult quantizeOutputGrad(Operation *op, Value input, BlockArgument weight) {
+  /// combines equal ranges, which changes nothing). A mixture of experts'
+  /// product (`offsets`, its row groups) takes a range per group of rows
+  /// under a minmax scheme, combined over the same axes but ep.
+  LogicalResult quantizeOutputGrad(Operation *op, Value input, BlockArgument weight,
+                                   Value offsets = {}) {
     SmallVector<std::string> axes;
     auto add = [&](ArrayRef<ShardSplit> splits) {
       for (const ShardSplit &s : splits)
@@ -301,7 +353,6 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     add(paramSplits(weight));
     OpBuilder b(op->getContext());
     b.setInsertionPointAfter(op);
-    SmallVector<StringRef> names(axes.begin(), axes.end());
     Value y = op->getResult(0);
     qat::SchemeAttr scheme = qatSpec.gradients->attr(&getContext(), 0);
     Value state;
@@ -311,8 +362,10 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
         return op->emitOpError("qat: two amax histories would share the state '") << site << "'";
       state = historyState(op, scheme, site);
     }
-    auto q =
-        qat::QuantizeGradOp::create(b, op->getLoc(), y, state, scheme, b.getStrArrayAttr(names));
+    Value groups = offsets && quantizesRowGroups(scheme) ? offsets : Value();
+    if (groups)
+      axes = withoutExpertAxis(axes);
+    auto q = qat::QuantizeGradOp::create(b, op->getLoc(), y, state, groups, scheme, axesAttr(axes));
     y.replaceAllUsesExcept(q.getResult(), q);
     if (batchDerived.contains(y))
       batchDerived.insert(q.getResult());

@@ -258,6 +258,14 @@ LogicalResult EmaOp::verify() {
   return success();
 }
 
+/// The groups of an offsets tensor [G + 1], or failure.
+static FailureOr<int64_t> groupsOf(Operation *op, Value offsets) {
+  auto type = cast<RankedTensorType>(offsets.getType());
+  if (type.getRank() != 1 || type.getDimSize(0) < 2)
+    return op->emitOpError("offsets must be [G + 1] for G >= 1 groups, got ") << type;
+  return type.getDimSize(0) - 1;
+}
+
 LogicalResult QuantizeGradOp::verify() {
   // One range for the whole gradient: quantize_grad observes dy itself.
   qat::SchemeAttr scheme = getScheme();
@@ -270,6 +278,12 @@ LogicalResult QuantizeGradOp::verify() {
     return emitOpError(delayed ? "needs the state operand (dY's amax history) for its delayed "
                                  "scheme"
                                : "has a state operand but its scheme is not delayed");
+  if (delayed && getOffsets())
+    return emitOpError("quantizes row groups (offsets) with a minmax scheme only, not delayed");
+  if (getOffsets() && cast<RankedTensorType>(getX().getType()).getRank() != 2)
+    return emitOpError("with offsets, x must be the rows [M, F], got ") << getX().getType();
+  if (getOffsets() && failed(groupsOf(*this, getOffsets())))
+    return failure();
   if (delayed)
     return verifyHistoryState(*this, getState(), scheme);
   return success();
@@ -298,11 +312,13 @@ Type llmc::qat::fp8ElementType(MLIRContext *context, StringRef format) {
 }
 
 void QuantizeFp8Op::build(OpBuilder &builder, OperationState &state, Value x, Value range,
-                          SchemeAttr scheme) {
+                          Value offsets, SchemeAttr scheme) {
   auto type = cast<RankedTensorType>(x.getType());
   Type codes = type.clone(fp8ElementType(builder.getContext(), scheme.getFormat()));
-  auto scale = RankedTensorType::get({scheme.groupCount(type.getShape())}, builder.getF32Type());
-  build(builder, state, codes, scale, x, range, scheme);
+  int64_t groups = offsets ? cast<RankedTensorType>(offsets.getType()).getDimSize(0) - 1
+                           : scheme.groupCount(type.getShape());
+  auto scale = RankedTensorType::get({groups}, builder.getF32Type());
+  build(builder, state, codes, scale, x, range, offsets, scheme);
 }
 
 /// Whether `scheme` gives one fp8 scale per tensor or per slice of
@@ -319,9 +335,11 @@ LogicalResult QuantizeFp8Op::verify() {
   if (!isFp8ScaledScheme(scheme))
     return emitOpError("scheme must be fp8 (fp8_e4m3 or fp8_e5m2), symmetric, per tensor or per "
                        "slice of dimension 0 (channel axis 0), without outlier columns");
+  auto x = cast<RankedTensorType>(getX().getType());
+  if (getOffsets())
+    return verifyRowGroups();
   if (failed(verifyRange(*this, getX(), getRange(), scheme)))
     return failure();
-  auto x = cast<RankedTensorType>(getX().getType());
   Type element = fp8ElementType(getContext(), scheme.getFormat());
   if (getCodes().getType() != x.clone(element))
     return emitOpError("codes must be ") << x.clone(element) << " (x's shape in the scheme's "
@@ -361,6 +379,57 @@ LogicalResult MatmulFp8Op::verify() {
   return success();
 }
 
+/// With offsets: x [M, K] quantized group by group of rows, a range and a
+/// scale per group.
+LogicalResult QuantizeFp8Op::verifyRowGroups() {
+  FailureOr<int64_t> groups = groupsOf(*this, getOffsets());
+  if (failed(groups))
+    return failure();
+  auto x = cast<RankedTensorType>(getX().getType());
+  if (getScheme().getGranularity() != "tensor" || x.getRank() != 2)
+    return emitOpError("with offsets, x must be the rows [M, K] and the scheme per tensor (per "
+                       "group of rows), got ")
+           << x;
+  auto f32 = Float32Type::get(getContext());
+  if (getRange().getType() != RankedTensorType::get({*groups, 2}, f32))
+    return emitOpError("range must be ") << RankedTensorType::get({*groups, 2}, f32)
+                                         << " (one per group), got " << getRange().getType();
+  Type element = fp8ElementType(getContext(), getScheme().getFormat());
+  if (getCodes().getType() != x.clone(element))
+    return emitOpError("codes must be ") << x.clone(element) << ", got " << getCodes().getType();
+  if (getScale().getType() != RankedTensorType::get({*groups}, f32))
+    return emitOpError("scale must be ") << RankedTensorType::get({*groups}, f32)
+                                         << " (one per group), got " << getScale().getType();
+  return success();
+}
+
+LogicalResult GroupRangesOp::verify() {
+  FailureOr<int64_t> groups = groupsOf(*this, getOffsets());
+  if (failed(groups))
+    return failure();
+  auto rows = cast<RankedTensorType>(getRows().getType());
+  if (rows.getRank() != 2 || rows.getDimSize(1) != 2)
+    return emitOpError("rows must be [M, 2] ranges, got ") << rows;
+  auto result = RankedTensorType::get({*groups, 2}, Float32Type::get(getContext()));
+  if (getResult().getType() != result)
+    return emitOpError("result must be ") << result << ", got " << getResult().getType();
+  return success();
+}
+
+LogicalResult RowRangesOp::verify() {
+  FailureOr<int64_t> groups = groupsOf(*this, getOffsets());
+  if (failed(groups))
+    return failure();
+  auto f32 = Float32Type::get(getContext());
+  if (getGroups().getType() != RankedTensorType::get({*groups, 2}, f32))
+    return emitOpError("groups must be ")
+           << RankedTensorType::get({*groups, 2}, f32) << ", got " << getGroups().getType();
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (result.getRank() != 2 || result.getDimSize(1) != 2)
+    return emitOpError("result must be [M, 2] ranges, got ") << result;
+  return success();
+}
+
 /// Checks a grouped fp8 operand's scale: tensor<1xf32> or one per group.
 static LogicalResult verifyGroupScale(Operation *op, StringRef name, Value scale, int64_t groups) {
   auto type = cast<RankedTensorType>(scale.getType());
@@ -368,14 +437,6 @@ static LogicalResult verifyGroupScale(Operation *op, StringRef name, Value scale
     return op->emitOpError() << name << " must be tensor<1xf32> or one per group (tensor<" << groups
                              << "xf32>), got " << type;
   return success();
-}
-
-/// The groups of an offsets tensor [G + 1], or failure.
-static FailureOr<int64_t> groupsOf(Operation *op, Value offsets) {
-  auto type = cast<RankedTensorType>(offsets.getType());
-  if (type.getRank() != 1 || type.getDimSize(0) < 2)
-    return op->emitOpError("offsets must be [G + 1] for G >= 1 groups, got ") << type;
-  return type.getDimSize(0) - 1;
 }
 
 static bool bothE5M2(Type a, Type b) {

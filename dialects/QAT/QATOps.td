@@ -191,7 +191,7 @@ def QAT_EmaOp : Op<QAT_Dialect, "ema", [Pure, AllTypesMatch<["state", "observed"
 }
 
 def QAT_QuantizeGradOp : Op<QAT_Dialect, "quantize_grad",
-                             [Pure, AllTypesMatch<["x", "result"]>]> {
+                             [Pure, AllTypesMatch<["x", "result"]>, AttrSizedOperandSegments]> {
   let summary = "The identity, whose gradient is fake-quantized (fp8 training's dY)";
   let description = [{
     Forward: y = x (a view, no kernel). Backward: dx = fake_quant(dy,
@@ -206,17 +206,30 @@ def QAT_QuantizeGradOp : Op<QAT_Dialect, "quantize_grad",
     qat.delayed_range reads from it and records dY's range into the
     updated history, which the training step returns in the state's place.
 
+    With `offsets` (a mixture of experts' `[G + 1]` row groups; x `[M, F]`,
+    a minmax scheme), dY is quantized group by group of rows instead, as
+    Transformer Engine scales each expert's GEMM: the range of each
+    group (qat.observe per row, qat.group_ranges), max-combined over
+    `axes`, given back to its rows (qat.row_ranges) for a per-row
+    fake_quant.
+
     ```mlir
     %y = qat.quantize_grad %x {scheme = #qat.scheme<format = "fp8_e5m2">, axes = ["dp"]}
         : tensor<4x16x128xbf16>
     %z = qat.quantize_grad %x state %s {scheme = #qat.scheme<format = "fp8_e5m2",
         observer = "delayed", history = 16>} : tensor<4x16x128xbf16>, tensor<17xf32>
+    %e = qat.quantize_grad %h offsets %off {scheme = #qat.scheme<format = "fp8_e5m2">}
+        : tensor<128x176xbf16> offsets tensor<5xi32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, Optional<RankedTensorOf<[F32]>>:$state,
+                       Optional<RankedTensorOf<[I32, I64]>>:$offsets,
                        QAT_SchemeAttr:$scheme, DefaultValuedAttr<StrArrayAttr, "{}">:$axes);
   let results = (outs RankedTensorOf<[AnyFloat]>:$result);
-  let assemblyFormat = "$x (`state` $state^)? attr-dict `:` type($x) (`,` type($state)^)?";
+  let assemblyFormat = [{
+    $x (`state` $state^)? (`offsets` $offsets^)? attr-dict `:` type($x) (`,` type($state)^)?
+    (`offsets` type($offsets)^)?
+  }];
   let hasVerifier = 1;
 }
 
@@ -293,6 +306,50 @@ def QAT_CommitStateOp : Op<QAT_Dialect, "commit_state",
   let assemblyFormat = "$state `,` $candidate `,` $norm attr-dict `:` type($state) `,` type($norm)";
 }
 
+def QAT_GroupRangesOp : Op<QAT_Dialect, "group_ranges", [Pure]> {
+  let summary = "The range of each group of rows, from the ranges of its rows";
+  let description = [{
+    `rows` `[M, 2]` holds each row's `[−min, max]` (qat.observe per channel
+    of axis 0), `offsets` `[G + 1]` a mixture of experts' row groups (group
+    g is rows `[offsets[g], offsets[g+1])`). The result `[G, 2]` is each
+    group's range, the elementwise max over its rows; `[0, 0]` for an
+    empty group (no values to scale); rows past `offsets[G]` are left out.
+    Ranges of one group held by several ranks combine with one max
+    all-reduce, as every range does. A statistic: no gradient.
+
+    ```mlir
+    %g = qat.group_ranges %r, %off : tensor<128x2xf32>, tensor<5xi32> -> tensor<4x2xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$rows, RankedTensorOf<[I32, I64]>:$offsets);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $rows `,` $offsets attr-dict `:` type($rows) `,` type($offsets) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def QAT_RowRangesOp : Op<QAT_Dialect, "row_ranges", [Pure]> {
+  let summary = "Each row's range: its group's";
+  let description = [{
+    `groups` `[G, 2]` (a range per group of rows, qat.group_ranges'),
+    `offsets` `[G + 1]`: the result `[M, 2]` gives each row of group g the
+    range g, and rows past `offsets[G]` `[0, 0]`, so a per-row
+    qat.fake_quant (channel axis 0) quantizes each group with its own
+    range. A statistic: no gradient.
+
+    ```mlir
+    %r = qat.row_ranges %g, %off : tensor<4x2xf32>, tensor<5xi32> -> tensor<128x2xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$groups, RankedTensorOf<[I32, I64]>:$offsets);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $groups `,` $offsets attr-dict `:` type($groups) `,` type($offsets) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def QAT_DequantizeNf4Op : Op<QAT_Dialect, "dequantize_nf4", [Pure, AlwaysRecompute]> {
   let summary = "Expands an NF4 weight with double-quantized block absmax (QLoRA storage)";
   let description = [{
@@ -366,19 +423,27 @@ def QAT_QuantizeFp8Op : Op<QAT_Dialect, "quantize_fp8", [Pure]> {
     non-finite step non-finite). codes · scale is exactly fake_quant's
     value before it is stored in x's type.
 
+    With `offsets` (a mixture of experts' `[G + 1]` row groups of x `[M,
+    K]`), the groups are the rows' groups instead: `range` `[G, 2]` (one
+    per group, qat.group_ranges'), `scale` `[G]`, group g's codes those of
+    its rows `[offsets[g], offsets[g+1])` with scale g; rows past
+    `offsets[G]` get code 0. The scheme is then per tensor (per group).
+
     ```mlir
     %c, %s = qat.quantize_fp8 %x range %r {scheme = #qat.scheme<format = "fp8_e4m3">}
         : tensor<4x16x128xbf16>, tensor<1x2xf32> -> tensor<4x16x128xf8E4M3FN>, tensor<1xf32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, RankedTensorOf<[F32]>:$range,
-                       QAT_SchemeAttr:$scheme);
+                       Optional<RankedTensorOf<[I32, I64]>>:$offsets, QAT_SchemeAttr:$scheme);
   let results = (outs QAT_Fp8Tensor:$codes, RankedTensorOf<[F32]>:$scale);
   let assemblyFormat = [{
-    $x `range` $range attr-dict `:` type($x) `,` type($range) `->` type($codes) `,` type($scale)
+    $x `range` $range (`offsets` $offsets^)? attr-dict `:` type($x) `,` type($range)
+    (`offsets` type($offsets)^)? `->` type($codes) `,` type($scale)
   }];
   let builders = [OpBuilder<(ins "::mlir::Value":$x, "::mlir::Value":$range,
-                                "::llmc::qat::SchemeAttr":$scheme)>];
+                                "::mlir::Value":$offsets, "::llmc::qat::SchemeAttr":$scheme)>];
+  let extraClassDeclaration = [{ ::mlir::LogicalResult verifyRowGroups(); }];
   let hasVerifier = 1;
 }
 

@@ -26,10 +26,17 @@ namespace llmc::contracts {
 /// (range [1, 2], scale [1]) or one per slice of x's dimension 0 (range
 /// [x.dim(0), 2], scale [x.dim(0)]: each slice's numel / groups elements
 /// are contiguous).
+///
+/// qat_quantize_fp8(x, range, offsets) -> codes, scale: x [M, K] in a
+/// mixture of experts' row groups (offsets [G + 1]), range [G, 2], scale
+/// [G]; rows past offsets[G] get code 0. The offsets are data: invalid
+/// ones make every scale NaN and every code 0.
 struct QuantizeFp8Binding {
   DType dtype = DType::F32; ///< of x
   int64_t numel = 0;
   int64_t groups = 1;
+  bool rowGroups = false; ///< groups of rows given by offsets
+  int64_t rows = 0;       ///< M, with rowGroups
   fp8::Kind kind = fp8::Kind::E4M3;
 };
 inline bool bindQuantizeFp8(const KernelArgs &args, std::string &error, QuantizeFp8Binding *out);
@@ -67,15 +74,37 @@ inline bool fp8Format(Validator &v, const char *name, fp8::Kind *out) {
   return true;
 }
 
+/// qat_quantize_fp8's form with offsets: x [M, K] in G row groups.
+inline bool bindRowGroups(Validator &v, QuantizeFp8Binding *out) {
+  const TensorView &x = v.in(0), &offsets = v.in(2);
+  if (!v.hasRank(x, "x", 2) || !v.isIndex(offsets, "offsets"))
+    return false;
+  if (offsets.rank() != 1 || offsets.dim(0) < 2)
+    return v.fail("offsets must be [G + 1] for G >= 1 groups, got " + offsets.describe());
+  const int64_t groups = offsets.dim(0) - 1;
+  if (!v.hasType(v.in(1), "range", DType::F32, {groups, 2}) ||
+      !v.hasType(v.out(0), "codes", DType::U8, x.shape) ||
+      !v.hasType(v.out(1), "scale", DType::F32, {groups}))
+    return false;
+  out->dtype = x.dtype;
+  out->numel = x.numel();
+  out->groups = groups;
+  out->rowGroups = true;
+  out->rows = x.dim(0);
+  return true;
+}
+
 } // namespace matmul_fp8_impl
 
 inline bool bindQuantizeFp8(const KernelArgs &args, std::string &error, QuantizeFp8Binding *out) {
   Validator v("qat_quantize_fp8", args, error);
-  if (!v.arity(2, 2) || !matmul_fp8_impl::fp8Format(v, "format", &out->kind))
+  if (!v.arity(2, 3, 2) || !matmul_fp8_impl::fp8Format(v, "format", &out->kind))
     return false;
   const TensorView &x = v.in(0), &range = v.in(1), &codes = v.out(0);
   if (!v.isFloat(x, "x"))
     return false;
+  if (args.inputs.size() == 3)
+    return matmul_fp8_impl::bindRowGroups(v, out);
   const int64_t groups = range.rank() == 2 ? range.dim(0) : 0;
   if (groups != 1 && (x.rank() == 0 || groups != x.dim(0)))
     return v.fail("range must be [1, 2] (one scale) or one row per slice of x's dimension 0, "

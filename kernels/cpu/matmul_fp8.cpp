@@ -2,7 +2,8 @@
 //
 // qat_quantize_fp8: codes = round(x / scale) in E4M3 or E5M2 (common/Fp8.h,
 // the rounding qat_fake_quant and `llmc quantize` use), scale = amax / fmax
-// from the range of the tensor, or of each slice of its dimension 0.
+// from the range of the tensor, of each slice of its dimension 0, or of
+// each of a mixture of experts' groups of rows (offsets).
 //
 // qat_matmul_fp8: the reference of an fp8 tensor-core GEMM. The codes are
 // expanded to their exact fp32 values (a 256-entry table), multiplied by
@@ -36,9 +37,14 @@ public:
   QuantizeFp8Kernel(const KernelArgs &args, const contracts::QuantizeFp8Binding &b)
       : x_(args.inputs[0].as<T>()), range_(args.inputs[1].as<float>()),
         codes_(args.outputs[0].as<uint8_t>()), scale_(args.outputs[1].as<float>()), numel_(b.numel),
-        groups_(b.groups), kind_(b.kind) {}
+        groups_(b.groups), rows_(b.rowGroups ? b.rows : 0),
+        offsets_(b.rowGroups ? IdView(args.inputs[2]) : IdView()), kind_(b.kind) {}
 
   void run(const StepContext &) override {
+    if (rows_ > 0) {
+      quantizeRowGroups();
+      return;
+    }
     if (numel_ == 0)
       return;
     const int64_t slice = numel_ / groups_;
@@ -67,11 +73,29 @@ private:
     for (int64_t i = 0; i < n; ++i) codes[i] = fp8::encode(load(x, i) / scale, kind);
   }
 
+  /// Each group of rows [offsets[g], offsets[g + 1]) with range g; code 0
+  /// past offsets[G]; invalid offsets: every code 0, every scale NaN.
+  void quantizeRowGroups() const {
+    const int64_t rowSize = numel_ / rows_;
+    if (!validGroupOffsets(offsets_, groups_, rows_)) {
+      std::memset(codes_, 0, static_cast<size_t>(numel_));
+      std::fill(scale_, scale_ + groups_, kNaN);
+      return;
+    }
+    for (int64_t g = 0; g < groups_; ++g)
+      quantizeSlice(range_ + 2 * g, offsets_[g] * rowSize,
+                    (offsets_[g + 1] - offsets_[g]) * rowSize, scale_[g]);
+    const int64_t used = offsets_[groups_] * rowSize;
+    std::memset(codes_ + used, 0, static_cast<size_t>(numel_ - used));
+  }
+
   const T *x_;
   const float *range_;
   uint8_t *codes_;
   float *scale_;
   int64_t numel_, groups_;
+  int64_t rows_; ///< M of x [M, K] in row groups; 0 otherwise
+  IdView offsets_;
   fp8::Kind kind_;
 };
 

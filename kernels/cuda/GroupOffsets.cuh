@@ -1,7 +1,7 @@
 //===- GroupOffsets.cuh - row groups given by offsets, on the device -*- CUDA -*-===//
 //
 // grouped_matmul's and its quantized forms' offsets [G + 1] (i32 or i64):
-// read as int64, and the group a row falls in.
+// read as int64, checked, and the group a row falls in.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_CUDA_GROUPOFFSETS_CUH
@@ -19,6 +19,15 @@ struct Offsets {
     return wide ? static_cast<const int64_t *>(data)[i] : static_cast<const int32_t *>(data)[i];
   }
 };
+
+/// Whether `offsets` cut the first of `rows` rows into `groups` groups
+/// (offsets[0] = 0, never decreasing, offsets[G] <= rows); every thread of
+/// the block must call it, and every thread gets the answer.
+__device__ inline bool validGroupOffsets(Offsets offsets, int64_t groups, int64_t rows) {
+  int bad = threadIdx.x == 0 && (offsets[0] != 0 || offsets[groups] > rows);
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) bad |= offsets[g + 1] < offsets[g];
+  return !__syncthreads_or(bad);
+}
 
 /// The group holding row `r` of valid offsets: offsets[g] <= r < offsets[g + 1]
 /// (the last such g: an empty group before it ends where it starts).

@@ -43,14 +43,6 @@ static_assert(kSide * kPer == kTileM && kSide * kPer == kTileN && kSide * kSide 
 /// The most blocks in a grid's y dimension.
 constexpr int64_t kMaxGridY = 65535;
 
-/// Whether `offsets` cut the first of `rows` rows into `groups` groups;
-/// every thread of the block gets the answer.
-__device__ inline bool validOffsets(Offsets offsets, int64_t groups, int64_t rows) {
-  int bad = threadIdx.x == 0 && (offsets[0] != 0 || offsets[groups] > rows);
-  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) bad |= offsets[g + 1] < offsets[g];
-  return !__syncthreads_or(bad);
-}
-
 /// NaN over the block's tile [r0, r0 + kTileM) × [c0, c0 + kTileN) of a
 /// [rows, cols] output.
 template <typename T>
@@ -178,7 +170,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ Tiles tiles;
   const int64_t r0 = blockIdx.x * static_cast<int64_t>(kTileM);
   const int64_t c0 = blockIdx.y * static_cast<int64_t>(kTileN);
-  if (!validOffsets(offsets, groups, rows)) {
+  if (!validGroupOffsets(offsets, groups, rows)) {
     nanTile(y, r0, c0, rows, f);
     return;
   }
@@ -202,7 +194,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t g = blockIdx.y, tilesQ = (q + kTileN - 1) / kTileN;
   const int64_t p0 = (blockIdx.x / tilesQ) * kTileM, q0 = (blockIdx.x % tilesQ) * kTileN;
   T *dwg = dw + g * p * q;
-  if (!validOffsets(offsets, groups, rows)) {
+  if (!validGroupOffsets(offsets, groups, rows)) {
     nanTile(dwg, p0, q0, p, q);
     return;
   }

@@ -24,6 +24,7 @@
 #include "common/Fp8.h"
 #include "kernels/contracts/MatmulFp8.h"
 #include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/GroupOffsets.cuh"
 #include "kernels/cuda/LtGemm.h"
 
 #include <climits>
@@ -35,6 +36,20 @@ namespace {
 // qat_quantize_fp8
 //===----------------------------------------------------------------------===//
 
+/// The scale of a group with range [lo, hi] = [−min, max] (NaN for a NaN
+/// range), and whether its values are encoded (amax > 0).
+struct GroupScale {
+  float scale;
+  bool live;
+};
+__device__ __forceinline__ GroupScale groupScale(const float *range, fp8::Kind kind) {
+  const float lo = range[0], hi = range[1];
+  const float amax = fmaxf(lo, hi);
+  // fmaxf drops a NaN operand; the CPU's std::max keeps range[0]'s NaN.
+  const bool nan = lo != lo || hi != hi;
+  return {nan ? lo + hi : amax / fp8::maxOf(kind), amax > 0.0f && !nan};
+}
+
 /// Element i of the tensor belongs to slice i / slice; the scale of each
 /// slice is written by the thread that quantizes the slice's first element.
 template <typename T>
@@ -42,15 +57,32 @@ __global__ void quantizeFp8(const T *x, const float *range, uint8_t *codes, floa
                             int64_t n, int64_t slice, fp8::Kind kind) {
   LLMC_GRID_STRIDE(i, n) {
     const int64_t g = i / slice;
-    const float lo = range[2 * g], hi = range[2 * g + 1];
-    const float amax = fmaxf(lo, hi);
-    const float scale = amax / fp8::maxOf(kind);
-    // fmaxf drops a NaN operand; the CPU's std::max keeps range[0]'s NaN.
-    const bool nan = lo != lo || hi != hi;
+    const GroupScale s = groupScale(range + 2 * g, kind);
     if (i == g * slice)
-      scaleOut[g] = nan ? lo + hi : scale;
-    const bool live = amax > 0.0f && !nan;
-    codes[i] = live ? fp8::encode(load(x, i) / scale, kind) : 0;
+      scaleOut[g] = s.scale;
+    codes[i] = s.live ? fp8::encode(load(x, i) / s.scale, kind) : 0;
+  }
+}
+
+/// x [rows, rowSize] in row groups: element i of row r takes the scale of
+/// r's group, code 0 past offsets[groups]; the first block writes the
+/// groups' scales. Invalid offsets: codes 0, scales NaN.
+template <typename T>
+__global__ void quantizeFp8RowGroups(const T *x, const float *range, Offsets offsets,
+                                     int64_t groups, int64_t rows, int64_t rowSize, uint8_t *codes,
+                                     float *scaleOut, fp8::Kind kind) {
+  const bool valid = validGroupOffsets(offsets, groups, rows);
+  if (blockIdx.x == 0)
+    for (int64_t g = threadIdx.x; g < groups; g += blockDim.x)
+      scaleOut[g] = valid ? groupScale(range + 2 * g, kind).scale : __int_as_float(0x7fc00000);
+  const int64_t used = valid ? offsets[groups] * rowSize : 0;
+  LLMC_GRID_STRIDE(i, rows * rowSize) {
+    uint8_t code = 0;
+    if (i < used) {
+      const GroupScale s = groupScale(range + 2 * groupOf(offsets, groups, i / rowSize), kind);
+      code = s.live ? fp8::encode(load(x, i) / s.scale, kind) : 0;
+    }
+    codes[i] = code;
   }
 }
 
@@ -59,13 +91,21 @@ public:
   QuantizeFp8Kernel(const KernelArgs &args, const contracts::QuantizeFp8Binding &b)
       : x_(args.inputs[0].as<T>()), range_(args.inputs[1].as<float>()),
         codes_(args.outputs[0].as<uint8_t>()), scale_(args.outputs[1].as<float>()), n_(b.numel),
-        groups_(b.groups), kind_(b.kind) {}
+        groups_(b.groups), rows_(b.rowGroups ? b.rows : 0),
+        offsets_{b.rowGroups ? args.inputs[2].data : nullptr,
+                 b.rowGroups && args.inputs[2].dtype == DType::I64},
+        kind_(b.kind) {}
 
   void run(const StepContext &ctx) override {
-    if (n_ == 0)
-      return;
-    quantizeFp8<T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(x_, range_, codes_, scale_, n_,
-                                                              n_ / groups_, kind_);
+    if (rows_ > 0) {
+      quantizeFp8RowGroups<T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(
+          x_, range_, offsets_, groups_, rows_, n_ / rows_, codes_, scale_, kind_);
+    } else {
+      if (n_ == 0)
+        return;
+      quantizeFp8<T><<<gridFor(n_), kBlock, 0, streamOf(ctx)>>>(x_, range_, codes_, scale_, n_,
+                                                                n_ / groups_, kind_);
+    }
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -75,6 +115,8 @@ private:
   uint8_t *codes_;
   float *scale_;
   int64_t n_, groups_;
+  int64_t rows_; ///< M of x [M, K] in row groups; 0 otherwise
+  Offsets offsets_;
   fp8::Kind kind_;
 };
 

@@ -416,11 +416,24 @@ struct Fp8Slices {
 /// x quantized to `format` as quantizeFp8 does, slice by slice of its
 /// dimension 0 with range [G, 2] (G = 1: the whole tensor).
 Fp8Slices quantizeFp8Slices(const RefTensor &x, const RefTensor &range, quant::Format format);
+/// x [M, K] quantized as quantizeFp8 does, group by group of rows
+/// (offsets [G + 1]) with range [G, 2]; rows past offsets[G] are 0.
+Fp8Slices quantizeFp8RowGroups(const RefTensor &x, const RefTensor &range, const RefTensor &offsets,
+                               quant::Format format);
 /// The value of OCP E5M2 code `byte`, from the format's definition (sign,
 /// 5 exponent bits of bias 15, 2 mantissa bits; exponent 31 is inf or NaN).
 double e5m2Value(int64_t byte);
 /// matmul(a.values, b.values) · a.scale · b.scale.
 RefTensor matmulFp8(const Fp8Operand &a, const Fp8Operand &b, bool transposeA, bool transposeB);
+
+//===- row_groups.cpp -----------------------------------------------------===//
+
+/// Each group's range [G, 2]: the elementwise max of its rows' ranges
+/// (rows [M, 2]); [0, 0] for an empty group; rows past offsets[G] left out.
+RefTensor groupRanges(const RefTensor &rows, const RefTensor &offsets);
+/// Each row's range [M, 2]: its group's (groups [G, 2]); [0, 0] past
+/// offsets[G].
+RefTensor rowRanges(const RefTensor &groups, const RefTensor &offsets, int64_t rows);
 
 //===- delayed_scaling.cpp ------------------------------------------------===//
 

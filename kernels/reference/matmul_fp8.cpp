@@ -42,6 +42,27 @@ Fp8Slices quantizeFp8Slices(const RefTensor &x, const RefTensor &range, quant::F
   return out;
 }
 
+Fp8Slices quantizeFp8RowGroups(const RefTensor &x, const RefTensor &range, const RefTensor &offsets,
+                               quant::Format format) {
+  require(x.shape.size() == 2, "quantizeFp8", "rows in groups must be [M, K]");
+  const int64_t groups = static_cast<int64_t>(offsets.data.size()) - 1, k = x.shape[1];
+  require(range.shape == std::vector<int64_t>{groups, 2}, "quantizeFp8",
+          "range must be [G, 2] for G groups of rows");
+  Fp8Slices out{RefTensor::zeros(x.shape), {}};
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t begin = toId(offsets.data[g], x.shape[0] + 1, "quantizeFp8"),
+                  end = toId(offsets.data[g + 1], x.shape[0] + 1, "quantizeFp8");
+    require(begin <= end, "quantizeFp8", "offsets must not decrease");
+    RefTensor rows = RefTensor::zeros({end - begin, k});
+    std::copy(x.data.begin() + begin * k, x.data.begin() + end * k, rows.data.begin());
+    RefTensor groupRange{{1, 2}, {range.data[2 * g], range.data[2 * g + 1]}};
+    Fp8Slices q = quantizeFp8Slices(rows, groupRange, format);
+    std::copy(q.values.data.begin(), q.values.data.end(), out.values.data.begin() + begin * k);
+    out.scales.push_back(q.scales[0]);
+  }
+  return out;
+}
+
 Fp8Operand quantizeFp8(const RefTensor &x, const RefTensor &range, quant::Format format) {
   require(range.shape == std::vector<int64_t>{1, 2}, "quantizeFp8", "range must be [1, 2]");
   Fp8Slices q = quantizeFp8Slices(x, range, format);
@@ -71,7 +92,9 @@ RefTensor matmulFp8(const Fp8Operand &a, const Fp8Operand &b, bool transposeA, b
 //===----------------------------------------------------------------------===//
 // The codes are held as their values; the scale as a one-element tensor.
 LLMC_REGISTER_EVALUATOR("qat.quantize_fp8", [](const RefCall &c) -> Results {
-  Fp8Slices q = quantizeFp8Slices(c.in(0), c.in(1), c.scheme().format);
+  const RefTensor *offsets = c.optional(2);
+  Fp8Slices q = offsets ? quantizeFp8RowGroups(c.in(0), c.in(1), *offsets, c.scheme().format)
+                        : quantizeFp8Slices(c.in(0), c.in(1), c.scheme().format);
   const int64_t groups = static_cast<int64_t>(q.scales.size());
   return {q.values, RefTensor{{groups}, q.scales}};
 });

@@ -15,6 +15,7 @@
 #include "dialects/LLM/LLMDialect.h"
 #include "dialects/QAT/QATDialect.h"
 #include "passes/lib/Layout.h"
+#include "passes/lib/RowGroupQuant.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -374,12 +375,16 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
       // or under delayed scaling with the range of dY's amax history, into
       // which this step's range is recorded.
       .Case([&](qat::QuantizeGradOp q) -> FailureOr<Grads> {
+        Grads grads(q->getNumOperands());
+        if (q.getOffsets()) {
+          grads[0] = fakeQuantRowGroups(b, loc, dy, q.getOffsets(), q.getScheme(), q.getAxes());
+          return grads;
+        }
         Value range = qat::ObserveOp::create(b, loc, dy, Value(), q.getScheme());
         if (!q.getAxes().empty())
           range = dist::AllReduceOp::create(b, loc, range.getType(), range,
                                             FlatSymbolRefAttr::get(b.getContext(), kMeshName),
                                             q.getAxes(), b.getStringAttr("max"));
-        Grads grads(q->getNumOperands());
         if (Value state = q.getState()) {
           Value observed = range;
           range = qat::DelayedRangeOp::create(b, loc, state, observed, q.getScheme());
@@ -391,6 +396,8 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
       .Case([&](qat::DelayedRangeOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
       .Case([&](qat::AmaxHistoryOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
       .Case([&](qat::ObserveOp o) -> FailureOr<Grads> { return Grads(o->getNumOperands()); })
+      .Case([&](qat::GroupRangesOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
+      .Case([&](qat::RowRangesOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
       .Case([&](qat::EmaOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
       // Collectives, in the SPMD convention that a replicated value's
       // gradient is replicated and a sharded computation's contribution to

@@ -78,7 +78,7 @@ LAYOUTS=(
   "tp2-sp|2|--mesh tp=2 --sp|gpt2 llama qwen3 gpt2-dropout gpt2-packed llama-packed mixtral qwen2_moe qwen3_moe mixtral-lora"
   "ep2|2|--mesh ep=2|mixtral qwen2_moe qwen3_moe mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-lora"
   "ep4|4|--mesh ep=4|mixtral mixtral-capacity"
-  "dp2-ep2|4|--mesh dp=2,ep=2|mixtral qwen2_moe qwen3_moe mixtral-capacity"
+  "dp2-ep2|4|--mesh dp=2,ep=2|mixtral qwen2_moe qwen3_moe mixtral-capacity mixtral-fp8"
   "zero1-dp2-ep2|4|--mesh dp=2,ep=2 --zero 1|mixtral"
   "zero3-dp2-ep2|4|--mesh dp=2,ep=2 --zero 3|mixtral"
   "ep2-tp2|4|--mesh ep=2,tp=2|mixtral qwen3_moe mixtral-capacity mixtral-fp8 mixtral-sigmoid mixtral-lora"

@@ -6,7 +6,7 @@
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="precision=fp8 recompute=full emit=train" | FileCheck %s --check-prefix=RECOMPUTE
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="precision=fp8 fp8-fast-accumulation=none recompute=full emit=train" | FileCheck %s --check-prefix=EXACT --implicit-check-not=fast_accumulation
 // RUN: llmc model mixtral --preset tiny --set n_layer=1 -o %t.moe.mlir
-// RUN: llmc-opt %t.moe.mlir --llmc-train-pipeline="mesh=ep=2,tp=2 precision=fp8 emit=train" | FileCheck %s --check-prefix=MOE --implicit-check-not=qat.fake_quant
+// RUN: llmc-opt %t.moe.mlir --llmc-train-pipeline="mesh=ep=2,tp=2 precision=fp8 emit=train" | FileCheck %s --check-prefix=MOE --implicit-check-not=qat.fake_quant --implicit-check-not=qat.row_ranges
 
 // BAD: llmc-fp8-matmuls: fast-accumulation must be forward or none, got 'all'
 
@@ -120,6 +120,51 @@ func.func @experts(%x: tensor<8x16xbf16>, %off: tensor<3xi32>, %w: tensor<2x32x1
   return %y, %dx, %dw : tensor<8x32xbf16>, tensor<8x16xbf16>, tensor<2x32x16xbf16>
 }
 
+// The routed rows and dY quantized group by group of rows (llmc-qat's
+// per-row fake_quant of qat.row_ranges): their codes keep the groups'
+// ranges, a scale per group; the rows' ranges go unused.
+// CHECK-LABEL: func.func @experts_row_groups
+// CHECK-DAG: %[[GX:.*]] = qat.group_ranges %{{.*}}, %arg1 : tensor<8x2xf32>, tensor<3xi32> -> tensor<2x2xf32>
+// CHECK-DAG: %[[XC:.*]], %[[XS:.*]] = qat.quantize_fp8 %arg0 range %[[GX]] offsets %arg1 {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x16xbf16>, tensor<2x2xf32> offsets tensor<3xi32> -> tensor<8x16xf8E4M3FN>, tensor<2xf32>
+// CHECK-DAG: %[[DC:.*]], %[[DS:.*]] = qat.quantize_fp8 %arg3 range %{{.*}} offsets %arg1 {scheme = #qat.scheme<format = "fp8_e5m2">} {{.*}} -> tensor<8x32xf8E5M2>, tensor<2xf32>
+// CHECK-DAG: %[[Y:.*]] = qat.grouped_matmul_fp8 %[[XC]], %[[XS]], %arg1, %{{.*}}, %{{.*}} {transpose_b} : tensor<8x16xf8E4M3FN>, tensor<2xf32>
+// CHECK-DAG: %[[DW:.*]] = qat.grouped_matmul_weight_grad_fp8 %[[XC]], %[[XS]], %[[DC]], %[[DS]], %arg1 {transpose_b}
+// CHECK-NOT: qat.row_ranges
+// CHECK-NOT: qat.fake_quant
+// CHECK: return %[[Y]], %[[DW]]
+func.func @experts_row_groups(%x: tensor<8x16xbf16>, %off: tensor<3xi32>, %w: tensor<2x32x16xbf16>, %dy: tensor<8x32xbf16>) -> (tensor<8x32xbf16>, tensor<2x32x16xbf16>) {
+  %rr = qat.observe %x {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<8x16xbf16> -> tensor<8x2xf32>
+  %gx = qat.group_ranges %rr, %off : tensor<8x2xf32>, tensor<3xi32> -> tensor<2x2xf32>
+  %rx = qat.row_ranges %gx, %off : tensor<2x2xf32>, tensor<3xi32> -> tensor<8x2xf32>
+  %qx = qat.fake_quant %x range %rx {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<8x16xbf16>, tensor<8x2xf32>
+  %rw = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<2x32x16xbf16> -> tensor<1x2xf32>
+  %qw = qat.fake_quant %w range %rw {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<2x32x16xbf16>, tensor<1x2xf32>
+  %y = llm.grouped_matmul %qx, %off, %qw {transpose_b} : tensor<8x16xbf16>, tensor<3xi32>, tensor<2x32x16xbf16>
+  %rd = qat.observe %dy {scheme = #qat.scheme<format = "fp8_e5m2", granularity = "channel">} : tensor<8x32xbf16> -> tensor<8x2xf32>
+  %gd = qat.group_ranges %rd, %off : tensor<8x2xf32>, tensor<3xi32> -> tensor<2x2xf32>
+  %rdr = qat.row_ranges %gd, %off : tensor<2x2xf32>, tensor<3xi32> -> tensor<8x2xf32>
+  %qd = qat.fake_quant %dy range %rdr {scheme = #qat.scheme<format = "fp8_e5m2", granularity = "channel">} : tensor<8x32xbf16>, tensor<8x2xf32>
+  %dw = llm.grouped_matmul_weight_grad %qx, %qd, %off {transpose_b} : tensor<8x16xbf16>, tensor<8x32xbf16>, tensor<3xi32> -> tensor<2x32x16xbf16>
+  return %y, %dw : tensor<8x32xbf16>, tensor<2x32x16xbf16>
+}
+
+// Left as they are: rows quantized by the groups of other offsets than
+// the product's.
+// CHECK-LABEL: func.func @kept_row_groups
+// CHECK-NOT: qat.quantize_fp8
+// CHECK: llm.grouped_matmul
+// CHECK: return
+func.func @kept_row_groups(%x: tensor<8x16xf32>, %off: tensor<3xi32>, %other: tensor<3xi32>, %w: tensor<2x32x16xf32>) -> tensor<8x32xf32> {
+  %rr = qat.observe %x {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<8x16xf32> -> tensor<8x2xf32>
+  %gx = qat.group_ranges %rr, %other : tensor<8x2xf32>, tensor<3xi32> -> tensor<2x2xf32>
+  %rx = qat.row_ranges %gx, %other : tensor<2x2xf32>, tensor<3xi32> -> tensor<8x2xf32>
+  %qx = qat.fake_quant %x range %rx {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<8x16xf32>, tensor<8x2xf32>
+  %rw = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<2x32x16xf32> -> tensor<1x2xf32>
+  %qw = qat.fake_quant %w range %rw {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<2x32x16xf32>, tensor<1x2xf32>
+  %y = llm.grouped_matmul %qx, %off, %qw {transpose_b} : tensor<8x16xf32>, tensor<3xi32>, tensor<2x32x16xf32>
+  return %y : tensor<8x32xf32>
+}
+
 // Left as they are: a stack quantized per row of each expert (the view
 // [G·A, B]: its scales are not one per expert), and a per-slice scheme on
 // an operand that is not a stack of experts (the rows).
@@ -176,12 +221,13 @@ func.func @kept_experts(%x: tensor<8x16xf32>, %off: tensor<3xi32>, %w: tensor<2x
 // EXACT-LABEL: func.func @train_step(
 
 // --precision fp8 on a mixture of experts under ep2 × tp2: each rank's
-// two experts, split by tp, quantized expert by expert (a scale each); the
-// gate, up and down products and their dX and dW read the routed rows'
-// and dY's codes; no fake quantization is left.
+// two experts, split by tp, quantized expert by expert (a scale each), and
+// so are their routed rows and dY; the gate, up and down products and
+// their dX and dW read those codes; no fake quantization is left, nor the
+// rows' ranges it read.
 // MOE-LABEL: func.func @grad(
 // MOE: %[[WC:[^,]*]], %[[WS:[^ ]*]] = qat.quantize_fp8 {{.*}}granularity = "channel"{{.*}} : tensor<2x11264xbf16>, tensor<2x2xf32> -> tensor<2x11264xf8E4M3FN>, tensor<2xf32>
-// MOE: %[[XC:[^,]*]], %[[XS:[^ ]*]] = qat.quantize_fp8 {{.*}} -> tensor<{{[0-9]+}}x128xf8E4M3FN>, tensor<1xf32>
+// MOE: %[[XC:[^,]*]], %[[XS:[^ ]*]] = qat.quantize_fp8 {{.*}} offsets %local_offsets {{.*}} -> tensor<{{[0-9]+}}x128xf8E4M3FN>, tensor<2xf32>
 // MOE-NEXT: %[[GATE:.*]] = qat.grouped_matmul_fp8 %[[XC]], %[[XS]], %local_offsets, %{{[0-9]+}}, %[[WS]] {llmc.block_name = "layers.0", transpose_b}
 // MOE-COUNT-2: qat.grouped_matmul_fp8 {{.*}} {llmc.block_name = "layers.0", transpose_b}
 // MOE-COUNT-3: qat.grouped_matmul_weight_grad_fp8 {{.*}} {llmc.backward, llmc.block_name = "layers.0", transpose_b}

@@ -15,9 +15,10 @@
 // A mixture of experts' grouped products are quantized like the other
 // matmuls: the stacked experts' weight expert by expert (a per-tensor
 // scheme's range per expert, on the view [G, A·B], as `llmc quantize`
-// stores a stack), the routed rows as the input (gate and up share it),
-// dY per product; keep-routers leaves the router's matmul, whose logits
-// choose the experts, in full precision.
+// stores a stack), the routed rows as the input (gate and up share it)
+// expert by expert too (each row's range, each group's, given back to its
+// rows), dY likewise (quantize_grad with the offsets); keep-routers leaves
+// the router's matmul, whose logits choose the experts, in full precision.
 // CHECK: %[[LOGITS:.*]] = llm.matmul %{{[^,]*}}, %arg7 {transpose_b} : tensor<1024x128xf32>, tensor<4x128xf32> -> tensor<1024x4xf32>
 // CHECK-NEXT: llm.moe_route %[[LOGITS]]
 // CHECK-NEXT: %[[ROWS:.*]] = llm.moe_dispatch
@@ -25,10 +26,12 @@
 // CHECK-NEXT: %[[RG:.*]] = qat.observe %[[VG]] {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<4x22528xf32> -> tensor<4x2xf32>
 // CHECK-NEXT: %[[QG:.*]] = qat.fake_quant %[[VG]] range %[[RG]]
 // CHECK-NEXT: %[[G:.*]] = llm.reshape %[[QG]] : tensor<4x22528xf32> to tensor<4x176x128xf32>
-// CHECK-NEXT: %[[RX:.*]] = qat.observe %[[ROWS]] {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<2048x128xf32>
-// CHECK-NEXT: %[[X:.*]] = qat.fake_quant %[[ROWS]] range %[[RX]]
+// CHECK-NEXT: %[[RR:.*]] = qat.observe %[[ROWS]] {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<2048x128xf32> -> tensor<2048x2xf32>
+// CHECK-NEXT: %[[RX:.*]] = qat.group_ranges %[[RR]], %offsets : tensor<2048x2xf32>, tensor<5xi32> -> tensor<4x2xf32>
+// CHECK-NEXT: %[[RB:.*]] = qat.row_ranges %[[RX]], %offsets : tensor<4x2xf32>, tensor<5xi32> -> tensor<2048x2xf32>
+// CHECK-NEXT: %[[X:.*]] = qat.fake_quant %[[ROWS]] range %[[RB]] {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">}
 // CHECK-NEXT: %[[GATE:.*]] = llm.grouped_matmul %[[X]], %offsets, %[[G]] {transpose_b}
-// CHECK-NEXT: qat.quantize_grad %[[GATE]] {scheme = #qat.scheme<format = "fp8_e5m2">}
+// CHECK-NEXT: qat.quantize_grad %[[GATE]] offsets %offsets {scheme = #qat.scheme<format = "fp8_e5m2">}
 // CHECK-NEXT: llm.reshape %arg8
 // CHECK-NEXT: qat.observe
 // CHECK-NEXT: qat.fake_quant
@@ -51,19 +54,29 @@
 
 // Under ep=2 × tp=2 each rank holds 2 experts' halves: each expert's
 // range combines over tp, which splits it (ep splits the experts, whose
-// ranges are their own), the routed rows' over ep (a batch axis: each
-// rank's rows come from every ep rank's tokens), dY's over both.
+// ranges are their own). So do each expert's rows: an ep rank holds every
+// row of its experts, from every ep rank's tokens, so nothing combines
+// over ep; the gate's rows are whole on each tp rank, the down
+// projection's split over tp, and dY (split over tp's columns) combines
+// over tp.
 // EP: llm.moe_regroup
 // EP: llm.reshape %arg{{[0-9]+}} : tensor<2x88x128xbf16> to tensor<2x11264xbf16>
 // EP-NEXT: qat.observe %{{.*}} : tensor<2x11264xbf16> -> tensor<2x2xf32>
 // EP-NEXT: dist.all_reduce %{{.*}} on @mesh axes ["tp"] reduction "max"
 // EP-NEXT: qat.fake_quant
 // EP-NEXT: llm.reshape
-// EP-NEXT: qat.observe %{{.*}} : tensor<2048x128xbf16> -> tensor<1x2xf32>
-// EP-NEXT: dist.all_reduce %{{.*}} on @mesh axes ["ep"] reduction "max"
+// EP-NEXT: qat.observe %{{.*}} : tensor<2048x128xbf16> -> tensor<2048x2xf32>
+// EP-NEXT: qat.group_ranges %{{.*}}, %local_offsets : tensor<2048x2xf32>, tensor<3xi32> -> tensor<2x2xf32>
+// EP-NEXT: qat.row_ranges
 // EP-NEXT: qat.fake_quant
 // EP-NEXT: llm.grouped_matmul
-// EP-NEXT: qat.quantize_grad %{{.*}} {axes = ["ep", "tp"], scheme = #qat.scheme<format = "fp8_e5m2">}
+// EP-NEXT: qat.quantize_grad %{{.*}} offsets %local_offsets {axes = ["tp"], scheme = #qat.scheme<format = "fp8_e5m2">}
+// EP: qat.observe %{{.*}} : tensor<2048x88xbf16> -> tensor<2048x2xf32>
+// EP-NEXT: qat.group_ranges
+// EP-NEXT: dist.all_reduce %{{.*}} on @mesh axes ["tp"] reduction "max" : tensor<2x2xf32>
+// EP-NEXT: qat.row_ranges
+// EP-NEXT: qat.fake_quant
+// EP-NEXT: llm.grouped_matmul
 
 // Per channel, a range per expert and channel, the axis counted in each
 // expert's matrix as `llmc quantize` counts it: each expert's rows

@@ -482,3 +482,67 @@ func.func @f(%x: tensor<8x16xf8E5M2>, %dy: tensor<8x4xf8E5M2>, %o: tensor<3xi32>
   %dw = qat.grouped_matmul_weight_grad_fp8 %x, %s, %dy, %s, %o : tensor<8x16xf8E5M2>, tensor<1xf32>, tensor<8x4xf8E5M2>, tensor<1xf32>, tensor<3xi32> -> tensor<2x16x4xbf16>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %o: tensor<3xi32>, %s: tensor<17xf32>) {
+  // expected-error @+1 {{quantizes row groups (offsets) with a minmax scheme only, not delayed}}
+  %y = qat.quantize_grad %x state %s offsets %o {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 16>} : tensor<8x16xf32>, tensor<17xf32> offsets tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x16xf32>, %o: tensor<3xi32>) {
+  // expected-error @+1 {{with offsets, x must be the rows [M, F], got 'tensor<2x8x16xf32>'}}
+  %y = qat.quantize_grad %x offsets %o {scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<2x8x16xf32> offsets tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %r: tensor<3x2xf32>, %o: tensor<3xi32>) {
+  // expected-error @+1 {{range must be 'tensor<2x2xf32>' (one per group), got 'tensor<3x2xf32>'}}
+  %c, %s = qat.quantize_fp8 %x range %r offsets %o {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x16xf32>, tensor<3x2xf32> offsets tensor<3xi32> -> tensor<8x16xf8E4M3FN>, tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %r: tensor<8x2xf32>, %o: tensor<3xi32>) {
+  // expected-error @+1 {{with offsets, x must be the rows [M, K] and the scheme per tensor (per group of rows), got 'tensor<8x16xf32>'}}
+  %c, %s = qat.quantize_fp8 %x range %r offsets %o {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel", axis = 0>} : tensor<8x16xf32>, tensor<8x2xf32> offsets tensor<3xi32> -> tensor<8x16xf8E4M3FN>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%r: tensor<8x2xf32>, %o: tensor<3xi32>) {
+  // expected-error @+1 {{result must be 'tensor<2x2xf32>', got 'tensor<3x2xf32>'}}
+  %g = qat.group_ranges %r, %o : tensor<8x2xf32>, tensor<3xi32> -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%r: tensor<8x3xf32>, %o: tensor<3xi32>) {
+  // expected-error @+1 {{rows must be [M, 2] ranges, got 'tensor<8x3xf32>'}}
+  %g = qat.group_ranges %r, %o : tensor<8x3xf32>, tensor<3xi32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<3x2xf32>, %o: tensor<3xi32>) {
+  // expected-error @+1 {{groups must be 'tensor<2x2xf32>', got 'tensor<3x2xf32>'}}
+  %r = qat.row_ranges %g, %o : tensor<3x2xf32>, tensor<3xi32> -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x2xf32>, %o: tensor<3xi32>) {
+  // expected-error @+1 {{result must be [M, 2] ranges, got 'tensor<8xf32>'}}
+  %r = qat.row_ranges %g, %o : tensor<2x2xf32>, tensor<3xi32> -> tensor<8xf32>
+  return
+}

@@ -124,3 +124,21 @@ func.func @fp8_experts(%x: tensor<8x16xbf16>, %rx: tensor<1x2xf32>, %off: tensor
   %dw = qat.grouped_matmul_weight_grad_fp8 %xc, %xs, %dy, %ds, %off {transpose_b} : tensor<8x16xf8E4M3FN>, tensor<1xf32>, tensor<8x32xf8E5M2>, tensor<1xf32>, tensor<3xi32> -> tensor<2x32x16xbf16>
   return %y, %dw : tensor<8x32xbf16>, tensor<2x32x16xbf16>
 }
+
+// A mixture of experts' rows quantized group by group (llmc-qat, dY's
+// backward): the groups' ranges from the rows', given back to the rows;
+// their fp8 codes with a scale per group.
+// CHECK-LABEL: func.func @row_groups
+func.func @row_groups(%x: tensor<8x16xbf16>, %off: tensor<3xi32>) -> (tensor<8x16xbf16>, tensor<8x16xf8E4M3FN>, tensor<2xf32>, tensor<8x16xbf16>) {
+  %r = qat.observe %x {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<8x16xbf16> -> tensor<8x2xf32>
+  // CHECK: qat.group_ranges %{{.*}}, %{{.*}} : tensor<8x2xf32>, tensor<3xi32> -> tensor<2x2xf32>
+  %g = qat.group_ranges %r, %off : tensor<8x2xf32>, tensor<3xi32> -> tensor<2x2xf32>
+  // CHECK: qat.row_ranges %{{.*}}, %{{.*}} : tensor<2x2xf32>, tensor<3xi32> -> tensor<8x2xf32>
+  %rows = qat.row_ranges %g, %off : tensor<2x2xf32>, tensor<3xi32> -> tensor<8x2xf32>
+  %q = qat.fake_quant %x range %rows {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel">} : tensor<8x16xbf16>, tensor<8x2xf32>
+  // CHECK: qat.quantize_fp8 %{{.*}} range %{{.*}} offsets %{{.*}} {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x16xbf16>, tensor<2x2xf32> offsets tensor<3xi32> -> tensor<8x16xf8E4M3FN>, tensor<2xf32>
+  %c, %s = qat.quantize_fp8 %x range %g offsets %off {scheme = #qat.scheme<format = "fp8_e4m3">} : tensor<8x16xbf16>, tensor<2x2xf32> offsets tensor<3xi32> -> tensor<8x16xf8E4M3FN>, tensor<2xf32>
+  // CHECK: qat.quantize_grad %{{.*}} offsets %{{.*}} {axes = ["dp"], scheme = #qat.scheme<format = "fp8_e5m2">} : tensor<8x16xbf16> offsets tensor<3xi32>
+  %d = qat.quantize_grad %x offsets %off {scheme = #qat.scheme<format = "fp8_e5m2">, axes = ["dp"]} : tensor<8x16xbf16> offsets tensor<3xi32>
+  return %q, %c, %s, %d : tensor<8x16xbf16>, tensor<8x16xf8E4M3FN>, tensor<2xf32>, tensor<8x16xbf16>
+}

@@ -23,6 +23,23 @@ namespace {
 /// The range [1, 2] (−min, max) of a tensor whose amax is `amax`.
 RefTensor rangeOf(double amax) { return RefTensor{{1, 2}, {0.5 * amax, amax}}; }
 
+/// Codes are checked through their values (a zero's sign is the kernel's
+/// to choose), the scales exactly; a GPU's codes are the CPU's.
+void expectCodesAndScales(KernelCall &k, int64_t format) {
+  k.tolerances = {std::numeric_limits<double>::infinity(), 0.0};
+  k.check = [format](const std::vector<RefTensor> &, const std::vector<RefTensor> &out,
+                     const std::vector<RefTensor> &expected) {
+    RefTensor values = codeValues(out[0], format);
+    for (int64_t i = 0; i < values.numel(); ++i)
+      if (values.data[i] != expected[0].data[i])
+        return ::testing::AssertionFailure()
+               << "element " << i << ": code " << out[0].data[i] << " is " << values.data[i]
+               << ", expected " << expected[0].data[i];
+    return ::testing::AssertionSuccess();
+  };
+  k.cudaTolerances = {0.0, 0.0};
+}
+
 std::vector<ConformanceCase> quantizeCases() {
   std::vector<ConformanceCase> cases;
   uint64_t seed = 3100;
@@ -45,22 +62,7 @@ std::vector<ConformanceCase> quantizeCases() {
                              ref::Fp8Operand q = ref::quantizeFp8(in[0], in[1], f);
                              return std::vector<RefTensor>{q.values, RefTensor{{1}, {q.scale}}};
                            };
-                           // Codes are checked through their values (a zero's
-                           // sign is the kernel's to choose); the scale exactly.
-                           double inf = std::numeric_limits<double>::infinity();
-                           k.tolerances = {inf, 0.0};
-                           k.check = [format](const std::vector<RefTensor> &,
-                                              const std::vector<RefTensor> &out,
-                                              const std::vector<RefTensor> &expected) {
-                             RefTensor values = codeValues(out[0], format);
-                             for (int64_t i = 0; i < values.numel(); ++i)
-                               if (values.data[i] != expected[0].data[i])
-                                 return ::testing::AssertionFailure()
-                                        << "element " << i << ": code " << out[0].data[i] << " is "
-                                        << values.data[i] << ", expected " << expected[0].data[i];
-                             return ::testing::AssertionSuccess();
-                           };
-                           k.cudaTolerances = {0.0, 0.0};
+                           expectCodesAndScales(k, format);
                            return k;
                          }});
       }
@@ -91,23 +93,51 @@ std::vector<ConformanceCase> quantizeSliceCases() {
                            ref::Fp8Slices q = ref::quantizeFp8Slices(in[0], in[1], f);
                            return std::vector<RefTensor>{q.values, RefTensor{{3}, q.scales}};
                          };
-                         double inf = std::numeric_limits<double>::infinity();
-                         k.tolerances = {inf, 0.0};
-                         k.check = [format](const std::vector<RefTensor> &,
-                                            const std::vector<RefTensor> &out,
-                                            const std::vector<RefTensor> &expected) {
-                           RefTensor values = codeValues(out[0], format);
-                           for (int64_t i = 0; i < values.numel(); ++i)
-                             if (values.data[i] != expected[0].data[i])
-                               return ::testing::AssertionFailure()
-                                      << "element " << i << ": code " << out[0].data[i] << " is "
-                                      << values.data[i] << ", expected " << expected[0].data[i];
-                           return ::testing::AssertionSuccess();
-                         };
-                         k.cudaTolerances = {0.0, 0.0};
+                         expectCodesAndScales(k, format);
                          return k;
                        }});
     }
+  return cases;
+}
+
+/// One scale per group of a mixture of experts' rows (offsets): an empty
+/// group first, groups of different ranges (one all zeros), and rows past
+/// the last group, whose codes are 0.
+std::vector<ConformanceCase> quantizeRowGroupCases() {
+  std::vector<ConformanceCase> cases;
+  for (int64_t format : {kE4M3, kE5M2})
+    for (DType dtype : {DType::F32, DType::BF16})
+      for (DType index : {DType::I32, DType::I64}) {
+        std::string label = std::string(fp8FormatName(format)) + "_" + dtypeName(dtype) +
+                            (index == DType::I64 ? "_i64" : "");
+        cases.push_back({"qat_quantize_fp8", "row_groups_" + label, [=] {
+                           KernelCall k;
+                           const std::vector<int64_t> offsets = {0, 0, 5, 7, 11};
+                           const std::vector<double> amax = {1.0, 3.0, 0.0, 1e-3};
+                           RefTensor x = randomTensor({14, 24}, 3270 + format, 1.0);
+                           RefTensor range = RefTensor::zeros({4, 2}), off = RefTensor::zeros({5});
+                           for (int g = 0; g < 4; ++g) {
+                             range.data[2 * g + 1] = amax[g];
+                             for (int64_t r = offsets[g]; r < offsets[g + 1]; ++r)
+                               for (int64_t c = 0; c < 24; ++c) x.data[r * 24 + c] *= amax[g];
+                           }
+                           for (size_t i = 0; i < offsets.size(); ++i)
+                             off.data[i] = static_cast<double>(offsets[i]);
+                           k.input(x, dtype);
+                           k.input(range, DType::F32);
+                           k.input(Buffer::of(off, index));
+                           k.output(DType::U8, {14, 24});
+                           k.output(DType::F32, {4});
+                           k.attrs = attrs({}, {{"format", format}});
+                           auto f = static_cast<quant::Format>(format);
+                           k.reference = [f](const std::vector<RefTensor> &in) {
+                             ref::Fp8Slices q = ref::quantizeFp8RowGroups(in[0], in[1], in[2], f);
+                             return std::vector<RefTensor>{q.values, RefTensor{{4}, q.scales}};
+                           };
+                           expectCodesAndScales(k, format);
+                           return k;
+                         }});
+      }
   return cases;
 }
 
@@ -182,6 +212,7 @@ std::vector<ConformanceCase> matmulCases() {
 
 LLMC_CONFORMANCE_CASES(QatQuantizeFp8, quantizeCases);
 LLMC_CONFORMANCE_CASES(QatQuantizeFp8Slices, quantizeSliceCases);
+LLMC_CONFORMANCE_CASES(QatQuantizeFp8RowGroups, quantizeRowGroupCases);
 LLMC_CONFORMANCE_CASES(QatMatmulFp8, matmulCases);
 
 /// codes · scale is exactly qat_fake_quant's value for the same x and
@@ -255,6 +286,9 @@ TEST(MatmulFp8, BindingErrors) {
   EXPECT_EQ(bindError("qat_quantize_fp8", {f32({4, 16}), f32({4, 2})}, {u8({4, 16}), f32({1})},
                       attrs({}, {{"format", kE4M3}})),
             "qat_quantize_fp8: scale must be f32[4], got f32[1]");
+  EXPECT_EQ(bindError("qat_quantize_fp8", {f32({6, 16}), f32({2, 2}), typeOnly(DType::I32, {4})},
+                      {u8({6, 16}), f32({3})}, attrs({}, {{"format", kE4M3}})),
+            "qat_quantize_fp8: range must be f32[3x2], got f32[2x2]");
 }
 
 } // namespace
