@@ -249,8 +249,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
                                   ArrayRef<ShardSplit> splits) {
     Operation *op = experts;
     Value x = experts.getX();
-    auto key = std::make_tuple(x.getAsOpaquePointer(), scheme.getAsOpaquePointer(),
-                               static_cast<const void *>(op->getBlock()));
+    QuantizedKey key = keyOf(op, x, scheme);
     if (auto it = quantized.find(key); it != quantized.end()) {
       experts.getXMutable().assign(it->second);
       return success();
@@ -326,11 +325,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     Value flat = llm::ReshapeOp::create(b, loc, RankedTensorType::get(view, element), stacked);
     auto back = llm::ReshapeOp::create(b, loc, stackedType, flat);
     experts.getWeightsMutable().assign(columns ? permute(back) : back.getResult());
-    qat::SchemeAttr perGroup = qat::SchemeAttr::get(
-        &getContext(), scheme.getFormat(), "channel", 0, scheme.getBlock(), scheme.getSymmetric(),
-        scheme.getObserver(), scheme.getMomentum(), scheme.getOutlier(), scheme.getHistory(),
-        scheme.getMargin(), scheme.getAlgo());
-    return quantizeOperand(back, 0, perGroup, splits, weight, site);
+    return quantizeOperand(back, 0, perRowScheme(scheme), splits, weight, site);
   }
 
   /// Routes the output of `op` (a matmul reading `input` and `weight`)
@@ -504,10 +499,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     FailureOr<SmallVector<std::string>> axes = reductionAxes(op, scheme, type, splits);
     if (failed(axes))
       return failure();
-    // One quantized copy per (value, scheme, region): Q, K and V projections
-    // reading one normalised input share it.
-    auto key = std::make_tuple(x.getAsOpaquePointer(), scheme.getAsOpaquePointer(),
-                               static_cast<const void *>(op->getBlock()));
+    QuantizedKey key = keyOf(op, x, scheme);
     if (auto it = quantized.find(key); it != quantized.end()) {
       op->setOperand(index, it->second);
       return success();
@@ -585,7 +577,15 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   llvm::DenseSet<Value> batchDerived;
   llvm::StringSet<> matchedSkips;
   llvm::StringSet<> sitesNamed;
-  std::map<std::tuple<const void *, const void *, const void *>, Value> quantized;
+  /// One quantized copy per (value, scheme, region): Q, K and V
+  /// projections reading one normalised input share it, so do an MoE
+  /// layer's gate and up products.
+  using QuantizedKey = std::tuple<const void *, const void *, const void *>;
+  static QuantizedKey keyOf(Operation *op, Value x, qat::SchemeAttr scheme) {
+    return {x.getAsOpaquePointer(), scheme.getAsOpaquePointer(),
+            static_cast<const void *>(op->getBlock())};
+  }
+  std::map<QuantizedKey, Value> quantized;
 };
 
 } // namespace

@@ -352,13 +352,20 @@ LogicalResult QuantizeFp8Op::verify() {
   return success();
 }
 
+/// Whether two fp8 operand types are both E5M2 (no tensor core multiplies
+/// them).
+static bool bothE5M2(Type a, Type b) {
+  return isa<Float8E5M2Type>(cast<RankedTensorType>(a).getElementType()) &&
+         isa<Float8E5M2Type>(cast<RankedTensorType>(b).getElementType());
+}
+
 LogicalResult MatmulFp8Op::verify() {
   auto a = cast<RankedTensorType>(getA().getType()), b = cast<RankedTensorType>(getB().getType());
   auto result = cast<RankedTensorType>(getResult().getType());
   auto scalar = RankedTensorType::get({1}, Float32Type::get(getContext()));
   if (getAScale().getType() != scalar || getBScale().getType() != scalar)
     return emitOpError("scales must be tensor<1xf32>");
-  if (isa<Float8E5M2Type>(a.getElementType()) && isa<Float8E5M2Type>(b.getElementType()))
+  if (bothE5M2(a, b))
     return emitOpError("multiplies two E5M2 operands, which no fp8 tensor core does");
   if (a.getRank() < 2 || (b.getRank() != 2 && b.getRank() != a.getRank()))
     return emitOpError("a must have rank >= 2 and b rank 2 or a's, got ") << a << " and " << b;
@@ -437,11 +444,6 @@ static LogicalResult verifyGroupScale(Operation *op, StringRef name, Value scale
     return op->emitOpError() << name << " must be tensor<1xf32> or one per group (tensor<" << groups
                              << "xf32>), got " << type;
   return success();
-}
-
-static bool bothE5M2(Type a, Type b) {
-  return isa<Float8E5M2Type>(cast<RankedTensorType>(a).getElementType()) &&
-         isa<Float8E5M2Type>(cast<RankedTensorType>(b).getElementType());
 }
 
 LogicalResult GroupedMatmulFp8Op::verify() {

@@ -81,6 +81,34 @@ inline bool bindOffsets(Validator &v, const TensorView &offsets, GroupedMatmulBi
   return true;
 }
 
+/// The stacked weights `w` named `name` of `dtype`: [G, K, F], or [G, F,
+/// K] with transpose_b, for b's groups and K; sets f.
+inline bool bindStack(Validator &v, const TensorView &w, const char *name, DType dtype,
+                      const TensorView &x, GroupedMatmulBinding &b) {
+  if (!v.hasDType(w, name, dtype) || !v.hasRank(w, name, 3) || !v.fitsInt(w, name))
+    return false;
+  b.f = w.dim(b.transposeB ? 1 : 2);
+  if (w.dim(0) != b.groups || w.dim(b.transposeB ? 2 : 1) != b.k)
+    return v.fail(std::string(name) + " " + w.describe() + " does not match x " + x.describe() +
+                  " and " + std::to_string(b.groups) + " groups (stacked weights are " +
+                  (b.transposeB ? "[G, F, K] with transpose_b)" : "[G, K, F])"));
+  return true;
+}
+
+/// The stacked weights `w` of `dtype`: [G, K, F], or [G, F, K] with
+/// transpose_b, for b's groups and K (x's); sets f.
+inline bool bindStack(Validator &v, const TensorView &w, DType dtype, const TensorView &x,
+                      GroupedMatmulBinding &b) {
+  if (!v.hasDType(w, "weights", dtype) || !v.hasRank(w, "weights", 3) || !v.fitsInt(w, "weights"))
+    return false;
+  b.f = w.dim(b.transposeB ? 1 : 2);
+  if (w.dim(0) != b.groups || w.dim(b.transposeB ? 2 : 1) != b.k)
+    return v.fail("weights " + w.describe() + " do not match x " + x.describe() + " and " +
+                  std::to_string(b.groups) + " groups (stacked weights are " +
+                  (b.transposeB ? "[G, F, K] with transpose_b)" : "[G, K, F])"));
+  return true;
+}
+
 } // namespace grouped_matmul_impl
 
 inline bool bindGroupedMatmul(const KernelArgs &args, std::string &error,
@@ -91,14 +119,8 @@ inline bool bindGroupedMatmul(const KernelArgs &args, std::string &error,
   if (!v.flagAttr("transpose_b", &b.transposeB) || !v.arity(3, 1) || !bindRows(v, v.in(0), b) ||
       !bindOffsets(v, v.in(1), b))
     return false;
-  const TensorView &w = v.in(2);
-  if (!v.hasDType(w, "weights", b.dtype) || !v.hasRank(w, "weights", 3) || !v.fitsInt(w, "weights"))
+  if (!bindStack(v, v.in(2), b.dtype, v.in(0), b))
     return false;
-  b.f = w.dim(b.transposeB ? 1 : 2);
-  if (w.dim(0) != b.groups || w.dim(b.transposeB ? 2 : 1) != b.k)
-    return v.fail("weights " + w.describe() + " do not match x " + v.in(0).describe() + " and " +
-                  std::to_string(b.groups) + " groups (stacked weights are " +
-                  (b.transposeB ? "[G, F, K] with transpose_b)" : "[G, K, F])"));
   if (!v.hasType(v.out(0), "y", b.dtype, {b.rows, b.f}))
     return false;
   *out = b;

@@ -86,13 +86,8 @@ inline bool bindGroupedMatmulFp8(const KernelArgs &args, std::string &error,
     return false;
   d.rows = x.dim(0);
   d.k = x.dim(1);
-  if (!v.hasDType(w, "w", DType::U8) || !v.hasRank(w, "w", 3) || !v.fitsInt(w, "w"))
+  if (!grouped_matmul_impl::bindStack(v, w, DType::U8, x, d))
     return false;
-  d.f = w.dim(d.transposeB ? 1 : 2);
-  if (w.dim(0) != d.groups || w.dim(d.transposeB ? 2 : 1) != d.k)
-    return v.fail("w " + w.describe() + " does not match x " + x.describe() + " and " +
-                  std::to_string(d.groups) + " groups (stacked weights are " +
-                  (d.transposeB ? "[G, F, K] with transpose_b)" : "[G, K, F])"));
   if (!groupScale(v, v.in(1), "x_scale", d.groups, &b.aScalePerGroup) ||
       !groupScale(v, v.in(4), "w_scale", d.groups, &b.bScalePerGroup) || !v.isFloat(y, "y") ||
       !v.hasType(y, "y", y.dtype, {d.rows, d.f}))

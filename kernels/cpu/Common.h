@@ -17,6 +17,7 @@
 #ifndef LLMC_KERNELS_CPU_COMMON_H
 #define LLMC_KERNELS_CPU_COMMON_H
 
+#include "common/Fp8.h"
 #include "common/Half.h"
 #include "kernels/DtypeDispatch.h"
 #include "kernels/Kernel.h"
@@ -162,6 +163,11 @@ struct IdView {
   }
 };
 
+/// `n` NaNs into a float output.
+template <typename T> void fillNaN(T *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) store(out, i, std::numeric_limits<float>::quiet_NaN());
+}
+
 /// Whether group offsets [G + 1] cut the first of `rows` rows into
 /// `groups` groups: offsets[0] = 0, never decreasing, offsets[G] <= rows
 /// (contracts/GroupedMatmul.h).
@@ -228,6 +234,14 @@ template <typename T> void widenParallel(const T *in, float *out, int64_t n) {
 template <typename T> void narrowParallel(const float *in, T *out, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) store(out, i, in[i]);
+}
+
+/// Widens n fp8 codes of `kind` to their exact fp32 values (a 256-entry
+/// table), over the threads when n is large (an fp8 operand for sgemm).
+inline void widenFp8Parallel(const uint8_t *codes, int64_t n, fp8::Kind kind, float *out) {
+  const float *values = fp8::values(kind);
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = values[codes[i]];
 }
 
 //===----------------------------------------------------------------------===//

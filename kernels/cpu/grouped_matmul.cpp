@@ -38,10 +38,6 @@ namespace {
 
 using contracts::GroupedMatmulBinding;
 
-template <typename T> void fillNaN(T *out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) store(out, i, kNaN);
-}
-
 /// `x` (a float tensor) as fp32: itself, or widened into `scratch`.
 template <typename T> const float *asFloat(const T *x, int64_t n, std::vector<float> &scratch) {
   if constexpr (std::is_same_v<T, float>) {

@@ -24,13 +24,6 @@ namespace {
 
 using contracts::GroupedMatmulFp8Binding;
 
-/// codes[0, n) → their values in `kind`.
-void expandCodes(const uint8_t *codes, int64_t n, fp8::Kind kind, float *out) {
-  const float *values = fp8::values(kind);
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) out[i] = values[codes[i]];
-}
-
 /// Scale `g` of an operand's scales (one, or one per group).
 float scaleAt(const float *scales, bool perGroup, int64_t g) { return scales[perGroup ? g : 0]; }
 
@@ -38,10 +31,6 @@ float scaleAt(const float *scales, bool perGroup, int64_t g) { return scales[per
 template <typename T> void storeScaled(const float *sum, float scale, T *out, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) store(out, i, sum[i] * scale);
-}
-
-template <typename T> void fillNaN(T *out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) store(out, i, kNaN);
 }
 
 template <typename T> class GroupedMatmulFp8Kernel final : public Kernel {
@@ -61,7 +50,7 @@ public:
       fillNaN(y_, size);
       return;
     }
-    expandCodes(x_, d_.rows * d_.k, b_.a, xWide_.data());
+    widenFp8Parallel(x_, d_.rows * d_.k, b_.a, xWide_.data());
     const int64_t weightSize = d_.k * d_.f;
     for (int64_t g = 0; g < d_.groups; ++g) {
       const int64_t begin = offsets_[g], rows = offsets_[g + 1] - begin;
@@ -71,7 +60,7 @@ public:
       if (d_.k == 0) {
         std::fill(sum, sum + rows * d_.f, 0.0f);
       } else {
-        expandCodes(w_ + g * weightSize, weightSize, b_.b, wWide_.data());
+        widenFp8Parallel(w_ + g * weightSize, weightSize, b_.b, wWide_.data());
         const int k = static_cast<int>(d_.k), f = static_cast<int>(d_.f);
         sgemm_(CblasRowMajor, CblasNoTrans, d_.transposeB ? CblasTrans : CblasNoTrans,
                static_cast<int>(rows), f, k, 1.0f, xWide_.data() + begin * d_.k, k, wWide_.data(),
@@ -117,8 +106,8 @@ public:
       return;
     }
     const int64_t used = offsets_[d_.groups];
-    expandCodes(x_, used * d_.k, b_.a, xWide_.data());
-    expandCodes(dy_, used * d_.f, b_.b, dyWide_.data());
+    widenFp8Parallel(x_, used * d_.k, b_.a, xWide_.data());
+    widenFp8Parallel(dy_, used * d_.f, b_.b, dyWide_.data());
     for (int64_t g = 0; g < d_.groups; ++g) {
       const int64_t begin = offsets_[g], rows = offsets_[g + 1] - begin;
       gradient(xWide_.data() + begin * d_.k, dyWide_.data() + begin * d_.f, rows);

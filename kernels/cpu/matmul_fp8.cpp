@@ -110,13 +110,6 @@ std::unique_ptr<Kernel> makeQuantizeFp8(const KernelArgs &args, std::string &err
 // qat_matmul_fp8
 //===----------------------------------------------------------------------===//
 
-/// codes[0, n) → their values in `kind`.
-void expandCodes(const uint8_t *codes, int64_t n, fp8::Kind kind, float *out) {
-  const float *values = fp8::values(kind);
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) out[i] = values[codes[i]];
-}
-
 template <typename T> class MatmulFp8Kernel final : public Kernel {
 public:
   MatmulFp8Kernel(const KernelArgs &args, const contracts::MatmulFp8Binding &b,
@@ -134,8 +127,8 @@ public:
       std::memset(static_cast<void *>(c_), 0, static_cast<size_t>(n) * sizeof(T));
       return;
     }
-    expandCodes(a_, static_cast<int64_t>(aWide_.size()), aKind_, aWide_.data());
-    expandCodes(b_, static_cast<int64_t>(bWide_.size()), bKind_, bWide_.data());
+    widenFp8Parallel(a_, static_cast<int64_t>(aWide_.size()), aKind_, aWide_.data());
+    widenFp8Parallel(b_, static_cast<int64_t>(bWide_.size()), bKind_, bWide_.data());
     batchedGemm(d_, aWide_.data(), bWide_.data(), cWide_.data(), 0.0f);
     const float scale = *aScale_ * *bScale_;
     const float *sum = cWide_.data();

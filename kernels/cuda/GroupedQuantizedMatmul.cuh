@@ -26,21 +26,13 @@
 namespace llmc::cuda {
 namespace grouped_quantized {
 
-__device__ inline bool validOffsets(Offsets offsets, int64_t groups, int64_t rows) {
-  if (offsets[0] != 0 || offsets[groups] > rows)
-    return false;
-  for (int64_t g = 0; g < groups; ++g)
-    if (offsets[g + 1] < offsets[g])
-      return false;
-  return true;
-}
-
 template <typename T, typename Element>
 __global__ void groupedProduct(const T *x, Offsets offsets, Element element, T *y, int64_t rows,
                                int64_t k, int64_t n, int64_t groups, bool transposeB) {
+  const bool valid = validGroupOffsets(offsets, groups, rows);
   LLMC_GRID_STRIDE(e, rows * n) {
     const int64_t r = e / n, c = e % n;
-    if (!validOffsets(offsets, groups, rows)) {
+    if (!valid) {
       store(y, e, __int_as_float(0x7fc00000));
       continue;
     }

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace llmc::ref {
@@ -78,6 +79,18 @@ inline int64_t toId(double value, int64_t bound, const char *fn) {
   if (static_cast<double>(id) != value || id < 0 || id >= bound)
     fail(fn, "id " + std::to_string(value) + " is outside [0, " + std::to_string(bound) + ")");
   return id;
+}
+
+/// Group g's rows [begin, end) of `rows` rows from offsets [G + 1] (a
+/// mixture of experts' row groups), checked: each offset within the rows,
+/// offsets[0] = 0, never decreasing.
+inline std::pair<int64_t, int64_t> groupRows(const RefTensor &offsets, size_t g, int64_t rows,
+                                             const char *fn) {
+  int64_t begin = toId(offsets.data[g], rows + 1, fn),
+          end = toId(offsets.data[g + 1], rows + 1, fn);
+  require(begin <= end, fn, "offsets must not decrease");
+  require(g != 0 || begin == 0, fn, "offsets[0] must be 0");
+  return {begin, end};
 }
 
 /// x [..., K] times a 2-D weight w ([K, N], or [N, K] with transposeB):

@@ -38,17 +38,6 @@ RefTensor sliceOf(const RefTensor &stacked, int64_t g) {
   return part;
 }
 
-/// Group g's rows [begin, end) from offsets [G + 1], checked (each offset
-/// within the rows, offsets[0] = 0, never decreasing).
-std::pair<int64_t, int64_t> groupRows(const RefTensor &offsets, size_t g, int64_t rows,
-                                      const char *fn) {
-  int64_t begin = toId(offsets.data[g], rows + 1, fn),
-          end = toId(offsets.data[g + 1], rows + 1, fn);
-  require(begin <= end, fn, "offsets must not decrease");
-  require(g != 0 || begin == 0, fn, "offsets[0] must be 0");
-  return {begin, end};
-}
-
 /// Elements [begin, begin + n) of a flat tensor; empty when `t` is.
 RefTensor flatRange(const RefTensor &t, int64_t begin, int64_t n) {
   if (t.data.empty())

@@ -50,9 +50,7 @@ Fp8Slices quantizeFp8RowGroups(const RefTensor &x, const RefTensor &range, const
           "range must be [G, 2] for G groups of rows");
   Fp8Slices out{RefTensor::zeros(x.shape), {}};
   for (int64_t g = 0; g < groups; ++g) {
-    const int64_t begin = toId(offsets.data[g], x.shape[0] + 1, "quantizeFp8"),
-                  end = toId(offsets.data[g + 1], x.shape[0] + 1, "quantizeFp8");
-    require(begin <= end, "quantizeFp8", "offsets must not decrease");
+    auto [begin, end] = groupRows(offsets, g, x.shape[0], "quantizeFp8");
     RefTensor rows = RefTensor::zeros({end - begin, k});
     std::copy(x.data.begin() + begin * k, x.data.begin() + end * k, rows.data.begin());
     RefTensor groupRange{{1, 2}, {range.data[2 * g], range.data[2 * g + 1]}};

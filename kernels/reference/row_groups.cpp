@@ -14,24 +14,11 @@
 
 namespace llmc::ref {
 
-namespace {
-
-/// Group g's rows [begin, end) of `rows` rows, checked.
-std::pair<int64_t, int64_t> rowsOfGroup(const RefTensor &offsets, int64_t g, int64_t rows) {
-  const int64_t begin = toId(offsets.data[g], rows + 1, "rowGroups"),
-                end = toId(offsets.data[g + 1], rows + 1, "rowGroups");
-  require(begin <= end, "rowGroups", "offsets must not decrease");
-  require(g != 0 || begin == 0, "rowGroups", "offsets[0] must be 0");
-  return {begin, end};
-}
-
-} // namespace
-
 RefTensor groupRanges(const RefTensor &rows, const RefTensor &offsets) {
   const int64_t groups = static_cast<int64_t>(offsets.data.size()) - 1;
   RefTensor out = RefTensor::zeros({groups, 2});
   for (int64_t g = 0; g < groups; ++g) {
-    auto [begin, end] = rowsOfGroup(offsets, g, rows.shape[0]);
+    auto [begin, end] = groupRows(offsets, g, rows.shape[0], "groupRanges");
     for (int64_t r = begin; r < end; ++r)
       for (int j = 0; j < 2; ++j)
         out.data[2 * g + j] =
@@ -43,7 +30,7 @@ RefTensor groupRanges(const RefTensor &rows, const RefTensor &offsets) {
 RefTensor rowRanges(const RefTensor &groups, const RefTensor &offsets, int64_t rows) {
   RefTensor out = RefTensor::zeros({rows, 2});
   for (int64_t g = 0; g + 1 < static_cast<int64_t>(offsets.data.size()); ++g) {
-    auto [begin, end] = rowsOfGroup(offsets, g, rows);
+    auto [begin, end] = groupRows(offsets, g, rows, "rowRanges");
     for (int64_t r = begin; r < end; ++r)
       for (int j = 0; j < 2; ++j) out.data[2 * r + j] = groups.data[2 * g + j];
   }

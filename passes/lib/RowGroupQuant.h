@@ -19,7 +19,8 @@ namespace llmc {
 /// a per-tensor, minmax (current) scheme without outlier columns.
 bool quantizesRowGroups(qat::SchemeAttr scheme);
 
-/// The per-row form (channel axis 0) of a per-tensor scheme.
+/// The per-row form (channel axis 0) of a per-tensor scheme: one range per
+/// slice of dimension 0 (a row, or an expert of a stack viewed [G, A·B]).
 qat::SchemeAttr perRowScheme(qat::SchemeAttr scheme);
 
 /// The per-tensor form of a scheme (each group of rows of a per-row one).

@@ -160,8 +160,8 @@ TEST(GroupedMatmulFp8, BindingErrors) {
             "qat_grouped_matmul_fp8: x_scale must be [1] or one per group ([2]), got f32[3]");
   EXPECT_EQ(bindError(fwd, {u8({6, 4}), f32({1}), i32({3}), u8({3, 4, 3}), f32({1})}, {f32({6, 3})},
                       e4e4),
-            "qat_grouped_matmul_fp8: w u8[3x4x3] does not match x u8[6x4] and 2 groups (stacked "
-            "weights are [G, K, F])");
+            "qat_grouped_matmul_fp8: weights u8[3x4x3] do not match x u8[6x4] and 2 groups "
+            "(stacked weights are [G, K, F])");
   EXPECT_EQ(bindError(fwd, {f32({6, 4}), f32({1}), i32({3}), u8({2, 4, 3}), f32({1})},
                       {f32({6, 3})}, e4e4),
             "qat_grouped_matmul_fp8: x must be u8, got f32[6x4]");
