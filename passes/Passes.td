@@ -409,6 +409,9 @@ def QAT : Pass<"llmc-qat", "mlir::ModuleOp"> {
     quantizes with `qat.delayed_range` of it and records this step's
     combined range with `qat.amax_history`; llmc-optimizer commits the
     updated histories only when the step is applied (`qat.commit_state`).
+    A mixture of experts' stacked weights, routed rows and dY keep one
+    history per expert (a `[experts, history + 1]` state, sharded over ep
+    like the experts).
   }];
   let options = [
     Option<"spec", "spec", "std::string", "\"\"",

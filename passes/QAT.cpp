@@ -26,12 +26,14 @@
 // takes one range per expert, a per-channel one a range per expert and
 // channel, each observed on a 2-D view of the stack whose rows are the
 // groups (ep, which splits the experts, then combines nothing; tp only
-// where it splits a group). Blocks never cross an expert's row, and a
-// delayed scheme keeps one history for the stack. Under a minmax
-// per-tensor scheme the routed rows and dY are quantized expert by expert
-// as well (passes/lib/RowGroupQuant.h): a range per group of rows,
-// combined over the axes that split a group's rows but ep, whose ranks
-// hold other experts. Its router's matmul can
+// where it splits a group). Blocks never cross an expert's row. Under a
+// minmax or delayed per-tensor scheme the routed rows and dY are quantized
+// expert by expert as well (passes/lib/RowGroupQuant.h): a range per
+// group of rows, combined over the axes that split a group's rows but ep,
+// whose ranks hold other experts. A delayed scheme keeps an amax history
+// per expert for each of the three, as Transformer Engine keeps one per
+// GEMM of a grouped linear layer: [local experts, history + 1], sharded
+// over ep like the experts. Its router's matmul can
 // be left alone (skip=router; keep-routers for --precision fp8).
 //
 // Delayed scaling (an fp8 scheme with the `delayed` observer, Transformer
@@ -235,7 +237,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       }
     qat::SchemeAttr scheme = qatSpec.activations->attr(&getContext(), 1);
     if (quantizesRowGroups(scheme))
-      return quantizeRowGroups(experts, scheme, activationSplits(experts.getX(), extra));
+      return quantizeRowGroups(experts, scheme, activationSplits(experts.getX(), extra), weight);
     return quantizeOperand(op, 0, scheme, activationSplits(experts.getX(), extra), nullptr,
                            paramName(weight).str() + ".input");
   }
@@ -244,9 +246,9 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
   /// expert: a range per group of rows, combined over the axes that split
   /// a group's rows or columns — not ep, whose ranks hold other experts'
   /// rows (each rank's rows of its experts come from every ep rank's
-  /// tokens).
+  /// tokens). A delayed scheme keeps an amax history per expert.
   LogicalResult quantizeRowGroups(llm::GroupedMatmulOp experts, qat::SchemeAttr scheme,
-                                  ArrayRef<ShardSplit> splits) {
+                                  ArrayRef<ShardSplit> splits, BlockArgument weight) {
     Operation *op = experts;
     Value x = experts.getX();
     QuantizedKey key = keyOf(op, x, scheme);
@@ -258,9 +260,13 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
         reductionAxes(op, scheme, cast<RankedTensorType>(x.getType()), splits);
     if (failed(axes))
       return failure();
+    FailureOr<Value> state =
+        expertHistories(op, scheme, weight, paramName(weight).str() + ".input");
+    if (failed(state))
+      return failure();
     OpBuilder b(op);
     Value q = fakeQuantRowGroups(b, op->getLoc(), x, experts.getOffsets(), scheme,
-                                 axesAttr(withoutExpertAxis(*axes)));
+                                 axesAttr(withoutExpertAxis(*axes)), *state);
     quantized[key] = q;
     experts.getXMutable().assign(q);
     return success();
@@ -291,7 +297,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     Operation *op = experts;
     const std::string site = paramName(weight).str();
     StringRef granularity = scheme.getGranularity();
-    if (granularity == "block" || scheme.getObserver() == "delayed")
+    if (granularity == "block")
       return quantizeOperand(op, 2, scheme, paramSplits(weight), weight, site);
     auto stack = cast<RankedTensorType>(experts.getWeights().getType());
     ArrayRef<int64_t> g = stack.getShape();
@@ -350,17 +356,16 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     b.setInsertionPointAfter(op);
     Value y = op->getResult(0);
     qat::SchemeAttr scheme = qatSpec.gradients->attr(&getContext(), 0);
-    Value state;
-    if (scheme.getObserver() == "delayed") {
-      std::string site = paramName(weight).str() + ".output_grad";
-      if (!sitesNamed.insert(site).second)
-        return op->emitOpError("qat: two amax histories would share the state '") << site << "'";
-      state = historyState(op, scheme, site);
-    }
     Value groups = offsets && quantizesRowGroups(scheme) ? offsets : Value();
     if (groups)
       axes = withoutExpertAxis(axes);
-    auto q = qat::QuantizeGradOp::create(b, op->getLoc(), y, state, groups, scheme, axesAttr(axes));
+    std::string site = paramName(weight).str() + ".output_grad";
+    FailureOr<Value> state = groups ? expertHistories(op, scheme, weight, site)
+                                    : historyState(op, scheme, nullptr, {}, site);
+    if (failed(state))
+      return failure();
+    auto q =
+        qat::QuantizeGradOp::create(b, op->getLoc(), y, *state, groups, scheme, axesAttr(axes));
     y.replaceAllUsesExcept(q.getResult(), q);
     if (batchDerived.contains(y))
       batchDerived.insert(q.getResult());
@@ -436,21 +441,30 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     if (!isWeight && scheme.getGranularity() == "channel" && scheme.getAxis() == 0)
       return op->emitOpError("qat: an ema observer of an activation's dimension 0 (its rows) "
                              "is not supported; use the default (last) channel axis");
-    int64_t groups = scheme.groupCount(type.getShape());
-    auto stateType = RankedTensorType::get({groups, 2}, Float32Type::get(&getContext()));
+    if (!sitesNamed.insert(site).second)
+      return op->emitOpError("qat: two observers would share the state '") << site << "'";
+    return groupState(op, scheme, scheme.groupCount(type.getShape()), 2, splits, site);
+  }
+
+  /// A new persistent state argument of @forward, `site`: [groups, width]
+  /// f32, a row per local group of `scheme`, sharded like the dimension
+  /// that indexes the groups (its splits among `splits`).
+  FailureOr<Value> groupState(Operation *op, qat::SchemeAttr scheme, int64_t groups, int64_t width,
+                              ArrayRef<ShardSplit> splits, const std::string &site) {
+    auto stateType = RankedTensorType::get({groups, width}, Float32Type::get(&getContext()));
     DictionaryAttr shard;
     for (const ShardSplit &s : splits)
       if (scheme.getGranularity() == "channel" && s.dim == scheme.getAxis() && s.pads()) {
         // A padded vocabulary's channels: the state of the real ones, padded.
         if (shard)
-          return op->emitOpError("qat: an ema observer's channels are padded after a split");
-        shard = addPadLevel(&getContext(), nullptr,
-                            RankedTensorType::get({s.globalSize, 2}, stateType.getElementType()),
-                            0, s.padTo);
+          return op->emitOpError("qat: an observer's channels are padded after a split");
+        shard = addPadLevel(
+            &getContext(), nullptr,
+            RankedTensorType::get({s.globalSize, width}, stateType.getElementType()), 0, s.padTo);
       } else if (scheme.getGranularity() == "channel" && s.dim == scheme.getAxis()) {
         if (llvm::any_of(shardSplits(shard), [](const ShardSplit &o) { return !o.pads(); }))
-          return op->emitOpError("qat: an ema observer's channels are split twice");
-        auto global = RankedTensorType::get({groups * (layout ? layout->size(s.axes) : 1), 2},
+          return op->emitOpError("qat: an observer's channels are split twice");
+        auto global = RankedTensorType::get({groups * (layout ? layout->size(s.axes) : 1), width},
                                             stateType.getElementType());
         SmallVector<StringRef> axes(s.axes.begin(), s.axes.end());
         OpBuilder b(&getContext());
@@ -468,18 +482,38 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     return Value(forward.getArgument(index));
   }
 
-  /// A delayed scheme's amax history, a new persistent state argument of
-  /// @forward: the range, then `history` amaxes (common/DelayedScaling.h). It
-  /// is replicated: the ranks that hold pieces of the tensor combine their
-  /// ranges before recording them, and other ranks hold other tensors.
-  Value historyState(Operation *op, qat::SchemeAttr scheme, const std::string &site) {
+  /// A delayed scheme's amax history (common/DelayedScaling.h: the range,
+  /// then `history` amaxes), a new persistent state argument of @forward;
+  /// null for any other scheme. Per tensor it is one history, replicated:
+  /// the ranks that hold pieces of the tensor combine their ranges before
+  /// recording them, and other ranks hold other tensors. Per slice of
+  /// dimension 0 (`type`'s: a stack's experts) it is one history per
+  /// local slice, sharded like them.
+  FailureOr<Value> historyState(Operation *op, qat::SchemeAttr scheme, RankedTensorType type,
+                                ArrayRef<ShardSplit> splits, const std::string &site) {
+    if (scheme.getObserver() != "delayed")
+      return Value();
+    if (!sitesNamed.insert(site).second)
+      return op->emitOpError("qat: two amax histories would share the state '") << site << "'";
+    if (scheme.getGranularity() != "tensor")
+      return groupState(op, scheme, scheme.groupCount(type.getShape()), scheme.getHistory() + 1,
+                        splits, site);
     OpBuilder b(&getContext());
-    auto type = RankedTensorType::get({scheme.getHistory() + 1}, b.getF32Type());
+    auto stateType = RankedTensorType::get({scheme.getHistory() + 1}, b.getF32Type());
     SmallVector<NamedAttribute> attrs{b.getNamedAttr(kRoleAttr, b.getStringAttr(kQatStateRole)),
                                       b.getNamedAttr(kNameAttr, b.getStringAttr(site))};
     unsigned index = forward.getNumArguments();
-    (void)forward.insertArgument(index, type, b.getDictionaryAttr(attrs), op->getLoc());
-    return forward.getArgument(index);
+    (void)forward.insertArgument(index, stateType, b.getDictionaryAttr(attrs), op->getLoc());
+    return Value(forward.getArgument(index));
+  }
+
+  /// Under a delayed scheme, one amax history per expert of `op` (a grouped
+  /// product) for its rows or dY: [local experts, history + 1], sharded
+  /// like the stacked weight's experts (over ep). Null for other schemes.
+  FailureOr<Value> expertHistories(Operation *op, qat::SchemeAttr scheme, BlockArgument weight,
+                                   const std::string &site) {
+    auto stack = cast<RankedTensorType>(weight.getType());
+    return historyState(op, perRowScheme(scheme), stack, paramSplits(weight), site);
   }
 
   LogicalResult quantizeOperand(Operation *op, unsigned index, qat::SchemeAttr scheme,
@@ -518,15 +552,13 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       range = combineMax(b, loc, qat::ObserveOp::create(b, loc, x, *columns, scheme), *axes);
     }
     if (scheme.getObserver() == "delayed") {
-      if (!sitesNamed.insert(site).second)
-        return op->emitOpError("qat: two amax histories would share the state '") << site << "'";
-      Value state = historyState(op, scheme, site);
+      FailureOr<Value> state = historyState(op, scheme, type, splits, site);
+      if (failed(state))
+        return failure();
       Value observed = range;
-      range = qat::DelayedRangeOp::create(b, loc, state, observed, scheme);
-      qat::AmaxHistoryOp::create(b, loc, state, observed, scheme);
+      range = qat::DelayedRangeOp::create(b, loc, *state, observed, scheme);
+      qat::AmaxHistoryOp::create(b, loc, *state, observed, scheme);
     } else if (scheme.getObserver() == "ema") {
-      if (!sitesNamed.insert(site).second)
-        return op->emitOpError("qat: two observers would share the state '") << site << "'";
       FailureOr<Value> state = emaState(op, scheme, type, splits, static_cast<bool>(weight), site);
       if (failed(state))
         return failure();

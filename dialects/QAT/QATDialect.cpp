@@ -31,9 +31,11 @@ void QATDialect::initialize() {
 }
 
 /// The delayed-scaling parameters: meaningful (and then checked) under the
-/// `delayed` observer only, which needs an fp8 format per tensor.
-static LogicalResult verifyDelayed(function_ref<InFlightDiagnostic()> emitError,
-                                   StringRef format, StringRef granularity, StringRef observer,
+/// `delayed` observer only, which needs an fp8 format per tensor or per
+/// slice of dimension 0 (one history per expert of a stack or per group of
+/// rows).
+static LogicalResult verifyDelayed(function_ref<InFlightDiagnostic()> emitError, StringRef format,
+                                   StringRef granularity, int64_t axis, StringRef observer,
                                    int64_t history, int64_t margin, StringRef algo) {
   if (observer != "delayed") {
     if (history != 0 || margin != 0 || algo != "max")
@@ -42,8 +44,11 @@ static LogicalResult verifyDelayed(function_ref<InFlightDiagnostic()> emitError,
   }
   if (format != "fp8_e4m3" && format != "fp8_e5m2")
     return emitError() << "delayed scaling needs an fp8 format, got '" << format << "'";
-  if (granularity != "tensor")
-    return emitError() << "delayed scaling is per tensor, got granularity " << granularity;
+  if (granularity != "tensor" && !(granularity == "channel" && axis == 0))
+    return emitError() << "delayed scaling is per tensor or per slice of dimension 0 (channel "
+                          "axis 0: an amax history per expert), got granularity "
+                       << granularity << (granularity == "channel" ? " axis " : "")
+                       << (granularity == "channel" ? std::to_string(axis) : "");
   if (history < 1)
     return emitError() << "delayed scaling's amax history length must be >= 1, got " << history;
   if (margin < 0)
@@ -75,7 +80,7 @@ LogicalResult SchemeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (observer != "minmax" && observer != "ema" && observer != "delayed")
     return emitError() << "unknown observer '" << observer
                        << "' (expected minmax, ema or delayed)";
-  if (failed(verifyDelayed(emitError, format, granularity, observer, history, margin, algo)))
+  if (failed(verifyDelayed(emitError, format, granularity, axis, observer, history, margin, algo)))
     return failure();
   double m = momentum.convertToDouble();
   if (!(m > 0 && m < 1))
@@ -156,24 +161,25 @@ LogicalResult verifyColumns(Operation *op, Value x, Value columns, SchemeAttr sc
   return success();
 }
 
-/// A delayed scheme's amax history: tensor<(history + 1)xf32>.
-LogicalResult verifyHistoryState(Operation *op, Value state, SchemeAttr scheme) {
+/// A delayed scheme's amax history and the range it records: one history
+/// `tensor<(history + 1)xf32>` with `observed` tensor<1x2xf32>, or one per
+/// group, `tensor<G x (history + 1) x f32>` with `observed` tensor<Gx2xf32>.
+LogicalResult verifyHistoryState(Operation *op, Value state, Value observed, SchemeAttr scheme) {
   if (scheme.getObserver() != "delayed")
     return op->emitOpError("needs a delayed scheme, got observer '")
            << scheme.getObserver() << "'";
-  auto expected = RankedTensorType::get({scheme.getHistory() + 1}, Float32Type::get(op->getContext()));
-  if (state.getType() != expected)
-    return op->emitOpError("state must be ")
-           << expected << " (the range, then " << scheme.getHistory() << " amaxes), got "
-           << state.getType();
-  return success();
-}
-
-/// One range for the whole tensor: tensor<1x2xf32>.
-LogicalResult verifyTensorRange(Operation *op, Value range) {
-  auto expected = rangeType(op->getContext(), 1);
-  if (range.getType() != expected)
-    return op->emitOpError("observed must be ") << expected << ", got " << range.getType();
+  auto type = cast<RankedTensorType>(state.getType());
+  int64_t width = scheme.getHistory() + 1;
+  bool single = type.getRank() == 1 && type.getDimSize(0) == width;
+  bool grouped = type.getRank() == 2 && type.getDimSize(0) >= 1 && type.getDimSize(1) == width;
+  if (!single && !grouped)
+    return op->emitOpError("state must be tensor<")
+           << width << "xf32> or tensor<Gx" << width << "xf32> (per group: the range, then "
+           << scheme.getHistory() << " amaxes), got " << state.getType();
+  auto expected = rangeType(op->getContext(), grouped ? type.getDimSize(0) : 1);
+  if (observed && observed.getType() != expected)
+    return op->emitOpError("observed must be ")
+           << expected << " (a range per history), got " << observed.getType();
   return success();
 }
 
@@ -278,27 +284,31 @@ LogicalResult QuantizeGradOp::verify() {
     return emitOpError(delayed ? "needs the state operand (dY's amax history) for its delayed "
                                  "scheme"
                                : "has a state operand but its scheme is not delayed");
-  if (delayed && getOffsets())
-    return emitOpError("quantizes row groups (offsets) with a minmax scheme only, not delayed");
   if (getOffsets() && cast<RankedTensorType>(getX().getType()).getRank() != 2)
     return emitOpError("with offsets, x must be the rows [M, F], got ") << getX().getType();
-  if (getOffsets() && failed(groupsOf(*this, getOffsets())))
+  FailureOr<int64_t> groups = getOffsets() ? groupsOf(*this, getOffsets()) : FailureOr<int64_t>(1);
+  if (failed(groups))
     return failure();
-  if (delayed)
-    return verifyHistoryState(*this, getState(), scheme);
+  if (!delayed)
+    return success();
+  if (failed(verifyHistoryState(*this, getState(), Value(), scheme)))
+    return failure();
+  // One history per group of rows with offsets, one for the tensor without.
+  auto state = cast<RankedTensorType>(getState().getType());
+  if (getOffsets() ? state.getRank() != 2 || state.getDimSize(0) != *groups : state.getRank() != 1)
+    return emitOpError("state must hold ")
+           << (getOffsets() ? std::to_string(*groups) + " histories, one per group of rows"
+                            : std::string("one history (no offsets)"))
+           << ", got " << state;
   return success();
 }
 
 LogicalResult DelayedRangeOp::verify() {
-  if (failed(verifyHistoryState(*this, getState(), getScheme())))
-    return failure();
-  return verifyTensorRange(*this, getObserved());
+  return verifyHistoryState(*this, getState(), getObserved(), getScheme());
 }
 
 LogicalResult AmaxHistoryOp::verify() {
-  if (failed(verifyHistoryState(*this, getState(), getScheme())))
-    return failure();
-  return verifyTensorRange(*this, getObserved());
+  return verifyHistoryState(*this, getState(), getObserved(), getScheme());
 }
 
 /// The fp8 element type of `format` ("fp8_e4m3", "fp8_e5m2"); null for any

@@ -206,12 +206,13 @@ def QAT_QuantizeGradOp : Op<QAT_Dialect, "quantize_grad",
     qat.delayed_range reads from it and records dY's range into the
     updated history, which the training step returns in the state's place.
 
-    With `offsets` (a mixture of experts' `[G + 1]` row groups; x `[M, F]`,
-    a minmax scheme), dY is quantized group by group of rows instead, as
-    Transformer Engine scales each expert's GEMM: the range of each
-    group (qat.observe per row, qat.group_ranges), max-combined over
-    `axes`, given back to its rows (qat.row_ranges) for a per-row
-    fake_quant.
+    With `offsets` (a mixture of experts' `[G + 1]` row groups; x `[M, F]`),
+    dY is quantized group by group of rows instead, as Transformer Engine
+    scales each expert's GEMM: the range of each group (qat.observe per
+    row, qat.group_ranges), max-combined over `axes`, given back to its
+    rows (qat.row_ranges) for a per-row fake_quant. Under a delayed scheme
+    `state` then holds one history per group, `tensor<G x (N+1) x f32>`,
+    and each group is quantized with its own history's range.
 
     ```mlir
     %y = qat.quantize_grad %x {scheme = #qat.scheme<format = "fp8_e5m2">, axes = ["dp"]}
@@ -241,7 +242,9 @@ def QAT_DelayedRangeOp : Op<QAT_Dialect, "delayed_range",
     whose element 0 is the range r the previous steps settled on (0: none
     yet). The result, the `[−min, max]` pair fake_quant reads, is [r, r],
     or [fmax, fmax] (a scale of 1, as Transformer Engine starts) while r is
-    0. `observed` is this step's range of the tensor (qat.observe, combined
+    0. A state `tensor<G x (history+1) x f32>` is G histories (one per
+    expert, or per group of rows), `observed` and the result then
+    `tensor<Gx2xf32>`, row by row. `observed` is this step's range of the tensor (qat.observe, combined
     over ranks): it does not move the result, except that a non-finite one
     is passed on as the result, so an inf or NaN in the tensor makes the
     quantized tensor NaN and the step non-finite (saturation would
@@ -274,6 +277,9 @@ def QAT_AmaxHistoryOp : Op<QAT_Dialect, "amax_history",
     amax · 2^margin — the range whose scale fmax / range is TE's
     scale = (fmax / amax) / 2^margin — unless amax is not a finite value
     > 0, where the previous range stays (TE keeps the previous scale).
+    A state `tensor<G x (N+1) x f32>` is G histories, each updated with its
+    row of `observed` (`tensor<Gx2xf32>`), as Transformer Engine keeps an
+    amax history per GEMM of a grouped linear layer.
 
     ```mlir
     %s1 = qat.amax_history %s, %o {scheme = #qat.scheme<format = "fp8_e4m3",

@@ -19,9 +19,12 @@
 namespace llmc::contracts {
 
 /// qat_delayed_range(state, observed) -> range and
-/// qat_amax_history(state, observed) -> new_state.
+/// qat_amax_history(state, observed) -> new_state: one history f32[N + 1]
+/// with observed and range f32[1, 2], or G histories f32[G, N + 1] with
+/// f32[G, 2] (one per expert or group of rows), row by row.
 struct QatAmaxHistoryBinding {
-  int64_t history = 0; ///< N: state is f32[N + 1]
+  int64_t groups = 1;  ///< G histories
+  int64_t history = 0; ///< N: each history is f32[N + 1]
   float fmax = 0.0f;   ///< delayed_range: the fp8 format's largest finite value
   int64_t margin = 0;  ///< amax_history
   bool mostRecent = false;
@@ -44,16 +47,18 @@ inline bool bindQatCommitState(const KernelArgs &args, std::string &error,
 
 namespace delayed_scaling_impl {
 
-/// state: f32[N + 1], N >= 1; observed: f32[1, 2].
+/// state: f32[N + 1] or f32[G, N + 1], N >= 1; observed: f32[G, 2] (G = 1
+/// for the first).
 inline bool checkHistoryInputs(Validator &v, QatAmaxHistoryBinding *out) {
   const TensorView &state = v.in(0);
-  if (state.dtype != DType::F32 || state.rank() != 1 || state.dim(0) < 2)
-    return v.fail("state must be f32[N+1] with N >= 1 (the range, then N amaxes), got " +
+  bool shaped = state.rank() == 1 || (state.rank() == 2 && state.dim(0) >= 1);
+  if (state.dtype != DType::F32 || !shaped || state.dim(state.rank() - 1) < 2)
+    return v.fail("state must be f32[N+1] or f32[G, N+1] with N >= 1 (per history: the range, "
+                  "then N amaxes), got " +
                   state.describe());
-  if (!v.hasType(v.in(1), "observed", DType::F32, {1, 2}))
-    return false;
-  out->history = state.dim(0) - 1;
-  return true;
+  out->groups = state.rank() == 2 ? state.dim(0) : 1;
+  out->history = state.dim(state.rank() - 1) - 1;
+  return v.hasType(v.in(1), "observed", DType::F32, {out->groups, 2});
 }
 
 } // namespace delayed_scaling_impl
@@ -69,7 +74,7 @@ inline bool bindQatDelayedRange(const KernelArgs &args, std::string &error,
       format != static_cast<int64_t>(quant::Format::Fp8E5M2))
     return v.fail("attribute 'format' must be an fp8 format (2 fp8_e4m3, 3 fp8_e5m2), got " +
                   std::to_string(format));
-  if (!v.hasType(v.out(0), "range", DType::F32, {1, 2}))
+  if (!v.hasType(v.out(0), "range", DType::F32, {out->groups, 2}))
     return false;
   out->fmax = static_cast<float>(quant::fp8Max(static_cast<quant::Format>(format)));
   return true;

@@ -14,21 +14,26 @@
 namespace llmc::cpu {
 namespace {
 
+/// Each history's range (a handful of histories: one per expert at most).
 class DelayedRangeKernel final : public Kernel {
 public:
-  DelayedRangeKernel(const KernelArgs &args, float fmax)
+  DelayedRangeKernel(const KernelArgs &args, const contracts::QatAmaxHistoryBinding &b)
       : state_(args.inputs[0].as<float>()), observed_(args.inputs[1].as<float>()),
-        range_(args.outputs[0].as<float>()), fmax_(fmax) {}
+        range_(args.outputs[0].as<float>()), b_(b) {}
 
   void run(const StepContext &) override {
-    float r = quant::delayedRange(state_[0], quant::rangeAmax(observed_[0], observed_[1]), fmax_);
-    range_[0] = range_[1] = r;
+    for (int64_t g = 0; g < b_.groups; ++g) {
+      const float *observed = observed_ + 2 * g;
+      float r = quant::delayedRange(state_[g * (b_.history + 1)],
+                                    quant::rangeAmax(observed[0], observed[1]), b_.fmax);
+      range_[2 * g] = range_[2 * g + 1] = r;
+    }
   }
 
 private:
   const float *state_, *observed_;
   float *range_;
-  float fmax_;
+  contracts::QatAmaxHistoryBinding b_;
 };
 
 /// In place (new_state = state) is allowed: updateAmaxHistory shifts from
@@ -40,8 +45,12 @@ public:
         out_(args.outputs[0].as<float>()), b_(b) {}
 
   void run(const StepContext &) override {
-    quant::updateAmaxHistory(state_, quant::rangeAmax(observed_[0], observed_[1]), b_.history,
-                             b_.margin, b_.mostRecent, out_);
+    const int64_t width = b_.history + 1;
+    for (int64_t g = 0; g < b_.groups; ++g) {
+      const float *observed = observed_ + 2 * g;
+      quant::updateAmaxHistory(state_ + g * width, quant::rangeAmax(observed[0], observed[1]),
+                               b_.history, b_.margin, b_.mostRecent, out_ + g * width);
+    }
   }
 
 private:
@@ -72,7 +81,7 @@ private:
 std::unique_ptr<Kernel> makeDelayedRange(const KernelArgs &args, std::string &error) {
   contracts::QatAmaxHistoryBinding b;
   if (!contracts::bindQatDelayedRange(args, error, &b)) return nullptr;
-  return std::make_unique<DelayedRangeKernel>(args, b.fmax);
+  return std::make_unique<DelayedRangeKernel>(args, b);
 }
 std::unique_ptr<Kernel> makeAmaxHistory(const KernelArgs &args, std::string &error) {
   contracts::QatAmaxHistoryBinding b;

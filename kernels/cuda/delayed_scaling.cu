@@ -2,7 +2,7 @@
 //
 // qat_delayed_range, qat_amax_history and qat_commit_state with the
 // semantics of kernels/cpu/delayed_scaling.cpp: the same
-// common/DelayedScaling.h functions, run by one thread (a history is a
+// common/DelayedScaling.h functions, one thread per history (a history is a
 // handful of floats, read once a step; the max over it is exact, so the
 // result is the CPU's bit for bit), and an elementwise commit.
 //
@@ -15,17 +15,25 @@
 namespace llmc::cuda {
 namespace {
 
+/// One thread per history.
 __global__ void delayedRangeKernel(const float *state, const float *observed, float *range,
-                                   float fmax) {
-  float r = quant::delayedRange(state[0], quant::rangeAmax(observed[0], observed[1]), fmax);
-  range[0] = range[1] = r;
+                                   int64_t groups, int64_t history, float fmax) {
+  LLMC_GRID_STRIDE(g, groups) {
+    float r = quant::delayedRange(state[g * (history + 1)],
+                                  quant::rangeAmax(observed[2 * g], observed[2 * g + 1]), fmax);
+    range[2 * g] = range[2 * g + 1] = r;
+  }
 }
 
-/// One thread: in place (out = state) is allowed, as on the CPU.
+/// One thread per history: in place (out = state) is allowed, as on the CPU.
 __global__ void amaxHistoryKernel(const float *state, const float *observed, float *out,
-                                  int64_t history, int64_t margin, bool mostRecent) {
-  quant::updateAmaxHistory(state, quant::rangeAmax(observed[0], observed[1]), history, margin,
-                           mostRecent, out);
+                                  int64_t groups, int64_t history, int64_t margin,
+                                  bool mostRecent) {
+  LLMC_GRID_STRIDE(g, groups) {
+    quant::updateAmaxHistory(state + g * (history + 1),
+                             quant::rangeAmax(observed[2 * g], observed[2 * g + 1]), history,
+                             margin, mostRecent, out + g * (history + 1));
+  }
 }
 
 __global__ void commitStateKernel(const float *state, const float *candidate, const float *norm,
@@ -36,19 +44,20 @@ __global__ void commitStateKernel(const float *state, const float *candidate, co
 
 class DelayedRangeKernel final : public Kernel {
 public:
-  DelayedRangeKernel(const KernelArgs &args, float fmax)
+  DelayedRangeKernel(const KernelArgs &args, const contracts::QatAmaxHistoryBinding &b)
       : state_(args.inputs[0].as<float>()), observed_(args.inputs[1].as<float>()),
-        range_(args.outputs[0].as<float>()), fmax_(fmax) {}
+        range_(args.outputs[0].as<float>()), b_(b) {}
 
   void run(const StepContext &ctx) override {
-    delayedRangeKernel<<<1, 1, 0, streamOf(ctx)>>>(state_, observed_, range_, fmax_);
+    delayedRangeKernel<<<gridFor(b_.groups), kBlock, 0, streamOf(ctx)>>>(
+        state_, observed_, range_, b_.groups, b_.history, b_.fmax);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
 private:
   const float *state_, *observed_;
   float *range_;
-  float fmax_;
+  contracts::QatAmaxHistoryBinding b_;
 };
 
 class AmaxHistoryKernel final : public Kernel {
@@ -58,8 +67,8 @@ public:
         out_(args.outputs[0].as<float>()), b_(b) {}
 
   void run(const StepContext &ctx) override {
-    amaxHistoryKernel<<<1, 1, 0, streamOf(ctx)>>>(state_, observed_, out_, b_.history, b_.margin,
-                                                  b_.mostRecent);
+    amaxHistoryKernel<<<gridFor(b_.groups), kBlock, 0, streamOf(ctx)>>>(
+        state_, observed_, out_, b_.groups, b_.history, b_.margin, b_.mostRecent);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
@@ -90,7 +99,7 @@ private:
 std::unique_ptr<Kernel> makeCudaDelayedRange(const KernelArgs &args, std::string &error) {
   contracts::QatAmaxHistoryBinding b;
   if (!contracts::bindQatDelayedRange(args, error, &b)) return nullptr;
-  return std::make_unique<DelayedRangeKernel>(args, b.fmax);
+  return std::make_unique<DelayedRangeKernel>(args, b);
 }
 std::unique_ptr<Kernel> makeCudaAmaxHistory(const KernelArgs &args, std::string &error) {
   contracts::QatAmaxHistoryBinding b;

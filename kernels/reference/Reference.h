@@ -440,9 +440,10 @@ RefTensor rowRanges(const RefTensor &groups, const RefTensor &offsets, int64_t r
 /// fp8 delayed scaling (common/DelayedScaling.h): the [1, 2] range a tensor
 /// with current range `observed` ([1, 2]) is quantized with, from `state`
 /// ([N + 1]: the range, then N amaxes) of a format whose largest value is
-/// `fmax`.
+/// `fmax`; with G histories (`state` [G, N + 1], `observed` [G, 2]) the
+/// [G, 2] ranges, history by history.
 RefTensor delayedRange(const RefTensor &state, const RefTensor &observed, double fmax);
-/// The state after recording `observed`'s amax.
+/// The state after recording `observed`'s amax (each history its row's).
 RefTensor amaxHistory(const RefTensor &state, const RefTensor &observed, int64_t margin,
                       bool mostRecent);
 /// `candidate` where `norm` is finite, else `state`.

@@ -20,49 +20,74 @@ namespace llmc::ref {
 
 namespace {
 
-void requireHistory(const RefTensor &state, const RefTensor &observed, const char *fn) {
-  require(state.shape.size() == 1 && state.shape[0] >= 2, fn, "state must be [N + 1], N >= 1");
-  require(observed.shape == std::vector<int64_t>{1, 2}, fn, "observed must be [1, 2]");
+/// The number of histories: state [N + 1] with observed [1, 2], or
+/// [G, N + 1] with [G, 2].
+int64_t requireHistories(const RefTensor &state, const RefTensor &observed, const char *fn) {
+  require((state.shape.size() == 1 || state.shape.size() == 2) && state.shape.back() >= 2, fn,
+          "state must be [N + 1] or [G, N + 1], N >= 1");
+  int64_t groups = state.shape.size() == 2 ? state.shape[0] : 1;
+  require(observed.shape == std::vector<int64_t>{groups, 2}, fn, "observed must be [G, 2]");
+  return groups;
 }
 
-/// The amax of a [−min, max] range; NaN when either half is.
-double amaxOf(const RefTensor &observed) {
-  double negMin = observed.data[0], max = observed.data[1];
+/// The amax of the [−min, max] range at `at`; NaN when either half is.
+double amaxOf(const RefTensor &observed, int64_t at) {
+  double negMin = observed.data[at], max = observed.data[at + 1];
   if (std::isnan(negMin) || std::isnan(max))
     return NAN;
   return std::max(negMin, max);
 }
 
-} // namespace
-
-RefTensor delayedRange(const RefTensor &state, const RefTensor &observed, double fmax) {
-  requireHistory(state, observed, "delayedRange");
-  double amax = amaxOf(observed);
-  // TE starts from scale 1, i.e. the range fmax; a non-finite amax is passed
-  // on so the step becomes non-finite.
-  double range = !std::isfinite(amax) ? amax : state.data[0] > 0 ? state.data[0] : fmax;
-  return RefTensor{{1, 2}, {range, range}};
-}
-
-RefTensor amaxHistory(const RefTensor &state, const RefTensor &observed, int64_t margin,
-                      bool mostRecent) {
-  requireHistory(state, observed, "amaxHistory");
-  std::vector<double> history(state.data.begin() + 1, state.data.end());
+/// One history's update: `state` [range, amaxes newest first] → the new one.
+std::vector<double> updatedHistory(std::vector<double> state, double observed, int64_t margin,
+                                   bool mostRecent) {
+  std::vector<double> history(state.begin() + 1, state.end());
   std::rotate(history.rbegin(), history.rbegin() + 1, history.rend()); // newest first
-  history.front() = amaxOf(observed);
+  history.front() = observed;
   double amax = history.front();
   if (!mostRecent)
     amax = std::any_of(history.begin(), history.end(), [](double h) { return std::isnan(h); })
                ? NAN
                : *std::max_element(history.begin(), history.end());
-  RefTensor out = like(state);
-  std::copy(history.begin(), history.end(), out.data.begin() + 1);
   // scale = (fmax / amax) / 2^margin, kept where amax is not a finite
   // positive number (or the scale would be 0); the range is fmax / scale.
   double widened = amax * std::pow(2.0, static_cast<double>(margin));
   bool keep = !(std::isfinite(amax) && amax > 0) ||
               !std::isfinite(static_cast<float>(widened));
-  out.data[0] = keep ? state.data[0] : widened;
+  std::copy(history.begin(), history.end(), state.begin() + 1);
+  if (!keep)
+    state[0] = widened;
+  return state;
+}
+
+} // namespace
+
+RefTensor delayedRange(const RefTensor &state, const RefTensor &observed, double fmax) {
+  int64_t groups = requireHistories(state, observed, "delayedRange");
+  const int64_t width = state.shape.back();
+  RefTensor out{{groups, 2}, std::vector<double>(2 * groups)};
+  for (int64_t g = 0; g < groups; ++g) {
+    double amax = amaxOf(observed, 2 * g), stored = state.data[g * width];
+    // TE starts from scale 1, i.e. the range fmax; a non-finite amax is
+    // passed on so the step becomes non-finite.
+    out.data[2 * g] = out.data[2 * g + 1] = !std::isfinite(amax) ? amax
+                                            : stored > 0         ? stored
+                                                                 : fmax;
+  }
+  return out;
+}
+
+RefTensor amaxHistory(const RefTensor &state, const RefTensor &observed, int64_t margin,
+                      bool mostRecent) {
+  int64_t groups = requireHistories(state, observed, "amaxHistory");
+  const int64_t width = state.shape.back();
+  RefTensor out = like(state);
+  for (int64_t g = 0; g < groups; ++g) {
+    auto first = state.data.begin() + g * width;
+    std::vector<double> updated =
+        updatedHistory({first, first + width}, amaxOf(observed, 2 * g), margin, mostRecent);
+    std::copy(updated.begin(), updated.end(), out.data.begin() + g * width);
+  }
   return out;
 }
 

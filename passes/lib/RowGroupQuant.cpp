@@ -10,7 +10,8 @@ using namespace mlir;
 namespace llmc {
 
 bool quantizesRowGroups(qat::SchemeAttr scheme) {
-  return scheme.getGranularity() == "tensor" && scheme.getObserver() == "minmax" &&
+  StringRef observer = scheme.getObserver();
+  return scheme.getGranularity() == "tensor" && (observer == "minmax" || observer == "delayed") &&
          scheme.getOutlier().convertToDouble() <= 0;
 }
 
@@ -27,7 +28,7 @@ qat::SchemeAttr perTensorScheme(qat::SchemeAttr s) {
 }
 
 Value fakeQuantRowGroups(OpBuilder &b, Location loc, Value x, Value offsets, qat::SchemeAttr scheme,
-                         ArrayAttr axes) {
+                         ArrayAttr axes, Value histories) {
   auto type = cast<RankedTensorType>(x.getType());
   auto offsetsType = cast<RankedTensorType>(offsets.getType());
   Type f32 = b.getF32Type();
@@ -39,6 +40,11 @@ Value fakeQuantRowGroups(OpBuilder &b, Location loc, Value x, Value offsets, qat
     groups = dist::AllReduceOp::create(b, loc, groups.getType(), groups,
                                        FlatSymbolRefAttr::get(b.getContext(), kMeshName), axes,
                                        b.getStringAttr("max"));
+  if (histories) {
+    Value observed = groups;
+    groups = qat::DelayedRangeOp::create(b, loc, histories, observed, scheme);
+    qat::AmaxHistoryOp::create(b, loc, histories, observed, scheme);
+  }
   Value range = qat::RowRangesOp::create(
       b, loc, RankedTensorType::get({type.getDimSize(0), 2}, f32), groups, offsets);
   return qat::FakeQuantOp::create(b, loc, x, range, Value(), perRow);

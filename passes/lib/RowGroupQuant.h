@@ -16,7 +16,7 @@
 namespace llmc {
 
 /// Whether rows quantized under `scheme` take a range per group of rows:
-/// a per-tensor, minmax (current) scheme without outlier columns.
+/// a per-tensor minmax (current) or delayed scheme without outlier columns.
 bool quantizesRowGroups(qat::SchemeAttr scheme);
 
 /// The per-row form (channel axis 0) of a per-tensor scheme: one range per
@@ -31,8 +31,12 @@ qat::SchemeAttr perTensorScheme(qat::SchemeAttr scheme);
 /// row), each group's (qat.group_ranges), max-combined over the mesh axes
 /// `axes` (none: as is), given back to its rows (qat.row_ranges) for a
 /// per-row qat.fake_quant. Rows past offsets[G] get the range [0, 0].
+/// Under a delayed scheme `histories` ([G, history + 1], one amax history
+/// per group) gives each group its range (qat.delayed_range) and records
+/// the group's observed one (qat.amax_history).
 mlir::Value fakeQuantRowGroups(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
-                               mlir::Value offsets, qat::SchemeAttr scheme, mlir::ArrayAttr axes);
+                               mlir::Value offsets, qat::SchemeAttr scheme, mlir::ArrayAttr axes,
+                               mlir::Value histories = {});
 
 } // namespace llmc
 

@@ -377,7 +377,8 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
       .Case([&](qat::QuantizeGradOp q) -> FailureOr<Grads> {
         Grads grads(q->getNumOperands());
         if (q.getOffsets()) {
-          grads[0] = fakeQuantRowGroups(b, loc, dy, q.getOffsets(), q.getScheme(), q.getAxes());
+          grads[0] = fakeQuantRowGroups(b, loc, dy, q.getOffsets(), q.getScheme(), q.getAxes(),
+                                        q.getState());
           return grads;
         }
         Value range = qat::ObserveOp::create(b, loc, dy, Value(), q.getScheme());

@@ -3,6 +3,7 @@
 // RUN: llmc-opt %t.mlir --llmc-qat="spec={weights=fp8_e4m3, activations=fp8_e4m3, skip=head,router}" | FileCheck %s --check-prefix=SKIP
 // RUN: llmc-opt %t.mlir --llmc-qat="spec={weights=int4:channel, skip=head}" | FileCheck %s --check-prefix=ROUTER
 // RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=ep=2,tp=2 precision=fp8 emit=graph" | FileCheck %s --check-prefix=EP
+// RUN: llmc-opt %t.mlir --llmc-train-pipeline="mesh=ep=2,tp=2 precision=fp8 fp8-scaling=delayed,history=8 emit=graph" | FileCheck %s --check-prefix=EP-DELAYED
 // RUN: llmc-opt %S/Inputs/odd-experts.mlir --llmc-qat="spec={weights=int8:channel}" | FileCheck %s --check-prefix=PER-ROW
 // RUN: llmc-opt %S/Inputs/odd-experts.mlir --llmc-qat="spec={weights=int8:channel1}" | FileCheck %s --check-prefix=PER-COLUMN
 // RUN: not llmc-opt %S/Inputs/odd-experts.mlir --llmc-qat="spec={weights=int8:channel2}" 2>&1 | FileCheck %s --check-prefix=AXIS
@@ -99,8 +100,37 @@
 // PER-COLUMN-NEXT: llm.grouped_matmul %arg1, %arg2, %[[W]]
 // AXIS: error: 'llm.grouped_matmul' op qat: channel axis 2 of each expert's matrix of 'experts.w' (0 or 1)
 // BLOCKS: qat.observe %arg0 {{.*}} : tensor<3x7x5xf32> -> tensor<21x2xf32>
-// DELAYED: qat.observe %arg0 {{.*}} : tensor<3x7x5xf32> -> tensor<1x2xf32>
-// DELAYED-NEXT: qat.delayed_range %arg3
+// A delayed scheme keeps an amax history per expert: the stack's state is
+// [experts, history + 1], each row recording its expert's range.
+// DELAYED: %arg3: tensor<3x17xf32> {llmc.name = "experts.w", llmc.role = "qat_state"}
+// DELAYED: %[[V:.*]] = llm.reshape %arg0 : tensor<3x7x5xf32> to tensor<3x35xf32>
+// DELAYED-NEXT: %[[O:.*]] = qat.observe %[[V]] {{.*}} : tensor<3x35xf32> -> tensor<3x2xf32>
+// DELAYED-NEXT: %[[R:.*]] = qat.delayed_range %arg3, %[[O]] {{.*}} : tensor<3x17xf32>, tensor<3x2xf32>
+// DELAYED-NEXT: qat.amax_history %arg3, %[[O]] {{.*}} : tensor<3x17xf32>, tensor<3x2xf32>
+// DELAYED-NEXT: qat.fake_quant %[[V]] range %[[R]]
+
+// Delayed scaling under ep=2 × tp=2: each rank keeps the histories of its
+// 2 experts (state [2, 9] of the global [4, 9], sharded over ep like the
+// stack) for the stack, the rows and dY; each expert's range is combined
+// over tp before it is recorded, never over ep.
+// EP-DELAYED: tensor<2x9xf32> {llmc.name = "layers.0.block_sparse_moe.experts.w3.weight.output_grad", llmc.role = "qat_state", llmc.shard = {global_shape = array<i64: 4, 9>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP-DELAYED-SAME: tensor<2x9xf32> {llmc.name = "layers.0.block_sparse_moe.experts.w3.weight", llmc.role = "qat_state", llmc.shard = {global_shape = array<i64: 4, 9>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP-DELAYED-SAME: tensor<2x9xf32> {llmc.name = "layers.0.block_sparse_moe.experts.w3.weight.input", llmc.role = "qat_state", llmc.shard = {global_shape = array<i64: 4, 9>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
+// EP-DELAYED: llm.moe_regroup
+// EP-DELAYED: qat.observe %{{.*}} : tensor<2x11264xbf16> -> tensor<2x2xf32>
+// EP-DELAYED-NEXT: %[[W:.*]] = dist.all_reduce %{{.*}} on @mesh axes ["tp"] reduction "max"
+// EP-DELAYED-NEXT: qat.delayed_range %{{.*}}, %[[W]] {{.*}} : tensor<2x9xf32>, tensor<2x2xf32>
+// EP-DELAYED-NEXT: qat.amax_history %{{.*}}, %[[W]] {{.*}} : tensor<2x9xf32>, tensor<2x2xf32>
+// EP-DELAYED: qat.observe %{{.*}} : tensor<2048x128xbf16> -> tensor<2048x2xf32>
+// EP-DELAYED-NEXT: %[[G:.*]] = qat.group_ranges %{{.*}}, %local_offsets : tensor<2048x2xf32>, tensor<3xi32> -> tensor<2x2xf32>
+// EP-DELAYED-NEXT: %[[RG:.*]] = qat.delayed_range %{{.*}}, %[[G]] {{.*}} : tensor<2x9xf32>, tensor<2x2xf32>
+// EP-DELAYED-NEXT: qat.amax_history %{{.*}}, %[[G]]
+// EP-DELAYED-NEXT: qat.row_ranges %[[RG]], %local_offsets
+// EP-DELAYED: llm.grouped_matmul
+// EP-DELAYED-NEXT: qat.quantize_grad %{{.*}} state %{{.*}} offsets %local_offsets {axes = ["tp"], {{.*}}observer = "delayed", history = 8>} : tensor<2048x88xbf16>, tensor<2x9xf32> offsets tensor<3xi32>
+// EP-DELAYED: qat.group_ranges
+// EP-DELAYED-NEXT: %[[D:.*]] = dist.all_reduce %{{.*}} on @mesh axes ["tp"] reduction "max" : tensor<2x2xf32>
+// EP-DELAYED-NEXT: qat.delayed_range %{{.*}}, %[[D]] {{.*}} : tensor<2x9xf32>, tensor<2x2xf32>
 
 // A model without routers: skip=router matches nothing (an error, as every
 // skip entry that matches nothing is), keep-routers is silent.

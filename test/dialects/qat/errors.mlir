@@ -270,8 +270,16 @@ func.func @f(%w: tensor<8x8xf32>) {
 // -----
 
 func.func @f(%w: tensor<8x8xf32>) {
-  // expected-error @+1 {{delayed scaling is per tensor, got granularity channel}}
-  %a = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel", observer = "delayed", history = 4>} : tensor<8x8xf32> -> tensor<8x2xf32>
+  // expected-error @+1 {{delayed scaling is per tensor or per slice of dimension 0 (channel axis 0: an amax history per expert), got granularity channel axis 1}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel", axis = 1, observer = "delayed", history = 4>} : tensor<8x8xf32> -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<8x8xf32>) {
+  // expected-error @+1 {{delayed scaling is per tensor or per slice of dimension 0 (channel axis 0: an amax history per expert), got granularity block}}
+  %a = qat.observe %w {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "block", block = 4, observer = "delayed", history = 4>} : tensor<8x8xf32> -> tensor<16x2xf32>
   return
 }
 
@@ -310,7 +318,7 @@ func.func @f(%w: tensor<8x8xf32>) {
 // -----
 
 func.func @f(%s: tensor<4xf32>, %o: tensor<1x2xf32>) {
-  // expected-error @+1 {{'qat.amax_history' op state must be 'tensor<5xf32>' (the range, then 4 amaxes), got 'tensor<4xf32>'}}
+  // expected-error @+1 {{'qat.amax_history' op state must be tensor<5xf32> or tensor<Gx5xf32> (per group: the range, then 4 amaxes), got 'tensor<4xf32>'}}
   %a = qat.amax_history %s, %o {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 4>} : tensor<4xf32>, tensor<1x2xf32>
   return
 }
@@ -318,8 +326,24 @@ func.func @f(%s: tensor<4xf32>, %o: tensor<1x2xf32>) {
 // -----
 
 func.func @f(%s: tensor<5xf32>, %o: tensor<2x2xf32>) {
-  // expected-error @+1 {{'qat.amax_history' op observed must be 'tensor<1x2xf32>', got 'tensor<2x2xf32>'}}
+  // expected-error @+1 {{'qat.amax_history' op observed must be 'tensor<1x2xf32>' (a range per history), got 'tensor<2x2xf32>'}}
   %a = qat.amax_history %s, %o {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 4>} : tensor<5xf32>, tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<3x5xf32>, %o: tensor<1x2xf32>) {
+  // expected-error @+1 {{'qat.delayed_range' op observed must be 'tensor<3x2xf32>' (a range per history), got 'tensor<1x2xf32>'}}
+  %a = qat.delayed_range %s, %o {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 4>} : tensor<3x5xf32>, tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<3x4xf32>, %o: tensor<3x2xf32>) {
+  // expected-error @+1 {{'qat.amax_history' op state must be tensor<5xf32> or tensor<Gx5xf32> (per group: the range, then 4 amaxes), got 'tensor<3x4xf32>'}}
+  %a = qat.amax_history %s, %o {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 4>} : tensor<3x4xf32>, tensor<3x2xf32>
   return
 }
 
@@ -486,8 +510,24 @@ func.func @f(%x: tensor<8x16xf8E5M2>, %dy: tensor<8x4xf8E5M2>, %o: tensor<3xi32>
 // -----
 
 func.func @f(%x: tensor<8x16xf32>, %o: tensor<3xi32>, %s: tensor<17xf32>) {
-  // expected-error @+1 {{quantizes row groups (offsets) with a minmax scheme only, not delayed}}
+  // expected-error @+1 {{state must hold 2 histories, one per group of rows, got 'tensor<17xf32>'}}
   %y = qat.quantize_grad %x state %s offsets %o {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 16>} : tensor<8x16xf32>, tensor<17xf32> offsets tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %o: tensor<3xi32>, %s: tensor<3x17xf32>) {
+  // expected-error @+1 {{state must hold 2 histories, one per group of rows, got 'tensor<3x17xf32>'}}
+  %y = qat.quantize_grad %x state %s offsets %o {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 16>} : tensor<8x16xf32>, tensor<3x17xf32> offsets tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x16xf32>, %s: tensor<2x17xf32>) {
+  // expected-error @+1 {{state must hold one history (no offsets), got 'tensor<2x17xf32>'}}
+  %y = qat.quantize_grad %x state %s {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 16>} : tensor<8x16xf32>, tensor<2x17xf32>
   return
 }
 

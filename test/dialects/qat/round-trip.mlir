@@ -95,6 +95,19 @@ func.func @delayed(%s: tensor<17xf32>, %o: tensor<1x2xf32>, %n: tensor<f32>, %y:
   return
 }
 
+// One history per expert: a [G, N + 1] state, a range per expert, and
+// dY's histories per group of rows.
+// CHECK-LABEL: func.func @delayed_experts
+// CHECK: qat.delayed_range %{{.*}}, %{{.*}} {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel", observer = "delayed", history = 16>} : tensor<4x17xf32>, tensor<4x2xf32>
+// CHECK: qat.amax_history %{{.*}}, %{{.*}} {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 16>} : tensor<4x17xf32>, tensor<4x2xf32>
+// CHECK: qat.quantize_grad %{{.*}} state %{{.*}} offsets %{{.*}} {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 16>} : tensor<8x16xf32>, tensor<4x17xf32> offsets tensor<5xi32>
+func.func @delayed_experts(%s: tensor<4x17xf32>, %o: tensor<4x2xf32>, %y: tensor<8x16xf32>, %off: tensor<5xi32>) {
+  %r = qat.delayed_range %s, %o {scheme = #qat.scheme<format = "fp8_e4m3", granularity = "channel", observer = "delayed", history = 16>} : tensor<4x17xf32>, tensor<4x2xf32>
+  %h = qat.amax_history %s, %o {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 16>} : tensor<4x17xf32>, tensor<4x2xf32>
+  %q = qat.quantize_grad %y state %s offsets %off {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 16>} : tensor<8x16xf32>, tensor<4x17xf32> offsets tensor<5xi32>
+  return
+}
+
 // fp8 GEMM operands and their product (llmc-fp8-matmuls).
 // CHECK-LABEL: func.func @fp8_gemm
 func.func @fp8_gemm(%x: tensor<4x16x128xbf16>, %r: tensor<1x2xf32>, %w: tensor<512x128xbf16>, %dy: tensor<4x16x512xbf16>) -> (tensor<4x16x512xbf16>, tensor<4x16x128xbf16>) {

@@ -1,6 +1,6 @@
 """Compares the global tensors of two checkpoints, whatever layouts saved them.
 
-usage: same_global_tensors.py STEP_DIR_A STEP_DIR_B [TOLERANCE]
+usage: same_global_tensors.py STEP_DIR_A STEP_DIR_B [TOLERANCE] [--only REGEX]
 Assembles every tensor of each checkpoint from its index.json (the pieces
 of each rank file, split and padded level by level: `parts` of `dim`, or
 `pad_to` for a padded vocabulary) without the runtime's code, and prints
@@ -8,99 +8,14 @@ of each rank file, split and padded level by level: `parts` of `dim`, or
 else `differs NAME` (or `missing NAME`) for each that does not. The padding
 is never part of a global tensor. With TOLERANCE, an f32 tensor is the
 same when every element differs by at most TOLERANCE times the tensor's
-largest magnitude in A (other dtypes still byte for byte).
+largest magnitude in A (other dtypes still byte for byte). With --only,
+only the tensors whose names REGEX matches (re.search) are compared.
 """
 import array
-import json
-import os
+import re
 import sys
 
-from safetensors_util import tensors as load
-
-SIZES = {"F32": 4, "BF16": 2, "F16": 2, "I32": 4, "I64": 8, "U8": 1, "F64": 8}
-
-
-def shapes(global_shape, levels):
-    """The tensor's shape after each level: [global, ..., piece]."""
-    out = [list(global_shape)]
-    for level in levels:
-        s = list(out[-1])
-        d = level["dim"]
-        if level.get("pad_to", 0) > 0:
-            s[d] = level["pad_to"]
-        else:
-            s[d] = -(-s[d] // level["parts"])
-        out.append(s)
-    return out
-
-
-def to_global(coords, positions, levels, sizes):
-    """A piece's row coordinates in the global tensor, or None for padding."""
-    c = list(coords)
-    for k in range(len(levels) - 1, -1, -1):
-        level, d = levels[k], levels[k]["dim"]
-        outer = sizes[k][d]
-        if level.get("pad_to", 0) > 0:
-            if c[d] >= outer:
-                return None
-            continue
-        block = outer // level["blocks"]
-        piece = sizes[k + 1][d] // level["blocks"]
-        x = c[d]
-        c[d] = (x // piece) * block + positions[k] * piece + x % piece
-        if c[d] >= outer:
-            return None
-    return c
-
-
-def assemble(step_dir, name, entry, files):
-    global_shape, levels = entry["shape"], entry["levels"]
-    sizes = shapes(global_shape, levels)
-    local = sizes[-1]
-    rank = len(global_shape)
-    if rank == 0:
-        shard = entry["shards"][0]
-        return files(shard["file"])[name][2]
-    width = SIZES[entry["dtype"].upper()]
-    last_whole = all(level["dim"] != rank - 1 for level in levels)
-    row = global_shape[-1] if last_whole else 1  # elements moved at once
-    numel = 1
-    for d in global_shape:
-        numel *= d
-    out = bytearray(numel * width)
-    local_numel = 1
-    for d in local:
-        local_numel *= d
-    for shard in entry["shards"]:
-        data = files(shard["file"])[name][2]
-        assert len(data) == local_numel * width, f"{name}: piece of {len(data)} bytes"
-        for i in range(0, local_numel, row):
-            coords, rest = [], i
-            for d in reversed(local):
-                coords.append(rest % d)
-                rest //= d
-            coords.reverse()
-            g = to_global(coords, shard["positions"], levels, sizes)
-            if g is None:
-                continue
-            flat = 0
-            for d, x in zip(global_shape, g):
-                flat = flat * d + x
-            out[flat * width:(flat + row) * width] = data[i * width:(i + row) * width]
-    return bytes(out)
-
-
-def checkpoint(step_dir):
-    index = json.load(open(os.path.join(step_dir, "index.json")))["tensors"]
-    cache = {}
-
-    def files(name):
-        if name not in cache:
-            cache[name] = load(os.path.join(step_dir, name))
-        return cache[name]
-
-    return {name: (entry["dtype"], entry["shape"], assemble(step_dir, name, entry, files))
-            for name, entry in index.items()}
+from global_tensors import checkpoint
 
 
 def close(x, y, tolerance):
@@ -112,10 +27,16 @@ def close(x, y, tolerance):
     return all(abs(p - q) <= tolerance * scale for p, q in zip(u, v))
 
 
-a, b = checkpoint(sys.argv[1]), checkpoint(sys.argv[2])
-tolerance = float(sys.argv[3]) if len(sys.argv) > 3 else None
+args = sys.argv[1:]
+only = ""  # matches every name
+if "--only" in args:
+    at = args.index("--only")
+    only = args[at + 1]
+    del args[at:at + 2]
+a, b = checkpoint(args[0]), checkpoint(args[1])
+tolerance = float(args[2]) if len(args) > 2 else None
 same = 0
-for name in sorted(set(a) | set(b)):
+for name in sorted(n for n in set(a) | set(b) if re.search(only, n)):
     if name not in a or name not in b:
         print(f"missing {name}")
     elif a[name] != b[name] and (tolerance is None or not close(a[name], b[name], tolerance)):

@@ -19,6 +19,8 @@ TEST(CudaDelayedScaling, BindingErrorsMatchTheCpu) {
       {"qat_delayed_range", {f32({17}), f32({1, 2})}, {f32({1, 2})}, attrs({}, {{"format", 0}})},
       {"qat_delayed_range", {f32({1}), f32({1, 2})}, {f32({1, 2})}, attrs({}, {{"format", 2}})},
       {"qat_amax_history", {f32({17}), f32({2, 2})}, {f32({17})}, {}},
+      {"qat_amax_history", {f32({3, 17}), f32({1, 2})}, {f32({3, 17})}, {}},
+      {"qat_delayed_range", {f32({4, 17}), f32({4, 2})}, {f32({1, 2})}, attrs({}, {{"format", 2}})},
       {"qat_amax_history", {f32({17}), f32({1, 2})}, {f32({17})}, attrs({}, {{"margin", -1}})},
       {"qat_commit_state", {f32({17}), f32({16}), f32({})}, {f32({17})}, {}},
       {"qat_commit_state", {f32({17}), f32({17}), f32({2})}, {f32({17})}, {}},

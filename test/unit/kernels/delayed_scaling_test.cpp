@@ -128,7 +128,67 @@ std::vector<ConformanceCase> commitStateCases() {
   return cases;
 }
 
+/// G histories [G, N + 1] (one per expert): each row its own stored range
+/// (some never set) and its own observed amax (one of them 0), in place
+/// and not.
+RefTensor historyStates(int64_t groups, int64_t n, uint64_t seed) {
+  RefTensor s{{groups, n + 1}, {}};
+  for (int64_t g = 0; g < groups; ++g) {
+    RefTensor one = historyState(n, seed + 7 * g, g % 3 == 1 ? n / 2 : 0, g % 4 == 2);
+    s.data.insert(s.data.end(), one.data.begin(), one.data.end());
+  }
+  return s;
+}
+
+RefTensor observedRanges(int64_t groups) {
+  RefTensor r{{groups, 2}, {}};
+  for (int64_t g = 0; g < groups; ++g) {
+    double a = g % 5 == 3 ? 0.0 : 0.3 + 4.0 * g;
+    RefTensor one = observedRange(a, g % 2 == 0);
+    r.data.insert(r.data.end(), one.data.begin(), one.data.end());
+  }
+  return r;
+}
+
+std::vector<ConformanceCase> groupedHistoryCases() {
+  std::vector<ConformanceCase> cases;
+  uint64_t seed = 1400;
+  for (int64_t groups : {1, 3, 8, 300})
+    for (int64_t n : {1, 16}) {
+      std::string shape = "groups" + std::to_string(groups) + "_history" + std::to_string(n);
+      cases.push_back({"qat_delayed_range", shape, [=, caseSeed = seed += 2] {
+                         KernelCall k;
+                         k.input(historyStates(groups, n, caseSeed), DType::F32);
+                         k.input(observedRanges(groups), DType::F32);
+                         k.output(DType::F32, {groups, 2});
+                         k.attrs = attrs({}, {{"format", kE4M3}});
+                         double fmax = quant::fp8Max(quant::Format::Fp8E4M3);
+                         k.reference = [fmax](const std::vector<RefTensor> &in) {
+                           return std::vector<RefTensor>{ref::delayedRange(in[0], in[1], fmax)};
+                         };
+                         k.tolerances = k.cudaTolerances = {0.0};
+                         return k;
+                       }});
+      for (bool inPlace : {false, true})
+        cases.push_back(
+            {"qat_amax_history", shape + (inPlace ? "_in_place" : ""), [=, caseSeed = seed += 2] {
+               KernelCall k;
+               size_t state = k.input(historyStates(groups, n, caseSeed), DType::F32);
+               k.input(observedRanges(groups), DType::F32);
+               k.outputMaybeInPlace(inPlace, state, DType::F32, {groups, n + 1});
+               k.attrs = attrs({}, {{"margin", 1}});
+               k.reference = [](const std::vector<RefTensor> &in) {
+                 return std::vector<RefTensor>{ref::amaxHistory(in[0], in[1], 1, false)};
+               };
+               k.tolerances = k.cudaTolerances = {0.0};
+               return k;
+             }});
+    }
+  return cases;
+}
+
 LLMC_CONFORMANCE_CASES(QatDelayedRange, delayedRangeCases);
+LLMC_CONFORMANCE_CASES(QatDelayedHistories, groupedHistoryCases);
 LLMC_CONFORMANCE_CASES(QatAmaxHistory, amaxHistoryCases);
 LLMC_CONFORMANCE_CASES(QatCommitState, commitStateCases);
 
@@ -215,24 +275,69 @@ TEST(DelayedScaling, BindingErrors) {
     std::string expected;
   };
   const std::vector<ErrorCase> cases = {
-      {"qat_delayed_range", {f32({17}), f32({1, 2})}, {f32({1, 2})}, ints({{"format", 0}}),
+      {"qat_delayed_range",
+       {f32({17}), f32({1, 2})},
+       {f32({1, 2})},
+       ints({{"format", 0}}),
        "qat_delayed_range: attribute 'format' must be an fp8 format (2 fp8_e4m3, 3 fp8_e5m2), "
        "got 0"},
-      {"qat_delayed_range", {f32({17}), f32({1, 2})}, {f32({1, 2})}, {},
+      {"qat_delayed_range",
+       {f32({17}), f32({1, 2})},
+       {f32({1, 2})},
+       {},
        "qat_delayed_range: attribute 'format' must be an fp8 format (2 fp8_e4m3, 3 fp8_e5m2), "
        "got -1"},
-      {"qat_delayed_range", {f32({1}), f32({1, 2})}, {f32({1, 2})}, ints({{"format", 2}}),
-       "qat_delayed_range: state must be f32[N+1] with N >= 1 (the range, then N amaxes), got "
-       "f32[1]"},
-      {"qat_amax_history", {f32({17}), f32({2, 2})}, {f32({17})}, {},
+      {"qat_delayed_range",
+       {f32({1}), f32({1, 2})},
+       {f32({1, 2})},
+       ints({{"format", 2}}),
+       "qat_delayed_range: state must be f32[N+1] or f32[G, N+1] with N >= 1 (per history: the "
+       "range, then N amaxes), got f32[1]"},
+      {"qat_delayed_range",
+       {f32({2, 3, 17}), f32({1, 2})},
+       {f32({1, 2})},
+       ints({{"format", 2}}),
+       "qat_delayed_range: state must be f32[N+1] or f32[G, N+1] with N >= 1 (per history: the "
+       "range, then N amaxes), got f32[2x3x17]"},
+      {"qat_delayed_range",
+       {f32({4, 17}), f32({4, 2})},
+       {f32({1, 2})},
+       ints({{"format", 2}}),
+       "qat_delayed_range: range must be f32[4x2], got f32[1x2]"},
+      {"qat_amax_history",
+       {f32({17}), f32({2, 2})},
+       {f32({17})},
+       {},
        "qat_amax_history: observed must be f32[1x2], got f32[2x2]"},
-      {"qat_amax_history", {f32({17}), f32({1, 2})}, {f32({17})}, ints({{"margin", -1}}),
+      {"qat_amax_history",
+       {f32({3, 17}), f32({1, 2})},
+       {f32({3, 17})},
+       {},
+       "qat_amax_history: observed must be f32[3x2], got f32[1x2]"},
+      {"qat_amax_history",
+       {f32({3, 17}), f32({3, 2})},
+       {f32({17})},
+       {},
+       "qat_amax_history: new_state must be f32[3x17], got f32[17]"},
+      {"qat_amax_history",
+       {f32({17}), f32({1, 2})},
+       {f32({17})},
+       ints({{"margin", -1}}),
        "qat_amax_history: attribute 'margin' must be >= 0, got -1"},
-      {"qat_amax_history", {f32({17}), f32({1, 2})}, {f32({16})}, {},
+      {"qat_amax_history",
+       {f32({17}), f32({1, 2})},
+       {f32({16})},
+       {},
        "qat_amax_history: new_state must be f32[17], got f32[16]"},
-      {"qat_commit_state", {f32({17}), f32({16}), f32({})}, {f32({17})}, {},
+      {"qat_commit_state",
+       {f32({17}), f32({16}), f32({})},
+       {f32({17})},
+       {},
        "qat_commit_state: candidate must be f32[17], got f32[16]"},
-      {"qat_commit_state", {f32({17}), f32({17}), f32({2})}, {f32({17})}, {},
+      {"qat_commit_state",
+       {f32({17}), f32({17}), f32({2})},
+       {f32({17})},
+       {},
        "qat_commit_state: norm must be an f32 scalar, got f32[2]"},
   };
   for (const ErrorCase &c : cases)
