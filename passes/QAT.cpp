@@ -48,6 +48,7 @@
 
 #include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
+#include "passes/lib/DelayedRange.h"
 #include "passes/lib/EntryPoints.h"
 #include "passes/lib/Layout.h"
 #include "passes/lib/Parameters.h"
@@ -364,8 +365,11 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
                                     : historyState(op, scheme, nullptr, {}, site);
     if (failed(state))
       return failure();
-    auto q =
-        qat::QuantizeGradOp::create(b, op->getLoc(), y, *state, groups, scheme, axesAttr(axes));
+    // Each rank's dY is of its share of the batch's mean loss: the batch
+    // ranks' count times one rank's.
+    int64_t batchRanks = *state && layout ? layout->batchSize() : 1;
+    auto q = qat::QuantizeGradOp::create(b, op->getLoc(), y, *state, groups, scheme,
+                                         axesAttr(axes), b.getI64IntegerAttr(batchRanks));
     y.replaceAllUsesExcept(q.getResult(), q);
     if (batchDerived.contains(y))
       batchDerived.insert(q.getResult());
@@ -555,9 +559,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       FailureOr<Value> state = historyState(op, scheme, type, splits, site);
       if (failed(state))
         return failure();
-      Value observed = range;
-      range = qat::DelayedRangeOp::create(b, loc, *state, observed, scheme);
-      qat::AmaxHistoryOp::create(b, loc, *state, observed, scheme);
+      range = delayedRange(b, loc, *state, range, scheme);
     } else if (scheme.getObserver() == "ema") {
       FailureOr<Value> state = emaState(op, scheme, type, splits, static_cast<bool>(weight), site);
       if (failed(state))

@@ -286,6 +286,9 @@ LogicalResult QuantizeGradOp::verify() {
                                : "has a state operand but its scheme is not delayed");
   if (getOffsets() && cast<RankedTensorType>(getX().getType()).getRank() != 2)
     return emitOpError("with offsets, x must be the rows [M, F], got ") << getX().getType();
+  if (getBatchRanks() < 1 || (!delayed && getBatchRanks() != 1))
+    return emitOpError("batch_ranks must be >= 1, and 1 without a delayed scheme, got ")
+           << getBatchRanks();
   FailureOr<int64_t> groups = getOffsets() ? groupsOf(*this, getOffsets()) : FailureOr<int64_t>(1);
   if (failed(groups))
     return failure();

@@ -205,6 +205,11 @@ def QAT_QuantizeGradOp : Op<QAT_Dialect, "quantize_grad",
     (see qat.amax_history): the backward quantizes dY with the range
     qat.delayed_range reads from it and records dY's range into the
     updated history, which the training step returns in the state's place.
+    `batch_ranks` (default 1; delayed only) is how many ranks split the
+    batch: each rank's dY is of its share of the batch's mean loss, that
+    many times one rank's, so the history records dY's amax divided by it
+    and dY is quantized with the history's range times it — every layout
+    keeps one rank's history and quantizes as one rank would.
 
     With `offsets` (a mixture of experts' `[G + 1]` row groups; x `[M, F]`),
     dY is quantized group by group of rows instead, as Transformer Engine
@@ -225,7 +230,8 @@ def QAT_QuantizeGradOp : Op<QAT_Dialect, "quantize_grad",
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$x, Optional<RankedTensorOf<[F32]>>:$state,
                        Optional<RankedTensorOf<[I32, I64]>>:$offsets,
-                       QAT_SchemeAttr:$scheme, DefaultValuedAttr<StrArrayAttr, "{}">:$axes);
+                       QAT_SchemeAttr:$scheme, DefaultValuedAttr<StrArrayAttr, "{}">:$axes,
+                       DefaultValuedAttr<I64Attr, "1">:$batch_ranks);
   let results = (outs RankedTensorOf<[AnyFloat]>:$result);
   let assemblyFormat = [{
     $x (`state` $state^)? (`offsets` $offsets^)? attr-dict `:` type($x) (`,` type($state)^)?

@@ -3,6 +3,7 @@
 #include "passes/lib/RowGroupQuant.h"
 
 #include "dialects/Dist/DistDialect.h"
+#include "passes/lib/DelayedRange.h"
 #include "passes/lib/Layout.h"
 
 using namespace mlir;
@@ -28,7 +29,7 @@ qat::SchemeAttr perTensorScheme(qat::SchemeAttr s) {
 }
 
 Value fakeQuantRowGroups(OpBuilder &b, Location loc, Value x, Value offsets, qat::SchemeAttr scheme,
-                         ArrayAttr axes, Value histories) {
+                         ArrayAttr axes, Value histories, int64_t units) {
   auto type = cast<RankedTensorType>(x.getType());
   auto offsetsType = cast<RankedTensorType>(offsets.getType());
   Type f32 = b.getF32Type();
@@ -40,11 +41,8 @@ Value fakeQuantRowGroups(OpBuilder &b, Location loc, Value x, Value offsets, qat
     groups = dist::AllReduceOp::create(b, loc, groups.getType(), groups,
                                        FlatSymbolRefAttr::get(b.getContext(), kMeshName), axes,
                                        b.getStringAttr("max"));
-  if (histories) {
-    Value observed = groups;
-    groups = qat::DelayedRangeOp::create(b, loc, histories, observed, scheme);
-    qat::AmaxHistoryOp::create(b, loc, histories, observed, scheme);
-  }
+  if (histories)
+    groups = delayedRange(b, loc, histories, groups, scheme, units);
   Value range = qat::RowRangesOp::create(
       b, loc, RankedTensorType::get({type.getDimSize(0), 2}, f32), groups, offsets);
   return qat::FakeQuantOp::create(b, loc, x, range, Value(), perRow);

@@ -32,11 +32,11 @@ qat::SchemeAttr perTensorScheme(qat::SchemeAttr scheme);
 /// `axes` (none: as is), given back to its rows (qat.row_ranges) for a
 /// per-row qat.fake_quant. Rows past offsets[G] get the range [0, 0].
 /// Under a delayed scheme `histories` ([G, history + 1], one amax history
-/// per group) gives each group its range (qat.delayed_range) and records
-/// the group's observed one (qat.amax_history).
+/// per group) gives each group its range and records the group's observed
+/// one (passes/lib/DelayedRange.h, `units` its units).
 mlir::Value fakeQuantRowGroups(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
                                mlir::Value offsets, qat::SchemeAttr scheme, mlir::ArrayAttr axes,
-                               mlir::Value histories = {});
+                               mlir::Value histories = {}, int64_t units = 1);
 
 } // namespace llmc
 

@@ -14,6 +14,7 @@
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "dialects/QAT/QATDialect.h"
+#include "passes/lib/DelayedRange.h"
 #include "passes/lib/Layout.h"
 #include "passes/lib/RowGroupQuant.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -378,7 +379,7 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
         Grads grads(q->getNumOperands());
         if (q.getOffsets()) {
           grads[0] = fakeQuantRowGroups(b, loc, dy, q.getOffsets(), q.getScheme(), q.getAxes(),
-                                        q.getState());
+                                        q.getState(), q.getBatchRanks());
           return grads;
         }
         Value range = qat::ObserveOp::create(b, loc, dy, Value(), q.getScheme());
@@ -386,11 +387,8 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
           range = dist::AllReduceOp::create(b, loc, range.getType(), range,
                                             FlatSymbolRefAttr::get(b.getContext(), kMeshName),
                                             q.getAxes(), b.getStringAttr("max"));
-        if (Value state = q.getState()) {
-          Value observed = range;
-          range = qat::DelayedRangeOp::create(b, loc, state, observed, q.getScheme());
-          qat::AmaxHistoryOp::create(b, loc, state, observed, q.getScheme());
-        }
+        if (Value state = q.getState())
+          range = delayedRange(b, loc, state, range, q.getScheme(), q.getBatchRanks());
         grads[0] = qat::FakeQuantOp::create(b, loc, dy, range, Value(), q.getScheme());
         return grads;
       })

@@ -40,11 +40,15 @@
 // The backward: dY's range, combined over the ranks holding pieces of it,
 // is recorded into dY's history, whose range quantizes dY; the inputs'
 // gradients pass whole (no fake_quant_grad: TE's fp8 GEMM masks nothing).
+// Each dp rank's dY is of its half-batch mean loss, twice one rank's: the
+// history records it halved (one rank's units) and its range is doubled.
 // TRAIN: %[[R:.*]] = qat.observe %[[DY:[^ ]*]] {llmc.backward{{.*}}scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 8, margin = 1>}
 // TRAIN-NEXT: %[[G:.*]] = dist.all_reduce %[[R]] on @mesh axes ["dp", "tp"] reduction "max"
-// TRAIN-NEXT: %[[DR:.*]] = qat.delayed_range %[[DS:[^,]*]], %[[G]]
-// TRAIN-NEXT: qat.amax_history %[[DS]], %[[G]]
-// TRAIN-NEXT: qat.quantize_fp8 %[[DY]] range %[[DR]]
+// TRAIN-NEXT: %[[ONE:.*]] = llm.scale %[[G]] {factor = 5.000000e-01 : f64
+// TRAIN-NEXT: %[[DR:.*]] = qat.delayed_range %[[DS:[^,]*]], %[[ONE]]
+// TRAIN-NEXT: qat.amax_history %[[DS]], %[[ONE]]
+// TRAIN-NEXT: %[[RANGE:.*]] = llm.scale %[[DR]] {factor = 2.000000e+00 : f64
+// TRAIN-NEXT: qat.quantize_fp8 %[[DY]] range %[[RANGE]]
 // TRAIN-NOT: qat.fake_quant_grad
 // TRAIN: func.func @train_step(
 // The step commits each of the 12 histories with the global norm.

@@ -112,7 +112,8 @@
 // Delayed scaling under ep=2 × tp=2: each rank keeps the histories of its
 // 2 experts (state [2, 9] of the global [4, 9], sharded over ep like the
 // stack) for the stack, the rows and dY; each expert's range is combined
-// over tp before it is recorded, never over ep.
+// over tp before it is recorded, never over ep. ep splits the batch, so
+// dY's histories record it in one rank's units (batch_ranks = 2).
 // EP-DELAYED: tensor<2x9xf32> {llmc.name = "layers.0.block_sparse_moe.experts.w3.weight.output_grad", llmc.role = "qat_state", llmc.shard = {global_shape = array<i64: 4, 9>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
 // EP-DELAYED-SAME: tensor<2x9xf32> {llmc.name = "layers.0.block_sparse_moe.experts.w3.weight", llmc.role = "qat_state", llmc.shard = {global_shape = array<i64: 4, 9>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
 // EP-DELAYED-SAME: tensor<2x9xf32> {llmc.name = "layers.0.block_sparse_moe.experts.w3.weight.input", llmc.role = "qat_state", llmc.shard = {global_shape = array<i64: 4, 9>, levels = [{axes = ["ep"], blocks = 1 : i64, dim = 0 : i64}]}}
@@ -127,7 +128,7 @@
 // EP-DELAYED-NEXT: qat.amax_history %{{.*}}, %[[G]]
 // EP-DELAYED-NEXT: qat.row_ranges %[[RG]], %local_offsets
 // EP-DELAYED: llm.grouped_matmul
-// EP-DELAYED-NEXT: qat.quantize_grad %{{.*}} state %{{.*}} offsets %local_offsets {axes = ["tp"], {{.*}}observer = "delayed", history = 8>} : tensor<2048x88xbf16>, tensor<2x9xf32> offsets tensor<3xi32>
+// EP-DELAYED-NEXT: qat.quantize_grad %{{.*}} state %{{.*}} offsets %local_offsets {axes = ["tp"], batch_ranks = 2 : i64, scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 8>} : tensor<2048x88xbf16>, tensor<2x9xf32> offsets tensor<3xi32>
 // EP-DELAYED: qat.group_ranges
 // EP-DELAYED-NEXT: %[[D:.*]] = dist.all_reduce %{{.*}} on @mesh axes ["tp"] reduction "max" : tensor<2x2xf32>
 // EP-DELAYED-NEXT: qat.delayed_range %{{.*}}, %[[D]] {{.*}} : tensor<2x9xf32>, tensor<2x2xf32>

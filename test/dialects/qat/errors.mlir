@@ -586,3 +586,19 @@ func.func @f(%g: tensor<2x2xf32>, %o: tensor<3xi32>) {
   %r = qat.row_ranges %g, %o : tensor<2x2xf32>, tensor<3xi32> -> tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{batch_ranks must be >= 1, and 1 without a delayed scheme, got 2}}
+  %a = qat.quantize_grad %x {scheme = #qat.scheme<format = "fp8_e5m2">, batch_ranks = 2} : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %s: tensor<5xf32>) {
+  // expected-error @+1 {{batch_ranks must be >= 1, and 1 without a delayed scheme, got 0}}
+  %a = qat.quantize_grad %x state %s {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 4>, batch_ranks = 0} : tensor<4x8xf32>, tensor<5xf32>
+  return
+}

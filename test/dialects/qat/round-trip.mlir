@@ -87,11 +87,13 @@ func.func @quantize_grad(%x: tensor<4x16x128xbf16>, %y: tensor<4x128xf32>) {
 // CHECK: qat.amax_history %{{.*}}, %{{.*}} {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 16, algo = "most_recent">} : tensor<17xf32>, tensor<1x2xf32>
 // CHECK: qat.commit_state %{{.*}}, %{{.*}}, %{{.*}} : tensor<17xf32>, tensor<f32>
 // CHECK: qat.quantize_grad %{{.*}} state %{{.*}} {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 16>} : tensor<4x128xf32>, tensor<17xf32>
+// CHECK: qat.quantize_grad %{{.*}} state %{{.*}} {batch_ranks = 4 : i64, scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 16>} : tensor<4x128xf32>, tensor<17xf32>
 func.func @delayed(%s: tensor<17xf32>, %o: tensor<1x2xf32>, %n: tensor<f32>, %y: tensor<4x128xf32>) {
   %r = qat.delayed_range %s, %o {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 16, margin = 1>} : tensor<17xf32>, tensor<1x2xf32>
   %h = qat.amax_history %s, %o {scheme = #qat.scheme<format = "fp8_e4m3", observer = "delayed", history = 16, algo = "most_recent">} : tensor<17xf32>, tensor<1x2xf32>
   %c = qat.commit_state %s, %h, %n : tensor<17xf32>, tensor<f32>
   %q = qat.quantize_grad %y state %s {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 16>} : tensor<4x128xf32>, tensor<17xf32>
+  %q4 = qat.quantize_grad %y state %s {scheme = #qat.scheme<format = "fp8_e5m2", observer = "delayed", history = 16>, batch_ranks = 4} : tensor<4x128xf32>, tensor<17xf32>
   return
 }
 

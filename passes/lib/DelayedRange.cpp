@@ -1,0 +1,22 @@
+//===- DelayedRange.cpp - a delayed scheme's range and its record ---------===//
+
+#include "passes/lib/DelayedRange.h"
+
+#include "dialects/LLM/LLMDialect.h"
+
+using namespace mlir;
+
+namespace llmc {
+
+Value delayedRange(OpBuilder &b, Location loc, Value histories, Value observed,
+                   qat::SchemeAttr scheme, int64_t units) {
+  auto scaled = [&](Value v, double factor) -> Value {
+    return units == 1 ? v : llm::ScaleOp::create(b, loc, v.getType(), v, b.getF64FloatAttr(factor));
+  };
+  Value oneRank = scaled(observed, 1.0 / static_cast<double>(units));
+  Value range = qat::DelayedRangeOp::create(b, loc, histories, oneRank, scheme);
+  qat::AmaxHistoryOp::create(b, loc, histories, oneRank, scheme);
+  return scaled(range, static_cast<double>(units));
+}
+
+} // namespace llmc
