@@ -5,12 +5,18 @@
 // as a decode step binds them: matmul in fp32 and bf16, matmul_int int8
 // and fp8 (E4M3) per row and int4 in blocks of 32 (int4h: its scales fp16
 // values, as `llmc quantize --scale-dtype f16` writes them, which the
-// repacked copy then holds in fp16), matmul_nf4 in blocks of 32. Prints the
-// best time of a pass over all the weights and the weight bytes read per
-// second (codes and scales). The codes are zeros: the kernels' time does not
-// depend on their values. LLMC_CPU_NO_AVX512=1 times the AVX2 bodies;
-// LLMC_CPU_DOT=avx512vnni|avxvnni|avx2 picks int8/int4's integer-dot body
-// (kernels/cpu/DecodeGemvInt8.h).
+// repacked copy then holds in fp16), matmul_nf4 in blocks of 32. Each
+// kernel is prepared with its weights constant, as `llmc generate`
+// prepares them once loaded, so the 4-bit rows time the repacked copy
+// (kernels/cpu/DecodeGemvPacked.h; LLMC_CPU_NO_PACK=1 times the bodies that
+// read the codes in place). Prints the best time of a pass over all the
+// weights and the weight bytes read per second (codes and the scales as the
+// body reads them: the copy's fp16 or fp32 scales, else the bound ones).
+// The codes are zeros and the scales random (int4h's rounded to fp16
+// values, NF4's all 1/3: none an fp16 value, so their copies keep fp32
+// scales): the kernels' time does not depend on their values. LLMC_CPU_NO_AVX512=1
+// times the AVX2 bodies; LLMC_CPU_DOT=avx512vnni|avxvnni|avx2 picks
+// int8/int4's integer-dot body (kernels/cpu/DecodeGemvInt8.h).
 //
 // Usage: llmc-bench-decode-gemv [--n 5632] [--k 2048] [--layers 16] [--m 1] [--reps 10]
 //
@@ -72,6 +78,20 @@ KernelAttrs weightAttrs(const Options &o,
   return a;
 }
 
+/// NF4's block scale: no fp16 value, so its repacked copy keeps fp32 scales.
+constexpr float kNoHalf = 1.0f / 3.0f;
+
+/// Weight bytes a pass of `kind`'s bodies reads per layer: the repacked
+/// copy's codes and scales for the 4-bit formats (unless LLMC_CPU_NO_PACK),
+/// else the bound operands'.
+int64_t bytesRead(const std::string &kind, const Options &o, int64_t boundBytes) {
+  const bool packed = kind == "int4" || kind == "int4h" || kind == "nf4";
+  if (!packed || std::getenv("LLMC_CPU_NO_PACK"))
+    return boundBytes;
+  const int64_t scaleBytes = kind == "int4h" ? 2 : 4;
+  return o.n * o.k / 2 + o.n * o.k / 32 * scaleBytes;
+}
+
 /// `kind`'s operands after x for one layer, in the kernel's order.
 std::vector<std::unique_ptr<Tensor>> weightOperands(const std::string &kind, const Options &o) {
   const int64_t numel = o.n * o.k;
@@ -90,12 +110,13 @@ std::vector<std::unique_ptr<Tensor>> weightOperands(const std::string &kind, con
         float &scale = w.back()->view.as<float>()[i];
         scale = half::toFloat(half::fromFloat(scale));
       }
-  } else { // nf4
+  } else { // nf4: every block's absmax code is 0, so its scale is the mean
     w.push_back(std::make_unique<Tensor>(DType::U8, std::vector<int64_t>{numel / 2}));
     w.push_back(std::make_unique<Tensor>(DType::U8, std::vector<int64_t>{numel / 32}));
     w.push_back(std::make_unique<Tensor>(DType::F32,
                                          std::vector<int64_t>{quant::nf4ScaleCount(numel / 32)}));
     w.push_back(std::make_unique<Tensor>(DType::F32, std::vector<int64_t>{1}, 0.0f));
+    w.back()->view.as<float>()[0] = kNoHalf;
   }
   return w;
 }
@@ -117,12 +138,17 @@ Format bind(const std::string &kind, const Options &o, Tensor &x, Tensor &xBf16,
   for (int64_t l = 0; l < o.layers; ++l) {
     std::vector<std::unique_ptr<Tensor>> w = weightOperands(kind, o);
     std::vector<Tensor *> inputs = {bf16 ? &xBf16 : &x};
+    int64_t boundBytes = 0;
     for (auto &t : w) {
-      f.bytes += t->view.bytes();
+      boundBytes += t->view.bytes();
       inputs.push_back(t.get());
     }
+    f.bytes += bytesRead(kind, o, boundBytes);
     f.kernels.push_back(
         bindKernel("llmc-bench-decode-gemv", kernel, inputs, {bf16 ? &yBf16 : &y}, attrs));
+    std::vector<bool> constant(inputs.size(), true);
+    constant[0] = false; // x
+    f.kernels.back()->prepare(constant);
     for (auto &t : w) f.operands.push_back(std::move(t));
   }
   return f;
@@ -142,7 +168,7 @@ int main(int argc, char **argv) {
     std::vector<Kernel *> kernels;
     for (auto &k : f.kernels) kernels.push_back(k.get());
     const double ms = bestMs(kernels, o.reps);
-    std::printf("%-5s %8.1f MB  %8.3f ms  %6.2f GB/s  %7.2f G weights/s\n", kind, f.bytes / 1e6, ms,
+    std::printf("%-5s %9.3f MB  %8.3f ms  %6.2f GB/s  %7.2f G weights/s\n", kind, f.bytes / 1e6, ms,
                 f.bytes / ms / 1e6, o.n * o.k * o.layers / ms / 1e6);
   }
   return 0;
