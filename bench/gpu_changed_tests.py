@@ -9,7 +9,8 @@ COMMIT defaults to the commit of the newest lease in bench/results/. The
 change is everything between COMMIT and the working tree. A changed file
 selects tests by the kernel names it concerns:
   - a kernels/cuda or kernels/cpu source: the kernels it registers
-    (LLMC_REGISTER_KERNEL); a header there: the sources that include it;
+    (LLMC_REGISTER_KERNEL); a header there: the sources that include it,
+    directly or through other headers;
   - a binding contract (kernels/contracts/X.*): the kernels of the sources
     that include kernels/contracts/X.h;
   - a shared header (common/X.h, kernels/X.h): the kernels of the sources
@@ -109,7 +110,8 @@ def kernels_of(path):
         return set().union(*(kernel_names(s) for s in sources_including_through_headers(path)), set())
     if re.match(r"kernels/(cpu|cuda)/", path):
         if path.endswith((".h", ".cuh")):
-            return set().union(*(kernel_names(s) for s in sources_including(path)), set())
+            return set().union(*(kernel_names(s) for s in sources_including_through_headers(path)),
+                               set())
         return kernel_names(path)
     return set()
 

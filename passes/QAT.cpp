@@ -368,8 +368,8 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     // Each rank's dY is of its share of the batch's mean loss: the batch
     // ranks' count times one rank's.
     int64_t batchRanks = *state && layout ? layout->batchSize() : 1;
-    auto q = qat::QuantizeGradOp::create(b, op->getLoc(), y, *state, groups, scheme,
-                                         axesAttr(axes), b.getI64IntegerAttr(batchRanks));
+    auto q = qat::QuantizeGradOp::create(b, op->getLoc(), y, *state, groups, scheme, axesAttr(axes),
+                                         b.getI64IntegerAttr(batchRanks));
     y.replaceAllUsesExcept(q.getResult(), q);
     if (batchDerived.contains(y))
       batchDerived.insert(q.getResult());

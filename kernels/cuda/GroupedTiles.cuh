@@ -1,10 +1,12 @@
 //===- GroupedTiles.cuh - the grouped products' tiled device code -*- CUDA -*-===//
 //
-// The device side of the grouped (expert) products, shared by
-// grouped_matmul.cu (float operands) and grouped_matmul_fp8.cu (fp8 codes):
-// operands are read through small readers (FloatOperand, Fp8Operand) that
-// give each element as fp32, and each group's sums are multiplied by
-// GroupScales before they are stored (1 for float operands).
+// The device side of the grouped (expert) products on CUDA cores, shared
+// by grouped_matmul.cu (float operands) and grouped_matmul_fp8.cu (fp8
+// codes) through GroupedKernels.cuh, which runs 16-bit and fp8 operands'
+// tiles on tensor cores instead (GroupedMma.cuh): operands are read
+// through small readers (FloatOperand, Fp8Operand) that give each element
+// as fp32, and each group's sums are multiplied by GroupScales before they
+// are stored (1 for float operands).
 //
 // Grouped product: a grid over (row tiles of all M rows, column tiles of
 // F). A block finds the groups its kTileM rows meet by binary search in the
@@ -159,46 +161,11 @@ __device__ void zeroRows(T *out, int64_t r0, int64_t c0, int64_t lo, int64_t hi,
   }
 }
 
-/// Block (blockIdx.x, blockIdx.y): rows [64 bx, 64 bx + 64) and columns
-/// [64 by, 64 by + 64) of y [rows, f], group by group; `weights` are the
-/// stacked [groups, K, F] (or [groups, F, K]); group g's sums are
-/// multiplied by scales(g).
-template <typename X, typename W, typename T>
-__global__ void __launch_bounds__(kThreads)
-    groupedMatmulKernel(X x, Offsets offsets, W weights, T *y, int64_t rows, int64_t k, int64_t f,
-                        int64_t groups, bool transposeB, GroupScales scales) {
-  __shared__ Tiles tiles;
-  const int64_t r0 = blockIdx.x * static_cast<int64_t>(kTileM);
-  const int64_t c0 = blockIdx.y * static_cast<int64_t>(kTileN);
-  if (!validGroupOffsets(offsets, groups, rows)) {
-    nanTile(y, r0, c0, rows, f);
-    return;
-  }
-  const int64_t r1 = min(r0 + kTileM, rows);
-  for (int64_t g = groupOf(offsets, groups, r0); g < groups && offsets[g] < r1; ++g) {
-    const int64_t lo = max(r0, offsets[g]), hi = min(r1, offsets[g + 1]);
-    if (lo < hi)
-      groupTile(x, weights.at(g * k * f), y, r0, c0, lo, hi, k, f, transposeB, scales(g), tiles);
-  }
-  zeroRows(y, r0, c0, max(r0, offsets[groups]), r1, f);
-}
-
-/// Block (blockIdx.x, g): one tile of dw_g [p, q] = Σ over the group's rows
-/// of aᵀ·b · scales(g), a [rows, p] and b [rows, q]; zeros for an empty
-/// group. `dw`: the stacked [groups, p, q].
+/// dw [p, q]'s tile at (p0, q0) = Σ over rows [lo, hi) of aᵀ·b · scale,
+/// a [rows, p] and b [rows, q].
 template <typename A, typename B, typename T>
-__global__ void __launch_bounds__(kThreads)
-    groupedWeightGradKernel(A a, int64_t p, B b, int64_t q, Offsets offsets, int64_t rows,
-                            int64_t groups, GroupScales scales, T *dw) {
-  __shared__ Tiles t;
-  const int64_t g = blockIdx.y, tilesQ = (q + kTileN - 1) / kTileN;
-  const int64_t p0 = (blockIdx.x / tilesQ) * kTileM, q0 = (blockIdx.x % tilesQ) * kTileN;
-  T *dwg = dw + g * p * q;
-  if (!validGroupOffsets(offsets, groups, rows)) {
-    nanTile(dwg, p0, q0, p, q);
-    return;
-  }
-  const int64_t lo = offsets[g], hi = offsets[g + 1];
+__device__ void weightGradTile(A a, int64_t p, B b, int64_t q, int64_t lo, int64_t hi, int64_t p0,
+                               int64_t q0, float scale, T *dw, Tiles &t) {
   float acc[kPer][kPer] = {};
   for (int64_t r0 = lo; r0 < hi; r0 += kTileK) {
     for (int e = threadIdx.x; e < kTileK * kTileM; e += kThreads) {
@@ -211,7 +178,7 @@ __global__ void __launch_bounds__(kThreads)
     multiplyTiles(t, acc);
     __syncthreads();
   }
-  storeTile(acc, dwg, p0, q0, 0, p, q, scales(g));
+  storeTile(acc, dw, p0, q0, 0, p, q, scale);
 }
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -6,17 +6,18 @@
 // the offsets: every launch covers the shapes' worst case, and each block
 // reads the offsets itself.
 //
-// The tiled device code (kernels/cuda/GroupedTiles.cuh) is shared with
+// The tiled device code (kernels/cuda/GroupedKernels.cuh) is shared with
 // the fp8 forms (grouped_matmul_fp8.cu).
 //
-// Speed: CUDA cores (FMA), no tensor cores, no split-K. Correct and
-// graph-safe first; a weight gradient whose group has many rows and whose
-// [K, F] is small has few blocks, each looping over all the rows.
+// Speed: bf16 and f16 on tensor cores (WMMA, fp32 sums; GroupedMma.cuh),
+// fp32 on CUDA cores (FMA); no split-K, no copy overlap. A weight
+// gradient whose group has many rows and whose [K, F] is small has few
+// blocks, each looping over all the rows.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/GroupedMatmul.h"
-#include "kernels/cuda/GroupedTiles.cuh"
+#include "kernels/cuda/GroupedKernels.cuh"
 
 namespace llmc::cuda {
 namespace {

@@ -3,22 +3,25 @@
 // qat_grouped_matmul_fp8 and qat_grouped_matmul_weight_grad_fp8 with the
 // semantics of kernels/cpu/grouped_matmul_fp8.cpp (contracts/
 // GroupedMatmulFp8.h), on the tiled device code of grouped_matmul.cu
-// (kernels/cuda/GroupedTiles.cuh): each code is decoded to its exact fp32
-// value as the tiles are filled (common/Fp8.h's decode, the CPU's table),
-// the sums run in fp32 and are scaled once by the group's two scales, read
-// from device memory. As for grouped_matmul, the offsets are never read
-// by the host, so the kernels stay valid inside a captured CUDA graph.
+// (kernels/cuda/GroupedKernels.cuh): each code is decoded to its exact
+// value as the tiles are filled (common/Fp8.h's decode, the CPU's table)
+// and staged in bf16, which holds every E4M3 and E5M2 value; the products
+// run on bf16 tensor cores with fp32 sums, scaled once by the group's two
+// scales, read from device memory. As for grouped_matmul, the offsets are
+// never read by the host, so the kernels stay valid inside a captured
+// CUDA graph.
 //
-// Speed: CUDA cores, not fp8 tensor cores — the dense products run on
-// cuBLASLt's fp8 GEMMs (matmul_fp8.cu); a grouped fp8 tensor-core GEMM
-// needs each group's row count on the host, or a device-side grouped
-// GEMM, neither of which is here yet. What this form saves is memory: the
-// routed rows, dY and the experts' weights are kept one byte an element.
+// Speed: bf16 tensor cores, not fp8 ones — the dense products run on
+// cuBLASLt's fp8 GEMMs (matmul_fp8.cu); a grouped fp8 GEMM at the fp8 rate
+// needs each group's row count on the host, or a device-side grouped fp8
+// GEMM, neither of which is here yet. What this form saves beside that is
+// memory: the routed rows, dY and the experts' weights are kept one byte
+// an element.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/contracts/GroupedMatmulFp8.h"
-#include "kernels/cuda/GroupedTiles.cuh"
+#include "kernels/cuda/GroupedKernels.cuh"
 
 #include <climits>
 
