@@ -30,6 +30,10 @@
 # slows both, llama.cpp's 4-bit rows most (docs/performance.md).
 # WAIT_POLICY=PASSIVE|ACTIVE sets one for both.
 #
+# RUNS: alternated runs per row, reported by their median. On a shared
+# 2-core VM one program's runs have spread by up to 2.6x, so three runs
+# rank nothing there: compare rows with RUNS=7 (docs/performance.md).
+#
 # Usage: [PROMPT=32] [NEW=32] [RUNS=3] [ROWS="fp32 int8 int4 int4h nf4 bf16 fp8"]
 #        [LLAMACPP_VENV=build/llamacpp-venv] [MODEL_DIR=dir] [SIZE="--layers 22"]
 #        [EXPERTS=E] [WAIT_POLICY=default] bench/decode_llamacpp.sh [build-dir]
