@@ -2,8 +2,9 @@
 //
 // The grouped product and its weight gradient (GroupedTiles.cuh's grids
 // and conventions), each tile on tensor cores where both operands are
-// bf16, f16 or fp8 codes (GroupedMma.cuh), on CUDA cores otherwise (fp32).
-// Both forms launch the same grid of kThreads-thread blocks.
+// bf16, f16 or fp8 codes (GroupedMma.cuh's MmaTile), on CUDA cores
+// otherwise (fp32: FmaTile). Both launch the same grid of kThreads-thread
+// blocks.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_CUDA_GROUPEDKERNELS_CUH
@@ -14,10 +15,10 @@
 
 namespace llmc::cuda::grouped {
 
-/// The shared memory of a product of operands A and B.
+/// The tile a product of operands A and B runs on.
 template <typename A, typename B>
-using SharedTiles =
-    std::conditional_t<kOnTensorCores<A, B>, MmaTiles<typename MmaStaged<A>::type>, Tiles>;
+using TileFor =
+    std::conditional_t<kOnTensorCores<A, B>, MmaTile<typename MmaStaged<A>::type>, FmaTile>;
 
 /// Block (blockIdx.x, blockIdx.y): rows [64 bx, 64 bx + 64) and columns
 /// [64 by, 64 by + 64) of y [rows, f], group by group; `weights` are the
@@ -27,7 +28,8 @@ template <typename X, typename W, typename T>
 __global__ void __launch_bounds__(kThreads)
     groupedMatmulKernel(X x, Offsets offsets, W weights, T *y, int64_t rows, int64_t k, int64_t f,
                         int64_t groups, bool transposeB, GroupScales scales) {
-  __shared__ SharedTiles<X, W> tiles;
+  using Tile = TileFor<X, W>;
+  __shared__ typename Tile::Shared shared;
   const int64_t r0 = blockIdx.x * static_cast<int64_t>(kTileM);
   const int64_t c0 = blockIdx.y * static_cast<int64_t>(kTileN);
   if (!validGroupOffsets(offsets, groups, rows)) {
@@ -39,10 +41,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t lo = max(r0, offsets[g]), hi = min(r1, offsets[g + 1]);
     if (lo >= hi)
       continue;
-    if constexpr (kOnTensorCores<X, W>)
-      groupTileMma(x, weights.at(g * k * f), y, r0, c0, lo, hi, k, f, transposeB, scales(g), tiles);
-    else
-      groupTile(x, weights.at(g * k * f), y, r0, c0, lo, hi, k, f, transposeB, scales(g), tiles);
+    Tile tile(shared);
+    groupTile(x, weights.at(g * k * f), y, r0, c0, lo, hi, k, f, transposeB, scales(g), tile);
   }
   zeroRows(y, r0, c0, max(r0, offsets[groups]), r1, f);
 }
@@ -54,7 +54,8 @@ template <typename A, typename B, typename T>
 __global__ void __launch_bounds__(kThreads)
     groupedWeightGradKernel(A a, int64_t p, B b, int64_t q, Offsets offsets, int64_t rows,
                             int64_t groups, GroupScales scales, T *dw) {
-  __shared__ SharedTiles<A, B> tiles;
+  using Tile = TileFor<A, B>;
+  __shared__ typename Tile::Shared shared;
   const int64_t g = blockIdx.y, tilesQ = (q + kTileN - 1) / kTileN;
   const int64_t p0 = (blockIdx.x / tilesQ) * kTileM, q0 = (blockIdx.x % tilesQ) * kTileN;
   T *dwg = dw + g * p * q;
@@ -63,10 +64,8 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const int64_t lo = offsets[g], hi = offsets[g + 1];
-  if constexpr (kOnTensorCores<A, B>)
-    weightGradTileMma(a, p, b, q, lo, hi, p0, q0, scales(g), dwg, tiles);
-  else
-    weightGradTile(a, p, b, q, lo, hi, p0, q0, scales(g), dwg, tiles);
+  Tile tile(shared);
+  weightGradTile(a, p, b, q, lo, hi, p0, q0, scales(g), dwg, tile);
 }
 
 } // namespace llmc::cuda::grouped

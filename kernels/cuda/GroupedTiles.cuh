@@ -1,25 +1,26 @@
 //===- GroupedTiles.cuh - the grouped products' tiled device code -*- CUDA -*-===//
 //
-// The device side of the grouped (expert) products on CUDA cores, shared
-// by grouped_matmul.cu (float operands) and grouped_matmul_fp8.cu (fp8
-// codes) through GroupedKernels.cuh, which runs 16-bit and fp8 operands'
-// tiles on tensor cores instead (GroupedMma.cuh): operands are read
-// through small readers (FloatOperand, Fp8Operand) that give each element
-// as fp32, and each group's sums are multiplied by GroupScales before they
-// are stored (1 for float operands).
+// The device side of the grouped (expert) products, shared by
+// grouped_matmul.cu (float operands) and grouped_matmul_fp8.cu (fp8 codes)
+// through GroupedKernels.cuh: operands are read through small readers
+// (FloatOperand, Fp8Operand) that give each element as fp32, each tile's
+// loop (groupTile, weightGradTile) stages them into a tile's products —
+// CUDA cores here (FmaTile), tensor cores for 16-bit and fp8 operands
+// (GroupedMma.cuh's MmaTile) — and each group's sums are multiplied by
+// GroupScales before they are stored (1 for float operands).
 //
 // Grouped product: a grid over (row tiles of all M rows, column tiles of
 // F). A block finds the groups its kTileM rows meet by binary search in the
 // offsets and, for each, multiplies those rows by the group's weight (a
-// slice of the stacked weights): a tiled GEMM through shared memory, kTileK
-// of K at a time, each thread 4×4 outputs accumulated in fp32 and rounded
-// once on store. A tile that straddles a group boundary runs once per group
+// slice of the stacked weights): a tiled GEMM through shared memory, the
+// tile's stage of K at a time, accumulated in fp32 and rounded once on
+// store. A tile that straddles a group boundary runs once per group
 // it meets (with the other rows masked), so the work is at most (M /
 // kTileM + G) tile passes. Its rows past the last group (offsets[G] < M) it
 // writes as zeros.
 //
 // Weight gradient: a grid over (output tiles, group); a block loops over
-// its group's rows kTileK at a time, accumulating its tile of Aᵀ·B in fp32,
+// its group's rows a stage at a time, accumulating its tile of Aᵀ·B in fp32,
 // and writes zeros for an empty group.
 //
 // Every block first checks the offsets (offsets[0] = 0, never decreasing,
@@ -90,65 +91,81 @@ struct Fp8Operand {
   __device__ __forceinline__ Fp8Operand at(int64_t offset) const { return {p + offset, kind}; }
 };
 
-/// acc[i][j] += Σ_kk a[kk][ty + 16 i] · b[kk][tx + 16 j].
-__device__ __forceinline__ void multiplyTiles(const Tiles &t, float (&acc)[kPer][kPer]) {
-  const int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
-#pragma unroll
-  for (int kk = 0; kk < kTileK; ++kk) {
-    float a[kPer], b[kPer];
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) a[i] = t.a[kk][ty + kSide * i], b[i] = t.b[kk][tx + kSide * i];
-#pragma unroll
-    for (int i = 0; i < kPer; ++i)
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-  }
-}
+/// A tile's products on CUDA cores: the block's 256 threads each own 4 × 4
+/// outputs of the 64 × 64 tile, strided by 16, summed in fp32 registers
+/// from shared tiles of kTileK. GroupedMma.cuh's MmaTile is the same
+/// interface on tensor cores; groupTile and weightGradTile take either.
+struct FmaTile {
+  using Shared = Tiles;
+  static constexpr int kK = kTileK; ///< K per shared stage
+  Tiles &t;
+  float acc[kPer][kPer] = {};
 
-/// Stores the thread's outputs of the tile at (r0, c0) of a [rows, cols]
-/// output whose rows [lo, hi) are this block's to write, times `scale`.
-template <typename T>
-__device__ void storeTile(const float (&acc)[kPer][kPer], T *out, int64_t r0, int64_t c0,
-                          int64_t lo, int64_t hi, int64_t cols, float scale) {
-  const int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
+  __device__ explicit FmaTile(Tiles &shared) : t(shared) {}
+  /// Stages a's element (output row m, stage column kk), b's (kk, column n).
+  __device__ __forceinline__ void putA(int m, int kk, float v) { t.a[kk][m] = v; }
+  __device__ __forceinline__ void putB(int kk, int n, float v) { t.b[kk][n] = v; }
+
+  /// acc[i][j] += Σ_kk a[kk][ty + 16 i] · b[kk][tx + 16 j].
+  __device__ __forceinline__ void multiply() {
+    const int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int64_t r = r0 + ty + kSide * i;
-    if (r < lo || r >= hi)
-      continue;
+    for (int kk = 0; kk < kTileK; ++kk) {
+      float a[kPer], b[kPer];
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int64_t c = c0 + tx + kSide * j;
-      if (c < cols)
-        store(out, r * cols + c, acc[i][j] * scale);
+      for (int i = 0; i < kPer; ++i) a[i] = t.a[kk][ty + kSide * i], b[i] = t.b[kk][tx + kSide * i];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
   }
-}
+
+  /// Stores the thread's outputs of the tile at (r0, c0) of a [rows, cols]
+  /// output whose rows [lo, hi) are this block's to write, times `scale`.
+  template <typename T>
+  __device__ void store(T *out, int64_t r0, int64_t c0, int64_t lo, int64_t hi, int64_t cols,
+                        float scale) const {
+    const int tx = threadIdx.x % kSide, ty = threadIdx.x / kSide;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int64_t r = r0 + ty + kSide * i;
+      if (r < lo || r >= hi)
+        continue;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int64_t c = c0 + tx + kSide * j;
+        if (c < cols)
+          llmc::cuda::store(out, r * cols + c, acc[i][j] * scale);
+      }
+    }
+  }
+};
 
 /// y's rows [lo, hi) within the tile at (r0, c0) = (x's rows · w) · scale,
-/// w [K, F] (or [F, K] transposed).
-template <typename X, typename W, typename T>
+/// w [K, F] (or [F, K] transposed), on `tile` (FmaTile or MmaTile).
+template <typename Tile, typename X, typename W, typename T>
 __device__ void groupTile(X x, W w, T *y, int64_t r0, int64_t c0, int64_t lo, int64_t hi, int64_t k,
-                          int64_t f, bool transposeB, float scale, Tiles &t) {
-  float acc[kPer][kPer] = {};
-  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
-    for (int e = threadIdx.x; e < kTileM * kTileK; e += kThreads) {
-      const int r = e / kTileK, kk = e % kTileK; // along K: x's contiguous dim
+                          int64_t f, bool transposeB, float scale, Tile &tile) {
+  constexpr int kK = Tile::kK;
+  for (int64_t k0 = 0; k0 < k; k0 += kK) {
+    for (int e = threadIdx.x; e < kTileM * kK; e += kThreads) {
+      const int r = e / kK, kk = e % kK; // along K: x's contiguous dim
       const int64_t row = r0 + r, col = k0 + kk;
-      t.a[kk][r] = row >= lo && row < hi && col < k ? x(row * k + col) : 0.0f;
+      tile.putA(r, kk, row >= lo && row < hi && col < k ? x(row * k + col) : 0.0f);
     }
-    for (int e = threadIdx.x; e < kTileK * kTileN; e += kThreads) {
+    for (int e = threadIdx.x; e < kK * kTileN; e += kThreads) {
       // Along w's contiguous dim: F, or K when transposed.
-      const int kk = transposeB ? e % kTileK : e / kTileN;
-      const int n = transposeB ? e / kTileK : e % kTileN;
+      const int kk = transposeB ? e % kK : e / kTileN;
+      const int n = transposeB ? e / kK : e % kTileN;
       const int64_t row = k0 + kk, col = c0 + n;
-      t.b[kk][n] = row < k && col < f ? w(transposeB ? col * k + row : row * f + col) : 0.0f;
+      tile.putB(kk, n, row < k && col < f ? w(transposeB ? col * k + row : row * f + col) : 0.0f);
     }
     __syncthreads();
-    multiplyTiles(t, acc);
+    tile.multiply();
     __syncthreads();
   }
-  storeTile(acc, y, r0, c0, lo, hi, f, scale);
+  tile.store(y, r0, c0, lo, hi, f, scale);
 }
 
 /// Zeros over rows [lo, hi) of the tile at (r0, c0) of a [rows, cols] output.
@@ -162,23 +179,23 @@ __device__ void zeroRows(T *out, int64_t r0, int64_t c0, int64_t lo, int64_t hi,
 }
 
 /// dw [p, q]'s tile at (p0, q0) = Σ over rows [lo, hi) of aᵀ·b · scale,
-/// a [rows, p] and b [rows, q].
-template <typename A, typename B, typename T>
+/// a [rows, p] and b [rows, q], on `tile` (FmaTile or MmaTile).
+template <typename Tile, typename A, typename B, typename T>
 __device__ void weightGradTile(A a, int64_t p, B b, int64_t q, int64_t lo, int64_t hi, int64_t p0,
-                               int64_t q0, float scale, T *dw, Tiles &t) {
-  float acc[kPer][kPer] = {};
-  for (int64_t r0 = lo; r0 < hi; r0 += kTileK) {
-    for (int e = threadIdx.x; e < kTileK * kTileM; e += kThreads) {
+                               int64_t q0, float scale, T *dw, Tile &tile) {
+  constexpr int kK = Tile::kK;
+  for (int64_t r0 = lo; r0 < hi; r0 += kK) {
+    for (int e = threadIdx.x; e < kK * kTileM; e += kThreads) {
       const int kk = e / kTileM, i = e % kTileM; // along p and q: contiguous
       const int64_t row = r0 + kk;
-      t.a[kk][i] = row < hi && p0 + i < p ? a(row * p + p0 + i) : 0.0f;
-      t.b[kk][i] = row < hi && q0 + i < q ? b(row * q + q0 + i) : 0.0f;
+      tile.putA(i, kk, row < hi && p0 + i < p ? a(row * p + p0 + i) : 0.0f);
+      tile.putB(kk, i, row < hi && q0 + i < q ? b(row * q + q0 + i) : 0.0f);
     }
     __syncthreads();
-    multiplyTiles(t, acc);
+    tile.multiply();
     __syncthreads();
   }
-  storeTile(acc, dw, p0, q0, 0, p, q, scale);
+  tile.store(dw, p0, q0, 0, p, q, scale);
 }
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
