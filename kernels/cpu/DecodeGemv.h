@@ -13,10 +13,12 @@
 // element. 4-bit codes hold element 2j in the low nibble of byte j: the
 // low nibbles of 16 bytes are 16 even elements, the high ones 16 odd
 // ones, so x is permuted once per call (evens then odds in every 32) and
-// the codes need no interleaving. int4 levels and NF4 levels are both a
-// 16-entry table lookup (vpermps). Threads take contiguous ranges of
-// W's rows; for one row of x a thread walks four parts of its range side
-// by side, four streams of reads in flight instead of one.
+// the codes need no interleaving; E4M3 codes are widened through 16-bit
+// lanes, whose low and high bytes are likewise the evens and the odds.
+// int4 levels and NF4 levels are both a 16-entry table lookup (vpermps).
+// Threads take contiguous ranges of W's rows; for one row of x a thread
+// walks four parts of its range side by side, four streams of reads in
+// flight instead of one.
 //
 // Symmetric int8/int4 codes in whole blocks of 32 take DecodeGemvInt8.h
 // instead (x quantized to int8, integer dots); NF4 and the rest stay here.
@@ -74,9 +76,9 @@ struct Rows {
   int64_t ldy = 0;
 };
 
-/// Writes x [m, k] permuted for 4-bit codes into `out`: in every whole 32
+/// Writes x [m, k] permuted for codes stepped evens then odds into `out`: in every whole 32
 /// elements of a row, the 16 even ones, then the 16 odd ones.
-inline void permuteForNibbles(const float *x, int64_t m, int64_t k, float *out) {
+inline void permuteEvensThenOdds(const float *x, int64_t m, int64_t k, float *out) {
   for (int64_t i = 0; i < m; ++i) {
     const float *xi = x + i * k;
     float *oi = out + i * k;
@@ -100,7 +102,7 @@ inline void permuteForNibbles(const float *x, int64_t m, int64_t k, float *out) 
 /// fp32 weights.
 struct F32Codes {
   const float *w;
-  static constexpr bool kNibbles = false;
+  static constexpr bool kEvensThenOdds = false;
   float element(int64_t e) const { return w[e]; }
   LLMC_AVX512 void step512(int64_t e, __m512 &a, __m512 &b) const {
     a = _mm512_loadu_ps(w + e), b = _mm512_loadu_ps(w + e + 16);
@@ -113,7 +115,7 @@ struct F32Codes {
 /// bf16 weights (the high half of an fp32).
 struct Bf16Codes {
   const uint16_t *w;
-  static constexpr bool kNibbles = false;
+  static constexpr bool kEvensThenOdds = false;
   float element(int64_t e) const {
     uint32_t bits = static_cast<uint32_t>(w[e]) << 16;
     float f;
@@ -138,7 +140,7 @@ struct Bf16Codes {
 /// Signed int8 codes.
 struct Int8Codes {
   const int8_t *w;
-  static constexpr bool kNibbles = false;
+  static constexpr bool kEvensThenOdds = false;
   float element(int64_t e) const { return static_cast<float>(w[e]); }
   LLMC_AVX512 void step512(int64_t e, __m512 &a, __m512 &b) const {
     __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w + e));
@@ -153,50 +155,47 @@ struct Int8Codes {
   }
 };
 
-/// OCP E4M3 codes (common/Fp8.h), widened through fp16 as fp8::e4m3ToF16
-/// places them (the zmm step 32 at a time, its sign by one vpternlog):
-/// the fp16 of value · 2^−8, which vcvtph2ps widens exactly. Steps
-/// and element() give value · 2^−8, and E4m3Scale multiplies the 2^8 back
-/// into each scale (exact: powers of two). E4M3's NaN, S.1111.111, would
-/// read as ±1.875 (480 · 2^−8): a step holding one sets its lanes to NaN.
+/// OCP E4M3 codes (common/Fp8.h), widened through fp16: a code in the high
+/// byte of a 16-bit lane (S.EEEE.MMM.xxxxxxxx), shifted right by one with
+/// its sign copied, then bit 14 and bits 0..6 cleared, is the fp16
+/// S.0EEEE.MMM0000000 of value · 2^−8, subnormals included (the biases
+/// differ by 8), which vcvtph2ps widens exactly. A 16-bit load of 32 codes
+/// holds the odd ones in its high bytes and the even ones in its low bytes
+/// (shifted up by 8), so steps take x evens then odds, as for 4-bit codes.
+/// Steps and element() give value · 2^−8; E4m3Scale multiplies the 2^8
+/// back into each scale (exact: powers of two). E4M3's NaN, S.1111.111,
+/// would read as ±1.875: a step holding one gives NaN in every lane, which
+/// is what that row's sums come to anyway (NaN times anything is NaN).
 struct E4m3Codes {
   const uint8_t *w;
-  static constexpr bool kNibbles = false;
+  static constexpr bool kEvensThenOdds = true;
   float element(int64_t e) const { return fp8::decode(w[e], fp8::Kind::E4M3) * 0x1p-8f; }
+  /// 32 codes' evens and odds as fp16 bits; whether any is NaN.
+  static bool split(const uint8_t *p, __m256i &evens, __m256i &odds) {
+    const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+    const __m256i keep = _mm256_set1_epi16(static_cast<int16_t>(0xBF80));
+    evens = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(pairs, 8), 1), keep);
+    odds = _mm256_and_si256(_mm256_srai_epi16(pairs, 1), keep);
+    const __m256i nan =
+        _mm256_cmpeq_epi8(_mm256_or_si256(pairs, _mm256_set1_epi8(-0x80)), _mm256_set1_epi8(-1));
+    return !_mm256_testz_si256(nan, nan);
+  }
   LLMC_AVX512 void step512(int64_t e, __m512 &a, __m512 &b) const {
-    const __m512i codes =
-        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(w + e)));
-    const __m512i low7 = _mm512_and_si512(codes, _mm512_set1_epi16(0x7F));
-    // (sign & 0x8000) | magnitude: vpternlog's A & C | B.
-    const __m512i half = _mm512_ternarylogic_epi32(
-        _mm512_slli_epi16(codes, 8), _mm512_slli_epi16(low7, 7), _mm512_set1_epi16(-0x8000), 0xEC);
-    a = _mm512_cvtph_ps(_mm512_castsi512_si256(half));
-    b = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(half, 1));
-    const __mmask32 nan = _mm512_cmpeq_epi16_mask(low7, _mm512_set1_epi16(0x7F));
-    if (nan != 0) {
-      const __m512 quiet = _mm512_set1_ps(__builtin_nanf(""));
-      a = _mm512_mask_mov_ps(a, static_cast<__mmask16>(nan), quiet);
-      b = _mm512_mask_mov_ps(b, static_cast<__mmask16>(nan >> 16), quiet);
-    }
+    __m256i evens, odds;
+    const bool nan = split(w + e, evens, odds);
+    a = _mm512_cvtph_ps(evens), b = _mm512_cvtph_ps(odds);
+    if (nan)
+      a = b = _mm512_set1_ps(__builtin_nanf(""));
   }
   void step256(int64_t e, __m256 *v) const {
-    for (int q = 0; q < 2; ++q) {
-      const __m256i codes =
-          _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + e + 16 * q)));
-      const __m256i half = fp8::e4m3ToF16(codes);
-      v[2 * q] = _mm256_cvtph_ps(_mm256_castsi256_si128(half));
-      v[2 * q + 1] = _mm256_cvtph_ps(_mm256_extracti128_si256(half, 1));
-      const __m256i nan = fp8::e4m3NanLanes(codes);
-      if (!_mm256_testz_si256(nan, nan)) {
-        const __m256 quiet = _mm256_set1_ps(__builtin_nanf(""));
-        for (int h = 0; h < 2; ++h) {
-          const __m128i lanes =
-              h == 0 ? _mm256_castsi256_si128(nan) : _mm256_extracti128_si256(nan, 1);
-          v[2 * q + h] = _mm256_blendv_ps(v[2 * q + h], quiet,
-                                          _mm256_castsi256_ps(_mm256_cvtepi16_epi32(lanes)));
-        }
-      }
-    }
+    __m256i evens, odds;
+    const bool nan = split(w + e, evens, odds);
+    v[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(evens));
+    v[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(evens, 1));
+    v[2] = _mm256_cvtph_ps(_mm256_castsi256_si128(odds));
+    v[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(odds, 1));
+    if (nan)
+      v[0] = v[1] = v[2] = v[3] = _mm256_set1_ps(__builtin_nanf(""));
   }
 };
 
@@ -206,7 +205,7 @@ struct E4m3Codes {
 struct NibbleCodes {
   const uint8_t *codes;
   const float *table; ///< 16 floats
-  static constexpr bool kNibbles = true;
+  static constexpr bool kEvensThenOdds = true;
   float element(int64_t e) const {
     const uint8_t b = codes[e / 2];
     return table[e % 2 == 0 ? (b & 0x0F) : (b >> 4)];
@@ -268,12 +267,13 @@ struct Runs {
 };
 
 /// Whether rows of K elements in runs of `run` can be stepped: runs that
-/// divide K or are whole rows, and for nibble codes rows and runs of whole
-/// steps (so every step starts at a multiple of 32 and on a byte).
-inline bool canStep(int64_t k, int64_t run, bool nibbles) {
+/// divide K or are whole rows, and for codes stepped evens then odds rows
+/// and runs of whole steps (so that every step starts at a multiple of 32,
+/// where the permuted x's groups of 32 start, and on a byte).
+inline bool canStep(int64_t k, int64_t run, bool evensThenOdds) {
   if (k <= 0 || run <= 0 || (run < k ? k % run != 0 : run % k != 0))
     return false;
-  return !nibbles || (k % kStep == 0 && std::min(run, k) % kStep == 0);
+  return !evensThenOdds || (k % kStep == 0 && std::min(run, k) % kStep == 0);
 }
 
 /// Rows [r0, r1), M rows of x from `i0`, AVX-512. The range is cut into S

@@ -32,7 +32,8 @@
 //       acc[j] += xv · W[first + j] (for ranges canAccumulate accepts)
 //   int64_t alignment() const;  columns a tile is a multiple of
 //   bool canDotRows(int64_t k) const;  whether dotRows takes W [N, K]
-//   bool nibbles() const;       dotRows steps x permuted for 4-bit codes
+//   bool stepsEvensThenOdds() const;  dotRows steps x permuted, evens then
+//       odds in every 32 (4-bit and E4M3 codes)
 //   void dotRows(int64_t r0, int64_t r1, const decode::Rows &d, bool avx512) const;
 //       rows [r0, r1) of y = x · Wᵀ, decoded in registers (DecodeGemv.h)
 //   bool canDotQuantized(int64_t k) const;  whether dotQuantized takes W [N, K]
@@ -96,7 +97,7 @@ public:
     } else if (few > 0 && d.transposeB && like.canDotRows(d.k)) {
       dotRows_ = true;
       avx512_ = useAvx512();
-      if (like.nibbles())
+      if (like.stepsEvensThenOdds())
         xStep_.resize(few * d.k);
     } else if (few > 0) {
       // Per thread: W [N, K]: a few rows of W expanded; W [K, N]: a column
@@ -213,7 +214,7 @@ private:
   void fewRowsFromCodes(const Expander &expand, const float *x, float *y, int64_t m) {
     decode::Rows rows{x, x, m, d_.k, y, d_.n};
     if (!xStep_.empty()) {
-      decode::permuteForNibbles(x, m, d_.k, xStep_.data());
+      decode::permuteEvensThenOdds(x, m, d_.k, xStep_.data());
       rows.xStep = xStep_.data();
     }
     const int64_t n = d_.n;
@@ -300,7 +301,7 @@ private:
   int64_t align_ = 16;
   int64_t perThread_ = 0, chunk_ = 0;
   bool dotRows_ = false, avx512_ = false; // few rows of W [N, K] from its codes
-  std::vector<float> xStep_;               // x permuted for 4-bit codes
+  std::vector<float> xStep_;               // x permuted, evens then odds
   decode::QuantizedX qx_;                  // x quantized (k > 0: the integer-dot path)
   bool pack_ = false; // that path may take a repacked copy of W
   int64_t few_ = 0; // the most rows it takes

@@ -59,9 +59,9 @@ public:
 
   /// Symmetric codes in runs of one scale (blocks, rows, the tensor).
   bool canDotRows(int64_t k) const {
-    return !zeroPoints_ && decode::canStep(k, layout_.run, nibbles());
+    return !zeroPoints_ && decode::canStep(k, layout_.run, stepsEvensThenOdds());
   }
-  bool nibbles() const { return layout_.bits == 4; }
+  bool stepsEvensThenOdds() const { return nibbles() || layout_.fp8; }
   void dotRows(int64_t r0, int64_t r1, const decode::Rows &d, bool avx512) const {
     const decode::ScaleArray scale{scales_};
     const decode::Runs runs{layout_.run};
@@ -103,6 +103,8 @@ public:
   }
 
 private:
+  bool nibbles() const { return layout_.bits == 4; }
+
   /// out[j] = w, or with Accumulate out[j] += xv · w (a fused multiply-add).
   template <bool Accumulate> static inline void put(float *out, int64_t j, float w, float xv) {
     if constexpr (Accumulate)

@@ -101,7 +101,7 @@ public:
 
   /// Rows of K elements in whole steps, blocks of whole steps.
   bool canDotRows(int64_t k) const { return decode::canStep(k, block_, true); }
-  bool nibbles() const { return true; }
+  bool stepsEvensThenOdds() const { return true; }
   /// Blocks of whole 32s that divide K (each row's own blocks).
   bool canDotQuantized(int64_t k) const {
     return k % block_ == 0 && decode::canDotQuantized(k, block_);
