@@ -48,11 +48,11 @@
 
 #include "dialects/Annotations/Annotations.h"
 #include "passes/Passes.h"
-#include "passes/lib/DelayedRange.h"
 #include "passes/lib/EntryPoints.h"
 #include "passes/lib/Layout.h"
 #include "passes/lib/Parameters.h"
 #include "passes/lib/QATScheme.h"
+#include "passes/lib/QuantRanges.h"
 #include "passes/lib/RowGroupQuant.h"
 #include "passes/lib/ShardAttr.h"
 #include "passes/lib/WeightSites.h"
@@ -553,7 +553,8 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
       // outlier columns' ranges go unused.
       range = *columns;
     } else {
-      range = combineMax(b, loc, qat::ObserveOp::create(b, loc, x, *columns, scheme), *axes);
+      range = rangeOverAxes(b, loc, qat::ObserveOp::create(b, loc, x, *columns, scheme),
+                            axesAttr(*axes));
     }
     if (scheme.getObserver() == "delayed") {
       FailureOr<Value> state = historyState(op, scheme, type, splits, site);
@@ -577,16 +578,6 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     return scheme.getGranularity() == "channel" && scheme.getAxis() == type.getRank() - 1;
   }
 
-  /// Ranges of pieces of one tensor, combined over `axes` (none: as is).
-  Value combineMax(OpBuilder &b, Location loc, Value partial, ArrayRef<std::string> axes) {
-    if (axes.empty())
-      return partial;
-    SmallVector<StringRef> names(axes.begin(), axes.end());
-    return dist::AllReduceOp::create(b, loc, partial.getType(), partial,
-                                     FlatSymbolRefAttr::get(&getContext(), kMeshName),
-                                     b.getStrArrayAttr(names), b.getStringAttr("max"));
-  }
-
   /// For a scheme with an outlier threshold: the per-column ranges of x
   /// (a per-channel observe of its last axis), combined over the axes that
   /// split its rows. Null without a threshold.
@@ -602,7 +593,7 @@ struct QATPass : llmc::impl::QATBase<QATPass> {
     if (failed(axes))
       return failure();
     Value local = qat::ObserveOp::create(b, op->getLoc(), x, Value(), perColumn);
-    return combineMax(b, op->getLoc(), local, *axes);
+    return rangeOverAxes(b, op->getLoc(), local, axesAttr(*axes));
   }
 
   QATSpec qatSpec;

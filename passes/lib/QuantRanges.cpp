@@ -1,12 +1,22 @@
-//===- DelayedRange.cpp - a delayed scheme's range and its record ---------===//
+//===- QuantRanges.cpp - a fake quantization's range ---------------------===//
 
-#include "passes/lib/DelayedRange.h"
+#include "passes/lib/QuantRanges.h"
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
+#include "passes/lib/Layout.h"
 
 using namespace mlir;
 
 namespace llmc {
+
+Value rangeOverAxes(OpBuilder &b, Location loc, Value partial, ArrayAttr axes) {
+  if (!axes || axes.empty())
+    return partial;
+  return dist::AllReduceOp::create(b, loc, partial.getType(), partial,
+                                   FlatSymbolRefAttr::get(b.getContext(), kMeshName), axes,
+                                   b.getStringAttr("max"));
+}
 
 Value delayedRange(OpBuilder &b, Location loc, Value histories, Value observed,
                    qat::SchemeAttr scheme, int64_t units) {

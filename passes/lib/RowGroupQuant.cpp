@@ -2,9 +2,7 @@
 
 #include "passes/lib/RowGroupQuant.h"
 
-#include "dialects/Dist/DistDialect.h"
-#include "passes/lib/DelayedRange.h"
-#include "passes/lib/Layout.h"
+#include "passes/lib/QuantRanges.h"
 
 using namespace mlir;
 
@@ -37,10 +35,7 @@ Value fakeQuantRowGroups(OpBuilder &b, Location loc, Value x, Value offsets, qat
   Value rows = qat::ObserveOp::create(b, loc, x, Value(), perRow);
   Value groups = qat::GroupRangesOp::create(
       b, loc, RankedTensorType::get({offsetsType.getDimSize(0) - 1, 2}, f32), rows, offsets);
-  if (axes && !axes.empty())
-    groups = dist::AllReduceOp::create(b, loc, groups.getType(), groups,
-                                       FlatSymbolRefAttr::get(b.getContext(), kMeshName), axes,
-                                       b.getStringAttr("max"));
+  groups = rangeOverAxes(b, loc, groups, axes);
   if (histories)
     groups = delayedRange(b, loc, histories, groups, scheme, units);
   Value range = qat::RowRangesOp::create(

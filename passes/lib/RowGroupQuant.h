@@ -33,7 +33,7 @@ qat::SchemeAttr perTensorScheme(qat::SchemeAttr scheme);
 /// per-row qat.fake_quant. Rows past offsets[G] get the range [0, 0].
 /// Under a delayed scheme `histories` ([G, history + 1], one amax history
 /// per group) gives each group its range and records the group's observed
-/// one (passes/lib/DelayedRange.h, `units` its units).
+/// one (passes/lib/QuantRanges.h, `units` its units).
 mlir::Value fakeQuantRowGroups(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
                                mlir::Value offsets, qat::SchemeAttr scheme, mlir::ArrayAttr axes,
                                mlir::Value histories = {}, int64_t units = 1);

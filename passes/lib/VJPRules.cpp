@@ -14,8 +14,8 @@
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/LLM/LLMDialect.h"
 #include "dialects/QAT/QATDialect.h"
-#include "passes/lib/DelayedRange.h"
 #include "passes/lib/Layout.h"
+#include "passes/lib/QuantRanges.h"
 #include "passes/lib/RowGroupQuant.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -382,11 +382,8 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
                                         q.getState(), q.getBatchRanks());
           return grads;
         }
-        Value range = qat::ObserveOp::create(b, loc, dy, Value(), q.getScheme());
-        if (!q.getAxes().empty())
-          range = dist::AllReduceOp::create(b, loc, range.getType(), range,
-                                            FlatSymbolRefAttr::get(b.getContext(), kMeshName),
-                                            q.getAxes(), b.getStringAttr("max"));
+        Value range = rangeOverAxes(
+            b, loc, qat::ObserveOp::create(b, loc, dy, Value(), q.getScheme()), q.getAxes());
         if (Value state = q.getState())
           range = delayedRange(b, loc, state, range, q.getScheme(), q.getBatchRanks());
         grads[0] = qat::FakeQuantOp::create(b, loc, dy, range, Value(), q.getScheme());
