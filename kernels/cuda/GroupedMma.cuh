@@ -5,9 +5,11 @@
 // bf16 and f16 operands are staged in shared memory as they are stored,
 // fp8 codes as bf16, which holds every E4M3 and E5M2 value exactly (3 and
 // 2 mantissa bits, exponents within bf16's). Each product of two staged
-// values is exact in fp32, so the sums differ from the CUDA-core loops'
-// only in their order. fp32 operands stay on CUDA cores (tensor cores
-// would round them to tf32).
+// values is exact in fp32; the sums differ from the CUDA-core loops' in
+// their order and in the tensor cores' own accumulation, whose additions
+// need not round to nearest as an fp32 FMA does, so results agree within
+// the conformance tolerances, not bit for bit. fp32 operands stay on CUDA
+// cores (tensor cores would round them to tf32).
 //
 // MmaTile is FmaTile's interface, so GroupedTiles.cuh's groupTile and
 // weightGradTile run on either. Geometry: the block's 8 warps share its
