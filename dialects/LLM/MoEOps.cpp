@@ -8,6 +8,7 @@
 
 #include "common/QuantScheme.h"
 #include "dialects/LLM/LLMDialect.h"
+#include "dialects/LLM/OpChecks.h"
 #include "dialects/Nf4Piece.h"
 
 #include "mlir/IR/Builders.h"
@@ -17,10 +18,9 @@
 
 using namespace mlir;
 using namespace llmc::llm;
+using namespace llmc::llm::detail;
 
 namespace {
-
-RankedTensorType tensorOf(Value value) { return cast<RankedTensorType>(value.getType()); }
 
 /// An attribute an op's shape rule reads: from its properties, or while the
 /// op is being parsed (properties not yet filled in) from the dictionary.
