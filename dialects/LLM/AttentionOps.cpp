@@ -56,7 +56,8 @@ LogicalResult checkAttention(std::optional<Location> loc, Value q, Value k, Valu
 
 /// Attribute-dependent attention rules (run by the verifier, once attributes
 /// are known).
-LogicalResult checkAttentionAttrs(Operation *op, Value q, Value k, bool causal, APFloat scale) {
+LogicalResult checkAttentionAttrs(Operation *op, Value q, Value k, bool causal,
+                                  const APFloat &scale) {
   int64_t t = tensorOf(q).getDimSize(1), s = tensorOf(k).getDimSize(1);
   if (causal && t != s)
     return op->emitOpError("causal attention needs equal q and k lengths, got ")
