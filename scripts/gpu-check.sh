@@ -69,7 +69,9 @@
 # (a device tool may bring back only a few files); checkpoints are written
 # outside <out>, in a temporary folder removed on exit.
 # CUDA_TESTS (a gtest filter, default Cuda*) narrows the kernel tests that
-# conformance and the sanitizers run, e.g. to rerun those that failed.
+# conformance and the sanitizers run, e.g. to rerun those that failed;
+# KERNEL_SHARDS (default 4) is how many processes run them at once
+# (scripts/sharded-gtest.sh: logs <out>/<step>-<shard>.log).
 # --budget caps the whole run: each step's limit shrinks to what is left, and
 # a step with under 20 s left is not started (summary: "SKIP (budget)").
 # Without the build step, --build may name a build made on another machine
@@ -153,6 +155,10 @@ export TORCH_PYTHON OMP_WAIT_POLICY=PASSIVE
 # The CUDA kernel tests that conformance and the sanitizers run (a gtest
 # filter): all of them, or a subset when rerunning what failed.
 export CUDA_TESTS=${CUDA_TESTS:-Cuda*}
+# Processes those tests run in at once (scripts/sharded-gtest.sh), sharing
+# the GPU and the cores: one process keeps the CPU references, most of
+# their time, on a few cores.
+export KERNEL_SHARDS=${KERNEL_SHARDS:-4}
 
 # The CPU kernels dlopen OpenBLAS from the pack, and Gloo's libraries load
 # from there too; NCCL may exist only inside PyTorch's nvidia-nccl wheel.
@@ -227,7 +233,8 @@ do_build() {
 
 do_preflight() { "$TORCH_PYTHON" "$ROOT/bench/gpu_preflight.py" | tee "$STEP_DATA"; }
 do_conformance_cuda() {
-  "$BIN/kernel_tests" --gtest_filter="$CUDA_TESTS" --gtest_output="xml:$OUT_DIR/conformance-cuda.xml"
+  "$ROOT/scripts/sharded-gtest.sh" "$KERNEL_SHARDS" "$OUT_DIR/conformance-cuda" \
+    "$BIN/kernel_tests" --gtest_filter="$CUDA_TESTS"
 }
 # The tests gpu-pack.sh found the change since the last lease can affect.
 do_conformance_changed() {
@@ -236,13 +243,15 @@ do_conformance_changed() {
     { echo "skipped: the pack has no CHANGED_CUDA_TESTS"; return 77; }
   [[ $filter != - ]] || { echo "skipped: no CUDA kernel changed since the last lease"; return 77; }
   echo "filter: $filter"
-  "$BIN/kernel_tests" --gtest_filter="$filter" --gtest_output="xml:$OUT_DIR/conformance-changed.xml"
+  "$ROOT/scripts/sharded-gtest.sh" "$KERNEL_SHARDS" "$OUT_DIR/conformance-changed" \
+    "$BIN/kernel_tests" --gtest_filter="$filter"
 }
 do_ctest() { ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure -E '^Cuda'; }
 
 # compute-sanitizer TOOL on the CUDA kernel tests; any report fails.
 do_sanitize() {
-  compute-sanitizer --tool "$1" --error-exitcode 1 --print-limit 20 \
+  "$ROOT/scripts/sharded-gtest.sh" "$KERNEL_SHARDS" "$OUT_DIR/sanitizer-$1" \
+    compute-sanitizer --tool "$1" --error-exitcode 1 --print-limit 20 \
     "$BIN/kernel_tests" --gtest_filter="$CUDA_TESTS" --gtest_brief=1
 }
 do_sanitize_run() {
