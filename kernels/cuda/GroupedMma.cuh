@@ -67,6 +67,20 @@ template <typename S> struct MmaTiles {
   alignas(128) float sums[kTileM * kLdSums];
 };
 
+/// Stores sums [64][kLdSums] (a tile's, in shared memory) · scale over
+/// rows [lo, hi) of the tile at (r0, c0) of a [rows, cols] output; the
+/// block's threads together, then a barrier (the sums are the next tile's).
+template <typename T>
+__device__ void storeStagedSums(const float *sums, T *out, int64_t r0, int64_t c0, int64_t lo,
+                                int64_t hi, int64_t cols, float scale) {
+  for (int e = threadIdx.x; e < kTileM * kTileN; e += kThreads) {
+    const int64_t r = r0 + e / kTileN, c = c0 + e % kTileN;
+    if (r >= lo && r < hi && c < cols)
+      llmc::cuda::store(out, r * cols + c, sums[(e / kTileN) * kLdSums + e % kTileN] * scale);
+  }
+  __syncthreads();
+}
+
 /// v (a value of the operand's own type, or an fp8 code's) as staged.
 template <typename S> __device__ __forceinline__ S staged(float v);
 template <> __device__ __forceinline__ bf16 staged<bf16>(float v) { return __float2bfloat16_rn(v); }
@@ -77,12 +91,17 @@ template <> __device__ __forceinline__ f16 staged<f16>(float v) { return __float
 template <typename S> struct MmaTile {
   using Shared = MmaTiles<S>;
   using Sums = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>;
+  using Value = float;
   static constexpr int kK = kMmaK;
   MmaTiles<S> &t;
   Sums sums[2];
 
   __device__ explicit MmaTile(MmaTiles<S> &shared) : t(shared) {
     for (Sums &s : sums) nvcuda::wmma::fill_fragment(s, 0.0f);
+  }
+  /// What an operand's element i is staged from: its value.
+  template <typename Operand> __device__ static float value(const Operand &o, int64_t i) {
+    return o(i);
   }
   /// Stages a's element (output row m, stage column kk), b's (kk, column n).
   __device__ __forceinline__ void putA(int m, int kk, float v) {
@@ -121,12 +140,7 @@ template <typename S> struct MmaTile {
       wmma::store_matrix_sync(t.sums + wr * 16 * kLdSums + wc * 32 + j * 16, sums[j], kLdSums,
                               wmma::mem_row_major);
     __syncthreads();
-    for (int e = threadIdx.x; e < kTileM * kTileN; e += kThreads) {
-      const int64_t r = r0 + e / kTileN, c = c0 + e % kTileN;
-      if (r >= lo && r < hi && c < cols)
-        llmc::cuda::store(out, r * cols + c, t.sums[(e / kTileN) * kLdSums + e % kTileN] * scale);
-    }
-    __syncthreads(); // t is the next tile's
+    storeStagedSums(t.sums, out, r0, c0, lo, hi, cols, scale);
   }
 };
 

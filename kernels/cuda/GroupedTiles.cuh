@@ -88,6 +88,8 @@ struct Fp8Operand {
   const uint8_t *p;
   fp8::Kind kind;
   __device__ __forceinline__ float operator()(int64_t i) const { return fp8::decode(p[i], kind); }
+  /// Code i as stored.
+  __device__ __forceinline__ uint8_t code(int64_t i) const { return p[i]; }
   __device__ __forceinline__ Fp8Operand at(int64_t offset) const { return {p + offset, kind}; }
 };
 
@@ -97,11 +99,16 @@ struct Fp8Operand {
 /// interface on tensor cores; groupTile and weightGradTile take either.
 struct FmaTile {
   using Shared = Tiles;
+  using Value = float;              ///< what putA and putB take
   static constexpr int kK = kTileK; ///< K per shared stage
   Tiles &t;
   float acc[kPer][kPer] = {};
 
   __device__ explicit FmaTile(Tiles &shared) : t(shared) {}
+  /// What an operand's element i is staged as: its value.
+  template <typename Operand> __device__ static float value(const Operand &o, int64_t i) {
+    return o(i);
+  }
   /// Stages a's element (output row m, stage column kk), b's (kk, column n).
   __device__ __forceinline__ void putA(int m, int kk, float v) { t.a[kk][m] = v; }
   __device__ __forceinline__ void putB(int kk, int n, float v) { t.b[kk][n] = v; }
@@ -148,18 +155,21 @@ template <typename Tile, typename X, typename W, typename T>
 __device__ void groupTile(X x, W w, T *y, int64_t r0, int64_t c0, int64_t lo, int64_t hi, int64_t k,
                           int64_t f, bool transposeB, float scale, Tile &tile) {
   constexpr int kK = Tile::kK;
+  using Value = typename Tile::Value; // Value{}: what padding is staged as
   for (int64_t k0 = 0; k0 < k; k0 += kK) {
     for (int e = threadIdx.x; e < kTileM * kK; e += kThreads) {
       const int r = e / kK, kk = e % kK; // along K: x's contiguous dim
       const int64_t row = r0 + r, col = k0 + kk;
-      tile.putA(r, kk, row >= lo && row < hi && col < k ? x(row * k + col) : 0.0f);
+      tile.putA(r, kk, row >= lo && row < hi && col < k ? Tile::value(x, row * k + col) : Value{});
     }
     for (int e = threadIdx.x; e < kK * kTileN; e += kThreads) {
       // Along w's contiguous dim: F, or K when transposed.
       const int kk = transposeB ? e % kK : e / kTileN;
       const int n = transposeB ? e / kK : e % kTileN;
       const int64_t row = k0 + kk, col = c0 + n;
-      tile.putB(kk, n, row < k && col < f ? w(transposeB ? col * k + row : row * f + col) : 0.0f);
+      tile.putB(kk, n,
+                row < k && col < f ? Tile::value(w, transposeB ? col * k + row : row * f + col)
+                                   : Value{});
     }
     __syncthreads();
     tile.multiply();
@@ -184,12 +194,13 @@ template <typename Tile, typename A, typename B, typename T>
 __device__ void weightGradTile(A a, int64_t p, B b, int64_t q, int64_t lo, int64_t hi, int64_t p0,
                                int64_t q0, float scale, T *dw, Tile &tile) {
   constexpr int kK = Tile::kK;
+  using Value = typename Tile::Value; // Value{}: what padding is staged as
   for (int64_t r0 = lo; r0 < hi; r0 += kK) {
     for (int e = threadIdx.x; e < kK * kTileM; e += kThreads) {
       const int kk = e / kTileM, i = e % kTileM; // along p and q: contiguous
       const int64_t row = r0 + kk;
-      tile.putA(i, kk, row < hi && p0 + i < p ? a(row * p + p0 + i) : 0.0f);
-      tile.putB(kk, i, row < hi && q0 + i < q ? b(row * q + q0 + i) : 0.0f);
+      tile.putA(i, kk, row < hi && p0 + i < p ? Tile::value(a, row * p + p0 + i) : Value{});
+      tile.putB(kk, i, row < hi && q0 + i < q ? Tile::value(b, row * q + q0 + i) : Value{});
     }
     __syncthreads();
     tile.multiply();

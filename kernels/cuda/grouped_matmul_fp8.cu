@@ -11,12 +11,13 @@
 // never read by the host, so the kernels stay valid inside a captured
 // CUDA graph.
 //
-// Speed: bf16 tensor cores, not fp8 ones — the dense products run on
-// cuBLASLt's fp8 GEMMs (matmul_fp8.cu); a grouped fp8 GEMM at the fp8 rate
-// needs each group's row count on the host, or a device-side grouped fp8
-// GEMM, neither of which is here yet. What this form saves beside that is
-// memory: the routed rows, dY and the experts' weights are kept one byte
-// an element.
+// Speed: bf16 tensor cores by default. With LLMC_CUDA_FP8_MMA=1 when the
+// kernels bind, the codes are staged as they are and multiplied on fp8
+// tensor cores (GroupedMmaFp8.cuh: mma.sync m16n8k32, sm_89 and newer; a
+// build whose kernels are older is refused then); it becomes the default
+// once a GPU has run it. The dense products run on cuBLASLt's fp8 GEMMs
+// (matmul_fp8.cu). What this form saves beside that is memory: the routed
+// rows, dY and the experts' weights are kept one byte an element.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +25,8 @@
 #include "kernels/cuda/GroupedKernels.cuh"
 
 #include <climits>
+#include <cstdlib>
+#include <string>
 
 namespace llmc::cuda {
 namespace {
@@ -33,11 +36,43 @@ using contracts::GroupedMatmulFp8Binding;
 
 Offsets offsetsOf(const TensorView &t) { return {t.data, t.dtype == DType::I64}; }
 
+/// Whether the products run on fp8 tensor cores (LLMC_CUDA_FP8_MMA=1; 0 or
+/// unset: bf16 ones), `kernel` (their fp8 form, a kernel address) built for
+/// a GPU that has them; false with `error` set for another value, or for
+/// kernels built older than sm_89.
+bool fp8TensorCores(const void *kernel, bool &on, std::string &error) {
+  const char *value = std::getenv("LLMC_CUDA_FP8_MMA");
+  const std::string v = value ? value : "";
+  if (v.empty() || v == "0") {
+    on = false;
+    return true;
+  }
+  if (v != "1") {
+    error = "LLMC_CUDA_FP8_MMA=" + v + " must be 1 (fp8 tensor cores) or 0 (bf16 ones)";
+    return false;
+  }
+  cudaFuncAttributes attributes{};
+  const cudaError_t status = cudaFuncGetAttributes(&attributes, kernel);
+  if (status != cudaSuccess) {
+    error = std::string("LLMC_CUDA_FP8_MMA=1: cannot read the kernel's attributes (") +
+            cudaGetErrorString(status) + ")";
+    return false;
+  }
+  if (attributes.binaryVersion < 89) {
+    error = "LLMC_CUDA_FP8_MMA=1 needs fp8 tensor cores (sm_89 or newer); these kernels are built "
+            "for sm_" +
+            std::to_string(attributes.binaryVersion);
+    return false;
+  }
+  on = true;
+  return true;
+}
+
 template <typename T> class GroupedMatmulFp8Kernel final : public Kernel {
 public:
-  GroupedMatmulFp8Kernel(const KernelArgs &args, const GroupedMatmulFp8Binding &b)
-      : d_(b.dims), x_{args.inputs[0].as<uint8_t>(), b.a}, offsets_(offsetsOf(args.inputs[2])),
-        w_{args.inputs[3].as<uint8_t>(), b.b},
+  GroupedMatmulFp8Kernel(const KernelArgs &args, const GroupedMatmulFp8Binding &b, bool fp8Rate)
+      : fp8Rate_(fp8Rate), d_(b.dims), x_{args.inputs[0].as<uint8_t>(), b.a},
+        offsets_(offsetsOf(args.inputs[2])), w_{args.inputs[3].as<uint8_t>(), b.b},
         scales_{args.inputs[1].as<float>(), args.inputs[4].as<float>(), b.aScalePerGroup,
                 b.bScalePerGroup},
         y_(args.outputs[0].as<T>()) {}
@@ -47,12 +82,19 @@ public:
       return;
     const dim3 grid(static_cast<unsigned>(ceilDiv(d_.rows, kTileM)),
                     static_cast<unsigned>(ceilDiv(d_.f, kTileN)));
-    groupedMatmulKernel<<<grid, kThreads, 0, streamOf(ctx)>>>(
-        x_, offsets_, w_, y_, d_.rows, d_.k, d_.f, d_.groups, d_.transposeB, scales_);
+    auto launch = [&](auto kernel) {
+      kernel<<<grid, kThreads, 0, streamOf(ctx)>>>(x_, offsets_, w_, y_, d_.rows, d_.k, d_.f,
+                                                   d_.groups, d_.transposeB, scales_);
+    };
+    if (fp8Rate_)
+      launch(groupedMatmulKernel<Fp8Operand, Fp8Operand, T, true>);
+    else
+      launch(groupedMatmulKernel<Fp8Operand, Fp8Operand, T, false>);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
 private:
+  bool fp8Rate_;
   contracts::GroupedMatmulBinding d_;
   Fp8Operand x_;
   Offsets offsets_;
@@ -63,9 +105,10 @@ private:
 
 template <typename T> class GroupedMatmulWeightGradFp8Kernel final : public Kernel {
 public:
-  GroupedMatmulWeightGradFp8Kernel(const KernelArgs &args, const GroupedMatmulFp8Binding &b)
-      : d_(b.dims), x_{args.inputs[0].as<uint8_t>(), b.a}, dy_{args.inputs[2].as<uint8_t>(), b.b},
-        offsets_(offsetsOf(args.inputs[4])),
+  GroupedMatmulWeightGradFp8Kernel(const KernelArgs &args, const GroupedMatmulFp8Binding &b,
+                                   bool fp8Rate)
+      : fp8Rate_(fp8Rate), d_(b.dims), x_{args.inputs[0].as<uint8_t>(), b.a},
+        dy_{args.inputs[2].as<uint8_t>(), b.b}, offsets_(offsetsOf(args.inputs[4])),
         scales_{args.inputs[1].as<float>(), args.inputs[3].as<float>(), b.aScalePerGroup,
                 b.bScalePerGroup},
         dw_(args.outputs[0].as<T>()) {}
@@ -78,12 +121,19 @@ public:
     const int64_t p = t ? d_.f : d_.k, q = t ? d_.k : d_.f;
     const dim3 grid(static_cast<unsigned>(ceilDiv(p, kTileM) * ceilDiv(q, kTileN)),
                     static_cast<unsigned>(d_.groups));
-    groupedWeightGradKernel<<<grid, kThreads, 0, streamOf(ctx)>>>(
-        t ? dy_ : x_, p, t ? x_ : dy_, q, offsets_, d_.rows, d_.groups, scales_, dw_);
+    auto launch = [&](auto kernel) {
+      kernel<<<grid, kThreads, 0, streamOf(ctx)>>>(t ? dy_ : x_, p, t ? x_ : dy_, q, offsets_,
+                                                   d_.rows, d_.groups, scales_, dw_);
+    };
+    if (fp8Rate_)
+      launch(groupedWeightGradKernel<Fp8Operand, Fp8Operand, T, true>);
+    else
+      launch(groupedWeightGradKernel<Fp8Operand, Fp8Operand, T, false>);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 
 private:
+  bool fp8Rate_;
   contracts::GroupedMatmulBinding d_;
   Fp8Operand x_, dy_;
   Offsets offsets_;
@@ -99,7 +149,13 @@ std::unique_ptr<Kernel> makeCudaGroupedMatmulFp8(const KernelArgs &args, std::st
   if (ceilDiv(b.dims.f, kTileN) > kMaxGridY)
     return v.reject("F = " + std::to_string(b.dims.f) + " needs more than " +
                     std::to_string(kMaxGridY) + " column tiles of " + std::to_string(kTileN));
-  return makeFloatKernel<GroupedMatmulFp8Kernel>(b.dims.dtype, args, b);
+  bool fp8Rate = false;
+  std::string why;
+  if (!fp8TensorCores(
+          reinterpret_cast<const void *>(groupedMatmulKernel<Fp8Operand, Fp8Operand, float, true>),
+          fp8Rate, why))
+    return v.reject(why);
+  return makeFloatKernel<GroupedMatmulFp8Kernel>(b.dims.dtype, args, b, fp8Rate);
 }
 
 std::unique_ptr<Kernel> makeCudaGroupedMatmulWeightGradFp8(const KernelArgs &args,
@@ -113,7 +169,13 @@ std::unique_ptr<Kernel> makeCudaGroupedMatmulWeightGradFp8(const KernelArgs &arg
                     std::to_string(kMaxGridY) + " the grid holds");
   if (ceilDiv(b.dims.k, kTileM) * ceilDiv(b.dims.f, kTileN) > INT_MAX)
     return v.reject("dw has more tiles than a grid holds");
-  return makeFloatKernel<GroupedMatmulWeightGradFp8Kernel>(b.dims.dtype, args, b);
+  bool fp8Rate = false;
+  std::string why;
+  if (!fp8TensorCores(reinterpret_cast<const void *>(
+                          groupedWeightGradKernel<Fp8Operand, Fp8Operand, float, true>),
+                      fp8Rate, why))
+    return v.reject(why);
+  return makeFloatKernel<GroupedMatmulWeightGradFp8Kernel>(b.dims.dtype, args, b, fp8Rate);
 }
 
 } // namespace

@@ -51,6 +51,9 @@ struct CudaVariant {
   int64_t workspaceBytes = 0;
   /// The run's tolerances (as KernelCall::cudaTolerances); empty: the call's.
   std::vector<double> tolerances;
+  /// Environment variables set while the run binds and runs (a kernel's
+  /// choice of implementation, as LLMC_CUDA_FP8_MMA=1); empty: none.
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 /// One kernel call, built when its case runs.

@@ -195,6 +195,13 @@ bool runVariant(KernelCall &call, const ConformanceCase &c, const CudaVariant &v
       return false;
     }
   }
+  std::vector<std::unique_ptr<ScopedEnv>> env;
+  std::vector<std::unique_ptr<::testing::ScopedTrace>> envTraces;
+  for (const auto &[name, value] : variant.env) {
+    env.push_back(std::make_unique<ScopedEnv>(name.c_str(), value.c_str()));
+    envTraces.push_back(
+        std::make_unique<::testing::ScopedTrace>(__FILE__, __LINE__, name + "=" + value));
+  }
   std::optional<PinAttention> pin;
   std::optional<::testing::ScopedTrace> trace;
   if (variant.attention != AttentionImpl::Auto) {

@@ -3,7 +3,7 @@
 // grouped_matmul's and grouped_matmul_weight_grad's products, and their
 // fp8 forms', are conformance cases (grouped_matmul_test.cpp,
 // grouped_matmul_fp8_test.cpp), run on the GPU by CudaKernelConformance.
-// Here: their binding errors, the CPU's.
+// Here: their binding errors, the CPU's, and LLMC_CUDA_FP8_MMA's.
 
 #include "CudaConformance.h"
 
@@ -45,6 +45,26 @@ TEST(CudaGroupedMatmul, Fp8BindingErrorsMatchTheCpu) {
        {f32({2, 4, 3})},
        grad},
   });
+}
+
+/// LLMC_CUDA_FP8_MMA takes 1 or 0; anything else is refused when the fp8
+/// products bind, naming the variable and the value (no GPU needed: the
+/// value is read before the device is).
+TEST(CudaGroupedMatmul, Fp8TensorCoreChoiceIsChecked) {
+  const ScopedEnv bad("LLMC_CUDA_FP8_MMA", "yes");
+  auto u8 = [](std::vector<int64_t> shape) { return typeOnly(DType::U8, std::move(shape)); };
+  auto f32 = [](std::vector<int64_t> shape) { return typeOnly(DType::F32, std::move(shape)); };
+  auto i32 = [](std::vector<int64_t> shape) { return typeOnly(DType::I32, std::move(shape)); };
+  const std::string forward = cudaBindError(
+      "qat_grouped_matmul_fp8", {u8({6, 4}), f32({1}), i32({3}), u8({2, 4, 3}), f32({1})},
+      {f32({6, 3})}, attrs({}, {{"x_format", 2}, {"w_format", 2}}));
+  const std::string grad = cudaBindError(
+      "qat_grouped_matmul_weight_grad_fp8", {u8({6, 4}), f32({1}), u8({6, 3}), f32({1}), i32({3})},
+      {f32({2, 4, 3})}, attrs({}, {{"x_format", 2}, {"dy_format", 3}}));
+  for (const std::string &error : {forward, grad})
+    EXPECT_NE(error.find("LLMC_CUDA_FP8_MMA=yes must be 1 (fp8 tensor cores) or 0"),
+              std::string::npos)
+        << error;
 }
 
 } // namespace

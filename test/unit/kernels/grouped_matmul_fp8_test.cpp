@@ -7,7 +7,9 @@
 // one per group, group layouts with empty groups, groups inside and across
 // the CUDA kernels' 64-row tiles and rows past the last group (zeros in y,
 // unread by the gradient); norm metric, as grouped_matmul's. Invalid
-// offsets make every output NaN. Here also: the binding errors.
+// offsets make every output NaN. On a GPU each case runs twice: the codes
+// staged in bf16 (the default) and on fp8 tensor cores
+// (LLMC_CUDA_FP8_MMA=1). Here also: the binding errors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +52,14 @@ RefTensor scales(int64_t groups, bool perGroup, double base) {
 
 std::vector<double> valuesOf(const RefTensor &t) { return t.data; }
 
+/// The CUDA runs of a case: the codes staged in bf16 for bf16 tensor
+/// cores, and as they are for fp8 ones.
+std::vector<CudaVariant> tensorCoreRuns() {
+  CudaVariant fp8Rate;
+  fp8Rate.env = {{"LLMC_CUDA_FP8_MMA", "1"}};
+  return {CudaVariant{}, fp8Rate};
+}
+
 std::string label(const Layout &l, int64_t fx, int64_t fw, bool perGroup, int tb, DType dtype) {
   return l.name + "_" + fp8FormatName(fx) + "_" + fp8FormatName(fw) +
          (perGroup ? "_per_group" : "_per_operand") + (tb ? "_tb" : "") + "_" + dtypeName(dtype);
@@ -88,6 +98,7 @@ std::vector<ConformanceCase> forwardCases() {
                                                codeValues(in[3], fw), valuesOf(in[4]), tb)};
                    };
                    k.metric = k.cudaMetric = Metric::Norm;
+                   k.cudaVariants = tensorCoreRuns();
                    return k;
                  }});
   return cases;
@@ -120,6 +131,7 @@ std::vector<ConformanceCase> weightGradCases() {
                          valuesOf(in[3]), in[4], tb)};
                    };
                    k.metric = k.cudaMetric = Metric::Norm;
+                   k.cudaVariants = tensorCoreRuns();
                    return k;
                  }});
   return cases;
