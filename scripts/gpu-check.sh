@@ -271,6 +271,8 @@ parity_pair() {  # name cpu-artifact gpu-artifact steps tolerance
   grep -q "done: $4 steps" "$w/gpu.out" && grep -q "device: GPU 0" "$w/gpu.out" &&
   python3 "$ROOT/test/e2e/Inputs/compare_losses.py" "$w/gpu.jsonl" "$w/cpu.jsonl" "$5"
 }
+# parity_pair with the fp8 experts' products on fp8 tensor cores.
+do_fp8_tensor_cores() { LLMC_CUDA_FP8_MMA=1 parity_pair "$@"; }
 # GPT-2 124M (D = 64, bf16), 10 steps, with its attention on cuDNN or on
 # llmc's tensor cores against the same run on CUDA cores: losses within
 # bf16's 1e-2, and the start-up lines must say that every attention op got
@@ -514,7 +516,7 @@ PY
 
 export ROOT PACK OUT_DIR BUILD BIN A DEPS JOBS CUDA GPUS NCCL_FLAGS CK_DIR
 export -f do_build do_preflight do_conformance_cuda do_conformance_changed do_ctest do_sanitize \
-  do_sanitize_run parity_pair do_resume_on_cpu attention_baseline do_attention_variant \
+  do_sanitize_run parity_pair do_fp8_tensor_cores do_resume_on_cpu attention_baseline do_attention_variant \
   do_multi_tensor_adamw do_offload do_two_ranks do_shared_gpu do_bench_gpt2 do_profile_gpt2 do_bench_attention \
   do_bench_head do_bench_1p5b do_ncu do_calibrate generate_logits close_logits do_generate \
   do_bench_generate do_shared_failures
@@ -563,6 +565,8 @@ if wants parity; then
   step parity-padded-bf16 120 parity_pair padded-bf16 tiny257-bf16-cpu.llmc tiny257-bf16-gpu.llmc 50 1e-2
   step parity-moe 120 parity_pair moe moe-cpu.llmc moe-gpu.llmc 50 1e-4
   step parity-moe-bf16 120 parity_pair moe-bf16 moe-bf16-cpu.llmc moe-bf16-gpu.llmc 50 1e-2
+  step parity-moe-fp8 120 parity_pair moe-fp8 moe-fp8-cpu.llmc moe-fp8-gpu.llmc 50 1e-2
+  step parity-moe-fp8-mma 120 do_fp8_tensor_cores moe-fp8-mma moe-fp8-cpu.llmc moe-fp8-gpu.llmc 50 1e-2
   step parity-qwen3-moe 120 parity_pair qwen3-moe qwen3-moe-cpu.llmc qwen3-moe-gpu.llmc 50 1e-4
   step parity-resume-on-cpu 60 do_resume_on_cpu
   step parity-attention-cudnn 150 do_attention_variant cudnn

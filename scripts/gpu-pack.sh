@@ -68,12 +68,15 @@ TINY257=("${TINY[@]}" --set vocab_size=257)
   -o "$A/tiny257-bf16-gpu.llmc"
 # A mixture of experts (Mixtral tiny, 2 layers): routing, dispatch, the
 # grouped GEMMs and the router losses on the GPU against one CPU rank, fp32
-# and bf16.
+# and bf16; and fp8 (the experts' products on fp8 codes, on bf16 or, with
+# LLMC_CUDA_FP8_MMA=1, fp8 tensor cores).
 MOE=(--model mixtral --preset tiny --set n_layer=2 --set router_z_loss_coef=0.001)
 "$LLMC" compile "${MOE[@]}" -o "$A/moe-cpu.llmc"
 "$LLMC" compile "${MOE[@]}" --target cuda -o "$A/moe-gpu.llmc"
 "$LLMC" compile "${MOE[@]}" --precision bf16 -o "$A/moe-bf16-cpu.llmc"
 "$LLMC" compile "${MOE[@]}" --precision bf16 --target cuda -o "$A/moe-bf16-gpu.llmc"
+"$LLMC" compile "${MOE[@]}" --precision fp8 -o "$A/moe-fp8-cpu.llmc"
+"$LLMC" compile "${MOE[@]}" --precision fp8 --target cuda -o "$A/moe-fp8-gpu.llmc"
 # Qwen3-MoE (tiny, 2 layers): per-head q/k norms, heads 48 wide (not
 # n_embd / n_head), routed experts without a shared expert, fp32.
 QWEN3MOE=(--model qwen3_moe --preset tiny --set n_layer=2 --set router_z_loss_coef=0.001)
