@@ -3,11 +3,13 @@
 // The device side of the grouped (expert) products, shared by
 // grouped_matmul.cu (float operands) and grouped_matmul_fp8.cu (fp8 codes)
 // through GroupedKernels.cuh: operands are read through small readers
-// (FloatOperand, Fp8Operand) that give each element as fp32, each tile's
-// loop (groupTile, weightGradTile) stages them into a tile's products —
-// CUDA cores here (FmaTile), tensor cores for 16-bit and fp8 operands
-// (GroupedMma.cuh's MmaTile) — and each group's sums are multiplied by
-// GroupScales before they are stored (1 for float operands).
+// (FloatOperand, Fp8Operand) that give each element as fp32 (and an fp8
+// one's code), each tile's loop (groupTile, weightGradTile) stages what
+// the tile takes (Tile::value) into its products — CUDA cores here
+// (FmaTile), tensor cores for 16-bit and fp8 operands (GroupedMma.cuh's
+// MmaTile), fp8 tensor cores for fp8 codes as stored (GroupedMmaFp8.cuh's
+// Fp8MmaTile) — and each group's sums are multiplied by GroupScales before
+// they are stored (1 for float operands).
 //
 // Grouped product: a grid over (row tiles of all M rows, column tiles of
 // F). A block finds the groups its kTileM rows meet by binary search in the
