@@ -1,6 +1,7 @@
 //===- CudaFlags.h - the flags that choose a GPU's kernels ------*- C++ -*-===//
 //
-// --tf32, --attention, --device-comm and --no-gemm-timing, which llmc-run
+// --tf32, --attention, --device-comm, --no-gemm-timing and
+// --fp8-tensor-cores, which llmc-run
 // and llmc-generate (and `llmc generate`) take alike for cuda artifacts.
 //
 //===----------------------------------------------------------------------===//

@@ -157,6 +157,9 @@ struct CudaOptions {
   /// when it binds (false: the heuristic's first). The default also heeds
   /// LLMC_GEMM_TIMING=0 (kernels/cuda/Device.h).
   bool gemmTiming = true;
+  /// The experts' fp8 products on fp8 tensor cores (--fp8-tensor-cores;
+  /// also LLMC_CUDA_FP8_MMA=1, kernels/cuda/Device.h).
+  bool fp8TensorCores = false;
   DeviceComm comm = DeviceComm::Auto; ///< --device-comm
 };
 

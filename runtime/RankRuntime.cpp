@@ -132,6 +132,8 @@ RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOp
     fail("--device-comm applies to artifacts compiled with --target cuda");
   if (!options.cuda.gemmTiming && !r.gpu())
     fail("--no-gemm-timing applies to artifacts compiled with --target cuda");
+  if (options.cuda.fp8TensorCores && !r.gpu())
+    fail("--fp8-tensor-cores applies to artifacts compiled with --target cuda");
   if (options.streamDelayMicros > 0 && r.gpu())
     fail("--debug-stream-delay-us applies to artifacts compiled for --target cpu");
   r.device = r.gpu()

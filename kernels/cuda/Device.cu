@@ -99,12 +99,23 @@ bool gemmTimingFromEnvironment() {
   return !value || (std::string(value) != "0" && std::string(value) != "off");
 }
 bool gGemmTiming = gemmTimingFromEnvironment();
+bool gFp8TensorCores = false; // --fp8-tensor-cores
 thread_local bool tCapturing = false;
 thread_local PartTimer *tPartTimer = nullptr;
 } // namespace
 
 void setGemmTiming(bool enable) { gGemmTiming = enable; }
 bool gemmTiming() { return gGemmTiming; }
+void setFp8TensorCores(bool enable) { gFp8TensorCores = enable; }
+bool fp8TensorCores(bool &on, std::string &error) {
+  const char *value = std::getenv("LLMC_CUDA_FP8_MMA");
+  const std::string v = value ? value : "";
+  on = gFp8TensorCores || v == "1";
+  if (gFp8TensorCores || v.empty() || v == "0" || v == "1")
+    return true;
+  error = "LLMC_CUDA_FP8_MMA=" + v + " must be 1 (fp8 tensor cores) or 0 (bf16 ones)";
+  return false;
+}
 void setCapturingGraph(bool capturing) { tCapturing = capturing; }
 bool capturingGraph() { return tCapturing; }
 PartTimer *partTimer() { return tPartTimer; }

@@ -56,6 +56,15 @@ AttentionImpl attentionImpl();
 void setGemmTiming(bool enable);
 bool gemmTiming();
 
+/// Whether fp8 grouped products (the experts') run on fp8 tensor cores
+/// instead of bf16 ones (kernels/cuda/GroupedMmaFp8.cuh): on with
+/// `llmc-run --fp8-tensor-cores` or LLMC_CUDA_FP8_MMA=1 in the
+/// environment, off by default until a GPU has run it. Read when those
+/// kernels bind; false with `error` set where LLMC_CUDA_FP8_MMA holds
+/// anything but 0 or 1 (and the flag is not given).
+void setFp8TensorCores(bool enable);
+bool fp8TensorCores(bool &on, std::string &error);
+
 /// Marks the calling thread as capturing a CUDA graph (the execution
 /// device, around cudaStreamBeginCapture/EndCapture): work that must not
 /// be captured (LtGemm's timing) is skipped while it is.

@@ -25,7 +25,6 @@
 #include "kernels/cuda/GroupedKernels.cuh"
 
 #include <climits>
-#include <cstdlib>
 #include <string>
 
 namespace llmc::cuda {
@@ -36,31 +35,23 @@ using contracts::GroupedMatmulFp8Binding;
 
 Offsets offsetsOf(const TensorView &t) { return {t.data, t.dtype == DType::I64}; }
 
-/// Whether the products run on fp8 tensor cores (LLMC_CUDA_FP8_MMA=1; 0 or
-/// unset: bf16 ones), `kernel` (their fp8 form, a kernel address) built for
-/// a GPU that has them; false with `error` set for another value, or for
+/// Whether the products run on fp8 tensor cores (Device.h's
+/// fp8TensorCores), `kernel` (their fp8 form, a kernel address) built for a
+/// GPU that has them; false with `error` set for a bad choice, or for
 /// kernels built older than sm_89.
-bool fp8TensorCores(const void *kernel, bool &on, std::string &error) {
-  const char *value = std::getenv("LLMC_CUDA_FP8_MMA");
-  const std::string v = value ? value : "";
-  if (v.empty() || v == "0") {
-    on = false;
-    return true;
-  }
-  if (v != "1") {
-    error = "LLMC_CUDA_FP8_MMA=" + v + " must be 1 (fp8 tensor cores) or 0 (bf16 ones)";
-    return false;
-  }
+bool fp8RateChosen(const void *kernel, bool &on, std::string &error) {
+  if (!cuda::fp8TensorCores(on, error) || !on)
+    return error.empty();
   cudaFuncAttributes attributes{};
   const cudaError_t status = cudaFuncGetAttributes(&attributes, kernel);
   if (status != cudaSuccess) {
-    error = std::string("LLMC_CUDA_FP8_MMA=1: cannot read the kernel's attributes (") +
+    error = std::string("fp8 tensor cores: cannot read the kernel's attributes (") +
             cudaGetErrorString(status) + ")";
     return false;
   }
   if (attributes.binaryVersion < 89) {
-    error = "LLMC_CUDA_FP8_MMA=1 needs fp8 tensor cores (sm_89 or newer); these kernels are built "
-            "for sm_" +
+    error = "fp8 tensor cores (--fp8-tensor-cores, LLMC_CUDA_FP8_MMA=1) need sm_89 or newer; "
+            "these kernels are built for sm_" +
             std::to_string(attributes.binaryVersion);
     return false;
   }
@@ -151,7 +142,7 @@ std::unique_ptr<Kernel> makeCudaGroupedMatmulFp8(const KernelArgs &args, std::st
                     std::to_string(kMaxGridY) + " column tiles of " + std::to_string(kTileN));
   bool fp8Rate = false;
   std::string why;
-  if (!fp8TensorCores(
+  if (!fp8RateChosen(
           reinterpret_cast<const void *>(groupedMatmulKernel<Fp8Operand, Fp8Operand, float, true>),
           fp8Rate, why))
     return v.reject(why);
@@ -171,9 +162,9 @@ std::unique_ptr<Kernel> makeCudaGroupedMatmulWeightGradFp8(const KernelArgs &arg
     return v.reject("dw has more tiles than a grid holds");
   bool fp8Rate = false;
   std::string why;
-  if (!fp8TensorCores(reinterpret_cast<const void *>(
-                          groupedWeightGradKernel<Fp8Operand, Fp8Operand, float, true>),
-                      fp8Rate, why))
+  if (!fp8RateChosen(reinterpret_cast<const void *>(
+                         groupedWeightGradKernel<Fp8Operand, Fp8Operand, float, true>),
+                     fp8Rate, why))
     return v.reject(why);
   return makeFloatKernel<GroupedMatmulWeightGradFp8Kernel>(b.dims.dtype, args, b, fp8Rate);
 }

@@ -378,6 +378,7 @@ std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOpt
   cuda::setAllowTf32(options.tf32);
   cuda::setAttentionImpl(options.attention);
   cuda::setGemmTiming(options.gemmTiming && cuda::gemmTiming());
+  cuda::setFp8TensorCores(options.fp8TensorCores);
   return std::make_unique<CudaDevice>(arenaBytes, hostBytes, localRank() % count);
 }
 
