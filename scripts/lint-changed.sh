@@ -180,9 +180,19 @@ if ((tidy && ${#tidy_files[@]})); then
     echo "  run it on them with: LINT_TIDY_MAX_FILES=${#tidy_files[@]} scripts/lint-changed.sh ${base_sha:0:12}"
   else
     need "$CLANG_TIDY" clang-tidy-22
+    # clang-tidy gives a header the command of the source it matches best
+    # (Device.h takes Device.cu's), and nvcc's flags are not clang's: it
+    # reads a copy of the compilation database without the CUDA sources.
+    mkdir "$tmp/db"
+    python3 - "$BUILD_DIR/compile_commands.json" "$tmp/db/compile_commands.json" << 'PY' || exit 2
+import json, sys
+entries = json.load(open(sys.argv[1]))
+json.dump([e for e in entries if not e["file"].endswith(".cu")], open(sys.argv[2], "w"))
+PY
+    tidy_db=$tmp/db
     # g++'s own headers (omp.h) after clang's, which clang does not ship.
     gcc_include=$(c++ -print-file-name=include 2> /dev/null || true)
-    export CLANG_TIDY BUILD_DIR gcc_include tmp
+    export CLANG_TIDY tidy_db gcc_include tmp
     for f in "${tidy_files[@]}"; do
       awk -v f="$f" '$1 == f { r = r sep "[" $2 "," $3 "]"; sep = "," }
                      END { printf "[{\"name\":\"%s\",\"lines\":[%s]}]", f, r }' \
@@ -191,7 +201,7 @@ if ((tidy && ${#tidy_files[@]})); then
     printf '%s\0' "${tidy_files[@]}" | xargs -0 -n 1 -P "$JOBS" bash -c '
       f=$1; key=$(echo "$f" | tr / _)
       extra=(); [[ -d $gcc_include ]] && extra=(--extra-arg=-idirafter$gcc_include)
-      "$CLANG_TIDY" -p "$BUILD_DIR" --quiet --warnings-as-errors="*" \
+      "$CLANG_TIDY" -p "$tidy_db" --quiet --warnings-as-errors="*" \
         --line-filter="$(cat "$tmp/filter.$key")" "${extra[@]}" "$f" \
         > "$tmp/tidy.$key" 2> "$tmp/tidy-stderr.$key"
       echo $? > "$tmp/tidy-rc.$key"' _
