@@ -198,25 +198,26 @@ std::vector<int64_t> Search::expertParallelSizes(int64_t batchRanks) const {
   return sizes;
 }
 
-void Search::run() {
-  const Cluster &c = request.cluster;
-  int64_t G = c.devices, L = shape.layers;
+void Search::countModelFlops() {
   // Model FLOPs per step: what the unsharded, unrecomputed programs of one
   // sequence compute in products and attention, forward and backward
   // (KernelCost.h), counted kernel by kernel as they are priced.
-  {
-    std::string error;
-    ProbeKey key{1, false, 1, "none", 1};
-    if (const Pieces *p = probes.get(key, false, error)) {
-      auto work = [](const Piece &piece) {
-        return piece.forward.modelFlops + piece.backward.modelFlops + piece.weight.modelFlops;
-      };
-      result.modelFlopsPerStep =
-          (work(p->single) + (L - 1) * work(p->layer)) * request.globalBatch;
-    }
-  }
+  std::string error;
+  ProbeKey key{1, false, 1, "none", 1};
+  const Pieces *p = probes.get(key, false, error);
+  if (!p)
+    return;
+  auto work = [](const Piece &piece) {
+    return piece.forward.modelFlops + piece.backward.modelFlops + piece.weight.modelFlops;
+  };
+  result.modelFlopsPerStep =
+      (work(p->single) + (shape.layers - 1) * work(p->layer)) * request.globalBatch;
+}
+
+std::vector<int64_t> Search::tensorParallelSizes() {
+  const Cluster &c = request.cluster;
   std::vector<int64_t> tps;
-  for (int64_t t = 1; t <= G; t *= 2) {
+  for (int64_t t = 1; t <= c.devices; t *= 2) {
     std::string name = "tp" + std::to_string(t);
     if (t > c.nodeSize)
       reject(name, "more than the " + std::to_string(c.nodeSize) +
@@ -227,171 +228,181 @@ void Search::run() {
     else
       tps.push_back(t);
   }
-  std::vector<std::string> families; // in the order searched
-  std::map<std::string, std::string> familyWhy;
-  std::map<std::string, double> familySmallest;
-  // Families that fit only offloaded: the smallest layout without, and
-  // what was offloaded where they fit.
-  std::map<std::string, std::pair<double, std::string>> familyPlain;
-  std::map<std::string, std::set<std::string>> familyOffloaded;
-  std::set<std::string> fitsPlain;
-  // (optimizer, activations) offloaded, fewest first.
-  bool autoOffload = request.offload.empty();
+  return tps;
+}
+
+std::vector<std::pair<bool, bool>> Search::offloadChoices() const {
+  const Cluster &c = request.cluster;
   bool linkKnown = c.hostLinkBandwidth > 0, updateKnown = linkKnown && c.hostMemoryBandwidth > 0;
-  std::vector<std::pair<bool, bool>> offloadChoices;
+  std::vector<std::pair<bool, bool>> choices;
   for (auto [optimizer, activations] :
        {std::pair{false, false}, {false, true}, {true, false}, {true, true}}) {
     Layout named;
     named.offload = optimizer;
     named.offloadActivations = activations;
-    if (autoOffload ? (!optimizer || updateKnown) && (!activations || linkKnown)
-                    : allowed(request.offload, named.offloadChoice()))
-      offloadChoices.push_back({optimizer, activations});
+    if (autoOffload() ? (!optimizer || updateKnown) && (!activations || linkKnown)
+                      : allowed(request.offload, named.offloadChoice()))
+      choices.push_back({optimizer, activations});
   }
-  bool tooBig = false; // the last layout considered did not fit the memory
-  // Evaluates `l`: ranks it, or notes why not for its family.
-  auto consider = [&](const Layout &l, const std::string &family) {
-    ++result.layoutsSearched;
-    Prediction prediction;
-    std::string why;
-    tooBig = false;
-    if (evaluate(l, prediction, why)) {
-      result.ranked.push_back(prediction);
-      if (!l.offload && !l.offloadActivations)
-        fitsPlain.insert(family);
-      else
-        familyOffloaded[family].insert(l.offloadChoice());
-      return;
-    }
-    if (why.empty())
-      return;
-    if (!familyWhy.count(family))
-      familyWhy[family] = why;
-    if (prediction.memoryBytes <= 0)
-      return;
-    tooBig = true;
-    if (!l.offload && !l.offloadActivations &&
-        (!familyPlain.count(family) || prediction.memoryBytes < familyPlain[family].first))
-      familyPlain[family] = {prediction.memoryBytes, l.label() + ") " + why};
-    if (!familySmallest.count(family) || prediction.memoryBytes < familySmallest[family]) {
-      familySmallest[family] = prediction.memoryBytes;
-      familyWhy[family] = "does not fit: the smallest layout (" + l.label() + ") " + why +
-                          " of " + formatSize(static_cast<int64_t>(c.memoryBytes));
-    }
+  return choices;
+}
+
+bool Search::consider(const Layout &l, const std::string &family) {
+  ++result.layoutsSearched;
+  Prediction prediction;
+  std::string why;
+  if (evaluate(l, prediction, why)) {
+    result.ranked.push_back(prediction);
+    if (!l.offload && !l.offloadActivations)
+      notes.fitsPlain.insert(family);
+    else
+      notes.offloaded[family].insert(l.offloadChoice());
+    return false;
+  }
+  if (why.empty())
+    return false;
+  if (!notes.why.count(family))
+    notes.why[family] = why;
+  if (prediction.memoryBytes <= 0)
+    return false;
+  if (!l.offload && !l.offloadActivations &&
+      (!notes.plain.count(family) || prediction.memoryBytes < notes.plain[family].first))
+    notes.plain[family] = {prediction.memoryBytes, l.label() + ") " + why};
+  if (!notes.smallest.count(family) || prediction.memoryBytes < notes.smallest[family]) {
+    notes.smallest[family] = prediction.memoryBytes;
+    notes.why[family] = "does not fit: the smallest layout (" + l.label() + ") " + why + " of " +
+                        formatSize(static_cast<int64_t>(request.cluster.memoryBytes));
+  }
+  return true;
+}
+
+void Search::considerOffloaded(Layout l, const std::string &family,
+                               const std::vector<std::pair<bool, bool>> &choices) {
+  std::map<std::pair<bool, bool>, bool> big; // choice → did not fit
+  auto tooBigOrSkipped = [&](bool optimizer, bool activations) {
+    auto it = big.find({optimizer, activations});
+    return it == big.end() || it->second;
   };
-  // Each offloading choice of `l`. By default a layout is offloaded only
-  // where it does not fit without (docs/planner.md): the optimizer or the
-  // activations where the plain layout is too big, both where each alone
-  // is. Activations not under pipeline stages (not yet priced per stage)
-  // nor with a budget (there the compiler's own search offloads layer by
-  // layer where that is cheaper than recomputing).
-  auto considerOffloaded = [&](Layout l, const std::string &family) {
-    std::map<std::pair<bool, bool>, bool> big;
-    auto tooBigOrSkipped = [&](bool optimizer, bool activations) {
-      auto it = big.find({optimizer, activations});
-      return it == big.end() || it->second;
-    };
-    for (auto [optimizer, activations] : offloadChoices) {
-      if (activations && (l.pp > 1 || l.recompute == "budget"))
+  for (auto [optimizer, activations] : choices) {
+    if (activations && (l.pp > 1 || l.recompute == "budget"))
+      continue;
+    if (autoOffload() && (optimizer || activations)) {
+      auto plain = big.find({false, false});
+      if (plain == big.end() || !plain->second)
         continue;
-      if (autoOffload && (optimizer || activations)) {
-        auto plain = big.find({false, false});
-        if (plain == big.end() || !plain->second)
-          continue;
-        if (optimizer && activations &&
-            !(tooBigOrSkipped(true, false) && tooBigOrSkipped(false, true)))
-          continue;
-      }
-      l.offload = optimizer;
-      l.offloadActivations = activations;
-      consider(l, family);
-      big[{optimizer, activations}] = tooBig;
+      if (optimizer && activations &&
+          !(tooBigOrSkipped(true, false) && tooBigOrSkipped(false, true)))
+        continue;
     }
-  };
-  for (int64_t t : tps)
+    l.offload = optimizer;
+    l.offloadActivations = activations;
+    big[{optimizer, activations}] = consider(l, family);
+  }
+}
+
+std::vector<std::pair<std::string, int64_t>> Search::scheduleChoices(int64_t pp,
+                                                                     int64_t microbatches) const {
+  std::vector<std::pair<std::string, int64_t>> choices = {{"1f1b", 1}};
+  if (pp == 1)
+    return choices;
+  choices.push_back({"zero-bubble", 1});
+  std::vector<int64_t> chunks = request.onlyVirtualStages;
+  if (chunks.empty())
+    for (int64_t v = 2; v <= request.maxVirtualStages; v *= 2) chunks.push_back(v);
+  for (int64_t v : chunks)
+    if ((shape.layers / pp) % v == 0 && microbatches % pp == 0)
+      choices.push_back({"interleaved", v});
+  return choices;
+}
+
+bool Search::searchFamily(const Layout &named, const std::string &family,
+                          const std::vector<std::pair<bool, bool>> &offloads) {
+  int64_t t = named.tp, pp = named.pp, dp = named.dp, ep = named.ep;
+  bool anyBatch = false;
+  for (int64_t mbs : request.microbatchSizes) {
+    if (request.globalBatch % (dp * ep * mbs))
+      continue;
+    anyBatch = true;
+    int64_t m = request.globalBatch / (dp * ep * mbs);
+    std::vector<std::pair<std::string, int64_t>> schedulesTried = scheduleChoices(pp, m);
+    for (bool sp : t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
+      for (int64_t zero = 0; zero <= 3; ++zero)
+        for (const char *rc : {"none", "selective", "full", "budget"})
+          for (auto &[kind, v] : schedulesTried) {
+            if (zero > 0 && dp == 1)
+              continue; // ZeRO over one rank is stage 0
+            if (!allowed(request.onlyZero, zero) ||
+                !allowed(request.onlyRecompute, std::string(rc)) ||
+                (pp > 1 && !allowed(request.onlySchedule, kind)) ||
+                (request.onlySp >= 0 && t > 1 && sp != (request.onlySp == 1)))
+              continue;
+            Layout l = named;
+            l.zero = zero, l.sp = sp;
+            l.microbatchSize = mbs, l.microbatches = m;
+            l.schedule = kind, l.virtualStages = v, l.recompute = rc;
+            considerOffloaded(l, family, offloads);
+          }
+  }
+  return anyBatch;
+}
+
+std::vector<std::string> Search::searchLayouts() {
+  int64_t G = request.cluster.devices, L = shape.layers;
+  std::vector<std::pair<bool, bool>> offloads = offloadChoices();
+  std::vector<std::string> families; // in the order searched
+  for (int64_t t : tensorParallelSizes())
     for (int64_t pp : divisorsOf(G / t)) {
       if (G % (t * pp) || !allowed(request.onlyTp, t) || !allowed(request.onlyPp, pp))
         continue;
       std::string ppName = "pp" + std::to_string(pp);
-      if (pp > L) {
+      if (pp > L || L % pp) {
         if (t == 1)
-          reject(ppName, "more stages than the " + std::to_string(L) + " layers");
-        continue;
-      }
-      if (L % pp) {
-        if (t == 1)
-          reject(ppName, std::to_string(L) + " layers do not split evenly into " +
-                             std::to_string(pp) + " stages");
+          reject(ppName, pp > L ? "more stages than the " + std::to_string(L) + " layers"
+                                : std::to_string(L) + " layers do not split evenly into " +
+                                      std::to_string(pp) + " stages");
         continue;
       }
       // The batch ranks of the layout (G / (tp·pp)) split into dp × ep.
       int64_t batchRanks = G / (t * pp);
       for (int64_t ep : expertParallelSizes(batchRanks)) {
-        int64_t dp = batchRanks / ep;
         Layout named;
-        named.tp = t, named.pp = pp, named.dp = dp, named.ep = ep;
+        named.tp = t, named.pp = pp, named.dp = batchRanks / ep, named.ep = ep;
         std::string family = familyOf(named);
-        bool anyBatch = false;
-        for (int64_t mbs : request.microbatchSizes) {
-          if (request.globalBatch % (dp * ep * mbs))
-            continue;
-          anyBatch = true;
-          int64_t m = request.globalBatch / (dp * ep * mbs);
-          std::vector<std::pair<std::string, int64_t>> scheduleChoices = {{"1f1b", 1}};
-          if (pp > 1) {
-            scheduleChoices.push_back({"zero-bubble", 1});
-            std::vector<int64_t> chunks = request.onlyVirtualStages;
-            if (chunks.empty())
-              for (int64_t v = 2; v <= request.maxVirtualStages; v *= 2) chunks.push_back(v);
-            for (int64_t v : chunks)
-              if ((L / pp) % v == 0 && m % pp == 0)
-                scheduleChoices.push_back({"interleaved", v});
-          }
-          for (bool sp : t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
-            for (int64_t zero = 0; zero <= 3; ++zero)
-              for (const char *rc : {"none", "selective", "full", "budget"})
-                for (auto &[kind, v] : scheduleChoices) {
-                  Layout l;
-                  l.tp = t, l.pp = pp, l.dp = dp, l.ep = ep, l.zero = zero, l.sp = sp;
-                  l.microbatchSize = mbs, l.microbatches = m;
-                  l.schedule = kind, l.virtualStages = v, l.recompute = rc;
-                  if (zero > 0 && dp == 1)
-                    continue; // ZeRO over one rank is stage 0
-                  if (!allowed(request.onlyZero, zero) ||
-                      !allowed(request.onlyRecompute, std::string(rc)) ||
-                      (pp > 1 && !allowed(request.onlySchedule, kind)) ||
-                      (request.onlySp >= 0 && t > 1 && sp != (request.onlySp == 1)))
-                    continue;
-                  considerOffloaded(l, family);
-                }
-        }
-        if (!anyBatch) {
+        if (searchFamily(named, family, offloads))
+          families.push_back(family);
+        else
           reject(family, "the global batch (" + std::to_string(request.globalBatch) +
                              ") does not divide into dp × " + (ep > 1 ? "ep × " : "") +
                              "microbatch size for any size tried");
-          continue;
-        }
-        families.push_back(family);
       }
     }
-  std::map<std::string, std::pair<double, std::string>> familyBest = confirmShownRows();
+  return families;
+}
+
+void Search::reportFamilies(const std::vector<std::string> &families,
+                            const std::map<std::string, std::pair<double, std::string>> &best) {
   for (const std::string &family : families) {
-    if (!familyBest.count(family)) {
+    if (!best.count(family)) {
       auto refused = familyRefusal.find(family);
-      reject(family, refused != familyRefusal.end() ? refused->second : familyWhy[family]);
-    } else if (!fitsPlain.count(family) && familyPlain.count(family)) {
-      std::string with;
-      for (const char *kind : {"optimizer", "activations", "optimizer+activations"})
-        if (familyOffloaded[family].count(kind))
-          with += (with.empty() ? "--offload " : " or --offload ") +
-                  std::string(kind == std::string("optimizer+activations") ? "optimizer,activations"
-                                                                           : kind);
-      result.offloadOnly.push_back({family, "fits only with " + with +
-                                                ": without it the smallest layout (" +
-                                                familyPlain[family].second + " of " +
-                                                formatSize(static_cast<int64_t>(c.memoryBytes))});
+      reject(family, refused != familyRefusal.end() ? refused->second : notes.why[family]);
+      continue;
     }
+    if (notes.fitsPlain.count(family) || !notes.plain.count(family))
+      continue;
+    std::string with;
+    for (const char *kind : {"optimizer", "activations", "optimizer+activations"})
+      if (notes.offloaded[family].count(kind))
+        with += (with.empty() ? "--offload " : " or --offload ") +
+                std::string(kind == std::string("optimizer+activations") ? "optimizer,activations"
+                                                                         : kind);
+    result.offloadOnly.push_back(
+        {family, "fits only with " + with + ": without it the smallest layout (" +
+                     notes.plain[family].second + " of " +
+                     formatSize(static_cast<int64_t>(request.cluster.memoryBytes))});
   }
+}
+
+void Search::reportRefusals() {
   // One line per refusal, with the first combination it refused.
   std::map<std::string, std::vector<std::string>> refused;
   for (auto &[combination, refusal] : refusals)
@@ -403,17 +414,30 @@ void Search::run() {
                     ? " (and " + std::to_string(combinations.size() - 1) + " similar)"
                     : ""),
            "the compiler refuses them: " + refusal);
-  if (!result.ranked.empty()) {
-    double best = result.ranked.front().stepSeconds;
-    for (auto &[family, entry] : familyBest)
-      if (entry.first > best * 1.0000001) {
-        std::ostringstream os;
-        os.precision(1);
-        os << std::fixed << "worse by " << 100 * (entry.first / best - 1) << "% at best ("
-           << entry.second << ")";
-        reject(family, os.str());
-      }
-  }
+}
+
+void Search::reportSlowerFamilies(
+    const std::map<std::string, std::pair<double, std::string>> &best) {
+  if (result.ranked.empty())
+    return;
+  double fastest = result.ranked.front().stepSeconds;
+  for (auto &[family, entry] : best)
+    if (entry.first > fastest * 1.0000001) {
+      std::ostringstream os;
+      os.precision(1);
+      os << std::fixed << "worse by " << 100 * (entry.first / fastest - 1) << "% at best ("
+         << entry.second << ")";
+      reject(family, os.str());
+    }
+}
+
+void Search::run() {
+  countModelFlops();
+  std::vector<std::string> families = searchLayouts();
+  std::map<std::string, std::pair<double, std::string>> best = confirmShownRows();
+  reportFamilies(families, best);
+  reportRefusals();
+  reportSlowerFamilies(best);
 }
 
 } // namespace llmc::plan

@@ -13,6 +13,7 @@
 #include "passes/lib/MicrobatchSchedule.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -57,6 +58,45 @@ public:
   ProbeCache &cache() { return probes; }
 
 private:
+  /// result.modelFlopsPerStep, from the one-rank probe.
+  void countModelFlops();
+  /// Every layout of every family the request allows, priced; returns the
+  /// families searched, in order.
+  std::vector<std::string> searchLayouts();
+  /// The tp sizes to search: powers of two within a node that divide the
+  /// heads (the others rejected with the reason).
+  std::vector<int64_t> tensorParallelSizes();
+  /// The (optimizer, activations) offloading choices to try, fewest first.
+  std::vector<std::pair<bool, bool>> offloadChoices() const;
+  /// The schedules (kind, chunks per stage) a pp-stage layout of
+  /// `microbatches` may take.
+  std::vector<std::pair<std::string, int64_t>> scheduleChoices(int64_t pp,
+                                                               int64_t microbatches) const;
+  /// Every layout of the family of `named` (tp, pp, dp, ep set); false
+  /// when the global batch divides into no microbatch size tried.
+  bool searchFamily(const Layout &named, const std::string &family,
+                    const std::vector<std::pair<bool, bool>> &offloads);
+  /// Each offloading choice of `l`. By default a layout is offloaded only
+  /// where it does not fit without (docs/planner.md): the optimizer or the
+  /// activations where the plain layout is too big, both where each alone
+  /// is. Activations not under pipeline stages (not yet priced per stage)
+  /// nor with a budget (there the compiler's own search offloads layer by
+  /// layer where that is cheaper than recomputing).
+  void considerOffloaded(Layout l, const std::string &family,
+                         const std::vector<std::pair<bool, bool>> &offloads);
+  /// Evaluates `l`: ranks it, or notes why not for its family. True when
+  /// it was priced and does not fit the memory.
+  bool consider(const Layout &l, const std::string &family);
+  /// Rejects the families with no row kept, with their reason, and notes
+  /// those that fit only offloaded.
+  void reportFamilies(const std::vector<std::string> &families,
+                      const std::map<std::string, std::pair<double, std::string>> &best);
+  /// One rejection per distinct compiler refusal.
+  void reportRefusals();
+  /// Rejects each family whose best row is slower than the fastest.
+  void reportSlowerFamilies(const std::map<std::string, std::pair<double, std::string>> &best);
+  bool autoOffload() const { return request.offload.empty(); }
+
   const ScheduleInfo &schedule(const Layout &layout);
   /// The expert-parallel sizes a layout with `batchRanks` (dp × ep) batch
   /// ranks may take: 1 alone for a dense model; for a mixture of experts
@@ -90,6 +130,15 @@ private:
   std::map<std::string, std::string> refusals; ///< feature combination → "" or why not
   /// A family's first refused row's message (the reason when none is kept).
   std::map<std::string, std::string> familyRefusal;
+  /// What the search learns of each family on the way.
+  struct FamilyNotes {
+    std::map<std::string, std::string> why; ///< why no row fits (the smallest's)
+    std::map<std::string, double> smallest; ///< bytes of its smallest row priced
+    /// The smallest row without offloading that did not fit: bytes, label.
+    std::map<std::string, std::pair<double, std::string>> plain;
+    std::map<std::string, std::set<std::string>> offloaded; ///< choices that fit
+    std::set<std::string> fitsPlain; ///< families with a row fitting without
+  } notes;
 };
 
 } // namespace llmc::plan
