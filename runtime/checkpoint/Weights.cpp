@@ -261,29 +261,56 @@ bool loadExpertSlices(const HuggingFaceModel &hf, const std::string &name,
   return true;
 }
 
-} // namespace
+/// Loads one source of weights into a rank's arena: an llmc checkpoint
+/// (a directory with a `latest` step and no config.json: its latest step,
+/// saved under any layout), a Hugging Face model (a directory: tensors under
+/// HF's names) or one safetensors file.
+class WeightsLoader {
+public:
+  WeightsLoader(const std::string &path, const Artifact &artifact, const Arena &arena, int rank,
+                WeightsInPlace *inPlace)
+      : path(path), artifact(artifact), arena(arena), rank(rank), inPlace(inPlace),
+        absmaxFormat(nf4AbsmaxFormat(artifact)), schemes(storedSchemes(artifact)) {
+    if (isDirectory(path) && !std::ifstream(path + "/config.json") &&
+        std::ifstream(path + "/latest"))
+      checkpoint = std::make_unique<CheckpointReader>(path);
+    else if (isDirectory(path))
+      hf = std::make_unique<HuggingFaceModel>(path, artifact);
+    else
+      plain = std::make_unique<SafetensorsFile>(path);
+    for (const BufferInfo *b : persistentBuffers(artifact, "optim"))
+      if (b->name.rfind("master/", 0) == 0)
+        masters[b->name.substr(7)] = b;
+  }
 
-WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, const Arena &arena,
-                          int rank, WeightsInPlace *inPlace) {
-  if (!std::ifstream(path))
-    fail("--weights: cannot open '", path, "'");
-  // A directory is an llmc checkpoint when it has a `latest` step and no
-  // config.json (its latest step, saved under any layout), else a Hugging
-  // Face model (its tensors under HF's names).
-  std::unique_ptr<HuggingFaceModel> hf;
-  std::unique_ptr<CheckpointReader> checkpoint;
-  std::unique_ptr<SafetensorsFile> plain;
-  if (isDirectory(path) && !std::ifstream(path + "/config.json") &&
-      std::ifstream(path + "/latest"))
-    checkpoint = std::make_unique<CheckpointReader>(path);
-  else if (isDirectory(path))
-    hf = std::make_unique<HuggingFaceModel>(path, artifact);
-  else
-    plain = std::make_unique<SafetensorsFile>(path);
-  WeightsLoaded loaded;
-  // NF4 absmax levels load as bytes: their format must be the model's.
-  const quant::AbsmaxFormat absmaxFormat = nf4AbsmaxFormat(artifact);
-  auto checkE4m3 = [&](const SafeTensor &view, const std::string &file, const std::string &name) {
+  WeightsLoaded run() {
+    WeightsLoaded loaded;
+    if (checkpoint)
+      refuseForeignCheckpoint();
+    loadParameters(loaded);
+    // Observer states (activation ranges) come along when the file has them.
+    for (const BufferInfo *b : persistentBuffers(artifact, "optim")) {
+      bool dequantized = false;
+      if (b->name.rfind("qat_state/", 0) == 0 && load(b->name, {b}, dequantized))
+        ++loaded.observers;
+    }
+    if (inPlace && !inPlace->ranges.empty()) {
+      if (hf)
+        inPlace->files.push_back(std::shared_ptr<const void>(std::move(hf)));
+      if (plain)
+        inPlace->files.push_back(std::shared_ptr<const void>(std::move(plain)));
+    }
+    return loaded;
+  }
+
+private:
+  using Buffers = std::initializer_list<const BufferInfo *>;
+
+  ShardMap pieceMap(const BufferInfo &b) const { return ShardMap(b.shard, b.shape, artifact.mesh); }
+
+  /// NF4 absmax levels load as bytes, in the model's format; no other
+  /// tensor may be stored as E4M3.
+  void checkE4m3(const SafeTensor &view, const std::string &file, const std::string &name) const {
     const bool levels = isNf4AbsmaxLevels(name);
     if (view.e4m3 && !levels)
       fail(file, ": tensor '", view.name,
@@ -291,17 +318,11 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     if (levels)
       checkAbsmaxFormat(view.e4m3 ? quant::AbsmaxFormat::Fp8E4M3 : quant::AbsmaxFormat::Int8,
                         absmaxFormat, file, view.name);
-  };
-  // One tensor at a time, each buffer (the parameter, and its fp32 master
-  // copy when mixed precision keeps one) filled with this rank's piece.
-  std::map<std::string, const BufferInfo *> masters;
-  for (const BufferInfo *b : persistentBuffers(artifact, "optim"))
-    if (b->name.rfind("master/", 0) == 0)
-      masters[b->name.substr(7)] = b;
-  auto pieceMap = [&](const BufferInfo &b) { return ShardMap(b.shard, b.shape, artifact.mesh); };
-  // A checkpoint's pieces are gathered per buffer from the saved pieces
-  // that hold them: a rank reads its own rows of the files, nothing else.
-  auto fillFromCheckpoint = [&](const std::string &name, const BufferInfo &b) {
+  }
+
+  /// A checkpoint's pieces are gathered per buffer from the saved pieces
+  /// that hold them: a rank reads its own rows of the files, nothing else.
+  void fillFromCheckpoint(const std::string &name, const BufferInfo &b) const {
     std::string source = checkpoint->parameterSource(name);
     DType dtype = DType::F32;
     std::vector<int64_t> saved;
@@ -321,13 +342,12 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
         piece.data(), dtype, checkpoint->stepDir() + ": tensor '" + source + "'", [&](auto value) {
           convertInto(value, map.localNumel(), arena.base() + b.offset, b.dtype, b.name);
         });
-  };
-  // Fills `buffers` with tensor `name`; false when the source lacks it.
-  // A plain tensor of a file is converted from the mapping straight into
-  // each buffer's piece; one stored quantized is dequantized whole first.
-  auto load = [&](const std::string &name, std::initializer_list<const BufferInfo *> buffers,
-                  bool &dequantized) {
-    const std::vector<int64_t> shape = globalShapeOf(**buffers.begin());
+  }
+
+  /// Fills `buffers` (a parameter and, where mixed precision keeps one,
+  /// its fp32 master copy; null entries skipped) with tensor `name`, each
+  /// with this rank's piece; false when the source lacks it.
+  bool load(const std::string &name, Buffers buffers, bool &dequantized) {
     dequantized = false;
     if (checkpoint) {
       if (!checkpoint->has(name))
@@ -337,6 +357,7 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
           fillFromCheckpoint(name, *b);
       return true;
     }
+    const std::vector<int64_t> shape = globalShapeOf(**buffers.begin());
     if (hf &&
         loadExpertSlices(*hf, name, shape, [&](const SafeTensor &whole, const std::string &where) {
           for (const BufferInfo *b : buffers)
@@ -347,18 +368,25 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       return true;
     std::string stored = name;
     const SafetensorsFile *file = hf ? hf->find(name, stored) : plain.get();
-    if (!file)
-      return false;
+    return file && loadFromFile(*file, name, stored, buffers, dequantized);
+  }
+
+  /// load() from one safetensors file holding `name` as `stored`. A plain
+  /// tensor is converted from the mapping straight into each buffer's
+  /// piece (or used in place); one stored quantized is dequantized whole.
+  bool loadFromFile(const SafetensorsFile &file, const std::string &name, const std::string &stored,
+                    Buffers buffers, bool &dequantized) {
+    const std::vector<int64_t> shape = globalShapeOf(**buffers.begin());
     // Quantized storage is flat in the file and may be shaped after its
     // weight in the model (split by tensor parallelism).
     auto checkShape = [&](const std::vector<int64_t> &have) {
       if (!storedShapeFits(name, have, shape))
-        fail(file->path(), ": tensor '", stored, "' is ", shapeList(have), " but the model needs ",
+        fail(file.path(), ": tensor '", stored, "' is ", shapeList(have), " but the model needs ",
              shapeList(shape), " for '", name, "'");
     };
-    if (file->find(stored + ".qweight")) {
+    if (file.find(stored + ".qweight")) {
       FloatTensor t;
-      readFloatTensor(*file, stored, t);
+      readFloatTensor(file, stored, t);
       checkShape(t.shape);
       for (const BufferInfo *b : buffers)
         if (b)
@@ -366,11 +394,11 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
       dequantized = true;
       return true;
     }
-    const SafeTensor *view = file->find(stored);
+    const SafeTensor *view = file.find(stored);
     if (!view)
       return false;
     checkShape(view->shape);
-    checkE4m3(*view, file->path(), name);
+    checkE4m3(*view, file.path(), name);
     if (inPlace) {
       const BufferInfo &b = **buffers.begin();
       const int64_t first = inPlaceStart(*view, buffers, pieceMap(b), rank);
@@ -382,34 +410,40 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     }
     for (const BufferInfo *b : buffers)
       if (b)
-        fillPieceFromView(*view, file->path() + ": tensor '" + stored + "'",
+        fillPieceFromView(*view, file.path() + ": tensor '" + stored + "'",
                           arena.base() + b->offset, b->dtype, pieceMap(*b), rank, b->name);
-    file->release(*view);
+    file.release(*view);
     return true;
-  };
-  // A weight the model keeps quantized (--weight-quant, --qlora) is read
-  // from its storage tensors, which only a file quantized with the same
-  // scheme has.
-  const std::map<std::string, std::string> schemes = storedSchemes(artifact);
-  auto schemeOf = [&](const std::string &weight) {
+  }
+
+  /// The scheme a weight the model keeps quantized (--weight-quant,
+  /// --qlora) is stored in; its storage tensors load only from a file
+  /// quantized with the same scheme.
+  std::string schemeOf(const std::string &weight) const {
     auto it = schemes.find(weight);
     std::string record = it == schemes.end() ? "" : it->second;
     return record.substr(0, record.find(' '));
-  };
-  // A tied head's table is quantized only when the lookup's reads count.
-  auto quantizeHint = [&](const std::string &weight) {
+  }
+
+  /// The `llmc quantize` line that writes what the model reads. A tied
+  /// head's table is quantized only when the lookup's reads count.
+  std::string quantizeHint(const std::string &weight) const {
     auto it = schemes.find(weight);
     const bool fp8 =
         it != schemes.end() && it->second.find("double_quant=fp8") != std::string::npos;
     return "llmc quantize <ckpt> --model ... --scheme " + schemeOf(weight) +
            (fp8 ? " --double-quant fp8" : "") +
            (lookupReads(artifact, weight) ? " --ops matmul,embedding" : "") + " -o q.safetensors";
-  };
-  auto fullPrecisionRefusal = [&](const std::string &weight) {
+  }
+
+  [[noreturn]] void refuseFullPrecision(const std::string &weight) const {
     fail(path, ": tensor '", weight, "' is in full precision, but the model stores it quantized (",
          schemeOf(weight), "); quantize the weights first: ", quantizeHint(weight));
-  };
-  auto checkScheme = [&](const std::string &weight) {
+  }
+
+  /// A quantized weight's record in the file's metadata must be the
+  /// model's scheme.
+  void checkScheme(const std::string &weight) const {
     auto expected = schemes.find(weight);
     if (expected == schemes.end())
       return;
@@ -428,57 +462,71 @@ WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, con
     if (storageView(record->second) != storageView(expected->second))
       fail(path, ": '", weight, "' is stored as ", record->second, ", but the model reads it as ",
            expected->second, " (", compileHint, ", or ", quantizeHint(weight), ")");
-  };
-  // A checkpoint of another model (more layers, other names) is refused
-  // rather than loaded in part. The model is every role's parameters: a
-  // pipeline stage reads its own from a checkpoint of them all.
-  if (checkpoint) {
+  }
+
+  /// A checkpoint of another model (more layers, other names) is refused
+  /// rather than loaded in part. The model is every role's parameters: a
+  /// pipeline stage reads its own from a checkpoint of them all.
+  void refuseForeignCheckpoint() const {
     const std::map<std::string, std::vector<int64_t>> parameters = modelParameters(artifact);
     for (const std::string &name : checkpoint->parameterNames())
       if (!parameters.count(name)) {
         if (parameters.count(name + ".qweight"))
-          fullPrecisionRefusal(name);
+          refuseFullPrecision(name);
         fail(checkpoint->stepDir(), ": tensor '", name,
              "' is not a parameter of this model (a checkpoint of another model?)");
       }
   }
-  for (const BufferInfo *p : persistentBuffers(artifact, "param")) {
+
+  /// Every parameter, one tensor at a time.
+  void loadParameters(WeightsLoaded &loaded) {
     const std::string suffix = ".qweight";
-    const bool storage = p->name.size() > suffix.size() &&
-                         p->name.compare(p->name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    const std::string weight = storage ? p->name.substr(0, p->name.size() - suffix.size()) : "";
-    // The scheme first: storage of another scheme is also of other sizes.
-    if (storage && plain && plain->find(p->name))
-      checkScheme(weight);
-    auto master = masters.find(p->name);
-    bool dequantized = false;
-    if (!load(p->name, {p, master == masters.end() ? nullptr : master->second}, dequantized)) {
-      if (storage && plain && plain->find(weight))
-        fullPrecisionRefusal(weight);
-      // A LoRA adapter a base model's file lacks keeps its initial value,
-      // as checkpoint restore does.
-      if (!isAdapterTensor(p->name))
-        fail(path, ": no tensor '", hf ? huggingFaceName(hf->family(), p->name) : p->name,
-             "' (a parameter of the model)");
-      ++loaded.freshAdapters;
-      continue;
+    for (const BufferInfo *p : persistentBuffers(artifact, "param")) {
+      const bool storage =
+          p->name.size() > suffix.size() &&
+          p->name.compare(p->name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      const std::string weight = storage ? p->name.substr(0, p->name.size() - suffix.size()) : "";
+      // The scheme first: storage of another scheme is also of other sizes.
+      if (storage && plain && plain->find(p->name))
+        checkScheme(weight);
+      auto master = masters.find(p->name);
+      bool dequantized = false;
+      if (!load(p->name, {p, master == masters.end() ? nullptr : master->second}, dequantized)) {
+        if (storage && plain && plain->find(weight))
+          refuseFullPrecision(weight);
+        // A LoRA adapter a base model's file lacks keeps its initial value,
+        // as checkpoint restore does.
+        if (!isAdapterTensor(p->name))
+          fail(path, ": no tensor '", hf ? huggingFaceName(hf->family(), p->name) : p->name,
+               "' (a parameter of the model)");
+        ++loaded.freshAdapters;
+        continue;
+      }
+      ++loaded.tensors;
+      loaded.dequantized += dequantized ? 1 : 0;
     }
-    ++loaded.tensors;
-    loaded.dequantized += dequantized ? 1 : 0;
   }
-  // Observer states (activation ranges) come along when the file has them.
-  for (const BufferInfo *b : persistentBuffers(artifact, "optim")) {
-    bool dequantized = false;
-    if (b->name.rfind("qat_state/", 0) == 0 && load(b->name, {b}, dequantized))
-      ++loaded.observers;
-  }
-  if (inPlace && !inPlace->ranges.empty()) {
-    if (hf)
-      inPlace->files.push_back(std::shared_ptr<const void>(std::move(hf)));
-    if (plain)
-      inPlace->files.push_back(std::shared_ptr<const void>(std::move(plain)));
-  }
-  return loaded;
+
+  const std::string &path;
+  const Artifact &artifact;
+  const Arena &arena;
+  const int rank;
+  WeightsInPlace *inPlace;
+  const quant::AbsmaxFormat absmaxFormat;
+  const std::map<std::string, std::string> schemes; ///< weight → stored scheme record
+  std::map<std::string, const BufferInfo *> masters; ///< parameter → its fp32 master
+  std::unique_ptr<HuggingFaceModel> hf;
+  std::unique_ptr<CheckpointReader> checkpoint;
+  std::unique_ptr<SafetensorsFile> plain;
+};
+
+} // namespace
+
+WeightsLoaded loadWeights(const std::string &path, const Artifact &artifact, const Arena &arena,
+                          int rank, WeightsInPlace *inPlace) {
+  if (!std::ifstream(path))
+    fail("--weights: cannot open '", path, "'");
+  return WeightsLoader(path, artifact, arena, rank, inPlace).run();
 }
 
 void WeightsInPlace::placeIn(Arena &arena) const {
