@@ -551,23 +551,9 @@ void printTransferChannels(const ProgramInfo &program, std::ostream &os) {
   os << " in " << program.name << "\n";
 }
 
-} // namespace
-
-bool inspectArtifact(const std::string &path, std::ostream &os, std::string &error) {
-  Artifact a;
-  std::vector<Artifact> stages; // pipeline: every other role, for its plan
-  try {
-    a = loadArtifact(path);
-    for (size_t i = 1; i < a.roles.size(); ++i)
-      stages.push_back(loadArtifact(path, a.roles[i].ranks.front()));
-    // Every role's programs are proven race-free, as llmc-run does before
-    // running them (here also for a GPU artifact on a machine without one).
-    checkStreams(a);
-    for (const Artifact &stage : stages) checkStreams(stage);
-  } catch (const std::exception &e) {
-    error = e.what();
-    return false;
-  }
+/// The artifact's file, format, backend and mesh, and how its train or
+/// decode step uses streams.
+void printHeader(const Artifact &a, const std::string &path, std::ostream &os) {
   os << "artifact:   " << path << "\n"
      << "format:     schema " << a.schemaVersion / 100 << "." << a.schemaVersion % 100
      << ", content hash 0x" << std::hex << a.contentHash << std::dec << ", producer "
@@ -581,26 +567,29 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
   const ProgramInfo *step = a.program("train_step");
   if (!step)
     step = a.program("decode");
-  if (step && usesStreams(*step)) {
-    size_t events = 0;
-    bool copies = false;
-    for (const InstructionInfo &inst : step->instructions) {
-      events += inst.kind == InstructionKind::RecordEvent;
-      copies = copies || inst.stream == kCopyStream;
-    }
-    os << "streams:    kernels on stream 0, communication on stream 1"
-       << (copies ? ", copies to and from host memory on stream " + std::to_string(kCopyStream)
-                  : "")
-       << " (" << events << " events in " << step->name << ")\n";
-    printTransferChannels(*step, os);
+  if (!step || !usesStreams(*step))
+    return;
+  size_t events = 0;
+  bool copies = false;
+  for (const InstructionInfo &inst : step->instructions) {
+    events += inst.kind == InstructionKind::RecordEvent;
+    copies = copies || inst.stream == kCopyStream;
   }
+  os << "streams:    kernels on stream 0, communication on stream 1"
+     << (copies ? ", copies to and from host memory on stream " + std::to_string(kCopyStream) : "")
+     << " (" << events << " events in " << step->name << ")\n";
+  printTransferChannels(*step, os);
+}
+
+/// The model's family and shape; a mixture of experts' routing; a padded
+/// vocabulary.
+void printModel(const Artifact &a, bool inference, std::ostream &os) {
   os << "model:      " << a.meta("model.family", "(from .mlir)");
   for (const char *key : {"vocab_size", "n_layer", "n_head", "n_embd", "seq_len"}) {
     std::string v = a.meta(std::string("model.") + key);
     if (!v.empty()) os << " " << key << "=" << v;
   }
   os << "\n";
-  const bool inference = !a.meta("inference.max_batch").empty();
   // A mixture of experts: how each token is routed (dropless, or up to a
   // capacity) and, under expert parallelism, how many experts each rank
   // keeps.
@@ -623,15 +612,13 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     os << "vocabulary: padded to " << padded << " classes inside the artifact (--vocab-multiple "
        << a.meta("vocab_multiple", "?")
        << "); parameters, checkpoints and weight files hold the real ones\n";
-  if (inference)
-    os << "precision:  " << a.meta("precision") << "\n";
-  else
-    printTraining(a, os);
+}
 
-  // The whole model: every pipeline stage's parameters, each once (a tied
-  // embedding/head lives on the first and the last stage), at global shape.
-  // A quantized matrix counts as its weights, one tensor, not as the codes
-  // and scales that store it.
+/// The whole model: every pipeline stage's parameters, each once (a tied
+/// embedding/head lives on the first and the last stage), at global shape.
+/// A quantized matrix counts as its weights, one tensor, not as the codes
+/// and scales that store it.
+void printParameterCount(const Artifact &a, const std::vector<Artifact> &stages, std::ostream &os) {
   int64_t total = 0, trainable = 0;
   std::set<std::string> counted;
   auto count = [&](const Artifact &role) {
@@ -653,87 +640,99 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
   for (const Artifact &stage : stages) count(stage);
   os << "parameters: " << total << " in " << counted.size() << " tensors (" << trainable
      << " trainable)" << (stages.empty() ? "" : ", over all pipeline stages") << "\n";
-  printQuantizedWeights(a, os);
+}
 
+/// A pipelined artifact's schedule, its expected bubble and microbatches
+/// in flight.
+void printPipeline(const Artifact &a, std::ostream &os) {
   std::string schedule = a.meta("pipeline.schedule");
-  if (!schedule.empty()) {
-    std::string inFlight = a.meta("pipeline.in_flight");
-    for (char &c : inFlight) if (c == ';') c = ' ';
-    os << "pipeline:   " << schedule << ", " << a.meta("pipeline.stages") << " stages";
-    if (a.meta("pipeline.virtual_stages") != "1")
-      os << " x " << a.meta("pipeline.virtual_stages") << " chunks";
-    os << ", " << a.meta("pipeline.microbatches") << " microbatches, layers "
-       << a.meta("pipeline.layout") << "\n"
-       << "            expected bubble " << std::fixed << std::setprecision(1)
-       << 100.0 * a.metaNumber("pipeline.bubble", 0) << "% (textbook "
-       << 100.0 * a.metaNumber("pipeline.analytic_bubble", 0)
-       << "%), microbatches in flight per stage: " << inFlight << "\n"
-       << std::defaultfloat;
-  }
-  printProgramWork(a, os);
+  if (schedule.empty())
+    return;
+  std::string inFlight = a.meta("pipeline.in_flight");
+  for (char &c : inFlight)
+    if (c == ';')
+      c = ' ';
+  os << "pipeline:   " << schedule << ", " << a.meta("pipeline.stages") << " stages";
+  if (a.meta("pipeline.virtual_stages") != "1")
+    os << " x " << a.meta("pipeline.virtual_stages") << " chunks";
+  os << ", " << a.meta("pipeline.microbatches") << " microbatches, layers "
+     << a.meta("pipeline.layout") << "\n"
+     << "            expected bubble " << std::fixed << std::setprecision(1)
+     << 100.0 * a.metaNumber("pipeline.bubble", 0) << "% (textbook "
+     << 100.0 * a.metaNumber("pipeline.analytic_bubble", 0)
+     << "%), microbatches in flight per stage: " << inFlight << "\n"
+     << std::defaultfloat;
+}
+
+/// Each role's memory plan and the activations its layers keep.
+void printMemoryPlans(const Artifact &a, const std::vector<Artifact> &stages, std::ostream &os) {
   if (stages.empty()) {
     printMemoryPlan(a, "memory plan (rank " + std::to_string(a.ranks.empty() ? 0 : a.ranks.front()) + ")", os);
     printActivationsPerLayer(a, "activations kept per layer and microbatch", os);
     printAttentionWorkspaces(a, os);
-  } else {
-    printMemoryPlan(a, "memory plan (stage 0: ranks " + rankList(a.ranks) + ")", os);
-    for (size_t i = 0; i < stages.size(); ++i)
-      printMemoryPlan(stages[i], "memory plan (stage " + std::to_string(i + 1) + ": ranks " +
-                                     rankList(stages[i].ranks) + ")", os);
-    printActivationsPerLayer(a, "activations kept per layer and microbatch, stage 0", os);
-    for (size_t i = 0; i < stages.size(); ++i)
-      printActivationsPerLayer(stages[i], "activations kept per layer and microbatch, stage " +
-                                              std::to_string(i + 1), os);
+    return;
   }
+  printMemoryPlan(a, "memory plan (stage 0: ranks " + rankList(a.ranks) + ")", os);
+  for (size_t i = 0; i < stages.size(); ++i)
+    printMemoryPlan(stages[i],
+                    "memory plan (stage " + std::to_string(i + 1) + ": ranks " +
+                        rankList(stages[i].ranks) + ")",
+                    os);
+  printActivationsPerLayer(a, "activations kept per layer and microbatch, stage 0", os);
+  for (size_t i = 0; i < stages.size(); ++i)
+    printActivationsPerLayer(
+        stages[i], "activations kept per layer and microbatch, stage " + std::to_string(i + 1), os);
+}
 
-  if (inference) {
-    printInference(a, os);
-    printWeightsPerLayer(a, os);
-  }
+/// |bytes|, to the nearest byte.
+uint64_t roundedBytes(double bytes) { return static_cast<uint64_t>(std::llround(std::abs(bytes))); }
+
+/// The planned parameters, gradients and optimizer state beside ZeRO's
+/// formula (Rajbhandari et al.), and what the plan holds beyond it.
+void printModelStates(const Artifact &a, std::ostream &os) {
   ModelStates m = modelStates(a);
-  if (m.psi > 0 && !inference) {
-    auto row = [&](const char *name, uint64_t planned, double formula, const std::string &text) {
-      double difference = static_cast<double>(planned) - formula;
-      os << "  " << std::left << std::setw(15) << name << std::right << std::setw(12)
-         << formatBytes(planned) << "   " << std::left << std::setw(12) << text << std::right
-         << std::setw(12) << formatBytes(static_cast<uint64_t>(formula + 0.5));
-      if (std::abs(difference) >= 0.5)
-        os << "   " << (difference < 0 ? "-" : "+")
-           << formatBytes(static_cast<uint64_t>(std::abs(difference) + 0.5));
-      os << "\n";
-    };
-    auto term = [](int bytes, bool sharded) {
-      return std::to_string(bytes) + (sharded ? "Ψ/N" : "Ψ");
-    };
-    os << "model states (ZeRO stage " << m.stage << ", N = " << m.groupSize << ", Ψ = " << m.psi
-       << " trainable parameters per model-parallel rank)\n"
-       << "  formula: " << m.policy << "\n"
-       << "                      planned   formula                 planned - formula\n";
-    row("parameters", m.plannedParams, m.formulaParams(), term(m.paramBytes, m.stage >= 3));
-    row("gradients", m.plannedGradients, m.formulaGradients(), term(m.gradBytes, m.stage >= 2));
-    row("optimizer", m.plannedOptimizer, m.formulaOptimizer(),
-        term(m.optimizerBytes, m.stage >= 1));
-    row("total", m.plannedParams + m.plannedGradients + m.plannedOptimizer,
-        m.formulaParams() + m.formulaGradients() + m.formulaOptimizer(), m.formula());
-    bool any = false;
-    auto item = [&](const std::string &state, double bytes, const std::string &what) {
-      if (!any)
-        os << "  planned beyond the formula, term by term:\n";
-      any = true;
-      os << "    " << std::left << std::setw(11) << state << std::right << std::setw(12)
-         << (bytes < 0 ? "-" : "+") + formatBytes(static_cast<uint64_t>(std::abs(bytes) + 0.5))
-         << "  " << what << "\n";
-    };
-    for (const ModelStates::Extra &e : m.extras)
-      item(e.state, e.bytes, e.what);
-    for (const char *state : {"parameters", "gradients", "optimizer"})
-      if (double rest = m.unexplained(state); std::abs(rest) >= 1024)
-        item(state, rest, "not itemized");
-    if (m.plannedFrozen)
-      os << "  " << std::left << std::setw(15) << "frozen params" << std::right << std::setw(12)
-         << formatBytes(m.plannedFrozen) << "   (not trained: outside Ψ)\n";
-  }
+  if (m.psi <= 0)
+    return;
+  auto row = [&](const char *name, uint64_t planned, double formula, const std::string &text) {
+    double difference = static_cast<double>(planned) - formula;
+    os << "  " << std::left << std::setw(15) << name << std::right << std::setw(12)
+       << formatBytes(planned) << "   " << std::left << std::setw(12) << text << std::right
+       << std::setw(12) << formatBytes(roundedBytes(formula));
+    if (std::abs(difference) >= 0.5)
+      os << "   " << (difference < 0 ? "-" : "+") << formatBytes(roundedBytes(difference));
+    os << "\n";
+  };
+  auto term = [](int bytes, bool sharded) {
+    return std::to_string(bytes) + (sharded ? "Ψ/N" : "Ψ");
+  };
+  os << "model states (ZeRO stage " << m.stage << ", N = " << m.groupSize << ", Ψ = " << m.psi
+     << " trainable parameters per model-parallel rank)\n"
+     << "  formula: " << m.policy << "\n"
+     << "                      planned   formula                 planned - formula\n";
+  row("parameters", m.plannedParams, m.formulaParams(), term(m.paramBytes, m.stage >= 3));
+  row("gradients", m.plannedGradients, m.formulaGradients(), term(m.gradBytes, m.stage >= 2));
+  row("optimizer", m.plannedOptimizer, m.formulaOptimizer(), term(m.optimizerBytes, m.stage >= 1));
+  row("total", m.plannedParams + m.plannedGradients + m.plannedOptimizer,
+      m.formulaParams() + m.formulaGradients() + m.formulaOptimizer(), m.formula());
+  bool any = false;
+  auto item = [&](const std::string &state, double bytes, const std::string &what) {
+    if (!any)
+      os << "  planned beyond the formula, term by term:\n";
+    any = true;
+    os << "    " << std::left << std::setw(11) << state << std::right << std::setw(12)
+       << (bytes < 0 ? "-" : "+") + formatBytes(roundedBytes(bytes)) << "  " << what << "\n";
+  };
+  for (const ModelStates::Extra &e : m.extras) item(e.state, e.bytes, e.what);
+  for (const char *state : {"parameters", "gradients", "optimizer"})
+    if (double rest = m.unexplained(state); std::abs(rest) >= 1024)
+      item(state, rest, "not itemized");
+  if (m.plannedFrozen)
+    os << "  " << std::left << std::setw(15) << "frozen params" << std::right << std::setw(12)
+       << formatBytes(m.plannedFrozen) << "   (not trained: outside Ψ)\n";
+}
 
+/// Each program's instructions, buffers and transient peak.
+void printPrograms(const Artifact &a, std::ostream &os) {
   os << "programs:\n";
   for (const ProgramInfo &p : a.programs) {
     std::map<std::string, int> kinds;
@@ -748,6 +747,44 @@ bool inspectArtifact(const std::string &path, std::ostream &os, std::string &err
     os << "\n";
     printHostTraffic(p, os);
   }
+}
+
+} // namespace
+
+bool inspectArtifact(const std::string &path, std::ostream &os, std::string &error) {
+  Artifact a;
+  std::vector<Artifact> stages; // pipeline: every other role, for its plan
+  try {
+    a = loadArtifact(path);
+    for (size_t i = 1; i < a.roles.size(); ++i)
+      stages.push_back(loadArtifact(path, a.roles[i].ranks.front()));
+    // Every role's programs are proven race-free, as llmc-run does before
+    // running them (here also for a GPU artifact on a machine without one).
+    checkStreams(a);
+    for (const Artifact &stage : stages) checkStreams(stage);
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
+  }
+  const bool inference = !a.meta("inference.max_batch").empty();
+  printHeader(a, path, os);
+  printModel(a, inference, os);
+  if (inference)
+    os << "precision:  " << a.meta("precision") << "\n";
+  else
+    printTraining(a, os);
+  printParameterCount(a, stages, os);
+  printQuantizedWeights(a, os);
+  printPipeline(a, os);
+  printProgramWork(a, os);
+  printMemoryPlans(a, stages, os);
+  if (inference) {
+    printInference(a, os);
+    printWeightsPerLayer(a, os);
+  } else {
+    printModelStates(a, os);
+  }
+  printPrograms(a, os);
   return true;
 }
 
