@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <sys/stat.h>
 
@@ -578,27 +580,35 @@ GlobalTensor convert(const GlobalTensor &t, DType dtype, const std::string &name
   return out;
 }
 
-HuggingFaceExport exportOrThrow(const std::string &source, const std::string &artifactPath,
-                                const std::string &outDir, const std::string &torchDType) {
-  DType target = DType::F32;
-  if (!torchDType.empty()) {
-    auto it = std::find_if(kTorchDTypes.begin(), kTorchDTypes.end(),
-                           [&](const auto &d) { return torchDType == d.first; });
-    if (it == kTorchDTypes.end())
-      fail("--dtype: '", torchDType, "' is not float32, bfloat16 or float16");
-    target = it->second;
-  }
-  Artifact artifact = loadArtifact(artifactPath);
-  std::string family = familyOf(artifact, artifactPath);
+/// --dtype's torch dtype; none when empty (each tensor keeps its own).
+std::optional<DType> exportDType(const std::string &torchDType) {
+  if (torchDType.empty())
+    return std::nullopt;
+  auto it = std::find_if(kTorchDTypes.begin(), kTorchDTypes.end(),
+                         [&](const auto &d) { return torchDType == d.first; });
+  if (it == kTorchDTypes.end())
+    fail("--dtype: '", torchDType, "' is not float32, bfloat16 or float16");
+  return it->second;
+}
 
-  // Every parameter at full precision (a master copy when kept): first
-  // what each is, from the index or the header, then (below, as the file
-  // is written) its bytes, one tensor at a time.
+/// Every parameter at full precision (a master copy when kept) of a
+/// checkpoint directory or a weights file: what each is, from the index or
+/// the header; its bytes are read as the file is written.
+struct ExportSource {
   std::unique_ptr<CheckpointReader> reader;
   std::unique_ptr<SafetensorsFile> file;
   std::vector<std::string> names;
-  std::vector<SafeTensor> stored; // what each parameter is; data: into the mapped file
-  if (isDirectory(source)) {
+  std::vector<SafeTensor> stored; ///< data: into the mapped file
+
+  explicit ExportSource(const std::string &source) {
+    if (!isDirectory(source)) {
+      file = std::make_unique<SafetensorsFile>(source);
+      for (const SafeTensor &t : file->tensors()) {
+        names.push_back(t.name);
+        stored.push_back(t);
+      }
+      return;
+    }
     reader = std::make_unique<CheckpointReader>(source);
     for (const std::string &name : reader->parameterNames()) {
       SafeTensor t;
@@ -606,95 +616,110 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
       names.push_back(name);
       stored.push_back(t);
     }
-  } else {
-    file = std::make_unique<SafetensorsFile>(source);
-    for (const SafeTensor &t : file->tensors()) {
-      names.push_back(t.name);
-      stored.push_back(t);
-    }
   }
-  // config.json describes exactly the artifact's parameters.
-  std::map<std::string, std::vector<int64_t>> expected = modelParameters(artifact);
+};
+
+/// The tensors of the Hugging Face file: tensors[i] is (slice sliceOf[i]
+/// of) the source's parameter sourceOf[i], in the written dtype.
+struct ExportTensors {
   std::vector<SafeTensor> tensors;
-  std::vector<size_t> sourceOf; // tensors[i] is (slice sliceOf[i] of) stored[sourceOf[i]]
-  std::vector<size_t> sliceOf;
+  std::vector<size_t> sourceOf, sliceOf;
   std::set<DType> dtypes;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (isAdapterTensor(names[i]))
-      fail(source, ": '", names[i], "' is a LoRA adapter; fold the adapters into their weights "
-           "first (llmc merge-lora) and export that file with the artifact compiled without --lora");
-    if (names[i].find('/') != std::string::npos)
+};
+
+/// Checks that the source holds exactly the artifact's parameters (what
+/// config.json describes), each a float tensor of its shape, and names
+/// each tensor as Hugging Face does: a stacked experts' parameter as one
+/// tensor per expert. Written in `target`, or each in its own dtype.
+ExportTensors exportTensors(const ExportSource &in, const std::string &source,
+                            const Artifact &artifact, const std::string &artifactPath,
+                            const std::string &family, std::optional<DType> target) {
+  std::map<std::string, std::vector<int64_t>> expected = modelParameters(artifact);
+  ExportTensors out;
+  for (size_t i = 0; i < in.names.size(); ++i) {
+    const std::string &name = in.names[i];
+    if (isAdapterTensor(name))
+      fail(
+          source, ": '", name,
+          "' is a LoRA adapter; fold the adapters into their weights "
+          "first (llmc merge-lora) and export that file with the artifact compiled without --lora");
+    if (name.find('/') != std::string::npos)
       continue; // a weights file's observer ranges: state, not parameters
-    const SafeTensor &t = stored[i];
-    auto want = expected.find(names[i]);
+    const SafeTensor &t = in.stored[i];
+    auto want = expected.find(name);
     if (want == expected.end())
-      fail(source, ": '", names[i], "' is no parameter of ", artifactPath, "'s model");
+      fail(source, ": '", name, "' is no parameter of ", artifactPath, "'s model");
     if (want->second != t.shape)
-      fail(source, ": '", names[i], "' is ", shapeList(t.shape), " but ", artifactPath,
-           "'s model has ", shapeList(want->second));
+      fail(source, ": '", name, "' is ", shapeList(t.shape), " but ", artifactPath, "'s model has ",
+           shapeList(want->second));
     expected.erase(want);
     if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
-      fail(source, ": '", names[i], "' is ", dtypeName(t.dtype),
+      fail(source, ": '", name, "' is ", dtypeName(t.dtype),
            " (quantized?); Hugging Face models hold float tensors");
-    DType dtype = torchDType.empty() ? t.dtype : target;
-    dtypes.insert(dtype);
-    // One tensor, or a stacked experts' parameter as one tensor per expert.
+    DType dtype = target.value_or(t.dtype);
+    out.dtypes.insert(dtype);
     std::vector<std::string> slices =
-        expertSliceNames(family, names[i], t.shape.empty() ? 0 : t.shape[0]);
+        expertSliceNames(family, name, t.shape.empty() ? 0 : t.shape[0]);
     std::vector<int64_t> shape = t.shape;
     if (!slices.empty())
       shape.erase(shape.begin());
     else
-      slices.push_back(huggingFaceName(family, names[i]));
+      slices.push_back(huggingFaceName(family, name));
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
     for (size_t e = 0; e < slices.size(); ++e) {
-      tensors.push_back(
+      out.tensors.push_back(
           {slices[e], dtype, shape, nullptr, static_cast<size_t>(numel) * dtypeSize(dtype)});
-      sourceOf.push_back(i);
-      sliceOf.push_back(e);
+      out.sourceOf.push_back(i);
+      out.sliceOf.push_back(e);
     }
   }
   if (!expected.empty())
     fail(source, ": no '", expected.begin()->first, "' (a parameter of ", artifactPath,
          "'s model)");
-  if (dtypes.size() > 1)
+  if (out.dtypes.size() > 1)
     fail(source, ": parameters of several dtypes; Hugging Face's torch_dtype names one");
-  // Tensor i's bytes, in the written dtype: the mapped file's own when no
-  // conversion is asked, else a converted copy of its parameter held until
-  // the next parameter (a stacked parameter's slices share one).
-  GlobalTensor current;
-  size_t currentSource = SIZE_MAX;
-  auto wholeBytes = [&](size_t k, DType dtype) -> const uint8_t * {
-    if (file && stored[k].dtype == dtype) {
-      file->checkUnchanged();
-      return static_cast<const uint8_t *>(stored[k].data);
-    }
-    if (k != currentSource) {
-      if (file) {
-        const uint8_t *data = static_cast<const uint8_t *>(stored[k].data);
-        current = {stored[k].dtype, stored[k].shape,
-                   std::vector<uint8_t>(data, data + stored[k].bytes)};
-      } else {
-        current = reader->readParameter(names[k]);
-      }
-      if (current.dtype != dtype)
-        current = convert(current, dtype, names[k]);
-      currentSource = k;
-    }
-    return current.bytes.data();
-  };
-  auto bytesOf = [&](size_t i) -> const void * {
-    return wholeBytes(sourceOf[i], tensors[i].dtype) + sliceOf[i] * tensors[i].bytes;
-  };
+  return out;
+}
 
-  HuggingFaceExport report;
-  report.tensors = static_cast<int64_t>(tensors.size());
-  DType dtype = dtypes.empty() ? DType::F32 : *dtypes.begin();
-  for (const auto &[name, d] : kTorchDTypes)
-    if (d == dtype)
-      report.dtype = name;
+/// What each family's config.json says beyond the shared keys: its
+/// activation, biases, windows and router.
+void setFamilyKeys(json::Value &config, const std::string &family, const Artifact &artifact) {
+  if (family == "gpt2") {
+    config.set("activation_function", json::Value("gelu_new"));
+    return;
+  }
+  if (family == "gemma2" || family == "gemma3_text") {
+    // Both names, as Google's releases write them (Gemma2MLP and Gemma3MLP
+    // read the second).
+    config.set("hidden_act", json::Value("gelu_pytorch_tanh"));
+    config.set("hidden_activation", json::Value("gelu_pytorch_tanh"));
+    config.set("attention_bias", json::Value(false));
+    return;
+  }
+  config.set("hidden_act", json::Value("silu"));
+  if (family == "llama") {
+    config.set("attention_bias", json::Value(false));
+    config.set("mlp_bias", json::Value(false));
+  }
+  const bool qwen3 = family == "qwen3" || family == "qwen3_moe";
+  const bool qwenMoe = family == "qwen2_moe" || family == "qwen3_moe";
+  if (family == "qwen2" || qwenMoe || qwen3)
+    config.set("use_sliding_window", json::Value(false));
+  // No window, as Qwen3's releases write it: transformers 4.51's eager and
+  // sdpa masks apply a non-null sliding_window even with use_sliding_window
+  // off, and Qwen3Config's default is 4096.
+  if (qwen3)
+    config.set("sliding_window", json::Value());
+  if (qwenMoe)
+    config.set("mlp_only_layers", denseLayersJson(artifact));
+  if (family == "mixtral" || qwenMoe)
+    setRouterScoring(config, artifact);
+}
 
+/// config.json for the artifact's model, its tensors `torchDType`.
+json::Value exportConfig(const Artifact &artifact, const std::string &artifactPath,
+                         const std::string &family, const std::string &torchDType) {
   json::Value config = json::Value::object();
   json::Value architectures = json::Value::array();
   architectures.push(json::Value(architectureOf(family)));
@@ -709,34 +734,7 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
                        : key.kind == ConfigKey::Bool ? json::Value(v != 0)
                                                      : json::Value(v));
   }
-  if (family == "gpt2") {
-    config.set("activation_function", json::Value("gelu_new"));
-  } else if (family == "gemma2" || family == "gemma3_text") {
-    // Both names, as Google's releases write them (Gemma2MLP and Gemma3MLP
-    // read the second).
-    config.set("hidden_act", json::Value("gelu_pytorch_tanh"));
-    config.set("hidden_activation", json::Value("gelu_pytorch_tanh"));
-    config.set("attention_bias", json::Value(false));
-  } else {
-    config.set("hidden_act", json::Value("silu"));
-    if (family == "llama") {
-      config.set("attention_bias", json::Value(false));
-      config.set("mlp_bias", json::Value(false));
-    }
-    const bool qwen3 = family == "qwen3" || family == "qwen3_moe";
-    const bool qwenMoe = family == "qwen2_moe" || family == "qwen3_moe";
-    if (family == "qwen2" || qwenMoe || qwen3)
-      config.set("use_sliding_window", json::Value(false));
-    // No window, as Qwen3's releases write it: transformers 4.51's eager and
-    // sdpa masks apply a non-null sliding_window even with use_sliding_window
-    // off, and Qwen3Config's default is 4096.
-    if (qwen3)
-      config.set("sliding_window", json::Value());
-    if (qwenMoe)
-      config.set("mlp_only_layers", denseLayersJson(artifact));
-    if (family == "mixtral" || qwenMoe)
-      setRouterScoring(config, artifact);
-  }
+  setFamilyKeys(config, family, artifact);
   for (const OptionalKey &key : optionalKeys(family)) {
     double v = artifact.metaNumber(std::string("model.") + key.meta, 0);
     bool integral = std::string(key.hf) == "sliding_window";
@@ -756,14 +754,60 @@ HuggingFaceExport exportOrThrow(const std::string &source, const std::string &ar
     scaling.set("rope_type", json::Value(ropeScaling));
     config.set("rope_scaling", scaling);
   }
-  config.set("torch_dtype", json::Value(report.dtype));
+  config.set("torch_dtype", json::Value(torchDType));
+  return config;
+}
+
+HuggingFaceExport exportOrThrow(const std::string &source, const std::string &artifactPath,
+                                const std::string &outDir, const std::string &torchDType) {
+  const std::optional<DType> target = exportDType(torchDType);
+  Artifact artifact = loadArtifact(artifactPath);
+  std::string family = familyOf(artifact, artifactPath);
+  ExportSource in(source);
+  ExportTensors out = exportTensors(in, source, artifact, artifactPath, family, target);
+  // Tensor i's bytes, in the written dtype: the mapped file's own when no
+  // conversion is asked, else a converted copy of its parameter held until
+  // the next parameter (a stacked parameter's slices share one).
+  GlobalTensor current;
+  size_t currentSource = SIZE_MAX;
+  auto wholeBytes = [&](size_t k, DType dtype) -> const uint8_t * {
+    if (in.file && in.stored[k].dtype == dtype) {
+      in.file->checkUnchanged();
+      return static_cast<const uint8_t *>(in.stored[k].data);
+    }
+    if (k != currentSource) {
+      if (in.file) {
+        const uint8_t *data = static_cast<const uint8_t *>(in.stored[k].data);
+        current = {in.stored[k].dtype, in.stored[k].shape,
+                   std::vector<uint8_t>(data, data + in.stored[k].bytes)};
+      } else {
+        current = in.reader->readParameter(in.names[k]);
+      }
+      if (current.dtype != dtype)
+        current = convert(current, dtype, in.names[k]);
+      currentSource = k;
+    }
+    return current.bytes.data();
+  };
+  auto bytesOf = [&](size_t i) -> const void * {
+    return wholeBytes(out.sourceOf[i], out.tensors[i].dtype) +
+           out.sliceOf[i] * out.tensors[i].bytes;
+  };
+
+  HuggingFaceExport report;
+  report.tensors = static_cast<int64_t>(out.tensors.size());
+  DType dtype = out.dtypes.empty() ? DType::F32 : *out.dtypes.begin();
+  for (const auto &[name, d] : kTorchDTypes)
+    if (d == dtype)
+      report.dtype = name;
+  json::Value config = exportConfig(artifact, artifactPath, family, report.dtype);
 
   if (!isDirectory(outDir) && mkdir(outDir.c_str(), 0755) != 0)
     fail("cannot create directory '", outDir, "'");
   // The tensors first: a source that fails while being read leaves no
   // config.json describing a model that is not there.
   // transformers refuses safetensors files whose format is not "pt".
-  writeSafetensors(outDir + "/model.safetensors", tensors, bytesOf, {{"format", "pt"}});
+  writeSafetensors(outDir + "/model.safetensors", out.tensors, bytesOf, {{"format", "pt"}});
   std::string text = config.dump(2) + "\n";
   writeFileAtomic(outDir + "/config.json", text.data(), text.size());
   return report;
