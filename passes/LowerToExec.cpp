@@ -17,10 +17,10 @@
 //     start time and greedy by size (ArenaPlacement.h), so the peak is at
 //     most first-fit's.
 //
-// Each remaining llm op becomes an exec.kernel of the same name. Under
-// target=cuda an attention op cuDNN may run also gets a workspace output,
-// a block of its own live only at that instruction
-// (common/AttentionWorkspace.h).
+// Each remaining llm op becomes an exec.kernel of the same name
+// (passes/lib/ExecKernels.h). Under target=cuda an attention op cuDNN may
+// run also gets a workspace output, a block of its own live only at that
+// instruction (common/AttentionWorkspace.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,17 +28,14 @@
 #include "passes/Passes.h"
 #include "passes/lib/ArenaPlacement.h"
 #include "passes/lib/EntryPoints.h"
+#include "passes/lib/ExecKernels.h"
 #include "passes/lib/Inlining.h"
 #include "passes/lib/Layout.h"
-#include "passes/lib/QATScheme.h"
-
-#include "common/AttentionWorkspace.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <deque>
 #include <map>
@@ -63,79 +60,6 @@ MemRefType memrefOf(Type tensorType) {
 }
 
 int64_t bytesOf(Type tensorType) { return exec::bufferBytes(memrefOf(tensorType)); }
-
-/// The kernels' format number (common/QuantScheme.h) of fp8 codes `v`.
-int64_t fp8FormatOf(Value v) {
-  Type element = cast<RankedTensorType>(v.getType()).getElementType();
-  return static_cast<int64_t>(isa<Float8E5M2Type>(element) ? quant::Format::Fp8E5M2
-                                                           : quant::Format::Fp8E4M3);
-}
-
-/// cuBLASLt multiplies fp8 only with both operands K-major (a [M, K], b
-/// [N, K]): the CUDA qat_matmul_fp8 transposes the others into its
-/// workspace first (16-byte aligned pieces).
-int64_t fp8TransposeBytes(qat::MatmulFp8Op op) {
-  auto bytes = [](Value v) {
-    return (cast<RankedTensorType>(v.getType()).getNumElements() + 255) / 256 * 256;
-  };
-  return (op.getTransposeA() ? bytes(op.getA()) : 0) + (op.getTransposeB() ? 0 : bytes(op.getB()));
-}
-
-/// The workspace the kernel of `op` needs on `target` besides its operands,
-/// in bytes (0: none): under cuda, what cuDNN's attention may need.
-int64_t kernelWorkspaceBytes(Operation &op, StringRef target) {
-  if (target != "cuda")
-    return 0;
-  if (auto fp8 = dyn_cast<qat::MatmulFp8Op>(op))
-    return fp8TransposeBytes(fp8);
-  // Which attention op, whether it has segment ids, and its kv heads (the
-  // packed forms say them in attributes; the others in k's shape).
-  std::optional<bool> segments;
-  bool packed = false, backward = false, rope = false;
-  int64_t heads = 0, kvHeads = 0, window = 0;
-  bool softcap = false;
-  auto unpacked = [&](auto attention, bool isBackward, bool isRope) {
-    segments = static_cast<bool>(attention.getSegmentIds());
-    window = static_cast<int64_t>(attention.getWindow().value_or(0));
-    softcap = static_cast<bool>(attention.getSoftcapAttr());
-    backward = isBackward, rope = isRope;
-  };
-  auto packedForm = [&](auto attention, bool isBackward) {
-    segments = static_cast<bool>(attention.getSegmentIds());
-    window = static_cast<int64_t>(attention.getWindow().value_or(0));
-    softcap = static_cast<bool>(attention.getSoftcapAttr());
-    packed = true, backward = isBackward;
-    heads = static_cast<int64_t>(attention.getHeads());
-    kvHeads = static_cast<int64_t>(attention.getKvHeads());
-  };
-  llvm::TypeSwitch<Operation *>(&op)
-      .Case([&](llm::AttentionOp a) { unpacked(a, false, false); })
-      .Case([&](llm::AttentionGradOp a) { unpacked(a, true, false); })
-      .Case([&](llm::AttentionRopeOp a) { unpacked(a, false, true); })
-      .Case([&](llm::AttentionRopeGradOp a) { unpacked(a, true, true); })
-      .Case([&](llm::AttentionPackedOp a) { packedForm(a, false); })
-      .Case([&](llm::AttentionPackedGradOp a) { packedForm(a, true); });
-  if (!segments)
-    return 0;
-  auto q = cast<RankedTensorType>(op.getOperand(0).getType());
-  contracts::CudnnAttentionShape shape;
-  Type element = q.getElementType();
-  shape.halfPrecision = element.isBF16() || element.isF16();
-  shape.elementBytes = element.getIntOrFloatBitWidth() / 8;
-  shape.backward = backward, shape.rope = rope, shape.segments = *segments;
-  shape.window = window;
-  shape.softcap = softcap;
-  shape.b = q.getDimSize(0), shape.t = q.getDimSize(1);
-  if (packed) {
-    shape.s = shape.t, shape.h = heads, shape.kv = kvHeads;
-    shape.d = q.getDimSize(2) / (heads + 2 * kvHeads);
-  } else {
-    auto k = cast<RankedTensorType>(op.getOperand(1).getType());
-    shape.h = q.getDimSize(2), shape.d = q.getDimSize(3);
-    shape.s = k.getDimSize(1), shape.kv = k.getDimSize(2);
-  }
-  return contracts::cudnnAttentionWorkspaceBytes(shape);
-}
 
 /// A persistent buffer shared by every program (parameter or optimizer state).
 struct Persistent {
@@ -252,6 +176,12 @@ private:
   void planWorkspaces();
   LogicalResult allocate();
   bool isPersistentArg(Value v) const { return persistentArgs.count(v); }
+  /// The exec.buffer of `v` in the program being emitted, declared on
+  /// first use (persistent state once per name and type).
+  Value bufferFor(Value v);
+  /// Emits `op`'s instructions: nothing for a view, an exec collective for
+  /// a dist op, else the kernel it names with its workspace.
+  LogicalResult emitOp(Operation &op);
 
   func::FuncOp func;
   PersistentLayout &persistent;
@@ -311,6 +241,14 @@ private:
   /// a padded head's logits): copied, since an output owns its buffer.
   llvm::DenseSet<Operation *> outputSlices;
   int64_t numOps = 0;
+  /// While emit() runs: where instructions go, the arena's transient base,
+  /// and the buffers declared so far.
+  struct Emission {
+    OpBuilder *builder = nullptr;
+    int64_t base = 0;
+    llvm::DenseMap<Value, Value> buffers;
+    llvm::StringMap<Value> persistentBuffers;
+  } emission;
 };
 
 /// Byte offset of a slice if it reads one contiguous range of its input.
@@ -745,231 +683,17 @@ LogicalResult ProgramLowering::allocateHost(ArrayRef<ClassInfo *> hostBlocks) {
   return success();
 }
 
-/// dist collectives become exec collectives over the same mesh axes; exec
-/// moves whole buffers, so gathers and scatters must work on dimension 0.
-template <typename BufferFor>
-static LogicalResult emitCollective(OpBuilder &pb, Operation *op, BufferFor &bufferFor) {
-  auto dim0 = [&](IntegerAttr dim) -> LogicalResult {
-    if (dim.getInt() != 0)
-      return op->emitOpError("gathers or scatters dimension ")
-             << dim.getInt() << "; the exec lowering supports dimension 0 only";
-    return success();
-  };
-  Location loc = op->getLoc();
-  // One ordered list; llmc-place-streams moves communication to stream 1.
-  constexpr int64_t kOneStream = 0;
-  auto inOut = [&]() {
-    return std::make_pair(bufferFor(op->getOperand(0)), bufferFor(op->getResult(0)));
-  };
-  if (auto c = dyn_cast<dist::AllReduceOp>(op)) {
-    auto [in, out] = inOut();
-    exec::AllReduceOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(), 0, kOneStream);
-  } else if (auto c = dyn_cast<dist::ReduceScatterOp>(op)) {
-    if (failed(dim0(c.getDimAttr())))
-      return failure();
-    auto [in, out] = inOut();
-    exec::ReduceScatterOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(), 0, kOneStream);
-  } else if (auto c = dyn_cast<dist::AllGatherOp>(op)) {
-    if (failed(dim0(c.getDimAttr())))
-      return failure();
-    auto [in, out] = inOut();
-    exec::AllGatherOp::create(pb, loc, in, out, c.getAxes(), "sum", 0, kOneStream);
-  } else if (auto c = dyn_cast<dist::AllSliceOp>(op)) {
-    if (failed(dim0(c.getDimAttr())))
-      return failure();
-    auto [in, out] = inOut();
-    exec::AllSliceOp::create(pb, loc, in, out, c.getAxes(), "sum", 0, kOneStream);
-  } else if (auto c = dyn_cast<dist::AllToAllOp>(op)) {
-    if (failed(dim0(c.getSplitDimAttr())) || failed(dim0(c.getConcatDimAttr())))
-      return failure();
-    auto [in, out] = inOut();
-    exec::AllToAllOp::create(pb, loc, in, out, c.getAxes(), "sum", 0, kOneStream);
-  } else if (auto c = dyn_cast<dist::ReduceOp>(op)) {
-    auto [in, out] = inOut();
-    exec::ReduceOp::create(pb, loc, in, out, c.getAxes(), c.getReduction(),
-                           c.getRootAttr().getInt(), kOneStream);
-  } else if (auto c = dyn_cast<dist::BroadcastOp>(op)) {
-    auto [in, out] = inOut();
-    exec::BroadcastOp::create(pb, loc, in, out, c.getAxes(), "sum", c.getRootAttr().getInt(),
-                              kOneStream);
-  } else if (auto c = dyn_cast<dist::SendOp>(op)) {
-    exec::SendOp::create(pb, loc, bufferFor(c.getInput()), c.getAxis(), c.getShift(), c.getTag(),
-                         kOneStream);
-  } else if (auto c = dyn_cast<dist::RecvOp>(op)) {
-    exec::RecvOp::create(pb, loc, bufferFor(c.getResult()), c.getAxis(), c.getShift(), c.getTag(),
-                         kOneStream);
-  } else {
-    return op->emitOpError("has no exec lowering yet");
-  }
-  return success();
-}
-
-/// Whether `op` makes the rank's first floating-point activations: the
-/// token embedding, or on a later pipeline stage the activations received
-/// from the previous one. Its instruction becomes the fault-injection site.
-static bool isFaultSite(Operation &op) {
-  if (!isa<llm::EmbeddingOp, dist::RecvOp>(op))
-    return false;
-  auto type = dyn_cast<ShapedType>(op.getResult(0).getType());
-  return type && isa<FloatType>(type.getElementType());
-}
-
 LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringRef kind) {
-  Location loc = func.getLoc();
-  auto program = exec::ProgramOp::create(b, loc, programName, kind);
+  auto program = exec::ProgramOp::create(b, func.getLoc(), programName, kind);
   Block *block = new Block();
   program.getBody().push_back(block);
   OpBuilder pb = OpBuilder::atBlockEnd(block);
-  int64_t base = persistent.bytes;
-
-  llvm::DenseMap<Value, Value> buffers;
-  llvm::StringMap<Value> persistentBuffers;
-  auto bufferFor = [&](Value v) -> Value {
-    if (Value existing = buffers.lookup(v))
-      return existing;
-    MemRefType type = memrefOf(v.getType());
-    Value buffer;
-    if (Persistent *p = persistentArgs.lookup(v)) {
-      Value &shared = persistentBuffers[p->name];
-      if (!shared || shared.getType() != type) {
-        auto op = exec::BufferOp::create(pb, v.getLoc(), type, p->offset, pb.getStringAttr(p->name),
-                                         p->category);
-        if (p->param)
-          op->setAttr(llm::kParamAttrName, p->param);
-        // The split describes the state as stored; a view of it in another
-        // shape (a reshape the QAT of experts reads) is the same bytes and
-        // takes it from the state's own declaration.
-        if (p->shard && type == memrefOf(p->type))
-          op->setAttr(kShardAttr, p->shard);
-        shared = op;
-      }
-      buffer = shared;
-    } else {
-      Placement place = placement.lookup(v);
-      ClassInfo &info = classes[place.root];
-      bool owner = place.root == v;
-      StringAttr name = owner && !info.name.empty() ? pb.getStringAttr(info.name) : nullptr;
-      bool host = info.category == kHostActivation;
-      buffer = exec::BufferOp::create(pb, v.getLoc(), type,
-                                      (host ? hostBase : base) + info.offset + place.offset, name,
-                                      host ? StringRef("activation") : StringRef(info.category));
-      if (host)
-        buffer.getDefiningOp()->setAttr(exec::kHostSpaceAttr, pb.getUnitAttr());
-    }
-    buffers[v] = buffer;
-    return buffer;
-  };
+  emission = Emission();
+  emission.builder = &pb;
+  emission.base = persistent.bytes;
 
   // Declare inputs first so the runtime sees them even if unused.
   for (BlockArgument arg : func.getArguments()) bufferFor(arg);
-
-  auto emitOp = [&](Operation &op) -> LogicalResult {
-    if (viewOps.contains(&op)) {
-      bufferFor(op.getResult(0));
-      return success();
-    }
-    if (op.getDialect()->getNamespace() == "dist") {
-      if (failed(emitCollective(pb, &op, bufferFor)))
-        return failure();
-      return success();
-    }
-    StringRef dialect = op.getDialect()->getNamespace();
-    if (dialect != "llm" && dialect != "qat")
-      return op.emitOpError("cannot be lowered to exec (not an llm, qat or dist op)");
-    SmallVector<Value> ins, outs;
-    for (Value operand : op.getOperands()) ins.push_back(bufferFor(operand));
-    for (Value result : op.getResults()) outs.push_back(bufferFor(result));
-    if (auto it = workspaces.find(&op); it != workspaces.end())
-      outs.push_back(exec::BufferOp::create(
-          pb, op.getLoc(), MemRefType::get({it->second.bytes}, pb.getI8Type()),
-          base + it->second.offset, /*name=*/StringAttr(), it->second.category));
-    // llm ops name their kernel; qat ops are "qat_<op>".
-    std::string callee = dialect == "qat" ? ("qat_" + op.getName().stripDialect()).str()
-                                          : op.getName().stripDialect().str();
-    auto kernel = exec::KernelOp::create(pb, op.getLoc(), callee, ins, outs);
-    // Codes reach the kernel as bytes: their format travels beside them.
-    if (std::optional<int64_t> format = llm::cacheCodeFormat(&op))
-      kernel->setAttr("format", pb.getI64IntegerAttr(*format));
-    if (auto fp8 = dyn_cast<qat::MatmulFp8Op>(op)) {
-      kernel->setAttr("a_format", pb.getI64IntegerAttr(fp8FormatOf(fp8.getA())));
-      kernel->setAttr("b_format", pb.getI64IntegerAttr(fp8FormatOf(fp8.getB())));
-    } else if (auto grouped = dyn_cast<qat::GroupedMatmulFp8Op>(op)) {
-      kernel->setAttr("x_format", pb.getI64IntegerAttr(fp8FormatOf(grouped.getX())));
-      kernel->setAttr("w_format", pb.getI64IntegerAttr(fp8FormatOf(grouped.getW())));
-    } else if (auto grad = dyn_cast<qat::GroupedMatmulWeightGradFp8Op>(op)) {
-      kernel->setAttr("x_format", pb.getI64IntegerAttr(fp8FormatOf(grad.getX())));
-      kernel->setAttr("dy_format", pb.getI64IntegerAttr(fp8FormatOf(grad.getDy())));
-    }
-    // Rank-dependent terms travel with the kernel; their targets must be
-    // explicit even where the op leaves them at the default (0).
-    if (Attribute terms = op.getAttr(dist::DistDialect::kRankOffsetsAttrName)) {
-      kernel->setAttr(dist::DistDialect::kRankOffsetsAttrName, terms);
-      for (auto term : cast<ArrayAttr>(terms).getAsRange<dist::RankOffsetAttr>())
-        if (!op.getAttr(term.getAttr()))
-          kernel->setAttr(term.getAttr(), pb.getI64IntegerAttr(0));
-    }
-    for (NamedAttribute attr : op.getAttrDictionary()) {
-      StringRef name = attr.getName().getValue();
-      if (name.contains('.'))
-        continue;
-      Attribute value = attr.getValue();
-      // Which optional operands are present: two optional operands of one
-      // type (attention_rope's positions and segment ids) cannot be told
-      // apart by the number of inputs alone.
-      if (name == "operandSegmentSizes") {
-        ArrayRef<int32_t> sizes = cast<DenseI32ArrayAttr>(value).asArrayRef();
-        kernel->setAttr("operand_segments",
-                        pb.getDenseI64ArrayAttr(SmallVector<int64_t>(sizes.begin(), sizes.end())));
-        continue;
-      }
-      // A result type (multi_tensor_adamw's cast_type): the output buffers
-      // carry it.
-      if (isa<TypeAttr>(value))
-        continue;
-      if (isa<UnitAttr>(value))
-        value = pb.getI64IntegerAttr(1);
-      else if (auto b = dyn_cast<BoolAttr>(value))
-        value = pb.getI64IntegerAttr(b.getValue());
-      else if (auto i = dyn_cast<IntegerAttr>(value))
-        value = pb.getI64IntegerAttr(i.getInt());
-      else if (auto f = dyn_cast<FloatAttr>(value))
-        value = pb.getF64FloatAttr(f.getValueAsDouble());
-      else if (auto text = dyn_cast<StringAttr>(value);
-               text && kernelStringAttr(name, text.getValue()))
-        value = pb.getI64IntegerAttr(*kernelStringAttr(name, text.getValue()));
-      else if (auto scheme = dyn_cast<qat::SchemeAttr>(value)) {
-        // The kernels' integer encoding (common/QuantScheme.h).
-        quant::Scheme k = kernelScheme(scheme);
-        kernel->setAttr("format", pb.getI64IntegerAttr(static_cast<int64_t>(k.format)));
-        kernel->setAttr("granularity", pb.getI64IntegerAttr(static_cast<int64_t>(k.granularity)));
-        kernel->setAttr("axis", pb.getI64IntegerAttr(k.axis));
-        kernel->setAttr("block", pb.getI64IntegerAttr(k.block));
-        kernel->setAttr("symmetric", pb.getI64IntegerAttr(k.symmetric));
-        // A threshold only where there is one: absent reads as none.
-        if (k.outlier > 0)
-          kernel->setAttr("outlier", pb.getF64FloatAttr(k.outlier));
-        // Delayed scaling's history update (common/DelayedScaling.h).
-        if (scheme.getObserver() == "delayed") {
-          kernel->setAttr("margin", pb.getI64IntegerAttr(scheme.getMargin()));
-          kernel->setAttr("most_recent", pb.getI64IntegerAttr(scheme.getAlgo() == "most_recent"));
-        }
-        continue;
-      } else if (!isa<DenseI64ArrayAttr>(value))
-        return op.emitOpError("attribute '") << name << "' has no kernel encoding";
-      kernel->setAttr(name, value);
-    }
-    return success();
-  };
-  // Every instruction names the part of the step it belongs to — its
-  // pipeline action, or the microbatch's forward or backward — for traces.
-  auto actionOf = [&](Operation &op) -> StringAttr {
-    if (auto action = op.getAttrOfType<StringAttr>(kActionAttr))
-      return action;
-    auto mb = op.getAttrOfType<IntegerAttr>(kMicrobatchAttr);
-    if (!mb)
-      return {};
-    return pb.getStringAttr((op.hasAttr(kBackwardAttr) ? "B" : "F") + Twine(mb.getInt()));
-  };
   bool faultSitePlaced = false;
   for (Operation &op : func.getBody().front().without_terminator()) {
     Operation *last = block->empty() ? nullptr : &block->back();
@@ -981,17 +705,78 @@ LogicalResult ProgramLowering::emit(OpBuilder &b, StringRef programName, StringR
       emitted->setAttr(exec::kFaultSiteAttr, pb.getUnitAttr());
       faultSitePlaced = true;
     }
-    StringAttr action = actionOf(op);
-    if (!action)
+    // Every instruction names the part of the step it belongs to, for traces.
+    StringAttr part = stepPartOf(op, pb);
+    if (!part)
       continue;
     for (Operation *it = last ? last->getNextNode() : &block->front(); it; it = it->getNextNode())
       if (!isa<exec::BufferOp>(it))
-        it->setAttr(exec::kActionAttr, action);
+        it->setAttr(exec::kActionAttr, part);
   }
   // Outputs that are views of nothing computed here (none today) would need
   // a copy; make sure every output has its buffer declared.
   for (Value v : func.getBody().front().getTerminator()->getOperands()) bufferFor(v);
+  emission = Emission();
   return success();
+}
+
+Value ProgramLowering::bufferFor(Value v) {
+  if (Value existing = emission.buffers.lookup(v))
+    return existing;
+  OpBuilder &pb = *emission.builder;
+  MemRefType type = memrefOf(v.getType());
+  Value buffer;
+  if (Persistent *p = persistentArgs.lookup(v)) {
+    Value &shared = emission.persistentBuffers[p->name];
+    if (!shared || shared.getType() != type) {
+      auto op = exec::BufferOp::create(pb, v.getLoc(), type, p->offset, pb.getStringAttr(p->name),
+                                       p->category);
+      if (p->param)
+        op->setAttr(llm::kParamAttrName, p->param);
+      // The split describes the state as stored; a view of it in another
+      // shape (a reshape the QAT of experts reads) is the same bytes and
+      // takes it from the state's own declaration.
+      if (p->shard && type == memrefOf(p->type))
+        op->setAttr(kShardAttr, p->shard);
+      shared = op;
+    }
+    buffer = shared;
+  } else {
+    Placement place = placement.lookup(v);
+    ClassInfo &info = classes[place.root];
+    bool owner = place.root == v;
+    StringAttr name = owner && !info.name.empty() ? pb.getStringAttr(info.name) : nullptr;
+    bool host = info.category == kHostActivation;
+    buffer = exec::BufferOp::create(
+        pb, v.getLoc(), type, (host ? hostBase : emission.base) + info.offset + place.offset, name,
+        host ? StringRef("activation") : StringRef(info.category));
+    if (host)
+      buffer.getDefiningOp()->setAttr(exec::kHostSpaceAttr, pb.getUnitAttr());
+  }
+  emission.buffers[v] = buffer;
+  return buffer;
+}
+
+LogicalResult ProgramLowering::emitOp(Operation &op) {
+  OpBuilder &pb = *emission.builder;
+  if (viewOps.contains(&op)) {
+    bufferFor(op.getResult(0));
+    return success();
+  }
+  StringRef dialect = op.getDialect()->getNamespace();
+  if (dialect == "dist")
+    return emitCollective(pb, &op, [&](Value v) { return bufferFor(v); });
+  if (dialect != "llm" && dialect != "qat")
+    return op.emitOpError("cannot be lowered to exec (not an llm, qat or dist op)");
+  SmallVector<Value> ins, outs;
+  for (Value operand : op.getOperands()) ins.push_back(bufferFor(operand));
+  for (Value result : op.getResults()) outs.push_back(bufferFor(result));
+  if (auto it = workspaces.find(&op); it != workspaces.end())
+    outs.push_back(exec::BufferOp::create(
+        pb, op.getLoc(), MemRefType::get({it->second.bytes}, pb.getI8Type()),
+        emission.base + it->second.offset, /*name=*/StringAttr(), it->second.category));
+  auto kernel = exec::KernelOp::create(pb, op.getLoc(), kernelName(op), ins, outs);
+  return setKernelAttributes(op, kernel, pb);
 }
 
 struct LowerToExecPass : llmc::impl::LowerToExecBase<LowerToExecPass> {
