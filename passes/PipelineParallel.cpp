@@ -703,6 +703,95 @@ LogicalResult Splitter::emitStage(int s, ModuleOp into) {
 
 namespace {
 
+/// The layers of @forward in order, with their FLOPs; the embedding's go
+/// to `before` (the first chunk), the head's and loss's to `after` (the
+/// last). A layer is an llm.block, or the run of ops a flattened one left
+/// tagged with its name (ZeRO-3 flattens @forward to place its gathers).
+struct LayerCosts {
+  SmallVector<std::string> blocks;
+  SmallVector<double> cost;
+  double before = 0, after = 0;
+};
+
+LayerCosts layerCostsOf(func::FuncOp forward) {
+  LayerCosts layers;
+  bool seenBlock = false;
+  for (Operation &op : forward.getBody().front()) {
+    StringRef name;
+    if (auto block = dyn_cast<llm::BlockOp>(op))
+      name = block.getName();
+    else if (auto tag = op.getAttrOfType<StringAttr>(kBlockNameAttr))
+      name = tag.getValue();
+    if (name.empty()) {
+      (seenBlock ? layers.after : layers.before) += flopsOf(&op);
+      continue;
+    }
+    if (layers.blocks.empty() || layers.blocks.back() != name) {
+      layers.blocks.push_back(name.str());
+      layers.cost.push_back(0);
+    }
+    layers.cost.back() += flopsOf(&op);
+    seenBlock = true;
+  }
+  return layers;
+}
+
+/// Gives each layer its chunk, `counts[c]` layers to chunk c in order;
+/// returns the layout as text ("h.0-h.1|h.2-h.3").
+std::string assignChunks(ArrayRef<std::string> blocks, ArrayRef<int> counts,
+                         llvm::StringMap<int> &blockChunk) {
+  std::string layoutText;
+  for (int c = 0, next = 0; c < static_cast<int>(counts.size()); ++c) {
+    layoutText += (c ? "|" : "") + blocks[next];
+    if (counts[c] > 1)
+      layoutText += "-" + blocks[next + counts[c] - 1];
+    for (int k = 0; k < counts[c]; ++k) blockChunk[blocks[next++]] = c;
+  }
+  return layoutText;
+}
+
+/// The microbatches of @train_step: the leading dimension of its 3-D
+/// input; 1 without a training step.
+int microbatchesOf(ModuleOp module) {
+  func::FuncOp step = lookupFunc(module, "train_step");
+  if (!step)
+    return 1;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto role = step.getArgAttrOfType<StringAttr>(i, kRoleAttr);
+    auto t = cast<RankedTensorType>(step.getArgument(i).getType());
+    if (role && role.getValue() == "input" && t.getRank() == 3)
+      return static_cast<int>(t.getDimSize(0));
+  }
+  return 1;
+}
+
+/// One nested module per stage, run by the ranks at that pp coordinate,
+/// each with a copy of the mesh.
+SmallVector<ModuleOp> createStageModules(ModuleOp module, dist::MeshOp mesh, int64_t p,
+                                         OpBuilder &b) {
+  Mesh ranksMesh;
+  int ppIndex = 0;
+  for (auto [i, name, size] :
+       llvm::enumerate(mesh.getAxes().getAsValueRange<StringAttr>(), mesh.getShape())) {
+    ranksMesh.push_back({name.str(), static_cast<int>(size)});
+    if (name == kAxis)
+      ppIndex = static_cast<int>(i);
+  }
+  SmallVector<ModuleOp> stages;
+  for (int s = 0; s < p; ++s) {
+    SmallVector<int64_t> ranks;
+    for (int r = 0; r < mesh.numRanks(); ++r)
+      if (meshCoordinates(ranksMesh, r)[ppIndex] == s)
+        ranks.push_back(r);
+    auto stage = ModuleOp::create(b, module.getLoc(), ("stage" + Twine(s)).str());
+    stage->setAttr(kStageRanksAttr, b.getDenseI64ArrayAttr(ranks));
+    OpBuilder inner(stage.getBody(), stage.getBody()->begin());
+    inner.clone(*mesh);
+    stages.push_back(stage);
+  }
+  return stages;
+}
+
 struct PipelineParallelPass : llmc::impl::PipelineParallelBase<PipelineParallelPass> {
   using PipelineParallelBase::PipelineParallelBase;
 
@@ -729,62 +818,21 @@ struct PipelineParallelPass : llmc::impl::PipelineParallelBase<PipelineParallelP
       error() << "no @forward to take the layers from";
       return signalPassFailure();
     }
-
-    // The layers in order, with their cost; the embedding's cost goes to
-    // the first chunk, the head's and loss's to the last.
-    SmallVector<std::string> blocks;
-    SmallVector<double> cost;
-    double before = 0, after = 0;
-    bool seenBlock = false;
-    // A layer is an llm.block, or the run of ops a flattened one left
-    // tagged with its name (ZeRO-3 flattens @forward to place its gathers).
-    for (Operation &op : forward.getBody().front()) {
-      StringRef name;
-      if (auto block = dyn_cast<llm::BlockOp>(op))
-        name = block.getName();
-      else if (auto tag = op.getAttrOfType<StringAttr>(kBlockNameAttr))
-        name = tag.getValue();
-      if (name.empty()) {
-        (seenBlock ? after : before) += flopsOf(&op);
-        continue;
-      }
-      if (blocks.empty() || blocks.back() != name) {
-        blocks.push_back(name.str());
-        cost.push_back(0);
-      }
-      cost.back() += flopsOf(&op);
-      seenBlock = true;
-    }
+    LayerCosts layers = layerCostsOf(forward);
     int chunks = static_cast<int>(p) * v;
-    if (static_cast<int>(blocks.size()) < chunks) {
-      error() << blocks.size() << " layers cannot fill " << chunks << " model chunks (" << p
+    if (static_cast<int>(layers.blocks.size()) < chunks) {
+      error() << layers.blocks.size() << " layers cannot fill " << chunks << " model chunks (" << p
               << " stages x " << v << " virtual stages)";
       return signalPassFailure();
     }
-    FailureOr<SmallVector<int>> counts = layerCounts(cost, before, after, chunks);
+    FailureOr<SmallVector<int>> counts =
+        layerCounts(layers.cost, layers.before, layers.after, chunks);
     if (failed(counts))
       return signalPassFailure();
     llvm::StringMap<int> blockChunk;
-    std::string layoutText;
-    for (int c = 0, next = 0; c < chunks; ++c) {
-      layoutText += (c ? "|" : "") + blocks[next];
-      if ((*counts)[c] > 1)
-        layoutText += "-" + blocks[next + (*counts)[c] - 1];
-      for (int k = 0; k < (*counts)[c]; ++k)
-        blockChunk[blocks[next++]] = c;
-    }
+    std::string layoutText = assignChunks(layers.blocks, *counts, blockChunk);
 
-    func::FuncOp step = lookupFunc(module, "train_step");
-    int m = 1;
-    if (step)
-      for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-        auto role = step.getArgAttrOfType<StringAttr>(i, kRoleAttr);
-        auto t = cast<RankedTensorType>(step.getArgument(i).getType());
-        if (role && role.getValue() == "input" && t.getRank() == 3) {
-          m = static_cast<int>(t.getDimSize(0));
-          break;
-        }
-      }
+    int m = microbatchesOf(module);
     pipeline::Spec spec{kind, static_cast<int>(p), m, v};
     std::string why;
     std::vector<std::vector<Action>> order = pipeline::buildSchedule(spec, why);
@@ -794,53 +842,11 @@ struct PipelineParallelPass : llmc::impl::PipelineParallelBase<PipelineParallelP
     }
     pipeline::Stats stats = pipeline::simulate(spec, order);
 
-    // One nested module per stage, run by the ranks at that pp coordinate.
-    Mesh ranksMesh;
-    int ppIndex = 0;
-    for (auto [i, name, size] : llvm::enumerate(mesh.getAxes().getAsValueRange<StringAttr>(),
-                                               mesh.getShape())) {
-      ranksMesh.push_back({name.str(), static_cast<int>(size)});
-      if (name == kAxis)
-        ppIndex = static_cast<int>(i);
-    }
     OpBuilder b(module.getContext());
     b.setInsertionPointToEnd(module.getBody());
-    SmallVector<ModuleOp> stages;
-    for (int s = 0; s < p; ++s) {
-      SmallVector<int64_t> ranks;
-      for (int r = 0; r < mesh.numRanks(); ++r)
-        if (meshCoordinates(ranksMesh, r)[ppIndex] == s)
-          ranks.push_back(r);
-      auto stage = ModuleOp::create(b, module.getLoc(), ("stage" + Twine(s)).str());
-      stage->setAttr(kStageRanksAttr, b.getDenseI64ArrayAttr(ranks));
-      OpBuilder inner(stage.getBody(), stage.getBody()->begin());
-      inner.clone(*mesh);
-      stages.push_back(stage);
-    }
-
-    llvm::StringMap<uint64_t> homeOfName;
-    int64_t nextTag = 1;
-    for (StringRef name : {"train_step", "forward", "logits"}) {
-      func::FuncOp f = lookupFunc(module, name);
-      if (!f)
-        continue;
-      flattenBlocks(f);
-      bool training = name == "train_step";
-      Splitter splitter(f, static_cast<int>(p), v, blockChunk, order, training, homeOfName,
-                        nextTag);
-      if (failed(splitter.classify(training && kind == pipeline::Kind::ZeroBubble)))
-        return signalPassFailure();
-      if (training || homeOfName.empty())
-        splitter.recordHomes(homeOfName);
-      splitter.plan();
-      for (int s = 0; s < p; ++s)
-        if (failed(splitter.emitStage(s, stages[s])))
-          return signalPassFailure();
-    }
-    // Calibration is not staged: a pipeline artifact has no @calibrate.
-    for (const EntryPoint &entry : kEntryPoints)
-      if (func::FuncOp f = lookupFunc(module, entry.function))
-        f.erase();
+    SmallVector<ModuleOp> stages = createStageModules(module, mesh, p, b);
+    if (failed(splitEntryPoints(module, stages, v, blockChunk, order, kind)))
+      return signalPassFailure();
 
     SmallVector<Attribute> actions, inFlight;
     for (int s = 0; s < p; ++s) {
@@ -859,6 +865,39 @@ struct PipelineParallelPass : llmc::impl::PipelineParallelBase<PipelineParallelP
                         b.getNamedAttr("in_flight", b.getArrayAttr(inFlight)),
                         b.getNamedAttr("actions", b.getArrayAttr(actions)),
                     }));
+  }
+
+  /// Splits @train_step, @forward and @logits into the stages' modules
+  /// (names placed where the training step puts them), then erases the
+  /// entry points: calibration is not staged, a pipeline artifact has no
+  /// @calibrate.
+  LogicalResult splitEntryPoints(ModuleOp module, ArrayRef<ModuleOp> stages, int v,
+                                 const llvm::StringMap<int> &blockChunk,
+                                 const std::vector<std::vector<Action>> &order,
+                                 pipeline::Kind kind) {
+    const int p = static_cast<int>(stages.size());
+    llvm::StringMap<uint64_t> homeOfName;
+    int64_t nextTag = 1;
+    for (StringRef name : {"train_step", "forward", "logits"}) {
+      func::FuncOp f = lookupFunc(module, name);
+      if (!f)
+        continue;
+      flattenBlocks(f);
+      bool training = name == "train_step";
+      Splitter splitter(f, p, v, blockChunk, order, training, homeOfName, nextTag);
+      if (failed(splitter.classify(training && kind == pipeline::Kind::ZeroBubble)))
+        return failure();
+      if (training || homeOfName.empty())
+        splitter.recordHomes(homeOfName);
+      splitter.plan();
+      for (int s = 0; s < p; ++s)
+        if (failed(splitter.emitStage(s, stages[s])))
+          return failure();
+    }
+    for (const EntryPoint &entry : kEntryPoints)
+      if (func::FuncOp f = lookupFunc(module, entry.function))
+        f.erase();
+    return success();
   }
 
   /// Layers per chunk: `stage-layout` when given, else a contiguous split
