@@ -183,31 +183,25 @@ quant::QuantizedTensor quantizeExperts(const GptqRequest &request, const std::st
   return q;
 }
 
-void run(const GptqRequest &request, GptqResult &result) {
-  if (request.batches <= 0)
-    fail("--batches must be at least 1 (got ", request.batches, ")");
-  Artifact artifact = loadArtifact(request.artifact, 0);
-  if (artifact.worldSize != 1 || artifact.backend != "cpu")
-    fail(request.artifact, ": GPTQ calibration runs a one-rank CPU artifact");
-  const ProgramInfo *eval = artifact.program("eval");
-  if (!eval)
-    fail(request.artifact, ": has no eval program to run calibration batches through");
+using Weights = std::map<std::string, Weight>;
 
-  // The weights and the matmuls that read them.
-  std::map<std::string, Weight> weights;
+/// The requested weights and the matmuls of @eval that read them.
+Weights findWeightSites(const GptqRequest &request, const Artifact &artifact,
+                        const ProgramInfo &eval) {
+  Weights weights;
   for (const GptqRequest::Tensor &t : request.tensors) weights[t.name].want = &t;
   for (const ParameterInfo &p : artifact.parameters)
     if (auto it = weights.find(p.name); it != weights.end()) it->second.param = &p;
-  for (size_t i = 0; i < eval->instructions.size(); ++i) {
-    const InstructionInfo &inst = eval->instructions[i];
+  for (size_t i = 0; i < eval.instructions.size(); ++i) {
+    const InstructionInfo &inst = eval.instructions[i];
     const bool grouped = inst.kernel == "grouped_matmul";
     if (inst.kind != InstructionKind::Kernel || (inst.kernel != "matmul" && !grouped) ||
         inst.inputs.size() < (grouped ? 3u : 2u))
       continue;
-    auto it = weights.find(eval->buffers[inst.inputs[grouped ? 2 : 1]].name);
+    auto it = weights.find(eval.buffers[inst.inputs[grouped ? 2 : 1]].name);
     if (it == weights.end())
       continue;
-    const BufferInfo &x = eval->buffers[inst.inputs[0]];
+    const BufferInfo &x = eval.buffers[inst.inputs[0]];
     if ((inst.attrs.hasInt("transpose_a") && inst.attrs.getInt("transpose_a")) ||
         x.dtype != DType::F32)
       fail(request.artifact, ": eval instruction ", i, " (", inst.location,
@@ -217,6 +211,12 @@ void run(const GptqRequest &request, GptqResult &result) {
     it->second.sites.push_back(
         {i, inst.inputs[0], grouped ? inst.inputs[1] : kNoOffsets, transposeB ? 1 : 0});
   }
+  return weights;
+}
+
+/// Each weight is a whole fp32 matrix (or stack of experts' matrices) read
+/// by matmuls of one kind and one orientation.
+void checkWeights(const GptqRequest &request, const Weights &weights) {
   for (auto &[name, w] : weights) {
     if (!w.param || w.sites.empty())
       fail("'", name, "' is not the weight of a matmul in ", request.artifact, "'s eval program");
@@ -236,8 +236,12 @@ void run(const GptqRequest &request, GptqResult &result) {
       if (s.inputAxis != w.sites.front().inputAxis)
         fail("'", name, "' is read by matmuls in two orientations");
   }
+}
 
-  // Stages: weights whose matmuls read the same inputs, in program order.
+/// Stages: the weights whose matmuls read the same inputs, in program
+/// order (a stage is calibrated on what the stages before it made of
+/// their weights).
+std::vector<std::vector<std::string>> stagesOf(const Weights &weights) {
   std::map<std::vector<uint32_t>, std::vector<std::string>> byInputs;
   std::vector<std::pair<size_t, std::vector<uint32_t>>> order;
   for (auto &[name, w] : weights) {
@@ -249,77 +253,115 @@ void run(const GptqRequest &request, GptqResult &result) {
     if (fresh) order.push_back({w.sites.front().instruction, inputs});
   }
   std::sort(order.begin(), order.end());
-  result.stages = static_cast<int64_t>(order.size());
+  std::vector<std::vector<std::string>> stages;
+  for (const auto &[first, inputs] : order) stages.push_back(byInputs.at(inputs));
+  return stages;
+}
 
-  // The model, its weights and the calibration data (the training part of
-  // it, split as llmc-run splits --data, so validation stays unseen).
-  std::unique_ptr<ExecutionDevice> device = makeCpuDevice(artifact.memory.arenaBytes);
-  std::unique_ptr<Communicator> comm = makeSingleRankCommunicator();
-  const Arena &arena = device->hostArena();
-  uint64_t seed = static_cast<uint64_t>(artifact.metaNumber("seed", 1337));
-  initializeFromWeights(request.weights, artifact, arena, seed, 0);
-  BoundProgram program(*eval, *device, *comm, 0);
-  TensorView tokens = program.view("tokens"), targets = program.view("targets");
-  const int64_t T = tokens.dim(-1), rows = tokens.numel() / T;
-  Dataset data = openDataset(request.calibration);
-  if (data.shards.size() > 1)
-    holdOutShards(data, 1, request.calibration);
-  else
-    holdOutTail(data, T);
-  int64_t vocab = static_cast<int64_t>(artifact.metaNumber("model.vocab_size", 0));
-  if (vocab)
-    checkVocabulary(data, vocab);
-  DataLoader loader(data, T, seed, vocab);
-  result.tokens = request.batches * rows * T;
+/// The model bound to a CPU device with its weights, and the calibration
+/// data (the training part of it, split as llmc-run splits --data, so
+/// validation stays unseen).
+struct Calibration {
+  std::unique_ptr<ExecutionDevice> device;
+  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<BoundProgram> program;
+  TensorView tokens, targets;
+  int64_t rows = 0;
+  Dataset data;
+  std::unique_ptr<DataLoader> loader; ///< reads `data`
 
-  auto paramData = [&](const ParameterInfo &p) {
-    return reinterpret_cast<float *>(arena.base() + p.offset);
-  };
-  int64_t stageIndex = 0;
-  for (const auto &[first, inputs] : order) {
-    const std::vector<std::string> &names = byInputs.at(inputs);
-    ++stageIndex;
+  Calibration(const GptqRequest &request, const Artifact &artifact, const ProgramInfo &eval) {
+    device = makeCpuDevice(artifact.memory.arenaBytes);
+    comm = makeSingleRankCommunicator();
+    uint64_t seed = static_cast<uint64_t>(artifact.metaNumber("seed", 1337));
+    initializeFromWeights(request.weights, artifact, device->hostArena(), seed, 0);
+    program = std::make_unique<BoundProgram>(eval, *device, *comm, 0);
+    tokens = program->view("tokens"), targets = program->view("targets");
+    const int64_t T = tokens.dim(-1);
+    rows = tokens.numel() / T;
+    data = openDataset(request.calibration);
+    if (data.shards.size() > 1)
+      holdOutShards(data, 1, request.calibration);
+    else
+      holdOutTail(data, T);
+    int64_t vocab = static_cast<int64_t>(artifact.metaNumber("model.vocab_size", 0));
+    if (vocab)
+      checkVocabulary(data, vocab);
+    loader = std::make_unique<DataLoader>(data, T, seed, vocab);
+  }
+
+  float *values(const ParameterInfo &p) const {
+    return reinterpret_cast<float *>(device->hostArena().base() + p.offset);
+  }
+};
+
+/// Runs the calibration batches and returns H per input buffer of the
+/// stage's matmuls (every weight of a stage reads the same ones), one per
+/// expert; a dense input is one expert holding every row.
+std::map<uint32_t, quant::ExpertHessians>
+collectHessians(const GptqRequest &request, const Artifact &artifact, const Weights &weights,
+                const std::vector<std::string> &names, Calibration &c) {
+  std::map<uint32_t, quant::ExpertHessians> hessians;
+  // An input read by several matmuls of the stage (q, k and v; gate and
+  // up) counts its rows once per batch.
+  std::map<size_t, const Site *> watched;
+  std::set<uint32_t> seen;
+  for (const std::string &n : names)
+    for (const Site &s : weights.at(n).sites) watched[s.instruction] = &s;
+  BoundProgram &program = *c.program;
+  program.setInstructionObserver([&](size_t i) {
+    auto it = watched.find(i);
+    if (it == watched.end() || !seen.insert(it->second->input).second)
+      return;
+    const Site &site = *it->second;
+    TensorView x = program.bufferView(site.input);
+    const int64_t K = x.dim(-1), rows = x.numel() / K;
+    std::vector<int64_t> offsets{0, rows};
+    if (site.offsets != kNoOffsets)
+      offsets = offsetsOf(program.bufferView(site.offsets));
+    std::string why =
+        quant::accumulateExpertHessians(x.as<float>(), rows, K, offsets, hessians[site.input]);
+    if (!why.empty())
+      fail(request.artifact, ": eval instruction ", i, ": ", why);
+  });
+  for (int64_t b = 0; b < request.batches; ++b) {
+    c.loader->fill(b, c.rows, 0, c.rows, c.tokens.as<int32_t>(), c.targets.as<int32_t>());
+    fillPackedInputs(program, c.tokens, docSeparator(artifact));
+    seen.clear();
+    program.run(StepContext{});
+  }
+  program.setInstructionObserver({});
+  return hessians;
+}
+
+void run(const GptqRequest &request, GptqResult &result) {
+  if (request.batches <= 0)
+    fail("--batches must be at least 1 (got ", request.batches, ")");
+  Artifact artifact = loadArtifact(request.artifact, 0);
+  if (artifact.worldSize != 1 || artifact.backend != "cpu")
+    fail(request.artifact, ": GPTQ calibration runs a one-rank CPU artifact");
+  const ProgramInfo *eval = artifact.program("eval");
+  if (!eval)
+    fail(request.artifact, ": has no eval program to run calibration batches through");
+  const Weights weights = findWeightSites(request, artifact, *eval);
+  checkWeights(request, weights);
+  const std::vector<std::vector<std::string>> stages = stagesOf(weights);
+  result.stages = static_cast<int64_t>(stages.size());
+  Calibration calibration(request, artifact, *eval);
+  result.tokens = request.batches * calibration.rows * calibration.tokens.dim(-1);
+  for (size_t stage = 0; stage < stages.size(); ++stage) {
+    const std::vector<std::string> &names = stages[stage];
     if (request.progress) {
       std::ostringstream line;
-      line << "stage " << stageIndex << "/" << order.size() << ":";
+      line << "stage " << stage + 1 << "/" << stages.size() << ":";
       for (const std::string &n : names) line << " " << n;
       request.progress(line.str());
     }
-    // H per input buffer (every weight of the stage reads the same ones),
-    // one per expert; a dense input is one expert holding every row.
-    std::map<uint32_t, quant::ExpertHessians> hessians;
-    // An input read by several matmuls of the stage (q, k and v; gate and
-    // up) counts its rows once per batch.
-    std::map<size_t, const Site *> watched;
-    std::set<uint32_t> seen;
-    for (const std::string &n : names)
-      for (const Site &s : weights.at(n).sites) watched[s.instruction] = &s;
-    program.setInstructionObserver([&](size_t i) {
-      auto it = watched.find(i);
-      if (it == watched.end() || !seen.insert(it->second->input).second)
-        return;
-      const Site &site = *it->second;
-      TensorView x = program.bufferView(site.input);
-      const int64_t K = x.dim(-1), rows = x.numel() / K;
-      std::vector<int64_t> offsets{0, rows};
-      if (site.offsets != kNoOffsets)
-        offsets = offsetsOf(program.bufferView(site.offsets));
-      std::string why =
-          quant::accumulateExpertHessians(x.as<float>(), rows, K, offsets, hessians[site.input]);
-      if (!why.empty())
-        fail(request.artifact, ": eval instruction ", i, ": ", why);
-    });
-    for (int64_t b = 0; b < request.batches; ++b) {
-      loader.fill(b, rows, 0, rows, tokens.as<int32_t>(), targets.as<int32_t>());
-      fillPackedInputs(program, tokens, docSeparator(artifact));
-      seen.clear();
-      program.run(StepContext{});
-    }
-    program.setInstructionObserver({});
-
+    std::map<uint32_t, quant::ExpertHessians> hessians =
+        collectHessians(request, artifact, weights, names, calibration);
     for (const std::string &n : names) {
       const Weight &w = weights.at(n);
-      float *values = paramData(*w.param);
+      float *values = calibration.values(*w.param);
       if (hessians.empty())
         fail("'", n, "': the matmul reading it did not run in ", request.artifact,
              "'s eval program");
