@@ -227,9 +227,145 @@ FailureOr<Grads> moeExchangeVJP(OpBuilder &b, Operation *op, Value dy, ArrayRef<
 
 } // namespace
 
-// NOLINTNEXTLINE(readability-function-size): one case per op
-FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRef<Value> dys,
-                                            ArrayRef<bool> need) {
+namespace {
+
+FailureOr<Grads> noRule(OpBuilder &, Operation *op, ArrayRef<Value>, ArrayRef<bool>) {
+  return op->emitOpError("has no VJP rule; autodiff cannot differentiate it");
+}
+
+/// dist collectives.
+FailureOr<Grads> distVJP(OpBuilder &b, Operation *op, ArrayRef<Value> dys, ArrayRef<bool> need) {
+  Location loc = op->getLoc();
+  Value dy = dys.empty() ? Value() : dys[0];
+  return TypeSwitch<Operation *, FailureOr<Grads>>(op)
+      // Collectives, in the SPMD convention that a replicated value's
+      // gradient is replicated and a sharded computation's contribution to
+      // a replicated input is partial (Megatron's f and g).
+      .Case([&](dist::AllReduceOp c) -> FailureOr<Grads> {
+        if (c.getReduction() != "sum")
+          return c.emitOpError("has a VJP only for reduction \"sum\"");
+        return Grads{dy};
+      })
+      .Case([&](dist::ReplicateOp c) -> FailureOr<Grads> {
+        return Grads{dist::AllReduceOp::create(b, loc, dy.getType(), dy, c.getMeshAttr(),
+                                               c.getAxes(), b.getStringAttr("sum"))};
+      })
+      .Case([&](dist::AllGatherOp c) -> FailureOr<Grads> {
+        if (c.getReplicatedGrad())
+          return Grads{dist::AllSliceOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
+                                                c.getAxes(), c.getDimAttr())};
+        return Grads{dist::ReduceScatterOp::create(b, loc, c.getInput().getType(), dy,
+                                                   c.getMeshAttr(), c.getAxes(), c.getDimAttr(),
+                                                   b.getStringAttr("sum"))};
+      })
+      .Case([&](dist::ReduceScatterOp c) -> FailureOr<Grads> {
+        if (c.getReduction() != "sum")
+          return c.emitOpError("has a VJP only for reduction \"sum\"");
+        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
+                                               c.getAxes(), c.getDimAttr())};
+      })
+      .Case([&](dist::AllSliceOp c) -> FailureOr<Grads> {
+        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
+                                               c.getAxes(), c.getDimAttr())};
+      })
+      .Case([&](dist::AllToAllOp c) -> FailureOr<Grads> {
+        // The chunks go back where they came from.
+        return Grads{dist::AllToAllOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
+                                              c.getAxes(), c.getConcatDimAttr(),
+                                              c.getSplitDimAttr())};
+      })
+      .Default([&](Operation *other) { return noRule(b, other, dys, need); });
+}
+
+/// qat ops: fake quantization and its statistics.
+FailureOr<Grads> qatVJP(OpBuilder &b, Operation *op, ArrayRef<Value> dys, ArrayRef<bool> need) {
+  Location loc = op->getLoc();
+  Value dy = dys.empty() ? Value() : dys[0];
+  return TypeSwitch<Operation *, FailureOr<Grads>>(op)
+      // Fake quantization: the straight-through estimator, zero where x was
+      // clipped (outlier columns pass dy whole); ranges and per-column
+      // ranges are statistics and get no gradient.
+      // Under delayed scaling dy passes whole, as through a Transformer
+      // Engine fp8 GEMM: its backward reads the saturated operand and masks
+      // nothing. An fp8 format with minmax ranges clips nothing (its range
+      // is the tensor's amax, or a wider one combined over ranks), so dy
+      // passes whole there too, and x is not kept for the backward.
+      .Case([&](qat::FakeQuantOp q) -> FailureOr<Grads> {
+        Grads grads(q->getNumOperands());
+        qat::SchemeAttr scheme = q.getScheme();
+        bool fp8 = scheme.getFormat().starts_with("fp8_");
+        grads[0] = scheme.getObserver() == "delayed" || (fp8 && scheme.getObserver() == "minmax")
+                       ? dy
+                       : qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy,
+                                                      q.getColumns(), q.getScheme())
+                             .getResult();
+        return grads;
+      })
+      // fp8 training's dY: the gradient itself is fake-quantized, with the
+      // range of the whole tensor (combined over the ranks holding pieces),
+      // or under delayed scaling with the range of dY's amax history, into
+      // which this step's range is recorded.
+      .Case([&](qat::QuantizeGradOp q) -> FailureOr<Grads> {
+        Grads grads(q->getNumOperands());
+        if (q.getOffsets()) {
+          grads[0] = fakeQuantRowGroups(b, loc, dy, q.getOffsets(), q.getScheme(), q.getAxes(),
+                                        q.getState(), q.getBatchRanks());
+          return grads;
+        }
+        Value range = rangeOverAxes(
+            b, loc, qat::ObserveOp::create(b, loc, dy, Value(), q.getScheme()), q.getAxes());
+        if (Value state = q.getState())
+          range = delayedRange(b, loc, state, range, q.getScheme(), q.getBatchRanks());
+        grads[0] = qat::FakeQuantOp::create(b, loc, dy, range, Value(), q.getScheme());
+        return grads;
+      })
+      .Case([&](qat::DelayedRangeOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
+      .Case([&](qat::AmaxHistoryOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
+      .Case([&](qat::ObserveOp o) -> FailureOr<Grads> { return Grads(o->getNumOperands()); })
+      .Case([&](qat::GroupRangesOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
+      .Case([&](qat::RowRangesOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
+      .Case([&](qat::EmaOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
+      .Default([&](Operation *other) { return distVJP(b, other, dys, need); });
+}
+
+/// llm ops that move or reshape values, and the loss.
+FailureOr<Grads> llmShapeVJP(OpBuilder &b, Operation *op, ArrayRef<Value> dys,
+                             ArrayRef<bool> need) {
+  Location loc = op->getLoc();
+  Value dy = dys.empty() ? Value() : dys[0];
+  return TypeSwitch<Operation *, FailureOr<Grads>>(op)
+      .Case([&](CrossEntropyOp ce) -> FailureOr<Grads> {
+        return Grads{CrossEntropyGradOp::create(b, loc, ce.getLogits(), ce.getTargets(), dy,
+                                                ce.getIgnoreIndex(), ce.getNumClasses()),
+                     Value()};
+      })
+      .Case([&](ReshapeOp r) -> FailureOr<Grads> {
+        return Grads{ReshapeOp::create(b, loc, r.getX().getType(), dy)};
+      })
+      .Case([&](TransposeOp t) -> FailureOr<Grads> {
+        ArrayRef<int64_t> perm = t.getPermutation();
+        SmallVector<int64_t> inverse(perm.size());
+        for (auto [i, p] : llvm::enumerate(perm)) inverse[p] = i;
+        return Grads{TransposeOp::create(b, loc, t.getX().getType(), dy, inverse)};
+      })
+      .Case([&](SliceOp s) -> FailureOr<Grads> {
+        return Grads{PadOp::create(b, loc, s.getX().getType(), dy, s.getOffsets())};
+      })
+      .Case([&](PadOp p) -> FailureOr<Grads> {
+        return Grads{SliceOp::create(b, loc, p.getX().getType(), dy, p.getOffsets())};
+      })
+      .Case([&](ConcatOp c) { return concatVJP(b, c, dy, need); })
+      .Case([&](ReduceSumOp r) -> FailureOr<Grads> {
+        // Broadcast back: zeros of the input's shape plus dy (add broadcasts).
+        Value zeros = FillOp::create(b, loc, r.getX().getType(), APFloat(0.0));
+        return Grads{AddOp::create(b, loc, zeros, dy)};
+      })
+      .Case([&](FillOp) -> FailureOr<Grads> { return Grads{}; })
+      .Default([&](Operation *other) { return qatVJP(b, other, dys, need); });
+}
+
+/// llm ops that compute: products, elementwise, norms, attention, experts.
+FailureOr<Grads> llmVJP(OpBuilder &b, Operation *op, ArrayRef<Value> dys, ArrayRef<bool> need) {
   Location loc = op->getLoc();
   Value dy = dys.empty() ? Value() : dys[0];
   return TypeSwitch<Operation *, FailureOr<Grads>>(op)
@@ -325,113 +461,12 @@ FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRe
           grads[2] = ScaleOp::create(b, loc, dy, r.getZScaleAttr().getValue());
         return grads;
       })
-      .Case([&](CrossEntropyOp ce) -> FailureOr<Grads> {
-        return Grads{CrossEntropyGradOp::create(b, loc, ce.getLogits(), ce.getTargets(), dy,
-                                                ce.getIgnoreIndex(), ce.getNumClasses()),
-                     Value()};
-      })
-      .Case([&](ReshapeOp r) -> FailureOr<Grads> {
-        return Grads{ReshapeOp::create(b, loc, r.getX().getType(), dy)};
-      })
-      .Case([&](TransposeOp t) -> FailureOr<Grads> {
-        ArrayRef<int64_t> perm = t.getPermutation();
-        SmallVector<int64_t> inverse(perm.size());
-        for (auto [i, p] : llvm::enumerate(perm)) inverse[p] = i;
-        return Grads{TransposeOp::create(b, loc, t.getX().getType(), dy, inverse)};
-      })
-      .Case([&](SliceOp s) -> FailureOr<Grads> {
-        return Grads{PadOp::create(b, loc, s.getX().getType(), dy, s.getOffsets())};
-      })
-      .Case([&](PadOp p) -> FailureOr<Grads> {
-        return Grads{SliceOp::create(b, loc, p.getX().getType(), dy, p.getOffsets())};
-      })
-      .Case([&](ConcatOp c) { return concatVJP(b, c, dy, need); })
-      .Case([&](ReduceSumOp r) -> FailureOr<Grads> {
-        // Broadcast back: zeros of the input's shape plus dy (add broadcasts).
-        Value zeros = FillOp::create(b, loc, r.getX().getType(), APFloat(0.0));
-        return Grads{AddOp::create(b, loc, zeros, dy)};
-      })
-      .Case([&](FillOp) -> FailureOr<Grads> { return Grads{}; })
-      // Fake quantization: the straight-through estimator, zero where x was
-      // clipped (outlier columns pass dy whole); ranges and per-column
-      // ranges are statistics and get no gradient.
-      // Under delayed scaling dy passes whole, as through a Transformer
-      // Engine fp8 GEMM: its backward reads the saturated operand and masks
-      // nothing. An fp8 format with minmax ranges clips nothing (its range
-      // is the tensor's amax, or a wider one combined over ranks), so dy
-      // passes whole there too, and x is not kept for the backward.
-      .Case([&](qat::FakeQuantOp q) -> FailureOr<Grads> {
-        Grads grads(q->getNumOperands());
-        qat::SchemeAttr scheme = q.getScheme();
-        bool fp8 = scheme.getFormat().starts_with("fp8_");
-        grads[0] = scheme.getObserver() == "delayed" || (fp8 && scheme.getObserver() == "minmax")
-                       ? dy
-                       : qat::FakeQuantGradOp::create(b, loc, q.getX(), q.getRange(), dy,
-                                                      q.getColumns(), q.getScheme())
-                             .getResult();
-        return grads;
-      })
-      // fp8 training's dY: the gradient itself is fake-quantized, with the
-      // range of the whole tensor (combined over the ranks holding pieces),
-      // or under delayed scaling with the range of dY's amax history, into
-      // which this step's range is recorded.
-      .Case([&](qat::QuantizeGradOp q) -> FailureOr<Grads> {
-        Grads grads(q->getNumOperands());
-        if (q.getOffsets()) {
-          grads[0] = fakeQuantRowGroups(b, loc, dy, q.getOffsets(), q.getScheme(), q.getAxes(),
-                                        q.getState(), q.getBatchRanks());
-          return grads;
-        }
-        Value range = rangeOverAxes(
-            b, loc, qat::ObserveOp::create(b, loc, dy, Value(), q.getScheme()), q.getAxes());
-        if (Value state = q.getState())
-          range = delayedRange(b, loc, state, range, q.getScheme(), q.getBatchRanks());
-        grads[0] = qat::FakeQuantOp::create(b, loc, dy, range, Value(), q.getScheme());
-        return grads;
-      })
-      .Case([&](qat::DelayedRangeOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
-      .Case([&](qat::AmaxHistoryOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
-      .Case([&](qat::ObserveOp o) -> FailureOr<Grads> { return Grads(o->getNumOperands()); })
-      .Case([&](qat::GroupRangesOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
-      .Case([&](qat::RowRangesOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
-      .Case([&](qat::EmaOp) -> FailureOr<Grads> { return Grads{Value(), Value()}; })
-      // Collectives, in the SPMD convention that a replicated value's
-      // gradient is replicated and a sharded computation's contribution to
-      // a replicated input is partial (Megatron's f and g).
-      .Case([&](dist::AllReduceOp c) -> FailureOr<Grads> {
-        if (c.getReduction() != "sum")
-          return c.emitOpError("has a VJP only for reduction \"sum\"");
-        return Grads{dy};
-      })
-      .Case([&](dist::ReplicateOp c) -> FailureOr<Grads> {
-        return Grads{dist::AllReduceOp::create(b, loc, dy.getType(), dy, c.getMeshAttr(),
-                                               c.getAxes(), b.getStringAttr("sum"))};
-      })
-      .Case([&](dist::AllGatherOp c) -> FailureOr<Grads> {
-        if (c.getReplicatedGrad())
-          return Grads{dist::AllSliceOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
-                                                c.getAxes(), c.getDimAttr())};
-        return Grads{dist::ReduceScatterOp::create(b, loc, c.getInput().getType(), dy,
-                                                   c.getMeshAttr(), c.getAxes(), c.getDimAttr(),
-                                                   b.getStringAttr("sum"))};
-      })
-      .Case([&](dist::ReduceScatterOp c) -> FailureOr<Grads> {
-        if (c.getReduction() != "sum")
-          return c.emitOpError("has a VJP only for reduction \"sum\"");
-        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
-                                               c.getAxes(), c.getDimAttr())};
-      })
-      .Case([&](dist::AllSliceOp c) -> FailureOr<Grads> {
-        return Grads{dist::AllGatherOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
-                                               c.getAxes(), c.getDimAttr())};
-      })
-      .Case([&](dist::AllToAllOp c) -> FailureOr<Grads> {
-        // The chunks go back where they came from.
-        return Grads{dist::AllToAllOp::create(b, loc, c.getInput().getType(), dy, c.getMeshAttr(),
-                                              c.getAxes(), c.getConcatDimAttr(),
-                                              c.getSplitDimAttr())};
-      })
-      .Default([&](Operation *other) -> FailureOr<Grads> {
-        return other->emitOpError("has no VJP rule; autodiff cannot differentiate it");
-      });
+      .Default([&](Operation *other) { return llmShapeVJP(b, other, dys, need); });
+}
+
+} // namespace
+
+FailureOr<SmallVector<Value>> llmc::emitVJP(OpBuilder &b, Operation *op, ArrayRef<Value> dys,
+                                            ArrayRef<bool> need) {
+  return llmVJP(b, op, dys, need);
 }
