@@ -356,9 +356,9 @@ ProgramInfo decodeProgram(const fb::Program *p, const std::string &file,
   return program;
 }
 
-} // namespace
-
-Artifact loadArtifact(const std::string &path, int rank) {
+/// The artifact file's bytes, checked: its identifier, the FlatBuffers
+/// verifier and the content hash.
+std::vector<uint8_t> readVerified(const std::string &path) {
   std::ifstream file(path, std::ios::binary);
   if (!file)
     fail("cannot open artifact '", path, "'");
@@ -369,37 +369,25 @@ Artifact loadArtifact(const std::string &path, int rank) {
   flatbuffers::Verifier verifier(bytes.data(), bytes.size());
   if (!fb::VerifyArtifactBuffer(verifier))
     fail(path, ": corrupt artifact (FlatBuffers verification failed)");
-
   const fb::Artifact *root = fb::GetArtifact(bytes.data());
-  Artifact artifact;
-  artifact.path = path;
-  artifact.schemaVersion = root->schema_version();
-  if (artifact.schemaVersion / 100 != kArtifactSchemaVersion / 100)
-    fail(path, ": schema_version ", artifact.schemaVersion,
-         " is not compatible with this runtime (", kArtifactSchemaVersion, ")");
-  artifact.contentHash = root->content_hash();
-  {
-    std::vector<uint8_t> copy = bytes;
-    fb::GetMutableArtifact(copy.data())->mutate_content_hash(0);
-    uint64_t actual = fnv1a64(copy.data(), copy.size());
-    if (actual != artifact.contentHash)
-      fail(path, ": content_hash mismatch (stored ", artifact.contentHash, ", computed ",
-           actual, "): the file was modified or truncated");
-  }
-  artifact.producer = str(root->producer());
-  artifact.backend = str(root->backend());
-  if (artifact.backend != "cpu" && artifact.backend != "cuda")
-    fail(path, ": unknown backend '", artifact.backend, "'");
-  if (root->mesh())
-    for (const fb::MeshAxis *axis : *root->mesh())
-      artifact.mesh.push_back({axis->name()->str(), axis->size()});
-  artifact.worldSize = root->world_size();
-  if (artifact.worldSize < 1)
-    fail(path, ": world_size must be >= 1, got ", artifact.worldSize);
-  if (root->metadata())
-    for (const fb::KeyValue *kv : *root->metadata())
-      artifact.metadata[kv->key()->str()] = str(kv->value());
+  const uint32_t version = root->schema_version();
+  if (version / 100 != kArtifactSchemaVersion / 100)
+    fail(path, ": schema_version ", version, " is not compatible with this runtime (",
+         kArtifactSchemaVersion, ")");
+  std::vector<uint8_t> copy = bytes;
+  fb::GetMutableArtifact(copy.data())->mutate_content_hash(0);
+  uint64_t actual = fnv1a64(copy.data(), copy.size());
+  if (actual != root->content_hash())
+    fail(path, ": content_hash mismatch (stored ", root->content_hash(), ", computed ", actual,
+         "): the file was modified or truncated");
+  return bytes;
+}
 
+/// Every role's ranks and persistent buffers (pipeline stages hold
+/// different parameters; checkpoints index them all) into `artifact`;
+/// returns the role of `rank`.
+const fb::Role *decodeRoles(const fb::Artifact *root, const std::string &path, int rank,
+                            Artifact &artifact) {
   const fb::Role *role = nullptr;
   if (root->roles())
     for (const fb::Role *candidate : *root->roles()) {
@@ -407,8 +395,6 @@ Artifact loadArtifact(const std::string &path, int rank) {
       for (int r : ranks)
         if (r == rank)
           role = candidate;
-      // Every role's persistent buffers (pipeline stages hold different
-      // parameters; checkpoints index them all).
       RoleState state;
       state.ranks = ranks;
       uint64_t arena = candidate->memory() ? candidate->memory()->arena_bytes() : 0;
@@ -424,18 +410,20 @@ Artifact loadArtifact(const std::string &path, int rank) {
     }
   if (!role)
     fail(path, ": no role for rank ", rank, " (world size ", artifact.worldSize, ")");
-  artifact.ranks = vec(role->ranks());
-  if (!role->memory())
-    fail(path, ": role of rank ", rank, " has no memory plan");
-  const fb::MemoryPlan *plan = role->memory();
-  artifact.memory.arenaBytes = plan->arena_bytes();
-  artifact.memory.persistentBytes = plan->persistent_bytes();
-  artifact.memory.peakBytes = plan->peak_bytes();
-  artifact.memory.hostBytes = plan->host_bytes();
-  artifact.memory.hostOptimizerStateBytes = plan->host_optimizer_state_bytes();
-  artifact.memory.hostActivationsBytes = plan->host_activations_bytes();
-  artifact.memory.hostWeightsBytes = plan->host_weights_bytes();
-  const MemoryPlanInfo &m = artifact.memory;
+  return role;
+}
+
+/// A role's memory plan; its host parts must fit in host_bytes, and
+/// host_bytes beside the arena.
+MemoryPlanInfo decodeMemoryPlan(const fb::MemoryPlan *plan, const std::string &path) {
+  MemoryPlanInfo m;
+  m.arenaBytes = plan->arena_bytes();
+  m.persistentBytes = plan->persistent_bytes();
+  m.peakBytes = plan->peak_bytes();
+  m.hostBytes = plan->host_bytes();
+  m.hostOptimizerStateBytes = plan->host_optimizer_state_bytes();
+  m.hostActivationsBytes = plan->host_activations_bytes();
+  m.hostWeightsBytes = plan->host_weights_bytes();
   // Each part no larger than what the parts before it left of host_bytes.
   uint64_t left = m.hostBytes;
   bool partsFit = true;
@@ -450,47 +438,83 @@ Artifact loadArtifact(const std::string &path, int rank) {
          m.arenaBytes, " bytes");
   if (plan->breakdown())
     for (const fb::MemoryCategory *c : *plan->breakdown())
-      artifact.memory.breakdown.push_back({c->name()->str(), c->bytes()});
+      m.breakdown.push_back({c->name()->str(), c->bytes()});
   if (plan->category_peaks())
     for (const fb::MemoryCategory *c : *plan->category_peaks())
-      artifact.memory.categoryPeaks[c->name()->str()] = c->bytes();
+      m.categoryPeaks[c->name()->str()] = c->bytes();
   if (plan->gradient_peak_parts())
     for (const fb::MemoryCategory *c : *plan->gradient_peak_parts())
-      artifact.memory.gradientPeakParts[c->name()->str()] = c->bytes();
+      m.gradientPeakParts[c->name()->str()] = c->bytes();
   if (plan->activations_by_microbatch())
     for (const fb::MemoryCategory *c : *plan->activations_by_microbatch())
-      artifact.memory.activationsByMicrobatch[std::atoll(c->name()->c_str())] = c->bytes();
+      m.activationsByMicrobatch[std::atoll(c->name()->c_str())] = c->bytes();
   if (plan->saved_per_layer()) {
     for (const fb::MemoryCategory *c : *plan->saved_per_layer())
-      artifact.memory.savedPerLayer.push_back({c->name()->str(), c->bytes()});
-    std::sort(artifact.memory.savedPerLayer.begin(), artifact.memory.savedPerLayer.end(),
+      m.savedPerLayer.push_back({c->name()->str(), c->bytes()});
+    std::sort(m.savedPerLayer.begin(), m.savedPerLayer.end(),
               [](const auto &a, const auto &b) { return naturalLess(a.first, b.first); });
   }
+  return m;
+}
+
+/// One parameter of a role: its buffer within the arena (or, for
+/// streamed generation weights, host memory) and an init the runtime has.
+ParameterInfo decodeParameter(const fb::Parameter *p, const std::string &path,
+                              const MemoryPlanInfo &memory) {
+  ParameterInfo info;
+  info.name = p->name()->str();
+  const std::string where = path + ": parameter '" + info.name + "'";
+  info.shape = vec(p->shape());
+  info.dtype = dtypeOf(p->dtype(), where);
+  info.offset = p->offset();
+  info.init = str(p->init());
+  info.scale = p->scale();
+  info.trainable = p->trainable();
+  info.shard = shardOf(p, info.shape, where);
+  // Streamed generation weights (--device-memory) live in host memory.
+  checkPlacement(info.shape, info.dtype, info.offset, memory.arenaBytes + memory.hostBytes, where);
+  if (info.init != "normal" && info.init != "uniform" && info.init != "zeros" &&
+      info.init != "ones")
+    fail(path, ": parameter '", info.name, "' has unknown init '", info.init, "'");
+  return info;
+}
+
+} // namespace
+
+Artifact loadArtifact(const std::string &path, int rank) {
+  const std::vector<uint8_t> bytes = readVerified(path);
+  const fb::Artifact *root = fb::GetArtifact(bytes.data());
+  Artifact artifact;
+  artifact.path = path;
+  artifact.schemaVersion = root->schema_version();
+  artifact.contentHash = root->content_hash();
+  artifact.producer = str(root->producer());
+  artifact.backend = str(root->backend());
+  if (artifact.backend != "cpu" && artifact.backend != "cuda")
+    fail(path, ": unknown backend '", artifact.backend, "'");
+  if (root->mesh())
+    for (const fb::MeshAxis *axis : *root->mesh())
+      artifact.mesh.push_back({axis->name()->str(), axis->size()});
+  artifact.worldSize = root->world_size();
+  if (artifact.worldSize < 1)
+    fail(path, ": world_size must be >= 1, got ", artifact.worldSize);
+  if (root->metadata())
+    for (const fb::KeyValue *kv : *root->metadata())
+      artifact.metadata[kv->key()->str()] = str(kv->value());
+
+  const fb::Role *role = decodeRoles(root, path, rank, artifact);
+  artifact.ranks = vec(role->ranks());
+  if (!role->memory())
+    fail(path, ": role of rank ", rank, " has no memory plan");
+  artifact.memory = decodeMemoryPlan(role->memory(), path);
   if (!role->programs() || role->programs()->size() == 0)
     fail(path, ": role of rank ", rank, " has no programs");
   for (const fb::Program *p : *role->programs())
     artifact.programs.push_back(
         decodeProgram(p, path, artifact.memory.arenaBytes, artifact.memory.hostBytes));
   if (role->parameters())
-    for (const fb::Parameter *p : *role->parameters()) {
-      ParameterInfo info;
-      info.name = p->name()->str();
-      info.shape = vec(p->shape());
-      info.dtype = dtypeOf(p->dtype(), path + ": parameter '" + info.name + "'");
-      info.offset = p->offset();
-      info.init = str(p->init());
-      info.scale = p->scale();
-      info.trainable = p->trainable();
-      info.shard = shardOf(p, info.shape, path + ": parameter '" + info.name + "'");
-      // Streamed generation weights (--device-memory) live in host memory.
-      checkPlacement(info.shape, info.dtype, info.offset,
-                     artifact.memory.arenaBytes + artifact.memory.hostBytes,
-                     path + ": parameter '" + info.name + "'");
-      if (info.init != "normal" && info.init != "uniform" && info.init != "zeros" &&
-          info.init != "ones")
-        fail(path, ": parameter '", info.name, "' has unknown init '", info.init, "'");
-      artifact.parameters.push_back(std::move(info));
-    }
+    for (const fb::Parameter *p : *role->parameters())
+      artifact.parameters.push_back(decodeParameter(p, path, artifact.memory));
   return artifact;
 }
 
