@@ -60,90 +60,35 @@ private:
   FailureOr<flatbuffers::Offset<fb::Role>> role(ModuleOp roleModule,
                                                 const std::vector<int32_t> &ranks);
   FailureOr<flatbuffers::Offset<fb::Program>> program(exec::ProgramOp op);
-  FailureOr<flatbuffers::Offset<fb::Instruction>>
-  instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index);
-
-  ModuleOp module;
-  ModuleOp current; ///< the role being written
-  flatbuffers::FlatBufferBuilder fbb;
-  std::vector<flatbuffers::Offset<fb::Parameter>> parameters; ///< of the current role
-  llvm::StringSet<> seenParameters;
-};
-
-FailureOr<flatbuffers::Offset<fb::Instruction>>
-Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index) {
-  auto buffers = [&](ValueRange values) {
+  using Index = llvm::DenseMap<Value, uint32_t>;
+  using InstructionOffset = flatbuffers::Offset<fb::Instruction>;
+  /// What every instruction records: where it came from, the step's part
+  /// it belongs to, whether it is the fault-injection site.
+  struct Origin {
+    flatbuffers::Offset<flatbuffers::String> location, action;
+    bool faultSite = false;
+  };
+  FailureOr<InstructionOffset> instruction(Operation *op, const Index &index);
+  FailureOr<InstructionOffset> kernelInstruction(exec::KernelOp kernel, const Index &index,
+                                                 const Origin &origin);
+  flatbuffers::Offset<flatbuffers::Vector<uint32_t>> bufferList(ValueRange values,
+                                                                const Index &index) {
     std::vector<uint32_t> out;
     for (Value v : values)
       out.push_back(index.lookup(v));
     return fbb.CreateVector(out);
-  };
-  std::vector<flatbuffers::Offset<fb::IntAttr>> ints;
-  std::vector<flatbuffers::Offset<fb::FloatAttr>> floats;
-  std::vector<flatbuffers::Offset<fb::IntsAttr>> arrays;
-  auto location = fbb.CreateString(locationString(op->getLoc()));
-  auto actionAttr = op->getAttrOfType<StringAttr>(exec::kActionAttr);
-  auto action = fbb.CreateString(actionAttr ? actionAttr.getValue().str() : "");
-  bool faultSite = op->hasAttr(exec::kFaultSiteAttr);
-
-  if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
-    std::vector<flatbuffers::Offset<fb::RankOffset>> rankOffsets;
-    if (auto terms = kernel->getAttrOfType<ArrayAttr>(dist::DistDialect::kRankOffsetsAttrName))
-      for (auto term : terms.getAsRange<dist::RankOffsetAttr>()) {
-        std::vector<flatbuffers::Offset<flatbuffers::String>> axes;
-        for (StringRef axis : term.getAxes().getAsValueRange<StringAttr>())
-          axes.push_back(fbb.CreateString(axis.str()));
-        auto attrName = fbb.CreateString(term.getAttr().getValue().str());
-        rankOffsets.push_back(fb::CreateRankOffset(fbb, attrName,
-                                                   static_cast<int32_t>(term.getIndex()),
-                                                   fbb.CreateVector(axes), term.getStride()));
-      }
-    for (NamedAttribute attr : kernel->getDiscardableAttrs()) {
-      if (attr.getName() == dist::DistDialect::kRankOffsetsAttrName ||
-          attr.getName() == exec::kActionAttr || attr.getName() == exec::kFaultSiteAttr ||
-          attr.getName() == exec::kOnHostAttr)
-        continue;
-      auto name = fbb.CreateString(attr.getName().getValue().str());
-      if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
-        ints.push_back(fb::CreateIntAttr(fbb, name, i.getInt()));
-      else if (auto f = dyn_cast<FloatAttr>(attr.getValue()))
-        floats.push_back(fb::CreateFloatAttr(fbb, name, f.getValueAsDouble()));
-      else if (auto a = dyn_cast<DenseI64ArrayAttr>(attr.getValue()))
-        arrays.push_back(fb::CreateIntsAttr(
-            fbb, name, fbb.CreateVector(std::vector<int64_t>(a.asArrayRef()))));
-      else
-        return kernel.emitOpError("attribute '")
-               << attr.getName().getValue() << "' cannot be serialized";
-    }
-    auto ins = buffers(kernel.getInputs()), outs = buffers(kernel.getOutputs());
-    auto callee = fbb.CreateString(kernel.getCallee().str());
-    auto intsV = fbb.CreateVector(ints);
-    auto floatsV = fbb.CreateVector(floats);
-    auto arraysV = fbb.CreateVector(arrays);
-    auto rankOffsetsV = fbb.CreateVector(rankOffsets);
-    fb::InstructionBuilder b(fbb);
-    b.add_kind(fb::OpKind::Kernel);
-    b.add_kernel(callee);
-    b.add_inputs(ins);
-    b.add_outputs(outs);
-    b.add_ints(intsV);
-    b.add_floats(floatsV);
-    b.add_arrays(arraysV);
-    b.add_rank_offsets(rankOffsetsV);
-    b.add_stream(kernel.getStream());
-    b.add_location(location);
-    b.add_action(action);
-    b.add_fault_site(faultSite);
-    b.add_on_host(kernel->hasAttr(exec::kOnHostAttr));
-    return b.Finish();
   }
+  /// A kernel's rank-dependent attribute terms.
+  std::vector<flatbuffers::Offset<fb::RankOffset>> rankOffsets(exec::KernelOp kernel);
 
-  auto collective = [&](auto c, fb::OpKind kind) -> flatbuffers::Offset<fb::Instruction> {
+  template <typename Collective>
+  InstructionOffset collective(Collective c, fb::OpKind kind, const Index &index,
+                               const Origin &origin) {
     std::vector<flatbuffers::Offset<flatbuffers::String>> group;
     for (Attribute axis : c.getGroup())
       group.push_back(fbb.CreateString(cast<StringAttr>(axis).getValue().str()));
     auto groupV = fbb.CreateVector(group);
-    auto ins = buffers(c->getOperand(0)), outs = buffers(c->getOperand(1));
+    auto ins = bufferList(c->getOperand(0), index), outs = bufferList(c->getOperand(1), index);
     auto reduction = fbb.CreateString(c.getReduction().str());
     fb::InstructionBuilder b(fbb);
     b.add_kind(kind);
@@ -153,13 +98,16 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_reduction(reduction);
     b.add_root(c.getRoot());
     b.add_stream(c.getStream());
-    b.add_location(location);
-    b.add_action(action);
+    b.add_location(origin.location);
+    b.add_action(origin.action);
     b.add_on_host(c->hasAttr(exec::kOnHostAttr));
     return b.Finish();
-  };
-  auto p2p = [&](auto c, fb::OpKind kind) -> flatbuffers::Offset<fb::Instruction> {
-    auto buf = buffers(c->getOperand(0));
+  }
+
+  template <typename PointToPoint>
+  InstructionOffset pointToPoint(PointToPoint c, fb::OpKind kind, const Index &index,
+                                 const Origin &origin) {
+    auto buf = bufferList(c->getOperand(0), index);
     auto axis = fbb.CreateString(c.getAxis().str());
     fb::InstructionBuilder b(fbb);
     b.add_kind(kind);
@@ -169,33 +117,113 @@ Writer::instruction(Operation *op, const llvm::DenseMap<Value, uint32_t> &index)
     b.add_tag(c.getTag());
     b.add_stream(c.getStream());
     b.add_channel(c.getChannel());
-    b.add_location(location);
-    b.add_action(action);
-    b.add_fault_site(faultSite);
+    b.add_location(origin.location);
+    b.add_action(origin.action);
+    b.add_fault_site(origin.faultSite);
     return b.Finish();
-  };
-  auto event = [&](auto e, fb::OpKind kind) -> flatbuffers::Offset<fb::Instruction> {
+  }
+
+  template <typename Event>
+  InstructionOffset event(Event e, fb::OpKind kind, const Origin &origin) {
     fb::InstructionBuilder b(fbb);
     b.add_kind(kind);
     b.add_event(e.getEvent());
     b.add_stream(e.getStream());
-    b.add_location(location);
-    b.add_action(action);
+    b.add_location(origin.location);
+    b.add_action(origin.action);
     return b.Finish();
-  };
-  return TypeSwitch<Operation *, FailureOr<flatbuffers::Offset<fb::Instruction>>>(op)
-      .Case([&](exec::AllReduceOp c) { return collective(c, fb::OpKind::AllReduce); })
-      .Case([&](exec::AllGatherOp c) { return collective(c, fb::OpKind::AllGather); })
-      .Case([&](exec::ReduceScatterOp c) { return collective(c, fb::OpKind::ReduceScatter); })
-      .Case([&](exec::BroadcastOp c) { return collective(c, fb::OpKind::Broadcast); })
-      .Case([&](exec::ReduceOp c) { return collective(c, fb::OpKind::Reduce); })
-      .Case([&](exec::AllToAllOp c) { return collective(c, fb::OpKind::AllToAll); })
-      .Case([&](exec::AllSliceOp c) { return collective(c, fb::OpKind::AllSlice); })
+  }
+
+  ModuleOp module;
+  ModuleOp current; ///< the role being written
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<fb::Parameter>> parameters; ///< of the current role
+  llvm::StringSet<> seenParameters;
+};
+
+std::vector<flatbuffers::Offset<fb::RankOffset>> Writer::rankOffsets(exec::KernelOp kernel) {
+  std::vector<flatbuffers::Offset<fb::RankOffset>> terms;
+  if (auto attr = kernel->getAttrOfType<ArrayAttr>(dist::DistDialect::kRankOffsetsAttrName))
+    for (auto term : attr.getAsRange<dist::RankOffsetAttr>()) {
+      std::vector<flatbuffers::Offset<flatbuffers::String>> axes;
+      for (StringRef axis : term.getAxes().getAsValueRange<StringAttr>())
+        axes.push_back(fbb.CreateString(axis.str()));
+      auto attrName = fbb.CreateString(term.getAttr().getValue().str());
+      terms.push_back(fb::CreateRankOffset(fbb, attrName, static_cast<int32_t>(term.getIndex()),
+                                           fbb.CreateVector(axes), term.getStride()));
+    }
+  return terms;
+}
+
+FailureOr<Writer::InstructionOffset>
+Writer::kernelInstruction(exec::KernelOp kernel, const Index &index, const Origin &origin) {
+  std::vector<flatbuffers::Offset<fb::RankOffset>> terms = rankOffsets(kernel);
+  std::vector<flatbuffers::Offset<fb::IntAttr>> ints;
+  std::vector<flatbuffers::Offset<fb::FloatAttr>> floats;
+  std::vector<flatbuffers::Offset<fb::IntsAttr>> arrays;
+  for (NamedAttribute attr : kernel->getDiscardableAttrs()) {
+    if (attr.getName() == dist::DistDialect::kRankOffsetsAttrName ||
+        attr.getName() == exec::kActionAttr || attr.getName() == exec::kFaultSiteAttr ||
+        attr.getName() == exec::kOnHostAttr)
+      continue;
+    auto name = fbb.CreateString(attr.getName().getValue().str());
+    if (auto i = dyn_cast<IntegerAttr>(attr.getValue()))
+      ints.push_back(fb::CreateIntAttr(fbb, name, i.getInt()));
+    else if (auto f = dyn_cast<FloatAttr>(attr.getValue()))
+      floats.push_back(fb::CreateFloatAttr(fbb, name, f.getValueAsDouble()));
+    else if (auto a = dyn_cast<DenseI64ArrayAttr>(attr.getValue()))
+      arrays.push_back(
+          fb::CreateIntsAttr(fbb, name, fbb.CreateVector(std::vector<int64_t>(a.asArrayRef()))));
+    else
+      return kernel.emitOpError("attribute '")
+             << attr.getName().getValue() << "' cannot be serialized";
+  }
+  auto ins = bufferList(kernel.getInputs(), index), outs = bufferList(kernel.getOutputs(), index);
+  auto callee = fbb.CreateString(kernel.getCallee().str());
+  auto intsV = fbb.CreateVector(ints);
+  auto floatsV = fbb.CreateVector(floats);
+  auto arraysV = fbb.CreateVector(arrays);
+  auto rankOffsetsV = fbb.CreateVector(terms);
+  fb::InstructionBuilder b(fbb);
+  b.add_kind(fb::OpKind::Kernel);
+  b.add_kernel(callee);
+  b.add_inputs(ins);
+  b.add_outputs(outs);
+  b.add_ints(intsV);
+  b.add_floats(floatsV);
+  b.add_arrays(arraysV);
+  b.add_rank_offsets(rankOffsetsV);
+  b.add_stream(kernel.getStream());
+  b.add_location(origin.location);
+  b.add_action(origin.action);
+  b.add_fault_site(origin.faultSite);
+  b.add_on_host(kernel->hasAttr(exec::kOnHostAttr));
+  return b.Finish();
+}
+
+FailureOr<Writer::InstructionOffset> Writer::instruction(Operation *op, const Index &index) {
+  auto actionAttr = op->getAttrOfType<StringAttr>(exec::kActionAttr);
+  Origin origin;
+  origin.location = fbb.CreateString(locationString(op->getLoc()));
+  origin.action = fbb.CreateString(actionAttr ? actionAttr.getValue().str() : "");
+  origin.faultSite = op->hasAttr(exec::kFaultSiteAttr);
+  if (auto kernel = dyn_cast<exec::KernelOp>(op))
+    return kernelInstruction(kernel, index, origin);
+  auto all = [&](auto c, fb::OpKind kind) { return collective(c, kind, index, origin); };
+  auto p2p = [&](auto c, fb::OpKind kind) { return pointToPoint(c, kind, index, origin); };
+  return TypeSwitch<Operation *, FailureOr<InstructionOffset>>(op)
+      .Case([&](exec::AllReduceOp c) { return all(c, fb::OpKind::AllReduce); })
+      .Case([&](exec::AllGatherOp c) { return all(c, fb::OpKind::AllGather); })
+      .Case([&](exec::ReduceScatterOp c) { return all(c, fb::OpKind::ReduceScatter); })
+      .Case([&](exec::BroadcastOp c) { return all(c, fb::OpKind::Broadcast); })
+      .Case([&](exec::ReduceOp c) { return all(c, fb::OpKind::Reduce); })
+      .Case([&](exec::AllToAllOp c) { return all(c, fb::OpKind::AllToAll); })
+      .Case([&](exec::AllSliceOp c) { return all(c, fb::OpKind::AllSlice); })
       .Case([&](exec::SendOp c) { return p2p(c, fb::OpKind::Send); })
       .Case([&](exec::RecvOp c) { return p2p(c, fb::OpKind::Recv); })
-      .Case([&](exec::RecordEventOp e) { return event(e, fb::OpKind::RecordEvent); })
-      .Case([&](exec::WaitEventOp e) { return event(e, fb::OpKind::WaitEvent); })
-      .Default([&](Operation *other) -> FailureOr<flatbuffers::Offset<fb::Instruction>> {
+      .Case([&](exec::RecordEventOp e) { return event(e, fb::OpKind::RecordEvent, origin); })
+      .Case([&](exec::WaitEventOp e) { return event(e, fb::OpKind::WaitEvent, origin); })
+      .Default([&](Operation *other) -> FailureOr<InstructionOffset> {
         return other->emitOpError("cannot be serialized into an artifact");
       });
 }
