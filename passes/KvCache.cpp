@@ -195,68 +195,84 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
       func.emitError("kv-cache: the model has no llm.attention to cache");
       return signalPassFailure();
     }
+    CacheResults caches;
+    for (auto [layer, attention] : llvm::enumerate(attentions))
+      if (failed(cacheAttention(func, attention, layer, table, cachePositions, caches)))
+        return signalPassFailure();
+    if (failed(returnLogitsAndCaches(func, caches)))
+      return signalPassFailure();
+  }
+
+  /// The caches a step writes: each updated pool (and scale pool) and the
+  /// argument it is tied to.
+  struct CacheResults {
     SmallVector<Value> updated;
     SmallVector<unsigned> tiedTo;
-    for (auto [layer, attention] : llvm::enumerate(attentions)) {
-      if (!attention.getCausal() || attention.getSegmentIds() || !attention.getLse().use_empty()) {
-        attention.emitOpError("kv-cache: only causal attention without segment ids can read "
-                              "a cache");
-        return signalPassFailure();
-      }
-      auto block = attention->getAttrOfType<StringAttr>(kBlockNameAttr);
-      std::string prefix =
-          "kv/" + (block ? block.getValue().str() : "layer" + std::to_string(layer));
-      auto keys = cast<RankedTensorType>(attention.getK().getType());
-      FailureOr<Type> element = cacheElementType(func, keys.getElementType());
-      if (failed(element))
-        return signalPassFailure();
-      const bool quantized = isCodes(*element);
-      int64_t kv = keys.getDimSize(2), d = keys.getDimSize(3);
-      auto poolType = RankedTensorType::get({blocks, page, kv, d}, *element);
-      auto scaleType = RankedTensorType::get({blocks, page, kv}, b.getF32Type());
-      b.setInsertionPoint(attention);
-      Location loc = attention.getLoc();
-      SmallVector<Operation *> created;
-      // One pool (and with codes its scale pool) per input, written in place.
-      auto cacheOf = [&](Value rows, StringRef which) -> std::pair<Value, Value> {
-        BlockArgument pool = addArgument(func, poolType, "kv_cache", prefix + "." + which.str());
-        BlockArgument scales =
-            quantized ? addArgument(func, scaleType, "kv_cache", prefix + "." + which.str() + "_scale")
-                      : nullptr;
-        auto write = llm::KvCacheWriteOp::create(b, loc, pool, rows, table, cachePositions,
-                                                 scales ? Value(scales) : Value());
-        created.push_back(write);
-        updated.push_back(write.getResult());
-        tiedTo.push_back(pool.getArgNumber());
-        if (!scales)
-          return {write.getResult(), nullptr};
-        updated.push_back(write.getNewScales());
-        tiedTo.push_back(scales.getArgNumber());
-        return {write.getResult(), write.getNewScales()};
-      };
-      auto [k, kScales] = cacheOf(attention.getK(), "k");
-      auto [v, vScales] = cacheOf(attention.getV(), "v");
-      SmallVector<Value> scales;
-      if (quantized)
-        scales = {kScales, vScales};
-      auto out = llm::PagedAttentionOp::create(
-          b, loc, attention.getQ(), k, v, table, cachePositions, scales, attention.getScaleAttr(),
-          attention.getWindowAttr(), attention.getSoftcapAttr());
-      created.push_back(out);
-      if (block) {
-        for (Operation *op : created)
-          op->setAttr(kBlockNameAttr, block);
-      }
-      attention.getOut().replaceAllUsesWith(out.getOut());
-      attention.erase();
-    }
+  };
 
+  /// Replaces `attention` (layer `layer`) by writes of its keys and values
+  /// into their pools and a paged attention over them.
+  LogicalResult cacheAttention(func::FuncOp func, llm::AttentionOp attention, size_t layer,
+                               Value table, Value cachePositions, CacheResults &caches) {
+    if (!attention.getCausal() || attention.getSegmentIds() || !attention.getLse().use_empty())
+      return attention.emitOpError("kv-cache: only causal attention without segment ids can "
+                                   "read a cache");
+    auto block = attention->getAttrOfType<StringAttr>(kBlockNameAttr);
+    std::string prefix = "kv/" + (block ? block.getValue().str() : "layer" + std::to_string(layer));
+    auto keys = cast<RankedTensorType>(attention.getK().getType());
+    FailureOr<Type> element = cacheElementType(func, keys.getElementType());
+    if (failed(element))
+      return failure();
+    const bool quantized = isCodes(*element);
+    int64_t kv = keys.getDimSize(2), d = keys.getDimSize(3);
+    OpBuilder b(attention);
+    auto poolType = RankedTensorType::get({blocks, page, kv, d}, *element);
+    auto scaleType = RankedTensorType::get({blocks, page, kv}, b.getF32Type());
+    Location loc = attention.getLoc();
+    SmallVector<Operation *> created;
+    // One pool (and with codes its scale pool) per input, written in place.
+    auto cacheOf = [&](Value rows, StringRef which) -> std::pair<Value, Value> {
+      BlockArgument pool = addArgument(func, poolType, "kv_cache", prefix + "." + which.str());
+      BlockArgument scales = quantized ? addArgument(func, scaleType, "kv_cache",
+                                                     prefix + "." + which.str() + "_scale")
+                                       : nullptr;
+      auto write = llm::KvCacheWriteOp::create(b, loc, pool, rows, table, cachePositions,
+                                               scales ? Value(scales) : Value());
+      created.push_back(write);
+      caches.updated.push_back(write.getResult());
+      caches.tiedTo.push_back(pool.getArgNumber());
+      if (!scales)
+        return {write.getResult(), nullptr};
+      caches.updated.push_back(write.getNewScales());
+      caches.tiedTo.push_back(scales.getArgNumber());
+      return {write.getResult(), write.getNewScales()};
+    };
+    auto [k, kScales] = cacheOf(attention.getK(), "k");
+    auto [v, vScales] = cacheOf(attention.getV(), "v");
+    SmallVector<Value> scales;
+    if (quantized)
+      scales = {kScales, vScales};
+    auto out = llm::PagedAttentionOp::create(b, loc, attention.getQ(), k, v, table, cachePositions,
+                                             scales, attention.getScaleAttr(),
+                                             attention.getWindowAttr(), attention.getSoftcapAttr());
+    created.push_back(out);
+    if (block)
+      for (Operation *op : created) op->setAttr(kBlockNameAttr, block);
+    attention.getOut().replaceAllUsesWith(out.getOut());
+    attention.erase();
+    return success();
+  }
+
+  /// The step returns the last column's logits, then every updated cache
+  /// tied to the argument it replaces.
+  LogicalResult returnLogitsAndCaches(func::FuncOp func, const CacheResults &caches) {
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    OpBuilder b(ret);
     FailureOr<Value> logits = lastColumnLogits(b, ret.getOperand(0));
     if (failed(logits))
-      return signalPassFailure();
+      return failure();
     SmallVector<Value> results{*logits};
-    results.append(updated);
+    results.append(caches.updated);
     b.setInsertionPoint(ret);
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();
@@ -267,8 +283,9 @@ struct KvCachePass : llmc::impl::KvCacheBase<KvCachePass> {
     func.setAllResultAttrs(SmallVector<DictionaryAttr>(types.size(), b.getDictionaryAttr({})));
     func.setResultAttr(0, kRoleAttr, b.getStringAttr("output"));
     func.setResultAttr(0, kNameAttr, b.getStringAttr("logits"));
-    for (auto [i, arg] : llvm::enumerate(tiedTo))
+    for (auto [i, arg] : llvm::enumerate(caches.tiedTo))
       func.setResultAttr(1 + i, kTiedToAttr, b.getI64IntegerAttr(arg));
+    return success();
   }
 };
 
