@@ -306,19 +306,18 @@ void printRow(raw_ostream &os, size_t rank, const plan::Prediction &p, const pla
                      : "");
 }
 
-} // namespace
-
-int runPlan() {
-  plan::Request request;
+/// The search's request from the command line; false with `error`.
+bool buildRequest(plan::Request &request, std::string &error) {
   request.model.family = model;
   request.model.preset = preset;
   request.model.configJson = configJson;
   request.model.overrides.assign(sets.begin(), sets.end());
-  if (std::string bad = requestError(); !bad.empty())
-    return fail(bad);
-  std::string error;
+  if (std::string bad = requestError(); !bad.empty()) {
+    error = bad;
+    return false;
+  }
   if (!buildCluster(request.cluster, error))
-    return fail(error);
+    return false;
   request.globalBatch = globalBatch;
   request.seqLen = seq;
   request.precision = precision;
@@ -337,21 +336,14 @@ int runPlan() {
   request.offload.assign(offload.begin(), offload.end());
   request.shownRows = std::max<int64_t>({top, emitFlags, verify, compareCompiled});
   request.shownBottom = bottom;
-  if (std::string bad = plan::validate(request); !bad.empty())
-    return fail(bad);
-  plan::Result result;
-  if (!plan::runPlan(request, std::max<int64_t>(verify, emitFlags), result, error))
-    return fail(error);
+  error = plan::validate(request);
+  return error.empty();
+}
 
-  raw_ostream &os = outs();
-  if (emitFlags > 0) {
-    if (emitFlags > static_cast<int64_t>(result.ranked.size()))
-      return fail("--emit-flags " + Twine(emitFlags) + ": only " + Twine(result.ranked.size()) +
-                  " layouts fit");
-    os << "llmc compile " << result.ranked[emitFlags - 1].layout.compileFlags(request)
-       << " -o model.llmc\n";
-    return 0;
-  }
+/// What was searched: the model, the cluster, the host's rates where a
+/// shown row is offloaded, the batch, how MFU is counted, the search's
+/// size and time.
+void printHeader(raw_ostream &os, const plan::Request &request, const plan::Result &result) {
   const plan::Cluster &c = request.cluster;
   int64_t nodes = (c.devices + c.nodeSize - 1) / c.nodeSize;
   os << "model:    " << model << " " << preset << ", " << fixed(result.parameters / 1e9, 2)
@@ -361,7 +353,6 @@ int runPlan() {
      << fixed(c.peakFlops / 1e12, c.peakFlops < 1e13 ? 3 : 0) << " TFLOP/s and "
      << formatSize(static_cast<int64_t>(c.memoryBytes)) << " each\n"
      << "device:   " << describeDevice(c) << "\n";
-  // The host's rates, where a printed row is offloaded.
   size_t shown = bottom ? result.ranked.size() : std::min<size_t>(top, result.ranked.size());
   if (std::any_of(result.ranked.begin(), result.ranked.begin() + shown,
                   [](const plan::Prediction &p) { return p.layout.offload; }))
@@ -386,44 +377,76 @@ int runPlan() {
      << "searched: " << result.layoutsSearched << " layouts, " << result.ranked.size()
      << " fit; " << result.probesCompiled << " probe compiles (" << fixed(result.probeSeconds, 1)
      << " s), " << fixed(result.searchSeconds, 1) << " s in all\n\n";
+}
+
+/// The ranked rows: the top ones, and with --bottom the slowest as many.
+void printRanking(raw_ostream &os, const plan::Result &result, const plan::Cluster &c) {
   if (result.ranked.empty()) {
     os << "no layout fits.\n";
-  } else {
-    os << format("%4s  %-52s %10s %10s %12s %8s %6s %7s %6s\n", "#", "layout", "memory",
-                 "step", "tokens/s", "TFLOP/s", "MFU", "bubble", "comm");
-    size_t n = std::min<size_t>(top, result.ranked.size());
-    for (size_t i = 0; i < n; ++i)
+    return;
+  }
+  os << format("%4s  %-52s %10s %10s %12s %8s %6s %7s %6s\n", "#", "layout", "memory", "step",
+               "tokens/s", "TFLOP/s", "MFU", "bubble", "comm");
+  size_t n = std::min<size_t>(top, result.ranked.size());
+  for (size_t i = 0; i < n; ++i) printRow(os, i + 1, result.ranked[i], c);
+  if (bottom && result.ranked.size() > n) {
+    os << "   ...\n";
+    for (size_t i = std::max(n, result.ranked.size() - n); i < result.ranked.size(); ++i)
       printRow(os, i + 1, result.ranked[i], c);
-    if (bottom && result.ranked.size() > n) {
-      os << "   ...\n";
-      for (size_t i = std::max(n, result.ranked.size() - n); i < result.ranked.size(); ++i)
-        printRow(os, i + 1, result.ranked[i], c);
-    }
   }
-  if (compareCompiled > 0) {
-    os << "\npredicted vs compiled arena per stage:\n";
-    for (int64_t i = 0; i < compareCompiled && i < static_cast<int64_t>(result.ranked.size());
-         ++i) {
-      const plan::Layout &l = result.ranked[i].layout;
-      std::vector<double> predicted, compiled;
-      std::string why;
-      if (l.recompute == "budget") {
-        os << "  " << l.label() << ": (budget layouts are planned by the compiler)\n";
-        continue;
-      }
-      if (!plan::predictedStageBytes(request, l, predicted, why) ||
-          !plan::compiledStageBytes(request, l, compiled, why)) {
-        os << "  " << l.label() << ": " << why << "\n";
-        continue;
-      }
-      os << "  " << l.label() << ":";
-      for (size_t s = 0; s < predicted.size() && s < compiled.size(); ++s)
-        os << " " << formatSize(static_cast<int64_t>(predicted[s])) << " vs "
-           << formatSize(static_cast<int64_t>(compiled[s])) << " ("
-           << fixed(100 * (predicted[s] / compiled[s] - 1), 1) << "%)";
-      os << "\n";
+}
+
+/// --compare-compiled: each of the first rows' predicted arena per stage
+/// beside what compiling it plans.
+void printCompiledComparison(raw_ostream &os, const plan::Request &request,
+                             const plan::Result &result) {
+  os << "\npredicted vs compiled arena per stage:\n";
+  for (int64_t i = 0; i < compareCompiled && i < static_cast<int64_t>(result.ranked.size()); ++i) {
+    const plan::Layout &l = result.ranked[i].layout;
+    std::vector<double> predicted, compiled;
+    std::string why;
+    if (l.recompute == "budget") {
+      os << "  " << l.label() << ": (budget layouts are planned by the compiler)\n";
+      continue;
     }
+    if (!plan::predictedStageBytes(request, l, predicted, why) ||
+        !plan::compiledStageBytes(request, l, compiled, why)) {
+      os << "  " << l.label() << ": " << why << "\n";
+      continue;
+    }
+    os << "  " << l.label() << ":";
+    for (size_t s = 0; s < predicted.size() && s < compiled.size(); ++s)
+      os << " " << formatSize(static_cast<int64_t>(predicted[s])) << " vs "
+         << formatSize(static_cast<int64_t>(compiled[s])) << " ("
+         << fixed(100 * (predicted[s] / compiled[s] - 1), 1) << "%)";
+    os << "\n";
   }
+}
+
+} // namespace
+
+int runPlan() {
+  plan::Request request;
+  std::string error;
+  if (!buildRequest(request, error))
+    return fail(error);
+  plan::Result result;
+  if (!plan::runPlan(request, std::max<int64_t>(verify, emitFlags), result, error))
+    return fail(error);
+
+  raw_ostream &os = outs();
+  if (emitFlags > 0) {
+    if (emitFlags > static_cast<int64_t>(result.ranked.size()))
+      return fail("--emit-flags " + Twine(emitFlags) + ": only " + Twine(result.ranked.size()) +
+                  " layouts fit");
+    os << "llmc compile " << result.ranked[emitFlags - 1].layout.compileFlags(request)
+       << " -o model.llmc\n";
+    return 0;
+  }
+  printHeader(os, request, result);
+  printRanking(os, result, request.cluster);
+  if (compareCompiled > 0)
+    printCompiledComparison(os, request, result);
   if (explain && !result.offloadOnly.empty()) {
     os << "\nfits only offloaded:\n";
     for (const plan::Rejected &r : result.offloadOnly)
