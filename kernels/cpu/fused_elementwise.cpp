@@ -121,19 +121,7 @@ private:
     auto reg = [&](int64_t k) { return k >= 0 && k < i ? values[k] : nullptr; };
     const float *a = reg(in.a), *b = reg(in.b), *c = reg(in.c);
     switch (in.op) {
-    case ew::Opcode::Load: {
-      const TensorView &t = inputs_[static_cast<size_t>(in.a)];
-      int64_t inner = b_.inputNumel[static_cast<size_t>(in.a)];
-      if (t.dtype == DType::F32 && !copyLoad_[i] && start % inner + len <= inner)
-        return t.as<const float>() + start % inner;
-      if (t.dtype == DType::BF16)
-        loadChunk(t.as<const bf16>(), inner, start, len, r);
-      else if (t.dtype == DType::F16)
-        loadChunk(t.as<const f16>(), inner, start, len, r);
-      else
-        loadChunk(t.as<const float>(), inner, start, len, r);
-      return r; // loaded values are exact in their dtype
-    }
+    case ew::Opcode::Load: return load(i, in.a, start, len, r);
     case ew::Opcode::Const: {
       float v = static_cast<float>(ew::doubleOf(in.a));
       for (int64_t j = 0; j < len; ++j) r[j] = v;
@@ -202,35 +190,9 @@ private:
 #pragma omp simd
       for (int64_t j = 0; j < len; ++j) r[j] = swigluGradUp(a[j], b[j]);
       break;
-    case ew::Opcode::Dropout: {
-      // dropout.cpp's formula. The element index is the result's flat
-      // index, or, for a piece of a larger tensor, its global index: each
-      // output row is a contiguous run of global indices from its start.
-      uint64_t seed = static_cast<uint64_t>(in.b), threshold = thresholds_[i];
-      float keepScale = keepScales_[i];
-      if (b_.rowStarts.empty()) {
-#pragma omp simd
-        for (int64_t j = 0; j < len; ++j) {
-          bool keep = dropoutHash(seed, step, static_cast<uint64_t>(start + j)) >= threshold;
-          r[j] = keep ? a[j] * keepScale : 0.0f;
-        }
-        break;
-      }
-      for (int64_t j = 0; j < len;) {
-        int64_t row = (start + j) / width_, col = (start + j) % width_;
-        int64_t run = std::min(len - j, width_ - col);
-        uint64_t first = b_.rowStarts[static_cast<size_t>(row)] + static_cast<uint64_t>(col);
-        const float *ar = a + j;
-        float *rr = r + j;
-#pragma omp simd
-        for (int64_t k = 0; k < run; ++k) {
-          bool keep = dropoutHash(seed, step, first + static_cast<uint64_t>(k)) >= threshold;
-          rr[k] = keep ? ar[k] * keepScale : 0.0f;
-        }
-        j += run;
-      }
+    case ew::Opcode::Dropout:
+      dropout(i, static_cast<uint64_t>(in.b), a, start, len, step, r);
       break;
-    }
     case ew::Opcode::Select:
 #pragma omp simd
       for (int64_t j = 0; j < len; ++j) r[j] = a[j] != 0.0f ? b[j] : c[j];
@@ -243,6 +205,54 @@ private:
     if (in.dtype != 0)
       for (int64_t j = 0; j < len; ++j) r[j] = roundTo(in.dtype, r[j]);
     return r;
+  }
+
+  /// A load of input `input` (instruction i) into r, or for an f32 load of
+  /// a contiguous run the input itself (no copy). Loaded values are exact
+  /// in their dtype.
+  const float *load(int64_t i, int64_t input, int64_t start, int64_t len, float *r) const {
+    const TensorView &t = inputs_[static_cast<size_t>(input)];
+    int64_t inner = b_.inputNumel[static_cast<size_t>(input)];
+    if (t.dtype == DType::F32 && !copyLoad_[i] && start % inner + len <= inner)
+      return t.as<const float>() + start % inner;
+    if (t.dtype == DType::BF16)
+      loadChunk(t.as<const bf16>(), inner, start, len, r);
+    else if (t.dtype == DType::F16)
+      loadChunk(t.as<const f16>(), inner, start, len, r);
+    else
+      loadChunk(t.as<const float>(), inner, start, len, r);
+    return r;
+  }
+
+  /// Dropout (instruction i, `seed`) of a into r: dropout.cpp's formula.
+  /// The element index is the result's flat index, or, for a piece of a
+  /// larger tensor, its global index: each output row is a contiguous run
+  /// of global indices from its start.
+  void dropout(int64_t i, uint64_t seed, const float *a, int64_t start, int64_t len, uint64_t step,
+               float *r) const {
+    uint64_t threshold = thresholds_[i];
+    float keepScale = keepScales_[i];
+    if (b_.rowStarts.empty()) {
+#pragma omp simd
+      for (int64_t j = 0; j < len; ++j) {
+        bool keep = dropoutHash(seed, step, static_cast<uint64_t>(start + j)) >= threshold;
+        r[j] = keep ? a[j] * keepScale : 0.0f;
+      }
+      return;
+    }
+    for (int64_t j = 0; j < len;) {
+      int64_t row = (start + j) / width_, col = (start + j) % width_;
+      int64_t run = std::min(len - j, width_ - col);
+      uint64_t first = b_.rowStarts[static_cast<size_t>(row)] + static_cast<uint64_t>(col);
+      const float *ar = a + j;
+      float *rr = r + j;
+#pragma omp simd
+      for (int64_t k = 0; k < run; ++k) {
+        bool keep = dropoutHash(seed, step, first + static_cast<uint64_t>(k)) >= threshold;
+        rr[k] = keep ? ar[k] * keepScale : 0.0f;
+      }
+      j += run;
+    }
   }
 
   contracts::FusedElementwiseBinding b_;
