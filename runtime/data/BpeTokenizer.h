@@ -91,7 +91,7 @@ public:
 private:
   BpeTokenizer() = default;
 
-  struct Step; // one normalizer, pre-tokenizer or decoder (BpeTokenizer.cpp)
+  struct Step; // one normalizer, pre-tokenizer or decoder (BpeTokenizerStep.h)
   struct Piece {
     size_t begin, end;
     int32_t id; // an added token's, or -1 for text between them
