@@ -182,7 +182,19 @@ public:
   int run();
 
 private:
+  /// The rank's runtime and programs, the run's settings, its data.
   void setup();
+  /// The artifact on this rank: its communicators, device and programs,
+  /// and its place among the data-parallel replicas; refuses flags the
+  /// artifact cannot honour.
+  void openRuntime();
+  /// Seed, steps, the learning-rate schedule and loss scaling: flags
+  /// first, else what the artifact was compiled with.
+  void configureSchedule();
+  /// --data and the validation split (--val-data; else the last
+  /// --val-shards shards of --data; else its last shard when it has
+  /// several, or the last 10% of a single one), rows of T tokens.
+  void openData(int64_t T);
   /// A fresh start: parameters initialised, then overwritten from --weights
   /// if given; copied to the device.
   void initialize();
@@ -272,6 +284,18 @@ private:
 };
 
 void Trainer::setup() {
+  openRuntime();
+  configureSchedule();
+  Input in = batchInput(*train, true);
+  vocab = static_cast<int64_t>(artifact.metaNumber("model.vocab_size", 0));
+  separator = docSeparator(artifact);
+  if (!vocab && logits)
+    vocab = logits->view("logits").dim(-1);
+  openData(in.T);
+  tty = isatty(STDERR_FILENO) && chatty;
+}
+
+void Trainer::openRuntime() {
   RankRuntimeOptions runtimeOptions;
   runtimeOptions.comm.timeoutSeconds = opt.commTimeout;
   runtimeOptions.comm.debugMaxDelayMs = opt.debugCollectiveDelayMs;
@@ -326,7 +350,9 @@ void Trainer::setup() {
   // Checked now rather than when sampling after the last step.
   if (opt.sampleTokens > 0 && std::isinf(opt.temperature))
     fail("--temperature must be finite");
+}
 
+void Trainer::configureSchedule() {
   seed = opt.seed >= 0 ? static_cast<uint64_t>(opt.seed)
                        : static_cast<uint64_t>(artifact.metaNumber("seed", 1337));
   totalSteps = opt.steps >= 0 ? opt.steps
@@ -358,15 +384,9 @@ void Trainer::setup() {
   }
   if (schedule.kind != "cosine" && schedule.kind != "linear" && schedule.kind != "constant")
     fail("unknown --lr-schedule '", schedule.kind, "' (expected cosine, linear or constant)");
+}
 
-  Input in = batchInput(*train, true);
-  vocab = static_cast<int64_t>(artifact.metaNumber("model.vocab_size", 0));
-  separator = docSeparator(artifact);
-  if (!vocab && logits)
-    vocab = logits->view("logits").dim(-1);
-
-  // Validation: --val-data; else the last --val-shards shards of --data;
-  // else its last shard when it has several, or the last 10% of a single one.
+void Trainer::openData(int64_t T) {
   trainData = openDataset(opt.data);
   if (!opt.valData.empty()) {
     if (opt.valShards >= 0)
@@ -375,15 +395,14 @@ void Trainer::setup() {
   } else if (opt.valShards >= 0 || trainData.shards.size() > 1) {
     valData = holdOutShards(trainData, opt.valShards >= 0 ? opt.valShards : 1, opt.data);
   } else {
-    valData = holdOutTail(trainData, in.T);
+    valData = holdOutTail(trainData, T);
   }
   if (vocab) {
     checkVocabulary(trainData, vocab);
     checkVocabulary(valData, vocab);
   }
-  trainLoader = std::make_unique<DataLoader>(trainData, in.T, seed, vocab);
-  valLoader = std::make_unique<DataLoader>(valData, in.T, seed + 1, vocab);
-  tty = isatty(STDERR_FILENO) && chatty;
+  trainLoader = std::make_unique<DataLoader>(trainData, T, seed, vocab);
+  valLoader = std::make_unique<DataLoader>(valData, T, seed + 1, vocab);
 }
 
 void Trainer::fillBatch(const BoundProgram &program, DataLoader &loader, int64_t batchIndex,
