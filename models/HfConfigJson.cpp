@@ -2,6 +2,7 @@
 
 #include "models/ConfigFields.h"
 
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -197,151 +198,114 @@ Expected<std::string> configFamily(StringRef path) {
 
 namespace {
 
+/// A key a family's config class fills in when config.json leaves it out,
+/// and the value as the key's field parses it.
+struct HfDefault {
+  const char *key;
+  const char *value;
+};
+
+/// Sets each of `defaults` whose key `object` leaves out: absent, or
+/// null where `nullIsAbsent` (Gemma's configs give null a meaning of its
+/// own: no soft-cap, no window).
+void applyDefaults(ModelConfig &config, const json::Object &object, ArrayRef<HfDefault> defaults,
+                   bool nullIsAbsent) {
+  for (const HfDefault &d : defaults) {
+    const json::Value *given = object.get(d.key);
+    if (given && !(nullIsAbsent && given->getAsNull()))
+      continue;
+    const ConfigField *field = findConfigField(d.key);
+    if (!field || !field->set(config, d.value))
+      report_fatal_error(Twine("config.json default ") + d.key + " = " + d.value +
+                         " names no field or does not parse");
+  }
+}
+
 /// What Gemma2Config assumes for the keys a config.json leaves out, so the
 /// file builds the model transformers builds from it.
-void applyGemma2Defaults(ModelConfig &config, const json::Object &object) {
-  auto absent = [&](const char *key) { return !object.get(key); };
-  if (absent("num_key_value_heads"))
-    config.nKvHead = 16;
-  if (absent("head_dim"))
-    config.headDimension = 256;
-  if (absent("query_pre_attn_scalar"))
-    config.queryPreAttnScalar = 224;
-  if (absent("attn_logit_softcapping"))
-    config.attnSoftcap = 50.0;
-  if (absent("final_logit_softcapping"))
-    config.finalSoftcap = 30.0;
-  if (absent("sliding_window"))
-    config.slidingWindow = 4096;
-  if (absent("tie_word_embeddings"))
-    config.tieEmbeddings = true;
-}
+constexpr HfDefault kGemma2Defaults[] = {
+    {"num_key_value_heads", "16"},     {"head_dim", "256"},
+    {"query_pre_attn_scalar", "224"},  {"attn_logit_softcapping", "50"},
+    {"final_logit_softcapping", "30"}, {"sliding_window", "4096"},
+    {"tie_word_embeddings", "true"},
+};
 
-/// What Gemma3TextConfig assumes for the keys a config.json leaves out
-/// (its soft-caps default to none, as null gives).
-void applyGemma3Defaults(ModelConfig &config, const json::Object &object) {
-  auto absent = [&](const char *key) { return !object.get(key); };
-  if (absent("num_key_value_heads"))
-    config.nKvHead = 4;
-  if (absent("head_dim"))
-    config.headDimension = 256;
-  if (absent("query_pre_attn_scalar"))
-    config.queryPreAttnScalar = 256;
-  if (absent("attn_logit_softcapping"))
-    config.attnSoftcap = 0;
-  if (absent("final_logit_softcapping"))
-    config.finalSoftcap = 0;
-  if (absent("sliding_window"))
-    config.slidingWindow = 4096;
-  if (absent("sliding_window_pattern"))
-    config.slidingWindowPattern = 6;
-  if (absent("rope_theta"))
-    config.ropeTheta = 1e6;
-  if (absent("rope_local_base_freq"))
-    config.ropeLocalTheta = 10000.0;
-  if (absent("rope_scaling"))
-    config.ropeScaling = "none";
-  if (absent("rms_norm_eps"))
-    config.normEps = 1e-6;
-  if (absent("tie_word_embeddings"))
-    config.tieEmbeddings = true;
-}
+/// What Gemma3TextConfig assumes (its soft-caps default to none, as null
+/// gives).
+constexpr HfDefault kGemma3Defaults[] = {
+    {"num_key_value_heads", "4"},      {"head_dim", "256"},
+    {"query_pre_attn_scalar", "256"},  {"attn_logit_softcapping", "0"},
+    {"final_logit_softcapping", "0"},  {"sliding_window", "4096"},
+    {"sliding_window_pattern", "6"},   {"rope_theta", "1000000"},
+    {"rope_local_base_freq", "10000"}, {"rope_scaling", "none"},
+    {"rms_norm_eps", "1e-6"},          {"tie_word_embeddings", "true"},
+};
 
-/// What MixtralConfig assumes for the keys a config.json leaves out.
-void applyMixtralDefaults(ModelConfig &config, const json::Object &object) {
-  auto absent = [&](const char *key) { return !object.get(key) || object.get(key)->getAsNull(); };
-  if (absent("num_key_value_heads"))
-    config.nKvHead = 8;
-  if (absent("num_local_experts"))
-    config.numExperts = 8;
-  if (absent("num_experts_per_tok"))
-    config.expertsPerToken = 2;
-  if (absent("router_aux_loss_coef"))
-    config.routerAuxLossCoef = 0.001;
-  if (absent("output_router_logits"))
-    config.outputRouterLogits = false;
-  if (absent("sliding_window"))
-    config.slidingWindow = 0;
-  if (absent("rope_theta"))
-    config.ropeTheta = 1e6;
-  if (absent("tie_word_embeddings"))
-    config.tieEmbeddings = false;
-}
+/// What MixtralConfig assumes.
+constexpr HfDefault kMixtralDefaults[] = {
+    {"num_key_value_heads", "8"},      {"num_local_experts", "8"},
+    {"num_experts_per_tok", "2"},      {"router_aux_loss_coef", "0.001"},
+    {"output_router_logits", "false"}, {"sliding_window", "0"},
+    {"rope_theta", "1000000"},         {"tie_word_embeddings", "false"},
+};
 
-/// What Qwen2MoeConfig and Qwen3MoeConfig both assume for the keys a
-/// config.json leaves out (absent or null).
-void applyQwenMoeDefaults(ModelConfig &config, const json::Object &object) {
-  auto absent = [&](const char *key) { return !object.get(key) || object.get(key)->getAsNull(); };
-  if (absent("norm_topk_prob"))
-    config.normTopkProb = false;
-  if (absent("decoder_sparse_step"))
-    config.decoderSparseStep = 1;
-  if (absent("mlp_only_layers"))
-    config.mlpOnlyLayers.clear();
-  if (absent("router_aux_loss_coef"))
-    config.routerAuxLossCoef = 0.001;
-  if (absent("output_router_logits"))
-    config.outputRouterLogits = false;
-  if (absent("rope_theta"))
-    config.ropeTheta = 10000.0;
-  if (absent("rms_norm_eps"))
-    config.normEps = 1e-6;
-  if (absent("tie_word_embeddings"))
-    config.tieEmbeddings = false;
-}
+/// What Qwen2MoeConfig and Qwen3MoeConfig both assume.
+constexpr HfDefault kQwenMoeDefaults[] = {
+    {"norm_topk_prob", "false"},       {"decoder_sparse_step", "1"},      {"mlp_only_layers", ""},
+    {"router_aux_loss_coef", "0.001"}, {"output_router_logits", "false"}, {"rope_theta", "10000"},
+    {"rms_norm_eps", "1e-6"},          {"tie_word_embeddings", "false"},
+};
 
-/// What Qwen2MoeConfig assumes for the keys a config.json leaves out.
-void applyQwen2MoeDefaults(ModelConfig &config, const json::Object &object) {
-  auto absent = [&](const char *key) { return !object.get(key) || object.get(key)->getAsNull(); };
-  if (absent("num_key_value_heads"))
-    config.nKvHead = 16;
-  if (absent("num_experts"))
-    config.numExperts = 60;
-  if (absent("num_experts_per_tok"))
-    config.expertsPerToken = 4;
-  if (absent("moe_intermediate_size"))
-    config.moeFfnHidden = 1408;
-  if (absent("shared_expert_intermediate_size"))
-    config.sharedExpertFfnHidden = 5632;
-  applyQwenMoeDefaults(config, object);
-}
+/// What Qwen2MoeConfig assumes beside them.
+constexpr HfDefault kQwen2MoeDefaults[] = {
+    {"num_key_value_heads", "16"},
+    {"num_experts", "60"},
+    {"num_experts_per_tok", "4"},
+    {"moe_intermediate_size", "1408"},
+    {"shared_expert_intermediate_size", "5632"},
+};
 
-/// What Qwen3MoeConfig (transformers 4.51) assumes for the keys a
-/// config.json leaves out. Its attention reads head_dim with getattr, so
-/// without the key the heads are hidden_size / num_attention_heads wide.
-void applyQwen3MoeDefaults(ModelConfig &config, const json::Object &object) {
-  auto absent = [&](const char *key) { return !object.get(key) || object.get(key)->getAsNull(); };
-  if (!object.get("num_key_value_heads"))
-    config.nKvHead = 4;
-  if (absent("head_dim"))
-    config.headDimension = 0;
-  if (absent("num_experts"))
-    config.numExperts = 128;
-  if (absent("num_experts_per_tok"))
-    config.expertsPerToken = 8;
-  if (absent("moe_intermediate_size"))
-    config.moeFfnHidden = 768;
-  applyQwenMoeDefaults(config, object);
-  if (absent("attention_bias"))
-    config.attentionBias = false;
-}
+/// What Qwen3MoeConfig (transformers 4.51) assumes beside them. Its
+/// attention reads head_dim with getattr, so without the key the heads are
+/// hidden_size / num_attention_heads wide.
+constexpr HfDefault kQwen3MoeDefaults[] = {
+    {"head_dim", "0"},
+    {"num_experts", "128"},
+    {"num_experts_per_tok", "8"},
+    {"moe_intermediate_size", "768"},
+    {"attention_bias", "false"},
+};
 
-/// What Qwen3Config (transformers 4.51) assumes for the keys a config.json
-/// leaves out.
-void applyQwen3Defaults(ModelConfig &config, const json::Object &object) {
-  auto absent = [&](const char *key) { return !object.get(key) || object.get(key)->getAsNull(); };
-  if (!object.get("num_key_value_heads"))
-    config.nKvHead = 32; // null: multi-head attention (set above)
-  if (absent("head_dim"))
-    config.headDimension = 128;
-  if (absent("rope_theta"))
-    config.ropeTheta = 10000.0;
-  if (absent("rms_norm_eps"))
-    config.normEps = 1e-6;
-  if (absent("tie_word_embeddings"))
-    config.tieEmbeddings = false;
-  if (absent("attention_bias"))
-    config.attentionBias = false;
+/// What Qwen3Config (transformers 4.51) assumes.
+constexpr HfDefault kQwen3Defaults[] = {
+    {"head_dim", "128"},         {"rope_theta", "10000"},
+    {"rms_norm_eps", "1e-6"},    {"tie_word_embeddings", "false"},
+    {"attention_bias", "false"},
+};
+
+/// The family's config class's defaults for what `object` leaves out.
+/// Qwen3's null num_key_value_heads means multi-head attention (set by
+/// applyConfigJson), so only an absent one takes the default.
+void applyFamilyDefaults(ModelConfig &config, const json::Object &object) {
+  if (config.family == "mixtral")
+    applyDefaults(config, object, kMixtralDefaults, /*nullIsAbsent=*/true);
+  if (config.qwen2Moe()) {
+    applyDefaults(config, object, kQwen2MoeDefaults, true);
+    applyDefaults(config, object, kQwenMoeDefaults, true);
+  }
+  if (config.qwen3()) {
+    applyDefaults(config, object, {{"num_key_value_heads", "32"}}, false);
+    applyDefaults(config, object, kQwen3Defaults, true);
+  }
+  if (config.qwen3Moe()) {
+    applyDefaults(config, object, {{"num_key_value_heads", "4"}}, false);
+    applyDefaults(config, object, kQwen3MoeDefaults, true);
+    applyDefaults(config, object, kQwenMoeDefaults, true);
+  }
+  if (config.gemma2())
+    applyDefaults(config, object, kGemma2Defaults, false);
+  else if (config.gemma3())
+    applyDefaults(config, object, kGemma3Defaults, false);
 }
 
 /// config.json's value as the text a ConfigField parses: a number or a boolean,
@@ -431,18 +395,7 @@ Error applyConfigJson(ModelConfig &config, StringRef path) {
   // Qwen2 configs carry sliding_window even with use_sliding_window off.
   if (config.family == "qwen2" || config.qwenMoe() || config.qwen3())
     config.slidingWindow = 0;
-  if (config.family == "mixtral")
-    applyMixtralDefaults(config, *object);
-  if (config.qwen2Moe())
-    applyQwen2MoeDefaults(config, *object);
-  if (config.qwen3())
-    applyQwen3Defaults(config, *object);
-  if (config.qwen3Moe())
-    applyQwen3MoeDefaults(config, *object);
-  if (config.gemma2())
-    applyGemma2Defaults(config, *object);
-  else if (config.gemma3())
-    applyGemma3Defaults(config, *object);
+  applyFamilyDefaults(config, *object);
   std::optional<int64_t> headDim = object->getInteger("head_dim");
   if (headDim && config.llamaLike() && !config.freeHeadDim() &&
       *headDim != config.nEmbd / config.nHead)
