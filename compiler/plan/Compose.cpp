@@ -30,6 +30,10 @@ OffloadTraffic offloadTraffic(const Layout &l, const Piece &stage) {
 
 namespace {
 
+/// ZeRO-2/3 under pipeline stages accumulate whole gradients over the
+/// microbatches and reduce-scatter them once per step, as ZeRO-1 does.
+bool scattersOncePerStep(const Layout &l) { return l.pp > 1 && l.zero >= 2; }
+
 /// Each stage's piece: its layers plus the first or last stage's extra.
 std::vector<Piece> stagePieces(int64_t p, const Pieces &pieces, const Piece &layers) {
   if (p == 1)
@@ -47,7 +51,6 @@ std::vector<double> stageBytesOf(const Layout &l, const ScheduleInfo &info, cons
                                  const Piece &layers, const std::vector<Piece> &stage) {
   const int64_t p = l.pp;
   const double v = static_cast<double>(l.virtualStages);
-  const bool scatterOnce = p > 1 && l.zero >= 2;
   double workspace = pieces.single.otherBytes;
   if (p > 1)
     workspace = std::max({workspace, pieces.first.otherBytes, pieces.last.otherBytes});
@@ -61,11 +64,10 @@ std::vector<double> stageBytesOf(const Layout &l, const ScheduleInfo &info, cons
       activations += pieces.last.activationBytes;
     if (p == 1)
       activations = stage[s].activationBytes;
-    // ZeRO-2/3 keep a layer's whole gradient and shards of the rest; under
-    // pipeline stages whole gradients accumulate over the microbatches and
-    // are scattered once per step, as under ZeRO-1.
+    // ZeRO-2/3 keep a layer's whole gradient and shards of the rest, unless
+    // they scatter once per step.
     double gradients = stage[s].gradientBytes;
-    if (l.zero >= 2 && !scatterOnce)
+    if (l.zero >= 2 && !scattersOncePerStep(l))
       gradients = gradients / l.dp + pieces.layer.gradientBytes;
     double gathered = l.zero >= 3 ? 2 * pieces.layer.parameterBytes() : 0;
     bytes.push_back(stage[s].persistentBytes(l.zero, l.dp) + activations + gradients + gathered +
@@ -151,14 +153,13 @@ bool runSchedule(const Layout &l, const ScheduleInfo &info, const Pieces &pieces
 double dataParallelSeconds(const Layout &l, const TrafficPieces &traffic, int64_t s,
                            const Links &links, DpTraffic::When when, int64_t layersPerStage) {
   const int64_t p = l.pp;
-  const bool scatterOnce = p > 1 && l.zero >= 2;
   double seconds = 0;
   for (auto &[axes, layer] : traffic.layer) {
     DpTraffic t = layer.scaled(static_cast<double>(layersPerStage));
     if (s == 0 || s == p - 1)
       if (auto base = traffic.base.find(axes); base != traffic.base.end())
         t = t + base->second;
-    if (scatterOnce)
+    if (scattersOncePerStep(l))
       t = t.scatteredOncePerStep();
     int64_t ranks = 1;
     for (const std::string &axis : axes) ranks *= links.mesh.size(axis);
