@@ -28,6 +28,8 @@
 
 namespace llmc {
 
+class StepWatchdog;
+
 /// A named part of one instruction's device time (`llmc-run --profile` on
 /// a GPU: the cuBLASLt GEMMs inside a fused kernel, say).
 struct TimedPart {
@@ -101,6 +103,12 @@ public:
   /// (HostStagedCommunicator.h) blocks the launching thread, which no CUDA
   /// graph can hold. A no-op where programs are never captured.
   virtual void runEagerly() {}
+  /// From now on each runProgram's wait for its streams is watched by
+  /// `watchdog` (null: no longer), which may abort what the program waits
+  /// on and make runProgram throw why; its owner clears it before it goes.
+  /// A no-op where waits cannot hang on other ranks (the CPU's collectives
+  /// time out themselves).
+  virtual void setWatchdog(StepWatchdog *) {}
   /// Waits for all outstanding work.
   virtual void synchronize() = 0;
   /// A timer for the `instructions` of one program (BoundProgram's

@@ -49,7 +49,7 @@ int localRankCount(const LaunchEnvironment &launch) {
 /// NCCL between ranks on distinct GPUs; the host transport where ranks
 /// share one (NCCL refuses that) or where asked.
 std::unique_ptr<Communicator> makeDeviceCommunicator(const RankRuntime &r, int localRanks,
-                                                     DeviceComm choice) {
+                                                     DeviceComm choice, double timeoutSeconds) {
   bool shared = localRanks > visibleGpuCount();
   if (choice == DeviceComm::Host || (choice == DeviceComm::Auto && shared)) {
     r.device->runEagerly();
@@ -58,7 +58,7 @@ std::unique_ptr<Communicator> makeDeviceCommunicator(const RankRuntime &r, int l
   if (shared && r.artifact.worldSize > 1)
     fail(localRanks, " ranks share ", visibleGpuCount(),
          " GPU(s) here, and NCCL needs a GPU per rank; use --device-comm host (or auto)");
-  return makeNcclCommunicator(r.artifact.mesh, *r.comm, *r.device);
+  return makeNcclCommunicator(r.artifact.mesh, *r.comm, *r.device, timeoutSeconds);
 }
 
 } // namespace
@@ -144,7 +144,8 @@ RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOp
   if (options.streamDelayMicros > 0)
     r.device->setStreamDelays(options.streamDelayMicros, static_cast<uint64_t>(r.rank) + 1);
   if (r.gpu()) {
-    r.deviceComm = makeDeviceCommunicator(r, localRankCount(launch), options.cuda.comm);
+    r.deviceComm = makeDeviceCommunicator(r, localRankCount(launch), options.cuda.comm,
+                                          options.comm.timeoutSeconds);
     openGroupsOfEveryRank(r.artifact, *r.deviceComm);
   }
   return r;

@@ -28,10 +28,14 @@ namespace llmc {
 class ExecutionDevice;
 
 /// `host` carries the bootstrap (and must outlive the result); `device` is
-/// a CUDA execution device whose stream 1 the collectives run on.
+/// a CUDA execution device whose stream 1 the collectives run on, and whose
+/// program waits the result watches on several ranks: a step that NCCL
+/// reports an asynchronous error for, or that has not finished after
+/// `timeoutSeconds` (a dead or stopped peer), aborts every NCCL
+/// communicator and fails saying why (runtime/support/StepWatchdog.h).
 std::unique_ptr<Communicator>
 makeNcclCommunicator(const std::vector<std::pair<std::string, int>> &mesh, Communicator &host,
-                     ExecutionDevice &device);
+                     ExecutionDevice &device, double timeoutSeconds);
 
 } // namespace llmc
 

@@ -28,6 +28,7 @@
 #include "runtime/ExecutionDevice.h"
 #include "runtime/cuda/CudaEventTimer.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/StepWatchdog.h"
 
 #include "kernels/cuda/AttentionChoice.h"
 #include "kernels/cuda/Device.h"
@@ -185,11 +186,17 @@ public:
       joinStreams();
     }
     ++graph.runs;
-    check(cudaStreamSynchronize(streams_[0]), "the program's kernels");
+    if (watchdog_)
+      watchdog_->begin("the step's device work");
+    const cudaError_t finished = cudaStreamSynchronize(streams_[0]);
+    if (watchdog_)
+      watchdog_->end(); // an abort's reason before its kernels' errors
+    check(finished, "the program's kernels");
     hostFailure_.rethrow();
   }
 
   void runEagerly() override { eagerOnly_ = true; }
+  void setWatchdog(StepWatchdog *watchdog) override { watchdog_ = watchdog; }
   void synchronize() override {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     hostFailure_.rethrow();
@@ -356,6 +363,7 @@ private:
   std::array<cudaStream_t, kMaxStreams> streams_{};
   std::array<cudaEvent_t, kMaxStreams> joins_{}; ///< per stream, its join into stream 0
   int64_t *step_ = nullptr, *hostStep_ = nullptr;
+  StepWatchdog *watchdog_ = nullptr; ///< setWatchdog(): NCCL's, on several ranks
   bool eagerOnly_ = false; ///< runEagerly(): a host-staged communicator
   cudaEvent_t fork_ = nullptr;
   std::map<int64_t, cudaEvent_t> events_;

@@ -6,6 +6,7 @@
 #include "runtime/ExecutionDevice.h"
 #include "runtime/comm/MeshGroup.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/StepWatchdog.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -53,7 +54,18 @@ public:
             int worldRank)
       : comm_(comm), rank_(rank), size_(size), name_(std::move(name)), stream_(stream),
         worldRank_(worldRank) {}
-  ~NcclGroup() override { ncclCommDestroy(comm_); }
+  ~NcclGroup() override {
+    if (comm_)
+      ncclCommDestroy(comm_);
+  }
+  /// Ends the communicator's work in flight (the watchdog's abort).
+  void abort() {
+    if (comm_)
+      ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+  ncclComm_t comm() const { return comm_; }
+  const std::string &name() const { return name_; }
 
   int size() const override { return size_; }
   int rank() const override { return rank_; }
@@ -88,8 +100,10 @@ public:
     auto *dst = static_cast<uint8_t *>(out);
     check(ncclGroupStart(), {"all_to_all over ", &name_}, worldRank_);
     for (int peer = 0; peer < size_; ++peer) {
-      ncclSend(src + peer * bytes, countPerRank, ncclType(dtype), peer, comm_, stream_);
-      ncclRecv(dst + peer * bytes, countPerRank, ncclType(dtype), peer, comm_, stream_);
+      check(ncclSend(src + peer * bytes, countPerRank, ncclType(dtype), peer, comm_, stream_),
+            {"all_to_all (a send) over ", &name_}, worldRank_);
+      check(ncclRecv(dst + peer * bytes, countPerRank, ncclType(dtype), peer, comm_, stream_),
+            {"all_to_all (a receive) over ", &name_}, worldRank_);
     }
     check(ncclGroupEnd(), {"all_to_all over ", &name_}, worldRank_);
   }
@@ -110,19 +124,38 @@ bool hasPipeline(const Mesh &mesh) {
   return false;
 }
 
+/// NCCL's asynchronous error of `comm`, as a reason to give up ("" if none).
+std::string asyncError(ncclComm_t comm, const std::string &name, int rank) {
+  ncclResult_t result = ncclSuccess;
+  if (!comm || ncclCommGetAsyncError(comm, &result) != ncclSuccess || result == ncclSuccess ||
+      result == ncclInProgress)
+    return "";
+  return "rank " + std::to_string(rank) + ": NCCL reported an error on " + name + ": " +
+         ncclGetErrorString(result) + " (a peer may have died; see its error)";
+}
+
 class NcclCommunicator final : public Communicator {
 public:
-  NcclCommunicator(Mesh mesh, Communicator &host, ExecutionDevice &device)
+  NcclCommunicator(Mesh mesh, Communicator &host, ExecutionDevice &device, double timeoutSeconds)
       : mesh_(std::move(mesh)), host_(host), rank_(host.rank()), size_(host.size()),
         coords_(meshCoordinates(mesh_, rank_)), device_(device),
         stream_(static_cast<cudaStream_t>(device.stream(kCollectiveStream))) {
     // Every rank joins at start, together. A single rank joins only if its
     // program communicates at all (rarely: a mesh of size 1 has no
     // collectives), so one-GPU runs skip NCCL's start-up.
-    if (size_ > 1)
-      initWorld();
+    if (size_ <= 1)
+      return;
+    initWorld();
+    // NCCL's kernels wait for their peers forever; the watchdog gives up
+    // on a step that an asynchronous error or --comm-timeout ends.
+    watchdog_ = std::make_unique<StepWatchdog>(
+        "rank " + std::to_string(rank_), timeoutSeconds, [this] { return asyncErrors(); },
+        [this] { abortAll(); });
+    device_.setWatchdog(watchdog_.get());
   }
   ~NcclCommunicator() override {
+    device_.setWatchdog(nullptr);
+    watchdog_.reset();
     groups_.clear();
     for (ncclComm_t comm : channels_)
       if (comm)
@@ -170,6 +203,8 @@ public:
 
 private:
   ncclComm_t world() {
+    if (aborted_)
+      fail("rank ", rank_, ": NCCL was aborted after an earlier error");
     if (!world_)
       initWorld();
     return world_;
@@ -222,6 +257,30 @@ private:
   cudaStream_t channelStream(int channel) {
     return channel == kSharedChannel ? stream_ : channelStreams_[static_cast<size_t>(channel)];
   }
+  /// The first asynchronous error of any of this rank's communicators.
+  std::string asyncErrors() {
+    std::string why = asyncError(world_, "the world", rank_);
+    for (size_t c = 0; c < channels_.size() && why.empty(); ++c)
+      why = asyncError(channels_[c], channelName(static_cast<int>(c)) + std::string(" channel"),
+                       rank_);
+    for (auto it = groups_.begin(); it != groups_.end() && why.empty(); ++it)
+      why = asyncError(it->second->comm(), it->second->name(), rank_);
+    return why;
+  }
+  /// Every communicator aborted (and forgotten, so none is destroyed
+  /// twice): their kernels return, and the step's wait with them.
+  void abortAll() {
+    aborted_ = true;
+    for (auto &[mask, group] : groups_) group->abort();
+    for (ncclComm_t &comm : channels_) {
+      if (comm)
+        ncclCommAbort(comm);
+      comm = nullptr;
+    }
+    if (world_)
+      ncclCommAbort(world_);
+    world_ = nullptr;
+  }
 
   Mesh mesh_;
   Communicator &host_;
@@ -234,13 +293,15 @@ private:
   std::array<ncclComm_t, kTransferChannels> channels_{};
   std::array<cudaStream_t, kTransferChannels> channelStreams_{};
   std::map<uint32_t, std::unique_ptr<NcclGroup>> groups_; ///< by MeshGroup::mask
+  std::unique_ptr<StepWatchdog> watchdog_; ///< on several ranks
+  bool aborted_ = false;                   ///< by the watchdog: nothing runs again
 };
 
 } // namespace
 
 std::unique_ptr<Communicator> makeNcclCommunicator(const Mesh &mesh, Communicator &host,
-                                                   ExecutionDevice &device) {
-  return std::make_unique<NcclCommunicator>(mesh, host, device);
+                                                   ExecutionDevice &device, double timeoutSeconds) {
+  return std::make_unique<NcclCommunicator>(mesh, host, device, timeoutSeconds);
 }
 
 } // namespace llmc

@@ -29,7 +29,7 @@ std::unique_ptr<Communicator> makeHostStagedCommunicator(Communicator &, Executi
 }
 
 std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<std::pair<std::string, int>> &,
-                                                   Communicator &, ExecutionDevice &) {
+                                                   Communicator &, ExecutionDevice &, double) {
   noCuda();
 }
 
