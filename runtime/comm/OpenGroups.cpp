@@ -34,11 +34,19 @@ uint64_t groupsUsedBy(const Artifact &artifact) {
   if (artifact.mesh.size() > kMaxAxes)
     fail("the mesh has ", artifact.mesh.size(), " axes; at most ", kMaxAxes, " are supported");
   uint64_t used = 0;
+  const auto use = [&](const std::vector<std::string> &axes) {
+    if (uint64_t subset = subsetOf(artifact, axes))
+      used |= uint64_t(1) << (subset - 1);
+  };
   for (const ProgramInfo &p : artifact.programs)
-    for (const InstructionInfo &inst : p.instructions)
+    for (const InstructionInfo &inst : p.instructions) {
       if (inst.kind != InstructionKind::Kernel && !inst.group.empty())
-        if (uint64_t subset = subsetOf(artifact, inst.group))
-          used |= uint64_t(1) << (subset - 1);
+        use(inst.group);
+      // A kernel's rank offset asks its group for this rank's place when it
+      // is bound; a group made then would be made by some ranks only (NCCL's
+      // split is collective over the world), so it is opened here too.
+      for (const RankOffsetInfo &term : inst.rankOffsets) use(term.axes);
+    }
   return used;
 }
 

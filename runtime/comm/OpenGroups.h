@@ -20,7 +20,8 @@
 
 namespace llmc {
 
-/// The groups this rank's programs use, as a bit set over the non-empty
+/// The groups this rank's programs use — for collectives and transfers, and
+/// for the rank offsets of kernels — as a bit set over the non-empty
 /// subsets of the mesh axes (bit s − 1 for the subset whose bit i says
 /// axis i is in it). The mesh must have at most 6 axes.
 uint64_t groupsUsedBy(const Artifact &artifact);

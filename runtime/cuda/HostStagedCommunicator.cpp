@@ -53,7 +53,9 @@ private:
   size_t size_ = 0;
 };
 
-/// The copies around one host operation on the communication stream.
+/// The copies around one host operation on the communication stream. The
+/// direction is the pointers' own (unified addressing): a buffer the
+/// program keeps in pinned host memory (offloading) is copied from there.
 class Stager {
 public:
   explicit Stager(cudaStream_t stream) : stream_(stream) {}
@@ -61,12 +63,12 @@ public:
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     void *host = staging.get(bytes);
     if (bytes)
-      check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (down)");
+      check(cudaMemcpy(host, device, bytes, cudaMemcpyDefault), "cudaMemcpy (down)");
     return host;
   }
   void up(void *device, const void *host, size_t bytes) {
     if (bytes)
-      check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_),
+      check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyDefault, stream_),
             "cudaMemcpyAsync (up)");
   }
   void wait() { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }

@@ -81,6 +81,18 @@ TEST(OpenGroups, UsedGroupsAreSubsetsOfTheMeshAxesInAnyOrder) {
   EXPECT_EQ(groupsUsedBy(artifactUsing(kMesh, {})), 0u);
 }
 
+TEST(OpenGroups, RankOffsetsOfKernelsUseTheirGroups) {
+  // A kernel whose attribute is offset by its rank in {dp, fsdp} asks that
+  // group for the rank when it is bound, with no collective over it.
+  Artifact artifact = artifactUsing(kMesh, {{"pp"}});
+  RankOffsetInfo offset;
+  offset.attr = "row_offset";
+  offset.axes = {"fsdp", "dp"};
+  offset.stride = 8;
+  artifact.programs[0].instructions[0].rankOffsets.push_back(offset);
+  EXPECT_EQ(groupsUsedBy(artifact), (uint64_t(1) << 5) | 1);
+}
+
 TEST(OpenGroups, EveryRankCreatesTheUnionInSubsetOrder) {
   // This rank (a first stage) uses {dp}; another (the last stage) also
   // averages over {dp, fsdp} and sends over {pp}: both create all three,
