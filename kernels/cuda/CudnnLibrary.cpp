@@ -100,6 +100,28 @@ Attempt tryLibrary(const std::string &path, int64_t headerVersion, int cudaMajor
   return a;
 }
 
+/// libcudnn.so.9 only dispatches: it opens the graph API's libraries by
+/// soname when first needed, and the loader would look in LD_LIBRARY_PATH
+/// before the dispatcher's own directory — perhaps at another cuDNN's,
+/// which cuDNN then refuses as a sub-library version mismatch. Opened here
+/// first from the kept library's directory, those are what a later open by
+/// soname finds. One that does not open (say, NVRTC missing for the
+/// runtime-compiled engines) is left to cuDNN to open or report.
+std::vector<std::string> openCompanions(const std::string &library) {
+  std::vector<std::string> opened;
+  const size_t slash = library.rfind('/');
+  if (slash == std::string::npos)
+    return opened; // found by soname: the loader's own choice
+  for (const char *name :
+       {"libcudnn_graph.so.9", "libcudnn_heuristic.so.9", "libcudnn_engines_precompiled.so.9",
+        "libcudnn_engines_runtime_compiled.so.9"}) {
+    const std::string path = library.substr(0, slash + 1) + name;
+    if (exists(path) && dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL))
+      opened.push_back(path);
+  }
+  return opened;
+}
+
 } // namespace
 
 std::string cudnnVersionText(int64_t v) {
@@ -184,6 +206,7 @@ CudnnLoad loadCudnn(const CudnnSearch &search, int64_t headerVersion, int cudaMa
       load.handle = a.handle;
       load.path = candidate;
       load.version = a.version;
+      load.companions = openCompanions(candidate);
       return load;
     }
     // The loader path not knowing the soname is the end of a fruitless

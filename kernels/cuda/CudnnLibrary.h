@@ -56,6 +56,10 @@ struct CudnnLoad {
   std::string path;       ///< the library kept
   int64_t version = 0;    ///< its cudnnGetVersion()
   std::string why;        ///< without a handle: why, in one line
+  /// The graph API's sub-libraries opened from `path`'s directory (never
+  /// closed), so cuDNN's own opens by soname find these and not another
+  /// install's.
+  std::vector<std::string> companions;
 };
 
 /// Tries the places of `search` in order and keeps the first library that

@@ -85,11 +85,17 @@ std::mutex &planMutex() {
   return m;
 }
 
-/// The workspace of `device`, allocated on first use (planMutex held).
+/// The workspace of `device`, allocated on first use (planMutex held) —
+/// never while a graph is captured, where cudaMalloc would end the capture.
 void *workspace(int device, std::string &error) {
   static std::map<int, void *> workspaces;
   auto it = workspaces.find(device);
   if (it != workspaces.end()) return it->second;
+  if (capturingGraph()) {
+    error = "the cuBLASLt workspace cannot be allocated while a CUDA graph is captured (bind "
+            "GEMMs before capture)";
+    return nullptr;
+  }
   void *ptr = nullptr;
   cudaError_t status = cudaMalloc(&ptr, kWorkspaceBytes);
   if (status != cudaSuccess) {
@@ -234,10 +240,13 @@ void pointEpilogue(cublasLtMatmulDesc_t op, const void *bias, const void *aux) {
 /// The fastest candidate of `cands` for `d` (with the epilogue's bias and
 /// aux pointers, null where it has none) timed on scratch, or 0 (the
 /// heuristic's first) when it is not clearly faster or timing is not
-/// possible; `choice` says which and why.
+/// possible; `choice` says which and why. `provisional`: timing was not
+/// possible now (a capture, no scratch) but may be later, so the choice is
+/// not one to cache.
 size_t timeCandidates(const GemmDesc &d, const Candidates &cands, const void *biasPointer,
-                      void *aux, std::string &choice) {
+                      void *aux, std::string &choice, bool &provisional) {
   choice = "heuristic";
+  provisional = false;
   if (cands.results.size() < 2) return 0;
   if (!gemmTiming()) {
     choice = "heuristic (timing off)";
@@ -245,6 +254,7 @@ size_t timeCandidates(const GemmDesc &d, const Candidates &cands, const void *bi
   }
   if (capturingGraph()) {
     choice = "heuristic (a graph was being captured)";
+    provisional = true;
     return 0;
   }
   const size_t es = dtypeSize(d.dtype), abSize = operandSize(d);
@@ -258,11 +268,14 @@ size_t timeCandidates(const GemmDesc &d, const Candidates &cands, const void *bi
   const size_t offAux = aux ? scratch.reserve(aux, static_cast<size_t>(d.m * d.n) * es) : 0;
   if (!scratch.allocate()) {
     choice = "heuristic (no device memory to time it)";
+    provisional = true;
     return 0;
   }
   // Other work may be using the shared workspace; timing runs alone.
   if (cudaDeviceSynchronize() != cudaSuccess) {
     cudaGetLastError();
+    choice = "heuristic (the device did not synchronize for timing)";
+    provisional = true;
     return 0;
   }
   cudaStream_t stream = nullptr;
@@ -566,9 +579,13 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
             " bytes)";
     return nullptr;
   }
-  g->algo_ = cands.results[timeCandidates(d, cands, usesBias ? biasPointer : nullptr,
-                                           usesAux ? d.aux : nullptr, g->choice_)].algo;
-  cache.emplace(std::move(key), Plan{g->algo_, g->choice_});
+  bool provisional = false;
+  g->algo_ = cands
+                 .results[timeCandidates(d, cands, usesBias ? biasPointer : nullptr,
+                                         usesAux ? d.aux : nullptr, g->choice_, provisional)]
+                 .algo;
+  if (!provisional)
+    cache.emplace(std::move(key), Plan{g->algo_, g->choice_});
   return g;
 }
 

@@ -77,6 +77,7 @@
 
 #include <mma.h>
 
+#include <algorithm>
 #include <climits>
 #include <tuple>
 #include <type_traits>
@@ -683,24 +684,35 @@ template <typename T, int D> AttentionFns<T> mmaFnsFor() {
   return f;
 }
 
-/// Whether the current device has bf16/f16 tensor cores WMMA can use
-/// (compute capability 8.0 or more).
-bool deviceHasMma() {
-  int device = 0, major = 0;
+/// "" when the current device runs the tensor-core kernels of head dim D —
+/// bf16/f16 tensor cores WMMA can use (compute capability 8.0 or more) and
+/// shared memory for both directions (sm_86 and sm_89 allow a block 99 KiB,
+/// less than D = 128's forward or either backward needs) — else why not.
+template <int D> std::string mmaRefusal() {
+  int device = 0, major = 0, optin = 0;
   LLMC_CUDA_CHECK(cudaGetDevice(&device));
   LLMC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 8;
+  LLMC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (major < 8)
+    return "tensor cores need sm_80 or later";
+  const size_t need = std::max(mmaForwardSmem<D>(), mmaBackwardSmem<D>());
+  if (need > static_cast<size_t>(optin))
+    return "tensor cores at head dim " + std::to_string(D) + " need " + std::to_string(need) +
+           " bytes of shared memory a block, the device allows " + std::to_string(optin);
+  return "";
 }
 
 /// The implementation for head dim d (1 ≤ d ≤ kMaxHeadDim); `why` says why
 /// tensor cores, when asked for, do not take it.
 template <typename T> AttentionFns<T> selectFns(int d, std::string &why) {
   if (attentionImpl() == AttentionImpl::TensorCores) {
+    why = "tensor cores take bf16 and f16 at head dim 64 or 128";
     if constexpr (!std::is_same_v<T, float>) {
-      if ((d == 64 || d == 128) && deviceHasMma())
-        return d == 64 ? mmaFnsFor<T, 64>() : mmaFnsFor<T, 128>();
+      if (d == 64 && (why = mmaRefusal<64>()).empty())
+        return mmaFnsFor<T, 64>();
+      if (d == 128 && (why = mmaRefusal<128>()).empty())
+        return mmaFnsFor<T, 128>();
     }
-    why = "tensor cores take bf16 and f16 at head dim 64 or 128, on sm_80 or later";
   }
   if (d == 64) return fnsFor<T, 64, true>(d);
   if (d == 128) return fnsFor<T, 128, true>(d);

@@ -116,8 +116,13 @@ std::shared_ptr<fe::graph::Graph> describe(const CudnnSdpaShape &s) {
   TensorPtr k = input(*g, "k", kK, keyLayout(s));
   TensorPtr v = input(*g, "v", kV, keyLayout(s));
   if (!s.backward) {
+    // The composite graph, as the backward always is: left to choose, the
+    // frontend takes its unified SDPA operation for every op without a
+    // mask (a separate backend operation, whose Hopper support the headers
+    // do not state), and a refused plan is not retried with the other.
     auto options = fe::graph::SDPA_attributes()
                        .set_name("attention")
+                       .set_implementation(fe::AttentionImplementation_t::COMPOSITE)
                        .set_generate_stats(true)
                        .set_attn_scale(s.scale);
     maskCausal(options, s.causal);

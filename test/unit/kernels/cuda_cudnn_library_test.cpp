@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -206,7 +207,9 @@ TEST(CudnnLibrary, DefaultSearchHonoursLlmcCudnn) {
 }
 
 /// The toolkit's own cuDNN (9.19 here, the headers' version) passes the
-/// checks: what a GPU machine with this toolkit loads.
+/// checks: what a GPU machine with this toolkit loads. The graph API's
+/// sub-libraries are opened from its directory, so cuDNN's own open of one
+/// by soname gets that copy, whatever LD_LIBRARY_PATH says.
 TEST(CudnnLibrary, ToolkitLibraryIsAccepted) {
   if (cuda::cudnnHeaderVersion() == 0) GTEST_SKIP() << "built without cuDNN headers";
   CudnnSearch search = cuda::defaultCudnnSearch();
@@ -219,6 +222,16 @@ TEST(CudnnLibrary, ToolkitLibraryIsAccepted) {
   CudnnLoad load = cuda::loadCudnn(search, cuda::cudnnHeaderVersion(), kCuda);
   ASSERT_NE(load.handle, nullptr) << load.why;
   EXPECT_GE(load.version, cuda::cudnnHeaderVersion());
+  const fs::path dir = fs::canonical(fs::path(load.path).parent_path());
+  ASSERT_FALSE(load.companions.empty()) << "nothing opened beside " << load.path;
+  for (const std::string &companion : load.companions)
+    EXPECT_EQ(fs::canonical(fs::path(companion).parent_path()), dir) << companion;
+  void *graph = dlopen("libcudnn_graph.so.9", RTLD_LAZY | RTLD_NOLOAD);
+  ASSERT_NE(graph, nullptr) << "libcudnn_graph.so.9 is not loaded";
+  link_map *map = nullptr;
+  ASSERT_EQ(dlinfo(graph, RTLD_DI_LINKMAP, &map), 0);
+  EXPECT_EQ(fs::canonical(fs::path(map->l_name).parent_path()), dir) << map->l_name;
+  dlclose(graph);
 }
 
 /// Without a GPU, the cuDNN path goes as far as it can: the process's
