@@ -31,10 +31,12 @@ if [[ -z $ARTIFACT ]]; then
     --set batch_size="$BATCH" --set seq_len=1024 -o "$ARTIFACT"
 fi
 # The median step of one llmc-run, after 5 warm-up steps; its "attention:"
-# start-up lines go to stderr.
+# start-up lines (stdout) are echoed to stderr. Fails when the run does, so
+# a variant that fails never reports the metrics of the one before.
 median_step() {
+  rm -f "$WORK/m.jsonl"
   "$BUILD/bin/llmc-run" "$ARTIFACT" --steps $((STEPS + 5)) --metrics "$WORK/m.jsonl" "$@" \
-    > "$WORK/run.out"
+    > "$WORK/run.out" || { tail -n 5 "$WORK/run.out" >&2; return 1; }
   { grep '^attention: ' "$WORK/run.out" || true; } | sed "s/^/  [$*] /" >&2
   python3 - "$WORK/m.jsonl" <<'PY'
 import json, sys
@@ -42,12 +44,18 @@ ms = sorted(json.loads(l)["ms"] for l in list(open(sys.argv[1]))[5:])
 print(ms[len(ms) // 2])
 PY
 }
-LLMC_MS=""
+LLMC_MS="" FAILED_VARIANTS=""
 for variant in $VARIANTS; do
   label=${variant%%=*} flags=${variant#*=}
   # shellcheck disable=SC2086
-  LLMC_MS+="$label=$(median_step ${flags//,/ }) "
+  if ms=$(median_step ${flags//,/ }); then
+    LLMC_MS+="$label=$ms "
+  else
+    echo "llmc ($label): llmc-run failed; no time for it" >&2
+    FAILED_VARIANTS+="$label "
+  fi
 done
+[[ -n $LLMC_MS ]] || { echo "gpu_gpt2: every llmc variant failed" >&2; exit 1; }
 TORCH=""
 if [[ -n ${BASELINE_FROM:-} && ${RERUN_BASELINE:-0} != 1 ]]; then
   TORCH=$("$TORCH_PYTHON" "$ROOT/bench/gpu_results.py" baseline --results "$BASELINE_FROM" \
@@ -55,8 +63,9 @@ if [[ -n ${BASELINE_FROM:-} && ${RERUN_BASELINE:-0} != 1 ]]; then
 fi
 [[ -n $TORCH ]] ||
   TORCH=$("$TORCH_PYTHON" "$ROOT/bench/torch_gpu_gpt2.py" --steps "$STEPS" --batch "$BATCH")
-python3 - "$TORCH" "$BATCH" "$PEAK_TFLOPS" "${RESULT_JSON:-}" $LLMC_MS <<'PY'
-import json, sys
+FAILED_VARIANTS=$FAILED_VARIANTS python3 - "$TORCH" "$BATCH" "$PEAK_TFLOPS" "${RESULT_JSON:-}" \
+  $LLMC_MS <<'PY'
+import json, os, sys
 torch, B, peak = json.loads(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]) * 1e12
 out = sys.argv[4]
 llmc = {kv.split("=")[0]: float(kv.split("=")[1]) for kv in sys.argv[5:]}
@@ -77,5 +86,7 @@ for name, ms in llmc.items():
 if out:
     with open(out, "w") as f:
         json.dump({"batch": B, "seq": T, "llmc_ms": llmc, "torch_compile_ms": torch["median_ms"],
-                   "torch": torch["torch"], "torch_cached": bool(torch.get("cached"))}, f)
+                   "torch": torch["torch"], "torch_cached": bool(torch.get("cached")),
+                   "llmc_failed": os.environ["FAILED_VARIANTS"].split()}, f)
 PY
+[[ -z $FAILED_VARIANTS ]] || { echo "gpu_gpt2: llmc-run failed for: $FAILED_VARIANTS" >&2; exit 1; }

@@ -22,7 +22,7 @@ A results file is one lease:
    "steps": {name: {"verdict": "PASS", "seconds": 12, "data": {...}}}}
 The numbers a report shows come from the data of these steps:
   preflight          device: name, driver, cuda, cudnn, nvrtc, torch, sdpa_backend
-  bench-gpt2-124M    {"batch", "seq", "llmc_ms": {variant: ms}, "torch_compile_ms", "torch"}
+  bench-gpt2-124M    {"batch", "seq", "llmc_ms": {variant: ms}, "torch_compile_ms", "torch", "llmc_failed": [variant]}
   bench-attention-D  {"rows": [{"seq", "heads", "head_dim", "tflops": {variant: x}, "sdpa_tflops"}]}
   bench-head         {"rows": [{"vocab", "ms", "tflops", ...}]}
   bench-gpt2-1.5B    {"median_ms", "tokens_per_s", "mfu_percent"} (bf16; "precision" in newer leases)

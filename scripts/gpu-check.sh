@@ -43,8 +43,13 @@
 #   sanitizer    compute-sanitizer memcheck on a few steps of llmc-run and on
 #                the CUDA kernel tests; racecheck, synccheck on the kernel tests
 #
-# Steps run in the order above: measurements first, the full conformance
-# and the slow sanitizers last. A failing step does not stop the others;
+# The groups run in the order --steps names them (by default preflight,
+# build, parity, shared, multigpu, bench, conformance, ctest, sanitizer:
+# measurements first, the full conformance and the slow sanitizers last;
+# under --perf: preflight, parity, bench, shared, then conformance-changed,
+# conformance and the sanitizers while time is left).
+# conformance skips the tests conformance-changed already ran (the same
+# filter). A failing step does not stop the others;
 # each writes <out>/<step>*.log, one line of <out>/summary.txt and its
 # verdict, seconds and numbers (<out>/data/<step>.json) into
 # <out>/results.json as soon as it ends (bench/gpu_results.py; commit that
@@ -56,18 +61,20 @@
 #                        [--budget SECONDS] [--tar FILE] [--rerun-baseline]
 #                        [--no-cuda]
 #
-# --perf is the short lease's run: preflight, conformance-changed, parity,
-# bench, then conformance and sanitizer while time is left, under a budget
-# of 540 s unless --budget says otherwise.
+# --perf is the short lease's run: preflight, parity, bench, shared, then
+# conformance-changed, conformance and sanitizer while time is left, under
+# a budget of 540 s unless --budget says otherwise. A step the budget cuts
+# short is "CUT (budget)", not a failure.
 #
 # --only runs, within the groups --steps names, only the steps whose names
 # match one of these shell patterns (e.g. 'parity-fp32,bench-gpt2-*'), so a
 # short lease goes to what a change needs; preflight and build always run
 # when their groups are named.
 #
-# --tar FILE packs every log and result of <out> into one .tgz at the end
-# (a device tool may bring back only a few files); checkpoints are written
-# outside <out>, in a temporary folder removed on exit.
+# --tar FILE packs every log and result of <out> into one .tgz after each
+# step and at the end (a device tool may bring back only a few files, and a
+# run killed at its time limit never reaches the end); checkpoints are
+# written outside <out>, in a temporary folder removed on exit.
 # CUDA_TESTS (a gtest filter, default Cuda*) narrows the kernel tests that
 # conformance and the sanitizers run, e.g. to rerun those that failed;
 # KERNEL_SHARDS (default 4) is how many processes run them at once
@@ -79,8 +86,8 @@
 # not load here (ldd lists a library "not found"), the script builds afresh
 # in <build>-here and says so.
 #
-# --no-cuda builds with CUDA off and runs only build and conformance, for
-# checking the script and the pack on a machine without a GPU.
+# --no-cuda builds with CUDA off and runs only preflight, build and ctest,
+# for checking the script and the pack on a machine without a GPU.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PACK=$ROOT/gpu-pack
@@ -88,7 +95,7 @@ OUT_DIR=${OUT:-$ROOT/gpu-check-out}
 BUILD=$ROOT/build-gpu
 JOBS=$(nproc)
 ALL_STEPS=preflight,build,conformance-changed,parity,shared,multigpu,bench,conformance,ctest,sanitizer
-STEPS=preflight,build,conformance,ctest,parity,shared,multigpu,bench,sanitizer
+STEPS=preflight,build,parity,shared,multigpu,bench,conformance,ctest,sanitizer
 BUDGET=""
 ONLY=""
 PERF=0
@@ -105,7 +112,7 @@ while (($#)); do
     --only) ONLY=$2; shift 2 ;;
     --budget) BUDGET=$2; shift 2 ;;
     --tar) TAR=$2; shift 2 ;;
-    --perf) PERF=1; STEPS=preflight,conformance-changed,parity,shared,bench,conformance,sanitizer; shift ;;
+    --perf) PERF=1; STEPS=preflight,parity,bench,shared,conformance-changed,conformance,sanitizer; shift ;;
     --rerun-baseline) export RERUN_BASELINE=1; shift ;;
     --no-cuda) CUDA=OFF; shift ;;
     -h|--help) usage ;;
@@ -137,15 +144,27 @@ SUMMARY=$OUT_DIR/summary.txt
 DATA_DIR=$OUT_DIR/data
 RESULTS=$OUT_DIR/results.json
 rm -rf "$DATA_DIR" "$RESULTS" && mkdir -p "$DATA_DIR"
-COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || sed -n 's/^commit \([0-9a-f]*\).*/\1/p' "$PACK/MANIFEST")
+# The commit the pack's programs were built from (what the results are
+# of); the work tree here may have moved on since.
+COMMIT=$(sed -n 's/^commit \([0-9a-f]*\).*/\1/p' "$PACK/MANIFEST")
+HEAD_COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || true)
+[[ -n $COMMIT ]] || COMMIT=$HEAD_COMMIT
+if [[ -n $HEAD_COMMIT && $COMMIT != "$HEAD_COMMIT" ]]; then
+  echo "gpu-check: the pack was made at $COMMIT, the work tree is at $HEAD_COMMIT;" \
+       "results are recorded as the pack's" >&2
+fi
 CK_DIR=$(mktemp -d)
+# --tar: <out> packed whole, written beside and renamed, so a kill while
+# packing leaves the previous pack.
+pack_out() {
+  [[ -n $TAR ]] || return 0
+  tar -C "$(dirname "$OUT_DIR")" --exclude "$(basename "$TAR")" --exclude "$(basename "$TAR").part" \
+    -czf "$TAR.part" "$(basename "$OUT_DIR")" && mv -f "$TAR.part" "$TAR"
+}
 # On every exit, an early one included: checkpoints removed, logs packed.
 finish() {
   rm -rf "$CK_DIR"
-  if [[ -n $TAR ]]; then
-    tar -C "$(dirname "$OUT_DIR")" -czf "$TAR" "$(basename "$OUT_DIR")" &&
-      echo "gpu-check: packed into $TAR ($(du -h "$TAR" | cut -f1))" >&2
-  fi
+  pack_out && [[ -n $TAR ]] && echo "gpu-check: packed into $TAR ($(du -h "$TAR" | cut -f1))" >&2
 }
 trap finish EXIT
 BIN=$BUILD/bin
@@ -182,7 +201,7 @@ export LD_LIBRARY_PATH=$DEPS/lib:${LD_LIBRARY_PATH:-}
 FAILED=0
 START=$SECONDS
 step() {
-  local name=$1 limit=$2; shift 2
+  local name=$1 limit=$2 cut=0; shift 2
   asked "$name" || return 77
   if ((BUDGET > 0)); then
     local left=$((BUDGET - (SECONDS - START)))
@@ -191,7 +210,7 @@ step() {
       record "$name" "SKIP (budget)" 0
       return 77
     fi
-    ((limit > left)) && limit=$left
+    ((limit > left)) && limit=$left cut=1
   fi
   local start=$SECONDS status
   echo "== $name" >&2
@@ -200,6 +219,7 @@ step() {
   status=$?
   local verdict=PASS
   if ((status == 77)); then verdict=SKIP
+  elif ((status == 124 || status == 137)) && ((cut)); then verdict="CUT (budget)"
   elif ((status == 124 || status == 137)); then verdict="FAIL (over ${limit}s)"; FAILED=1
   elif ((status != 0)); then verdict="FAIL (exit $status)"; FAILED=1
   fi
@@ -211,6 +231,7 @@ record() {  # name verdict seconds
   python3 "$ROOT/bench/gpu_results.py" record "$RESULTS" --step "$1" --verdict "$2" --seconds "$3" \
     --data "$DATA_DIR/$1.json" --commit "$COMMIT" --date "$(date -u +%F)" ||
     echo "gpu-check: could not record $1 in $RESULTS" >&2
+  pack_out || echo "gpu-check: could not pack $OUT_DIR into $TAR" >&2
 }
 wants() { [[ ,$STEPS, == *,$1,* ]]; }
 asked() {  # step name: whether --only (if given) takes it
@@ -372,6 +393,8 @@ do_generate() {
   return $status
 }
 do_resume_on_cpu() {  # the fp32 GPU run's checkpoint, 10 more steps on the CPU
+  [[ -d $CK_DIR/fp32 ]] ||
+    { echo "skipped: needs parity-fp32's checkpoint (run in the same call)"; return 77; }
   "$BIN/llmc-run" "$A/tiny-cpu.llmc" --steps 60 --resume --ckpt-dir "$CK_DIR/fp32" --quiet
 }
 
@@ -379,6 +402,8 @@ do_resume_on_cpu() {  # the fp32 GPU run's checkpoint, 10 more steps on the CPU
 # the one-GPU losses of the parity step.
 do_two_ranks() {  # name artifact
   ((GPUS >= 2)) || { echo "skipped: $GPUS GPU(s); NCCL needs one GPU per rank"; return 77; }
+  [[ -s $OUT_DIR/parity/fp32/gpu.jsonl ]] ||
+    { echo "skipped: needs parity-fp32's losses (run in the same call)"; return 77; }
   local w=$OUT_DIR/multigpu/$1
   rm -rf "$w" && mkdir -p "$w"
   "$ROOT/test/e2e/Inputs/launch_ranks.sh" 2 torchrun "$w/rank" -- \
@@ -528,8 +553,10 @@ export -f do_build do_preflight do_conformance_cuda do_conformance_changed do_ct
 } > "$OUT_DIR/env.txt"
 
 # A build carried from another machine (the pack's prebuilt.tar.xz, or a
-# build folder) that does not load here is rebuilt.
-export LD_LIBRARY_PATH=$BUILD/lib:$LD_LIBRARY_PATH
+# build folder) that does not load here is rebuilt in <build>-here, its
+# libraries first on the search path.
+LIBRARY_PATH_REST=$LD_LIBRARY_PATH
+export LD_LIBRARY_PATH=$BUILD/lib:$LIBRARY_PATH_REST
 if ! wants build && [[ ! -x $BIN/kernel_tests && -f $PACK/prebuilt.tar.xz ]]; then
   mkdir -p "$BUILD" && tar -C "$BUILD" -xJf "$PACK/prebuilt.tar.xz"
 fi
@@ -538,24 +565,25 @@ if ! wants build; then
   if [[ -n $missing ]]; then
     echo "gpu-check: the build in $BUILD does not load here; building afresh in $BUILD-here:" >&2
     echo "$missing" >&2
-    BUILD=$BUILD-here BIN=$BUILD-here/bin
-    export BUILD BIN LD_LIBRARY_PATH=$BUILD-here/lib:$LD_LIBRARY_PATH
-    STEPS=build,$STEPS
+    BUILD=$BUILD-here
+    BIN=$BUILD/bin
+    export BUILD BIN LD_LIBRARY_PATH=$BUILD/lib:$LIBRARY_PATH_REST
+    if [[ $STEPS == preflight,* ]]; then STEPS=preflight,build,${STEPS#preflight,}; else STEPS=build,$STEPS; fi
   fi
 fi
-if wants preflight; then step preflight 90 do_preflight; fi
-if wants build; then
+echo "bin: $BIN" >> "$OUT_DIR/env.txt"
+# The filter conformance-changed runs; conformance leaves it out when equal.
+CHANGED_FILTER=$(cat "$PACK/CHANGED_CUDA_TESTS" 2>/dev/null || true)
+
+run_build() {
   step build 900 do_build
   case $? in
     0) ;;
     77) echo "gpu-check: the budget ran out before the build; nothing else can run" >&2; exit 1 ;;
     *) echo "gpu-check: build failed; see $OUT_DIR/build.log" >&2; exit 1 ;;
   esac
-fi
-if wants conformance-changed && [[ $CUDA == ON ]]; then
-  step conformance-changed 240 do_conformance_changed
-fi
-if wants parity; then
+}
+run_parity() {
   step parity-fp32 120 parity_pair fp32 tiny-cpu.llmc tiny-gpu.llmc 50 1e-4
   step parity-bf16 120 parity_pair bf16 tiny-bf16-cpu.llmc tiny-bf16-gpu.llmc 50 1e-2
   step parity-dropout 120 parity_pair dropout tiny-dropout-cpu.llmc tiny-dropout-gpu.llmc 20 1e-4
@@ -574,12 +602,13 @@ if wants parity; then
   step parity-multi-tensor-adamw 60 do_multi_tensor_adamw
   step parity-offload 60 do_offload
   step parity-generate 120 do_generate
-fi
-if wants multigpu; then
+}
+run_multigpu() {
   step multigpu-dp2 120 do_two_ranks dp2 tiny-dp2-gpu.llmc
   step multigpu-tp2 120 do_two_ranks tp2 tiny-tp2-gpu.llmc
-fi
-if wants shared; then
+}
+run_shared() {
+  local layout
   for layout in zero1-dp2:2 zero3-dp2:2 tp2-sp:2 dp2-tp2:4; do
     step "shared-${layout%:*}" 90 do_shared_gpu "${layout%:*}" "${layout#*:}" \
       "shared-${layout%:*}-gpu.llmc" tiny-cpu.llmc
@@ -597,8 +626,8 @@ if wants shared; then
       "shared-moe-${layout%:*}-gpu.llmc" moe-cpu.llmc
   done
   step shared-failures 90 do_shared_failures
-fi
-if wants bench; then
+}
+run_bench() {
   step bench-calibrate 120 do_calibrate
   step bench-gpt2-124M 300 do_bench_gpt2
   step profile-124M 90 do_profile_gpt2
@@ -611,16 +640,33 @@ if wants bench; then
   # Nsight Compute replays every kernel many times: too slow for --perf,
   # whose profile step splits the step by kernel already.
   ((PERF)) || step bench-ncu-124M 240 do_ncu
-fi
-if wants conformance && [[ $CUDA == ON ]]; then step conformance-cuda 300 do_conformance_cuda; fi
-if wants ctest; then step ctest 300 do_ctest; fi
-if wants sanitizer; then
+}
+run_conformance() {
+  if wants conformance-changed && [[ $CHANGED_FILTER == "$CUDA_TESTS" ]]; then
+    echo "gpu-check: conformance-cuda left out: conformance-changed ran the same tests" >&2
+    return
+  fi
+  step conformance-cuda 300 do_conformance_cuda
+}
+run_sanitizer() {
+  local tool
   step sanitizer-llmc-run 120 do_sanitize_run
   step sanitizer-memcheck "${SANITIZER_LIMIT:-240}" do_sanitize memcheck
   for tool in racecheck synccheck; do
     step "sanitizer-$tool" "${SANITIZER_LIMIT:-240}" do_sanitize "$tool"
   done
-fi
+}
+
+for group in ${STEPS//,/ }; do
+  case $group in
+    preflight) step preflight 90 do_preflight ;;
+    build) run_build ;;
+    conformance-changed) [[ $CUDA == OFF ]] || step conformance-changed 300 do_conformance_changed ;;
+    conformance) [[ $CUDA == OFF ]] || run_conformance ;;
+    ctest) step ctest 300 do_ctest ;;
+    *) "run_$group" ;;
+  esac
+done
 echo "gpu-check: logs in $OUT_DIR" >&2
 cat "$SUMMARY"
 exit $FAILED

@@ -22,10 +22,11 @@
 #   CHANGED_CUDA_TESTS  a gtest filter: the CUDA kernel tests that the change
 #               since the newest lease in bench/results/ can affect
 #
-#   prebuilt.tar.xz  only with PREBUILT=1: the runtime-only CUDA build for
-#               sm_90 made here (in <repo>/build-gpu, or PREBUILT_DIR), its
-#               bin/ and shared libraries, so that the GPU machine, with the
-#               same CUDA toolkit, skips the build (about 9 MiB)
+#   prebuilt.tar.xz  the runtime-only CUDA build for sm_90 made here (in
+#               <repo>/build-gpu, or PREBUILT_DIR), its bin/ and shared
+#               libraries, so that the GPU machine, with the same CUDA
+#               toolkit, skips the build (about 9 MiB); PREBUILT=0 leaves it
+#               out, and the GPU machine then builds within its lease
 #
 # The libraries come from Debian 12 (glibc 2.36), old enough to load on the
 # GPU image. Usage: scripts/gpu-pack.sh [pack-dir] (default <repo>/gpu-pack);
@@ -198,7 +199,7 @@ cp -r /usr/src/googletest/googletest/{CMakeLists.txt,cmake,include,src} "$D/goog
 flatc --cpp --scoped-enums --gen-mutable -o "$D/generated" "$ROOT/common/schema/artifact.fbs"
 sha256sum "$ROOT/common/schema/artifact.fbs" | cut -d' ' -f1 > "$D/generated/artifact.fbs.sha256"
 
-if [[ ${PREBUILT:-0} == 1 ]]; then
+if [[ ${PREBUILT:-1} == 1 ]]; then
   PB=${PREBUILT_DIR:-$ROOT/build-gpu}
   tar -C "$D/lib" -xJf "$D/blas.tar.xz"   # linked against; not packed twice
   cmake -S "$ROOT" -B "$PB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLMC_RUNTIME_ONLY=ON \
