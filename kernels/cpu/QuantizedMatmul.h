@@ -86,7 +86,7 @@ public:
 
   QuantizedGemm(const contracts::QuantizedProduct &d, const Expander &like, SgemmFn sgemm,
                 bool anyRows)
-      : d_(d), sgemm_(sgemm), align_(like.alignment()) {
+      : d_(d), sgemm_(sgemm), align_(like.alignment()), threads_(bindThreads()) {
     // The most rows a few-rows call can have (0: none comes).
     const int64_t few = anyRows ? std::min(d.m, kFewRows) : d.m <= kFewRows ? d.m : 0;
     if (few > 0 && d.transposeB && like.canDotQuantized(d.k)) {
@@ -106,7 +106,7 @@ public:
       perThread_ = d.transposeB ? kRowGroup * d.k : 0;
       for (int64_t m = anyRows ? 1 : few; !d.transposeB && m <= few; ++m)
         perThread_ = std::max(perThread_, tileOf(m).perThread);
-      scratch_.resize(perThread_ * omp_get_max_threads());
+      scratch_.resize(perThread_ * threads_);
     }
     if (d.m > kFewRows) {
       chunk_ = std::max<int64_t>(1, kChunkBytes / (4 * d.k));
@@ -159,7 +159,7 @@ private:
     int64_t width = 0, rows = 0, perThread = 0;
   };
   Tile tileOf(int64_t m) const {
-    const int64_t threads = omp_get_max_threads();
+    const int64_t threads = threads_;
     Tile t;
     int64_t width = std::min((d_.n + threads - 1) / threads, kAccFloats / m);
     t.width = std::max(align_, width - width % align_);
@@ -177,7 +177,7 @@ private:
     const Tile tile = tileOf(m);
     const int64_t tw = tile.width, kr = tile.rows;
     const int64_t tiles = (n + tw - 1) / tw;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads_)
     for (int64_t t = 0; t < tiles; ++t) {
       float *rows = scratch_.data() + perThread_ * omp_get_thread_num();
       float *acc = rows + kr * tw;
@@ -219,7 +219,7 @@ private:
     }
     const int64_t n = d_.n;
     const bool avx512 = avx512_;
-#pragma omp parallel if (n * d_.k > (1 << 15))
+#pragma omp parallel if (n * d_.k > (1 << 15)) num_threads(threads_)
     {
       const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
       expand.dotRows(n * t / threads, n * (t + 1) / threads, rows, avx512);
@@ -235,14 +235,14 @@ private:
     const int64_t n = d_.n;
     if (packed_) {
       const int64_t groups = packed_->groups();
-#pragma omp parallel if (n * d_.k > (1 << 15))
+#pragma omp parallel if (n * d_.k > (1 << 15)) num_threads(threads_)
       {
         const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
         packed_->rows(groups * t / threads, groups * (t + 1) / threads, rows);
       }
       return;
     }
-#pragma omp parallel if (n * d_.k > (1 << 15))
+#pragma omp parallel if (n * d_.k > (1 << 15)) num_threads(threads_)
     {
       const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
       expand.dotQuantized(n * t / threads, n * (t + 1) / threads, rows);
@@ -254,7 +254,7 @@ private:
   void fewRowsTransposed(const Expander &expand, const float *x, float *y, int64_t m) {
     const int64_t k = d_.k, n = d_.n;
     const int64_t groups = (n + kRowGroup - 1) / kRowGroup;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads_)
     for (int64_t g = 0; g < groups; ++g) {
       float *rows = scratch_.data() + perThread_ * omp_get_thread_num();
       const int64_t r0 = g * kRowGroup, rc = std::min(kRowGroup, n - r0);
@@ -280,14 +280,14 @@ private:
       const int64_t nc = std::min(chunk_, n - c0);
       if (d_.transposeB) {
         // Rows c0.. of W [N, K]: one contiguous range, [nc, K].
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads_)
         for (int64_t r = 0; r < nc; ++r) expand((c0 + r) * k, k, w + r * k);
         sgemm_(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
                static_cast<int>(nc), static_cast<int>(k), 1.0f, x, static_cast<int>(k), w,
                static_cast<int>(k), 0.0f, y + c0, static_cast<int>(n));
       } else {
         // Columns c0.. of W [K, N]: a segment of every row, [K, nc].
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads_)
         for (int64_t r = 0; r < k; ++r) expand(r * n + c0, nc, w + r * nc);
         sgemm_(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
                static_cast<int>(nc), static_cast<int>(k), 1.0f, x, static_cast<int>(k), w,
@@ -299,6 +299,11 @@ private:
   contracts::QuantizedProduct d_; // m: the most rows of a call
   SgemmFn sgemm_;
   int64_t align_ = 16;
+  /// Threads of every parallel region, taken when the product is planned:
+  /// its per-thread scratch is sized for them, and a run on another thread
+  /// (a CUDA host function's, whose OpenMP default is every core, not this
+  /// rank's share) must not use more.
+  int threads_ = 1;
   int64_t perThread_ = 0, chunk_ = 0;
   bool dotRows_ = false, avx512_ = false; // few rows of W [N, K] from its codes
   std::vector<float> xStep_;               // x permuted, evens then odds

@@ -394,8 +394,11 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   const cudaDataType type = d.dtype == DType::BF16  ? CUDA_R_16BF
                             : d.dtype == DType::F16 ? CUDA_R_16F
                                                     : CUDA_R_32F;
-  const cublasComputeType_t compute =
-      d.dtype == DType::F32 && allowTf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  // cuBLASLt multiplies fp8 codes only with CUBLAS_COMPUTE_32F, whatever
+  // --tf32 says about fp32 products.
+  const cublasComputeType_t compute = d.dtype == DType::F32 && !d.fp8 && allowTf32()
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
   const size_t elementSize = dtypeSize(d.dtype), abSize = operandSize(d);
   // cuBLASLt's A is b, its B is a (below).
   const cudaDataType typeA = d.fp8 ? fp8Type(d.fp8B) : type, typeB = d.fp8 ? fp8Type(d.fp8A) : type;

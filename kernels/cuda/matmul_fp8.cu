@@ -44,8 +44,9 @@ struct GroupScale {
 };
 __device__ __forceinline__ GroupScale groupScale(const float *range, fp8::Kind kind) {
   const float lo = range[0], hi = range[1];
-  const float amax = fmaxf(lo, hi);
-  // fmaxf drops a NaN operand; the CPU's std::max keeps range[0]'s NaN.
+  // std::max as the CPU takes it (the first of equal values: −0 of an
+  // all-zero tensor's range, where fmaxf may give +0); NaN apart.
+  const float amax = lo < hi ? hi : lo;
   const bool nan = lo != lo || hi != hi;
   return {nan ? lo + hi : amax / fp8::maxOf(kind), amax > 0.0f && !nan};
 }

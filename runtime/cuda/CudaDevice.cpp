@@ -189,10 +189,12 @@ public:
     if (watchdog_)
       watchdog_->begin("the step's device work");
     const cudaError_t finished = cudaStreamSynchronize(streams_[0]);
+    // Causes before their effects: the watchdog's abort, then a host
+    // function's failure (whose stale data later kernels may fault on).
     if (watchdog_)
-      watchdog_->end(); // an abort's reason before its kernels' errors
-    check(finished, "the program's kernels");
+      watchdog_->end();
     hostFailure_.rethrow();
+    check(finished, "the program's kernels");
   }
 
   void runEagerly() override { eagerOnly_ = true; }

@@ -158,7 +158,7 @@ std::vector<ConformanceCase> matmulCases() {
   // A linear layer's three products: y = x·w (x [B, T, K], w [K, N]),
   // dx = dy·wᵀ, dw = xᵀ·dy over the folded rows; then a forward product
   // with fast accumulation over GPT-2's width, which the CPU sums exactly
-  // and CUDA's narrower accumulator must keep within the same bound.
+  // and CUDA's narrower accumulator must keep within the bound below.
   const std::vector<Shape> shapes = {
       {{2, 8, 32}, {32, 48}, false, false, "forward"},
       {{16, 48}, {32, 48}, false, true, "grad_input"},
@@ -204,6 +204,13 @@ std::vector<ConformanceCase> matmulCases() {
                // Each element is a sum of K products of either sign,
                // which can cancel: the norm metric, as matmul's.
                k.metric = k.cudaMetric = Metric::Norm;
+               // cuBLASLt's fp8 products keep about 14 bits inside each
+               // tensor-core instruction's sum on Hopper (DeepSeek-V3,
+               // §3.3.2), and across them with fast accumulation: an fp32
+               // output is held to 1e-3, which a layout or scale slip
+               // still fails by orders of magnitude.
+               if (dtype == DType::F32)
+                 k.cudaTolerances = {1e-3};
                return k;
              }});
       }
