@@ -28,7 +28,7 @@
 
 namespace llmc {
 
-class StepWatchdog;
+class CommWatchdog;
 
 /// A named part of one instruction's device time (`llmc-run --profile` on
 /// a GPU: the cuBLASLt GEMMs inside a fused kernel, say).
@@ -108,7 +108,7 @@ public:
   /// on and make runProgram throw why; its owner clears it before it goes.
   /// A no-op where waits cannot hang on other ranks (the CPU's collectives
   /// time out themselves).
-  virtual void setWatchdog(StepWatchdog *) {}
+  virtual void setWatchdog(CommWatchdog *) {}
   /// Waits for all outstanding work.
   virtual void synchronize() = 0;
   /// A timer for the `instructions` of one program (BoundProgram's

@@ -181,8 +181,12 @@ private:
     int64_t microbatch = -1; ///< of the producing op, when it has one
   };
   void classifyTransients();
-  /// Places the host classes in host memory, by liveness as in the arena.
-  LogicalResult allocateHost(ArrayRef<ClassInfo *> hostBlocks);
+  /// Places `blocks` by liveness into one memory (the arena, or host
+  /// memory), their intervals appended to `intervals`, each block's offset
+  /// set; the placement is checked, and a conflict is an error naming
+  /// `what`.
+  FailureOr<arena::Plan> place(ArrayRef<ClassInfo *> blocks, StringRef what,
+                               std::vector<arena::Interval> &intervals);
   /// What a gradient class is (see gradientPeakParts).
   std::string gradientKind(Value root) const {
     // A cast that is its source's only use converts the gradient (fp32

@@ -365,23 +365,21 @@ LogicalResult ProgramLowering::allocate() {
     blocks.push_back(&info);
     roots.push_back(root);
   }
-  if (failed(allocateHost(hostBlocks)))
+  std::vector<arena::Interval> hostIntervals;
+  FailureOr<arena::Plan> host = place(hostBlocks, "host placement", hostIntervals);
+  if (failed(host))
     return failure();
+  hostPeak = host->extent;
   for (auto &[op, info] : workspaces) {
     blocks.push_back(&info);
     roots.push_back(Value());
   }
   std::vector<arena::Interval> intervals;
-  for (ClassInfo *info : blocks) intervals.push_back({info->start, info->end, info->bytes});
-  arena::Plan plan = arena::planArena(intervals, exec::kBufferAlignment);
-  // A wrong offset corrupts values silently at run time; checking is cheap.
-  if (auto conflict = arena::findConflict(intervals, plan.offsets, exec::kBufferAlignment))
-    return func.emitError("arena placement (")
-           << arena::strategyName(plan.strategy) << ") puts two values live at once in the same "
-           << "bytes: classes " << conflict->first << " and " << conflict->second;
-  for (auto [info, offset] : llvm::zip(blocks, plan.offsets)) info->offset = offset;
+  FailureOr<arena::Plan> placed = place(blocks, "arena placement", intervals);
+  if (failed(placed))
+    return failure();
+  const arena::Plan &plan = *placed;
   liveBytesBound = arena::liveBytesBound(intervals, exec::kBufferAlignment);
-
   transientPeak = plan.extent;
 
   // Each category's peak, and the gradients at theirs, in program order:
@@ -439,17 +437,17 @@ LogicalResult ProgramLowering::allocate() {
   return success();
 }
 
-LogicalResult ProgramLowering::allocateHost(ArrayRef<ClassInfo *> hostBlocks) {
-  std::vector<arena::Interval> intervals;
-  for (ClassInfo *info : hostBlocks) intervals.push_back({info->start, info->end, info->bytes});
+FailureOr<arena::Plan> ProgramLowering::place(ArrayRef<ClassInfo *> blocks, StringRef what,
+                                              std::vector<arena::Interval> &intervals) {
+  for (ClassInfo *info : blocks) intervals.push_back({info->start, info->end, info->bytes});
   arena::Plan plan = arena::planArena(intervals, exec::kBufferAlignment);
+  // A wrong offset corrupts values silently at run time; checking is cheap.
   if (auto conflict = arena::findConflict(intervals, plan.offsets, exec::kBufferAlignment))
-    return func.emitError("host placement (")
-           << arena::strategyName(plan.strategy) << ") puts two values live at once in the same "
-           << "bytes: classes " << conflict->first << " and " << conflict->second;
-  for (auto [info, offset] : llvm::zip(hostBlocks, plan.offsets)) info->offset = offset;
-  hostPeak = plan.extent;
-  return success();
+    return func.emitError(what) << " (" << arena::strategyName(plan.strategy)
+                                << ") puts two values live at once in the same bytes: classes "
+                                << conflict->first << " and " << conflict->second;
+  for (auto [info, offset] : llvm::zip(blocks, plan.offsets)) info->offset = offset;
+  return plan;
 }
 
 } // namespace llmc::lowering

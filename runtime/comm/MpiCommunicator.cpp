@@ -1,21 +1,20 @@
 //===- MpiCommunicator.cpp - collectives over MPI ranks -------------------===//
 
-#include "runtime/comm/MeshGroup.h"
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/CommWatchdog.h"
+#include "runtime/comm/MeshGroup.h"
 
 #include "common/Half.h"
 #include "runtime/support/Error.h"
 
 #include <mpi.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 
@@ -104,19 +103,6 @@ MPI_Datatype mpiType(DType t) {
   return MPI_BYTE;
 }
 
-/// Tracks the collective in flight for the watchdog.
-struct InFlight {
-  std::atomic<int64_t> startMs{-1};
-  std::mutex mutex;
-  CommLabel what; ///< read by the watchdog; formatted only on a timeout
-};
-
-int64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 class MpiGroup;
 
 class MpiCommunicator final : public Communicator {
@@ -156,9 +142,7 @@ private:
   std::map<uint32_t, std::unique_ptr<MpiGroup>> groups_; ///< by MeshGroup::mask
   MPI_Op bf16Sum_ = MPI_OP_NULL, bf16Max_ = MPI_OP_NULL, f16Sum_ = MPI_OP_NULL,
          f16Max_ = MPI_OP_NULL;
-  InFlight inFlight_;
-  std::atomic<bool> stop_{false};
-  std::thread watchdog_;
+  std::unique_ptr<CommWatchdog> watchdog_; ///< the collective in flight
   std::mt19937 rng_;
 };
 
@@ -260,26 +244,18 @@ MpiCommunicator::MpiCommunicator(std::vector<std::pair<std::string, int>> mesh,
   MPI_Op_create(f16Sum, 1, &f16Sum_);
   MPI_Op_create(f16Max, 1, &f16Max_);
   rng_.seed(static_cast<unsigned>(rank_ * 7919 + 17));
-  watchdog_ = std::thread([this] {
-    while (!stop_) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      int64_t start = inFlight_.startMs.load();
-      if (start >= 0 && nowMs() - start > options_.timeoutSeconds * 1000) {
-        std::lock_guard<std::mutex> lock(inFlight_.mutex);
-        std::fprintf(stderr,
-                     "llmc-run: error: rank %d: %s has not completed after %.0f s: a peer rank "
-                     "died or stopped answering; aborting\n",
-                     rank_, inFlight_.what.str().c_str(), options_.timeoutSeconds);
+  // A blocked MPI call cannot be interrupted: a stuck collective ends the
+  // process, and mpirun, seeing the failed rank, stops the job.
+  watchdog_ = std::make_unique<CommWatchdog>(
+      rank_, options_.timeoutSeconds, nullptr, [](const std::string &reason) {
+        std::fprintf(stderr, "llmc-run: error: %s; aborting\n", reason.c_str());
         std::fflush(stderr);
-        std::_Exit(1); // mpirun sees the failed rank and stops the job
-      }
-    }
-  });
+        std::_Exit(1);
+      });
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  stop_ = true;
-  if (watchdog_.joinable()) watchdog_.join();
+  watchdog_.reset();
   groups_.clear();
   MPI_Op_free(&bf16Sum_);
   MPI_Op_free(&bf16Max_);
@@ -309,13 +285,9 @@ template <typename F> void MpiCommunicator::guarded(const CommLabel &what, F &&b
     std::uniform_int_distribution<int> pick(0, options_.debugMaxDelayMs);
     std::this_thread::sleep_for(std::chrono::milliseconds(pick(rng_)));
   }
-  {
-    std::lock_guard<std::mutex> lock(inFlight_.mutex);
-    inFlight_.what = what;
-  }
-  inFlight_.startMs = nowMs();
+  watchdog_->begin(what);
   body();
-  inFlight_.startMs = -1;
+  watchdog_->end();
 }
 
 CommGroup &MpiCommunicator::group(const std::vector<std::string> &axes) {

@@ -32,7 +32,7 @@ class ExecutionDevice;
 /// program waits the result watches on several ranks: a step that NCCL
 /// reports an asynchronous error for, or that has not finished after
 /// `timeoutSeconds` (a dead or stopped peer), aborts every NCCL
-/// communicator and fails saying why (runtime/support/StepWatchdog.h).
+/// communicator and fails saying why (runtime/comm/CommWatchdog.h).
 std::unique_ptr<Communicator>
 makeNcclCommunicator(const std::vector<std::pair<std::string, int>> &mesh, Communicator &host,
                      ExecutionDevice &device, double timeoutSeconds);

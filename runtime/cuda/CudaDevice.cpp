@@ -26,9 +26,9 @@
 
 #include "common/TransferChannel.h"
 #include "runtime/ExecutionDevice.h"
+#include "runtime/comm/CommWatchdog.h"
 #include "runtime/cuda/CudaEventTimer.h"
 #include "runtime/support/Error.h"
-#include "runtime/support/StepWatchdog.h"
 
 #include "kernels/cuda/AttentionChoice.h"
 #include "kernels/cuda/Device.h"
@@ -187,7 +187,7 @@ public:
     }
     ++graph.runs;
     if (watchdog_)
-      watchdog_->begin("the step's device work");
+      watchdog_->begin({"the step's device work"});
     const cudaError_t finished = cudaStreamSynchronize(streams_[0]);
     // Causes before their effects: the watchdog's abort, then a host
     // function's failure (whose stale data later kernels may fault on).
@@ -198,7 +198,7 @@ public:
   }
 
   void runEagerly() override { eagerOnly_ = true; }
-  void setWatchdog(StepWatchdog *watchdog) override { watchdog_ = watchdog; }
+  void setWatchdog(CommWatchdog *watchdog) override { watchdog_ = watchdog; }
   void synchronize() override {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     hostFailure_.rethrow();
@@ -365,7 +365,7 @@ private:
   std::array<cudaStream_t, kMaxStreams> streams_{};
   std::array<cudaEvent_t, kMaxStreams> joins_{}; ///< per stream, its join into stream 0
   int64_t *step_ = nullptr, *hostStep_ = nullptr;
-  StepWatchdog *watchdog_ = nullptr; ///< setWatchdog(): NCCL's, on several ranks
+  CommWatchdog *watchdog_ = nullptr; ///< setWatchdog(): NCCL's, on several ranks
   bool eagerOnly_ = false; ///< runEagerly(): a host-staged communicator
   cudaEvent_t fork_ = nullptr;
   std::map<int64_t, cudaEvent_t> events_;

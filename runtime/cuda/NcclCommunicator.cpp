@@ -4,9 +4,9 @@
 #include "common/Mesh.h"
 #include "common/TransferChannel.h"
 #include "runtime/ExecutionDevice.h"
+#include "runtime/comm/CommWatchdog.h"
 #include "runtime/comm/MeshGroup.h"
 #include "runtime/support/Error.h"
-#include "runtime/support/StepWatchdog.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -148,9 +148,9 @@ public:
     initWorld();
     // NCCL's kernels wait for their peers forever; the watchdog gives up
     // on a step that an asynchronous error or --comm-timeout ends.
-    watchdog_ = std::make_unique<StepWatchdog>(
-        "rank " + std::to_string(rank_), timeoutSeconds, [this] { return asyncErrors(); },
-        [this] { abortAll(); });
+    watchdog_ = std::make_unique<CommWatchdog>(
+        rank_, timeoutSeconds, [this] { return asyncErrors(); },
+        [this](const std::string &) { abortAll(); });
     device_.setWatchdog(watchdog_.get());
   }
   ~NcclCommunicator() override {
@@ -293,7 +293,7 @@ private:
   std::array<ncclComm_t, kTransferChannels> channels_{};
   std::array<cudaStream_t, kTransferChannels> channelStreams_{};
   std::map<uint32_t, std::unique_ptr<NcclGroup>> groups_; ///< by MeshGroup::mask
-  std::unique_ptr<StepWatchdog> watchdog_; ///< on several ranks
+  std::unique_ptr<CommWatchdog> watchdog_; ///< on several ranks
   bool aborted_ = false;                   ///< by the watchdog: nothing runs again
 };
 

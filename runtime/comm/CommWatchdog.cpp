@@ -1,6 +1,6 @@
-//===- StepWatchdog.cpp - giving up on a wait that cannot end -------------===//
+//===- CommWatchdog.cpp - giving up on a wait for other ranks -------------===//
 
-#include "runtime/support/StepWatchdog.h"
+#include "runtime/comm/CommWatchdog.h"
 
 #include "runtime/support/Error.h"
 
@@ -8,13 +8,13 @@
 
 namespace llmc {
 
-StepWatchdog::StepWatchdog(std::string who, double timeoutSeconds,
-                           std::function<std::string()> check, std::function<void()> abort,
+CommWatchdog::CommWatchdog(int rank, double timeoutSeconds, std::function<std::string()> check,
+                           std::function<void(const std::string &)> abort,
                            std::chrono::milliseconds period)
-    : who_(std::move(who)), timeoutSeconds_(timeoutSeconds), check_(std::move(check)),
+    : rank_(rank), timeoutSeconds_(timeoutSeconds), check_(std::move(check)),
       abort_(std::move(abort)), period_(period), thread_([this] { watch(); }) {}
 
-StepWatchdog::~StepWatchdog() {
+CommWatchdog::~CommWatchdog() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -23,39 +23,39 @@ StepWatchdog::~StepWatchdog() {
   thread_.join();
 }
 
-void StepWatchdog::begin(std::string what) {
+void CommWatchdog::begin(const CommLabel &what) {
   std::lock_guard<std::mutex> lock(mutex_);
   open_ = true;
-  what_ = std::move(what);
+  what_ = what;
   start_ = std::chrono::steady_clock::now();
 }
 
-void StepWatchdog::end() {
+void CommWatchdog::end() {
   std::lock_guard<std::mutex> lock(mutex_);
   open_ = false;
   if (!reason_.empty())
     fail(reason_);
 }
 
-void StepWatchdog::watch() {
+void CommWatchdog::watch() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     wake_.wait_for(lock, period_);
     if (stopping_ || !open_ || !reason_.empty())
       continue;
-    std::string reason = check_();
+    std::string reason = check_ ? check_() : "";
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (reason.empty() && waited >= timeoutSeconds_) {
       std::ostringstream os;
-      os << who_ << ": " << what_ << " has not completed after " << timeoutSeconds_
-         << " s (--comm-timeout): a peer rank may have died or stopped";
+      os << "rank " << rank_ << ": " << what_ << " has not completed after " << timeoutSeconds_
+         << " s: a peer rank died or stopped answering";
       reason = os.str();
     }
     if (reason.empty())
       continue;
     reason_ = std::move(reason);
-    abort_();
+    abort_(reason_);
   }
 }
 

@@ -1,13 +1,14 @@
-//===- StepWatchdogTest.cpp - giving up on a wait that cannot end ---------===//
+//===- CommWatchdogTest.cpp - giving up on a wait for other ranks ---------===//
 //
 // A wait that ends in time is left alone; one that outlasts the timeout,
 // or whose check reports an error, is aborted once and its end() throws
 // the reason — as the CUDA device's wait for a program whose NCCL peer
-// died. A condition variable stands in for the device: abort wakes it.
+// died, or an MPI collective. A condition variable stands in for the
+// device: abort wakes it.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/support/StepWatchdog.h"
+#include "runtime/comm/CommWatchdog.h"
 
 #include "runtime/support/Error.h"
 
@@ -44,7 +45,7 @@ private:
   bool released_ = false;
 };
 
-std::string endMessage(StepWatchdog &watchdog) {
+std::string endMessage(CommWatchdog &watchdog) {
   try {
     watchdog.end();
   } catch (const RuntimeError &e) {
@@ -55,57 +56,57 @@ std::string endMessage(StepWatchdog &watchdog) {
 
 } // namespace
 
-TEST(StepWatchdog, WaitsThatEndInTimeAreLeftAlone) {
+TEST(CommWatchdog, WaitsThatEndInTimeAreLeftAlone) {
   StuckWait device;
-  StepWatchdog watchdog("rank 0", 5, [] { return std::string(); }, [&] { device.release(); }, 5ms);
+  CommWatchdog watchdog(
+      0, 5, [] { return std::string(); }, [&](const std::string &) { device.release(); }, 5ms);
   for (int i = 0; i < 3; ++i) {
-    watchdog.begin("step " + std::to_string(i));
+    watchdog.begin(CommLabel{"step ", nullptr, i});
     device.wait(20ms);
     EXPECT_EQ(endMessage(watchdog), "");
   }
   EXPECT_EQ(device.aborts, 0);
 }
 
-TEST(StepWatchdog, AWaitPastTheTimeoutIsAbortedOnceAndThrows) {
+TEST(CommWatchdog, AWaitPastTheTimeoutIsAbortedOnceAndThrows) {
   StuckWait device;
-  StepWatchdog watchdog(
-      "rank 1", 0.05, [] { return std::string(); }, [&] { device.release(); }, 5ms);
-  watchdog.begin("the step's device work");
+  CommWatchdog watchdog(
+      1, 0.05, [] { return std::string(); }, [&](const std::string &) { device.release(); }, 5ms);
+  watchdog.begin({"the step's device work"});
   device.wait(10s); // returns once aborted
   EXPECT_EQ(endMessage(watchdog),
-            "rank 1: the step's device work has not completed after 0.05 s (--comm-timeout): "
-            "a peer rank may have died or stopped");
+            "rank 1: the step's device work has not completed after 0.05 s: a peer rank died "
+            "or stopped answering");
   EXPECT_EQ(device.aborts, 1);
   // What was aborted stays so: the next wait fails at once, not again aborted.
-  watchdog.begin("the next step");
+  watchdog.begin({"the next step"});
   EXPECT_NE(endMessage(watchdog), "");
   EXPECT_EQ(device.aborts, 1);
 }
 
-TEST(StepWatchdog, AnErrorTheCheckReportsAbortsBeforeTheTimeout) {
+TEST(CommWatchdog, AnErrorTheCheckReportsAbortsBeforeTheTimeout) {
   StuckWait device;
   std::atomic<bool> broken{false};
-  StepWatchdog watchdog(
-      "rank 0", 3600,
-      [&] { return broken ? std::string("rank 0: NCCL reported a remote error") : ""; },
-      [&] { device.release(); }, 5ms);
-  watchdog.begin("the step's device work");
+  CommWatchdog watchdog(
+      0, 3600, [&] { return broken ? std::string("rank 0: NCCL reported a remote error") : ""; },
+      [&](const std::string &) { device.release(); }, 5ms);
+  watchdog.begin({"the step's device work"});
   broken = true;
   device.wait(10s);
   EXPECT_EQ(endMessage(watchdog), "rank 0: NCCL reported a remote error");
   EXPECT_EQ(device.aborts, 1);
 }
 
-TEST(StepWatchdog, NoWaitOpenNothingIsChecked) {
+TEST(CommWatchdog, NoWaitOpenNothingIsChecked) {
   std::atomic<int> checks{0};
   {
-    StepWatchdog watchdog(
-        "rank 0", 0.001,
+    CommWatchdog watchdog(
+        0, 0.001,
         [&] {
           ++checks;
           return std::string("error");
         },
-        [] {}, 1ms);
+        [](const std::string &) {}, 1ms);
     std::this_thread::sleep_for(30ms);
   }
   EXPECT_EQ(checks, 0);
