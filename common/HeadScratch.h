@@ -6,11 +6,9 @@
 // head's own type, from the start of the buffer, on CUDA). When a bf16 or
 // f16 weight's gradient sums over several chunks, D more rows follow: the
 // [V, D] (or [D, V]) fp32 sum, rounded to the weight's type once at the
-// end, so the sum is not rounded once per chunk. (On the CPU each chunk's
-// product is added into it in fp32; cuBLASLt writes each chunk's product
-// in the weight's type, so there every product is rounded once before the
-// fp32 sum, an error of one rounding per chunk's share, not of the running
-// sum.) llmc-fuse sizes the
+// end, so the sum is not rounded once per chunk. (The CPU adds each
+// chunk's fp32 product into it; CUDA's cuBLASLt GEMMs write and accumulate
+// it in fp32 from 16-bit operands.) llmc-fuse sizes the
 // chunks, the op's type inference, the kernels' contract and both backends
 // read the layout, and bench/head_gpu.cpp times it, all from here.
 //

@@ -141,8 +141,10 @@ Stored storedC(const GemmDesc &d, const void *ptr) {
   return {ptr, d.m, d.n, d.ldc ? d.ldc : d.n, d.strideC, d.batch};
 }
 
-/// Bytes per element of a and b (c's are dtypeSize(d.dtype)).
+/// Bytes per element of a and b.
 size_t operandSize(const GemmDesc &d) { return d.fp8 ? 1 : dtypeSize(d.dtype); }
+/// Bytes per element of c (and an addend).
+size_t outputSize(const GemmDesc &d) { return d.f32Output ? 4 : dtypeSize(d.dtype); }
 
 /// cuBLASLt's type of fp8 codes of `kind`.
 cudaDataType fp8Type(fp8::Kind kind) {
@@ -257,13 +259,13 @@ size_t timeCandidates(const GemmDesc &d, const Candidates &cands, const void *bi
     provisional = true;
     return 0;
   }
-  const size_t es = dtypeSize(d.dtype), abSize = operandSize(d);
+  const size_t es = dtypeSize(d.dtype), abSize = operandSize(d), cSize = outputSize(d);
   TimingScratch scratch;
   const Stored a = storedA(d), b = storedB(d), c = storedC(d, d.c);
   const size_t offA = scratch.reserve(d.a, a.span(abSize)),
                offB = scratch.reserve(d.b, b.span(abSize));
-  const size_t offD = scratch.reserve(d.c, c.span(es));
-  const size_t offC = d.addend ? scratch.reserve(d.addend, c.span(es)) : offD;
+  const size_t offD = scratch.reserve(d.c, c.span(cSize));
+  const size_t offC = d.addend ? scratch.reserve(d.addend, c.span(cSize)) : offD;
   const size_t offBias = biasPointer ? scratch.reserve(biasPointer, static_cast<size_t>(d.n) * es) : 0;
   const size_t offAux = aux ? scratch.reserve(aux, static_cast<size_t>(d.m * d.n) * es) : 0;
   if (!scratch.allocate()) {
@@ -314,7 +316,7 @@ std::string LtGemm::describe(const GemmDesc &d) {
   if (d.fp8)
     os << "fp8 " << kindName(d.fp8A) << "·" << kindName(d.fp8B)
        << (d.fp8FastAccumulation ? " (fast accumulation)" : "") << " -> ";
-  os << dtypeName(d.dtype) << " c[";
+  os << dtypeName(d.dtype) << (d.f32Output ? " -> f32" : "") << " c[";
   if (d.batch != 1) os << d.batch << "x";
   os << d.m << "x" << d.n << "] = a" << (d.transposeA ? "^T" : "") << "["
      << (d.transposeA ? d.k : d.m) << "x" << (d.transposeA ? d.m : d.k) << "]·b"
@@ -343,6 +345,11 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   }
   if (d.m < 1 || d.n < 1 || d.k < 1 || d.batch < 1 || d.batch > INT_MAX) {
     error = "cuBLASLt GEMM: sizes must be positive (and the batch fit an int): " + describe(d);
+    return nullptr;
+  }
+  if (d.f32Output && (d.fp8 || d.epilogue != GemmEpilogue::None || d.dtype == DType::F32)) {
+    error =
+        "cuBLASLt GEMM: an f32 output is for bf16 or f16 operands without epilogue: " + describe(d);
     return nullptr;
   }
   const bool biasGrad =
@@ -399,9 +406,10 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   const cublasComputeType_t compute = d.dtype == DType::F32 && !d.fp8 && allowTf32()
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                           : CUBLAS_COMPUTE_32F;
-  const size_t elementSize = dtypeSize(d.dtype), abSize = operandSize(d);
+  const size_t elementSize = dtypeSize(d.dtype), abSize = operandSize(d), cSize = outputSize(d);
   // cuBLASLt's A is b, its B is a (below).
   const cudaDataType typeA = d.fp8 ? fp8Type(d.fp8B) : type, typeB = d.fp8 ? fp8Type(d.fp8A) : type;
+  const cudaDataType typeC = d.f32Output ? CUDA_R_32F : type;
 
   // Read column-major, a row-major operand stored as rows × cols (ld
   // apart) is cols × rows with leading dimension ld: its transpose.
@@ -427,7 +435,7 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
               "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)", error);
   };
   if (!makeLayout(&g->layoutA_, b, typeA) || !makeLayout(&g->layoutB_, a, typeB) ||
-      !makeLayout(&g->layoutC_, c, type)) {
+      !makeLayout(&g->layoutC_, c, typeC)) {
     error += ": " + describe(d);
     return nullptr;
   }
@@ -489,8 +497,8 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   // addend is.
   const uint32_t alignA = b.alignment(abSize);
   const uint32_t alignB = a.alignment(abSize);
-  const uint32_t alignC = storedC(d, d.addend ? d.addend : d.c).alignment(elementSize);
-  const uint32_t alignD = c.alignment(elementSize);
+  const uint32_t alignC = storedC(d, d.addend ? d.addend : d.c).alignment(cSize);
+  const uint32_t alignD = c.alignment(cSize);
   // No preference names the bias or the aux matrix; their alignment is part
   // of the cache key so an algorithm chosen for aligned ones is not reused
   // for misaligned ones.
@@ -514,6 +522,7 @@ std::unique_ptr<LtGemm> LtGemm::create(const GemmDesc &d, std::string &error) {
   std::vector<int64_t> key = {
       device,
       static_cast<int64_t>(d.dtype),
+      d.f32Output ? 1 : 0,
       static_cast<int64_t>(compute),
       d.m,
       d.n,

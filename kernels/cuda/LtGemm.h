@@ -67,6 +67,11 @@ struct GemmDesc {
   /// may assume, and of the plan cache's key.
   int64_t lda = 0, ldb = 0, ldc = 0;
   bool accumulate = false; ///< beta = 1 (c += ...), else beta = 0
+  /// c (and an addend) in f32 while a and b are `dtype`, bf16 or f16: a
+  /// 16-bit product added into an fp32 sum without first being rounded to
+  /// 16 bits (the LM head's weight gradient over its chunks). No epilogue,
+  /// no fp8.
+  bool f32Output = false;
   /// Laid out as c and read as cuBLASLt's C with beta = 1, c being D (a
   /// residual added in the epilogue, c untouched before); not with
   /// `accumulate`.

@@ -19,9 +19,11 @@
 // chunk is held in that type (from the start of the fp32 scratch): the
 // logits rounded where the unfused matmul stores them, the gradient where
 // cross_entropy_grad does. With one chunk dw is the GEMM's product, the
-// unfused ops' rounding exactly; over several chunks each chunk's product
-// is summed in fp32 in the scratch's rows past the chunk
-// (common/HeadScratch.h) and rounded into dw once.
+// unfused ops' rounding exactly; over several chunks the wgrad GEMMs write
+// fp32 (cuBLASLt's f32 C/D beside bf16/f16 operands) and accumulate into
+// the scratch's rows past the chunk (common/HeadScratch.h), which are
+// rounded into dw once: the sum is never rounded before its end, as on the
+// CPU.
 //
 // A padded vocabulary (num_classes < V, llmc-pad-vocab) keeps the GEMMs at
 // the padded width, whose aligned leading dimensions are what cuBLASLt's
@@ -71,31 +73,16 @@ __global__ void chunkRowsKernel(T *chunk, const I *targets, float *rowLoss, int6
   }
 }
 
-/// How one chunk's dw product joins the fp32 sum over chunks.
-enum class SumStep { First, Middle, Last };
-
-/// sum = dw (First), sum += dw (Middle), dw = round(sum + dw) (Last), over
-/// n elements; 16 bytes of dw at a time when `Vector`.
+/// dw = round(sum) over n elements: the weight gradient's fp32 sum over
+/// the chunks, rounded to the weight's type once; 16 bytes of dw at a time
+/// when `Vector`.
 template <typename T, bool Vector>
-__global__ void sumChunkGradKernel(T *dw, float *sum, int64_t n, SumStep step) {
+__global__ void roundSumKernel(T *dw, const float *sum, int64_t n) {
   constexpr int V = Vector ? kVec<T> : 1;
   LLMC_GRID_STRIDE(p, n / V) {
     float x[kVec<T>];
-    if constexpr (Vector)
-      loadVec(dw, p * V, x);
-    else
-      x[0] = load(dw, p);
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const int64_t e = p * V + k;
-      if (step == SumStep::First)
-        sum[e] = x[k];
-      else if (step == SumStep::Middle)
-        sum[e] += x[k];
-      else
-        x[k] += sum[e];
-    }
-    if (step != SumStep::Last) continue;
+    for (int k = 0; k < V; ++k) x[k] = sum[p * V + k];
     if constexpr (Vector)
       storeVec(dw, p * V, x);
     else
@@ -212,10 +199,13 @@ protected:
       dgrad.m = n, dgrad.n = b_.width, dgrad.k = b_.vocab;
       dgrad.transposeB = !b_.transposeB;
       dgrad.a = scratch_, dgrad.b = w, dgrad.c = dh + r0 * b_.width;
-      GemmDesc wgrad; // dw (+)= gᵀ · h_c ([V, D]) or h_cᵀ · g ([D, V])
+      // dw (+)= gᵀ · h_c ([V, D]) or h_cᵀ · g ([D, V]), into the fp32 sum
+      // when there is one.
+      GemmDesc wgrad;
       wgrad.dtype = b_.dtype;
       wgrad.transposeA = true;
-      wgrad.accumulate = r0 > 0 && !dwSum_; // else summed in fp32 beside it
+      wgrad.accumulate = r0 > 0;
+      wgrad.f32Output = dwSum_ != nullptr;
       wgrad.k = n;
       if (b_.transposeB) {
         wgrad.m = b_.vocab, wgrad.n = b_.width;
@@ -224,7 +214,7 @@ protected:
         wgrad.m = b_.width, wgrad.n = b_.vocab;
         wgrad.a = h + r0 * b_.width, wgrad.b = scratch_;
       }
-      wgrad.c = dw;
+      wgrad.c = dwSum_ ? static_cast<void *>(dwSum_) : dw;
       if (!add(dgrad, error) || (dw && !add(wgrad, error))) return false;
     }
     return true;
@@ -240,24 +230,20 @@ protected:
       rows(r0, n);
       LLMC_CUDA_CHECK_LAUNCH();
       if (b_.train) gemms_[g++]->run(stream);
-      if (b_.train && b_.weightGrad) {
+      if (b_.train && b_.weightGrad)
         gemms_[g++]->run(stream);
-        if (dwSum_)
-          sumChunkGrad(stream, dw,
-                       r0 == 0 ? SumStep::First
-                       : r0 + n >= b_.rows ? SumStep::Last
-                                           : SumStep::Middle);
-      }
     }
+    if (b_.train && b_.weightGrad && dwSum_)
+      roundSum(stream, dw);
   }
 
-  /// One chunk's dw into the fp32 sum (see sumChunkGradKernel).
-  void sumChunkGrad(cudaStream_t stream, T *dw, SumStep step) {
+  /// dw = the fp32 sum of its chunks' products, rounded once.
+  void roundSum(cudaStream_t stream, T *dw) {
     const int64_t n = b_.vocab * b_.width;
     if (vectorRows<T>(dw, n, dwSum_))
-      sumChunkGradKernel<T, true><<<gridFor(n / kVec<T>), kBlock, 0, stream>>>(dw, dwSum_, n, step);
+      roundSumKernel<T, true><<<gridFor(n / kVec<T>), kBlock, 0, stream>>>(dw, dwSum_, n);
     else
-      sumChunkGradKernel<T, false><<<gridFor(n), kBlock, 0, stream>>>(dw, dwSum_, n, step);
+      roundSumKernel<T, false><<<gridFor(n), kBlock, 0, stream>>>(dw, dwSum_, n);
     LLMC_CUDA_CHECK_LAUNCH();
   }
 

@@ -4,8 +4,9 @@
 // reaches yet: operands whose rows lie `ld` elements apart (a vocabulary
 // padded to 16-byte rows; the padding is never read or written), the plan
 // cache keeping layouts of one shape apart, the choice between the
-// heuristic's candidates by timing (and its off switches), and the mark a
-// GEMM leaves for `llmc-run --profile`. Products are compared with the CPU
+// heuristic's candidates by timing (and its off switches), 16-bit
+// products summed into an f32 output, and the mark a GEMM leaves for
+// `llmc-run --profile`. Products are compared with the CPU
 // matmul kernel on the dense operands (norm metric, as cuda_matmul_test).
 
 #include "CudaConformance.h"
@@ -132,6 +133,61 @@ TEST(CudaStepLtGemm, LeadingDimensionShorterThanARowIsRefused) {
   std::string error;
   EXPECT_EQ(LtGemm::create(d, error), nullptr);
   EXPECT_NE(error.find("a leading dimension is shorter than its rows"), std::string::npos) << error;
+}
+
+TEST(CudaStepLtGemm, AddsSixteenBitProductsIntoAnF32Sum) {
+  // c (f32) = a1·b1, then c += a2·b2, operands bf16 or f16: the sum of the
+  // two products in fp32, neither rounded to 16 bits (the LM head's weight
+  // gradient over its chunks).
+  LLMC_REQUIRE_GPU();
+  const int64_t m = 96, k = 40, n = 136;
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    RefTensor a1 = roundTo(randomTensor({k, m}, 12400), dtype);
+    RefTensor b1 = roundTo(randomTensor({k, n}, 12401), dtype);
+    RefTensor a2 = roundTo(randomTensor({k, m}, 12402), dtype);
+    RefTensor b2 = roundTo(randomTensor({k, n}, 12403), dtype);
+    Strided da1(a1, dtype, m, 0), db1(b1, dtype, n, 0), da2(a2, dtype, m, 0), db2(b2, dtype, n, 0);
+    Strided dc(RefTensor::zeros({m, n}), DType::F32, n, 0);
+    std::string error;
+    auto plan = [&](const Strided &a, const Strided &b, bool accumulate) {
+      GemmDesc d;
+      d.dtype = dtype, d.m = m, d.n = n, d.k = k, d.transposeA = true;
+      d.f32Output = true, d.accumulate = accumulate;
+      d.a = a.ptr, d.b = b.ptr, d.c = dc.ptr;
+      return LtGemm::create(d, error);
+    };
+    std::unique_ptr<LtGemm> first = plan(da1, db1, false), second = plan(da2, db2, true);
+    ASSERT_TRUE(first && second) << error;
+    first->run(nullptr);
+    second->run(nullptr);
+    cuda::synchronize();
+
+    RefTensor expected = RefTensor::zeros({m, n});
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += a1.data[p * m + i] * b1.data[p * n + j] + a2.data[p * m + i] * b2.data[p * n + j];
+        expected.data[i * n + j] = sum;
+      }
+    EXPECT_CLOSE(dc.dense(), expected, Metric::Norm, 1e-6);
+  }
+}
+
+TEST(CudaStepLtGemm, AnF32OutputNeedsSixteenBitOperandsAndNoEpilogue) {
+  // Refused while planning, before cuBLASLt is asked: no GPU needed.
+  GemmDesc d;
+  d.m = 4, d.n = 8, d.k = 3, d.f32Output = true;
+  for (auto [dtype, epilogue] : {std::pair{DType::F32, cuda::GemmEpilogue::None},
+                                 std::pair{DType::BF16, cuda::GemmEpilogue::Bias}}) {
+    d.dtype = dtype, d.epilogue = epilogue;
+    std::string error;
+    EXPECT_EQ(LtGemm::create(d, error), nullptr);
+    EXPECT_NE(error.find("an f32 output is for bf16 or f16 operands without epilogue"),
+              std::string::npos)
+        << error;
+  }
 }
 
 /// Restores the process's GEMM settings when a test ends.
