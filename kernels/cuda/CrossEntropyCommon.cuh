@@ -56,11 +56,15 @@ __device__ __forceinline__ float blockLogSumExp(float m, float s, float *red) {
   return rowMax + logf(sum);
 }
 
-/// Adds x to a running max `m` and Σ exp(x − m).
+/// Adds x to a running max `m` and Σ exp(x − m). A NaN x makes both NaN
+/// for good (every later step keeps them NaN), so the row's loss is NaN as
+/// on the CPU, even where no comparison with the max would have seen it.
 __device__ __forceinline__ void onlineAdd(float x, float &m, float &s) {
   if (x > m) {
     s = s * expf(m - x) + 1.0f; // exp(−inf) = 0 rescales an empty sum
     m = x;
+  } else if (isnan(x)) {
+    m = s = x;
   } else if (m != -INFINITY) {
     s += expf(x - m);
   }
@@ -124,9 +128,17 @@ __device__ __forceinline__ float rowLogSumExpVec(const T *row, int64_t classes, 
     float x[V];
     loadVec(row, j, x);
     float pieceMax = -INFINITY;
+    bool nan = false; // fmaxf passes over NaN; the loss must not (onlineAdd)
 #pragma unroll
     for (int k = 0; k < V; ++k)
-      if (j + k < classes) pieceMax = fmaxf(pieceMax, x[k]);
+      if (j + k < classes) {
+        pieceMax = fmaxf(pieceMax, x[k]);
+        nan |= isnan(x[k]);
+      }
+    if (nan) {
+      m = s = __int_as_float(0x7fc00000);
+      continue;
+    }
     if (pieceMax == -INFINITY) continue;
     const float next = fmaxf(m, pieceMax);
     float sum = m == -INFINITY ? 0.0f : s * expf(m - next);
@@ -154,15 +166,16 @@ __device__ __forceinline__ void writeRowGrad(const T *in, T *out, int64_t classe
       loadVec(in, j, x);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const float p = j + k < classes ? expf(x[k] - lse) : 0.0f;
-        x[k] = (j + k == target ? p - 1.0f : p) * factor;
+        // The padding is exactly 0, whatever the factor (a NaN dloss, say).
+        const float p = expf(x[k] - lse);
+        x[k] = j + k < classes ? (j + k == target ? p - 1.0f : p) * factor : 0.0f;
       }
       storeVec(out, j, x);
     }
   } else {
     for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
       const float p = j < classes ? expf(load(in, j) - lse) : 0.0f;
-      store(out, j, (j == target ? p - 1.0f : p) * factor);
+      store(out, j, j < classes ? (j == target ? p - 1.0f : p) * factor : 0.0f);
     }
   }
 }

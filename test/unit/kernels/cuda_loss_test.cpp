@@ -3,8 +3,8 @@
 // The cross-entropy kernels (whole, padded, sharded) and the fused heads
 // (linear_cross_entropy*) are conformance cases (loss_test.cpp,
 // linear_cross_entropy_test.cpp). Here: exact zeros on the GPU (padding,
-// the fused head over a padded vocabulary, all rows ignored), and binding
-// errors.
+// the fused head over a padded vocabulary, all rows ignored), NaN where
+// the CPU has it, and binding errors.
 // Losses are scalars (relative error 1e-5 for either logits dtype: they are
 // f32 sums of f32 row values); gradients use the norm metric.
 // Targets stay in range (an invalid target makes NaN rows on both
@@ -14,6 +14,7 @@
 
 #include "common/HeadScratch.h"
 
+#include <cmath>
 #include <limits>
 
 namespace llmc::test {
@@ -103,6 +104,47 @@ TEST(CudaLossKernels, PaddedLinearCrossEntropyMatchesCpu) {
       Buffer evalLoss(DType::F32, {}), evalScratch(DType::F32, {chunk, padded});
       expectCudaMatchesCpu("linear_cross_entropy", {&h, &wb, &targets}, {&evalLoss, &evalScratch},
                            a, {Metric::Norm, {dtype == DType::F32 ? 1e-5 : 1e-3, skip}});
+    }
+}
+
+TEST(CudaLossKernels, NaNLogitsAndDlossStayWhereTheCpuPutsThem) {
+  // A NaN logit makes the loss NaN, as on the CPU, wherever it sits: the
+  // first value a thread sees, a whole 16-byte piece of them (which a max
+  // passes over), one inside a piece, or the last class; 16-byte rows
+  // (136 columns) and rows that are not (133). With a NaN dloss the
+  // padding's gradient is still exactly 0.
+  LLMC_REQUIRE_GPU();
+  const double nan = std::numeric_limits<double>::quiet_NaN(), skip = HUGE_VAL;
+  uint64_t seed = 10400;
+  for (DType t : kFloatTypes)
+    for (int64_t width : {136, 133})
+      for (std::vector<int64_t> columns :
+           {std::vector<int64_t>{0}, {0, 1, 2, 3, 4, 5, 6, 7}, {5}, {128}}) {
+        SCOPED_TRACE(std::string(dtypeName(t)) + " width " + std::to_string(width) +
+                     " first NaN at " + std::to_string(columns[0]));
+        RefTensor values = randomTensor({2, width}, ++seed, 3.0);
+        for (int64_t j : columns) values.data[width + j] = nan;
+        Buffer logits = Buffer::of(values, t);
+        Buffer targets = Buffer::of(RefTensor{{2}, {3, 7}}, DType::I32), loss(DType::F32, {});
+        KernelAttrs a = attrs({}, {{"num_classes", 129}});
+        std::vector<RefTensor> got = expectCudaMatchesCpu("cross_entropy", {&logits, &targets},
+                                                          {&loss}, a, {Metric::Norm, {skip}});
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_TRUE(std::isnan(got[0].data[0])) << got[0].data[0];
+      }
+  for (DType t : kFloatTypes)
+    for (int64_t width : {136, 133}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " NaN dloss, width " + std::to_string(width));
+      Buffer logits = Buffer::of(randomTensor({3, width}, ++seed, 3.0), t);
+      Buffer targets = Buffer::of(RefTensor{{3}, {0, 128, -1}}, DType::I32);
+      Buffer dloss = Buffer::of(RefTensor{{}, {nan}}, DType::F32), dlogits(t, {3, width});
+      KernelAttrs a = attrs({}, {{"num_classes", 129}});
+      std::vector<RefTensor> got = expectCudaMatchesCpu(
+          "cross_entropy_grad", {&logits, &targets, &dloss}, {&dlogits}, a, {Metric::Norm, {skip}});
+      ASSERT_EQ(got.size(), 1u);
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t j = 129; j < width; ++j)
+          ASSERT_EQ(got[0].data[r * width + j], 0.0) << "row " << r << " column " << j;
     }
 }
 
