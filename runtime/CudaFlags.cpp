@@ -7,6 +7,7 @@ namespace llmc {
 void addCudaFlags(ArgParser &args, CudaOptions &options) {
   args.flag("--tf32", options.tf32);
   args.flag("--no-gemm-timing", options.gemmTiming, false);
+  args.flag("--no-cuda-graphs", options.graphs, false);
   args.flag("--fp8-tensor-cores", options.fp8TensorCores);
   args.option(
       "--attention",
@@ -35,6 +36,9 @@ const char *const kCudaFlagsHelp =
   --no-gemm-timing   cuda artifacts: take cuBLASLt's heuristic algorithm for each
                      GEMM instead of timing its top candidates when the GEMM binds
                      (also LLMC_GEMM_TIMING=0)
+  --no-cuda-graphs   cuda artifacts: launch every step's kernels one by one instead
+                     of replaying the CUDA graph captured at the second step
+                     (slower; tells a capture problem from a kernel's)
   --fp8-tensor-cores cuda artifacts: the experts' fp8 products on fp8 tensor cores
                      (sm_89+) instead of bf16 ones; not yet the default, as no GPU
                      has run it (also LLMC_CUDA_FP8_MMA=1; docs/fp8.md)

@@ -103,6 +103,11 @@ public:
   /// (HostStagedCommunicator.h) blocks the launching thread, which no CUDA
   /// graph can hold. A no-op where programs are never captured.
   virtual void runEagerly() {}
+  /// Destroys every captured graph (a later run captures its program
+  /// again; one still running is freed when it ends). NCCL neither destroys
+  /// nor aborts a communicator whose work a live graph holds, so its owner
+  /// calls this first. A no-op where programs are never captured.
+  virtual void releaseGraphs() {}
   /// From now on each runProgram's wait for its streams is watched by
   /// `watchdog` (null: no longer), which may abort what the program waits
   /// on and make runProgram throw why; its owner clears it before it goes.
@@ -169,6 +174,9 @@ struct CudaOptions {
   /// also LLMC_CUDA_FP8_MMA=1, kernels/cuda/Device.h).
   bool fp8TensorCores = false;
   DeviceComm comm = DeviceComm::Auto; ///< --device-comm
+  /// Programs captured as CUDA graphs after their first run (false:
+  /// --no-cuda-graphs, every run eager).
+  bool graphs = true;
 };
 
 /// A GPU for the CUDA backend: the arena in device memory, a host mirror,

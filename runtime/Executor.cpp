@@ -51,7 +51,7 @@ std::vector<TransferRun> transferRuns(const ProgramInfo &program) {
     InstructionKind kind = insts[i].kind;
     bool communicates = kind != InstructionKind::Kernel && kind != InstructionKind::RecordEvent &&
                         kind != InstructionKind::WaitEvent;
-    if (communicates)
+    if (communicates) {
       for (auto it = openRun.begin(); it != openRun.end();)
         if (it->first != insts[i].stream) {
           runs[it->second].closes = true;
@@ -59,6 +59,7 @@ std::vector<TransferRun> transferRuns(const ProgramInfo &program) {
         } else {
           ++it;
         }
+    }
     auto open = openRun.find(insts[i].stream);
     if (kind == InstructionKind::Send || kind == InstructionKind::Recv) {
       runs[i].opens = open == openRun.end();
@@ -326,6 +327,17 @@ void BoundProgram::findFaultSite() {
       continue;
     poisonAfter_ = static_cast<int64_t>(i);
     poisonBuffer_ = inst.kind == InstructionKind::Recv ? inst.inputs.at(0) : inst.outputs.at(0);
+    // A received buffer holds its data once its run of transfers has been
+    // issued (NCCL runs a group's transfers at its end): poisoned before,
+    // the receive would overwrite the NaN.
+    if (inst.kind == InstructionKind::Recv) {
+      std::vector<TransferRun> runs = transferRuns(program_);
+      for (size_t j = i; j < runs.size(); ++j)
+        if (program_.instructions[j].stream == inst.stream && runs[j].closes) {
+          poisonAfter_ = static_cast<int64_t>(j);
+          break;
+        }
+    }
     return;
   }
 }

@@ -6,6 +6,7 @@
 
 #include "runtime/RankRuntime.h"
 
+#include "runtime/StreamOrder.h"
 #include "runtime/comm/CollectiveCheck.h"
 #include "runtime/comm/HostStagedCommunicator.h"
 #include "runtime/comm/LaunchEnvironment.h"
@@ -87,7 +88,23 @@ std::unique_ptr<BoundProgram> bindProgram(const Artifact &artifact, const char *
 }
 
 std::unique_ptr<BoundProgram> RankRuntime::bind(const char *program) {
+  if (const ProgramInfo *p = artifact.program(program); p && mpi)
+    checkMpiThreads(*p, gpu(), std::string("program '") + program + "'");
   return bindProgram(artifact, program, *device, programComm(), rank, comm.get());
+}
+
+void checkMpiThreads(const ProgramInfo &program, bool gpu, const std::string &where) {
+  bool hostCommunication = false;
+  for (const InstructionInfo &inst : program.instructions)
+    hostCommunication |= inst.onHost && inst.kind != InstructionKind::Kernel;
+  if (!(gpu ? hostCommunication : usesStreams(program)) || mpiCallableFromAnyThread())
+    return;
+  const char *thread = gpu ? "its collectives on the host run in CUDA's host-function thread, which"
+                           : "compiled with --overlap-comm, its communication thread";
+  fail(where, ": ", thread,
+       " needs an MPI with MPI_THREAD_SERIALIZED support, which this one "
+       "lacks; launch the ranks without mpirun (over TCP, docs/parallelism.md)",
+       gpu ? "" : " or recompile without --overlap-comm");
 }
 
 RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOptions &options) {
@@ -132,6 +149,8 @@ RankRuntime openRankRuntime(const std::string &artifactPath, const RankRuntimeOp
     fail("--device-comm applies to artifacts compiled with --target cuda");
   if (!options.cuda.gemmTiming && !r.gpu())
     fail("--no-gemm-timing applies to artifacts compiled with --target cuda");
+  if (!options.cuda.graphs && !r.gpu())
+    fail("--no-cuda-graphs applies to artifacts compiled with --target cuda");
   if (options.cuda.fp8TensorCores && !r.gpu())
     fail("--fp8-tensor-cores applies to artifacts compiled with --target cuda");
   if (options.streamDelayMicros > 0 && r.gpu())

@@ -50,6 +50,13 @@ std::unique_ptr<BoundProgram> bindProgram(const Artifact &artifact, const char *
                                           ExecutionDevice &device, Communicator &comm, int rank,
                                           Communicator *hostComm = nullptr);
 
+/// Fails, naming `where`, when `program` would call MPI from a thread other
+/// than the main one and this MPI lacks the thread support that takes: on
+/// CPU ranks an --overlap-comm program's communication thread; on a GPU,
+/// CUDA's host-function thread, which runs the collectives the compiler
+/// moved to the host. Call only under mpirun.
+void checkMpiThreads(const ProgramInfo &program, bool gpu, const std::string &where);
+
 /// Opens `artifactPath` as this process's rank; throws RuntimeError when the
 /// launch does not match the artifact's world size or an option does not
 /// apply to its backend.

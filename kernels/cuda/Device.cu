@@ -45,8 +45,10 @@ int deviceCount(std::string *why) {
 
 std::string describeDevice(int device) {
   cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError(); // answered here, not left for the next launch check
     return "no device";
+  }
   std::ostringstream os;
   os << prop.name << ", sm_" << prop.major << prop.minor << ", "
      << prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0) << " GiB";
@@ -76,8 +78,13 @@ void deviceFree(void *ptr) {
     cudaFree(ptr); // never throws: called from destructors
 }
 
+// Kernels upload their tables when they bind, on the legacy stream, which
+// the programs' non-blocking streams do not wait for: a pageable cudaMemcpy
+// may return before its DMA lands and cudaMemset returns at once, so both
+// wait for the device before returning (binding only: never in a step).
 void copyToDevice(void *device, const void *host, size_t bytes) {
   LLMC_CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+  LLMC_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void copyToHost(void *host, const void *device, size_t bytes) {
@@ -86,6 +93,7 @@ void copyToHost(void *host, const void *device, size_t bytes) {
 
 void deviceFill(void *ptr, int value, size_t bytes) {
   LLMC_CUDA_CHECK(cudaMemset(ptr, value, bytes));
+  LLMC_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void synchronize() { LLMC_CUDA_CHECK(cudaDeviceSynchronize()); }

@@ -20,7 +20,10 @@
 // there through StepContext::deviceStep.
 //
 // Profiled runs (--profile, --trace) stay eager: each launch is bracketed by
-// CUDA events (CudaEventTimer.h), read when the program has finished.
+// CUDA events (CudaEventTimer.h), read when the program has finished. So do
+// programs with host work, runs under --no-cuda-graphs, and a program whose
+// capture failed: the capture is ended and thrown away, a warning says why,
+// and the program runs eagerly from then on.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +42,7 @@
 #include <array>
 #include <cstdlib>
 #include <exception>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -71,8 +75,9 @@ std::string formatGiB(size_t bytes) {
 
 class CudaDevice final : public ExecutionDevice {
 public:
-  CudaDevice(size_t arenaBytes, size_t hostBytes, int device)
-      : host_(arenaBytes + hostBytes), deviceBytes_(arenaBytes), device_(device) {
+  CudaDevice(size_t arenaBytes, size_t hostBytes, int device, bool graphs)
+      : host_(arenaBytes + hostBytes), deviceBytes_(arenaBytes), device_(device),
+        eagerOnly_(!graphs) {
     check(cudaSetDevice(device_), "cudaSetDevice");
     check(cudaMalloc(&base_, deviceBytes_ ? deviceBytes_ : 1), "cudaMalloc of the arena");
     check(cudaMemset(base_, Arena::kPattern, deviceBytes_), "cudaMemset of the arena");
@@ -95,9 +100,7 @@ public:
 
   ~CudaDevice() override {
     cudaDeviceSynchronize();
-    for (auto &[program, graph] : graphs_)
-      if (graph.exec)
-        cudaGraphExecDestroy(graph.exec);
+    releaseGraphs();
     for (auto &[id, event] : events_) cudaEventDestroy(event);
     cudaEventDestroy(fork_);
     for (cudaEvent_t e : joins_)
@@ -156,31 +159,20 @@ public:
 
   void runProgram(const void *program, int64_t step, bool eager,
                   const std::function<void()> &enqueue) override {
+    // An error left by a call whose failure was already dealt with (a
+    // library's probe while binding) is not this program's: cleared, so no
+    // launch check below reports it as its own.
+    cudaGetLastError();
     // The step word first, on the compute stream: every kernel after it
     // (captured or not) sees this step's value.
     *hostStep_ = step;
     check(cudaMemcpyAsync(step_, hostStep_, sizeof(int64_t), cudaMemcpyHostToDevice, streams_[0]),
           "cudaMemcpyAsync of the step");
     Graph &graph = graphs_[program];
-    eager = eager || eagerOnly_;
+    eager = eager || eagerOnly_ || graph.uncapturable;
     if (graph.exec && !eager) {
       check(cudaGraphLaunch(graph.exec, streams_[0]), "cudaGraphLaunch");
-    } else if (graph.runs >= 1 && !eager) {
-      cudaGraph_t captured = nullptr;
-      check(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal),
-            "cudaStreamBeginCapture");
-      {
-        // Kernels that must not be captured (LtGemm's timing) hold back.
-        CaptureMark capturing;
-        forkStreams();
-        enqueue();
-        joinStreams();
-      }
-      check(cudaStreamEndCapture(streams_[0], &captured), "cudaStreamEndCapture");
-      check(cudaGraphInstantiate(&graph.exec, captured, 0), "cudaGraphInstantiate");
-      cudaGraphDestroy(captured);
-      check(cudaGraphLaunch(graph.exec, streams_[0]), "cudaGraphLaunch");
-    } else {
+    } else if (graph.runs < 1 || eager || !captureAndLaunch(graph, enqueue)) {
       forkStreams();
       enqueue();
       joinStreams();
@@ -198,6 +190,13 @@ public:
   }
 
   void runEagerly() override { eagerOnly_ = true; }
+  void releaseGraphs() override {
+    for (auto &[program, graph] : graphs_)
+      if (graph.exec) {
+        cudaGraphExecDestroy(graph.exec);
+        graph.exec = nullptr;
+      }
+  }
   void setWatchdog(CommWatchdog *watchdog) override { watchdog_ = watchdog; }
   void synchronize() override {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -249,7 +248,9 @@ public:
 
   std::string describe() override {
     size_t freeBytes = 0, totalBytes = 0;
-    cudaMemGetInfo(&freeBytes, &totalBytes);
+    if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess)
+      cudaGetLastError(); // a summary line without the figure, not an error
+
     return "GPU " + std::to_string(device_) + " (" + cuda::describeDevice(device_) + "): " +
            formatGiB(totalBytes - freeBytes) + " in use by all processes, arena " +
            formatGiB(deviceBytes_);
@@ -266,7 +267,54 @@ private:
   struct Graph {
     int64_t runs = 0;
     cudaGraphExec_t exec = nullptr;
+    bool uncapturable = false; ///< its capture failed: it runs eagerly
   };
+
+  /// Captures the program `enqueue` issues into `graph` and launches it.
+  /// False when the capture fails: it is ended and discarded, the error
+  /// cleared, a warning says why, and the program is eager from then on
+  /// (the caller runs it now). Nothing ran while capturing, so running it
+  /// eagerly after is running it once.
+  bool captureAndLaunch(Graph &graph, const std::function<void()> &enqueue) {
+    check(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCapture");
+    std::string why;
+    try {
+      // Kernels that must not be captured (LtGemm's timing) hold back.
+      CaptureMark capturing;
+      forkStreams();
+      enqueue();
+      joinStreams();
+    } catch (const std::exception &e) {
+      why = e.what();
+      try {
+        joinStreams(); // so ending the capture takes every stream out of it
+      } catch (const std::exception &) {
+      }
+    }
+    cudaGraph_t captured = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(streams_[0], &captured);
+    if (why.empty() && ended != cudaSuccess)
+      why = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
+    if (why.empty()) {
+      const cudaError_t made = cudaGraphInstantiate(&graph.exec, captured, 0);
+      if (made != cudaSuccess) {
+        why = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
+        graph.exec = nullptr;
+      }
+    }
+    if (captured)
+      cudaGraphDestroy(captured);
+    if (!why.empty()) {
+      cudaGetLastError();
+      graph.uncapturable = true;
+      std::cerr << "llmc: warning: a program could not be captured as a CUDA graph (" << why
+                << "); it runs eagerly, one launch per kernel\n";
+      return false;
+    }
+    check(cudaGraphLaunch(graph.exec, streams_[0]), "cudaGraphLaunch");
+    return true;
+  }
 
   cudaStream_t streamAt(int index) {
     if (index < 0 || index >= kMaxStreams)
@@ -366,7 +414,7 @@ private:
   std::array<cudaEvent_t, kMaxStreams> joins_{}; ///< per stream, its join into stream 0
   int64_t *step_ = nullptr, *hostStep_ = nullptr;
   CommWatchdog *watchdog_ = nullptr; ///< setWatchdog(): NCCL's, on several ranks
-  bool eagerOnly_ = false; ///< runEagerly(): a host-staged communicator
+  bool eagerOnly_ = false; ///< runEagerly() (a host-staged communicator), --no-cuda-graphs
   cudaEvent_t fork_ = nullptr;
   std::map<int64_t, cudaEvent_t> events_;
   std::map<const void *, Graph> graphs_;
@@ -389,7 +437,7 @@ std::unique_ptr<ExecutionDevice> makeCudaDevice(size_t arenaBytes, const CudaOpt
   cuda::setAttentionImpl(options.attention);
   cuda::setGemmTiming(options.gemmTiming && cuda::gemmTiming());
   cuda::setFp8TensorCores(options.fp8TensorCores);
-  return std::make_unique<CudaDevice>(arenaBytes, hostBytes, localRank() % count);
+  return std::make_unique<CudaDevice>(arenaBytes, hostBytes, localRank() % count, options.graphs);
 }
 
 } // namespace llmc

@@ -14,6 +14,8 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <thread>
+#include <vector>
 
 namespace llmc {
 namespace {
@@ -39,6 +41,19 @@ ncclDataType_t ncclType(DType dtype) {
   return ncclUint8;
 }
 
+/// Aborts `comms` (null ones skipped) at once, a thread each. An abort
+/// returns only once no CUDA graph references its communicator, and a graph
+/// in flight ends only when every communicator its kernels wait on has been
+/// told to stop: aborted one after another, the first could wait forever
+/// for a kernel of the second.
+void abortTogether(const std::vector<ncclComm_t> &comms) {
+  std::vector<std::thread> aborts;
+  for (ncclComm_t comm : comms)
+    if (comm)
+      aborts.emplace_back([comm] { ncclCommAbort(comm); });
+  for (std::thread &abort : aborts) abort.join();
+}
+
 ncclRedOp_t ncclOp(Reduction op) {
   switch (op) {
   case Reduction::Sum: return ncclSum;
@@ -58,11 +73,12 @@ public:
     if (comm_)
       ncclCommDestroy(comm_);
   }
-  /// Ends the communicator's work in flight (the watchdog's abort).
-  void abort() {
-    if (comm_)
-      ncclCommAbort(comm_);
+  /// The communicator, handed over to the watchdog's abort: this group
+  /// neither uses nor destroys it again.
+  ncclComm_t release() {
+    ncclComm_t comm = comm_;
     comm_ = nullptr;
+    return comm;
   }
   ncclComm_t comm() const { return comm_; }
   const std::string &name() const { return name_; }
@@ -156,6 +172,8 @@ public:
   ~NcclCommunicator() override {
     device_.setWatchdog(nullptr);
     watchdog_.reset();
+    // NCCL destroys no communicator whose work a live CUDA graph holds.
+    device_.releaseGraphs();
     groups_.clear();
     for (ncclComm_t comm : channels_)
       if (comm)
@@ -268,18 +286,21 @@ private:
     return why;
   }
   /// Every communicator aborted (and forgotten, so none is destroyed
-  /// twice): their kernels return, and the step's wait with them.
+  /// twice): their kernels return, and the step's wait with them. The
+  /// graphs go first (freed when the one in flight ends), since NCCL
+  /// aborts no communicator a live graph holds.
   void abortAll() {
     aborted_ = true;
-    for (auto &[mask, group] : groups_) group->abort();
+    device_.releaseGraphs();
+    std::vector<ncclComm_t> comms;
+    for (auto &[mask, group] : groups_) comms.push_back(group->release());
     for (ncclComm_t &comm : channels_) {
-      if (comm)
-        ncclCommAbort(comm);
+      comms.push_back(comm);
       comm = nullptr;
     }
-    if (world_)
-      ncclCommAbort(world_);
+    comms.push_back(world_);
     world_ = nullptr;
+    abortTogether(comms);
   }
 
   Mesh mesh_;

@@ -339,9 +339,10 @@ void Trainer::openRuntime() {
       std::cout << note << "\n";
   if (!train)
     fail(opt.artifact, ": has no train_step program");
-  if (mpi && !gpu && usesStreams(train->info()) && !mpiCallableFromAnyThread())
-    fail(opt.artifact, ": compiled with --overlap-comm, whose communication thread needs an "
-         "MPI with MPI_THREAD_SERIALIZED support, which this one lacks; recompile without it");
+  if (mpi)
+    for (const BoundProgram *program : {train.get(), eval.get(), logits.get(), grad.get()})
+      if (program)
+        checkMpiThreads(program->info(), gpu, opt.artifact);
   if (!opt.injectNonFinite.empty() &&
       (opt.injectRank < 0 || opt.injectRank >= artifact.worldSize))
     fail("--inject-nonfinite: rank ", opt.injectRank, " is not one of the artifact's ",

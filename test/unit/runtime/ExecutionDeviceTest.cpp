@@ -5,7 +5,8 @@
 // CUDA device, on a machine without a GPU, refuses at once with the reason.
 // On either, an error of host work (a host kernel, a host collective whose
 // peer died) reaches the caller of the program, and the host work after it
-// is skipped.
+// is skipped. On a GPU: a program whose capture fails runs eagerly,
+// released graphs are captured again, and --no-cuda-graphs captures none.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,6 +69,8 @@ TEST(ExecutionDevice, CpuRunsStreamsOrderedByEvents) {
   EXPECT_EQ(device->describe(), "");
 }
 
+bool gpuPresent() { return std::system("nvidia-smi -L > /dev/null 2>&1") == 0; }
+
 /// Runs host work that fails between two that count their runs, on a
 /// device's stream 0, as a program would; returns the error's message.
 std::string failingHostWork(ExecutionDevice &device, int &before, int &after) {
@@ -93,7 +96,7 @@ std::string failingHostWork(ExecutionDevice &device, int &before, int &after) {
 TEST(ExecutionDevice, HostWorkErrorsReachTheCaller) {
   std::vector<std::unique_ptr<ExecutionDevice>> devices;
   devices.push_back(makeCpuDevice(128));
-  if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0)
+  if (gpuPresent())
     devices.push_back(makeCudaDevice(128, CudaOptions{}));
   for (auto &device : devices) {
     int before = 0, after = 0;
@@ -104,8 +107,98 @@ TEST(ExecutionDevice, HostWorkErrorsReachTheCaller) {
   }
 }
 
+/// A program that copies the arena's first 16 floats (1, 2, ...) to the
+/// next 16 on stream 0, counting the calls of its enqueue, and throwing
+/// from the calls `throwAt` names (as a capture-breaking step would).
+struct CountedCopy {
+  ExecutionDevice &device;
+  std::vector<int> throwAt;
+  int calls = 0;
+  StepContext ctx{1};
+  ExecutionDevice::Step copy = [this](const StepContext &) {
+    uint8_t *base = device.kernelBase();
+    device.copy(base + 64, base, 64, 0);
+  };
+
+  void run(int64_t step) {
+    device.runProgram(this, step, false, [this] {
+      ++calls;
+      device.launch(0, copy, ctx);
+      for (int at : throwAt)
+        if (at == calls)
+          fail("this step cannot be captured");
+    });
+  }
+  /// The copy's result, read back.
+  bool copied() {
+    device.toHost(64, 64);
+    const float *out = reinterpret_cast<const float *>(device.hostArena().base() + 64);
+    for (int i = 0; i < 16; ++i)
+      if (out[i] != static_cast<float>(i + 1))
+        return false;
+    return true;
+  }
+};
+
+/// A CUDA device of 128 arena bytes, its first 16 floats 1, 2, ..., 16.
+std::unique_ptr<ExecutionDevice> filledCudaDevice(const CudaOptions &options) {
+  auto device = makeCudaDevice(128, options);
+  float *in = reinterpret_cast<float *>(device->hostArena().base());
+  for (int i = 0; i < 16; ++i) in[i] = static_cast<float>(i + 1);
+  device->toDevice(0, 64);
+  return device;
+}
+
+TEST(ExecutionDevice, CudaProgramWhoseCaptureFailsRunsEagerly) {
+  if (!gpuPresent())
+    GTEST_SKIP() << "no GPU";
+  auto device = filledCudaDevice(CudaOptions{});
+  // Run 1 is eager (call 1); run 2's capture throws (call 2), is ended and
+  // discarded, and the program runs eagerly (call 3); run 3 is eager too.
+  CountedCopy program{*device, {2}};
+  testing::internal::CaptureStderr();
+  for (int64_t step = 1; step <= 3; ++step) program.run(step);
+  const std::string warning = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(program.calls, 4);
+  EXPECT_NE(warning.find("could not be captured as a CUDA graph (this step cannot be captured)"),
+            std::string::npos)
+      << warning;
+  EXPECT_TRUE(program.copied());
+}
+
+TEST(ExecutionDevice, CudaGraphsReleasedAreCapturedAgain) {
+  if (!gpuPresent())
+    GTEST_SKIP() << "no GPU";
+  auto device = filledCudaDevice(CudaOptions{});
+  CountedCopy program{*device, {}};
+  program.run(1); // eager
+  program.run(2); // captured
+  program.run(3); // replayed: no call
+  device->releaseGraphs();
+  program.run(4); // captured again
+  program.run(5); // replayed
+  EXPECT_EQ(program.calls, 3);
+  EXPECT_TRUE(program.copied());
+}
+
+TEST(ExecutionDevice, CudaWithoutGraphsRunsEveryStepEagerly) {
+  if (!gpuPresent())
+    GTEST_SKIP() << "no GPU";
+  CudaOptions options;
+  options.graphs = false; // --no-cuda-graphs
+  auto device = filledCudaDevice(options);
+  // Run 2 is not captured, so its error is the program's, not a fallback.
+  CountedCopy program{*device, {2}};
+  program.run(1);
+  EXPECT_RUNTIME_ERROR(program.run(2), "this step cannot be captured");
+  device->synchronize();
+  program.run(3);
+  EXPECT_EQ(program.calls, 3);
+  EXPECT_TRUE(program.copied());
+}
+
 TEST(ExecutionDevice, CudaDeviceWithoutAGpuSaysWhy) {
-  if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0)
+  if (gpuPresent())
     GTEST_SKIP() << "a GPU is present: the no-GPU error does not apply";
 #ifdef LLMC_HAVE_CUDA
   EXPECT_RUNTIME_ERROR(makeCudaDevice(1 << 20, CudaOptions{}),
