@@ -668,6 +668,7 @@ void Trainer::writeLogitsDump() {
   trainLoader->fill(0, in.rows, 0, in.rows, tokens.data(), targets.data());
   std::copy(tokens.begin(), tokens.end(), in.tokens.as<int32_t>());
   logits->toDevice(in.tokens);
+  fillPackedInputs(*logits, in.tokens, separator); // packed rows: their segments and positions
   logits->run(StepContext{});
   TensorView out = logits->view("logits");
   logits->toHost(out);
