@@ -363,6 +363,9 @@ void BoundProgram::fillWithNaN(uint32_t index) {
     std::fill_n(v.as<uint16_t>(), n, nan);
   }
   device_.toDevice(v);
+  // The upload is on stream 0; a later reader on another stream waits for
+  // no event of it.
+  device_.synchronize();
 }
 
 void BoundProgram::run(const StepContext &ctx) {

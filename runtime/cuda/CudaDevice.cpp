@@ -37,6 +37,7 @@
 #include "kernels/cuda/Device.h"
 
 #include <cuda_runtime.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -140,6 +141,7 @@ public:
     HostCall *call = hostCalls_.back().get();
     call->work = std::move(hostWork);
     call->failure = &hostFailure_;
+    call->threads = omp_get_max_threads();
     cudaStream_t s = streamAt(stream);
     return [this, call, s](const StepContext &ctx) {
       call->ctx = ctx;
@@ -287,13 +289,12 @@ private:
       joinStreams();
     } catch (const std::exception &e) {
       why = e.what();
-      try {
-        joinStreams(); // so ending the capture takes every stream out of it
-      } catch (const std::exception &) {
-      }
+      joinStreamsQuietly(); // so ending the capture takes every stream out of it
     }
     cudaGraph_t captured = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(streams_[0], &captured);
+    cudaGetLastError();
+    checkNothingCaptures(why.empty() ? "cudaStreamEndCapture" : why);
     if (why.empty() && ended != cudaSuccess)
       why = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
     if (why.empty()) {
@@ -355,6 +356,27 @@ private:
       }
   }
 
+  /// joinStreams() on a capture that may be broken: each stream tried,
+  /// whatever the others did.
+  void joinStreamsQuietly() {
+    for (size_t i = 1; i < streams_.size(); ++i)
+      if (streams_[i] && cudaEventRecord(joins_[i], streams_[i]) == cudaSuccess)
+        cudaStreamWaitEvent(streams_[0], joins_[i], 0);
+    cudaGetLastError();
+  }
+  /// After a capture ends, no stream may still be capturing: a stream left
+  /// in a broken capture would fail every later call on it with an error
+  /// that hides `cause`.
+  void checkNothingCaptures(const std::string &cause) {
+    for (cudaStream_t s : streams_) {
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      if (s && cudaStreamIsCapturing(s, &status) == cudaSuccess &&
+          status != cudaStreamCaptureStatusNone)
+        fail("a program stream is still in a CUDA graph capture after it ended (", cause,
+             "); run with --no-cuda-graphs");
+    }
+  }
+
   /// A host kernel's work and the context of its latest launch.
   /// The first error of a host function. An exception must not leave a
   /// CUDA callback (that would terminate the process), so it is kept here
@@ -391,10 +413,15 @@ private:
     Step work;
     StepContext ctx;
     HostFailure *failure = nullptr;
+    /// The OpenMP threads of the thread that bound it (the rank's share of
+    /// the cores): CUDA's callback thread, not OpenMP's, would otherwise
+    /// start from the process default, every core.
+    int threads = 1;
     static void CUDART_CB run(void *self) {
       auto *call = static_cast<HostCall *>(self);
       if (call->failure->failed())
         return;
+      omp_set_num_threads(call->threads);
       try {
         call->work(call->ctx);
       } catch (...) {
