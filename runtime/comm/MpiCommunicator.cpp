@@ -2,6 +2,7 @@
 
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/comm/CommWatchdog.h"
+#include "runtime/comm/IntCounts.h"
 #include "runtime/comm/MeshGroup.h"
 
 #include "common/Half.h"
@@ -160,41 +161,47 @@ public:
 
   void allReduce(const void *in, void *out, size_t n, DType t, Reduction r) override {
     owner_.guarded(CommLabel{"all_reduce over ", &name_}, [&] {
-      check(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, static_cast<int>(n), mpiType(t),
-                          owner_.op(r, t), comm_));
+      forEachIntPiece(n, [&](size_t first, int count) {
+        check(MPI_Allreduce(in == out ? MPI_IN_PLACE : at(in, first, t), at(out, first, t), count,
+                            mpiType(t), owner_.op(r, t), comm_));
+      });
     });
     if (r == Reduction::Mean) divide(out, n, t);
   }
   void allGather(const void *in, void *out, size_t n, DType t) override {
     owner_.guarded(CommLabel{"all_gather over ", &name_}, [&] {
-      check(MPI_Allgather(in, static_cast<int>(n), mpiType(t), out, static_cast<int>(n),
-                          mpiType(t), comm_));
+      const int count = intCount(n, "all_gather");
+      check(MPI_Allgather(in, count, mpiType(t), out, count, mpiType(t), comm_));
     });
   }
   void reduceScatter(const void *in, void *out, size_t n, DType t, Reduction r) override {
     owner_.guarded(CommLabel{"reduce_scatter over ", &name_}, [&] {
-      check(MPI_Reduce_scatter_block(in, out, static_cast<int>(n), mpiType(t), owner_.op(r, t),
-                                     comm_));
+      check(MPI_Reduce_scatter_block(in, out, intCount(n, "reduce_scatter"), mpiType(t),
+                                     owner_.op(r, t), comm_));
     });
     if (r == Reduction::Mean) divide(out, n, t);
   }
   void broadcast(void *buffer, size_t n, DType t, int root) override {
     owner_.guarded(CommLabel{"broadcast over ", &name_}, [&] {
-      check(MPI_Bcast(buffer, static_cast<int>(n), mpiType(t), root, comm_));
+      forEachIntPiece(n, [&](size_t first, int count) {
+        check(MPI_Bcast(at(buffer, first, t), count, mpiType(t), root, comm_));
+      });
     });
   }
   void reduce(const void *in, void *out, size_t n, DType t, Reduction r, int root) override {
     owner_.guarded(CommLabel{"reduce over ", &name_}, [&] {
       bool inPlace = in == out && rank_ == root;
-      check(MPI_Reduce(inPlace ? MPI_IN_PLACE : in, out, static_cast<int>(n), mpiType(t),
-                       owner_.op(r, t), root, comm_));
+      forEachIntPiece(n, [&](size_t first, int count) {
+        check(MPI_Reduce(inPlace ? MPI_IN_PLACE : at(in, first, t), at(out, first, t), count,
+                         mpiType(t), owner_.op(r, t), root, comm_));
+      });
     });
     if (r == Reduction::Mean && rank_ == root) divide(out, n, t);
   }
   void allToAll(const void *in, void *out, size_t n, DType t) override {
     owner_.guarded(CommLabel{"all_to_all over ", &name_}, [&] {
-      check(MPI_Alltoall(in, static_cast<int>(n), mpiType(t), out, static_cast<int>(n),
-                         mpiType(t), comm_));
+      const int count = intCount(n, "all_to_all");
+      check(MPI_Alltoall(in, count, mpiType(t), out, count, mpiType(t), comm_));
     });
   }
 
@@ -202,6 +209,20 @@ private:
   void check(int status) {
     if (status != MPI_SUCCESS)
       fail("rank ", owner_.rank(), ": MPI error ", status, " in a collective over ", name_);
+  }
+  /// Element `first` of a buffer of `t`s.
+  static void *at(void *data, size_t first, DType t) {
+    return static_cast<char *>(data) + first * dtypeSize(t);
+  }
+  static const void *at(const void *data, size_t first, DType t) {
+    return static_cast<const char *>(data) + first * dtypeSize(t);
+  }
+  /// n as MPI's int count, for a collective whose ranks' pieces interleave.
+  int intCount(size_t n, const char *collective) const {
+    if (!fitsIntCount(n))
+      fail("rank ", owner_.rank(), ": ", collective, " over ", name_, " moves ", n,
+           " elements per rank, more than MPI's int count allows (", INT_MAX, ")");
+    return static_cast<int>(n);
   }
   void divide(void *data, size_t n, DType t) {
     if (t == DType::F32)
@@ -306,10 +327,15 @@ CommGroup &MpiCommunicator::group(const std::vector<std::string> &axes) {
 void MpiCommunicator::send(const void *data, size_t bytes, const std::string &axis, int shift,
                            int tag, int) {
   int dest = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
+  // In pieces MPI can count, received in the order sent (MPI does not
+  // overtake messages of one source, tag and communicator).
   guarded(CommLabel{"send to rank ", nullptr, dest}, [&] {
-    MPI_Request request;
-    MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &request);
-    pendingSends_.push_back(request);
+    forEachIntPiece(bytes, [&](size_t first, int count) {
+      MPI_Request request;
+      MPI_Isend(static_cast<const char *>(data) + first, count, MPI_BYTE, dest, tag, MPI_COMM_WORLD,
+                &request);
+      pendingSends_.push_back(request);
+    });
   });
 }
 
@@ -327,7 +353,10 @@ void MpiCommunicator::recv(void *data, size_t bytes, const std::string &axis, in
                            int) {
   int src = meshNeighbour(mesh_, coords_, meshAxis(mesh_, axis, rank_), shift);
   guarded(CommLabel{"recv from rank ", nullptr, src}, [&] {
-    MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    forEachIntPiece(bytes, [&](size_t first, int count) {
+      MPI_Recv(static_cast<char *>(data) + first, count, MPI_BYTE, src, tag, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+    });
   });
 }
 
