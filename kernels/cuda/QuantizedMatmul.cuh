@@ -5,11 +5,17 @@
 // in quantized storage that an Element functor reads one value of
 // (`__device__ float operator()(int64_t i) const`, element i of W
 // flattened row-major). W is expanded one column chunk (at most
-// kChunkBytes) at a time into bind-time scratch in x's type, and a
-// cuBLASLt GEMM (planned at bind time, LtGemm.h) multiplies x by the
-// chunk. When W fits in one chunk the GEMM writes y directly; otherwise it
-// writes the chunk's [M, nc] columns into scratch, which a copy kernel
-// places into y's columns.
+// kChunkBytes) at a time in x's type, and a cuBLASLt GEMM per chunk
+// (planned at bind time, LtGemm.h) multiplies x by it straight into the
+// chunk's columns of y (rows n apart: GemmDesc::ldc).
+//
+// The expansion goes to one buffer per device that every quantized product
+// shares: the compiler puts every kernel but the layer-streaming copies on
+// the compute stream (passes/lib/StreamPlacement.cpp), so they run one
+// after another, and a buffer each would hold a 16-bit copy of every
+// quantized weight, which is what quantizing them saves. It is allocated
+// at the first bind on the device (never during a capture) and kept for the
+// process, as cuBLASLt's workspace is: captured graphs hold its address.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LLMC_KERNELS_CUDA_QUANTIZEDMATMUL_CUH
@@ -22,6 +28,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
+#include <mutex>
+#include <vector>
 
 namespace llmc::cuda {
 namespace quantized_matmul {
@@ -37,11 +46,17 @@ __global__ void expandWindow(Element element, int64_t r0, int64_t rows, int64_t 
   LLMC_GRID_STRIDE(e, rows * cols) { store(out, e, element((r0 + e / cols) * ld + c0 + e % cols)); }
 }
 
-/// y[m, c0 + c] = part[m, c] for c < cols.
-template <typename T>
-__global__ void placeColumns(const T *part, int64_t rows, int64_t cols, int64_t c0, int64_t n,
-                             T *y) {
-  LLMC_GRID_STRIDE(e, rows * cols) { y[(e / cols) * n + c0 + e % cols] = part[e]; }
+/// The current device's shared expansion buffer of kChunkBytes.
+inline void *sharedExpansion() {
+  static std::mutex mutex;
+  static std::map<int, void *> buffers;
+  int device = 0;
+  LLMC_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mutex);
+  void *&buffer = buffers[device];
+  if (!buffer)
+    buffer = deviceAlloc(static_cast<size_t>(kChunkBytes));
+  return buffer;
 }
 
 /// An empty x: nothing to compute.
@@ -52,40 +67,34 @@ public:
 
 template <typename T, typename Element> class QuantizedMatmulKernel final : public Kernel {
 public:
-  QuantizedMatmulKernel(const contracts::QuantizedProduct &d, Element element, void *y,
-                        int64_t chunk,
-         BindScratch w, BindScratch part, std::unique_ptr<LtGemm> full,
-         std::unique_ptr<LtGemm> last)
-      : d_(d), element_(element), y_(static_cast<T *>(y)), chunk_(chunk), w_(std::move(w)), part_(std::move(part)),
-        full_(std::move(full)), last_(std::move(last)) {}
+  /// `gemms`: one per chunk, reading `w` and writing the chunk's columns.
+  QuantizedMatmulKernel(const contracts::QuantizedProduct &d, Element element, int64_t chunk,
+                        void *w, BindScratch own, std::vector<std::unique_ptr<LtGemm>> gemms)
+      : d_(d), element_(element), chunk_(chunk), w_(static_cast<T *>(w)), own_(std::move(own)),
+        gemms_(std::move(gemms)) {}
 
   void run(const StepContext &ctx) override {
     cudaStream_t stream = streamOf(ctx);
+    size_t g = 0;
     for (int64_t c0 = 0; c0 < d_.n; c0 += chunk_) {
       const int64_t nc = std::min(chunk_, d_.n - c0);
       // W [N, K]: rows c0.. (all K columns); W [K, N]: columns c0.. of every row.
       const int64_t rows = d_.transposeB ? nc : d_.k, cols = d_.transposeB ? d_.k : nc;
       const int64_t r0 = d_.transposeB ? c0 : 0, first = d_.transposeB ? 0 : c0;
-      expandWindow<T><<<gridFor(rows * cols), kBlock, 0, stream>>>(element_, r0, rows, first,
-                                                                   cols, d_.cols, w_.as<T>());
+      expandWindow<T><<<gridFor(rows * cols), kBlock, 0, stream>>>(element_, r0, rows, first, cols,
+                                                                   d_.cols, w_);
       LLMC_CUDA_CHECK_LAUNCH();
-      const LtGemm &gemm = nc == chunk_ ? *full_ : *last_;
-      gemm.run(stream);
-      if (chunk_ < d_.n) {
-        placeColumns<T><<<gridFor(d_.m * nc), kBlock, 0, stream>>>(part_.as<T>(), d_.m, nc, c0,
-                                                                   d_.n, y_);
-        LLMC_CUDA_CHECK_LAUNCH();
-      }
+      gemms_[g++]->run(stream);
     }
   }
 
 private:
   contracts::QuantizedProduct d_;
   Element element_;
-  T *y_;
   int64_t chunk_;
-  BindScratch w_, part_;
-  std::unique_ptr<LtGemm> full_, last_;
+  T *w_;            // the expansion: shared, or own_ when a chunk is larger
+  BindScratch own_; // only when one column of W exceeds kChunkBytes
+  std::vector<std::unique_ptr<LtGemm>> gemms_;
 };
 
 template <typename Element> struct Factory {
@@ -105,28 +114,31 @@ std::unique_ptr<Kernel> makeQuantizedMatmul(const char *name, const KernelArgs &
   if (d.m == 0) return std::make_unique<EmptyKernel>();
   if (d.m > INT_MAX) return v.reject("x has too many rows for cuBLASLt: " + v.in(0).describe());
   const int64_t bytes = dtypeSize(d.dtype);
+  // Whole multiples of 8 columns where W allows: each chunk's columns of y
+  // then start 16-byte aligned (bf16), as cuBLASLt's fastest kernels want.
   int64_t chunk = std::min(d.n, std::max<int64_t>(1, kChunkBytes / (bytes * d.k)));
-  BindScratch w(static_cast<size_t>(chunk * d.k * bytes));
-  BindScratch part(chunk < d.n ? static_cast<size_t>(d.m * chunk * bytes) : 0);
-  auto plan = [&](int64_t nc) -> std::unique_ptr<LtGemm> {
+  if (chunk < d.n && chunk >= 8)
+    chunk = chunk / 8 * 8;
+  const bool fits = chunk * d.k * bytes <= kChunkBytes;
+  BindScratch own(fits ? 0 : static_cast<size_t>(chunk * d.k * bytes));
+  void *w = fits ? sharedExpansion() : own.as<void>();
+  std::vector<std::unique_ptr<LtGemm>> gemms;
+  for (int64_t c0 = 0; c0 < d.n; c0 += chunk) {
     GemmDesc g;
     g.dtype = d.dtype;
-    g.m = d.m, g.n = nc, g.k = d.k;
+    g.m = d.m, g.n = std::min(chunk, d.n - c0), g.k = d.k;
     g.transposeB = d.transposeB;
+    g.ldc = d.n;
     g.a = args.inputs[0].data;
-    g.b = w.as<void>();
-    g.c = chunk < d.n ? part.as<void>() : args.outputs[0].data;
+    g.b = w;
+    g.c = static_cast<char *>(args.outputs[0].data) + c0 * bytes;
     std::string gemmError;
-    std::unique_ptr<LtGemm> gemm = LtGemm::create(g, gemmError);
-    if (!gemm) v.fail(gemmError);
-    return gemm;
-  };
-  std::unique_ptr<LtGemm> full = plan(chunk), last;
-  if (!full) return nullptr;
-  if (d.n % chunk != 0 && !(last = plan(d.n % chunk))) return nullptr;
-  return makeFloatKernel<Factory<Element>::template Of>(
-      d.dtype, d, element, args.outputs[0].data, chunk, std::move(w), std::move(part),
-      std::move(full), std::move(last));
+    gemms.push_back(LtGemm::create(g, gemmError));
+    if (!gemms.back())
+      return v.reject(gemmError);
+  }
+  return makeFloatKernel<Factory<Element>::template Of>(d.dtype, d, element, chunk, w,
+                                                        std::move(own), std::move(gemms));
 }
 
 } // namespace llmc::cuda

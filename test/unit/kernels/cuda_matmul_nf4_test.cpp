@@ -2,9 +2,9 @@
 //
 // matmul_nf4's products are conformance cases (matmul_nf4_test.cpp), run
 // on the GPU by CudaKernelConformance. Here: pieces of a split weight
-// (whose blocks' scales are indexed in the whole weight) and binding
-// errors. Norm metric: f32 within 1e-5; bf16 within 1e-2, as the GPU
-// multiplies the weights rounded to bf16 and the CPU in fp32.
+// (whose blocks' scales are indexed in the whole weight), weights
+// expanded in several chunks, and binding errors. Norm metric: f32 within 1e-5; bf16 within 1e-2,
+// as the GPU multiplies the weights rounded to bf16 and the CPU in fp32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +49,27 @@ TEST(CudaMatmulNf4, PiecesMatchCpu) {
         expectCudaMatchesCpu("matmul_nf4", {&x, &w.codes, &w.absmaxQ, &w.scale, &w.mean}, {&out}, a,
                              {Metric::Norm, {tolerance(dtype)}});
       }
+}
+
+TEST(CudaMatmulNf4, WeightsOfSeveralChunksMatchCpu) {
+  // W is expanded 64 MiB of x's type at a time, each chunk's GEMM writing
+  // its columns of y in place (rows N apart): f32 [2048, 8200] is 8192
+  // columns then 8, bf16 [2048, 16400] 16384 then 16; both layouts.
+  LLMC_REQUIRE_GPU();
+  const int64_t block = 64, rows = 17, k = 2048;
+  uint64_t seed = 1500;
+  for (auto [dtype, n] :
+       {std::pair{DType::F32, int64_t{8200}}, std::pair{DType::BF16, int64_t{16400}}})
+    for (bool transposeB : {false, true}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + (transposeB ? " W [N, K]" : " W [K, N]"));
+      Nf4PieceStorage w = randomNf4Piece(k * n, k * n, block, seed);
+      Buffer x = Buffer::of(randomTensor({rows, k}, ++seed), dtype), out(dtype, {rows, n});
+      KernelAttrs a = attrs({}, {{"block", block}, {"transpose_b", transposeB}});
+      a.setInts("weight_shape",
+                transposeB ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+      expectCudaMatchesCpu("matmul_nf4", {&x, &w.codes, &w.absmaxQ, &w.scale, &w.mean}, {&out}, a,
+                           {Metric::Norm, {tolerance(dtype)}});
+    }
 }
 
 TEST(CudaMatmulNf4, BindingErrorsMatchCpu) {
