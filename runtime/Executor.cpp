@@ -296,10 +296,20 @@ ExecutionDevice::Step BoundProgram::bindTransfer(size_t i, const std::string &pr
           closesGroup](const StepContext &) {
     if (opensGroup)
       comm.beginTransfers();
-    if (isSend)
-      comm.send(buf.data, buf.bytes(), axis, shift, tag, channel);
-    else
-      comm.recv(buf.data, buf.bytes(), axis, shift, tag, channel);
+    try {
+      if (isSend)
+        comm.send(buf.data, buf.bytes(), axis, shift, tag, channel);
+      else
+        comm.recv(buf.data, buf.bytes(), axis, shift, tag, channel);
+    } catch (...) {
+      // The run's group (NCCL's) is not left open for the next run to nest
+      // in: a capture that failed here runs the program again eagerly.
+      try {
+        comm.endTransfers();
+      } catch (...) {
+      }
+      throw;
+    }
     if (closesGroup)
       comm.endTransfers();
   };

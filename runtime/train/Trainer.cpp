@@ -340,7 +340,8 @@ void Trainer::openRuntime() {
   if (!train)
     fail(opt.artifact, ": has no train_step program");
   if (mpi)
-    for (const BoundProgram *program : {train.get(), eval.get(), logits.get(), grad.get()})
+    for (const BoundProgram *program :
+         {train.get(), eval.get(), logits.get(), grad.get(), calibration.get()})
       if (program)
         checkMpiThreads(program->info(), gpu, opt.artifact);
   if (!opt.injectNonFinite.empty() &&
