@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Fill.h"
 #include "kernels/cpu/Common.h"
 
 namespace llmc::cpu {
@@ -31,11 +32,10 @@ private:
 };
 
 std::unique_ptr<Kernel> makeFill(const KernelArgs &args, std::string &error) {
-  Validator v("fill", args, error);
-  double value;
-  if (!v.arity(0, 1) || !v.floatAttr("value", &value) || !v.isFloat(v.out(0), "out"))
+  float value;
+  if (!contracts::bindFill(args, error, &value))
     return nullptr;
-  return makeFloatKernel<FillKernel>(v.out(0).dtype, args, static_cast<float>(value));
+  return makeFloatKernel<FillKernel>(args.outputs[0].dtype, args, value);
 }
 
 } // namespace

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/contracts/Fill.h"
 #include "kernels/cuda/Common.cuh"
 
 namespace llmc::cuda {
@@ -34,17 +35,10 @@ private:
 };
 
 std::unique_ptr<Kernel> makeFill(const KernelArgs &args, std::string &error) {
-  if (!args.inputs.empty() || args.outputs.size() != 1) {
-    error = "fill: expects no inputs and one output";
+  float value;
+  if (!contracts::bindFill(args, error, &value))
     return nullptr;
-  }
-  DType t = args.outputs[0].dtype;
-  if (t != DType::F32 && t != DType::BF16 && t != DType::F16) {
-    error = std::string("fill: output must be f32, bf16 or f16, got ") + dtypeName(t);
-    return nullptr;
-  }
-  return std::make_unique<FillKernel>(args.outputs[0],
-                                      static_cast<float>(args.attrs.getFloat("value")));
+  return std::make_unique<FillKernel>(args.outputs[0], value);
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 //===- cuda_basic_test.cpp - CUDA build, device query and kernel twins ----===//
 //
-// fill and copy are conformance cases (shape_test.cpp).
+// fill and copy are conformance cases (shape_test.cpp); fill's binding
+// errors are the CPU's (the shared contract, kernels/contracts/Fill.h).
 
 #include "CudaConformance.h"
 
@@ -31,6 +32,18 @@ TEST(CudaBuild, EveryCpuKernelHasACudaTwin) {
   for (const std::string &name : cpu)
     EXPECT_NE(std::find(gpu.begin(), gpu.end(), name), gpu.end())
         << "kernel '" << name << "' has no CUDA implementation";
+}
+
+TEST(CudaBuild, FillBindErrorsMatchCpu) {
+  // Runs everywhere: refused while binding, before the device is touched.
+  KernelAttrs noValue, intValue = attrs({{"value", 0.0}}, {}),
+                       nanValue = attrs({{"value", std::nan("")}}, {});
+  intValue.setInt("value", 3); // read as a float on both
+  TensorView f32 = typeOnly(DType::F32, {4}), i32 = typeOnly(DType::I32, {4});
+  expectCudaBindErrorsMatchCpu({{"fill", {}, {f32}, noValue},
+                                {"fill", {}, {f32}, nanValue},
+                                {"fill", {}, {i32}, intValue},
+                                {"fill", {f32}, {f32}, intValue}});
 }
 
 } // namespace
